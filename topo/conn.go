@@ -1,0 +1,205 @@
+package topo
+
+import (
+	"context"
+	"time"
+)
+
+// Conn is one connection to one cell's store, rooted at the cell's root.
+// All paths are relative to that root; "a/b" and "/a/b" name the same file.
+// Every method validates its path with CleanFilePath, CleanDirPath or
+// CleanPrefix first and returns InvalidPath (writing nothing) on a bad one;
+// every method honours its context, returning Timeout when the deadline
+// passes and Interrupted when it is cancelled; after Close every method
+// returns Closed. Implementations are safe for concurrent use.
+//
+// Files hold opaque bytes (at most MaxValueSize) and carry a Version that
+// changes on every write. Directories exist implicitly while a file is below
+// them.
+type Conn interface {
+	// ListDir lists the entries directly under dirPath, sorted by name.
+	// Intermediate directories appear as TypeDirectory entries. Type and
+	// Ephemeral are filled only when full is true; lock and election entries
+	// (see Lock, NewLeaderParticipation) are Ephemeral. It returns NoNode when
+	// nothing is under dirPath.
+	ListDir(ctx context.Context, dirPath string, full bool) ([]DirEntry, error)
+
+	// Create creates filePath holding contents and returns its version.
+	// It returns NodeExists if the file exists. Missing parent directories
+	// are created.
+	Create(ctx context.Context, filePath string, contents []byte) (Version, error)
+
+	// Update writes contents to filePath. With a nil version the write is
+	// unconditional and creates the file if it is absent. With a non-nil
+	// version it is a compare-and-set: BadVersion if the file's version
+	// differs, NoNode if the file is absent. It returns the new version.
+	Update(ctx context.Context, filePath string, contents []byte, version Version) (Version, error)
+
+	// Get returns the contents and version of filePath, or NoNode.
+	Get(ctx context.Context, filePath string) ([]byte, Version, error)
+
+	// GetVersion returns the contents filePath held at the given version (a
+	// value previously returned as that file's Version, as an int64). It
+	// returns NoNode if the file never held that version (or does not exist),
+	// Compacted if the store discarded that history, and NoImplementation on
+	// stores that keep no history (ZooKeeper, Consul).
+	GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error)
+
+	// List returns every file whose canonical path starts with
+	// filePathPrefix, a plain string prefix ("a/b" matches "a/b", "a/bc" and
+	// "a/b/c"), each with its own version, sorted by path. Lock and election
+	// entries are not files and are not listed. It returns NoNode when no file
+	// matches.
+	List(ctx context.Context, filePathPrefix string) ([]KVInfo, error)
+
+	// Delete deletes filePath. A nil version deletes unconditionally; a
+	// non-nil one is a compare-and-set (BadVersion if stale). It returns
+	// NoNode if the file is absent. Parent directories left empty disappear
+	// from their parents' listings.
+	Delete(ctx context.Context, filePath string, version Version) error
+
+	// Lock takes the exclusive lock on dirPath, storing contents (a
+	// description of the holder) with it, and blocks until it is held. It
+	// returns NoNode if dirPath has no files, Timeout when ctx's deadline
+	// passes and Interrupted when ctx is cancelled first; ctx bounds only the
+	// wait: the lock stays held after ctx ends, until Unlock or until the
+	// store drops it (session or lease loss). The lock's time to live is the
+	// backend's default (see each backend's options).
+	Lock(ctx context.Context, dirPath, contents string) (LockDescriptor, error)
+
+	// LockWithTTL is Lock with a time to live: if the holder stops renewing
+	// (its process dies or it loses the store), the lock lapses about ttl
+	// later. ttl must be positive (InvalidArgument); backends round it up to
+	// their minimum (Consul: 10 s; ZooKeeper: the session timeout unless TTL
+	// nodes are enabled).
+	LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (LockDescriptor, error)
+
+	// LockName takes a named lock at dirPath that, unlike Lock, does not
+	// require dirPath to exist. It uses a long time to live, for locks held
+	// across long operations.
+	LockName(ctx context.Context, dirPath, contents string) (LockDescriptor, error)
+
+	// TryLock takes the lock on dirPath like Lock, but fails fast with
+	// NodeExists while another holder has it instead of waiting behind it.
+	TryLock(ctx context.Context, dirPath, contents string) (LockDescriptor, error)
+
+	// Watch returns the current value of filePath (NoNode if absent, with no
+	// channel) and a channel of later changes. A delete sends a WatchData with
+	// Err NoNode and closes the channel; cancelling ctx sends Interrupted and
+	// closes it; Close on the Conn sends Interrupted and closes it. Rapid
+	// changes may be coalesced, but the last value sent is always the latest.
+	// The channel must be drained until it closes.
+	Watch(ctx context.Context, filePath string) (current *WatchData, changes <-chan *WatchData, err error)
+
+	// WatchRecursive returns the current value of every file whose path
+	// starts with prefix (a plain string prefix, as in List), each with its
+	// own version, and a channel of per-file events: a change carries the new
+	// contents, a delete carries Err NoNode (the channel stays open). Files
+	// created under prefix are reported as changes. Cancelling ctx, or Close,
+	// sends Interrupted and closes the channel. No event is lost: every file
+	// that exists when the channel closes was reported with its last value.
+	WatchRecursive(ctx context.Context, prefix string) ([]*WatchDataRecursive, <-chan *WatchDataRecursive, error)
+
+	// NewLeaderParticipation joins the leader election called name (a single
+	// path segment, or a path) as the participant id. It returns
+	// InvalidArgument for an empty name or id. Nothing happens in the store
+	// until WaitForLeadership is called.
+	NewLeaderParticipation(name, id string) (LeaderParticipation, error)
+
+	// Close releases the connection. Active watches end with Interrupted;
+	// locks and leadership held through this Conn are released by their
+	// session or lease ending. Later calls return Closed. Close is idempotent.
+	Close()
+}
+
+// DirEntryType is the type of a ListDir entry.
+type DirEntryType int
+
+const (
+	// TypeDirectory is an entry with entries under it.
+	TypeDirectory DirEntryType = iota
+	// TypeFile is an entry holding a value.
+	TypeFile
+)
+
+// String returns "directory" or "file".
+func (t DirEntryType) String() string {
+	if t == TypeFile {
+		return "file"
+	}
+	return "directory"
+}
+
+// DirEntry is one entry of a ListDir result.
+type DirEntry struct {
+	// Name is the entry's name, a single path segment.
+	Name string
+	// Type is filled only by a full listing.
+	Type DirEntryType
+	// Ephemeral marks entries that vanish with their owner's session or
+	// lease (lock and election entries). Filled only by a full listing.
+	Ephemeral bool
+}
+
+// KVInfo is one file returned by List.
+type KVInfo struct {
+	// Path is the file's canonical path relative to the cell root.
+	Path    string
+	Value   []byte
+	Version Version
+}
+
+// WatchData is one value or event of a Watch. Exactly one of Contents (with
+// Version) or Err is meaningful: an event with a non-nil Err is the last one
+// on its channel, except in WatchRecursive where a NoNode Err reports one
+// file's deletion.
+type WatchData struct {
+	Contents []byte
+	Version  Version
+	Err      error
+}
+
+// WatchDataRecursive is one value or event of WatchRecursive, for Path (the
+// file's canonical path relative to the cell root).
+type WatchDataRecursive struct {
+	Path string
+	WatchData
+}
+
+// LockDescriptor is a held lock. Its methods are safe for concurrent use.
+type LockDescriptor interface {
+	// Check returns nil while the lock is held, and LockLost once the store
+	// dropped it (session or lease lost, lock node deleted behind the
+	// holder's back) or Interrupted once Unlock was called. Backends check
+	// their local session state and may ask the store.
+	Check(ctx context.Context) error
+
+	// Unlock releases the lock. A second Unlock returns Interrupted (the
+	// lock is no longer held); releasing a lock the store already dropped
+	// returns LockLost.
+	Unlock(ctx context.Context) error
+}
+
+// LeaderParticipation is one participant in a leader election. Its methods
+// are safe for concurrent use.
+type LeaderParticipation interface {
+	// WaitForLeadership blocks until this participant leads, then returns a
+	// context that is cancelled when leadership is lost or Stop is called.
+	// After Stop it returns Interrupted. Calling it again while leading
+	// returns the same context.
+	WaitForLeadership() (context.Context, error)
+
+	// Stop withdraws from the election, giving up leadership if held. It is
+	// idempotent and returns once the participant's entry is removed (or the
+	// store cannot be reached).
+	Stop()
+
+	// GetCurrentLeaderID returns the id of the current leader, or "" with a
+	// nil error when nobody leads.
+	GetCurrentLeaderID(ctx context.Context) (string, error)
+
+	// WaitForNewLeader returns a channel of leader ids: the current leader
+	// first (if any), then each new leader as leadership changes. The
+	// channel closes when ctx ends or the Conn is closed.
+	WaitForNewLeader(ctx context.Context) (<-chan string, error)
+}

@@ -1,0 +1,141 @@
+package topo
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxValueSize is the largest file value, in bytes, that any backend accepts
+// (512 KiB, Consul's KV limit, so that a tree can be copied between any two
+// backends). Larger writes fail with InvalidArgument and write nothing.
+const MaxValueSize = 512 * 1024
+
+// MaxPathLength is the longest path, in bytes, that CleanFilePath and
+// CleanDirPath accept.
+const MaxPathLength = 4096
+
+// CleanFilePath validates a file path and returns it in canonical form:
+// relative to the cell root, without a leading "/". "a/b" and "/a/b" both
+// give "a/b". It returns an InvalidPath *Error when the path is empty or
+// "/", has a trailing "/", contains an empty ("//"), "." or ".." segment,
+// contains NUL or another control byte (below 0x20, or 0x7f), is not valid
+// UTF-8, or is longer than MaxPathLength. Every backend calls it (or
+// CleanDirPath) before touching the store, so a bad path writes nothing.
+func CleanFilePath(p string) (string, error) {
+	if strings.HasSuffix(p, "/") {
+		return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("a file path must not end with '/'")}
+	}
+	c, err := cleanPath(p)
+	if err != nil {
+		return "", err
+	}
+	if c == "" {
+		return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("a file path must not be empty")}
+	}
+	return c, nil
+}
+
+// CleanDirPath validates a directory path and returns it in canonical form:
+// without leading or trailing "/", and "" for the cell root ("", "/").
+// It applies the rules of CleanFilePath, except that the root is allowed and
+// one trailing "/" is accepted.
+func CleanDirPath(p string) (string, error) {
+	q := strings.TrimSuffix(p, "/")
+	switch q {
+	case "":
+		return "", nil
+	case "/":
+		return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("empty path segment")}
+	}
+	return cleanPath(q)
+}
+
+// CleanPrefix validates a List or WatchRecursive prefix. A prefix is a plain
+// string prefix over canonical file paths, so it may end in "/" or in the
+// middle of a name; "" and "/" mean every file. It must otherwise follow the
+// rules of CleanFilePath. The result has no leading "/".
+func CleanPrefix(p string) (string, error) {
+	if p == "" || p == "/" {
+		return "", nil
+	}
+	trailing := strings.HasSuffix(p, "/")
+	q := strings.TrimSuffix(p, "/")
+	c, err := cleanPath(q)
+	if err != nil {
+		return "", err
+	}
+	if trailing {
+		c += "/"
+	}
+	return c, nil
+}
+
+func cleanPath(p string) (string, error) {
+	if len(p) > MaxPathLength {
+		return "", &Error{Code: InvalidPath, Path: p[:64] + "...", Err: errors.New("path longer than MaxPathLength")}
+	}
+	for i := 0; i < len(p); i++ {
+		if b := p[i]; b < 0x20 || b == 0x7f {
+			return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("path contains a control byte")}
+		}
+	}
+	if !utf8.ValidString(p) {
+		return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("path is not valid UTF-8")}
+	}
+	c := strings.TrimPrefix(p, "/")
+	if c == "" {
+		return "", nil
+	}
+	for seg := range strings.SplitSeq(c, "/") {
+		switch seg {
+		case "":
+			return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("empty path segment")}
+		case ".", "..":
+			return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("'.' and '..' segments are not allowed")}
+		}
+	}
+	return c, nil
+}
+
+// JoinPath joins a canonical directory (possibly "") and a name.
+func JoinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// CheckValue returns an InvalidArgument *Error for path when contents is
+// larger than MaxValueSize, and nil otherwise.
+func CheckValue(path string, contents []byte) error {
+	if len(contents) > MaxValueSize {
+		return &Error{Code: InvalidArgument, Path: path, Err: errors.New("value larger than MaxValueSize")}
+	}
+	return nil
+}
+
+// CheckContext returns nil while ctx is live, and otherwise the *Error that
+// FromContext gives. Backends call it before writing anything.
+func CheckContext(ctx context.Context, path string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return FromContext(ctx, path)
+}
+
+// FromContext maps a finished context onto a typed error for path: Timeout
+// when its deadline passed, Interrupted when it was cancelled. It returns nil
+// while ctx is live.
+func FromContext(ctx context.Context, path string) error {
+	err := ctx.Err()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: Timeout, Path: path, Err: err}
+	default:
+		return &Error{Code: Interrupted, Path: path, Err: err}
+	}
+}
