@@ -1,0 +1,421 @@
+// Package consultest runs real Consul agents for tests: `consul agent -dev`
+// (Consul v1.13.9, the newest MPL-2.0 release, built once from tools/consul
+// into a cache directory) bound to 127.0.0.1 on free ports in a temporary
+// directory.
+//
+// Tests that need one agent call Start. Packages that share one agent
+// between all their tests start it from TestMain with NewAgent and stop it
+// with Agent.Stop, giving every subtest a fresh root:
+//
+//	var agent *consultest.Agent
+//
+//	func TestMain(m *testing.M) {
+//		var err error
+//		agent, err = consultest.NewAgent()
+//		if err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			os.Exit(1)
+//		}
+//		code := m.Run()
+//		agent.Stop()
+//		os.Exit(code)
+//	}
+//
+// A dev agent keeps its state in memory: Restart brings the agent back on
+// the same address with an empty store (no keys, no sessions, indexes
+// starting over).
+package consultest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Version is the Consul release the helpers run.
+const Version = "v1.13.9"
+
+// startTimeout bounds how long an agent may take to elect itself leader and
+// register its node. The machine running the tests may be heavily shared.
+const startTimeout = 60 * time.Second
+
+// Start starts a Consul dev agent for the test, stops it in t.Cleanup, and
+// returns its HTTP address "127.0.0.1:PORT", usable as the "consul"
+// factory's serverAddress. It fails the test (never skips) when the binary
+// cannot be found or built or the agent does not come up. It is safe for
+// concurrent use; each call starts a separate agent.
+func Start(t testing.TB) string {
+	t.Helper()
+	return StartAgent(t).Addr()
+}
+
+// StartAgent is Start returning the *Agent, for tests that restart or stop
+// it. The agent is stopped in t.Cleanup.
+func StartAgent(t testing.TB) *Agent {
+	t.Helper()
+	a, err := NewAgent()
+	if err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	t.Cleanup(a.Stop)
+	return a
+}
+
+// Binary returns the path of the Consul binary the helpers run, building it
+// with tools/consul/build.sh when it is missing (this takes minutes). The
+// path is $TOPOKIT_CONSUL when set, else
+// ${XDG_CACHE_HOME:-$HOME/.cache}/topokit/consul-v1.13.9/consul. It fails the
+// test when the binary cannot be found or built.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := BinaryPath()
+	if err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	return bin
+}
+
+// BinaryPath is Binary for callers without a testing.TB (TestMain): it
+// returns the binary's path, or an error saying why it could not be built.
+func BinaryPath() (string, error) {
+	bin := defaultBinary()
+	if isExecutable(bin) {
+		return bin, nil
+	}
+	// build.sh serialises concurrent builds (across processes) with flock.
+	script, err := findBuildScript()
+	if err != nil {
+		return "", fmt.Errorf("consul binary %s is missing and %v", bin, err)
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Env = append(os.Environ(), "TOPOKIT_CONSUL="+bin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building consul with %s: %v\n%s", script, err, stderr.String())
+	}
+	if !isExecutable(bin) {
+		return "", fmt.Errorf("%s ran (%q) but %s is still missing", script, bytes.TrimSpace(out), bin)
+	}
+	return bin, nil
+}
+
+func defaultBinary() string {
+	if p := os.Getenv("TOPOKIT_CONSUL"); p != "" {
+		return p
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "topokit", "consul-"+Version, "consul")
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// findBuildScript locates tools/consul/build.sh: next to this source file
+// when the tree is at hand, else in a parent of the working directory.
+func findBuildScript() (string, error) {
+	const rel = "tools/consul/build.sh"
+	var tried []string
+	if _, file, _, ok := runtime.Caller(0); ok {
+		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+		p := filepath.Join(root, rel)
+		if isExecutable(p) || fileExists(p) {
+			return p, nil
+		}
+		tried = append(tried, p)
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			p := filepath.Join(dir, rel)
+			if fileExists(p) {
+				return p, nil
+			}
+			tried = append(tried, p)
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	return "", fmt.Errorf("no %s found (tried %v); run it from a topokit checkout or set TOPOKIT_CONSUL to an MPL-2.0 consul %s binary", rel, tried, Version)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Agent is one running Consul dev agent. Its methods are safe for
+// concurrent use.
+type Agent struct {
+	bin      string
+	dir      string
+	httpPort int
+	args     []string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+	runs    int
+	stopped bool
+}
+
+// NewAgent starts a Consul dev agent on free 127.0.0.1 ports (HTTP, serf
+// LAN and WAN, server RPC; DNS and gRPC disabled) with its data and log in a
+// new temporary directory, and returns once the agent has elected itself
+// leader and registered its node (so sessions can be created). The caller
+// must call Stop. It retries with new ports when a port was taken between
+// choosing and binding it.
+func NewAgent() (*Agent, error) {
+	bin, err := BinaryPath()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		a, err := newAgent(bin)
+		if err == nil {
+			return a, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func newAgent(bin string) (*Agent, error) {
+	dir, err := os.MkdirTemp("", "consultest-")
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	a := &Agent{
+		bin:      bin,
+		dir:      dir,
+		httpPort: ports[0],
+		args: []string{
+			"agent", "-dev",
+			"-bind", "127.0.0.1",
+			"-client", "127.0.0.1",
+			"-http-port", strconv.Itoa(ports[0]),
+			"-serf-lan-port", strconv.Itoa(ports[1]),
+			"-serf-wan-port", strconv.Itoa(ports[2]),
+			"-server-port", strconv.Itoa(ports[3]),
+			"-dns-port=-1",
+			"-grpc-port=-1",
+			"-data-dir", filepath.Join(dir, "data"),
+			"-node", "consultest-" + strconv.Itoa(ports[0]),
+			"-log-level", "warn",
+			"-hcl", "disable_update_check = true",
+		},
+	}
+	if err := a.start(); err != nil {
+		a.Stop()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Addr returns the agent's HTTP address, "127.0.0.1:PORT". It stays the same
+// across Restart.
+func (a *Agent) Addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.httpPort))
+}
+
+// Dir returns the agent's temporary directory (data dir and logs).
+func (a *Agent) Dir() string { return a.dir }
+
+// Restart kills the agent and starts it again on the same ports, returning
+// once it leads again. A dev agent keeps nothing across a restart: keys and
+// sessions are gone and indexes start over. It fails the test when the agent
+// does not come back.
+func (a *Agent) Restart(t testing.TB) {
+	t.Helper()
+	a.Kill()
+	if err := a.Start(); err != nil {
+		t.Fatalf("consultest: restarting the agent: %v", err)
+	}
+}
+
+// Kill kills the agent's process (SIGKILL) and waits for it to exit; the
+// agent's address then refuses connections until Start. Killing a stopped
+// agent does nothing.
+func (a *Agent) Kill() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.killLocked()
+}
+
+// Start starts a killed agent again on the same ports and waits until it
+// leads. Starting a running agent does nothing; starting a stopped one is an
+// error.
+func (a *Agent) Start() error {
+	a.mu.Lock()
+	stopped, running := a.stopped, a.cmd != nil
+	a.mu.Unlock()
+	switch {
+	case stopped:
+		return errors.New("agent was stopped")
+	case running:
+		return nil
+	}
+	return a.start()
+}
+
+// Stop kills the agent and removes its temporary directory. It is
+// idempotent.
+func (a *Agent) Stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.killLocked()
+	if !a.stopped {
+		a.stopped = true
+		os.RemoveAll(a.dir)
+	}
+}
+
+func (a *Agent) killLocked() {
+	if a.cmd == nil {
+		return
+	}
+	_ = a.cmd.Process.Kill()
+	<-a.exited
+	a.cmd = nil
+}
+
+func (a *Agent) start() error {
+	a.mu.Lock()
+	a.runs++
+	logPath := filepath.Join(a.dir, fmt.Sprintf("consul-%d.log", a.runs))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		a.mu.Unlock()
+		return err
+	}
+	cmd := exec.Command(a.bin, a.args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		a.mu.Unlock()
+		return fmt.Errorf("starting %s: %w", a.bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(exited)
+	}()
+	a.cmd, a.exited, a.logPath = cmd, exited, logPath
+	a.mu.Unlock()
+
+	if err := a.waitReady(exited); err != nil {
+		a.Kill()
+		logTail, _ := os.ReadFile(logPath)
+		if len(logTail) > 4000 {
+			logTail = logTail[len(logTail)-4000:]
+		}
+		return fmt.Errorf("consul agent on %s did not come up: %v\nlog %s:\n%s", a.Addr(), err, logPath, logTail)
+	}
+	return nil
+}
+
+// waitReady polls until the agent reports a leader and its node is in the
+// catalog (a session needs its node registered).
+func (a *Agent) waitReady(exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	base := "http://" + a.Addr()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var leader string
+		var nodes []json.RawMessage
+		if err := getJSON(ctx, client, base+"/v1/status/leader", &leader); err == nil && leader != "" {
+			if err := getJSON(ctx, client, base+"/v1/catalog/nodes", &nodes); err == nil && len(nodes) > 0 {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("the agent exited")
+		case <-ctx.Done():
+			return fmt.Errorf("no leader after %v", startTimeout)
+		case <-tick.C:
+		}
+	}
+}
+
+func getJSON(ctx context.Context, c *http.Client, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// freePorts returns n distinct ports that are free on 127.0.0.1 for both
+// TCP and UDP (serf uses both) at the time of the call.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for tries := 0; len(ports) < n && tries < 100; tries++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			l.Close()
+			continue
+		}
+		u.Close()
+		held = append(held, l)
+		ports = append(ports, port)
+	}
+	if len(ports) < n {
+		return nil, errors.New("could not find free ports on 127.0.0.1")
+	}
+	return ports, nil
+}
