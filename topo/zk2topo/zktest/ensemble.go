@@ -1,0 +1,243 @@
+package zktest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Ensemble is a ZooKeeper ensemble (QuorumPeerMain) of n nodes on
+// 127.0.0.1, started by StartEnsemble. Each node has its own zoo.cfg, myid
+// and data directory. Its methods are safe for concurrent use.
+type Ensemble struct {
+	t     testing.TB
+	dir   string
+	addrs []string // client addresses, by node index
+	peer  []int    // quorum port, by node index
+	elect []int    // leader election port, by node index
+
+	mu    sync.Mutex
+	procs []*process // nil while a node is stopped
+}
+
+// StartEnsemble starts an ensemble of n nodes (n >= 1; 3 for a fault-tolerant
+// quorum) on free 127.0.0.1 ports with data in t.TempDir(), waits until every
+// node answers "srvr" with a Mode (so a quorum exists and a leader was
+// elected), and kills every node in t.Cleanup. It fails the test when
+// ZooKeeper cannot be installed or started.
+func StartEnsemble(t testing.TB, n int) *Ensemble {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("zktest: StartEnsemble needs at least one node, got %d", n)
+	}
+	if err := EnsureInstalled(); err != nil {
+		t.Fatal(err)
+	}
+	e := &Ensemble{t: t, dir: t.TempDir(), procs: make([]*process, n)}
+	t.Cleanup(e.killAll)
+	ports := make([]int, 0, 3*n)
+	var ls []net.Listener
+	for len(ports) < 3*n { // hold all listeners until every port is chosen, so they differ
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	for i := 0; i < n; i++ {
+		e.addrs = append(e.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])))
+		e.peer = append(e.peer, ports[3*i+1])
+		e.elect = append(e.elect, ports[3*i+2])
+	}
+	for i := 0; i < n; i++ {
+		if err := e.writeConfig(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if err := e.startNode(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if err := e.waitNode(i, StartTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *Ensemble) nodeDir(i int) string { return filepath.Join(e.dir, fmt.Sprintf("node%d", i+1)) }
+
+func (e *Ensemble) writeConfig(i int) error {
+	dir := e.nodeDir(i)
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(baseConfig(data))
+	fmt.Fprintf(&b, "initLimit=50\nsyncLimit=10\ncnxTimeout=500\n")
+	fmt.Fprintf(&b, "clientPort=%d\nclientPortAddress=127.0.0.1\n", e.clientPort(i))
+	for j := range e.addrs {
+		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", j+1, e.peer[j], e.elect[j])
+	}
+	return os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(b.String()), 0o644)
+}
+
+func (e *Ensemble) clientPort(i int) int {
+	_, p, _ := net.SplitHostPort(e.addrs[i])
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func (e *Ensemble) startNode(i int) error {
+	dir := e.nodeDir(i)
+	p, err := startJVM("org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "zoo.cfg"),
+		filepath.Join(dir, fmt.Sprintf("zookeeper-%d.log", time.Now().UnixNano())))
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.procs[i] = p
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *Ensemble) waitNode(i int, timeout time.Duration) error {
+	e.mu.Lock()
+	p := e.procs[i]
+	e.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("zktest: node %d is stopped", i)
+	}
+	return p.waitReady(e.addrs[i], timeout)
+}
+
+func (e *Ensemble) killAll() {
+	for i := range e.procs {
+		e.Kill(i)
+	}
+}
+
+// Size returns the number of nodes.
+func (e *Ensemble) Size() int { return len(e.addrs) }
+
+// Addr returns node i's client address "127.0.0.1:PORT" (i from 0).
+func (e *Ensemble) Addr(i int) string { return e.addrs[i] }
+
+// Addrs returns every node's client address, by node index.
+func (e *Ensemble) Addrs() []string { return append([]string(nil), e.addrs...) }
+
+// Servers returns the comma-separated client addresses, the server list a
+// ZooKeeper client (and the zk2 factory) takes.
+func (e *Ensemble) Servers() string { return strings.Join(e.addrs, ",") }
+
+// Kill kills node i's JVM with SIGKILL (a crash) and waits for it to exit.
+// Killing a stopped node does nothing.
+func (e *Ensemble) Kill(i int) {
+	e.mu.Lock()
+	p := e.procs[i]
+	e.procs[i] = nil
+	e.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
+}
+
+// Stop shuts node i down with SIGTERM (killing it after 10 s) and waits for
+// it to exit. Stopping a stopped node does nothing.
+func (e *Ensemble) Stop(i int) {
+	e.mu.Lock()
+	p := e.procs[i]
+	e.procs[i] = nil
+	e.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// Restart starts a stopped or killed node i again with its old data and
+// waits until it serves (answers "srvr" with a Mode, i.e. rejoined a
+// quorum). It fails the test on error. Restarting a running node does
+// nothing.
+func (e *Ensemble) Restart(i int) {
+	e.t.Helper()
+	e.mu.Lock()
+	running := e.procs[i] != nil
+	e.mu.Unlock()
+	if running {
+		return
+	}
+	if err := e.startNode(i); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.waitNode(i, StartTimeout); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// Running reports whether node i's JVM is running (not stopped or killed).
+func (e *Ensemble) Running(i int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.procs[i] != nil && !e.procs[i].exited()
+}
+
+// Mode returns node i's "srvr" Mode ("leader", "follower"), or an error
+// when the node does not serve (stopped, or without a quorum).
+func (e *Ensemble) Mode(i int) (string, error) { return Mode(e.addrs[i]) }
+
+// Leader returns the index of the node that reports Mode leader, or -1 when
+// none does right now.
+func (e *Ensemble) Leader() int {
+	for i := range e.addrs {
+		if !e.Running(i) {
+			continue
+		}
+		if m, err := Mode(e.addrs[i]); err == nil && m == "leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitLeader polls until a node reports Mode leader and every other running
+// node serves, and returns the leader's index. It fails the test after
+// timeout.
+func (e *Ensemble) WaitLeader(timeout time.Duration) int {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if l := e.Leader(); l >= 0 {
+			ok := true
+			for i := range e.addrs {
+				if i != l && e.Running(i) {
+					if _, err := Mode(e.addrs[i]); err != nil {
+						ok = false
+					}
+				}
+			}
+			if ok {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("zktest: no ZooKeeper leader among %s within %v", e.Servers(), timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,60 @@
+package zktest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStart(t *testing.T) {
+	addr := Start(t)
+	mode, err := Mode(addr)
+	require.NoError(t, err)
+	require.Equal(t, "standalone", mode)
+
+	c, _, err := zk.Connect([]string{addr}, 2*time.Second, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Create("/x", []byte("v"), 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	b, _, err := c.Get("/x")
+	require.NoError(t, err)
+	require.Equal(t, "v", string(b))
+}
+
+func TestLaunch(t *testing.T) {
+	s, err := Launch()
+	require.NoError(t, err)
+	_, err = Mode(s.Addr())
+	require.NoError(t, err)
+	s.Stop()
+	s.Stop()
+	_, err = Mode(s.Addr())
+	require.Error(t, err)
+}
+
+func TestEnsemble(t *testing.T) {
+	e := StartEnsemble(t, 3)
+	leader := e.WaitLeader(time.Minute)
+	c, _, err := zk.Connect(e.Addrs(), 10*time.Second, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Create("/x", []byte("v"), 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+
+	e.Kill(leader)
+	require.False(t, e.Running(leader))
+	newLeader := e.WaitLeader(time.Minute)
+	require.NotEqual(t, leader, newLeader)
+	require.Eventually(t, func() bool {
+		_, err := c.Set("/x", []byte("w"), -1)
+		return err == nil
+	}, time.Minute, 50*time.Millisecond)
+
+	e.Restart(leader)
+	mode, err := e.Mode(leader)
+	require.NoError(t, err)
+	require.Equal(t, "follower", mode)
+}
