@@ -1,0 +1,51 @@
+package memorytopo
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// ListDir implements topo.Conn.ListDir. An entry with entries under it is a
+// TypeDirectory (even if it also holds a value); any other is a TypeFile.
+// With full, entries whose subtree holds no regular file (lock and election
+// entries, and the "locks" and "elections" directories holding only those)
+// are marked Ephemeral. It returns NoNode when nothing is under dirPath and
+// Closed after Close.
+func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
+	c.f.count(OpListDir)
+	if err := c.closedErr(dirPath); err != nil {
+		return nil, err
+	}
+	p, err := topo.CleanDirPath(dirPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.enter(ctx, OpListDir, p); err != nil {
+		return nil, err
+	}
+	s := c.s
+	s.mu.RLock()
+	n := s.lookup(c.full(p))
+	if n == nil || len(n.children) == 0 {
+		s.mu.RUnlock()
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	out := make([]topo.DirEntry, 0, len(n.children))
+	for name, ch := range n.children {
+		e := topo.DirEntry{Name: name}
+		if full {
+			e.Type = topo.TypeFile
+			if len(ch.children) > 0 {
+				e.Type = topo.TypeDirectory
+			}
+			e.Ephemeral = ch.files == 0
+		}
+		out = append(out, e)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -1,0 +1,408 @@
+package memorytopo
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Operation names one kind of call on a Conn, a LockDescriptor or a
+// LeaderParticipation, for fault injection (Fault.Op) and call counters
+// (Factory.CallCount).
+type Operation int
+
+// The operations. OpAny matches every operation in a Fault; it has no
+// counter of its own.
+const (
+	// OpAny matches every operation (Fault.Op only).
+	OpAny Operation = iota
+	// OpListDir is Conn.ListDir.
+	OpListDir
+	// OpCreate is Conn.Create.
+	OpCreate
+	// OpUpdate is Conn.Update.
+	OpUpdate
+	// OpGet is Conn.Get.
+	OpGet
+	// OpGetVersion is Conn.GetVersion.
+	OpGetVersion
+	// OpList is Conn.List.
+	OpList
+	// OpDelete is Conn.Delete.
+	OpDelete
+	// OpLock is Conn.Lock.
+	OpLock
+	// OpLockWithTTL is Conn.LockWithTTL.
+	OpLockWithTTL
+	// OpLockName is Conn.LockName.
+	OpLockName
+	// OpTryLock is Conn.TryLock.
+	OpTryLock
+	// OpCheck is LockDescriptor.Check.
+	OpCheck
+	// OpUnlock is LockDescriptor.Unlock.
+	OpUnlock
+	// OpWatch is Conn.Watch.
+	OpWatch
+	// OpWatchRecursive is Conn.WatchRecursive.
+	OpWatchRecursive
+	// OpNewLeaderParticipation is Conn.NewLeaderParticipation. Only error
+	// faults apply to it (it does not touch the store); latency and a hung
+	// server do not.
+	OpNewLeaderParticipation
+	// OpWaitForLeadership is LeaderParticipation.WaitForLeadership. Latency
+	// and a hung server end early when the participation is stopped.
+	OpWaitForLeadership
+	// OpGetCurrentLeaderID is LeaderParticipation.GetCurrentLeaderID.
+	OpGetCurrentLeaderID
+	// OpWaitForNewLeader is LeaderParticipation.WaitForNewLeader.
+	OpWaitForNewLeader
+	// OpKeepAlive is the simulated renewal of sessions and lock leases. It
+	// is never counted. A Fault with Op OpKeepAlive (its Path, Prefix and
+	// Times are ignored), an error for every call (SetError) or a hung
+	// server (Hang) blocks renewal: every live lease then lapses its TTL
+	// later unless renewal resumes first.
+	OpKeepAlive
+
+	numOperations
+)
+
+var opNames = [...]string{
+	OpAny: "Any", OpListDir: "ListDir", OpCreate: "Create", OpUpdate: "Update", OpGet: "Get",
+	OpGetVersion: "GetVersion", OpList: "List", OpDelete: "Delete", OpLock: "Lock",
+	OpLockWithTTL: "LockWithTTL", OpLockName: "LockName", OpTryLock: "TryLock", OpCheck: "Check",
+	OpUnlock: "Unlock", OpWatch: "Watch", OpWatchRecursive: "WatchRecursive",
+	OpNewLeaderParticipation: "NewLeaderParticipation", OpWaitForLeadership: "WaitForLeadership",
+	OpGetCurrentLeaderID: "GetCurrentLeaderID", OpWaitForNewLeader: "WaitForNewLeader",
+	OpKeepAlive: "KeepAlive",
+}
+
+// String returns the operation's method name, e.g. "Get".
+func (op Operation) String() string {
+	if op >= 0 && op < numOperations {
+		return opNames[op]
+	}
+	return "Operation(" + strconv.Itoa(int(op)) + ")"
+}
+
+// Fault is one injected failure: calls of Op (or of every operation, with
+// OpAny) whose path matches fail with Err instead of running.
+//
+// The path a call is matched against is the canonical path it was given,
+// relative to the Conn's root (for ListDir and the locks, the directory; for
+// List and WatchRecursive, the prefix; for LockDescriptor methods, the
+// locked directory; for LeaderParticipation methods, the election name).
+// Path, when not empty, is a path.Match pattern ("a/*/b"; note that * does
+// not cross "/"); Prefix, when not empty, is a plain string prefix. Both
+// must match when both are set; with neither, every path matches.
+type Fault struct {
+	// Op is the operation that fails, or OpAny for all of them.
+	Op Operation
+	// Path is a path.Match pattern the call's path must match ("" = any).
+	Path string
+	// Prefix is a string prefix the call's path must have ("" = any).
+	Prefix string
+	// Err is the error returned. A topo.ErrorCode (e.g. topo.Unavailable)
+	// is returned as a *topo.Error with that code and the call's path; a
+	// *topo.Error is returned as is; any other error is wrapped in a
+	// *topo.Error with code Unavailable whose Unwrap returns Err, so both
+	// errors.Is(err, Err) and errors.Is(err, topo.Unavailable) hold.
+	// A nil Err means topo.Unavailable.
+	Err error
+	// Times limits the fault to the next Times matching calls; 0 means
+	// until it is removed.
+	Times int
+}
+
+type rule struct {
+	Fault
+	remaining atomic.Int64 // only when Times > 0
+}
+
+// faultState is an immutable snapshot of a Factory's faults, replaced as a
+// whole on every change. A nil *faultState means no fault is configured.
+type faultState struct {
+	err     error
+	latency time.Duration
+	hung    chan struct{} // non-nil while hung; closed by Unhang
+	rules   []*rule
+}
+
+func (fs *faultState) blocksKeepAlive() bool {
+	if fs == nil {
+		return false
+	}
+	if fs.err != nil || fs.hung != nil {
+		return true
+	}
+	for _, r := range fs.rules {
+		if r.Op == OpKeepAlive {
+			return true
+		}
+	}
+	return false
+}
+
+// faults is the mutable part of the fault configuration, guarded by mu;
+// every change publishes a new *faultState.
+type faults struct {
+	mu      sync.Mutex
+	err     error
+	latency time.Duration
+	hung    chan struct{}
+	rules   []*rule
+}
+
+// SetError makes every call on every Conn of f fail with err (see
+// Fault.Err for how err is returned) until SetError(nil). Calls fail after
+// the Closed check and input validation, so a closed Conn still returns
+// Closed and bad input still returns InvalidPath or InvalidArgument. While
+// set, it also blocks lease renewal (see OpKeepAlive). Safe for concurrent
+// use.
+func (f *Factory) SetError(err error) {
+	f.updateFaults(func(fl *faults) { fl.err = err })
+}
+
+// AddFault installs fault and returns a function that removes it (calling
+// it more than once is harmless). Faults are checked in the order they were
+// added, after SetError's error; the first match wins. Safe for concurrent
+// use.
+func (f *Factory) AddFault(fault Fault) (remove func()) {
+	r := &rule{Fault: fault}
+	if fault.Times > 0 {
+		r.remaining.Store(int64(fault.Times))
+	}
+	f.updateFaults(func(fl *faults) { fl.rules = append(fl.rules, r) })
+	return func() {
+		f.updateFaults(func(fl *faults) {
+			for i, o := range fl.rules {
+				if o == r {
+					fl.rules = append(fl.rules[:i:i], fl.rules[i+1:]...)
+					return
+				}
+			}
+		})
+	}
+}
+
+// SetLatency delays every call on every Conn of f by d before it runs (0
+// removes the delay). A call whose context ends during the delay returns
+// Timeout (deadline) or Interrupted (cancelled) and does nothing; a Conn
+// closed during the delay returns Closed. Watches and WaitForNewLeader are
+// delayed when they start, not per event. Safe for concurrent use.
+func (f *Factory) SetLatency(d time.Duration) {
+	f.updateFaults(func(fl *faults) { fl.latency = max(d, 0) })
+}
+
+// Hang simulates a server that stopped answering: from now on every call on
+// every Conn of f blocks until its context ends (then it returns Timeout or
+// Interrupted and does nothing), its Conn is closed (Closed) or Unhang is
+// called (then it proceeds). Lease renewal stops too, so sessions and locks
+// lapse their TTL after Hang unless Unhang comes first. Calls already past
+// the fault check are not affected. Safe for concurrent use.
+func (f *Factory) Hang() {
+	f.updateFaults(func(fl *faults) {
+		if fl.hung == nil {
+			fl.hung = make(chan struct{})
+		}
+	})
+}
+
+// Unhang ends Hang: blocked calls proceed and lease renewal resumes. Safe
+// for concurrent use.
+func (f *Factory) Unhang() {
+	f.updateFaults(func(fl *faults) {
+		if fl.hung != nil {
+			close(fl.hung)
+			fl.hung = nil
+		}
+	})
+}
+
+// ClearFaults removes every fault: the SetError error, all Faults added
+// with AddFault, the latency, and a hang (as Unhang). Call counters are
+// kept. Safe for concurrent use.
+func (f *Factory) ClearFaults() {
+	f.updateFaults(func(fl *faults) {
+		fl.err = nil
+		fl.latency = 0
+		fl.rules = nil
+		if fl.hung != nil {
+			close(fl.hung)
+			fl.hung = nil
+		}
+	})
+}
+
+func (f *Factory) updateFaults(change func(*faults)) {
+	fl := &f.faults
+	fl.mu.Lock()
+	change(fl)
+	var fs *faultState
+	if fl.err != nil || fl.latency > 0 || fl.hung != nil || len(fl.rules) > 0 {
+		fs = &faultState{err: fl.err, latency: fl.latency, hung: fl.hung, rules: fl.rules}
+	}
+	f.faultState.Store(fs)
+	blocked := fs.blocksKeepAlive()
+	changed := f.keepAliveBlocked.Swap(blocked) != blocked
+	fl.mu.Unlock()
+	if changed {
+		f.refreshLeases()
+	}
+}
+
+// faultErr turns an injected error into the error a call returns.
+func faultErr(err error, p string) error {
+	if err == nil {
+		return topo.NewError(topo.Unavailable, p)
+	}
+	switch e := err.(type) {
+	case topo.ErrorCode:
+		return &topo.Error{Code: e, Path: p, Err: errors.New("injected fault")}
+	case *topo.Error:
+		return e
+	}
+	return &topo.Error{Code: topo.Unavailable, Path: p, Err: err}
+}
+
+func (r *rule) matches(op Operation, p string) bool {
+	if r.Op != OpAny && r.Op != op {
+		return false
+	}
+	if r.Op == OpAny && op == OpKeepAlive {
+		return false
+	}
+	if r.Prefix != "" && !strings.HasPrefix(p, r.Prefix) {
+		return false
+	}
+	if r.Path != "" {
+		if ok, err := path.Match(r.Path, p); err != nil || !ok {
+			return false
+		}
+	}
+	if r.Times > 0 {
+		for {
+			n := r.remaining.Load()
+			if n <= 0 {
+				return false
+			}
+			if r.remaining.CompareAndSwap(n, n-1) {
+				return true
+			}
+		}
+	}
+	return true
+}
+
+// inject applies the configured faults to one call of op on path p: it
+// waits out the latency and a hang, then returns the first matching error.
+// done is the Conn's close channel.
+func (f *Factory) inject(ctx context.Context, op Operation, p string, done <-chan struct{}) error {
+	fs := f.faultState.Load()
+	if fs == nil {
+		return nil
+	}
+	return f.injectState(ctx, fs, op, p, done)
+}
+
+func (f *Factory) injectState(ctx context.Context, fs *faultState, op Operation, p string, done <-chan struct{}) error {
+	if fs.latency > 0 {
+		t := time.NewTimer(fs.latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return interruptedOrTimeout(ctx, p)
+		case <-done:
+			t.Stop()
+			return topo.NewError(topo.Closed, p)
+		}
+	}
+	if fs.hung != nil {
+		select {
+		case <-fs.hung:
+		case <-ctx.Done():
+			return interruptedOrTimeout(ctx, p)
+		case <-done:
+			return topo.NewError(topo.Closed, p)
+		}
+	}
+	if fs.err != nil {
+		return faultErr(fs.err, p)
+	}
+	for _, r := range fs.rules {
+		if r.matches(op, p) {
+			return faultErr(r.Err, p)
+		}
+	}
+	return nil
+}
+
+func interruptedOrTimeout(ctx context.Context, p string) error {
+	if err := topo.FromContext(ctx, p); err != nil {
+		return err
+	}
+	return topo.NewError(topo.Interrupted, p)
+}
+
+// counter is a striped call counter: increments from many goroutines land
+// on different cache lines so that counting does not serialise reads.
+type counter struct {
+	stripes [8]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+func (c *counter) add() { c.stripes[rand.Uint32()&7].n.Add(1) }
+
+func (c *counter) load() int64 {
+	var t int64
+	for i := range c.stripes {
+		t += c.stripes[i].n.Load()
+	}
+	return t
+}
+
+func (c *counter) reset() {
+	for i := range c.stripes {
+		c.stripes[i].n.Store(0)
+	}
+}
+
+// CallCount returns how many calls of op were made on all Conns of f since
+// it was created or ResetCallCounts was called, including calls that failed
+// (closed Conn, bad input, injected fault). OpAny returns the total of all
+// operations; OpKeepAlive is not counted and returns 0. Safe for concurrent
+// use; the count is exact once the counted calls have returned.
+func (f *Factory) CallCount(op Operation) int64 {
+	if op == OpAny {
+		var t int64
+		for i := OpAny + 1; i < numOperations; i++ {
+			t += f.counters[i].load()
+		}
+		return t
+	}
+	if op < 0 || op >= numOperations {
+		return 0
+	}
+	return f.counters[op].load()
+}
+
+// ResetCallCounts sets every call counter of f to zero. Safe for
+// concurrent use.
+func (f *Factory) ResetCallCounts() {
+	for i := range f.counters {
+		f.counters[i].reset()
+	}
+}
+
+func (f *Factory) count(op Operation) { f.counters[op].add() }

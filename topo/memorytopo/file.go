@@ -1,0 +1,273 @@
+package memorytopo
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/topokit/topokit/topo"
+)
+
+var errEphemeral = errors.New("path is a lock or election entry")
+
+// Create implements topo.Conn.Create. It returns NodeExists if filePath
+// holds a file or a lock or election entry, InvalidPath or InvalidArgument
+// for bad input (nothing written), and Closed after Close.
+func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
+	c.f.count(OpCreate)
+	if err := c.closedErr(filePath); err != nil {
+		return nil, err
+	}
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.CheckValue(p, contents); err != nil {
+		return nil, err
+	}
+	if err := c.enter(ctx, OpCreate, p); err != nil {
+		return nil, err
+	}
+	value := slices.Clone(contents)
+	full := c.full(p)
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(p); err != nil {
+		return nil, err
+	}
+	if n := s.lookup(full); n != nil && (n.file != nil || n.entry != nil) {
+		return nil, topo.NewError(topo.NodeExists, p)
+	}
+	fs := s.setFile(full, s.ensure(full), value)
+	return topo.NumericVersion(fs.version), nil
+}
+
+// Update implements topo.Conn.Update. With a nil version it writes
+// unconditionally, creating the file if absent; with a version (a
+// topo.NumericVersion from this store) it is a compare-and-set returning
+// BadVersion when stale and NoNode when the file is absent. It returns
+// NodeExists when filePath is a lock or election entry, InvalidArgument for
+// a foreign or negative version or an oversized value, and Closed after
+// Close.
+func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	c.f.count(OpUpdate)
+	if err := c.closedErr(filePath); err != nil {
+		return nil, err
+	}
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.CheckValue(p, contents); err != nil {
+		return nil, err
+	}
+	want := int64(-1)
+	if version != nil {
+		if want, err = topo.VersionNumber(p, version); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.enter(ctx, OpUpdate, p); err != nil {
+		return nil, err
+	}
+	value := slices.Clone(contents)
+	full := c.full(p)
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(p); err != nil {
+		return nil, err
+	}
+	n := s.lookup(full)
+	if n != nil && n.entry != nil {
+		return nil, &topo.Error{Code: topo.NodeExists, Path: p, Err: errEphemeral}
+	}
+	if want >= 0 {
+		if n == nil || n.file == nil {
+			return nil, topo.NewError(topo.NoNode, p)
+		}
+		if n.file.version != want {
+			return nil, topo.NewError(topo.BadVersion, p)
+		}
+	}
+	if n == nil {
+		n = s.ensure(full)
+	}
+	fs := s.setFile(full, n, value)
+	return topo.NumericVersion(fs.version), nil
+}
+
+// Get implements topo.Conn.Get without taking any lock: it reads the
+// file's current immutable snapshot. The returned slice is the caller's
+// own copy. A lock or election entry reads as a file holding its contents.
+// It returns NoNode when absent and Closed after Close.
+func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
+	c.f.count(OpGet)
+	if err := c.closedErr(filePath); err != nil {
+		return nil, nil, err
+	}
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.enter(ctx, OpGet, p); err != nil {
+		return nil, nil, err
+	}
+	v, ok := c.s.files.Load(c.full(p))
+	if !ok {
+		return nil, nil, topo.NewError(topo.NoNode, p)
+	}
+	fs := v.(*fileState)
+	return slices.Clone(fs.contents), topo.NumericVersion(fs.version), nil
+}
+
+// GetVersion implements topo.Conn.GetVersion from the file's kept history
+// (Options.History versions, the current one included). It returns NoNode
+// when the file does not exist or never held version, Compacted when
+// version is older than the kept history, InvalidArgument for a negative
+// version, and Closed after Close. Deleting a file discards its history.
+func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
+	c.f.count(OpGetVersion)
+	if err := c.closedErr(filePath); err != nil {
+		return nil, err
+	}
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, err
+	}
+	if version < 0 {
+		return nil, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("negative version")}
+	}
+	if err := c.enter(ctx, OpGetVersion, p); err != nil {
+		return nil, err
+	}
+	v, ok := c.s.files.Load(c.full(p))
+	if !ok {
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	fs := v.(*fileState)
+	if fs.version == version {
+		return slices.Clone(fs.contents), nil
+	}
+	for _, h := range fs.history {
+		if h.version == version {
+			return slices.Clone(h.contents), nil
+		}
+	}
+	if version <= fs.floor {
+		return nil, topo.NewError(topo.Compacted, p)
+	}
+	return nil, topo.NewError(topo.NoNode, p)
+}
+
+// List implements topo.Conn.List: every file whose path starts with
+// filePathPrefix, sorted by path, each with its own version; lock and
+// election entries are left out. It returns NoNode when no file matches and
+// Closed after Close.
+func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
+	c.f.count(OpList)
+	if err := c.closedErr(filePathPrefix); err != nil {
+		return nil, err
+	}
+	p, err := topo.CleanPrefix(filePathPrefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.enter(ctx, OpList, p); err != nil {
+		return nil, err
+	}
+	s := c.s
+	s.mu.RLock()
+	var out []topo.KVInfo
+	s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
+		out = append(out, topo.KVInfo{Path: c.rel(full), Value: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)})
+	})
+	s.mu.RUnlock()
+	if len(out) == 0 {
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	slices.SortFunc(out, func(a, b topo.KVInfo) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// walkPrefix calls fn for every regular file whose full path starts with
+// prefix, in no particular order. Call with mu held.
+func (s *store) walkPrefix(prefix string, fn func(full string, fs *fileState)) {
+	dir, rest := "", prefix
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		dir, rest = prefix[:i], prefix[i+1:]
+	}
+	n := s.lookup(dir)
+	if n == nil {
+		return
+	}
+	for name, ch := range n.children {
+		if strings.HasPrefix(name, rest) {
+			walkFiles(ch, joinFull(dir, name), fn)
+		}
+	}
+}
+
+func walkFiles(n *node, full string, fn func(string, *fileState)) {
+	if n.files == 0 {
+		return
+	}
+	if n.file != nil {
+		fn(full, n.file)
+	}
+	for name, ch := range n.children {
+		walkFiles(ch, full+"/"+name, fn)
+	}
+}
+
+// Delete implements topo.Conn.Delete. A nil version deletes
+// unconditionally; a version (a topo.NumericVersion from this store) is a
+// compare-and-set returning BadVersion when stale. It returns NoNode when
+// filePath holds no file (a directory is not a file), InvalidArgument for a
+// foreign or negative version and Closed after Close. Deleting a lock or
+// election entry drops it as the store would: its holder's Check then
+// returns LockLost.
+func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
+	c.f.count(OpDelete)
+	if err := c.closedErr(filePath); err != nil {
+		return err
+	}
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return err
+	}
+	want := int64(-1)
+	if version != nil {
+		if want, err = topo.VersionNumber(p, version); err != nil {
+			return err
+		}
+	}
+	if err := c.enter(ctx, OpDelete, p); err != nil {
+		return err
+	}
+	full := c.full(p)
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(p); err != nil {
+		return err
+	}
+	n := s.lookup(full)
+	switch {
+	case n != nil && n.file != nil:
+		if want >= 0 && n.file.version != want {
+			return topo.NewError(topo.BadVersion, p)
+		}
+		s.deleteFile(full, n)
+	case n != nil && n.entry != nil:
+		if want >= 0 && n.entry.seq != want {
+			return topo.NewError(topo.BadVersion, p)
+		}
+		s.removeEntry(n.entry, true)
+	default:
+		return topo.NewError(topo.NoNode, p)
+	}
+	return nil
+}

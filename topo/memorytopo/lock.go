@@ -1,0 +1,179 @@
+package memorytopo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// locksDir is the directory, under a locked directory, that holds the lock
+// entries (the same layout as etcd2topo and zk2topo).
+const locksDir = "locks"
+
+// Lock implements topo.Conn.Lock: the lock entry is attached to c's session
+// (Options.SessionTTL), and the oldest entry under dirPath/locks holds the
+// lock; waiters queue behind it in order. It returns NoNode when dirPath
+// holds no file, Timeout or Interrupted when ctx ends while waiting (the
+// waiter's entry is removed), LockLost when c's session is lost while
+// waiting, and Closed after Close.
+func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	c.f.count(OpLock)
+	return c.lock(ctx, OpLock, dirPath, contents, 0, true, false)
+}
+
+// LockWithTTL implements topo.Conn.LockWithTTL: like Lock, but the entry has
+// its own lease of ttl, which lapses ttl after renewal stops (see
+// Conn.PauseKeepAlive and OpKeepAlive). It returns InvalidArgument when ttl
+// is not positive.
+func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	c.f.count(OpLockWithTTL)
+	if ttl <= 0 {
+		if err := c.closedErr(dirPath); err != nil {
+			return nil, err
+		}
+		return nil, &topo.Error{Code: topo.InvalidArgument, Path: dirPath, Err: errors.New("lock ttl must be positive")}
+	}
+	return c.lock(ctx, OpLockWithTTL, dirPath, contents, ttl, true, false)
+}
+
+// LockName implements topo.Conn.LockName: like Lock, without requiring
+// dirPath to hold files, with its own lease of Options.NamedLockTTL.
+func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	c.f.count(OpLockName)
+	return c.lock(ctx, OpLockName, dirPath, contents, c.f.opts.NamedLockTTL, false, false)
+}
+
+// TryLock implements topo.Conn.TryLock: it takes the lock only if nobody
+// holds or waits for it, atomically, and otherwise returns NodeExists at
+// once. It also returns NoNode when dirPath holds no file.
+func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	c.f.count(OpTryLock)
+	return c.lock(ctx, OpTryLock, dirPath, contents, 0, true, true)
+}
+
+func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string, ttl time.Duration, needFiles, try bool) (topo.LockDescriptor, error) {
+	if err := c.closedErr(dirPath); err != nil {
+		return nil, err
+	}
+	p, err := topo.CleanDirPath(dirPath)
+	if err != nil {
+		return nil, err
+	}
+	value := []byte(contents)
+	if err := topo.CheckValue(p, value); err != nil {
+		return nil, err
+	}
+	if err := c.enter(ctx, op, p); err != nil {
+		return nil, err
+	}
+	full := c.full(p)
+	dir := joinFull(full, locksDir)
+	s := c.s
+	s.mu.Lock()
+	if err := c.closedErr(p); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	if needFiles {
+		if n := s.lookup(full); n == nil || n.files == 0 {
+			s.mu.Unlock()
+			return nil, topo.NewError(topo.NoNode, p)
+		}
+	}
+	if try && s.first(dir) != nil {
+		s.mu.Unlock()
+		return nil, topo.NewError(topo.NodeExists, p)
+	}
+	var l *lease
+	if ttl > 0 {
+		l = s.newLease(c, ttl)
+	} else {
+		l = s.sessionLease(c)
+	}
+	e := s.addEntry(dir, value, l)
+	for {
+		if e.removed {
+			s.mu.Unlock()
+			return nil, &topo.Error{Code: topo.LockLost, Path: p, Err: errors.New("session lost while waiting for the lock")}
+		}
+		pred := s.predecessor(e)
+		if pred == nil {
+			s.mu.Unlock()
+			return &lockDescriptor{c: c, e: e, path: p}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-pred.released:
+		case <-e.released:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.removeEntry(e, false)
+			s.mu.Unlock()
+			return nil, interruptedOrTimeout(ctx, p)
+		case <-c.done:
+			return nil, topo.NewError(topo.Closed, p)
+		}
+		s.mu.Lock()
+	}
+}
+
+// lockDescriptor is a held lock of a memorytopo Conn.
+type lockDescriptor struct {
+	c    *Conn
+	e    *entry
+	path string // canonical locked directory
+	// unlocked is set by Unlock; guarded by the store's mu.
+	unlocked bool
+}
+
+// Check implements topo.LockDescriptor.Check: nil while held, LockLost once
+// the store dropped the lock (ExpireSession, a lapsed lease, the entry
+// deleted), Interrupted after Unlock, Closed after the Conn's Close.
+func (d *lockDescriptor) Check(ctx context.Context) error {
+	c := d.c
+	c.f.count(OpCheck)
+	if err := c.closedErr(d.path); err != nil {
+		return err
+	}
+	if err := c.enter(ctx, OpCheck, d.path); err != nil {
+		return err
+	}
+	c.s.mu.RLock()
+	defer c.s.mu.RUnlock()
+	switch {
+	case d.unlocked:
+		return topo.NewError(topo.Interrupted, d.path)
+	case d.e.removed:
+		return topo.NewError(topo.LockLost, d.path)
+	}
+	return nil
+}
+
+// Unlock implements topo.LockDescriptor.Unlock: it removes the lock entry,
+// letting the next waiter in. A second Unlock returns Interrupted; an
+// Unlock after the store dropped the lock returns LockLost; after the
+// Conn's Close it returns Closed (Close already released the lock).
+func (d *lockDescriptor) Unlock(ctx context.Context) error {
+	c := d.c
+	c.f.count(OpUnlock)
+	if err := c.closedErr(d.path); err != nil {
+		return err
+	}
+	if err := c.enter(ctx, OpUnlock, d.path); err != nil {
+		return err
+	}
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.unlocked {
+		return topo.NewError(topo.Interrupted, d.path)
+	}
+	d.unlocked = true
+	if d.e.removed {
+		return topo.NewError(topo.LockLost, d.path)
+	}
+	s.removeEntry(d.e, false)
+	return nil
+}

@@ -1,0 +1,322 @@
+// Package memorytopo is an in-memory topo.Conn for unit tests of programs
+// built on topokit. It implements the whole contract of topo.Conn, including
+// GetVersion (recent history per file), fail-fast TryLock, LockWithTTL and
+// leader election, and adds what a test of a cluster manager needs: fault
+// injection (an error for every call, errors per operation and path, added
+// latency, a hung server, lease renewal failures) and simulated session
+// loss (Conn.ExpireSession), plus per-operation call counters.
+//
+// The package registers a process-wide Factory as "memory", so
+// topo.OpenServer("memory", addr, root) works; every distinct serverAddress
+// is a separate store that lives as long as the process. Tests usually
+// create their own store instead:
+//
+//	ts, f := memorytopo.NewServerAndFactory(ctx, "zone1", "zone2")
+//	defer ts.Close()
+//	f.SetError(topo.Unavailable) // every call now fails
+//
+// Store layout matches etcd2topo and zk2topo: a file is the node <root>/<path>;
+// the lock of directory D is the oldest ephemeral entry under D/locks/; the
+// leader of election N is the oldest ephemeral entry under elections/N/,
+// whose value is the participant id. Versions are topo.NumericVersion values
+// from one counter per store, increasing on every write.
+//
+// Reads do not serialise: Get loads an immutable snapshot of the file
+// without taking a lock, so concurrent Gets scale with the number of CPUs.
+// Writes, listings and lock or election changes take one store-wide mutex.
+package memorytopo
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/topokit/topokit/proto/topodatapb"
+	"github.com/topokit/topokit/topo"
+)
+
+// Name is the name memorytopo registers its process-wide Factory under.
+const Name = "memory"
+
+// Default option values, used for zero fields of Options.
+const (
+	// DefaultSessionTTL is the TTL of a Conn's session, which Lock and
+	// elections use: 30 s.
+	DefaultSessionTTL = 30 * time.Second
+	// DefaultNamedLockTTL is the TTL of LockName locks: 24 h.
+	DefaultNamedLockTTL = 24 * time.Hour
+	// DefaultHistory is how many versions of each file GetVersion can
+	// return (the current one included): 16.
+	DefaultHistory = 16
+)
+
+func init() {
+	if err := topo.RegisterFactory(Name, NewFactory()); err != nil {
+		slog.Error("memorytopo: cannot register factory", "name", Name, "err", err)
+	}
+}
+
+// Options configures a Factory. Zero fields take the defaults above.
+type Options struct {
+	// SessionTTL is how long after renewal stops (see OpKeepAlive and
+	// Conn.PauseKeepAlive) a Conn's session lapses, dropping the locks taken
+	// with Lock and TryLock and its election entries.
+	SessionTTL time.Duration
+	// NamedLockTTL is the TTL of locks taken with LockName.
+	NamedLockTTL time.Duration
+	// History is how many versions of each file are kept for GetVersion,
+	// the current one included (at least 1). Older versions report
+	// Compacted.
+	History int
+}
+
+func (o Options) withDefaults() Options {
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	if o.NamedLockTTL <= 0 {
+		o.NamedLockTTL = DefaultNamedLockTTL
+	}
+	if o.History < 1 {
+		o.History = DefaultHistory
+	}
+	return o
+}
+
+// Factory creates Conns to in-memory stores. Each distinct serverAddress
+// passed to Create is a separate store, created on first use and kept for
+// the Factory's lifetime; root prefixes every path within it. Fault
+// injection and call counters set on a Factory apply to all its Conns. A
+// Factory is safe for concurrent use.
+type Factory struct {
+	opts Options
+
+	mu     sync.Mutex
+	stores map[string]*store
+
+	faults           faults
+	faultState       atomic.Pointer[faultState]
+	keepAliveBlocked atomic.Bool
+	counters         [numOperations]counter
+}
+
+// NewFactory returns a Factory with default Options and no stores.
+func NewFactory() *Factory { return NewFactoryWithOptions(Options{}) }
+
+// NewFactoryWithOptions returns a Factory configured by opts (zero fields
+// take the defaults).
+func NewFactoryWithOptions(opts Options) *Factory {
+	return &Factory{opts: opts.withDefaults(), stores: map[string]*store{}}
+}
+
+// Create implements topo.Factory: it returns a new Conn, with its own
+// simulated session, to the store named serverAddress (any string; "" is a
+// valid name), rooted at root. cell is only informative. It returns
+// InvalidPath when root is not a valid directory path (topo.CleanDirPath).
+func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
+	return f.NewConn(serverAddress, root)
+}
+
+// NewConn is Create with a concrete result type, for tests that need
+// Conn's extra methods (ExpireSession, PauseKeepAlive).
+func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
+	r, err := topo.CleanDirPath(root)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	s, ok := f.stores[serverAddress]
+	if !ok {
+		s = newStore(f)
+		f.stores[serverAddress] = s
+	}
+	f.mu.Unlock()
+	return &Conn{
+		f:      f,
+		s:      s,
+		root:   r,
+		done:   make(chan struct{}),
+		leases: map[*lease]struct{}{},
+	}, nil
+}
+
+// refreshLeases re-evaluates every lease's renewal after a fault change.
+func (f *Factory) refreshLeases() {
+	f.mu.Lock()
+	stores := make([]*store, 0, len(f.stores))
+	for _, s := range f.stores {
+		stores = append(stores, s)
+	}
+	f.mu.Unlock()
+	for _, s := range stores {
+		s.mu.Lock()
+		for l := range s.leases {
+			s.refreshLease(l)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// NewServer returns a topo.Server over a fresh in-memory store (its own
+// Factory): the global cell rooted at "/global" and, for each name in
+// cells, a CellInfo record (server address "", root "/<cell>") so that
+// ConnForCell works. Duplicate cell names are created once. It panics if a
+// cell name is invalid (empty, containing "/", or "global"), as a test setup
+// error. ctx is used only for its values; the setup is never cancelled.
+func NewServer(ctx context.Context, cells ...string) *topo.Server {
+	ts, _ := NewServerAndFactory(ctx, cells...)
+	return ts
+}
+
+// NewServerAndFactory is NewServer that also returns the Factory, for fault
+// injection and call counters.
+func NewServerAndFactory(ctx context.Context, cells ...string) (*topo.Server, *Factory) {
+	f := NewFactory()
+	global, err := f.Create(topo.GlobalCell, "", "/"+topo.GlobalCell)
+	if err != nil {
+		panic("memorytopo: " + err.Error())
+	}
+	ts := topo.NewServer(f, global)
+	ctx = context.WithoutCancel(ctx)
+	seen := map[string]bool{}
+	for _, cell := range cells {
+		if seen[cell] {
+			continue
+		}
+		seen[cell] = true
+		if err := ts.CreateCellInfo(ctx, cell, &topodatapb.CellInfo{ServerAddress: "", Root: "/" + cell}); err != nil {
+			panic("memorytopo: NewServer: cell " + cell + ": " + err.Error())
+		}
+	}
+	return ts, f
+}
+
+// Conn is a connection to one in-memory store; it implements topo.Conn
+// (see there for the contract). Each Conn has its own simulated session,
+// which holds its locks (Lock, TryLock) and election entries. Safe for
+// concurrent use.
+type Conn struct {
+	f    *Factory
+	s    *store
+	root string
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close
+
+	// Guarded by s.mu.
+	session         *lease
+	leases          map[*lease]struct{}
+	keepAlivePaused bool
+}
+
+var _ topo.Conn = (*Conn)(nil)
+
+// Factory returns the Factory that created c.
+func (c *Conn) Factory() *Factory { return c.f }
+
+// Close implements topo.Conn.Close: it ends c's session and leases at once,
+// releasing its locks (their Check then returns Closed) and election entries
+// (cancelling leadership contexts), ends active watches with Interrupted and
+// makes every later call return Closed. Idempotent.
+func (c *Conn) Close() {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		close(c.done)
+		c.s.mu.Lock()
+		for l := range c.leases {
+			c.s.revokeLease(l, false)
+		}
+		c.session = nil
+		c.s.mu.Unlock()
+	})
+}
+
+// ExpireSession simulates the loss of c's session, as when a store expires
+// a client that stopped answering: every lock c holds or waits for (Lock,
+// TryLock, LockWithTTL, LockName) and every election entry of c is dropped
+// at once; their Check returns LockLost, their Unlock returns LockLost,
+// leadership contexts are cancelled and other participants take over. c
+// itself keeps working: later calls start a new session. Safe for concurrent
+// use; a no-op on a closed Conn.
+func (c *Conn) ExpireSession() {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	for l := range c.leases {
+		c.s.revokeLease(l, true)
+	}
+	c.session = nil
+}
+
+// PauseKeepAlive stops the simulated renewal of c's session and lock
+// leases, as when c's process freezes: each lease lapses its TTL later
+// (SessionTTL for Lock, TryLock and elections; the ttl of LockWithTTL;
+// NamedLockTTL for LockName) unless ResumeKeepAlive comes first. When a
+// lease lapses its locks report LockLost and its leadership is cancelled,
+// as with ExpireSession. Calls on c keep working. Safe for concurrent use.
+func (c *Conn) PauseKeepAlive() { c.setKeepAlivePaused(true) }
+
+// ResumeKeepAlive restarts the renewal stopped by PauseKeepAlive; leases
+// that have not lapsed yet are kept. Safe for concurrent use.
+func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
+
+func (c *Conn) setKeepAlivePaused(paused bool) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.keepAlivePaused = paused
+	for l := range c.leases {
+		c.s.refreshLease(l)
+	}
+}
+
+// full returns the store path of the canonical path p.
+func (c *Conn) full(p string) string {
+	if c.root == "" {
+		return p
+	}
+	if p == "" {
+		return c.root
+	}
+	return c.root + "/" + p
+}
+
+// fullPrefix returns the store prefix of the canonical prefix p.
+func (c *Conn) fullPrefix(p string) string {
+	if c.root == "" {
+		return p
+	}
+	return c.root + "/" + p
+}
+
+// rel returns the canonical path of the store path full.
+func (c *Conn) rel(full string) string {
+	if c.root == "" {
+		return full
+	}
+	if full == c.root {
+		return ""
+	}
+	return full[len(c.root)+1:]
+}
+
+// closedErr returns Closed for p once c is closed.
+func (c *Conn) closedErr(p string) error {
+	if c.closed.Load() {
+		return topo.NewError(topo.Closed, p)
+	}
+	return nil
+}
+
+// enter runs the common prologue of a call of op on the canonical path p,
+// once its input was validated: the context check, then injected faults.
+func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
+	if err := topo.CheckContext(ctx, p); err != nil {
+		return err
+	}
+	if err := c.f.inject(ctx, op, p, c.done); err != nil {
+		return err
+	}
+	return c.closedErr(p)
+}

@@ -1,0 +1,390 @@
+package memorytopo
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// store is one in-memory coordination store: everything a Factory holds
+// for one serverAddress. Its tree, leases, entries and watchers are guarded
+// by mu; Get reads files lock-free through the files index, which holds an
+// immutable *fileState per path and is replaced (never mutated) on writes
+// made under mu.
+type store struct {
+	f *Factory
+
+	mu  sync.RWMutex
+	rev int64 // last version handed out, store-wide
+	top *node // the store's root node (no name)
+
+	// files indexes every value-holding node (files and lock or election
+	// entries) by full path, for Get's lock-free read path.
+	files sync.Map // string -> *fileState
+
+	leases       map[*lease]struct{}
+	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
+	recWatchers  map[*watcher]struct{}
+	dirChans     map[string]chan struct{} // full dir -> closed when an entry below changes
+}
+
+func newStore(f *Factory) *store {
+	return &store{
+		f:            f,
+		top:          &node{},
+		leases:       map[*lease]struct{}{},
+		fileWatchers: map[string]map[*watcher]struct{}{},
+		recWatchers:  map[*watcher]struct{}{},
+		dirChans:     map[string]chan struct{}{},
+	}
+}
+
+// node is one name in the tree. A node may hold a file, be an ephemeral
+// lock or election entry, have children, or (for files) several of these.
+type node struct {
+	name     string
+	parent   *node
+	children map[string]*node
+
+	file  *fileState // non-nil for a regular file
+	entry *entry     // non-nil for a lock or election entry
+
+	// files counts the regular files in this subtree, this node included.
+	files int
+}
+
+// fileState is an immutable snapshot of one file (or entry) value.
+type fileState struct {
+	contents  []byte
+	version   int64
+	ephemeral bool
+	// history holds earlier versions of the file, oldest first; floor is the
+	// highest version discarded from it (0 when nothing was discarded).
+	history []histEntry
+	floor   int64
+}
+
+type histEntry struct {
+	version  int64
+	contents []byte
+}
+
+// entry is a lock or election entry: an ephemeral node attached to a lease.
+type entry struct {
+	path    string // full path
+	seq     int64
+	value   []byte
+	lease   *lease
+	n       *node
+	removed bool
+	// lost is set when the store dropped the entry (lease end, Delete)
+	// rather than its owner releasing it.
+	lost     bool
+	released chan struct{} // closed on removal
+	onRemove func()        // called on removal, under mu, before released closes
+}
+
+// lease is the simulated session (or per-lock lease) that keeps entries
+// alive. It is renewed continuously while its Conn is open and renewal is
+// neither paused on the Conn nor blocked by a fault; once renewal stops, it
+// lapses ttl later.
+type lease struct {
+	c       *Conn
+	ttl     time.Duration
+	entries map[*entry]struct{}
+	revoked bool
+	blocked bool
+	gen     uint64
+	timer   *time.Timer
+}
+
+func splitPath(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// joinFull joins path segments, skipping empty ones.
+func joinFull(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// lookup returns the node at full path p, or nil. Call with mu held.
+func (s *store) lookup(p string) *node {
+	n := s.top
+	for _, seg := range splitPath(p) {
+		n = n.children[seg]
+		if n == nil {
+			return nil
+		}
+	}
+	return n
+}
+
+// ensure returns the node at full path p, creating it and its parents.
+// Call with mu held for writing.
+func (s *store) ensure(p string) *node {
+	n := s.top
+	for _, seg := range splitPath(p) {
+		c := n.children[seg]
+		if c == nil {
+			if n.children == nil {
+				n.children = map[string]*node{}
+			}
+			c = &node{name: seg, parent: n}
+			n.children[seg] = c
+		}
+		n = c
+	}
+	return n
+}
+
+// prune removes n and its ancestors while they hold nothing.
+func (s *store) prune(n *node) {
+	for n != nil && n != s.top && n.file == nil && n.entry == nil && len(n.children) == 0 {
+		delete(n.parent.children, n.name)
+		n = n.parent
+	}
+}
+
+func (n *node) addFiles(d int) {
+	for ; n != nil; n = n.parent {
+		n.files += d
+	}
+}
+
+// nextRev returns a new store-wide version. Call with mu held for writing.
+func (s *store) nextRev() int64 {
+	s.rev++
+	return s.rev
+}
+
+// setFile stores contents as the new value of the file at full path p and
+// returns its snapshot. Call with mu held for writing.
+func (s *store) setFile(p string, n *node, contents []byte) *fileState {
+	fs := &fileState{contents: contents, version: s.nextRev()}
+	if old := n.file; old != nil {
+		limit := s.f.opts.History
+		h := make([]histEntry, 0, min(len(old.history)+1, limit))
+		h = append(h, old.history...)
+		h = append(h, histEntry{old.version, old.contents})
+		fs.floor = old.floor
+		if len(h) >= limit {
+			drop := len(h) - (limit - 1)
+			fs.floor = max(fs.floor, h[drop-1].version)
+			h = slices.Clone(h[drop:])
+		}
+		fs.history = h
+	} else {
+		n.addFiles(1)
+	}
+	n.file = fs
+	s.files.Store(p, fs)
+	s.notifyFile(p, fs)
+	return fs
+}
+
+// deleteFile removes the file at full path p held by n. Call with mu held
+// for writing.
+func (s *store) deleteFile(p string, n *node) {
+	n.file = nil
+	n.addFiles(-1)
+	s.files.Delete(p)
+	s.prune(n)
+	s.notifyFile(p, nil)
+}
+
+// newLease returns a lease for c with ttl. Call with mu held for writing.
+func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
+	l := &lease{c: c, ttl: ttl, entries: map[*entry]struct{}{}}
+	s.leases[l] = struct{}{}
+	c.leases[l] = struct{}{}
+	s.refreshLease(l)
+	return l
+}
+
+// sessionLease returns c's current session, starting a new one if the last
+// was lost. Call with mu held for writing.
+func (s *store) sessionLease(c *Conn) *lease {
+	if c.session == nil || c.session.revoked {
+		c.session = s.newLease(c, s.f.opts.SessionTTL)
+	}
+	return c.session
+}
+
+// refreshLease starts or stops l's lapse timer according to whether its
+// renewal is currently blocked. Call with mu held for writing.
+func (s *store) refreshLease(l *lease) {
+	if l.revoked {
+		return
+	}
+	blocked := l.c.keepAlivePaused || s.f.keepAliveBlocked.Load()
+	if blocked == l.blocked {
+		return
+	}
+	l.blocked = blocked
+	l.gen++
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if blocked {
+		gen := l.gen
+		l.timer = time.AfterFunc(l.ttl, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if l.gen == gen && !l.revoked {
+				s.revokeLease(l, true)
+			}
+		})
+	}
+}
+
+// revokeLease ends l, removing its entries. lost marks them as dropped by
+// the store. Call with mu held for writing.
+func (s *store) revokeLease(l *lease, lost bool) {
+	if l.revoked {
+		return
+	}
+	l.revoked = true
+	l.gen++
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	for e := range l.entries {
+		s.removeEntry(e, lost)
+	}
+	delete(s.leases, l)
+	delete(l.c.leases, l)
+	if l.c.session == l {
+		l.c.session = nil
+	}
+}
+
+// addEntry creates a new ephemeral entry under the full directory dir,
+// holding value and attached to l. Call with mu held for writing.
+func (s *store) addEntry(dir string, value []byte, l *lease) *entry {
+	seq := s.nextRev()
+	name := seqName(seq)
+	p := joinFull(dir, name)
+	n := s.ensure(p)
+	e := &entry{path: p, seq: seq, value: value, lease: l, n: n, released: make(chan struct{})}
+	n.entry = e
+	l.entries[e] = struct{}{}
+	s.files.Store(p, &fileState{contents: value, version: seq, ephemeral: true})
+	s.dirChanged(dir)
+	return e
+}
+
+// seqName names an entry so that names sort in sequence order.
+func seqName(seq int64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[seq&0xf]
+		seq >>= 4
+	}
+	return string(b[:])
+}
+
+// removeEntry deletes e from the tree. Call with mu held for writing.
+func (s *store) removeEntry(e *entry, lost bool) {
+	if e.removed {
+		return
+	}
+	e.removed = true
+	e.lost = lost
+	delete(e.lease.entries, e)
+	if e.n.entry == e {
+		e.n.entry = nil
+		s.files.Delete(e.path)
+		s.prune(e.n)
+	}
+	if e.onRemove != nil {
+		e.onRemove()
+	}
+	close(e.released)
+	dir := e.path[:max(strings.LastIndexByte(e.path, '/'), 0)]
+	s.dirChanged(dir)
+	// A lease made for this one lock ends with it.
+	l := e.lease
+	if len(l.entries) == 0 && l != l.c.session && !l.revoked {
+		s.revokeLease(l, lost)
+	}
+}
+
+// dirChanged wakes the waiters on the full directory dir.
+func (s *store) dirChanged(dir string) {
+	if ch, ok := s.dirChans[dir]; ok {
+		close(ch)
+		delete(s.dirChans, dir)
+	}
+}
+
+// dirChan returns a channel closed at the next entry change under the full
+// directory dir. Call with mu held for writing.
+func (s *store) dirChan(dir string) <-chan struct{} {
+	ch, ok := s.dirChans[dir]
+	if !ok {
+		ch = make(chan struct{})
+		s.dirChans[dir] = ch
+	}
+	return ch
+}
+
+// entries returns the live entries directly under the full directory dir,
+// in sequence order. Call with mu held.
+func (s *store) entries(dir string) []*entry {
+	n := s.lookup(dir)
+	if n == nil {
+		return nil
+	}
+	var es []*entry
+	for _, c := range n.children {
+		if c.entry != nil {
+			es = append(es, c.entry)
+		}
+	}
+	slices.SortFunc(es, func(a, b *entry) int { return int(a.seq - b.seq) })
+	return es
+}
+
+// first returns the oldest entry under the full directory dir, or nil.
+func (s *store) first(dir string) *entry {
+	n := s.lookup(dir)
+	if n == nil {
+		return nil
+	}
+	var best *entry
+	for _, c := range n.children {
+		if e := c.entry; e != nil && (best == nil || e.seq < best.seq) {
+			best = e
+		}
+	}
+	return best
+}
+
+// predecessor returns the youngest entry older than e in e's directory, or
+// nil when e is the oldest. Call with mu held.
+func (s *store) predecessor(e *entry) *entry {
+	var best *entry
+	for _, c := range e.n.parent.children {
+		if o := c.entry; o != nil && o.seq < e.seq && (best == nil || o.seq > best.seq) {
+			best = o
+		}
+	}
+	return best
+}

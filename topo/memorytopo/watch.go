@@ -1,0 +1,264 @@
+package memorytopo
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// watcher is one Watch or WatchRecursive. The store pushes events into it
+// under the store's mu without ever blocking; one goroutine per watcher
+// forwards them to the caller's channel, coalescing per file while the
+// caller is slow, and exits when the file is deleted (Watch), ctx ends or
+// the Conn closes.
+type watcher struct {
+	c         *Conn
+	full      string // full path (Watch) or full prefix (WatchRecursive)
+	recursive bool
+	notify    chan struct{} // capacity 1: "something is pending"
+
+	mu      sync.Mutex
+	pending map[string]*fileState // full path -> latest state (nil = deleted)
+	order   []string              // paths in pending, in first-pushed order
+}
+
+func newWatcher(c *Conn, full string, recursive bool) *watcher {
+	return &watcher{c: c, full: full, recursive: recursive, notify: make(chan struct{}, 1), pending: map[string]*fileState{}}
+}
+
+// push records that the file at full path p now has state fs (nil when
+// deleted). Never blocks.
+func (w *watcher) push(p string, fs *fileState) {
+	w.mu.Lock()
+	if _, ok := w.pending[p]; !ok {
+		w.order = append(w.order, p)
+	}
+	w.pending[p] = fs
+	w.mu.Unlock()
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the oldest pending event.
+func (w *watcher) pop() (p string, fs *fileState, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.order) == 0 {
+		return "", nil, false
+	}
+	p = w.order[0]
+	w.order = w.order[1:]
+	fs = w.pending[p]
+	delete(w.pending, p)
+	return p, fs, true
+}
+
+// notifyFile tells the watchers of the file at full path p about its new
+// state fs (nil when deleted). Call with mu held for writing.
+func (s *store) notifyFile(p string, fs *fileState) {
+	for w := range s.fileWatchers[p] {
+		w.push(p, fs)
+	}
+	if fs == nil {
+		// A Watch ends with the delete; it takes no further events.
+		delete(s.fileWatchers, p)
+	}
+	for w := range s.recWatchers {
+		if strings.HasPrefix(p, w.full) {
+			w.push(p, fs)
+		}
+	}
+}
+
+func (s *store) unregister(w *watcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.recursive {
+		delete(s.recWatchers, w)
+		return
+	}
+	if ws := s.fileWatchers[w.full]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(s.fileWatchers, w.full)
+		}
+	}
+}
+
+func (w *watcher) interrupted(ctx context.Context, p string) error {
+	cause := ctx.Err()
+	if cause == nil {
+		cause = errors.New("connection closed")
+	}
+	return &topo.Error{Code: topo.Interrupted, Path: p, Err: cause}
+}
+
+// Watch implements topo.Conn.Watch. It returns NoNode (and no channel) when
+// filePath holds no file. Each Watch runs one goroutine, which exits after
+// the last event (delete: Err NoNode; ctx ended or Close: Err Interrupted)
+// is received; the caller must drain the channel until it closes. Rapid
+// changes are coalesced: the channel always ends up carrying the latest
+// value. Closed after Close.
+func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	c.f.count(OpWatch)
+	if err := c.closedErr(filePath); err != nil {
+		return nil, nil, err
+	}
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.enter(ctx, OpWatch, p); err != nil {
+		return nil, nil, err
+	}
+	full := c.full(p)
+	s := c.s
+	s.mu.Lock()
+	if err := c.closedErr(p); err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
+	n := s.lookup(full)
+	if n == nil || n.file == nil {
+		s.mu.Unlock()
+		return nil, nil, topo.NewError(topo.NoNode, p)
+	}
+	cur := &topo.WatchData{Contents: slices.Clone(n.file.contents), Version: topo.NumericVersion(n.file.version)}
+	w := newWatcher(c, full, false)
+	ws := s.fileWatchers[full]
+	if ws == nil {
+		ws = map[*watcher]struct{}{}
+		s.fileWatchers[full] = ws
+	}
+	ws[w] = struct{}{}
+	s.mu.Unlock()
+
+	out := make(chan *topo.WatchData)
+	go w.runFile(ctx, p, out)
+	return cur, out, nil
+}
+
+func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchData) {
+	run(ctx, w, out, func(_ string, fs *fileState) (*topo.WatchData, bool) {
+		if fs == nil {
+			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}, true
+		}
+		return &topo.WatchData{Contents: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)}, false
+	}, func() *topo.WatchData {
+		return &topo.WatchData{Err: w.interrupted(ctx, p)}
+	})
+}
+
+// run forwards w's events to out until the last one: an event for which
+// event reports last (a Watch's delete), or, once ctx ends or the Conn
+// closes, the pending events followed by interrupted's. Then it closes out.
+func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full string, fs *fileState) (T, bool), interrupted func() T) {
+	defer close(out)
+	stopped := false
+	stop := func() {
+		stopped = true
+		// No event is pushed after this; the pending ones are still sent.
+		w.c.s.unregister(w)
+	}
+	for {
+		select {
+		case <-w.notify:
+		case <-ctx.Done():
+			stop()
+		case <-w.c.done:
+			stop()
+		}
+		for {
+			full, fs, ok := w.pop()
+			if !ok {
+				break
+			}
+			ev, last := event(full, fs)
+			if stopped {
+				out <- ev
+			} else {
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					stop()
+					out <- ev
+				case <-w.c.done:
+					stop()
+					out <- ev
+				}
+			}
+			if last {
+				if !stopped {
+					w.c.s.unregister(w)
+				}
+				return
+			}
+		}
+		if stopped {
+			out <- interrupted()
+			return
+		}
+	}
+}
+
+// WatchRecursive implements topo.Conn.WatchRecursive. The initial list
+// holds every file under prefix (lock and election entries excluded),
+// sorted by path, and may be empty. Then each change is an event carrying
+// the file's new value, and each delete an event with Err NoNode (the
+// channel stays open). Events of one file may be coalesced, never lost: the
+// last event of each file carries its latest state. It runs one goroutine,
+// which exits after the final Interrupted event (ctx ended or Close) is
+// received; the caller must drain the channel until it closes. Closed after
+// Close.
+func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	c.f.count(OpWatchRecursive)
+	if err := c.closedErr(prefix); err != nil {
+		return nil, nil, err
+	}
+	p, err := topo.CleanPrefix(prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.enter(ctx, OpWatchRecursive, p); err != nil {
+		return nil, nil, err
+	}
+	fp := c.fullPrefix(p)
+	s := c.s
+	s.mu.Lock()
+	if err := c.closedErr(p); err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
+	cur := []*topo.WatchDataRecursive{}
+	s.walkPrefix(fp, func(full string, fs *fileState) {
+		cur = append(cur, &topo.WatchDataRecursive{Path: c.rel(full), WatchData: topo.WatchData{
+			Contents: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)}})
+	})
+	w := newWatcher(c, fp, true)
+	s.recWatchers[w] = struct{}{}
+	s.mu.Unlock()
+	slices.SortFunc(cur, func(a, b *topo.WatchDataRecursive) int { return strings.Compare(a.Path, b.Path) })
+
+	out := make(chan *topo.WatchDataRecursive)
+	go w.runRecursive(ctx, p, out)
+	return cur, out, nil
+}
+
+func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *topo.WatchDataRecursive) {
+	run(ctx, w, out, func(full string, fs *fileState) (*topo.WatchDataRecursive, bool) {
+		p := w.c.rel(full)
+		if fs == nil {
+			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}, false
+		}
+		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{
+			Contents: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)}}, false
+	}, func() *topo.WatchDataRecursive {
+		return &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: w.interrupted(ctx, prefix)}}
+	})
+}
