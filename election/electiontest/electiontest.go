@@ -1,0 +1,352 @@
+// Package electiontest is a conformance harness for election.Election
+// implementations. Run checks Await, WithMastership, Resign, Close, the
+// withdrawal of an abandoned Await, mastership passing between instances,
+// that two instances are never master at the same time, and (when the
+// implementation can simulate it) loss of mastership from the store's side.
+//
+// The harness never waits for a session or lease to expire: it resigns or
+// closes explicitly, so it runs quickly even on stores with long minimum
+// TTLs (Consul's sessions live at least 10 s).
+package electiontest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/election"
+)
+
+// NewFactory returns the Factory of the instance called instanceID. Every
+// Factory returned during one subtest must reach the same store, and each
+// should have its own session or lease (for a topo.Conn backend: its own
+// Conn), as separate processes would. The function registers its own
+// cleanup with t.
+type NewFactory func(t *testing.T, instanceID string) election.Factory
+
+// Options describes optional abilities of the implementation under test.
+type Options struct {
+	// LoseMastership, when set, makes the store take mastership away from
+	// the instance whose Factory is f without telling its Election (expire
+	// its session or lease, delete its election entry). The harness then
+	// checks that the mastership context is cancelled and that another
+	// instance takes over. When nil, that subtest is not run.
+	LoseMastership func(t *testing.T, f election.Factory)
+
+	// Timeout bounds each subtest; zero means 30 s.
+	Timeout time.Duration
+}
+
+// Run runs every subtest against the implementation. Each subtest uses a
+// fresh resource ID, so subtests may share one store.
+func Run(t *testing.T, newFactory NewFactory, opts Options) {
+	t.Helper()
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	h := &harness{newFactory: newFactory, opts: opts}
+	t.Run("AwaitMakesMaster", h.testAwait)
+	t.Run("NotMasterContextIsCancelled", h.testNotMaster)
+	t.Run("MastershipContextFollowsParent", h.testParent)
+	t.Run("ResignThenAwaitAgain", h.testResign)
+	t.Run("ResignWhenNotMaster", h.testResignIdle)
+	t.Run("AbandonedAwaitWithdraws", h.testAbandonedAwait)
+	t.Run("CloseResignsWithCancelledContext", h.testClose)
+	t.Run("NeverTwoMasters", h.testNeverTwo)
+	if opts.LoseMastership != nil {
+		t.Run("StoreSideLoss", h.testStoreLoss)
+	}
+}
+
+type harness struct {
+	newFactory NewFactory
+	opts       Options
+	seq        atomic.Int64
+}
+
+// resource returns a resource ID unique to this subtest and run.
+func (h *harness) resource(t *testing.T) string {
+	name := strings.ToLower(t.Name())
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, name)
+	return fmt.Sprintf("electiontest-%s-%d-%d", name, time.Now().UnixNano(), h.seq.Add(1))
+}
+
+func (h *harness) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// instance creates the Election of instanceID for resource and closes it
+// when the test ends.
+func (h *harness) instance(t *testing.T, ctx context.Context, resource, instanceID string) (election.Election, election.Factory) {
+	t.Helper()
+	f := h.newFactory(t, instanceID)
+	e, err := f.NewElection(ctx, resource)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), h.opts.Timeout)
+		defer cancel()
+		_ = e.Close(cctx)
+	})
+	return e, f
+}
+
+// awaitAsync runs e.Await(ctx) in a goroutine and returns its result channel.
+func awaitAsync(ctx context.Context, e election.Election) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- e.Await(ctx) }()
+	return ch
+}
+
+func receive(t *testing.T, ctx context.Context, ch <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		require.FailNow(t, "timed out waiting for "+what)
+		return nil
+	}
+}
+
+func waitDone(t *testing.T, ctx, mctx context.Context, what string) {
+	t.Helper()
+	select {
+	case <-mctx.Done():
+	case <-ctx.Done():
+		require.FailNow(t, "timed out waiting for "+what)
+	}
+}
+
+func isMaster(t *testing.T, ctx context.Context, e election.Election) bool {
+	t.Helper()
+	mctx, err := e.WithMastership(ctx)
+	require.NoError(t, err)
+	return mctx.Err() == nil
+}
+
+func (h *harness) testAwait(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	e, _ := h.instance(t, ctx, res, "a")
+
+	require.False(t, isMaster(t, ctx, e), "master before Await")
+	require.NoError(t, e.Await(ctx))
+	mctx, err := e.WithMastership(ctx)
+	require.NoError(t, err)
+	require.NoError(t, mctx.Err(), "mastership context cancelled right after Await")
+
+	// Await is idempotent: it returns at once and keeps mastership.
+	require.NoError(t, e.Await(ctx))
+	require.NoError(t, e.Await(ctx))
+	require.NoError(t, mctx.Err(), "a second Await cost mastership")
+	require.True(t, isMaster(t, ctx, e))
+
+	require.NoError(t, e.Close(ctx))
+	waitDone(t, ctx, mctx, "Close to cancel the mastership context")
+	require.Error(t, e.Await(ctx), "Await after Close")
+}
+
+func (h *harness) testNotMaster(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, _ := h.instance(t, ctx, res, "a")
+	b, _ := h.instance(t, ctx, res, "b")
+
+	require.NoError(t, a.Await(ctx))
+	bch := awaitAsync(ctx, b)
+	mctx, err := b.WithMastership(ctx)
+	require.NoError(t, err)
+	require.Error(t, mctx.Err(), "a waiting candidate got a live mastership context")
+	require.True(t, isMaster(t, ctx, a))
+
+	require.NoError(t, a.Resign(ctx))
+	require.NoError(t, receive(t, ctx, bch, "b to become master"))
+	require.True(t, isMaster(t, ctx, b))
+}
+
+func (h *harness) testParent(t *testing.T) {
+	ctx := h.ctx(t)
+	e, _ := h.instance(t, ctx, h.resource(t), "a")
+	require.NoError(t, e.Await(ctx))
+
+	parent, cancel := context.WithCancel(ctx)
+	mctx, err := e.WithMastership(parent)
+	require.NoError(t, err)
+	require.NoError(t, mctx.Err())
+	cancel()
+	waitDone(t, ctx, mctx, "the parent's cancellation to reach the mastership context")
+	// Cancelling a derived context gives nothing up.
+	require.True(t, isMaster(t, ctx, e))
+}
+
+func (h *harness) testResign(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, _ := h.instance(t, ctx, res, "a")
+	b, _ := h.instance(t, ctx, res, "b")
+
+	require.NoError(t, a.Await(ctx))
+	amctx, err := a.WithMastership(ctx)
+	require.NoError(t, err)
+	bch := awaitAsync(ctx, b)
+
+	require.NoError(t, a.Resign(ctx))
+	require.Error(t, amctx.Err(), "mastership context still live after Resign returned")
+	require.False(t, isMaster(t, ctx, a))
+	require.NoError(t, receive(t, ctx, bch, "b to take over after a resigned"))
+	bmctx, err := b.WithMastership(ctx)
+	require.NoError(t, err)
+	require.NoError(t, bmctx.Err())
+
+	// The resigned instance campaigns again and wins once b resigns.
+	ach := awaitAsync(ctx, a)
+	require.NoError(t, b.Resign(ctx))
+	require.Error(t, bmctx.Err())
+	require.NoError(t, receive(t, ctx, ach, "a to win again"))
+	amctx, err = a.WithMastership(ctx)
+	require.NoError(t, err)
+	require.NoError(t, amctx.Err())
+	require.False(t, isMaster(t, ctx, b))
+}
+
+func (h *harness) testResignIdle(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, _ := h.instance(t, ctx, res, "a")
+	require.NoError(t, a.Resign(ctx), "Resign before any Await")
+	require.NoError(t, a.Await(ctx))
+	require.NoError(t, a.Resign(ctx))
+	require.NoError(t, a.Resign(ctx), "second Resign")
+	require.False(t, isMaster(t, ctx, a))
+	// Nothing is left behind: another instance wins at once.
+	b, _ := h.instance(t, ctx, res, "b")
+	require.NoError(t, b.Await(ctx))
+}
+
+func (h *harness) testAbandonedAwait(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, _ := h.instance(t, ctx, res, "a")
+	b, _ := h.instance(t, ctx, res, "b")
+	c, _ := h.instance(t, ctx, res, "c")
+
+	require.NoError(t, a.Await(ctx))
+	actx, cancel := context.WithCancel(ctx)
+	bch := awaitAsync(actx, b)
+	// Wait until b is queued behind a as far as the caller can tell, then
+	// abandon its Await.
+	require.False(t, isMaster(t, ctx, b))
+	cancel()
+	require.Error(t, receive(t, ctx, bch, "the abandoned Await to return"))
+
+	// b withdrew: when a resigns, c (not b) takes over.
+	cch := awaitAsync(ctx, c)
+	require.NoError(t, a.Resign(ctx))
+	require.NoError(t, receive(t, ctx, cch, "c to take over"))
+	require.False(t, isMaster(t, ctx, b))
+}
+
+func (h *harness) testClose(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, _ := h.instance(t, ctx, res, "a")
+	b, _ := h.instance(t, ctx, res, "b")
+
+	require.NoError(t, a.Await(ctx))
+	amctx, err := a.WithMastership(ctx)
+	require.NoError(t, err)
+	bch := awaitAsync(ctx, b)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = a.Close(cancelled) // may report the cancelled context
+	waitDone(t, ctx, amctx, "Close to cancel the mastership context")
+	require.NoError(t, receive(t, ctx, bch, "b to take over after a closed"))
+	require.True(t, isMaster(t, ctx, b))
+
+	require.Error(t, a.Await(ctx), "Await after Close")
+	mctx, _ := a.WithMastership(ctx)
+	require.Error(t, mctx.Err(), "live mastership context after Close")
+	require.NoError(t, a.Close(ctx), "second Close")
+}
+
+func (h *harness) testNeverTwo(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	const instances, rounds = 3, 3
+	var (
+		masters atomic.Int32
+		wins    atomic.Int32
+		wg      sync.WaitGroup
+	)
+	elections := make([]election.Election, instances)
+	for i := range instances {
+		elections[i], _ = h.instance(t, ctx, res, fmt.Sprintf("i%d", i))
+	}
+	for i := range instances {
+		wg.Add(1)
+		go func(e election.Election) {
+			defer wg.Done()
+			for range rounds {
+				if !assert.NoError(t, e.Await(ctx)) {
+					return
+				}
+				mctx, err := e.WithMastership(ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if mctx.Err() == nil {
+					n := masters.Add(1)
+					assert.Equal(t, int32(1), n, "two instances are master at once")
+					for _, other := range elections {
+						if other == e {
+							continue
+						}
+						omctx, err := other.WithMastership(ctx)
+						assert.NoError(t, err)
+						assert.Error(t, omctx.Err(), "another instance reports mastership too")
+					}
+					wins.Add(1)
+					masters.Add(-1)
+				}
+				if !assert.NoError(t, e.Resign(ctx)) {
+					return
+				}
+			}
+		}(elections[i])
+	}
+	wg.Wait()
+	require.Equal(t, int32(instances*rounds), wins.Load())
+}
+
+func (h *harness) testStoreLoss(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, af := h.instance(t, ctx, res, "a")
+	b, _ := h.instance(t, ctx, res, "b")
+
+	require.NoError(t, a.Await(ctx))
+	amctx, err := a.WithMastership(ctx)
+	require.NoError(t, err)
+	bch := awaitAsync(ctx, b)
+
+	h.opts.LoseMastership(t, af)
+	waitDone(t, ctx, amctx, "the store-side loss to cancel the mastership context")
+	require.NoError(t, receive(t, ctx, bch, "b to take over after a lost mastership"))
+	require.True(t, isMaster(t, ctx, b))
+	require.False(t, isMaster(t, ctx, a))
+}
