@@ -1,0 +1,265 @@
+// Package etcdembed runs etcd members inside the current process, on top of
+// go.etcd.io/etcd/server/v3/embed. It is shared by `topoctl serve` (a
+// long-lived local etcd) and by the etcdtest package (throw-away members and
+// clusters for tests), so that both configure etcd the same way.
+//
+// The package is internal: its API may change with the needs of those two
+// users.
+package etcdembed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Config describes one etcd member.
+type Config struct {
+	// Name is the member's name, unique within its cluster. Default
+	// "default".
+	Name string
+
+	// Dir is the member's data directory; it is created if missing. A
+	// directory that already holds member data restarts that member.
+	// Required.
+	Dir string
+
+	// ClientURL is the URL the member serves clients on and advertises, e.g.
+	// "http://127.0.0.1:2379". Required.
+	ClientURL string
+
+	// PeerURL is the URL the member serves its peers on and advertises, e.g.
+	// "http://127.0.0.1:2380". Required.
+	PeerURL string
+
+	// InitialCluster lists every member of a new cluster as
+	// "name=peerURL,name=peerURL". Empty means a single-member cluster made
+	// of this member alone.
+	InitialCluster string
+
+	// ClusterToken tells clusters apart during bootstrap. Default
+	// "topokit".
+	ClusterToken string
+
+	// Existing marks a member joining (or rejoining) an existing cluster
+	// rather than bootstrapping a new one.
+	Existing bool
+
+	// TickMs is the Raft heartbeat interval in milliseconds and ElectionMs
+	// the election timeout in milliseconds. Zero keeps etcd's defaults (100
+	// and 1000). Tests use 10 and 100 so that members start and elect a
+	// leader quickly.
+	TickMs, ElectionMs uint
+
+	// NoFsync disables fsync in the member's storage. It loses data on a
+	// machine crash; it is meant for tests only.
+	NoFsync bool
+
+	// Logger receives etcd's own logs. Nil discards them.
+	Logger *zap.Logger
+}
+
+// Member is one running etcd member. Its methods are safe for concurrent
+// use.
+type Member struct {
+	// Etcd is the embedded server, for callers that need more than this
+	// type offers (e.g. Etcd.Server.Leader()).
+	Etcd *embed.Etcd
+
+	cfg Config
+}
+
+// ErrAddrInUse is wrapped by Start's error when a listen address was taken,
+// so that callers that picked ports themselves can pick again and retry.
+var ErrAddrInUse = errors.New("etcdembed: address already in use")
+
+// Start starts the member described by cfg and returns without waiting for
+// it to be ready (a member of a new cluster cannot be ready before a quorum
+// of its peers runs): call WaitReady next. It returns an error wrapping
+// ErrAddrInUse when a listen address is taken. The caller must Close the
+// member.
+func Start(cfg Config) (*Member, error) {
+	if cfg.Dir == "" || cfg.ClientURL == "" || cfg.PeerURL == "" {
+		return nil, errors.New("etcdembed: Dir, ClientURL and PeerURL are required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.ClusterToken == "" {
+		cfg.ClusterToken = "topokit"
+	}
+	cu, err := url.Parse(cfg.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcdembed: bad client URL: %w", err)
+	}
+	pu, err := url.Parse(cfg.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcdembed: bad peer URL: %w", err)
+	}
+
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.Dir
+	ec.ListenClientUrls = []url.URL{*cu}
+	ec.AdvertiseClientUrls = []url.URL{*cu}
+	ec.ListenPeerUrls = []url.URL{*pu}
+	ec.AdvertisePeerUrls = []url.URL{*pu}
+	if cfg.InitialCluster != "" {
+		ec.InitialCluster = cfg.InitialCluster
+	} else {
+		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL
+	}
+	ec.InitialClusterToken = cfg.ClusterToken
+	if cfg.Existing {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	}
+	if cfg.TickMs != 0 {
+		ec.TickMs = cfg.TickMs
+	}
+	if cfg.ElectionMs != 0 {
+		ec.ElectionMs = cfg.ElectionMs
+	}
+	ec.UnsafeNoFsync = cfg.NoFsync
+	lg := cfg.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use") {
+			return nil, fmt.Errorf("%w: %w", ErrAddrInUse, err)
+		}
+		return nil, fmt.Errorf("etcdembed: starting member %s: %w", cfg.Name, err)
+	}
+	return &Member{Etcd: e, cfg: cfg}, nil
+}
+
+// WaitReady waits until the member serves clients, or ctx ends (then it
+// returns ctx's error), or the member stops with an error.
+func (m *Member) WaitReady(ctx context.Context) error {
+	select {
+	case <-m.Etcd.Server.ReadyNotify():
+		return nil
+	case err := <-m.Etcd.Err():
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		return fmt.Errorf("etcdembed: member %s: %w", m.cfg.Name, err)
+	case <-ctx.Done():
+		return fmt.Errorf("etcdembed: member %s not ready: %w", m.cfg.Name, ctx.Err())
+	}
+}
+
+// Name returns the member's name.
+func (m *Member) Name() string { return m.cfg.Name }
+
+// Config returns the configuration the member was started with (with
+// defaults filled in). Restarting a stopped member means calling Start
+// again with this Config and Existing set.
+func (m *Member) Config() Config { return m.cfg }
+
+// ClientAddr returns the member's client address as "host:port", the form
+// the etcd2 backend takes as its server address.
+func (m *Member) ClientAddr() string {
+	u, err := url.Parse(m.cfg.ClientURL)
+	if err != nil {
+		return m.cfg.ClientURL
+	}
+	return u.Host
+}
+
+// IsLeader reports whether the member currently believes it is the Raft
+// leader of its cluster.
+func (m *Member) IsLeader() bool {
+	return uint64(m.Etcd.Server.MemberID()) == m.Etcd.Server.Lead()
+}
+
+// Close stops the member and releases its listeners. Open client streams
+// (watches) are given up to etcd's request timeout to end. Close is
+// idempotent.
+func (m *Member) Close() {
+	m.Etcd.Close()
+}
+
+// FreeAddrs returns n distinct "127.0.0.1:PORT" addresses that were free a
+// moment ago (it listens on port 0 and closes the listeners). Another
+// process may take one before it is used; Start then fails with
+// ErrAddrInUse and the caller picks again.
+func FreeAddrs(n int) ([]string, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("etcdembed: finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+// ClusterConfigs returns the configurations of an n-member cluster on
+// free 127.0.0.1 ports, member i named "m<i>" with data directory
+// dirs(i). base supplies every other setting (Logger, TickMs, ...).
+func ClusterConfigs(n int, base Config, dirs func(i int) string) ([]Config, error) {
+	addrs, err := FreeAddrs(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	cfgs := make([]Config, n)
+	var initial []string
+	for i := range n {
+		c := base
+		c.Name = fmt.Sprintf("m%d", i)
+		c.Dir = dirs(i)
+		c.ClientURL = "http://" + addrs[2*i]
+		c.PeerURL = "http://" + addrs[2*i+1]
+		cfgs[i] = c
+		initial = append(initial, c.Name+"="+c.PeerURL)
+	}
+	for i := range cfgs {
+		cfgs[i].InitialCluster = strings.Join(initial, ",")
+	}
+	return cfgs, nil
+}
+
+// StartAll starts every member of cfgs (typically from ClusterConfigs) and
+// waits until all are ready, or ctx ends. On error every started member is
+// closed.
+func StartAll(ctx context.Context, cfgs []Config) ([]*Member, error) {
+	ms := make([]*Member, 0, len(cfgs))
+	fail := func(err error) ([]*Member, error) {
+		for _, m := range ms {
+			m.Close()
+		}
+		return nil, err
+	}
+	for _, c := range cfgs {
+		m, err := Start(c)
+		if err != nil {
+			return fail(err)
+		}
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		if err := m.WaitReady(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	return ms, nil
+}

@@ -1,0 +1,241 @@
+// Package etcdtest starts real etcd servers, embedded in the test process,
+// for tests of code that talks to etcd (the etcd2 backend, topoctl, the
+// election package, examples). Members listen on free 127.0.0.1 ports, keep
+// their data in t.TempDir(), log nothing, use a 10 ms heartbeat and a 100 ms
+// election timeout so they start in well under a second, and are stopped by
+// t.Cleanup.
+//
+// It lives in its own package so that programs importing the etcd2 backend
+// do not link the etcd server.
+package etcdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/topokit/topokit/internal/etcdembed"
+)
+
+// readyTimeout bounds how long a member or cluster may take to start.
+const readyTimeout = 30 * time.Second
+
+// startAttempts is how often a start is retried when another process took
+// one of the free ports between picking and binding.
+const startAttempts = 5
+
+func baseConfig() etcdembed.Config {
+	return etcdembed.Config{TickMs: 10, ElectionMs: 100, NoFsync: true}
+}
+
+// Start starts a single-member etcd and returns its client address,
+// "127.0.0.1:PORT", usable as the etcd2 factory's server address. The
+// member is stopped when the test ends. Start fails the test (never skips)
+// if the member cannot start. Call it from the test's goroutine.
+func Start(t testing.TB) string {
+	t.Helper()
+	m := startMember(t)
+	return m.ClientAddr()
+}
+
+// StartMember is Start returning the running member itself, for tests that
+// need to stop it early (Close) or inspect the server.
+func StartMember(t testing.TB) *etcdembed.Member {
+	t.Helper()
+	return startMember(t)
+}
+
+func startMember(t testing.TB) *etcdembed.Member {
+	t.Helper()
+	root := t.TempDir()
+	var lastErr error
+	for attempt := range startAttempts {
+		addrs, err := etcdembed.FreeAddrs(2)
+		if err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		cfg := baseConfig()
+		cfg.Name = "m0"
+		cfg.Dir = filepath.Join(root, fmt.Sprintf("member%d", attempt))
+		cfg.ClientURL = "http://" + addrs[0]
+		cfg.PeerURL = "http://" + addrs[1]
+		m, err := etcdembed.Start(cfg)
+		if errors.Is(err, etcdembed.ErrAddrInUse) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		t.Cleanup(m.Close)
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		defer cancel()
+		if err := m.WaitReady(ctx); err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		return m
+	}
+	t.Fatalf("etcdtest: no free ports after %d attempts: %v", startAttempts, lastErr)
+	return nil
+}
+
+// Cluster is an n-member etcd cluster running in the test process. Its
+// methods are safe for concurrent use, but those that fail the test must be
+// called from the test's goroutine.
+type Cluster struct {
+	t testing.TB
+
+	mu      sync.Mutex
+	members []*etcdembed.Member
+	cfgs    []etcdembed.Config
+	stopped []bool
+}
+
+// StartCluster starts an n-member cluster (n >= 1) on free 127.0.0.1 ports
+// and waits until every member is ready. Every running member is stopped
+// when the test ends. It fails the test if the cluster cannot start.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("etcdtest: StartCluster needs at least one member, got %d", n)
+	}
+	root := t.TempDir()
+	var lastErr error
+	for attempt := range startAttempts {
+		cfgs, err := etcdembed.ClusterConfigs(n, baseConfig(), func(i int) string {
+			return filepath.Join(root, fmt.Sprintf("try%d-m%d", attempt, i))
+		})
+		if err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		ms, err := etcdembed.StartAll(ctx, cfgs)
+		cancel()
+		if errors.Is(err, etcdembed.ErrAddrInUse) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+		c := &Cluster{t: t, members: ms, cfgs: cfgs, stopped: make([]bool, n)}
+		t.Cleanup(c.stopAll)
+		return c
+	}
+	t.Fatalf("etcdtest: no free ports after %d attempts: %v", startAttempts, lastErr)
+	return nil
+}
+
+func (c *Cluster) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var wg sync.WaitGroup
+	for i, m := range c.members {
+		if !c.stopped[i] {
+			c.stopped[i] = true
+			wg.Go(m.Close)
+		}
+	}
+	wg.Wait()
+}
+
+// Size returns the number of members, running or stopped.
+func (c *Cluster) Size() int { return len(c.cfgs) }
+
+// Endpoints returns every member's client address, comma-separated
+// ("127.0.0.1:P1,127.0.0.1:P2,..."), usable as the etcd2 factory's server
+// address.
+func (c *Cluster) Endpoints() string {
+	addrs := make([]string, len(c.cfgs))
+	for i := range c.cfgs {
+		addrs[i] = c.Addr(i)
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Addr returns member i's client address, "127.0.0.1:PORT".
+func (c *Cluster) Addr(i int) string {
+	return strings.TrimPrefix(c.cfgs[i].ClientURL, "http://")
+}
+
+// Member returns member i as it currently runs (or last ran, if stopped).
+func (c *Cluster) Member(i int) *etcdembed.Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[i]
+}
+
+// Running reports whether member i is running.
+func (c *Cluster) Running(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.stopped[i]
+}
+
+// StopMember stops member i (closing its listeners and client streams) and
+// returns once it is down. Stopping a stopped member does nothing.
+func (c *Cluster) StopMember(i int) {
+	c.mu.Lock()
+	if c.stopped[i] {
+		c.mu.Unlock()
+		return
+	}
+	c.stopped[i] = true
+	m := c.members[i]
+	c.mu.Unlock()
+	m.Close()
+}
+
+// RestartMember restarts stopped member i from its data directory on the
+// same ports and waits until it is ready. It fails the test if the member
+// cannot restart (for example, another process took its port).
+func (c *Cluster) RestartMember(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	if !c.stopped[i] {
+		c.mu.Unlock()
+		return
+	}
+	cfg := c.cfgs[i]
+	cfg.Existing = true
+	m, err := etcdembed.Start(cfg)
+	if err != nil {
+		c.mu.Unlock()
+		c.t.Fatalf("etcdtest: restarting member %d: %v", i, err)
+	}
+	c.members[i] = m
+	c.stopped[i] = false
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := m.WaitReady(ctx); err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+}
+
+// LeaderIndex waits (up to 30 s) until a running member is the Raft leader
+// and returns its index. It fails the test if no leader emerges.
+func (c *Cluster) LeaderIndex() int {
+	c.t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		c.mu.Lock()
+		for i, m := range c.members {
+			if !c.stopped[i] && m.IsLeader() {
+				c.mu.Unlock()
+				return i
+			}
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			c.t.Fatalf("etcdtest: no leader among the running members after %v", readyTimeout)
+			return -1
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
