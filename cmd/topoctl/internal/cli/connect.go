@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// store is one open topology: the Server and the Conn of the selected cell.
+type store struct {
+	srv  *topo.Server
+	conn topo.Conn
+	// name describes the store in messages, e.g. "etcd2:127.0.0.1:2379:/vitess".
+	name string
+}
+
+func (s *store) Close() { s.srv.Close() }
+
+// callCtx bounds one store call by --timeout (no bound when it is 0).
+func (o *options) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, o.timeout)
+}
+
+// open connects to the store named by the shared flags, and to --cell
+// through its CellInfo when set.
+func (o *options) open(ctx context.Context) (*store, error) {
+	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root}, o.cell)
+}
+
+// openSpec connects to the store sp and selects cell ("" or "global" for
+// the global cell).
+func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
+	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
+	srv, err := topo.OpenServer(sp.impl, sp.addr, sp.root)
+	if err != nil {
+		return nil, err
+	}
+	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String()}
+	if cell != "" && cell != topo.GlobalCell {
+		cctx, cancel := o.callCtx(ctx)
+		defer cancel()
+		conn, err := srv.ConnForCell(cctx, cell)
+		if err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("cell %s: %w", cell, err)
+		}
+		st.conn = conn
+		st.name += " cell " + cell
+	}
+	return st, nil
+}
+
+// spec names a store: implementation, server address and root.
+type spec struct {
+	impl, addr, root string
+}
+
+// String returns the IMPL:ADDR:ROOT form.
+func (s spec) String() string { return s.impl + ":" + s.addr + ":" + s.root }
+
+// parseSpec parses IMPL:ADDR:ROOT. The implementation ends at the first
+// ':' and the root starts after the last ':', so the address may hold
+// host:port pairs ("etcd2:127.0.0.1:2379,127.0.0.1:22379:/vitess"). An empty
+// address means the default one (the embedded etcd's for etcd2).
+func (o *options) parseSpec(flag, s string) (spec, error) {
+	first := strings.IndexByte(s, ':')
+	last := strings.LastIndexByte(s, ':')
+	if first < 0 || first == last {
+		return spec{}, usagef("--%s %q: want IMPL:ADDR:ROOT, e.g. etcd2:127.0.0.1:2379:/vitess", flag, s)
+	}
+	sp := spec{impl: s[:first], addr: s[first+1 : last], root: s[last+1:]}
+	if sp.impl == "" {
+		return spec{}, usagef("--%s %q: empty implementation", flag, s)
+	}
+	if sp.addr == "" && sp.impl == "etcd2" {
+		sp.addr = (&options{io: o.io, impl: "etcd2"}).defaultAddress()
+	}
+	return sp, nil
+}

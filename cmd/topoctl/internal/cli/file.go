@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	goio "io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/topo"
+)
+
+func newGetCmd(o *options) *cobra.Command {
+	var (
+		version  string
+		decode   string
+		protoset string
+		typ      string
+	)
+	cmd := &cobra.Command{
+		Use:   "get FILE",
+		Short: "Print a file's value",
+		Long: `Print the value stored at FILE, byte for byte.
+
+--version V reads the value the file held at version V (etcd keeps history
+until it is compacted; memory keeps recent history; ZooKeeper and Consul keep
+none and fail with NoImplementation).
+
+--decode raw prints the value as a protobuf wire dump without a schema.
+--decode json decodes it with a message type from --protoset (a binary
+FileDescriptorSet, as "protoc --include_imports --descriptor_set_out" writes)
+and prints protobuf JSON; --type names the message (e.g. topodata.Tablet).
+Without --type, the one message named like the file's base name is used.
+Without --protoset, the types compiled into topoctl are used (CellInfo).
+
+With --output json it prints {"path","version","value" (base64),"decoded"}.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := topo.CleanFilePath(args[0])
+			if err != nil {
+				return err
+			}
+			var atVersion int64 = -1
+			if cmd.Flags().Changed("version") {
+				v, err := topo.ParseVersion(version)
+				if err != nil {
+					return usageError{fmt.Errorf("--version: %w", err)}
+				}
+				atVersion = int64(v)
+			}
+			var sch *schema
+			switch decode {
+			case "", "none", "raw":
+				if protoset != "" || typ != "" {
+					return usagef("--protoset and --type need --decode json")
+				}
+			case "json":
+				if sch, err = loadSchema(protoset); err != nil {
+					return err
+				}
+				if _, err := sch.messageType(typ, p); err != nil {
+					return err
+				}
+			default:
+				return usagef("--decode %q: want raw or json", decode)
+			}
+
+			st, err := o.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ctx, cancel := o.callCtx(cmd.Context())
+			defer cancel()
+			var value []byte
+			var ver string
+			if atVersion >= 0 {
+				value, err = st.conn.GetVersion(ctx, p, atVersion)
+				if topo.IsErrType(err, topo.NoImplementation) {
+					return fmt.Errorf("%s keeps no history, so --version cannot be read: %w", st.name, err)
+				}
+				ver = topo.NumericVersion(atVersion).String()
+			} else {
+				var v topo.Version
+				value, v, err = st.conn.Get(ctx, p)
+				if err == nil {
+					ver = v.String()
+				}
+			}
+			if err != nil {
+				return err
+			}
+
+			var decoded any
+			var text []byte
+			switch decode {
+			case "raw":
+				fs, err := parseRaw(value, 0)
+				if err != nil {
+					return fmt.Errorf("%s: value is not protobuf wire format: %w", displayPath(p), err)
+				}
+				decoded, text = fs, []byte(formatRaw(fs))
+			case "json":
+				md, _ := sch.messageType(typ, p)
+				b, err := sch.decodeJSON(md, value, !o.jsonOut())
+				if err != nil {
+					return fmt.Errorf("%s: %w", displayPath(p), err)
+				}
+				decoded, text = json.RawMessage(b), append(b, '\n')
+			default:
+				text = value
+			}
+			if o.jsonOut() {
+				return o.printJSON(struct {
+					Path    string `json:"path"`
+					Version string `json:"version"`
+					Value   []byte `json:"value"`
+					Decoded any    `json:"decoded,omitempty"`
+				}{displayPath(p), ver, value, decoded})
+			}
+			_, err = o.io.Stdout.Write(text)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&version, "version", "", "read the value the file held at this version")
+	f.StringVar(&decode, "decode", "", "decode the value: raw (protobuf wire dump) or json (with --protoset/--type)")
+	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
+	f.StringVar(&typ, "type", "", "full protobuf message name for --decode json, e.g. topodata.Tablet")
+	return cmd
+}
+
+func newPutCmd(o *options) *cobra.Command {
+	var (
+		create    bool
+		ifVersion string
+		file      string
+	)
+	cmd := &cobra.Command{
+		Use:   "put FILE [VALUE]",
+		Short: "Write a file",
+		Long: `Write a value to FILE, taken from the VALUE argument, from --file, or
+else from standard input, byte for byte. By default the write is
+unconditional and creates the file if it is absent. --create fails with
+NodeExists if the file exists; --if-version V writes only if the file's
+version is V (BadVersion otherwise, NoNode if absent). The path, value size
+(at most 512 KiB) and version are checked before anything is written. It
+prints the new version.`,
+		Args: rangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := topo.CleanFilePath(args[0])
+			if err != nil {
+				return err
+			}
+			var cas topo.Version
+			if cmd.Flags().Changed("if-version") {
+				if create {
+					return usagef("--create and --if-version exclude each other")
+				}
+				v, err := topo.ParseVersion(ifVersion)
+				if err != nil {
+					return usageError{fmt.Errorf("--if-version: %w", err)}
+				}
+				cas = v
+			}
+			var value []byte
+			switch {
+			case len(args) == 2 && file != "":
+				return usagef("give the value as an argument or with --file, not both")
+			case len(args) == 2:
+				value = []byte(args[1])
+			case file != "":
+				if value, err = os.ReadFile(file); err != nil {
+					return usageError{fmt.Errorf("--file: %w", err)}
+				}
+			default:
+				if value, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, topo.MaxValueSize+1)); err != nil {
+					return fmt.Errorf("reading standard input: %w", err)
+				}
+			}
+			if err := topo.CheckValue(p, value); err != nil {
+				return err
+			}
+
+			st, err := o.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ctx, cancel := o.callCtx(cmd.Context())
+			defer cancel()
+			var v topo.Version
+			if create {
+				v, err = st.conn.Create(ctx, p, value)
+			} else {
+				v, err = st.conn.Update(ctx, p, value, cas)
+			}
+			if err != nil {
+				return err
+			}
+			if o.jsonOut() {
+				return o.printJSON(map[string]string{"path": displayPath(p), "version": v.String()})
+			}
+			o.printf("%s\n", v)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&create, "create", false, "fail with NodeExists if the file exists")
+	f.StringVar(&ifVersion, "if-version", "", "write only if the file's current version is this one")
+	f.StringVarP(&file, "file", "f", "", "read the value from this file")
+	return cmd
+}
+
+func newRmCmd(o *options) *cobra.Command {
+	var (
+		ifVersion string
+		recursive bool
+		force     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rm FILE | rm -R --force DIR",
+		Short: "Delete a file, or every file under a directory",
+		Long: `Delete FILE; --if-version V deletes it only if its version is V
+(BadVersion otherwise). rm -R DIR deletes every file under DIR (and DIR
+itself if it is a file); it needs --force, and prints how many files it
+deleted to standard error. Lock and election entries are not files and are
+left alone.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if recursive {
+				if cmd.Flags().Changed("if-version") {
+					return usagef("--if-version applies to one file, not to rm -R")
+				}
+				if !force {
+					return usagef("rm -R %s deletes every file under it: add --force to confirm", args[0])
+				}
+				dir, err := topo.CleanDirPath(args[0])
+				if err != nil {
+					return err
+				}
+				st, err := o.open(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				files, err := o.listTree(cmd.Context(), st.conn, dir)
+				if err != nil {
+					return err
+				}
+				for i, kv := range files {
+					ctx, cancel := o.callCtx(cmd.Context())
+					err := st.conn.Delete(ctx, kv.Path, nil)
+					cancel()
+					if err != nil && !topo.IsErrType(err, topo.NoNode) {
+						return fmt.Errorf("deleted %d of %d files: %w", i, len(files), err)
+					}
+				}
+				o.eprintf("deleted %d files under %s\n", len(files), displayPath(dir))
+				return nil
+			}
+			p, err := topo.CleanFilePath(args[0])
+			if err != nil {
+				return err
+			}
+			var cas topo.Version
+			if cmd.Flags().Changed("if-version") {
+				v, err := topo.ParseVersion(ifVersion)
+				if err != nil {
+					return usageError{fmt.Errorf("--if-version: %w", err)}
+				}
+				cas = v
+			}
+			st, err := o.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ctx, cancel := o.callCtx(cmd.Context())
+			defer cancel()
+			return st.conn.Delete(ctx, p, cas)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&ifVersion, "if-version", "", "delete only if the file's current version is this one")
+	f.BoolVarP(&recursive, "recursive", "R", false, "delete every file under DIR")
+	f.BoolVar(&force, "force", false, "confirm rm -R")
+	return cmd
+}
+
+// listTree returns every file at or under dir (canonical; "" is the root),
+// sorted by path. An empty tree is an empty list, not an error.
+func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) ([]topo.KVInfo, error) {
+	prefix := dir
+	cctx, cancel := o.callCtx(ctx)
+	defer cancel()
+	kvs, err := conn.List(cctx, prefix)
+	if topo.IsErrType(err, topo.NoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if dir == "" || kv.Path == dir || strings.HasPrefix(kv.Path, dir+"/") {
+			out = append(out, kv)
+		}
+	}
+	return out, nil
+}

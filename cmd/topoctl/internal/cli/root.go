@@ -1,0 +1,347 @@
+// Package cli implements topoctl, the command-line tool that operates any
+// topokit topology store (etcd, ZooKeeper, Consul or memory). The whole
+// command tree is built per call by NewCommand, with its options in a struct
+// owned by that tree: there is no package-level state, so tests run many
+// command trees in one process, in parallel.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	goio "io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Exit codes of topoctl.
+const (
+	// ExitOK: the command succeeded (diff: the trees are identical).
+	ExitOK = 0
+	// ExitFailure: the operation failed (the error line on stderr names the
+	// path and the error code), or diff found differences.
+	ExitFailure = 1
+	// ExitUsage: the command line was wrong (unknown command or flag, bad
+	// flag value, wrong number of arguments, a bad environment variable).
+	ExitUsage = 2
+)
+
+// Environment variables read by topoctl. A flag given on the command line
+// wins over its variable; a variable wins over the built-in default.
+const (
+	EnvImplementation = "TOPO_IMPLEMENTATION"
+	EnvServerAddress  = "TOPO_GLOBAL_SERVER_ADDRESS"
+	EnvRoot           = "TOPO_GLOBAL_ROOT"
+	EnvCell           = "TOPO_CELL"
+	EnvTimeout        = "TOPO_TIMEOUT"
+	EnvDataDir        = "TOPOCTL_DATA_DIR"
+)
+
+// Defaults of the connection flags. They match what `topoctl serve` runs
+// with no flags, so `topoctl serve` in one terminal and `topoctl ls /` in
+// another work with no set-up.
+const (
+	DefaultImplementation = "etcd2"
+	DefaultClientAddress  = "127.0.0.1:2379"
+	DefaultPeerAddress    = "127.0.0.1:2380"
+	DefaultRoot           = "/vitess/global"
+	DefaultTimeout        = 30 * time.Second
+)
+
+// IO is where a command tree reads and writes, and how it sees the
+// environment. A nil Getenv reads nothing from the environment.
+type IO struct {
+	Stdin  goio.Reader
+	Stdout goio.Writer
+	Stderr goio.Writer
+	Getenv func(string) string
+}
+
+// options holds everything one command tree's flags set. One is created per
+// NewCommand call and shared by that tree's commands only.
+type options struct {
+	io IO
+
+	impl     string
+	addr     string
+	root     string
+	cell     string
+	timeout  time.Duration
+	output   string
+	logLevel string
+
+	log *slog.Logger
+
+	// addrDefaulted records that no address was given, so connection
+	// errors can suggest starting `topoctl serve`.
+	addrDefaulted bool
+	// started is set once flags and arguments were accepted: an error
+	// returned before that is a usage error.
+	started bool
+}
+
+// usageError marks an error as a command-line mistake (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitError ends topoctl with a given exit code. A nil err prints nothing
+// more (the command already reported what it had to).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e exitError) Unwrap() error { return e.err }
+
+func (o *options) getenv(k string) string {
+	if o.io.Getenv == nil {
+		return ""
+	}
+	return o.io.Getenv(k)
+}
+
+// NewCommand returns a fresh topoctl command tree writing to and reading
+// from the streams in io. Each call returns an independent tree: trees are
+// safe to run concurrently with each other, a single tree is not.
+func NewCommand(io IO) *cobra.Command {
+	root, _ := newRoot(io)
+	return root
+}
+
+func newRoot(io IO) (*cobra.Command, *options) {
+	o := &options{io: io}
+	if o.io.Stdin == nil {
+		o.io.Stdin = strings.NewReader("")
+	}
+	if o.io.Stdout == nil {
+		o.io.Stdout = goio.Discard
+	}
+	if o.io.Stderr == nil {
+		o.io.Stderr = goio.Discard
+	}
+	root := &cobra.Command{
+		Use:   "topoctl",
+		Short: "Operate a topology store (etcd, ZooKeeper, Consul or memory)",
+		Long: `topoctl reads and writes a topology store through topokit: files, directories,
+watches, locks and leader elections, on etcd ("etcd2"), ZooKeeper ("zk2"),
+Consul ("consul") or an in-process memory store ("memory").
+
+With no flags it talks to the embedded etcd that "topoctl serve" runs, at
+` + DefaultClientAddress + ` under the root ` + DefaultRoot + `.
+
+Every connection flag can also come from the environment:
+  ` + EnvImplementation + `, ` + EnvServerAddress + `, ` + EnvRoot + `, ` + EnvCell + `, ` + EnvTimeout + `
+A flag on the command line wins over its variable.
+
+Exit codes: 0 success, 1 failure (or differences found by diff),
+2 usage error; "lock" exits with its command's status.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.resolve(cmd.Flags()); err != nil {
+				return err
+			}
+			o.started = true
+			return nil
+		},
+	}
+	root.SetIn(o.io.Stdin)
+	root.SetOut(o.io.Stdout)
+	root.SetErr(o.io.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVarP(&o.impl, "topo-implementation", "i", DefaultImplementation,
+		"store implementation: etcd2, zk2, consul or memory (env "+EnvImplementation+")")
+	pf.StringVarP(&o.addr, "topo-global-server-address", "a", "",
+		"global cell server address, host:port[,host:port...] (env "+EnvServerAddress+"; default: the address of \"topoctl serve\", "+DefaultClientAddress+")")
+	pf.StringVarP(&o.root, "topo-global-root", "r", DefaultRoot,
+		"global cell root in the store (env "+EnvRoot+")")
+	pf.StringVar(&o.cell, "cell", "",
+		"act on this cell, through its CellInfo in the global cell (env "+EnvCell+"; default: the global cell)")
+	pf.DurationVar(&o.timeout, "timeout", DefaultTimeout,
+		"bound of each store call, and of waits for locks (env "+EnvTimeout+"; 0 means no bound)")
+	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
+	pf.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
+
+	root.AddCommand(
+		// newServeCmd(o),
+		newLsCmd(o),
+		newTreeCmd(o),
+		newGetCmd(o),
+		newPutCmd(o),
+		newRmCmd(o),
+		newWatchCmd(o),
+		newLockCmd(o),
+		newElectCmd(o),
+		newLeaderCmd(o),
+		newCopyCmd(o),
+		newDiffCmd(o),
+		newImportCmd(o),
+		newExportCmd(o),
+		newCellCmd(o),
+	)
+	return root, o
+}
+
+// resolve applies environment variables to flags not set on the command
+// line and checks the values.
+func (o *options) resolve(fs *pflag.FlagSet) error {
+	env := func(flag, key string, dst *string) {
+		if !fs.Changed(flag) {
+			if v := o.getenv(key); v != "" {
+				*dst = v
+			}
+		}
+	}
+	env("topo-implementation", EnvImplementation, &o.impl)
+	env("topo-global-server-address", EnvServerAddress, &o.addr)
+	env("topo-global-root", EnvRoot, &o.root)
+	env("cell", EnvCell, &o.cell)
+	if !fs.Changed("timeout") {
+		if v := o.getenv(EnvTimeout); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return usagef("%s=%q: want a duration such as 10s", EnvTimeout, v)
+			}
+			o.timeout = d
+		}
+	}
+	if o.timeout < 0 {
+		return usagef("--timeout must not be negative")
+	}
+	switch o.output {
+	case "text", "json":
+	default:
+		return usagef("--output %q: want text or json", o.output)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	o.log = slog.New(slog.NewTextHandler(o.io.Stderr, &slog.HandlerOptions{Level: level}))
+	if o.addr == "" {
+		o.addrDefaulted = true
+		o.addr = o.defaultAddress()
+	}
+	return nil
+}
+
+// defaultAddress is the client address of the embedded etcd: the one
+// `topoctl serve` recorded in its default data directory, or
+// DefaultClientAddress.
+func (o *options) defaultAddress() string {
+	if o.impl != "etcd2" {
+		return ""
+	}
+	dir, err := defaultDataDir(o.getenv)
+	if err == nil {
+		if b, err := os.ReadFile(endpointFile(dir)); err == nil {
+			if a := strings.TrimSpace(string(b)); a != "" {
+				return a
+			}
+		}
+	}
+	return DefaultClientAddress
+}
+
+// Main runs topoctl with args and returns its exit code. ctx ends
+// long-running commands (serve, watch, elect, lock): the binary passes a
+// context cancelled by SIGINT or SIGTERM. Errors are printed to io.Stderr as
+// one line.
+func Main(ctx context.Context, args []string, io IO) int {
+	cmd, o := newRoot(io)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(ee.err))
+		}
+		return ee.code
+	}
+	var ue usageError
+	if errors.As(err, &ue) || !o.started {
+		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun 'topoctl --help' for usage.\n", err)
+		return ExitUsage
+	}
+	fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(err))
+	return ExitFailure
+}
+
+// formatError renders err as one line: the symbolic error code first when
+// it is a topo error, then the message (which names the path).
+func (o *options) formatError(err error) string {
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	c := topo.CodeOf(err)
+	if c == 0 {
+		return msg
+	}
+	msg = codeName(c) + ": " + msg
+	if o.addrDefaulted && (c == topo.Unavailable || c == topo.Timeout) {
+		msg += ` (no server address was given: is "topoctl serve" running?)`
+	}
+	return msg
+}
+
+// codeName returns the Go name of a topo error code, e.g. "NoNode".
+func codeName(c topo.ErrorCode) string {
+	switch c {
+	case topo.NodeExists:
+		return "NodeExists"
+	case topo.NoNode:
+		return "NoNode"
+	case topo.NodeNotEmpty:
+		return "NodeNotEmpty"
+	case topo.Timeout:
+		return "Timeout"
+	case topo.Interrupted:
+		return "Interrupted"
+	case topo.BadVersion:
+		return "BadVersion"
+	case topo.PartialResult:
+		return "PartialResult"
+	case topo.NoUpdateNeeded:
+		return "NoUpdateNeeded"
+	case topo.NoImplementation:
+		return "NoImplementation"
+	case topo.ResourceExhausted:
+		return "ResourceExhausted"
+	case topo.InvalidPath:
+		return "InvalidPath"
+	case topo.InvalidArgument:
+		return "InvalidArgument"
+	case topo.Closed:
+		return "Closed"
+	case topo.Compacted:
+		return "Compacted"
+	case topo.LockLost:
+		return "LockLost"
+	case topo.Unavailable:
+		return "Unavailable"
+	}
+	return fmt.Sprintf("Code%d", int(c))
+}
