@@ -131,17 +131,28 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return nil
 }
 
+// stopAll stops the followers first, then the leader: a leader stopped
+// while its followers are stopping would spend etcd's request timeout (over
+// 5 s) trying to hand its leadership over.
 func (c *Cluster) stopAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var wg sync.WaitGroup
+	for _, leaders := range []bool{false, true} {
+		var wg sync.WaitGroup
+		for i, m := range c.members {
+			if !c.stopped[i] && m.IsLeader() == leaders {
+				c.stopped[i] = true
+				wg.Go(m.Close)
+			}
+		}
+		wg.Wait()
+	}
 	for i, m := range c.members {
 		if !c.stopped[i] {
 			c.stopped[i] = true
-			wg.Go(m.Close)
+			m.Close()
 		}
 	}
-	wg.Wait()
 }
 
 // Size returns the number of members, running or stopped.
