@@ -3,10 +3,115 @@ package test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/topokit/topokit/topo"
 )
 
-// run is filled in by the suite's files.
+// subtest is one named conformance check, run against a fresh store.
+type subtest struct {
+	name string
+	fn   func(s *store)
+}
+
+// groups lists every conformance subtest, by area. Nothing is optional:
+// GetVersion's subtest asserts NoImplementation when the backend declares
+// it unsupported, and every other subtest runs against every backend.
+func groups() []struct {
+	name  string
+	tests []subtest
+} {
+	return []struct {
+		name  string
+		tests []subtest
+	}{
+		{"File", []subtest{
+			{"Create", testCreate},
+			{"Update", testUpdate},
+			{"UpdateAbsentWithVersion", testUpdateAbsentWithVersion},
+			{"Get", testGet},
+			{"Delete", testDelete},
+			{"List", testList},
+			{"ListExcludesLocksAndElections", testListExcludesInternals},
+			{"GetVersion", testGetVersion},
+			{"ErrorsNamePath", testErrorsNamePath},
+		}},
+		{"Directory", []subtest{
+			{"ListDir", testListDir},
+			{"EmptyDirectoriesDisappear", testEmptyDirsDisappear},
+			{"EmptyDirectoryDisappearsAfterLock", testEmptyDirAfterLock},
+		}},
+		{"Lock", []subtest{
+			{"NoNode", testLockNoNode},
+			{"Blocks", testLockBlocks},
+			{"Timeout", testLockTimeout},
+			{"Interrupted", testLockInterrupted},
+			{"OutlivesContext", testLockOutlivesContext},
+			{"Ephemeral", testLockEphemeral},
+			{"TryLock", testTryLock},
+			{"LockWithTTL", testLockWithTTL},
+			{"LockName", testLockName},
+			{"SameConnExclusive", testLockSameConn},
+		}},
+		{"Watch", []subtest{
+			{"Changes", testWatch},
+			{"NoNode", testWatchNoNode},
+			{"Delete", testWatchDelete},
+			{"Cancel", testWatchCancel},
+			{"Converges", testWatchConverges},
+			{"TwoWatchers", testWatchTwoWatchers},
+		}},
+		{"WatchRecursive", []subtest{
+			{"Events", testWatchRecursive},
+			{"PlainPrefix", testWatchRecursivePlainPrefix},
+			{"EmptyPrefix", testWatchRecursiveEmpty},
+			{"Cancel", testWatchRecursiveCancel},
+		}},
+		{"Election", []subtest{
+			{"InvalidArgument", testElectionInvalid},
+			{"Handover", testElectionHandover},
+			{"StopWhileWaiting", testElectionStopWhileWaiting},
+			{"WaitForNewLeader", testWaitForNewLeader},
+			{"OneLeaderAtATime", testElectionOneLeader},
+		}},
+		{"Close", []subtest{
+			{"LaterCallsClosed", testCloseCalls},
+			{"WatchesInterrupted", testCloseWatches},
+			{"ReleasesLocksAndLeadership", testCloseReleases},
+		}},
+		{"SessionLoss", []subtest{
+			{"Lock", testSessionLossLock},
+			{"Leader", testSessionLossLeader},
+		}},
+		{"BadInput", []subtest{
+			{"Paths", testBadPaths},
+			{"ElectionNames", testBadElectionNames},
+			{"ValueSize", testValueSize},
+			{"Versions", testBadVersions},
+			{"CancelledContext", testCancelledContext},
+			{"ExpiredContext", testExpiredContext},
+		}},
+		{"Concurrency", []subtest{
+			{"CompareAndSet", testConcurrentCAS},
+			{"CounterNoLostUpdate", testConcurrentCounter},
+			{"LockMutualExclusion", testLockMutualExclusion},
+			{"Linearizable", testLinearizable},
+		}},
+	}
+}
+
 func run(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts Options) {
-	t.Fatal("conformance suite not written yet")
+	require.NotNil(t, newStore, "newStore is required")
+	require.NotNil(t, opts.ExpireSession, "Options.ExpireSession is required")
+	for _, g := range groups() {
+		t.Run(g.name, func(t *testing.T) {
+			for _, st := range g.tests {
+				t.Run(st.name, func(t *testing.T) {
+					open := newStore(t)
+					require.NotNil(t, open, "newStore returned a nil opener")
+					st.fn(&store{t: t, open: open, opts: opts})
+				})
+			}
+		})
+	}
 }

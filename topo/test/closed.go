@@ -1,0 +1,150 @@
+package test
+
+import (
+	"context"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// testCloseCalls: after Close (idempotent) every call returns Closed, and
+// the store keeps its files.
+func testCloseCalls(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c, other := s.conn(), s.conn()
+
+	v := mustCreate(t, ctx, c, "d/f", "x")
+	p, err := c.NewLeaderParticipation("elec", "before")
+	require.NoError(t, err)
+	c.Close()
+	c.Close()
+
+	closed := func(err error, what string) {
+		t.Helper()
+		requireCode(t, err, topo.Closed, what+" after Close")
+	}
+	_, err = c.ListDir(ctx, "", true)
+	closed(err, "ListDir")
+	_, err = c.Create(ctx, "d/g", []byte("x"))
+	closed(err, "Create")
+	_, err = c.Update(ctx, "d/f", []byte("y"), nil)
+	closed(err, "Update")
+	_, err = c.Update(ctx, "d/f", []byte("y"), v)
+	closed(err, "Update with a version")
+	_, _, err = c.Get(ctx, "d/f")
+	closed(err, "Get")
+	n, err := topo.VersionNumber("d/f", v)
+	require.NoError(t, err)
+	_, err = c.GetVersion(ctx, "d/f", n)
+	if s.opts.GetVersionUnsupported {
+		requireOneOf(t, err, "GetVersion after Close", topo.Closed, topo.NoImplementation)
+	} else {
+		closed(err, "GetVersion")
+	}
+	_, err = c.List(ctx, "")
+	closed(err, "List")
+	closed(c.Delete(ctx, "d/f", nil), "Delete")
+	_, err = c.Lock(ctx, "d", "x")
+	closed(err, "Lock")
+	_, err = c.LockWithTTL(ctx, "d", "x", time.Minute)
+	closed(err, "LockWithTTL")
+	_, err = c.LockName(ctx, "d", "x")
+	closed(err, "LockName")
+	_, err = c.TryLock(ctx, "d", "x")
+	closed(err, "TryLock")
+	_, ch, err := c.Watch(ctx, "d/f")
+	closed(err, "Watch")
+	require.Nil(t, ch)
+	_, rch, err := c.WatchRecursive(ctx, "")
+	closed(err, "WatchRecursive")
+	require.Nil(t, rch)
+
+	_, err = p.WaitForLeadership()
+	requireOneOf(t, err, "WaitForLeadership of a participation made before Close", topo.Closed, topo.Interrupted)
+	_, err = p.GetCurrentLeaderID(ctx)
+	closed(err, "GetCurrentLeaderID")
+	if lch, err := p.WaitForNewLeader(ctx); err != nil {
+		closed(err, "WaitForNewLeader")
+	} else {
+		requireClosedEventually(t, lch, "WaitForNewLeader after Close")
+	}
+	p.Stop()
+	if p2, err := c.NewLeaderParticipation("elec", "after"); err != nil {
+		closed(err, "NewLeaderParticipation")
+	} else {
+		_, err = p2.WaitForLeadership()
+		closed(err, "WaitForLeadership of a participation made after Close")
+	}
+
+	// The store is unaffected.
+	requireFile(t, ctx, other, "d/f", "x", v)
+	l, err := other.TryLock(ctx, "d", "other")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// testCloseWatches: Close ends active watches with Interrupted and closes
+// leader streams.
+func testCloseWatches(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c, other := s.conn(), s.conn()
+
+	mustCreate(t, ctx, c, "w/f", "x")
+	_, ch, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "Watch")
+	_, rch, err := c.WatchRecursive(ctx, "w/")
+	require.NoError(t, err)
+	drainOnCleanup(t, rch, "WatchRecursive")
+
+	leader, err := other.NewLeaderParticipation("elec", "leader")
+	require.NoError(t, err)
+	stopOnCleanup(t, leader)
+	_, err = leader.WaitForLeadership()
+	require.NoError(t, err)
+	observer, err := c.NewLeaderParticipation("elec", "observer")
+	require.NoError(t, err)
+	lch, err := observer.WaitForNewLeader(ctx)
+	require.NoError(t, err)
+	drainOnCleanup(t, lch, "WaitForNewLeader")
+	requireNextLeader(t, lch, "leader", "WaitForNewLeader")
+
+	c.Close()
+	waitWatchErr(t, ch, topo.Interrupted, "Watch after Close")
+	waitRecursiveErr(t, rch, topo.Interrupted, "WatchRecursive after Close")
+	requireClosedEventually(t, lch, "WaitForNewLeader after Close")
+}
+
+// testCloseReleases: Close releases the locks and leadership held through
+// the connection, so others take them over.
+func testCloseReleases(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+
+	mustCreate(t, ctx, c1, "d/f", "x")
+	l1, err := c1.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	p1, err := c1.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	lctx1, err := p1.WaitForLeadership()
+	require.NoError(t, err)
+	p2, err := c2.NewLeaderParticipation("elec", "id2")
+	require.NoError(t, err)
+	stopOnCleanup(t, p2)
+	got := leadAsync(p2)
+	requireNothing(t, got, "p2's WaitForLeadership while p1 leads")
+
+	c1.Close()
+	requireDone(t, lctx1, "the leadership context of a closed connection")
+	wctx, cancel := context.WithTimeout(ctx, longWait)
+	defer cancel()
+	l2, err := c2.Lock(wctx, "d", "next")
+	require.NoError(t, err, "Lock of a lock whose holder's connection was closed")
+	require.NoError(t, l2.Unlock(ctx))
+	r, _ := recv(t, got, "p2's WaitForLeadership after the leader's connection closed")
+	require.NoError(t, r.err)
+	requireLeader(t, ctx, p2, "id2", "after the leader's connection closed")
+	require.Error(t, l1.Check(ctx), "Check of a lock whose connection was closed")
+}

@@ -1,0 +1,248 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// testElectionInvalid: an empty name or id is InvalidArgument.
+func testElectionInvalid(s *store) {
+	t, c := s.t, s.conn()
+
+	_, err := c.NewLeaderParticipation("", "id")
+	requireCode(t, err, topo.InvalidArgument, "NewLeaderParticipation with an empty name")
+	_, err = c.NewLeaderParticipation("elec", "")
+	requireCode(t, err, topo.InvalidArgument, "NewLeaderParticipation with an empty id")
+}
+
+// requireLeader waits until observer reports id as the current leader.
+func requireLeader(t *testing.T, ctx context.Context, observer topo.LeaderParticipation, id, what string) {
+	t.Helper()
+	var last string
+	var lastErr error
+	ok := eventually(func() bool {
+		last, lastErr = observer.GetCurrentLeaderID(ctx)
+		return lastErr == nil && last == id
+	})
+	require.Truef(t, ok, "%s: want leader %q, last GetCurrentLeaderID gave %q, %v", what, id, last, lastErr)
+}
+
+// testElectionHandover: one leader at a time; the current leader id is
+// visible to everyone ("" when nobody leads); Stop hands leadership over,
+// cancels the leader's context, and makes WaitForLeadership Interrupted.
+func testElectionHandover(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2, c3 := s.conn(), s.conn(), s.conn()
+
+	p1, err := c1.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	stopOnCleanup(t, p1)
+	p2, err := c2.NewLeaderParticipation("elec", "id2")
+	require.NoError(t, err)
+	stopOnCleanup(t, p2)
+	observer, err := c3.NewLeaderParticipation("elec", "observer")
+	require.NoError(t, err)
+	stopOnCleanup(t, observer)
+
+	id, err := observer.GetCurrentLeaderID(ctx)
+	require.NoError(t, err, "GetCurrentLeaderID before anyone leads")
+	require.Empty(t, id, "GetCurrentLeaderID before anyone leads")
+
+	lctx1, err := p1.WaitForLeadership()
+	require.NoError(t, err)
+	require.NoError(t, lctx1.Err(), "a fresh leadership context is live")
+	again, err := p1.WaitForLeadership()
+	require.NoError(t, err)
+	require.True(t, again == lctx1, "WaitForLeadership while leading returns the same context")
+	requireLeader(t, ctx, observer, "id1", "after p1 leads")
+	requireLeader(t, ctx, p2, "id1", "p2's view after p1 leads")
+
+	// The election entry is ephemeral, and not a file.
+	entries, err := c3.ListDir(ctx, "elections", true)
+	require.NoError(t, err, "ListDir(elections)")
+	e := entry(t, entries, "elec")
+	require.True(t, e.Ephemeral, "the election entry must be Ephemeral in a full ListDir")
+	_, err = c3.List(ctx, "")
+	requireCode(t, err, topo.NoNode, "List while only an election exists")
+
+	got := leadAsync(p2)
+	requireNothing(t, got, "p2's WaitForLeadership while p1 leads")
+	require.NoError(t, lctx1.Err(), "p1 still leads")
+
+	p1.Stop()
+	require.Error(t, lctx1.Err(), "Stop must cancel the leadership context before it returns")
+	r, _ := recv(t, got, "p2's WaitForLeadership after p1 stopped")
+	require.NoError(t, r.err)
+	require.NoError(t, r.ctx.Err())
+	require.Error(t, lctx1.Err(), "two leaders at once")
+	requireLeader(t, ctx, observer, "id2", "after the handover")
+
+	_, err = p1.WaitForLeadership()
+	requireCode(t, err, topo.Interrupted, "WaitForLeadership after Stop")
+	p1.Stop() // idempotent
+
+	p2.Stop()
+	require.Error(t, r.ctx.Err(), "Stop must cancel the leadership context")
+	requireLeader(t, ctx, observer, "", "after every leader stopped")
+	_, err = c3.List(ctx, "")
+	requireCode(t, err, topo.NoNode, "List after the election ended")
+}
+
+// testElectionStopWhileWaiting: Stop on a waiting participant makes its
+// WaitForLeadership return Interrupted, and it never leads.
+func testElectionStopWhileWaiting(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+
+	p1, err := c1.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	stopOnCleanup(t, p1)
+	p2, err := c2.NewLeaderParticipation("elec", "id2")
+	require.NoError(t, err)
+	stopOnCleanup(t, p2)
+
+	lctx1, err := p1.WaitForLeadership()
+	require.NoError(t, err)
+	got := leadAsync(p2)
+	requireNothing(t, got, "p2's WaitForLeadership while p1 leads")
+	p2.Stop()
+	r, _ := recv(t, got, "WaitForLeadership after Stop")
+	requireCode(t, r.err, topo.Interrupted, "a waiting WaitForLeadership after Stop")
+	require.NoError(t, lctx1.Err(), "stopping a waiter does not affect the leader")
+	requireLeader(t, ctx, p1, "id1", "after the waiter stopped")
+
+	p1.Stop()
+	requireLeader(t, ctx, p2, "", "after the leader stopped with the only other participant stopped")
+}
+
+// testWaitForNewLeader: the stream starts with the current leader and then
+// sends each new one; it closes when its context ends.
+func testWaitForNewLeader(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2, c3 := s.conn(), s.conn(), s.conn()
+
+	p1, err := c1.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	stopOnCleanup(t, p1)
+	p2, err := c2.NewLeaderParticipation("elec", "id2")
+	require.NoError(t, err)
+	stopOnCleanup(t, p2)
+	observer, err := c3.NewLeaderParticipation("elec", "observer")
+	require.NoError(t, err)
+	stopOnCleanup(t, observer)
+
+	// Subscribed before anyone leads: the first id is the first leader's.
+	early, cancelEarly := context.WithCancel(ctx)
+	defer cancelEarly()
+	earlyCh, err := observer.WaitForNewLeader(early)
+	require.NoError(t, err)
+	drainOnCleanup(t, earlyCh, "WaitForNewLeader")
+
+	_, err = p1.WaitForLeadership()
+	require.NoError(t, err)
+	requireNextLeader(t, earlyCh, "id1", "WaitForNewLeader subscribed before anyone led")
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := observer.WaitForNewLeader(wctx)
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "WaitForNewLeader")
+	first, ok := recv(t, ch, "WaitForNewLeader's first id")
+	require.True(t, ok, "WaitForNewLeader closed early")
+	require.Equal(t, "id1", first, "WaitForNewLeader sends the current leader first")
+
+	got := leadAsync(p2)
+	p1.Stop()
+	r, _ := recv(t, got, "p2's WaitForLeadership after p1 stopped")
+	require.NoError(t, r.err)
+	requireNextLeader(t, ch, "id2", "WaitForNewLeader after a handover")
+	requireNextLeader(t, earlyCh, "id2", "the earlier WaitForNewLeader after a handover")
+
+	cancel()
+	requireClosedEventually(t, ch, "WaitForNewLeader after its context was cancelled")
+	cancelEarly()
+	requireClosedEventually(t, earlyCh, "WaitForNewLeader after its context was cancelled")
+}
+
+// requireNextLeader reads ids from ch until want (tolerating "" for a
+// moment without a leader, and repeats of earlier ids).
+func requireNextLeader(t *testing.T, ch <-chan string, want, what string) {
+	t.Helper()
+	for {
+		id, ok := recv(t, ch, what)
+		require.Truef(t, ok, "%s: channel closed while waiting for %q", what, want)
+		if id == want {
+			return
+		}
+	}
+}
+
+// requireClosedEventually drains ch until it closes (within longWait).
+func requireClosedEventually[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	for {
+		if _, ok := recv(t, ch, what); !ok {
+			return
+		}
+	}
+}
+
+// testElectionOneLeader: several participants on separate connections all
+// lead in turn, never two at once: each sets an in-leadership flag when its
+// WaitForLeadership returns, and clears it just before Stop.
+func testElectionOneLeader(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	const n = 4
+	var leading atomic.Int32
+	var led atomic.Int32
+	var overlap atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	parts := make([]topo.LeaderParticipation, n)
+	for i := range n {
+		p, err := s.conn().NewLeaderParticipation("elec", fmt.Sprintf("id%d", i))
+		require.NoError(t, err)
+		stopOnCleanup(t, p)
+		parts[i] = p
+	}
+	observer, err := s.conn().NewLeaderParticipation("elec", "observer")
+	require.NoError(t, err)
+	for i := range n {
+		wg.Go(func() {
+			p := parts[i]
+			lctx, err := p.WaitForLeadership()
+			if err != nil {
+				errs <- fmt.Errorf("participant %d: %w", i, err)
+				return
+			}
+			if leading.Add(1) != 1 {
+				overlap.Store(true)
+			}
+			led.Add(1)
+			id, err := observer.GetCurrentLeaderID(ctx)
+			if err != nil || id != fmt.Sprintf("id%d", i) {
+				errs <- fmt.Errorf("participant %d leads but GetCurrentLeaderID says %q, %v", i, id, err)
+			}
+			if lctx.Err() != nil {
+				errs <- fmt.Errorf("participant %d: leadership context cancelled while leading", i)
+			}
+			leading.Add(-1)
+			p.Stop()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.False(t, overlap.Load(), "two participants led at once")
+	require.EqualValues(t, n, led.Load())
+	requireLeader(t, ctx, observer, "", "after every participant stopped")
+}

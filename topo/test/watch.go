@@ -1,0 +1,311 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// testWatch: the current value first, then changes made through any
+// connection, each with the version the write returned.
+func testWatch(s *store) {
+	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+
+	v1 := mustCreate(t, ctx, c, "w/f", "one")
+	cur, ch, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "Watch(w/f)")
+	require.NotNil(t, ch)
+	require.NotNil(t, cur)
+	require.NoError(t, cur.Err)
+	require.Equal(t, "one", string(cur.Contents))
+	require.Equal(t, v1.String(), cur.Version.String())
+
+	v2 := mustUpdate(t, ctx, c2, "w/f", "two", nil)
+	wd := waitWatchValue(t, ch, "two", "Watch after an update from another connection")
+	require.Equal(t, v2.String(), wd.Version.String())
+
+	v3 := mustUpdate(t, ctx, c, "/w/f", "three", v2)
+	wd = waitWatchValue(t, ch, "three", "Watch after an update from the watching connection")
+	require.Equal(t, v3.String(), wd.Version.String())
+
+	// Writes to other files, even with a common prefix, are not events.
+	mustCreate(t, ctx, c2, "w/f2", "other")
+	mustCreate(t, ctx, c2, "w/f/child", "child")
+	mustUpdate(t, ctx, c2, "w/g", "other", nil)
+	requireNothingBut(t, ch, "three", "Watch(w/f) after writes to other files")
+}
+
+// requireNothingBut fails t if ch delivers, within shortWait, anything
+// other than a repeat of contents.
+func requireNothingBut(t *testing.T, ch <-chan *topo.WatchData, contents, what string) {
+	t.Helper()
+	timeout := time.After(shortWait)
+	for {
+		select {
+		case wd, ok := <-ch:
+			require.Truef(t, ok, "%s: channel closed", what)
+			require.NoErrorf(t, wd.Err, "%s: unexpected error event", what)
+			require.Equalf(t, contents, string(wd.Contents), "%s: unexpected event", what)
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// testWatchNoNode: watching an absent file is NoNode with no channel.
+func testWatchNoNode(s *store) {
+	t, ctx, c := s.t, ctxFor(s.t), s.conn()
+
+	cur, ch, err := c.Watch(ctx, "absent")
+	requireCode(t, err, topo.NoNode, "Watch of an absent file")
+	require.Nil(t, ch)
+	require.Nil(t, cur)
+
+	mustCreate(t, ctx, c, "dir/f", "x")
+	_, ch, err = c.Watch(ctx, "dir/g")
+	requireCode(t, err, topo.NoNode, "Watch of an absent file next to another")
+	require.Nil(t, ch)
+	require.NoError(t, c.Delete(ctx, "dir/f", nil))
+	_, ch, err = c.Watch(ctx, "dir/f")
+	requireCode(t, err, topo.NoNode, "Watch of a deleted file")
+	require.Nil(t, ch)
+}
+
+// testWatchDelete: a delete sends NoNode, then the channel closes.
+func testWatchDelete(s *store) {
+	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+
+	mustCreate(t, ctx, c, "w/f", "one")
+	_, ch, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "Watch(w/f)")
+	mustUpdate(t, ctx, c2, "w/f", "two", nil)
+	waitWatchValue(t, ch, "two", "Watch before the delete")
+	require.NoError(t, c2.Delete(ctx, "w/f", nil))
+	waitWatchErr(t, ch, topo.NoNode, "Watch of a deleted file")
+
+	// Re-creating the file does not revive the closed watch; a new watch works.
+	mustCreate(t, ctx, c2, "w/f", "again")
+	cur, ch2, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch2, "second Watch(w/f)")
+	require.Equal(t, "again", string(cur.Contents))
+}
+
+// testWatchCancel: cancelling the context sends Interrupted and closes.
+func testWatchCancel(s *store) {
+	t, ctx, c := s.t, ctxFor(s.t), s.conn()
+
+	mustCreate(t, ctx, c, "w/f", "one")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, ch, err := c.Watch(wctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "Watch(w/f)")
+	mustUpdate(t, ctx, c, "w/f", "two", nil)
+	waitWatchValue(t, ch, "two", "Watch before cancel")
+	cancel()
+	waitWatchErr(t, ch, topo.Interrupted, "Watch after its context was cancelled")
+
+	// The connection and the file are unaffected.
+	requireFile(t, ctx, c, "w/f", "two", nil)
+	_, ch2, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch2, "second Watch(w/f)")
+	mustUpdate(t, ctx, c, "w/f", "three", nil)
+	waitWatchValue(t, ch2, "three", "a new Watch after another was cancelled")
+}
+
+// testWatchConverges: after rapid updates the watch delivers the latest
+// value, and nothing older after it.
+func testWatchConverges(s *store) {
+	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+
+	mustCreate(t, ctx, c, "w/f", "start")
+	_, ch, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "Watch(w/f)")
+	const n = 30
+	var last topo.Version
+	for i := range n {
+		last = mustUpdate(t, ctx, c2, "w/f", fmt.Sprintf("v%02d", i), nil)
+	}
+	want := fmt.Sprintf("v%02d", n-1)
+	wd := waitWatchValue(t, ch, want, "Watch after rapid updates")
+	require.Equal(t, last.String(), wd.Version.String())
+	requireNothingBut(t, ch, want, "Watch after it delivered the latest value")
+}
+
+// testWatchTwoWatchers: two watches of one file on one connection are
+// independent: cancelling one leaves the other running.
+func testWatchTwoWatchers(s *store) {
+	t, ctx, c := s.t, ctxFor(s.t), s.conn()
+
+	mustCreate(t, ctx, c, "w/f", "one")
+	ctx1, cancel1 := context.WithCancel(ctx)
+	defer cancel1()
+	_, ch1, err := c.Watch(ctx1, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch1, "first Watch(w/f)")
+	_, ch2, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch2, "second Watch(w/f)")
+
+	mustUpdate(t, ctx, c, "w/f", "two", nil)
+	waitWatchValue(t, ch1, "two", "first watch")
+	waitWatchValue(t, ch2, "two", "second watch")
+
+	cancel1()
+	waitWatchErr(t, ch1, topo.Interrupted, "first watch after cancel")
+	mustUpdate(t, ctx, c, "w/f", "three", nil)
+	waitWatchValue(t, ch2, "three", "second watch after the first was cancelled")
+}
+
+// recursiveInitial turns WatchRecursive's initial values into path → value
+// and checks each version against Get.
+func recursiveInitial(t *testing.T, ctx context.Context, c topo.Conn, init []*topo.WatchDataRecursive) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for _, wd := range init {
+		require.NotNil(t, wd)
+		require.NoErrorf(t, wd.Err, "initial value of %q", wd.Path)
+		_, dup := got[wd.Path]
+		require.Falsef(t, dup, "%q listed twice in WatchRecursive's initial values", wd.Path)
+		got[wd.Path] = string(wd.Contents)
+		_, v, err := c.Get(ctx, wd.Path)
+		require.NoErrorf(t, err, "Get(%q) of a path WatchRecursive listed", wd.Path)
+		require.NotNil(t, wd.Version, "initial version of %q", wd.Path)
+		require.Equalf(t, v.String(), wd.Version.String(), "initial version of %q", wd.Path)
+	}
+	return got
+}
+
+// testWatchRecursive: initial values with their own versions, then create,
+// update and delete events; a delete keeps the channel open.
+func testWatchRecursive(s *store) {
+	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+
+	mustCreate(t, ctx, c, "r/a", "a1")
+	mustUpdate(t, ctx, c, "r/a", "a1", nil) // a version of its own, not the creation's
+	mustCreate(t, ctx, c, "r/b/c", "c1")
+	mustCreate(t, ctx, c, "rx", "outside")
+	mustCreate(t, ctx, c, "other", "outside")
+
+	init, ch, err := c.WatchRecursive(ctx, "r/")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "WatchRecursive(r/)")
+	require.Equal(t, map[string]string{"r/a": "a1", "r/b/c": "c1"}, recursiveInitial(t, ctx, c, init))
+
+	vd := mustCreate(t, ctx, c2, "r/d", "d1")
+	wd := waitRecursive(t, ch, "r/", "create event", func(wd *topo.WatchDataRecursive) bool { return wd.Path == "r/d" })
+	require.NoError(t, wd.Err)
+	require.Equal(t, "d1", string(wd.Contents))
+	require.Equal(t, vd.String(), wd.Version.String())
+
+	va := mustUpdate(t, ctx, c2, "r/a", "a2", nil)
+	wd = waitRecursive(t, ch, "r/", "update event", func(wd *topo.WatchDataRecursive) bool {
+		return wd.Path == "r/a" && string(wd.Contents) == "a2"
+	})
+	require.Equal(t, va.String(), wd.Version.String())
+
+	// Writes outside the prefix are never reported (waitRecursive checks
+	// every event's path).
+	mustUpdate(t, ctx, c2, "rx", "still outside", nil)
+	mustCreate(t, ctx, c2, "r", "outside: r/ is the prefix")
+	mustUpdate(t, ctx, c2, "other", "still outside", nil)
+
+	require.NoError(t, c2.Delete(ctx, "r/b/c", nil))
+	waitRecursive(t, ch, "r/", "delete event", func(wd *topo.WatchDataRecursive) bool {
+		return wd.Path == "r/b/c" && topo.IsErrType(wd.Err, topo.NoNode)
+	})
+
+	// The channel stays open after a deletion.
+	vd2 := mustUpdate(t, ctx, c2, "r/d", "d2", vd)
+	wd = waitRecursive(t, ch, "r/", "update after a delete", func(wd *topo.WatchDataRecursive) bool {
+		return wd.Path == "r/d" && string(wd.Contents) == "d2"
+	})
+	require.Equal(t, vd2.String(), wd.Version.String())
+
+	// Deep creates are reported too.
+	mustCreate(t, ctx, c2, "r/x/y/z", "deep")
+	waitRecursive(t, ch, "r/", "deep create", func(wd *topo.WatchDataRecursive) bool {
+		return wd.Path == "r/x/y/z" && string(wd.Contents) == "deep"
+	})
+}
+
+// testWatchRecursivePlainPrefix: the prefix is a plain string prefix, and a
+// leading "/" changes nothing.
+func testWatchRecursivePlainPrefix(s *store) {
+	t, ctx, c := s.t, ctxFor(s.t), s.conn()
+
+	for _, p := range []string{"r/a", "rx/b", "r", "s"} {
+		mustCreate(t, ctx, c, p, p)
+	}
+	want := []string{"r", "r/a", "rx/b"}
+	for i, prefix := range []string{"r", "/r"} {
+		init, ch, err := c.WatchRecursive(ctx, prefix)
+		require.NoError(t, err)
+		drainOnCleanup(t, ch, "WatchRecursive("+prefix+")")
+		got := recursiveInitial(t, ctx, c, init)
+		require.Equalf(t, want, slices.Sorted(maps.Keys(got)), "WatchRecursive(%q) initial paths", prefix)
+
+		created := fmt.Sprintf("ry%d", i)
+		mustCreate(t, ctx, c, created, "new")
+		want = append(want, created)
+		waitRecursive(t, ch, "r", "create matching the plain prefix", func(wd *topo.WatchDataRecursive) bool {
+			return wd.Path == created
+		})
+	}
+	init, ch, err := c.WatchRecursive(ctx, "")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "WatchRecursive of the root")
+	require.Len(t, recursiveInitial(t, ctx, c, init), 6)
+}
+
+// testWatchRecursiveEmpty: a prefix nothing matches is not an error; files
+// created later are reported.
+func testWatchRecursiveEmpty(s *store) {
+	t, ctx, c := s.t, ctxFor(s.t), s.conn()
+
+	init, ch, err := c.WatchRecursive(ctx, "empty/")
+	require.NoError(t, err, "WatchRecursive of a prefix that matches nothing")
+	drainOnCleanup(t, ch, "WatchRecursive(empty/)")
+	require.Empty(t, init)
+
+	v := mustCreate(t, ctx, s.conn(), "empty/f", "first")
+	wd := waitRecursive(t, ch, "empty/", "create under an empty prefix", func(wd *topo.WatchDataRecursive) bool { return wd.Path == "empty/f" })
+	require.NoError(t, wd.Err)
+	require.Equal(t, "first", string(wd.Contents))
+	require.Equal(t, v.String(), wd.Version.String())
+}
+
+// testWatchRecursiveCancel: cancelling sends Interrupted, then closes.
+func testWatchRecursiveCancel(s *store) {
+	t, ctx, c := s.t, ctxFor(s.t), s.conn()
+
+	mustCreate(t, ctx, c, "r/a", "a")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, ch, err := c.WatchRecursive(wctx, "r")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "WatchRecursive(r)")
+	mustUpdate(t, ctx, c, "r/a", "b", nil)
+	waitRecursive(t, ch, "r", "update before cancel", func(wd *topo.WatchDataRecursive) bool { return string(wd.Contents) == "b" })
+	cancel()
+	waitRecursiveErr(t, ch, topo.Interrupted, "WatchRecursive after cancel")
+
+	// Other watches and the connection are unaffected.
+	_, ch2, err := c.WatchRecursive(ctx, "r")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch2, "second WatchRecursive(r)")
+	mustUpdate(t, ctx, c, "r/a", "c", nil)
+	waitRecursive(t, ch2, "r", "a new watch after cancel", func(wd *topo.WatchDataRecursive) bool { return string(wd.Contents) == "c" })
+}
