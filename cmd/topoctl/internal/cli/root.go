@@ -185,7 +185,7 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 	pf.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
 
 	root.AddCommand(
-		// newServeCmd(o),
+		newServeCmd(o),
 		newLsCmd(o),
 		newTreeCmd(o),
 		newGetCmd(o),
