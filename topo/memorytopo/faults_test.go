@@ -1,0 +1,237 @@
+package memorytopo_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/memorytopo"
+)
+
+func TestSetError(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	_, err := c.Create(ctx, "a", []byte("x"))
+	require.NoError(t, err)
+
+	boom := errors.New("boom")
+	f.SetError(boom)
+	_, _, err = c.Get(ctx, "a")
+	require.ErrorIs(t, err, boom)
+	requireCode(t, err, topo.Unavailable)
+	var te *topo.Error
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, "a", te.Path)
+	_, err = c.Update(ctx, "a", []byte("y"), nil)
+	require.ErrorIs(t, err, boom)
+	_, err = c.ListDir(ctx, "", false)
+	require.ErrorIs(t, err, boom)
+	_, _, err = c.Watch(ctx, "a")
+	require.ErrorIs(t, err, boom)
+
+	// Input validation and Closed come first.
+	_, _, err = c.Get(ctx, "a//b")
+	requireCode(t, err, topo.InvalidPath)
+
+	f.SetError(topo.ResourceExhausted)
+	_, _, err = c.Get(ctx, "a")
+	requireCode(t, err, topo.ResourceExhausted)
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, "a", te.Path)
+
+	f.SetError(nil)
+	got, _, err := c.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+
+	c.Close()
+	f.SetError(boom)
+	_, _, err = c.Get(ctx, "a")
+	requireCode(t, err, topo.Closed)
+}
+
+func TestAddFault(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	for _, p := range []string{"ks/a/x", "ks/b/x", "other/y"} {
+		_, err := c.Create(ctx, p, nil)
+		require.NoError(t, err)
+	}
+
+	remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpGet, Path: "ks/*/x", Err: topo.Timeout})
+	_, _, err := c.Get(ctx, "ks/a/x")
+	requireCode(t, err, topo.Timeout)
+	_, _, err = c.Get(ctx, "/ks/b/x")
+	requireCode(t, err, topo.Timeout)
+	_, _, err = c.Get(ctx, "other/y")
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "ks/a/x", nil, nil) // other operation
+	require.NoError(t, err)
+	remove()
+	remove() // harmless
+	_, _, err = c.Get(ctx, "ks/a/x")
+	require.NoError(t, err)
+
+	// A prefix, for every operation, for two calls only.
+	f.AddFault(memorytopo.Fault{Op: memorytopo.OpAny, Prefix: "ks/", Times: 2})
+	_, err = c.Update(ctx, "ks/a/x", nil, nil)
+	requireCode(t, err, topo.Unavailable)
+	_, err = c.List(ctx, "ks/")
+	requireCode(t, err, topo.Unavailable)
+	_, err = c.List(ctx, "ks/")
+	require.NoError(t, err)
+
+	// Lock calls match the locked directory.
+	f.AddFault(memorytopo.Fault{Op: memorytopo.OpLock, Path: "ks/a", Err: topo.NodeExists})
+	_, err = c.Lock(ctx, "ks/a", "me")
+	requireCode(t, err, topo.NodeExists)
+	ld, err := c.Lock(ctx, "ks/b", "me")
+	require.NoError(t, err)
+	f.AddFault(memorytopo.Fault{Op: memorytopo.OpUnlock, Err: topo.Unavailable, Times: 1})
+	requireCode(t, ld.Unlock(ctx), topo.Unavailable)
+	require.NoError(t, ld.Check(ctx), "a failed Unlock keeps the lock")
+	require.NoError(t, ld.Unlock(ctx))
+
+	f.ClearFaults()
+	_, err = c.Lock(ctx, "ks/a", "me")
+	require.NoError(t, err)
+}
+
+func TestLatencyHonoursContext(t *testing.T) {
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	f.SetLatency(time.Hour)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	_, err := c.Create(ctx, "a", nil)
+	requireCode(t, err, topo.Timeout)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(ctx, "a")
+		done <- err
+	}()
+	cancel()
+	requireCode(t, <-done, topo.Interrupted)
+
+	f.SetLatency(0)
+	_, _, err = c.Get(testCtx(t), "a")
+	requireCode(t, err, topo.NoNode) // the timed-out Create wrote nothing
+}
+
+func TestHang(t *testing.T) {
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	f.Hang()
+	f.Hang() // idempotent
+
+	// Ends with the context.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	_, err := c.Create(ctx, "a", nil)
+	requireCode(t, err, topo.Timeout)
+
+	// Proceeds on Unhang.
+	before := f.CallCount(memorytopo.OpCreate)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Create(testCtx(t), "a", []byte("x"))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return f.CallCount(memorytopo.OpCreate) > before }, waitLimit, time.Millisecond)
+	f.Unhang()
+	require.NoError(t, <-done)
+
+	// Ends with Close.
+	f.Hang()
+	go func() {
+		_, _, err := c.Get(context.Background(), "a")
+		done <- err
+	}()
+	c.Close()
+	requireCode(t, <-done, topo.Closed)
+	f.ClearFaults()
+}
+
+func TestCallCounters(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	_, err := c.Create(ctx, "a", nil)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				_, _, _ = c.Get(ctx, "a")
+			}
+		})
+	}
+	wg.Wait()
+	_, _, _ = c.Get(ctx, "bad//path") // failed calls count too
+	require.EqualValues(t, 801, f.CallCount(memorytopo.OpGet))
+	require.EqualValues(t, 1, f.CallCount(memorytopo.OpCreate))
+	require.EqualValues(t, 802, f.CallCount(memorytopo.OpAny))
+	require.EqualValues(t, 0, f.CallCount(memorytopo.OpKeepAlive))
+	require.Equal(t, "Get", memorytopo.OpGet.String())
+
+	f.ResetCallCounts()
+	require.EqualValues(t, 0, f.CallCount(memorytopo.OpAny))
+}
+
+// TestKeepAliveFaultLapsesLease checks that blocking lease renewal makes a
+// TTL lock lapse and lets another holder in.
+func TestKeepAliveFaultLapsesLease(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c1, c2 := newConn(t, f), newConn(t, f)
+	_, err := c1.Create(ctx, "d/f", nil)
+	require.NoError(t, err)
+	ld, err := c1.LockWithTTL(ctx, "d", "c1", 20*time.Millisecond)
+	require.NoError(t, err)
+
+	remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpKeepAlive})
+	ld2, err := c2.Lock(ctx, "d", "c2") // waits until the lease lapses
+	require.NoError(t, err)
+	requireCode(t, ld.Check(ctx), topo.LockLost)
+	requireCode(t, ld.Unlock(ctx), topo.LockLost)
+	remove()
+	require.NoError(t, ld2.Check(ctx))
+	require.NoError(t, ld2.Unlock(ctx))
+}
+
+// TestHangLapsesSession checks that a hung server lets sessions lapse:
+// leadership is lost SessionTTL after the hang.
+func TestHangLapsesSession(t *testing.T) {
+	f := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 20 * time.Millisecond})
+	c := newConn(t, f)
+	p, err := c.NewLeaderParticipation("e", "one")
+	require.NoError(t, err)
+	lctx, err := p.WaitForLeadership()
+	require.NoError(t, err)
+	f.Hang()
+	select {
+	case <-lctx.Done():
+	case <-time.After(waitLimit):
+		t.Fatal("leadership not lost while the server hung")
+	}
+	f.Unhang()
+	id, err := p.GetCurrentLeaderID(testCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, "", id)
+	// The participant can run again under a new session.
+	lctx, err = p.WaitForLeadership()
+	require.NoError(t, err)
+	require.NoError(t, lctx.Err())
+	p.Stop()
+}
