@@ -1,0 +1,6 @@
+package main
+
+// Every bundled backend, registered for -topo-implementation.
+import (
+	_ "github.com/topokit/topokit/topo/memorytopo"
+)
