@@ -62,6 +62,9 @@ func CleanPrefix(p string) (string, error) {
 	}
 	trailing := strings.HasSuffix(p, "/")
 	q := strings.TrimSuffix(p, "/")
+	if q == "/" { // "//": an empty segment, not the root
+		return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("empty path segment")}
+	}
 	c, err := cleanPath(q)
 	if err != nil {
 		return "", err
