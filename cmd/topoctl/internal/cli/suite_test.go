@@ -1,0 +1,532 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/topokit/topokit/proto/topodatapb"
+)
+
+// capabilities says what a backend supports, for the scenarios that differ.
+type capabilities struct {
+	history bool // GetVersion works
+}
+
+// runSuite runs every end-to-end scenario against fresh targets from
+// newTarget (a fresh root or store per call).
+func runSuite(t *testing.T, newTarget func(t *testing.T) target, caps capabilities) {
+	scenarios := []struct {
+		name string
+		fn   func(t *testing.T, tg target, caps capabilities)
+	}{
+		{"FilesAndListing", testFilesAndListing},
+		{"PutSources", testPutSources},
+		{"CompareAndSet", testCompareAndSet},
+		{"GetVersion", testGetVersion},
+		{"Decode", testDecode},
+		{"Rm", testRm},
+		{"BadInput", testBadInput},
+		{"Watch", testWatch},
+		{"WatchRecursive", testWatchRecursive},
+		{"Lock", testLock},
+		{"Elect", testElect},
+		{"CopyDiff", testCopyDiff},
+		{"ImportExport", testImportExport},
+		{"Cell", testCell},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			sc.fn(t, newTarget(t), caps)
+		})
+	}
+}
+
+func testFilesAndListing(t *testing.T, tg target, _ capabilities) {
+	// An empty store lists as an empty root.
+	require.Empty(t, tg.ok(t, "ls", "/"))
+
+	v1 := strings.TrimSpace(tg.ok(t, "put", "/keyspaces/ks/Keyspace", "k1"))
+	tg.ok(t, "put", "keyspaces/ks/shards/0/Shard", "s0")
+	tg.ok(t, "put", "RoutingRules", "rr")
+
+	assert.Equal(t, "RoutingRules\nkeyspaces\n", tg.ok(t, "ls"))
+	assert.Equal(t, "Keyspace\nshards\n", tg.ok(t, "ls", "/keyspaces/ks"))
+	assert.Equal(t, "/RoutingRules\n/keyspaces\n/keyspaces/ks\n/keyspaces/ks/Keyspace\n/keyspaces/ks/shards\n/keyspaces/ks/shards/0\n/keyspaces/ks/shards/0/Shard\n",
+		tg.ok(t, "ls", "-R", "/"))
+
+	long := tg.ok(t, "ls", "-l", "/keyspaces/ks")
+	lines := strings.Split(strings.TrimSpace(long), "\n")
+	require.Len(t, lines, 2)
+	assert.Equal(t, []string{"file", "-", v1, "Keyspace"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"directory", "-", "-", "shards"}, strings.Fields(lines[1]))
+
+	// ls of a file lists that file.
+	assert.Equal(t, "Keyspace\n", tg.ok(t, "ls", "/keyspaces/ks/Keyspace"))
+
+	var entries []entry
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "ls", "-l", "-R", "--output", "json", "/keyspaces")), &entries))
+	require.Len(t, entries, 5)
+	assert.Equal(t, entry{Name: "Keyspace", Path: "/keyspaces/ks/Keyspace", Type: "file", Version: v1}, entries[1])
+
+	assert.Equal(t, "/keyspaces\n└── ks\n    ├── Keyspace\n    └── shards\n        └── 0\n            └── Shard\n", tg.ok(t, "tree", "/keyspaces"))
+	assert.Contains(t, tg.ok(t, "tree", "-l", "/keyspaces"), "Keyspace  [file, version "+v1+"]")
+	var tree []entry
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "tree", "-o", "json", "/")), &tree))
+	require.Len(t, tree, 2)
+	assert.Equal(t, "keyspaces", tree[1].Name)
+	assert.Equal(t, "shards", tree[1].Children[0].Children[1].Name)
+
+	assert.Equal(t, "k1", tg.ok(t, "get", "/keyspaces/ks/Keyspace"))
+	var got struct {
+		Path, Version string
+		Value         []byte
+	}
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "get", "-o", "json", "keyspaces/ks/Keyspace")), &got))
+	assert.Equal(t, "/keyspaces/ks/Keyspace", got.Path)
+	assert.Equal(t, v1, got.Version)
+	assert.Equal(t, []byte("k1"), got.Value)
+
+	tg.fails(t, 1, []string{"NoNode", "nope"}, "get", "/nope")
+	tg.fails(t, 1, []string{"NoNode", "nope"}, "ls", "/nope")
+}
+
+func testPutSources(t *testing.T, tg target, _ capabilities) {
+	// From an argument, a file and standard input, byte for byte.
+	tg.ok(t, "put", "a", "from-arg")
+	assert.Equal(t, "from-arg", tg.ok(t, "get", "a"))
+
+	bin := make([]byte, 256)
+	for i := range bin {
+		bin[i] = byte(i)
+	}
+	f := filepath.Join(t.TempDir(), "v")
+	require.NoError(t, os.WriteFile(f, bin, 0o600))
+	tg.ok(t, "put", "b", "--file", f)
+	assert.Equal(t, string(bin), tg.ok(t, "get", "b"))
+
+	r := tg.run(t, "from\nstdin\n", "put", "c")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "from\nstdin\n", tg.ok(t, "get", "c"))
+
+	var put map[string]string
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "put", "-o", "json", "d", "x")), &put))
+	assert.Equal(t, "/d", put["path"])
+	assert.NotEmpty(t, put["version"])
+
+	// --create refuses an existing file and leaves it alone.
+	tg.fails(t, 1, []string{"NodeExists", "a"}, "put", "--create", "a", "other")
+	assert.Equal(t, "from-arg", tg.ok(t, "get", "a"))
+	tg.ok(t, "put", "--create", "e", "new")
+	assert.Equal(t, "new", tg.ok(t, "get", "e"))
+
+	// Both an argument and --file is a usage error.
+	tg.fails(t, 2, []string{"not both"}, "put", "a", "x", "--file", f)
+	tg.fails(t, 2, []string{"--file"}, "put", "a", "--file", filepath.Join(t.TempDir(), "missing"))
+}
+
+func testCompareAndSet(t *testing.T, tg target, _ capabilities) {
+	v1 := strings.TrimSpace(tg.ok(t, "put", "f", "one"))
+	v2 := strings.TrimSpace(tg.ok(t, "put", "--if-version", v1, "f", "two"))
+	assert.NotEqual(t, v1, v2)
+
+	// A stale version: BadVersion, nothing written.
+	tg.fails(t, 1, []string{"BadVersion", "f"}, "put", "--if-version", v1, "f", "three")
+	assert.Equal(t, "two", tg.ok(t, "get", "f"))
+	// A version on an absent file never creates it.
+	tg.fails(t, 1, []string{"NoNode", "g"}, "put", "--if-version", v1, "g", "x")
+	tg.fails(t, 1, []string{"NoNode"}, "get", "g")
+
+	tg.fails(t, 1, []string{"BadVersion", "f"}, "rm", "--if-version", v1, "f")
+	assert.Equal(t, "two", tg.ok(t, "get", "f"))
+	tg.ok(t, "rm", "--if-version", v2, "f")
+	tg.fails(t, 1, []string{"NoNode"}, "get", "f")
+
+	tg.fails(t, 2, []string{"--if-version", "bad version"}, "put", "--if-version", "-3", "f", "x")
+	tg.fails(t, 2, []string{"exclude"}, "put", "--create", "--if-version", "1", "f", "x")
+}
+
+func testGetVersion(t *testing.T, tg target, caps capabilities) {
+	v1 := strings.TrimSpace(tg.ok(t, "put", "h", "old"))
+	tg.ok(t, "put", "h", "new")
+	if caps.history {
+		assert.Equal(t, "old", tg.ok(t, "get", "--version", v1, "h"))
+		assert.Equal(t, "new", tg.ok(t, "get", "h"))
+		return
+	}
+	tg.fails(t, 1, []string{"NoImplementation", "keeps no history"}, "get", "--version", v1, "h")
+}
+
+// cellInfoProtoset is a FileDescriptorSet holding topokit's topodata.proto,
+// written to a temporary file.
+func cellInfoProtoset(t *testing.T) string {
+	fds := &descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{
+		protodesc.ToFileDescriptorProto(topodatapb.File_topodata_proto),
+	}}
+	b, err := proto.Marshal(fds)
+	require.NoError(t, err)
+	f := filepath.Join(t.TempDir(), "topodata.protoset")
+	require.NoError(t, os.WriteFile(f, b, 0o600))
+	return f
+}
+
+func testDecode(t *testing.T, tg target, _ capabilities) {
+	ci, err := proto.Marshal(&topodatapb.CellInfo{ServerAddress: "127.0.0.1:2379", Root: "/vitess/zone1"})
+	require.NoError(t, err)
+	f := filepath.Join(t.TempDir(), "ci")
+	require.NoError(t, os.WriteFile(f, ci, 0o600))
+	tg.ok(t, "put", "cells/zone1/CellInfo", "--file", f)
+
+	assert.Equal(t, "1: \"127.0.0.1:2379\"\n2: \"/vitess/zone1\"\n", tg.ok(t, "get", "--decode", "raw", "cells/zone1/CellInfo"))
+
+	ps := cellInfoProtoset(t)
+	out := tg.ok(t, "get", "--decode", "json", "--protoset", ps, "--type", "topokit.topodata.CellInfo", "cells/zone1/CellInfo")
+	var m map[string]string
+	require.NoError(t, json.Unmarshal([]byte(out), &m))
+	assert.Equal(t, map[string]string{"serverAddress": "127.0.0.1:2379", "root": "/vitess/zone1"}, m)
+
+	// The type is found from the file's name, and from the compiled-in
+	// types without a protoset.
+	assert.JSONEq(t, out, tg.ok(t, "get", "--decode", "json", "--protoset", ps, "cells/zone1/CellInfo"))
+	assert.JSONEq(t, out, tg.ok(t, "get", "--decode", "json", "cells/zone1/CellInfo"))
+
+	var got struct {
+		Decoded map[string]string
+	}
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "get", "-o", "json", "--decode", "json", "--protoset", ps, "cells/zone1/CellInfo")), &got))
+	assert.Equal(t, "/vitess/zone1", got.Decoded["root"])
+
+	// A nested message and a varint in the raw dump.
+	nested := protoWire(t)
+	require.NoError(t, os.WriteFile(f, nested, 0o600))
+	tg.ok(t, "put", "nested", "--file", f)
+	assert.Equal(t, "1: 150\n3 {\n  1: \"a\"\n  2: 7\n}\n4: \"\\xff\\x00\"\n", tg.ok(t, "get", "--decode", "raw", "nested"))
+
+	tg.ok(t, "put", "garbage", "\xff\xff\xff")
+	tg.fails(t, 1, []string{"not protobuf"}, "get", "--decode", "raw", "garbage")
+	tg.fails(t, 1, []string{"not a topokit.topodata.CellInfo"}, "get", "--decode", "json", "--type", "topokit.topodata.CellInfo", "garbage")
+	tg.fails(t, 2, []string{"no such message"}, "get", "--decode", "json", "--protoset", ps, "--type", "no.Such", "nested")
+	tg.fails(t, 2, []string{"give --type"}, "get", "--decode", "json", "--protoset", ps, "nested")
+	tg.fails(t, 2, []string{"--decode"}, "get", "--decode", "xml", "nested")
+	require.NoError(t, os.WriteFile(f, []byte{0xff, 0xff, 0xff}, 0o600))
+	tg.fails(t, 2, []string{"not a FileDescriptorSet"}, "get", "--decode", "json", "--protoset", f, "--type", "x.Y", "nested")
+}
+
+// protoWire builds: field 1 varint 150, field 3 message {1: "a", 2: 7},
+// field 4 bytes ff 00.
+func protoWire(t *testing.T) []byte {
+	t.Helper()
+	return []byte{0x08, 0x96, 0x01, 0x1a, 0x05, 0x0a, 0x01, 'a', 0x10, 0x07, 0x22, 0x02, 0xff, 0x00}
+}
+
+func testRm(t *testing.T, tg target, _ capabilities) {
+	tg.ok(t, "put", "d/x", "1")
+	tg.ok(t, "put", "d/sub/y", "2")
+	tg.ok(t, "put", "dz", "3") // shares the prefix "d" but is not under d/
+	tg.ok(t, "rm", "d/x")
+	tg.fails(t, 1, []string{"NoNode", "d/x"}, "rm", "d/x")
+
+	tg.fails(t, 2, []string{"--force"}, "rm", "-R", "d")
+	assert.Equal(t, "2", tg.ok(t, "get", "d/sub/y"))
+	r := tg.run(t, "", "rm", "-R", "--force", "/d")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "deleted 1 files under /d")
+	tg.fails(t, 1, []string{"NoNode"}, "get", "d/sub/y")
+	assert.Equal(t, "3", tg.ok(t, "get", "dz"))
+	assert.Equal(t, "dz\n", tg.ok(t, "ls", "/"))
+}
+
+func testBadInput(t *testing.T, tg target, _ capabilities) {
+	for _, args := range [][]string{
+		{"get", "a//b"},
+		{"get", "a/../b"},
+		{"put", "a/", "x"},
+		{"put", "/", "x"},
+		{"ls", "a//b"},
+		{"rm", "a/./b"},
+		{"watch", "a//b"},
+	} {
+		tg.fails(t, 1, []string{"InvalidPath"}, args...)
+	}
+	// Too large a value: InvalidArgument, nothing written.
+	big := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(big, make([]byte, 512*1024+1), 0o600))
+	tg.fails(t, 1, []string{"InvalidArgument", "big"}, "put", "big", "--file", big)
+	tg.fails(t, 1, []string{"NoNode"}, "get", "big")
+
+	tg.fails(t, 2, []string{"unknown command"}, "frobnicate")
+	tg.fails(t, 2, []string{"unknown flag"}, "ls", "--frob")
+	tg.fails(t, 2, []string{"takes 1 argument"}, "get")
+	tg.fails(t, 2, []string{"--output"}, "ls", "--output", "yaml")
+	tg.fails(t, 2, []string{"IMPL:ADDR:ROOT"}, "copy", "--to", "nocolons")
+	tg.fails(t, 2, []string{"needs --to"}, "copy")
+}
+
+func testWatch(t *testing.T, tg target, _ capabilities) {
+	tg.fails(t, 1, []string{"NoNode", "w"}, "watch", "w")
+	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
+	bg := tg.start(t, "watch", "w")
+	bg.waitOutput(t, "/w "+v1+" \"one\"\n")
+	v2 := strings.TrimSpace(tg.ok(t, "put", "w", "two"))
+	bg.waitOutput(t, "/w "+v2+" \"two\"\n")
+	tg.ok(t, "rm", "w")
+	require.Equal(t, 0, bg.wait(t), bg.stderr.String())
+	assert.True(t, strings.HasSuffix(bg.stdout.String(), "/w deleted\n"), bg.stdout.String())
+
+	// Interrupted: a normal end.
+	tg.ok(t, "put", "w", "three")
+	bg = tg.start(t, "watch", "-o", "json", "w")
+	bg.waitOutput(t, `"path":"/w"`)
+	require.Equal(t, 0, bg.stop(t), bg.stderr.String())
+	var ev watchEvent
+	require.NoError(t, json.Unmarshal([]byte(strings.Split(bg.stdout.String(), "\n")[0]), &ev))
+	assert.Equal(t, []byte("three"), ev.Value)
+}
+
+func testWatchRecursive(t *testing.T, tg target, _ capabilities) {
+	va := strings.TrimSpace(tg.ok(t, "put", "ks/a", "1"))
+	tg.ok(t, "put", "other", "x")
+	bg := tg.start(t, "watch", "-R", "ks/")
+	bg.waitOutput(t, "/ks/a "+va+" \"1\"\n")
+	vb := strings.TrimSpace(tg.ok(t, "put", "ks/sub/b", "2"))
+	bg.waitOutput(t, "/ks/sub/b "+vb+" \"2\"\n")
+	tg.ok(t, "rm", "ks/a")
+	bg.waitOutput(t, "/ks/a deleted\n")
+	tg.ok(t, "put", "other", "y")
+	vb2 := strings.TrimSpace(tg.ok(t, "put", "ks/sub/b", "3"))
+	bg.waitOutput(t, "/ks/sub/b "+vb2+" \"3\"\n")
+	require.Equal(t, 0, bg.stop(t), bg.stderr.String())
+	assert.NotContains(t, bg.stdout.String(), "other")
+
+	// An empty prefix is not an error.
+	bg = tg.start(t, "watch", "-R", "empty/")
+	tg.ok(t, "put", "empty/n", "v")
+	bg.waitOutput(t, "/empty/n ")
+	require.Equal(t, 0, bg.stop(t))
+}
+
+func testLock(t *testing.T, tg target, _ capabilities) {
+	// Lock needs files under the directory.
+	tg.fails(t, 1, []string{"NoNode"}, "lock", "ks", "--", "true")
+	tg.ok(t, "put", "ks/Keyspace", "k")
+
+	// The command's status and output come through.
+	r := tg.run(t, "", "lock", "ks", "--", "sh", "-c", "echo inside; exit 3")
+	assert.Equal(t, 3, r.code, r.stderr)
+	assert.Equal(t, "inside\n", r.stdout)
+	assert.Equal(t, "ok\n", tg.ok(t, "lock", "--ttl", "20s", "ks", "--", "echo", "ok"))
+
+	// Held by one run, --try fails at once with NodeExists.
+	holder := tg.start(t, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
+	holder.waitOutput(t, "held\n")
+	tg.fails(t, 1, []string{"NodeExists", "held by someone else"}, "lock", "--try", "ks", "--", "true")
+	// The lock entry shows as ephemeral in a full listing.
+	assert.Regexp(t, `(?m)ephemeral`, tg.ok(t, "ls", "-l", "ks"))
+
+	// A waiting lock gives up at --timeout.
+	tg.fails(t, 1, []string{"Timeout"}, "--timeout", "200ms", "lock", "ks", "--", "true")
+
+	// A signal ends the command (SIGTERM: 128+15) and releases the lock.
+	assert.Equal(t, 143, holder.stop(t))
+	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+	// Nothing is left behind.
+	assert.Equal(t, "Keyspace\n", tg.ok(t, "ls", "ks"))
+
+	tg.fails(t, 127, []string{"starting"}, "lock", "ks", "--", "/no/such/command")
+	tg.fails(t, 2, []string{"needs a directory and a command"}, "lock", "ks")
+	tg.fails(t, 2, []string{"drop --ttl"}, "lock", "--try", "--ttl", "5s", "ks", "--", "true")
+}
+
+func testElect(t *testing.T, tg target, _ capabilities) {
+	r := tg.run(t, "", "leader", "primary")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "has no leader")
+
+	a := tg.start(t, "elect", "primary", "--id", "alpha")
+	a.waitOutput(t, "elected alpha\n")
+	a.waitOutput(t, "leader alpha\n")
+	assert.Equal(t, "alpha\n", tg.ok(t, "leader", "primary"))
+	var l map[string]string
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "leader", "-o", "json", "primary")), &l))
+	assert.Equal(t, map[string]string{"name": "primary", "leader": "alpha"}, l)
+
+	b := tg.start(t, "elect", "-o", "json", "primary", "--id", "beta")
+	b.waitOutput(t, `{"event":"leader","id":"alpha"}`)
+	assert.NotContains(t, b.stdout.String(), "elected")
+
+	require.Equal(t, 0, a.stop(t), a.stderr.String())
+	b.waitOutput(t, `{"event":"elected","id":"beta"}`)
+	assert.Equal(t, "beta\n", tg.ok(t, "leader", "primary"))
+	require.Equal(t, 0, b.stop(t), b.stderr.String())
+	assert.Empty(t, tg.ok(t, "leader", "primary"))
+}
+
+func testCopyDiff(t *testing.T, tg target, _ capabilities) {
+	src, dst := tg.withRoot(tg.root+"/src"), tg.withRoot(tg.root+"/dst")
+	bin := string([]byte{0, 1, 2, 0xff})
+	src.ok(t, "put", "a", "1")
+	src.ok(t, "put", "ks/b", bin)
+	src.ok(t, "put", "ks/c/d", "3")
+	// A held lock and an election must not be copied.
+	holder := src.start(t, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
+	holder.waitOutput(t, "held\n")
+	el := src.start(t, "elect", "e1", "--id", "x")
+	el.waitOutput(t, "elected x")
+
+	out := src.ok(t, "copy", "--dry-run", "--to", dst.spec())
+	assert.Contains(t, out, "would write /ks/b (4 bytes)")
+	assert.Contains(t, out, "dry run: 3 files, 6 bytes")
+	assert.Empty(t, dst.ok(t, "ls", "/"))
+
+	out = src.ok(t, "copy", "--to", dst.spec())
+	assert.Contains(t, out, "copied 3 files (6 bytes)")
+	assert.Equal(t, "/a\n/ks\n/ks/b\n/ks/c\n/ks/c/d\n", dst.ok(t, "ls", "-R"))
+	assert.Equal(t, bin, dst.ok(t, "get", "ks/b"))
+	src.ok(t, "diff", "--to", dst.spec())
+	src.ok(t, "diff", "--from", dst.spec(), "--to", src.spec())
+
+	// A second copy conflicts before writing anything.
+	src.ok(t, "put", "new", "n")
+	src.fails(t, 1, []string{"NodeExists", "3 of the 4 files already exist", "nothing was written"}, "copy", "--to", dst.spec())
+	dst.fails(t, 1, []string{"NoNode"}, "get", "new")
+
+	// diff lists every difference and exits 1.
+	dst.ok(t, "put", "ks/c/d", "changed")
+	dst.ok(t, "put", "extra", "e")
+	r := src.run(t, "", "diff", "--to", dst.spec())
+	require.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, "differs: /ks/c/d (1 bytes vs 7 bytes)\nonly in from: /new\nonly in to: /extra\n", sortLines(r.stdout))
+	var d struct {
+		Identical   bool
+		Differences []difference
+	}
+	r = src.run(t, "", "diff", "-o", "json", "--to", dst.spec())
+	require.Equal(t, 1, r.code)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &d))
+	assert.False(t, d.Identical)
+	assert.Len(t, d.Differences, 3)
+
+	// --overwrite, and a sub-tree.
+	src.ok(t, "copy", "--overwrite", "--to", dst.spec(), "ks")
+	assert.Equal(t, "3", dst.ok(t, "get", "ks/c/d"))
+	src.ok(t, "diff", "--to", dst.spec(), "ks")
+
+	holder.stop(t)
+	el.stop(t)
+}
+
+func sortLines(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	slicesSort(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func testImportExport(t *testing.T, tg target, _ capabilities) {
+	in := t.TempDir()
+	files := map[string][]byte{}
+	for i := range 20 {
+		b := make([]byte, 50+i*37)
+		for j := range b {
+			b[j] = byte(i*31 + j*7)
+		}
+		p := filepath.Join("ks"+strconv.Itoa(i%3), "shards", strconv.Itoa(i), "Shard")
+		files[p] = b
+	}
+	files["RoutingRules"] = []byte{}
+	for p, b := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(in, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(in, p), b, 0o600))
+	}
+
+	out := tg.ok(t, "import", "--dry-run", in)
+	assert.Contains(t, out, "dry run: 21 files")
+	assert.Empty(t, tg.ok(t, "ls"))
+	assert.Contains(t, tg.ok(t, "import", in), "imported 21 files")
+	assert.Equal(t, string(files["ks1/shards/4/Shard"]), tg.ok(t, "get", "ks1/shards/4/Shard"))
+
+	// Importing again conflicts and writes nothing.
+	tg.fails(t, 1, []string{"NodeExists", "nothing was written"}, "import", in)
+
+	exp := filepath.Join(t.TempDir(), "out")
+	assert.Contains(t, tg.ok(t, "export", exp), "exported 21 files")
+	requireSameTree(t, in, exp)
+
+	// Export of a sub-tree, then import at another path, round-trips.
+	sub := filepath.Join(t.TempDir(), "sub")
+	tg.ok(t, "export", sub, "ks2")
+	tg.ok(t, "import", sub, "copy/ks2")
+	tg.ok(t, "diff", "--from", tg.spec(), "--to", tg.withRoot(tg.root+"/copy").spec(), "ks2")
+
+	tg.fails(t, 2, []string{"not empty"}, "export", exp)
+	tg.ok(t, "rm", "-R", "--force", "copy")
+	tg.ok(t, "export", "--overwrite", exp)
+	requireSameTree(t, in, exp)
+
+	// A file that is also a directory cannot be exported.
+	tg.ok(t, "put", "ks0", "clash")
+	tg.fails(t, 1, []string{"InvalidPath", "both a file and a directory"}, "export", filepath.Join(t.TempDir(), "x"))
+
+	// Import refuses symbolic links before writing anything.
+	bad := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bad, "a"), []byte("a"), 0o600))
+	require.NoError(t, os.Symlink("a", filepath.Join(bad, "b")))
+	tg.fails(t, 1, []string{"not a regular file"}, "import", bad, "bad")
+	tg.fails(t, 1, []string{"NoNode"}, "get", "bad/a")
+}
+
+// requireSameTree checks that two local directories hold the same files
+// with the same bytes.
+func requireSameTree(t *testing.T, a, b string) {
+	t.Helper()
+	read := func(root string) map[string]string {
+		m := map[string]string{}
+		require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			bs, err := os.ReadFile(p)
+			m[rel] = fmt.Sprintf("%d bytes, sha256 %x", len(bs), sha256.Sum256(bs))
+			return err
+		}))
+		return m
+	}
+	require.Equal(t, read(a), read(b))
+}
+
+func testCell(t *testing.T, tg target, _ capabilities) {
+	cellRoot := tg.root + "-zone1"
+	cell := tg.withRoot(cellRoot)
+	assert.Empty(t, tg.ok(t, "cell", "ls"))
+	tg.ok(t, "cell", "set", "zone1", "--server-address", tg.addr, "--root", cellRoot)
+	assert.Equal(t, []string{"zone1", tg.addr, cellRoot}, strings.Fields(tg.ok(t, "cell", "ls")))
+
+	tg.ok(t, "--cell", "zone1", "put", "tablets/t1/Tablet", "tab")
+	assert.Equal(t, "tab", cell.ok(t, "get", "tablets/t1/Tablet"))
+	assert.Equal(t, "tab", tg.ok(t, "--cell", "zone1", "get", "tablets/t1/Tablet"))
+	tg.fails(t, 1, []string{"NoNode"}, "get", "tablets/t1/Tablet")
+	tg.fails(t, 1, []string{"NoNode", "cell zone2"}, "--cell", "zone2", "ls")
+
+	// The cell also comes from the environment; the flag wins.
+	env := tg
+	env.env = map[string]string{EnvCell: "zone1"}
+	assert.Equal(t, "tab", env.ok(t, "get", "tablets/t1/Tablet"))
+	env.fails(t, 1, []string{"NoNode"}, "--cell", "global", "get", "tablets/t1/Tablet")
+
+	var cells []cellRow
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "cell", "ls", "-o", "json")), &cells))
+	assert.Equal(t, []cellRow{{"zone1", tg.addr, cellRoot}}, cells)
+}
