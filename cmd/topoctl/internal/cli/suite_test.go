@@ -2,8 +2,8 @@ package cli
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
