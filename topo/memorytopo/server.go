@@ -15,6 +15,51 @@
 //	defer ts.Close()
 //	f.SetError(topo.Unavailable) // every call now fails
 //
+// # Fault injection
+//
+// Faults are set on a Factory and apply to every Conn it created, at once
+// and until removed; all of it is safe for concurrent use with the calls it
+// affects. A call first fails with Closed after Close, then validates its
+// input (InvalidPath, InvalidArgument), then checks its context, then meets
+// the faults in this order:
+//
+//   - SetLatency(d): the call waits d first (returning Timeout or
+//     Interrupted if its context ends meanwhile, having done nothing).
+//   - Hang(): the call blocks until its context ends (Timeout or
+//     Interrupted, nothing done), its Conn is closed (Closed) or Unhang is
+//     called (it then proceeds).
+//   - SetError(err): the call fails with err.
+//   - AddFault(Fault{Op, Path, Prefix, Err, Times}): calls of one operation
+//     (or all, OpAny) on matching paths fail with Err, optionally only the
+//     next Times of them. The returned function removes the fault.
+//
+// Injected errors are *topo.Error values naming the call's path:
+// topo.Unavailable by default, the given code when Err is a topo.ErrorCode,
+// and code Unavailable wrapping Err otherwise (errors.Is finds both).
+// ClearFaults removes everything. Faults act when a call starts; an
+// established Watch, WatchRecursive or WaitForNewLeader stream keeps
+// delivering events.
+//
+// Sessions and leases are renewed continuously in the simulation. Renewal
+// stops while the Factory hangs, while SetError is set, while a Fault with
+// Op OpKeepAlive exists, and on one Conn between PauseKeepAlive and
+// ResumeKeepAlive; a lease that is not renewed lapses its TTL later
+// (Options.SessionTTL for Lock, TryLock and elections, the ttl of
+// LockWithTTL, Options.NamedLockTTL for LockName), exactly as if its holder
+// had died: its locks report LockLost and its leadership is cancelled.
+// Conn.ExpireSession drops all of one Conn's locks and election entries at
+// once, as a store expiring the session would; the Conn then continues
+// under a new session.
+//
+// CallCount(op) counts the calls of each Operation made through the
+// Factory's Conns (failed ones included); ResetCallCounts zeroes them.
+//
+// The registered process-wide Factory is reachable, for fault injection on
+// Servers opened with topo.OpenServer("memory", ...), as
+// topo.GetFactory(memorytopo.Name) asserted to *memorytopo.Factory.
+//
+// # Layout
+//
 // Store layout matches etcd2topo and zk2topo: a file is the node <root>/<path>;
 // the lock of directory D is the oldest ephemeral entry under D/locks/; the
 // leader of election N is the oldest ephemeral entry under elections/N/,

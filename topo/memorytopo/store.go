@@ -345,23 +345,6 @@ func (s *store) dirChan(dir string) <-chan struct{} {
 	return ch
 }
 
-// entries returns the live entries directly under the full directory dir,
-// in sequence order. Call with mu held.
-func (s *store) entries(dir string) []*entry {
-	n := s.lookup(dir)
-	if n == nil {
-		return nil
-	}
-	var es []*entry
-	for _, c := range n.children {
-		if c.entry != nil {
-			es = append(es, c.entry)
-		}
-	}
-	slices.SortFunc(es, func(a, b *entry) int { return int(a.seq - b.seq) })
-	return es
-}
-
 // first returns the oldest entry under the full directory dir, or nil.
 func (s *store) first(dir string) *entry {
 	n := s.lookup(dir)
