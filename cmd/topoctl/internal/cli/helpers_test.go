@@ -33,6 +33,9 @@ func (s *syncBuffer) String() string {
 type target struct {
 	impl, addr, root string
 	env              map[string]string
+	// noFlags passes no connection flags: the environment and the
+	// defaults decide.
+	noFlags bool
 }
 
 // spec is the IMPL:ADDR:ROOT form of the target.
@@ -47,6 +50,9 @@ func (tg target) withRoot(root string) target {
 func (tg target) getenv(k string) string { return tg.env[k] }
 
 func (tg target) argv(args []string) []string {
+	if tg.noFlags {
+		return args
+	}
 	out := []string{"--topo-implementation", tg.impl, "--topo-global-server-address", tg.addr, "--topo-global-root", tg.root}
 	return append(out, args...)
 }
