@@ -1,0 +1,253 @@
+package consultopo
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// NewLeaderParticipation implements topo.Conn.NewLeaderParticipation. The
+// election is a lock on the key elections/<name> (under the root) whose
+// value is the leader's id, taken with the Conn's long-lived session. It
+// returns InvalidArgument for an empty name or id, InvalidPath for a name
+// that is not a valid path, and Closed after Close. Nothing is written
+// until WaitForLeadership.
+func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	if name == "" || id == "" {
+		return nil, topo.Wrap(topo.InvalidArgument, name, errors.New("an election needs a name and a participant id"))
+	}
+	n, err := topo.CleanFilePath(name)
+	if err != nil {
+		return nil, err
+	}
+	if c.isClosed() {
+		return nil, topo.NewError(topo.Closed, n)
+	}
+	p := topo.JoinPath(electionsDir, n)
+	stopCtx, stop := context.WithCancelCause(c.ctx)
+	return &participation{c: c, path: p, key: c.key(p), id: id, stopCtx: stopCtx, stop: stop}, nil
+}
+
+// participation is one participant of an election. Its methods are safe
+// for concurrent use.
+type participation struct {
+	c    *Conn
+	path string // elections/<name>, for errors
+	key  string
+	id   string
+
+	// stopCtx ends on Stop or when the Conn closes.
+	stopCtx context.Context
+	stop    context.CancelCauseFunc
+
+	mu   sync.Mutex // serialises WaitForLeadership and Stop
+	term *term      // the current or last leadership term
+}
+
+// term is one period of leadership.
+type term struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	sess    *session
+	cl      *claim
+	monitor chan struct{} // closed when the monitor goroutine returned
+}
+
+// WaitForLeadership implements topo.LeaderParticipation.WaitForLeadership:
+// it acquires elections/<name> with the participant id as value, waiting
+// with blocking queries while another participant leads, and retrying
+// through store outages. The returned context is cancelled when the key is
+// lost (session destroyed or expired, key deleted or taken over), on Stop,
+// or on Close; calling it again while leading returns the same context. It
+// returns Interrupted after Stop and Closed after Close.
+func (p *participation) WaitForLeadership() (context.Context, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopCtx.Err() != nil {
+		if p.c.isClosed() && !p.stopped() {
+			return nil, topo.NewError(topo.Closed, p.path)
+		}
+		return nil, topo.Wrap(topo.Interrupted, p.path, errors.New("the participation was stopped"))
+	}
+	if p.term != nil {
+		if p.term.ctx.Err() == nil {
+			return p.term.ctx, nil
+		}
+		p.endTerm()
+	}
+	spec := lockSpec{path: p.path, key: p.key, value: []byte(p.id), ttl: p.c.opts.SessionTTL}
+	retry := 50 * time.Millisecond
+	for {
+		cl, sess, err := p.c.lock(p.stopCtx, spec)
+		if err == nil {
+			p.startTerm(cl, sess)
+			return p.term.ctx, nil
+		}
+		switch {
+		case p.stopCtx.Err() != nil && p.c.isClosed() && !p.stopped():
+			return nil, topo.NewError(topo.Closed, p.path)
+		case p.stopCtx.Err() != nil:
+			return nil, topo.Wrap(topo.Interrupted, p.path, errors.New("the participation was stopped"))
+		case topo.IsErrType(err, topo.Unavailable) || topo.IsErrType(err, topo.ResourceExhausted):
+			if !sleepCtx(p.stopCtx, retry) {
+				continue
+			}
+			retry = min(2*retry, watchRetryMax)
+		default:
+			return nil, err
+		}
+	}
+}
+
+// stopped reports whether Stop was called (as opposed to the Conn closing).
+func (p *participation) stopped() bool {
+	return errors.Is(context.Cause(p.stopCtx), errStopped)
+}
+
+var errStopped = errors.New("participation stopped")
+
+// startTerm records leadership and starts watching the key with blocking
+// queries: the term's context is cancelled as soon as the key is gone or
+// held by another session, the session is lost, or Stop/Close.
+func (p *participation) startTerm(cl *claim, sess *session) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &term{ctx: ctx, cancel: cancel, sess: sess, cl: cl, monitor: make(chan struct{})}
+	p.term = t
+	p.c.wg.Add(1)
+	go func() {
+		defer p.c.wg.Done()
+		defer close(t.monitor)
+		defer cancel()
+		defer p.c.releaseClaim(cl)
+		mctx, mcancel := context.WithCancel(ctx)
+		defer mcancel()
+		stopStop := context.AfterFunc(p.stopCtx, mcancel)
+		defer stopStop()
+		stopLost := context.AfterFunc(sess.ctx, mcancel)
+		defer stopLost()
+		var index uint64
+		retry := 50 * time.Millisecond
+		for {
+			q := &api.QueryOptions{WaitIndex: index, WaitTime: p.c.opts.WatchPollDuration}
+			pair, meta, err := p.c.kv.Get(p.key, q.WithContext(mctx))
+			if mctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if !sess.recentlyRenewed() {
+					return
+				}
+				if !sleepCtx(mctx, retry) {
+					return
+				}
+				retry = min(2*retry, watchRetryMax)
+				continue
+			}
+			retry = 50 * time.Millisecond
+			if pair == nil || pair.Session != sess.id {
+				return
+			}
+			index = nextIndex(index, meta.LastIndex)
+		}
+	}()
+}
+
+// endTerm ends the current term: it deletes the key if this participant
+// still holds it, cancels the term's context and waits for its monitor.
+func (p *participation) endTerm() {
+	t := p.term
+	if t == nil {
+		return
+	}
+	p.term = nil
+	if !t.sess.lost() {
+		p.c.deleteIfHeld(p.key, t.sess)
+	}
+	t.cancel()
+	<-t.monitor
+	p.c.releaseClaim(t.cl)
+}
+
+// Stop implements topo.LeaderParticipation.Stop: it interrupts a pending
+// WaitForLeadership, deletes the election key if this participant holds it
+// (so another participant can lead at once, without lock-delay), and
+// cancels the leadership context. It is idempotent and returns once the key
+// is deleted or the store could not be reached within a few seconds.
+func (p *participation) Stop() {
+	// The cause tells WaitForLeadership that Stop, not Close, ended it.
+	p.stop(errStopped)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endTerm()
+}
+
+// GetCurrentLeaderID implements topo.LeaderParticipation.GetCurrentLeaderID:
+// the value of elections/<name> while a session holds it, "" with a nil
+// error when nobody leads. Errors as for Conn.Get, except NoNode.
+func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) {
+	if err := p.c.begin(ctx, p.path); err != nil {
+		return "", err
+	}
+	pair, _, err := p.c.kv.Get(p.key, p.c.queryOptions(ctx))
+	if err != nil {
+		return "", p.c.convertError(ctx, err, p.path)
+	}
+	if pair == nil || pair.Session == "" {
+		return "", nil
+	}
+	return string(pair.Value), nil
+}
+
+// WaitForNewLeader implements topo.LeaderParticipation.WaitForNewLeader
+// with blocking queries on elections/<name>: the channel receives the
+// current leader's id (if any), then the id of every new leadership term.
+// It closes when ctx ends or the Conn closes. Store errors are retried.
+// It returns Timeout/Interrupted when ctx already ended and Closed after
+// Close.
+func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
+	if err := p.c.begin(ctx, p.path); err != nil {
+		return nil, err
+	}
+	wctx, cancel := p.c.callCtx(ctx)
+	ch := make(chan string, 1)
+	go func() {
+		defer close(ch)
+		defer cancel()
+		var index uint64
+		var lastSession, lastID string
+		retry := 50 * time.Millisecond
+		for {
+			q := &api.QueryOptions{WaitIndex: index, WaitTime: p.c.opts.WatchPollDuration}
+			pair, meta, err := p.c.kv.Get(p.key, q.WithContext(wctx))
+			if wctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if !sleepCtx(wctx, retry) {
+					return
+				}
+				retry = min(2*retry, watchRetryMax)
+				continue
+			}
+			retry = 50 * time.Millisecond
+			index = nextIndex(index, meta.LastIndex)
+			if pair == nil || pair.Session == "" {
+				continue
+			}
+			if id := string(pair.Value); pair.Session != lastSession || id != lastID {
+				lastSession, lastID = pair.Session, id
+				select {
+				case ch <- id:
+				case <-wctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return ch, nil
+}

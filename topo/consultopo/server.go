@@ -1,0 +1,341 @@
+// Package consultopo is topokit's Consul backend, registered as "consul".
+// It talks to a Consul agent's HTTP API through
+// github.com/hashicorp/consul/api and keeps Vitess's Consul store layout, so
+// a Vitess process and topokit can share one Consul datacenter:
+//
+//   - a file is the KV key <root>/<path>; its Version is the key's
+//     ModifyIndex (topo.NumericVersion);
+//   - a lock on a directory D is the key <root>/D/Lock, acquired through a
+//     Consul session with the api package's lock flags (api.LockFlagValue)
+//     and holding the lock's contents;
+//   - leader election <name> is a lock on <root>/elections/<name> whose value
+//     is the leader's id.
+//
+// Locks and leadership live on Consul sessions with the "delete" behaviour:
+// when a session is destroyed or its TTL lapses, the keys it holds vanish.
+// One long-lived session per Conn, renewed in the background, carries every
+// lock taken with the default TTL and every election; LockWithTTL with
+// another TTL and LockName use a session of their own, destroyed on Unlock.
+// See docs/layout-consul.md for the layout, the sessions, the lock-delay
+// default and the TTL minimum.
+//
+// Consul keeps no history, so GetVersion returns NoImplementation.
+package consultopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// FactoryName is the name the backend registers under.
+const FactoryName = "consul"
+
+const (
+	// DefaultSessionTTL is the TTL of a Conn's long-lived session, which
+	// carries default-TTL locks and elections.
+	DefaultSessionTTL = 15 * time.Second
+	// MinSessionTTL is Consul's minimum session TTL; shorter TTLs are
+	// rounded up to it.
+	MinSessionTTL = 10 * time.Second
+	// MaxSessionTTL is Consul's maximum session TTL; longer TTLs are rounded
+	// down to it. LockName uses it.
+	MaxSessionTTL = 24 * time.Hour
+	// DefaultLockDelay is the lock-delay of the sessions this backend
+	// creates: after a session holding a lock is invalidated, Consul refuses
+	// to hand that lock to anyone else for this long, giving the old holder
+	// time to notice the loss. Consul's own default (15 s) would make every
+	// failover wait 15 s; holders here notice loss within a round trip
+	// (Check reads the lock key, leaders watch theirs with a blocking query)
+	// or declare it themselves after one TTL without renewal, so one second
+	// covers operations already in flight.
+	DefaultLockDelay = time.Second
+	// DefaultWatchPollDuration is the wait time of the blocking queries
+	// behind Watch, WatchRecursive and lock waits.
+	DefaultWatchPollDuration = 30 * time.Second
+	// DefaultAddress is the agent address used when Options.Address is
+	// empty.
+	DefaultAddress = "127.0.0.1:8500"
+)
+
+// Options are the connection settings that do not fit in a factory's
+// serverAddress. The zero value is usable: it connects to DefaultAddress
+// without ACL token or TLS, with the defaults documented on each field.
+type Options struct {
+	// Address is the agent's HTTP address, "host:port". When it lists
+	// several comma-separated addresses only the first is used (a Consul
+	// client talks to one agent, usually the local one). Empty means
+	// DefaultAddress, or CONSUL_HTTP_ADDR when set in the environment.
+	Address string
+
+	// Token is the ACL token sent with every request. TokenFile names a
+	// file holding the token (read once, when the Conn is created); Token
+	// wins when both are set. When both are empty the api package's
+	// environment (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE) applies.
+	Token     string
+	TokenFile string
+
+	// CAFile, CertFile and KeyFile configure TLS: the CA bundle verifying
+	// the agent's certificate and the client certificate and key. Setting
+	// any of them switches the scheme to https.
+	CAFile   string
+	CertFile string
+	KeyFile  string
+
+	// SessionTTL is the TTL of the Conn's long-lived session (and hence of
+	// Lock, TryLock and elections). Zero means DefaultSessionTTL; values are
+	// rounded up to whole seconds and clamped to [MinSessionTTL,
+	// MaxSessionTTL]. A holder that cannot renew its session for this long
+	// considers its locks lost; Consul itself invalidates the session
+	// somewhat later (it allows up to twice the TTL).
+	SessionTTL time.Duration
+
+	// LockDelay is the lock-delay of the sessions this Conn creates (see
+	// DefaultLockDelay). Zero means DefaultLockDelay; a negative value
+	// disables it. Consul caps it at 60 s.
+	LockDelay time.Duration
+
+	// WatchPollDuration is the wait time of each blocking query (Watch,
+	// WatchRecursive, lock and leadership waits). Zero means
+	// DefaultWatchPollDuration; Consul caps it at 10 minutes. Shorter
+	// values notice a restarted (emptied) agent sooner at the cost of more
+	// requests.
+	WatchPollDuration time.Duration
+}
+
+func (o Options) normalized() Options {
+	if o.SessionTTL == 0 {
+		o.SessionTTL = DefaultSessionTTL
+	}
+	o.SessionTTL = clampTTL(o.SessionTTL)
+	switch {
+	case o.LockDelay == 0:
+		o.LockDelay = DefaultLockDelay
+	case o.LockDelay < 0:
+		o.LockDelay = 0
+	}
+	if o.WatchPollDuration <= 0 {
+		o.WatchPollDuration = DefaultWatchPollDuration
+	}
+	return o
+}
+
+// clampTTL rounds ttl up to whole seconds within [MinSessionTTL,
+// MaxSessionTTL].
+func clampTTL(ttl time.Duration) time.Duration {
+	ttl = (ttl + time.Second - 1).Truncate(time.Second)
+	return min(max(ttl, MinSessionTTL), MaxSessionTTL)
+}
+
+// Factory creates Conns with a fixed set of Options; the serverAddress
+// given to Create replaces Options.Address. It is safe for concurrent use.
+type Factory struct {
+	opts Options
+}
+
+// NewFactory returns a Factory using opts for every Conn it creates.
+func NewFactory(opts Options) *Factory { return &Factory{opts: opts} }
+
+// Create implements topo.Factory: it returns NewConn with the factory's
+// options and serverAddress as the agent address. cell is not used.
+func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
+	opts := f.opts
+	if serverAddress != "" {
+		opts.Address = serverAddress
+	}
+	return NewConn(opts, root)
+}
+
+func init() {
+	if err := topo.RegisterFactory(FactoryName, NewFactory(Options{})); err != nil {
+		slog.Error("consultopo: registering the factory", "name", FactoryName, "err", err)
+	}
+}
+
+// Conn is a topo.Conn on one Consul agent, rooted at a key prefix. It is
+// safe for concurrent use. Create Conns with NewConn or through the
+// "consul" factory.
+type Conn struct {
+	client    *api.Client
+	transport *http.Transport
+	kv        *api.KV
+	root      string // canonical, "" for the whole KV store
+	opts      Options
+
+	// ctx ends when the Conn is closed; background work (session renewal,
+	// watches, leadership monitors) runs under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	sessionMu sync.Mutex // serialises creating the shared session
+
+	mu       sync.Mutex
+	closed   bool
+	shared   *session              // the long-lived session, nil until needed
+	sessions map[*session]struct{} // every live session, destroyed by Close
+	claims   map[string]*claim     // keys locked (or being locked) through this Conn
+}
+
+// NewConn returns a Conn on the agent at opts.Address whose files live
+// under the key prefix root ("" or "/" for the whole KV store; "/a/b" and
+// "a/b" are the same root). It does not contact the agent: an unreachable
+// agent shows up as Unavailable errors on the first calls. It returns
+// InvalidPath for a malformed root and InvalidArgument when the token file
+// cannot be read or the TLS settings are unusable.
+func NewConn(opts Options, root string) (*Conn, error) {
+	r, err := topo.CleanDirPath(root)
+	if err != nil {
+		return nil, err
+	}
+	opts = opts.normalized()
+
+	cfg := api.DefaultConfig()
+	if addr, _, _ := strings.Cut(opts.Address, ","); addr != "" {
+		cfg.Address = strings.TrimSpace(addr)
+	} else if opts.Address != "" {
+		return nil, topo.Wrap(topo.InvalidArgument, opts.Address, errors.New("empty Consul agent address"))
+	}
+	switch {
+	case opts.Token != "":
+		cfg.Token = opts.Token
+	case opts.TokenFile != "":
+		b, err := os.ReadFile(opts.TokenFile)
+		if err != nil {
+			return nil, topo.Wrap(topo.InvalidArgument, opts.TokenFile, fmt.Errorf("reading the ACL token file: %w", err))
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+		cfg.TokenFile = ""
+	}
+	if opts.CAFile != "" || opts.CertFile != "" || opts.KeyFile != "" {
+		cfg.Scheme = "https"
+		cfg.TLSConfig.CAFile = opts.CAFile
+		cfg.TLSConfig.CertFile = opts.CertFile
+		cfg.TLSConfig.KeyFile = opts.KeyFile
+	}
+	// Blocking queries park connections; keep enough idle ones that
+	// ordinary calls do not dial each time.
+	cfg.Transport.MaxIdleConnsPerHost = 64
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		return nil, topo.Wrap(topo.InvalidArgument, cfg.Address, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Conn{
+		client:    client,
+		transport: cfg.Transport,
+		kv:        client.KV(),
+		root:      r,
+		opts:      opts,
+		ctx:       ctx,
+		cancel:    cancel,
+		sessions:  map[*session]struct{}{},
+		claims:    map[string]*claim{},
+	}, nil
+}
+
+// Client returns the Conn's consul api client, for callers that need
+// Consul features beyond topo.Conn. It is safe for concurrent use.
+func (c *Conn) Client() *api.Client { return c.client }
+
+// Close implements topo.Conn.Close: it ends every watch (Interrupted),
+// cancels leadership contexts, and destroys the Conn's sessions, which
+// deletes the lock and election keys they hold (other clients may take them
+// after the lock-delay). It waits for background goroutines and is
+// idempotent.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	sessions := make([]*session, 0, len(c.sessions))
+	for s := range c.sessions {
+		sessions = append(sessions, s)
+	}
+	c.sessions = map[*session]struct{}{}
+	c.shared = nil
+	c.mu.Unlock()
+
+	c.cancel()
+	for _, s := range sessions {
+		s.markLost()
+		c.destroySession(s)
+	}
+	c.wg.Wait()
+	c.transport.CloseIdleConnections()
+}
+
+// isClosed reports whether Close was called.
+func (c *Conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// begin runs the checks every call starts with: the Conn is open and ctx is
+// live. path is used in the errors.
+func (c *Conn) begin(ctx context.Context, path string) error {
+	if c.isClosed() {
+		return topo.NewError(topo.Closed, path)
+	}
+	return topo.CheckContext(ctx, path)
+}
+
+// key returns the KV key of the canonical path p ("" is the root itself).
+func (c *Conn) key(p string) string {
+	switch {
+	case c.root == "":
+		return p
+	case p == "":
+		return c.root
+	}
+	return c.root + "/" + p
+}
+
+// dirPrefix returns the KV prefix of the entries under the canonical
+// directory dir.
+func (c *Conn) dirPrefix(dir string) string {
+	if k := c.key(dir); k != "" {
+		return k + "/"
+	}
+	return ""
+}
+
+// relPath returns the canonical path of key, relative to the root, and
+// false when key is not under the root.
+func (c *Conn) relPath(key string) (string, bool) {
+	if c.root == "" {
+		return key, key != ""
+	}
+	p, ok := strings.CutPrefix(key, c.root+"/")
+	return p, ok && p != ""
+}
+
+// queryOptions returns options carrying ctx for a read.
+func (c *Conn) queryOptions(ctx context.Context) *api.QueryOptions {
+	return (&api.QueryOptions{}).WithContext(ctx)
+}
+
+// writeOptions returns options carrying ctx for a write.
+func (c *Conn) writeOptions(ctx context.Context) *api.WriteOptions {
+	return (&api.WriteOptions{}).WithContext(ctx)
+}
+
+// callCtx returns a context that ends when ctx ends or the Conn closes.
+func (c *Conn) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	return cctx, func() { stop(); cancel() }
+}

@@ -1,0 +1,217 @@
+package consultopo
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// watchRetryMax caps the backoff between blocking queries that failed (for
+// example while the agent restarts).
+const watchRetryMax = 2 * time.Second
+
+// nextIndex returns the WaitIndex for the blocking query after one that
+// waited on prev and returned last: last, or 0 when the index went backwards
+// (the agent lost its state, e.g. a restarted dev agent), which makes the
+// next query return at once.
+func nextIndex(prev, last uint64) uint64 {
+	if last < prev {
+		return 0
+	}
+	return last
+}
+
+// sleepCtx waits for d or until ctx ends; it reports whether ctx is live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Watch implements topo.Conn.Watch with blocking queries on the file's key
+// (each waiting up to Options.WatchPollDuration). The current value comes
+// back at once (NoNode, with no channel, when the key is absent). A change
+// of ModifyIndex sends the new value; a delete sends NoNode and closes the
+// channel; ctx ending or Close sends Interrupted and closes it. Store errors
+// (agent unreachable or restarting) are retried with backoff; a restarted
+// dev agent comes back empty, which the watch reports as a delete. Other
+// errors as for Get.
+func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.begin(ctx, p); err != nil {
+		return nil, nil, err
+	}
+	key := c.key(p)
+	pair, meta, err := c.kv.Get(key, c.queryOptions(ctx))
+	if err != nil {
+		return nil, nil, c.convertError(ctx, err, p)
+	}
+	if pair == nil {
+		return nil, nil, topo.NewError(topo.NoNode, p)
+	}
+	current := &topo.WatchData{Contents: value(pair), Version: topo.NumericVersion(pair.ModifyIndex)}
+
+	wctx, cancel := c.callCtx(ctx)
+	ch := make(chan *topo.WatchData, 1)
+	go func() {
+		defer close(ch)
+		defer cancel()
+		send := func(wd *topo.WatchData) bool {
+			select {
+			case ch <- wd:
+				return true
+			case <-wctx.Done():
+				return false
+			}
+		}
+		interrupted := func() {
+			// Delivered even though wctx ended: the channel has room or
+			// the reader is draining it, as the contract requires.
+			ch <- &topo.WatchData{Err: topo.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+		}
+		index, version := meta.LastIndex, pair.ModifyIndex
+		retry := 50 * time.Millisecond
+		for {
+			q := &api.QueryOptions{WaitIndex: index, WaitTime: c.opts.WatchPollDuration}
+			pair, meta, err := c.kv.Get(key, q.WithContext(wctx))
+			if wctx.Err() != nil {
+				interrupted()
+				return
+			}
+			if err != nil {
+				if !sleepCtx(wctx, retry) {
+					interrupted()
+					return
+				}
+				retry = min(2*retry, watchRetryMax)
+				continue
+			}
+			retry = 50 * time.Millisecond
+			index = nextIndex(index, meta.LastIndex)
+			if pair == nil {
+				send(&topo.WatchData{Err: topo.NewError(topo.NoNode, p)})
+				return
+			}
+			if pair.ModifyIndex == version {
+				continue
+			}
+			version = pair.ModifyIndex
+			if !send(&topo.WatchData{Contents: value(pair), Version: topo.NumericVersion(version)}) {
+				interrupted()
+				return
+			}
+		}
+	}()
+	return current, ch, nil
+}
+
+// WatchRecursive implements topo.Conn.WatchRecursive with blocking queries
+// over the key prefix (each waiting up to Options.WatchPollDuration). Each
+// answer is compared with the previous one, file by file: new files and
+// files whose ModifyIndex changed are sent with their value, vanished files
+// with Err NoNode, in path order; so every file present when the channel
+// closes was reported with its last value. Lock and election keys are left
+// out. ctx ending or Close sends Interrupted and closes the channel. Store
+// errors are retried with backoff. An empty prefix result is not an error.
+func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	pfx, err := topo.CleanPrefix(prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.begin(ctx, pfx); err != nil {
+		return nil, nil, err
+	}
+	keyPrefix := c.dirPrefix("") + pfx
+	pairs, meta, err := c.kv.List(keyPrefix, c.queryOptions(ctx))
+	if err != nil {
+		return nil, nil, c.convertError(ctx, err, pfx)
+	}
+	known := map[string]uint64{}
+	var initial []*topo.WatchDataRecursive
+	for _, f := range c.files(pairs) {
+		known[f.path] = f.pair.ModifyIndex
+		initial = append(initial, &topo.WatchDataRecursive{Path: f.path, WatchData: topo.WatchData{
+			Contents: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)}})
+	}
+
+	wctx, cancel := c.callCtx(ctx)
+	ch := make(chan *topo.WatchDataRecursive, 8)
+	go func() {
+		defer close(ch)
+		defer cancel()
+		send := func(wd *topo.WatchDataRecursive) bool {
+			select {
+			case ch <- wd:
+				return true
+			case <-wctx.Done():
+				return false
+			}
+		}
+		interrupted := func() {
+			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: topo.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
+		}
+		index := meta.LastIndex
+		retry := 50 * time.Millisecond
+		for {
+			q := &api.QueryOptions{WaitIndex: index, WaitTime: c.opts.WatchPollDuration}
+			pairs, meta, err := c.kv.List(keyPrefix, q.WithContext(wctx))
+			if wctx.Err() != nil {
+				interrupted()
+				return
+			}
+			if err != nil {
+				if !sleepCtx(wctx, retry) {
+					interrupted()
+					return
+				}
+				retry = min(2*retry, watchRetryMax)
+				continue
+			}
+			retry = 50 * time.Millisecond
+			index = nextIndex(index, meta.LastIndex)
+			files := c.files(pairs)
+			seen := make(map[string]bool, len(files))
+			var events []*topo.WatchDataRecursive
+			for _, f := range files {
+				seen[f.path] = true
+				if v, ok := known[f.path]; ok && v == f.pair.ModifyIndex {
+					continue
+				}
+				known[f.path] = f.pair.ModifyIndex
+				events = append(events, &topo.WatchDataRecursive{Path: f.path, WatchData: topo.WatchData{
+					Contents: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)}})
+			}
+			var deleted []string
+			for path := range known {
+				if !seen[path] {
+					deleted = append(deleted, path)
+				}
+			}
+			sort.Strings(deleted)
+			for _, path := range deleted {
+				delete(known, path)
+				events = append(events, &topo.WatchDataRecursive{Path: path, WatchData: topo.WatchData{
+					Err: topo.NewError(topo.NoNode, path)}})
+			}
+			for _, e := range events {
+				if !send(e) {
+					interrupted()
+					return
+				}
+			}
+		}
+	}()
+	return initial, ch, nil
+}
