@@ -61,7 +61,11 @@ func TestMemorytopoLeaseLapse(t *testing.T) {
 	go func() { bdone <- b.Await(ctx) }()
 
 	aconn.PauseKeepAlive()
-	<-mctx.Done()
+	select {
+	case <-mctx.Done():
+	case <-ctx.Done():
+		require.FailNow(t, "the lapsed lease did not end the mastership")
+	}
 	require.ErrorIs(t, context.Cause(mctx), topo.LockLost)
 	require.NoError(t, <-bdone)
 	require.Equal(t, "b", <-leaders)

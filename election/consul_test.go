@@ -1,0 +1,47 @@
+package election_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/election"
+	"github.com/topokit/topokit/election/electiontest"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+)
+
+// TestHarnessOnConsul runs the harness on a real Consul agent. A lost
+// mastership is simulated as an operator would cause it: destroying the
+// session that holds the election key.
+func TestHarnessOnConsul(t *testing.T) {
+	addr := consultest.Start(t)
+	const root = "election-test"
+	electiontest.Run(t, func(t *testing.T, id string) election.Factory {
+		conn, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
+		require.NoError(t, err)
+		t.Cleanup(conn.Close)
+		return topoFactory(t, conn, id)
+	}, electiontest.Options{
+		LoseMastership: func(t *testing.T, f election.Factory) {
+			tf := f.(*election.TopoFactory)
+			kv := tf.Conn().(*consultopo.Conn).Client().KV()
+			ctx := context.Background()
+			pairs, _, err := kv.List(root+"/elections/", (&api.QueryOptions{}).WithContext(ctx))
+			require.NoError(t, err)
+			destroyed := 0
+			for _, p := range pairs {
+				if p.Session == "" || string(p.Value) != tf.InstanceID() || strings.HasSuffix(p.Key, "/") {
+					continue
+				}
+				_, err := tf.Conn().(*consultopo.Conn).Client().Session().Destroy(p.Session, (&api.WriteOptions{}).WithContext(ctx))
+				require.NoError(t, err)
+				destroyed++
+			}
+			require.Equal(t, 1, destroyed, "no election key held by %s under %s", tf.InstanceID(), root)
+		},
+	})
+}
