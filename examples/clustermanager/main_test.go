@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/memorytopo"
 )
 
@@ -362,6 +364,20 @@ func TestCrashOnMemorytopo(t *testing.T) {
 	f := memorytopo.NewFactory()
 	testCrash(t, func(t *testing.T) topo.Conn {
 		conn, err := f.Create(topo.GlobalCell, "crash", "/global")
+		require.NoError(t, err)
+		return conn
+	})
+}
+
+func TestFailoverOnConsul(t *testing.T) {
+	addr := consultest.Start(t)
+	testFailover(t, "-topo-implementation", "consul", "-topo-global-server-address", addr, "-topo-global-root", "clustermanager-test")
+}
+
+func TestCrashOnConsul(t *testing.T) {
+	addr := consultest.Start(t)
+	testCrash(t, func(t *testing.T) topo.Conn {
+		conn, err := consultopo.NewConn(consultopo.Options{Address: addr}, "clustermanager-crash")
 		require.NoError(t, err)
 		return conn
 	})
