@@ -1,0 +1,72 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// convertError maps an error from the etcd client onto a *topo.Error for
+// path. A finished ctx wins (Timeout or Interrupted), then a closed Conn
+// (Closed); etcd's own errors map as follows:
+//
+//	compacted revision          -> Compacted
+//	lease not found             -> LockLost
+//	too many requests, no space -> ResourceExhausted
+//	request too large           -> InvalidArgument
+//	no leader, unavailable      -> Unavailable
+//	deadline exceeded           -> Timeout
+//	cancelled                   -> Interrupted
+//
+// and anything else to Unavailable (the store failed the call).
+func (c *Conn) convertError(ctx context.Context, err error, path string) error {
+	if err == nil {
+		return nil
+	}
+	var te *topo.Error
+	if errors.As(err, &te) {
+		return err
+	}
+	if ctx != nil && ctx.Err() != nil {
+		return topo.Wrap(topo.CodeOf(topo.FromContext(ctx, path)), path, err)
+	}
+	if c.ctx.Err() != nil {
+		return topo.Wrap(topo.Closed, path, err)
+	}
+	return topo.Wrap(codeOf(err), path, err)
+}
+
+func codeOf(err error) topo.ErrorCode {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return topo.Compacted
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return topo.LockLost
+	case errors.Is(err, rpctypes.ErrTooManyRequests), errors.Is(err, rpctypes.ErrNoSpace):
+		return topo.ResourceExhausted
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+		return topo.InvalidArgument
+	case errors.Is(err, context.DeadlineExceeded):
+		return topo.Timeout
+	case errors.Is(err, context.Canceled):
+		return topo.Interrupted
+	}
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.DeadlineExceeded:
+			return topo.Timeout
+		case codes.Canceled:
+			return topo.Interrupted
+		case codes.ResourceExhausted:
+			return topo.ResourceExhausted
+		case codes.OutOfRange:
+			return topo.Compacted
+		}
+	}
+	return topo.Unavailable
+}

@@ -1,0 +1,263 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Create creates filePath (key <root>/<filePath>) holding contents, in one
+// transaction that writes only if the key has no CreateRevision. It returns
+// the new ModRevision as the version; NodeExists if the file exists;
+// InvalidPath, InvalidArgument (value too large), Timeout, Interrupted,
+// Closed, Unavailable as documented on topo.Conn.
+func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.CheckValue(p, contents); err != nil {
+		return nil, err
+	}
+	if err := c.check(ctx, p); err != nil {
+		return nil, err
+	}
+	k := c.key(p)
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, string(contents))).
+		Commit()
+	if err != nil {
+		return nil, c.convertError(ctx, err, p)
+	}
+	if !resp.Succeeded {
+		return nil, topo.NewError(topo.NodeExists, p)
+	}
+	return topo.NumericVersion(resp.Header.Revision), nil
+}
+
+// Update writes contents to filePath. A nil version is a plain put (it
+// creates the file if absent). A non-nil version (a topo.NumericVersion,
+// the file's ModRevision) is a transaction that writes only if the key's
+// ModRevision still equals it: BadVersion if it differs, NoNode if the file
+// is absent; version 0 never matches and never creates the file. It
+// returns the new ModRevision.
+func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.CheckValue(p, contents); err != nil {
+		return nil, err
+	}
+	var want int64
+	if version != nil {
+		if want, err = topo.VersionNumber(p, version); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.check(ctx, p); err != nil {
+		return nil, err
+	}
+	k := c.key(p)
+	if version == nil {
+		resp, err := c.cli.Put(ctx, k, string(contents))
+		if err != nil {
+			return nil, c.convertError(ctx, err, p)
+		}
+		return topo.NumericVersion(resp.Header.Revision), nil
+	}
+	if want == 0 {
+		// ModRevision 0 means "absent" to etcd: comparing with it would
+		// create the file. No file has version 0, so this cannot match.
+		return nil, c.casMismatch(ctx, p)
+	}
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", want)).
+		Then(clientv3.OpPut(k, string(contents))).
+		Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return nil, c.convertError(ctx, err, p)
+	}
+	if !resp.Succeeded {
+		return nil, mismatchError(resp, p)
+	}
+	return topo.NumericVersion(resp.Header.Revision), nil
+}
+
+// casMismatch returns the error of a compare-and-set that cannot match:
+// NoNode if the file is absent, BadVersion otherwise.
+func (c *Conn) casMismatch(ctx context.Context, p string) error {
+	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithCountOnly())
+	if err != nil {
+		return c.convertError(ctx, err, p)
+	}
+	if resp.Count == 0 {
+		return topo.NewError(topo.NoNode, p)
+	}
+	return topo.NewError(topo.BadVersion, p)
+}
+
+// mismatchError reads the Else branch (a keys-only get of the file) of a
+// failed compare-and-set transaction.
+func mismatchError(resp *clientv3.TxnResponse, p string) error {
+	if len(resp.Responses) > 0 {
+		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) == 0 {
+			return topo.NewError(topo.NoNode, p)
+		}
+	}
+	return topo.NewError(topo.BadVersion, p)
+}
+
+// Get returns the contents of filePath and its ModRevision as the version
+// (one linearizable range read), or NoNode.
+func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.check(ctx, p); err != nil {
+		return nil, nil, err
+	}
+	resp, err := c.cli.Get(ctx, c.key(p))
+	if err != nil {
+		return nil, nil, c.convertError(ctx, err, p)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil, topo.NewError(topo.NoNode, p)
+	}
+	kv := resp.Kvs[0]
+	return kv.Value, topo.NumericVersion(kv.ModRevision), nil
+}
+
+// GetVersion returns the contents filePath held at version, a ModRevision
+// it was written at, by reading the key at that revision. It returns NoNode
+// if the key was not written at that revision (or version is 0 or in the
+// future), Compacted if etcd compacted that revision away, and
+// InvalidArgument for a negative version.
+func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, err
+	}
+	if version < 0 {
+		return nil, topo.Wrap(topo.InvalidArgument, p, errors.New("negative version"))
+	}
+	if err := c.check(ctx, p); err != nil {
+		return nil, err
+	}
+	if version == 0 {
+		// Revision 0 would read the latest value.
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithRev(version))
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrFutureRev) {
+			return nil, topo.Wrap(topo.NoNode, p, err)
+		}
+		return nil, c.convertError(ctx, err, p)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != version {
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	return resp.Kvs[0].Value, nil
+}
+
+// List returns every file whose path starts with filePathPrefix, with its
+// ModRevision, sorted by path (one range read over the prefix). Lock and
+// election keys are left out (see isInternal). It returns NoNode when no
+// file matches.
+func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
+	p, err := topo.CleanPrefix(filePathPrefix)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(ctx, p); err != nil {
+		return nil, err
+	}
+	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithPrefix())
+	if err != nil {
+		return nil, c.convertError(ctx, err, p)
+	}
+	out := make([]topo.KVInfo, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		rel := c.rel(kv.Key)
+		if isInternal(rel) {
+			continue
+		}
+		out = append(out, topo.KVInfo{Path: rel, Value: kv.Value, Version: topo.NumericVersion(kv.ModRevision)})
+	}
+	if len(out) == 0 {
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	return out, nil
+}
+
+// Delete deletes filePath. A nil version deletes unconditionally; a
+// non-nil one is a transaction on the key's ModRevision (BadVersion if
+// stale; version 0 never matches). It returns NoNode if the file is absent.
+func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return err
+	}
+	var want int64
+	if version != nil {
+		if want, err = topo.VersionNumber(p, version); err != nil {
+			return err
+		}
+	}
+	if err := c.check(ctx, p); err != nil {
+		return err
+	}
+	k := c.key(p)
+	if version == nil {
+		resp, err := c.cli.Delete(ctx, k)
+		if err != nil {
+			return c.convertError(ctx, err, p)
+		}
+		if resp.Deleted == 0 {
+			return topo.NewError(topo.NoNode, p)
+		}
+		return nil
+	}
+	if want == 0 {
+		return c.casMismatch(ctx, p)
+	}
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", want)).
+		Then(clientv3.OpDelete(k)).
+		Else(clientv3.OpGet(k, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return c.convertError(ctx, err, p)
+	}
+	if !resp.Succeeded {
+		return mismatchError(resp, p)
+	}
+	return nil
+}
+
+// locksDir is the name of the directory, under a locked directory, that
+// holds the lock keys; electionsDir is the top-level directory of leader
+// elections. Both are Vitess's names.
+const (
+	locksDir     = "locks"
+	electionsDir = "elections"
+)
+
+// isInternal reports whether the canonical path rel is a lock or election
+// key rather than a file: it lies under a "locks" directory at any depth, or
+// under the top-level "elections" directory. This is the one place the rule
+// lives; List and WatchRecursive use it.
+func isInternal(rel string) bool {
+	return strings.HasPrefix(rel, electionsDir+"/") ||
+		strings.HasPrefix(rel, locksDir+"/") ||
+		strings.Contains(rel, "/"+locksDir+"/")
+}

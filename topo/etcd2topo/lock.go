@@ -1,0 +1,458 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// defaultCleanupTimeout bounds the removal of a key or lease that is no
+// longer wanted (abandoned lock waits, Stop, Unlock of an own lease).
+const defaultCleanupTimeout = 2 * time.Second
+
+// lease is an etcd lease kept alive by the Conn until it is revoked, it
+// expires, or the Conn closes.
+type lease struct {
+	id   clientv3.LeaseID
+	ttl  int64 // seconds
+	done chan struct{}
+	once sync.Once
+}
+
+// lost reports whether the lease is known to be gone (revoked, expired, or
+// its Conn closed).
+func (l *lease) lost() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (l *lease) markLost() { l.once.Do(func() { close(l.done) }) }
+
+// ttlSeconds rounds d up to whole seconds, the unit of etcd lease TTLs.
+func ttlSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
+
+// grant creates a lease of ttl seconds and keeps it alive from a goroutine
+// tied to the Conn's lifetime, not to ctx (which bounds only the grant).
+func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error) {
+	resp, err := c.cli.Grant(ctx, ttl)
+	if err != nil {
+		return nil, c.convertError(ctx, err, path)
+	}
+	l := &lease{id: resp.ID, ttl: ttl, done: make(chan struct{})}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.revokeQuietly(l)
+		return nil, topo.NewError(topo.Closed, path)
+	}
+	c.leases[l] = struct{}{}
+	c.mu.Unlock()
+	ka, err := c.cli.KeepAlive(c.ctx, l.id)
+	if err != nil {
+		c.dropLease(l)
+		return nil, c.convertError(ctx, err, path)
+	}
+	go func() {
+		// The client renews the lease every ttl/3 for as long as someone
+		// reads this channel; it closes when the lease is gone (revoked,
+		// expired, unrenewable for ttl) or the Conn closes.
+		for range ka {
+		}
+		l.markLost()
+		c.mu.Lock()
+		delete(c.leases, l)
+		c.mu.Unlock()
+	}()
+	return l, nil
+}
+
+// sharedLease returns the Conn's lease for Lock, TryLock and elections,
+// granting a new one if there is none yet or the last one was lost.
+func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
+	c.mu.Lock()
+	l := c.shared
+	c.mu.Unlock()
+	if l != nil && !l.lost() {
+		return l, nil
+	}
+	// Serialize grants so that concurrent first lockers share one lease.
+	c.grantMu.Lock()
+	defer c.grantMu.Unlock()
+	c.mu.Lock()
+	l = c.shared
+	c.mu.Unlock()
+	if l != nil && !l.lost() {
+		return l, nil
+	}
+	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if !c.closed {
+		c.shared = l
+	}
+	c.mu.Unlock()
+	return l, nil
+}
+
+// dropLease forgets l and revokes it.
+func (c *Conn) dropLease(l *lease) {
+	l.markLost()
+	c.mu.Lock()
+	delete(c.leases, l)
+	if c.shared == l {
+		c.shared = nil
+	}
+	c.mu.Unlock()
+	c.revokeQuietly(l)
+}
+
+func (c *Conn) revokeQuietly(l *lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), defaultCleanupTimeout)
+	defer cancel()
+	if _, err := c.cli.Revoke(ctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		c.log.Debug("revoking lease", "lease", fmt.Sprintf("%x", l.id), "err", err)
+	}
+}
+
+// newKey returns a unique key name (under some prefix) for an entry
+// attached to l.
+func (c *Conn) newKeyName(l *lease) string {
+	c.mu.Lock()
+	c.keyCount++
+	n := c.keyCount
+	c.mu.Unlock()
+	return fmt.Sprintf("%x-%d", int64(l.id), n)
+}
+
+type lockMode struct {
+	requireDir bool          // NoNode unless the directory has a file
+	try        bool          // NodeExists instead of waiting
+	ttl        time.Duration // 0: the shared lease
+}
+
+// Lock takes the lock on dirPath with the Conn's shared lease (TTL
+// Options.LockTTL, 30 s by default): it adds a key under
+// <root>/<dirPath>/locks/ holding contents and, unless it is the oldest
+// one, waits until every older key there is deleted. Lock and the check
+// that dirPath holds a file are one transaction, and the wait watches the
+// locks directory from the current revision, so that a waiter gets the
+// lock as soon as the holder's key is deleted. It returns NoNode if
+// dirPath holds no file (nothing is written), Timeout or Interrupted when
+// ctx ends first (its key is then removed), LockLost if its own key
+// vanished while waiting, Closed, Unavailable.
+func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, dirPath, contents, lockMode{requireDir: true})
+}
+
+// LockWithTTL is Lock with a lease of ttl (rounded up to whole seconds,
+// and to etcd's minimum lease TTL). A TTL other than Options.LockTTL gets a
+// lease of its own, revoked by Unlock. It returns InvalidArgument for
+// ttl <= 0.
+func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	if ttl <= 0 {
+		d, _ := topo.CleanDirPath(dirPath)
+		return nil, topo.Wrap(topo.InvalidArgument, d, errors.New("lock TTL must be positive"))
+	}
+	if ttlSeconds(ttl) == ttlSeconds(c.opts.LockTTL) {
+		ttl = 0
+	}
+	return c.lock(ctx, dirPath, contents, lockMode{requireDir: true, ttl: ttl})
+}
+
+// LockName takes the lock on dirPath with the same key layout as Lock,
+// without requiring dirPath to hold files, on a lease of its own of
+// Options.NamedLockTTL (24 h by default) that Unlock revokes.
+func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, dirPath, contents, lockMode{ttl: c.opts.NamedLockTTL})
+}
+
+// TryLock is Lock that returns NodeExists at once (removing its key)
+// instead of waiting when an older key holds the lock.
+func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, dirPath, contents, lockMode{requireDir: true, try: true})
+}
+
+func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode) (topo.LockDescriptor, error) {
+	d, err := topo.CleanDirPath(dirPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.CheckValue(d, []byte(contents)); err != nil {
+		return nil, err
+	}
+	if err := c.check(ctx, d); err != nil {
+		return nil, err
+	}
+	dirPrefix := c.dirPrefix(d)
+	locksPrefix := dirPrefix + locksDir + "/"
+
+	for attempt := 0; ; attempt++ {
+		var l *lease
+		if mode.ttl == 0 {
+			l, err = c.sharedLease(ctx, d)
+		} else {
+			l, err = c.grant(ctx, ttlSeconds(mode.ttl), d)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ld := &lockDescriptor{c: c, path: d, lease: l, own: mode.ttl != 0}
+		ld.key = locksPrefix + c.newKeyName(l)
+
+		put := clientv3.OpPut(ld.key, contents, clientv3.WithLease(l.id))
+		first := clientv3.OpGet(locksPrefix, clientv3.WithFirstCreate()...)
+		txn := c.cli.Txn(ctx)
+		if mode.requireDir {
+			// The directory holds a file when some key is under it outside
+			// its locks/ directory: in [dir/, dir/locks/) or in
+			// [dir/locks0, end of dir/) ('0' follows '/'). A compare over a
+			// range holds when every key in it passes, and an empty range
+			// compares as one absent key, so "CreateRevision > 0" over a
+			// range means "the range is not empty".
+			before := clientv3.Compare(clientv3.CreateRevision(dirPrefix), ">", 0).WithRange(locksPrefix)
+			after := clientv3.Compare(clientv3.CreateRevision(dirPrefix+locksDir+"0"), ">", 0).
+				WithRange(clientv3.GetPrefixRangeEnd(dirPrefix))
+			txn = txn.If(before).Then(put, first).Else(clientv3.OpTxn([]clientv3.Cmp{after}, []clientv3.Op{put, first}, nil))
+		} else {
+			txn = txn.Then(put, first)
+		}
+		resp, err := txn.Commit()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+				// The lease went away behind our back (revoked, expired)
+				// before the keepalive noticed: get a new one, once.
+				c.dropLease(l)
+				continue
+			}
+			if ld.own {
+				c.dropLease(l)
+			}
+			return nil, c.convertError(ctx, err, d)
+		}
+		ops := resp.Responses
+		if !resp.Succeeded {
+			inner := resp.Responses[0].GetResponseTxn()
+			if inner == nil || !inner.Succeeded {
+				if ld.own {
+					c.dropLease(l)
+				}
+				return nil, topo.NewError(topo.NoNode, d)
+			}
+			ops = inner.Responses
+		}
+		ld.rev = resp.Header.Revision
+		if kvs := ops[1].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Key) == ld.key {
+			return ld, nil
+		}
+		if mode.try {
+			ld.remove()
+			return nil, topo.NewError(topo.NodeExists, d)
+		}
+		if err := c.waitOlderGone(ctx, locksPrefix, ld.key, ld.rev, d); err != nil {
+			ld.remove()
+			return nil, err
+		}
+		return ld, nil
+	}
+}
+
+// waitOlderGone waits until no key under prefix has a CreateRevision below
+// rev, the CreateRevision of our own key myKey. It first opens a watch on
+// the prefix at the current revision (so that etcd serves it from its
+// synced watcher group, which delivers events as they are applied; a watch
+// at a past revision waits for a catch-up pass that runs every 100 ms), then
+// reads the older keys, then crosses them off as their deletions arrive.
+// Events between the watch's start and the read are harmless: crossing off
+// a key the read no longer returned does nothing. It returns LockLost if
+// myKey itself is deleted, and the context's error (Timeout, Interrupted)
+// or Closed.
+func (c *Conn) waitOlderGone(ctx context.Context, prefix, myKey string, rev int64, path string) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := c.waitOlderGoneOnce(ctx, prefix, myKey, rev, path)
+		if err == nil || !errors.Is(err, errRewatch) {
+			return err
+		}
+		// The watch broke (no leader, member gone, ...): start over after a
+		// pause, which keeps a persistent failure from becoming a busy loop.
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return topo.FromContext(ctx, path)
+		case <-c.ctx.Done():
+			return topo.NewError(topo.Closed, path)
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// errRewatch tells waitOlderGone that the watch ended for a reason that a
+// new watch may fix.
+var errRewatch = errors.New("etcd2topo: watch ended, watching again")
+
+func (c *Conn) waitOlderGoneOnce(ctx context.Context, prefix, myKey string, rev int64, path string) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	wch := c.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	if err := c.watchCreated(ctx, wch, path); err != nil {
+		return err
+	}
+	resp, err := c.cli.Txn(ctx).Then(
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev-1)),
+		clientv3.OpGet(myKey, clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return c.convertError(ctx, err, path)
+	}
+	if resp.Responses[1].GetResponseRange().Count == 0 {
+		return topo.NewError(topo.LockLost, path)
+	}
+	older := map[string]struct{}{}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		older[string(kv.Key)] = struct{}{}
+	}
+	for len(older) > 0 {
+		wr, ok := <-wch
+		if !ok || wr.Canceled || wr.Err() != nil {
+			return c.watchEnded(ctx, path)
+		}
+		for _, ev := range wr.Events {
+			k := string(ev.Kv.Key)
+			if k == myKey {
+				return topo.NewError(topo.LockLost, path)
+			}
+			delete(older, k)
+		}
+	}
+	return nil
+}
+
+// watchCreated waits for the created notification of a watch opened with
+// WithCreatedNotify.
+func (c *Conn) watchCreated(ctx context.Context, wch clientv3.WatchChan, path string) error {
+	wr, ok := <-wch
+	if !ok || wr.Canceled || wr.Err() != nil || !wr.Created {
+		return c.watchEnded(ctx, path)
+	}
+	return nil
+}
+
+// watchEnded returns the error for a watch channel that closed: the
+// context's error, Closed, or errRewatch.
+func (c *Conn) watchEnded(ctx context.Context, path string) error {
+	if err := ctx.Err(); err != nil {
+		return topo.FromContext(ctx, path)
+	}
+	if c.ctx.Err() != nil {
+		return topo.NewError(topo.Closed, path)
+	}
+	return errRewatch
+}
+
+// lockDescriptor is a held lock: the key, its CreateRevision and its lease.
+type lockDescriptor struct {
+	c     *Conn
+	path  string
+	key   string
+	rev   int64
+	lease *lease
+	own   bool // the lease belongs to this lock alone and Unlock revokes it
+
+	mu       sync.Mutex
+	released bool
+}
+
+// remove deletes the lock's key if it is still ours, and revokes the
+// lease if it is the lock's own. Used when giving up a wait.
+func (ld *lockDescriptor) remove() {
+	if ld.own {
+		ld.c.dropLease(ld.lease)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultCleanupTimeout)
+	defer cancel()
+	_, err := ld.c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ld.key), "=", ld.rev)).
+		Then(clientv3.OpDelete(ld.key)).
+		Commit()
+	if err != nil {
+		ld.c.log.Warn("removing an abandoned lock key; it stays until its lease ends", "key", ld.key, "err", err)
+	}
+}
+
+// Check returns nil while the lock's key exists with its original
+// CreateRevision and its lease is alive (one linearizable read), LockLost
+// once the lease was lost or the key deleted, Interrupted after Unlock and
+// Closed after the Conn's Close.
+func (ld *lockDescriptor) Check(ctx context.Context) error {
+	ld.mu.Lock()
+	released := ld.released
+	ld.mu.Unlock()
+	if released {
+		return topo.NewError(topo.Interrupted, ld.path)
+	}
+	if err := ld.c.check(ctx, ld.path); err != nil {
+		return err
+	}
+	if ld.lease.lost() {
+		return topo.NewError(topo.LockLost, ld.path)
+	}
+	resp, err := ld.c.cli.Get(ctx, ld.key, clientv3.WithKeysOnly())
+	if err != nil {
+		return ld.c.convertError(ctx, err, ld.path)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != ld.rev {
+		return topo.NewError(topo.LockLost, ld.path)
+	}
+	return nil
+}
+
+// Unlock deletes the lock's key (one transaction, conditional on the key
+// still being ours), handing the lock to the next waiter, and revokes the
+// lease if it is the lock's own (LockWithTTL with a non-default TTL,
+// LockName). It returns LockLost if the key was already gone, Interrupted
+// on a second call, Closed after the Conn's Close.
+func (ld *lockDescriptor) Unlock(ctx context.Context) error {
+	ld.mu.Lock()
+	if ld.released {
+		ld.mu.Unlock()
+		return topo.NewError(topo.Interrupted, ld.path)
+	}
+	ld.released = true
+	ld.mu.Unlock()
+	if err := ld.c.closedErr(ld.path); err != nil {
+		return err
+	}
+	if ld.own {
+		defer ld.c.dropLease(ld.lease)
+	}
+	resp, err := ld.c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ld.key), "=", ld.rev)).
+		Then(clientv3.OpDelete(ld.key)).
+		Commit()
+	if err != nil {
+		return ld.c.convertError(ctx, err, ld.path)
+	}
+	if !resp.Succeeded {
+		return topo.NewError(topo.LockLost, ld.path)
+	}
+	return nil
+}

@@ -1,0 +1,337 @@
+// Package etcd2topo is the etcd backend of topokit, registered as "etcd2".
+// It talks to etcd v3 through go.etcd.io/etcd/client/v3 and keeps Vitess's
+// store layout (see docs/layout-etcd.md), so that Vitess processes and
+// topokit can share one etcd:
+//
+//   - a file is the key <root>/<path> holding the raw bytes; its Version is
+//     the key's ModRevision;
+//   - a lock on dir is a key under <root>/<dir>/locks/ attached to a lease;
+//     the key with the lowest CreateRevision holds the lock and the others
+//     wait for the older keys to go away;
+//   - a leader election name keeps one leased key per candidate under
+//     <root>/elections/<name>/, valued with the participant id; the oldest
+//     one leads.
+//
+// Locks taken with Lock and TryLock, and election candidacies, share one
+// lease per Conn (TTL Options.LockTTL, 30 s by default), kept alive by the
+// Conn independently of any caller's context. LockWithTTL (with another TTL)
+// and LockName use a lease of their own, revoked by Unlock.
+//
+// Watches are opened at the store's current revision (never at a past one),
+// after which the current value is read, so that they are served by etcd's
+// synced watcher group and see changes as soon as they are applied; after a
+// transient error or a member change they resume from the last revision
+// they saw; if that history was compacted they re-read the current values.
+package etcd2topo
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// FactoryName is the name the backend registers under.
+const FactoryName = "etcd2"
+
+// DefaultLockTTL is the lease TTL of locks taken with Lock and TryLock and
+// of election candidacies, when Options.LockTTL is zero.
+const DefaultLockTTL = 30 * time.Second
+
+// DefaultNamedLockTTL is the lease TTL of locks taken with LockName, when
+// Options.NamedLockTTL is zero.
+const DefaultNamedLockTTL = 24 * time.Hour
+
+// DefaultDialTimeout is the time allowed to connect to an endpoint, when
+// Options.DialTimeout is zero.
+const DefaultDialTimeout = 5 * time.Second
+
+// Options are the settings of a Conn. The zero value of every field but
+// Endpoints selects a default.
+type Options struct {
+	// Endpoints are the etcd members' client addresses, "host:port" (plain
+	// TCP, or TLS when a TLS file is set) or full URLs ("https://h:p").
+	// Required.
+	Endpoints []string
+
+	// TLSCAFile is a PEM file of the CA certificates that sign the members'
+	// certificates; TLSCertFile and TLSKeyFile are the PEM client
+	// certificate and key presented to the members. Setting any of them
+	// turns TLS on.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+
+	// TLSServerName overrides the name checked against the members'
+	// certificates.
+	TLSServerName string
+
+	// Username and Password authenticate to etcd when auth is enabled.
+	Username, Password string
+
+	// DialTimeout bounds connecting to an endpoint. Default 5 s.
+	DialTimeout time.Duration
+
+	// LockTTL is the lease TTL, rounded up to whole seconds, of Lock,
+	// TryLock and election candidacies: how long they survive the
+	// process's death or its loss of etcd. Default 30 s.
+	LockTTL time.Duration
+
+	// NamedLockTTL is the lease TTL, rounded up to whole seconds, of
+	// LockName. Default 24 h.
+	NamedLockTTL time.Duration
+
+	// Logger receives the backend's and the etcd client's warnings. Nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// Factory opens etcd2 Conns. Its zero value is ready to use and it is safe
+// for concurrent use.
+type Factory struct{}
+
+// Create opens a Conn to the etcd cluster at serverAddress, a
+// comma-separated list of "host:port" client addresses, rooted at root (for
+// example "/vitess/global"). It returns InvalidArgument for an empty address
+// and InvalidPath for a malformed root. It does not wait for etcd: an
+// unreachable cluster shows up as Unavailable or Timeout errors on calls.
+// The cell name is not used.
+func (Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
+	var eps []string
+	for ep := range strings.SplitSeq(serverAddress, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return NewConn(Options{Endpoints: eps}, root)
+}
+
+func init() {
+	if err := topo.RegisterFactory(FactoryName, Factory{}); err != nil {
+		slog.Warn("etcd2topo: factory not registered", "err", err)
+	}
+}
+
+// Conn is a connection to one cell's store in etcd, rooted at a key
+// prefix. It implements topo.Conn (see there for the contract); the
+// etcd-specific behaviour is described on the package and on each method.
+// It is safe for concurrent use.
+type Conn struct {
+	cli  *clientv3.Client
+	opts Options
+	log  *slog.Logger
+
+	// rootPrefix is prepended to every canonical path to form a key: the
+	// root followed by "/", or "" for an empty root.
+	rootPrefix string
+
+	// ctx lives as long as the Conn; Close cancels it, which ends watches,
+	// keepalives and waits.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	grantMu sync.Mutex // serializes grants of the shared lease
+
+	mu       sync.Mutex
+	closed   bool
+	shared   *lease             // the lease of Lock, TryLock and elections
+	leases   map[*lease]struct{} // every live lease, for Close and tests
+	keyCount uint64             // makes lock and candidate keys unique
+}
+
+// NewConn opens a Conn with opts, rooted at root: files are the keys
+// <root>/<path>. root is a key prefix such as "/vitess/global"; trailing
+// slashes are ignored. NewConn does not wait for etcd. It returns
+// InvalidArgument when opts has no endpoint or unreadable TLS files, and
+// InvalidPath for a malformed root.
+func NewConn(opts Options, root string) (*Conn, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, topo.Wrap(topo.InvalidArgument, root, errors.New("etcd2topo: no endpoint given"))
+	}
+	if _, err := topo.CleanDirPath(root); err != nil {
+		return nil, err
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.LockTTL <= 0 {
+		opts.LockTTL = DefaultLockTTL
+	}
+	if opts.NamedLockTTL <= 0 {
+		opts.NamedLockTTL = DefaultNamedLockTTL
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	lg = lg.With("backend", FactoryName, "root", root)
+
+	var tlsCfg *tls.Config
+	if opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
+		info := transport.TLSInfo{
+			CertFile:      opts.TLSCertFile,
+			KeyFile:       opts.TLSKeyFile,
+			TrustedCAFile: opts.TLSCAFile,
+			ServerName:    opts.TLSServerName,
+		}
+		var err error
+		if tlsCfg, err = info.ClientConfig(); err != nil {
+			return nil, topo.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            opts.Endpoints,
+		DialTimeout:          opts.DialTimeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		TLS:                  tlsCfg,
+		Username:             opts.Username,
+		Password:             opts.Password,
+		Logger:               zap.New(slogCore{lg}),
+	})
+	if err != nil {
+		return nil, topo.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: %w", err))
+	}
+
+	rootPrefix := ""
+	if root != "" {
+		rootPrefix = strings.TrimRight(root, "/") + "/"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Conn{
+		cli:        cli,
+		opts:       opts,
+		log:        lg,
+		rootPrefix: rootPrefix,
+		ctx:        ctx,
+		cancel:     cancel,
+		leases:     map[*lease]struct{}{},
+	}, nil
+}
+
+// Client returns the underlying etcd client, for operations topo.Conn does
+// not offer. It is closed by Close.
+func (c *Conn) Client() *clientv3.Client { return c.cli }
+
+// key returns the etcd key of a canonical path.
+func (c *Conn) key(p string) string { return c.rootPrefix + p }
+
+// dirPrefix returns the key prefix of everything under a canonical
+// directory ("" for the root).
+func (c *Conn) dirPrefix(dir string) string {
+	if dir == "" {
+		return c.rootPrefix
+	}
+	return c.rootPrefix + dir + "/"
+}
+
+// rel returns the canonical path of a key under the root.
+func (c *Conn) rel(key []byte) string { return string(key[len(c.rootPrefix):]) }
+
+// closedErr returns a Closed error for path once Close was called.
+func (c *Conn) closedErr(path string) error {
+	if c.ctx.Err() != nil {
+		return topo.NewError(topo.Closed, path)
+	}
+	return nil
+}
+
+// check runs the checks every call starts with: Closed after Close, then
+// the context.
+func (c *Conn) check(ctx context.Context, path string) error {
+	if err := c.closedErr(path); err != nil {
+		return err
+	}
+	return topo.CheckContext(ctx, path)
+}
+
+// Close revokes the Conn's leases (releasing its locks and election
+// candidacies at once, rather than after their TTL), ends its watches with
+// Interrupted and closes the etcd client. Later calls return Closed. Close
+// is idempotent and safe for concurrent use.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	leases := make([]*lease, 0, len(c.leases))
+	for l := range c.leases {
+		leases = append(leases, l)
+	}
+	c.shared = nil
+	c.mu.Unlock()
+
+	// Revoke first, with the client still open, so that waiters elsewhere
+	// get the locks now.
+	if len(leases) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var wg sync.WaitGroup
+		for _, l := range leases {
+			wg.Go(func() {
+				if _, err := c.cli.Revoke(ctx, l.id); err != nil {
+					c.log.Debug("revoking lease at close", "lease", fmt.Sprintf("%x", l.id), "err", err)
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+	}
+	c.cancel()
+	if err := c.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		c.log.Debug("closing etcd client", "err", err)
+	}
+}
+
+// slogCore is a zapcore.Core that hands the etcd client's warnings and
+// errors to slog, so that the whole library logs through log/slog.
+type slogCore struct{ l *slog.Logger }
+
+func (s slogCore) Enabled(lvl zapcore.Level) bool { return lvl >= zapcore.WarnLevel }
+
+func (s slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return slogCore{s.l.With(fieldsToAttrs(fields)...)}
+}
+
+func (s slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if s.Enabled(e.Level) {
+		return ce.AddCore(e, s)
+	}
+	return ce
+}
+
+func (s slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	lvl := slog.LevelWarn
+	if e.Level >= zapcore.ErrorLevel {
+		lvl = slog.LevelError
+	}
+	s.l.Log(context.Background(), lvl, "etcd client: "+e.Message, fieldsToAttrs(fields)...)
+	return nil
+}
+
+func (s slogCore) Sync() error { return nil }
+
+func fieldsToAttrs(fields []zapcore.Field) []any {
+	if len(fields) == 0 {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	attrs := make([]any, 0, 2*len(enc.Fields))
+	for k, v := range enc.Fields {
+		attrs = append(attrs, k, v)
+	}
+	return attrs
+}

@@ -1,0 +1,336 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// watchBuffer is the capacity of the channels Watch and WatchRecursive
+// return.
+const watchBuffer = 16
+
+// errCompacted tells a stream's user that the history it was resuming from
+// was compacted: it must read the current state and call reopen.
+var errCompacted = errors.New("etcd2topo: watch history compacted")
+
+// stream is one etcd watch on a key or a prefix that survives transient
+// failures: it remembers the last revision it saw and, when the etcd
+// client's watch channel ends (no leader, member gone for good, ...),
+// opens a new watch from the next revision, pausing between attempts.
+// Events at or below that revision are dropped, so nothing is seen twice.
+type stream struct {
+	c      *Conn
+	ctx    context.Context // the caller's
+	key    string
+	prefix bool
+	path   string
+
+	wch    clientv3.WatchChan
+	cancel context.CancelFunc
+	rev    int64 // every change up to rev is known to the user
+}
+
+// newStream opens a watch on key (or on every key under it, with prefix)
+// at the store's current revision and waits until etcd confirms it, so
+// that every change applied after newStream returns will be delivered.
+// Opening at the current revision rather than at a past one puts the watch
+// in etcd's synced watcher group, which is notified as each write is
+// applied; a watch at a past revision is caught up by a background pass
+// every 100 ms. The caller reads the current state next and calls setRev
+// with the revision of that read.
+func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path string) (*stream, error) {
+	s := &stream{c: c, ctx: ctx, key: key, prefix: prefix, path: path}
+	s.open(0, clientv3.WithCreatedNotify())
+	if err := c.watchCreated(ctx, s.wch, path); err != nil {
+		s.close()
+		if errors.Is(err, errRewatch) {
+			return nil, topo.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+	stop := context.AfterFunc(s.c.ctx, cancel)
+	s.cancel = func() { stop(); cancel() }
+	opts := append([]clientv3.OpOption{clientv3.WithProgressNotify()}, extra...)
+	if s.prefix {
+		opts = append(opts, clientv3.WithPrefix())
+	}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	s.wch = s.c.cli.Watch(wctx, s.key, opts...)
+}
+
+// reopen replaces the watch with one starting after rev, the revision of
+// a fresh read of the current state.
+func (s *stream) reopen(rev int64) {
+	s.cancel()
+	s.rev = rev
+	s.open(rev + 1)
+}
+
+func (s *stream) close() { s.cancel() }
+
+// ended returns the Interrupted error that ends a watch whose caller's
+// context ended or whose Conn closed, or nil if neither happened.
+func (s *stream) ended() error {
+	if err := s.ctx.Err(); err != nil {
+		return topo.Wrap(topo.Interrupted, s.path, err)
+	}
+	if s.c.ctx.Err() != nil {
+		return topo.Wrap(topo.Interrupted, s.path, errors.New("connection closed"))
+	}
+	return nil
+}
+
+// pause waits d, or returns the ending error if the watch ends meanwhile.
+func (s *stream) pause(d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-s.ctx.Done():
+	case <-s.c.ctx.Done():
+	}
+	return s.ended()
+}
+
+// next returns the next events after s.rev. It returns errCompacted when
+// the history needed to resume was compacted (the caller re-reads and
+// calls reopen), and an Interrupted error when the caller's context ended
+// or the Conn closed. It never returns an empty batch.
+func (s *stream) next() ([]*clientv3.Event, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		wr, ok := <-s.wch
+		if ok && !wr.Canceled && wr.Err() == nil {
+			if wr.IsProgressNotify() {
+				s.rev = max(s.rev, wr.Header.Revision)
+				continue
+			}
+			evs := wr.Events[:0:0]
+			for _, ev := range wr.Events {
+				if ev.Kv.ModRevision > s.rev {
+					evs = append(evs, ev)
+				}
+			}
+			if len(evs) > 0 {
+				s.rev = evs[len(evs)-1].Kv.ModRevision
+				return evs, nil
+			}
+			continue
+		}
+		if err := s.ended(); err != nil {
+			return nil, err
+		}
+		s.cancel()
+		if ok && wr.CompactRevision != 0 {
+			return nil, errCompacted
+		}
+		if ok {
+			s.c.log.Debug("watch ended; resuming", "path", s.path, "rev", s.rev, "err", wr.Err())
+		}
+		if err := s.pause(backoff); err != nil {
+			return nil, err
+		}
+		backoff = min(2*backoff, time.Second)
+		s.open(s.rev + 1)
+	}
+}
+
+// read performs get (a read of the watched state) until it succeeds,
+// pausing between failures, or returns the ending error.
+func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetResponse, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		resp, err := get()
+		if err == nil {
+			return resp, nil
+		}
+		if e := s.ended(); e != nil {
+			return nil, e
+		}
+		s.c.log.Debug("re-reading a watched path", "path", s.path, "err", err)
+		if e := s.pause(backoff); e != nil {
+			return nil, e
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Watch returns the current contents and ModRevision of filePath and a
+// channel of its later changes. It opens an etcd watch at the current
+// revision first and reads the file second, so that no change is missed
+// and changes arrive as soon as etcd applies them. The watch resumes from
+// the last revision it saw after transient failures and member changes;
+// if that history was compacted, it re-reads the file and sends its
+// current value (or NoNode if it was deleted meanwhile). It returns NoNode
+// (and no channel) if the file does not exist.
+func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.check(ctx, p); err != nil {
+		return nil, nil, err
+	}
+	k := c.key(p)
+	s, err := c.newStream(ctx, k, false, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := c.cli.Get(ctx, k)
+	if err != nil {
+		s.close()
+		return nil, nil, c.convertError(ctx, err, p)
+	}
+	if len(resp.Kvs) == 0 {
+		s.close()
+		return nil, nil, topo.NewError(topo.NoNode, p)
+	}
+	s.rev = resp.Header.Revision
+	kv := resp.Kvs[0]
+	cur := &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}
+	out := make(chan *topo.WatchData, watchBuffer)
+	go func() {
+		defer close(out)
+		defer s.close()
+		last := kv.ModRevision
+		for {
+			evs, err := s.next()
+			if errors.Is(err, errCompacted) {
+				resp, err := s.read(func() (*clientv3.GetResponse, error) { return c.cli.Get(ctx, k) })
+				if err != nil {
+					out <- &topo.WatchData{Err: err}
+					return
+				}
+				if len(resp.Kvs) == 0 {
+					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}
+					return
+				}
+				if kv := resp.Kvs[0]; kv.ModRevision > last {
+					last = kv.ModRevision
+					out <- &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}
+				}
+				s.reopen(resp.Header.Revision)
+				continue
+			}
+			if err != nil {
+				out <- &topo.WatchData{Err: err}
+				return
+			}
+			for _, ev := range evs {
+				if ev.Type == mvccpb.DELETE {
+					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}
+					return
+				}
+				last = ev.Kv.ModRevision
+				out <- &topo.WatchData{Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}
+			}
+		}
+	}()
+	return cur, out, nil
+}
+
+// WatchRecursive returns every file whose path starts with prefix, each
+// with its own ModRevision, and a channel of per-file changes and deletes
+// (Err NoNode). Lock and election keys are left out. Like Watch, it opens
+// the etcd watch at the current revision before reading, and resumes after
+// transient failures; if the history was compacted it re-reads the prefix
+// and reports every file that changed, appeared or disappeared meanwhile.
+func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	p, err := topo.CleanPrefix(prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.check(ctx, p); err != nil {
+		return nil, nil, err
+	}
+	k := c.key(p)
+	s, err := c.newStream(ctx, k, true, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	get := func() (*clientv3.GetResponse, error) { return c.cli.Get(ctx, k, clientv3.WithPrefix()) }
+	resp, err := get()
+	if err != nil {
+		s.close()
+		return nil, nil, c.convertError(ctx, err, p)
+	}
+	s.rev = resp.Header.Revision
+	known := map[string]int64{} // file -> ModRevision last reported
+	var initial []*topo.WatchDataRecursive
+	for _, kv := range resp.Kvs {
+		rel := c.rel(kv.Key)
+		if isInternal(rel) {
+			continue
+		}
+		known[rel] = kv.ModRevision
+		initial = append(initial, &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
+			Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}})
+	}
+	out := make(chan *topo.WatchDataRecursive, watchBuffer)
+	go func() {
+		defer close(out)
+		defer s.close()
+		for {
+			evs, err := s.next()
+			if errors.Is(err, errCompacted) {
+				resp, err := s.read(get)
+				if err != nil {
+					out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
+					return
+				}
+				seen := make(map[string]bool, len(resp.Kvs))
+				for _, kv := range resp.Kvs {
+					rel := c.rel(kv.Key)
+					if isInternal(rel) {
+						continue
+					}
+					seen[rel] = true
+					if kv.ModRevision > known[rel] {
+						known[rel] = kv.ModRevision
+						out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
+							Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}}
+					}
+				}
+				for rel := range known {
+					if !seen[rel] {
+						delete(known, rel)
+						out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}
+					}
+				}
+				s.reopen(resp.Header.Revision)
+				continue
+			}
+			if err != nil {
+				out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
+				return
+			}
+			for _, ev := range evs {
+				rel := c.rel(ev.Kv.Key)
+				if isInternal(rel) {
+					continue
+				}
+				if ev.Type == mvccpb.DELETE {
+					delete(known, rel)
+					out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}
+					continue
+				}
+				known[rel] = ev.Kv.ModRevision
+				out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
+					Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}}
+			}
+		}
+	}()
+	return initial, out, nil
+}
