@@ -126,7 +126,7 @@ func TestOpenServer(t *testing.T) {
 	require.True(t, topo.IsErrType(err, topo.Unavailable), "the factory's error is returned: %v", err)
 
 	// The bundled memory backend by name.
-	ts2, err := topo.OpenServer("memory", t.Name(), "/g")
+	ts2, err := topo.OpenServer("memory", uniqueFactoryName(t), "/g") // a fresh store per run
 	require.NoError(t, err)
 	defer ts2.Close()
 	_, err = ts2.GlobalCell().Create(ctx, "f", nil)
