@@ -1,0 +1,396 @@
+package zk2topo
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// NewLeaderParticipation joins the election name as participant id. A
+// candidate is an ephemeral-sequential znode holding id under
+// <root>/elections/<name>/ (created by WaitForLeadership); the lowest
+// sequence leads and every other candidate watches only its predecessor.
+// It returns InvalidArgument for an empty name or id, InvalidPath for a
+// name that breaks the path rules, and Closed after Close.
+func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	if name == "" {
+		return nil, &topo.Error{Code: topo.InvalidArgument, Path: name, Err: errors.New("empty election name")}
+	}
+	if id == "" {
+		return nil, &topo.Error{Code: topo.InvalidArgument, Path: name, Err: errors.New("empty participant id")}
+	}
+	n, err := topo.CleanFilePath(name)
+	if err != nil {
+		return nil, err
+	}
+	if c.closed.Load() {
+		return nil, topo.NewError(topo.Closed, name)
+	}
+	dp := electionsDir + "/" + n
+	ctx, cancel := context.WithCancel(context.Background())
+	return &participation{c: c, name: n, id: id, dp: dp, dirZp: c.zkPath(dp), stopCtx: ctx, stop: cancel}, nil
+}
+
+// participation is one candidate. Its methods are safe for concurrent use.
+type participation struct {
+	c       *Conn
+	name    string
+	id      string
+	dp      string // canonical election directory path
+	dirZp   string
+	stopCtx context.Context // cancelled by Stop
+	stop    context.CancelFunc
+
+	waitMu sync.Mutex // serialises WaitForLeadership
+
+	mu      sync.Mutex
+	stopped bool
+	node    string // current candidate znode, "" when none
+	lctx    context.Context
+	lcancel context.CancelFunc
+	monitor sync.WaitGroup
+}
+
+// WaitForLeadership creates this participant's candidate znode (unless it
+// has one) and blocks until it has the lowest sequence, then returns a
+// context cancelled when leadership ends: Stop, Close, session expiry (the
+// context is cancelled as soon as the Conn learns of it) or deletion of the
+// candidate znode. While leading it returns the same context. It returns
+// Interrupted after (or during) Stop, Closed after Close, and Unavailable
+// when the store cannot be reached.
+func (p *participation) WaitForLeadership() (context.Context, error) {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	c := p.c
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return nil, topo.NewError(topo.Interrupted, p.name)
+	}
+	if p.lctx != nil && p.lctx.Err() == nil {
+		ctx := p.lctx
+		p.mu.Unlock()
+		return ctx, nil
+	}
+	p.mu.Unlock()
+	if c.closed.Load() {
+		return nil, topo.NewError(topo.Closed, p.name)
+	}
+	ctx := p.stopCtx
+	if err := c.ensureAuth(ctx, p.name); err != nil {
+		return nil, p.stopErr(err)
+	}
+	for {
+		sess := c.session()
+		node, err := p.candidate(ctx, sess)
+		if err != nil {
+			return nil, p.stopErr(err)
+		}
+		name := node[len(p.dirZp)+1:]
+		for {
+			var children []string
+			err := c.read(ctx, p.name, func() error {
+				var err error
+				children, _, err = c.zk.Children(p.dirZp)
+				return err
+			})
+			if err != nil {
+				return nil, p.stopErr(c.convert(err, p.name))
+			}
+			sort.Strings(children)
+			idx := sort.SearchStrings(children, name)
+			if idx >= len(children) || children[idx] != name {
+				break // our candidate vanished (session expired): enter again
+			}
+			if idx == 0 {
+				return p.lead(node, sess)
+			}
+			pred := p.dirZp + "/" + children[idx-1]
+			var exists bool
+			var ch <-chan zk.Event
+			err = c.read(ctx, p.name, func() error {
+				var err error
+				exists, _, ch, err = c.zk.ExistsW(pred)
+				return err
+			})
+			if err != nil {
+				return nil, p.stopErr(c.convert(err, p.name))
+			}
+			if !exists {
+				continue
+			}
+			lost := false
+			select {
+			case <-ch:
+			case <-sess.lost:
+				lost = true
+			case <-ctx.Done():
+				return nil, p.stopErr(topo.NewError(topo.Interrupted, p.name))
+			case <-c.closing:
+				return nil, topo.NewError(topo.Closed, p.name)
+			}
+			if lost {
+				break
+			}
+		}
+	}
+}
+
+// stopErr turns errors caused by Stop into Interrupted and removes the
+// candidate znode of a participation that was stopped meanwhile.
+func (p *participation) stopErr(err error) error {
+	if p.stopCtx.Err() != nil {
+		p.removeCandidate()
+		return topo.NewError(topo.Interrupted, p.name)
+	}
+	return err
+}
+
+// candidate returns this participant's candidate znode for session sess,
+// creating it (and the election directory) when there is none.
+func (p *participation) candidate(ctx context.Context, sess *session) (string, error) {
+	c := p.c
+	p.mu.Lock()
+	node := p.node
+	p.mu.Unlock()
+	if node != "" && !sess.isLost() {
+		return node, nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := c.do(ctx, p.name, func() error {
+			var err error
+			node, err = c.zk.Create(p.dirZp+"/", []byte(p.id), zk.FlagEphemeralSequential, c.acl)
+			return err
+		})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
+			return "", c.convert(err, p.name)
+		}
+		if err := c.makeDirs(ctx, p.name, p.dirZp); err != nil {
+			return "", err
+		}
+	}
+	p.mu.Lock()
+	p.node = node
+	stopped := p.stopped
+	p.mu.Unlock()
+	if stopped {
+		p.removeCandidate()
+		return "", topo.NewError(topo.Interrupted, p.name)
+	}
+	return node, nil
+}
+
+// lead records leadership and starts the goroutine that ends it.
+func (p *participation) lead(node string, sess *session) (context.Context, error) {
+	c := p.c
+	lctx, cancel := context.WithCancel(context.Background())
+	if !sess.onLost(cancel) {
+		cancel()
+		return nil, &topo.Error{Code: topo.Unavailable, Path: p.name, Err: zk.ErrSessionExpired}
+	}
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		cancel()
+		return nil, topo.NewError(topo.Interrupted, p.name)
+	}
+	p.lctx, p.lcancel = lctx, cancel
+	p.monitor.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.monitor.Done()
+		defer cancel()
+		for {
+			var exists bool
+			var ch <-chan zk.Event
+			err := c.read(lctx, p.name, func() error {
+				var err error
+				exists, _, ch, err = c.zk.ExistsW(node)
+				return err
+			})
+			if err != nil || !exists {
+				return
+			}
+			select {
+			case <-ch:
+			case <-lctx.Done():
+				return
+			case <-sess.lost:
+				return
+			case <-p.stopCtx.Done():
+				return
+			case <-c.closing:
+				return
+			}
+		}
+	}()
+	return lctx, nil
+}
+
+// removeCandidate deletes the candidate znode (with a fresh context).
+func (p *participation) removeCandidate() {
+	p.mu.Lock()
+	node := p.node
+	p.node = ""
+	p.mu.Unlock()
+	if node == "" || p.c.closed.Load() {
+		return
+	}
+	ctx, cancel := freshContext()
+	defer cancel()
+	_ = p.c.do(ctx, p.name, func() error { return p.c.zk.Delete(node, -1) })
+}
+
+// Stop withdraws: it cancels the leadership context (before the candidate
+// znode is deleted, so that two leaders never overlap), makes a waiting
+// WaitForLeadership return Interrupted, and deletes the candidate znode. It
+// is idempotent and returns once the znode is deleted or the store could
+// not be reached.
+func (p *participation) Stop() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		p.monitor.Wait()
+		return
+	}
+	p.stopped = true
+	p.stop()
+	if p.lcancel != nil {
+		p.lcancel()
+	}
+	p.mu.Unlock()
+	p.removeCandidate()
+	p.monitor.Wait()
+}
+
+// GetCurrentLeaderID returns the id stored in the lowest candidate znode,
+// or "" with a nil error when there is none. Errors: Timeout/Interrupted,
+// Closed, Unavailable.
+func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) {
+	c := p.c
+	if err := c.begin(ctx, p.name); err != nil {
+		return "", err
+	}
+	for {
+		var children []string
+		err := c.read(ctx, p.name, func() error {
+			var err error
+			children, _, err = c.zk.Children(p.dirZp)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return "", nil
+		}
+		if err != nil {
+			return "", c.convert(err, p.name)
+		}
+		if len(children) == 0 {
+			return "", nil
+		}
+		sort.Strings(children)
+		var data []byte
+		err = c.read(ctx, p.name, func() error {
+			var err error
+			data, _, err = c.zk.Get(p.dirZp + "/" + children[0])
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // it left meanwhile
+		}
+		if err != nil {
+			return "", c.convert(err, p.name)
+		}
+		return string(data), nil
+	}
+}
+
+// WaitForNewLeader returns a channel of leader ids, from a child watch on
+// the election directory (an exists watch while it is absent), re-armed
+// after every event: first the current leader (if any), then every change
+// of the lowest candidate (an id may repeat when the same participant leads
+// again; "" is sent when nobody leads after someone did). The channel
+// closes when ctx ends, the Conn closes, or the session expires. Errors:
+// Timeout/Interrupted, Closed.
+func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
+	c := p.c
+	if err := c.begin(ctx, p.name); err != nil {
+		return nil, err
+	}
+	out := make(chan string, 8)
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer close(out)
+		lastNode, sent := "", false
+		for {
+			var children []string
+			var ch <-chan zk.Event
+			err := c.read(ctx, p.name, func() error {
+				var err error
+				children, _, ch, err = c.zk.ChildrenW(p.dirZp)
+				return err
+			})
+			if errors.Is(err, zk.ErrNoNode) {
+				var exists bool
+				err = c.read(ctx, p.name, func() error {
+					var err error
+					exists, _, ch, err = c.zk.ExistsW(p.dirZp)
+					return err
+				})
+				if err == nil && exists {
+					continue
+				}
+			}
+			if err != nil {
+				return
+			}
+			sort.Strings(children)
+			node, id := "", ""
+			if len(children) > 0 {
+				node = children[0]
+				var data []byte
+				err := c.read(ctx, p.name, func() error {
+					var err error
+					data, _, err = c.zk.Get(p.dirZp + "/" + node)
+					return err
+				})
+				if errors.Is(err, zk.ErrNoNode) {
+					continue
+				}
+				if err != nil {
+					return
+				}
+				id = string(data)
+			}
+			if node != lastNode && (node != "" || sent) {
+				select {
+				case out <- id:
+				case <-ctx.Done():
+					return
+				case <-c.closing:
+					return
+				}
+				lastNode, sent = node, true
+			}
+			select {
+			case ev := <-ch:
+				if ev.Type == zk.EventNotWatching {
+					return
+				}
+			case <-ctx.Done():
+				return
+			case <-c.closing:
+				return
+			}
+		}
+	}()
+	return out, nil
+}

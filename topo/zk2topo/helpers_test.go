@@ -1,0 +1,82 @@
+package zk2topo
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// testServer is the package's shared standalone ZooKeeper, started by
+// TestMain (JVM start-up is slow); every test uses a fresh root on it.
+var testServer string
+
+// rootSeq numbers the roots handed out to tests.
+var rootSeq atomic.Int64
+
+func TestMain(m *testing.M) {
+	s, err := zktest.Launch()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testServer = s.Addr()
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+// testSessionTimeout keeps session-bound tests short.
+const testSessionTimeout = 4 * time.Second
+
+// freshRoot returns a root no other test uses.
+func freshRoot(t testing.TB) string {
+	return fmt.Sprintf("/t%d-%d", os.Getpid(), rootSeq.Add(1))
+}
+
+// openConn opens a Conn on servers at root, closed when t ends.
+func openConn(t testing.TB, servers []string, root string) *Conn {
+	t.Helper()
+	c, err := NewConn(Options{Servers: servers, SessionTimeout: testSessionTimeout}, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// sessionPassword reads the client's session password, which the library
+// does not export. A request first makes the read happen after the library
+// stored it.
+func sessionPassword(t testing.TB, zc *zk.Conn) (int64, []byte) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, _, err := zc.Exists("/")
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond)
+	v := reflect.ValueOf(zc).Elem().FieldByName("passwd")
+	pw := reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem().Interface().([]byte)
+	return zc.SessionID(), append([]byte(nil), pw...)
+}
+
+// expireSession expires conn's session on the server at addr and waits
+// until conn has noticed (its leadership contexts are then cancelled).
+func expireSession(t testing.TB, conn topo.Conn, addr string) {
+	t.Helper()
+	c := conn.(*Conn)
+	old := c.session()
+	id, pw := sessionPassword(t, c.zkConn())
+	require.NoError(t, zktest.ExpireSession(addr, id, pw))
+	select {
+	case <-old.lost:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Conn did not notice its session expired")
+	}
+}
