@@ -27,7 +27,14 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, err
 	}
 	prefix := c.dirPrefix(d)
-	resp, err := c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly()}
+	if full {
+		// etcd 3.7 answers a keys-only range from its in-memory index,
+		// whose entries carry no lease; a sort by value makes it read the
+		// stored entries (still sending no values), which do.
+		opts = append(opts, clientv3.WithSort(clientv3.SortByValue, clientv3.SortAscend))
+	}
+	resp, err := c.cli.Get(ctx, prefix, opts...)
 	if err != nil {
 		return nil, c.convertError(ctx, err, d)
 	}

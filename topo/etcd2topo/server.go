@@ -143,9 +143,9 @@ type Conn struct {
 
 	mu       sync.Mutex
 	closed   bool
-	shared   *lease             // the lease of Lock, TryLock and elections
+	shared   *lease              // the lease of Lock, TryLock and elections
 	leases   map[*lease]struct{} // every live lease, for Close and tests
-	keyCount uint64             // makes lock and candidate keys unique
+	keyCount uint64              // makes lock and candidate keys unique
 }
 
 // NewConn opens a Conn with opts, rooted at root: files are the keys

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -41,6 +42,48 @@ func Start(t testing.TB) string {
 	t.Helper()
 	m := startMember(t)
 	return m.ClientAddr()
+}
+
+// Launch starts a single-member etcd like Start, for use in TestMain where
+// there is no testing.TB: it returns the client address and a stop
+// function that stops the member and removes its data directory. Tests
+// of one package can share the member, each using its own root.
+func Launch() (addr string, stop func(), err error) {
+	root, err := os.MkdirTemp("", "etcdtest-")
+	if err != nil {
+		return "", nil, fmt.Errorf("etcdtest: %w", err)
+	}
+	for attempt := range startAttempts {
+		addrs, err := etcdembed.FreeAddrs(2)
+		if err != nil {
+			os.RemoveAll(root)
+			return "", nil, fmt.Errorf("etcdtest: %w", err)
+		}
+		cfg := baseConfig()
+		cfg.Name = "m0"
+		cfg.Dir = filepath.Join(root, fmt.Sprintf("member%d", attempt))
+		cfg.ClientURL = "http://" + addrs[0]
+		cfg.PeerURL = "http://" + addrs[1]
+		m, err := etcdembed.Start(cfg)
+		if errors.Is(err, etcdembed.ErrAddrInUse) {
+			continue
+		}
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+			err = m.WaitReady(ctx)
+			cancel()
+			if err != nil {
+				m.Close()
+			}
+		}
+		if err != nil {
+			os.RemoveAll(root)
+			return "", nil, fmt.Errorf("etcdtest: %w", err)
+		}
+		return m.ClientAddr(), func() { m.Close(); os.RemoveAll(root) }, nil
+	}
+	os.RemoveAll(root)
+	return "", nil, fmt.Errorf("etcdtest: no free ports after %d attempts", startAttempts)
 }
 
 // StartMember is Start returning the running member itself, for tests that
