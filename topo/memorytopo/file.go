@@ -115,7 +115,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err := c.enter(ctx, OpGet, p); err != nil {
 		return nil, nil, err
 	}
-	v, ok := c.s.files.Load(c.full(p))
+	v, ok := c.idx.files.Load(p)
 	if !ok {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
@@ -143,7 +143,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if err := c.enter(ctx, OpGetVersion, p); err != nil {
 		return nil, err
 	}
-	v, ok := c.s.files.Load(c.full(p))
+	v, ok := c.idx.files.Load(p)
 	if !ok {
 		return nil, topo.NewError(topo.NoNode, p)
 	}

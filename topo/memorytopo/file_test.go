@@ -199,3 +199,45 @@ func TestNewServerPanicsOnBadCell(t *testing.T) {
 	require.Panics(t, func() { memorytopo.NewServer(context.Background(), "a/b") })
 	require.Panics(t, func() { memorytopo.NewServer(context.Background(), "") })
 }
+
+// TestLateRootSeesExistingFiles checks that a Conn opened on a new root
+// after files were written reads them (and later writes) with Get.
+func TestLateRootSeesExistingFiles(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	w := newConn(t, f)
+	_, err := w.Create(ctx, "a/b/c", []byte("1"))
+	require.NoError(t, err)
+	_, err = w.Lock(ctx, "a", "held")
+	require.NoError(t, err)
+
+	for root, p := range map[string]string{"": "root/a/b/c", "/root/a": "b/c", "root/a/b/": "c"} {
+		c, err := f.NewConn("mem", root)
+		require.NoError(t, err)
+		got, _, err := c.Get(ctx, p)
+		require.NoError(t, err, "root %q", root)
+		require.Equal(t, "1", string(got))
+		_, err = w.Update(ctx, "a/b/c", []byte("2"), nil)
+		require.NoError(t, err)
+		got, _, err = c.Get(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, "2", string(got))
+		_, err = w.Update(ctx, "a/b/c", []byte("1"), nil)
+		require.NoError(t, err)
+		c.Close()
+	}
+	top, err := f.NewConn("mem", "")
+	require.NoError(t, err)
+	defer top.Close()
+	es, err := top.ListDir(ctx, "root/a/locks", false)
+	require.NoError(t, err)
+	got, _, err := top.Get(ctx, "root/a/locks/"+es[0].Name)
+	require.NoError(t, err)
+	require.Equal(t, "held", string(got))
+	// Sibling roots sharing a name prefix stay apart.
+	r, err := f.NewConn("mem", "roo")
+	require.NoError(t, err)
+	defer r.Close()
+	_, _, err = r.Get(ctx, "t/a/b/c")
+	requireCode(t, err, topo.NoNode)
+}

@@ -178,10 +178,14 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 		f.stores[serverAddress] = s
 	}
 	f.mu.Unlock()
+	s.mu.Lock()
+	idx := s.index(r)
+	s.mu.Unlock()
 	return &Conn{
 		f:      f,
 		s:      s,
 		root:   r,
+		idx:    idx,
 		done:   make(chan struct{}),
 		leases: map[*lease]struct{}{},
 	}, nil
@@ -246,6 +250,7 @@ type Conn struct {
 	f    *Factory
 	s    *store
 	root string
+	idx  *rootIndex // lock-free read index of root
 
 	closed    atomic.Bool
 	closeOnce sync.Once

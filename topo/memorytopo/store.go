@@ -9,7 +9,7 @@ import (
 
 // store is one in-memory coordination store: everything a Factory holds
 // for one serverAddress. Its tree, leases, entries and watchers are guarded
-// by mu; Get reads files lock-free through the files index, which holds an
+// by mu; Get reads files lock-free through a per-root index, which holds an
 // immutable *fileState per path and is replaced (never mutated) on writes
 // made under mu.
 type store struct {
@@ -19,9 +19,12 @@ type store struct {
 	rev int64 // last version handed out, store-wide
 	top *node // the store's root node (no name)
 
-	// files indexes every value-holding node (files and lock or election
-	// entries) by full path, for Get's lock-free read path.
-	files sync.Map // string -> *fileState
+	// roots holds one index per Conn root in use (created with the first
+	// Conn of that root, kept for the store's lifetime), each mapping the
+	// paths of every value-holding node (files and lock or election
+	// entries) below that root, relative to it, to its *fileState. Get
+	// reads it without locking and without building the full path.
+	roots map[string]*rootIndex
 
 	leases       map[*lease]struct{}
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
@@ -37,7 +40,66 @@ func newStore(f *Factory) *store {
 		fileWatchers: map[string]map[*watcher]struct{}{},
 		recWatchers:  map[*watcher]struct{}{},
 		dirChans:     map[string]chan struct{}{},
+		roots:        map[string]*rootIndex{},
 	}
+}
+
+// rootIndex is the lock-free read index of one root.
+type rootIndex struct {
+	root  string   // canonical root, "" for the store's top
+	files sync.Map // path relative to root -> *fileState
+}
+
+// index returns the read index of the canonical root r, creating and
+// filling it on first use. Call with mu held for writing.
+func (s *store) index(r string) *rootIndex {
+	if ri, ok := s.roots[r]; ok {
+		return ri
+	}
+	ri := &rootIndex{root: r}
+	n := s.lookup(r)
+	if n != nil {
+		var fill func(n *node, rel string)
+		fill = func(n *node, rel string) {
+			if n.file != nil {
+				ri.files.Store(rel, n.file)
+			}
+			if n.entry != nil {
+				ri.files.Store(rel, entryState(n.entry))
+			}
+			for name, ch := range n.children {
+				fill(ch, joinFull(rel, name))
+			}
+		}
+		for name, ch := range n.children {
+			fill(ch, name)
+		}
+	}
+	s.roots[r] = ri
+	return ri
+}
+
+// publish makes fs (nil: nothing) the value read at full path p in every
+// root index that covers p. Call with mu held for writing.
+func (s *store) publish(p string, fs *fileState) {
+	for r, ri := range s.roots {
+		rel := p
+		if r != "" {
+			if len(p) <= len(r) || p[len(r)] != '/' || p[:len(r)] != r {
+				continue
+			}
+			rel = p[len(r)+1:]
+		}
+		if fs == nil {
+			ri.files.Delete(rel)
+		} else {
+			ri.files.Store(rel, fs)
+		}
+	}
+}
+
+func entryState(e *entry) *fileState {
+	return &fileState{contents: e.value, version: e.seq, ephemeral: true}
 }
 
 // node is one name in the tree. A node may hold a file, be an ephemeral
@@ -191,7 +253,7 @@ func (s *store) setFile(p string, n *node, contents []byte) *fileState {
 		n.addFiles(1)
 	}
 	n.file = fs
-	s.files.Store(p, fs)
+	s.publish(p, fs)
 	s.notifyFile(p, fs)
 	return fs
 }
@@ -201,7 +263,7 @@ func (s *store) setFile(p string, n *node, contents []byte) *fileState {
 func (s *store) deleteFile(p string, n *node) {
 	n.file = nil
 	n.addFiles(-1)
-	s.files.Delete(p)
+	s.publish(p, nil)
 	s.prune(n)
 	s.notifyFile(p, nil)
 }
@@ -284,7 +346,7 @@ func (s *store) addEntry(dir string, value []byte, l *lease) *entry {
 	e := &entry{path: p, seq: seq, value: value, lease: l, n: n, released: make(chan struct{})}
 	n.entry = e
 	l.entries[e] = struct{}{}
-	s.files.Store(p, &fileState{contents: value, version: seq, ephemeral: true})
+	s.publish(p, entryState(e))
 	s.dirChanged(dir)
 	return e
 }
@@ -310,7 +372,7 @@ func (s *store) removeEntry(e *entry, lost bool) {
 	delete(e.lease.entries, e)
 	if e.n.entry == e {
 		e.n.entry = nil
-		s.files.Delete(e.path)
+		s.publish(e.path, nil)
 		s.prune(e.n)
 	}
 	if e.onRemove != nil {
