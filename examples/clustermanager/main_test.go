@@ -20,6 +20,8 @@ import (
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/memorytopo"
 )
 
@@ -267,6 +269,26 @@ func testFailover(t *testing.T, storeArgs ...string) {
 		}
 		return true
 	}, waitFor, tick)
+}
+
+// TestFailoverOnEtcd is the main scenario on the default backend: three
+// instances on a real embedded etcd; the leader stops, another takes over
+// and reconciliation goes on.
+func TestFailoverOnEtcd(t *testing.T) {
+	addr := etcdtest.Start(t)
+	testFailover(t, "-topo-implementation", "etcd2", "-topo-global-server-address", addr, "-topo-global-root", "/clustermanager-test")
+}
+
+// TestCrashOnEtcd: the leader's process dies (its Conn closes without any
+// cleanup, revoking its lease); another instance takes over and removes the
+// dead member.
+func TestCrashOnEtcd(t *testing.T) {
+	addr := etcdtest.Start(t)
+	testCrash(t, func(t *testing.T) topo.Conn {
+		conn, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/clustermanager-crash")
+		require.NoError(t, err)
+		return conn
+	})
 }
 
 func TestFailoverOnMemorytopo(t *testing.T) {
