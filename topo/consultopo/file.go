@@ -1,11 +1,11 @@
 package consultopo
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 
@@ -100,14 +100,23 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return lastIndex(p, resp)
 }
 
+// writeNonce returns the Flags of a file write. Consul skips a write that
+// changes nothing (same value, same flags) without bumping the key's
+// ModifyIndex, but every Update must yield a new version, so each write
+// stores a fresh random nonce below 2^32 in the key's Flags (lock keys carry
+// api.LockFlagValue, far above that range). A rewrite of an identical value
+// keeps its version only if it draws the very same nonce (a 2^-32 chance),
+// which leaves the store in an identical state anyway.
+func writeNonce() uint64 { return uint64(rand.Uint32()) }
+
 // Update implements topo.Conn.Update. A nil version is an unconditional
 // write (creating the key if absent); a non-nil one is a check-and-set on
 // the key's ModifyIndex, which never creates the key: BadVersion when the
 // index differs, NoNode when the key is absent (version 0, which no key
-// ever has, gives one of those too). Consul does not bump the ModifyIndex
-// of a write that changes nothing, so the transaction deletes and rewrites
-// the key: every Update yields a new version. Errors as for Create; a
-// foreign or negative version gives InvalidArgument.
+// ever has, gives one of those too). It is one transaction returning the
+// new ModifyIndex; every Update yields a new version, even of identical
+// contents (see writeNonce). Errors as for Create; a foreign or negative
+// version gives InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
@@ -131,15 +140,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if len(contents) > maxTxnValue {
 		return c.writeLarge(ctx, p, contents, false, uint64(index))
 	}
-	key := c.key(p)
-	ops := make(api.TxnOps, 0, 3)
+	op := &api.KVTxnOp{Verb: api.KVSet, Key: c.key(p), Value: contents, Flags: writeNonce()}
 	if version != nil {
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(index)}})
+		op.Verb, op.Index = api.KVCAS, uint64(index)
 	}
-	ops = append(ops,
-		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
-		&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: contents}})
-	ok, resp, err := c.txn(ctx, ops)
+	ok, resp, err := c.txn(ctx, api.TxnOps{{KV: op}})
 	if err != nil {
 		return nil, c.convertError(ctx, err, p)
 	}
@@ -150,54 +155,40 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 }
 
 // writeLarge writes a value too large for a transaction through the KV
-// endpoint: Create as a check-and-set on index 0, Update (index 0: any
-// version) as a check-and-set on the current ModifyIndex, toggling the
-// key's flags between 0 and 1 when the value is unchanged so that the
-// ModifyIndex still moves. The KV endpoint does not return the new
-// ModifyIndex, so it is read back afterwards.
+// endpoint: Create as a check-and-set on index 0, Update as an
+// unconditional write (index 0) or a check-and-set on index. The KV
+// endpoint does not return the new ModifyIndex, so it is read back
+// afterwards (a concurrent writer may have moved it further by then).
 func (c *Conn) writeLarge(ctx context.Context, p string, contents []byte, create bool, index uint64) (topo.Version, error) {
 	key := c.key(p)
-	wo := c.writeOptions(ctx)
-	for {
-		pair := &api.KVPair{Key: key, Value: contents}
-		if !create {
-			cur, _, err := c.kv.Get(key, c.queryOptions(ctx))
-			switch {
-			case err != nil:
-				return nil, c.convertError(ctx, err, p)
-			case cur == nil && index != 0:
-				return nil, topo.NewError(topo.NoNode, p)
-			case cur != nil && index != 0 && cur.ModifyIndex != index:
-				return nil, topo.NewError(topo.BadVersion, p)
-			case cur != nil:
-				pair.ModifyIndex = cur.ModifyIndex
-				if bytes.Equal(cur.Value, contents) && cur.Flags <= 1 {
-					pair.Flags = cur.Flags ^ 1
-				}
-			}
-		}
-		ok, _, err := c.kv.CAS(pair, wo)
-		if err != nil {
-			return nil, c.convertError(ctx, err, p)
-		}
-		if !ok {
-			switch {
-			case create:
-				return nil, topo.NewError(topo.NodeExists, p)
-			case index != 0:
-				return nil, c.missingOrBadVersion(ctx, p)
-			}
-			continue // a concurrent writer won; an unconditional write retries
-		}
-		cur, _, err := c.kv.Get(key, c.queryOptions(ctx))
-		switch {
-		case err != nil:
-			return nil, c.convertError(ctx, err, p)
-		case cur == nil:
-			return nil, topo.Wrap(topo.NoNode, p, errors.New("deleted right after the write"))
-		}
-		return topo.NumericVersion(cur.ModifyIndex), nil
+	pair := &api.KVPair{Key: key, Value: contents, ModifyIndex: index}
+	if !create {
+		pair.Flags = writeNonce()
 	}
+	var ok bool
+	var err error
+	if create || index != 0 {
+		ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
+	} else {
+		_, err = c.kv.Put(pair, c.writeOptions(ctx))
+		ok = true
+	}
+	switch {
+	case err != nil:
+		return nil, c.convertError(ctx, err, p)
+	case !ok && create:
+		return nil, topo.NewError(topo.NodeExists, p)
+	case !ok:
+		return nil, c.missingOrBadVersion(ctx, p)
+	}
+	cur, _, err := c.kv.Get(key, c.queryOptions(ctx))
+	switch {
+	case err != nil:
+		return nil, c.convertError(ctx, err, p)
+	case cur == nil:
+		return nil, topo.Wrap(topo.NoNode, p, errors.New("deleted right after the write"))
+	}
+	return topo.NumericVersion(cur.ModifyIndex), nil
 }
 
 // missingOrBadVersion explains a failed check-and-set on p: NoNode when the
