@@ -235,3 +235,22 @@ func TestHangLapsesSession(t *testing.T) {
 	require.NoError(t, lctx.Err())
 	p.Stop()
 }
+
+// TestHangEndsWithStop checks that a WaitForLeadership blocked by a hung
+// server returns Interrupted when its participation is stopped.
+func TestHangEndsWithStop(t *testing.T) {
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	p, err := c.NewLeaderParticipation("e", "one")
+	require.NoError(t, err)
+	f.Hang()
+	defer f.Unhang()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.WaitForLeadership()
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return f.CallCount(memorytopo.OpWaitForLeadership) == 1 }, waitLimit, poll)
+	p.Stop()
+	requireCode(t, <-done, topo.Interrupted)
+}
