@@ -23,7 +23,10 @@
 //
 // A dev agent keeps its state in memory: Restart brings the agent back on
 // the same address with an empty store (no keys, no sessions, indexes
-// starting over).
+// starting over). An agent started with AgentOptions.Persistent is a
+// single-server datacenter keeping its state in its data dir instead, so it
+// comes back from Restart (or Kill and Start) with its keys and sessions;
+// tests use it to ride out short outages.
 package consultest
 
 import (
@@ -65,7 +68,23 @@ func Start(t testing.TB) string {
 // it. The agent is stopped in t.Cleanup.
 func StartAgent(t testing.TB) *Agent {
 	t.Helper()
-	a, err := NewAgent()
+	return StartAgentWithOptions(t, AgentOptions{})
+}
+
+// AgentOptions select the kind of agent NewAgentWithOptions starts.
+type AgentOptions struct {
+	// Persistent runs a single server (`consul agent -server
+	// -bootstrap-expect=1`) that keeps its state in its data dir, instead
+	// of `consul agent -dev`, which keeps it in memory. Its writes are
+	// slower (they reach the disk) and it takes a second or two longer to
+	// elect itself, but keys and sessions survive Kill/Start and Restart.
+	Persistent bool
+}
+
+// StartAgentWithOptions is StartAgent for an agent of the given kind.
+func StartAgentWithOptions(t testing.TB, opts AgentOptions) *Agent {
+	t.Helper()
+	a, err := NewAgentWithOptions(opts)
 	if err != nil {
 		t.Fatalf("consultest: %v", err)
 	}
@@ -189,13 +208,18 @@ type Agent struct {
 // must call Stop. It retries with new ports when a port was taken between
 // choosing and binding it.
 func NewAgent() (*Agent, error) {
+	return NewAgentWithOptions(AgentOptions{})
+}
+
+// NewAgentWithOptions is NewAgent for an agent of the given kind.
+func NewAgentWithOptions(opts AgentOptions) (*Agent, error) {
 	bin, err := BinaryPath()
 	if err != nil {
 		return nil, err
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		a, err := newAgent(bin)
+		a, err := newAgent(bin, opts)
 		if err == nil {
 			return a, nil
 		}
@@ -204,7 +228,7 @@ func NewAgent() (*Agent, error) {
 	return nil, lastErr
 }
 
-func newAgent(bin string) (*Agent, error) {
+func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 	dir, err := os.MkdirTemp("", "consultest-")
 	if err != nil {
 		return nil, err
@@ -219,7 +243,7 @@ func newAgent(bin string) (*Agent, error) {
 		dir:      dir,
 		httpPort: ports[0],
 		args: []string{
-			"agent", "-dev",
+			"agent",
 			"-bind", "127.0.0.1",
 			"-client", "127.0.0.1",
 			"-http-port", strconv.Itoa(ports[0]),
@@ -233,6 +257,11 @@ func newAgent(bin string) (*Agent, error) {
 			"-log-level", "warn",
 			"-hcl", "disable_update_check = true",
 		},
+	}
+	if opts.Persistent {
+		a.args = append(a.args, "-server", "-bootstrap-expect=1", "-hcl", "performance { raft_multiplier = 1 }")
+	} else {
+		a.args = append(a.args, "-dev")
 	}
 	if err := a.start(); err != nil {
 		a.Stop()
@@ -252,8 +281,8 @@ func (a *Agent) Dir() string { return a.dir }
 
 // Restart kills the agent and starts it again on the same ports, returning
 // once it leads again. A dev agent keeps nothing across a restart: keys and
-// sessions are gone and indexes start over. It fails the test when the agent
-// does not come back.
+// sessions are gone and indexes start over; a persistent one keeps both. It
+// fails the test when the agent does not come back.
 func (a *Agent) Restart(t testing.TB) {
 	t.Helper()
 	a.Kill()

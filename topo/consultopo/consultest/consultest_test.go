@@ -2,7 +2,9 @@ package consultest
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,4 +41,23 @@ func TestStartTwo(t *testing.T) {
 	require.NotEmpty(t, leader(t, a))
 	require.NotEmpty(t, leader(t, b))
 	require.FileExists(t, Binary(t))
+}
+
+func TestPersistentKeepsKeys(t *testing.T) {
+	a := StartAgentWithOptions(t, AgentOptions{Persistent: true})
+	url := "http://" + a.Addr() + "/v1/kv/k"
+	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader("v"))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	a.Restart(t)
+	resp, err = http.Get(url + "?raw")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, "v", string(b))
 }
