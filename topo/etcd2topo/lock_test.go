@@ -1,0 +1,178 @@
+package etcd2topo
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// TestLockOutlivesCallerContext: a lock taken with a 1 s context and a 3 s
+// TTL is renewed by the Conn, not by the caller's context: well after both
+// the context and one TTL have passed, another client's TryLock still fails
+// and Check is nil. Unlock then revokes the lock's own lease.
+func TestLockOutlivesCallerContext(t *testing.T) {
+	root := newRoot()
+	// The default LockTTL (30 s) differs from 3 s, so the lock gets a lease
+	// of its own.
+	c1, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
+	require.NoError(t, err)
+	t.Cleanup(c1.Close)
+	c2 := openConn(t, serverAddr, root)
+	bg := context.Background()
+	_, err = c1.Create(bg, "d/f", []byte("x"))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(bg, time.Second)
+	defer cancel()
+	ld, err := c1.LockWithTTL(ctx, "d", "holder", 3*time.Second)
+	require.NoError(t, err)
+	start := time.Now()
+	<-ctx.Done()
+
+	// Poll until more than two TTLs have passed since the lock was taken;
+	// at every poll the lock must still be held.
+	var tryErr, checkErr error
+	require.Eventually(t, func() bool {
+		_, tryErr = c2.TryLock(bg, "d", "other")
+		checkErr = ld.Check(bg)
+		if !topo.IsErrType(tryErr, topo.NodeExists) || checkErr != nil {
+			return true // stop polling: the lock was lost
+		}
+		return time.Since(start) > 7*time.Second
+	}, 30*time.Second, 200*time.Millisecond)
+	require.ErrorIs(t, tryErr, topo.NodeExists, "another client's TryLock while held")
+	require.NoError(t, checkErr, "Check while held")
+
+	id := ld.(*lockDescriptor).lease.id
+	require.NoError(t, ld.Unlock(bg))
+	ttl, err := rawClient(t, serverAddr).TimeToLive(bg, id)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, ttl.TTL, "Unlock must revoke the lock's own lease")
+	l2, err := c2.TryLock(bg, "d", "other")
+	require.NoError(t, err)
+	require.NoError(t, l2.Unlock(bg))
+}
+
+// TestLeaseRevokedBehindHolder: revoking a holder's lease with another
+// client makes Check and Unlock report LockLost and lets another client
+// take the lock; the holder's Conn then grants itself a new lease for its
+// next lock.
+func TestLeaseRevokedBehindHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lock func(c *Conn, ctx context.Context) (topo.LockDescriptor, error)
+	}{
+		{"Lock", func(c *Conn, ctx context.Context) (topo.LockDescriptor, error) { return c.Lock(ctx, "d", "holder") }},
+		{"LockName", func(c *Conn, ctx context.Context) (topo.LockDescriptor, error) { return c.LockName(ctx, "d", "holder") }},
+		{"LockWithTTL", func(c *Conn, ctx context.Context) (topo.LockDescriptor, error) {
+			return c.LockWithTTL(ctx, "d", "holder", 7*time.Second)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := newRoot()
+			c1, c2 := openConn(t, serverAddr, root), openConn(t, serverAddr, root)
+			ctx := context.Background()
+			_, err := c1.Create(ctx, "d/f", []byte("x"))
+			require.NoError(t, err)
+			ld, err := tc.lock(c1, ctx)
+			require.NoError(t, err)
+			require.NoError(t, ld.Check(ctx))
+
+			_, err = rawClient(t, serverAddr).Revoke(ctx, ld.(*lockDescriptor).lease.id)
+			require.NoError(t, err)
+
+			require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			l2, err := c2.Lock(wctx, "d", "other")
+			require.NoError(t, err)
+			require.ErrorIs(t, ld.Unlock(ctx), topo.LockLost)
+			require.NoError(t, l2.Check(ctx))
+			require.NoError(t, l2.Unlock(ctx))
+
+			// The holder's Conn recovers: its next lock works at once.
+			l3, err := tc.lock(c1, wctx)
+			require.NoError(t, err)
+			require.NoError(t, l3.Check(ctx))
+			require.NoError(t, l3.Unlock(ctx))
+		})
+	}
+}
+
+// TestLockKeyDeletedBehindHolder: deleting the lock key itself (the lease
+// stays) makes Check and Unlock report LockLost.
+func TestLockKeyDeletedBehindHolder(t *testing.T) {
+	root := newRoot()
+	c := openConn(t, serverAddr, root)
+	ctx := context.Background()
+	_, err := c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := c.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	_, err = rawClient(t, serverAddr).Delete(ctx, ld.(*lockDescriptor).key)
+	require.NoError(t, err)
+	require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
+	require.ErrorIs(t, ld.Unlock(ctx), topo.LockLost)
+	require.ErrorIs(t, ld.Unlock(ctx), topo.Interrupted)
+}
+
+// TestLockLayout: the lock is a leased key under <root>/<dir>/locks/
+// holding the contents, as Vitess lays it out; a waiter's key is younger.
+func TestLockLayout(t *testing.T) {
+	root := newRoot()
+	c1, c2 := openConn(t, serverAddr, root), openConn(t, serverAddr, root)
+	ctx := context.Background()
+	_, err := c1.Create(ctx, "a/b/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := c1.Lock(ctx, "a/b", "holder info")
+	require.NoError(t, err)
+
+	got := make(chan error, 1)
+	go func() {
+		l2, err := c2.Lock(ctx, "a/b", "waiter info")
+		if err == nil {
+			err = l2.Unlock(ctx)
+		}
+		got <- err
+	}()
+
+	cli := rawClient(t, serverAddr)
+	var resp *clientv3.GetResponse
+	require.Eventually(t, func() bool {
+		resp, err = cli.Get(ctx, root+"/a/b/locks/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		return err == nil && len(resp.Kvs) == 2
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, "holder info", string(resp.Kvs[0].Value))
+	require.NotZero(t, resp.Kvs[0].Lease)
+	require.Equal(t, "waiter info", string(resp.Kvs[1].Value))
+	require.NotZero(t, resp.Kvs[1].Lease)
+
+	require.NoError(t, ld.Unlock(ctx))
+	require.NoError(t, <-got)
+	resp, err = cli.Get(ctx, root+"/a/b/locks/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Empty(t, resp.Kvs)
+}
+
+// TestElectionLayout: candidates are leased keys under
+// <root>/elections/<name>/ valued with the participant id.
+func TestElectionLayout(t *testing.T) {
+	root := newRoot()
+	c := openConn(t, serverAddr, root)
+	p, err := c.NewLeaderParticipation("svc", "me")
+	require.NoError(t, err)
+	defer p.Stop()
+	_, err = p.WaitForLeadership()
+	require.NoError(t, err)
+	ctx := context.Background()
+	resp, err := rawClient(t, serverAddr).Get(ctx, root+"/elections/svc/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, "me", string(resp.Kvs[0].Value))
+	require.NotZero(t, resp.Kvs[0].Lease)
+}
