@@ -41,7 +41,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, topo.NewError(topo.NodeExists, p)
 	}
 	fs := s.setFile(full, s.ensure(full), value)
-	return topo.NumericVersion(fs.version), nil
+	return fs.ver, nil
 }
 
 // Update implements topo.Conn.Update. With a nil version it writes
@@ -96,7 +96,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		n = s.ensure(full)
 	}
 	fs := s.setFile(full, n, value)
-	return topo.NumericVersion(fs.version), nil
+	return fs.ver, nil
 }
 
 // Get implements topo.Conn.Get without taking any lock: it reads the
@@ -120,7 +120,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
 	fs := v.(*fileState)
-	return slices.Clone(fs.contents), topo.NumericVersion(fs.version), nil
+	return slices.Clone(fs.contents), fs.ver, nil
 }
 
 // GetVersion implements topo.Conn.GetVersion from the file's kept history
@@ -182,7 +182,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	s.mu.RLock()
 	var out []topo.KVInfo
 	s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
-		out = append(out, topo.KVInfo{Path: c.rel(full), Value: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)})
+		out = append(out, topo.KVInfo{Path: c.rel(full), Value: slices.Clone(fs.contents), Version: fs.ver})
 	})
 	s.mu.RUnlock()
 	if len(out) == 0 {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/topokit/topokit/topo"
 )
 
 // store is one in-memory coordination store: everything a Factory holds
@@ -99,7 +101,7 @@ func (s *store) publish(p string, fs *fileState) {
 }
 
 func entryState(e *entry) *fileState {
-	return &fileState{contents: e.value, version: e.seq, ephemeral: true}
+	return &fileState{contents: e.value, version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
 }
 
 // node is one name in the tree. A node may hold a file, be an ephemeral
@@ -120,6 +122,7 @@ type node struct {
 type fileState struct {
 	contents  []byte
 	version   int64
+	ver       topo.Version // topo.NumericVersion(version), boxed once
 	ephemeral bool
 	// history holds earlier versions of the file, oldest first; floor is the
 	// highest version discarded from it (0 when nothing was discarded).
@@ -236,7 +239,8 @@ func (s *store) nextRev() int64 {
 // setFile stores contents as the new value of the file at full path p and
 // returns its snapshot. Call with mu held for writing.
 func (s *store) setFile(p string, n *node, contents []byte) *fileState {
-	fs := &fileState{contents: contents, version: s.nextRev()}
+	v := s.nextRev()
+	fs := &fileState{contents: contents, version: v, ver: topo.NumericVersion(v)}
 	if old := n.file; old != nil {
 		limit := s.f.opts.History
 		h := make([]histEntry, 0, min(len(old.history)+1, limit))

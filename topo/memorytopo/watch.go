@@ -129,7 +129,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		s.mu.Unlock()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	cur := &topo.WatchData{Contents: slices.Clone(n.file.contents), Version: topo.NumericVersion(n.file.version)}
+	cur := &topo.WatchData{Contents: slices.Clone(n.file.contents), Version: n.file.ver}
 	w := newWatcher(c, full, false)
 	ws := s.fileWatchers[full]
 	if ws == nil {
@@ -149,7 +149,7 @@ func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchD
 		if fs == nil {
 			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}, true
 		}
-		return &topo.WatchData{Contents: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)}, false
+		return &topo.WatchData{Contents: slices.Clone(fs.contents), Version: fs.ver}, false
 	}, func() *topo.WatchData {
 		return &topo.WatchData{Err: w.interrupted(ctx, p)}
 	})
@@ -238,7 +238,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	cur := []*topo.WatchDataRecursive{}
 	s.walkPrefix(fp, func(full string, fs *fileState) {
 		cur = append(cur, &topo.WatchDataRecursive{Path: c.rel(full), WatchData: topo.WatchData{
-			Contents: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)}})
+			Contents: slices.Clone(fs.contents), Version: fs.ver}})
 	})
 	w := newWatcher(c, fp, true)
 	s.recWatchers[w] = struct{}{}
@@ -257,7 +257,7 @@ func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *t
 			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}, false
 		}
 		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{
-			Contents: slices.Clone(fs.contents), Version: topo.NumericVersion(fs.version)}}, false
+			Contents: slices.Clone(fs.contents), Version: fs.ver}}, false
 	}, func() *topo.WatchDataRecursive {
 		return &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: w.interrupted(ctx, prefix)}}
 	})
