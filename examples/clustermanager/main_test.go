@@ -23,6 +23,8 @@ import (
 	"github.com/topokit/topokit/topo/etcd2topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 const (
@@ -400,6 +402,20 @@ func TestCrashOnConsul(t *testing.T) {
 	addr := consultest.Start(t)
 	testCrash(t, func(t *testing.T) topo.Conn {
 		conn, err := consultopo.NewConn(consultopo.Options{Address: addr}, "clustermanager-crash")
+		require.NoError(t, err)
+		return conn
+	})
+}
+
+func TestFailoverOnZooKeeper(t *testing.T) {
+	addr := zktest.Start(t)
+	testFailover(t, "-topo-implementation", "zk2", "-topo-global-server-address", addr, "-topo-global-root", "/clustermanager-test")
+}
+
+func TestCrashOnZooKeeper(t *testing.T) {
+	addr := zktest.Start(t)
+	testCrash(t, func(t *testing.T) topo.Conn {
+		conn, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}, SessionTimeout: 10 * time.Second}, "/clustermanager-crash")
 		require.NoError(t, err)
 		return conn
 	})
