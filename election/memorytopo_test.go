@@ -73,3 +73,45 @@ func TestMemorytopoLeaseLapse(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b", id)
 }
+
+// TestRunnerRetriesStoreOutage runs a Runner on memorytopo while the store
+// fails every campaign with Unavailable: the Runner keeps retrying with
+// backoff instead of quitting, and becomes master once the outage ends.
+func TestRunnerRetriesStoreOutage(t *testing.T) {
+	mf := memorytopo.NewFactory()
+	conn, err := mf.NewConn("outage", "/global")
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := topoFactory(t, conn, "a").NewElection(ctx, "outage")
+	require.NoError(t, err)
+	defer e.Close(context.Background())
+
+	const failures = 5
+	mf.AddFault(memorytopo.Fault{Op: memorytopo.OpWaitForLeadership, Err: topo.Unavailable, Times: failures})
+	runCtx, stop := context.WithCancel(ctx)
+	mastered := make(chan struct{})
+	r := &election.Runner{
+		Election:       e,
+		InitialBackoff: time.Millisecond,
+		MaxBackoff:     10 * time.Millisecond,
+		Work: func(mctx context.Context) error {
+			close(mastered)
+			<-mctx.Done()
+			return nil
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	select {
+	case <-mastered:
+	case err := <-done:
+		require.FailNow(t, "Run returned during the outage", "%v", err)
+	case <-ctx.Done():
+		require.FailNow(t, "never became master after the outage")
+	}
+	require.GreaterOrEqual(t, mf.CallCount(memorytopo.OpWaitForLeadership), int64(failures+1))
+	stop()
+	require.NoError(t, <-done)
+}
