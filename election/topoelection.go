@@ -163,9 +163,9 @@ func (c *candidacy) end(cause error) {
 	subs := c.subs
 	if subs != nil {
 		c.subs, c.endCause = nil, cause
+		c.cancel(cause)
 	}
 	c.subMu.Unlock()
-	c.cancel(cause)
 	for _, cancel := range subs {
 		cancel(cause)
 	}
