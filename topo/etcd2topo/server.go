@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -146,6 +147,10 @@ type Conn struct {
 	shared   *lease              // the lease of Lock, TryLock and elections
 	leases   map[*lease]struct{} // every live lease, for Close and tests
 	keyCount uint64              // makes lock and candidate keys unique
+
+	// resyncs counts the watches re-read after their history was
+	// compacted (tests read it).
+	resyncs atomic.Int64
 }
 
 // NewConn opens a Conn with opts, rooted at root: files are the keys

@@ -134,6 +134,7 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 		}
 		s.cancel()
 		if ok && wr.CompactRevision != 0 {
+			s.c.resyncs.Add(1)
 			return nil, errCompacted
 		}
 		if ok {

@@ -1,0 +1,207 @@
+package etcd2topo
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+)
+
+// TestClusterLeaderStops: on a 3-member cluster, stopping the leader
+// member while a client streams updates, holds a lock and watches a file
+// does not disturb any of them: updates keep succeeding, the lock stays
+// held (its lease is renewed through another member) and the watch
+// resumes on another member and delivers the last value.
+func TestClusterLeaderStops(t *testing.T) {
+	cl := etcdtest.StartCluster(t, 3)
+	root := newRoot()
+	c := openConn(t, cl.Endpoints(), root)
+	other := openConn(t, cl.Endpoints(), root)
+	ctx := context.Background()
+
+	_, err := c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "w", []byte("0"))
+	require.NoError(t, err)
+	ld, err := c.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	_, changes, err := c.Watch(wctx, "w")
+	require.NoError(t, err)
+	var seen atomic.Int64 // the last value the watch delivered
+	watchDone := make(chan error, 1)
+	go func() {
+		var last topo.NumericVersion
+		for wd := range changes {
+			if wd.Err != nil {
+				if !topo.IsErrType(wd.Err, topo.Interrupted) {
+					watchDone <- wd.Err
+					return
+				}
+				continue
+			}
+			v := wd.Version.(topo.NumericVersion)
+			if v <= last {
+				watchDone <- fmt.Errorf("watch went back from version %d to %d", last, v)
+				return
+			}
+			last = v
+			n, _ := strconv.ParseInt(string(wd.Contents), 10, 64)
+			seen.Store(n)
+		}
+		watchDone <- nil
+	}()
+
+	// The writer updates w with 1, 2, 3, ... counting successes.
+	var written, failed atomic.Int64
+	stopWriter := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := int64(1); ; i++ {
+			select {
+			case <-stopWriter:
+				return
+			default:
+			}
+			uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.Update(uctx, "w", []byte(strconv.FormatInt(i, 10)), nil)
+			cancel()
+			if err != nil {
+				failed.Add(1)
+				i-- // retry the same value
+				continue
+			}
+			written.Store(i)
+		}
+	})
+
+	require.Eventually(t, func() bool { return written.Load() >= 20 }, 20*time.Second, 5*time.Millisecond)
+	leader := cl.LeaderIndex()
+	cl.StopMember(leader)
+	after := written.Load()
+	newLeader := cl.LeaderIndex()
+	require.NotEqual(t, leader, newLeader)
+	require.Eventually(t, func() bool { return written.Load() >= after+50 }, 30*time.Second, 5*time.Millisecond,
+		"updates must continue after the leader member stopped")
+	close(stopWriter)
+	wg.Wait()
+	last := written.Load()
+	t.Logf("updates: %d written, %d failed during the failover", last, failed.Load())
+
+	require.Eventually(t, func() bool { return seen.Load() == last }, 30*time.Second, 5*time.Millisecond,
+		"the watch must deliver the last value written")
+
+	var checkErr error
+	require.Eventually(t, func() bool {
+		checkErr = ld.Check(ctx)
+		return checkErr == nil || topo.IsErrType(checkErr, topo.LockLost)
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, checkErr, "the lock must stay held")
+	_, err = other.TryLock(ctx, "d", "other")
+	require.ErrorIs(t, err, topo.NodeExists)
+	require.NoError(t, ld.Unlock(ctx))
+
+	cancelWatch()
+	require.NoError(t, <-watchDone)
+}
+
+// TestWatchSurvivesCompaction: a Watch and a WatchRecursive whose only
+// member goes away while files change and the history is compacted resume
+// when the member returns: etcd refuses to resume from the compacted
+// revision, and the watchers re-read the current state and report it.
+func TestWatchSurvivesCompaction(t *testing.T) {
+	cl := etcdtest.StartCluster(t, 3)
+	root := newRoot()
+	// The watching Conn talks to member 0 only, so it cannot fail over.
+	c := openConn(t, cl.Addr(0), root)
+	ctx := context.Background()
+	for _, f := range []string{"w", "p/a", "p/b"} {
+		_, err := c.Create(ctx, f, []byte("v0"))
+		require.NoError(t, err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, changes, err := c.Watch(wctx, "w")
+	require.NoError(t, err)
+	initial, rchanges, err := c.WatchRecursive(wctx, "p/")
+	require.NoError(t, err)
+	require.Len(t, initial, 2)
+
+	cl.StopMember(0)
+	raw := rawClient(t, cl.Addr(1)+","+cl.Addr(2))
+	var rev int64
+	for i := 1; i <= 5; i++ {
+		resp, err := raw.Put(ctx, root+"/w", fmt.Sprintf("v%d", i))
+		require.NoError(t, err)
+		rev = resp.Header.Revision
+	}
+	_, err = raw.Delete(ctx, root+"/p/a")
+	require.NoError(t, err)
+	_, err = raw.Put(ctx, root+"/p/b", "v1")
+	require.NoError(t, err)
+	resp, err := raw.Put(ctx, root+"/p/c", "v1")
+	require.NoError(t, err)
+	rev = resp.Header.Revision
+	_, err = raw.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	require.NoError(t, err)
+	cl.RestartMember(0)
+
+	// The Watch reports the current value (intermediate values are gone).
+	select {
+	case wd := <-changes:
+		require.NoError(t, wd.Err)
+		require.Equal(t, "v5", string(wd.Contents))
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event from the Watch after compaction")
+	}
+
+	// The WatchRecursive reports every difference.
+	got := map[string]string{}
+	deadline := time.After(30 * time.Second)
+	for len(got) < 3 {
+		select {
+		case wd := <-rchanges:
+			if wd.Err != nil {
+				require.ErrorIs(t, wd.Err, topo.NoNode, wd.Path)
+				got[wd.Path] = "deleted"
+				continue
+			}
+			got[wd.Path] = string(wd.Contents)
+		case <-deadline:
+			t.Fatalf("WatchRecursive after compaction: only %v", got)
+		}
+	}
+	require.Equal(t, map[string]string{"p/a": "deleted", "p/b": "v1", "p/c": "v1"}, got)
+	require.EqualValues(t, 2, c.resyncs.Load(), "both watches must have met the compaction")
+
+	// Both keep working afterwards.
+	_, err = c.Update(ctx, "w", []byte("v6"), nil)
+	require.NoError(t, err)
+	wd := <-changes
+	require.NoError(t, wd.Err)
+	require.Equal(t, "v6", string(wd.Contents))
+	_, err = c.Update(ctx, "p/b", []byte("v2"), nil)
+	require.NoError(t, err)
+	rd := <-rchanges
+	require.NoError(t, rd.Err)
+	require.Equal(t, "p/b", rd.Path)
+
+	cancel()
+	for wd := range changes {
+		require.ErrorIs(t, wd.Err, topo.Interrupted)
+	}
+	for rd := range rchanges {
+		require.ErrorIs(t, rd.Err, topo.Interrupted)
+	}
+}
