@@ -1,0 +1,375 @@
+package etcd2topo
+
+// Benchmarks of the backend beside the same operation done with the raw
+// etcd client on the same server. Each benchmark interleaves the two
+// (one raw operation, one topo operation, per iteration) so that load from
+// other processes hits both alike, and reports each side's median latency
+// (raw-p50-µs, topo-p50-µs) and their ratio (topo/raw). Handover and
+// first-event benchmarks measure from the moment the triggering call
+// (Unlock, Stop, Update) returns to the moment the other side sees it.
+//
+//	go test -run xxx -bench . -benchtime 300x ./topo/etcd2topo/
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// latencies collects one side's samples.
+type latencies []time.Duration
+
+func (l latencies) p50() time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func report(b *testing.B, raw, tp latencies) {
+	b.Helper()
+	r, p := raw.p50(), tp.p50()
+	b.ReportMetric(float64(p.Nanoseconds())/1e3, "topo-p50-µs")
+	if len(raw) > 0 {
+		b.ReportMetric(float64(r.Nanoseconds())/1e3, "raw-p50-µs")
+		if r > 0 {
+			b.ReportMetric(float64(p)/float64(r), "topo/raw")
+		}
+	}
+}
+
+func benchConn(b *testing.B) (*Conn, *clientv3.Client, string) {
+	b.Helper()
+	root := newRoot()
+	c, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return c, rawClient(b, serverAddr), root
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	c, cli, root := benchConn(b)
+	ctx := context.Background()
+	_, err := c.Create(ctx, "f", []byte("some value"))
+	must(b, err)
+	var raw, tp latencies
+	for b.Loop() {
+		t0 := time.Now()
+		_, err := cli.Get(ctx, root+"/f")
+		raw = append(raw, time.Since(t0))
+		must(b, err)
+		t0 = time.Now()
+		_, _, err = c.Get(ctx, "f")
+		tp = append(tp, time.Since(t0))
+		must(b, err)
+	}
+	report(b, raw, tp)
+}
+
+func BenchmarkUpdateCAS(b *testing.B) {
+	c, cli, root := benchConn(b)
+	ctx := context.Background()
+	v, err := c.Create(ctx, "f", []byte("x"))
+	must(b, err)
+	resp, err := cli.Put(ctx, root+"/raw", "x")
+	must(b, err)
+	rawRev := resp.Header.Revision
+	var raw, tp latencies
+	for b.Loop() {
+		t0 := time.Now()
+		tr, err := cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(root+"/raw"), "=", rawRev)).
+			Then(clientv3.OpPut(root+"/raw", "y")).Commit()
+		raw = append(raw, time.Since(t0))
+		must(b, err)
+		if !tr.Succeeded {
+			b.Fatal("raw CAS failed")
+		}
+		rawRev = tr.Header.Revision
+		t0 = time.Now()
+		v, err = c.Update(ctx, "f", []byte("y"), v)
+		tp = append(tp, time.Since(t0))
+		must(b, err)
+	}
+	report(b, raw, tp)
+}
+
+func BenchmarkCreateDelete(b *testing.B) {
+	c, cli, root := benchConn(b)
+	ctx := context.Background()
+	var raw, tp latencies
+	for b.Loop() {
+		t0 := time.Now()
+		tr, err := cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(root+"/raw"), "=", 0)).
+			Then(clientv3.OpPut(root+"/raw", "x")).Commit()
+		must(b, err)
+		if !tr.Succeeded {
+			b.Fatal("raw create failed")
+		}
+		_, err = cli.Delete(ctx, root+"/raw")
+		raw = append(raw, time.Since(t0))
+		must(b, err)
+		t0 = time.Now()
+		_, err = c.Create(ctx, "f", []byte("x"))
+		must(b, err)
+		err = c.Delete(ctx, "f", nil)
+		tp = append(tp, time.Since(t0))
+		must(b, err)
+	}
+	report(b, raw, tp)
+}
+
+// BenchmarkLockUnlock: an uncontended Lock+Unlock, beside a
+// concurrency.Mutex Lock+Unlock on a long-lived session.
+func BenchmarkLockUnlock(b *testing.B) {
+	c, cli, root := benchConn(b)
+	ctx := context.Background()
+	_, err := c.Create(ctx, "d/f", []byte("x"))
+	must(b, err)
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
+	must(b, err)
+	defer sess.Close()
+	m := concurrency.NewMutex(sess, root+"/rawlock/")
+	// Warm up: the Conn grants its lease on first use.
+	ld, err := c.Lock(ctx, "d", "x")
+	must(b, err)
+	must(b, ld.Unlock(ctx))
+	var raw, tp latencies
+	for b.Loop() {
+		t0 := time.Now()
+		must(b, m.Lock(ctx))
+		must(b, m.Unlock(ctx))
+		raw = append(raw, time.Since(t0))
+		t0 = time.Now()
+		ld, err := c.Lock(ctx, "d", "x")
+		must(b, err)
+		must(b, ld.Unlock(ctx))
+		tp = append(tp, time.Since(t0))
+	}
+	report(b, raw, tp)
+}
+
+// waitDelays are how long the waiter waits before the holder releases,
+// cycled through: etcd's unsynced watchers are caught up every 100 ms, so
+// waits under 100 ms are where a watch opened at a past revision shows.
+var waitDelays = []time.Duration{time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond, 60 * time.Millisecond}
+
+// waitKeys polls until prefix holds n keys.
+func waitKeys(b *testing.B, cli *clientv3.Client, prefix string, n int64) {
+	b.Helper()
+	for {
+		resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		must(b, err)
+		if resp.Count >= n {
+			return
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// BenchmarkLockHandover: how long after the holder's Unlock returns the
+// waiter's Lock returns, beside the same with two concurrency.Mutex on
+// two sessions.
+func BenchmarkLockHandover(b *testing.B) {
+	holder, cli, root := benchConn(b)
+	waiter, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
+	must(b, err)
+	defer waiter.Close()
+	ctx := context.Background()
+	_, err = holder.Create(ctx, "d/f", []byte("x"))
+	must(b, err)
+	s1, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
+	must(b, err)
+	defer s1.Close()
+	cli2 := rawClient(b, serverAddr)
+	s2, err := concurrency.NewSession(cli2, concurrency.WithTTL(30))
+	must(b, err)
+	defer s2.Close()
+	m1, m2 := concurrency.NewMutex(s1, root+"/rawlock/"), concurrency.NewMutex(s2, root+"/rawlock/")
+
+	var raw, tp latencies
+	i := 0
+	for b.Loop() {
+		delay := waitDelays[i%len(waitDelays)]
+		i++
+
+		must(b, m1.Lock(ctx))
+		got := make(chan time.Time, 1)
+		go func() {
+			if err := m2.Lock(ctx); err != nil {
+				panic(err)
+			}
+			got <- time.Now()
+		}()
+		waitKeys(b, cli, root+"/rawlock/", 2)
+		time.Sleep(delay)
+		must(b, m1.Unlock(ctx))
+		t0 := time.Now()
+		raw = append(raw, (<-got).Sub(t0))
+		must(b, m2.Unlock(ctx))
+
+		l1, err := holder.Lock(ctx, "d", "holder")
+		must(b, err)
+		gotLock := make(chan time.Time, 1)
+		go func() {
+			l2, err := waiter.Lock(ctx, "d", "waiter")
+			gotLock <- time.Now()
+			if err != nil {
+				panic(err)
+			}
+			if err := l2.Unlock(ctx); err != nil {
+				panic(err)
+			}
+		}()
+		waitKeys(b, cli, root+"/d/locks/", 2)
+		time.Sleep(delay)
+		must(b, l1.Unlock(ctx))
+		t0 = time.Now()
+		tp = append(tp, (<-gotLock).Sub(t0))
+		for { // until the waiter's Unlock
+			resp, err := cli.Get(ctx, root+"/d/locks/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			must(b, err)
+			if resp.Count == 0 {
+				break
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	report(b, raw, tp)
+}
+
+// BenchmarkElectionHandover: how long after the leader's Stop returns
+// the follower's WaitForLeadership returns, beside concurrency.Election
+// Resign/Campaign on two sessions.
+func BenchmarkElectionHandover(b *testing.B) {
+	c1, cli, root := benchConn(b)
+	c2, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
+	must(b, err)
+	defer c2.Close()
+	ctx := context.Background()
+	s1, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
+	must(b, err)
+	defer s1.Close()
+	cli2 := rawClient(b, serverAddr)
+	s2, err := concurrency.NewSession(cli2, concurrency.WithTTL(30))
+	must(b, err)
+	defer s2.Close()
+	e1, e2 := concurrency.NewElection(s1, root+"/rawelection"), concurrency.NewElection(s2, root+"/rawelection")
+
+	var raw, tp latencies
+	i := 0
+	for b.Loop() {
+		delay := waitDelays[i%len(waitDelays)]
+		i++
+
+		must(b, e1.Campaign(ctx, "one"))
+		got := make(chan time.Time, 1)
+		go func() {
+			if err := e2.Campaign(ctx, "two"); err != nil {
+				panic(err)
+			}
+			got <- time.Now()
+		}()
+		waitKeys(b, cli, root+"/rawelection/", 2)
+		time.Sleep(delay)
+		must(b, e1.Resign(ctx))
+		t0 := time.Now()
+		raw = append(raw, (<-got).Sub(t0))
+		must(b, e2.Resign(ctx))
+
+		p1, err := c1.NewLeaderParticipation("e", "one")
+		must(b, err)
+		p2, err := c2.NewLeaderParticipation("e", "two")
+		must(b, err)
+		_, err = p1.WaitForLeadership()
+		must(b, err)
+		gotLead := make(chan time.Time, 1)
+		go func() {
+			_, err := p2.WaitForLeadership()
+			gotLead <- time.Now()
+			if err != nil {
+				panic(err)
+			}
+		}()
+		waitKeys(b, cli, root+"/elections/e/", 2)
+		time.Sleep(delay)
+		p1.Stop()
+		t0 = time.Now()
+		tp = append(tp, (<-gotLead).Sub(t0))
+		p2.Stop()
+	}
+	report(b, raw, tp)
+}
+
+// BenchmarkWatchFirstEvent: a Watch is opened, then the file is updated
+// by another client; measured from the Update's return to the event.
+// Beside it, a raw watch opened the usual way: read the key, then watch
+// from the next revision.
+func BenchmarkWatchFirstEvent(b *testing.B) {
+	c, cli, root := benchConn(b)
+	writer := rawClient(b, serverAddr)
+	ctx := context.Background()
+	_, err := c.Create(ctx, "f", []byte("x"))
+	must(b, err)
+	_, err = cli.Put(ctx, root+"/raw", "x")
+	must(b, err)
+	var raw, tp latencies
+	i := 0
+	for b.Loop() {
+		i++
+		val := fmt.Sprint(i)
+
+		wctx, cancel := context.WithCancel(ctx)
+		gr, err := cli.Get(wctx, root+"/raw")
+		must(b, err)
+		wch := cli.Watch(wctx, root+"/raw", clientv3.WithRev(gr.Header.Revision+1), clientv3.WithCreatedNotify())
+		<-wch // created
+		_, err = writer.Put(ctx, root+"/raw", val)
+		must(b, err)
+		t0 := time.Now()
+		for wr := range wch {
+			if len(wr.Events) > 0 {
+				break
+			}
+		}
+		raw = append(raw, time.Since(t0))
+		cancel()
+
+		wctx, cancel = context.WithCancel(ctx)
+		_, changes, err := c.Watch(wctx, "f")
+		must(b, err)
+		_, err = writer.Put(ctx, root+"/f", val)
+		must(b, err)
+		t0 = time.Now()
+		wd := <-changes
+		tp = append(tp, time.Since(t0))
+		if wd.Err != nil || string(wd.Contents) != val {
+			b.Fatalf("unexpected first event %+v", wd)
+		}
+		cancel()
+		for range changes {
+		}
+	}
+	report(b, raw, tp)
+}
+
+var _ topo.Conn = (*Conn)(nil)
