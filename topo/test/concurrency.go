@@ -3,6 +3,7 @@ package test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -117,11 +118,13 @@ func testLockMutualExclusion(s *store) {
 	var inside atomic.Bool
 	var overlaps atomic.Int32
 	errs := make(chan error, conns*perConn)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range conns {
 		c := s.conn()
 		for j := range perConn {
 			wg.Go(func() {
+				<-start
 				for k := range iterations {
 					holder := fmt.Sprintf("conn %d goroutine %d iteration %d", i, j, k)
 					l, err := c.Lock(ctx, "mutex", holder)
@@ -136,11 +139,15 @@ func testLockMutualExclusion(s *store) {
 					if err == nil {
 						var n int
 						n, err = strconv.Atoi(string(data))
+						// Give other goroutines every chance to enter too.
+						runtime.Gosched()
 						if err == nil {
 							_, err = c.Update(ctx, "mutex/counter", []byte(strconv.Itoa(n+1)), nil)
 						}
 					}
-					inside.Store(false)
+					if !inside.Swap(false) {
+						overlaps.Add(1)
+					}
 					if uerr := l.Unlock(ctx); err == nil && uerr != nil {
 						err = fmt.Errorf("Unlock: %w", uerr)
 					}
@@ -152,6 +159,7 @@ func testLockMutualExclusion(s *store) {
 			})
 		}
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -19,8 +19,13 @@ import (
 // under -race never fails a correct backend), shortWait is how long the suite
 // watches for something that must NOT happen (a blocked Lock returning, a
 // second leader), and poll is the polling interval of require.Eventually.
+//
+// promptWait bounds calls that must return without waiting for another
+// holder (TryLock): generous for a loaded machine, but far below a lock
+// wait such as Consul's default 15 s LockWaitTime.
 const (
-	longWait  = 30 * time.Second
+	promptWait = 5 * time.Second
+	longWait   = 30 * time.Second
 	shortWait = 300 * time.Millisecond
 	poll      = 10 * time.Millisecond
 )

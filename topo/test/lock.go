@@ -196,7 +196,7 @@ func testTryLock(s *store) {
 	require.NoError(t, l1.Check(ctx))
 
 	for _, c := range []topo.Conn{c2, c1} {
-		tctx, cancel := context.WithTimeout(ctx, longWait)
+		tctx, cancel := context.WithTimeout(ctx, promptWait)
 		_, err = c.TryLock(tctx, "d", "second")
 		cancel()
 		requireCode(t, err, topo.NodeExists, "TryLock while the lock is held")
@@ -204,7 +204,7 @@ func testTryLock(s *store) {
 	// Also while a blocked Lock waits in the queue.
 	waiter := lockAsync(t, func() (topo.LockDescriptor, error) { return c2.Lock(ctx, "d", "waiter") })
 	requireNothing(t, waiter, "Lock while held")
-	_, err = s.conn().TryLock(ctx, "d", "third")
+	_, err = s.conn().TryLock(shortCtx(t, promptWait), "d", "third")
 	requireCode(t, err, topo.NodeExists, "TryLock while the lock is held and a waiter is queued")
 
 	require.NoError(t, l1.Check(ctx))
