@@ -26,8 +26,8 @@ import (
 const (
 	promptWait = 5 * time.Second
 	longWait   = 30 * time.Second
-	shortWait = 300 * time.Millisecond
-	poll      = 10 * time.Millisecond
+	shortWait  = 300 * time.Millisecond
+	poll       = 10 * time.Millisecond
 )
 
 // store is one subtest's fresh, isolated store.
