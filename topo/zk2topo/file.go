@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -123,7 +124,14 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 			return err
 		})
 		switch {
-		case err == nil, errors.Is(err, zk.ErrNodeExists):
+		case err == nil:
+			// A new directory: its version is 0 and it has no locks child.
+			c.dirs.set(dir, 0)
+			if path.Base(dir) != locksDir {
+				c.dirs.setAbsent(dir + "/" + locksDir)
+			}
+			return nil
+		case errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := c.makeDirs(ctx, p, zkDir(dir)); err != nil {
@@ -409,9 +417,70 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return c.convert(err, p)
 	}
 
-	// Pipeline: the delete, then (once its frame is written, so that the
-	// server runs them after it) Stat reads of the parent and of its locks
-	// child, so that the common case needs no second round trip.
+	// Fast path: the parent's data version is known from an earlier call
+	// (and an empty directory znode's data cannot change while its version
+	// stays), so one multi deletes the file and rewrites the parent's empty
+	// data at that version, which returns the parent's Stat: whether the
+	// delete emptied it, in the same round trip. The multi also proves what
+	// the parent's "locks" child is: rewriting its empty data at a known
+	// version returns its Stat, and creating and deleting it proves it is
+	// absent. Any surprise fails the multi as a whole, and the slow path
+	// runs instead.
+	if pv, ok := c.dirs.get(parent); ok {
+		locks := parent + "/" + locksDir
+		ops := []any{
+			&zk.DeleteRequest{Path: zp, Version: ver},
+			&zk.SetDataRequest{Path: parent, Data: nil, Version: pv},
+		}
+		lv, lknown := c.dirs.get(locks)
+		labsent := !lknown && c.dirs.absent(locks)
+		switch {
+		case lknown:
+			ops = append(ops, &zk.SetDataRequest{Path: locks, Data: nil, Version: lv})
+		case labsent:
+			ops = append(ops, &zk.CreateRequest{Path: locks, Acl: c.acl}, &zk.DeleteRequest{Path: locks, Version: -1})
+		}
+		var mr []zk.MultiResponse
+		err := c.do(ctx, p, func() error {
+			var err error
+			mr, err = c.zk.Multi(ops...)
+			return err
+		})
+		switch {
+		case err == nil && len(mr) == len(ops) && mr[1].Stat != nil:
+			st := mr[1].Stat
+			c.dirs.set(parent, st.Version)
+			var lst *zk.Stat
+			if lknown && mr[2].Stat != nil {
+				lst = mr[2].Stat
+				c.dirs.set(locks, lst.Version)
+			}
+			switch {
+			case st.NumChildren == 0 || (st.NumChildren == 1 && lst != nil):
+				if c.removeIfEmpty(ctx, parent, true, st, lst != nil, lst) {
+					c.cleanupDir(ctx, zkDir(parent))
+				}
+			case st.NumChildren == 1 && !labsent:
+				c.cleanupAfterDelete(ctx, parent, st)
+			}
+			return nil
+		case len(mr) == len(ops) && mr[0].Error != nil:
+			if errors.Is(mr[0].Error, zk.ErrNotEmpty) {
+				return c.unfile(ctx, p, version)
+			}
+			return c.convert(mr[0].Error, p)
+		case len(mr) == len(ops):
+			// Someone else changed the parent or its locks: slow path.
+			c.dirs.drop(parent)
+			c.dirs.drop(locks)
+		default:
+			return c.convert(err, p)
+		}
+	}
+
+	// Slow path: the delete, then (once its frame is written, so that the
+	// server runs it after the delete) a Stat read of the parent, pipelined
+	// so that it adds no round trip.
 	type statRes struct {
 		exists bool
 		st     *zk.Stat
@@ -459,13 +528,55 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return nil
 	}
 	pr, lr := <-parentRes, <-locksRes
-	if pr.err != nil || lr.err != nil {
+	if pr.err != nil || lr.err != nil || !pr.exists {
 		return nil // best effort: the file is deleted
+	}
+	// Learn the parent's and its locks child's versions for the fast path.
+	locks := parent + "/" + locksDir
+	if pr.st.DataLength == 0 && pr.st.EphemeralOwner == 0 {
+		c.dirs.set(parent, pr.st.Version)
+		switch {
+		case !lr.exists:
+			c.dirs.setAbsent(locks)
+		case lr.st.DataLength == 0 && lr.st.EphemeralOwner == 0:
+			c.dirs.set(locks, lr.st.Version)
+		}
 	}
 	if c.removeIfEmpty(ctx, parent, pr.exists, pr.st, lr.exists, lr.st) {
 		c.cleanupDir(ctx, zkDir(parent))
 	}
 	return nil
+}
+
+// cleanupAfterDelete removes the directory znode dir, whose Stat after a
+// delete below it is st, when the delete left it empty (or holding only an
+// empty "locks" znode), and then its parents left empty.
+func (c *Conn) cleanupAfterDelete(ctx context.Context, dir string, st *zk.Stat) {
+	if st.DataLength > 0 || st.EphemeralOwner != 0 || st.NumChildren > 1 {
+		return
+	}
+	var lexists bool
+	var lst *zk.Stat
+	if st.NumChildren == 1 {
+		err := c.do(ctx, c.relPath(dir), func() error {
+			var err error
+			lexists, lst, err = c.zk.Exists(dir + "/" + locksDir)
+			return err
+		})
+		if err != nil {
+			return
+		}
+		if !lexists {
+			c.dirs.setAbsent(dir + "/" + locksDir)
+			return
+		}
+		if lst.DataLength == 0 && lst.EphemeralOwner == 0 {
+			c.dirs.set(dir+"/"+locksDir, lst.Version)
+		}
+	}
+	if c.removeIfEmpty(ctx, dir, true, st, lexists, lst) {
+		c.cleanupDir(ctx, zkDir(dir))
+	}
 }
 
 // unfile turns a file that has files below it into a directory (ZooKeeper
@@ -540,6 +651,8 @@ func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *z
 		return false
 	}
 	p := c.relPath(dir)
+	c.dirs.drop(dir)
+	c.dirs.drop(dir + "/" + locksDir)
 	switch {
 	case st.NumChildren == 0:
 		err := c.do(ctx, p, func() error { return c.zk.Delete(dir, st.Version) })
@@ -554,4 +667,49 @@ func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *z
 		return err == nil
 	}
 	return false
+}
+
+// dirCache remembers the data version of directory znodes (empty data) a
+// Conn has seen, and which "locks" znodes it saw absent, for Delete's fast
+// path. An entry only saves round trips: a stale one makes the fast path's
+// multi fail as a whole, and is dropped. It is bounded (cleared when full)
+// and safe for concurrent use.
+type dirCache struct {
+	mu sync.Mutex
+	m  map[string]int32 // version of a directory znode; -1: known absent
+}
+
+const dirCacheMax = 4096
+
+func (d *dirCache) get(zp string) (int32, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, ok := d.m[zp]
+	return v, ok && v >= 0
+}
+
+func (d *dirCache) absent(zp string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, ok := d.m[zp]
+	return ok && v < 0
+}
+
+func (d *dirCache) put(zp string, v int32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil || len(d.m) >= dirCacheMax {
+		d.m = make(map[string]int32)
+	}
+	d.m[zp] = v
+}
+
+func (d *dirCache) set(zp string, v int32) { d.put(zp, v) }
+
+func (d *dirCache) setAbsent(zp string) { d.put(zp, -1) }
+
+func (d *dirCache) drop(zp string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.m, zp)
 }

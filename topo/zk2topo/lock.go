@@ -77,7 +77,34 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 	sess := c.session()
 
 	var node string
-	for attempt := 0; ; attempt++ {
+	// Fast path: with the locks znode's data version known, one multi
+	// creates the entry and rewrites the locks znode's empty data at that
+	// version, returning its Stat: a single child means the entry is the
+	// only one, so the lock is held without a children read. A stale
+	// version fails the multi as a whole (nothing is created).
+	if lv, ok := c.dirs.get(locksZp); ok {
+		var mr []zk.MultiResponse
+		err := c.do(ctx, dp, func() error {
+			var err error
+			mr, err = c.zk.Multi(
+				&zk.CreateRequest{Path: locksZp + "/", Data: []byte(contents), Acl: c.acl, Flags: zk.FlagEphemeralSequential},
+				&zk.SetDataRequest{Path: locksZp, Data: nil, Version: lv})
+			return err
+		})
+		switch {
+		case err == nil && len(mr) == 2 && mr[1].Stat != nil:
+			node = mr[0].String
+			c.dirs.set(locksZp, mr[1].Stat.Version)
+			if mr[1].Stat.NumChildren == 1 {
+				return &lockDesc{c: c, dir: dp, node: node, sess: sess}, nil
+			}
+		case len(mr) == 2:
+			c.dirs.drop(locksZp) // stale or absent: the plain path
+		default:
+			return nil, c.convert(err, dp)
+		}
+	}
+	for attempt := 0; node == ""; attempt++ {
 		err := c.do(ctx, dp, func() error {
 			var err error
 			node, err = c.zk.Create(locksZp+"/", []byte(contents), zk.FlagEphemeralSequential, c.acl)
@@ -86,6 +113,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 		if err == nil {
 			break
 		}
+		node = ""
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
 			return nil, c.convert(err, dp)
 		}
@@ -114,14 +142,18 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 	name := node[len(locksZp)+1:]
 	for {
 		var children []string
+		var st *zk.Stat
 		err := c.read(ctx, dp, func() error {
 			var err error
-			children, _, err = c.zk.Children(locksZp)
+			children, st, err = c.zk.Children(locksZp)
 			return err
 		})
 		if err != nil {
 			l.abandon()
 			return nil, c.convert(err, dp)
+		}
+		if st.DataLength == 0 && st.EphemeralOwner == 0 {
+			c.dirs.set(locksZp, st.Version) // for the next Lock's fast path
 		}
 		sort.Strings(children)
 		idx := sort.SearchStrings(children, name)

@@ -132,6 +132,7 @@ type Conn struct {
 	zk   *zk.Conn
 	sem  chan struct{}
 	sent *sendObserver
+	dirs dirCache
 
 	authScheme string
 	auth       []byte
