@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -41,6 +42,7 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 		return nil, err
 	}
 	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String()}
+	o.stores = append(o.stores, st.name)
 	if cell != "" && cell != topo.GlobalCell {
 		cctx, cancel := o.callCtx(ctx)
 		defer cancel()
@@ -81,4 +83,14 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 		sp.addr = (&options{io: o.io, impl: "etcd2"}).defaultAddress()
 	}
 	return sp, nil
+}
+
+// at fills in the path of a topo error that names none (backends leave it
+// empty for the root), so that every error line names a path.
+func at(err error, canonical string) error {
+	var te *topo.Error
+	if errors.As(err, &te) && te.Path == "" {
+		return &topo.Error{Code: te.Code, Path: displayPath(canonical), Err: te.Err}
+	}
+	return err
 }

@@ -35,19 +35,25 @@ func freeClosedAddr(t *testing.T) string {
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	addr := freeClosedAddr(t)
-	for _, impl := range []string{"etcd2"} {
+	for _, impl := range []string{"etcd2", "zk2", "consul"} {
 		t.Run(impl, func(t *testing.T) {
 			tg := target{impl: impl, addr: addr, root: "/r"}
-			for _, args := range [][]string{
-				{"--timeout", "300ms", "ls", "/"},
-				{"--timeout", "300ms", "get", "a"},
-				{"--timeout", "300ms", "put", "a", "v"},
-				{"--timeout", "300ms", "watch", "a"},
-				{"--timeout", "300ms", "leader", "e"},
+			for _, c := range []struct {
+				path string
+				args []string
+			}{
+				{"/", []string{"--timeout", "300ms", "ls", "/"}},
+				{"a", []string{"--timeout", "300ms", "get", "a"}},
+				{"a", []string{"--timeout", "300ms", "put", "a", "v"}},
+				{"a", []string{"--timeout", "300ms", "watch", "a"}},
+				{"e", []string{"--timeout", "300ms", "leader", "e"}},
 			} {
+				args := c.args
 				r := tg.run(t, "", args...)
 				require.Equal(t, 1, r.code, "%v: %s", args, r.stderr)
 				assert.Regexp(t, `^topoctl: (Timeout|Unavailable): `, r.stderr, args)
+				assert.Regexp(t, "[ /]"+c.path+": ", r.stderr, args)
+				assert.True(t, strings.HasSuffix(r.stderr, "(store "+impl+":"+addr+":/r)\n"), "%v: %s", args, r.stderr)
 				assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 			}
 		})

@@ -302,7 +302,7 @@ func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) ([]t
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, at(err, dir)
 	}
 	out := kvs[:0]
 	for _, kv := range kvs {

@@ -59,7 +59,7 @@ func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, re
 	des, err := conn.ListDir(cctx, dir, true)
 	cancel()
 	if err != nil {
-		return nil, err
+		return nil, at(err, dir)
 	}
 	out := make([]*entry, 0, len(des))
 	for _, de := range des {
@@ -74,7 +74,7 @@ func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, re
 				e.Version = v.String()
 			case topo.IsErrType(err, topo.NoNode):
 			default:
-				return nil, err
+				return nil, at(err, p)
 			}
 		}
 		if recursive && de.Type == topo.TypeDirectory {

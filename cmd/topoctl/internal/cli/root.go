@@ -62,6 +62,11 @@ type IO struct {
 	Stdout goio.Writer
 	Stderr goio.Writer
 	Getenv func(string) string
+	// SetDefaultLogger makes Main install topoctl's logger (stderr, at
+	// --log-level) as slog's default, which the backends log through. The
+	// binary sets it; in-process callers such as tests leave it false so
+	// that they do not change process-wide state.
+	SetDefaultLogger bool
 }
 
 // options holds everything one command tree's flags set. One is created per
@@ -85,6 +90,8 @@ type options struct {
 	// started is set once flags and arguments were accepted: an error
 	// returned before that is a usage error.
 	started bool
+	// stores names the stores opened, for connection error messages.
+	stores []string
 }
 
 // usageError marks an error as a command-line mistake (exit code 2).
@@ -182,7 +189,7 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 	pf.DurationVar(&o.timeout, "timeout", DefaultTimeout,
 		"bound of each store call, and of waits for locks (env "+EnvTimeout+"; 0 means no bound)")
 	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
-	pf.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr)")
+	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr)")
 
 	root.AddCommand(
 		newServeCmd(o),
@@ -240,6 +247,9 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 		return usagef("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
 	o.log = slog.New(slog.NewTextHandler(o.io.Stderr, &slog.HandlerOptions{Level: level}))
+	if o.io.SetDefaultLogger {
+		slog.SetDefault(o.log)
+	}
 	if o.addr == "" {
 		o.addrDefaulted = true
 		o.addr = o.defaultAddress()
@@ -301,8 +311,13 @@ func (o *options) formatError(err error) string {
 		return msg
 	}
 	msg = codeName(c) + ": " + msg
-	if o.addrDefaulted && (c == topo.Unavailable || c == topo.Timeout) {
-		msg += ` (no server address was given: is "topoctl serve" running?)`
+	if c == topo.Unavailable || c == topo.Timeout {
+		if len(o.stores) > 0 {
+			msg += " (store " + strings.Join(o.stores, ", ") + ")"
+		}
+		if o.addrDefaulted {
+			msg += ` (no server address was given: is "topoctl serve" running?)`
+		}
 	}
 	return msg
 }

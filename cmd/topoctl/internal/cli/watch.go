@@ -75,13 +75,13 @@ by --timeout; the watch itself is not.`,
 					if topo.IsErrType(err, topo.NoNode) {
 						return nil
 					}
-					return err
+					return at(err, prefix)
 				}); err != nil {
 					return err
 				}
 				initial, changes, err := st.conn.WatchRecursive(wctx, prefix)
 				if err != nil {
-					return err
+					return at(err, prefix)
 				}
 				defer drainAfter(cancel, changes)
 				for _, wd := range initial {
