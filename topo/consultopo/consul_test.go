@@ -401,10 +401,11 @@ func TestOptions(t *testing.T) {
 
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("secret-token\n"), 0o600))
-	c, err := NewConn(Options{Address: agent.Addr() + ",127.0.0.1:1", TokenFile: tokenFile}, "/r/")
+	root := testRoot(t)
+	c, err := NewConn(Options{Address: agent.Addr() + ",127.0.0.1:1", TokenFile: tokenFile}, "/"+root+"/")
 	require.NoError(t, err)
 	defer c.Close()
-	require.Equal(t, "r", c.root)
+	require.Equal(t, root, c.root)
 	// The dev agent has ACLs off, so any token is accepted.
 	_, err = c.Create(t.Context(), "f", []byte("x"))
 	require.NoError(t, err)

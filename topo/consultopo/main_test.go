@@ -3,7 +3,9 @@ package consultopo
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,10 +40,11 @@ func testOptions() Options {
 	return Options{Address: agent.Addr(), WatchPollDuration: 2 * time.Second}
 }
 
-// testRoot returns a root unique to t.
+// testRoot returns a root unique to the call (named after t, with a random
+// suffix so that -count=N runs on the shared agent do not collide).
 func testRoot(t testing.TB) string {
 	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
-	return "topokit-test/" + r.Replace(t.Name())
+	return "topokit-test/" + r.Replace(t.Name()) + "-" + strconv.FormatUint(rand.Uint64(), 36)
 }
 
 // newTestConn opens a Conn under root, closed at the end of t.
