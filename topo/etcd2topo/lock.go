@@ -225,7 +225,11 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 			// range holds when every key in it passes, and an empty range
 			// compares as one absent key, so "CreateRevision > 0" over a
 			// range means "the range is not empty".
-			before := clientv3.Compare(clientv3.CreateRevision(dirPrefix), ">", 0).WithRange(locksPrefix)
+			start := dirPrefix
+			if start == "" {
+				start = "\x00" // the lowest key (an empty root): etcd rejects ""
+			}
+			before := clientv3.Compare(clientv3.CreateRevision(start), ">", 0).WithRange(locksPrefix)
 			after := clientv3.Compare(clientv3.CreateRevision(dirPrefix+locksDir+"0"), ">", 0).
 				WithRange(clientv3.GetPrefixRangeEnd(dirPrefix))
 			txn = txn.If(before).Then(put, first).Else(clientv3.OpTxn([]clientv3.Cmp{after}, []clientv3.Op{put, first}, nil))

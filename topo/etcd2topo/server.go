@@ -317,8 +317,13 @@ func (s slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 
 func (s slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	lvl := slog.LevelWarn
-	if e.Level >= zapcore.ErrorLevel {
+	switch {
+	case e.Level >= zapcore.ErrorLevel:
 		lvl = slog.LevelError
+	case strings.HasPrefix(e.Message, "retrying of unary invoker failed"):
+		// Every failed call is logged so, including those whose context
+		// was cancelled on purpose; the caller gets the error anyway.
+		lvl = slog.LevelDebug
 	}
 	s.l.Log(context.Background(), lvl, "etcd client: "+e.Message, fieldsToAttrs(fields)...)
 	return nil
