@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -61,6 +62,12 @@ type Config struct {
 	// NoFsync disables fsync in the member's storage. It loses data on a
 	// machine crash; it is meant for tests only.
 	NoFsync bool
+
+	// ClientTLS, when its CertFile and KeyFile are set, makes the member
+	// serve clients over TLS with that certificate (ClientURL must then be
+	// https://...). With TrustedCAFile and ClientCertAuth set it also
+	// requires client certificates signed by that CA.
+	ClientTLS transport.TLSInfo
 
 	// Logger receives etcd's own logs. Nil discards them.
 	Logger *zap.Logger
@@ -127,6 +134,7 @@ func Start(cfg Config) (*Member, error) {
 		ec.ElectionMs = cfg.ElectionMs
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
+	ec.ClientTLSInfo = cfg.ClientTLS
 	lg := cfg.Logger
 	if lg == nil {
 		lg = zap.NewNop()
