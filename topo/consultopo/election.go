@@ -118,9 +118,7 @@ func (p *participation) startTerm(cl *claim, sess *session) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &term{ctx: ctx, cancel: cancel, sess: sess, cl: cl, monitor: make(chan struct{})}
 	p.term = t
-	p.c.wg.Add(1)
-	go func() {
-		defer p.c.wg.Done()
+	p.c.spawn(func() {
 		defer close(t.monitor)
 		defer cancel()
 		defer p.c.releaseClaim(cl)
@@ -154,7 +152,7 @@ func (p *participation) startTerm(cl *claim, sess *session) {
 			}
 			index = nextIndex(index, meta.LastIndex)
 		}
-	}()
+	})
 }
 
 // endTerm ends the current term: it deletes the key if this participant

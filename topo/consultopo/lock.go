@@ -129,12 +129,16 @@ func (c *Conn) forgetSession(s *session) {
 	c.mu.Unlock()
 }
 
-// destroySession forgets s and destroys it in Consul (best effort), which
-// deletes the keys it holds.
+// destroySession forgets s and destroys it in Consul (best effort, for at
+// most requestTimeout), which deletes the keys it holds.
 func (c *Conn) destroySession(s *session) {
-	c.forgetSession(s)
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
+	c.destroySessionCtx(ctx, s)
+}
+
+func (c *Conn) destroySessionCtx(ctx context.Context, s *session) {
+	c.forgetSession(s)
 	if _, err := c.client.Session().Destroy(s.id, c.writeOptions(ctx)); err != nil {
 		slog.Debug("consultopo: destroying a session", "session", s.id, "err", err)
 	}
@@ -413,9 +417,7 @@ func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, pair *api.KVPair,
 		return r.ok, false, c.acquireError(spec.key, sess, r.err)
 	case <-ctx.Done():
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.spawn(func() {
 		if r := <-done; r.ok || r.err != nil {
 			c.deleteIfHeld(spec.key, sess)
 		}
@@ -423,7 +425,7 @@ func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, pair *api.KVPair,
 			c.destroySession(sess)
 		}
 		c.releaseClaim(cl)
-	}()
+	})
 	return false, true, ctx.Err()
 }
 
@@ -637,11 +639,7 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if ctx.Done() == nil {
 		release()
 	} else {
-		l.c.wg.Add(1)
-		go func() {
-			defer l.c.wg.Done()
-			release()
-		}()
+		l.c.spawn(release)
 	}
 	select {
 	case r := <-done:

@@ -63,6 +63,9 @@ const (
 	// DefaultWatchPollDuration is the wait time of the blocking queries
 	// behind Watch, WatchRecursive and lock waits.
 	DefaultWatchPollDuration = 30 * time.Second
+	// closeTimeout bounds how long Close tries to destroy the Conn's
+	// sessions.
+	closeTimeout = 5 * time.Second
 	// DefaultAddress is the agent address used when Options.Address is
 	// empty.
 	DefaultAddress = "127.0.0.1:8500"
@@ -269,10 +272,16 @@ func (c *Conn) Close() {
 	c.mu.Unlock()
 
 	c.cancel()
+	// Destroy the sessions in parallel, giving up on an unreachable agent
+	// after closeTimeout (Consul then expires them after their TTL).
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	var wg sync.WaitGroup
 	for _, s := range sessions {
 		s.markLost()
-		c.destroySession(s)
+		wg.Go(func() { c.destroySessionCtx(ctx, s) })
 	}
+	wg.Wait()
+	cancel()
 	c.wg.Wait()
 	c.transport.CloseIdleConnections()
 }
@@ -338,4 +347,22 @@ func (c *Conn) callCtx(ctx context.Context) (context.Context, context.CancelFunc
 	cctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.ctx, cancel)
 	return cctx, func() { stop(); cancel() }
+}
+
+// spawn runs f in a goroutine that Close waits for. After Close the
+// goroutine is not tracked (f then finishes quickly: the Conn's context is
+// cancelled).
+func (c *Conn) spawn(f func()) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		go f()
+		return
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
 }
