@@ -148,3 +148,40 @@ func testCloseReleases(s *store) {
 	requireLeader(t, ctx, p2, "id2", "after the leader's connection closed")
 	require.Error(t, l1.Check(ctx), "Check of a lock whose connection was closed")
 }
+
+// testCloseInterruptsWaiters: Close ends calls blocked on the connection
+// (a Lock waiting for a holder, a WaitForLeadership waiting for a leader)
+// with Closed or Interrupted.
+func testCloseInterruptsWaiters(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	holder, c := s.conn(), s.conn()
+
+	mustCreate(t, ctx, holder, "d/f", "x")
+	l, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	unlockOnCleanup(t, l)
+	leader, err := holder.NewLeaderParticipation("elec", "leader")
+	require.NoError(t, err)
+	stopOnCleanup(t, leader)
+	_, err = leader.WaitForLeadership()
+	require.NoError(t, err)
+
+	waiter := lockAsync(t, func() (topo.LockDescriptor, error) { return c.Lock(ctx, "d", "waiter") })
+	candidate, err := c.NewLeaderParticipation("elec", "candidate")
+	require.NoError(t, err)
+	stopOnCleanup(t, candidate)
+	got := leadAsync(candidate)
+	requireNothing(t, waiter, "Lock while held")
+	requireNothing(t, got, "WaitForLeadership while another leads")
+
+	c.Close()
+	r, _ := recv(t, waiter, "a Lock waiting on a closed connection")
+	requireOneOf(t, r.err, "a Lock waiting on a closed connection", topo.Closed, topo.Interrupted)
+	lr, _ := recv(t, got, "a WaitForLeadership waiting on a closed connection")
+	requireOneOf(t, lr.err, "a WaitForLeadership waiting on a closed connection", topo.Closed, topo.Interrupted)
+
+	// The holder and the leader are unaffected.
+	require.NoError(t, l.Check(ctx))
+	requireLeader(t, ctx, leader, "leader", "after another candidate's connection closed")
+	require.NoError(t, l.Unlock(ctx))
+}

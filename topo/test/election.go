@@ -246,3 +246,31 @@ func testElectionOneLeader(s *store) {
 	require.EqualValues(t, n, led.Load())
 	requireLeader(t, ctx, observer, "", "after every participant stopped")
 }
+
+// testElectionsIndependent: elections with different names (one a string
+// prefix of the other, or path names under a common parent) have their own
+// leaders.
+func testElectionsIndependent(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+
+	names := []string{"elec", "elec2", "svc/a", "svc/b"}
+	for _, name := range names {
+		p1, err := c1.NewLeaderParticipation(name, "first-"+name)
+		require.NoError(t, err)
+		stopOnCleanup(t, p1)
+		_, err = p1.WaitForLeadership()
+		require.NoErrorf(t, err, "WaitForLeadership in election %q", name)
+	}
+	for _, name := range names {
+		observer, err := c2.NewLeaderParticipation(name, "observer")
+		require.NoError(t, err)
+		requireLeader(t, ctx, observer, "first-"+name, "the leader of election "+name)
+	}
+	// A second candidate in one election waits, whatever the others do.
+	p2, err := c2.NewLeaderParticipation("elec", "second")
+	require.NoError(t, err)
+	stopOnCleanup(t, p2)
+	got := leadAsync(p2)
+	requireNothing(t, got, "a second candidate while the first leads")
+}

@@ -303,3 +303,37 @@ func testLockSameConn(s *store) {
 	require.NoError(t, r.err)
 	require.NoError(t, r.l.Unlock(ctx))
 }
+
+// testLocksIndependent: locks on different directories are independent,
+// even when one name is a string prefix of another or a parent of it.
+func testLocksIndependent(s *store) {
+	t, ctx, c1, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+	for _, p := range []string{"d/f", "d2/f", "d/sub/f", "e/f"} {
+		mustCreate(t, ctx, c1, p, "x")
+	}
+
+	l, err := c1.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	unlockOnCleanup(t, l)
+	for _, dir := range []string{"d2", "d/sub", "e"} {
+		o, err := c2.TryLock(shortCtx(t, promptWait), dir, "other")
+		require.NoErrorf(t, err, "TryLock(%q) while only d is locked", dir)
+		require.NoError(t, o.Unlock(ctx))
+		o, err = c2.Lock(shortCtx(t, longWait), dir, "other")
+		require.NoErrorf(t, err, "Lock(%q) while only d is locked", dir)
+		require.NoError(t, o.Unlock(ctx))
+	}
+	n, err := c2.LockName(shortCtx(t, longWait), "d2", "named")
+	require.NoError(t, err, "LockName(d2) while only d is locked")
+	require.NoError(t, n.Unlock(ctx))
+
+	// And the other way round: a held child lock does not block the parent.
+	require.NoError(t, l.Unlock(ctx))
+	sub, err := c2.Lock(ctx, "d/sub", "child")
+	require.NoError(t, err)
+	unlockOnCleanup(t, sub)
+	p, err := c1.TryLock(shortCtx(t, promptWait), "d", "parent")
+	require.NoError(t, err, "TryLock(d) while only d/sub is locked")
+	require.NoError(t, p.Unlock(ctx))
+	require.NoError(t, sub.Unlock(ctx))
+}

@@ -52,6 +52,7 @@ func groups() []struct {
 			{"LockWithTTL", testLockWithTTL},
 			{"LockName", testLockName},
 			{"SameConnExclusive", testLockSameConn},
+			{"Independent", testLocksIndependent},
 		}},
 		{"Watch", []subtest{
 			{"Changes", testWatch},
@@ -66,6 +67,7 @@ func groups() []struct {
 			{"PlainPrefix", testWatchRecursivePlainPrefix},
 			{"EmptyPrefix", testWatchRecursiveEmpty},
 			{"Cancel", testWatchRecursiveCancel},
+			{"Converges", testWatchRecursiveConverges},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},
@@ -73,11 +75,13 @@ func groups() []struct {
 			{"StopWhileWaiting", testElectionStopWhileWaiting},
 			{"WaitForNewLeader", testWaitForNewLeader},
 			{"OneLeaderAtATime", testElectionOneLeader},
+			{"Independent", testElectionsIndependent},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
 			{"WatchesInterrupted", testCloseWatches},
 			{"ReleasesLocksAndLeadership", testCloseReleases},
+			{"InterruptsWaiters", testCloseInterruptsWaiters},
 		}},
 		{"SessionLoss", []subtest{
 			{"Lock", testSessionLossLock},

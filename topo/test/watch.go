@@ -309,3 +309,33 @@ func testWatchRecursiveCancel(s *store) {
 	mustUpdate(t, ctx, c, "r/a", "c", nil)
 	waitRecursive(t, ch2, "r", "a new watch after cancel", func(wd *topo.WatchDataRecursive) bool { return string(wd.Contents) == "c" })
 }
+
+// testWatchRecursiveConverges: after rapid writes to several files, every
+// file's last value is reported (events may be coalesced, never lost).
+func testWatchRecursiveConverges(s *store) {
+	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+
+	const files, writes = 3, 10
+	_, ch, err := c.WatchRecursive(ctx, "r/")
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "WatchRecursive(r/)")
+	want := map[string]string{}
+	for i := range writes {
+		for f := range files {
+			p := fmt.Sprintf("r/f%d", f)
+			want[p] = fmt.Sprintf("v%02d", i)
+			mustUpdate(t, ctx, c2, p, want[p], nil)
+		}
+	}
+	require.NoError(t, c2.Delete(ctx, "r/f0", nil))
+	want["r/f0"] = "deleted"
+	seen := map[string]string{}
+	waitRecursive(t, ch, "r/", "convergence after rapid writes", func(wd *topo.WatchDataRecursive) bool {
+		if wd.Err != nil {
+			seen[wd.Path] = "deleted"
+		} else {
+			seen[wd.Path] = string(wd.Contents)
+		}
+		return maps.Equal(seen, want)
+	})
+}
