@@ -52,7 +52,9 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 			return nil, fmt.Errorf("cell %s: %w", cell, err)
 		}
 		st.conn = conn
-		st.name += " cell " + cell
+		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
+			st.name = sp.impl + ":" + ci.GetServerAddress() + ":" + ci.GetRoot() + " (cell " + cell + ")"
+		}
 	}
 	return st, nil
 }

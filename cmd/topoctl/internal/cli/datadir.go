@@ -32,7 +32,8 @@ func defaultDataDir(getenv func(string) string) (string, error) {
 
 // endpointFile is the file in serve's data directory that records the
 // client address it listens on, so that other commands find it with no
-// flags. serve removes it when it stops.
+// flags. It stays when serve stops: commands then fail against that
+// address and suggest starting serve, rather than trying another one.
 func endpointFile(dataDir string) string {
 	return filepath.Join(dataDir, "topoctl-client-address")
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,18 +243,20 @@ func (s *schema) decodeJSON(md protoreflect.MessageDescriptor, value []byte, mul
 	if err := (proto.UnmarshalOptions{Resolver: s.types}).Unmarshal(value, msg); err != nil {
 		return nil, fmt.Errorf("value is not a %s: %w", md.FullName(), err)
 	}
-	opts := protojson.MarshalOptions{Resolver: s.types}
-	if multiline {
-		opts.Multiline, opts.Indent = true, "  "
-	}
-	b, err := opts.Marshal(msg)
+	b, err := protojson.MarshalOptions{Resolver: s.types}.Marshal(msg)
 	if err != nil {
 		return nil, err
 	}
-	if !multiline {
-		// protojson may vary its spacing; compact it into plain JSON.
-		var v json.RawMessage = b
-		return json.Marshal(v)
+	// protojson varies its spacing on purpose; re-encode it with
+	// encoding/json so that the output is stable.
+	var out bytes.Buffer
+	if multiline {
+		err = json.Indent(&out, b, "", "  ")
+	} else {
+		err = json.Compact(&out, b)
 	}
-	return b, nil
+	if err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }

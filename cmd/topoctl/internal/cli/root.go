@@ -36,23 +36,36 @@ const (
 // Environment variables read by topoctl. A flag given on the command line
 // wins over its variable; a variable wins over the built-in default.
 const (
+	// EnvImplementation is --topo-implementation's variable.
 	EnvImplementation = "TOPO_IMPLEMENTATION"
-	EnvServerAddress  = "TOPO_GLOBAL_SERVER_ADDRESS"
-	EnvRoot           = "TOPO_GLOBAL_ROOT"
-	EnvCell           = "TOPO_CELL"
-	EnvTimeout        = "TOPO_TIMEOUT"
-	EnvDataDir        = "TOPOCTL_DATA_DIR"
+	// EnvServerAddress is --topo-global-server-address's variable.
+	EnvServerAddress = "TOPO_GLOBAL_SERVER_ADDRESS"
+	// EnvRoot is --topo-global-root's variable.
+	EnvRoot = "TOPO_GLOBAL_ROOT"
+	// EnvCell is --cell's variable.
+	EnvCell = "TOPO_CELL"
+	// EnvTimeout is --timeout's variable (a Go duration such as "10s").
+	EnvTimeout = "TOPO_TIMEOUT"
+	// EnvDataDir is the default of serve's --data-dir; flag-less commands
+	// also read serve's client address from it.
+	EnvDataDir = "TOPOCTL_DATA_DIR"
 )
 
 // Defaults of the connection flags. They match what `topoctl serve` runs
 // with no flags, so `topoctl serve` in one terminal and `topoctl ls /` in
 // another work with no set-up.
 const (
+	// DefaultImplementation is the embedded etcd's backend.
 	DefaultImplementation = "etcd2"
-	DefaultClientAddress  = "127.0.0.1:2379"
-	DefaultPeerAddress    = "127.0.0.1:2380"
-	DefaultRoot           = "/vitess/global"
-	DefaultTimeout        = 30 * time.Second
+	// DefaultClientAddress is where serve listens for clients by default.
+	DefaultClientAddress = "127.0.0.1:2379"
+	// DefaultPeerAddress is where serve listens for etcd peers by default.
+	DefaultPeerAddress = "127.0.0.1:2380"
+	// DefaultRoot is the global cell's root: Vitess's usual global root,
+	// so that topoctl and Vitess can share one store.
+	DefaultRoot = "/vitess/global"
+	// DefaultTimeout bounds each store call and each lock wait.
+	DefaultTimeout = 30 * time.Second
 )
 
 // IO is where a command tree reads and writes, and how it sees the

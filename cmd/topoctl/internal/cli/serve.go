@@ -35,8 +35,9 @@ $XDG_DATA_HOME/topokit/etcd, else ~/.local/share/topokit/etcd.
 
 Once ready it prints the client URL and the flags and environment variables
 other commands need. With the default data directory, other topoctl
-commands find it with no flags at all (serve records its client address in
-that directory while it runs). With --output json it prints that as one
+commands find it with no flags at all: serve records its client address in
+that directory (the record stays after serve stops, so that commands then
+fail fast against that address, suggesting to start serve). With --output json it prints that as one
 JSON object.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,7 +91,6 @@ JSON object.`,
 			if err := os.WriteFile(ef, []byte(addr+"\n"), 0o600); err != nil {
 				return err
 			}
-			defer os.Remove(ef)
 			o.log.Info("embedded etcd ready", "client_url", "http://"+addr, "data_dir", dataDir)
 			o.printServe(addr, dataDir)
 

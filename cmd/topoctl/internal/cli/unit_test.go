@@ -11,7 +11,15 @@ import (
 
 func TestParseSpec(t *testing.T) {
 	t.Parallel()
-	o := &options{io: IO{Getenv: func(string) string { return "" }}}
+	// A data directory without serve's address record: the default
+	// address is the built-in one.
+	dataDir := t.TempDir()
+	o := &options{io: IO{Getenv: func(k string) string {
+		if k == EnvDataDir {
+			return dataDir
+		}
+		return ""
+	}}}
 	for in, want := range map[string]spec{
 		"etcd2:127.0.0.1:2379:/vitess":                {"etcd2", "127.0.0.1:2379", "/vitess"},
 		"zk2:127.0.0.1:2181,127.0.0.1:2182:/vitess/g": {"zk2", "127.0.0.1:2181,127.0.0.1:2182", "/vitess/g"},
