@@ -59,6 +59,10 @@ var mutants = map[string][]string{
 	"create-ignores-context": {"BadInput/CancelledContext"},
 	// Create truncates oversized values instead of refusing them.
 	"oversize-truncated": {"BadInput/ValueSize"},
+	// A full ListDir never marks lock or election entries Ephemeral.
+	"no-ephemeral": {"Lock/Ephemeral", "Election/Handover"},
+	// A Lock whose deadline passes reports Interrupted instead of Timeout.
+	"timeout-as-interrupted": {"Lock/Timeout"},
 	// Compare-and-set is a Get followed by an unconditional write.
 	"cas-not-atomic": {"Concurrency/CompareAndSet"},
 }
@@ -219,8 +223,13 @@ func (c *mutantConn) GetVersion(ctx context.Context, p string, v int64) ([]byte,
 
 func (c *mutantConn) ListDir(ctx context.Context, dir string, full bool) ([]topo.DirEntry, error) {
 	entries, err := c.Conn.ListDir(ctx, dir, full)
-	if c.name == "listdir-unsorted" {
+	switch c.name {
+	case "listdir-unsorted":
 		slices.Reverse(entries)
+	case "no-ephemeral":
+		for i := range entries {
+			entries[i].Ephemeral = false
+		}
 	}
 	return entries, err
 }
@@ -239,6 +248,12 @@ func (c *mutantConn) Lock(ctx context.Context, dir, contents string) (topo.LockD
 			return nil, err
 		}
 		return &fakeLock{}, nil
+	case "timeout-as-interrupted":
+		l, err := c.Conn.Lock(ctx, dir, contents)
+		if topo.IsErrType(err, topo.Timeout) {
+			err = topo.NewError(topo.Interrupted, dir)
+		}
+		return l, err
 	case "unlock-twice-ok":
 		l, err := c.Conn.Lock(ctx, dir, contents)
 		if err != nil {
