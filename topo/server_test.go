@@ -396,3 +396,96 @@ func TestConnForCellCloseRace(t *testing.T) {
 		require.NoError(t, err, "ConnForCell racing Close")
 	}
 }
+
+// countingFactory dials cells through a memorytopo Factory, counting dials
+// per cell, and fails for addresses starting with "fail".
+type countingFactory struct {
+	mem   *memorytopo.Factory
+	mu    sync.Mutex
+	dials map[string]int
+}
+
+func (f *countingFactory) Create(cell, addr, root string) (topo.Conn, error) {
+	f.mu.Lock()
+	f.dials[cell]++
+	f.mu.Unlock()
+	if strings.HasPrefix(addr, "fail") {
+		return nil, topo.NewError(topo.Unavailable, addr)
+	}
+	return f.mem.Create(cell, addr, root)
+}
+
+func (f *countingFactory) count(cell string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dials[cell]
+}
+
+func TestConnForCellDialsOncePerRecord(t *testing.T) {
+	ctx := t.Context()
+	mem := memorytopo.NewFactory()
+	global, err := mem.Create(topo.GlobalCell, "", "/global")
+	require.NoError(t, err)
+	f := &countingFactory{mem: mem, dials: map[string]int{}}
+	ts := topo.NewServer(f, global)
+	defer ts.Close()
+	require.True(t, ts.GlobalCell() == global)
+
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{Root: "/zone1"}))
+	for range 5 {
+		_, err := ts.ConnForCell(ctx, "zone1")
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, f.count("zone1"), "ConnForCell dials a cell once while its record is unchanged")
+
+	require.NoError(t, ts.UpdateCellInfoFields(ctx, "zone1", func(ci *topodatapb.CellInfo) error {
+		ci.Root = "/zone1b"
+		return nil
+	}))
+	require.Eventually(t, func() bool {
+		_, err := ts.ConnForCell(ctx, "zone1")
+		return err == nil && f.count("zone1") == 2
+	}, waitFor, tick, "ConnForCell re-dials once after the record changed")
+	for range 3 {
+		_, err := ts.ConnForCell(ctx, "zone1")
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, f.count("zone1"))
+
+	// A factory error is returned and nothing is cached.
+	require.NoError(t, ts.CreateCellInfo(ctx, "down", &topodatapb.CellInfo{ServerAddress: "fail:1", Root: "/down"}))
+	for i := range 2 {
+		_, err := ts.ConnForCell(ctx, "down")
+		requireCodeT(t, err, topo.Unavailable)
+		require.Equal(t, i+1, f.count("down"), "a failed dial is not cached")
+	}
+	// Fixing the record makes the cell usable.
+	require.NoError(t, ts.UpdateCellInfoFields(ctx, "down", func(ci *topodatapb.CellInfo) error {
+		ci.ServerAddress = ""
+		return nil
+	}))
+	_, err = ts.ConnForCell(ctx, "down")
+	require.NoError(t, err)
+}
+
+func TestConnForCellCorruptRecord(t *testing.T) {
+	ctx := t.Context()
+	ts, _ := newServer(t)
+	_, err := ts.GlobalCell().Create(ctx, topo.CellInfoPath("bad"), []byte{0xff, 0xff, 0xff})
+	require.NoError(t, err)
+	_, err = ts.ConnForCell(ctx, "bad")
+	requireCodeT(t, err, topo.InvalidArgument)
+	_, err = ts.GetCellInfo(ctx, "bad")
+	requireCodeT(t, err, topo.InvalidArgument)
+	require.Contains(t, err.Error(), topo.CellInfoPath("bad"))
+	err = ts.UpdateCellInfoFields(ctx, "bad", func(*topodatapb.CellInfo) error { return nil })
+	requireCodeT(t, err, topo.InvalidArgument)
+	names, err := ts.GetCellInfoNames(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"bad"}, names)
+}
+
+func TestDirEntryTypeString(t *testing.T) {
+	require.Equal(t, "file", topo.TypeFile.String())
+	require.Equal(t, "directory", topo.TypeDirectory.String())
+}
