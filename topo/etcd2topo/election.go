@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -70,7 +71,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 	p.campaign.Lock()
 	defer p.campaign.Unlock()
 	if p.stopCtx.Err() != nil {
-		if p.c.ctx.Err() != nil {
+		if p.c.isClosed() {
 			return nil, topo.NewError(topo.Closed, p.name)
 		}
 		return nil, topo.NewError(topo.Interrupted, p.name)
@@ -79,16 +80,29 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		return p.leading, nil
 	}
 	ctx := p.stopCtx
-	l, err := p.c.sharedLease(ctx, p.name)
-	if err != nil {
-		return nil, p.stoppedErr(err)
-	}
-	key := p.prefix + p.c.newKeyName(l)
-	resp, err := p.c.cli.Txn(ctx).Then(
-		clientv3.OpPut(key, p.id, clientv3.WithLease(l.id)),
-		clientv3.OpGet(p.prefix, clientv3.WithFirstCreate()...),
-	).Commit()
-	if err != nil {
+	var (
+		l    *lease
+		key  string
+		resp *clientv3.TxnResponse
+	)
+	for attempt := 0; ; attempt++ {
+		var err error
+		if l, err = p.c.sharedLease(ctx, p.name); err != nil {
+			return nil, p.stoppedErr(err)
+		}
+		key = p.prefix + p.c.newKeyName(l)
+		resp, err = p.c.cli.Txn(ctx).Then(
+			clientv3.OpPut(key, p.id, clientv3.WithLease(l.id)),
+			clientv3.OpGet(p.prefix, clientv3.WithFirstCreate()...),
+		).Commit()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			// The shared lease went away before its keepalive noticed.
+			p.c.dropLease(l)
+			continue
+		}
 		return nil, p.stoppedErr(p.c.convertError(ctx, err, p.name))
 	}
 	rev := resp.Header.Revision
@@ -107,7 +121,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 // stoppedErr turns the error of a wait ended by Stop into Interrupted and
 // one ended by Close into Closed.
 func (p *participation) stoppedErr(err error) error {
-	if p.c.ctx.Err() != nil {
+	if p.c.isClosed() {
 		return topo.Wrap(topo.Closed, p.name, err)
 	}
 	if p.stopCtx.Err() != nil {
@@ -184,7 +198,7 @@ func (p *participation) removeKey(key string, rev int64) {
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 		Then(clientv3.OpDelete(key)).
 		Commit()
-	if err != nil && p.c.ctx.Err() == nil {
+	if err != nil && !p.c.isClosed() {
 		p.c.log.Warn("removing an election candidate; it stays until its lease ends", "key", key, "err", err)
 	}
 }

@@ -35,7 +35,7 @@ func (c *Conn) convertError(ctx context.Context, err error, path string) error {
 	if ctx != nil && ctx.Err() != nil {
 		return topo.Wrap(topo.CodeOf(topo.FromContext(ctx, path)), path, err)
 	}
-	if c.ctx.Err() != nil {
+	if c.isClosed() {
 		return topo.Wrap(topo.Closed, path, err)
 	}
 	return topo.Wrap(codeOf(err), path, err)

@@ -54,7 +54,7 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	}
 	l := &lease{id: resp.ID, ttl: ttl, done: make(chan struct{})}
 	c.mu.Lock()
-	if c.closed {
+	if c.isClosed() {
 		c.mu.Unlock()
 		c.revokeQuietly(l)
 		return nil, topo.NewError(topo.Closed, path)
@@ -103,7 +103,7 @@ func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if !c.closed {
+	if !c.isClosed() {
 		c.shared = l
 	}
 	c.mu.Unlock()
@@ -149,11 +149,12 @@ type lockMode struct {
 // Lock takes the lock on dirPath with the Conn's shared lease (TTL
 // Options.LockTTL, 30 s by default): it adds a key under
 // <root>/<dirPath>/locks/ holding contents and, unless it is the oldest
-// one, waits until every older key there is deleted. Lock and the check
-// that dirPath holds a file are one transaction, and the wait watches the
-// locks directory from the current revision, so that a waiter gets the
-// lock as soon as the holder's key is deleted. It returns NoNode if
-// dirPath holds no file (nothing is written), Timeout or Interrupted when
+// one, waits until every older key there is deleted. Adding the key,
+// reading the oldest one and checking that dirPath holds a file are one
+// transaction, and the wait watches the locks directory from the current
+// revision, so that a waiter gets the lock as soon as the holder's key is
+// deleted. It returns NoNode if dirPath holds no file (its key is removed
+// at once), Timeout or Interrupted when
 // ctx ends first (its key is then removed), LockLost if its own key
 // vanished while waiting, Closed, Unavailable.
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
@@ -215,28 +216,29 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 		ld := &lockDescriptor{c: c, path: d, lease: l, own: mode.ttl != 0}
 		ld.key = locksPrefix + c.newKeyName(l)
 
-		put := clientv3.OpPut(ld.key, contents, clientv3.WithLease(l.id))
-		first := clientv3.OpGet(locksPrefix, clientv3.WithFirstCreate()...)
-		txn := c.cli.Txn(ctx)
+		ops := []clientv3.Op{
+			clientv3.OpPut(ld.key, contents, clientv3.WithLease(l.id)),
+			clientv3.OpGet(locksPrefix, clientv3.WithFirstCreate()...),
+		}
 		if mode.requireDir {
 			// The directory holds a file when some key is under it outside
 			// its locks/ directory: in [dir/, dir/locks/) or in
-			// [dir/locks0, end of dir/) ('0' follows '/'). A compare over a
-			// range holds when every key in it passes, and an empty range
-			// compares as one absent key, so "CreateRevision > 0" over a
-			// range means "the range is not empty".
+			// [dir/locks0, end of dir/) ('0' follows '/'). Keys-only reads
+			// limited to one key are answered from etcd's index in constant
+			// time. (A transaction compare over those ranges would say the
+			// same without writing, but etcd evaluates it by reading every
+			// key and value of the range: a cost that grows with the
+			// directory.)
 			start := dirPrefix
 			if start == "" {
 				start = "\x00" // the lowest key (an empty root): etcd rejects ""
 			}
-			before := clientv3.Compare(clientv3.CreateRevision(start), ">", 0).WithRange(locksPrefix)
-			after := clientv3.Compare(clientv3.CreateRevision(dirPrefix+locksDir+"0"), ">", 0).
-				WithRange(clientv3.GetPrefixRangeEnd(dirPrefix))
-			txn = txn.If(before).Then(put, first).Else(clientv3.OpTxn([]clientv3.Cmp{after}, []clientv3.Op{put, first}, nil))
-		} else {
-			txn = txn.Then(put, first)
+			ops = append(ops,
+				clientv3.OpGet(start, clientv3.WithRange(locksPrefix), clientv3.WithKeysOnly(), clientv3.WithLimit(1)),
+				clientv3.OpGet(dirPrefix+locksDir+"0", clientv3.WithRange(clientv3.GetPrefixRangeEnd(dirPrefix)),
+					clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
 		}
-		resp, err := txn.Commit()
+		resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				// The lease went away behind our back (revoked, expired)
@@ -249,19 +251,13 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 			}
 			return nil, c.convertError(ctx, err, d)
 		}
-		ops := resp.Responses
-		if !resp.Succeeded {
-			inner := resp.Responses[0].GetResponseTxn()
-			if inner == nil || !inner.Succeeded {
-				if ld.own {
-					c.dropLease(l)
-				}
-				return nil, topo.NewError(topo.NoNode, d)
-			}
-			ops = inner.Responses
-		}
 		ld.rev = resp.Header.Revision
-		if kvs := ops[1].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Key) == ld.key {
+		rs := resp.Responses
+		if mode.requireDir && len(rs[2].GetResponseRange().Kvs) == 0 && len(rs[3].GetResponseRange().Kvs) == 0 {
+			ld.remove()
+			return nil, topo.NewError(topo.NoNode, d)
+		}
+		if kvs := rs[1].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Key) == ld.key {
 			return ld, nil
 		}
 		if mode.try {
@@ -327,7 +323,7 @@ func (c *Conn) waitOlderGoneOnce(ctx context.Context, prefix, myKey string, rev 
 		return c.convertError(ctx, err, path)
 	}
 	if resp.Responses[1].GetResponseRange().Count == 0 {
-		return topo.NewError(topo.LockLost, path)
+		return c.ownKeyGone(path)
 	}
 	older := map[string]struct{}{}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
@@ -341,12 +337,21 @@ func (c *Conn) waitOlderGoneOnce(ctx context.Context, prefix, myKey string, rev 
 		for _, ev := range wr.Events {
 			k := string(ev.Kv.Key)
 			if k == myKey {
-				return topo.NewError(topo.LockLost, path)
+				return c.ownKeyGone(path)
 			}
 			delete(older, k)
 		}
 	}
 	return nil
+}
+
+// ownKeyGone returns the error for a wait whose own key vanished: Closed
+// when Close revoked its lease, LockLost otherwise.
+func (c *Conn) ownKeyGone(path string) error {
+	if c.isClosed() {
+		return topo.NewError(topo.Closed, path)
+	}
+	return topo.NewError(topo.LockLost, path)
 }
 
 // watchCreated waits for the created notification of a watch opened with
@@ -365,7 +370,7 @@ func (c *Conn) watchEnded(ctx context.Context, path string) error {
 	if err := ctx.Err(); err != nil {
 		return topo.FromContext(ctx, path)
 	}
-	if c.ctx.Err() != nil {
+	if c.isClosed() {
 		return topo.NewError(topo.Closed, path)
 	}
 	return errRewatch

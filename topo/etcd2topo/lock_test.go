@@ -176,3 +176,33 @@ func TestElectionLayout(t *testing.T) {
 	require.Equal(t, "me", string(resp.Kvs[0].Value))
 	require.NotZero(t, resp.Kvs[0].Lease)
 }
+
+// TestElectionAfterLeaseRevoked: revoking the shared lease ends the
+// leadership; the same Conn can campaign again at once, on a new lease.
+func TestElectionAfterLeaseRevoked(t *testing.T) {
+	c := openConn(t, serverAddr, newRoot())
+	p, err := c.NewLeaderParticipation("svc", "me")
+	require.NoError(t, err)
+	defer p.Stop()
+	lctx, err := p.WaitForLeadership()
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, id := range c.leaseIDs() {
+		_, err := rawClient(t, serverAddr).Revoke(ctx, id)
+		require.NoError(t, err)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("leadership context not cancelled after the lease was revoked")
+	}
+	p2, err := c.NewLeaderParticipation("svc", "me again")
+	require.NoError(t, err)
+	defer p2.Stop()
+	l2, err := p2.WaitForLeadership()
+	require.NoError(t, err)
+	require.NoError(t, l2.Err())
+	id, err := p2.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "me again", id)
+}

@@ -142,8 +142,9 @@ type Conn struct {
 
 	grantMu sync.Mutex // serializes grants of the shared lease
 
+	closed atomic.Bool // set first thing in Close
+
 	mu       sync.Mutex
-	closed   bool
 	shared   *lease              // the lease of Lock, TryLock and elections
 	leases   map[*lease]struct{} // every live lease, for Close and tests
 	keyCount uint64              // makes lock and candidate keys unique
@@ -242,9 +243,12 @@ func (c *Conn) dirPrefix(dir string) string {
 // rel returns the canonical path of a key under the root.
 func (c *Conn) rel(key []byte) string { return string(key[len(c.rootPrefix):]) }
 
+// isClosed reports whether Close was called.
+func (c *Conn) isClosed() bool { return c.closed.Load() }
+
 // closedErr returns a Closed error for path once Close was called.
 func (c *Conn) closedErr(path string) error {
-	if c.ctx.Err() != nil {
+	if c.isClosed() {
 		return topo.NewError(topo.Closed, path)
 	}
 	return nil
@@ -264,12 +268,10 @@ func (c *Conn) check(ctx context.Context, path string) error {
 // Interrupted and closes the etcd client. Later calls return Closed. Close
 // is idempotent and safe for concurrent use.
 func (c *Conn) Close() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if c.closed.Swap(true) {
 		return
 	}
-	c.closed = true
+	c.mu.Lock()
 	leases := make([]*lease, 0, len(c.leases))
 	for l := range c.leases {
 		leases = append(leases, l)

@@ -87,7 +87,7 @@ func (s *stream) ended() error {
 	if err := s.ctx.Err(); err != nil {
 		return topo.Wrap(topo.Interrupted, s.path, err)
 	}
-	if s.c.ctx.Err() != nil {
+	if s.c.isClosed() {
 		return topo.Wrap(topo.Interrupted, s.path, errors.New("connection closed"))
 	}
 	return nil
