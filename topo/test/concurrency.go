@@ -219,7 +219,7 @@ var registerModel = porcupine.Model{
 // write of the value it read returned.
 func testLinearizable(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
-	const clients, opsPerClient = 4, 12
+	const clients, opsPerClient = 4, 16
 	initV := mustCreate(t, ctx, s.conn(), "lin/f", "init")
 
 	begin := time.Now()
@@ -229,10 +229,12 @@ func testLinearizable(s *store) {
 	type seen struct{ value, version string }
 	var reads []seen
 	errs := make(chan error, clients)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for id := range clients {
 		c := s.conn()
 		wg.Go(func() {
+			<-start
 			rng := rand.New(rand.NewPCG(uint64(id), 42))
 			record := func(in linInput, call int64, out linOutput) {
 				mu.Lock()
@@ -240,6 +242,7 @@ func testLinearizable(s *store) {
 				history = append(history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: int64(time.Since(begin))})
 			}
 			for k := range opsPerClient {
+				runtime.Gosched() // interleave the clients even on a fast store
 				value := fmt.Sprintf("c%d-%d", id, k)
 				switch rng.IntN(3) {
 				case 0:
@@ -290,6 +293,7 @@ func testLinearizable(s *store) {
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ var mutants = map[string][]string{
 	"no-ephemeral": {"Lock/Ephemeral", "Election/Handover"},
 	// A Lock whose deadline passes reports Interrupted instead of Timeout.
 	"timeout-as-interrupted": {"Lock/Timeout"},
+	// Get serves each connection's last read or write from a cache, so it
+	// misses other connections' writes (stale reads).
+	"stale-reads": {"Concurrency/Linearizable"},
 	// Compare-and-set is a Get followed by an unconditional write.
 	"cas-not-atomic": {"Concurrency/CompareAndSet"},
 }
@@ -149,6 +153,40 @@ type mutantConn struct {
 	topo.Conn
 	mem  *memorytopo.Conn
 	name string
+
+	mu    sync.Mutex
+	cache map[string]cached // stale-reads
+}
+
+type cached struct {
+	data []byte
+	v    topo.Version
+}
+
+func (c *mutantConn) remember(p string, data []byte, v topo.Version) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cache == nil {
+		c.cache = map[string]cached{}
+	}
+	c.cache[strings.TrimPrefix(p, "/")] = cached{data, v}
+}
+
+func (c *mutantConn) Get(ctx context.Context, p string) ([]byte, topo.Version, error) {
+	if c.name == "stale-reads" {
+		c.mu.Lock()
+		e, ok := c.cache[strings.TrimPrefix(p, "/")]
+		c.mu.Unlock()
+		if ok {
+			return e.data, e.v, nil
+		}
+		data, v, err := c.Conn.Get(ctx, p)
+		if err == nil {
+			c.remember(p, data, v)
+		}
+		return data, v, err
+	}
+	return c.Conn.Get(ctx, p)
 }
 
 func (c *mutantConn) Update(ctx context.Context, p string, contents []byte, v topo.Version) (topo.Version, error) {
@@ -165,6 +203,12 @@ func (c *mutantConn) Update(ctx context.Context, p string, contents []byte, v to
 			return nil, uerr
 		}
 		return old, nil
+	case "stale-reads":
+		nv, err := c.Conn.Update(ctx, p, contents, v)
+		if err == nil {
+			c.remember(p, contents, nv)
+		}
+		return nv, err
 	case "cas-not-atomic":
 		if v != nil {
 			_, cur, err := c.Conn.Get(ctx, p)
