@@ -216,7 +216,10 @@ var registerModel = porcupine.Model{
 // testLinearizable records a small concurrent history of Get, Update and
 // compare-and-set on one file from several connections and checks it with
 // porcupine. It also checks that every Get reports the version that the
-// write of the value it read returned.
+// write of the value it read returned. It assumes reads are linearizable,
+// as they are on etcd (default), a single Consul server and a standalone
+// ZooKeeper; against a ZooKeeper ensemble, whose reads are only
+// sequentially consistent unless the backend syncs first, it may fail.
 func testLinearizable(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	const clients, opsPerClient = 4, 16
