@@ -12,7 +12,9 @@ import (
 	goio "io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -286,6 +288,19 @@ func (o *options) defaultAddress() string {
 		}
 	}
 	return DefaultClientAddress
+}
+
+// Run is the topoctl binary: Main with the process's arguments, standard
+// streams and environment, and a context cancelled by SIGINT or SIGTERM
+// (a second signal then ends the process at once). It returns the exit
+// code for os.Exit.
+func Run() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the next signal gets the default action
+	}()
+	return Main(ctx, os.Args[1:], IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, SetDefaultLogger: true})
 }
 
 // Main runs topoctl with args and returns its exit code. ctx ends
