@@ -192,7 +192,8 @@ func (p *participation) watchKey(s *stream, leading context.Context, key string,
 
 // removeKey deletes our candidate key if it is still the one we created.
 func (p *participation) removeKey(key string, rev int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultCleanupTimeout)
+	// After Close there is nothing to remove: Close revoked the lease.
+	ctx, cancel := context.WithTimeout(p.c.ctx, defaultCleanupTimeout)
 	defer cancel()
 	_, err := p.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).

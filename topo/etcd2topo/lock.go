@@ -123,7 +123,9 @@ func (c *Conn) dropLease(l *lease) {
 }
 
 func (c *Conn) revokeQuietly(l *lease) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultCleanupTimeout)
+	// Bounded by the Conn's life: after Close there is no client to ask
+	// (and Close revoked every lease already).
+	ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
 	defer cancel()
 	if _, err := c.cli.Revoke(ctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		c.log.Debug("revoking lease", "lease", fmt.Sprintf("%x", l.id), "err", err)
@@ -396,13 +398,13 @@ func (ld *lockDescriptor) remove() {
 		ld.c.dropLease(ld.lease)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultCleanupTimeout)
+	ctx, cancel := context.WithTimeout(ld.c.ctx, defaultCleanupTimeout)
 	defer cancel()
 	_, err := ld.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(ld.key), "=", ld.rev)).
 		Then(clientv3.OpDelete(ld.key)).
 		Commit()
-	if err != nil {
+	if err != nil && !ld.c.isClosed() {
 		ld.c.log.Warn("removing an abandoned lock key; it stays until its lease ends", "key", ld.key, "err", err)
 	}
 }

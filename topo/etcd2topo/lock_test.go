@@ -206,3 +206,19 @@ func TestElectionAfterLeaseRevoked(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "me again", id)
 }
+
+// TestStopAfterClose: Stop after the Conn's Close has nothing left to
+// remove (Close revoked the lease) and returns without asking etcd; the
+// participation then reports Closed.
+func TestStopAfterClose(t *testing.T) {
+	c := openConn(t, serverAddr, newRoot())
+	p, err := c.NewLeaderParticipation("svc", "me")
+	require.NoError(t, err)
+	lctx, err := p.WaitForLeadership()
+	require.NoError(t, err)
+	c.Close()
+	<-lctx.Done()
+	p.Stop()
+	_, err = p.WaitForLeadership()
+	require.ErrorIs(t, err, topo.Closed)
+}
