@@ -81,8 +81,12 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 	if sp.impl == "" {
 		return spec{}, usagef("--%s %q: empty implementation", flag, s)
 	}
-	if sp.addr == "" && sp.impl == "etcd2" {
+	switch {
+	case sp.addr != "" || sp.impl == "memory":
+	case sp.impl == "etcd2":
 		sp.addr = (&options{io: o.io, impl: "etcd2"}).defaultAddress()
+	default:
+		return spec{}, usagef("--%s %q: empty server address", flag, s)
 	}
 	return sp, nil
 }

@@ -188,6 +188,9 @@ A progress bar is drawn when stdout is a terminal.`,
 			if to == "" {
 				return usagef("copy needs --to IMPL:ADDR:ROOT")
 			}
+			if err := o.checkSpecs(from, to); err != nil {
+				return err
+			}
 			under, err := topo.CleanDirPath(argOr(args, 0, "/"))
 			if err != nil {
 				return err
@@ -323,6 +326,9 @@ numbers its own). With --output json it prints {"identical","files",
 			if to == "" {
 				return usagef("diff needs --to IMPL:ADDR:ROOT")
 			}
+			if err := o.checkSpecs(from, to); err != nil {
+				return err
+			}
 			under, err := topo.CleanDirPath(argOr(args, 0, "/"))
 			if err != nil {
 				return err
@@ -382,4 +388,16 @@ numbers its own). With --output json it prints {"identical","files",
 	f.StringVar(&from, "from", "", "first store IMPL:ADDR:ROOT (default: the shared flags)")
 	f.StringVar(&to, "to", "", "second store IMPL:ADDR:ROOT")
 	return cmd
+}
+
+// checkSpecs parses the --from and --to values before anything is opened,
+// so that a malformed one is reported as a usage error first.
+func (o *options) checkSpecs(from, to string) error {
+	if from != "" {
+		if _, err := o.parseSpec("from", from); err != nil {
+			return err
+		}
+	}
+	_, err := o.parseSpec("to", to)
+	return err
 }

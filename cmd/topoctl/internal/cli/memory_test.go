@@ -31,6 +31,11 @@ func TestUnknownImplementation(t *testing.T) {
 	r := tg.fails(t, 1, []string{"NoImplementation", "nosuch", "registered implementations", "memory"}, "ls")
 	assert.Empty(t, r.stdout)
 	tg.fails(t, 1, []string{"NoImplementation", "nosuch"}, "copy", "--from", "memory:x:/", "--to", "nosuch:x:/")
+
+	// Only the embedded etcd has a default address.
+	zk := target{impl: "zk2", root: "/"}
+	zk.fails(t, 2, []string{"--topo-global-server-address", "required"}, "ls")
+	tg.fails(t, 2, []string{"empty server address"}, "copy", "--to", "consul::/r")
 }
 
 func TestEnvironment(t *testing.T) {

@@ -266,8 +266,15 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 		slog.SetDefault(o.log)
 	}
 	if o.addr == "" {
-		o.addrDefaulted = true
-		o.addr = o.defaultAddress()
+		switch o.impl {
+		case "etcd2":
+			o.addrDefaulted = true
+			o.addr = o.defaultAddress()
+		case "memory":
+			// "" names one in-process store, like any other string.
+		default:
+			return usagef("--topo-global-server-address (or %s) is required with --topo-implementation %s", EnvServerAddress, o.impl)
+		}
 	}
 	return nil
 }
