@@ -42,7 +42,8 @@ session timeout); without it the backend's default applies. --try uses the
 default time to live, so it does not combine with --ttl.
 
 On SIGINT or SIGTERM topoctl sends SIGTERM to the command, waits up to
---grace for it (then kills it) and releases the lock. If the store drops
+--grace for it (then kills it) and releases the lock; a second signal ends
+topoctl at once, and the lock then lapses with its time to live. If the store drops
 the lock while the command runs (lease or session lost), topoctl stops the
 command the same way and fails with LockLost.`,
 		Args: func(cmd *cobra.Command, args []string) error {
