@@ -156,9 +156,11 @@ type Conn struct {
 
 // NewConn opens a Conn with opts, rooted at root: files are the keys
 // <root>/<path>. root is a key prefix such as "/vitess/global"; trailing
-// slashes are ignored. NewConn does not wait for etcd. It returns
-// InvalidArgument when opts has no endpoint or unreadable TLS files, and
-// InvalidPath for a malformed root.
+// slashes are ignored. NewConn does not wait for etcd, except that with
+// opts.Username set it authenticates at once (within opts.DialTimeout). It
+// returns InvalidArgument when opts has no endpoint or unreadable TLS
+// files, InvalidPath for a malformed root, and Timeout or Unavailable when
+// authentication fails.
 func NewConn(opts Options, root string) (*Conn, error) {
 	if len(opts.Endpoints) == 0 {
 		return nil, topo.Wrap(topo.InvalidArgument, root, errors.New("etcd2topo: no endpoint given"))
@@ -205,7 +207,9 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		Logger:               zap.New(slogCore{lg}),
 	})
 	if err != nil {
-		return nil, topo.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: %w", err))
+		// With a username the client authenticates at once, so an
+		// unreachable etcd or bad credentials show up here.
+		return nil, topo.Wrap(codeOf(err), root, fmt.Errorf("etcd2topo: %w", err))
 	}
 
 	rootPrefix := ""
@@ -264,7 +268,8 @@ func (c *Conn) check(ctx context.Context, path string) error {
 }
 
 // Close revokes the Conn's leases (releasing its locks and election
-// candidacies at once, rather than after their TTL), ends its watches with
+// candidacies at once, rather than after their TTL; it waits at most 2 s
+// for etcd to answer), ends its watches with
 // Interrupted and closes the etcd client. Later calls return Closed. Close
 // is idempotent and safe for concurrent use.
 func (c *Conn) Close() {

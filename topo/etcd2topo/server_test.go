@@ -91,6 +91,10 @@ func TestAuth(t *testing.T) {
 	_, err = good.Create(ctx, "f", []byte("v"))
 	require.NoError(t, err)
 
+	_, err = NewConn(Options{Endpoints: []string{addr}, Username: "root", Password: "wrong"}, "/auth")
+	require.Error(t, err, "a wrong password fails at NewConn")
+	require.NotEqual(t, topo.InvalidArgument, topo.CodeOf(err))
+
 	anon := openConn(t, addr, "/auth")
 	_, _, err = anon.Get(ctx, "f")
 	require.Error(t, err)
