@@ -389,6 +389,15 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	out := src.ok(t, "copy", "--dry-run", "--to", dst.spec())
 	assert.Contains(t, out, "would write /ks/b (4 bytes)")
 	assert.Contains(t, out, "dry run: 3 files, 6 bytes")
+	var plan struct {
+		DryRun bool `json:"dry_run"`
+		Files  []struct{ Path string }
+		Bytes  int
+	}
+	require.NoError(t, json.Unmarshal([]byte(src.ok(t, "copy", "--dry-run", "-o", "json", "--to", dst.spec())), &plan))
+	assert.True(t, plan.DryRun)
+	assert.Len(t, plan.Files, 3)
+	assert.Equal(t, 6, plan.Bytes)
 	assert.Empty(t, dst.ok(t, "ls", "/"))
 
 	out = src.ok(t, "copy", "--to", dst.spec())
@@ -463,6 +472,9 @@ func testImportExport(t *testing.T, tg target, _ capabilities) {
 	exp := filepath.Join(t.TempDir(), "out")
 	assert.Contains(t, tg.ok(t, "export", exp), "exported 21 files")
 	requireSameTree(t, in, exp)
+	var sum map[string]any
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "export", "-o", "json", filepath.Join(t.TempDir(), "j"))), &sum))
+	assert.Equal(t, float64(21), sum["exported"])
 
 	// Export of a sub-tree, then import at another path, round-trips.
 	sub := filepath.Join(t.TempDir(), "sub")
