@@ -211,6 +211,9 @@ A progress bar is drawn when stdout is a terminal.`,
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src.name, err)
 			}
+			if len(files) == 0 {
+				o.eprintf("note: no files under %s in %s\n", displayPath(under), src.name)
+			}
 			plan, err := o.planWrites(ctx, dst.conn, under, files, overwrite)
 			if err != nil {
 				return err
