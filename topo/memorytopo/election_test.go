@@ -47,6 +47,7 @@ func TestElectionLayoutAndLeaderID(t *testing.T) {
 }
 
 func TestExpireSessionLeadership(t *testing.T) {
+	checkNoGoroutineLeak(t)
 	ctx := testCtx(t)
 	f := memorytopo.NewFactory()
 	c1, c2 := newConn(t, f), newConn(t, f)
@@ -101,6 +102,7 @@ func TestExpireSessionLeadership(t *testing.T) {
 }
 
 func TestWaitForNewLeaderCloses(t *testing.T) {
+	checkNoGoroutineLeak(t)
 	ctx := testCtx(t)
 	f := memorytopo.NewFactory()
 	c := newConn(t, f)
@@ -123,6 +125,7 @@ func TestWaitForNewLeaderCloses(t *testing.T) {
 }
 
 func TestStopWhileWaiting(t *testing.T) {
+	checkNoGoroutineLeak(t)
 	f := memorytopo.NewFactory()
 	c1, c2 := newConn(t, f), newConn(t, f)
 	p1, err := c1.NewLeaderParticipation("svc", "one")

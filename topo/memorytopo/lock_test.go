@@ -47,6 +47,7 @@ func TestLockLayout(t *testing.T) {
 }
 
 func TestTryLockFailsFast(t *testing.T) {
+	checkNoGoroutineLeak(t)
 	ctx := testCtx(t)
 	f := memorytopo.NewFactory()
 	c1, c2 := newConn(t, f), newConn(t, f)
@@ -79,6 +80,7 @@ func TestTryLockFailsFast(t *testing.T) {
 // TestPauseKeepAliveLapsesTTLLock checks LockWithTTL's lapse: once its
 // holder stops renewing, another holder gets the lock ttl later.
 func TestPauseKeepAliveLapsesTTLLock(t *testing.T) {
+	checkNoGoroutineLeak(t)
 	ctx := testCtx(t)
 	f := memorytopo.NewFactory()
 	c1, c2 := newConn(t, f), newConn(t, f)
@@ -116,6 +118,7 @@ func TestLockWithTTLInvalid(t *testing.T) {
 }
 
 func TestExpireSessionLock(t *testing.T) {
+	checkNoGoroutineLeak(t)
 	ctx := testCtx(t)
 	f := memorytopo.NewFactory()
 	c1, c2 := newConn(t, f), newConn(t, f)
