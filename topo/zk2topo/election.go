@@ -48,19 +48,23 @@ type participation struct {
 
 	waitMu sync.Mutex // serialises WaitForLeadership
 
-	mu      sync.Mutex
-	stopped bool
-	node    string // current candidate znode, "" when none
-	lctx    context.Context
-	lcancel context.CancelFunc
-	monitor sync.WaitGroup
+	mu       sync.Mutex
+	stopped  bool
+	node     string   // current candidate znode, "" when none
+	nodeSess *session // the session node belongs to
+	lctx     context.Context
+	lcancel  context.CancelFunc
+	monitor  sync.WaitGroup
 }
 
 // WaitForLeadership creates this participant's candidate znode (unless it
 // has one) and blocks until it has the lowest sequence, then returns a
-// context cancelled when leadership ends: Stop, Close, session expiry (the
-// context is cancelled as soon as the Conn learns of it) or deletion of the
-// candidate znode. While leading it returns the same context. It returns
+// context cancelled when leadership ends or may have ended: Stop, Close,
+// deletion of the candidate znode, session expiry, and also a dropped
+// connection to the server (while disconnected the session may expire
+// unnoticed, so the leader steps down at once; calling WaitForLeadership
+// again leads again as soon as the Conn is reconnected if the session and
+// its candidate znode survived). While leading it returns the same context. It returns
 // Interrupted after (or during) Stop, Closed after Close, and Unavailable
 // when the store cannot be reached.
 func (p *participation) WaitForLeadership() (context.Context, error) {
@@ -105,10 +109,21 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 			sort.Strings(children)
 			idx := sort.SearchStrings(children, name)
 			if idx >= len(children) || children[idx] != name {
-				break // our candidate vanished (session expired): enter again
+				// Our candidate vanished (session expired, or deleted
+				// behind our back): enter again with a new one.
+				p.mu.Lock()
+				if p.node == node {
+					p.node = ""
+				}
+				p.mu.Unlock()
+				break
 			}
 			if idx == 0 {
-				return p.lead(node, sess)
+				lctx, err := p.lead(node, sess)
+				if err == errRetry {
+					continue // disconnected meanwhile: check again once reconnected
+				}
+				return lctx, err
 			}
 			pred := p.dirZp + "/" + children[idx-1]
 			var exists bool
@@ -156,9 +171,9 @@ func (p *participation) stopErr(err error) error {
 func (p *participation) candidate(ctx context.Context, sess *session) (string, error) {
 	c := p.c
 	p.mu.Lock()
-	node := p.node
+	node, nodeSess := p.node, p.nodeSess
 	p.mu.Unlock()
-	if node != "" && !sess.isLost() {
+	if node != "" && nodeSess == sess && !sess.isLost() {
 		return node, nil
 	}
 	for attempt := 0; ; attempt++ {
@@ -178,7 +193,7 @@ func (p *participation) candidate(ctx context.Context, sess *session) (string, e
 		}
 	}
 	p.mu.Lock()
-	p.node = node
+	p.node, p.nodeSess = node, sess
 	stopped := p.stopped
 	p.mu.Unlock()
 	if stopped {
@@ -188,13 +203,20 @@ func (p *participation) candidate(ctx context.Context, sess *session) (string, e
 	return node, nil
 }
 
+// errRetry tells WaitForLeadership to check its candidate again.
+var errRetry = errors.New("retry")
+
 // lead records leadership and starts the goroutine that ends it.
 func (p *participation) lead(node string, sess *session) (context.Context, error) {
 	c := p.c
 	lctx, cancel := context.WithCancel(context.Background())
-	if !sess.onLost(cancel) {
+	// Leadership ends as soon as the connection drops: from then on the
+	// server may expire the session (and let another candidate lead)
+	// without this process knowing. WaitForLeadership leads again at once
+	// if the session survived.
+	if !sess.onDisconnect(cancel) || c.isDisconnected() {
 		cancel()
-		return nil, &topo.Error{Code: topo.Unavailable, Path: p.name, Err: zk.ErrSessionExpired}
+		return nil, errRetry
 	}
 	p.mu.Lock()
 	if p.stopped {

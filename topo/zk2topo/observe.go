@@ -2,6 +2,7 @@ package zk2topo
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ const opDelete = 2
 // for the first answer. The library has no asynchronous API, hence this
 // wrapper around its connection.
 type sendObserver struct {
+	block   atomic.Bool // tests: refuse new connections
+	current atomic.Pointer[observedConn]
 	n       atomic.Int32 // registered waiters; 0 skips parsing
 	mu      sync.Mutex
 	waiters map[sentKey][]chan struct{}
@@ -34,11 +37,24 @@ func newSendObserver() *sendObserver {
 
 // dial is the client library's Dialer.
 func (o *sendObserver) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if o.block.Load() {
+		return nil, errors.New("zk2topo: dialling blocked by a test")
+	}
 	nc, err := net.DialTimeout(network, address, timeout)
 	if err != nil {
 		return nil, err
 	}
-	return &observedConn{Conn: nc, o: o}, nil
+	oc := &observedConn{Conn: nc, o: o}
+	o.current.Store(oc)
+	return oc, nil
+}
+
+// drop closes the current connection to the server (tests: a network
+// failure).
+func (o *sendObserver) drop() {
+	if oc := o.current.Load(); oc != nil {
+		_ = oc.Close()
+	}
 }
 
 // expect returns a channel closed once a request with opcode op on path has

@@ -154,9 +154,35 @@ type Conn struct {
 type session struct {
 	lost chan struct{}
 
-	mu     sync.Mutex
-	funcs  []func()
-	isDone bool
+	mu      sync.Mutex
+	funcs   []func()
+	suspend []func() // run on the next disconnection (or expiry)
+	isDone  bool
+}
+
+// onDisconnect registers f to run (synchronously, it must not block) when
+// the connection to the server drops (the session may then expire without
+// the Conn knowing) or the session expires, whichever comes first. It
+// returns false, without registering, when the session is already lost.
+func (s *session) onDisconnect(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isDone {
+		return false
+	}
+	s.suspend = append(s.suspend, f)
+	return true
+}
+
+// disconnected runs and forgets the onDisconnect functions.
+func (s *session) disconnected() {
+	s.mu.Lock()
+	funcs := s.suspend
+	s.suspend = nil
+	s.mu.Unlock()
+	for _, f := range funcs {
+		f()
+	}
 }
 
 // onLost registers f to run (synchronously, it must not block) when the
@@ -176,8 +202,8 @@ func (s *session) onLost(f func()) bool {
 func (s *session) expire() {
 	s.mu.Lock()
 	s.isDone = true
-	funcs := s.funcs
-	s.funcs = nil
+	funcs := append(s.funcs, s.suspend...)
+	s.funcs, s.suspend = nil, nil
 	s.mu.Unlock()
 	for _, f := range funcs {
 		f()
@@ -283,6 +309,7 @@ func (c *Conn) onEvent(ev zk.Event) {
 		if c.disconnectedAt.IsZero() {
 			c.disconnectedAt = time.Now()
 		}
+		c.sess.disconnected()
 	}
 }
 
@@ -291,6 +318,14 @@ func (c *Conn) session() *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sess
+}
+
+// isDisconnected reports whether the Conn is without a live connection to a
+// server.
+func (c *Conn) isDisconnected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.disconnectedAt.IsZero()
 }
 
 // surelyExpired reports whether the Conn has been without a session for

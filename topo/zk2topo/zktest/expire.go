@@ -11,18 +11,33 @@ import (
 
 // ExpireSession makes the server at addr drop the session sessionID (whose
 // password is passwd) at once, as if its client had been gone for the
-// session timeout: it opens a second connection that takes the session
-// over (the server disconnects the original client), then closes the
-// session from that connection, which deletes the session's ephemeral
-// znodes. The original client learns that its session expired when it
-// reconnects. It speaks ZooKeeper's wire protocol directly, because the Go
-// client cannot attach to an existing session.
+// session timeout: TakeOverSession, then Close. The original client learns
+// that its session expired when it reconnects.
 func ExpireSession(addr string, sessionID int64, passwd []byte) error {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	s, err := TakeOverSession(addr, sessionID, passwd)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	return s.Close()
+}
+
+// TakenSession is a session taken over by TakeOverSession.
+type TakenSession struct {
+	conn net.Conn
+}
+
+// TakeOverSession attaches a second connection to the session sessionID
+// (password passwd) on the server at addr. The server then disconnects the
+// session's original client (which reconnects and, while the session
+// lives, keeps it). Close on the result closes the session, which expires
+// it for the original client and deletes its ephemeral znodes. It speaks
+// ZooKeeper's wire protocol directly, because the Go client cannot attach
+// to an existing session.
+func TakeOverSession(addr string, sessionID int64, passwd []byte) (*TakenSession, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 
 	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId,
@@ -36,27 +51,37 @@ func ExpireSession(addr string, sessionID int64, passwd []byte) error {
 	req = append(req, passwd...)
 	req = append(req, 0)
 	if err := writeFrame(c, req); err != nil {
-		return err
+		c.Close()
+		return nil, err
 	}
 	resp, err := readFrame(c)
 	if err != nil {
-		return fmt.Errorf("zktest: reading the connect response: %w", err)
+		c.Close()
+		return nil, fmt.Errorf("zktest: reading the connect response: %w", err)
 	}
 	// ConnectResponse: protocolVersion, timeOut, sessionId, passwd.
 	if len(resp) < 16 {
-		return errors.New("zktest: short connect response")
+		c.Close()
+		return nil, errors.New("zktest: short connect response")
 	}
 	if got := int64(binary.BigEndian.Uint64(resp[8:16])); got != sessionID {
-		return fmt.Errorf("zktest: the server did not reattach session 0x%x (got 0x%x): already expired?", sessionID, got)
+		c.Close()
+		return nil, fmt.Errorf("zktest: the server did not reattach session 0x%x (got 0x%x): already expired?", sessionID, got)
 	}
+	return &TakenSession{conn: c}, nil
+}
 
+// Close closes the taken-over session on the server, then the connection.
+func (s *TakenSession) Close() error {
+	defer s.conn.Close()
+	_ = s.conn.SetDeadline(time.Now().Add(10 * time.Second))
 	// CloseSession: xid, opcode -11.
 	cl := binary.BigEndian.AppendUint32(nil, 1)
 	cl = binary.BigEndian.AppendUint32(cl, uint32(0xFFFFFFF5)) // -11
-	if err := writeFrame(c, cl); err != nil {
+	if err := writeFrame(s.conn, cl); err != nil {
 		return err
 	}
-	if _, err := readFrame(c); err != nil {
+	if _, err := readFrame(s.conn); err != nil {
 		return fmt.Errorf("zktest: reading the close response: %w", err)
 	}
 	return nil

@@ -1,0 +1,152 @@
+package zk2topo
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// TestSessionExpiry expires the session of a Conn that holds a lock, leads
+// an election and has open watches: Check reports LockLost, the leadership
+// context is cancelled before the other participant leads, the watches end
+// with Unavailable, the other Conn takes lock and leadership over, and the
+// expired Conn goes on with a new session (reads, watches, locks and
+// elections work again).
+func TestSessionExpiry(t *testing.T) {
+	root := freshRoot(t)
+	c1 := openConn(t, []string{testServer}, root)
+	c2 := openConn(t, []string{testServer}, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	_, err := c1.Create(ctx, "d/f", []byte("1"))
+	require.NoError(t, err)
+	l1, err := c1.Lock(ctx, "d", "c1")
+	require.NoError(t, err)
+	_, wch, err := c1.Watch(ctx, "d/f")
+	require.NoError(t, err)
+	_, rch, err := c1.WatchRecursive(ctx, "d/")
+	require.NoError(t, err)
+
+	p1, err := c1.NewLeaderParticipation("e", "c1")
+	require.NoError(t, err)
+	defer p1.Stop()
+	lctx1, err := p1.WaitForLeadership()
+	require.NoError(t, err)
+
+	// c2 waits for the lock and the leadership. When it gets leadership,
+	// c1's leadership must already be over.
+	p2, err := c2.NewLeaderParticipation("e", "c2")
+	require.NoError(t, err)
+	defer p2.Stop()
+	var overlap atomic.Bool
+	led := make(chan context.Context, 1)
+	go func() {
+		lctx, err := p2.WaitForLeadership()
+		if err != nil {
+			close(led)
+			return
+		}
+		if lctx1.Err() == nil {
+			overlap.Store(true)
+		}
+		led <- lctx
+	}()
+	locked := make(chan topo.LockDescriptor, 1)
+	go func() {
+		l, err := c2.Lock(ctx, "d", "c2")
+		if err != nil {
+			close(locked)
+			return
+		}
+		locked <- l
+	}()
+
+	expireSession(t, c1, testServer)
+
+	require.ErrorIs(t, l1.Check(ctx), topo.LockLost)
+	require.Error(t, lctx1.Err(), "leadership must end with the session")
+	for wd := range wch {
+		if wd.Err != nil {
+			require.ErrorIs(t, wd.Err, topo.Unavailable, "a watch ends with Unavailable on session expiry")
+		}
+	}
+	for wd := range rch {
+		if wd.Err != nil {
+			require.ErrorIs(t, wd.Err, topo.Unavailable, "a recursive watch ends with Unavailable on session expiry")
+		}
+	}
+
+	l2, ok := <-locked
+	require.True(t, ok, "c2's Lock failed")
+	require.NoError(t, l2.Check(ctx))
+	lctx2, ok := <-led
+	require.True(t, ok, "c2's WaitForLeadership failed")
+	require.NoError(t, lctx2.Err())
+	require.False(t, overlap.Load(), "two leaders at once")
+	require.ErrorIs(t, l1.Unlock(ctx), topo.LockLost)
+	require.NoError(t, l2.Check(ctx), "the old holder's Unlock must not free the new holder's lock")
+
+	// c1 goes on with a new session.
+	got, _, err := c1.Get(ctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "1", string(got))
+	_, wch, err = c1.Watch(ctx, "d/f")
+	require.NoError(t, err)
+	_, err = c2.Update(ctx, "d/f", []byte("2"), nil)
+	require.NoError(t, err)
+	wd := <-wch
+	require.NoError(t, wd.Err)
+	require.Equal(t, "2", string(wd.Contents))
+
+	_, err = c1.TryLock(ctx, "d", "c1")
+	require.ErrorIs(t, err, topo.NodeExists, "c2 holds the lock")
+	require.NoError(t, l2.Unlock(ctx))
+	l1, err = c1.Lock(ctx, "d", "c1 again")
+	require.NoError(t, err)
+	require.NoError(t, l1.Check(ctx))
+	require.NoError(t, l1.Unlock(ctx))
+
+	p2.Stop()
+	require.Error(t, lctx2.Err())
+	lctx1, err = p1.WaitForLeadership()
+	require.NoError(t, err, "c1 leads again on its new session")
+	require.NoError(t, lctx1.Err())
+	id, err := p2.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "c1", id)
+}
+
+// TestDisconnectEndsLeadership: a leader whose connection drops steps down
+// at once (the server could expire its session unnoticed), and leads again
+// when it reconnects with its session intact.
+func TestDisconnectEndsLeadership(t *testing.T) {
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	p, err := c.NewLeaderParticipation("e", "id")
+	require.NoError(t, err)
+	defer p.Stop()
+	lctx, err := p.WaitForLeadership()
+	require.NoError(t, err)
+
+	c.sent.block.Store(true)
+	c.sent.drop()
+	select {
+	case <-lctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leadership context outlived the connection")
+	}
+	c.sent.block.Store(false)
+	lctx2, err := p.WaitForLeadership()
+	require.NoError(t, err)
+	require.NoError(t, lctx2.Err())
+	require.False(t, lctx2 == lctx, "a new leadership context")
+	id, err := p.GetCurrentLeaderID(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "id", id)
+}
