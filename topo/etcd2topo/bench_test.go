@@ -68,23 +68,45 @@ func must(b *testing.B, err error) {
 	}
 }
 
+// pair runs rawOp and topoOp once per iteration, alternating which goes
+// first, and reports both sides' latencies.
+func pair(b *testing.B, rawOp, topoOp func() error) {
+	b.Helper()
+	var raw, tp latencies
+	timed := func(op func() error, into *latencies) {
+		t0 := time.Now()
+		err := op()
+		*into = append(*into, time.Since(t0))
+		must(b, err)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			timed(rawOp, &raw)
+			timed(topoOp, &tp)
+		} else {
+			timed(topoOp, &tp)
+			timed(rawOp, &raw)
+		}
+		i++
+	}
+	report(b, raw, tp)
+}
+
 func BenchmarkGet(b *testing.B) {
 	c, cli, root := benchConn(b)
 	ctx := context.Background()
 	_, err := c.Create(ctx, "f", []byte("some value"))
 	must(b, err)
-	var raw, tp latencies
-	for b.Loop() {
-		t0 := time.Now()
-		_, err := cli.Get(ctx, root+"/f")
-		raw = append(raw, time.Since(t0))
-		must(b, err)
-		t0 = time.Now()
-		_, _, err = c.Get(ctx, "f")
-		tp = append(tp, time.Since(t0))
-		must(b, err)
-	}
-	report(b, raw, tp)
+	_, err = cli.Put(ctx, root+"/raw", "some value")
+	must(b, err)
+	pair(b, func() error {
+		_, err := cli.Get(ctx, root+"/raw")
+		return err
+	}, func() error {
+		_, _, err := c.Get(ctx, "f")
+		return err
+	})
 }
 
 func BenchmarkUpdateCAS(b *testing.B) {
@@ -95,50 +117,45 @@ func BenchmarkUpdateCAS(b *testing.B) {
 	resp, err := cli.Put(ctx, root+"/raw", "x")
 	must(b, err)
 	rawRev := resp.Header.Revision
-	var raw, tp latencies
-	for b.Loop() {
-		t0 := time.Now()
+	pair(b, func() error {
 		tr, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(root+"/raw"), "=", rawRev)).
 			Then(clientv3.OpPut(root+"/raw", "y")).Commit()
-		raw = append(raw, time.Since(t0))
-		must(b, err)
-		if !tr.Succeeded {
-			b.Fatal("raw CAS failed")
+		if err == nil && !tr.Succeeded {
+			err = fmt.Errorf("raw CAS failed")
 		}
-		rawRev = tr.Header.Revision
-		t0 = time.Now()
+		if err == nil {
+			rawRev = tr.Header.Revision
+		}
+		return err
+	}, func() error {
+		var err error
 		v, err = c.Update(ctx, "f", []byte("y"), v)
-		tp = append(tp, time.Since(t0))
-		must(b, err)
-	}
-	report(b, raw, tp)
+		return err
+	})
 }
 
 func BenchmarkCreateDelete(b *testing.B) {
 	c, cli, root := benchConn(b)
 	ctx := context.Background()
-	var raw, tp latencies
-	for b.Loop() {
-		t0 := time.Now()
+	pair(b, func() error {
 		tr, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(root+"/raw"), "=", 0)).
 			Then(clientv3.OpPut(root+"/raw", "x")).Commit()
-		must(b, err)
-		if !tr.Succeeded {
-			b.Fatal("raw create failed")
+		if err == nil && !tr.Succeeded {
+			err = fmt.Errorf("raw create failed")
+		}
+		if err != nil {
+			return err
 		}
 		_, err = cli.Delete(ctx, root+"/raw")
-		raw = append(raw, time.Since(t0))
-		must(b, err)
-		t0 = time.Now()
-		_, err = c.Create(ctx, "f", []byte("x"))
-		must(b, err)
-		err = c.Delete(ctx, "f", nil)
-		tp = append(tp, time.Since(t0))
-		must(b, err)
-	}
-	report(b, raw, tp)
+		return err
+	}, func() error {
+		if _, err := c.Create(ctx, "f", []byte("x")); err != nil {
+			return err
+		}
+		return c.Delete(ctx, "f", nil)
+	})
 }
 
 // BenchmarkLockUnlock: an uncontended Lock+Unlock, beside a
@@ -156,19 +173,18 @@ func BenchmarkLockUnlock(b *testing.B) {
 	ld, err := c.Lock(ctx, "d", "x")
 	must(b, err)
 	must(b, ld.Unlock(ctx))
-	var raw, tp latencies
-	for b.Loop() {
-		t0 := time.Now()
-		must(b, m.Lock(ctx))
-		must(b, m.Unlock(ctx))
-		raw = append(raw, time.Since(t0))
-		t0 = time.Now()
+	pair(b, func() error {
+		if err := m.Lock(ctx); err != nil {
+			return err
+		}
+		return m.Unlock(ctx)
+	}, func() error {
 		ld, err := c.Lock(ctx, "d", "x")
-		must(b, err)
-		must(b, ld.Unlock(ctx))
-		tp = append(tp, time.Since(t0))
-	}
-	report(b, raw, tp)
+		if err != nil {
+			return err
+		}
+		return ld.Unlock(ctx)
+	})
 }
 
 // waitDelays are how long the waiter waits before the holder releases,
