@@ -7,7 +7,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/topokit/topokit/topo/memorytopo"
 )
@@ -70,16 +72,35 @@ func (s *mutexStore) get(p string) []byte {
 	return slices.Clone(s.m[p])
 }
 
+// cpuTime returns the CPU time (user and system) the process used so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// report adds ops/s (wall clock) and cpu-ns/op (process CPU time, which
+// stays flat when reads do not contend even if the machine is too busy to
+// give the process more CPUs).
+func report(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
 func benchmarkParallel(b *testing.B, paths []string, get func(p string) error) {
 	b.Run("goroutines=1", func(b *testing.B) {
+		cpu0 := cpuTime(b)
 		for b.Loop() {
 			if err := get(paths[0]); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		report(b, cpu0)
 	})
 	b.Run("goroutines=16", func(b *testing.B) {
+		cpu0 := cpuTime(b)
 		procs := runtime.GOMAXPROCS(0)
 		b.SetParallelism((16 + procs - 1) / procs) // >= 16 goroutines
 		var next atomic.Int64
@@ -92,6 +113,6 @@ func benchmarkParallel(b *testing.B, paths []string, get func(p string) error) {
 				}
 			}
 		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		report(b, cpu0)
 	})
 }
