@@ -208,14 +208,31 @@ type lockDesc struct {
 }
 
 // abandon removes the entry of a lock that is not taken, with a fresh
-// context, so that it never blocks later lockers.
+// context, so that it never blocks later lockers. It returns once the
+// delete request is on the wire (so this Conn's later requests run after
+// it) or done, without waiting for the server's answer, so that a caller
+// whose context ended is not held up by a slow server.
 func (l *lockDesc) abandon() {
-	if l.c.closed.Load() || l.sess.isLost() {
+	c := l.c
+	if c.closed.Load() || l.sess.isLost() {
 		return
 	}
-	ctx, cancel := freshContext()
-	defer cancel()
-	_ = l.c.do(ctx, l.dir, func() error { return l.c.zk.Delete(l.node, -1) })
+	sent, unregister := c.sent.expect(opDelete, l.node)
+	defer unregister()
+	done := make(chan struct{})
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer close(done)
+		ctx, cancel := freshContext()
+		defer cancel()
+		_ = c.do(ctx, l.dir, func() error { return c.zk.Delete(l.node, -1) })
+	}()
+	select {
+	case <-sent:
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 // Check returns nil while the lock is held. It returns Interrupted after
@@ -279,7 +296,7 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	if err != nil {
 		if topo.CodeOf(err) == topo.Timeout || topo.CodeOf(err) == topo.Interrupted {
 			// ctx ended: still remove the entry.
-			go l.abandon()
+			l.abandon()
 		}
 		return l.c.convert(err, l.dir)
 	}

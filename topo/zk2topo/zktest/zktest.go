@@ -164,6 +164,13 @@ func (s *Server) Stop() {
 	}
 }
 
+// Pause freezes the server's JVM (SIGSTOP to its process group): it keeps
+// its connections but answers nothing, like a hung server, until Resume.
+func (s *Server) Pause() error { return s.proc.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() error { return s.proc.signal(syscall.SIGCONT) }
+
 func launch(dir string, rmDir bool) (*Server, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port may be taken between probe and bind
@@ -256,11 +263,19 @@ func (p *process) exited() bool {
 	}
 }
 
+func (p *process) signal(sig syscall.Signal) error {
+	if p.exited() {
+		return errors.New("zktest: the server is not running")
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
 // kill sends SIGKILL to the JVM's process group and waits for it to exit.
 func (p *process) kill() {
 	p.once.Do(func() {
 		if p.cmd.Process != nil {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) // in case it was paused
 		}
 		<-p.done
 	})

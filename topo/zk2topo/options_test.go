@@ -1,0 +1,154 @@
+package zk2topo
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+func TestFactoryRegistered(t *testing.T) {
+	f, err := topo.GetFactory("zk2")
+	require.NoError(t, err)
+	root := freshRoot(t)
+	conn, err := f.Create("cell", " "+testServer+" ,", root)
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx := t.Context()
+	_, err = conn.Create(ctx, "a/b", []byte("x"))
+	require.NoError(t, err)
+
+	// The file is the znode <root>/a/b, as in Vitess.
+	raw, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer raw.Close()
+	data, _, err := raw.Get(root + "/a/b")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(data))
+
+	_, err = f.Create("cell", "", root)
+	require.ErrorIs(t, err, topo.InvalidArgument)
+	_, err = f.Create("cell", testServer, "bad//root")
+	require.ErrorIs(t, err, topo.InvalidPath)
+
+	s, err := topo.OpenServer("zk2", testServer, root)
+	require.NoError(t, err)
+	defer s.Close()
+	got, _, err := s.GlobalCell().Get(ctx, "a/b")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+}
+
+// TestDigestAuthAndACL: nodes created with an auth-only ACL can be read
+// only by a session with the same digest credentials, given as an option or
+// in a file.
+func TestDigestAuthAndACL(t *testing.T) {
+	root := freshRoot(t)
+	ctx := t.Context()
+	owner, err := NewConn(Options{Servers: []string{testServer}, Auth: "digest:alice:secret", ACL: zk.AuthACL(zk.PermAll)}, root)
+	require.NoError(t, err)
+	defer owner.Close()
+	_, err = owner.Create(ctx, "private/f", []byte("x"))
+	require.NoError(t, err)
+	got, _, err := owner.Get(ctx, "private/f")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+
+	file := filepath.Join(t.TempDir(), "auth")
+	require.NoError(t, os.WriteFile(file, []byte("digest:alice:secret\n"), 0o600))
+	same, err := NewConn(Options{Servers: []string{testServer}, AuthFile: file}, root)
+	require.NoError(t, err)
+	defer same.Close()
+	got, _, err = same.Get(ctx, "private/f")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+
+	for _, auth := range []string{"", "digest:mallory:guess"} {
+		other, err := NewConn(Options{Servers: []string{testServer}, Auth: auth}, root)
+		require.NoError(t, err)
+		_, _, err = other.Get(ctx, "private/f")
+		require.ErrorIs(t, err, topo.InvalidArgument, "a read without the credentials must be refused")
+		_, err = other.Update(ctx, "private/f", []byte("y"), nil)
+		require.ErrorIs(t, err, topo.InvalidArgument, "a write without the credentials must be refused")
+		other.Close()
+	}
+
+	_, err = NewConn(Options{Servers: []string{testServer}, Auth: "nocolon"}, root)
+	require.ErrorIs(t, err, topo.InvalidArgument)
+	_, err = NewConn(Options{Servers: []string{testServer}, AuthFile: filepath.Join(t.TempDir(), "missing")}, root)
+	require.ErrorIs(t, err, topo.InvalidArgument)
+}
+
+// TestContextHonoured: calls return Timeout or Interrupted when their
+// context ends although the server never answers (it is paused), and
+// abandoned requests stay within MaxConcurrency.
+func TestContextHonoured(t *testing.T) {
+	s, err := zktest.Launch()
+	require.NoError(t, err)
+	defer s.Stop()
+	c, err := NewConn(Options{Servers: []string{s.Addr()}, SessionTimeout: 30 * time.Second, MaxConcurrency: 2}, "/ctx")
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+
+	require.NoError(t, s.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	}()
+	calls := map[string]func(ctx context.Context) error{
+		"Get":    func(ctx context.Context) error { _, _, err := c.Get(ctx, "d/f"); return err },
+		"Update": func(ctx context.Context) error { _, err := c.Update(ctx, "d/f", []byte("y"), nil); return err },
+		"Create": func(ctx context.Context) error { _, err := c.Create(ctx, "d/g", nil); return err },
+		"Delete": func(ctx context.Context) error { return c.Delete(ctx, "d/f", nil) },
+		"List":   func(ctx context.Context) error { _, err := c.List(ctx, "d"); return err },
+		"ListDir": func(ctx context.Context) error {
+			_, err := c.ListDir(ctx, "d", true)
+			return err
+		},
+		"Lock":  func(ctx context.Context) error { _, err := c.Lock(ctx, "d", "x"); return err },
+		"Watch": func(ctx context.Context) error { _, _, err := c.Watch(ctx, "d/f"); return err },
+		"WatchRecursive": func(ctx context.Context) error {
+			_, _, err := c.WatchRecursive(ctx, "d/")
+			return err
+		},
+		"Check": func(ctx context.Context) error { return l.Check(ctx) },
+	}
+	for name, call := range calls {
+		tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		err := call(tctx)
+		cancel()
+		require.ErrorIsf(t, err, topo.Timeout, "%s while the server hangs", name)
+
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(100*time.Millisecond, cancel)
+		err = call(cctx)
+		require.ErrorIsf(t, err, topo.Interrupted, "%s cancelled while the server hangs", name)
+	}
+	require.LessOrEqual(t, len(c.sem), 2, "abandoned requests beyond MaxConcurrency")
+
+	require.NoError(t, s.Resume())
+	resumed = true
+	require.Eventually(t, func() bool { return len(c.sem) == 0 }, time.Minute, 10*time.Millisecond)
+	require.NoError(t, l.Check(ctx))
+	// (Abandoned writes may or may not have been applied: a write whose
+	// context ended after it was sent is not undone.)
+	_, err = c.Update(ctx, "e/f", []byte("z"), nil)
+	require.NoError(t, err)
+	got, _, err := c.Get(ctx, "e/f")
+	require.NoError(t, err)
+	require.Equal(t, "z", string(got))
+}
