@@ -1,0 +1,110 @@
+package zk2topo
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// TestWatchRecursiveLossless creates and updates files under the prefix
+// from other connections while WatchRecursive starts and runs: every file
+// ends up reported (in the initial list or as an event) with its final
+// value, and deletes are reported.
+func TestWatchRecursiveLossless(t *testing.T) {
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range 20 {
+		_, err := c.Create(ctx, fmt.Sprintf("p/pre/%d", i), []byte("0"))
+		require.NoError(t, err)
+	}
+
+	const writers, perWriter = 4, 25
+	final := map[string]string{}
+	var mu sync.Mutex
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wc := openConn(t, []string{testServer}, root)
+		wg.Go(func() {
+			<-start
+			for i := range perWriter {
+				p := fmt.Sprintf("p/w%d/d%d/f", w, i%5)
+				v := fmt.Sprintf("%d-%d", w, i)
+				_, err := wc.Update(ctx, p, []byte(v), nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				final[p] = v
+				mu.Unlock()
+			}
+			p := fmt.Sprintf("p/pre/%d", w)
+			if assert.NoError(t, wc.Delete(ctx, p, nil)) {
+				mu.Lock()
+				final[p] = ""
+				mu.Unlock()
+			}
+		})
+	}
+
+	close(start) // writers race with the watch's start
+	initial, ch, err := c.WatchRecursive(ctx, "p/")
+	require.NoError(t, err)
+	seen := map[string]string{}
+	for _, wd := range initial {
+		seen[wd.Path] = string(wd.Contents)
+	}
+	wg.Wait()
+	for i := range 20 {
+		if _, ok := final[fmt.Sprintf("p/pre/%d", i)]; !ok {
+			final[fmt.Sprintf("p/pre/%d", i)] = "0"
+		}
+	}
+	want := map[string]string{}
+	for p, v := range final {
+		if v != "" {
+			want[p] = v
+		}
+	}
+	timeout := time.After(time.Minute)
+	for {
+		current := map[string]string{}
+		for p, v := range seen {
+			if v != "" {
+				current[p] = v
+			}
+		}
+		if fmt.Sprint(current) == fmt.Sprint(want) {
+			break
+		}
+		select {
+		case wd := <-ch:
+			require.NotNil(t, wd)
+			switch {
+			case wd.Err == nil:
+				seen[wd.Path] = string(wd.Contents)
+			case topo.IsErrType(wd.Err, topo.NoNode):
+				seen[wd.Path] = ""
+			default:
+				t.Fatalf("unexpected watch error %v", wd.Err)
+			}
+		case <-timeout:
+			t.Fatalf("the watch did not converge:\n got %v\nwant %v", current, want)
+		}
+	}
+	cancel()
+	for wd := range ch {
+		if wd.Err != nil && !topo.IsErrType(wd.Err, topo.NoNode) {
+			require.ErrorIs(t, wd.Err, topo.Interrupted)
+		}
+	}
+}
