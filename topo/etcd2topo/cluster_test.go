@@ -205,3 +205,36 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 		require.ErrorIs(t, rd.Err, topo.Interrupted)
 	}
 }
+
+// TestUnlockWhileUnreachable: an Unlock that cannot reach etcd returns an
+// error, and the Conn keeps trying to delete the lock key in the
+// background, so the lock is released when etcd is back rather than when
+// the shared lease (30 s here) would lapse.
+func TestUnlockWhileUnreachable(t *testing.T) {
+	cl := etcdtest.StartCluster(t, 3)
+	root := newRoot()
+	c, err := NewConn(Options{Endpoints: []string{cl.Addr(0)}, LockTTL: 30 * time.Second}, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	other := openConn(t, cl.Addr(1)+","+cl.Addr(2), root)
+	ctx := context.Background()
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := c.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+
+	cl.StopMember(0)
+	uctx, cancel := context.WithTimeout(ctx, time.Second)
+	err = ld.Unlock(uctx)
+	cancel()
+	require.Error(t, err, "Unlock with its only member down")
+	_, err = other.TryLock(ctx, "d", "other")
+	require.ErrorIs(t, err, topo.NodeExists, "the key is still there")
+
+	cl.RestartMember(0)
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	l2, err := other.Lock(lctx, "d", "other")
+	require.NoError(t, err, "the background retry must release the lock well before the lease lapses")
+	require.NoError(t, l2.Unlock(ctx))
+}

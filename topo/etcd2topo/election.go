@@ -103,6 +103,8 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 			p.c.dropLease(l)
 			continue
 		}
+		// The put may have been applied (a timeout leaves that unknown).
+		p.removeKey(key, 0)
 		return nil, p.stoppedErr(p.c.convertError(ctx, err, p.name))
 	}
 	rev := resp.Header.Revision
@@ -193,22 +195,15 @@ func (p *participation) watchKey(s *stream, leading context.Context, key string,
 // removeKey deletes our candidate key if it is still the one we created.
 func (p *participation) removeKey(key string, rev int64) {
 	// After Close there is nothing to remove: Close revoked the lease.
-	ctx, cancel := context.WithTimeout(p.c.ctx, defaultCleanupTimeout)
-	defer cancel()
-	_, err := p.c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
-	if err != nil && !p.c.isClosed() {
-		p.c.log.Warn("removing an election candidate; it stays until its lease ends", "key", key, "err", err)
-	}
+	p.c.deleteKey(key, rev)
 }
 
 // Stop withdraws from the election: it ends a pending WaitForLeadership
 // (which returns Interrupted), deletes the candidate key, handing
 // leadership to the next candidate, and cancels the leadership context.
-// It returns once the key is deleted (or etcd could not be reached for
-// 2 s). It is idempotent.
+// It returns once the key is deleted, or after 2 s if etcd cannot be
+// reached (the deletion is then retried in the background while the Conn
+// is open). It is idempotent.
 func (p *participation) Stop() {
 	p.stop()
 	p.campaign.Lock()

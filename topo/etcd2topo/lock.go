@@ -111,7 +111,10 @@ func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
 }
 
 // dropLease forgets l and revokes it.
-func (c *Conn) dropLease(l *lease) {
+func (c *Conn) dropLease(l *lease) { c.dropLeaseAsync(l, false) }
+
+// dropLeaseAsync is dropLease that, with async, revokes in the background.
+func (c *Conn) dropLeaseAsync(l *lease, async bool) {
 	l.markLost()
 	c.mu.Lock()
 	delete(c.leases, l)
@@ -119,17 +122,78 @@ func (c *Conn) dropLease(l *lease) {
 		c.shared = nil
 	}
 	c.mu.Unlock()
-	c.revokeQuietly(l)
+	c.revokeAsync(l, async)
 }
 
-func (c *Conn) revokeQuietly(l *lease) {
-	// Bounded by the Conn's life: after Close there is no client to ask
-	// (and Close revoked every lease already).
-	ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
-	defer cancel()
-	if _, err := c.cli.Revoke(ctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		c.log.Debug("revoking lease", "lease", fmt.Sprintf("%x", l.id), "err", err)
+func (c *Conn) revokeQuietly(l *lease) { c.revokeAsync(l, false) }
+
+func (c *Conn) revokeAsync(l *lease, async bool) {
+	c.untilDone("revoking lease", async, func(ctx context.Context) error {
+		_, err := c.cli.Revoke(ctx, l.id)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil // gone already
+		}
+		return err
+	})
+}
+
+// deleteKey deletes key if its CreateRevision is still rev (any key of
+// that name when rev is 0: lock and candidate key names are unique).
+func (c *Conn) deleteKey(key string, rev int64) { c.deleteKeyAsync(key, rev, false) }
+
+// deleteKeyAsync is deleteKey that, with async, makes even the first
+// attempt in the background.
+func (c *Conn) deleteKeyAsync(key string, rev int64, async bool) {
+	c.untilDone("deleting "+key, async, func(ctx context.Context) error {
+		var cmps []clientv3.Cmp
+		if rev != 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+		}
+		_, err := c.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(key)).Commit()
+		return err
+	})
+}
+
+// untilDone runs a cleanup op (a delete or a revoke) at once (or, with
+// async, in the background) and, if it fails, again in the background,
+// pausing 50 ms to 2 s between attempts, until it succeeds or the Conn
+// closes (Close revokes every lease, which cleans up anyway). Otherwise a
+// transient failure could leave a stale key on the shared lease that
+// blocks other lockers for the Conn's lifetime.
+func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error) {
+	attempt := func() error {
+		ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
+		defer cancel()
+		return op(ctx)
 	}
+	retry := func() {
+		backoff := 50 * time.Millisecond
+		for {
+			select {
+			case <-time.After(backoff):
+			case <-c.ctx.Done():
+				return
+			}
+			if err := attempt(); err == nil || c.isClosed() {
+				return
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+	if async {
+		go func() {
+			if err := attempt(); err != nil && !c.isClosed() {
+				retry()
+			}
+		}()
+		return
+	}
+	err := attempt()
+	if err == nil || c.isClosed() {
+		return
+	}
+	c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
+	go retry()
 }
 
 // newKey returns a unique key name (under some prefix) for an entry
@@ -248,9 +312,10 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 				c.dropLease(l)
 				continue
 			}
-			if ld.own {
-				c.dropLease(l)
-			}
+			// The transaction may have been applied (a timeout leaves that
+			// unknown): remove the key, or a stale key on the shared lease
+			// would block every later locker for as long as this Conn lives.
+			ld.remove()
 			return nil, c.convertError(ctx, err, d)
 		}
 		ld.rev = resp.Header.Revision
@@ -392,21 +457,14 @@ type lockDescriptor struct {
 }
 
 // remove deletes the lock's key if it is still ours, and revokes the
-// lease if it is the lock's own. Used when giving up a wait.
+// lease if it is the lock's own. Used when a lock attempt fails or a wait
+// is given up.
 func (ld *lockDescriptor) remove() {
 	if ld.own {
 		ld.c.dropLease(ld.lease)
 		return
 	}
-	ctx, cancel := context.WithTimeout(ld.c.ctx, defaultCleanupTimeout)
-	defer cancel()
-	_, err := ld.c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(ld.key), "=", ld.rev)).
-		Then(clientv3.OpDelete(ld.key)).
-		Commit()
-	if err != nil && !ld.c.isClosed() {
-		ld.c.log.Warn("removing an abandoned lock key; it stays until its lease ends", "key", ld.key, "err", err)
-	}
+	ld.c.deleteKey(ld.key, ld.rev) // rev 0 (unknown) after a failed put
 }
 
 // Check returns nil while the lock's key exists with its original
@@ -440,7 +498,9 @@ func (ld *lockDescriptor) Check(ctx context.Context) error {
 // still being ours), handing the lock to the next waiter, and revokes the
 // lease if it is the lock's own (LockWithTTL with a non-default TTL,
 // LockName). It returns LockLost if the key was already gone, Interrupted
-// on a second call, Closed after the Conn's Close.
+// on a second call, Closed after the Conn's Close. If etcd cannot be
+// reached it returns that error (Unavailable, Timeout) and keeps trying to
+// delete the key in the background for as long as the Conn is open.
 func (ld *lockDescriptor) Unlock(ctx context.Context) error {
 	ld.mu.Lock()
 	if ld.released {
@@ -452,15 +512,22 @@ func (ld *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := ld.c.closedErr(ld.path); err != nil {
 		return err
 	}
-	if ld.own {
-		defer ld.c.dropLease(ld.lease)
-	}
 	resp, err := ld.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(ld.key), "=", ld.rev)).
 		Then(clientv3.OpDelete(ld.key)).
 		Commit()
 	if err != nil {
+		// Release in the background, without holding the caller beyond
+		// its context.
+		if ld.own {
+			ld.c.dropLeaseAsync(ld.lease, true)
+		} else {
+			ld.c.deleteKeyAsync(ld.key, ld.rev, true)
+		}
 		return ld.c.convertError(ctx, err, ld.path)
+	}
+	if ld.own {
+		ld.c.dropLease(ld.lease)
 	}
 	if !resp.Succeeded {
 		return topo.NewError(topo.LockLost, ld.path)
