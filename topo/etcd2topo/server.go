@@ -309,12 +309,15 @@ func (c *Conn) Close() {
 // errors to slog, so that the whole library logs through log/slog.
 type slogCore struct{ l *slog.Logger }
 
+// Enabled passes warnings and errors only.
 func (s slogCore) Enabled(lvl zapcore.Level) bool { return lvl >= zapcore.WarnLevel }
 
+// With adds fields to every later entry.
 func (s slogCore) With(fields []zapcore.Field) zapcore.Core {
 	return slogCore{s.l.With(fieldsToAttrs(fields)...)}
 }
 
+// Check accepts the entries Enabled passes.
 func (s slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if s.Enabled(e.Level) {
 		return ce.AddCore(e, s)
@@ -322,6 +325,7 @@ func (s slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 	return ce
 }
 
+// Write logs one entry through slog.
 func (s slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	lvl := slog.LevelWarn
 	switch {
@@ -336,6 +340,7 @@ func (s slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	return nil
 }
 
+// Sync does nothing: slog handlers flush on their own.
 func (s slogCore) Sync() error { return nil }
 
 func fieldsToAttrs(fields []zapcore.Field) []any {
