@@ -227,6 +227,26 @@ func (f *Factory) Unhang() {
 	})
 }
 
+// BreakWatches ends every active Watch and WatchRecursive of f's Conns as
+// a store-side failure would (a lost connection, an etcd watch cancelled by
+// compaction): each channel still delivers the events already pending, then
+// one last event whose Err is err (returned as Fault.Err describes: nil
+// means Unavailable), then closes. Programs are expected to watch again.
+// It returns the number of watches ended. Safe for concurrent use.
+func (f *Factory) BreakWatches(err error) int {
+	f.mu.Lock()
+	stores := make([]*store, 0, len(f.stores))
+	for _, s := range f.stores {
+		stores = append(stores, s)
+	}
+	f.mu.Unlock()
+	n := 0
+	for _, s := range stores {
+		n += s.breakWatchers(err)
+	}
+	return n
+}
+
 // ClearFaults removes every fault: the SetError error, all Faults added
 // with AddFault, the latency, and a hang (as Unhang). Call counters are
 // kept. Safe for concurrent use.

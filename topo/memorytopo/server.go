@@ -38,7 +38,8 @@
 // and code Unavailable wrapping Err otherwise (errors.Is finds both).
 // ClearFaults removes everything. Faults act when a call starts; an
 // established Watch, WatchRecursive or WaitForNewLeader stream keeps
-// delivering events.
+// delivering events. BreakWatches ends the established watches with an
+// error, as a store-side failure would, to test re-watching.
 //
 // Sessions and leases are renewed continuously in the simulation. Renewal
 // stops while the Factory hangs, while SetError is set, while a Fault with

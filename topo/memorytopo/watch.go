@@ -20,6 +20,8 @@ type watcher struct {
 	full      string // full path (Watch) or full prefix (WatchRecursive)
 	recursive bool
 	notify    chan struct{} // capacity 1: "something is pending"
+	broken    chan struct{} // closed by Factory.BreakWatches
+	brokenErr error         // set before broken is closed
 
 	mu      sync.Mutex
 	pending map[string]*fileState // full path -> latest state (nil = deleted)
@@ -27,7 +29,7 @@ type watcher struct {
 }
 
 func newWatcher(c *Conn, full string, recursive bool) *watcher {
-	return &watcher{c: c, full: full, recursive: recursive, notify: make(chan struct{}, 1), pending: map[string]*fileState{}}
+	return &watcher{c: c, full: full, recursive: recursive, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}}
 }
 
 // push records that the file at full path p now has state fs (nil when
@@ -76,6 +78,30 @@ func (s *store) notifyFile(p string, fs *fileState) {
 	}
 }
 
+// breakWatchers ends every watcher of the store with err and returns how
+// many there were.
+func (s *store) breakWatchers(err error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	end := func(w *watcher) {
+		w.brokenErr = err
+		close(w.broken)
+		n++
+	}
+	for p, ws := range s.fileWatchers {
+		for w := range ws {
+			end(w)
+		}
+		delete(s.fileWatchers, p)
+	}
+	for w := range s.recWatchers {
+		end(w)
+		delete(s.recWatchers, w)
+	}
+	return n
+}
+
 func (s *store) unregister(w *watcher) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -91,7 +117,14 @@ func (s *store) unregister(w *watcher) {
 	}
 }
 
+// interrupted returns the Err of the last event of a watch on p that was
+// stopped: the error given to BreakWatches, or Interrupted.
 func (w *watcher) interrupted(ctx context.Context, p string) error {
+	select {
+	case <-w.broken:
+		return faultErr(w.brokenErr, p)
+	default:
+	}
 	cause := ctx.Err()
 	if cause == nil {
 		cause = errors.New("connection closed")
@@ -173,6 +206,8 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 			stop()
 		case <-w.c.done:
 			stop()
+		case <-w.broken:
+			stop()
 		}
 		for {
 			full, fs, ok := w.pop()
@@ -189,6 +224,9 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 					stop()
 					out <- ev
 				case <-w.c.done:
+					stop()
+					out <- ev
+				case <-w.broken:
 					stop()
 					out <- ev
 				}

@@ -172,3 +172,51 @@ func TestWatchRecursiveSkipsLocks(t *testing.T) {
 	for range ch {
 	}
 }
+
+// TestBreakWatches checks that BreakWatches ends active watches with the
+// given error after their pending events, and leaves later watches alone.
+func TestBreakWatches(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	_, err := c.Create(ctx, "w/f", []byte("1"))
+	require.NoError(t, err)
+	_, ch, err := c.Watch(ctx, "w/f")
+	require.NoError(t, err)
+	_, rch, err := c.WatchRecursive(ctx, "w/")
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "w/f", []byte("2"), nil)
+	require.NoError(t, err)
+
+	require.Equal(t, 2, f.BreakWatches(topo.Unavailable))
+
+	var last *topo.WatchData
+	for wd := range ch {
+		if wd.Err == nil {
+			require.Equal(t, "2", string(wd.Contents))
+		}
+		last = wd
+	}
+	requireCode(t, last.Err, topo.Unavailable)
+	var lastRec *topo.WatchDataRecursive
+	for wd := range rch {
+		if wd.Err == nil {
+			require.Equal(t, "2", string(wd.Contents))
+		}
+		lastRec = wd
+	}
+	requireCode(t, lastRec.Err, topo.Unavailable)
+
+	// Watching again works, and a later break spares nothing else.
+	wctx, cancel := context.WithCancel(ctx)
+	cur, ch, err := c.Watch(wctx, "w/f")
+	require.NoError(t, err)
+	require.Equal(t, "2", string(cur.Contents))
+	cancel()
+	for wd := range ch {
+		last = wd
+	}
+	requireCode(t, last.Err, topo.Interrupted)
+	require.Equal(t, 0, f.BreakWatches(nil))
+}
