@@ -208,17 +208,15 @@ type lockDesc struct {
 }
 
 // abandon removes the entry of a lock that is not taken, with a fresh
-// context, so that it never blocks later lockers. It returns once the
-// delete request is on the wire (so this Conn's later requests run after
-// it) or done, without waiting for the server's answer, so that a caller
-// whose context ended is not held up by a slow server.
+// context, so that it never blocks later lockers. It waits for the delete
+// (one round trip) for at most abandonWait, so that a caller whose context
+// ended is not held up long by a hung server; the delete then completes in
+// the background (the Conn's later requests still run after it).
 func (l *lockDesc) abandon() {
 	c := l.c
 	if c.closed.Load() || l.sess.isLost() {
 		return
 	}
-	sent, unregister := c.sent.expect(opDelete, l.node)
-	defer unregister()
 	done := make(chan struct{})
 	c.bg.Add(1)
 	go func() {
@@ -229,11 +227,14 @@ func (l *lockDesc) abandon() {
 		_ = c.do(ctx, l.dir, func() error { return c.zk.Delete(l.node, -1) })
 	}()
 	select {
-	case <-sent:
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(abandonWait):
 	}
 }
+
+// abandonWait bounds how long a Lock whose context ended waits for the
+// deletion of its entry.
+const abandonWait = time.Second
 
 // Check returns nil while the lock is held. It returns Interrupted after
 // Unlock, and LockLost when the session that holds the entry expired (or
