@@ -494,8 +494,8 @@ func (ld *lockDescriptor) Check(ctx context.Context) error {
 	return nil
 }
 
-// Unlock deletes the lock's key (one transaction, conditional on the key
-// still being ours), handing the lock to the next waiter, and revokes the
+// Unlock deletes the lock's key (one delete, as cheap as a raw
+// concurrency.Mutex's), handing the lock to the next waiter, and revokes the
 // lease if it is the lock's own (LockWithTTL with a non-default TTL,
 // LockName). It returns LockLost if the key was already gone, Interrupted
 // on a second call, Closed after the Conn's Close. If etcd cannot be
@@ -512,10 +512,9 @@ func (ld *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := ld.c.closedErr(ld.path); err != nil {
 		return err
 	}
-	resp, err := ld.c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(ld.key), "=", ld.rev)).
-		Then(clientv3.OpDelete(ld.key)).
-		Commit()
+	// A plain delete: the key's name is unique to this lock (lease id and
+	// a per-Conn counter), so if it exists it is ours.
+	resp, err := ld.c.cli.Delete(ctx, ld.key)
 	if err != nil {
 		// Release in the background, without holding the caller beyond
 		// its context.
@@ -529,7 +528,7 @@ func (ld *lockDescriptor) Unlock(ctx context.Context) error {
 	if ld.own {
 		ld.c.dropLease(ld.lease)
 	}
-	if !resp.Succeeded {
+	if resp.Deleted == 0 {
 		return topo.NewError(topo.LockLost, ld.path)
 	}
 	return nil
