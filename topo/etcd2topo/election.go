@@ -55,6 +55,7 @@ type participation struct {
 	campaign sync.Mutex
 	key      string // our candidate key while we lead
 	rev      int64
+	release  func() // frees key's name, see takeKey
 	leading  context.Context
 	resign   context.CancelFunc
 }
@@ -80,17 +81,24 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		return p.leading, nil
 	}
 	ctx := p.stopCtx
+	if p.key != "" {
+		// Leadership was lost: the old key is gone or going; make sure,
+		// and free its name.
+		p.removeKey(p.key, p.rev, p.release)
+		p.key, p.rev = "", 0
+	}
 	var (
-		l    *lease
-		key  string
-		resp *clientv3.TxnResponse
+		l       *lease
+		key     string
+		release func()
+		resp    *clientv3.TxnResponse
 	)
 	for attempt := 0; ; attempt++ {
 		var err error
 		if l, err = p.c.sharedLease(ctx, p.name); err != nil {
 			return nil, p.stoppedErr(err)
 		}
-		key = p.prefix + p.c.newKeyName(l)
+		key, release = p.c.takeKey(p.prefix, l)
 		resp, err = p.c.cli.Txn(ctx).Then(
 			clientv3.OpPut(key, p.id, clientv3.WithLease(l.id)),
 			clientv3.OpGet(p.prefix, clientv3.WithFirstCreate()...),
@@ -100,22 +108,23 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		}
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			// The shared lease went away before its keepalive noticed.
+			release()
 			p.c.dropLease(l)
 			continue
 		}
 		// The put may have been applied (a timeout leaves that unknown).
-		p.removeKey(key, 0)
+		p.removeKey(key, 0, release)
 		return nil, p.stoppedErr(p.c.convertError(ctx, err, p.name))
 	}
 	rev := resp.Header.Revision
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 0 || string(kvs[0].Key) != key {
 		if err := p.c.waitOlderGone(ctx, p.prefix, key, rev, p.name); err != nil {
-			p.removeKey(key, rev)
+			p.removeKey(key, rev, release)
 			return nil, p.stoppedErr(err)
 		}
 	}
 	leading, resign := context.WithCancel(context.Background())
-	p.key, p.rev, p.leading, p.resign = key, rev, leading, resign
+	p.key, p.rev, p.release, p.leading, p.resign = key, rev, release, leading, resign
 	go p.monitor(leading, resign, l, key, rev)
 	return leading, nil
 }
@@ -193,9 +202,9 @@ func (p *participation) watchKey(s *stream, leading context.Context, key string,
 }
 
 // removeKey deletes our candidate key if it is still the one we created.
-func (p *participation) removeKey(key string, rev int64) {
+func (p *participation) removeKey(key string, rev int64, release func()) {
 	// After Close there is nothing to remove: Close revoked the lease.
-	p.c.deleteKey(key, rev)
+	p.c.deleteKey(key, rev, release)
 }
 
 // Stop withdraws from the election: it ends a pending WaitForLeadership
@@ -209,7 +218,7 @@ func (p *participation) Stop() {
 	p.campaign.Lock()
 	defer p.campaign.Unlock()
 	if p.key != "" {
-		p.removeKey(p.key, p.rev)
+		p.removeKey(p.key, p.rev, p.release)
 		p.key, p.rev = "", 0
 	}
 	if p.resign != nil {

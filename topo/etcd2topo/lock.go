@@ -134,16 +134,17 @@ func (c *Conn) revokeAsync(l *lease, async bool) {
 			return nil // gone already
 		}
 		return err
-	})
+	}, nil)
 }
 
 // deleteKey deletes key if its CreateRevision is still rev (any key of
-// that name when rev is 0: lock and candidate key names are unique).
-func (c *Conn) deleteKey(key string, rev int64) { c.deleteKeyAsync(key, rev, false) }
+// that name when rev is 0: a key name is used by one lock or candidacy at
+// a time, see takeKey), then calls done (if not nil).
+func (c *Conn) deleteKey(key string, rev int64, done func()) { c.deleteKeyAsync(key, rev, false, done) }
 
 // deleteKeyAsync is deleteKey that, with async, makes even the first
 // attempt in the background.
-func (c *Conn) deleteKeyAsync(key string, rev int64, async bool) {
+func (c *Conn) deleteKeyAsync(key string, rev int64, async bool, done func()) {
 	c.untilDone("deleting "+key, async, func(ctx context.Context) error {
 		var cmps []clientv3.Cmp
 		if rev != 0 {
@@ -151,22 +152,27 @@ func (c *Conn) deleteKeyAsync(key string, rev int64, async bool) {
 		}
 		_, err := c.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(key)).Commit()
 		return err
-	})
+	}, done)
 }
 
 // untilDone runs a cleanup op (a delete or a revoke) at once (or, with
 // async, in the background) and, if it fails, again in the background,
 // pausing 50 ms to 2 s between attempts, until it succeeds or the Conn
-// closes (Close revokes every lease, which cleans up anyway). Otherwise a
-// transient failure could leave a stale key on the shared lease that
-// blocks other lockers for the Conn's lifetime.
-func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error) {
+// closes (Close revokes every lease, which cleans up anyway); then it
+// calls done (if not nil). Otherwise a transient failure could leave a
+// stale key on the shared lease that blocks other lockers for the Conn's
+// lifetime.
+func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error, done func()) {
+	if done == nil {
+		done = func() {}
+	}
 	attempt := func() error {
 		ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
 		defer cancel()
 		return op(ctx)
 	}
 	retry := func() {
+		defer done()
 		backoff := 50 * time.Millisecond
 		for {
 			select {
@@ -184,26 +190,63 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 		go func() {
 			if err := attempt(); err != nil && !c.isClosed() {
 				retry()
+				return
 			}
+			done()
 		}()
 		return
 	}
 	err := attempt()
 	if err == nil || c.isClosed() {
+		done()
 		return
 	}
 	c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
 	go retry()
 }
 
-// newKey returns a unique key name (under some prefix) for an entry
-// attached to l.
-func (c *Conn) newKeyName(l *lease) string {
+// takeKey returns a key under prefix for an entry (lock or candidacy)
+// attached to l, and the function that frees the name once the key is
+// deleted. Names are the lease id in hex, as Vitess names its lock keys,
+// with a "-<n>" suffix for the n-th entry of the lease under the same
+// prefix at the same time (two locks on one directory through one Conn).
+// Reusing names matters: etcd's index keeps every key name ever written
+// until compaction, and ranges over the prefix (the lock transaction, the
+// waiters' reads) slow down with each distinct name.
+func (c *Conn) takeKey(prefix string, l *lease) (key string, release func()) {
+	base := fmt.Sprintf("%s%x", prefix, int64(l.id))
 	c.mu.Lock()
-	c.keyCount++
-	n := c.keyCount
+	used := c.keySlots[base]
+	if used == nil {
+		used = map[int]struct{}{}
+		c.keySlots[base] = used
+	}
+	n := 0
+	for {
+		if _, ok := used[n]; !ok {
+			break
+		}
+		n++
+	}
+	used[n] = struct{}{}
 	c.mu.Unlock()
-	return fmt.Sprintf("%x-%d", int64(l.id), n)
+	key = base
+	if n > 0 {
+		key = fmt.Sprintf("%s-%d", base, n)
+	}
+	var once sync.Once
+	return key, func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if used := c.keySlots[base]; used != nil {
+				delete(used, n)
+				if len(used) == 0 {
+					delete(c.keySlots, base)
+				}
+			}
+		})
+	}
 }
 
 type lockMode struct {
@@ -280,7 +323,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 			return nil, err
 		}
 		ld := &lockDescriptor{c: c, path: d, lease: l, own: mode.ttl != 0}
-		ld.key = locksPrefix + c.newKeyName(l)
+		ld.key, ld.release = c.takeKey(locksPrefix, l)
 
 		ops := []clientv3.Op{
 			clientv3.OpPut(ld.key, contents, clientv3.WithLease(l.id)),
@@ -309,6 +352,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				// The lease went away behind our back (revoked, expired)
 				// before the keepalive noticed: get a new one, once.
+				ld.release()
 				c.dropLease(l)
 				continue
 			}
@@ -452,6 +496,9 @@ type lockDescriptor struct {
 	lease *lease
 	own   bool // the lease belongs to this lock alone and Unlock revokes it
 
+	// release frees the key's name (see takeKey) once the key is gone.
+	release func()
+
 	mu       sync.Mutex
 	released bool
 }
@@ -461,10 +508,12 @@ type lockDescriptor struct {
 // is given up.
 func (ld *lockDescriptor) remove() {
 	if ld.own {
+		// Nobody else will ever use this lease's key names.
 		ld.c.dropLease(ld.lease)
+		ld.release()
 		return
 	}
-	ld.c.deleteKey(ld.key, ld.rev) // rev 0 (unknown) after a failed put
+	ld.c.deleteKey(ld.key, ld.rev, ld.release) // rev 0 (unknown) after a failed put
 }
 
 // Check returns nil while the lock's key exists with its original
@@ -512,22 +561,24 @@ func (ld *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := ld.c.closedErr(ld.path); err != nil {
 		return err
 	}
-	// A plain delete: the key's name is unique to this lock (lease id and
-	// a per-Conn counter), so if it exists it is ours.
+	// A plain delete: the key's name is this lock's alone until the key
+	// is gone (see takeKey), so if it exists it is ours.
 	resp, err := ld.c.cli.Delete(ctx, ld.key)
 	if err != nil {
 		// Release in the background, without holding the caller beyond
 		// its context.
 		if ld.own {
 			ld.c.dropLeaseAsync(ld.lease, true)
+			ld.release()
 		} else {
-			ld.c.deleteKeyAsync(ld.key, ld.rev, true)
+			ld.c.deleteKeyAsync(ld.key, ld.rev, true, ld.release)
 		}
 		return ld.c.convertError(ctx, err, ld.path)
 	}
 	if ld.own {
 		ld.c.dropLease(ld.lease)
 	}
+	ld.release()
 	if resp.Deleted == 0 {
 		return topo.NewError(topo.LockLost, ld.path)
 	}

@@ -145,9 +145,9 @@ type Conn struct {
 	closed atomic.Bool // set first thing in Close
 
 	mu       sync.Mutex
-	shared   *lease              // the lease of Lock, TryLock and elections
-	leases   map[*lease]struct{} // every live lease, for Close and tests
-	keyCount uint64              // makes lock and candidate keys unique
+	shared   *lease                      // the lease of Lock, TryLock and elections
+	leases   map[*lease]struct{}         // every live lease, for Close and tests
+	keySlots map[string]map[int]struct{} // key names in use, see takeKey
 
 	// resyncs counts the watches re-read after their history was
 	// compacted (tests read it).
@@ -225,6 +225,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
+		keySlots:   map[string]map[int]struct{}{},
 	}, nil
 }
 
