@@ -2,9 +2,12 @@ package etcd2topo
 
 import (
 	"context"
+	"fmt"
+	"path"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -221,4 +224,44 @@ func TestStopAfterClose(t *testing.T) {
 	p.Stop()
 	_, err = p.WaitForLeadership()
 	require.ErrorIs(t, err, topo.Closed)
+}
+
+// TestLockKeyNamesReused: a Conn names its lock keys after its lease and
+// reuses a name once the key is gone (fresh names would pile up in etcd's
+// index until compaction); a second live entry of the same lease under the
+// same directory gets a suffix.
+func TestLockKeyNamesReused(t *testing.T) {
+	c := openConn(t, serverAddr, newRoot())
+	ctx := context.Background()
+	_, err := c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+
+	l1, err := c.Lock(ctx, "d", "first")
+	require.NoError(t, err)
+	k1 := l1.(*lockDescriptor).key
+	require.Equal(t, fmt.Sprintf("%x", int64(l1.(*lockDescriptor).lease.id)), path.Base(k1))
+
+	got := make(chan topo.LockDescriptor, 1)
+	go func() {
+		l2, err := c.Lock(ctx, "d", "second")
+		assert.NoError(t, err)
+		got <- l2
+	}()
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.keySlots[path.Dir(k1)+"/"+path.Base(k1)]) == 2
+	}, 10*time.Second, time.Millisecond)
+	require.NoError(t, l1.Unlock(ctx))
+	l2 := <-got
+	require.Equal(t, k1+"-1", l2.(*lockDescriptor).key)
+	require.NoError(t, l2.Unlock(ctx))
+
+	l3, err := c.Lock(ctx, "d", "third")
+	require.NoError(t, err)
+	require.Equal(t, k1, l3.(*lockDescriptor).key, "the name is reused")
+	require.NoError(t, l3.Unlock(ctx))
+	c.mu.Lock()
+	require.Empty(t, c.keySlots, "every name is freed")
+	c.mu.Unlock()
 }
