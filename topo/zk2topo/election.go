@@ -177,12 +177,11 @@ func (p *participation) candidate(ctx context.Context, sess *session) (string, e
 		return node, nil
 	}
 	for attempt := 0; ; attempt++ {
-		err := c.do(ctx, p.name, func() error {
-			var err error
-			node, err = c.zk.Create(p.dirZp+"/", []byte(p.id), zk.FlagEphemeralSequential, c.acl)
-			return err
+		n, err := c.createEntry(ctx, p.name, p.dirZp, func() (string, error) {
+			return c.zk.Create(p.dirZp+"/", []byte(p.id), zk.FlagEphemeralSequential, c.acl)
 		})
 		if err == nil {
+			node = n
 			break
 		}
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
@@ -266,9 +265,7 @@ func (p *participation) removeCandidate() {
 	if node == "" || p.c.closed.Load() {
 		return
 	}
-	ctx, cancel := freshContext()
-	defer cancel()
-	_ = p.c.do(ctx, p.name, func() error { return p.c.zk.Delete(node, -1) })
+	p.c.deleteEntry(node)
 }
 
 // Stop withdraws: it cancels the leadership context (before the candidate

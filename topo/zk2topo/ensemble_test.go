@@ -38,8 +38,13 @@ func TestEnsembleLeaderLoss(t *testing.T) {
 	require.NoError(t, err)
 	lock, err := holder.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
-	_, changes, err := watcher.Watch(ctx, "d/f")
-	require.NoError(t, err)
+	// ZooKeeper guarantees read-your-writes per session only: the
+	// watcher's server may apply the create a moment later.
+	var changes <-chan *topo.WatchData
+	require.Eventually(t, func() bool {
+		_, changes, err = watcher.Watch(ctx, "d/f")
+		return err == nil
+	}, time.Minute, 10*time.Millisecond)
 	var lastSeen atomic.Value
 	watchDone := make(chan error, 1)
 	go func() {

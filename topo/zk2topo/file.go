@@ -446,6 +446,9 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			mr, err = c.zk.Multi(ops...)
 			return err
 		})
+		if topo.CodeOf(err) != 0 {
+			return err // ctx ended or closed (mr may still be written)
+		}
 		switch {
 		case err == nil && len(mr) == len(ops) && mr[1].Stat != nil:
 			st := mr[1].Stat
@@ -501,13 +504,18 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if !haveDel || delErr == nil {
 		parentRes, locksRes = make(chan statRes, 1), make(chan statRes, 1)
 		stat := func(zp string, out chan statRes) {
-			var r statRes
-			r.err = c.do(ctx, p, func() error {
+			var exists bool
+			var st *zk.Stat
+			err := c.do(ctx, p, func() error {
 				var err error
-				r.exists, r.st, err = c.zk.Exists(zp)
+				exists, st, err = c.zk.Exists(zp)
 				return err
 			})
-			out <- r
+			if err != nil {
+				out <- statRes{err: err} // exists and st may still be written
+				return
+			}
+			out <- statRes{exists: exists, st: st}
 		}
 		go stat(parent, parentRes)
 		go stat(parent+"/"+locksDir, locksRes)

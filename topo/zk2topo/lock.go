@@ -84,36 +84,38 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 	// version fails the multi as a whole (nothing is created).
 	if lv, ok := c.dirs.get(locksZp); ok {
 		var mr []zk.MultiResponse
-		err := c.do(ctx, dp, func() error {
+		n, err := c.createEntry(ctx, dp, locksZp, func() (string, error) {
 			var err error
 			mr, err = c.zk.Multi(
 				&zk.CreateRequest{Path: locksZp + "/", Data: []byte(contents), Acl: c.acl, Flags: zk.FlagEphemeralSequential},
 				&zk.SetDataRequest{Path: locksZp, Data: nil, Version: lv})
-			return err
+			if err != nil || len(mr) != 2 || mr[1].Stat == nil {
+				return "", errMulti(err)
+			}
+			return mr[0].String, nil
 		})
 		switch {
-		case err == nil && len(mr) == 2 && mr[1].Stat != nil:
-			node = mr[0].String
+		case err == nil:
+			node = n
 			c.dirs.set(locksZp, mr[1].Stat.Version)
 			if mr[1].Stat.NumChildren == 1 {
 				return &lockDesc{c: c, dir: dp, node: node, sess: sess}, nil
 			}
-		case len(mr) == 2:
+		case topo.CodeOf(err) == 0 && len(mr) == 2:
+			// (A *topo.Error means ctx ended: mr may still be written.)
 			c.dirs.drop(locksZp) // stale or absent: the plain path
 		default:
 			return nil, c.convert(err, dp)
 		}
 	}
 	for attempt := 0; node == ""; attempt++ {
-		err := c.do(ctx, dp, func() error {
-			var err error
-			node, err = c.zk.Create(locksZp+"/", []byte(contents), zk.FlagEphemeralSequential, c.acl)
-			return err
+		n, err := c.createEntry(ctx, dp, locksZp, func() (string, error) {
+			return c.zk.Create(locksZp+"/", []byte(contents), zk.FlagEphemeralSequential, c.acl)
 		})
 		if err == nil {
+			node = n
 			break
 		}
-		node = ""
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
 			return nil, c.convert(err, dp)
 		}
@@ -222,9 +224,7 @@ func (l *lockDesc) abandon() {
 	go func() {
 		defer c.bg.Done()
 		defer close(done)
-		ctx, cancel := freshContext()
-		defer cancel()
-		_ = c.do(ctx, l.dir, func() error { return c.zk.Delete(l.node, -1) })
+		c.deleteEntry(l.node)
 	}()
 	select {
 	case <-done:
@@ -291,6 +291,9 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 		return topo.NewError(topo.Closed, l.dir)
 	}
 	err := l.c.do(ctx, l.dir, func() error { return l.c.zk.Delete(l.node, -1) })
+	if err == nil || errors.Is(err, zk.ErrNoNode) {
+		l.c.forgetEntry(l.node)
+	}
 	if errors.Is(err, zk.ErrNoNode) {
 		return topo.NewError(topo.LockLost, l.dir)
 	}
@@ -302,4 +305,14 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 		return l.c.convert(err, l.dir)
 	}
 	return nil
+}
+
+// errMulti is the error of a multi that failed: the first failed
+// operation's error in case of a partial answer, so that callers can tell
+// "no such znode" from the rest.
+func errMulti(err error) error {
+	if err == nil {
+		return errors.New("zk2topo: malformed multi answer")
+	}
+	return err
 }

@@ -10,7 +10,10 @@ import (
 )
 
 // ZooKeeper request opcodes the observer recognises.
-const opDelete = 2
+const (
+	opCreate = 1
+	opDelete = 2
+)
 
 // sendObserver watches the request frames the client library writes to the
 // server, so that a Conn can pipeline requests: ZooKeeper executes one

@@ -152,3 +152,62 @@ func TestContextHonoured(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "z", string(got))
 }
+
+// TestNoOrphanEntries: a lock entry whose create outcome the caller never
+// saw (its context ended with the create in flight, or the connection
+// dropped before the answer) does not stay behind to block other lockers.
+func TestNoOrphanEntries(t *testing.T) {
+	s, err := zktest.Launch()
+	require.NoError(t, err)
+	defer s.Stop()
+	root := "/orphans"
+	open := func() *Conn {
+		c, err := NewConn(Options{Servers: []string{s.Addr()}, SessionTimeout: 30 * time.Second}, root)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	c, other := open(), open()
+	ctx := t.Context()
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	free := func() bool {
+		l, err := other.TryLock(ctx, "d", "probe")
+		if err != nil {
+			return false
+		}
+		require.NoError(t, l.Unlock(ctx))
+		return true
+	}
+	require.True(t, free())
+
+	// The context ends while the create waits for a hung server.
+	require.NoError(t, s.Pause())
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = c.Lock(tctx, "d", "late")
+	cancel()
+	require.ErrorIs(t, err, topo.Timeout)
+	require.NoError(t, s.Resume())
+	require.Eventually(t, free, time.Minute, 10*time.Millisecond, "an abandoned create left its entry")
+
+	// The connection drops right after the create was sent.
+	fresh := open()                   // knows nothing of d/locks: a plain create
+	_, _, err = fresh.Get(ctx, "d/f") // connected
+	require.NoError(t, err)
+	sent, unregister := fresh.sent.expect(opCreate, fresh.zkPath("d/locks")+"/")
+	defer unregister()
+	fresh.sent.block.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := fresh.Lock(ctx, "d", "cut off")
+		done <- err
+	}()
+	<-sent
+	fresh.sent.drop()
+	fresh.sent.block.Store(false)
+	err = <-done
+	if err != nil {
+		require.ErrorIs(t, err, topo.Unavailable)
+		require.Eventually(t, free, time.Minute, 10*time.Millisecond, "a create that lost its answer left its entry")
+	} // else the answer arrived before the drop: the lock is simply held.
+}

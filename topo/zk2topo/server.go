@@ -146,7 +146,9 @@ type Conn struct {
 
 	mu             sync.Mutex
 	sess           *session
-	disconnectedAt time.Time // zero while connected with a session
+	disconnectedAt time.Time       // zero while connected with a session
+	entries        map[string]bool // lock and election entries of the session
+	pending        map[string]int  // entry creates in flight, by parent znode
 }
 
 // session is one ZooKeeper session of a Conn; lost is closed when the
@@ -247,6 +249,8 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		closing: make(chan struct{}),
 		sess:    &session{lost: make(chan struct{})},
 		sent:    newSendObserver(),
+		entries: map[string]bool{},
+		pending: map[string]int{},
 	}
 	if r != "" {
 		c.root = "/" + r
@@ -302,6 +306,7 @@ func (c *Conn) onEvent(ev zk.Event) {
 	switch ev.State {
 	case zk.StateExpired:
 		c.sess.expire()
+		clear(c.entries) // the server deleted them
 		c.sess = &session{lost: make(chan struct{})}
 	case zk.StateHasSession:
 		c.disconnectedAt = time.Time{}
