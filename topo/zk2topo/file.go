@@ -659,22 +659,29 @@ func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *z
 		return false
 	}
 	p := c.relPath(dir)
-	c.dirs.drop(dir)
-	c.dirs.drop(dir + "/" + locksDir)
+	var err error
 	switch {
 	case st.NumChildren == 0:
-		err := c.do(ctx, p, func() error { return c.zk.Delete(dir, st.Version) })
-		return err == nil || errors.Is(err, zk.ErrNoNode)
+		err = c.do(ctx, p, func() error { return c.zk.Delete(dir, st.Version) })
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
 	case st.NumChildren == 1 && lexists && lst.NumChildren == 0:
-		err := c.do(ctx, p, func() error {
+		err = c.do(ctx, p, func() error {
 			_, err := c.zk.Multi(
 				&zk.DeleteRequest{Path: dir + "/" + locksDir, Version: lst.Version},
 				&zk.DeleteRequest{Path: dir, Version: st.Version})
 			return err
 		})
-		return err == nil
+	default:
+		return false
 	}
-	return false
+	if err != nil {
+		return false
+	}
+	c.dirs.drop(dir)
+	c.dirs.drop(dir + "/" + locksDir)
+	return true
 }
 
 // dirCache remembers the data version of directory znodes (empty data) a

@@ -290,7 +290,7 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	if l.c.closed.Load() {
 		return topo.NewError(topo.Closed, l.dir)
 	}
-	err := l.c.do(ctx, l.dir, func() error { return l.c.zk.Delete(l.node, -1) })
+	err := l.release(ctx)
 	if err == nil || errors.Is(err, zk.ErrNoNode) {
 		l.c.forgetEntry(l.node)
 	}
@@ -305,6 +305,55 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 		return l.c.convert(err, l.dir)
 	}
 	return nil
+}
+
+// release deletes the lock entry. When the versions of the locks znode and
+// of the directory are known, the delete goes in one multi with rewrites of
+// their (empty) data at those versions, whose Stats tell, without another
+// round trip, whether the directory is left holding only an empty locks
+// znode (its files were deleted while it was locked, or it is a named lock):
+// then both are removed, with the parents left empty.
+func (l *lockDesc) release(ctx context.Context) error {
+	c := l.c
+	locksZp := zkDir(l.node)
+	dirZp := zkDir(locksZp)
+	dv, dok := c.dirs.get(dirZp)
+	lv, lok := c.dirs.get(locksZp)
+	if !dok || !lok || dirZp == c.zkPath("") || dirZp == "/" {
+		return c.do(ctx, l.dir, func() error { return c.zk.Delete(l.node, -1) })
+	}
+	var mr []zk.MultiResponse
+	err := c.do(ctx, l.dir, func() error {
+		var err error
+		mr, err = c.zk.Multi(
+			&zk.DeleteRequest{Path: l.node, Version: -1},
+			&zk.SetDataRequest{Path: locksZp, Data: nil, Version: lv},
+			&zk.SetDataRequest{Path: dirZp, Data: nil, Version: dv})
+		return err
+	})
+	switch {
+	case topo.CodeOf(err) != 0:
+		return err // ctx ended (mr may still be written)
+	case err == nil && len(mr) == 3 && mr[1].Stat != nil && mr[2].Stat != nil:
+		lst, dst := mr[1].Stat, mr[2].Stat
+		c.dirs.set(locksZp, lst.Version)
+		c.dirs.set(dirZp, dst.Version)
+		if dst.NumChildren == 1 && lst.NumChildren == 0 {
+			if c.removeIfEmpty(ctx, dirZp, true, dst, true, lst) {
+				c.cleanupDir(ctx, zkDir(dirZp))
+			}
+		}
+		return nil
+	case len(mr) == 3 && mr[0].Error != nil:
+		return mr[0].Error
+	case len(mr) == 3:
+		// Another client wrote the directory or its locks znode.
+		c.dirs.drop(locksZp)
+		c.dirs.drop(dirZp)
+		return c.do(ctx, l.dir, func() error { return c.zk.Delete(l.node, -1) })
+	default:
+		return err
+	}
 }
 
 // errMulti is the error of a multi that failed: the first failed

@@ -150,3 +150,35 @@ func TestDisconnectEndsLeadership(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "id", id)
 }
+
+// TestUnlockLeavesNoEmptyDirectory: a directory emptied while locked, and a
+// named lock's directories, disappear when the lock is released.
+func TestUnlockLeavesNoEmptyDirectory(t *testing.T) {
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	ctx := t.Context()
+	_, err := c.Create(ctx, "p/keep", []byte("k"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "p/d/f", []byte("f"))
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "p/d", "holder")
+	require.NoError(t, err)
+	require.NoError(t, c.Delete(ctx, "p/d/f", nil))
+	entries, err := c.ListDir(ctx, "p/d", true)
+	require.NoError(t, err, "the held lock keeps p/d")
+	require.Len(t, entries, 1)
+	require.True(t, entries[0].Ephemeral)
+	require.NoError(t, l.Unlock(ctx))
+	_, err = c.ListDir(ctx, "p/d", false)
+	require.ErrorIs(t, err, topo.NoNode)
+	entries, err = c.ListDir(ctx, "p", false)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "keep"}}, entries)
+
+	ln, err := c.LockName(ctx, "named/x", "holder")
+	require.NoError(t, err)
+	require.NoError(t, ln.Unlock(ctx))
+	entries, err = c.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "p"}}, entries, "a released named lock leaves no directory")
+}
