@@ -270,9 +270,10 @@ func (p *participation) removeCandidate() {
 
 // Stop withdraws: it cancels the leadership context (before the candidate
 // znode is deleted, so that two leaders never overlap), makes a waiting
-// WaitForLeadership return Interrupted, and deletes the candidate znode. It
-// is idempotent and returns once the znode is deleted or the store could
-// not be reached.
+// WaitForLeadership return Interrupted, and deletes the candidate znode
+// (the last candidate also removes the election's now empty znode). It is
+// idempotent and returns once the znode is deleted or the store could not
+// be reached.
 func (p *participation) Stop() {
 	p.mu.Lock()
 	if p.stopped {
@@ -285,9 +286,17 @@ func (p *participation) Stop() {
 	if p.lcancel != nil {
 		p.lcancel()
 	}
+	hadNode := p.node != ""
 	p.mu.Unlock()
 	p.removeCandidate()
 	p.monitor.Wait()
+	if hadNode && !p.c.closed.Load() {
+		// The last candidate to leave removes the election's znode (and an
+		// "elections" left empty), so nothing lingers in listings.
+		ctx, cancel := freshContext()
+		defer cancel()
+		p.c.cleanupDir(ctx, p.dirZp)
+	}
 }
 
 // GetCurrentLeaderID returns the id stored in the lowest candidate znode,

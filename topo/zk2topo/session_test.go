@@ -182,3 +182,30 @@ func TestUnlockLeavesNoEmptyDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []topo.DirEntry{{Name: "p"}}, entries, "a released named lock leaves no directory")
 }
+
+// TestElectionLeavesNothing: once every candidate stopped, the election's
+// znodes are gone from listings.
+func TestElectionLeavesNothing(t *testing.T) {
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	ctx := t.Context()
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	p1, err := c.NewLeaderParticipation("a/b", "id1")
+	require.NoError(t, err)
+	p2, err := c.NewLeaderParticipation("a/b", "id2")
+	require.NoError(t, err)
+	_, err = p1.WaitForLeadership()
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() { _, err := p2.WaitForLeadership(); got <- err }()
+	p1.Stop()
+	require.NoError(t, <-got)
+	entries, err := c.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "elections"}, {Name: "f"}}, entries, "a running election is listed")
+	p2.Stop()
+	entries, err = c.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "f"}}, entries)
+}
