@@ -143,7 +143,7 @@ type Conn struct {
 	closed    atomic.Bool
 	closing   chan struct{}
 	closeOnce sync.Once
-	bg        sync.WaitGroup // watch and election goroutines
+	bg        sync.WaitGroup // workers, background deletes, leader streams
 
 	mu             sync.Mutex
 	sess           *session

@@ -53,9 +53,9 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
 	out := make(chan *topo.WatchData, watchBuffer)
-	c.bg.Add(1)
+	// Not tracked by c.bg: Close must not wait on a consumer that stopped
+	// draining the channel.
 	go func() {
-		defer c.bg.Done()
 		defer close(out)
 		last := st.Version
 		send := func(wd *topo.WatchData) bool {
@@ -183,8 +183,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	}
 	sort.Slice(initial, func(i, j int) bool { return initial[i].Path < initial[j].Path })
 	out := make(chan *topo.WatchDataRecursive, watchBuffer)
-	c.bg.Add(1)
-	go w.run(out)
+	go w.run(out) // not tracked by c.bg, as for Watch
 	return initial, out, nil
 }
 
@@ -366,7 +365,6 @@ func (w *treeWatch) scanChildren(zp string) error {
 // session expires.
 func (w *treeWatch) run(out chan<- *topo.WatchDataRecursive) {
 	c := w.c
-	defer c.bg.Done()
 	defer close(out)
 	defer close(w.done)
 	interrupted := func() *topo.WatchDataRecursive {
