@@ -12,8 +12,8 @@ import (
 // backends). Larger writes fail with InvalidArgument and write nothing.
 const MaxValueSize = 512 * 1024
 
-// MaxPathLength is the longest path, in bytes, that CleanFilePath and
-// CleanDirPath accept.
+// MaxPathLength is the longest canonical path (without its leading "/"),
+// in bytes, that CleanFilePath, CleanDirPath and CleanPrefix accept.
 const MaxPathLength = 4096
 
 // CleanFilePath validates a file path and returns it in canonical form:
@@ -76,28 +76,40 @@ func CleanPrefix(p string) (string, error) {
 }
 
 func cleanPath(p string) (string, error) {
-	if len(p) > MaxPathLength {
+	c := strings.TrimPrefix(p, "/")
+	if len(c) > MaxPathLength {
 		return "", &Error{Code: InvalidPath, Path: p[:64] + "...", Err: errors.New("path longer than MaxPathLength")}
 	}
-	for i := 0; i < len(p); i++ {
-		if b := p[i]; b < 0x20 || b == 0x7f {
+	// One pass over the bytes for control bytes (and whether UTF-8 needs
+	// checking), one over the segments: this runs on every call.
+	ascii := true
+	for i := 0; i < len(c); i++ {
+		b := c[i]
+		if b < 0x20 || b == 0x7f {
 			return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("path contains a control byte")}
 		}
+		if b >= 0x80 {
+			ascii = false
+		}
 	}
-	if !utf8.ValidString(p) {
+	if !ascii && !utf8.ValidString(c) {
 		return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("path is not valid UTF-8")}
 	}
-	c := strings.TrimPrefix(p, "/")
 	if c == "" {
 		return "", nil
 	}
-	for seg := range strings.SplitSeq(c, "/") {
-		switch seg {
+	start := 0
+	for i := 0; i <= len(c); i++ {
+		if i < len(c) && c[i] != '/' {
+			continue
+		}
+		switch c[start:i] {
 		case "":
 			return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("empty path segment")}
 		case ".", "..":
 			return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("'.' and '..' segments are not allowed")}
 		}
+		start = i + 1
 	}
 	return c, nil
 }
