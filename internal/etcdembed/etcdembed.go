@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -80,7 +81,8 @@ type Member struct {
 	// type offers (e.g. Etcd.Server.Leader()).
 	Etcd *embed.Etcd
 
-	cfg Config
+	cfg   Config
+	close func() // e.Close, once: a second embed.Etcd.Close panics
 }
 
 // ErrAddrInUse is wrapped by Start's error when a listen address was taken,
@@ -148,7 +150,7 @@ func Start(cfg Config) (*Member, error) {
 		}
 		return nil, fmt.Errorf("etcdembed: starting member %s: %w", cfg.Name, err)
 	}
-	return &Member{Etcd: e, cfg: cfg}, nil
+	return &Member{Etcd: e, cfg: cfg, close: sync.OnceFunc(e.Close)}, nil
 }
 
 // WaitReady waits until the member serves clients, or ctx ends (then it
@@ -195,7 +197,7 @@ func (m *Member) IsLeader() bool {
 // (watches) are given up to etcd's request timeout to end. Close is
 // idempotent.
 func (m *Member) Close() {
-	m.Etcd.Close()
+	m.close()
 }
 
 // FreeAddrs returns n distinct "127.0.0.1:PORT" addresses that were free a

@@ -52,3 +52,13 @@ func TestStartErrors(t *testing.T) {
 	_, err = Start(Config{Dir: t.TempDir(), ClientURL: "http://" + addrs[0], PeerURL: "http://" + other[0]})
 	require.ErrorIs(t, err, ErrAddrInUse)
 }
+
+func TestMemberCloseTwice(t *testing.T) {
+	addrs, err := FreeAddrs(2)
+	require.NoError(t, err)
+	m, err := Start(Config{Name: "twice", Dir: t.TempDir(), ClientURL: "http://" + addrs[0], PeerURL: "http://" + addrs[1]})
+	require.NoError(t, err)
+	require.NoError(t, m.WaitReady(context.Background()))
+	m.Close()
+	require.NotPanics(t, m.Close)
+}
