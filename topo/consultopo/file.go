@@ -77,11 +77,8 @@ const maxTxnValue = 360 * 1024
 // InvalidPath/InvalidArgument for bad input, Timeout/Interrupted when ctx
 // ends, Closed after Close and Unavailable when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := topo.CleanFilePath(filePath)
+	p, err := topo.CheckCreate(filePath, contents)
 	if err != nil {
-		return nil, err
-	}
-	if err := topo.CheckValue(p, contents); err != nil {
 		return nil, err
 	}
 	if err := c.begin(ctx, p); err != nil {
@@ -118,18 +115,9 @@ func writeNonce() uint64 { return uint64(rand.Uint32()) }
 // contents (see writeNonce). Errors as for Create; a foreign or negative
 // version gives InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	p, err := topo.CleanFilePath(filePath)
+	p, index, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
-	}
-	if err := topo.CheckValue(p, contents); err != nil {
-		return nil, err
-	}
-	var index int64
-	if version != nil {
-		if index, err = topo.VersionNumber(p, version); err != nil {
-			return nil, err
-		}
 	}
 	if err := c.begin(ctx, p); err != nil {
 		return nil, err
@@ -138,7 +126,8 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, c.missingOrBadVersion(ctx, p)
 	}
 	if len(contents) > maxTxnValue {
-		return c.writeLarge(ctx, p, contents, false, uint64(index))
+		// writeLarge takes index 0, not topo.AnyVersion, for unconditional.
+		return c.writeLarge(ctx, p, contents, false, uint64(max(index, 0)))
 	}
 	op := &api.KVTxnOp{Verb: api.KVSet, Key: c.key(p), Value: contents, Flags: writeNonce()}
 	if version != nil {
@@ -301,15 +290,9 @@ func (c *Conn) files(pairs api.KVPairs) []file {
 // for Create. Directories are implicit in Consul, so a directory emptied by
 // the delete vanishes from its parent's listing.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	p, err := topo.CleanFilePath(filePath)
+	p, index, err := topo.CheckDelete(filePath, version)
 	if err != nil {
 		return err
-	}
-	var index int64
-	if version != nil {
-		if index, err = topo.VersionNumber(p, version); err != nil {
-			return err
-		}
 	}
 	if err := c.begin(ctx, p); err != nil {
 		return err

@@ -17,11 +17,8 @@ import (
 // InvalidPath, InvalidArgument (value too large), Timeout, Interrupted,
 // Closed, Unavailable as documented on topo.Conn.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := topo.CleanFilePath(filePath)
+	p, err := topo.CheckCreate(filePath, contents)
 	if err != nil {
-		return nil, err
-	}
-	if err := topo.CheckValue(p, contents); err != nil {
 		return nil, err
 	}
 	if err := c.check(ctx, p); err != nil {
@@ -49,18 +46,9 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // returns the new ModRevision. A failed compare-and-set costs one more
 // read, to tell NoNode from BadVersion.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	p, err := topo.CleanFilePath(filePath)
+	p, want, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
-	}
-	if err := topo.CheckValue(p, contents); err != nil {
-		return nil, err
-	}
-	var want int64
-	if version != nil {
-		if want, err = topo.VersionNumber(p, version); err != nil {
-			return nil, err
-		}
 	}
 	if err := c.check(ctx, p); err != nil {
 		return nil, err
@@ -195,15 +183,9 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 // non-nil one is a transaction on the key's ModRevision (BadVersion if
 // stale; version 0 never matches). It returns NoNode if the file is absent.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	p, err := topo.CleanFilePath(filePath)
+	p, want, err := topo.CheckDelete(filePath, version)
 	if err != nil {
 		return err
-	}
-	var want int64
-	if version != nil {
-		if want, err = topo.VersionNumber(p, version); err != nil {
-			return err
-		}
 	}
 	if err := c.check(ctx, p); err != nil {
 		return err

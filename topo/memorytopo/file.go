@@ -19,11 +19,8 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	if err := c.closedErr(filePath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := topo.CheckCreate(filePath, contents)
 	if err != nil {
-		return nil, err
-	}
-	if err := topo.CheckValue(p, contents); err != nil {
 		return nil, err
 	}
 	if err := c.enter(ctx, OpCreate, p); err != nil {
@@ -56,18 +53,9 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err := c.closedErr(filePath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, want, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
-	}
-	if err := topo.CheckValue(p, contents); err != nil {
-		return nil, err
-	}
-	want := int64(-1)
-	if version != nil {
-		if want, err = topo.VersionNumber(p, version); err != nil {
-			return nil, err
-		}
 	}
 	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
@@ -84,7 +72,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if n != nil && n.entry != nil {
 		return nil, &topo.Error{Code: topo.NodeExists, Path: p, Err: errEphemeral}
 	}
-	if want >= 0 {
+	if want != topo.AnyVersion {
 		if n == nil || n.file == nil {
 			return nil, topo.NewError(topo.NoNode, p)
 		}
@@ -234,15 +222,9 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if err := c.closedErr(filePath); err != nil {
 		return err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, want, err := topo.CheckDelete(filePath, version)
 	if err != nil {
 		return err
-	}
-	want := int64(-1)
-	if version != nil {
-		if want, err = topo.VersionNumber(p, version); err != nil {
-			return err
-		}
 	}
 	if err := c.enter(ctx, OpDelete, p); err != nil {
 		return err
@@ -257,12 +239,12 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	n := s.lookup(full)
 	switch {
 	case n != nil && n.file != nil:
-		if want >= 0 && n.file.version != want {
+		if want != topo.AnyVersion && n.file.version != want {
 			return topo.NewError(topo.BadVersion, p)
 		}
 		s.deleteFile(full, n)
 	case n != nil && n.entry != nil:
-		if want >= 0 && n.entry.seq != want {
+		if want != topo.AnyVersion && n.entry.seq != want {
 			return topo.NewError(topo.BadVersion, p)
 		}
 		s.removeEntry(n.entry, true)

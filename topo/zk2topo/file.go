@@ -46,11 +46,8 @@ func (c *Conn) internal(p string) bool {
 // becomes the file instead. Errors: InvalidPath, InvalidArgument (value too
 // large), NodeExists, Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := topo.CleanFilePath(filePath)
+	p, err := topo.CheckCreate(filePath, contents)
 	if err != nil {
-		return nil, err
-	}
-	if err := topo.CheckValue(p, contents); err != nil {
 		return nil, err
 	}
 	if err := c.begin(ctx, p); err != nil {
@@ -144,20 +141,15 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 	return topo.NewError(topo.Unavailable, p)
 }
 
-// zkVersion converts a caller's version for a compare-and-set. ok is false
-// when no ZooKeeper version can equal it (it is larger than an int32).
-func zkVersion(p string, v topo.Version) (ver int32, ok bool, err error) {
-	if v == nil {
-		return -1, true, nil
-	}
-	n, err := topo.VersionNumber(p, v)
-	if err != nil {
-		return 0, false, err
-	}
+// zkVersion converts a checked version number (see topo.CheckUpdate) for a
+// compare-and-set: topo.AnyVersion is ZooKeeper's -1 ("any version"). ok
+// is false when no ZooKeeper version can equal it (it is larger than an
+// int32).
+func zkVersion(n int64) (ver int32, ok bool) {
 	if n > math.MaxInt32 {
-		return 0, false, nil
+		return 0, false
 	}
-	return int32(n), true, nil
+	return int32(n), true
 }
 
 // Update writes contents to filePath (one round trip when the file exists).
@@ -168,17 +160,11 @@ func zkVersion(p string, v topo.Version) (ver int32, ok bool, err error) {
 // InvalidArgument (value too large, foreign or negative version), NoNode,
 // BadVersion, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	p, err := topo.CleanFilePath(filePath)
+	p, n, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
-	if err := topo.CheckValue(p, contents); err != nil {
-		return nil, err
-	}
-	ver, ok, err := zkVersion(p, version)
-	if err != nil {
-		return nil, err
-	}
+	ver, ok := zkVersion(n)
 	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
@@ -386,14 +372,11 @@ func splitPrefix(prefix string) (dir, name string) {
 // Errors: InvalidPath, InvalidArgument (bad version), NoNode, BadVersion,
 // Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	p, err := topo.CleanFilePath(filePath)
+	p, n, err := topo.CheckDelete(filePath, version)
 	if err != nil {
 		return err
 	}
-	ver, ok, err := zkVersion(p, version)
-	if err != nil {
-		return err
-	}
+	ver, ok := zkVersion(n)
 	if err := c.begin(ctx, p); err != nil {
 		return err
 	}
