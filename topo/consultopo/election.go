@@ -18,10 +18,7 @@ import (
 // that is not a valid path, and Closed after Close. Nothing is written
 // until WaitForLeadership.
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	if name == "" || id == "" {
-		return nil, topo.Wrap(topo.InvalidArgument, name, errors.New("an election needs a name and a participant id"))
-	}
-	n, err := topo.CleanFilePath(name)
+	n, err := topo.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}

@@ -20,10 +20,7 @@ import (
 // id, InvalidPath for a malformed name, Closed after Close. Nothing is
 // written until WaitForLeadership.
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	if name == "" || id == "" {
-		return nil, topo.Wrap(topo.InvalidArgument, name, errors.New("an election needs a name and a participant id"))
-	}
-	n, err := topo.CleanFilePath(name)
+	n, err := topo.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package memorytopo
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/topokit/topokit/topo"
@@ -23,10 +22,7 @@ func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 	if err := c.closedErr(name); err != nil {
 		return nil, err
 	}
-	if name == "" || id == "" {
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: name, Err: errors.New("an election needs a name and a participant id")}
-	}
-	p, err := topo.CleanFilePath(name)
+	p, err := topo.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
