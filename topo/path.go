@@ -145,12 +145,17 @@ func CheckContext(ctx context.Context, path string) error {
 // while ctx is live.
 func FromContext(ctx context.Context, path string) error {
 	err := ctx.Err()
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Code: Timeout, Path: path, Err: err}
-	default:
-		return &Error{Code: Interrupted, Path: path, Err: err}
 	}
+	return &Error{Code: contextCode(err), Path: path, Err: err}
+}
+
+// contextCode is the code of a finished context's error: Timeout for a
+// passed deadline, Interrupted for a cancellation.
+func contextCode(err error) ErrorCode {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Timeout
+	}
+	return Interrupted
 }

@@ -19,40 +19,34 @@ import (
 //   - HTTP 404: NoNode; 409: BadVersion; 429: ResourceExhausted;
 //     413 and 400: InvalidArgument;
 //   - anything else (transport errors, 5xx, ACL refusals): Unavailable.
+//
+// *topo.Error values pass through unchanged (see topo.MapError).
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
-	if err == nil {
-		return nil
-	}
-	var te *topo.Error
-	if errors.As(err, &te) {
-		return err
-	}
-	if ctx.Err() != nil {
-		return topo.Wrap(topo.CodeOf(topo.FromContext(ctx, path)), path, err)
-	}
-	if c.ctx.Err() != nil {
-		return topo.Wrap(topo.Closed, path, err)
-	}
+	return topo.MapError(ctx, err, path, c.ctx.Err() != nil, codeOf)
+}
+
+// codeOf is the Consul-specific part of convertError's mapping.
+func codeOf(err error) topo.ErrorCode {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return topo.Wrap(topo.Timeout, path, err)
+		return topo.Timeout
 	}
 	if errors.Is(err, context.Canceled) {
-		return topo.Wrap(topo.Interrupted, path, err)
+		return topo.Interrupted
 	}
 	var se api.StatusError
 	if errors.As(err, &se) {
 		switch se.Code {
 		case http.StatusNotFound:
-			return topo.Wrap(topo.NoNode, path, err)
+			return topo.NoNode
 		case http.StatusConflict:
-			return topo.Wrap(topo.BadVersion, path, err)
+			return topo.BadVersion
 		case http.StatusTooManyRequests:
-			return topo.Wrap(topo.ResourceExhausted, path, err)
+			return topo.ResourceExhausted
 		case http.StatusRequestEntityTooLarge, http.StatusBadRequest:
-			return topo.Wrap(topo.InvalidArgument, path, err)
+			return topo.InvalidArgument
 		}
 	}
-	return topo.Wrap(topo.Unavailable, path, err)
+	return topo.Unavailable
 }
 
 // isInvalidSession reports whether err is Consul refusing a session that no

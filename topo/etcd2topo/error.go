@@ -24,23 +24,13 @@ import (
 //	cancelled                   -> Interrupted
 //
 // and anything else to Unavailable (the store failed the call).
+// *topo.Error values pass through unchanged (see topo.MapError).
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
-	if err == nil {
-		return nil
-	}
-	var te *topo.Error
-	if errors.As(err, &te) {
-		return err
-	}
-	if ctx != nil && ctx.Err() != nil {
-		return topo.Wrap(topo.CodeOf(topo.FromContext(ctx, path)), path, err)
-	}
-	if c.isClosed() {
-		return topo.Wrap(topo.Closed, path, err)
-	}
-	return topo.Wrap(codeOf(err), path, err)
+	return topo.MapError(ctx, err, path, c.isClosed(), codeOf)
 }
 
+// codeOf is the etcd-specific part of convertError's mapping; NewConn
+// also uses it.
 func codeOf(err error) topo.ErrorCode {
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted):
