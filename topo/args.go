@@ -39,11 +39,7 @@ func CheckUpdate(filePath string, contents []byte, version Version) (string, int
 	if err != nil {
 		return "", 0, err
 	}
-	want, err := checkVersion(p, version)
-	if err != nil {
-		return "", 0, err
-	}
-	return p, want, nil
+	return withVersion(p, version)
 }
 
 // CheckDelete validates the arguments of Conn.Delete. It returns the
@@ -57,19 +53,20 @@ func CheckDelete(filePath string, version Version) (string, int64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	want, err := checkVersion(p, version)
+	return withVersion(p, version)
+}
+
+// withVersion returns the canonical path p with the number behind version
+// (VersionNumber), AnyVersion for a nil version.
+func withVersion(p string, version Version) (string, int64, error) {
+	if version == nil {
+		return p, AnyVersion, nil
+	}
+	n, err := VersionNumber(p, version)
 	if err != nil {
 		return "", 0, err
 	}
-	return p, want, nil
-}
-
-// checkVersion is VersionNumber with nil meaning AnyVersion.
-func checkVersion(p string, version Version) (int64, error) {
-	if version == nil {
-		return AnyVersion, nil
-	}
-	return VersionNumber(p, version)
+	return p, n, nil
 }
 
 // CheckElection validates the arguments of Conn.NewLeaderParticipation and
