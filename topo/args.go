@@ -3,8 +3,8 @@ package topo
 import "errors"
 
 // The argument checks every backend runs before it touches its store, in
-// the order the contract fixes (path, then value, then version), so that
-// all backends reject the same bad input with the same *Error.
+// one order (path, then value, then version), so that all backends reject
+// the same bad input with the same *Error.
 
 // AnyVersion is the version number CheckUpdate and CheckDelete return for a
 // nil Version: the write is unconditional. No NumericVersion is negative,
