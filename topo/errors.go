@@ -64,7 +64,7 @@ var codeNames = [...]string{
 	BadVersion:        "bad node version",
 	PartialResult:     "partial result",
 	NoUpdateNeeded:    "no update needed",
-	NoImplementation:  "no such topology implementation",
+	NoImplementation:  "not implemented",
 	ResourceExhausted: "resource exhausted",
 	InvalidPath:       "invalid path",
 	InvalidArgument:   "invalid argument",

@@ -3,7 +3,6 @@ package topo
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -75,7 +74,7 @@ func GetFactory(name string) (Factory, error) {
 			names = []string{"none"}
 		}
 		return nil, &Error{Code: NoImplementation, Path: name,
-			Err: fmt.Errorf("registered implementations: %s", strings.Join(slices.Clip(names), ", "))}
+			Err: fmt.Errorf("no topology implementation of that name is registered; registered implementations: %s", strings.Join(names, ", "))}
 	}
 	return f, nil
 }
