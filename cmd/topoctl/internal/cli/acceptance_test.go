@@ -24,8 +24,9 @@ import (
 // a cell, with a rewritten CellInfo), ls -R, decode records, copy the whole
 // store to ZooKeeper and to Consul, diff each against etcd, export from
 // Consul and compare byte for byte with the input. It always runs on a
-// fixture it builds; when the repository's sibling ../shared/data holds
-// Vitess's real topology and protoset, it runs on those too.
+// fixture it builds; when $TOPOKIT_SHARED_DATA, else the repository's
+// sibling ../shared/data, holds Vitess's real topology and protoset, it
+// runs on those too (and logs when they are not found).
 func TestAcceptance(t *testing.T) {
 	t.Parallel()
 	addrs, err := etcdembed.FreeAddrs(2)
@@ -65,20 +66,33 @@ func TestAcceptance(t *testing.T) {
 	}
 }
 
-// sharedData returns ../shared/data beside the repository when it holds
-// the Vitess topology, or "".
+// envSharedData names a directory holding vitess-local/ and
+// vitess-topodata.protoset, for the optional vitess-local acceptance run.
+const envSharedData = "TOPOKIT_SHARED_DATA"
+
+// sharedData returns the directory with the Vitess topology: $TOPOKIT_SHARED_DATA
+// when set, else ../shared/data beside the repository. It is optional: when
+// it is not found, sharedData logs where it looked and returns "" (the
+// fixture run does not need it).
 func sharedData(t *testing.T) string {
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
+	var d string
+	if env := os.Getenv(envSharedData); env != "" {
+		d = env
+	} else {
+		dir, err := os.Getwd()
+		require.NoError(t, err)
+		for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				break
+			}
 		}
+		d = filepath.Join(filepath.Dir(dir), "shared", "data")
 	}
-	d := filepath.Join(filepath.Dir(dir), "shared", "data")
 	if _, err := os.Stat(filepath.Join(d, "vitess-local", "global")); err != nil {
+		t.Logf("shared Vitess data not found (%v): the vitess-local acceptance run is left out; set %s to a directory holding vitess-local/ and vitess-topodata.protoset to include it", err, envSharedData)
 		return ""
 	}
+	t.Logf("shared Vitess data: %s", d)
 	return d
 }
 
