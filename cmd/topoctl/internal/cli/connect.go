@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -30,13 +32,18 @@ func (o *options) callCtx(ctx context.Context) (context.Context, context.CancelF
 // open connects to the store named by the shared flags, and to --cell
 // through its CellInfo when set.
 func (o *options) open(ctx context.Context) (*store, error) {
-	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root}, o.cell)
+	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, o.cell)
 }
 
 // openSpec connects to the store sp and selects cell ("" or "global" for
 // the global cell).
 func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
 	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
+	if sp.defaulted {
+		if err := o.checkListening(ctx, sp); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := topo.OpenServer(sp.impl, sp.addr, sp.root)
 	if err != nil {
 		return nil, err
@@ -59,9 +66,44 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 	return st, nil
 }
 
+// serveDialTimeout bounds the check that something listens at the
+// default address (see checkListening).
+const serveDialTimeout = time.Second
+
+// serveHint ends the error of a store whose address was defaulted and
+// where nothing listens.
+const serveHint = `no server address was given: is "topoctl serve" running?`
+
+// checkListening dials sp's addresses (the default one, as no address was
+// given) and fails at once, suggesting "topoctl serve", when none accepts a
+// TCP connection: without it a stopped serve would make every command wait
+// for the whole --timeout. Only this check adds the hint; a store that
+// answers and then fails (a lock wait, a slow call) gets no hint.
+func (o *options) checkListening(ctx context.Context, sp spec) error {
+	timeout := serveDialTimeout
+	if o.timeout > 0 && o.timeout < timeout {
+		timeout = o.timeout
+	}
+	d := net.Dialer{Timeout: timeout}
+	var lastErr error
+	for _, a := range strings.Split(sp.addr, ",") {
+		a = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(a), "http://"), "https://")
+		c, err := d.DialContext(ctx, "tcp", a)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		lastErr = err
+	}
+	o.log.Debug("nothing listens at the default address", "address", sp.addr, "err", lastErr)
+	return &topo.Error{Code: topo.Unavailable, Err: fmt.Errorf("%s: %w (%s)", sp, lastErr, serveHint)}
+}
+
 // spec names a store: implementation, server address and root.
 type spec struct {
 	impl, addr, root string
+	// defaulted: no address was given and addr is the embedded etcd's.
+	defaulted bool
 }
 
 // String returns the IMPL:ADDR:ROOT form.
@@ -81,10 +123,14 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 	if sp.impl == "" {
 		return spec{}, usagef("--%s %q: empty implementation", flag, s)
 	}
+	if _, err := topo.GetFactory(sp.impl); err != nil {
+		return spec{}, exitError{code: ExitFailure, err: err}
+	}
 	switch {
 	case sp.addr != "" || sp.impl == "memory":
 	case sp.impl == "etcd2":
 		sp.addr = (&options{io: o.io, impl: "etcd2"}).defaultAddress()
+		sp.defaulted = true
 	default:
 		return spec{}, usagef("--%s %q: empty server address", flag, s)
 	}

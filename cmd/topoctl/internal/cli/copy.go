@@ -78,7 +78,7 @@ func (o *options) planWrites(ctx context.Context, dst topo.Conn, under string, f
 		}
 	}
 	if len(clash) > 0 && !overwrite {
-		return nil, topo.Wrap(topo.NodeExists, clash[0], fmt.Errorf("%d of the %d files already exist in the destination; nothing was written (use --overwrite)", len(clash), len(files)))
+		return nil, topo.Wrap(topo.NodeExists, clash[0], fmt.Errorf("%d of the %s already exist in the destination; nothing was written (use --overwrite)", len(clash), plural(len(files), "file")))
 	}
 	return plan, nil
 }
@@ -255,9 +255,9 @@ func (o *options) reportPlan(plan *writePlan, from, to string) error {
 		if it.Overwrite {
 			note = " (overwrite)"
 		}
-		o.printf("would write %s (%d bytes)%s\n", it.Path, it.Bytes, note)
+		o.printf("would write %s (%s)%s\n", it.Path, plural(it.Bytes, "byte"), note)
 	}
-	o.printf("dry run: %d files, %d bytes from %s to %s; nothing written\n", len(items), plan.bytes(), from, to)
+	o.printf("dry run: %s, %s from %s to %s; nothing written\n", plural(len(items), "file"), plural(plan.bytes(), "byte"), from, to)
 	return nil
 }
 
@@ -265,7 +265,7 @@ func (o *options) reportDone(verb string, plan *writePlan, from, to string) erro
 	if o.jsonOut() {
 		return o.printJSON(map[string]any{verb: len(plan.files), "bytes": plan.bytes(), "from": from, "to": to})
 	}
-	o.printf("%s %d files (%d bytes) from %s to %s\n", verb, len(plan.files), plan.bytes(), from, to)
+	o.printf("%s %s (%s) from %s to %s\n", verb, plural(len(plan.files), "file"), plural(plan.bytes(), "byte"), from, to)
 	return nil
 }
 
@@ -374,11 +374,11 @@ numbers its own). With --output json it prints {"identical","files",
 					case "only-in-to":
 						o.printf("only in to: %s\n", d.Path)
 					default:
-						o.printf("differs: %s (%d bytes vs %d bytes)\n", d.Path, d.FromBytes, d.ToBytes)
+						o.printf("differs: %s (%s vs %s)\n", d.Path, plural(d.FromBytes, "byte"), plural(d.ToBytes, "byte"))
 					}
 				}
 				if len(diffs) == 0 {
-					o.printf("identical: %d files under %s in %s and %s\n", len(af), displayPath(under), a.name, b.name)
+					o.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
 				}
 			}
 			if len(diffs) > 0 {

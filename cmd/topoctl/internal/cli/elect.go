@@ -31,9 +31,10 @@ func (o *options) printElect(ev electEvent) {
 func newElectCmd(o *options) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "elect NAME --id ID",
+		Use:   "elect NAME [--id ID]",
 		Short: "Take part in a leader election and print leadership changes",
-		Long: `Join the leader election NAME as participant ID and stay in it until
+		Long: `Join the leader election NAME as participant ID (default HOST-PID, this
+host's name and topoctl's process id) and stay in it until
 interrupted (Ctrl-C, SIGTERM), then withdraw. It prints one line per event:
 "leader ID" whenever the leader changes (ID may be this participant or
 another one), "elected ID" when this participant becomes the leader and

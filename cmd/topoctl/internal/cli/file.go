@@ -34,7 +34,9 @@ none and fail with NoImplementation).
 FileDescriptorSet, as "protoc --include_imports --descriptor_set_out" writes)
 and prints protobuf JSON; --type names the message (e.g. topodata.Tablet).
 Without --type, the one message named like the file's base name is used.
-Without --protoset, the types compiled into topoctl are used (CellInfo).
+Without --protoset, only the types compiled into topoctl are known
+(topokit.topodata.CellInfo); any other type is a usage error asking for
+--protoset.
 
 With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 		Args: exactArgs(1),
@@ -62,6 +64,9 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 					return err
 				}
 				if _, err := sch.messageType(typ, p); err != nil {
+					if protoset == "" {
+						return usagef("--decode json needs --protoset FILE (a FileDescriptorSet, as \"protoc --include_imports --descriptor_set_out\" writes) to decode %s; without it only the types built into topoctl are known, such as topokit.topodata.CellInfo", displayPath(p))
+					}
 					return err
 				}
 			default:
@@ -140,10 +145,13 @@ func newPutCmd(o *options) *cobra.Command {
 		file      string
 	)
 	cmd := &cobra.Command{
-		Use:   "put FILE [VALUE]",
+		Use:   "put FILE [VALUE | -]",
 		Short: "Write a file",
-		Long: `Write a value to FILE, taken from the VALUE argument, from --file, or
-else from standard input, byte for byte. By default the write is
+		Long: `Write a value to FILE, byte for byte, taken from the VALUE argument, from
+--file F, or from standard input: when it is a pipe or a file (not a
+terminal) and neither VALUE nor --file is given, or when VALUE or F is "-".
+On a terminal with no value given, put fails with a usage error rather than
+wait for typing. By default the write is
 unconditional and creates the file if it is absent. --create fails with
 NodeExists if the file exists; --if-version V writes only if the file's
 version is V (BadVersion otherwise, NoNode if absent). The path, value size
@@ -167,18 +175,30 @@ prints the new version.`,
 				cas = v
 			}
 			var value []byte
+			readStdin := func() error {
+				if value, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, topo.MaxValueSize+1)); err != nil {
+					return fmt.Errorf("reading standard input: %w", err)
+				}
+				return nil
+			}
 			switch {
 			case len(args) == 2 && file != "":
 				return usagef("give the value as an argument or with --file, not both")
+			case len(args) == 2 && args[1] == "-", file == "-":
+				if err := readStdin(); err != nil {
+					return err
+				}
 			case len(args) == 2:
 				value = []byte(args[1])
 			case file != "":
 				if value, err = os.ReadFile(file); err != nil {
 					return usageError{fmt.Errorf("--file: %w", err)}
 				}
+			case o.stdinIsTerminal():
+				return usagef("no value given: pass it as an argument (put %s VALUE), with --file F, or on standard input with \"-\" (put %s -) or through a pipe", args[0], args[0])
 			default:
-				if value, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, topo.MaxValueSize+1)); err != nil {
-					return fmt.Errorf("reading standard input: %w", err)
+				if err := readStdin(); err != nil {
+					return err
 				}
 			}
 			if err := topo.CheckValue(p, value); err != nil {
@@ -211,7 +231,7 @@ prints the new version.`,
 	f := cmd.Flags()
 	f.BoolVar(&create, "create", false, "fail with NodeExists if the file exists")
 	f.StringVar(&ifVersion, "if-version", "", "write only if the file's current version is this one")
-	f.StringVarP(&file, "file", "f", "", "read the value from this file")
+	f.StringVarP(&file, "file", "f", "", "read the value from this file (\"-\": standard input)")
 	return cmd
 }
 
@@ -256,10 +276,10 @@ left alone.`,
 					err := st.conn.Delete(ctx, kv.Path, nil)
 					cancel()
 					if err != nil && !topo.IsErrType(err, topo.NoNode) {
-						return fmt.Errorf("deleted %d of %d files: %w", i, len(files), err)
+						return fmt.Errorf("deleted %d of %s: %w", i, plural(len(files), "file"), err)
 					}
 				}
-				o.eprintf("deleted %d files under %s\n", len(files), displayPath(dir))
+				o.eprintf("deleted %s under %s\n", plural(len(files), "file"), displayPath(dir))
 				return nil
 			}
 			p, err := topo.CleanFilePath(args[0])

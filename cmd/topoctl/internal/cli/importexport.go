@@ -175,17 +175,17 @@ writing anything.`,
 			for i, f := range files {
 				lp := filepath.Join(dir, filepath.FromSlash(rels[i]))
 				if err := os.MkdirAll(filepath.Dir(lp), 0o755); err != nil {
-					return fmt.Errorf("exported %d of %d files: %w", i, len(files), err)
+					return fmt.Errorf("exported %d of %s: %w", i, plural(len(files), "file"), err)
 				}
 				if err := os.WriteFile(lp, f.Value, 0o644); err != nil {
-					return fmt.Errorf("exported %d of %d files: %w", i, len(files), err)
+					return fmt.Errorf("exported %d of %s: %w", i, plural(len(files), "file"), err)
 				}
 				total += len(f.Value)
 			}
 			if o.jsonOut() {
 				return o.printJSON(map[string]any{"exported": len(files), "bytes": total, "from": st.name, "to": dir})
 			}
-			o.printf("exported %d files (%d bytes) from %s to %s\n", len(files), total, st.name, dir)
+			o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), st.name, dir)
 			return nil
 		},
 	}

@@ -35,7 +35,7 @@ func TestUnknownImplementation(t *testing.T) {
 	// Only the embedded etcd has a default address.
 	zk := target{impl: "zk2", root: "/"}
 	zk.fails(t, 2, []string{"--topo-global-server-address", "required"}, "ls")
-	tg.fails(t, 2, []string{"empty server address"}, "copy", "--to", "consul::/r")
+	target{impl: "memory", addr: "x", root: "/"}.fails(t, 2, []string{"empty server address"}, "copy", "--to", "consul::/r")
 }
 
 func TestEnvironment(t *testing.T) {

@@ -27,3 +27,11 @@ func (o *options) printf(format string, args ...any) {
 func (o *options) eprintf(format string, args ...any) {
 	fmt.Fprintf(o.io.Stderr, format, args...)
 }
+
+// plural returns "1 file", "2 files": n and noun, with an "s" unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -77,6 +78,10 @@ type IO struct {
 	Stdout goio.Writer
 	Stderr goio.Writer
 	Getenv func(string) string
+	// StdinIsTerminal reports whether Stdin is an interactive terminal,
+	// which "put" does not read a value from unless told to with "-". Nil
+	// means: Stdin is a file descriptor that is a terminal.
+	StdinIsTerminal func() bool
 	// SetDefaultLogger makes Main install topoctl's logger (stderr, at
 	// --log-level) as slog's default, which the backends log through. The
 	// binary sets it; in-process callers such as tests leave it false so
@@ -99,8 +104,9 @@ type options struct {
 
 	log *slog.Logger
 
-	// addrDefaulted records that no address was given, so connection
-	// errors can suggest starting `topoctl serve`.
+	// addrDefaulted records that no address was given: open then checks
+	// that something listens at the default address before connecting,
+	// and fails at once suggesting `topoctl serve` when nothing does.
 	addrDefaulted bool
 	// started is set once flags and arguments were accepted: an error
 	// returned before that is a usage error.
@@ -133,6 +139,16 @@ func (e exitError) Error() string {
 	return e.err.Error()
 }
 func (e exitError) Unwrap() error { return e.err }
+
+// stdinIsTerminal reports whether standard input is an interactive
+// terminal (see IO.StdinIsTerminal).
+func (o *options) stdinIsTerminal() bool {
+	if o.io.StdinIsTerminal != nil {
+		return o.io.StdinIsTerminal()
+	}
+	f, ok := o.io.Stdin.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
 
 func (o *options) getenv(k string) string {
 	if o.io.Getenv == nil {
@@ -265,6 +281,11 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	if o.io.SetDefaultLogger {
 		slog.SetDefault(o.log)
 	}
+	// An unknown implementation is reported as such (NoImplementation,
+	// naming the registered ones) before any demand for an address.
+	if _, err := topo.GetFactory(o.impl); err != nil {
+		return exitError{code: ExitFailure, err: err}
+	}
 	if o.addr == "" {
 		switch o.impl {
 		case "etcd2":
@@ -349,9 +370,6 @@ func (o *options) formatError(err error) string {
 	if c == topo.Unavailable || c == topo.Timeout {
 		if len(o.stores) > 0 {
 			msg += " (store " + strings.Join(o.stores, ", ") + ")"
-		}
-		if o.addrDefaulted {
-			msg += ` (no server address was given: is "topoctl serve" running?)`
 		}
 	}
 	return msg

@@ -36,9 +36,11 @@ $XDG_DATA_HOME/topokit/etcd, else ~/.local/share/topokit/etcd.
 Once ready it prints the client URL and the flags and environment variables
 other commands need. With the default data directory, other topoctl
 commands find it with no flags at all: serve records its client address in
-that directory (the record stays after serve stops, so that commands then
-fail fast against that address, suggesting to start serve). With --output json it prints that as one
-JSON object.`,
+that directory. The record stays after serve stops: a command given no
+address first checks (with a TCP dial of at most 1s) that something listens
+there, and when nothing does it fails at once, asking whether "topoctl
+serve" is running, instead of waiting for --timeout. With --output json it
+prints that as one JSON object.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

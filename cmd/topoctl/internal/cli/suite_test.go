@@ -242,7 +242,7 @@ func testRm(t *testing.T, tg target, _ capabilities) {
 	assert.Equal(t, "2", tg.ok(t, "get", "d/sub/y"))
 	r := tg.run(t, "", "rm", "-R", "--force", "/d")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "deleted 1 files under /d")
+	assert.Contains(t, r.stderr, "deleted 1 file under /d")
 	tg.fails(t, 1, []string{"NoNode"}, "get", "d/sub/y")
 	assert.Equal(t, "3", tg.ok(t, "get", "dz"))
 	assert.Equal(t, "dz\n", tg.ok(t, "ls", "/"))
@@ -417,7 +417,7 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	dst.ok(t, "put", "extra", "e")
 	r := src.run(t, "", "diff", "--to", dst.spec())
 	require.Equal(t, 1, r.code, r.stderr)
-	assert.Equal(t, "differs: /ks/c/d (1 bytes vs 7 bytes)\nonly in from: /new\nonly in to: /extra\n", sortLines(r.stdout))
+	assert.Equal(t, "differs: /ks/c/d (1 byte vs 7 bytes)\nonly in from: /new\nonly in to: /extra\n", sortLines(r.stdout))
 	var d struct {
 		Identical   bool
 		Differences []difference

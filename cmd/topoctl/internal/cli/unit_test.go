@@ -21,12 +21,12 @@ func TestParseSpec(t *testing.T) {
 		return ""
 	}}}
 	for in, want := range map[string]spec{
-		"etcd2:127.0.0.1:2379:/vitess":                {"etcd2", "127.0.0.1:2379", "/vitess"},
-		"zk2:127.0.0.1:2181,127.0.0.1:2182:/vitess/g": {"zk2", "127.0.0.1:2181,127.0.0.1:2182", "/vitess/g"},
-		"consul:127.0.0.1:8500:":                      {"consul", "127.0.0.1:8500", ""},
-		"memory:name:/":                               {"memory", "name", "/"},
-		"etcd2::/vitess":                              {"etcd2", DefaultClientAddress, "/vitess"},
-		"zk2:[::1]:2181:/r":                           {"zk2", "[::1]:2181", "/r"},
+		"etcd2:127.0.0.1:2379:/vitess":                {"etcd2", "127.0.0.1:2379", "/vitess", false},
+		"zk2:127.0.0.1:2181,127.0.0.1:2182:/vitess/g": {"zk2", "127.0.0.1:2181,127.0.0.1:2182", "/vitess/g", false},
+		"consul:127.0.0.1:8500:":                      {"consul", "127.0.0.1:8500", "", false},
+		"memory:name:/":                               {"memory", "name", "/", false},
+		"etcd2::/vitess":                              {"etcd2", DefaultClientAddress, "/vitess", true},
+		"zk2:[::1]:2181:/r":                           {"zk2", "[::1]:2181", "/r", false},
 	} {
 		got, err := o.parseSpec("to", in)
 		require.NoError(t, err, in)
