@@ -37,6 +37,38 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// pollLoop runs the blocking queries behind Watch and WatchRecursive,
+// starting at index, until handle returns false or wctx ends. query issues
+// one query with the options it is given (WaitIndex, WaitTime
+// Options.WatchPollDuration, bound to wctx). A failed query is retried after
+// a backoff that doubles from 50ms up to watchRetryMax and starts over after
+// a success; after each successful query the index moves on (see nextIndex)
+// and handle runs. When wctx ends, pollLoop calls interrupted and returns.
+func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func() bool, interrupted func()) {
+	retry := 50 * time.Millisecond
+	for {
+		q := &api.QueryOptions{WaitIndex: index, WaitTime: c.opts.WatchPollDuration}
+		meta, err := query(q.WithContext(wctx))
+		if wctx.Err() != nil {
+			interrupted()
+			return
+		}
+		if err != nil {
+			if !sleepCtx(wctx, retry) {
+				interrupted()
+				return
+			}
+			retry = min(2*retry, watchRetryMax)
+			continue
+		}
+		retry = 50 * time.Millisecond
+		index = nextIndex(index, meta.LastIndex)
+		if !handle() {
+			return
+		}
+	}
+}
+
 // Watch implements topo.Conn.Watch with blocking queries on the file's key
 // (each waiting up to Options.WatchPollDuration). The current value comes
 // back at once (NoNode, with no channel, when the key is absent). A change
@@ -81,38 +113,26 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			// the reader is draining it, as the contract requires.
 			ch <- &topo.WatchData{Err: topo.Wrap(topo.Interrupted, p, context.Cause(wctx))}
 		}
-		index, version := meta.LastIndex, pair.ModifyIndex
-		retry := 50 * time.Millisecond
-		for {
-			q := &api.QueryOptions{WaitIndex: index, WaitTime: c.opts.WatchPollDuration}
-			pair, meta, err := c.kv.Get(key, q.WithContext(wctx))
-			if wctx.Err() != nil {
-				interrupted()
-				return
-			}
-			if err != nil {
-				if !sleepCtx(wctx, retry) {
-					interrupted()
-					return
-				}
-				retry = min(2*retry, watchRetryMax)
-				continue
-			}
-			retry = 50 * time.Millisecond
-			index = nextIndex(index, meta.LastIndex)
-			if pair == nil {
+		version := pair.ModifyIndex
+		var got *api.KVPair // the answer to the last query
+		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
+			got, meta, err = c.kv.Get(key, q)
+			return meta, err
+		}, func() bool {
+			if got == nil {
 				send(&topo.WatchData{Err: topo.NewError(topo.NoNode, p)})
-				return
+				return false
 			}
-			if pair.ModifyIndex == version {
-				continue
+			if got.ModifyIndex == version {
+				return true
 			}
-			version = pair.ModifyIndex
-			if !send(&topo.WatchData{Contents: value(pair), Version: topo.NumericVersion(version)}) {
+			version = got.ModifyIndex
+			if !send(&topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version)}) {
 				interrupted()
-				return
+				return false
 			}
-		}
+			return true
+		}, interrupted)
 	}()
 	return current, ch, nil
 }
@@ -162,26 +182,12 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		interrupted := func() {
 			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: topo.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
 		}
-		index := meta.LastIndex
-		retry := 50 * time.Millisecond
-		for {
-			q := &api.QueryOptions{WaitIndex: index, WaitTime: c.opts.WatchPollDuration}
-			pairs, meta, err := c.kv.List(keyPrefix, q.WithContext(wctx))
-			if wctx.Err() != nil {
-				interrupted()
-				return
-			}
-			if err != nil {
-				if !sleepCtx(wctx, retry) {
-					interrupted()
-					return
-				}
-				retry = min(2*retry, watchRetryMax)
-				continue
-			}
-			retry = 50 * time.Millisecond
-			index = nextIndex(index, meta.LastIndex)
-			files := c.files(pairs)
+		var got api.KVPairs // the answer to the last query
+		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
+			got, meta, err = c.kv.List(keyPrefix, q)
+			return meta, err
+		}, func() bool {
+			files := c.files(got)
 			seen := make(map[string]bool, len(files))
 			var events []*topo.WatchDataRecursive
 			for _, f := range files {
@@ -208,10 +214,11 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			for _, e := range events {
 				if !send(e) {
 					interrupted()
-					return
+					return false
 				}
 			}
-		}
+			return true
+		}, interrupted)
 	}()
 	return initial, ch, nil
 }
