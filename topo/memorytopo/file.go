@@ -23,22 +23,36 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	if err != nil {
 		return nil, err
 	}
-	if err := c.enter(ctx, OpCreate, p); err != nil {
+	value, full, err := c.beginWrite(ctx, OpCreate, p, contents)
+	if err != nil {
 		return nil, err
 	}
-	value := slices.Clone(contents)
-	full := c.full(p)
 	s := c.s
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := c.closedErr(p); err != nil {
-		return nil, err
-	}
 	if n := s.lookup(full); n != nil && (n.file != nil || n.entry != nil) {
 		return nil, topo.NewError(topo.NodeExists, p)
 	}
 	fs := s.setFile(full, s.ensure(full), value)
 	return fs.ver, nil
+}
+
+// beginWrite is what Create and Update do once their input is checked:
+// enter for op on p, copy contents into value and compute the full path
+// (both outside the lock, to keep it short), then take the store's write
+// lock and check Close again under it. On success the caller holds c.s.mu
+// and must unlock it; on error it is not held.
+func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value []byte, full string, err error) {
+	if err := c.enter(ctx, op, p); err != nil {
+		return nil, "", err
+	}
+	value = slices.Clone(contents)
+	full = c.full(p)
+	c.s.mu.Lock()
+	if err := c.closedErr(p); err != nil {
+		c.s.mu.Unlock()
+		return nil, "", err
+	}
+	return value, full, nil
 }
 
 // Update implements topo.Conn.Update. With a nil version it writes
@@ -57,17 +71,12 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err != nil {
 		return nil, err
 	}
-	if err := c.enter(ctx, OpUpdate, p); err != nil {
+	value, full, err := c.beginWrite(ctx, OpUpdate, p, contents)
+	if err != nil {
 		return nil, err
 	}
-	value := slices.Clone(contents)
-	full := c.full(p)
 	s := c.s
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := c.closedErr(p); err != nil {
-		return nil, err
-	}
 	n := s.lookup(full)
 	if n != nil && n.entry != nil {
 		return nil, &topo.Error{Code: topo.NodeExists, Path: p, Err: errEphemeral}
