@@ -29,6 +29,18 @@ func (o *options) callCtx(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, o.timeout)
 }
 
+// openCall opens the store as open does, for a command that makes one call:
+// it also returns a context bounded by --timeout (see callCtx), started once
+// the store is open. done cancels that context and then closes the store.
+func (o *options) openCall(ctx context.Context) (st *store, cctx context.Context, done func(), err error) {
+	st, err = o.open(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cctx, cancel := o.callCtx(ctx)
+	return st, cctx, func() { cancel(); st.Close() }, nil
+}
+
 // open connects to the store named by the shared flags, and to --cell
 // through its CellInfo when set.
 func (o *options) open(ctx context.Context) (*store, error) {

@@ -34,6 +34,33 @@ func (o *options) openFrom(ctx context.Context, flag, value string) (*store, err
 	return o.openSpec(ctx, sp, "")
 }
 
+// openPair does what copy and diff (named by verb) share before they read:
+// it checks --to and the --from/--to specs, cleans the optional PATH
+// argument (default: the root) into under, and opens the two stores. On
+// error no store is left open.
+func (o *options) openPair(ctx context.Context, verb, from, to string, args []string) (src, dst *store, under string, err error) {
+	if to == "" {
+		return nil, nil, "", usagef("%s needs --to IMPL:ADDR:ROOT", verb)
+	}
+	if err := o.checkSpecs(from, to); err != nil {
+		return nil, nil, "", err
+	}
+	under, err = topo.CleanDirPath(argOr(args, 0, "/"))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	src, err = o.openFrom(ctx, "from", from)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	dst, err = o.openFrom(ctx, "to", to)
+	if err != nil {
+		src.Close()
+		return nil, nil, "", err
+	}
+	return src, dst, under, nil
+}
+
 // writePlan is a set of files to write to one store.
 type writePlan struct {
 	files     []topo.KVInfo
@@ -185,26 +212,12 @@ far it got and reverts what it wrote. --dry-run prints what would be copied.
 A progress bar is drawn when stdout is a terminal.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if to == "" {
-				return usagef("copy needs --to IMPL:ADDR:ROOT")
-			}
-			if err := o.checkSpecs(from, to); err != nil {
-				return err
-			}
-			under, err := topo.CleanDirPath(argOr(args, 0, "/"))
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			src, err := o.openFrom(ctx, "from", from)
+			src, dst, under, err := o.openPair(ctx, "copy", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
-			dst, err := o.openFrom(ctx, "to", to)
-			if err != nil {
-				return err
-			}
 			defer dst.Close()
 
 			files, err := o.listTree(ctx, src.conn, under)
@@ -326,26 +339,12 @@ numbers its own). With --output json it prints {"identical","files",
 "differences"}.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if to == "" {
-				return usagef("diff needs --to IMPL:ADDR:ROOT")
-			}
-			if err := o.checkSpecs(from, to); err != nil {
-				return err
-			}
-			under, err := topo.CleanDirPath(argOr(args, 0, "/"))
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			a, err := o.openFrom(ctx, "from", from)
+			a, b, under, err := o.openPair(ctx, "diff", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer a.Close()
-			b, err := o.openFrom(ctx, "to", to)
-			if err != nil {
-				return err
-			}
 			defer b.Close()
 			af, err := o.listTree(ctx, a.conn, under)
 			if err != nil {

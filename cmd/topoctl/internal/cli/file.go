@@ -73,13 +73,11 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				return usagef("--decode %q: want raw or json", decode)
 			}
 
-			st, err := o.open(cmd.Context())
+			st, ctx, done, err := o.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			ctx, cancel := o.callCtx(cmd.Context())
-			defer cancel()
+			defer done()
 			var value []byte
 			var ver string
 			if atVersion >= 0 {
@@ -205,13 +203,11 @@ prints the new version.`,
 				return err
 			}
 
-			st, err := o.open(cmd.Context())
+			st, ctx, done, err := o.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			ctx, cancel := o.callCtx(cmd.Context())
-			defer cancel()
+			defer done()
 			var v topo.Version
 			if create {
 				v, err = st.conn.Create(ctx, p, value)
@@ -294,13 +290,11 @@ left alone.`,
 				}
 				cas = v
 			}
-			st, err := o.open(cmd.Context())
+			st, ctx, done, err := o.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			ctx, cancel := o.callCtx(cmd.Context())
-			defer cancel()
+			defer done()
 			return st.conn.Delete(ctx, p, cas)
 		},
 	}

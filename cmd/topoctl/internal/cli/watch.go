@@ -61,24 +61,18 @@ by --timeout; the watch itself is not.`,
 				if err != nil {
 					return err
 				}
-				st, err := o.open(ctx)
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				wctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				// A bounded read first: the watch itself has no deadline,
-				// so an unreachable store is reported here.
-				if err := o.probe(ctx, func(c context.Context) error {
-					_, err := st.conn.List(c, prefix)
+				st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
+					_, err := conn.List(c, prefix)
 					if topo.IsErrType(err, topo.NoNode) {
 						return nil
 					}
 					return at(err, prefix)
-				}); err != nil {
+				})
+				if err != nil {
 					return err
 				}
+				defer st.Close()
+				defer cancel()
 				initial, changes, err := st.conn.WatchRecursive(wctx, prefix)
 				if err != nil {
 					return at(err, prefix)
@@ -110,19 +104,15 @@ by --timeout; the watch itself is not.`,
 			if err != nil {
 				return err
 			}
-			st, err := o.open(ctx)
+			st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
+				_, _, err := conn.Get(c, p)
+				return err
+			})
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			if err := o.probe(ctx, func(c context.Context) error {
-				_, _, err := st.conn.Get(c, p)
-				return err
-			}); err != nil {
-				return err
-			}
 			cur, changes, err := st.conn.Watch(wctx, p)
 			if err != nil {
 				return err
@@ -155,6 +145,23 @@ func (o *options) probe(ctx context.Context, call func(context.Context) error) e
 	cctx, cancel := o.callCtx(ctx)
 	defer cancel()
 	return call(cctx)
+}
+
+// openWatch opens the store for a watch and makes a bounded read first
+// (read, through probe): the watch itself has no deadline, so an
+// unreachable store is reported here. It returns the context to watch with
+// (ctx without a deadline) and its cancel. On error nothing stays open.
+func (o *options) openWatch(ctx context.Context, read func(context.Context, topo.Conn) error) (*store, context.Context, context.CancelFunc, error) {
+	st, err := o.open(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := o.probe(ctx, func(c context.Context) error { return read(c, st.conn) }); err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	return st, wctx, cancel, nil
 }
 
 // drainAfter cancels a watch and reads its channel until the backend
