@@ -97,16 +97,10 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		}
 		name := node[len(p.dirZp)+1:]
 		for {
-			var children []string
-			err := c.read(ctx, p.name, func() error {
-				var err error
-				children, _, err = c.zk.Children(p.dirZp)
-				return err
-			})
+			children, err := p.candidates(ctx)
 			if err != nil {
 				return nil, p.stopErr(c.convert(err, p.name))
 			}
-			sort.Strings(children)
 			idx := sort.SearchStrings(children, name)
 			if idx >= len(children) || children[idx] != name {
 				// Our candidate vanished (session expired, or deleted
@@ -299,6 +293,23 @@ func (p *participation) Stop() {
 	}
 }
 
+// candidates reads the names of the candidate znodes in the election
+// directory, sorted, with c.read's retries. The error is ZooKeeper's, not
+// yet converted.
+func (p *participation) candidates(ctx context.Context) ([]string, error) {
+	var children []string
+	err := p.c.read(ctx, p.name, func() error {
+		var err error
+		children, _, err = p.c.zk.Children(p.dirZp)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(children)
+	return children, nil
+}
+
 // GetCurrentLeaderID returns the id stored in the lowest candidate znode,
 // or "" with a nil error when there is none. Errors: Timeout/Interrupted,
 // Closed, Unavailable.
@@ -308,12 +319,7 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 		return "", err
 	}
 	for {
-		var children []string
-		err := c.read(ctx, p.name, func() error {
-			var err error
-			children, _, err = c.zk.Children(p.dirZp)
-			return err
-		})
+		children, err := p.candidates(ctx)
 		if errors.Is(err, zk.ErrNoNode) {
 			return "", nil
 		}
@@ -323,7 +329,6 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 		if len(children) == 0 {
 			return "", nil
 		}
-		sort.Strings(children)
 		var data []byte
 		err = c.read(ctx, p.name, func() error {
 			var err error
