@@ -34,6 +34,22 @@ func baseConfig() etcdembed.Config {
 	return etcdembed.Config{TickMs: 10, ElectionMs: 100, NoFsync: true}
 }
 
+// singleConfig is the configuration of a single-member etcd ("m0") on two
+// free ports, its data in a directory under root of its own for this
+// attempt (a retry after a port clash starts afresh).
+func singleConfig(root string, attempt int) (etcdembed.Config, error) {
+	addrs, err := etcdembed.FreeAddrs(2)
+	if err != nil {
+		return etcdembed.Config{}, err
+	}
+	cfg := baseConfig()
+	cfg.Name = "m0"
+	cfg.Dir = filepath.Join(root, fmt.Sprintf("member%d", attempt))
+	cfg.ClientURL = "http://" + addrs[0]
+	cfg.PeerURL = "http://" + addrs[1]
+	return cfg, nil
+}
+
 // Start starts a single-member etcd and returns its client address,
 // "127.0.0.1:PORT", usable as the etcd2 factory's server address. The
 // member is stopped when the test ends. Start fails the test (never skips)
@@ -54,16 +70,11 @@ func Launch() (addr string, stop func(), err error) {
 		return "", nil, fmt.Errorf("etcdtest: %w", err)
 	}
 	for attempt := range startAttempts {
-		addrs, err := etcdembed.FreeAddrs(2)
+		cfg, err := singleConfig(root, attempt)
 		if err != nil {
 			os.RemoveAll(root)
 			return "", nil, fmt.Errorf("etcdtest: %w", err)
 		}
-		cfg := baseConfig()
-		cfg.Name = "m0"
-		cfg.Dir = filepath.Join(root, fmt.Sprintf("member%d", attempt))
-		cfg.ClientURL = "http://" + addrs[0]
-		cfg.PeerURL = "http://" + addrs[1]
 		m, err := etcdembed.Start(cfg)
 		if errors.Is(err, etcdembed.ErrAddrInUse) {
 			continue
@@ -98,15 +109,10 @@ func startMember(t testing.TB) *etcdembed.Member {
 	root := t.TempDir()
 	var lastErr error
 	for attempt := range startAttempts {
-		addrs, err := etcdembed.FreeAddrs(2)
+		cfg, err := singleConfig(root, attempt)
 		if err != nil {
 			t.Fatalf("etcdtest: %v", err)
 		}
-		cfg := baseConfig()
-		cfg.Name = "m0"
-		cfg.Dir = filepath.Join(root, fmt.Sprintf("member%d", attempt))
-		cfg.ClientURL = "http://" + addrs[0]
-		cfg.PeerURL = "http://" + addrs[1]
 		m, err := etcdembed.Start(cfg)
 		if errors.Is(err, etcdembed.ErrAddrInUse) {
 			lastErr = err
