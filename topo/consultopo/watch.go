@@ -37,6 +37,17 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// sendCtx sends v on ch unless ctx ends first; it reports whether v was
+// sent.
+func sendCtx[T any](ctx context.Context, ch chan<- T, v T) bool {
+	select {
+	case ch <- v:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // pollLoop runs the blocking queries behind Watch and WatchRecursive,
 // starting at index, until handle returns false or wctx ends. query issues
 // one query with the options it is given (WaitIndex, WaitTime
@@ -100,14 +111,6 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	go func() {
 		defer close(ch)
 		defer cancel()
-		send := func(wd *topo.WatchData) bool {
-			select {
-			case ch <- wd:
-				return true
-			case <-wctx.Done():
-				return false
-			}
-		}
 		interrupted := func() {
 			// Delivered even though wctx ended: the channel has room or
 			// the reader is draining it, as the contract requires.
@@ -120,14 +123,14 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			return meta, err
 		}, func() bool {
 			if got == nil {
-				send(&topo.WatchData{Err: topo.NewError(topo.NoNode, p)})
+				sendCtx(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p)})
 				return false
 			}
 			if got.ModifyIndex == version {
 				return true
 			}
 			version = got.ModifyIndex
-			if !send(&topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version)}) {
+			if !sendCtx(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version)}) {
 				interrupted()
 				return false
 			}
@@ -171,14 +174,6 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	go func() {
 		defer close(ch)
 		defer cancel()
-		send := func(wd *topo.WatchDataRecursive) bool {
-			select {
-			case ch <- wd:
-				return true
-			case <-wctx.Done():
-				return false
-			}
-		}
 		interrupted := func() {
 			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: topo.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
 		}
@@ -212,7 +207,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 					Err: topo.NewError(topo.NoNode, path)}})
 			}
 			for _, e := range events {
-				if !send(e) {
+				if !sendCtx(wctx, ch, e) {
 					interrupted()
 					return false
 				}
