@@ -248,9 +248,7 @@ type ctxCall struct {
 
 // ctxCalls lists every context-taking call, on a store holding keep/f.
 func ctxCalls(s *store, c topo.Conn, keep topo.Version) []ctxCall {
-	p, err := c.NewLeaderParticipation("elec", "id")
-	require.NoError(s.t, err)
-	stopOnCleanup(s.t, p)
+	p := participate(s.t, c, "elec", "id")
 	n, _ := topo.VersionNumber("keep/f", keep)
 	return []ctxCall{
 		{"ListDir", func(ctx context.Context) error { _, err := c.ListDir(ctx, "keep", true); return err }},
@@ -306,9 +304,7 @@ func testDeadContext(s *store, dead context.Context, code topo.ErrorCode) {
 		}
 		requireCode(t, err, code, cc.name+" with a dead context")
 	}
-	p, err := c.NewLeaderParticipation("elec2", "id")
-	require.NoError(t, err)
-	stopOnCleanup(t, p)
+	p := participate(t, c, "elec2", "id")
 	if ch, err := p.WaitForNewLeader(dead); err != nil {
 		requireCode(t, err, code, "WaitForNewLeader with a dead context")
 	} else {

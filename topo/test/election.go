@@ -41,15 +41,9 @@ func testElectionHandover(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c1, c2, c3 := s.conn(), s.conn(), s.conn()
 
-	p1, err := c1.NewLeaderParticipation("elec", "id1")
-	require.NoError(t, err)
-	stopOnCleanup(t, p1)
-	p2, err := c2.NewLeaderParticipation("elec", "id2")
-	require.NoError(t, err)
-	stopOnCleanup(t, p2)
-	observer, err := c3.NewLeaderParticipation("elec", "observer")
-	require.NoError(t, err)
-	stopOnCleanup(t, observer)
+	p1 := participate(t, c1, "elec", "id1")
+	p2 := participate(t, c2, "elec", "id2")
+	observer := participate(t, c3, "elec", "observer")
 
 	id, err := observer.GetCurrentLeaderID(ctx)
 	require.NoError(t, err, "GetCurrentLeaderID before anyone leads")
@@ -101,12 +95,8 @@ func testElectionStopWhileWaiting(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c1, c2 := s.conn(), s.conn()
 
-	p1, err := c1.NewLeaderParticipation("elec", "id1")
-	require.NoError(t, err)
-	stopOnCleanup(t, p1)
-	p2, err := c2.NewLeaderParticipation("elec", "id2")
-	require.NoError(t, err)
-	stopOnCleanup(t, p2)
+	p1 := participate(t, c1, "elec", "id1")
+	p2 := participate(t, c2, "elec", "id2")
 
 	lctx1, err := p1.WaitForLeadership()
 	require.NoError(t, err)
@@ -128,15 +118,9 @@ func testWaitForNewLeader(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c1, c2, c3 := s.conn(), s.conn(), s.conn()
 
-	p1, err := c1.NewLeaderParticipation("elec", "id1")
-	require.NoError(t, err)
-	stopOnCleanup(t, p1)
-	p2, err := c2.NewLeaderParticipation("elec", "id2")
-	require.NoError(t, err)
-	stopOnCleanup(t, p2)
-	observer, err := c3.NewLeaderParticipation("elec", "observer")
-	require.NoError(t, err)
-	stopOnCleanup(t, observer)
+	p1 := participate(t, c1, "elec", "id1")
+	p2 := participate(t, c2, "elec", "id2")
+	observer := participate(t, c3, "elec", "observer")
 
 	// Subscribed before anyone leads: the first id is the first leader's.
 	early, cancelEarly := context.WithCancel(ctx)
@@ -207,9 +191,7 @@ func testElectionOneLeader(s *store) {
 	errs := make(chan error, n)
 	parts := make([]topo.LeaderParticipation, n)
 	for i := range n {
-		p, err := s.conn().NewLeaderParticipation("elec", fmt.Sprintf("id%d", i))
-		require.NoError(t, err)
-		stopOnCleanup(t, p)
+		p := participate(t, s.conn(), "elec", fmt.Sprintf("id%d", i))
 		parts[i] = p
 	}
 	observer, err := s.conn().NewLeaderParticipation("elec", "observer")
@@ -256,10 +238,8 @@ func testElectionsIndependent(s *store) {
 
 	names := []string{"elec", "elec2", "svc/a", "svc/b"}
 	for _, name := range names {
-		p1, err := c1.NewLeaderParticipation(name, "first-"+name)
-		require.NoError(t, err)
-		stopOnCleanup(t, p1)
-		_, err = p1.WaitForLeadership()
+		p1 := participate(t, c1, name, "first-"+name)
+		_, err := p1.WaitForLeadership()
 		require.NoErrorf(t, err, "WaitForLeadership in election %q", name)
 	}
 	for _, name := range names {
@@ -268,9 +248,7 @@ func testElectionsIndependent(s *store) {
 		requireLeader(t, ctx, observer, "first-"+name, "the leader of election "+name)
 	}
 	// A second candidate in one election waits, whatever the others do.
-	p2, err := c2.NewLeaderParticipation("elec", "second")
-	require.NoError(t, err)
-	stopOnCleanup(t, p2)
+	p2 := participate(t, c2, "elec", "second")
 	got := leadAsync(p2)
 	requireNothing(t, got, "a second candidate while the first leads")
 }

@@ -245,9 +245,7 @@ func testListExcludesInternals(s *store) {
 	ln, err := c.LockName(ctx, "named", "holder")
 	require.NoError(t, err)
 	unlockOnCleanup(t, ln)
-	p, err := c.NewLeaderParticipation("elec", "id1")
-	require.NoError(t, err)
-	stopOnCleanup(t, p)
+	p := participate(t, c, "elec", "id1")
 	_, err = p.WaitForLeadership()
 	require.NoError(t, err)
 

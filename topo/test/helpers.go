@@ -434,3 +434,13 @@ func eventually(cond func() bool) bool {
 		}
 	}
 }
+
+// participate joins election name as id on c, and stops the participation
+// when the subtest ends.
+func participate(t *testing.T, c topo.Conn, name, id string) topo.LeaderParticipation {
+	t.Helper()
+	p, err := c.NewLeaderParticipation(name, id)
+	require.NoError(t, err)
+	stopOnCleanup(t, p)
+	return p
+}

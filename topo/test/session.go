@@ -53,15 +53,9 @@ func testSessionLossLeader(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c1, c2, c3 := s.conn(), s.conn(), s.conn()
 
-	p1, err := c1.NewLeaderParticipation("elec", "id1")
-	require.NoError(t, err)
-	stopOnCleanup(t, p1)
-	p2, err := c2.NewLeaderParticipation("elec", "id2")
-	require.NoError(t, err)
-	stopOnCleanup(t, p2)
-	observer, err := c3.NewLeaderParticipation("elec", "observer")
-	require.NoError(t, err)
-	stopOnCleanup(t, observer)
+	p1 := participate(t, c1, "elec", "id1")
+	p2 := participate(t, c2, "elec", "id2")
+	observer := participate(t, c3, "elec", "observer")
 
 	lctx1, err := p1.WaitForLeadership()
 	require.NoError(t, err)
