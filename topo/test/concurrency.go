@@ -98,11 +98,7 @@ func testConcurrentCounter(s *store) {
 			}
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	requireNoWorkerErrs(t, &wg, errs)
 	requireFile(t, ctx, conns[0], "counter", strconv.Itoa(workers*increments), nil)
 }
 
@@ -160,11 +156,7 @@ func testLockMutualExclusion(s *store) {
 		}
 	}
 	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	requireNoWorkerErrs(t, &wg, errs)
 	require.Zero(t, overlaps.Load(), "two lock holders were in the critical section at once")
 	requireFile(t, ctx, s.conn(), "mutex/counter", strconv.Itoa(conns*perConn*iterations), nil)
 }
@@ -297,11 +289,7 @@ func testLinearizable(s *store) {
 		})
 	}
 	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	requireNoWorkerErrs(t, &wg, errs)
 	res := porcupine.CheckOperationsTimeout(registerModel, history, 20*time.Second)
 	require.NotEqual(t, porcupine.Illegal, res, "the history of Get/Update/compare-and-set on one file is not linearizable:\n%s", describeHistory(history))
 	for _, r := range reads {

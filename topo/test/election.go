@@ -219,11 +219,7 @@ func testElectionOneLeader(s *store) {
 			p.Stop()
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	requireNoWorkerErrs(t, &wg, errs)
 	require.False(t, overlap.Load(), "two participants led at once")
 	require.EqualValues(t, n, led.Load())
 	requireLeader(t, ctx, observer, "", "after every participant stopped")

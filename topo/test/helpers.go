@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -331,6 +332,17 @@ func waitRecursiveErr(t testing.TB, ch <-chan *topo.WatchDataRecursive, code top
 			requireClosed(t, ch, what+": after the final event")
 			return
 		}
+	}
+}
+
+// requireNoWorkerErrs waits for the workers in wg, then fails t on the
+// first error they sent to errs (which it closes).
+func requireNoWorkerErrs(t testing.TB, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
 	}
 }
 
