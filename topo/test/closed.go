@@ -153,11 +153,9 @@ func testCloseInterruptsWaiters(s *store) {
 	holder, c := s.conn(), s.conn()
 
 	mustCreate(t, ctx, holder, "d/f", "x")
-	l, err := holder.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l)
+	l := mustLock(t, ctx, holder, "d", "holder")
 	leader := participate(t, holder, "elec", "leader")
-	_, err = leader.WaitForLeadership()
+	_, err := leader.WaitForLeadership()
 	require.NoError(t, err)
 
 	waiter := lockAsync(t, func() (topo.LockDescriptor, error) { return c.Lock(ctx, "d", "waiter") })

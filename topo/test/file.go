@@ -239,9 +239,7 @@ func testListExcludesInternals(s *store) {
 	t, ctx, c := s.t, ctxFor(s.t), s.conn()
 
 	v := mustCreate(t, ctx, c, "d/f", "file")
-	l, err := c.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l)
+	mustLock(t, ctx, c, "d", "holder")
 	ln, err := c.LockName(ctx, "named", "holder")
 	require.NoError(t, err)
 	unlockOnCleanup(t, ln)

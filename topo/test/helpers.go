@@ -361,6 +361,16 @@ func unlockOnCleanup(t *testing.T, l topo.LockDescriptor) {
 	})
 }
 
+// mustLock takes the lock on dir through c and releases it when the
+// subtest ends.
+func mustLock(t *testing.T, ctx context.Context, c topo.Conn, dir, name string) topo.LockDescriptor {
+	t.Helper()
+	l, err := c.Lock(ctx, dir, name)
+	require.NoError(t, err)
+	unlockOnCleanup(t, l)
+	return l
+}
+
 // lockResult is the outcome of a Lock run in a goroutine.
 type lockResult struct {
 	l   topo.LockDescriptor

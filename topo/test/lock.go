@@ -41,9 +41,7 @@ func testLockBlocks(s *store) {
 	t, ctx, c1, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
 	mustCreate(t, ctx, c1, "d/f", "x")
 
-	l1, err := c1.Lock(ctx, "d", "first")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l1)
+	l1 := mustLock(t, ctx, c1, "d", "first")
 	require.NoError(t, l1.Check(ctx))
 
 	got := lockAsync(t, func() (topo.LockDescriptor, error) { return c2.Lock(ctx, "/d/", "second") })
@@ -74,11 +72,9 @@ func testLockTimeout(s *store) {
 	t, ctx, c1, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
 	mustCreate(t, ctx, c1, "d/f", "x")
 
-	l1, err := c1.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l1)
+	l1 := mustLock(t, ctx, c1, "d", "holder")
 
-	_, err = c2.Lock(shortCtx(t, shortWait), "d", "waiter")
+	_, err := c2.Lock(shortCtx(t, shortWait), "d", "waiter")
 	requireCode(t, err, topo.Timeout, "Lock whose deadline passes while waiting")
 	_, err = c1.Lock(shortCtx(t, shortWait), "d", "waiter on the holder's conn")
 	requireCode(t, err, topo.Timeout, "Lock whose deadline passes while waiting")
@@ -102,9 +98,7 @@ func testLockInterrupted(s *store) {
 	t, ctx, c1, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
 	mustCreate(t, ctx, c1, "d/f", "x")
 
-	l1, err := c1.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l1)
+	l1 := mustLock(t, ctx, c1, "d", "holder")
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -129,9 +123,7 @@ func testLockOutlivesContext(s *store) {
 	mustCreate(t, ctx, c1, "e/f", "x")
 
 	lctx, cancel := context.WithCancel(ctx)
-	l1, err := c1.Lock(lctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l1)
+	l1 := mustLock(t, lctx, c1, "d", "holder")
 	cancel()
 
 	dctx, dcancel := context.WithTimeout(ctx, longWait)
@@ -159,9 +151,7 @@ func testLockEphemeral(s *store) {
 	t, ctx, c := s.t, ctxFor(s.t), s.conn()
 	mustCreate(t, ctx, c, "d/f", "x")
 
-	l, err := c.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l)
+	l := mustLock(t, ctx, c, "d", "holder")
 
 	entries, err := c.ListDir(ctx, "d", true)
 	require.NoError(t, err)
@@ -291,10 +281,8 @@ func testLockSameConn(s *store) {
 	t, ctx, c := s.t, ctxFor(s.t), s.conn()
 	mustCreate(t, ctx, c, "d/f", "x")
 
-	l1, err := c.Lock(ctx, "d", "first")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l1)
-	_, err = c.TryLock(ctx, "d", "second")
+	l1 := mustLock(t, ctx, c, "d", "first")
+	_, err := c.TryLock(ctx, "d", "second")
 	requireCode(t, err, topo.NodeExists, "TryLock on the holder's own connection")
 	got := lockAsync(t, func() (topo.LockDescriptor, error) { return c.Lock(ctx, "d", "second") })
 	requireNothing(t, got, "Lock on the holder's own connection")
@@ -312,9 +300,7 @@ func testLocksIndependent(s *store) {
 		mustCreate(t, ctx, c1, p, "x")
 	}
 
-	l, err := c1.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l)
+	l := mustLock(t, ctx, c1, "d", "holder")
 	for _, dir := range []string{"d2", "d/sub", "e"} {
 		o, err := c2.TryLock(shortCtx(t, promptWait), dir, "other")
 		require.NoErrorf(t, err, "TryLock(%q) while only d is locked", dir)
@@ -329,9 +315,7 @@ func testLocksIndependent(s *store) {
 
 	// And the other way round: a held child lock does not block the parent.
 	require.NoError(t, l.Unlock(ctx))
-	sub, err := c2.Lock(ctx, "d/sub", "child")
-	require.NoError(t, err)
-	unlockOnCleanup(t, sub)
+	sub := mustLock(t, ctx, c2, "d/sub", "child")
 	p, err := c1.TryLock(shortCtx(t, promptWait), "d", "parent")
 	require.NoError(t, err, "TryLock(d) while only d/sub is locked")
 	require.NoError(t, p.Unlock(ctx))

@@ -16,11 +16,9 @@ func testSessionLossLock(s *store) {
 	c1, c2 := s.conn(), s.conn()
 
 	mustCreate(t, ctx, c1, "d/f", "x")
-	l1, err := c1.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	unlockOnCleanup(t, l1)
+	l1 := mustLock(t, ctx, c1, "d", "holder")
 	require.NoError(t, l1.Check(ctx))
-	_, err = c2.TryLock(ctx, "d", "other")
+	_, err := c2.TryLock(ctx, "d", "other")
 	requireCode(t, err, topo.NodeExists, "TryLock while held")
 
 	s.opts.ExpireSession(t, c1)
