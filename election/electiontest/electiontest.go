@@ -131,11 +131,26 @@ func waitDone(t *testing.T, ctx, mctx context.Context, what string) {
 	}
 }
 
+// mastership returns e.WithMastership(parent), failing t on an error.
+func mastership(t *testing.T, parent context.Context, e election.Election) context.Context {
+	t.Helper()
+	mctx, err := e.WithMastership(parent)
+	require.NoError(t, err)
+	return mctx
+}
+
 func isMaster(t *testing.T, ctx context.Context, e election.Election) bool {
 	t.Helper()
-	mctx, err := e.WithMastership(ctx)
-	require.NoError(t, err)
-	return mctx.Err() == nil
+	return mastership(t, ctx, e).Err() == nil
+}
+
+// leadWithWaiter makes a master and starts b campaigning behind it; it
+// returns a's mastership context and the channel of b's Await.
+func leadWithWaiter(t *testing.T, ctx context.Context, a, b election.Election) (context.Context, <-chan error) {
+	t.Helper()
+	require.NoError(t, a.Await(ctx))
+	amctx := mastership(t, ctx, a)
+	return amctx, awaitAsync(ctx, b)
 }
 
 func (h *harness) testAwait(t *testing.T) {
@@ -145,8 +160,7 @@ func (h *harness) testAwait(t *testing.T) {
 
 	require.False(t, isMaster(t, ctx, e), "master before Await")
 	require.NoError(t, e.Await(ctx))
-	mctx, err := e.WithMastership(ctx)
-	require.NoError(t, err)
+	mctx := mastership(t, ctx, e)
 	require.NoError(t, mctx.Err(), "mastership context cancelled right after Await")
 
 	// Await is idempotent: it returns at once and keeps mastership.
@@ -168,8 +182,7 @@ func (h *harness) testNotMaster(t *testing.T) {
 
 	require.NoError(t, a.Await(ctx))
 	bch := awaitAsync(ctx, b)
-	mctx, err := b.WithMastership(ctx)
-	require.NoError(t, err)
+	mctx := mastership(t, ctx, b)
 	require.Error(t, mctx.Err(), "a waiting candidate got a live mastership context")
 	require.True(t, isMaster(t, ctx, a))
 
@@ -184,8 +197,7 @@ func (h *harness) testParent(t *testing.T) {
 	require.NoError(t, e.Await(ctx))
 
 	parent, cancel := context.WithCancel(ctx)
-	mctx, err := e.WithMastership(parent)
-	require.NoError(t, err)
+	mctx := mastership(t, parent, e)
 	require.NoError(t, mctx.Err())
 	cancel()
 	waitDone(t, ctx, mctx, "the parent's cancellation to reach the mastership context")
@@ -199,17 +211,13 @@ func (h *harness) testResign(t *testing.T) {
 	a, _ := h.instance(t, ctx, res, "a")
 	b, _ := h.instance(t, ctx, res, "b")
 
-	require.NoError(t, a.Await(ctx))
-	amctx, err := a.WithMastership(ctx)
-	require.NoError(t, err)
-	bch := awaitAsync(ctx, b)
+	amctx, bch := leadWithWaiter(t, ctx, a, b)
 
 	require.NoError(t, a.Resign(ctx))
 	require.Error(t, amctx.Err(), "mastership context still live after Resign returned")
 	require.False(t, isMaster(t, ctx, a))
 	require.NoError(t, receive(t, ctx, bch, "b to take over after a resigned"))
-	bmctx, err := b.WithMastership(ctx)
-	require.NoError(t, err)
+	bmctx := mastership(t, ctx, b)
 	require.NoError(t, bmctx.Err())
 
 	// The resigned instance campaigns again and wins once b resigns.
@@ -217,8 +225,7 @@ func (h *harness) testResign(t *testing.T) {
 	require.NoError(t, b.Resign(ctx))
 	require.Error(t, bmctx.Err())
 	require.NoError(t, receive(t, ctx, ach, "a to win again"))
-	amctx, err = a.WithMastership(ctx)
-	require.NoError(t, err)
+	amctx = mastership(t, ctx, a)
 	require.NoError(t, amctx.Err())
 	require.False(t, isMaster(t, ctx, b))
 }
@@ -266,10 +273,7 @@ func (h *harness) testClose(t *testing.T) {
 	a, _ := h.instance(t, ctx, res, "a")
 	b, _ := h.instance(t, ctx, res, "b")
 
-	require.NoError(t, a.Await(ctx))
-	amctx, err := a.WithMastership(ctx)
-	require.NoError(t, err)
-	bch := awaitAsync(ctx, b)
+	amctx, bch := leadWithWaiter(t, ctx, a, b)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -339,10 +343,7 @@ func (h *harness) testStoreLoss(t *testing.T) {
 	a, af := h.instance(t, ctx, res, "a")
 	b, _ := h.instance(t, ctx, res, "b")
 
-	require.NoError(t, a.Await(ctx))
-	amctx, err := a.WithMastership(ctx)
-	require.NoError(t, err)
-	bch := awaitAsync(ctx, b)
+	amctx, bch := leadWithWaiter(t, ctx, a, b)
 
 	h.opts.LoseMastership(t, af)
 	waitDone(t, ctx, amctx, "the store-side loss to cancel the mastership context")
