@@ -82,14 +82,23 @@ func testLockTimeout(s *store) {
 	requireCode(t, err, topo.Timeout, "LockWithTTL whose deadline passes while waiting")
 	_, err = c2.LockName(shortCtx(t, shortWait), "d", "waiter")
 	requireCode(t, err, topo.Timeout, "LockName whose deadline passes while waiting")
-	require.NoError(t, l1.Check(ctx), "the holder keeps the lock")
+	requireNothingLeftBehind(s, ctx, l1, "a timed-out waiter")
+}
 
-	require.NoError(t, l1.Unlock(ctx))
+// requireNothingLeftBehind is the end of a test whose waiter gave up on the
+// lock on "d" held as l: the holder still holds it, and once it is released
+// a TryLock on a new connection gets it at once.
+func requireNothingLeftBehind(s *store, ctx context.Context, l topo.LockDescriptor, waiter string) {
+	t := s.t
+	t.Helper()
+	require.NoError(t, l.Check(ctx), "the holder keeps the lock")
+
+	require.NoError(t, l.Unlock(ctx))
 	// TryLock fails fast if anything (such as a timed-out waiter's
 	// leftover entry) is queued ahead of it.
-	l2, err := s.conn().TryLock(ctx, "d", "next")
-	require.NoError(t, err, "TryLock right after Unlock: a timed-out waiter left something behind")
-	require.NoError(t, l2.Unlock(ctx))
+	next, err := s.conn().TryLock(ctx, "d", "next")
+	require.NoError(t, err, "TryLock right after Unlock: "+waiter+" left something behind")
+	require.NoError(t, next.Unlock(ctx))
 }
 
 // testLockInterrupted: cancelling a waiter's context gives Interrupted and
@@ -107,12 +116,7 @@ func testLockInterrupted(s *store) {
 	cancel()
 	r, _ := recv(t, got, "a waiting Lock after its context was cancelled")
 	requireCode(t, r.err, topo.Interrupted, "a waiting Lock after its context was cancelled")
-	require.NoError(t, l1.Check(ctx), "the holder keeps the lock")
-
-	require.NoError(t, l1.Unlock(ctx))
-	l2, err := s.conn().TryLock(ctx, "d", "next")
-	require.NoError(t, err, "TryLock right after Unlock: a cancelled waiter left something behind")
-	require.NoError(t, l2.Unlock(ctx))
+	requireNothingLeftBehind(s, ctx, l1, "a cancelled waiter")
 }
 
 // testLockOutlivesContext: the lock stays held after the context passed to
