@@ -21,10 +21,7 @@ import (
 func testConcurrentCAS(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	const writers, rounds = 8, 4
-	conns := make([]topo.Conn, writers)
-	for i := range conns {
-		conns[i] = s.conn()
-	}
+	conns := s.conns(writers)
 	mustCreate(t, ctx, conns[0], "cas/f", "")
 
 	want := ""
@@ -63,10 +60,7 @@ func testConcurrentCAS(s *store) {
 func testConcurrentCounter(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	const workers, increments = 4, 5
-	conns := make([]topo.Conn, workers)
-	for i := range conns {
-		conns[i] = s.conn()
-	}
+	conns := s.conns(workers)
 	mustCreate(t, ctx, conns[0], "counter", "0")
 
 	errs := make(chan error, workers)

@@ -48,6 +48,16 @@ func (s *store) conn() topo.Conn {
 	return c
 }
 
+// conns opens n connections with s.conn, in order.
+func (s *store) conns(n int) []topo.Conn {
+	s.t.Helper()
+	out := make([]topo.Conn, n)
+	for i := range out {
+		out[i] = s.conn()
+	}
+	return out
+}
+
 // ctx returns a context for the subtest's calls: cancelled when the subtest
 // ends (before its cleanups run) and bounded by a generous deadline so that
 // a hung backend fails instead of blocking the whole run.
