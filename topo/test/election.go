@@ -125,19 +125,15 @@ func testWaitForNewLeader(s *store) {
 	// Subscribed before anyone leads: the first id is the first leader's.
 	early, cancelEarly := context.WithCancel(ctx)
 	defer cancelEarly()
-	earlyCh, err := observer.WaitForNewLeader(early)
-	require.NoError(t, err)
-	drainOnCleanup(t, earlyCh, "WaitForNewLeader")
+	earlyCh := mustWaitForNewLeader(t, early, observer)
 
-	_, err = p1.WaitForLeadership()
+	_, err := p1.WaitForLeadership()
 	require.NoError(t, err)
 	requireNextLeader(t, earlyCh, "id1", "WaitForNewLeader subscribed before anyone led")
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, err := observer.WaitForNewLeader(wctx)
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "WaitForNewLeader")
+	ch := mustWaitForNewLeader(t, wctx, observer)
 	first, ok := recv(t, ch, "WaitForNewLeader's first id")
 	require.True(t, ok, "WaitForNewLeader closed early")
 	require.Equal(t, "id1", first, "WaitForNewLeader sends the current leader first")

@@ -279,6 +279,35 @@ func drainOnCleanup[T any](t *testing.T, ch <-chan T, what string) {
 	})
 }
 
+// mustWatch starts c.Watch(ctx, path), failing t on an error, and drains
+// its channel (labelled what) when the subtest ends.
+func mustWatch(t *testing.T, ctx context.Context, c topo.Conn, path, what string) (*topo.WatchData, <-chan *topo.WatchData) {
+	t.Helper()
+	cur, ch, err := c.Watch(ctx, path)
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, what)
+	return cur, ch
+}
+
+// mustWatchRecursive is mustWatch for c.WatchRecursive(ctx, prefix).
+func mustWatchRecursive(t *testing.T, ctx context.Context, c topo.Conn, prefix, what string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive) {
+	t.Helper()
+	init, ch, err := c.WatchRecursive(ctx, prefix)
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, what)
+	return init, ch
+}
+
+// mustWaitForNewLeader starts p.WaitForNewLeader(ctx), failing t on an
+// error, and drains its channel when the subtest ends.
+func mustWaitForNewLeader(t *testing.T, ctx context.Context, p topo.LeaderParticipation) <-chan string {
+	t.Helper()
+	ch, err := p.WaitForNewLeader(ctx)
+	require.NoError(t, err)
+	drainOnCleanup(t, ch, "WaitForNewLeader")
+	return ch
+}
+
 // waitWatchValue reads events from ch until one carries contents, and
 // returns it. It fails on an error event or when ch closes.
 func waitWatchValue(t testing.TB, ch <-chan *topo.WatchData, contents, what string) *topo.WatchData {

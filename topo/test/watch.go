@@ -19,9 +19,7 @@ func testWatch(s *store) {
 	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
 
 	v1 := mustCreate(t, ctx, c, "w/f", "one")
-	cur, ch, err := c.Watch(ctx, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "Watch(w/f)")
+	cur, ch := mustWatch(t, ctx, c, "w/f", "Watch(w/f)")
 	require.NotNil(t, ch)
 	require.NotNil(t, cur)
 	require.NoError(t, cur.Err)
@@ -84,9 +82,7 @@ func testWatchDelete(s *store) {
 	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
 
 	mustCreate(t, ctx, c, "w/f", "one")
-	_, ch, err := c.Watch(ctx, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "Watch(w/f)")
+	_, ch := mustWatch(t, ctx, c, "w/f", "Watch(w/f)")
 	mustUpdate(t, ctx, c2, "w/f", "two", nil)
 	waitWatchValue(t, ch, "two", "Watch before the delete")
 	require.NoError(t, c2.Delete(ctx, "w/f", nil))
@@ -94,9 +90,7 @@ func testWatchDelete(s *store) {
 
 	// Re-creating the file does not revive the closed watch; a new watch works.
 	mustCreate(t, ctx, c2, "w/f", "again")
-	cur, ch2, err := c.Watch(ctx, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch2, "second Watch(w/f)")
+	cur, _ := mustWatch(t, ctx, c, "w/f", "second Watch(w/f)")
 	require.Equal(t, "again", string(cur.Contents))
 }
 
@@ -107,9 +101,7 @@ func testWatchCancel(s *store) {
 	mustCreate(t, ctx, c, "w/f", "one")
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	_, ch, err := c.Watch(wctx, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "Watch(w/f)")
+	_, ch := mustWatch(t, wctx, c, "w/f", "Watch(w/f)")
 	mustUpdate(t, ctx, c, "w/f", "two", nil)
 	waitWatchValue(t, ch, "two", "Watch before cancel")
 	cancel()
@@ -117,9 +109,7 @@ func testWatchCancel(s *store) {
 
 	// The connection and the file are unaffected.
 	requireFile(t, ctx, c, "w/f", "two", nil)
-	_, ch2, err := c.Watch(ctx, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch2, "second Watch(w/f)")
+	_, ch2 := mustWatch(t, ctx, c, "w/f", "second Watch(w/f)")
 	mustUpdate(t, ctx, c, "w/f", "three", nil)
 	waitWatchValue(t, ch2, "three", "a new Watch after another was cancelled")
 }
@@ -130,9 +120,7 @@ func testWatchConverges(s *store) {
 	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
 
 	mustCreate(t, ctx, c, "w/f", "start")
-	_, ch, err := c.Watch(ctx, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "Watch(w/f)")
+	_, ch := mustWatch(t, ctx, c, "w/f", "Watch(w/f)")
 	const n = 30
 	var last topo.Version
 	for i := range n {
@@ -152,12 +140,8 @@ func testWatchTwoWatchers(s *store) {
 	mustCreate(t, ctx, c, "w/f", "one")
 	ctx1, cancel1 := context.WithCancel(ctx)
 	defer cancel1()
-	_, ch1, err := c.Watch(ctx1, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch1, "first Watch(w/f)")
-	_, ch2, err := c.Watch(ctx, "w/f")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch2, "second Watch(w/f)")
+	_, ch1 := mustWatch(t, ctx1, c, "w/f", "first Watch(w/f)")
+	_, ch2 := mustWatch(t, ctx, c, "w/f", "second Watch(w/f)")
 
 	mustUpdate(t, ctx, c, "w/f", "two", nil)
 	waitWatchValue(t, ch1, "two", "first watch")
@@ -199,9 +183,7 @@ func testWatchRecursive(s *store) {
 	mustCreate(t, ctx, c, "rx", "outside")
 	mustCreate(t, ctx, c, "other", "outside")
 
-	init, ch, err := c.WatchRecursive(ctx, "r/")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "WatchRecursive(r/)")
+	init, ch := mustWatchRecursive(t, ctx, c, "r/", "WatchRecursive(r/)")
 	require.Equal(t, map[string]string{"r/a": "a1", "r/b/c": "c1"}, recursiveInitial(t, ctx, c, init))
 
 	vd := mustCreate(t, ctx, c2, "r/d", "d1")
@@ -251,9 +233,7 @@ func testWatchRecursivePlainPrefix(s *store) {
 	}
 	want := []string{"r", "r/a", "rx/b"}
 	for i, prefix := range []string{"r", "/r"} {
-		init, ch, err := c.WatchRecursive(ctx, prefix)
-		require.NoError(t, err)
-		drainOnCleanup(t, ch, "WatchRecursive("+prefix+")")
+		init, ch := mustWatchRecursive(t, ctx, c, prefix, "WatchRecursive("+prefix+")")
 		got := recursiveInitial(t, ctx, c, init)
 		require.Equalf(t, want, slices.Sorted(maps.Keys(got)), "WatchRecursive(%q) initial paths", prefix)
 
@@ -264,9 +244,7 @@ func testWatchRecursivePlainPrefix(s *store) {
 			return wd.Path == created
 		})
 	}
-	init, ch, err := c.WatchRecursive(ctx, "")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "WatchRecursive of the root")
+	init, _ := mustWatchRecursive(t, ctx, c, "", "WatchRecursive of the root")
 	require.Len(t, recursiveInitial(t, ctx, c, init), 6)
 }
 
@@ -294,18 +272,14 @@ func testWatchRecursiveCancel(s *store) {
 	mustCreate(t, ctx, c, "r/a", "a")
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	_, ch, err := c.WatchRecursive(wctx, "r")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "WatchRecursive(r)")
+	_, ch := mustWatchRecursive(t, wctx, c, "r", "WatchRecursive(r)")
 	mustUpdate(t, ctx, c, "r/a", "b", nil)
 	waitRecursive(t, ch, "r", "update before cancel", func(wd *topo.WatchDataRecursive) bool { return string(wd.Contents) == "b" })
 	cancel()
 	waitRecursiveErr(t, ch, topo.Interrupted, "WatchRecursive after cancel")
 
 	// Other watches and the connection are unaffected.
-	_, ch2, err := c.WatchRecursive(ctx, "r")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch2, "second WatchRecursive(r)")
+	_, ch2 := mustWatchRecursive(t, ctx, c, "r", "second WatchRecursive(r)")
 	mustUpdate(t, ctx, c, "r/a", "c", nil)
 	waitRecursive(t, ch2, "r", "a new watch after cancel", func(wd *topo.WatchDataRecursive) bool { return string(wd.Contents) == "c" })
 }
@@ -316,9 +290,7 @@ func testWatchRecursiveConverges(s *store) {
 	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
 
 	const files, writes = 3, 10
-	_, ch, err := c.WatchRecursive(ctx, "r/")
-	require.NoError(t, err)
-	drainOnCleanup(t, ch, "WatchRecursive(r/)")
+	_, ch := mustWatchRecursive(t, ctx, c, "r/", "WatchRecursive(r/)")
 	want := map[string]string{}
 	for i := range writes {
 		for f := range files {
