@@ -230,18 +230,26 @@ func testLinearizable(s *store) {
 				defer mu.Unlock()
 				history = append(history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: int64(time.Since(begin))})
 			}
+			// get is a recorded Get; a failure goes to errs and ok is false.
+			get := func() (data []byte, ver topo.Version, ok bool) {
+				call := int64(time.Since(begin))
+				data, ver, err := c.Get(ctx, "lin/f")
+				if err != nil {
+					errs <- fmt.Errorf("Get: %w", err)
+					return nil, nil, false
+				}
+				record(linInput{op: "get"}, call, linOutput{value: string(data)})
+				return data, ver, true
+			}
 			for k := range opsPerClient {
 				runtime.Gosched() // interleave the clients even on a fast store
 				value := fmt.Sprintf("c%d-%d", id, k)
 				switch rng.IntN(3) {
 				case 0:
-					call := int64(time.Since(begin))
-					data, ver, err := c.Get(ctx, "lin/f")
-					if err != nil {
-						errs <- fmt.Errorf("Get: %w", err)
+					data, ver, ok := get()
+					if !ok {
 						return
 					}
-					record(linInput{op: "get"}, call, linOutput{value: string(data)})
 					mu.Lock()
 					reads = append(reads, seen{string(data), ver.String()})
 					mu.Unlock()
@@ -257,14 +265,11 @@ func testLinearizable(s *store) {
 					writeVersions[value] = ver.String()
 					mu.Unlock()
 				default:
-					call := int64(time.Since(begin))
-					data, ver, err := c.Get(ctx, "lin/f")
-					if err != nil {
-						errs <- fmt.Errorf("Get: %w", err)
+					data, ver, ok := get()
+					if !ok {
 						return
 					}
-					record(linInput{op: "get"}, call, linOutput{value: string(data)})
-					call = int64(time.Since(begin))
+					call := int64(time.Since(begin))
 					nv, err := c.Update(ctx, "lin/f", []byte(value), ver)
 					switch {
 					case err == nil:
