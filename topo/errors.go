@@ -53,6 +53,11 @@ const (
 	LockLost
 	// Unavailable: the store could not be reached and the call may be retried.
 	Unavailable
+	// PermissionDenied: the store refused the call for lack of permission
+	// (etcd auth, ZooKeeper NoAuth or a failed authentication, a Consul ACL
+	// denial). It is permanent: retrying with the same credentials fails
+	// again, so every retry loop in topokit gives up on it at once.
+	PermissionDenied
 )
 
 var codeNames = [...]string{
@@ -72,6 +77,7 @@ var codeNames = [...]string{
 	Compacted:         "history compacted",
 	LockLost:          "lock lost",
 	Unavailable:       "unavailable",
+	PermissionDenied:  "permission denied",
 }
 
 // String returns the code's short human-readable name.
