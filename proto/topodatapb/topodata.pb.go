@@ -5,7 +5,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: topodata.proto
+// source: topokit/topodata/topodata.proto
 
 package topodatapb
 
@@ -39,7 +39,7 @@ type CellInfo struct {
 
 func (x *CellInfo) Reset() {
 	*x = CellInfo{}
-	mi := &file_topodata_proto_msgTypes[0]
+	mi := &file_topokit_topodata_topodata_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +51,7 @@ func (x *CellInfo) String() string {
 func (*CellInfo) ProtoMessage() {}
 
 func (x *CellInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_topodata_proto_msgTypes[0]
+	mi := &file_topokit_topodata_topodata_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +64,7 @@ func (x *CellInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellInfo.ProtoReflect.Descriptor instead.
 func (*CellInfo) Descriptor() ([]byte, []int) {
-	return file_topodata_proto_rawDescGZIP(), []int{0}
+	return file_topokit_topodata_topodata_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *CellInfo) GetServerAddress() string {
@@ -81,32 +81,32 @@ func (x *CellInfo) GetRoot() string {
 	return ""
 }
 
-var File_topodata_proto protoreflect.FileDescriptor
+var File_topokit_topodata_topodata_proto protoreflect.FileDescriptor
 
-const file_topodata_proto_rawDesc = "" +
+const file_topokit_topodata_topodata_proto_rawDesc = "" +
 	"\n" +
-	"\x0etopodata.proto\x12\x10topokit.topodata\"K\n" +
+	"\x1ftopokit/topodata/topodata.proto\x12\x10topokit.topodata\"K\n" +
 	"\bCellInfo\x12%\n" +
 	"\x0eserver_address\x18\x01 \x01(\tR\rserverAddress\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\tR\x04rootJ\x04\b\x03\x10\x04B-Z+github.com/topokit/topokit/proto/topodatapbb\x06proto3"
 
 var (
-	file_topodata_proto_rawDescOnce sync.Once
-	file_topodata_proto_rawDescData []byte
+	file_topokit_topodata_topodata_proto_rawDescOnce sync.Once
+	file_topokit_topodata_topodata_proto_rawDescData []byte
 )
 
-func file_topodata_proto_rawDescGZIP() []byte {
-	file_topodata_proto_rawDescOnce.Do(func() {
-		file_topodata_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_topodata_proto_rawDesc), len(file_topodata_proto_rawDesc)))
+func file_topokit_topodata_topodata_proto_rawDescGZIP() []byte {
+	file_topokit_topodata_topodata_proto_rawDescOnce.Do(func() {
+		file_topokit_topodata_topodata_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_topokit_topodata_topodata_proto_rawDesc), len(file_topokit_topodata_topodata_proto_rawDesc)))
 	})
-	return file_topodata_proto_rawDescData
+	return file_topokit_topodata_topodata_proto_rawDescData
 }
 
-var file_topodata_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
-var file_topodata_proto_goTypes = []any{
+var file_topokit_topodata_topodata_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_topokit_topodata_topodata_proto_goTypes = []any{
 	(*CellInfo)(nil), // 0: topokit.topodata.CellInfo
 }
-var file_topodata_proto_depIdxs = []int32{
+var file_topokit_topodata_topodata_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
 	0, // [0:0] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -114,26 +114,26 @@ var file_topodata_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_topodata_proto_init() }
-func file_topodata_proto_init() {
-	if File_topodata_proto != nil {
+func init() { file_topokit_topodata_topodata_proto_init() }
+func file_topokit_topodata_topodata_proto_init() {
+	if File_topokit_topodata_topodata_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_topodata_proto_rawDesc), len(file_topodata_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_topokit_topodata_topodata_proto_rawDesc), len(file_topokit_topodata_topodata_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_topodata_proto_goTypes,
-		DependencyIndexes: file_topodata_proto_depIdxs,
-		MessageInfos:      file_topodata_proto_msgTypes,
+		GoTypes:           file_topokit_topodata_topodata_proto_goTypes,
+		DependencyIndexes: file_topokit_topodata_topodata_proto_depIdxs,
+		MessageInfos:      file_topokit_topodata_topodata_proto_msgTypes,
 	}.Build()
-	File_topodata_proto = out.File
-	file_topodata_proto_goTypes = nil
-	file_topodata_proto_depIdxs = nil
+	File_topokit_topodata_topodata_proto = out.File
+	file_topokit_topodata_topodata_proto_goTypes = nil
+	file_topokit_topodata_topodata_proto_depIdxs = nil
 }
