@@ -58,6 +58,9 @@ const (
 	// denial). It is permanent: retrying with the same credentials fails
 	// again, so every retry loop in topokit gives up on it at once.
 	PermissionDenied
+	// ReadOnly: a write, lock or election was refused because the
+	// connection is in read-only mode (see topo/middleware.ReadOnly).
+	ReadOnly
 )
 
 var codeNames = [...]string{
@@ -78,6 +81,7 @@ var codeNames = [...]string{
 	LockLost:          "lock lost",
 	Unavailable:       "unavailable",
 	PermissionDenied:  "permission denied",
+	ReadOnly:          "read-only mode",
 }
 
 // String returns the code's short human-readable name.

@@ -17,7 +17,7 @@ var allCodes = []topo.ErrorCode{
 	topo.NodeExists, topo.NoNode, topo.NodeNotEmpty, topo.Timeout, topo.Interrupted,
 	topo.BadVersion, topo.PartialResult, topo.NoUpdateNeeded, topo.NoImplementation,
 	topo.ResourceExhausted, topo.InvalidPath, topo.InvalidArgument, topo.Closed,
-	topo.Compacted, topo.LockLost, topo.Unavailable, topo.PermissionDenied,
+	topo.Compacted, topo.LockLost, topo.Unavailable, topo.PermissionDenied, topo.ReadOnly,
 }
 
 func TestErrorCodesAreDistinctErrors(t *testing.T) {

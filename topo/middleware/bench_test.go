@@ -1,0 +1,47 @@
+package middleware_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/middleware"
+)
+
+// BenchmarkGet: memorytopo's Get undecorated (the baseline every other row
+// is compared to), then through each shipped decorator.
+func BenchmarkGet(b *testing.B) {
+	var ro middleware.ReadOnly
+	m := middleware.NewMetrics(middleware.MetricsOptions{})
+	for _, bc := range []struct {
+		name string
+		mws  []topo.Middleware
+	}{
+		{"plain", nil},
+		{"readonly", []topo.Middleware{ro.Middleware()}},
+		{"readlimit", []topo.Middleware{middleware.ReadLimit(0)}},
+		{"metrics", []topo.Middleware{m.Middleware()}},
+		{"tracing-noop", []topo.Middleware{middleware.Tracing(nil)}},
+		{"logging-off", []topo.Middleware{middleware.Logging(nil)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := memorytopo.NewFactory()
+			raw, err := f.NewConn("", "/b")
+			require.NoError(b, err)
+			c := topo.Decorate(info, raw, bc.mws...)
+			defer c.Close()
+			ctx := context.Background()
+			_, err = c.Create(ctx, "f", []byte("value"))
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := c.Get(ctx, "f"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package middleware
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// lockDescriptor decorates a held lock: Check and Unlock pass through the
+// Around hook, and OnLockReleased is called once, when the lock ends.
+type lockDescriptor struct {
+	c        *conn
+	call     Call
+	next     topo.LockDescriptor
+	acquired time.Time
+
+	once sync.Once
+}
+
+func (l *lockDescriptor) Check(ctx context.Context) error {
+	err := l.c.around(ctx, OpCheck, l.call.Path, l.next.Check)
+	if topo.IsErrType(err, topo.LockLost) {
+		l.ended(err)
+	}
+	return err
+}
+
+func (l *lockDescriptor) Unlock(ctx context.Context) error {
+	err := l.c.around(ctx, OpUnlock, l.call.Path, l.next.Unlock)
+	// A second Unlock (Interrupted) does not end the lock again; any other
+	// outcome means it is no longer held by us.
+	if !topo.IsErrType(err, topo.Interrupted) {
+		l.ended(err)
+	}
+	return err
+}
+
+func (l *lockDescriptor) ended(err error) {
+	l.once.Do(func() {
+		if l.c.h.OnLockReleased != nil {
+			l.c.h.OnLockReleased(l.call, time.Since(l.acquired), err)
+		}
+	})
+}
+
+// participation decorates a LeaderParticipation.
+type participation struct {
+	c    *conn
+	name string
+	next topo.LeaderParticipation
+
+	mu      sync.Mutex
+	leading context.Context // the leadership context already reported
+}
+
+func (p *participation) WaitForLeadership() (context.Context, error) {
+	var lctx context.Context
+	err := p.c.around(context.Background(), OpWaitForLeadership, p.name, func(context.Context) error {
+		var ierr error
+		lctx, ierr = p.next.WaitForLeadership()
+		return ierr
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.c.h.OnLeadership != nil {
+		p.report(lctx)
+	}
+	return lctx, nil
+}
+
+// report calls OnLeadership(true) for a new leadership context, and
+// OnLeadership(false) once it ends. A repeated WaitForLeadership that
+// returns the same context is not a new term.
+func (p *participation) report(lctx context.Context) {
+	p.mu.Lock()
+	if p.leading == lctx {
+		p.mu.Unlock()
+		return
+	}
+	p.leading = lctx
+	p.mu.Unlock()
+	call := p.c.call(OpWaitForLeadership, p.name)
+	p.c.h.OnLeadership(call, true)
+	go func() {
+		<-lctx.Done()
+		p.c.h.OnLeadership(call, false)
+	}()
+}
+
+func (p *participation) Stop() {
+	_ = p.c.around(context.Background(), OpStop, p.name, func(context.Context) error {
+		p.next.Stop()
+		return nil
+	})
+}
+
+func (p *participation) GetCurrentLeaderID(ctx context.Context) (id string, err error) {
+	err = p.c.around(ctx, OpGetCurrentLeaderID, p.name, func(ctx context.Context) error {
+		var ierr error
+		id, ierr = p.next.GetCurrentLeaderID(ctx)
+		return ierr
+	})
+	return id, err
+}
+
+func (p *participation) WaitForNewLeader(ctx context.Context) (ch <-chan string, err error) {
+	err = p.c.around(ctx, OpWaitForNewLeader, p.name, func(ctx context.Context) error {
+		var ierr error
+		ch, ierr = p.next.WaitForNewLeader(ctx)
+		return ierr
+	})
+	return ch, err
+}

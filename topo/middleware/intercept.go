@@ -1,0 +1,322 @@
+// Package middleware builds topo.Middleware decorators from a few hooks and
+// ships the ones operators expect: Prometheus metrics (Metrics), OpenTelemetry
+// tracing (Tracing), debug logging through log/slog (Logging), a runtime
+// read-only switch (ReadOnly) and a per-cell read concurrency limit
+// (ReadLimit).
+//
+// Apply them to one Conn with topo.Decorate, or to every connection a
+// topo.Server opens (the global cell and every cell opened later) with the
+// Server's middleware option. With no middleware nothing is wrapped, so an
+// undecorated Conn costs what it always did.
+//
+// A decorator built here forwards every call unchanged: it may refuse a call
+// before forwarding it (ReadOnly, ReadLimit on a finished context), but it
+// never alters what a forwarded call returns. Watch channels are passed
+// through untouched unless a hook needs to see them end (OnWatchEnd), in
+// which case events are forwarded by one goroutine per watch, in order.
+package middleware
+
+import (
+	"context"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Op names a Conn operation, as decorators see it.
+type Op string
+
+// The operations. Unlock and Check are calls on a LockDescriptor;
+// WaitForLeadership, Stop, GetCurrentLeaderID and WaitForNewLeader on a
+// LeaderParticipation.
+const (
+	OpListDir                Op = "ListDir"
+	OpCreate                 Op = "Create"
+	OpUpdate                 Op = "Update"
+	OpGet                    Op = "Get"
+	OpGetVersion             Op = "GetVersion"
+	OpList                   Op = "List"
+	OpDelete                 Op = "Delete"
+	OpLock                   Op = "Lock"
+	OpLockWithTTL            Op = "LockWithTTL"
+	OpLockName               Op = "LockName"
+	OpTryLock                Op = "TryLock"
+	OpUnlock                 Op = "Unlock"
+	OpCheck                  Op = "Check"
+	OpWatch                  Op = "Watch"
+	OpWatchRecursive         Op = "WatchRecursive"
+	OpNewLeaderParticipation Op = "NewLeaderParticipation"
+	OpWaitForLeadership      Op = "WaitForLeadership"
+	OpStop                   Op = "Stop"
+	OpGetCurrentLeaderID     Op = "GetCurrentLeaderID"
+	OpWaitForNewLeader       Op = "WaitForNewLeader"
+)
+
+// IsRead reports whether op only reads files: ListDir, Get, GetVersion and
+// List (the operations a read concurrency limit applies to).
+func (op Op) IsRead() bool {
+	switch op {
+	case OpListDir, OpGet, OpGetVersion, OpList:
+		return true
+	}
+	return false
+}
+
+// Mutates reports whether op changes the store or claims something in it:
+// Create, Update, Delete, every lock acquisition, and joining an election
+// (NewLeaderParticipation and WaitForLeadership). Releasing (Unlock, Stop)
+// does not count: a read-only switch must never keep a lock or a
+// leadership from being given up.
+func (op Op) Mutates() bool {
+	switch op {
+	case OpCreate, OpUpdate, OpDelete, OpLock, OpLockWithTTL, OpLockName, OpTryLock,
+		OpNewLeaderParticipation, OpWaitForLeadership:
+		return true
+	}
+	return false
+}
+
+// Call describes one call passing through a decorator.
+type Call struct {
+	// Info describes the decorated connection.
+	Info topo.ConnInfo
+	// Op is the operation.
+	Op Op
+	// Path is the call's path argument as given (a file, directory or
+	// prefix; the election name for election calls).
+	Path string
+}
+
+// Hooks are what a decorator built by New does. Every field is optional.
+// Hooks are called concurrently from every goroutine using the Conn, so
+// they must be safe for concurrent use.
+type Hooks struct {
+	// Around runs around every call. It must call next at most once, with
+	// ctx or a context derived from it, and return what next returned, or
+	// refuse the call by returning an error without calling next (the call
+	// then returns that error and zero values). Calls that take no context
+	// (NewLeaderParticipation, WaitForLeadership, Stop) get
+	// context.Background().
+	Around func(ctx context.Context, c Call, next func(context.Context) error) error
+
+	// OnLockAcquired is called when a lock call returns a held lock, with
+	// the time the call took (the wait).
+	OnLockAcquired func(c Call, wait time.Duration)
+	// OnLockReleased is called once per acquired lock, when Unlock returns
+	// or Check first reports LockLost, with how long it was held and the
+	// error that ended it (nil for a clean Unlock).
+	OnLockReleased func(c Call, held time.Duration, err error)
+
+	// OnWatchStart is called when Watch or WatchRecursive returns a channel.
+	OnWatchStart func(c Call)
+	// OnWatchEnd is called when that channel closes, with the error of its
+	// last event (nil if it had none). Setting it makes the decorator
+	// forward the watch's events through a goroutine of its own.
+	OnWatchEnd func(c Call, err error)
+
+	// OnLeadership is called with true when WaitForLeadership returns
+	// leadership, and with false once the leadership context ends.
+	OnLeadership func(c Call, leading bool)
+}
+
+// New returns a Conn that runs h around every call and forwards it to
+// next. Closing it closes next. It is safe for concurrent use as next is.
+func New(info topo.ConnInfo, next topo.Conn, h Hooks) topo.Conn {
+	return &conn{info: info, next: next, h: h}
+}
+
+// Middleware returns a topo.Middleware that decorates a connection with the
+// hooks that makeHooks returns for it (called once per connection, so
+// hooks may hold per-connection state).
+func Middleware(makeHooks func(info topo.ConnInfo) Hooks) topo.Middleware {
+	return func(info topo.ConnInfo, next topo.Conn) topo.Conn {
+		return New(info, next, makeHooks(info))
+	}
+}
+
+type conn struct {
+	info topo.ConnInfo
+	next topo.Conn
+	h    Hooks
+}
+
+func (c *conn) call(op Op, path string) Call { return Call{Info: c.info, Op: op, Path: path} }
+
+// around runs fn through the Around hook.
+func (c *conn) around(ctx context.Context, op Op, path string, fn func(context.Context) error) error {
+	if c.h.Around == nil {
+		return fn(ctx)
+	}
+	return c.h.Around(ctx, c.call(op, path), fn)
+}
+
+func (c *conn) ListDir(ctx context.Context, dirPath string, full bool) (entries []topo.DirEntry, err error) {
+	err = c.around(ctx, OpListDir, dirPath, func(ctx context.Context) error {
+		var ierr error
+		entries, ierr = c.next.ListDir(ctx, dirPath, full)
+		return ierr
+	})
+	return entries, err
+}
+
+func (c *conn) Create(ctx context.Context, filePath string, contents []byte) (v topo.Version, err error) {
+	err = c.around(ctx, OpCreate, filePath, func(ctx context.Context) error {
+		var ierr error
+		v, ierr = c.next.Create(ctx, filePath, contents)
+		return ierr
+	})
+	return v, err
+}
+
+func (c *conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (v topo.Version, err error) {
+	err = c.around(ctx, OpUpdate, filePath, func(ctx context.Context) error {
+		var ierr error
+		v, ierr = c.next.Update(ctx, filePath, contents, version)
+		return ierr
+	})
+	return v, err
+}
+
+func (c *conn) Get(ctx context.Context, filePath string) (b []byte, v topo.Version, err error) {
+	err = c.around(ctx, OpGet, filePath, func(ctx context.Context) error {
+		var ierr error
+		b, v, ierr = c.next.Get(ctx, filePath)
+		return ierr
+	})
+	return b, v, err
+}
+
+func (c *conn) GetVersion(ctx context.Context, filePath string, version int64) (b []byte, err error) {
+	err = c.around(ctx, OpGetVersion, filePath, func(ctx context.Context) error {
+		var ierr error
+		b, ierr = c.next.GetVersion(ctx, filePath, version)
+		return ierr
+	})
+	return b, err
+}
+
+func (c *conn) List(ctx context.Context, prefix string) (kvs []topo.KVInfo, err error) {
+	err = c.around(ctx, OpList, prefix, func(ctx context.Context) error {
+		var ierr error
+		kvs, ierr = c.next.List(ctx, prefix)
+		return ierr
+	})
+	return kvs, err
+}
+
+func (c *conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
+	return c.around(ctx, OpDelete, filePath, func(ctx context.Context) error {
+		return c.next.Delete(ctx, filePath, version)
+	})
+}
+
+func (c *conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, OpLock, dirPath, func(ctx context.Context) (topo.LockDescriptor, error) {
+		return c.next.Lock(ctx, dirPath, contents)
+	})
+}
+
+func (c *conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	return c.lock(ctx, OpLockWithTTL, dirPath, func(ctx context.Context) (topo.LockDescriptor, error) {
+		return c.next.LockWithTTL(ctx, dirPath, contents, ttl)
+	})
+}
+
+func (c *conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, OpLockName, dirPath, func(ctx context.Context) (topo.LockDescriptor, error) {
+		return c.next.LockName(ctx, dirPath, contents)
+	})
+}
+
+func (c *conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, OpTryLock, dirPath, func(ctx context.Context) (topo.LockDescriptor, error) {
+		return c.next.TryLock(ctx, dirPath, contents)
+	})
+}
+
+func (c *conn) lock(ctx context.Context, op Op, dirPath string, fn func(context.Context) (topo.LockDescriptor, error)) (topo.LockDescriptor, error) {
+	var ld topo.LockDescriptor
+	start := time.Now()
+	err := c.around(ctx, op, dirPath, func(ctx context.Context) error {
+		var ierr error
+		ld, ierr = fn(ctx)
+		return ierr
+	})
+	if err != nil {
+		return nil, err
+	}
+	call := c.call(op, dirPath)
+	now := time.Now()
+	if c.h.OnLockAcquired != nil {
+		c.h.OnLockAcquired(call, now.Sub(start))
+	}
+	return &lockDescriptor{c: c, call: call, next: ld, acquired: now}, nil
+}
+
+func (c *conn) Watch(ctx context.Context, filePath string) (cur *topo.WatchData, changes <-chan *topo.WatchData, err error) {
+	err = c.around(ctx, OpWatch, filePath, func(ctx context.Context) error {
+		var ierr error
+		cur, changes, ierr = c.next.Watch(ctx, filePath)
+		return ierr
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return cur, forward(c, c.call(OpWatch, filePath), changes, func(d *topo.WatchData) error { return d.Err }), nil
+}
+
+func (c *conn) WatchRecursive(ctx context.Context, prefix string) (cur []*topo.WatchDataRecursive, changes <-chan *topo.WatchDataRecursive, err error) {
+	err = c.around(ctx, OpWatchRecursive, prefix, func(ctx context.Context) error {
+		var ierr error
+		cur, changes, ierr = c.next.WatchRecursive(ctx, prefix)
+		return ierr
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// A recursive watch's NoNode events report deletions, not its end.
+	last := func(d *topo.WatchDataRecursive) error {
+		if topo.IsErrType(d.Err, topo.NoNode) {
+			return nil
+		}
+		return d.Err
+	}
+	return cur, forward(c, c.call(OpWatchRecursive, prefix), changes, last), nil
+}
+
+// forward reports a watch's start and end to the hooks. Without an
+// OnWatchEnd hook the channel is returned as it is.
+func forward[T any](c *conn, call Call, in <-chan T, errOf func(T) error) <-chan T {
+	if c.h.OnWatchStart != nil {
+		c.h.OnWatchStart(call)
+	}
+	if c.h.OnWatchEnd == nil {
+		return in
+	}
+	out := make(chan T)
+	go func() {
+		defer close(out)
+		var last error
+		for ev := range in {
+			last = errOf(ev)
+			out <- ev
+		}
+		c.h.OnWatchEnd(call, last)
+	}()
+	return out
+}
+
+func (c *conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	var p topo.LeaderParticipation
+	err := c.around(context.Background(), OpNewLeaderParticipation, name, func(context.Context) error {
+		var ierr error
+		p, ierr = c.next.NewLeaderParticipation(name, id)
+		return ierr
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &participation{c: c, name: name, next: p}, nil
+}
+
+func (c *conn) Close() { c.next.Close() }

@@ -1,0 +1,333 @@
+package middleware_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/middleware"
+)
+
+var info = topo.ConnInfo{Implementation: "memory", Cell: "zone1", Root: "/t"}
+
+func newConn(t *testing.T, mws ...topo.Middleware) (topo.Conn, *memorytopo.Factory) {
+	t.Helper()
+	f := memorytopo.NewFactory()
+	c, err := f.NewConn("", "/t")
+	require.NoError(t, err)
+	d := topo.Decorate(info, c, mws...)
+	t.Cleanup(d.Close)
+	return d, f
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestDecorateWithoutMiddlewareIsTheConn(t *testing.T) {
+	f := memorytopo.NewFactory()
+	c, err := f.NewConn("", "/t")
+	require.NoError(t, err)
+	defer c.Close()
+	require.Same(t, c, topo.Decorate(info, c).(*memorytopo.Conn))
+	require.Same(t, c, topo.Decorate(info, c, nil).(*memorytopo.Conn))
+}
+
+func TestDecorateOrderFirstIsOutermost(t *testing.T) {
+	var order []string
+	var mu sync.Mutex
+	tag := func(name string) topo.Middleware {
+		return middleware.Middleware(func(topo.ConnInfo) middleware.Hooks {
+			return middleware.Hooks{Around: func(ctx context.Context, c middleware.Call, next func(context.Context) error) error {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				return next(ctx)
+			}}
+		})
+	}
+	c, _ := newConn(t, tag("a"), tag("b"))
+	_, _, err := c.Get(ctxT(t), "x")
+	require.ErrorIs(t, err, topo.NoNode, "a decorator must not change the result")
+	require.Equal(t, []string{"a", "b"}, order)
+}
+
+func TestMetrics(t *testing.T) {
+	m := middleware.NewMetrics(middleware.MetricsOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	c, _ := newConn(t, m.Middleware())
+	ctx := ctxT(t)
+
+	v, err := c.Create(ctx, "d/f", []byte("1"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "d/f", []byte("1"))
+	require.ErrorIs(t, err, topo.NodeExists)
+	_, err = c.Update(ctx, "d/f", []byte("2"), v)
+	require.NoError(t, err)
+	_, _, err = c.Get(ctx, "nope")
+	require.ErrorIs(t, err, topo.NoNode)
+
+	require.Equal(t, 1.0, counter(t, reg, "topo_calls_total", map[string]string{"op": "Create", "code": "OK"}))
+	require.Equal(t, 1.0, counter(t, reg, "topo_calls_total", map[string]string{"op": "Create", "code": "NodeExists"}))
+	require.Equal(t, 1.0, counter(t, reg, "topo_calls_total", map[string]string{"op": "Update", "code": "OK"}))
+	require.Equal(t, 1.0, counter(t, reg, "topo_calls_total", map[string]string{"op": "Get", "code": "NoNode"}))
+
+	// Locks held, and how they end.
+	l, err := c.Lock(ctx, "d", "me")
+	require.NoError(t, err)
+	require.Equal(t, 1.0, gauge(t, reg, "topo_locks_held", nil))
+	require.NoError(t, l.Check(ctx))
+	require.NoError(t, l.Unlock(ctx))
+	require.ErrorIs(t, l.Unlock(ctx), topo.Interrupted)
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil))
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "unlock"}))
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_wait_seconds", nil))
+
+	// Watches: active while open; a watch restarted after a failure counts.
+	wctx, cancel := context.WithCancel(ctx)
+	_, ch, err := c.Watch(wctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, 1.0, gauge(t, reg, "topo_watches_active", map[string]string{"op": "Watch"}))
+	cancel()
+	for range ch {
+	}
+	require.Equal(t, 0.0, gauge(t, reg, "topo_watches_active", map[string]string{"op": "Watch"}))
+
+	// Leadership held, then given up.
+	p, err := c.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	lctx, err := p.WaitForLeadership()
+	require.NoError(t, err)
+	require.Equal(t, 1.0, gauge(t, reg, "topo_leadership_held", map[string]string{"election": "elec"}))
+	p.Stop()
+	<-lctx.Done()
+	require.Eventually(t, func() bool {
+		return gauge(t, reg, "topo_leadership_held", map[string]string{"election": "elec"}) == 0
+	}, 30*time.Second, time.Millisecond)
+
+	n, err := testutil.GatherAndCount(reg, "topo_call_duration_seconds")
+	require.NoError(t, err)
+	require.Positive(t, n)
+}
+
+func TestMetricsWatchRestarts(t *testing.T) {
+	m := middleware.NewMetrics(middleware.MetricsOptions{Namespace: "app"})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	c, f := newConn(t, m.Middleware())
+	ctx := ctxT(t)
+	_, err := c.Create(ctx, "f", []byte("1"))
+	require.NoError(t, err)
+	_, ch, err := c.Watch(ctx, "f")
+	require.NoError(t, err)
+	require.Equal(t, 1, f.BreakWatches(topo.NewError(topo.Unavailable, "f")))
+	for range ch {
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	_, ch, err = c.Watch(wctx, "f")
+	require.NoError(t, err)
+	cancel()
+	for range ch {
+	}
+	require.Equal(t, 1.0, counter(t, reg, "app_topo_watch_restarts_total", map[string]string{"op": "Watch"}))
+}
+
+func TestTracing(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	c, _ := newConn(t, middleware.Tracing(tp))
+	ctx := ctxT(t)
+	_, err := c.Create(ctx, "a/b", []byte("x"))
+	require.NoError(t, err)
+	_, _, err = c.Get(ctx, "a/missing")
+	require.ErrorIs(t, err, topo.NoNode)
+
+	spans := exp.GetSpans()
+	require.Len(t, spans, 2)
+	require.Equal(t, "topo.Create", spans[0].Name)
+	require.Equal(t, "topo.Get", spans[1].Name)
+	attrs := map[string]string{}
+	for _, a := range spans[1].Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	require.Equal(t, map[string]string{"topo.backend": "memory", "topo.cell": "zone1", "topo.path": "a/missing", "topo.code": "NoNode"}, attrs)
+	require.Equal(t, "Error", spans[1].Status.Code.String())
+	require.Len(t, spans[1].Events, 1, "the error is recorded")
+	require.Equal(t, "Unset", spans[0].Status.Code.String())
+}
+
+func TestLogging(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&buf, &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, _ := newConn(t, middleware.Logging(logger))
+	ctx := ctxT(t)
+	_, _, err := c.Get(ctx, "missing")
+	require.ErrorIs(t, err, topo.NoNode)
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	for _, want := range []string{"topo call", "backend=memory", "cell=zone1", "op=Get", "path=missing", "code=NoNode", "duration="} {
+		require.Contains(t, out, want)
+	}
+
+	// Below the level: nothing is written.
+	var quiet bytes.Buffer
+	c2, _ := newConn(t, middleware.Logging(slog.New(slog.NewTextHandler(&quiet, nil))))
+	_, _, _ = c2.Get(ctx, "missing")
+	require.Empty(t, quiet.String())
+}
+
+type lockedWriter struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func TestReadOnly(t *testing.T) {
+	var ro middleware.ReadOnly
+	c, _ := newConn(t, ro.Middleware())
+	ctx := ctxT(t)
+	v, err := c.Create(ctx, "d/f", []byte("1"))
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "d", "held before")
+	require.NoError(t, err)
+	p, err := c.NewLeaderParticipation("e", "id")
+	require.NoError(t, err)
+
+	ro.Set(true)
+	require.True(t, ro.Enabled())
+	_, err = c.Create(ctx, "d/g", []byte("1"))
+	require.ErrorIs(t, err, topo.ReadOnly)
+	_, err = c.Update(ctx, "d/f", []byte("2"), v)
+	require.ErrorIs(t, err, topo.ReadOnly)
+	require.ErrorIs(t, c.Delete(ctx, "d/f", nil), topo.ReadOnly)
+	_, err = c.TryLock(ctx, "x", "")
+	require.ErrorIs(t, err, topo.ReadOnly)
+	_, err = c.LockName(ctx, "x", "")
+	require.ErrorIs(t, err, topo.ReadOnly)
+	_, err = c.NewLeaderParticipation("e2", "id")
+	require.ErrorIs(t, err, topo.ReadOnly)
+	_, err = p.WaitForLeadership()
+	require.ErrorIs(t, err, topo.ReadOnly)
+	var te *topo.Error
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, "e", te.Path)
+
+	// Reads and releases still work; nothing was written.
+	got, _, err := c.Get(ctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "1", string(got))
+	_, _, err = c.Get(ctx, "d/g")
+	require.ErrorIs(t, err, topo.NoNode)
+	require.NoError(t, l.Check(ctx))
+	require.NoError(t, l.Unlock(ctx))
+	p.Stop()
+
+	ro.Set(false)
+	_, err = c.Create(ctx, "d/g", []byte("1"))
+	require.NoError(t, err)
+}
+
+func TestReadLimit(t *testing.T) {
+	c, f := newConn(t, middleware.ReadLimit(2))
+	ctx := ctxT(t)
+	_, err := c.Create(ctx, "f", []byte("1"))
+	require.NoError(t, err)
+
+	// Two reads hang in the store; a third waits for a slot and honours
+	// its context; writes are not limited.
+	f.Hang()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, _ = c.Get(ctx, "f")
+		}()
+	}
+	require.Eventually(t, func() bool { return f.CallCount(memorytopo.OpGet) == 2 }, 30*time.Second, time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, _, err = c.Get(short, "f")
+	require.ErrorIs(t, err, topo.Timeout)
+	require.Equal(t, int64(2), f.CallCount(memorytopo.OpGet), "the third read must not reach the store")
+	cctx, ccancel := context.WithCancel(ctx)
+	ccancel()
+	_, err = c.List(cctx, "")
+	require.ErrorIs(t, err, topo.Interrupted)
+	f.Unhang()
+	wg.Wait()
+	_, _, err = c.Get(ctx, "f")
+	require.NoError(t, err)
+}
+
+// metric helpers
+
+func find(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) []float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var out []float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue metrics
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				out = append(out, m.GetGauge().GetValue())
+			case m.Counter != nil:
+				out = append(out, m.GetCounter().GetValue())
+			case m.Histogram != nil:
+				out = append(out, float64(m.GetHistogram().GetSampleCount()))
+			}
+		}
+	}
+	return out
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	v := find(t, reg, name, labels)
+	require.Len(t, v, 1, "%s%v", name, labels)
+	return v[0]
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	return gauge(t, reg, name, labels)
+}
+
+func histCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
+	return uint64(gauge(t, reg, name, labels))
+}
+
