@@ -330,4 +330,3 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 func histCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
 	return uint64(gauge(t, reg, name, labels))
 }
-
