@@ -1,11 +1,12 @@
 package topo
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,20 +31,83 @@ func CellInfoPath(cell string) string { return CellsPath + "/" + cell + "/" + Ce
 // connections to the other cells, opened from the CellInfo records in the
 // global cell. All cells use the same Factory. A Server is safe for
 // concurrent use.
+//
+// The cache follows each cached cell's record through a Watch on the
+// global cell, run in the background:
+//
+//   - When the record's dial parameters (server address or root) change, or
+//     the record is deleted (or no longer decodes), the cached connection is
+//     dropped and closed: operations on it return Closed and the locks and
+//     leadership held through it are released. The next ConnForCell dials
+//     anew. A rewrite that keeps address and root keeps the connection.
+//   - When the watch fails transiently (Unavailable, Timeout, a lost
+//     session, anything IsPermanent does not classify as permanent), the
+//     cached connection is kept, open and served, and the watch is opened
+//     again after a capped exponential backoff with jitter (50 ms doubling
+//     up to 5 s). The re-opened watch's first value is compared with the
+//     record the connection was dialled from, so a change made while the
+//     watch was down still re-dials.
+//   - When the watch fails permanently (IsPermanent: PermissionDenied,
+//     Closed, ...), the Server stops watching but keeps the connection open
+//     and cached. From then on each ConnForCell of that cell reads the
+//     record under its own context first: it returns the read's error (the
+//     connection stays open), closes and re-dials a changed record, and
+//     watches again when the read succeeds.
 type Server struct {
 	global  Conn
 	factory Factory
+	log     *slog.Logger
+
+	// ctx is the Server's lifetime: the watches of the cached cells run
+	// under contexts derived from it, and Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	cells  map[string]*cellConn
 	closed bool
 }
 
+// cellConn is one cached cell connection.
 type cellConn struct {
-	info   []byte // the CellInfo bytes the conn was dialled from
-	conn   Conn
+	cell       string
+	addr, root string // the CellInfo fields the conn was dialled from
+	conn       Conn
+
+	// ctx lives while conn is cached; its end stops the watch.
+	ctx    context.Context
 	cancel context.CancelFunc
+
+	closeOnce sync.Once
+
+	following bool // a watch goroutine follows the record; guarded by Server.mu
 }
+
+// matches reports whether ci has the dial parameters cc was dialled from.
+func (cc *cellConn) matches(ci *topodatapb.CellInfo) bool {
+	return ci.GetServerAddress() == cc.addr && ci.GetRoot() == cc.root
+}
+
+// matchesData is matches for a stored record; a record that does not decode
+// does not match.
+func (cc *cellConn) matchesData(data []byte) bool {
+	ci := &topodatapb.CellInfo{}
+	return proto.Unmarshal(data, ci) == nil && cc.matches(ci)
+}
+
+// closeConn stops following the record and closes the connection, once.
+func (cc *cellConn) closeConn() {
+	cc.closeOnce.Do(func() {
+		cc.cancel()
+		cc.conn.Close()
+	})
+}
+
+// Backoff bounds of the watch that follows a cached cell's record.
+const (
+	cellWatchInitialBackoff = 50 * time.Millisecond
+	cellWatchMaxBackoff     = 5 * time.Second
+)
 
 // OpenServer opens the global cell of a topology stored by the factory
 // registered as implementation, at serverAddress under root. It returns
@@ -63,8 +127,17 @@ func OpenServer(implementation, serverAddress, root string) (*Server, error) {
 
 // NewServer returns a Server over an open global-cell connection; factory
 // opens the other cells. The Server owns global and closes it in Close.
+// It logs (at most one record per watch failure) through slog.Default().
 func NewServer(factory Factory, global Conn) *Server {
-	return &Server{global: global, factory: factory, cells: map[string]*cellConn{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		global:  global,
+		factory: factory,
+		log:     slog.Default().With("component", "topo.Server"),
+		ctx:     ctx,
+		cancel:  cancel,
+		cells:   map[string]*cellConn{},
+	}
 }
 
 // GlobalCell returns the connection to the global cell.
@@ -79,11 +152,23 @@ func checkCellName(cell string) error {
 }
 
 // ConnForCell returns the connection to cell, dialling it from its CellInfo
-// record on first use and caching it. The cache follows the record: when it
-// changes or is deleted, the cached connection is closed and the next call
-// dials anew. GlobalCell returns the global connection. It returns NoNode
-// when the cell has no CellInfo, InvalidArgument for a malformed cell name,
-// and Closed after Close.
+// record on first use and caching it; GlobalCell returns the global
+// connection. The Server type's documentation describes how the cache
+// follows the record.
+//
+// It honours ctx: a cached, followed cell is returned without a store call;
+// otherwise the record is read with ctx, and the dial (Factory.Create, which
+// takes no context) is waited for until ctx ends, so that with a hung or
+// partitioned global store a deadline returns Timeout (a cancellation
+// Interrupted) as soon as it passes. A dial abandoned that way completes in
+// the background and is then cached (or closed if the cell was cached
+// meanwhile). It returns NoNode when the cell has no CellInfo,
+// InvalidArgument for a malformed cell name or an undecodable record, the
+// factory's error when the dial fails (nothing is cached then), the global
+// store's error when the record cannot be read (PermissionDenied,
+// Unavailable, ...), Timeout or Interrupted for ctx, and Closed after Close.
+// Safe for concurrent use; concurrent first calls may dial more than once,
+// but all of them return the one connection that is cached.
 func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if cell == GlobalCell {
 		return s.global, nil
@@ -91,76 +176,198 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if err := checkCellName(cell); err != nil {
 		return nil, err
 	}
+	if err := CheckContext(ctx, cell); err != nil {
+		return nil, err
+	}
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, NewError(Closed, cell)
+		}
+		cc := s.cells[cell]
+		if cc != nil && cc.following {
+			s.mu.Unlock()
+			return cc.conn, nil
+		}
+		s.mu.Unlock()
+
+		ci, _, err := s.getCellInfo(ctx, cell)
+		if err != nil {
+			if cc != nil && IsErrType(err, NoNode) {
+				s.retire(cc)
+			}
+			return nil, err
+		}
+		if cc != nil {
+			if cc.matches(ci) && s.refollow(cc) {
+				return cc.conn, nil
+			}
+			// The record changed while nobody watched it (or cc was
+			// retired meanwhile): drop it and look again.
+			s.retire(cc)
+			continue
+		}
+		return s.dial(ctx, cell, ci)
+	}
+}
+
+// dial opens cell from ci, waiting for the factory until ctx ends, and
+// caches the result.
+func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo) (Conn, error) {
+	type result struct {
+		conn Conn
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		conn, err := s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
+		if err != nil {
+			done <- result{nil, err}
+			return
+		}
+		conn, err = s.install(cell, ci, conn)
+		done <- result{conn, err}
+	}()
+	select {
+	case r := <-done:
+		return r.conn, r.err
+	case <-ctx.Done():
+		return nil, FromContext(ctx, cell)
+	}
+}
+
+// install caches conn, dialled from ci, unless the cell was cached
+// meanwhile: then conn is closed and the cached connection returned.
+func (s *Server) install(cell string, ci *topodatapb.CellInfo, conn Conn) (Conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, NewError(Closed, cell)
-	}
-	if cc, ok := s.cells[cell]; ok {
-		s.mu.Unlock()
-		return cc.conn, nil
-	}
-	s.mu.Unlock()
-
-	wctx, cancel := context.WithCancel(context.Background())
-	current, changes, err := s.global.Watch(wctx, CellInfoPath(cell))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	ci := &topodatapb.CellInfo{}
-	if err := proto.Unmarshal(current.Contents, ci); err != nil {
-		cancel()
-		drain(changes)
-		return nil, &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: err}
-	}
-	conn, err := s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
-	if err != nil {
-		cancel()
-		drain(changes)
-		return nil, err
-	}
-	cc := &cellConn{info: current.Contents, conn: conn, cancel: cancel}
-
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		cancel()
-		drain(changes)
 		conn.Close()
 		return nil, NewError(Closed, cell)
 	}
 	if other, ok := s.cells[cell]; ok {
-		// Another caller dialled first; keep theirs.
+		// Another caller dialled first; keep theirs (its watch checks it
+		// against the record).
 		s.mu.Unlock()
-		cancel()
-		drain(changes)
 		conn.Close()
 		return other.conn, nil
 	}
+	cctx, cancel := context.WithCancel(s.ctx)
+	cc := &cellConn{cell: cell, addr: ci.GetServerAddress(), root: ci.GetRoot(), conn: conn,
+		ctx: cctx, cancel: cancel, following: true}
 	s.cells[cell] = cc
 	s.mu.Unlock()
-	go s.followCellInfo(cell, cc, changes)
+	go s.follow(cc)
 	return conn, nil
 }
 
-// followCellInfo drops cc from the cache once its CellInfo changes, is
-// deleted, or its watch ends for any reason.
-func (s *Server) followCellInfo(cell string, cc *cellConn, changes <-chan *WatchData) {
-	for wd := range changes {
-		if wd.Err == nil && bytes.Equal(wd.Contents, cc.info) {
-			continue
-		}
-		break
-	}
-	cc.cancel()
+// refollow starts watching cc's record again after a permanent watch
+// failure. It returns false when cc is no longer cached.
+func (s *Server) refollow(cc *cellConn) bool {
 	s.mu.Lock()
-	if s.cells[cell] == cc {
-		delete(s.cells, cell)
+	defer s.mu.Unlock()
+	if s.closed || s.cells[cc.cell] != cc {
+		return false
+	}
+	if !cc.following {
+		cc.following = true
+		go s.follow(cc)
+	}
+	return true
+}
+
+// unfollow records that nobody watches cc's record any more.
+func (s *Server) unfollow(cc *cellConn) {
+	s.mu.Lock()
+	if s.cells[cc.cell] == cc {
+		cc.following = false
 	}
 	s.mu.Unlock()
-	cc.conn.Close()
-	drain(changes)
+}
+
+// retire drops cc from the cache (if it is still there) and closes it.
+func (s *Server) retire(cc *cellConn) {
+	s.mu.Lock()
+	if s.cells[cc.cell] == cc {
+		delete(s.cells, cc.cell)
+	}
+	s.mu.Unlock()
+	cc.closeConn()
+}
+
+// retireCell retires the cached connection of cell, if any.
+func (s *Server) retireCell(cell string) {
+	s.mu.Lock()
+	cc := s.cells[cell]
+	s.mu.Unlock()
+	if cc != nil {
+		s.retire(cc)
+	}
+}
+
+// follow watches cc's record until it changes or is deleted (then it
+// retires cc), cc is retired or the Server closes (then it just returns),
+// or the watch fails permanently (then it marks cc unfollowed). Transient
+// failures are retried with backoff; they never close cc.
+func (s *Server) follow(cc *cellConn) {
+	p := CellInfoPath(cc.cell)
+	b := newRetryBackoff(cellWatchInitialBackoff, cellWatchMaxBackoff)
+	for {
+		current, changes, err := s.global.Watch(cc.ctx, p)
+		if cc.ctx.Err() != nil {
+			drain(changes)
+			return
+		}
+		switch {
+		case IsErrType(err, NoNode):
+			s.retire(cc)
+			return
+		case err == nil && !cc.matchesData(current.Contents):
+			s.retire(cc)
+			drain(changes)
+			return
+		case err == nil:
+			b.reset()
+			err = s.followChanges(cc, changes)
+			if err == nil {
+				return // retired
+			}
+		}
+		if cc.ctx.Err() != nil {
+			return
+		}
+		if IsPermanent(err) {
+			s.log.Warn("giving up the watch of a CellInfo record; the cell connection stays open and ConnForCell reads the record from now on",
+				"cell", cc.cell, "err", err)
+			s.unfollow(cc)
+			return
+		}
+		s.log.Warn("the watch of a CellInfo record failed; watching again", "cell", cc.cell, "err", err)
+		if b.wait(cc.ctx, p) != nil {
+			return
+		}
+	}
+}
+
+// followChanges reads one watch's changes. It returns nil once it retired
+// cc (the record changed or was deleted), and otherwise the error the watch
+// ended with (Unavailable if it ended without one).
+func (s *Server) followChanges(cc *cellConn, changes <-chan *WatchData) error {
+	for wd := range changes {
+		switch {
+		case wd.Err == nil && cc.matchesData(wd.Contents):
+			continue
+		case wd.Err == nil, IsErrType(wd.Err, NoNode):
+			s.retire(cc)
+			drain(changes)
+			return nil
+		default:
+			drain(changes)
+			return wd.Err
+		}
+	}
+	return NewError(Unavailable, CellInfoPath(cc.cell))
 }
 
 func drain(ch <-chan *WatchData) {
@@ -215,11 +422,28 @@ func (s *Server) getCellInfo(ctx context.Context, cell string) (*topodatapb.Cell
 
 // UpdateCellInfoFields reads cell's CellInfo (an empty one if absent), lets
 // update change it, and writes it back with compare-and-set, retrying when a
-// concurrent writer wins. If update returns an error that IsErrType
-// NoUpdateNeeded, nothing is written and nil is returned; any other error
-// from update is returned as is.
+// concurrent writer wins (BadVersion, or NodeExists for an absent record).
+// Retries after the first back off (5 ms doubling up to 1 s, with jitter),
+// so a store that keeps reporting lost races never makes it spin; ctx bounds
+// the whole loop (Timeout or Interrupted). If update returns an error that
+// IsErrType NoUpdateNeeded, nothing is written and nil is returned; any
+// other error from update is returned as is. Every other store error,
+// PermissionDenied included, is returned at once without a retry. Once the
+// write changed the record's server address or root, the cell's cached
+// connection (if any) is closed before it returns, so that the next
+// ConnForCell dials the new record.
 func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update func(*topodatapb.CellInfo) error) error {
-	for {
+	p := CellInfoPath(cell)
+	b := newRetryBackoff(5*time.Millisecond, time.Second)
+	for attempt := 0; ; attempt++ {
+		if attempt > 1 {
+			if err := b.wait(ctx, p); err != nil {
+				return err
+			}
+		}
+		if err := CheckContext(ctx, p); err != nil {
+			return err
+		}
 		ci, v, err := s.getCellInfo(ctx, cell)
 		switch {
 		case IsErrType(err, NoNode):
@@ -235,27 +459,41 @@ func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update f
 		}
 		data, err := proto.Marshal(ci)
 		if err != nil {
-			return &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: err}
+			return &Error{Code: InvalidArgument, Path: p, Err: err}
 		}
 		if v == nil {
-			_, err = s.global.Create(ctx, CellInfoPath(cell), data)
+			_, err = s.global.Create(ctx, p, data)
 		} else {
-			_, err = s.global.Update(ctx, CellInfoPath(cell), data, v)
+			_, err = s.global.Update(ctx, p, data, v)
 		}
 		if IsErrType(err, NodeExists) || IsErrType(err, BadVersion) {
 			continue
+		}
+		if err == nil {
+			s.mu.Lock()
+			cc := s.cells[cell]
+			s.mu.Unlock()
+			if cc != nil && !cc.matches(ci) {
+				s.retire(cc)
+			}
 		}
 		return err
 	}
 }
 
 // DeleteCellInfo deletes cell's CellInfo record and closes its cached
-// connection. It returns NoNode when the cell has none.
+// connection (before it returns). It returns NoNode when the cell has none,
+// InvalidArgument for a malformed cell name, and the store's error (for
+// example PermissionDenied) otherwise.
 func (s *Server) DeleteCellInfo(ctx context.Context, cell string) error {
 	if err := checkCellName(cell); err != nil {
 		return err
 	}
-	return s.global.Delete(ctx, CellInfoPath(cell), nil)
+	if err := s.global.Delete(ctx, CellInfoPath(cell), nil); err != nil {
+		return err
+	}
+	s.retireCell(cell)
+	return nil
 }
 
 // GetCellInfoNames returns the names of the cells that have a CellInfo
@@ -275,8 +513,11 @@ func (s *Server) GetCellInfoNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// Close closes every cached cell connection and the global connection.
-// Later ConnForCell calls return Closed. Close is idempotent.
+// Close stops watching the CellInfo records and closes every cached cell
+// connection and the global connection. Later ConnForCell calls return
+// Closed; a dial still in flight is closed when it completes. Close does
+// not wait for the background watches to return. It is idempotent and safe
+// for concurrent use.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -287,9 +528,9 @@ func (s *Server) Close() {
 	cells := s.cells
 	s.cells = map[string]*cellConn{}
 	s.mu.Unlock()
+	s.cancel()
 	for _, cc := range cells {
-		cc.cancel()
-		cc.conn.Close()
+		cc.closeConn()
 	}
 	s.global.Close()
 }
