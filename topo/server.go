@@ -51,8 +51,14 @@ func CellInfoPath(cell string) string { return CellsPath + "/" + cell + "/" + Ce
 //     Closed, ...), the Server stops watching but keeps the connection open
 //     and cached. From then on each ConnForCell of that cell reads the
 //     record under its own context first: it returns the read's error (the
-//     connection stays open), closes and re-dials a changed record, and
-//     watches again when the read succeeds.
+//     connection stays open) except that a deleted or undecodable record
+//     closes the connection as above, closes and re-dials a changed record,
+//     and watches again when the read succeeds.
+//
+// A connection handed out by ConnForCell may thus be closed later, when its
+// record changes or is deleted, by DeleteCellInfo or by Close; its users then
+// get Closed and call ConnForCell again. It is never closed because of the
+// global store's own failures.
 type Server struct {
 	global  Conn
 	factory Factory
@@ -194,7 +200,8 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 
 		ci, _, err := s.getCellInfo(ctx, cell)
 		if err != nil {
-			if cc != nil && IsErrType(err, NoNode) {
+			if cc != nil && (IsErrType(err, NoNode) || IsErrType(err, InvalidArgument)) {
+				// Deleted, or no longer decodes, while nobody watched it.
 				s.retire(cc)
 			}
 			return nil, err
