@@ -2,6 +2,9 @@ package topo_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -329,4 +332,117 @@ func TestIsPermanent(t *testing.T) {
 	}
 	require.False(t, topo.IsPermanent(nil))
 	require.False(t, topo.IsPermanent(context.Canceled))
+}
+
+// TestConnForCellChurn races ConnForCell callers against record changes,
+// broken watches and DeleteCellInfo/CreateCellInfo: every connection handed
+// out is either the one finally cached or closed (none leaks), and once the
+// churn stops ConnForCell serves the final record's root.
+func TestConnForCellChurn(t *testing.T) {
+	ctx := t.Context()
+	ts, f := newServer(t, "zone1")
+	raw := rawConn(t, f)
+	const rounds = 30
+	for i := range rounds + 1 {
+		_, err := raw.Create(ctx, fmt.Sprintf("root%d/marker", i), []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+
+	var mu sync.Mutex
+	seen := map[topo.Conn]bool{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := ts.ConnForCell(ctx, "zone1")
+				if err != nil {
+					require.Truef(t, topo.IsErrType(err, topo.NoNode), "ConnForCell: %v", err)
+					continue
+				}
+				mu.Lock()
+				seen[c] = true
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range rounds {
+		switch i % 3 {
+		case 0:
+			require.NoError(t, ts.UpdateCellInfoFields(ctx, "zone1", func(ci *topodatapb.CellInfo) error {
+				ci.Root = fmt.Sprintf("/root%d", i)
+				return nil
+			}))
+		case 1:
+			rewriteCellInfo(t, ts.GlobalCell(), "zone1", &topodatapb.CellInfo{Root: fmt.Sprintf("/root%d", i)})
+			f.BreakWatches(topo.Unavailable)
+		case 2:
+			require.NoError(t, ts.DeleteCellInfo(ctx, "zone1"))
+			require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{Root: fmt.Sprintf("/root%d", i)}))
+		}
+	}
+	rewriteCellInfo(t, ts.GlobalCell(), "zone1", &topodatapb.CellInfo{Root: fmt.Sprintf("/root%d", rounds)})
+	close(stop)
+	wg.Wait()
+
+	var final topo.Conn
+	require.Eventually(t, func() bool {
+		c, err := ts.ConnForCell(ctx, "zone1")
+		if err != nil {
+			return false
+		}
+		data, _, err := c.Get(ctx, "marker")
+		if err != nil || string(data) != strconv.Itoa(rounds) {
+			return false
+		}
+		final = c
+		return true
+	}, waitFor, tick, "ConnForCell does not serve the final record")
+	for c := range seen {
+		if c == final {
+			continue
+		}
+		require.Eventually(t, func() bool {
+			_, _, err := c.Get(ctx, "marker")
+			return topo.IsErrType(err, topo.Closed)
+		}, waitFor, tick, "a superseded cell connection was never closed")
+	}
+}
+
+// TestCellInfoWritesRetireCachedConn: when UpdateCellInfoFields changes a
+// cell's address or root, or DeleteCellInfo deletes its record, the cached
+// connection is closed before the call returns, so the caller's next
+// ConnForCell already sees the new record.
+func TestCellInfoWritesRetireCachedConn(t *testing.T) {
+	ctx := t.Context()
+	ts, _ := newServer(t, "zone1")
+	c1, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+
+	// Unchanged dial parameters keep the connection.
+	require.NoError(t, ts.UpdateCellInfoFields(ctx, "zone1", func(*topodatapb.CellInfo) error { return nil }))
+	c, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	require.True(t, c == c1)
+
+	require.NoError(t, ts.UpdateCellInfoFields(ctx, "zone1", func(ci *topodatapb.CellInfo) error {
+		ci.Root = "/zone1-moved"
+		return nil
+	}))
+	_, _, err = c1.Get(ctx, "x")
+	requireCodeT(t, err, topo.Closed)
+	c2, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	require.True(t, c2 != c1)
+
+	require.NoError(t, ts.DeleteCellInfo(ctx, "zone1"))
+	_, _, err = c2.Get(ctx, "x")
+	requireCodeT(t, err, topo.Closed)
+	_, err = ts.ConnForCell(ctx, "zone1")
+	requireCodeT(t, err, topo.NoNode)
 }
