@@ -44,7 +44,8 @@ func CellInfoPath(cell string) string { return CellsPath + "/" + cell + "/" + Ce
 //     session, anything IsPermanent does not classify as permanent), the
 //     cached connection is kept, open and served, and the watch is opened
 //     again after a capped exponential backoff with jitter (50 ms doubling
-//     up to 5 s). The re-opened watch's first value is compared with the
+//     up to 5 s, starting over after a watch that lived longer than 5 s).
+//     The re-opened watch's first value is compared with the
 //     record the connection was dialled from, so a change made while the
 //     watch was down still re-dials.
 //   - When the watch fails permanently (IsPermanent: PermissionDenied,
@@ -335,10 +336,16 @@ func (s *Server) follow(cc *cellConn) {
 			drain(changes)
 			return
 		case err == nil:
-			b.reset()
+			started := time.Now()
 			err = s.followChanges(cc, changes)
 			if err == nil {
 				return // retired
+			}
+			// A watch that lived long was healthy: retry its failure
+			// quickly. One that failed at once keeps backing off, so a
+			// store whose watches keep breaking is not hammered.
+			if time.Since(started) > cellWatchMaxBackoff {
+				b.reset()
 			}
 		}
 		if cc.ctx.Err() != nil {
