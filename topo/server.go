@@ -50,11 +50,12 @@ func CellInfoPath(cell string) string { return CellsPath + "/" + cell + "/" + Ce
 //     watch was down still re-dials.
 //   - When the watch fails permanently (IsPermanent: PermissionDenied,
 //     Closed, ...), the Server stops watching but keeps the connection open
-//     and cached. From then on each ConnForCell of that cell reads the
-//     record under its own context first: it returns the read's error (the
-//     connection stays open) except that a deleted or undecodable record
-//     closes the connection as above, closes and re-dials a changed record,
-//     and watches again when the read succeeds.
+//     and cached. From then on each ConnForCell of that cell opens the
+//     watch itself, its setup bounded by the caller's context: it returns
+//     the watch's error (the connection stays open), except that a deleted
+//     or undecodable record closes the connection as above; it closes and
+//     re-dials a changed record; and when the watch is established and the
+//     record unchanged, it keeps that watch and the cell is followed again.
 //
 // A connection handed out by ConnForCell may thus be closed later, when its
 // record changes or is deleted, by DeleteCellInfo or by Close; its users then
@@ -164,18 +165,20 @@ func checkCellName(cell string) error {
 // follows the record.
 //
 // It honours ctx: a cached, followed cell is returned without a store call;
-// otherwise the record is read with ctx, and the dial (Factory.Create, which
-// takes no context) is waited for until ctx ends, so that with a hung or
-// partitioned global store a deadline returns Timeout (a cancellation
-// Interrupted) as soon as it passes. A dial abandoned that way completes in
-// the background and is then cached (or closed if the cell was cached
-// meanwhile). It returns NoNode when the cell has no CellInfo,
-// InvalidArgument for a malformed cell name or an undecodable record, the
-// factory's error when the dial fails (nothing is cached then), the global
-// store's error when the record cannot be read (PermissionDenied,
-// Unavailable, ...), Timeout or Interrupted for ctx, and Closed after Close.
-// Safe for concurrent use; concurrent first calls may dial more than once,
-// but all of them return the one connection that is cached.
+// otherwise the watch of the record is opened with its setup bounded by ctx
+// (the watch itself then lives as long as the cached connection), and the
+// dial (Factory.Create, which takes no context) is waited for until ctx
+// ends, so that with a hung or partitioned global store a deadline returns
+// Timeout (a cancellation Interrupted) as soon as it passes. A dial
+// abandoned that way completes in the background and is then cached (or
+// closed if the cell was cached meanwhile). It returns NoNode when the cell
+// has no CellInfo, InvalidArgument for a malformed cell name or an
+// undecodable record, the factory's error when the dial fails (nothing is
+// cached then), the global store's error when the record cannot be watched
+// (PermissionDenied, Unavailable, ...), Timeout or Interrupted for ctx, and
+// Closed after Close. Safe for concurrent use; concurrent first calls may
+// dial more than once, but all of them return the one connection that is
+// cached.
 func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if cell == GlobalCell {
 		return s.global, nil
@@ -199,30 +202,91 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 		}
 		s.mu.Unlock()
 
-		ci, _, err := s.getCellInfo(ctx, cell)
+		// The watch lives as long as the connection it will follow: cc's,
+		// or a new one's.
+		life, endLife := context.Context(nil), context.CancelFunc(func() {})
+		if cc != nil {
+			life = cc.ctx
+		} else {
+			life, endLife = context.WithCancel(s.ctx)
+		}
+		current, changes, stopWatch, err := s.watchRecord(ctx, life, cell)
 		if err != nil {
-			if cc != nil && (IsErrType(err, NoNode) || IsErrType(err, InvalidArgument)) {
-				// Deleted, or no longer decodes, while nobody watched it.
-				s.retire(cc)
+			endLife()
+			if cc != nil && IsErrType(err, NoNode) {
+				s.retire(cc) // deleted while nobody watched it
+			}
+			if s.ctx.Err() != nil {
+				return nil, NewError(Closed, cell)
 			}
 			return nil, err
 		}
+		ci := &topodatapb.CellInfo{}
+		if uerr := proto.Unmarshal(current.Contents, ci); uerr != nil {
+			stopWatch()
+			drain(changes)
+			endLife()
+			if cc != nil {
+				s.retire(cc)
+			}
+			return nil, &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: uerr}
+		}
 		if cc != nil {
-			if cc.matches(ci) && s.refollow(cc) {
+			endLife() // a no-op: life is cc's
+			if cc.matches(ci) && s.refollow(cc, changes, stopWatch) {
 				return cc.conn, nil
 			}
 			// The record changed while nobody watched it (or cc was
 			// retired meanwhile): drop it and look again.
+			stopWatch()
+			drain(changes)
 			s.retire(cc)
 			continue
 		}
-		return s.dial(ctx, cell, ci)
+		return s.dial(ctx, cell, ci, &cellWatch{life: life, endLife: endLife, changes: changes, stop: stopWatch})
 	}
 }
 
+// watchRecord opens a watch of cell's record that lives until life ends or
+// stop is called, with its setup bounded by ctx: if ctx ends before the
+// watch is established, the watch is abandoned and ctx's Timeout or
+// Interrupted returned.
+func (s *Server) watchRecord(ctx, life context.Context, cell string) (*WatchData, <-chan *WatchData, context.CancelFunc, error) {
+	wctx, stop := context.WithCancel(life)
+	detach := context.AfterFunc(ctx, stop)
+	current, changes, err := s.global.Watch(wctx, CellInfoPath(cell))
+	if !detach() {
+		// ctx ended during the setup (and cancelled the watch).
+		stop()
+		drain(changes)
+		return nil, nil, nil, FromContext(ctx, CellInfoPath(cell))
+	}
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return current, changes, stop, nil
+}
+
+// cellWatch is an established watch of a record, handed from ConnForCell to
+// the connection that follows it.
+type cellWatch struct {
+	life    context.Context    // the watch's lifetime, to become the cellConn's
+	endLife context.CancelFunc // ends life
+	changes <-chan *WatchData
+	stop    context.CancelFunc // ends the watch alone
+}
+
+// discard ends w and everything under its lifetime.
+func (w *cellWatch) discard() {
+	w.stop()
+	drain(w.changes)
+	w.endLife()
+}
+
 // dial opens cell from ci, waiting for the factory until ctx ends, and
-// caches the result.
-func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo) (Conn, error) {
+// caches the result, to be followed through w.
+func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo, w *cellWatch) (Conn, error) {
 	type result struct {
 		conn Conn
 		err  error
@@ -231,10 +295,11 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo)
 	go func() {
 		conn, err := s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
 		if err != nil {
+			w.discard()
 			done <- result{nil, err}
 			return
 		}
-		conn, err = s.install(cell, ci, conn)
+		conn, err = s.install(cell, ci, conn, w)
 		done <- result{conn, err}
 	}()
 	select {
@@ -245,12 +310,14 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo)
 	}
 }
 
-// install caches conn, dialled from ci, unless the cell was cached
-// meanwhile: then conn is closed and the cached connection returned.
-func (s *Server) install(cell string, ci *topodatapb.CellInfo, conn Conn) (Conn, error) {
+// install caches conn, dialled from ci and to be followed through w, unless
+// the cell was cached meanwhile: then conn and w are closed and the cached
+// connection returned.
+func (s *Server) install(cell string, ci *topodatapb.CellInfo, conn Conn, w *cellWatch) (Conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		w.discard()
 		conn.Close()
 		return nil, NewError(Closed, cell)
 	}
@@ -258,30 +325,37 @@ func (s *Server) install(cell string, ci *topodatapb.CellInfo, conn Conn) (Conn,
 		// Another caller dialled first; keep theirs (its watch checks it
 		// against the record).
 		s.mu.Unlock()
+		w.discard()
 		conn.Close()
 		return other.conn, nil
 	}
-	cctx, cancel := context.WithCancel(s.ctx)
 	cc := &cellConn{cell: cell, addr: ci.GetServerAddress(), root: ci.GetRoot(), conn: conn,
-		ctx: cctx, cancel: cancel, following: true}
+		ctx: w.life, cancel: w.endLife, following: true}
 	s.cells[cell] = cc
 	s.mu.Unlock()
-	go s.follow(cc)
+	go s.follow(cc, w.changes, w.stop)
 	return conn, nil
 }
 
-// refollow starts watching cc's record again after a permanent watch
-// failure. It returns false when cc is no longer cached.
-func (s *Server) refollow(cc *cellConn) bool {
+// refollow makes the watch changes (ended by stop) follow cc's record again
+// after a permanent watch failure. It returns false when cc is no longer
+// cached; when another caller already re-established a watch, it ends this
+// one and returns true.
+func (s *Server) refollow(cc *cellConn, changes <-chan *WatchData, stop context.CancelFunc) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || s.cells[cc.cell] != cc {
+		s.mu.Unlock()
 		return false
 	}
-	if !cc.following {
-		cc.following = true
-		go s.follow(cc)
+	if cc.following {
+		s.mu.Unlock()
+		stop()
+		drain(changes)
+		return true
 	}
+	cc.following = true
+	s.mu.Unlock()
+	go s.follow(cc, changes, stop)
 	return true
 }
 
@@ -314,52 +388,64 @@ func (s *Server) retireCell(cell string) {
 	}
 }
 
-// follow watches cc's record until it changes or is deleted (then it
-// retires cc), cc is retired or the Server closes (then it just returns),
-// or the watch fails permanently (then it marks cc unfollowed). Transient
-// failures are retried with backoff; they never close cc.
-func (s *Server) follow(cc *cellConn) {
+// follow follows cc's record through the established watch changes (ended
+// by stop), and through new watches when one fails, until the record
+// changes or is deleted (then it retires cc), cc is retired or the Server
+// closes (then it just returns), or a watch fails permanently (then it
+// marks cc unfollowed). Transient failures are retried with backoff; they
+// never close cc.
+func (s *Server) follow(cc *cellConn, changes <-chan *WatchData, stop context.CancelFunc) {
 	p := CellInfoPath(cc.cell)
 	b := newRetryBackoff(cellWatchInitialBackoff, cellWatchMaxBackoff)
 	for {
-		current, changes, err := s.global.Watch(cc.ctx, p)
-		if cc.ctx.Err() != nil {
-			drain(changes)
-			return
+		started := time.Now()
+		err := s.followChanges(cc, changes)
+		stop()
+		if err == nil {
+			return // retired
 		}
-		switch {
-		case IsErrType(err, NoNode):
-			s.retire(cc)
-			return
-		case err == nil && !cc.matchesData(current.Contents):
-			s.retire(cc)
-			drain(changes)
-			return
-		case err == nil:
-			started := time.Now()
-			err = s.followChanges(cc, changes)
+		// A watch that lived long was healthy: retry its failure quickly.
+		// One that failed at once keeps backing off, so a store whose
+		// watches keep breaking is not hammered.
+		if time.Since(started) > cellWatchMaxBackoff {
+			b.reset()
+		}
+		for {
+			if cc.ctx.Err() != nil {
+				return
+			}
+			if IsPermanent(err) {
+				s.log.Warn("giving up the watch of a CellInfo record; the cell connection stays open and each ConnForCell tries the watch again",
+					"cell", cc.cell, "err", err)
+				s.unfollow(cc)
+				return
+			}
+			s.log.Warn("the watch of a CellInfo record failed; watching again", "cell", cc.cell, "err", err)
+			if b.wait(cc.ctx, p) != nil {
+				return
+			}
+			var current *WatchData
+			current, changes, stop, err = s.watchRecord(cc.ctx, cc.ctx, cc.cell)
+			if cc.ctx.Err() != nil {
+				if err == nil {
+					stop()
+					drain(changes)
+				}
+				return
+			}
+			if IsErrType(err, NoNode) {
+				s.retire(cc)
+				return
+			}
 			if err == nil {
-				return // retired
+				if !cc.matchesData(current.Contents) {
+					stop()
+					drain(changes)
+					s.retire(cc)
+					return
+				}
+				break
 			}
-			// A watch that lived long was healthy: retry its failure
-			// quickly. One that failed at once keeps backing off, so a
-			// store whose watches keep breaking is not hammered.
-			if time.Since(started) > cellWatchMaxBackoff {
-				b.reset()
-			}
-		}
-		if cc.ctx.Err() != nil {
-			return
-		}
-		if IsPermanent(err) {
-			s.log.Warn("giving up the watch of a CellInfo record; the cell connection stays open and ConnForCell reads the record from now on",
-				"cell", cc.cell, "err", err)
-			s.unfollow(cc)
-			return
-		}
-		s.log.Warn("the watch of a CellInfo record failed; watching again", "cell", cc.cell, "err", err)
-		if b.wait(cc.ctx, p) != nil {
-			return
 		}
 	}
 }

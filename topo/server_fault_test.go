@@ -211,9 +211,10 @@ func TestConnForCellSurvivesFailingRewatch(t *testing.T) {
 
 // TestConnForCellWatchPermissionDenied ends the CellInfo watch with
 // PermissionDenied: the Server stops re-watching (the error is permanent)
-// without closing the healthy cell connection, and from then on
-// ConnForCell checks the record with a read under its own context,
-// returning the store's error instead of a connection it cannot vouch for.
+// without closing the healthy cell connection, and from then on each
+// ConnForCell opens the watch itself under its own context, returning the
+// store's error instead of a connection it cannot vouch for. Once the
+// permission is back, the record is followed again.
 func TestConnForCellWatchPermissionDenied(t *testing.T) {
 	ctx := t.Context()
 	ts, f := newServer(t, "zone1")
@@ -224,24 +225,19 @@ func TestConnForCellWatchPermissionDenied(t *testing.T) {
 	breakWatches(t, f, topo.PermissionDenied)
 	// Later watches are denied too.
 	removeWatch := f.AddFault(memorytopo.Fault{Op: memorytopo.OpWatch, Err: topo.PermissionDenied})
-	// Once the Server gave up the watch, ConnForCell reads the record.
-	require.Eventually(t, func() bool {
-		before := f.CallCount(memorytopo.OpGet)
-		c, err := ts.ConnForCell(ctx, "zone1")
-		return err == nil && c == c1 && f.CallCount(memorytopo.OpGet) > before
-	}, waitFor, tick, "ConnForCell kept trusting a record it no longer watches")
-	requireConnHealthy(t, c1, lock)
-
-	// A denied read is returned as is; the connection stays open. (Each
-	// successful read watches again, and that watch is denied again, so
-	// the next calls read once more.)
-	removeGet := f.AddFault(memorytopo.Fault{Op: memorytopo.OpGet, Path: topo.CellInfoPath("zone1"), Err: topo.PermissionDenied})
+	before := f.CallCount(memorytopo.OpWatch)
 	require.Eventually(t, func() bool {
 		_, err := ts.ConnForCell(ctx, "zone1")
 		return topo.IsErrType(err, topo.PermissionDenied)
-	}, waitFor, tick, "a denied read of the record was not returned")
+	}, waitFor, tick, "ConnForCell kept trusting a record it can no longer watch")
 	requireConnHealthy(t, c1, lock)
-	removeGet()
+	// Each call tries once; nothing retries in the background.
+	n := f.CallCount(memorytopo.OpWatch)
+	require.Greater(t, n, before)
+	_, err = ts.ConnForCell(ctx, "zone1")
+	requireCodeT(t, err, topo.PermissionDenied)
+	require.Equal(t, n+1, f.CallCount(memorytopo.OpWatch))
+	requireConnHealthy(t, c1, lock)
 
 	// With the permission back, the next call watches the record again
 	// and is served from the cache after that.
@@ -249,6 +245,11 @@ func TestConnForCellWatchPermissionDenied(t *testing.T) {
 	c, err := ts.ConnForCell(ctx, "zone1")
 	require.NoError(t, err)
 	require.True(t, c == c1)
+	n = f.CallCount(memorytopo.OpWatch)
+	c, err = ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	require.True(t, c == c1)
+	require.Equal(t, n, f.CallCount(memorytopo.OpWatch), "a followed cell made a store call")
 	rewriteCellInfo(t, ts.GlobalCell(), "zone1", &topodatapb.CellInfo{Root: "/zone1-moved"})
 	require.Eventually(t, func() bool {
 		c, err := ts.ConnForCell(ctx, "zone1")
@@ -265,7 +266,6 @@ func TestConnForCellDeletedWhileUnwatched(t *testing.T) {
 	c1, err := ts.ConnForCell(ctx, "zone1")
 	require.NoError(t, err)
 	breakWatches(t, f, topo.PermissionDenied)
-	f.AddFault(memorytopo.Fault{Op: memorytopo.OpWatch, Err: topo.PermissionDenied})
 	require.NoError(t, ts.GlobalCell().Delete(ctx, topo.CellInfoPath("zone1"), nil))
 	require.Eventually(t, func() bool {
 		_, err := ts.ConnForCell(ctx, "zone1")
