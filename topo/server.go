@@ -219,6 +219,9 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 			if s.ctx.Err() != nil {
 				return nil, NewError(Closed, cell)
 			}
+			if cc != nil && cc.ctx.Err() != nil && ctx.Err() == nil {
+				continue // cc was retired under the watch: look again
+			}
 			return nil, err
 		}
 		ci := &topodatapb.CellInfo{}
