@@ -7,7 +7,8 @@
 // The usual cycle is Await (block until master), WithMastership (a context to
 // do the master's work under), and Resign or Close. Runner wraps that cycle
 // in a loop that re-campaigns after mastership ends and retries transient
-// store errors with exponential backoff.
+// store errors with exponential backoff; permanent ones (IsPermanent:
+// PermissionDenied, Closed, invalid arguments, a missing feature) end it.
 //
 // Mastership can end without the instance asking: when the store drops the
 // candidate's session or lease (etcd lease expiry, ZooKeeper session expiry,
@@ -66,15 +67,12 @@ type Factory interface {
 }
 
 // IsPermanent reports whether err is an election or store error that
-// retrying cannot fix: the Election or its Conn was closed (topo.Closed), or
-// the arguments are invalid (topo.InvalidArgument, topo.InvalidPath), or the
-// backend lacks the feature (topo.NoImplementation). Every other error,
-// including topo.Unavailable, topo.Timeout, topo.ResourceExhausted and
-// topo.LockLost, is transient. It is the default classification of Runner.
-func IsPermanent(err error) bool {
-	switch topo.CodeOf(err) {
-	case topo.Closed, topo.InvalidArgument, topo.InvalidPath, topo.NoImplementation:
-		return true
-	}
-	return false
-}
+// retrying cannot fix; it is topo.IsPermanent: the store refused the call
+// for lack of permission (topo.PermissionDenied: retrying with the same
+// credentials is refused again), the Election or its Conn was closed
+// (topo.Closed), the arguments are invalid (topo.InvalidArgument,
+// topo.InvalidPath), or the backend lacks the feature
+// (topo.NoImplementation). Every other error, including topo.Unavailable,
+// topo.Timeout, topo.ResourceExhausted and topo.LockLost, is transient. It
+// is the default classification of Runner.
+func IsPermanent(err error) bool { return topo.IsPermanent(err) }

@@ -59,9 +59,11 @@ type Runner struct {
 // Run runs the loop until ctx ends, then resigns (best effort, for up to
 // 5 s even though ctx has ended) and returns nil. It returns early with the
 // error when Await, WithMastership, Resign or Work fails with a permanent
-// error (see Permanent), for example topo.Closed once the Election or its
-// Conn is closed, and an InvalidArgument *topo.Error at once when Election
-// or Work is nil. Run does not close the Election.
+// error (see Permanent), for example topo.PermissionDenied when the store
+// refuses the candidacy (an ACL or auth denial: it is not retried, once is
+// enough) and topo.Closed once the Election or its Conn is closed, and an
+// InvalidArgument *topo.Error at once when Election or Work is nil. Run
+// does not close the Election.
 func (r *Runner) Run(ctx context.Context) error {
 	if r.Election == nil || r.Work == nil {
 		return &topo.Error{Code: topo.InvalidArgument, Err: errors.New("election: Runner needs an Election and a Work function")}

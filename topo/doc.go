@@ -9,6 +9,12 @@
 // cell's own store. All paths given to a Conn are relative to the root of
 // the cell it was opened for: "a/b" and "/a/b" name the same file.
 //
+// Server caches one Conn per cell and follows each cell's CellInfo record
+// through a watch on the global cell; a failure of that watch never closes
+// a cell's Conn (see Server). IsPermanent tells retry loops which error
+// codes not to retry (PermissionDenied, InvalidPath, InvalidArgument,
+// NoImplementation, Closed); the Server's loops and election.Runner use it.
+//
 // Backends live in subpackages (memorytopo, etcd2topo, zk2topo, consultopo)
 // and register themselves with RegisterFactory from an init function, so a
 // program selects one by importing it for side effects and naming it in

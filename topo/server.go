@@ -1,11 +1,12 @@
 package topo
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,20 +31,91 @@ func CellInfoPath(cell string) string { return CellsPath + "/" + cell + "/" + Ce
 // connections to the other cells, opened from the CellInfo records in the
 // global cell. All cells use the same Factory. A Server is safe for
 // concurrent use.
+//
+// The cache follows each cached cell's record through a Watch on the
+// global cell, run in the background:
+//
+//   - When the record's dial parameters (server address or root) change, or
+//     the record is deleted (or no longer decodes), the cached connection is
+//     dropped and closed: operations on it return Closed and the locks and
+//     leadership held through it are released. The next ConnForCell dials
+//     anew. A rewrite that keeps address and root keeps the connection.
+//   - When the watch fails transiently (Unavailable, Timeout, a lost
+//     session, anything IsPermanent does not classify as permanent), the
+//     cached connection is kept, open and served, and the watch is opened
+//     again after a capped exponential backoff with jitter (50 ms doubling
+//     up to 5 s, starting over after a watch that lived longer than 5 s).
+//     The re-opened watch's first value is compared with the
+//     record the connection was dialled from, so a change made while the
+//     watch was down still re-dials.
+//   - When the watch fails permanently (IsPermanent: PermissionDenied,
+//     Closed, ...), the Server stops watching but keeps the connection open
+//     and cached. From then on each ConnForCell of that cell opens the
+//     watch itself, its setup bounded by the caller's context: it returns
+//     the watch's error (the connection stays open), except that a deleted
+//     or undecodable record closes the connection as above; it closes and
+//     re-dials a changed record; and when the watch is established and the
+//     record unchanged, it keeps that watch and the cell is followed again.
+//
+// A connection handed out by ConnForCell may thus be closed later, when its
+// record changes or is deleted, by DeleteCellInfo or by Close; its users then
+// get Closed and call ConnForCell again. It is never closed because of the
+// global store's own failures.
 type Server struct {
 	global  Conn
 	factory Factory
+	log     *slog.Logger
+
+	// ctx is the Server's lifetime: the watches of the cached cells run
+	// under contexts derived from it, and Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	cells  map[string]*cellConn
 	closed bool
 }
 
+// cellConn is one cached cell connection.
 type cellConn struct {
-	info   []byte // the CellInfo bytes the conn was dialled from
-	conn   Conn
+	cell       string
+	addr, root string // the CellInfo fields the conn was dialled from
+	conn       Conn
+
+	// ctx lives while conn is cached; its end stops the watch.
+	ctx    context.Context
 	cancel context.CancelFunc
+
+	closeOnce sync.Once
+
+	following bool // a watch goroutine follows the record; guarded by Server.mu
 }
+
+// matches reports whether ci has the dial parameters cc was dialled from.
+func (cc *cellConn) matches(ci *topodatapb.CellInfo) bool {
+	return ci.GetServerAddress() == cc.addr && ci.GetRoot() == cc.root
+}
+
+// matchesData is matches for a stored record; a record that does not decode
+// does not match.
+func (cc *cellConn) matchesData(data []byte) bool {
+	ci := &topodatapb.CellInfo{}
+	return proto.Unmarshal(data, ci) == nil && cc.matches(ci)
+}
+
+// closeConn stops following the record and closes the connection, once.
+func (cc *cellConn) closeConn() {
+	cc.closeOnce.Do(func() {
+		cc.cancel()
+		cc.conn.Close()
+	})
+}
+
+// Backoff bounds of the watch that follows a cached cell's record.
+const (
+	cellWatchInitialBackoff = 50 * time.Millisecond
+	cellWatchMaxBackoff     = 5 * time.Second
+)
 
 // OpenServer opens the global cell of a topology stored by the factory
 // registered as implementation, at serverAddress under root. It returns
@@ -63,8 +135,17 @@ func OpenServer(implementation, serverAddress, root string) (*Server, error) {
 
 // NewServer returns a Server over an open global-cell connection; factory
 // opens the other cells. The Server owns global and closes it in Close.
+// It logs (at most one record per watch failure) through slog.Default().
 func NewServer(factory Factory, global Conn) *Server {
-	return &Server{global: global, factory: factory, cells: map[string]*cellConn{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		global:  global,
+		factory: factory,
+		log:     slog.Default().With("component", "topo.Server"),
+		ctx:     ctx,
+		cancel:  cancel,
+		cells:   map[string]*cellConn{},
+	}
 }
 
 // GlobalCell returns the connection to the global cell.
@@ -79,11 +160,25 @@ func checkCellName(cell string) error {
 }
 
 // ConnForCell returns the connection to cell, dialling it from its CellInfo
-// record on first use and caching it. The cache follows the record: when it
-// changes or is deleted, the cached connection is closed and the next call
-// dials anew. GlobalCell returns the global connection. It returns NoNode
-// when the cell has no CellInfo, InvalidArgument for a malformed cell name,
-// and Closed after Close.
+// record on first use and caching it; GlobalCell returns the global
+// connection. The Server type's documentation describes how the cache
+// follows the record.
+//
+// It honours ctx: a cached, followed cell is returned without a store call;
+// otherwise the watch of the record is opened with its setup bounded by ctx
+// (the watch itself then lives as long as the cached connection), and the
+// dial (Factory.Create, which takes no context) is waited for until ctx
+// ends, so that with a hung or partitioned global store a deadline returns
+// Timeout (a cancellation Interrupted) as soon as it passes. A dial
+// abandoned that way completes in the background and is then cached (or
+// closed if the cell was cached meanwhile). It returns NoNode when the cell
+// has no CellInfo, InvalidArgument for a malformed cell name or an
+// undecodable record, the factory's error when the dial fails (nothing is
+// cached then), the global store's error when the record cannot be watched
+// (PermissionDenied, Unavailable, ...), Timeout or Interrupted for ctx, and
+// Closed after Close. Safe for concurrent use; concurrent first calls may
+// dial more than once, but all of them return the one connection that is
+// cached.
 func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if cell == GlobalCell {
 		return s.global, nil
@@ -91,76 +186,291 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if err := checkCellName(cell); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, NewError(Closed, cell)
+	if err := CheckContext(ctx, cell); err != nil {
+		return nil, err
 	}
-	if cc, ok := s.cells[cell]; ok {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, NewError(Closed, cell)
+		}
+		cc := s.cells[cell]
+		if cc != nil && cc.following {
+			s.mu.Unlock()
+			return cc.conn, nil
+		}
 		s.mu.Unlock()
-		return cc.conn, nil
-	}
-	s.mu.Unlock()
 
-	wctx, cancel := context.WithCancel(context.Background())
+		// The watch lives as long as the connection it will follow: cc's,
+		// or a new one's.
+		life, endLife := context.Context(nil), context.CancelFunc(func() {})
+		if cc != nil {
+			life = cc.ctx
+		} else {
+			life, endLife = context.WithCancel(s.ctx)
+		}
+		current, changes, stopWatch, err := s.watchRecord(ctx, life, cell)
+		if err != nil {
+			endLife()
+			if cc != nil && IsErrType(err, NoNode) {
+				s.retire(cc) // deleted while nobody watched it
+			}
+			if s.ctx.Err() != nil {
+				return nil, NewError(Closed, cell)
+			}
+			if cc != nil && cc.ctx.Err() != nil && ctx.Err() == nil {
+				continue // cc was retired under the watch: look again
+			}
+			return nil, err
+		}
+		ci := &topodatapb.CellInfo{}
+		if uerr := proto.Unmarshal(current.Contents, ci); uerr != nil {
+			stopWatch()
+			drain(changes)
+			endLife()
+			if cc != nil {
+				s.retire(cc)
+			}
+			return nil, &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: uerr}
+		}
+		if cc != nil {
+			endLife() // a no-op: life is cc's
+			if cc.matches(ci) && s.refollow(cc, changes, stopWatch) {
+				return cc.conn, nil
+			}
+			// The record changed while nobody watched it (or cc was
+			// retired meanwhile): drop it and look again.
+			stopWatch()
+			drain(changes)
+			s.retire(cc)
+			continue
+		}
+		return s.dial(ctx, cell, ci, &cellWatch{life: life, endLife: endLife, changes: changes, stop: stopWatch})
+	}
+}
+
+// watchRecord opens a watch of cell's record that lives until life ends or
+// stop is called, with its setup bounded by ctx: if ctx ends before the
+// watch is established, the watch is abandoned and ctx's Timeout or
+// Interrupted returned.
+func (s *Server) watchRecord(ctx, life context.Context, cell string) (*WatchData, <-chan *WatchData, context.CancelFunc, error) {
+	wctx, stop := context.WithCancel(life)
+	detach := context.AfterFunc(ctx, stop)
 	current, changes, err := s.global.Watch(wctx, CellInfoPath(cell))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	ci := &topodatapb.CellInfo{}
-	if err := proto.Unmarshal(current.Contents, ci); err != nil {
-		cancel()
+	if !detach() {
+		// ctx ended during the setup (and cancelled the watch).
+		stop()
 		drain(changes)
-		return nil, &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: err}
+		return nil, nil, nil, FromContext(ctx, CellInfoPath(cell))
 	}
-	conn, err := s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
 	if err != nil {
-		cancel()
-		drain(changes)
-		return nil, err
+		stop()
+		return nil, nil, nil, err
 	}
-	cc := &cellConn{info: current.Contents, conn: conn, cancel: cancel}
+	return current, changes, stop, nil
+}
 
+// cellWatch is an established watch of a record, handed from ConnForCell to
+// the connection that follows it.
+type cellWatch struct {
+	life    context.Context    // the watch's lifetime, to become the cellConn's
+	endLife context.CancelFunc // ends life
+	changes <-chan *WatchData
+	stop    context.CancelFunc // ends the watch alone
+}
+
+// discard ends w and everything under its lifetime.
+func (w *cellWatch) discard() {
+	w.stop()
+	drain(w.changes)
+	w.endLife()
+}
+
+// dial opens cell from ci, waiting for the factory until ctx ends, and
+// caches the result, to be followed through w.
+func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo, w *cellWatch) (Conn, error) {
+	type result struct {
+		conn Conn
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		conn, err := s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
+		if err != nil {
+			w.discard()
+			done <- result{nil, err}
+			return
+		}
+		conn, err = s.install(cell, ci, conn, w)
+		done <- result{conn, err}
+	}()
+	select {
+	case r := <-done:
+		return r.conn, r.err
+	case <-ctx.Done():
+		return nil, FromContext(ctx, cell)
+	}
+}
+
+// install caches conn, dialled from ci and to be followed through w, unless
+// the cell was cached meanwhile: then conn and w are closed and the cached
+// connection returned.
+func (s *Server) install(cell string, ci *topodatapb.CellInfo, conn Conn, w *cellWatch) (Conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		cancel()
-		drain(changes)
+		w.discard()
 		conn.Close()
 		return nil, NewError(Closed, cell)
 	}
 	if other, ok := s.cells[cell]; ok {
-		// Another caller dialled first; keep theirs.
+		// Another caller dialled first; keep theirs (its watch checks it
+		// against the record).
 		s.mu.Unlock()
-		cancel()
-		drain(changes)
+		w.discard()
 		conn.Close()
 		return other.conn, nil
 	}
+	cc := &cellConn{cell: cell, addr: ci.GetServerAddress(), root: ci.GetRoot(), conn: conn,
+		ctx: w.life, cancel: w.endLife, following: true}
 	s.cells[cell] = cc
 	s.mu.Unlock()
-	go s.followCellInfo(cell, cc, changes)
+	go s.follow(cc, w.changes, w.stop)
 	return conn, nil
 }
 
-// followCellInfo drops cc from the cache once its CellInfo changes, is
-// deleted, or its watch ends for any reason.
-func (s *Server) followCellInfo(cell string, cc *cellConn, changes <-chan *WatchData) {
-	for wd := range changes {
-		if wd.Err == nil && bytes.Equal(wd.Contents, cc.info) {
-			continue
-		}
-		break
-	}
-	cc.cancel()
+// refollow makes the watch changes (ended by stop) follow cc's record again
+// after a permanent watch failure. It returns false when cc is no longer
+// cached; when another caller already re-established a watch, it ends this
+// one and returns true.
+func (s *Server) refollow(cc *cellConn, changes <-chan *WatchData, stop context.CancelFunc) bool {
 	s.mu.Lock()
-	if s.cells[cell] == cc {
-		delete(s.cells, cell)
+	if s.closed || s.cells[cc.cell] != cc {
+		s.mu.Unlock()
+		return false
+	}
+	if cc.following {
+		s.mu.Unlock()
+		stop()
+		drain(changes)
+		return true
+	}
+	cc.following = true
+	s.mu.Unlock()
+	go s.follow(cc, changes, stop)
+	return true
+}
+
+// unfollow records that nobody watches cc's record any more.
+func (s *Server) unfollow(cc *cellConn) {
+	s.mu.Lock()
+	if s.cells[cc.cell] == cc {
+		cc.following = false
 	}
 	s.mu.Unlock()
-	cc.conn.Close()
-	drain(changes)
+}
+
+// retire drops cc from the cache (if it is still there) and closes it.
+func (s *Server) retire(cc *cellConn) {
+	s.mu.Lock()
+	if s.cells[cc.cell] == cc {
+		delete(s.cells, cc.cell)
+	}
+	s.mu.Unlock()
+	cc.closeConn()
+}
+
+// retireCell retires the cached connection of cell, if any.
+func (s *Server) retireCell(cell string) {
+	s.mu.Lock()
+	cc := s.cells[cell]
+	s.mu.Unlock()
+	if cc != nil {
+		s.retire(cc)
+	}
+}
+
+// follow follows cc's record through the established watch changes (ended
+// by stop), and through new watches when one fails, until the record
+// changes or is deleted (then it retires cc), cc is retired or the Server
+// closes (then it just returns), or a watch fails permanently (then it
+// marks cc unfollowed). Transient failures are retried with backoff; they
+// never close cc.
+func (s *Server) follow(cc *cellConn, changes <-chan *WatchData, stop context.CancelFunc) {
+	p := CellInfoPath(cc.cell)
+	b := newRetryBackoff(cellWatchInitialBackoff, cellWatchMaxBackoff)
+	for {
+		started := time.Now()
+		err := s.followChanges(cc, changes)
+		stop()
+		if err == nil {
+			return // retired
+		}
+		// A watch that lived long was healthy: retry its failure quickly.
+		// One that failed at once keeps backing off, so a store whose
+		// watches keep breaking is not hammered.
+		if time.Since(started) > cellWatchMaxBackoff {
+			b.reset()
+		}
+		for {
+			if cc.ctx.Err() != nil {
+				return
+			}
+			if IsPermanent(err) {
+				s.log.Warn("giving up the watch of a CellInfo record; the cell connection stays open and each ConnForCell tries the watch again",
+					"cell", cc.cell, "err", err)
+				s.unfollow(cc)
+				return
+			}
+			s.log.Warn("the watch of a CellInfo record failed; watching again", "cell", cc.cell, "err", err)
+			if b.wait(cc.ctx, p) != nil {
+				return
+			}
+			var current *WatchData
+			current, changes, stop, err = s.watchRecord(cc.ctx, cc.ctx, cc.cell)
+			if cc.ctx.Err() != nil {
+				if err == nil {
+					stop()
+					drain(changes)
+				}
+				return
+			}
+			if IsErrType(err, NoNode) {
+				s.retire(cc)
+				return
+			}
+			if err == nil {
+				if !cc.matchesData(current.Contents) {
+					stop()
+					drain(changes)
+					s.retire(cc)
+					return
+				}
+				break
+			}
+		}
+	}
+}
+
+// followChanges reads one watch's changes. It returns nil once it retired
+// cc (the record changed or was deleted), and otherwise the error the watch
+// ended with (Unavailable if it ended without one).
+func (s *Server) followChanges(cc *cellConn, changes <-chan *WatchData) error {
+	for wd := range changes {
+		switch {
+		case wd.Err == nil && cc.matchesData(wd.Contents):
+			continue
+		case wd.Err == nil, IsErrType(wd.Err, NoNode):
+			s.retire(cc)
+			drain(changes)
+			return nil
+		default:
+			drain(changes)
+			return wd.Err
+		}
+	}
+	return NewError(Unavailable, CellInfoPath(cc.cell))
 }
 
 func drain(ch <-chan *WatchData) {
@@ -215,11 +525,28 @@ func (s *Server) getCellInfo(ctx context.Context, cell string) (*topodatapb.Cell
 
 // UpdateCellInfoFields reads cell's CellInfo (an empty one if absent), lets
 // update change it, and writes it back with compare-and-set, retrying when a
-// concurrent writer wins. If update returns an error that IsErrType
-// NoUpdateNeeded, nothing is written and nil is returned; any other error
-// from update is returned as is.
+// concurrent writer wins (BadVersion, or NodeExists for an absent record).
+// Retries after the first back off (5 ms doubling up to 1 s, with jitter),
+// so a store that keeps reporting lost races never makes it spin; ctx bounds
+// the whole loop (Timeout or Interrupted). If update returns an error that
+// IsErrType NoUpdateNeeded, nothing is written and nil is returned; any
+// other error from update is returned as is. Every other store error,
+// PermissionDenied included, is returned at once without a retry. Once the
+// write changed the record's server address or root, the cell's cached
+// connection (if any) is closed before it returns, so that the next
+// ConnForCell dials the new record.
 func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update func(*topodatapb.CellInfo) error) error {
-	for {
+	p := CellInfoPath(cell)
+	b := newRetryBackoff(5*time.Millisecond, time.Second)
+	for attempt := 0; ; attempt++ {
+		if attempt > 1 {
+			if err := b.wait(ctx, p); err != nil {
+				return err
+			}
+		}
+		if err := CheckContext(ctx, p); err != nil {
+			return err
+		}
 		ci, v, err := s.getCellInfo(ctx, cell)
 		switch {
 		case IsErrType(err, NoNode):
@@ -235,27 +562,41 @@ func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update f
 		}
 		data, err := proto.Marshal(ci)
 		if err != nil {
-			return &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: err}
+			return &Error{Code: InvalidArgument, Path: p, Err: err}
 		}
 		if v == nil {
-			_, err = s.global.Create(ctx, CellInfoPath(cell), data)
+			_, err = s.global.Create(ctx, p, data)
 		} else {
-			_, err = s.global.Update(ctx, CellInfoPath(cell), data, v)
+			_, err = s.global.Update(ctx, p, data, v)
 		}
 		if IsErrType(err, NodeExists) || IsErrType(err, BadVersion) {
 			continue
+		}
+		if err == nil {
+			s.mu.Lock()
+			cc := s.cells[cell]
+			s.mu.Unlock()
+			if cc != nil && !cc.matches(ci) {
+				s.retire(cc)
+			}
 		}
 		return err
 	}
 }
 
 // DeleteCellInfo deletes cell's CellInfo record and closes its cached
-// connection. It returns NoNode when the cell has none.
+// connection (before it returns). It returns NoNode when the cell has none,
+// InvalidArgument for a malformed cell name, and the store's error (for
+// example PermissionDenied) otherwise.
 func (s *Server) DeleteCellInfo(ctx context.Context, cell string) error {
 	if err := checkCellName(cell); err != nil {
 		return err
 	}
-	return s.global.Delete(ctx, CellInfoPath(cell), nil)
+	if err := s.global.Delete(ctx, CellInfoPath(cell), nil); err != nil {
+		return err
+	}
+	s.retireCell(cell)
+	return nil
 }
 
 // GetCellInfoNames returns the names of the cells that have a CellInfo
@@ -275,8 +616,11 @@ func (s *Server) GetCellInfoNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// Close closes every cached cell connection and the global connection.
-// Later ConnForCell calls return Closed. Close is idempotent.
+// Close stops watching the CellInfo records and closes every cached cell
+// connection and the global connection. Later ConnForCell calls return
+// Closed; a dial still in flight is closed when it completes. Close does
+// not wait for the background watches to return. It is idempotent and safe
+// for concurrent use.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -287,9 +631,9 @@ func (s *Server) Close() {
 	cells := s.cells
 	s.cells = map[string]*cellConn{}
 	s.mu.Unlock()
+	s.cancel()
 	for _, cc := range cells {
-		cc.cancel()
-		cc.conn.Close()
+		cc.closeConn()
 	}
 	s.global.Close()
 }

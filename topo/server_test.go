@@ -489,3 +489,21 @@ func TestDirEntryTypeString(t *testing.T) {
 	require.Equal(t, "file", topo.TypeFile.String())
 	require.Equal(t, "directory", topo.TypeDirectory.String())
 }
+
+// BenchmarkConnForCellCached measures the cached path of ConnForCell (no
+// store call), from parallel goroutines.
+func BenchmarkConnForCellCached(b *testing.B) {
+	ctx := context.Background()
+	ts, _ := memorytopo.NewServerAndFactory(ctx, "zone1")
+	defer ts.Close()
+	if _, err := ts.ConnForCell(ctx, "zone1"); err != nil {
+		b.Fatal(err)
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := ts.ConnForCell(ctx, "zone1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -120,8 +120,10 @@ func NewManager(ctx context.Context, conn topo.Conn, cfg Config) (*Manager, erro
 
 // Run registers the instance, follows the assignments and campaigns for
 // leadership until ctx ends; then it resigns, deregisters and returns nil.
-// It returns early with an error only when the store connection is closed
-// or the configuration is invalid.
+// It returns early with an error only when the store refuses it for good
+// (topo.IsPermanent: the connection is closed, the credentials lack a
+// permission, the configuration is invalid); transient store errors are
+// retried.
 func (m *Manager) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
@@ -172,7 +174,7 @@ func (m *Manager) register(ctx context.Context) error {
 	for ctx.Err() == nil {
 		lock, err := m.registerOnce(ctx, info)
 		if err != nil {
-			if election.IsPermanent(err) {
+			if topo.IsPermanent(err) {
 				return err
 			}
 			if ctx.Err() == nil {
@@ -230,7 +232,7 @@ func (m *Manager) followAssignments(ctx context.Context) error {
 	for ctx.Err() == nil {
 		initial, events, err := m.conn.WatchRecursive(ctx, assignmentsDir+"/")
 		if err != nil {
-			if election.IsPermanent(err) {
+			if topo.IsPermanent(err) {
 				return err
 			}
 			if ctx.Err() == nil {
@@ -293,11 +295,16 @@ func (m *Manager) Assignments() map[string]Assignment {
 // ends (ctx is the mastership context).
 func (m *Manager) lead(ctx context.Context) error {
 	m.log.Info("leading")
-	_, events, err := m.conn.WatchRecursive(ctx, baseDir+"/")
+	// The watch has its own context, cancelled on the way out, so that lead
+	// can return (and drain the channel) while still master.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	_, events, err := m.conn.WatchRecursive(wctx, baseDir+"/")
 	if err != nil {
 		return err
 	}
 	defer func() {
+		stopWatch()
 		for range events {
 		}
 	}()
@@ -308,6 +315,11 @@ func (m *Manager) lead(ctx context.Context) error {
 		if pending {
 			pending = false
 			if _, err := m.reconcile(ctx); err != nil && ctx.Err() == nil {
+				if topo.IsPermanent(err) {
+					// A refused write is refused again: end the term, and
+					// Run with it (the Runner gives up on permanent errors).
+					return err
+				}
 				m.log.Warn("reconciliation failed; will retry", "err", err)
 			}
 		}
