@@ -65,6 +65,8 @@ type Server struct {
 	global  Conn
 	factory Factory
 	log     *slog.Logger
+	impl    string       // the backend's name, for middlewares' ConnInfo
+	mws     []Middleware // decorate every connection (WithMiddleware)
 
 	// ctx is the Server's lifetime: the watches of the cached cells run
 	// under contexts derived from it, and Close cancels it.
@@ -121,7 +123,10 @@ const (
 // registered as implementation, at serverAddress under root. It returns
 // NoImplementation (naming the registered factories) for an unknown
 // implementation, and the factory's error if it cannot open the connection.
-func OpenServer(implementation, serverAddress, root string) (*Server, error) {
+//
+// Options (WithMiddleware) apply as in NewServer; the middlewares see the
+// implementation's name, address and root in their ConnInfo.
+func OpenServer(implementation, serverAddress, root string, opts ...ServerOption) (*Server, error) {
 	f, err := GetFactory(implementation)
 	if err != nil {
 		return nil, err
@@ -130,17 +135,57 @@ func OpenServer(implementation, serverAddress, root string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewServer(f, conn), nil
+	all := append([]ServerOption{withGlobalInfo(implementation, serverAddress, root)}, opts...)
+	return NewServer(f, conn, all...), nil
+}
+
+// ServerOption configures a Server (NewServer, OpenServer).
+type ServerOption func(*serverConfig)
+
+type serverConfig struct {
+	info ConnInfo // of the global cell
+	mws  []Middleware
+}
+
+// WithMiddleware decorates every connection of the Server with mws (see
+// Decorate; the first is outermost): the global cell's, and every cell
+// connection ConnForCell opens, including cells opened later. The
+// Server's own reads and writes of CellInfo records go through the global
+// cell's decorators too. Several WithMiddleware options add up, in order.
+func WithMiddleware(mws ...Middleware) ServerOption {
+	return func(c *serverConfig) { c.mws = append(c.mws, mws...) }
+}
+
+// WithImplementationName names the backend in the ConnInfo the Server's
+// middlewares see (OpenServer sets it; NewServer cannot know it).
+func WithImplementationName(name string) ServerOption {
+	return func(c *serverConfig) { c.info.Implementation = name }
+}
+
+func withGlobalInfo(implementation, serverAddress, root string) ServerOption {
+	return func(c *serverConfig) {
+		c.info = ConnInfo{Implementation: implementation, ServerAddress: serverAddress, Root: root}
+	}
 }
 
 // NewServer returns a Server over an open global-cell connection; factory
 // opens the other cells. The Server owns global and closes it in Close.
 // It logs (at most one record per watch failure) through slog.Default().
-func NewServer(factory Factory, global Conn) *Server {
+//
+// With WithMiddleware, global and every cell connection are decorated
+// (Decorate); without it, connections are used as they are.
+func NewServer(factory Factory, global Conn, opts ...ServerOption) *Server {
+	var cfg serverConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg.info.Cell = GlobalCell
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		global:  global,
+		global:  Decorate(cfg.info, global, cfg.mws...),
 		factory: factory,
+		impl:    cfg.info.Implementation,
+		mws:     cfg.mws,
 		log:     slog.Default().With("component", "topo.Server"),
 		ctx:     ctx,
 		cancel:  cancel,
@@ -302,6 +347,7 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo,
 			done <- result{nil, err}
 			return
 		}
+		conn = Decorate(ConnInfo{Implementation: s.impl, Cell: cell, ServerAddress: ci.GetServerAddress(), Root: ci.GetRoot()}, conn, s.mws...)
 		conn, err = s.install(cell, ci, conn, w)
 		done <- result{conn, err}
 	}()
