@@ -71,20 +71,21 @@ func sessionPassword(t testing.TB, zc *zk.Conn) (int64, []byte) {
 func expireSession(t testing.TB, conn topo.Conn, addr string) {
 	t.Helper()
 	c := conn.(*Conn)
-	old := c.session()
-	id, pw := sessionPassword(t, c.zkConn())
+	old, err := c.session("")
+	require.NoError(t, err)
+	id, pw := sessionPassword(t, old.zk)
 	// Keep conn from reconnecting (it would take the session back) until
 	// the session is closed.
-	c.sent.block.Store(true)
-	defer c.sent.block.Store(false)
+	c.dialBlocked.Store(true)
+	defer c.dialBlocked.Store(false)
 	taken, err := zktest.TakeOverSession(addr, id, pw)
 	require.NoError(t, err)
 	// The server drops conn's connection when the session is taken over:
 	// let conn see that (its leaders step down) before the session ends, as
 	// a real session expiry always follows a disconnection.
-	require.Eventually(t, c.isDisconnected, 30*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !old.isConnected() }, 30*time.Second, time.Millisecond)
 	require.NoError(t, taken.Close())
-	c.sent.block.Store(false)
+	c.dialBlocked.Store(false)
 	select {
 	case <-old.lost:
 	case <-time.After(30 * time.Second):

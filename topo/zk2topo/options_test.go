@@ -74,9 +74,9 @@ func TestDigestAuthAndACL(t *testing.T) {
 		other, err := NewConn(Options{Servers: []string{testServer}, Auth: auth}, root)
 		require.NoError(t, err)
 		_, _, err = other.Get(ctx, "private/f")
-		require.ErrorIs(t, err, topo.InvalidArgument, "a read without the credentials must be refused")
+		require.ErrorIs(t, err, topo.PermissionDenied, "a read without the credentials must be refused")
 		_, err = other.Update(ctx, "private/f", []byte("y"), nil)
-		require.ErrorIs(t, err, topo.InvalidArgument, "a write without the credentials must be refused")
+		require.ErrorIs(t, err, topo.PermissionDenied, "a write without the credentials must be refused")
 		other.Close()
 	}
 
@@ -194,17 +194,17 @@ func TestNoOrphanEntries(t *testing.T) {
 	fresh := open()                   // knows nothing of d/locks: a plain create
 	_, _, err = fresh.Get(ctx, "d/f") // connected
 	require.NoError(t, err)
-	sent, unregister := fresh.sent.expect(opCreate, fresh.zkPath("d/locks")+"/")
+	sent, unregister := fresh.cur.obs.expect(opCreate, fresh.zkPath("d/locks")+"/")
 	defer unregister()
-	fresh.sent.block.Store(true)
+	fresh.dialBlocked.Store(true)
 	done := make(chan error, 1)
 	go func() {
 		_, err := fresh.Lock(ctx, "d", "cut off")
 		done <- err
 	}()
 	<-sent
-	fresh.sent.drop()
-	fresh.sent.block.Store(false)
+	fresh.cur.obs.drop()
+	fresh.dialBlocked.Store(false)
 	err = <-done
 	if err != nil {
 		require.ErrorIs(t, err, topo.Unavailable)

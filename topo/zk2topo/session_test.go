@@ -134,14 +134,14 @@ func TestDisconnectEndsLeadership(t *testing.T) {
 	lctx, err := p.WaitForLeadership()
 	require.NoError(t, err)
 
-	c.sent.block.Store(true)
-	c.sent.drop()
+	c.dialBlocked.Store(true)
+	c.cur.obs.drop()
 	select {
 	case <-lctx.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leadership context outlived the connection")
 	}
-	c.sent.block.Store(false)
+	c.dialBlocked.Store(false)
 	lctx2, err := p.WaitForLeadership()
 	require.NoError(t, err)
 	require.NoError(t, lctx2.Err())

@@ -126,9 +126,9 @@ func (c *Conn) getW(ctx context.Context, p, zp string) ([]byte, *zk.Stat, <-chan
 	var data []byte
 	var st *zk.Stat
 	var ev <-chan zk.Event
-	err := c.read(ctx, p, func() error {
+	err := c.read(ctx, p, func(z *zk.Conn) error {
 		var err error
-		data, st, ev, err = c.zk.GetW(zp)
+		data, st, ev, err = z.GetW(zp)
 		return err
 	})
 	if err != nil {
@@ -257,9 +257,9 @@ func (w *treeWatch) armBase() error {
 	for {
 		var children []string
 		var ch <-chan zk.Event
-		err := c.read(w.ctx, w.prefix, func() error {
+		err := c.read(w.ctx, w.prefix, func(z *zk.Conn) error {
 			var err error
-			children, _, ch, err = c.zk.ChildrenW(w.base)
+			children, _, ch, err = z.ChildrenW(w.base)
 			return err
 		})
 		if err == nil {
@@ -277,9 +277,9 @@ func (w *treeWatch) armBase() error {
 			return c.convert(err, w.prefix)
 		}
 		var exists bool
-		err = c.read(w.ctx, w.prefix, func() error {
+		err = c.read(w.ctx, w.prefix, func(z *zk.Conn) error {
 			var err error
-			exists, _, ch, err = c.zk.ExistsW(w.base)
+			exists, _, ch, err = z.ExistsW(w.base)
 			return err
 		})
 		if err != nil {
@@ -341,9 +341,9 @@ func (w *treeWatch) scanChildren(zp string) error {
 	c := w.c
 	var children []string
 	var ch <-chan zk.Event
-	err := c.read(w.ctx, c.relPath(zp), func() error {
+	err := c.read(w.ctx, c.relPath(zp), func(z *zk.Conn) error {
 		var err error
-		children, _, ch, err = c.zk.ChildrenW(zp)
+		children, _, ch, err = z.ChildrenW(zp)
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
