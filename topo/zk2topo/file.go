@@ -307,10 +307,15 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // List returns every file whose path starts with filePathPrefix (a plain
 // string prefix), with its contents and Stat.Version, sorted by path. It
 // walks the znodes below the prefix's directory with concurrent requests
-// (at most MaxConcurrency in flight), skipping lock and election entries.
-// The result is not a snapshot: files changed during the walk may show
-// their old or new state. It returns NoNode when no file matches, and
-// InvalidPath, Timeout/Interrupted, Closed or Unavailable.
+// (at most MaxConcurrency in flight), skipping lock and election entries
+// (ephemeral znodes) and the znodes of their layout. Persistent znodes
+// that other tools wrote at reserved paths (topo.IsReserved: a znode with
+// data under a "locks" znode, say) are files topokit cannot hold: they are
+// not listed, and List returns the other files together with the
+// PartialResult error of topo.ReservedFiles naming them. The result is not
+// a snapshot: files changed during the walk may show their old or new
+// state. It returns NoNode when no file matches, and InvalidPath,
+// PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := topo.CleanPrefix(filePathPrefix)
 	if err != nil {
@@ -321,12 +326,13 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	}
 	dir, namePrefix := splitPrefix(prefix)
 	var (
-		mu     sync.Mutex
-		out    []topo.KVInfo
-		first  error
-		wg     sync.WaitGroup
-		walk   func(p string)
-		failed = func(err error) {
+		mu       sync.Mutex
+		out      []topo.KVInfo
+		reserved []string
+		first    error
+		wg       sync.WaitGroup
+		walk     func(p string)
+		failed   = func(err error) {
 			mu.Lock()
 			if first == nil {
 				first = err
@@ -352,7 +358,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 				continue
 			}
 			cp := topo.JoinPath(p, n)
-			if c.internal(cp) {
+			if c.system(cp) {
 				continue
 			}
 			wg.Add(1)
@@ -375,9 +381,16 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 			return
 		}
 		if st.EphemeralOwner != 0 {
-			return
+			return // a lock or election entry
 		}
-		if isFile(st) {
+		switch {
+		case topo.IsReserved(p):
+			if c.foreignFile(p, st) {
+				mu.Lock()
+				reserved = append(reserved, p)
+				mu.Unlock()
+			}
+		case isFile(st):
 			if data == nil {
 				data = []byte{}
 			}
@@ -389,7 +402,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 			children(p, "")
 		}
 	}
-	if dir == "" || !c.internal(dir) {
+	if !c.system(dir) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -400,11 +413,35 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	if first != nil {
 		return nil, first
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	if len(reserved) > 0 {
+		sort.Strings(reserved)
+		return out, topo.ReservedFiles(prefix, reserved)
+	}
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, prefix)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// system reports whether the canonical path p is (or is inside) ZooKeeper's
+// own "/zookeeper" znode, which exists when the root is the ZooKeeper root.
+func (c *Conn) system(p string) bool {
+	return c.root == "" && (p == "zookeeper" || strings.HasPrefix(p, "zookeeper/"))
+}
+
+// foreignFile reports whether the persistent znode at the reserved path p,
+// with Stat st, is a file another tool wrote rather than part of the lock
+// and election layout: it holds data, or it is an empty leaf that is
+// neither a "locks" znode nor an election directory.
+func (c *Conn) foreignFile(p string, st *zk.Stat) bool {
+	if st.DataLength > 0 {
+		return true
+	}
+	if st.NumChildren > 0 || path.Base(p) == locksDir {
+		return false
+	}
+	return p != electionsDir && !strings.HasPrefix(p, electionsDir+"/")
 }
 
 // splitPrefix splits a canonical prefix into the directory to list and the
@@ -614,6 +651,19 @@ func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *z
 				&zk.DeleteRequest{Path: dir, Version: st.Version})
 			return err
 		})
+		if errors.Is(err, zk.ErrNoNode) {
+			// The server may have removed the locks container meanwhile.
+			var ok bool
+			var nst *zk.Stat
+			if rerr := c.read(ctx, p, func(z *zk.Conn) error {
+				var err error
+				ok, nst, err = z.Exists(dir)
+				return err
+			}); rerr != nil || !ok {
+				return false
+			}
+			return nst.NumChildren == 0 && c.removeIfEmpty(ctx, dir, true, nst, false, nil)
+		}
 	default:
 		return false
 	}
