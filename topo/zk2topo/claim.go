@@ -3,6 +3,8 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -84,7 +86,9 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 		if err != nil {
 			return nil, err
 		}
+		pre, stop := c.prefetchChildren(ctx, s, dp, locksZp)
 		node, err := c.enqueue(ctx, s, dp, dirZp, locksZp, contents, mustExist)
+		stop()
 		if err != nil {
 			if s.isLost() && topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && session < 3 {
 				continue // nothing was created on the ended session that outlives it
@@ -92,10 +96,50 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 			return nil, err
 		}
 		l := &lockDesc{c: c, dir: dp, node: node, sess: s}
-		if err := l.wait(ctx, try); err != nil {
+		if err := l.wait(ctx, try, pre); err != nil {
 			return nil, err
 		}
 		return l, nil
+	}
+}
+
+// childrenRes is the answer to a children read.
+type childrenRes struct {
+	children []string
+	err      error
+}
+
+// prefetchChildren pipelines the first children read of the locks znode
+// behind the claim's first create: once the create's frame is written on
+// session s, the read is sent on s, so the server runs it after the create
+// and its answer includes the new entry, without a second round trip of
+// waiting. stop abandons it when the create's frame was never written. The
+// channel yields nothing when the read was not sent.
+func (c *Conn) prefetchChildren(ctx context.Context, s *zkSession, dp, locksZp string) (<-chan childrenRes, func()) {
+	sent, unregister := s.obs.expect(opCreate, locksZp+"/")
+	out := make(chan childrenRes, 1)
+	quit := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-sent:
+		case <-quit:
+			return
+		}
+		var r childrenRes
+		r.err = c.do(ctx, dp, func() error {
+			var err error
+			r.children, _, err = s.zk.Children(locksZp)
+			return err
+		})
+		out <- r
+	}()
+	var once sync.Once
+	return out, func() {
+		once.Do(func() {
+			unregister()
+			close(quit)
+		})
 	}
 }
 
@@ -134,7 +178,7 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, co
 
 // wait blocks until the entry is the lowest in its queue. On failure the
 // entry is removed (or gone with its session).
-func (l *lockDesc) wait(ctx context.Context, try bool) error {
+func (l *lockDesc) wait(ctx context.Context, try bool, pre <-chan childrenRes) error {
 	c, s, dp := l.c, l.sess, l.dir
 	locksZp := zkDir(l.node)
 	name := l.node[len(locksZp)+1:]
@@ -143,11 +187,23 @@ func (l *lockDesc) wait(ctx context.Context, try bool) error {
 	}
 	for {
 		var children []string
-		err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
-			var err error
-			children, _, err = z.Children(locksZp)
-			return err
-		})
+		var err error
+		fresh := true
+		if pre != nil {
+			// Read after the first create's frame, on our session: valid
+			// when it shows our entry (a retried create came later).
+			if r, ok := <-pre; ok && r.err == nil && slices.Contains(r.children, name) {
+				children, fresh = r.children, false
+			}
+			pre = nil
+		}
+		if fresh {
+			err = c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+				var err error
+				children, _, err = z.Children(locksZp)
+				return err
+			})
+		}
 		if err == errSessionOver {
 			return lost()
 		}

@@ -1,24 +1,3 @@
-// Package zk2topo is topokit's ZooKeeper backend, registered as "zk2". It
-// keeps the store layout of Vitess's zk2topo so that a Vitess process and
-// topokit can share one ensemble (see docs/layout-zookeeper.md):
-//
-//   - a file is the znode <root>/<path>; intermediate znodes are directories,
-//     created on demand and removed again when their last file is deleted;
-//   - the lock on directory D is an ephemeral-sequential child of
-//     <root>/D/locks/ holding the lock's contents; the lowest sequence holds
-//     it and every waiter watches only its predecessor;
-//   - election "name" has one ephemeral-sequential child per candidate under
-//     <root>/elections/<name>/, holding the candidate's id; the lowest leads.
-//
-// Versions are the znode's Stat.Version (starting at 0). ZooKeeper keeps no
-// history, so GetVersion returns NoImplementation. Locks and election
-// entries live as long as the Conn's ZooKeeper session: when the session
-// expires, held locks report LockLost from Check, leadership contexts are
-// cancelled and watches end with an Unavailable error, and the Conn goes on
-// with a new session for later calls.
-//
-// The names "locks" (at any depth) and "elections" (directly under the root)
-// are reserved for locks and elections, as in Vitess.
 package zk2topo
 
 import (
