@@ -126,13 +126,17 @@ func (c *Conn) prefetchChildren(ctx context.Context, s *zkSession, dp, locksZp s
 		case <-quit:
 			return
 		}
-		var r childrenRes
-		r.err = c.do(ctx, dp, func() error {
-			var err error
-			r.children, _, err = s.zk.Children(locksZp)
+		res := make(chan childrenRes, 1) // written by fn even after do gave up
+		err := c.do(ctx, dp, func() error {
+			children, _, err := s.zk.Children(locksZp)
+			res <- childrenRes{children, err}
 			return err
 		})
-		out <- r
+		if err != nil {
+			out <- childrenRes{err: err}
+			return
+		}
+		out <- <-res
 	}()
 	var once sync.Once
 	return out, func() {

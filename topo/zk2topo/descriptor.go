@@ -165,13 +165,17 @@ func (l *lockDesc) release(ctx context.Context) error {
 	stat := func(zp string) chan statRes {
 		out := make(chan statRes, 1)
 		go func() {
-			var r statRes
-			r.err = c.do(ctx, l.dir, func() error {
-				var err error
-				r.exists, r.st, err = s.zk.Exists(zp)
+			res := make(chan statRes, 1) // written by fn even after do gave up
+			err := c.do(ctx, l.dir, func() error {
+				exists, st, err := s.zk.Exists(zp)
+				res <- statRes{exists, st, err}
 				return err
 			})
-			out <- r
+			if err != nil {
+				out <- statRes{err: err}
+				return
+			}
+			out <- <-res
 		}()
 		return out
 	}

@@ -23,6 +23,13 @@ func (ps proxies) Blackhole() {
 	}
 }
 
+// Reset closes every connection through the proxies.
+func (ps proxies) Reset() {
+	for _, p := range ps {
+		p.Reset()
+	}
+}
+
 func (ps proxies) Heal() {
 	for _, p := range ps {
 		p.Heal()

@@ -139,10 +139,6 @@ type Conn struct {
 	authScheme string
 	auth       []byte
 
-	// dialBlocked makes every session's dialer refuse (tests: keep a Conn
-	// from reconnecting while its session is taken over).
-	dialBlocked atomic.Bool
-
 	closed    atomic.Bool
 	closing   chan struct{}
 	closeOnce sync.Once

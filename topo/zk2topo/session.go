@@ -71,7 +71,7 @@ func (c *Conn) newSession() (*zkSession, error) {
 // dial is the client library's Dialer: it refuses once the session is
 // over, so that the library cannot start a new session on this *zk.Conn.
 func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	if s.dead.Load() || s.c.dialBlocked.Load() {
+	if s.dead.Load() {
 		return nil, errors.New("zk2topo: session over")
 	}
 	d := s.c.opts.Dialer
@@ -284,8 +284,7 @@ const (
 type sessionObserver struct {
 	defTimeout time.Duration
 
-	current atomic.Pointer[observedConn]
-	n       atomic.Int32 // registered waiters; 0 skips matching
+	n atomic.Int32 // registered waiters; 0 skips matching
 
 	mu      sync.Mutex
 	waiters map[sentKey][]chan struct{}
@@ -303,9 +302,7 @@ func newSessionObserver(def time.Duration) *sessionObserver {
 }
 
 func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
-	oc := &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}}
-	o.current.Store(oc)
-	return oc
+	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}}
 }
 
 // lastProof returns the send time of the latest answered request and the
@@ -322,14 +319,6 @@ func (o *sessionObserver) proved(at time.Time) {
 		o.proof = at
 	}
 	o.mu.Unlock()
-}
-
-// drop closes the current connection to the server (tests: a network
-// failure).
-func (o *sessionObserver) drop() {
-	if oc := o.current.Load(); oc != nil {
-		_ = oc.Close()
-	}
 }
 
 // expect returns a channel closed once a request with opcode op on path has
