@@ -70,10 +70,11 @@
 //
 // # Reads
 //
-// The first read of every session is preceded by a sync, so that a Conn
-// never reads state older than a write it has acknowledged, on any of its
-// sessions (ZooKeeper keeps reads monotonic within a session only, and a
-// new session may land on a lagging follower). Options.LinearizableReads
+// A Conn never reads state older than a write it has acknowledged, on any
+// of its sessions: ZooKeeper keeps one session's reads monotonic, a new
+// (global) session is a transaction that its follower applies in order,
+// and the first read of every session is also preceded by a sync (which
+// covers servers with local sessions). Options.LinearizableReads
 // puts a sync (pipelined, on the same session) before every read. Check
 // always syncs before it reads the lock entry.
 package zk2topo

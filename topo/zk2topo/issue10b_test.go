@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,4 +278,48 @@ func TestLinearizableReadsOnFollower(t *testing.T) {
 		}
 	}
 	require.Zero(t, stale, "stale reads out of 1000")
+}
+
+// TestReadYourWritesAcrossSessions is issue 10 item 19's default
+// guarantee: a Conn whose session expired after it wrote, and whose new
+// session lands on a follower that was paused (lagging) during the writes,
+// still reads its last acknowledged write, without LinearizableReads.
+func TestReadYourWritesAcrossSessions(t *testing.T) {
+	e := zktest.StartEnsemble(t, 3)
+	leader := e.WaitLeader(time.Minute)
+	lagging := (leader + 1) % 3
+	var target atomic.Value
+	target.Store(e.Addr(leader))
+	dial := func(network, _ string, timeout time.Duration) (net.Conn, error) {
+		return net.DialTimeout(network, target.Load().(string), timeout)
+	}
+	root := freshRoot(t)
+	c, err := NewConn(Options{Servers: []string{"127.0.0.1:1"}, SessionTimeout: 20 * time.Second, Dialer: dial}, root)
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err = c.Create(ctx, "f", []byte("0"))
+	require.NoError(t, err)
+
+	require.NoError(t, e.Pause(lagging))
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = e.Resume(lagging)
+		}
+	}()
+	last := ""
+	for i := 1; i <= 100; i++ {
+		last = fmt.Sprint(i)
+		_, err := c.Update(ctx, "f", []byte(last), nil)
+		require.NoError(t, err)
+	}
+	expireSession(t, c, e.Addr(leader))
+	target.Store(e.Addr(lagging))
+	require.NoError(t, e.Resume(lagging))
+	resumed = true
+	got, _, err := c.Get(ctx, "f")
+	require.NoError(t, err)
+	require.Equal(t, last, string(got), "the new session read older data than the Conn's acknowledged write")
 }
