@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // proxies is a set of faultproxies in front of the shared test server,
@@ -42,6 +43,12 @@ func (ps proxies) Heal() {
 // flushing its queued requests), all closed when t ends.
 func proxiedConn(t *testing.T, root string) (*Conn, proxies) {
 	t.Helper()
+	return proxiedConnOpts(t, root, Options{SessionTimeout: testSessionTimeout})
+}
+
+// proxiedConnOpts is proxiedConn with opts (Servers is replaced).
+func proxiedConnOpts(t *testing.T, root string, opts Options) (*Conn, proxies) {
+	t.Helper()
 	var ps proxies
 	var addrs []string
 	for range 3 {
@@ -51,7 +58,10 @@ func proxiedConn(t *testing.T, root string) (*Conn, proxies) {
 		ps = append(ps, p)
 		addrs = append(addrs, p.Addr())
 	}
-	c := openConn(t, addrs, root)
+	opts.Servers = addrs
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
 	return c, ps
 }
 
@@ -101,6 +111,37 @@ func waitQueuedOr(t *testing.T, zc *zk.Conn, done <-chan struct{}) {
 func TestStaleUnlockAfterExpiry(t *testing.T) {
 	root := freshRoot(t)
 	a, proxy := proxiedConn(t, root)
+	staleUnlock(t, root, a, proxy, func(raw *zk.Conn) {
+		proxy.Blackhole()
+		waitNoChildren(t, raw, root+"/d/locks")
+	})
+}
+
+// TestStaleUnlockAfterForcedExpiry is TestStaleUnlockAfterExpiry with the
+// session expired by the server long before the Conn's safety deadline
+// (taken over and closed while the Conn is cut off), so that A's Unlock
+// waits in the client library's queue when A learns of the expiry: it
+// must never be sent on the session that replaces it.
+func TestStaleUnlockAfterForcedExpiry(t *testing.T) {
+	root := freshRoot(t)
+	a, proxy := proxiedConnOpts(t, root, Options{SessionTimeout: testSessionTimeout, SafetyMargin: time.Nanosecond})
+	staleUnlock(t, root, a, proxy, func(raw *zk.Conn) {
+		s := a.cur
+		id, pw := sessionPassword(t, s.zk)
+		proxy.Blackhole()
+		taken, err := zktest.TakeOverSession(testServer, id, pw)
+		require.NoError(t, err)
+		require.NoError(t, taken.Close())
+		waitNoChildren(t, raw, root+"/d/locks")
+		// A notices the silence and waits to reconnect: requests issued now
+		// stay in the library's queue.
+		require.Eventually(t, func() bool { return !s.isConnected() }, time.Minute, time.Millisecond)
+	})
+}
+
+// staleUnlock runs the sequence of issue 10 item 1; expire cuts A off and
+// returns once the server deleted A's entry.
+func staleUnlock(t *testing.T, root string, a *Conn, proxy proxies, expire func(raw *zk.Conn)) {
 	cConn := openConn(t, []string{testServer}, root)
 	dConn := openConn(t, []string{testServer}, root)
 	raw := rawConn(t)
@@ -113,8 +154,7 @@ func TestStaleUnlockAfterExpiry(t *testing.T) {
 	require.NoError(t, err)
 	entryA := la.(*lockDesc).node
 
-	proxy.Blackhole()
-	waitNoChildren(t, raw, root+"/d/locks")
+	expire(raw)
 
 	require.NoError(t, cConn.Delete(ctx, "d/f", nil))
 	_, err = cConn.Create(ctx, "d/f", []byte("2"))
@@ -150,6 +190,34 @@ func TestStaleUnlockAfterExpiry(t *testing.T) {
 func TestLockDuringUnnoticedExpiry(t *testing.T) {
 	root := freshRoot(t)
 	a, proxy := proxiedConn(t, root)
+	lockDuringExpiry(t, root, a, func(raw *zk.Conn) {
+		proxy.Blackhole()
+		waitNoChildren(t, raw, root+"/x/locks")
+	}, proxy.Heal)
+}
+
+// TestLockDuringForcedExpiry is TestLockDuringUnnoticedExpiry with the
+// session expired by the server long before the Conn's safety deadline, so
+// that A's create waits in the client library's queue when A learns of the
+// expiry: it must never be sent on the session that replaces it.
+func TestLockDuringForcedExpiry(t *testing.T) {
+	root := freshRoot(t)
+	a, proxy := proxiedConnOpts(t, root, Options{SessionTimeout: testSessionTimeout, SafetyMargin: time.Nanosecond})
+	lockDuringExpiry(t, root, a, func(raw *zk.Conn) {
+		s := a.cur
+		id, pw := sessionPassword(t, s.zk)
+		proxy.Blackhole()
+		taken, err := zktest.TakeOverSession(testServer, id, pw)
+		require.NoError(t, err)
+		require.NoError(t, taken.Close())
+		waitNoChildren(t, raw, root+"/x/locks")
+		require.Eventually(t, func() bool { return !s.isConnected() }, time.Minute, time.Millisecond)
+	}, proxy.Heal)
+}
+
+// lockDuringExpiry runs the sequence of issue 10 item 2; expire cuts A off
+// and returns once the server deleted A's entries, heal reconnects it.
+func lockDuringExpiry(t *testing.T, root string, a *Conn, expire func(raw *zk.Conn), heal func()) {
 	b := openConn(t, []string{testServer}, root)
 	dConn := openConn(t, []string{testServer}, root)
 	raw := rawConn(t)
@@ -165,8 +233,7 @@ func TestLockDuringUnnoticedExpiry(t *testing.T) {
 	lb, err := b.Lock(ctx, "d", "B")
 	require.NoError(t, err)
 
-	proxy.Blackhole()
-	waitNoChildren(t, raw, root+"/x/locks")
+	expire(raw)
 
 	type res struct {
 		l   topo.LockDescriptor
@@ -183,7 +250,7 @@ func TestLockDuringUnnoticedExpiry(t *testing.T) {
 		close(done)
 	}()
 	waitQueuedOr(t, zc, done)
-	proxy.Heal()
+	heal()
 
 	// Whatever A's Lock does, once B lets go either A holds d for real
 	// (its Check passes) or d is free.
