@@ -323,3 +323,27 @@ func TestReadYourWritesAcrossSessions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, last, string(got), "the new session read older data than the Conn's acknowledged write")
 }
+
+// TestCheckNeedsConnection is issue 10 item 17: while the lock's session
+// is disconnected, Check does not say nil (it answers at once, without
+// waiting for the network); once reconnected with the session intact, it
+// says nil again.
+func TestCheckNeedsConnection(t *testing.T) {
+	root := freshRoot(t)
+	a, proxy := proxiedConnOpts(t, root, Options{SessionTimeout: 20 * time.Second})
+	ctx := t.Context()
+	_, err := a.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := a.Lock(ctx, "d", "A")
+	require.NoError(t, err)
+	require.NoError(t, l.Check(ctx))
+	s := a.cur
+	proxy.Blackhole()
+	proxy.Reset()
+	require.Eventually(t, func() bool { return !s.isConnected() }, time.Minute, time.Millisecond)
+	require.ErrorIs(t, l.Check(context.Background()), topo.Unavailable, "Check while disconnected")
+	proxy.Heal()
+	require.Eventually(t, func() bool { return l.Check(ctx) == nil }, time.Minute, 10*time.Millisecond)
+	require.False(t, s.isLost(), "the session survived the short disconnection")
+	require.NoError(t, l.Unlock(ctx))
+}
