@@ -43,8 +43,10 @@ func (c *Conn) internal(p string) bool {
 // directories, and returns version 0 (ZooKeeper's first Stat.Version). It
 // costs one round trip when the parent exists. It returns NodeExists when
 // the file exists; a znode that is only a directory (empty, with children)
-// becomes the file instead. Errors: InvalidPath, InvalidArgument (value too
-// large), NodeExists, Timeout/Interrupted (ctx), Closed, Unavailable.
+// becomes the file instead. Errors: InvalidPath (including the
+// reserved-name rule, topo.CheckCreate), InvalidArgument (value too large),
+// NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
+// Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	p, err := topo.CheckCreate(filePath, contents)
 	if err != nil {
@@ -164,13 +166,16 @@ func zkVersion(n int64) (ver int32, ok bool) {
 	return int32(n), true
 }
 
-// Update writes contents to filePath (one round trip when the file exists).
-// A nil version writes unconditionally, creating the file and its parents
-// when absent; a non-nil version is a compare-and-set against Stat.Version
-// (BadVersion when it differs, NoNode when the file is absent; it never
-// creates). It returns the new Stat.Version. Errors: InvalidPath,
-// InvalidArgument (value too large, foreign or negative version), NoNode,
-// BadVersion, Timeout/Interrupted, Closed, Unavailable.
+// Update writes contents to filePath. A nil version writes
+// unconditionally (one round trip when the file exists), creating the file
+// and its parents when absent, and turning a znode that is only a
+// directory into the file; a non-nil version is a compare-and-set against
+// Stat.Version (two round trips: see casUpdate): BadVersion when it
+// differs, NoNode when the file is absent or the path is only a directory,
+// and then nothing is written or created. It returns the new Stat.Version.
+// Errors: InvalidPath (including the reserved-name rule), InvalidArgument
+// (value too large, foreign or negative version), NoNode, BadVersion,
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
@@ -257,9 +262,11 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 	return topo.NumericVersion(nst.Version), nil
 }
 
-// Get returns filePath's contents and Stat.Version in one round trip. It
-// returns NoNode when the file is absent or is only a directory, and
-// InvalidPath, Timeout/Interrupted, Closed or Unavailable.
+// Get returns filePath's contents and Stat.Version in one round trip (with
+// a sync pipelined before it with Options.LinearizableReads, and on the
+// first read of a session). It returns NoNode when the file is absent or
+// is only a directory, and InvalidPath, PermissionDenied,
+// Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
@@ -463,9 +470,11 @@ func splitPrefix(prefix string) (dir, name string) {
 // left empty (best effort; a directory holding only an empty "locks" znode
 // counts as empty). It costs one round trip when the parent keeps other
 // entries: the parent's and its "locks" child's Stat reads are pipelined
-// behind the delete. A file that has files below it becomes a directory.
-// Errors: InvalidPath, InvalidArgument (bad version), NoNode, BadVersion,
-// Timeout/Interrupted, Closed, Unavailable.
+// behind the delete, on the same session; a directory is removed only at
+// the data version read, and its data is never written. A file that has
+// files below it becomes a directory. Errors: InvalidPath (including the
+// reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := topo.CheckDelete(filePath, version)
 	if err != nil {

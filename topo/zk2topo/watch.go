@@ -32,10 +32,11 @@ func (c *Conn) endError(p string, err error) error {
 // values, from a data watch re-armed (with a read) after every event, so
 // rapid changes may be coalesced but the last value sent is the latest. A
 // delete sends NoNode and closes the channel; cancelling ctx or closing the
-// Conn sends Interrupted and closes it; when the session expires it sends
-// Unavailable and closes it (a new Watch then works on the new session).
+// Conn sends Interrupted and closes it; when the session ends it sends
+// Unavailable and closes it (a new Watch then works on the new session); a
+// permission refusal while re-arming sends PermissionDenied and closes it.
 // Errors: NoNode (no channel) when the file is absent, InvalidPath,
-// Timeout/Interrupted, Closed, Unavailable.
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
