@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
 )
 
 // The benchmarks run the zk2 Conn beside the raw go-zookeeper client on the
@@ -148,5 +150,53 @@ func BenchmarkLockUnlock(b *testing.B) {
 			return err
 		}
 		return l.Unlock(e.ctx)
+	})
+}
+
+// BenchmarkGetLinearizable is BenchmarkGet with Options.LinearizableReads:
+// every Get is preceded by a pipelined sync.
+func BenchmarkGetLinearizable(b *testing.B) {
+	e := newBenchEnv(b)
+	lin, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, LinearizableReads: true}, e.root)
+	require.NoError(b, err)
+	b.Cleanup(lin.Close)
+	_, err = e.conn.Create(e.ctx, "zk2/f", []byte("value"))
+	require.NoError(b, err)
+	_, err = e.conn.Create(e.ctx, "raw/f", []byte("value"))
+	require.NoError(b, err)
+	rawPath := e.root + "/raw/f"
+	paired(b, func(int) error {
+		_, _, err := e.raw.Get(rawPath)
+		return err
+	}, func(int) error {
+		_, _, err := lin.Get(e.ctx, "zk2/f")
+		return err
+	})
+}
+
+// BenchmarkCASUpdate is a compare-and-set Update (a Stat read, then the
+// write at that version) beside a raw versioned Set.
+func BenchmarkCASUpdate(b *testing.B) {
+	e := newBenchEnv(b)
+	_, err := e.conn.Create(e.ctx, "zk2/f", []byte("value"))
+	require.NoError(b, err)
+	_, err = e.conn.Create(e.ctx, "raw/f", []byte("value"))
+	require.NoError(b, err)
+	rawPath := e.root + "/raw/f"
+	val := []byte("new value")
+	var rawVer int32
+	var ver topo.Version = topo.NumericVersion(0)
+	paired(b, func(int) error {
+		st, err := e.raw.Set(rawPath, val, rawVer)
+		if err == nil {
+			rawVer = st.Version
+		}
+		return err
+	}, func(int) error {
+		v, err := e.conn.Update(e.ctx, "zk2/f", val, ver)
+		if err == nil {
+			ver = v
+		}
+		return err
 	})
 }

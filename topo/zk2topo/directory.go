@@ -29,9 +29,9 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	zp := c.zkPath(dp)
 	var names []string
-	err = c.read(ctx, dp, func() error {
+	err = c.read(ctx, dp, func(z *zk.Conn) error {
 		var err error
-		names, _, err = c.zk.Children(zp)
+		names, _, err = z.Children(zp)
 		return err
 	})
 	if err != nil {
@@ -50,9 +50,9 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 				// Shown only while a lock is held / a candidate runs.
 				var st *zk.Stat
 				var exists bool
-				err := c.read(ctx, dp, func() error {
+				err := c.read(ctx, dp, func(z *zk.Conn) error {
 					var err error
-					exists, st, err = c.zk.Exists(c.zkPath(cp))
+					exists, st, err = z.Exists(c.zkPath(cp))
 					return err
 				})
 				if err != nil {
@@ -70,8 +70,8 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		var wg sync.WaitGroup
 		for i, n := range names {
 			wg.Go(func() {
-				errs[i] = c.read(ctx, dp, func() error {
-					exists, st, err := c.zk.Exists(c.zkPath(topo.JoinPath(dp, n)))
+				errs[i] = c.read(ctx, dp, func(z *zk.Conn) error {
+					exists, st, err := z.Exists(c.zkPath(topo.JoinPath(dp, n)))
 					if err == nil && exists {
 						stats[i] = st
 					}

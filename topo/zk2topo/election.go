@@ -18,13 +18,7 @@ import (
 // It returns InvalidArgument for an empty name or id, InvalidPath for a
 // name that breaks the path rules, and Closed after Close.
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	if name == "" {
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: name, Err: errors.New("empty election name")}
-	}
-	if id == "" {
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: name, Err: errors.New("empty participant id")}
-	}
-	n, err := topo.CleanFilePath(name)
+	n, err := topo.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +44,8 @@ type participation struct {
 
 	mu       sync.Mutex
 	stopped  bool
-	node     string   // current candidate znode, "" when none
-	nodeSess *session // the session node belongs to
+	node     string     // current candidate znode, "" when none
+	nodeSess *zkSession // the session node belongs to
 	lctx     context.Context
 	lcancel  context.CancelFunc
 	monitor  sync.WaitGroup
@@ -86,18 +80,24 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		return nil, topo.NewError(topo.Closed, p.name)
 	}
 	ctx := p.stopCtx
-	if err := c.ensureAuth(ctx, p.name); err != nil {
-		return nil, p.stopErr(err)
-	}
 	for {
-		sess := c.session()
+		sess, err := c.live(ctx, p.name)
+		if err != nil {
+			return nil, p.stopErr(err)
+		}
 		node, err := p.candidate(ctx, sess)
+		if err != nil && sess.isLost() && !topo.IsErrType(err, topo.Interrupted) {
+			continue // nothing of it outlives the ended session: enter again
+		}
 		if err != nil {
 			return nil, p.stopErr(err)
 		}
 		name := node[len(p.dirZp)+1:]
 		for {
-			children, err := p.candidates(ctx)
+			children, err := p.candidates(ctx, sess)
+			if err == errSessionOver {
+				break // enter again on a new session
+			}
 			if err != nil {
 				return nil, p.stopErr(c.convert(err, p.name))
 			}
@@ -122,11 +122,14 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 			pred := p.dirZp + "/" + children[idx-1]
 			var exists bool
 			var ch <-chan zk.Event
-			err = c.read(ctx, p.name, func() error {
+			err = c.onSession(ctx, sess, p.name, func(z *zk.Conn) error {
 				var err error
-				exists, _, ch, err = c.zk.ExistsW(pred)
+				exists, _, ch, err = z.ExistsW(pred)
 				return err
 			})
+			if err == errSessionOver {
+				break
+			}
 			if err != nil {
 				return nil, p.stopErr(c.convert(err, p.name))
 			}
@@ -162,7 +165,7 @@ func (p *participation) stopErr(err error) error {
 
 // candidate returns this participant's candidate znode for session sess,
 // creating it (and the election directory) when there is none.
-func (p *participation) candidate(ctx context.Context, sess *session) (string, error) {
+func (p *participation) candidate(ctx context.Context, sess *zkSession) (string, error) {
 	c := p.c
 	p.mu.Lock()
 	node, nodeSess := p.node, p.nodeSess
@@ -171,9 +174,7 @@ func (p *participation) candidate(ctx context.Context, sess *session) (string, e
 		return node, nil
 	}
 	for attempt := 0; ; attempt++ {
-		n, err := c.createEntry(ctx, p.name, p.dirZp, func() (string, error) {
-			return c.zk.Create(p.dirZp+"/", []byte(p.id), zk.FlagEphemeralSequential, c.acl)
-		})
+		n, err := c.createEntry(ctx, sess, p.name, p.dirZp, []byte(p.id))
 		if err == nil {
 			node = n
 			break
@@ -200,14 +201,14 @@ func (p *participation) candidate(ctx context.Context, sess *session) (string, e
 var errRetry = errors.New("retry")
 
 // lead records leadership and starts the goroutine that ends it.
-func (p *participation) lead(node string, sess *session) (context.Context, error) {
+func (p *participation) lead(node string, sess *zkSession) (context.Context, error) {
 	c := p.c
 	lctx, cancel := context.WithCancel(context.Background())
 	// Leadership ends as soon as the connection drops: from then on the
 	// server may expire the session (and let another candidate lead)
 	// without this process knowing. WaitForLeadership leads again at once
 	// if the session survived.
-	if !sess.onDisconnect(cancel) || c.isDisconnected() {
+	if !sess.onDisconnect(cancel) || !sess.provablyAlive() {
 		cancel()
 		return nil, errRetry
 	}
@@ -226,9 +227,9 @@ func (p *participation) lead(node string, sess *session) (context.Context, error
 		for {
 			var exists bool
 			var ch <-chan zk.Event
-			err := c.read(lctx, p.name, func() error {
+			err := c.onSession(lctx, sess, p.name, func(z *zk.Conn) error {
 				var err error
-				exists, _, ch, err = c.zk.ExistsW(node)
+				exists, _, ch, err = z.ExistsW(node)
 				return err
 			})
 			if err != nil || !exists {
@@ -253,13 +254,13 @@ func (p *participation) lead(node string, sess *session) (context.Context, error
 // removeCandidate deletes the candidate znode (with a fresh context).
 func (p *participation) removeCandidate() {
 	p.mu.Lock()
-	node := p.node
+	node, sess := p.node, p.nodeSess
 	p.node = ""
 	p.mu.Unlock()
 	if node == "" || p.c.closed.Load() {
 		return
 	}
-	p.c.deleteEntry(node)
+	p.c.deleteEntry(sess, node)
 }
 
 // Stop withdraws: it cancels the leadership context (before the candidate
@@ -294,20 +295,27 @@ func (p *participation) Stop() {
 }
 
 // candidates reads the names of the candidate znodes in the election
-// directory, sorted, with c.read's retries. The error is ZooKeeper's, not
-// yet converted.
-func (p *participation) candidates(ctx context.Context) ([]string, error) {
+// directory, sorted, on session sess (nil: the current one, with c.read's
+// retries). Children that are not sequential entries (the directories of
+// nested elections such as name/sub) are not candidates. The error is
+// ZooKeeper's, not yet converted.
+func (p *participation) candidates(ctx context.Context, sess *zkSession) ([]string, error) {
 	var children []string
-	err := p.c.read(ctx, p.name, func() error {
+	fn := func(z *zk.Conn) error {
 		var err error
-		children, _, err = p.c.zk.Children(p.dirZp)
+		children, _, err = z.Children(p.dirZp)
 		return err
-	})
+	}
+	var err error
+	if sess == nil {
+		err = p.c.read(ctx, p.name, fn)
+	} else {
+		err = p.c.onSession(ctx, sess, p.name, fn)
+	}
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(children)
-	return children, nil
+	return entryNames(children), nil
 }
 
 // GetCurrentLeaderID returns the id stored in the lowest candidate znode,
@@ -319,7 +327,7 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 		return "", err
 	}
 	for {
-		children, err := p.candidates(ctx)
+		children, err := p.candidates(ctx, nil)
 		if errors.Is(err, zk.ErrNoNode) {
 			return "", nil
 		}
@@ -330,9 +338,9 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 			return "", nil
 		}
 		var data []byte
-		err = c.read(ctx, p.name, func() error {
+		err = c.read(ctx, p.name, func(z *zk.Conn) error {
 			var err error
-			data, _, err = c.zk.Get(p.dirZp + "/" + children[0])
+			data, _, err = z.Get(p.dirZp + "/" + children[0])
 			return err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
@@ -366,16 +374,16 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 		for {
 			var children []string
 			var ch <-chan zk.Event
-			err := c.read(ctx, p.name, func() error {
+			err := c.read(ctx, p.name, func(z *zk.Conn) error {
 				var err error
-				children, _, ch, err = c.zk.ChildrenW(p.dirZp)
+				children, _, ch, err = z.ChildrenW(p.dirZp)
 				return err
 			})
 			if errors.Is(err, zk.ErrNoNode) {
 				var exists bool
-				err = c.read(ctx, p.name, func() error {
+				err = c.read(ctx, p.name, func(z *zk.Conn) error {
 					var err error
-					exists, _, ch, err = c.zk.ExistsW(p.dirZp)
+					exists, _, ch, err = z.ExistsW(p.dirZp)
 					return err
 				})
 				if err == nil && exists {
@@ -385,14 +393,14 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 			if err != nil {
 				return
 			}
-			sort.Strings(children)
+			children = entryNames(children)
 			node, id := "", ""
 			if len(children) > 0 {
 				node = children[0]
 				var data []byte
-				err := c.read(ctx, p.name, func() error {
+				err := c.read(ctx, p.name, func(z *zk.Conn) error {
 					var err error
-					data, _, err = c.zk.Get(p.dirZp + "/" + node)
+					data, _, err = z.Get(p.dirZp + "/" + node)
 					return err
 				})
 				if errors.Is(err, zk.ErrNoNode) {

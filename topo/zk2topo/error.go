@@ -16,10 +16,12 @@ import (
 //     NodeNotEmpty; ErrBadVersion → BadVersion;
 //   - ErrInvalidPath → InvalidPath (ZooKeeper refuses some characters that
 //     topo paths allow, e.g. U+0080–U+009F and U+E000–U+F8FF);
-//   - ErrNoAuth, ErrAuthFailed, ErrInvalidACL, ErrBadArguments,
-//     ErrNoChildrenForEphemerals, ErrInvalidFlags → InvalidArgument (the
-//     request cannot succeed as given: missing permission, bad credentials
-//     or ACL, or a file below a lock or election entry);
+//   - ErrNoAuth, ErrAuthFailed → PermissionDenied (the ACLs refuse the
+//     session's identity, or its credentials were refused): permanent, no
+//     retry loop of the package retries it;
+//   - ErrInvalidACL, ErrBadArguments, ErrNoChildrenForEphemerals,
+//     ErrInvalidFlags → InvalidArgument (the request cannot succeed as
+//     given: a bad ACL, or a file below a lock or election entry);
 //   - the server's "unimplemented" answer → NoImplementation;
 //   - lost connection or session (ErrConnectionClosed, ErrNoServer,
 //     ErrSessionExpired, ErrSessionMoved, ErrClosing) → Unavailable, or
@@ -45,7 +47,9 @@ func (c *Conn) convert(err error, p string) error {
 		code = topo.BadVersion
 	case errors.Is(err, zk.ErrInvalidPath):
 		code = topo.InvalidPath
-	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed), errors.Is(err, zk.ErrInvalidACL),
+	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed):
+		code = topo.PermissionDenied
+	case errors.Is(err, zk.ErrInvalidACL),
 		errors.Is(err, zk.ErrBadArguments), errors.Is(err, zk.ErrNoChildrenForEphemerals), errors.Is(err, zk.ErrInvalidFlags):
 		code = topo.InvalidArgument
 	case err.Error() == "unknown error: -6": // the server's UNIMPLEMENTED code

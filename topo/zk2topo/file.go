@@ -43,8 +43,10 @@ func (c *Conn) internal(p string) bool {
 // directories, and returns version 0 (ZooKeeper's first Stat.Version). It
 // costs one round trip when the parent exists. It returns NodeExists when
 // the file exists; a znode that is only a directory (empty, with children)
-// becomes the file instead. Errors: InvalidPath, InvalidArgument (value too
-// large), NodeExists, Timeout/Interrupted (ctx), Closed, Unavailable.
+// becomes the file instead. Errors: InvalidPath (including the
+// reserved-name rule, topo.CheckCreate), InvalidArgument (value too large),
+// NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
+// Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	p, err := topo.CheckCreate(filePath, contents)
 	if err != nil {
@@ -54,7 +56,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, &topo.Error{Code: topo.InvalidPath, Path: p, Err: errors.New("zk2topo: \"locks\" and \"elections\" are reserved names")}
+		return nil, &topo.Error{Code: topo.InvalidPath, Path: p, Err: errors.New("zk2topo: ZooKeeper's own znodes cannot be written")}
 	}
 	return c.create(ctx, p, contents)
 }
@@ -62,8 +64,8 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Version, error) {
 	zp := c.zkPath(p)
 	for attempt := 0; ; attempt++ {
-		err := c.do(ctx, p, func() error {
-			_, err := c.zk.Create(zp, contents, zk.FlagPersistent, c.acl)
+		err := c.write(ctx, p, func(z *zk.Conn) error {
+			_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
 			return err
 		})
 		switch {
@@ -77,9 +79,9 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			// A directory znode becomes the file; a file stays (NodeExists).
 			var st *zk.Stat
 			var exists bool
-			err := c.read(ctx, p, func() error {
+			err := c.read(ctx, p, func(z *zk.Conn) error {
 				var err error
-				exists, st, err = c.zk.Exists(zp)
+				exists, st, err = z.Exists(zp)
 				return err
 			})
 			if err != nil {
@@ -92,9 +94,9 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 				return nil, topo.NewError(topo.NodeExists, p)
 			}
 			var nst *zk.Stat
-			err = c.do(ctx, p, func() error {
+			err = c.write(ctx, p, func(z *zk.Conn) error {
 				var err error
-				nst, err = c.zk.Set(zp, contents, st.Version)
+				nst, err = z.Set(zp, contents, st.Version)
 				return err
 			})
 			if err == nil {
@@ -116,17 +118,17 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 		return nil
 	}
 	for attempt := 0; attempt < 10; attempt++ {
-		err := c.do(ctx, p, func() error {
-			_, err := c.zk.Create(dir, nil, zk.FlagPersistent, c.acl)
+		container := c.isContainer(dir)
+		err := c.write(ctx, p, func(z *zk.Conn) error {
+			if container {
+				_, err := z.CreateContainer(dir, nil, zk.FlagContainer, c.acl)
+				return err
+			}
+			_, err := z.Create(dir, nil, zk.FlagPersistent, c.acl)
 			return err
 		})
 		switch {
 		case err == nil:
-			// A new directory: its version is 0 and it has no locks child.
-			c.dirs.set(dir, 0)
-			if path.Base(dir) != locksDir {
-				c.dirs.setAbsent(dir + "/" + locksDir)
-			}
 			return nil
 		case errors.Is(err, zk.ErrNodeExists):
 			return nil
@@ -141,6 +143,18 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 	return topo.NewError(topo.Unavailable, p)
 }
 
+// isContainer reports whether the library creates the directory znode dir
+// as a container znode (which the server deletes once its last child is
+// gone): the "locks" znodes that hold lock entries, and the election
+// directories (the top-level "elections" znode and everything below it).
+// Those never hold data. Directories of files stay persistent: a file may
+// be created at a directory's path, and the server would delete that
+// file's data with the container.
+func (c *Conn) isContainer(dir string) bool {
+	rel := c.relPath(dir)
+	return path.Base(dir) == locksDir || rel == electionsDir || strings.HasPrefix(rel, electionsDir+"/")
+}
+
 // zkVersion converts a checked version number (see topo.CheckUpdate) for a
 // compare-and-set: topo.AnyVersion is ZooKeeper's -1 ("any version"). ok
 // is false when no ZooKeeper version can equal it (it is larger than an
@@ -152,13 +166,16 @@ func zkVersion(n int64) (ver int32, ok bool) {
 	return int32(n), true
 }
 
-// Update writes contents to filePath (one round trip when the file exists).
-// A nil version writes unconditionally, creating the file and its parents
-// when absent; a non-nil version is a compare-and-set against Stat.Version
-// (BadVersion when it differs, NoNode when the file is absent; it never
-// creates). It returns the new Stat.Version. Errors: InvalidPath,
-// InvalidArgument (value too large, foreign or negative version), NoNode,
-// BadVersion, Timeout/Interrupted, Closed, Unavailable.
+// Update writes contents to filePath. A nil version writes
+// unconditionally (one round trip when the file exists), creating the file
+// and its parents when absent, and turning a znode that is only a
+// directory into the file; a non-nil version is a compare-and-set against
+// Stat.Version (two round trips: see casUpdate): BadVersion when it
+// differs, NoNode when the file is absent or the path is only a directory,
+// and then nothing is written or created. It returns the new Stat.Version.
+// Errors: InvalidPath (including the reserved-name rule), InvalidArgument
+// (value too large, foreign or negative version), NoNode, BadVersion,
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
@@ -169,7 +186,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, &topo.Error{Code: topo.InvalidPath, Path: p, Err: errors.New("zk2topo: \"locks\" and \"elections\" are reserved names")}
+		return nil, &topo.Error{Code: topo.InvalidPath, Path: p, Err: errors.New("zk2topo: ZooKeeper's own znodes cannot be written")}
 	}
 	zp := c.zkPath(p)
 	if !ok {
@@ -178,11 +195,14 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		}
 		return nil, topo.NewError(topo.BadVersion, p)
 	}
+	if version != nil {
+		return c.casUpdate(ctx, p, zp, contents, ver)
+	}
 	for attempt := 0; ; attempt++ {
 		var st *zk.Stat
-		err := c.do(ctx, p, func() error {
+		err := c.write(ctx, p, func(z *zk.Conn) error {
 			var err error
-			st, err = c.zk.Set(zp, contents, ver)
+			st, err = z.Set(zp, contents, ver)
 			return err
 		})
 		if err == nil {
@@ -199,9 +219,54 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	}
 }
 
-// Get returns filePath's contents and Stat.Version in one round trip. It
-// returns NoNode when the file is absent or is only a directory, and
-// InvalidPath, Timeout/Interrupted, Closed or Unavailable.
+// casUpdate is a compare-and-set Update: a Stat read and then the write at
+// that version, on one session (so the write is ordered after the read). A
+// znode that is only a directory (empty, with children) is not a file:
+// NoNode, and nothing is written. ZooKeeper's multi can check a znode's
+// data version but not its kind, so the two requests are not one atomic
+// operation; the write is still conditional on the version read, so it
+// lands only on the znode that was read unless that znode was deleted and
+// re-created as a directory at the same data version in between (only a
+// new directory, version 0, can match a file's version 0), a window of one
+// round trip.
+func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
+	s, err := c.live(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	var exists bool
+	var st *zk.Stat
+	err = c.do(ctx, p, func() error {
+		var err error
+		exists, st, err = s.zk.Exists(zp)
+		return err
+	})
+	if err != nil {
+		return nil, c.convert(err, p)
+	}
+	if !exists || !isFile(st) || st.EphemeralOwner != 0 {
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	if st.Version != ver {
+		return nil, topo.NewError(topo.BadVersion, p)
+	}
+	var nst *zk.Stat
+	err = c.do(ctx, p, func() error {
+		var err error
+		nst, err = s.zk.Set(zp, contents, ver)
+		return err
+	})
+	if err != nil {
+		return nil, c.convert(err, p)
+	}
+	return topo.NumericVersion(nst.Version), nil
+}
+
+// Get returns filePath's contents and Stat.Version in one round trip (with
+// a sync pipelined before it with Options.LinearizableReads, and on the
+// first read of a session). It returns NoNode when the file is absent or
+// is only a directory, and InvalidPath, PermissionDenied,
+// Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
@@ -213,9 +278,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	zp := c.zkPath(p)
 	var data []byte
 	var st *zk.Stat
-	err = c.read(ctx, p, func() error {
+	err = c.read(ctx, p, func(z *zk.Conn) error {
 		var err error
-		data, st, err = c.zk.Get(zp)
+		data, st, err = z.Get(zp)
 		return err
 	})
 	if err != nil {
@@ -249,10 +314,15 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // List returns every file whose path starts with filePathPrefix (a plain
 // string prefix), with its contents and Stat.Version, sorted by path. It
 // walks the znodes below the prefix's directory with concurrent requests
-// (at most MaxConcurrency in flight), skipping lock and election entries.
-// The result is not a snapshot: files changed during the walk may show
-// their old or new state. It returns NoNode when no file matches, and
-// InvalidPath, Timeout/Interrupted, Closed or Unavailable.
+// (at most MaxConcurrency in flight), skipping lock and election entries
+// (ephemeral znodes) and the znodes of their layout. Persistent znodes
+// that other tools wrote at reserved paths (topo.IsReserved: a znode with
+// data under a "locks" znode, say) are files topokit cannot hold: they are
+// not listed, and List returns the other files together with the
+// PartialResult error of topo.ReservedFiles naming them. The result is not
+// a snapshot: files changed during the walk may show their old or new
+// state. It returns NoNode when no file matches, and InvalidPath,
+// PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := topo.CleanPrefix(filePathPrefix)
 	if err != nil {
@@ -263,12 +333,13 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	}
 	dir, namePrefix := splitPrefix(prefix)
 	var (
-		mu     sync.Mutex
-		out    []topo.KVInfo
-		first  error
-		wg     sync.WaitGroup
-		walk   func(p string)
-		failed = func(err error) {
+		mu       sync.Mutex
+		out      []topo.KVInfo
+		reserved []string
+		first    error
+		wg       sync.WaitGroup
+		walk     func(p string)
+		failed   = func(err error) {
 			mu.Lock()
 			if first == nil {
 				first = err
@@ -278,9 +349,9 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	)
 	children := func(p string, filter string) {
 		var names []string
-		err := c.read(ctx, p, func() error {
+		err := c.read(ctx, p, func(z *zk.Conn) error {
 			var err error
-			names, _, err = c.zk.Children(c.zkPath(p))
+			names, _, err = z.Children(c.zkPath(p))
 			return err
 		})
 		if err != nil {
@@ -294,7 +365,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 				continue
 			}
 			cp := topo.JoinPath(p, n)
-			if c.internal(cp) {
+			if c.system(cp) {
 				continue
 			}
 			wg.Add(1)
@@ -305,9 +376,9 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		defer wg.Done()
 		var data []byte
 		var st *zk.Stat
-		err := c.read(ctx, p, func() error {
+		err := c.read(ctx, p, func(z *zk.Conn) error {
 			var err error
-			data, st, err = c.zk.Get(c.zkPath(p))
+			data, st, err = z.Get(c.zkPath(p))
 			return err
 		})
 		if err != nil {
@@ -317,9 +388,16 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 			return
 		}
 		if st.EphemeralOwner != 0 {
-			return
+			return // a lock or election entry
 		}
-		if isFile(st) {
+		switch {
+		case topo.IsReserved(p):
+			if c.foreignFile(p, st) {
+				mu.Lock()
+				reserved = append(reserved, p)
+				mu.Unlock()
+			}
+		case isFile(st):
 			if data == nil {
 				data = []byte{}
 			}
@@ -331,7 +409,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 			children(p, "")
 		}
 	}
-	if dir == "" || !c.internal(dir) {
+	if !c.system(dir) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -342,11 +420,35 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	if first != nil {
 		return nil, first
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	if len(reserved) > 0 {
+		sort.Strings(reserved)
+		return out, topo.ReservedFiles(prefix, reserved)
+	}
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, prefix)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// system reports whether the canonical path p is (or is inside) ZooKeeper's
+// own "/zookeeper" znode, which exists when the root is the ZooKeeper root.
+func (c *Conn) system(p string) bool {
+	return c.root == "" && (p == "zookeeper" || strings.HasPrefix(p, "zookeeper/"))
+}
+
+// foreignFile reports whether the persistent znode at the reserved path p,
+// with Stat st, is a file another tool wrote rather than part of the lock
+// and election layout: it holds data, or it is an empty leaf that is
+// neither a "locks" znode nor an election directory.
+func (c *Conn) foreignFile(p string, st *zk.Stat) bool {
+	if st.DataLength > 0 {
+		return true
+	}
+	if st.NumChildren > 0 || path.Base(p) == locksDir {
+		return false
+	}
+	return p != electionsDir && !strings.HasPrefix(p, electionsDir+"/")
 }
 
 // splitPrefix splits a canonical prefix into the directory to list and the
@@ -368,9 +470,11 @@ func splitPrefix(prefix string) (dir, name string) {
 // left empty (best effort; a directory holding only an empty "locks" znode
 // counts as empty). It costs one round trip when the parent keeps other
 // entries: the parent's and its "locks" child's Stat reads are pipelined
-// behind the delete. A file that has files below it becomes a directory.
-// Errors: InvalidPath, InvalidArgument (bad version), NoNode, BadVersion,
-// Timeout/Interrupted, Closed, Unavailable.
+// behind the delete, on the same session; a directory is removed only at
+// the data version read, and its data is never written. A file that has
+// files below it becomes a directory. Errors: InvalidPath (including the
+// reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := topo.CheckDelete(filePath, version)
 	if err != nil {
@@ -389,93 +493,35 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		}
 		return topo.NewError(topo.BadVersion, p)
 	}
+	s, err := c.live(ctx, p)
+	if err != nil {
+		return err
+	}
 	zp := c.zkPath(p)
 	parent := zkDir(zp)
 	if parent == c.zkPath("") {
 		// Directly under the root: nothing to clean up.
-		err := c.do(ctx, p, func() error { return c.zk.Delete(zp, ver) })
+		err := c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) })
 		if errors.Is(err, zk.ErrNotEmpty) {
 			return c.unfile(ctx, p, version)
 		}
 		return c.convert(err, p)
 	}
 
-	// Fast path: the parent's data version is known from an earlier call
-	// (and an empty directory znode's data cannot change while its version
-	// stays), so one multi deletes the file and rewrites the parent's empty
-	// data at that version, which returns the parent's Stat: whether the
-	// delete emptied it, in the same round trip. The multi also proves what
-	// the parent's "locks" child is: rewriting its empty data at a known
-	// version returns its Stat, and creating and deleting it proves it is
-	// absent. Any surprise fails the multi as a whole, and the slow path
-	// runs instead.
-	if pv, ok := c.dirs.get(parent); ok {
-		locks := parent + "/" + locksDir
-		ops := []any{
-			&zk.DeleteRequest{Path: zp, Version: ver},
-			&zk.SetDataRequest{Path: parent, Data: nil, Version: pv},
-		}
-		lv, lknown := c.dirs.get(locks)
-		labsent := !lknown && c.dirs.absent(locks)
-		switch {
-		case lknown:
-			ops = append(ops, &zk.SetDataRequest{Path: locks, Data: nil, Version: lv})
-		case labsent:
-			ops = append(ops, &zk.CreateRequest{Path: locks, Acl: c.acl}, &zk.DeleteRequest{Path: locks, Version: -1})
-		}
-		var mr []zk.MultiResponse
-		err := c.do(ctx, p, func() error {
-			var err error
-			mr, err = c.zk.Multi(ops...)
-			return err
-		})
-		if topo.CodeOf(err) != 0 {
-			return err // ctx ended or closed (mr may still be written)
-		}
-		switch {
-		case err == nil && len(mr) == len(ops) && mr[1].Stat != nil:
-			st := mr[1].Stat
-			c.dirs.set(parent, st.Version)
-			var lst *zk.Stat
-			if lknown && mr[2].Stat != nil {
-				lst = mr[2].Stat
-				c.dirs.set(locks, lst.Version)
-			}
-			switch {
-			case st.NumChildren == 0 || (st.NumChildren == 1 && lst != nil):
-				if c.removeIfEmpty(ctx, parent, true, st, lst != nil, lst) {
-					c.cleanupDir(ctx, zkDir(parent))
-				}
-			case st.NumChildren == 1 && !labsent:
-				c.cleanupAfterDelete(ctx, parent, st)
-			}
-			return nil
-		case len(mr) == len(ops) && mr[0].Error != nil:
-			if errors.Is(mr[0].Error, zk.ErrNotEmpty) {
-				return c.unfile(ctx, p, version)
-			}
-			return c.convert(mr[0].Error, p)
-		case len(mr) == len(ops):
-			// Someone else changed the parent or its locks: slow path.
-			c.dirs.drop(parent)
-			c.dirs.drop(locks)
-		default:
-			return c.convert(err, p)
-		}
-	}
-
-	// Slow path: the delete, then (once its frame is written, so that the
-	// server runs it after the delete) a Stat read of the parent, pipelined
-	// so that it adds no round trip.
+	// The delete, then (once its frame is written, so that the server runs
+	// them after the delete, on the same session) Stat reads of the parent
+	// and of its "locks" child, pipelined so that they add no round trip.
+	// The parent's data is never written: only a directory left empty is
+	// removed, at the data version read (see removeIfEmpty).
 	type statRes struct {
 		exists bool
 		st     *zk.Stat
 		err    error
 	}
-	sent, unregister := c.sent.expect(opDelete, zp)
+	sent, unregister := s.obs.expect(opDelete, zp)
 	defer unregister()
 	delRes := make(chan error, 1)
-	go func() { delRes <- c.do(ctx, p, func() error { return c.zk.Delete(zp, ver) }) }()
+	go func() { delRes <- c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) }()
 	var delErr error
 	haveDel := false
 	select {
@@ -491,7 +537,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			var st *zk.Stat
 			err := c.do(ctx, p, func() error {
 				var err error
-				exists, st, err = c.zk.Exists(zp)
+				exists, st, err = s.zk.Exists(zp)
 				return err
 			})
 			if err != nil {
@@ -522,52 +568,10 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if pr.err != nil || lr.err != nil || !pr.exists {
 		return nil // best effort: the file is deleted
 	}
-	// Learn the parent's and its locks child's versions for the fast path.
-	locks := parent + "/" + locksDir
-	if pr.st.DataLength == 0 && pr.st.EphemeralOwner == 0 {
-		c.dirs.set(parent, pr.st.Version)
-		switch {
-		case !lr.exists:
-			c.dirs.setAbsent(locks)
-		case lr.st.DataLength == 0 && lr.st.EphemeralOwner == 0:
-			c.dirs.set(locks, lr.st.Version)
-		}
-	}
 	if c.removeIfEmpty(ctx, parent, pr.exists, pr.st, lr.exists, lr.st) {
 		c.cleanupDir(ctx, zkDir(parent))
 	}
 	return nil
-}
-
-// cleanupAfterDelete removes the directory znode dir, whose Stat after a
-// delete below it is st, when the delete left it empty (or holding only an
-// empty "locks" znode), and then its parents left empty.
-func (c *Conn) cleanupAfterDelete(ctx context.Context, dir string, st *zk.Stat) {
-	if st.DataLength > 0 || st.EphemeralOwner != 0 || st.NumChildren > 1 {
-		return
-	}
-	var lexists bool
-	var lst *zk.Stat
-	if st.NumChildren == 1 {
-		err := c.do(ctx, c.relPath(dir), func() error {
-			var err error
-			lexists, lst, err = c.zk.Exists(dir + "/" + locksDir)
-			return err
-		})
-		if err != nil {
-			return
-		}
-		if !lexists {
-			c.dirs.setAbsent(dir + "/" + locksDir)
-			return
-		}
-		if lst.DataLength == 0 && lst.EphemeralOwner == 0 {
-			c.dirs.set(dir+"/"+locksDir, lst.Version)
-		}
-	}
-	if c.removeIfEmpty(ctx, dir, true, st, lexists, lst) {
-		c.cleanupDir(ctx, zkDir(dir))
-	}
 }
 
 // unfile turns a file that has files below it into a directory (ZooKeeper
@@ -576,9 +580,9 @@ func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error
 	zp := c.zkPath(p)
 	var data []byte
 	var st *zk.Stat
-	err := c.read(ctx, p, func() error {
+	err := c.read(ctx, p, func(z *zk.Conn) error {
 		var err error
-		data, st, err = c.zk.Get(zp)
+		data, st, err = z.Get(zp)
 		return err
 	})
 	if err != nil {
@@ -593,8 +597,8 @@ func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error
 			return topo.NewError(topo.BadVersion, p)
 		}
 	}
-	err = c.do(ctx, p, func() error {
-		_, err := c.zk.Set(zp, nil, st.Version)
+	err = c.write(ctx, p, func(z *zk.Conn) error {
+		_, err := z.Set(zp, nil, st.Version)
 		return err
 	})
 	return c.convert(err, p)
@@ -612,17 +616,17 @@ func (c *Conn) cleanupDir(ctx context.Context, dir string) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			perr = c.do(ctx, dir, func() error {
+			perr = c.write(ctx, dir, func(z *zk.Conn) error {
 				var err error
-				pexists, pst, err = c.zk.Exists(dir)
+				pexists, pst, err = z.Exists(dir)
 				return err
 			})
 		}()
 		go func() {
 			defer wg.Done()
-			lerr = c.do(ctx, dir, func() error {
+			lerr = c.write(ctx, dir, func(z *zk.Conn) error {
 				var err error
-				lexists, lst, err = c.zk.Exists(dir + "/" + locksDir)
+				lexists, lst, err = z.Exists(dir + "/" + locksDir)
 				return err
 			})
 		}()
@@ -645,69 +649,32 @@ func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *z
 	var err error
 	switch {
 	case st.NumChildren == 0:
-		err = c.do(ctx, p, func() error { return c.zk.Delete(dir, st.Version) })
+		err = c.write(ctx, p, func(z *zk.Conn) error { return z.Delete(dir, st.Version) })
 		if errors.Is(err, zk.ErrNoNode) {
 			err = nil
 		}
 	case st.NumChildren == 1 && lexists && lst.NumChildren == 0:
-		err = c.do(ctx, p, func() error {
-			_, err := c.zk.Multi(
+		err = c.write(ctx, p, func(z *zk.Conn) error {
+			_, err := z.Multi(
 				&zk.DeleteRequest{Path: dir + "/" + locksDir, Version: lst.Version},
 				&zk.DeleteRequest{Path: dir, Version: st.Version})
 			return err
 		})
+		if errors.Is(err, zk.ErrNoNode) {
+			// The server may have removed the locks container meanwhile.
+			var ok bool
+			var nst *zk.Stat
+			if rerr := c.read(ctx, p, func(z *zk.Conn) error {
+				var err error
+				ok, nst, err = z.Exists(dir)
+				return err
+			}); rerr != nil || !ok {
+				return false
+			}
+			return nst.NumChildren == 0 && c.removeIfEmpty(ctx, dir, true, nst, false, nil)
+		}
 	default:
 		return false
 	}
-	if err != nil {
-		return false
-	}
-	c.dirs.drop(dir)
-	c.dirs.drop(dir + "/" + locksDir)
-	return true
-}
-
-// dirCache remembers the data version of directory znodes (empty data) a
-// Conn has seen, and which "locks" znodes it saw absent, for Delete's fast
-// path. An entry only saves round trips: a stale one makes the fast path's
-// multi fail as a whole, and is dropped. It is bounded (cleared when full)
-// and safe for concurrent use.
-type dirCache struct {
-	mu sync.Mutex
-	m  map[string]int32 // version of a directory znode; -1: known absent
-}
-
-const dirCacheMax = 4096
-
-func (d *dirCache) get(zp string) (int32, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	v, ok := d.m[zp]
-	return v, ok && v >= 0
-}
-
-func (d *dirCache) absent(zp string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	v, ok := d.m[zp]
-	return ok && v < 0
-}
-
-func (d *dirCache) put(zp string, v int32) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.m == nil || len(d.m) >= dirCacheMax {
-		d.m = make(map[string]int32)
-	}
-	d.m[zp] = v
-}
-
-func (d *dirCache) set(zp string, v int32) { d.put(zp, v) }
-
-func (d *dirCache) setAbsent(zp string) { d.put(zp, -1) }
-
-func (d *dirCache) drop(zp string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.m, zp)
+	return err == nil
 }

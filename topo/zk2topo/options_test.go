@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -74,9 +75,9 @@ func TestDigestAuthAndACL(t *testing.T) {
 		other, err := NewConn(Options{Servers: []string{testServer}, Auth: auth}, root)
 		require.NoError(t, err)
 		_, _, err = other.Get(ctx, "private/f")
-		require.ErrorIs(t, err, topo.InvalidArgument, "a read without the credentials must be refused")
+		require.ErrorIs(t, err, topo.PermissionDenied, "a read without the credentials must be refused")
 		_, err = other.Update(ctx, "private/f", []byte("y"), nil)
-		require.ErrorIs(t, err, topo.InvalidArgument, "a write without the credentials must be refused")
+		require.ErrorIs(t, err, topo.PermissionDenied, "a write without the credentials must be refused")
 		other.Close()
 	}
 
@@ -191,23 +192,53 @@ func TestNoOrphanEntries(t *testing.T) {
 	require.Eventually(t, free, time.Minute, 10*time.Millisecond, "an abandoned create left its entry")
 
 	// The connection drops right after the create was sent.
-	fresh := open()                   // knows nothing of d/locks: a plain create
+	var ps proxies
+	var addrs []string
+	for range 3 {
+		p, err := faultproxy.New(s.Addr())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		ps = append(ps, p)
+		addrs = append(addrs, p.Addr())
+	}
+	fresh, err := NewConn(Options{Servers: addrs, SessionTimeout: 30 * time.Second}, root)
+	require.NoError(t, err)
+	t.Cleanup(fresh.Close)
 	_, _, err = fresh.Get(ctx, "d/f") // connected
 	require.NoError(t, err)
-	sent, unregister := fresh.sent.expect(opCreate, fresh.zkPath("d/locks")+"/")
+	sent, unregister := fresh.cur.obs.expect(opCreate, fresh.zkPath("d/locks")+"/")
 	defer unregister()
-	fresh.sent.block.Store(true)
 	done := make(chan error, 1)
 	go func() {
 		_, err := fresh.Lock(ctx, "d", "cut off")
 		done <- err
 	}()
 	<-sent
-	fresh.sent.drop()
-	fresh.sent.block.Store(false)
+	ps.Blackhole()
+	ps.Reset()
+	ps.Heal()
 	err = <-done
 	if err != nil {
 		require.ErrorIs(t, err, topo.Unavailable)
 		require.Eventually(t, free, time.Minute, 10*time.Millisecond, "a create that lost its answer left its entry")
 	} // else the answer arrived before the drop: the lock is simply held.
+}
+
+// TestFactoryOptions: the options of a Factory (here LinearizableReads)
+// reach every Conn it opens; the server address replaces Options.Servers.
+func TestFactoryOptions(t *testing.T) {
+	f := Factory{Options: Options{Servers: []string{"unused:1"}, SessionTimeout: testSessionTimeout, LinearizableReads: true}}
+	root := freshRoot(t)
+	conn, err := f.Create("cell", testServer, root)
+	require.NoError(t, err)
+	defer conn.Close()
+	c := conn.(*Conn)
+	require.True(t, c.opts.LinearizableReads)
+	require.Equal(t, []string{testServer}, c.opts.Servers)
+	ctx := t.Context()
+	_, err = c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	got, _, err := c.Get(ctx, "f")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
 }

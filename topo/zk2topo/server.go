@@ -1,24 +1,3 @@
-// Package zk2topo is topokit's ZooKeeper backend, registered as "zk2". It
-// keeps the store layout of Vitess's zk2topo so that a Vitess process and
-// topokit can share one ensemble (see docs/layout-zookeeper.md):
-//
-//   - a file is the znode <root>/<path>; intermediate znodes are directories,
-//     created on demand and removed again when their last file is deleted;
-//   - the lock on directory D is an ephemeral-sequential child of
-//     <root>/D/locks/ holding the lock's contents; the lowest sequence holds
-//     it and every waiter watches only its predecessor;
-//   - election "name" has one ephemeral-sequential child per candidate under
-//     <root>/elections/<name>/, holding the candidate's id; the lowest leads.
-//
-// Versions are the znode's Stat.Version (starting at 0). ZooKeeper keeps no
-// history, so GetVersion returns NoImplementation. Locks and election
-// entries live as long as the Conn's ZooKeeper session: when the session
-// expires, held locks report LockLost from Check, leadership contexts are
-// cancelled and watches end with an Unavailable error, and the Conn goes on
-// with a new session for later calls.
-//
-// The names "locks" (at any depth) and "elections" (directly under the root)
-// are reserved for locks and elections, as in Vitess.
 package zk2topo
 
 import (
@@ -26,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path"
 	"strings"
@@ -93,6 +73,28 @@ type Options struct {
 	// server answers); zero means DefaultMaxConcurrency.
 	MaxConcurrency int
 
+	// SafetyMargin is how long before the server may expire the session
+	// the Conn stops trusting it: a session whose latest answered request
+	// was sent more than (negotiated session timeout - SafetyMargin) ago is
+	// given up (its locks report LockLost, its leadership ends, and a new
+	// session serves later calls). Zero means a fifth of the negotiated
+	// session timeout; it is capped at half of it.
+	SafetyMargin time.Duration
+
+	// LinearizableReads makes every read (Get, List, ListDir, the reads
+	// of Watch and WatchRecursive, lock and election reads) send a sync
+	// first (pipelined: it costs no extra round trip of waiting before the
+	// read is sent, but the read waits for the sync), so that it sees every
+	// write acknowledged, by any client, before the read started. Without
+	// it, only the first read of each session syncs: a Conn still sees all
+	// of its own acknowledged writes, but may miss a very recent write of
+	// another client (ZooKeeper's default).
+	LinearizableReads bool
+
+	// Dialer, if set, replaces net.DialTimeout for the connections to the
+	// servers.
+	Dialer func(network, address string, timeout time.Duration) (net.Conn, error)
+
 	// Logger receives the client library's and the Conn's log messages; nil
 	// means slog.Default().
 	Logger *slog.Logger
@@ -122,105 +124,28 @@ func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 	return NewConn(opts, root)
 }
 
-// Conn is a topo.Conn over one ZooKeeper session (replaced by a new session
-// when the server expires it). It is safe for concurrent use.
+// Conn is a topo.Conn over a sequence of ZooKeeper sessions: one at a
+// time, each on its own client connection; when the server expires the
+// current session (or the Conn gives it up, see Options.SafetyMargin) the
+// next call starts a new one. It is safe for concurrent use.
 type Conn struct {
 	root string // "" for the ZooKeeper root, else "/a/b"
 	acl  []zk.ACL
 	opts Options
 	log  *slog.Logger
-	zk   *zk.Conn
 	sem  chan struct{}
 	jobs chan job // to idle workers
-	sent *sendObserver
-	dirs dirCache
 
 	authScheme string
 	auth       []byte
-	authMu     sync.Mutex
-	authDone   atomic.Bool
 
 	closed    atomic.Bool
 	closing   chan struct{}
 	closeOnce sync.Once
-	bg        sync.WaitGroup // workers, background deletes, leader streams
+	bg        sync.WaitGroup // workers, background deletes, leader streams, watchdogs
 
-	mu             sync.Mutex
-	sess           *session
-	disconnectedAt time.Time       // zero while connected with a session
-	entries        map[string]bool // lock and election entries of the session
-	pending        map[string]int  // entry creates in flight, by parent znode
-}
-
-// session is one ZooKeeper session of a Conn; lost is closed when the
-// server expired it, after the registered onLost functions ran.
-type session struct {
-	lost chan struct{}
-
-	mu      sync.Mutex
-	funcs   []func()
-	suspend []func() // run on the next disconnection (or expiry)
-	isDone  bool
-}
-
-// onDisconnect registers f to run (synchronously, it must not block) when
-// the connection to the server drops (the session may then expire without
-// the Conn knowing) or the session expires, whichever comes first. It
-// returns false, without registering, when the session is already lost.
-func (s *session) onDisconnect(f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.isDone {
-		return false
-	}
-	s.suspend = append(s.suspend, f)
-	return true
-}
-
-// disconnected runs and forgets the onDisconnect functions.
-func (s *session) disconnected() {
-	s.mu.Lock()
-	funcs := s.suspend
-	s.suspend = nil
-	s.mu.Unlock()
-	for _, f := range funcs {
-		f()
-	}
-}
-
-// onLost registers f to run (synchronously, it must not block) when the
-// session expires. It returns false, without registering, when the session
-// is already lost.
-func (s *session) onLost(f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.isDone {
-		return false
-	}
-	s.funcs = append(s.funcs, f)
-	return true
-}
-
-// expire runs the onLost functions and closes lost.
-func (s *session) expire() {
-	s.mu.Lock()
-	s.isDone = true
-	funcs := append(s.funcs, s.suspend...)
-	s.funcs, s.suspend = nil, nil
-	s.mu.Unlock()
-	for _, f := range funcs {
-		f()
-	}
-	close(s.lost)
-}
-
-func (s *session) isLost() bool {
-	select {
-	case <-s.lost:
-		return true
-	default:
-		return false
-	}
+	mu  sync.Mutex
+	cur *zkSession // the current session; replaced once lost
 }
 
 // NewConn opens a Conn with opts, rooted at root (see Factory.Create). It
@@ -248,10 +173,6 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		opts:    opts,
 		log:     opts.Logger,
 		closing: make(chan struct{}),
-		sess:    &session{lost: make(chan struct{})},
-		sent:    newSendObserver(),
-		entries: map[string]bool{},
-		pending: map[string]int{},
 	}
 	if r != "" {
 		c.root = "/" + r
@@ -278,15 +199,11 @@ func NewConn(opts Options, root string) (*Conn, error) {
 	}
 	c.sem = make(chan struct{}, n)
 	c.jobs = make(chan job)
-	zc, _, err := zk.Connect(opts.Servers, c.opts.SessionTimeout,
-		zk.WithLogger(slogLogger{c.log}),
-		zk.WithLogInfo(false),
-		zk.WithDialer(c.sent.dial),
-		zk.WithEventCallback(c.onEvent))
+	s, err := c.newSession()
 	if err != nil {
 		return nil, &topo.Error{Code: topo.InvalidArgument, Path: strings.Join(opts.Servers, ","), Err: err}
 	}
-	c.zk = zc
+	c.cur = s
 	return c, nil
 }
 
@@ -297,50 +214,34 @@ func (s slogLogger) Printf(format string, args ...any) {
 	s.l.Debug(fmt.Sprintf("zk: "+format, args...))
 }
 
-// onEvent runs in the client library's goroutines (it must not block): it
-// tracks session expiry and disconnection.
-func (c *Conn) onEvent(ev zk.Event) {
-	if ev.Type != zk.EventSession {
-		return
-	}
+// session returns the current session, starting a new one when it is
+// over. It returns Closed after Close.
+func (c *Conn) session(p string) (*zkSession, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch ev.State {
-	case zk.StateExpired:
-		c.sess.expire()
-		clear(c.entries) // the server deleted them
-		c.sess = &session{lost: make(chan struct{})}
-	case zk.StateHasSession:
-		c.disconnectedAt = time.Time{}
-	case zk.StateDisconnected:
-		if c.disconnectedAt.IsZero() {
-			c.disconnectedAt = time.Now()
+	if c.closed.Load() {
+		return nil, topo.NewError(topo.Closed, p)
+	}
+	if c.cur.isLost() {
+		s, err := c.newSession()
+		if err != nil {
+			return nil, &topo.Error{Code: topo.Unavailable, Path: p, Err: err}
 		}
-		c.sess.disconnected()
+		c.cur = s
 	}
+	return c.cur, nil
 }
 
-// session returns the current session.
-func (c *Conn) session() *session {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sess
-}
-
-// isDisconnected reports whether the Conn is without a live connection to a
-// server.
-func (c *Conn) isDisconnected() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.disconnectedAt.IsZero()
-}
-
-// surelyExpired reports whether the Conn has been without a session for
-// longer than the session timeout, so the server has certainly expired it.
-func (c *Conn) surelyExpired() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.disconnectedAt.IsZero() && time.Since(c.disconnectedAt) > c.opts.SessionTimeout
+// live returns the current session with the Conn's credentials added.
+func (c *Conn) live(ctx context.Context, p string) (*zkSession, error) {
+	s, err := c.session(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureAuth(ctx, p); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close closes the ZooKeeper session: active watches end with Interrupted,
@@ -350,7 +251,12 @@ func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		close(c.closing)
-		c.zk.Close()
+		c.mu.Lock()
+		s := c.cur
+		c.mu.Unlock()
+		s.dead.Store(true)
+		s.zk.Close() // sends closeSession: the session's entries go at once
+		s.lose()
 		c.bg.Wait()
 	})
 }
@@ -377,34 +283,22 @@ func (c *Conn) relPath(zp string) string {
 // zkDir returns the parent znode path of zp.
 func zkDir(zp string) string { return path.Dir(zp) }
 
-// ensureAuth adds the configured credentials to the session once (the
-// client library re-sends them after reconnecting).
-func (c *Conn) ensureAuth(ctx context.Context, p string) error {
-	if c.authScheme == "" || c.authDone.Load() {
-		return nil
-	}
-	c.authMu.Lock()
-	defer c.authMu.Unlock()
-	if c.authDone.Load() {
-		return nil
-	}
-	err := c.do(ctx, p, func() error { return c.zk.AddAuth(c.authScheme, c.auth) })
-	if err != nil {
-		return c.convert(err, p)
-	}
-	c.authDone.Store(true)
-	return nil
-}
-
 // begin checks the Conn and ctx before a call touches the store.
 func (c *Conn) begin(ctx context.Context, p string) error {
 	if c.closed.Load() {
 		return topo.NewError(topo.Closed, p)
 	}
-	if err := topo.CheckContext(ctx, p); err != nil {
+	return topo.CheckContext(ctx, p)
+}
+
+// write runs fn (a request that is not retried) on the current session
+// with do.
+func (c *Conn) write(ctx context.Context, p string, fn func(z *zk.Conn) error) error {
+	s, err := c.live(ctx, p)
+	if err != nil {
 		return err
 	}
-	return c.ensureAuth(ctx, p)
+	return c.do(ctx, p, func() error { return fn(s.zk) })
 }
 
 // do runs fn (one or more client calls) while honouring ctx: the client
@@ -466,18 +360,39 @@ func (c *Conn) worker(j job) {
 }
 
 // retriable reports whether a read failed only because the connection or
-// session was lost, so that it can be sent again.
+// session was lost, so that it can be sent again (on a new session if the
+// old one is over).
 func retriable(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.Is(err, zk.ErrClosing)
 }
 
-// read runs an idempotent read with do, retrying it while the connection is
-// being re-established and ctx allows.
-func (c *Conn) read(ctx context.Context, p string, fn func() error) error {
+// read runs an idempotent read with do on the current session, retrying it
+// (on a new session when the old one ended) while the connection is being
+// re-established and ctx allows. The first read of every session, and
+// every read with Options.LinearizableReads, is preceded by a sync: the
+// server the session is connected to then has applied every write
+// acknowledged before the read started, including those of the Conn's
+// earlier sessions (ZooKeeper keeps reads monotonic within one session
+// only).
+func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) error {
 	backoff := 10 * time.Millisecond
 	for {
-		err := c.do(ctx, p, fn)
+		s, err := c.live(ctx, p)
+		if err != nil {
+			return err
+		}
+		sync := c.opts.LinearizableReads || !s.synced.Load()
+		err = c.do(ctx, p, func() error {
+			if sync {
+				return s.syncThen(func() error { return fn(s.zk) })
+			}
+			return fn(s.zk)
+		})
+		if err == nil && sync {
+			s.synced.Store(true)
+		}
 		if err == nil || !retriable(err) || c.closed.Load() {
 			return err
 		}
@@ -492,13 +407,48 @@ func (c *Conn) read(ctx context.Context, p string, fn func() error) error {
 	}
 }
 
+// syncThen runs a sync and then fn on the session, pipelined: fn's request
+// is queued once the sync's frame was written, so the server runs it after
+// the sync, without waiting for the sync's answer.
+func (s *zkSession) syncThen(fn func() error) error {
+	sent, unregister := s.obs.expect(opSync, "/")
+	defer unregister()
+	res := make(chan error, 1)
+	go func() {
+		_, err := s.zk.Sync("/")
+		res <- err
+	}()
+	var serr error
+	have := false
+	select {
+	case <-sent:
+	case serr = <-res:
+		have = true
+		if serr != nil {
+			return serr
+		}
+	}
+	err := fn()
+	if !have {
+		serr = <-res
+	}
+	if serr != nil {
+		return serr
+	}
+	return err
+}
+
 // freshContext returns a context for clean-up work that must run even
 // though the caller's context ended (removing an abandoned lock entry).
 func freshContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
-// zkConn returns the client connection (for tests).
-func (c *Conn) zkConn() *zk.Conn { return c.zk }
+// zkConn returns the current session's client connection (for tests).
+func (c *Conn) zkConn() *zk.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur.zk
+}
 
 var _ topo.Conn = (*Conn)(nil)

@@ -127,21 +127,21 @@ func TestSessionExpiry(t *testing.T) {
 // when it reconnects with its session intact.
 func TestDisconnectEndsLeadership(t *testing.T) {
 	root := freshRoot(t)
-	c := openConn(t, []string{testServer}, root)
+	c, proxy := proxiedConn(t, root)
 	p, err := c.NewLeaderParticipation("e", "id")
 	require.NoError(t, err)
 	defer p.Stop()
 	lctx, err := p.WaitForLeadership()
 	require.NoError(t, err)
 
-	c.sent.block.Store(true)
-	c.sent.drop()
+	proxy.Blackhole()
+	proxy.Reset()
 	select {
 	case <-lctx.Done():
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("the leadership context outlived the connection")
 	}
-	c.sent.block.Store(false)
+	proxy.Heal()
 	lctx2, err := p.WaitForLeadership()
 	require.NoError(t, err)
 	require.NoError(t, lctx2.Err())

@@ -32,10 +32,11 @@ func (c *Conn) endError(p string, err error) error {
 // values, from a data watch re-armed (with a read) after every event, so
 // rapid changes may be coalesced but the last value sent is the latest. A
 // delete sends NoNode and closes the channel; cancelling ctx or closing the
-// Conn sends Interrupted and closes it; when the session expires it sends
-// Unavailable and closes it (a new Watch then works on the new session).
+// Conn sends Interrupted and closes it; when the session ends it sends
+// Unavailable and closes it (a new Watch then works on the new session); a
+// permission refusal while re-arming sends PermissionDenied and closes it.
 // Errors: NoNode (no channel) when the file is absent, InvalidPath,
-// Timeout/Interrupted, Closed, Unavailable.
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
@@ -126,9 +127,9 @@ func (c *Conn) getW(ctx context.Context, p, zp string) ([]byte, *zk.Stat, <-chan
 	var data []byte
 	var st *zk.Stat
 	var ev <-chan zk.Event
-	err := c.read(ctx, p, func() error {
+	err := c.read(ctx, p, func(z *zk.Conn) error {
 		var err error
-		data, st, ev, err = c.zk.GetW(zp)
+		data, st, ev, err = z.GetW(zp)
 		return err
 	})
 	if err != nil {
@@ -257,9 +258,9 @@ func (w *treeWatch) armBase() error {
 	for {
 		var children []string
 		var ch <-chan zk.Event
-		err := c.read(w.ctx, w.prefix, func() error {
+		err := c.read(w.ctx, w.prefix, func(z *zk.Conn) error {
 			var err error
-			children, _, ch, err = c.zk.ChildrenW(w.base)
+			children, _, ch, err = z.ChildrenW(w.base)
 			return err
 		})
 		if err == nil {
@@ -277,9 +278,9 @@ func (w *treeWatch) armBase() error {
 			return c.convert(err, w.prefix)
 		}
 		var exists bool
-		err = c.read(w.ctx, w.prefix, func() error {
+		err = c.read(w.ctx, w.prefix, func(z *zk.Conn) error {
 			var err error
-			exists, _, ch, err = c.zk.ExistsW(w.base)
+			exists, _, ch, err = z.ExistsW(w.base)
 			return err
 		})
 		if err != nil {
@@ -341,9 +342,9 @@ func (w *treeWatch) scanChildren(zp string) error {
 	c := w.c
 	var children []string
 	var ch <-chan zk.Event
-	err := c.read(w.ctx, c.relPath(zp), func() error {
+	err := c.read(w.ctx, c.relPath(zp), func(z *zk.Conn) error {
 		var err error
-		children, _, ch, err = c.zk.ChildrenW(zp)
+		children, _, ch, err = z.ChildrenW(zp)
 		return err
 	})
 	if errors.Is(err, zk.ErrNoNode) {

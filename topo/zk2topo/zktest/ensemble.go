@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -240,4 +241,29 @@ func (e *Ensemble) WaitLeader(timeout time.Duration) int {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Pause freezes node i's JVM (SIGSTOP to its process group): it keeps its
+// connections but processes nothing (neither clients nor the quorum's
+// traffic) until Resume, like a hung or lagging member. It returns an
+// error when the node is stopped.
+func (e *Ensemble) Pause(i int) error {
+	e.mu.Lock()
+	p := e.procs[i]
+	e.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("zktest: node %d is stopped", i)
+	}
+	return p.signal(syscall.SIGSTOP)
+}
+
+// Resume lets a paused node i run again (SIGCONT).
+func (e *Ensemble) Resume(i int) error {
+	e.mu.Lock()
+	p := e.procs[i]
+	e.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("zktest: node %d is stopped", i)
+	}
+	return p.signal(syscall.SIGCONT)
 }

@@ -8,7 +8,8 @@
 // "apt-get install -y zookeeper" if the process runs as root, and otherwise
 // fail with a message naming the package to install. They never skip.
 //
-// The servers are tuned for tests: tickTime is TickTime (so the shortest
+// The servers are tuned for tests: the heap is HeapMax and jute.maxbuffer
+// JuteMaxBuffer, tickTime is TickTime (so the shortest
 // session timeout the server grants is 2*TickTime), fsync is off, the admin
 // HTTP server is off, every four-letter command is allowed, and TTL nodes
 // (zookeeper.extendedTypesEnabled) are enabled.
@@ -44,6 +45,17 @@ const MaxSessionTimeout = 60 * time.Second
 // Mode line after its JVM was started (JVM start-up is slow on a loaded
 // machine).
 const StartTimeout = 90 * time.Second
+
+// HeapMax is the servers' maximum JVM heap (-Xmx). ZooKeeper keeps its
+// whole data tree in memory: 1 GiB holds a working set of several hundred
+// values of the maximum size (topo.MaxValueSize, 512 KiB) with room for
+// the request pipeline and snapshots.
+const HeapMax = "1g"
+
+// JuteMaxBuffer is the servers' jute.maxbuffer (the largest request or
+// response, in bytes): 4 MiB, well above a maximum-size value plus its
+// request overhead.
+const JuteMaxBuffer = 4 << 20
 
 // Jar is where the Debian package installs the ZooKeeper server jar; its
 // manifest names the libraries it needs.
@@ -229,7 +241,8 @@ func startJVM(mainClass, cfg, logPath string) (*process, error) {
 		return nil, err
 	}
 	cmd := exec.Command("java",
-		"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Xms32m", "-Xmx"+HeapMax, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Djute.maxbuffer="+strconv.Itoa(JuteMaxBuffer),
 		"-Dzookeeper.4lw.commands.whitelist=*",
 		"-Dzookeeper.admin.enableServer=false",
 		"-Dzookeeper.extendedTypesEnabled=true",

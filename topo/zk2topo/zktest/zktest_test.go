@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +58,26 @@ func TestEnsemble(t *testing.T) {
 	mode, err := e.Mode(leader)
 	require.NoError(t, err)
 	require.Equal(t, "follower", mode)
+}
+
+// TestMaxSizeWorkingSet: the server holds 400 values of 512 KiB (the
+// topo.MaxValueSize) at once.
+func TestMaxSizeWorkingSet(t *testing.T) {
+	addr := Start(t)
+	c, _, err := zk.Connect([]string{addr}, 20*time.Second, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer c.Close()
+	val := make([]byte, 512*1024)
+	for i := range val {
+		val[i] = byte(i)
+	}
+	_, err = c.Create("/big", nil, 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	for i := range 400 {
+		_, err := c.Create(fmt.Sprintf("/big/%03d", i), val, 0, zk.WorldACL(zk.PermAll))
+		require.NoErrorf(t, err, "write %d of 512 KiB", i)
+	}
+	got, _, err := c.Get("/big/399")
+	require.NoError(t, err)
+	require.Equal(t, val, got)
 }

@@ -1,0 +1,268 @@
+package zk2topo
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Lock takes the lock on dirPath: it creates an ephemeral-sequential znode
+// holding contents under <root>/dirPath/locks/ (creating that "locks"
+// container znode when absent; the server removes it once its last entry
+// is gone), and waits until its znode has the lowest sequence, watching
+// only its predecessor. Uncontended it costs two round trips (the create
+// and a children read). It returns NoNode when dirPath has no files,
+// Timeout or Interrupted when ctx ends first (the waiting znode is then
+// removed with a fresh context), LockLost when the session it waits on
+// ends (the server then deleted its znode), PermissionDenied when the
+// ACLs refuse it, and InvalidPath (including the reserved-name rule,
+// topo.CheckLockPath), InvalidArgument, Closed or Unavailable. The lock
+// lives as long as the session it was taken on (see Options.SafetyMargin).
+func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, dirPath, contents, true, false)
+}
+
+// LockWithTTL is Lock with a time to live. ttl must be positive
+// (InvalidArgument). The ZooKeeper backend rounds every ttl to the session
+// timeout (Options.SessionTimeout, as clamped by the server): the lock
+// entry is an ephemeral znode that the server removes when the holder's
+// session expires, i.e. one session timeout after the holder stops talking
+// to ZooKeeper. TTL znodes (extendedTypesEnabled) are not used: they are not
+// tied to a session, so a holder that lost its session would keep the lock.
+func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	if ttl <= 0 {
+		p, _ := topo.CleanDirPath(dirPath)
+		return nil, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("ttl must be positive")}
+	}
+	return c.lock(ctx, dirPath, contents, true, false)
+}
+
+// LockName takes the named lock dirPath, which need not exist (the
+// directory znodes are created; they disappear from listings once the lock
+// is released). Like every ZooKeeper lock it lives as long as the session,
+// with no other time limit. Errors as for Lock, except NoNode.
+func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, dirPath, contents, false, false)
+}
+
+// TryLock is Lock that returns NodeExists at once (after removing its own
+// entry) when another entry, holder or waiter, is ahead of it.
+func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	return c.lock(ctx, dirPath, contents, true, true)
+}
+
+// lock claims the lock: it enters the queue on the current session and
+// waits for its turn on that session only. Every request of one claim runs
+// on the session its entry was created on; when that session ends before
+// the entry was created, the claim starts again on a new session (nothing
+// of it can survive on the old one), and after, it fails with LockLost.
+func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try bool) (topo.LockDescriptor, error) {
+	dp, err := topo.CheckLockPath(dirPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := topo.CheckValue(dp, []byte(contents)); err != nil {
+		return nil, err
+	}
+	if err := c.begin(ctx, dp); err != nil {
+		return nil, err
+	}
+	if c.internal(dp) {
+		return nil, &topo.Error{Code: topo.InvalidPath, Path: dp, Err: errors.New("zk2topo: ZooKeeper's own znodes cannot be locked")}
+	}
+	dirZp := c.zkPath(dp)
+	locksZp := dirZp + "/" + locksDir
+	if dirZp == "/" {
+		locksZp = "/" + locksDir
+	}
+	for session := 0; ; session++ {
+		s, err := c.live(ctx, dp)
+		if err != nil {
+			return nil, err
+		}
+		pre, stop := c.prefetchChildren(ctx, s, dp, locksZp)
+		node, err := c.enqueue(ctx, s, dp, dirZp, locksZp, contents, mustExist)
+		stop()
+		if err != nil {
+			if s.isLost() && topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && session < 3 {
+				continue // nothing was created on the ended session that outlives it
+			}
+			return nil, err
+		}
+		l := &lockDesc{c: c, dir: dp, node: node, sess: s}
+		if err := l.wait(ctx, try, pre); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+// childrenRes is the answer to a children read.
+type childrenRes struct {
+	children []string
+	err      error
+}
+
+// prefetchChildren pipelines the first children read of the locks znode
+// behind the claim's first create: once the create's frame is written on
+// session s, the read is sent on s, so the server runs it after the create
+// and its answer includes the new entry, without a second round trip of
+// waiting. stop abandons it when the create's frame was never written. The
+// channel yields nothing when the read was not sent.
+func (c *Conn) prefetchChildren(ctx context.Context, s *zkSession, dp, locksZp string) (<-chan childrenRes, func()) {
+	sent, unregister := s.obs.expect(opCreate, locksZp+"/")
+	out := make(chan childrenRes, 1)
+	quit := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-sent:
+		case <-quit:
+			return
+		}
+		res := make(chan childrenRes, 1) // written by fn even after do gave up
+		err := c.do(ctx, dp, func() error {
+			children, _, err := s.zk.Children(locksZp)
+			res <- childrenRes{children, err}
+			return err
+		})
+		if err != nil {
+			out <- childrenRes{err: err}
+			return
+		}
+		out <- <-res
+	}()
+	var once sync.Once
+	return out, func() {
+		once.Do(func() {
+			unregister()
+			close(quit)
+		})
+	}
+}
+
+// enqueue creates the claim's entry on session s, creating the "locks"
+// znode (and, for a named lock, the directory) when needed.
+func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, contents string, mustExist bool) (string, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
+		if err == nil {
+			return n, nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
+			return "", c.convert(err, dp)
+		}
+		// No locks znode yet.
+		if mustExist {
+			var exists bool
+			var st *zk.Stat
+			err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+				var err error
+				exists, st, err = z.Exists(dirZp)
+				return err
+			})
+			if err != nil {
+				return "", c.convert(err, dp)
+			}
+			if !exists || st.NumChildren == 0 {
+				return "", topo.NewError(topo.NoNode, dp)
+			}
+		}
+		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
+			return "", err
+		}
+	}
+}
+
+// wait blocks until the entry is the lowest in its queue. On failure the
+// entry is removed (or gone with its session).
+func (l *lockDesc) wait(ctx context.Context, try bool, pre <-chan childrenRes) error {
+	c, s, dp := l.c, l.sess, l.dir
+	locksZp := zkDir(l.node)
+	name := l.node[len(locksZp)+1:]
+	lost := func() error {
+		return &topo.Error{Code: topo.LockLost, Path: dp, Err: errors.New("zk2topo: the session ended while waiting for the lock")}
+	}
+	for {
+		var children []string
+		var err error
+		fresh := true
+		if pre != nil {
+			// Read after the first create's frame, on our session: valid
+			// when it shows our entry (a retried create came later).
+			if r, ok := <-pre; ok && r.err == nil && slices.Contains(r.children, name) {
+				children, fresh = r.children, false
+			}
+			pre = nil
+		}
+		if fresh {
+			err = c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+				var err error
+				children, _, err = z.Children(locksZp)
+				return err
+			})
+		}
+		if err == errSessionOver {
+			return lost()
+		}
+		if err != nil {
+			l.abandon()
+			return c.convert(err, dp)
+		}
+		children = entryNames(children)
+		idx := -1
+		for i, n := range children {
+			if n == name {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			// Our entry vanished: deleted by another client, or the session
+			// ended.
+			s.forget(l.node)
+			return lost()
+		}
+		if idx == 0 {
+			return nil
+		}
+		if try {
+			l.abandon()
+			return topo.NewError(topo.NodeExists, dp)
+		}
+		pred := locksZp + "/" + children[idx-1]
+		var exists bool
+		var ch <-chan zk.Event
+		err = c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+			var err error
+			exists, _, ch, err = z.ExistsW(pred)
+			return err
+		})
+		if err == errSessionOver {
+			return lost()
+		}
+		if err != nil {
+			l.abandon()
+			return c.convert(err, dp)
+		}
+		if !exists {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			l.abandon()
+			return topo.FromContext(ctx, dp)
+		case <-s.lost:
+			return lost()
+		case <-c.closing:
+			return topo.NewError(topo.Closed, dp)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package zk2topo
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// lockDesc is a lock entry held (or being waited for) through a Conn, on
+// the session that created it.
+type lockDesc struct {
+	c    *Conn
+	dir  string // canonical directory path
+	node string // the entry's znode path
+	sess *zkSession
+
+	mu       sync.Mutex
+	released bool
+}
+
+// abandon removes the entry of a lock that is not taken, with a fresh
+// context, on its own session, so that it never blocks later lockers. It
+// waits for the delete (one round trip) for at most abandonWait, so that a
+// caller whose context ended is not held up long by a hung server; the
+// delete then completes in the background.
+func (l *lockDesc) abandon() {
+	c := l.c
+	if c.closed.Load() || l.sess.isLost() {
+		return
+	}
+	done := make(chan struct{})
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer close(done)
+		c.deleteEntry(l.sess, l.node)
+	}()
+	select {
+	case <-done:
+	case <-time.After(abandonWait):
+	}
+}
+
+// abandonWait bounds how long a Lock whose context ended waits for the
+// deletion of its entry.
+const abandonWait = time.Second
+
+// Check returns nil only while the holder can prove it still holds the
+// lock: its session is connected, the latest answer from the server came
+// within the safe window (session timeout minus Options.SafetyMargin, see
+// there), and a consistent read (a sync, then an exists, on the lock's
+// session) shows the entry owned by that session. It returns Interrupted
+// after Unlock; LockLost when the session ended (expired, given up, or the
+// Conn closed) or the entry is gone or owned by another session;
+// Unavailable while the session is disconnected but may still live;
+// Timeout or Interrupted when ctx ends first.
+func (l *lockDesc) Check(ctx context.Context) error {
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return topo.NewError(topo.Interrupted, l.dir)
+	}
+	s := l.sess
+	if s.isLost() || l.c.closed.Load() {
+		return topo.NewError(topo.LockLost, l.dir)
+	}
+	if err := topo.CheckContext(ctx, l.dir); err != nil {
+		return err
+	}
+	if !s.provablyAlive() {
+		return &topo.Error{Code: topo.Unavailable, Path: l.dir, Err: errors.New("zk2topo: the lock's session is not connected")}
+	}
+	var exists bool
+	var st *zk.Stat
+	err := l.c.do(ctx, l.dir, func() error {
+		return s.syncThen(func() error {
+			var err error
+			exists, st, err = s.zk.Exists(l.node)
+			return err
+		})
+	})
+	switch {
+	case s.isLost() || l.c.closed.Load():
+		return topo.NewError(topo.LockLost, l.dir)
+	case err != nil:
+		return l.c.convert(err, l.dir)
+	case !exists || st.EphemeralOwner != s.zk.SessionID():
+		return topo.NewError(topo.LockLost, l.dir)
+	case !s.provablyAlive():
+		return &topo.Error{Code: topo.Unavailable, Path: l.dir, Err: errors.New("zk2topo: the lock's session is not connected")}
+	}
+	return nil
+}
+
+// Unlock deletes the lock entry (one round trip), on the session that
+// created it and only there: when that session is over, nothing is sent
+// and Unlock returns LockLost (the server deleted the entry with the
+// session, and a znode of the same name now belongs to someone else). A
+// second Unlock returns Interrupted; LockLost also when the entry was
+// already gone. When the directory holds nothing else afterwards (its files
+// were deleted while it was locked, or it is a named lock), it is removed
+// with the parents left empty.
+func (l *lockDesc) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return topo.NewError(topo.Interrupted, l.dir)
+	}
+	l.released = true
+	l.mu.Unlock()
+	c, s := l.c, l.sess
+	if s.isLost() {
+		return topo.NewError(topo.LockLost, l.dir)
+	}
+	if c.closed.Load() {
+		return topo.NewError(topo.Closed, l.dir)
+	}
+	if !s.owns(l.node) {
+		return topo.NewError(topo.LockLost, l.dir)
+	}
+	err := l.release(ctx)
+	switch {
+	case err == nil:
+		s.forget(l.node)
+		return nil
+	case s.isLost():
+		return topo.NewError(topo.LockLost, l.dir)
+	case errors.Is(err, zk.ErrNoNode):
+		s.forget(l.node)
+		return topo.NewError(topo.LockLost, l.dir)
+	case topo.CodeOf(err) == topo.Timeout || topo.CodeOf(err) == topo.Interrupted:
+		l.abandon() // ctx ended: still remove the entry
+	}
+	return c.convert(err, l.dir)
+}
+
+// release deletes the entry, then (pipelined behind the delete, on the same
+// session) reads the directory's and its locks znode's Stats, and removes
+// the directory when nothing but an empty locks znode is left.
+func (l *lockDesc) release(ctx context.Context) error {
+	c, s := l.c, l.sess
+	locksZp := zkDir(l.node)
+	dirZp := zkDir(locksZp)
+	sent, unregister := s.obs.expect(opDelete, l.node)
+	defer unregister()
+	delRes := make(chan error, 1)
+	go func() { delRes <- c.do(ctx, l.dir, func() error { return s.zk.Delete(l.node, -1) }) }()
+	var err error
+	select {
+	case <-sent:
+	case err = <-delRes:
+		return err
+	}
+	type statRes struct {
+		exists bool
+		st     *zk.Stat
+		err    error
+	}
+	stat := func(zp string) chan statRes {
+		out := make(chan statRes, 1)
+		go func() {
+			res := make(chan statRes, 1) // written by fn even after do gave up
+			err := c.do(ctx, l.dir, func() error {
+				exists, st, err := s.zk.Exists(zp)
+				res <- statRes{exists, st, err}
+				return err
+			})
+			if err != nil {
+				out <- statRes{err: err}
+				return
+			}
+			out <- <-res
+		}()
+		return out
+	}
+	if dirZp == c.zkPath("") || dirZp == "/" {
+		return <-delRes
+	}
+	dr, lr := stat(dirZp), stat(locksZp)
+	if err := <-delRes; err != nil {
+		return err
+	}
+	d, k := <-dr, <-lr
+	if d.err == nil && k.err == nil && c.removeIfEmpty(ctx, dirZp, d.exists, d.st, k.exists, k.st) {
+		c.cleanupDir(ctx, zkDir(dirZp))
+	}
+	return nil
+}

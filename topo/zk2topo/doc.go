@@ -1,0 +1,80 @@
+// Package zk2topo is topokit's ZooKeeper backend, registered as "zk2". It
+// keeps the store layout of Vitess's zk2topo so that a Vitess process and
+// topokit can share one ensemble (see docs/layout-zookeeper.md):
+//
+//   - a file is the znode <root>/<path>; intermediate znodes are
+//     persistent directories, created on demand and removed again when
+//     their last file is deleted;
+//   - the lock on directory D is an ephemeral-sequential child of
+//     <root>/D/locks/ holding the lock's contents; the lowest sequence holds
+//     it and every waiter watches only its predecessor;
+//   - election "name" has one ephemeral-sequential child per candidate under
+//     <root>/elections/<name>/, holding the candidate's id; the lowest leads.
+//     Only children named by a sequence (ten digits) are candidates, so the
+//     directory of a nested election ("name/sub") is never one.
+//
+// Versions are the znode's Stat.Version (starting at 0). ZooKeeper keeps no
+// history, so GetVersion returns NoImplementation. Paths follow the shared
+// reserved-name rule (topo.CheckCreate, topo.CheckLockPath,
+// topo.CheckElection).
+//
+// # Sessions
+//
+// A Conn runs one ZooKeeper session at a time, each on its own client
+// connection (*zk.Conn). The client library, left alone, starts a new
+// session when the server expired the old one and sends on it the requests
+// it had queued for the old one; that would let a stale Unlock delete the
+// entry of the lock's next holder, or a stale create leave an entry nobody
+// owns. So:
+//
+//   - a request runs on the session it was issued on, or nowhere: once a
+//     session is over (the server said it expired; or the Conn gave it up,
+//     below; or Close), its client's dialer refuses every connection and
+//     the client is closed, which fails every request issued on it, sent
+//     or queued;
+//   - the next call starts a new session; reads issued on an ended session
+//     are retried on the new one (they change nothing); writes are not
+//     (their outcome is unknown: Unavailable);
+//   - a lock, a waiting Lock and an election candidate belong to the
+//     session that created their entry, and every later request about that
+//     entry (the wait, Check, Unlock, the leader's watch, the candidate's
+//     removal) runs on that session only. When it is over they report
+//     LockLost, end the leadership, or enter again on a new session; they
+//     never touch the entry's name on another session (a znode of that
+//     name may by then belong to someone else);
+//   - a session is given up once its latest answered request was sent more
+//     than (negotiated session timeout - Options.SafetyMargin) ago: from
+//     then on the server may expire it and hand its locks and leadership to
+//     another client, so the holder steps down first. The server heard from
+//     the session no earlier than that request's send time, and expires it
+//     no earlier than one session timeout after last hearing from it.
+//     Leadership also ends as soon as the connection drops.
+//
+// # Which znodes the library deletes, and when
+//
+//   - a lock or election entry: only its own, on the session that created
+//     it (Unlock, a Lock or TryLock that gives up, Stop, and an entry whose
+//     create lost its answer, found by owner and deleted on the same live
+//     session); the server deletes the rest with their session;
+//   - a file: Delete, at the caller's version when one is given;
+//   - a directory znode: only when a read on the Conn showed it empty (no
+//     data, no child but an empty "locks" znode), deleted at the data
+//     version read, so a directory re-created meanwhile as a file is kept.
+//     The library never writes a directory's data (only Create over a
+//     directory, which turns it into the caller's file, and Delete of a
+//     file that has children, which empties that file's data);
+//   - "locks" znodes and election directories are container znodes: the
+//     server deletes them once their last child is gone (at its
+//     znode.container.checkIntervalMs, 60 s by default), and the library
+//     removes them with their directory when it sees them empty.
+//
+// # Reads
+//
+// A Conn never reads state older than a write it has acknowledged, on any
+// of its sessions: ZooKeeper keeps one session's reads monotonic, a new
+// (global) session is a transaction that its follower applies in order,
+// and the first read of every session is also preceded by a sync (which
+// covers servers with local sessions). Options.LinearizableReads
+// puts a sync (pipelined, on the same session) before every read. Check
+// always syncs before it reads the lock entry.
+package zk2topo

@@ -1,0 +1,221 @@
+package zk2topo
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// The queue: lock entries (under <dir>/locks/) and election candidates
+// (under elections/<name>/) are ephemeral-sequential znodes of one
+// session; the lowest sequence holds the lock or leads, and every other
+// entry watches only its predecessor.
+//
+// An entry left behind by a create whose outcome the caller never saw
+// would block other lockers (or stand as a leader nobody is) until its
+// session ends. createEntry prevents that in the ways a create's outcome
+// can be lost:
+//
+//   - the caller's context ends while the create is in flight: the create
+//     finishes in the background and its entry, if made, is deleted (on the
+//     same session);
+//   - the connection drops after the request was sent (ErrConnectionClosed):
+//     the entry may or may not exist; entries under the parent owned by the
+//     session and unknown to it are deleted once reconnected (unless another
+//     create of the session under the same parent is in flight, which would
+//     make them indistinguishable);
+//   - the session ends: its entries end with it, on the server, and no
+//     request issued on it is ever sent on another session (see zkSession).
+
+// seqLen is the length of the sequence suffix ZooKeeper gives a sequential
+// znode ("%010d").
+const seqLen = 10
+
+// isEntryName reports whether a child name is a sequential entry's (ten
+// digits), as opposed to a nested election's or lock's directory.
+func isEntryName(n string) bool {
+	if len(n) != seqLen {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// entryNames returns the entry names among children, sorted.
+func entryNames(children []string) []string {
+	out := children[:0:0]
+	for _, n := range children {
+		if isEntryName(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// createEntry runs create (which makes one entry under parentZp on session
+// s and returns its path) honouring ctx, and records the entry.
+func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (string, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return "", topo.FromContext(ctx, p)
+	case <-c.closing:
+		return "", topo.NewError(topo.Closed, p)
+	}
+	s.mu.Lock()
+	s.pending[parentZp]++
+	s.mu.Unlock()
+	type result struct {
+		node string
+		err  error
+	}
+	results := make(chan result) // unbuffered: a result is either taken or handled as abandoned
+	abandoned := make(chan struct{})
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		node, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
+		<-c.sem
+		s.mu.Lock()
+		s.pending[parentZp]--
+		if s.pending[parentZp] == 0 {
+			delete(s.pending, parentZp)
+		}
+		if err == nil && !s.isLost() {
+			s.entries[node] = true
+		}
+		s.mu.Unlock()
+		if errors.Is(err, zk.ErrConnectionClosed) && !c.closed.Load() && !s.isLost() {
+			c.reapOrphans(s, parentZp)
+		}
+		select {
+		case results <- result{node, err}:
+		case <-abandoned:
+			if err == nil {
+				c.deleteEntry(s, node)
+			}
+		}
+	}()
+	select {
+	case r := <-results:
+		return r.node, r.err
+	case <-ctx.Done():
+		close(abandoned)
+		// The result may have been ready already.
+		select {
+		case r := <-results:
+			if r.err == nil {
+				c.deleteEntry(s, r.node)
+			}
+		default:
+		}
+		return "", topo.FromContext(ctx, p)
+	}
+}
+
+// deleteEntry deletes an entry of session s with a fresh context and
+// forgets it. Nothing is sent once the session is over (the server deleted
+// the entry with it).
+func (c *Conn) deleteEntry(s *zkSession, node string) {
+	s.forget(node)
+	if c.closed.Load() || s.isLost() {
+		return
+	}
+	ctx, cancel := freshContext()
+	defer cancel()
+	_ = c.do(ctx, c.relPath(node), func() error { return s.zk.Delete(node, -1) })
+}
+
+// forget drops node from the session's record of its entries.
+func (s *zkSession) forget(node string) {
+	s.mu.Lock()
+	delete(s.entries, node)
+	s.mu.Unlock()
+}
+
+// owns reports whether node is a recorded entry of the session.
+func (s *zkSession) owns(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.entries[node]
+}
+
+// reapOrphans deletes the entries under parentZp that belong to session s
+// but that it does not know (made by a create whose answer was lost).
+func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
+	ctx, cancel := freshContext()
+	defer cancel()
+	p := c.relPath(parentZp)
+	var children []string
+	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+		var err error
+		children, _, err = z.Children(parentZp)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	for _, ch := range children {
+		node := parentZp + "/" + ch
+		s.mu.Lock()
+		skip := s.entries[node] || s.pending[parentZp] > 0
+		s.mu.Unlock()
+		if skip {
+			continue
+		}
+		var exists bool
+		var st *zk.Stat
+		err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+			var err error
+			exists, st, err = z.Exists(node)
+			return err
+		})
+		if err != nil || !exists || st.EphemeralOwner != s.zk.SessionID() {
+			continue
+		}
+		s.mu.Lock()
+		skip = s.entries[node] || s.pending[parentZp] > 0
+		s.mu.Unlock()
+		if !skip {
+			c.log.Info("zk2topo: deleting a lock or election entry whose create lost its answer", "znode", node)
+			_ = c.do(ctx, p, func() error { return s.zk.Delete(node, -1) })
+		}
+	}
+}
+
+// onSession runs a read on session s (never on another one), retrying
+// while its connection is re-established; it returns errSessionOver once
+// the session is over.
+func (c *Conn) onSession(ctx context.Context, s *zkSession, p string, fn func(z *zk.Conn) error) error {
+	for {
+		if s.isLost() {
+			return errSessionOver
+		}
+		err := c.do(ctx, p, func() error { return fn(s.zk) })
+		if err == nil || !retriable(err) || c.closed.Load() {
+			return err
+		}
+		if s.isLost() {
+			return errSessionOver
+		}
+		select {
+		case <-s.lost:
+			return errSessionOver
+		case <-ctx.Done():
+			return topo.FromContext(ctx, p)
+		case <-c.closing:
+			return topo.NewError(topo.Closed, p)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

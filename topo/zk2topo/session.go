@@ -1,0 +1,494 @@
+package zk2topo
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// zkSession is one ZooKeeper session, and the one *zk.Conn that carries it.
+// The client library re-establishes a session transparently when the
+// server expired the old one, and sends the requests it had queued on the
+// new one; a zkSession never lets it: once its session is over (the server
+// said it expired, the Conn gave it up, or the Conn closed) its dialer
+// refuses every connection and its *zk.Conn is closed, so every request
+// issued on it fails and none reaches the server on another session. The
+// Conn then opens a new zkSession for later calls.
+type zkSession struct {
+	c   *Conn
+	zk  *zk.Conn
+	obs *sessionObserver
+
+	lost     chan struct{} // closed when the session is over
+	dead     atomic.Bool   // set (first) when the session is over: the dialer refuses
+	loseOnce sync.Once
+
+	authMu   sync.Mutex
+	authDone atomic.Bool
+	synced   atomic.Bool // a sync ran on this session before its first read
+
+	mu             sync.Mutex
+	connected      bool      // the library has the session on a live connection
+	disconnectedAt time.Time // when the connection was last lost
+	funcs          []func()  // onLost
+	suspend        []func()  // onDisconnect
+	entries        map[string]bool
+	pending        map[string]int
+}
+
+// newSession starts a session (the servers are dialled in the
+// background).
+func (c *Conn) newSession() (*zkSession, error) {
+	s := &zkSession{
+		c:       c,
+		lost:    make(chan struct{}),
+		entries: map[string]bool{},
+		pending: map[string]int{},
+	}
+	s.obs = newSessionObserver(c.opts.SessionTimeout)
+	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
+		zk.WithLogger(slogLogger{c.log}),
+		zk.WithLogInfo(false),
+		zk.WithDialer(s.dial),
+		zk.WithEventCallback(s.onEvent))
+	if err != nil {
+		return nil, err
+	}
+	s.zk = zc
+	c.bg.Add(1)
+	go s.watchdog()
+	return s, nil
+}
+
+// dial is the client library's Dialer: it refuses once the session is
+// over, so that the library cannot start a new session on this *zk.Conn.
+func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if s.dead.Load() {
+		return nil, errors.New("zk2topo: session over")
+	}
+	d := s.c.opts.Dialer
+	if d == nil {
+		d = net.DialTimeout
+	}
+	nc, err := d(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if s.dead.Load() {
+		_ = nc.Close()
+		return nil, errors.New("zk2topo: session over")
+	}
+	return s.obs.wrap(nc), nil
+}
+
+// onEvent runs in the client library's goroutine (it must not block).
+func (s *zkSession) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	switch ev.State {
+	case zk.StateExpired:
+		// Synchronously, before the library can dial again: the dialer
+		// refuses from now on.
+		s.lose()
+	case zk.StateHasSession:
+		s.mu.Lock()
+		s.connected = true
+		s.mu.Unlock()
+	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
+		s.mu.Lock()
+		was := s.connected
+		s.connected = false
+		if was {
+			s.disconnectedAt = time.Now()
+		}
+		funcs := s.suspend
+		s.suspend = nil
+		s.mu.Unlock()
+		for _, f := range funcs {
+			f()
+		}
+	}
+}
+
+// lose ends the session for good: the dialer refuses, the onLost and
+// onDisconnect functions run, lost is closed and the *zk.Conn is closed in
+// the background (which fails every request issued on it).
+func (s *zkSession) lose() {
+	s.dead.Store(true)
+	s.loseOnce.Do(func() {
+		s.mu.Lock()
+		funcs := append(s.funcs, s.suspend...)
+		s.funcs, s.suspend = nil, nil
+		s.connected = false
+		clear(s.entries) // the server deletes them with the session
+		s.mu.Unlock()
+		for _, f := range funcs {
+			f()
+		}
+		close(s.lost)
+		s.c.bg.Add(1)
+		go func() {
+			defer s.c.bg.Done()
+			if s.zk != nil {
+				s.zk.Close()
+			}
+		}()
+	})
+}
+
+// isLost reports whether the session is over.
+func (s *zkSession) isLost() bool {
+	select {
+	case <-s.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// onLost registers f to run (synchronously, it must not block) when the
+// session ends. It returns false, without registering, when it is over.
+func (s *zkSession) onLost(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isLost() {
+		return false
+	}
+	s.funcs = append(s.funcs, f)
+	return true
+}
+
+// onDisconnect registers f to run (synchronously, it must not block) when
+// the connection drops or the session ends, whichever comes first. It
+// returns false, without registering, when the session is over or not
+// connected.
+func (s *zkSession) onDisconnect(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isLost() || !s.connected {
+		return false
+	}
+	s.suspend = append(s.suspend, f)
+	return true
+}
+
+// isConnected reports whether the session is on a live connection.
+func (s *zkSession) isConnected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connected
+}
+
+// safeUntil is the instant until which the session surely lives on the
+// server: the send time of the latest request the server answered, plus
+// the negotiated session timeout, minus the safety margin. Zero before the
+// server first answered.
+func (s *zkSession) safeUntil() time.Time {
+	proof, timeout := s.obs.lastProof()
+	if proof.IsZero() {
+		return time.Time{}
+	}
+	return proof.Add(timeout - s.c.margin(timeout))
+}
+
+// provablyAlive reports whether the session is connected and within its
+// safe window (see safeUntil).
+func (s *zkSession) provablyAlive() bool {
+	if s.isLost() || !s.isConnected() {
+		return false
+	}
+	return time.Now().Before(s.safeUntil())
+}
+
+// watchdog gives the session up once it is past its safe window: the
+// server may expire it from then on, and let another client take its locks
+// and leadership, so its holders must have stepped down before.
+func (s *zkSession) watchdog() {
+	defer s.c.bg.Done()
+	t := time.NewTimer(s.c.opts.SessionTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.lost:
+			return
+		case <-s.c.closing:
+			return
+		case <-t.C:
+		}
+		until := s.safeUntil()
+		if until.IsZero() {
+			// Never answered yet: nothing can be held on it.
+			t.Reset(s.c.opts.SessionTimeout / 4)
+			continue
+		}
+		if d := time.Until(until); d > 0 {
+			t.Reset(d)
+			continue
+		}
+		s.c.log.Warn("zk2topo: no answer from ZooKeeper within the session timeout minus the safety margin: giving the session up",
+			"session", s.zk.SessionID())
+		s.lose()
+		return
+	}
+}
+
+// ensureAuth adds the configured credentials to the session once (the
+// client library re-sends them after reconnecting within the session).
+func (s *zkSession) ensureAuth(ctx context.Context, p string) error {
+	c := s.c
+	if c.authScheme == "" || s.authDone.Load() {
+		return nil
+	}
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	if s.authDone.Load() {
+		return nil
+	}
+	err := c.do(ctx, p, func() error { return s.zk.AddAuth(c.authScheme, c.auth) })
+	if err != nil {
+		return c.convert(err, p)
+	}
+	s.authDone.Store(true)
+	return nil
+}
+
+// margin returns the safety margin for a session timeout.
+func (c *Conn) margin(timeout time.Duration) time.Duration {
+	if c.opts.SafetyMargin > 0 {
+		return min(c.opts.SafetyMargin, timeout/2)
+	}
+	return timeout / 5
+}
+
+// ZooKeeper request opcodes the observer recognises.
+const (
+	opCreate = 1
+	opDelete = 2
+	opSync   = 9
+)
+
+// sessionObserver watches the frames of one session's connections: the
+// requests written (so that a request can be pipelined after another one's
+// frame went out: ZooKeeper runs one session's requests in the order it
+// receives them) and the answers read (each answer proves that the server
+// heard from the session no earlier than the answered request was sent).
+type sessionObserver struct {
+	defTimeout time.Duration
+
+	n atomic.Int32 // registered waiters; 0 skips matching
+
+	mu      sync.Mutex
+	waiters map[sentKey][]chan struct{}
+	proof   time.Time     // send time of the latest answered request
+	timeout time.Duration // negotiated session timeout
+}
+
+type sentKey struct {
+	op   int32
+	path string
+}
+
+func newSessionObserver(def time.Duration) *sessionObserver {
+	return &sessionObserver{defTimeout: def, timeout: def, waiters: map[sentKey][]chan struct{}{}}
+}
+
+func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
+	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}}
+}
+
+// lastProof returns the send time of the latest answered request and the
+// negotiated session timeout.
+func (o *sessionObserver) lastProof() (time.Time, time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.proof, o.timeout
+}
+
+func (o *sessionObserver) proved(at time.Time) {
+	o.mu.Lock()
+	if at.After(o.proof) {
+		o.proof = at
+	}
+	o.mu.Unlock()
+}
+
+// expect returns a channel closed once a request with opcode op on path has
+// been written, and a function that unregisters it.
+func (o *sessionObserver) expect(op int32, path string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	k := sentKey{op, path}
+	o.mu.Lock()
+	o.waiters[k] = append(o.waiters[k], ch)
+	o.n.Add(1)
+	o.mu.Unlock()
+	return ch, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		ws := o.waiters[k]
+		for i, w := range ws {
+			if w == ch {
+				ws = append(ws[:i], ws[i+1:]...)
+				o.n.Add(-1)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(o.waiters, k)
+		} else {
+			o.waiters[k] = ws
+		}
+	}
+}
+
+// observedConn is one connection of a session. The library writes one
+// whole frame per Write call; it reads frames in pieces.
+type observedConn struct {
+	net.Conn
+	o *sessionObserver
+
+	wmu       sync.Mutex
+	first     time.Time           // when the connect request was written
+	sent      map[int32]time.Time // xid → send time, for requests awaiting an answer
+	pings     []time.Time         // send times of unanswered pings
+	handshake bool                // the connect response was read
+
+	// read side, used only by the library's receive goroutine
+	hdr  [4]byte
+	nhdr int
+	body []byte // the first bytes of the current frame's body
+	left int    // bytes of the current frame's body still to read
+}
+
+func (oc *observedConn) Write(b []byte) (int, error) {
+	now := time.Now()
+	n, err := oc.Conn.Write(b)
+	oc.wmu.Lock()
+	switch {
+	case oc.first.IsZero():
+		oc.first = now
+	case len(b) >= 8:
+		xid := int32(binary.BigEndian.Uint32(b[4:8]))
+		switch {
+		case xid == -2:
+			oc.pings = append(oc.pings, now)
+		case xid > 0:
+			oc.sent[xid] = now
+		}
+	}
+	oc.wmu.Unlock()
+	if oc.o.n.Load() > 0 {
+		oc.o.written(b)
+	}
+	return n, err
+}
+
+func (oc *observedConn) Read(b []byte) (int, error) {
+	n, err := oc.Conn.Read(b)
+	oc.scan(b[:n])
+	return n, err
+}
+
+// scan follows the frames read: 4 bytes of length, then the body, whose
+// first 16 bytes (the connect response's version, timeout and session id;
+// or a reply header's xid) are kept.
+func (oc *observedConn) scan(b []byte) {
+	for len(b) > 0 {
+		if oc.left == 0 {
+			k := copy(oc.hdr[oc.nhdr:], b)
+			oc.nhdr += k
+			b = b[k:]
+			if oc.nhdr < 4 {
+				return
+			}
+			oc.nhdr = 0
+			oc.left = int(binary.BigEndian.Uint32(oc.hdr[:]))
+			oc.body = oc.body[:0]
+			if oc.left == 0 {
+				oc.frame()
+			}
+			continue
+		}
+		k := min(len(b), oc.left)
+		if need := 16 - len(oc.body); need > 0 {
+			oc.body = append(oc.body, b[:min(k, need)]...)
+		}
+		b = b[k:]
+		oc.left -= k
+		if oc.left == 0 {
+			oc.frame()
+		}
+	}
+}
+
+// frame handles the start of one complete frame read.
+func (oc *observedConn) frame() {
+	oc.wmu.Lock()
+	var at time.Time
+	if !oc.handshake {
+		oc.handshake = true
+		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) != 0 {
+			at = oc.first
+			if ms := int32(binary.BigEndian.Uint32(oc.body[4:8])); ms > 0 {
+				oc.o.mu.Lock()
+				oc.o.timeout = time.Duration(ms) * time.Millisecond
+				oc.o.mu.Unlock()
+			}
+		}
+	} else if len(oc.body) >= 4 {
+		xid := int32(binary.BigEndian.Uint32(oc.body[:4]))
+		switch {
+		case xid == -2 && len(oc.pings) > 0:
+			at = oc.pings[0]
+			oc.pings = oc.pings[1:]
+		case xid > 0:
+			if t, ok := oc.sent[xid]; ok {
+				at = t
+				delete(oc.sent, xid)
+			}
+		}
+	}
+	oc.wmu.Unlock()
+	if !at.IsZero() {
+		oc.o.proved(at)
+	}
+}
+
+// written matches one written frame (length, xid, opcode, then for path
+// requests the path as a length-prefixed string) against the waiters.
+func (o *sessionObserver) written(b []byte) {
+	if len(b) < 16 {
+		return
+	}
+	if xid := int32(binary.BigEndian.Uint32(b[4:8])); xid <= 0 { // connect, ping, auth
+		return
+	}
+	op := int32(binary.BigEndian.Uint32(b[8:12]))
+	l := int32(binary.BigEndian.Uint32(b[12:16]))
+	if l < 0 || 16+int(l) > len(b) {
+		return
+	}
+	o.mu.Lock()
+	k := sentKey{op, string(b[16 : 16+l])}
+	ws := o.waiters[k]
+	if len(ws) > 0 {
+		delete(o.waiters, k)
+		o.n.Add(-int32(len(ws)))
+	}
+	o.mu.Unlock()
+	for _, w := range ws {
+		close(w)
+	}
+}
+
+// errSessionOver is the error of a request that was not sent because the
+// session it was issued on is over.
+var errSessionOver = &topo.Error{Code: topo.Unavailable, Err: errors.New("zk2topo: the ZooKeeper session ended")}
