@@ -144,10 +144,10 @@ type Conn struct {
 
 	closed atomic.Bool // set first thing in Close
 
-	mu       sync.Mutex
-	shared   *lease                      // the lease of Lock, TryLock and elections
-	leases   map[*lease]struct{}         // every live lease, for Close and tests
-	keySlots map[string]map[int]struct{} // key names in use, see takeKey
+	mu        sync.Mutex
+	shared    *lease              // the lease of Lock, TryLock and elections
+	leases    map[*lease]struct{} // every live lease, for Close
+	keysInUse map[string]struct{} // entry names taken, see takeKey
 
 	// resyncs counts the watches re-read after their history was
 	// compacted (tests read it).
@@ -225,7 +225,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
-		keySlots:   map[string]map[int]struct{}{},
+		keysInUse:  map[string]struct{}{},
 	}, nil
 }
 
@@ -291,6 +291,7 @@ func (c *Conn) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		var wg sync.WaitGroup
 		for _, l := range leases {
+			l.markLost()
 			wg.Go(func() {
 				if _, err := c.cli.Revoke(ctx, l.id); err != nil {
 					c.log.Debug("revoking lease at close", "lease", fmt.Sprintf("%x", l.id), "err", err)
