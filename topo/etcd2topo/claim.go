@@ -109,6 +109,9 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 		return nil, errKeyBusy
 	}
 	cl := &claim{c: c, path: path, prefix: prefix, key: key, lease: l, own: own, release: release}
+	callerCtx := ctx
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
 		ops := append([]clientv3.Op{
 			clientv3.OpPut(key, value, clientv3.WithLease(l.id)),
@@ -135,7 +138,10 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 			} else {
 				cl.remove()
 			}
-			return nil, c.convertError(ctx, err, path)
+			if l.lost() && callerCtx.Err() == nil {
+				return nil, c.ownEntryGone(path)
+			}
+			return nil, c.convertError(callerCtx, err, path)
 		}
 		if !resp.Succeeded {
 			kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -145,7 +151,10 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 					If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
 					Then(clientv3.OpDelete(key)).Commit(); err != nil {
 					release()
-					return nil, c.convertError(ctx, err, path)
+					if l.lost() && callerCtx.Err() == nil {
+						return nil, c.ownEntryGone(path)
+					}
+					return nil, c.convertError(callerCtx, err, path)
 				}
 				continue
 			}

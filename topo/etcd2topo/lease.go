@@ -113,6 +113,22 @@ func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 	}
 }
 
+// bind returns a context derived from ctx that is also cancelled once the
+// lease is lost, for the requests made on the lease's behalf (putting and
+// waiting for an entry): a request stuck on a cut-off connection must not
+// outlast the lease.
+func (l *lease) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	bctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-bctx.Done():
+		}
+	}()
+	return bctx, cancel
+}
+
 // provenUntil returns the lease's proven-until time.
 func (l *lease) provenUntil() time.Time {
 	l.mu.Lock()
@@ -159,8 +175,18 @@ func (c *Conn) keepAlive(l *lease) {
 	defer func() {
 		l.markLost()
 		c.mu.Lock()
+		_, tracked := c.leases[l]
 		delete(c.leases, l)
+		if c.shared == l {
+			c.shared = nil
+		}
 		c.mu.Unlock()
+		if tracked && !c.isClosed() {
+			// Given up (not dropped): its entries were given up with it, so
+			// revoke it rather than leave them to block others until etcd
+			// expires it (up to SafetyMargin later).
+			c.revokeAsync(l, true)
+		}
 	}()
 	wait := l.ttl / 3
 	backoff := 50 * time.Millisecond

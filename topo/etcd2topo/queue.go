@@ -62,7 +62,19 @@ func (cl *claim) wait(ctx context.Context) error {
 // may fix.
 var errRewatch = errors.New("etcd2topo: watch ended, watching again")
 
-func (cl *claim) waitOnce(ctx context.Context) error {
+func (cl *claim) waitOnce(callerCtx context.Context) error {
+	c := cl.c
+	// Every request of the wait ends with the lease, too.
+	ctx, bcancel := cl.lease.bind(callerCtx)
+	defer bcancel()
+	err := cl.waitBound(ctx)
+	if err != nil && cl.lease.lost() && callerCtx.Err() == nil {
+		return c.ownEntryGone(cl.path)
+	}
+	return err
+}
+
+func (cl *claim) waitBound(ctx context.Context) error {
 	c := cl.c
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()

@@ -197,10 +197,6 @@ type Conn struct {
 	shared    *lease              // the lease of Lock, TryLock and elections
 	leases    map[*lease]struct{} // every live lease, for Close
 	keysInUse map[string]struct{} // entry names taken, see takeKey
-
-	// resyncs counts the watches re-read after their history was
-	// compacted (tests read it).
-	resyncs atomic.Int64
 }
 
 // NewConn opens a Conn with opts, rooted at root: files are the keys

@@ -11,6 +11,10 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
+// msgResync is the debug message logged each time a watch finds its
+// history compacted and re-reads the current state.
+const msgResync = "watch history compacted; re-reading"
+
 // watchBuffer is the capacity of the channels Watch and WatchRecursive
 // return.
 const watchBuffer = 16
@@ -138,7 +142,7 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 			return nil, topo.Wrap(topo.PermissionDenied, s.path, wr.Err())
 		}
 		if ok && wr.CompactRevision != 0 {
-			s.c.resyncs.Add(1)
+			s.c.log.Debug(msgResync, "path", s.path, "rev", s.rev)
 			return nil, errCompacted
 		}
 		if ok {
