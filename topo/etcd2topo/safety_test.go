@@ -544,3 +544,44 @@ func TestSafetyMargin(t *testing.T) {
 	require.Less(t, SafetyMargin(time.Second), time.Second)
 	require.True(t, strings.HasPrefix(SafetyMargin(24*time.Hour).String(), "4h48m"))
 }
+
+// TestPartitionedLeaderGivesUpWhileLeaseLives: a leader cut off from etcd
+// gives its leadership up while etcd still keeps its lease, by about the
+// safety margin (2 s of a 10 s TTL): at the moment its leadership context
+// is cancelled, etcd reports the lease alive with at least 1 s to go. A
+// leader that waited for its client's keepalive deadline would find the
+// lease already gone.
+func TestPartitionedLeaderGivesUpWhileLeaseLives(t *testing.T) {
+	root := newRoot()
+	px, err := faultproxy.New(serverAddr)
+	require.NoError(t, err)
+	opts := testOptions(px.Addr())
+	opts.LockTTL = 10 * time.Second
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		px.Heal()
+		c.Close()
+		px.Close()
+	})
+	p, err := c.NewLeaderParticipation("svc", "old")
+	require.NoError(t, err)
+	defer p.Stop()
+	lctx, err := p.WaitForLeadership()
+	require.NoError(t, err)
+	ids := c.leaseIDs()
+	require.Len(t, ids, 1)
+	cli := rawClient(t, serverAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	px.Blackhole()
+	select {
+	case <-lctx.Done():
+	case <-ctx.Done():
+		t.Fatal("the cut-off leader never gave its leadership up")
+	}
+	ttl, err := cli.TimeToLive(ctx, ids[0])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, ttl.TTL, int64(1), "etcd's lease had (almost) expired when the leader gave up")
+}
