@@ -209,6 +209,26 @@ func (v vitess) lock(ctx context.Context, dir, contents string, blocked chan<- s
 	}
 }
 
+// lockHeld is the check of Vitess's TryLock: its ListDir(dir, full) reads
+// the directory keys-only, and a "locks" entry that is a directory with a
+// leased key under it means the lock is held (TryLock then fails fast
+// with NodeExists instead of queueing).
+func (v vitess) lockHeld(ctx context.Context, dir string) (bool, error) {
+	prefix := path.Join(v.root, dir) + "/"
+	resp, err := v.cli.Get(ctx, prefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithKeysOnly())
+	if err != nil {
+		return false, err
+	}
+	for _, kv := range resp.Kvs {
+		name, rest, isDir := strings.Cut(string(kv.Key[len(prefix):]), "/")
+		if name == "locks" && isDir && rest != "" && kv.Lease != 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // leaderID is Vitess's GetCurrentLeaderID: the value of the key under
 // elections/<name>/ with the lowest ModRevision.
 func (v vitess) leaderID(ctx context.Context, name string) (string, error) {
@@ -238,6 +258,13 @@ func TestVitessInterop(t *testing.T) {
 		require.NoError(t, err)
 		cl := ld.(*lockDescriptor).cl
 		require.Equal(t, root+"/d/locks/"+strconv.FormatInt(int64(cl.lease.id), 10), cl.key, "Vitess's entry name")
+
+		// Vitess's TryLock sees the lock held (on the embedded etcd the
+		// test servers and topoctl serve run, keys-only ranges carry the
+		// Lease; etcd 3.7's do not, etcd-io/etcd#22209).
+		held, err := v.lockHeld(ctx, "d")
+		require.NoError(t, err)
+		require.True(t, held, "Vitess's TryLock must see topokit's lock")
 
 		blocked := make(chan string, 10)
 		vlease := make(chan clientv3.LeaseID, 1)
