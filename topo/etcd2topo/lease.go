@@ -66,7 +66,11 @@ type lease struct {
 func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 	l := &lease{id: id, ttl: ttl, done: make(chan struct{})}
 	l.deadline = sent.Add(ttl - SafetyMargin(ttl))
+	// Under mu: a grant slower than the proven time fires the timer at
+	// once, and markLost reads l.timer.
+	l.mu.Lock()
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.markLost)
+	l.mu.Unlock()
 	return l
 }
 
