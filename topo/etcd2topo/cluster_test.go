@@ -3,6 +3,7 @@ package etcd2topo
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -124,7 +125,12 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 	cl := etcdtest.StartCluster(t, 3)
 	root := newRoot()
 	// The watching Conn talks to member 0 only, so it cannot fail over.
-	c := openConn(t, cl.Addr(0), root)
+	logs := &countingHandler{msg: msgResync}
+	opts := testOptions(cl.Addr(0))
+	opts.Logger = slog.New(logs)
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
 	ctx := context.Background()
 	for _, f := range []string{"w", "p/a", "p/b"} {
 		_, err := c.Create(ctx, f, []byte("v0"))
@@ -183,7 +189,7 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]string{"p/a": "deleted", "p/b": "v1", "p/c": "v1"}, got)
-	require.EqualValues(t, 2, c.resyncs.Load(), "both watches must have met the compaction")
+	require.EqualValues(t, 2, logs.n.Load(), "both watches must have met the compaction")
 
 	// Both keep working afterwards.
 	_, err = c.Update(ctx, "w", []byte("v6"), nil)
@@ -238,3 +244,22 @@ func TestUnlockWhileUnreachable(t *testing.T) {
 	require.NoError(t, err, "the background retry must release the lock well before the lease lapses")
 	require.NoError(t, l2.Unlock(ctx))
 }
+
+// countingHandler is a slog.Handler that counts the records with message
+// msg, at every level.
+type countingHandler struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }

@@ -7,18 +7,20 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
 )
 
 // NewLeaderParticipation joins the leader election name as id. Candidates
-// are keys under <root>/elections/<name>/, attached to the Conn's shared
-// lease and valued with the participant id; the one with the lowest
-// CreateRevision leads. It returns InvalidArgument for an empty name or
-// id, InvalidPath for a malformed name, Closed after Close. Nothing is
-// written until WaitForLeadership.
+// are entries (see claim.go) in the queue <root>/elections/<name>/locks/,
+// Vitess's layout: keys named after their lease (decimal), attached to
+// the Conn's shared lease and valued with the participant id; the entry
+// with the lowest ModRevision leads. The queues of two elections never
+// overlap, so elections "svc" and "svc/a" are independent. It returns
+// InvalidArgument for an empty name or id, InvalidPath for a malformed
+// name or one with a "locks" or "Lock" segment (topo.CheckElection),
+// Closed after Close. Nothing is written until WaitForLeadership.
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
 	n, err := topo.CheckElection(name, id)
 	if err != nil {
@@ -32,10 +34,15 @@ func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 		c:       c,
 		name:    n,
 		id:      id,
-		prefix:  c.key(electionsDir + "/" + n + "/"),
+		prefix:  c.electionPrefix(n),
 		stopCtx: stopCtx,
 		stop:    stop,
 	}, nil
+}
+
+// electionPrefix returns the queue of election n's candidates.
+func (c *Conn) electionPrefix(n string) string {
+	return c.key(electionsDir + "/" + n + "/" + locksDir + "/")
 }
 
 // participation is one candidate in an election.
@@ -50,21 +57,22 @@ type participation struct {
 
 	// campaign serializes WaitForLeadership and Stop's cleanup.
 	campaign sync.Mutex
-	key      string // our candidate key while we lead
-	rev      int64
-	release  func() // frees key's name, see takeKey
+	cl       *claim // our entry while we lead
 	leading  context.Context
 	resign   context.CancelFunc
 }
 
-// WaitForLeadership adds this participant's key to the election and
-// waits until every older key is gone, then returns a context cancelled
-// when leadership ends: Stop, deletion of the key (for example by the
-// lease's expiry or revocation), loss of the lease, or the Conn's Close.
-// The wait watches the election from the current revision, so a follower
-// takes over as soon as the leader's key is deleted. Called again while
-// leading it returns the same context; after losing leadership it runs
-// again. It returns Interrupted after Stop, Closed after Close.
+// WaitForLeadership adds this participant's entry to the election and
+// waits until every older entry is gone, then returns a context cancelled
+// when leadership ends: Stop, deletion or rewrite of the entry (for
+// example by the lease's expiry or revocation), loss of the lease (its
+// proven-until time passing, see SafetyMargin: leadership ends before etcd
+// can expire the lease and elect another), or the Conn's Close. The wait
+// watches the election from the current revision, so a follower takes over
+// as soon as the leader's entry is deleted. Called again while leading it
+// returns the same context; after losing leadership it runs again. It
+// returns Interrupted after Stop, Closed after Close, LockLost if its entry
+// or lease was lost while waiting, PermissionDenied when etcd refuses.
 func (p *participation) WaitForLeadership() (context.Context, error) {
 	p.campaign.Lock()
 	defer p.campaign.Unlock()
@@ -78,51 +86,26 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		return p.leading, nil
 	}
 	ctx := p.stopCtx
-	if p.key != "" {
-		// Leadership was lost: the old key is gone or going; make sure,
+	if p.cl != nil {
+		// Leadership was lost: the old entry is gone or going; make sure,
 		// and free its name.
-		p.removeKey(p.key, p.rev, p.release)
-		p.key, p.rev = "", 0
+		p.cl.remove()
+		p.cl = nil
 	}
-	var (
-		l       *lease
-		key     string
-		release func()
-		resp    *clientv3.TxnResponse
-	)
-	for attempt := 0; ; attempt++ {
-		var err error
-		if l, err = p.c.sharedLease(ctx, p.name); err != nil {
-			return nil, p.stoppedErr(err)
-		}
-		key, release = p.c.takeKey(p.prefix, l)
-		resp, err = p.c.cli.Txn(ctx).Then(
-			clientv3.OpPut(key, p.id, clientv3.WithLease(l.id)),
-			clientv3.OpGet(p.prefix, clientv3.WithFirstCreate()...),
-		).Commit()
-		if err == nil {
-			break
-		}
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-			// The shared lease went away before its keepalive noticed.
-			release()
-			p.c.dropLease(l)
-			continue
-		}
-		// The put may have been applied (a timeout leaves that unknown).
-		p.removeKey(key, 0, release)
-		return nil, p.stoppedErr(p.c.convertError(ctx, err, p.name))
+	cl, err := p.c.claimOn(ctx, p.name, p.prefix, p.id, 0)
+	if err != nil {
+		return nil, p.stoppedErr(err)
 	}
-	rev := resp.Header.Revision
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 0 || string(kvs[0].Key) != key {
-		if err := p.c.waitOlderGone(ctx, p.prefix, key, rev, p.name); err != nil {
-			p.removeKey(key, rev, release)
+	if len(cl.older) > 0 {
+		if err := cl.wait(ctx); err != nil {
+			cl.remove()
 			return nil, p.stoppedErr(err)
 		}
 	}
+	cl.resp = nil
 	leading, resign := context.WithCancel(context.Background())
-	p.key, p.rev, p.release, p.leading, p.resign = key, rev, release, leading, resign
-	go p.monitor(leading, resign, l, key, rev)
+	p.cl, p.leading, p.resign = cl, leading, resign
+	go p.monitor(leading, resign, cl)
 	return leading, nil
 }
 
@@ -138,42 +121,48 @@ func (p *participation) stoppedErr(err error) error {
 	return err
 }
 
-// monitor cancels the leadership context when the lease is lost or the
-// candidate key is deleted.
-func (p *participation) monitor(leading context.Context, resign context.CancelFunc, l *lease, key string, rev int64) {
+// monitor cancels the leadership context when the lease is lost (at once,
+// from the lease's own timer) or the candidate entry is deleted or
+// rewritten.
+func (p *participation) monitor(leading context.Context, resign context.CancelFunc, cl *claim) {
 	defer resign()
 	go func() {
 		select {
-		case <-l.done:
+		case <-cl.lease.done:
 			resign()
 		case <-leading.Done():
 		}
 	}()
 	backoff := 20 * time.Millisecond
 	for leading.Err() == nil {
-		s, err := p.c.newStream(leading, key, false, p.name)
+		s, err := p.c.newStream(leading, cl.key, false, p.name)
 		if err != nil {
+			if errors.Is(err, topo.PermissionDenied) {
+				return // cannot watch our own entry: give leadership up
+			}
 			// etcd refused the watch (no leader?): try again after a pause.
+			t := time.NewTimer(backoff)
 			select {
-			case <-time.After(backoff):
+			case <-t.C:
 			case <-leading.Done():
+				t.Stop()
 			}
 			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		if !p.watchKey(s, leading, key, rev) {
+		if !p.watchKey(s, leading, cl) {
 			return
 		}
 	}
 }
 
-// watchKey follows key through s until it is deleted (false) or must be
-// watched anew (true).
-func (p *participation) watchKey(s *stream, leading context.Context, key string, rev int64) bool {
+// watchKey follows our entry through s until it is deleted or rewritten
+// (false) or must be watched anew (true).
+func (p *participation) watchKey(s *stream, leading context.Context, cl *claim) bool {
 	defer s.close()
-	get := func() (*clientv3.GetResponse, error) { return p.c.cli.Get(leading, key, clientv3.WithKeysOnly()) }
+	get := func() (*clientv3.GetResponse, error) { return p.c.cli.Get(leading, cl.key) }
 	resp, err := s.read(get)
-	if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != rev {
+	if err != nil || !cl.ours(resp.Kvs) {
 		return false
 	}
 	s.rev = resp.Header.Revision
@@ -181,7 +170,7 @@ func (p *participation) watchKey(s *stream, leading context.Context, key string,
 		evs, err := s.next()
 		if errors.Is(err, errCompacted) {
 			resp, err := s.read(get)
-			if err != nil || len(resp.Kvs) == 0 {
+			if err != nil || !cl.ours(resp.Kvs) {
 				return false
 			}
 			s.reopen(resp.Header.Revision)
@@ -190,58 +179,63 @@ func (p *participation) watchKey(s *stream, leading context.Context, key string,
 		if err != nil {
 			return false
 		}
-		for _, ev := range evs {
-			if ev.Type == mvccpb.DELETE {
-				return false
-			}
+		if len(evs) > 0 {
+			return false // any change to our entry (delete, rewrite) ends it
 		}
 	}
 }
 
-// removeKey deletes our candidate key if it is still the one we created.
-func (p *participation) removeKey(key string, rev int64, release func()) {
-	// After Close there is nothing to remove: Close revoked the lease.
-	p.c.deleteKey(key, rev, release)
-}
-
 // Stop withdraws from the election: it ends a pending WaitForLeadership
-// (which returns Interrupted), deletes the candidate key, handing
+// (which returns Interrupted), deletes the candidate entry, handing
 // leadership to the next candidate, and cancels the leadership context.
-// It returns once the key is deleted, or after 2 s if etcd cannot be
+// It returns once the entry is deleted, or after 2 s if etcd cannot be
 // reached (the deletion is then retried in the background while the Conn
 // is open). It is idempotent.
 func (p *participation) Stop() {
 	p.stop()
 	p.campaign.Lock()
 	defer p.campaign.Unlock()
-	if p.key != "" {
-		p.removeKey(p.key, p.rev, p.release)
-		p.key, p.rev = "", 0
-	}
 	if p.resign != nil {
 		p.resign()
 	}
+	if p.cl != nil {
+		p.cl.remove()
+		p.cl = nil
+	}
 }
 
-// GetCurrentLeaderID returns the value of the oldest candidate key (one
-// read), or "" when there is none.
+// leaderOf returns the entry of queue prefix in kvs that leads (the lowest
+// ModRevision), or nil.
+func leaderOf(kvs []*mvccpb.KeyValue, prefix string) *mvccpb.KeyValue {
+	var best *mvccpb.KeyValue
+	for _, kv := range kvs {
+		if queueEntry(kv, prefix) && (best == nil || kv.ModRevision < best.ModRevision) {
+			best = kv
+		}
+	}
+	return best
+}
+
+// GetCurrentLeaderID returns the value of the leading entry (the lowest
+// ModRevision; one linearizable read), or "" when there is none.
 func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) {
 	if err := p.c.check(ctx, p.name); err != nil {
 		return "", err
 	}
-	resp, err := p.c.cli.Get(ctx, p.prefix, clientv3.WithFirstCreate()...)
+	resp, err := p.c.cli.Get(ctx, p.prefix, clientv3.WithPrefix())
 	if err != nil {
 		return "", p.c.convertError(ctx, err, p.name)
 	}
-	if len(resp.Kvs) == 0 {
-		return "", nil
+	if kv := leaderOf(resp.Kvs, p.prefix); kv != nil {
+		return string(kv.Value), nil
 	}
-	return string(resp.Kvs[0].Value), nil
+	return "", nil
 }
 
 // WaitForNewLeader returns a channel that receives the current leader's id
-// (if any) and then the id of each new leader (each time the oldest
-// candidate key changes), from a watch on the election. The channel closes
+// (if any) and then the id of each new leader (each time the leading
+// entry changes: the lowest ModRevision among the election's entries),
+// from a watch on the election. The channel closes
 // when ctx ends or the Conn closes.
 func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
 	if err := p.c.check(ctx, p.name); err != nil {
@@ -266,7 +260,9 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 	load := func(kvs []*mvccpb.KeyValue) {
 		clear(cands)
 		for _, kv := range kvs {
-			cands[string(kv.Key)] = candidate{kv.CreateRevision, string(kv.Value)}
+			if queueEntry(kv, p.prefix) {
+				cands[string(kv.Key)] = candidate{kv.ModRevision, string(kv.Value)}
+			}
 		}
 	}
 	leader := func() (string, candidate) {
@@ -284,10 +280,10 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 	go func() {
 		defer close(out)
 		defer s.close()
-		lastKey := ""
+		lastKey, lastRev := "", int64(0)
 		for {
-			if key, c := leader(); key != "" && key != lastKey {
-				lastKey = key
+			if key, c := leader(); key != "" && (key != lastKey || c.rev != lastRev) {
+				lastKey, lastRev = key, c.rev
 				select {
 				case out <- c.id:
 				case <-ctx.Done():
@@ -310,10 +306,10 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 				return
 			}
 			for _, ev := range evs {
-				if ev.Type == mvccpb.DELETE {
+				if ev.Type == mvccpb.DELETE || !queueEntry(ev.Kv, p.prefix) {
 					delete(cands, string(ev.Kv.Key))
 				} else {
-					cands[string(ev.Kv.Key)] = candidate{ev.Kv.CreateRevision, string(ev.Kv.Value)}
+					cands[string(ev.Kv.Key)] = candidate{ev.Kv.ModRevision, string(ev.Kv.Value)}
 				}
 			}
 		}

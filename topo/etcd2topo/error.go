@@ -3,6 +3,7 @@ package etcd2topo
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 // (Closed); etcd's own errors map as follows:
 //
 //	compacted revision          -> Compacted
+//	auth refusals (see authErrors) -> PermissionDenied
 //	lease not found             -> LockLost
 //	too many requests, no space -> ResourceExhausted
 //	request too large           -> InvalidArgument
@@ -29,9 +31,43 @@ func (c *Conn) convertError(ctx context.Context, err error, path string) error {
 	return topo.MapError(ctx, err, path, c.isClosed(), codeOf)
 }
 
+// authErrors are etcd's refusals of a request for want of authentication
+// or permission: a missing or invalid token, bad credentials, a user,
+// role or permission that does not exist or was not granted, or auth not
+// enabled for a user. They map to PermissionDenied, which every retry
+// loop of the package treats as permanent.
+var authErrors = []error{
+	rpctypes.ErrPermissionDenied,
+	rpctypes.ErrInvalidAuthToken,
+	rpctypes.ErrAuthFailed,
+	rpctypes.ErrAuthNotEnabled,
+	rpctypes.ErrUserEmpty,
+	rpctypes.ErrUserNotFound,
+	rpctypes.ErrRoleNotGranted,
+	rpctypes.ErrPermissionNotGranted,
+	rpctypes.ErrInvalidAuthMgmt,
+}
+
+// isPermanent reports whether err is an etcd error that no retry can
+// cure: an auth refusal (PermissionDenied). Retry loops stop on it.
+func isPermanent(err error) bool {
+	return err != nil && codeOf(err) == topo.PermissionDenied
+}
+
 // codeOf is the etcd-specific part of convertError's mapping; NewConn
 // also uses it.
 func codeOf(err error) topo.ErrorCode {
+	var te *topo.Error
+	if errors.As(err, &te) {
+		return te.Code
+	}
+	for _, ae := range authErrors {
+		// A cancelled watch reports its cause as plain text ("rpc error:
+		// code = PermissionDenied desc = etcdserver: permission denied").
+		if errors.Is(err, ae) || strings.Contains(err.Error(), ae.Error()) {
+			return topo.PermissionDenied
+		}
+	}
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted):
 		return topo.Compacted
@@ -56,6 +92,8 @@ func codeOf(err error) topo.ErrorCode {
 			return topo.ResourceExhausted
 		case codes.OutOfRange:
 			return topo.Compacted
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return topo.PermissionDenied
 		}
 	}
 	return topo.Unavailable

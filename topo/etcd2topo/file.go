@@ -3,7 +3,6 @@ package etcd2topo
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -150,9 +149,15 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 }
 
 // List returns every file whose path starts with filePathPrefix, with its
-// ModRevision, sorted by path (one range read over the prefix). Lock and
-// election keys are left out (see isInternal). It returns NoNode when no
-// file matches.
+// ModRevision, sorted by path (one linearizable range read over the
+// prefix). It returns NoNode when no file matches. Keys at reserved paths
+// (topo.IsReserved) are never listed as files: those attached to a lease
+// (lock entries, election candidates, other tools' ephemeral keys) are
+// left out silently; those without one are files another tool wrote where
+// topokit keeps its locks and elections, and List reports them: it returns
+// every other matching file together with the PartialResult error of
+// topo.ReservedFiles naming them (NoNode is then not returned, even when
+// no other file matches).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	p, err := topo.CleanPrefix(filePathPrefix)
 	if err != nil {
@@ -166,12 +171,20 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return nil, c.convertError(ctx, err, p)
 	}
 	out := make([]topo.KVInfo, 0, len(resp.Kvs))
+	var reserved []string
 	for _, kv := range resp.Kvs {
 		rel := c.rel(kv.Key)
-		if isInternal(rel) {
+		if topo.IsReserved(rel) {
+			if kv.Lease == 0 {
+				reserved = append(reserved, rel)
+			}
 			continue
 		}
 		out = append(out, topo.KVInfo{Path: rel, Value: kv.Value, Version: topo.NumericVersion(kv.ModRevision)})
+	}
+	if len(reserved) > 0 {
+		// etcd returns keys sorted, and rel keeps that order.
+		return out, topo.ReservedFiles(p, reserved)
 	}
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, p)
@@ -217,20 +230,11 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	return nil
 }
 
-// locksDir is the name of the directory, under a locked directory, that
-// holds the lock keys; electionsDir is the top-level directory of leader
-// elections. Both are Vitess's names.
+// locksDir is the name of the directory, under a locked directory or an
+// election, that holds the queue of entries; electionsDir is the
+// top-level directory of leader elections. Both are Vitess's names (and
+// topo's reserved names).
 const (
-	locksDir     = "locks"
-	electionsDir = "elections"
+	locksDir     = topo.LocksDirName
+	electionsDir = topo.ElectionsDirName
 )
-
-// isInternal reports whether the canonical path rel is a lock or election
-// key rather than a file: it lies under a "locks" directory at any depth, or
-// under the top-level "elections" directory. This is the one place the rule
-// lives; List and WatchRecursive use it.
-func isInternal(rel string) bool {
-	return strings.HasPrefix(rel, electionsDir+"/") ||
-		strings.HasPrefix(rel, locksDir+"/") ||
-		strings.Contains(rel, "/"+locksDir+"/")
-}

@@ -2,8 +2,8 @@ package etcd2topo
 
 import (
 	"context"
-	"fmt"
 	"path"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,7 +51,7 @@ func TestLockOutlivesCallerContext(t *testing.T) {
 	require.ErrorIs(t, tryErr, topo.NodeExists, "another client's TryLock while held")
 	require.NoError(t, checkErr, "Check while held")
 
-	id := ld.(*lockDescriptor).lease.id
+	id := ld.(*lockDescriptor).cl.lease.id
 	require.NoError(t, ld.Unlock(bg))
 	ttl, err := rawClient(t, serverAddr).TimeToLive(bg, id)
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestLeaseRevokedBehindHolder(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, ld.Check(ctx))
 
-			_, err = rawClient(t, serverAddr).Revoke(ctx, ld.(*lockDescriptor).lease.id)
+			_, err = rawClient(t, serverAddr).Revoke(ctx, ld.(*lockDescriptor).cl.lease.id)
 			require.NoError(t, err)
 
 			require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
@@ -117,7 +117,7 @@ func TestLockKeyDeletedBehindHolder(t *testing.T) {
 	require.NoError(t, err)
 	ld, err := c.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
-	_, err = rawClient(t, serverAddr).Delete(ctx, ld.(*lockDescriptor).key)
+	_, err = rawClient(t, serverAddr).Delete(ctx, ld.(*lockDescriptor).cl.key)
 	require.NoError(t, err)
 	require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
 	require.ErrorIs(t, ld.Unlock(ctx), topo.LockLost)
@@ -226,10 +226,11 @@ func TestStopAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, topo.Closed)
 }
 
-// TestLockKeyNamesReused: a Conn names its lock keys after its lease and
-// reuses a name once the key is gone (fresh names would pile up in etcd's
-// index until compaction); a second live entry of the same lease under the
-// same directory gets a suffix.
+// TestLockKeyNamesReused: a Conn names a lock entry after its lease, in
+// decimal, as Vitess does, and reuses the name once the key is gone (fresh
+// names would pile up in etcd's index until compaction); a second live
+// entry of the shared lease under the same directory gets a lease of its
+// own, so every entry is named exactly after its lease.
 func TestLockKeyNamesReused(t *testing.T) {
 	c := openConn(t, serverAddr, newRoot())
 	ctx := context.Background()
@@ -238,8 +239,9 @@ func TestLockKeyNamesReused(t *testing.T) {
 
 	l1, err := c.Lock(ctx, "d", "first")
 	require.NoError(t, err)
-	k1 := l1.(*lockDescriptor).key
-	require.Equal(t, fmt.Sprintf("%x", int64(l1.(*lockDescriptor).lease.id)), path.Base(k1))
+	cl1 := l1.(*lockDescriptor).cl
+	k1 := cl1.key
+	require.Equal(t, strconv.FormatInt(int64(cl1.lease.id), 10), path.Base(k1))
 
 	got := make(chan topo.LockDescriptor, 1)
 	go func() {
@@ -250,18 +252,20 @@ func TestLockKeyNamesReused(t *testing.T) {
 	require.Eventually(t, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.keySlots[path.Dir(k1)+"/"+path.Base(k1)]) == 2
+		return len(c.keysInUse) == 2
 	}, 10*time.Second, time.Millisecond)
 	require.NoError(t, l1.Unlock(ctx))
 	l2 := <-got
-	require.Equal(t, k1+"-1", l2.(*lockDescriptor).key)
+	cl2 := l2.(*lockDescriptor).cl
+	require.True(t, cl2.own, "a second entry of the shared lease in one queue uses a lease of its own")
+	require.Equal(t, path.Dir(k1)+"/"+strconv.FormatInt(int64(cl2.lease.id), 10), cl2.key)
 	require.NoError(t, l2.Unlock(ctx))
 
 	l3, err := c.Lock(ctx, "d", "third")
 	require.NoError(t, err)
-	require.Equal(t, k1, l3.(*lockDescriptor).key, "the name is reused")
+	require.Equal(t, k1, l3.(*lockDescriptor).cl.key, "the name is reused")
 	require.NoError(t, l3.Unlock(ctx))
 	c.mu.Lock()
-	require.Empty(t, c.keySlots, "every name is freed")
+	require.Empty(t, c.keysInUse, "every name is freed")
 	c.mu.Unlock()
 }

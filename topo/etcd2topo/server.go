@@ -5,17 +5,66 @@
 //
 //   - a file is the key <root>/<path> holding the raw bytes; its Version is
 //     the key's ModRevision;
-//   - a lock on dir is a key under <root>/<dir>/locks/ attached to a lease;
-//     the key with the lowest CreateRevision holds the lock and the others
-//     wait for the older keys to go away;
-//   - a leader election name keeps one leased key per candidate under
-//     <root>/elections/<name>/, valued with the participant id; the oldest
-//     one leads.
+//   - a lock on dir is an entry in the queue <root>/<dir>/locks/: a key
+//     named after its lease id in decimal, attached to that lease, holding
+//     the lock's contents;
+//   - a candidate in leader election name is an entry in the queue
+//     <root>/elections/<name>/locks/, holding the participant id;
+//   - in a queue only entries count (keys directly under the prefix that
+//     are attached to a lease), ordered by ModRevision: the oldest holds
+//     the lock or leads, every other waits until no older entry is left.
 //
 // Locks taken with Lock and TryLock, and election candidacies, share one
 // lease per Conn (TTL Options.LockTTL, 30 s by default), kept alive by the
-// Conn independently of any caller's context. LockWithTTL (with another TTL)
-// and LockName use a lease of their own, revoked by Unlock.
+// Conn independently of any caller's context. LockWithTTL (with another
+// TTL), LockName, and a second entry of the shared lease in one queue use a
+// lease of their own, revoked when the entry goes.
+//
+// The code follows the concepts of etcd's client/v3/concurrency: lease.go
+// (the lease and how long it is proven alive), claim.go (an entry and the
+// transaction that puts it), queue.go (waiting for older entries),
+// descriptor.go (a held lock), lock.go and election.go (the topo.Conn
+// methods on top).
+//
+// # Invariants
+//
+// Which keys the library deletes, and when:
+//   - a file key, only by Delete (or Update's put) of that path, never as
+//     a side effect; the reserved paths (topo.IsReserved) are never
+//     written, locked or campaigned on, so no file is ever taken for, or
+//     removed as, a lock entry or candidate;
+//   - an entry, only its own: by Unlock, Stop, an abandoned or failed wait
+//     or claim, always in a transaction comparing the key's ModRevision
+//     with the revision the Conn put it at (only when the outcome of the
+//     put is unknown, the key is deleted by name: the name is its lease's
+//     alone, see takeKey, and the Conn does not reuse it until the delete
+//     succeeded); and by revoking the entry's own lease or, at Close, every
+//     lease of the Conn;
+//   - nothing else: keys other tools wrote at reserved paths stay, are
+//     ignored by every queue and reported by List.
+//
+// Which request runs on which lease: an entry is put with the lease it is
+// named after, on that lease only, in a transaction that writes only if
+// the key does not exist; a lease is renewed only by the Conn that
+// granted it; a lost lease is never renewed nor reused (the next lock
+// grants a new one).
+//
+// When a holder believes it holds: a lease is proven alive until the send
+// time of its last renewal that etcd acknowledged plus its TTL, minus
+// SafetyMargin(TTL). Past that, every lock and leadership on it is given
+// up (Check returns LockLost, leadership contexts are cancelled, waits
+// return LockLost) before etcd can expire the lease and hand them on.
+// Check returns nil only within that time and after a linearizable read
+// shows the entry unchanged (CreateRevision = ModRevision = the revision
+// it was put at, on its lease).
+//
+// Reads: every read of the package is linearizable, etcd's default; none
+// asks for a serializable read, so Check, lock and election decisions and
+// Get all see every write acknowledged before they started.
+//
+// Errors: etcd's auth refusals are PermissionDenied, and every retry loop
+// of the package (watches, queue waits, keepalives, cleanups) treats
+// PermissionDenied as permanent.
 //
 // Watches are opened at the store's current revision (never at a past one),
 // after which the current value is read, so that they are served by etcd's
@@ -144,14 +193,10 @@ type Conn struct {
 
 	closed atomic.Bool // set first thing in Close
 
-	mu       sync.Mutex
-	shared   *lease                      // the lease of Lock, TryLock and elections
-	leases   map[*lease]struct{}         // every live lease, for Close and tests
-	keySlots map[string]map[int]struct{} // key names in use, see takeKey
-
-	// resyncs counts the watches re-read after their history was
-	// compacted (tests read it).
-	resyncs atomic.Int64
+	mu        sync.Mutex
+	shared    *lease              // the lease of Lock, TryLock and elections
+	leases    map[*lease]struct{} // every live lease, for Close
+	keysInUse map[string]struct{} // entry names taken, see takeKey
 }
 
 // NewConn opens a Conn with opts, rooted at root: files are the keys
@@ -225,7 +270,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		ctx:        ctx,
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
-		keySlots:   map[string]map[int]struct{}{},
+		keysInUse:  map[string]struct{}{},
 	}, nil
 }
 
@@ -291,6 +336,7 @@ func (c *Conn) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		var wg sync.WaitGroup
 		for _, l := range leases {
+			l.markLost()
 			wg.Go(func() {
 				if _, err := c.cli.Revoke(ctx, l.id); err != nil {
 					c.log.Debug("revoking lease at close", "lease", fmt.Sprintf("%x", l.id), "err", err)

@@ -70,35 +70,85 @@ func TestRoots(t *testing.T) {
 	}
 }
 
-// TestAuth: with etcd's auth enabled, a Conn with the right username and
-// password works and one without fails.
-func TestAuth(t *testing.T) {
-	addr := etcdtest.Start(t)
-	cli := rawClient(t, addr)
-	ctx := context.Background()
-	_, err := cli.RoleAdd(ctx, "root")
-	require.NoError(t, err)
-	_, err = cli.UserAdd(ctx, "root", "secret")
-	require.NoError(t, err)
-	_, err = cli.UserGrantRole(ctx, "root", "root")
-	require.NoError(t, err)
-	_, err = cli.AuthEnable(ctx)
+// TestPermissionDenied: with etcd's auth enabled (a root user, a
+// read-only user, a user with no role), etcd's refusals are
+// PermissionDenied, at once and without retries: bad credentials at
+// NewConn, no credentials, writes, locks and candidacies of the read-only
+// user, and reads and watches of the user with no role (a watch loop that
+// retried would end with Timeout here instead).
+func TestPermissionDenied(t *testing.T) {
+	am := etcdtest.StartWithAuth(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func(u etcdtest.User) *Conn {
+		c, err := NewConn(Options{Endpoints: []string{am.Addr}, Username: u.Name, Password: u.Password, LockTTL: 3 * time.Second}, "/auth")
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	root := open(am.Root)
+	v, err := root.Create(ctx, "d/f", []byte("v"))
 	require.NoError(t, err)
 
-	good, err := NewConn(Options{Endpoints: []string{addr}, Username: "root", Password: "secret"}, "/auth")
-	require.NoError(t, err)
-	defer good.Close()
-	_, err = good.Create(ctx, "f", []byte("v"))
-	require.NoError(t, err)
+	_, err = NewConn(Options{Endpoints: []string{am.Addr}, Username: am.Root.Name, Password: "wrong"}, "/auth")
+	require.ErrorIs(t, err, topo.PermissionDenied, "a wrong password fails at NewConn")
 
-	_, err = NewConn(Options{Endpoints: []string{addr}, Username: "root", Password: "wrong"}, "/auth")
-	require.Error(t, err, "a wrong password fails at NewConn")
-	require.NotEqual(t, topo.InvalidArgument, topo.CodeOf(err))
+	anon := openConn(t, am.Addr, "/auth")
+	_, _, err = anon.Get(ctx, "d/f")
+	require.ErrorIs(t, err, topo.PermissionDenied, "no credentials")
 
-	anon := openConn(t, addr, "/auth")
-	_, _, err = anon.Get(ctx, "f")
-	require.Error(t, err)
-	require.Equal(t, topo.Unavailable, topo.CodeOf(err))
+	reader := open(am.Reader)
+	data, _, err := reader.Get(ctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "v", string(data))
+	_, err = reader.Create(ctx, "d/g", []byte("x"))
+	require.ErrorIs(t, err, topo.PermissionDenied, "Create")
+	_, err = reader.Update(ctx, "d/f", []byte("x"), v)
+	require.ErrorIs(t, err, topo.PermissionDenied, "Update at the right version")
+	_, err = reader.Update(ctx, "d/f", []byte("x"), nil)
+	require.ErrorIs(t, err, topo.PermissionDenied, "unconditional Update")
+	require.ErrorIs(t, reader.Delete(ctx, "d/f", v), topo.PermissionDenied, "Delete at the right version")
+	require.ErrorIs(t, reader.Delete(ctx, "d/f", nil), topo.PermissionDenied, "unconditional Delete")
+	_, err = reader.Lock(ctx, "d", "reader")
+	require.ErrorIs(t, err, topo.PermissionDenied, "Lock")
+	_, err = reader.TryLock(ctx, "d", "reader")
+	require.ErrorIs(t, err, topo.PermissionDenied, "TryLock")
+	_, err = reader.LockName(ctx, "n", "reader")
+	require.ErrorIs(t, err, topo.PermissionDenied, "LockName")
+	p, err := reader.NewLeaderParticipation("svc", "reader")
+	require.NoError(t, err)
+	_, err = p.WaitForLeadership()
+	require.ErrorIs(t, err, topo.PermissionDenied, "WaitForLeadership")
+	p.Stop()
+
+	// A reader waiting behind root's lock: its own put is refused before
+	// any wait.
+	ld, err := root.Lock(ctx, "d", "root")
+	require.NoError(t, err)
+	_, err = reader.Lock(ctx, "d", "reader")
+	require.ErrorIs(t, err, topo.PermissionDenied, "Lock while held")
+	require.NoError(t, ld.Check(ctx))
+	require.NoError(t, ld.Unlock(ctx))
+
+	nobody := open(am.Nobody)
+	_, _, err = nobody.Get(ctx, "d/f")
+	require.ErrorIs(t, err, topo.PermissionDenied, "Get")
+	_, err = nobody.List(ctx, "d/")
+	require.ErrorIs(t, err, topo.PermissionDenied, "List")
+	_, err = nobody.ListDir(ctx, "d", true)
+	require.ErrorIs(t, err, topo.PermissionDenied, "ListDir")
+	_, _, err = nobody.Watch(ctx, "d/f")
+	require.ErrorIs(t, err, topo.PermissionDenied, "Watch")
+	_, _, err = nobody.WatchRecursive(ctx, "d/")
+	require.ErrorIs(t, err, topo.PermissionDenied, "WatchRecursive")
+	np, err := nobody.NewLeaderParticipation("svc", "nobody")
+	require.NoError(t, err)
+	defer np.Stop()
+	_, err = np.WaitForNewLeader(ctx)
+	require.ErrorIs(t, err, topo.PermissionDenied, "WaitForNewLeader")
+	_, err = np.GetCurrentLeaderID(ctx)
+	require.ErrorIs(t, err, topo.PermissionDenied, "GetCurrentLeaderID")
+	require.NoError(t, ctx.Err(), "every refusal must be prompt")
 }
 
 // TestTLS: a Conn given a CA, a client certificate and its key talks to a

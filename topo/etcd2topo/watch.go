@@ -11,6 +11,10 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
+// msgResync is the debug message logged each time a watch finds its
+// history compacted and re-reads the current state.
+const msgResync = "watch history compacted; re-reading"
+
 // watchBuffer is the capacity of the channels Watch and WatchRecursive
 // return.
 const watchBuffer = 16
@@ -106,8 +110,9 @@ func (s *stream) pause(d time.Duration) error {
 
 // next returns the next events after s.rev. It returns errCompacted when
 // the history needed to resume was compacted (the caller re-reads and
-// calls reopen), and an Interrupted error when the caller's context ended
-// or the Conn closed. It never returns an empty batch.
+// calls reopen), an Interrupted error when the caller's context ended
+// or the Conn closed, and PermissionDenied (never retried) when etcd
+// cancelled the watch for want of permission. It never returns an empty batch.
 func (s *stream) next() ([]*clientv3.Event, error) {
 	backoff := 20 * time.Millisecond
 	for {
@@ -133,8 +138,11 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 			return nil, err
 		}
 		s.cancel()
+		if ok && isPermanent(wr.Err()) {
+			return nil, topo.Wrap(topo.PermissionDenied, s.path, wr.Err())
+		}
 		if ok && wr.CompactRevision != 0 {
-			s.c.resyncs.Add(1)
+			s.c.log.Debug(msgResync, "path", s.path, "rev", s.rev)
 			return nil, errCompacted
 		}
 		if ok {
@@ -149,7 +157,8 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 }
 
 // read performs get (a read of the watched state) until it succeeds,
-// pausing between failures, or returns the ending error.
+// pausing between failures, or returns the ending error, or the
+// PermissionDenied error of a refused read (never retried).
 func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetResponse, error) {
 	backoff := 20 * time.Millisecond
 	for {
@@ -159,6 +168,9 @@ func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetR
 		}
 		if e := s.ended(); e != nil {
 			return nil, e
+		}
+		if isPermanent(err) {
+			return nil, s.c.convertError(s.ctx, err, s.path)
 		}
 		s.c.log.Debug("re-reading a watched path", "path", s.path, "err", err)
 		if e := s.pause(backoff); e != nil {
@@ -272,7 +284,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	var initial []*topo.WatchDataRecursive
 	for _, kv := range resp.Kvs {
 		rel := c.rel(kv.Key)
-		if isInternal(rel) {
+		if topo.IsReserved(rel) {
 			continue
 		}
 		known[rel] = kv.ModRevision
@@ -294,7 +306,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 				seen := make(map[string]bool, len(resp.Kvs))
 				for _, kv := range resp.Kvs {
 					rel := c.rel(kv.Key)
-					if isInternal(rel) {
+					if topo.IsReserved(rel) {
 						continue
 					}
 					seen[rel] = true
@@ -319,7 +331,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			}
 			for _, ev := range evs {
 				rel := c.rel(ev.Kv.Key)
-				if isInternal(rel) {
+				if topo.IsReserved(rel) {
 					continue
 				}
 				if ev.Type == mvccpb.DELETE {

@@ -20,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/topokit/topokit/internal/etcdembed"
 )
 
@@ -298,4 +301,68 @@ func (c *Cluster) LeaderIndex() int {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// User is an etcd user's name and password.
+type User struct{ Name, Password string }
+
+// AuthMember is a single-member etcd with auth enabled, started by
+// StartWithAuth.
+type AuthMember struct {
+	// Addr is the member's client address, "127.0.0.1:PORT".
+	Addr string
+	// Root holds the root role: it may do anything.
+	Root User
+	// Reader may read every key (its role grants read on the whole key
+	// space) and write none.
+	Reader User
+	// Nobody is a user with no role: every key read or write is refused.
+	Nobody User
+}
+
+// StartWithAuth starts a single-member etcd like Start, creates the users
+// of AuthMember (root with the root role, a read-only reader, and a user
+// with no role), then enables auth. The member is stopped when the test
+// ends. It fails the test if any step fails. Call it from the test's
+// goroutine.
+func StartWithAuth(t testing.TB) *AuthMember {
+	t.Helper()
+	m := startMember(t)
+	am := &AuthMember{
+		Addr:   m.ClientAddr(),
+		Root:   User{"root", "root-secret"},
+		Reader: User{"reader", "reader-secret"},
+		Nobody: User{"nobody", "nobody-secret"},
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{am.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"adding role root", func() error { _, err := cli.RoleAdd(ctx, "root"); return err }},
+		{"adding user root", func() error { _, err := cli.UserAdd(ctx, am.Root.Name, am.Root.Password); return err }},
+		{"granting root", func() error { _, err := cli.UserGrantRole(ctx, am.Root.Name, "root"); return err }},
+		{"adding role reader", func() error { _, err := cli.RoleAdd(ctx, "reader"); return err }},
+		{"granting read on every key", func() error {
+			// From the lowest key to the end of the key space.
+			_, err := cli.RoleGrantPermission(ctx, "reader", "\x00", "\x00", clientv3.PermissionType(clientv3.PermRead))
+			return err
+		}},
+		{"adding user reader", func() error { _, err := cli.UserAdd(ctx, am.Reader.Name, am.Reader.Password); return err }},
+		{"granting reader", func() error { _, err := cli.UserGrantRole(ctx, am.Reader.Name, "reader"); return err }},
+		{"adding user nobody", func() error { _, err := cli.UserAdd(ctx, am.Nobody.Name, am.Nobody.Password); return err }},
+		{"enabling auth", func() error { _, err := cli.AuthEnable(ctx); return err }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("etcdtest: %s: %v", s.what, err)
+		}
+	}
+	return am
 }

@@ -1,0 +1,248 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// The claim: the key a lock or a candidacy puts in its queue, and the
+// transaction that puts it.
+//
+// A queue is a key prefix, <root>/<dir>/locks/ for a lock on dir and
+// <root>/elections/<name>/locks/ for an election, as Vitess lays them out.
+// An entry of a queue is a key directly under the prefix (no further
+// "/") attached to a lease; it is named after its lease, the lease id in
+// decimal, as Vitess names its entries. A lease has at most one entry per
+// queue at a time (see takeKey), so the name is the entry's alone while
+// it exists, and the name is reused by the lease's next entry in that
+// queue once the key is deleted: etcd's index keeps every key name ever
+// written until the next compaction and every range over the queue walks
+// them, so fresh names per lock would slow every lock down.
+
+// queueEntry reports whether kv is an entry of the queue prefix: a key
+// directly under it, attached to a lease. Keys without a lease (files other
+// tools wrote there) and deeper keys never hold or block a lock or an
+// election.
+func queueEntry(kv *mvccpb.KeyValue, prefix string) bool {
+	return kv.Lease != 0 && len(kv.Key) > len(prefix) && !strings.Contains(string(kv.Key[len(prefix):]), "/")
+}
+
+// olderEntries returns the keys of the entries of queue prefix in kvs
+// that are older than our entry myKey created at rev: a lower ModRevision.
+// Like Vitess, the queue is ordered by ModRevision: an entry rewritten by
+// someone moves to the back (and its holder, which checks its entry's
+// ModRevision, knows it lost).
+func olderEntries(kvs []*mvccpb.KeyValue, prefix, myKey string, rev int64) map[string]struct{} {
+	older := map[string]struct{}{}
+	for _, kv := range kvs {
+		if queueEntry(kv, prefix) && kv.ModRevision < rev && string(kv.Key) != myKey {
+			older[string(kv.Key)] = struct{}{}
+		}
+	}
+	return older
+}
+
+// takeKey returns the name of l's entry in the queue prefix, and the
+// function that frees the name once the key is deleted; ok is false if l
+// has an entry there already (two locks of one directory through one Conn
+// at the same time): the caller then uses a lease of its own.
+func (c *Conn) takeKey(prefix string, l *lease) (key string, release func(), ok bool) {
+	key = prefix + strconv.FormatInt(int64(l.id), 10)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, used := c.keysInUse[key]; used {
+		return "", nil, false
+	}
+	c.keysInUse[key] = struct{}{}
+	freed := false
+	return key, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !freed {
+			freed = true
+			delete(c.keysInUse, key)
+		}
+	}, true
+}
+
+// claim is one entry put in a queue.
+type claim struct {
+	c       *Conn
+	path    string // for errors
+	prefix  string // the queue
+	key     string
+	rev     int64 // the entry's CreateRevision = ModRevision
+	lease   *lease
+	own     bool   // the lease is this entry's alone: removing revokes it
+	release func() // frees the key's name
+
+	// older are the entries ahead of ours when the claim was put.
+	older map[string]struct{}
+	// resp is the claim transaction's response, for the extra reads the
+	// caller asked for (responses 2 on).
+	resp *clientv3.TxnResponse
+}
+
+// errLeaseGone tells putClaim's caller that the lease vanished before its
+// keepalive noticed: a new lease may succeed.
+var errLeaseGone = errors.New("etcd2topo: lease gone")
+
+// putClaim puts our entry, valued value, in queue prefix on lease l
+// (own: l belongs to this entry alone) and, in the same transaction, reads
+// the queue and runs the extra reads; the entry is put only if its key
+// does not exist (a name is ours alone, but a put of an earlier attempt
+// whose outcome was unknown may have landed late: such a key, on our own
+// lease, is deleted and the claim retried once). It returns errLeaseGone if
+// etcd no longer knows l. Ready-made errors are converted with the
+// caller's ctx; on an error whose outcome is unknown the key is removed.
+func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *lease, own bool, extra ...clientv3.Op) (*claim, error) {
+	key, release, ok := c.takeKey(prefix, l)
+	if !ok {
+		return nil, errKeyBusy
+	}
+	cl := &claim{c: c, path: path, prefix: prefix, key: key, lease: l, own: own, release: release}
+	callerCtx := ctx
+	ctx, cancel := l.bind(ctx)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		ops := append([]clientv3.Op{
+			clientv3.OpPut(key, value, clientv3.WithLease(l.id)),
+			// Values included: etcd 3.7 leaves the Lease out of keys-only
+			// ranges (etcd-io/etcd#22209), and an entry is known by it.
+			clientv3.OpGet(prefix, clientv3.WithPrefix()),
+		}, extra...)
+		resp, err := c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(ops...).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				release()
+				return nil, errLeaseGone
+			}
+			// The put may have been applied (a timeout leaves that
+			// unknown): remove the key, or a stale key on the shared lease
+			// would block every later locker for as long as the Conn lives.
+			// A refusal (PermissionDenied) applied nothing.
+			if isPermanent(err) {
+				release()
+			} else {
+				cl.remove()
+			}
+			if l.lost() && callerCtx.Err() == nil {
+				return nil, c.ownEntryGone(path)
+			}
+			return nil, c.convertError(callerCtx, err, path)
+		}
+		if !resp.Succeeded {
+			kvs := resp.Responses[0].GetResponseRange().Kvs
+			if attempt == 0 && len(kvs) == 1 && kvs[0].Lease == int64(l.id) {
+				// A late put of one of our own earlier attempts: delete it.
+				if _, err := c.cli.Txn(ctx).
+					If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+					Then(clientv3.OpDelete(key)).Commit(); err != nil {
+					release()
+					if l.lost() && callerCtx.Err() == nil {
+						return nil, c.ownEntryGone(path)
+					}
+					return nil, c.convertError(callerCtx, err, path)
+				}
+				continue
+			}
+			release()
+			return nil, errKeyBusy
+		}
+		cl.rev = resp.Header.Revision
+		cl.resp = resp
+		cl.older = olderEntries(resp.Responses[1].GetResponseRange().Kvs, prefix, key, cl.rev)
+		return cl, nil
+	}
+}
+
+// errKeyBusy tells putClaim's caller that the lease's name in the queue is
+// taken: it uses a lease of its own instead.
+var errKeyBusy = errors.New("etcd2topo: entry name in use")
+
+// remove deletes the entry if it is still ours (its ModRevision is the one
+// we put, or any key of its name when that is unknown), or revokes the
+// lease if it is the entry's own, then frees the name. It is used when a
+// lock attempt fails, a wait is given up, or a candidacy ends.
+func (cl *claim) remove() { cl.removeAsync(false) }
+
+func (cl *claim) removeAsync(async bool) {
+	if cl.own {
+		// Nobody else will ever use this lease's key names.
+		cl.c.dropLeaseAsync(cl.lease, async)
+		cl.release()
+		return
+	}
+	cl.c.deleteKeyAsync(cl.key, cl.rev, async, cl.release)
+}
+
+// deleteKeyAsync deletes key if its ModRevision is still rev (any key of
+// that name when rev is 0: a name is used by one entry at a time, see
+// takeKey), at once or, with async, in the background, retrying until it
+// succeeds (see untilDone); then it calls done (if not nil).
+func (c *Conn) deleteKeyAsync(key string, rev int64, async bool, done func()) {
+	c.untilDone("deleting "+key, async, func(ctx context.Context) error {
+		var cmps []clientv3.Cmp
+		if rev != 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+		}
+		_, err := c.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(key)).Commit()
+		return err
+	}, done)
+}
+
+// claimOn puts an entry in queue prefix on the Conn's shared lease, or
+// (when ttl is not 0, or the shared lease has an entry there already) on
+// a lease of its own of ttl (the shared TTL when ttl is 0).
+func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int64, extra ...clientv3.Op) (*claim, error) {
+	for attempt := 0; ; attempt++ {
+		var (
+			l   *lease
+			own = ttl != 0
+			err error
+		)
+		if own {
+			l, err = c.grant(ctx, ttl, path)
+		} else {
+			l, err = c.sharedLease(ctx, path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		cl, err := c.putClaim(ctx, path, prefix, value, l, own, extra...)
+		switch {
+		case err == nil:
+			return cl, nil
+		case errors.Is(err, errKeyBusy) && !own:
+			ttl = ttlSeconds(c.opts.LockTTL)
+			continue
+		case errors.Is(err, errLeaseGone) && attempt == 0:
+			// The lease went away behind our back (revoked, expired)
+			// before the keepalive noticed: get a new one, once.
+			c.dropLease(l)
+			continue
+		}
+		if own {
+			c.dropLeaseAsync(l, true) // idempotent: putClaim may have revoked it
+		}
+		if errors.Is(err, errLeaseGone) {
+			return nil, topo.Wrap(topo.LockLost, path, rpctypes.ErrLeaseNotFound)
+		}
+		if errors.Is(err, errKeyBusy) {
+			return nil, topo.Wrap(topo.Unavailable, path, err)
+		}
+		return nil, err
+	}
+}

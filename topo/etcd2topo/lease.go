@@ -1,0 +1,339 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// The lease: what a lock or candidacy rests on, and how long the Conn may
+// believe it still holds.
+//
+// etcd sets a lease's expiry when it applies a grant or a renewal, to that
+// moment plus the TTL. That moment comes after the client sent the
+// request, so (request sent + TTL) is a time before which etcd cannot
+// have expired the lease, whatever became of the reply. The Conn keeps,
+// for each lease, a proven-until time: the send time of the last renewal
+// (or the grant) etcd acknowledged with a positive TTL, plus that TTL,
+// minus SafetyMargin(TTL). At that time, unless a later renewal was
+// acknowledged, the lease is declared lost: every lock on it fails Check
+// with LockLost, every leadership on it is cancelled, every wait on it
+// returns LockLost. Holders thus give up before etcd can hand their locks
+// and leaderships on. The margin absorbs the delay between the Conn's
+// timer and the caller seeing the loss, and differences in clock rate
+// between client and server.
+
+// MinSafetyMargin is the smallest safety margin (see SafetyMargin).
+const MinSafetyMargin = 500 * time.Millisecond
+
+// SafetyMargin returns how long before the earliest possible expiry of a
+// lease of ttl the Conn gives up the locks and leaderships on it: a fifth
+// of the TTL, at least MinSafetyMargin (500 ms), and less than the TTL.
+// With the default 30 s TTL it is 6 s: a lease whose last acknowledged
+// renewal was sent at t counts as lost from t+24 s on. The Conn renews a
+// lease every third of its TTL, so a lease is declared lost only after
+// about two renewals in a row went unanswered.
+func SafetyMargin(ttl time.Duration) time.Duration {
+	m := max(ttl/5, MinSafetyMargin)
+	if m >= ttl {
+		m = ttl / 2
+	}
+	return m
+}
+
+// lease is an etcd lease renewed by the Conn until it is revoked, it
+// expires, the Conn gives it up, or the Conn closes.
+type lease struct {
+	id   clientv3.LeaseID
+	ttl  time.Duration // as granted by etcd
+	done chan struct{} // closed once the lease is lost
+	once sync.Once
+
+	mu       sync.Mutex
+	deadline time.Time   // proven-until: lost from then on unless renewed
+	timer    *time.Timer // fires at deadline
+}
+
+// newLease returns the lease id granted with ttl by a grant request sent
+// at sent, proven until sent+ttl-margin.
+func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
+	l := &lease{id: id, ttl: ttl, done: make(chan struct{})}
+	l.deadline = sent.Add(ttl - SafetyMargin(ttl))
+	// Under mu: a grant slower than the proven time fires the timer at
+	// once, and markLost reads l.timer.
+	l.mu.Lock()
+	l.timer = time.AfterFunc(time.Until(l.deadline), l.markLost)
+	l.mu.Unlock()
+	return l
+}
+
+// lost reports whether the lease is known or presumed gone: revoked,
+// expired, given up, past its proven-until time, or its Conn closed.
+func (l *lease) lost() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+	}
+	l.mu.Lock()
+	past := !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if past {
+		l.markLost()
+	}
+	return past
+}
+
+// markLost declares the lease lost, for good.
+func (l *lease) markLost() {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.timer.Stop()
+		l.mu.Unlock()
+		close(l.done)
+	})
+}
+
+// renewed records a renewal sent at sent that etcd acknowledged with ttl.
+// A lease already lost stays lost.
+func (l *lease) renewed(sent time.Time, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.done:
+		return
+	default:
+	}
+	if d := sent.Add(ttl - SafetyMargin(ttl)); d.After(l.deadline) {
+		l.deadline = d
+		l.timer.Reset(time.Until(d))
+	}
+}
+
+// bind returns a context derived from ctx that is also cancelled once the
+// lease is lost, for the requests made on the lease's behalf (putting and
+// waiting for an entry): a request stuck on a cut-off connection must not
+// outlast the lease.
+func (l *lease) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	bctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-bctx.Done():
+		}
+	}()
+	return bctx, cancel
+}
+
+// provenUntil returns the lease's proven-until time.
+func (l *lease) provenUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// ttlSeconds rounds d up to whole seconds, the unit of etcd lease TTLs.
+func ttlSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
+
+// grant creates a lease of ttl seconds and keeps it alive from a goroutine
+// tied to the Conn's lifetime, not to ctx (which bounds only the grant).
+func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error) {
+	sent := time.Now()
+	resp, err := c.cli.Grant(ctx, ttl)
+	if err != nil {
+		return nil, c.convertError(ctx, err, path)
+	}
+	l := newLease(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
+	c.mu.Lock()
+	if c.isClosed() {
+		c.mu.Unlock()
+		l.markLost()
+		c.revokeQuietly(l)
+		return nil, topo.NewError(topo.Closed, path)
+	}
+	c.leases[l] = struct{}{}
+	c.mu.Unlock()
+	go c.keepAlive(l)
+	return l, nil
+}
+
+// keepAlive renews l every third of its TTL, one KeepAliveOnce at a time,
+// recording the send time of every acknowledged renewal (see renewed).
+// A failed renewal is retried 50 ms to 1 s apart, each attempt bounded by
+// the lease's proven-until time. It ends when the lease is lost: etcd
+// answers that it is gone (TTL <= 0, lease not found) or refuses the
+// renewal for good (PermissionDenied), the proven-until time passes, the
+// lease is dropped, or the Conn closes.
+func (c *Conn) keepAlive(l *lease) {
+	defer func() {
+		l.markLost()
+		c.mu.Lock()
+		_, tracked := c.leases[l]
+		delete(c.leases, l)
+		if c.shared == l {
+			c.shared = nil
+		}
+		c.mu.Unlock()
+		if tracked && !c.isClosed() {
+			// Given up (not dropped): its entries were given up with it, so
+			// revoke it rather than leave them to block others until etcd
+			// expires it (up to SafetyMargin later).
+			c.revokeAsync(l, true)
+		}
+	}()
+	wait := l.ttl / 3
+	backoff := 50 * time.Millisecond
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-l.done:
+			t.Stop()
+			return
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		}
+		ctx, cancel := context.WithDeadline(c.ctx, l.provenUntil())
+		sent := time.Now()
+		resp, err := c.cli.KeepAliveOnce(ctx, l.id)
+		cancel()
+		switch {
+		case err == nil:
+			l.renewed(sent, time.Duration(resp.TTL)*time.Second)
+			wait, backoff = l.ttl/3, 50*time.Millisecond
+		case errors.Is(err, rpctypes.ErrLeaseNotFound), isPermanent(err):
+			c.log.Debug("lease lost", "lease", int64(l.id), "err", err)
+			return
+		default:
+			wait, backoff = backoff, min(2*backoff, time.Second)
+		}
+	}
+}
+
+// sharedLease returns the Conn's lease for Lock, TryLock and elections,
+// granting a new one if there is none yet or the last one was lost.
+func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
+	c.mu.Lock()
+	l := c.shared
+	c.mu.Unlock()
+	if l != nil && !l.lost() {
+		return l, nil
+	}
+	// Serialize grants so that concurrent first lockers share one lease.
+	c.grantMu.Lock()
+	defer c.grantMu.Unlock()
+	c.mu.Lock()
+	l = c.shared
+	c.mu.Unlock()
+	if l != nil && !l.lost() {
+		return l, nil
+	}
+	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if !c.isClosed() {
+		c.shared = l
+	}
+	c.mu.Unlock()
+	return l, nil
+}
+
+// dropLease forgets l and revokes it.
+func (c *Conn) dropLease(l *lease) { c.dropLeaseAsync(l, false) }
+
+// dropLeaseAsync is dropLease that, with async, revokes in the background.
+func (c *Conn) dropLeaseAsync(l *lease, async bool) {
+	l.markLost()
+	c.mu.Lock()
+	delete(c.leases, l)
+	if c.shared == l {
+		c.shared = nil
+	}
+	c.mu.Unlock()
+	c.revokeAsync(l, async)
+}
+
+func (c *Conn) revokeQuietly(l *lease) { c.revokeAsync(l, false) }
+
+func (c *Conn) revokeAsync(l *lease, async bool) {
+	c.untilDone(fmt.Sprintf("revoking lease %d", int64(l.id)), async, func(ctx context.Context) error {
+		_, err := c.cli.Revoke(ctx, l.id)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil // gone already
+		}
+		return err
+	}, nil)
+}
+
+// defaultCleanupTimeout bounds one attempt at removing a key or lease that
+// is no longer wanted (abandoned lock waits, Stop, Unlock of an own lease).
+const defaultCleanupTimeout = 2 * time.Second
+
+// untilDone runs a cleanup op (a delete or a revoke) at once (or, with
+// async, in the background) and, if it fails, again in the background,
+// pausing 50 ms to 2 s between attempts, until it succeeds, fails for good
+// (PermissionDenied: logged, never retried) or the Conn closes (Close
+// revokes every lease, which cleans up anyway); then it calls done (if not
+// nil). Otherwise a transient failure could leave a stale key on the
+// shared lease that blocks other lockers for the Conn's lifetime.
+func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error, done func()) {
+	if done == nil {
+		done = func() {}
+	}
+	attempt := func() error {
+		ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
+		defer cancel()
+		err := op(ctx)
+		if isPermanent(err) {
+			c.log.Warn("cleanup refused; not retrying", "op", what, "err", err)
+			return nil
+		}
+		return err
+	}
+	retry := func() {
+		defer done()
+		backoff := 50 * time.Millisecond
+		for {
+			select {
+			case <-time.After(backoff):
+			case <-c.ctx.Done():
+				return
+			}
+			if err := attempt(); err == nil || c.isClosed() {
+				return
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+	if async {
+		go func() {
+			if err := attempt(); err != nil && !c.isClosed() {
+				retry()
+				return
+			}
+			done()
+		}()
+		return
+	}
+	err := attempt()
+	if err == nil || c.isClosed() {
+		done()
+		return
+	}
+	c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
+	go retry()
+}
