@@ -529,9 +529,15 @@ func drain(ch <-chan *WatchData) {
 	}()
 }
 
-// CreateCellInfo stores the CellInfo record of a new cell. It returns
-// NodeExists if the cell already has one, and InvalidArgument for a
-// malformed cell name or for GlobalCell.
+// CreateCellInfo stores the CellInfo record of a new cell. It is
+// idempotent: when the cell already has a record equal to ci (proto.Equal),
+// it returns nil without writing, so a caller may retry it after a Timeout;
+// when the record differs (or does not decode) it returns NodeExists. It
+// returns NodeExists with a *CellsAliasConflictError when a cells alias has
+// the cell's name (checked before the write and again after it, as in
+// CreateCellsAlias: a record created while a racing CreateCellsAlias of
+// that name wrote is removed again), InvalidArgument for a malformed cell
+// name, for GlobalCell or a nil ci, and the store's error otherwise.
 func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb.CellInfo) error {
 	if err := checkCellName(cell); err != nil {
 		return err
@@ -539,12 +545,56 @@ func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb
 	if cell == GlobalCell {
 		return &Error{Code: InvalidArgument, Path: cell, Err: errors.New("the global cell has no CellInfo")}
 	}
+	p := CellInfoPath(cell)
+	if ci == nil {
+		return &Error{Code: InvalidArgument, Path: p, Err: errors.New("nil CellInfo")}
+	}
 	data, err := proto.Marshal(ci)
 	if err != nil {
-		return &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: err}
+		return &Error{Code: InvalidArgument, Path: p, Err: err}
 	}
-	_, err = s.global.Create(ctx, CellInfoPath(cell), data)
+	if err := s.cellNameConflict(ctx, cell); err != nil {
+		return err
+	}
+	v, err := s.global.Create(ctx, p, data)
+	if IsErrType(err, NodeExists) {
+		if cur, _, gerr := s.getCellInfo(ctx, cell); gerr == nil && proto.Equal(cur, ci) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	return s.undoCellOnConflict(ctx, cell, v)
+}
+
+// cellNameConflict returns the NodeExists conflict when a cells alias is
+// named cell, nil when none is, and the store's error otherwise.
+func (s *Server) cellNameConflict(ctx context.Context, cell string) error {
+	_, _, err := s.global.Get(ctx, CellsAliasPath(cell))
+	switch {
+	case err == nil:
+		return conflict(CellInfoPath(cell), &CellsAliasConflictError{Alias: cell, Cell: cell})
+	case IsErrType(err, NoNode):
+		return nil
+	}
 	return err
+}
+
+// undoCellOnConflict checks, after cell's record was created at version v,
+// that no cells alias of that name was created meanwhile; if one was, it
+// deletes the record again (unless rewritten since) and returns the
+// conflict.
+func (s *Server) undoCellOnConflict(ctx context.Context, cell string, v Version) error {
+	cerr := s.cellNameConflict(ctx, cell)
+	if !IsErrType(cerr, NodeExists) {
+		return cerr
+	}
+	if err := s.global.Delete(context.WithoutCancel(ctx), CellInfoPath(cell), v); err != nil && !IsErrType(err, BadVersion) && !IsErrType(err, NoNode) {
+		s.log.Warn("could not undo a CellInfo write that a concurrent cells alias made conflicting", "cell", cell, "err", err)
+	}
+	return cerr
 }
 
 // GetCellInfo reads cell's CellInfo record. It returns NoNode when the cell
@@ -576,7 +626,9 @@ func (s *Server) getCellInfo(ctx context.Context, cell string) (*topodatapb.Cell
 // so a store that keeps reporting lost races never makes it spin; ctx bounds
 // the whole loop (Timeout or Interrupted). If update returns an error that
 // IsErrType NoUpdateNeeded, nothing is written and nil is returned; any
-// other error from update is returned as is. Every other store error,
+// other error from update is returned as is. Creating an absent record for
+// a cell named like a cells alias returns NodeExists with a
+// *CellsAliasConflictError (as CreateCellInfo). Every other store error,
 // PermissionDenied included, is returned at once without a retry. Once the
 // write changed the record's server address or root, the cell's cached
 // connection (if any) is closed before it returns, so that the next
@@ -610,13 +662,22 @@ func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update f
 		if err != nil {
 			return &Error{Code: InvalidArgument, Path: p, Err: err}
 		}
+		var nv Version
 		if v == nil {
-			_, err = s.global.Create(ctx, p, data)
+			if cerr := s.cellNameConflict(ctx, cell); cerr != nil {
+				return cerr
+			}
+			nv, err = s.global.Create(ctx, p, data)
 		} else {
 			_, err = s.global.Update(ctx, p, data, v)
 		}
 		if IsErrType(err, NodeExists) || IsErrType(err, BadVersion) {
 			continue
+		}
+		if err == nil && v == nil {
+			if cerr := s.undoCellOnConflict(ctx, cell, nv); cerr != nil {
+				return cerr
+			}
 		}
 		if err == nil {
 			s.mu.Lock()
