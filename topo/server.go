@@ -119,19 +119,45 @@ const (
 	cellWatchMaxBackoff     = 5 * time.Second
 )
 
-// OpenServer opens the global cell of a topology stored by the factory
-// registered as implementation, at serverAddress under root. It returns
-// NoImplementation (naming the registered factories) for an unknown
-// implementation, and the factory's error if it cannot open the connection.
-//
-// Options (WithMiddleware) apply as in NewServer; the middlewares see the
-// implementation's name, address and root in their ConnInfo.
+// OpenServer is OpenServerContext without a context: it waits for the
+// factory as long as the factory takes.
 func OpenServer(implementation, serverAddress, root string, opts ...ServerOption) (*Server, error) {
-	f, err := GetFactory(implementation)
-	if err != nil {
-		return nil, err
+	return OpenServerContext(context.Background(), implementation, serverAddress, root, opts...)
+}
+
+// OpenServerContext opens the global cell of a topology stored by the
+// factory registered as implementation (or the one given with WithFactory),
+// at serverAddress under root, and returns the Server over it; the other
+// cells are opened later, by ConnForCell, with the same factory.
+//
+// It returns NoImplementation (naming the registered factories) for an
+// unknown implementation when no WithFactory is given, and the factory's
+// error if it cannot open the connection. ctx bounds only the opening: when
+// it ends before the factory returns, OpenServerContext returns Timeout (a
+// deadline) or Interrupted (a cancellation) naming serverAddress, and the
+// connection the factory returns later is closed. A factory that implements
+// ContextFactory gets ctx and stops dialling itself; with others the dial
+// runs to its end in the background. Whether a dead address is detected
+// before the first call at all is the backend's: a backend that dials
+// lazily returns a Conn at once and reports Unavailable or Timeout from its
+// calls.
+//
+// Options (WithMiddleware, WithFactory) apply as in NewServer; the
+// middlewares see the implementation's name, address and root in their
+// ConnInfo.
+func OpenServerContext(ctx context.Context, implementation, serverAddress, root string, opts ...ServerOption) (*Server, error) {
+	var cfg serverConfig
+	for _, o := range opts {
+		o(&cfg)
 	}
-	conn, err := f.Create(GlobalCell, serverAddress, root)
+	f := cfg.factory
+	if f == nil {
+		var err error
+		if f, err = GetFactory(implementation); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := createConn(ctx, f, GlobalCell, serverAddress, root)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +169,27 @@ func OpenServer(implementation, serverAddress, root string, opts ...ServerOption
 type ServerOption func(*serverConfig)
 
 type serverConfig struct {
-	info ConnInfo // of the global cell
-	mws  []Middleware
+	info    ConnInfo // of the global cell
+	mws     []Middleware
+	factory Factory // WithFactory; nil when not given
+}
+
+// WithFactory makes the Server open its connections with f: OpenServer and
+// OpenServerContext open the global cell with it instead of the factory
+// registered under the implementation's name (which then only names the
+// backend in the middlewares' ConnInfo, and need not be registered), and
+// ConnForCell opens every cell from its CellInfo record with it. This is
+// how a Server over a store that needs TLS, credentials or other options
+// opens every cell with them: pass the backend's configured Factory (for
+// example a zk2topo.Factory with its Options, or consultopo.NewFactory(opts)).
+// For NewServer, f replaces the factory argument. A nil f is ignored; the
+// last WithFactory wins.
+func WithFactory(f Factory) ServerOption {
+	return func(c *serverConfig) {
+		if f != nil {
+			c.factory = f
+		}
+	}
 }
 
 // WithMiddleware decorates every connection of the Server with mws (see
@@ -173,13 +218,17 @@ func withGlobalInfo(implementation, serverAddress, root string) ServerOption {
 // It logs (at most one record per watch failure) through slog.Default().
 //
 // With WithMiddleware, global and every cell connection are decorated
-// (Decorate); without it, connections are used as they are.
+// (Decorate); without it, connections are used as they are. WithFactory
+// replaces factory.
 func NewServer(factory Factory, global Conn, opts ...ServerOption) *Server {
 	var cfg serverConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	cfg.info.Cell = GlobalCell
+	if cfg.factory != nil {
+		factory = cfg.factory
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		global:  Decorate(cfg.info, global, cfg.mws...),
@@ -216,7 +265,9 @@ func checkCellName(cell string) error {
 // ends, so that with a hung or partitioned global store a deadline returns
 // Timeout (a cancellation Interrupted) as soon as it passes. A dial
 // abandoned that way completes in the background and is then cached (or
-// closed if the cell was cached meanwhile). It returns NoNode when the cell
+// closed if the cell was cached meanwhile). A ContextFactory's
+// CreateContext is given ctx instead, so its dial ends with ctx and nothing
+// is cached. It returns NoNode when the cell
 // has no CellInfo, InvalidArgument for a malformed cell name or an
 // undecodable record, the factory's error when the dial fails (nothing is
 // cached then), the global store's error when the record cannot be watched
@@ -341,7 +392,13 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo,
 	}
 	done := make(chan result, 1)
 	go func() {
-		conn, err := s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
+		var conn Conn
+		var err error
+		if cf, ok := s.factory.(ContextFactory); ok {
+			conn, err = cf.CreateContext(ctx, cell, ci.GetServerAddress(), ci.GetRoot())
+		} else {
+			conn, err = s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
+		}
 		if err != nil {
 			w.discard()
 			done <- result{nil, err}
