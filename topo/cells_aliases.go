@@ -234,8 +234,11 @@ func (s *Server) writeAlias(ctx context.Context, alias string, ca *topodatapb.Ce
 	return nil, cerr
 }
 
-// CreateCellsAlias stores the record of a new cells alias. Vitess's rules
-// apply: it returns NodeExists when the alias exists, and NodeExists with a
+// CreateCellsAlias stores the record of a new cells alias. It is
+// idempotent: when the alias exists with a record equal to ca
+// (proto.Equal), it returns nil without writing. Vitess's rules apply: it
+// returns NodeExists when the alias exists with another record, and
+// NodeExists with a
 // *CellsAliasConflictError when one of ca's cells already belongs to
 // another alias or when a cell has the alias's name. It returns
 // InvalidArgument for a malformed alias or cell name (GlobalCell included)
@@ -262,6 +265,13 @@ func (s *Server) CreateCellsAlias(ctx context.Context, alias string, ca *topodat
 		return err
 	}
 	storeErr, ruleErr := s.writeAlias(ctx, alias, ca, nil, nil)
+	if IsErrType(storeErr, NodeExists) {
+		// Idempotent: the same record (say, from a retried call whose
+		// write landed) is success.
+		if cur, _, err := s.getCellsAlias(ctx, alias); err == nil && proto.Equal(cur, ca) {
+			return nil
+		}
+	}
 	if storeErr != nil {
 		return storeErr
 	}

@@ -52,6 +52,12 @@ func TestCellsAliasCRUD(t *testing.T) {
 	require.NoError(t, ts.CreateCellsAlias(ctx, "east", aliasOf("zone1", "zone2")))
 	require.NoError(t, ts.CreateCellsAlias(ctx, "west", aliasOf("zone3")))
 	requireCodeT(t, ts.CreateCellsAlias(ctx, "east", aliasOf("zone9")), topo.NodeExists)
+	_, v1, err := raw.Get(ctx, "global/"+topo.CellsAliasPath("east"))
+	require.NoError(t, err)
+	require.NoError(t, ts.CreateCellsAlias(ctx, "east", aliasOf("zone1", "zone2")), "an identical CreateCellsAlias is idempotent")
+	_, v2, err := raw.Get(ctx, "global/"+topo.CellsAliasPath("east"))
+	require.NoError(t, err)
+	require.Equal(t, v1, v2, "an identical CreateCellsAlias wrote")
 
 	got, err := ts.GetCellsAlias(ctx, "east")
 	require.NoError(t, err)
