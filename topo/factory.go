@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -9,12 +10,88 @@ import (
 )
 
 // Factory opens connections for one backend implementation.
+//
+// A Factory value carries the backend's options (TLS, credentials, TTLs,
+// timeouts): the Server opens the global cell and every cell named by a
+// CellInfo record with the one Factory it was given (NewServer's argument,
+// or WithFactory for OpenServer and OpenServerContext), passing only the
+// record's address and root. A configured backend Factory thus reaches
+// every cell without a hand-written FactoryFunc; see docs/embedding.md for
+// each backend's Factory and its options.
 type Factory interface {
 	// Create opens a Conn to the store at serverAddress (backend-specific,
 	// e.g. "host:port,host:port"), rooted at root, for the named cell.
 	// It returns an error when the address or root is malformed; backends
 	// that dial lazily report an unreachable store on the first call.
+	// Create takes no context: OpenServerContext and Server.ConnForCell
+	// stop waiting for it when their context ends (and close the Conn it
+	// returns later), but only the backend can stop the dial itself, by
+	// implementing ContextFactory, and only the backend's constructor can
+	// fail fast on an address where nothing answers.
 	Create(cell, serverAddress, root string) (Conn, error)
+}
+
+// ContextFactory is a Factory whose dial honours a context. When the
+// Server's Factory implements it, OpenServerContext and Server.ConnForCell
+// call CreateContext with their context instead of Create, so that a
+// deadline or cancellation also ends the dial (which must then return
+// Timeout or Interrupted, as FromContext does). A backend that probes its
+// store while dialling (to fail fast with Unavailable naming an address
+// where nothing answers) does so here.
+type ContextFactory interface {
+	Factory
+	// CreateContext is Create bounded by ctx.
+	CreateContext(ctx context.Context, cell, serverAddress, root string) (Conn, error)
+}
+
+// createConn opens a Conn with f, waiting for it until ctx ends: then it
+// returns ctx's Timeout or Interrupted (naming serverAddress), and the Conn
+// the abandoned dial returns later is closed. A ContextFactory gets ctx.
+func createConn(ctx context.Context, f Factory, cell, serverAddress, root string) (Conn, error) {
+	if err := CheckContext(ctx, serverAddress); err != nil {
+		return nil, err
+	}
+	create := func() (Conn, error) {
+		if cf, ok := f.(ContextFactory); ok {
+			return cf.CreateContext(ctx, cell, serverAddress, root)
+		}
+		return f.Create(cell, serverAddress, root)
+	}
+	if ctx.Done() == nil {
+		return create()
+	}
+	type result struct {
+		conn Conn
+		err  error
+	}
+	done := make(chan result) // unbuffered: a result nobody takes is closed
+	abandoned := make(chan struct{})
+	go func() {
+		conn, err := create()
+		select {
+		case done <- result{conn, err}:
+		case <-abandoned:
+			if conn != nil {
+				conn.Close()
+			}
+		}
+	}()
+	select {
+	case r := <-done:
+		return r.conn, r.err
+	case <-ctx.Done():
+		close(abandoned)
+		// A dial that finished at the same moment is closed by the
+		// goroutine or here, never leaked.
+		select {
+		case r := <-done:
+			if r.conn != nil {
+				r.conn.Close()
+			}
+		default:
+		}
+		return nil, FromContext(ctx, serverAddress)
+	}
 }
 
 // FactoryFunc adapts a function to the Factory interface.

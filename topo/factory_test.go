@@ -1,15 +1,18 @@
 package topo_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/memorytopo"
 )
@@ -131,4 +134,213 @@ func TestOpenServer(t *testing.T) {
 	defer ts2.Close()
 	_, err = ts2.GlobalCell().Create(ctx, "f", nil)
 	require.NoError(t, err)
+}
+
+// blockingFactory dials only once release is closed; started receives one
+// value per dial that began, and conns every Conn it returned.
+type blockingFactory struct {
+	mem     *memorytopo.Factory
+	started chan string
+	release chan struct{}
+	mu      sync.Mutex
+	conns   []topo.Conn
+}
+
+func newBlockingFactory() *blockingFactory {
+	return &blockingFactory{mem: memorytopo.NewFactory(), started: make(chan string, 16), release: make(chan struct{})}
+}
+
+func (b *blockingFactory) Create(cell, addr, root string) (topo.Conn, error) {
+	b.started <- cell
+	<-b.release
+	c, err := b.mem.Create(cell, addr, root)
+	if err == nil {
+		b.mu.Lock()
+		b.conns = append(b.conns, c)
+		b.mu.Unlock()
+	}
+	return c, err
+}
+
+func (b *blockingFactory) allClosed(ctx context.Context) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.conns {
+		if _, _, err := c.Get(ctx, "x"); !topo.IsErrType(err, topo.Closed) {
+			return false
+		}
+	}
+	return len(b.conns) > 0
+}
+
+// TestOpenServerContext: a deadline or cancellation while the factory
+// dials returns Timeout or Interrupted naming the address, and the
+// connection the abandoned dial returns is closed.
+func TestOpenServerContext(t *testing.T) {
+	ctx := t.Context()
+	b := newBlockingFactory()
+	name := uniqueFactoryName(t)
+	require.NoError(t, topo.RegisterFactory(name, b))
+
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err := topo.OpenServerContext(dctx, name, "dead-address:2379", "/global")
+	requireCodeT(t, err, topo.Timeout)
+	require.ErrorContains(t, err, "dead-address:2379")
+	require.Equal(t, topo.GlobalCell, <-b.started)
+
+	cctx, cancel2 := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := topo.OpenServerContext(cctx, name, "dead-address:2379", "/global")
+		errc <- err
+	}()
+	<-b.started
+	cancel2()
+	requireCodeT(t, <-errc, topo.Interrupted)
+
+	// An already-ended context does not dial.
+	_, err = topo.OpenServerContext(cctx, name, "dead-address:2379", "/global")
+	requireCodeT(t, err, topo.Interrupted)
+	require.Empty(t, b.started)
+
+	// The abandoned dials complete; their connections are closed.
+	close(b.release)
+	require.Eventually(t, func() bool { return b.allClosed(ctx) }, waitFor, tick)
+	b.mu.Lock()
+	require.Len(t, b.conns, 2)
+	b.mu.Unlock()
+
+	// Without a deadline it waits for the factory, as OpenServer does.
+	ts, err := topo.OpenServerContext(ctx, name, "a", "/global")
+	require.NoError(t, err)
+	defer ts.Close()
+	<-b.started
+	_, err = ts.GlobalCell().Create(ctx, "x", []byte("y"))
+	require.NoError(t, err)
+}
+
+// ctxFactory is a ContextFactory whose dial waits for its context.
+type ctxFactory struct {
+	mem     *memorytopo.Factory
+	plain   atomic.Int32
+	withCtx atomic.Int32
+	key     any
+	seen    chan any
+}
+
+func (c *ctxFactory) Create(cell, addr, root string) (topo.Conn, error) {
+	c.plain.Add(1)
+	return c.mem.Create(cell, addr, root)
+}
+
+func (c *ctxFactory) CreateContext(ctx context.Context, cell, addr, root string) (topo.Conn, error) {
+	c.withCtx.Add(1)
+	c.seen <- ctx.Value(c.key)
+	if addr == "hang" {
+		<-ctx.Done()
+		return nil, topo.FromContext(ctx, addr)
+	}
+	return c.mem.Create(cell, addr, root)
+}
+
+type ctxKey struct{}
+
+// TestContextFactory: OpenServerContext and ConnForCell hand their context
+// to a ContextFactory rather than calling Create.
+func TestContextFactory(t *testing.T) {
+	ctx := t.Context()
+	f := &ctxFactory{mem: memorytopo.NewFactory(), key: ctxKey{}, seen: make(chan any, 4)}
+	dctx, cancel := context.WithTimeout(context.WithValue(ctx, ctxKey{}, "open-hang"), 50*time.Millisecond)
+	defer cancel()
+	_, err := topo.OpenServerContext(dctx, "custom", "hang", "/global", topo.WithFactory(f))
+	requireCodeT(t, err, topo.Timeout)
+	require.Equal(t, "open-hang", <-f.seen)
+
+	ts, err := topo.OpenServerContext(context.WithValue(ctx, ctxKey{}, "open"), "custom", "store", "/global", topo.WithFactory(f))
+	require.NoError(t, err)
+	defer ts.Close()
+	require.Equal(t, "open", <-f.seen)
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{ServerAddress: "store", Root: "/zone1"}))
+	_, err = ts.ConnForCell(context.WithValue(ctx, ctxKey{}, "cell"), "zone1")
+	require.NoError(t, err)
+	require.Equal(t, "cell", <-f.seen)
+	require.EqualValues(t, 0, f.plain.Load())
+	require.EqualValues(t, 3, f.withCtx.Load())
+}
+
+// TestWithFactory: a configured Factory given with WithFactory opens the
+// global cell and every cell from its CellInfo, with its options, for an
+// implementation name that need not be registered.
+func TestWithFactory(t *testing.T) {
+	ctx := t.Context()
+	// History 1: GetVersion of a replaced version is Compacted; the
+	// registered memory factory (default history) would return it.
+	f := memorytopo.NewFactoryWithOptions(memorytopo.Options{History: 1})
+	name := uniqueFactoryName(t) // not registered
+	var infos []topo.ConnInfo
+	var mu sync.Mutex
+	mw := func(info topo.ConnInfo, next topo.Conn) topo.Conn {
+		mu.Lock()
+		infos = append(infos, info)
+		mu.Unlock()
+		return next
+	}
+	ts, err := topo.OpenServer(name, "store", "/global", topo.WithFactory(f), topo.WithMiddleware(mw))
+	require.NoError(t, err)
+	defer ts.Close()
+
+	requireHistoryOne := func(c topo.Conn) {
+		t.Helper()
+		v1, err := c.Create(ctx, "f", []byte("1"))
+		require.NoError(t, err)
+		_, err = c.Update(ctx, "f", []byte("2"), v1)
+		require.NoError(t, err)
+		n, err := topo.VersionNumber("f", v1)
+		require.NoError(t, err)
+		_, err = c.GetVersion(ctx, "f", n)
+		requireCodeT(t, err, topo.Compacted)
+	}
+	requireHistoryOne(ts.GlobalCell())
+
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{ServerAddress: "store", Root: "/zone1"}))
+	zone1, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	requireHistoryOne(zone1)
+
+	// Both connections are f's, in its store "store".
+	raw, err := f.Create("raw", "store", "/")
+	require.NoError(t, err)
+	defer raw.Close()
+	for _, p := range []string{"global/f", "zone1/f"} {
+		data, _, err := raw.Get(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, "2", string(data))
+	}
+	mu.Lock()
+	require.Equal(t, []topo.ConnInfo{
+		{Implementation: name, Cell: topo.GlobalCell, ServerAddress: "store", Root: "/global"},
+		{Implementation: name, Cell: "zone1", ServerAddress: "store", Root: "/zone1"},
+	}, infos)
+	mu.Unlock()
+
+	// Without WithFactory the name must be registered.
+	_, err = topo.OpenServer(name, "store", "/global")
+	requireCodeT(t, err, topo.NoImplementation)
+	_, err = topo.OpenServer(name, "store", "/global", topo.WithFactory(nil))
+	requireCodeT(t, err, topo.NoImplementation)
+
+	// For NewServer, WithFactory replaces the factory argument.
+	other := memorytopo.NewFactory()
+	global, err := f.Create(topo.GlobalCell, "store", "/global")
+	require.NoError(t, err)
+	ts2 := topo.NewServer(other, global, topo.WithFactory(f))
+	defer ts2.Close()
+	before := f.CallCount(memorytopo.OpGet)
+	zone1b, err := ts2.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	_, _, err = zone1b.Get(ctx, "f")
+	require.NoError(t, err)
+	require.Greater(t, f.CallCount(memorytopo.OpGet), before)
+	require.EqualValues(t, 0, other.CallCount(memorytopo.OpGet))
 }

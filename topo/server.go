@@ -119,19 +119,45 @@ const (
 	cellWatchMaxBackoff     = 5 * time.Second
 )
 
-// OpenServer opens the global cell of a topology stored by the factory
-// registered as implementation, at serverAddress under root. It returns
-// NoImplementation (naming the registered factories) for an unknown
-// implementation, and the factory's error if it cannot open the connection.
-//
-// Options (WithMiddleware) apply as in NewServer; the middlewares see the
-// implementation's name, address and root in their ConnInfo.
+// OpenServer is OpenServerContext without a context: it waits for the
+// factory as long as the factory takes.
 func OpenServer(implementation, serverAddress, root string, opts ...ServerOption) (*Server, error) {
-	f, err := GetFactory(implementation)
-	if err != nil {
-		return nil, err
+	return OpenServerContext(context.Background(), implementation, serverAddress, root, opts...)
+}
+
+// OpenServerContext opens the global cell of a topology stored by the
+// factory registered as implementation (or the one given with WithFactory),
+// at serverAddress under root, and returns the Server over it; the other
+// cells are opened later, by ConnForCell, with the same factory.
+//
+// It returns NoImplementation (naming the registered factories) for an
+// unknown implementation when no WithFactory is given, and the factory's
+// error if it cannot open the connection. ctx bounds only the opening: when
+// it ends before the factory returns, OpenServerContext returns Timeout (a
+// deadline) or Interrupted (a cancellation) naming serverAddress, and the
+// connection the factory returns later is closed. A factory that implements
+// ContextFactory gets ctx and stops dialling itself; with others the dial
+// runs to its end in the background. Whether a dead address is detected
+// before the first call at all is the backend's: a backend that dials
+// lazily returns a Conn at once and reports Unavailable or Timeout from its
+// calls.
+//
+// Options (WithMiddleware, WithFactory) apply as in NewServer; the
+// middlewares see the implementation's name, address and root in their
+// ConnInfo.
+func OpenServerContext(ctx context.Context, implementation, serverAddress, root string, opts ...ServerOption) (*Server, error) {
+	var cfg serverConfig
+	for _, o := range opts {
+		o(&cfg)
 	}
-	conn, err := f.Create(GlobalCell, serverAddress, root)
+	f := cfg.factory
+	if f == nil {
+		var err error
+		if f, err = GetFactory(implementation); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := createConn(ctx, f, GlobalCell, serverAddress, root)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +169,27 @@ func OpenServer(implementation, serverAddress, root string, opts ...ServerOption
 type ServerOption func(*serverConfig)
 
 type serverConfig struct {
-	info ConnInfo // of the global cell
-	mws  []Middleware
+	info    ConnInfo // of the global cell
+	mws     []Middleware
+	factory Factory // WithFactory; nil when not given
+}
+
+// WithFactory makes the Server open its connections with f: OpenServer and
+// OpenServerContext open the global cell with it instead of the factory
+// registered under the implementation's name (which then only names the
+// backend in the middlewares' ConnInfo, and need not be registered), and
+// ConnForCell opens every cell from its CellInfo record with it. This is
+// how a Server over a store that needs TLS, credentials or other options
+// opens every cell with them: pass the backend's configured Factory (for
+// example a zk2topo.Factory with its Options, or consultopo.NewFactory(opts)).
+// For NewServer, f replaces the factory argument. A nil f is ignored; the
+// last WithFactory wins.
+func WithFactory(f Factory) ServerOption {
+	return func(c *serverConfig) {
+		if f != nil {
+			c.factory = f
+		}
+	}
 }
 
 // WithMiddleware decorates every connection of the Server with mws (see
@@ -173,13 +218,17 @@ func withGlobalInfo(implementation, serverAddress, root string) ServerOption {
 // It logs (at most one record per watch failure) through slog.Default().
 //
 // With WithMiddleware, global and every cell connection are decorated
-// (Decorate); without it, connections are used as they are.
+// (Decorate); without it, connections are used as they are. WithFactory
+// replaces factory.
 func NewServer(factory Factory, global Conn, opts ...ServerOption) *Server {
 	var cfg serverConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	cfg.info.Cell = GlobalCell
+	if cfg.factory != nil {
+		factory = cfg.factory
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		global:  Decorate(cfg.info, global, cfg.mws...),
@@ -216,7 +265,9 @@ func checkCellName(cell string) error {
 // ends, so that with a hung or partitioned global store a deadline returns
 // Timeout (a cancellation Interrupted) as soon as it passes. A dial
 // abandoned that way completes in the background and is then cached (or
-// closed if the cell was cached meanwhile). It returns NoNode when the cell
+// closed if the cell was cached meanwhile). A ContextFactory's
+// CreateContext is given ctx instead, so its dial ends with ctx and nothing
+// is cached. It returns NoNode when the cell
 // has no CellInfo, InvalidArgument for a malformed cell name or an
 // undecodable record, the factory's error when the dial fails (nothing is
 // cached then), the global store's error when the record cannot be watched
@@ -341,7 +392,13 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo,
 	}
 	done := make(chan result, 1)
 	go func() {
-		conn, err := s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
+		var conn Conn
+		var err error
+		if cf, ok := s.factory.(ContextFactory); ok {
+			conn, err = cf.CreateContext(ctx, cell, ci.GetServerAddress(), ci.GetRoot())
+		} else {
+			conn, err = s.factory.Create(cell, ci.GetServerAddress(), ci.GetRoot())
+		}
 		if err != nil {
 			w.discard()
 			done <- result{nil, err}
@@ -529,9 +586,15 @@ func drain(ch <-chan *WatchData) {
 	}()
 }
 
-// CreateCellInfo stores the CellInfo record of a new cell. It returns
-// NodeExists if the cell already has one, and InvalidArgument for a
-// malformed cell name or for GlobalCell.
+// CreateCellInfo stores the CellInfo record of a new cell. It is
+// idempotent: when the cell already has a record equal to ci (proto.Equal),
+// it returns nil without writing, so a caller may retry it after a Timeout;
+// when the record differs (or does not decode) it returns NodeExists. It
+// returns NodeExists with a *CellsAliasConflictError when a cells alias has
+// the cell's name (checked before the write and again after it, as in
+// CreateCellsAlias: a record created while a racing CreateCellsAlias of
+// that name wrote is removed again), InvalidArgument for a malformed cell
+// name, for GlobalCell or a nil ci, and the store's error otherwise.
 func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb.CellInfo) error {
 	if err := checkCellName(cell); err != nil {
 		return err
@@ -539,12 +602,56 @@ func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb
 	if cell == GlobalCell {
 		return &Error{Code: InvalidArgument, Path: cell, Err: errors.New("the global cell has no CellInfo")}
 	}
+	p := CellInfoPath(cell)
+	if ci == nil {
+		return &Error{Code: InvalidArgument, Path: p, Err: errors.New("nil CellInfo")}
+	}
 	data, err := proto.Marshal(ci)
 	if err != nil {
-		return &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: err}
+		return &Error{Code: InvalidArgument, Path: p, Err: err}
 	}
-	_, err = s.global.Create(ctx, CellInfoPath(cell), data)
+	if err := s.cellNameConflict(ctx, cell); err != nil {
+		return err
+	}
+	v, err := s.global.Create(ctx, p, data)
+	if IsErrType(err, NodeExists) {
+		if cur, _, gerr := s.getCellInfo(ctx, cell); gerr == nil && proto.Equal(cur, ci) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	return s.undoCellOnConflict(ctx, cell, v)
+}
+
+// cellNameConflict returns the NodeExists conflict when a cells alias is
+// named cell, nil when none is, and the store's error otherwise.
+func (s *Server) cellNameConflict(ctx context.Context, cell string) error {
+	_, _, err := s.global.Get(ctx, CellsAliasPath(cell))
+	switch {
+	case err == nil:
+		return conflict(CellInfoPath(cell), &CellsAliasConflictError{Alias: cell, Cell: cell})
+	case IsErrType(err, NoNode):
+		return nil
+	}
 	return err
+}
+
+// undoCellOnConflict checks, after cell's record was created at version v,
+// that no cells alias of that name was created meanwhile; if one was, it
+// deletes the record again (unless rewritten since) and returns the
+// conflict.
+func (s *Server) undoCellOnConflict(ctx context.Context, cell string, v Version) error {
+	cerr := s.cellNameConflict(ctx, cell)
+	if !IsErrType(cerr, NodeExists) {
+		return cerr
+	}
+	if err := s.global.Delete(context.WithoutCancel(ctx), CellInfoPath(cell), v); err != nil && !IsErrType(err, BadVersion) && !IsErrType(err, NoNode) {
+		s.log.Warn("could not undo a CellInfo write that a concurrent cells alias made conflicting", "cell", cell, "err", err)
+	}
+	return cerr
 }
 
 // GetCellInfo reads cell's CellInfo record. It returns NoNode when the cell
@@ -576,7 +683,9 @@ func (s *Server) getCellInfo(ctx context.Context, cell string) (*topodatapb.Cell
 // so a store that keeps reporting lost races never makes it spin; ctx bounds
 // the whole loop (Timeout or Interrupted). If update returns an error that
 // IsErrType NoUpdateNeeded, nothing is written and nil is returned; any
-// other error from update is returned as is. Every other store error,
+// other error from update is returned as is. Creating an absent record for
+// a cell named like a cells alias returns NodeExists with a
+// *CellsAliasConflictError (as CreateCellInfo). Every other store error,
 // PermissionDenied included, is returned at once without a retry. Once the
 // write changed the record's server address or root, the cell's cached
 // connection (if any) is closed before it returns, so that the next
@@ -610,13 +719,22 @@ func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update f
 		if err != nil {
 			return &Error{Code: InvalidArgument, Path: p, Err: err}
 		}
+		var nv Version
 		if v == nil {
-			_, err = s.global.Create(ctx, p, data)
+			if cerr := s.cellNameConflict(ctx, cell); cerr != nil {
+				return cerr
+			}
+			nv, err = s.global.Create(ctx, p, data)
 		} else {
 			_, err = s.global.Update(ctx, p, data, v)
 		}
 		if IsErrType(err, NodeExists) || IsErrType(err, BadVersion) {
 			continue
+		}
+		if err == nil && v == nil {
+			if cerr := s.undoCellOnConflict(ctx, cell, nv); cerr != nil {
+				return cerr
+			}
 		}
 		if err == nil {
 			s.mu.Lock()

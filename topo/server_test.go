@@ -507,3 +507,38 @@ func BenchmarkConnForCellCached(b *testing.B) {
 		}
 	})
 }
+
+// TestCreateCellInfoIdempotent: creating a record identical to the stored
+// one succeeds without a write (a retry after a Timeout whose write landed);
+// a different one is NodeExists and leaves the record alone.
+func TestCreateCellInfoIdempotent(t *testing.T) {
+	ctx := t.Context()
+	ts, f := newServer(t)
+	raw := rawConn(t, f)
+	want := &topodatapb.CellInfo{ServerAddress: "127.0.0.1:2379", Root: "/vitess/zone1"}
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", want))
+	_, v1, err := raw.Get(ctx, "global/"+topo.CellInfoPath("zone1"))
+	require.NoError(t, err)
+
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", proto.Clone(want).(*topodatapb.CellInfo)))
+	_, v2, err := raw.Get(ctx, "global/"+topo.CellInfoPath("zone1"))
+	require.NoError(t, err)
+	require.Equal(t, v1, v2, "an identical CreateCellInfo wrote the record")
+
+	for _, other := range []*topodatapb.CellInfo{
+		{ServerAddress: "127.0.0.1:2379", Root: "/vitess/other"},
+		{ServerAddress: "elsewhere:2379", Root: "/vitess/zone1"},
+		{},
+	} {
+		requireCodeT(t, ts.CreateCellInfo(ctx, "zone1", other), topo.NodeExists)
+	}
+	got, err := ts.GetCellInfo(ctx, "zone1")
+	require.NoError(t, err)
+	require.True(t, proto.Equal(want, got))
+
+	// A record that does not decode is never taken for an identical one.
+	_, err = raw.Create(ctx, "global/"+topo.CellInfoPath("zone2"), []byte{0xff})
+	require.NoError(t, err)
+	requireCodeT(t, ts.CreateCellInfo(ctx, "zone2", &topodatapb.CellInfo{}), topo.NodeExists)
+	requireCodeT(t, ts.CreateCellInfo(ctx, "zone3", nil), topo.InvalidArgument)
+}

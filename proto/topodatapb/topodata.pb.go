@@ -81,6 +81,54 @@ func (x *CellInfo) GetRoot() string {
 	return ""
 }
 
+// CellsAlias is stored at cells_aliases/<alias>/CellsAlias in the global cell
+// and names a group of cells. Field numbers are Vitess's topodata.CellsAlias
+// (which leaves field 1 unused).
+type CellsAlias struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cells are the names of the cells the alias groups.
+	Cells         []string `protobuf:"bytes,2,rep,name=cells,proto3" json:"cells,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CellsAlias) Reset() {
+	*x = CellsAlias{}
+	mi := &file_topokit_topodata_topodata_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CellsAlias) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CellsAlias) ProtoMessage() {}
+
+func (x *CellsAlias) ProtoReflect() protoreflect.Message {
+	mi := &file_topokit_topodata_topodata_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CellsAlias.ProtoReflect.Descriptor instead.
+func (*CellsAlias) Descriptor() ([]byte, []int) {
+	return file_topokit_topodata_topodata_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CellsAlias) GetCells() []string {
+	if x != nil {
+		return x.Cells
+	}
+	return nil
+}
+
 var File_topokit_topodata_topodata_proto protoreflect.FileDescriptor
 
 const file_topokit_topodata_topodata_proto_rawDesc = "" +
@@ -88,7 +136,10 @@ const file_topokit_topodata_topodata_proto_rawDesc = "" +
 	"\x1ftopokit/topodata/topodata.proto\x12\x10topokit.topodata\"K\n" +
 	"\bCellInfo\x12%\n" +
 	"\x0eserver_address\x18\x01 \x01(\tR\rserverAddress\x12\x12\n" +
-	"\x04root\x18\x02 \x01(\tR\x04rootJ\x04\b\x03\x10\x04B-Z+github.com/topokit/topokit/proto/topodatapbb\x06proto3"
+	"\x04root\x18\x02 \x01(\tR\x04rootJ\x04\b\x03\x10\x04\"(\n" +
+	"\n" +
+	"CellsAlias\x12\x14\n" +
+	"\x05cells\x18\x02 \x03(\tR\x05cellsJ\x04\b\x01\x10\x02B-Z+github.com/topokit/topokit/proto/topodatapbb\x06proto3"
 
 var (
 	file_topokit_topodata_topodata_proto_rawDescOnce sync.Once
@@ -102,9 +153,10 @@ func file_topokit_topodata_topodata_proto_rawDescGZIP() []byte {
 	return file_topokit_topodata_topodata_proto_rawDescData
 }
 
-var file_topokit_topodata_topodata_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_topokit_topodata_topodata_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_topokit_topodata_topodata_proto_goTypes = []any{
-	(*CellInfo)(nil), // 0: topokit.topodata.CellInfo
+	(*CellInfo)(nil),   // 0: topokit.topodata.CellInfo
+	(*CellsAlias)(nil), // 1: topokit.topodata.CellsAlias
 }
 var file_topokit_topodata_topodata_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -125,7 +177,7 @@ func file_topokit_topodata_topodata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_topokit_topodata_topodata_proto_rawDesc), len(file_topokit_topodata_topodata_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
