@@ -58,9 +58,14 @@ func codeOf(err error) topo.ErrorCode {
 // in HTTP 403 bodies and in the per-operation errors of a transaction.
 const permissionDenied = "Permission denied"
 
+// aclNotFound is Consul's refusal of a token it does not know (deleted, or
+// never created), also answered with HTTP 403.
+const aclNotFound = "ACL not found"
+
 // isPermissionDenied reports whether err is an ACL refusal: HTTP 403, or
-// Consul's "Permission denied" text in the error (the api package reports
-// some refusals, e.g. of a KV PUT, as "Unexpected response code: 403").
+// Consul's "Permission denied" or "ACL not found" text in the error (the
+// api package reports some refusals, e.g. of a KV PUT, as "Unexpected
+// response code: 403").
 func isPermissionDenied(err error) bool {
 	if err == nil {
 		return false
@@ -70,7 +75,7 @@ func isPermissionDenied(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	return strings.Contains(msg, permissionDenied) || strings.Contains(msg, "response code: 403")
+	return strings.Contains(msg, permissionDenied) || strings.Contains(msg, aclNotFound) || strings.Contains(msg, "response code: 403")
 }
 
 // isPermanent reports whether a retry loop must give up on err at once:
@@ -133,7 +138,7 @@ func classifyRollback(resp *api.TxnResponse) rollback {
 		return rollbackUnknown
 	}
 	for _, e := range resp.Errors {
-		if strings.Contains(e.What, permissionDenied) {
+		if strings.Contains(e.What, permissionDenied) || strings.Contains(e.What, aclNotFound) {
 			return rollbackDenied
 		}
 	}
