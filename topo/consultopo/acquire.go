@@ -132,7 +132,8 @@ func (c *Conn) waitError(ctx context.Context, err error, path string) error {
 
 // acquire takes spec.key for sess: it reads the key (consistently) and
 // acquires it with a transaction conditioned on what it read, so that a
-// key that changed in between is never taken over:
+// key that changed in between is never taken over (the first attempt skips
+// the read and assumes the key absent):
 //
 //   - absent: check-not-exists, then lock;
 //   - a lock key no session holds (lock flags, e.g. released by the api
@@ -166,11 +167,20 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 	}
 	wait := 10 * time.Millisecond
 	var delayUntil time.Time
+	// The first attempt assumes the key is absent (Unlock deletes it), so
+	// that an uncontended lock takes one round trip; check-not-exists makes
+	// that assumption atomic.
+	optimistic := true
 	for {
-		cur, meta, err := c.kv.Get(spec.key, c.consistentOptions(actx))
-		if err != nil {
-			return 0, false, sessionEnded(err)
+		var cur *api.KVPair
+		meta := &api.QueryMeta{}
+		if !optimistic {
+			cur, meta, err = c.kv.Get(spec.key, c.consistentOptions(actx))
+			if err != nil {
+				return 0, false, sessionEnded(err)
+			}
 		}
+		optimistic = false
 		var cond *api.KVTxnOp
 		switch {
 		case cur == nil:
