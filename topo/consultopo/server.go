@@ -1,25 +1,3 @@
-// Package consultopo is topokit's Consul backend, registered as "consul".
-// It talks to a Consul agent's HTTP API through
-// github.com/hashicorp/consul/api and keeps Vitess's Consul store layout, so
-// a Vitess process and topokit can share one Consul datacenter:
-//
-//   - a file is the KV key <root>/<path>; its Version is the key's
-//     ModifyIndex (topo.NumericVersion);
-//   - a lock on a directory D is the key <root>/D/Lock, acquired through a
-//     Consul session with the api package's lock flags (api.LockFlagValue)
-//     and holding the lock's contents;
-//   - leader election <name> is a lock on <root>/elections/<name> whose value
-//     is the leader's id.
-//
-// Locks and leadership live on Consul sessions with the "delete" behaviour:
-// when a session is destroyed or its TTL lapses, the keys it holds vanish.
-// One long-lived session per Conn, renewed in the background, carries every
-// lock taken with the default TTL and every election; LockWithTTL with
-// another TTL and LockName use a session of their own, destroyed on Unlock.
-// See docs/layout-consul.md for the layout, the sessions, the lock-delay
-// default and the TTL minimum.
-//
-// Consul keeps no history, so GetVersion returns NoImplementation.
 package consultopo
 
 import (

@@ -26,7 +26,10 @@
 // starting over). An agent started with AgentOptions.Persistent is a
 // single-server datacenter keeping its state in its data dir instead, so it
 // comes back from Restart (or Kill and Start) with its keys and sessions;
-// tests use it to ride out short outages.
+// tests use it to ride out short outages. An agent started with
+// AgentOptions.ACL enforces ACLs (default policy "deny"): its
+// ManagementToken may do anything, and ReadOnlyToken creates a token that
+// may only read, for permission tests.
 package consultest
 
 import (
