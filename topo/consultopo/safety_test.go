@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
@@ -174,6 +175,30 @@ func TestPermissionDenied(t *testing.T) {
 		requireCode(t, err, topo.PermissionDenied)
 	case <-time.After(waitFor):
 		t.Fatal("WaitForLeadership kept retrying a permission refusal")
+	}
+
+	// A compare-and-set loop (topo.Server.UpdateCellInfoFields retries on
+	// NodeExists and BadVersion) stops at once, for an absent and a present
+	// CellInfo.
+	admin2, err := NewConn(admin.opts, admin.root)
+	require.NoError(t, err)
+	adminServer := topo.NewServer(nil, admin2)
+	defer adminServer.Close()
+	require.NoError(t, adminServer.UpdateCellInfoFields(ctx, "present", func(ci *topodatapb.CellInfo) error {
+		ci.Root = "r"
+		return nil
+	}))
+	ts := topo.NewServer(nil, ro)
+	defer ts.Close()
+	for _, cell := range []string{"absent", "present"} {
+		calls := 0
+		err = ts.UpdateCellInfoFields(ctx, cell, func(ci *topodatapb.CellInfo) error {
+			calls++
+			ci.ServerAddress = "changed"
+			return nil
+		})
+		requireCode(t, err, topo.PermissionDenied)
+		require.Equal(t, 1, calls, "UpdateCellInfoFields of %s retried a permission refusal", cell)
 	}
 
 	got, gv, err = admin.Get(ctx, "d/f")
