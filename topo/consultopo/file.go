@@ -124,9 +124,11 @@ func writeNonce() uint64 {
 // index differs, NoNode when the key is absent (version 0, which no key
 // ever has, gives one of those too). Up to 360 KiB it is one transaction
 // returning the new ModifyIndex; larger values take two or three requests
-// (see writeLarge). Every Update yields a new version, even of identical
-// contents (see writeNonce). Errors as for Create; a foreign or negative
-// version gives InvalidArgument.
+// and, when another writer overwrites them before their version can be
+// read back, return Unavailable with ErrVersionUnknown (see writeLarge).
+// Every Update yields a new version, even of identical contents (see
+// writeNonce). Errors as for Create; a foreign or negative version gives
+// InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, index, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
@@ -169,54 +171,48 @@ const (
 	writeAny                     // unconditional
 )
 
+// ErrVersionUnknown is the cause of the Unavailable error of an Update or
+// Create of a value larger than 360 KiB that was applied, but replaced or
+// deleted by another writer before its version could be read back (Consul
+// keeps no history, and its KV PUT does not return the new index). Like a
+// timeout, the outcome for the caller is indeterminate: the write happened
+// and is already overwritten. No version is made up for it, so no version
+// is ever returned for two writes.
+var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
+
 // writeLarge writes a value too large for a transaction through the KV
 // endpoint, whose PUT answers only true or false, never the new
 // ModifyIndex. To return the version of this very write (and never the
 // version of another writer's) it
 //
-//  1. writes with a check-and-set on a known index base (0 for Create, the
-//     caller's version for a conditional Update; for an unconditional
-//     Update the index a consistent read just returned, retried while
-//     concurrent writers move it) and a fresh nonce in Flags;
+//  1. writes with a fresh nonce in Flags: for Create a check-and-set on
+//     index 0, for a conditional Update one on the caller's version, for
+//     an unconditional Update a plain PUT;
 //  2. reads the key back with a consistent read: when it still carries the
-//     nonce, its ModifyIndex is this write's index.
+//     nonce (which no other writer uses), its ModifyIndex is this write's
+//     index.
 //
-// When another writer replaced (or deleted) the value in between, this
-// write's index is no longer readable: Consul keeps no history. Since the
-// check-and-set on base succeeded, no other write to the key lies between
-// base and this write, so base+1 is at most this write's index and above
-// every earlier version, and below every later one: it is returned, a
-// version that no other write of the key ever had and that is never
-// current again (a compare-and-set on it fails with BadVersion, as it
-// would on the exact index).
-func (c *Conn) writeLarge(ctx context.Context, p string, contents []byte, kind writeKind, base uint64) (topo.Version, error) {
+// When another writer replaced (or deleted) the value in between, it
+// returns Unavailable with ErrVersionUnknown.
+func (c *Conn) writeLarge(ctx context.Context, p string, contents []byte, kind writeKind, index uint64) (topo.Version, error) {
 	key := c.key(p)
 	nonce := writeNonce()
-write:
-	for {
-		if kind == writeAny {
-			cur, _, err := c.kv.Get(key, c.consistentOptions(ctx))
-			if err != nil {
-				return nil, c.convertError(ctx, err, p)
-			}
-			base = 0
-			if cur != nil {
-				base = cur.ModifyIndex
-			}
-		}
-		pair := &api.KVPair{Key: key, Value: contents, Flags: nonce, ModifyIndex: base}
-		ok, _, err := c.kv.CAS(pair, c.writeOptions(ctx))
-		switch {
-		case err != nil:
-			return nil, c.convertError(ctx, err, p)
-		case !ok && kind == writeCreate:
-			return nil, topo.NewError(topo.NodeExists, p)
-		case !ok && kind == writeCAS:
-			return nil, c.missingOrBadVersion(ctx, p)
-		case !ok:
-			continue // a concurrent writer moved the index; read it again
-		}
-		break write
+	pair := &api.KVPair{Key: key, Value: contents, Flags: nonce, ModifyIndex: index}
+	var ok bool
+	var err error
+	if kind == writeAny {
+		_, err = c.kv.Put(pair, c.writeOptions(ctx))
+		ok = true
+	} else {
+		ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
+	}
+	switch {
+	case err != nil:
+		return nil, c.convertError(ctx, err, p)
+	case !ok && kind == writeCreate:
+		return nil, topo.NewError(topo.NodeExists, p)
+	case !ok:
+		return nil, c.missingOrBadVersion(ctx, p)
 	}
 	cur, _, err := c.kv.Get(key, c.consistentOptions(ctx))
 	switch {
@@ -225,7 +221,7 @@ write:
 	case cur != nil && cur.Flags == nonce:
 		return topo.NumericVersion(cur.ModifyIndex), nil
 	}
-	return topo.NumericVersion(base + 1), nil
+	return nil, topo.Wrap(topo.Unavailable, p, ErrVersionUnknown)
 }
 
 // missingOrBadVersion explains a failed check-and-set on p with a

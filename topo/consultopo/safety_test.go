@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -281,7 +282,9 @@ func relay[T any](ch <-chan T, errOf func(T) error) <-chan error {
 // TestLargeValueVersions (issue 10 item 8): with concurrent writers of
 // values above the transaction limit, no two Updates ever return the same
 // version, so a compare-and-set chained on a returned version never
-// overwrites a write its caller did not see.
+// overwrites a write its caller did not see. An Update whose value was
+// overwritten before its version could be read back says so
+// (ErrVersionUnknown) instead of returning a version.
 func TestLargeValueVersions(t *testing.T) {
 	root := testRoot(t)
 	ctx := t.Context()
@@ -292,21 +295,27 @@ func TestLargeValueVersions(t *testing.T) {
 	const writes = 25
 	var mu sync.Mutex
 	owner := map[topo.Version]string{}
-	record := func(who string, v topo.Version) {
+	unknown := 0
+	record := func(who string, v topo.Version, err error) bool {
 		mu.Lock()
 		defer mu.Unlock()
+		if errors.Is(err, ErrVersionUnknown) {
+			requireCode(t, err, topo.Unavailable)
+			unknown++
+			return false
+		}
+		require.NoError(t, err, who)
 		prev, dup := owner[v]
 		require.Falsef(t, dup, "version %v returned to %s and to %s", v, prev, who)
 		owner[v] = who
+		return true
 	}
 	var wg sync.WaitGroup
 	for w, c := range conns[:2] {
 		wg.Go(func() {
 			for i := range writes {
-				who := fmt.Sprintf("writer %d #%d", w, i)
 				v, err := c.Update(ctx, "big", bytes.Repeat([]byte{byte('a' + w)}, maxTxnValue+1+i), nil)
-				require.NoError(t, err)
-				record(who, v)
+				record(fmt.Sprintf("writer %d #%d", w, i), v, err)
 			}
 		})
 	}
@@ -321,12 +330,17 @@ func TestLargeValueVersions(t *testing.T) {
 				require.NoError(t, err)
 				continue
 			}
-			require.NoError(t, err)
-			record(fmt.Sprintf("chained #%d", i), nv)
-			v = nv
+			if record(fmt.Sprintf("chained #%d", i), nv, err) {
+				v = nv
+			} else {
+				_, v, err = c.Get(ctx, "big")
+				require.NoError(t, err)
+			}
 		}
 	})
 	wg.Wait()
+	t.Logf("%d versions returned, %d writes overwritten before their version could be read", len(owner), unknown)
+	require.NotEmpty(t, owner)
 }
 
 // TestLockWaiterSessionDestroyed (issue 10 item 18): a Lock waiting for a
@@ -461,4 +475,62 @@ func TestPartitionedHolderGivesUpFirst(t *testing.T) {
 	id, err := p2.GetCurrentLeaderID(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "next", id, "the old leader's Stop did not delete the new leader's key")
+}
+
+// TestLargeValueOverwrittenBeforeReadBack (issue 10 item 8): a large
+// Update through a slowed connection, while another Conn keeps rewriting
+// the key, is often overwritten between its PUT and its read-back; it then
+// returns ErrVersionUnknown (Unavailable), never the other writer's
+// version.
+func TestLargeValueOverwrittenBeforeReadBack(t *testing.T) {
+	root := testRoot(t)
+	ctx := t.Context()
+	proxy, err := faultproxy.New(agent.Addr())
+	require.NoError(t, err)
+	defer proxy.Close()
+	slow, err := NewConn(Options{Address: proxy.Addr()}, root)
+	require.NoError(t, err)
+	defer slow.Close()
+	fast := newTestConn(t, root)
+	_, err = fast.Create(ctx, "big", []byte("0"))
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	theirs := map[topo.Version]bool{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v, err := fast.Update(ctx, "big", []byte(strconv.Itoa(i)), nil)
+			require.NoError(t, err)
+			mu.Lock()
+			theirs[v] = true
+			mu.Unlock()
+		}
+	})
+	proxy.SetDelay(20 * time.Millisecond)
+	unknown := 0
+	for i := 0; i < 200 && unknown == 0; i++ {
+		v, err := slow.Update(ctx, "big", bytes.Repeat([]byte("s"), maxTxnValue+1), nil)
+		if errors.Is(err, ErrVersionUnknown) {
+			requireCode(t, err, topo.Unavailable)
+			unknown++
+			continue
+		}
+		require.NoError(t, err)
+		mu.Lock()
+		require.Falsef(t, theirs[v], "the large Update returned version %v of the other writer", v)
+		mu.Unlock()
+	}
+	close(stop)
+	wg.Wait()
+	require.Equal(t, 1, unknown, "no large Update was overwritten before its read-back in 200 tries")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, theirs)
 }
