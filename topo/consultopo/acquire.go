@@ -114,18 +114,19 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 }
 
 // waitError turns an error from a wait under a merged context into the
-// caller's error: ctx's own Timeout/Interrupted, Closed, LockLost for a
-// waiter whose session ended, or err itself converted.
+// caller's error: ctx's own Timeout/Interrupted, Closed when the Conn
+// closed, LockLost for a waiter whose session ended, or err itself
+// converted.
 func (c *Conn) waitError(ctx context.Context, err error, path string) error {
 	switch {
-	case errors.Is(err, errWaiterSessionLost):
-		return topo.Wrap(topo.LockLost, path, err)
-	case errors.Is(err, errInvalidSession):
-		return topo.Wrap(topo.Unavailable, path, err)
 	case ctx.Err() != nil:
 		return topo.FromContext(ctx, path)
 	case c.ctx.Err() != nil:
 		return topo.NewError(topo.Closed, path)
+	case errors.Is(err, errWaiterSessionLost):
+		return topo.Wrap(topo.LockLost, path, err)
+	case errors.Is(err, errInvalidSession):
+		return topo.Wrap(topo.Unavailable, path, err)
 	}
 	return c.convertError(ctx, err, path)
 }
@@ -157,7 +158,7 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 	defer stop()
 	waited := false
 	sessionEnded := func(err error) error {
-		if ctx.Err() == nil && (sess.lost() || errors.Is(err, errInvalidSession)) {
+		if ctx.Err() == nil && c.ctx.Err() == nil && (sess.lost() || errors.Is(err, errInvalidSession)) {
 			if waited {
 				return errWaiterSessionLost
 			}
