@@ -437,3 +437,29 @@ func requireCode(t testing.TB, err error, code topo.ErrorCode) {
 	require.Error(t, err)
 	require.Truef(t, topo.IsErrType(err, code), "want %q, got %v", code, err)
 }
+
+// TestReadModeOption: reads are consistent by default, ReadDefault is
+// settable through NewConn and the factory, and an unknown mode is
+// InvalidArgument.
+func TestReadModeOption(t *testing.T) {
+	c, err := NewConn(Options{Address: agent.Addr()}, testRoot(t))
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, ReadConsistent, c.opts.Reads)
+	require.True(t, c.queryOptions(t.Context()).RequireConsistent)
+
+	fc, err := NewFactory(Options{Reads: ReadDefault}).Create("cell", agent.Addr(), testRoot(t))
+	require.NoError(t, err)
+	defer fc.Close()
+	d := fc.(*Conn)
+	require.False(t, d.queryOptions(t.Context()).RequireConsistent)
+	require.True(t, d.consistentOptions(t.Context()).RequireConsistent, "decisions stay consistent")
+	_, err = d.Create(t.Context(), "f", []byte("x"))
+	require.NoError(t, err)
+	got, _, err := d.Get(t.Context(), "f")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+
+	_, err = NewConn(Options{Reads: ReadMode(7)}, "r")
+	requireCode(t, err, topo.InvalidArgument)
+}

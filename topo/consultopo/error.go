@@ -3,7 +3,6 @@ package consultopo
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 
@@ -92,23 +91,6 @@ func isInvalidSession(err error) bool {
 		return strings.Contains(se.Body, "invalid session") || strings.Contains(se.Body, "Invalid session")
 	}
 	return err != nil && strings.Contains(err.Error(), "invalid session")
-}
-
-// isTransient reports whether err may go away by itself: the agent could
-// not be reached or answered with a server error.
-func isTransient(err error) bool {
-	if err == nil || isPermanent(err) {
-		return false
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	var se api.StatusError
-	if errors.As(err, &se) {
-		return se.Code >= 500 || se.Code == http.StatusTooManyRequests
-	}
-	return api.IsRetryableError(err)
 }
 
 // rollback is why Consul rolled a transaction back, read from the

@@ -157,7 +157,10 @@ func clampTTL(ttl time.Duration) time.Duration {
 }
 
 // Factory creates Conns with a fixed set of Options; the serverAddress
-// given to Create replaces Options.Address. It is safe for concurrent use.
+// given to Create replaces Options.Address. The factory registered as
+// "consul" uses the zero Options (consistent reads); register or use
+// NewFactory(Options{Reads: ReadDefault, ...}) for other settings. It is
+// safe for concurrent use.
 type Factory struct {
 	opts Options
 }
