@@ -221,6 +221,29 @@ func BenchmarkLockUnlock(b *testing.B) {
 		})
 }
 
+// BenchmarkGetConsistentVsDefault measures what consistent reads (the
+// default, Options.Reads == ReadConsistent) cost over Consul's default
+// mode: the "raw" side is a Conn with Reads: ReadDefault, the "topokit"
+// side a Conn with the default options, reading the same key.
+func BenchmarkGetConsistentVsDefault(b *testing.B) {
+	c, _, root := benchSetup(b)
+	opts := testOptions()
+	opts.Reads = ReadDefault
+	stale, err := NewConn(opts, root)
+	require.NoError(b, err)
+	b.Cleanup(stale.Close)
+	ctx := context.Background()
+	mustWrite(b, c, "f", "x")
+	get := func(conn *Conn) func(int) {
+		return func(int) {
+			if _, _, err := conn.Get(ctx, "f"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	pairedBench(b, get(stale), get(c))
+}
+
 func mustWrite(b *testing.B, c topo.Conn, p, v string) {
 	b.Helper()
 	if _, err := c.Update(context.Background(), p, []byte(v), nil); err != nil {

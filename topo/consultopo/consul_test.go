@@ -351,8 +351,9 @@ func TestAgentRestartDuringWatch(t *testing.T) {
 }
 
 // TestShortOutageIsNotLoss kills a persistent agent for less than the
-// session TTL: held locks stay held (Check keeps answering nil), the watch
-// resumes, and Unlock works once the agent is back.
+// session TTL: held locks stay held (during the outage Check cannot prove
+// it, so it says Unavailable, never nil nor LockLost; afterwards nil), the
+// watch resumes, and Unlock works once the agent is back.
 func TestShortOutageIsNotLoss(t *testing.T) {
 	a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
 	c, err := NewConn(Options{Address: a.Addr(), WatchPollDuration: time.Second}, "outage")
@@ -367,7 +368,7 @@ func TestShortOutageIsNotLoss(t *testing.T) {
 	require.NoError(t, err)
 
 	a.Kill()
-	require.NoError(t, l.Check(ctx), "Check during an outage shorter than the TTL")
+	requireCode(t, l.Check(ctx), topo.Unavailable)
 	require.NoError(t, a.Start())
 
 	require.NoError(t, l.Check(ctx), "Check after the agent came back")
@@ -435,4 +436,30 @@ func requireCode(t testing.TB, err error, code topo.ErrorCode) {
 	t.Helper()
 	require.Error(t, err)
 	require.Truef(t, topo.IsErrType(err, code), "want %q, got %v", code, err)
+}
+
+// TestReadModeOption: reads are consistent by default, ReadDefault is
+// settable through NewConn and the factory, and an unknown mode is
+// InvalidArgument.
+func TestReadModeOption(t *testing.T) {
+	c, err := NewConn(Options{Address: agent.Addr()}, testRoot(t))
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, ReadConsistent, c.opts.Reads)
+	require.True(t, c.queryOptions(t.Context()).RequireConsistent)
+
+	fc, err := NewFactory(Options{Reads: ReadDefault}).Create("cell", agent.Addr(), testRoot(t))
+	require.NoError(t, err)
+	defer fc.Close()
+	d := fc.(*Conn)
+	require.False(t, d.queryOptions(t.Context()).RequireConsistent)
+	require.True(t, d.consistentOptions(t.Context()).RequireConsistent, "decisions stay consistent")
+	_, err = d.Create(t.Context(), "f", []byte("x"))
+	require.NoError(t, err)
+	got, _, err := d.Get(t.Context(), "f")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(got))
+
+	_, err = NewConn(Options{Reads: ReadMode(7)}, "r")
+	requireCode(t, err, topo.InvalidArgument)
 }

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/consul/api"
-
 	"github.com/topokit/topokit/topo"
 )
 
@@ -50,18 +48,22 @@ type participation struct {
 type term struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	sess    *session
-	cl      *claim
+	held    held
 	monitor chan struct{} // closed when the monitor goroutine returned
 }
 
 // WaitForLeadership implements topo.LeaderParticipation.WaitForLeadership:
 // it acquires elections/<name> with the participant id as value, waiting
 // with blocking queries while another participant leads, and retrying
-// through store outages. The returned context is cancelled when the key is
-// lost (session destroyed or expired, key deleted or taken over), on Stop,
-// or on Close; calling it again while leading returns the same context. It
-// returns Interrupted after Stop and Closed after Close.
+// through store outages and session losses (with a new session). The
+// returned context is cancelled when the key is lost (session destroyed or
+// expired, key deleted or taken over), at the latest when the session's
+// safety margin runs out (one TTL after the last acknowledged renewal was
+// sent, before Consul can invalidate it), on Stop, or on Close; calling it
+// again while leading returns the same context. It returns Interrupted
+// after Stop, Closed after Close, PermissionDenied at once when the ACL
+// token may not create sessions or write the key, and NodeExists with a
+// *ForeignKeyError when elections/<name> holds a value another tool wrote.
 func (p *participation) WaitForLeadership() (context.Context, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -80,9 +82,9 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 	spec := lockSpec{path: p.path, key: p.key, value: []byte(p.id), ttl: p.c.opts.SessionTTL}
 	retry := 50 * time.Millisecond
 	for {
-		cl, sess, err := p.c.lock(p.stopCtx, spec)
+		h, err := p.c.lock(p.stopCtx, spec)
 		if err == nil {
-			p.startTerm(cl, sess)
+			p.startTerm(h)
 			return p.term.ctx, nil
 		}
 		switch {
@@ -90,7 +92,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 			return nil, topo.NewError(topo.Closed, p.path)
 		case p.stopCtx.Err() != nil:
 			return nil, topo.Wrap(topo.Interrupted, p.path, errors.New("the participation was stopped"))
-		case topo.IsErrType(err, topo.Unavailable) || topo.IsErrType(err, topo.ResourceExhausted):
+		case topo.IsErrType(err, topo.Unavailable) || topo.IsErrType(err, topo.ResourceExhausted) || topo.IsErrType(err, topo.LockLost):
 			if !sleepCtx(p.stopCtx, retry) {
 				continue
 			}
@@ -108,45 +110,40 @@ func (p *participation) stopped() bool {
 
 var errStopped = errors.New("participation stopped")
 
-// startTerm records leadership and starts watching the key with blocking
-// queries: the term's context is cancelled as soon as the key is gone or
-// held by another session, the session is lost, or Stop/Close.
-func (p *participation) startTerm(cl *claim, sess *session) {
+// startTerm records leadership and starts watching the key with consistent
+// blocking queries. The term's context is cancelled the moment the session
+// ends (including its local deadline: no request needed), and as soon as a
+// query shows the key gone or held by another session or acquire, on an
+// ACL refusal, or on Stop/Close.
+func (p *participation) startTerm(h held) {
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &term{ctx: ctx, cancel: cancel, sess: sess, cl: cl, monitor: make(chan struct{})}
+	stopLost := context.AfterFunc(h.sess.ctx, cancel)
+	stopStop := context.AfterFunc(p.stopCtx, cancel)
+	t := &term{ctx: ctx, cancel: cancel, held: h, monitor: make(chan struct{})}
 	p.term = t
 	p.c.spawn(func() {
 		defer close(t.monitor)
 		defer cancel()
-		defer p.c.releaseClaim(cl)
-		mctx, mcancel := context.WithCancel(ctx)
-		defer mcancel()
-		stopStop := context.AfterFunc(p.stopCtx, mcancel)
-		defer stopStop()
-		stopLost := context.AfterFunc(sess.ctx, mcancel)
 		defer stopLost()
+		defer stopStop()
+		defer p.c.releaseClaim(h.cl)
 		var index uint64
 		retry := 50 * time.Millisecond
 		for {
-			q := &api.QueryOptions{WaitIndex: index, WaitTime: p.c.opts.WatchPollDuration}
-			pair, meta, err := p.c.kv.Get(p.key, q.WithContext(mctx))
-			if mctx.Err() != nil {
+			pair, meta, err := p.c.kv.Get(p.key, p.c.consistentBlocking(ctx, index))
+			switch {
+			case ctx.Err() != nil, !h.sess.alive(), isPermanent(err):
 				return
-			}
-			if err != nil {
-				if !sess.recentlyRenewed() {
-					return
-				}
-				if !sleepCtx(mctx, retry) {
+			case err != nil:
+				if !sleepCtx(ctx, retry) {
 					return
 				}
 				retry = min(2*retry, watchRetryMax)
 				continue
-			}
-			retry = 50 * time.Millisecond
-			if pair == nil || pair.Session != sess.id {
+			case pair == nil || pair.Session != h.sess.id || pair.LockIndex != h.lockIndex:
 				return
 			}
+			retry = 50 * time.Millisecond
 			index = nextIndex(index, meta.LastIndex)
 		}
 	})
@@ -160,12 +157,12 @@ func (p *participation) endTerm() {
 		return
 	}
 	p.term = nil
-	if !t.sess.lost() {
-		p.c.deleteIfHeld(p.key, t.sess)
+	if !t.held.sess.lost() {
+		p.c.deleteIfHeld(p.key, t.held.sess)
 	}
 	t.cancel()
 	<-t.monitor
-	p.c.releaseClaim(t.cl)
+	p.c.releaseClaim(t.held.cl)
 }
 
 // Stop implements topo.LeaderParticipation.Stop: it interrupts a pending
@@ -201,7 +198,8 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 // WaitForNewLeader implements topo.LeaderParticipation.WaitForNewLeader
 // with blocking queries on elections/<name>: the channel receives the
 // current leader's id (if any), then the id of every new leadership term.
-// It closes when ctx ends or the Conn closes. Store errors are retried.
+// It closes when ctx ends, the Conn closes, or on an ACL refusal (which is
+// permanent); other store errors are retried.
 // It returns Timeout/Interrupted when ctx already ended and Closed after
 // Close.
 func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
@@ -217,9 +215,8 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 		var lastSession, lastID string
 		retry := 50 * time.Millisecond
 		for {
-			q := &api.QueryOptions{WaitIndex: index, WaitTime: p.c.opts.WatchPollDuration}
-			pair, meta, err := p.c.kv.Get(p.key, q.WithContext(wctx))
-			if wctx.Err() != nil {
+			pair, meta, err := p.c.kv.Get(p.key, p.c.blockingOptions(wctx, index))
+			if wctx.Err() != nil || isPermanent(err) {
 				return
 			}
 			if err != nil {

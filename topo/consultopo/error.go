@@ -3,7 +3,6 @@ package consultopo
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 
@@ -16,9 +15,11 @@ import (
 // path:
 //   - ctx ended: Timeout (deadline) or Interrupted (cancelled);
 //   - the Conn was closed during the call: Closed;
+//   - an ACL refusal (HTTP 403, or "Permission denied" in the answer):
+//     PermissionDenied;
 //   - HTTP 404: NoNode; 409: BadVersion; 429: ResourceExhausted;
 //     413 and 400: InvalidArgument;
-//   - anything else (transport errors, 5xx, ACL refusals): Unavailable.
+//   - anything else (transport errors, 5xx): Unavailable.
 //
 // *topo.Error values pass through unchanged (see topo.MapError).
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
@@ -32,6 +33,9 @@ func codeOf(err error) topo.ErrorCode {
 	}
 	if errors.Is(err, context.Canceled) {
 		return topo.Interrupted
+	}
+	if isPermissionDenied(err) {
+		return topo.PermissionDenied
 	}
 	var se api.StatusError
 	if errors.As(err, &se) {
@@ -49,6 +53,36 @@ func codeOf(err error) topo.ErrorCode {
 	return topo.Unavailable
 }
 
+// permissionDenied is the text of Consul's ACL refusals (acl.ErrPermissionDenied),
+// in HTTP 403 bodies and in the per-operation errors of a transaction.
+const permissionDenied = "Permission denied"
+
+// aclNotFound is Consul's refusal of a token it does not know (deleted, or
+// never created), also answered with HTTP 403.
+const aclNotFound = "ACL not found"
+
+// isPermissionDenied reports whether err is an ACL refusal: HTTP 403, or
+// Consul's "Permission denied" or "ACL not found" text in the error (the
+// api package reports some refusals, e.g. of a KV PUT, as "Unexpected
+// response code: 403").
+func isPermissionDenied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var se api.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusForbidden {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, permissionDenied) || strings.Contains(msg, aclNotFound) || strings.Contains(msg, "response code: 403")
+}
+
+// isPermanent reports whether a retry loop must give up on err at once:
+// retrying with the same credentials fails again.
+func isPermanent(err error) bool {
+	return isPermissionDenied(err) || topo.IsErrType(err, topo.PermissionDenied)
+}
+
 // isInvalidSession reports whether err is Consul refusing a session that no
 // longer exists (it was destroyed or its TTL lapsed).
 func isInvalidSession(err error) bool {
@@ -59,19 +93,63 @@ func isInvalidSession(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "invalid session")
 }
 
-// isTransient reports whether err may go away by itself: the agent could
-// not be reached or answered with a server error.
-func isTransient(err error) bool {
-	if err == nil {
-		return false
+// rollback is why Consul rolled a transaction back, read from the
+// per-operation errors it returns (see agent/consul/state/txn.go and the
+// transaction endpoint's ACL and lock-delay checks). Only the kinds that
+// name a failed condition are compare-and-set outcomes; a refusal or an
+// unknown error never is.
+type rollback int
+
+const (
+	rollbackUnknown    rollback = iota // no error, or one not recognised below
+	rollbackDenied                     // an ACL refusal
+	rollbackStale                      // a check-and-set or index check saw another index
+	rollbackMissing                    // a get, index check or session check found no key
+	rollbackExists                     // check-not-exists found the key
+	rollbackHeld                       // lock: another session holds the key
+	rollbackLockDelay                  // lock: a lock-delay is in effect
+	rollbackNotHeld                    // session check: the key is held by another session, or none
+	rollbackBadSession                 // lock: the session does not exist
+)
+
+// classifyRollback returns the kind of a rolled-back transaction: denied
+// when any operation was refused by an ACL, else the kind of the first
+// per-operation error.
+func classifyRollback(resp *api.TxnResponse) rollback {
+	if resp == nil || len(resp.Errors) == 0 {
+		return rollbackUnknown
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
+	for _, e := range resp.Errors {
+		if strings.Contains(e.What, permissionDenied) || strings.Contains(e.What, aclNotFound) {
+			return rollbackDenied
+		}
 	}
-	var se api.StatusError
-	if errors.As(err, &se) {
-		return se.Code >= 500 || se.Code == http.StatusTooManyRequests
+	what := resp.Errors[0].What
+	switch {
+	case strings.Contains(what, "index is stale"), strings.Contains(what, "failed index check"):
+		return rollbackStale
+	case strings.Contains(what, "doesn't exist"):
+		return rollbackMissing
+	case strings.Contains(what, "lock is already held"):
+		return rollbackHeld
+	case strings.Contains(what, "due to lock delay"):
+		return rollbackLockDelay
+	case strings.Contains(what, "failed session check"):
+		return rollbackNotHeld
+	case strings.Contains(what, "invalid session"), strings.Contains(what, "Invalid session"):
+		return rollbackBadSession
+	case strings.HasSuffix(what, " exists"):
+		return rollbackExists
 	}
-	return api.IsRetryableError(err)
+	return rollbackUnknown
+}
+
+// rollbackError is the error of a rolled-back transaction whose kind is not
+// an outcome the caller expected: PermissionDenied for an ACL refusal,
+// Unavailable (naming Consul's message) otherwise.
+func rollbackError(path string, resp *api.TxnResponse) error {
+	if classifyRollback(resp) == rollbackDenied {
+		return topo.Wrap(topo.PermissionDenied, path, txnError(resp))
+	}
+	return topo.Wrap(topo.Unavailable, path, txnError(resp))
 }

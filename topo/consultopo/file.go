@@ -68,14 +68,16 @@ func lastIndex(p string, resp *api.TxnResponse) (topo.Version, error) {
 // caps a transaction's request body at 512 KiB (txn_max_req_len) and
 // transactions carry values in base64, so larger values (up to
 // topo.MaxValueSize, which is also Consul's kv_max_value_size) are written
-// through the plain KV endpoint instead.
+// through the plain KV endpoint instead (see writeLarge).
 const maxTxnValue = 360 * 1024
 
 // Create implements topo.Conn.Create: a transaction writing the key with a
 // check-and-set on index 0 (only if absent), so the new ModifyIndex comes
 // back in the same round trip. It returns NodeExists if the key exists,
-// InvalidPath/InvalidArgument for bad input, Timeout/Interrupted when ctx
-// ends, Closed after Close and Unavailable when the agent cannot be reached.
+// InvalidPath (reserved or malformed path) / InvalidArgument for bad input,
+// PermissionDenied when the ACL token may not write the key,
+// Timeout/Interrupted when ctx ends, Closed after Close and Unavailable
+// when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	p, err := topo.CheckCreate(filePath, contents)
 	if err != nil {
@@ -85,14 +87,16 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	if len(contents) > maxTxnValue {
-		return c.writeLarge(ctx, p, contents, true, 0)
+		return c.writeLarge(ctx, p, contents, writeCreate, 0)
 	}
 	ok, resp, err := c.txn(ctx, api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: c.key(p), Value: contents, Index: 0}}})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, c.convertError(ctx, err, p)
-	}
-	if !ok {
+	case !ok && classifyRollback(resp) == rollbackStale:
 		return nil, topo.Wrap(topo.NodeExists, p, txnError(resp))
+	case !ok:
+		return nil, rollbackError(p, resp)
 	}
 	return lastIndex(p, resp)
 }
@@ -100,20 +104,31 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // writeNonce returns the Flags of a file write. Consul skips a write that
 // changes nothing (same value, same flags) without bumping the key's
 // ModifyIndex, but every Update must yield a new version, so each write
-// stores a fresh random nonce below 2^32 in the key's Flags (lock keys carry
-// api.LockFlagValue, far above that range). A rewrite of an identical value
-// keeps its version only if it draws the very same nonce (a 2^-32 chance),
-// which leaves the store in an identical state anyway.
-func writeNonce() uint64 { return uint64(rand.Uint32()) }
+// stores a fresh random 64-bit nonce in the key's Flags (never
+// api.LockFlagValue, the flags of lock keys). The nonce also lets a large
+// write recognise its own value when it reads the key back (writeLarge). A
+// rewrite of an identical value keeps its version only if it draws the very
+// same nonce (a 2^-64 chance), which leaves the store in an identical state
+// anyway.
+func writeNonce() uint64 {
+	for {
+		if n := rand.Uint64(); n != api.LockFlagValue {
+			return n
+		}
+	}
+}
 
 // Update implements topo.Conn.Update. A nil version is an unconditional
 // write (creating the key if absent); a non-nil one is a check-and-set on
 // the key's ModifyIndex, which never creates the key: BadVersion when the
 // index differs, NoNode when the key is absent (version 0, which no key
-// ever has, gives one of those too). It is one transaction returning the
-// new ModifyIndex; every Update yields a new version, even of identical
-// contents (see writeNonce). Errors as for Create; a foreign or negative
-// version gives InvalidArgument.
+// ever has, gives one of those too). Up to 360 KiB it is one transaction
+// returning the new ModifyIndex; larger values take two or three requests
+// and, when another writer overwrites them before their version can be
+// read back, return Unavailable with ErrVersionUnknown (see writeLarge).
+// Every Update yields a new version, even of identical contents (see
+// writeNonce). Errors as for Create; a foreign or negative version gives
+// InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, index, err := topo.CheckUpdate(filePath, contents, version)
 	if err != nil {
@@ -126,64 +141,93 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, c.missingOrBadVersion(ctx, p)
 	}
 	if len(contents) > maxTxnValue {
-		// writeLarge takes index 0, not topo.AnyVersion, for unconditional.
-		return c.writeLarge(ctx, p, contents, false, uint64(max(index, 0)))
+		if version == nil {
+			return c.writeLarge(ctx, p, contents, writeAny, 0)
+		}
+		return c.writeLarge(ctx, p, contents, writeCAS, uint64(index))
 	}
 	op := &api.KVTxnOp{Verb: api.KVSet, Key: c.key(p), Value: contents, Flags: writeNonce()}
 	if version != nil {
 		op.Verb, op.Index = api.KVCAS, uint64(index)
 	}
 	ok, resp, err := c.txn(ctx, api.TxnOps{{KV: op}})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, c.convertError(ctx, err, p)
-	}
-	if !ok {
+	case !ok && version != nil && classifyRollback(resp) == rollbackStale:
 		return nil, c.missingOrBadVersion(ctx, p)
+	case !ok:
+		return nil, rollbackError(p, resp)
 	}
 	return lastIndex(p, resp)
 }
 
+// writeKind is the condition of a large write.
+type writeKind int
+
+const (
+	writeCreate writeKind = iota // only if absent
+	writeCAS                     // only at the given index
+	writeAny                     // unconditional
+)
+
+// ErrVersionUnknown is the cause of the Unavailable error of an Update or
+// Create of a value larger than 360 KiB that was applied, but replaced or
+// deleted by another writer before its version could be read back (Consul
+// keeps no history, and its KV PUT does not return the new index). Like a
+// timeout, the outcome for the caller is indeterminate: the write happened
+// and is already overwritten. No version is made up for it, so no version
+// is ever returned for two writes.
+var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
+
 // writeLarge writes a value too large for a transaction through the KV
-// endpoint: Create as a check-and-set on index 0, Update as an
-// unconditional write (index 0) or a check-and-set on index. The KV
-// endpoint does not return the new ModifyIndex, so it is read back
-// afterwards (a concurrent writer may have moved it further by then).
-func (c *Conn) writeLarge(ctx context.Context, p string, contents []byte, create bool, index uint64) (topo.Version, error) {
+// endpoint, whose PUT answers only true or false, never the new
+// ModifyIndex. To return the version of this very write (and never the
+// version of another writer's) it
+//
+//  1. writes with a fresh nonce in Flags: for Create a check-and-set on
+//     index 0, for a conditional Update one on the caller's version, for
+//     an unconditional Update a plain PUT;
+//  2. reads the key back with a consistent read: when it still carries the
+//     nonce (which no other writer uses), its ModifyIndex is this write's
+//     index.
+//
+// When another writer replaced (or deleted) the value in between, it
+// returns Unavailable with ErrVersionUnknown.
+func (c *Conn) writeLarge(ctx context.Context, p string, contents []byte, kind writeKind, index uint64) (topo.Version, error) {
 	key := c.key(p)
-	pair := &api.KVPair{Key: key, Value: contents, ModifyIndex: index}
-	if !create {
-		pair.Flags = writeNonce()
-	}
+	nonce := writeNonce()
+	pair := &api.KVPair{Key: key, Value: contents, Flags: nonce, ModifyIndex: index}
 	var ok bool
 	var err error
-	if create || index != 0 {
-		ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
-	} else {
+	if kind == writeAny {
 		_, err = c.kv.Put(pair, c.writeOptions(ctx))
 		ok = true
+	} else {
+		ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
 	}
 	switch {
 	case err != nil:
 		return nil, c.convertError(ctx, err, p)
-	case !ok && create:
+	case !ok && kind == writeCreate:
 		return nil, topo.NewError(topo.NodeExists, p)
 	case !ok:
 		return nil, c.missingOrBadVersion(ctx, p)
 	}
-	cur, _, err := c.kv.Get(key, c.queryOptions(ctx))
+	cur, _, err := c.kv.Get(key, c.consistentOptions(ctx))
 	switch {
 	case err != nil:
 		return nil, c.convertError(ctx, err, p)
-	case cur == nil:
-		return nil, topo.Wrap(topo.NoNode, p, errors.New("deleted right after the write"))
+	case cur != nil && cur.Flags == nonce:
+		return topo.NumericVersion(cur.ModifyIndex), nil
 	}
-	return topo.NumericVersion(cur.ModifyIndex), nil
+	return nil, topo.Wrap(topo.Unavailable, p, ErrVersionUnknown)
 }
 
-// missingOrBadVersion explains a failed check-and-set on p: NoNode when the
-// key is absent, BadVersion otherwise.
+// missingOrBadVersion explains a failed check-and-set on p with a
+// consistent read: NoNode when the key is absent, BadVersion otherwise.
 func (c *Conn) missingOrBadVersion(ctx context.Context, p string) error {
-	pair, _, err := c.kv.Get(c.key(p), c.queryOptions(ctx))
+	pair, _, err := c.kv.Get(c.key(p), c.consistentOptions(ctx))
 	switch {
 	case err != nil:
 		return c.convertError(ctx, err, p)
@@ -231,9 +275,13 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	return nil, topo.Wrap(topo.NoImplementation, p, errors.New("consul keeps no history of a key's values"))
 }
 
-// List implements topo.Conn.List: one recursive KV read of the prefix. Lock
-// and election keys are left out. It returns NoNode when no file matches;
-// other errors as for Create.
+// List implements topo.Conn.List: one recursive KV read of the prefix.
+// Lock and election keys (lock flags, or held by a session) are left out.
+// Files at reserved paths (see topo.IsReserved) that another tool wrote,
+// for example a key d/Lock without lock flags or session, are not listed:
+// List returns the other files together with the PartialResult error of
+// topo.ReservedFiles naming them. It returns NoNode when no file matches
+// (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := topo.CleanPrefix(filePathPrefix)
 	if err != nil {
@@ -246,15 +294,15 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	if err != nil {
 		return nil, c.convertError(ctx, err, prefix)
 	}
-	files := c.files(pairs)
-	if len(files) == 0 {
+	files, reserved := c.files(pairs)
+	if len(files) == 0 && len(reserved) == 0 {
 		return nil, topo.NewError(topo.NoNode, prefix)
 	}
 	out := make([]topo.KVInfo, 0, len(files))
 	for _, f := range files {
 		out = append(out, topo.KVInfo{Path: f.path, Value: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)})
 	}
-	return out, nil
+	return out, topo.ReservedFiles(prefix, reserved)
 }
 
 type file struct {
@@ -263,9 +311,10 @@ type file struct {
 }
 
 // files keeps the pairs that are files under the root (not locks, not
-// election keys, not Consul "folder" keys ending in "/"), sorted by path.
-func (c *Conn) files(pairs api.KVPairs) []file {
-	out := make([]file, 0, len(pairs))
+// election keys, not Consul "folder" keys ending in "/"), sorted by path,
+// and returns apart, sorted, the paths of the files at reserved paths.
+func (c *Conn) files(pairs api.KVPairs) (files []file, reserved []string) {
+	files = make([]file, 0, len(pairs))
 	for _, pair := range pairs {
 		if isLockPair(pair) {
 			continue
@@ -277,17 +326,22 @@ func (c *Conn) files(pairs api.KVPairs) []file {
 		if _, err := topo.CleanFilePath(p); err != nil {
 			continue
 		}
-		out = append(out, file{path: p, pair: pair})
+		if topo.IsReserved(p) {
+			reserved = append(reserved, p)
+			continue
+		}
+		files = append(files, file{path: p, pair: pair})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
-	return out
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	sort.Strings(reserved)
+	return files, reserved
 }
 
 // Delete implements topo.Conn.Delete. A nil version deletes the key in a
 // transaction that first reads it, so an absent key gives NoNode in one
 // round trip; a non-nil one checks the ModifyIndex in the same transaction
-// (BadVersion if it differs, NoNode if the key is absent). Other errors as
-// for Create. Directories are implicit in Consul, so a directory emptied by
+// (BadVersion if it differs, NoNode if the key is absent); Consul's
+// per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
 // the delete vanishes from its parent's listing.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, index, err := topo.CheckDelete(filePath, version)
@@ -311,15 +365,18 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
 		}
 	}
-	ok, _, err := c.txn(ctx, ops)
-	if err != nil {
+	ok, resp, err := c.txn(ctx, ops)
+	switch {
+	case err != nil:
 		return c.convertError(ctx, err, p)
+	case ok:
+		return nil
 	}
-	if !ok {
-		if version == nil {
-			return topo.NewError(topo.NoNode, p)
-		}
-		return c.missingOrBadVersion(ctx, p)
+	switch classifyRollback(resp) {
+	case rollbackMissing:
+		return topo.Wrap(topo.NoNode, p, txnError(resp))
+	case rollbackStale:
+		return topo.Wrap(topo.BadVersion, p, txnError(resp))
 	}
-	return nil
+	return rollbackError(p, resp)
 }

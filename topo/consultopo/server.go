@@ -1,25 +1,3 @@
-// Package consultopo is topokit's Consul backend, registered as "consul".
-// It talks to a Consul agent's HTTP API through
-// github.com/hashicorp/consul/api and keeps Vitess's Consul store layout, so
-// a Vitess process and topokit can share one Consul datacenter:
-//
-//   - a file is the KV key <root>/<path>; its Version is the key's
-//     ModifyIndex (topo.NumericVersion);
-//   - a lock on a directory D is the key <root>/D/Lock, acquired through a
-//     Consul session with the api package's lock flags (api.LockFlagValue)
-//     and holding the lock's contents;
-//   - leader election <name> is a lock on <root>/elections/<name> whose value
-//     is the leader's id.
-//
-// Locks and leadership live on Consul sessions with the "delete" behaviour:
-// when a session is destroyed or its TTL lapses, the keys it holds vanish.
-// One long-lived session per Conn, renewed in the background, carries every
-// lock taken with the default TTL and every election; LockWithTTL with
-// another TTL and LockName use a session of their own, destroyed on Unlock.
-// See docs/layout-consul.md for the layout, the sessions, the lock-delay
-// default and the TTL minimum.
-//
-// Consul keeps no history, so GetVersion returns NoImplementation.
 package consultopo
 
 import (
@@ -108,12 +86,50 @@ type Options struct {
 	// disables it. Consul caps it at 60 s.
 	LockDelay time.Duration
 
+	// Reads selects the consistency mode of Get, List, ListDir, Watch,
+	// WatchRecursive, GetCurrentLeaderID and WaitForNewLeader. The zero
+	// value, ReadConsistent, is linearizable. Lock, Check and leadership
+	// decisions always use consistent reads, whatever this says.
+	Reads ReadMode
+
 	// WatchPollDuration is the wait time of each blocking query (Watch,
 	// WatchRecursive, lock and leadership waits). Zero means
 	// DefaultWatchPollDuration; Consul caps it at 10 minutes. Shorter
 	// values notice a restarted (emptied) agent sooner at the cost of more
 	// requests.
 	WatchPollDuration time.Duration
+}
+
+// ReadMode is the Consul consistency mode of a Conn's reads.
+type ReadMode int
+
+const (
+	// ReadConsistent (the default) sends every read with ?consistent: the
+	// leader confirms with a quorum that it still leads, and answers only
+	// once it has applied every committed write (Consul refuses consistent
+	// reads right after a leader election until then). A read therefore
+	// never returns data older than a write acknowledged before it started,
+	// by this Conn or any other. On a single-server dev agent it costs
+	// little (see docs/layout-consul.md for the measured numbers).
+	ReadConsistent ReadMode = iota
+	// ReadDefault uses Consul's default mode: the leader answers from its
+	// own state without confirming its leadership. Right after a server
+	// restart or a leader change that state can lag behind committed
+	// writes, so a read may return data older than a write this Conn had
+	// already acknowledged, or NoNode for a file that exists. Choose it only
+	// when such stale answers are acceptable.
+	ReadDefault
+)
+
+// String names the mode.
+func (m ReadMode) String() string {
+	switch m {
+	case ReadConsistent:
+		return "consistent"
+	case ReadDefault:
+		return "default"
+	}
+	return fmt.Sprintf("ReadMode(%d)", int(m))
 }
 
 func (o Options) normalized() Options {
@@ -141,7 +157,10 @@ func clampTTL(ttl time.Duration) time.Duration {
 }
 
 // Factory creates Conns with a fixed set of Options; the serverAddress
-// given to Create replaces Options.Address. It is safe for concurrent use.
+// given to Create replaces Options.Address. The factory registered as
+// "consul" uses the zero Options (consistent reads); register or use
+// NewFactory(Options{Reads: ReadDefault, ...}) for other settings. It is
+// safe for concurrent use.
 type Factory struct {
 	opts Options
 }
@@ -200,6 +219,9 @@ func NewConn(opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Reads != ReadConsistent && opts.Reads != ReadDefault {
+		return nil, topo.Wrap(topo.InvalidArgument, r, fmt.Errorf("unknown read mode %v", opts.Reads))
 	}
 	opts = opts.normalized()
 
@@ -277,7 +299,7 @@ func (c *Conn) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	var wg sync.WaitGroup
 	for _, s := range sessions {
-		s.markLost()
+		s.markLost(errSessionClosed)
 		wg.Go(func() { c.destroySessionCtx(ctx, s) })
 	}
 	wg.Wait()
@@ -332,9 +354,32 @@ func (c *Conn) relPath(key string) (string, bool) {
 	return p, ok && p != ""
 }
 
-// queryOptions returns options carrying ctx for a read.
+// queryOptions returns options carrying ctx for a read in the Conn's read
+// mode (Options.Reads).
 func (c *Conn) queryOptions(ctx context.Context) *api.QueryOptions {
-	return (&api.QueryOptions{}).WithContext(ctx)
+	return (&api.QueryOptions{RequireConsistent: c.opts.Reads != ReadDefault}).WithContext(ctx)
+}
+
+// blockingOptions returns options for a blocking query in the Conn's read
+// mode, waiting for an index above index for at most
+// Options.WatchPollDuration.
+func (c *Conn) blockingOptions(ctx context.Context, index uint64) *api.QueryOptions {
+	q := c.queryOptions(ctx)
+	q.WaitIndex, q.WaitTime = index, c.opts.WatchPollDuration
+	return q
+}
+
+// consistentOptions returns options for a consistent read, whatever the
+// Conn's read mode: every lock and leadership decision is taken on one.
+func (c *Conn) consistentOptions(ctx context.Context) *api.QueryOptions {
+	return (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
+}
+
+// consistentBlocking is blockingOptions in consistent mode.
+func (c *Conn) consistentBlocking(ctx context.Context, index uint64) *api.QueryOptions {
+	q := c.consistentOptions(ctx)
+	q.WaitIndex, q.WaitTime = index, c.opts.WatchPollDuration
+	return q
 }
 
 // writeOptions returns options carrying ctx for a write.

@@ -54,14 +54,19 @@ func sendCtx[T any](ctx context.Context, ch chan<- T, v T) bool {
 // Options.WatchPollDuration, bound to wctx). A failed query is retried after
 // a backoff that doubles from 50ms up to watchRetryMax and starts over after
 // a success; after each successful query the index moves on (see nextIndex)
-// and handle runs. When wctx ends, pollLoop calls interrupted and returns.
-func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func() bool, interrupted func()) {
+// and handle runs. When wctx ends, pollLoop calls interrupted and returns; a
+// permanent error (an ACL refusal, see isPermanent) is not retried: pollLoop
+// calls fail with it and returns.
+func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func() bool, interrupted func(), fail func(error)) {
 	retry := 50 * time.Millisecond
 	for {
-		q := &api.QueryOptions{WaitIndex: index, WaitTime: c.opts.WatchPollDuration}
-		meta, err := query(q.WithContext(wctx))
+		meta, err := query(c.blockingOptions(wctx, index))
 		if wctx.Err() != nil {
 			interrupted()
+			return
+		}
+		if isPermanent(err) {
+			fail(err)
 			return
 		}
 		if err != nil {
@@ -86,8 +91,9 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // of ModifyIndex sends the new value; a delete sends NoNode and closes the
 // channel; ctx ending or Close sends Interrupted and closes it. Store errors
 // (agent unreachable or restarting) are retried with backoff; a restarted
-// dev agent comes back empty, which the watch reports as a delete. Other
-// errors as for Get.
+// dev agent comes back empty, which the watch reports as a delete. An ACL
+// refusal is permanent: it is sent as a PermissionDenied event and the
+// channel closes. Other errors as for Get.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
@@ -135,7 +141,9 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 				return false
 			}
 			return true
-		}, interrupted)
+		}, interrupted, func(err error) {
+			sendCtx(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, err, p)})
+		})
 	}()
 	return current, ch, nil
 }
@@ -146,8 +154,11 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // files whose ModifyIndex changed are sent with their value, vanished files
 // with Err NoNode, in path order; so every file present when the channel
 // closes was reported with its last value. Lock and election keys are left
-// out. ctx ending or Close sends Interrupted and closes the channel. Store
-// errors are retried with backoff. An empty prefix result is not an error.
+// out, and so are files at reserved paths written by other tools (List
+// reports those). ctx ending or Close sends Interrupted and closes the
+// channel. Store errors are retried with backoff; an ACL refusal is sent as
+// a PermissionDenied event and closes the channel. An empty prefix result
+// is not an error.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	pfx, err := topo.CleanPrefix(prefix)
 	if err != nil {
@@ -163,7 +174,8 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	}
 	known := map[string]uint64{}
 	var initial []*topo.WatchDataRecursive
-	for _, f := range c.files(pairs) {
+	files, _ := c.files(pairs)
+	for _, f := range files {
 		known[f.path] = f.pair.ModifyIndex
 		initial = append(initial, &topo.WatchDataRecursive{Path: f.path, WatchData: topo.WatchData{
 			Contents: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)}})
@@ -182,7 +194,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			got, meta, err = c.kv.List(keyPrefix, q)
 			return meta, err
 		}, func() bool {
-			files := c.files(got)
+			files, _ := c.files(got)
 			seen := make(map[string]bool, len(files))
 			var events []*topo.WatchDataRecursive
 			for _, f := range files {
@@ -213,7 +225,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 				}
 			}
 			return true
-		}, interrupted)
+		}, interrupted, func(err error) {
+			sendCtx(wctx, ch, &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: c.convertError(wctx, err, pfx)}})
+		})
 	}()
 	return initial, ch, nil
 }

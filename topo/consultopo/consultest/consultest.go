@@ -26,12 +26,16 @@
 // starting over). An agent started with AgentOptions.Persistent is a
 // single-server datacenter keeping its state in its data dir instead, so it
 // comes back from Restart (or Kill and Start) with its keys and sessions;
-// tests use it to ride out short outages.
+// tests use it to ride out short outages. An agent started with
+// AgentOptions.ACL enforces ACLs (default policy "deny"): its
+// ManagementToken may do anything, and ReadOnlyToken creates a token that
+// may only read, for permission tests.
 package consultest
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +49,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/consul/api"
 )
 
 // Version is the Consul release the helpers run.
@@ -79,6 +85,13 @@ type AgentOptions struct {
 	// slower (they reach the disk) and it takes a second or two longer to
 	// elect itself, but keys and sessions survive Kill/Start and Restart.
 	Persistent bool
+
+	// ACL enables Consul's ACL system with default_policy "deny": a request
+	// without a token (or with a token lacking the rule) is refused with
+	// "Permission denied". The agent gets a random management token
+	// (Agent.ManagementToken) as its initial management and agent token;
+	// Agent.ReadOnlyToken creates a token that may only read.
+	ACL bool
 }
 
 // StartAgentWithOptions is StartAgent for an agent of the given kind.
@@ -192,6 +205,7 @@ type Agent struct {
 	dir      string
 	httpPort int
 	args     []string
+	mgmt     string // management token of an ACL agent, else ""
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -262,6 +276,23 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 		a.args = append(a.args, "-server", "-bootstrap-expect=1", "-hcl", "performance { raft_multiplier = 1 }")
 	} else {
 		a.args = append(a.args, "-dev")
+	}
+	if opts.ACL {
+		a.mgmt, err = newUUID()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		a.args = append(a.args, "-hcl", fmt.Sprintf(`acl {
+  enabled = true
+  default_policy = "deny"
+  down_policy = "deny"
+  enable_token_persistence = false
+  tokens {
+    initial_management = %q
+    agent = %q
+  }
+}`, a.mgmt, a.mgmt))
 	}
 	if err := a.start(); err != nil {
 		a.Stop()
@@ -387,8 +418,8 @@ func (a *Agent) waitReady(exited <-chan struct{}) error {
 	for {
 		var leader string
 		var nodes []json.RawMessage
-		if err := getJSON(ctx, client, base+"/v1/status/leader", &leader); err == nil && leader != "" {
-			if err := getJSON(ctx, client, base+"/v1/catalog/nodes", &nodes); err == nil && len(nodes) > 0 {
+		if err := a.getJSON(ctx, client, base+"/v1/status/leader", &leader); err == nil && leader != "" {
+			if err := a.getJSON(ctx, client, base+"/v1/catalog/nodes", &nodes); err == nil && len(nodes) > 0 {
 				return nil
 			}
 		}
@@ -402,10 +433,13 @@ func (a *Agent) waitReady(exited <-chan struct{}) error {
 	}
 }
 
-func getJSON(ctx context.Context, c *http.Client, url string, out any) error {
+func (a *Agent) getJSON(ctx context.Context, c *http.Client, url string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
+	}
+	if a.mgmt != "" {
+		req.Header.Set("X-Consul-Token", a.mgmt)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -447,4 +481,53 @@ func freePorts(n int) ([]int, error) {
 		return nil, errors.New("could not find free ports on 127.0.0.1")
 	}
 	return ports, nil
+}
+
+// newUUID returns a random version-4 UUID, the form of Consul ACL tokens.
+func newUUID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]), nil
+}
+
+// ManagementToken returns the management token of an agent started with
+// AgentOptions.ACL (it may do anything), or "" for an agent without ACLs.
+func (a *Agent) ManagementToken() string { return a.mgmt }
+
+// ReadOnlyToken creates, through the ACL API with the management token, a
+// policy that may read every key, session and node (and write nothing) and
+// a token with that policy, and returns the token's secret. It fails the
+// test on an agent without ACLs or when the API refuses.
+func (a *Agent) ReadOnlyToken(t testing.TB) string {
+	t.Helper()
+	if a.mgmt == "" {
+		t.Fatal("consultest: ReadOnlyToken needs an agent started with AgentOptions.ACL")
+	}
+	cfg := api.DefaultConfig()
+	cfg.Address = a.Addr()
+	cfg.Token = a.mgmt
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	name := "read-only-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	policy, _, err := client.ACL().PolicyCreate(&api.ACLPolicy{
+		Name:  name,
+		Rules: `key_prefix "" { policy = "read" }` + "\n" + `session_prefix "" { policy = "read" }` + "\n" + `node_prefix "" { policy = "read" }`,
+	}, nil)
+	if err != nil {
+		t.Fatalf("consultest: creating the read-only policy: %v", err)
+	}
+	token, _, err := client.ACL().TokenCreate(&api.ACLToken{
+		Description: name,
+		Policies:    []*api.ACLTokenPolicyLink{{ID: policy.ID}},
+	}, nil)
+	if err != nil {
+		t.Fatalf("consultest: creating the read-only token: %v", err)
+	}
+	return token.SecretID
 }

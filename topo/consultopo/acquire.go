@@ -1,0 +1,353 @@
+package consultopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+)
+
+const (
+	// requestTimeout bounds the store requests that run detached from the
+	// caller's context: lock acquisitions finished after the caller gave
+	// up, releases, session renewals and destroys.
+	requestTimeout = 10 * time.Second
+	// maxRetryWait caps the backoff between retries of a lock acquisition
+	// refused by a lock-delay.
+	maxRetryWait = 500 * time.Millisecond
+)
+
+var (
+	// errInvalidSession reports that Consul no longer knows the session a
+	// lock was being acquired with.
+	errInvalidSession = errors.New("consul session no longer exists")
+	// errWaiterSessionLost reports that the session of a locker that was
+	// waiting for the key ended during the wait.
+	errWaiterSessionLost = errors.New("the waiting locker's consul session ended")
+)
+
+// ForeignKeyError is the cause of the NodeExists error that Lock, TryLock,
+// LockWithTTL, LockName and WaitForLeadership return when the key their
+// lock or election lives in (<dir>/Lock, elections/<name>) holds a value
+// another tool wrote: no session holds it and it lacks the lock flags
+// (api.LockFlagValue). topokit never takes such a key over, overwrites or
+// deletes it; List reports it with topo.ReservedFiles. Remove it with
+// another tool to use the lock.
+type ForeignKeyError struct {
+	// Key is the full Consul KV key (with the Conn's root).
+	Key string
+}
+
+// Error names the key.
+func (e *ForeignKeyError) Error() string {
+	return fmt.Sprintf("consul key %q holds a value that is not a lock (no session, no lock flags), written by another tool; it is left alone", e.Key)
+}
+
+// lockSpec describes one acquisition.
+type lockSpec struct {
+	path  string // for errors
+	key   string
+	value []byte
+	ttl   time.Duration
+	try   bool
+	// detach lets a caller whose ctx ends during the acquire request return
+	// at once, the request finishing (and being undone) in the background.
+	// Without it the request runs to completion (bounded by requestTimeout)
+	// and is undone before returning.
+	detach bool
+}
+
+// held is a lock key acquired by a session.
+type held struct {
+	cl        *claim
+	sess      *session
+	lockIndex uint64 // the key's LockIndex after the acquire: a fencing token
+}
+
+// lock claims spec.key locally and acquires it in Consul with a session of
+// spec.ttl, waiting with blocking queries while another session holds it
+// (or failing with NodeExists under try). On success the claim stays held.
+// On failure everything taken is released. A waiter whose session ends
+// while it waits fails with LockLost.
+func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
+	wctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	cl, err := c.claimKey(wctx, spec.path, spec.key, spec.try)
+	if err != nil {
+		if c.ctx.Err() == nil && ctx.Err() != nil {
+			return held{}, topo.FromContext(ctx, spec.path)
+		}
+		return held{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		sess, err := c.sessionFor(wctx, spec.path, spec.ttl)
+		if err != nil {
+			c.releaseClaim(cl)
+			return held{}, c.waitError(ctx, err, spec.path)
+		}
+		lockIndex, handedOff, err := c.acquire(wctx, spec, sess, cl)
+		if err == nil {
+			cl.sess.Store(sess)
+			return held{cl: cl, sess: sess, lockIndex: lockIndex}, nil
+		}
+		if errors.Is(err, errInvalidSession) && attempt < 3 {
+			// The session ended before this call could wait on it (for
+			// example a shared session that expired while idle): retry
+			// with a new one.
+			c.forgetSession(sess, errSessionGone)
+			continue
+		}
+		if !handedOff {
+			if sess.own {
+				c.destroySession(sess)
+			}
+			c.releaseClaim(cl)
+		}
+		return held{}, c.waitError(ctx, err, spec.path)
+	}
+}
+
+// waitError turns an error from a wait under a merged context into the
+// caller's error: ctx's own Timeout/Interrupted, Closed when the Conn
+// closed, LockLost for a waiter whose session ended, or err itself
+// converted.
+func (c *Conn) waitError(ctx context.Context, err error, path string) error {
+	switch {
+	case ctx.Err() != nil:
+		return topo.FromContext(ctx, path)
+	case c.ctx.Err() != nil:
+		return topo.NewError(topo.Closed, path)
+	case errors.Is(err, errWaiterSessionLost):
+		return topo.Wrap(topo.LockLost, path, err)
+	case errors.Is(err, errInvalidSession):
+		return topo.Wrap(topo.Unavailable, path, err)
+	}
+	return c.convertError(ctx, err, path)
+}
+
+// acquire takes spec.key for sess: it reads the key (consistently) and
+// acquires it with a transaction conditioned on what it read, so that a
+// key that changed in between is never taken over (the first attempt skips
+// the read and assumes the key absent):
+//
+//   - absent: check-not-exists, then lock;
+//   - a lock key no session holds (lock flags, e.g. released by the api
+//     package's Lock), or one sess itself holds: check-index, then lock;
+//   - a value without lock flags that no session holds (written by
+//     another tool): NodeExists with a ForeignKeyError, nothing written;
+//   - held by another session: NodeExists under try, else a blocking
+//     query until the key changes, then again.
+//
+// A lock-delay refusal is retried with a backoff (under try for at most
+// the Conn's lock-delay plus a second). It returns the key's LockIndex
+// after the acquire. handedOff reports that an acquire request was still in
+// flight when ctx ended: a background goroutine then finishes it, undoes
+// it, and releases the claim (and an own session). The wait also ends when
+// sess ends: errWaiterSessionLost once this call has waited on the key,
+// errInvalidSession before.
+func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *claim) (lockIndex uint64, handedOff bool, err error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(sess.ctx, cancel)
+	defer stop()
+	waited := false
+	sessionEnded := func(err error) error {
+		if ctx.Err() == nil && c.ctx.Err() == nil && (sess.lost() || errors.Is(err, errInvalidSession)) {
+			if waited {
+				return errWaiterSessionLost
+			}
+			return errInvalidSession
+		}
+		return err
+	}
+	wait := 10 * time.Millisecond
+	var delayUntil time.Time
+	// The first attempt assumes the key is absent (Unlock deletes it), so
+	// that an uncontended lock takes one round trip; check-not-exists makes
+	// that assumption atomic.
+	optimistic := true
+	for {
+		var cur *api.KVPair
+		meta := &api.QueryMeta{}
+		if !optimistic {
+			cur, meta, err = c.kv.Get(spec.key, c.consistentOptions(actx))
+			if err != nil {
+				return 0, false, sessionEnded(err)
+			}
+		}
+		optimistic = false
+		var cond *api.KVTxnOp
+		switch {
+		case cur == nil:
+			cond = &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: spec.key}
+		case cur.Session == "" && cur.Flags != api.LockFlagValue:
+			return 0, false, topo.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
+		case cur.Session == "" || cur.Session == sess.id:
+			cond = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: spec.key, Index: cur.ModifyIndex}
+		case spec.try:
+			return 0, false, topo.Wrap(topo.NodeExists, spec.path, errors.New("the lock is held by session "+cur.Session))
+		default:
+			// Held by another session: block until the key changes.
+			waited = true
+			if _, _, err := c.kv.Get(spec.key, c.consistentBlocking(actx, meta.LastIndex)); err != nil {
+				return 0, false, sessionEnded(err)
+			}
+			continue
+		}
+		ok, resp, handedOff, err := c.acquireOnce(actx, spec, cond, sess, cl)
+		switch {
+		case handedOff:
+			return 0, true, sessionEnded(err)
+		case err != nil:
+			return 0, false, sessionEnded(err)
+		case ok:
+			// check-not-exists reports no result; the lock's is the last.
+			if len(resp.Results) == 0 || resp.Results[len(resp.Results)-1].KV == nil {
+				c.deleteIfHeld(spec.key, sess)
+				return 0, false, topo.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
+			}
+			return resp.Results[len(resp.Results)-1].KV.LockIndex, false, nil
+		}
+		switch classifyRollback(resp) {
+		case rollbackStale, rollbackMissing, rollbackExists, rollbackHeld:
+			// The key changed since it was read: look again.
+		case rollbackLockDelay:
+			// A lock-delay left by an invalidated session is in effect.
+			if spec.try {
+				if delayUntil.IsZero() {
+					delayUntil = time.Now().Add(c.opts.LockDelay + time.Second)
+				} else if time.Now().After(delayUntil) {
+					return 0, false, topo.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
+				}
+			}
+			if !sleepCtx(actx, wait) {
+				return 0, false, sessionEnded(actx.Err())
+			}
+			wait = min(2*wait, maxRetryWait)
+		case rollbackBadSession:
+			return 0, false, sessionEnded(errInvalidSession)
+		default:
+			return 0, false, rollbackError(spec.path, resp)
+		}
+	}
+}
+
+// acquireOnce sends one acquire transaction: cond, then lock spec.key for
+// sess with spec.value and the lock flags. When ctx can end, the request
+// runs in a goroutine under a context of its own so that a caller giving up
+// never leaves the key silently held: the goroutine undoes a request that
+// may have succeeded. ok=false with resp is a rollback.
+func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp, sess *session, cl *claim) (ok bool, resp *api.TxnResponse, handedOff bool, err error) {
+	ops := api.TxnOps{
+		{KV: cond},
+		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}},
+	}
+	if ctx.Done() == nil || !spec.detach {
+		rctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
+		defer cancel()
+		ok, resp, err := c.txn(rctx, ops)
+		if err == nil && ctx.Err() != nil && ok {
+			c.deleteIfHeld(spec.key, sess)
+			return false, nil, false, ctx.Err()
+		}
+		return ok, resp, false, c.acquireError(spec.key, sess, err)
+	}
+	type result struct {
+		ok   bool
+		resp *api.TxnResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	rctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
+	go func() {
+		ok, resp, err := c.txn(rctx, ops)
+		cancel()
+		done <- result{ok, resp, err}
+	}()
+	select {
+	case r := <-done:
+		return r.ok, r.resp, false, c.acquireError(spec.key, sess, r.err)
+	case <-ctx.Done():
+	}
+	c.spawn(func() {
+		if r := <-done; r.ok || r.err != nil {
+			c.deleteIfHeld(spec.key, sess)
+		}
+		if sess.own {
+			c.destroySession(sess)
+		}
+		c.releaseClaim(cl)
+	})
+	return false, nil, true, ctx.Err()
+}
+
+// acquireError classifies a failed acquire request. A request that may
+// have reached the store is undone.
+func (c *Conn) acquireError(key string, sess *session, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isInvalidSession(err) {
+		return errInvalidSession
+	}
+	c.deleteIfHeld(key, sess)
+	return err
+}
+
+// deleteIfHeld deletes key if sess holds it (best effort, detached from any
+// caller's context).
+func (c *Conn) deleteIfHeld(key string, sess *session) {
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
+	if _, _, err := c.releaseKey(ctx, key, sess); err != nil {
+		slog.Debug("consultopo: undoing a lock acquisition", "key", key, "err", err)
+	}
+}
+
+// releaseKey deletes key in one transaction that first checks that sess
+// holds it, so it never removes a key another holder acquired, nor a value
+// another tool wrote. ok=false with resp is a rollback (see
+// classifyRollback: rollbackNotHeld or rollbackMissing when sess did not
+// hold it).
+func (c *Conn) releaseKey(ctx context.Context, key string, sess *session) (ok bool, resp *api.TxnResponse, err error) {
+	return c.txn(ctx, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sess.id}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
+	})
+}
+
+// dirHasEntries reports whether dir has entries other than a lock key: any
+// key under it but <dir>/Lock, or a <dir>/Lock that is not a lock (a value
+// another tool wrote, which Lock then refuses with a ForeignKeyError rather
+// than NoNode). It reads consistently.
+func (c *Conn) dirHasEntries(ctx context.Context, dir string) (bool, error) {
+	prefix := c.dirPrefix(dir)
+	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))
+	if err != nil {
+		return false, c.convertError(ctx, err, dir)
+	}
+	lockKey := false
+	for _, k := range keys {
+		switch {
+		case k == prefix:
+		case k == prefix+lockName:
+			lockKey = true
+		case strings.HasPrefix(k, prefix):
+			return true, nil
+		}
+	}
+	if !lockKey {
+		return false, nil
+	}
+	pair, _, err := c.kv.Get(prefix+lockName, c.consistentOptions(ctx))
+	if err != nil {
+		return false, c.convertError(ctx, err, dir)
+	}
+	return pair != nil && !isLockPair(pair), nil
+}

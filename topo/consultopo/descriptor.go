@@ -1,0 +1,144 @@
+package consultopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// lockDescriptor is a lock held through a session.
+type lockDescriptor struct {
+	c    *Conn
+	path string
+	key  string
+	held held
+
+	mu       sync.Mutex
+	unlocked bool
+	lost     bool
+}
+
+// Check implements topo.LockDescriptor.Check. It returns nil only while
+// the holder can prove it holds the lock: the lock's session is within its
+// safety margin (a renewal acknowledged less than one TTL ago, see
+// session) and a consistent read, finished before that margin ran out,
+// shows the key held by that session with the LockIndex of our acquire. It
+// returns Interrupted after Unlock; LockLost when the session is known lost
+// (destroyed, expired, not renewed within the margin, or the Conn closed)
+// or the key is gone or held by another session or acquire; Unavailable
+// (or PermissionDenied) when the read fails within the margin, so that
+// holding cannot be proven; Timeout/Interrupted when ctx ends. The read is
+// bounded by the margin, so a partitioned holder's Check fails no later
+// than its deadline.
+func (l *lockDescriptor) Check(ctx context.Context) error {
+	if err := topo.CheckContext(ctx, l.path); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	unlocked, lost := l.unlocked, l.lost
+	l.mu.Unlock()
+	sess := l.held.sess
+	switch {
+	case unlocked:
+		return topo.Wrap(topo.Interrupted, l.path, errors.New("the lock was released"))
+	case lost || !sess.alive():
+		return l.markLost(sessionLostReason(sess))
+	}
+	rctx, cancel := context.WithDeadline(ctx, sess.validUntil())
+	defer cancel()
+	pair, _, err := l.c.kv.Get(l.key, l.c.consistentOptions(rctx))
+	switch {
+	case !sess.alive():
+		return l.markLost(sessionLostReason(sess))
+	case err != nil:
+		return l.c.convertError(ctx, err, l.path)
+	case pair == nil || pair.Session != sess.id || pair.LockIndex != l.held.lockIndex:
+		return l.markLost("the lock key was deleted or taken over")
+	}
+	return nil
+}
+
+// sessionLostReason describes why sess can no longer back a lock.
+func sessionLostReason(sess *session) string {
+	if cause := context.Cause(sess.ctx); cause != nil {
+		return "the lock's session ended: " + cause.Error()
+	}
+	return fmt.Sprintf("the lock's session was not renewed within its TTL (deadline %s)", sess.validUntil().Format(time.RFC3339Nano))
+}
+
+// markLost records the loss, frees the local claim so other lockers of the
+// Conn may proceed, and returns LockLost.
+func (l *lockDescriptor) markLost(why string) error {
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
+	l.c.releaseClaim(l.held.cl)
+	return topo.Wrap(topo.LockLost, l.path, errors.New(why))
+}
+
+// Unlock implements topo.LockDescriptor.Unlock: one transaction checks that
+// the lock's session still holds <dir>/Lock and deletes the key (so no
+// leftover keeps an emptied directory listed, and a key another holder or
+// another tool wrote is never deleted), then a lock-specific session is
+// destroyed. It returns LockLost when the lock had been lost, Interrupted
+// on a second Unlock, PermissionDenied when the ACL token may not delete
+// the key, and Timeout/Interrupted when ctx ends first (the release then
+// completes in the background).
+func (l *lockDescriptor) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.unlocked {
+		return topo.Wrap(topo.Interrupted, l.path, errors.New("the lock was already released"))
+	}
+	l.unlocked = true
+	if l.lost || l.held.sess.lost() {
+		l.finish()
+		return topo.Wrap(topo.LockLost, l.path, errors.New(sessionLostReason(l.held.sess)))
+	}
+	done := make(chan error, 1)
+	release := func() {
+		rctx, cancel := context.WithTimeout(l.c.ctx, requestTimeout)
+		defer cancel()
+		ok, resp, err := l.c.releaseKey(rctx, l.key, l.held.sess)
+		l.finish()
+		switch {
+		case err != nil:
+			done <- err
+		case ok:
+			done <- nil
+		case classifyRollback(resp) == rollbackNotHeld || classifyRollback(resp) == rollbackMissing:
+			done <- topo.Wrap(topo.LockLost, l.path, errors.New("the lock key was deleted or taken over"))
+		default:
+			done <- rollbackError(l.path, resp)
+		}
+	}
+	if ctx.Done() == nil {
+		release()
+	} else {
+		l.c.spawn(release)
+	}
+	select {
+	case err := <-done:
+		return l.c.convertError(ctx, err, l.path)
+	case <-ctx.Done():
+		return topo.FromContext(ctx, l.path)
+	}
+}
+
+// finish releases the local claim and destroys a lock-specific session.
+func (l *lockDescriptor) finish() {
+	l.c.releaseClaim(l.held.cl)
+	if l.held.sess.own {
+		l.c.destroySession(l.held.sess)
+	}
+}
+
+// String describes the lock for logs.
+func (l *lockDescriptor) String() string {
+	return fmt.Sprintf("consul lock %s (session %s)", strings.TrimSuffix(l.key, "/"+lockName), l.held.sess.id)
+}

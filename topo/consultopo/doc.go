@@ -1,0 +1,79 @@
+// Package consultopo is topokit's Consul backend, registered as "consul".
+// It talks to a Consul agent's HTTP API through
+// github.com/hashicorp/consul/api and keeps Vitess's Consul store layout, so
+// a Vitess process and topokit can share one Consul datacenter:
+//
+//   - a file is the KV key <root>/<path>; its Version is the key's
+//     ModifyIndex (topo.NumericVersion);
+//   - a lock on a directory D is the key <root>/D/Lock, acquired through a
+//     Consul session with the api package's lock flags (api.LockFlagValue)
+//     and holding the lock's contents;
+//   - leader election <name> is a lock on <root>/elections/<name> whose value
+//     is the leader's id (election names may nest: svc and svc/a are the
+//     distinct keys elections/svc and elections/svc/a, read one key at a
+//     time, so they never see each other).
+//
+// Locks and leadership live on Consul sessions with the "delete" behaviour:
+// when a session is destroyed or its TTL lapses, the keys it holds vanish.
+// One long-lived session per Conn, renewed in the background, carries every
+// lock taken with the default TTL and every election; LockWithTTL with
+// another TTL and LockName use a session of their own, destroyed on Unlock.
+// See docs/layout-consul.md for the layout, the sessions, the lock-delay
+// default and the TTL minimum.
+//
+// Consul keeps no history, so GetVersion returns NoImplementation.
+//
+// # Invariants
+//
+// Which keys the library writes and deletes:
+//
+//   - A file key is written only by Create, Update and Delete of that path,
+//     never at a reserved path (topo.CheckCreate, CheckUpdate, CheckDelete).
+//     A versioned Update or Delete checks the ModifyIndex in the same
+//     transaction or check-and-set request as the write.
+//   - A lock or election key is acquired only by a transaction whose first
+//     operation checks what a consistent read (or, for the first attempt,
+//     the assumption "absent") said: check-not-exists, or check-index of a
+//     key that no session holds and that carries the lock flags, or that our
+//     own session holds. A key without lock flags and without session was
+//     written by another tool: it is never taken over (ForeignKeyError),
+//     overwritten or deleted, and List reports it (topo.ReservedFiles).
+//   - A lock or election key is deleted by the library only in a
+//     transaction that first checks that the deleting session holds it
+//     (check-session, then delete): by Unlock, by Stop or the end of a
+//     term, and when undoing an acquire whose caller gave up. Everything
+//     else a session held is deleted by Consul when the session ends
+//     (Close and Unlock destroy sessions; "delete" behaviour).
+//
+// Which request runs on which session:
+//
+//   - A lock or a leadership term belongs to exactly one session, the one
+//     named in its acquire transaction. Its Check, Unlock, release and
+//     leadership monitor use that session's id and no other; a lost
+//     session is never renewed again nor replaced under a held lock: the
+//     lock is lost (LockLost) and a new Lock gets a new session.
+//   - An acquire is retried on a new session only when the session it was
+//     given turned out invalid before the locker started waiting; a waiter
+//     whose session ends fails with LockLost (WaitForLeadership then tries
+//     again on a new session).
+//   - A session is valid for its holder until its deadline: one TTL after
+//     the send time of the last renewal Consul acknowledged. Consul
+//     invalidates a session only after twice its TTL without renewal, and
+//     keeps its keys for the lock-delay after that, so at the deadline
+//     (when a timer marks the session lost, Check fails and leadership
+//     contexts are cancelled, without any request) at least one TTL plus
+//     the lock-delay remain before anyone else can acquire them.
+//
+// Reads: every lock and leadership decision (the acquire's read, Check,
+// the leadership monitor, the emptiness check of Lock, the read explaining
+// a failed check-and-set, the read-back of a large write) is a consistent
+// read, whatever Options.Reads says. Check returns nil only when such a
+// read, finished before the session's deadline, shows the key held by the
+// lock's session with the LockIndex of its acquire.
+//
+// Errors: an ACL refusal is PermissionDenied and ends every retry loop
+// (watches, lock waits, leadership waits, session renewal) at once; a
+// rolled-back transaction is a compare-and-set outcome (NodeExists, NoNode,
+// BadVersion) only when Consul's per-operation errors name the failed
+// condition.
+package consultopo

@@ -1,0 +1,244 @@
+package consultopo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Causes of a session's end (context.Cause of session.ctx).
+var (
+	// errSessionExpiredLocally: no renewal was acknowledged within the
+	// safety margin (one TTL since the last acknowledged renewal was sent).
+	errSessionExpiredLocally = errors.New("consul session not renewed within its TTL; given up before Consul can invalidate it")
+	// errSessionGone: Consul says the session no longer exists (destroyed
+	// by someone, or invalidated).
+	errSessionGone = errors.New("consul session no longer exists")
+	// errSessionDenied: the ACL token may not renew the session.
+	errSessionDenied = errors.New("consul session renewal refused by ACL")
+	// errSessionClosed: the Conn destroyed the session (Unlock of a lock's
+	// own session, Close).
+	errSessionClosed = errors.New("consul session destroyed by its connection")
+)
+
+// session is one Consul session created by a Conn, with the "delete"
+// behaviour: when it ends, Consul deletes the keys it holds.
+//
+// The safety margin: the session is valid for the holder only until its
+// deadline, one TTL after the send time of the last renewal Consul
+// acknowledged (or of the create request). Consul resets its TTL timer when
+// it handles a renewal, which is after that send time, and invalidates an
+// unrenewed session only after twice the TTL (then holds its keys for the
+// lock-delay), so the holder's deadline passes at least one TTL plus the
+// lock-delay before anyone else can acquire what the session held. At the
+// deadline a timer marks the session lost: ctx ends, Check fails,
+// leadership contexts are cancelled, without any request to Consul.
+type session struct {
+	id  string
+	ttl time.Duration
+	own bool // carries a single lock; destroyed by its Unlock
+
+	// ctx ends, with one of the errSession* causes, when the session is
+	// known or declared lost (or the Conn closed: context.Canceled).
+	ctx      context.Context
+	markLost context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time   // see the type's doc
+	timer    *time.Timer // fires at deadline
+}
+
+func (s *session) lost() bool { return s.ctx.Err() != nil }
+
+// validUntil returns the session's deadline (see the type's doc).
+func (s *session) validUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// alive reports whether the holder may still act on the session: it is not
+// known lost and its deadline has not passed.
+func (s *session) alive() bool {
+	return !s.lost() && time.Now().Before(s.validUntil())
+}
+
+// renewed moves the deadline to sent+TTL, sent being the send time of a
+// renewal Consul acknowledged.
+func (s *session) renewed(sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := sent.Add(s.ttl); d.After(s.deadline) {
+		s.deadline = d
+		s.timer.Reset(time.Until(d))
+	}
+}
+
+// expire runs at the deadline timer: it declares the session lost unless a
+// renewal moved the deadline meanwhile.
+func (s *session) expire() {
+	s.mu.Lock()
+	left := time.Until(s.deadline)
+	if left > 0 {
+		s.timer.Reset(left)
+	}
+	s.mu.Unlock()
+	if left <= 0 {
+		s.markLost(errSessionExpiredLocally)
+	}
+}
+
+// newSession creates a session with ttl and the Conn's lock-delay and
+// starts renewing it in the background, independently of ctx (which bounds
+// only the creation). It returns PermissionDenied when the ACL token may
+// not create sessions.
+func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, own bool) (*session, error) {
+	body := map[string]any{
+		"Name":       "topokit",
+		"TTL":        fmt.Sprintf("%ds", int64(ttl/time.Second)),
+		"LockDelay":  c.opts.LockDelay.String(),
+		"Behavior":   api.SessionBehaviorDelete,
+		"NodeChecks": []string{},
+	}
+	var out struct{ ID string }
+	sent := time.Now()
+	if _, err := c.client.Raw().Write("/v1/session/create", body, &out, c.writeOptions(ctx)); err != nil {
+		return nil, c.convertError(ctx, err, path)
+	}
+	sctx, cancel := context.WithCancelCause(c.ctx)
+	s := &session{id: out.ID, ttl: ttl, own: own, ctx: sctx, markLost: cancel, deadline: sent.Add(ttl)}
+	s.mu.Lock()
+	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
+	s.mu.Unlock()
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.destroySession(s)
+		return nil, topo.NewError(topo.Closed, path)
+	}
+	c.sessions[s] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go c.renew(s)
+	return s, nil
+}
+
+// renew renews s every half TTL until it is lost. Failed renewals are
+// retried every second until the deadline timer declares the session lost;
+// Consul saying the session is gone, or an ACL refusal, ends it at once.
+// A session that ended for any reason but the Conn's own destroy is
+// forgotten and destroyed (best effort).
+func (c *Conn) renew(s *session) {
+	defer c.wg.Done()
+	t := time.NewTimer(s.ttl / 2)
+	defer t.Stop()
+	defer func() {
+		s.mu.Lock()
+		s.timer.Stop()
+		s.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-s.ctx.Done():
+			switch context.Cause(s.ctx) {
+			case errSessionExpiredLocally, errSessionDenied:
+				ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+				c.destroySessionCtx(ctx, s)
+				cancel()
+			default:
+				c.forgetSession(s, nil)
+			}
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		limit := sent.Add(requestTimeout)
+		if d := s.validUntil(); d.Before(limit) {
+			limit = d
+		}
+		ctx, cancel := context.WithDeadline(s.ctx, limit)
+		entry, _, err := c.client.Session().Renew(s.id, c.writeOptions(ctx))
+		cancel()
+		switch {
+		case s.ctx.Err() != nil:
+		case err == nil && entry == nil:
+			s.markLost(errSessionGone)
+		case isPermanent(err):
+			s.markLost(errSessionDenied)
+		case err != nil:
+			t.Reset(time.Second)
+		default:
+			s.renewed(sent)
+			t.Reset(s.ttl / 2)
+		}
+	}
+}
+
+// forgetSession marks s lost (with cause, or errSessionClosed when nil) and
+// drops it from the Conn.
+func (c *Conn) forgetSession(s *session, cause error) {
+	if cause == nil {
+		cause = errSessionClosed
+	}
+	s.markLost(cause)
+	c.mu.Lock()
+	delete(c.sessions, s)
+	if c.shared == s {
+		c.shared = nil
+	}
+	c.mu.Unlock()
+}
+
+// destroySession forgets s and destroys it in Consul (best effort, for at
+// most requestTimeout), which deletes the keys it holds.
+func (c *Conn) destroySession(s *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	c.destroySessionCtx(ctx, s)
+}
+
+func (c *Conn) destroySessionCtx(ctx context.Context, s *session) {
+	c.forgetSession(s, nil)
+	if _, err := c.client.Session().Destroy(s.id, c.writeOptions(ctx)); err != nil {
+		slog.Debug("consultopo: destroying a session", "session", s.id, "err", err)
+	}
+}
+
+// sessionFor returns the session a lock with ttl uses: the Conn's shared
+// long-lived session for the Conn's SessionTTL (created on first use, and
+// again after it is lost), otherwise a new session of its own.
+func (c *Conn) sessionFor(ctx context.Context, path string, ttl time.Duration) (*session, error) {
+	if ttl != c.opts.SessionTTL {
+		return c.newSession(ctx, path, ttl, true)
+	}
+	c.mu.Lock()
+	s := c.shared
+	c.mu.Unlock()
+	if s != nil && s.alive() {
+		return s, nil
+	}
+	c.sessionMu.Lock()
+	defer c.sessionMu.Unlock()
+	c.mu.Lock()
+	s = c.shared
+	c.mu.Unlock()
+	if s != nil && s.alive() {
+		return s, nil
+	}
+	s, err := c.newSession(ctx, path, ttl, false)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.shared = s
+	c.mu.Unlock()
+	return s, nil
+}
