@@ -6,7 +6,7 @@ import (
 	"fmt"
 	goio "io"
 	"os"
-	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -243,8 +243,14 @@ func newRmCmd(o *options) *cobra.Command {
 		Long: `Delete FILE; --if-version V deletes it only if its version is V
 (BadVersion otherwise). rm -R DIR deletes every file under DIR (and DIR
 itself if it is a file); it needs --force, and prints how many files it
-deleted to standard error. Lock and election entries are not files and are
-left alone.`,
+deleted to standard error (JSON on stdout with --output json). Deletes run
+--parallel at a time; on Ctrl-C no new delete starts (exit 130). Lock and
+election entries are not files and are left alone. Files at reserved
+paths (written by another tool) cannot be deleted by topokit: each is
+named on stderr and rm -R exits 1.`,
+		Example: `  topoctl rm /keyspaces/old/Keyspace
+  topoctl rm --if-version 42 /RoutingRules
+  topoctl rm -R --force /keyspaces/old`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if recursive {
@@ -263,20 +269,7 @@ left alone.`,
 					return err
 				}
 				defer st.Close()
-				files, err := o.listTree(cmd.Context(), st.conn, dir)
-				if err != nil {
-					return err
-				}
-				for i, kv := range files {
-					ctx, cancel := o.callCtx(cmd.Context())
-					err := st.conn.Delete(ctx, kv.Path, nil)
-					cancel()
-					if err != nil && !topo.IsErrType(err, topo.NoNode) {
-						return fmt.Errorf("deleted %d of %s: %w", i, plural(len(files), "file"), err)
-					}
-				}
-				o.eprintf("deleted %s under %s\n", plural(len(files), "file"), displayPath(dir))
-				return nil
+				return o.removeTree(cmd.Context(), st, dir)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -302,27 +295,67 @@ left alone.`,
 	f.StringVar(&ifVersion, "if-version", "", "delete only if the file's current version is this one")
 	f.BoolVarP(&recursive, "recursive", "R", false, "delete every file under DIR")
 	f.BoolVar(&force, "force", false, "confirm rm -R")
+	o.treeFlags(cmd)
 	return cmd
 }
 
-// listTree returns every file at or under dir (canonical; "" is the root),
-// sorted by path. An empty tree is an empty list, not an error.
-func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) ([]topo.KVInfo, error) {
-	prefix := dir
-	cctx, cancel := o.callCtx(ctx)
-	defer cancel()
-	kvs, err := conn.List(cctx, prefix)
-	if topo.IsErrType(err, topo.NoNode) {
-		return nil, nil
-	}
+// removeTree is rm -R: it deletes every file at or under dir.
+func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
+	tl, err := o.listTree(ctx, st.conn, dir)
 	if err != nil {
-		return nil, at(err, dir)
+		return err
 	}
-	out := kvs[:0]
-	for _, kv := range kvs {
-		if dir == "" || kv.Path == dir || strings.HasPrefix(kv.Path, dir+"/") {
-			out = append(out, kv)
+	var (
+		mu       sync.Mutex
+		deleted  int
+		firstErr error
+	)
+	bar := o.newProgress(len(tl.files), "deleting")
+	forEach(tl.files, o.parallel, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil || ctx.Err() != nil
+	}, func(_ int, kv topo.KVInfo) {
+		wctx, cancel := o.writeCtx(ctx)
+		err := st.conn.Delete(wctx, kv.Path, nil)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			deleted++
+			bar.add()
+		case topo.IsErrType(err, topo.NoNode):
+			bar.add()
+		case firstErr == nil:
+			firstErr = at(err, kv.Path)
 		}
+	})
+	bar.finish(firstErr == nil && ctx.Err() == nil)
+	if firstErr != nil {
+		return fmt.Errorf("deleted %d of %s under %s: %w", deleted, plural(len(tl.files), "file"), displayPath(dir), firstErr)
 	}
-	return out, nil
+	if ctx.Err() != nil {
+		return exitError{code: ExitInterrupted, err: fmt.Errorf("rm -R interrupted: deleted %d of %s under %s", deleted, plural(len(tl.files), "file"), displayPath(dir))}
+	}
+	if o.jsonOut() {
+		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.reserved)}); err != nil {
+			return err
+		}
+	} else {
+		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
+	}
+	if len(tl.files) == 0 && len(tl.reserved) == 0 {
+		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
+	}
+	return o.reportReserved("deleted", st.name, dir, tl.reserved)
+}
+
+// displayPaths renders canonical paths as displayPath does; never nil.
+func displayPaths(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = displayPath(p)
+	}
+	return out
 }

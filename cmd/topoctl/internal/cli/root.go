@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -34,6 +35,13 @@ const (
 	// ExitUsage: the command line was wrong (unknown command or flag, bad
 	// flag value, wrong number of arguments, a bad environment variable).
 	ExitUsage = 2
+	// ExitLockLost: lock's command was stopped because the store dropped
+	// the lock (lease or session lost), or elect lost its leadership.
+	ExitLockLost = 3
+	// ExitInterrupted: SIGINT or SIGTERM ended a command that had work
+	// left (an import, copy, export or rm -R: what it wrote is reverted;
+	// a lock wait), as shells report Ctrl-C (128+2).
+	ExitInterrupted = 130
 )
 
 // Environment variables read by topoctl. A flag given on the command line
@@ -101,6 +109,11 @@ type options struct {
 	timeout  time.Duration
 	output   string
 	logLevel string
+
+	// parallel and progress are the tree commands' --parallel and
+	// --progress.
+	parallel int
+	progress bool
 
 	log *slog.Logger
 
@@ -361,7 +374,7 @@ func Main(ctx context.Context, args []string, io IO) int {
 // formatError renders err as one line: the symbolic error code first when
 // it is a topo error, then the message (which names the path).
 func (o *options) formatError(err error) string {
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	msg := escapeControl(slashPaths(err))
 	c := topo.CodeOf(err)
 	if c == 0 {
 		return msg
@@ -412,4 +425,65 @@ func codeName(c topo.ErrorCode) string {
 		return "Unavailable"
 	}
 	return fmt.Sprintf("Code%d", int(c))
+}
+
+// slashPaths returns err's message with the paths of the *topo.Error
+// values in its chain shown as users type them, with a leading "/" (the
+// backends name canonical paths, without it). It sets those paths in place:
+// call it only on an error that is about to be printed.
+func slashPaths(err error) string {
+	var chain []*topo.Error
+	for e := err; e != nil; {
+		if te, ok := e.(*topo.Error); ok {
+			chain = append(chain, te)
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			e = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			if es := u.Unwrap(); len(es) > 0 {
+				e = es[0]
+			} else {
+				e = nil
+			}
+		default:
+			e = nil
+		}
+	}
+	olds := make([]string, len(chain))
+	for i, te := range chain {
+		olds[i] = te.Error()
+	}
+	for _, te := range chain {
+		// NoImplementation's "path" is the implementation's name.
+		if te.Path != "" && !strings.HasPrefix(te.Path, "/") && te.Code != topo.NoImplementation {
+			te.Path = "/" + te.Path
+		}
+	}
+	msg := err.Error()
+	for i, te := range chain {
+		msg = strings.Replace(msg, olds[i], te.Error(), 1)
+	}
+	return msg
+}
+
+// escapeControl makes s printable on one terminal line: control bytes
+// (newlines included) and invalid UTF-8 are shown as \xNN escapes.
+func escapeControl(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			if r < 0x80 {
+				fmt.Fprintf(&b, "\\x%02x", r)
+			} else {
+				fmt.Fprintf(&b, "\\u%04x", r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

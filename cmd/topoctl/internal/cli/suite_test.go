@@ -407,10 +407,22 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	src.ok(t, "diff", "--to", dst.spec())
 	src.ok(t, "diff", "--from", dst.spec(), "--to", src.spec())
 
-	// A second copy conflicts before writing anything.
+	// A second copy skips identical files; a file that differs conflicts
+	// before anything is written.
 	src.ok(t, "put", "new", "n")
-	src.fails(t, 1, []string{"NodeExists", "3 of the 4 files already exist", "nothing was written"}, "copy", "--to", dst.spec())
+	src.ok(t, "put", "a", "changed-a")
+	src.fails(t, 1, []string{"NodeExists", "1 of the 4 files already exist", "nothing was written"}, "copy", "--to", dst.spec())
 	dst.fails(t, 1, []string{"NoNode"}, "get", "new")
+	out = src.ok(t, "copy", "--dry-run", "--overwrite", "--to", dst.spec())
+	assert.Contains(t, out, "would write /a (9 bytes) (overwrite)")
+	assert.Contains(t, out, "identical, skipped: /ks/b")
+	assert.Contains(t, out, "would write /new (1 byte)\n")
+	assert.Contains(t, out, "(1 new, 1 overwritten, 2 identical, 0 deleted)")
+	assert.Contains(t, src.ok(t, "copy", "--overwrite", "--to", dst.spec()), "copied 2 files (10 bytes)")
+	assert.Contains(t, src.ok(t, "copy", "--to", dst.spec()), "copied 0 files (0 bytes)")
+	src.ok(t, "put", "a", "1")
+	src.ok(t, "copy", "--overwrite", "--to", dst.spec())
+	dst.ok(t, "rm", "new")
 
 	// diff lists every difference and exits 1.
 	dst.ok(t, "put", "ks/c/d", "changed")
@@ -432,6 +444,21 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	src.ok(t, "copy", "--overwrite", "--to", dst.spec(), "ks")
 	assert.Equal(t, "3", dst.ok(t, "get", "ks/c/d"))
 	src.ok(t, "diff", "--to", dst.spec(), "ks")
+
+	// --delete removes what only the destination has (here /extra), after
+	// --dry-run names it.
+	out = src.ok(t, "copy", "--delete", "--dry-run", "--to", dst.spec())
+	assert.Contains(t, out, "would delete /extra\n")
+	assert.Contains(t, out, "would write /new (1 byte)\n")
+	assert.Contains(t, src.ok(t, "copy", "--delete", "--to", dst.spec()), "copied 1 file (1 byte)")
+	assert.Contains(t, src.ok(t, "copy", "--delete", "--to", dst.spec()), "copied 0 files")
+	src.ok(t, "diff", "--to", dst.spec())
+
+	// Nothing under the source: an error, nothing written.
+	empty := tg.withRoot(tg.root + "/nothing")
+	empty.fails(t, 1, []string{"NoNode", "no files under / in", "empty or absent"}, "copy", "--to", dst.spec())
+	empty.fails(t, 1, []string{"NoNode", "empty or absent"}, "diff", "--to", tg.withRoot(tg.root+"/nothing2").spec())
+	empty.fails(t, 1, []string{"NoNode", "empty or absent"}, "export", filepath.Join(t.TempDir(), "e"))
 
 	holder.stop(t)
 	el.stop(t)
@@ -466,8 +493,12 @@ func testImportExport(t *testing.T, tg target, _ capabilities) {
 	assert.Contains(t, tg.ok(t, "import", in), "imported 21 files")
 	assert.Equal(t, string(files["ks1/shards/4/Shard"]), tg.ok(t, "get", "ks1/shards/4/Shard"))
 
-	// Importing again conflicts and writes nothing.
-	tg.fails(t, 1, []string{"NodeExists", "nothing was written"}, "import", in)
+	// Importing again skips identical files; a changed file conflicts and
+	// nothing is written.
+	assert.Contains(t, tg.ok(t, "import", in), "imported 0 files (0 bytes)")
+	tg.ok(t, "put", "ks1/shards/4/Shard", "changed")
+	tg.fails(t, 1, []string{"NodeExists", "/ks1/shards/4/Shard", "1 of the 21 files", "nothing was written"}, "import", in)
+	assert.Contains(t, tg.ok(t, "import", "--overwrite", in), "imported 1 file")
 
 	exp := filepath.Join(t.TempDir(), "out")
 	assert.Contains(t, tg.ok(t, "export", exp), "exported 21 files")
