@@ -351,13 +351,29 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 		done     []undo
 		firstErr error
 		failedAt string
-		issued   int
 	)
+	o.log.Info("writing", "what", what, "writes", len(ops), "parallel", o.parallel)
+	inFlight := 0
+	finished, noted := make(chan struct{}), make(chan struct{})
+	defer func() { close(finished); <-noted }()
+	go func() {
+		defer close(noted)
+		select {
+		case <-ctx.Done():
+		case <-finished:
+			return
+		}
+		mu.Lock()
+		n := inFlight
+		mu.Unlock()
+		o.eprintf("\ninterrupted: no new writes start; waiting up to %s for %s in flight, then reverting what this run wrote\n",
+			unlockTimeout(o.timeout), plural(n, "write"))
+	}()
 	forEach(ops, o.parallel, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if firstErr == nil && ctx.Err() == nil {
-			issued++
+			inFlight++
 			return false
 		}
 		return true
@@ -376,6 +392,7 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		inFlight--
 		if err == nil {
 			done = append(done, undo{op: w, version: v})
 			bar.add()
