@@ -368,6 +368,9 @@ func Main(ctx context.Context, args []string, io IO) int {
 		return ExitUsage
 	}
 	fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(err))
+	if topo.CodeOf(err) == topo.LockLost {
+		return ExitLockLost
+	}
 	return ExitFailure
 }
 

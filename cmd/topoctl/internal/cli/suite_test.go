@@ -331,21 +331,30 @@ func testLock(t *testing.T, tg target, _ capabilities) {
 	// Held by one run, --try fails at once with NodeExists.
 	holder := tg.start(t, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
 	holder.waitOutput(t, "held\n")
-	tg.fails(t, 1, []string{"NodeExists", "held by someone else"}, "lock", "--try", "ks", "--", "true")
+	tg.fails(t, 1, []string{"NodeExists", "held by someone else, by \"topoctl lock on ", "echo held"}, "lock", "--try", "ks", "--", "true")
 	// The lock entry shows as ephemeral in a full listing.
 	assert.Regexp(t, `(?m)ephemeral`, tg.ok(t, "ls", "-l", "ks"))
 
 	// A waiting lock gives up at --timeout.
 	tg.fails(t, 1, []string{"Timeout"}, "--timeout", "200ms", "lock", "ks", "--", "true")
 
-	// A signal ends the command (SIGTERM: 128+15) and releases the lock.
-	assert.Equal(t, 143, holder.stop(t))
+	// Interrupted: the command is stopped (SIGTERM), the lock released,
+	// exit 130.
+	assert.Equal(t, ExitInterrupted, holder.stop(t))
+	assert.Contains(t, holder.stderr.String(), "sending SIGTERM to the command's process group")
+	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+
+	// With no command, the lock is held until interrupted (exit 0).
+	hold := tg.start(t, "lock", "ks")
+	hold.waitOutput(t, "holding the lock on /ks")
+	tg.fails(t, 1, []string{"NodeExists", "held by someone else"}, "lock", "--try", "ks", "--", "true")
+	assert.Equal(t, 0, hold.stop(t), hold.stderr.String())
 	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
 	// Nothing is left behind.
 	assert.Equal(t, "Keyspace\n", tg.ok(t, "ls", "ks"))
 
 	tg.fails(t, 127, []string{"starting"}, "lock", "ks", "--", "/no/such/command")
-	tg.fails(t, 2, []string{"needs a directory and a command"}, "lock", "ks")
+	tg.fails(t, 2, []string{"needs a directory"}, "lock")
 	tg.fails(t, 2, []string{"drop --ttl"}, "lock", "--try", "--ttl", "5s", "ks", "--", "true")
 }
 
