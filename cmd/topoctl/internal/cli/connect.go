@@ -17,6 +17,10 @@ type store struct {
 	conn topo.Conn
 	// name describes the store in messages, e.g. "etcd2:127.0.0.1:2379:/vitess".
 	name string
+	// addr is the server address of the selected cell ("" for memory), and
+	// spec the store it is in, for connectivity checks.
+	addr string
+	spec spec
 }
 
 func (s *store) Close() { s.srv.Close() }
@@ -58,7 +62,10 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 	if err != nil {
 		return nil, err
 	}
-	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String()}
+	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String(), spec: sp}
+	if sp.impl != "memory" {
+		st.addr = sp.addr
+	}
 	o.stores = append(o.stores, st.name)
 	if cell != "" && cell != topo.GlobalCell {
 		cctx, cancel := o.callCtx(ctx)
@@ -71,6 +78,10 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 		st.conn = conn
 		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
 			st.name = sp.impl + ":" + ci.GetServerAddress() + ":" + ci.GetRoot() + " (cell " + cell + ")"
+			st.spec = spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
+			if sp.impl != "memory" {
+				st.addr = ci.GetServerAddress()
+			}
 		}
 	}
 	return st, nil

@@ -191,3 +191,43 @@ func TestLockStopsProcessGroup(t *testing.T) {
 	assert.Contains(t, r.stderr, "left processes in its group")
 	assert.False(t, alive(readPid(t, pidFile)))
 }
+
+// serve refuses a data directory in use at once, naming the process; it
+// stops promptly with a client attached (saying so), a new serve binds the
+// same addresses right after, and an attached watch says it is
+// reconnecting while the server is down and resumes once it is back.
+func TestServeBusyStopRestartWatch(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(4)
+	require.NoError(t, err)
+	dataDir := t.TempDir()
+	env := []string{EnvDataDir + "=" + dataDir, EnvImplementation + "=", EnvServerAddress + "=", EnvRoot + "=", EnvCell + "="}
+	serveArgs := []string{"--log-level", "info", "serve", "--listen-client-address", addrs[0], "--listen-peer-address", addrs[1]}
+
+	a := startProcess(t, env, serveArgs...)
+	a.waitLine(t, "Stop it with Ctrl-C")
+
+	// A second serve on the same data directory (other ports) refuses at
+	// once, naming the first one's PID.
+	b := startProcess(t, env, "serve", "--listen-client-address", addrs[2], "--listen-peer-address", addrs[3])
+	assert.Equal(t, 1, b.wait(t), b.errb.String())
+	assert.Contains(t, b.errb.String(), "is in use by process "+strconv.Itoa(a.cmd.Process.Pid))
+
+	tg := target{impl: "etcd2", addr: addrs[0], root: DefaultRoot}
+	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
+	w := startProcess(t, env, "watch", "w")
+	w.waitLine(t, "/w "+v1+` "one"`)
+
+	assert.Equal(t, 0, a.signalAndWait(t, syscall.SIGTERM), a.errb.String())
+	a.waitLine(t, "stopping the embedded etcd (at most 1s")
+	a.waitLine(t, "embedded etcd stopped")
+	w.waitStderr(t, "reconnecting")
+
+	// Restarted at once on the same addresses and data directory.
+	a = startProcess(t, env, serveArgs...)
+	a.waitLine(t, "Stop it with Ctrl-C")
+	v2 := strings.TrimSpace(tg.ok(t, "put", "w", "two"))
+	w.waitLine(t, "/w "+v2+` "two"`)
+	assert.Equal(t, 0, w.signalAndWait(t, syscall.SIGINT), w.errb.String())
+	assert.Equal(t, 0, a.signalAndWait(t, syscall.SIGINT), a.errb.String())
+}

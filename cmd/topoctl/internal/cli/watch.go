@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +53,14 @@ watch -R PREFIX prints every file whose path starts with PREFIX (a plain
 string prefix: "/keyspaces/c" matches "/keyspaces/commerce/..."), then one
 line per change, creation or deletion of such a file, until interrupted.
 With --output json every line is a JSON object. The initial read is bounded
-by --timeout; the watch itself is not.`,
+by --timeout; the watch itself is not.
+
+When the store cannot be reached or the watch fails (the server died, a
+partition), watch says so on stderr ("reconnecting"), retries every second,
+says "reconnected" when the server answers again, prints what changed
+meanwhile and goes on. A permission refusal ends it.`,
+		Example: `  topoctl watch /keyspaces/commerce/Keyspace
+  topoctl watch -R /keyspaces/ -o json`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -63,7 +71,7 @@ by --timeout; the watch itself is not.`,
 				}
 				st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
 					_, err := conn.List(c, prefix)
-					if topo.IsErrType(err, topo.NoNode) {
+					if topo.IsErrType(err, topo.NoNode) || topo.IsErrType(err, topo.PartialResult) {
 						return nil
 					}
 					return at(err, prefix)
@@ -73,31 +81,68 @@ by --timeout; the watch itself is not.`,
 				}
 				defer st.Close()
 				defer cancel()
-				initial, changes, err := st.conn.WatchRecursive(wctx, prefix)
-				if err != nil {
-					return at(err, prefix)
-				}
-				defer drainAfter(cancel, changes)
-				for _, wd := range initial {
-					if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: wd.Version.String(), Value: wd.Contents}); err != nil {
-						return err
-					}
-				}
-				for wd := range changes {
-					var err error
-					switch {
-					case wd.Err == nil:
-						err = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: wd.Version.String(), Value: wd.Contents})
-					case topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != "":
-						err = o.printEvent(watchEvent{Path: displayPath(wd.Path), Deleted: true})
-					default:
-						return endOfWatch(ctx, wd.Err)
-					}
+				stopMonitor := o.monitor(wctx, st)
+				defer stopMonitor()
+				seen := map[string]string{} // path -> version printed last
+				for attempt := 0; ; attempt++ {
+					initial, changes, err := st.conn.WatchRecursive(wctx, prefix)
 					if err != nil {
-						return err
+						if attempt == 0 {
+							return at(err, prefix)
+						}
+						if err := o.rewatchWait(wctx, ctx, prefix, err); err != nil {
+							return endOfWatch(ctx, err)
+						}
+						continue
+					}
+					// After a reconnection, print what changed meanwhile.
+					now := map[string]bool{}
+					for _, wd := range initial {
+						now[wd.Path] = true
+						if v := wd.Version.String(); seen[wd.Path] != v {
+							seen[wd.Path] = v
+							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: v, Value: wd.Contents}); err != nil {
+								drainAfter(func() {}, changes)
+								return err
+							}
+						}
+					}
+					for p := range seen {
+						if !now[p] {
+							delete(seen, p)
+							_ = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+						}
+					}
+					var werr error
+					for wd := range changes {
+						switch {
+						case wd.Err == nil:
+							seen[wd.Path] = wd.Version.String()
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: wd.Version.String(), Value: wd.Contents})
+						case topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != "":
+							delete(seen, wd.Path)
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Deleted: true})
+						default:
+							werr = wd.Err
+						}
+						if werr != nil {
+							break
+						}
+					}
+					drainAfter(func() {}, changes)
+					if werr == nil {
+						werr = topo.NewError(topo.Interrupted, prefix)
+					}
+					if ctx.Err() != nil {
+						return endOfWatch(ctx, werr)
+					}
+					if !isStoreErr(werr) {
+						return werr
+					}
+					if err := o.rewatchWait(wctx, ctx, prefix, werr); err != nil {
+						return endOfWatch(ctx, err)
 					}
 				}
-				return endOfWatch(ctx, topo.NewError(topo.Interrupted, prefix))
 			}
 
 			p, err := topo.CleanFilePath(args[0])
@@ -113,27 +158,64 @@ by --timeout; the watch itself is not.`,
 			}
 			defer st.Close()
 			defer cancel()
-			cur, changes, err := st.conn.Watch(wctx, p)
-			if err != nil {
-				return err
-			}
-			defer drainAfter(cancel, changes)
-			if err := o.printEvent(watchEvent{Path: displayPath(p), Version: cur.Version.String(), Value: cur.Contents}); err != nil {
-				return err
-			}
-			for wd := range changes {
+			stopMonitor := o.monitor(wctx, st)
+			defer stopMonitor()
+			last := ""
+			for attempt := 0; ; attempt++ {
+				cur, changes, err := st.conn.Watch(wctx, p)
 				switch {
-				case wd.Err == nil:
-					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: wd.Version.String(), Value: wd.Contents}); err != nil {
-						return err
-					}
-				case topo.IsErrType(wd.Err, topo.NoNode):
+				case err == nil:
+				case attempt == 0:
+					return err
+				case topo.IsErrType(err, topo.NoNode):
 					return o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
 				default:
-					return endOfWatch(ctx, wd.Err)
+					if err := o.rewatchWait(wctx, ctx, p, err); err != nil {
+						return endOfWatch(ctx, err)
+					}
+					continue
+				}
+				if v := cur.Version.String(); v != last {
+					last = v
+					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: v, Value: cur.Contents}); err != nil {
+						drainAfter(func() {}, changes)
+						return err
+					}
+				}
+				var werr error
+				deleted := false
+				for wd := range changes {
+					switch {
+					case wd.Err == nil:
+						last = wd.Version.String()
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: last, Value: wd.Contents})
+					case topo.IsErrType(wd.Err, topo.NoNode):
+						deleted = true
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+					default:
+						werr = wd.Err
+					}
+					if werr != nil || deleted {
+						break
+					}
+				}
+				drainAfter(cancelNothing, changes)
+				if deleted {
+					return werr
+				}
+				if werr == nil {
+					werr = topo.NewError(topo.Interrupted, p)
+				}
+				if ctx.Err() != nil {
+					return endOfWatch(ctx, werr)
+				}
+				if !isStoreErr(werr) {
+					return werr
+				}
+				if err := o.rewatchWait(wctx, ctx, p, werr); err != nil {
+					return endOfWatch(ctx, err)
 				}
 			}
-			return endOfWatch(ctx, topo.NewError(topo.Interrupted, p))
 		},
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
@@ -170,4 +252,76 @@ func drainAfter[T any](cancel context.CancelFunc, ch <-chan T) {
 	cancel()
 	for range ch {
 	}
+}
+
+func cancelNothing() {}
+
+// isStoreErr reports whether a watch ended by err may resume by watching
+// again (the store failed or could not be reached), rather than by a
+// refusal that a retry would meet again.
+func isStoreErr(err error) bool {
+	switch topo.CodeOf(err) {
+	case topo.PermissionDenied, topo.InvalidPath, topo.InvalidArgument, topo.NoImplementation:
+		return false
+	}
+	return true
+}
+
+// rewatchBackoff is how long a watch waits before watching again after a
+// failure.
+const rewatchBackoff = time.Second
+
+// rewatchWait says on stderr that the watch of p failed with err and is
+// reconnecting, then waits rewatchBackoff. It returns an error once ctx
+// (the user's) or wctx ends.
+func (o *options) rewatchWait(wctx, ctx context.Context, p string, err error) error {
+	o.eprintf("topoctl: watch of %s failed (%s): reconnecting\n", displayPath(p), o.formatError(err))
+	select {
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return topo.NewError(topo.Interrupted, p)
+		}
+		return wctx.Err()
+	case <-time.After(rewatchBackoff):
+		return nil
+	}
+}
+
+// monitor checks every second, until ctx ends or the returned stop is
+// called, that the store's address accepts TCP connections, and says on
+// stderr when it stops ("lost the connection ...: reconnecting") and
+// starts again ("reconnected"): some backends' clients retry a broken
+// watch silently, which would leave the user looking at a quiet watch.
+func (o *options) monitor(ctx context.Context, st *store) (stop func()) {
+	if st.addr == "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		down := false
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := o.checkListening(ctx, st.spec)
+			if ctx.Err() != nil {
+				return
+			}
+			switch {
+			case err != nil && !down:
+				down = true
+				o.eprintf("topoctl: lost the connection to %s (%s): reconnecting\n", st.spec.addr, o.formatError(err))
+			case err == nil && down:
+				down = false
+				o.eprintf("topoctl: reconnected to %s\n", st.spec.addr)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
