@@ -21,7 +21,7 @@ NAME on any command connects through it (with the global cell's
 implementation).`,
 	}
 	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o))
-	return cmd
+	return groupCmd(cmd)
 }
 
 type cellRow struct {

@@ -38,7 +38,7 @@ func TestUnreachable(t *testing.T) {
 	addr := freeClosedAddr(t)
 	for _, impl := range []string{"etcd2", "zk2", "consul"} {
 		t.Run(impl, func(t *testing.T) {
-			tg := target{impl: impl, addr: addr, root: "/r"}
+			tg := target{impl: impl, addr: addr, root: "r"}
 			for _, args := range [][]string{
 				{"ls", "/"},
 				{"get", "a"},
@@ -46,7 +46,7 @@ func TestUnreachable(t *testing.T) {
 				{"watch", "a"},
 				{"leader", "e"},
 				{"lock", "a", "--", "true"},
-				{"copy", "--from", "memory:x:/", "--to", impl + ":" + addr + ":/r"},
+				{"copy", "--from", "memory:x:/", "--to", impl + ":" + addr + ":r"},
 			} {
 				r := tg.run(t, "", args...)
 				require.Equal(t, 1, r.code, "%v: %s", args, r.stderr)
@@ -54,6 +54,7 @@ func TestUnreachable(t *testing.T) {
 				assert.Contains(t, r.stderr, "nothing accepts connections at "+addr, args)
 				assert.Contains(t, r.stderr, "connection refused", args)
 				assert.NotContains(t, r.stderr, "topoctl serve", args)
+				assert.NotContains(t, r.stderr, "memory:x", "the store that failed is named, not another: %v", args)
 				assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 			}
 		})

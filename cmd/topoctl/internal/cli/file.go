@@ -85,6 +85,11 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if topo.IsErrType(err, topo.NoImplementation) {
 					return fmt.Errorf("%s keeps no history, so --version cannot be read: %w", st.name, err)
 				}
+				if topo.IsErrType(err, topo.NoNode) {
+					if _, cur, gerr := st.conn.Get(ctx, p); gerr == nil {
+						return topo.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("version %d of this file is not kept (never one of its versions, or compacted away); its current version is %s: %w", atVersion, cur, err))
+					}
+				}
 				ver = topo.NumericVersion(atVersion).String()
 			} else {
 				var v topo.Version
@@ -94,7 +99,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 			}
 			if err != nil {
-				return err
+				return o.notADirectory(ctx, st.conn, p, err)
 			}
 
 			var decoded any
@@ -199,7 +204,7 @@ prints the new version.`,
 					return err
 				}
 			}
-			if err := topo.CheckValue(p, value); err != nil {
+			if err := checkValue(p, value); err != nil {
 				return err
 			}
 
@@ -288,7 +293,13 @@ named on stderr and rm -R exits 1.`,
 				return err
 			}
 			defer done()
-			return st.conn.Delete(ctx, p, cas)
+			if err := st.conn.Delete(ctx, p, cas); err != nil {
+				return o.notADirectory(ctx, st.conn, p, err)
+			}
+			if o.jsonOut() {
+				return o.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -358,4 +369,16 @@ func displayPaths(ps []string) []string {
 		out[i] = displayPath(p)
 	}
 	return out
+}
+
+// notADirectory turns the NoNode error of a file operation on p into one
+// that says p is a directory, when it is one; other errors pass unchanged.
+func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, err error) error {
+	if !topo.IsErrType(err, topo.NoNode) {
+		return err
+	}
+	if des, lerr := conn.ListDir(ctx, p, false); lerr == nil && len(des) > 0 {
+		return topo.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p)))
+	}
+	return err
 }

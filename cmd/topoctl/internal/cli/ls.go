@@ -98,8 +98,13 @@ func (o *options) listOrFile(ctx context.Context, conn topo.Conn, arg string, lo
 	}
 	entries, err := o.list(ctx, conn, dir, long, recursive)
 	if dir == "" && topo.IsErrType(err, topo.NoNode) {
-		// An empty store is an empty root, not an error.
+		// An empty store is an empty root, not an error; but say so, as a
+		// wrong root or address looks the same.
+		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
 		return []*entry{}, nil
+	}
+	if err == nil && dir == "" && len(entries) == 0 {
+		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
 	}
 	if err == nil || !topo.IsErrType(err, topo.NoNode) {
 		return entries, err

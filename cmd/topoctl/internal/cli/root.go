@@ -226,8 +226,8 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 		"store implementation: etcd2, zk2, consul or memory (env "+EnvImplementation+")")
 	pf.StringVarP(&o.addr, "topo-global-server-address", "a", "",
 		"global cell server address, host:port[,host:port...] (env "+EnvServerAddress+"; default: the address of \"topoctl serve\", "+DefaultClientAddress+")")
-	pf.StringVarP(&o.root, "topo-global-root", "r", DefaultRoot,
-		"global cell root in the store (env "+EnvRoot+")")
+	pf.StringVar(&o.root, "topo-global-root", DefaultRoot,
+		"global cell root in the store (env "+EnvRoot+"; on Consul give it without a leading \"/\", e.g. vitess/global, as Vitess does)")
 	pf.StringVar(&o.cell, "cell", "",
 		"act on this cell, through its CellInfo in the global cell (env "+EnvCell+"; default: the global cell)")
 	pf.DurationVar(&o.timeout, "timeout", DefaultTimeout,
@@ -253,6 +253,28 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 		newCellCmd(o),
 	)
 	return root, o
+}
+
+// groupCmd makes cmd, a command that only groups subcommands, fail with
+// a usage error (exit 2) when run without one or with an unknown one,
+// instead of printing its help and succeeding.
+func groupCmd(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		names := []string{}
+		for _, sc := range c.Commands() {
+			if sc.IsAvailableCommand() {
+				names = append(names, sc.Name())
+			}
+		}
+		return usagef("%s needs a subcommand: %s", c.CommandPath(), strings.Join(names, ", "))
+	}
+	return cmd
 }
 
 // resolve applies environment variables to flags not set on the command
@@ -313,6 +335,17 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	return nil
 }
 
+// warnConsulRoot warns on stderr about a Consul root with a leading "/":
+// topokit takes "/vitess/global" and "vitess/global" as the same root,
+// but Vitess's Consul backend fails to list keys under a root that starts
+// with "/", so Vitess processes on the same agent would not see the data.
+func (o *options) warnConsulRoot(impl, root string) {
+	if impl == "consul" && strings.HasPrefix(root, "/") && strings.Trim(root, "/") != "" {
+		o.eprintf("topoctl: warning: Consul root %q starts with \"/\": topokit reads it as %q, but Vitess processes fail to list under a leading \"/\"; give the root as %q so that both agree\n",
+			root, strings.Trim(root, "/"), strings.Trim(root, "/"))
+	}
+}
+
 // defaultAddress is the client address of the embedded etcd: the one
 // `topoctl serve` recorded in its default data directory, or
 // DefaultClientAddress.
@@ -351,9 +384,13 @@ func Run() int {
 func Main(ctx context.Context, args []string, io IO) int {
 	cmd, o := newRoot(io)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	ran, err := cmd.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	helpOf := "topoctl"
+	if ran != nil {
+		helpOf = ran.CommandPath()
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
@@ -364,7 +401,7 @@ func Main(ctx context.Context, args []string, io IO) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) || !o.started {
-		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun 'topoctl --help' for usage.\n", err)
+		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeControl(err.Error()), helpOf)
 		return ExitUsage
 	}
 	fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(err))
@@ -384,7 +421,8 @@ func (o *options) formatError(err error) string {
 	}
 	msg = codeName(c) + ": " + msg
 	if c == topo.Unavailable || c == topo.Timeout {
-		if len(o.stores) > 0 {
+		// A store that could not be reached is named by the error itself.
+		if len(o.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") {
 			msg += " (store " + strings.Join(o.stores, ", ") + ")"
 		}
 	}
