@@ -36,7 +36,7 @@ func (p *proc) wait(t *testing.T) int {
 }
 
 // manyFiles writes n small files into a new local directory.
-func manyFiles(t *testing.T, n int) string {
+func manyFiles(t testing.TB, n int) string {
 	t.Helper()
 	dir := t.TempDir()
 	for i := range n {
