@@ -32,8 +32,14 @@ none and fail with NoImplementation).
 --decode raw prints the value as a protobuf wire dump without a schema.
 --decode json decodes it with a message type from --protoset (a binary
 FileDescriptorSet, as "protoc --include_imports --descriptor_set_out" writes)
-and prints protobuf JSON; --type names the message (e.g. topodata.Tablet).
-Without --type, the one message named like the file's base name is used.
+and prints protobuf JSON; --type names the message (e.g. topodata.Tablet, or
+a short name such as Tablet). Without --type, the message is chosen by the
+file's base name: Vitess's records (Keyspace, Shard, VSchema, SrvKeyspace,
+SrvVSchema, Tablet, ShardReplication, CellInfo, CellsAlias, RoutingRules,
+KeyspaceRoutingRules, ShardRoutingRules, MirrorRules) map to their types in
+Vitess's topodata and vschema packages; otherwise the one message named
+like the base name is used. Bytes that do not parse as the type, or hold
+fields it does not have, are an error. --protoset defaults to $`+EnvProtoset+`.
 Without --protoset, only the types compiled into topoctl are known
 (topokit.topodata.CellInfo); any other type is a usage error asking for
 --protoset.
@@ -60,6 +66,9 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 					return usagef("--protoset and --type need --decode json")
 				}
 			case "json":
+				if protoset == "" {
+					protoset = o.getenv(EnvProtoset)
+				}
 				if sch, err = loadSchema(protoset); err != nil {
 					return err
 				}

@@ -57,6 +57,8 @@ const (
 	EnvCell = "TOPO_CELL"
 	// EnvTimeout is --timeout's variable (a Go duration such as "10s").
 	EnvTimeout = "TOPO_TIMEOUT"
+	// EnvProtoset is the default of get's --protoset.
+	EnvProtoset = "TOPOCTL_PROTOSET"
 	// EnvDataDir is the default of serve's --data-dir; flag-less commands
 	// also read serve's client address from it.
 	EnvDataDir = "TOPOCTL_DATA_DIR"
