@@ -39,7 +39,7 @@ SrvVSchema, Tablet, ShardReplication, CellInfo, CellsAlias, RoutingRules,
 KeyspaceRoutingRules, ShardRoutingRules, MirrorRules) map to their types in
 Vitess's topodata and vschema packages; otherwise the one message named
 like the base name is used. Bytes that do not parse as the type, or hold
-fields it does not have, are an error. --protoset defaults to $`+EnvProtoset+`.
+fields it does not have, are an error. --protoset defaults to $` + EnvProtoset + `.
 Without --protoset, only the types compiled into topoctl are known
 (topokit.topodata.CellInfo); any other type is a usage error asking for
 --protoset.
