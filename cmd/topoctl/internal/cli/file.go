@@ -3,9 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	goio "io"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -15,15 +19,25 @@ import (
 
 func newGetCmd(o *options) *cobra.Command {
 	var (
-		version  string
-		decode   string
-		protoset string
-		typ      string
+		version   string
+		decode    string
+		protoset  string
+		typ       string
+		recursive bool
+		keysOnly  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "get FILE",
-		Short: "Print a file's value",
+		Use:   "get FILE | get -R [--keys-only] PREFIX",
+		Short: "Print a file's value (or every file's under a prefix)",
 		Long: `Print the value stored at FILE, byte for byte.
+
+get -R PREFIX prints every file whose path starts with PREFIX (a plain
+string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
+each file's path on one line, then its value on the next (quoted, with
+escapes, when it is not one line of printable text). --keys-only prints
+the paths only. With --output json it prints one array of {"path",
+"version","value" (base64)}. Files at reserved paths (written by another
+tool) are named on stderr, with exit 1.
 
 --version V reads the value the file held at version V (etcd keeps history
 until it is compacted; memory keeps recent history; ZooKeeper and Consul keep
@@ -47,6 +61,12 @@ Without --protoset, only the types compiled into topoctl are known
 With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if recursive || keysOnly {
+				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
+					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
+				}
+				return o.getPrefix(cmd.Context(), args[0], keysOnly)
+			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
 				return err
@@ -141,12 +161,17 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 			_, err = o.io.Stdout.Write(text)
 			return err
 		},
+		Example: `  topoctl get /keyspaces/commerce/Keyspace --decode json --protoset vitess-topodata.protoset
+  topoctl get -R /keyspaces/commerce/
+  topoctl get -R --keys-only /tablets/`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&version, "version", "", "read the value the file held at this version")
 	f.StringVar(&decode, "decode", "", "decode the value: raw (protobuf wire dump) or json (with --protoset/--type)")
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
-	f.StringVar(&typ, "type", "", "full protobuf message name for --decode json, e.g. topodata.Tablet")
+	f.StringVar(&typ, "type", "", "protobuf message name for --decode json, e.g. topodata.Tablet or Tablet")
+	f.BoolVarP(&recursive, "recursive", "R", false, "print every file whose path starts with FILE (a plain string prefix), like etcdctl get --prefix")
+	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied), print the paths only")
 	return cmd
 }
 
@@ -390,4 +415,72 @@ func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, e
 		return topo.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p)))
 	}
 	return err
+}
+
+// getPrefix is get -R: every file whose path starts with arg.
+func (o *options) getPrefix(ctx context.Context, arg string, keysOnly bool) error {
+	prefix, err := topo.CleanPrefix(arg)
+	if err != nil {
+		return err
+	}
+	st, cctx, done, err := o.openCall(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	kvs, err := st.conn.List(cctx, prefix)
+	var rf *topo.ReservedFilesError
+	var reserved []string
+	switch {
+	case err == nil:
+	case errors.As(err, &rf):
+		reserved = rf.Paths
+	case topo.IsErrType(err, topo.NoNode):
+		o.eprintf("note: no file under the prefix %s in %s\n", displayPath(prefix), st.name)
+	default:
+		return at(err, prefix)
+	}
+	type item struct {
+		Path    string `json:"path"`
+		Version string `json:"version,omitempty"`
+		Value   []byte `json:"value,omitempty"`
+	}
+	items := []item{}
+	for _, kv := range kvs {
+		if topo.IsReserved(kv.Path) {
+			reserved = append(reserved, kv.Path)
+			continue
+		}
+		it := item{Path: displayPath(kv.Path)}
+		if !keysOnly {
+			it.Version, it.Value = kv.Version.String(), kv.Value
+			if it.Value == nil {
+				it.Value = []byte{}
+			}
+		}
+		items = append(items, it)
+	}
+	if o.jsonOut() {
+		if err := o.printJSON(items); err != nil {
+			return err
+		}
+	} else {
+		for _, it := range items {
+			o.printf("%s\n", it.Path)
+			if !keysOnly {
+				o.printf("%s\n", showValue(it.Value))
+			}
+		}
+	}
+	slices.Sort(reserved)
+	return o.reportReserved("listed", st.name, prefix, reserved)
+}
+
+// showValue renders a value for a line of output: as is when it is one
+// line of printable UTF-8 text, quoted with escapes otherwise.
+func showValue(b []byte) string {
+	if printable(b) && !strings.ContainsAny(string(b), "\n\r") {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
 }

@@ -209,7 +209,9 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 2 usage error; "lock" exits with its command's status.`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		// "topoctl completion bash|zsh|fish|powershell" prints a shell
+		// completion script.
+		CompletionOptions: cobra.CompletionOptions{},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
@@ -253,7 +255,15 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 		newImportCmd(o),
 		newExportCmd(o),
 		newCellCmd(o),
+		newStatCmd(o),
+		newVersionCmd(o),
 	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			groupCmd(c)
+		}
+	}
 	return root, o
 }
 

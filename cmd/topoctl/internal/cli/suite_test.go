@@ -49,6 +49,7 @@ func runSuite(t *testing.T, newTarget func(t *testing.T) target, caps capabiliti
 		{"ImportExport", testImportExport},
 		{"Cell", testCell},
 		{"Errors", testErrors},
+		{"Reads", testReads},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -627,4 +628,43 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 	tg.fails(t, 2, []string{"unknown command"}, "frobnicate")
 	// The root flag has no short name: -r is not taken for it.
 	tg.fails(t, 2, []string{"unknown shorthand flag: 'r'"}, "ls", "-r", "/keyspaces")
+}
+
+// testReads: get -R / --keys-only, stat, version, completion.
+func testReads(t *testing.T, tg target, _ capabilities) {
+	va := strings.TrimSpace(tg.ok(t, "put", "ks/a", "one"))
+	tg.ok(t, "put", "ks/sub/b", "two\nlines")
+	tg.ok(t, "put", "ksx", "not under ks/")
+	assert.Equal(t, "/ks/a\none\n/ks/sub/b\n\"two\\nlines\"\n", tg.ok(t, "get", "-R", "ks/"))
+	assert.Equal(t, "/ks/a\n/ks/sub/b\n/ksx\n", tg.ok(t, "get", "--keys-only", "ks"))
+	var items []struct {
+		Path, Version string
+		Value         []byte
+	}
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "get", "-R", "-o", "json", "ks/")), &items))
+	require.Len(t, items, 2)
+	assert.Equal(t, "/ks/a", items[0].Path)
+	assert.Equal(t, va, items[0].Version)
+	assert.Equal(t, []byte("one"), items[0].Value)
+	r := tg.run(t, "", "get", "-R", "nothing/")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "no file under the prefix /nothing/")
+	tg.fails(t, 2, []string{"apply to one file"}, "get", "-R", "--decode", "raw", "ks/")
+
+	out := tg.ok(t, "stat", "ks/a")
+	assert.Contains(t, out, "type:      file\n")
+	assert.Contains(t, out, "version:   "+va+"\n")
+	assert.Contains(t, out, "size:      3 bytes\n")
+	assert.Contains(t, out, "ephemeral: false\n")
+	var si statInfo
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "stat", "-o", "json", "/ks")), &si))
+	assert.Equal(t, "directory", si.Type)
+	require.NotNil(t, si.Entries)
+	assert.Equal(t, 2, *si.Entries)
+	tg.fails(t, 1, []string{"NoNode", "/ks/none"}, "stat", "ks/none")
+
+	assert.Contains(t, tg.ok(t, "version"), "topoctl ")
+	assert.Contains(t, tg.ok(t, "completion", "bash"), "bash completion")
+	tg.fails(t, 2, []string{"needs a subcommand"}, "completion")
 }
