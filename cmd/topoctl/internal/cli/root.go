@@ -207,8 +207,8 @@ A flag on the command line wins over its variable.
 
 Exit codes: 0 success, 1 failure (or differences found by diff),
 2 usage error; "lock" exits with its command's status.`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
+		SilenceErrors: true,
+		SilenceUsage:  true,
 		// "topoctl completion bash|zsh|fish|powershell" prints a shell
 		// completion script.
 		CompletionOptions: cobra.CompletionOptions{},
