@@ -59,7 +59,7 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 	if err := o.checkListening(ctx, sp); err != nil {
 		return nil, err
 	}
-	srv, err := topo.OpenServer(sp.impl, sp.addr, sp.root)
+	srv, err := o.openServer(sp)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +165,9 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 	}
 	if _, err := topo.GetFactory(sp.impl); err != nil {
 		return spec{}, exitError{code: ExitFailure, err: err}
+	}
+	if sp.addr == "" {
+		sp.addr = o.conventionalAddress(sp.impl)
 	}
 	switch {
 	case sp.addr != "" || sp.impl == "memory":

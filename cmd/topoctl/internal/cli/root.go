@@ -112,6 +112,9 @@ type options struct {
 	output   string
 	logLevel string
 
+	// sec holds the backends' TLS and authentication settings.
+	sec security
+
 	// parallel and progress are the tree commands' --parallel and
 	// --progress.
 	parallel int
@@ -237,6 +240,7 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 	pf.DurationVar(&o.timeout, "timeout", DefaultTimeout,
 		"bound of each store call, and of waits for locks (env "+EnvTimeout+"; 0 means no bound)")
 	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
+	o.addSecurityFlags(pf)
 	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr)")
 
 	root.AddCommand(
@@ -303,6 +307,7 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	env("topo-global-server-address", EnvServerAddress, &o.addr)
 	env("topo-global-root", EnvRoot, &o.root)
 	env("cell", EnvCell, &o.cell)
+	o.resolveSecurity(fs)
 	if !fs.Changed("timeout") {
 		if v := o.getenv(EnvTimeout); v != "" {
 			d, err := time.ParseDuration(v)
@@ -332,6 +337,9 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	// naming the registered ones) before any demand for an address.
 	if _, err := topo.GetFactory(o.impl); err != nil {
 		return exitError{code: ExitFailure, err: err}
+	}
+	if o.addr == "" {
+		o.addr = o.conventionalAddress(o.impl)
 	}
 	if o.addr == "" {
 		switch o.impl {
