@@ -245,7 +245,9 @@ func sortByPath(kvs []topo.KVInfo) {
 func newDiffCmd(o *options) *cobra.Command {
 	var from, to string
 	cmd := &cobra.Command{
-		Use:   "diff [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
+		Use: "diff [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
+		Example: `  topoctl diff --from etcd2:127.0.0.1:2379:/vitess --to zk2:127.0.0.1:2181:/vitess
+  topoctl diff --to consul:127.0.0.1:8500:vitess/global -o json /keyspaces`,
 		Short: "Compare two trees file by file; exit 1 when they differ",
 		Long: `Compare every file under PATH (default: the whole root) in two stores,
 named like copy's (--from defaults to the shared flags). It prints one line

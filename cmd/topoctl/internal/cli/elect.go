@@ -31,8 +31,9 @@ func (o *options) printElect(ev electEvent) {
 func newElectCmd(o *options) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "elect NAME [--id ID]",
-		Short: "Take part in a leader election and print leadership changes",
+		Use:     "elect NAME [--id ID]",
+		Example: `  topoctl elect primary --id $(hostname)`,
+		Short:   "Take part in a leader election and print leadership changes",
 		Long: `Join the leader election NAME as participant ID (default HOST-PID, this
 host's name and topoctl's process id) and stay in it until
 interrupted (Ctrl-C, SIGTERM), then withdraw. It prints one line per event:
@@ -122,8 +123,9 @@ every line is a JSON object {"event","id"}.`,
 
 func newLeaderCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "leader NAME",
-		Short: "Print the current leader of an election",
+		Use:     "leader NAME",
+		Example: `  topoctl leader primary`,
+		Short:   "Print the current leader of an election",
 		Long: `Print the id of the current leader of the election NAME, or nothing
 (and a note on standard error) when nobody leads. With --output json it
 prints {"name","leader"}, the leader being "" when nobody leads.`,

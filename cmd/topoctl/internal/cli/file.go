@@ -182,7 +182,10 @@ func newPutCmd(o *options) *cobra.Command {
 		file      string
 	)
 	cmd := &cobra.Command{
-		Use:   "put FILE [VALUE | -]",
+		Use: "put FILE [VALUE | -]",
+		Example: `  topoctl put /RoutingRules --file rules.pb
+  echo -n value | topoctl put /a/b
+  topoctl put --if-version 42 /a/b new-value`,
 		Short: "Write a file",
 		Long: `Write a value to FILE, byte for byte, taken from the VALUE argument, from
 --file F, or from standard input: when it is a pipe or a file (not a

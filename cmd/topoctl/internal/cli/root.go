@@ -208,8 +208,11 @@ Every connection flag can also come from the environment:
   ` + EnvImplementation + `, ` + EnvServerAddress + `, ` + EnvRoot + `, ` + EnvCell + `, ` + EnvTimeout + `
 A flag on the command line wins over its variable.
 
-Exit codes: 0 success, 1 failure (or differences found by diff),
-2 usage error; "lock" exits with its command's status.`,
+Exit codes: 0 success, 1 failure (or differences found by diff, or files
+at reserved paths that a tree command could not carry over), 2 usage error,
+3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM during an
+import, copy, export, rm -R, a lock wait or lock's command); "lock" exits
+with its command's status otherwise.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// "topoctl completion bash|zsh|fish|powershell" prints a shell
@@ -234,7 +237,7 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 	pf.StringVarP(&o.addr, "topo-global-server-address", "a", "",
 		"global cell server address, host:port[,host:port...] (env "+EnvServerAddress+"; default: the address of \"topoctl serve\", "+DefaultClientAddress+")")
 	pf.StringVar(&o.root, "topo-global-root", DefaultRoot,
-		"global cell root in the store (env "+EnvRoot+"; on Consul give it without a leading \"/\", e.g. vitess/global, as Vitess does)")
+		"global cell root in the store (env "+EnvRoot+"; on Consul give it without a leading \"/\", as Vitess does: the default there is vitess/global)")
 	pf.StringVar(&o.cell, "cell", "",
 		"act on this cell, through its CellInfo in the global cell (env "+EnvCell+"; default: the global cell)")
 	pf.DurationVar(&o.timeout, "timeout", DefaultTimeout,
@@ -337,6 +340,10 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	// naming the registered ones) before any demand for an address.
 	if _, err := topo.GetFactory(o.impl); err != nil {
 		return exitError{code: ExitFailure, err: err}
+	}
+	if o.impl == "consul" && !fs.Changed("topo-global-root") && o.getenv(EnvRoot) == "" {
+		// The form Vitess's Consul backend works with (no leading "/").
+		o.root = strings.TrimPrefix(DefaultRoot, "/")
 	}
 	if o.addr == "" {
 		o.addr = o.conventionalAddress(o.impl)

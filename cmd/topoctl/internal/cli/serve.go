@@ -64,7 +64,9 @@ func newServeCmd(o *options) *cobra.Command {
 		readyWait  time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use: "serve",
+		Example: `  topoctl serve
+  topoctl serve --data-dir /tmp/etcd --listen-client-address 127.0.0.1:12379 --listen-peer-address 127.0.0.1:12380`,
 		Short: "Run a single-member embedded etcd for topoctl and other clients",
 		Long: `Run a single-member etcd inside topoctl until interrupted (Ctrl-C or
 SIGTERM), then stop it cleanly. Its data lives in --data-dir and survives
