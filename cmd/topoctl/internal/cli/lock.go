@@ -29,13 +29,15 @@ func newLockCmd(o *options) *cobra.Command {
 	var (
 		ttl           time.Duration
 		try           bool
+		named         bool
 		checkInterval time.Duration
 		grace         time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "lock DIR [--ttl D] [--try] [-- COMMAND [ARG...]]",
 		Short: "Run a command while holding the lock on a directory (or hold it until Ctrl-C)",
-		Long: `Take the exclusive lock on DIR (which must hold at least one file), run
+		Long: `Take the exclusive lock on DIR (which must hold at least one file, unless
+--named takes a named lock, for which DIR need not exist), run
 COMMAND while holding it, then release it. topoctl exits with the command's
 status (128+N when a signal N ended it). Without COMMAND, topoctl holds the
 lock until Ctrl-C or SIGTERM (exit 0), like "etcdctl lock".
@@ -79,6 +81,9 @@ shows it.`,
 			if len(argv) > 0 && argv[0] == "--" {
 				argv = argv[1:]
 			}
+			if named && (try || cmd.Flags().Changed("ttl")) {
+				return usagef("--named takes the backend's long named-lock time to live and waits: it does not combine with --try or --ttl")
+			}
 			if cmd.Flags().Changed("ttl") {
 				if try {
 					return usagef("--try uses the backend's default time to live; drop --ttl")
@@ -102,6 +107,8 @@ shows it.`,
 			lctx, cancel := o.callCtx(ctx)
 			var ld topo.LockDescriptor
 			switch {
+			case named:
+				ld, err = st.conn.LockName(lctx, dir, contents)
 			case try:
 				ld, err = st.conn.TryLock(lctx, dir, contents)
 			case ttl > 0:
@@ -155,6 +162,7 @@ shows it.`,
 	f := cmd.Flags()
 	f.DurationVar(&ttl, "ttl", 0, "time to live of the lock (default: the backend's)")
 	f.BoolVar(&try, "try", false, "fail with NodeExists instead of waiting when the lock is held")
+	f.BoolVar(&named, "named", false, "take a named lock (LockName): DIR need not exist; long time to live")
 	f.DurationVar(&checkInterval, "check-interval", time.Second, "how often to check that the lock is still held")
 	f.DurationVar(&grace, "grace", 10*time.Second, "how long the command may take to exit after SIGTERM before it is killed")
 	return cmd

@@ -363,6 +363,9 @@ func testLock(t *testing.T, tg target, caps capabilities) {
 	assert.Equal(t, "Keyspace\n", tg.ok(t, "ls", "ks"))
 
 	tg.fails(t, 127, []string{"starting"}, "lock", "ks", "--", "/no/such/command")
+	// A named lock needs no directory.
+	assert.Equal(t, "named\n", tg.ok(t, "lock", "--named", "no/such/dir", "--", "echo", "named"))
+	tg.fails(t, 2, []string{"--named"}, "lock", "--named", "--try", "ks", "--", "true")
 	tg.fails(t, 2, []string{"needs a directory"}, "lock")
 	tg.fails(t, 2, []string{"drop --ttl"}, "lock", "--try", "--ttl", "5s", "ks", "--", "true")
 }
@@ -381,6 +384,8 @@ func testElect(t *testing.T, tg target, _ capabilities) {
 	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "leader", "-o", "json", "primary")), &l))
 	assert.Equal(t, map[string]string{"name": "primary", "leader": "alpha"}, l)
 
+	obs := tg.start(t, "leader", "--observe", "primary")
+	obs.waitOutput(t, "alpha\n")
 	b := tg.start(t, "elect", "-o", "json", "primary", "--id", "beta")
 	b.waitOutput(t, `{"event":"leader","id":"alpha"}`)
 	assert.NotContains(t, b.stdout.String(), "elected")
@@ -388,6 +393,8 @@ func testElect(t *testing.T, tg target, _ capabilities) {
 	require.Equal(t, 0, a.stop(t), a.stderr.String())
 	b.waitOutput(t, `{"event":"elected","id":"beta"}`)
 	assert.Equal(t, "beta\n", tg.ok(t, "leader", "primary"))
+	obs.waitOutput(t, "alpha\nbeta\n")
+	require.Equal(t, 0, obs.stop(t), obs.stderr.String())
 	require.Equal(t, 0, b.stop(t), b.stderr.String())
 	assert.Empty(t, tg.ok(t, "leader", "primary"))
 }
