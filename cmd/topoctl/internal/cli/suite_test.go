@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -281,6 +282,14 @@ func testBadInput(t *testing.T, tg target, _ capabilities) {
 
 func testWatch(t *testing.T, tg target, _ capabilities) {
 	tg.fails(t, 1, []string{"NoNode", "w"}, "watch", "w")
+	// --wait waits for the file to be created, then watches it.
+	waiting := tg.start(t, "watch", "--wait", "later")
+	require.Eventually(t, func() bool { return strings.Contains(waiting.stderr.String(), "waiting for it to be created") }, time.Minute, 5*time.Millisecond)
+	tg.ok(t, "put", "laterx", "not it")
+	vl := strings.TrimSpace(tg.ok(t, "put", "later", "now"))
+	waiting.waitOutput(t, "/later "+vl+" \"now\"\n")
+	assert.NotContains(t, waiting.stdout.String(), "laterx")
+	require.Equal(t, 0, waiting.stop(t), waiting.stderr.String())
 	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
 	bg := tg.start(t, "watch", "w")
 	bg.waitOutput(t, "/w "+v1+" \"one\"\n")

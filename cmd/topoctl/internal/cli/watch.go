@@ -41,12 +41,13 @@ func endOfWatch(ctx context.Context, err error) error {
 }
 
 func newWatchCmd(o *options) *cobra.Command {
-	var recursive bool
+	var recursive, wait bool
 	cmd := &cobra.Command{
 		Use:   "watch FILE | watch -R PREFIX",
 		Short: "Print a file's changes (or every file's under a prefix) until interrupted",
 		Long: `Print the current value of FILE, then one line per change, until
-interrupted (Ctrl-C, SIGTERM) or the file is deleted. Each line is
+interrupted (Ctrl-C, SIGTERM) or the file is deleted (a FILE that does not
+exist is NoNode, unless --wait waits for it to be created). Each line is
 "PATH VERSION VALUE" with the value quoted, or "PATH deleted".
 
 watch -R PREFIX prints every file whose path starts with PREFIX (a plain
@@ -151,6 +152,9 @@ meanwhile and goes on. A permission refusal ends it.`,
 			}
 			st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
 				_, _, err := conn.Get(c, p)
+				if wait && topo.IsErrType(err, topo.NoNode) {
+					return nil
+				}
 				return err
 			})
 			if err != nil {
@@ -165,6 +169,12 @@ meanwhile and goes on. A permission refusal ends it.`,
 				cur, changes, err := st.conn.Watch(wctx, p)
 				switch {
 				case err == nil:
+				case attempt == 0 && wait && topo.IsErrType(err, topo.NoNode):
+					if err := o.waitCreated(wctx, st.conn, p); err != nil {
+						return endOfWatch(ctx, err)
+					}
+					attempt = -1
+					continue
 				case attempt == 0:
 					return err
 				case topo.IsErrType(err, topo.NoNode):
@@ -219,6 +229,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
+	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
 	return cmd
 }
 
@@ -324,4 +335,31 @@ func (o *options) monitor(ctx context.Context, st *store) (stop func()) {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// waitCreated returns once the file p exists, saying on stderr that it
+// waits; it returns an error when ctx ends or the store fails.
+func (o *options) waitCreated(ctx context.Context, conn topo.Conn, p string) error {
+	o.eprintf("topoctl: %s does not exist yet: waiting for it to be created\n", displayPath(p))
+	wctx, cancel := context.WithCancel(ctx)
+	initial, changes, err := conn.WatchRecursive(wctx, p)
+	if err != nil {
+		cancel()
+		return at(err, p)
+	}
+	defer drainAfter(cancel, changes)
+	for _, wd := range initial {
+		if wd.Path == p {
+			return nil
+		}
+	}
+	for wd := range changes {
+		switch {
+		case wd.Err == nil && wd.Path == p:
+			return nil
+		case wd.Err != nil && !(topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != ""):
+			return wd.Err
+		}
+	}
+	return topo.NewError(topo.Interrupted, p)
 }
