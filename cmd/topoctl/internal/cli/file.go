@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ func newGetCmd(o *options) *cobra.Command {
 		typ       string
 		recursive bool
 		keysOnly  bool
+		hexOut    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "get FILE | get -R [--keys-only] PREFIX",
@@ -65,11 +67,14 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
 					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
 				}
-				return o.getPrefix(cmd.Context(), args[0], keysOnly)
+				return o.getPrefix(cmd.Context(), args[0], keysOnly, hexOut)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
 				return err
+			}
+			if hexOut && decode != "" {
+				return usagef("--hex prints the stored bytes: it does not combine with --decode")
 			}
 			var atVersion int64 = -1
 			if cmd.Flags().Changed("version") {
@@ -149,6 +154,9 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				decoded, text = json.RawMessage(b), append(b, '\n')
 			default:
 				text = value
+				if hexOut {
+					text = []byte(hex.EncodeToString(value) + "\n")
+				}
 			}
 			if o.jsonOut() {
 				return o.printJSON(struct {
@@ -172,6 +180,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 	f.StringVar(&typ, "type", "", "protobuf message name for --decode json, e.g. topodata.Tablet or Tablet")
 	f.BoolVarP(&recursive, "recursive", "R", false, "print every file whose path starts with FILE (a plain string prefix), like etcdctl get --prefix")
 	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied), print the paths only")
+	f.BoolVar(&hexOut, "hex", false, "print values as hexadecimal (one line each), like etcdctl --hex")
 	return cmd
 }
 
@@ -421,7 +430,7 @@ func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, e
 }
 
 // getPrefix is get -R: every file whose path starts with arg.
-func (o *options) getPrefix(ctx context.Context, arg string, keysOnly bool) error {
+func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bool) error {
 	prefix, err := topo.CleanPrefix(arg)
 	if err != nil {
 		return err
@@ -470,7 +479,11 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly bool) erro
 	} else {
 		for _, it := range items {
 			o.printf("%s\n", it.Path)
-			if !keysOnly {
+			switch {
+			case keysOnly:
+			case hexOut:
+				o.printf("%s\n", hex.EncodeToString(it.Value))
+			default:
 				o.printf("%s\n", showValue(it.Value))
 			}
 		}

@@ -667,6 +667,8 @@ func testReads(t *testing.T, tg target, _ capabilities) {
 	assert.Empty(t, r.stdout)
 	assert.Contains(t, r.stderr, "no file under the prefix /nothing/")
 	tg.fails(t, 2, []string{"apply to one file"}, "get", "-R", "--decode", "raw", "ks/")
+	assert.Equal(t, "6f6e65\n", tg.ok(t, "get", "--hex", "ks/a"))
+	assert.Equal(t, "/ks/a\n6f6e65\n/ks/sub/b\n74776f0a6c696e6573\n", tg.ok(t, "get", "-R", "--hex", "ks/"))
 
 	out := tg.ok(t, "stat", "ks/a")
 	assert.Contains(t, out, "type:      file\n")
