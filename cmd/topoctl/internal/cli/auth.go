@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -64,11 +66,16 @@ func (o *options) resolveSecurity(fs *pflag.FlagSet) {
 		if fs.Changed(s.flag) {
 			continue
 		}
+		set := false
 		for _, k := range s.env {
 			if v := o.getenv(k); v != "" {
 				*s.dst(&o.sec) = v
+				set = true
 				break
 			}
+		}
+		if v, ok := o.conf[s.flag]; ok && !set {
+			*s.dst(&o.sec) = v
 		}
 	}
 	if o.sec.etcdPassword == "" {
@@ -135,4 +142,51 @@ func (o *options) openServer(sp spec) (*topo.Server, error) {
 		return nil, err
 	}
 	return topo.NewServer(f, conn), nil
+}
+
+// configurable lists the flags a --config file may set: the connection
+// flags, --timeout and the security flags.
+func configurable() map[string]bool {
+	m := map[string]bool{"topo-implementation": true, "topo-global-server-address": true, "topo-global-root": true, "cell": true, "timeout": true}
+	for _, s := range securitySettings() {
+		m[s.flag] = true
+	}
+	return m
+}
+
+// loadConfig reads --config (or $TOPOCTL_CONFIG): lines "flag-name = value"
+// (or "flag-name: value"), blank lines and "#" comments. An unknown name or
+// a malformed line is a usage error naming the file and line.
+func (o *options) loadConfig(fs *pflag.FlagSet) error {
+	if !fs.Changed("config") {
+		o.configFile = o.getenv(EnvConfig)
+	}
+	if o.configFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(o.configFile)
+	if err != nil {
+		return usageError{fmt.Errorf("--config: %w", err)}
+	}
+	ok := configurable()
+	o.conf = map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, found := strings.Cut(line, "=")
+		if !found {
+			k, v, found = strings.Cut(line, ":")
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !found || k == "" {
+			return usagef("%s:%d: want \"flag-name = value\"", o.configFile, i+1)
+		}
+		if !ok[k] {
+			return usagef("%s:%d: %q cannot be set in a config file (connection, --timeout and TLS/auth flags can)", o.configFile, i+1, k)
+		}
+		o.conf[k] = strings.Trim(v, `"`)
+	}
+	return nil
 }

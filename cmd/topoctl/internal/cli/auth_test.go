@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,4 +89,25 @@ func TestConventionalAddress(t *testing.T) {
 	closed := freeClosedAddr(t)
 	consul := target{noFlags: true, env: map[string]string{EnvImplementation: "consul", "CONSUL_HTTP_ADDR": closed, EnvRoot: "r"}}
 	consul.fails(t, 1, []string{"Unavailable", closed}, "get", "a")
+}
+
+// A --config file (or $TOPOCTL_CONFIG) gives connection and auth
+// settings; a flag, then a variable, wins over it.
+func TestConfigFile(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "f", "v")
+	conf := filepath.Join(t.TempDir(), "topoctl.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("# test\ntopo-implementation = memory\ntopo-global-server-address: "+tg.addr+"\ntopo-global-root = \"/elsewhere\"\ntimeout = 5s\n"), 0o600))
+	noFlags := target{noFlags: true, env: map[string]string{EnvConfig: conf}}
+	noFlags.fails(t, 1, []string{"NoNode"}, "get", "f")
+	assert.Equal(t, "v", noFlags.ok(t, "--topo-global-root", tg.root, "get", "f"))
+	noFlags.env[EnvRoot] = tg.root
+	assert.Equal(t, "v", noFlags.ok(t, "get", "f"))
+	assert.Equal(t, "v", target{noFlags: true}.ok(t, "--config", conf, "--topo-global-root", tg.root, "get", "f"))
+
+	require.NoError(t, os.WriteFile(conf, []byte("output = json\n"), 0o600))
+	noFlags.fails(t, 2, []string{conf + ":1", "cannot be set in a config file"}, "get", "f")
+	require.NoError(t, os.WriteFile(conf, []byte("nonsense\n"), 0o600))
+	noFlags.fails(t, 2, []string{conf + ":1"}, "get", "f")
 }

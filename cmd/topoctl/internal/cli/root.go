@@ -57,6 +57,8 @@ const (
 	EnvCell = "TOPO_CELL"
 	// EnvTimeout is --timeout's variable (a Go duration such as "10s").
 	EnvTimeout = "TOPO_TIMEOUT"
+	// EnvConfig is --config's variable.
+	EnvConfig = "TOPOCTL_CONFIG"
 	// EnvProtoset is the default of get's --protoset.
 	EnvProtoset = "TOPOCTL_PROTOSET"
 	// EnvDataDir is the default of serve's --data-dir; flag-less commands
@@ -114,6 +116,10 @@ type options struct {
 
 	// sec holds the backends' TLS and authentication settings.
 	sec security
+	// configFile is --config; conf the settings read from it (flag name
+	// to value).
+	configFile string
+	conf       map[string]string
 
 	// parallel and progress are the tree commands' --parallel and
 	// --progress.
@@ -244,6 +250,7 @@ with its command's status otherwise.`,
 		"bound of each store call, and of waits for locks (env "+EnvTimeout+"; 0 means no bound)")
 	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
 	o.addSecurityFlags(pf)
+	pf.StringVar(&o.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a comment); a flag or variable wins over it (env "+EnvConfig+")")
 	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr)")
 
 	root.AddCommand(
@@ -299,9 +306,14 @@ func groupCmd(cmd *cobra.Command) *cobra.Command {
 // resolve applies environment variables to flags not set on the command
 // line and checks the values.
 func (o *options) resolve(fs *pflag.FlagSet) error {
+	if err := o.loadConfig(fs); err != nil {
+		return err
+	}
 	env := func(flag, key string, dst *string) {
 		if !fs.Changed(flag) {
 			if v := o.getenv(key); v != "" {
+				*dst = v
+			} else if v, ok := o.conf[flag]; ok {
 				*dst = v
 			}
 		}
@@ -312,10 +324,14 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	env("cell", EnvCell, &o.cell)
 	o.resolveSecurity(fs)
 	if !fs.Changed("timeout") {
-		if v := o.getenv(EnvTimeout); v != "" {
+		v, what := o.getenv(EnvTimeout), EnvTimeout
+		if c, ok := o.conf["timeout"]; v == "" && ok {
+			v, what = c, "timeout in "+o.configFile
+		}
+		if v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
-				return usagef("%s=%q: want a duration such as 10s", EnvTimeout, v)
+				return usagef("%s=%q: want a duration such as 10s", what, v)
 			}
 			o.timeout = d
 		}
@@ -341,7 +357,7 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	if _, err := topo.GetFactory(o.impl); err != nil {
 		return exitError{code: ExitFailure, err: err}
 	}
-	if o.impl == "consul" && !fs.Changed("topo-global-root") && o.getenv(EnvRoot) == "" {
+	if _, inConf := o.conf["topo-global-root"]; o.impl == "consul" && !fs.Changed("topo-global-root") && o.getenv(EnvRoot) == "" && !inConf {
 		// The form Vitess's Consul backend works with (no leading "/").
 		o.root = strings.TrimPrefix(DefaultRoot, "/")
 	}
