@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
@@ -24,6 +26,31 @@ func BenchmarkTree(b *testing.B) {
 		{"zk2", zktest.Start(b)},
 		{"consul", consultest.Start(b)},
 	}
+	// Beside them, a raw client writing the same 3,000 values one request
+	// at a time (etcd Put, Consul KV Put): the floor of a sequential loop.
+	b.Run("etcd2/raw-put-loop", func(b *testing.B) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{backends[1].addr}})
+		require.NoError(b, err)
+		defer cli.Close()
+		for i := range b.N {
+			for j := range n {
+				_, err := cli.Put(context.Background(), fmt.Sprintf("/raw-%d/ks%d/shards/%d/Shard", i, j%10, j), fmt.Sprintf("shard %d", j))
+				require.NoError(b, err)
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+	b.Run("consul/raw-put-loop", func(b *testing.B) {
+		cli, err := api.NewClient(&api.Config{Address: backends[3].addr})
+		require.NoError(b, err)
+		for i := range b.N {
+			for j := range n {
+				_, err := cli.KV().Put(&api.KVPair{Key: fmt.Sprintf("raw-%d/ks%d/shards/%d/Shard", i, j%10, j), Value: []byte(fmt.Sprintf("shard %d", j))}, nil)
+				require.NoError(b, err)
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
+	})
 	for _, be := range backends {
 		for _, par := range []int{1, DefaultParallel} {
 			for _, op := range []string{"import", "copy", "rm-R"} {
