@@ -125,6 +125,8 @@ type options struct {
 	// --progress.
 	parallel int
 	progress bool
+	// fullValues is watch's --full.
+	fullValues bool
 
 	log *slog.Logger
 

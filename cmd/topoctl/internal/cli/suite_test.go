@@ -299,6 +299,16 @@ func testWatch(t *testing.T, tg target, _ capabilities) {
 	require.Equal(t, 0, bg.wait(t), bg.stderr.String())
 	assert.True(t, strings.HasSuffix(bg.stdout.String(), "/w deleted\n"), bg.stdout.String())
 
+	// A long value shows its first 200 bytes on a text line, unless --full.
+	long := strings.Repeat("x", 300)
+	vlong := strings.TrimSpace(tg.ok(t, "put", "w", long))
+	bg = tg.start(t, "watch", "w")
+	bg.waitOutput(t, "/w "+vlong+" \""+long[:200]+"\" ... (300 bytes; --full prints all)\n")
+	require.Equal(t, 0, bg.stop(t), bg.stderr.String())
+	bg = tg.start(t, "watch", "--full", "w")
+	bg.waitOutput(t, "/w "+vlong+" \""+long+"\"\n")
+	require.Equal(t, 0, bg.stop(t), bg.stderr.String())
+
 	// Interrupted: a normal end.
 	tg.ok(t, "put", "w", "three")
 	bg = tg.start(t, "watch", "-o", "json", "w")

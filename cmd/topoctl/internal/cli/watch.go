@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -27,9 +28,18 @@ func (o *options) printEvent(ev watchEvent) error {
 		o.printf("%s deleted\n", ev.Path)
 		return nil
 	}
-	o.printf("%s %s %s\n", ev.Path, ev.Version, strconv.Quote(string(ev.Value)))
+	v := ev.Value
+	more := ""
+	if !o.fullValues && len(v) > watchValueLimit {
+		v, more = v[:watchValueLimit], fmt.Sprintf(" ... (%d bytes; --full prints all)", len(ev.Value))
+	}
+	o.printf("%s %s %s%s\n", ev.Path, ev.Version, strconv.Quote(string(v)), more)
 	return nil
 }
+
+// watchValueLimit is how many bytes of a value a text watch line shows
+// without --full.
+const watchValueLimit = 200
 
 // endOfWatch turns the error that ended a watch into the command's result:
 // an interruption by the user (ctx cancelled) is a normal end.
@@ -48,7 +58,8 @@ func newWatchCmd(o *options) *cobra.Command {
 		Long: `Print the current value of FILE, then one line per change, until
 interrupted (Ctrl-C, SIGTERM) or the file is deleted (a FILE that does not
 exist is NoNode, unless --wait waits for it to be created). Each line is
-"PATH VERSION VALUE" with the value quoted, or "PATH deleted".
+"PATH VERSION VALUE" with the value quoted (its first 200 bytes, then
+"... (N bytes; --full prints all)", unless --full), or "PATH deleted".
 
 watch -R PREFIX prints every file whose path starts with PREFIX (a plain
 string prefix: "/keyspaces/c" matches "/keyspaces/commerce/..."), then one
@@ -229,6 +240,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
+	cmd.Flags().BoolVar(&o.fullValues, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
 	return cmd
 }
