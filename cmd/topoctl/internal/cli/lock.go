@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -239,7 +238,7 @@ func unlockTimeout(d time.Duration) time.Duration {
 func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, argv []string, every, grace time.Duration) (int, error, error) {
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin = o.io.Stdin
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setProcessGroup(c)
 	// Output goes through pipes of our own (when it is not a file), so that
 	// Wait returns when the command exits even if processes it left hold
 	// the pipes; the copies end once the whole group is gone.
@@ -348,47 +347,17 @@ func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, argv []
 	return ExitFailure, fmt.Errorf("running %s: %w", argv[0], err), lostErr
 }
 
-// groupAlive reports whether a live (not zombie) process of group pgid is
-// left. Zombies are not counted: an orphan's zombie is reaped by the
-// system's init, which in some containers never does.
-func groupAlive(pgid int) bool {
-	if syscall.Kill(-pgid, 0) != nil {
-		return false
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return true // no /proc: the group exists
-	}
-	want := strconv.Itoa(pgid)
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and ")".
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
-			return true
-		}
-	}
-	return false
-}
-
 // stopGroup sends SIGTERM to process group pgid, says so on stderr (why,
 // and how long it waits), waits up to grace for every process of the group
 // to end, then sends SIGKILL and waits for them to be gone.
 func (o *options) stopGroup(pgid int, grace time.Duration, why string) {
 	o.eprintf("topoctl: %s: sending SIGTERM to the command's process group %d; waiting up to %s before SIGKILL, then releasing the lock\n", why, pgid, grace)
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	signalGroup(pgid, false)
 	deadline := time.Now().Add(grace)
 	for groupAlive(pgid) {
 		if time.Now().After(deadline) {
 			o.eprintf("topoctl: the command's process group %d is still running after %s: sending SIGKILL\n", pgid, grace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			signalGroup(pgid, true)
 			for groupAlive(pgid) {
 				time.Sleep(10 * time.Millisecond)
 			}

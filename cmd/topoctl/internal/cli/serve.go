@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,7 +34,7 @@ func lockDataDir(dataDir string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flock(f); err != nil {
 		b, _ := os.ReadFile(p)
 		_ = f.Close()
 		holder := "another process"
@@ -49,7 +48,7 @@ func lockDataDir(dataDir string) (func(), error) {
 	}
 	return func() {
 		_ = f.Truncate(0)
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		unflock(f)
 		_ = f.Close()
 	}, nil
 }
