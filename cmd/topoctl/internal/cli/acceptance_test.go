@@ -61,6 +61,28 @@ func TestAcceptance(t *testing.T) {
 				require.NoError(t, json.Unmarshal([]byte(cell.ok(t, "get", "--decode", "json", "--protoset", ps, "/SrvVSchema")), &vs))
 				assert.Contains(t, vs["keyspaces"], "commerce")
 				assert.Contains(t, vs["keyspaces"], "customer")
+
+				// Every record decodes with no --type (the built-in map of
+				// Vitess record names), the protoset from the environment.
+				global := cell.withRoot(strings.TrimSuffix(cell.root, "zone1") + "global")
+				for dir, tg := range map[string]target{"global": global, "zone1": cell} {
+					tg.env = map[string]string{EnvProtoset: ps}
+					require.NoError(t, filepath.WalkDir(filepath.Join(shared, "vitess-local", dir), func(p string, d os.DirEntry, err error) error {
+						if err != nil || d.IsDir() {
+							return err
+						}
+						rel, _ := filepath.Rel(filepath.Join(shared, "vitess-local", dir), p)
+						r := tg.run(t, "", "get", "--decode", "json", "/"+filepath.ToSlash(rel))
+						assert.Equal(t, 0, r.code, "%s/%s: %s", dir, rel, r.stderr)
+						return nil
+					}))
+				}
+				var ks map[string]any
+				require.NoError(t, json.Unmarshal([]byte(global.ok(t, "get", "--decode", "json", "--protoset", ps, "/keyspaces/customer/VSchema")), &ks))
+				assert.Equal(t, true, ks["sharded"])
+				// A short --type, and bytes of another type are an error.
+				cell.ok(t, "get", "--decode", "json", "--protoset", ps, "--type", "Tablet", "/tablets/zone1-0000000100/Tablet")
+				cell.fails(t, 1, []string{"value is not a topodata.Keyspace"}, "get", "--decode", "json", "--protoset", ps, "--type", "Keyspace", "/tablets/zone1-0000000100/Tablet")
 			})
 		})
 	}
@@ -86,7 +108,12 @@ func sharedData(t *testing.T) string {
 				break
 			}
 		}
+		// Beside the repository, or beside the directory of worktrees
+		// that holds it.
 		d = filepath.Join(filepath.Dir(dir), "shared", "data")
+		if _, err := os.Stat(d); err != nil {
+			d = filepath.Join(filepath.Dir(filepath.Dir(dir)), "shared", "data")
+		}
 	}
 	if _, err := os.Stat(filepath.Join(d, "vitess-local", "global")); err != nil {
 		t.Logf("shared Vitess data not found (%v): the vitess-local acceptance run is left out; set %s to a directory holding vitess-local/ and vitess-topodata.protoset to include it", err, envSharedData)
@@ -123,7 +150,7 @@ func (s acceptanceStores) run(t *testing.T, input, name string, decode func(t *t
 
 	whole := "etcd2:" + s.etcd + ":/" + name
 	zk := "zk2:" + s.zk + ":/" + name
-	consul := "consul:" + s.consul + ":/" + name
+	consul := "consul:" + s.consul + ":" + name
 	n := countFiles(t, input)
 	for _, to := range []string{zk, consul} {
 		assert.Contains(t, global.ok(t, "copy", "--from", whole, "--to", to), "copied "+strconv.Itoa(n)+" files")
@@ -131,7 +158,7 @@ func (s acceptanceStores) run(t *testing.T, input, name string, decode func(t *t
 	}
 
 	out := filepath.Join(t.TempDir(), "from-consul")
-	fromConsul := target{impl: "consul", addr: s.consul, root: "/" + name}
+	fromConsul := target{impl: "consul", addr: s.consul, root: name}
 	assert.Contains(t, fromConsul.ok(t, "export", out), "exported "+strconv.Itoa(n)+" files")
 	// Byte for byte the input, except the CellInfo we rewrote on purpose,
 	// which holds what etcd holds.

@@ -14,7 +14,7 @@ func TestZooKeeper(t *testing.T) {
 	addr := zktest.Start(t)
 	runSuite(t, func(t *testing.T) target {
 		return target{impl: "zk2", addr: addr, root: "/" + t.Name()}
-	}, capabilities{})
+	}, capabilities{noHolder: true})
 }
 
 // TestConsul runs every scenario against a real Consul agent, each under
@@ -23,6 +23,7 @@ func TestConsul(t *testing.T) {
 	t.Parallel()
 	addr := consultest.Start(t)
 	runSuite(t, func(t *testing.T) target {
-		return target{impl: "consul", addr: addr, root: "/" + t.Name()}
+		// Without a leading "/", as Vitess's Consul backend needs.
+		return target{impl: "consul", addr: addr, root: t.Name()}
 	}, capabilities{})
 }

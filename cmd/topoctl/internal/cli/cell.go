@@ -21,7 +21,7 @@ NAME on any command connects through it (with the global cell's
 implementation).`,
 	}
 	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o))
-	return cmd
+	return groupCmd(cmd)
 }
 
 type cellRow struct {
@@ -32,7 +32,9 @@ type cellRow struct {
 
 func newCellLsCmd(o *options) *cobra.Command {
 	return &cobra.Command{
-		Use:   "ls",
+		Use: "ls",
+		Example: `  topoctl cell ls
+  topoctl cell ls -o json`,
 		Short: "List the cells with their server address and root",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,8 +80,9 @@ func newCellLsCmd(o *options) *cobra.Command {
 func newCellSetCmd(o *options) *cobra.Command {
 	var addr, root string
 	cmd := &cobra.Command{
-		Use:   "set NAME [--server-address ADDR] [--root ROOT]",
-		Short: "Create or change a cell's CellInfo",
+		Use:     "set NAME [--server-address ADDR] [--root ROOT]",
+		Example: `  topoctl cell set zone1 --server-address 127.0.0.1:2379 --root /vitess/zone1`,
+		Short:   "Create or change a cell's CellInfo",
 		Long: `Create the CellInfo of cell NAME, or change the fields given, keeping the
 others (and any field topokit does not know, so a record written by Vitess
 keeps its extra fields). The write is a compare-and-set retried on

@@ -17,6 +17,10 @@ type store struct {
 	conn topo.Conn
 	// name describes the store in messages, e.g. "etcd2:127.0.0.1:2379:/vitess".
 	name string
+	// addr is the server address of the selected cell ("" for memory), and
+	// spec the store it is in, for connectivity checks.
+	addr string
+	spec spec
 }
 
 func (s *store) Close() { s.srv.Close() }
@@ -51,16 +55,18 @@ func (o *options) open(ctx context.Context) (*store, error) {
 // the global cell).
 func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
 	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
-	if sp.defaulted {
-		if err := o.checkListening(ctx, sp); err != nil {
-			return nil, err
-		}
+	o.warnConsulRoot(sp.impl, sp.root)
+	if err := o.checkListening(ctx, sp); err != nil {
+		return nil, err
 	}
-	srv, err := topo.OpenServer(sp.impl, sp.addr, sp.root)
+	srv, err := o.openServer(sp)
 	if err != nil {
 		return nil, err
 	}
-	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String()}
+	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String(), spec: sp}
+	if sp.impl != "memory" {
+		st.addr = sp.addr
+	}
 	o.stores = append(o.stores, st.name)
 	if cell != "" && cell != topo.GlobalCell {
 		cctx, cancel := o.callCtx(ctx)
@@ -73,42 +79,64 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 		st.conn = conn
 		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
 			st.name = sp.impl + ":" + ci.GetServerAddress() + ":" + ci.GetRoot() + " (cell " + cell + ")"
+			st.spec = spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
+			if sp.impl != "memory" {
+				st.addr = ci.GetServerAddress()
+			}
 		}
 	}
 	return st, nil
 }
 
-// serveDialTimeout bounds the check that something listens at the
-// default address (see checkListening).
-const serveDialTimeout = time.Second
+// dialTimeout bounds the TCP probe of a store's addresses (see
+// checkListening).
+const dialTimeout = time.Second
 
 // serveHint ends the error of a store whose address was defaulted and
 // where nothing listens.
 const serveHint = `no server address was given: is "topoctl serve" running?`
 
-// checkListening dials sp's addresses (the default one, as no address was
-// given) and fails at once, suggesting "topoctl serve", when none accepts a
-// TCP connection: without it a stopped serve would make every command wait
-// for the whole --timeout. Only this check adds the hint; a store that
-// answers and then fails (a lock wait, a slow call) gets no hint.
+// checkListening dials sp's addresses (etcd2, zk2 and consul) with a
+// short bound (dialTimeout, or --timeout if shorter) and fails at once
+// with Unavailable, naming the addresses and the dial error ("connection
+// refused"), when none accepts a TCP connection: the backends' clients
+// would otherwise retry until --timeout. When the address was defaulted
+// (the embedded etcd's), the error asks whether "topoctl serve" runs. A
+// store that accepts connections and then fails gets no such check.
 func (o *options) checkListening(ctx context.Context, sp spec) error {
-	timeout := serveDialTimeout
+	switch sp.impl {
+	case "etcd2", "zk2", "consul":
+	default:
+		return nil
+	}
+	timeout := dialTimeout
 	if o.timeout > 0 && o.timeout < timeout {
 		timeout = o.timeout
 	}
 	d := net.Dialer{Timeout: timeout}
-	var lastErr error
+	var errs []string
 	for _, a := range strings.Split(sp.addr, ",") {
-		a = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(a), "http://"), "https://")
+		a = strings.TrimSpace(a)
+		for _, p := range []string{"http://", "https://"} {
+			a = strings.TrimPrefix(a, p)
+		}
+		a, _, _ = strings.Cut(a, "/") // a ZooKeeper chroot, a URL path
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil // not host:port: leave it to the backend
+		}
 		c, err := d.DialContext(ctx, "tcp", a)
 		if err == nil {
 			_ = c.Close()
 			return nil
 		}
-		lastErr = err
+		errs = append(errs, err.Error())
 	}
-	o.log.Debug("nothing listens at the default address", "address", sp.addr, "err", lastErr)
-	return &topo.Error{Code: topo.Unavailable, Err: fmt.Errorf("%s: %w (%s)", sp, lastErr, serveHint)}
+	o.log.Debug("nothing listens at the store's address", "address", sp.addr, "errs", errs)
+	msg := fmt.Sprintf("%s: nothing accepts connections at %s: %s", sp, sp.addr, strings.Join(errs, "; "))
+	if sp.defaulted {
+		msg += " (" + serveHint + ")"
+	}
+	return &topo.Error{Code: topo.Unavailable, Err: errors.New(msg)}
 }
 
 // spec names a store: implementation, server address and root.
@@ -137,6 +165,9 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 	}
 	if _, err := topo.GetFactory(sp.impl); err != nil {
 		return spec{}, exitError{code: ExitFailure, err: err}
+	}
+	if sp.addr == "" {
+		sp.addr = o.conventionalAddress(sp.impl)
 	}
 	switch {
 	case sp.addr != "" || sp.impl == "memory":

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -61,138 +60,10 @@ func (o *options) openPair(ctx context.Context, verb, from, to string, args []st
 	return src, dst, under, nil
 }
 
-// writePlan is a set of files to write to one store.
-type writePlan struct {
-	files     []topo.KVInfo
-	existing  map[string]topo.KVInfo // destination files that the plan overwrites
-	overwrite bool
-}
-
-func (p *writePlan) bytes() int {
-	n := 0
-	for _, f := range p.files {
-		n += len(f.Value)
-	}
-	return n
-}
-
-// planWrites checks files (paths and sizes) and the destination before
-// anything is written: without overwrite, a file that already exists
-// fails the whole plan with NodeExists.
-func (o *options) planWrites(ctx context.Context, dst topo.Conn, under string, files []topo.KVInfo, overwrite bool) (*writePlan, error) {
-	for _, f := range files {
-		if _, err := topo.CleanFilePath(f.Path); err != nil {
-			return nil, err
-		}
-		if err := topo.CheckValue(f.Path, f.Value); err != nil {
-			return nil, err
-		}
-	}
-	have, err := o.listTree(ctx, dst, under)
-	if err != nil {
-		return nil, err
-	}
-	existing := map[string]topo.KVInfo{}
-	for _, kv := range have {
-		existing[kv.Path] = kv
-	}
-	plan := &writePlan{files: files, existing: map[string]topo.KVInfo{}, overwrite: overwrite}
-	var clash []string
-	for _, f := range files {
-		if kv, ok := existing[f.Path]; ok {
-			plan.existing[f.Path] = kv
-			clash = append(clash, f.Path)
-		}
-	}
-	if len(clash) > 0 && !overwrite {
-		return nil, topo.Wrap(topo.NodeExists, clash[0], fmt.Errorf("%d of the %s already exist in the destination; nothing was written (use --overwrite)", len(clash), plural(len(files), "file")))
-	}
-	return plan, nil
-}
-
-// undo is how to revert one write of a failed plan.
-type undo struct {
-	path    string
-	version topo.Version // the version this run wrote
-	old     *topo.KVInfo // the value it replaced, nil if it created the file
-}
-
-// execute writes the plan in path order, drawing a progress bar when
-// stdout is a terminal. On failure it reverts what it wrote (deleting the
-// files it created and restoring the ones it overwrote, each only if
-// nobody changed it since) and reports how far it got.
-func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, what string) error {
-	var bar *progressbar.ProgressBar
-	if o.stdoutIsTerminal() && len(plan.files) > 0 {
-		bar = progressbar.NewOptions(len(plan.files),
-			progressbar.OptionSetWriter(o.io.Stdout),
-			progressbar.OptionSetDescription(what),
-			progressbar.OptionShowCount(),
-			progressbar.OptionClearOnFinish())
-		defer bar.Close()
-	}
-	var done []undo
-	for i, f := range plan.files {
-		cctx, cancel := o.callCtx(ctx)
-		var v topo.Version
-		var err error
-		old, replaced := plan.existing[f.Path]
-		if replaced {
-			v, err = dst.Update(cctx, f.Path, f.Value, nil)
-		} else {
-			v, err = dst.Create(cctx, f.Path, f.Value)
-		}
-		cancel()
-		if err != nil {
-			if bar != nil {
-				_ = bar.Exit()
-				o.printf("\n")
-			}
-			msg := fmt.Sprintf("%s stopped at file %d of %d (%d written)", what, i+1, len(plan.files), i)
-			if rerr := o.revert(ctx, dst, done); rerr != nil {
-				msg += fmt.Sprintf("; reverting them failed, the destination is partially written: %v", rerr)
-			} else if i > 0 {
-				msg += "; they were reverted, nothing is left written"
-			}
-			return fmt.Errorf("%s: %w", msg, err)
-		}
-		u := undo{path: f.Path, version: v}
-		if replaced {
-			u.old = &old
-		}
-		done = append(done, u)
-		if bar != nil {
-			_ = bar.Add(1)
-		}
-	}
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	return nil
-}
-
-func (o *options) revert(ctx context.Context, dst topo.Conn, done []undo) error {
-	ctx = context.WithoutCancel(ctx)
-	var firstErr error
-	for _, u := range slices.Backward(done) {
-		cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
-		var err error
-		if u.old == nil {
-			err = dst.Delete(cctx, u.path, u.version)
-		} else {
-			_, err = dst.Update(cctx, u.path, u.old.Value, u.version)
-		}
-		cancel()
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	return firstErr
-}
-
 func newCopyCmd(o *options) *cobra.Command {
 	var from, to string
-	var dryRun, overwrite bool
+	var dryRun bool
+	var po planOpts
 	cmd := &cobra.Command{
 		Use:   "copy [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
 		Short: "Copy a whole tree between two stores (any two backends)",
@@ -201,15 +72,31 @@ store to another, byte for byte, at the same paths. A store is named
 IMPL:ADDR:ROOT: the implementation ends at the first ':' and the root starts
 after the last one, so the address may hold host:port pairs, e.g.
   etcd2:127.0.0.1:2379:/vitess   zk2:127.0.0.1:2181,127.0.0.1:2182:/vitess
-  consul:127.0.0.1:8500:/vitess  memory:test:/
+  consul:127.0.0.1:8500:vitess   memory:test:/
 --from defaults to the store named by the shared flags (and --cell). An
 empty etcd2 address means the embedded etcd's.
 
-Only files are copied (lock and election entries are not). Everything is
-checked first: if a file already exists in the destination nothing is
-written (NodeExists) unless --overwrite. If a write fails, copy reports how
-far it got and reverts what it wrote. --dry-run prints what would be copied.
-A progress bar is drawn when stdout is a terminal.`,
+Only files are copied (lock and election entries are not). Files that
+another tool wrote at reserved paths (a "locks" or "Lock" segment, or a
+first segment "elections") cannot be copied: each is named on stderr and
+copy exits 1 after copying the rest. A source with no files under PATH is
+an error (the root is empty or absent).
+
+Everything is checked first, before anything is written: every path against
+the reserved-name rule, every size, and the destination. Files the
+destination already holds byte for byte are skipped. If a file exists in
+the destination with other contents nothing is written (NodeExists) unless
+--overwrite. --delete also deletes the destination's files under PATH that
+the source does not have. --dry-run prints what would be created,
+overwritten, deleted or skipped as identical, and writes nothing.
+
+Writes run --parallel at a time. If a write fails, or on Ctrl-C (exit 130),
+no new write starts, the writes in flight finish, and everything this run
+wrote is reverted (each file only if nobody changed it since); the error
+names any file left written. A progress bar is drawn on stderr when stdout
+is a terminal, or with --progress.`,
+		Example: `  topoctl copy --from etcd2:127.0.0.1:2379:/vitess --to zk2:127.0.0.1:2181:/vitess
+  topoctl copy --to consul:127.0.0.1:8500:vitess --overwrite --delete --dry-run /keyspaces`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -220,65 +107,95 @@ A progress bar is drawn when stdout is a terminal.`,
 			defer src.Close()
 			defer dst.Close()
 
-			files, err := o.listTree(ctx, src.conn, under)
+			tl, err := o.listTree(ctx, src.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src.name, err)
 			}
-			if len(files) == 0 {
-				o.eprintf("note: no files under %s in %s\n", displayPath(under), src.name)
+			if len(tl.files) == 0 && len(tl.reserved) == 0 {
+				return emptyTree(under, src.name)
 			}
-			plan, err := o.planWrites(ctx, dst.conn, under, files, overwrite)
+			plan, err := o.planWrites(ctx, dst.conn, under, tl.files, po)
 			if err != nil {
 				return err
 			}
 			if dryRun {
-				return o.reportPlan(plan, src.name, dst.name)
+				if err := o.reportPlan(plan, src.name, dst.name); err != nil {
+					return err
+				}
+				return o.reportReserved("copied", src.name, under, tl.reserved)
 			}
 			if err := o.execute(ctx, dst.conn, plan, "copying"); err != nil {
 				return err
 			}
-			return o.reportDone("copied", plan, src.name, dst.name)
+			if err := o.reportDone("copied", plan, src.name, dst.name); err != nil {
+				return err
+			}
+			return o.reportReserved("copied", src.name, under, tl.reserved)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "source store IMPL:ADDR:ROOT (default: the shared flags)")
 	f.StringVar(&to, "to", "", "destination store IMPL:ADDR:ROOT")
-	f.BoolVar(&dryRun, "dry-run", false, "print what would be copied, write nothing")
-	f.BoolVar(&overwrite, "overwrite", false, "replace files that exist in the destination")
+	f.BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
+	f.BoolVar(&po.overwrite, "overwrite", false, "replace files that exist in the destination with other contents")
+	f.BoolVar(&po.delete, "delete", false, "also delete the destination's files under PATH that the source does not have")
+	o.treeFlags(cmd)
 	return cmd
+}
+
+// treeFlags adds --parallel and --progress to a tree command.
+func (o *options) treeFlags(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&o.parallel, "parallel", DefaultParallel, "how many store requests to keep in flight")
+	cmd.Flags().BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
 }
 
 // reportPlan prints a dry run: one line per file, then a summary.
 func (o *options) reportPlan(plan *writePlan, from, to string) error {
 	type item struct {
-		Path      string `json:"path"`
-		Bytes     int    `json:"bytes"`
-		Overwrite bool   `json:"overwrite,omitempty"`
+		Path   string `json:"path"`
+		Bytes  int    `json:"bytes"`
+		Action string `json:"action"`
 	}
-	items := make([]item, len(plan.files))
-	for i, f := range plan.files {
-		_, ow := plan.existing[f.Path]
-		items[i] = item{displayPath(f.Path), len(f.Value), ow}
+	items := make([]item, len(plan.ops))
+	for i, w := range plan.ops {
+		items[i] = item{displayPath(w.path), len(w.value), w.kind.String()}
 	}
 	if o.jsonOut() {
-		return o.printJSON(map[string]any{"dry_run": true, "from": from, "to": to, "files": items, "bytes": plan.bytes()})
+		return o.printJSON(map[string]any{"dry_run": true, "from": from, "to": to, "files": items, "bytes": plan.bytes(),
+			"create": plan.count(kindCreate), "overwrite": plan.count(kindOverwrite), "identical": plan.count(kindIdentical), "delete": plan.count(kindDelete)})
 	}
 	for _, it := range items {
-		note := ""
-		if it.Overwrite {
-			note = " (overwrite)"
+		switch it.Action {
+		case "create":
+			o.printf("would write %s (%s)\n", it.Path, plural(it.Bytes, "byte"))
+		case "overwrite":
+			o.printf("would write %s (%s) (overwrite)\n", it.Path, plural(it.Bytes, "byte"))
+		case "identical":
+			o.printf("identical, skipped: %s\n", it.Path)
+		case "delete":
+			o.printf("would delete %s\n", it.Path)
 		}
-		o.printf("would write %s (%s)%s\n", it.Path, plural(it.Bytes, "byte"), note)
 	}
-	o.printf("dry run: %s, %s from %s to %s; nothing written\n", plural(len(items), "file"), plural(plan.bytes(), "byte"), from, to)
+	o.printf("dry run: %s, %s from %s to %s (%d new, %d overwritten, %d identical, %d deleted); nothing written\n",
+		plural(len(items), "file"), plural(plan.bytes(), "byte"), from, to,
+		plan.count(kindCreate), plan.count(kindOverwrite), plan.count(kindIdentical), plan.count(kindDelete))
 	return nil
 }
 
 func (o *options) reportDone(verb string, plan *writePlan, from, to string) error {
+	written := plan.count(kindCreate) + plan.count(kindOverwrite)
 	if o.jsonOut() {
-		return o.printJSON(map[string]any{verb: len(plan.files), "bytes": plan.bytes(), "from": from, "to": to})
+		return o.printJSON(map[string]any{verb: written, "bytes": plan.bytes(), "from": from, "to": to,
+			"identical": plan.count(kindIdentical), "deleted": plan.count(kindDelete)})
 	}
-	o.printf("%s %s (%s) from %s to %s\n", verb, plural(len(plan.files), "file"), plural(plan.bytes(), "byte"), from, to)
+	extra := ""
+	if n := plan.count(kindIdentical); n > 0 {
+		extra += fmt.Sprintf(", %s already identical", plural(n, "file"))
+	}
+	if n := plan.count(kindDelete); n > 0 {
+		extra += fmt.Sprintf(", %s deleted", plural(n, "file"))
+	}
+	o.printf("%s %s (%s) from %s to %s%s\n", verb, plural(written, "file"), plural(plan.bytes(), "byte"), from, to, extra)
 	return nil
 }
 
@@ -328,14 +245,18 @@ func sortByPath(kvs []topo.KVInfo) {
 func newDiffCmd(o *options) *cobra.Command {
 	var from, to string
 	cmd := &cobra.Command{
-		Use:   "diff [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
+		Use: "diff [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
+		Example: `  topoctl diff --from etcd2:127.0.0.1:2379:/vitess --to zk2:127.0.0.1:2181:/vitess
+  topoctl diff --to consul:127.0.0.1:8500:vitess/global -o json /keyspaces`,
 		Short: "Compare two trees file by file; exit 1 when they differ",
 		Long: `Compare every file under PATH (default: the whole root) in two stores,
 named like copy's (--from defaults to the shared flags). It prints one line
 per difference: "only in from: PATH", "only in to: PATH" or "differs: PATH
 (N bytes vs M bytes)", and exits 1 when there is any, 0 when the trees hold
 the same files with the same bytes. Versions are not compared (each store
-numbers its own). With --output json it prints {"identical","files",
+numbers its own). Files at reserved paths (written by another tool) cannot
+be compared: each is named on stderr and diff exits 1. Two trees with no
+files at all under PATH are an error (exit 1): the roots are empty or absent. With --output json it prints {"identical","files",
 "differences"}.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -346,16 +267,18 @@ numbers its own). With --output json it prints {"identical","files",
 			}
 			defer a.Close()
 			defer b.Close()
-			af, err := o.listTree(ctx, a.conn, under)
+			ta, err := o.listTree(ctx, a.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", a.name, err)
 			}
-			bf, err := o.listTree(ctx, b.conn, under)
+			tb, err := o.listTree(ctx, b.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", b.name, err)
 			}
-			sortByPath(af)
-			sortByPath(bf)
+			af, bf := ta.files, tb.files
+			if len(af)+len(bf)+len(ta.reserved)+len(tb.reserved) == 0 {
+				return topo.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
+			}
 			diffs := compareTrees(af, bf)
 			if o.jsonOut() {
 				if diffs == nil {
@@ -379,6 +302,13 @@ numbers its own). With --output json it prints {"identical","files",
 				if len(diffs) == 0 {
 					o.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
 				}
+			}
+			rerr := o.reportReserved("compared", a.name, under, ta.reserved)
+			if e := o.reportReserved("compared", b.name, under, tb.reserved); e != nil {
+				rerr = e
+			}
+			if rerr != nil {
+				return rerr
 			}
 			if len(diffs) > 0 {
 				return exitError{code: ExitFailure}

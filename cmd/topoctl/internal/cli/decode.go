@@ -201,6 +201,14 @@ func loadSchema(file string) (*schema, error) {
 // short name equals the file's base name (a file stored at .../Tablet holds
 // a Tablet), and fails listing the candidates when there are none or several.
 func (s *schema) messageType(name, filePath string) (protoreflect.MessageDescriptor, error) {
+	if name != "" && !strings.Contains(strings.TrimPrefix(name, "."), ".") {
+		// A short name: the Vitess record of that name, else the one
+		// message of that name.
+		if md := s.vitessType(name); md != nil {
+			return md, nil
+		}
+		return s.byShortName(name, "--type "+name)
+	}
 	if name != "" {
 		d, err := s.files.FindDescriptorByName(protoreflect.FullName(strings.TrimPrefix(name, ".")))
 		if err != nil {
@@ -213,6 +221,49 @@ func (s *schema) messageType(name, filePath string) (protoreflect.MessageDescrip
 		return md, nil
 	}
 	base := path.Base(filePath)
+	if md := s.vitessType(base); md != nil {
+		return md, nil
+	}
+	return s.byShortName(base, "--decode json")
+}
+
+// vitessRecords maps the base names of the records Vitess stores to their
+// message types (in Vitess's topodata.proto and vschema.proto).
+var vitessRecords = map[string]string{
+	"Keyspace":              "topodata.Keyspace",
+	"Shard":                 "topodata.Shard",
+	"Tablet":                "topodata.Tablet",
+	"ShardReplication":      "topodata.ShardReplication",
+	"SrvKeyspace":           "topodata.SrvKeyspace",
+	"CellInfo":              "topodata.CellInfo",
+	"CellsAlias":            "topodata.CellsAlias",
+	"ExternalVitessCluster": "topodata.ExternalVitessCluster",
+	"VSchema":               "vschema.Keyspace",
+	"SrvVSchema":            "vschema.SrvVSchema",
+	"RoutingRules":          "vschema.RoutingRules",
+	"KeyspaceRoutingRules":  "vschema.KeyspaceRoutingRules",
+	"ShardRoutingRules":     "vschema.ShardRoutingRules",
+	"MirrorRules":           "vschema.MirrorRules",
+}
+
+// vitessType returns the message type of the Vitess record named base, if
+// the schema has it.
+func (s *schema) vitessType(base string) protoreflect.MessageDescriptor {
+	full, ok := vitessRecords[base]
+	if !ok {
+		return nil
+	}
+	d, err := s.files.FindDescriptorByName(protoreflect.FullName(full))
+	if err != nil {
+		return nil
+	}
+	md, _ := d.(protoreflect.MessageDescriptor)
+	return md
+}
+
+// byShortName finds the one message whose short name is base; what names
+// the flag or mode in the error when there are none or several.
+func (s *schema) byShortName(base, what string) (protoreflect.MessageDescriptor, error) {
 	var found []protoreflect.MessageDescriptor
 	s.files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		ms := fd.Messages()
@@ -227,14 +278,14 @@ func (s *schema) messageType(name, filePath string) (protoreflect.MessageDescrip
 	case 1:
 		return found[0], nil
 	case 0:
-		return nil, usagef("--decode json: no message named %s in the protoset; give --type", base)
+		return nil, usagef("%s: no message named %s in the protoset; give --type", what, base)
 	}
 	names := make([]string, len(found))
 	for i, md := range found {
 		names[i] = string(md.FullName())
 	}
 	slices.Sort(names)
-	return nil, usagef("--decode json: several messages are named %s (%s); give --type", base, strings.Join(names, ", "))
+	return nil, usagef("%s: several messages are named %s (%s); give --type", what, base, strings.Join(names, ", "))
 }
 
 // decodeJSON decodes value as md and renders it with protojson.
@@ -242,6 +293,9 @@ func (s *schema) decodeJSON(md protoreflect.MessageDescriptor, value []byte, mul
 	msg := dynamicpb.NewMessage(md)
 	if err := (proto.UnmarshalOptions{Resolver: s.types}).Unmarshal(value, msg); err != nil {
 		return nil, fmt.Errorf("value is not a %s: %w", md.FullName(), err)
+	}
+	if u := msg.GetUnknown(); len(u) > 0 {
+		return nil, fmt.Errorf("value is not a %s: %d of its %d bytes are fields that %s does not have (wrong --type?)", md.FullName(), len(u), len(value), md.FullName())
 	}
 	b, err := protojson.MarshalOptions{Resolver: s.types}.Marshal(msg)
 	if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -31,8 +32,9 @@ func (o *options) printElect(ev electEvent) {
 func newElectCmd(o *options) *cobra.Command {
 	var id string
 	cmd := &cobra.Command{
-		Use:   "elect NAME [--id ID]",
-		Short: "Take part in a leader election and print leadership changes",
+		Use:     "elect NAME [--id ID]",
+		Example: `  topoctl elect primary --id $(hostname)`,
+		Short:   "Take part in a leader election and print leadership changes",
 		Long: `Join the leader election NAME as participant ID (default HOST-PID, this
 host's name and topoctl's process id) and stay in it until
 interrupted (Ctrl-C, SIGTERM), then withdraw. It prints one line per event:
@@ -121,12 +123,19 @@ every line is a JSON object {"event","id"}.`,
 }
 
 func newLeaderCmd(o *options) *cobra.Command {
+	var observe bool
 	cmd := &cobra.Command{
-		Use:   "leader NAME",
+		Use: "leader NAME [--observe]",
+		Example: `  topoctl leader primary
+  topoctl leader --observe primary`,
 		Short: "Print the current leader of an election",
 		Long: `Print the id of the current leader of the election NAME, or nothing
 (and a note on standard error) when nobody leads. With --output json it
-prints {"name","leader"}, the leader being "" when nobody leads.`,
+prints {"name","leader"}, the leader being "" when nobody leads.
+
+--observe prints the current leader, then each new leader as leadership
+changes ("" lines are not printed: a gap with no leader shows as the next
+leader's line), until Ctrl-C (exit 0).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := o.open(cmd.Context())
@@ -139,6 +148,9 @@ prints {"name","leader"}, the leader being "" when nobody leads.`,
 				return err
 			}
 			defer lp.Stop()
+			if observe {
+				return o.observeLeader(cmd.Context(), lp, args[0])
+			}
 			var leader string
 			if err := o.probe(cmd.Context(), func(c context.Context) error {
 				var err error
@@ -158,5 +170,31 @@ prints {"name","leader"}, the leader being "" when nobody leads.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&observe, "observe", false, "print each new leader until interrupted")
 	return cmd
+}
+
+// observeLeader prints the leader of election name each time it changes,
+// until ctx ends.
+func (o *options) observeLeader(ctx context.Context, lp topo.LeaderParticipation, name string) error {
+	ch, err := lp.WaitForNewLeader(ctx)
+	if err != nil {
+		return err
+	}
+	for id := range ch {
+		if id == "" {
+			continue
+		}
+		if o.jsonOut() {
+			if err := o.printJSON(map[string]string{"name": name, "leader": id}); err != nil {
+				return err
+			}
+			continue
+		}
+		o.printf("%s\n", id)
+	}
+	if ctx.Err() == nil {
+		return topo.Wrap(topo.Unavailable, name, errors.New("the store ended the leader watch"))
+	}
+	return nil
 }

@@ -2,11 +2,16 @@ package cli
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	goio "io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -15,15 +20,26 @@ import (
 
 func newGetCmd(o *options) *cobra.Command {
 	var (
-		version  string
-		decode   string
-		protoset string
-		typ      string
+		version   string
+		decode    string
+		protoset  string
+		typ       string
+		recursive bool
+		keysOnly  bool
+		hexOut    bool
 	)
 	cmd := &cobra.Command{
-		Use:   "get FILE",
-		Short: "Print a file's value",
+		Use:   "get FILE | get -R [--keys-only] PREFIX",
+		Short: "Print a file's value (or every file's under a prefix)",
 		Long: `Print the value stored at FILE, byte for byte.
+
+get -R PREFIX prints every file whose path starts with PREFIX (a plain
+string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
+each file's path on one line, then its value on the next (quoted, with
+escapes, when it is not one line of printable text). --keys-only prints
+the paths only. With --output json it prints one array of {"path",
+"version","value" (base64)}. Files at reserved paths (written by another
+tool) are named on stderr, with exit 1.
 
 --version V reads the value the file held at version V (etcd keeps history
 until it is compacted; memory keeps recent history; ZooKeeper and Consul keep
@@ -32,8 +48,14 @@ none and fail with NoImplementation).
 --decode raw prints the value as a protobuf wire dump without a schema.
 --decode json decodes it with a message type from --protoset (a binary
 FileDescriptorSet, as "protoc --include_imports --descriptor_set_out" writes)
-and prints protobuf JSON; --type names the message (e.g. topodata.Tablet).
-Without --type, the one message named like the file's base name is used.
+and prints protobuf JSON; --type names the message (e.g. topodata.Tablet, or
+a short name such as Tablet). Without --type, the message is chosen by the
+file's base name: Vitess's records (Keyspace, Shard, VSchema, SrvKeyspace,
+SrvVSchema, Tablet, ShardReplication, CellInfo, CellsAlias, RoutingRules,
+KeyspaceRoutingRules, ShardRoutingRules, MirrorRules) map to their types in
+Vitess's topodata and vschema packages; otherwise the one message named
+like the base name is used. Bytes that do not parse as the type, or hold
+fields it does not have, are an error. --protoset defaults to $` + EnvProtoset + `.
 Without --protoset, only the types compiled into topoctl are known
 (topokit.topodata.CellInfo); any other type is a usage error asking for
 --protoset.
@@ -41,9 +63,18 @@ Without --protoset, only the types compiled into topoctl are known
 With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if recursive || keysOnly {
+				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
+					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
+				}
+				return o.getPrefix(cmd.Context(), args[0], keysOnly, hexOut)
+			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
 				return err
+			}
+			if hexOut && decode != "" {
+				return usagef("--hex prints the stored bytes: it does not combine with --decode")
 			}
 			var atVersion int64 = -1
 			if cmd.Flags().Changed("version") {
@@ -60,6 +91,9 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 					return usagef("--protoset and --type need --decode json")
 				}
 			case "json":
+				if protoset == "" {
+					protoset = o.getenv(EnvProtoset)
+				}
 				if sch, err = loadSchema(protoset); err != nil {
 					return err
 				}
@@ -85,6 +119,11 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if topo.IsErrType(err, topo.NoImplementation) {
 					return fmt.Errorf("%s keeps no history, so --version cannot be read: %w", st.name, err)
 				}
+				if topo.IsErrType(err, topo.NoNode) {
+					if _, cur, gerr := st.conn.Get(ctx, p); gerr == nil {
+						return topo.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("version %d of this file is not kept (never one of its versions, or compacted away); its current version is %s: %w", atVersion, cur, err))
+					}
+				}
 				ver = topo.NumericVersion(atVersion).String()
 			} else {
 				var v topo.Version
@@ -94,7 +133,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 			}
 			if err != nil {
-				return err
+				return o.notADirectory(ctx, st.conn, p, err)
 			}
 
 			var decoded any
@@ -115,6 +154,9 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				decoded, text = json.RawMessage(b), append(b, '\n')
 			default:
 				text = value
+				if hexOut {
+					text = []byte(hex.EncodeToString(value) + "\n")
+				}
 			}
 			if o.jsonOut() {
 				return o.printJSON(struct {
@@ -127,12 +169,18 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 			_, err = o.io.Stdout.Write(text)
 			return err
 		},
+		Example: `  topoctl get /keyspaces/commerce/Keyspace --decode json --protoset vitess-topodata.protoset
+  topoctl get -R /keyspaces/commerce/
+  topoctl get -R --keys-only /tablets/`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&version, "version", "", "read the value the file held at this version")
 	f.StringVar(&decode, "decode", "", "decode the value: raw (protobuf wire dump) or json (with --protoset/--type)")
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
-	f.StringVar(&typ, "type", "", "full protobuf message name for --decode json, e.g. topodata.Tablet")
+	f.StringVar(&typ, "type", "", "protobuf message name for --decode json, e.g. topodata.Tablet or Tablet")
+	f.BoolVarP(&recursive, "recursive", "R", false, "print every file whose path starts with FILE (a plain string prefix), like etcdctl get --prefix")
+	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied), print the paths only")
+	f.BoolVar(&hexOut, "hex", false, "print values as hexadecimal (one line each), like etcdctl --hex")
 	return cmd
 }
 
@@ -143,7 +191,10 @@ func newPutCmd(o *options) *cobra.Command {
 		file      string
 	)
 	cmd := &cobra.Command{
-		Use:   "put FILE [VALUE | -]",
+		Use: "put FILE [VALUE | -]",
+		Example: `  topoctl put /RoutingRules --file rules.pb
+  echo -n value | topoctl put /a/b
+  topoctl put --if-version 42 /a/b new-value`,
 		Short: "Write a file",
 		Long: `Write a value to FILE, byte for byte, taken from the VALUE argument, from
 --file F, or from standard input: when it is a pipe or a file (not a
@@ -199,7 +250,7 @@ prints the new version.`,
 					return err
 				}
 			}
-			if err := topo.CheckValue(p, value); err != nil {
+			if err := checkValue(p, value); err != nil {
 				return err
 			}
 
@@ -243,8 +294,14 @@ func newRmCmd(o *options) *cobra.Command {
 		Long: `Delete FILE; --if-version V deletes it only if its version is V
 (BadVersion otherwise). rm -R DIR deletes every file under DIR (and DIR
 itself if it is a file); it needs --force, and prints how many files it
-deleted to standard error. Lock and election entries are not files and are
-left alone.`,
+deleted to standard error (JSON on stdout with --output json). Deletes run
+--parallel at a time; on Ctrl-C no new delete starts (exit 130). Lock and
+election entries are not files and are left alone. Files at reserved
+paths (written by another tool) cannot be deleted by topokit: each is
+named on stderr and rm -R exits 1.`,
+		Example: `  topoctl rm /keyspaces/old/Keyspace
+  topoctl rm --if-version 42 /RoutingRules
+  topoctl rm -R --force /keyspaces/old`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if recursive {
@@ -263,20 +320,7 @@ left alone.`,
 					return err
 				}
 				defer st.Close()
-				files, err := o.listTree(cmd.Context(), st.conn, dir)
-				if err != nil {
-					return err
-				}
-				for i, kv := range files {
-					ctx, cancel := o.callCtx(cmd.Context())
-					err := st.conn.Delete(ctx, kv.Path, nil)
-					cancel()
-					if err != nil && !topo.IsErrType(err, topo.NoNode) {
-						return fmt.Errorf("deleted %d of %s: %w", i, plural(len(files), "file"), err)
-					}
-				}
-				o.eprintf("deleted %s under %s\n", plural(len(files), "file"), displayPath(dir))
-				return nil
+				return o.removeTree(cmd.Context(), st, dir)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -295,34 +339,164 @@ left alone.`,
 				return err
 			}
 			defer done()
-			return st.conn.Delete(ctx, p, cas)
+			if err := st.conn.Delete(ctx, p, cas); err != nil {
+				return o.notADirectory(ctx, st.conn, p, err)
+			}
+			if o.jsonOut() {
+				return o.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&ifVersion, "if-version", "", "delete only if the file's current version is this one")
 	f.BoolVarP(&recursive, "recursive", "R", false, "delete every file under DIR")
 	f.BoolVar(&force, "force", false, "confirm rm -R")
+	o.treeFlags(cmd)
 	return cmd
 }
 
-// listTree returns every file at or under dir (canonical; "" is the root),
-// sorted by path. An empty tree is an empty list, not an error.
-func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) ([]topo.KVInfo, error) {
-	prefix := dir
-	cctx, cancel := o.callCtx(ctx)
-	defer cancel()
-	kvs, err := conn.List(cctx, prefix)
-	if topo.IsErrType(err, topo.NoNode) {
-		return nil, nil
-	}
+// removeTree is rm -R: it deletes every file at or under dir.
+func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
+	tl, err := o.listTree(ctx, st.conn, dir)
 	if err != nil {
-		return nil, at(err, dir)
+		return err
 	}
-	out := kvs[:0]
+	var (
+		mu       sync.Mutex
+		deleted  int
+		firstErr error
+	)
+	bar := o.newProgress(len(tl.files), "deleting")
+	forEach(tl.files, o.parallel, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil || ctx.Err() != nil
+	}, func(_ int, kv topo.KVInfo) {
+		wctx, cancel := o.writeCtx(ctx)
+		err := st.conn.Delete(wctx, kv.Path, nil)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			deleted++
+			bar.add()
+		case topo.IsErrType(err, topo.NoNode):
+			bar.add()
+		case firstErr == nil:
+			firstErr = at(err, kv.Path)
+		}
+	})
+	bar.finish(firstErr == nil && ctx.Err() == nil)
+	if firstErr != nil {
+		return fmt.Errorf("deleted %d of %s under %s: %w", deleted, plural(len(tl.files), "file"), displayPath(dir), firstErr)
+	}
+	if ctx.Err() != nil {
+		return exitError{code: ExitInterrupted, err: fmt.Errorf("rm -R interrupted: deleted %d of %s under %s", deleted, plural(len(tl.files), "file"), displayPath(dir))}
+	}
+	if o.jsonOut() {
+		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.reserved)}); err != nil {
+			return err
+		}
+	} else {
+		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
+	}
+	if len(tl.files) == 0 && len(tl.reserved) == 0 {
+		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
+	}
+	return o.reportReserved("deleted", st.name, dir, tl.reserved)
+}
+
+// displayPaths renders canonical paths as displayPath does; never nil.
+func displayPaths(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = displayPath(p)
+	}
+	return out
+}
+
+// notADirectory turns the NoNode error of a file operation on p into one
+// that says p is a directory, when it is one; other errors pass unchanged.
+func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, err error) error {
+	if !topo.IsErrType(err, topo.NoNode) {
+		return err
+	}
+	if des, lerr := conn.ListDir(ctx, p, false); lerr == nil && len(des) > 0 {
+		return topo.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p)))
+	}
+	return err
+}
+
+// getPrefix is get -R: every file whose path starts with arg.
+func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bool) error {
+	prefix, err := topo.CleanPrefix(arg)
+	if err != nil {
+		return err
+	}
+	st, cctx, done, err := o.openCall(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	kvs, err := st.conn.List(cctx, prefix)
+	var rf *topo.ReservedFilesError
+	var reserved []string
+	switch {
+	case err == nil:
+	case errors.As(err, &rf):
+		reserved = rf.Paths
+	case topo.IsErrType(err, topo.NoNode):
+		o.eprintf("note: no file under the prefix %s in %s\n", displayPath(prefix), st.name)
+	default:
+		return at(err, prefix)
+	}
+	type item struct {
+		Path    string `json:"path"`
+		Version string `json:"version,omitempty"`
+		Value   []byte `json:"value,omitempty"`
+	}
+	items := []item{}
 	for _, kv := range kvs {
-		if dir == "" || kv.Path == dir || strings.HasPrefix(kv.Path, dir+"/") {
-			out = append(out, kv)
+		if topo.IsReserved(kv.Path) {
+			reserved = append(reserved, kv.Path)
+			continue
+		}
+		it := item{Path: displayPath(kv.Path)}
+		if !keysOnly {
+			it.Version, it.Value = kv.Version.String(), kv.Value
+			if it.Value == nil {
+				it.Value = []byte{}
+			}
+		}
+		items = append(items, it)
+	}
+	if o.jsonOut() {
+		if err := o.printJSON(items); err != nil {
+			return err
+		}
+	} else {
+		for _, it := range items {
+			o.printf("%s\n", it.Path)
+			switch {
+			case keysOnly:
+			case hexOut:
+				o.printf("%s\n", hex.EncodeToString(it.Value))
+			default:
+				o.printf("%s\n", showValue(it.Value))
+			}
 		}
 	}
-	return out, nil
+	slices.Sort(reserved)
+	return o.reportReserved("listed", st.name, prefix, reserved)
+}
+
+// showValue renders a value for a line of output: as is when it is one
+// line of printable UTF-8 text, quoted with escapes otherwise.
+func showValue(b []byte) string {
+	if printable(b) && !strings.ContainsAny(string(b), "\n\r") {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
 }

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -48,7 +49,10 @@ func readDir(dir, under string) ([]topo.KVInfo, error) {
 		if err != nil {
 			return err
 		}
-		if err := topo.CheckValue(sp, b); err != nil {
+		if err := topo.CheckReserved(sp); err != nil {
+			return fmt.Errorf("%s: nothing was written: %w", p, at(err, sp))
+		}
+		if err := checkValue(sp, b); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		files = append(files, topo.KVInfo{Path: sp, Value: b})
@@ -62,7 +66,8 @@ func readDir(dir, under string) ([]topo.KVInfo, error) {
 }
 
 func newImportCmd(o *options) *cobra.Command {
-	var dryRun, overwrite bool
+	var dryRun bool
+	var po planOpts
 	cmd := &cobra.Command{
 		Use:   "import DIR [PATH]",
 		Short: "Write every file of a local directory into the store",
@@ -71,10 +76,20 @@ PATH/<its path relative to DIR> (PATH defaults to the root), holding the
 file's bytes exactly. It is the inverse of export: export then import
 round-trips byte for byte.
 
-Everything is checked first (paths, sizes up to 512 KiB, symbolic links
-refused); if a file already exists in the store nothing is written
-(NodeExists) unless --overwrite. If a write fails, import reports how far it
-got and reverts what it wrote. --dry-run prints what would be written.`,
+Everything is checked first, before anything is written: paths (including
+the reserved-name rule: no "locks" or "Lock" segment, no first segment
+"elections"), sizes up to 512 KiB, symbolic links refused. Files the store
+already holds byte for byte are skipped; if a file exists with other
+contents nothing is written (NodeExists) unless --overwrite. --delete also
+deletes the store's files under PATH that DIR does not have. --dry-run
+prints what would be created, overwritten, deleted or skipped.
+
+Writes run --parallel at a time. If a write fails, or on Ctrl-C (exit 130),
+no new write starts, the writes in flight finish, and everything this run
+wrote is reverted (each file only if nobody changed it since); the error
+names any file left written.`,
+		Example: `  topoctl import ./vitess-local/global
+  topoctl --cell zone1 import --overwrite ./vitess-local/zone1`,
 		Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			under, err := topo.CleanDirPath(argOr(args, 1, "/"))
@@ -91,7 +106,7 @@ got and reverts what it wrote. --dry-run prints what would be written.`,
 				return err
 			}
 			defer st.Close()
-			plan, err := o.planWrites(ctx, st.conn, under, files, overwrite)
+			plan, err := o.planWrites(ctx, st.conn, under, files, po)
 			if err != nil {
 				return err
 			}
@@ -104,8 +119,10 @@ got and reverts what it wrote. --dry-run prints what would be written.`,
 			return o.reportDone("imported", plan, args[0], st.name)
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be written, write nothing")
-	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace files that exist in the store")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
+	cmd.Flags().BoolVar(&po.overwrite, "overwrite", false, "replace files that exist in the store with other contents")
+	cmd.Flags().BoolVar(&po.delete, "delete", false, "also delete the store's files under PATH that DIR does not have")
+	o.treeFlags(cmd)
 	return cmd
 }
 
@@ -120,7 +137,12 @@ Lock and election entries are not files and are not exported.
 
 DIR must be absent or empty unless --overwrite. A store may hold both a file
 "a" and a file "a/b", which a file system cannot; export then fails before
-writing anything.`,
+writing anything. Files at reserved paths (written by another tool) are
+not exported: each is named on stderr and export exits 1 after writing the
+rest. A PATH with no files under it is an error (the root is empty or
+absent). Files are read in one List and written --parallel at a time.`,
+		Example: `  topoctl export /tmp/global
+  topoctl -i consul -a 127.0.0.1:8500 --topo-global-root vitess export /tmp/from-consul`,
 		Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			under, err := topo.CleanDirPath(argOr(args, 1, "/"))
@@ -143,9 +165,13 @@ writing anything.`,
 				return err
 			}
 			defer st.Close()
-			files, err := o.listTree(ctx, st.conn, under)
+			tl, err := o.listTree(ctx, st.conn, under)
 			if err != nil {
 				return err
+			}
+			files := tl.files
+			if len(files) == 0 && len(tl.reserved) == 0 {
+				return emptyTree(under, st.name)
 			}
 			// Map every file to its local path and refuse file/directory
 			// clashes before writing.
@@ -171,24 +197,53 @@ writing anything.`,
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
-			var total int
-			for i, f := range files {
+			var (
+				mu       sync.Mutex
+				total    int
+				n        int
+				firstErr error
+			)
+			bar := o.newProgress(len(files), "exporting")
+			forEach(files, o.parallel, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return firstErr != nil || ctx.Err() != nil
+			}, func(i int, f topo.KVInfo) {
 				lp := filepath.Join(dir, filepath.FromSlash(rels[i]))
-				if err := os.MkdirAll(filepath.Dir(lp), 0o755); err != nil {
-					return fmt.Errorf("exported %d of %s: %w", i, plural(len(files), "file"), err)
+				err := os.MkdirAll(filepath.Dir(lp), 0o755)
+				if err == nil {
+					err = os.WriteFile(lp, f.Value, 0o644)
 				}
-				if err := os.WriteFile(lp, f.Value, 0o644); err != nil {
-					return fmt.Errorf("exported %d of %s: %w", i, plural(len(files), "file"), err)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					return
 				}
+				n++
 				total += len(f.Value)
+				bar.add()
+			})
+			bar.finish(firstErr == nil && ctx.Err() == nil)
+			if firstErr != nil {
+				return fmt.Errorf("exported %d of %s: %w", n, plural(len(files), "file"), firstErr)
+			}
+			if ctx.Err() != nil {
+				return exitError{code: ExitInterrupted, err: fmt.Errorf("export interrupted after %d of %s, written completely into %s", n, plural(len(files), "file"), dir)}
 			}
 			if o.jsonOut() {
-				return o.printJSON(map[string]any{"exported": len(files), "bytes": total, "from": st.name, "to": dir})
+				if err := o.printJSON(map[string]any{"exported": len(files), "bytes": total, "from": st.name, "to": dir}); err != nil {
+					return err
+				}
+			} else {
+				o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), st.name, dir)
 			}
-			o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), st.name, dir)
-			return nil
+			return o.reportReserved("exported", st.name, under, tl.reserved)
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a non-empty directory, replacing files")
+	o.treeFlags(cmd)
 	return cmd
 }

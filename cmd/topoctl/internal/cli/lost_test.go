@@ -1,41 +1,59 @@
 package cli
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
-// A lock deleted behind the holder's back: lock stops the command and
-// fails with LockLost.
+// revokeAllLeases ends every lease of the etcd at addr, as a store-side
+// session loss would.
+func revokeAllLeases(t *testing.T, addr string) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}})
+	require.NoError(t, err)
+	defer cli.Close()
+	ls, err := cli.Leases(t.Context())
+	require.NoError(t, err)
+	require.NotEmpty(t, ls.Leases)
+	for _, l := range ls.Leases {
+		_, err := cli.Revoke(t.Context(), l.ID)
+		require.NoError(t, err)
+	}
+}
+
+// A lock whose lease the store ends behind the holder's back: lock stops
+// the command and fails with LockLost, exit code ExitLockLost (not the
+// command's 143).
 func TestLockLost(t *testing.T) {
 	t.Parallel()
-	tg := memoryTarget(t)
+	addr := etcdtest.Start(t)
+	tg := target{impl: "etcd2", addr: addr, root: "/" + t.Name()}
 	tg.ok(t, "put", "ks/Keyspace", "k")
 	holder := tg.start(t, "lock", "--check-interval", "20ms", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
 	holder.waitOutput(t, "held\n")
-	entries := strings.Fields(tg.ok(t, "ls", "ks/locks"))
-	require.Len(t, entries, 1)
-	tg.ok(t, "rm", "ks/locks/"+entries[0])
+	revokeAllLeases(t, addr)
 	code := holder.wait(t)
-	assert.Equal(t, 143, code, holder.stderr.String())
+	assert.Equal(t, ExitLockLost, code, holder.stderr.String())
 	assert.Contains(t, holder.stderr.String(), "LockLost")
 	assert.Contains(t, holder.stderr.String(), "was lost while the command ran")
+	assert.Contains(t, holder.stderr.String(), "the lock was lost: sending SIGTERM")
 }
 
-// An election entry deleted behind the leader's back: elect prints "lost"
-// and fails with LockLost.
+// An election whose lease the store ends behind the leader's back: elect
+// prints "lost" and fails with LockLost.
 func TestElectLost(t *testing.T) {
 	t.Parallel()
-	tg := memoryTarget(t)
+	addr := etcdtest.Start(t)
+	tg := target{impl: "etcd2", addr: addr, root: "/" + t.Name()}
 	a := tg.start(t, "elect", "primary", "--id", "alpha")
 	a.waitOutput(t, "elected alpha\n")
-	entries := strings.Fields(tg.ok(t, "ls", "elections/primary"))
-	require.Len(t, entries, 1)
-	tg.ok(t, "rm", "elections/primary/"+entries[0])
-	assert.Equal(t, 1, a.wait(t), a.stderr.String())
+	revokeAllLeases(t, addr)
+	assert.Equal(t, ExitLockLost, a.wait(t), a.stderr.String())
 	assert.Contains(t, a.stdout.String(), "lost alpha\n")
 	assert.Contains(t, a.stderr.String(), "LockLost")
 }

@@ -98,8 +98,13 @@ func (o *options) listOrFile(ctx context.Context, conn topo.Conn, arg string, lo
 	}
 	entries, err := o.list(ctx, conn, dir, long, recursive)
 	if dir == "" && topo.IsErrType(err, topo.NoNode) {
-		// An empty store is an empty root, not an error.
+		// An empty store is an empty root, not an error; but say so, as a
+		// wrong root or address looks the same.
+		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
 		return []*entry{}, nil
+	}
+	if err == nil && dir == "" && len(entries) == 0 {
+		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
 	}
 	if err == nil || !topo.IsErrType(err, topo.NoNode) {
 		return entries, err
@@ -142,7 +147,9 @@ func orDash(s string) string {
 func newLsCmd(o *options) *cobra.Command {
 	var long, recursive bool
 	cmd := &cobra.Command{
-		Use:   "ls [-l] [-R] [DIR]",
+		Use: "ls [-l] [-R] [DIR]",
+		Example: `  topoctl ls -l /keyspaces/commerce
+  topoctl --cell zone1 ls -R /tablets`,
 		Short: "List a directory (default: the root)",
 		Long: `List the entries of DIR (default "/"), one per line. -R lists every
 descendant by its full path. -l adds the type, the ephemeral flag (lock and
@@ -191,8 +198,9 @@ version. With --output json it prints one JSON array of entries.`,
 func newTreeCmd(o *options) *cobra.Command {
 	var long bool
 	cmd := &cobra.Command{
-		Use:   "tree [-l] [DIR]",
-		Short: "Print a directory and everything under it as a tree",
+		Use:     "tree [-l] [DIR]",
+		Example: `  topoctl tree -l /keyspaces`,
+		Short:   "Print a directory and everything under it as a tree",
 		Long: `Print DIR (default "/") and all its descendants as a tree. -l adds each
 entry's type, ephemeral flag and file version. With --output json it prints
 one JSON array of entries, each with its children.`,

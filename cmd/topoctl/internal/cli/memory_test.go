@@ -81,10 +81,10 @@ func TestCopyFailureReverts(t *testing.T) {
 	remove := mf.AddFault(memorytopo.Fault{Op: memorytopo.OpCreate, Path: "copyfailure-unique/c", Err: topo.Unavailable})
 	defer remove()
 
-	r := src.run(t, "", "copy", "--overwrite", "--to", dst.spec())
+	r := src.run(t, "", "copy", "--parallel", "1", "--overwrite", "--to", dst.spec())
 	require.Equal(t, 1, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "stopped at file 3 of 4 (2 written)")
-	assert.Contains(t, r.stderr, "reverted")
+	assert.Contains(t, r.stderr, "stopped at /copyfailure-unique/c (2 of 4 writes made)")
+	assert.Contains(t, r.stderr, "everything this run wrote was reverted")
 	assert.Contains(t, r.stderr, "Unavailable")
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one error line: %q", r.stderr)
 	// Only the file that was there before remains, with its old value.

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 // runMainEnv makes the test binary behave as the topoctl binary (Run), so
@@ -117,7 +121,7 @@ func TestProcessSignals(t *testing.T) {
 	l := startProcess(t, env, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
 	l.waitLine(t, "held")
 	tg.fails(t, 1, []string{"NodeExists"}, "lock", "--try", "ks", "--", "true")
-	assert.Equal(t, 143, l.signalAndWait(t, syscall.SIGTERM), l.errb.String())
+	assert.Equal(t, ExitInterrupted, l.signalAndWait(t, syscall.SIGTERM), l.errb.String())
 	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
 
 	assert.Equal(t, 0, srv.signalAndWait(t, syscall.SIGTERM), srv.errb.String())
@@ -128,4 +132,102 @@ func TestProcessSignals(t *testing.T) {
 	srv.waitLine(t, "Stop it with Ctrl-C")
 	assert.Equal(t, "k", tg.ok(t, "get", "ks/Keyspace"))
 	assert.Equal(t, 0, srv.signalAndWait(t, syscall.SIGINT), srv.errb.String())
+}
+
+// alive reports whether process pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// readPid waits for file to hold a pid and returns it.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(file)
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, time.Minute, 10*time.Millisecond)
+	return pid
+}
+
+// lock's command runs in its own process group: on SIGINT/SIGTERM, and
+// when the command exits leaving processes behind, the whole group is
+// stopped before the lock is released; nothing outlives the lock.
+func TestLockStopsProcessGroup(t *testing.T) {
+	t.Parallel()
+	addr := etcdtest.Start(t)
+	root := "/" + t.Name()
+	tg := target{impl: "etcd2", addr: addr, root: root}
+	tg.ok(t, "put", "ks/Keyspace", "k")
+	env := connEnv("etcd2", addr, root)
+
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		// The grandchild ignores nothing; sh waits for it.
+		l := startProcess(t, env, "lock", "ks", "--", "sh", "-c", "sleep 600 & echo $! > "+pidFile+"; echo held; wait")
+		l.waitLine(t, "held")
+		pid := readPid(t, pidFile)
+		require.True(t, alive(pid))
+		assert.Equal(t, ExitInterrupted, l.signalAndWait(t, sig), l.errb.String())
+		assert.False(t, alive(pid), "the grandchild outlived the lock (%s)", sig)
+		assert.Contains(t, l.errb.String(), "waiting up to 10s before SIGKILL")
+		assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+	}
+
+	// A command that exits at once, leaving a process in its group: the
+	// process is stopped before the lock is released.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	r := tg.run(t, "", "lock", "ks", "--", "sh", "-c", "sleep 600 & echo $! > "+pidFile)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "left processes in its group")
+	assert.False(t, alive(readPid(t, pidFile)))
+}
+
+// serve refuses a data directory in use at once, naming the process; it
+// stops promptly with a client attached (saying so), a new serve binds the
+// same addresses right after, and an attached watch says it is
+// reconnecting while the server is down and resumes once it is back.
+func TestServeBusyStopRestartWatch(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(4)
+	require.NoError(t, err)
+	dataDir := t.TempDir()
+	env := []string{EnvDataDir + "=" + dataDir, EnvImplementation + "=", EnvServerAddress + "=", EnvRoot + "=", EnvCell + "="}
+	serveArgs := []string{"--log-level", "info", "serve", "--listen-client-address", addrs[0], "--listen-peer-address", addrs[1]}
+
+	a := startProcess(t, env, serveArgs...)
+	a.waitLine(t, "Stop it with Ctrl-C")
+
+	// A second serve on the same data directory (other ports) refuses at
+	// once, naming the first one's PID.
+	b := startProcess(t, env, "serve", "--listen-client-address", addrs[2], "--listen-peer-address", addrs[3])
+	assert.Equal(t, 1, b.wait(t), b.errb.String())
+	assert.Contains(t, b.errb.String(), "is in use by process "+strconv.Itoa(a.cmd.Process.Pid))
+
+	tg := target{impl: "etcd2", addr: addrs[0], root: DefaultRoot}
+	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
+	w := startProcess(t, env, "watch", "w")
+	w.waitLine(t, "/w "+v1+` "one"`)
+
+	assert.Equal(t, 0, a.signalAndWait(t, syscall.SIGTERM), a.errb.String())
+	a.waitLine(t, "stopping the embedded etcd (at most 1s")
+	a.waitLine(t, "embedded etcd stopped")
+	w.waitStderr(t, "reconnecting")
+
+	// Restarted at once on the same addresses and data directory.
+	a = startProcess(t, env, serveArgs...)
+	a.waitLine(t, "Stop it with Ctrl-C")
+	v2 := strings.TrimSpace(tg.ok(t, "put", "w", "two"))
+	w.waitLine(t, "/w "+v2+` "two"`)
+	assert.Equal(t, 0, w.signalAndWait(t, syscall.SIGINT), w.errb.String())
+	assert.Equal(t, 0, a.signalAndWait(t, syscall.SIGINT), a.errb.String())
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -34,6 +35,13 @@ const (
 	// ExitUsage: the command line was wrong (unknown command or flag, bad
 	// flag value, wrong number of arguments, a bad environment variable).
 	ExitUsage = 2
+	// ExitLockLost: lock's command was stopped because the store dropped
+	// the lock (lease or session lost), or elect lost its leadership.
+	ExitLockLost = 3
+	// ExitInterrupted: SIGINT or SIGTERM ended a command that had work
+	// left (an import, copy, export or rm -R: what it wrote is reverted;
+	// a lock wait), as shells report Ctrl-C (128+2).
+	ExitInterrupted = 130
 )
 
 // Environment variables read by topoctl. A flag given on the command line
@@ -49,6 +57,10 @@ const (
 	EnvCell = "TOPO_CELL"
 	// EnvTimeout is --timeout's variable (a Go duration such as "10s").
 	EnvTimeout = "TOPO_TIMEOUT"
+	// EnvConfig is --config's variable.
+	EnvConfig = "TOPOCTL_CONFIG"
+	// EnvProtoset is the default of get's --protoset.
+	EnvProtoset = "TOPOCTL_PROTOSET"
 	// EnvDataDir is the default of serve's --data-dir; flag-less commands
 	// also read serve's client address from it.
 	EnvDataDir = "TOPOCTL_DATA_DIR"
@@ -101,6 +113,20 @@ type options struct {
 	timeout  time.Duration
 	output   string
 	logLevel string
+
+	// sec holds the backends' TLS and authentication settings.
+	sec security
+	// configFile is --config; conf the settings read from it (flag name
+	// to value).
+	configFile string
+	conf       map[string]string
+
+	// parallel and progress are the tree commands' --parallel and
+	// --progress.
+	parallel int
+	progress bool
+	// fullValues is watch's --full.
+	fullValues bool
 
 	log *slog.Logger
 
@@ -190,11 +216,16 @@ Every connection flag can also come from the environment:
   ` + EnvImplementation + `, ` + EnvServerAddress + `, ` + EnvRoot + `, ` + EnvCell + `, ` + EnvTimeout + `
 A flag on the command line wins over its variable.
 
-Exit codes: 0 success, 1 failure (or differences found by diff),
-2 usage error; "lock" exits with its command's status.`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+Exit codes: 0 success, 1 failure (or differences found by diff, or files
+at reserved paths that a tree command could not carry over), 2 usage error,
+3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM during an
+import, copy, export, rm -R, a lock wait or lock's command); "lock" exits
+with its command's status otherwise.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// "topoctl completion bash|zsh|fish|powershell" prints a shell
+		// completion script.
+		CompletionOptions: cobra.CompletionOptions{},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
@@ -213,13 +244,15 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 		"store implementation: etcd2, zk2, consul or memory (env "+EnvImplementation+")")
 	pf.StringVarP(&o.addr, "topo-global-server-address", "a", "",
 		"global cell server address, host:port[,host:port...] (env "+EnvServerAddress+"; default: the address of \"topoctl serve\", "+DefaultClientAddress+")")
-	pf.StringVarP(&o.root, "topo-global-root", "r", DefaultRoot,
-		"global cell root in the store (env "+EnvRoot+")")
+	pf.StringVar(&o.root, "topo-global-root", DefaultRoot,
+		"global cell root in the store (env "+EnvRoot+"; on Consul give it without a leading \"/\", as Vitess does: the default there is vitess/global)")
 	pf.StringVar(&o.cell, "cell", "",
 		"act on this cell, through its CellInfo in the global cell (env "+EnvCell+"; default: the global cell)")
 	pf.DurationVar(&o.timeout, "timeout", DefaultTimeout,
 		"bound of each store call, and of waits for locks (env "+EnvTimeout+"; 0 means no bound)")
 	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
+	o.addSecurityFlags(pf)
+	pf.StringVar(&o.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a comment); a flag or variable wins over it (env "+EnvConfig+")")
 	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr)")
 
 	root.AddCommand(
@@ -238,16 +271,51 @@ Exit codes: 0 success, 1 failure (or differences found by diff),
 		newImportCmd(o),
 		newExportCmd(o),
 		newCellCmd(o),
+		newStatCmd(o),
+		newVersionCmd(o),
 	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			groupCmd(c)
+		}
+	}
 	return root, o
+}
+
+// groupCmd makes cmd, a command that only groups subcommands, fail with
+// a usage error (exit 2) when run without one or with an unknown one,
+// instead of printing its help and succeeding.
+func groupCmd(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		names := []string{}
+		for _, sc := range c.Commands() {
+			if sc.IsAvailableCommand() {
+				names = append(names, sc.Name())
+			}
+		}
+		return usagef("%s needs a subcommand: %s", c.CommandPath(), strings.Join(names, ", "))
+	}
+	return cmd
 }
 
 // resolve applies environment variables to flags not set on the command
 // line and checks the values.
 func (o *options) resolve(fs *pflag.FlagSet) error {
+	if err := o.loadConfig(fs); err != nil {
+		return err
+	}
 	env := func(flag, key string, dst *string) {
 		if !fs.Changed(flag) {
 			if v := o.getenv(key); v != "" {
+				*dst = v
+			} else if v, ok := o.conf[flag]; ok {
 				*dst = v
 			}
 		}
@@ -256,11 +324,16 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	env("topo-global-server-address", EnvServerAddress, &o.addr)
 	env("topo-global-root", EnvRoot, &o.root)
 	env("cell", EnvCell, &o.cell)
+	o.resolveSecurity(fs)
 	if !fs.Changed("timeout") {
-		if v := o.getenv(EnvTimeout); v != "" {
+		v, what := o.getenv(EnvTimeout), EnvTimeout
+		if c, ok := o.conf["timeout"]; v == "" && ok {
+			v, what = c, "timeout in "+o.configFile
+		}
+		if v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
-				return usagef("%s=%q: want a duration such as 10s", EnvTimeout, v)
+				return usagef("%s=%q: want a duration such as 10s", what, v)
 			}
 			o.timeout = d
 		}
@@ -286,6 +359,13 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	if _, err := topo.GetFactory(o.impl); err != nil {
 		return exitError{code: ExitFailure, err: err}
 	}
+	if _, inConf := o.conf["topo-global-root"]; o.impl == "consul" && !fs.Changed("topo-global-root") && o.getenv(EnvRoot) == "" && !inConf {
+		// The form Vitess's Consul backend works with (no leading "/").
+		o.root = strings.TrimPrefix(DefaultRoot, "/")
+	}
+	if o.addr == "" {
+		o.addr = o.conventionalAddress(o.impl)
+	}
 	if o.addr == "" {
 		switch o.impl {
 		case "etcd2":
@@ -298,6 +378,17 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// warnConsulRoot warns on stderr about a Consul root with a leading "/":
+// topokit takes "/vitess/global" and "vitess/global" as the same root,
+// but Vitess's Consul backend fails to list keys under a root that starts
+// with "/", so Vitess processes on the same agent would not see the data.
+func (o *options) warnConsulRoot(impl, root string) {
+	if impl == "consul" && strings.HasPrefix(root, "/") && strings.Trim(root, "/") != "" {
+		o.eprintf("topoctl: warning: Consul root %q starts with \"/\": topokit reads it as %q, but Vitess processes fail to list under a leading \"/\"; give the root as %q so that both agree\n",
+			root, strings.Trim(root, "/"), strings.Trim(root, "/"))
+	}
 }
 
 // defaultAddress is the client address of the embedded etcd: the one
@@ -338,9 +429,13 @@ func Run() int {
 func Main(ctx context.Context, args []string, io IO) int {
 	cmd, o := newRoot(io)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	ran, err := cmd.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	helpOf := "topoctl"
+	if ran != nil {
+		helpOf = ran.CommandPath()
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
@@ -351,24 +446,28 @@ func Main(ctx context.Context, args []string, io IO) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) || !o.started {
-		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun 'topoctl --help' for usage.\n", err)
+		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeControl(err.Error()), helpOf)
 		return ExitUsage
 	}
 	fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(err))
+	if topo.CodeOf(err) == topo.LockLost {
+		return ExitLockLost
+	}
 	return ExitFailure
 }
 
 // formatError renders err as one line: the symbolic error code first when
 // it is a topo error, then the message (which names the path).
 func (o *options) formatError(err error) string {
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	msg := escapeControl(slashPaths(err))
 	c := topo.CodeOf(err)
 	if c == 0 {
 		return msg
 	}
 	msg = codeName(c) + ": " + msg
 	if c == topo.Unavailable || c == topo.Timeout {
-		if len(o.stores) > 0 {
+		// A store that could not be reached is named by the error itself.
+		if len(o.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") {
 			msg += " (store " + strings.Join(o.stores, ", ") + ")"
 		}
 	}
@@ -412,4 +511,65 @@ func codeName(c topo.ErrorCode) string {
 		return "Unavailable"
 	}
 	return fmt.Sprintf("Code%d", int(c))
+}
+
+// slashPaths returns err's message with the paths of the *topo.Error
+// values in its chain shown as users type them, with a leading "/" (the
+// backends name canonical paths, without it). It sets those paths in place:
+// call it only on an error that is about to be printed.
+func slashPaths(err error) string {
+	var chain []*topo.Error
+	for e := err; e != nil; {
+		if te, ok := e.(*topo.Error); ok {
+			chain = append(chain, te)
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			e = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			if es := u.Unwrap(); len(es) > 0 {
+				e = es[0]
+			} else {
+				e = nil
+			}
+		default:
+			e = nil
+		}
+	}
+	olds := make([]string, len(chain))
+	for i, te := range chain {
+		olds[i] = te.Error()
+	}
+	for _, te := range chain {
+		// NoImplementation's "path" is the implementation's name.
+		if te.Path != "" && !strings.HasPrefix(te.Path, "/") && te.Code != topo.NoImplementation {
+			te.Path = "/" + te.Path
+		}
+	}
+	msg := err.Error()
+	for i, te := range chain {
+		msg = strings.Replace(msg, olds[i], te.Error(), 1)
+	}
+	return msg
+}
+
+// escapeControl makes s printable on one terminal line: control bytes
+// (newlines included) and invalid UTF-8 are shown as \xNN escapes.
+func escapeControl(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			if r < 0x80 {
+				fmt.Fprintf(&b, "\\x%02x", r)
+			} else {
+				fmt.Fprintf(&b, "\\u%04x", r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,9 @@ import (
 // capabilities says what a backend supports, for the scenarios that differ.
 type capabilities struct {
 	history bool // GetVersion works
+	// noHolder: the lock holder's contents cannot be read through the
+	// Conn (ZooKeeper: Get refuses ephemeral lock entries).
+	noHolder bool
 }
 
 // runSuite runs every end-to-end scenario against fresh targets from
@@ -45,6 +49,8 @@ func runSuite(t *testing.T, newTarget func(t *testing.T) target, caps capabiliti
 		{"CopyDiff", testCopyDiff},
 		{"ImportExport", testImportExport},
 		{"Cell", testCell},
+		{"Errors", testErrors},
+		{"Reads", testReads},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -276,6 +282,14 @@ func testBadInput(t *testing.T, tg target, _ capabilities) {
 
 func testWatch(t *testing.T, tg target, _ capabilities) {
 	tg.fails(t, 1, []string{"NoNode", "w"}, "watch", "w")
+	// --wait waits for the file to be created, then watches it.
+	waiting := tg.start(t, "watch", "--wait", "later")
+	require.Eventually(t, func() bool { return strings.Contains(waiting.stderr.String(), "waiting for it to be created") }, time.Minute, 5*time.Millisecond)
+	tg.ok(t, "put", "laterx", "not it")
+	vl := strings.TrimSpace(tg.ok(t, "put", "later", "now"))
+	waiting.waitOutput(t, "/later "+vl+" \"now\"\n")
+	assert.NotContains(t, waiting.stdout.String(), "laterx")
+	require.Equal(t, 0, waiting.stop(t), waiting.stderr.String())
 	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
 	bg := tg.start(t, "watch", "w")
 	bg.waitOutput(t, "/w "+v1+" \"one\"\n")
@@ -284,6 +298,16 @@ func testWatch(t *testing.T, tg target, _ capabilities) {
 	tg.ok(t, "rm", "w")
 	require.Equal(t, 0, bg.wait(t), bg.stderr.String())
 	assert.True(t, strings.HasSuffix(bg.stdout.String(), "/w deleted\n"), bg.stdout.String())
+
+	// A long value shows its first 200 bytes on a text line, unless --full.
+	long := strings.Repeat("x", 300)
+	vlong := strings.TrimSpace(tg.ok(t, "put", "w", long))
+	bg = tg.start(t, "watch", "w")
+	bg.waitOutput(t, "/w "+vlong+" \""+long[:200]+"\" ... (300 bytes; --full prints all)\n")
+	require.Equal(t, 0, bg.stop(t), bg.stderr.String())
+	bg = tg.start(t, "watch", "--full", "w")
+	bg.waitOutput(t, "/w "+vlong+" \""+long+"\"\n")
+	require.Equal(t, 0, bg.stop(t), bg.stderr.String())
 
 	// Interrupted: a normal end.
 	tg.ok(t, "put", "w", "three")
@@ -317,7 +341,7 @@ func testWatchRecursive(t *testing.T, tg target, _ capabilities) {
 	require.Equal(t, 0, bg.stop(t))
 }
 
-func testLock(t *testing.T, tg target, _ capabilities) {
+func testLock(t *testing.T, tg target, caps capabilities) {
 	// Lock needs files under the directory.
 	tg.fails(t, 1, []string{"NoNode"}, "lock", "ks", "--", "true")
 	tg.ok(t, "put", "ks/Keyspace", "k")
@@ -331,21 +355,37 @@ func testLock(t *testing.T, tg target, _ capabilities) {
 	// Held by one run, --try fails at once with NodeExists.
 	holder := tg.start(t, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
 	holder.waitOutput(t, "held\n")
-	tg.fails(t, 1, []string{"NodeExists", "held by someone else"}, "lock", "--try", "ks", "--", "true")
+	if caps.noHolder {
+		tg.fails(t, 1, []string{"NodeExists", "held by someone else"}, "lock", "--try", "ks", "--", "true")
+	} else {
+		tg.fails(t, 1, []string{"NodeExists", "held by someone else, by \"topoctl lock on ", "echo held"}, "lock", "--try", "ks", "--", "true")
+	}
 	// The lock entry shows as ephemeral in a full listing.
 	assert.Regexp(t, `(?m)ephemeral`, tg.ok(t, "ls", "-l", "ks"))
 
 	// A waiting lock gives up at --timeout.
 	tg.fails(t, 1, []string{"Timeout"}, "--timeout", "200ms", "lock", "ks", "--", "true")
 
-	// A signal ends the command (SIGTERM: 128+15) and releases the lock.
-	assert.Equal(t, 143, holder.stop(t))
+	// Interrupted: the command is stopped (SIGTERM), the lock released,
+	// exit 130.
+	assert.Equal(t, ExitInterrupted, holder.stop(t))
+	assert.Contains(t, holder.stderr.String(), "sending SIGTERM to the command's process group")
+	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+
+	// With no command, the lock is held until interrupted (exit 0).
+	hold := tg.start(t, "lock", "ks")
+	hold.waitOutput(t, "holding the lock on /ks")
+	tg.fails(t, 1, []string{"NodeExists", "held by someone else"}, "lock", "--try", "ks", "--", "true")
+	assert.Equal(t, 0, hold.stop(t), hold.stderr.String())
 	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
 	// Nothing is left behind.
 	assert.Equal(t, "Keyspace\n", tg.ok(t, "ls", "ks"))
 
 	tg.fails(t, 127, []string{"starting"}, "lock", "ks", "--", "/no/such/command")
-	tg.fails(t, 2, []string{"needs a directory and a command"}, "lock", "ks")
+	// A named lock needs no directory.
+	assert.Equal(t, "named\n", tg.ok(t, "lock", "--named", "no/such/dir", "--", "echo", "named"))
+	tg.fails(t, 2, []string{"--named"}, "lock", "--named", "--try", "ks", "--", "true")
+	tg.fails(t, 2, []string{"needs a directory"}, "lock")
 	tg.fails(t, 2, []string{"drop --ttl"}, "lock", "--try", "--ttl", "5s", "ks", "--", "true")
 }
 
@@ -363,6 +403,8 @@ func testElect(t *testing.T, tg target, _ capabilities) {
 	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "leader", "-o", "json", "primary")), &l))
 	assert.Equal(t, map[string]string{"name": "primary", "leader": "alpha"}, l)
 
+	obs := tg.start(t, "leader", "--observe", "primary")
+	obs.waitOutput(t, "alpha\n")
 	b := tg.start(t, "elect", "-o", "json", "primary", "--id", "beta")
 	b.waitOutput(t, `{"event":"leader","id":"alpha"}`)
 	assert.NotContains(t, b.stdout.String(), "elected")
@@ -370,6 +412,8 @@ func testElect(t *testing.T, tg target, _ capabilities) {
 	require.Equal(t, 0, a.stop(t), a.stderr.String())
 	b.waitOutput(t, `{"event":"elected","id":"beta"}`)
 	assert.Equal(t, "beta\n", tg.ok(t, "leader", "primary"))
+	obs.waitOutput(t, "alpha\nbeta\n")
+	require.Equal(t, 0, obs.stop(t), obs.stderr.String())
 	require.Equal(t, 0, b.stop(t), b.stderr.String())
 	assert.Empty(t, tg.ok(t, "leader", "primary"))
 }
@@ -407,10 +451,22 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	src.ok(t, "diff", "--to", dst.spec())
 	src.ok(t, "diff", "--from", dst.spec(), "--to", src.spec())
 
-	// A second copy conflicts before writing anything.
+	// A second copy skips identical files; a file that differs conflicts
+	// before anything is written.
 	src.ok(t, "put", "new", "n")
-	src.fails(t, 1, []string{"NodeExists", "3 of the 4 files already exist", "nothing was written"}, "copy", "--to", dst.spec())
+	src.ok(t, "put", "a", "changed-a")
+	src.fails(t, 1, []string{"NodeExists", "1 of the 4 files already exist", "nothing was written"}, "copy", "--to", dst.spec())
 	dst.fails(t, 1, []string{"NoNode"}, "get", "new")
+	out = src.ok(t, "copy", "--dry-run", "--overwrite", "--to", dst.spec())
+	assert.Contains(t, out, "would write /a (9 bytes) (overwrite)")
+	assert.Contains(t, out, "identical, skipped: /ks/b")
+	assert.Contains(t, out, "would write /new (1 byte)\n")
+	assert.Contains(t, out, "(1 new, 1 overwritten, 2 identical, 0 deleted)")
+	assert.Contains(t, src.ok(t, "copy", "--overwrite", "--to", dst.spec()), "copied 2 files (10 bytes)")
+	assert.Contains(t, src.ok(t, "copy", "--to", dst.spec()), "copied 0 files (0 bytes)")
+	src.ok(t, "put", "a", "1")
+	src.ok(t, "copy", "--overwrite", "--to", dst.spec())
+	dst.ok(t, "rm", "new")
 
 	// diff lists every difference and exits 1.
 	dst.ok(t, "put", "ks/c/d", "changed")
@@ -432,6 +488,21 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	src.ok(t, "copy", "--overwrite", "--to", dst.spec(), "ks")
 	assert.Equal(t, "3", dst.ok(t, "get", "ks/c/d"))
 	src.ok(t, "diff", "--to", dst.spec(), "ks")
+
+	// --delete removes what only the destination has (here /extra), after
+	// --dry-run names it.
+	out = src.ok(t, "copy", "--delete", "--dry-run", "--to", dst.spec())
+	assert.Contains(t, out, "would delete /extra\n")
+	assert.Contains(t, out, "would write /new (1 byte)\n")
+	assert.Contains(t, src.ok(t, "copy", "--delete", "--to", dst.spec()), "copied 1 file (1 byte)")
+	assert.Contains(t, src.ok(t, "copy", "--delete", "--to", dst.spec()), "copied 0 files")
+	src.ok(t, "diff", "--to", dst.spec())
+
+	// Nothing under the source: an error, nothing written.
+	empty := tg.withRoot(tg.root + "/nothing")
+	empty.fails(t, 1, []string{"NoNode", "no files under / in", "empty or absent"}, "copy", "--to", dst.spec())
+	empty.fails(t, 1, []string{"NoNode", "empty or absent"}, "diff", "--to", tg.withRoot(tg.root+"/nothing2").spec())
+	empty.fails(t, 1, []string{"NoNode", "empty or absent"}, "export", filepath.Join(t.TempDir(), "e"))
 
 	holder.stop(t)
 	el.stop(t)
@@ -466,8 +537,12 @@ func testImportExport(t *testing.T, tg target, _ capabilities) {
 	assert.Contains(t, tg.ok(t, "import", in), "imported 21 files")
 	assert.Equal(t, string(files["ks1/shards/4/Shard"]), tg.ok(t, "get", "ks1/shards/4/Shard"))
 
-	// Importing again conflicts and writes nothing.
-	tg.fails(t, 1, []string{"NodeExists", "nothing was written"}, "import", in)
+	// Importing again skips identical files; a changed file conflicts and
+	// nothing is written.
+	assert.Contains(t, tg.ok(t, "import", in), "imported 0 files (0 bytes)")
+	tg.ok(t, "put", "ks1/shards/4/Shard", "changed")
+	tg.fails(t, 1, []string{"NodeExists", "/ks1/shards/4/Shard", "1 of the 21 files", "nothing was written"}, "import", in)
+	assert.Contains(t, tg.ok(t, "import", "--overwrite", in), "imported 1 file")
 
 	exp := filepath.Join(t.TempDir(), "out")
 	assert.Contains(t, tg.ok(t, "export", exp), "exported 21 files")
@@ -541,4 +616,83 @@ func testCell(t *testing.T, tg target, _ capabilities) {
 	var cells []cellRow
 	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "cell", "ls", "-o", "json")), &cells))
 	assert.Equal(t, []cellRow{{"zone1", tg.addr, cellRoot}}, cells)
+}
+
+// testErrors: error lines say what is wrong, with the paths as typed.
+func testErrors(t *testing.T, tg target, caps capabilities) {
+	r := tg.run(t, "", "ls", "/")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "the root is empty or absent")
+
+	tg.ok(t, "put", "d/f", "v")
+	tg.fails(t, 1, []string{"NoNode", "/d: is a directory, not a file"}, "get", "d")
+	tg.fails(t, 1, []string{"NoNode", "/d: is a directory, not a file"}, "rm", "d")
+	r = tg.fails(t, 1, []string{"NoNode", "/nope"}, "get", "nope")
+	assert.NotContains(t, r.stderr, " nope")
+
+	big := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(big, make([]byte, 512*1024+1), 0o600))
+	tg.fails(t, 1, []string{"InvalidArgument", "/big", "524289 bytes", "524288 bytes (512 KiB)"}, "put", "big", "--file", big)
+
+	// Control bytes in a path are escaped on the error line.
+	r = tg.run(t, "", "get", "x\x1b[31my")
+	require.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, `x\x1b[31my`)
+	assert.NotContains(t, r.stderr, "\x1b")
+
+	if caps.history {
+		v := strings.TrimSpace(tg.ok(t, "put", "h", "one"))
+		tg.ok(t, "put", "h", "two")
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		tg.fails(t, 1, []string{"NoNode", "/h", "version " + strconv.Itoa(n-1) + " of this file is not kept", "current version is"}, "get", "--version", strconv.Itoa(n-1), "h")
+	}
+
+	// Commands that only group others, and unknown ones, are usage errors.
+	tg.fails(t, 2, []string{`unknown command "rm" for "topoctl cell"`, "Run 'topoctl cell --help'"}, "cell", "rm", "zone1")
+	tg.fails(t, 2, []string{"topoctl cell needs a subcommand: ls, set"}, "cell")
+	tg.fails(t, 2, []string{"unknown command"}, "frobnicate")
+	// The root flag has no short name: -r is not taken for it.
+	tg.fails(t, 2, []string{"unknown shorthand flag: 'r'"}, "ls", "-r", "/keyspaces")
+}
+
+// testReads: get -R / --keys-only, stat, version, completion.
+func testReads(t *testing.T, tg target, _ capabilities) {
+	va := strings.TrimSpace(tg.ok(t, "put", "ks/a", "one"))
+	tg.ok(t, "put", "ks/sub/b", "two\nlines")
+	tg.ok(t, "put", "ksx", "not under ks/")
+	assert.Equal(t, "/ks/a\none\n/ks/sub/b\n\"two\\nlines\"\n", tg.ok(t, "get", "-R", "ks/"))
+	assert.Equal(t, "/ks/a\n/ks/sub/b\n/ksx\n", tg.ok(t, "get", "--keys-only", "ks"))
+	var items []struct {
+		Path, Version string
+		Value         []byte
+	}
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "get", "-R", "-o", "json", "ks/")), &items))
+	require.Len(t, items, 2)
+	assert.Equal(t, "/ks/a", items[0].Path)
+	assert.Equal(t, va, items[0].Version)
+	assert.Equal(t, []byte("one"), items[0].Value)
+	r := tg.run(t, "", "get", "-R", "nothing/")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "no file under the prefix /nothing/")
+	tg.fails(t, 2, []string{"apply to one file"}, "get", "-R", "--decode", "raw", "ks/")
+	assert.Equal(t, "6f6e65\n", tg.ok(t, "get", "--hex", "ks/a"))
+	assert.Equal(t, "/ks/a\n6f6e65\n/ks/sub/b\n74776f0a6c696e6573\n", tg.ok(t, "get", "-R", "--hex", "ks/"))
+
+	out := tg.ok(t, "stat", "ks/a")
+	assert.Contains(t, out, "type:      file\n")
+	assert.Contains(t, out, "version:   "+va+"\n")
+	assert.Contains(t, out, "size:      3 bytes\n")
+	assert.Contains(t, out, "ephemeral: false\n")
+	var si statInfo
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "stat", "-o", "json", "/ks")), &si))
+	assert.Equal(t, "directory", si.Type)
+	require.NotNil(t, si.Entries)
+	assert.Equal(t, 2, *si.Entries)
+	tg.fails(t, 1, []string{"NoNode", "/ks/none"}, "stat", "ks/none")
+
+	assert.Contains(t, tg.ok(t, "version"), "topoctl ")
+	assert.Contains(t, tg.ok(t, "completion", "bash"), "bash completion")
+	tg.fails(t, 2, []string{"needs a subcommand"}, "completion")
 }
