@@ -179,7 +179,7 @@ func testGetVersion(t *testing.T, tg target, caps capabilities) {
 // written to a temporary file.
 func cellInfoProtoset(t *testing.T) string {
 	fds := &descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{
-		protodesc.ToFileDescriptorProto(topodatapb.File_topodata_proto),
+		protodesc.ToFileDescriptorProto(topodatapb.File_topokit_topodata_topodata_proto),
 	}}
 	b, err := proto.Marshal(fds)
 	require.NoError(t, err)
