@@ -257,10 +257,14 @@ type Conn struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 
+	// cut is non-nil while c is partitioned (Partition); closed by Heal.
+	cut atomic.Pointer[chan struct{}]
+
 	// Guarded by s.mu.
 	session         *lease
 	leases          map[*lease]struct{}
 	keepAlivePaused bool
+	partitioned     bool
 }
 
 var _ topo.Conn = (*Conn)(nil)
@@ -313,6 +317,64 @@ func (c *Conn) PauseKeepAlive() { c.setKeepAlivePaused(true) }
 // that have not lapsed yet are kept. Safe for concurrent use.
 func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 
+// Partition cuts c off from its store, as a network partition between one
+// client and its server would: renewal of c's session and lock leases stops
+// (each lapses its TTL later, exactly as with PauseKeepAlive, and the store
+// then hands c's locks and leadership to others at the same moment c's
+// descriptors report LockLost and its leadership contexts are cancelled),
+// and every call on c, its lock descriptors and its participations that
+// starts from now on blocks until Heal (it then proceeds), its context ends
+// (Timeout or Interrupted, nothing done) or c is closed (Closed). Calls
+// already past their start, and established Watch, WatchRecursive and
+// WaitForNewLeader streams, are not affected. Idempotent; safe for
+// concurrent use.
+func (c *Conn) Partition() {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.partitioned {
+		return
+	}
+	ch := make(chan struct{})
+	c.cut.Store(&ch)
+	c.partitioned = true
+	for l := range c.leases {
+		c.s.refreshLease(l)
+	}
+}
+
+// Heal ends Partition: blocked calls proceed and renewal resumes; leases
+// that have not lapsed yet are kept. Idempotent; safe for concurrent use.
+func (c *Conn) Heal() {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if !c.partitioned {
+		return
+	}
+	c.partitioned = false
+	if ch := c.cut.Swap(nil); ch != nil {
+		close(*ch)
+	}
+	for l := range c.leases {
+		c.s.refreshLease(l)
+	}
+}
+
+// waitCut blocks while c is partitioned.
+func (c *Conn) waitCut(ctx context.Context, p string) error {
+	ch := c.cut.Load()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-*ch:
+		return nil
+	case <-ctx.Done():
+		return interruptedOrTimeout(ctx, p)
+	case <-c.done:
+		return topo.NewError(topo.Closed, p)
+	}
+}
+
 func (c *Conn) setKeepAlivePaused(paused bool) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
@@ -364,6 +426,9 @@ func (c *Conn) closedErr(p string) error {
 // once its input was validated: the context check, then injected faults.
 func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
 	if err := topo.CheckContext(ctx, p); err != nil {
+		return err
+	}
+	if err := c.waitCut(ctx, p); err != nil {
 		return err
 	}
 	if err := c.f.inject(ctx, op, p, c.done); err != nil {
