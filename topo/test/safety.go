@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -296,7 +297,7 @@ func testWatchRecursiveRecreate(s *store) {
 // with the version its write returned.
 func testLargeValueCAS(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
-	const rounds = 6
+	const rounds = 16
 	cw, cc, reader := s.conn(), s.conn(), s.conn()
 	big := func(tag string) []byte {
 		b := bytes.Repeat([]byte{'v'}, topo.MaxValueSize-64)
@@ -321,7 +322,8 @@ func testLargeValueCAS(s *store) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		<-start
-		for i := range rounds {
+		for i := range 2 * rounds {
+			runtime.Gosched()
 			tag := fmt.Sprintf("w%d;", i)
 			v, err := cw.Update(ctx, "big/f", big(tag), nil)
 			if err == nil {
@@ -336,6 +338,7 @@ func testLargeValueCAS(s *store) {
 	wg.Go(func() {
 		<-start
 		for i := range rounds {
+			runtime.Gosched()
 			tag := fmt.Sprintf("c%d;", i)
 			v, err := cc.Update(ctx, "big/f", big(tag), nil)
 			if err == nil {
