@@ -47,11 +47,6 @@ func faultRun(t *testing.T, clients, ops int, fault func(t *testing.T), work fun
 	faultDone := make(chan struct{})
 	var once sync.Once
 	injected := make(chan struct{})
-	go func() {
-		<-injected
-		defer close(faultDone)
-		fault(t)
-	}()
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for id := range clients {
@@ -75,9 +70,13 @@ func faultRun(t *testing.T, clients, ops int, fault func(t *testing.T), work fun
 			}
 		})
 	}
+	// The fault runs on the test's goroutine (it may fail the test).
+	<-injected
+	func() {
+		defer close(faultDone)
+		fault(t)
+	}()
 	wg.Wait()
-	once.Do(func() { close(injected) })
-	<-faultDone
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
