@@ -68,7 +68,7 @@ type participation struct {
 // it adds this participant's entry (again, under a new session, if the
 // previous one was lost) and blocks until it is the oldest. The returned
 // context is cancelled when the entry goes: Stop, ExpireSession, a lapsed
-// session, a Delete of the entry, or the Conn's Close. It returns
+// session (also after Conn.Partition), or the Conn's Close. It returns
 // Interrupted after Stop (also when Stop ends the wait) and Closed after
 // Close. Latency and a hung server delay it until Stop.
 func (p *participation) WaitForLeadership() (context.Context, error) {

@@ -3,8 +3,9 @@
 // GetVersion (recent history per file), fail-fast TryLock, LockWithTTL and
 // leader election, and adds what a test of a cluster manager needs: fault
 // injection (an error for every call, errors per operation and path, added
-// latency, a hung server, lease renewal failures) and simulated session
-// loss (Conn.ExpireSession), plus per-operation call counters.
+// latency, a hung server, lease renewal failures), simulated session loss
+// (Conn.ExpireSession) and a per-Conn network partition (Conn.Partition),
+// plus per-operation call counters.
 //
 // The package registers a process-wide Factory as "memory", so
 // topo.OpenServer("memory", addr, root) works; every distinct serverAddress
@@ -51,6 +52,11 @@
 // Conn.ExpireSession drops all of one Conn's locks and election entries at
 // once, as a store expiring the session would; the Conn then continues
 // under a new session.
+// Conn.Partition cuts one Conn off, as a network partition would: its
+// renewal stops (so its session lapses SessionTTL later, handing its locks
+// and leadership to others at the moment its own descriptors report
+// LockLost and its leadership contexts are cancelled) and its new calls
+// block until Conn.Heal.
 //
 // CallCount(op) counts the calls of each Operation made through the
 // Factory's Conns (failed ones included); ResetCallCounts zeroes them.
