@@ -130,8 +130,8 @@ type lockDescriptor struct {
 }
 
 // Check implements topo.LockDescriptor.Check: nil while held, LockLost once
-// the store dropped the lock (ExpireSession, a lapsed lease, the entry
-// deleted), Interrupted after Unlock, Closed after the Conn's Close.
+// the store dropped the lock (ExpireSession, a lapsed lease, also after
+// Conn.Partition), Interrupted after Unlock, Closed after the Conn's Close.
 func (d *lockDescriptor) Check(ctx context.Context) error {
 	c := d.c
 	c.f.count(OpCheck)
