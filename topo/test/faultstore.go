@@ -40,7 +40,9 @@ func faultOpener(t *testing.T, open func() topo.Conn) func() topo.Conn {
 // faultRun runs work(k) for k = 0, 1, ... on each of clients goroutines,
 // injecting fault (once) when the clients have completed a third of ops
 // operations in total, and stopping each client once it has done its share
-// of ops and the fault has returned. work returns an error to stop the run.
+// of ops and half its share more after the fault returned (the moments
+// right after a recovery are when stale reads show). work returns an error
+// to stop the run.
 func faultRun(t *testing.T, clients, ops int, fault func(t *testing.T), work func(client, k int) error) {
 	t.Helper()
 	var done atomic.Int64
@@ -51,13 +53,15 @@ func faultRun(t *testing.T, clients, ops int, fault func(t *testing.T), work fun
 	var wg sync.WaitGroup
 	for id := range clients {
 		wg.Go(func() {
+			after := 0 // operations started after the fault returned
 			for k := 0; ; k++ {
-				if k >= ops/clients {
-					select {
-					case <-faultDone:
+				select {
+				case <-faultDone:
+					if k >= ops/clients && after >= ops/clients/2 {
 						return
-					default:
 					}
+					after++
+				default:
 				}
 				if err := work(id, k); err != nil {
 					errs <- fmt.Errorf("client %d, operation %d: %w", id, k, err)
