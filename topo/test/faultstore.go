@@ -200,7 +200,7 @@ func testReadYourWritesUnderFault(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	fs := s.faultStore()
 	open := faultOpener(t, fs.Open)
-	const clients, ops = 4, 120
+	const clients, ops = 4, 1200
 	conns := make([]topo.Conn, clients)
 	for i := range conns {
 		conns[i] = open()
