@@ -111,7 +111,7 @@ func testLinearizableUnderFault(s *store) {
 		openFn = fs.Open
 	}
 	open := faultOpener(t, openFn)
-	const clients, ops = 4, 120
+	const clients, ops = 6, 1200
 	mustCreate(t, ctx, open(), "lin/f", "init")
 	conns := make([]topo.Conn, clients)
 	for i := range conns {
