@@ -11,11 +11,17 @@
 //				require.NoError(t, err)
 //				return c
 //			}
-//		}, test.Options{ExpireSession: expireSession})
+//		}, test.Options{
+//			ExpireSession: expireSession, // drop a Conn's session; return once it noticed
+//			Partition:     partition,     // a Conn behind a faultproxy.Proxy
+//			SessionBound:  ttl,           // how long the store keeps a silent session
+//			FaultyStore:   faultyStore,   // a cluster that loses a member
+//		})
 //	}
 //
-// The subtests are grouped by area (File, Directory, Lock, Watch,
-// WatchRecursive, Election, Close, SessionLoss, BadInput, Concurrency) and
+// docs/backends.md walks through each option. The subtests are grouped by
+// area (File, Directory, Lock, Watch, WatchRecursive, Election, Close,
+// SessionLoss, Partition, BadInput, Concurrency, Faults) and
 // run one after the other; select some with -run, e.g.
 // -run 'TestConformance/Lock/TryLock'. Nothing is skipped: every subtest
 // runs against every backend, and GetVersion's asserts NoImplementation
