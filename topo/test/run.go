@@ -97,6 +97,7 @@ func groups() []struct {
 			{"Lock", testPartitionLock},
 			{"Leader", testPartitionLeader},
 			{"Waiter", testPartitionWaiter},
+			{"Reuse", testPartitionReuse},
 		}},
 		{"BadInput", []subtest{
 			{"Paths", testBadPaths},

@@ -272,3 +272,46 @@ func testPartitionWaiter(s *store) {
 	p.Heal()
 	requireNothingLeftBehind(s, ctx, l1, "a cut-off waiter")
 }
+
+// testPartitionReuse is issue 10's stale-Unlock sequence under a real
+// partition: A holds d and is cut off until the store expires its session
+// (B's TryLock then succeeds, and at that moment A's Check already fails);
+// d is emptied and re-created (so the store may reuse lock entry names); C
+// locks d; the partition heals; A's Unlock returns LockLost and deletes
+// nothing: C still holds, and D's TryLock fails.
+func testPartitionReuse(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	a := s.partitioned()
+	b, c, d := s.conn(), s.conn(), s.conn()
+
+	mustCreate(t, ctx, b, "d/f", "x")
+	la, err := a.Conn.Lock(ctx, "d", "A")
+	require.NoError(t, err)
+	a.Cut()
+
+	deadline := time.Now().Add(s.opts.SessionBound + longWait)
+	var lb topo.LockDescriptor
+	for lb == nil {
+		lb, err = b.TryLock(shortCtx(t, promptWait), "d", "B")
+		if err != nil {
+			requireCode(t, err, topo.NodeExists, "B's TryLock while A may still hold d")
+			require.Truef(t, time.Now().Before(deadline), "the store did not expire the cut-off holder's session within %v", s.opts.SessionBound+longWait)
+			lb = nil
+			<-time.After(poll) // the polling interval of this poll-until
+			continue
+		}
+	}
+	requireLockGone(t, la, false, "the cut-off holder's Check when B's TryLock succeeded")
+	require.NoError(t, lb.Unlock(ctx))
+
+	require.NoError(t, b.Delete(ctx, "d/f", nil))
+	mustCreate(t, ctx, b, "d/f", "y")
+	lc := mustLock(t, ctx, c, "d", "C")
+
+	a.Heal()
+	requireCode(t, la.Unlock(ctx), topo.LockLost, "A's Unlock of its lost lock after the partition healed")
+	require.NoError(t, lc.Check(ctx), "C's lock after A's stale Unlock")
+	_, err = d.TryLock(shortCtx(t, promptWait), "d", "D")
+	requireCode(t, err, topo.NodeExists, "D's TryLock while C holds d (after A's stale Unlock)")
+	require.NoError(t, lc.Unlock(ctx))
+}
