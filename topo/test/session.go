@@ -152,6 +152,19 @@ func testSessionLossReuse(s *store) {
 	require.NoError(t, ld.Unlock(ctx))
 }
 
+// requireLostAfterHeal waits (up to longWait: the Conn may take a moment to
+// reconnect) until the lock l of a holder whose partition healed reports
+// LockLost from Check.
+func requireLostAfterHeal(t *testing.T, ctx context.Context, l topo.LockDescriptor, who string) {
+	t.Helper()
+	var last error
+	ok := eventually(func() bool {
+		last = l.Check(ctx)
+		return topo.IsErrType(last, topo.LockLost)
+	})
+	require.Truef(t, ok, "%s's Check after the partition healed: want LockLost, last got %v", who, last)
+}
+
 // partitioned opens the subtest's partitioned Conn, closed (after Heal)
 // when the subtest ends.
 func (s *store) partitioned() Partitioned {
@@ -212,7 +225,7 @@ func testPartitionLock(s *store) {
 	require.NoError(t, r.l.Check(ctx))
 
 	p.Heal()
-	requireLockGone(t, l1, true, "the old holder's Check after the partition healed")
+	requireLostAfterHeal(t, ctx, l1, "the old holder")
 	requireCode(t, l1.Unlock(ctx), topo.LockLost, "the old holder's Unlock after the partition healed")
 	require.NoError(t, r.l.Check(ctx), "the old holder's Unlock must not release the new holder's lock")
 	_, err = s.conn().TryLock(shortCtx(t, promptWait), "d", "third")
@@ -309,6 +322,7 @@ func testPartitionReuse(s *store) {
 	lc := mustLock(t, ctx, c, "d", "C")
 
 	a.Heal()
+	requireLostAfterHeal(t, ctx, la, "A")
 	requireCode(t, la.Unlock(ctx), topo.LockLost, "A's Unlock of its lost lock after the partition healed")
 	require.NoError(t, lc.Check(ctx), "C's lock after A's stale Unlock")
 	_, err = d.TryLock(shortCtx(t, promptWait), "d", "D")
