@@ -12,6 +12,7 @@ import (
 	"github.com/topokit/topokit/election/electiontest"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // TestHarnessOnConsul runs the harness on a real Consul agent. A lost
@@ -43,5 +44,17 @@ func TestHarnessOnConsul(t *testing.T) {
 			}
 			require.Equal(t, 1, destroyed, "no election key held by %s under %s", tf.InstanceID(), root)
 		},
+		Partition: func(t *testing.T, id string) electiontest.Partitioned {
+			p, err := faultproxy.New(addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			conn, err := consultopo.NewConn(consultopo.Options{Address: p.Addr(), SessionTTL: consultopo.MinSessionTTL}, root)
+			require.NoError(t, err)
+			t.Cleanup(conn.Close)
+			return electiontest.Partitioned{Factory: topoFactory(t, conn, id), Cut: p.Blackhole, Heal: p.Heal}
+		},
+		// Consul invalidates a session up to twice its TTL after the last
+		// renewal, then holds its locks back for the lock-delay.
+		SessionBound: 2*consultopo.MinSessionTTL + consultopo.DefaultLockDelay,
 	})
 }

@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -11,6 +12,7 @@ import (
 	"github.com/topokit/topokit/election/electiontest"
 	"github.com/topokit/topokit/topo/etcd2topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // TestHarnessOnEtcd runs the harness on a real embedded etcd. A lost
@@ -19,6 +21,7 @@ import (
 func TestHarnessOnEtcd(t *testing.T) {
 	addr := etcdtest.Start(t)
 	const root = "/election-test"
+	const partitionTTL = 3 * time.Second // the lease TTL of the partitioned instance
 	electiontest.Run(t, func(t *testing.T, id string) election.Factory {
 		conn, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, root)
 		require.NoError(t, err)
@@ -42,5 +45,16 @@ func TestHarnessOnEtcd(t *testing.T) {
 			}
 			require.Equal(t, 1, revoked, "no election key of %s under %s", tf.InstanceID(), root)
 		},
+		Partition: func(t *testing.T, id string) electiontest.Partitioned {
+			p, err := faultproxy.New(addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			conn, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{p.Addr()}, LockTTL: partitionTTL}, root)
+			require.NoError(t, err)
+			t.Cleanup(conn.Close)
+			return electiontest.Partitioned{Factory: topoFactory(t, conn, id), Cut: p.Blackhole, Heal: p.Heal}
+		},
+		// etcd expires a lease that is not renewed after its TTL.
+		SessionBound: partitionTTL,
 	})
 }

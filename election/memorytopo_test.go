@@ -15,7 +15,8 @@ import (
 )
 
 func TestHarnessOnMemorytopo(t *testing.T) {
-	mf := memorytopo.NewFactory()
+	const sessionTTL = time.Second // what a partitioned Conn's session lapses after
+	mf := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: sessionTTL})
 	electiontest.Run(t, func(t *testing.T, id string) election.Factory {
 		conn, err := mf.Create(topo.GlobalCell, "election-test", "/global")
 		require.NoError(t, err)
@@ -25,6 +26,13 @@ func TestHarnessOnMemorytopo(t *testing.T) {
 		LoseMastership: func(t *testing.T, f election.Factory) {
 			f.(*election.TopoFactory).Conn().(*memorytopo.Conn).ExpireSession()
 		},
+		Partition: func(t *testing.T, id string) electiontest.Partitioned {
+			conn, err := mf.NewConn("election-test", "/global")
+			require.NoError(t, err)
+			t.Cleanup(conn.Close)
+			return electiontest.Partitioned{Factory: topoFactory(t, conn, id), Cut: conn.Partition, Heal: conn.Heal}
+		},
+		SessionBound: sessionTTL,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/election"
 	"github.com/topokit/topokit/election/electiontest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
@@ -21,6 +22,7 @@ import (
 func TestHarnessOnZooKeeper(t *testing.T) {
 	addr := zktest.Start(t)
 	const root = "/election-test"
+	const partitionTimeout = 4 * time.Second // the session timeout of the partitioned instance
 	raw, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogger(nopLogger{}))
 	require.NoError(t, err)
 	t.Cleanup(raw.Close)
@@ -59,6 +61,17 @@ func TestHarnessOnZooKeeper(t *testing.T) {
 			}
 			require.Equal(t, 1, deleted, "no election znode of %s under %s", id, dir)
 		},
+		Partition: func(t *testing.T, id string) electiontest.Partitioned {
+			p, err := faultproxy.New(addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			conn, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{p.Addr()}, SessionTimeout: partitionTimeout}, root)
+			require.NoError(t, err)
+			t.Cleanup(conn.Close)
+			return electiontest.Partitioned{Factory: topoFactory(t, conn, id), Cut: p.Blackhole, Heal: p.Heal}
+		},
+		// The server expires a silent session after its timeout.
+		SessionBound: partitionTimeout,
 	})
 }
 

@@ -1,12 +1,21 @@
 // Package electiontest is a conformance harness for election.Election
 // implementations. Run checks Await, WithMastership, Resign, Close, the
 // withdrawal of an abandoned Await, mastership passing between instances,
-// that two instances are never master at the same time, and (when the
-// implementation can simulate it) loss of mastership from the store's side.
+// that two instances are never master at the same time, loss of mastership
+// from the store's side, and that a master cut off from the store by a
+// network partition has given mastership up by the time another instance
+// becomes master.
 //
-// The harness never waits for a session or lease to expire: it resigns or
-// closes explicitly, so it runs quickly even on stores with long minimum
-// TTLs (Consul's sessions live at least 10 s).
+// Overlap is checked at the moment of the handover: when the next
+// instance's Await returns, the previous master's mastership context must
+// already be cancelled (and Resign and Close cancel it before they return).
+// Nothing is skipped: a missing harness input (Options.LoseMastership,
+// Options.Partition, Options.SessionBound) fails the subtest that needs it,
+// with a message saying what to provide.
+//
+// Only the partition subtest waits for a session or lease to lapse (the
+// store's, bounded by Options.SessionBound); the others resign, close or
+// drop sessions explicitly.
 package electiontest
 
 import (
@@ -31,17 +40,42 @@ import (
 // cleanup with t.
 type NewFactory func(t *testing.T, instanceID string) election.Factory
 
-// Options describes optional abilities of the implementation under test.
+// Options are the harness inputs that simulate faults. Every func field is
+// required; the subtest that needs a missing one fails.
 type Options struct {
-	// LoseMastership, when set, makes the store take mastership away from
-	// the instance whose Factory is f without telling its Election (expire
-	// its session or lease, delete its election entry). The harness then
-	// checks that the mastership context is cancelled and that another
-	// instance takes over. When nil, that subtest is not run.
+	// LoseMastership makes the store take mastership away from the
+	// instance whose Factory is f without telling its Election (expire its
+	// session or lease, delete its election entry). The harness then checks
+	// that the mastership context is cancelled and that another instance
+	// takes over. Required by StoreSideLoss.
 	LoseMastership func(t *testing.T, f election.Factory)
+
+	// Partition returns the Factory of instance instanceID, reaching the
+	// same store as NewFactory's but through a fault the harness controls
+	// (a topo/test/faultproxy.Proxy in front of its Conn). Required by
+	// PartitionedMasterStepsDown.
+	Partition func(t *testing.T, instanceID string) Partitioned
+
+	// SessionBound is how long after Partitioned.Cut the store may keep the
+	// cut-off instance's session or lease alive (etcd: the lease TTL;
+	// ZooKeeper: the session timeout; Consul: twice the session TTL plus
+	// the lock-delay). The harness waits up to SessionBound plus Timeout for
+	// the next master. Required by PartitionedMasterStepsDown.
+	SessionBound time.Duration
 
 	// Timeout bounds each subtest; zero means 30 s.
 	Timeout time.Duration
+}
+
+// Partitioned is an instance whose traffic to the store can be cut.
+type Partitioned struct {
+	// Factory is the instance's Factory.
+	Factory election.Factory
+	// Cut stops all traffic between the instance and the store, both ways;
+	// it returns at once and is idempotent.
+	Cut func()
+	// Heal lets the traffic flow again; idempotent.
+	Heal func()
 }
 
 // Run runs every subtest against the implementation. Each subtest uses a
@@ -60,9 +94,8 @@ func Run(t *testing.T, newFactory NewFactory, opts Options) {
 	t.Run("AbandonedAwaitWithdraws", h.testAbandonedAwait)
 	t.Run("CloseResignsWithCancelledContext", h.testClose)
 	t.Run("NeverTwoMasters", h.testNeverTwo)
-	if opts.LoseMastership != nil {
-		t.Run("StoreSideLoss", h.testStoreLoss)
-	}
+	t.Run("StoreSideLoss", h.testStoreLoss)
+	t.Run("PartitionedMasterStepsDown", h.testPartition)
 }
 
 type harness struct {
@@ -170,7 +203,7 @@ func (h *harness) testAwait(t *testing.T) {
 	require.True(t, isMaster(t, ctx, e))
 
 	require.NoError(t, e.Close(ctx))
-	waitDone(t, ctx, mctx, "Close to cancel the mastership context")
+	require.Error(t, mctx.Err(), "the mastership context is still live after Close returned")
 	require.Error(t, e.Await(ctx), "Await after Close")
 }
 
@@ -186,8 +219,10 @@ func (h *harness) testNotMaster(t *testing.T) {
 	require.Error(t, mctx.Err(), "a waiting candidate got a live mastership context")
 	require.True(t, isMaster(t, ctx, a))
 
+	amctx := mastership(t, ctx, a)
 	require.NoError(t, a.Resign(ctx))
 	require.NoError(t, receive(t, ctx, bch, "b to become master"))
+	require.Error(t, amctx.Err(), "a's mastership context is live when b's Await returned: two masters")
 	require.True(t, isMaster(t, ctx, b))
 }
 
@@ -217,6 +252,7 @@ func (h *harness) testResign(t *testing.T) {
 	require.Error(t, amctx.Err(), "mastership context still live after Resign returned")
 	require.False(t, isMaster(t, ctx, a))
 	require.NoError(t, receive(t, ctx, bch, "b to take over after a resigned"))
+	require.Error(t, amctx.Err(), "a's mastership context is live when b's Await returned: two masters")
 	bmctx := mastership(t, ctx, b)
 	require.NoError(t, bmctx.Err())
 
@@ -278,7 +314,7 @@ func (h *harness) testClose(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_ = a.Close(cancelled) // may report the cancelled context
-	waitDone(t, ctx, amctx, "Close to cancel the mastership context")
+	require.Error(t, amctx.Err(), "the mastership context is still live after Close returned")
 	require.NoError(t, receive(t, ctx, bch, "b to take over after a closed"))
 	require.True(t, isMaster(t, ctx, b))
 
@@ -338,6 +374,7 @@ func (h *harness) testNeverTwo(t *testing.T) {
 }
 
 func (h *harness) testStoreLoss(t *testing.T) {
+	require.NotNil(t, h.opts.LoseMastership, "electiontest.Options.LoseMastership is required: a func that makes the store take mastership away from an instance without telling it (expire its session or lease, or delete its election entry)")
 	ctx := h.ctx(t)
 	res := h.resource(t)
 	a, af := h.instance(t, ctx, res, "a")
@@ -350,4 +387,48 @@ func (h *harness) testStoreLoss(t *testing.T) {
 	require.NoError(t, receive(t, ctx, bch, "b to take over after a lost mastership"))
 	require.True(t, isMaster(t, ctx, b))
 	require.False(t, isMaster(t, ctx, a))
+}
+
+// testPartition: the master is cut off from the store; another instance
+// becomes master once the store ends the cut-off instance's session, and
+// at that moment the old master's mastership context is already
+// cancelled. After the partition heals the old master is not master and
+// its Resign leaves the new master alone.
+func (h *harness) testPartition(t *testing.T) {
+	require.NotNil(t, h.opts.Partition, "electiontest.Options.Partition is required: a func that returns an instance's Factory whose traffic to the store crosses a fault (for example a topo/test/faultproxy.Proxy), with its Cut and Heal funcs")
+	require.Positive(t, h.opts.SessionBound, "electiontest.Options.SessionBound is required: how long after a partition the store keeps the cut-off instance's session or lease")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*(h.opts.SessionBound+h.opts.Timeout))
+	t.Cleanup(cancel)
+	res := h.resource(t)
+	p := h.opts.Partition(t, "a")
+	require.NotNil(t, p.Factory, "Options.Partition returned a nil Factory")
+	require.NotNil(t, p.Cut, "Options.Partition returned a nil Cut")
+	require.NotNil(t, p.Heal, "Options.Partition returned a nil Heal")
+	t.Cleanup(p.Heal)
+	a, err := p.Factory.NewElection(ctx, res)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), h.opts.Timeout)
+		defer cancel()
+		_ = a.Close(cctx)
+	})
+	b, _ := h.instance(t, ctx, res, "b")
+
+	amctx, bch := leadWithWaiter(t, ctx, a, b)
+	p.Cut()
+	select {
+	case err := <-bch:
+		require.Error(t, amctx.Err(), "the cut-off master's mastership context is live when b's Await returned: two masters")
+		require.NoError(t, err, "b's Await after the master was cut off")
+	case <-time.After(h.opts.SessionBound + h.opts.Timeout):
+		require.FailNow(t, "b did not become master after the master was cut off", "waited %v", h.opts.SessionBound+h.opts.Timeout)
+	}
+	require.True(t, isMaster(t, ctx, b))
+
+	p.Heal()
+	require.False(t, isMaster(t, ctx, a), "the old master after the partition healed")
+	rctx, rcancel := context.WithTimeout(ctx, h.opts.Timeout)
+	defer rcancel()
+	_ = a.Resign(rctx) // may report the loss
+	require.True(t, isMaster(t, ctx, b), "the old master's Resign cost the new master its mastership")
 }

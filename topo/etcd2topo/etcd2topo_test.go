@@ -15,6 +15,7 @@ import (
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // serverAddr is the package's shared etcd member, started by TestMain.
@@ -74,28 +75,79 @@ func (c *Conn) leaseIDs() []clientv3.LeaseID {
 }
 
 // expireSession revokes every lease of conn through a separate client, as
-// if etcd had expired them: the Conn is not told.
+// if etcd had expired them, and returns once the Conn has noticed (its
+// keepalive learned that the leases are gone), as the suite requires.
 func expireSession(t *testing.T, conn topo.Conn) {
 	t.Helper()
 	c := conn.(*Conn)
 	cli := rawClient(t, serverAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, id := range c.leaseIDs() {
-		_, err := cli.Revoke(ctx, id)
+	c.mu.Lock()
+	leases := make([]*lease, 0, len(c.leases))
+	for l := range c.leases {
+		leases = append(leases, l)
+	}
+	c.mu.Unlock()
+	for _, l := range leases {
+		_, err := cli.Revoke(ctx, l.id)
 		require.NoError(t, err)
 	}
+	require.Eventually(t, func() bool {
+		for _, l := range leases {
+			if !l.lost() {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, time.Millisecond, "the Conn did not notice that its leases were revoked")
 }
 
-func TestSuite(t *testing.T) {
+// TestConformance runs the shared suite on the package's etcd member (a
+// fresh root per subtest). Partitions put a faultproxy in front of one
+// Conn; the faulty store is a 3-member cluster whose leader is stopped and
+// restarted.
+func TestConformance(t *testing.T) {
+	var root string // the current subtest's root (subtests run one at a time)
 	test.Run(t, func(t *testing.T) func() topo.Conn {
-		root := newRoot()
+		root = newRoot()
+		r := root
 		return func() topo.Conn {
-			c, err := NewConn(testOptions(serverAddr), root)
+			c, err := NewConn(testOptions(serverAddr), r)
 			require.NoError(t, err)
 			return c
 		}
-	}, test.Options{ExpireSession: expireSession})
+	}, test.Options{
+		ExpireSession: expireSession,
+		Partition: func(t *testing.T) test.Partitioned {
+			p, err := faultproxy.New(serverAddr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			c, err := NewConn(testOptions(p.Addr()), root)
+			require.NoError(t, err)
+			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
+		},
+		// The server expires a lease that is not renewed after its TTL.
+		SessionBound: testOptions(serverAddr).LockTTL,
+		FaultyStore: func(t *testing.T) test.FaultyStore {
+			cl := etcdtest.StartCluster(t, 3)
+			r := newRoot()
+			return test.FaultyStore{
+				// etcd reads are linearizable by default.
+				Open: func() topo.Conn {
+					c, err := NewConn(testOptions(cl.Endpoints()), r)
+					require.NoError(t, err)
+					return c
+				},
+				Fault: func(t *testing.T) {
+					i := cl.LeaderIndex()
+					cl.StopMember(i)
+					cl.LeaderIndex()
+					cl.RestartMember(i)
+				},
+			}
+		},
+	})
 }
 
 func TestFactoryRegistered(t *testing.T) {

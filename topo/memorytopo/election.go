@@ -68,7 +68,7 @@ type participation struct {
 // it adds this participant's entry (again, under a new session, if the
 // previous one was lost) and blocks until it is the oldest. The returned
 // context is cancelled when the entry goes: Stop, ExpireSession, a lapsed
-// session, a Delete of the entry, or the Conn's Close. It returns
+// session (also after Conn.Partition), or the Conn's Close. It returns
 // Interrupted after Stop (also when Stop ends the wait) and Closed after
 // Close. Latency and a hung server delay it until Stop.
 func (p *participation) WaitForLeadership() (context.Context, error) {
@@ -164,7 +164,8 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 }
 
 // WaitForNewLeader implements topo.LeaderParticipation.WaitForNewLeader:
-// the channel receives the current leader's id (if any), then every
+// the channel receives the id of the leader current at the time of the
+// call (if any), then every
 // different leader id as leadership changes (a gap without leader is not
 // reported), and closes when ctx ends or the Conn closes. One goroutine
 // feeds it and exits when it closes; the caller should drain it or cancel
@@ -179,18 +180,26 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 		return nil, err
 	}
 	out := make(chan string, 1)
+	s := c.s
+	// The leader current at the time of the call is read here, not by the
+	// goroutine (which may run later, after a handover).
+	current := func() (string, <-chan struct{}) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		leader := ""
+		if e := s.first(p.dir); e != nil {
+			leader = string(e.value)
+		}
+		return leader, s.dirChan(p.dir)
+	}
+	leader, changed := current()
 	go func() {
 		defer close(out)
-		s := c.s
 		last := ""
-		for {
-			s.mu.Lock()
-			leader := ""
-			if e := s.first(p.dir); e != nil {
-				leader = string(e.value)
+		for first := true; ; first = false {
+			if !first {
+				leader, changed = current()
 			}
-			changed := s.dirChan(p.dir)
-			s.mu.Unlock()
 			if leader != "" && leader != last {
 				select {
 				case out <- leader:

@@ -254,3 +254,40 @@ func TestHangEndsWithStop(t *testing.T) {
 	p.Stop()
 	requireCode(t, <-done, topo.Interrupted)
 }
+
+// TestPartition: a partitioned Conn's calls block until Heal (or their
+// context ends), its session lapses SessionTTL later so another Conn takes
+// its lock, and at that moment its own lock already reports LockLost; other
+// Conns are unaffected.
+func TestPartition(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 200 * time.Millisecond})
+	c1, c2 := newConn(t, f), newConn(t, f)
+	_, err := c2.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l1, err := c1.Lock(ctx, "d", "c1")
+	require.NoError(t, err)
+
+	c1.Partition()
+	c1.Partition() // idempotent
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, _, err = c1.Get(short, "d/f")
+	requireCode(t, err, topo.Timeout)
+	_, _, err = c2.Get(ctx, "d/f")
+	require.NoError(t, err, "another Conn is not partitioned")
+
+	l2, err := c2.Lock(ctx, "d", "c2")
+	require.NoError(t, err, "the lock of a partitioned Conn passes on once its session lapses")
+	short2, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	requireCode(t, l1.Check(short2), topo.Timeout) // still cut off: the call blocks
+	got := make(chan error, 1)
+	go func() { _, _, err := c1.Get(ctx, "d/f"); got <- err }()
+	c1.Heal()
+	require.NoError(t, <-got, "a call blocked by the partition proceeds after Heal")
+	requireCode(t, l1.Check(ctx), topo.LockLost)
+	requireCode(t, l1.Unlock(ctx), topo.LockLost)
+	require.NoError(t, l2.Check(ctx))
+	require.NoError(t, l2.Unlock(ctx))
+}

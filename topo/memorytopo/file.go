@@ -223,9 +223,10 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 // unconditionally; a version (a topo.NumericVersion from this store) is a
 // compare-and-set returning BadVersion when stale. It returns NoNode when
 // filePath holds no file (a directory is not a file), InvalidArgument for a
-// foreign or negative version and Closed after Close. Deleting a lock or
-// election entry drops it as the store would: its holder's Check then
-// returns LockLost.
+// foreign or negative version, InvalidPath for a malformed or reserved
+// path (topo.CheckDelete: lock and election entries live at reserved paths,
+// so Delete never touches them; Conn.ExpireSession drops them), and Closed
+// after Close.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	c.f.count(OpDelete)
 	if err := c.closedErr(filePath); err != nil {
@@ -252,11 +253,6 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			return topo.NewError(topo.BadVersion, p)
 		}
 		s.deleteFile(full, n)
-	case n != nil && n.entry != nil:
-		if want != topo.AnyVersion && n.entry.seq != want {
-			return topo.NewError(topo.BadVersion, p)
-		}
-		s.removeEntry(n.entry, true)
 	default:
 		return topo.NewError(topo.NoNode, p)
 	}

@@ -17,7 +17,8 @@ const locksDir = "locks"
 // lock; waiters queue behind it in order. It returns NoNode when dirPath
 // holds no file, Timeout or Interrupted when ctx ends while waiting (the
 // waiter's entry is removed), LockLost when c's session is lost while
-// waiting, and Closed after Close.
+// waiting, InvalidPath for a malformed or reserved dirPath
+// (topo.CheckLockPath), and Closed after Close.
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	c.f.count(OpLock)
 	return c.lock(ctx, OpLock, dirPath, contents, 0, true, false)
@@ -57,7 +58,7 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	if err := c.closedErr(dirPath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CleanDirPath(dirPath)
+	p, err := topo.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +130,8 @@ type lockDescriptor struct {
 }
 
 // Check implements topo.LockDescriptor.Check: nil while held, LockLost once
-// the store dropped the lock (ExpireSession, a lapsed lease, the entry
-// deleted), Interrupted after Unlock, Closed after the Conn's Close.
+// the store dropped the lock (ExpireSession, a lapsed lease, also after
+// Conn.Partition), Interrupted after Unlock, Closed after the Conn's Close.
 func (d *lockDescriptor) Check(ctx context.Context) error {
 	c := d.c
 	c.f.count(OpCheck)

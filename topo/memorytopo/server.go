@@ -3,8 +3,9 @@
 // GetVersion (recent history per file), fail-fast TryLock, LockWithTTL and
 // leader election, and adds what a test of a cluster manager needs: fault
 // injection (an error for every call, errors per operation and path, added
-// latency, a hung server, lease renewal failures) and simulated session
-// loss (Conn.ExpireSession), plus per-operation call counters.
+// latency, a hung server, lease renewal failures), simulated session loss
+// (Conn.ExpireSession) and a per-Conn network partition (Conn.Partition),
+// plus per-operation call counters.
 //
 // The package registers a process-wide Factory as "memory", so
 // topo.OpenServer("memory", addr, root) works; every distinct serverAddress
@@ -51,6 +52,11 @@
 // Conn.ExpireSession drops all of one Conn's locks and election entries at
 // once, as a store expiring the session would; the Conn then continues
 // under a new session.
+// Conn.Partition cuts one Conn off, as a network partition would: its
+// renewal stops (so its session lapses SessionTTL later, handing its locks
+// and leadership to others at the moment its own descriptors report
+// LockLost and its leadership contexts are cancelled) and its new calls
+// block until Conn.Heal.
 //
 // CallCount(op) counts the calls of each Operation made through the
 // Factory's Conns (failed ones included); ResetCallCounts zeroes them.
@@ -257,10 +263,14 @@ type Conn struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 
+	// cut is non-nil while c is partitioned (Partition); closed by Heal.
+	cut atomic.Pointer[chan struct{}]
+
 	// Guarded by s.mu.
 	session         *lease
 	leases          map[*lease]struct{}
 	keepAlivePaused bool
+	partitioned     bool
 }
 
 var _ topo.Conn = (*Conn)(nil)
@@ -313,6 +323,64 @@ func (c *Conn) PauseKeepAlive() { c.setKeepAlivePaused(true) }
 // that have not lapsed yet are kept. Safe for concurrent use.
 func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 
+// Partition cuts c off from its store, as a network partition between one
+// client and its server would: renewal of c's session and lock leases stops
+// (each lapses its TTL later, exactly as with PauseKeepAlive, and the store
+// then hands c's locks and leadership to others at the same moment c's
+// descriptors report LockLost and its leadership contexts are cancelled),
+// and every call on c, its lock descriptors and its participations that
+// starts from now on blocks until Heal (it then proceeds), its context ends
+// (Timeout or Interrupted, nothing done) or c is closed (Closed). Calls
+// already past their start, and established Watch, WatchRecursive and
+// WaitForNewLeader streams, are not affected. Idempotent; safe for
+// concurrent use.
+func (c *Conn) Partition() {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.partitioned {
+		return
+	}
+	ch := make(chan struct{})
+	c.cut.Store(&ch)
+	c.partitioned = true
+	for l := range c.leases {
+		c.s.refreshLease(l)
+	}
+}
+
+// Heal ends Partition: blocked calls proceed and renewal resumes; leases
+// that have not lapsed yet are kept. Idempotent; safe for concurrent use.
+func (c *Conn) Heal() {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if !c.partitioned {
+		return
+	}
+	c.partitioned = false
+	if ch := c.cut.Swap(nil); ch != nil {
+		close(*ch)
+	}
+	for l := range c.leases {
+		c.s.refreshLease(l)
+	}
+}
+
+// waitCut blocks while c is partitioned.
+func (c *Conn) waitCut(ctx context.Context, p string) error {
+	ch := c.cut.Load()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-*ch:
+		return nil
+	case <-ctx.Done():
+		return interruptedOrTimeout(ctx, p)
+	case <-c.done:
+		return topo.NewError(topo.Closed, p)
+	}
+}
+
 func (c *Conn) setKeepAlivePaused(paused bool) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
@@ -364,6 +432,9 @@ func (c *Conn) closedErr(p string) error {
 // once its input was validated: the context check, then injected faults.
 func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
 	if err := topo.CheckContext(ctx, p); err != nil {
+		return err
+	}
+	if err := c.waitCut(ctx, p); err != nil {
 		return err
 	}
 	if err := c.f.inject(ctx, op, p, c.done); err != nil {

@@ -296,7 +296,7 @@ func (s *store) refreshLease(l *lease) {
 	if l.revoked {
 		return
 	}
-	blocked := l.c.keepAlivePaused || s.f.keepAliveBlocked.Load()
+	blocked := l.c.keepAlivePaused || l.c.partitioned || s.f.keepAliveBlocked.Load()
 	if blocked == l.blocked {
 		return
 	}

@@ -110,7 +110,9 @@ func testCloseWatches(s *store) {
 }
 
 // testCloseReleases: Close releases the locks and leadership held through
-// the connection, so others take them over.
+// the connection, so others take them over; at the moment a successor wins
+// the closed holder's Check already fails and its leadership context is
+// already cancelled.
 func testCloseReleases(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c1, c2 := s.conn(), s.conn()
@@ -125,18 +127,20 @@ func testCloseReleases(s *store) {
 	p2 := participate(t, c2, "elec", "id2")
 	got := leadAsync(p2)
 	requireNothing(t, got, "p2's WaitForLeadership while p1 leads")
-
-	c1.Close()
-	requireDone(t, lctx1, "the leadership context of a closed connection")
 	wctx, cancel := context.WithTimeout(ctx, longWait)
 	defer cancel()
-	l2, err := c2.Lock(wctx, "d", "next")
-	require.NoError(t, err, "Lock of a lock whose holder's connection was closed")
-	require.NoError(t, l2.Unlock(ctx))
+	locked := lockAsync(t, func() (topo.LockDescriptor, error) { return c2.Lock(wctx, "d", "next") })
+	requireNothing(t, locked, "a second Lock while the first is held")
+
+	c1.Close()
+	lr, _ := recv(t, locked, "the waiting Lock after the holder's connection closed")
+	require.Error(t, l1.Check(ctx), "Check of a lock whose connection was closed, when the next holder's Lock returned")
+	require.NoError(t, lr.err, "Lock of a lock whose holder's connection was closed")
+	require.NoError(t, lr.l.Unlock(ctx))
 	r, _ := recv(t, got, "p2's WaitForLeadership after the leader's connection closed")
+	requireLeadershipGone(t, lctx1, "the closed leader's context when the next leader's WaitForLeadership returned")
 	require.NoError(t, r.err)
 	requireLeader(t, ctx, p2, "id2", "after the leader's connection closed")
-	require.Error(t, l1.Check(ctx), "Check of a lock whose connection was closed")
 }
 
 // testCloseInterruptsWaiters: Close ends calls blocked on the connection

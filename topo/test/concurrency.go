@@ -166,8 +166,9 @@ type linInput struct {
 }
 
 type linOutput struct {
-	value string // get: the value read
-	ok    bool   // cas: whether it won
+	value   string // get: the value read
+	ok      bool   // cas: whether it won
+	unknown bool   // put, cas: failed transiently, so it may or may not have happened
 }
 
 var registerModel = porcupine.Model{
@@ -180,6 +181,12 @@ var registerModel = porcupine.Model{
 		case "put":
 			return true, in.value
 		default: // cas
+			if out.unknown {
+				if st == in.expected {
+					return true, in.value
+				}
+				return true, st
+			}
 			if out.ok {
 				return st == in.expected, in.value
 			}
@@ -194,6 +201,9 @@ var registerModel = porcupine.Model{
 		case "put":
 			return fmt.Sprintf("put(%q)", in.value)
 		default:
+			if out.unknown {
+				return fmt.Sprintf("cas(%q -> %q) -> unknown", in.expected, in.value)
+			}
 			return fmt.Sprintf("cas(%q -> %q) -> %v", in.expected, in.value, out.ok)
 		}
 	},

@@ -138,12 +138,20 @@ func testWaitForNewLeader(s *store) {
 	require.True(t, ok, "WaitForNewLeader closed early")
 	require.Equal(t, "id1", first, "WaitForNewLeader sends the current leader first")
 
+	// Subscribed while p1 leads but read only after the handover: the
+	// first id is still the leader current at the time of the call.
+	unread := mustWaitForNewLeader(t, wctx, observer)
+
 	got := leadAsync(p2)
 	p1.Stop()
 	r, _ := recv(t, got, "p2's WaitForLeadership after p1 stopped")
 	require.NoError(t, r.err)
 	requireNextLeader(t, ch, "id2", "WaitForNewLeader after a handover")
 	requireNextLeader(t, earlyCh, "id2", "the earlier WaitForNewLeader after a handover")
+	first, ok = recv(t, unread, "the first id of a WaitForNewLeader read after a handover")
+	require.True(t, ok, "WaitForNewLeader closed early")
+	require.Equal(t, "id1", first, "WaitForNewLeader must send the leader current at the time of the call first, even when read after a handover")
+	requireNextLeader(t, unread, "id2", "a WaitForNewLeader read after a handover")
 
 	cancel()
 	requireClosedEventually(t, ch, "WaitForNewLeader after its context was cancelled")

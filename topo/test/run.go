@@ -35,6 +35,8 @@ func groups() []struct {
 			{"ListExcludesLocksAndElections", testListExcludesInternals},
 			{"GetVersion", testGetVersion},
 			{"ErrorsNamePath", testErrorsNamePath},
+			{"ReservedNames", testReservedNames},
+			{"FileAndDirectory", testFileAndDirectory},
 		}},
 		{"Directory", []subtest{
 			{"ListDir", testListDir},
@@ -68,6 +70,7 @@ func groups() []struct {
 			{"EmptyPrefix", testWatchRecursiveEmpty},
 			{"Cancel", testWatchRecursiveCancel},
 			{"Converges", testWatchRecursiveConverges},
+			{"Recreate", testWatchRecursiveRecreate},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},
@@ -76,6 +79,7 @@ func groups() []struct {
 			{"WaitForNewLeader", testWaitForNewLeader},
 			{"OneLeaderAtATime", testElectionOneLeader},
 			{"Independent", testElectionsIndependent},
+			{"Nested", testNestedElections},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
@@ -86,6 +90,14 @@ func groups() []struct {
 		{"SessionLoss", []subtest{
 			{"Lock", testSessionLossLock},
 			{"Leader", testSessionLossLeader},
+			{"Waiter", testSessionLossWaiter},
+			{"Reuse", testSessionLossReuse},
+		}},
+		{"Partition", []subtest{
+			{"Lock", testPartitionLock},
+			{"Leader", testPartitionLeader},
+			{"Waiter", testPartitionWaiter},
+			{"Reuse", testPartitionReuse},
 		}},
 		{"BadInput", []subtest{
 			{"Paths", testBadPaths},
@@ -100,13 +112,22 @@ func groups() []struct {
 			{"CounterNoLostUpdate", testConcurrentCounter},
 			{"LockMutualExclusion", testLockMutualExclusion},
 			{"Linearizable", testLinearizable},
+			{"VersionedDelete", testConcurrentVersionedDelete},
+			{"LargeValueCompareAndSet", testLargeValueCAS},
+		}},
+		{"Faults", []subtest{
+			{"LinearizableReads", testLinearizableUnderFault},
+			{"ReadYourWrites", testReadYourWritesUnderFault},
 		}},
 	}
 }
 
 func run(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts Options) {
 	require.NotNil(t, newStore, "newStore is required")
-	require.NotNil(t, opts.ExpireSession, "Options.ExpireSession is required")
+	require.NotNil(t, opts.ExpireSession, "Options.ExpireSession is required: a func that drops a Conn's session or lease in the store and returns once the Conn has observed it")
+	require.NotNil(t, opts.Partition, "Options.Partition is required: a func that opens a Conn to the subtest's store through a fault (for example a topo/test/faultproxy.Proxy) and returns it with its Cut and Heal funcs")
+	require.Positive(t, opts.SessionBound, "Options.SessionBound is required: how long after a partition the store keeps the cut-off Conn's session or lease alive")
+	require.NotNil(t, opts.FaultyStore, "Options.FaultyStore is required: a func that starts a store that can suffer a fault (an ensemble or cluster losing a member, a restarted agent) and returns its openers and Fault func")
 	for _, g := range groups() {
 		t.Run(g.name, func(t *testing.T) {
 			for _, st := range g.tests {

@@ -11,11 +11,17 @@
 //				require.NoError(t, err)
 //				return c
 //			}
-//		}, test.Options{ExpireSession: expireSession})
+//		}, test.Options{
+//			ExpireSession: expireSession, // drop a Conn's session; return once it noticed
+//			Partition:     partition,     // a Conn behind a faultproxy.Proxy
+//			SessionBound:  ttl,           // how long the store keeps a silent session
+//			FaultyStore:   faultyStore,   // a cluster that loses a member
+//		})
 //	}
 //
-// The subtests are grouped by area (File, Directory, Lock, Watch,
-// WatchRecursive, Election, Close, SessionLoss, BadInput, Concurrency) and
+// docs/backends.md walks through each option. The subtests are grouped by
+// area (File, Directory, Lock, Watch, WatchRecursive, Election, Close,
+// SessionLoss, Partition, BadInput, Concurrency, Faults) and
 // run one after the other; select some with -run, e.g.
 // -run 'TestConformance/Lock/TryLock'. Nothing is skipped: every subtest
 // runs against every backend, and GetVersion's asserts NoImplementation
@@ -26,32 +32,95 @@
 // lock, a watch event, a new leader) get up to 30 s, a TryLock that must not
 // wait for the holder gets 5 s, and the suite watches for 300 ms for things
 // that must not happen (a Lock returning while the lock is held). It never
-// waits for a lease or session TTL to lapse; session loss is simulated with
+// waits for a lease or session TTL to lapse except in the Partition group,
+// where a cut-off holder must give its locks and leadership up before the
+// store hands them to someone else; session loss is otherwise simulated with
 // Options.ExpireSession.
+//
+// Overlap is checked at the moment a new holder wins: when a new Lock or
+// WaitForLeadership returns, the old holder's Check must already fail and
+// its leadership context must already be cancelled.
 package test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 )
 
-// Options describes what a backend declares about itself.
+// Options describes what a backend declares about itself, and the faults
+// it lets the suite inject. Every func field is required: Run fails at once
+// (naming the field) when one is missing, because a backend that cannot be
+// tested under a fault cannot be shown safe under it.
 type Options struct {
 	// GetVersionUnsupported declares that the store keeps no history, so
 	// GetVersion must return a NoImplementation error. No other method may
 	// be declared unsupported.
 	GetVersionUnsupported bool
 
-	// ExpireSession makes the store drop conn's session or lease as if the
-	// connection had been lost (etcd: revoke its lease; ZooKeeper: expire
-	// its session; Consul: destroy its session; memorytopo: simulate session
-	// loss). The suite uses it to check that held locks report LockLost and
-	// leadership contexts are cancelled. It is required. The drop may take
-	// effect asynchronously: the suite waits up to 30 s for its
-	// consequences. conn is always a connection returned by the opener; the
-	// suite does not use it afterwards except to observe the loss.
+	// ExpireSession makes the store drop conn's session or lease (etcd:
+	// revoke its leases; ZooKeeper: expire its session; Consul: destroy its
+	// sessions; memorytopo: Conn.ExpireSession). It must return only once
+	// the store has dropped the session AND conn has observed the loss (as
+	// it does in production, where an expiry follows a disconnection or a
+	// missed renewal that the holder notices first): from then on the suite
+	// requires conn's lock descriptors to report LockLost and its
+	// leadership contexts to be cancelled, at once and without polling.
+	// conn is always a connection returned by the opener; the suite does
+	// not use it afterwards except to observe the loss and to show that a
+	// stale Unlock or Stop harms nobody.
 	ExpireSession func(t *testing.T, conn topo.Conn)
+
+	// Partition opens a new connection to the store of the subtest in
+	// progress (the one the last newStore call returned; subtests run one
+	// after the other) whose traffic crosses a fault the suite controls,
+	// typically a topo/test/faultproxy.Proxy in front of that one Conn. The
+	// suite closes Partitioned.Conn when the subtest ends, after healing it;
+	// the wiring stops its proxy with t.Cleanup.
+	Partition func(t *testing.T) Partitioned
+
+	// SessionBound is how long after Partitioned.Cut the store may keep the
+	// cut Conn's session or lease alive before it hands the Conn's locks
+	// and leadership to others: etcd the lease TTL, ZooKeeper the session
+	// timeout, Consul twice the session TTL plus the lock-delay, memorytopo
+	// the SessionTTL. The suite waits up to SessionBound plus its own 30 s
+	// for a successor. It is not a timing assertion.
+	SessionBound time.Duration
+
+	// FaultyStore returns a store that survives a fault of its own (a
+	// 3-node ZooKeeper ensemble losing its leader, a 3-member etcd cluster
+	// with a member restarted, a restarted Consul agent), for the
+	// linearizability and read-your-writes checks under faults.
+	FaultyStore func(t *testing.T) FaultyStore
+}
+
+// Partitioned is a connection whose traffic to the store can be cut.
+type Partitioned struct {
+	// Conn is a connection to the subtest's store, with its own session or
+	// lease, opened like the opener's connections except for the fault.
+	Conn topo.Conn
+	// Cut stops all traffic between Conn and the store, in both directions,
+	// as a network partition does (calls on Conn then hang or fail). It
+	// returns at once; it is idempotent.
+	Cut func()
+	// Heal lets the traffic flow again. Idempotent.
+	Heal func()
+}
+
+// FaultyStore is a fresh store, isolated from other subtests, that can be
+// hit by a fault while clients use it.
+type FaultyStore struct {
+	// Open returns a new connection with the backend's default options.
+	Open func() topo.Conn
+	// OpenLinearizable returns a new connection with the backend's
+	// linearizable-read option on. Nil means Open's connections already
+	// read linearizably (etcd's default).
+	OpenLinearizable func() topo.Conn
+	// Fault injects the fault (kill the leader, restart a member or the
+	// agent) and returns once the store serves requests again. The suite
+	// calls it while clients are running.
+	Fault func(t *testing.T)
 }
 
 // Run runs every conformance subtest. newStore is called once per subtest

@@ -2,25 +2,70 @@ package zk2topo
 
 import (
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test"
+	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
+// faultySessionTimeout is the session timeout of the Conns on the faulty
+// ensemble: long enough that sessions ride out the leader election that
+// follows the kill.
+const faultySessionTimeout = 15 * time.Second
+
+// TestConformance runs the shared suite on the package's standalone
+// ZooKeeper (a fresh root per subtest). Partitions put a faultproxy in
+// front of one Conn; the faulty store is a 3-node ensemble whose leader is
+// killed.
 func TestConformance(t *testing.T) {
+	var root string // the current subtest's root (subtests run one at a time)
 	test.Run(t, func(t *testing.T) func() topo.Conn {
-		root := freshRoot(t)
+		root = freshRoot(t)
+		r := root
 		return func() topo.Conn {
-			c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout}, root)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout}, r)
+			require.NoError(t, err)
 			return c
 		}
 	}, test.Options{
 		GetVersionUnsupported: true,
 		ExpireSession: func(t *testing.T, conn topo.Conn) {
 			expireSession(t, conn, testServer)
+		},
+		Partition: func(t *testing.T) test.Partitioned {
+			p, err := faultproxy.New(testServer)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			c, err := NewConn(Options{Servers: []string{p.Addr()}, SessionTimeout: testSessionTimeout}, root)
+			require.NoError(t, err)
+			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
+		},
+		// The server expires a silent session after its timeout.
+		SessionBound: testSessionTimeout,
+		FaultyStore: func(t *testing.T) test.FaultyStore {
+			e := zktest.StartEnsemble(t, 3)
+			r := freshRoot(t)
+			open := func() topo.Conn {
+				// TODO(zk helper): set Options.LinearizableReads in an
+				// OpenLinearizable opener once zk2topo has it; until then
+				// the suite uses these default Conns for the
+				// linearizability check too.
+				c, err := NewConn(Options{Servers: e.Addrs(), SessionTimeout: faultySessionTimeout}, r)
+				require.NoError(t, err)
+				return c
+			}
+			return test.FaultyStore{
+				Open: open,
+				Fault: func(t *testing.T) {
+					leader := e.WaitLeader(zktest.StartTimeout)
+					e.Kill(leader)
+					e.WaitLeader(zktest.StartTimeout)
+				},
+			}
 		},
 	})
 }
