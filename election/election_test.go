@@ -2,6 +2,7 @@ package election_test
 
 import (
 	"context"
+	"time"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,10 @@ func topoFactory(t *testing.T, conn topo.Conn, instanceID string) *election.Topo
 	return f
 }
 
+// fakeSessionBound is the fake store's session timeout in
+// TestHarnessOnFake's partitions.
+const fakeSessionBound = 100 * time.Millisecond
+
 func TestHarnessOnFake(t *testing.T) {
 	store := election.NewFakeStore()
 	electiontest.Run(t, func(t *testing.T, id string) election.Factory {
@@ -29,6 +34,18 @@ func TestHarnessOnFake(t *testing.T) {
 		LoseMastership: func(t *testing.T, f election.Factory) {
 			f.(*election.TopoFactory).Conn().(*election.FakeConn).ExpireSession()
 		},
+		// The fake store has no network: a partition makes the session's
+		// leaders step down and the store drop the session a session
+		// timeout (fakeSessionBound) later.
+		Partition: func(t *testing.T, id string) electiontest.Partitioned {
+			conn := store.Conn()
+			return electiontest.Partitioned{
+				Factory: topoFactory(t, conn, id),
+				Cut:     func() { conn.Partition(fakeSessionBound) },
+				Heal:    func() {},
+			}
+		},
+		SessionBound: fakeSessionBound,
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -74,6 +75,25 @@ func (c *FakeConn) ExpireSession() {
 		f.queues[name] = kept
 	}
 	f.notifyLocked()
+}
+
+// Partition models a client cut off from the store: the session's
+// leaders step down at once (as a real backend's safety margin makes them
+// do before the store can expire the session), and the store drops the
+// session's entries bound later (its session timeout), handing leadership
+// on.
+func (c *FakeConn) Partition(bound time.Duration) {
+	f := c.store
+	f.mu.Lock()
+	for _, q := range f.queues {
+		for _, lp := range q {
+			if lp.session == c && lp.cancel != nil {
+				lp.cancel()
+			}
+		}
+	}
+	f.mu.Unlock()
+	time.AfterFunc(bound, c.ExpireSession)
 }
 
 // Candidates returns the number of entries queued for name.

@@ -129,19 +129,23 @@ func TestConformance(t *testing.T) {
 		FaultyStore: func(t *testing.T) test.FaultyStore {
 			a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
 			r := testRoot(t)
-			// TODO(consul helper): add an OpenLinearizable opener with the
-			// consistent-reads option once consultopo has it; until then
-			// the suite uses these default Conns for the linearizability
-			// check too.
-			return test.FaultyStore{
-				Open: func() topo.Conn {
+			opener := func(reads ReadMode) func() topo.Conn {
+				return func() topo.Conn {
 					opts := testOptions()
 					opts.Address = a.Addr()
+					opts.Reads = reads
 					c, err := NewConn(opts, r)
 					require.NoError(t, err)
 					return c
-				},
-				Fault: func(t *testing.T) { a.Restart(t) },
+				}
+			}
+			return test.FaultyStore{
+				// The defaults (consistent reads) must give read-your-writes;
+				// the linearizability check asks for consistent reads
+				// explicitly.
+				Open:             opener(testOptions().Reads),
+				OpenLinearizable: opener(ReadConsistent),
+				Fault:            func(t *testing.T) { a.Restart(t) },
 			}
 		},
 	})

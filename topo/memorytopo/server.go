@@ -227,7 +227,8 @@ func NewServer(ctx context.Context, cells ...string) *topo.Server {
 }
 
 // NewServerAndFactory is NewServer that also returns the Factory, for fault
-// injection and call counters.
+// injection and call counters. The counters start at zero once the cells'
+// records are written, so they count only the caller's calls.
 func NewServerAndFactory(ctx context.Context, cells ...string) (*topo.Server, *Factory) {
 	f := NewFactory()
 	global, err := f.Create(topo.GlobalCell, "", "/"+topo.GlobalCell)
@@ -246,6 +247,8 @@ func NewServerAndFactory(ctx context.Context, cells ...string) (*topo.Server, *F
 			panic("memorytopo: NewServer: cell " + cell + ": " + err.Error())
 		}
 	}
+	// The caller counts its own calls, not the set-up's.
+	f.ResetCallCounts()
 	return ts, f
 }
 

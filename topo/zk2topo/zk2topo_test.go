@@ -8,7 +8,6 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test"
-	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -37,29 +36,28 @@ func TestConformance(t *testing.T) {
 			expireSession(t, conn, testServer)
 		},
 		Partition: func(t *testing.T) test.Partitioned {
-			p, err := faultproxy.New(testServer)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = p.Close() })
-			c, err := NewConn(Options{Servers: []string{p.Addr()}, SessionTimeout: testSessionTimeout}, root)
-			require.NoError(t, err)
-			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
+			// Three proxied addresses to the one server, as for an
+			// ensemble: with a single address the client library drops
+			// its queued requests on every reconnect, which would hide a
+			// request sent on the wrong session.
+			c, ps := proxiedConnOpts(t, root, Options{SessionTimeout: testSessionTimeout})
+			return test.Partitioned{Conn: c, Cut: ps.Blackhole, Heal: ps.Heal}
 		},
 		// The server expires a silent session after its timeout.
 		SessionBound: testSessionTimeout,
 		FaultyStore: func(t *testing.T) test.FaultyStore {
 			e := zktest.StartEnsemble(t, 3)
 			r := freshRoot(t)
-			open := func() topo.Conn {
-				// TODO(zk helper): set Options.LinearizableReads in an
-				// OpenLinearizable opener once zk2topo has it; until then
-				// the suite uses these default Conns for the
-				// linearizability check too.
-				c, err := NewConn(Options{Servers: e.Addrs(), SessionTimeout: faultySessionTimeout}, r)
-				require.NoError(t, err)
-				return c
+			opener := func(linearizable bool) func() topo.Conn {
+				return func() topo.Conn {
+					c, err := NewConn(Options{Servers: e.Addrs(), SessionTimeout: faultySessionTimeout, LinearizableReads: linearizable}, r)
+					require.NoError(t, err)
+					return c
+				}
 			}
 			return test.FaultyStore{
-				Open: open,
+				Open:             opener(false),
+				OpenLinearizable: opener(true),
 				Fault: func(t *testing.T) {
 					leader := e.WaitLeader(zktest.StartTimeout)
 					e.Kill(leader)
