@@ -2,10 +2,10 @@ package election_test
 
 import (
 	"context"
-	"time"
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
