@@ -365,51 +365,36 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 	if err := c.begin(ctx, p.name); err != nil {
 		return nil, err
 	}
+	// The leader current at the time of the call is read before returning,
+	// so that it is the first id sent however late the channel is read.
+	node, id, ch, err := p.readLeader(ctx)
+	if err != nil {
+		return nil, c.convert(err, p.name)
+	}
 	out := make(chan string, 8)
+	if node != "" {
+		out <- id
+	}
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
 		defer close(out)
-		lastNode, sent := "", false
+		lastNode, sent := node, node != ""
 		for {
-			var children []string
-			var ch <-chan zk.Event
-			err := c.read(ctx, p.name, func(z *zk.Conn) error {
-				var err error
-				children, _, ch, err = z.ChildrenW(p.dirZp)
-				return err
-			})
-			if errors.Is(err, zk.ErrNoNode) {
-				var exists bool
-				err = c.read(ctx, p.name, func(z *zk.Conn) error {
-					var err error
-					exists, _, ch, err = z.ExistsW(p.dirZp)
-					return err
-				})
-				if err == nil && exists {
-					continue
-				}
-			}
-			if err != nil {
-				return
-			}
-			children = entryNames(children)
-			node, id := "", ""
-			if len(children) > 0 {
-				node = children[0]
-				var data []byte
-				err := c.read(ctx, p.name, func(z *zk.Conn) error {
-					var err error
-					data, _, err = z.Get(p.dirZp + "/" + node)
-					return err
-				})
-				if errors.Is(err, zk.ErrNoNode) {
-					continue
-				}
-				if err != nil {
+			select {
+			case ev := <-ch:
+				if ev.Type == zk.EventNotWatching {
 					return
 				}
-				id = string(data)
+			case <-ctx.Done():
+				return
+			case <-c.closing:
+				return
+			}
+			var err error
+			node, id, ch, err = p.readLeader(ctx)
+			if err != nil {
+				return
 			}
 			if node != lastNode && (node != "" || sent) {
 				select {
@@ -421,17 +406,54 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 				}
 				lastNode, sent = node, true
 			}
-			select {
-			case ev := <-ch:
-				if ev.Type == zk.EventNotWatching {
-					return
-				}
-			case <-ctx.Done():
-				return
-			case <-c.closing:
-				return
-			}
 		}
 	}()
 	return out, nil
+}
+
+// readLeader reads the election's lowest candidate entry (node "" when
+// there is none) and its id, and returns a watch that fires on the next
+// change of the election directory (or on its creation while it is absent).
+func (p *participation) readLeader(ctx context.Context) (node, id string, ch <-chan zk.Event, err error) {
+	c := p.c
+	for {
+		var children []string
+		err = c.read(ctx, p.name, func(z *zk.Conn) error {
+			var err error
+			children, _, ch, err = z.ChildrenW(p.dirZp)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			var exists bool
+			err = c.read(ctx, p.name, func(z *zk.Conn) error {
+				var err error
+				exists, _, ch, err = z.ExistsW(p.dirZp)
+				return err
+			})
+			if err == nil && exists {
+				continue
+			}
+		}
+		if err != nil {
+			return "", "", nil, err
+		}
+		children = entryNames(children)
+		if len(children) == 0 {
+			return "", "", ch, nil
+		}
+		node = children[0]
+		var data []byte
+		err = c.read(ctx, p.name, func(z *zk.Conn) error {
+			var err error
+			data, _, err = z.Get(p.dirZp + "/" + node)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // the leader went meanwhile: read again
+		}
+		if err != nil {
+			return "", "", nil, err
+		}
+		return node, string(data), ch, nil
+	}
 }

@@ -505,6 +505,9 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		if errors.Is(err, zk.ErrNotEmpty) {
 			return c.unfile(ctx, p, version)
 		}
+		if errors.Is(err, zk.ErrBadVersion) {
+			return c.staleOrDirectory(ctx, p)
+		}
 		return c.convert(err, p)
 	}
 
@@ -555,6 +558,9 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if errors.Is(delErr, zk.ErrNotEmpty) {
 		return c.unfile(ctx, p, version)
 	}
+	if errors.Is(delErr, zk.ErrBadVersion) {
+		return c.staleOrDirectory(ctx, p)
+	}
 	if delErr != nil {
 		return c.convert(delErr, p)
 	}
@@ -572,6 +578,27 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		c.cleanupDir(ctx, zkDir(parent))
 	}
 	return nil
+}
+
+// staleOrDirectory is the outcome of a versioned Delete that ZooKeeper
+// refused with a version conflict (it checks the version before the
+// children): NoNode when p is only a directory (no data, children), as
+// the contract says, BadVersion when it is a file at another version.
+func (c *Conn) staleOrDirectory(ctx context.Context, p string) error {
+	var exists bool
+	var st *zk.Stat
+	err := c.read(ctx, p, func(z *zk.Conn) error {
+		var err error
+		exists, st, err = z.Exists(c.zkPath(p))
+		return err
+	})
+	if err != nil {
+		return c.convert(err, p)
+	}
+	if !exists || !isFile(st) {
+		return topo.NewError(topo.NoNode, p)
+	}
+	return topo.NewError(topo.BadVersion, p)
 }
 
 // unfile turns a file that has files below it into a directory (ZooKeeper
