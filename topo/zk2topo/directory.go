@@ -3,7 +3,6 @@ package zk2topo
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -38,7 +37,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if err != nil {
 		return nil, c.convert(err, dp)
 	}
-	sortNames(names)
+	sortNames(names, &c.sortPool)
 	inElections := dp == electionsDir
 	var entries []topo.DirEntry
 	if !full {
@@ -120,76 +119,98 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	return entries, nil
 }
 
+// sortScratch is the reusable memory of sortNames.
+type sortScratch struct {
+	keys []sortKey // 2n: the keys and the radix sort's other buffer
+	out  []string
+}
+
+// sortKey is a name's 8 bytes after the common prefix (big-endian,
+// zero-padded) and its index.
+type sortKey struct {
+	k uint64
+	i uint32
+}
+
 // sortNames sorts znode names (ZooKeeper returns children in no order)
-// in place, by bytes, as slices.Sort does but about three times faster for
+// in place, by bytes, as slices.Sort does but about twice as fast for
 // large directories: an LSD radix sort on the 8 bytes that follow the
 // names' common prefix, skipping the byte positions where all names agree,
-// then a comparison sort of each run of names whose 8 bytes tie.
-func sortNames(names []string) {
-	if len(names) < 64 {
+// then a comparison sort of each run of names whose 8 bytes tie. Its
+// scratch memory is kept in pool (per Conn) between calls.
+func sortNames(names []string, pool *sync.Pool) {
+	n := len(names)
+	if n < 64 || n > 1<<31 {
 		slices.Sort(names)
 		return
 	}
-	type keyed struct {
-		k uint64 // the 8 bytes after the common prefix, big-endian, zero-padded
-		s string
-	}
 	lcp := names[0]
-	for _, n := range names[1:] {
+	for _, s := range names[1:] {
 		i := 0
-		for i < len(lcp) && i < len(n) && lcp[i] == n[i] {
+		for i < len(lcp) && i < len(s) && lcp[i] == s[i] {
 			i++
 		}
 		if lcp = lcp[:i]; lcp == "" {
 			break
 		}
 	}
-	keys := make([]keyed, len(names))
-	tmp := make([]keyed, len(names))
+	sc, _ := pool.Get().(*sortScratch)
+	if sc == nil {
+		sc = &sortScratch{}
+	}
+	if cap(sc.keys) < 2*n {
+		sc.keys = make([]sortKey, 2*n)
+		sc.out = make([]string, n)
+	}
+	keys, tmp, out := sc.keys[:n], sc.keys[n:2*n], sc.out[:n]
+	var hist [8][256]int32
 	var or, and uint64 = 0, ^uint64(0)
-	for i, n := range names {
+	for i, s := range names {
+		rest := s[len(lcp):]
 		var k uint64
-		rest := n[len(lcp):]
-		for j := range 8 {
-			k <<= 8
-			if j < len(rest) {
-				k |= uint64(rest[j])
-			}
+		for j := 0; j < 8 && j < len(rest); j++ {
+			k |= uint64(rest[j]) << (56 - 8*j)
 		}
-		keys[i] = keyed{k, n}
+		keys[i] = sortKey{k, uint32(i)}
 		or |= k
 		and &= k
+		for p := range hist {
+			hist[p][byte(k>>(8*p))]++
+		}
 	}
 	differ := or ^ and // the bits where some keys differ
-	for shift := uint(0); shift < 64; shift += 8 {
+	for p := range hist {
+		shift := uint(8 * p)
 		if (differ>>shift)&0xff == 0 {
 			continue
 		}
-		var count [257]int
-		for i := range keys {
-			count[(keys[i].k>>shift)&0xff+1]++
+		pos := &hist[p]
+		var sum int32
+		for b, c := range pos {
+			pos[b] = sum
+			sum += c
 		}
-		for i := 1; i < len(count); i++ {
-			count[i] += count[i-1]
-		}
-		for i := range keys {
-			b := (keys[i].k >> shift) & 0xff
-			tmp[count[b]] = keys[i]
-			count[b]++
+		for _, e := range keys {
+			b := byte(e.k >> shift)
+			tmp[pos[b]] = e
+			pos[b]++
 		}
 		keys, tmp = tmp, keys
 	}
-	for i := 0; i < len(keys); {
+	for i, e := range keys {
+		out[i] = names[e.i]
+	}
+	for i := 0; i < n; {
 		j := i + 1
-		for j < len(keys) && keys[j].k == keys[i].k {
+		for j < n && keys[j].k == keys[i].k {
 			j++
 		}
 		if j-i > 1 {
-			slices.SortFunc(keys[i:j], func(a, b keyed) int { return strings.Compare(a.s, b.s) })
+			slices.Sort(out[i:j])
 		}
 		i = j
 	}
-	for i := range keys {
-		names[i] = keys[i].s
-	}
+	copy(names, out)
+	clear(out) // keep no names alive in the pool
+	pool.Put(sc)
 }

@@ -188,6 +188,8 @@ type Conn struct {
 
 	mu  sync.Mutex
 	cur *zkSession // the current session; replaced once lost
+
+	sortPool sync.Pool // *sortScratch of ListDir's sortNames
 }
 
 // NewConn is NewConnContext without a context: the wait for the first

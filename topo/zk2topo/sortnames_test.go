@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 // bytes above 0x7f and duplicates.
 func TestSortNames(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
+	var pool sync.Pool
 	gens := map[string]func(i int) string{
 		"numbered": func(i int) string { return fmt.Sprintf("f%04d", i) },
 		"aliases":  func(i int) string { return fmt.Sprintf("zone1-%010d", r.IntN(1e9)) },
@@ -38,7 +40,7 @@ func TestSortNames(t *testing.T) {
 			r.Shuffle(n, func(i, j int) { names[i], names[j] = names[j], names[i] })
 			want := slices.Clone(names)
 			slices.Sort(want)
-			sortNames(names)
+			sortNames(names, &pool)
 			require.Equal(t, want, names, "%s, %d names", name, n)
 		}
 	}
