@@ -174,17 +174,25 @@ func sortNames(names []string, pool *sync.Pool) {
 		keys[i] = sortKey{k, uint32(i)}
 		or |= k
 		and &= k
-		for p := range hist {
-			hist[p][byte(k>>(8*p))]++
+	}
+	// Only the byte positions where some keys differ need a pass.
+	differ := or ^ and
+	var passes [8]uint
+	np := 0
+	for p := range 8 {
+		if shift := uint(8 * p); (differ>>shift)&0xff != 0 {
+			passes[np] = shift
+			np++
 		}
 	}
-	differ := or ^ and // the bits where some keys differ
-	for p := range hist {
-		shift := uint(8 * p)
-		if (differ>>shift)&0xff == 0 {
-			continue
+	for _, e := range keys {
+		for q := range np {
+			hist[q][byte(e.k>>passes[q])]++
 		}
-		pos := &hist[p]
+	}
+	for q := range np {
+		shift := passes[q]
+		pos := &hist[q]
 		var sum int32
 		for b, c := range pos {
 			pos[b] = sum
