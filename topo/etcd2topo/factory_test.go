@@ -13,6 +13,8 @@ import (
 	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // deadAddr returns a 127.0.0.1 address where nothing listens (a port that
@@ -195,4 +197,60 @@ func TestServerOverTLS(t *testing.T) {
 	_, err = topo.OpenServerContext(ctx, FactoryName, addr, "/tls/global",
 		topo.WithFactory(NewFactory(Options{DialTimeout: time.Second})))
 	requireUnavailableAt(t, err, addr)
+}
+
+// TestDialHungAddress: a member that accepts connections but answers
+// nothing (a blackholed proxy) is Unavailable naming the address after
+// DialTimeout; once healed, the same address dials.
+func TestDialHungAddress(t *testing.T) {
+	px, err := faultproxy.New(serverAddr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	px.Blackhole()
+	opts := Options{Endpoints: []string{px.Addr()}, DialTimeout: time.Second}
+	done := make(chan error, 1)
+	go func() {
+		c, err := NewConn(opts, newRoot())
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		requireUnavailableAt(t, err, px.Addr())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dial of a hung address was not bounded by DialTimeout")
+	}
+	px.Heal()
+	opts.DialTimeout = 30 * time.Second
+	c, err := NewConn(opts, newRoot())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Create(t.Context(), "f", []byte("x"))
+	require.NoError(t, err)
+}
+
+// TestServerWithAuth: the credentials of NewFactory reach the global cell
+// and a cell opened from its CellInfo on an etcd with auth enabled; wrong
+// credentials are PermissionDenied from OpenServer, at once.
+func TestServerWithAuth(t *testing.T) {
+	am := etcdtest.StartWithAuth(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := newRoot()
+	f := NewFactory(Options{Username: am.Root.Name, Password: am.Root.Password})
+	ts, err := topo.OpenServerContext(ctx, FactoryName, am.Addr, root+"/global", topo.WithFactory(f))
+	require.NoError(t, err)
+	defer ts.Close()
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{ServerAddress: am.Addr, Root: root + "/zone1"}))
+	cell, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	_, err = cell.Create(ctx, "f", []byte("authenticated"))
+	require.NoError(t, err)
+
+	_, err = topo.OpenServerContext(ctx, FactoryName, am.Addr, root+"/global",
+		topo.WithFactory(NewFactory(Options{Username: am.Root.Name, Password: "wrong"})))
+	require.ErrorIs(t, err, topo.PermissionDenied)
+	require.NoError(t, ctx.Err())
 }

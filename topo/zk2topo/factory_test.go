@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // deadAddr returns a 127.0.0.1 address where nothing listens (a port that
@@ -115,4 +116,30 @@ func TestNewFactoryOptions(t *testing.T) {
 	require.True(t, c.opts.LinearizableReads)
 	require.Equal(t, 30*time.Second, c.opts.DialTimeout)
 	require.Equal(t, zk.StateHasSession, c.zkConn().State())
+}
+
+// TestDialHungAddress: a server that accepts connections but answers
+// nothing (a blackholed proxy) is Unavailable naming the address after
+// DialTimeout; once healed, the same address gives a session.
+func TestDialHungAddress(t *testing.T) {
+	px, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	px.Blackhole()
+	opts := Options{Servers: []string{px.Addr()}, SessionTimeout: testSessionTimeout, DialTimeout: time.Second}
+	err = within(t, func() error {
+		c, err := NewConn(opts, freshRoot(t))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	requireUnavailableAt(t, err, px.Addr())
+	px.Heal()
+	opts.DialTimeout = 30 * time.Second
+	c, err := NewConn(opts, freshRoot(t))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Create(t.Context(), "f", []byte("x"))
+	require.NoError(t, err)
 }
