@@ -190,6 +190,8 @@ type Conn struct {
 	cur *zkSession // the current session; replaced once lost
 
 	sortPool sync.Pool // *sortScratch of ListDir's sortNames
+
+	lastDialErr atomic.Pointer[error] // the latest failed dial, for NewConn's error
 }
 
 // NewConn is NewConnContext without a context: the wait for the first
@@ -237,7 +239,21 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		}
 		auth = strings.TrimSpace(string(b))
 	}
-	c := &Conn{
+	// Remember why dials fail, so that NewConn can tell (the client
+	// library only logs it).
+	dial := opts.Dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	var c *Conn
+	opts.Dialer = func(network, address string, timeout time.Duration) (net.Conn, error) {
+		nc, err := dial(network, address, timeout)
+		if err != nil {
+			c.lastDialErr.Store(&err)
+		}
+		return nc, err
+	}
+	c = &Conn{
 		acl:     opts.ACL,
 		opts:    opts,
 		log:     opts.Logger,
@@ -280,6 +296,16 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	return c, nil
 }
 
+// noSessionError explains why no server at addr gave a session within
+// DialTimeout, with the latest dial error if a dial failed.
+func (c *Conn) noSessionError(addr string) error {
+	err := fmt.Errorf("zk2topo: no ZooKeeper server at %s gave a session within %v", addr, c.opts.DialTimeout)
+	if last := c.lastDialErr.Load(); last != nil {
+		err = fmt.Errorf("%w (last dial: %w)", err, *last)
+	}
+	return err
+}
+
 // awaitSession waits until s has its session, at most DialTimeout and until
 // ctx ends.
 func (c *Conn) awaitSession(ctx context.Context, s *zkSession, addr string) error {
@@ -295,7 +321,7 @@ func (c *Conn) awaitSession(ctx context.Context, s *zkSession, addr string) erro
 			return topo.FromContext(ctx, addr)
 		case <-bound.C:
 			return &topo.Error{Code: topo.Unavailable, Path: addr,
-				Err: fmt.Errorf("zk2topo: no ZooKeeper server at %s gave a session within %v", addr, c.opts.DialTimeout)}
+				Err: c.noSessionError(addr)}
 		case <-time.After(tick):
 		}
 		tick = min(2*tick, 50*time.Millisecond)

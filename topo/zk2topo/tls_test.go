@@ -188,6 +188,18 @@ func TestTLS(t *testing.T) {
 	_, err = NewConnContext(ctx, noCert, root)
 	requireUnavailableAt(t, err, addr)
 
+	// The server's certificate is checked against TLSServerName (by
+	// default the address's host, 127.0.0.1, one of its IP addresses).
+	named := tlsOptions(ca, "other")
+	named.TLSServerName = "localhost"
+	open(t, named)
+	named.TLSServerName = "elsewhere.example"
+	named.Servers = []string{addr}
+	named.DialTimeout = time.Second
+	_, err = NewConnContext(ctx, named, root)
+	requireUnavailableAt(t, err, addr)
+	require.Contains(t, err.Error(), "elsewhere.example", "the error tells why the handshake failed")
+
 	// Bad TLS files are InvalidArgument, before any dial.
 	bad := tlsOptions(ca, "client")
 	bad.Servers = []string{addr}
