@@ -1,10 +1,12 @@
 package etcd2topo
 
 import (
+	"bytes"
 	"context"
-	"sort"
+	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -38,52 +40,105 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if err != nil {
 		return nil, c.convertError(ctx, err, d)
 	}
-	if len(resp.Kvs) == 0 {
+	kvs := resp.Kvs
+	if full {
+		// Sorted by value above: back to key order.
+		slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+	}
+	out := dirEntries(kvs, len(prefix), full)
+	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, d)
 	}
-	type entry struct {
-		isDir   bool
-		isFile  bool
-		durable bool // some key under it has no lease
+	return out, nil
+}
+
+// dirEntries returns the entries of a directory from kvs, the keys under
+// its prefix (of length plen) in key order, sorted by name, each name
+// once. It streams: etcd returns keys sorted, so the keys of one name are
+// adjacent, except that a name that is both a file and a directory ("n"
+// and "n/x") can have names that extend it with a byte below '/' ("n-b")
+// between its file and its directory keys; that rare case is put in order
+// at the end. The names share one string.
+func dirEntries(kvs []*mvccpb.KeyValue, plen int, full bool) []topo.DirEntry {
+	type span struct{ start, end int } // of a name in buf
+	var (
+		buf       = make([]byte, 0, 16*len(kvs))
+		spans     = make([]span, 0, len(kvs))
+		isDir     []bool // per entry, when full
+		durable   []bool // per entry, when full: some key under it has no lease
+		unordered bool
+	)
+	if full {
+		isDir = make([]bool, 0, len(kvs))
+		durable = make([]bool, 0, len(kvs))
 	}
-	entries := map[string]*entry{}
-	for _, kv := range resp.Kvs {
-		rest := string(kv.Key[len(prefix):])
-		name, _, isDir := strings.Cut(rest, "/")
-		if name == "" {
+	for _, kv := range kvs {
+		rest := kv.Key[plen:]
+		name, dir := rest, false
+		if i := bytes.IndexByte(rest, '/'); i >= 0 {
+			name, dir = rest[:i], true
+		}
+		if len(name) == 0 {
 			continue // a key that is not a canonical path; not ours
 		}
-		e := entries[name]
-		if e == nil {
-			e = &entry{}
-			entries[name] = e
-		}
-		if isDir {
-			e.isDir = true
-		} else {
-			e.isFile = true
-		}
-		if kv.Lease == 0 {
-			e.durable = true
-		}
-	}
-	if len(entries) == 0 {
-		return nil, topo.NewError(topo.NoNode, d)
-	}
-	out := make([]topo.DirEntry, 0, len(entries))
-	for name, e := range entries {
-		de := topo.DirEntry{Name: name}
-		if full {
-			// A name that is both a file and a directory (possible in etcd,
-			// impossible in a tree store) is reported as a directory.
-			de.Type = topo.TypeFile
-			if e.isDir {
-				de.Type = topo.TypeDirectory
+		if n := len(spans); n > 0 {
+			last := buf[spans[n-1].start:spans[n-1].end]
+			switch c := bytes.Compare(name, last); {
+			case c == 0:
+				if full {
+					isDir[n-1] = isDir[n-1] || dir
+					durable[n-1] = durable[n-1] || kv.Lease == 0
+				}
+				continue
+			case c < 0:
+				unordered = true
 			}
-			de.Ephemeral = !e.durable
 		}
-		out = append(out, de)
+		start := len(buf)
+		buf = append(buf, name...)
+		spans = append(spans, span{start, len(buf)})
+		if full {
+			isDir = append(isDir, dir)
+			durable = append(durable, kv.Lease == 0)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	all := string(buf)
+	out := make([]topo.DirEntry, len(spans))
+	for i, sp := range spans {
+		out[i].Name = all[sp.start:sp.end]
+		if full {
+			// A name that is both a file and a directory (possible in
+			// etcd, impossible in a tree store) is reported as a
+			// directory.
+			out[i].Type = topo.TypeFile
+			if isDir[i] {
+				out[i].Type = topo.TypeDirectory
+			}
+			out[i].Ephemeral = !durable[i]
+		}
+	}
+	if unordered {
+		out = sortMerge(out, full)
+	}
+	return out
+}
+
+// sortMerge sorts entries by name and merges those of one name (a
+// directory wins over a file; durable over ephemeral).
+func sortMerge(entries []topo.DirEntry, full bool) []topo.DirEntry {
+	slices.SortStableFunc(entries, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	out := entries[:0]
+	for _, e := range entries {
+		if n := len(out); n > 0 && out[n-1].Name == e.Name {
+			if full {
+				if e.Type == topo.TypeDirectory {
+					out[n-1].Type = topo.TypeDirectory
+				}
+				out[n-1].Ephemeral = out[n-1].Ephemeral && e.Ephemeral
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }

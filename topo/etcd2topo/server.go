@@ -88,6 +88,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -128,7 +130,9 @@ type Options struct {
 	// Username and Password authenticate to etcd when auth is enabled.
 	Username, Password string
 
-	// DialTimeout bounds connecting to an endpoint. Default 5 s.
+	// DialTimeout bounds how long NewConn (and the Factory) waits for a
+	// connection to a member, and the client's later reconnections to
+	// an endpoint. Default 5 s.
 	DialTimeout time.Duration
 
 	// LockTTL is the lease TTL, rounded up to whole seconds, of Lock,
@@ -145,25 +149,48 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Factory opens etcd2 Conns. Its zero value is ready to use and it is safe
-// for concurrent use.
-type Factory struct{}
+// Factory opens etcd2 Conns with its Options: the serverAddress given to
+// Create replaces Options.Endpoints, every other option (TLS, credentials,
+// TTLs, DialTimeout, Logger) applies to every Conn it opens. So
+// topo.WithFactory(etcd2topo.NewFactory(opts)) opens the global cell and
+// every cell named by a CellInfo record with opts. The zero value (the one
+// registered as "etcd2") uses the defaults. It implements
+// topo.ContextFactory and is safe for concurrent use.
+type Factory struct {
+	// Options are the base options of every Conn; Endpoints is replaced
+	// by the address given to Create.
+	Options Options
+}
 
-// Create opens a Conn to the etcd cluster at serverAddress, a
-// comma-separated list of "host:port" client addresses, rooted at root (for
-// example "/vitess/global"). It returns InvalidArgument for an empty address
-// and InvalidPath for a malformed root. It does not wait for etcd: an
-// unreachable cluster shows up as Unavailable or Timeout errors on calls.
-// The cell name is not used.
-func (Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
-	var eps []string
+// NewFactory returns a Factory that opens every Conn with opts (its
+// Endpoints are replaced by the address of each Create).
+func NewFactory(opts Options) *Factory { return &Factory{Options: opts} }
+
+// Create is CreateContext without a context: the dial is bounded by
+// Options.DialTimeout alone.
+func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
+	return f.CreateContext(context.Background(), cell, serverAddress, root)
+}
+
+// CreateContext opens a Conn (NewConnContext) with the factory's Options
+// to the etcd cluster at serverAddress, a comma-separated list of
+// "host:port" client addresses or URLs, rooted at root (for example
+// "/vitess/global"). It returns InvalidArgument for an empty address,
+// InvalidPath for a malformed root, Unavailable naming the address when no
+// member answers within Options.DialTimeout, and Timeout or Interrupted
+// when ctx ends first. The cell name is not used.
+func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
+	opts := f.Options
+	opts.Endpoints = nil
 	for ep := range strings.SplitSeq(serverAddress, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
-			eps = append(eps, ep)
+			opts.Endpoints = append(opts.Endpoints, ep)
 		}
 	}
-	return NewConn(Options{Endpoints: eps}, root)
+	return NewConnContext(ctx, opts, root)
 }
+
+var _ topo.ContextFactory = Factory{}
 
 func init() {
 	if err := topo.RegisterFactory(FactoryName, Factory{}); err != nil {
@@ -199,14 +226,27 @@ type Conn struct {
 	keysInUse map[string]struct{} // entry names taken, see takeKey
 }
 
-// NewConn opens a Conn with opts, rooted at root: files are the keys
-// <root>/<path>. root is a key prefix such as "/vitess/global"; trailing
-// slashes are ignored. NewConn does not wait for etcd, except that with
-// opts.Username set it authenticates at once (within opts.DialTimeout). It
-// returns InvalidArgument when opts has no endpoint or unreadable TLS
-// files, InvalidPath for a malformed root, and Timeout or Unavailable when
-// authentication fails.
+// NewConn is NewConnContext without a context: the dial is bounded by
+// opts.DialTimeout alone.
 func NewConn(opts Options, root string) (*Conn, error) {
+	return NewConnContext(context.Background(), opts, root)
+}
+
+// NewConnContext opens a Conn with opts, rooted at root: files are the
+// keys <root>/<path>. root is a key prefix such as "/vitess/global";
+// trailing slashes are ignored.
+//
+// It waits until the client has a connection to a member (TCP and, with
+// TLS, the handshake done), at most opts.DialTimeout (default 5 s) and
+// until ctx ends; with opts.Username set it also authenticates, within the
+// same bound. It returns InvalidArgument when opts has no endpoint or
+// unreadable TLS files, InvalidPath for a malformed root, Unavailable
+// naming the endpoints when no member answers within the bound (a dead
+// address, a refused TLS handshake), Timeout or Interrupted (naming the
+// endpoints) when ctx ends first, and PermissionDenied when etcd refuses
+// the credentials. Once it returned, a member that goes away shows up as
+// Unavailable or Timeout errors from the Conn's calls.
+func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	if len(opts.Endpoints) == 0 {
 		return nil, topo.Wrap(topo.InvalidArgument, root, errors.New("etcd2topo: no endpoint given"))
 	}
@@ -221,6 +261,10 @@ func NewConn(opts Options, root string) (*Conn, error) {
 	}
 	if opts.NamedLockTTL <= 0 {
 		opts.NamedLockTTL = DefaultNamedLockTTL
+	}
+	addr := strings.Join(opts.Endpoints, ",")
+	if err := topo.CheckContext(ctx, addr); err != nil {
+		return nil, err
 	}
 	lg := opts.Logger
 	if lg == nil {
@@ -241,9 +285,16 @@ func NewConn(opts Options, root string) (*Conn, error) {
 			return nil, topo.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
+	// The dial bound: DialTimeout, or less when ctx ends sooner.
+	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
+	defer cancelDial()
+	dialTimeout := opts.DialTimeout
+	if dl, ok := dctx.Deadline(); ok {
+		dialTimeout = max(time.Until(dl), time.Millisecond)
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            opts.Endpoints,
-		DialTimeout:          opts.DialTimeout,
+		DialTimeout:          dialTimeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		TLS:                  tlsCfg,
@@ -254,7 +305,11 @@ func NewConn(opts Options, root string) (*Conn, error) {
 	if err != nil {
 		// With a username the client authenticates at once, so an
 		// unreachable etcd or bad credentials show up here.
-		return nil, topo.Wrap(codeOf(err), root, fmt.Errorf("etcd2topo: %w", err))
+		return nil, dialError(ctx, addr, opts.DialTimeout, err)
+	}
+	if err := waitConnected(dctx, cli.ActiveConnection()); err != nil {
+		_ = cli.Close()
+		return nil, dialError(ctx, addr, opts.DialTimeout, err)
 	}
 
 	rootPrefix := ""
@@ -272,6 +327,41 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		leases:     map[*lease]struct{}{},
 		keysInUse:  map[string]struct{}{},
 	}, nil
+}
+
+// waitConnected waits until cc has a ready connection to a member, or ctx
+// ends (its error is returned then).
+func waitConnected(ctx context.Context, cc *grpc.ClientConn) error {
+	cc.Connect()
+	for {
+		st := cc.GetState()
+		switch st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Shutdown:
+			return errors.New("the client connection was shut down")
+		}
+		if !cc.WaitForStateChange(ctx, st) {
+			return ctx.Err()
+		}
+	}
+}
+
+// dialError classifies err, a failure to connect to (or authenticate with)
+// the members at addr: ctx's Timeout or Interrupted when the caller's ctx
+// ended, the store's refusal (PermissionDenied, ...) when a member
+// answered, and Unavailable naming addr otherwise.
+func dialError(ctx context.Context, addr string, bound time.Duration, err error) error {
+	if ctx.Err() != nil {
+		return topo.FromContext(ctx, addr)
+	}
+	switch code := codeOf(err); code {
+	case topo.Timeout, topo.Interrupted, topo.Unavailable:
+		return topo.Wrap(topo.Unavailable, addr,
+			fmt.Errorf("etcd2topo: no etcd member answered at %s within %v: %w", addr, bound, err))
+	default:
+		return topo.Wrap(code, addr, fmt.Errorf("etcd2topo: connecting to %s: %w", addr, err))
+	}
 }
 
 // Client returns the underlying etcd client, for operations topo.Conn does

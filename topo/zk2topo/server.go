@@ -26,6 +26,10 @@ const FactoryName = "zk2"
 // minSessionTimeout and maxSessionTimeout (by default 2 and 20 tickTimes).
 const DefaultSessionTimeout = 30 * time.Second
 
+// DefaultDialTimeout is how long NewConn waits for the first session when
+// Options.DialTimeout is zero.
+const DefaultDialTimeout = 5 * time.Second
+
 // DefaultMaxConcurrency is the number of requests a Conn keeps in flight at
 // once when Options.MaxConcurrency is zero.
 const DefaultMaxConcurrency = 64
@@ -95,25 +99,61 @@ type Options struct {
 	// servers.
 	Dialer func(network, address string, timeout time.Duration) (net.Conn, error)
 
+	// DialTimeout bounds how long NewConn (and the Factory) waits for the
+	// first session; zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+
+	// TLSCAFile is a PEM file of the CA certificates that sign the
+	// servers' certificates (the system's roots when empty); TLSCertFile
+	// and TLSKeyFile are the PEM client certificate and key presented to
+	// the servers (required by a server with ssl.clientAuth=need, which
+	// also gives the session the certificate's x509 identity for ACLs).
+	// Setting any of them makes every connection TLS, as a server's
+	// secureClientPort expects (with the Netty connection factory); the
+	// TLS handshake runs over Dialer's connection when Dialer is set.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+
+	// TLSServerName is the name checked against the servers'
+	// certificates; empty means the host of each server address (an IP
+	// address is checked against the certificate's IP addresses).
+	TLSServerName string
+
 	// Logger receives the client library's and the Conn's log messages; nil
 	// means slog.Default().
 	Logger *slog.Logger
 }
 
-// Factory opens zk2 connections. Its Options are the base options of every
-// Conn it opens; the serverAddress given to Create replaces Options.Servers.
-// It is safe for concurrent use.
+// Factory opens zk2 connections with its Options: the serverAddress given
+// to Create replaces Options.Servers, every other option (TLS, Auth, ACL,
+// SessionTimeout, DialTimeout, ...) applies to every Conn it opens. So
+// topo.WithFactory(zk2topo.NewFactory(opts)) opens the global cell and
+// every cell named by a CellInfo record with opts. The zero value (the one
+// registered as "zk2") uses the defaults. It implements
+// topo.ContextFactory and is safe for concurrent use.
 type Factory struct {
+	// Options are the base options of every Conn; Servers is replaced by
+	// the address given to Create.
 	Options Options
 }
 
-// Create opens a Conn to the ZooKeeper servers in serverAddress
-// ("host:port[,host:port...]") rooted at root (a znode path such as "/vt";
-// "" or "/" is the ZooKeeper root). The cell name is not used. It returns
-// InvalidArgument for an empty address and InvalidPath for a bad root. The
-// servers are dialled in the background: an unreachable ensemble shows up
-// as Unavailable or Timeout errors from later calls.
+// NewFactory returns a Factory that opens every Conn with opts (its
+// Servers are replaced by the address of each Create).
+func NewFactory(opts Options) *Factory { return &Factory{Options: opts} }
+
+// Create is CreateContext without a context: the wait for the first
+// session is bounded by Options.DialTimeout alone.
 func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
+	return f.CreateContext(context.Background(), cell, serverAddress, root)
+}
+
+// CreateContext opens a Conn (NewConnContext) with the factory's Options
+// to the ZooKeeper servers in serverAddress ("host:port[,host:port...]")
+// rooted at root (a znode path such as "/vt"; "" or "/" is the ZooKeeper
+// root). The cell name is not used. It returns InvalidArgument for an
+// empty address or bad options, InvalidPath for a bad root, Unavailable
+// naming the address when no server gives a session within
+// Options.DialTimeout, and Timeout or Interrupted when ctx ends first.
+func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.Options
 	opts.Servers = nil
 	for _, s := range strings.Split(serverAddress, ",") {
@@ -121,8 +161,10 @@ func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 			opts.Servers = append(opts.Servers, s)
 		}
 	}
-	return NewConn(opts, root)
+	return NewConnContext(ctx, opts, root)
 }
+
+var _ topo.ContextFactory = Factory{}
 
 // Conn is a topo.Conn over a sequence of ZooKeeper sessions: one at a
 // time, each on its own client connection; when the server expires the
@@ -146,19 +188,48 @@ type Conn struct {
 
 	mu  sync.Mutex
 	cur *zkSession // the current session; replaced once lost
+
+	sortPool sync.Pool // *sortScratch of ListDir's sortNames
+
+	lastDialErr atomic.Pointer[error] // the latest failed dial, for NewConn's error
 }
 
-// NewConn opens a Conn with opts, rooted at root (see Factory.Create). It
-// returns InvalidArgument when opts has no server or a malformed Auth,
-// when AuthFile cannot be read, and InvalidPath for a bad root. It does not
-// wait for the servers.
+// NewConn is NewConnContext without a context: the wait for the first
+// session is bounded by opts.DialTimeout alone.
 func NewConn(opts Options, root string) (*Conn, error) {
+	return NewConnContext(context.Background(), opts, root)
+}
+
+// NewConnContext opens a Conn with opts, rooted at root (see
+// Factory.CreateContext) and waits for its first session: until a server
+// accepted the session, at most opts.DialTimeout (default 5 s) and until
+// ctx ends. It returns InvalidArgument when opts has no server, a malformed
+// Auth or unreadable TLS files, when AuthFile cannot be read, InvalidPath
+// for a bad root, Unavailable naming the servers when none gives a session
+// within the bound (nothing listens, a refused TLS handshake), and Timeout
+// or Interrupted (naming the servers) when ctx ends first. Later sessions
+// (after an expiry) are started by the calls that need them.
+func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
 		return nil, err
 	}
 	if len(opts.Servers) == 0 {
 		return nil, &topo.Error{Code: topo.InvalidArgument, Path: root, Err: errors.New("zk2topo: no ZooKeeper server address")}
+	}
+	addr := strings.Join(opts.Servers, ",")
+	if err := topo.CheckContext(ctx, addr); err != nil {
+		return nil, err
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
+		cfg, err := tlsConfig(opts)
+		if err != nil {
+			return nil, &topo.Error{Code: topo.InvalidArgument, Path: root, Err: err}
+		}
+		opts.Dialer = tlsDialer(cfg, opts.Dialer)
 	}
 	auth := opts.Auth
 	if auth == "" && opts.AuthFile != "" {
@@ -168,7 +239,21 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		}
 		auth = strings.TrimSpace(string(b))
 	}
-	c := &Conn{
+	// Remember why dials fail, so that NewConn can tell (the client
+	// library only logs it).
+	dial := opts.Dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	var c *Conn
+	opts.Dialer = func(network, address string, timeout time.Duration) (net.Conn, error) {
+		nc, err := dial(network, address, timeout)
+		if err != nil {
+			c.lastDialErr.Store(&err)
+		}
+		return nc, err
+	}
+	c = &Conn{
 		acl:     opts.ACL,
 		opts:    opts,
 		log:     opts.Logger,
@@ -204,7 +289,44 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		return nil, &topo.Error{Code: topo.InvalidArgument, Path: strings.Join(opts.Servers, ","), Err: err}
 	}
 	c.cur = s
+	if err := c.awaitSession(ctx, s, addr); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// noSessionError explains why no server at addr gave a session within
+// DialTimeout, with the latest dial error if a dial failed.
+func (c *Conn) noSessionError(addr string) error {
+	err := fmt.Errorf("zk2topo: no ZooKeeper server at %s gave a session within %v", addr, c.opts.DialTimeout)
+	if last := c.lastDialErr.Load(); last != nil {
+		err = fmt.Errorf("%w (last dial: %w)", err, *last)
+	}
+	return err
+}
+
+// awaitSession waits until s has its session, at most DialTimeout and until
+// ctx ends.
+func (c *Conn) awaitSession(ctx context.Context, s *zkSession, addr string) error {
+	bound := time.NewTimer(c.opts.DialTimeout)
+	defer bound.Stop()
+	// The client library announces its states through an event callback
+	// that the session already takes; its state is polled here instead,
+	// briefly at first (a local server answers within a millisecond).
+	tick := time.Millisecond
+	for s.zk.State() != zk.StateHasSession {
+		select {
+		case <-ctx.Done():
+			return topo.FromContext(ctx, addr)
+		case <-bound.C:
+			return &topo.Error{Code: topo.Unavailable, Path: addr,
+				Err: c.noSessionError(addr)}
+		case <-time.After(tick):
+		}
+		tick = min(2*tick, 50*time.Millisecond)
+	}
+	return nil
 }
 
 // slogLogger adapts slog to the client library's Printf logger.

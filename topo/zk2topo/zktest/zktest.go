@@ -61,6 +61,9 @@ const JuteMaxBuffer = 4 << 20
 // manifest names the libraries it needs.
 const Jar = "/usr/share/java/zookeeper.jar"
 
+// nettyCodec is the Debian package's Netty codec library.
+const nettyCodec = "/usr/share/java/netty-codec.jar"
+
 // slf4jNop silences the server's logging (the package's log4j setup is for
 // the system service).
 const slf4jNop = "/usr/share/java/slf4j-nop.jar"
@@ -111,6 +114,11 @@ func installed() bool {
 
 func classpath() string {
 	cp := Jar
+	// The Netty connection factory of the TLS servers (StartTLS) needs
+	// netty-codec, which the package's jar manifest does not list.
+	if _, err := os.Stat(nettyCodec); err == nil {
+		cp += ":" + nettyCodec
+	}
 	if _, err := os.Stat(slf4jNop); err == nil {
 		cp += ":" + slf4jNop
 	}
@@ -121,6 +129,7 @@ func classpath() string {
 // methods are safe for concurrent use.
 type Server struct {
 	addr  string
+	sAddr string // the secureClientPort's address; "" without TLS
 	dir   string
 	rmDir bool
 	proc  *process
@@ -136,7 +145,7 @@ func Start(t testing.TB) string {
 	if err := EnsureInstalled(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := launch(t.TempDir(), false)
+	s, err := launch(t.TempDir(), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +164,7 @@ func Launch() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := launch(dir, true)
+	s, err := launch(dir, true, nil)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -183,7 +192,7 @@ func (s *Server) Pause() error { return s.proc.signal(syscall.SIGSTOP) }
 // Resume lets a paused server run again (SIGCONT).
 func (s *Server) Resume() error { return s.proc.signal(syscall.SIGCONT) }
 
-func launch(dir string, rmDir bool) (*Server, error) {
+func launch(dir string, rmDir bool, secure *TLSFiles) (*Server, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port may be taken between probe and bind
 		port, err := freePort()
@@ -196,6 +205,15 @@ func launch(dir string, rmDir bool) (*Server, error) {
 		}
 		cfg := filepath.Join(dir, fmt.Sprintf("zoo-%d.cfg", attempt))
 		conf := baseConfig(data) + fmt.Sprintf("clientPort=%d\nclientPortAddress=127.0.0.1\n", port)
+		sAddr := ""
+		if secure != nil {
+			sPort, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			conf += secure.config(sPort)
+			sAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(sPort))
+		}
 		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 			return nil, err
 		}
@@ -209,7 +227,14 @@ func launch(dir string, rmDir bool) (*Server, error) {
 			lastErr = err
 			continue
 		}
-		return &Server{addr: addr, dir: dir, rmDir: rmDir, proc: p}, nil
+		if sAddr != "" {
+			if err := waitListening(p, sAddr, StartTimeout); err != nil {
+				p.kill()
+				lastErr = err
+				continue
+			}
+		}
+		return &Server{addr: addr, sAddr: sAddr, dir: dir, rmDir: rmDir, proc: p}, nil
 	}
 	return nil, lastErr
 }

@@ -1,0 +1,73 @@
+package zk2topo
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// tlsConfig builds the client TLS configuration of opts' TLS files.
+func tlsConfig(opts Options) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: opts.TLSServerName}
+	if opts.TLSCAFile != "" {
+		pem, err := os.ReadFile(opts.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("zk2topo: TLS CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("zk2topo: TLS CA file %s holds no PEM certificate", opts.TLSCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
+		return nil, errors.New("zk2topo: TLSCertFile and TLSKeyFile go together")
+	}
+	if opts.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("zk2topo: TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// tlsDialer returns a dialer that connects with base (net.DialTimeout when
+// nil) and runs a TLS handshake with cfg over the connection, the whole
+// within timeout.
+func tlsDialer(cfg *tls.Config, base func(network, address string, timeout time.Duration) (net.Conn, error)) func(network, address string, timeout time.Duration) (net.Conn, error) {
+	if base == nil {
+		base = net.DialTimeout
+	}
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		deadline := time.Now().Add(timeout)
+		raw, err := base(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg
+		if c.ServerName == "" {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				host = address
+			}
+			c = cfg.Clone()
+			c.ServerName = host
+		}
+		tc := tls.Client(raw, c)
+		if timeout > 0 {
+			_ = tc.SetDeadline(deadline)
+		}
+		if err := tc.Handshake(); err != nil {
+			_ = raw.Close()
+			return nil, fmt.Errorf("zk2topo: TLS handshake with %s: %w", address, err)
+		}
+		_ = tc.SetDeadline(time.Time{})
+		return tc, nil
+	}
+}
