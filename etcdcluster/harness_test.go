@@ -109,6 +109,15 @@ func newHarness(t *testing.T) *harness {
 // node name, with seeds the client URLs of the named nodes.
 func (h *harness) start(name string, seeds ...string) *proc {
 	h.t.Helper()
+	p := h.prepare(name, seeds...)
+	p.run()
+	return p
+}
+
+// prepare returns the node name, choosing its ports and data directory
+// the first time, without starting it.
+func (h *harness) prepare(name string, seeds ...string) *proc {
+	h.t.Helper()
 	p := h.procs[name]
 	if p == nil {
 		addrs, err := etcdembed.FreeAddrs(2)
@@ -124,7 +133,6 @@ func (h *harness) start(name string, seeds ...string) *proc {
 		p = &proc{h: h, cfg: cfg, log: filepath.Join(h.dir, name+".log")}
 		h.procs[name] = p
 	}
-	p.run()
 	return p
 }
 
