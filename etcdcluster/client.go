@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -100,4 +101,54 @@ func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger)
 		lg.Debug("etcdcluster: following member list", "endpoints", eps)
 		cli.SetEndpoints(eps...)
 	}
+}
+
+// endpointClients are etcd clients bound to one endpoint each, for the
+// maintenance calls addressed to one member (Status, HashKV, MoveLeader).
+// They are kept apart from a member-list-following client because
+// clientv3's per-endpoint dial reads the client's endpoint list without
+// its lock, which races with SetEndpoints. Safe for concurrent use.
+type endpointClients struct {
+	mu sync.Mutex
+	m  map[string]*clientv3.Client
+}
+
+// get returns the client of endpoint ep, opening it on first use.
+func (e *endpointClients) get(ep string) (*clientv3.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.m[ep]; c != nil {
+		return c, nil
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.m == nil {
+		e.m = map[string]*clientv3.Client{}
+	}
+	e.m[ep] = c
+	return c, nil
+}
+
+// status asks member endpoint ep for its status.
+func (e *endpointClients) status(ctx context.Context, ep string) (*clientv3.StatusResponse, error) {
+	c, err := e.get(ep)
+	if err != nil {
+		return nil, err
+	}
+	return c.Status(ctx, ep)
+}
+
+// close closes every client.
+func (e *endpointClients) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.m {
+		c.Close()
+	}
+	e.m = nil
 }

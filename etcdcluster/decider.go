@@ -378,7 +378,7 @@ func (d *decider) health(ctx context.Context, ms []*etcdserverpb.Member) map[uin
 			}
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			_, err := d.n.cli.Status(sctx, m.ClientURLs[0])
+			_, err := d.n.eps.status(sctx, m.ClientURLs[0])
 			ch <- res{m.ID, err == nil}
 		}()
 	}
@@ -396,7 +396,7 @@ func (d *decider) raftLeader(ctx context.Context, ms []*etcdserverpb.Member) uin
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		sr, err := d.n.cli.Status(sctx, m.ClientURLs[0])
+		sr, err := d.n.eps.status(sctx, m.ClientURLs[0])
 		cancel()
 		if err == nil && sr.Leader != 0 {
 			return sr.Leader

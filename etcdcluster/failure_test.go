@@ -264,9 +264,10 @@ func TestDeciderKilledMidChange(t *testing.T) {
 	defer cancel()
 	killed := make(chan struct{})
 	var once sync.Once
+	victim := h.procs[dec]
 	watchNominee(wctx, cli, func(n Nominee) {
 		if n.Name == "d" && n.MemberID != "" {
-			once.Do(func() { h.procs[dec].kill(); close(killed) })
+			once.Do(func() { victim.kill(); close(killed) })
 		}
 	})
 	h.start("d", "a", "b", "c")

@@ -305,12 +305,18 @@ func sameData(t *testing.T, cli *clientv3.Client, bound time.Duration) {
 			return false, err.Error()
 		}
 		rev := resp.Header.Revision
+		var ecs endpointClients
+		defer ecs.close()
 		hashes := map[string]uint32{}
 		for _, m := range ml.Members {
 			if len(m.ClientURLs) == 0 {
 				return false, "unstarted member " + m.Name
 			}
-			h, err := cli.HashKV(ctx, m.ClientURLs[0], rev)
+			c, err := ecs.get(m.ClientURLs[0])
+			if err != nil {
+				return false, err.Error()
+			}
+			h, err := c.HashKV(ctx, m.ClientURLs[0], rev)
 			if err != nil {
 				return false, fmt.Sprintf("%s: %v", m.Name, err)
 			}

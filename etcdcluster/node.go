@@ -36,6 +36,7 @@ type Node struct {
 
 	conn *etcd2topo.Conn
 	cli  *clientv3.Client
+	eps  endpointClients // per-member clients for Status calls
 
 	ctx    context.Context // the node's lifetime; Close cancels it
 	cancel context.CancelFunc
@@ -160,6 +161,7 @@ func (n *Node) Close() {
 	}
 	n.wg.Wait()
 	n.closeServer()
+	n.eps.close()
 	n.conn.Close()
 }
 

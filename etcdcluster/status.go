@@ -108,6 +108,8 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterS
 	if err != nil {
 		return nil, fmt.Errorf("etcdcluster: member list: %w", err)
 	}
+	var ecs endpointClients
+	defer ecs.close()
 	st := &ClusterStatus{IdealSize: DefaultIdealSize, Volunteers: []string{}}
 	voters, healthyVoters := 0, 0
 	leaderSeen := false
@@ -121,7 +123,7 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterS
 		}
 		if len(m.ClientURLs) > 0 {
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			sr, err := cli.Status(sctx, m.ClientURLs[0])
+			sr, err := ecs.status(sctx, m.ClientURLs[0])
 			cancel()
 			if err != nil {
 				ms.Error = err.Error()
