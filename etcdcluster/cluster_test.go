@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,6 +50,18 @@ func TestGrowShrink(t *testing.T) {
 	require.NoError(t, SetSize(ctx, cli, "", 3))
 	st := waitVoters(t, cli, bound, voterNames(t, cli, 3)...)
 	require.Len(t, st.Voters(), 3)
+	var removed []string
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		if !slices.Contains(st.Voters(), n) {
+			removed = append(removed, n)
+		}
+	}
+	require.Len(t, removed, 2)
+	for _, n := range removed {
+		eventually(t, bound, n+" stops its server and stays a client", func() (bool, string) {
+			return h.procs[n].logHas("this member was removed from the cluster"), ""
+		})
+	}
 	require.NotContains(t, st.Volunteers, "client")
 	require.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, st.Volunteers, "removed members keep volunteering as clients")
 	sameData(t, cli, bound)
@@ -56,6 +69,11 @@ func TestGrowShrink(t *testing.T) {
 	require.NoError(t, SetSize(ctx, cli, "", 5))
 	waitVoters(t, cli, bound, "a", "b", "c", "d", "e")
 	sameData(t, cli, bound)
+	for _, n := range removed {
+		// Re-added in the same process: its server bound the same ports
+		// again.
+		require.GreaterOrEqual(t, h.procs[n].logCount("embedded etcd server started", h.procs[n].cfg.ClientURL), 2, n)
+	}
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		require.True(t, h.procs[n].running(), "%s still runs", n)
 	}

@@ -285,6 +285,10 @@ func TestDeciderKilledMidChange(t *testing.T) {
 	waitVoters(t, cli, bound, alive...)
 	succ := deciderName(t, cli)
 	require.NotEqual(t, dec, succ)
+	sp := h.procs[succ]
+	require.True(t, sp.logHas("promoted learner to voter", "member=d") || sp.logHas("rolled back nominee", "member=d"),
+		"the successor finished or rolled back the change on d")
+	require.True(t, sp.logHas("decision: removed member", "member="+dec), "the successor removed the dead decider")
 	sameData(t, cli, bound)
 }
 

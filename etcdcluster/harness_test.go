@@ -202,21 +202,30 @@ func (p *proc) term(d time.Duration) error {
 	}
 }
 
-// logHas reports whether the node's log has a line containing s.
-func (p *proc) logHas(s string) bool {
+// logHas reports whether the node's log has a line containing every one
+// of ss.
+func (p *proc) logHas(ss ...string) bool { return p.logCount(ss...) > 0 }
+
+// logCount counts the node's log lines containing every one of ss.
+func (p *proc) logCount(ss ...string) int {
 	f, err := os.Open(p.log)
 	if err != nil {
-		return false
+		return 0
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
+	n := 0
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), s) {
-			return true
+		all := true
+		for _, s := range ss {
+			all = all && strings.Contains(sc.Text(), s)
+		}
+		if all {
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // client returns a member-list-following client on the named nodes.
