@@ -129,7 +129,9 @@ func TestStaleDeciderFenced(t *testing.T) {
 // TestCanRemoveKeepsQuorum: a removal must leave a quorum of reachable
 // voters in the new configuration and never removes the last voter.
 func TestCanRemoveKeepsQuorum(t *testing.T) {
-	m := func(id uint64) *etcdserverpb.Member { return &etcdserverpb.Member{ID: id, Name: string(rune('a' + id))} }
+	m := func(id uint64) *etcdserverpb.Member {
+		return &etcdserverpb.Member{ID: id, Name: string(rune('a' + id))}
+	}
 	d := &decider{}
 	v := &view{voters: []*etcdserverpb.Member{m(1), m(2), m(3)}}
 	// 1 dead, 2 leaving: removing 2 first would leave {1 dead, 3}: 1 of 2.
