@@ -419,8 +419,16 @@ func (d *decider) nominate(ctx context.Context, g *guard, vi volunteerInfo, vote
 	}
 	resp, err := n.cli.MemberAddAsLearner(ctx, []string{vi.PeerURL})
 	if err != nil {
-		// The record stays; the next step clears it (no learner) and
-		// decides again.
+		// Withdraw the record (if this fails, the next step clears it:
+		// there is no learner) and decide again next time.
+		_ = g.deleteNominee(ctx)
+		if errors.Is(err, rpctypes.ErrUnhealthy) {
+			// etcd refuses membership changes until its leader has been
+			// connected to every voter for 5 s (e.g. just after a
+			// promotion): an expected wait, not a failure.
+			n.log.Debug("decider: etcd defers adding a learner", "member", vi.Name, "err", err)
+			return nil
+		}
 		return fmt.Errorf("adding %s as a learner: %w", vi.Name, err)
 	}
 	d.seen[resp.Member.ID] = time.Now()

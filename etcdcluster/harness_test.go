@@ -70,7 +70,7 @@ func runChild(v string) int {
 
 // harness runs child nodes for one test.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	procs map[string]*proc
 	base  childConfig
@@ -85,7 +85,7 @@ type proc struct {
 	log  string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	h := &harness{t: t, dir: t.TempDir(), procs: map[string]*proc{}, base: childConfig{
 		VolunteerTTL: 2 * time.Second, DeciderTTL: 2 * time.Second,
 		NomineeTimeout: 20 * time.Second, CheckInterval: 200 * time.Millisecond,
@@ -168,6 +168,13 @@ func (p *proc) run() {
 	}()
 }
 
+// stopAll kills every node.
+func (h *harness) stopAll() {
+	for _, p := range h.procs {
+		p.kill()
+	}
+}
+
 func (p *proc) running() bool {
 	if p.done == nil {
 		return false
@@ -206,6 +213,18 @@ func (p *proc) term(d time.Duration) error {
 // of ss.
 func (p *proc) logHas(ss ...string) bool { return p.logCount(ss...) > 0 }
 
+// logLines returns the node's log lines containing s.
+func (p *proc) logLines(s string) []string {
+	b, _ := os.ReadFile(p.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // logCount counts the node's log lines containing every one of ss.
 func (p *proc) logCount(ss ...string) int {
 	f, err := os.Open(p.log)
@@ -243,7 +262,7 @@ func (h *harness) client(names ...string) *clientv3.Client {
 
 // eventually polls cond every 100 ms until it returns true or bound
 // passes; it then fails with the last description.
-func eventually(t *testing.T, bound time.Duration, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, bound time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(bound)
 	last := ""
@@ -274,7 +293,7 @@ func statusOf(cli *clientv3.Client) (*ClusterStatus, string) {
 
 // waitVoters waits until the started voters are exactly names, with no
 // learner and no nomination in flight, and all of them healthy.
-func waitVoters(t *testing.T, cli *clientv3.Client, bound time.Duration, names ...string) *ClusterStatus {
+func waitVoters(t testing.TB, cli *clientv3.Client, bound time.Duration, names ...string) *ClusterStatus {
 	t.Helper()
 	want := slices.Clone(names)
 	slices.Sort(want)
@@ -300,7 +319,7 @@ func waitVoters(t *testing.T, cli *clientv3.Client, bound time.Duration, names .
 
 // sameData waits until every member's key-value hash at one revision is
 // the same.
-func sameData(t *testing.T, cli *clientv3.Client, bound time.Duration) {
+func sameData(t testing.TB, cli *clientv3.Client, bound time.Duration) {
 	t.Helper()
 	eventually(t, bound, "identical data on every member", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
