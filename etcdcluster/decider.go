@@ -166,6 +166,7 @@ type view struct {
 	voters   []*etcdserverpb.Member
 	learners []*etcdserverpb.Member
 	vols     map[string]volunteerInfo // by name
+	leases   map[string]int64         // volunteer key leases, by name
 	size     int
 	nom      *Nominee
 }
@@ -184,7 +185,7 @@ func (d *decider) read(ctx context.Context) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &view{members: ml.Members, vols: map[string]volunteerInfo{}, size: DefaultIdealSize}
+	v := &view{members: ml.Members, vols: map[string]volunteerInfo{}, leases: map[string]int64{}, size: DefaultIdealSize}
 	for _, m := range ml.Members {
 		if m.IsLearner {
 			v.learners = append(v.learners, m)
@@ -201,6 +202,7 @@ func (d *decider) read(ctx context.Context) (*view, error) {
 		var vi volunteerInfo
 		if json.Unmarshal(kv.Value, &vi) == nil && vi.Name != "" {
 			v.vols[vi.Name] = vi
+			v.leases[vi.Name] = kv.Lease
 		}
 	}
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
@@ -282,7 +284,7 @@ func (d *decider) step(ctx context.Context, g *guard) error {
 	// 2. Remove a voter that stopped volunteering, dead ones first.
 	var gone []*etcdserverpb.Member
 	for _, m := range v.voters {
-		if !v.volunteering(m) {
+		if !v.volunteering(m) || d.leaseExpired(ctx, v.leases[m.Name]) {
 			gone = append(gone, m)
 		}
 	}
@@ -339,6 +341,22 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// leaseExpired reports whether the lease of a volunteer key expired at
+// least a second ago by the etcd leader's clock while etcd has not yet
+// deleted the key: etcd revokes an expired lease only every 500 ms and,
+// when a revocation attempt fails, retries it 3 s later, so a dead node's
+// key can outlive its TTL by seconds. An expired lease can no longer be
+// renewed, so its key counts as withdrawn.
+func (d *decider) leaseExpired(ctx context.Context, id int64) bool {
+	if id == 0 {
+		return false
+	}
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := d.n.cli.TimeToLive(tctx, clientv3.LeaseID(id))
+	return err == nil && resp.TTL < 0
 }
 
 // canRemove reports whether removing voter m keeps a quorum of healthy

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/topokit/topokit/internal/etcdembed"
 )
@@ -58,7 +59,7 @@ func runChild(v string) int {
 		Seeds: cc.Seeds, ClientOnly: cc.ClientOnly,
 		VolunteerTTL: cc.VolunteerTTL, DeciderTTL: cc.DeciderTTL,
 		NomineeTimeout: cc.NomineeTimeout, CheckInterval: cc.CheckInterval,
-		TickMs: 10, ElectionMs: 100, NoFsync: true, Logger: lg,
+		TickMs: 10, ElectionMs: 100, NoFsync: true, Logger: lg, EtcdLogger: etcdLogger(),
 	})
 	if err != nil {
 		lg.Error("node ended", "err", err)
@@ -66,6 +67,22 @@ func runChild(v string) int {
 	}
 	lg.Info("node ended cleanly")
 	return 0
+}
+
+// etcdLogger returns a logger of the embedded server's warnings to
+// stderr, or nil when ETCDCLUSTER_TEST_ETCDLOG is unset.
+func etcdLogger() *zap.Logger {
+	if os.Getenv("ETCDCLUSTER_TEST_ETCDLOG") == "" {
+		return nil
+	}
+	c := zap.NewProductionConfig()
+	c.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+	c.OutputPaths, c.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	l, err := c.Build()
+	if err != nil {
+		return nil
+	}
+	return l
 }
 
 // harness runs child nodes for one test.
