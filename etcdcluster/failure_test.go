@@ -358,3 +358,44 @@ func TestGracefulLeave(t *testing.T) {
 	require.True(t, h.procs[dec].logHas("decision: removed member"), "the leaving decider removed itself")
 	require.True(t, h.procs[dec].logHas("node ended cleanly"))
 }
+
+// TestRemovedMemberSurvivesStatusCalls removes a member while every
+// member's status is asked for in a tight loop: etcd's panic on a status
+// request racing the member's own removal (etcd-io/etcd#21966) must not
+// crash the node, which keeps running as a client.
+func TestRemovedMemberSurvivesStatusCalls(t *testing.T) {
+	h := newHarness(t)
+	h.start("a")
+	h.start("b", "a")
+	h.start("c", "a")
+	cli := h.client("a", "b", "c")
+	waitVoters(t, cli, bound, "a", "b", "c")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, n := range []string{"a", "b", "c"} {
+		ep := h.procs[n].cfg.ClientURL
+		for range 4 {
+			wg.Go(func() {
+				var ecs endpointClients
+				defer ecs.close()
+				for ctx.Err() == nil {
+					sctx, c := context.WithTimeout(ctx, 200*time.Millisecond)
+					_, _ = ecs.status(sctx, ep)
+					c()
+				}
+			})
+		}
+	}
+	require.NoError(t, SetSize(context.Background(), cli, "", 1))
+	names := voterNames(t, cli, 1)
+	cancel()
+	for _, n := range []string{"a", "b", "c"} {
+		require.True(t, h.procs[n].running(), "%s still runs", n)
+		if n != names[0] {
+			require.True(t, h.procs[n].logHas("this member was removed from the cluster"), n)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
@@ -427,7 +430,7 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 		ec.ElectionMs = cfg.ElectionMs
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.EtcdLogger)
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.EtcdLogger.WithOptions(zap.WithPanicHook(removalRaceHook{})))
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcdcluster: starting the embedded etcd server %s: %w", cfg.Name, err)
@@ -437,6 +440,23 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	n.mu.Unlock()
 	n.log.Info("embedded etcd server started", "member", fmt.Sprintf("%x", n.srvID), "client", cfg.AdvertiseClientURL, "peer", cfg.AdvertisePeerURL)
 	return nil
+}
+
+// removalRaceHook is the embedded server's panic hook. etcd v3.7 panics
+// (through its logger) when a request handler asks whether the local
+// member is a learner while the member's own removal is being applied
+// (etcd-io/etcd#21966: Maintenance/Status, the learner interceptors and
+// the health handler), which would crash the whole host process on a
+// routine removal. For that one message the hook ends only the request's
+// goroutine (runtime.Goexit: deferred unlocks run, the request gets no
+// answer); every other etcd panic stays a panic.
+type removalRaceHook struct{}
+
+func (removalRaceHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
+	if ce.Message == "failed to find local ID in cluster members" {
+		runtime.Goexit()
+	}
+	panic(ce.Message)
 }
 
 // closeServer stops the embedded server, if any, releasing its ports.
