@@ -103,7 +103,7 @@ func (d *decider) reconcileLocked() {
 		_ = lock.Unlock(uctx)
 	}()
 	g := &guard{d: d, lock: lock}
-	if err := d.step(ctx, g); err != nil && !errors.Is(err, errNotLeading) {
+	if err := d.step(ctx, g); err != nil && !errors.Is(err, errNotLeading) && !errors.Is(err, errDeferred) {
 		n.log.Warn("decider: step failed", "err", err)
 	}
 }
@@ -159,6 +159,11 @@ func (g *guard) deleteNominee(ctx context.Context) error {
 	}
 	return nil
 }
+
+// errDeferred is returned by a step whose change etcd deferred (its
+// leader has not been connected to the voters long enough); the next step
+// tries again.
+var errDeferred = errors.New("etcdcluster: change deferred by etcd")
 
 // view is what one step decides on.
 type view struct {
@@ -473,6 +478,12 @@ func (d *decider) removeMember(ctx context.Context, g *guard, m *etcdserverpb.Me
 		return err
 	}
 	_, err := d.n.cli.MemberRemove(ctx, m.ID)
+	if errors.Is(err, rpctypes.ErrUnhealthy) {
+		// etcd's own check: the leader must have been connected to a
+		// quorum of the remaining voters for 5 s. Try again later.
+		d.n.log.Debug("decider: etcd defers removing a member", "member", m.Name, "err", err)
+		return errDeferred
+	}
 	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
 		return fmt.Errorf("removing %s (%x): %w", m.Name, m.ID, err)
 	}

@@ -393,9 +393,11 @@ func TestRemovedMemberSurvivesStatusCalls(t *testing.T) {
 	names := voterNames(t, cli, 1)
 	cancel()
 	for _, n := range []string{"a", "b", "c"} {
-		require.True(t, h.procs[n].running(), "%s still runs", n)
 		if n != names[0] {
-			require.True(t, h.procs[n].logHas("this member was removed from the cluster"), n)
+			eventually(t, bound, n+" notices its removal", func() (bool, string) {
+				return h.procs[n].logHas("this member was removed from the cluster"), ""
+			})
 		}
+		require.True(t, h.procs[n].running(), "%s still runs", n)
 	}
 }
