@@ -163,9 +163,11 @@ func (n *Node) Close() {
 		p.Stop()
 	}
 	n.wg.Wait()
-	n.closeServer()
+	// Clients first: the embedded server's Close waits for open client
+	// streams (the Conn's lease keepalives and watches) to end.
 	n.eps.close()
 	n.conn.Close()
+	n.closeServer()
 }
 
 // Leave leaves the cluster gracefully: it withdraws the volunteer key;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,18 +35,70 @@ func TestConfigRefused(t *testing.T) {
 // cluster.
 func startLocal(t *testing.T, name string) *Node {
 	t.Helper()
+	return startCfg(t, localConfig(t, name))
+}
+
+func localConfig(t *testing.T, name string) Config {
 	addrs, err := etcdembed.FreeAddrs(2)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := Start(ctx, Config{
+	return Config{
 		Name: name, DataDir: t.TempDir(), ClientURL: "http://" + addrs[0], PeerURL: "http://" + addrs[1],
 		TickMs: 10, ElectionMs: 100, NoFsync: true, CheckInterval: 100 * time.Millisecond,
 		VolunteerTTL: 2 * time.Second, DeciderTTL: 2 * time.Second,
-	})
+	}
+}
+
+func startCfg(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Start(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(n.Close)
 	return n
+}
+
+// TestRestartInSameProcess closes a node and starts it again in the same
+// process with the same configuration: the server binds the same ports
+// again and keeps its data. A second node on ports in use is refused with
+// an "address already in use" error.
+func TestRestartInSameProcess(t *testing.T) {
+	cfg := localConfig(t, "r")
+	n := startCfg(t, cfg)
+	ctx := context.Background()
+	_, err := n.Client().Put(ctx, "k", "v")
+	require.NoError(t, err)
+
+	other := cfg
+	other.Name, other.DataDir = "other", t.TempDir()
+	_, err = Start(ctx, other)
+	require.ErrorContains(t, err, "address already in use")
+
+	n.Close()
+	n = startCfg(t, cfg)
+	eventually(t, bound, "the restarted member serves", func() (bool, string) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		resp, err := n.Client().Get(cctx, "k")
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == "v", fmt.Sprint(resp.Kvs)
+	})
+	require.True(t, n.IsMember())
+}
+
+// TestLastMemberLeave: the last member leaves without being removed and
+// keeps its data, so that it can be started again.
+func TestLastMemberLeave(t *testing.T) {
+	cfg := localConfig(t, "last")
+	n := startCfg(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, n.Leave(ctx))
+	require.True(t, hasMemberData(cfg.DataDir))
+	n = startCfg(t, cfg)
+	require.True(t, n.IsMember())
 }
 
 // TestStatusAndSetSize: a bootstrapped node is the only voter, the
