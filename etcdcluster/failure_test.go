@@ -344,7 +344,9 @@ func TestGracefulLeave(t *testing.T) {
 		return st != nil && slices.Contains(st.Volunteers, "d"), desc
 	})
 	wasLeader := st.Leader == dec
+	t.Logf("SIGTERM %s at %s", dec, time.Now().UTC().Format("15:04:05.000"))
 	require.NoError(t, h.procs[dec].term(bound))
+	t.Logf("exited at %s", time.Now().UTC().Format("15:04:05.000"))
 	var rest []string
 	for _, n := range []string{"a", "b", "c", "d"} {
 		if n != dec {

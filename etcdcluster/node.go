@@ -282,6 +282,17 @@ func (n *Node) memberStep() {
 	if srv != nil {
 		if !containsID(ml.Members, id) {
 			n.log.Info("this member was removed from the cluster: stopping its server, continuing as a client", "member", fmt.Sprintf("%x", id))
+			// Move the client's streams off this server first: its Close
+			// waits for open streams to end.
+			var eps []string
+			for _, m := range ml.Members {
+				if m.Name != "" && !m.IsLearner {
+					eps = append(eps, m.ClientURLs...)
+				}
+			}
+			if len(eps) > 0 {
+				n.cli.SetEndpoints(eps...)
+			}
 			n.closeServer()
 			n.moveDataAside()
 			srv = nil
