@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -402,4 +403,32 @@ func TestRemovedMemberSurvivesStatusCalls(t *testing.T) {
 		}
 		require.True(t, h.procs[n].running(), "%s still runs", n)
 	}
+}
+
+// TestLostDataRejoins restarts a killed voter with an empty data
+// directory (same name and URLs): its old member, which can never run
+// again, is removed and the node joins afresh as a new member.
+func TestLostDataRejoins(t *testing.T) {
+	h := newHarness(t)
+	h.start("a")
+	h.start("b", "a")
+	h.start("c", "a")
+	cli := h.client("a", "b")
+	before := waitVoters(t, cli, bound, "a", "b", "c")
+	c := h.procs["c"]
+	c.kill()
+	require.NoError(t, os.RemoveAll(c.cfg.DataDir))
+	c.cfg.Seeds = []string{h.procs["a"].cfg.ClientURL}
+	c.run()
+	after := waitVoters(t, cli, bound, "a", "b", "c")
+	id := func(st *ClusterStatus) string {
+		for _, m := range st.Members {
+			if m.Name == "c" {
+				return m.ID
+			}
+		}
+		return ""
+	}
+	require.NotEqual(t, id(before), id(after), "c joined as a new member")
+	sameData(t, cli, bound)
 }

@@ -308,6 +308,19 @@ func (n *Node) memberStep() {
 	if n.cfg.ClientOnly || n.leaving.Load() {
 		return
 	}
+	if srv == nil && slices.ContainsFunc(ml.Members, func(m *etcdserverpb.Member) bool {
+		return m.Name != "" && slices.Contains(m.PeerURLs, n.cfg.AdvertisePeerURL)
+	}) {
+		// A started member with our peer URL, and no data here: this
+		// node's earlier member, whose data is gone. It can never run
+		// again, so withdraw the volunteer key until the decider removes
+		// it, then volunteer afresh.
+		resp, err := n.cli.Delete(ctx, n.k.volunteer(n.cfg.Name))
+		if err == nil && resp.Deleted > 0 {
+			n.log.Warn("this node's earlier member is still listed but its data is gone: withdrawing until it is removed")
+		}
+		return
+	}
 	n.keepVolunteer(ctx, srv != nil)
 	if srv != nil {
 		return
