@@ -26,7 +26,10 @@
 // moves its data aside (DataDir/member.removed-<ns>) and keeps running as a
 // client and volunteer; if nominated again it starts a new server on the
 // same ports in the same process. A server that stopped on its own while
-// still a member is restarted from its data.
+// still a member is restarted from its data. A node with no data whose
+// earlier member (same peer URL) is still listed withdraws its volunteer
+// key until the decider removes that member, then volunteers afresh: a
+// member whose data is gone never runs again under its old identity.
 //
 // # The decider
 //
@@ -46,7 +49,10 @@
 //     with no learner (promoted or never added by a decider that died) is
 //     deleted.
 //  2. A voter whose volunteer key expired or was withdrawn is removed,
-//     unreachable ones first.
+//     unreachable ones first. A key whose lease already expired by the
+//     etcd leader's clock (TimeToLive below zero) counts as gone even
+//     before etcd deletes it: etcd retries a failed lease revocation only
+//     every 3 s.
 //  3. Fewer voters than the ideal size and a volunteer that is not a
 //     member: the first such volunteer by name is nominated (nominee
 //     record) and added as a LEARNER (MemberAddAsLearner).
@@ -73,6 +79,23 @@
 // idempotent steps above (a stale add is a learner its successor promotes
 // or rolls back; a stale remove is checked by etcd's strict reconfig check
 // against quorum loss).
+//
+// etcd's own reconfiguration checks also apply: it refuses a member
+// change until its leader has been connected to the voters for 5 s (e.g.
+// right after a promotion or a leadership move); the decider then simply
+// tries again next time.
+//
+// # Known etcd defects worked around
+//
+//   - etcd v3.7 panics, through its logger, when a request (Status, a
+//     learner-checked RPC, the health endpoint) reaches a member while its
+//     own removal is being applied (etcd-io/etcd#21966); the embedded
+//     server's logger gets a panic hook that ends only that request's
+//     goroutine for that one message, so a routine removal does not crash
+//     the host process.
+//   - clientv3's per-endpoint maintenance dial reads the client's endpoint
+//     list without its lock, racing with SetEndpoints; per-member calls
+//     (Status) therefore use clients of their own.
 //
 // # Keys
 //

@@ -89,7 +89,7 @@ func deciderName(t *testing.T, cli *clientv3.Client) string {
 
 // TestKillVoterReplaced kills -9 a voter of a 3-member cluster while a
 // spare volunteer runs: the dead member is removed and the volunteer
-// promoted. A writer and a reader run throughout through a topokit Conn
+// promoted; a client-only node seeded with the killed member follows. A writer and a reader run throughout through a topokit Conn
 // whose only seed was the killed member; porcupine finds the history
 // linearizable and the last acknowledged write is read at the end.
 func TestKillVoterReplaced(t *testing.T) {
@@ -165,8 +165,17 @@ func TestKillVoterReplaced(t *testing.T) {
 	})
 	eventually(t, bound, "writes before the kill", func() (bool, string) { return acked.Load() >= 20, "" })
 
+	h.startClientOnly("cl", "b")
+	eventually(t, bound, "the client-only node follows the member list", func() (bool, string) {
+		return h.procs["cl"].logHas("following member list", h.procs["c"].cfg.ClientURL), ""
+	})
 	h.procs["b"].kill()
 	waitVoters(t, cli, bound, "a", "c", "d")
+	eventually(t, bound, "the client-only node follows the replacement", func() (bool, string) {
+		return h.procs["cl"].logHas("following member list", h.procs["d"].cfg.ClientURL), ""
+	})
+	require.True(t, h.procs["cl"].running())
+	require.False(t, h.procs["cl"].logHas("volunteering"), "a client-only node never volunteers")
 	before := acked.Load()
 	eventually(t, bound, "writes after the replacement", func() (bool, string) { return acked.Load() >= before+20, "" })
 	close(stop)
