@@ -441,3 +441,24 @@ func TestLostDataRejoins(t *testing.T) {
 	require.NotEqual(t, id(before), id(after), "c joined as a new member")
 	sameData(t, cli, bound)
 }
+
+// TestRemovedWhileDownRejoins kills a voter, lets the decider remove it,
+// and restarts it from its (now stale) data directory: it finds itself
+// removed, moves its data aside and joins afresh.
+func TestRemovedWhileDownRejoins(t *testing.T) {
+	h := newHarness(t)
+	h.start("a")
+	h.start("b", "a")
+	h.start("c", "a")
+	cli := h.client("a", "b")
+	waitVoters(t, cli, bound, "a", "b", "c")
+	c := h.procs["c"]
+	c.kill()
+	waitVoters(t, cli, bound, "a", "b")
+	c.cfg.Seeds = []string{h.procs["a"].cfg.ClientURL}
+	c.run()
+	waitVoters(t, cli, bound, "a", "b", "c")
+	require.True(t, c.logHas("restarting the member from its data"))
+	require.True(t, c.logHas("moved removed member data aside"))
+	sameData(t, cli, bound)
+}
