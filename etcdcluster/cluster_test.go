@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo/etcd2topo"
 )
 
 const bound = 60 * time.Second
@@ -27,12 +29,18 @@ func put(t *testing.T, h *harness, names []string, kvs map[string]string) {
 // TestGrowShrink grows a cluster 1 -> 3 -> 5 by starting volunteers and
 // raising the ideal size, shrinks it 5 -> 3 by lowering it, and grows it
 // back to 5 (re-adding removed members, whose servers restart in the same
-// process on the same ports). A client-only node never volunteers.
+// process on the same ports). A client-only node never volunteers. A
+// writer and a reader run throughout through a topokit Conn; porcupine
+// finds the history linearizable.
 func TestGrowShrink(t *testing.T) {
 	h := newHarness(t)
 	h.start("a")
 	cli := h.client("a")
 	put(t, h, []string{"a"}, map[string]string{"k1": "v1"})
+	conn, err := OpenConn(etcd2topo.Options{Endpoints: []string{h.procs["a"].cfg.ClientURL}, DialTimeout: time.Second}, "/test", 200*time.Millisecond)
+	require.NoError(t, err)
+	defer conn.Close()
+	w := startRegister(t, conn)
 	h.start("b", "a")
 	h.start("c", "a")
 	waitVoters(t, cli, bound, "a", "b", "c")
@@ -69,6 +77,8 @@ func TestGrowShrink(t *testing.T) {
 	require.NoError(t, SetSize(ctx, cli, "", 5))
 	waitVoters(t, cli, bound, "a", "b", "c", "d", "e")
 	sameData(t, cli, bound)
+	w.waitAcked(t, w.acked.Load()+20)
+	w.check(t, conn)
 	for _, n := range removed {
 		// Re-added in the same process: its server bound the same ports
 		// again.

@@ -72,6 +72,106 @@ func watchNominee(ctx context.Context, cli *clientv3.Client, f func(Nominee)) {
 	}()
 }
 
+// register is a writer and a reader of one register ("reg") through a
+// topokit Conn, recording a history for porcupine.
+type register struct {
+	hist      *history
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	lastAcked atomic.Int64
+	acked     atomic.Int64
+}
+
+// startRegister creates "reg" and starts the writer (unconditional
+// updates of increasing values) and the reader.
+func startRegister(t *testing.T, conn topoConn) *register {
+	t.Helper()
+	ctx := context.Background()
+	_, err := conn.Create(ctx, "reg", []byte("0"))
+	require.NoError(t, err)
+	w := &register{hist: &history{start: time.Now()}, stop: make(chan struct{})}
+	w.wg.Go(func() { // writer
+		for i := 1; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			call := w.hist.now()
+			octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := conn.Update(octx, "reg", []byte(strconv.Itoa(i)), nil)
+			cancel()
+			ret := w.hist.now()
+			if err != nil {
+				ret = math.MaxInt64 // outcome unknown: may take effect any time later
+			} else {
+				w.lastAcked.Store(int64(i))
+				w.acked.Add(1)
+			}
+			w.hist.add(porcupine.Operation{ClientId: 0, Input: regInput{true, i}, Call: call, Output: regOutput{}, Return: ret})
+		}
+	})
+	w.wg.Go(func() { // reader
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			call := w.hist.now()
+			octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			data, _, err := conn.Get(octx, "reg")
+			cancel()
+			ret := w.hist.now()
+			if err != nil {
+				continue // a failed read has no effect
+			}
+			v, err := strconv.Atoi(string(data))
+			if err != nil {
+				panic(err)
+			}
+			w.hist.add(porcupine.Operation{ClientId: 1, Input: regInput{false, 0}, Call: call, Output: regOutput{v}, Return: ret})
+		}
+	})
+	t.Cleanup(w.halt)
+	return w
+}
+
+func (w *register) halt() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	w.wg.Wait()
+}
+
+// waitAcked waits until n writes were acknowledged.
+func (w *register) waitAcked(t *testing.T, n int64) {
+	t.Helper()
+	eventually(t, bound, fmt.Sprintf("%d acknowledged writes", n), func() (bool, string) {
+		return w.acked.Load() >= n, fmt.Sprint(w.acked.Load())
+	})
+}
+
+// check stops the workload and checks its history: linearizable, and the
+// last acknowledged write (or a later one) is read at the end.
+func (w *register) check(t *testing.T, conn topoConn) {
+	t.Helper()
+	w.halt()
+	res, info := porcupine.CheckOperationsVerbose(registerModel, w.hist.ops, time.Minute)
+	require.Equal(t, porcupine.Ok, res, "history of %d operations is not linearizable: %v", len(w.hist.ops), info)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	data, _, err := conn.Get(ctx, "reg")
+	require.NoError(t, err)
+	final, _ := strconv.Atoi(string(data))
+	require.GreaterOrEqual(t, int64(final), w.lastAcked.Load(), "the last acknowledged write is missing")
+	t.Logf("register: %d operations, %d acknowledged writes, linearizable", len(w.hist.ops), w.acked.Load())
+}
+
+type topoConn = *etcd2topo.Conn
+
 // deciderName returns the name of the current decider.
 func deciderName(t *testing.T, cli *clientv3.Client) string {
 	t.Helper()
@@ -112,58 +212,8 @@ func TestKillVoterReplaced(t *testing.T) {
 		eps := conn.Client().Endpoints()
 		return len(eps) == 3, fmt.Sprint(eps)
 	})
-	ctx := context.Background()
-	_, err = conn.Create(ctx, "reg", []byte("0"))
-	require.NoError(t, err)
-
-	hist := &history{start: time.Now()}
-	stop := make(chan struct{})
-	var lastAcked, acked atomic.Int64
-	var wg sync.WaitGroup
-	wg.Go(func() { // writer
-		for i := 1; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			call := hist.now()
-			octx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := conn.Update(octx, "reg", []byte(strconv.Itoa(i)), nil)
-			cancel()
-			ret := hist.now()
-			if err != nil {
-				ret = math.MaxInt64 // outcome unknown: may take effect any time later
-			} else {
-				lastAcked.Store(int64(i))
-				acked.Add(1)
-			}
-			hist.add(porcupine.Operation{ClientId: 0, Input: regInput{true, i}, Call: call, Output: regOutput{}, Return: ret})
-		}
-	})
-	wg.Go(func() { // reader
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			call := hist.now()
-			octx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			data, _, err := conn.Get(octx, "reg")
-			cancel()
-			ret := hist.now()
-			if err != nil {
-				continue // a failed read has no effect
-			}
-			v, err := strconv.Atoi(string(data))
-			if err != nil {
-				panic(err)
-			}
-			hist.add(porcupine.Operation{ClientId: 1, Input: regInput{false, 0}, Call: call, Output: regOutput{v}, Return: ret})
-		}
-	})
-	eventually(t, bound, "writes before the kill", func() (bool, string) { return acked.Load() >= 20, "" })
+	w := startRegister(t, conn)
+	w.waitAcked(t, 20)
 
 	h.startClientOnly("cl", "b")
 	eventually(t, bound, "the client-only node follows the member list", func() (bool, string) {
@@ -176,18 +226,8 @@ func TestKillVoterReplaced(t *testing.T) {
 	})
 	require.True(t, h.procs["cl"].running())
 	require.False(t, h.procs["cl"].logHas("volunteering"), "a client-only node never volunteers")
-	before := acked.Load()
-	eventually(t, bound, "writes after the replacement", func() (bool, string) { return acked.Load() >= before+20, "" })
-	close(stop)
-	wg.Wait()
-
-	res, info := porcupine.CheckOperationsVerbose(registerModel, hist.ops, time.Minute)
-	require.Equal(t, porcupine.Ok, res, "history of %d operations is not linearizable: %v", len(hist.ops), info)
-
-	data, _, err := conn.Get(ctx, "reg")
-	require.NoError(t, err)
-	final, _ := strconv.Atoi(string(data))
-	require.GreaterOrEqual(t, int64(final), lastAcked.Load(), "the last acknowledged write is missing")
+	w.waitAcked(t, w.acked.Load()+20)
+	w.check(t, conn)
 	require.True(t, h.procs["a"].logHas("decision: removed member") || h.procs["c"].logHas("decision: removed member") || h.procs["d"].logHas("decision: removed member"))
 	sameData(t, cli, bound)
 }

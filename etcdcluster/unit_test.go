@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
@@ -200,4 +202,22 @@ func TestCanRemoveKeepsQuorum(t *testing.T) {
 	// The last voter.
 	ok, _ = d.canRemove(&view{voters: []*etcdserverpb.Member{m(1)}}, m(1), map[uint64]bool{1: true})
 	require.False(t, ok)
+}
+
+// TestRegisterModelFindsAnomalies: the porcupine model the cluster tests
+// use rejects a stale read and a lost acknowledged write, and accepts an
+// ambiguous write that took effect.
+func TestRegisterModelFindsAnomalies(t *testing.T) {
+	w := func(v int, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: 0, Input: regInput{true, v}, Call: call, Output: regOutput{}, Return: ret}
+	}
+	r := func(v int, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: 1, Input: regInput{false, 0}, Call: call, Output: regOutput{v}, Return: ret}
+	}
+	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(registerModel,
+		[]porcupine.Operation{w(1, 0, 1), w(2, 2, 3), r(1, 4, 5)}, time.Second), "stale read")
+	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(registerModel,
+		[]porcupine.Operation{w(1, 0, 1), r(0, 2, 3)}, time.Second), "lost write")
+	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(registerModel,
+		[]porcupine.Operation{w(1, 0, math.MaxInt64), r(0, 1, 2), r(1, 3, 4)}, time.Second), "ambiguous write")
 }
