@@ -409,6 +409,7 @@ func TestGracefulLeave(t *testing.T) {
 	}
 	require.True(t, h.procs[dec].logHas("decision: removed member"), "the leaving decider removed itself")
 	require.True(t, h.procs[dec].logHas("node ended cleanly"))
+	require.False(t, hasMemberData(h.procs[dec].cfg.DataDir), "the removed member's data was moved aside")
 }
 
 // TestRemovedMemberSurvivesStatusCalls removes a member while every

@@ -198,20 +198,25 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.log.Info("leaving the cluster")
 	var err error
+	removed := false
 	if srv != nil {
-		err = n.waitRemoved(ctx, srv, id)
+		removed, err = n.waitRemoved(ctx, srv, id)
 	}
 	n.Close()
+	if removed {
+		n.moveDataAside()
+	}
 	return err
 }
 
 // waitRemoved moves leadership away and waits for the member's removal.
-func (n *Node) waitRemoved(ctx context.Context, srv *embed.Etcd, id uint64) error {
+// It reports whether the member was removed (false for the last member).
+func (n *Node) waitRemoved(ctx context.Context, srv *embed.Etcd, id uint64) (bool, error) {
 	for {
 		ml, err := n.cli.MemberList(ctx)
 		if err == nil {
 			if !containsID(ml.Members, id) {
-				return nil
+				return true, nil
 			}
 			others := 0
 			var target uint64
@@ -223,7 +228,7 @@ func (n *Node) waitRemoved(ctx context.Context, srv *embed.Etcd, id uint64) erro
 			}
 			if others == 0 {
 				n.log.Info("last member: stopping without removal")
-				return nil
+				return false, nil
 			}
 			if srv.Server.Lead() == id {
 				if err := n.moveLeader(ctx, target); err != nil {
@@ -233,7 +238,7 @@ func (n *Node) waitRemoved(ctx context.Context, srv *embed.Etcd, id uint64) erro
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("etcdcluster: waiting for removal: %w", ctx.Err())
+			return false, fmt.Errorf("etcdcluster: waiting for removal: %w", ctx.Err())
 		case <-time.After(n.cfg.CheckInterval):
 		}
 	}
