@@ -24,6 +24,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
@@ -462,10 +465,13 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.EtcdLogger.WithOptions(zap.WithPanicHook(removalRaceHook{})))
+	ref := new(atomic.Pointer[embed.Etcd])
+	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverWhileStopping(ref))}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcdcluster: starting the embedded etcd server %s: %w", cfg.Name, err)
 	}
+	ref.Store(e)
 	n.mu.Lock()
 	n.srv, n.srvID = e, uint64(e.Server.MemberID())
 	n.mu.Unlock()
@@ -488,6 +494,33 @@ func (removalRaceHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
 		runtime.Goexit()
 	}
 	panic(ce.Message)
+}
+
+// recoverWhileStopping is a unary interceptor of the embedded server that
+// turns a panic of a request handler into an Unavailable answer when the
+// server is stopping. etcd v3.7 closes its backend on shutdown (e.g. after
+// the member's removal) without waiting for in-flight readers, so a Status
+// request in that window dereferences a nil bbolt transaction
+// (etcd-io/etcd#22189) and would crash the host process. A panic while the
+// server is not stopping is not recovered.
+func recoverWhileStopping(ref *atomic.Pointer[embed.Etcd]) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				e := ref.Load()
+				if e == nil {
+					panic(r)
+				}
+				select {
+				case <-e.Server.StoppingNotify():
+					resp, err = nil, status.Error(codes.Unavailable, "etcdcluster: the member is stopping")
+				default:
+					panic(r)
+				}
+			}
+		}()
+		return handler(ctx, req)
+	}
 }
 
 // closeServer stops the embedded server, if any, releasing its ports.
