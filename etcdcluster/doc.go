@@ -1,0 +1,137 @@
+// Package etcdcluster runs a self-clustering embedded etcd: every instance
+// of a program embeds a node, and the nodes form, grow and shrink a real
+// etcd cluster (go.etcd.io/etcd/server/v3/embed) to an ideal size stored in
+// the cluster, with no separate etcd deployment.
+//
+// # Nodes
+//
+// A node is started (Start, or Run for a whole life ending in a graceful
+// leave) with a name, client and peer URLs (listened on, and advertised
+// ones), a data directory and optional seeds (client URLs of any running
+// member):
+//
+//   - member data in the data directory: the node restarts that member
+//     (and is a client of the cluster through it and the seeds);
+//   - no data and no seeds: it bootstraps a new one-member cluster;
+//   - seeds: it is a client of the cluster and, unless ClientOnly,
+//     volunteers to be a member.
+//
+// Every node that is not ClientOnly keeps a volunteer key on a lease of
+// Config.VolunteerTTL and campaigns for the decider leadership. A member
+// also advertises its client URL under the same lease. A node that finds
+// itself nominated, and added to the member list as a learner that never
+// started, starts its embedded server with initial-cluster-state=existing
+// and an initial cluster built from the member list. A node whose member
+// was removed (it is no longer in the member list) stops its server,
+// moves its data aside (DataDir/member.removed-<ns>) and keeps running as a
+// client and volunteer; if nominated again it starts a new server on the
+// same ports in the same process. A server that stopped on its own while
+// still a member is restarted from its data. A node with no data whose
+// earlier member (same peer URL) is still listed withdraws its volunteer
+// key until the decider removes that member, then volunteers afresh: a
+// member whose data is gone never runs again under its old identity.
+//
+// # The decider
+//
+// One node at a time is the decider, elected through topokit's own etcd
+// election (etcd2topo's NewLeaderParticipation on the node's Conn rooted at
+// the prefix), not by asking which member is the Raft leader. While it
+// leads, every Config.CheckInterval, it takes the membership lock
+// (etcd2topo LockName, on a lease of Config.DeciderTTL) and makes at most
+// ONE membership change, the first that applies of:
+//
+//  1. A change in flight. A learner with no matching nominee record, or
+//     whose volunteer key is gone, is removed (rollback). A started
+//     learner is promoted (MemberPromote); etcd refuses until the learner
+//     has caught up with the leader, and the decider tries again next
+//     time. A learner not promoted within Config.NomineeTimeout of the
+//     decider first seeing it is removed (rollback). A nominee record
+//     with no learner (promoted or never added by a decider that died) is
+//     deleted.
+//  2. A voter whose volunteer key expired or was withdrawn is removed,
+//     unreachable ones first. A key whose lease already expired by the
+//     etcd leader's clock (TimeToLive below zero) counts as gone even
+//     before etcd deletes it: etcd retries a failed lease revocation only
+//     every 3 s.
+//  3. Fewer voters than the ideal size and a volunteer that is not a
+//     member: the first such volunteer by name is nominated (nominee
+//     record) and added as a LEARNER (MemberAddAsLearner).
+//  4. More voters than the ideal size: one voter is removed, preferring
+//     unreachable ones, then not the Raft leader, then not the decider's
+//     own member.
+//
+// Every removal keeps a quorum of reachable voters in the new
+// configuration (a voter is reachable when it answers a status request
+// within a second) and never removes the last voter; adding a learner does
+// not change the quorum. Each step is computed from the current member
+// list and keys, so a decider that dies mid-step leaves nothing its
+// successor cannot finish or roll back.
+//
+// Fencing: before every member API call (add, promote, remove) the decider
+// checks that its leadership context is alive, that the membership lock is
+// held, and -- through a linearizable etcd transaction -- that its
+// candidate key still exists with the CreateRevision it won with (the
+// election's lowest CreateRevision wins, and no lower one can appear).
+// Writes of the nominee record are conditional on that same compare in
+// the same transaction. etcd's member API cannot take such a compare, so a
+// decider paused for longer than DeciderTTL between its check and its
+// call can still make one stale call; the consequence is bounded by the
+// idempotent steps above (a stale add is a learner its successor promotes
+// or rolls back; a stale remove is checked by etcd's strict reconfig check
+// against quorum loss).
+//
+// etcd's own reconfiguration checks also apply: it refuses a member
+// change until its leader has been connected to the voters for 5 s (e.g.
+// right after a promotion or a leadership move); the decider then simply
+// tries again next time.
+//
+// # Known etcd defects worked around
+//
+//   - etcd v3.7 panics, through its logger, when a request (Status, a
+//     learner-checked RPC, the health endpoint) reaches a member while its
+//     own removal is being applied (etcd-io/etcd#21966); the embedded
+//     server's logger gets a panic hook that ends only that request's
+//     goroutine for that one message, so a routine removal does not crash
+//     the host process.
+//   - clientv3's per-endpoint maintenance dial reads the client's endpoint
+//     list without its lock, racing with SetEndpoints; per-member calls
+//     (Status) therefore use clients of their own.
+//
+// # Keys
+//
+// Under Config.Prefix (default DefaultPrefix, "/topokit/cluster"):
+//
+//	<prefix>/size                   ideal number of voters, decimal (absent: 3)
+//	<prefix>/volunteers/<name>      JSON {name, peerURL, clientURL}, on the node's lease
+//	<prefix>/endpoints/<name>       a member's advertised client URL, on the node's lease
+//	<prefix>/nominee                JSON Nominee: the learner addition in flight
+//	<prefix>/elections/decider/...  topokit election candidates (decider ids "<name>/<nonce>")
+//	<prefix>/membership/locks/...   topokit lock serialising membership changes
+//
+// # Clients
+//
+// NewClient and OpenConn open an etcd client or a topokit Conn that follow
+// the member list (the started voters' client URLs, refreshed every check
+// interval with SetEndpoints), so that removing the member a client talks
+// to does not break it. Status and SetSize are the operations behind
+// `topoctl cluster status` and `topoctl cluster size`.
+//
+// # Graceful leave
+//
+// Leave (and Run when its context ends) withdraws the volunteer key, moves
+// Raft leadership away if this member holds it, waits for the decider
+// (which may be this node) to remove the member, then stops. The last
+// member stops without being removed and keeps its data. Close stops a
+// node without leaving: its volunteer key expires after VolunteerTTL and
+// the decider removes it unless it came back in time.
+//
+// # What it is not
+//
+// It does not move data between machines beyond etcd's own replication,
+// and it assumes every member can reach every other member's peer URL and
+// every node can reach the members' client URLs. It does not configure TLS
+// or authentication for the embedded servers. It adds members one at a
+// time, so growing by k members takes k add-catch-up-promote rounds. A
+// learner added by anything other than a decider (e.g. etcdctl) is rolled
+// back. It keeps at most one learner, etcd's default limit.
+package etcdcluster

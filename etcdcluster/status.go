@@ -1,0 +1,197 @@
+package etcdcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrInvalidSize is wrapped by SetSize's error for a size below 1; nothing
+// is written then.
+var ErrInvalidSize = errors.New("etcdcluster: ideal size must be at least 1")
+
+// volunteerInfo is the JSON value of a volunteer key.
+type volunteerInfo struct {
+	Name      string `json:"name"`
+	PeerURL   string `json:"peerURL"`
+	ClientURL string `json:"clientURL"`
+}
+
+// Nominee is the membership change in flight, the JSON value of the
+// nominee key: a volunteer the decider is adding as a learner.
+type Nominee struct {
+	// Name and PeerURL identify the volunteer.
+	Name    string `json:"name"`
+	PeerURL string `json:"peerURL"`
+	// MemberID is the learner's etcd member ID, hexadecimal; empty until
+	// the learner was added.
+	MemberID string `json:"memberID,omitempty"`
+	// Decider is the id of the decider that nominated it.
+	Decider string `json:"decider"`
+	// NominatedAt is the decider's clock when it nominated it (RFC 3339).
+	NominatedAt time.Time `json:"nominatedAt"`
+}
+
+// MemberStatus is one etcd member as Status sees it.
+type MemberStatus struct {
+	ID         string   `json:"id"` // hexadecimal member ID
+	Name       string   `json:"name"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+	// Learner is true for a non-voting member (a nominee catching up).
+	Learner bool `json:"learner"`
+	// Started is false for a member that was added but never ran.
+	Started bool `json:"started"`
+	// Healthy is true when the member answered a status request.
+	Healthy bool `json:"healthy"`
+	// Leader is true for the Raft leader.
+	Leader bool `json:"leader"`
+	// RaftTerm, RaftIndex and RaftAppliedIndex are from the member's own
+	// status answer (0 when it did not answer).
+	RaftTerm         uint64 `json:"raftTerm"`
+	RaftIndex        uint64 `json:"raftIndex"`
+	RaftAppliedIndex uint64 `json:"raftAppliedIndex"`
+	// Revision is the member's store revision.
+	Revision int64 `json:"revision"`
+	// Error is why the member did not answer.
+	Error string `json:"error,omitempty"`
+}
+
+// ClusterStatus is the state of a self-clustering etcd cluster, as Status
+// returns it; it marshals to JSON as is.
+type ClusterStatus struct {
+	Members []MemberStatus `json:"members"`
+	// Leader is the Raft leader's name ("" when none answered as leader).
+	Leader string `json:"leader"`
+	// Decider is the id ("<name>/<nonce>") of the current decider, "" when
+	// none.
+	Decider string `json:"decider"`
+	// Volunteers are the names of the nodes whose volunteer key exists.
+	Volunteers []string `json:"volunteers"`
+	// IdealSize is the stored ideal size (DefaultIdealSize when unset).
+	IdealSize int `json:"idealSize"`
+	// Nominee is the change in flight, nil when none.
+	Nominee *Nominee `json:"nominee,omitempty"`
+	// Healthy is true when a quorum of the voting members answered and
+	// one of them is the leader.
+	Healthy bool `json:"healthy"`
+}
+
+// Voters returns the names of the started voting members, sorted.
+func (s *ClusterStatus) Voters() []string {
+	var out []string
+	for _, m := range s.Members {
+		if !m.Learner && m.Started {
+			out = append(out, m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Status reads the cluster's state through cli: the member list, each
+// member's own status (asked at its first client URL, within a second),
+// and the cluster's keys under prefix (DefaultPrefix when empty). It
+// returns an error only when the member list or the keys cannot be read
+// (e.g. no quorum); an unreachable member is reported in its
+// MemberStatus.
+func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterStatus, error) {
+	k := keys{prefix: cleanPrefix(prefix)}
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("etcdcluster: member list: %w", err)
+	}
+	var ecs endpointClients
+	defer ecs.close()
+	st := &ClusterStatus{IdealSize: DefaultIdealSize, Volunteers: []string{}}
+	voters, healthyVoters := 0, 0
+	leaderSeen := false
+	for _, m := range ml.Members {
+		ms := MemberStatus{
+			ID: fmt.Sprintf("%x", m.ID), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
+			Learner: m.IsLearner, Started: m.Name != "",
+		}
+		if !m.IsLearner {
+			voters++
+		}
+		if len(m.ClientURLs) > 0 {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			sr, err := ecs.status(sctx, m.ClientURLs[0])
+			cancel()
+			if err != nil {
+				ms.Error = err.Error()
+			} else {
+				ms.Healthy = true
+				ms.Leader = sr.Leader == m.ID
+				ms.RaftTerm, ms.RaftIndex, ms.RaftAppliedIndex = sr.RaftTerm, sr.RaftIndex, sr.RaftAppliedIndex
+				ms.Revision = sr.Header.Revision
+				if ms.Leader {
+					st.Leader = m.Name
+					leaderSeen = true
+				}
+				if !m.IsLearner {
+					healthyVoters++
+				}
+			}
+		}
+		st.Members = append(st.Members, ms)
+	}
+	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
+	st.Healthy = leaderSeen && healthyVoters >= voters/2+1
+
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(k.size()),
+		clientv3.OpGet(k.volunteers(), clientv3.WithPrefix()),
+		clientv3.OpGet(k.nominee()),
+		clientv3.OpGet(k.deciderPrefix(), clientv3.WithFirstCreate()...),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcdcluster: reading cluster keys: %w", err)
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		if n, err := strconv.Atoi(string(kvs[0].Value)); err == nil && n >= 1 {
+			st.IdealSize = n
+		}
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		st.Volunteers = append(st.Volunteers, strings.TrimPrefix(string(kv.Key), k.volunteers()))
+	}
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+		var n Nominee
+		if json.Unmarshal(kvs[0].Value, &n) == nil {
+			st.Nominee = &n
+		}
+	}
+	if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
+		st.Decider = string(kvs[0].Value)
+	}
+	return st, nil
+}
+
+// SetSize stores n as the cluster's ideal number of voting members; the
+// decider converges to it (one member at a time). It returns an error
+// wrapping ErrInvalidSize for n < 1 (nothing written), or the etcd error.
+func SetSize(ctx context.Context, cli *clientv3.Client, prefix string, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w: got %d", ErrInvalidSize, n)
+	}
+	k := keys{prefix: cleanPrefix(prefix)}
+	if _, err := cli.Put(ctx, k.size(), strconv.Itoa(n)); err != nil {
+		return fmt.Errorf("etcdcluster: storing the ideal size: %w", err)
+	}
+	return nil
+}
+
+func cleanPrefix(p string) string {
+	if strings.Trim(p, "/") == "" {
+		return DefaultPrefix
+	}
+	return "/" + strings.Trim(p, "/")
+}
