@@ -257,6 +257,7 @@ with its command's status otherwise.`,
 
 	root.AddCommand(
 		newServeCmd(o),
+		newClusterCmd(o),
 		newLsCmd(o),
 		newTreeCmd(o),
 		newGetCmd(o),

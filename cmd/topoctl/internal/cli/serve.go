@@ -61,11 +61,14 @@ func newServeCmd(o *options) *cobra.Command {
 		name       string
 		etcdLogs   bool
 		readyWait  time.Duration
+		cl         clusterFlags
 	)
 	cmd := &cobra.Command{
 		Use: "serve",
 		Example: `  topoctl serve
-  topoctl serve --data-dir /tmp/etcd --listen-client-address 127.0.0.1:12379 --listen-peer-address 127.0.0.1:12380`,
+  topoctl serve --data-dir /tmp/etcd --listen-client-address 127.0.0.1:12379 --listen-peer-address 127.0.0.1:12380
+  topoctl serve --cluster --name n1 --data-dir /tmp/n1
+  topoctl serve --seeds http://127.0.0.1:2379 --name n2 --data-dir /tmp/n2 --listen-client-address 127.0.0.1:22379 --listen-peer-address 127.0.0.1:22380`,
 		Short: "Run a single-member embedded etcd for topoctl and other clients",
 		Long: `Run a single-member etcd inside topoctl until interrupted (Ctrl-C or
 SIGTERM), then stop it cleanly. Its data lives in --data-dir and survives
@@ -84,7 +87,17 @@ prints that as one JSON object.
 Only one serve may use a data directory: a second one refuses at once,
 naming the process (from the lock file topoctl-serve.pid there). Once told
 to stop, serve says so and stops within about 1s, disconnecting attached
-clients; a new serve can bind the same addresses right after.`,
+clients; a new serve can bind the same addresses right after.
+
+With --cluster (or --seeds) the node joins a self-managing etcd cluster
+instead (package etcdcluster): without seeds and member data it bootstraps
+a one-member cluster; with --seeds (client URLs of running members) it
+volunteers to be a member, and an elected decider adds it as a learner and
+promotes it while the cluster is below its ideal size ("topoctl cluster
+size N", default 3); --client-only never becomes a member. Restarted with
+its data it rejoins as the member it was. Ctrl-C leaves gracefully: the node
+withdraws, hands raft leadership on, is removed, and stops. See "topoctl
+cluster status".`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -108,6 +121,9 @@ clients; a new serve can bind the same addresses right after.`,
 				return err
 			}
 			defer unlock()
+			if cl.enabled() {
+				return o.serveCluster(ctx, cl, name, dataDir, clientAddr, peerAddr, etcdLogs)
+			}
 			var lg *zap.Logger
 			if etcdLogs {
 				var err error
@@ -188,6 +204,7 @@ clients; a new serve can bind the same addresses right after.`,
 	f.StringVar(&name, "name", "topoctl", "etcd member name")
 	f.BoolVar(&etcdLogs, "etcd-logs", false, "print etcd's own logs (JSON) to stderr")
 	f.DurationVar(&readyWait, "ready-timeout", time.Minute, "how long to wait for etcd to be ready")
+	cl.register(f)
 	return cmd
 }
 
