@@ -407,7 +407,17 @@ func TestGracefulLeave(t *testing.T) {
 	if wasLeader {
 		require.True(t, h.procs[dec].logHas("moved raft leadership away"))
 	}
-	require.True(t, h.procs[dec].logHas("decision: removed member"), "the leaving decider removed itself")
+	// The leaving decider removes itself, unless etcd defers the removal
+	// (it refuses member changes for 5 s after one) past the moment its
+	// withdrawal hands the decider role on: then the successor removes it.
+	removedBy := ""
+	for n, p := range h.procs {
+		if p.logHas("decision: removed member", "member="+dec+" ") {
+			removedBy = n
+		}
+	}
+	require.NotEmpty(t, removedBy, "a decider removed the leaving member %s", dec)
+	t.Logf("%s was removed by %s", dec, removedBy)
 	require.True(t, h.procs[dec].logHas("node ended cleanly"))
 	require.False(t, hasMemberData(h.procs[dec].cfg.DataDir), "the removed member's data was moved aside")
 }
