@@ -89,7 +89,7 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, name, dataDi
 		return err
 	}
 	if !o.jsonOut() {
-		o.printf("node %s stopped; its data stays in %s\n", name, dataDir)
+		o.printf("node %s stopped (data directory %s)\n", name, dataDir)
 	}
 	return nil
 }
