@@ -15,6 +15,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // TestClusterLeaderStops: on a 3-member cluster, stopping the leader
@@ -325,4 +326,43 @@ func TestLockWaitThroughLaggingMember(t *testing.T) {
 		require.NoError(t, r.ld.Check(ctx))
 		require.NoError(t, r.ld.Unlock(ctx))
 	}
+}
+
+// TestLeaseSurvivesOneUnreachableEndpoint: a Conn whose connection to one
+// of three members is cut off (blackholed: the connection stays open,
+// nothing crosses it) keeps its lease alive through the other two. A
+// renewal that the client sends into the dead connection hangs; it must
+// not hold up the next attempt (which goes to another member) until the
+// lease's proven-until time has passed.
+func TestLeaseSurvivesOneUnreachableEndpoint(t *testing.T) {
+	cl := etcdtest.StartCluster(t, 3)
+	px, err := faultproxy.New(cl.Addr(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { px.Close() })
+	root := newRoot()
+	c := openConn(t, px.Addr()+","+cl.Addr(1)+","+cl.Addr(2), root)
+	ctx := context.Background()
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := c.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	l := ld.(*lockDescriptor).cl.lease
+
+	px.Blackhole()
+	// Renewals run every TTL/3; wait until the lease is proven four TTLs
+	// past the cut, that is a dozen renewals later, failing at once if it
+	// is given up meanwhile.
+	target := time.Now().Add(4 * l.ttl)
+	require.Eventually(t, func() bool {
+		select {
+		case <-l.done:
+			return true
+		default:
+		}
+		return l.provenUntil().After(target)
+	}, 5*time.Minute, 10*time.Millisecond)
+	require.False(t, l.lost(), "the lease was given up while two of three members could renew it")
+	px.Heal()
+	require.NoError(t, ld.Check(ctx))
+	require.NoError(t, ld.Unlock(ctx))
 }
