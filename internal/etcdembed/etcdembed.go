@@ -51,6 +51,12 @@ type Config struct {
 	// "http://127.0.0.1:2380". Required.
 	PeerURL string
 
+	// AdvertisePeerURL, when set, is the URL the member tells its peers to
+	// reach it at instead of PeerURL: a proxy in front of PeerURL (tests
+	// use one to delay the member's Raft messages). InitialCluster must
+	// then name this URL for the member.
+	AdvertisePeerURL string
+
 	// InitialCluster lists every member of a new cluster as
 	// "name=peerURL,name=peerURL". Empty means a single-member cluster made
 	// of this member alone.
@@ -130,10 +136,17 @@ func Start(cfg Config) (*Member, error) {
 	ec.AdvertiseClientUrls = []url.URL{*cu}
 	ec.ListenPeerUrls = []url.URL{*pu}
 	ec.AdvertisePeerUrls = []url.URL{*pu}
+	if cfg.AdvertisePeerURL != "" {
+		apu, err := url.Parse(cfg.AdvertisePeerURL)
+		if err != nil {
+			return nil, fmt.Errorf("etcdembed: bad advertised peer URL: %w", err)
+		}
+		ec.AdvertisePeerUrls = []url.URL{*apu}
+	}
 	if cfg.InitialCluster != "" {
 		ec.InitialCluster = cfg.InitialCluster
 	} else {
-		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL
+		ec.InitialCluster = cfg.Name + "=" + cfg.advertisedPeerURL()
 	}
 	ec.InitialClusterToken = cfg.ClusterToken
 	if cfg.Existing {
@@ -161,6 +174,14 @@ func Start(cfg Config) (*Member, error) {
 		return nil, fmt.Errorf("etcdembed: starting member %s: %w", cfg.Name, err)
 	}
 	return &Member{Etcd: e, cfg: cfg, close: sync.OnceFunc(e.Close)}, nil
+}
+
+// advertisedPeerURL is the URL peers reach the member at.
+func (cfg Config) advertisedPeerURL() string {
+	if cfg.AdvertisePeerURL != "" {
+		return cfg.AdvertisePeerURL
+	}
+	return cfg.PeerURL
 }
 
 // WaitReady waits until the member serves clients, or ctx ends (then it

@@ -15,6 +15,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // TestClusterLeaderStops: on a 3-member cluster, stopping the leader
@@ -263,3 +264,105 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestLockWaitThroughLaggingMember: a Lock that waits reads the queue
+// linearizably but may watch it through a member that has not applied
+// the latest writes yet (here a follower, whose leader's Raft messages
+// are delayed by 100 ms, while the claim was answered by the leader).
+// Such a watch starts before the read's revision and replays history the
+// read already accounts for: the put of the waiter's own entry, or the
+// deletion of an earlier entry of the same name. The waiter must take
+// neither for news: it keeps its place, gets the lock once the holder
+// lets go, and never reports LockLost for an entry that is alive. (The
+// same replay could also cross off an older entry whose name was deleted
+// and put again before the read, handing out the lock while it is held.)
+func TestLockWaitThroughLaggingMember(t *testing.T) {
+	cl := etcdtest.StartClusterWith(t, 3, etcdtest.ClusterOptions{TickMs: 50, ElectionMs: 5000, PeerProxies: true})
+	leader := cl.LeaderIndex()
+	follower := (leader + 1) % 3
+	root := newRoot()
+	holder := openConn(t, cl.Endpoints(), root)
+	// The waiter's requests alternate between the leader and the follower.
+	waiter, err := NewConn(Options{Endpoints: []string{cl.Addr(leader), cl.Addr(follower)}, LockTTL: 30 * time.Second}, root)
+	require.NoError(t, err)
+	t.Cleanup(waiter.Close)
+	raw := rawClient(t, cl.Addr(leader))
+	ctx := context.Background()
+	_, err = holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	cl.PeerProxy(leader).SetDelay(100 * time.Millisecond)
+
+	type result struct {
+		ld  topo.LockDescriptor
+		err error
+	}
+	for i := range 8 {
+		ld, err := holder.Lock(ctx, "d", "holder")
+		require.NoError(t, err)
+		got := make(chan result, 1)
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			l, err := waiter.Lock(lctx, "d", fmt.Sprintf("waiter %d", i))
+			got <- result{l, err}
+		}()
+		// Once the waiter's entry is queued behind the holder's (or the
+		// waiter gave up, which is the failure), the holder lets go.
+		require.Eventually(t, func() bool {
+			if len(got) > 0 {
+				return true
+			}
+			resp, err := raw.Get(ctx, root+"/d/locks/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			return err == nil && resp.Count == 2
+		}, 60*time.Second, 20*time.Millisecond)
+		require.NoError(t, ld.Unlock(ctx))
+		var r result
+		select {
+		case r = <-got:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("round %d: the waiter did not get the lock after the holder's Unlock", i)
+		}
+		require.NoError(t, r.err, "round %d: the waiter must keep its place and get the lock", i)
+		require.NoError(t, r.ld.Check(ctx))
+		require.NoError(t, r.ld.Unlock(ctx))
+	}
+}
+
+// TestLeaseSurvivesOneUnreachableEndpoint: a Conn whose connection to one
+// of three members is cut off (blackholed: the connection stays open,
+// nothing crosses it) keeps its lease alive through the other two. A
+// renewal that the client sends into the dead connection hangs; it must
+// not hold up the next attempt (which goes to another member) until the
+// lease's proven-until time has passed.
+func TestLeaseSurvivesOneUnreachableEndpoint(t *testing.T) {
+	cl := etcdtest.StartCluster(t, 3)
+	px, err := faultproxy.New(cl.Addr(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { px.Close() })
+	root := newRoot()
+	c := openConn(t, px.Addr()+","+cl.Addr(1)+","+cl.Addr(2), root)
+	ctx := context.Background()
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := c.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	l := ld.(*lockDescriptor).cl.lease
+
+	px.Blackhole()
+	// Renewals run every TTL/3; wait until the lease is proven four TTLs
+	// past the cut, that is a dozen renewals later, failing at once if it
+	// is given up meanwhile.
+	target := time.Now().Add(4 * l.ttl)
+	require.Eventually(t, func() bool {
+		select {
+		case <-l.done:
+			return true
+		default:
+		}
+		return l.provenUntil().After(target)
+	}, 5*time.Minute, 10*time.Millisecond)
+	require.False(t, l.lost(), "the lease was given up while two of three members could renew it")
+	px.Heal()
+	require.NoError(t, ld.Check(ctx))
+	require.NoError(t, ld.Unlock(ctx))
+}

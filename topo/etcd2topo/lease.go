@@ -170,8 +170,12 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 
 // keepAlive renews l every third of its TTL, one KeepAliveOnce at a time,
 // recording the send time of every acknowledged renewal (see renewed).
-// A failed renewal is retried 50 ms to 1 s apart, each attempt bounded by
-// the lease's proven-until time. It ends when the lease is lost: etcd
+// A failed renewal is retried 50 ms to 1 s apart. Each attempt is bounded
+// by a third of the time left before the lease's proven-until time (at
+// least minRenewAttempt, never past it), and asks for a member with a
+// leader, so that an attempt stuck on one member (a connection cut off
+// without being closed, a member without a leader) leaves time for
+// attempts through the others. It ends when the lease is lost: etcd
 // answers that it is gone (TTL <= 0, lease not found) or refuses the
 // renewal for good (PermissionDenied), the proven-until time passes, the
 // lease is dropped, or the Conn closes.
@@ -205,8 +209,8 @@ func (c *Conn) keepAlive(l *lease) {
 			t.Stop()
 			return
 		}
-		ctx, cancel := context.WithDeadline(c.ctx, l.provenUntil())
 		sent := time.Now()
+		ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(c.ctx), renewDeadline(sent, l.provenUntil()))
 		resp, err := c.cli.KeepAliveOnce(ctx, l.id)
 		cancel()
 		switch {
@@ -220,6 +224,21 @@ func (c *Conn) keepAlive(l *lease) {
 			wait, backoff = backoff, min(2*backoff, time.Second)
 		}
 	}
+}
+
+// minRenewAttempt is the least time a renewal attempt is given (unless
+// the lease's proven-until time comes first).
+const minRenewAttempt = 100 * time.Millisecond
+
+// renewDeadline returns the deadline of a renewal attempt sent at now for
+// a lease proven until provenUntil: a third of the time left, at least
+// minRenewAttempt, and never past provenUntil.
+func renewDeadline(now, provenUntil time.Time) time.Time {
+	d := now.Add(max(provenUntil.Sub(now)/3, minRenewAttempt))
+	if d.After(provenUntil) {
+		return provenUntil
+	}
+	return d
 }
 
 // sharedLease returns the Conn's lease for Lock, TryLock and elections,

@@ -26,9 +26,15 @@ import (
 // its synced watcher group, which delivers events as they are applied; a
 // watch at a past revision waits for a catch-up pass that runs every
 // 100 ms), then reads the entries older than ours, then crosses them off
-// as their deletions or rewrites arrive. Events between the watch's start
-// and the read are harmless: crossing off a key the read no longer
-// returned does nothing. It returns LockLost if our own entry is deleted
+// as their deletions or rewrites arrive. The watch starts at the current
+// revision of the member serving it, which may lag the member that
+// answered our claim, so it can replay writes at or below the read's
+// revision: the put of our own entry, or the deletion of an earlier entry
+// of a name that was put again before the read (names are reused, see
+// claim.go). The read accounts for all of those, so events at or below
+// its revision are skipped; none after it is missed, since the watch was
+// confirmed, at a revision no later than the read's, before the read
+// began. It returns LockLost if our own entry is deleted
 // or rewritten, or its lease is lost (the Conn's proven-until time for it
 // passed, see SafetyMargin), PermissionDenied if etcd refuses the watch or
 // the read, and the context's error (Timeout, Interrupted) or Closed.
@@ -95,6 +101,7 @@ func (cl *claim) waitBound(ctx context.Context) error {
 		return c.ownEntryGone(cl.path)
 	}
 	older := olderEntries(resp.Responses[0].GetResponseRange().Kvs, cl.prefix, cl.key, cl.rev)
+	readRev := resp.Header.Revision
 	for len(older) > 0 {
 		var wr clientv3.WatchResponse
 		var ok bool
@@ -107,15 +114,19 @@ func (cl *claim) waitBound(ctx context.Context) error {
 			return c.watchEnded(ctx, wr.Err(), cl.path)
 		}
 		for _, ev := range wr.Events {
+			// A deletion's event carries the deletion's revision.
+			if ev.Kv.ModRevision <= readRev {
+				continue // history the read already reflects
+			}
 			k := string(ev.Kv.Key)
 			if k == cl.key {
 				// Deleted, or rewritten by someone: either way we lost our
 				// place in the queue.
 				return c.ownEntryGone(cl.path)
 			}
-			if ev.Type == mvccpb.DELETE || ev.Kv.ModRevision > cl.rev || ev.Kv.Lease == 0 {
-				delete(older, k)
-			}
+			// Deleted, or rewritten (which moves it behind us: its
+			// ModRevision is now past ours): it no longer blocks us.
+			delete(older, k)
 		}
 	}
 	if cl.lease.lost() {

@@ -142,7 +142,9 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 
 // release deletes the entry, then (pipelined behind the delete, on the same
 // session) reads the directory's and its locks znode's Stats, and removes
-// the directory when nothing but an empty locks znode is left.
+// the directory when nothing but an empty locks znode is left. When the
+// delete's answer is seen before its send (both ready at once), the Stats
+// are read after it instead.
 func (l *lockDesc) release(ctx context.Context) error {
 	c, s := l.c, l.sess
 	locksZp := zkDir(l.node)
@@ -151,11 +153,13 @@ func (l *lockDesc) release(ctx context.Context) error {
 	defer unregister()
 	delRes := make(chan error, 1)
 	go func() { delRes <- c.do(ctx, l.dir, func() error { return s.zk.Delete(l.node, -1) }) }()
-	var err error
 	select {
 	case <-sent:
-	case err = <-delRes:
-		return err
+	case err := <-delRes:
+		if err != nil {
+			return err
+		}
+		delRes <- nil // answered already: the waits below get it again
 	}
 	type statRes struct {
 		exists bool

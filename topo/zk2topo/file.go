@@ -667,7 +667,10 @@ func (c *Conn) cleanupDir(ctx context.Context, dir string) {
 
 // removeIfEmpty deletes the directory znode dir when its Stat shows no
 // child other than an empty "locks" znode and no data, guarding the deletes
-// with the versions read, and reports whether it did.
+// with the versions read, and reports whether it did. The two Stats are
+// read concurrently, so the server may have deleted an empty locks
+// container between them: a directory Stat counting one child with the
+// locks znode gone is read again, and removed if that child is gone.
 func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *zk.Stat, lexists bool, lst *zk.Stat) bool {
 	if !exists || st.DataLength > 0 || st.EphemeralOwner != 0 || dir == c.zkPath("") || dir == "/" {
 		return false
@@ -689,19 +692,29 @@ func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *z
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			// The server may have removed the locks container meanwhile.
-			var ok bool
-			var nst *zk.Stat
-			if rerr := c.read(ctx, p, func(z *zk.Conn) error {
-				var err error
-				ok, nst, err = z.Exists(dir)
-				return err
-			}); rerr != nil || !ok {
-				return false
-			}
-			return nst.NumChildren == 0 && c.removeIfEmpty(ctx, dir, true, nst, false, nil)
+			return c.removeIfChildless(ctx, dir)
 		}
+	case st.NumChildren == 1 && !lexists:
+		// The one child may be the locks container, removed by the server
+		// after the directory's Stat was read.
+		return c.removeIfChildless(ctx, dir)
 	default:
 		return false
 	}
 	return err == nil
+}
+
+// removeIfChildless reads the directory znode dir's Stat again and removes
+// it (see removeIfEmpty) if it has no child left.
+func (c *Conn) removeIfChildless(ctx context.Context, dir string) bool {
+	var ok bool
+	var st *zk.Stat
+	if err := c.read(ctx, c.relPath(dir), func(z *zk.Conn) error {
+		var err error
+		ok, st, err = z.Exists(dir)
+		return err
+	}); err != nil || !ok {
+		return false
+	}
+	return st.NumChildren == 0 && c.removeIfEmpty(ctx, dir, true, st, false, nil)
 }

@@ -53,12 +53,16 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if !isFile(st) || st.EphemeralOwner != 0 || c.internal(p) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
+	if data == nil {
+		data = []byte{}
+	}
+	first := &topo.WatchData{Contents: data, Version: topo.NumericVersion(st.Version)}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
-	// draining the channel.
-	go func() {
+	// draining the channel. It shares nothing with the caller but out: its
+	// reads go to variables of its own.
+	go func(last int32, ev <-chan zk.Event) {
 		defer close(out)
-		last := st.Version
 		send := func(wd *topo.WatchData) bool {
 			select {
 			case out <- wd:
@@ -80,7 +84,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 					end(topo.NewError(topo.NoNode, p))
 					return
 				}
-				data, st, ev, err = c.getW(ctx, p, zp)
+				data, st, next, err := c.getW(ctx, p, zp)
 				switch {
 				case topo.IsErrType(err, topo.NoNode):
 					end(topo.NewError(topo.NoNode, p))
@@ -96,6 +100,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 					end(topo.NewError(topo.NoNode, p))
 					return
 				}
+				ev = next
 				if st.Version != last {
 					last = st.Version
 					if data == nil {
@@ -114,11 +119,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 				return
 			}
 		}
-	}()
-	if data == nil {
-		data = []byte{}
-	}
-	return &topo.WatchData{Contents: data, Version: topo.NumericVersion(st.Version)}, out, nil
+	}(st.Version, ev)
+	return first, out, nil
 }
 
 // getW reads zp and sets a data watch on it, retrying while the connection

@@ -108,3 +108,53 @@ func TestWatchRecursiveLossless(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchWhileChanging: Watch's first value and its later events, with
+// the file changing from another Conn as soon as (and while) the watch
+// starts, under the race detector: the watch's goroutine re-reads the file
+// on each change while Watch builds its return value from its own read,
+// and the two must share nothing (they once shared the read's variables).
+// Every value comes in order and the last one written arrives.
+func TestWatchWhileChanging(t *testing.T) {
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	writer := openConn(t, []string{testServer}, root)
+	ctx := t.Context()
+	_, err := c.Create(ctx, "f", []byte("0"))
+	require.NoError(t, err)
+	for round := range 20 {
+		wctx, cancel := context.WithCancel(ctx)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		const writes = 5
+		wg.Go(func() {
+			<-start
+			for i := 1; i <= writes; i++ {
+				_, err := writer.Update(ctx, "f", fmt.Appendf(nil, "%d-%d", round, i), nil)
+				assert.NoError(t, err)
+			}
+		})
+		close(start)
+		first, ch, err := c.Watch(wctx, "f")
+		require.NoError(t, err)
+		last := int64(first.Version.(topo.NumericVersion))
+		value := string(first.Contents)
+		wg.Wait()
+		want := fmt.Sprintf("%d-%d", round, writes)
+		for value != want {
+			select {
+			case wd := <-ch:
+				require.NoError(t, wd.Err)
+				v := int64(wd.Version.(topo.NumericVersion))
+				require.Greater(t, v, last, "versions go forward")
+				last, value = v, string(wd.Contents)
+			case <-time.After(time.Minute):
+				t.Fatalf("round %d: the watch stopped at %q, want %q", round, value, want)
+			}
+		}
+		cancel()
+		for wd := range ch {
+			require.ErrorIs(t, wd.Err, topo.Interrupted)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // readyTimeout bounds how long a member or cluster may take to start.
@@ -146,6 +147,7 @@ type Cluster struct {
 	members []*etcdembed.Member
 	cfgs    []etcdembed.Config
 	stopped []bool
+	proxies []*faultproxy.Proxy // with ClusterOptions.PeerProxies
 }
 
 // StartCluster starts an n-member cluster (n >= 1) on free 127.0.0.1 ports
@@ -153,21 +155,59 @@ type Cluster struct {
 // when the test ends. It fails the test if the cluster cannot start.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, n, ClusterOptions{})
+}
+
+// ClusterOptions are the settings of StartClusterWith.
+type ClusterOptions struct {
+	// TickMs is the Raft heartbeat interval and ElectionMs the election
+	// timeout, in milliseconds. Zero keeps the package's 10 and 100.
+	TickMs, ElectionMs uint
+
+	// PeerProxies puts a faultproxy.Proxy in front of every member's peer
+	// listener and advertises the proxy to the other members, so that a
+	// test can delay or cut what a member sends to its peers (see
+	// Cluster.PeerProxy). Delays longer than the election timeout cause
+	// elections: raise ElectionMs with them.
+	PeerProxies bool
+}
+
+// StartClusterWith is StartCluster with opts.
+func StartClusterWith(t testing.TB, n int, opts ClusterOptions) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("etcdtest: StartCluster needs at least one member, got %d", n)
+	}
+	base := baseConfig()
+	if opts.TickMs != 0 {
+		base.TickMs = opts.TickMs
+	}
+	if opts.ElectionMs != 0 {
+		base.ElectionMs = opts.ElectionMs
 	}
 	root := t.TempDir()
 	var lastErr error
 	for attempt := range startAttempts {
-		cfgs, err := etcdembed.ClusterConfigs(n, baseConfig(), func(i int) string {
+		cfgs, err := etcdembed.ClusterConfigs(n, base, func(i int) string {
 			return filepath.Join(root, fmt.Sprintf("try%d-m%d", attempt, i))
 		})
 		if err != nil {
 			t.Fatalf("etcdtest: %v", err)
 		}
+		var proxies []*faultproxy.Proxy
+		if opts.PeerProxies {
+			if proxies, err = proxyPeers(cfgs); err != nil {
+				t.Fatalf("etcdtest: %v", err)
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 		ms, err := etcdembed.StartAll(ctx, cfgs)
 		cancel()
+		if err != nil {
+			for _, p := range proxies {
+				p.Close()
+			}
+		}
 		if errors.Is(err, etcdembed.ErrAddrInUse) {
 			lastErr = err
 			continue
@@ -175,12 +215,50 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		if err != nil {
 			t.Fatalf("etcdtest: %v", err)
 		}
-		c := &Cluster{t: t, members: ms, cfgs: cfgs, stopped: make([]bool, n)}
+		c := &Cluster{t: t, members: ms, cfgs: cfgs, stopped: make([]bool, n), proxies: proxies}
 		t.Cleanup(c.stopAll)
 		return c
 	}
 	t.Fatalf("etcdtest: no free ports after %d attempts: %v", startAttempts, lastErr)
 	return nil
+}
+
+// proxyPeers starts a proxy in front of each member's peer listener and
+// makes cfgs advertise the proxies.
+func proxyPeers(cfgs []etcdembed.Config) ([]*faultproxy.Proxy, error) {
+	proxies := make([]*faultproxy.Proxy, len(cfgs))
+	initial := make([]string, len(cfgs))
+	for i := range cfgs {
+		p, err := faultproxy.New(strings.TrimPrefix(cfgs[i].PeerURL, "http://"))
+		if err != nil {
+			for _, q := range proxies[:i] {
+				q.Close()
+			}
+			return nil, err
+		}
+		proxies[i] = p
+		cfgs[i].AdvertisePeerURL = "http://" + p.Addr()
+		initial[i] = cfgs[i].Name + "=" + cfgs[i].AdvertisePeerURL
+	}
+	for i := range cfgs {
+		cfgs[i].InitialCluster = strings.Join(initial, ",")
+	}
+	return proxies, nil
+}
+
+// PeerProxy returns the proxy in front of member i's peer listener: every
+// connection a peer opens to member i crosses it, which in etcd carries
+// what member i sends to that peer (its Raft stream) and what the peer
+// posts to member i when no stream is up. Delaying the leader's proxy
+// therefore delays its appends and heartbeats, and its followers apply
+// each write that much later than it does. It fails the test unless the
+// cluster was started with ClusterOptions.PeerProxies.
+func (c *Cluster) PeerProxy(i int) *faultproxy.Proxy {
+	c.t.Helper()
+	if c.proxies == nil {
+		c.t.Fatalf("etcdtest: cluster started without PeerProxies")
+	}
+	return c.proxies[i]
 }
 
 // stopAll stops the followers first, then the leader: a leader stopped
@@ -204,6 +282,9 @@ func (c *Cluster) stopAll() {
 			c.stopped[i] = true
 			m.Close()
 		}
+	}
+	for _, p := range c.proxies {
+		p.Close()
 	}
 }
 

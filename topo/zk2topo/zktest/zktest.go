@@ -187,7 +187,16 @@ func (s *Server) Stop() {
 
 // Pause freezes the server's JVM (SIGSTOP to its process group): it keeps
 // its connections but answers nothing, like a hung server, until Resume.
-func (s *Server) Pause() error { return s.proc.signal(syscall.SIGSTOP) }
+// It returns once every thread of the JVM is stopped: the kernel spreads
+// a stop to a process's threads only when one of them handles the signal,
+// so on a loaded machine the others may go on answering for a while after
+// the signal was sent.
+func (s *Server) Pause() error {
+	if err := s.proc.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return s.proc.waitStopped(StartTimeout)
+}
 
 // Resume lets a paused server run again (SIGCONT).
 func (s *Server) Resume() error { return s.proc.signal(syscall.SIGCONT) }
@@ -306,6 +315,52 @@ func (p *process) signal(sig syscall.Signal) error {
 		return errors.New("zktest: the server is not running")
 	}
 	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// waitStopped polls until every thread of the JVM is in the stopped state
+// (or exiting), for at most timeout.
+func (p *process) waitStopped(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		stopped, err := p.allThreadsStopped()
+		if err != nil || stopped {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("zktest: the server's threads did not all stop within %v", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allThreadsStopped reads the state of each of the JVM's threads from
+// /proc/<pid>/task/<tid>/stat.
+func (p *process) allThreadsStopped() (bool, error) {
+	if p.exited() {
+		return false, errors.New("zktest: the server is not running")
+	}
+	dir := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("zktest: reading the server's threads: %w", err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		// "tid (comm) S ...": the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false, fmt.Errorf("zktest: unexpected %s/%s/stat: %q", dir, task.Name(), b)
+		}
+		switch b[i+2] {
+		case 'T', 't', 'Z', 'X':
+		default:
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // kill sends SIGKILL to the JVM's process group and waits for it to exit.

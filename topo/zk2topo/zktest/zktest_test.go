@@ -81,3 +81,27 @@ func TestMaxSizeWorkingSet(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, val, got)
 }
+
+// TestPause: Pause returns only once every thread of the server is
+// stopped (a request sent afterwards gets no answer until Resume), and
+// Resume lets the server answer again.
+func TestPause(t *testing.T) {
+	s, err := Launch()
+	require.NoError(t, err)
+	defer s.Stop()
+	c, _, err := zk.Connect([]string{s.Addr()}, 30*time.Second, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Create("/x", []byte("v"), 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	for range 5 {
+		require.NoError(t, s.Pause())
+		stopped, err := s.proc.allThreadsStopped()
+		require.NoError(t, err)
+		require.True(t, stopped, "every thread is stopped when Pause returns")
+		answered := make(chan error, 1)
+		go func() { _, _, err := c.Get("/x"); answered <- err }()
+		require.NoError(t, s.Resume())
+		require.NoError(t, <-answered, "the request sent while paused is answered after Resume")
+	}
+}
