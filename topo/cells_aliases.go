@@ -154,13 +154,10 @@ func (s *Server) getCellsAlias(ctx context.Context, alias string) (*topodatapb.C
 	if err := checkAliasName(alias); err != nil {
 		return nil, nil, err
 	}
-	data, v, err := s.global.Get(ctx, CellsAliasPath(alias))
+	ca := &topodatapb.CellsAlias{}
+	v, err := s.getRecord(ctx, CellsAliasPath(alias), ca)
 	if err != nil {
 		return nil, nil, err
-	}
-	ca := &topodatapb.CellsAlias{}
-	if err := proto.Unmarshal(data, ca); err != nil {
-		return nil, nil, &Error{Code: InvalidArgument, Path: CellsAliasPath(alias), Err: err}
 	}
 	return ca, v, nil
 }

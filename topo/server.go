@@ -665,15 +665,26 @@ func (s *Server) getCellInfo(ctx context.Context, cell string) (*topodatapb.Cell
 	if err := checkCellName(cell); err != nil {
 		return nil, nil, err
 	}
-	data, v, err := s.global.Get(ctx, CellInfoPath(cell))
+	ci := &topodatapb.CellInfo{}
+	v, err := s.getRecord(ctx, CellInfoPath(cell), ci)
 	if err != nil {
 		return nil, nil, err
 	}
-	ci := &topodatapb.CellInfo{}
-	if err := proto.Unmarshal(data, ci); err != nil {
-		return nil, nil, &Error{Code: InvalidArgument, Path: CellInfoPath(cell), Err: err}
-	}
 	return ci, v, nil
+}
+
+// getRecord reads the global cell's file p into m, returning its version:
+// the store's error (NoNode when absent), or InvalidArgument when the bytes
+// do not decode as m.
+func (s *Server) getRecord(ctx context.Context, p string, m proto.Message) (Version, error) {
+	data, v, err := s.global.Get(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := proto.Unmarshal(data, m); err != nil {
+		return nil, &Error{Code: InvalidArgument, Path: p, Err: err}
+	}
+	return v, nil
 }
 
 // UpdateCellInfoFields reads cell's CellInfo (an empty one if absent), lets
