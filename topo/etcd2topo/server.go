@@ -135,6 +135,13 @@ type Options struct {
 	// an endpoint. Default 5 s.
 	DialTimeout time.Duration
 
+	// AutoSyncInterval, when positive, makes the client refresh its
+	// endpoints from the cluster's member list that often, so that a Conn
+	// follows members being added and removed (for example by package
+	// etcdcluster) instead of keeping only the endpoints it was given.
+	// Zero (the default) keeps the given endpoints.
+	AutoSyncInterval time.Duration
+
 	// LockTTL is the lease TTL, rounded up to whole seconds, of Lock,
 	// TryLock and election candidacies: how long they survive the
 	// process's death or its loss of etcd. Default 30 s.
@@ -297,6 +304,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		DialTimeout:          dialTimeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
+		AutoSyncInterval:     opts.AutoSyncInterval,
 		TLS:                  tlsCfg,
 		Username:             opts.Username,
 		Password:             opts.Password,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -97,6 +98,10 @@ func (o *options) conventionalAddress(impl string) string {
 	return ""
 }
 
+// etcdAutoSync is how often topoctl's etcd connections refresh their
+// endpoints from the member list.
+const etcdAutoSync = 30 * time.Second
+
 // factory returns the factory that opens impl's connections with the
 // security settings; other implementations come from the registry.
 func (o *options) factory(impl string) (topo.Factory, error) {
@@ -106,6 +111,10 @@ func (o *options) factory(impl string) (topo.Factory, error) {
 		base := etcd2topo.Options{
 			TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
 			Username: s.etcdUser, Password: s.etcdPassword,
+			// Long-running commands (watch, lock, elect, leader
+			// --observe) follow a self-managing cluster's members
+			// (serve --cluster) as they come and go.
+			AutoSyncInterval: etcdAutoSync,
 		}
 		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
 			opts := base
