@@ -207,12 +207,24 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 		return nil, err
 	}
 	wctx, cancel := p.c.callCtx(ctx)
+	// The leader current at the time of the call is read before returning
+	// (a consistent read), so that it is the first id sent however late
+	// the channel is read.
+	pair, meta, err := p.c.kv.Get(p.key, p.c.consistentOptions(wctx))
+	if err != nil {
+		cancel()
+		return nil, p.c.convertError(ctx, err, p.path)
+	}
 	ch := make(chan string, 1)
+	index := nextIndex(0, meta.LastIndex)
+	var lastSession, lastID string
+	if pair != nil && pair.Session != "" {
+		lastSession, lastID = pair.Session, string(pair.Value)
+		ch <- lastID
+	}
 	go func() {
 		defer close(ch)
 		defer cancel()
-		var index uint64
-		var lastSession, lastID string
 		retry := 50 * time.Millisecond
 		for {
 			pair, meta, err := p.c.kv.Get(p.key, p.c.blockingOptions(wctx, index))
