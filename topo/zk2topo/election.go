@@ -414,25 +414,30 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 // readLeader reads the election's lowest candidate entry (node "" when
 // there is none) and its id, and returns a watch that fires on the next
 // change of the election directory (or on its creation while it is absent).
-func (p *participation) readLeader(ctx context.Context) (node, id string, ch <-chan zk.Event, err error) {
+func (p *participation) readLeader(ctx context.Context) (string, string, <-chan zk.Event, error) {
 	c := p.c
 	for {
+		// The closures write only their own locals: c.read may return
+		// (its context ended) while the request still runs.
 		var children []string
-		err = c.read(ctx, p.name, func(z *zk.Conn) error {
-			var err error
-			children, _, ch, err = z.ChildrenW(p.dirZp)
+		var ch <-chan zk.Event
+		err := c.read(ctx, p.name, func(z *zk.Conn) error {
+			cs, _, w, err := z.ChildrenW(p.dirZp)
+			children, ch = cs, w
 			return err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
 			var exists bool
+			var ech <-chan zk.Event
 			err = c.read(ctx, p.name, func(z *zk.Conn) error {
-				var err error
-				exists, _, ch, err = z.ExistsW(p.dirZp)
+				ok, _, w, err := z.ExistsW(p.dirZp)
+				exists, ech = ok, w
 				return err
 			})
 			if err == nil && exists {
 				continue
 			}
+			ch = ech
 		}
 		if err != nil {
 			return "", "", nil, err
@@ -441,11 +446,11 @@ func (p *participation) readLeader(ctx context.Context) (node, id string, ch <-c
 		if len(children) == 0 {
 			return "", "", ch, nil
 		}
-		node = children[0]
+		node := children[0]
 		var data []byte
 		err = c.read(ctx, p.name, func(z *zk.Conn) error {
-			var err error
-			data, _, err = z.Get(p.dirZp + "/" + node)
+			d, _, err := z.Get(p.dirZp + "/" + node)
+			data = d
 			return err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
