@@ -8,6 +8,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -36,12 +37,18 @@ func TestConformance(t *testing.T) {
 			expireSession(t, conn, testServer)
 		},
 		Partition: func(t *testing.T) test.Partitioned {
-			// Three proxied addresses to the one server, as for an
-			// ensemble: with a single address the client library drops
-			// its queued requests on every reconnect, which would hide a
-			// request sent on the wrong session.
-			c, ps := proxiedConnOpts(t, root, Options{SessionTimeout: testSessionTimeout})
-			return test.Partitioned{Conn: c, Cut: ps.Blackhole, Heal: ps.Heal}
+			// One proxied address. (The zk2topo tests of requests sent on
+			// the wrong session use three, so that the client library keeps
+			// its queued requests across reconnects; with queued requests
+			// and watches, go-zookeeper v1.0.4's reconnect races on its
+			// lastZxid field (go-zookeeper/zk#35, unfixed), which -race
+			// reports.)
+			p, err := faultproxy.New(testServer)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			c, err := NewConn(Options{Servers: []string{p.Addr()}, SessionTimeout: testSessionTimeout}, root)
+			require.NoError(t, err)
+			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
 		},
 		// The server expires a silent session after its timeout.
 		SessionBound: testSessionTimeout,
