@@ -706,7 +706,7 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 
 	// Commands that only group others, and unknown ones, are usage errors.
 	tg.fails(t, 2, []string{`unknown command "rm" for "topoctl cell"`, "Run 'topoctl cell --help'"}, "cell", "rm", "zone1")
-	tg.fails(t, 2, []string{"topoctl cell needs a subcommand: ls, set"}, "cell")
+	tg.fails(t, 2, []string{"topoctl cell needs a subcommand: alias, ls, set"}, "cell")
 	tg.fails(t, 2, []string{"unknown command"}, "frobnicate")
 	// The root flag has no short name: -r is not taken for it.
 	tg.fails(t, 2, []string{"unknown shorthand flag: 'r'"}, "ls", "-r", "/keyspaces")
