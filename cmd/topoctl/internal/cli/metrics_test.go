@@ -82,7 +82,10 @@ func TestMetricsAddressProcess(t *testing.T) {
 	_, err = http.Get("http://" + ports[0] + "/metrics")
 	require.Error(t, err, "the metrics server outlived watch")
 
-	l := startProcess(t, env, "--metrics-address", ports[1], "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
+	// The command lets go of topoctl's stdout and stderr once it said
+	// "held", so that a failing assertion does not leave the test waiting
+	// for the pipes to close.
+	l := startProcess(t, env, "--metrics-address", ports[1], "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600 >/dev/null 2>&1")
 	l.waitLine(t, "held")
 	waitSample(t, ports[1], `topo_locks_held{backend="etcd2",cell="global"}`, 1)
 	m = scrape(t, ports[1])
