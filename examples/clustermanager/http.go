@@ -25,7 +25,7 @@ type Status struct {
 //	PUT  /desired       (leader only) replace the desired state
 //	POST /reconcile     (leader only) reconcile now; answers the assignments
 //
-// A follower answers the leader-only requests with 307 Temporary Redirect
+// (run adds GET /metrics beside it.) A follower answers the leader-only requests with 307 Temporary Redirect
 // to the same path on the leader (307 keeps the method and body), and 503
 // when nobody leads.
 func (m *Manager) Handler() http.Handler {

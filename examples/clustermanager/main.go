@@ -15,6 +15,7 @@
 //	clustermanager -listen 127.0.0.1:8082 &
 //	curl -L -X PUT -d '{"shards":["a","b","c"]}' http://127.0.0.1:8082/desired
 //	curl http://127.0.0.1:8081/assignments
+//	curl http://127.0.0.1:8081/metrics
 //
 //	clustermanager -topo-implementation zk2 -topo-global-server-address 127.0.0.1:2181 -topo-global-root /vitess/global
 package main
@@ -34,7 +35,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/middleware"
 )
 
 // Defaults of the store flags: the etcd that `topoctl serve` runs.
@@ -89,7 +95,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen func(add
 		*id = idFromAddr(*advertise)
 	}
 
-	ts, err := topo.OpenServer(*impl, *addr, *root)
+	// The metrics of every topo connection (calls, locks, watches,
+	// leadership), in a registry of the instance's own, served at /metrics.
+	metrics := middleware.NewMetrics(middleware.MetricsOptions{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ts, err := topo.OpenServer(*impl, *addr, *root, topo.WithMiddleware(metrics.Middleware()))
 	if err != nil {
 		return fmt.Errorf("opening the %s topology at %s%s: %w", *impl, *addr, *root, err)
 	}
@@ -99,8 +111,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, onListen func(add
 	if err != nil {
 		return err
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/", m.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{
-		Handler:           m.Handler(),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

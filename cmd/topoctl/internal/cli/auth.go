@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -140,17 +141,15 @@ func (o *options) factory(impl string) (topo.Factory, error) {
 	return topo.GetFactory(impl)
 }
 
-// openServer opens the global cell of sp's store through factory.
-func (o *options) openServer(sp spec) (*topo.Server, error) {
+// openServer opens the global cell of sp's store through factory, every
+// connection of the Server decorated with the command tree's middlewares
+// (--metrics-address, --log-level debug).
+func (o *options) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
 	f, err := o.factory(sp.impl)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := f.Create(topo.GlobalCell, sp.addr, sp.root)
-	if err != nil {
-		return nil, err
-	}
-	return topo.NewServer(f, conn), nil
+	return topo.OpenServerContext(ctx, sp.impl, sp.addr, sp.root, topo.WithFactory(f), topo.WithMiddleware(o.middlewares()...))
 }
 
 // configurable lists the flags a --config file may set: the connection

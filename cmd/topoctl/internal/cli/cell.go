@@ -18,9 +18,9 @@ func newCellCmd(o *options) *cobra.Command {
 		Long: `A cell's CellInfo record, at cells/<cell>/CellInfo in the global cell,
 says where the cell's own store is: its server address and root. --cell
 NAME on any command connects through it (with the global cell's
-implementation).`,
+implementation). "cell alias" edits the cells aliases.`,
 	}
-	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o))
+	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o), newCellAliasCmd(o))
 	return groupCmd(cmd)
 }
 

@@ -59,7 +59,7 @@ func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, e
 	if err := o.checkListening(ctx, sp); err != nil {
 		return nil, err
 	}
-	srv, err := o.openServer(sp)
+	srv, err := o.openServer(ctx, sp)
 	if err != nil {
 		return nil, err
 	}

@@ -52,13 +52,23 @@ func manyFiles(t testing.TB, n int) string {
 // that the store has not answered yet (the proxy holds them), SIGINT
 // arrives; the held writes then reach the store. It returns the exit code
 // and stderr.
-func interruptMidWrite(t *testing.T, px *faultproxy.Proxy, env []string, args ...string) (int, string) {
+func interruptMidWrite(t *testing.T, px *faultproxy.Proxy, dst target, env []string, args ...string) (int, string) {
 	t.Helper()
+	// The cut comes once a write landed in dst (read directly, not
+	// through the proxy), so that there is something to revert; the proxy
+	// slows the writes (2 ms per chunk) so that 3,000 of them take
+	// seconds, far longer than it takes to see the first one land.
+	px.SetDelay(2 * time.Millisecond)
 	p := startProcess(t, env, append([]string{"--log-level", "info"}, args...)...)
 	p.waitStderr(t, "msg=writing")
+	require.Eventually(t, func() bool {
+		r := dst.run(t, "", "get", "-R", "--keys-only", "/")
+		return r.code == 0 && strings.TrimSpace(r.stdout) != ""
+	}, time.Minute, 10*time.Millisecond, "no write landed; stderr: %s", p.errb.String())
 	px.Blackhole()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
 	p.waitStderr(t, "interrupted: no new writes start")
+	px.SetDelay(0)
 	px.Heal()
 	return p.wait(t), p.errb.String()
 }
@@ -96,8 +106,9 @@ func TestInterruptedWritesRevert(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = px.Close() })
 			root := "/" + t.Name()
-			code, stderr := interruptMidWrite(t, px, connEnv(c.impl, px.Addr(), root), "import", "--parallel", "4", in)
-			check(t, code, stderr, target{impl: c.impl, addr: c.addr, root: root})
+			dst := target{impl: c.impl, addr: c.addr, root: root}
+			code, stderr := interruptMidWrite(t, px, dst, connEnv(c.impl, px.Addr(), root), "import", "--parallel", "4", in)
+			check(t, code, stderr, dst)
 		})
 	}
 	t.Run("copy-etcd-to-zk", func(t *testing.T) {
@@ -108,7 +119,7 @@ func TestInterruptedWritesRevert(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = px.Close() })
 		dst := target{impl: "zk2", addr: zk, root: "/" + t.Name()}
-		code, stderr := interruptMidWrite(t, px, connEnv("etcd2", etcd, src.root),
+		code, stderr := interruptMidWrite(t, px, dst, connEnv("etcd2", etcd, src.root),
 			"copy", "--parallel", "4", "--to", "zk2:"+px.Addr()+":"+dst.root)
 		check(t, code, stderr, dst)
 	})

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/middleware"
 )
 
 // Exit codes of topoctl.
@@ -130,6 +131,13 @@ type options struct {
 
 	log *slog.Logger
 
+	// metricsAddr is --metrics-address; metrics the topo metrics every
+	// connection records into when it is set, and stopMetrics ends their
+	// HTTP server (see startMetrics).
+	metricsAddr string
+	metrics     *middleware.Metrics
+	stopMetrics func()
+
 	// addrDefaulted records that no address was given: open then checks
 	// that something listens at the default address before connecting,
 	// and fails at once suggesting `topoctl serve` when nothing does.
@@ -231,6 +239,9 @@ with its command's status otherwise.`,
 				return err
 			}
 			o.started = true
+			if o.metricsAddr != "" {
+				return o.startMetrics(cmd.Context(), cmd)
+			}
 			return nil
 		},
 	}
@@ -253,20 +264,21 @@ with its command's status otherwise.`,
 	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
 	o.addSecurityFlags(pf)
 	pf.StringVar(&o.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a comment); a flag or variable wins over it (env "+EnvConfig+")")
-	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr)")
+	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr; debug logs one record per store call)")
+	pf.StringVar(&o.metricsAddr, "metrics-address", "", "serve Prometheus metrics of the store calls (topo_*) at http://HOST:PORT/metrics while a long-running command runs (serve, watch, lock, elect, leader --observe)")
 
 	root.AddCommand(
-		newServeCmd(o),
+		longRunning(newServeCmd(o), ""),
 		newClusterCmd(o),
 		newLsCmd(o),
 		newTreeCmd(o),
 		newGetCmd(o),
 		newPutCmd(o),
 		newRmCmd(o),
-		newWatchCmd(o),
-		newLockCmd(o),
-		newElectCmd(o),
-		newLeaderCmd(o),
+		longRunning(newWatchCmd(o), ""),
+		longRunning(newLockCmd(o), ""),
+		longRunning(newElectCmd(o), ""),
+		longRunning(newLeaderCmd(o), "observe"),
 		newCopyCmd(o),
 		newDiffCmd(o),
 		newImportCmd(o),
@@ -431,6 +443,9 @@ func Main(ctx context.Context, args []string, io IO) int {
 	cmd, o := newRoot(io)
 	cmd.SetArgs(args)
 	ran, err := cmd.ExecuteContextC(ctx)
+	if o.stopMetrics != nil {
+		o.stopMetrics()
+	}
 	if err == nil {
 		return ExitOK
 	}

@@ -49,6 +49,7 @@ func runSuite(t *testing.T, newTarget func(t *testing.T) target, caps capabiliti
 		{"CopyDiff", testCopyDiff},
 		{"ImportExport", testImportExport},
 		{"Cell", testCell},
+		{"CellAlias", testCellAlias},
 		{"Errors", testErrors},
 		{"Reads", testReads},
 	}
@@ -618,6 +619,61 @@ func testCell(t *testing.T, tg target, _ capabilities) {
 	assert.Equal(t, []cellRow{{"zone1", tg.addr, cellRoot}}, cells)
 }
 
+// testCellAlias: cell alias create, get, update, delete and ls, with
+// Vitess's rules (a cell in at most one alias, no alias named like a cell)
+// and Vitess's layout (cells_aliases/<alias>/CellsAlias, a CellsAlias
+// protobuf).
+func testCellAlias(t *testing.T, tg target, _ capabilities) {
+	assert.Empty(t, tg.ok(t, "cell", "alias", "ls"))
+	assert.Equal(t, "[]\n", tg.ok(t, "cell", "alias", "ls", "-o", "json"))
+	tg.ok(t, "cell", "alias", "create", "region1", "--cells", "zone1,zone2")
+	tg.ok(t, "cell", "alias", "create", "region1", "--cells", "zone1", "--cells", "zone2") // identical: no-op
+	assert.Equal(t, "zone1\nzone2\n", tg.ok(t, "cell", "alias", "get", "region1"))
+	var row aliasRow
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "cell", "alias", "get", "region1", "-o", "json")), &row))
+	assert.Equal(t, aliasRow{"region1", []string{"zone1", "zone2"}}, row)
+
+	// Vitess's layout: the record is a CellsAlias protobuf at
+	// cells_aliases/region1/CellsAlias.
+	b, err := proto.Marshal(&topodatapb.CellsAlias{Cells: []string{"zone1", "zone2"}})
+	require.NoError(t, err)
+	assert.Equal(t, string(b), tg.ok(t, "get", "cells_aliases/region1/CellsAlias"))
+
+	// The rules: another record for the alias, a cell in two aliases, an
+	// alias named like a cell.
+	tg.fails(t, 1, []string{"NodeExists"}, "cell", "alias", "create", "region1", "--cells", "zone3")
+	tg.fails(t, 1, []string{"NodeExists", "zone2", "region1"}, "cell", "alias", "create", "region2", "--cells", "zone2,zone3")
+	tg.fails(t, 1, []string{"NodeExists", "zone2", "region1"}, "cell", "alias", "update", "region2", "--cells", "zone2")
+	tg.ok(t, "cell", "set", "zone9", "--server-address", "x", "--root", "/x")
+	tg.fails(t, 1, []string{"NodeExists", "name of a cell"}, "cell", "alias", "create", "zone9", "--cells", "zone8")
+	tg.fails(t, 1, []string{"InvalidArgument"}, "cell", "alias", "create", "region2", "--cells", "global")
+	tg.fails(t, ExitUsage, []string{"needs --cells"}, "cell", "alias", "create", "region2")
+	tg.fails(t, ExitUsage, []string{"--cell does not apply"}, "--cell", "zone1", "cell", "alias", "ls")
+	tg.fails(t, 1, []string{"NoNode"}, "cell", "alias", "get", "region2")
+
+	// update replaces the cells (creating an absent alias); ls lists all.
+	tg.ok(t, "cell", "alias", "update", "region1", "--cells", "zone1")
+	tg.ok(t, "cell", "alias", "update", "region2", "--cells", "zone2,zone3")
+	assert.Equal(t, [][]string{{"region1", "zone1"}, {"region2", "zone2,zone3"}}, fieldsOf(tg.ok(t, "cell", "alias", "ls")))
+	var rows []aliasRow
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "cell", "alias", "ls", "-o", "json")), &rows))
+	assert.Equal(t, []aliasRow{{"region1", []string{"zone1"}}, {"region2", []string{"zone2", "zone3"}}}, rows)
+
+	tg.ok(t, "cell", "alias", "delete", "region1")
+	tg.fails(t, 1, []string{"NoNode"}, "cell", "alias", "delete", "region1")
+	tg.fails(t, 1, []string{"NoNode"}, "cell", "alias", "get", "region1")
+	assert.Equal(t, [][]string{{"region2", "zone2,zone3"}}, fieldsOf(tg.ok(t, "cell", "alias", "ls")))
+}
+
+// fieldsOf splits output into lines of fields.
+func fieldsOf(out string) [][]string {
+	var rows [][]string
+	for l := range strings.Lines(out) {
+		rows = append(rows, strings.Fields(l))
+	}
+	return rows
+}
+
 // testErrors: error lines say what is wrong, with the paths as typed.
 func testErrors(t *testing.T, tg target, caps capabilities) {
 	r := tg.run(t, "", "ls", "/")
@@ -650,7 +706,7 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 
 	// Commands that only group others, and unknown ones, are usage errors.
 	tg.fails(t, 2, []string{`unknown command "rm" for "topoctl cell"`, "Run 'topoctl cell --help'"}, "cell", "rm", "zone1")
-	tg.fails(t, 2, []string{"topoctl cell needs a subcommand: ls, set"}, "cell")
+	tg.fails(t, 2, []string{"topoctl cell needs a subcommand: alias, ls, set"}, "cell")
 	tg.fails(t, 2, []string{"unknown command"}, "frobnicate")
 	// The root flag has no short name: -r is not taken for it.
 	tg.fails(t, 2, []string{"unknown shorthand flag: 'r'"}, "ls", "-r", "/keyspaces")
