@@ -71,13 +71,21 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err != nil {
 		return nil, err
 	}
-	value, full, err := c.beginWrite(ctx, OpUpdate, p, contents)
-	if err != nil {
+	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
 	}
+	value := slices.Clone(contents)
 	s := c.s
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.lookup(full)
+	if err := c.closedErr(p); err != nil {
+		return nil, err
+	}
+	n := c.idx.valueNode(p)
+	if n == nil {
+		// No file or entry there; maybe a directory.
+		n = s.lookup(c.full(p))
+	}
 	if n != nil && n.entry != nil {
 		return nil, &topo.Error{Code: topo.NodeExists, Path: p, Err: errEphemeral}
 	}
@@ -90,9 +98,9 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		}
 	}
 	if n == nil {
-		n = s.ensure(full)
+		n = s.ensure(c.full(p))
 	}
-	fs := s.setFile(full, n, value)
+	fs := s.setFileRel(c, p, n, value)
 	return fs.ver, nil
 }
 

@@ -57,6 +57,7 @@ type rootIndex struct {
 // write); nil means the path was unpublished since the slot was loaded.
 type slot struct {
 	fs atomic.Pointer[fileState]
+	n  *node // the node holding the value while the slot is in its index
 }
 
 // load returns the snapshot the index holds for rel, or nil.
@@ -89,7 +90,7 @@ func (s *store) index(r string) *rootIndex {
 				fs = n.file
 			}
 			if fs != nil {
-				sl := &slot{}
+				sl := &slot{n: n}
 				sl.fs.Store(fs)
 				ri.files.Store(rel, sl)
 				n.slots = append(n.slots, sl)
@@ -132,7 +133,7 @@ func (s *store) publish(p string, n *node, fs *fileState) {
 			ri.files.Delete(rel)
 			continue
 		}
-		sl := &slot{}
+		sl := &slot{n: n}
 		sl.fs.Store(fs)
 		ri.files.Store(rel, sl)
 		n.slots = append(n.slots, sl)
@@ -283,8 +284,31 @@ func (s *store) nextRev() int64 {
 	return s.rev
 }
 
+// valueNode returns the node holding a published value (file or entry) at
+// rel in ri, or nil. Under mu the index matches the tree, so this finds
+// the node without walking the path. Call with mu held.
+func (ri *rootIndex) valueNode(rel string) *node {
+	v, ok := ri.files.Load(rel)
+	if !ok {
+		return nil
+	}
+	return v.(*slot).n
+}
+
+// setFileRel is setFile for the canonical path rel of c, building the full
+// path only when it is needed: for a file not published yet, or when
+// watchers are registered. Call with mu held for writing.
+func (s *store) setFileRel(c *Conn, rel string, n *node, contents []byte) *fileState {
+	full := ""
+	if n.slots == nil || len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 {
+		full = c.full(rel)
+	}
+	return s.setFile(full, n, contents)
+}
+
 // setFile stores contents as the new value of the file at full path p and
-// returns its snapshot. Call with mu held for writing.
+// returns its snapshot; p may be "" when the file is published already and
+// no watcher is registered. Call with mu held for writing.
 func (s *store) setFile(p string, n *node, contents []byte) *fileState {
 	v := s.nextRev()
 	fs := &fileState{contents: contents, version: v, ver: topo.NumericVersion(v)}

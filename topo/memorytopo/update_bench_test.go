@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -63,6 +65,59 @@ func BenchmarkUpdateThroughput(b *testing.B) {
 		})
 		report(b, cpu0)
 	})
+
+	// The reference: the same writes into a map behind one sync.Mutex
+	// (a version check, a copy of the value, a new version), to tell the
+	// cost of contending on one mutex on this machine from the store's own.
+	ref := &refStore{m: map[string]refFile{}}
+	b.Run("reference=mutex/goroutines=1", func(b *testing.B) {
+		cpu0 := cpuTime(b)
+		v := ref.update("f", value, 0)
+		for b.Loop() {
+			v = ref.update("f", value, v)
+		}
+		report(b, cpu0)
+	})
+	b.Run("reference=mutex/goroutines=16", func(b *testing.B) {
+		procs := runtime.GOMAXPROCS(0)
+		b.SetParallelism((16 + procs - 1) / procs)
+		var next atomic.Int64
+		cpu0 := cpuTime(b)
+		b.RunParallel(func(pb *testing.PB) {
+			p := fmt.Sprint("f", next.Add(1))
+			v := ref.update(p, value, 0)
+			for pb.Next() {
+				v = ref.update(p, value, v)
+			}
+		})
+		report(b, cpu0)
+	})
+}
+
+type refFile struct {
+	value   []byte
+	version int64
+}
+
+// refStore is BenchmarkUpdateThroughput's reference.
+type refStore struct {
+	mu  sync.Mutex
+	rev int64
+	m   map[string]refFile
+}
+
+// update writes value at p if its version is want (0: any) and returns
+// the new version, or -1 when the version differs.
+func (s *refStore) update(p string, value []byte, want int64) int64 {
+	v := slices.Clone(value)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if want != 0 && s.m[p].version != want {
+		return -1
+	}
+	s.rev++
+	s.m[p] = refFile{v, s.rev}
+	return s.rev
 }
 
 // BenchmarkGetAllocs is Get of one file from one goroutine, with its
