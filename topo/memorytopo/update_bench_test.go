@@ -141,3 +141,31 @@ func BenchmarkGetAllocs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGetScattered is Get from one goroutine over 10,000 files in a
+// pseudo-random order, so that most reads miss the CPU caches.
+func BenchmarkGetScattered(b *testing.B) {
+	ctx := context.Background()
+	f := memorytopo.NewFactory()
+	c, err := f.NewConn("bench", "/root")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	const files = 10000
+	paths := make([]string, files)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("keyspaces/ks%d/shards/0/Shard", i)
+		if _, err := c.Create(ctx, paths[i], []byte("shard record")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i = (i + 7919) % files // a prime stride: every file, out of order
+		if _, _, err := c.Get(ctx, paths[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
