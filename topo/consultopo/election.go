@@ -197,22 +197,32 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 
 // WaitForNewLeader implements topo.LeaderParticipation.WaitForNewLeader
 // with blocking queries on elections/<name>: the channel receives the
-// current leader's id (if any), then the id of every new leadership term.
-// It closes when ctx ends, the Conn closes, or on an ACL refusal (which is
-// permanent); other store errors are retried.
-// It returns Timeout/Interrupted when ctx already ended and Closed after
-// Close.
+// leader's id current when the call returns (read before it returns; if
+// any), then the id of every new leadership term. It closes when ctx ends,
+// the Conn closes, or on an ACL refusal (which is permanent); other store
+// errors are retried. It returns Timeout/Interrupted when ctx already ended
+// and Closed after Close.
 func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
 	if err := p.c.begin(ctx, p.path); err != nil {
 		return nil, err
 	}
 	wctx, cancel := p.c.callCtx(ctx)
 	ch := make(chan string, 1)
+	var index uint64
+	var lastSession, lastID string
+	// The leader current at the time of the call is read before returning,
+	// so that it comes first even when the channel is read only after a
+	// handover; a failed read is left to the loop's retries.
+	if pair, meta, err := p.c.kv.Get(p.key, p.c.queryOptions(wctx)); err == nil {
+		index = meta.LastIndex
+		if pair != nil && pair.Session != "" {
+			lastSession, lastID = pair.Session, string(pair.Value)
+			ch <- lastID
+		}
+	}
 	go func() {
 		defer close(ch)
 		defer cancel()
-		var index uint64
-		var lastSession, lastID string
 		retry := 50 * time.Millisecond
 		for {
 			pair, meta, err := p.c.kv.Get(p.key, p.c.blockingOptions(wctx, index))
