@@ -172,16 +172,25 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 	// that an uncontended lock takes one round trip; check-not-exists makes
 	// that assumption atomic.
 	optimistic := true
+	// seen is the key as a blocking query returned it: the next condition
+	// is built on it without another read (the transaction's condition
+	// makes a stale view roll back, never take the key over).
+	var seen *api.KVPair
+	var seenMeta *api.QueryMeta
 	for {
 		var cur *api.KVPair
 		meta := &api.QueryMeta{}
-		if !optimistic {
+		switch {
+		case optimistic:
+		case seenMeta != nil:
+			cur, meta = seen, seenMeta
+		default:
 			cur, meta, err = c.kv.Get(spec.key, c.consistentOptions(actx))
 			if err != nil {
 				return 0, false, sessionEnded(err)
 			}
 		}
-		optimistic = false
+		optimistic, seen, seenMeta = false, nil, nil
 		var cond *api.KVTxnOp
 		switch {
 		case cur == nil:
@@ -195,8 +204,14 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 		default:
 			// Held by another session: block until the key changes.
 			waited = true
-			if _, _, err := c.kv.Get(spec.key, c.consistentBlocking(actx, meta.LastIndex)); err != nil {
+			seen, seenMeta, err = c.kv.Get(spec.key, c.consistentBlocking(actx, meta.LastIndex))
+			if err != nil {
 				return 0, false, sessionEnded(err)
+			}
+			if seenMeta.LastIndex < meta.LastIndex {
+				// The store's index went back (a restarted dev agent): read
+				// afresh rather than wait on a stale index.
+				seen, seenMeta = nil, nil
 			}
 			continue
 		}

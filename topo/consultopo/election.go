@@ -197,11 +197,11 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 
 // WaitForNewLeader implements topo.LeaderParticipation.WaitForNewLeader
 // with blocking queries on elections/<name>: the channel receives the
-// current leader's id (if any), then the id of every new leadership term.
-// It closes when ctx ends, the Conn closes, or on an ACL refusal (which is
-// permanent); other store errors are retried.
-// It returns Timeout/Interrupted when ctx already ended and Closed after
-// Close.
+// leader's id current when the call returns (read before it returns; if
+// any), then the id of every new leadership term. It closes when ctx ends,
+// the Conn closes, or on an ACL refusal (which is permanent); other store
+// errors are retried. It returns Timeout/Interrupted when ctx already ended
+// and Closed after Close.
 func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
 	if err := p.c.begin(ctx, p.path); err != nil {
 		return nil, err

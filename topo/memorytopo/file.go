@@ -71,13 +71,21 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err != nil {
 		return nil, err
 	}
-	value, full, err := c.beginWrite(ctx, OpUpdate, p, contents)
-	if err != nil {
+	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
 	}
+	value := slices.Clone(contents)
 	s := c.s
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.lookup(full)
+	if err := c.closedErr(p); err != nil {
+		return nil, err
+	}
+	n := c.idx.valueNode(p)
+	if n == nil {
+		// No file or entry there; maybe a directory.
+		n = s.lookup(c.full(p))
+	}
 	if n != nil && n.entry != nil {
 		return nil, &topo.Error{Code: topo.NodeExists, Path: p, Err: errEphemeral}
 	}
@@ -90,9 +98,9 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		}
 	}
 	if n == nil {
-		n = s.ensure(full)
+		n = s.ensure(c.full(p))
 	}
-	fs := s.setFile(full, n, value)
+	fs := s.setFileRel(c, p, n, value)
 	return fs.ver, nil
 }
 
@@ -105,18 +113,17 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err := c.closedErr(filePath); err != nil {
 		return nil, nil, err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := cleanFilePath(filePath)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := c.enter(ctx, OpGet, p); err != nil {
 		return nil, nil, err
 	}
-	v, ok := c.idx.files.Load(p)
-	if !ok {
+	fs := c.idx.load(p)
+	if fs == nil {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	fs := v.(*fileState)
 	return slices.Clone(fs.contents), fs.ver, nil
 }
 
@@ -130,7 +137,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if err := c.closedErr(filePath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := cleanFilePath(filePath)
 	if err != nil {
 		return nil, err
 	}
@@ -140,20 +147,30 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if err := c.enter(ctx, OpGetVersion, p); err != nil {
 		return nil, err
 	}
-	v, ok := c.idx.files.Load(p)
-	if !ok {
+	fs := c.idx.load(p)
+	if fs == nil {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
-	fs := v.(*fileState)
 	if fs.version == version {
 		return slices.Clone(fs.contents), nil
 	}
-	for _, h := range fs.history {
+	// An earlier version: the history lives in the tree, under the lock.
+	s := c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := s.lookup(c.full(p))
+	if n == nil || n.file == nil {
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	if n.file.version == version {
+		return slices.Clone(n.file.contents), nil
+	}
+	for _, h := range n.hist {
 		if h.version == version {
 			return slices.Clone(h.contents), nil
 		}
 	}
-	if version <= fs.floor {
+	if version <= n.floor {
 		return nil, topo.NewError(topo.Compacted, p)
 	}
 	return nil, topo.NewError(topo.NoNode, p)

@@ -73,9 +73,14 @@
 // whose value is the participant id. Versions are topo.NumericVersion values
 // from one counter per store, increasing on every write.
 //
-// Reads do not serialise: Get loads an immutable snapshot of the file
-// without taking a lock, so concurrent Gets scale with the number of CPUs.
-// Writes, listings and lock or election changes take one store-wide mutex.
+// Reads do not serialise: Get (and GetVersion of the current version)
+// loads an immutable snapshot of the file without taking a lock, so
+// concurrent Gets scale with the number of CPUs. Writes, listings and lock
+// or election changes take one store-wide mutex; GetVersion of an earlier
+// version takes it for reading. A write copies the value it is given and
+// appends the replaced version to the file's history (no copy of the
+// history); Get, GetVersion, List and watches hand out copies, so callers
+// may modify both what they passed and what they got.
 package memorytopo
 
 import (

@@ -1,9 +1,9 @@
 package memorytopo
 
 import (
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -11,9 +11,9 @@ import (
 
 // store is one in-memory coordination store: everything a Factory holds
 // for one serverAddress. Its tree, leases, entries and watchers are guarded
-// by mu; Get reads files lock-free through a per-root index, which holds an
-// immutable *fileState per path and is replaced (never mutated) on writes
-// made under mu.
+// by mu; Get reads files lock-free through a per-root index, which holds a
+// slot per path whose immutable *fileState is replaced (never mutated) on
+// writes made under mu.
 type store struct {
 	f *Factory
 
@@ -49,7 +49,24 @@ func newStore(f *Factory) *store {
 // rootIndex is the lock-free read index of one root.
 type rootIndex struct {
 	root  string   // canonical root, "" for the store's top
-	files sync.Map // path relative to root -> *fileState
+	files sync.Map // path relative to root -> *slot
+}
+
+// slot holds the current snapshot of one path in one root index. A
+// rewrite of a published path stores a new snapshot into its slots (no map
+// write); nil means the path was unpublished since the slot was loaded.
+type slot struct {
+	fs atomic.Pointer[fileState]
+	n  *node // the node holding the value while the slot is in its index
+}
+
+// load returns the snapshot the index holds for rel, or nil.
+func (ri *rootIndex) load(rel string) *fileState {
+	v, ok := ri.files.Load(rel)
+	if !ok {
+		return nil
+	}
+	return v.(*slot).fs.Load()
 }
 
 // index returns the read index of the canonical root r, creating and
@@ -63,11 +80,20 @@ func (s *store) index(r string) *rootIndex {
 	if n != nil {
 		var fill func(n *node, rel string)
 		fill = func(n *node, rel string) {
-			if n.file != nil {
-				ri.files.Store(rel, n.file)
+			var fs *fileState
+			switch {
+			case len(n.slots) > 0:
+				fs = n.slots[0].fs.Load()
+			case n.entry != nil:
+				fs = entryState(n.entry)
+			default:
+				fs = n.file
 			}
-			if n.entry != nil {
-				ri.files.Store(rel, entryState(n.entry))
+			if fs != nil {
+				sl := &slot{n: n}
+				sl.fs.Store(fs)
+				ri.files.Store(rel, sl)
+				n.slots = append(n.slots, sl)
 			}
 			for name, ch := range n.children {
 				fill(ch, joinFull(rel, name))
@@ -81,9 +107,20 @@ func (s *store) index(r string) *rootIndex {
 	return ri
 }
 
-// publish makes fs (nil: nothing) the value read at full path p in every
-// root index that covers p. Call with mu held for writing.
-func (s *store) publish(p string, fs *fileState) {
+// publish makes fs (nil: nothing) the value read at full path p, held by
+// node n, in every root index that covers p. A path already published
+// only has its slots updated. Call with mu held for writing.
+func (s *store) publish(p string, n *node, fs *fileState) {
+	if fs != nil && n.slots != nil {
+		for _, sl := range n.slots {
+			sl.fs.Store(fs)
+		}
+		return
+	}
+	for _, sl := range n.slots {
+		sl.fs.Store(nil)
+	}
+	n.slots = nil
 	for r, ri := range s.roots {
 		rel := p
 		if r != "" {
@@ -94,9 +131,15 @@ func (s *store) publish(p string, fs *fileState) {
 		}
 		if fs == nil {
 			ri.files.Delete(rel)
-		} else {
-			ri.files.Store(rel, fs)
+			continue
 		}
+		sl := &slot{n: n}
+		sl.fs.Store(fs)
+		ri.files.Store(rel, sl)
+		n.slots = append(n.slots, sl)
+	}
+	if fs != nil && n.slots == nil {
+		n.slots = []*slot{} // published, in no index yet
 	}
 }
 
@@ -114,6 +157,18 @@ type node struct {
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
 
+	// slots are the index slots of the node's published value, one per
+	// root index covering the path; nil while nothing is published (a
+	// non-nil empty slice: published, but no index covers the path).
+	slots []*slot
+
+	// hist holds the file's earlier versions, oldest first (at most
+	// Options.History-1); floor is the highest version discarded from it
+	// (0 when nothing was discarded). Both are reset when the file is
+	// deleted.
+	hist  []histEntry
+	floor int64
+
 	// files counts the regular files in this subtree, this node included.
 	files int
 }
@@ -124,10 +179,6 @@ type fileState struct {
 	version   int64
 	ver       topo.Version // topo.NumericVersion(version), boxed once
 	ephemeral bool
-	// history holds earlier versions of the file, oldest first; floor is the
-	// highest version discarded from it (0 when nothing was discarded).
-	history []histEntry
-	floor   int64
 }
 
 type histEntry struct {
@@ -164,13 +215,6 @@ type lease struct {
 	timer   *time.Timer
 }
 
-func splitPath(p string) []string {
-	if p == "" {
-		return nil
-	}
-	return strings.Split(p, "/")
-}
-
 // joinFull joins path segments, skipping empty ones.
 func joinFull(parts ...string) string {
 	var b strings.Builder
@@ -189,11 +233,13 @@ func joinFull(parts ...string) string {
 // lookup returns the node at full path p, or nil. Call with mu held.
 func (s *store) lookup(p string) *node {
 	n := s.top
-	for _, seg := range splitPath(p) {
+	for p != "" {
+		seg, rest, _ := strings.Cut(p, "/")
 		n = n.children[seg]
 		if n == nil {
 			return nil
 		}
+		p = rest
 	}
 	return n
 }
@@ -202,7 +248,9 @@ func (s *store) lookup(p string) *node {
 // Call with mu held for writing.
 func (s *store) ensure(p string) *node {
 	n := s.top
-	for _, seg := range splitPath(p) {
+	for p != "" {
+		seg, rest, _ := strings.Cut(p, "/")
+		p = rest
 		c := n.children[seg]
 		if c == nil {
 			if n.children == nil {
@@ -236,38 +284,73 @@ func (s *store) nextRev() int64 {
 	return s.rev
 }
 
+// valueNode returns the node holding a published value (file or entry) at
+// rel in ri, or nil. Under mu the index matches the tree, so this finds
+// the node without walking the path. Call with mu held.
+func (ri *rootIndex) valueNode(rel string) *node {
+	v, ok := ri.files.Load(rel)
+	if !ok {
+		return nil
+	}
+	return v.(*slot).n
+}
+
+// setFileRel is setFile for the canonical path rel of c, building the full
+// path only when it is needed: for a file not published yet, or when
+// watchers are registered. Call with mu held for writing.
+func (s *store) setFileRel(c *Conn, rel string, n *node, contents []byte) *fileState {
+	full := ""
+	if n.slots == nil || len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 {
+		full = c.full(rel)
+	}
+	return s.setFile(full, n, contents)
+}
+
 // setFile stores contents as the new value of the file at full path p and
-// returns its snapshot. Call with mu held for writing.
+// returns its snapshot; p may be "" when the file is published already and
+// no watcher is registered. Call with mu held for writing.
 func (s *store) setFile(p string, n *node, contents []byte) *fileState {
 	v := s.nextRev()
 	fs := &fileState{contents: contents, version: v, ver: topo.NumericVersion(v)}
 	if old := n.file; old != nil {
-		limit := s.f.opts.History
-		h := make([]histEntry, 0, min(len(old.history)+1, limit))
-		h = append(h, old.history...)
-		h = append(h, histEntry{old.version, old.contents})
-		fs.floor = old.floor
-		if len(h) >= limit {
-			drop := len(h) - (limit - 1)
-			fs.floor = max(fs.floor, h[drop-1].version)
-			h = slices.Clone(h[drop:])
-		}
-		fs.history = h
+		s.keep(n, old)
 	} else {
 		n.addFiles(1)
 	}
 	n.file = fs
-	s.publish(p, fs)
+	s.publish(p, n, fs)
 	s.notifyFile(p, fs)
 	return fs
 }
 
-// deleteFile removes the file at full path p held by n. Call with mu held
-// for writing.
+// keep appends the replaced snapshot old to n's history, discarding the
+// oldest version (and raising the floor) beyond Options.History-1 kept
+// versions. The history's array is allocated once per file and reused.
+// Call with mu held for writing.
+func (s *store) keep(n *node, old *fileState) {
+	limit := s.f.opts.History - 1
+	if limit <= 0 {
+		n.floor = max(n.floor, old.version)
+		return
+	}
+	if len(n.hist) == limit {
+		n.floor = max(n.floor, n.hist[0].version)
+		copy(n.hist, n.hist[1:])
+		n.hist = n.hist[:limit-1]
+	}
+	if n.hist == nil {
+		n.hist = make([]histEntry, 0, limit)
+	}
+	n.hist = append(n.hist, histEntry{old.version, old.contents})
+}
+
+// deleteFile removes the file at full path p held by n, with its history.
+// Call with mu held for writing.
 func (s *store) deleteFile(p string, n *node) {
 	n.file = nil
+	n.hist, n.floor = nil, 0
 	n.addFiles(-1)
-	s.publish(p, nil)
+	s.publish(p, n, nil)
 	s.prune(n)
 	s.notifyFile(p, nil)
 }
@@ -350,7 +433,7 @@ func (s *store) addEntry(dir string, value []byte, l *lease) *entry {
 	e := &entry{path: p, seq: seq, value: value, lease: l, n: n, released: make(chan struct{})}
 	n.entry = e
 	l.entries[e] = struct{}{}
-	s.publish(p, entryState(e))
+	s.publish(p, n, entryState(e))
 	s.dirChanged(dir)
 	return e
 }
@@ -376,7 +459,7 @@ func (s *store) removeEntry(e *entry, lost bool) {
 	delete(e.lease.entries, e)
 	if e.n.entry == e {
 		e.n.entry = nil
-		s.publish(e.path, nil)
+		s.publish(e.path, e.n, nil)
 		s.prune(e.n)
 	}
 	if e.onRemove != nil {

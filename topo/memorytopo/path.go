@@ -1,0 +1,49 @@
+package memorytopo
+
+import "github.com/topokit/topokit/topo"
+
+// cleanFilePath is topo.CleanFilePath with a fast path for the common
+// case: a path of printable ASCII with no empty, "." or ".." segment and
+// no trailing "/" is already canonical but for one leading "/", which is
+// all topo.CleanFilePath would check and strip. Anything else goes to
+// topo.CleanFilePath, so the result and every error are its own
+// (TestCleanFilePathMatchesTopo).
+func cleanFilePath(p string) (string, error) {
+	if c, ok := cleanFast(p); ok {
+		return c, nil
+	}
+	return topo.CleanFilePath(p)
+}
+
+// cleanFast returns p without its leading "/" and true when p is in the
+// subset described at cleanFilePath; false otherwise.
+func cleanFast(p string) (string, bool) {
+	c := p
+	if len(c) > 0 && c[0] == '/' {
+		c = c[1:]
+	}
+	if len(c) == 0 || len(c) > topo.MaxPathLength {
+		return "", false
+	}
+	seg, dots := 0, 0 // length of the current segment, and its dots
+	for i := 0; i < len(c); i++ {
+		switch b := c[i]; {
+		case b == '/':
+			if seg == 0 || (seg == dots && dots <= 2) {
+				return "", false
+			}
+			seg, dots = 0, 0
+		case b < 0x20 || b >= 0x7f:
+			return "", false
+		case b == '.':
+			seg++
+			dots++
+		default:
+			seg++
+		}
+	}
+	if seg == 0 || (seg == dots && dots <= 2) {
+		return "", false
+	}
+	return c, true
+}
