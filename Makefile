@@ -21,9 +21,26 @@ serve: build
 test-deps:
 	./scripts/test-deps.sh
 
+# The ZooKeeper client (go-zookeeper v1.0.4, its newest release) races on
+# its Conn.lastZxid when it reconnects a session that has watches while
+# answers arrive (upstream go-zookeeper/zk PR #35, unmerged): the race
+# detector reports it in the suite's ZooKeeper partition subtests, which
+# heal partitions on purpose. Those subtests alone run without -race; every
+# other test, ZooKeeper's included, runs with it.
+ZKPKG   := github.com/topokit/topokit/topo/zk2topo
+ZKPART  := ^TestConformance$$/^Partition$$
+
 ## test: install what the tests need, then run every test (real servers)
 test: test-deps
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
+	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
+		set -e; \
+		echo "$(GO) test $(TESTFLAGS) -skip '$(ZKPART)' $(ZKPKG)"; \
+		$(GO) test $(TESTFLAGS) -skip '$(ZKPART)' $(ZKPKG); \
+		echo "$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKPART)' $(ZKPKG)"; \
+		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKPART)' $(ZKPKG); \
+	fi
+
 
 ## lint: gofmt and go vet
 lint:
