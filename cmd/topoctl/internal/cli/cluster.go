@@ -75,6 +75,9 @@ func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
 			if o.jsonOut() {
 				return o.printJSON(st)
 			}
+			if st.Decider == "" && len(st.Volunteers) == 0 {
+				o.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds), so nothing manages its membership\n")
+			}
 			o.printf("ideal size: %d   healthy: %t   leader: %s   decider: %s\n", st.IdealSize, st.Healthy, dash(st.Leader), dash(st.Decider))
 			o.printf("volunteers: %s\n", dash(strings.Join(st.Volunteers, ", ")))
 			if st.Nominee != nil {

@@ -214,6 +214,8 @@ func TestServeBusyStopRestartWatch(t *testing.T) {
 	assert.Contains(t, b.errb.String(), "is in use by process "+strconv.Itoa(a.cmd.Process.Pid))
 
 	tg := target{impl: "etcd2", addr: addrs[0], root: DefaultRoot}
+	// A plain serve is no self-managing cluster, and cluster status says so.
+	assert.Contains(t, tg.run(t, "", "cluster", "status").stderr, "not a self-managing cluster")
 	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
 	w := startProcess(t, env, "watch", "w")
 	w.waitLine(t, "/w "+v1+` "one"`)
