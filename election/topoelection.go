@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // DefaultCloseGrace is how long Close keeps waiting for the store to remove
@@ -60,7 +61,7 @@ func (f *TopoFactory) NewElection(ctx context.Context, resourceID string) (Elect
 // NewTopoElection is NewElection returning the concrete type, which adds
 // Leader and WatchLeader.
 func (f *TopoFactory) NewTopoElection(ctx context.Context, resourceID string) (*TopoElection, error) {
-	if err := topo.CheckContext(ctx, resourceID); err != nil {
+	if err := backendkit.CheckContext(ctx, resourceID); err != nil {
 		return nil, err
 	}
 	if resourceID == "" {
@@ -235,7 +236,7 @@ func (e *TopoElection) interrupted(msg string) error {
 // be reached). When mastership is lost right after being won, Await
 // campaigns again instead of returning. Safe for concurrent use.
 func (e *TopoElection) Await(ctx context.Context) error {
-	if err := topo.CheckContext(ctx, e.name); err != nil {
+	if err := backendkit.CheckContext(ctx, e.name); err != nil {
 		return err
 	}
 	for {
@@ -287,7 +288,7 @@ func (e *TopoElection) Await(ctx context.Context) error {
 				c.stop(e.interrupted("campaign abandoned"))
 			}
 			e.mu.Unlock()
-			return topo.FromContext(ctx, e.name)
+			return backendkit.FromContext(ctx, e.name)
 		}
 		switch {
 		case c.err != nil:
@@ -306,7 +307,7 @@ func (e *TopoElection) Await(ctx context.Context) error {
 		}
 		// Won and lost at once: campaign again.
 		e.mu.Unlock()
-		if err := topo.CheckContext(ctx, e.name); err != nil {
+		if err := backendkit.CheckContext(ctx, e.name); err != nil {
 			return err
 		}
 	}
@@ -370,7 +371,7 @@ func (e *TopoElection) Resign(ctx context.Context) error {
 	case <-stopped:
 		return nil
 	case <-ctx.Done():
-		return topo.FromContext(ctx, e.name)
+		return backendkit.FromContext(ctx, e.name)
 	}
 }
 
@@ -408,7 +409,7 @@ func (e *TopoElection) Close(ctx context.Context) error {
 	case <-stopped:
 		return nil
 	case <-wctx.Done():
-		return topo.FromContext(wctx, e.name)
+		return backendkit.FromContext(wctx, e.name)
 	}
 }
 

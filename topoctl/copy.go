@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // stdoutIsTerminal reports whether stdout is a terminal (progress bars are
@@ -277,7 +278,7 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 			}
 			af, bf := ta.files, tb.files
 			if len(af)+len(bf)+len(ta.reserved)+len(tb.reserved) == 0 {
-				return topo.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
+				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
 			}
 			diffs := compareTrees(af, bf)
 			if o.jsonOut() {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // electEvent is one line of elect output.
@@ -107,7 +108,7 @@ every line is a JSON object {"event","id"}.`,
 				case <-lctx.Done():
 					if ctx.Err() == nil {
 						o.printElect(electEvent{Event: "lost", ID: id})
-						result = topo.Wrap(topo.LockLost, args[0], fmt.Errorf("participant %s lost leadership", id))
+						result = backendkit.Wrap(topo.LockLost, args[0], fmt.Errorf("participant %s lost leadership", id))
 					}
 				}
 			}
@@ -194,7 +195,7 @@ func (o *options) observeLeader(ctx context.Context, lp topo.LeaderParticipation
 		o.printf("%s\n", id)
 	}
 	if ctx.Err() == nil {
-		return topo.Wrap(topo.Unavailable, name, errors.New("the store ended the leader watch"))
+		return backendkit.Wrap(topo.Unavailable, name, errors.New("the store ended the leader watch"))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 func newGetCmd(o *options) *cobra.Command {
@@ -121,7 +122,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 				if topo.IsErrType(err, topo.NoNode) {
 					if _, cur, gerr := st.conn.Get(ctx, p); gerr == nil {
-						return topo.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("version %d of this file is not kept (never one of its versions, or compacted away); its current version is %s: %w", atVersion, cur, err))
+						return backendkit.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("version %d of this file is not kept (never one of its versions, or compacted away); its current version is %s: %w", atVersion, cur, err))
 					}
 				}
 				ver = topo.NumericVersion(atVersion).String()
@@ -424,7 +425,7 @@ func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, e
 		return err
 	}
 	if des, lerr := conn.ListDir(ctx, p, false); lerr == nil && len(des) > 0 {
-		return topo.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p)))
+		return backendkit.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p)))
 	}
 	return err
 }

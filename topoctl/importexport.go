@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // readDir reads every regular file under dir as a store file at
@@ -41,7 +42,7 @@ func readDir(dir, under string) ([]topo.KVInfo, error) {
 		if err != nil {
 			return err
 		}
-		sp, err := topo.CleanFilePath(topo.JoinPath(under, filepath.ToSlash(rel)))
+		sp, err := topo.CleanFilePath(backendkit.JoinPath(under, filepath.ToSlash(rel)))
 		if err != nil {
 			return err
 		}
@@ -49,7 +50,7 @@ func readDir(dir, under string) ([]topo.KVInfo, error) {
 		if err != nil {
 			return err
 		}
-		if err := topo.CheckReserved(sp); err != nil {
+		if err := backendkit.CheckReserved(sp); err != nil {
 			return fmt.Errorf("%s: nothing was written: %w", p, at(err, sp))
 		}
 		if err := checkValue(sp, b); err != nil {
@@ -190,7 +191,7 @@ absent). Files are read in one List and written --parallel at a time.`,
 			for _, rel := range rels {
 				for d := path.Dir(rel); d != "."; d = path.Dir(d) {
 					if isFile[d] {
-						return topo.Wrap(topo.InvalidPath, topo.JoinPath(under, d), fmt.Errorf("is both a file and a directory in the store; nothing was exported"))
+						return backendkit.Wrap(topo.InvalidPath, backendkit.JoinPath(under, d), fmt.Errorf("is both a file and a directory in the store; nothing was exported"))
 					}
 				}
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // exitCommandNotFound is the exit code when lock's command cannot be
@@ -195,14 +196,14 @@ func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir stri
 func (o *options) holder(ctx context.Context, conn topo.Conn, dir string) string {
 	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
 	defer cancel()
-	locks := topo.JoinPath(dir, topo.LocksDirName)
+	locks := backendkit.JoinPath(dir, backendkit.LocksDirName)
 	if des, err := conn.ListDir(cctx, locks, false); err == nil && len(des) > 0 {
 		// The holder is the oldest entry: the lowest version (etcd's
 		// ModRevision; ZooKeeper's names sort in the same order).
 		slices.SortFunc(des, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 		best, bestVer := "", int64(-1)
 		for _, de := range des {
-			b, v, err := conn.Get(cctx, topo.JoinPath(locks, de.Name))
+			b, v, err := conn.Get(cctx, backendkit.JoinPath(locks, de.Name))
 			if err != nil || len(b) == 0 {
 				continue
 			}
@@ -215,7 +216,7 @@ func (o *options) holder(ctx context.Context, conn topo.Conn, dir string) string
 			return ", by " + strconv.Quote(best)
 		}
 	}
-	if b, _, err := conn.Get(cctx, topo.JoinPath(dir, topo.ConsulLockName)); err == nil && len(b) > 0 {
+	if b, _, err := conn.Get(cctx, backendkit.JoinPath(dir, backendkit.ConsulLockName)); err == nil && len(b) > 0 {
 		return ", by " + strconv.Quote(string(b))
 	}
 	return ""

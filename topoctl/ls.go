@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // entry is one listed directory entry, as ls and tree print it.
@@ -63,8 +64,8 @@ func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, re
 	}
 	out := make([]*entry, 0, len(des))
 	for _, de := range des {
-		e := &entry{Name: de.Name, Path: displayPath(topo.JoinPath(dir, de.Name)), Type: de.Type.String(), Ephemeral: de.Ephemeral}
-		p := topo.JoinPath(dir, de.Name)
+		e := &entry{Name: de.Name, Path: displayPath(backendkit.JoinPath(dir, de.Name)), Type: de.Type.String(), Ephemeral: de.Ephemeral}
+		p := backendkit.JoinPath(dir, de.Name)
 		if long && de.Type == topo.TypeFile {
 			cctx, cancel := o.callCtx(ctx)
 			_, v, err := conn.Get(cctx, p)

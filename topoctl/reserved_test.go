@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
@@ -52,12 +53,12 @@ func (c foreignConn) List(ctx context.Context, prefix string) ([]topo.KVInfo, er
 	var reserved []string
 	for _, kv := range kvs {
 		if strings.Contains("/"+kv.Path+"/", "/foreign-locks/") {
-			reserved = append(reserved, strings.ReplaceAll(kv.Path, "foreign-locks", topo.LocksDirName))
+			reserved = append(reserved, strings.ReplaceAll(kv.Path, "foreign-locks", backendkit.LocksDirName))
 			continue
 		}
 		rest = append(rest, kv)
 	}
-	return rest, topo.ReservedFiles(prefix, reserved)
+	return rest, backendkit.ReservedFiles(prefix, reserved)
 }
 
 // testReservedFiles: files at reserved paths that another tool wrote

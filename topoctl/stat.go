@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // statInfo is what stat prints about one path.
@@ -81,7 +82,7 @@ object {"path","type","version","size","ephemeral","entries"}.`,
 			}
 			if len(types) == 0 {
 				if p == "" {
-					return topo.Wrap(topo.NoNode, "/", fmt.Errorf("the root is empty or absent in %s", st.name))
+					return backendkit.Wrap(topo.NoNode, "/", fmt.Errorf("the root is empty or absent in %s", st.name))
 				}
 				return topo.NewError(topo.NoNode, displayPath(p))
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // defaultParallel is how many store requests import, copy, export and
@@ -89,7 +90,7 @@ func (o *options) reportReserved(verb, store, dir string, reserved []string) err
 	for _, p := range reserved {
 		o.eprintf("not %s: %s in %s is at a reserved path (written by another tool; topokit neither writes nor deletes such files)\n", verb, displayPath(p), store)
 	}
-	return topo.Wrap(topo.PartialResult, displayPath(dir), fmt.Errorf("%s at reserved paths %s not %s (listed above)",
+	return backendkit.Wrap(topo.PartialResult, displayPath(dir), fmt.Errorf("%s at reserved paths %s not %s (listed above)",
 		plural(len(reserved), "file"), wasWere(len(reserved)), verb))
 }
 
@@ -104,7 +105,7 @@ func wasWere(n int) string {
 // under dir in store: the root is empty or absent, which is surely not
 // what the user meant.
 func emptyTree(dir, store string) error {
-	return topo.Wrap(topo.NoNode, displayPath(dir), fmt.Errorf("no files under %s in %s: the root is empty or absent (check the root and the address)", displayPath(dir), store))
+	return backendkit.Wrap(topo.NoNode, displayPath(dir), fmt.Errorf("no files under %s in %s: the root is empty or absent (check the root and the address)", displayPath(dir), store))
 }
 
 // writeKind is what a plan does to one path.
@@ -185,7 +186,7 @@ func (o *options) planWrites(ctx context.Context, dst topo.Conn, dir string, fil
 		if err != nil {
 			return nil, err
 		}
-		if err := topo.CheckReserved(p); err != nil {
+		if err := backendkit.CheckReserved(p); err != nil {
 			return nil, fmt.Errorf("nothing was written: %w", at(err, p))
 		}
 		if err := checkValue(p, f.Value); err != nil {
@@ -224,15 +225,15 @@ func (o *options) planWrites(ctx context.Context, dst topo.Conn, dir string, fil
 		}
 	}
 	if len(clash) > 0 && !po.overwrite {
-		return nil, topo.Wrap(topo.NodeExists, displayPath(clash[0]), fmt.Errorf("%d of the %s already exist in the destination with other contents; nothing was written (use --overwrite)", len(clash), plural(len(files), "file")))
+		return nil, backendkit.Wrap(topo.NodeExists, displayPath(clash[0]), fmt.Errorf("%d of the %s already exist in the destination with other contents; nothing was written (use --overwrite)", len(clash), plural(len(files), "file")))
 	}
 	return plan, nil
 }
 
-// checkValue is topo.CheckValue with the numbers in the message.
+// checkValue is backendkit.CheckValue with the numbers in the message.
 func checkValue(p string, v []byte) error {
 	if len(v) > topo.MaxValueSize {
-		return topo.Wrap(topo.InvalidArgument, displayPath(p), fmt.Errorf("value is %d bytes, more than the %d bytes (%d KiB) a file may hold", len(v), topo.MaxValueSize, topo.MaxValueSize/1024))
+		return backendkit.Wrap(topo.InvalidArgument, displayPath(p), fmt.Errorf("value is %d bytes, more than the %d bytes (%d KiB) a file may hold", len(v), topo.MaxValueSize, topo.MaxValueSize/1024))
 	}
 	return nil
 }

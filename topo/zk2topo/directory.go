@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // ListDir lists the znodes directly under dirPath, sorted by name. A plain
@@ -53,7 +54,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 				// Shown only while a lock is held / a candidate runs.
 				var st *zk.Stat
 				var exists bool
-				cp := topo.JoinPath(dp, n)
+				cp := backendkit.JoinPath(dp, n)
 				err := c.read(ctx, dp, func(z *zk.Conn) error {
 					var err error
 					exists, st, err = z.Exists(c.zkPath(cp))
@@ -77,7 +78,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		for i, n := range names {
 			wg.Go(func() {
 				errs[i] = c.read(ctx, dp, func(z *zk.Conn) error {
-					exists, st, err := z.Exists(c.zkPath(topo.JoinPath(dp, n)))
+					exists, st, err := z.Exists(c.zkPath(backendkit.JoinPath(dp, n)))
 					if err == nil && exists {
 						stats[i] = st
 					}
@@ -94,7 +95,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 			if st == nil {
 				continue // deleted meanwhile
 			}
-			cp := topo.JoinPath(dp, n)
+			cp := backendkit.JoinPath(dp, n)
 			e := topo.DirEntry{Name: n, Type: topo.TypeFile, Ephemeral: st.EphemeralOwner != 0}
 			if st.NumChildren > 0 {
 				e.Type = topo.TypeDirectory

@@ -1,4 +1,4 @@
-package topo_test
+package backendkit_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 func TestReservedRule(t *testing.T) {
@@ -32,7 +33,7 @@ func TestReservedRule(t *testing.T) {
 		"keyspaces/ks/shards": false,
 	} {
 		require.Equal(t, want, topo.IsReserved(p), "IsReserved(%q)", p)
-		err := topo.CheckReserved(p)
+		err := backendkit.CheckReserved(p)
 		if want {
 			require.ErrorIs(t, err, topo.InvalidPath, p)
 			require.Contains(t, err.Error(), "reserved name", p)
@@ -44,37 +45,37 @@ func TestReservedRule(t *testing.T) {
 
 func TestWriteChecksRefuseReservedPaths(t *testing.T) {
 	for _, p := range []string{"d/locks/cfg", "/d/Lock", "elections/e/x"} {
-		_, err := topo.CheckCreate(p, nil)
+		_, err := backendkit.CheckCreate(p, nil)
 		require.ErrorIs(t, err, topo.InvalidPath, "CheckCreate(%q)", p)
-		_, _, err = topo.CheckUpdate(p, nil, nil)
+		_, _, err = backendkit.CheckUpdate(p, nil, nil)
 		require.ErrorIs(t, err, topo.InvalidPath, "CheckUpdate(%q)", p)
-		_, _, err = topo.CheckDelete(p, nil)
+		_, _, err = backendkit.CheckDelete(p, nil)
 		require.ErrorIs(t, err, topo.InvalidPath, "CheckDelete(%q)", p)
-		_, err = topo.CheckLockPath(p)
+		_, err = backendkit.CheckLockPath(p)
 		require.ErrorIs(t, err, topo.InvalidPath, "CheckLockPath(%q)", p)
 	}
-	d, err := topo.CheckLockPath("/")
+	d, err := backendkit.CheckLockPath("/")
 	require.NoError(t, err)
 	require.Equal(t, "", d)
-	_, err = topo.CheckLockPath("a//b")
+	_, err = backendkit.CheckLockPath("a//b")
 	require.ErrorIs(t, err, topo.InvalidPath)
 }
 
 func TestElectionNamesRefuseLockSegments(t *testing.T) {
 	for _, name := range []string{"svc/locks", "locks", "a/Lock"} {
-		_, err := topo.CheckElection(name, "id")
+		_, err := backendkit.CheckElection(name, "id")
 		require.ErrorIs(t, err, topo.InvalidPath, name)
 	}
 	for _, name := range []string{"svc", "svc/a", "elections"} {
-		n, err := topo.CheckElection(name, "id")
+		n, err := backendkit.CheckElection(name, "id")
 		require.NoError(t, err, name)
 		require.Equal(t, name, n)
 	}
 }
 
 func TestReservedFilesError(t *testing.T) {
-	require.NoError(t, topo.ReservedFiles("p", nil))
-	err := topo.ReservedFiles("p", []string{"d/locks/a", "d/locks/b"})
+	require.NoError(t, backendkit.ReservedFiles("p", nil))
+	err := backendkit.ReservedFiles("p", []string{"d/locks/a", "d/locks/b"})
 	require.ErrorIs(t, err, topo.PartialResult)
 	var rf *topo.ReservedFilesError
 	require.True(t, errors.As(err, &rf))

@@ -1,4 +1,4 @@
-package topo_test
+package backendkit_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 func TestMapError(t *testing.T) {
@@ -25,12 +26,12 @@ func TestMapError(t *testing.T) {
 	expired, cancel2 := context.WithDeadline(live, time.Now().Add(-time.Second))
 	defer cancel2()
 
-	require.NoError(t, topo.MapError(live, nil, "a", true, classify), "nil stays nil")
+	require.NoError(t, backendkit.MapError(live, nil, "a", true, classify), "nil stays nil")
 
 	typed := topo.NewError(topo.BadVersion, "x")
 	wrapped := errors.Join(errors.New("context"), typed)
-	require.Same(t, typed, topo.MapError(cancelled, typed, "a", true, classify), "an *Error passes through")
-	require.Equal(t, wrapped, topo.MapError(cancelled, wrapped, "a", true, classify), "so does an error wrapping one")
+	require.Same(t, typed, backendkit.MapError(cancelled, typed, "a", true, classify), "an *Error passes through")
+	require.Equal(t, wrapped, backendkit.MapError(cancelled, wrapped, "a", true, classify), "so does an error wrapping one")
 
 	for _, tc := range []struct {
 		name   string
@@ -47,7 +48,7 @@ func TestMapError(t *testing.T) {
 		{"cancelled", cancelled, false, topo.Interrupted},
 		{"deadline", expired, false, topo.Timeout},
 	} {
-		err := topo.MapError(tc.ctx, storeErr, "a/b", tc.closed, classify)
+		err := backendkit.MapError(tc.ctx, storeErr, "a/b", tc.closed, classify)
 		var te *topo.Error
 		require.ErrorAs(t, err, &te, tc.name)
 		require.Equal(t, tc.want, te.Code, tc.name)
