@@ -102,6 +102,14 @@ shows it.`,
 			}
 			defer st.Close()
 
+			if !named {
+				cctx, ccancel := o.callCtx(ctx)
+				err := o.notAFile(cctx, st.conn, dir)
+				ccancel()
+				if err != nil {
+					return err
+				}
+			}
 			host, _ := os.Hostname()
 			contents := fmt.Sprintf("topoctl lock on %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
 			lctx, cancel := o.callCtx(ctx)

@@ -681,8 +681,18 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 	assert.Contains(t, r.stderr, "the root is empty or absent")
 
 	tg.ok(t, "put", "d/f", "v")
-	tg.fails(t, 1, []string{"NoNode", "/d: is a directory, not a file"}, "get", "d")
-	tg.fails(t, 1, []string{"NoNode", "/d: is a directory, not a file"}, "rm", "d")
+	// A directory given where a file is wanted: the line says so first,
+	// not "node doesn't exist".
+	for _, cmd := range []string{"get", "rm"} {
+		r := tg.fails(t, 1, nil, cmd, "d")
+		assert.Regexp(t, `^topoctl: NoNode: /d is a directory, not a file \(ls /d lists it`, r.stderr)
+		assert.NotContains(t, r.stderr, "doesn't exist")
+	}
+	// A file given where a lock directory is wanted: the line says it is
+	// a file, that locks go on directories, and about --named.
+	r = tg.fails(t, 1, nil, "lock", "d/f", "--", "true")
+	assert.Regexp(t, `^topoctl: NoNode: /d/f is a file, not a directory: locks are taken on directories \(lock /d\), or use --named`, r.stderr)
+	assert.NotContains(t, r.stderr, "doesn't exist")
 	r = tg.fails(t, 1, []string{"NoNode", "/nope"}, "get", "nope")
 	assert.NotContains(t, r.stderr, " nope")
 
