@@ -127,7 +127,7 @@ shows it.`,
 			cancel()
 			if err != nil {
 				if try && topo.IsErrType(err, topo.NodeExists) {
-					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st.conn, dir), err)
+					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st, dir), err)
 				}
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
@@ -199,11 +199,19 @@ func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir stri
 
 // holder returns ", by <contents>" naming who holds the lock on dir, as
 // far as the store shows it (the contents of the oldest lock entry under
-// <dir>/locks on etcd and ZooKeeper, of the key <dir>/Lock on Consul), or
-// "" when it cannot be read.
-func (o *options) holder(ctx context.Context, conn topo.Conn, dir string) string {
+// <dir>/locks on etcd, memory and ZooKeeper -- read on a session of its
+// own there, see zkHolder --, of the key <dir>/Lock on Consul), or "" when
+// it cannot be read.
+func (o *options) holder(ctx context.Context, st *store, dir string) string {
 	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
 	defer cancel()
+	if st.spec.impl == "zk2" {
+		if h := o.zkHolder(cctx, st.spec, dir); h != "" {
+			return ", by " + strconv.Quote(h)
+		}
+		return ""
+	}
+	conn := st.conn
 	locks := backendkit.JoinPath(dir, backendkit.LocksDirName)
 	if des, err := conn.ListDir(cctx, locks, false); err == nil && len(des) > 0 {
 		// The holder is the oldest entry: the lowest version (etcd's
