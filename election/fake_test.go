@@ -103,6 +103,9 @@ func (f *FakeStore) Candidates(name string) int {
 	return len(f.queues[name])
 }
 
+// Term is not used by the election package's unit tests.
+func (p *fakeLP) Term() (topo.Fence, error) { return nil, topo.NewError(topo.NotLeader, "") }
+
 type fakeLP struct {
 	conn     *FakeStore
 	session  *FakeConn

@@ -413,6 +413,33 @@ func (e *TopoElection) Close(ctx context.Context) error {
 	}
 }
 
+// Term implements Election. It returns the backend's term Fence (see
+// topo.LeaderParticipation.Term) while this instance is master, a
+// NotLeader *topo.Error when it is not (campaigning, resigned, or
+// mastership lost), and Closed after Close. Safe for concurrent use.
+func (e *TopoElection) Term() (topo.Fence, error) {
+	e.mu.Lock()
+	closed, c := e.closed, e.cur
+	e.mu.Unlock()
+	if closed {
+		return nil, topo.NewError(topo.Closed, e.name)
+	}
+	if c == nil || !c.master() {
+		return nil, topo.NewError(topo.NotLeader, e.name)
+	}
+	f, err := c.lp.Term()
+	if err != nil {
+		return nil, err
+	}
+	// The term may have ended between master() and Term(); a fence of an
+	// ended term fails its own Check and IfHeld, so returning it is safe,
+	// but say NotLeader when the loss is already known.
+	if !c.master() {
+		return nil, topo.NewError(topo.NotLeader, e.name)
+	}
+	return f, nil
+}
+
 // ResourceID returns the name of the election.
 func (e *TopoElection) ResourceID() string { return e.name }
 

@@ -100,6 +100,26 @@ type Conn interface {
 	// that exists when the channel closes was reported with its last value.
 	WatchRecursive(ctx context.Context, prefix string) ([]*WatchDataRecursive, <-chan *WatchDataRecursive, error)
 
+	// Txn applies a transaction: ops, in order, are conditions (IfVersion,
+	// IfAbsent, IfPresent, IfHeld) and writes (CreateOp, UpdateOp,
+	// DeleteOp). It is all or nothing: either every condition holds and
+	// every write is applied, as one atomic store operation in one round
+	// trip, or nothing is written. It returns, for each op, the new
+	// version of a CreateOp or UpdateOp and nil for the others.
+	//
+	// A condition that does not hold (including the implied conditions of
+	// CreateOp, and of UpdateOp and DeleteOp with a version) gives a
+	// *TxnError naming the first failing op by index, wrapping a *Error
+	// with NodeExists, NoNode, BadVersion or LockLost. Bad input is found
+	// before anything is sent: an empty op list, or more ops than the
+	// store takes in one transaction (each backend documents its limit),
+	// is an InvalidArgument *Error; a malformed op (bad or reserved path,
+	// oversized contents, bad or missing version, nil or foreign Fence,
+	// two writes of one path) is a *TxnError wrapping InvalidPath or
+	// InvalidArgument. Unavailable means the outcome is unknown: the store
+	// may have applied the transaction.
+	Txn(ctx context.Context, ops ...TxnOp) ([]Version, error)
+
 	// NewLeaderParticipation joins the leader election called name (a single
 	// path segment, or a path) as the participant id. It returns
 	// InvalidArgument for an empty name or id. Nothing happens in the store
@@ -166,17 +186,14 @@ type WatchDataRecursive struct {
 	WatchData
 }
 
-// LockDescriptor is a held lock. Its methods are safe for concurrent use.
+// LockDescriptor is a held lock: a Fence (fencing token, Done, Check)
+// that its holder can release. Its methods are safe for concurrent use.
 type LockDescriptor interface {
-	// Check returns nil while the lock is held, and LockLost once the store
-	// dropped it (session or lease lost, lock node deleted behind the
-	// holder's back) or Interrupted once Unlock was called. Backends check
-	// their local session state and may ask the store.
-	Check(ctx context.Context) error
+	Fence
 
-	// Unlock releases the lock. A second Unlock returns Interrupted (the
-	// lock is no longer held); releasing a lock the store already dropped
-	// returns LockLost.
+	// Unlock releases the lock and closes Done. A second Unlock returns
+	// Interrupted (the lock is no longer held); releasing a lock the store
+	// already dropped returns LockLost.
 	Unlock(ctx context.Context) error
 }
 
@@ -188,6 +205,15 @@ type LeaderParticipation interface {
 	// After Stop it returns Interrupted. Calling it again while leading
 	// returns the same context.
 	WaitForLeadership() (context.Context, error)
+
+	// Term returns the participant's current leadership term as a Fence:
+	// its Token is the term's fencing token (strictly greater for every
+	// later term of the same election, whoever leads it), its Done closes
+	// when the term ends, and IfHeld(term) guards a transaction on it. It
+	// returns a NotLeader *Error when the participant does not lead (it
+	// never did, or WaitForLeadership has not returned, or the term ended
+	// and no new one began).
+	Term() (Fence, error)
 
 	// Stop withdraws from the election, giving up leadership if held. It is
 	// idempotent and returns once the participant's entry is removed (or the

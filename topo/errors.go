@@ -60,6 +60,10 @@ const (
 	// ReadOnly: a write, lock or election was refused because the
 	// connection is in read-only mode (see topo/middleware.ReadOnly).
 	ReadOnly
+	// NotLeader: a leader-only call (LeaderParticipation.Term, an
+	// election's Proclaim) was made by a participant that does not lead,
+	// or no longer leads.
+	NotLeader
 )
 
 var codeNames = [...]string{
@@ -81,6 +85,7 @@ var codeNames = [...]string{
 	Unavailable:       "unavailable",
 	PermissionDenied:  "permission denied",
 	ReadOnly:          "read-only mode",
+	NotLeader:         "not the leader",
 }
 
 // String returns the code's short human-readable name.

@@ -27,6 +27,16 @@ func (l *lockDescriptor) Check(ctx context.Context) error {
 	return err
 }
 
+// Token is the wrapped lock's fencing token.
+func (l *lockDescriptor) Token() int64 { return l.next.Token() }
+
+// Done is the wrapped lock's Done channel.
+func (l *lockDescriptor) Done() <-chan struct{} { return l.next.Done() }
+
+// Unwrap returns the wrapped lock, so that the backend finds its own
+// descriptor in an IfHeld condition.
+func (l *lockDescriptor) Unwrap() topo.Fence { return l.next }
+
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	err := l.c.around(ctx, OpUnlock, l.call.Path, l.next.Unlock)
 	// A second Unlock (Interrupted) does not end the lock again; any other
@@ -89,6 +99,10 @@ func (p *participation) report(lctx context.Context) {
 		p.c.h.OnLeadership(call, false)
 	}()
 }
+
+// Term returns the wrapped participant's term as it is: the backend's own
+// Fence.
+func (p *participation) Term() (topo.Fence, error) { return p.next.Term() }
 
 func (p *participation) Stop() {
 	_ = p.c.around(context.Background(), OpStop, p.name, func(context.Context) error {

@@ -50,6 +50,7 @@ const (
 	OpStop                   Op = "Stop"
 	OpGetCurrentLeaderID     Op = "GetCurrentLeaderID"
 	OpWaitForNewLeader       Op = "WaitForNewLeader"
+	OpTxn                    Op = "Txn"
 )
 
 // IsRead reports whether op only reads files: ListDir, Get, GetVersion and
@@ -63,13 +64,14 @@ func (op Op) IsRead() bool {
 }
 
 // Mutates reports whether op changes the store or claims something in it:
-// Create, Update, Delete, every lock acquisition, and joining an election
-// (NewLeaderParticipation and WaitForLeadership). Releasing (Unlock, Stop)
+// Create, Update, Delete, Txn (even one of conditions only), every lock
+// acquisition, and joining an election (NewLeaderParticipation and
+// WaitForLeadership). Releasing (Unlock, Stop)
 // does not count: a read-only switch must never keep a lock or a
 // leadership from being given up.
 func (op Op) Mutates() bool {
 	switch op {
-	case OpCreate, OpUpdate, OpDelete, OpLock, OpLockWithTTL, OpLockName, OpTryLock,
+	case OpCreate, OpUpdate, OpDelete, OpTxn, OpLock, OpLockWithTTL, OpLockName, OpTryLock,
 		OpNewLeaderParticipation, OpWaitForLeadership:
 		return true
 	}
@@ -208,6 +210,23 @@ func (c *conn) Delete(ctx context.Context, filePath string, version topo.Version
 	return c.around(ctx, OpDelete, filePath, func(ctx context.Context) error {
 		return c.next.Delete(ctx, filePath, version)
 	})
+}
+
+func (c *conn) Txn(ctx context.Context, ops ...topo.TxnOp) (vs []topo.Version, err error) {
+	// The call's path is the first op's (an IfHeld op has none).
+	var p string
+	for _, op := range ops {
+		if op.Path != "" {
+			p = op.Path
+			break
+		}
+	}
+	err = c.around(ctx, OpTxn, p, func(ctx context.Context) error {
+		var ierr error
+		vs, ierr = c.next.Txn(ctx, ops...)
+		return ierr
+	})
+	return vs, err
 }
 
 func (c *conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {

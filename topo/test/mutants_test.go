@@ -481,6 +481,8 @@ func (c *mutantConn) wrap(dir string, l topo.LockDescriptor, err error) (topo.Lo
 type fakeLock struct{ released bool }
 
 func (l *fakeLock) Check(context.Context) error { return nil }
+func (l *fakeLock) Token() int64                { return 1 }
+func (l *fakeLock) Done() <-chan struct{}       { return nil }
 func (l *fakeLock) Unlock(context.Context) error {
 	if l.released {
 		return topo.NewError(topo.Interrupted, "")
