@@ -161,11 +161,11 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 			}
 			if o.jsonOut() {
 				return o.printJSON(struct {
-					Path    string `json:"path"`
-					Version string `json:"version"`
-					Value   []byte `json:"value"`
-					Decoded any    `json:"decoded,omitempty"`
-				}{displayPath(p), ver, value, decoded})
+					Path    string      `json:"path"`
+					Version jsonVersion `json:"version"`
+					Value   []byte      `json:"value"`
+					Decoded any         `json:"decoded,omitempty"`
+				}{displayPath(p), jsonVersion(ver), nonNil(value), decoded})
 			}
 			_, err = o.io.Stdout.Write(text)
 			return err
@@ -270,7 +270,7 @@ prints the new version.`,
 				return err
 			}
 			if o.jsonOut() {
-				return o.printJSON(map[string]string{"path": displayPath(p), "version": v.String()})
+				return o.printJSON(map[string]any{"path": displayPath(p), "version": jsonVersion(v.String())})
 			}
 			o.printf("%s\n", v)
 			return nil
@@ -486,30 +486,34 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bo
 		return at(err, prefix)
 	}
 	type item struct {
-		Path    string `json:"path"`
-		Version string `json:"version,omitempty"`
-		Value   []byte `json:"value,omitempty"`
+		Path    string      `json:"path"`
+		Version jsonVersion `json:"version"`
+		Value   []byte      `json:"value"`
 	}
 	items := []item{}
+	keys := []struct {
+		Path string `json:"path"`
+	}{}
 	for _, kv := range kvs {
 		if topo.IsReserved(kv.Path) {
 			reserved = append(reserved, kv.Path)
 			continue
 		}
-		it := item{Path: displayPath(kv.Path)}
-		if !keysOnly {
-			it.Version, it.Value = kv.Version.String(), kv.Value
-			if it.Value == nil {
-				it.Value = []byte{}
-			}
-		}
-		items = append(items, it)
+		items = append(items, item{displayPath(kv.Path), jsonVersion(kv.Version.String()), nonNil(kv.Value)})
+		keys = append(keys, struct {
+			Path string `json:"path"`
+		}{displayPath(kv.Path)})
 	}
-	if o.jsonOut() {
+	switch {
+	case o.jsonOut() && keysOnly:
+		if err := o.printJSON(keys); err != nil {
+			return err
+		}
+	case o.jsonOut():
 		if err := o.printJSON(items); err != nil {
 			return err
 		}
-	} else {
+	default:
 		for _, it := range items {
 			o.printf("%s\n", it.Path)
 			switch {

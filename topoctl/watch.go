@@ -14,14 +14,23 @@ import (
 
 // watchEvent is one line of watch output.
 type watchEvent struct {
-	Path    string `json:"path"`
-	Version string `json:"version,omitempty"`
-	Value   []byte `json:"value,omitempty"`
-	Deleted bool   `json:"deleted,omitempty"`
+	Path    string      `json:"path"`
+	Version jsonVersion `json:"version,omitempty"`
+	Value   []byte      `json:"value,omitempty"`
+	Deleted bool        `json:"deleted"`
 }
 
 func (o *options) printEvent(ev watchEvent) error {
 	if o.jsonOut() {
+		if !ev.Deleted {
+			// An empty value is "", not left out.
+			return o.printJSON(struct {
+				Path    string      `json:"path"`
+				Version jsonVersion `json:"version"`
+				Value   []byte      `json:"value"`
+				Deleted bool        `json:"deleted"`
+			}{ev.Path, ev.Version, nonNil(ev.Value), false})
+		}
 		return o.printJSON(ev)
 	}
 	if ev.Deleted {
@@ -113,7 +122,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 						now[wd.Path] = true
 						if v := wd.Version.String(); seen[wd.Path] != v {
 							seen[wd.Path] = v
-							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: v, Value: wd.Contents}); err != nil {
+							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(v), Value: wd.Contents}); err != nil {
 								drainAfter(func() {}, changes)
 								return err
 							}
@@ -130,7 +139,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 						switch {
 						case wd.Err == nil:
 							seen[wd.Path] = wd.Version.String()
-							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: wd.Version.String(), Value: wd.Contents})
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(wd.Version.String()), Value: wd.Contents})
 						case topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != "":
 							delete(seen, wd.Path)
 							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Deleted: true})
@@ -198,7 +207,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 				}
 				if v := cur.Version.String(); v != last {
 					last = v
-					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: v, Value: cur.Contents}); err != nil {
+					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(v), Value: cur.Contents}); err != nil {
 						drainAfter(func() {}, changes)
 						return err
 					}
@@ -209,7 +218,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 					switch {
 					case wd.Err == nil:
 						last = wd.Version.String()
-						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: last, Value: wd.Contents})
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(last), Value: wd.Contents})
 					case topo.IsErrType(wd.Err, topo.NoNode):
 						deleted = true
 						werr = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
