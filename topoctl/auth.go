@@ -108,28 +108,34 @@ func (o *options) conventionalAddress(impl string) string {
 // endpoints from the member list.
 const etcdAutoSync = 30 * time.Second
 
+// etcdOptions are the etcd2 connection options of the security settings,
+// for the members at addr ("host:port[,host:port...]").
+func (o *options) etcdOptions(addr string) etcd2topo.Options {
+	s := o.sec
+	opts := etcd2topo.Options{
+		TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
+		Username: s.etcdUser, Password: s.etcdPassword,
+		// Long-running commands (watch, lock, elect, leader --observe)
+		// follow a self-managing cluster's members (serve --cluster) as
+		// they come and go.
+		AutoSyncInterval: etcdAutoSync,
+	}
+	for ep := range strings.SplitSeq(addr, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			opts.Endpoints = append(opts.Endpoints, ep)
+		}
+	}
+	return opts
+}
+
 // factory returns the factory that opens impl's connections with the
 // security settings; other implementations come from the registry.
 func (o *options) factory(impl string) (topo.Factory, error) {
 	s := o.sec
 	switch impl {
 	case etcd2topo.FactoryName:
-		base := etcd2topo.Options{
-			TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
-			Username: s.etcdUser, Password: s.etcdPassword,
-			// Long-running commands (watch, lock, elect, leader
-			// --observe) follow a self-managing cluster's members
-			// (serve --cluster) as they come and go.
-			AutoSyncInterval: etcdAutoSync,
-		}
 		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
-			opts := base
-			for ep := range strings.SplitSeq(addr, ",") {
-				if ep = strings.TrimSpace(ep); ep != "" {
-					opts.Endpoints = append(opts.Endpoints, ep)
-				}
-			}
-			c, err := etcd2topo.NewConn(opts, root)
+			c, err := etcd2topo.NewConn(o.etcdOptions(addr), root)
 			if err != nil {
 				return nil, err
 			}
