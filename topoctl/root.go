@@ -289,6 +289,7 @@ with its command's status otherwise.`,
 		newExportCmd(o),
 		newCellCmd(o),
 		newStatCmd(o),
+		newTxnCmd(o),
 		newVersionCmd(o),
 	)
 	root.InitDefaultCompletionCmd()
@@ -538,6 +539,14 @@ func codeName(c topo.ErrorCode) string {
 		return "LockLost"
 	case topo.Unavailable:
 		return "Unavailable"
+	case topo.PermissionDenied:
+		return "PermissionDenied"
+	case topo.ReadOnly:
+		return "ReadOnly"
+	case topo.NotLeader:
+		return "NotLeader"
+	case topo.NoLeader:
+		return "NoLeader"
 	}
 	return fmt.Sprintf("Code%d", int(c))
 }
