@@ -7,10 +7,14 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +25,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -116,7 +121,10 @@ func checkTLS(t *testing.T, base target, good, bad []tlsCase) {
 			tg.root = base.root + "/refused"
 			r := tg.run(t, "", append(append([]string{"--timeout", "3s"}, c.args...), "put", "/f", "x")...)
 			assert.Equal(t, ExitFailure, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
-			assert.Regexp(t, `^topoctl: (Unavailable|Timeout): `, r.stderr)
+			// Consul answers plain HTTP on its HTTPS port with a 400,
+			// which consultopo reports as InvalidArgument ("Client sent
+			// an HTTP request to an HTTPS server.").
+			assert.Regexp(t, `^topoctl: (Unavailable|Timeout|InvalidArgument): `, r.stderr)
 		})
 	}
 	// Nothing was written by the refused runs.
@@ -209,5 +217,89 @@ func TestTLSZooKeeper(t *testing.T) {
 		{name: "untrusted client certificate", args: []string{"--zk-ca-file", ca, "--zk-cert-file", pki.path("other.pem"), "--zk-key-file", pki.path("other-key.pem")}},
 		{name: "server not trusted", args: []string{"--zk-ca-file", pki.path("other-ca.pem"), "--zk-cert-file", crt, "--zk-key-file", key}},
 		{name: "wrong server name", args: append(flags, "--zk-server-name", "not-the-server.example")},
+	})
+}
+
+// startConsulTLS runs a Consul dev agent (consultest's binary) that serves
+// its HTTP API over TLS on the returned address, requiring client
+// certificates signed by pki's CA (tls.defaults.verify_incoming), with
+// pki's server certificate. Its plain HTTP port stays open for the
+// readiness check only. The agent is killed when the test ends.
+func startConsulTLS(t *testing.T, pki *testPKI) string {
+	t.Helper()
+	bin := consultest.Binary(t)
+	addrs, err := etcdembed.FreeAddrs(5)
+	require.NoError(t, err)
+	port := func(i int) string { _, p, _ := net.SplitHostPort(addrs[i]); return p }
+	dir := t.TempDir()
+	hcl := fmt.Sprintf(`tls {
+  defaults {
+    ca_file = %q
+    cert_file = %q
+    key_file = %q
+    verify_incoming = true
+  }
+}`, pki.path("ca.pem"), pki.path("server.pem"), pki.path("server-key.pem"))
+	cmd := exec.Command(bin, "agent", "-dev",
+		"-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-http-port", port(0), "-https-port", port(1),
+		"-serf-lan-port", port(2), "-serf-wan-port", port(3), "-server-port", port(4),
+		"-dns-port=-1", "-grpc-port=-1",
+		"-data-dir", filepath.Join(dir, "data"), "-node", "topoctl-tls-"+port(0),
+		"-log-level", "warn", "-hcl", "disable_update_check = true", "-hcl", hcl)
+	logf, err := os.Create(filepath.Join(dir, "consul.log"))
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	// Ready once it leads and its node is registered (sessions need it).
+	client := &http.Client{Timeout: 2 * time.Second}
+	ready := func() bool {
+		var nodes []json.RawMessage
+		resp, err := client.Get("http://" + addrs[0] + "/v1/catalog/nodes")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&nodes) == nil && len(nodes) > 0
+	}
+	require.Eventually(t, func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+		}
+		return ready()
+	}, 2*time.Minute, 50*time.Millisecond)
+	select {
+	case <-exited:
+		log, _ := os.ReadFile(filepath.Join(dir, "consul.log"))
+		require.FailNow(t, "consul agent exited", "%s", log)
+	default:
+	}
+	return addrs[1]
+}
+
+// TestTLSConsul: every --consul-* TLS flag, its variables (topoctl's and
+// consul's own) and its --config setting, against a Consul agent serving
+// HTTPS that requires client certificates.
+func TestTLSConsul(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	addr := startConsulTLS(t, pki)
+	ca, crt, key := pki.path("ca.pem"), pki.path("client.pem"), pki.path("client-key.pem")
+	flags := []string{"--consul-ca-file", ca, "--consul-cert-file", crt, "--consul-key-file", key}
+	checkTLS(t, target{impl: "consul", addr: addr, root: "tls"}, []tlsCase{
+		{name: "flags", args: flags},
+		{name: "topoctl env", env: map[string]string{"TOPOCTL_CONSUL_CA_FILE": ca, "TOPOCTL_CONSUL_CERT_FILE": crt, "TOPOCTL_CONSUL_KEY_FILE": key}},
+		{name: "consul env", env: map[string]string{"CONSUL_CACERT": ca, "CONSUL_CLIENT_CERT": crt, "CONSUL_CLIENT_KEY": key}},
+		{name: "config", conf: "consul-ca-file = " + ca + "\nconsul-cert-file = " + crt + "\nconsul-key-file = " + key + "\n"},
+	}, []tlsCase{
+		{name: "no TLS"},
+		{name: "no client certificate", args: []string{"--consul-ca-file", ca}},
+		{name: "untrusted client certificate", args: []string{"--consul-ca-file", ca, "--consul-cert-file", pki.path("other.pem"), "--consul-key-file", pki.path("other-key.pem")}},
+		{name: "server not trusted", args: []string{"--consul-ca-file", pki.path("other-ca.pem"), "--consul-cert-file", crt, "--consul-key-file", key}},
 	})
 }
