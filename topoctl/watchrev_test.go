@@ -115,3 +115,29 @@ func TestWatchRevOtherBackends(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchRevLeaderLoss: a watch --rev through a member that loses its
+// leader (the two others stopped) says "reconnecting" and, once a leader is
+// back, goes on from the revision after the last one it printed: a write
+// made meanwhile is printed once, nothing twice.
+func TestWatchRevLeaderLoss(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.StartCluster(t, 3)
+	tg := target{impl: "etcd2", addr: c.Addr(0), root: "/r"}
+	v1 := strings.TrimSpace(tg.ok(t, "put", "a", "one"))
+	w := tg.start(t, "watch", "--rev", v1, "a")
+	w.waitOutput(t, "/a "+v1+` "one"`+"\n")
+
+	c.StopMember(1)
+	c.StopMember(2)
+	require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, time.Minute, 10*time.Millisecond,
+		"stderr: %s", w.stderr.String())
+	c.RestartMember(1)
+	other := target{impl: "etcd2", addr: c.Addr(1), root: "/r"}
+	v2 := strings.TrimSpace(other.ok(t, "put", "a", "two"))
+	w.waitOutput(t, "/a "+v2+` "two"`+"\n")
+	v3 := strings.TrimSpace(other.ok(t, "put", "a", "three"))
+	w.waitOutput(t, "/a "+v3+` "three"`+"\n")
+	require.Equal(t, 0, w.stop(t), w.stderr.String())
+	assert.Equal(t, "/a "+v1+` "one"`+"\n/a "+v2+` "two"`+"\n/a "+v3+` "three"`+"\n", w.stdout.String())
+}
