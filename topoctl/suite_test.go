@@ -351,6 +351,10 @@ func testLock(t *testing.T, tg target, caps capabilities) {
 	assert.Equal(t, "inside\n", r.stdout)
 	assert.Equal(t, "ok\n", tg.ok(t, "lock", "--ttl", "20s", "ks", "--", "echo", "ok"))
 
+	// The command gets the lock's path and fencing token.
+	env := tg.ok(t, "lock", "ks", "--", "sh", "-c", `echo "$TOPOCTL_LOCK_PATH $TOPOCTL_LOCK_FENCING_TOKEN"`)
+	assert.Regexp(t, `^/ks \d+\n$`, env)
+
 	// Held by one run, --try fails at once with NodeExists.
 	holder := tg.start(t, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
 	holder.waitOutput(t, "held\n")
@@ -371,7 +375,8 @@ func testLock(t *testing.T, tg target, caps capabilities) {
 
 	// With no command, the lock is held until interrupted (exit 0).
 	hold := tg.start(t, "lock", "ks")
-	hold.waitOutput(t, "holding the lock on /ks")
+	hold.waitOutput(t, "holding the lock on /ks (fencing token ")
+	assert.Regexp(t, `^holding the lock on /ks \(fencing token \d+\); Ctrl-C or SIGTERM releases it\n$`, hold.stdout.String())
 	tg.fails(t, 1, []string{"NodeExists", "held by someone else"}, "lock", "--try", "ks", "--", "true")
 	assert.Equal(t, 0, hold.stop(t), hold.stderr.String())
 	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
