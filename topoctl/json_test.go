@@ -75,7 +75,8 @@ func checkJSONValue(t *testing.T, what, at string, v any) {
 // empty value is "" rather than null or left out.
 func TestJSONOutput(t *testing.T) {
 	t.Parallel()
-	tg := memoryTarget(t)
+	// A store of its own per run (-count=N runs in one process).
+	tg := target{impl: "memory", addr: t.TempDir(), root: "/topo"}
 	j := func(args ...string) []any {
 		t.Helper()
 		out := tg.ok(t, append([]string{"-o", "json"}, args...)...)
@@ -115,7 +116,7 @@ func TestJSONOutput(t *testing.T) {
 	j("import", "--dry-run", filepath.Join(dir, "in"), "/imported")
 	j("import", filepath.Join(dir, "in"), "/imported")
 	j("export", filepath.Join(dir, "out"))
-	to := "memory:" + t.Name() + "-copy:/c"
+	to := "memory:" + tg.addr + "-copy:/c"
 	j("copy", "--dry-run", "--to", to)
 	j("copy", "--to", to)
 	j("put", "/imported/empty", "now different")

@@ -144,7 +144,8 @@ func jsonNum(n int) any { return json.Number(strconv.Itoa(n)) }
 // its usage errors, found before anything is sent.
 func TestTxn(t *testing.T) {
 	t.Parallel()
-	tg := target{impl: txnFake, addr: t.Name(), root: "/r"}
+	// A store of its own per run (-count=N runs in one process).
+	tg := target{impl: txnFake, addr: t.TempDir(), root: "/r"}
 	testTxn(t, tg)
 
 	for _, c := range []struct{ in, want string }{
@@ -181,7 +182,7 @@ func TestTxn(t *testing.T) {
 	assert.Equal(t, ExitUsage, r)
 	tg.fails(t, 1, []string{"NoNode"}, "get", "big")
 
-	none := target{impl: txnNone, addr: t.Name(), root: "/r"}
+	none := target{impl: txnNone, addr: t.TempDir(), root: "/r"}
 	none.fails(t, 1, []string{"NoImplementation: ", "does not implement transactions"}, "txn", writeTemp(t, "create /x y\n"))
 }
 
