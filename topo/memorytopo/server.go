@@ -92,7 +92,6 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Name is the name memorytopo registers its process-wide Factory under.
@@ -438,9 +437,12 @@ func (c *Conn) closedErr(p string) error {
 }
 
 // enter runs the common prologue of a call of op on the canonical path p,
-// once its input was validated: the context check, then injected faults.
+// once its context and input were checked (backendkit's check order:
+// context, path, reserved names, value, version, then Closed): the Closed
+// check, then the partition (Conn.Partition), then injected faults, then
+// Closed again (the Conn may have closed while the call waited).
 func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
-	if err := backendkit.CheckContext(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return err
 	}
 	if err := c.waitCut(ctx, p); err != nil {

@@ -10,16 +10,31 @@ import (
 )
 
 // store is one in-memory coordination store: everything a Factory holds
-// for one serverAddress. Its tree, leases, entries and watchers are guarded
-// by mu; Get reads files lock-free through a per-root index, which holds a
-// slot per path whose immutable *fileState is replaced (never mutated) on
-// writes made under mu.
+// for one serverAddress.
+//
+// Locking. mu guards the tree's shape (which nodes exist, their children,
+// files counts and entries), the leases, the watcher registrations and the
+// root indexes: every change of those, and every transaction and List,
+// holds it for writing. The value and history of one existing file may
+// also change with mu held for reading plus that node's own mutex
+// (updateInPlace, the compare-and-set hot path), so that writers of
+// different files do not serialise; whoever reads a file's value or
+// history therefore holds mu for writing, or mu for reading and the
+// node's mu. Get reads files lock-free through a per-root index, which
+// holds a slot per path whose immutable *fileState is replaced (never
+// mutated) on writes; txnSeq (odd while a transaction publishes several
+// writes) lets Get see a transaction's writes all or none.
 type store struct {
 	f *Factory
 
 	mu  sync.RWMutex
-	rev int64 // last version handed out, store-wide
-	top *node // the store's root node (no name)
+	rev atomic.Int64 // last version handed out, store-wide
+	top *node        // the store's root node (no name)
+
+	// txnSeq is odd while a transaction publishes more than one write
+	// (under mu held for writing); Get retries under mu.RLock when it
+	// saw it odd or changed.
+	txnSeq atomic.Uint64
 
 	// roots holds one index per Conn root in use (created with the first
 	// Conn of that root, kept for the store's lifetime), each mapping the
@@ -162,12 +177,17 @@ type node struct {
 	// non-nil empty slice: published, but no index covers the path).
 	slots []*slot
 
-	// hist holds the file's earlier versions, oldest first (at most
-	// Options.History-1); floor is the highest version discarded from it
-	// (0 when nothing was discarded). Both are reset when the file is
-	// deleted.
-	hist  []histEntry
-	floor int64
+	// mu guards file and the history (hist, histNext, floor) when they
+	// change with the store's mu held only for reading (see store).
+	mu sync.Mutex
+
+	// hist holds the file's earlier versions (at most Options.History-1),
+	// in a ring once full: histNext is the oldest entry's index then.
+	// floor is the highest version discarded from it (0 when nothing was
+	// discarded). All are reset when the file is deleted.
+	hist     []histEntry
+	histNext int
+	floor    int64
 
 	// files counts the regular files in this subtree, this node included.
 	files int
@@ -278,10 +298,10 @@ func (n *node) addFiles(d int) {
 	}
 }
 
-// nextRev returns a new store-wide version. Call with mu held for writing.
+// nextRev returns a new store-wide version, greater than every one handed
+// out before. Call with mu held (for reading, only from updateInPlace).
 func (s *store) nextRev() int64 {
-	s.rev++
-	return s.rev
+	return s.rev.Add(1)
 }
 
 // valueNode returns the node holding a published value (file or entry) at
@@ -323,32 +343,42 @@ func (s *store) setFile(p string, n *node, contents []byte) *fileState {
 	return fs
 }
 
-// keep appends the replaced snapshot old to n's history, discarding the
+// keep adds the replaced snapshot old to n's history, overwriting the
 // oldest version (and raising the floor) beyond Options.History-1 kept
-// versions. The history's array is allocated once per file and reused.
-// Call with mu held for writing.
+// versions. Once full, the history is a ring: a write moves nothing.
+// Call with mu held for writing, or for reading with n.mu held.
 func (s *store) keep(n *node, old *fileState) {
 	limit := s.f.opts.History - 1
 	if limit <= 0 {
 		n.floor = max(n.floor, old.version)
 		return
 	}
-	if len(n.hist) == limit {
-		n.floor = max(n.floor, n.hist[0].version)
-		copy(n.hist, n.hist[1:])
-		n.hist = n.hist[:limit-1]
+	h := histEntry{old.version, old.contents}
+	if len(n.hist) < limit {
+		n.hist = append(n.hist, h)
+		return
 	}
-	if n.hist == nil {
-		n.hist = make([]histEntry, 0, limit)
+	n.floor = max(n.floor, n.hist[n.histNext].version)
+	n.hist[n.histNext] = h
+	n.histNext = (n.histNext + 1) % limit
+}
+
+// historic returns the contents n's history holds for version, if any.
+// Call with mu held for writing, or for reading with n.mu held.
+func (n *node) historic(version int64) ([]byte, bool) {
+	for _, h := range n.hist {
+		if h.version == version {
+			return h.contents, true
+		}
 	}
-	n.hist = append(n.hist, histEntry{old.version, old.contents})
+	return nil, false
 }
 
 // deleteFile removes the file at full path p held by n, with its history.
 // Call with mu held for writing.
 func (s *store) deleteFile(p string, n *node) {
 	n.file = nil
-	n.hist, n.floor = nil, 0
+	n.hist, n.histNext, n.floor = nil, 0, 0
 	n.addFiles(-1)
 	s.publish(p, n, nil)
 	s.prune(n)
