@@ -46,7 +46,7 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, "", err
 	}
-	value = slices.Clone(contents)
+	value = clone(contents)
 	full = c.full(p)
 	c.s.mu.Lock()
 	if err := c.closedErr(p); err != nil {
@@ -76,7 +76,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
 	}
-	value := slices.Clone(contents)
+	value := clone(contents)
 	if v, done, err := c.updateInPlace(p, value, want); done {
 		return v, err
 	}
@@ -184,7 +184,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if fs == nil {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	return slices.Clone(fs.contents), fs.ver, nil
+	return clone(fs.contents), fs.ver, nil
 }
 
 // GetVersion implements topo.Conn.GetVersion from the file's kept history
@@ -212,7 +212,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	if fs.version == version {
-		return slices.Clone(fs.contents), nil
+		return clone(fs.contents), nil
 	}
 	// An earlier version: the history lives in the tree, under the locks.
 	s := c.s
@@ -228,10 +228,10 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	if n.file.version == version {
-		return slices.Clone(n.file.contents), nil
+		return clone(n.file.contents), nil
 	}
 	if contents, ok := n.historic(version); ok {
-		return slices.Clone(contents), nil
+		return clone(contents), nil
 	}
 	if version <= n.floor {
 		return nil, topo.NewError(topo.Compacted, p)
@@ -260,7 +260,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	s.mu.Lock()
 	var out []topo.KVInfo
 	s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
-		out = append(out, topo.KVInfo{Path: c.rel(full), Value: slices.Clone(fs.contents), Version: fs.ver})
+		out = append(out, topo.KVInfo{Path: c.rel(full), Value: clone(fs.contents), Version: fs.ver})
 	})
 	s.mu.Unlock()
 	if len(out) == 0 {

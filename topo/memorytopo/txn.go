@@ -3,7 +3,6 @@ package memorytopo
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -56,7 +55,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 				return nil, backendkit.ForeignFence(*op, Name+"topo")
 			}
 		case topo.TxnCreate, topo.TxnUpdate:
-			op.Contents = slices.Clone(op.Contents)
+			op.Contents = clone(op.Contents)
 			writes++
 		case topo.TxnDelete:
 			writes++

@@ -170,7 +170,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		s.mu.Unlock()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	cur := &topo.WatchData{Contents: slices.Clone(n.file.contents), Version: n.file.ver}
+	cur := &topo.WatchData{Contents: clone(n.file.contents), Version: n.file.ver}
 	w := newWatcher(c, full, false)
 	ws := s.fileWatchers[full]
 	if ws == nil {
@@ -190,7 +190,7 @@ func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchD
 		if fs == nil {
 			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}, true
 		}
-		return &topo.WatchData{Contents: slices.Clone(fs.contents), Version: fs.ver}, false
+		return &topo.WatchData{Contents: clone(fs.contents), Version: fs.ver}, false
 	}, func() *topo.WatchData {
 		return &topo.WatchData{Err: w.interrupted(ctx, p)}
 	})
@@ -284,7 +284,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	cur := []*topo.WatchDataRecursive{}
 	s.walkPrefix(fp, func(full string, fs *fileState) {
 		cur = append(cur, &topo.WatchDataRecursive{Path: c.rel(full), WatchData: topo.WatchData{
-			Contents: slices.Clone(fs.contents), Version: fs.ver}})
+			Contents: clone(fs.contents), Version: fs.ver}})
 	})
 	w := newWatcher(c, fp, true)
 	s.recWatchers[w] = struct{}{}
@@ -303,7 +303,7 @@ func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *t
 			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}, false
 		}
 		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{
-			Contents: slices.Clone(fs.contents), Version: fs.ver}}, false
+			Contents: clone(fs.contents), Version: fs.ver}}, false
 	}, func() *topo.WatchDataRecursive {
 		return &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: w.interrupted(ctx, prefix)}}
 	})
