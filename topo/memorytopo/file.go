@@ -42,11 +42,11 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // (both outside the lock, to keep it short), then take the store's write
 // lock and check Close again under it. On success the caller holds c.s.mu
 // and must unlock it; on error it is not held.
-func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value []byte, full string, err error) {
+func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value *fileState, full string, err error) {
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, "", err
 	}
-	value = clone(contents)
+	value = newValue(contents)
 	full = c.full(p)
 	c.s.mu.Lock()
 	if err := c.closedErr(p); err != nil {
@@ -76,7 +76,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
 	}
-	value := clone(contents)
+	value := newValue(contents)
 	if v, done, err := c.updateInPlace(p, value, want); done {
 		return v, err
 	}
@@ -120,7 +120,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // directory), p is an entry, or a WatchRecursive is registered (its
 // events of different files must stay in version order, which only the
 // write lock orders).
-func (c *Conn) updateInPlace(p string, value []byte, want int64) (v topo.Version, done bool, err error) {
+func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -315,23 +315,59 @@ func (ri *rootIndex) valueNode(rel string) *node {
 	return v.(*slot).n
 }
 
+// newValue returns the snapshot of a new value of a file, holding a copy
+// of contents, to be given its version by setFile. A small value shares
+// one allocation with its snapshot. It takes no lock: writers prepare it
+// before they lock the store.
+func newValue(contents []byte) *fileState {
+	switch {
+	case contents == nil:
+		return &fileState{}
+	case len(contents) <= 16:
+		v := &smallValue16{}
+		v.contents = v.buf[:copy(v.buf[:], contents):len(contents)]
+		return &v.fileState
+	case len(contents) <= 64:
+		v := &smallValue64{}
+		v.contents = v.buf[:copy(v.buf[:], contents):len(contents)]
+		return &v.fileState
+	}
+	return &fileState{contents: clone(contents)}
+}
+
+// smallValue16 and smallValue64 are a snapshot and its value in one
+// allocation (newValue).
+type (
+	smallValue16 struct {
+		fileState
+		buf [16]byte
+	}
+	smallValue64 struct {
+		fileState
+		buf [64]byte
+	}
+)
+
 // setFileRel is setFile for the canonical path rel of c, building the full
 // path only when it is needed: for a file not published yet, or when
-// watchers are registered. Call with mu held for writing.
-func (s *store) setFileRel(c *Conn, rel string, n *node, contents []byte) *fileState {
+// watchers are registered. Call with mu held for writing, or from
+// updateInPlace.
+func (s *store) setFileRel(c *Conn, rel string, n *node, fs *fileState) *fileState {
 	full := ""
 	if n.slots == nil || len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 {
 		full = c.full(rel)
 	}
-	return s.setFile(full, n, contents)
+	return s.setFile(full, n, fs)
 }
 
-// setFile stores contents as the new value of the file at full path p and
-// returns its snapshot; p may be "" when the file is published already and
-// no watcher is registered. Call with mu held for writing.
-func (s *store) setFile(p string, n *node, contents []byte) *fileState {
+// setFile makes fs (from newValue, not published yet) the new value of the
+// file at full path p, with a new store revision as its version, and
+// returns it; p may be "" when the file is published already and no
+// watcher is registered. Call with mu held for writing, or for reading
+// with n.mu held (updateInPlace: the file exists and is published).
+func (s *store) setFile(p string, n *node, fs *fileState) *fileState {
 	v := s.nextRev()
-	fs := &fileState{contents: contents, version: v, ver: topo.NumericVersion(v)}
+	fs.version, fs.ver = v, topo.NumericVersion(v)
 	if old := n.file; old != nil {
 		s.keep(n, old)
 	} else {

@@ -42,6 +42,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	s := c.s
 	paths := make([]string, len(checked))
+	values := make([]*fileState, len(checked))
 	writes := 0
 	for i := range checked {
 		op := &checked[i]
@@ -55,7 +56,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 				return nil, backendkit.ForeignFence(*op, Name+"topo")
 			}
 		case topo.TxnCreate, topo.TxnUpdate:
-			op.Contents = clone(op.Contents)
+			values[i] = newValue(op.Contents)
 			writes++
 		case topo.TxnDelete:
 			writes++
@@ -89,13 +90,13 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		switch op.Kind {
 		case topo.TxnCreate:
 			full := c.full(op.Path)
-			out[op.Index] = s.setFile(full, s.ensure(full), op.Contents).ver
+			out[op.Index] = s.setFile(full, s.ensure(full), values[op.Index]).ver
 		case topo.TxnUpdate:
 			n := c.idx.valueNode(op.Path)
 			if n == nil {
 				n = s.ensure(c.full(op.Path))
 			}
-			out[op.Index] = s.setFileRel(c, op.Path, n, op.Contents).ver
+			out[op.Index] = s.setFileRel(c, op.Path, n, values[op.Index]).ver
 		case topo.TxnDelete:
 			full := c.full(op.Path)
 			s.deleteFile(full, s.lookup(full))

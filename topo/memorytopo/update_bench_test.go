@@ -135,11 +135,13 @@ func BenchmarkGetAllocs(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu0 := cpuTime(b)
 	for b.Loop() {
 		if _, _, err := c.Get(ctx, p); err != nil {
 			b.Fatal(err)
 		}
 	}
+	report(b, cpu0)
 }
 
 // BenchmarkGetScattered is Get from one goroutine over 10,000 files in a
@@ -161,6 +163,7 @@ func BenchmarkGetScattered(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
+	cpu0 := cpuTime(b)
 	i := 0
 	for b.Loop() {
 		i = (i + 7919) % files // a prime stride: every file, out of order
@@ -168,4 +171,5 @@ func BenchmarkGetScattered(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	report(b, cpu0)
 }
