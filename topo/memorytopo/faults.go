@@ -355,11 +355,11 @@ func (f *Factory) injectState(ctx context.Context, fs *faultState, op Operation,
 	return nil
 }
 
-// injectTxn is inject for a transaction whose ops have the given paths:
-// the latency and a hang are waited out once, SetError's error names no
-// path, and a Fault matches when it matches any of the paths (each rule
-// is consumed at most once per transaction).
-func (f *Factory) injectTxn(ctx context.Context, paths []string, done <-chan struct{}) error {
+// injectTxn is inject for a transaction of ops: the latency and a hang
+// are waited out once, SetError's error names no path, and a Fault
+// matches when it matches the path of any op (each rule is consumed at
+// most once per transaction).
+func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-chan struct{}) error {
 	fs := f.faultState.Load()
 	if fs == nil {
 		return nil
@@ -371,9 +371,9 @@ func (f *Factory) injectTxn(ctx context.Context, paths []string, done <-chan str
 		return faultErr(fs.err, "")
 	}
 	for _, r := range fs.rules {
-		for _, p := range paths {
-			if r.matches(OpTxn, p) {
-				return faultErr(r.Err, p)
+		for _, op := range ops {
+			if r.matches(OpTxn, op.Path) {
+				return faultErr(r.Err, op.Path)
 			}
 		}
 	}

@@ -41,12 +41,10 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		return nil, err
 	}
 	s := c.s
-	paths := make([]string, len(checked))
 	values := make([]*fileState, len(checked))
 	writes := 0
 	for i := range checked {
 		op := &checked[i]
-		paths[i] = op.Path
 		switch op.Kind {
 		case topo.TxnIfHeld:
 			if !s.owns(op.Fence) {
@@ -68,7 +66,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err := c.waitCut(ctx, ""); err != nil {
 		return nil, err
 	}
-	if err := c.f.injectTxn(ctx, paths, c.done); err != nil {
+	if err := c.f.injectTxn(ctx, checked, c.done); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -137,7 +135,10 @@ func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 		return nil
 	}
 	// The writes: Create, Update and Delete's own conditions.
-	n := s.lookup(c.full(op.Path))
+	n := c.idx.valueNode(op.Path)
+	if n == nil {
+		n = s.lookup(c.full(op.Path)) // maybe a directory
+	}
 	switch op.Kind {
 	case topo.TxnCreate:
 		if n != nil && (n.file != nil || n.entry != nil) {
