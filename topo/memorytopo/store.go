@@ -27,14 +27,22 @@ import (
 type store struct {
 	f *Factory
 
+	// mu and rev change on every write and txnSeq is read on every Get:
+	// each has a cache line of its own, away from the read-mostly fields
+	// (concurrent writers and readers would otherwise invalidate those).
+	_   [64]byte
 	mu  sync.RWMutex
+	_   [64 - 24]byte
 	rev atomic.Int64 // last version handed out, store-wide
-	top *node        // the store's root node (no name)
+	_   [64 - 8]byte
 
 	// txnSeq is odd while a transaction publishes more than one write
 	// (under mu held for writing); Get retries under mu.RLock when it
 	// saw it odd or changed.
 	txnSeq atomic.Uint64
+	_      [64 - 8]byte
+
+	top *node // the store's root node (no name)
 
 	// roots holds one index per Conn root in use (created with the first
 	// Conn of that root, kept for the store's lifetime), each mapping the

@@ -49,12 +49,13 @@ func TestTxnEveryWriteKind(t *testing.T) {
 	ld, err := c.Lock(ctx, "old", "holder")
 	require.NoError(t, err)
 
+	mine := []byte("a")
 	vs, err := c.Txn(ctx,
 		topo.IfVersion("old", vOld),
 		topo.IfPresent("del"),
 		topo.IfAbsent("new/a"),
 		topo.IfHeld(ld),
-		topo.CreateOp("new/a", []byte("a")),
+		topo.CreateOp("new/a", mine),
 		topo.UpdateOp("old", []byte("o2"), vOld),
 		topo.UpdateOp("made/by/update", []byte("u"), nil),
 		topo.DeleteOp("del", vDel),
@@ -74,6 +75,7 @@ func TestTxnEveryWriteKind(t *testing.T) {
 	require.Greater(t, int64(vs[5].(topo.NumericVersion)), int64(vs[4].(topo.NumericVersion)))
 	require.Greater(t, int64(vs[6].(topo.NumericVersion)), int64(vs[5].(topo.NumericVersion)))
 
+	mine[0] = 'X' // the store kept its own copy
 	for p, want := range map[string]string{"new/a": "a", "old": "o2", "made/by/update": "u"} {
 		got, v, err := c.Get(ctx, p)
 		require.NoError(t, err, p)
