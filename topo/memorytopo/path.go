@@ -38,6 +38,8 @@ func cleanScan(p string) (c string, ok, reserved bool) {
 	seg, dots := 0, 0 // length of the current segment, and its dots
 	for i := 0; i < len(c); i++ {
 		switch b := c[i]; {
+		case b > '/' && b < 0x7f: // letters, digits and most punctuation
+			seg++
 		case b == '/':
 			if seg == 0 || (seg == dots && dots <= 2) {
 				return "", false, false

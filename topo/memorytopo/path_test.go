@@ -78,3 +78,13 @@ func TestCheckWriteMatchesBackendkit(t *testing.T) {
 type fakeVersion struct{}
 
 func (fakeVersion) String() string { return "fake" }
+
+func FuzzCheckWrite(f *testing.F) {
+	for _, p := range []string{"a/b", "a/locks/b", "elections/x", "x/elections", "Lock", "a//b", "é"} {
+		f.Add(p, int64(3))
+	}
+	f.Fuzz(func(t *testing.T, p string, v int64) {
+		checkWriteSame(t, p, []byte("x"), topo.NumericVersion(v))
+		checkWriteSame(t, p, nil, nil)
+	})
+}
