@@ -419,6 +419,42 @@ func TestTxnConcurrentWithUpdates(t *testing.T) {
 	_, err = c.Create(ctx, "t/y", []byte("0"))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
+	// Watches come and go meanwhile, switching Update between its
+	// per-file path and the write lock (a WatchRecursive is active).
+	stop := make(chan struct{})
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		for {
+			wctx, cancel := context.WithCancel(ctx)
+			_, ch, err := c.Watch(wctx, "n/0")
+			if err != nil {
+				cancel()
+				t.Error(err)
+				return
+			}
+			_, rch, err := c.WatchRecursive(wctx, "n/")
+			if err != nil {
+				cancel()
+				t.Error(err)
+				return
+			}
+			stopped := false
+			select {
+			case <-ch:
+			case <-rch:
+			case <-stop:
+				stopped = true
+			}
+			cancel()
+			for range ch {
+			}
+			for range rch {
+			}
+			if stopped {
+				return
+			}
+		}
+	})
 	for i := range workers {
 		wg.Go(func() {
 			p := fmt.Sprintf("n/%d", i)
@@ -480,6 +516,8 @@ func TestTxnConcurrentWithUpdates(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(stop)
+	watching.Wait()
 	for i := range workers {
 		b, _, err := c.Get(ctx, fmt.Sprintf("n/%d", i))
 		require.NoError(t, err)
