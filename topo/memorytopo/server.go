@@ -341,8 +341,10 @@ func (c *Conn) Close() {
 // ExpireSession simulates the loss of c's session, as when a store expires
 // a client that stopped answering: every lock c holds or waits for (Lock,
 // TryLock, LockWithTTL, LockName) and every election entry of c is dropped
-// at once; their Check returns LockLost, their Unlock returns LockLost,
-// leadership contexts are cancelled and other participants take over. c
+// at once; their Done channels close, their Check returns LockLost, their
+// Unlock returns LockLost, IfHeld on them fails with LockLost, leadership
+// contexts are cancelled (Term then returns NotLeader) and other
+// participants take over. c
 // itself keeps working: later calls start a new session. Safe for concurrent
 // use; a no-op on a closed Conn.
 func (c *Conn) ExpireSession() {
