@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Default backoff bounds of Runner.
@@ -138,7 +139,7 @@ func (r *Runner) term(ctx context.Context, log *slog.Logger) error {
 	}
 	if mctx.Err() != nil {
 		// Lost between Await and WithMastership.
-		return topo.Wrap(topo.LockLost, "", context.Cause(mctx))
+		return backendkit.Wrap(topo.LockLost, "", context.Cause(mctx))
 	}
 	log.Info("election: became master")
 	werr := r.Work(mctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // DefaultCloseGrace is how long Close keeps waiting for the store to remove
@@ -60,7 +61,7 @@ func (f *TopoFactory) NewElection(ctx context.Context, resourceID string) (Elect
 // NewTopoElection is NewElection returning the concrete type, which adds
 // Leader and WatchLeader.
 func (f *TopoFactory) NewTopoElection(ctx context.Context, resourceID string) (*TopoElection, error) {
-	if err := topo.CheckContext(ctx, resourceID); err != nil {
+	if err := backendkit.CheckContext(ctx, resourceID); err != nil {
 		return nil, err
 	}
 	if resourceID == "" {
@@ -235,7 +236,7 @@ func (e *TopoElection) interrupted(msg string) error {
 // be reached). When mastership is lost right after being won, Await
 // campaigns again instead of returning. Safe for concurrent use.
 func (e *TopoElection) Await(ctx context.Context) error {
-	if err := topo.CheckContext(ctx, e.name); err != nil {
+	if err := backendkit.CheckContext(ctx, e.name); err != nil {
 		return err
 	}
 	for {
@@ -287,7 +288,7 @@ func (e *TopoElection) Await(ctx context.Context) error {
 				c.stop(e.interrupted("campaign abandoned"))
 			}
 			e.mu.Unlock()
-			return topo.FromContext(ctx, e.name)
+			return backendkit.FromContext(ctx, e.name)
 		}
 		switch {
 		case c.err != nil:
@@ -306,7 +307,7 @@ func (e *TopoElection) Await(ctx context.Context) error {
 		}
 		// Won and lost at once: campaign again.
 		e.mu.Unlock()
-		if err := topo.CheckContext(ctx, e.name); err != nil {
+		if err := backendkit.CheckContext(ctx, e.name); err != nil {
 			return err
 		}
 	}
@@ -370,7 +371,7 @@ func (e *TopoElection) Resign(ctx context.Context) error {
 	case <-stopped:
 		return nil
 	case <-ctx.Done():
-		return topo.FromContext(ctx, e.name)
+		return backendkit.FromContext(ctx, e.name)
 	}
 }
 
@@ -408,8 +409,35 @@ func (e *TopoElection) Close(ctx context.Context) error {
 	case <-stopped:
 		return nil
 	case <-wctx.Done():
-		return topo.FromContext(wctx, e.name)
+		return backendkit.FromContext(wctx, e.name)
 	}
+}
+
+// Term implements Election. It returns the backend's term Fence (see
+// topo.LeaderParticipation.Term) while this instance is master, a
+// NotLeader *topo.Error when it is not (campaigning, resigned, or
+// mastership lost), and Closed after Close. Safe for concurrent use.
+func (e *TopoElection) Term() (topo.Fence, error) {
+	e.mu.Lock()
+	closed, c := e.closed, e.cur
+	e.mu.Unlock()
+	if closed {
+		return nil, topo.NewError(topo.Closed, e.name)
+	}
+	if c == nil || !c.master() {
+		return nil, topo.NewError(topo.NotLeader, e.name)
+	}
+	f, err := c.lp.Term()
+	if err != nil {
+		return nil, err
+	}
+	// The term may have ended between master() and Term(); a fence of an
+	// ended term fails its own Check and IfHeld, so returning it is safe,
+	// but say NotLeader when the loss is already known.
+	if !c.master() {
+		return nil, topo.NewError(topo.NotLeader, e.name)
+	}
+	return f, nil
 }
 
 // ResourceID returns the name of the election.

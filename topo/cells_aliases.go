@@ -70,7 +70,7 @@ func checkAliasName(alias string) error {
 	if alias == GlobalCell {
 		return &Error{Code: InvalidArgument, Path: alias, Err: errors.New("a cells alias cannot be named after the global cell")}
 	}
-	return CheckReserved(CellsAliasPath(alias))
+	return checkReserved(CellsAliasPath(alias))
 }
 
 // checkCellsAlias validates the cells of a record: each a valid cell name
@@ -300,7 +300,7 @@ func (s *Server) UpdateCellsAlias(ctx context.Context, alias string, update func
 				return err
 			}
 		}
-		if err := CheckContext(ctx, p); err != nil {
+		if err := checkContext(ctx, p); err != nil {
 			return err
 		}
 		data, v, err := s.global.Get(ctx, p)

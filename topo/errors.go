@@ -1,7 +1,6 @@
 package topo
 
 import (
-	"context"
 	"errors"
 	"fmt"
 )
@@ -61,6 +60,12 @@ const (
 	// ReadOnly: a write, lock or election was refused because the
 	// connection is in read-only mode (see topo/middleware.ReadOnly).
 	ReadOnly
+	// NotLeader: a leader-only call (LeaderParticipation.Term, an
+	// election's Proclaim) was made by a participant that does not lead,
+	// or no longer leads.
+	NotLeader
+	// NoLeader: nobody leads the election (LeaderParticipation.Leader).
+	NoLeader
 )
 
 var codeNames = [...]string{
@@ -82,6 +87,8 @@ var codeNames = [...]string{
 	Unavailable:       "unavailable",
 	PermissionDenied:  "permission denied",
 	ReadOnly:          "read-only mode",
+	NotLeader:         "not the leader",
+	NoLeader:          "no leader",
 }
 
 // String returns the code's short human-readable name.
@@ -108,15 +115,6 @@ type Error struct {
 // NewError returns an *Error with the given code for path.
 func NewError(code ErrorCode, path string) error {
 	return &Error{Code: code, Path: path}
-}
-
-// Wrap returns an *Error with the given code for path whose cause is err.
-// It returns nil when err is nil.
-func Wrap(code ErrorCode, path string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &Error{Code: code, Path: path, Err: err}
 }
 
 // Error formats the code, path and cause, e.g. "node doesn't exist: a/b".
@@ -162,34 +160,4 @@ func CodeOf(err error) ErrorCode {
 		return c
 	}
 	return 0
-}
-
-// MapError is the frame of a backend's mapping of its store client's errors
-// onto *Error values for path. In this order, it returns:
-//   - nil when err is nil;
-//   - err unchanged when it is, or wraps, an *Error (already mapped);
-//   - when ctx (which may be nil) has ended, whatever err says: a Timeout
-//     *Error if its deadline passed, an Interrupted one if it was cancelled;
-//   - when closed is true (the Conn was closed): a Closed *Error;
-//   - otherwise an *Error with the code classify(err) gives.
-//
-// Every *Error it makes wraps err. classify holds the store-specific part of
-// the mapping; it should return Unavailable for errors it does not know.
-func MapError(ctx context.Context, err error, path string, closed bool, classify func(error) ErrorCode) error {
-	if err == nil {
-		return nil
-	}
-	var te *Error
-	if errors.As(err, &te) {
-		return err
-	}
-	if ctx != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return &Error{Code: contextCode(cerr), Path: path, Err: err}
-		}
-	}
-	if closed {
-		return &Error{Code: Closed, Path: path, Err: err}
-	}
-	return &Error{Code: classify(err), Path: path, Err: err}
 }

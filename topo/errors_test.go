@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 var allCodes = []topo.ErrorCode{
@@ -74,7 +75,7 @@ func TestErrorMessageNamesPathAndCause(t *testing.T) {
 	require.Equal(t, "node doesn't exist: cells/zone1/CellInfo", err.Error())
 
 	cause := errors.New("zk: node does not exist")
-	err = topo.Wrap(topo.NoNode, "a/b", cause)
+	err = backendkit.Wrap(topo.NoNode, "a/b", cause)
 	require.Contains(t, err.Error(), "a/b")
 	require.Contains(t, err.Error(), cause.Error())
 	require.Contains(t, err.Error(), topo.NoNode.String())
@@ -86,8 +87,8 @@ func TestErrorMessageNamesPathAndCause(t *testing.T) {
 }
 
 func TestWrap(t *testing.T) {
-	require.NoError(t, topo.Wrap(topo.NoNode, "a", nil), "Wrap(nil) is nil")
-	err := topo.Wrap(topo.Unavailable, "a", io.ErrUnexpectedEOF)
+	require.NoError(t, backendkit.Wrap(topo.NoNode, "a", nil), "Wrap(nil) is nil")
+	err := backendkit.Wrap(topo.Unavailable, "a", io.ErrUnexpectedEOF)
 	require.True(t, topo.IsErrType(err, topo.Unavailable))
 	require.True(t, errors.Is(err, io.ErrUnexpectedEOF))
 	var te *topo.Error
@@ -109,7 +110,7 @@ func TestIsErrTypeAndCodeOfOnOtherErrors(t *testing.T) {
 
 	// The outermost *Error decides.
 	inner := topo.NewError(topo.NoNode, "inner")
-	outer := topo.Wrap(topo.Unavailable, "outer", inner)
+	outer := backendkit.Wrap(topo.Unavailable, "outer", inner)
 	require.Equal(t, topo.Unavailable, topo.CodeOf(outer))
 	require.True(t, topo.IsErrType(outer, topo.Unavailable))
 	require.True(t, topo.IsErrType(outer, topo.NoNode), "IsErrType looks through the chain")

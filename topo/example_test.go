@@ -8,6 +8,7 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+
 	// Importing a backend registers its factory; this one is "memory".
 	// Real deployments import etcd2topo ("etcd2"), zk2topo ("zk2") or
 	// consultopo ("consul") instead.

@@ -35,7 +35,7 @@ type Factory interface {
 // Server's Factory implements it, OpenServerContext and Server.ConnForCell
 // call CreateContext with their context instead of Create, so that a
 // deadline or cancellation also ends the dial (which must then return
-// Timeout or Interrupted, as FromContext does). A backend that probes its
+// Timeout or Interrupted, as backendkit.FromContext does). A backend that probes its
 // store while dialling (to fail fast with Unavailable naming an address
 // where nothing answers) does so here.
 type ContextFactory interface {
@@ -48,7 +48,7 @@ type ContextFactory interface {
 // returns ctx's Timeout or Interrupted (naming serverAddress), and the Conn
 // the abandoned dial returns later is closed. A ContextFactory gets ctx.
 func createConn(ctx context.Context, f Factory, cell, serverAddress, root string) (Conn, error) {
-	if err := CheckContext(ctx, serverAddress); err != nil {
+	if err := checkContext(ctx, serverAddress); err != nil {
 		return nil, err
 	}
 	create := func() (Conn, error) {
@@ -90,7 +90,7 @@ func createConn(ctx context.Context, f Factory, cell, serverAddress, root string
 			}
 		default:
 		}
-		return nil, FromContext(ctx, serverAddress)
+		return nil, fromContext(ctx, serverAddress)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/memorytopo"
 )
 
@@ -239,7 +240,7 @@ func (c *ctxFactory) CreateContext(ctx context.Context, cell, addr, root string)
 	c.seen <- ctx.Value(c.key)
 	if addr == "hang" {
 		<-ctx.Done()
-		return nil, topo.FromContext(ctx, addr)
+		return nil, backendkit.FromContext(ctx, addr)
 	}
 	return c.mem.Create(cell, addr, root)
 }
@@ -296,7 +297,7 @@ func TestWithFactory(t *testing.T) {
 		require.NoError(t, err)
 		_, err = c.Update(ctx, "f", []byte("2"), v1)
 		require.NoError(t, err)
-		n, err := topo.VersionNumber("f", v1)
+		n, err := backendkit.VersionNumber("f", v1)
 		require.NoError(t, err)
 		_, err = c.GetVersion(ctx, "f", n)
 		requireCodeT(t, err, topo.Compacted)

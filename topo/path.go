@@ -114,36 +114,19 @@ func cleanPath(p string) (string, error) {
 	return c, nil
 }
 
-// JoinPath joins a canonical directory (possibly "") and a name.
-func JoinPath(dir, name string) string {
-	if dir == "" {
-		return name
-	}
-	return dir + "/" + name
-}
-
-// CheckValue returns an InvalidArgument *Error for path when contents is
-// larger than MaxValueSize, and nil otherwise.
-func CheckValue(path string, contents []byte) error {
-	if len(contents) > MaxValueSize {
-		return &Error{Code: InvalidArgument, Path: path, Err: errors.New("value larger than MaxValueSize")}
-	}
-	return nil
-}
-
-// CheckContext returns nil while ctx is live, and otherwise the *Error that
-// FromContext gives. Backends call it before writing anything.
-func CheckContext(ctx context.Context, path string) error {
+// checkContext returns nil while ctx is live, and otherwise the *Error that
+// fromContext gives.
+func checkContext(ctx context.Context, path string) error {
 	if ctx.Err() == nil {
 		return nil
 	}
-	return FromContext(ctx, path)
+	return fromContext(ctx, path)
 }
 
-// FromContext maps a finished context onto a typed error for path: Timeout
+// fromContext maps a finished context onto a typed error for path: Timeout
 // when its deadline passed, Interrupted when it was cancelled. It returns nil
 // while ctx is live.
-func FromContext(ctx context.Context, path string) error {
+func fromContext(ctx context.Context, path string) error {
 	err := ctx.Err()
 	if err == nil {
 		return nil

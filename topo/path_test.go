@@ -1,11 +1,9 @@
 package topo_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -152,45 +150,4 @@ func TestInvalidPathErrorNamesPath(t *testing.T) {
 	// A too long path is abbreviated in the message, not repeated in full.
 	_, err = topo.CleanFilePath(strings.Repeat("z", 10*topo.MaxPathLength))
 	require.Less(t, len(err.Error()), 200)
-}
-
-func TestJoinPath(t *testing.T) {
-	require.Equal(t, "a", topo.JoinPath("", "a"))
-	require.Equal(t, "a/b", topo.JoinPath("a", "b"))
-	require.Equal(t, "a/b/c", topo.JoinPath("a/b", "c"))
-}
-
-func TestCheckValue(t *testing.T) {
-	require.NoError(t, topo.CheckValue("p", nil))
-	require.NoError(t, topo.CheckValue("p", make([]byte, topo.MaxValueSize)))
-	err := topo.CheckValue("p/q", make([]byte, topo.MaxValueSize+1))
-	require.True(t, topo.IsErrType(err, topo.InvalidArgument))
-	require.Contains(t, err.Error(), "p/q")
-	require.Equal(t, 512*1024, topo.MaxValueSize)
-}
-
-func TestCheckContext(t *testing.T) {
-	require.NoError(t, topo.CheckContext(context.Background(), "p"))
-	require.NoError(t, topo.FromContext(context.Background(), "p"))
-
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	for _, err := range []error{topo.CheckContext(cancelled, "p"), topo.FromContext(cancelled, "p")} {
-		require.True(t, topo.IsErrType(err, topo.Interrupted), "cancelled: %v", err)
-		require.True(t, errors.Is(err, context.Canceled), "the context's error is the cause")
-		require.Contains(t, err.Error(), "p")
-	}
-
-	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel2()
-	for _, err := range []error{topo.CheckContext(expired, "q"), topo.FromContext(expired, "q")} {
-		require.True(t, topo.IsErrType(err, topo.Timeout), "expired: %v", err)
-		require.True(t, errors.Is(err, context.DeadlineExceeded))
-		require.Contains(t, err.Error(), "q")
-	}
-
-	// A cause does not change the mapping.
-	withCause, cancel3 := context.WithCancelCause(context.Background())
-	cancel3(errors.New("shutting down"))
-	require.True(t, topo.IsErrType(topo.FromContext(withCause, "r"), topo.Interrupted))
 }

@@ -17,9 +17,8 @@ import (
 // accepts, and copying it between backends never fails halfway.
 //
 // A canonical path is reserved when
-//   - any of its segments is LocksDirName ("locks") or ConsulLockName
-//     ("Lock"), or
-//   - its first segment is ElectionsDirName ("elections").
+//   - any of its segments is "locks" or "Lock", or
+//   - its first segment is "elections".
 //
 // The rule applies to what a call writes or claims: the file paths of
 // Create, Update and Delete, the directory of Lock, TryLock, LockWithTTL
@@ -28,19 +27,19 @@ import (
 // GetVersion, Watch, ListDir) and prefixes (List, WatchRecursive) are not
 // refused, so that what other tools wrote can still be inspected.
 
-// LocksDirName is the name of the directory that holds a directory's lock
+// locksDirName is the name of the directory that holds a directory's lock
 // entries on etcd and ZooKeeper (<dir>/locks/<entry>), and of the one that
 // holds an election's candidates on etcd (elections/<name>/locks/<entry>).
 // It is reserved at any depth.
-const LocksDirName = "locks"
+const locksDirName = "locks"
 
-// ConsulLockName is the name of the key that holds a directory's lock on
+// consulLockName is the name of the key that holds a directory's lock on
 // Consul (<dir>/Lock). It is reserved at any depth, on every backend.
-const ConsulLockName = "Lock"
+const consulLockName = "Lock"
 
-// ElectionsDirName is the top-level directory under which every backend
+// electionsDirName is the top-level directory under which every backend
 // keeps its leader elections. It is reserved as the first segment of a path.
-const ElectionsDirName = "elections"
+const electionsDirName = "elections"
 
 // IsReserved reports whether the canonical path p (as returned by
 // CleanFilePath or CleanDirPath) breaks the reserved-name rule: a segment
@@ -48,23 +47,23 @@ const ElectionsDirName = "elections"
 // ("") is not reserved. It is safe for concurrent use.
 func IsReserved(p string) bool {
 	first, _, _ := strings.Cut(p, "/")
-	return first == ElectionsDirName || hasLockSegment(p)
+	return first == electionsDirName || hasLockSegment(p)
 }
 
 // hasLockSegment reports whether a segment of the canonical path p is
 // "locks" or "Lock".
 func hasLockSegment(p string) bool {
 	for seg := range strings.SplitSeq(p, "/") {
-		if seg == LocksDirName || seg == ConsulLockName {
+		if seg == locksDirName || seg == consulLockName {
 			return true
 		}
 	}
 	return false
 }
 
-// CheckReserved returns an InvalidPath *Error for p (a canonical path)
+// checkReserved returns an InvalidPath *Error for p (a canonical path)
 // when IsReserved(p), naming the rule, and nil otherwise.
-func CheckReserved(p string) error {
+func checkReserved(p string) error {
 	if !IsReserved(p) {
 		return nil
 	}
@@ -73,21 +72,6 @@ func CheckReserved(p string) error {
 
 var errReserved = errors.New(`reserved name: a path must not contain a "locks" or "Lock" segment ` +
 	`nor start with "elections" (those places hold locks and elections in the store)`)
-
-// CheckLockPath validates the directory of Lock, TryLock, LockWithTTL and
-// LockName and returns it in canonical form ("" for the cell root). It
-// returns the InvalidPath *Error of CleanDirPath for a malformed path, and
-// the one of CheckReserved for a reserved one.
-func CheckLockPath(dirPath string) (string, error) {
-	d, err := CleanDirPath(dirPath)
-	if err != nil {
-		return "", err
-	}
-	if err := CheckReserved(d); err != nil {
-		return "", err
-	}
-	return d, nil
-}
 
 // ReservedFilesError is the cause of the PartialResult *Error that List
 // returns, together with every other matching file, when the store holds
@@ -113,14 +97,4 @@ func (e *ReservedFilesError) Error() string {
 		return "1 file at a reserved path, not listed: " + e.Paths[0]
 	}
 	return strconv.Itoa(len(e.Paths)) + " files at reserved paths, not listed, the first: " + e.Paths[0]
-}
-
-// ReservedFiles returns the PartialResult *Error for prefix that List
-// returns when paths (canonical, sorted) are files at reserved paths, or
-// nil when paths is empty.
-func ReservedFiles(prefix string, paths []string) error {
-	if len(paths) == 0 {
-		return nil
-	}
-	return &Error{Code: PartialResult, Path: prefix, Err: &ReservedFilesError{Paths: paths}}
 }

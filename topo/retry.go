@@ -56,6 +56,6 @@ func (b *retryBackoff) wait(ctx context.Context, path string) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return FromContext(ctx, path)
+		return fromContext(ctx, path)
 	}
 }

@@ -282,7 +282,7 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if err := checkCellName(cell); err != nil {
 		return nil, err
 	}
-	if err := CheckContext(ctx, cell); err != nil {
+	if err := checkContext(ctx, cell); err != nil {
 		return nil, err
 	}
 	for {
@@ -358,7 +358,7 @@ func (s *Server) watchRecord(ctx, life context.Context, cell string) (*WatchData
 		// ctx ended during the setup (and cancelled the watch).
 		stop()
 		drain(changes)
-		return nil, nil, nil, FromContext(ctx, CellInfoPath(cell))
+		return nil, nil, nil, fromContext(ctx, CellInfoPath(cell))
 	}
 	if err != nil {
 		stop()
@@ -412,7 +412,7 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo,
 	case r := <-done:
 		return r.conn, r.err
 	case <-ctx.Done():
-		return nil, FromContext(ctx, cell)
+		return nil, fromContext(ctx, cell)
 	}
 }
 
@@ -710,7 +710,7 @@ func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update f
 				return err
 			}
 		}
-		if err := CheckContext(ctx, p); err != nil {
+		if err := checkContext(ctx, p); err != nil {
 			return err
 		}
 		ci, v, err := s.getCellInfo(ctx, cell)

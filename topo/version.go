@@ -30,22 +30,3 @@ func ParseVersion(s string) (NumericVersion, error) {
 	}
 	return NumericVersion(n), nil
 }
-
-// VersionNumber returns the int64 behind a non-nil NumericVersion. It
-// returns an InvalidArgument *Error for path when v is of another type (a
-// version issued by a foreign backend) or negative. Backends call it on the
-// versions handed to Update and Delete.
-func VersionNumber(path string, v Version) (int64, error) {
-	n, ok := v.(NumericVersion)
-	if !ok || n < 0 {
-		return 0, &Error{Code: InvalidArgument, Path: path, Err: errors.New("bad version " + strconv.Quote(versionString(v)))}
-	}
-	return int64(n), nil
-}
-
-func versionString(v Version) string {
-	if v == nil {
-		return "<nil>"
-	}
-	return v.String()
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 const (
@@ -37,7 +38,7 @@ var (
 // lock or election lives in (<dir>/Lock, elections/<name>) holds a value
 // another tool wrote: no session holds it and it lacks the lock flags
 // (api.LockFlagValue). topokit never takes such a key over, overwrites or
-// deletes it; List reports it with topo.ReservedFiles. Remove it with
+// deletes it; List reports it with backendkit.ReservedFiles. Remove it with
 // another tool to use the lock.
 type ForeignKeyError struct {
 	// Key is the full Consul KV key (with the Conn's root).
@@ -81,7 +82,7 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 	cl, err := c.claimKey(wctx, spec.path, spec.key, spec.try)
 	if err != nil {
 		if c.ctx.Err() == nil && ctx.Err() != nil {
-			return held{}, topo.FromContext(ctx, spec.path)
+			return held{}, backendkit.FromContext(ctx, spec.path)
 		}
 		return held{}, err
 	}
@@ -120,13 +121,13 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 func (c *Conn) waitError(ctx context.Context, err error, path string) error {
 	switch {
 	case ctx.Err() != nil:
-		return topo.FromContext(ctx, path)
+		return backendkit.FromContext(ctx, path)
 	case c.ctx.Err() != nil:
 		return topo.NewError(topo.Closed, path)
 	case errors.Is(err, errWaiterSessionLost):
-		return topo.Wrap(topo.LockLost, path, err)
+		return backendkit.Wrap(topo.LockLost, path, err)
 	case errors.Is(err, errInvalidSession):
-		return topo.Wrap(topo.Unavailable, path, err)
+		return backendkit.Wrap(topo.Unavailable, path, err)
 	}
 	return c.convertError(ctx, err, path)
 }
@@ -196,11 +197,11 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 		case cur == nil:
 			cond = &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: spec.key}
 		case cur.Session == "" && cur.Flags != api.LockFlagValue:
-			return 0, false, topo.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
+			return 0, false, backendkit.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
 		case cur.Session == "" || cur.Session == sess.id:
 			cond = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: spec.key, Index: cur.ModifyIndex}
 		case spec.try:
-			return 0, false, topo.Wrap(topo.NodeExists, spec.path, errors.New("the lock is held by session "+cur.Session))
+			return 0, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("the lock is held by session "+cur.Session))
 		default:
 			// Held by another session: block until the key changes.
 			waited = true
@@ -225,7 +226,7 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 			// check-not-exists reports no result; the lock's is the last.
 			if len(resp.Results) == 0 || resp.Results[len(resp.Results)-1].KV == nil {
 				c.deleteIfHeld(spec.key, sess)
-				return 0, false, topo.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
+				return 0, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
 			}
 			return resp.Results[len(resp.Results)-1].KV.LockIndex, false, nil
 		}
@@ -238,7 +239,7 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 				if delayUntil.IsZero() {
 					delayUntil = time.Now().Add(c.opts.LockDelay + time.Second)
 				} else if time.Now().After(delayUntil) {
-					return 0, false, topo.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
+					return 0, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
 				}
 			}
 			if !sleepCtx(actx, wait) {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // claim reserves a lock or election key within one Conn. Consul lets a
@@ -40,7 +41,7 @@ func (c *Conn) claimKey(ctx context.Context, path, key string, try bool) (*claim
 		}
 		c.mu.Unlock()
 		if try {
-			return nil, topo.Wrap(topo.NodeExists, path, errors.New("the lock is held through this connection"))
+			return nil, backendkit.Wrap(topo.NodeExists, path, errors.New("the lock is held through this connection"))
 		}
 		var lost <-chan struct{}
 		if s := cur.sess.Load(); s != nil {
@@ -75,7 +76,7 @@ func (c *Conn) ctxError(ctx context.Context, path string) error {
 	if c.ctx.Err() != nil {
 		return topo.NewError(topo.Closed, path)
 	}
-	if err := topo.FromContext(ctx, path); err != nil {
+	if err := backendkit.FromContext(ctx, path); err != nil {
 		return err
 	}
 	return topo.NewError(topo.Interrupted, path)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // lockDescriptor is a lock held through a session.
@@ -36,7 +37,7 @@ type lockDescriptor struct {
 // bounded by the margin, so a partitioned holder's Check fails no later
 // than its deadline.
 func (l *lockDescriptor) Check(ctx context.Context) error {
-	if err := topo.CheckContext(ctx, l.path); err != nil {
+	if err := backendkit.CheckContext(ctx, l.path); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -45,7 +46,7 @@ func (l *lockDescriptor) Check(ctx context.Context) error {
 	sess := l.held.sess
 	switch {
 	case unlocked:
-		return topo.Wrap(topo.Interrupted, l.path, errors.New("the lock was released"))
+		return backendkit.Wrap(topo.Interrupted, l.path, errors.New("the lock was released"))
 	case lost || !sess.alive():
 		return l.markLost(sessionLostReason(sess))
 	}
@@ -78,7 +79,7 @@ func (l *lockDescriptor) markLost(why string) error {
 	l.lost = true
 	l.mu.Unlock()
 	l.c.releaseClaim(l.held.cl)
-	return topo.Wrap(topo.LockLost, l.path, errors.New(why))
+	return backendkit.Wrap(topo.LockLost, l.path, errors.New(why))
 }
 
 // Unlock implements topo.LockDescriptor.Unlock: one transaction checks that
@@ -93,12 +94,12 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.unlocked {
-		return topo.Wrap(topo.Interrupted, l.path, errors.New("the lock was already released"))
+		return backendkit.Wrap(topo.Interrupted, l.path, errors.New("the lock was already released"))
 	}
 	l.unlocked = true
 	if l.lost || l.held.sess.lost() {
 		l.finish()
-		return topo.Wrap(topo.LockLost, l.path, errors.New(sessionLostReason(l.held.sess)))
+		return backendkit.Wrap(topo.LockLost, l.path, errors.New(sessionLostReason(l.held.sess)))
 	}
 	done := make(chan error, 1)
 	release := func() {
@@ -112,7 +113,7 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 		case ok:
 			done <- nil
 		case classifyRollback(resp) == rollbackNotHeld || classifyRollback(resp) == rollbackMissing:
-			done <- topo.Wrap(topo.LockLost, l.path, errors.New("the lock key was deleted or taken over"))
+			done <- backendkit.Wrap(topo.LockLost, l.path, errors.New("the lock key was deleted or taken over"))
 		default:
 			done <- rollbackError(l.path, resp)
 		}
@@ -126,7 +127,7 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	case err := <-done:
 		return l.c.convertError(ctx, err, l.path)
 	case <-ctx.Done():
-		return topo.FromContext(ctx, l.path)
+		return backendkit.FromContext(ctx, l.path)
 	}
 }
 

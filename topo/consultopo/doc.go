@@ -28,7 +28,7 @@
 // Which keys the library writes and deletes:
 //
 //   - A file key is written only by Create, Update and Delete of that path,
-//     never at a reserved path (topo.CheckCreate, CheckUpdate, CheckDelete).
+//     never at a reserved path (backendkit.CheckCreate, CheckUpdate, CheckDelete).
 //     A versioned Update or Delete checks the ModifyIndex in the same
 //     transaction or check-and-set request as the write.
 //   - A lock or election key is acquired only by a transaction whose first
@@ -37,7 +37,7 @@
 //     key that no session holds and that carries the lock flags, or that our
 //     own session holds. A key without lock flags and without session was
 //     written by another tool: it is never taken over (ForeignKeyError),
-//     overwritten or deleted, and List reports it (topo.ReservedFiles).
+//     overwritten or deleted, and List reports it (backendkit.ReservedFiles).
 //   - A lock or election key is deleted by the library only in a
 //     transaction that first checks that the deleting session holds it
 //     (check-session, then delete): by Unlock, by Stop or the end of a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // NewLeaderParticipation implements topo.Conn.NewLeaderParticipation. The
@@ -16,14 +17,14 @@ import (
 // that is not a valid path, and Closed after Close. Nothing is written
 // until WaitForLeadership.
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	n, err := topo.CheckElection(name, id)
+	n, err := backendkit.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
 	if c.isClosed() {
 		return nil, topo.NewError(topo.Closed, n)
 	}
-	p := topo.JoinPath(electionsDir, n)
+	p := backendkit.JoinPath(electionsDir, n)
 	stopCtx, stop := context.WithCancelCause(c.ctx)
 	return &participation{c: c, path: p, key: c.key(p), id: id, stopCtx: stopCtx, stop: stop}, nil
 }
@@ -71,7 +72,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		if p.c.isClosed() && !p.stopped() {
 			return nil, topo.NewError(topo.Closed, p.path)
 		}
-		return nil, topo.Wrap(topo.Interrupted, p.path, errors.New("the participation was stopped"))
+		return nil, backendkit.Wrap(topo.Interrupted, p.path, errors.New("the participation was stopped"))
 	}
 	if p.term != nil {
 		if p.term.ctx.Err() == nil {
@@ -91,7 +92,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		case p.stopCtx.Err() != nil && p.c.isClosed() && !p.stopped():
 			return nil, topo.NewError(topo.Closed, p.path)
 		case p.stopCtx.Err() != nil:
-			return nil, topo.Wrap(topo.Interrupted, p.path, errors.New("the participation was stopped"))
+			return nil, backendkit.Wrap(topo.Interrupted, p.path, errors.New("the participation was stopped"))
 		case topo.IsErrType(err, topo.Unavailable) || topo.IsErrType(err, topo.ResourceExhausted) || topo.IsErrType(err, topo.LockLost):
 			if !sleepCtx(p.stopCtx, retry) {
 				continue

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // convertError maps an error from the consul api onto a *topo.Error for
@@ -21,9 +22,9 @@ import (
 //     413 and 400: InvalidArgument;
 //   - anything else (transport errors, 5xx): Unavailable.
 //
-// *topo.Error values pass through unchanged (see topo.MapError).
+// *topo.Error values pass through unchanged (see backendkit.MapError).
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
-	return topo.MapError(ctx, err, path, c.ctx.Err() != nil, codeOf)
+	return backendkit.MapError(ctx, err, path, c.ctx.Err() != nil, codeOf)
 }
 
 // codeOf is the Consul-specific part of convertError's mapping.
@@ -149,7 +150,7 @@ func classifyRollback(resp *api.TxnResponse) rollback {
 // Unavailable (naming Consul's message) otherwise.
 func rollbackError(path string, resp *api.TxnResponse) error {
 	if classifyRollback(resp) == rollbackDenied {
-		return topo.Wrap(topo.PermissionDenied, path, txnError(resp))
+		return backendkit.Wrap(topo.PermissionDenied, path, txnError(resp))
 	}
-	return topo.Wrap(topo.Unavailable, path, txnError(resp))
+	return backendkit.Wrap(topo.Unavailable, path, txnError(resp))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // isLockPair reports whether pair is a lock or election key rather than a
@@ -59,7 +60,7 @@ func txnError(resp *api.TxnResponse) error {
 // transaction (the write that ended it; deletes report no result).
 func lastIndex(p string, resp *api.TxnResponse) (topo.Version, error) {
 	if resp == nil || len(resp.Results) == 0 || resp.Results[len(resp.Results)-1].KV == nil {
-		return nil, topo.Wrap(topo.Unavailable, p, errors.New("transaction returned no result"))
+		return nil, backendkit.Wrap(topo.Unavailable, p, errors.New("transaction returned no result"))
 	}
 	return topo.NumericVersion(resp.Results[len(resp.Results)-1].KV.ModifyIndex), nil
 }
@@ -79,7 +80,7 @@ const maxTxnValue = 360 * 1024
 // Timeout/Interrupted when ctx ends, Closed after Close and Unavailable
 // when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := topo.CheckCreate(filePath, contents)
+	p, err := backendkit.CheckCreate(filePath, contents)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	case err != nil:
 		return nil, c.convertError(ctx, err, p)
 	case !ok && classifyRollback(resp) == rollbackStale:
-		return nil, topo.Wrap(topo.NodeExists, p, txnError(resp))
+		return nil, backendkit.Wrap(topo.NodeExists, p, txnError(resp))
 	case !ok:
 		return nil, rollbackError(p, resp)
 	}
@@ -130,7 +131,7 @@ func writeNonce() uint64 {
 // writeNonce). Errors as for Create; a foreign or negative version gives
 // InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	p, index, err := topo.CheckUpdate(filePath, contents, version)
+	p, index, err := backendkit.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +222,7 @@ func (c *Conn) writeLarge(ctx context.Context, p string, contents []byte, kind w
 	case cur != nil && cur.Flags == nonce:
 		return topo.NumericVersion(cur.ModifyIndex), nil
 	}
-	return nil, topo.Wrap(topo.Unavailable, p, ErrVersionUnknown)
+	return nil, backendkit.Wrap(topo.Unavailable, p, ErrVersionUnknown)
 }
 
 // missingOrBadVersion explains a failed check-and-set on p with a
@@ -267,12 +268,12 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, err
 	}
 	if version < 0 {
-		return nil, topo.Wrap(topo.InvalidArgument, p, fmt.Errorf("negative version %d", version))
+		return nil, backendkit.Wrap(topo.InvalidArgument, p, fmt.Errorf("negative version %d", version))
 	}
 	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
-	return nil, topo.Wrap(topo.NoImplementation, p, errors.New("consul keeps no history of a key's values"))
+	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("consul keeps no history of a key's values"))
 }
 
 // List implements topo.Conn.List: one recursive KV read of the prefix.
@@ -280,7 +281,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // Files at reserved paths (see topo.IsReserved) that another tool wrote,
 // for example a key d/Lock without lock flags or session, are not listed:
 // List returns the other files together with the PartialResult error of
-// topo.ReservedFiles naming them. It returns NoNode when no file matches
+// backendkit.ReservedFiles naming them. It returns NoNode when no file matches
 // (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := topo.CleanPrefix(filePathPrefix)
@@ -302,7 +303,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	for _, f := range files {
 		out = append(out, topo.KVInfo{Path: f.path, Value: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)})
 	}
-	return out, topo.ReservedFiles(prefix, reserved)
+	return out, backendkit.ReservedFiles(prefix, reserved)
 }
 
 type file struct {
@@ -344,7 +345,7 @@ func (c *Conn) files(pairs api.KVPairs) (files []file, reserved []string) {
 // per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
 // the delete vanishes from its parent's listing.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	p, index, err := topo.CheckDelete(filePath, version)
+	p, index, err := backendkit.CheckDelete(filePath, version)
 	if err != nil {
 		return err
 	}
@@ -374,9 +375,9 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 	switch classifyRollback(resp) {
 	case rollbackMissing:
-		return topo.Wrap(topo.NoNode, p, txnError(resp))
+		return backendkit.Wrap(topo.NoNode, p, txnError(resp))
 	case rollbackStale:
-		return topo.Wrap(topo.BadVersion, p, txnError(resp))
+		return backendkit.Wrap(topo.BadVersion, p, txnError(resp))
 	}
 	return rollbackError(p, resp)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Lock implements topo.Conn.Lock: it acquires the key <dir>/Lock with the
@@ -17,7 +18,7 @@ import (
 // ends while it waits, PermissionDenied when the ACL token may not create
 // sessions or write the key, Timeout/Interrupted when ctx ends first
 // (nothing stays held), Closed after Close, InvalidPath for a malformed or
-// reserved path (topo.CheckLockPath) and Unavailable when the agent cannot
+// reserved path (backendkit.CheckLockPath) and Unavailable when the agent cannot
 // be reached. Locks taken through one Conn exclude each other like locks of
 // different Conns.
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
@@ -31,11 +32,11 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // by Unlock. ttl <= 0 gives InvalidArgument; other errors as for Lock.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
 	if ttl <= 0 {
-		p, err := topo.CheckLockPath(dirPath)
+		p, err := backendkit.CheckLockPath(dirPath)
 		if err != nil {
 			return nil, err
 		}
-		return nil, topo.Wrap(topo.InvalidArgument, p, fmt.Errorf("lock TTL %v is not positive", ttl))
+		return nil, backendkit.Wrap(topo.InvalidArgument, p, fmt.Errorf("lock TTL %v is not positive", ttl))
 	}
 	return c.lockDir(ctx, dirPath, contents, clampTTL(ttl), false, true)
 }
@@ -58,7 +59,7 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 }
 
 func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.Duration, try, needDir bool) (topo.LockDescriptor, error) {
-	dir, err := topo.CheckLockPath(dirPath)
+	dir, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
 	}

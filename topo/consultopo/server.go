@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // FactoryName is the name the backend registers under.
@@ -221,7 +222,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		return nil, err
 	}
 	if opts.Reads != ReadConsistent && opts.Reads != ReadDefault {
-		return nil, topo.Wrap(topo.InvalidArgument, r, fmt.Errorf("unknown read mode %v", opts.Reads))
+		return nil, backendkit.Wrap(topo.InvalidArgument, r, fmt.Errorf("unknown read mode %v", opts.Reads))
 	}
 	opts = opts.normalized()
 
@@ -229,7 +230,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 	if addr, _, _ := strings.Cut(opts.Address, ","); addr != "" {
 		cfg.Address = strings.TrimSpace(addr)
 	} else if opts.Address != "" {
-		return nil, topo.Wrap(topo.InvalidArgument, opts.Address, errors.New("empty Consul agent address"))
+		return nil, backendkit.Wrap(topo.InvalidArgument, opts.Address, errors.New("empty Consul agent address"))
 	}
 	switch {
 	case opts.Token != "":
@@ -237,7 +238,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 	case opts.TokenFile != "":
 		b, err := os.ReadFile(opts.TokenFile)
 		if err != nil {
-			return nil, topo.Wrap(topo.InvalidArgument, opts.TokenFile, fmt.Errorf("reading the ACL token file: %w", err))
+			return nil, backendkit.Wrap(topo.InvalidArgument, opts.TokenFile, fmt.Errorf("reading the ACL token file: %w", err))
 		}
 		cfg.Token = strings.TrimSpace(string(b))
 		cfg.TokenFile = ""
@@ -253,7 +254,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 	cfg.Transport.MaxIdleConnsPerHost = 64
 	client, err := api.NewClient(cfg)
 	if err != nil {
-		return nil, topo.Wrap(topo.InvalidArgument, cfg.Address, err)
+		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Conn{
@@ -321,7 +322,7 @@ func (c *Conn) begin(ctx context.Context, path string) error {
 	if c.isClosed() {
 		return topo.NewError(topo.Closed, path)
 	}
-	return topo.CheckContext(ctx, path)
+	return backendkit.CheckContext(ctx, path)
 }
 
 // key returns the KV key of the canonical path p ("" is the root itself).

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // watchRetryMax caps the backoff between blocking queries that failed (for
@@ -120,7 +121,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		interrupted := func() {
 			// Delivered even though wctx ended: the channel has room or
 			// the reader is draining it, as the contract requires.
-			ch <- &topo.WatchData{Err: topo.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+			ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
 		}
 		version := pair.ModifyIndex
 		var got *api.KVPair // the answer to the last query
@@ -187,7 +188,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		defer close(ch)
 		defer cancel()
 		interrupted := func() {
-			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: topo.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
+			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
 		}
 		var got api.KVPairs // the answer to the last query
 		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // The claim: the key a lock or a candidacy puts in its queue, and the
@@ -238,10 +239,10 @@ func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int6
 			c.dropLeaseAsync(l, true) // idempotent: putClaim may have revoked it
 		}
 		if errors.Is(err, errLeaseGone) {
-			return nil, topo.Wrap(topo.LockLost, path, rpctypes.ErrLeaseNotFound)
+			return nil, backendkit.Wrap(topo.LockLost, path, rpctypes.ErrLeaseNotFound)
 		}
 		if errors.Is(err, errKeyBusy) {
-			return nil, topo.Wrap(topo.Unavailable, path, err)
+			return nil, backendkit.Wrap(topo.Unavailable, path, err)
 		}
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // NewLeaderParticipation joins the leader election name as id. Candidates
@@ -19,10 +20,10 @@ import (
 // with the lowest ModRevision leads. The queues of two elections never
 // overlap, so elections "svc" and "svc/a" are independent. It returns
 // InvalidArgument for an empty name or id, InvalidPath for a malformed
-// name or one with a "locks" or "Lock" segment (topo.CheckElection),
+// name or one with a "locks" or "Lock" segment (backendkit.CheckElection),
 // Closed after Close. Nothing is written until WaitForLeadership.
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	n, err := topo.CheckElection(name, id)
+	n, err := backendkit.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +114,10 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 // one ended by Close into Closed.
 func (p *participation) stoppedErr(err error) error {
 	if p.c.isClosed() {
-		return topo.Wrap(topo.Closed, p.name, err)
+		return backendkit.Wrap(topo.Closed, p.name, err)
 	}
 	if p.stopCtx.Err() != nil {
-		return topo.Wrap(topo.Interrupted, p.name, err)
+		return backendkit.Wrap(topo.Interrupted, p.name, err)
 	}
 	return err
 }

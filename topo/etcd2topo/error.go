@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // convertError maps an error from the etcd client onto a *topo.Error for
@@ -26,9 +27,9 @@ import (
 //	cancelled                   -> Interrupted
 //
 // and anything else to Unavailable (the store failed the call).
-// *topo.Error values pass through unchanged (see topo.MapError).
+// *topo.Error values pass through unchanged (see backendkit.MapError).
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
-	return topo.MapError(ctx, err, path, c.isClosed(), codeOf)
+	return backendkit.MapError(ctx, err, path, c.isClosed(), codeOf)
 }
 
 // authErrors are etcd's refusals of a request for want of authentication

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Create creates filePath (key <root>/<filePath>) holding contents, in one
@@ -16,7 +17,7 @@ import (
 // InvalidPath, InvalidArgument (value too large), Timeout, Interrupted,
 // Closed, Unavailable as documented on topo.Conn.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := topo.CheckCreate(filePath, contents)
+	p, err := backendkit.CheckCreate(filePath, contents)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +46,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // returns the new ModRevision. A failed compare-and-set costs one more
 // read, to tell NoNode from BadVersion.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	p, want, err := topo.CheckUpdate(filePath, contents, version)
+	p, want, err := backendkit.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, err
 	}
 	if version < 0 {
-		return nil, topo.Wrap(topo.InvalidArgument, p, errors.New("negative version"))
+		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("negative version"))
 	}
 	if err := c.check(ctx, p); err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithRev(version))
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrFutureRev) {
-			return nil, topo.Wrap(topo.NoNode, p, err)
+			return nil, backendkit.Wrap(topo.NoNode, p, err)
 		}
 		return nil, c.convertError(ctx, err, p)
 	}
@@ -156,7 +157,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // left out silently; those without one are files another tool wrote where
 // topokit keeps its locks and elections, and List reports them: it returns
 // every other matching file together with the PartialResult error of
-// topo.ReservedFiles naming them (NoNode is then not returned, even when
+// backendkit.ReservedFiles naming them (NoNode is then not returned, even when
 // no other file matches).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	p, err := topo.CleanPrefix(filePathPrefix)
@@ -184,7 +185,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	}
 	if len(reserved) > 0 {
 		// etcd returns keys sorted, and rel keeps that order.
-		return out, topo.ReservedFiles(p, reserved)
+		return out, backendkit.ReservedFiles(p, reserved)
 	}
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, p)
@@ -196,7 +197,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 // non-nil one is a transaction on the key's ModRevision (BadVersion if
 // stale; version 0 never matches). It returns NoNode if the file is absent.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	p, want, err := topo.CheckDelete(filePath, version)
+	p, want, err := backendkit.CheckDelete(filePath, version)
 	if err != nil {
 		return err
 	}
@@ -235,6 +236,6 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 // top-level directory of leader elections. Both are Vitess's names (and
 // topo's reserved names).
 const (
-	locksDir     = topo.LocksDirName
-	electionsDir = topo.ElectionsDirName
+	locksDir     = backendkit.LocksDirName
+	electionsDir = backendkit.ElectionsDirName
 )

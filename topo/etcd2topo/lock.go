@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Locks on directories: Lock, TryLock, LockWithTTL, LockName. A lock is an
@@ -28,7 +29,7 @@ type lockMode struct {
 // queue and checking that dirPath holds a file are one transaction, and the
 // wait watches the queue from the current revision, so that a waiter gets
 // the lock as soon as the holder's entry is deleted. It returns InvalidPath
-// for a malformed or reserved dirPath (see topo.CheckLockPath), NoNode if
+// for a malformed or reserved dirPath (see backendkit.CheckLockPath), NoNode if
 // dirPath holds no file (its entry is removed at once), Timeout or
 // Interrupted when ctx ends first (its entry is then removed), LockLost if
 // its own entry vanished or its lease was lost while waiting,
@@ -43,11 +44,11 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // ttl <= 0.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
 	if ttl <= 0 {
-		d, err := topo.CheckLockPath(dirPath)
+		d, err := backendkit.CheckLockPath(dirPath)
 		if err != nil {
 			return nil, err
 		}
-		return nil, topo.Wrap(topo.InvalidArgument, d, errors.New("lock TTL must be positive"))
+		return nil, backendkit.Wrap(topo.InvalidArgument, d, errors.New("lock TTL must be positive"))
 	}
 	if ttlSeconds(ttl) == ttlSeconds(c.opts.LockTTL) {
 		ttl = 0
@@ -69,11 +70,11 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 }
 
 func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode) (topo.LockDescriptor, error) {
-	d, err := topo.CheckLockPath(dirPath)
+	d, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
 	}
-	if err := topo.CheckValue(d, []byte(contents)); err != nil {
+	if err := backendkit.CheckValue(d, []byte(contents)); err != nil {
 		return nil, err
 	}
 	if err := c.check(ctx, d); err != nil {

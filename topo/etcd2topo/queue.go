@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // The queue: waiting for the entries ahead of ours to go.
@@ -52,7 +53,7 @@ func (cl *claim) wait(ctx context.Context) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return topo.FromContext(ctx, cl.path)
+			return backendkit.FromContext(ctx, cl.path)
 		case <-cl.c.ctx.Done():
 			t.Stop()
 			return topo.NewError(topo.Closed, cl.path)
@@ -167,13 +168,13 @@ func (c *Conn) watchCreated(ctx context.Context, wch clientv3.WatchChan, path st
 // etcd refused the watch for good, or errRewatch.
 func (c *Conn) watchEnded(ctx context.Context, err error, path string) error {
 	if ctx.Err() != nil {
-		return topo.FromContext(ctx, path)
+		return backendkit.FromContext(ctx, path)
 	}
 	if c.isClosed() {
 		return topo.NewError(topo.Closed, path)
 	}
 	if isPermanent(err) {
-		return topo.Wrap(topo.PermissionDenied, path, err)
+		return backendkit.Wrap(topo.PermissionDenied, path, err)
 	}
 	return errRewatch
 }

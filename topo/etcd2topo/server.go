@@ -92,6 +92,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // FactoryName is the name the backend registers under.
@@ -260,7 +261,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // Unavailable or Timeout errors from the Conn's calls.
 func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	if len(opts.Endpoints) == 0 {
-		return nil, topo.Wrap(topo.InvalidArgument, root, errors.New("etcd2topo: no endpoint given"))
+		return nil, backendkit.Wrap(topo.InvalidArgument, root, errors.New("etcd2topo: no endpoint given"))
 	}
 	if _, err := topo.CleanDirPath(root); err != nil {
 		return nil, err
@@ -275,7 +276,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		opts.NamedLockTTL = DefaultNamedLockTTL
 	}
 	addr := strings.Join(opts.Endpoints, ",")
-	if err := topo.CheckContext(ctx, addr); err != nil {
+	if err := backendkit.CheckContext(ctx, addr); err != nil {
 		return nil, err
 	}
 	lg := opts.Logger
@@ -294,7 +295,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		}
 		var err error
 		if tlsCfg, err = info.ClientConfig(); err != nil {
-			return nil, topo.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
+			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
 	// The dial bound: DialTimeout, or less when ctx ends sooner.
@@ -367,14 +368,14 @@ func waitConnected(ctx context.Context, cc *grpc.ClientConn) error {
 // answered, and Unavailable naming addr otherwise.
 func dialError(ctx context.Context, addr string, bound time.Duration, err error) error {
 	if ctx.Err() != nil {
-		return topo.FromContext(ctx, addr)
+		return backendkit.FromContext(ctx, addr)
 	}
 	switch code := codeOf(err); code {
 	case topo.Timeout, topo.Interrupted, topo.Unavailable:
-		return topo.Wrap(topo.Unavailable, addr,
+		return backendkit.Wrap(topo.Unavailable, addr,
 			fmt.Errorf("etcd2topo: no etcd member answered at %s within %v: %w", addr, bound, err))
 	default:
-		return topo.Wrap(code, addr, fmt.Errorf("etcd2topo: connecting to %s: %w", addr, err))
+		return backendkit.Wrap(code, addr, fmt.Errorf("etcd2topo: connecting to %s: %w", addr, err))
 	}
 }
 
@@ -414,7 +415,7 @@ func (c *Conn) check(ctx context.Context, path string) error {
 	if err := c.closedErr(path); err != nil {
 		return err
 	}
-	return topo.CheckContext(ctx, path)
+	return backendkit.CheckContext(ctx, path)
 }
 
 // Close revokes the Conn's leases (releasing its locks and election

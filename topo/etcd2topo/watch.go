@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // msgResync is the debug message logged each time a watch finds its
@@ -54,7 +55,7 @@ func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path stri
 	if err := c.watchCreated(ctx, s.wch, path); err != nil {
 		s.close()
 		if errors.Is(err, errRewatch) {
-			return nil, topo.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
+			return nil, backendkit.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
 		}
 		return nil, err
 	}
@@ -89,10 +90,10 @@ func (s *stream) close() { s.cancel() }
 // context ended or whose Conn closed, or nil if neither happened.
 func (s *stream) ended() error {
 	if err := s.ctx.Err(); err != nil {
-		return topo.Wrap(topo.Interrupted, s.path, err)
+		return backendkit.Wrap(topo.Interrupted, s.path, err)
 	}
 	if s.c.isClosed() {
-		return topo.Wrap(topo.Interrupted, s.path, errors.New("connection closed"))
+		return backendkit.Wrap(topo.Interrupted, s.path, errors.New("connection closed"))
 	}
 	return nil
 }
@@ -139,7 +140,7 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 		}
 		s.cancel()
 		if ok && isPermanent(wr.Err()) {
-			return nil, topo.Wrap(topo.PermissionDenied, s.path, wr.Err())
+			return nil, backendkit.Wrap(topo.PermissionDenied, s.path, wr.Err())
 		}
 		if ok && wr.CompactRevision != 0 {
 			s.c.log.Debug(msgResync, "path", s.path, "rev", s.rev)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // electionsDir is the root directory of leader elections (the same layout
@@ -22,11 +23,11 @@ func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 	if err := c.closedErr(name); err != nil {
 		return nil, err
 	}
-	p, err := topo.CheckElection(name, id)
+	p, err := backendkit.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := topo.CheckValue(p, []byte(id)); err != nil {
+	if err := backendkit.CheckValue(p, []byte(id)); err != nil {
 		return nil, err
 	}
 	if fs := c.f.faultState.Load(); fs != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Operation names one kind of call on a Conn, a LockDescriptor or a
@@ -367,7 +368,7 @@ func (f *Factory) injectState(ctx context.Context, fs *faultState, op Operation,
 }
 
 func interruptedOrTimeout(ctx context.Context, p string) error {
-	if err := topo.FromContext(ctx, p); err != nil {
+	if err := backendkit.FromContext(ctx, p); err != nil {
 		return err
 	}
 	return topo.NewError(topo.Interrupted, p)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 var errEphemeral = errors.New("path is a lock or election entry")
@@ -19,7 +20,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	if err := c.closedErr(filePath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CheckCreate(filePath, contents)
+	p, err := backendkit.CheckCreate(filePath, contents)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err := c.closedErr(filePath); err != nil {
 		return nil, err
 	}
-	p, want, err := topo.CheckUpdate(filePath, contents, version)
+	p, want, err := backendkit.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if n != nil && n.entry != nil {
 		return nil, &topo.Error{Code: topo.NodeExists, Path: p, Err: errEphemeral}
 	}
-	if want != topo.AnyVersion {
+	if want != backendkit.AnyVersion {
 		if n == nil || n.file == nil {
 			return nil, topo.NewError(topo.NoNode, p)
 		}
@@ -241,7 +242,7 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 // compare-and-set returning BadVersion when stale. It returns NoNode when
 // filePath holds no file (a directory is not a file), InvalidArgument for a
 // foreign or negative version, InvalidPath for a malformed or reserved
-// path (topo.CheckDelete: lock and election entries live at reserved paths,
+// path (backendkit.CheckDelete: lock and election entries live at reserved paths,
 // so Delete never touches them; Conn.ExpireSession drops them), and Closed
 // after Close.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
@@ -249,7 +250,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if err := c.closedErr(filePath); err != nil {
 		return err
 	}
-	p, want, err := topo.CheckDelete(filePath, version)
+	p, want, err := backendkit.CheckDelete(filePath, version)
 	if err != nil {
 		return err
 	}
@@ -266,7 +267,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	n := s.lookup(full)
 	switch {
 	case n != nil && n.file != nil:
-		if want != topo.AnyVersion && n.file.version != want {
+		if want != backendkit.AnyVersion && n.file.version != want {
 			return topo.NewError(topo.BadVersion, p)
 		}
 		s.deleteFile(full, n)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // locksDir is the directory, under a locked directory, that holds the lock
@@ -18,7 +19,7 @@ const locksDir = "locks"
 // holds no file, Timeout or Interrupted when ctx ends while waiting (the
 // waiter's entry is removed), LockLost when c's session is lost while
 // waiting, InvalidPath for a malformed or reserved dirPath
-// (topo.CheckLockPath), and Closed after Close.
+// (backendkit.CheckLockPath), and Closed after Close.
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	c.f.count(OpLock)
 	return c.lock(ctx, OpLock, dirPath, contents, 0, true, false)
@@ -58,12 +59,12 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	if err := c.closedErr(dirPath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CheckLockPath(dirPath)
+	p, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
 	}
 	value := []byte(contents)
-	if err := topo.CheckValue(p, value); err != nil {
+	if err := backendkit.CheckValue(p, value); err != nil {
 		return nil, err
 	}
 	if err := c.enter(ctx, op, p); err != nil {

@@ -92,6 +92,7 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Name is the name memorytopo registers its process-wide Factory under.
@@ -439,7 +440,7 @@ func (c *Conn) closedErr(p string) error {
 // enter runs the common prologue of a call of op on the canonical path p,
 // once its input was validated: the context check, then injected faults.
 func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
-	if err := topo.CheckContext(ctx, p); err != nil {
+	if err := backendkit.CheckContext(ctx, p); err != nil {
 		return err
 	}
 	if err := c.waitCut(ctx, p); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // DefaultReadConcurrency is ReadLimit's limit when it is given none: 32
@@ -30,7 +31,7 @@ func ReadLimit(n int) topo.Middleware {
 			select {
 			case slots <- struct{}{}:
 			case <-ctx.Done():
-				return topo.FromContext(ctx, c.Path)
+				return backendkit.FromContext(ctx, c.Path)
 			}
 			defer func() { <-slots }()
 			return next(ctx)

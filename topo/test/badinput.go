@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // badPaths are rejected by every path rule (file, directory or prefix)
@@ -249,7 +250,7 @@ type ctxCall struct {
 // ctxCalls lists every context-taking call, on a store holding keep/f.
 func ctxCalls(s *store, c topo.Conn, keep topo.Version) []ctxCall {
 	p := participate(s.t, c, "elec", "id")
-	n, _ := topo.VersionNumber("keep/f", keep)
+	n, _ := backendkit.VersionNumber("keep/f", keep)
 	return []ctxCall{
 		{"ListDir", func(ctx context.Context) error { _, err := c.ListDir(ctx, "keep", true); return err }},
 		{"Create", func(ctx context.Context) error { _, err := c.Create(ctx, "keep/new", []byte("x")); return err }},

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // testCloseCalls: after Close (idempotent) every call returns Closed, and
@@ -35,7 +36,7 @@ func testCloseCalls(s *store) {
 	closed(err, "Update with a version")
 	_, _, err = c.Get(ctx, "d/f")
 	closed(err, "Get")
-	n, err := topo.VersionNumber("d/f", v)
+	n, err := backendkit.VersionNumber("d/f", v)
 	require.NoError(t, err)
 	_, err = c.GetVersion(ctx, "d/f", n)
 	if s.opts.GetVersionUnsupported {

@@ -4,6 +4,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // testCreate: Create stores contents and returns the version Get reports;
@@ -266,7 +267,7 @@ func testGetVersion(s *store) {
 
 	if s.opts.GetVersionUnsupported {
 		v := mustCreate(t, ctx, c, "h/f", "one")
-		n, err := topo.VersionNumber("h/f", v)
+		n, err := backendkit.VersionNumber("h/f", v)
 		require.NoError(t, err)
 		_, err = c.GetVersion(ctx, "h/f", n)
 		requireCode(t, err, topo.NoImplementation, "GetVersion on a backend that declares it unsupported")
@@ -281,7 +282,7 @@ func testGetVersion(s *store) {
 		v    topo.Version
 		want string
 	}{{v1, "one"}, {v2, "two"}, {v3, "three"}} {
-		n, err := topo.VersionNumber("h/f", tc.v)
+		n, err := backendkit.VersionNumber("h/f", tc.v)
 		require.NoError(t, err, "GetVersion needs NumericVersion versions")
 		got, err := c.GetVersion(ctx, "h/f", n)
 		require.NoErrorf(t, err, "GetVersion(h/f, %d)", n)
@@ -290,11 +291,11 @@ func testGetVersion(s *store) {
 		require.NoError(t, err)
 		require.Equal(t, tc.want, string(got))
 	}
-	nb, err := topo.VersionNumber("h/other", before)
+	nb, err := backendkit.VersionNumber("h/other", before)
 	require.NoError(t, err)
 	_, err = c.GetVersion(ctx, "h/f", nb)
 	requireCode(t, err, topo.NoNode, "GetVersion at a version from before the file existed")
-	n1, _ := topo.VersionNumber("h/f", v1)
+	n1, _ := backendkit.VersionNumber("h/f", v1)
 	_, err = c.GetVersion(ctx, "h/missing", n1)
 	requireCode(t, err, topo.NoNode, "GetVersion of a file that never existed")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/memorytopo"
 	"github.com/topokit/topokit/topo/test"
 )
@@ -235,7 +236,7 @@ func (c *mutantConn) Get(ctx context.Context, p string) ([]byte, topo.Version, e
 func reservedEscape(p string) string {
 	segs := strings.Split(strings.Trim(p, "/"), "/")
 	for i, s := range segs {
-		if s == topo.LocksDirName || s == topo.ConsulLockName || (i == 0 && s == topo.ElectionsDirName) {
+		if s == backendkit.LocksDirName || s == backendkit.ConsulLockName || (i == 0 && s == backendkit.ElectionsDirName) {
 			segs[i] = s + "_"
 		}
 	}
@@ -251,13 +252,13 @@ func (c *mutantConn) isDir(ctx context.Context, p string) bool {
 func (c *mutantConn) Update(ctx context.Context, p string, contents []byte, v topo.Version) (topo.Version, error) {
 	switch c.name {
 	case "cas-creates-absent":
-		if _, _, err := topo.CheckUpdate(p, contents, v); err == nil && v != nil {
+		if _, _, err := backendkit.CheckUpdate(p, contents, v); err == nil && v != nil {
 			if _, _, err := c.Conn.Get(ctx, p); topo.IsErrType(err, topo.NoNode) {
 				return c.Conn.Update(ctx, p, contents, nil)
 			}
 		}
 	case "dir-cas-creates-file":
-		if _, _, err := topo.CheckUpdate(p, contents, v); err == nil && v != nil {
+		if _, _, err := backendkit.CheckUpdate(p, contents, v); err == nil && v != nil {
 			if _, _, err := c.Conn.Get(ctx, p); topo.IsErrType(err, topo.NoNode) && c.isDir(ctx, p) {
 				return c.Conn.Update(ctx, p, contents, nil)
 			}
@@ -282,7 +283,7 @@ func (c *mutantConn) Update(ctx context.Context, p string, contents []byte, v to
 		}
 		return nv, err
 	case "cas-not-atomic":
-		if _, _, err := topo.CheckUpdate(p, contents, v); err == nil && v != nil {
+		if _, _, err := backendkit.CheckUpdate(p, contents, v); err == nil && v != nil {
 			_, cur, err := c.Conn.Get(ctx, p)
 			if err != nil {
 				return nil, err
@@ -322,7 +323,7 @@ func (c *mutantConn) Create(ctx context.Context, p string, contents []byte) (top
 func (c *mutantConn) Delete(ctx context.Context, p string, v topo.Version) error {
 	switch c.name {
 	case "delete-not-atomic":
-		if _, _, err := topo.CheckDelete(p, v); err == nil && v != nil {
+		if _, _, err := backendkit.CheckDelete(p, v); err == nil && v != nil {
 			_, cur, err := c.Conn.Get(ctx, p)
 			if err != nil {
 				return err
@@ -423,7 +424,7 @@ func (c *mutantConn) LockName(ctx context.Context, dir, contents string) (topo.L
 func (c *mutantConn) Lock(ctx context.Context, dir, contents string) (topo.LockDescriptor, error) {
 	switch c.name {
 	case "lock-not-exclusive":
-		if _, err := topo.CheckLockPath(dir); err != nil {
+		if _, err := backendkit.CheckLockPath(dir); err != nil {
 			return nil, err
 		}
 		if _, err := c.Conn.ListDir(ctx, dir, false); err != nil {
@@ -480,6 +481,8 @@ func (c *mutantConn) wrap(dir string, l topo.LockDescriptor, err error) (topo.Lo
 type fakeLock struct{ released bool }
 
 func (l *fakeLock) Check(context.Context) error { return nil }
+func (l *fakeLock) Token() int64                { return 1 }
+func (l *fakeLock) Done() <-chan struct{}       { return nil }
 func (l *fakeLock) Unlock(context.Context) error {
 	if l.released {
 		return topo.NewError(topo.Interrupted, "")

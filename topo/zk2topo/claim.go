@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Lock takes the lock on dirPath: it creates an ephemeral-sequential znode
@@ -22,7 +23,7 @@ import (
 // removed with a fresh context), LockLost when the session it waits on
 // ends (the server then deleted its znode), PermissionDenied when the
 // ACLs refuse it, and InvalidPath (including the reserved-name rule,
-// topo.CheckLockPath), InvalidArgument, Closed or Unavailable. The lock
+// backendkit.CheckLockPath), InvalidArgument, Closed or Unavailable. The lock
 // lives as long as the session it was taken on (see Options.SafetyMargin).
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	return c.lock(ctx, dirPath, contents, true, false)
@@ -63,11 +64,11 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 // the entry was created, the claim starts again on a new session (nothing
 // of it can survive on the old one), and after, it fails with LockLost.
 func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try bool) (topo.LockDescriptor, error) {
-	dp, err := topo.CheckLockPath(dirPath)
+	dp, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
 	}
-	if err := topo.CheckValue(dp, []byte(contents)); err != nil {
+	if err := backendkit.CheckValue(dp, []byte(contents)); err != nil {
 		return nil, err
 	}
 	if err := c.begin(ctx, dp); err != nil {
@@ -258,7 +259,7 @@ func (l *lockDesc) wait(ctx context.Context, try bool, pre <-chan childrenRes) e
 		case <-ch:
 		case <-ctx.Done():
 			l.abandon()
-			return topo.FromContext(ctx, dp)
+			return backendkit.FromContext(ctx, dp)
 		case <-s.lost:
 			return lost()
 		case <-c.closing:

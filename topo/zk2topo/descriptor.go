@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // lockDesc is a lock entry held (or being waited for) through a Conn, on
@@ -70,7 +71,7 @@ func (l *lockDesc) Check(ctx context.Context) error {
 	if s.isLost() || l.c.closed.Load() {
 		return topo.NewError(topo.LockLost, l.dir)
 	}
-	if err := topo.CheckContext(ctx, l.dir); err != nil {
+	if err := backendkit.CheckContext(ctx, l.dir); err != nil {
 		return err
 	}
 	if !s.provablyAlive() {

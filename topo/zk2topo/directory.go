@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // ListDir lists the znodes directly under dirPath, sorted by name. A plain
@@ -70,7 +71,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 				// Shown only while a lock is held / a candidate runs.
 				var st *zk.Stat
 				var exists bool
-				cp := topo.JoinPath(dp, n)
+				cp := backendkit.JoinPath(dp, n)
 				err := c.read(ctx, dp, func(z *zk.Conn) error {
 					var err error
 					exists, st, err = z.Exists(c.zkPath(cp))
@@ -95,7 +96,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		for i, n := range names {
 			wg.Go(func() {
 				errs[i] = c.read(ctx, dp, func(z *zk.Conn) error {
-					exists, st, err := z.Exists(c.zkPath(topo.JoinPath(dp, n)))
+					exists, st, err := z.Exists(c.zkPath(backendkit.JoinPath(dp, n)))
 					if err == nil && exists {
 						stats[i] = st
 					}
@@ -112,7 +113,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 			if st == nil {
 				continue // deleted meanwhile
 			}
-			cp := topo.JoinPath(dp, n)
+			cp := backendkit.JoinPath(dp, n)
 			e := topo.DirEntry{Name: n, Type: topo.TypeFile, Ephemeral: st.EphemeralOwner != 0}
 			if st.NumChildren > 0 {
 				e.Type = topo.TypeDirectory

@@ -15,8 +15,8 @@
 //
 // Versions are the znode's Stat.Version (starting at 0). ZooKeeper keeps no
 // history, so GetVersion returns NoImplementation. Paths follow the shared
-// reserved-name rule (topo.CheckCreate, topo.CheckLockPath,
-// topo.CheckElection).
+// reserved-name rule (backendkit.CheckCreate, backendkit.CheckLockPath,
+// backendkit.CheckElection).
 //
 // # Sessions
 //

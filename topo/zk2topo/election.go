@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // NewLeaderParticipation joins the election name as participant id. A
@@ -18,7 +19,7 @@ import (
 // It returns InvalidArgument for an empty name or id, InvalidPath for a
 // name that breaks the path rules, and Closed after Close.
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	n, err := topo.CheckElection(name, id)
+	n, err := backendkit.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}

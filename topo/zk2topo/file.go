@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // isFile reports whether a znode is a file: it holds data, or has no
@@ -44,11 +45,11 @@ func (c *Conn) internal(p string) bool {
 // costs one round trip when the parent exists. It returns NodeExists when
 // the file exists; a znode that is only a directory (empty, with children)
 // becomes the file instead. Errors: InvalidPath (including the
-// reserved-name rule, topo.CheckCreate), InvalidArgument (value too large),
+// reserved-name rule, backendkit.CheckCreate), InvalidArgument (value too large),
 // NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
 // Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := topo.CheckCreate(filePath, contents)
+	p, err := backendkit.CheckCreate(filePath, contents)
 	if err != nil {
 		return nil, err
 	}
@@ -155,8 +156,8 @@ func (c *Conn) isContainer(dir string) bool {
 	return path.Base(dir) == locksDir || rel == electionsDir || strings.HasPrefix(rel, electionsDir+"/")
 }
 
-// zkVersion converts a checked version number (see topo.CheckUpdate) for a
-// compare-and-set: topo.AnyVersion is ZooKeeper's -1 ("any version"). ok
+// zkVersion converts a checked version number (see backendkit.CheckUpdate) for a
+// compare-and-set: backendkit.AnyVersion is ZooKeeper's -1 ("any version"). ok
 // is false when no ZooKeeper version can equal it (it is larger than an
 // int32).
 func zkVersion(n int64) (ver int32, ok bool) {
@@ -177,7 +178,7 @@ func zkVersion(n int64) (ver int32, ok bool) {
 // (value too large, foreign or negative version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	p, n, err := topo.CheckUpdate(filePath, contents, version)
+	p, n, err := backendkit.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +306,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, p)
 	}
-	if err := topo.CheckContext(ctx, p); err != nil {
+	if err := backendkit.CheckContext(ctx, p); err != nil {
 		return nil, err
 	}
 	return nil, &topo.Error{Code: topo.NoImplementation, Path: p, Err: errors.New("zk2topo: ZooKeeper keeps no history")}
@@ -319,7 +320,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // that other tools wrote at reserved paths (topo.IsReserved: a znode with
 // data under a "locks" znode, say) are files topokit cannot hold: they are
 // not listed, and List returns the other files together with the
-// PartialResult error of topo.ReservedFiles naming them. The result is not
+// PartialResult error of backendkit.ReservedFiles naming them. The result is not
 // a snapshot: files changed during the walk may show their old or new
 // state. It returns NoNode when no file matches, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
@@ -364,7 +365,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 			if !strings.HasPrefix(n, filter) {
 				continue
 			}
-			cp := topo.JoinPath(p, n)
+			cp := backendkit.JoinPath(p, n)
 			if c.system(cp) {
 				continue
 			}
@@ -423,7 +424,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	if len(reserved) > 0 {
 		sort.Strings(reserved)
-		return out, topo.ReservedFiles(prefix, reserved)
+		return out, backendkit.ReservedFiles(prefix, reserved)
 	}
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, prefix)
@@ -476,7 +477,7 @@ func splitPrefix(prefix string) (dir, name string) {
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	p, n, err := topo.CheckDelete(filePath, version)
+	p, n, err := backendkit.CheckDelete(filePath, version)
 	if err != nil {
 		return err
 	}
@@ -629,7 +630,7 @@ func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error
 		return topo.NewError(topo.NoNode, p)
 	}
 	if version != nil {
-		if n, _ := topo.VersionNumber(p, version); n != int64(st.Version) {
+		if n, _ := backendkit.VersionNumber(p, version); n != int64(st.Version) {
 			return topo.NewError(topo.BadVersion, p)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -217,7 +218,7 @@ func TestReservedNames(t *testing.T) {
 	for _, p := range []string{"d/locks/x", "d/Lock", "elections/x", "a/locks"} {
 		_, err := c.Create(ctx, p, []byte("x"))
 		require.ErrorIsf(t, err, topo.InvalidPath, "Create(%q)", p)
-		require.Equal(t, topo.CheckReserved(p).Error(), err.Error())
+		require.Equal(t, backendkit.CheckReserved(p).Error(), err.Error())
 		_, err = c.Update(ctx, p, []byte("x"), nil)
 		require.ErrorIsf(t, err, topo.InvalidPath, "Update(%q)", p)
 		require.ErrorIsf(t, c.Delete(ctx, p, nil), topo.InvalidPath, "Delete(%q)", p)

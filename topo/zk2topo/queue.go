@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // The queue: lock entries (under <dir>/locks/) and election candidates
@@ -68,7 +69,7 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return "", topo.FromContext(ctx, p)
+		return "", backendkit.FromContext(ctx, p)
 	case <-c.closing:
 		return "", topo.NewError(topo.Closed, p)
 	}
@@ -119,7 +120,7 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 			}
 		default:
 		}
-		return "", topo.FromContext(ctx, p)
+		return "", backendkit.FromContext(ctx, p)
 	}
 }
 
@@ -212,7 +213,7 @@ func (c *Conn) onSession(ctx context.Context, s *zkSession, p string, fn func(z 
 		case <-s.lost:
 			return errSessionOver
 		case <-ctx.Done():
-			return topo.FromContext(ctx, p)
+			return backendkit.FromContext(ctx, p)
 		case <-c.closing:
 			return topo.NewError(topo.Closed, p)
 		case <-time.After(50 * time.Millisecond):

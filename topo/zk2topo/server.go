@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // FactoryName is the name zk2topo registers its factory under.
@@ -218,7 +219,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, &topo.Error{Code: topo.InvalidArgument, Path: root, Err: errors.New("zk2topo: no ZooKeeper server address")}
 	}
 	addr := strings.Join(opts.Servers, ",")
-	if err := topo.CheckContext(ctx, addr); err != nil {
+	if err := backendkit.CheckContext(ctx, addr); err != nil {
 		return nil, err
 	}
 	if opts.DialTimeout <= 0 {
@@ -318,7 +319,7 @@ func (c *Conn) awaitSession(ctx context.Context, s *zkSession, addr string) erro
 	for s.zk.State() != zk.StateHasSession {
 		select {
 		case <-ctx.Done():
-			return topo.FromContext(ctx, addr)
+			return backendkit.FromContext(ctx, addr)
 		case <-bound.C:
 			return &topo.Error{Code: topo.Unavailable, Path: addr,
 				Err: c.noSessionError(addr)}
@@ -410,7 +411,7 @@ func (c *Conn) begin(ctx context.Context, p string) error {
 	if c.closed.Load() {
 		return topo.NewError(topo.Closed, p)
 	}
-	return topo.CheckContext(ctx, p)
+	return backendkit.CheckContext(ctx, p)
 }
 
 // write runs fn (a request that is not retried) on the current session
@@ -433,7 +434,7 @@ func (c *Conn) do(ctx context.Context, p string, fn func() error) error {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return topo.FromContext(ctx, p)
+		return backendkit.FromContext(ctx, p)
 	case <-c.closing:
 		return topo.NewError(topo.Closed, p)
 	}
@@ -452,7 +453,7 @@ func (c *Conn) do(ctx context.Context, p string, fn func() error) error {
 	case err := <-j.done:
 		return err
 	case <-ctx.Done():
-		return topo.FromContext(ctx, p)
+		return backendkit.FromContext(ctx, p)
 	}
 }
 
@@ -521,7 +522,7 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return topo.FromContext(ctx, p)
+			return backendkit.FromContext(ctx, p)
 		case <-c.closing:
 			return topo.NewError(topo.Closed, p)
 		}

@@ -1,0 +1,95 @@
+package backendkit_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+func TestCheckCreate(t *testing.T) {
+	p, err := backendkit.CheckCreate("/a/b", []byte("x"))
+	require.NoError(t, err)
+	require.Equal(t, "a/b", p, "the path comes back canonical")
+
+	p, err = backendkit.CheckCreate("a", bytes.Repeat([]byte{1}, topo.MaxValueSize))
+	require.NoError(t, err, "a value of exactly MaxValueSize is accepted")
+	require.Equal(t, "a", p)
+
+	_, err = backendkit.CheckCreate("a//b", []byte("x"))
+	require.ErrorIs(t, err, topo.InvalidPath)
+
+	_, err = backendkit.CheckCreate("a", make([]byte, topo.MaxValueSize+1))
+	require.ErrorIs(t, err, topo.InvalidArgument)
+	require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "a"}, "the error names the canonical path")
+
+	_, err = backendkit.CheckCreate("a/", make([]byte, topo.MaxValueSize+1))
+	require.ErrorIs(t, err, topo.InvalidPath, "a bad path is reported before a bad value")
+}
+
+func TestCheckUpdate(t *testing.T) {
+	p, want, err := backendkit.CheckUpdate("/a/b", []byte("x"), nil)
+	require.NoError(t, err)
+	require.Equal(t, "a/b", p)
+	require.Equal(t, backendkit.AnyVersion, want, "a nil version is AnyVersion")
+
+	for _, v := range []int64{0, 1, 1 << 40} {
+		p, want, err = backendkit.CheckUpdate("a", nil, topo.NumericVersion(v))
+		require.NoError(t, err)
+		require.Equal(t, "a", p)
+		require.Equal(t, v, want)
+	}
+
+	_, _, err = backendkit.CheckUpdate("a", nil, topo.NumericVersion(-1))
+	require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "a"}, "a negative version")
+	_, _, err = backendkit.CheckUpdate("/a", nil, otherVersion("3"))
+	require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "a"}, "a foreign version")
+
+	// The order of the checks: path, then value, then version.
+	big := make([]byte, topo.MaxValueSize+1)
+	_, _, err = backendkit.CheckUpdate("", big, otherVersion("3"))
+	require.ErrorIs(t, err, topo.InvalidPath)
+	_, _, err = backendkit.CheckUpdate("a", big, otherVersion("3"))
+	require.ErrorIs(t, err, topo.InvalidArgument)
+	require.Contains(t, err.Error(), "MaxValueSize", "the value is checked before the version")
+}
+
+func TestCheckDelete(t *testing.T) {
+	p, want, err := backendkit.CheckDelete("/a/b", nil)
+	require.NoError(t, err)
+	require.Equal(t, "a/b", p)
+	require.Equal(t, backendkit.AnyVersion, want)
+
+	p, want, err = backendkit.CheckDelete("a", topo.NumericVersion(7))
+	require.NoError(t, err)
+	require.Equal(t, "a", p)
+	require.Equal(t, int64(7), want)
+
+	_, _, err = backendkit.CheckDelete("a", otherVersion("7"))
+	require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "a"})
+	_, _, err = backendkit.CheckDelete("a/../b", otherVersion("7"))
+	require.ErrorIs(t, err, topo.InvalidPath, "a bad path is reported before a bad version")
+}
+
+func TestCheckElection(t *testing.T) {
+	n, err := backendkit.CheckElection("/elec/x", "id")
+	require.NoError(t, err)
+	require.Equal(t, "elec/x", n)
+
+	n, err = backendkit.CheckElection("e", strings.Repeat("i", topo.MaxValueSize+1))
+	require.NoError(t, err, "CheckElection puts no limit on the id's size")
+	require.Equal(t, "e", n)
+
+	_, err = backendkit.CheckElection("", "id")
+	require.ErrorIs(t, err, topo.InvalidArgument, "an empty name")
+	_, err = backendkit.CheckElection("/x/", "")
+	require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "/x/"}, "an empty id is reported first, for the name as given")
+	_, err = backendkit.CheckElection("a//b", "id")
+	require.ErrorIs(t, err, topo.InvalidPath)
+	_, err = backendkit.CheckElection("/", "id")
+	require.ErrorIs(t, err, topo.InvalidPath)
+}

@@ -1,0 +1,50 @@
+package backendkit
+
+import (
+	"context"
+	"errors"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Wrap returns a *topo.Error with the given code for path whose cause is
+// err. It returns nil when err is nil. It is the one way backends build
+// errors that have a cause; topo.NewError builds those that have none.
+func Wrap(code topo.ErrorCode, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &topo.Error{Code: code, Path: path, Err: err}
+}
+
+// MapError is the frame of a backend's mapping of its store client's errors
+// onto *topo.Error values for path. In this order, it returns:
+//   - nil when err is nil;
+//   - err unchanged when it is, or wraps, a *topo.Error (already mapped);
+//   - when ctx (which may be nil) has ended, whatever err says: a Timeout
+//     *topo.Error if its deadline passed, an Interrupted one if it was
+//     cancelled;
+//   - when closed is true (the Conn was closed): a Closed *topo.Error;
+//   - otherwise a *topo.Error with the code classify(err) gives.
+//
+// Every *topo.Error it makes wraps err. classify holds the store-specific
+// part of the mapping; it should return Unavailable for errors it does not
+// know.
+func MapError(ctx context.Context, err error, path string, closed bool, classify func(error) topo.ErrorCode) error {
+	if err == nil {
+		return nil
+	}
+	var te *topo.Error
+	if errors.As(err, &te) {
+		return err
+	}
+	if ctx != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return Wrap(contextCode(cerr), path, err)
+		}
+	}
+	if closed {
+		return Wrap(topo.Closed, path, err)
+	}
+	return Wrap(classify(err), path, err)
+}

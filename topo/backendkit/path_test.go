@@ -1,0 +1,54 @@
+package backendkit_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+func TestJoinPath(t *testing.T) {
+	require.Equal(t, "a", backendkit.JoinPath("", "a"))
+	require.Equal(t, "a/b", backendkit.JoinPath("a", "b"))
+	require.Equal(t, "a/b/c", backendkit.JoinPath("a/b", "c"))
+}
+
+func TestCheckValue(t *testing.T) {
+	require.NoError(t, backendkit.CheckValue("p", nil))
+	require.NoError(t, backendkit.CheckValue("p", make([]byte, topo.MaxValueSize)))
+	err := backendkit.CheckValue("p/q", make([]byte, topo.MaxValueSize+1))
+	require.True(t, topo.IsErrType(err, topo.InvalidArgument))
+	require.Contains(t, err.Error(), "p/q")
+	require.Equal(t, 512*1024, topo.MaxValueSize)
+}
+
+func TestCheckContext(t *testing.T) {
+	require.NoError(t, backendkit.CheckContext(context.Background(), "p"))
+	require.NoError(t, backendkit.FromContext(context.Background(), "p"))
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, err := range []error{backendkit.CheckContext(cancelled, "p"), backendkit.FromContext(cancelled, "p")} {
+		require.True(t, topo.IsErrType(err, topo.Interrupted), "cancelled: %v", err)
+		require.True(t, errors.Is(err, context.Canceled), "the context's error is the cause")
+		require.Contains(t, err.Error(), "p")
+	}
+
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, err := range []error{backendkit.CheckContext(expired, "q"), backendkit.FromContext(expired, "q")} {
+		require.True(t, topo.IsErrType(err, topo.Timeout), "expired: %v", err)
+		require.True(t, errors.Is(err, context.DeadlineExceeded))
+		require.Contains(t, err.Error(), "q")
+	}
+
+	// A cause does not change the mapping.
+	withCause, cancel3 := context.WithCancelCause(context.Background())
+	cancel3(errors.New("shutting down"))
+	require.True(t, topo.IsErrType(backendkit.FromContext(withCause, "r"), topo.Interrupted))
+}

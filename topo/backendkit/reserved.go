@@ -1,0 +1,62 @@
+package backendkit
+
+import (
+	"errors"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// The places of Vitess's layout that hold locks and elections next to
+// files. topo.IsReserved refuses exactly these names.
+
+// LocksDirName is the name of the directory that holds a directory's lock
+// entries on etcd and ZooKeeper (<dir>/locks/<entry>), and of the one that
+// holds an election's candidates on etcd (elections/<name>/locks/<entry>).
+// It is reserved at any depth.
+const LocksDirName = "locks"
+
+// ConsulLockName is the name of the key that holds a directory's lock on
+// Consul (<dir>/Lock). It is reserved at any depth, on every backend.
+const ConsulLockName = "Lock"
+
+// ElectionsDirName is the top-level directory under which every backend
+// keeps its leader elections. It is reserved as the first segment of a path.
+const ElectionsDirName = "elections"
+
+var errReserved = errors.New(`reserved name: a path must not contain a "locks" or "Lock" segment ` +
+	`nor start with "elections" (those places hold locks and elections in the store)`)
+
+// CheckReserved returns an InvalidPath *topo.Error for p (a canonical
+// path) when topo.IsReserved(p), naming the rule, and nil otherwise.
+func CheckReserved(p string) error {
+	if !topo.IsReserved(p) {
+		return nil
+	}
+	return Wrap(topo.InvalidPath, p, errReserved)
+}
+
+// CheckLockPath validates the directory of Lock, TryLock, LockWithTTL and
+// LockName and returns it in canonical form ("" for the cell root). It
+// returns the InvalidPath *topo.Error of topo.CleanDirPath for a malformed
+// path, and the one of CheckReserved for a reserved one.
+func CheckLockPath(dirPath string) (string, error) {
+	d, err := topo.CleanDirPath(dirPath)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckReserved(d); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// ReservedFiles returns the PartialResult *topo.Error for prefix that List
+// returns, wrapping a *topo.ReservedFilesError, when paths (canonical,
+// sorted) are files at reserved paths that another tool wrote; it returns
+// nil when paths is empty.
+func ReservedFiles(prefix string, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	return Wrap(topo.PartialResult, prefix, &topo.ReservedFilesError{Paths: paths})
+}

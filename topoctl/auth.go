@@ -1,0 +1,200 @@
+package topoctl
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/zk2topo"
+)
+
+// security holds the TLS and authentication settings of each backend
+// (the flags of addSecurityFlags).
+type security struct {
+	etcdCA, etcdCert, etcdKey, etcdServerName string
+	etcdUser, etcdPassword                    string
+	zkAuth, zkAuthFile                        string
+	consulToken, consulTokenFile              string
+	consulCA, consulCert, consulKey           string
+}
+
+// securitySetting is one flag of security with the environment variables
+// it falls back to, in order: topoctl's own, then the store's own CLI
+// convention (etcdctl's, consul's) where it is unambiguous.
+type securitySetting struct {
+	flag  string
+	dst   func(*security) *string
+	env   []string
+	usage string
+}
+
+// securitySettings lists the security flags.
+func securitySettings() []securitySetting {
+	return []securitySetting{
+		{"etcd-ca-file", func(s *security) *string { return &s.etcdCA }, []string{"TOPOCTL_ETCD_CA_FILE", "ETCDCTL_CACERT"}, "etcd2: PEM file of the CA that signs the members' certificates (turns TLS on)"},
+		{"etcd-cert-file", func(s *security) *string { return &s.etcdCert }, []string{"TOPOCTL_ETCD_CERT_FILE", "ETCDCTL_CERT"}, "etcd2: PEM client certificate (turns TLS on; with --etcd-key-file)"},
+		{"etcd-key-file", func(s *security) *string { return &s.etcdKey }, []string{"TOPOCTL_ETCD_KEY_FILE", "ETCDCTL_KEY"}, "etcd2: PEM client key"},
+		{"etcd-server-name", func(s *security) *string { return &s.etcdServerName }, []string{"TOPOCTL_ETCD_SERVER_NAME"}, "etcd2: name checked against the members' certificates"},
+		{"etcd-user", func(s *security) *string { return &s.etcdUser }, []string{"TOPOCTL_ETCD_USER", "ETCDCTL_USER"}, "etcd2: user name, or NAME:PASSWORD as etcdctl takes it, when etcd auth is enabled"},
+		{"etcd-password", func(s *security) *string { return &s.etcdPassword }, []string{"TOPOCTL_ETCD_PASSWORD", "ETCDCTL_PASSWORD"}, "etcd2: password of --etcd-user"},
+		{"zk-auth", func(s *security) *string { return &s.zkAuth }, []string{"TOPOCTL_ZK_AUTH"}, `zk2: authentication "scheme:auth" added to the session, e.g. digest:user:password`},
+		{"zk-auth-file", func(s *security) *string { return &s.zkAuthFile }, []string{"TOPOCTL_ZK_AUTH_FILE"}, "zk2: file holding the scheme:auth of --zk-auth"},
+		{"consul-token", func(s *security) *string { return &s.consulToken }, []string{"TOPOCTL_CONSUL_TOKEN", "CONSUL_HTTP_TOKEN"}, "consul: ACL token sent with every request"},
+		{"consul-token-file", func(s *security) *string { return &s.consulTokenFile }, []string{"TOPOCTL_CONSUL_TOKEN_FILE", "CONSUL_HTTP_TOKEN_FILE"}, "consul: file holding the ACL token"},
+		{"consul-ca-file", func(s *security) *string { return &s.consulCA }, []string{"TOPOCTL_CONSUL_CA_FILE", "CONSUL_CACERT"}, "consul: CA bundle verifying the agent's certificate (turns https on)"},
+		{"consul-cert-file", func(s *security) *string { return &s.consulCert }, []string{"TOPOCTL_CONSUL_CERT_FILE", "CONSUL_CLIENT_CERT"}, "consul: client certificate (turns https on)"},
+		{"consul-key-file", func(s *security) *string { return &s.consulKey }, []string{"TOPOCTL_CONSUL_KEY_FILE", "CONSUL_CLIENT_KEY"}, "consul: client key"},
+	}
+}
+
+// addSecurityFlags adds the TLS and authentication flags to fs.
+func (o *options) addSecurityFlags(fs *pflag.FlagSet) {
+	for _, s := range securitySettings() {
+		fs.StringVar(s.dst(&o.sec), s.flag, "", s.usage+" (env "+strings.Join(s.env, ", else ")+")")
+	}
+}
+
+// resolveSecurity fills the security settings not given as flags from the
+// environment.
+func (o *options) resolveSecurity(fs *pflag.FlagSet) {
+	for _, s := range securitySettings() {
+		if fs.Changed(s.flag) {
+			continue
+		}
+		set := false
+		for _, k := range s.env {
+			if v := o.getenv(k); v != "" {
+				*s.dst(&o.sec) = v
+				set = true
+				break
+			}
+		}
+		if v, ok := o.conf[s.flag]; ok && !set {
+			*s.dst(&o.sec) = v
+		}
+	}
+	if o.sec.etcdPassword == "" {
+		if u, p, ok := strings.Cut(o.sec.etcdUser, ":"); ok {
+			o.sec.etcdUser, o.sec.etcdPassword = u, p
+		}
+	}
+}
+
+// conventionalAddress returns the store's address from its own CLI's
+// environment variable (ETCDCTL_ENDPOINTS, CONSUL_HTTP_ADDR), or "".
+func (o *options) conventionalAddress(impl string) string {
+	switch impl {
+	case "etcd2":
+		return o.getenv("ETCDCTL_ENDPOINTS")
+	case "consul":
+		return o.getenv("CONSUL_HTTP_ADDR")
+	}
+	return ""
+}
+
+// etcdAutoSync is how often topoctl's etcd connections refresh their
+// endpoints from the member list.
+const etcdAutoSync = 30 * time.Second
+
+// factory returns the factory that opens impl's connections with the
+// security settings; other implementations come from the registry.
+func (o *options) factory(impl string) (topo.Factory, error) {
+	s := o.sec
+	switch impl {
+	case etcd2topo.FactoryName:
+		base := etcd2topo.Options{
+			TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
+			Username: s.etcdUser, Password: s.etcdPassword,
+			// Long-running commands (watch, lock, elect, leader
+			// --observe) follow a self-managing cluster's members
+			// (serve --cluster) as they come and go.
+			AutoSyncInterval: etcdAutoSync,
+		}
+		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
+			opts := base
+			for ep := range strings.SplitSeq(addr, ",") {
+				if ep = strings.TrimSpace(ep); ep != "" {
+					opts.Endpoints = append(opts.Endpoints, ep)
+				}
+			}
+			c, err := etcd2topo.NewConn(opts, root)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}), nil
+	case zk2topo.FactoryName:
+		return zk2topo.Factory{Options: zk2topo.Options{Auth: s.zkAuth, AuthFile: s.zkAuthFile}}, nil
+	case consultopo.FactoryName:
+		return consultopo.NewFactory(consultopo.Options{
+			Token: s.consulToken, TokenFile: s.consulTokenFile,
+			CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey,
+		}), nil
+	}
+	return topo.GetFactory(impl)
+}
+
+// openServer opens the global cell of sp's store through factory, every
+// connection of the Server decorated with the command tree's middlewares
+// (--metrics-address, --log-level debug).
+func (o *options) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
+	f, err := o.factory(sp.impl)
+	if err != nil {
+		return nil, err
+	}
+	return topo.OpenServerContext(ctx, sp.impl, sp.addr, sp.root, topo.WithFactory(f), topo.WithMiddleware(o.middlewares()...))
+}
+
+// configurable lists the flags a --config file may set: the connection
+// flags, --timeout and the security flags.
+func configurable() map[string]bool {
+	m := map[string]bool{"topo-implementation": true, "topo-global-server-address": true, "topo-global-root": true, "cell": true, "timeout": true}
+	for _, s := range securitySettings() {
+		m[s.flag] = true
+	}
+	return m
+}
+
+// loadConfig reads --config (or $TOPOCTL_CONFIG): lines "flag-name = value"
+// (or "flag-name: value"), blank lines and "#" comments. An unknown name or
+// a malformed line is a usage error naming the file and line.
+func (o *options) loadConfig(fs *pflag.FlagSet) error {
+	if !fs.Changed("config") {
+		o.configFile = o.getenv(envConfig)
+	}
+	if o.configFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(o.configFile)
+	if err != nil {
+		return usageError{fmt.Errorf("--config: %w", err)}
+	}
+	ok := configurable()
+	o.conf = map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, found := strings.Cut(line, "=")
+		if !found {
+			k, v, found = strings.Cut(line, ":")
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !found || k == "" {
+			return usagef("%s:%d: want \"flag-name = value\"", o.configFile, i+1)
+		}
+		if !ok[k] {
+			return usagef("%s:%d: %q cannot be set in a config file (connection, --timeout and TLS/auth flags can)", o.configFile, i+1, k)
+		}
+		o.conf[k] = strings.Trim(v, `"`)
+	}
+	return nil
+}

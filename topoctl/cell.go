@@ -1,0 +1,118 @@
+package topoctl
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/proto/topodatapb"
+	"github.com/topokit/topokit/topo"
+)
+
+func newCellCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cell",
+		Short: "List and edit the cells' CellInfo records (in the global cell)",
+		Long: `A cell's CellInfo record, at cells/<cell>/CellInfo in the global cell,
+says where the cell's own store is: its server address and root. --cell
+NAME on any command connects through it (with the global cell's
+implementation). "cell alias" edits the cells aliases.`,
+	}
+	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o), newCellAliasCmd(o))
+	return groupCmd(cmd)
+}
+
+type cellRow struct {
+	Name          string `json:"name"`
+	ServerAddress string `json:"server_address"`
+	Root          string `json:"root"`
+}
+
+func newCellLsCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use: "ls",
+		Example: `  topoctl cell ls
+  topoctl cell ls -o json`,
+		Short: "List the cells with their server address and root",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := o.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var names []string
+			if err := o.probe(ctx, func(c context.Context) error {
+				names, err = st.srv.GetCellInfoNames(c)
+				return err
+			}); err != nil {
+				return err
+			}
+			rows := []cellRow{}
+			for _, n := range names {
+				var ci *topodatapb.CellInfo
+				if err := o.probe(ctx, func(c context.Context) error {
+					ci, err = st.srv.GetCellInfo(c, n)
+					return err
+				}); err != nil {
+					if topo.IsErrType(err, topo.NoNode) {
+						continue
+					}
+					return err
+				}
+				rows = append(rows, cellRow{n, ci.GetServerAddress(), ci.GetRoot()})
+			}
+			if o.jsonOut() {
+				return o.printJSON(rows)
+			}
+			tw := tabwriter.NewWriter(o.io.Stdout, 0, 4, 2, ' ', 0)
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.ServerAddress, r.Root)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newCellSetCmd(o *options) *cobra.Command {
+	var addr, root string
+	cmd := &cobra.Command{
+		Use:     "set NAME [--server-address ADDR] [--root ROOT]",
+		Example: `  topoctl cell set zone1 --server-address 127.0.0.1:2379 --root /vitess/zone1`,
+		Short:   "Create or change a cell's CellInfo",
+		Long: `Create the CellInfo of cell NAME, or change the fields given, keeping the
+others (and any field topokit does not know, so a record written by Vitess
+keeps its extra fields). The write is a compare-and-set retried on
+conflict.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			setAddr, setRoot := cmd.Flags().Changed("server-address"), cmd.Flags().Changed("root")
+			if !setAddr && !setRoot {
+				return usagef("cell set needs --server-address and/or --root")
+			}
+			ctx := cmd.Context()
+			st, err := o.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return o.probe(ctx, func(c context.Context) error {
+				return st.srv.UpdateCellInfoFields(c, args[0], func(ci *topodatapb.CellInfo) error {
+					if setAddr {
+						ci.ServerAddress = addr
+					}
+					if setRoot {
+						ci.Root = root
+					}
+					return nil
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&addr, "server-address", "", "the cell store's server address")
+	cmd.Flags().StringVar(&root, "root", "", "the cell's root in its store")
+	return cmd
+}

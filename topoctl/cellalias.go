@@ -1,0 +1,218 @@
+package topoctl
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/proto/topodatapb"
+	"github.com/topokit/topokit/topo"
+)
+
+func newCellAliasCmd(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "alias",
+		Short: "List and edit the cells aliases (in the global cell)",
+		Long: `A cells alias names a group of cells (for example a region), as in
+Vitess: its record is at cells_aliases/<alias>/CellsAlias in the global
+cell. A cell belongs to at most one alias, and an alias cannot have the name
+of a cell: a write that would break either rule fails with NodeExists and
+writes nothing. The cells need not have a CellInfo.`,
+	}
+	cmd.AddCommand(newCellAliasCreateCmd(o), newCellAliasGetCmd(o), newCellAliasUpdateCmd(o),
+		newCellAliasDeleteCmd(o), newCellAliasLsCmd(o))
+	return groupCmd(cmd)
+}
+
+// aliasRow is one cells alias as "cell alias" prints it with -o json.
+type aliasRow struct {
+	Name  string   `json:"name"`
+	Cells []string `json:"cells"`
+}
+
+// aliasCells returns --cells as a list: each value may hold several
+// comma-separated cells; blanks are dropped.
+func aliasCells(vals []string) []string {
+	out := []string{}
+	for _, v := range vals {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// globalOnly opens the store for a command that works on the global cell's
+// records only: --cell does not apply to it.
+func (o *options) globalOnly(ctx context.Context, cmd *cobra.Command) (*store, error) {
+	if o.cell != "" && o.cell != topo.GlobalCell && cmd.Flags().Changed("cell") {
+		return nil, usagef("%s works on the global cell: --cell does not apply", cmd.CommandPath())
+	}
+	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, "")
+}
+
+func newCellAliasCreateCmd(o *options) *cobra.Command {
+	var cells []string
+	cmd := &cobra.Command{
+		Use:     "create ALIAS --cells CELL[,CELL...]",
+		Example: `  topoctl cell alias create region1 --cells zone1,zone2`,
+		Short:   "Create a cells alias",
+		Long: `Create the cells alias ALIAS holding the cells given. Creating an alias
+that exists with the same cells succeeds without writing (so it can be
+retried); one that exists with other cells is NodeExists, as is a cell that
+already belongs to another alias or an alias named like a cell.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs := aliasCells(cells)
+			if len(cs) == 0 {
+				return usagef("cell alias create needs --cells")
+			}
+			st, err := o.globalOnly(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return o.probe(cmd.Context(), func(c context.Context) error {
+				return st.srv.CreateCellsAlias(c, args[0], &topodatapb.CellsAlias{Cells: cs})
+			})
+		},
+	}
+	cmd.Flags().StringSliceVar(&cells, "cells", nil, "the alias's cells, comma-separated (the flag may be repeated)")
+	return cmd
+}
+
+func newCellAliasUpdateCmd(o *options) *cobra.Command {
+	var cells []string
+	cmd := &cobra.Command{
+		Use:     "update ALIAS --cells CELL[,CELL...]",
+		Example: `  topoctl cell alias update region1 --cells zone1,zone2,zone3`,
+		Short:   "Set the cells of a cells alias (creating it if absent)",
+		Long: `Set the cells of ALIAS to the ones given, keeping any other field of its
+record (a record written by Vitess keeps its extra fields); an absent alias
+is created, as Vitess's UpdateCellsAlias does. The write is a
+compare-and-set retried on conflict; nothing is written when the cells are
+already those. A cell that belongs to another alias is NodeExists.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs := aliasCells(cells)
+			if len(cs) == 0 {
+				return usagef("cell alias update needs --cells (delete an alias with \"cell alias delete\")")
+			}
+			st, err := o.globalOnly(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return o.probe(cmd.Context(), func(c context.Context) error {
+				return st.srv.UpdateCellsAlias(c, args[0], func(ca *topodatapb.CellsAlias) error {
+					if slices.Equal(ca.GetCells(), cs) {
+						return &topo.Error{Code: topo.NoUpdateNeeded, Path: topo.CellsAliasPath(args[0])}
+					}
+					ca.Cells = cs
+					return nil
+				})
+			})
+		},
+	}
+	cmd.Flags().StringSliceVar(&cells, "cells", nil, "the alias's cells, comma-separated (the flag may be repeated)")
+	return cmd
+}
+
+func newCellAliasGetCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use: "get ALIAS",
+		Example: `  topoctl cell alias get region1
+  topoctl cell alias get region1 -o json`,
+		Short: "Print the cells of a cells alias, one per line",
+		Long: `Print the cells of ALIAS, one per line in the record's order; with
+--output json {"name","cells"}. An unknown alias is NoNode.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := o.globalOnly(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var ca *topodatapb.CellsAlias
+			if err := o.probe(cmd.Context(), func(c context.Context) error {
+				ca, err = st.srv.GetCellsAlias(c, args[0])
+				return err
+			}); err != nil {
+				return err
+			}
+			row := aliasRow{Name: args[0], Cells: append([]string{}, ca.GetCells()...)}
+			if o.jsonOut() {
+				return o.printJSON(row)
+			}
+			for _, c := range row.Cells {
+				o.printf("%s\n", c)
+			}
+			return nil
+		},
+	}
+}
+
+func newCellAliasDeleteCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete ALIAS",
+		Example: `  topoctl cell alias delete region1`,
+		Short:   "Delete a cells alias (its cells are left as they are)",
+		Args:    exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := o.globalOnly(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return o.probe(cmd.Context(), func(c context.Context) error {
+				return st.srv.DeleteCellsAlias(c, args[0])
+			})
+		},
+	}
+}
+
+func newCellAliasLsCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use: "ls",
+		Example: `  topoctl cell alias ls
+  topoctl cell alias ls -o json`,
+		Short: "List the cells aliases with their cells",
+		Long: `List every cells alias, sorted by name, as "ALIAS CELL,CELL...", from one
+read of cells_aliases/; with --output json a list of {"name","cells"}.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := o.globalOnly(cmd.Context(), cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var all map[string]*topodatapb.CellsAlias
+			if err := o.probe(cmd.Context(), func(c context.Context) error {
+				all, err = st.srv.GetCellsAliases(c)
+				return err
+			}); err != nil {
+				return err
+			}
+			rows := make([]aliasRow, 0, len(all))
+			for n, ca := range all {
+				rows = append(rows, aliasRow{Name: n, Cells: append([]string{}, ca.GetCells()...)})
+			}
+			sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+			if o.jsonOut() {
+				return o.printJSON(rows)
+			}
+			tw := tabwriter.NewWriter(o.io.Stdout, 0, 4, 2, ' ', 0)
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\n", r.Name, strings.Join(r.Cells, ","))
+			}
+			return tw.Flush()
+		},
+	}
+}

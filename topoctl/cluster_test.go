@@ -1,0 +1,65 @@
+package topoctl
+
+import (
+	"encoding/json"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/etcdcluster"
+	"github.com/topokit/topokit/internal/etcdembed"
+)
+
+// TestServeCluster: "serve --cluster" bootstraps a self-managing cluster,
+// "cluster status" and "cluster size" work on it, a "serve --seeds
+// --client-only" node joins it as a client (never a volunteer), and Ctrl-C
+// makes the member leave gracefully. (Growing and shrinking the membership
+// itself is tested in package etcdcluster, with nodes in separate
+// processes.)
+func TestServeCluster(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(2)
+	require.NoError(t, err)
+	env := []string{envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "=", envDataDir + "="}
+	n1 := startProcess(t, env, "--log-level", "info", "serve", "--cluster", "--name", "n1", "--data-dir", t.TempDir(),
+		"--listen-client-address", addrs[0], "--listen-peer-address", addrs[1])
+	n1.waitLine(t, "cluster node n1 running")
+	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
+
+	status := func() etcdcluster.ClusterStatus {
+		var st etcdcluster.ClusterStatus
+		out := tg.ok(t, "-o", "json", "cluster", "status")
+		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+		return st
+	}
+	require.Eventually(t, func() bool { st := status(); return len(st.Voters()) == 1 && st.Healthy }, 2*time.Minute, 50*time.Millisecond,
+		"n1's stderr: %s", n1.errb.String())
+	st := status()
+	assert.Equal(t, etcdcluster.DefaultIdealSize, st.IdealSize)
+	assert.Equal(t, "n1", st.Leader)
+	text := tg.ok(t, "cluster", "status")
+	assert.Contains(t, text, "n1")
+	assert.Contains(t, text, "voter")
+
+	// A client-only node follows the cluster without volunteering.
+	c := startProcess(t, env, "serve", "--seeds", "http://"+addrs[0], "--client-only", "--name", "c1", "--data-dir", t.TempDir())
+	c.waitLine(t, "cluster node c1 running as a client")
+	assert.NotContains(t, status().Volunteers, "c1")
+	st = status()
+	assert.Len(t, st.Voters(), 1)
+
+	_ = tg.ok(t, "put", "/k", "v")
+	assert.Contains(t, tg.ok(t, "get", "/k"), "v")
+	assert.Contains(t, tg.ok(t, "cluster", "size", "5"), "ideal size set to 5")
+	assert.Equal(t, 5, status().IdealSize)
+	tg.fails(t, 2, []string{"at least 1"}, "cluster", "size", "0")
+	assert.Equal(t, 5, status().IdealSize, "a refused size writes nothing")
+	tg.fails(t, 2, []string{"--client-only needs --seeds"}, "serve", "--client-only", "--name", "x", "--data-dir", t.TempDir())
+
+	assert.Equal(t, 0, c.signalAndWait(t, syscall.SIGINT), c.errb.String())
+	assert.Equal(t, 0, n1.signalAndWait(t, syscall.SIGINT), n1.errb.String())
+	n1.waitLine(t, "leaving the cluster")
+}

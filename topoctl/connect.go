@@ -1,0 +1,194 @@
+package topoctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// store is one open topology: the Server and the Conn of the selected cell.
+type store struct {
+	srv  *topo.Server
+	conn topo.Conn
+	// name describes the store in messages, e.g. "etcd2:127.0.0.1:2379:/vitess".
+	name string
+	// addr is the server address of the selected cell ("" for memory), and
+	// spec the store it is in, for connectivity checks.
+	addr string
+	spec spec
+}
+
+func (s *store) Close() { s.srv.Close() }
+
+// callCtx bounds one store call by --timeout (no bound when it is 0).
+func (o *options) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, o.timeout)
+}
+
+// openCall opens the store as open does, for a command that makes one call:
+// it also returns a context bounded by --timeout (see callCtx), started once
+// the store is open. done cancels that context and then closes the store.
+func (o *options) openCall(ctx context.Context) (st *store, cctx context.Context, done func(), err error) {
+	st, err = o.open(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cctx, cancel := o.callCtx(ctx)
+	return st, cctx, func() { cancel(); st.Close() }, nil
+}
+
+// open connects to the store named by the shared flags, and to --cell
+// through its CellInfo when set.
+func (o *options) open(ctx context.Context) (*store, error) {
+	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, o.cell)
+}
+
+// openSpec connects to the store sp and selects cell ("" or "global" for
+// the global cell).
+func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
+	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
+	o.warnConsulRoot(sp.impl, sp.root)
+	if err := o.checkListening(ctx, sp); err != nil {
+		return nil, err
+	}
+	srv, err := o.openServer(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String(), spec: sp}
+	if sp.impl != "memory" {
+		st.addr = sp.addr
+	}
+	o.stores = append(o.stores, st.name)
+	if cell != "" && cell != topo.GlobalCell {
+		cctx, cancel := o.callCtx(ctx)
+		defer cancel()
+		conn, err := srv.ConnForCell(cctx, cell)
+		if err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("cell %s: %w", cell, err)
+		}
+		st.conn = conn
+		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
+			st.name = sp.impl + ":" + ci.GetServerAddress() + ":" + ci.GetRoot() + " (cell " + cell + ")"
+			st.spec = spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
+			if sp.impl != "memory" {
+				st.addr = ci.GetServerAddress()
+			}
+		}
+	}
+	return st, nil
+}
+
+// dialTimeout bounds the TCP probe of a store's addresses (see
+// checkListening).
+const dialTimeout = time.Second
+
+// serveHint ends the error of a store whose address was defaulted and
+// where nothing listens.
+const serveHint = `no server address was given: is "topoctl serve" running?`
+
+// checkListening dials sp's addresses (etcd2, zk2 and consul) with a
+// short bound (dialTimeout, or --timeout if shorter) and fails at once
+// with Unavailable, naming the addresses and the dial error ("connection
+// refused"), when none accepts a TCP connection: the backends' clients
+// would otherwise retry until --timeout. When the address was defaulted
+// (the embedded etcd's), the error asks whether "topoctl serve" runs. A
+// store that accepts connections and then fails gets no such check.
+func (o *options) checkListening(ctx context.Context, sp spec) error {
+	switch sp.impl {
+	case "etcd2", "zk2", "consul":
+	default:
+		return nil
+	}
+	timeout := dialTimeout
+	if o.timeout > 0 && o.timeout < timeout {
+		timeout = o.timeout
+	}
+	d := net.Dialer{Timeout: timeout}
+	var errs []string
+	for _, a := range strings.Split(sp.addr, ",") {
+		a = strings.TrimSpace(a)
+		for _, p := range []string{"http://", "https://"} {
+			a = strings.TrimPrefix(a, p)
+		}
+		a, _, _ = strings.Cut(a, "/") // a ZooKeeper chroot, a URL path
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil // not host:port: leave it to the backend
+		}
+		c, err := d.DialContext(ctx, "tcp", a)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		errs = append(errs, err.Error())
+	}
+	o.log.Debug("nothing listens at the store's address", "address", sp.addr, "errs", errs)
+	msg := fmt.Sprintf("%s: nothing accepts connections at %s: %s", sp, sp.addr, strings.Join(errs, "; "))
+	if sp.defaulted {
+		msg += " (" + serveHint + ")"
+	}
+	return &topo.Error{Code: topo.Unavailable, Err: errors.New(msg)}
+}
+
+// spec names a store: implementation, server address and root.
+type spec struct {
+	impl, addr, root string
+	// defaulted: no address was given and addr is the embedded etcd's.
+	defaulted bool
+}
+
+// String returns the IMPL:ADDR:ROOT form.
+func (s spec) String() string { return s.impl + ":" + s.addr + ":" + s.root }
+
+// parseSpec parses IMPL:ADDR:ROOT. The implementation ends at the first
+// ':' and the root starts after the last ':', so the address may hold
+// host:port pairs ("etcd2:127.0.0.1:2379,127.0.0.1:22379:/vitess"). An empty
+// address means the default one (the embedded etcd's for etcd2).
+func (o *options) parseSpec(flag, s string) (spec, error) {
+	first := strings.IndexByte(s, ':')
+	last := strings.LastIndexByte(s, ':')
+	if first < 0 || first == last {
+		return spec{}, usagef("--%s %q: want IMPL:ADDR:ROOT, e.g. etcd2:127.0.0.1:2379:/vitess", flag, s)
+	}
+	sp := spec{impl: s[:first], addr: s[first+1 : last], root: s[last+1:]}
+	if sp.impl == "" {
+		return spec{}, usagef("--%s %q: empty implementation", flag, s)
+	}
+	if _, err := topo.GetFactory(sp.impl); err != nil {
+		return spec{}, exitError{code: ExitFailure, err: err}
+	}
+	if sp.addr == "" {
+		sp.addr = o.conventionalAddress(sp.impl)
+	}
+	switch {
+	case sp.addr != "":
+	case sp.impl == "etcd2":
+		sp.addr = (&options{io: o.io, impl: "etcd2"}).defaultAddress()
+		sp.defaulted = true
+	case sp.impl == "zk2" || sp.impl == "consul":
+		return spec{}, usagef("--%s %q: empty server address", flag, s)
+	default:
+		// memory, and backends registered by the embedding program,
+		// take "" as given (see resolve).
+	}
+	return sp, nil
+}
+
+// at fills in the path of a topo error that names none (backends leave it
+// empty for the root), so that every error line names a path.
+func at(err error, canonical string) error {
+	var te *topo.Error
+	if errors.As(err, &te) && te.Path == "" {
+		return &topo.Error{Code: te.Code, Path: displayPath(canonical), Err: te.Err}
+	}
+	return err
+}

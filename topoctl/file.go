@@ -1,0 +1,503 @@
+package topoctl
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	goio "io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+func newGetCmd(o *options) *cobra.Command {
+	var (
+		version   string
+		decode    string
+		protoset  string
+		typ       string
+		recursive bool
+		keysOnly  bool
+		hexOut    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "get FILE | get -R [--keys-only] PREFIX",
+		Short: "Print a file's value (or every file's under a prefix)",
+		Long: `Print the value stored at FILE, byte for byte.
+
+get -R PREFIX prints every file whose path starts with PREFIX (a plain
+string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
+each file's path on one line, then its value on the next (quoted, with
+escapes, when it is not one line of printable text). --keys-only prints
+the paths only. With --output json it prints one array of {"path",
+"version","value" (base64)}. Files at reserved paths (written by another
+tool) are named on stderr, with exit 1.
+
+--version V reads the value the file held at version V (etcd keeps history
+until it is compacted; memory keeps recent history; ZooKeeper and Consul keep
+none and fail with NoImplementation).
+
+--decode raw prints the value as a protobuf wire dump without a schema.
+--decode json decodes it with a message type from --protoset (a binary
+FileDescriptorSet, as "protoc --include_imports --descriptor_set_out" writes)
+and prints protobuf JSON; --type names the message (e.g. topodata.Tablet, or
+a short name such as Tablet). Without --type, the message is chosen by the
+file's base name: Vitess's records (Keyspace, Shard, VSchema, SrvKeyspace,
+SrvVSchema, Tablet, ShardReplication, CellInfo, CellsAlias, RoutingRules,
+KeyspaceRoutingRules, ShardRoutingRules, MirrorRules) map to their types in
+Vitess's topodata and vschema packages; otherwise the one message named
+like the base name is used. Bytes that do not parse as the type, or hold
+fields it does not have, are an error. --protoset defaults to $` + envProtoset + `.
+Without --protoset, only the types compiled into topoctl are known
+(topokit.topodata.CellInfo); any other type is a usage error asking for
+--protoset.
+
+With --output json it prints {"path","version","value" (base64),"decoded"}.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if recursive || keysOnly {
+				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
+					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
+				}
+				return o.getPrefix(cmd.Context(), args[0], keysOnly, hexOut)
+			}
+			p, err := topo.CleanFilePath(args[0])
+			if err != nil {
+				return err
+			}
+			if hexOut && decode != "" {
+				return usagef("--hex prints the stored bytes: it does not combine with --decode")
+			}
+			var atVersion int64 = -1
+			if cmd.Flags().Changed("version") {
+				v, err := topo.ParseVersion(version)
+				if err != nil {
+					return usageError{fmt.Errorf("--version: %w", err)}
+				}
+				atVersion = int64(v)
+			}
+			var sch *schema
+			switch decode {
+			case "", "none", "raw":
+				if protoset != "" || typ != "" {
+					return usagef("--protoset and --type need --decode json")
+				}
+			case "json":
+				if protoset == "" {
+					protoset = o.getenv(envProtoset)
+				}
+				if sch, err = loadSchema(protoset); err != nil {
+					return err
+				}
+				if _, err := sch.messageType(typ, p); err != nil {
+					if protoset == "" {
+						return usagef("--decode json needs --protoset FILE (a FileDescriptorSet, as \"protoc --include_imports --descriptor_set_out\" writes) to decode %s; without it only the types built into topoctl are known, such as topokit.topodata.CellInfo", displayPath(p))
+					}
+					return err
+				}
+			default:
+				return usagef("--decode %q: want raw or json", decode)
+			}
+
+			st, ctx, done, err := o.openCall(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			var value []byte
+			var ver string
+			if atVersion >= 0 {
+				value, err = st.conn.GetVersion(ctx, p, atVersion)
+				if topo.IsErrType(err, topo.NoImplementation) {
+					return fmt.Errorf("%s keeps no history, so --version cannot be read: %w", st.name, err)
+				}
+				if topo.IsErrType(err, topo.NoNode) {
+					if _, cur, gerr := st.conn.Get(ctx, p); gerr == nil {
+						return backendkit.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("version %d of this file is not kept (never one of its versions, or compacted away); its current version is %s: %w", atVersion, cur, err))
+					}
+				}
+				ver = topo.NumericVersion(atVersion).String()
+			} else {
+				var v topo.Version
+				value, v, err = st.conn.Get(ctx, p)
+				if err == nil {
+					ver = v.String()
+				}
+			}
+			if err != nil {
+				return o.notADirectory(ctx, st.conn, p, err)
+			}
+
+			var decoded any
+			var text []byte
+			switch decode {
+			case "raw":
+				fs, err := parseRaw(value, 0)
+				if err != nil {
+					return fmt.Errorf("%s: value is not protobuf wire format: %w", displayPath(p), err)
+				}
+				decoded, text = fs, []byte(formatRaw(fs))
+			case "json":
+				md, _ := sch.messageType(typ, p)
+				b, err := sch.decodeJSON(md, value, !o.jsonOut())
+				if err != nil {
+					return fmt.Errorf("%s: %w", displayPath(p), err)
+				}
+				decoded, text = json.RawMessage(b), append(b, '\n')
+			default:
+				text = value
+				if hexOut {
+					text = []byte(hex.EncodeToString(value) + "\n")
+				}
+			}
+			if o.jsonOut() {
+				return o.printJSON(struct {
+					Path    string `json:"path"`
+					Version string `json:"version"`
+					Value   []byte `json:"value"`
+					Decoded any    `json:"decoded,omitempty"`
+				}{displayPath(p), ver, value, decoded})
+			}
+			_, err = o.io.Stdout.Write(text)
+			return err
+		},
+		Example: `  topoctl get /keyspaces/commerce/Keyspace --decode json --protoset vitess-topodata.protoset
+  topoctl get -R /keyspaces/commerce/
+  topoctl get -R --keys-only /tablets/`,
+	}
+	f := cmd.Flags()
+	f.StringVar(&version, "version", "", "read the value the file held at this version")
+	f.StringVar(&decode, "decode", "", "decode the value: raw (protobuf wire dump) or json (with --protoset/--type)")
+	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
+	f.StringVar(&typ, "type", "", "protobuf message name for --decode json, e.g. topodata.Tablet or Tablet")
+	f.BoolVarP(&recursive, "recursive", "R", false, "print every file whose path starts with FILE (a plain string prefix), like etcdctl get --prefix")
+	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied), print the paths only")
+	f.BoolVar(&hexOut, "hex", false, "print values as hexadecimal (one line each), like etcdctl --hex")
+	return cmd
+}
+
+func newPutCmd(o *options) *cobra.Command {
+	var (
+		create    bool
+		ifVersion string
+		file      string
+	)
+	cmd := &cobra.Command{
+		Use: "put FILE [VALUE | -]",
+		Example: `  topoctl put /RoutingRules --file rules.pb
+  echo -n value | topoctl put /a/b
+  topoctl put --if-version 42 /a/b new-value`,
+		Short: "Write a file",
+		Long: `Write a value to FILE, byte for byte, taken from the VALUE argument, from
+--file F, or from standard input: when it is a pipe or a file (not a
+terminal) and neither VALUE nor --file is given, or when VALUE or F is "-".
+On a terminal with no value given, put fails with a usage error rather than
+wait for typing. By default the write is
+unconditional and creates the file if it is absent. --create fails with
+NodeExists if the file exists; --if-version V writes only if the file's
+version is V (BadVersion otherwise, NoNode if absent). The path, value size
+(at most 512 KiB) and version are checked before anything is written. It
+prints the new version.`,
+		Args: rangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := topo.CleanFilePath(args[0])
+			if err != nil {
+				return err
+			}
+			var cas topo.Version
+			if cmd.Flags().Changed("if-version") {
+				if create {
+					return usagef("--create and --if-version exclude each other")
+				}
+				v, err := topo.ParseVersion(ifVersion)
+				if err != nil {
+					return usageError{fmt.Errorf("--if-version: %w", err)}
+				}
+				cas = v
+			}
+			var value []byte
+			readStdin := func() error {
+				if value, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, topo.MaxValueSize+1)); err != nil {
+					return fmt.Errorf("reading standard input: %w", err)
+				}
+				return nil
+			}
+			switch {
+			case len(args) == 2 && file != "":
+				return usagef("give the value as an argument or with --file, not both")
+			case len(args) == 2 && args[1] == "-", file == "-":
+				if err := readStdin(); err != nil {
+					return err
+				}
+			case len(args) == 2:
+				value = []byte(args[1])
+			case file != "":
+				if value, err = os.ReadFile(file); err != nil {
+					return usageError{fmt.Errorf("--file: %w", err)}
+				}
+			case o.stdinIsTerminal():
+				return usagef("no value given: pass it as an argument (put %s VALUE), with --file F, or on standard input with \"-\" (put %s -) or through a pipe", args[0], args[0])
+			default:
+				if err := readStdin(); err != nil {
+					return err
+				}
+			}
+			if err := checkValue(p, value); err != nil {
+				return err
+			}
+
+			st, ctx, done, err := o.openCall(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			var v topo.Version
+			if create {
+				v, err = st.conn.Create(ctx, p, value)
+			} else {
+				v, err = st.conn.Update(ctx, p, value, cas)
+			}
+			if err != nil {
+				return err
+			}
+			if o.jsonOut() {
+				return o.printJSON(map[string]string{"path": displayPath(p), "version": v.String()})
+			}
+			o.printf("%s\n", v)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&create, "create", false, "fail with NodeExists if the file exists")
+	f.StringVar(&ifVersion, "if-version", "", "write only if the file's current version is this one")
+	f.StringVarP(&file, "file", "f", "", "read the value from this file (\"-\": standard input)")
+	return cmd
+}
+
+func newRmCmd(o *options) *cobra.Command {
+	var (
+		ifVersion string
+		recursive bool
+		force     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rm FILE | rm -R --force DIR",
+		Short: "Delete a file, or every file under a directory",
+		Long: `Delete FILE; --if-version V deletes it only if its version is V
+(BadVersion otherwise). rm -R DIR deletes every file under DIR (and DIR
+itself if it is a file); it needs --force, and prints how many files it
+deleted to standard error (JSON on stdout with --output json). Deletes run
+--parallel at a time; on Ctrl-C no new delete starts (exit 130). Lock and
+election entries are not files and are left alone. Files at reserved
+paths (written by another tool) cannot be deleted by topokit: each is
+named on stderr and rm -R exits 1.`,
+		Example: `  topoctl rm /keyspaces/old/Keyspace
+  topoctl rm --if-version 42 /RoutingRules
+  topoctl rm -R --force /keyspaces/old`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if recursive {
+				if cmd.Flags().Changed("if-version") {
+					return usagef("--if-version applies to one file, not to rm -R")
+				}
+				if !force {
+					return usagef("rm -R %s deletes every file under it: add --force to confirm", args[0])
+				}
+				dir, err := topo.CleanDirPath(args[0])
+				if err != nil {
+					return err
+				}
+				st, err := o.open(cmd.Context())
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				return o.removeTree(cmd.Context(), st, dir)
+			}
+			p, err := topo.CleanFilePath(args[0])
+			if err != nil {
+				return err
+			}
+			var cas topo.Version
+			if cmd.Flags().Changed("if-version") {
+				v, err := topo.ParseVersion(ifVersion)
+				if err != nil {
+					return usageError{fmt.Errorf("--if-version: %w", err)}
+				}
+				cas = v
+			}
+			st, ctx, done, err := o.openCall(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := st.conn.Delete(ctx, p, cas); err != nil {
+				return o.notADirectory(ctx, st.conn, p, err)
+			}
+			if o.jsonOut() {
+				return o.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&ifVersion, "if-version", "", "delete only if the file's current version is this one")
+	f.BoolVarP(&recursive, "recursive", "R", false, "delete every file under DIR")
+	f.BoolVar(&force, "force", false, "confirm rm -R")
+	o.treeFlags(cmd)
+	return cmd
+}
+
+// removeTree is rm -R: it deletes every file at or under dir.
+func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
+	tl, err := o.listTree(ctx, st.conn, dir)
+	if err != nil {
+		return err
+	}
+	var (
+		mu       sync.Mutex
+		deleted  int
+		firstErr error
+	)
+	bar := o.newProgress(len(tl.files), "deleting")
+	forEach(tl.files, o.parallel, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil || ctx.Err() != nil
+	}, func(_ int, kv topo.KVInfo) {
+		wctx, cancel := o.writeCtx(ctx)
+		err := st.conn.Delete(wctx, kv.Path, nil)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			deleted++
+			bar.add()
+		case topo.IsErrType(err, topo.NoNode):
+			bar.add()
+		case firstErr == nil:
+			firstErr = at(err, kv.Path)
+		}
+	})
+	bar.finish(firstErr == nil && ctx.Err() == nil)
+	if firstErr != nil {
+		return fmt.Errorf("deleted %d of %s under %s: %w", deleted, plural(len(tl.files), "file"), displayPath(dir), firstErr)
+	}
+	if ctx.Err() != nil {
+		return exitError{code: ExitInterrupted, err: fmt.Errorf("rm -R interrupted: deleted %d of %s under %s", deleted, plural(len(tl.files), "file"), displayPath(dir))}
+	}
+	if o.jsonOut() {
+		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.reserved)}); err != nil {
+			return err
+		}
+	} else {
+		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
+	}
+	if len(tl.files) == 0 && len(tl.reserved) == 0 {
+		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
+	}
+	return o.reportReserved("deleted", st.name, dir, tl.reserved)
+}
+
+// displayPaths renders canonical paths as displayPath does; never nil.
+func displayPaths(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = displayPath(p)
+	}
+	return out
+}
+
+// notADirectory turns the NoNode error of a file operation on p into one
+// that says p is a directory, when it is one; other errors pass unchanged.
+func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, err error) error {
+	if !topo.IsErrType(err, topo.NoNode) {
+		return err
+	}
+	if des, lerr := conn.ListDir(ctx, p, false); lerr == nil && len(des) > 0 {
+		return backendkit.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p)))
+	}
+	return err
+}
+
+// getPrefix is get -R: every file whose path starts with arg.
+func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bool) error {
+	prefix, err := topo.CleanPrefix(arg)
+	if err != nil {
+		return err
+	}
+	st, cctx, done, err := o.openCall(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	kvs, err := st.conn.List(cctx, prefix)
+	var rf *topo.ReservedFilesError
+	var reserved []string
+	switch {
+	case err == nil:
+	case errors.As(err, &rf):
+		reserved = rf.Paths
+	case topo.IsErrType(err, topo.NoNode):
+		o.eprintf("note: no file under the prefix %s in %s\n", displayPath(prefix), st.name)
+	default:
+		return at(err, prefix)
+	}
+	type item struct {
+		Path    string `json:"path"`
+		Version string `json:"version,omitempty"`
+		Value   []byte `json:"value,omitempty"`
+	}
+	items := []item{}
+	for _, kv := range kvs {
+		if topo.IsReserved(kv.Path) {
+			reserved = append(reserved, kv.Path)
+			continue
+		}
+		it := item{Path: displayPath(kv.Path)}
+		if !keysOnly {
+			it.Version, it.Value = kv.Version.String(), kv.Value
+			if it.Value == nil {
+				it.Value = []byte{}
+			}
+		}
+		items = append(items, it)
+	}
+	if o.jsonOut() {
+		if err := o.printJSON(items); err != nil {
+			return err
+		}
+	} else {
+		for _, it := range items {
+			o.printf("%s\n", it.Path)
+			switch {
+			case keysOnly:
+			case hexOut:
+				o.printf("%s\n", hex.EncodeToString(it.Value))
+			default:
+				o.printf("%s\n", showValue(it.Value))
+			}
+		}
+	}
+	slices.Sort(reserved)
+	return o.reportReserved("listed", st.name, prefix, reserved)
+}
+
+// showValue renders a value for a line of output: as is when it is one
+// line of printable UTF-8 text, quoted with escapes otherwise.
+func showValue(b []byte) string {
+	if printable(b) && !strings.ContainsAny(string(b), "\n\r") {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
+}

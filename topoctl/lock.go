@@ -1,0 +1,369 @@
+package topoctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	goio "io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// exitCommandNotFound is the exit code when lock's command cannot be
+// started, as shells use.
+const exitCommandNotFound = 127
+
+func newLockCmd(o *options) *cobra.Command {
+	var (
+		ttl           time.Duration
+		try           bool
+		named         bool
+		checkInterval time.Duration
+		grace         time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "lock DIR [--ttl D] [--try] [-- COMMAND [ARG...]]",
+		Short: "Run a command while holding the lock on a directory (or hold it until Ctrl-C)",
+		Long: `Take the exclusive lock on DIR (which must hold at least one file, unless
+--named takes a named lock, for which DIR need not exist), run
+COMMAND while holding it, then release it. topoctl exits with the command's
+status (128+N when a signal N ended it). Without COMMAND, topoctl holds the
+lock until Ctrl-C or SIGTERM (exit 0), like "etcdctl lock".
+
+COMMAND runs in a process group of its own, so that everything it starts
+is stopped with it; the lock is released only once no process of that
+group is left (a process the command leaves behind gets SIGTERM, and
+SIGKILL --grace later). Being in its own group, COMMAND does not read from
+the terminal.
+
+The wait for the lock is bounded by --timeout (0: wait until interrupted).
+--try fails at once with NodeExists when someone else holds the lock.
+--ttl sets the lock's time to live: if topoctl dies, the lock lapses about
+that long later (backends round it up: Consul to 10s; ZooKeeper to its
+session timeout); without it the backend's default applies. --try uses the
+default time to live, so it does not combine with --ttl.
+
+On SIGINT or SIGTERM topoctl sends SIGTERM to the command's process group,
+says so and how long it waits, waits up to --grace (default 10s) for every
+process of it to end (then sends SIGKILL), releases the lock and exits 130;
+a second signal ends topoctl at once, and the lock then lapses with its time
+to live. If the store drops the lock while the command runs (lease or
+session lost), topoctl stops the group the same way and fails with LockLost,
+exit 3. --try, when the lock is held, names the holder where the store
+shows it.`,
+		Example: `  topoctl lock /keyspaces/commerce -- ./reparent.sh
+  topoctl lock --try /keyspaces/commerce -- echo got it
+  topoctl lock /keyspaces/commerce        # hold until Ctrl-C`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 {
+				return usagef("lock needs a directory: topoctl lock DIR [-- COMMAND [ARG...]]")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := topo.CleanDirPath(args[0])
+			if err != nil {
+				return err
+			}
+			argv := args[1:]
+			if len(argv) > 0 && argv[0] == "--" {
+				argv = argv[1:]
+			}
+			if named && (try || cmd.Flags().Changed("ttl")) {
+				return usagef("--named takes the backend's long named-lock time to live and waits: it does not combine with --try or --ttl")
+			}
+			if cmd.Flags().Changed("ttl") {
+				if try {
+					return usagef("--try uses the backend's default time to live; drop --ttl")
+				}
+				if ttl <= 0 {
+					return usagef("--ttl must be positive")
+				}
+			}
+			if checkInterval <= 0 {
+				return usagef("--check-interval must be positive")
+			}
+			ctx := cmd.Context()
+			st, err := o.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+
+			host, _ := os.Hostname()
+			contents := fmt.Sprintf("topoctl lock on %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
+			lctx, cancel := o.callCtx(ctx)
+			var ld topo.LockDescriptor
+			switch {
+			case named:
+				ld, err = st.conn.LockName(lctx, dir, contents)
+			case try:
+				ld, err = st.conn.TryLock(lctx, dir, contents)
+			case ttl > 0:
+				ld, err = st.conn.LockWithTTL(lctx, dir, contents, ttl)
+			default:
+				ld, err = st.conn.Lock(lctx, dir, contents)
+			}
+			cancel()
+			if err != nil {
+				if try && topo.IsErrType(err, topo.NodeExists) {
+					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st.conn, dir), err)
+				}
+				if ctx.Err() != nil {
+					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
+				}
+				return err
+			}
+			o.log.Info("lock acquired", "dir", displayPath(dir))
+
+			var status int
+			var runErr, lost error
+			if len(argv) == 0 {
+				lost = o.holdLock(ctx, ld, dir, checkInterval)
+			} else {
+				status, runErr, lost = o.runLocked(ctx, ld, argv, checkInterval, grace)
+			}
+
+			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout(o.timeout))
+			uerr := ld.Unlock(uctx)
+			ucancel()
+			o.log.Info("lock released", "dir", displayPath(dir), "err", uerr)
+
+			switch {
+			case lost != nil:
+				return exitError{code: ExitLockLost, err: fmt.Errorf("the lock on %s was lost while the command ran (the command was stopped): %w", displayPath(dir), lost)}
+			case runErr != nil:
+				return exitError{code: status, err: runErr}
+			case uerr != nil && !topo.IsErrType(uerr, topo.Interrupted):
+				if status == 0 {
+					status = ExitFailure
+				}
+				return exitError{code: status, err: fmt.Errorf("releasing the lock on %s: %w", displayPath(dir), uerr)}
+			case ctx.Err() != nil && len(argv) > 0:
+				return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted: the command was stopped (its status: %d) and the lock on %s released", status, displayPath(dir))}
+			case status != 0:
+				return exitError{code: status}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&ttl, "ttl", 0, "time to live of the lock (default: the backend's)")
+	f.BoolVar(&try, "try", false, "fail with NodeExists instead of waiting when the lock is held")
+	f.BoolVar(&named, "named", false, "take a named lock (LockName): DIR need not exist; long time to live")
+	f.DurationVar(&checkInterval, "check-interval", time.Second, "how often to check that the lock is still held")
+	f.DurationVar(&grace, "grace", 10*time.Second, "how long the command may take to exit after SIGTERM before it is killed")
+	return cmd
+}
+
+// holdLock holds ld until ctx ends (nil) or the lock is lost (the error
+// that said so), checking it every interval.
+func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
+	o.printf("holding the lock on %s; Ctrl-C or SIGTERM releases it\n", displayPath(dir))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		kctx, kcancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
+		err := ld.Check(kctx)
+		kcancel()
+		if topo.IsErrType(err, topo.LockLost) {
+			return err
+		}
+	}
+}
+
+// holder returns ", by <contents>" naming who holds the lock on dir, as
+// far as the store shows it (the contents of the oldest lock entry under
+// <dir>/locks on etcd and ZooKeeper, of the key <dir>/Lock on Consul), or
+// "" when it cannot be read.
+func (o *options) holder(ctx context.Context, conn topo.Conn, dir string) string {
+	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
+	defer cancel()
+	locks := backendkit.JoinPath(dir, backendkit.LocksDirName)
+	if des, err := conn.ListDir(cctx, locks, false); err == nil && len(des) > 0 {
+		// The holder is the oldest entry: the lowest version (etcd's
+		// ModRevision; ZooKeeper's names sort in the same order).
+		slices.SortFunc(des, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+		best, bestVer := "", int64(-1)
+		for _, de := range des {
+			b, v, err := conn.Get(cctx, backendkit.JoinPath(locks, de.Name))
+			if err != nil || len(b) == 0 {
+				continue
+			}
+			n, perr := strconv.ParseInt(v.String(), 10, 64)
+			if best == "" || (perr == nil && n < bestVer) {
+				best, bestVer = string(b), n
+			}
+		}
+		if best != "" {
+			return ", by " + strconv.Quote(best)
+		}
+	}
+	if b, _, err := conn.Get(cctx, backendkit.JoinPath(dir, backendkit.ConsulLockName)); err == nil && len(b) > 0 {
+		return ", by " + strconv.Quote(string(b))
+	}
+	return ""
+}
+
+func unlockTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return defaultTimeout
+	}
+	return d
+}
+
+// runLocked runs argv while ld is held, in a process group of its own. It
+// returns the command's exit status, an error when the command could not
+// run, and the error that reported the lock's loss, if it was lost. It
+// returns only once no process of the group is left: on ctx's end or the
+// lock's loss the group gets SIGTERM and, after grace, SIGKILL; when the
+// command exits by itself, whatever it left running in its group is ended
+// the same way.
+func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, argv []string, every, grace time.Duration) (int, error, error) {
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Stdin = o.io.Stdin
+	setProcessGroup(c)
+	// Output goes through pipes of our own (when it is not a file), so that
+	// Wait returns when the command exits even if processes it left hold
+	// the pipes; the copies end once the whole group is gone.
+	var copies sync.WaitGroup
+	var parentEnds []*os.File
+	for _, s := range []struct {
+		w   goio.Writer
+		dst **os.File
+	}{{o.io.Stdout, new(*os.File)}, {o.io.Stderr, new(*os.File)}} {
+		if f, ok := s.w.(*os.File); ok {
+			*s.dst = f
+		} else {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return ExitFailure, err, nil
+			}
+			*s.dst = w
+			parentEnds = append(parentEnds, w)
+			copies.Add(1)
+			go func() {
+				defer copies.Done()
+				defer r.Close()
+				_, _ = goio.Copy(s.w, r)
+			}()
+		}
+		if c.Stdout == nil {
+			c.Stdout = *s.dst
+		} else {
+			c.Stderr = *s.dst
+		}
+	}
+	err := c.Start()
+	for _, f := range parentEnds {
+		_ = f.Close()
+	}
+	if err != nil {
+		copies.Wait()
+		return exitCommandNotFound, fmt.Errorf("starting %s: %w", argv[0], err), nil
+	}
+	pgid := c.Process.Pid
+
+	var lost atomic.Pointer[error]
+	stopCh := make(chan struct{})
+	stop := sync.OnceFunc(func() { close(stopCh) })
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			kctx, kcancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
+			err := ld.Check(kctx)
+			kcancel()
+			if topo.IsErrType(err, topo.LockLost) {
+				lost.Store(&err)
+				o.log.Error("lock lost, stopping the command", "err", err)
+				stop()
+				return
+			}
+		}
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- c.Wait() }()
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		o.stopGroup(pgid, grace, "interrupted")
+		err = <-waited
+	case <-stopCh:
+		o.stopGroup(pgid, grace, "the lock was lost")
+		err = <-waited
+	}
+	close(done)
+	// The command is gone; processes it left in its group must not outlive
+	// the lock either.
+	if groupAlive(pgid) {
+		o.stopGroup(pgid, grace, "the command exited and left processes in its group")
+	}
+	// A process that left the group (setsid) may still hold the output
+	// pipes: wait for the copies at most grace.
+	copied := make(chan struct{})
+	go func() { copies.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(grace):
+		o.log.Warn("the command's output is still open after its process group ended: a process left the group")
+	}
+	var lostErr error
+	if p := lost.Load(); p != nil {
+		lostErr = *p
+	}
+	if err == nil {
+		return 0, nil, lostErr
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil, lostErr
+		}
+		return ee.ExitCode(), nil, lostErr
+	}
+	return ExitFailure, fmt.Errorf("running %s: %w", argv[0], err), lostErr
+}
+
+// stopGroup sends SIGTERM to process group pgid, says so on stderr (why,
+// and how long it waits), waits up to grace for every process of the group
+// to end, then sends SIGKILL and waits for them to be gone.
+func (o *options) stopGroup(pgid int, grace time.Duration, why string) {
+	o.eprintf("topoctl: %s: sending SIGTERM to the command's process group %d; waiting up to %s before SIGKILL, then releasing the lock\n", why, pgid, grace)
+	signalGroup(pgid, false)
+	deadline := time.Now().Add(grace)
+	for groupAlive(pgid) {
+		if time.Now().After(deadline) {
+			o.eprintf("topoctl: the command's process group %d is still running after %s: sending SIGKILL\n", pgid, grace)
+			signalGroup(pgid, true)
+			for groupAlive(pgid) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

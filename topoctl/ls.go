@@ -1,0 +1,253 @@
+package topoctl
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// entry is one listed directory entry, as ls and tree print it.
+type entry struct {
+	Name      string   `json:"name"`
+	Path      string   `json:"path"`
+	Type      string   `json:"type"`
+	Ephemeral bool     `json:"ephemeral"`
+	Version   string   `json:"version,omitempty"`
+	Children  []*entry `json:"children,omitempty"`
+}
+
+// displayPath renders a canonical path the way users type it.
+func displayPath(p string) string { return "/" + p }
+
+// exactArgs is cobra.ExactArgs returning a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
+}
+
+// rangeArgs is cobra.RangeArgs returning a usage error.
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usagef("%s takes %d to %d argument(s), got %d", cmd.CommandPath(), lo, hi, len(args))
+		}
+		return nil
+	}
+}
+
+func argOr(args []string, i int, def string) string {
+	if len(args) > i {
+		return args[i]
+	}
+	return def
+}
+
+// list reads the entries of dir (canonical), with versions when long, and
+// their descendants when recursive. Entries that vanish while walking are
+// left out.
+func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, recursive bool) ([]*entry, error) {
+	cctx, cancel := o.callCtx(ctx)
+	des, err := conn.ListDir(cctx, dir, true)
+	cancel()
+	if err != nil {
+		return nil, at(err, dir)
+	}
+	out := make([]*entry, 0, len(des))
+	for _, de := range des {
+		e := &entry{Name: de.Name, Path: displayPath(backendkit.JoinPath(dir, de.Name)), Type: de.Type.String(), Ephemeral: de.Ephemeral}
+		p := backendkit.JoinPath(dir, de.Name)
+		if long && de.Type == topo.TypeFile {
+			cctx, cancel := o.callCtx(ctx)
+			_, v, err := conn.Get(cctx, p)
+			cancel()
+			switch {
+			case err == nil:
+				e.Version = v.String()
+			case topo.IsErrType(err, topo.NoNode):
+			default:
+				return nil, at(err, p)
+			}
+		}
+		if recursive && de.Type == topo.TypeDirectory {
+			kids, err := o.list(ctx, conn, p, long, true)
+			if err != nil && !topo.IsErrType(err, topo.NoNode) {
+				return nil, err
+			}
+			e.Children = kids
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// listOrFile lists dir; when dir is a file rather than a directory it
+// returns that file as the only entry, as ls does.
+func (o *options) listOrFile(ctx context.Context, conn topo.Conn, arg string, long, recursive bool) ([]*entry, error) {
+	dir, err := topo.CleanDirPath(arg)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := o.list(ctx, conn, dir, long, recursive)
+	if dir == "" && topo.IsErrType(err, topo.NoNode) {
+		// An empty store is an empty root, not an error; but say so, as a
+		// wrong root or address looks the same.
+		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
+		return []*entry{}, nil
+	}
+	if err == nil && dir == "" && len(entries) == 0 {
+		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
+	}
+	if err == nil || !topo.IsErrType(err, topo.NoNode) {
+		return entries, err
+	}
+	cctx, cancel := o.callCtx(ctx)
+	_, v, gerr := conn.Get(cctx, dir)
+	cancel()
+	if gerr != nil {
+		return nil, err
+	}
+	e := &entry{Name: dir[strings.LastIndexByte(dir, '/')+1:], Path: displayPath(dir), Type: topo.TypeFile.String()}
+	if long {
+		e.Version = v.String()
+	}
+	return []*entry{e}, nil
+}
+
+func flatten(es []*entry, out []*entry) []*entry {
+	for _, e := range es {
+		out = append(out, e)
+		out = flatten(e.Children, out)
+	}
+	return out
+}
+
+func ephemeralMark(e *entry) string {
+	if e.Ephemeral {
+		return "ephemeral"
+	}
+	return "-"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newLsCmd(o *options) *cobra.Command {
+	var long, recursive bool
+	cmd := &cobra.Command{
+		Use: "ls [-l] [-R] [DIR]",
+		Example: `  topoctl ls -l /keyspaces/commerce
+  topoctl --cell zone1 ls -R /tablets`,
+		Short: "List a directory (default: the root)",
+		Long: `List the entries of DIR (default "/"), one per line. -R lists every
+descendant by its full path. -l adds the type, the ephemeral flag (lock and
+election entries, which vanish with their owner's session) and each file's
+version. With --output json it prints one JSON array of entries.`,
+		Args: rangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := o.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			entries, err := o.listOrFile(cmd.Context(), st.conn, argOr(args, 0, "/"), long, recursive)
+			if err != nil {
+				return err
+			}
+			if recursive {
+				entries = flatten(entries, nil)
+			}
+			if o.jsonOut() {
+				for _, e := range entries {
+					e.Children = nil
+				}
+				return o.printJSON(entries)
+			}
+			tw := tabwriter.NewWriter(o.io.Stdout, 0, 4, 2, ' ', 0)
+			for _, e := range entries {
+				name := e.Name
+				if recursive {
+					name = e.Path
+				}
+				if long {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Type, ephemeralMark(e), orDash(e.Version), name)
+				} else {
+					fmt.Fprintln(tw, name)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "show type, ephemeral flag and version")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "list every descendant, by full path")
+	return cmd
+}
+
+func newTreeCmd(o *options) *cobra.Command {
+	var long bool
+	cmd := &cobra.Command{
+		Use:     "tree [-l] [DIR]",
+		Example: `  topoctl tree -l /keyspaces`,
+		Short:   "Print a directory and everything under it as a tree",
+		Long: `Print DIR (default "/") and all its descendants as a tree. -l adds each
+entry's type, ephemeral flag and file version. With --output json it prints
+one JSON array of entries, each with its children.`,
+		Args: rangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := o.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			arg := argOr(args, 0, "/")
+			entries, err := o.listOrFile(cmd.Context(), st.conn, arg, long, true)
+			if err != nil {
+				return err
+			}
+			if o.jsonOut() {
+				return o.printJSON(entries)
+			}
+			dir, _ := topo.CleanDirPath(arg)
+			o.printf("%s\n", displayPath(dir))
+			o.printTree(entries, "", long)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "show type, ephemeral flag and version")
+	return cmd
+}
+
+func (o *options) printTree(es []*entry, indent string, long bool) {
+	for i, e := range es {
+		branch, next := "├── ", "│   "
+		if i == len(es)-1 {
+			branch, next = "└── ", "    "
+		}
+		line := indent + branch + e.Name
+		if long {
+			attrs := []string{e.Type}
+			if e.Ephemeral {
+				attrs = append(attrs, "ephemeral")
+			}
+			if e.Version != "" {
+				attrs = append(attrs, "version "+e.Version)
+			}
+			line += "  [" + strings.Join(attrs, ", ") + "]"
+		}
+		o.printf("%s\n", line)
+		o.printTree(e.Children, indent+next, long)
+	}
+}

@@ -1,0 +1,93 @@
+package topoctl
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/memorytopo"
+)
+
+func slicesSort(s []string) { slices.Sort(s) }
+
+// memoryTarget is a fresh in-process memory store per test (the "memory"
+// factory keeps one store per server address).
+func memoryTarget(t *testing.T) target {
+	return target{impl: "memory", addr: t.Name(), root: "/topo"}
+}
+
+func TestMemory(t *testing.T) {
+	t.Parallel()
+	runSuite(t, memoryTarget, capabilities{history: true})
+}
+
+func TestUnknownImplementation(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "nosuch", addr: "x", root: "/"}
+	r := tg.fails(t, 1, []string{"NoImplementation", "nosuch", "registered implementations", "memory"}, "ls")
+	assert.Empty(t, r.stdout)
+	tg.fails(t, 1, []string{"NoImplementation", "nosuch"}, "copy", "--from", "memory:x:/", "--to", "nosuch:x:/")
+
+	// Only the embedded etcd has a default address.
+	zk := target{impl: "zk2", root: "/"}
+	zk.fails(t, 2, []string{"--topo-global-server-address", "required"}, "ls")
+	target{impl: "memory", addr: "x", root: "/"}.fails(t, 2, []string{"empty server address"}, "copy", "--to", "consul::/r")
+}
+
+func TestEnvironment(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "f", "v")
+
+	// Every connection setting from the environment alone.
+	var out, errb syncBuffer
+	env := map[string]string{envImplementation: "memory", envServerAddress: tg.addr, envRoot: tg.root, envTimeout: "5s"}
+	code := runMain(t.Context(), []string{"get", "f"}, streams{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	require.Equal(t, 0, code, errb.String())
+	assert.Equal(t, "v", out.String())
+
+	// A flag wins over its variable.
+	env[envRoot] = "/elsewhere"
+	out = syncBuffer{}
+	code = runMain(t.Context(), []string{"get", "--topo-global-root", tg.root, "f"}, streams{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	require.Equal(t, 0, code, errb.String())
+	assert.Equal(t, "v", out.String())
+
+	env[envTimeout] = "soon"
+	errb = syncBuffer{}
+	code = runMain(t.Context(), []string{"get", "f"}, streams{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }})
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errb.String(), envTimeout)
+}
+
+// A copy that fails part-way reports how far it got and reverts what it
+// wrote, so that nothing is left partially written.
+func TestCopyFailureReverts(t *testing.T) {
+	t.Parallel()
+	f, err := topo.GetFactory("memory")
+	require.NoError(t, err)
+	mf := f.(*memorytopo.Factory)
+
+	src := memoryTarget(t)
+	dst := src.withRoot("/dst")
+	for _, p := range []string{"a", "b", "copyfailure-unique/c", "d"} {
+		src.ok(t, "put", p, "v-"+p)
+	}
+	dst.ok(t, "put", "d", "old-d")
+	remove := mf.AddFault(memorytopo.Fault{Op: memorytopo.OpCreate, Path: "copyfailure-unique/c", Err: topo.Unavailable})
+	defer remove()
+
+	r := src.run(t, "", "copy", "--parallel", "1", "--overwrite", "--to", dst.spec())
+	require.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "stopped at /copyfailure-unique/c (2 of 4 writes made)")
+	assert.Contains(t, r.stderr, "everything this run wrote was reverted")
+	assert.Contains(t, r.stderr, "Unavailable")
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one error line: %q", r.stderr)
+	// Only the file that was there before remains, with its old value.
+	assert.Equal(t, "/d\n", dst.ok(t, "ls", "-R"))
+	assert.Equal(t, "old-d", dst.ok(t, "get", "d"))
+}

@@ -1,0 +1,235 @@
+package topoctl
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+)
+
+// runMainEnv makes the test binary behave as the topoctl binary (Run), so
+// that tests can run topoctl as a real process and send it signals.
+const runMainEnv = "TOPOCTL_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		os.Exit(Run())
+	}
+	os.Exit(m.Run())
+}
+
+// proc is topoctl running as a process.
+type proc struct {
+	cmd   *exec.Cmd
+	lines chan string
+	errb  *syncBuffer
+	done  chan struct{}
+}
+
+// startProcess runs topoctl args as a child process with env added.
+func startProcess(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p := &proc{cmd: cmd, lines: make(chan string, 100), errb: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.errb
+	require.NoError(t, cmd.Start())
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+// waitLine waits for a stdout line containing want.
+func (p *proc) waitLine(t *testing.T, want string) string {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				require.FailNow(t, "topoctl ended before printing "+want, "stderr: %s", p.errb.String())
+			}
+			if strings.Contains(l, want) {
+				return l
+			}
+		case <-timeout:
+			require.FailNow(t, "timed out waiting for "+want, "stderr: %s", p.errb.String())
+		}
+	}
+}
+
+// signalAndWait sends sig and returns the exit code.
+func (p *proc) signalAndWait(t *testing.T, sig os.Signal) int {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(sig))
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		require.FailNow(t, "topoctl did not exit after "+sig.String(), "stderr: %s", p.errb.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// The binary's signal handling: serve stops cleanly on SIGTERM and SIGINT,
+// watch ends with status 0 on SIGINT, and lock passes SIGTERM on to its
+// command, releases the lock and exits with the command's status.
+func TestProcessSignals(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(2)
+	require.NoError(t, err)
+	env := []string{envDataDir + "=" + t.TempDir(), envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "="}
+	serveArgs := []string{"serve", "--listen-client-address", addrs[0], "--listen-peer-address", addrs[1]}
+
+	srv := startProcess(t, env, serveArgs...)
+	srv.waitLine(t, "Stop it with Ctrl-C")
+	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
+	tg.ok(t, "put", "ks/Keyspace", "k")
+
+	w := startProcess(t, env, "watch", "ks/Keyspace")
+	w.waitLine(t, `/ks/Keyspace`)
+	assert.Equal(t, 0, w.signalAndWait(t, syscall.SIGINT), w.errb.String())
+
+	l := startProcess(t, env, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
+	l.waitLine(t, "held")
+	tg.fails(t, 1, []string{"NodeExists"}, "lock", "--try", "ks", "--", "true")
+	assert.Equal(t, ExitInterrupted, l.signalAndWait(t, syscall.SIGTERM), l.errb.String())
+	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+
+	assert.Equal(t, 0, srv.signalAndWait(t, syscall.SIGTERM), srv.errb.String())
+	srv.waitLine(t, "embedded etcd stopped")
+
+	// Restarted and stopped with SIGINT; the data survived.
+	srv = startProcess(t, env, serveArgs...)
+	srv.waitLine(t, "Stop it with Ctrl-C")
+	assert.Equal(t, "k", tg.ok(t, "get", "ks/Keyspace"))
+	assert.Equal(t, 0, srv.signalAndWait(t, syscall.SIGINT), srv.errb.String())
+}
+
+// alive reports whether process pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// readPid waits for file to hold a pid and returns it.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(file)
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, time.Minute, 10*time.Millisecond)
+	return pid
+}
+
+// lock's command runs in its own process group: on SIGINT/SIGTERM, and
+// when the command exits leaving processes behind, the whole group is
+// stopped before the lock is released; nothing outlives the lock.
+func TestLockStopsProcessGroup(t *testing.T) {
+	t.Parallel()
+	addr := etcdtest.Start(t)
+	root := "/" + t.Name()
+	tg := target{impl: "etcd2", addr: addr, root: root}
+	tg.ok(t, "put", "ks/Keyspace", "k")
+	env := connEnv("etcd2", addr, root)
+
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		// The grandchild ignores nothing; sh waits for it.
+		l := startProcess(t, env, "lock", "ks", "--", "sh", "-c", "sleep 600 & echo $! > "+pidFile+"; echo held; wait")
+		l.waitLine(t, "held")
+		pid := readPid(t, pidFile)
+		require.True(t, alive(pid))
+		assert.Equal(t, ExitInterrupted, l.signalAndWait(t, sig), l.errb.String())
+		assert.False(t, alive(pid), "the grandchild outlived the lock (%s)", sig)
+		assert.Contains(t, l.errb.String(), "waiting up to 10s before SIGKILL")
+		assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+	}
+
+	// A command that exits at once, leaving a process in its group: the
+	// process is stopped before the lock is released.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	r := tg.run(t, "", "lock", "ks", "--", "sh", "-c", "sleep 600 & echo $! > "+pidFile)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "left processes in its group")
+	assert.False(t, alive(readPid(t, pidFile)))
+}
+
+// serve refuses a data directory in use at once, naming the process; it
+// stops promptly with a client attached (saying so), a new serve binds the
+// same addresses right after, and an attached watch says it is
+// reconnecting while the server is down and resumes once it is back.
+func TestServeBusyStopRestartWatch(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(4)
+	require.NoError(t, err)
+	dataDir := t.TempDir()
+	env := []string{envDataDir + "=" + dataDir, envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "="}
+	serveArgs := []string{"--log-level", "info", "serve", "--listen-client-address", addrs[0], "--listen-peer-address", addrs[1]}
+
+	a := startProcess(t, env, serveArgs...)
+	a.waitLine(t, "Stop it with Ctrl-C")
+
+	// A second serve on the same data directory (other ports) refuses at
+	// once, naming the first one's PID.
+	b := startProcess(t, env, "serve", "--listen-client-address", addrs[2], "--listen-peer-address", addrs[3])
+	assert.Equal(t, 1, b.wait(t), b.errb.String())
+	assert.Contains(t, b.errb.String(), "is in use by process "+strconv.Itoa(a.cmd.Process.Pid))
+
+	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
+	// A plain serve is no self-managing cluster, and cluster status says so.
+	assert.Contains(t, tg.run(t, "", "cluster", "status").stderr, "not a self-managing cluster")
+	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
+	w := startProcess(t, env, "watch", "w")
+	w.waitLine(t, "/w "+v1+` "one"`)
+
+	assert.Equal(t, 0, a.signalAndWait(t, syscall.SIGTERM), a.errb.String())
+	a.waitLine(t, "stopping the embedded etcd (at most 1s")
+	a.waitLine(t, "embedded etcd stopped")
+	w.waitStderr(t, "reconnecting")
+
+	// Restarted at once on the same addresses and data directory.
+	a = startProcess(t, env, serveArgs...)
+	a.waitLine(t, "Stop it with Ctrl-C")
+	v2 := strings.TrimSpace(tg.ok(t, "put", "w", "two"))
+	w.waitLine(t, "/w "+v2+` "two"`)
+	assert.Equal(t, 0, w.signalAndWait(t, syscall.SIGINT), w.errb.String())
+	assert.Equal(t, 0, a.signalAndWait(t, syscall.SIGINT), a.errb.String())
+}

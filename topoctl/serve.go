@@ -1,0 +1,236 @@
+package topoctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/topokit/topokit/internal/etcdembed"
+)
+
+// serveStopWait bounds how long serve waits, once told to stop, for the
+// embedded etcd to close gracefully (clients attached with watches hold
+// it up).
+const serveStopWait = time.Second
+
+// lockDataDir takes an exclusive lock (flock) on the file
+// topoctl-serve.pid in dataDir and writes this process's PID in it, so that
+// a second serve on the same data directory refuses at once, naming the
+// process that uses it. The lock ends with the returned func or the
+// process.
+func lockDataDir(dataDir string) (func(), error) {
+	p := filepath.Join(dataDir, "topoctl-serve.pid")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f); err != nil {
+		b, _ := os.ReadFile(p)
+		_ = f.Close()
+		holder := "another process"
+		if pid := strings.TrimSpace(string(b)); pid != "" {
+			holder = "process " + pid
+		}
+		return nil, fmt.Errorf("data directory %s is in use by %s (another \"topoctl serve\"; its lock file is %s): stop it, or pick another --data-dir", dataDir, holder, p)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return func() {
+		_ = f.Truncate(0)
+		unflock(f)
+		_ = f.Close()
+	}, nil
+}
+
+func newServeCmd(o *options) *cobra.Command {
+	var (
+		dataDir    string
+		clientAddr string
+		peerAddr   string
+		name       string
+		etcdLogs   bool
+		readyWait  time.Duration
+		cl         clusterFlags
+	)
+	cmd := &cobra.Command{
+		Use: "serve",
+		Example: `  topoctl serve
+  topoctl serve --data-dir /tmp/etcd --listen-client-address 127.0.0.1:12379 --listen-peer-address 127.0.0.1:12380
+  topoctl serve --cluster --name n1 --data-dir /tmp/n1
+  topoctl serve --seeds http://127.0.0.1:2379 --name n2 --data-dir /tmp/n2 --listen-client-address 127.0.0.1:22379 --listen-peer-address 127.0.0.1:22380`,
+		Short: "Run a single-member embedded etcd for topoctl and other clients",
+		Long: `Run a single-member etcd inside topoctl until interrupted (Ctrl-C or
+SIGTERM), then stop it cleanly. Its data lives in --data-dir and survives
+restarts. The default data directory is $` + envDataDir + `, else
+$XDG_DATA_HOME/topokit/etcd, else ~/.local/share/topokit/etcd.
+
+Once ready it prints the client URL and the flags and environment variables
+other commands need. With the default data directory, other topoctl
+commands find it with no flags at all: serve records its client address in
+that directory. The record stays after serve stops: a command given no
+address first checks (with a TCP dial of at most 1s) that something listens
+there, and when nothing does it fails at once, asking whether "topoctl
+serve" is running, instead of waiting for --timeout. With --output json it
+prints that as one JSON object.
+
+Only one serve may use a data directory: a second one refuses at once,
+naming the process (from the lock file topoctl-serve.pid there). Once told
+to stop, serve says so and stops within about 1s, disconnecting attached
+clients; a new serve can bind the same addresses right after.
+
+With --cluster (or --seeds) the node joins a self-managing etcd cluster
+instead (package etcdcluster): without seeds and member data it bootstraps
+a one-member cluster; with --seeds (client URLs of running members) it
+volunteers to be a member, and an elected decider adds it as a learner and
+promotes it while the cluster is below its ideal size ("topoctl cluster
+size N", default 3); --client-only never becomes a member. Restarted with
+its data it rejoins as the member it was. Ctrl-C leaves gracefully: the node
+withdraws, hands raft leadership on, is removed, and stops. See "topoctl
+cluster status".`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if dataDir == "" {
+				d, err := defaultDataDir(o.getenv)
+				if err != nil {
+					return usageError{err}
+				}
+				dataDir = d
+			}
+			for _, a := range []string{clientAddr, peerAddr} {
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					return usagef("listen address %q: want host:port", a)
+				}
+			}
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return err
+			}
+			unlock, err := lockDataDir(dataDir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			if cl.enabled() {
+				return o.serveCluster(ctx, cl, name, dataDir, clientAddr, peerAddr, etcdLogs)
+			}
+			var lg *zap.Logger
+			if etcdLogs {
+				var err error
+				if lg, err = zap.NewProduction(); err != nil {
+					return err
+				}
+			}
+			m, err := etcdembed.Start(etcdembed.Config{
+				Name:      name,
+				Dir:       dataDir,
+				ClientURL: "http://" + clientAddr,
+				PeerURL:   "http://" + peerAddr,
+				Logger:    lg,
+			})
+			if err != nil {
+				if errors.Is(err, etcdembed.ErrAddrInUse) {
+					return fmt.Errorf("%w (is another \"topoctl serve\" or etcd running? pick other ports with --listen-client-address/--listen-peer-address)", err)
+				}
+				return err
+			}
+			// Member.Close must run once (a second embed.Etcd.Close panics).
+			closeMember := sync.OnceFunc(m.Close)
+			stopping := false
+			defer func() {
+				if !stopping {
+					closeMember()
+				}
+			}()
+			rctx, cancel := context.WithTimeout(ctx, readyWait)
+			err = m.WaitReady(rctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			addr := m.ClientAddr()
+			ef := endpointFile(dataDir)
+			if err := os.WriteFile(ef, []byte(addr+"\n"), 0o600); err != nil {
+				return err
+			}
+			o.log.Info("embedded etcd ready", "client_url", "http://"+addr, "data_dir", dataDir)
+			o.printServe(addr, dataDir)
+
+			select {
+			case <-ctx.Done():
+				o.log.Info("stopping the embedded etcd")
+			case err := <-m.Etcd.Err():
+				if err != nil {
+					return fmt.Errorf("embedded etcd failed: %w", err)
+				}
+			}
+			if !o.jsonOut() {
+				o.printf("stopping the embedded etcd (at most %s; attached clients are disconnected)...\n", serveStopWait)
+			}
+			stopping = true
+			closed := make(chan struct{})
+			go func() { closeMember(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(serveStopWait):
+				// Clients hold streams (watches) open, which etcd would wait
+				// for up to its request timeout (7s). Its raft log and
+				// backend are stopped cleanly instead: every acknowledged
+				// write is on disk, and the listeners are already closed,
+				// so a new serve can bind at once.
+				o.log.Info("clients still attached, stopping the server without waiting for them")
+				m.Etcd.Server.Stop()
+			}
+			if !o.jsonOut() {
+				o.printf("embedded etcd stopped; its data stays in %s\n", dataDir)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", "", "etcd data directory (default: $"+envDataDir+", else $XDG_DATA_HOME/topokit/etcd, else ~/.local/share/topokit/etcd)")
+	f.StringVar(&clientAddr, "listen-client-address", defaultClientAddress, "host:port to serve clients on")
+	f.StringVar(&peerAddr, "listen-peer-address", defaultPeerAddress, "host:port to serve etcd peers on")
+	f.StringVar(&name, "name", "topoctl", "etcd member name")
+	f.BoolVar(&etcdLogs, "etcd-logs", false, "print etcd's own logs (JSON) to stderr")
+	f.DurationVar(&readyWait, "ready-timeout", time.Minute, "how long to wait for etcd to be ready")
+	cl.register(f)
+	return cmd
+}
+
+// printServe tells the user how other commands reach the embedded etcd.
+func (o *options) printServe(addr, dataDir string) {
+	flags := []string{"--topo-implementation", "etcd2", "--topo-global-server-address", addr, "--topo-global-root", o.root}
+	env := map[string]string{envImplementation: "etcd2", envServerAddress: addr, envRoot: o.root}
+	def, _ := defaultDataDir(o.getenv)
+	noFlags := (dataDir == def || addr == defaultClientAddress) && o.root == defaultRoot
+	if o.jsonOut() {
+		_ = o.printJSON(map[string]any{
+			"client_url": "http://" + addr, "server_address": addr, "data_dir": dataDir,
+			"flags": flags, "env": env, "no_flags_needed": noFlags,
+		})
+		return
+	}
+	o.printf("embedded etcd ready\n")
+	o.printf("  client URL:     http://%s\n", addr)
+	o.printf("  data directory: %s\n", dataDir)
+	if noFlags {
+		o.printf("Other topoctl commands use it with no flags, or explicitly with:\n")
+	} else {
+		o.printf("Other topoctl commands use it with:\n")
+	}
+	o.printf("  topoctl %s ...\n", strings.Join(flags, " "))
+	o.printf("or with these environment variables:\n")
+	o.printf("  export %s=etcd2 %s=%s %s=%s\n", envImplementation, envServerAddress, addr, envRoot, o.root)
+	o.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM.\n")
+}

@@ -1,0 +1,142 @@
+package topoctl
+
+import (
+	"fmt"
+	"path"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// statInfo is what stat prints about one path.
+type statInfo struct {
+	Path      string `json:"path"`
+	Type      string `json:"type"` // file, directory, or "file and directory"
+	Version   string `json:"version,omitempty"`
+	Size      *int   `json:"size,omitempty"`
+	Ephemeral bool   `json:"ephemeral"`
+	Entries   *int   `json:"entries,omitempty"`
+}
+
+func newStatCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stat PATH",
+		Short: "Show a path's type, version, size and ephemeral flag",
+		Long: `Show what PATH is: a file (with its version and size in bytes), a directory
+(with its number of entries), or both (a store may hold a file "a" and a
+file "a/b"), and whether it is ephemeral (a lock or election entry, which
+vanishes with its owner's session or lease). The store's own metadata
+beyond that (create revision, lease or session id, ACL) is not shown: the
+topology interface does not expose it. With --output json it prints one
+object {"path","type","version","size","ephemeral","entries"}.`,
+		Example: `  topoctl stat /keyspaces/commerce/Keyspace
+  topoctl stat -o json /keyspaces`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := topo.CleanDirPath(args[0])
+			if err != nil {
+				return err
+			}
+			st, ctx, done, err := o.openCall(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			info := statInfo{Path: displayPath(p)}
+			var types []string
+			if p != "" {
+				value, v, gerr := st.conn.Get(ctx, p)
+				switch {
+				case gerr == nil:
+					types = append(types, "file")
+					n := len(value)
+					info.Version, info.Size = v.String(), &n
+				case !topo.IsErrType(gerr, topo.NoNode):
+					return at(gerr, p)
+				}
+			}
+			des, lerr := st.conn.ListDir(ctx, p, false)
+			switch {
+			case lerr == nil:
+				types = append(types, "directory")
+				n := len(des)
+				info.Entries = &n
+			case !topo.IsErrType(lerr, topo.NoNode):
+				return at(lerr, p)
+			}
+			if p != "" {
+				if pdes, err := st.conn.ListDir(ctx, path.Dir("/" + p)[1:], true); err == nil {
+					for _, de := range pdes {
+						if de.Name == path.Base(p) {
+							info.Ephemeral = de.Ephemeral
+							if len(types) == 0 {
+								types = append(types, de.Type.String())
+							}
+						}
+					}
+				}
+			}
+			if len(types) == 0 {
+				if p == "" {
+					return backendkit.Wrap(topo.NoNode, "/", fmt.Errorf("the root is empty or absent in %s", st.name))
+				}
+				return topo.NewError(topo.NoNode, displayPath(p))
+			}
+			info.Type = strings.Join(types, " and ")
+			if o.jsonOut() {
+				return o.printJSON(info)
+			}
+			o.printf("path:      %s\n", info.Path)
+			o.printf("type:      %s\n", info.Type)
+			if info.Size != nil {
+				o.printf("version:   %s\n", info.Version)
+				o.printf("size:      %s\n", plural(*info.Size, "byte"))
+			}
+			if info.Entries != nil {
+				o.printf("entries:   %d\n", *info.Entries)
+			}
+			o.printf("ephemeral: %t\n", info.Ephemeral)
+			return nil
+		},
+	}
+}
+
+func newVersionCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print topoctl's version, commit and Go version",
+		Long: `Print the module version topoctl was built from ("(devel)" for a build
+from a checkout), the VCS commit when the build recorded it, and the Go
+version. With --output json it prints one object.`,
+		Args: exactArgs(0),
+		RunE: func(*cobra.Command, []string) error {
+			v := map[string]string{"version": "(unknown)", "go": "", "commit": ""}
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				v["version"], v["go"] = bi.Main.Version, bi.GoVersion
+				for _, s := range bi.Settings {
+					switch s.Key {
+					case "vcs.revision":
+						v["commit"] = s.Value
+					case "vcs.modified":
+						if s.Value == "true" {
+							v["commit"] += " (modified)"
+						}
+					}
+				}
+			}
+			if o.jsonOut() {
+				return o.printJSON(v)
+			}
+			o.printf("topoctl %s\n", v["version"])
+			if v["commit"] != "" {
+				o.printf("commit  %s\n", v["commit"])
+			}
+			o.printf("go      %s\n", v["go"])
+			return nil
+		},
+	}
+}

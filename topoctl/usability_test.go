@@ -1,0 +1,144 @@
+package topoctl
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+)
+
+// defaultedTarget is a flag-less target whose default etcd2 address is
+// addr: it is recorded in the data directory as "topoctl serve" does.
+func defaultedTarget(t *testing.T, addr, root string) target {
+	t.Helper()
+	dataDir := t.TempDir()
+	require.NoError(t, os.WriteFile(endpointFile(dataDir), []byte(addr+"\n"), 0o600))
+	return target{noFlags: true, env: map[string]string{envDataDir: dataDir, envRoot: root}}
+}
+
+// TestUnknownImplementationNoAddress: an unknown implementation is reported as NoImplementation (exit 1),
+// naming the registered ones, before any demand for an address.
+func TestUnknownImplementationNoAddress(t *testing.T) {
+	t.Parallel()
+	// Every registered one, sorted: the bundled ones and those of this
+	// test binary (custom_test.go, example_test.go, reserved_test.go).
+	want := "registered implementations: " + strings.Join(topo.Factories(), ", ")
+	require.Contains(t, want, "consul, etcd2, examplestore, memory, memory-foreign, "+customBackend+", zk2")
+	noFlags := target{noFlags: true, env: map[string]string{envDataDir: t.TempDir()}}
+	for _, args := range [][]string{
+		{"-i", "nosuch", "ls"},
+		{"--topo-implementation", "nosuch", "get", "/a"},
+	} {
+		r := noFlags.fails(t, 1, []string{want}, args...)
+		assert.Regexp(t, `^topoctl: NoImplementation: [a-z ]+: nosuch: `, r.stderr)
+		assert.NotContains(t, r.stderr, "is required")
+		assert.NotContains(t, r.stderr, "Run 'topoctl --help'")
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
+	byEnv := target{noFlags: true, env: map[string]string{envImplementation: "nosuch", envDataDir: t.TempDir()}}
+	byEnv.fails(t, 1, []string{"NoImplementation", "nosuch", want}, "ls")
+	// In a store spec with no address, too.
+	noFlags.fails(t, 1, []string{"NoImplementation", "nosuch", want}, "copy", "--from", "memory:x:/", "--to", "nosuch::/r")
+	// A known implementation with no address is still a usage error.
+	noFlags.fails(t, 2, []string{"is required with --topo-implementation zk2"}, "-i", "zk2", "ls")
+}
+
+// With the address defaulted and nothing listening there, commands fail at
+// once (not after --timeout, left at its 30s default here) and suggest
+// "topoctl serve"; an address that was given gets no such hint.
+func TestDefaultAddressNotListening(t *testing.T) {
+	t.Parallel()
+	closed := freeClosedAddr(t)
+	tg := defaultedTarget(t, closed, defaultRoot)
+	for _, args := range [][]string{
+		{"ls", "/"},
+		{"put", "/a", "v"},
+		{"lock", "/a", "--", "true"},
+		{"copy", "--from", "etcd2::/vitess", "--to", "memory:x:/"},
+	} {
+		r := tg.fails(t, 1, []string{serveHint, closed}, args...)
+		assert.Regexp(t, `^topoctl: Unavailable: `, r.stderr, args)
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
+
+	given := target{impl: "etcd2", addr: closed, root: defaultRoot}
+	r := given.fails(t, 1, []string{"Unavailable", "connection refused", closed}, "ls", "/")
+	assert.NotContains(t, r.stderr, "topoctl serve")
+}
+
+// The hint is only for the defaulted etcd2 store being unreachable: not for
+// a lock wait that times out on it, nor for another store that is down.
+func TestServeHintOnlyForDefaultStore(t *testing.T) {
+	t.Parallel()
+	tg := defaultedTarget(t, etcdtest.Start(t), "/"+t.Name())
+	tg.ok(t, "put", "/ks/a", "v")
+
+	holder := tg.start(t, "lock", "/ks", "--", "sh", "-c", "echo held; exec sleep 600")
+	holder.waitOutput(t, "held")
+	r := tg.fails(t, 1, []string{"Timeout"}, "--timeout", "300ms", "lock", "/ks", "--", "true")
+	assert.NotContains(t, r.stderr, "topoctl serve")
+
+	zk := "zk2:" + freeClosedAddr(t) + ":/r"
+	r = tg.run(t, "", "--timeout", "300ms", "copy", "--to", zk)
+	require.Equal(t, 1, r.code, r.stderr)
+	assert.Regexp(t, `^topoctl: (Timeout|Unavailable): `, r.stderr)
+	assert.NotContains(t, r.stderr, "topoctl serve")
+}
+
+// put reads standard input when it is not a terminal, or when told to with
+// "-"; on a terminal with no value it is a usage error instead of a wait.
+func TestPutStdin(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "memory", addr: t.Name(), root: "/"}
+	run := func(terminal bool, stdin string, args ...string) result {
+		var out, errb syncBuffer
+		code := runMain(t.Context(), tg.argv(args), streams{
+			Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb,
+			StdinIsTerminal: func() bool { return terminal },
+		})
+		return result{code, out.String(), errb.String()}
+	}
+	// memory stores live in one process: read back within the same run
+	// through a file export.
+	check := func(args []string, terminal bool, stdin, want string) {
+		t.Helper()
+		r := run(terminal, stdin, args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		dir := t.TempDir()
+		r = run(false, "", "export", dir)
+		require.Equal(t, 0, r.code, r.stderr)
+		b, err := os.ReadFile(filepath.Join(dir, "a"))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(b), args)
+	}
+	check([]string{"put", "a"}, false, "from a pipe", "from a pipe")
+	check([]string{"put", "a", "-"}, true, "typed", "typed")
+	check([]string{"put", "a", "--file", "-"}, true, "typed again", "typed again")
+	check([]string{"put", "a", "value"}, true, "ignored", "value")
+
+	r := run(true, "never read", "put", "a")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "no value given")
+	assert.Contains(t, r.stderr, "put a -")
+}
+
+// --decode json of a type not built in needs --protoset, and says so.
+func TestDecodeJSONNeedsProtoset(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "memory", addr: t.Name(), root: "/"}
+	r := tg.fails(t, 2, []string{"--decode json needs --protoset"}, "get", "--decode", "json", "/hello")
+	assert.NotContains(t, r.stderr, "no message named")
+}
+
+func TestPlural(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "0 files", plural(0, "file"))
+	assert.Equal(t, "1 file", plural(1, "file"))
+	assert.Equal(t, "2 files", plural(2, "file"))
+}

@@ -1,0 +1,377 @@
+package topoctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// watchEvent is one line of watch output.
+type watchEvent struct {
+	Path    string `json:"path"`
+	Version string `json:"version,omitempty"`
+	Value   []byte `json:"value,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+}
+
+func (o *options) printEvent(ev watchEvent) error {
+	if o.jsonOut() {
+		return o.printJSON(ev)
+	}
+	if ev.Deleted {
+		o.printf("%s deleted\n", ev.Path)
+		return nil
+	}
+	v := ev.Value
+	more := ""
+	if !o.fullValues && len(v) > watchValueLimit {
+		v, more = v[:watchValueLimit], fmt.Sprintf(" ... (%d bytes; --full prints all)", len(ev.Value))
+	}
+	o.printf("%s %s %s%s\n", ev.Path, ev.Version, strconv.Quote(string(v)), more)
+	return nil
+}
+
+// watchValueLimit is how many bytes of a value a text watch line shows
+// without --full.
+const watchValueLimit = 200
+
+// endOfWatch turns the error that ended a watch into the command's result:
+// an interruption by the user (ctx cancelled) is a normal end.
+func endOfWatch(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (topo.IsErrType(err, topo.Interrupted) || errors.Is(err, context.Canceled)) {
+		return nil
+	}
+	return err
+}
+
+func newWatchCmd(o *options) *cobra.Command {
+	var recursive, wait bool
+	cmd := &cobra.Command{
+		Use:   "watch FILE | watch -R PREFIX",
+		Short: "Print a file's changes (or every file's under a prefix) until interrupted",
+		Long: `Print the current value of FILE, then one line per change, until
+interrupted (Ctrl-C, SIGTERM) or the file is deleted (a FILE that does not
+exist is NoNode, unless --wait waits for it to be created). Each line is
+"PATH VERSION VALUE" with the value quoted (its first 200 bytes, then
+"... (N bytes; --full prints all)", unless --full), or "PATH deleted".
+
+watch -R PREFIX prints every file whose path starts with PREFIX (a plain
+string prefix: "/keyspaces/c" matches "/keyspaces/commerce/..."), then one
+line per change, creation or deletion of such a file, until interrupted.
+With --output json every line is a JSON object. The initial read is bounded
+by --timeout; the watch itself is not.
+
+When the store cannot be reached or the watch fails (the server died, a
+partition), watch says so on stderr ("reconnecting"), retries every second,
+says "reconnected" when the server answers again, prints what changed
+meanwhile and goes on. A permission refusal ends it.`,
+		Example: `  topoctl watch /keyspaces/commerce/Keyspace
+  topoctl watch -R /keyspaces/ -o json`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if recursive {
+				prefix, err := topo.CleanPrefix(args[0])
+				if err != nil {
+					return err
+				}
+				st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
+					_, err := conn.List(c, prefix)
+					if topo.IsErrType(err, topo.NoNode) || topo.IsErrType(err, topo.PartialResult) {
+						return nil
+					}
+					return at(err, prefix)
+				})
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				defer cancel()
+				stopMonitor := o.monitor(wctx, st)
+				defer stopMonitor()
+				seen := map[string]string{} // path -> version printed last
+				for attempt := 0; ; attempt++ {
+					initial, changes, err := st.conn.WatchRecursive(wctx, prefix)
+					if err != nil {
+						if attempt == 0 {
+							return at(err, prefix)
+						}
+						if err := o.rewatchWait(wctx, ctx, prefix, err); err != nil {
+							return endOfWatch(ctx, err)
+						}
+						continue
+					}
+					// After a reconnection, print what changed meanwhile.
+					now := map[string]bool{}
+					for _, wd := range initial {
+						now[wd.Path] = true
+						if v := wd.Version.String(); seen[wd.Path] != v {
+							seen[wd.Path] = v
+							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: v, Value: wd.Contents}); err != nil {
+								drainAfter(func() {}, changes)
+								return err
+							}
+						}
+					}
+					for p := range seen {
+						if !now[p] {
+							delete(seen, p)
+							_ = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+						}
+					}
+					var werr error
+					for wd := range changes {
+						switch {
+						case wd.Err == nil:
+							seen[wd.Path] = wd.Version.String()
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: wd.Version.String(), Value: wd.Contents})
+						case topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != "":
+							delete(seen, wd.Path)
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Deleted: true})
+						default:
+							werr = wd.Err
+						}
+						if werr != nil {
+							break
+						}
+					}
+					drainAfter(func() {}, changes)
+					if werr == nil {
+						werr = topo.NewError(topo.Interrupted, prefix)
+					}
+					if ctx.Err() != nil {
+						return endOfWatch(ctx, werr)
+					}
+					if !isStoreErr(werr) {
+						return werr
+					}
+					if err := o.rewatchWait(wctx, ctx, prefix, werr); err != nil {
+						return endOfWatch(ctx, err)
+					}
+				}
+			}
+
+			p, err := topo.CleanFilePath(args[0])
+			if err != nil {
+				return err
+			}
+			st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
+				_, _, err := conn.Get(c, p)
+				if wait && topo.IsErrType(err, topo.NoNode) {
+					return nil
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			defer cancel()
+			stopMonitor := o.monitor(wctx, st)
+			defer stopMonitor()
+			last := ""
+			for attempt := 0; ; attempt++ {
+				cur, changes, err := st.conn.Watch(wctx, p)
+				switch {
+				case err == nil:
+				case attempt == 0 && wait && topo.IsErrType(err, topo.NoNode):
+					if err := o.waitCreated(wctx, st.conn, p); err != nil {
+						return endOfWatch(ctx, err)
+					}
+					attempt = -1
+					continue
+				case attempt == 0:
+					return err
+				case topo.IsErrType(err, topo.NoNode):
+					return o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+				default:
+					if err := o.rewatchWait(wctx, ctx, p, err); err != nil {
+						return endOfWatch(ctx, err)
+					}
+					continue
+				}
+				if v := cur.Version.String(); v != last {
+					last = v
+					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: v, Value: cur.Contents}); err != nil {
+						drainAfter(func() {}, changes)
+						return err
+					}
+				}
+				var werr error
+				deleted := false
+				for wd := range changes {
+					switch {
+					case wd.Err == nil:
+						last = wd.Version.String()
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: last, Value: wd.Contents})
+					case topo.IsErrType(wd.Err, topo.NoNode):
+						deleted = true
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+					default:
+						werr = wd.Err
+					}
+					if werr != nil || deleted {
+						break
+					}
+				}
+				drainAfter(cancelNothing, changes)
+				if deleted {
+					return werr
+				}
+				if werr == nil {
+					werr = topo.NewError(topo.Interrupted, p)
+				}
+				if ctx.Err() != nil {
+					return endOfWatch(ctx, werr)
+				}
+				if !isStoreErr(werr) {
+					return werr
+				}
+				if err := o.rewatchWait(wctx, ctx, p, werr); err != nil {
+					return endOfWatch(ctx, err)
+				}
+			}
+		},
+	}
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
+	cmd.Flags().BoolVar(&o.fullValues, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
+	return cmd
+}
+
+// probe runs one store call bounded by --timeout.
+func (o *options) probe(ctx context.Context, call func(context.Context) error) error {
+	cctx, cancel := o.callCtx(ctx)
+	defer cancel()
+	return call(cctx)
+}
+
+// openWatch opens the store for a watch and makes a bounded read first
+// (read, through probe): the watch itself has no deadline, so an
+// unreachable store is reported here. It returns the context to watch with
+// (ctx without a deadline) and its cancel. On error nothing stays open.
+func (o *options) openWatch(ctx context.Context, read func(context.Context, topo.Conn) error) (*store, context.Context, context.CancelFunc, error) {
+	st, err := o.open(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := o.probe(ctx, func(c context.Context) error { return read(c, st.conn) }); err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	return st, wctx, cancel, nil
+}
+
+// drainAfter cancels a watch and reads its channel until the backend
+// closes it, as the Conn contract asks.
+func drainAfter[T any](cancel context.CancelFunc, ch <-chan T) {
+	cancel()
+	for range ch {
+	}
+}
+
+func cancelNothing() {}
+
+// isStoreErr reports whether a watch ended by err may resume by watching
+// again (the store failed or could not be reached), rather than by a
+// refusal that a retry would meet again.
+func isStoreErr(err error) bool {
+	switch topo.CodeOf(err) {
+	case topo.PermissionDenied, topo.InvalidPath, topo.InvalidArgument, topo.NoImplementation:
+		return false
+	}
+	return true
+}
+
+// rewatchBackoff is how long a watch waits before watching again after a
+// failure.
+const rewatchBackoff = time.Second
+
+// rewatchWait says on stderr that the watch of p failed with err and is
+// reconnecting, then waits rewatchBackoff. It returns an error once ctx
+// (the user's) or wctx ends.
+func (o *options) rewatchWait(wctx, ctx context.Context, p string, err error) error {
+	o.eprintf("topoctl: watch of %s failed (%s): reconnecting\n", displayPath(p), o.formatError(err))
+	select {
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return topo.NewError(topo.Interrupted, p)
+		}
+		return wctx.Err()
+	case <-time.After(rewatchBackoff):
+		return nil
+	}
+}
+
+// monitor checks every second, until ctx ends or the returned stop is
+// called, that the store's address accepts TCP connections, and says on
+// stderr when it stops ("lost the connection ...: reconnecting") and
+// starts again ("reconnected"): some backends' clients retry a broken
+// watch silently, which would leave the user looking at a quiet watch.
+func (o *options) monitor(ctx context.Context, st *store) (stop func()) {
+	if st.addr == "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		down := false
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := o.checkListening(ctx, st.spec)
+			if ctx.Err() != nil {
+				return
+			}
+			switch {
+			case err != nil && !down:
+				down = true
+				o.eprintf("topoctl: lost the connection to %s (%s): reconnecting\n", st.spec.addr, o.formatError(err))
+			case err == nil && down:
+				down = false
+				o.eprintf("topoctl: reconnected to %s\n", st.spec.addr)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// waitCreated returns once the file p exists, saying on stderr that it
+// waits; it returns an error when ctx ends or the store fails.
+func (o *options) waitCreated(ctx context.Context, conn topo.Conn, p string) error {
+	o.eprintf("topoctl: %s does not exist yet: waiting for it to be created\n", displayPath(p))
+	wctx, cancel := context.WithCancel(ctx)
+	initial, changes, err := conn.WatchRecursive(wctx, p)
+	if err != nil {
+		cancel()
+		return at(err, p)
+	}
+	defer drainAfter(cancel, changes)
+	for _, wd := range initial {
+		if wd.Path == p {
+			return nil
+		}
+	}
+	for wd := range changes {
+		switch {
+		case wd.Err == nil && wd.Path == p:
+			return nil
+		case wd.Err != nil && !(topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != ""):
+			return wd.Err
+		}
+	}
+	return topo.NewError(topo.Interrupted, p)
+}
