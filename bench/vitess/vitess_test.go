@@ -14,12 +14,14 @@ package vitessbench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	vlog "vitess.io/vitess/go/vt/log"
 	vtopo "vitess.io/vitess/go/vt/topo"
 	vconsul "vitess.io/vitess/go/vt/topo/consultopo"
 	vetcd "vitess.io/vitess/go/vt/topo/etcd2topo"
@@ -47,6 +49,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// Vitess logs its connections and watch events at info level, on
+	// stdout, where they would break the benchmark lines: warnings and
+	// errors only, on stderr.
+	vlog.SwapLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	addr, stopEtcd, err := etcdtest.Launch()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
