@@ -214,6 +214,9 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 	if or == and {
 		lcp := names[0]
 		for _, s := range names[1:] {
+			if strings.HasPrefix(s, lcp) {
+				continue
+			}
 			i := 0
 			for i < len(lcp) && i < len(s) && lcp[i] == s[i] {
 				i++
@@ -257,10 +260,24 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 		hist := sc.hist[:size]
 		clear(hist)
 		dmask := uint64(1)<<d - 1
-		for _, e := range keys {
-			v := e >> idxBits
-			for p := range passes {
-				hist[p<<d+int(v>>(p*d)&dmask)]++
+		switch passes {
+		case 1:
+			for _, e := range keys {
+				hist[e>>idxBits&dmask]++
+			}
+		case 2:
+			h0, h1 := hist[:1<<d], hist[1<<d:2<<d]
+			for _, e := range keys {
+				v := e >> idxBits
+				h0[v&dmask]++
+				h1[v>>d&dmask]++
+			}
+		default:
+			for _, e := range keys {
+				v := e >> idxBits
+				for p := range passes {
+					hist[p<<d+int(v>>(p*d)&dmask)]++
+				}
 			}
 		}
 		for p := range passes {
@@ -289,13 +306,20 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 	}
 	// Runs whose kept bits tie, by name.
 	byName := func(a, b uint64) int { return strings.Compare(names[a&m], names[b&m]) }
-	for i := 0; i < n; {
+	prev := keys[0] >> idxBits
+	for i := 1; i < n; i++ {
+		k := keys[i] >> idxBits
+		if k != prev {
+			prev = k
+			continue
+		}
 		j := i + 1
-		for j < n && keys[j]>>idxBits == keys[i]>>idxBits {
+		for j < n && keys[j]>>idxBits == k {
 			j++
 		}
-		if j-i > 1 {
-			slices.SortFunc(keys[i:j], byName)
+		slices.SortFunc(keys[i-1:j], byName)
+		if j < n {
+			prev = keys[j] >> idxBits
 		}
 		i = j
 	}
