@@ -60,3 +60,49 @@ func TestDeleteRequests(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []topo.DirEntry{{Name: "d"}}, root)
 }
+
+// TestUnlockRequests: an uncontended Unlock of a directory that holds
+// files sends the delete of its entry and one pipelined Stat read of the
+// directory, and nothing else (it used to read the locks znode's Stat too,
+// which only matters when the directory holds nothing else). A named lock's
+// directory, which holds nothing but the locks znode, is still removed by
+// Unlock, and so is a directory whose files were deleted while it was
+// locked.
+func TestUnlockRequests(t *testing.T) {
+	ctx := context.Background()
+	var rc rtCounter
+	c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, Dialer: rc.dial}, freshRoot(t))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	for _, p := range []string{"d/a", "e/a", "keep"} {
+		_, err := c.Create(ctx, p, []byte("v"))
+		require.NoError(t, err)
+	}
+	_, _, err = c.Get(ctx, "d/a") // the session's first read syncs: done
+	require.NoError(t, err)
+
+	for range 5 {
+		l, err := c.Lock(ctx, "d", "x")
+		require.NoError(t, err)
+		n0 := rc.load()
+		require.NoError(t, l.Unlock(ctx))
+		require.Equal(t, int64(2), rc.load()-n0, "requests of one Unlock")
+	}
+	names, err := c.ListDir(ctx, "d", false)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "a"}}, names)
+
+	ln, err := c.LockName(ctx, "named/x", "holder")
+	require.NoError(t, err)
+	require.NoError(t, ln.Unlock(ctx))
+	_, err = c.ListDir(ctx, "named", false)
+	require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
+
+	l, err := c.Lock(ctx, "e", "x")
+	require.NoError(t, err)
+	require.NoError(t, c.Delete(ctx, "e/a", nil))
+	require.NoError(t, l.Unlock(ctx))
+	root, err := c.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "d"}, {Name: "keep"}}, root)
+}
