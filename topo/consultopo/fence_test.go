@@ -249,7 +249,7 @@ func destroySessions(t *testing.T, c *Conn, raw *api.Client) {
 			}
 		}
 		return true
-	}, 2*MinSessionTTL+waitFor, tick)
+	}, 2*MinSessionTTL+waitFor, tick, "the Conn did not notice that its sessions were destroyed")
 }
 
 // TestTokensIncrease (issue 11): over many handovers of one lock and one
@@ -289,6 +289,7 @@ func TestTokensIncrease(t *testing.T) {
 
 	var lockTokens, termTokens []int64
 	for round := range 24 {
+		t.Logf("round %d", round)
 		c := conns[round%3]
 		var l topo.LockDescriptor
 		retry(func() (err error) {

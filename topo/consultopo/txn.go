@@ -16,8 +16,8 @@ import (
 const (
 	// MaxTxnOps is the most operations Consul takes in one transaction
 	// (fixed in Consul 1.13's /v1/txn endpoint). Txn counts the Consul
-	// operations its ops map to (see Conn.Txn): IfHeld, a versioned
-	// UpdateOp and a DeleteOp take two, every other op one.
+	// operations its ops map to (see Conn.Txn): a DeleteOp takes two,
+	// every other op one.
 	MaxTxnOps = 64
 	// DefaultTxnMaxRequestBytes is the default of
 	// Options.TxnMaxRequestBytes: 512 KiB, the default of Consul's
@@ -33,24 +33,33 @@ const (
 )
 
 // Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
-// round trip. Each op becomes one or two KV operations, in order:
+// round trip. Each op becomes one KV operation (a DeleteOp two), in order:
 //
 //   - IfVersion: check-index on the key (NoNode when absent, BadVersion
 //     when its ModifyIndex differs);
 //   - IfAbsent: check-not-exists (NodeExists);
 //   - IfPresent: get (NoNode; Consul has no existence check, so the
 //     file's value travels back in the answer);
-//   - IfHeld: check-session on the lock (or election) key with the
-//     claim's session, then check-index on it with the claim's fencing
-//     token (LockLost when either fails): the key must still be held by
-//     that session and unchanged since that very acquire, so a stale
-//     descriptor of the same session (an earlier lock of the same
-//     directory through the same Conn) never passes;
+//   - IfHeld: check-index on the lock (or election) key with the claim's
+//     fencing token, its ModifyIndex at the acquire (LockLost when it
+//     fails). That alone proves the claim: Consul gives a key a new
+//     ModifyIndex (the Raft index of the write) on every change of its
+//     entry, the session included (an unlock, a release by an ending
+//     session, another acquire), and a key deleted (by Unlock, or by
+//     Consul when the session ends) and created again gets a new one; so
+//     a key still at the token is the entry the claim's acquire wrote,
+//     held by its session. A stale descriptor of the same session (an
+//     earlier lock of the same directory through the same Conn) never
+//     passes: every acquire writes the key (see acquire). A check-session
+//     would add nothing but a Consul operation, which costs latency
+//     (BenchmarkGuardedUpdate; docs/layout-consul.md);
 //   - CreateOp: a check-and-set on index 0 with Flags 0, as Create
 //     (NodeExists);
-//   - UpdateOp: without a version a set, with one a check-index (NoNode,
-//     BadVersion) then a check-and-set on it; both store a fresh nonce in
-//     Flags, as Update does, so every update yields a new version;
+//   - UpdateOp: without a version a set, with one a check-and-set on it
+//     (version 0, which no key has, a check-index instead); both store a
+//     fresh nonce in Flags, as Update does, so every update yields a new
+//     version. A failed check-and-set says neither NoNode nor BadVersion:
+//     as for Update, a consistent read after the rollback tells which;
 //   - DeleteOp: without a version a get (NoNode) then a delete, with one
 //     a check-index (NoNode, BadVersion) then a delete, as Delete.
 //
@@ -59,9 +68,9 @@ const (
 // written keys (the transaction's Raft index). Consul answers a rolled-back
 // transaction with per-operation errors carrying their OpIndex; the lowest
 // one names the first failing op (Consul evaluates every operation on the
-// state the earlier ones left), and its message says NoNode from
-// BadVersion: the failure is decided atomically with the attempt, without
-// another read. An ACL refusal of any operation is PermissionDenied.
+// state the earlier ones left) and its message the code, without another
+// read (but for the failed check-and-set above). An ACL refusal of any
+// operation is PermissionDenied.
 //
 // Before anything is sent, in this order: CheckTxn's checks of the context
 // and the ops; Closed after Close; InvalidArgument (*topo.TxnError) for an
@@ -108,7 +117,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	case err != nil:
 		return nil, c.txnSendError(ctx, err)
 	case !ok:
-		return nil, c.txnFailure(cops, plan, resp)
+		return nil, c.txnFailure(ctx, cops, plan, resp)
 	}
 	return txnVersions(cops, plan, resp)
 }
@@ -149,8 +158,8 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 			if !ok {
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
-			fkey, sess, token, _, _ := f.target()
-			add(i, &api.KVTxnOp{Verb: api.KVCheckSession, Key: fkey, Session: sess.id})
+			// check-index on the token alone proves the claim: see Txn.
+			fkey, _, token, _, _ := f.target()
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
 			plan.fences = append(plan.fences, txnFence{op: i, fence: f})
 		case topo.TxnCreate:
@@ -160,7 +169,13 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 				add(i, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: op.Contents, Flags: writeNonce()})
 				continue
 			}
-			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(op.Version)})
+			if op.Version == 0 {
+				// No key has ModifyIndex 0, and a check-and-set on 0
+				// would create the key: check the index instead, which
+				// fails with NoNode or BadVersion.
+				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
+				continue
+			}
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
 		case topo.TxnDelete:
 			if op.Version == backendkit.AnyVersion {
@@ -224,7 +239,7 @@ func (c *Conn) txnSendError(ctx context.Context, err error) error {
 // *topo.TxnError of the op owning the Consul operation with the lowest
 // OpIndex among the errors, PermissionDenied for an ACL refusal, and
 // rollbackError's Unavailable for an error that names no failed condition.
-func (c *Conn) txnFailure(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
+func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
 	if classifyRollback(resp) == rollbackDenied {
 		return backendkit.Wrap(topo.PermissionDenied, "", txnError(resp))
 	}
@@ -246,6 +261,15 @@ func (c *Conn) txnFailure(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnRe
 	if !ok {
 		return rollbackError(path, resp)
 	}
+	if code == topo.BadVersion && op.Kind == topo.TxnUpdate && plan.ops[first.OpIndex].KV.Verb == api.KVCAS {
+		// Consul's failed check-and-set does not say whether the key is
+		// absent: a consistent read tells, as for Update.
+		err := c.missingOrBadVersion(ctx, op.Path)
+		if !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.BadVersion) {
+			return err
+		}
+		return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: err}
+	}
 	return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(code, path, errors.New(first.What))}
 }
 
@@ -262,16 +286,16 @@ func fenceIndex(plan txnPlan, i int) int {
 // failureCode is the condition outcome of a Consul operation of verb,
 // generated for an op of kind, failing with Consul's message what (see
 // Consul's state store: "failed index check", "doesn't exist", "exists",
-// "index is stale", "failed session check"). It reports false for a
+// "index is stale"). It reports false for a
 // message that names no failed condition (a lock-delay, an internal
 // error).
 func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCode, bool) {
 	missing := strings.Contains(what, "doesn't exist")
 	switch {
 	case kind == topo.TxnIfHeld:
-		// check-session: gone or held by another session; check-index:
-		// gone, or acquired again or written since the token's acquire.
-		if missing || strings.Contains(what, "failed session check") || strings.Contains(what, "failed index check") {
+		// check-index on the token: gone, or acquired again or written
+		// since the token's acquire.
+		if missing || strings.Contains(what, "failed index check") {
 			return topo.LockLost, true
 		}
 	case verb == api.KVCheckIndex:
@@ -292,6 +316,12 @@ func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCod
 	case verb == api.KVCAS && kind == topo.TxnCreate:
 		if strings.Contains(what, "index is stale") {
 			return topo.NodeExists, true
+		}
+	case verb == api.KVCAS:
+		// A versioned UpdateOp: absent or at another version; txnFailure
+		// reads which.
+		if strings.Contains(what, "index is stale") {
+			return topo.BadVersion, true
 		}
 	}
 	return 0, false

@@ -214,15 +214,17 @@ func TestTxnLimits(t *testing.T) {
 	require.False(t, errors.As(err, &te), "a size limit is not an op's fault: %v", err)
 	require.Equal(t, before, snapshot(t, root))
 
-	// IfHeld and versioned updates take two Consul operations each.
+	// A DeleteOp takes two Consul operations.
 	two := []topo.TxnOp{topo.IfHeld(l)}
 	for i := range MaxTxnOps/2 - 1 {
-		two = append(two, topo.UpdateOp("g/"+strings.Repeat("y", i+1), []byte("y"), v))
+		two = append(two, topo.DeleteOp("g/"+strings.Repeat("y", i+1), v))
 	}
-	_, err = c.Txn(ctx, append(two, topo.IfAbsent("n"))...) // 65
+	_, err = c.Txn(ctx, append(two, topo.IfAbsent("n"), topo.IfAbsent("m"))...) // 65
 	requireCode(t, err, topo.InvalidArgument)
-	_, err = c.Txn(ctx, append(two, topo.UpdateOp("a", []byte("z"), v))...) // 66
+	_, err = c.Txn(ctx, append(two, topo.DeleteOp("a", v))...) // 65
 	requireCode(t, err, topo.InvalidArgument)
+	_, err = c.Txn(ctx, append(two, topo.IfAbsent("n"))...) // 64: sent
+	requireTxnErr(t, err, 1, topo.NoNode)
 	require.Equal(t, before, snapshot(t, root))
 
 	vs, err := c.Txn(ctx, ops...) // exactly MaxTxnOps
@@ -347,7 +349,8 @@ func TestTxnWatched(t *testing.T) {
 
 // TestTxnPermissionDenied (issue 11): a read-only token's transaction
 // with a write is PermissionDenied (not a condition outcome) and writes
-// nothing; one of conditions only is answered.
+// nothing; one of IfVersion and IfPresent conditions is answered, IfAbsent
+// needs write permission in Consul.
 func TestTxnPermissionDenied(t *testing.T) {
 	_, admin, ro, _ := aclSetup(t)
 	ctx := t.Context()
@@ -364,8 +367,11 @@ func TestTxnPermissionDenied(t *testing.T) {
 		var te *topo.TxnError
 		require.False(t, errors.As(err, &te), "%v", err)
 	}
-	_, err = ro.Txn(ctx, topo.IfVersion("d/f", v), topo.IfPresent("d/f"), topo.IfAbsent("d/g"))
+	_, err = ro.Txn(ctx, topo.IfVersion("d/f", v), topo.IfPresent("d/f"))
 	require.NoError(t, err)
+	// Consul wants key write permission for check-not-exists.
+	_, err = ro.Txn(ctx, topo.IfVersion("d/f", v), topo.IfAbsent("d/g"))
+	requireCode(t, err, topo.PermissionDenied)
 	_, err = ro.Txn(ctx, topo.IfVersion("d/f", topo.NumericVersion(1)))
 	requireTxnErr(t, err, 0, topo.BadVersion)
 	got, gv, err := admin.Get(ctx, "d/f")
