@@ -461,3 +461,37 @@ func (e *TopoElection) Leader(ctx context.Context) (string, error) {
 func (e *TopoElection) WatchLeader(ctx context.Context) (<-chan string, error) {
 	return e.observer.WaitForNewLeader(ctx)
 }
+
+// Proclaim publishes value as this master's leader value (see
+// topo.LeaderParticipation.Proclaim): observers (Observe, LeaderInfo) see
+// it with the same term. It returns a NotLeader *topo.Error when this
+// instance is not master, Closed after Close, and the backend's errors.
+// Safe for concurrent use.
+func (e *TopoElection) Proclaim(ctx context.Context, value []byte) error {
+	e.mu.Lock()
+	closed, c := e.closed, e.cur
+	e.mu.Unlock()
+	if closed {
+		return topo.NewError(topo.Closed, e.name)
+	}
+	if c == nil || !c.master() {
+		return topo.NewError(topo.NotLeader, e.name)
+	}
+	return c.lp.Proclaim(ctx, value)
+}
+
+// LeaderInfo returns the current master's instance ID, its published value
+// and its term's fencing token, or a NoLeader *topo.Error when nobody is
+// master. Safe for concurrent use.
+func (e *TopoElection) LeaderInfo(ctx context.Context) (topo.Leader, error) {
+	return e.observer.Leader(ctx)
+}
+
+// Observe returns a channel of the election's masters, with their values
+// and tokens (see topo.LeaderParticipation.Observe): the current one first
+// (ID "" when nobody is master), then every change. It closes when ctx
+// ends or the Conn is closed, and must be drained until then. Safe for
+// concurrent use.
+func (e *TopoElection) Observe(ctx context.Context) (<-chan topo.Leader, error) {
+	return e.observer.Observe(ctx)
+}
