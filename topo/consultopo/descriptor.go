@@ -46,7 +46,8 @@ func newLockDescriptor(c *Conn, path, key string, h held) *lockDescriptor {
 // the holder can prove it holds the lock: the lock's session is within its
 // safety margin (a renewal acknowledged less than one TTL ago, see
 // session) and a consistent read, finished before that margin ran out,
-// shows the key held by that session with the LockIndex of our acquire. It
+// shows the key held by that session with the LockIndex and ModifyIndex
+// (the fencing token) of our acquire. It
 // returns Interrupted after Unlock; LockLost when the session is known lost
 // (destroyed, expired, not renewed within the margin, or the Conn closed)
 // or the key is gone, held by another session or acquire, or written since
@@ -102,10 +103,10 @@ func (l *lockDescriptor) markLost(why string) error {
 // the lock's session still holds <dir>/Lock and deletes the key (so no
 // leftover keeps an emptied directory listed, and a key another holder or
 // another tool wrote is never deleted), then a lock-specific session is
-// destroyed. Done is closed as Unlock starts. It returns LockLost when the lock had been lost, Interrupted
-// on a second Unlock, PermissionDenied when the ACL token may not delete
-// the key, and Timeout/Interrupted when ctx ends first (the release then
-// completes in the background).
+// destroyed. Done is closed as Unlock starts. It returns LockLost when the
+// lock had been lost, Interrupted on a second Unlock, PermissionDenied
+// when the ACL token may not delete the key, and Timeout/Interrupted when
+// ctx ends first (the release then completes in the background).
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -484,3 +484,44 @@ func TestTermFence(t *testing.T) {
 	_, err = p2.Term()
 	requireCode(t, err, topo.NotLeader)
 }
+
+// TestTxnAnswerLost (issue 11): a transaction whose connection drops
+// before its answer arrives is Unavailable (outcome unknown), never a
+// success nor a condition outcome.
+func TestTxnAnswerLost(t *testing.T) {
+	root := testRoot(t)
+	proxy, err := faultproxy.New(agent.Addr())
+	require.NoError(t, err)
+	defer proxy.Close()
+	opts := testOptions()
+	opts.Address = proxy.Addr()
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := t.Context()
+	l, err := c.LockName(ctx, "d", "x")
+	require.NoError(t, err)
+	v, err := c.Create(ctx, "d/f", []byte("0"))
+	require.NoError(t, err)
+
+	proxy.Blackhole()
+	done := make(chan error, 1)
+	go func() {
+		_, err := topo.GuardedUpdate(ctx, c, l, "d/f", []byte("1"), v)
+		done <- err
+	}()
+	var got error
+	for got == nil {
+		select {
+		case got = <-done:
+			if got == nil {
+				t.Fatal("a transaction whose answer was lost reported success")
+			}
+		case <-time.After(20 * time.Millisecond):
+			proxy.Reset()
+		}
+	}
+	requireCode(t, got, topo.Unavailable)
+	proxy.Heal()
+	require.NoError(t, l.Unlock(ctx))
+}
