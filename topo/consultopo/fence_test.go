@@ -369,8 +369,8 @@ func TestRelockSameSessionNewToken(t *testing.T) {
 }
 
 // TestLockDone (issue 11): a lock's Done closes on Unlock (at once), on
-// the session's end, and on the key being deleted behind the holder's
-// back (whether Done was called before or after); not while held.
+// the session's end, on the key being deleted behind the holder's back
+// (whether Done was called before or after) and on Close; not while held.
 func TestLockDone(t *testing.T) {
 	root := testRoot(t)
 	c := newTestConn(t, root)
@@ -418,6 +418,27 @@ func TestLockDone(t *testing.T) {
 	require.NoError(t, err)
 	expireSession(t, c)
 	requireClosed(t, l.Done(), "lock whose session was destroyed")
+
+	// The Conn closes; the lock then guards nothing, even through
+	// another Conn.
+	other, err := NewConn(testOptions(), root)
+	require.NoError(t, err)
+	l, err = other.Lock(ctx, "d", "x")
+	require.NoError(t, err)
+	p, err := other.NewLeaderParticipation("e", "x")
+	require.NoError(t, err)
+	_, err = p.WaitForLeadership()
+	require.NoError(t, err)
+	term, err := p.Term()
+	require.NoError(t, err)
+	done = l.Done()
+	other.Close()
+	requireClosed(t, done, "lock of a closed Conn")
+	requireClosed(t, term.Done(), "term of a closed Conn")
+	_, err = topo.GuardedUpdate(ctx, c, l, "d/f", []byte("after close"), nil)
+	requireTxnErr(t, err, 0, topo.LockLost)
+	_, err = topo.GuardedUpdate(ctx, c, term, "d/f", []byte("after close"), nil)
+	requireTxnErr(t, err, 0, topo.LockLost)
 }
 
 // TestTermFence (issue 11): Term is NotLeader before leadership and after

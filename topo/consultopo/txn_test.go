@@ -84,9 +84,17 @@ func TestTxnOps(t *testing.T) {
 	require.NoError(t, err, "the create made the parent directories")
 	require.Equal(t, "deep", entries[0].Name)
 
+	// Conditions only (Consul's read path, sent ?consistent).
+	vs, err = c.Txn(ctx, topo.IfAbsent("n"), topo.IfPresent("u"), topo.IfVersion("u", vs[5]))
+	require.NoError(t, err)
+	require.Equal(t, []topo.Version{nil, nil, nil}, vs)
+	_, err = c.Txn(ctx, topo.IfAbsent("n"), topo.IfPresent("n"), topo.IfAbsent("u"))
+	requireTxnErr(t, err, 1, topo.NoNode)
+
 	// An update of identical contents still yields a new version, as
 	// Update's does.
-	va1 := vs[4]
+	_, va1, err := c.Get(ctx, "a")
+	require.NoError(t, err)
 	vs, err = c.Txn(ctx, topo.UpdateOp("a", []byte("a1"), va1))
 	require.NoError(t, err)
 	require.NotEqual(t, va1, vs[0])
