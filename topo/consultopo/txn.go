@@ -80,9 +80,11 @@ const (
 // of their size) exceeds Options.TxnMaxRequestBytes (512 KiB by default):
 // a single value above about 380 KiB never fits, so files larger than
 // that, which Update writes through the KV endpoint (see writeLarge),
-// cannot be written in a transaction; then LockLost (*topo.TxnError) for
-// an IfHeld claim already released, lost, or past its session's deadline
-// (see session), without sending anything.
+// cannot be written in a transaction. An IfHeld claim already released,
+// lost, or past its session's deadline (see session) here is sent as a
+// check-index on index 0, which no key has: the transaction cannot apply
+// whatever the store still says of the claim, and Consul's answer names
+// the first failing op, that one (LockLost) or an earlier one.
 //
 // A transaction whose answer is lost returns Unavailable (Timeout or
 // Interrupted when ctx ended): it may have been applied. Reads within the
@@ -106,12 +108,6 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if n := txnRequestBytes(plan.ops); n > c.opts.TxnMaxRequestBytes {
 		return nil, backendkit.TxnTooLarge("consul", n, c.opts.TxnMaxRequestBytes, "request bytes (estimated)")
 	}
-	for _, f := range plan.fences {
-		if _, _, _, path, why := f.fence.target(); why != "" {
-			op := cops[f.op]
-			return nil, &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.LockLost, path, errors.New(why))}
-		}
-	}
 	ok, resp, _, err := c.client.Txn().Txn(plan.ops, c.consistentOptions(ctx))
 	switch {
 	case err != nil:
@@ -133,6 +129,9 @@ type txnPlan struct {
 type txnFence struct {
 	op    int
 	fence consulFence
+	// lostWhy says why the claim was known lost or released when the
+	// transaction was planned ("" if it may be held).
+	lostWhy string
 }
 
 // planTxn maps the canonical ops onto Consul KV operations (see Txn). It
@@ -159,9 +158,15 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
 			// check-index on the token alone proves the claim: see Txn.
-			fkey, _, token, _, _ := f.target()
+			fkey, _, token, _, why := f.target()
+			if why != "" {
+				// Known lost or released here: no key is at index 0, so
+				// the transaction rolls back whatever the store says of
+				// the claim, and Consul still names the first failing op.
+				token = 0
+			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
-			plan.fences = append(plan.fences, txnFence{op: i, fence: f})
+			plan.fences = append(plan.fences, txnFence{op: i, fence: f, lostWhy: why})
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
@@ -256,7 +261,11 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 	code, ok := failureCode(op.Kind, plan.ops[first.OpIndex].KV.Verb, first.What)
 	path := op.Path
 	if op.Kind == topo.TxnIfHeld {
-		_, _, _, path, _ = plan.fences[fenceIndex(plan, op.Index)].fence.target()
+		f := plan.fences[fenceIndex(plan, op.Index)]
+		_, _, _, path, _ = f.fence.target()
+		if f.lostWhy != "" {
+			return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy))}
+		}
 	}
 	if !ok {
 		return rollbackError(path, resp)

@@ -137,6 +137,7 @@ func TestTxnOps(t *testing.T) {
 		{"delete absent", []topo.TxnOp{w, topo.DeleteOp("n", nil)}, 1, topo.NoNode},
 		{"delete stale", []topo.TxnOp{w, topo.DeleteOp("a", stale)}, 1, topo.BadVersion},
 		{"delete absent versioned", []topo.TxnOp{w, topo.DeleteOp("n", va)}, 1, topo.NoNode},
+		{"a failure before an unlocked if-held", []topo.TxnOp{w, topo.IfPresent("n"), topo.IfHeld(gone)}, 1, topo.NoNode},
 		{"first of two failures", []topo.TxnOp{w, topo.IfHeld(l), topo.IfAbsent("a"), topo.IfVersion("a", stale)}, 2, topo.NodeExists},
 		{"held passes, version fails", []topo.TxnOp{topo.IfHeld(l), topo.UpdateOp("a", []byte("x"), stale), w}, 1, topo.BadVersion},
 	} {
