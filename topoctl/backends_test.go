@@ -25,5 +25,5 @@ func TestConsul(t *testing.T) {
 	runSuite(t, func(t *testing.T) target {
 		// Without a leading "/", as Vitess's Consul backend needs.
 		return target{impl: "consul", addr: addr, root: t.Name()}
-	}, capabilities{})
+	}, capabilities{fence: true})
 }
