@@ -17,8 +17,11 @@ import (
 // holding contents under <root>/dirPath/locks/ (creating that "locks"
 // container znode when absent; the server removes it once its last entry
 // is gone), and waits until its znode has the lowest sequence, watching
-// only its predecessor. Uncontended it costs two round trips (the create
-// and a children read). It returns NoNode when dirPath has no files,
+// only its predecessor. Uncontended it costs two round trips of waiting:
+// the create (the children read is pipelined behind it), then an exists
+// of the new entry, which reads the fencing token (its Czxid, see Token)
+// and sets the watch behind Done; while the claim waits for a predecessor
+// that exists request costs nothing. It returns NoNode when dirPath has no files,
 // Timeout or Interrupted when ctx ends first (the waiting znode is then
 // removed with a fresh context), LockLost when the session it waits on
 // ends (the server then deleted its znode), PermissionDenied when the
@@ -26,7 +29,7 @@ import (
 // backendkit.CheckLockPath), InvalidArgument, Closed or Unavailable. The lock
 // lives as long as the session it was taken on (see Options.SafetyMargin).
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, true, false)
+	return c.lock(ctx, dirPath, contents, true, false, false)
 }
 
 // LockWithTTL is Lock with a time to live. ttl must be positive
@@ -37,11 +40,7 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // to ZooKeeper. TTL znodes (extendedTypesEnabled) are not used: they are not
 // tied to a session, so a holder that lost its session would keep the lock.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
-	if ttl <= 0 {
-		p, _ := topo.CleanDirPath(dirPath)
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("ttl must be positive")}
-	}
-	return c.lock(ctx, dirPath, contents, true, false)
+	return c.lock(ctx, dirPath, contents, true, false, ttl <= 0)
 }
 
 // LockName takes the named lock dirPath, which need not exist (the
@@ -49,13 +48,13 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 // is released). Like every ZooKeeper lock it lives as long as the session,
 // with no other time limit. Errors as for Lock, except NoNode.
 func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, false, false)
+	return c.lock(ctx, dirPath, contents, false, false, false)
 }
 
 // TryLock is Lock that returns NodeExists at once (after removing its own
 // entry) when another entry, holder or waiter, is ahead of it.
 func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, true, true)
+	return c.lock(ctx, dirPath, contents, true, true, false)
 }
 
 // lock claims the lock: it enters the queue on the current session and
@@ -63,7 +62,12 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 // on the session its entry was created on; when that session ends before
 // the entry was created, the claim starts again on a new session (nothing
 // of it can survive on the old one), and after, it fails with LockLost.
-func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try bool) (topo.LockDescriptor, error) {
+// The arguments are checked in backendkit's order: ctx, the path, the
+// reserved-name rule, the value, the ttl (badTTL), whether c is closed.
+func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try, badTTL bool) (topo.LockDescriptor, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	dp, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
@@ -71,11 +75,14 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 	if err := backendkit.CheckValue(dp, []byte(contents)); err != nil {
 		return nil, err
 	}
+	if badTTL {
+		return nil, backendkit.Wrap(topo.InvalidArgument, dp, errors.New("ttl must be positive"))
+	}
 	if err := c.begin(ctx, dp); err != nil {
 		return nil, err
 	}
 	if c.internal(dp) {
-		return nil, &topo.Error{Code: topo.InvalidPath, Path: dp, Err: errors.New("zk2topo: ZooKeeper's own znodes cannot be locked")}
+		return nil, backendkit.Wrap(topo.InvalidPath, dp, errors.New("zk2topo: ZooKeeper's own znodes cannot be locked"))
 	}
 	dirZp := c.zkPath(dp)
 	locksZp := dirZp + "/" + locksDir
@@ -96,13 +103,35 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 			}
 			return nil, err
 		}
-		l := &lockDesc{c: c, dir: dp, node: node, sess: s}
+		l := &lockDesc{c: c, dir: dp, node: node, sess: s, done: make(chan struct{})}
+		// The entry's Stat (its Czxid is the token) and the watch behind
+		// Done, read while the claim waits: it costs one round trip of
+		// waiting only when the lock is free at once.
+		stat := c.statEntry(ctx, s, dp, node)
 		if err := l.wait(ctx, try, pre); err != nil {
 			return nil, err
 		}
+		r := <-stat
+		switch {
+		case r.err == errSessionOver || s.isLost():
+			return nil, backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
+		case r.err != nil:
+			l.abandon()
+			return nil, c.convert(r.err, dp)
+		case !r.owned(s):
+			// Deleted behind our back (or not ours): not held.
+			s.forget(node)
+			return nil, backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
+		}
+		l.token, l.entryVersion = r.st.Czxid, r.st.Version
+		c.watchEntry(s, dp, node, r.ch, l.done, l.endClaim)
 		return l, nil
 	}
 }
+
+// errLostWhileWaiting is the cause of the LockLost of a claim whose
+// session ended (or whose entry vanished) before the lock was held.
+var errLostWhileWaiting = errors.New("zk2topo: the session ended, or the entry vanished, while waiting for the lock")
 
 // childrenRes is the answer to a children read.
 type childrenRes struct {
@@ -188,7 +217,7 @@ func (l *lockDesc) wait(ctx context.Context, try bool, pre <-chan childrenRes) e
 	locksZp := zkDir(l.node)
 	name := l.node[len(locksZp)+1:]
 	lost := func() error {
-		return &topo.Error{Code: topo.LockLost, Path: dp, Err: errors.New("zk2topo: the session ended while waiting for the lock")}
+		return backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
 	}
 	for {
 		var children []string

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // zkSession is one ZooKeeper session, and the one *zk.Conn that carries it.
@@ -491,4 +492,4 @@ func (o *sessionObserver) written(b []byte) {
 
 // errSessionOver is the error of a request that was not sent because the
 // session it was issued on is over.
-var errSessionOver = &topo.Error{Code: topo.Unavailable, Err: errors.New("zk2topo: the ZooKeeper session ended")}
+var errSessionOver = backendkit.Wrap(topo.Unavailable, "", errors.New("zk2topo: the ZooKeeper session ended"))
