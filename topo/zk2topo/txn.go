@@ -415,7 +415,12 @@ func (t *txn) run(ctx context.Context) ([]topo.Version, error) {
 		if j < 0 {
 			// No per-op answer: the request itself failed, and may have
 			// been applied (Unavailable), or ctx ended (Timeout or
-			// Interrupted: the same).
+			// Interrupted: the same). The client library fails with
+			// ErrNoServer only the requests it never sent: a guarded one
+			// whose session is over then surely changed nothing.
+			if errors.Is(err, zk.ErrNoServer) && t.guard != nil && t.guard.isLost() {
+				return nil, t.lost()
+			}
 			return nil, c.convert(err, "")
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
