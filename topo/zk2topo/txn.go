@@ -552,7 +552,11 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 	var wg sync.WaitGroup
 	for k, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
-		wg.Go(func() {
+		run := wg.Go
+		if len(idx) == 1 {
+			run = func(f func()) { f() } // no goroutine for the common case
+		}
+		run(func() {
 			var exists bool
 			var st *zk.Stat
 			errs[k] = c.onSession(ctx, t.s, t.ops[i].Path, func(z *zk.Conn) error {
