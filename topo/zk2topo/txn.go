@@ -122,7 +122,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes)}
 		}
 	}
-	if err := t.checkSize(t.build()); err != nil {
+	m := t.build()
+	if err := t.checkSize(m); err != nil {
 		return nil, err
 	}
 	if c.closed.Load() {
@@ -138,7 +139,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	} else if t.s, err = c.live(ctx, ""); err != nil {
 		return nil, err
 	}
-	return t.run(ctx)
+	return t.run(ctx, m)
 }
 
 // fenceClaim is what IfHeld checks: an entry of a session.
@@ -366,7 +367,8 @@ func (t *txn) needsStat(i int) bool {
 
 // run sends the multi, reading Stats where a failure needs them, until it
 // succeeds or fails for good.
-func (t *txn) run(ctx context.Context) ([]topo.Version, error) {
+// m is the multi built before any read.
+func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
 	written := map[string]bool{}
@@ -382,9 +384,11 @@ func (t *txn) run(ctx context.Context) ([]topo.Version, error) {
 		return nil, err
 	}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
-		m := t.build()
-		if err := t.checkSize(m); err != nil {
-			return nil, err
+		if attempt > 0 || len(first) > 0 {
+			m = t.build()
+			if err := t.checkSize(m); err != nil {
+				return nil, err
+			}
 		}
 		if t.guard != nil && t.guard.isLost() {
 			return nil, t.lost()
