@@ -57,14 +57,21 @@ type entryStat struct {
 func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan entryStat {
 	out := make(chan entryStat, 1)
 	go func() {
-		var r entryStat
-		r.err = c.onSession(ctx, s, p, func(z *zk.Conn) error {
+		// fn may still run after onSession gave up (ctx ended): it hands
+		// its answer over a channel, never through shared variables.
+		res := make(chan entryStat, 1) // only one attempt succeeds
+		err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
 			exists, st, ch, err := z.ExistsW(node)
 			if err == nil {
-				r.exists, r.st, r.ch = exists, st, ch
+				res <- entryStat{exists: exists, st: st, ch: ch}
 			}
 			return err
 		})
+		if err != nil {
+			out <- entryStat{err: err}
+			return
+		}
+		r := <-res
 		out <- r
 	}()
 	return out

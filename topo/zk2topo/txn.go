@@ -398,12 +398,20 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			reqs[j] = r.req
 		}
 		s := t.s
-		var res []zk.MultiResponse
+		type multiRes struct {
+			res []zk.MultiResponse
+			err error
+		}
+		answer := make(chan multiRes, 1) // fn may finish after do gave up
 		err := c.do(ctx, "", func() error {
 			r, err := s.zk.Multi(reqs...)
-			res = r
+			answer <- multiRes{r, err}
 			return err
 		})
+		var res []zk.MultiResponse
+		if topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && topo.CodeOf(err) != topo.Closed {
+			res = (<-answer).res
+		}
 		if err == nil {
 			return t.results(ctx, m, res), nil
 		}
@@ -561,17 +569,21 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 			run = func(f func()) { f() } // no goroutine for the common case
 		}
 		run(func() {
-			var exists bool
-			var st *zk.Stat
+			type statRes struct {
+				exists bool
+				st     *zk.Stat
+			}
+			last := make(chan statRes, 1) // fn may finish after onSession gave up
 			errs[k] = c.onSession(ctx, t.s, t.ops[i].Path, func(z *zk.Conn) error {
 				e, s, err := z.Exists(zp)
 				if err == nil {
-					exists, st = e, s
+					last <- statRes{e, s}
 				}
 				return err
 			})
 			if errs[k] == nil {
-				t.st[i].statted, t.st[i].exists, t.st[i].st = true, exists, st
+				r := <-last
+				t.st[i].statted, t.st[i].exists, t.st[i].st = true, r.exists, r.st
 			}
 		})
 	}
@@ -620,13 +632,17 @@ func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
 	var wg sync.WaitGroup
 	for k, d := range dirs {
 		wg.Go(func() {
+			last := make(chan bool, 1) // fn may finish after onSession gave up
 			errs[k] = c.onSession(ctx, t.s, t.ops[i].Path, func(z *zk.Conn) error {
 				e, _, err := z.Exists(d)
 				if err == nil {
-					exists[k] = e
+					last <- e
 				}
 				return err
 			})
+			if errs[k] == nil {
+				exists[k] = <-last
+			}
 		})
 	}
 	wg.Wait()
