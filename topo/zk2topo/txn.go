@@ -189,6 +189,12 @@ func (s *opState) dirOnly() bool {
 	return s.statted && s.exists && (!isFile(s.st) || s.st.EphemeralOwner != 0)
 }
 
+// onlyDir reports whether the Stat read shows a znode that is only a
+// directory (no data, children): what Create turns into the file.
+func (s *opState) onlyDir() bool {
+	return s.statted && s.exists && !isFile(s.st)
+}
+
 // txn is one Txn call.
 type txn struct {
 	c      *Conn
@@ -279,7 +285,7 @@ func (t *txn) build() []mreq {
 					mreq{&zk.DeleteRequest{Path: probe, Version: -1}, i, roleProbe})
 			}
 		case topo.TxnCreate:
-			if s.dirOnly() {
+			if s.onlyDir() {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleDirToFile})
 			} else {
 				parents(i)
@@ -515,7 +521,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		if done, err := restat(); done {
 			return done, err
 		}
-		if t.st[i].exists && !t.st[i].dirOnly() {
+		if t.st[i].exists && !t.st[i].onlyDir() {
 			return fail(topo.NodeExists)
 		}
 		return false, nil

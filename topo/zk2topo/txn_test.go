@@ -351,3 +351,80 @@ func TestCheckOrder(t *testing.T) {
 	_, err = closed.Create(ctx, "a", nil)
 	require.ErrorIs(t, err, topo.Closed)
 }
+
+// TestTxnTransfersKeepSum runs concurrent transfers between counters, each
+// a Txn of two compare-and-set updates (retried on BadVersion), from
+// several Conns: the sum is preserved and every counter's version counts
+// its updates.
+func TestTxnTransfersKeepSum(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	const counters, workers, transfers = 3, 4, 15
+	conns := make([]*Conn, workers)
+	for i := range conns {
+		conns[i] = openConn(t, []string{testServer}, root)
+	}
+	for k := range counters {
+		_, err := conns[0].Create(ctx, fmt.Sprintf("c/%d", k), []byte("100"))
+		require.NoError(t, err)
+	}
+	get := func(c *Conn, k int) (int, topo.Version, error) {
+		data, v, err := c.Get(ctx, fmt.Sprintf("c/%d", k))
+		if err != nil {
+			return 0, nil, err
+		}
+		var n int
+		_, err = fmt.Sscan(string(data), &n)
+		return n, v, err
+	}
+	read := func(c *Conn, k int) (int, topo.Version) {
+		n, v, err := get(c, k)
+		require.NoError(t, err)
+		return n, v
+	}
+	done := make(chan int, workers)
+	for w := range workers {
+		go func() {
+			c := conns[w]
+			applied := 0
+			for i := 0; applied < transfers; i++ {
+				from, to := (w+i)%counters, (w+i+1)%counters
+				a, va, err := get(c, from)
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				b, vb, err := get(c, to)
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				_, err = c.Txn(ctx,
+					topo.UpdateOp(fmt.Sprintf("c/%d", from), []byte(fmt.Sprint(a-1)), va),
+					topo.UpdateOp(fmt.Sprintf("c/%d", to), []byte(fmt.Sprint(b+1)), vb))
+				if err == nil {
+					applied++
+					continue
+				}
+				if !topo.IsErrType(err, topo.BadVersion) {
+					t.Error(err)
+					break
+				}
+			}
+			done <- applied
+		}()
+	}
+	total := 0
+	for range workers {
+		total += <-done
+	}
+	require.Equal(t, workers*transfers, total)
+	sum, versions := 0, 0
+	for k := range counters {
+		n, v := read(conns[0], k)
+		sum += n
+		versions += int(v.(topo.NumericVersion))
+	}
+	require.Equal(t, 100*counters, sum)
+	require.Equal(t, 2*workers*transfers, versions, "each transfer writes two counters once")
+}
