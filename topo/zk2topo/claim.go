@@ -103,7 +103,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 			}
 			return nil, err
 		}
-		l := &lockDesc{c: c, dir: dp, node: node, sess: s, done: make(chan struct{})}
+		l := &lockDesc{c: c, dir: dp, node: node, sess: s, gen: s.entryGen(node), done: make(chan struct{})}
 		// The entry's Stat (its Czxid is the token) and the watch behind
 		// Done, read while the claim waits: it costs one round trip of
 		// waiting only when the lock is free at once.
@@ -123,7 +123,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 			s.forget(node)
 			return nil, backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
 		}
-		l.token, l.entryVersion = r.st.Czxid, r.st.Version
+		l.token = r.st.Czxid
 		c.watchEntry(s, dp, node, r.ch, l.done, l.endClaim)
 		return l, nil
 	}

@@ -22,9 +22,8 @@ type lockDesc struct {
 	// token is the entry's creation zxid (Stat.Czxid), set once the lock
 	// is held (see Token).
 	token int64
-	// entryVersion is the entry's data version when the lock was taken
-	// (0 unless another tool rewrote it), which IfHeld checks.
-	entryVersion int32
+	// gen is the entry's generation on its session (see entryGen).
+	gen uint64
 	// done is closed by endClaim (see Done).
 	done     chan struct{}
 	doneOnce sync.Once
@@ -88,7 +87,9 @@ var errNotConnected = errors.New("zk2topo: the session of the lock or term is no
 // and Unlock returns LockLost (the server deleted the entry with the
 // session, and a znode of the same name now belongs to someone else). A
 // second Unlock returns Interrupted; LockLost also when the entry was
-// already gone. When the directory holds nothing else afterwards (its files
+// already gone, and, without anything sent, when Done had closed (the
+// watch saw the entry deleted) or the session has since created an entry
+// of the same name. When the directory holds nothing else afterwards (its files
 // were deleted while it was locked, or it is a named lock), it is removed
 // with the parents left empty. Done is closed first, whatever the outcome.
 func (l *lockDesc) Unlock(ctx context.Context) error {
@@ -99,6 +100,15 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	}
 	l.released = true
 	l.mu.Unlock()
+	// Done closed before Unlock: the session ended or the watch saw the
+	// entry deleted behind the holder's back. Then nothing is sent: a
+	// znode of the entry's name may by now be another holder's.
+	var ended bool
+	select {
+	case <-l.done:
+		ended = true
+	default:
+	}
 	l.endClaim()
 	c, s := l.c, l.sess
 	if s.isLost() {
@@ -107,7 +117,7 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	if c.closed.Load() {
 		return topo.NewError(topo.Closed, l.dir)
 	}
-	if !s.owns(l.node) {
+	if ended || !s.owns(l.node) || s.entryGen(l.node) != l.gen {
 		return topo.NewError(topo.LockLost, l.dir)
 	}
 	err := l.release(ctx)

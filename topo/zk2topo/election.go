@@ -240,7 +240,7 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 		cancel()
 		return nil, errRetry
 	}
-	t := &term{p: p, node: node, sess: sess, token: r.st.Czxid, entryVersion: r.st.Version, lctx: lctx, done: make(chan struct{})}
+	t := &term{p: p, node: node, sess: sess, token: r.st.Czxid, gen: sess.entryGen(node), lctx: lctx, done: make(chan struct{})}
 	var once sync.Once
 	t.once = func() { once.Do(func() { close(t.done) }) }
 	p.mu.Lock()

@@ -157,9 +157,8 @@ type term struct {
 	node  string
 	sess  *zkSession
 	token int64
-	// entryVersion is the entry's data version when the term began.
-	entryVersion int32
-	lctx         context.Context
+	gen   uint64 // the entry's generation on its session (see entryGen)
+	lctx  context.Context
 	done         chan struct{}
 	once         func() // closes done once
 }
@@ -183,7 +182,7 @@ func (t *term) ended() bool {
 	case <-t.done:
 		return true
 	default:
-		return t.lctx.Err() != nil
+		return t.lctx.Err() != nil || t.sess.entryGen(t.node) != t.gen
 	}
 }
 

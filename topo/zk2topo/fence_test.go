@@ -407,3 +407,52 @@ func TestTokensIncreaseAcrossFaults(t *testing.T) {
 	require.Greater(t, l.Token(), lastLock)
 	require.NoError(t, l.Unlock(ctx))
 }
+
+// TestDeletedEntryNameReused deletes a holder's lock entry behind its back
+// and lets the name be used again (the empty "locks" znode removed, so
+// its sequence restarts): first by a new lock of the same session, then
+// by another Conn's. The old descriptor's guarded write and Unlock must
+// fail with LockLost and leave the new holder's entry alone.
+func TestDeletedEntryNameReused(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	a := openConn(t, []string{testServer}, root)
+	b := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := a.Create(ctx, "d/f", []byte("0"))
+	require.NoError(t, err)
+	locks := root + "/d/locks"
+
+	la, err := a.Lock(ctx, "d", "a1")
+	require.NoError(t, err)
+	entry := la.(*lockDesc).node
+	require.NoError(t, raw.Delete(entry, -1))
+	require.NoError(t, raw.Delete(locks, -1))
+	// The same session takes the lock again, under the same name; la's
+	// watch may not have fired yet.
+	lb, err := a.Lock(ctx, "d", "a2")
+	require.NoError(t, err)
+	require.Equal(t, entry, lb.(*lockDesc).node, "the test needs the name reused")
+	_, err = topo.GuardedUpdate(ctx, a, la, "d/f", []byte("stale"), nil)
+	requireTxnErr(t, err, 0, topo.LockLost)
+	require.ErrorIs(t, la.Unlock(ctx), topo.LockLost)
+	require.NoError(t, lb.Check(ctx), "la's Unlock must not delete lb's entry")
+	_, err = topo.GuardedUpdate(ctx, a, lb, "d/f", []byte("lb"), nil)
+	require.NoError(t, err)
+
+	// Now another Conn gets the name, once lb's watch saw its entry go.
+	require.NoError(t, raw.Delete(entry, -1))
+	requireClosed(t, lb.Done(), "entry deleted")
+	require.NoError(t, raw.Delete(locks, -1))
+	lc, err := b.Lock(ctx, "d", "b")
+	require.NoError(t, err)
+	require.Equal(t, entry, lc.(*lockDesc).node, "the test needs the name reused")
+	_, err = topo.GuardedUpdate(ctx, a, lb, "d/f", []byte("stale"), nil)
+	requireTxnErr(t, err, 0, topo.LockLost)
+	require.ErrorIs(t, lb.Unlock(ctx), topo.LockLost)
+	require.NoError(t, lc.Check(ctx), "lb's Unlock must not delete lc's entry")
+	data, _, err := b.Get(ctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "lb", string(data))
+	require.NoError(t, lc.Unlock(ctx))
+}

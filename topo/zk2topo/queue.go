@@ -94,6 +94,8 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 		}
 		if err == nil && !s.isLost() {
 			s.entries[node] = true
+			s.nextGen++
+			s.gens[node] = s.nextGen
 		}
 		s.mu.Unlock()
 		if errors.Is(err, zk.ErrConnectionClosed) && !c.closed.Load() && !s.isLost() {
@@ -141,7 +143,19 @@ func (c *Conn) deleteEntry(s *zkSession, node string) {
 func (s *zkSession) forget(node string) {
 	s.mu.Lock()
 	delete(s.entries, node)
+	delete(s.gens, node)
 	s.mu.Unlock()
+}
+
+// entryGen returns the generation of the session's recorded entry node:
+// a number that changes when the session creates an entry of the same
+// name again (after the first was deleted behind its back and its parent
+// re-created, which restarts the sequence), 0 when node is not recorded.
+// A claim holds only while the generation it was created with is current.
+func (s *zkSession) entryGen(node string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gens[node]
 }
 
 // owns reports whether node is a recorded entry of the session.

@@ -42,6 +42,8 @@ type zkSession struct {
 	funcs          []func()  // onLost
 	suspend        []func()  // onDisconnect
 	entries        map[string]bool
+	gens           map[string]uint64 // entry → generation, see entryGen
+	nextGen        uint64
 	pending        map[string]int
 }
 
@@ -52,6 +54,7 @@ func (c *Conn) newSession() (*zkSession, error) {
 		c:       c,
 		lost:    make(chan struct{}),
 		entries: map[string]bool{},
+		gens:    map[string]uint64{},
 		pending: map[string]int{},
 	}
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
@@ -131,6 +134,7 @@ func (s *zkSession) lose() {
 		s.funcs, s.suspend = nil, nil
 		s.connected = false
 		clear(s.entries) // the server deletes them with the session
+		clear(s.gens)
 		s.mu.Unlock()
 		for _, f := range funcs {
 			f()

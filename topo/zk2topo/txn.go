@@ -37,16 +37,18 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // The multi holds, for each op, in order (ZooKeeper runs them in order,
 // so a condition sees the writes of the ops before it):
 //
-//   - IfHeld(f): a check-version op on the lock entry (or the leading
-//     candidate entry) at the version it had when the claim began. The
-//     multi then runs on the claim's session (which owns the entry), not
-//     on the Conn's current one: once that session is over, the server
-//     refuses every request of it, so an entry name that another session
-//     reuses later (the "locks" znode was removed and created again, and
-//     its sequence restarted) can never pass the check. All IfHeld ops of
-//     one Txn must be claims of one session (InvalidArgument otherwise).
-//     A claim released or lost locally (Unlock, Stop, its session over,
-//     its entry seen deleted) fails with LockLost without anything sent.
+//   - IfHeld(f): a check op (any version) that the lock entry (or the
+//     leading candidate entry) exists. The multi then runs on the claim's
+//     session (which owns the entry), not on the Conn's current one: once
+//     that session is over, the server refuses every request of it, so an
+//     entry name that another session reuses later (the "locks" znode was
+//     removed and created again, and its sequence restarted) can never
+//     pass the check. All IfHeld ops of one Txn must be claims of one
+//     session (InvalidArgument otherwise). A claim released or lost
+//     locally (Unlock, Stop, its session over, its entry seen deleted, or
+//     an entry of the same name created again by the same session after
+//     the first was deleted behind its back) fails with LockLost without
+//     anything sent.
 //     A claim of another Conn of the same store is fine: the multi runs
 //     on that Conn's session (with its credentials).
 //   - IfVersion(p, v), IfPresent(p): a check-version op (version -1 for
@@ -144,16 +146,15 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 
 // fenceClaim is what IfHeld checks: an entry of a session.
 type fenceClaim struct {
-	sess    *zkSession
-	node    string
-	version int32 // the entry's data version when the claim began
-	ended   func() bool
+	sess  *zkSession
+	node  string
+	ended func() bool
 }
 
 // claimOf finds the lock descriptor or term behind f.
 func claimOf(f topo.Fence) (fenceClaim, bool) {
 	if l, ok := backendkit.FenceAs[*lockDesc](f); ok {
-		return fenceClaim{sess: l.sess, node: l.node, version: l.entryVersion, ended: func() bool {
+		return fenceClaim{sess: l.sess, node: l.node, ended: func() bool {
 			l.mu.Lock()
 			released := l.released
 			l.mu.Unlock()
@@ -162,11 +163,11 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 				return true
 			default:
 			}
-			return released || l.sess.isLost()
+			return released || l.sess.isLost() || l.sess.entryGen(l.node) != l.gen
 		}}, true
 	}
 	if t, ok := backendkit.FenceAs[*term](f); ok {
-		return fenceClaim{sess: t.sess, node: t.node, version: t.entryVersion, ended: func() bool {
+		return fenceClaim{sess: t.sess, node: t.node, ended: func() bool {
 			return t.ended() || t.sess.isLost()
 		}}, true
 	}
@@ -260,7 +261,7 @@ func (t *txn) build() []mreq {
 		switch op.Kind {
 		case topo.TxnIfHeld:
 			cl := t.claims[i]
-			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: cl.version}, i, roleMain})
+			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: -1}, i, roleMain})
 		case topo.TxnIfVersion, topo.TxnIfPresent:
 			v := int32(-1)
 			if op.Kind == topo.TxnIfVersion {
