@@ -159,8 +159,8 @@ type term struct {
 	token int64
 	gen   uint64 // the entry's generation on its session (see entryGen)
 	lctx  context.Context
-	done         chan struct{}
-	once         func() // closes done once
+	done  chan struct{}
+	once  func() // closes done once
 }
 
 // Token returns the term's fencing token: the creation zxid of the
