@@ -33,9 +33,21 @@ func requireTxnErr(t *testing.T, err error, index int, code topo.ErrorCode) {
 	require.ErrorIs(t, err, code)
 }
 
-// tree returns every znode under root (path, data and data version), to
-// check that a failed Txn wrote nothing.
+// tree returns every znode under root (path, data, data version and
+// child version), to check that a failed Txn wrote nothing.
 func tree(t *testing.T, raw *zk.Conn, root string) string {
+	t.Helper()
+	return walkTree(t, raw, root, true)
+}
+
+// fileTree is tree without "locks" znodes and child versions: what stays
+// the same while the server reaps empty "locks" containers.
+func fileTree(t *testing.T, raw *zk.Conn, root string) string {
+	t.Helper()
+	return walkTree(t, raw, root, false)
+}
+
+func walkTree(t *testing.T, raw *zk.Conn, root string, all bool) string {
 	t.Helper()
 	var lines []string
 	var walk func(zp string)
@@ -45,7 +57,14 @@ func tree(t *testing.T, raw *zk.Conn, root string) string {
 			return
 		}
 		require.NoError(t, err)
-		lines = append(lines, fmt.Sprintf("%s %q v%d c%d", zp, data, st.Version, st.Cversion))
+		if !all && strings.HasSuffix(zp, "/locks") {
+			return
+		}
+		line := fmt.Sprintf("%s %q v%d", zp, data, st.Version)
+		if all {
+			line += fmt.Sprintf(" c%d", st.Cversion)
+		}
+		lines = append(lines, line)
 		children, _, err := raw.Children(zp)
 		if errors.Is(err, zk.ErrNoNode) {
 			return
