@@ -16,14 +16,17 @@ import (
 // multi of the same shape as the guarded write (a check-version of the
 // lock entry, a set-data), the zk2 Conn's plain Update, and
 // topo.GuardedUpdate. They report each one's median latency and the
-// ratios guarded/update and guarded/raw.
+// ratios guarded/update and guarded/raw, and each one's requests per op
+// (raw-rt/op, update-rt/op, guarded-rt/op; see rtCounter).
 //
 //	go test -run '^$' -bench Guarded -benchtime 2000x ./topo/zk2topo/
 
 // tripled runs raw, plain and guarded alternately b.N times each.
-func tripled(b *testing.B, raw, plain, guarded func() error) {
+func tripled(b *testing.B, e *benchEnv, raw, plain, guarded func() error) {
 	b.Helper()
 	fns := []func() error{raw, plain, guarded}
+	counters := []*rtCounter{e.rc, e.tc, e.tc}
+	reqs := make([]int64, len(fns))
 	for range 50 { // warm up (JIT, connections)
 		for _, f := range fns {
 			require.NoError(b, f())
@@ -33,11 +36,13 @@ func tripled(b *testing.B, raw, plain, guarded func() error) {
 	b.ResetTimer()
 	for range b.N {
 		for k, f := range fns {
+			n0 := counters[k].load()
 			t0 := time.Now()
 			if err := f(); err != nil {
 				b.Fatal(err)
 			}
 			lat[k] = append(lat[k], time.Since(t0))
+			reqs[k] += counters[k].load() - n0
 		}
 	}
 	b.StopTimer()
@@ -51,6 +56,9 @@ func tripled(b *testing.B, raw, plain, guarded func() error) {
 	b.ReportMetric(float64(p50[2].Microseconds()), "guarded-p50-µs")
 	b.ReportMetric(float64(p50[2])/float64(p50[1]), "guarded/update-p50")
 	b.ReportMetric(float64(p50[2])/float64(p50[0]), "guarded/raw-p50")
+	for k, name := range []string{"raw-rt/op", "update-rt/op", "guarded-rt/op"} {
+		b.ReportMetric(float64(reqs[k])/float64(b.N), name)
+	}
 }
 
 // guardedEnv holds a lock on zk2/ through the Conn and a raw entry under
@@ -89,7 +97,7 @@ func BenchmarkGuardedUpdateCAS(b *testing.B) {
 	rawPath := e.root + "/raw/f"
 	var rawVer int32
 	var plainVer, guardedVer topo.Version = topo.NumericVersion(0), topo.NumericVersion(0)
-	tripled(b, func() error {
+	tripled(b, e.benchEnv, func() error {
 		res, err := e.raw.Multi(&zk.CheckVersionRequest{Path: e.rawEntry, Version: 0}, &zk.SetDataRequest{Path: rawPath, Data: val, Version: rawVer})
 		if err == nil {
 			rawVer = res[1].Stat.Version
@@ -117,7 +125,7 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 	e := newGuardedEnv(b)
 	val := []byte("new value")
 	rawPath := e.root + "/raw/f"
-	tripled(b, func() error {
+	tripled(b, e.benchEnv, func() error {
 		_, err := e.raw.Multi(&zk.CheckVersionRequest{Path: e.rawEntry, Version: 0}, &zk.SetDataRequest{Path: rawPath, Data: val, Version: -1})
 		return err
 	}, func() error {
