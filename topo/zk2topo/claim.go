@@ -94,9 +94,22 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 		if err != nil {
 			return nil, err
 		}
+		// The creates the session started under locksZp, and whether any
+		// is in flight, before the prefetches are registered: a predicted
+		// read is used only when our create was the one create of the
+		// session under locksZp from then on (so the frame it was sent
+		// behind is ours).
+		started, inFlight := s.createState(locksZp)
 		pre, stop := c.prefetchChildren(ctx, s, dp, locksZp)
-		node, err := c.enqueue(ctx, s, dp, dirZp, locksZp, contents, mustExist)
+		predicted, hinted := c.takeSeqHint(locksZp)
+		var tokPre <-chan entryStat
+		stopTok := func() {}
+		if hinted {
+			tokPre, stopTok = c.prefetchEntry(ctx, s, dp, locksZp, predicted)
+		}
+		node, first, err := c.enqueue(ctx, s, dp, dirZp, locksZp, contents, mustExist)
 		stop()
+		stopTok()
 		if err != nil {
 			if s.isLost() && topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && session < 3 {
 				continue // nothing was created on the ended session that outlives it
@@ -104,12 +117,29 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 			return nil, err
 		}
 		l := &lockDesc{c: c, dir: dp, node: node, sess: s, gen: s.entryGen(node), done: make(chan struct{})}
-		// The entry's Stat (its Czxid is the token) and the watch behind
-		// Done, read while the claim waits: it costs one round trip of
-		// waiting only when the lock is free at once.
-		stat := c.statEntry(ctx, s, dp, node)
+		// The entry's Stat (its Czxid is the token) with the watch behind
+		// Done. When the entry got the predicted name, the exists
+		// pipelined behind the create read it (an exists of that name sent
+		// after our create, on our session, showing a znode our session
+		// owns, shows our entry). Otherwise it is read while the claim
+		// waits: one round trip of waiting when the lock is free at once.
+		var got entryStat
+		if now, _ := s.createState(locksZp); tokPre != nil && first && node == predicted && inFlight == 0 && now == started+1 {
+			if r, ok := <-tokPre; ok && r.owned(s) {
+				got = r
+			}
+		}
+		var stat <-chan entryStat
+		if got.st == nil {
+			stat = c.statEntry(ctx, s, dp, node)
+		}
 		if err := l.wait(ctx, try, pre); err != nil {
 			return nil, err
+		}
+		if stat == nil {
+			l.token = got.st.Czxid
+			c.watchEntry(s, dp, node, got.ch, l.done, l.endClaim)
+			return l, nil
 		}
 		r := <-stat
 		switch {
@@ -179,14 +209,15 @@ func (c *Conn) prefetchChildren(ctx context.Context, s *zkSession, dp, locksZp s
 
 // enqueue creates the claim's entry on session s, creating the "locks"
 // znode (and, for a named lock, the directory) when needed.
-func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, contents string, mustExist bool) (string, error) {
+// It reports whether the first create made the entry (no retry).
+func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, contents string, mustExist bool) (string, bool, error) {
 	for attempt := 0; ; attempt++ {
 		n, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
 		if err == nil {
-			return n, nil
+			return n, attempt == 0, nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
-			return "", c.convert(err, dp)
+			return "", false, c.convert(err, dp)
 		}
 		// No locks znode yet.
 		if mustExist {
@@ -198,14 +229,14 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, co
 				return err
 			})
 			if err != nil {
-				return "", c.convert(err, dp)
+				return "", false, c.convert(err, dp)
 			}
 			if !exists || st.NumChildren == 0 {
-				return "", topo.NewError(topo.NoNode, dp)
+				return "", false, topo.NewError(topo.NoNode, dp)
 			}
 		}
 		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 }

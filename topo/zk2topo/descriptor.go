@@ -124,6 +124,7 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	switch {
 	case err == nil:
 		s.forget(l.node)
+		c.noteReleased(l.node)
 		return nil
 	case s.isLost():
 		return topo.NewError(topo.LockLost, l.dir)

@@ -2,6 +2,10 @@ package zk2topo
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 
@@ -216,4 +220,71 @@ func (p *participation) Term() (topo.Fence, error) {
 		return nil, topo.NewError(topo.NotLeader, p.name)
 	}
 	return t, nil
+}
+
+// takeSeqHint returns (and forgets) the entry name the Conn expects the
+// next create under the locks znode locksZp to get (see noteReleased).
+func (c *Conn) takeSeqHint(locksZp string) (string, bool) {
+	v, ok := c.seqHints.LoadAndDelete(locksZp)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("%s/%0*d", locksZp, seqLen, v.(int64)), true
+}
+
+// noteReleased records, after this Conn deleted its lock entry node, the
+// name the next entry under the same locks znode gets if nobody else
+// touches it meanwhile: ZooKeeper numbers a sequential child with its
+// parent's child version, which our entry's create and delete raised by
+// one each. A wrong guess costs nothing but the fallback read.
+func (c *Conn) noteReleased(node string) {
+	if len(node) < seqLen {
+		return
+	}
+	seq, err := strconv.ParseInt(node[len(node)-seqLen:], 10, 64)
+	if err != nil || seq+2 > math.MaxInt32 {
+		return
+	}
+	c.seqHints.Store(zkDir(node), seq+2)
+}
+
+// prefetchEntry pipelines an exists with a watch of node, the predicted
+// name of the claim's entry, behind the claim's first create on session s
+// (see prefetchChildren): the server runs it after the create, so when the
+// create returns that very name and the read shows a znode owned by s,
+// its Stat is our entry's, and its watch the one behind Done. After a
+// wrong guess the watch is left to fire on whatever next happens at that
+// name (the next entry's create, or the other entry's delete), and is
+// dropped. The channel yields nothing when the read was not sent or
+// failed.
+func (c *Conn) prefetchEntry(ctx context.Context, s *zkSession, dp, locksZp, node string) (<-chan entryStat, func()) {
+	sent, unregister := s.obs.expect(opCreate, locksZp+"/")
+	out := make(chan entryStat, 1)
+	quit := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-sent:
+		case <-quit:
+			return
+		}
+		res := make(chan entryStat, 1) // written by fn even after do gave up
+		err := c.do(ctx, dp, func() error {
+			exists, st, ch, err := s.zk.ExistsW(node)
+			if err == nil {
+				res <- entryStat{exists: exists, st: st, ch: ch}
+			}
+			return err
+		})
+		if err == nil {
+			out <- <-res
+		}
+	}()
+	var once sync.Once
+	return out, func() {
+		once.Do(func() {
+			unregister()
+			close(quit)
+		})
+	}
 }

@@ -68,6 +68,52 @@ func TestLockTokenIsCzxid(t *testing.T) {
 	}
 }
 
+// TestLockTokenSameConn takes and releases one lock many times through
+// one Conn (whose entry names it predicts, reading the entry's Stat
+// pipelined behind the create) with another Conn's lock and a foreign
+// entry mixed in (wrong guesses): every token is its entry's Czxid and
+// greater than the last, and Done still closes when the entry is deleted
+// behind the holder's back.
+func TestLockTokenSameConn(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	a := openConn(t, []string{testServer}, root)
+	b := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := a.Create(ctx, "d/f", nil)
+	require.NoError(t, err)
+	var last int64
+	for i := range 20 {
+		c := a
+		if i%7 == 6 {
+			c = b
+		}
+		if i%5 == 4 {
+			// A foreign entry comes and goes: the next name is not the
+			// predicted one.
+			p, err := raw.Create(root+"/d/locks/", []byte("x"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+			if err == nil {
+				require.NoError(t, raw.Delete(p, -1))
+			}
+		}
+		l, err := c.Lock(ctx, "d", "x")
+		require.NoError(t, err)
+		_, st, err := raw.Exists(l.(*lockDesc).node)
+		require.NoError(t, err)
+		require.Equal(t, st.Czxid, l.Token(), "round %d", i)
+		require.Greater(t, l.Token(), last)
+		last = l.Token()
+		if i == 10 {
+			require.NoError(t, raw.Delete(l.(*lockDesc).node, -1))
+			requireClosed(t, l.Done(), "entry deleted")
+			require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
+			continue
+		}
+		requireOpen(t, l.Done(), "held")
+		require.NoError(t, l.Unlock(ctx))
+	}
+}
+
 // TestLockDone checks that Done closes on Unlock, on session expiry and
 // when the entry is deleted behind the holder's back, and stays open
 // while the lock is held.

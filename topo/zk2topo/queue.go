@@ -75,6 +75,7 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 	}
 	s.mu.Lock()
 	s.pending[parentZp]++
+	s.creates[parentZp]++
 	s.mu.Unlock()
 	type result struct {
 		node string
@@ -145,6 +146,14 @@ func (s *zkSession) forget(node string) {
 	delete(s.entries, node)
 	delete(s.gens, node)
 	s.mu.Unlock()
+}
+
+// createState returns how many entry creates under parentZp the session
+// has started, and how many are in flight.
+func (s *zkSession) createState(parentZp string) (started uint64, inFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.creates[parentZp], s.pending[parentZp]
 }
 
 // entryGen returns the generation of the session's recorded entry node:

@@ -199,6 +199,8 @@ type Conn struct {
 
 	sortPool sync.Pool // *sortScratch of ListDir's sortNames
 
+	seqHints sync.Map // locks znode path → the next entry's expected sequence (int64), see noteReleased
+
 	lastDialErr atomic.Pointer[error] // the latest failed dial, for NewConn's error
 }
 

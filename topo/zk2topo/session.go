@@ -44,6 +44,7 @@ type zkSession struct {
 	entries        map[string]bool
 	gens           map[string]uint64 // entry → generation, see entryGen
 	nextGen        uint64
+	creates        map[string]uint64 // parent znode → entry creates started under it
 	pending        map[string]int
 }
 
@@ -55,6 +56,7 @@ func (c *Conn) newSession() (*zkSession, error) {
 		lost:    make(chan struct{}),
 		entries: map[string]bool{},
 		gens:    map[string]uint64{},
+		creates: map[string]uint64{},
 		pending: map[string]int{},
 	}
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
