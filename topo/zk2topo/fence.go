@@ -234,18 +234,19 @@ func (c *Conn) takeSeqHint(locksZp string) (string, bool) {
 
 // noteReleased records, after this Conn deleted its lock entry node, the
 // name the next entry under the same locks znode gets if nobody else
-// touches it meanwhile: ZooKeeper numbers a sequential child with its
-// parent's child version, which our entry's create and delete raised by
-// one each. A wrong guess costs nothing but the fallback read.
+// creates one there meanwhile: ZooKeeper numbers sequential children with
+// a counter of their parent that each create raises by one (the deletes
+// do not, as ZooKeeper 3.8 shows). A wrong guess costs nothing but the
+// fallback read.
 func (c *Conn) noteReleased(node string) {
 	if len(node) < seqLen {
 		return
 	}
 	seq, err := strconv.ParseInt(node[len(node)-seqLen:], 10, 64)
-	if err != nil || seq+2 > math.MaxInt32 {
+	if err != nil || seq+1 > math.MaxInt32 {
 		return
 	}
-	c.seqHints.Store(zkDir(node), seq+2)
+	c.seqHints.Store(zkDir(node), seq+1)
 }
 
 // prefetchEntry pipelines an exists with a watch of node, the predicted
