@@ -80,10 +80,12 @@
 // leader changes (a new epoch) and restarts, and a lock (or leadership)
 // passes from entry to entry only in creation order, so every later
 // holder's token is greater (the argument is in fence.go). The token is
-// read on the entry's session right after the entry is created, with an
-// exists request that also sets the watch behind Done (go-zookeeper has no
-// create that returns a Stat); while the claim waits for a predecessor it
-// costs nothing, otherwise one round trip.
+// read on the entry's session with an exists request that also sets the
+// watch behind Done (go-zookeeper has no create that returns a Stat):
+// pipelined behind the create when the Conn can predict the entry's name
+// (it released the previous entry there), otherwise sent when the create
+// returns (free while the claim waits for a predecessor, one round trip
+// when the lock is free at once).
 //
 // Done closes on Unlock (Stop for a term), when the claim's session ends
 // (expired, given up, Close), and when the watch sees the entry deleted.
