@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 
@@ -49,8 +50,10 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     an entry of the same name created again by the same session after
 //     the first was deleted behind its back) fails with LockLost without
 //     anything sent.
-//     A claim of another Conn of the same store is fine: the multi runs
-//     on that Conn's session (with its credentials).
+//     A claim of another Conn opened on the same server addresses is
+//     fine: the multi runs on that Conn's session (with its credentials);
+//     a claim of a Conn of other addresses is InvalidArgument (it could
+//     be another ensemble's).
 //   - IfVersion(p, v), IfPresent(p): a check-version op (version -1 for
 //     IfPresent). UpdateOp(p, c, v) with a version: a set-data op at v.
 //   - UpdateOp(p, c, nil): a set-data op at any version; when the file is
@@ -113,6 +116,10 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			if !ok {
 				return nil, backendkit.ForeignFence(op, FactoryName)
 			}
+			if cl.conn != c && !sameServers(cl.conn, c) {
+				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
+					errors.New("zk2topo: the claim belongs to a Conn of other ZooKeeper servers"))}
+			}
 			if t.guard != nil && cl.sess != t.guard {
 				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
 					errors.New("zk2topo: the claims of one transaction must belong to one ZooKeeper session"))}
@@ -146,6 +153,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 
 // fenceClaim is what IfHeld checks: an entry of a session.
 type fenceClaim struct {
+	conn  *Conn // the Conn that took the claim
 	sess  *zkSession
 	node  string
 	ended func() bool
@@ -154,7 +162,7 @@ type fenceClaim struct {
 // claimOf finds the lock descriptor or term behind f.
 func claimOf(f topo.Fence) (fenceClaim, bool) {
 	if l, ok := backendkit.FenceAs[*lockDesc](f); ok {
-		return fenceClaim{sess: l.sess, node: l.node, ended: func() bool {
+		return fenceClaim{conn: l.c, sess: l.sess, node: l.node, ended: func() bool {
 			l.mu.Lock()
 			released := l.released
 			l.mu.Unlock()
@@ -167,11 +175,22 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 		}}, true
 	}
 	if t, ok := backendkit.FenceAs[*term](f); ok {
-		return fenceClaim{sess: t.sess, node: t.node, ended: func() bool {
+		return fenceClaim{conn: t.p.c, sess: t.sess, node: t.node, ended: func() bool {
 			return t.ended() || t.sess.isLost()
 		}}, true
 	}
 	return fenceClaim{}, false
+}
+
+// sameServers reports whether a and b were opened on the same server
+// addresses (in any order): a claim of another Conn guards a Txn only
+// then, so that a claim of another ensemble never carries this Conn's
+// writes to that ensemble.
+func sameServers(a, b *Conn) bool {
+	x, y := slices.Clone(a.opts.Servers), slices.Clone(b.opts.Servers)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }
 
 // opState is what reads showed about one op's path, for the next multi.
