@@ -70,9 +70,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     multi has no "absent" check): the create fails when p exists. When
 //     p's parent is absent, the same pair on the highest missing
 //     ancestor. Nothing is left of the pair after the multi (no reader
-//     can see the znode), but ZooKeeper counts it: it fires child watches
-//     on the parent (and exists watches on the path) and needs create and
-//     delete permission on the parent.
+//     can see the znode), but ZooKeeper counts it: the parent's child
+//     version grows, and child watches on the parent (and exists watches
+//     on the path) fire.
 //
 // Whether a znode is a file or only a directory (no data, children) is
 // not something a multi can check. So the ops whose meaning depends on it

@@ -447,3 +447,40 @@ func TestTxnTransfersKeepSum(t *testing.T) {
 	require.Equal(t, 100*counters, sum)
 	require.Equal(t, 2*workers*transfers, versions, "each transfer writes two counters once")
 }
+
+// TestTxnIfAbsentProbe checks what IfAbsent leaves: no znode, the parent's
+// child version raised by two (the probe's create and delete), and a
+// WatchRecursive that reports nothing for it.
+func TestTxnIfAbsentProbe(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := c.Create(ctx, "d/f", []byte("1"))
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, events, err := c.WatchRecursive(wctx, "d/")
+	require.NoError(t, err)
+	_, before, err := raw.Exists(root + "/d")
+	require.NoError(t, err)
+	_, err = c.Txn(ctx, topo.IfAbsent("d/g"))
+	require.NoError(t, err)
+	ok, _, err := raw.Exists(root + "/d/g")
+	require.NoError(t, err)
+	require.False(t, ok)
+	_, after, err := raw.Exists(root + "/d")
+	require.NoError(t, err)
+	require.Equal(t, before.Cversion+2, after.Cversion)
+	// The next event is the update below, not the probe.
+	_, err = c.Update(ctx, "d/f", []byte("2"), nil)
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		require.NoError(t, ev.Err)
+		require.Equal(t, "d/f", ev.Path)
+		require.Equal(t, "2", string(ev.Contents))
+	case <-time.After(hangGuard):
+		t.Fatal("no watch event")
+	}
+}
