@@ -17,11 +17,13 @@ import (
 // holding contents under <root>/dirPath/locks/ (creating that "locks"
 // container znode when absent; the server removes it once its last entry
 // is gone), and waits until its znode has the lowest sequence, watching
-// only its predecessor. Uncontended it costs two round trips of waiting:
-// the create (the children read is pipelined behind it), then an exists
-// of the new entry, which reads the fencing token (its Czxid, see Token)
-// and sets the watch behind Done; while the claim waits for a predecessor
-// that exists request costs nothing. It returns NoNode when dirPath has no files,
+// only its predecessor. It reads the new entry's Stat with an exists that
+// sets the watch behind Done (its Czxid is the fencing token, see Token):
+// pipelined behind the create, with the children read, when the Conn
+// predicts the entry's name (it released the previous entry there), so
+// that an uncontended Lock waits one round trip; otherwise sent when the
+// create returns (one more round trip unless the claim waits for a
+// predecessor anyway). It returns NoNode when dirPath has no files,
 // Timeout or Interrupted when ctx ends first (the waiting znode is then
 // removed with a fresh context), LockLost when the session it waits on
 // ends (the server then deleted its znode), PermissionDenied when the

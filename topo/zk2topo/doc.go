@@ -38,8 +38,9 @@
 //   - a lock, a waiting Lock and an election candidate belong to the
 //     session that created their entry, and every later request about that
 //     entry (the wait, Check, Unlock, the leader's watch, the candidate's
-//     removal) runs on that session only. When it is over they report
-//     LockLost, end the leadership, or enter again on a new session; they
+//     removal, and a Txn guarded by IfHeld on it) runs on that session
+//     only. When it is over they report LockLost, end the leadership, or
+//     enter again on a new session; they
 //     never touch the entry's name on another session (a znode of that
 //     name may by then belong to someone else);
 //   - a session is given up once its latest answered request was sent more
