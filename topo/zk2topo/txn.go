@@ -309,6 +309,7 @@ func (t *txn) build() []mreq {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleDirToFile})
 			} else {
 				parents(i)
+				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleMain})
 			}
 		case topo.TxnUpdate:
@@ -317,6 +318,7 @@ func (t *txn) build() []mreq {
 				kindFail(i, zp)
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists:
 				parents(i)
+				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleCreate})
 			default:
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVer(op.Version)}, i, roleMain})
@@ -463,6 +465,12 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
 		if done {
+			return nil, err
+		}
+		// The next multi is built from fresh Stats of every op, so that a
+		// transaction of many absent files (or many missing parents) is
+		// not found out one op per attempt.
+		if err := t.refresh(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -631,6 +639,99 @@ func (t *txn) readErr(i int, err error) error {
 		return backendkit.Wrap(topo.Unavailable, t.ops[i].Path, err)
 	}
 	return t.c.convert(err, t.ops[i].Path)
+}
+
+// refresh reads the Stat of every op's path that no earlier op of the
+// transaction writes, and of the ancestors of the absent ones, all at
+// once (one round trip: the reads run concurrently), and records them
+// for the next multi.
+func (t *txn) refresh(ctx context.Context) error {
+	c := t.c
+	var idx []int
+	written := map[string]bool{}
+	for i, op := range t.ops {
+		if op.Kind != topo.TxnIfHeld && !written[op.Path] {
+			idx = append(idx, i)
+		}
+		if !op.Kind.IsCondition() {
+			written[op.Path] = true
+		}
+	}
+	// Every path and every ancestor, once.
+	seen := map[string]int{}
+	var zps []string
+	add := func(zp string) {
+		if _, ok := seen[zp]; !ok {
+			seen[zp] = len(zps)
+			zps = append(zps, zp)
+		}
+	}
+	for _, i := range idx {
+		zp := c.zkPath(t.ops[i].Path)
+		add(zp)
+		for d := zkDir(zp); d != "/" && d != ""; d = zkDir(d) {
+			add(d)
+		}
+	}
+	type statRes struct {
+		exists bool
+		st     *zk.Stat
+	}
+	stats := make([]statRes, len(zps))
+	errs := make([]error, len(zps))
+	var wg sync.WaitGroup
+	for k, zp := range zps {
+		wg.Go(func() {
+			last := make(chan statRes, 1) // fn may finish after onSession gave up
+			errs[k] = c.onSession(ctx, t.s, c.relPath(zp), func(z *zk.Conn) error {
+				e, st, err := z.Exists(zp)
+				if err == nil {
+					last <- statRes{e, st}
+				}
+				return err
+			})
+			if errs[k] == nil {
+				stats[k] = <-last
+			}
+		})
+	}
+	wg.Wait()
+	for _, i := range idx {
+		zp := c.zkPath(t.ops[i].Path)
+		for _, d := range append([]string{zp}, ancestorsOf(zp)...) {
+			if err := errs[seen[d]]; err != nil {
+				return t.readErr(i, err)
+			}
+		}
+		r := stats[seen[zp]]
+		s := &t.st[i]
+		s.statted, s.exists, s.st, s.missing = true, r.exists, r.st, nil
+		if r.exists {
+			continue
+		}
+		// The absent ancestors, top down, as long as they form a chain.
+		anc := ancestorsOf(zp)
+		for k := len(anc) - 1; k >= 0; k-- {
+			if stats[seen[anc[k]]].exists {
+				if len(s.missing) > 0 {
+					break
+				}
+				continue
+			}
+			s.missing = append(s.missing, anc[k])
+		}
+	}
+	return nil
+}
+
+// ancestorsOf returns the ancestors of the znode path zp below "/", the
+// parent first.
+func ancestorsOf(zp string) []string {
+	var out []string
+	for d := zkDir(zp); d != "/" && d != ""; d = zkDir(d) {
+		out = append(out, d)
+	}
+	return out
 }
 
 // lost is the error of a Txn whose claims' session is over before a multi
