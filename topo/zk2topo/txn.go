@@ -48,8 +48,10 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     session (InvalidArgument otherwise). A claim released or lost
 //     locally (Unlock, Stop, its session over, its entry seen deleted, or
 //     an entry of the same name created again by the same session after
-//     the first was deleted behind its back) fails with LockLost without
-//     anything sent.
+//     the first was deleted behind its back) fails with LockLost: at once
+//     when it is the first op, otherwise as a check that cannot pass
+//     (sent on the current session when the claim's is over), so that an
+//     earlier failing op is still the one named.
 //     A claim of another Conn opened on the same server addresses is
 //     fine: the multi runs on that Conn's session (with its credentials);
 //     a claim of a Conn of other addresses is InvalidArgument (it could
@@ -120,6 +122,10 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
 					errors.New("zk2topo: the claim belongs to a Conn of other ZooKeeper servers"))}
 			}
+			if cl.dead = cl.ended(); cl.dead {
+				t.claims[i] = cl // checked by an op that fails (see build)
+				continue
+			}
 			if t.guard != nil && cl.sess != t.guard {
 				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
 					errors.New("zk2topo: the claims of one transaction must belong to one ZooKeeper session"))}
@@ -138,10 +144,12 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, "")
 	}
-	for i, op := range tops {
-		if op.Kind == topo.TxnIfHeld && t.claims[i].ended() {
-			return nil, backendkit.TxnFailed(op, topo.LockLost)
-		}
+	// A claim that already ended locally fails without the store's word:
+	// at once when it is the first op, otherwise as a check that cannot
+	// pass (version -2), so that the multi still names the first failing
+	// op, which may come before it.
+	if tops[0].Kind == topo.TxnIfHeld && t.claims[0].dead {
+		return nil, backendkit.TxnFailed(tops[0], topo.LockLost)
 	}
 	if t.guard != nil {
 		t.s = t.guard
@@ -153,6 +161,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 
 // fenceClaim is what IfHeld checks: an entry of a session.
 type fenceClaim struct {
+	dead  bool  // ended locally before the Txn (see Txn)
 	conn  *Conn // the Conn that took the claim
 	sess  *zkSession
 	node  string
@@ -280,7 +289,11 @@ func (t *txn) build() []mreq {
 		switch op.Kind {
 		case topo.TxnIfHeld:
 			cl := t.claims[i]
-			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: -1}, i, roleMain})
+			v := int32(-1)
+			if cl.dead {
+				v = -2 // no znode has it: fails, NoNode or BadVersion
+			}
+			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: v}, i, roleMain})
 		case topo.TxnIfVersion, topo.TxnIfPresent:
 			v := int32(-1)
 			if op.Kind == topo.TxnIfVersion {
