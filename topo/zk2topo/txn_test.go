@@ -484,3 +484,25 @@ func TestTxnIfAbsentProbe(t *testing.T) {
 		t.Fatal("no watch event")
 	}
 }
+
+// TestTxnManyAbsentFiles is one Txn of 300 unconditional updates of absent
+// files in a missing directory: it used to learn of one absent file per
+// multi and give up after ten (Unavailable); it now reads every op's Stat
+// after the first failure and succeeds with the second multi.
+func TestTxnManyAbsentFiles(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	var ops []topo.TxnOp
+	for i := range 300 {
+		ops = append(ops, topo.UpdateOp(fmt.Sprintf("many/f%03d", i), []byte("v"), nil))
+	}
+	vs, err := c.Txn(ctx, ops...)
+	require.NoError(t, err)
+	kvs, err := c.List(ctx, "many/")
+	require.NoError(t, err)
+	require.Len(t, kvs, 300)
+	for i, kv := range kvs {
+		require.Equal(t, vs[i], kv.Version)
+	}
+}
