@@ -24,7 +24,7 @@ import (
 // guarded/update (the goal: at most 1.1), guarded/raw and
 // raw-4op/update. Each is one HTTP request by construction.
 func BenchmarkGuardedUpdate(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, _ := benchSetup(b)
 	ctx := context.Background()
 	for _, f := range []string{"g/raw", "g/cas", "g/guarded", "g/raw4"} {
 		mustWrite(b, c, f, "x")
