@@ -1,0 +1,205 @@
+package vitessinterop
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	vtopo "vitess.io/vitess/go/vt/topo"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// leadership is one term won by one contender.
+type leadership struct {
+	id     string
+	vitess bool
+	ctx    context.Context // the leadership context
+	stop   func()
+	// campaigned is true when the topokit side won through Campaign (with
+	// a value), false when through WaitForLeadership.
+	campaigned bool
+	tp         topo.LeaderParticipation // the topokit participation, nil on Vitess's side
+	err        error
+}
+
+// joinVitess joins election name through Vitess's Conn and blocks until it
+// leads.
+func joinVitess(c vtopo.Conn, name, id string) leadership {
+	p, err := c.NewLeaderParticipation(name, id)
+	if err != nil {
+		return leadership{id: id, vitess: true, err: err}
+	}
+	lctx, err := p.WaitForLeadership()
+	return leadership{id: id, vitess: true, ctx: lctx, stop: p.Stop, err: err}
+}
+
+// joinTopokit joins election name through topokit's Conn with Campaign
+// (value = "value-of-"+id), or with WaitForLeadership while the backend's
+// Campaign is still a NoImplementation placeholder, and blocks until it
+// leads.
+func joinTopokit(ctx context.Context, c topo.Conn, name, id string) leadership {
+	p, err := c.NewLeaderParticipation(name, id)
+	if err != nil {
+		return leadership{id: id, err: err}
+	}
+	lctx, err := p.Campaign(ctx, []byte("value-of-"+id))
+	if topo.IsErrType(err, topo.NoImplementation) {
+		lctx, err = p.WaitForLeadership()
+		return leadership{id: id, ctx: lctx, stop: p.Stop, tp: p, err: err}
+	}
+	return leadership{id: id, ctx: lctx, stop: p.Stop, tp: p, campaigned: true, err: err}
+}
+
+// observers reads one election from both libraries without campaigning.
+type observers struct {
+	vp vtopo.LeaderParticipation // on a Vitess Conn
+	tp topo.LeaderParticipation  // on a topokit Conn
+	// tkNew follows topokit's WaitForNewLeader; tkObserve its Observe (nil
+	// while Observe is a NoImplementation placeholder); vtNew Vitess's
+	// WaitForNewLeader (nil where Vitess has none: ZooKeeper, Consul).
+	tkNew, tkObserve, vtNew *seen
+}
+
+func newObservers(ctx context.Context, t *testing.T, vc vtopo.Conn, tc topo.Conn, name string) *observers {
+	t.Helper()
+	o := &observers{}
+	var err error
+	o.vp, err = vc.NewLeaderParticipation(name, "vitess-observer")
+	require.NoError(t, err)
+	o.tp, err = tc.NewLeaderParticipation(name, "topokit-observer")
+	require.NoError(t, err)
+	ids, err := o.tp.WaitForNewLeader(ctx)
+	require.NoError(t, err, "topokit WaitForNewLeader")
+	o.tkNew = follow(ids, func(s string) string { return s })
+	leaders, err := o.tp.Observe(ctx)
+	if topo.IsErrType(err, topo.NoImplementation) {
+		t.Logf("topokit Observe is not implemented on this backend yet (%v): WaitForNewLeader is tested instead", err)
+	} else {
+		require.NoError(t, err, "topokit Observe")
+		o.tkObserve = follow(leaders, func(l topo.Leader) string { return l.ID })
+	}
+	vids, err := o.vp.WaitForNewLeader(ctx)
+	if vtopo.IsErrType(err, vtopo.NoImplementation) {
+		t.Logf("Vitess has no WaitForNewLeader on this backend (%v)", err)
+	} else {
+		require.NoError(t, err, "Vitess WaitForNewLeader")
+		o.vtNew = follow(vids, func(s string) string { return s })
+	}
+	return o
+}
+
+// checkLeader checks that both libraries read l as the leader: both
+// GetCurrentLeaderIDs return its id, and every leader channel reports it.
+// When l campaigned with a value, it also proclaims a new one and checks
+// that topokit's Leader returns it while Vitess still reads the id.
+func (o *observers) checkLeader(ctx context.Context, t *testing.T, l leadership) {
+	t.Helper()
+	vid, err := o.vp.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, l.id, vid, "Vitess's GetCurrentLeaderID")
+	tid, err := o.tp.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, l.id, tid, "topokit's GetCurrentLeaderID")
+	o.tkNew.waitFor(ctx, t, "topokit WaitForNewLeader", l.id)
+	if o.tkObserve != nil {
+		o.tkObserve.waitFor(ctx, t, "topokit Observe", l.id)
+	}
+	if o.vtNew != nil {
+		o.vtNew.waitFor(ctx, t, "Vitess WaitForNewLeader", l.id)
+	}
+}
+
+// TestElectionHandovers puts a Vitess participant and topokit participants
+// in one election and hands leadership over between the two libraries
+// many times: a leader's successor is always the other library's
+// candidate, waiting while the leader leads. An in-process owner counter
+// proves that there are never two leaders at once; both libraries'
+// GetCurrentLeaderID and topokit's WaitForNewLeader (and Observe, and
+// Vitess's own WaitForNewLeader on etcd, where they exist) report each
+// leader; a topokit leader that won through Campaign proclaims new values
+// without changing the id Vitess reads.
+func TestElectionHandovers(t *testing.T) {
+	for _, s := range stores() {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			root := s.root(t)
+			vc, tc, oc := s.vitess(t, root), s.topokit(t, root), s.topokit(t, root)
+			vobs := s.vitess(t, root)
+			const name = "handover"
+			obs := newObservers(ctx, t, vobs, oc, name)
+
+			var owners atomic.Int32
+			results := make(chan leadership, 1)
+			join := func(vitess bool, round int) {
+				go func() {
+					if vitess {
+						results <- joinVitess(vc, name, fmt.Sprintf("vitess-%d", round))
+					} else {
+						results <- joinTopokit(ctx, tc, name, fmt.Sprintf("topokit-%d", round))
+					}
+				}()
+			}
+			const rounds = 40
+			join(true, 0)
+			for round := range rounds {
+				var l leadership
+				select {
+				case l = <-results:
+				case <-ctx.Done():
+					t.Fatalf("round %d: nobody became leader: %v", round, ctx.Err())
+				}
+				require.NoError(t, l.err, "round %d: %s", round, l.id)
+				require.Equal(t, int32(1), owners.Add(1), "round %d: %s leads beside another leader", round, l.id)
+				require.Equal(t, round%2 == 0, l.vitess, "round %d: %s leads out of turn", round, l.id)
+				// The other library's candidate queues behind the leader.
+				join(!l.vitess, round+1)
+				s.waitCandidates(ctx, t, root, name, 2)
+				obs.checkLeader(ctx, t, l)
+				if l.campaigned {
+					obs.checkProclaim(ctx, t, l)
+				}
+				require.NoError(t, l.ctx.Err(), "round %d: %s lost leadership while leading", round, l.id)
+				owners.Add(-1)
+				l.stop()
+			}
+			// The last candidate leads once the last leader stopped.
+			l := <-results
+			require.NoError(t, l.err)
+			require.Equal(t, int32(1), owners.Add(1))
+			obs.checkLeader(ctx, t, l)
+			owners.Add(-1)
+			l.stop()
+		})
+	}
+}
+
+// checkProclaim checks, for topokit's leader l that won through Campaign,
+// that topokit's Leader returns its Campaign value, then proclaims two new
+// values: topokit's Leader (and Observe) report the last one with the same
+// fencing token, while Vitess's GetCurrentLeaderID still reads l's id.
+func (o *observers) checkProclaim(ctx context.Context, t *testing.T, l leadership) {
+	t.Helper()
+	ld, err := o.tp.Leader(ctx)
+	require.NoError(t, err, "topokit Leader")
+	assert.Equal(t, l.id, ld.ID)
+	assert.Equal(t, "value-of-"+l.id, string(ld.Value))
+	for i := range 2 {
+		v := fmt.Sprintf("proclaimed-%d-by-%s", i, l.id)
+		require.NoError(t, l.tp.Proclaim(ctx, []byte(v)), "Proclaim")
+		after, err := o.tp.Leader(ctx)
+		require.NoError(t, err, "topokit Leader")
+		assert.Equal(t, l.id, after.ID)
+		assert.Equal(t, v, string(after.Value))
+		assert.Equal(t, ld.Token, after.Token, "Proclaim changed the term's token")
+		vid, err := o.vp.GetCurrentLeaderID(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, l.id, vid, "Vitess's GetCurrentLeaderID after Proclaim")
+		tid, err := o.tp.GetCurrentLeaderID(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, l.id, tid, "topokit's GetCurrentLeaderID after Proclaim")
+	}
+}
