@@ -3,6 +3,7 @@ package vitessinterop
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -201,5 +202,53 @@ func (o *observers) checkProclaim(ctx context.Context, t *testing.T, l leadershi
 		tid, err := o.tp.GetCurrentLeaderID(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, l.id, tid, "topokit's GetCurrentLeaderID after Proclaim")
+	}
+}
+
+// TestElectionRace has two Vitess and two topokit participants, each on a
+// Conn of its own, campaign freely on one election until each has led
+// five times (each rejoins as soon as it stops leading). An in-process
+// owner counter proves that no two ever lead at once, and while each
+// leads, both libraries' GetCurrentLeaderID read its id.
+func TestElectionRace(t *testing.T) {
+	for _, s := range stores() {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			root := s.root(t)
+			const name = "race"
+			vobs, err := s.vitess(t, root).NewLeaderParticipation(name, "vitess-observer")
+			require.NoError(t, err)
+			tobs, err := s.topokit(t, root).NewLeaderParticipation(name, "topokit-observer")
+			require.NoError(t, err)
+			const terms = 5
+			var owners atomic.Int32
+			var wg sync.WaitGroup
+			contender := func(label string, join func(id string) leadership) {
+				defer wg.Done()
+				for k := range terms {
+					l := join(fmt.Sprintf("%s-%d", label, k))
+					if !assert.NoError(t, l.err, l.id) {
+						return
+					}
+					assert.Equal(t, int32(1), owners.Add(1), "%s leads beside another leader", l.id)
+					vid, err := vobs.GetCurrentLeaderID(ctx)
+					assert.NoError(t, err)
+					assert.Equal(t, l.id, vid, "Vitess's GetCurrentLeaderID while %s leads", l.id)
+					tid, err := tobs.GetCurrentLeaderID(ctx)
+					assert.NoError(t, err)
+					assert.Equal(t, l.id, tid, "topokit's GetCurrentLeaderID while %s leads", l.id)
+					assert.NoError(t, l.ctx.Err(), "%s lost leadership while leading", l.id)
+					owners.Add(-1)
+					l.stop()
+				}
+			}
+			for i := range 2 {
+				vc, tc := s.vitess(t, root), s.topokit(t, root)
+				wg.Add(2)
+				go contender(fmt.Sprintf("vitess%d", i), func(id string) leadership { return joinVitess(vc, name, id) })
+				go contender(fmt.Sprintf("topokit%d", i), func(id string) leadership { return joinTopokit(ctx, tc, name, id) })
+			}
+			wg.Wait()
+		})
 	}
 }

@@ -84,6 +84,11 @@ type store struct {
 	// elections/<name>). nil on Consul, where a waiting candidate has no
 	// entry (only a session blocked on the election key).
 	candidates func(t *testing.T, root, name string) int
+	// lockers counts, with a raw client, the entries (holder and waiters)
+	// of directory dir's lock under root: etcd keys under <dir>/locks/,
+	// ZooKeeper children of <dir>/locks. nil on Consul (waiters have no
+	// entry).
+	lockers func(t *testing.T, root, dir string) int
 }
 
 func stores() []store {
@@ -98,12 +103,10 @@ func stores() []store {
 				return c
 			},
 			candidates: func(t *testing.T, root, name string) int {
-				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdAddr}, DialTimeout: wait})
-				require.NoError(t, err)
-				defer cli.Close()
-				resp, err := cli.Get(context.Background(), root+"/elections/"+name+"/locks/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-				require.NoError(t, err)
-				return int(resp.Count)
+				return etcdCount(t, root+"/elections/"+name+"/locks/")
+			},
+			lockers: func(t *testing.T, root, dir string) int {
+				return etcdCount(t, root+"/"+dir+"/locks/")
 			},
 			topokit: func(t *testing.T, root string) topo.Conn {
 				c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{etcdAddr}}, root)
@@ -122,20 +125,10 @@ func stores() []store {
 				return c
 			},
 			candidates: func(t *testing.T, root, name string) int {
-				z := rawZK(t)
-				defer z.Close()
-				children, _, err := z.Children(root + "/elections/" + name)
-				if errors.Is(err, zk.ErrNoNode) {
-					return 0
-				}
-				require.NoError(t, err)
-				n := 0
-				for _, c := range children {
-					if strings.Trim(c, "0123456789") == "" {
-						n++
-					}
-				}
-				return n
+				return zkSequential(t, root+"/elections/"+name)
+			},
+			lockers: func(t *testing.T, root, dir string) int {
+				return zkSequential(t, root+"/"+dir+"/locks")
 			},
 			topokit: func(t *testing.T, root string) topo.Conn {
 				c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{zkAddr}}, root)
@@ -181,6 +174,53 @@ func rawZK(t *testing.T) *zk.Conn {
 	z, _, err := zk.Connect([]string{zkAddr}, 30*time.Second, zk.WithLogInfo(false))
 	require.NoError(t, err)
 	return z
+}
+
+// etcdCount counts the keys under prefix with a raw client.
+func etcdCount(t *testing.T, prefix string) int {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdAddr}, DialTimeout: wait})
+	require.NoError(t, err)
+	defer cli.Close()
+	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	return int(resp.Count)
+}
+
+// zkSequential counts the children of zp named by ZooKeeper's sequence
+// numbers alone (Vitess's election candidates), or with any prefix
+// ending in digits (lock entries), with a raw client.
+func zkSequential(t *testing.T, zp string) int {
+	z := rawZK(t)
+	defer z.Close()
+	children, _, err := z.Children(zp)
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0
+	}
+	require.NoError(t, err)
+	n := 0
+	for _, c := range children {
+		if len(c) >= 10 && strings.Trim(c[len(c)-10:], "0123456789") == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// waitLockers polls, when s can count lock entries, until dir's lock
+// under root has n entries (so that a waiter is queued before the test
+// releases the lock).
+func (s store) waitLockers(ctx context.Context, t *testing.T, root, dir string, n int) {
+	t.Helper()
+	if s.lockers == nil {
+		return
+	}
+	for s.lockers(t, root, dir) != n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("lock %s never had %d entries: %v", dir, n, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // waitCandidates polls, when s can count candidates, until election name
