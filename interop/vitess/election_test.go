@@ -252,3 +252,137 @@ func TestElectionRace(t *testing.T) {
 		})
 	}
 }
+
+// TestElectionQueue queues ten candidates, nine topokit ones (campaigning
+// with values where Campaign is implemented, so that the election holds
+// a value entry beside each candidate) and one Vitess one in the middle,
+// behind a topokit leader, each joining once the one before is queued.
+// Then each leader in turn stops: on etcd and ZooKeeper, whose queues are
+// first come first served in both libraries, leaders follow the join
+// order; on every backend, each new leader is the one both libraries'
+// GetCurrentLeaderID read, and the owner counter never exceeds one.
+func TestElectionQueue(t *testing.T) {
+	for _, s := range stores() {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			root := s.root(t)
+			const name = "queue"
+			vc, tc := s.vitess(t, root), s.topokit(t, root)
+			vobs, err := s.vitess(t, root).NewLeaderParticipation(name, "vitess-observer")
+			require.NoError(t, err)
+			tobs, err := s.topokit(t, root).NewLeaderParticipation(name, "topokit-observer")
+			require.NoError(t, err)
+			const n = 11
+			results := make(chan leadership, n)
+			var order []string
+			for i := range n {
+				id := fmt.Sprintf("topokit-%d", i)
+				vitess := i == n/2
+				if vitess {
+					id = fmt.Sprintf("vitess-%d", i)
+				}
+				order = append(order, id)
+				go func() {
+					if vitess {
+						results <- joinVitess(vc, name, id)
+					} else {
+						results <- joinTopokit(ctx, tc, name, id)
+					}
+				}()
+				if i == 0 {
+					// The first leads before the others join.
+					l := <-results
+					require.NoError(t, l.err)
+					results <- l
+				}
+				s.waitCandidates(ctx, t, root, name, i+1)
+			}
+			var owners atomic.Int32
+			led := map[string]bool{}
+			for k := range n {
+				var l leadership
+				select {
+				case l = <-results:
+				case <-ctx.Done():
+					t.Fatalf("leader %d never came: %v", k, ctx.Err())
+				}
+				require.NoError(t, l.err, l.id)
+				require.Equal(t, int32(1), owners.Add(1), "%s leads beside another leader", l.id)
+				require.False(t, led[l.id], "%s leads twice", l.id)
+				led[l.id] = true
+				if s.candidates != nil {
+					assert.Equal(t, order[k], l.id, "leader %d out of queue order", k)
+				}
+				vid, err := vobs.GetCurrentLeaderID(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, l.id, vid, "Vitess's GetCurrentLeaderID")
+				tid, err := tobs.GetCurrentLeaderID(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, l.id, tid, "topokit's GetCurrentLeaderID")
+				if l.campaigned {
+					ld, err := tobs.Leader(ctx)
+					require.NoError(t, err)
+					assert.Equal(t, l.id, ld.ID)
+					assert.Equal(t, "value-of-"+l.id, string(ld.Value))
+				}
+				require.NoError(t, l.ctx.Err(), "%s lost leadership while leading", l.id)
+				owners.Add(-1)
+				l.stop()
+			}
+			tid, err := tobs.GetCurrentLeaderID(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, "", tid, "topokit's GetCurrentLeaderID after every leader stopped")
+		})
+	}
+}
+
+// TestVitessParticipationOutlivesTopokit creates a Vitess participation
+// (Vitess's zk2topo creates the election's znode there, once), lets a
+// topokit participant lead the election and leave as its last candidate,
+// and then checks that the Vitess participation still works: its
+// GetCurrentLeaderID reads "" (nobody leads) and its WaitForLeadership
+// wins. On ZooKeeper, topokit's Stop removes elections/<name> when its
+// last candidate leaves, and Vitess's WaitForLeadership, which creates
+// its candidate without creating the parent, then fails with NoNode.
+func TestVitessParticipationOutlivesTopokit(t *testing.T) {
+	for _, s := range stores() {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			root := s.root(t)
+			const name = "outlive"
+			vc, tc := s.vitess(t, root), s.topokit(t, root)
+			vp, err := vc.NewLeaderParticipation(name, "vitess-late")
+			require.NoError(t, err)
+			l := joinTopokit(ctx, tc, name, "topokit-first")
+			require.NoError(t, l.err)
+			vid, err := vp.GetCurrentLeaderID(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, "topokit-first", vid)
+			l.stop()
+
+			vid, err = vp.GetCurrentLeaderID(ctx)
+			if assert.NoError(t, err, "Vitess's GetCurrentLeaderID after topokit's last candidate left") && s.name != "consul" {
+				// Vitess's consultopo reads the released election key's
+				// value, so it still names the last leader.
+				assert.Equal(t, "", vid)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := vp.WaitForLeadership()
+				done <- err
+			}()
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				t.Fatalf("Vitess's WaitForLeadership never returned: %v", ctx.Err())
+			}
+			require.NoError(t, err, "Vitess's WaitForLeadership after topokit's last candidate left")
+			tp, err := tc.NewLeaderParticipation(name, "topokit-observer")
+			require.NoError(t, err)
+			tid, err := tp.GetCurrentLeaderID(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, "vitess-late", tid)
+			vp.Stop()
+		})
+	}
+}
