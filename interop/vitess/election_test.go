@@ -63,6 +63,9 @@ type observers struct {
 	// while Observe is a NoImplementation placeholder); vtNew Vitess's
 	// WaitForNewLeader (nil where Vitess has none: ZooKeeper, Consul).
 	tkNew, tkObserve, vtNew *seen
+	// lastToken is the fencing token of the last term topokit's Leader
+	// reported (0: none yet).
+	lastToken int64
 }
 
 func newObservers(ctx context.Context, t *testing.T, vc vtopo.Conn, tc topo.Conn, name string) *observers {
@@ -94,7 +97,10 @@ func newObservers(ctx context.Context, t *testing.T, vc vtopo.Conn, tc topo.Conn
 }
 
 // checkLeader checks that both libraries read l as the leader: both
-// GetCurrentLeaderIDs return its id, and every leader channel reports it.
+// GetCurrentLeaderIDs return its id, and every leader channel reports it;
+// once topokit's Leader is implemented, it returns l's id (with no value
+// for a Vitess leader) and a fencing token greater than every earlier
+// term's, whichever library led it.
 // When l campaigned with a value, it also proclaims a new one and checks
 // that topokit's Leader returns it while Vitess still reads the id.
 func (o *observers) checkLeader(ctx context.Context, t *testing.T, l leadership) {
@@ -112,6 +118,17 @@ func (o *observers) checkLeader(ctx context.Context, t *testing.T, l leadership)
 	if o.vtNew != nil {
 		o.vtNew.waitFor(ctx, t, "Vitess WaitForNewLeader", l.id)
 	}
+	ld, err := o.tp.Leader(ctx)
+	if topo.IsErrType(err, topo.NoImplementation) {
+		return
+	}
+	require.NoError(t, err, "topokit Leader")
+	assert.Equal(t, l.id, ld.ID, "topokit's Leader")
+	if l.vitess {
+		assert.Empty(t, ld.Value, "topokit's Leader: the value of Vitess's leader")
+	}
+	assert.Greater(t, ld.Token, o.lastToken, "topokit's Leader: the fencing token of %s's term", l.id)
+	o.lastToken = ld.Token
 }
 
 // TestElectionHandovers puts a Vitess participant and topokit participants

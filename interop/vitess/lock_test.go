@@ -155,3 +155,30 @@ func TestLockExclusion(t *testing.T) {
 		})
 	}
 }
+
+// TestTryLockNamesHolder checks that topokit's TryLock, failing with
+// NodeExists because a Vitess process holds the lock, names the holder:
+// its error carries the contents Vitess stored with the lock (Vitess's
+// description of the holder), which every backend's layout keeps in the
+// holder's entry (etcd: the value of <dir>/locks/<lease>, ZooKeeper: the
+// data of <dir>/locks/<sequence>, Consul: the value of <dir>/Lock).
+// topokit's TryLock names only the directory (etcd, ZooKeeper) or the
+// holder's session (Consul) today.
+func TestTryLockNamesHolder(t *testing.T) {
+	for _, s := range stores() {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			root := s.root(t)
+			vc, tc := s.vitess(t, root), s.topokit(t, root)
+			_, err := vc.Create(ctx, "d/f", []byte("x"))
+			require.NoError(t, err)
+			const holder = `{"Action":"vitess-holder-7","HostName":"vt1"}`
+			vld, err := vc.Lock(ctx, "d", holder)
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, vld.Unlock(ctx)) }()
+			_, err = tc.TryLock(ctx, "d", "topokit-try")
+			require.True(t, topo.IsErrType(err, topo.NodeExists), "topokit TryLock while Vitess holds: %v", err)
+			assert.Contains(t, err.Error(), holder, "topokit TryLock's NodeExists names Vitess's holder")
+		})
+	}
+}
