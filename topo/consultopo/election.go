@@ -157,7 +157,9 @@ func (p *participation) campaign(ctx context.Context, value []byte, publish bool
 				return nil, err
 			}
 		}
-		_ = p.endTerm(context.Background())
+		rctx, rcancel := context.WithTimeout(p.c.ctx, requestTimeout)
+		_ = p.endTerm(rctx)
+		rcancel()
 	}
 	actx, cancel := context.WithCancelCause(p.stopCtx)
 	defer cancel(nil)
