@@ -237,7 +237,11 @@ func (p *participation) startTerm(h held) {
 	p.c.spawn(func() {
 		defer close(t.monitor)
 		defer func() {
-			if t.state.CompareAndSwap(termActive, termLost) {
+			// Stop (or Close) cancelled the term: Stop's endTerm deletes the
+			// keys and releases the claim. Otherwise the term was lost (or
+			// Proclaim or Check found it lost): release the claim so that
+			// another participation of the Conn may campaign.
+			if p.stopCtx.Err() == nil && t.state.CompareAndSwap(termActive, termLost) {
 				p.c.releaseClaim(h.cl)
 			}
 		}()

@@ -275,3 +275,23 @@ func TestResumeInfoAndSessionOwnership(t *testing.T) {
 	_, err = c2.ResumeLeaderParticipation(t.Context(), "e", "id1", info)
 	require.True(t, topo.IsErrType(err, topo.LockLost), "Resume of an ended session: %v", err)
 }
+
+// TestStopDeletesKey: Stop cancels the participation's context before it
+// ends the term, which ends the term's monitor; the monitor must leave the
+// deletion to Stop (an earlier version let the monitor win the race and
+// Stop then deleted nothing, leaving the key held by the Conn's session).
+func TestStopDeletesKey(t *testing.T) {
+	root := testRoot(t)
+	c := newTestConn(t, root)
+	raw := rawClient(t).KV()
+	for i := range 40 {
+		p, err := c.NewLeaderParticipation("e", "id")
+		require.NoError(t, err)
+		_, err = p.Campaign(t.Context(), []byte("v"))
+		require.NoError(t, err)
+		p.Stop()
+		keys, _, err := raw.Keys(root+"/elections/e", "", &api.QueryOptions{RequireConsistent: true})
+		require.NoError(t, err)
+		require.Emptyf(t, keys, "iteration %d: Stop left keys behind", i)
+	}
+}
