@@ -63,6 +63,19 @@ func TestValuesLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{key + "/locks/" + ek.Session}, keys, "nothing else beside the election key")
 
+	// A full ListDir: the elections directory and the election's
+	// directories are Ephemeral; svc/a, both a key and the directory of
+	// its value key, is one entry.
+	entries, err := c.ListDir(ctx, "", true)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "elections", Type: topo.TypeDirectory, Ephemeral: true}}, entries)
+	entries, err = c.ListDir(ctx, "elections/svc", true)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "a", Type: topo.TypeDirectory, Ephemeral: true}}, entries)
+	entries, err = c.ListDir(ctx, "elections/svc/a", true)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "locks", Type: topo.TypeDirectory, Ephemeral: true}}, entries)
+
 	require.NoError(t, p.Proclaim(ctx, []byte("addr:2")))
 	ek2, _, err := raw.Get(key, &api.QueryOptions{RequireConsistent: true})
 	require.NoError(t, err)
