@@ -403,13 +403,16 @@ func (c *Conn) closedErr(path string) error {
 	return nil
 }
 
-// check runs the checks every call starts with: Closed after Close, then
-// the context.
+// check runs the first and the last of backendkit's checks, for calls
+// whose arguments are checked in between by the caller (or need no check):
+// the context (Timeout, Interrupted), then Closed after Close. Methods
+// with arguments call backendkit.CheckContext first, then their argument
+// checks, then closedErr, in backendkit's order.
 func (c *Conn) check(ctx context.Context, path string) error {
-	if err := c.closedErr(path); err != nil {
+	if err := backendkit.CheckContext(ctx, path); err != nil {
 		return err
 	}
-	return backendkit.CheckContext(ctx, path)
+	return c.closedErr(path)
 }
 
 // Close revokes the Conn's leases (releasing its locks and election
