@@ -133,5 +133,5 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 			return nil, err
 		}
 	}
-	return &lockDescriptor{cl: cl}, nil
+	return newLockDescriptor(cl), nil
 }

@@ -152,6 +152,19 @@ type Options struct {
 	// LockName. Default 24 h.
 	NamedLockTTL time.Duration
 
+	// MaxTxnOps is the most compares, and the most writes, and the most
+	// failure reads, that Txn sends in one etcd transaction (see Txn);
+	// larger transactions are refused with InvalidArgument before anything
+	// is sent. Set it to the cluster's --max-txn-ops. Default 128
+	// (DefaultMaxTxnOps, etcd's default).
+	MaxTxnOps int
+
+	// MaxRequestBytes is the largest transaction request Txn sends, in
+	// bytes (see Txn); larger ones are refused with InvalidArgument before
+	// anything is sent. Set it to the cluster's --max-request-bytes.
+	// Default 1.5 MiB (DefaultMaxRequestBytes, etcd's default).
+	MaxRequestBytes int
+
 	// Logger receives the backend's and the etcd client's warnings. Nil
 	// means slog.Default().
 	Logger *slog.Logger
@@ -228,6 +241,10 @@ type Conn struct {
 
 	closed atomic.Bool // set first thing in Close
 
+	// clusterID is the id of the etcd cluster, once an answer told it (0
+	// before), for IfHeld with Fences of other Conns.
+	clusterID atomic.Uint64
+
 	mu        sync.Mutex
 	shared    *lease              // the lease of Lock, TryLock and elections
 	leases    map[*lease]struct{} // every live lease, for Close
@@ -269,6 +286,12 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	if opts.NamedLockTTL <= 0 {
 		opts.NamedLockTTL = DefaultNamedLockTTL
+	}
+	if opts.MaxTxnOps <= 0 {
+		opts.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	addr := strings.Join(opts.Endpoints, ",")
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
