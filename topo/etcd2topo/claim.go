@@ -77,16 +77,16 @@ func (c *Conn) takeKey(prefix string, l *lease) (key string, release func(), ok 
 
 // claim is one entry put in a queue.
 type claim struct {
-	c       *Conn
-	path    string // for errors
-	prefix  string // the queue
-	key     string
-	rev     int64 // the entry's CreateRevision = ModRevision
+	c      *Conn
+	path   string // for errors
+	prefix string // the queue
+	key    string
+	rev    int64 // the entry's CreateRevision = ModRevision
 	// clusterID is the id of the etcd cluster the entry was put on.
 	clusterID uint64
-	lease   *lease
-	own     bool   // the lease is this entry's alone: removing revokes it
-	release func() // frees the key's name
+	lease     *lease
+	own       bool   // the lease is this entry's alone: removing revokes it
+	release   func() // frees the key's name
 
 	// older are the entries ahead of ours when the claim was put.
 	older map[string]struct{}
