@@ -23,8 +23,9 @@
 // The code follows the concepts of etcd's client/v3/concurrency: lease.go
 // (the lease and how long it is proven alive), claim.go (an entry and the
 // transaction that puts it), queue.go (waiting for older entries),
-// descriptor.go (a held lock), lock.go and election.go (the topo.Conn
-// methods on top).
+// descriptor.go (a held lock, its token and Done), lock.go and
+// election.go (the topo.Conn methods on top; the election's terms),
+// txn.go (transactions).
 //
 // # Invariants
 //
@@ -65,6 +66,37 @@
 // Errors: etcd's auth refusals are PermissionDenied, and every retry loop
 // of the package (watches, queue waits, keepalives, cleanups) treats
 // PermissionDenied as permanent.
+//
+// # Fencing tokens, Done, terms
+//
+// The fencing token of a lock (LockDescriptor.Token) is the revision etcd
+// put the lock's entry at: its CreateRevision (equal to its ModRevision,
+// as an entry is never rewritten while held). A leadership term's token
+// (LeaderParticipation.Term) is its candidate entry's CreateRevision.
+// Revisions only grow and survive lease loss, Conn and member restarts,
+// and a holder (or leader) is the queue's entry with the lowest
+// ModRevision, so every later holder's token is greater than every
+// earlier one's (see lockDescriptor.Token for the argument).
+//
+// A lock's Done closes on Unlock, on the loss of its lease (expired or
+// revoked in etcd, or no longer proven alive: see SafetyMargin), on
+// Close, and when its entry is deleted or rewritten behind it, which a
+// watch on the entry, started by the first call of Done, tells. A term's
+// Done is its leadership context's.
+//
+// # Transactions
+//
+// Conn.Txn is one etcd Txn: the conditions are its compares (IfHeld
+// compares the ModRevision of the Fence's entry with its token: the entry
+// is still there, never rewritten, so its lease is alive and nobody else
+// holds), the writes its Success branch, and its Failure branch reads
+// every compared key, so that the first failing op is found from what etcd
+// read with the failed compares, in the same round trip.
+// topo.GuardedUpdate and GuardedDelete are therefore one round trip.
+// Limits, checked before anything is sent: at most Options.MaxTxnOps (128,
+// etcd's --max-txn-ops) compares, writes and failure reads each, and at
+// most Options.MaxRequestBytes (1.5 MiB, etcd's --max-request-bytes) per
+// request; see Conn.Txn.
 //
 // Watches are opened at the store's current revision (never at a past one),
 // after which the current value is read, so that they are served by etcd's
