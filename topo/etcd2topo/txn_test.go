@@ -335,3 +335,98 @@ func TestTxnWatchSeesWrites(t *testing.T) {
 	require.Equal(t, vs[2], seen["w/c"].Version)
 	require.Equal(t, "c", string(seen["w/c"].Contents))
 }
+
+// TestTxnOutcomeUnknown: a transaction whose answer is lost (its Conn cut
+// off from etcd until the caller's deadline) reports Timeout or
+// Unavailable, never success nor a condition's failure: the store may
+// apply it (here the proxy delivers it once healed).
+func TestTxnOutcomeUnknown(t *testing.T) {
+	root := newRoot()
+	c, px := proxiedConn(t, root)
+	ctx := context.Background()
+	v, err := c.Create(ctx, "f", []byte("0"))
+	require.NoError(t, err)
+	px.Blackhole()
+	tctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, err = c.Txn(tctx, topo.UpdateOp("f", []byte("1"), v))
+	require.Error(t, err)
+	require.Truef(t, errors.Is(err, topo.Timeout) || errors.Is(err, topo.Unavailable), "got %v", err)
+	require.False(t, errors.As(err, new(*topo.TxnError)), "an unknown outcome is no op's failure: %v", err)
+	px.Heal()
+}
+
+// TestTxnConcurrentTransfers: Conns moving units between counters with
+// compare-and-set transactions (IfVersion on both files, retried on
+// BadVersion) under one lock's IfHeld never lose or duplicate a unit: the
+// sum stays, and every successful transfer is applied exactly once.
+func TestTxnConcurrentTransfers(t *testing.T) {
+	root := newRoot()
+	const conns, transfers, counters = 4, 15, 3
+	cs := make([]*Conn, conns)
+	for i := range cs {
+		cs[i] = openConn(t, serverAddr, root)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := cs[0].Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := cs[0].LockName(ctx, "d", "bank")
+	require.NoError(t, err)
+	defer ld.Unlock(ctx)
+	name := func(i int) string { return "c" + string(rune('0'+i)) }
+	for i := range counters {
+		_, err := cs[0].Create(ctx, name(i), []byte{100})
+		require.NoError(t, err)
+	}
+	errs := make(chan error, conns)
+	for w := range conns {
+		go func() {
+			c := cs[w]
+			for n := range transfers {
+				from, to := name((w+n)%counters), name((w+n+1)%counters)
+				for {
+					fa, va, err := c.Get(ctx, from)
+					if err != nil {
+						errs <- err
+						return
+					}
+					fb, vb, err := c.Get(ctx, to)
+					if err != nil {
+						errs <- err
+						return
+					}
+					_, err = c.Txn(ctx, topo.IfHeld(ld),
+						topo.UpdateOp(from, []byte{fa[0] - 1}, va),
+						topo.UpdateOp(to, []byte{fb[0] + 1}, vb))
+					if errors.Is(err, topo.BadVersion) {
+						continue
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					break
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range conns {
+		require.NoError(t, <-errs)
+	}
+	sum := 0
+	for i := range counters {
+		data, _, err := cs[0].Get(ctx, name(i))
+		require.NoError(t, err)
+		sum += int(data[0])
+	}
+	require.Equal(t, 100*counters, sum)
+	// Each counter gave and received the same number of units here (the
+	// transfers form rings), so each is back at 100.
+	for i := range counters {
+		data, _, err := cs[0].Get(ctx, name(i))
+		require.NoError(t, err)
+		require.Equal(t, byte(100), data[0], name(i))
+	}
+}
