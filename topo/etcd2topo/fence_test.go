@@ -288,6 +288,7 @@ func TestStaleGuardedWriteAfterPartition(t *testing.T) {
 	_, err = topo.GuardedUpdate(ctx, old, ld, "d/f", []byte("old-1"), nil)
 	require.NoError(t, err)
 
+	done := ld.Done()
 	px.Blackhole()
 	inFlight := make(chan error, 1)
 	go func() {
@@ -297,6 +298,8 @@ func TestStaleGuardedWriteAfterPartition(t *testing.T) {
 	ld2, err := next.Lock(ctx, "d", "next")
 	require.NoError(t, err)
 	defer ld2.Unlock(ctx)
+	// Cut off, the holder learnt of the loss from its lease's timer.
+	waitClosed(t, done, "partitioned holder")
 	px.Heal()
 	if err := <-inFlight; err == nil {
 		t.Fatal("the stale holder's write in flight succeeded")
