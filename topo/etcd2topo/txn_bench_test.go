@@ -19,23 +19,36 @@ import (
 
 // rotate runs every op once per iteration, starting with a different one
 // each time so that load from other processes hits all alike, and
-// reports each op's median latency as <name>-p50-µs.
-func rotate(b *testing.B, names []string, ops []func() error) []latencies {
+// reports each op's median latency as <name>-p50-µs and, when counters
+// are given (one per op, nil for none), the requests it sent per
+// operation as <name>-rt/op.
+func rotate(b *testing.B, names []string, counters []*rtCounter, ops []func() error) []latencies {
 	b.Helper()
 	lat := make([]latencies, len(ops))
+	rts := make([]int64, len(ops))
 	i := 0
 	for b.Loop() {
 		for j := range ops {
 			k := (i + j) % len(ops)
+			var before int64
+			if counters != nil && counters[k] != nil {
+				before = counters[k].load()
+			}
 			t0 := time.Now()
 			err := ops[k]()
 			lat[k] = append(lat[k], time.Since(t0))
+			if counters != nil && counters[k] != nil {
+				rts[k] += counters[k].load() - before
+			}
 			must(b, err)
 		}
 		i++
 	}
 	for k, name := range names {
 		b.ReportMetric(float64(lat[k].p50().Nanoseconds())/1e3, name+"-p50-µs")
+		if counters != nil && counters[k] != nil && i > 0 {
+			b.ReportMetric(float64(rts[k])/float64(i), name+"-rt/op")
+		}
 	}
 	return lat
 }
@@ -54,7 +67,8 @@ func ratio(b *testing.B, name string, x, y latencies) {
 // guarded/cas is the goal's ratio (at most 1.1), guarded/raw the
 // backend's own overhead.
 func BenchmarkGuardedUpdate(b *testing.B) {
-	c, cli, root := benchConn(b)
+	e := newBenchEnv(b)
+	c, cli, root := e.c, e.cli, e.root
 	ctx := context.Background()
 	_, err := c.Create(ctx, "d/f", []byte("x"))
 	must(b, err)
@@ -70,7 +84,7 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 	resp, err := cli.Put(ctx, rawKey, "x")
 	must(b, err)
 	rawRev := resp.Header.Revision
-	lat := rotate(b, []string{"guarded", "cas", "raw"}, []func() error{
+	lat := rotate(b, []string{"guarded", "cas", "raw"}, []*rtCounter{e.tc, e.tc, e.rc}, []func() error{
 		func() error {
 			gv, err = topo.GuardedUpdate(ctx, c, ld, "g", []byte("y"), gv)
 			return err
@@ -102,7 +116,8 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 // BenchmarkTxnTransfer: a two-file transfer (two IfVersion-guarded
 // UpdateOps under IfHeld) beside the raw client's Txn of the same shape.
 func BenchmarkTxnTransfer(b *testing.B) {
-	c, cli, root := benchConn(b)
+	e := newBenchEnv(b)
+	c, cli, root := e.c, e.cli, e.root
 	ctx := context.Background()
 	_, err := c.Create(ctx, "d/f", []byte("x"))
 	must(b, err)
@@ -120,7 +135,7 @@ func BenchmarkTxnTransfer(b *testing.B) {
 	rb, err := cli.Put(ctx, kb, "x")
 	must(b, err)
 	revA, revB := ra.Header.Revision, rb.Header.Revision
-	lat := rotate(b, []string{"txn", "raw"}, []func() error{
+	lat := rotate(b, []string{"txn", "raw"}, []*rtCounter{e.tc, e.rc}, []func() error{
 		func() error {
 			vs, err := c.Txn(ctx, topo.IfHeld(ld), topo.UpdateOp("a", []byte("y"), va), topo.UpdateOp("b", []byte("y"), vb))
 			if err == nil {
@@ -154,7 +169,8 @@ func BenchmarkTxnTransfer(b *testing.B) {
 // Failure branch reading its key, with the second compare of IfHeld, and
 // with both (GuardedUpdate's shape).
 func BenchmarkTxnShapes(b *testing.B) {
-	c, cli, root := benchConn(b)
+	e := newBenchEnv(b)
+	c, cli, root := e.c, e.cli, e.root
 	ctx := context.Background()
 	_, err := c.Create(ctx, "d/f", []byte("x"))
 	must(b, err)
@@ -189,6 +205,6 @@ func BenchmarkTxnShapes(b *testing.B) {
 			return err
 		}
 	}
-	lat := rotate(b, []string{"cas", "cas+else", "guard", "guard+else"}, []func() error{mk(0, false, false), mk(1, false, true), mk(2, true, false), mk(3, true, true)})
+	lat := rotate(b, []string{"cas", "cas+else", "guard", "guard+else"}, nil, []func() error{mk(0, false, false), mk(1, false, true), mk(2, true, false), mk(3, true, true)})
 	ratio(b, "guard+else/cas", lat[3], lat[0])
 }

@@ -430,3 +430,53 @@ func TestTxnConcurrentTransfers(t *testing.T) {
 		require.Equal(t, byte(100), data[0], name(i))
 	}
 }
+
+// TestTxnRoundTrips: a Txn is one request to etcd, whether it succeeds or
+// a condition fails (the Failure branch names the op); GuardedUpdate and
+// GuardedDelete too; a guarded write whose claim ended here sends
+// nothing. (Counted with the benchmarks' gRPC interceptor; the lock has a
+// lease of its own with LockName's 24 h TTL, so no keepalive runs meanwhile.)
+func TestTxnRoundTrips(t *testing.T) {
+	r := &rtCounter{}
+	root := newRoot()
+	c, err := NewConn(Options{Endpoints: []string{serverAddr}, dialOptions: r.dialOptions()}, root)
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	ld, err := c.LockName(ctx, "d", "me")
+	require.NoError(t, err)
+	v, err := c.Create(ctx, "f", []byte("0"))
+	require.NoError(t, err)
+	requests := func(op func()) int64 {
+		before := r.load()
+		op()
+		return r.load() - before
+	}
+	require.EqualValues(t, 1, requests(func() {
+		v, err = topo.GuardedUpdate(ctx, c, ld, "f", []byte("1"), v)
+		require.NoError(t, err)
+	}))
+	require.EqualValues(t, 1, requests(func() {
+		_, err := topo.GuardedUpdate(ctx, c, ld, "f", []byte("2"), topo.NumericVersion(1))
+		requireTxnErr(t, err, 1, topo.BadVersion)
+	}))
+	require.EqualValues(t, 1, requests(func() {
+		_, err := c.Txn(ctx, topo.IfHeld(ld), topo.IfAbsent("f"), topo.CreateOp("g", nil))
+		requireTxnErr(t, err, 1, topo.NodeExists)
+	}))
+	require.EqualValues(t, 1, requests(func() {
+		require.NoError(t, topo.GuardedDelete(ctx, c, ld, "f", v))
+	}))
+	// Deleted behind the holder: etcd says so, in the same request.
+	_, err = rawClient(t, serverAddr).Delete(ctx, ld.(*lockDescriptor).cl.key)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, requests(func() {
+		_, err := topo.GuardedUpdate(ctx, c, ld, "f", []byte("3"), nil)
+		requireTxnErr(t, err, 0, topo.LockLost)
+	}))
+	_ = ld.Unlock(ctx)
+	require.EqualValues(t, 0, requests(func() {
+		_, err := topo.GuardedUpdate(ctx, c, ld, "f", []byte("4"), nil)
+		requireTxnErr(t, err, 0, topo.LockLost)
+	}))
+}
