@@ -77,8 +77,9 @@ func (c *Conn) leaseIDs() []clientv3.LeaseID {
 }
 
 // expireSession revokes every lease of conn through a separate client, as
-// if etcd had expired them, and returns once the Conn has noticed (its
-// keepalive learned that the leases are gone), as the suite requires.
+// if etcd had expired them, and returns once the Conn has noticed, as the
+// suite requires: a renewal through the Conn's client learns that each
+// lease is gone, as the Conn's keepalive does at its next renewal.
 func expireSession(t *testing.T, conn topo.Conn) {
 	t.Helper()
 	c := conn.(*Conn)
@@ -96,6 +97,11 @@ func expireSession(t *testing.T, conn topo.Conn) {
 		// as good as expired.
 		if _, err := cli.Revoke(ctx, l.id); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			require.NoError(t, err)
+		}
+		// The Conn's next renewal learns it, as keepAlive would: now
+		// rather than a third of the TTL later (8 h for LockName's lease).
+		if _, err := c.cli.KeepAliveOnce(ctx, l.id); errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			l.markLost()
 		}
 	}
 	require.Eventually(t, func() bool {
