@@ -480,3 +480,24 @@ func TestTxnRoundTrips(t *testing.T) {
 		requireTxnErr(t, err, 0, topo.LockLost)
 	}))
 }
+
+// TestTxnConditionsSeeStateBefore: every condition is evaluated against
+// the state before the transaction, never after the writes of earlier
+// ops (one etcd Txn: compares first, then the Success branch).
+func TestTxnConditionsSeeStateBefore(t *testing.T) {
+	c := openConn(t, serverAddr, newRoot())
+	ctx := context.Background()
+	_, err := c.Txn(ctx, topo.CreateOp("n", []byte("x")), topo.IfPresent("n"))
+	requireTxnErr(t, err, 1, topo.NoNode)
+	_, _, err = c.Get(ctx, "n")
+	require.ErrorIs(t, err, topo.NoNode)
+	v, err := c.Create(ctx, "o", []byte("x"))
+	require.NoError(t, err)
+	_, err = c.Txn(ctx, topo.DeleteOp("o", v), topo.IfAbsent("o"))
+	requireTxnErr(t, err, 1, topo.NodeExists)
+	vs, err := c.Txn(ctx, topo.DeleteOp("o", v), topo.IfVersion("o", v))
+	require.NoError(t, err)
+	require.Nil(t, vs[0])
+	_, _, err = c.Get(ctx, "o")
+	require.ErrorIs(t, err, topo.NoNode)
+}
