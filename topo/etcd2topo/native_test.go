@@ -571,3 +571,88 @@ func TestNativeWaitForNewLeader(t *testing.T) {
 	require.Equal(t, me.ID, <-ids, "the Proclaim sent nothing")
 	require.NotEqual(t, hexID(s.Lease()), me.ID)
 }
+
+// TestNativePartitionedLeaderGivesUpFirst: a topokit leader whose client
+// is cut off from etcd has ended its leadership (context, Done, Check)
+// by the time a concurrency.Election waiter wins on the lease's expiry,
+// and its Proclaim after the partition heals is refused.
+func TestNativePartitionedLeaderGivesUpFirst(t *testing.T) {
+	ctx := testCtx(t)
+	px, err := faultproxy.New(serverAddr)
+	require.NoError(t, err)
+	c := openConn(t, px.Addr(), newRoot())
+	t.Cleanup(func() {
+		px.Heal()
+		px.Close()
+	})
+	cli := rawClient(t, serverAddr)
+	prefix := nativePrefix()
+	p := native(t, c, prefix, "tk")
+	lctx, err := p.Campaign(ctx, []byte("old"))
+	require.NoError(t, err)
+	term, err := p.Term()
+	require.NoError(t, err)
+
+	_, e := etcdElection(t, cli, prefix)
+	type result struct {
+		err      error
+		oldCtx   error
+		oldDone  bool
+		oldCheck error
+	}
+	won := make(chan result, 1)
+	go func() {
+		err := e.Campaign(ctx, "new")
+		// The moment the native waiter wins: look at the old leader at once.
+		done := false
+		select {
+		case <-term.Done():
+			done = true
+		default:
+		}
+		won <- result{err, lctx.Err(), done, term.Check(ctx)}
+	}()
+	waitNativeKeys(t, cli, prefix, 2)
+	px.Blackhole()
+	r := <-won
+	require.NoError(t, r.err)
+	require.Error(t, r.oldCtx, "the old leader still led when the native waiter won")
+	require.True(t, r.oldDone, "the old term's Done was open when the native waiter won")
+	require.ErrorIs(t, r.oldCheck, topo.LockLost)
+	px.Heal()
+	require.True(t, topo.IsErrType(p.Proclaim(ctx, []byte("late")), topo.NotLeader))
+	l, err := e.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "new", string(l.Kvs[0].Value))
+}
+
+// TestNativeForeignKeyCounts: a key under the prefix that no campaigner
+// wrote (no lease, deeper name) counts as a candidate, as it does for
+// concurrency.Election: it leads while it is the oldest, and topokit
+// waits behind it.
+func TestNativeForeignKeyCounts(t *testing.T) {
+	ctx := testCtx(t)
+	c := openConn(t, serverAddr, newRoot())
+	cli := rawClient(t, serverAddr)
+	prefix := nativePrefix()
+	put, err := cli.Put(ctx, prefix+"/by/hand", "manual")
+	require.NoError(t, err)
+	p := native(t, c, prefix, "tk")
+	l, err := p.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, topo.Leader{ID: "by/hand", Value: []byte("manual"), Token: put.Header.Revision}, l)
+	won := make(chan error, 1)
+	go func() {
+		_, err := p.Campaign(ctx, []byte("tk"))
+		won <- err
+	}()
+	waitNativeKeys(t, cli, prefix, 2)
+	select {
+	case err := <-won:
+		t.Fatalf("topokit won (%v) behind an older key", err)
+	default:
+	}
+	_, err = cli.Delete(ctx, prefix+"/by/hand")
+	require.NoError(t, err)
+	require.NoError(t, <-won)
+}
