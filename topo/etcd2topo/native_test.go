@@ -570,6 +570,17 @@ func TestNativeWaitForNewLeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, me.ID, <-ids, "the Proclaim sent nothing")
 	require.NotEqual(t, hexID(s.Lease()), me.ID)
+
+	// Observe and WaitForNewLeader close when the Conn closes.
+	obs, err := p.Observe(ctx)
+	require.NoError(t, err)
+	c.Close()
+	for range obs {
+	}
+	for range ids {
+	}
+	_, err = p.Observe(ctx)
+	require.True(t, topo.IsErrType(err, topo.Closed), "%v", err)
 }
 
 // TestNativePartitionedLeaderGivesUpFirst: a topokit leader whose client
