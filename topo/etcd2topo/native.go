@@ -174,6 +174,8 @@ type nativeCand struct {
 	lease   *lease
 	own     bool   // the lease is this key's alone: removing revokes it
 	release func() // frees the key's name in the Conn
+	// clusterID is the id of the etcd cluster the key is on.
+	clusterID uint64
 }
 
 // ours reports whether kv (a read of the candidate's key) is still our
@@ -446,7 +448,7 @@ func (e *nativeElection) put(ctx context.Context, value []byte) (*nativeCand, er
 			own = true
 			continue
 		}
-		cd.rev = resp.Header.Revision
+		cd.rev, cd.clusterID = resp.Header.Revision, resp.Header.ClusterId
 		return cd, nil
 	}
 	return nil, backendkit.Wrap(topo.Unavailable, e.prefix, errKeyBusy)
@@ -728,26 +730,53 @@ func (t *nativeTerm) Check(ctx context.Context) error {
 	return nil
 }
 
-// nativeHeld is what Conn.Txn needs from a native term to compile IfHeld
-// (the Vitess-layout claims compare ModRevision, which Proclaim moves on
-// a native key): the key, the compares that hold exactly while the term
-// is held in the store, whether the failure read of key (with values:
-// etcd 3.7 leaves the lease out of keys-only reads) shows the term gone,
-// and ok false when the term is known to have ended here.
+// nativeHeld is what Conn.Txn needs from a native term to compile
+// IfHeld: the Vitess-layout claims (*claim) are compared on their
+// ModRevision, which Proclaim moves on a native key, so a native term
+// gives its own guard instead. Txn finds it with
+// backendkit.FenceAs[nativeHeld] when FenceAs[etcdFence] finds nothing.
 type nativeHeld interface {
 	topo.Fence
-	nativeHeldCmps() (key string, cmps []clientv3.Cmp, gone func(kv *mvccpb.KeyValue) bool, ok bool)
+	nativeGuard() nativeGuard
+}
+
+// nativeGuard is how Conn.Txn compiles IfHeld on a native term.
+type nativeGuard struct {
+	// conn is the Conn that issued the term, clusterID the etcd cluster
+	// its key was put on (for Txn's same-cluster check of a Fence of
+	// another Conn).
+	conn      *Conn
+	clusterID uint64
+	// key is the candidate key: Txn's failure branch reads it WITH its
+	// value (etcd 3.7 leaves the lease out of keys-only reads).
+	key string
+	// cmps hold exactly while the term is held in the store.
+	cmps []clientv3.Cmp
+	// gone reports whether the failure read of key (nil: absent) shows
+	// the term gone: the IfHeld op then fails with LockLost.
+	gone func(kv *mvccpb.KeyValue) bool
+	// held is false when the term is known to have ended here (Resign,
+	// Stop, Done closed, lease lost or past its proven-until time): Txn
+	// then fails the op with LockLost without relying on the store.
+	held bool
 }
 
 var _ nativeHeld = (*nativeTerm)(nil)
 
-// nativeHeldCmps implements nativeHeld.
-func (t *nativeTerm) nativeHeldCmps() (string, []clientv3.Cmp, func(*mvccpb.KeyValue) bool, bool) {
+// nativeGuard implements nativeHeld.
+func (t *nativeTerm) nativeGuard() nativeGuard {
 	t.mu.Lock()
 	released := t.released
 	t.mu.Unlock()
-	ok := !released && t.ctx.Err() == nil && !t.cd.lease.lost()
-	return t.cd.key, t.cd.heldCmps(), func(kv *mvccpb.KeyValue) bool { return !t.cd.ours(kv) }, ok
+	cd := t.cd
+	return nativeGuard{
+		conn:      t.e.c,
+		clusterID: cd.clusterID,
+		key:       cd.key,
+		cmps:      cd.heldCmps(),
+		gone:      func(kv *mvccpb.KeyValue) bool { return !cd.ours(kv) },
+		held:      !released && t.ctx.Err() == nil && !cd.lease.lost(),
+	}
 }
 
 // Term returns the current term (see nativeTerm), or NotLeader.
@@ -1120,6 +1149,7 @@ func (c *Conn) ResumeNativeElection(ctx context.Context, prefix, id string, info
 		l.markLost()
 		return nil, topo.NewError(topo.LockLost, prefix)
 	}
+	cd.clusterID = resp.Header.ClusterId
 	c.mu.Lock()
 	if c.isClosed() {
 		c.mu.Unlock()

@@ -496,14 +496,17 @@ func TestNativeHeldCompares(t *testing.T) {
 	h, ok := f.(nativeHeld)
 	require.True(t, ok)
 	held := func() bool {
-		key, cmps, gone, ok := h.nativeHeldCmps()
-		resp, err := cli.Txn(ctx).If(cmps...).Else(clientv3.OpGet(key)).Commit()
+		g := h.nativeGuard()
+		require.Same(t, c, g.conn)
+		require.NotZero(t, g.clusterID)
+		resp, err := cli.Txn(ctx).If(g.cmps...).Else(clientv3.OpGet(g.key)).Commit()
 		require.NoError(t, err)
 		if !resp.Succeeded {
 			kvs := resp.Responses[0].GetResponseRange().Kvs
-			require.True(t, len(kvs) == 0 || gone(kvs[0]))
+			require.True(t, len(kvs) == 0 || g.gone(kvs[0]))
 		}
-		return ok && resp.Succeeded
+		require.Equal(t, g.held, resp.Succeeded)
+		return resp.Succeeded
 	}
 	require.True(t, held())
 	require.NoError(t, p.Proclaim(ctx, []byte("w")))
