@@ -80,15 +80,28 @@ const resignGrace = 3 * time.Second
 
 // NewNativeElection joins the election on the etcd-native prefix prefix
 // (the raw etcd key given to concurrency.NewElection or `etcdctl elect`,
-// not relative to the Conn's root; see the layout above) as a participant
-// that publishes id when it joins with WaitForLeadership. The returned
-// participation implements the whole topo.LeaderParticipation; its
-// Leader.ID is the leader key's name under <prefix>/ (see above). It
-// returns InvalidArgument for an empty prefix or id, or a prefix whose
+// not relative to the Conn's root) as a participant that publishes id
+// when it joins with WaitForLeadership. The layout is etcd's own: a
+// candidate is the key <prefix>/<lease id in hex> on that lease, holding
+// the value; every key under <prefix>/ is a candidate and the one with the
+// lowest CreateRevision leads; so concurrency.Election campaigners and
+// observers, and topokit's, see one leader and one value and never lead
+// at once. The returned participation implements the whole
+// topo.LeaderParticipation, with these differences from the Vitess
+// layout: Leader.ID (and GetCurrentLeaderID, WaitForNewLeader) is the
+// leader key's name under <prefix>/ (its lease id in hex), not id;
+// WaitForLeadership publishes id as the value (Leader.Value is then id,
+// not nil); Token is the key's CreateRevision; ResumeInfo is taken back
+// with ResumeNativeElection. The candidate key rests on the Conn's shared
+// lease (or one of its own), and leadership ends when the lease can no
+// longer be proven alive, as for NewLeaderParticipation.
+//
+// It returns InvalidArgument for an empty prefix or id, or a prefix whose
 // range contains the Conn's root; InvalidPath for a prefix inside the
-// root whose remainder is a canonical path (reserved or not); Closed
-// after Close. Nothing is written until WaitForLeadership or Campaign.
-// It is safe for concurrent use.
+// root whose remainder is a canonical path (reserved or not: its keys
+// would be the Conn's files or lock and election entries); Closed after
+// Close. Nothing is written until WaitForLeadership or Campaign. The
+// participation is safe for concurrent use.
 func (c *Conn) NewNativeElection(prefix, id string) (topo.LeaderParticipation, error) {
 	return c.newNative(prefix, id)
 }
