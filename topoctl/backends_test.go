@@ -14,7 +14,7 @@ func TestZooKeeper(t *testing.T) {
 	addr := zktest.Start(t)
 	runSuite(t, func(t *testing.T) target {
 		return target{impl: "zk2", addr: addr, root: "/" + t.Name()}
-	}, capabilities{fence: true})
+	}, capabilities{})
 }
 
 // TestConsul runs every scenario against a real Consul agent, each under
@@ -25,5 +25,5 @@ func TestConsul(t *testing.T) {
 	runSuite(t, func(t *testing.T) target {
 		// Without a leading "/", as Vitess's Consul backend needs.
 		return target{impl: "consul", addr: addr, root: t.Name()}
-	}, capabilities{fence: true})
+	}, capabilities{})
 }

@@ -22,7 +22,7 @@ func memoryTarget(t *testing.T) target {
 
 func TestMemory(t *testing.T) {
 	t.Parallel()
-	runSuite(t, memoryTarget, capabilities{history: true, fence: true})
+	runSuite(t, memoryTarget, capabilities{history: true})
 }
 
 func TestUnknownImplementation(t *testing.T) {

@@ -23,10 +23,6 @@ import (
 // capabilities says what a backend supports, for the scenarios that differ.
 type capabilities struct {
 	history bool // GetVersion works
-	// fence: locks have fencing tokens and Conn.Txn works (the backend's
-	// issue 11 work is on main); without it, the scenarios check that
-	// topoctl says the backend has no transactions.
-	fence bool
 }
 
 // runSuite runs every end-to-end scenario against fresh targets from
@@ -53,14 +49,7 @@ func runSuite(t *testing.T, newTarget func(t *testing.T) target, caps capabiliti
 		{"CellAlias", testCellAlias},
 		{"Errors", testErrors},
 		{"Reads", testReads},
-		{"Txn", func(t *testing.T, tg target, caps capabilities) {
-			if !caps.fence {
-				tg.fails(t, 1, []string{"NoImplementation: ", "does not implement transactions"}, "txn", writeTemp(t, "create /x y\n"))
-				tg.fails(t, 1, []string{"NoNode"}, "get", "x")
-				return
-			}
-			testTxn(t, tg)
-		}},
+		{"Txn", func(t *testing.T, tg target, _ capabilities) { testTxn(t, tg) }},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -373,10 +362,8 @@ func testLock(t *testing.T, tg target, caps capabilities) {
 		require.NoError(t, err)
 		tokens = append(tokens, n)
 	}
-	if caps.fence {
-		assert.Positive(t, tokens[0])
-		assert.Greater(t, tokens[1], tokens[0], "a later holder's fencing token is greater")
-	}
+	assert.Positive(t, tokens[0])
+	assert.Greater(t, tokens[1], tokens[0], "a later holder's fencing token is greater")
 
 	// Held by one run, --try fails at once with NodeExists.
 	holder := tg.start(t, "lock", "ks", "--", "sh", "-c", "echo held; exec sleep 600")
