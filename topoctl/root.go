@@ -219,8 +219,8 @@ watches, locks and leader elections, on etcd ("etcd2"), ZooKeeper ("zk2"),
 Consul ("consul") or an in-process memory store ("memory"), or any other
 backend the binary registered (topo.RegisterFactory); this binary has:
   ` + strings.Join(topo.Factories(), ", ") + `
-Select one with --topo-implementation (-i, or --backend, -b) and give its address and root
-with --topo-global-server-address and --topo-global-root.
+Select one with --topo-implementation (-i, or --backend, -b) and give its
+address and root with --topo-global-server-address and --topo-global-root.
 
 With no flags it talks to the embedded etcd that "topoctl serve" runs, at
 ` + defaultClientAddress + ` under the root ` + defaultRoot + `.
