@@ -276,7 +276,7 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 			cond = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: spec.key, Index: cur.ModifyIndex}
 			relock = cur.Session == sess.id
 		case spec.try:
-			return nil, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("the lock is held by session "+cur.Session))
+			return nil, false, backendkit.LockHeld(spec.path, cur.Value, cur.Session)
 		default:
 			// Held by another session: block until the key changes.
 			waited = true

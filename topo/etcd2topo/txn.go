@@ -87,9 +87,14 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err != nil {
 		return nil, err
 	}
-	t := txnPlan{ops: ck, claims: make([]*claim, len(ck)), held: make([]bool, len(ck))}
+	t := txnPlan{ops: ck, claims: make([]*claim, len(ck)), guards: make([]*nativeGuard, len(ck)), held: make([]bool, len(ck))}
 	for i, op := range ck {
 		if op.Kind != topo.TxnIfHeld {
+			continue
+		}
+		if nf, ok := backendkit.FenceAs[nativeHeld](op.Fence); ok {
+			g := nf.nativeGuard()
+			t.guards[i], t.held[i] = &g, g.held
 			continue
 		}
 		f, ok := backendkit.FenceAs[etcdFence](op.Fence)
@@ -104,6 +109,13 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	if err := c.closedErr(""); err != nil {
 		return nil, err
+	}
+	for i, g := range t.guards {
+		if g != nil && g.conn != c {
+			if err := c.sameCluster(ctx, ck[i], &claim{path: g.key, clusterID: g.clusterID}); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for i, cl := range t.claims {
 		if cl != nil && cl.c != c {
@@ -135,8 +147,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 // txnPlan is a transaction translated into etcd's terms.
 type txnPlan struct {
 	ops    []backendkit.TxnOp
-	claims []*claim // the entry of each IfHeld op
-	held   []bool   // false: the IfHeld op's claim ended here
+	claims []*claim       // the entry of each IfHeld op
+	guards []*nativeGuard // or its native term's guard
+	held   []bool         // false: the IfHeld op's claim ended here
 
 	cmps []clientv3.Cmp
 	then []clientv3.Op
@@ -154,7 +167,11 @@ func (t *txnPlan) build(c *Conn) {
 	for i, op := range t.ops {
 		k := c.key(op.Path)
 		if op.Kind == topo.TxnIfHeld {
-			k = t.claims[i].key
+			if g := t.guards[i]; g != nil {
+				k = g.key
+			} else {
+				k = t.claims[i].key
+			}
 		}
 		t.keys[i] = k
 		compared := true
@@ -166,7 +183,9 @@ func (t *txnPlan) build(c *Conn) {
 		case topo.TxnIfPresent:
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
 		case topo.TxnIfHeld:
-			if t.held[i] {
+			if g := t.guards[i]; g != nil && t.held[i] {
+				t.cmps = append(t.cmps, g.cmps...)
+			} else if t.held[i] {
 				t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", t.claims[i].rev))
 			} else {
 				t.cmps = append(t.cmps, never(k))
@@ -191,7 +210,11 @@ func (t *txnPlan) build(c *Conn) {
 		}
 		if _, dup := t.read[k]; compared && !dup {
 			t.read[k] = len(t.els)
-			t.els = append(t.els, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+			if op.Kind == topo.TxnIfHeld && t.guards[i] != nil {
+				t.els = append(t.els, clientv3.OpGet(k)) // with values: the lease
+			} else {
+				t.els = append(t.els, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+			}
 			t.elsKeys = append(t.elsKeys, k)
 		}
 	}
@@ -222,6 +245,12 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 		var kv *mvccpb.KeyValue
 		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
 			kv = kvs[0]
+		}
+		if g := t.guards[i]; g != nil {
+			if !t.held[i] || g.gone(kv) {
+				return backendkit.TxnFailed(op, topo.LockLost)
+			}
+			continue
 		}
 		if code, failed := opFails(op, kv, t.claims[i], t.held[i]); failed {
 			return backendkit.TxnFailed(op, code)
