@@ -143,6 +143,15 @@ shows it.`,
 			}
 			cancel()
 			if err != nil {
+				var lh *topo.LockHeldError
+				if try && topo.IsErrType(err, topo.NodeExists) && errors.As(err, &lh) && lh.Holder != "" {
+					// The backend named the holder: say it once.
+					by := ", by " + strconv.Quote(lh.Holder)
+					if lh.Session != "" {
+						by += " (session " + lh.Session + ")"
+					}
+					return &kindError{msg: fmt.Sprintf("lock on %s is held by someone else%s", displayPath(dir), by), err: err}
+				}
 				if try && topo.IsErrType(err, topo.NodeExists) {
 					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st, dir), err)
 				}
