@@ -119,6 +119,26 @@ func groups() []struct {
 			{"LinearizableReads", testLinearizableUnderFault},
 			{"ReadYourWrites", testReadYourWritesUnderFault},
 		}},
+		{"Fence", []subtest{
+			{"Tokens", testFenceTokens},
+			{"Terms", testFenceTerms},
+			{"Done", testFenceDone},
+			{"DonePartition", testFenceDonePartition},
+			{"TokensUnderFault", testFenceTokensUnderFault},
+		}},
+		{"Stale", []subtest{
+			{"AfterSessionLoss", testStaleAfterSessionLoss},
+			{"AfterPartition", testStaleAfterPartition},
+			{"Paused", testStalePaused},
+		}},
+		{"Txn", []subtest{
+			{"Ops", testTxnOps},
+			{"Failures", testTxnFailures},
+			{"FileAndDirectory", testTxnFileAndDirectory},
+			{"BadInput", testTxnBadInput},
+			{"Atomicity", testTxnAtomicity},
+			{"AtomicityUnderFault", testTxnAtomicityUnderFault},
+		}},
 	}
 }
 
