@@ -383,8 +383,8 @@ func testFenceTerms(s *store) {
 
 // testFenceDone: Done stays open for as long as the claim is held (the
 // suite watches it while other Conns contend), and closes when it ends:
-// at once on Unlock and Stop; after ExpireSession; and after a partition
-// once the successor holds.
+// at once on Unlock and Stop, and after ExpireSession. (After a partition
+// once the successor holds: Stale/AfterPartition.)
 func testFenceDone(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c1, c2 := s.conn(), s.conn()
@@ -431,46 +431,6 @@ func testFenceDone(s *store) {
 	requireDoneOpen(t, term2, "a term on another Conn after ExpireSession")
 	s.opts.ExpireSession(t, c2)
 	requireDoneClosed(t, term2, "the term's Done after ExpireSession")
-}
-
-// testFenceDonePartition: a lock and a term held through a Conn that is
-// then cut off: their Done channels are open until the cut, and closed
-// once successors on other Conns hold them.
-func testFenceDonePartition(s *store) {
-	t, ctx := s.t, ctxFor(s.t)
-	p := s.partitioned()
-	c2 := s.conn()
-	mustCreate(t, ctx, c2, "d/f", "x")
-
-	l, err := p.Conn.Lock(ctx, "d", "cut-off holder")
-	require.NoError(t, err)
-	part := participate(t, p.Conn, "elec", "cut-off leader")
-	_, err = part.WaitForLeadership()
-	require.NoError(t, err)
-	term, err := part.Term()
-	require.NoError(t, err)
-	requireNothing(t, l.Done(), "Done of a held lock")
-	requireDoneOpen(t, term, "Done of a leading term")
-
-	wctx := s.partitionCtx()
-	gotLock := lockAsync(t, func() (topo.LockDescriptor, error) { return c2.Lock(wctx, "d", "successor") })
-	next := participate(t, c2, "elec", "successor")
-	gotLead := leadAsync(next)
-	requireNothing(t, gotLock, "a second Lock while the first is held")
-	requireDoneOpen(t, l, "Done of a held lock while a successor waits")
-	requireDoneOpen(t, term, "Done of a leading term while a successor waits")
-
-	p.Cut()
-	rl := recvWithin(t, gotLock, s.opts.SessionBound+longWait, "the successor's Lock after the holder was cut off")
-	require.NoError(t, rl.err)
-	rp := recvWithin(t, gotLead, s.opts.SessionBound+longWait, "the successor's WaitForLeadership after the leader was cut off")
-	require.NoError(t, rp.err)
-	requireDoneClosed(t, l, "the cut-off holder's Done once the successor holds")
-	requireDoneClosed(t, term, "the cut-off leader's term's Done once the successor leads")
-	requireDoneOpen(t, rl.l, "the successor's Done")
-	p.Heal()
-	requireDoneOpen(t, rl.l, "the successor's Done after the partition healed")
-	require.NoError(t, rl.l.Unlock(ctx))
 }
 
 // requireTxnErr fails t unless err is a *topo.TxnError (found with

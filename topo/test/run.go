@@ -123,7 +123,6 @@ func groups() []struct {
 			{"Tokens", testFenceTokens},
 			{"Terms", testFenceTerms},
 			{"Done", testFenceDone},
-			{"DonePartition", testFenceDonePartition},
 			{"TokensUnderFault", testFenceTokensUnderFault},
 		}},
 		{"Stale", []subtest{

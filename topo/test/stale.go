@@ -143,8 +143,9 @@ func testStaleAfterSessionLoss(s *store) {
 // hold both; after the partition heals, the stale holder's guarded writes
 // are refused and write nothing. When paused, the stale holder's very
 // first call after the heal is a guarded write (it had no chance to
-// notice anything); otherwise it first waits for its Check to report
-// LockLost.
+// notice anything); otherwise the suite first checks that the holder's
+// Done channels closed while it was still cut off, and waits for its Check
+// to report LockLost after the heal.
 func stalePartition(s *store, paused bool) {
 	t, ctx := s.t, ctxFor(s.t)
 	p := s.partitioned()
@@ -166,6 +167,8 @@ func stalePartition(s *store, paused bool) {
 	p2 := participate(t, c2, "elec", "next leader")
 	gotLead := leadAsync(p2)
 	requireNothing(t, gotLock, "a second Lock while the first is held")
+	requireDoneOpen(t, l1, "Done of a held lock while a successor waits")
+	requireDoneOpen(t, term1, "Done of a leading term while a successor waits")
 
 	p.Cut()
 	rl := recvWithin(t, gotLock, s.opts.SessionBound+longWait, "the successor's Lock after the holder was cut off")
@@ -174,6 +177,15 @@ func stalePartition(s *store, paused bool) {
 	require.NoError(t, rp.err)
 	term2, err := p2.Term()
 	require.NoError(t, err)
+	requireDoneOpen(t, rl.l, "the successor's lock")
+	requireDoneOpen(t, term2, "the successor's term")
+	if !paused {
+		// Done of the cut-off holder's claims closes once the successors
+		// hold them, while the holder is still cut off. (The paused
+		// holder is not watched: its first act is a write.)
+		requireDoneClosed(t, l1, "the cut-off holder's Done once the successor holds the lock")
+		requireDoneClosed(t, term1, "the cut-off leader's term's Done once the successor leads")
+	}
 	before := takeSnapshot(t, ctx, fx.reader)
 	p.Heal()
 

@@ -50,7 +50,8 @@
 //     (LeaderParticipation.Term is NotLeader before leading, while queued,
 //     and after Stop, and the same Fence throughout a term). Done is open
 //     while the claim is held, closed when Unlock or Stop returns, after
-//     ExpireSession, and after a partition once the successor holds.
+//     ExpireSession, and after a partition once the successor holds
+//     (checked in Stale/AfterPartition).
 //   - Stale: a holder whose lock or term was dropped (ExpireSession; a
 //     partition until successors hold, then healed; the same with the
 //     stale holder's first call after the heal a guarded write) has every
