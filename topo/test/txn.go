@@ -203,10 +203,9 @@ func testTxnFailures(s *store) {
 	requireFile(t, ctx, r, "tx/a", "a1", va)
 	requireFile(t, ctx, r, "tx/b", "b0", nil)
 
-	// Several failing ops: the first is named. A backend may refuse an
-	// IfHeld of a claim that its holder ended itself (Unlock, Stop)
-	// without asking the store, naming that op even when an earlier op
-	// would fail too (Conn.Txn); the code then says LockLost.
+	// Several failing ops: the first is named (also when a later one is an
+	// IfHeld of a claim its holder ended, which a backend knows is lost
+	// without asking the store).
 	for i := range failing {
 		j := (i + 5) % len(failing)
 		if failing[i].op.Path == failing[j].op.Path && !failing[i].op.Kind.IsCondition() && !failing[j].op.Kind.IsCondition() {
@@ -214,13 +213,7 @@ func testTxnFailures(s *store) {
 		}
 		ops := []topo.TxnOp{holding[0], failing[i].op, holding[2], failing[j].op, holding[4]}
 		_, err := c.Txn(ctx, ops...)
-		what := fmt.Sprintf("%s then %s", failing[i].name, failing[j].name)
-		var te *topo.TxnError
-		if failing[j].op.Kind == topo.TxnIfHeld && errors.As(err, &te) && te.Index == 3 {
-			requireTxnErr(t, err, 3, topo.LockLost, what+" (the IfHeld of a claim its holder ended)")
-			continue
-		}
-		requireTxnErr(t, err, 1, failing[i].code, what)
+		requireTxnErr(t, err, 1, failing[i].code, fmt.Sprintf("%s then %s", failing[i].name, failing[j].name))
 	}
 	requireSameSnapshot(t, ctx, r, before, "transactions with several failing ops")
 
