@@ -18,6 +18,32 @@ type store struct {
 	mu     sync.Mutex
 	held   map[string]topo.LockDescriptor // stale-unlock: the last lock taken per directory
 	tokens map[string]int64               // token-repeats, term-token-repeats: the first token per lock or election
+
+	txnVersions map[string]bool // txn-unwatched: the versions transactions wrote
+}
+
+// recordTxn remembers the versions a transaction wrote (txn-unwatched).
+func (s *store) recordTxn(vs []topo.Version) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.txnVersions == nil {
+		s.txnVersions = map[string]bool{}
+	}
+	for _, v := range vs {
+		if v != nil {
+			s.txnVersions[v.String()] = true
+		}
+	}
+}
+
+// txnWrote reports whether a transaction wrote version v (txn-unwatched).
+func (s *store) txnWrote(v topo.Version) bool {
+	if v == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txnVersions[v.String()]
 }
 
 // firstToken returns the first token recorded for key, recording tok if
@@ -453,14 +479,17 @@ func (l *staleUnlock) Unlock(ctx context.Context) error {
 
 func (c *conn) Watch(ctx context.Context, p string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	cur, ch, err := c.Conn.Watch(ctx, p)
-	if c.name != "watch-silent-delete" || err != nil {
+	if (c.name != "watch-silent-delete" && c.name != "txn-unwatched") || err != nil {
 		return cur, ch, err
 	}
 	out := make(chan *topo.WatchData)
 	go func() {
 		defer close(out)
 		for wd := range ch {
-			if topo.IsErrType(wd.Err, topo.NoNode) {
+			if c.name == "watch-silent-delete" && topo.IsErrType(wd.Err, topo.NoNode) {
+				continue
+			}
+			if c.name == "txn-unwatched" && wd.Err == nil && c.store.txnWrote(wd.Version) {
 				continue
 			}
 			out <- wd
@@ -608,6 +637,10 @@ func (c *conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		return vs, err
 	case "txn-read-then-write":
 		return c.txnReadThenWrite(ctx, ops)
+	case "txn-unwatched":
+		vs, err := c.Conn.Txn(ctx, ops...)
+		c.store.recordTxn(vs)
+		return vs, err
 	}
 	return c.Conn.Txn(ctx, ops...)
 }

@@ -116,6 +116,7 @@ var mutants = []Mutant{
 	{"txn-partial-on-failure", "a failed Txn leaves the writes before the failing op applied", "Stale/AfterSessionLoss"},
 	{"txn-index-off", "a failed Txn names op 0 instead of the failing op", "Stale/AfterSessionLoss"},
 	{"txn-read-then-write", "Txn is emulated: each condition read on its own, then the writes applied one by one", "Txn/Atomicity"},
+	{"txn-unwatched", "a Watch does not report the writes of transactions", "Txn/Ops"},
 }
 
 // Mutants returns every mutant, in a fixed order (without the baseline).
