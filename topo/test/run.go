@@ -133,6 +133,7 @@ func groups() []struct {
 		{"Txn", []subtest{
 			{"Ops", testTxnOps},
 			{"Failures", testTxnFailures},
+			{"StateBefore", testTxnStateBefore},
 			{"FileAndDirectory", testTxnFileAndDirectory},
 			{"BadInput", testTxnBadInput},
 			{"Atomicity", testTxnAtomicity},

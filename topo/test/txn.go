@@ -374,3 +374,41 @@ func testTxnBadInput(s *store) {
 	requireCode(t, err, topo.Closed, "Txn after Close")
 	requireNoFile(t, ctx, r, "tx/new")
 }
+
+// testTxnStateBefore: every condition, and every write's implied
+// condition, is evaluated against the state before the transaction: an op
+// never sees the writes of the ops before it. Several writes may create
+// files under one new directory.
+func testTxnStateBefore(s *store) {
+	t, ctx, c, r := s.t, ctxFor(s.t), s.conn(), s.conn()
+	vq := mustCreate(t, ctx, c, "sb/q", "q")
+	vr := mustCreate(t, ctx, c, "sb/r", "r")
+	mustCreate(t, ctx, c, "sb/q2", "q2")
+	before := takeSnapshot(t, ctx, r)
+
+	_, err := c.Txn(ctx, topo.CreateOp("sb/p", []byte("p")), topo.IfPresent("sb/p"))
+	requireTxnErr(t, err, 1, topo.NoNode, "IfPresent of a file the transaction's CreateOp creates")
+	_, err = c.Txn(ctx, topo.DeleteOp("sb/q2", nil), topo.IfAbsent("sb/q2"))
+	requireTxnErr(t, err, 1, topo.NodeExists, "IfAbsent of a file the transaction's DeleteOp deletes")
+	_, err = c.Txn(ctx, topo.UpdateOp("sb/r", []byte("r1"), vr), topo.IfVersion("sb/r", mustVersion(t, ctx, r, "sb/q")))
+	requireTxnErr(t, err, 1, topo.BadVersion, "IfVersion with the version of another file")
+	requireSameSnapshot(t, ctx, r, before, "transactions whose later conditions fail on the state before them")
+
+	vs, err := c.Txn(ctx,
+		topo.DeleteOp("sb/q", nil), topo.IfPresent("sb/q"), topo.IfVersion("sb/q", vq),
+		topo.UpdateOp("sb/r", []byte("r1"), vr), topo.IfVersion("sb/r", vr),
+		topo.CreateOp("sb/s", []byte("s")), topo.IfAbsent("sb/s"),
+		topo.CreateOp("sb/new/a", []byte("a")), topo.CreateOp("sb/new/b", []byte("b")),
+		topo.UpdateOp("sb/new/c", []byte("c"), nil), topo.UpdateOp("sb/new/deeper/d", []byte("d"), nil))
+	require.NoError(t, err, "conditions that hold on the state before the transaction's writes")
+	requireNoFile(t, ctx, r, "sb/q")
+	requireFile(t, ctx, r, "sb/r", "r1", vs[3])
+	requireFile(t, ctx, r, "sb/s", "s", vs[5])
+	requireFile(t, ctx, r, "sb/new/a", "a", vs[7])
+	requireFile(t, ctx, r, "sb/new/b", "b", vs[8])
+	requireFile(t, ctx, r, "sb/new/c", "c", vs[9])
+	requireFile(t, ctx, r, "sb/new/deeper/d", "d", vs[10])
+	entries, err := r.ListDir(ctx, "sb/new", false)
+	require.NoError(t, err)
+	requireSortedNames(t, entries, []string{"a", "b", "c", "deeper"}, "ListDir of the directory the transaction created")
+}
