@@ -59,7 +59,8 @@
 //     *TxnError wrapping LockLost, and the store, read back whole, shows
 //     none of them; the successors' guarded writes succeed.
 //   - Txn: every op kind, every failure code with the failing op's index
-//     (and nothing written), the returned versions against Get, List and
+//     (and nothing written), conditions evaluated against the state
+//     before the transaction, the returned versions against Get, List and
 //     Watch; malformed transactions refused with typed errors, writing
 //     nothing; and atomicity: concurrent multi-file transfers between
 //     counters conditioned on versions, whose sum every snapshot validated
