@@ -66,27 +66,39 @@ func entryNames(children []string) []string {
 // createEntry runs create (which makes one entry under parentZp on session
 // s and returns its path) honouring ctx, and records the entry.
 func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (string, error) {
+	node, _, err := c.createEntryWith(ctx, s, p, parentZp, func() (string, string, error) {
+		n, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
+		return n, "", err
+	})
+	return node, err
+}
+
+// createEntryWith is createEntry for a create function that makes the
+// entry under parentZp and, optionally, a second ephemeral znode of the
+// session in the same multi (extra: an election candidate's value znode),
+// which is deleted with the entry when the create is abandoned.
+func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, create func() (string, string, error)) (string, string, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return "", backendkit.FromContext(ctx, p)
+		return "", "", backendkit.FromContext(ctx, p)
 	case <-c.closing:
-		return "", topo.NewError(topo.Closed, p)
+		return "", "", topo.NewError(topo.Closed, p)
 	}
 	s.mu.Lock()
 	s.pending[parentZp]++
 	s.creates[parentZp]++
 	s.mu.Unlock()
 	type result struct {
-		node string
-		err  error
+		node, extra string
+		err         error
 	}
 	results := make(chan result) // unbuffered: a result is either taken or handled as abandoned
 	abandoned := make(chan struct{})
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		node, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
+		node, extra, err := create()
 		<-c.sem
 		s.mu.Lock()
 		s.pending[parentZp]--
@@ -103,28 +115,40 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 			c.reapOrphans(s, parentZp)
 		}
 		select {
-		case results <- result{node, err}:
+		case results <- result{node, extra, err}:
 		case <-abandoned:
 			if err == nil {
-				c.deleteEntry(s, node)
+				c.dropEntry(s, node, extra)
 			}
 		}
 	}()
 	select {
 	case r := <-results:
-		return r.node, r.err
+		return r.node, r.extra, r.err
 	case <-ctx.Done():
 		close(abandoned)
 		// The result may have been ready already.
 		select {
 		case r := <-results:
 			if r.err == nil {
-				c.deleteEntry(s, r.node)
+				c.dropEntry(s, r.node, r.extra)
 			}
 		default:
 		}
-		return "", backendkit.FromContext(ctx, p)
+		return "", "", backendkit.FromContext(ctx, p)
 	}
+}
+
+// dropEntry deletes an abandoned entry node (and its extra znode) of
+// session s with a fresh context.
+func (c *Conn) dropEntry(s *zkSession, node, extra string) {
+	if extra == "" {
+		c.deleteEntry(s, node)
+		return
+	}
+	ctx, cancel := freshContext()
+	defer cancel()
+	_ = c.deleteCandidate(ctx, s, node, extra)
 }
 
 // deleteEntry deletes an entry of session s with a fresh context and
