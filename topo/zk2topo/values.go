@@ -278,6 +278,9 @@ type electionState struct {
 	leader topo.Leader
 	dirW   <-chan zk.Event // children of the election directory (or its creation)
 	valW   <-chan zk.Event // the leader's value znode, nil when none
+	val    string          // the leader's value znode, "" when none
+	czxid  int64           // its (and the candidate's) Czxid
+	owner  int64           // its (and the candidate's) session
 }
 
 // readState reads the election's leader: a children read (with a watch)
@@ -366,7 +369,7 @@ func (p *participation) readState(ctx context.Context) (electionState, error) {
 			}
 			if vst.Czxid == cst.Czxid && vst.EphemeralOwner == cst.EphemeralOwner {
 				st.leader.Value = decodeValue(vdata)
-				st.valW = w
+				st.valW, st.val, st.czxid, st.owner = w, vdir+"/"+v, vst.Czxid, vst.EphemeralOwner
 				break
 			}
 		}
@@ -388,6 +391,25 @@ func (p *participation) readState(ctx context.Context) (electionState, error) {
 		}
 		return st, nil
 	}
+}
+
+// rereadValue reads the leader's value znode again with a data watch,
+// keeping the rest of st; false when it is gone or not the same znode.
+func (p *participation) rereadValue(ctx context.Context, st electionState) (electionState, bool) {
+	var data []byte
+	var vst *zk.Stat
+	var w <-chan zk.Event
+	err := p.c.read(ctx, p.name, func(z *zk.Conn) error {
+		d, s, ch, err := z.GetW(st.val)
+		data, vst, w = d, s, ch
+		return err
+	})
+	if err != nil || vst.Czxid != st.czxid || vst.EphemeralOwner != st.owner {
+		return st, false
+	}
+	st.valW = w
+	st.leader.Value = decodeValue(data)
+	return st, true
 }
 
 // Leader returns the current leader (id, value, the term's token: the
@@ -446,13 +468,33 @@ func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error)
 			}
 		}
 		for {
+			var vev zk.Event
+			valEvent := false
 			select {
 			case <-st.dirW:
-			case <-st.valW:
+			case vev = <-st.valW:
+				valEvent = true
 			case <-ctx.Done():
 				return
 			case <-c.closing:
 				return
+			}
+			if valEvent && vev.Type == zk.EventNodeDataChanged {
+				// A Proclaim, unless the candidates changed too (that
+				// watch fires first: one session's events come in zxid
+				// order): read the value znode again, one round trip.
+				select {
+				case <-st.dirW:
+				default:
+					if nst, ok := p.rereadValue(ctx, st); ok {
+						st = nst
+						if !bytes.Equal(st.leader.Value, last.Value) {
+							send(st.leader)
+							last = st.leader
+						}
+						continue
+					}
+				}
 			}
 			for {
 				var err error
