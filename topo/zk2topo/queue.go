@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -237,6 +238,74 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 		if !skip {
 			c.log.Info("zk2topo: deleting a lock or election entry whose create lost its answer", "znode", node)
 			_ = c.do(ctx, p, func() error { return s.zk.Delete(node, -1) })
+		}
+	}
+	c.reapOrphanValues(ctx, s, parentZp)
+}
+
+// reapOrphanValues deletes the value znodes of session s under the
+// election directory parentZp whose candidate is not a live entry of s
+// (a candidate create whose answer was lost made both; see values.go).
+func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp string) {
+	p := c.relPath(parentZp)
+	vdir := parentZp + "/" + valuesDir
+	var vals []string
+	if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+		var err error
+		vals, _, err = z.Children(vdir)
+		return err
+	}); err != nil {
+		return
+	}
+	prefix := valuePrefix(s.zk.SessionID())
+	live := map[int64]bool{} // the Czxids of the session's entries under parentZp
+	s.mu.Lock()
+	// No create under parentZp may start or be in flight from here to each
+	// delete: the entries read are then all the session's live ones.
+	started, inFlight := s.creates[parentZp], s.pending[parentZp]
+	var nodes []string
+	for n := range s.entries {
+		if zkDir(n) == parentZp {
+			nodes = append(nodes, n)
+		}
+	}
+	s.mu.Unlock()
+	if inFlight > 0 {
+		return
+	}
+	for _, n := range nodes {
+		var ok bool
+		var st *zk.Stat
+		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+			var err error
+			ok, st, err = z.Exists(n)
+			return err
+		}); err != nil {
+			return
+		}
+		if ok {
+			live[st.Czxid] = true
+		}
+	}
+	for _, v := range vals {
+		if !strings.HasPrefix(v, prefix) {
+			continue
+		}
+		vp := vdir + "/" + v
+		var ok bool
+		var st *zk.Stat
+		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+			var err error
+			ok, st, err = z.Exists(vp)
+			return err
+		}); err != nil {
+			return
+		}
+		s.mu.Lock()
+		busy := s.pending[parentZp] > 0 || s.creates[parentZp] != started
+		s.mu.Unlock()
+		if ok && !busy && !live[st.Czxid] && st.EphemeralOwner == s.zk.SessionID() {
+			_ = c.do(ctx, p, func() error { return s.zk.Delete(vp, st.Version) })
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -217,4 +218,32 @@ func TestValuesResumeWithoutLeading(t *testing.T) {
 	require.Equal(t, "id2", l.ID)
 	require.Equal(t, "v2", string(l.Value), "the resumed candidate keeps its value")
 	cancel()
+}
+
+// TestValuesReapOrphanValue: the clean-up after a candidate create whose
+// answer was lost deletes the session's value znodes whose candidate is
+// gone, and keeps the live candidate's.
+func TestValuesReapOrphanValue(t *testing.T) {
+	ctx := valuesCtx(t)
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	p, err := c.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	defer p.Stop()
+	_, err = p.Campaign(ctx, []byte("live"))
+	require.NoError(t, err)
+	s, err := c.session("")
+	require.NoError(t, err)
+	dir := root + "/elections/elec"
+	// An orphan: a value znode of the session without its candidate.
+	orphan, err := s.zk.Create(dir+"/"+valuesDir+"/"+valuePrefix(s.zk.SessionID()), encodeValue([]byte("orphan"), true), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	c.reapOrphans(s, dir)
+	ok, _, err := raw.Exists(orphan)
+	require.NoError(t, err)
+	require.False(t, ok, "the orphan value znode is deleted")
+	l, err := p.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "live", string(l.Value), "the live candidate's value is kept")
 }
