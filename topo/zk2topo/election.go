@@ -50,6 +50,7 @@ type participation struct {
 	valNode  string     // the value znode of node (see values.go), "" when none
 	value    []byte     // the published value, encoded (see encodeValue)
 	pinned   *zkSession // the resumed session, used while it lives (see Resume)
+	resigned chan struct{} // closed (and replaced) by Resign: waiting calls return
 	lctx     context.Context
 	lcancel  context.CancelFunc
 	term     *term // the current or latest term, nil before the first
@@ -91,11 +92,34 @@ func (p *participation) waitLead(cctx context.Context) (context.Context, error) 
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, p.name)
 	}
+	p.mu.Lock()
+	if p.resigned == nil {
+		p.resigned = make(chan struct{})
+	}
+	resigned := p.resigned
+	p.mu.Unlock()
 	ctx, cancel := context.WithCancel(cctx)
 	defer cancel()
 	stopAfter := context.AfterFunc(p.stopCtx, cancel)
 	defer stopAfter()
+	go func() {
+		select {
+		case <-resigned:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	endErr := func(err error) error {
+		select {
+		case <-resigned:
+			if p.stopCtx.Err() == nil {
+				// Resign withdrew the candidacy. It removes the entry it
+				// saw; one made meanwhile is removed here.
+				p.removeCandidate()
+				return backendkit.Wrap(topo.Interrupted, p.name, errResigned)
+			}
+		default:
+		}
 		if p.stopCtx.Err() == nil && cctx.Err() != nil {
 			p.removeCandidate()
 			return backendkit.FromContext(cctx, p.name)
@@ -249,6 +273,10 @@ func (p *participation) candidate(ctx context.Context, sess *zkSession) (string,
 	}
 	return node, nil
 }
+
+// errResigned is the cause of the Interrupted error of a Campaign or
+// WaitForLeadership that Resign withdrew.
+var errResigned = errors.New("zk2topo: the candidacy was resigned")
 
 // errRetry tells WaitForLeadership to check its candidate again.
 var errRetry = errors.New("retry")

@@ -230,7 +230,8 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	return p.c.convert(err, p.name)
 }
 
-// Resign withdraws the candidacy: it cancels the leadership context, then
+// Resign withdraws the candidacy: it cancels the leadership context (and
+// makes a waiting Campaign or WaitForLeadership return Interrupted), then
 // deletes the candidate entry and its value znode in one multi on their
 // session (within ctx, or within resignGrace when ctx has already ended).
 // It returns nil when there is nothing to resign, Timeout or Interrupted
@@ -241,6 +242,10 @@ func (p *participation) Resign(ctx context.Context) error {
 	if p.lcancel != nil {
 		p.lcancel()
 	}
+	if p.resigned != nil {
+		close(p.resigned) // a waiting Campaign or WaitForLeadership returns
+	}
+	p.resigned = make(chan struct{})
 	node := p.node
 	p.mu.Unlock()
 	p.monitor.Wait()

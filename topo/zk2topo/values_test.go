@@ -247,3 +247,54 @@ func TestValuesReapOrphanValue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "live", string(l.Value), "the live candidate's value is kept")
 }
+
+// TestValuesResignWithdrawsWaitingCampaign: Resign makes a Campaign
+// waiting behind another leader return Interrupted, and its entry goes.
+func TestValuesResignWithdrawsWaitingCampaign(t *testing.T) {
+	ctx := valuesCtx(t)
+	root := freshRoot(t)
+	c1 := openConn(t, []string{testServer}, root)
+	c2 := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	p1, err := c1.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	defer p1.Stop()
+	_, err = p1.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	p2, err := c2.NewLeaderParticipation("elec", "id2")
+	require.NoError(t, err)
+	defer p2.Stop()
+	got := make(chan error, 1)
+	go func() {
+		_, err := p2.Campaign(ctx, []byte("v2"))
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		_, err := p2.ResumeInfo()
+		return err == nil
+	}, time.Minute, time.Millisecond)
+	require.NoError(t, p2.Resign(ctx))
+	select {
+	case err := <-got:
+		require.ErrorIs(t, err, topo.Interrupted)
+	case <-time.After(time.Minute):
+		t.Fatal("the waiting Campaign did not return after Resign")
+	}
+	children, _, err := raw.Children(root + "/elections/elec")
+	require.NoError(t, err)
+	require.Len(t, entryNames(children), 1, "only the leader's entry is left")
+	// p2 may campaign again: it leads after p1 resigns.
+	go func() {
+		_, err := p2.Campaign(ctx, []byte("v2b"))
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		_, err := p2.ResumeInfo()
+		return err == nil
+	}, time.Minute, time.Millisecond)
+	require.NoError(t, p1.Resign(ctx))
+	require.NoError(t, <-got)
+	l, err := p2.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v2b", string(l.Value))
+}
