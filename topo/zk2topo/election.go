@@ -45,11 +45,11 @@ type participation struct {
 
 	mu       sync.Mutex
 	stopped  bool
-	node     string     // current candidate znode, "" when none
-	nodeSess *zkSession // the session node belongs to
-	valNode  string     // the value znode of node (see values.go), "" when none
-	value    []byte     // the published value, encoded (see encodeValue)
-	pinned   *zkSession // the resumed session, used while it lives (see Resume)
+	node     string        // current candidate znode, "" when none
+	nodeSess *zkSession    // the session node belongs to
+	valNode  string        // the value znode of node (see values.go), "" when none
+	value    []byte        // the published value, encoded (see encodeValue)
+	pinned   *zkSession    // the resumed session, used while it lives (see Resume)
 	resigned chan struct{} // closed (and replaced) by Resign: waiting calls return
 	lctx     context.Context
 	lcancel  context.CancelFunc
