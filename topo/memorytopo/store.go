@@ -1,6 +1,7 @@
 package memorytopo
 
 import (
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,8 @@ import (
 // mutated) on writes; txnSeq (odd while a transaction publishes several
 // writes) lets Get see a transaction's writes all or none.
 type store struct {
-	f *Factory
+	f  *Factory
+	id uint64 // random, names the store in ResumeInfo
 
 	// mu and rev change on every write and txnSeq is read on every Get:
 	// each has a cache line of its own, away from the read-mostly fields
@@ -60,6 +62,7 @@ type store struct {
 func newStore(f *Factory) *store {
 	return &store{
 		f:            f,
+		id:           rand.Uint64(),
 		top:          &node{},
 		leases:       map[*lease]struct{}{},
 		fileWatchers: map[string]map[*watcher]struct{}{},
@@ -216,12 +219,15 @@ type histEntry struct {
 
 // entry is a lock or election entry: an ephemeral node attached to a lease.
 type entry struct {
-	path    string // full path
-	seq     int64
-	value   []byte
-	lease   *lease
-	n       *node
-	removed bool
+	path  string // full path
+	seq   int64
+	value []byte
+	// published is an election candidate's published value (Campaign,
+	// Proclaim): nil when none. It is not a file and never listed.
+	published []byte
+	lease     *lease
+	n         *node
+	removed   bool
 	// lost is set when the store dropped the entry (lease end, Delete)
 	// rather than its owner releasing it.
 	lost     bool
