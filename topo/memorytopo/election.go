@@ -226,6 +226,13 @@ func (p *participation) lead(e *entry) {
 		}
 		cancel()
 	}
+	prevLapse := e.onLapse
+	e.onLapse = func() {
+		if prevLapse != nil {
+			prevLapse()
+		}
+		cancel()
+	}
 	p.leaderCtx, p.leaderCancel = ctx, cancel
 	p.term = &term{p: p, e: e}
 }

@@ -123,10 +123,16 @@ func TestProclaimFaultsAndPartition(t *testing.T) {
 	<-lctx.Done()
 	got := make(chan error, 1)
 	go func() { got <- p1.Proclaim(ctx, []byte("stale")) }()
+	ch, err := watcher.Observe(ctx)
+	require.NoError(t, err)
+	evs := recvUntil(t, ch, func(l topo.Leader) bool { return l.ID == "" }) // the session lapsed
 	c1.Heal()
 	requireCode(t, <-got, topo.NotLeader)
 	_, err = watcher.Leader(ctx)
 	requireCode(t, err, topo.NoLeader)
+	for _, e := range evs {
+		require.NotEqual(t, "stale", string(e.Value))
+	}
 }
 
 func TestCampaignFaultsPartitionAndResign(t *testing.T) {
@@ -401,4 +407,31 @@ func TestResumeRefusesForeignInfo(t *testing.T) {
 	c2.Close()
 	_, err = c2.ResumeLeaderParticipation(ctx, "svc", "one", info)
 	requireCode(t, err, topo.Closed)
+}
+
+// TestPartitionedLeaderStepsDownFirst: a partitioned Conn's leadership
+// context ends a margin (a quarter of the TTL, here 500 ms) before the
+// store drops its entry, so the old leader has stepped down before anyone
+// else can lead. Without the margin, the store would report no leader at
+// the moment the context ends.
+func TestPartitionedLeaderStepsDownFirst(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 2 * time.Second})
+	c1, c2 := newConn(t, f), newConn(t, f)
+	p1 := participate(t, c1, "svc", "one")
+	watcher := participate(t, c2, "svc", "w")
+	lctx, err := p1.Campaign(ctx, []byte("v"))
+	require.NoError(t, err)
+	c1.Partition()
+	<-lctx.Done()
+	l, err := watcher.Leader(ctx)
+	require.NoError(t, err, "the store still holds the entry when the partitioned leader stepped down")
+	require.Equal(t, "one", l.ID)
+	got := make(chan error, 1)
+	go func() { got <- p1.Proclaim(ctx, []byte("stale")) }()
+	ch, err := watcher.Observe(ctx)
+	require.NoError(t, err)
+	recvUntil(t, ch, func(l topo.Leader) bool { return l.ID == "" })
+	c1.Heal()
+	requireCode(t, <-got, topo.NotLeader)
 }
