@@ -435,3 +435,30 @@ func TestPartitionedLeaderStepsDownFirst(t *testing.T) {
 	c1.Heal()
 	requireCode(t, <-got, topo.NotLeader)
 }
+
+// TestCampaignBoundedWhileWaitForLeadershipWaits: a Campaign on a
+// participation whose WaitForLeadership is blocked still ends with its ctx.
+func TestCampaignBoundedWhileWaitForLeadershipWaits(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c1, c2 := newConn(t, f), newConn(t, f)
+	p1 := participate(t, c1, "svc", "one")
+	p2 := participate(t, c2, "svc", "two")
+	_, err := p1.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() { _, err := p2.WaitForLeadership(); got <- err }()
+	require.Eventually(t, func() bool {
+		names, err := c1.ListDir(ctx, "elections/svc", false)
+		return err == nil && len(names) == 2
+	}, waitLimit, poll)
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	_, err = p2.Campaign(short, []byte("v2"))
+	requireCode(t, err, topo.Timeout)
+	p2.Stop()
+	requireCode(t, <-got, topo.Interrupted)
+	l, err := p1.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "one", l.ID)
+}
