@@ -164,16 +164,6 @@ func (p *participation) observe(ctx context.Context) <-chan topo.Leader {
 		defer close(out)
 		sent := cur
 		for {
-			select {
-			case <-changed:
-				cur, changed = read()
-				continue
-			case <-ctx.Done():
-				return
-			case <-c.done:
-				return
-			default:
-			}
 			if sameLeader(cur, sent) {
 				select {
 				case <-changed:
@@ -184,6 +174,17 @@ func (p *participation) observe(ctx context.Context) <-chan topo.Leader {
 					return
 				}
 				continue
+			}
+			// Refresh once before sending, so that a state already
+			// replaced is not sent; then the send races further changes
+			// (a steady stream of them cannot starve the receiver).
+			select {
+			case <-changed:
+				cur, changed = read()
+				if sameLeader(cur, sent) {
+					continue
+				}
+			default:
 			}
 			select {
 			case out <- cur:

@@ -70,14 +70,17 @@ func BenchmarkProclaimObserve(b *testing.B) {
 		}
 		reportP50(b, ds)
 	})
+	run := 0
 	b.Run("raw=update-watch", func(b *testing.B) {
-		ver, err := c1.Create(ctx, "bench/f", []byte("v"))
+		run++ // the function runs more than once
+		file := fmt.Sprintf("bench/f%d", run)
+		ver, err := c1.Create(ctx, file, []byte("v"))
 		if err != nil {
 			b.Fatal(err)
 		}
 		wctx, wcancel := context.WithCancel(ctx)
 		defer wcancel()
-		_, events, err := c2.Watch(wctx, "bench/f")
+		_, events, err := c2.Watch(wctx, file)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -86,7 +89,7 @@ func BenchmarkProclaimObserve(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			v := fmt.Appendf(nil, "v%d", i)
 			start := time.Now()
-			if ver, err = c1.Update(ctx, "bench/f", v, ver); err != nil {
+			if ver, err = c1.Update(ctx, file, v, ver); err != nil {
 				b.Fatal(err)
 			}
 			for ev := range events {
