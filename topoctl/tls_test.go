@@ -183,10 +183,7 @@ func TestTLSEtcd(t *testing.T) {
 		{name: "no client certificate", args: []string{"--etcd-ca-file", ca}},
 		{name: "untrusted client certificate", args: []string{"--etcd-ca-file", ca, "--etcd-cert-file", pki.path("other.pem"), "--etcd-key-file", pki.path("other-key.pem")}},
 		{name: "server not trusted", args: []string{"--etcd-ca-file", pki.path("other-ca.pem"), "--etcd-cert-file", crt, "--etcd-key-file", key}},
-		// Not here: a wrong --etcd-server-name. etcd2topo passes it as
-		// the tls.Config's ServerName, which grpc's TLS credentials
-		// replace with each endpoint's host, so it is not enforced
-		// (a wrong name connects: seen on this etcd, reported).
+		{name: "wrong server name", args: append(flags, "--etcd-server-name", "not-the-server.example")},
 	})
 }
 

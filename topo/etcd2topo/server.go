@@ -111,6 +111,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,6 +354,13 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
+	dialOptions := opts.dialOptions
+	if tlsCfg != nil && opts.TLSServerName != "" {
+		// grpc's TLS credentials check the server's certificate against
+		// the connection's authority (each endpoint's host), not the
+		// tls.Config's ServerName: set the authority to the name.
+		dialOptions = append(slices.Clone(dialOptions), grpc.WithAuthority(opts.TLSServerName))
+	}
 	// The dial bound: DialTimeout, or less when ctx ends sooner.
 	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancelDial()
@@ -370,7 +378,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		Username:             opts.Username,
 		Password:             opts.Password,
 		Logger:               zap.New(slogCore{lg}),
-		DialOptions:          opts.dialOptions,
+		DialOptions:          dialOptions,
 	})
 	if err != nil {
 		// With a username the client authenticates at once, so an
