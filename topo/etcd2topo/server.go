@@ -158,7 +158,9 @@ type Options struct {
 	TLSCAFile, TLSCertFile, TLSKeyFile string
 
 	// TLSServerName overrides the name checked against the members'
-	// certificates.
+	// certificates (by default each endpoint's host): every member's
+	// certificate must then be valid for this one name. It is sent as the
+	// gRPC authority of every request.
 	TLSServerName string
 
 	// Username and Password authenticate to etcd when auth is enabled.
