@@ -3,8 +3,10 @@ package etcd2topo
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -122,11 +124,12 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 		cl.remove()
 		return nil, topo.NewError(topo.NoNode, d)
 	}
+	queue := rs[1].GetResponseRange().Kvs
 	cl.resp = nil
 	if len(cl.older) > 0 {
 		if mode.try {
 			cl.remove()
-			return nil, topo.NewError(topo.NodeExists, d)
+			return nil, holderError(d, queue, locksPrefix, cl.older)
 		}
 		if err := cl.wait(ctx); err != nil {
 			cl.remove()
@@ -134,4 +137,20 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 		}
 	}
 	return newLockDescriptor(cl), nil
+}
+
+// holderError is TryLock's NodeExists for d, naming the holder: the oldest
+// of the older entries in the queue range read with the claim (its value
+// is the holder's contents, its key's last segment its lease id).
+func holderError(d string, queue []*mvccpb.KeyValue, prefix string, older map[string]struct{}) error {
+	var oldest *mvccpb.KeyValue
+	for _, kv := range queue {
+		if _, ok := older[string(kv.Key)]; ok && (oldest == nil || kv.ModRevision < oldest.ModRevision) {
+			oldest = kv
+		}
+	}
+	if oldest == nil {
+		return topo.NewError(topo.NodeExists, d)
+	}
+	return backendkit.LockHeld(d, oldest.Value, "lease "+strings.TrimPrefix(string(oldest.Key), prefix))
 }
