@@ -149,14 +149,22 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 
 // isContainer reports whether the library creates the directory znode dir
 // as a container znode (which the server deletes once its last child is
-// gone): the "locks" znodes that hold lock entries, and the election
-// directories (the top-level "elections" znode and everything below it).
-// Those never hold data. Directories of files stay persistent: a file may
-// be created at a directory's path, and the server would delete that
+// gone): the "locks" znodes that hold lock entries, and the "values"
+// znode of an election directory (elections/<name>/values), whose
+// ephemeral value znodes leave with their candidates. The election
+// directories themselves ("elections", elections/<name> and its parents)
+// are persistent, as Vitess creates them: Vitess creates an election's
+// znode once (NewLeaderParticipation) and its candidates without parents,
+// so a container reaped after topokit's last candidate left would break a
+// Vitess participant. Directories of files stay persistent too: a file
+// may be created at a directory's path, and the server would delete that
 // file's data with the container.
 func (c *Conn) isContainer(dir string) bool {
+	if path.Base(dir) == locksDir {
+		return true
+	}
 	rel := c.relPath(dir)
-	return path.Base(dir) == locksDir || rel == electionsDir || strings.HasPrefix(rel, electionsDir+"/")
+	return path.Base(rel) == valuesDir && strings.HasPrefix(rel, electionsDir+"/") && strings.Count(rel, "/") >= 2
 }
 
 // zkVersion converts a checked version number (see backendkit.CheckUpdate) for a
