@@ -279,9 +279,14 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 
 // Get returns filePath's contents and Stat.Version in one round trip (with
 // a sync pipelined before it with Options.LinearizableReads, and on the
-// first read of a session). It returns NoNode when the file is absent or
-// is only a directory, and InvalidPath, PermissionDenied,
-// Timeout/Interrupted, Closed or Unavailable.
+// first read of a session). Reads are not refused at reserved paths: a
+// persistent znode another tool wrote there (one List reports as a
+// reserved file, see foreignFile) is returned like any file, while the
+// znodes of the lock and election layout (locks znodes, lock entries,
+// election directories, candidates, values) and ZooKeeper's own
+// "/zookeeper" znodes are not files. It returns NoNode when the file is
+// absent or is only a directory or such a znode, and InvalidPath,
+// PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, nil, err
@@ -304,7 +309,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err != nil {
 		return nil, nil, c.convert(err, p)
 	}
-	if !isFile(st) || st.EphemeralOwner != 0 || c.internal(p) {
+	if !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
 	if data == nil {
