@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -54,7 +55,14 @@ func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.Loc
 }
 
 // TryLock is Lock that returns NodeExists at once (after removing its own
-// entry) when another entry, holder or waiter, is ahead of it.
+// entry) when another entry, holder or waiter, is ahead of it. That error
+// names the holder (the lowest entry) with a *topo.LockHeldError
+// (backendkit.LockHeld): Holder is the entry's data, the contents the
+// holder locked with (topokit's or Vitess's), Session its ephemeral
+// owner's session id as "0x" and hex digits. The entry is read on the
+// claim's session while its own entry is deleted, so this adds no round
+// trip of waiting; when it cannot be read (the holder left meanwhile) the
+// error is a plain NodeExists.
 func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	return c.lock(ctx, dirPath, contents, true, true, false)
 }
@@ -296,8 +304,12 @@ func (l *lockDesc) wait(ctx context.Context, try bool, pre <-chan childrenRes) e
 			return nil
 		}
 		if try {
+			// The holder's entry is read while our entry is deleted, both
+			// in flight at once on our session: naming the holder costs
+			// no round trip of waiting.
+			holder := c.readHolder(ctx, s, dp, locksZp+"/"+children[0])
 			l.abandon()
-			return topo.NewError(topo.NodeExists, dp)
+			return <-holder
 		}
 		pred := locksZp + "/" + children[idx-1]
 		var exists bool
@@ -328,4 +340,41 @@ func (l *lockDesc) wait(ctx context.Context, try bool, pre <-chan childrenRes) e
 			return topo.NewError(topo.Closed, dp)
 		}
 	}
+}
+
+// readHolder reads the lock entry zp (the holder, the lowest entry) on
+// session s, and yields the NodeExists error TryLock returns: a
+// backendkit.LockHeld naming the holder by its entry's data (the contents
+// it locked with) and its session id (ZooKeeper's "0x" hex form), or a
+// plain NodeExists when the entry could not be read within abandonWait
+// (the holder left meanwhile, the session or ctx ended).
+func (c *Conn) readHolder(ctx context.Context, s *zkSession, dp, zp string) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, abandonWait) // as prompt as the abandon
+		defer cancel()
+		type getRes struct {
+			data []byte
+			st   *zk.Stat
+		}
+		res := make(chan getRes, 1) // written by fn even after do gave up
+		err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+			data, st, err := z.Get(zp)
+			if err == nil {
+				res <- getRes{data, st}
+			}
+			return err
+		})
+		if err != nil {
+			out <- topo.NewError(topo.NodeExists, dp)
+			return
+		}
+		r := <-res
+		session := ""
+		if r.st.EphemeralOwner != 0 {
+			session = fmt.Sprintf("0x%x", r.st.EphemeralOwner)
+		}
+		out <- backendkit.LockHeld(dp, r.data, session)
+	}()
+	return out
 }

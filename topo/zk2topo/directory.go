@@ -2,6 +2,7 @@ package zk2topo
 
 import (
 	"context"
+	"errors"
 	"math/bits"
 	"slices"
 	"strings"
@@ -18,13 +19,16 @@ import (
 // checked); a full one adds one pipelined Stat read per entry, and reports
 // TypeDirectory for znodes with children, TypeFile otherwise. The "locks"
 // znode of a locked directory and the entries under "elections" are shown
-// as Ephemeral directories while a lock is held or a candidate runs (an
-// election directory holding only an empty "values" znode is hidden), and
-// hidden otherwise; a full listing also marks the top-level "elections"
-// directory Ephemeral, as every backend does. The arguments are checked
-// in backendkit's order (ctx first, then the path). It returns NoNode when dirPath does not exist or has no
-// visible entry, and InvalidPath, Timeout/Interrupted, Closed or
-// Unavailable.
+// as Ephemeral directories while a lock is held or a candidate runs, and
+// hidden otherwise (an election directory with children costs one more
+// read of its children, and of each nested election's directory: see
+// electionBusy). A full listing also marks the top-level "elections"
+// directory Ephemeral, as every backend does. Election directories are
+// persistent, as Vitess creates them, and outlive their candidates, so
+// "elections" stays in the root's listing once an election ran. The
+// arguments are checked in backendkit's order (ctx first, then the path).
+// It returns NoNode when dirPath does not exist or has no visible entry,
+// and InvalidPath, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
@@ -166,24 +170,59 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	return entries, nil
 }
 
-// electionBusy reports whether the election directory cp (a child of
-// "elections", Stat st) has anything but an empty "values" znode, which
-// outlives the last candidate until it is removed (see values.go).
+// electionBusy reports whether the election directory cp (below
+// "elections", Stat st) has a candidate entry, in it or in a nested
+// election's directory below it. Election directories are persistent and
+// outlive their candidates (see isContainer), so a directory with
+// children may be idle: its children are read (one round trip per
+// directory with children), the "values" container is ignored (a value
+// znode lives only with its candidate), and any other child is a nested
+// election's directory, read in turn.
 func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bool, error) {
-	if st.NumChildren != 1 {
-		return st.NumChildren > 0, nil
+	if st == nil || st.NumChildren == 0 {
+		return false, nil
 	}
-	var exists bool
-	var vst *zk.Stat
+	var children []string
 	err := c.read(ctx, dp, func(z *zk.Conn) error {
 		var err error
-		exists, vst, err = z.Exists(c.zkPath(backendkit.JoinPath(cp, valuesDir)))
+		children, _, err = z.Children(c.zkPath(cp))
 		return err
 	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
 	if err != nil {
 		return false, c.convert(err, dp)
 	}
-	return !exists || vst.NumChildren > 0, nil
+	for _, n := range children {
+		if isEntryName(n) {
+			return true, nil
+		}
+	}
+	for _, n := range children {
+		if n == valuesDir {
+			continue
+		}
+		sub := backendkit.JoinPath(cp, n)
+		var exists bool
+		var sst *zk.Stat
+		err := c.read(ctx, dp, func(z *zk.Conn) error {
+			var err error
+			exists, sst, err = z.Exists(c.zkPath(sub))
+			return err
+		})
+		if err != nil {
+			return false, c.convert(err, dp)
+		}
+		if !exists {
+			continue
+		}
+		busy, err := c.electionBusy(ctx, dp, sub, sst)
+		if err != nil || busy {
+			return busy, err
+		}
+	}
+	return false, nil
 }
 
 // sortScratch is the reusable memory of the name sorts, kept in a per-Conn

@@ -77,10 +77,15 @@
 //     CreateOp, UpdateOp and DeleteOp of a Txn, which do the same);
 //   - IfAbsent in a Txn creates and deletes the path (or its highest
 //     missing ancestor) in the same multi: nothing of it remains;
-//   - "locks" znodes and election directories are container znodes: the
-//     server deletes them once their last child is gone (at its
-//     znode.container.checkIntervalMs, 60 s by default), and the library
-//     removes them with their directory when it sees them empty.
+//   - "locks" znodes and the "values" znodes of election directories are
+//     container znodes: the server deletes them once their last child is
+//     gone (at its znode.container.checkIntervalMs, 60 s by default), and
+//     the library removes an empty "locks" znode with its directory when
+//     it sees it empty;
+//   - election directories ("elections", elections/<name>) are
+//     persistent and outlive their candidates, as Vitess creates them
+//     (Vitess creates an election's znode once, in NewLeaderParticipation,
+//     and its candidates without parents).
 //
 // # Fencing tokens, Done and terms
 //

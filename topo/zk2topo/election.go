@@ -382,7 +382,9 @@ func (p *participation) removeCandidateCtx(ctx context.Context) error {
 // Stop withdraws: it cancels the leadership context (before the candidate
 // znode is deleted, so that two leaders never overlap), makes a waiting
 // WaitForLeadership return Interrupted, and deletes the candidate znode
-// (the last candidate also removes the election's now empty znode). It is
+// and its value znode. The election's znode stays (it is persistent, as
+// Vitess's is: a Vitess participant creates its candidates without
+// parents); its "values" container is deleted by the server once empty. It is
 // idempotent and returns once the znode is deleted or the store could not
 // be reached.
 func (p *participation) Stop() {
@@ -397,17 +399,9 @@ func (p *participation) Stop() {
 	if p.lcancel != nil {
 		p.lcancel()
 	}
-	hadNode := p.node != ""
 	p.mu.Unlock()
 	p.removeCandidate()
 	p.monitor.Wait()
-	if hadNode && !p.c.closed.Load() {
-		// The last candidate to leave removes the election's znode (and an
-		// "elections" left empty), so nothing lingers in listings.
-		ctx, cancel := freshContext()
-		defer cancel()
-		p.c.cleanupDir(ctx, p.dirZp+"/"+valuesDir)
-	}
 }
 
 // candidates reads the names of the candidate znodes in the election

@@ -149,14 +149,22 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 
 // isContainer reports whether the library creates the directory znode dir
 // as a container znode (which the server deletes once its last child is
-// gone): the "locks" znodes that hold lock entries, and the election
-// directories (the top-level "elections" znode and everything below it).
-// Those never hold data. Directories of files stay persistent: a file may
-// be created at a directory's path, and the server would delete that
+// gone): the "locks" znodes that hold lock entries, and the "values"
+// znode of an election directory (elections/<name>/values), whose
+// ephemeral value znodes leave with their candidates. The election
+// directories themselves ("elections", elections/<name> and its parents)
+// are persistent, as Vitess creates them: Vitess creates an election's
+// znode once (NewLeaderParticipation) and its candidates without parents,
+// so a container reaped after topokit's last candidate left would break a
+// Vitess participant. Directories of files stay persistent too: a file
+// may be created at a directory's path, and the server would delete that
 // file's data with the container.
 func (c *Conn) isContainer(dir string) bool {
+	if path.Base(dir) == locksDir {
+		return true
+	}
 	rel := c.relPath(dir)
-	return path.Base(dir) == locksDir || rel == electionsDir || strings.HasPrefix(rel, electionsDir+"/")
+	return path.Base(rel) == valuesDir && strings.HasPrefix(rel, electionsDir+"/") && strings.Count(rel, "/") >= 2
 }
 
 // zkVersion converts a checked version number (see backendkit.CheckUpdate) for a
@@ -271,9 +279,14 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 
 // Get returns filePath's contents and Stat.Version in one round trip (with
 // a sync pipelined before it with Options.LinearizableReads, and on the
-// first read of a session). It returns NoNode when the file is absent or
-// is only a directory, and InvalidPath, PermissionDenied,
-// Timeout/Interrupted, Closed or Unavailable.
+// first read of a session). Reads are not refused at reserved paths: a
+// persistent znode another tool wrote there (one List reports as a
+// reserved file, see foreignFile) is returned like any file, while the
+// znodes of the lock and election layout (locks znodes, lock entries,
+// election directories, candidates, values) and ZooKeeper's own
+// "/zookeeper" znodes are not files. It returns NoNode when the file is
+// absent or is only a directory or such a znode, and InvalidPath,
+// PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, nil, err
@@ -296,7 +309,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err != nil {
 		return nil, nil, c.convert(err, p)
 	}
-	if !isFile(st) || st.EphemeralOwner != 0 || c.internal(p) {
+	if !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
 	if data == nil {

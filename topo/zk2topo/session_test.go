@@ -186,11 +186,14 @@ func TestUnlockLeavesNoEmptyDirectory(t *testing.T) {
 	require.Equal(t, []topo.DirEntry{{Name: "p"}}, entries, "a released named lock leaves no directory")
 }
 
-// TestElectionLeavesNothing: once every candidate stopped, the election's
-// znodes are gone from listings.
-func TestElectionLeavesNothing(t *testing.T) {
+// TestElectionDirectoryOutlivesCandidates: once every candidate stopped,
+// the election's znode elections/<name> stays (persistent, as Vitess
+// creates it, so a Vitess participant can still create its candidates
+// there), and no election is listed under "elections".
+func TestElectionDirectoryOutlivesCandidates(t *testing.T) {
 	root := freshRoot(t)
 	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
 	ctx := t.Context()
 	_, err := c.Create(ctx, "f", []byte("x"))
 	require.NoError(t, err)
@@ -204,13 +207,22 @@ func TestElectionLeavesNothing(t *testing.T) {
 	go func() { _, err := p2.WaitForLeadership(); got <- err }()
 	p1.Stop()
 	require.NoError(t, <-got)
-	entries, err := c.ListDir(ctx, "", false)
+	entries, err := c.ListDir(ctx, "elections", false)
 	require.NoError(t, err)
-	require.Equal(t, []topo.DirEntry{{Name: "elections"}, {Name: "f"}}, entries, "a running election is listed")
+	require.Equal(t, []topo.DirEntry{{Name: "a"}}, entries, "a running nested election is listed")
 	p2.Stop()
-	entries, err = c.ListDir(ctx, "", false)
+	ok, st, err := raw.Exists(root + "/elections/a/b")
 	require.NoError(t, err)
-	require.Equal(t, []topo.DirEntry{{Name: "f"}}, entries)
+	require.True(t, ok, "the election's znode outlives its last candidate")
+	require.Zero(t, st.EphemeralOwner)
+	_, err = c.ListDir(ctx, "elections", false)
+	require.True(t, topo.IsErrType(err, topo.NoNode), "no election runs: %v", err)
+	_, err = c.ListDir(ctx, "elections", true)
+	require.True(t, topo.IsErrType(err, topo.NoNode), "no election runs (full): %v", err)
+	kvs, err := c.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, kvs, 1)
+	require.Equal(t, "f", kvs[0].Path)
 }
 
 // TestRemoveIfEmptyAfterLocksContainerGone: Unlock and Delete read a

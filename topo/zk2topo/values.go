@@ -234,7 +234,7 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 // makes a waiting Campaign or WaitForLeadership return Interrupted), then
 // deletes the candidate entry and its value znode in one multi on their
 // session (within ctx, or within resignGrace when ctx has already ended).
-// It returns nil when there is nothing to resign, Timeout or Interrupted
+// The election's znode stays, as with Stop. It returns nil when there is nothing to resign, Timeout or Interrupted
 // when the removal did not finish within the grace (the entry then goes
 // with its session at the latest), Closed after Close.
 func (p *participation) Resign(ctx context.Context) error {
@@ -267,11 +267,6 @@ func (p *participation) Resign(ctx context.Context) error {
 	err := p.removeCandidateCtx(rctx)
 	if err != nil && rctx.Err() != nil {
 		return backendkit.FromContext(ctx, p.name)
-	}
-	if err == nil {
-		cctx, cancel := freshContext()
-		defer cancel()
-		p.c.cleanupDir(cctx, p.dirZp+"/"+valuesDir)
 	}
 	return err
 }

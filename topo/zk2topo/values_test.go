@@ -63,12 +63,22 @@ func TestValuesLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cst.Czxid, f.Token())
 
-	// Resign removes both at once; the last one out removes the
-	// directories.
+	// Resign removes both at once; the election's znode stays (Vitess
+	// creates its candidates there without creating it).
 	require.NoError(t, p.Resign(ctx))
-	ok, _, err := raw.Exists(dir)
+	children, _, err = raw.Children(dir)
 	require.NoError(t, err)
-	require.False(t, ok, "the election directory is removed with its values znode")
+	require.Empty(t, entryNames(children), "the candidate is gone")
+	vals, _, err = raw.Children(dir + "/" + valuesDir)
+	if err == nil {
+		require.Empty(t, vals, "the value znode is gone")
+	} else {
+		require.ErrorIs(t, err, zk.ErrNoNode, "the values container may be reaped")
+	}
+	ok, st, err := raw.Exists(dir)
+	require.NoError(t, err)
+	require.True(t, ok, "the election's znode outlives its last candidate")
+	require.Zero(t, st.EphemeralOwner)
 }
 
 // TestValuesListDirChecksContextFirst: ListDir checks ctx before the path,
