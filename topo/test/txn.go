@@ -382,6 +382,9 @@ func testTxnBadInput(s *store) {
 func testTxnStateBefore(s *store) {
 	t, ctx, c, r := s.t, ctxFor(s.t), s.conn(), s.conn()
 	vq := mustCreate(t, ctx, c, "sb/q", "q")
+	// sb/q is written twice, so that its version differs from sb/r's also
+	// on stores whose versions count each file's writes (ZooKeeper).
+	vq = mustUpdate(t, ctx, c, "sb/q", "q", vq)
 	vr := mustCreate(t, ctx, c, "sb/r", "r")
 	mustCreate(t, ctx, c, "sb/q2", "q2")
 	before := takeSnapshot(t, ctx, r)
