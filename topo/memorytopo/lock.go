@@ -90,9 +90,11 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 			return nil, topo.NewError(topo.NoNode, p)
 		}
 	}
-	if try && s.first(dir) != nil {
-		s.mu.Unlock()
-		return nil, topo.NewError(topo.NodeExists, p)
+	if try {
+		if holder := s.first(dir); holder != nil {
+			s.mu.Unlock()
+			return nil, backendkit.LockHeld(p, holder.value, "")
+		}
 	}
 	var l *lease
 	if ttl > 0 {
