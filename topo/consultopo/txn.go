@@ -139,7 +139,21 @@ type txnFence struct {
 // backend did not issue.
 func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
+	// Consul evaluates its operations in order, each on the state the
+	// earlier ones left, so the conditions go first (in op order) and the
+	// writes after them (in op order). Each write touches its own key
+	// only, which no other write of the transaction touches (CheckTxn
+	// refuses two writes of one path), and a DeleteOp's check comes right
+	// before its delete: so every condition, and every write's implied
+	// condition, sees its key as it was before the transaction.
+	var writes api.TxnOps
+	var writeOwner []int
 	add := func(i int, op *api.KVTxnOp) {
+		if isTxnWrite(cops[i].Kind) {
+			writes = append(writes, &api.TxnOp{KV: op})
+			writeOwner = append(writeOwner, i)
+			return
+		}
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
 	}
@@ -191,7 +205,15 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 			add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
 		}
 	}
+	plan.ops = append(plan.ops, writes...)
+	plan.owner = append(plan.owner, writeOwner...)
 	return plan, nil
+}
+
+// isTxnWrite reports whether ops of kind write (CreateOp, UpdateOp,
+// DeleteOp), as opposed to conditions.
+func isTxnWrite(kind topo.TxnOpKind) bool {
+	return kind == topo.TxnCreate || kind == topo.TxnUpdate || kind == topo.TxnDelete
 }
 
 // txnRequestBytes bounds the size of the JSON body the api package sends
@@ -248,9 +270,18 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 	if classifyRollback(resp) == rollbackDenied {
 		return backendkit.Wrap(topo.PermissionDenied, "", txnError(resp))
 	}
+	// Consul evaluates every operation and reports every failure, each
+	// evaluated on the state before the transaction (see planTxn); the
+	// first failing op in the caller's order owns the failed operation of
+	// the lowest owner (for a DeleteOp's two, the earlier), whatever
+	// OpIndex Consul gives it.
 	var first *api.TxnError
 	for _, e := range resp.Errors {
-		if e != nil && e.OpIndex >= 0 && e.OpIndex < len(plan.ops) && (first == nil || e.OpIndex < first.OpIndex) {
+		if e == nil || e.OpIndex < 0 || e.OpIndex >= len(plan.ops) {
+			continue
+		}
+		if first == nil || plan.owner[e.OpIndex] < plan.owner[first.OpIndex] ||
+			(plan.owner[e.OpIndex] == plan.owner[first.OpIndex] && e.OpIndex < first.OpIndex) {
 			first = e
 		}
 	}
