@@ -33,7 +33,16 @@ const (
 )
 
 // Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
-// round trip. Each op becomes one KV operation (a DeleteOp two), in order:
+// round trip. Each op becomes one KV operation (a DeleteOp two). Consul
+// evaluates its operations in order, each on the state the earlier ones
+// left, so the transaction holds first the operations of the conditions
+// (IfVersion, IfAbsent, IfPresent, IfHeld), in op order, then those of
+// the writes (CreateOp, UpdateOp, DeleteOp), in op order: no condition
+// sees a write of the transaction, and no write's implied condition does
+// either, since each write touches its own key only (CheckTxn refuses two
+// writes of one path) and a DeleteOp's check comes right before its
+// delete. Every condition is thus evaluated against the state before the
+// transaction, as topo.Conn.Txn says. The operations are:
 //
 //   - IfVersion: check-index on the key (NoNode when absent, BadVersion
 //     when its ModifyIndex differs);
@@ -66,11 +75,16 @@ const (
 // A write is therefore applied exactly as the Conn method of the same name
 // would apply it, and the versions returned are the ModifyIndex of the
 // written keys (the transaction's Raft index). Consul answers a rolled-back
-// transaction with per-operation errors carrying their OpIndex; the lowest
-// one names the first failing op (Consul evaluates every operation on the
-// state the earlier ones left) and its message the code, without another
-// read (but for the failed check-and-set above). An ACL refusal of any
-// operation is PermissionDenied.
+// transaction with per-operation errors carrying their OpIndex, one for
+// every failed operation (Consul 1.13's state store evaluates them all
+// before rolling back), each evaluated on the state before the
+// transaction by the order above. The first failing op in the caller's
+// order is the op owning a failed operation that comes first in op order,
+// whatever its OpIndex (an IfPresent after a failing CreateOp has the
+// lower OpIndex, but the CreateOp is reported); that operation's message
+// gives the code, without another read (but for the failed check-and-set
+// above, read after the rollback). An ACL refusal of any operation is
+// PermissionDenied.
 //
 // Before anything is sent, in this order: CheckTxn's checks of the context
 // and the ops; Closed after Close; InvalidArgument (*topo.TxnError) for an
@@ -84,7 +98,7 @@ const (
 // lost, or past its session's deadline (see session) here is sent as a
 // check-index on index 0, which no key has: the transaction cannot apply
 // whatever the store still says of the claim, and Consul's answer names
-// the first failing op, that one (LockLost) or an earlier one.
+// the first failing op in op order, that one (LockLost) or an earlier one.
 //
 // A transaction whose answer is lost returns Unavailable (Timeout or
 // Interrupted when ctx ended): it may have been applied. Reads within the
@@ -263,8 +277,8 @@ func (c *Conn) txnSendError(ctx context.Context, err error) error {
 }
 
 // txnFailure turns a rolled-back transaction into its error: the
-// *topo.TxnError of the op owning the Consul operation with the lowest
-// OpIndex among the errors, PermissionDenied for an ACL refusal, and
+// *topo.TxnError of the lowest op (in the caller's order) owning a failed
+// Consul operation, PermissionDenied for an ACL refusal, and
 // rollbackError's Unavailable for an error that names no failed condition.
 func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
 	if classifyRollback(resp) == rollbackDenied {
