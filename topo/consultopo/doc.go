@@ -130,8 +130,16 @@
 // the session still holds it: any change of the entry, its session
 // included, and any re-creation give it a new ModifyIndex), CreateOp a
 // check-and-set on index 0, UpdateOp a set or a check-and-set (with the
-// write nonce, as Update), DeleteOp a get or check-index then a delete. The
-// failing op is the one of the lowest OpIndex in Consul's answer. At most
+// write nonce, as Update), DeleteOp a get or check-index then a delete.
+// Consul evaluates the operations in order on the state the earlier ones
+// left, so Txn sends the conditions' operations first and the writes'
+// after them (each group in op order): every condition, and every write's
+// implied condition, sees the state before the transaction (each write
+// touches only its own key, which no other op of the transaction writes).
+// Consul reports every failed operation with its OpIndex; the failing op
+// is the one, in the caller's order, owning the first of them in op order
+// (not the lowest OpIndex: a condition after a failing write has a lower
+// one), read off the answer without another round trip. At most
 // MaxTxnOps (64) Consul operations and Options.TxnMaxRequestBytes (512 KiB,
 // estimated, values in base64) per transaction, checked before sending
 // (InvalidArgument): files above about 380 KiB, which Update writes

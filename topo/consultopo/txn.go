@@ -33,7 +33,16 @@ const (
 )
 
 // Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
-// round trip. Each op becomes one KV operation (a DeleteOp two), in order:
+// round trip. Each op becomes one KV operation (a DeleteOp two). Consul
+// evaluates its operations in order, each on the state the earlier ones
+// left, so the transaction holds first the operations of the conditions
+// (IfVersion, IfAbsent, IfPresent, IfHeld), in op order, then those of
+// the writes (CreateOp, UpdateOp, DeleteOp), in op order: no condition
+// sees a write of the transaction, and no write's implied condition does
+// either, since each write touches its own key only (CheckTxn refuses two
+// writes of one path) and a DeleteOp's check comes right before its
+// delete. Every condition is thus evaluated against the state before the
+// transaction, as topo.Conn.Txn says. The operations are:
 //
 //   - IfVersion: check-index on the key (NoNode when absent, BadVersion
 //     when its ModifyIndex differs);
@@ -66,11 +75,16 @@ const (
 // A write is therefore applied exactly as the Conn method of the same name
 // would apply it, and the versions returned are the ModifyIndex of the
 // written keys (the transaction's Raft index). Consul answers a rolled-back
-// transaction with per-operation errors carrying their OpIndex; the lowest
-// one names the first failing op (Consul evaluates every operation on the
-// state the earlier ones left) and its message the code, without another
-// read (but for the failed check-and-set above). An ACL refusal of any
-// operation is PermissionDenied.
+// transaction with per-operation errors carrying their OpIndex, one for
+// every failed operation (Consul 1.13's state store evaluates them all
+// before rolling back), each evaluated on the state before the
+// transaction by the order above. The first failing op in the caller's
+// order is the op owning a failed operation that comes first in op order,
+// whatever its OpIndex (an IfPresent after a failing CreateOp has the
+// lower OpIndex, but the CreateOp is reported); that operation's message
+// gives the code, without another read (but for the failed check-and-set
+// above, read after the rollback). An ACL refusal of any operation is
+// PermissionDenied.
 //
 // Before anything is sent, in this order: CheckTxn's checks of the context
 // and the ops; Closed after Close; InvalidArgument (*topo.TxnError) for an
@@ -84,7 +98,7 @@ const (
 // lost, or past its session's deadline (see session) here is sent as a
 // check-index on index 0, which no key has: the transaction cannot apply
 // whatever the store still says of the claim, and Consul's answer names
-// the first failing op, that one (LockLost) or an earlier one.
+// the first failing op in op order, that one (LockLost) or an earlier one.
 //
 // A transaction whose answer is lost returns Unavailable (Timeout or
 // Interrupted when ctx ended): it may have been applied. Reads within the
@@ -139,7 +153,21 @@ type txnFence struct {
 // backend did not issue.
 func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
+	// Consul evaluates its operations in order, each on the state the
+	// earlier ones left, so the conditions go first (in op order) and the
+	// writes after them (in op order). Each write touches its own key
+	// only, which no other write of the transaction touches (CheckTxn
+	// refuses two writes of one path), and a DeleteOp's check comes right
+	// before its delete: so every condition, and every write's implied
+	// condition, sees its key as it was before the transaction.
+	var writes api.TxnOps
+	var writeOwner []int
 	add := func(i int, op *api.KVTxnOp) {
+		if isTxnWrite(cops[i].Kind) {
+			writes = append(writes, &api.TxnOp{KV: op})
+			writeOwner = append(writeOwner, i)
+			return
+		}
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
 	}
@@ -191,7 +219,15 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 			add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
 		}
 	}
+	plan.ops = append(plan.ops, writes...)
+	plan.owner = append(plan.owner, writeOwner...)
 	return plan, nil
+}
+
+// isTxnWrite reports whether ops of kind write (CreateOp, UpdateOp,
+// DeleteOp), as opposed to conditions.
+func isTxnWrite(kind topo.TxnOpKind) bool {
+	return kind == topo.TxnCreate || kind == topo.TxnUpdate || kind == topo.TxnDelete
 }
 
 // txnRequestBytes bounds the size of the JSON body the api package sends
@@ -241,16 +277,25 @@ func (c *Conn) txnSendError(ctx context.Context, err error) error {
 }
 
 // txnFailure turns a rolled-back transaction into its error: the
-// *topo.TxnError of the op owning the Consul operation with the lowest
-// OpIndex among the errors, PermissionDenied for an ACL refusal, and
+// *topo.TxnError of the lowest op (in the caller's order) owning a failed
+// Consul operation, PermissionDenied for an ACL refusal, and
 // rollbackError's Unavailable for an error that names no failed condition.
 func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
 	if classifyRollback(resp) == rollbackDenied {
 		return backendkit.Wrap(topo.PermissionDenied, "", txnError(resp))
 	}
+	// Consul evaluates every operation and reports every failure, each
+	// evaluated on the state before the transaction (see planTxn); the
+	// first failing op in the caller's order owns the failed operation of
+	// the lowest owner (for a DeleteOp's two, the earlier), whatever
+	// OpIndex Consul gives it.
 	var first *api.TxnError
 	for _, e := range resp.Errors {
-		if e != nil && e.OpIndex >= 0 && e.OpIndex < len(plan.ops) && (first == nil || e.OpIndex < first.OpIndex) {
+		if e == nil || e.OpIndex < 0 || e.OpIndex >= len(plan.ops) {
+			continue
+		}
+		if first == nil || plan.owner[e.OpIndex] < plan.owner[first.OpIndex] ||
+			(plan.owner[e.OpIndex] == plan.owner[first.OpIndex] && e.OpIndex < first.OpIndex) {
 			first = e
 		}
 	}

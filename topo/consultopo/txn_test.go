@@ -61,7 +61,7 @@ func TestTxnOps(t *testing.T) {
 		topo.UpdateOp("u", []byte("upserted"), nil),
 		topo.DeleteOp("d/b", nil),
 		topo.DeleteOp("c", vc),
-		topo.IfPresent("new/deep/file"), // sees the create before it
+		topo.IfAbsent("new/deep/file"), // the state before the create
 	)
 	require.NoError(t, err)
 	require.Len(t, vs, 9)
@@ -435,5 +435,68 @@ func TestCheckOrder(t *testing.T) {
 			}
 			requireCode(t, call(t.Context(), closed, "ok/path"), topo.Closed)
 		})
+	}
+}
+
+// TestTxnStateBefore: every condition, and every implied condition of a
+// write, sees the state before the transaction, although Consul evaluates
+// its operations in order on the state the earlier ones left; and the
+// error names the first failing op in the caller's order, also when a
+// write fails before a condition that fails too (Txn sends the conditions
+// first, so Consul's lowest OpIndex is then the later op).
+func TestTxnStateBefore(t *testing.T) {
+	root := testRoot(t)
+	c := newTestConn(t, root)
+	ctx := t.Context()
+	va, err := c.Create(ctx, "a", []byte("a0"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "b", []byte("b0"))
+	require.NoError(t, err)
+	stale := topo.NumericVersion(uint64(va.(topo.NumericVersion)) - 1)
+	_, err = c.Create(ctx, "e/f", []byte("e"))
+	require.NoError(t, err)
+	gone, err := c.Lock(ctx, "e", "unlocked")
+	require.NoError(t, err)
+	require.NoError(t, gone.Unlock(ctx))
+
+	w := topo.UpdateOp("w", []byte("must not be written"), nil)
+	for _, tc := range []struct {
+		name  string
+		ops   []topo.TxnOp
+		index int
+		code  topo.ErrorCode
+	}{
+		{"if-present after its create", []topo.TxnOp{w, topo.CreateOp("n", nil), topo.IfPresent("n")}, 2, topo.NoNode},
+		{"if-version after its create", []topo.TxnOp{topo.CreateOp("n", nil), topo.IfVersion("n", va)}, 1, topo.NoNode},
+		{"if-absent after its delete", []topo.TxnOp{topo.DeleteOp("b", nil), topo.IfAbsent("b")}, 1, topo.NodeExists},
+		{"if-version after its update", []topo.TxnOp{topo.UpdateOp("a", []byte("x"), va), topo.IfVersion("a", stale)}, 1, topo.BadVersion},
+		{"a create failing before a condition", []topo.TxnOp{w, topo.CreateOp("a", nil), topo.IfPresent("n")}, 1, topo.NodeExists},
+		{"an update failing before a condition", []topo.TxnOp{topo.UpdateOp("a", []byte("x"), stale), topo.IfAbsent("a")}, 0, topo.BadVersion},
+		{"an absent update before a condition", []topo.TxnOp{topo.UpdateOp("n", []byte("x"), va), topo.IfVersion("a", stale)}, 0, topo.NoNode},
+		{"a delete failing before a condition", []topo.TxnOp{topo.DeleteOp("n", nil), topo.IfHeld(gone)}, 0, topo.NoNode},
+		{"a versioned delete before a condition", []topo.TxnOp{topo.DeleteOp("b", stale), topo.IfPresent("n")}, 0, topo.BadVersion},
+		{"a condition before a failing write", []topo.TxnOp{topo.IfHeld(gone), topo.CreateOp("a", nil)}, 0, topo.LockLost},
+		{"writes failing in order", []topo.TxnOp{w, topo.DeleteOp("n", nil), topo.CreateOp("a", nil), topo.IfAbsent("b")}, 1, topo.NoNode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshot(t, root)
+			_, err := c.Txn(ctx, tc.ops...)
+			requireTxnErr(t, err, tc.index, tc.code)
+			require.Equal(t, before, snapshot(t, root), "a failed transaction wrote something")
+		})
+	}
+
+	// Conditions that hold on the state before the writes pass.
+	vs, err := c.Txn(ctx,
+		topo.DeleteOp("b", nil), topo.IfPresent("b"),
+		topo.UpdateOp("a", []byte("a1"), va), topo.IfVersion("a", va),
+		topo.CreateOp("n", []byte("n")), topo.IfAbsent("n"))
+	require.NoError(t, err)
+	_, _, err = c.Get(ctx, "b")
+	requireCode(t, err, topo.NoNode)
+	for i, f := range map[int]string{2: "a", 4: "n"} {
+		_, v, err := c.Get(ctx, f)
+		require.NoError(t, err)
+		require.Equal(t, v, vs[i], "the version of op %d is what Get reads", i)
 	}
 }
