@@ -229,9 +229,16 @@ var errStopped = errors.New("participation stopped")
 // since the acquire (its ModifyIndex no longer the term's token).
 func (p *participation) startTerm(h held) {
 	ctx, cancel := context.WithCancel(context.Background())
-	stopLost := context.AfterFunc(h.sess.ctx, cancel)
-	stopStop := context.AfterFunc(p.stopCtx, cancel)
 	t := &term{c: p.c, path: p.path, key: p.key, valueKey: p.valueKeyFor(h.sess.id), ctx: ctx, cancel: cancel, held: h, monitor: make(chan struct{})}
+	stopLost := context.AfterFunc(h.sess.ctx, cancel)
+	stopStop := context.AfterFunc(p.stopCtx, func() {
+		// Stop ends a term that was still active: released, not lost
+		// (Stop marks it too, but this runs first when it wins the race).
+		if ctx.Err() == nil && p.stopped() {
+			t.released.Store(true)
+		}
+		cancel()
+	})
 	p.term = t
 	p.cur.Store(t)
 	p.c.spawn(func() {
