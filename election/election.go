@@ -18,8 +18,11 @@
 // context and stop when it ends. As with any lease-based election, a master
 // that is cut off from the store learns of the loss only when its session
 // lapses locally, so a new master may start before the old one has noticed;
-// writes that must never overlap need a fencing check (for example a
-// compare-and-set on a file the master owns).
+// writes that must never overlap need fencing: write through transactions
+// guarded by the term (topo.GuardedUpdate with Election.Term, or
+// topo.IfHeld in a Conn.Txn), which the store refuses once the term has
+// ended, and hand the term's fencing token to any other resource the
+// master writes to, so that it can refuse an older token.
 //
 // The package subdirectory electiontest holds a conformance harness for any
 // Election implementation.
@@ -46,6 +49,15 @@ type Election interface {
 	// instance is not master the returned context is already cancelled and
 	// the error is nil.
 	WithMastership(ctx context.Context) (context.Context, error)
+
+	// Term returns the current mastership term as a topo.Fence: its Token
+	// is the term's fencing token, strictly greater for every later term of
+	// the same resource whichever instance is master; its Done closes when
+	// the term ends; topo.IfHeld(term) makes a transaction conditional on
+	// it (on the Conn of the same backend and store). It returns a
+	// NotLeader error when this instance is not master, and Closed after
+	// Close.
+	Term() (topo.Fence, error)
 
 	// Resign gives up mastership (or a pending candidacy). The contexts
 	// returned by WithMastership are cancelled before Resign returns. The

@@ -106,6 +106,22 @@ func (f *FakeStore) Candidates(name string) int {
 // Term is not used by the election package's unit tests.
 func (p *fakeLP) Term() (topo.Fence, error) { return nil, topo.NewError(topo.NotLeader, "") }
 
+// The value API is not used by the election package's unit tests.
+func (p *fakeLP) Campaign(context.Context, []byte) (context.Context, error) {
+	return nil, topo.NewError(topo.NoImplementation, "")
+}
+func (p *fakeLP) Proclaim(context.Context, []byte) error {
+	return topo.NewError(topo.NoImplementation, "")
+}
+func (p *fakeLP) Resign(context.Context) error { return topo.NewError(topo.NoImplementation, "") }
+func (p *fakeLP) Leader(context.Context) (topo.Leader, error) {
+	return topo.Leader{}, topo.NewError(topo.NoImplementation, "")
+}
+func (p *fakeLP) Observe(context.Context) (<-chan topo.Leader, error) {
+	return nil, topo.NewError(topo.NoImplementation, "")
+}
+func (p *fakeLP) ResumeInfo() ([]byte, error) { return nil, topo.NewError(topo.NoImplementation, "") }
+
 type fakeLP struct {
 	conn     *FakeStore
 	session  *FakeConn

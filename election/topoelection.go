@@ -413,6 +413,33 @@ func (e *TopoElection) Close(ctx context.Context) error {
 	}
 }
 
+// Term implements Election. It returns the backend's term Fence (see
+// topo.LeaderParticipation.Term) while this instance is master, a
+// NotLeader *topo.Error when it is not (campaigning, resigned, or
+// mastership lost), and Closed after Close. Safe for concurrent use.
+func (e *TopoElection) Term() (topo.Fence, error) {
+	e.mu.Lock()
+	closed, c := e.closed, e.cur
+	e.mu.Unlock()
+	if closed {
+		return nil, topo.NewError(topo.Closed, e.name)
+	}
+	if c == nil || !c.master() {
+		return nil, topo.NewError(topo.NotLeader, e.name)
+	}
+	f, err := c.lp.Term()
+	if err != nil {
+		return nil, err
+	}
+	// The term may have ended between master() and Term(); a fence of an
+	// ended term fails its own Check and IfHeld, so returning it is safe,
+	// but say NotLeader when the loss is already known.
+	if !c.master() {
+		return nil, topo.NewError(topo.NotLeader, e.name)
+	}
+	return f, nil
+}
+
 // ResourceID returns the name of the election.
 func (e *TopoElection) ResourceID() string { return e.name }
 
@@ -433,4 +460,38 @@ func (e *TopoElection) Leader(ctx context.Context) (string, error) {
 // Conn is closed, and must be drained until then. Safe for concurrent use.
 func (e *TopoElection) WatchLeader(ctx context.Context) (<-chan string, error) {
 	return e.observer.WaitForNewLeader(ctx)
+}
+
+// Proclaim publishes value as this master's leader value (see
+// topo.LeaderParticipation.Proclaim): observers (Observe, LeaderInfo) see
+// it with the same term. It returns a NotLeader *topo.Error when this
+// instance is not master, Closed after Close, and the backend's errors.
+// Safe for concurrent use.
+func (e *TopoElection) Proclaim(ctx context.Context, value []byte) error {
+	e.mu.Lock()
+	closed, c := e.closed, e.cur
+	e.mu.Unlock()
+	if closed {
+		return topo.NewError(topo.Closed, e.name)
+	}
+	if c == nil || !c.master() {
+		return topo.NewError(topo.NotLeader, e.name)
+	}
+	return c.lp.Proclaim(ctx, value)
+}
+
+// LeaderInfo returns the current master's instance ID, its published value
+// and its term's fencing token, or a NoLeader *topo.Error when nobody is
+// master. Safe for concurrent use.
+func (e *TopoElection) LeaderInfo(ctx context.Context) (topo.Leader, error) {
+	return e.observer.Leader(ctx)
+}
+
+// Observe returns a channel of the election's masters, with their values
+// and tokens (see topo.LeaderParticipation.Observe): the current one first
+// (ID "" when nobody is master), then every change. It closes when ctx
+// ends or the Conn is closed, and must be drained until then. Safe for
+// concurrent use.
+func (e *TopoElection) Observe(ctx context.Context) (<-chan topo.Leader, error) {
+	return e.observer.Observe(ctx)
 }

@@ -126,6 +126,20 @@ type Conn interface {
 	// until WaitForLeadership is called.
 	NewLeaderParticipation(name, id string) (LeaderParticipation, error)
 
+	// ResumeLeaderParticipation takes back a candidacy that an earlier
+	// participation (typically in a process that restarted) described with
+	// ResumeInfo, for the election name and participant id it was created
+	// with. While that candidacy's session or lease is alive, the returned
+	// participation owns its entry from then on: it keeps the entry's place
+	// in the queue (and leadership, if it led: WaitForLeadership or
+	// Campaign then return at once, with the same term and Token), keeps
+	// the session or lease alive, and Stop or Resign remove the entry. It
+	// returns LockLost when the session or lease has already ended (the
+	// entry is gone), InvalidArgument for info that is malformed or was
+	// issued for another election, id or backend, and the errors of
+	// NewLeaderParticipation.
+	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (LeaderParticipation, error)
+
 	// Close releases the connection. Active watches end with Interrupted;
 	// locks and leadership held through this Conn are released by their
 	// session or lease ending. Later calls return Closed. Close is idempotent.
@@ -214,6 +228,59 @@ type LeaderParticipation interface {
 	// never did, or WaitForLeadership has not returned, or the term ended
 	// and no new one began).
 	Term() (Fence, error)
+
+	// Campaign joins the election with value published beside the
+	// candidacy (at most MaxValueSize bytes; see each backend's layout for
+	// where it lives: never where Vitess reads the id), and blocks until
+	// this participant leads or ctx ends. It returns the leadership
+	// context, as WaitForLeadership does. When ctx ends first, the
+	// candidacy is withdrawn and Campaign returns Timeout or Interrupted.
+	// While already leading it publishes value as Proclaim does and
+	// returns the same context. After Resign it joins again; after Stop it
+	// returns Interrupted. InvalidArgument for an oversized value.
+	Campaign(ctx context.Context, value []byte) (context.Context, error)
+
+	// Proclaim replaces the value this participant publishes as leader,
+	// without a new election: observers see the new value with the same
+	// Token. It is guarded in the store on the current term, so a leader
+	// whose session or lease ended cannot proclaim. It returns a NotLeader
+	// *Error when this participant does not lead (any more), and
+	// InvalidArgument for an oversized value.
+	Proclaim(ctx context.Context, value []byte) error
+
+	// Resign withdraws this participant's candidacy, giving up leadership
+	// if held (the leadership context is cancelled before it returns), and
+	// returns once its entry is gone. It works with an already-cancelled
+	// ctx: the removal is then attempted for a bounded grace (a few
+	// seconds) and Resign returns Interrupted or Timeout if it did not
+	// finish. Unlike Stop, the participant may Campaign again. It returns
+	// nil when there is nothing to resign.
+	Resign(ctx context.Context) error
+
+	// Leader returns the election's current leader with its published
+	// value and its term's fencing token, or a NoLeader *Error when nobody
+	// leads. It works whether or not this participant campaigns.
+	Leader(ctx context.Context) (Leader, error)
+
+	// Observe returns a channel of the election's leaders: first the one
+	// current at the time of the call (a Leader with ID "" when nobody
+	// leads), then every change of leader, every Proclaim, and every time
+	// nobody leads any more. Rapid changes may be coalesced, but the last
+	// value sent is always the current state, and a leader that resigned
+	// or lost its term is never sent as current. The channel survives
+	// reconnections to the store and closes when ctx ends or the Conn is
+	// closed; it must be drained until then.
+	Observe(ctx context.Context) (<-chan Leader, error)
+
+	// ResumeInfo returns opaque bytes describing this participant's
+	// current candidacy (its entry and the session or lease it lives on).
+	// A process that restarts can pass them, with the same election name
+	// and id, to Conn.ResumeLeaderParticipation to take the candidacy
+	// back, in its place in the queue, while the session or lease is still
+	// alive, instead of waiting for it to expire. Store them durably. It
+	// returns a NoNode *Error when the participant has no entry (it is not
+	// campaigning).
+	ResumeInfo() ([]byte, error)
 
 	// Stop withdraws from the election, giving up leadership if held. It is
 	// idempotent and returns once the participant's entry is removed (or the

@@ -64,6 +64,8 @@ const (
 	// election's Proclaim) was made by a participant that does not lead,
 	// or no longer leads.
 	NotLeader
+	// NoLeader: nobody leads the election (LeaderParticipation.Leader).
+	NoLeader
 )
 
 var codeNames = [...]string{
@@ -86,6 +88,7 @@ var codeNames = [...]string{
 	PermissionDenied:  "permission denied",
 	ReadOnly:          "read-only mode",
 	NotLeader:         "not the leader",
+	NoLeader:          "no leader",
 }
 
 // String returns the code's short human-readable name.

@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/election"
+	"github.com/topokit/topokit/topo"
 )
 
 // NewFactory returns the Factory of the instance called instanceID. Every
@@ -96,6 +97,8 @@ func Run(t *testing.T, newFactory NewFactory, opts Options) {
 	t.Run("NeverTwoMasters", h.testNeverTwo)
 	t.Run("StoreSideLoss", h.testStoreLoss)
 	t.Run("PartitionedMasterStepsDown", h.testPartition)
+	t.Run("TermFencingTokens", h.testTerm)
+	t.Run("TermEndsWithStoreSideLoss", h.testTermLoss)
 }
 
 type harness struct {
@@ -431,4 +434,85 @@ func (h *harness) testPartition(t *testing.T) {
 	defer rcancel()
 	_ = a.Resign(rctx) // may report the loss
 	require.True(t, isMaster(t, ctx, b), "the old master's Resign cost the new master its mastership")
+}
+
+// term returns e's current term, requiring that e is master.
+func term(t *testing.T, e election.Election, who string) topo.Fence {
+	t.Helper()
+	f, err := e.Term()
+	require.NoErrorf(t, err, "Term of master %s", who)
+	require.NotNil(t, f)
+	require.Positivef(t, f.Token(), "fencing token of %s's term", who)
+	return f
+}
+
+// requireEnded requires that f's term has ended: Done closed and Check
+// failing.
+func requireEnded(t *testing.T, ctx context.Context, f topo.Fence, what string) {
+	t.Helper()
+	select {
+	case <-f.Done():
+	case <-ctx.Done():
+		t.Fatalf("%s: the term's Done channel did not close", what)
+	}
+	require.Errorf(t, f.Check(ctx), "%s: Check of an ended term", what)
+}
+
+// testTerm: each new term, whoever is master, has a strictly greater
+// fencing token; Term says NotLeader when not master; an ended term's Done
+// is closed and its Check fails.
+func (h *harness) testTerm(t *testing.T) {
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, _ := h.instance(t, ctx, res, "a")
+	b, _ := h.instance(t, ctx, res, "b")
+
+	_, err := a.Term()
+	require.ErrorIs(t, err, topo.NotLeader, "Term before Await")
+
+	var last int64
+	var prev topo.Fence
+	for round := range 3 {
+		for _, x := range []struct {
+			e    election.Election
+			name string
+		}{{a, "a"}, {b, "b"}} {
+			require.NoError(t, x.e.Await(ctx))
+			if prev != nil {
+				requireEnded(t, ctx, prev, "previous term after a new master won")
+			}
+			f := term(t, x.e, x.name)
+			require.Greaterf(t, f.Token(), last, "round %d: %s's term token must exceed every earlier term's", round, x.name)
+			require.NoError(t, f.Check(ctx))
+			again := term(t, x.e, x.name)
+			require.Equal(t, f.Token(), again.Token(), "one term, one token")
+			last, prev = f.Token(), f
+			require.NoError(t, x.e.Resign(ctx))
+			_, err := x.e.Term()
+			require.ErrorIsf(t, err, topo.NotLeader, "Term of %s after Resign", x.name)
+			requireEnded(t, ctx, f, "term after Resign")
+		}
+	}
+	// Re-winning without anybody in between is a new term too.
+	require.NoError(t, a.Await(ctx))
+	f := term(t, a, "a")
+	require.Greater(t, f.Token(), last)
+}
+
+// testTermLoss: when the store takes mastership away, the term's Done
+// closes and the next master's token is greater.
+func (h *harness) testTermLoss(t *testing.T) {
+	require.NotNil(t, h.opts.LoseMastership, "electiontest.Options.LoseMastership is required: a func that makes the store take mastership away from an instance without telling it (expire its session or lease, or delete its election entry)")
+	ctx := h.ctx(t)
+	res := h.resource(t)
+	a, af := h.instance(t, ctx, res, "a")
+	b, _ := h.instance(t, ctx, res, "b")
+	require.NoError(t, a.Await(ctx))
+	fa := term(t, a, "a")
+	bch := awaitAsync(ctx, b)
+	h.opts.LoseMastership(t, af)
+	requireEnded(t, ctx, fa, "a's term after the store took it away")
+	require.NoError(t, receive(t, ctx, bch, "b to take over after a lost mastership"))
+	fb := term(t, b, "b")
+	require.Greater(t, fb.Token(), fa.Token())
 }

@@ -55,6 +55,10 @@ type Assignment struct {
 	// DesiredVersion is the version of the desired-state file the
 	// assignment was computed from ("" when there was none).
 	DesiredVersion string `json:"desired_version"`
+	// Term is the fencing token of the mastership term that wrote the
+	// assignment. A member (or anything the member drives) that has seen
+	// a greater Term can refuse instructions carrying a smaller one.
+	Term int64 `json:"term"`
 }
 
 // Config configures a Manager.
@@ -344,12 +348,19 @@ func (m *Manager) lead(ctx context.Context) error {
 
 // reconcile computes every live member's assignment from the desired state
 // and writes those that differ, under the lock on baseDir. ctx must be the
-// mastership context, so that a leader that lost mastership stops writing.
-// It returns the assignments it computed.
+// mastership context. Every write is a transaction guarded by the
+// mastership term and the lock (topo.IfHeld): a leader that lost
+// mastership, even one that has not noticed yet (a paused process, a
+// partition), cannot write, because the store refuses it. It returns the
+// assignments it computed.
 func (m *Manager) reconcile(ctx context.Context) (map[string]Assignment, error) {
 	m.reconcileMu.Lock()
 	defer m.reconcileMu.Unlock()
 
+	term, err := m.election.Term()
+	if err != nil {
+		return nil, err
+	}
 	lock, err := m.conn.Lock(ctx, baseDir, "reconcile by "+m.cfg.ID)
 	if err != nil {
 		return nil, err
@@ -361,6 +372,7 @@ func (m *Manager) reconcile(ctx context.Context) (map[string]Assignment, error) 
 			m.log.Warn("releasing the reconcile lock", "err", err)
 		}
 	}()
+	guards := []topo.TxnOp{topo.IfHeld(term), topo.IfHeld(lock)}
 
 	var desired DesiredState
 	desiredVersion := ""
@@ -379,14 +391,9 @@ func (m *Manager) reconcile(ctx context.Context) (map[string]Assignment, error) 
 		return nil, err
 	}
 
-	want := assign(desired, desiredVersion, members)
-	// Every write is checked against the lock and runs under the
-	// mastership context.
+	want := assign(desired, desiredVersion, members, term.Token())
 	for _, id := range members {
-		if err := lock.Check(ctx); err != nil {
-			return nil, err
-		}
-		if err := m.writeAssignment(ctx, want[id]); err != nil {
+		if err := m.writeAssignment(ctx, guards, want[id]); err != nil {
 			return nil, err
 		}
 	}
@@ -399,10 +406,8 @@ func (m *Manager) reconcile(ctx context.Context) (map[string]Assignment, error) 
 		if _, ok := want[id]; ok {
 			continue
 		}
-		if err := lock.Check(ctx); err != nil {
-			return nil, err
-		}
-		if err := m.conn.Delete(ctx, kv.Path, kv.Version); err != nil && !topo.IsErrType(err, topo.NoNode) {
+		ops := append(slices.Clone(guards), topo.DeleteOp(kv.Path, kv.Version))
+		if _, err := m.conn.Txn(ctx, ops...); err != nil && !topo.IsErrType(err, topo.NoNode) {
 			return nil, err
 		}
 		m.log.Info("removed the assignment of a departed member", "departed", id)
@@ -415,13 +420,13 @@ func (m *Manager) reconcile(ctx context.Context) (map[string]Assignment, error) 
 
 // assign spreads the shards round-robin over the members, both sorted, so
 // that every leader computes the same result.
-func assign(desired DesiredState, version string, members []string) map[string]Assignment {
+func assign(desired DesiredState, version string, members []string, term int64) map[string]Assignment {
 	shards := slices.Clone(desired.Shards)
 	slices.Sort(shards)
 	shards = slices.Compact(shards)
 	out := make(map[string]Assignment, len(members))
 	for _, id := range members {
-		out[id] = Assignment{Member: id, Shards: []string{}, DesiredVersion: version}
+		out[id] = Assignment{Member: id, Shards: []string{}, DesiredVersion: version, Term: term}
 	}
 	for i, s := range shards {
 		if len(members) == 0 {
@@ -435,25 +440,31 @@ func assign(desired DesiredState, version string, members []string) map[string]A
 	return out
 }
 
-func (m *Manager) writeAssignment(ctx context.Context, a Assignment) error {
+// writeAssignment writes a, unless it is already there, in one transaction
+// with guards (the term and lock conditions) and the file's version.
+func (m *Manager) writeAssignment(ctx context.Context, guards []topo.TxnOp, a Assignment) error {
 	data, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
 	path := assignmentPath(a.Member)
 	old, v, err := m.conn.Get(ctx, path)
+	var write topo.TxnOp
 	switch {
 	case err == nil && bytes.Equal(old, data):
 		return nil
 	case err == nil:
-		_, err = m.conn.Update(ctx, path, data, v)
+		write = topo.UpdateOp(path, data, v)
 	case topo.IsErrType(err, topo.NoNode):
-		_, err = m.conn.Create(ctx, path, data)
+		write = topo.CreateOp(path, data)
+	default:
+		return err
 	}
-	if err == nil {
-		m.log.Info("assigned", "to", a.Member, "shards", a.Shards)
+	if _, err := m.conn.Txn(ctx, append(slices.Clone(guards), write)...); err != nil {
+		return err
 	}
-	return err
+	m.log.Info("assigned", "to", a.Member, "shards", a.Shards, "term", a.Term)
+	return nil
 }
 
 // liveMembers lists the registered members, sorted, probing the others'

@@ -128,3 +128,57 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (ch <-chan string,
 	})
 	return ch, err
 }
+
+// Campaign passes through the Around hook and reports leadership like
+// WaitForLeadership.
+func (p *participation) Campaign(ctx context.Context, value []byte) (context.Context, error) {
+	var lctx context.Context
+	err := p.c.around(ctx, OpCampaign, p.name, func(ctx context.Context) error {
+		var ierr error
+		lctx, ierr = p.next.Campaign(ctx, value)
+		return ierr
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.c.h.OnLeadership != nil {
+		p.report(lctx)
+	}
+	return lctx, nil
+}
+
+// Proclaim passes through the Around hook.
+func (p *participation) Proclaim(ctx context.Context, value []byte) error {
+	return p.c.around(ctx, OpProclaim, p.name, func(ctx context.Context) error {
+		return p.next.Proclaim(ctx, value)
+	})
+}
+
+// Resign passes through the Around hook. A read-only switch never refuses
+// it (OpResign does not mutate, like Stop).
+func (p *participation) Resign(ctx context.Context) error {
+	return p.c.around(ctx, OpResign, p.name, p.next.Resign)
+}
+
+// Leader passes through the Around hook.
+func (p *participation) Leader(ctx context.Context) (l topo.Leader, err error) {
+	err = p.c.around(ctx, OpLeader, p.name, func(ctx context.Context) error {
+		var ierr error
+		l, ierr = p.next.Leader(ctx)
+		return ierr
+	})
+	return l, err
+}
+
+// Observe passes through the Around hook.
+func (p *participation) Observe(ctx context.Context) (ch <-chan topo.Leader, err error) {
+	err = p.c.around(ctx, OpObserve, p.name, func(ctx context.Context) error {
+		var ierr error
+		ch, ierr = p.next.Observe(ctx)
+		return ierr
+	})
+	return ch, err
+}
+
+// ResumeInfo is the wrapped participant's.
+func (p *participation) ResumeInfo() ([]byte, error) { return p.next.ResumeInfo() }

@@ -30,27 +30,33 @@ type Op string
 // WaitForLeadership, Stop, GetCurrentLeaderID and WaitForNewLeader on a
 // LeaderParticipation.
 const (
-	OpListDir                Op = "ListDir"
-	OpCreate                 Op = "Create"
-	OpUpdate                 Op = "Update"
-	OpGet                    Op = "Get"
-	OpGetVersion             Op = "GetVersion"
-	OpList                   Op = "List"
-	OpDelete                 Op = "Delete"
-	OpLock                   Op = "Lock"
-	OpLockWithTTL            Op = "LockWithTTL"
-	OpLockName               Op = "LockName"
-	OpTryLock                Op = "TryLock"
-	OpUnlock                 Op = "Unlock"
-	OpCheck                  Op = "Check"
-	OpWatch                  Op = "Watch"
-	OpWatchRecursive         Op = "WatchRecursive"
-	OpNewLeaderParticipation Op = "NewLeaderParticipation"
-	OpWaitForLeadership      Op = "WaitForLeadership"
-	OpStop                   Op = "Stop"
-	OpGetCurrentLeaderID     Op = "GetCurrentLeaderID"
-	OpWaitForNewLeader       Op = "WaitForNewLeader"
-	OpTxn                    Op = "Txn"
+	OpListDir                   Op = "ListDir"
+	OpCreate                    Op = "Create"
+	OpUpdate                    Op = "Update"
+	OpGet                       Op = "Get"
+	OpGetVersion                Op = "GetVersion"
+	OpList                      Op = "List"
+	OpDelete                    Op = "Delete"
+	OpLock                      Op = "Lock"
+	OpLockWithTTL               Op = "LockWithTTL"
+	OpLockName                  Op = "LockName"
+	OpTryLock                   Op = "TryLock"
+	OpUnlock                    Op = "Unlock"
+	OpCheck                     Op = "Check"
+	OpWatch                     Op = "Watch"
+	OpWatchRecursive            Op = "WatchRecursive"
+	OpNewLeaderParticipation    Op = "NewLeaderParticipation"
+	OpWaitForLeadership         Op = "WaitForLeadership"
+	OpStop                      Op = "Stop"
+	OpGetCurrentLeaderID        Op = "GetCurrentLeaderID"
+	OpWaitForNewLeader          Op = "WaitForNewLeader"
+	OpTxn                       Op = "Txn"
+	OpCampaign                  Op = "Campaign"
+	OpProclaim                  Op = "Proclaim"
+	OpResign                    Op = "Resign"
+	OpLeader                    Op = "Leader"
+	OpObserve                   Op = "Observe"
+	OpResumeLeaderParticipation Op = "ResumeLeaderParticipation"
 )
 
 // IsRead reports whether op only reads files: ListDir, Get, GetVersion and
@@ -65,14 +71,16 @@ func (op Op) IsRead() bool {
 
 // Mutates reports whether op changes the store or claims something in it:
 // Create, Update, Delete, Txn (even one of conditions only), every lock
-// acquisition, and joining an election (NewLeaderParticipation and
-// WaitForLeadership). Releasing (Unlock, Stop)
+// acquisition, joining an election (NewLeaderParticipation,
+// ResumeLeaderParticipation, WaitForLeadership, Campaign) and publishing a
+// leader value (Proclaim). Releasing (Unlock, Stop)
 // does not count: a read-only switch must never keep a lock or a
 // leadership from being given up.
 func (op Op) Mutates() bool {
 	switch op {
 	case OpCreate, OpUpdate, OpDelete, OpTxn, OpLock, OpLockWithTTL, OpLockName, OpTryLock,
-		OpNewLeaderParticipation, OpWaitForLeadership:
+		OpNewLeaderParticipation, OpWaitForLeadership, OpCampaign, OpProclaim,
+		OpResumeLeaderParticipation:
 		return true
 	}
 	return false
@@ -330,6 +338,19 @@ func (c *conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 	err := c.around(context.Background(), OpNewLeaderParticipation, name, func(context.Context) error {
 		var ierr error
 		p, ierr = c.next.NewLeaderParticipation(name, id)
+		return ierr
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &participation{c: c, name: name, next: p}, nil
+}
+
+func (c *conn) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
+	var p topo.LeaderParticipation
+	err := c.around(ctx, OpResumeLeaderParticipation, name, func(ctx context.Context) error {
+		var ierr error
+		p, ierr = c.next.ResumeLeaderParticipation(ctx, name, id, info)
 		return ierr
 	})
 	if err != nil {

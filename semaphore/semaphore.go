@@ -1,0 +1,491 @@
+// Package semaphore is a counting semaphore over any topo.Conn: up to a
+// limit of concurrent holders of one semaphore, across processes, on every
+// backend (etcd, ZooKeeper, Consul, memorytopo, or a custom one), built only
+// from the Conn's locks and guarded transactions.
+//
+// # Layout
+//
+// A semaphore lives in a directory dir of the cell, chosen by the caller:
+//
+//	dir/holders                   the admission record (JSON): the limit,
+//	                              a sequence number, and the holders
+//	dir/contenders/<id>/info      one per contender, describing it (JSON)
+//	lock on dir/contenders/<id>   held by that contender, on its session
+//
+// Every contender first creates its info file and takes the lock on its
+// own contender directory, with the semaphore's TTL: that lock lives as
+// long as the contender's session or lease, so it says whether the
+// contender is alive. A contender is admitted by one transaction that
+// requires its own lock to be held (topo.IfHeld) and the record to be at
+// the version it read (compare-and-set), and writes the record with itself
+// added: two contenders that read the same record cannot both be admitted
+// beyond the limit, because only one compare-and-set on a version wins.
+//
+// A holder whose session or lease ends (its process crashed, it was cut off
+// from the store) keeps its place in the record until another contender,
+// finding the semaphore full, probes the holders' locks with TryLock: a lock
+// that can be taken belongs to a contender whose session is gone, so that
+// holder is removed, in the same admission transaction. Slots of crashed
+// holders therefore free within their TTL (the store's bound on the
+// session) plus one probe interval. A slot is never taken from a holder
+// whose lock is held.
+//
+// # Invariants
+//
+//   - The record never lists more holders than its limit, and every
+//     contender of one semaphore must use the same limit (InvalidArgument
+//     otherwise).
+//   - Only an admission (by the contender itself, with its lock held)
+//     adds a holder; only the holder's Unlock, or a contender holding the
+//     holder's lock after a successful probe, removes it.
+//   - Each admission increments the record's sequence number, which is the
+//     holder's fencing token: strictly greater for every later admission of
+//     the same semaphore, for as long as dir/holders is not deleted (this
+//     package never deletes it).
+//   - The package writes nothing outside dir.
+//
+// A Semaphore is safe for concurrent use; so are the descriptors it returns.
+package semaphore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// DefaultProbeInterval is how often a contender that waits on a full
+// semaphore probes the holders' locks when Options.ProbeInterval is zero
+// and no TTL is set. With a TTL, the default is a quarter of it.
+const DefaultProbeInterval = time.Second
+
+// releaseGrace bounds the clean-up a failed acquisition does after its
+// context ended.
+const releaseGrace = 5 * time.Second
+
+// Options configure a Semaphore. The zero value is valid.
+type Options struct {
+	// TTL is each holder's time to live: if its process dies or loses the
+	// store, its slot frees about TTL later (plus ProbeInterval). Zero
+	// uses the backend's default lock TTL (topo.Conn.Lock); a positive
+	// TTL uses topo.Conn.LockWithTTL, which backends round up to their
+	// minimum (Consul: 10 s; ZooKeeper: the session timeout).
+	TTL time.Duration
+
+	// ProbeInterval is how often a waiting contender probes the holders'
+	// locks to find crashed holders when nothing else changes. Zero means
+	// TTL/4, or DefaultProbeInterval without a TTL.
+	ProbeInterval time.Duration
+
+	// Description is stored with each holder (and shown by Holders), for
+	// example "host-7 pid 1234".
+	Description string
+}
+
+// Semaphore is one process's handle on a counting semaphore. Create it
+// with New.
+type Semaphore struct {
+	conn  topo.Conn
+	dir   string
+	limit int
+	opts  Options
+}
+
+// New returns a handle on the semaphore in dir (a directory path of conn's
+// cell, not reserved: see topo.IsReserved) admitting up to limit holders.
+// Nothing is written until Acquire or TryAcquire. It returns an
+// InvalidArgument *topo.Error when limit is not positive or a duration is
+// negative, and InvalidPath for a bad dir.
+func New(conn topo.Conn, dir string, limit int, opts Options) (*Semaphore, error) {
+	d, err := topo.CleanDirPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	if d == "" || topo.IsReserved(d) {
+		return nil, &topo.Error{Code: topo.InvalidPath, Path: dir, Err: errors.New("a semaphore needs a directory that is neither the root nor reserved")}
+	}
+	if limit <= 0 {
+		return nil, &topo.Error{Code: topo.InvalidArgument, Path: d, Err: fmt.Errorf("semaphore limit %d: must be positive", limit)}
+	}
+	if opts.TTL < 0 || opts.ProbeInterval < 0 {
+		return nil, &topo.Error{Code: topo.InvalidArgument, Path: d, Err: errors.New("negative semaphore TTL or probe interval")}
+	}
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+		if opts.TTL > 0 {
+			opts.ProbeInterval = opts.TTL / 4
+		}
+	}
+	return &Semaphore{conn: conn, dir: d, limit: limit, opts: opts}, nil
+}
+
+// Holder is one admitted holder of a semaphore, as Holders lists it.
+type Holder struct {
+	// ID is the holder's contender id (a random name, never reused).
+	ID string `json:"id"`
+	// Token is the fencing token of its admission.
+	Token int64 `json:"token"`
+	// Description is the holder's Options.Description.
+	Description string `json:"description,omitempty"`
+}
+
+// record is the content of dir/holders.
+type record struct {
+	Limit   int      `json:"limit"`
+	Seq     int64    `json:"seq"`
+	Holders []Holder `json:"holders"`
+}
+
+func (s *Semaphore) recordPath() string            { return s.dir + "/holders" }
+func (s *Semaphore) contenderDir(id string) string { return s.dir + "/contenders/" + id }
+func (s *Semaphore) infoPath(id string) string     { return s.contenderDir(id) + "/info" }
+
+// read returns the record and its version (nil when it does not exist).
+func (s *Semaphore) read(ctx context.Context) (record, topo.Version, error) {
+	data, v, err := s.conn.Get(ctx, s.recordPath())
+	if topo.IsErrType(err, topo.NoNode) {
+		return record{Limit: s.limit}, nil, nil
+	}
+	if err != nil {
+		return record{}, nil, err
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return record{}, nil, &topo.Error{Code: topo.InvalidArgument, Path: s.recordPath(), Err: fmt.Errorf("not a semaphore record: %w", err)}
+	}
+	if r.Limit != s.limit {
+		return record{}, nil, &topo.Error{Code: topo.InvalidArgument, Path: s.recordPath(),
+			Err: fmt.Errorf("the semaphore's limit is %d, this handle uses %d: every contender must use the same limit", r.Limit, s.limit)}
+	}
+	return r, v, nil
+}
+
+// Holders returns the semaphore's admitted holders, in admission order.
+// It may list holders whose session has ended but whose slot no
+// contender has reclaimed yet. It returns the store's errors, and
+// InvalidArgument when the record was written with another limit.
+func (s *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
+	r, _, err := s.read(ctx)
+	return r.Holders, err
+}
+
+// Acquire blocks until this process holds one of the semaphore's slots, or
+// ctx ends (Timeout or Interrupted, leaving nothing behind). The returned
+// descriptor's Token is the admission's fencing token; Done closes when the
+// slot is released or its lock lost; Unlock releases it; IfHeld(descriptor)
+// guards a transaction on the holder's lock. Other errors are the store's,
+// InvalidArgument when the semaphore's record has another limit, and
+// LockLost when the contender's own lock was lost while it waited.
+func (s *Semaphore) Acquire(ctx context.Context) (topo.LockDescriptor, error) {
+	return s.acquire(ctx, false)
+}
+
+// TryAcquire is Acquire without waiting: when every slot is held by a live
+// holder it returns a NodeExists *topo.Error at once (after probing the
+// holders' locks) and leaves nothing behind.
+func (s *Semaphore) TryAcquire(ctx context.Context) (topo.LockDescriptor, error) {
+	return s.acquire(ctx, true)
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescriptor, err error) {
+	if cerr := ctx.Err(); cerr != nil {
+		code := topo.Interrupted
+		if errors.Is(cerr, context.DeadlineExceeded) {
+			code = topo.Timeout
+		}
+		return nil, &topo.Error{Code: code, Path: s.dir, Err: cerr}
+	}
+	id := newID()
+	info, err := json.Marshal(Holder{ID: id, Description: s.opts.Description})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.conn.Create(ctx, s.infoPath(id), info); err != nil {
+		return nil, err
+	}
+	var lock topo.LockDescriptor
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+		defer cancel()
+		if lock != nil {
+			_ = lock.Unlock(cctx)
+		}
+		_ = s.conn.Delete(cctx, s.infoPath(id), nil)
+	}()
+	desc := "semaphore contender " + id
+	if s.opts.Description != "" {
+		desc += ": " + s.opts.Description
+	}
+	if s.opts.TTL > 0 {
+		lock, err = s.conn.LockWithTTL(ctx, s.contenderDir(id), desc, s.opts.TTL)
+	} else {
+		lock, err = s.conn.Lock(ctx, s.contenderDir(id), desc)
+	}
+	if err != nil {
+		lock = nil
+		return nil, err
+	}
+	for {
+		r, v, err := s.read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		holders := r.Holders
+		var probes []topo.LockDescriptor
+		var dead []string
+		if len(holders) >= s.limit {
+			holders, dead, probes, err = s.prune(ctx, holders)
+			if err != nil {
+				return nil, err
+			}
+		}
+		if len(holders) < s.limit {
+			next := record{Limit: s.limit, Seq: r.Seq + 1}
+			next.Holders = append(slices.Clone(holders), Holder{ID: id, Token: next.Seq, Description: s.opts.Description})
+			data, err := json.Marshal(next)
+			if err != nil {
+				releaseProbes(ctx, probes)
+				return nil, err
+			}
+			ops := []topo.TxnOp{topo.IfHeld(lock)}
+			if v == nil {
+				ops = append(ops, topo.CreateOp(s.recordPath(), data))
+			} else {
+				ops = append(ops, topo.UpdateOp(s.recordPath(), data, v))
+			}
+			for _, d := range dead {
+				ops = append(ops, topo.DeleteOp(s.infoPath(d), nil))
+			}
+			_, err = s.conn.Txn(ctx, ops...)
+			releaseProbes(ctx, probes)
+			var te *topo.TxnError
+			switch {
+			case err == nil:
+				return newPermit(s, id, next.Seq, lock), nil
+			case errors.As(err, &te) && te.Index == 1 && (topo.IsErrType(err, topo.BadVersion) || topo.IsErrType(err, topo.NodeExists) || topo.IsErrType(err, topo.NoNode)):
+				continue // another contender changed the record first
+			case errors.As(err, &te) && te.Index > 1 && topo.IsErrType(err, topo.NoNode):
+				continue // a dead holder's info file was already removed
+			default:
+				return nil, err
+			}
+		}
+		releaseProbes(ctx, probes)
+		if try {
+			return nil, &topo.Error{Code: topo.NodeExists, Path: s.dir, Err: fmt.Errorf("all %d slots of the semaphore are held", s.limit)}
+		}
+		if err := s.waitChange(ctx, v); err != nil {
+			return nil, err
+		}
+		if err := lock.Check(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// prune probes the locks of holders and returns the live ones, the ids of
+// the dead ones, and the probe locks taken on the dead ones' contender
+// directories (to be released once the record no longer lists them).
+func (s *Semaphore) prune(ctx context.Context, holders []Holder) (live []Holder, dead []string, probes []topo.LockDescriptor, err error) {
+	for _, h := range holders {
+		probe, err := s.conn.TryLock(ctx, s.contenderDir(h.ID), "semaphore probe")
+		switch {
+		case err == nil:
+			// Nobody holds h's lock: its session is gone.
+			dead = append(dead, h.ID)
+			probes = append(probes, probe)
+		case topo.IsErrType(err, topo.NodeExists):
+			live = append(live, h)
+		case topo.IsErrType(err, topo.NoNode):
+			// Its info file is gone (removed by an earlier pruner whose
+			// admission then failed): it cannot be alive.
+			dead = append(dead, h.ID)
+		default:
+			releaseProbes(ctx, probes)
+			return nil, nil, nil, err
+		}
+	}
+	return live, dead, probes, nil
+}
+
+func releaseProbes(ctx context.Context, probes []topo.LockDescriptor) {
+	if len(probes) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+	defer cancel()
+	for _, p := range probes {
+		_ = p.Unlock(cctx)
+	}
+}
+
+// waitChange returns when the record's version differs from v, after the
+// probe interval, or with ctx's error.
+func (s *Semaphore) waitChange(ctx context.Context, v topo.Version) error {
+	wctx, cancel := context.WithTimeout(ctx, s.opts.ProbeInterval)
+	defer cancel()
+	cur, changes, err := s.conn.Watch(wctx, s.recordPath())
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctxErr(ctx, s.dir)
+		}
+		if topo.IsErrType(err, topo.NoNode) || topo.IsErrType(err, topo.Timeout) || topo.IsErrType(err, topo.Interrupted) {
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		cancel()
+		for range changes {
+		}
+	}()
+	if v == nil || cur.Version.String() != v.String() {
+		return nil
+	}
+	select {
+	case <-changes:
+	case <-wctx.Done():
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx, s.dir)
+	}
+	return nil
+}
+
+func ctxErr(ctx context.Context, path string) error {
+	code := topo.Interrupted
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		code = topo.Timeout
+	}
+	return &topo.Error{Code: code, Path: path, Err: ctx.Err()}
+}
+
+// permit is a held slot.
+type permit struct {
+	s     *Semaphore
+	id    string
+	token int64
+	lock  topo.LockDescriptor
+
+	mu       sync.Mutex
+	released bool
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+func newPermit(s *Semaphore, id string, token int64, lock topo.LockDescriptor) *permit {
+	p := &permit{s: s, id: id, token: token, lock: lock, done: make(chan struct{})}
+	if ld := lock.Done(); ld != nil {
+		go func() {
+			select {
+			case <-ld:
+				p.closeDone()
+			case <-p.done:
+			}
+		}()
+	}
+	return p
+}
+
+func (p *permit) closeDone() { p.doneOnce.Do(func() { close(p.done) }) }
+
+// Token returns the admission's fencing token.
+func (p *permit) Token() int64 { return p.token }
+
+// Done closes when the slot is released or its holder's lock is lost.
+func (p *permit) Done() <-chan struct{} { return p.done }
+
+// Unwrap returns the holder's own lock, so that IfHeld(permit) guards a
+// transaction on it.
+func (p *permit) Unwrap() topo.Fence { return p.lock }
+
+// Check returns nil while the slot is held: the holder's lock is held and
+// the record lists it. Interrupted after Unlock; LockLost once the lock was
+// lost or the holder removed.
+func (p *permit) Check(ctx context.Context) error {
+	p.mu.Lock()
+	released := p.released
+	p.mu.Unlock()
+	if released {
+		return topo.NewError(topo.Interrupted, p.s.dir)
+	}
+	if err := p.lock.Check(ctx); err != nil {
+		return err
+	}
+	r, _, err := p.s.read(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(r.Holders, func(h Holder) bool { return h.ID == p.id }) {
+		p.closeDone()
+		return topo.NewError(topo.LockLost, p.s.dir)
+	}
+	return nil
+}
+
+// Unlock releases the slot: it removes the holder from the record, deletes
+// its info file and releases its lock. A second Unlock returns
+// Interrupted; LockLost when the holder's lock had been lost (the slot is
+// freed anyway when it is still listed).
+func (p *permit) Unlock(ctx context.Context) error {
+	p.mu.Lock()
+	if p.released {
+		p.mu.Unlock()
+		return topo.NewError(topo.Interrupted, p.s.dir)
+	}
+	p.released = true
+	p.mu.Unlock()
+	defer p.closeDone()
+	s := p.s
+	var lost bool
+	for {
+		r, v, err := s.read(ctx)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(r.Holders, func(h Holder) bool { return h.ID == p.id })
+		if i < 0 {
+			lost = true // a contender found our lock free and removed us
+			break
+		}
+		r.Holders = slices.Delete(slices.Clone(r.Holders), i, i+1)
+		data, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = s.conn.Txn(ctx, topo.UpdateOp(s.recordPath(), data, v))
+		if topo.IsErrType(err, topo.BadVersion) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	if err := s.conn.Delete(ctx, s.infoPath(p.id), nil); err != nil && !topo.IsErrType(err, topo.NoNode) {
+		return err
+	}
+	if err := p.lock.Unlock(ctx); err != nil {
+		return err
+	}
+	if lost {
+		return topo.NewError(topo.LockLost, s.dir)
+	}
+	return nil
+}
