@@ -82,6 +82,9 @@ type Conn struct {
 	cut    bool
 	healed chan struct{} // closed by Heal; replaced by Cut
 	sess   *session      // the current session; nil before the first lock or after it ended
+	// adopted are sessions of other Conns whose candidacies c resumed
+	// (ResumeLeaderParticipation); c ends them as it ends its own.
+	adopted map[*session]struct{}
 }
 
 // NewConn returns a Conn to s rooted at root (a directory path; "" or "/"
@@ -94,7 +97,7 @@ func (s *Store) NewConn(root string) (*Conn, error) {
 	}
 	healed := make(chan struct{})
 	close(healed)
-	return &Conn{store: s, root: r, closing: make(chan struct{}), healed: healed}, nil
+	return &Conn{store: s, root: r, closing: make(chan struct{}), healed: healed, adopted: map[*session]struct{}{}}, nil
 }
 
 // full returns the store path of p (a canonical path relative to the root).
@@ -150,10 +153,34 @@ func (c *Conn) do(req func(s *Store) error) error {
 // none (the first lock or campaign, or after the last session ended). Called
 // inside a request (store.mu held).
 func (c *Conn) session(s *Store) *session {
-	if c.sess == nil || c.sess.ended {
-		c.sess = s.openSession()
+	if c.sess == nil || c.sess.ended || c.sess.owner != c {
+		c.sess = s.openSession(c)
 	}
 	return c.sess
+}
+
+// adopt makes c the owner of ss, a session another Conn opened (or
+// adopted). Called inside a request.
+func (c *Conn) adopt(ss *session) {
+	if prev := ss.owner; prev != c {
+		delete(prev.adopted, ss) // prev.sess stays, but session() sees it is no longer prev's
+	}
+	ss.owner = c
+	if c.sess != ss {
+		c.adopted[ss] = struct{}{}
+	}
+}
+
+// endSessions ends every session c owns. Called with store.mu held.
+func (c *Conn) endSessions() {
+	s := c.store
+	if c.sess != nil && c.sess.owner == c {
+		s.endSession(c.sess)
+	}
+	for ss := range c.adopted {
+		s.endSession(ss)
+	}
+	clear(c.adopted)
 }
 
 // STEP 3: map the store's errors, in one place, through
@@ -197,11 +224,12 @@ func (c *Conn) Close() {
 		defer s.mu.Unlock()
 		c.closed.Store(true)
 		close(c.closing)
-		s.endSession(c.sess)
+		c.endSessions()
 	})
 }
 
-// ExpireSession makes the store end c's current session, as a store does
+// ExpireSession makes the store end c's current session (and any session
+// c adopted with ResumeLeaderParticipation), as a store does
 // when a session's lease lapses: every lock and leadership held or awaited
 // through it is lost (Check and Unlock report LockLost, Done closes,
 // leadership contexts are cancelled, waiting Lock calls return LockLost)
@@ -213,7 +241,7 @@ func (c *Conn) ExpireSession() {
 	s := c.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.endSession(c.sess)
+	c.endSessions()
 }
 
 // Cut breaks c's link to the store, as a network partition does: c's
@@ -231,7 +259,7 @@ func (c *Conn) Cut() {
 	}
 	c.cut = true
 	c.healed = make(chan struct{})
-	s.endSession(c.sess)
+	c.endSessions()
 }
 
 // Heal restores c's link: requests reach the store again, watches catch

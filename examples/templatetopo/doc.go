@@ -52,6 +52,11 @@
 // session safety margin (its client gives a claim up before the store can
 // expire the lease).
 //
+// A Conn can also adopt another Conn's session, with
+// ResumeLeaderParticipation (a restarted process taking its candidacy
+// back): from then on the adopting Conn's Close, Cut and ExpireSession end
+// it, and the Conn that opened it opens a new one for its next lock.
+//
 // File reads and writes use no session.
 //
 // # Who may delete what
@@ -59,8 +64,9 @@
 //   - Files: any Conn may write or delete any file; a version makes the
 //     write a compare-and-set.
 //   - A lock entry or a candidate is removed only by its own claim's
-//     Unlock or Stop, by its waiter giving up (ctx, Stop, Close), or with
-//     its session. Removal is by identity (the claim), never "the entry at
+//     Unlock, Stop or Resign, by its waiter giving up (ctx, Stop, Close),
+//     or with its session; a resumed candidacy's new claim replaces the
+//     old one in its place (the old claim is lost). Removal is by identity (the claim), never "the entry at
 //     this path", so a stale holder's Unlock releases nothing of its
 //     successor's. A claim belongs to the session it was created on, not to
 //     the Conn's current one: once that session ended, the claim stays
@@ -78,6 +84,16 @@
 // condition and write in one request; IfHeld holds while the claim's entry
 // heads its queue, so a write guarded by a lost lock is refused by the
 // store itself, whatever the holder believes. GuardedUpdate is one request.
+//
+// # Leader values
+//
+// A candidate's published value (Campaign, Proclaim) lives beside its
+// entry, on the claim, and goes with it: a leader is never seen without
+// the value it campaigned with, and Proclaim is guarded in the store on
+// the current term. Leader reads id, value and token in one request;
+// Observe re-reads them after every change of the store, so its last event
+// is always the current state; WaitForNewLeader is a view of Observe.
+// ResumeInfo is JSON naming the store, the session and the entry.
 //
 // # Faults, for the suites
 //

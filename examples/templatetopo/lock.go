@@ -117,14 +117,16 @@ func (c *Conn) acquire(ctx context.Context, p, contents string, needFiles, try b
 }
 
 // await waits until cl's entry is granted. When the wait ends otherwise
-// (ctx, the session's end, Close, or stop when non-nil), it takes cl's own
-// entry out of its queue (by identity: a waiter that gives up never
-// removes anyone else's entry) and returns why: Closed, LockLost (the
-// session ended), Interrupted (stop), or ctx's Timeout or Interrupted. A
-// grant that races with the end of ctx wins: ctx bounds only the wait.
+// (ctx, the session's end, Close, stop when non-nil, or another call
+// withdrawing cl), it takes cl's own entry out of its queue (by identity:
+// a waiter that gives up never removes anyone else's entry) and returns
+// why: Closed, LockLost (the session ended), Interrupted (stop, or
+// withdrawn), or ctx's Timeout or Interrupted. A grant that races with the
+// end of ctx wins: ctx bounds only the wait.
 func (c *Conn) await(ctx context.Context, cl *claim, stop <-chan struct{}) error {
 	select {
 	case <-cl.granted:
+	case <-cl.done: // withdrawn by another call (Resign, Stop)
 	case <-ctx.Done():
 	case <-cl.sess.lost:
 	case <-c.closing:
@@ -151,8 +153,10 @@ func (c *Conn) await(ctx context.Context, cl *claim, stop <-chan struct{}) error
 		return backendkit.Wrap(topo.LockLost, cl.path, errSessionEnded)
 	case closedChan(stop):
 		return topo.NewError(topo.Interrupted, cl.path)
+	case ctx.Err() != nil:
+		return backendkit.FromContext(ctx, cl.path)
 	}
-	return backendkit.FromContext(ctx, cl.path)
+	return topo.NewError(topo.Interrupted, cl.path) // withdrawn by another call
 }
 
 // closedChan reports whether ch (possibly nil) is closed.

@@ -2,7 +2,10 @@ package templatetopo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +47,9 @@ const historyLimit = 32
 // they only grow, for the Store's whole life (Restart keeps the revision,
 // as a store with durable storage does).
 type Store struct {
+	// id names the store in ResumeInfo, so that info of one store is
+	// refused by another.
+	id string
 	mu sync.Mutex
 	// rev is the last revision handed out.
 	rev int64
@@ -70,7 +76,10 @@ type Store struct {
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
+	var id [8]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails
 	return &Store{
+		id:       hex.EncodeToString(id[:]),
 		files:    map[string]*file{},
 		queues:   map[string][]*claim{},
 		sessions: map[int64]*session{},
@@ -104,6 +113,10 @@ type oldVersion struct {
 type session struct {
 	id    int64
 	ended bool
+	// owner is the Conn whose Close, Cut and ExpireSession end the session:
+	// the one that opened it, or the one that adopted it
+	// (ResumeLeaderParticipation).
+	owner *Conn
 	// lost is closed when the session ends.
 	lost chan struct{}
 	// claims are the claims (held or waiting) created on this session.
@@ -133,6 +146,10 @@ type claim struct {
 	token int64
 	// contents is the lock's description, or the candidate's id.
 	contents string
+	// value is a candidate's published value (Campaign, Proclaim), and
+	// valueRev the revision of its last change.
+	value    []byte
+	valueRev int64
 	sess     *session
 	// granted is closed when the entry reaches the head of its queue.
 	granted chan struct{}
@@ -154,10 +171,10 @@ func (s *Store) next() int64 {
 	return s.rev
 }
 
-// openSession starts a new session.
-func (s *Store) openSession() *session {
+// openSession starts a new session owned by c.
+func (s *Store) openSession(c *Conn) *session {
 	s.lastSession++
-	ss := &session{id: s.lastSession, lost: make(chan struct{}), claims: map[*claim]struct{}{}}
+	ss := &session{id: s.lastSession, owner: c, lost: make(chan struct{}), claims: map[*claim]struct{}{}}
 	s.sessions[ss.id] = ss
 	return ss
 }
@@ -236,6 +253,31 @@ func (s *Store) remove(cl *claim) bool {
 		}
 	}
 	return false
+}
+
+// find returns the entry of key's queue with token, or nil.
+func (s *Store) find(key string, token int64) *claim {
+	for _, cl := range s.queues[key] {
+		if cl.token == token {
+			return cl
+		}
+	}
+	return nil
+}
+
+// replace puts a new claim for c in old's place in its queue, on the same
+// session, with the same token and value, and ends old (lost: it no longer
+// owns the entry). cancel is the new claim's leadership context's.
+func (s *Store) replace(old *claim, c *Conn, cancel context.CancelCauseFunc) *claim {
+	cl := &claim{store: s, conn: c, key: old.key, path: old.path, token: old.token, contents: old.contents,
+		value: old.value, valueRev: old.valueRev, sess: old.sess, granted: old.granted, done: make(chan struct{}), cancel: cancel}
+	q := s.queues[old.key]
+	q[slices.Index(q, old)] = cl
+	delete(old.sess.claims, old)
+	old.sess.claims[cl] = struct{}{}
+	old.end(claimLost)
+	s.notify()
+	return cl
 }
 
 // setQueue stores q as key's queue (deleting an empty one) and grants its
