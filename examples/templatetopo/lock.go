@@ -140,8 +140,8 @@ func (c *Conn) await(ctx context.Context, cl *claim, stop <-chan struct{}) error
 			won = true
 			return nil
 		}
+		cl.end(claimReleased) // no-op if it already ended
 		s.remove(cl)
-		cl.end(claimReleased)
 		return nil
 	})
 	switch {

@@ -65,7 +65,7 @@ type Store struct {
 	sessions    map[int64]*session
 	lastSession int64
 	// changed is closed (and replaced) on every change: leader watches
-	// (WaitForNewLeader) wait on it.
+	// (Observe) wait on it.
 	changed chan struct{}
 	// watchers are the registered file watches (Watch, WatchRecursive).
 	watchers map[*watcher]struct{}
@@ -93,9 +93,9 @@ func NewStore() *Store {
 type file struct {
 	data    []byte
 	version int64
-	// created is the revision of the write that created the file. A
-	// delete followed by a create gives a new one: watches use it to see a
-	// deletion they did not observe.
+	// created is the revision of the write that created the file (a
+	// delete followed by a create gives a new one): GetVersion tells a
+	// compacted version from one the file never had with it.
 	created int64
 	// history holds older versions, oldest first (at most historyLimit-1).
 	history []oldVersion
@@ -135,8 +135,8 @@ const (
 
 // claim is an entry of a queue (a lock entry or an election candidate)
 // together with its holder's view of it: what a LockDescriptor or a
-// leadership term is. state and cancel are guarded by store.mu; the other
-// fields do not change.
+// leadership term is. state, value, valueRev and cancel are guarded by
+// store.mu; the other fields do not change.
 type claim struct {
 	store *Store
 	conn  *Conn
@@ -219,12 +219,8 @@ func (cl *claim) end(state claimState) {
 	}
 	cl.state = state
 	close(cl.done)
-	if cl.cancel != nil {
-		code := "released"
-		if state == claimLost {
-			code = "lost"
-		}
-		cl.cancel(errors.New("templatetopo: leadership " + code))
+	if cl.cancel != nil { // the cause says why: LockLost, or Interrupted
+		cl.cancel(cl.stateErr())
 	}
 }
 
@@ -361,14 +357,13 @@ type change struct {
 
 // fileState is what a watch sees of one file (a copy).
 type fileState struct {
-	data             []byte
-	version, created int64
+	data    []byte
+	version int64
 }
 
 // stateOf returns a copy of what a watch needs of f.
 func stateOf(f *file) fileState {
-	data := append([]byte{}, f.data...)
-	return fileState{data: data, version: f.version, created: f.created}
+	return fileState{data: append([]byte{}, f.data...), version: f.version}
 }
 
 // watch registers a watcher of the store path full (exact) or of every
