@@ -23,10 +23,11 @@ const sessionBound = time.Second
 // FaultyStore's fault.
 const restartRefusals = 20
 
-// conformance is the wiring of topo/test for the template, the thing to
-// copy for a new backend: a fresh store per subtest, Conns rooted below
-// it, and each fault the suite needs, backed by the store.
-func conformance(t *testing.T) {
+// wiring is the wiring of topo/test for the template, the thing to copy
+// for a new backend: a fresh store per subtest, Conns rooted below it, and
+// each fault the suite needs, backed by the store. TestConformance (and a
+// mutation kit run) pass it to the suite.
+func wiring() (newStore func(t *testing.T) func() topo.Conn, opts test.Options) {
 	var cur *templatetopo.Store // the store of the subtest in progress
 	open := func(t *testing.T, s *templatetopo.Store) func() topo.Conn {
 		return func() topo.Conn {
@@ -35,10 +36,11 @@ func conformance(t *testing.T) {
 			return c
 		}
 	}
-	test.Run(t, func(t *testing.T) func() topo.Conn {
+	newStore = func(t *testing.T) func() topo.Conn {
 		cur = templatetopo.NewStore()
 		return open(t, cur)
-	}, test.Options{
+	}
+	return newStore, test.Options{
 		ExpireSession: func(t *testing.T, conn topo.Conn) {
 			c, ok := conn.(*templatetopo.Conn)
 			require.Truef(t, ok, "not a *templatetopo.Conn: %T", conn)
@@ -56,11 +58,14 @@ func conformance(t *testing.T) {
 				Fault: func(t *testing.T) { s.Restart(restartRefusals) },
 			}
 		},
-	})
+	}
 }
 
 // TestConformance runs the shared conformance suite against the template.
-func TestConformance(t *testing.T) { conformance(t) }
+func TestConformance(t *testing.T) {
+	newStore, opts := wiring()
+	test.Run(t, newStore, opts)
+}
 
 // TestElectionHarness runs election/electiontest on the template through
 // election.TopoFactory, one Conn per instance.
