@@ -15,7 +15,7 @@ import (
 
 // newConns returns n Conns on one fresh store, rooted at /r, closed when
 // the test ends.
-func newConns(t *testing.T, n int) (*templatetopo.Store, []*templatetopo.Conn) {
+func newConns(t testing.TB, n int) (*templatetopo.Store, []*templatetopo.Conn) {
 	t.Helper()
 	s := templatetopo.NewStore()
 	out := make([]*templatetopo.Conn, n)
