@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # detector. Budget: about 20 minutes on 2 cores.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all build test test-deps lint bench proto serve clean
+.PHONY: all build test test-deps lint bench bench-vitess proto serve clean
 
 all: build
 
@@ -49,8 +49,21 @@ lint:
 	$(GO) vet $(PKGS)
 
 ## bench: the benchmarks, each beside the raw client on the same server
+## (median latencies, and requests per op: rt/op, raw-rt/op)
 bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# bench-vitess runs bench/vitess, a module of its own (so that ./... and
+# make test never build Vitess): topokit's memorytopo, etcd2topo, zk2topo
+# and consultopo beside Vitess v0.24.4's on the same servers. Vitess logs
+# to stderr; that goes to VLOG.
+VBENCHTIME ?= 100x
+VLOG       ?= $${TMPDIR:-/tmp}/topokit-bench-vitess.log
+
+## bench-vitess: topokit beside Vitess v0.24.4 on the same servers
+bench-vitess: test-deps
+	@echo "Vitess's log: $(VLOG)"
+	cd bench/vitess && $(GO) test -run '^$$' -bench . -benchtime $(VBENCHTIME) . 2>$(VLOG)
 
 ## proto: regenerate proto/ Go code (needs protoc; installs protoc-gen-go)
 proto:

@@ -28,6 +28,7 @@ type FakeStore struct {
 	queues   map[string][]*fakeLP
 	failures int // the next failures WaitForLeadership calls fail with failErr
 	failErr  error
+	terms    int64 // the last term's token
 }
 
 // NewFakeStore returns an empty fake store.
@@ -103,8 +104,32 @@ func (f *FakeStore) Candidates(name string) int {
 	return len(f.queues[name])
 }
 
-// Term is not used by the election package's unit tests.
-func (p *fakeLP) Term() (topo.Fence, error) { return nil, topo.NewError(topo.NotLeader, "") }
+// Term returns the current term: a fence over the leadership context,
+// with a token from the store's counter.
+func (lp *fakeLP) Term() (topo.Fence, error) {
+	f := lp.conn
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if lp.term == nil || lp.term.ctx.Err() != nil {
+		return nil, topo.NewError(topo.NotLeader, lp.name)
+	}
+	return lp.term, nil
+}
+
+// fakeTerm is a fakeLP's leadership term.
+type fakeTerm struct {
+	token int64
+	ctx   context.Context
+}
+
+func (t *fakeTerm) Token() int64          { return t.token }
+func (t *fakeTerm) Done() <-chan struct{} { return t.ctx.Done() }
+func (t *fakeTerm) Check(context.Context) error {
+	if t.ctx.Err() != nil {
+		return topo.NewError(topo.LockLost, "")
+	}
+	return nil
+}
 
 // The value API is not used by the election package's unit tests.
 func (p *fakeLP) Campaign(context.Context, []byte) (context.Context, error) {
@@ -130,6 +155,7 @@ type fakeLP struct {
 	stopOnce sync.Once
 
 	cancel context.CancelFunc // guarded by conn.mu
+	term   *fakeTerm          // guarded by conn.mu
 }
 
 func (lp *fakeLP) WaitForLeadership() (context.Context, error) {
@@ -153,6 +179,8 @@ func (lp *fakeLP) WaitForLeadership() (context.Context, error) {
 		if len(q) > 0 && q[0] == lp {
 			ctx, cancel := context.WithCancel(context.Background())
 			lp.cancel = cancel
+			f.terms++
+			lp.term = &fakeTerm{token: f.terms, ctx: ctx}
 			f.mu.Unlock()
 			return ctx, nil
 		}

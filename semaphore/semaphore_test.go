@@ -26,6 +26,8 @@ import (
 // backend opens connections to one store, each with its own session.
 type backend struct {
 	name string
+	// start starts the store (once) and fills open and openCut.
+	start func(t *testing.T, b *backend)
 	// open returns a new Conn on the store.
 	open func(t *testing.T) topo.Conn
 	// openCut returns a new Conn whose traffic crosses a fault, with a
@@ -35,37 +37,34 @@ type backend struct {
 	ttl time.Duration
 }
 
-func backends(t *testing.T) []backend {
+func backends() []backend {
 	var out []backend
 
-	mf := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 2 * time.Second})
-	out = append(out, backend{
-		name: "memory",
-		open: func(t *testing.T) topo.Conn {
+	out = append(out, backend{name: "memory", ttl: 2 * time.Second, start: func(t *testing.T, b *backend) {
+		mf := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 2 * time.Second})
+		b.open = func(t *testing.T) topo.Conn {
 			c, err := mf.NewConn("", "/sem")
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c
-		},
-		openCut: func(t *testing.T) (topo.Conn, func(), func()) {
+		}
+		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
 			c, err := mf.NewConn("", "/sem")
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c, c.Partition, c.Heal
-		},
-		ttl: 2 * time.Second,
-	})
+		}
+	}})
 
-	etcdAddr := etcdtest.Start(t)
-	out = append(out, backend{
-		name: "etcd",
-		open: func(t *testing.T) topo.Conn {
+	out = append(out, backend{name: "etcd", ttl: 2 * time.Second, start: func(t *testing.T, b *backend) {
+		etcdAddr := etcdtest.Start(t)
+		b.open = func(t *testing.T) topo.Conn {
 			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{etcdAddr}}, "/sem")
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c
-		},
-		openCut: func(t *testing.T) (topo.Conn, func(), func()) {
+		}
+		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
 			p, err := faultproxy.New(etcdAddr)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Close() })
@@ -73,20 +72,18 @@ func backends(t *testing.T) []backend {
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c, p.Blackhole, p.Heal
-		},
-		ttl: 2 * time.Second,
-	})
+		}
+	}})
 
-	zkAddr := zktest.Start(t)
-	out = append(out, backend{
-		name: "zookeeper",
-		open: func(t *testing.T) topo.Conn {
+	out = append(out, backend{name: "zookeeper", ttl: 4 * time.Second, start: func(t *testing.T, b *backend) {
+		zkAddr := zktest.Start(t)
+		b.open = func(t *testing.T) topo.Conn {
 			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{zkAddr}}, "/sem")
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c
-		},
-		openCut: func(t *testing.T) (topo.Conn, func(), func()) {
+		}
+		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
 			p, err := faultproxy.New(zkAddr)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Close() })
@@ -94,20 +91,18 @@ func backends(t *testing.T) []backend {
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c, p.Blackhole, p.Heal
-		},
-		ttl: 4 * time.Second,
-	})
+		}
+	}})
 
-	consulAddr := consultest.Start(t)
-	out = append(out, backend{
-		name: "consul",
-		open: func(t *testing.T) topo.Conn {
+	out = append(out, backend{name: "consul", ttl: consultopo.MinSessionTTL, start: func(t *testing.T, b *backend) {
+		consulAddr := consultest.Start(t)
+		b.open = func(t *testing.T) topo.Conn {
 			c, err := consultopo.NewConn(consultopo.Options{Address: consulAddr}, "sem")
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c
-		},
-		openCut: func(t *testing.T) (topo.Conn, func(), func()) {
+		}
+		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
 			p, err := faultproxy.New(consulAddr)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Close() })
@@ -115,9 +110,8 @@ func backends(t *testing.T) []backend {
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c, p.Blackhole, p.Heal
-		},
-		ttl: consultopo.MinSessionTTL,
-	})
+		}
+	}})
 	return out
 }
 
@@ -135,8 +129,9 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestSemaphore(t *testing.T) {
-	for _, b := range backends(t) {
+	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
+			b.start(t, &b)
 			t.Run("AdmitsUpToLimit", func(t *testing.T) { testLimit(t, b) })
 			t.Run("NeverMoreThanLimit", func(t *testing.T) { testNeverMore(t, b) })
 			t.Run("CrashedHolderFreesSlot", func(t *testing.T) { testCrashed(t, b) })

@@ -18,7 +18,8 @@ import (
 // Each iteration runs one raw operation and one topokit operation (in
 // alternating order, so that drift on a shared machine hits both alike) and
 // the benchmark reports the median (p50) latency of each, in ns, and their
-// ratio: topokit p50 / raw p50.
+// ratio: topokit p50 / raw p50, and each side's requests to the agent per
+// iteration (rt/op for topokit, raw-rt/op for the raw api; see rtCounter).
 //
 // The raw side is the least the raw api needs for the same result: Update
 // and Create must return the new ModifyIndex, which only a transaction
@@ -26,8 +27,9 @@ import (
 // from a deleted one, which a plain DELETE does not. The *VsKV benchmarks
 // compare with the plain KV endpoints anyway, which do less.
 
-// pairedBench runs raw and tk once per iteration and reports the p50s.
-func pairedBench(b *testing.B, raw, tk func(i int)) {
+// pairedBench runs raw and tk once per iteration and reports the p50s and
+// each side's requests per iteration.
+func pairedBench(b *testing.B, rt *rtSides, raw, tk func(i int)) {
 	b.Helper()
 	// Warm up connections, sessions and caches.
 	for i := range 20 {
@@ -36,8 +38,11 @@ func pairedBench(b *testing.B, raw, tk func(i int)) {
 	}
 	rawTimes := make([]time.Duration, 0, b.N)
 	tkTimes := make([]time.Duration, 0, b.N)
+	m := rt.mark()
+	iters := 0
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
+		iters++
 		timeIt := func(f func(int), into *[]time.Duration) {
 			start := time.Now()
 			f(i)
@@ -52,6 +57,7 @@ func pairedBench(b *testing.B, raw, tk func(i int)) {
 		}
 	}
 	b.StopTimer()
+	rt.report(b, m, iters)
 	rp, tp := p50(rawTimes), p50(tkTimes)
 	b.ReportMetric(float64(rp.Nanoseconds()), "raw-p50-ns")
 	b.ReportMetric(float64(tp.Nanoseconds()), "topokit-p50-ns")
@@ -67,20 +73,21 @@ func p50(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// benchSetup returns a Conn under a fresh root and a raw api client.
-func benchSetup(b *testing.B) (*Conn, *api.Client, string) {
+// benchSetup returns a Conn under a fresh root and a raw api client, and
+// their request counters.
+func benchSetup(b *testing.B) (*Conn, *api.Client, string, *rtSides) {
 	b.Helper()
 	root := testRoot(b)
-	c := newTestConn(b, root)
-	return c, rawClient(b), root
+	rt := &rtSides{}
+	return rt.conn(b, root), rt.client(b), root, rt
 }
 
 func BenchmarkGet(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	mustWrite(b, c, "get/f", "some value of a typical size, like a shard record")
 	kv := raw.KV()
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(int) {
 			p, _, err := kv.Get(root+"/get/f", nil)
 			if err != nil || p == nil {
@@ -95,12 +102,12 @@ func BenchmarkGet(b *testing.B) {
 }
 
 func BenchmarkUpdate(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	mustWrite(b, c, "upd/raw", "x")
 	mustWrite(b, c, "upd/tk", "x")
 	kv := raw.KV()
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(i int) {
 			ok, resp, _, err := kv.Txn(api.KVTxnOps{{Verb: api.KVSet, Key: root + "/upd/raw", Value: []byte("value " + strconv.Itoa(i))}}, nil)
 			if err != nil || !ok || resp.Results[0].ModifyIndex == 0 {
@@ -115,12 +122,12 @@ func BenchmarkUpdate(b *testing.B) {
 }
 
 func BenchmarkUpdateVsKV(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	mustWrite(b, c, "upd/raw", "x")
 	mustWrite(b, c, "upd/tk", "x")
 	kv := raw.KV()
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(i int) {
 			if _, err := kv.Put(&api.KVPair{Key: root + "/upd/raw", Value: []byte("value " + strconv.Itoa(i))}, nil); err != nil {
 				b.Fatal(err)
@@ -134,10 +141,10 @@ func BenchmarkUpdateVsKV(b *testing.B) {
 }
 
 func BenchmarkCreateDelete(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	kv := raw.KV()
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(i int) {
 			key := root + "/cd/raw/" + strconv.Itoa(i)
 			ok, resp, _, err := kv.Txn(api.KVTxnOps{{Verb: api.KVCAS, Key: key, Value: []byte("v")}}, nil)
@@ -161,10 +168,10 @@ func BenchmarkCreateDelete(b *testing.B) {
 }
 
 func BenchmarkCreateDeleteVsKV(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	kv := raw.KV()
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(i int) {
 			key := root + "/cd/raw/" + strconv.Itoa(i)
 			ok, _, err := kv.CAS(&api.KVPair{Key: key, Value: []byte("v")}, nil)
@@ -189,7 +196,7 @@ func BenchmarkCreateDeleteVsKV(b *testing.B) {
 // BenchmarkLockUnlock compares an uncontended Lock+Unlock with api.Lock on
 // a long-lived session (created once, outside the loop).
 func BenchmarkLockUnlock(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	mustWrite(b, c, "lk/raw/f", "x")
 	mustWrite(b, c, "lk/tk/f", "x")
@@ -200,7 +207,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	b.Cleanup(func() { close(stop) })
 	lock, err := raw.LockOpts(&api.LockOptions{Key: root + "/lk/raw/Lock", Value: []byte("holder"), Session: sess})
 	require.NoError(b, err)
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(int) {
 			ch, err := lock.Lock(nil)
 			if err != nil || ch == nil {
@@ -226,12 +233,13 @@ func BenchmarkLockUnlock(b *testing.B) {
 // mode: the "raw" side is a Conn with Reads: ReadDefault, the "topokit"
 // side a Conn with the default options, reading the same key.
 func BenchmarkGetConsistentVsDefault(b *testing.B) {
-	c, _, root := benchSetup(b)
+	c, _, root, rt := benchSetup(b)
 	opts := testOptions()
 	opts.Reads = ReadDefault
 	stale, err := NewConn(opts, root)
 	require.NoError(b, err)
 	b.Cleanup(stale.Close)
+	rt.raw.hook(stale.transport) // the "raw" side is stale
 	ctx := context.Background()
 	mustWrite(b, c, "f", "x")
 	get := func(conn *Conn) func(int) {
@@ -241,7 +249,7 @@ func BenchmarkGetConsistentVsDefault(b *testing.B) {
 			}
 		}
 	}
-	pairedBench(b, get(stale), get(c))
+	pairedBench(b, rt, get(stale), get(c))
 }
 
 func mustWrite(b *testing.B, c topo.Conn, p, v string) {

@@ -13,7 +13,8 @@ import (
 // leader's Stop) returns to the moment the waiter's Lock (or
 // WaitForLeadership) returns, beside the same with two api.Lock on two
 // clients with a long-lived session each. They report the p50 of each side
-// (raw-p50-ns, topokit-p50-ns) and the ratio.
+// (raw-p50-ns, topokit-p50-ns), the ratio, and each side's requests per
+// iteration (both holders' and waiters'; see rtCounter).
 //
 //	go test -run '^$' -bench Handover -benchtime 100x ./topo/consultopo/
 
@@ -24,10 +25,10 @@ var handoverDelays = []time.Duration{5 * time.Millisecond, 20 * time.Millisecond
 
 // rawLockPair returns two api.Lock on key, each through a client and a
 // long-lived session of its own.
-func rawLockPair(b *testing.B, key string) (*api.Lock, *api.Lock) {
+func rawLockPair(b *testing.B, rt *rtSides, key string) (*api.Lock, *api.Lock) {
 	b.Helper()
 	mk := func(value string) *api.Lock {
-		cl := rawClient(b)
+		cl := rt.client(b)
 		sess, _, err := cl.Session().Create(&api.SessionEntry{TTL: "30s", Behavior: api.SessionBehaviorDelete}, nil)
 		require.NoError(b, err)
 		stop := make(chan struct{})
@@ -84,13 +85,14 @@ func reportHandover(b *testing.B, raw, tk []time.Duration) {
 // BenchmarkLockHandover: how long after the holder's Unlock returns the
 // waiter's Lock (on another Conn) returns.
 func BenchmarkLockHandover(b *testing.B) {
-	holder, _, root := benchSetup(b)
-	waiter := newTestConn(b, root)
+	holder, _, root, rt := benchSetup(b)
+	waiter := rt.conn(b, root)
 	ctx := context.Background()
 	mustWrite(b, holder, "d/f", "x")
-	l1, l2 := rawLockPair(b, root+"/rawlock/Lock")
+	l1, l2 := rawLockPair(b, rt, root+"/rawlock/Lock")
 	var raw, tk []time.Duration
 	i := 0
+	m := rt.mark()
 	for b.Loop() {
 		delay := handoverDelays[i%len(handoverDelays)]
 		i++
@@ -120,17 +122,19 @@ func BenchmarkLockHandover(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	rt.report(b, m, i)
 	reportHandover(b, raw, tk)
 }
 
 // BenchmarkElectionHandover: how long after the leader's Stop returns the
 // other participant's (on another Conn) WaitForLeadership returns.
 func BenchmarkElectionHandover(b *testing.B) {
-	c1, _, root := benchSetup(b)
-	c2 := newTestConn(b, root)
-	l1, l2 := rawLockPair(b, root+"/rawelection")
+	c1, _, root, rt := benchSetup(b)
+	c2 := rt.conn(b, root)
+	l1, l2 := rawLockPair(b, rt, root+"/rawelection")
 	var raw, tk []time.Duration
 	i := 0
+	m := rt.mark()
 	for b.Loop() {
 		delay := handoverDelays[i%len(handoverDelays)]
 		i++
@@ -163,5 +167,6 @@ func BenchmarkElectionHandover(b *testing.B) {
 		}
 		p2.Stop()
 	}
+	rt.report(b, m, i)
 	reportHandover(b, raw, tk)
 }

@@ -17,7 +17,7 @@ import (
 // BenchmarkTryLockUnlock compares an uncontended TryLock+Unlock with
 // api.Lock (LockTryOnce) on a long-lived session.
 func BenchmarkTryLockUnlock(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	mustWrite(b, c, "lk/tk/f", "x")
 	sess, _, err := raw.Session().Create(&api.SessionEntry{TTL: "15s", Behavior: api.SessionBehaviorDelete}, nil)
@@ -27,7 +27,7 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 	b.Cleanup(func() { close(stop) })
 	lock, err := raw.LockOpts(&api.LockOptions{Key: root + "/lk/raw/Lock", Value: []byte("holder"), Session: sess, LockTryOnce: true})
 	require.NoError(b, err)
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(int) {
 			ch, err := lock.Lock(nil)
 			if err != nil || ch == nil {
@@ -52,12 +52,12 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 // Conn's, so the lock gets a session of its own) + Unlock with the raw
 // equivalent: create a session, acquire, release, destroy the session.
 func BenchmarkLockWithTTLUnlock(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	mustWrite(b, c, "lk/tk/f", "x")
 	kv, sessions := raw.KV(), raw.Session()
 	key := root + "/lk/raw/Lock"
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(int) {
 			sess, _, err := sessions.Create(&api.SessionEntry{TTL: "20s", Behavior: api.SessionBehaviorDelete}, nil)
 			if err != nil {
@@ -110,11 +110,11 @@ func fill(b *testing.B, raw *api.Client, root, dir string, n int) {
 // BenchmarkList1000 compares List of a 1,000-file prefix with a consistent
 // raw KV list.
 func BenchmarkList1000(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	fill(b, raw, root, "l", 1000)
 	kv := raw.KV()
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(int) {
 			pairs, _, err := kv.List(root+"/l/", &api.QueryOptions{RequireConsistent: true})
 			if err != nil || len(pairs) != 1000 {
@@ -132,11 +132,11 @@ func BenchmarkList1000(b *testing.B) {
 // BenchmarkListDir1000 compares ListDir (names only) of a 1,000-entry
 // directory with a consistent raw keys listing with "/" as separator.
 func BenchmarkListDir1000(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
 	fill(b, raw, root, "d", 1000)
 	kv := raw.KV()
-	pairedBench(b,
+	pairedBench(b, rt,
 		func(int) {
 			keys, _, err := kv.Keys(root+"/d/", "/", &api.QueryOptions{RequireConsistent: true})
 			if err != nil || len(keys) != 1000 {
@@ -156,7 +156,7 @@ func BenchmarkListDir1000(b *testing.B) {
 // to the event. Beside it, a raw blocking list of the prefix at the index
 // of the previous read.
 func BenchmarkWatchRecursiveFirstEvent(b *testing.B) {
-	c, raw, root := benchSetup(b)
+	c, raw, root, rt := benchSetup(b)
 	writer := rawClient(b).KV()
 	ctx := context.Background()
 	mustWrite(b, c, "w/f", "x")
@@ -165,6 +165,7 @@ func BenchmarkWatchRecursiveFirstEvent(b *testing.B) {
 	kv := raw.KV()
 	var rawT, tkT []time.Duration
 	i := 0
+	m := rt.mark()
 	for b.Loop() {
 		i++
 		val := []byte(strconv.Itoa(i))
@@ -208,5 +209,6 @@ func BenchmarkWatchRecursiveFirstEvent(b *testing.B) {
 		for range changes {
 		}
 	}
+	rt.report(b, m, i)
 	reportHandover(b, rawT, tkT)
 }

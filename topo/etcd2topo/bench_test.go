@@ -4,9 +4,11 @@ package etcd2topo
 // etcd client on the same server. Each benchmark interleaves the two
 // (one raw operation, one topo operation, per iteration) so that load from
 // other processes hits both alike, and reports each side's median latency
-// (raw-p50-µs, topo-p50-µs) and their ratio (topo/raw). Handover and
-// first-event benchmarks measure from the moment the triggering call
-// (Unlock, Stop, Update) returns to the moment the other side sees it.
+// (raw-p50-µs, topo-p50-µs) and their ratio (topo/raw), and each side's
+// requests to etcd per iteration (rt/op for topokit, raw-rt/op for the raw
+// client; see rtCounter). Handover and first-event benchmarks measure from
+// the moment the triggering call (Unlock, Stop, Update) returns to the
+// moment the other side sees it.
 //
 //	go test -run xxx -bench . -benchtime 300x ./topo/etcd2topo/
 
@@ -50,17 +52,6 @@ func report(b *testing.B, raw, tp latencies) {
 	}
 }
 
-func benchConn(b *testing.B) (*Conn, *clientv3.Client, string) {
-	b.Helper()
-	root := newRoot()
-	c, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
-	return c, rawClient(b, serverAddr), root
-}
-
 func must(b *testing.B, err error) {
 	b.Helper()
 	if err != nil {
@@ -69,8 +60,8 @@ func must(b *testing.B, err error) {
 }
 
 // pair runs rawOp and topoOp once per iteration, alternating which goes
-// first, and reports both sides' latencies.
-func pair(b *testing.B, rawOp, topoOp func() error) {
+// first, and reports both sides' latencies and requests.
+func pair(b *testing.B, e *benchEnv, rawOp, topoOp func() error) {
 	b.Helper()
 	var raw, tp latencies
 	timed := func(op func() error, into *latencies) {
@@ -80,6 +71,7 @@ func pair(b *testing.B, rawOp, topoOp func() error) {
 		must(b, err)
 	}
 	i := 0
+	m := e.mark()
 	for b.Loop() {
 		if i%2 == 0 {
 			timed(rawOp, &raw)
@@ -90,17 +82,19 @@ func pair(b *testing.B, rawOp, topoOp func() error) {
 		}
 		i++
 	}
+	e.reportRT(b, m, i)
 	report(b, raw, tp)
 }
 
 func BenchmarkGet(b *testing.B) {
-	c, cli, root := benchConn(b)
+	e := newBenchEnv(b)
+	c, cli, root := e.c, e.cli, e.root
 	ctx := context.Background()
 	_, err := c.Create(ctx, "f", []byte("some value"))
 	must(b, err)
 	_, err = cli.Put(ctx, root+"/raw", "some value")
 	must(b, err)
-	pair(b, func() error {
+	pair(b, e, func() error {
 		_, err := cli.Get(ctx, root+"/raw")
 		return err
 	}, func() error {
@@ -110,14 +104,15 @@ func BenchmarkGet(b *testing.B) {
 }
 
 func BenchmarkUpdateCAS(b *testing.B) {
-	c, cli, root := benchConn(b)
+	e := newBenchEnv(b)
+	c, cli, root := e.c, e.cli, e.root
 	ctx := context.Background()
 	v, err := c.Create(ctx, "f", []byte("x"))
 	must(b, err)
 	resp, err := cli.Put(ctx, root+"/raw", "x")
 	must(b, err)
 	rawRev := resp.Header.Revision
-	pair(b, func() error {
+	pair(b, e, func() error {
 		tr, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(root+"/raw"), "=", rawRev)).
 			Then(clientv3.OpPut(root+"/raw", "y")).Commit()
@@ -136,9 +131,10 @@ func BenchmarkUpdateCAS(b *testing.B) {
 }
 
 func BenchmarkCreateDelete(b *testing.B) {
-	c, cli, root := benchConn(b)
+	e := newBenchEnv(b)
+	c, cli, root := e.c, e.cli, e.root
 	ctx := context.Background()
-	pair(b, func() error {
+	pair(b, e, func() error {
 		tr, err := cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(root+"/raw"), "=", 0)).
 			Then(clientv3.OpPut(root+"/raw", "x")).Commit()
@@ -161,7 +157,8 @@ func BenchmarkCreateDelete(b *testing.B) {
 // BenchmarkLockUnlock: an uncontended Lock+Unlock, beside a
 // concurrency.Mutex Lock+Unlock on a long-lived session.
 func BenchmarkLockUnlock(b *testing.B) {
-	c, cli, root := benchConn(b)
+	e := newBenchEnv(b)
+	c, cli, root := e.c, e.cli, e.root
 	ctx := context.Background()
 	_, err := c.Create(ctx, "d/f", []byte("x"))
 	must(b, err)
@@ -173,7 +170,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	ld, err := c.Lock(ctx, "d", "x")
 	must(b, err)
 	must(b, ld.Unlock(ctx))
-	pair(b, func() error {
+	pair(b, e, func() error {
 		if err := m.Lock(ctx); err != nil {
 			return err
 		}
@@ -208,19 +205,18 @@ func waitKeys(b *testing.B, cli *clientv3.Client, prefix string, n int64) {
 
 // BenchmarkLockHandover: how long after the holder's Unlock returns the
 // waiter's Lock returns, beside the same with two concurrency.Mutex on
-// two sessions.
+// two sessions. Requests per op count both holders and waiters.
 func BenchmarkLockHandover(b *testing.B) {
-	holder, cli, root := benchConn(b)
-	waiter, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
-	must(b, err)
-	defer waiter.Close()
+	e := newBenchEnv(b)
+	holder, cli, root, obs := e.c, e.cli, e.root, e.obs
+	waiter := countedConn(b, root, e.tc)
 	ctx := context.Background()
-	_, err = holder.Create(ctx, "d/f", []byte("x"))
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
 	must(b, err)
 	s1, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
 	must(b, err)
 	defer s1.Close()
-	cli2 := rawClient(b, serverAddr)
+	cli2 := countedClient(b, e.rc)
 	s2, err := concurrency.NewSession(cli2, concurrency.WithTTL(30))
 	must(b, err)
 	defer s2.Close()
@@ -228,6 +224,7 @@ func BenchmarkLockHandover(b *testing.B) {
 
 	var raw, tp latencies
 	i := 0
+	m := e.mark()
 	for b.Loop() {
 		delay := waitDelays[i%len(waitDelays)]
 		i++
@@ -240,7 +237,7 @@ func BenchmarkLockHandover(b *testing.B) {
 			}
 			got <- time.Now()
 		}()
-		waitKeys(b, cli, root+"/rawlock/", 2)
+		waitKeys(b, obs, root+"/rawlock/", 2)
 		time.Sleep(delay)
 		must(b, m1.Unlock(ctx))
 		t0 := time.Now()
@@ -250,7 +247,9 @@ func BenchmarkLockHandover(b *testing.B) {
 		l1, err := holder.Lock(ctx, "d", "holder")
 		must(b, err)
 		gotLock := make(chan time.Time, 1)
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			l2, err := waiter.Lock(ctx, "d", "waiter")
 			gotLock <- time.Now()
 			if err != nil {
@@ -260,36 +259,30 @@ func BenchmarkLockHandover(b *testing.B) {
 				panic(err)
 			}
 		}()
-		waitKeys(b, cli, root+"/d/locks/", 2)
+		waitKeys(b, obs, root+"/d/locks/", 2)
 		time.Sleep(delay)
 		must(b, l1.Unlock(ctx))
 		t0 = time.Now()
 		tp = append(tp, (<-gotLock).Sub(t0))
-		for { // until the waiter's Unlock
-			resp, err := cli.Get(ctx, root+"/d/locks/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-			must(b, err)
-			if resp.Count == 0 {
-				break
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
+		<-done
 	}
+	e.reportRT(b, m, i)
 	report(b, raw, tp)
 }
 
 // BenchmarkElectionHandover: how long after the leader's Stop returns
 // the follower's WaitForLeadership returns, beside concurrency.Election
-// Resign/Campaign on two sessions.
+// Resign/Campaign on two sessions. Requests per op count both
+// participants.
 func BenchmarkElectionHandover(b *testing.B) {
-	c1, cli, root := benchConn(b)
-	c2, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
-	must(b, err)
-	defer c2.Close()
+	e := newBenchEnv(b)
+	c1, cli, root, obs := e.c, e.cli, e.root, e.obs
+	c2 := countedConn(b, root, e.tc)
 	ctx := context.Background()
 	s1, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
 	must(b, err)
 	defer s1.Close()
-	cli2 := rawClient(b, serverAddr)
+	cli2 := countedClient(b, e.rc)
 	s2, err := concurrency.NewSession(cli2, concurrency.WithTTL(30))
 	must(b, err)
 	defer s2.Close()
@@ -297,6 +290,7 @@ func BenchmarkElectionHandover(b *testing.B) {
 
 	var raw, tp latencies
 	i := 0
+	m := e.mark()
 	for b.Loop() {
 		delay := waitDelays[i%len(waitDelays)]
 		i++
@@ -309,7 +303,7 @@ func BenchmarkElectionHandover(b *testing.B) {
 			}
 			got <- time.Now()
 		}()
-		waitKeys(b, cli, root+"/rawelection/", 2)
+		waitKeys(b, obs, root+"/rawelection/", 2)
 		time.Sleep(delay)
 		must(b, e1.Resign(ctx))
 		t0 := time.Now()
@@ -330,23 +324,25 @@ func BenchmarkElectionHandover(b *testing.B) {
 				panic(err)
 			}
 		}()
-		waitKeys(b, cli, root+"/elections/e/", 2)
+		waitKeys(b, obs, root+"/elections/e/", 2)
 		time.Sleep(delay)
 		p1.Stop()
 		t0 = time.Now()
 		tp = append(tp, (<-gotLead).Sub(t0))
 		p2.Stop()
 	}
+	e.reportRT(b, m, i)
 	report(b, raw, tp)
 }
 
 // BenchmarkWatchFirstEvent: a Watch is opened, then the file is updated
 // by another client; measured from the Update's return to the event.
 // Beside it, a raw watch opened the usual way: read the key, then watch
-// from the next revision.
+// from the next revision. Requests per op count the watching side (the
+// writer is not counted).
 func BenchmarkWatchFirstEvent(b *testing.B) {
-	c, cli, root := benchConn(b)
-	writer := rawClient(b, serverAddr)
+	e := newBenchEnv(b)
+	c, cli, root, writer := e.c, e.cli, e.root, e.obs
 	ctx := context.Background()
 	_, err := c.Create(ctx, "f", []byte("x"))
 	must(b, err)
@@ -354,6 +350,7 @@ func BenchmarkWatchFirstEvent(b *testing.B) {
 	must(b, err)
 	var raw, tp latencies
 	i := 0
+	m := e.mark()
 	for b.Loop() {
 		i++
 		val := fmt.Sprint(i)
@@ -373,6 +370,8 @@ func BenchmarkWatchFirstEvent(b *testing.B) {
 		}
 		raw = append(raw, time.Since(t0))
 		cancel()
+		for range wch {
+		}
 
 		wctx, cancel = context.WithCancel(ctx)
 		_, changes, err := c.Watch(wctx, "f")
@@ -389,6 +388,67 @@ func BenchmarkWatchFirstEvent(b *testing.B) {
 		for range changes {
 		}
 	}
+	e.reportRT(b, m, i)
+	report(b, raw, tp)
+}
+
+// BenchmarkWatchRecursiveFirstEvent is BenchmarkWatchFirstEvent for a
+// WatchRecursive on a directory of 10 files, beside a raw prefix read and
+// a prefix watch from the next revision.
+func BenchmarkWatchRecursiveFirstEvent(b *testing.B) {
+	e := newBenchEnv(b)
+	c, cli, root, writer := e.c, e.cli, e.root, e.obs
+	ctx := context.Background()
+	for j := range 10 {
+		_, err := c.Create(ctx, fmt.Sprintf("d/f%d", j), []byte("x"))
+		must(b, err)
+		_, err = cli.Put(ctx, fmt.Sprintf("%s/raw/f%d", root, j), "x")
+		must(b, err)
+	}
+	var raw, tp latencies
+	i := 0
+	m := e.mark()
+	for b.Loop() {
+		i++
+		val := fmt.Sprint(i)
+
+		wctx, cancel := context.WithCancel(ctx)
+		gr, err := cli.Get(wctx, root+"/raw/", clientv3.WithPrefix())
+		must(b, err)
+		wch := cli.Watch(wctx, root+"/raw/", clientv3.WithPrefix(), clientv3.WithRev(gr.Header.Revision+1), clientv3.WithCreatedNotify())
+		<-wch // created
+		_, err = writer.Put(ctx, root+"/raw/f3", val)
+		must(b, err)
+		t0 := time.Now()
+		for wr := range wch {
+			if len(wr.Events) > 0 {
+				break
+			}
+		}
+		raw = append(raw, time.Since(t0))
+		cancel()
+		for range wch {
+		}
+
+		wctx, cancel = context.WithCancel(ctx)
+		initial, changes, err := c.WatchRecursive(wctx, "d")
+		must(b, err)
+		if len(initial) != 10 {
+			b.Fatalf("WatchRecursive: %d initial values", len(initial))
+		}
+		_, err = writer.Put(ctx, root+"/d/f3", val)
+		must(b, err)
+		t0 = time.Now()
+		wd := <-changes
+		tp = append(tp, time.Since(t0))
+		if wd.Err != nil || string(wd.Contents) != val {
+			b.Fatalf("unexpected first event %+v", wd)
+		}
+		cancel()
+		for range changes {
+		}
+	}
+	e.reportRT(b, m, i)
 	report(b, raw, tp)
 }
 

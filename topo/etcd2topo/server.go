@@ -155,6 +155,11 @@ type Options struct {
 	// Logger receives the backend's and the etcd client's warnings. Nil
 	// means slog.Default().
 	Logger *slog.Logger
+
+	// dialOptions are added to the etcd client's gRPC dial options: a
+	// test seam (the benchmarks count the requests a Conn sends with an
+	// interceptor).
+	dialOptions []grpc.DialOption
 }
 
 // Factory opens etcd2 Conns with its Options: the serverAddress given to
@@ -306,6 +311,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		Username:             opts.Username,
 		Password:             opts.Password,
 		Logger:               zap.New(slogCore{lg}),
+		DialOptions:          opts.dialOptions,
 	})
 	if err != nil {
 		// With a username the client authenticates at once, so an

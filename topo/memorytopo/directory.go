@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // ListDir implements topo.Conn.ListDir. An entry with entries under it is a
@@ -16,7 +17,7 @@ import (
 // Closed after Close.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
 	c.f.count(OpListDir)
-	if err := c.closedErr(dirPath); err != nil {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
 	p, err := topo.CleanDirPath(dirPath)

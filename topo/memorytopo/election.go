@@ -20,14 +20,14 @@ const electionsDir = "elections"
 // faults apply to it (see OpNewLeaderParticipation).
 func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
 	c.f.count(OpNewLeaderParticipation)
-	if err := c.closedErr(name); err != nil {
-		return nil, err
-	}
 	p, err := backendkit.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
 	if err := backendkit.CheckValue(p, []byte(id)); err != nil {
+		return nil, err
+	}
+	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	if fs := c.f.faultState.Load(); fs != nil {
@@ -63,6 +63,7 @@ type participation struct {
 	// Guarded by the store's mu.
 	entry     *entry
 	leaderCtx context.Context
+	term      *term // the current or last term; its entry is removed once it ended
 }
 
 // WaitForLeadership implements topo.LeaderParticipation.WaitForLeadership:
@@ -114,6 +115,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 			ctx, cancel := context.WithCancel(context.Background())
 			e.onRemove = cancel
 			p.leaderCtx = ctx
+			p.term = &term{p: p, e: e}
 			s.mu.Unlock()
 			return ctx, nil
 		}
@@ -150,7 +152,7 @@ func (p *participation) Stop() {
 func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) {
 	c := p.c
 	c.f.count(OpGetCurrentLeaderID)
-	if err := c.closedErr(p.name); err != nil {
+	if err := backendkit.CheckContext(ctx, p.name); err != nil {
 		return "", err
 	}
 	if err := c.enter(ctx, OpGetCurrentLeaderID, p.name); err != nil {
@@ -174,7 +176,7 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
 	c := p.c
 	c.f.count(OpWaitForNewLeader)
-	if err := c.closedErr(p.name); err != nil {
+	if err := backendkit.CheckContext(ctx, p.name); err != nil {
 		return nil, err
 	}
 	if err := c.enter(ctx, OpWaitForNewLeader, p.name); err != nil {

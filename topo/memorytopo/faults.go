@@ -72,6 +72,12 @@ const (
 	// server (Hang) blocks renewal: every live lease then lapses its TTL
 	// later unless renewal resumes first.
 	OpKeepAlive
+	// OpTxn is Conn.Txn (topo.GuardedUpdate and topo.GuardedDelete are
+	// Txn calls). A Fault with Op OpTxn or OpAny matches a transaction
+	// when its Path and Prefix match the path of any of its ops (an IfHeld
+	// op has the path ""); a matching fault fails the whole transaction
+	// before anything of it is applied.
+	OpTxn
 
 	numOperations
 )
@@ -83,7 +89,7 @@ var opNames = [...]string{
 	OpUnlock: "Unlock", OpWatch: "Watch", OpWatchRecursive: "WatchRecursive",
 	OpNewLeaderParticipation: "NewLeaderParticipation", OpWaitForLeadership: "WaitForLeadership",
 	OpGetCurrentLeaderID: "GetCurrentLeaderID", OpWaitForNewLeader: "WaitForNewLeader",
-	OpKeepAlive: "KeepAlive",
+	OpKeepAlive: "KeepAlive", OpTxn: "Txn",
 }
 
 // String returns the operation's method name, e.g. "Get".
@@ -287,11 +293,11 @@ func faultErr(err error, p string) error {
 	}
 	switch e := err.(type) {
 	case topo.ErrorCode:
-		return &topo.Error{Code: e, Path: p, Err: errors.New("injected fault")}
+		return backendkit.Wrap(e, p, errors.New("injected fault"))
 	case *topo.Error:
 		return e
 	}
-	return &topo.Error{Code: topo.Unavailable, Path: p, Err: err}
+	return backendkit.Wrap(topo.Unavailable, p, err)
 }
 
 func (r *rule) matches(op Operation, p string) bool {
@@ -335,6 +341,47 @@ func (f *Factory) inject(ctx context.Context, op Operation, p string, done <-cha
 }
 
 func (f *Factory) injectState(ctx context.Context, fs *faultState, op Operation, p string, done <-chan struct{}) error {
+	if err := fs.wait(ctx, p, done); err != nil {
+		return err
+	}
+	if fs.err != nil {
+		return faultErr(fs.err, p)
+	}
+	for _, r := range fs.rules {
+		if r.matches(op, p) {
+			return faultErr(r.Err, p)
+		}
+	}
+	return nil
+}
+
+// injectTxn is inject for a transaction of ops: the latency and a hang
+// are waited out once, SetError's error names no path, and a Fault
+// matches when it matches the path of any op (each rule is consumed at
+// most once per transaction).
+func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-chan struct{}) error {
+	fs := f.faultState.Load()
+	if fs == nil {
+		return nil
+	}
+	if err := fs.wait(ctx, "", done); err != nil {
+		return err
+	}
+	if fs.err != nil {
+		return faultErr(fs.err, "")
+	}
+	for _, r := range fs.rules {
+		for _, op := range ops {
+			if r.matches(OpTxn, op.Path) {
+				return faultErr(r.Err, op.Path)
+			}
+		}
+	}
+	return nil
+}
+
+// wait waits out the latency and a hang of fs for a call on p.
+func (fs *faultState) wait(ctx context.Context, p string, done <-chan struct{}) error {
 	if fs.latency > 0 {
 		t := time.NewTimer(fs.latency)
 		select {
@@ -354,14 +401,6 @@ func (f *Factory) injectState(ctx context.Context, fs *faultState, op Operation,
 			return interruptedOrTimeout(ctx, p)
 		case <-done:
 			return topo.NewError(topo.Closed, p)
-		}
-	}
-	if fs.err != nil {
-		return faultErr(fs.err, p)
-	}
-	for _, r := range fs.rules {
-		if r.matches(op, p) {
-			return faultErr(r.Err, p)
 		}
 	}
 	return nil

@@ -17,10 +17,10 @@ var errEphemeral = errors.New("path is a lock or election entry")
 // for bad input (nothing written), and Closed after Close.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	c.f.count(OpCreate)
-	if err := c.closedErr(filePath); err != nil {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
-	p, err := backendkit.CheckCreate(filePath, contents)
+	p, _, err := checkWrite(filePath, contents, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -37,16 +37,16 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return fs.ver, nil
 }
 
-// beginWrite is what Create and Update do once their input is checked:
+// beginWrite is what Create does once its input is checked:
 // enter for op on p, copy contents into value and compute the full path
 // (both outside the lock, to keep it short), then take the store's write
 // lock and check Close again under it. On success the caller holds c.s.mu
 // and must unlock it; on error it is not held.
-func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value []byte, full string, err error) {
+func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value *fileState, full string, err error) {
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, "", err
 	}
-	value = slices.Clone(contents)
+	value = newValue(contents)
 	full = c.full(p)
 	c.s.mu.Lock()
 	if err := c.closedErr(p); err != nil {
@@ -62,20 +62,24 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 // BadVersion when stale and NoNode when the file is absent. It returns
 // NodeExists when filePath is a lock or election entry, InvalidArgument for
 // a foreign or negative version or an oversized value, and Closed after
-// Close.
+// Close. Updates of different existing files do not serialise (see
+// updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	c.f.count(OpUpdate)
-	if err := c.closedErr(filePath); err != nil {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
-	p, want, err := backendkit.CheckUpdate(filePath, contents, version)
+	p, want, err := checkWrite(filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
 	}
-	value := slices.Clone(contents)
+	value := newValue(contents)
+	if v, done, err := c.updateInPlace(p, value, want); done {
+		return v, err
+	}
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,7 +92,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		n = s.lookup(c.full(p))
 	}
 	if n != nil && n.entry != nil {
-		return nil, &topo.Error{Code: topo.NodeExists, Path: p, Err: errEphemeral}
+		return nil, backendkit.Wrap(topo.NodeExists, p, errEphemeral)
 	}
 	if want != backendkit.AnyVersion {
 		if n == nil || n.file == nil {
@@ -105,13 +109,68 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	return fs.ver, nil
 }
 
+// updateInPlace is Update's hot path: the rewrite of an existing file,
+// with the store's mu held only for reading and the file's node locked,
+// so that writers of different files run in parallel. The tree's shape
+// cannot change meanwhile (that needs mu for writing), so the node stays
+// the file's; the version is a fresh store revision; history, slots and
+// watch events change under the node's lock, in version order per file.
+// It reports done=false, having changed nothing, when Update must take
+// the write lock instead: nothing is published at p (a new file, a
+// directory), p is an entry, or a WatchRecursive is registered (its
+// events of different files must stay in version order, which only the
+// write lock orders).
+func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
+	s := c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := c.closedErr(p); err != nil {
+		return nil, true, err
+	}
+	if len(s.recWatchers) > 0 {
+		return nil, false, nil
+	}
+	n := c.idx.valueNode(p)
+	if n == nil || n.entry != nil {
+		return nil, false, nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := n.file
+	if old == nil {
+		return nil, false, nil
+	}
+	if want != backendkit.AnyVersion && old.version != want {
+		return nil, true, topo.NewError(topo.BadVersion, p)
+	}
+	return s.setFileRel(c, p, n, value).ver, true, nil
+}
+
+// load returns the snapshot of the canonical path p, or nil, without
+// locking in the common case. A transaction publishing several writes
+// makes txnSeq odd meanwhile; a load that saw it odd, or saw it change,
+// is redone under mu held for reading (no transaction publishes then), so
+// a reader never sees some of a transaction's writes and not the others.
+func (c *Conn) load(p string) *fileState {
+	s := c.s
+	if seq := s.txnSeq.Load(); seq&1 == 0 {
+		fs := c.idx.load(p)
+		if s.txnSeq.Load() == seq {
+			return fs
+		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return c.idx.load(p)
+}
+
 // Get implements topo.Conn.Get without taking any lock: it reads the
 // file's current immutable snapshot. The returned slice is the caller's
 // own copy. A lock or election entry reads as a file holding its contents.
 // It returns NoNode when absent and Closed after Close.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	c.f.count(OpGet)
-	if err := c.closedErr(filePath); err != nil {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, nil, err
 	}
 	p, err := cleanFilePath(filePath)
@@ -121,11 +180,11 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err := c.enter(ctx, OpGet, p); err != nil {
 		return nil, nil, err
 	}
-	fs := c.idx.load(p)
+	fs := c.load(p)
 	if fs == nil {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	return slices.Clone(fs.contents), fs.ver, nil
+	return clone(fs.contents), fs.ver, nil
 }
 
 // GetVersion implements topo.Conn.GetVersion from the file's kept history
@@ -135,7 +194,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // version, and Closed after Close. Deleting a file discards its history.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	c.f.count(OpGetVersion)
-	if err := c.closedErr(filePath); err != nil {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
 	p, err := cleanFilePath(filePath)
@@ -143,33 +202,36 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, err
 	}
 	if version < 0 {
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("negative version")}
+		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("negative version"))
 	}
 	if err := c.enter(ctx, OpGetVersion, p); err != nil {
 		return nil, err
 	}
-	fs := c.idx.load(p)
+	fs := c.load(p)
 	if fs == nil {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	if fs.version == version {
-		return slices.Clone(fs.contents), nil
+		return clone(fs.contents), nil
 	}
-	// An earlier version: the history lives in the tree, under the lock.
+	// An earlier version: the history lives in the tree, under the locks.
 	s := c.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	n := s.lookup(c.full(p))
-	if n == nil || n.file == nil {
+	if n == nil {
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.file == nil {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	if n.file.version == version {
-		return slices.Clone(n.file.contents), nil
+		return clone(n.file.contents), nil
 	}
-	for _, h := range n.hist {
-		if h.version == version {
-			return slices.Clone(h.contents), nil
-		}
+	if contents, ok := n.historic(version); ok {
+		return clone(contents), nil
 	}
 	if version <= n.floor {
 		return nil, topo.NewError(topo.Compacted, p)
@@ -180,10 +242,11 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // List implements topo.Conn.List: every file whose path starts with
 // filePathPrefix, sorted by path, each with its own version; lock and
 // election entries are left out. It returns NoNode when no file matches and
-// Closed after Close.
+// Closed after Close. It is one snapshot: it holds the store's write lock
+// (see updateInPlace), so no write lands while it collects.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	c.f.count(OpList)
-	if err := c.closedErr(filePathPrefix); err != nil {
+	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
 		return nil, err
 	}
 	p, err := topo.CleanPrefix(filePathPrefix)
@@ -194,12 +257,12 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return nil, err
 	}
 	s := c.s
-	s.mu.RLock()
+	s.mu.Lock()
 	var out []topo.KVInfo
 	s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
-		out = append(out, topo.KVInfo{Path: c.rel(full), Value: slices.Clone(fs.contents), Version: fs.ver})
+		out = append(out, topo.KVInfo{Path: c.rel(full), Value: clone(fs.contents), Version: fs.ver})
 	})
-	s.mu.RUnlock()
+	s.mu.Unlock()
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
@@ -208,7 +271,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 }
 
 // walkPrefix calls fn for every regular file whose full path starts with
-// prefix, in no particular order. Call with mu held.
+// prefix, in no particular order. Call with mu held for writing.
 func (s *store) walkPrefix(prefix string, fn func(full string, fs *fileState)) {
 	dir, rest := "", prefix
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
@@ -247,7 +310,7 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 // after Close.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	c.f.count(OpDelete)
-	if err := c.closedErr(filePath); err != nil {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return err
 	}
 	p, want, err := backendkit.CheckDelete(filePath, version)

@@ -32,10 +32,9 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
 	c.f.count(OpLockWithTTL)
 	if ttl <= 0 {
-		if err := c.closedErr(dirPath); err != nil {
-			return nil, err
-		}
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: dirPath, Err: errors.New("lock ttl must be positive")}
+		// Checked where the value is (see lock); a negative ttl never
+		// reaches the lease code.
+		return c.lock(ctx, OpLockWithTTL, dirPath, contents, -1, true, false)
 	}
 	return c.lock(ctx, OpLockWithTTL, dirPath, contents, ttl, true, false)
 }
@@ -55,8 +54,12 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 	return c.lock(ctx, OpTryLock, dirPath, contents, 0, true, true)
 }
 
+// lock is the body of Lock, LockWithTTL, LockName and TryLock. ttl is 0
+// for the session, positive for a lease of its own, negative for
+// LockWithTTL's invalid ttl (InvalidArgument, after the path and value
+// checks, before Closed: backendkit's check order).
 func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string, ttl time.Duration, needFiles, try bool) (topo.LockDescriptor, error) {
-	if err := c.closedErr(dirPath); err != nil {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
 	p, err := backendkit.CheckLockPath(dirPath)
@@ -66,6 +69,9 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	value := []byte(contents)
 	if err := backendkit.CheckValue(p, value); err != nil {
 		return nil, err
+	}
+	if ttl < 0 {
+		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("lock ttl must be positive"))
 	}
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, err
@@ -98,7 +104,7 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	for {
 		if e.removed {
 			s.mu.Unlock()
-			return nil, &topo.Error{Code: topo.LockLost, Path: p, Err: errors.New("session lost while waiting for the lock")}
+			return nil, backendkit.Wrap(topo.LockLost, p, errors.New("session lost while waiting for the lock"))
 		}
 		pred := s.predecessor(e)
 		if pred == nil {
@@ -136,7 +142,7 @@ type lockDescriptor struct {
 func (d *lockDescriptor) Check(ctx context.Context) error {
 	c := d.c
 	c.f.count(OpCheck)
-	if err := c.closedErr(d.path); err != nil {
+	if err := backendkit.CheckContext(ctx, d.path); err != nil {
 		return err
 	}
 	if err := c.enter(ctx, OpCheck, d.path); err != nil {
@@ -160,7 +166,7 @@ func (d *lockDescriptor) Check(ctx context.Context) error {
 func (d *lockDescriptor) Unlock(ctx context.Context) error {
 	c := d.c
 	c.f.count(OpUnlock)
-	if err := c.closedErr(d.path); err != nil {
+	if err := backendkit.CheckContext(ctx, d.path); err != nil {
 		return err
 	}
 	if err := c.enter(ctx, OpUnlock, d.path); err != nil {

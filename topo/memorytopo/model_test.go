@@ -17,7 +17,8 @@ import (
 // TestAgainstModel runs random file operations through two Conns on one
 // store (one rooted at the top, one at "r") and checks every result against
 // a plain map, including ListDir's implicit directories, List's prefixes,
-// GetVersion's history and the per-root read indexes.
+// GetVersion's history, the per-root read indexes, and transactions (the
+// first failing op and its code, or every write as its method would do).
 func TestAgainstModel(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { runModel(t, seed) })
@@ -66,7 +67,7 @@ func runModel(t *testing.T, seed uint64) {
 		p := randPath()
 		c, cp := via(p)
 		m := model[p]
-		switch op := rng.IntN(7); op {
+		switch op := rng.IntN(8); op {
 		case 0: // Create
 			v, err := c.Create(ctx, cp, []byte(fmt.Sprint(i)))
 			if m != nil {
@@ -180,6 +181,99 @@ func runModel(t *testing.T, seed uint64) {
 				require.Equal(t, names[j], e.Name)
 				require.Equal(t, want[e.Name], e.Type, "ListDir(%q) %s", dir, e.Name)
 				require.False(t, e.Ephemeral)
+			}
+		case 7: // Txn of conditions and writes on distinct paths, via top
+			ops, failAt, failCode := []topo.TxnOp{}, -1, topo.ErrorCode(0)
+			fail := func(code topo.ErrorCode) {
+				if failAt < 0 {
+					failAt, failCode = len(ops), code
+				}
+			}
+			used := map[string]bool{}
+			for range 1 + rng.IntN(4) {
+				q := randPath()
+				if used[q] {
+					continue
+				}
+				used[q] = true
+				mq := model[q]
+				var cur int64 = -1
+				if mq != nil {
+					cur = mq.versions[len(mq.versions)-1]
+				}
+				ver := func() topo.Version { // current, stale or nil
+					switch rng.IntN(3) {
+					case 0:
+						return nil
+					case 1:
+						return topo.NumericVersion(max(cur, 1))
+					}
+					return topo.NumericVersion(max(cur, 1) + 1)
+				}
+				switch rng.IntN(6) {
+				case 0:
+					v := topo.NumericVersion(max(cur, 1) - int64(rng.IntN(2)))
+					if mq == nil {
+						fail(topo.NoNode)
+					} else if int64(v) != cur {
+						fail(topo.BadVersion)
+					}
+					ops = append(ops, topo.IfVersion(q, v))
+				case 1:
+					if mq != nil {
+						fail(topo.NodeExists)
+					}
+					ops = append(ops, topo.IfAbsent(q))
+				case 2:
+					if mq == nil {
+						fail(topo.NoNode)
+					}
+					ops = append(ops, topo.IfPresent(q))
+				case 3:
+					if mq != nil {
+						fail(topo.NodeExists)
+					}
+					ops = append(ops, topo.CreateOp(q, []byte(fmt.Sprint(i, q))))
+				case 4:
+					v := ver()
+					if v != nil && mq == nil {
+						fail(topo.NoNode)
+					} else if v != nil && int64(v.(topo.NumericVersion)) != cur {
+						fail(topo.BadVersion)
+					}
+					ops = append(ops, topo.UpdateOp(q, []byte(fmt.Sprint(i, q)), v))
+				case 5:
+					v := ver()
+					if mq == nil {
+						fail(topo.NoNode)
+					} else if v != nil && int64(v.(topo.NumericVersion)) != cur {
+						fail(topo.BadVersion)
+					}
+					ops = append(ops, topo.DeleteOp(q, v))
+				}
+			}
+			vs, err := top.Txn(ctx, ops...)
+			if failAt >= 0 {
+				requireTxnErr(t, err, failAt, ops[failAt].Kind, failCode)
+				continue
+			}
+			require.NoError(t, err)
+			for j, op := range ops {
+				switch op.Kind {
+				case topo.TxnCreate, topo.TxnUpdate:
+					mq := model[op.Path]
+					if mq == nil {
+						mq = &file{}
+						model[op.Path] = mq
+					}
+					mq.value = string(op.Contents)
+					mq.versions = append(mq.versions, int64(vs[j].(topo.NumericVersion)))
+					mq.values = append(mq.values, mq.value)
+				case topo.TxnDelete:
+					delete(model, op.Path)
+				default:
+					require.Nil(t, vs[j])
+				}
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package memorytopo
 
-import "github.com/topokit/topokit/topo"
+import (
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
 
 // cleanFilePath is topo.CleanFilePath with a fast path for the common
 // case: a path of printable ASCII with no empty, "." or ".." segment and
@@ -18,23 +21,35 @@ func cleanFilePath(p string) (string, error) {
 // cleanFast returns p without its leading "/" and true when p is in the
 // subset described at cleanFilePath; false otherwise.
 func cleanFast(p string) (string, bool) {
-	c := p
+	c, ok, _ := cleanScan(p)
+	return c, ok
+}
+
+// cleanScan is cleanFast that also reports, from the same pass, whether
+// the path may be reserved (reservedFast's rule, on its own segments).
+func cleanScan(p string) (c string, ok, reserved bool) {
+	c = p
 	if len(c) > 0 && c[0] == '/' {
 		c = c[1:]
 	}
 	if len(c) == 0 || len(c) > topo.MaxPathLength {
-		return "", false
+		return "", false, false
 	}
 	seg, dots := 0, 0 // length of the current segment, and its dots
 	for i := 0; i < len(c); i++ {
 		switch b := c[i]; {
+		case b > '/' && b < 0x7f: // letters, digits and most punctuation
+			seg++
 		case b == '/':
 			if seg == 0 || (seg == dots && dots <= 2) {
-				return "", false
+				return "", false, false
+			}
+			if seg == 4 || seg == 5 || seg == 9 {
+				reserved = reserved || reservedSeg(c[i-seg:i], i == seg)
 			}
 			seg, dots = 0, 0
 		case b < 0x20 || b >= 0x7f:
-			return "", false
+			return "", false, false
 		case b == '.':
 			seg++
 			dots++
@@ -43,7 +58,50 @@ func cleanFast(p string) (string, bool) {
 		}
 	}
 	if seg == 0 || (seg == dots && dots <= 2) {
-		return "", false
+		return "", false, false
 	}
-	return c, true
+	if seg == 4 || seg == 5 || seg == 9 {
+		reserved = reserved || reservedSeg(c[len(c)-seg:], len(c) == seg)
+	}
+	return c, true, reserved
+}
+
+// reservedSeg reports whether seg is a reserved segment ("locks", "Lock",
+// or "elections" when first).
+func reservedSeg(seg string, first bool) bool {
+	return seg == "locks" || seg == "Lock" || (first && seg == "elections")
+}
+
+// checkWrite is backendkit.CheckUpdate (for Create, with a nil version)
+// with a fast path: a path cleanScan accepts and finds not reserved needs
+// only the value and version checks, in backendkit's order. Anything else
+// goes to backendkit.CheckUpdate, so the result and every error are its
+// own (TestCheckWriteMatchesBackendkit).
+func checkWrite(filePath string, contents []byte, version topo.Version) (string, int64, error) {
+	p, ok, reserved := cleanScan(filePath)
+	if !ok || reserved {
+		return backendkit.CheckUpdate(filePath, contents, version)
+	}
+	if err := backendkit.CheckValue(p, contents); err != nil {
+		return "", 0, err
+	}
+	if version == nil {
+		return p, backendkit.AnyVersion, nil
+	}
+	n, err := backendkit.VersionNumber(p, version)
+	if err != nil {
+		return "", 0, err
+	}
+	return p, n, nil
+}
+
+// clone returns a copy of b (nil for nil), the way callers' values are
+// kept from the store and the store's from callers.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }

@@ -1,12 +1,14 @@
 package memorytopo
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // checkClean asserts that cleanFilePath gives what topo.CleanFilePath
@@ -42,4 +44,47 @@ func FuzzCleanFilePath(f *testing.F) {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, p string) { checkClean(t, p) })
+}
+
+// checkWriteSame asserts that checkWrite gives what backendkit.CheckUpdate
+// gives, and cleanScan's reserved flag what topo.IsReserved says.
+func checkWriteSame(t *testing.T, p string, contents []byte, version topo.Version) {
+	t.Helper()
+	wp, wv, werr := backendkit.CheckUpdate(p, contents, version)
+	gp, gv, gerr := checkWrite(p, contents, version)
+	require.Equal(t, wp, gp, "path %q", p)
+	require.Equal(t, wv, gv, "path %q", p)
+	require.Equal(t, fmt.Sprint(werr), fmt.Sprint(gerr), "path %q", p)
+	require.Equal(t, topo.CodeOf(werr), topo.CodeOf(gerr), "path %q", p)
+	if c, ok, reserved := cleanScan(p); ok {
+		require.Equal(t, topo.IsReserved(c), reserved, "path %q", c)
+	}
+}
+
+func TestCheckWriteMatchesBackendkit(t *testing.T) {
+	big := make([]byte, topo.MaxValueSize+1)
+	for _, p := range []string{
+		"", "a", "/a", "a//b", "a/b", "locks", "a/locks", "a/locks/b", "Lock", "a/Lock",
+		"lock", "a/Locks", "xlocks", "locksx", "elections", "elections/x", "a/elections",
+		"electionsx/y", "/elections", "a/b/locks", "keyspaces/ks/shards/0/Shard", "a/..", "é/locks",
+	} {
+		for _, v := range []topo.Version{nil, topo.NumericVersion(3), topo.NumericVersion(-1), fakeVersion{}} {
+			checkWriteSame(t, p, []byte("x"), v)
+			checkWriteSame(t, p, big, v)
+		}
+	}
+}
+
+type fakeVersion struct{}
+
+func (fakeVersion) String() string { return "fake" }
+
+func FuzzCheckWrite(f *testing.F) {
+	for _, p := range []string{"a/b", "a/locks/b", "elections/x", "x/elections", "Lock", "a//b", "é"} {
+		f.Add(p, int64(3))
+	}
+	f.Fuzz(func(t *testing.T, p string, v int64) {
+		checkWriteSame(t, p, []byte("x"), topo.NumericVersion(v))
+		checkWriteSame(t, p, nil, nil)
+	})
 }

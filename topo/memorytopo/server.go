@@ -20,9 +20,11 @@
 //
 // Faults are set on a Factory and apply to every Conn it created, at once
 // and until removed; all of it is safe for concurrent use with the calls it
-// affects. A call first fails with Closed after Close, then validates its
-// input (InvalidPath, InvalidArgument), then checks its context, then meets
-// the faults in this order:
+// affects. A call first checks its context (Timeout, Interrupted), then
+// validates its input (InvalidPath, InvalidArgument, in backendkit's check
+// order: path, reserved names, value, version), then fails with Closed
+// after Close, then waits while its Conn is partitioned (Conn.Partition),
+// then meets the faults in this order:
 //
 //   - SetLatency(d): the call waits d first (returning Timeout or
 //     Interrupted if its context ends meanwhile, having done nothing).
@@ -75,12 +77,45 @@
 //
 // Reads do not serialise: Get (and GetVersion of the current version)
 // loads an immutable snapshot of the file without taking a lock, so
-// concurrent Gets scale with the number of CPUs. Writes, listings and lock
-// or election changes take one store-wide mutex; GetVersion of an earlier
-// version takes it for reading. A write copies the value it is given and
-// appends the replaced version to the file's history (no copy of the
-// history); Get, GetVersion, List and watches hand out copies, so callers
-// may modify both what they passed and what they got.
+// concurrent Gets scale with the number of CPUs. Update of an existing
+// file (with or without a version) takes the store-wide mutex only for
+// reading plus a mutex of that file's own, so writers of different files
+// run in parallel, each file's versions, history and watch events staying
+// in order; while a WatchRecursive is active, Update takes the store-wide
+// mutex for writing instead, so that a recursive watch gets the events of
+// all files in version order. Create, Delete, Txn, List, watch set-up and
+// lock or election changes take it for writing; GetVersion of an earlier
+// version and ListDir for reading. A write copies the value it is given
+// and adds the replaced version to the file's history (a ring of
+// Options.History-1 entries: no copy of the history); Get, GetVersion,
+// List and watches hand out copies, so callers may modify both what they
+// passed and what they got.
+//
+// # Fencing tokens and transactions
+//
+// Every lock descriptor and leadership term is a topo.Fence. Its Token is
+// the store revision (the counter that versions files, one per store,
+// never reset) at which its lock or candidate entry was created, like
+// etcd's CreateRevision: the holder of a lock (the leader of an election)
+// is always the oldest live entry, so each later holder's token is
+// greater than every earlier one's, across Unlock, ExpireSession, lapsed
+// leases (after PauseKeepAlive, Partition or a fault blocking renewal) and
+// Conn restarts. Done closes at the moment the store drops the entry
+// (Unlock, Stop, ExpireSession, a lapse, Close). Term returns the
+// leader's current term, NotLeader otherwise.
+//
+// Conn.Txn evaluates all its conditions against the store as it was, then
+// applies all its writes, under the store-wide mutex held for writing:
+// one atomic step, with the same versions (each write its own new
+// revision), history and watch events as the methods of the same names;
+// Get and List see all of a transaction's writes or none. IfHeld holds
+// while the lock or term entry is in the store, so a stale holder's
+// guarded write (topo.GuardedUpdate, topo.GuardedDelete) is refused with
+// LockLost from the moment the store dropped its claim, even before its
+// Done is looked at. memorytopo has no limit on the number of ops.
+// Faults and partitions apply to Txn as to every call (see OpTxn): they
+// act before anything is applied, so a transaction's outcome is never
+// unknown here.
 package memorytopo
 
 import (
@@ -91,7 +126,6 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Name is the name memorytopo registers its process-wide Factory under.
@@ -302,8 +336,10 @@ func (c *Conn) Close() {
 // ExpireSession simulates the loss of c's session, as when a store expires
 // a client that stopped answering: every lock c holds or waits for (Lock,
 // TryLock, LockWithTTL, LockName) and every election entry of c is dropped
-// at once; their Check returns LockLost, their Unlock returns LockLost,
-// leadership contexts are cancelled and other participants take over. c
+// at once; their Done channels close, their Check returns LockLost, their
+// Unlock returns LockLost, IfHeld on them fails with LockLost, leadership
+// contexts are cancelled (Term then returns NotLeader) and other
+// participants take over. c
 // itself keeps working: later calls start a new session. Safe for concurrent
 // use; a no-op on a closed Conn.
 func (c *Conn) ExpireSession() {
@@ -433,9 +469,12 @@ func (c *Conn) closedErr(p string) error {
 }
 
 // enter runs the common prologue of a call of op on the canonical path p,
-// once its input was validated: the context check, then injected faults.
+// once its context and input were checked (backendkit's check order:
+// context, path, reserved names, value, version, then Closed): the Closed
+// check, then the partition (Conn.Partition), then injected faults, then
+// Closed again (the Conn may have closed while the call waited).
 func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
-	if err := backendkit.CheckContext(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return err
 	}
 	if err := c.waitCut(ctx, p); err != nil {

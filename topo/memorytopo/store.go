@@ -10,15 +10,38 @@ import (
 )
 
 // store is one in-memory coordination store: everything a Factory holds
-// for one serverAddress. Its tree, leases, entries and watchers are guarded
-// by mu; Get reads files lock-free through a per-root index, which holds a
-// slot per path whose immutable *fileState is replaced (never mutated) on
-// writes made under mu.
+// for one serverAddress.
+//
+// Locking. mu guards the tree's shape (which nodes exist, their children,
+// files counts and entries), the leases, the watcher registrations and the
+// root indexes: every change of those, and every transaction and List,
+// holds it for writing. The value and history of one existing file may
+// also change with mu held for reading plus that node's own mutex
+// (updateInPlace, the compare-and-set hot path), so that writers of
+// different files do not serialise; whoever reads a file's value or
+// history therefore holds mu for writing, or mu for reading and the
+// node's mu. Get reads files lock-free through a per-root index, which
+// holds a slot per path whose immutable *fileState is replaced (never
+// mutated) on writes; txnSeq (odd while a transaction publishes several
+// writes) lets Get see a transaction's writes all or none.
 type store struct {
 	f *Factory
 
+	// mu and rev change on every write and txnSeq is read on every Get:
+	// each has a cache line of its own, away from the read-mostly fields
+	// (concurrent writers and readers would otherwise invalidate those).
+	_   [64]byte
 	mu  sync.RWMutex
-	rev int64 // last version handed out, store-wide
+	_   [64 - 24]byte
+	rev atomic.Int64 // last version handed out, store-wide
+	_   [64 - 8]byte
+
+	// txnSeq is odd while a transaction publishes more than one write
+	// (under mu held for writing); Get retries under mu.RLock when it
+	// saw it odd or changed.
+	txnSeq atomic.Uint64
+	_      [64 - 8]byte
+
 	top *node // the store's root node (no name)
 
 	// roots holds one index per Conn root in use (created with the first
@@ -162,12 +185,17 @@ type node struct {
 	// non-nil empty slice: published, but no index covers the path).
 	slots []*slot
 
-	// hist holds the file's earlier versions, oldest first (at most
-	// Options.History-1); floor is the highest version discarded from it
-	// (0 when nothing was discarded). Both are reset when the file is
-	// deleted.
-	hist  []histEntry
-	floor int64
+	// mu guards file and the history (hist, histNext, floor) when they
+	// change with the store's mu held only for reading (see store).
+	mu sync.Mutex
+
+	// hist holds the file's earlier versions (at most Options.History-1),
+	// in a ring once full: histNext is the oldest entry's index then.
+	// floor is the highest version discarded from it (0 when nothing was
+	// discarded). All are reset when the file is deleted.
+	hist     []histEntry
+	histNext int
+	floor    int64
 
 	// files counts the regular files in this subtree, this node included.
 	files int
@@ -278,10 +306,10 @@ func (n *node) addFiles(d int) {
 	}
 }
 
-// nextRev returns a new store-wide version. Call with mu held for writing.
+// nextRev returns a new store-wide version, greater than every one handed
+// out before. Call with mu held (for reading, only from updateInPlace).
 func (s *store) nextRev() int64 {
-	s.rev++
-	return s.rev
+	return s.rev.Add(1)
 }
 
 // valueNode returns the node holding a published value (file or entry) at
@@ -295,23 +323,59 @@ func (ri *rootIndex) valueNode(rel string) *node {
 	return v.(*slot).n
 }
 
+// newValue returns the snapshot of a new value of a file, holding a copy
+// of contents, to be given its version by setFile. A small value shares
+// one allocation with its snapshot. It takes no lock: writers prepare it
+// before they lock the store.
+func newValue(contents []byte) *fileState {
+	switch {
+	case contents == nil:
+		return &fileState{}
+	case len(contents) <= 16:
+		v := &smallValue16{}
+		v.contents = v.buf[:copy(v.buf[:], contents):len(contents)]
+		return &v.fileState
+	case len(contents) <= 64:
+		v := &smallValue64{}
+		v.contents = v.buf[:copy(v.buf[:], contents):len(contents)]
+		return &v.fileState
+	}
+	return &fileState{contents: clone(contents)}
+}
+
+// smallValue16 and smallValue64 are a snapshot and its value in one
+// allocation (newValue).
+type (
+	smallValue16 struct {
+		fileState
+		buf [16]byte
+	}
+	smallValue64 struct {
+		fileState
+		buf [64]byte
+	}
+)
+
 // setFileRel is setFile for the canonical path rel of c, building the full
 // path only when it is needed: for a file not published yet, or when
-// watchers are registered. Call with mu held for writing.
-func (s *store) setFileRel(c *Conn, rel string, n *node, contents []byte) *fileState {
+// watchers are registered. Call with mu held for writing, or from
+// updateInPlace.
+func (s *store) setFileRel(c *Conn, rel string, n *node, fs *fileState) *fileState {
 	full := ""
 	if n.slots == nil || len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 {
 		full = c.full(rel)
 	}
-	return s.setFile(full, n, contents)
+	return s.setFile(full, n, fs)
 }
 
-// setFile stores contents as the new value of the file at full path p and
-// returns its snapshot; p may be "" when the file is published already and
-// no watcher is registered. Call with mu held for writing.
-func (s *store) setFile(p string, n *node, contents []byte) *fileState {
+// setFile makes fs (from newValue, not published yet) the new value of the
+// file at full path p, with a new store revision as its version, and
+// returns it; p may be "" when the file is published already and no
+// watcher is registered. Call with mu held for writing, or for reading
+// with n.mu held (updateInPlace: the file exists and is published).
+func (s *store) setFile(p string, n *node, fs *fileState) *fileState {
 	v := s.nextRev()
-	fs := &fileState{contents: contents, version: v, ver: topo.NumericVersion(v)}
+	fs.version, fs.ver = v, topo.NumericVersion(v)
 	if old := n.file; old != nil {
 		s.keep(n, old)
 	} else {
@@ -323,32 +387,42 @@ func (s *store) setFile(p string, n *node, contents []byte) *fileState {
 	return fs
 }
 
-// keep appends the replaced snapshot old to n's history, discarding the
+// keep adds the replaced snapshot old to n's history, overwriting the
 // oldest version (and raising the floor) beyond Options.History-1 kept
-// versions. The history's array is allocated once per file and reused.
-// Call with mu held for writing.
+// versions. Once full, the history is a ring: a write moves nothing.
+// Call with mu held for writing, or for reading with n.mu held.
 func (s *store) keep(n *node, old *fileState) {
 	limit := s.f.opts.History - 1
 	if limit <= 0 {
 		n.floor = max(n.floor, old.version)
 		return
 	}
-	if len(n.hist) == limit {
-		n.floor = max(n.floor, n.hist[0].version)
-		copy(n.hist, n.hist[1:])
-		n.hist = n.hist[:limit-1]
+	h := histEntry{old.version, old.contents}
+	if len(n.hist) < limit {
+		n.hist = append(n.hist, h)
+		return
 	}
-	if n.hist == nil {
-		n.hist = make([]histEntry, 0, limit)
+	n.floor = max(n.floor, n.hist[n.histNext].version)
+	n.hist[n.histNext] = h
+	n.histNext = (n.histNext + 1) % limit
+}
+
+// historic returns the contents n's history holds for version, if any.
+// Call with mu held for writing, or for reading with n.mu held.
+func (n *node) historic(version int64) ([]byte, bool) {
+	for _, h := range n.hist {
+		if h.version == version {
+			return h.contents, true
+		}
 	}
-	n.hist = append(n.hist, histEntry{old.version, old.contents})
+	return nil, false
 }
 
 // deleteFile removes the file at full path p held by n, with its history.
 // Call with mu held for writing.
 func (s *store) deleteFile(p string, n *node) {
 	n.file = nil
-	n.hist, n.floor = nil, 0
+	n.hist, n.histNext, n.floor = nil, 0, 0
 	n.addFiles(-1)
 	s.publish(p, n, nil)
 	s.prune(n)

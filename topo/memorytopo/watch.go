@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // watcher is one Watch or WatchRecursive. The store pushes events into it
@@ -62,14 +63,21 @@ func (w *watcher) pop() (p string, fs *fileState, ok bool) {
 }
 
 // notifyFile tells the watchers of the file at full path p about its new
-// state fs (nil when deleted). Call with mu held for writing.
+// state fs (nil when deleted). Call with mu held for writing, or (from
+// updateInPlace, never with fs nil nor with a recursive watcher) for
+// reading with the file's node locked.
 func (s *store) notifyFile(p string, fs *fileState) {
-	for w := range s.fileWatchers[p] {
-		w.push(p, fs)
+	if len(s.fileWatchers) > 0 {
+		for w := range s.fileWatchers[p] {
+			w.push(p, fs)
+		}
+		if fs == nil {
+			// A Watch ends with the delete; it takes no further events.
+			delete(s.fileWatchers, p)
+		}
 	}
-	if fs == nil {
-		// A Watch ends with the delete; it takes no further events.
-		delete(s.fileWatchers, p)
+	if len(s.recWatchers) == 0 {
+		return
 	}
 	for w := range s.recWatchers {
 		if strings.HasPrefix(p, w.full) {
@@ -129,7 +137,7 @@ func (w *watcher) interrupted(ctx context.Context, p string) error {
 	if cause == nil {
 		cause = errors.New("connection closed")
 	}
-	return &topo.Error{Code: topo.Interrupted, Path: p, Err: cause}
+	return backendkit.Wrap(topo.Interrupted, p, cause)
 }
 
 // Watch implements topo.Conn.Watch. It returns NoNode (and no channel) when
@@ -140,7 +148,7 @@ func (w *watcher) interrupted(ctx context.Context, p string) error {
 // value. Closed after Close.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	c.f.count(OpWatch)
-	if err := c.closedErr(filePath); err != nil {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, nil, err
 	}
 	p, err := topo.CleanFilePath(filePath)
@@ -162,7 +170,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		s.mu.Unlock()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	cur := &topo.WatchData{Contents: slices.Clone(n.file.contents), Version: n.file.ver}
+	cur := &topo.WatchData{Contents: clone(n.file.contents), Version: n.file.ver}
 	w := newWatcher(c, full, false)
 	ws := s.fileWatchers[full]
 	if ws == nil {
@@ -182,7 +190,7 @@ func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchD
 		if fs == nil {
 			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}, true
 		}
-		return &topo.WatchData{Contents: slices.Clone(fs.contents), Version: fs.ver}, false
+		return &topo.WatchData{Contents: clone(fs.contents), Version: fs.ver}, false
 	}, func() *topo.WatchData {
 		return &topo.WatchData{Err: w.interrupted(ctx, p)}
 	})
@@ -256,7 +264,7 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 // Close.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	c.f.count(OpWatchRecursive)
-	if err := c.closedErr(prefix); err != nil {
+	if err := backendkit.CheckContext(ctx, prefix); err != nil {
 		return nil, nil, err
 	}
 	p, err := topo.CleanPrefix(prefix)
@@ -276,7 +284,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	cur := []*topo.WatchDataRecursive{}
 	s.walkPrefix(fp, func(full string, fs *fileState) {
 		cur = append(cur, &topo.WatchDataRecursive{Path: c.rel(full), WatchData: topo.WatchData{
-			Contents: slices.Clone(fs.contents), Version: fs.ver}})
+			Contents: clone(fs.contents), Version: fs.ver}})
 	})
 	w := newWatcher(c, fp, true)
 	s.recWatchers[w] = struct{}{}
@@ -295,7 +303,7 @@ func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *t
 			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}, false
 		}
 		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{
-			Contents: slices.Clone(fs.contents), Version: fs.ver}}, false
+			Contents: clone(fs.contents), Version: fs.ver}}, false
 	}, func() *topo.WatchDataRecursive {
 		return &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: w.interrupted(ctx, prefix)}}
 	})

@@ -22,7 +22,7 @@ func BenchmarkListDir(b *testing.B) {
 		_, err := e.raw.Create(fmt.Sprintf("%s/f%04d", dir, i), []byte("v"), 0, zk.WorldACL(zk.PermAll))
 		require.NoError(b, err)
 	}
-	paired(b, func(int) error {
+	paired(b, e, func(int) error {
 		names, _, err := e.raw.Children(dir)
 		if err == nil && len(names) != listDirEntries {
 			err = fmt.Errorf("raw: %d children", len(names))

@@ -14,41 +14,75 @@ import (
 )
 
 // The benchmarks run the zk2 Conn beside the raw go-zookeeper client on the
-// same server. Each iteration runs one raw operation and one zk2 operation,
-// alternating, so that load from other processes hits both alike; besides
-// ns/op (of the pair) they report each side's median latency (raw-p50-µs,
-// zk2-p50-µs) and their ratio (zk2/raw-p50).
+// same server. Each iteration runs one raw operation and one zk2
+// operation, alternating which goes first, so that load from other
+// processes hits both alike; besides ns/op (of the pair) they report each
+// side's median latency (raw-p50-µs, zk2-p50-µs), their ratio
+// (zk2/raw-p50), and each side's requests per op (rt/op for zk2,
+// raw-rt/op for the raw client; see rtCounter).
 //
 //	go test -run '^$' -bench . -benchtime 2000x ./topo/zk2topo/
 
+// benchEnv is a benchmark's two sides, each with its request counter
+// (see rtCounter), under one root.
 type benchEnv struct {
-	raw  *zk.Conn
-	conn *Conn
-	root string
-	ctx  context.Context
+	raw    *zk.Conn
+	conn   *Conn
+	root   string
+	ctx    context.Context
+	rc, tc *rtCounter
+}
+
+// countedRaw opens a raw client whose requests r counts.
+func countedRaw(b *testing.B, r *rtCounter) *zk.Conn {
+	b.Helper()
+	raw, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false), zk.WithDialer(r.dial))
+	require.NoError(b, err)
+	b.Cleanup(raw.Close)
+	return raw
+}
+
+// countedConn opens a Conn at root whose requests r counts.
+func countedConn(b *testing.B, root string, r *rtCounter) *Conn {
+	b.Helper()
+	c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, Dialer: r.dial}, root)
+	require.NoError(b, err)
+	b.Cleanup(c.Close)
+	return c
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
 	root := freshRoot(b)
-	raw, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false))
-	require.NoError(b, err)
-	b.Cleanup(raw.Close)
-	conn := openConn(b, []string{testServer}, root)
+	rc, tc := &rtCounter{}, &rtCounter{}
+	raw := countedRaw(b, rc)
+	conn := countedConn(b, root, tc)
 	// A realistic context: callers normally pass one that can end.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	b.Cleanup(cancel)
 	// Both sides work in a directory that keeps another file, as in a real
 	// topology (a Delete does not empty its directory).
-	_, err = conn.Create(ctx, "raw/sibling", []byte("s"))
+	_, err := conn.Create(ctx, "raw/sibling", []byte("s"))
 	require.NoError(b, err)
 	_, err = conn.Create(ctx, "zk2/sibling", []byte("s"))
 	require.NoError(b, err)
-	return &benchEnv{raw: raw, conn: conn, root: root, ctx: ctx}
+	return &benchEnv{raw: raw, conn: conn, root: root, ctx: ctx, rc: rc, tc: tc}
 }
 
-// paired runs raw and ours alternately b.N times each and reports medians.
-func paired(b *testing.B, raw, ours func(i int) error) {
+// reportRT reports each side's requests per iteration since the counts
+// t0 (zk2) and r0 (raw).
+func (e *benchEnv) reportRT(b *testing.B, t0, r0 int64, iters int) {
+	b.Helper()
+	if iters == 0 {
+		return
+	}
+	b.ReportMetric(float64(e.tc.load()-t0)/float64(iters), "rt/op")
+	b.ReportMetric(float64(e.rc.load()-r0)/float64(iters), "raw-rt/op")
+}
+
+// paired runs raw and ours alternately b.N times each and reports medians
+// and requests per op.
+func paired(b *testing.B, e *benchEnv, raw, ours func(i int) error) {
 	b.Helper()
 	for i := 0; i < 50; i++ { // warm up both paths (JIT, connections)
 		require.NoError(b, raw(-i-1))
@@ -56,21 +90,28 @@ func paired(b *testing.B, raw, ours func(i int) error) {
 	}
 	rawLat := make([]time.Duration, 0, b.N)
 	ourLat := make([]time.Duration, 0, b.N)
+	t0, r0 := e.tc.load(), e.rc.load()
 	b.ResetTimer()
+	timed := func(op func(int) error, i int, into *[]time.Duration) {
+		start := time.Now()
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
+		*into = append(*into, time.Since(start))
+	}
 	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		if err := raw(i); err != nil {
-			b.Fatal(err)
+		// Alternating which side goes first, so that neither always
+		// pays for the garbage (GC assists) of the other.
+		if i%2 == 0 {
+			timed(raw, i, &rawLat)
+			timed(ours, i, &ourLat)
+		} else {
+			timed(ours, i, &ourLat)
+			timed(raw, i, &rawLat)
 		}
-		t1 := time.Now()
-		if err := ours(i); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		rawLat = append(rawLat, t1.Sub(t0))
-		ourLat = append(ourLat, t2.Sub(t1))
 	}
 	b.StopTimer()
+	e.reportRT(b, t0, r0, b.N)
 	slices.Sort(rawLat)
 	slices.Sort(ourLat)
 	r, o := rawLat[len(rawLat)/2], ourLat[len(ourLat)/2]
@@ -86,7 +127,7 @@ func BenchmarkGet(b *testing.B) {
 	_, err = e.conn.Create(e.ctx, "raw/f", []byte("value"))
 	require.NoError(b, err)
 	rawPath := e.root + "/raw/f"
-	paired(b, func(int) error {
+	paired(b, e, func(int) error {
 		_, _, err := e.raw.Get(rawPath)
 		return err
 	}, func(int) error {
@@ -103,7 +144,7 @@ func BenchmarkUpdate(b *testing.B) {
 	require.NoError(b, err)
 	rawPath := e.root + "/raw/f"
 	val := []byte("new value")
-	paired(b, func(int) error {
+	paired(b, e, func(int) error {
 		_, err := e.raw.Set(rawPath, val, -1)
 		return err
 	}, func(int) error {
@@ -116,7 +157,7 @@ func BenchmarkCreateDelete(b *testing.B) {
 	e := newBenchEnv(b)
 	acl := zk.WorldACL(zk.PermAll)
 	val := []byte("value")
-	paired(b, func(i int) error {
+	paired(b, e, func(i int) error {
 		p := fmt.Sprintf("%s/raw/f%d", e.root, i)
 		if _, err := e.raw.Create(p, val, 0, acl); err != nil {
 			return err
@@ -138,7 +179,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	require.NoError(b, err)
 	locks := e.root + "/raw/locks/"
 	val := []byte("holder")
-	paired(b, func(int) error {
+	paired(b, e, func(int) error {
 		p, err := e.raw.Create(locks, val, zk.FlagEphemeralSequential, acl)
 		if err != nil {
 			return err
@@ -157,15 +198,17 @@ func BenchmarkLockUnlock(b *testing.B) {
 // every Get is preceded by a pipelined sync.
 func BenchmarkGetLinearizable(b *testing.B) {
 	e := newBenchEnv(b)
-	lin, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, LinearizableReads: true}, e.root)
+	lr := &rtCounter{}
+	lin, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, LinearizableReads: true, Dialer: lr.dial}, e.root)
 	require.NoError(b, err)
 	b.Cleanup(lin.Close)
+	e.tc = lr // the zk2 side is lin
 	_, err = e.conn.Create(e.ctx, "zk2/f", []byte("value"))
 	require.NoError(b, err)
 	_, err = e.conn.Create(e.ctx, "raw/f", []byte("value"))
 	require.NoError(b, err)
 	rawPath := e.root + "/raw/f"
-	paired(b, func(int) error {
+	paired(b, e, func(int) error {
 		_, _, err := e.raw.Get(rawPath)
 		return err
 	}, func(int) error {
@@ -186,7 +229,7 @@ func BenchmarkCASUpdate(b *testing.B) {
 	val := []byte("new value")
 	var rawVer int32
 	var ver topo.Version = topo.NumericVersion(0)
-	paired(b, func(int) error {
+	paired(b, e, func(int) error {
 		st, err := e.raw.Set(rawPath, val, rawVer)
 		if err == nil {
 			rawVer = st.Version

@@ -142,10 +142,13 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 }
 
 // release deletes the entry, then (pipelined behind the delete, on the same
-// session) reads the directory's and its locks znode's Stats, and removes
-// the directory when nothing but an empty locks znode is left. When the
-// delete's answer is seen before its send (both ready at once), the Stats
-// are read after it instead.
+// session) reads the directory's Stat; only when that shows no data and at
+// most one child (the locks znode, when the directory's files are gone or
+// it is a named lock) is the locks znode's Stat read too, and the
+// directory removed when nothing but an empty locks znode is left. A
+// directory that still holds files (the common case) so costs the delete
+// and one read. When the delete's answer is seen before its send (both
+// ready at once), the Stat is read after it instead.
 func (l *lockDesc) release(ctx context.Context) error {
 	c, s := l.c, l.sess
 	locksZp := zkDir(l.node)
@@ -187,12 +190,18 @@ func (l *lockDesc) release(ctx context.Context) error {
 	if dirZp == c.zkPath("") || dirZp == "/" {
 		return <-delRes
 	}
-	dr, lr := stat(dirZp), stat(locksZp)
+	dr := stat(dirZp)
 	if err := <-delRes; err != nil {
 		return err
 	}
-	d, k := <-dr, <-lr
-	if d.err == nil && k.err == nil && c.removeIfEmpty(ctx, dirZp, d.exists, d.st, k.exists, k.st) {
+	d := <-dr
+	if d.err != nil || !d.exists || d.st.DataLength > 0 || d.st.EphemeralOwner != 0 || d.st.NumChildren > 1 {
+		// Gone, a file, or holding more than its locks znode:
+		// removeIfEmpty would leave it whatever the locks znode's Stat.
+		return nil
+	}
+	k := <-stat(locksZp)
+	if k.err == nil && c.removeIfEmpty(ctx, dirZp, d.exists, d.st, k.exists, k.st) {
 		c.cleanupDir(ctx, zkDir(dirZp))
 	}
 	return nil

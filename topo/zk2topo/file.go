@@ -513,10 +513,12 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 
 	// The delete, then (once its frame is written, so that the server runs
-	// them after the delete, on the same session) Stat reads of the parent
-	// and of its "locks" child, pipelined so that they add no round trip.
-	// The parent's data is never written: only a directory left empty is
-	// removed, at the data version read (see removeIfEmpty).
+	// them after the delete, on the same session) Stat reads of the
+	// parent's "locks" child and then of the parent (sent once the first
+	// one's frame is written, so that the server runs them in that order),
+	// pipelined so that they add no round trip. The parent's data is never
+	// written: only a directory left empty is removed, at the data version
+	// read (see removeIfEmpty).
 	type statRes struct {
 		exists bool
 		st     *zk.Stat
@@ -550,8 +552,15 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			}
 			out <- statRes{exists: exists, st: st}
 		}
-		go stat(parent, parentRes)
+		locksSent, unregisterLocks := s.obs.expect(opExists, parent+"/"+locksDir)
 		go stat(parent+"/"+locksDir, locksRes)
+		select {
+		case <-locksSent:
+		case r := <-locksRes: // answered (or failed) already
+			locksRes <- r
+		}
+		unregisterLocks()
+		go stat(parent, parentRes)
 	}
 	if !haveDel {
 		delErr = <-delRes
@@ -575,7 +584,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if pr.err != nil || lr.err != nil || !pr.exists {
 		return nil // best effort: the file is deleted
 	}
-	if c.removeIfEmpty(ctx, parent, pr.exists, pr.st, lr.exists, lr.st) {
+	if c.removeIfEmptyOrdered(ctx, parent, pr.exists, pr.st, lr.exists, lr.st, true) {
 		c.cleanupDir(ctx, zkDir(parent))
 	}
 	return nil
@@ -673,6 +682,19 @@ func (c *Conn) cleanupDir(ctx context.Context, dir string) {
 // container between them: a directory Stat counting one child with the
 // locks znode gone is read again, and removed if that child is gone.
 func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *zk.Stat, lexists bool, lst *zk.Stat) bool {
+	return c.removeIfEmptyOrdered(ctx, dir, exists, st, lexists, lst, false)
+}
+
+// removeIfEmptyOrdered is removeIfEmpty; locksFirst says that the locks
+// znode's Stat was read before the directory's, on one session (the
+// server ran the two reads in that order): a locks znode absent at the
+// first read that the directory's later Stat does not count, so a
+// directory Stat counting one child then means a child other than an
+// empty locks znode (or a locks znode created since, in use), and the
+// directory is left without reading its Stat again. Whatever the reads
+// say, a directory is only ever removed by a delete guarded by the
+// versions read, which the server refuses when a child was added.
+func (c *Conn) removeIfEmptyOrdered(ctx context.Context, dir string, exists bool, st *zk.Stat, lexists bool, lst *zk.Stat, locksFirst bool) bool {
 	if !exists || st.DataLength > 0 || st.EphemeralOwner != 0 || dir == c.zkPath("") || dir == "/" {
 		return false
 	}
@@ -696,6 +718,9 @@ func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *z
 			return c.removeIfChildless(ctx, dir)
 		}
 	case st.NumChildren == 1 && !lexists:
+		if locksFirst {
+			return false // another child (see above)
+		}
 		// The one child may be the locks container, removed by the server
 		// after the directory's Stat was read.
 		return c.removeIfChildless(ctx, dir)

@@ -273,6 +273,7 @@ func (c *Conn) margin(timeout time.Duration) time.Duration {
 const (
 	opCreate = 1
 	opDelete = 2
+	opExists = 3
 	opSync   = 9
 )
 

@@ -1,0 +1,410 @@
+package vitessbench
+
+// Each benchmark has one sub-benchmark per store (memory, etcd, zk,
+// consul). An iteration runs the operation once through Vitess's Conn and
+// once through topokit's (alternating which goes first, so that load from
+// other processes hits both alike), each under its own root on the same
+// server, and reports each side's median latency (vitess-p50-µs,
+// topokit-p50-µs) and their ratio (topokit/vitess). Handover benchmarks
+// measure from the holder's call of Unlock to the return of the waiter's
+// Lock, on another Conn.
+//
+//	make bench-vitess    (or: cd bench/vitess && go test -run '^$' -bench . -benchtime 100x)
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	vlog "vitess.io/vitess/go/vt/log"
+	vtopo "vitess.io/vitess/go/vt/topo"
+	vconsul "vitess.io/vitess/go/vt/topo/consultopo"
+	vetcd "vitess.io/vitess/go/vt/topo/etcd2topo"
+	vmemory "vitess.io/vitess/go/vt/topo/memorytopo"
+	vzk "vitess.io/vitess/go/vt/topo/zk2topo"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// The servers, started by TestMain and shared by every benchmark (each
+// uses roots of its own).
+var etcdAddr, zkAddr, consulAddr string
+
+var rootSeq atomic.Int64
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	// Vitess logs its connections and watch events at info level, on
+	// stdout, where they would break the benchmark lines: warnings and
+	// errors only, on stderr.
+	vlog.SwapLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	addr, stopEtcd, err := etcdtest.Launch()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopEtcd()
+	etcdAddr = addr
+	zs, err := zktest.Launch()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer zs.Stop()
+	zkAddr = zs.Addr()
+	agent, err := consultest.NewAgent()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer agent.Stop()
+	consulAddr = agent.Addr()
+	return m.Run()
+}
+
+// side is one library's Conn behind the operations the benchmarks use.
+type side struct {
+	get     func(ctx context.Context, p string) error
+	create  func(ctx context.Context, p string, v []byte) error
+	update  func(ctx context.Context, p string, v []byte) error // compare-and-set on the last version seen
+	del     func(ctx context.Context, p string) error
+	listDir func(ctx context.Context, p string) (int, error)
+	lock    func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
+}
+
+func vitessSide(c vtopo.Conn) *side {
+	vers := map[string]vtopo.Version{}
+	return &side{
+		get: func(ctx context.Context, p string) error { _, _, err := c.Get(ctx, p); return err },
+		create: func(ctx context.Context, p string, v []byte) error {
+			ver, err := c.Create(ctx, p, v)
+			vers[p] = ver
+			return err
+		},
+		update: func(ctx context.Context, p string, v []byte) error {
+			ver, err := c.Update(ctx, p, v, vers[p])
+			vers[p] = ver
+			return err
+		},
+		del: func(ctx context.Context, p string) error { return c.Delete(ctx, p, nil) },
+		listDir: func(ctx context.Context, p string) (int, error) {
+			e, err := c.ListDir(ctx, p, false)
+			return len(e), err
+		},
+		lock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
+			ld, err := c.Lock(ctx, dir, contents)
+			if err != nil {
+				return nil, err
+			}
+			return ld.Unlock, nil
+		},
+	}
+}
+
+func topokitSide(c topo.Conn) *side {
+	vers := map[string]topo.Version{}
+	return &side{
+		get: func(ctx context.Context, p string) error { _, _, err := c.Get(ctx, p); return err },
+		create: func(ctx context.Context, p string, v []byte) error {
+			ver, err := c.Create(ctx, p, v)
+			vers[p] = ver
+			return err
+		},
+		update: func(ctx context.Context, p string, v []byte) error {
+			ver, err := c.Update(ctx, p, v, vers[p])
+			vers[p] = ver
+			return err
+		},
+		del: func(ctx context.Context, p string) error { return c.Delete(ctx, p, nil) },
+		listDir: func(ctx context.Context, p string) (int, error) {
+			e, err := c.ListDir(ctx, p, false)
+			return len(e), err
+		},
+		lock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
+			ld, err := c.Lock(ctx, dir, contents)
+			if err != nil {
+				return nil, err
+			}
+			return ld.Unlock, nil
+		},
+	}
+}
+
+// store opens Conns of both libraries on one store.
+type store struct {
+	name string
+	// open returns n Conns of Vitess and n of topokit, each library's
+	// under one fresh root of its own, closed at the end of b.
+	open func(b *testing.B, n int) (vt, tk []*side)
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func stores() []store {
+	return []store{
+		{"memory", func(b *testing.B, n int) (vt, tk []*side) {
+			_, vf := vmemory.NewServerAndFactory(context.Background(), "zone1")
+			tf := memorytopo.NewFactory()
+			for range n {
+				v, err := vf.Create("zone1", "", "")
+				must(b, err)
+				b.Cleanup(v.Close)
+				t, err := tf.Create("zone1", "", "/zone1")
+				must(b, err)
+				b.Cleanup(t.Close)
+				vt, tk = append(vt, vitessSide(v)), append(tk, topokitSide(t))
+			}
+			return vt, tk
+		}},
+		{"etcd", func(b *testing.B, n int) (vt, tk []*side) {
+			seq := rootSeq.Add(1)
+			for range n {
+				v, err := vetcd.NewServer(etcdAddr, fmt.Sprintf("/vtb%d-vitess", seq))
+				must(b, err)
+				b.Cleanup(v.Close)
+				t, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{etcdAddr}}, fmt.Sprintf("/vtb%d-topokit", seq))
+				must(b, err)
+				b.Cleanup(t.Close)
+				vt, tk = append(vt, vitessSide(v)), append(tk, topokitSide(t))
+			}
+			return vt, tk
+		}},
+		{"zk", func(b *testing.B, n int) (vt, tk []*side) {
+			seq := rootSeq.Add(1)
+			for range n {
+				v := vzk.NewServer(zkAddr, fmt.Sprintf("/vtb%d-vitess", seq))
+				b.Cleanup(v.Close)
+				t, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{zkAddr}}, fmt.Sprintf("/vtb%d-topokit", seq))
+				must(b, err)
+				b.Cleanup(t.Close)
+				vt, tk = append(vt, vitessSide(v)), append(tk, topokitSide(t))
+			}
+			return vt, tk
+		}},
+		{"consul", func(b *testing.B, n int) (vt, tk []*side) {
+			seq := rootSeq.Add(1)
+			for range n {
+				v, err := vconsul.NewServer("zone1", consulAddr, fmt.Sprintf("vtb%d-vitess", seq))
+				must(b, err)
+				b.Cleanup(v.Close)
+				t, err := consultopo.NewConn(consultopo.Options{Address: consulAddr}, fmt.Sprintf("vtb%d-topokit", seq))
+				must(b, err)
+				b.Cleanup(t.Close)
+				vt, tk = append(vt, vitessSide(v)), append(tk, topokitSide(t))
+			}
+			return vt, tk
+		}},
+	}
+}
+
+func p50(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func report(b *testing.B, vt, tk []time.Duration) {
+	b.Helper()
+	v, t := p50(vt), p50(tk)
+	b.ReportMetric(float64(v.Nanoseconds())/1e3, "vitess-p50-µs")
+	b.ReportMetric(float64(t.Nanoseconds())/1e3, "topokit-p50-µs")
+	if v > 0 {
+		b.ReportMetric(float64(t)/float64(v), "topokit/vitess")
+	}
+}
+
+// paired runs op on both sides once per iteration, alternating which goes
+// first, after a warm-up, and reports the p50s.
+func paired(b *testing.B, vt, tk *side, op func(s *side, i int) error) {
+	b.Helper()
+	for i := range 10 {
+		must(b, op(vt, -1-i))
+		must(b, op(tk, -1-i))
+	}
+	var vts, tks []time.Duration
+	timed := func(s *side, i int, into *[]time.Duration) {
+		t0 := time.Now()
+		err := op(s, i)
+		*into = append(*into, time.Since(t0))
+		must(b, err)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			timed(vt, i, &vts)
+			timed(tk, i, &tks)
+		} else {
+			timed(tk, i, &tks)
+			timed(vt, i, &vts)
+		}
+		i++
+	}
+	report(b, vts, tks)
+}
+
+// each runs f as one sub-benchmark per store.
+func each(b *testing.B, f func(b *testing.B, s store)) {
+	for _, s := range stores() {
+		b.Run(s.name, func(b *testing.B) { f(b, s) })
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	each(b, func(b *testing.B, s store) {
+		vt, tk := s.open(b, 1)
+		ctx := context.Background()
+		for _, c := range []*side{vt[0], tk[0]} {
+			must(b, c.create(ctx, "keyspaces/ks/Keyspace", []byte("a value of a typical size, like a keyspace record")))
+		}
+		paired(b, vt[0], tk[0], func(c *side, _ int) error { return c.get(ctx, "keyspaces/ks/Keyspace") })
+	})
+}
+
+func BenchmarkUpdateCAS(b *testing.B) {
+	each(b, func(b *testing.B, s store) {
+		vt, tk := s.open(b, 1)
+		ctx := context.Background()
+		for _, c := range []*side{vt[0], tk[0]} {
+			must(b, c.create(ctx, "d/f", []byte("x")))
+		}
+		paired(b, vt[0], tk[0], func(c *side, i int) error {
+			return c.update(ctx, "d/f", fmt.Appendf(nil, "value %d", i))
+		})
+	})
+}
+
+func BenchmarkCreateDelete(b *testing.B) {
+	each(b, func(b *testing.B, s store) {
+		vt, tk := s.open(b, 1)
+		ctx := context.Background()
+		// The directory keeps another file, as in a real topology.
+		for _, c := range []*side{vt[0], tk[0]} {
+			must(b, c.create(ctx, "d/sibling", []byte("x")))
+		}
+		paired(b, vt[0], tk[0], func(c *side, i int) error {
+			p := fmt.Sprintf("d/f%d", i)
+			if err := c.create(ctx, p, []byte("v")); err != nil {
+				return err
+			}
+			return c.del(ctx, p)
+		})
+	})
+}
+
+// listDirEntries is the size of the directory BenchmarkListDir lists.
+const listDirEntries = 1000
+
+func BenchmarkListDir1000(b *testing.B) {
+	each(b, func(b *testing.B, s store) {
+		vt, tk := s.open(b, 1)
+		ctx := context.Background()
+		for _, c := range []*side{vt[0], tk[0]} {
+			for i := range listDirEntries {
+				must(b, c.create(ctx, fmt.Sprintf("d/f%04d", i), []byte("v")))
+			}
+		}
+		paired(b, vt[0], tk[0], func(c *side, _ int) error {
+			n, err := c.listDir(ctx, "d")
+			if err == nil && n != listDirEntries {
+				err = fmt.Errorf("ListDir: %d entries", n)
+			}
+			return err
+		})
+	})
+}
+
+func BenchmarkLockUnlock(b *testing.B) {
+	each(b, func(b *testing.B, s store) {
+		vt, tk := s.open(b, 1)
+		ctx := context.Background()
+		for _, c := range []*side{vt[0], tk[0]} {
+			must(b, c.create(ctx, "d/f", []byte("x")))
+		}
+		paired(b, vt[0], tk[0], func(c *side, _ int) error {
+			unlock, err := c.lock(ctx, "d", "holder")
+			if err != nil {
+				return err
+			}
+			return unlock(ctx)
+		})
+	})
+}
+
+// handoverDelays are how long the waiter waits before the holder
+// releases, cycled through.
+var handoverDelays = []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond}
+
+// handover runs one handover from holder to waiter and returns how long
+// after the holder's Unlock was called the waiter's Lock returned (from
+// the call, not its return: a waiter may see the release before the
+// holder sees the store's answer).
+func handover(b *testing.B, holder, waiter *side, delay time.Duration) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	unlock, err := holder.lock(ctx, "d", "holder")
+	must(b, err)
+	type res struct {
+		at     time.Time
+		unlock func(context.Context) error
+		err    error
+	}
+	got := make(chan res, 1)
+	go func() {
+		u, err := waiter.lock(ctx, "d", "waiter")
+		got <- res{time.Now(), u, err}
+	}()
+	time.Sleep(delay)
+	t0 := time.Now()
+	must(b, unlock(ctx))
+	r := <-got
+	must(b, r.err)
+	must(b, r.unlock(ctx))
+	return r.at.Sub(t0)
+}
+
+func BenchmarkLockHandover(b *testing.B) {
+	each(b, func(b *testing.B, s store) {
+		vt, tk := s.open(b, 2)
+		ctx := context.Background()
+		for _, c := range []*side{vt[0], tk[0]} {
+			must(b, c.create(ctx, "d/f", []byte("x")))
+		}
+		var vts, tks []time.Duration
+		i := 0
+		for b.Loop() {
+			d := handoverDelays[i%len(handoverDelays)]
+			if i%2 == 0 {
+				vts = append(vts, handover(b, vt[0], vt[1], d))
+				tks = append(tks, handover(b, tk[0], tk[1], d))
+			} else {
+				tks = append(tks, handover(b, tk[0], tk[1], d))
+				vts = append(vts, handover(b, vt[0], vt[1], d))
+			}
+			i++
+		}
+		report(b, vts, tks)
+	})
+}
