@@ -73,8 +73,12 @@ func TestTxn(t *testing.T) {
 	_, _, err = c.Get(ctx, "b")
 	require.ErrorIs(t, err, topo.NoNode, "the Txn deleted b")
 
-	// The ops run in order: a condition sees an earlier op's write.
+	// Conditions see the store as it was before the transaction.
 	_, err = c.Txn(ctx, topo.CreateOp("e", []byte("e")), topo.IfPresent("e"))
+	requireTxnErr(t, err, 1, topo.NoNode, "a condition does not see an earlier op's write")
+	_, _, err = c.Get(ctx, "e")
+	require.ErrorIs(t, err, topo.NoNode, "nothing written")
+	_, err = c.Txn(ctx, topo.CreateOp("e", []byte("e")), topo.IfAbsent("e"))
 	require.NoError(t, err)
 
 	snapshot := func() []string {
@@ -104,7 +108,7 @@ func TestTxn(t *testing.T) {
 		{"delete of an absent file", []topo.TxnOp{w, topo.DeleteOp("nope", nil)}, 1, topo.NoNode},
 		{"versioned delete stale", []topo.TxnOp{w, topo.DeleteOp("z", va)}, 1, topo.BadVersion},
 		{"the first failing op is named", []topo.TxnOp{w, topo.IfPresent("nope"), topo.IfAbsent("z")}, 1, topo.NoNode},
-		{"a condition sees an earlier delete", []topo.TxnOp{topo.DeleteOp("z", nil), topo.IfPresent("z")}, 1, topo.NoNode},
+		{"a condition does not see an earlier delete", []topo.TxnOp{topo.DeleteOp("z", nil), topo.IfAbsent("z")}, 1, topo.NodeExists},
 	} {
 		_, err := c.Txn(ctx, tc.ops...)
 		requireTxnErr(t, err, tc.index, tc.code, tc.name)

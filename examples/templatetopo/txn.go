@@ -10,12 +10,15 @@ import (
 
 // Txn implements topo.Conn.Txn as ONE request: every condition is checked
 // and every write applied under the store's mutex, so nobody sees a part
-// of it. The ops run in order: a condition sees the writes of the ops
-// before it (CreateOp(p) then IfPresent(p) holds). Each write has exactly
-// the semantics of the Conn method of its name, and all writes of one
-// transaction take one revision (so a CreateOp and an UpdateOp of one Txn
-// return the same version, of different files). Watches see the writes as
-// they see the methods'.
+// of it. Every condition, and the implied condition of every write, is
+// evaluated against the store as it was before the transaction, as etcd
+// and memorytopo do (so CreateOp(p) then IfPresent(p) fails at op 1; no
+// two ops write one path, so a write's own condition is unaffected), and
+// the first failing op is reported. Each write has exactly the semantics
+// of the Conn method of its name, and all writes of one transaction take
+// one revision (so a CreateOp and an UpdateOp of one Txn return the same
+// version, of different files). Watches see the writes as they see the
+// methods'.
 //
 // Errors, in order: those of backendkit.CheckTxn (the context, an empty
 // list, a malformed op); InvalidArgument when there are more than
@@ -64,24 +67,16 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	return versions, nil
 }
 
-// txn evaluates ops in order against the files as the earlier ops leave
-// them, and applies the writes only when every op succeeded. Called with
-// store.mu held.
+// txn evaluates ops in order against the files as they are, and applies
+// the writes only when every op succeeded. Called with store.mu held.
 func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, claims []*claim) ([]topo.Version, error) {
 	rev := s.rev + 1 // the revision of every write, taken only if there are any
-	// pending holds the files written by earlier ops, by store path (nil:
-	// deleted).
+	// pending holds the writes to apply, by store path (nil: delete).
 	pending := map[string]*file{}
-	lookup := func(full string) *file {
-		if f, ok := pending[full]; ok {
-			return f
-		}
-		return s.files[full]
-	}
 	out := make([]topo.Version, len(ops))
 	for i, op := range ops {
 		full := c.full(op.Path)
-		f := lookup(full)
+		f := s.files[full]
 		var failed error // a store error, classified below
 		switch op.Kind {
 		case topo.TxnIfVersion:
@@ -110,11 +105,7 @@ func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, claims []*claim) ([]topo.Ve
 		}
 		switch op.Kind {
 		case topo.TxnCreate, topo.TxnUpdate:
-			created := rev
-			if f != nil {
-				created = f.created
-			}
-			pending[full] = &file{data: op.Contents, version: rev, created: created}
+			pending[full] = &file{data: op.Contents}
 			out[i] = topo.NumericVersion(rev)
 		case topo.TxnDelete:
 			pending[full] = nil
