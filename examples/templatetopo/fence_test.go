@@ -427,13 +427,16 @@ func TestRegistered(t *testing.T) {
 	ctx := testCtx(t)
 	f, err := topo.GetFactory(templatetopo.FactoryName)
 	require.NoError(t, err)
-	a, err := f.Create("cell", "addr", "/x")
+	// The registered factory's stores live as long as the process: an
+	// address of this run's own.
+	addr := fmt.Sprintf("addr-%p", t)
+	a, err := f.Create("cell", addr, "/x")
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := f.Create("cell", "addr", "/x")
+	b, err := f.Create("cell", addr, "/x")
 	require.NoError(t, err)
 	defer b.Close()
-	other, err := f.Create("cell", "other-addr", "/x")
+	other, err := f.Create("cell", addr+"-other", "/x")
 	require.NoError(t, err)
 	defer other.Close()
 	_, err = a.Create(ctx, "f", []byte("v"))
@@ -443,7 +446,7 @@ func TestRegistered(t *testing.T) {
 	require.Equal(t, "v", string(got))
 	_, _, err = other.Get(ctx, "f")
 	require.ErrorIs(t, err, topo.NoNode, "another address is another store")
-	_, err = f.Create("cell", "addr", "bad//root")
+	_, err = f.Create("cell", addr, "bad//root")
 	require.ErrorIs(t, err, topo.InvalidPath)
 
 	require.PanicsWithError(t, `topo: a factory named "template" is already registered (in topo.MustRegisterFactory("template"); registered factories: `+
