@@ -68,7 +68,19 @@ type lockSpec struct {
 type held struct {
 	cl        *claim
 	sess      *session
-	lockIndex uint64 // the key's LockIndex after the acquire: a fencing token
+	lockIndex uint64 // the key's LockIndex after the acquire
+	// token is the key's ModifyIndex after the acquire: the Raft index of
+	// the acquiring transaction, the claim's fencing token. Nothing writes
+	// a held key (an acquire by the same session unlocks and locks it
+	// again, see acquire), so while the claim lasts the key keeps it.
+	token uint64
+}
+
+// holds reports whether pair, the lock key as a read returned it, is still
+// the key h acquired: held by h's session, with the LockIndex and the
+// ModifyIndex of the acquire.
+func (h held) holds(pair *api.KVPair) bool {
+	return pair != nil && pair.Session == h.sess.id && pair.LockIndex == h.lockIndex && pair.ModifyIndex == h.token
 }
 
 // lock claims spec.key locally and acquires it in Consul with a session of
@@ -92,10 +104,10 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 			c.releaseClaim(cl)
 			return held{}, c.waitError(ctx, err, spec.path)
 		}
-		lockIndex, handedOff, err := c.acquire(wctx, spec, sess, cl)
+		got, handedOff, err := c.acquire(wctx, spec, sess, cl)
 		if err == nil {
 			cl.sess.Store(sess)
-			return held{cl: cl, sess: sess, lockIndex: lockIndex}, nil
+			return held{cl: cl, sess: sess, lockIndex: got.LockIndex, token: got.ModifyIndex}, nil
 		}
 		if errors.Is(err, errInvalidSession) && attempt < 3 {
 			// The session ended before this call could wait on it (for
@@ -139,20 +151,35 @@ func (c *Conn) waitError(ctx context.Context, err error, path string) error {
 //
 //   - absent: check-not-exists, then lock;
 //   - a lock key no session holds (lock flags, e.g. released by the api
-//     package's Lock), or one sess itself holds: check-index, then lock;
+//     package's Lock): check-index, then lock;
+//   - a lock key sess itself holds (an earlier acquire whose release
+//     failed): check-index, unlock, then lock, so that the acquire writes
+//     the key (a lock by the session that holds the key, with the same
+//     value, changes nothing in Consul and keeps its ModifyIndex, which
+//     would hand the new claim the old claim's fencing token);
 //   - a value without lock flags that no session holds (written by
 //     another tool): NodeExists with a ForeignKeyError, nothing written;
 //   - held by another session: NodeExists under try, else a blocking
 //     query until the key changes, then again.
 //
 // A lock-delay refusal is retried with a backoff (under try for at most
-// the Conn's lock-delay plus a second). It returns the key's LockIndex
-// after the acquire. handedOff reports that an acquire request was still in
+// the Conn's lock-delay plus a second). It returns the key as the lock
+// operation left it (its LockIndex and ModifyIndex). handedOff reports that an acquire request was still in
 // flight when ctx ended: a background goroutine then finishes it, undoes
 // it, and releases the claim (and an own session). The wait also ends when
 // sess ends: errWaiterSessionLost once this call has waited on the key,
 // errInvalidSession before.
-func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *claim) (lockIndex uint64, handedOff bool, err error) {
+//
+// Fencing tokens: the token of an acquire is the ModifyIndex its lock
+// operation gives the key, the Raft index of the acquiring transaction
+// (the lock operation always writes the key: a new key, a LockIndex one
+// higher, or the unlock before it). Raft indexes only grow, across leader
+// changes and restarts of servers that keep their data. A later holder's
+// acquire can only commit once the earlier holder's claim ended (the key
+// deleted by its release or session end, or unlocked), which is a later
+// Raft entry than the earlier acquire; so its transaction, and its token,
+// come later: strictly greater. TryLock and elections acquire the same way.
+func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *claim) (got *api.KVPair, handedOff bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
@@ -188,26 +215,28 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 		default:
 			cur, meta, err = c.kv.Get(spec.key, c.consistentOptions(actx))
 			if err != nil {
-				return 0, false, sessionEnded(err)
+				return nil, false, sessionEnded(err)
 			}
 		}
 		optimistic, seen, seenMeta = false, nil, nil
 		var cond *api.KVTxnOp
+		relock := false
 		switch {
 		case cur == nil:
 			cond = &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: spec.key}
 		case cur.Session == "" && cur.Flags != api.LockFlagValue:
-			return 0, false, backendkit.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
+			return nil, false, backendkit.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
 		case cur.Session == "" || cur.Session == sess.id:
 			cond = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: spec.key, Index: cur.ModifyIndex}
+			relock = cur.Session == sess.id
 		case spec.try:
-			return 0, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("the lock is held by session "+cur.Session))
+			return nil, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("the lock is held by session "+cur.Session))
 		default:
 			// Held by another session: block until the key changes.
 			waited = true
 			seen, seenMeta, err = c.kv.Get(spec.key, c.consistentBlocking(actx, meta.LastIndex))
 			if err != nil {
-				return 0, false, sessionEnded(err)
+				return nil, false, sessionEnded(err)
 			}
 			if seenMeta.LastIndex < meta.LastIndex {
 				// The store's index went back (a restarted dev agent): read
@@ -216,19 +245,19 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 			}
 			continue
 		}
-		ok, resp, handedOff, err := c.acquireOnce(actx, spec, cond, sess, cl)
+		ok, resp, handedOff, err := c.acquireOnce(actx, spec, cond, relock, sess, cl)
 		switch {
 		case handedOff:
-			return 0, true, sessionEnded(err)
+			return nil, true, sessionEnded(err)
 		case err != nil:
-			return 0, false, sessionEnded(err)
+			return nil, false, sessionEnded(err)
 		case ok:
 			// check-not-exists reports no result; the lock's is the last.
 			if len(resp.Results) == 0 || resp.Results[len(resp.Results)-1].KV == nil {
 				c.deleteIfHeld(spec.key, sess)
-				return 0, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
+				return nil, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
 			}
-			return resp.Results[len(resp.Results)-1].KV.LockIndex, false, nil
+			return resp.Results[len(resp.Results)-1].KV, false, nil
 		}
 		switch classifyRollback(resp) {
 		case rollbackStale, rollbackMissing, rollbackExists, rollbackHeld:
@@ -239,31 +268,33 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 				if delayUntil.IsZero() {
 					delayUntil = time.Now().Add(c.opts.LockDelay + time.Second)
 				} else if time.Now().After(delayUntil) {
-					return 0, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
+					return nil, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
 				}
 			}
 			if !sleepCtx(actx, wait) {
-				return 0, false, sessionEnded(actx.Err())
+				return nil, false, sessionEnded(actx.Err())
 			}
 			wait = min(2*wait, maxRetryWait)
 		case rollbackBadSession:
-			return 0, false, sessionEnded(errInvalidSession)
+			return nil, false, sessionEnded(errInvalidSession)
 		default:
-			return 0, false, rollbackError(spec.path, resp)
+			return nil, false, rollbackError(spec.path, resp)
 		}
 	}
 }
 
-// acquireOnce sends one acquire transaction: cond, then lock spec.key for
-// sess with spec.value and the lock flags. When ctx can end, the request
+// acquireOnce sends one acquire transaction: cond, then (with relock, for
+// a key sess holds) an unlock, then lock spec.key for sess with spec.value
+// and the lock flags. When ctx can end, the request
 // runs in a goroutine under a context of its own so that a caller giving up
 // never leaves the key silently held: the goroutine undoes a request that
 // may have succeeded. ok=false with resp is a rollback.
-func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp, sess *session, cl *claim) (ok bool, resp *api.TxnResponse, handedOff bool, err error) {
-	ops := api.TxnOps{
-		{KV: cond},
-		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}},
+func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp, relock bool, sess *session, cl *claim) (ok bool, resp *api.TxnResponse, handedOff bool, err error) {
+	ops := api.TxnOps{{KV: cond}}
+	if relock {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}})
 	}
+	ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}})
 	if ctx.Done() == nil || !spec.detach {
 		rctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
 		defer cancel()

@@ -12,26 +12,46 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// lockDescriptor is a lock held through a session.
+// lockDescriptor is a lock held through a session. It is the backend's
+// topo.Fence for locks (see fence.go).
 type lockDescriptor struct {
 	c    *Conn
 	path string
 	key  string
 	held held
 
+	// done ends when the claim ends: Unlock, a loss this descriptor
+	// noticed (markLost), or the end of its session (including the local
+	// deadline and Close). endDone ends it; it is idempotent.
+	done      context.Context
+	endDone   context.CancelFunc
+	watchOnce sync.Once // starts the watch behind Done
+
 	mu       sync.Mutex
 	unlocked bool
 	lost     bool
+}
+
+// newLockDescriptor returns the descriptor of the lock h took on key.
+func newLockDescriptor(c *Conn, path, key string, h held) *lockDescriptor {
+	done, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(h.sess.ctx, cancel)
+	return &lockDescriptor{c: c, path: path, key: key, held: h, done: done, endDone: func() {
+		stop()
+		cancel()
+	}}
 }
 
 // Check implements topo.LockDescriptor.Check. It returns nil only while
 // the holder can prove it holds the lock: the lock's session is within its
 // safety margin (a renewal acknowledged less than one TTL ago, see
 // session) and a consistent read, finished before that margin ran out,
-// shows the key held by that session with the LockIndex of our acquire. It
+// shows the key held by that session with the LockIndex and ModifyIndex
+// (the fencing token) of our acquire. It
 // returns Interrupted after Unlock; LockLost when the session is known lost
 // (destroyed, expired, not renewed within the margin, or the Conn closed)
-// or the key is gone or held by another session or acquire; Unavailable
+// or the key is gone, held by another session or acquire, or written since
+// the acquire (its ModifyIndex is no longer the token); Unavailable
 // (or PermissionDenied) when the read fails within the margin, so that
 // holding cannot be proven; Timeout/Interrupted when ctx ends. The read is
 // bounded by the margin, so a partitioned holder's Check fails no later
@@ -50,16 +70,12 @@ func (l *lockDescriptor) Check(ctx context.Context) error {
 	case lost || !sess.alive():
 		return l.markLost(sessionLostReason(sess))
 	}
-	rctx, cancel := context.WithDeadline(ctx, sess.validUntil())
-	defer cancel()
-	pair, _, err := l.c.kv.Get(l.key, l.c.consistentOptions(rctx))
+	held, why, err := l.c.readHeld(ctx, l.path, l.key, l.held)
 	switch {
-	case !sess.alive():
-		return l.markLost(sessionLostReason(sess))
 	case err != nil:
-		return l.c.convertError(ctx, err, l.path)
-	case pair == nil || pair.Session != sess.id || pair.LockIndex != l.held.lockIndex:
-		return l.markLost("the lock key was deleted or taken over")
+		return err
+	case !held:
+		return l.markLost(why)
 	}
 	return nil
 }
@@ -72,12 +88,13 @@ func sessionLostReason(sess *session) string {
 	return fmt.Sprintf("the lock's session was not renewed within its TTL (deadline %s)", sess.validUntil().Format(time.RFC3339Nano))
 }
 
-// markLost records the loss, frees the local claim so other lockers of the
-// Conn may proceed, and returns LockLost.
+// markLost records the loss, closes Done, frees the local claim so other
+// lockers of the Conn may proceed, and returns LockLost.
 func (l *lockDescriptor) markLost(why string) error {
 	l.mu.Lock()
 	l.lost = true
 	l.mu.Unlock()
+	l.endDone()
 	l.c.releaseClaim(l.held.cl)
 	return backendkit.Wrap(topo.LockLost, l.path, errors.New(why))
 }
@@ -86,10 +103,10 @@ func (l *lockDescriptor) markLost(why string) error {
 // the lock's session still holds <dir>/Lock and deletes the key (so no
 // leftover keeps an emptied directory listed, and a key another holder or
 // another tool wrote is never deleted), then a lock-specific session is
-// destroyed. It returns LockLost when the lock had been lost, Interrupted
-// on a second Unlock, PermissionDenied when the ACL token may not delete
-// the key, and Timeout/Interrupted when ctx ends first (the release then
-// completes in the background).
+// destroyed. Done is closed as Unlock starts. It returns LockLost when the
+// lock had been lost, Interrupted on a second Unlock, PermissionDenied
+// when the ACL token may not delete the key, and Timeout/Interrupted when
+// ctx ends first (the release then completes in the background).
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -97,6 +114,7 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 		return backendkit.Wrap(topo.Interrupted, l.path, errors.New("the lock was already released"))
 	}
 	l.unlocked = true
+	l.endDone()
 	if l.lost || l.held.sess.lost() {
 		l.finish()
 		return backendkit.Wrap(topo.LockLost, l.path, errors.New(sessionLostReason(l.held.sess)))

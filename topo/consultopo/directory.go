@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // lockName is the key, under a locked directory, of its lock.
@@ -22,6 +23,9 @@ const electionsDir = "elections"
 // under dirPath, InvalidPath for a bad path, Timeout/Interrupted when ctx
 // ends, Closed after Close and Unavailable when the agent cannot be reached.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	dir, err := topo.CleanDirPath(dirPath)
 	if err != nil {
 		return nil, err

@@ -27,15 +27,18 @@
 //
 // Which keys the library writes and deletes:
 //
-//   - A file key is written only by Create, Update and Delete of that path,
-//     never at a reserved path (backendkit.CheckCreate, CheckUpdate, CheckDelete).
-//     A versioned Update or Delete checks the ModifyIndex in the same
+//   - A file key is written only by Create, Update and Delete of that path
+//     and by the CreateOp, UpdateOp and DeleteOp of a Txn, which write it
+//     exactly as those methods do, never at a reserved path
+//     (backendkit.CheckCreate, CheckUpdate, CheckDelete, CheckTxn). A
+//     versioned Update or Delete checks the ModifyIndex in the same
 //     transaction or check-and-set request as the write.
 //   - A lock or election key is acquired only by a transaction whose first
 //     operation checks what a consistent read (or, for the first attempt,
 //     the assumption "absent") said: check-not-exists, or check-index of a
 //     key that no session holds and that carries the lock flags, or that our
-//     own session holds. A key without lock flags and without session was
+//     own session holds (then an unlock precedes the lock, so that every
+//     acquire writes the key and gets a new ModifyIndex). A key without lock flags and without session was
 //     written by another tool: it is never taken over (ForeignKeyError),
 //     overwritten or deleted, and List reports it (backendkit.ReservedFiles).
 //   - A lock or election key is deleted by the library only in a
@@ -65,11 +68,54 @@
 //     the lock-delay remain before anyone else can acquire them.
 //
 // Reads: every lock and leadership decision (the acquire's read, Check,
-// the leadership monitor, the emptiness check of Lock, the read explaining
-// a failed check-and-set, the read-back of a large write) is a consistent
-// read, whatever Options.Reads says. Check returns nil only when such a
-// read, finished before the session's deadline, shows the key held by the
-// lock's session with the LockIndex of its acquire.
+// the leadership monitor, the watch behind Done, the emptiness check of
+// Lock, the read explaining a failed check-and-set, the read-back of a
+// large write) is a consistent read, whatever Options.Reads says. Check
+// returns nil only when such a read, finished before the session's
+// deadline, shows the key held by the lock's session with the LockIndex
+// and the ModifyIndex of its acquire.
+//
+// # Fencing tokens, Done and terms
+//
+// The fencing token of a lock (LockDescriptor.Token) or of a leadership
+// term (LeaderParticipation.Term) is the ModifyIndex the acquiring
+// transaction gave the key <dir>/Lock (or elections/<name>), read from the
+// lock operation's own result in that transaction: no extra round trip.
+// It is the Raft index of the acquire. A later holder can only acquire
+// after the earlier claim ended in the store (its key deleted or
+// unlocked), so in a later Raft entry: its token is strictly greater,
+// across session losses, Conns and processes, and across restarts of
+// servers that keep their data (Raft indexes survive them; a -dev agent
+// keeps nothing, so its indexes, and tokens, start again after a restart,
+// as its data does). Every acquire writes the key: one by the session
+// already holding it unlocks it first in the same transaction (a lock
+// that changes nothing would keep the old ModifyIndex).
+//
+// Done closes on Unlock (Stop for a term), when the session ends or
+// passes its local deadline, when Check finds the claim lost, and when
+// the key is deleted, taken over or written behind the holder's back: a
+// lock watches its key with consistent blocking queries from the first
+// call of Done on; a term's monitor always does. Sessions are renewed at
+// least every half of the Conn's SessionTTL (a 24 h LockName session
+// too), so a destroyed session is noticed within that. Term returns the
+// same Fence for the whole term, NotLeader otherwise.
+//
+// # Transactions
+//
+// Conn.Txn is one Consul transaction (/v1/txn through api.Txn), one round
+// trip: IfVersion is a check-index, IfAbsent a check-not-exists, IfPresent
+// a get, IfHeld a check-index of the lock key on the token (which implies
+// the session still holds it: any change of the entry, its session
+// included, and any re-creation give it a new ModifyIndex), CreateOp a
+// check-and-set on index 0, UpdateOp a set or a check-and-set (with the
+// write nonce, as Update), DeleteOp a get or check-index then a delete. The
+// failing op is the one of the lowest OpIndex in Consul's answer. At most
+// MaxTxnOps (64) Consul operations and Options.TxnMaxRequestBytes (512 KiB,
+// estimated, values in base64) per transaction, checked before sending
+// (InvalidArgument): files above about 380 KiB, which Update writes
+// through the KV endpoint, cannot be written in a transaction. Consul
+// requires key write permission for check-not-exists (IfAbsent).
+// topo.GuardedUpdate is one transaction of two Consul operations.
 //
 // Errors: an ACL refusal is PermissionDenied and ends every retry loop
 // (watches, lock waits, leadership waits, session renewal) at once; a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -43,14 +44,24 @@ type participation struct {
 
 	mu   sync.Mutex // serialises WaitForLeadership and Stop
 	term *term      // the current or last leadership term
+	// cur is term for Term, which must not wait for mu (held by a
+	// WaitForLeadership while it waits).
+	cur atomic.Pointer[term]
 }
 
-// term is one period of leadership.
+// term is one period of leadership. It is the backend's topo.Fence for
+// terms (see fence.go).
 type term struct {
+	c       *Conn
+	path    string // elections/<name>, for errors
+	key     string
 	ctx     context.Context
 	cancel  context.CancelFunc
 	held    held
 	monitor chan struct{} // closed when the monitor goroutine returned
+	// released is set when Stop ends the term (Check then says
+	// Interrupted rather than LockLost).
+	released atomic.Bool
 }
 
 // WaitForLeadership implements topo.LeaderParticipation.WaitForLeadership:
@@ -115,13 +126,15 @@ var errStopped = errors.New("participation stopped")
 // blocking queries. The term's context is cancelled the moment the session
 // ends (including its local deadline: no request needed), and as soon as a
 // query shows the key gone or held by another session or acquire, on an
-// ACL refusal, or on Stop/Close.
+// ACL refusal, or on Stop/Close; and when it shows the key written since
+// the acquire (its ModifyIndex no longer the term's token).
 func (p *participation) startTerm(h held) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopLost := context.AfterFunc(h.sess.ctx, cancel)
 	stopStop := context.AfterFunc(p.stopCtx, cancel)
-	t := &term{ctx: ctx, cancel: cancel, held: h, monitor: make(chan struct{})}
+	t := &term{c: p.c, path: p.path, key: p.key, ctx: ctx, cancel: cancel, held: h, monitor: make(chan struct{})}
 	p.term = t
+	p.cur.Store(t)
 	p.c.spawn(func() {
 		defer close(t.monitor)
 		defer cancel()
@@ -141,7 +154,7 @@ func (p *participation) startTerm(h held) {
 				}
 				retry = min(2*retry, watchRetryMax)
 				continue
-			case pair == nil || pair.Session != h.sess.id || pair.LockIndex != h.lockIndex:
+			case !h.holds(pair):
 				return
 			}
 			retry = 50 * time.Millisecond
@@ -158,6 +171,7 @@ func (p *participation) endTerm() {
 		return
 	}
 	p.term = nil
+	p.cur.CompareAndSwap(t, nil)
 	if !t.held.sess.lost() {
 		p.c.deleteIfHeld(p.key, t.held.sess)
 	}
@@ -176,6 +190,9 @@ func (p *participation) Stop() {
 	p.stop(errStopped)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if t := p.term; t != nil && t.ctx.Err() == nil {
+		t.released.Store(true)
+	}
 	p.endTerm()
 }
 

@@ -80,6 +80,9 @@ const maxTxnValue = 360 * 1024
 // Timeout/Interrupted when ctx ends, Closed after Close and Unavailable
 // when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, err := backendkit.CheckCreate(filePath, contents)
 	if err != nil {
 		return nil, err
@@ -131,6 +134,9 @@ func writeNonce() uint64 {
 // writeNonce). Errors as for Create; a foreign or negative version gives
 // InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, index, err := backendkit.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
@@ -242,6 +248,9 @@ func (c *Conn) missingOrBadVersion(ctx context.Context, p string) error {
 // Get implements topo.Conn.Get: one KV read. It returns NoNode when the key
 // is absent; other errors as for Create.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, nil, err
@@ -263,6 +272,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // key's values, so after validating its arguments it always returns
 // NoImplementation.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, err
@@ -284,6 +296,9 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // backendkit.ReservedFiles naming them. It returns NoNode when no file matches
 // (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
+	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
+		return nil, err
+	}
 	prefix, err := topo.CleanPrefix(filePathPrefix)
 	if err != nil {
 		return nil, err
@@ -345,6 +360,9 @@ func (c *Conn) files(pairs api.KVPairs) (files []file, reserved []string) {
 // per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
 // the delete vanishes from its parent's listing.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return err
+	}
 	p, index, err := backendkit.CheckDelete(filePath, version)
 	if err != nil {
 		return err

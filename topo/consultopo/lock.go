@@ -31,6 +31,9 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // session is used; otherwise the lock gets a session of its own, destroyed
 // by Unlock. ttl <= 0 gives InvalidArgument; other errors as for Lock.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	if ttl <= 0 {
 		p, err := backendkit.CheckLockPath(dirPath)
 		if err != nil {
@@ -59,6 +62,9 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 }
 
 func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.Duration, try, needDir bool) (topo.LockDescriptor, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	dir, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
@@ -80,5 +86,5 @@ func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.D
 	if err != nil {
 		return nil, err
 	}
-	return &lockDescriptor{c: c, path: dir, key: spec.key, held: h}, nil
+	return newLockDescriptor(c, dir, spec.key, h), nil
 }

@@ -98,6 +98,14 @@ type Options struct {
 	// values notice a restarted (emptied) agent sooner at the cost of more
 	// requests.
 	WatchPollDuration time.Duration
+
+	// TxnMaxRequestBytes is the largest transaction request body, in
+	// bytes, that Txn sends: set it to the larger of the agent's
+	// limits.txn_max_req_len and kv_max_value_size when they were raised.
+	// Zero means DefaultTxnMaxRequestBytes (Consul's default, 512 KiB); a
+	// transaction estimated larger fails with InvalidArgument before
+	// anything is sent.
+	TxnMaxRequestBytes int
 }
 
 // ReadMode is the Consul consistency mode of a Conn's reads.
@@ -145,6 +153,9 @@ func (o Options) normalized() Options {
 	}
 	if o.WatchPollDuration <= 0 {
 		o.WatchPollDuration = DefaultWatchPollDuration
+	}
+	if o.TxnMaxRequestBytes <= 0 {
+		o.TxnMaxRequestBytes = DefaultTxnMaxRequestBytes
 	}
 	return o
 }
@@ -311,13 +322,18 @@ func (c *Conn) isClosed() bool {
 	return c.closed
 }
 
-// begin runs the checks every call starts with: the Conn is open and ctx is
-// live. path is used in the errors.
+// begin runs the last checks of backendkit's check order, once the
+// arguments are validated: ctx is live (again: the first check of every
+// method, before its path), then the Conn is open. path is used in the
+// errors.
 func (c *Conn) begin(ctx context.Context, path string) error {
+	if err := backendkit.CheckContext(ctx, path); err != nil {
+		return err
+	}
 	if c.isClosed() {
 		return topo.NewError(topo.Closed, path)
 	}
-	return backendkit.CheckContext(ctx, path)
+	return nil
 }
 
 // key returns the KV key of the canonical path p ("" is the root itself).

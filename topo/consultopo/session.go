@@ -131,14 +131,18 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 	return s, nil
 }
 
-// renew renews s every half TTL until it is lost. Failed renewals are
+// renew renews s every half TTL, but at least every half of the Conn's
+// SessionTTL, until it is lost: a long-lived lock session (LockName's 24 h)
+// whose end would otherwise go unnoticed for hours is thus seen gone
+// within seconds, which ends its lock's Done and Check. Failed renewals are
 // retried every second until the deadline timer declares the session lost;
 // Consul saying the session is gone, or an ACL refusal, ends it at once.
 // A session that ended for any reason but the Conn's own destroy is
 // forgotten and destroyed (best effort).
 func (c *Conn) renew(s *session) {
 	defer c.wg.Done()
-	t := time.NewTimer(s.ttl / 2)
+	every := min(s.ttl, c.opts.SessionTTL) / 2
+	t := time.NewTimer(every)
 	defer t.Stop()
 	defer func() {
 		s.mu.Lock()
@@ -177,7 +181,7 @@ func (c *Conn) renew(s *session) {
 			t.Reset(time.Second)
 		default:
 			s.renewed(sent)
-			t.Reset(s.ttl / 2)
+			t.Reset(every)
 		}
 	}
 }

@@ -1,0 +1,368 @@
+package consultopo
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+const (
+	// MaxTxnOps is the most operations Consul takes in one transaction
+	// (fixed in Consul 1.13's /v1/txn endpoint). Txn counts the Consul
+	// operations its ops map to (see Conn.Txn): a DeleteOp takes two,
+	// every other op one.
+	MaxTxnOps = 64
+	// DefaultTxnMaxRequestBytes is the default of
+	// Options.TxnMaxRequestBytes: 512 KiB, the default of Consul's
+	// limits.txn_max_req_len (and of kv_max_value_size; the txn endpoint
+	// takes the larger of the two).
+	DefaultTxnMaxRequestBytes = 512 * 1024
+	// txnOpOverhead bounds the bytes of one Consul transaction operation's
+	// JSON besides its key, value, verb and session: the field names, the
+	// quotes, the null Node, Service and Check of a KV operation, and the
+	// Flags and Index numbers at their longest (151 bytes measured)
+	// (TestTxnSizeEstimate checks it).
+	txnOpOverhead = 192
+)
+
+// Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
+// round trip. Each op becomes one KV operation (a DeleteOp two), in order:
+//
+//   - IfVersion: check-index on the key (NoNode when absent, BadVersion
+//     when its ModifyIndex differs);
+//   - IfAbsent: check-not-exists (NodeExists);
+//   - IfPresent: get (NoNode; Consul has no existence check, so the
+//     file's value travels back in the answer);
+//   - IfHeld: check-index on the lock (or election) key with the claim's
+//     fencing token, its ModifyIndex at the acquire (LockLost when it
+//     fails). That alone proves the claim: Consul gives a key a new
+//     ModifyIndex (the Raft index of the write) on every change of its
+//     entry, the session included (an unlock, a release by an ending
+//     session, another acquire), and a key deleted (by Unlock, or by
+//     Consul when the session ends) and created again gets a new one; so
+//     a key still at the token is the entry the claim's acquire wrote,
+//     held by its session. A stale descriptor of the same session (an
+//     earlier lock of the same directory through the same Conn) never
+//     passes: every acquire writes the key (see acquire). A check-session
+//     would add nothing but a Consul operation, which costs latency
+//     (BenchmarkGuardedUpdate; docs/layout-consul.md);
+//   - CreateOp: a check-and-set on index 0 with Flags 0, as Create
+//     (NodeExists);
+//   - UpdateOp: without a version a set, with one a check-and-set on it
+//     (version 0, which no key has, a check-index instead); both store a
+//     fresh nonce in Flags, as Update does, so every update yields a new
+//     version. A failed check-and-set says neither NoNode nor BadVersion:
+//     as for Update, a consistent read after the rollback tells which;
+//   - DeleteOp: without a version a get (NoNode) then a delete, with one
+//     a check-index (NoNode, BadVersion) then a delete, as Delete.
+//
+// A write is therefore applied exactly as the Conn method of the same name
+// would apply it, and the versions returned are the ModifyIndex of the
+// written keys (the transaction's Raft index). Consul answers a rolled-back
+// transaction with per-operation errors carrying their OpIndex; the lowest
+// one names the first failing op (Consul evaluates every operation on the
+// state the earlier ones left) and its message the code, without another
+// read (but for the failed check-and-set above). An ACL refusal of any
+// operation is PermissionDenied.
+//
+// Before anything is sent, in this order: CheckTxn's checks of the context
+// and the ops; Closed after Close; InvalidArgument (*topo.TxnError) for an
+// IfHeld Fence not issued by this backend; InvalidArgument
+// (backendkit.TxnTooLarge) when the ops map to more than MaxTxnOps Consul
+// operations or the request's estimated size (values travel in base64, 4/3
+// of their size) exceeds Options.TxnMaxRequestBytes (512 KiB by default):
+// a single value above about 380 KiB never fits, so files larger than
+// that, which Update writes through the KV endpoint (see writeLarge),
+// cannot be written in a transaction. An IfHeld claim already released,
+// lost, or past its session's deadline (see session) here is sent as a
+// check-index on index 0, which no key has: the transaction cannot apply
+// whatever the store still says of the claim, and Consul's answer names
+// the first failing op, that one (LockLost) or an earlier one.
+//
+// A transaction whose answer is lost returns Unavailable (Timeout or
+// Interrupted when ctx ended): it may have been applied. Reads within the
+// transaction are consistent (a transaction of conditions only is sent
+// with ?consistent; one with writes goes through Raft).
+func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
+	cops, err := backendkit.CheckTxn(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	if c.isClosed() {
+		return nil, topo.NewError(topo.Closed, "")
+	}
+	plan, err := c.planTxn(cops)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(plan.ops); n > MaxTxnOps {
+		return nil, backendkit.TxnTooLarge("consul", n, MaxTxnOps, "Consul transaction operations")
+	}
+	if n := txnRequestBytes(plan.ops); n > c.opts.TxnMaxRequestBytes {
+		return nil, backendkit.TxnTooLarge("consul", n, c.opts.TxnMaxRequestBytes, "request bytes (estimated)")
+	}
+	ok, resp, _, err := c.client.Txn().Txn(plan.ops, c.consistentOptions(ctx))
+	switch {
+	case err != nil:
+		return nil, c.txnSendError(ctx, err)
+	case !ok:
+		return nil, c.txnFailure(ctx, cops, plan, resp)
+	}
+	return txnVersions(cops, plan, resp)
+}
+
+// txnPlan is a transaction mapped onto Consul operations.
+type txnPlan struct {
+	ops   api.TxnOps
+	owner []int // owner[i]: the index in the canonical ops of ops[i]
+	// fences are the IfHeld ops' claims, in op order.
+	fences []txnFence
+}
+
+type txnFence struct {
+	op    int
+	fence consulFence
+	// lostWhy says why the claim was known lost or released when the
+	// transaction was planned ("" if it may be held).
+	lostWhy string
+}
+
+// planTxn maps the canonical ops onto Consul KV operations (see Txn). It
+// returns the *topo.TxnError of ForeignFence for an IfHeld Fence this
+// backend did not issue.
+func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
+	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
+	add := func(i int, op *api.KVTxnOp) {
+		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
+		plan.owner = append(plan.owner, i)
+	}
+	for i, op := range cops {
+		key := c.key(op.Path)
+		switch op.Kind {
+		case topo.TxnIfVersion:
+			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(op.Version)})
+		case topo.TxnIfAbsent:
+			add(i, &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: key})
+		case topo.TxnIfPresent:
+			add(i, &api.KVTxnOp{Verb: api.KVGet, Key: key})
+		case topo.TxnIfHeld:
+			f, ok := backendkit.FenceAs[consulFence](op.Fence)
+			if !ok {
+				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
+			}
+			// check-index on the token alone proves the claim: see Txn.
+			fkey, _, token, _, why := f.target()
+			if why != "" {
+				// Known lost or released here: no key is at index 0, so
+				// the transaction rolls back whatever the store says of
+				// the claim, and Consul still names the first failing op.
+				token = 0
+			}
+			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
+			plan.fences = append(plan.fences, txnFence{op: i, fence: f, lostWhy: why})
+		case topo.TxnCreate:
+			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
+		case topo.TxnUpdate:
+			if op.Version == backendkit.AnyVersion {
+				add(i, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: op.Contents, Flags: writeNonce()})
+				continue
+			}
+			if op.Version == 0 {
+				// No key has ModifyIndex 0, and a check-and-set on 0
+				// would create the key: check the index instead, which
+				// fails with NoNode or BadVersion.
+				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
+				continue
+			}
+			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
+		case topo.TxnDelete:
+			if op.Version == backendkit.AnyVersion {
+				add(i, &api.KVTxnOp{Verb: api.KVGet, Key: key})
+			} else {
+				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(op.Version)})
+			}
+			add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
+		}
+	}
+	return plan, nil
+}
+
+// txnRequestBytes bounds the size of the JSON body the api package sends
+// for ops: per operation txnOpOverhead, the verb, the session, the key as
+// JSON escapes it at worst, and the value in base64.
+func txnRequestBytes(ops api.TxnOps) int {
+	n := 2
+	for _, op := range ops {
+		kv := op.KV
+		n += txnOpOverhead + len(kv.Verb) + len(kv.Session) + jsonStringBound(kv.Key) + base64.StdEncoding.EncodedLen(len(kv.Value))
+	}
+	return n
+}
+
+// jsonStringBound bounds the bytes of s as a JSON string without its
+// quotes: encoding/json escapes control characters, <, > and & as \uXXXX
+// and replaces invalid UTF-8 bytes by \ufffd, six bytes each; quotes and
+// backslashes take two.
+func jsonStringBound(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b < 0x20 || b == '<' || b == '>' || b == '&' || b >= 0x80:
+			n += 6
+		case b == '"' || b == '\\':
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// txnSendError maps the error of a transaction request that got no
+// per-operation answer: Consul's refusal of an oversized transaction (HTTP
+// 413: its limits are lower than the Conn's Options say) is
+// InvalidArgument; everything else as convertError (Unavailable for a
+// lost answer: the outcome is unknown).
+func (c *Conn) txnSendError(ctx context.Context, err error) error {
+	if ctx.Err() == nil && c.ctx.Err() == nil {
+		msg := err.Error()
+		if strings.Contains(msg, "too large") || strings.Contains(msg, "too many operations") {
+			return backendkit.Wrap(topo.InvalidArgument, "", err)
+		}
+	}
+	return c.convertError(ctx, err, "")
+}
+
+// txnFailure turns a rolled-back transaction into its error: the
+// *topo.TxnError of the op owning the Consul operation with the lowest
+// OpIndex among the errors, PermissionDenied for an ACL refusal, and
+// rollbackError's Unavailable for an error that names no failed condition.
+func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
+	if classifyRollback(resp) == rollbackDenied {
+		return backendkit.Wrap(topo.PermissionDenied, "", txnError(resp))
+	}
+	var first *api.TxnError
+	for _, e := range resp.Errors {
+		if e != nil && e.OpIndex >= 0 && e.OpIndex < len(plan.ops) && (first == nil || e.OpIndex < first.OpIndex) {
+			first = e
+		}
+	}
+	if first == nil {
+		return rollbackError("", resp)
+	}
+	op := cops[plan.owner[first.OpIndex]]
+	code, ok := failureCode(op.Kind, plan.ops[first.OpIndex].KV.Verb, first.What)
+	path := op.Path
+	if op.Kind == topo.TxnIfHeld {
+		f := plan.fences[fenceIndex(plan, op.Index)]
+		_, _, _, path, _ = f.fence.target()
+		if f.lostWhy != "" {
+			return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy))}
+		}
+	}
+	if !ok {
+		return rollbackError(path, resp)
+	}
+	if code == topo.BadVersion && op.Kind == topo.TxnUpdate && plan.ops[first.OpIndex].KV.Verb == api.KVCAS {
+		// Consul's failed check-and-set does not say whether the key is
+		// absent: a consistent read tells, as for Update.
+		err := c.missingOrBadVersion(ctx, op.Path)
+		if !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.BadVersion) {
+			return err
+		}
+		return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: err}
+	}
+	return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(code, path, errors.New(first.What))}
+}
+
+// fenceIndex returns the position in plan.fences of the IfHeld op i.
+func fenceIndex(plan txnPlan, i int) int {
+	for j, f := range plan.fences {
+		if f.op == i {
+			return j
+		}
+	}
+	return 0
+}
+
+// failureCode is the condition outcome of a Consul operation of verb,
+// generated for an op of kind, failing with Consul's message what (see
+// Consul's state store: "failed index check", "doesn't exist", "exists",
+// "index is stale"). It reports false for a
+// message that names no failed condition (a lock-delay, an internal
+// error).
+func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCode, bool) {
+	missing := strings.Contains(what, "doesn't exist")
+	switch {
+	case kind == topo.TxnIfHeld:
+		// check-index on the token: gone, or acquired again or written
+		// since the token's acquire.
+		if missing || strings.Contains(what, "failed index check") {
+			return topo.LockLost, true
+		}
+	case verb == api.KVCheckIndex:
+		switch {
+		case missing:
+			return topo.NoNode, true
+		case strings.Contains(what, "failed index check"):
+			return topo.BadVersion, true
+		}
+	case verb == api.KVCheckNotExists:
+		if strings.HasSuffix(what, " exists") {
+			return topo.NodeExists, true
+		}
+	case verb == api.KVGet:
+		if missing {
+			return topo.NoNode, true
+		}
+	case verb == api.KVCAS && kind == topo.TxnCreate:
+		if strings.Contains(what, "index is stale") {
+			return topo.NodeExists, true
+		}
+	case verb == api.KVCAS:
+		// A versioned UpdateOp: absent or at another version; txnFailure
+		// reads which.
+		if strings.Contains(what, "index is stale") {
+			return topo.BadVersion, true
+		}
+	}
+	return 0, false
+}
+
+// txnResults reports whether a successful Consul operation of verb
+// returns a result (the key, without its value except for get): every
+// verb Txn uses but check-not-exists and delete.
+func txnResults(verb api.KVOp) bool {
+	return verb != api.KVCheckNotExists && verb != api.KVDelete
+}
+
+// txnVersions returns, for each op, the new version of a CreateOp or
+// UpdateOp (the ModifyIndex in the result of its write) and nil for the
+// others. Results carry no OpIndex, so they are matched to the operations
+// that return one, in order, and must name their keys; an answer that
+// does not match is Unavailable (the transaction was applied, but its
+// versions are unknown).
+func txnVersions(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) ([]topo.Version, error) {
+	out := make([]topo.Version, len(cops))
+	k := 0
+	for i, op := range plan.ops {
+		if !txnResults(op.KV.Verb) {
+			continue
+		}
+		if k >= len(resp.Results) || resp.Results[k].KV == nil || resp.Results[k].KV.Key != op.KV.Key {
+			return nil, backendkit.Wrap(topo.Unavailable, "", fmt.Errorf("the transaction was applied but its answer does not match its operations (result %d of %d)", k, len(resp.Results)))
+		}
+		if v := op.KV.Verb; v == api.KVSet || v == api.KVCAS {
+			out[plan.owner[i]] = topo.NumericVersion(resp.Results[k].KV.ModifyIndex)
+		}
+		k++
+	}
+	return out, nil
+}
