@@ -107,9 +107,12 @@ type Conn interface {
 	// trip, or nothing is written. It returns, for each op, the new
 	// version of a CreateOp or UpdateOp and nil for the others.
 	//
-	// A condition that does not hold (including the implied conditions of
-	// CreateOp, and of UpdateOp and DeleteOp with a version) gives a
-	// *TxnError naming the first failing op by index, wrapping a *Error
+	// Every condition, and every implied condition of a write, is evaluated
+	// against the state before the transaction: an op never sees the
+	// writes of the ops before it (so IfPresent(p) after CreateOp(p) fails
+	// when p was absent). A condition that does not hold (including the
+	// implied conditions of CreateOp, and of UpdateOp and DeleteOp with a
+	// version) gives a *TxnError naming the first failing op by index, wrapping a *Error
 	// with NodeExists, NoNode, BadVersion or LockLost. Bad input is found
 	// before anything is sent: an empty op list, or more ops than the
 	// store takes in one transaction (each backend documents its limit),

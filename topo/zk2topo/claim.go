@@ -17,8 +17,13 @@ import (
 // holding contents under <root>/dirPath/locks/ (creating that "locks"
 // container znode when absent; the server removes it once its last entry
 // is gone), and waits until its znode has the lowest sequence, watching
-// only its predecessor. Uncontended it costs two round trips (the create
-// and a children read). It returns NoNode when dirPath has no files,
+// only its predecessor. It reads the new entry's Stat with an exists that
+// sets the watch behind Done (its Czxid is the fencing token, see Token):
+// pipelined behind the create, with the children read, when the Conn
+// predicts the entry's name (it released the previous entry there), so
+// that an uncontended Lock waits one round trip; otherwise sent when the
+// create returns (one more round trip unless the claim waits for a
+// predecessor anyway). It returns NoNode when dirPath has no files,
 // Timeout or Interrupted when ctx ends first (the waiting znode is then
 // removed with a fresh context), LockLost when the session it waits on
 // ends (the server then deleted its znode), PermissionDenied when the
@@ -26,7 +31,7 @@ import (
 // backendkit.CheckLockPath), InvalidArgument, Closed or Unavailable. The lock
 // lives as long as the session it was taken on (see Options.SafetyMargin).
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, true, false)
+	return c.lock(ctx, dirPath, contents, true, false, false)
 }
 
 // LockWithTTL is Lock with a time to live. ttl must be positive
@@ -37,11 +42,7 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // to ZooKeeper. TTL znodes (extendedTypesEnabled) are not used: they are not
 // tied to a session, so a holder that lost its session would keep the lock.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
-	if ttl <= 0 {
-		p, _ := topo.CleanDirPath(dirPath)
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("ttl must be positive")}
-	}
-	return c.lock(ctx, dirPath, contents, true, false)
+	return c.lock(ctx, dirPath, contents, true, false, ttl <= 0)
 }
 
 // LockName takes the named lock dirPath, which need not exist (the
@@ -49,13 +50,13 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 // is released). Like every ZooKeeper lock it lives as long as the session,
 // with no other time limit. Errors as for Lock, except NoNode.
 func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, false, false)
+	return c.lock(ctx, dirPath, contents, false, false, false)
 }
 
 // TryLock is Lock that returns NodeExists at once (after removing its own
 // entry) when another entry, holder or waiter, is ahead of it.
 func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, true, true)
+	return c.lock(ctx, dirPath, contents, true, true, false)
 }
 
 // lock claims the lock: it enters the queue on the current session and
@@ -63,7 +64,12 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 // on the session its entry was created on; when that session ends before
 // the entry was created, the claim starts again on a new session (nothing
 // of it can survive on the old one), and after, it fails with LockLost.
-func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try bool) (topo.LockDescriptor, error) {
+// The arguments are checked in backendkit's order: ctx, the path, the
+// reserved-name rule, the value, the ttl (badTTL), whether c is closed.
+func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try, badTTL bool) (topo.LockDescriptor, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	dp, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
@@ -71,11 +77,14 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 	if err := backendkit.CheckValue(dp, []byte(contents)); err != nil {
 		return nil, err
 	}
+	if badTTL {
+		return nil, backendkit.Wrap(topo.InvalidArgument, dp, errors.New("ttl must be positive"))
+	}
 	if err := c.begin(ctx, dp); err != nil {
 		return nil, err
 	}
 	if c.internal(dp) {
-		return nil, &topo.Error{Code: topo.InvalidPath, Path: dp, Err: errors.New("zk2topo: ZooKeeper's own znodes cannot be locked")}
+		return nil, backendkit.Wrap(topo.InvalidPath, dp, errors.New("zk2topo: ZooKeeper's own znodes cannot be locked"))
 	}
 	dirZp := c.zkPath(dp)
 	locksZp := dirZp + "/" + locksDir
@@ -87,22 +96,74 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 		if err != nil {
 			return nil, err
 		}
+		// The creates the session started under locksZp, and whether any
+		// is in flight, before the prefetches are registered: a predicted
+		// read is used only when our create was the one create of the
+		// session under locksZp from then on (so the frame it was sent
+		// behind is ours).
+		started, inFlight := s.createState(locksZp)
 		pre, stop := c.prefetchChildren(ctx, s, dp, locksZp)
-		node, err := c.enqueue(ctx, s, dp, dirZp, locksZp, contents, mustExist)
+		predicted, hinted := c.takeSeqHint(locksZp)
+		var tokPre <-chan entryStat
+		stopTok := func() {}
+		if hinted {
+			tokPre, stopTok = c.prefetchEntry(ctx, s, dp, locksZp, predicted)
+		}
+		node, first, err := c.enqueue(ctx, s, dp, dirZp, locksZp, contents, mustExist)
 		stop()
+		stopTok()
 		if err != nil {
 			if s.isLost() && topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && session < 3 {
 				continue // nothing was created on the ended session that outlives it
 			}
 			return nil, err
 		}
-		l := &lockDesc{c: c, dir: dp, node: node, sess: s}
+		l := &lockDesc{c: c, dir: dp, node: node, sess: s, gen: s.entryGen(node), done: make(chan struct{})}
+		// The entry's Stat (its Czxid is the token) with the watch behind
+		// Done. When the entry got the predicted name, the exists
+		// pipelined behind the create read it (an exists of that name sent
+		// after our create, on our session, showing a znode our session
+		// owns, shows our entry). Otherwise it is read while the claim
+		// waits: one round trip of waiting when the lock is free at once.
+		var got entryStat
+		if now, _ := s.createState(locksZp); tokPre != nil && first && node == predicted && inFlight == 0 && now == started+1 {
+			if r, ok := <-tokPre; ok && r.owned(s) {
+				got = r
+			}
+		}
+		var stat <-chan entryStat
+		if got.st == nil {
+			stat = c.statEntry(ctx, s, dp, node)
+		}
 		if err := l.wait(ctx, try, pre); err != nil {
 			return nil, err
 		}
+		if stat == nil {
+			l.token = got.st.Czxid
+			c.watchEntry(s, dp, node, got.ch, l.done, l.endClaim)
+			return l, nil
+		}
+		r := <-stat
+		switch {
+		case r.err == errSessionOver || s.isLost():
+			return nil, backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
+		case r.err != nil:
+			l.abandon()
+			return nil, c.convert(r.err, dp)
+		case !r.owned(s):
+			// Deleted behind our back (or not ours): not held.
+			s.forget(node)
+			return nil, backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
+		}
+		l.token = r.st.Czxid
+		c.watchEntry(s, dp, node, r.ch, l.done, l.endClaim)
 		return l, nil
 	}
 }
+
+// errLostWhileWaiting is the cause of the LockLost of a claim whose
+// session ended (or whose entry vanished) before the lock was held.
+var errLostWhileWaiting = errors.New("zk2topo: the session ended, or the entry vanished, while waiting for the lock")
 
 // childrenRes is the answer to a children read.
 type childrenRes struct {
@@ -150,14 +211,15 @@ func (c *Conn) prefetchChildren(ctx context.Context, s *zkSession, dp, locksZp s
 
 // enqueue creates the claim's entry on session s, creating the "locks"
 // znode (and, for a named lock, the directory) when needed.
-func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, contents string, mustExist bool) (string, error) {
+// It reports whether the first create made the entry (no retry).
+func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, contents string, mustExist bool) (string, bool, error) {
 	for attempt := 0; ; attempt++ {
 		n, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
 		if err == nil {
-			return n, nil
+			return n, attempt == 0, nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
-			return "", c.convert(err, dp)
+			return "", false, c.convert(err, dp)
 		}
 		// No locks znode yet.
 		if mustExist {
@@ -169,14 +231,14 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, co
 				return err
 			})
 			if err != nil {
-				return "", c.convert(err, dp)
+				return "", false, c.convert(err, dp)
 			}
 			if !exists || st.NumChildren == 0 {
-				return "", topo.NewError(topo.NoNode, dp)
+				return "", false, topo.NewError(topo.NoNode, dp)
 			}
 		}
 		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 }
@@ -188,7 +250,7 @@ func (l *lockDesc) wait(ctx context.Context, try bool, pre <-chan childrenRes) e
 	locksZp := zkDir(l.node)
 	name := l.node[len(locksZp)+1:]
 	lost := func() error {
-		return &topo.Error{Code: topo.LockLost, Path: dp, Err: errors.New("zk2topo: the session ended while waiting for the lock")}
+		return backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
 	}
 	for {
 		var children []string

@@ -9,7 +9,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // lockDesc is a lock entry held (or being waited for) through a Conn, on
@@ -19,6 +18,15 @@ type lockDesc struct {
 	dir  string // canonical directory path
 	node string // the entry's znode path
 	sess *zkSession
+
+	// token is the entry's creation zxid (Stat.Czxid), set once the lock
+	// is held (see Token).
+	token int64
+	// gen is the entry's generation on its session (see entryGen).
+	gen uint64
+	// done is closed by endClaim (see Done).
+	done     chan struct{}
+	doneOnce sync.Once
 
 	mu       sync.Mutex
 	released bool
@@ -67,46 +75,23 @@ func (l *lockDesc) Check(ctx context.Context) error {
 	if released {
 		return topo.NewError(topo.Interrupted, l.dir)
 	}
-	s := l.sess
-	if s.isLost() || l.c.closed.Load() {
-		return topo.NewError(topo.LockLost, l.dir)
-	}
-	if err := backendkit.CheckContext(ctx, l.dir); err != nil {
-		return err
-	}
-	if !s.provablyAlive() {
-		return &topo.Error{Code: topo.Unavailable, Path: l.dir, Err: errors.New("zk2topo: the lock's session is not connected")}
-	}
-	var exists bool
-	var st *zk.Stat
-	err := l.c.do(ctx, l.dir, func() error {
-		return s.syncThen(func() error {
-			var err error
-			exists, st, err = s.zk.Exists(l.node)
-			return err
-		})
-	})
-	switch {
-	case s.isLost() || l.c.closed.Load():
-		return topo.NewError(topo.LockLost, l.dir)
-	case err != nil:
-		return l.c.convert(err, l.dir)
-	case !exists || st.EphemeralOwner != s.zk.SessionID():
-		return topo.NewError(topo.LockLost, l.dir)
-	case !s.provablyAlive():
-		return &topo.Error{Code: topo.Unavailable, Path: l.dir, Err: errors.New("zk2topo: the lock's session is not connected")}
-	}
-	return nil
+	return l.c.checkEntry(ctx, l.sess, l.dir, l.node)
 }
+
+// errNotConnected is the cause of Check's Unavailable while the claim's
+// session is not provably alive.
+var errNotConnected = errors.New("zk2topo: the session of the lock or term is not connected")
 
 // Unlock deletes the lock entry (one round trip), on the session that
 // created it and only there: when that session is over, nothing is sent
 // and Unlock returns LockLost (the server deleted the entry with the
 // session, and a znode of the same name now belongs to someone else). A
 // second Unlock returns Interrupted; LockLost also when the entry was
-// already gone. When the directory holds nothing else afterwards (its files
+// already gone, and, without anything sent, when Done had closed (the
+// watch saw the entry deleted) or the session has since created an entry
+// of the same name. When the directory holds nothing else afterwards (its files
 // were deleted while it was locked, or it is a named lock), it is removed
-// with the parents left empty.
+// with the parents left empty. Done is closed first, whatever the outcome.
 func (l *lockDesc) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -115,6 +100,16 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	}
 	l.released = true
 	l.mu.Unlock()
+	// Done closed before Unlock: the session ended or the watch saw the
+	// entry deleted behind the holder's back. Then nothing is sent: a
+	// znode of the entry's name may by now be another holder's.
+	var ended bool
+	select {
+	case <-l.done:
+		ended = true
+	default:
+	}
+	l.endClaim()
 	c, s := l.c, l.sess
 	if s.isLost() {
 		return topo.NewError(topo.LockLost, l.dir)
@@ -122,13 +117,14 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	if c.closed.Load() {
 		return topo.NewError(topo.Closed, l.dir)
 	}
-	if !s.owns(l.node) {
+	if ended || !s.owns(l.node) || s.entryGen(l.node) != l.gen {
 		return topo.NewError(topo.LockLost, l.dir)
 	}
 	err := l.release(ctx)
 	switch {
 	case err == nil:
 		s.forget(l.node)
+		c.noteReleased(l.node)
 		return nil
 	case s.isLost():
 		return topo.NewError(topo.LockLost, l.dir)

@@ -38,8 +38,9 @@
 //   - a lock, a waiting Lock and an election candidate belong to the
 //     session that created their entry, and every later request about that
 //     entry (the wait, Check, Unlock, the leader's watch, the candidate's
-//     removal) runs on that session only. When it is over they report
-//     LockLost, end the leadership, or enter again on a new session; they
+//     removal, and a Txn guarded by IfHeld on it) runs on that session
+//     only. When it is over they report LockLost, end the leadership, or
+//     enter again on a new session; they
 //     never touch the entry's name on another session (a znode of that
 //     name may by then belong to someone else);
 //   - a session is given up once its latest answered request was sent more
@@ -62,11 +63,52 @@
 //     version read, so a directory re-created meanwhile as a file is kept.
 //     The library never writes a directory's data (only Create over a
 //     directory, which turns it into the caller's file, and Delete of a
-//     file that has children, which empties that file's data);
+//     file that has children, which empties that file's data, and the
+//     CreateOp, UpdateOp and DeleteOp of a Txn, which do the same);
+//   - IfAbsent in a Txn creates and deletes the path (or its highest
+//     missing ancestor) in the same multi: nothing of it remains;
 //   - "locks" znodes and election directories are container znodes: the
 //     server deletes them once their last child is gone (at its
 //     znode.container.checkIntervalMs, 60 s by default), and the library
 //     removes them with their directory when it sees them empty.
+//
+// # Fencing tokens, Done and terms
+//
+// The fencing token of a lock (LockDescriptor.Token) is the creation zxid
+// (Stat.Czxid) of its lock entry; the token of a leadership term
+// (LeaderParticipation.Term) is the Czxid of the leading candidate entry.
+// Zxids grow with every committed write of the ensemble, across sessions,
+// leader changes (a new epoch) and restarts, and a lock (or leadership)
+// passes from entry to entry only in creation order, so every later
+// holder's token is greater (the argument is in fence.go). The token is
+// read on the entry's session with an exists request that also sets the
+// watch behind Done (go-zookeeper has no create that returns a Stat):
+// pipelined behind the create when the Conn can predict the entry's name
+// (it released the previous entry there), otherwise sent when the create
+// returns (free while the claim waits for a predecessor, one round trip
+// when the lock is free at once).
+//
+// Done closes on Unlock (Stop for a term), when the claim's session ends
+// (expired, given up, Close), and when the watch sees the entry deleted.
+// A term also ends when the leadership context is cancelled (a dropped
+// connection ends leadership at once); leading again on the same entry
+// after reconnecting gives a new term with the same token (nobody can have
+// led in between: the entry stayed the lowest).
+//
+// # Transactions
+//
+// Conn.Txn is one ZooKeeper multi (see Txn for the mapping of each op).
+// IfHeld is a check-version op on the claim's entry, and a guarded multi
+// runs on the claim's session, never on another: after that session ends
+// the server refuses its requests, while an entry of the same name may by
+// then belong to another session (a re-created "locks" znode restarts the
+// sequence), which a check on any other session would accept. The ops
+// whose meaning depends on whether a znode is a file or a directory
+// (IfVersion, IfPresent, UpdateOp with a version) read the znode's Stat
+// first (one more round trip, as a compare-and-set Update does); IfAbsent
+// is a create and a delete of the path in the same multi. A request larger
+// than Options.MaxTxnBytes (default ZooKeeper's jute.maxbuffer, 1 MiB) is
+// refused before it is sent.
 //
 // # Reads
 //

@@ -24,7 +24,7 @@ func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 		return nil, err
 	}
 	if c.closed.Load() {
-		return nil, topo.NewError(topo.Closed, name)
+		return nil, topo.NewError(topo.Closed, n)
 	}
 	dp := electionsDir + "/" + n
 	ctx, cancel := context.WithCancel(context.Background())
@@ -49,6 +49,7 @@ type participation struct {
 	nodeSess *zkSession // the session node belongs to
 	lctx     context.Context
 	lcancel  context.CancelFunc
+	term     *term // the current or latest term, nil before the first
 	monitor  sync.WaitGroup
 }
 
@@ -117,6 +118,15 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 				lctx, err := p.lead(node, sess)
 				if err == errRetry {
 					continue // disconnected meanwhile: check again once reconnected
+				}
+				if err == errGone {
+					// The entry is not ours any more: enter again.
+					p.mu.Lock()
+					if p.node == node {
+						p.node = ""
+					}
+					p.mu.Unlock()
+					break
 				}
 				return lctx, err
 			}
@@ -201,9 +211,26 @@ func (p *participation) candidate(ctx context.Context, sess *zkSession) (string,
 // errRetry tells WaitForLeadership to check its candidate again.
 var errRetry = errors.New("retry")
 
-// lead records leadership and starts the goroutine that ends it.
+// errGone tells WaitForLeadership that its candidate entry is gone (or,
+// under a re-created election directory, a znode of its name belongs to
+// another session): it enters again with a new one.
+var errGone = errors.New("candidate gone")
+
+// lead records leadership and starts the goroutine that ends it. It reads
+// the candidate entry's Stat first, on its session, with a watch: its
+// Czxid is the term's fencing token, and the watch ends the term when the
+// entry is deleted.
 func (p *participation) lead(node string, sess *zkSession) (context.Context, error) {
 	c := p.c
+	r := <-c.statEntry(p.stopCtx, sess, p.name, node)
+	switch {
+	case r.err == errSessionOver:
+		return nil, errRetry // the candidates read then sees the session over
+	case r.err != nil:
+		return nil, p.stopErr(c.convert(r.err, p.name))
+	case !r.owned(sess):
+		return nil, errGone
+	}
 	lctx, cancel := context.WithCancel(context.Background())
 	// Leadership ends as soon as the connection drops: from then on the
 	// server may expire the session (and let another candidate lead)
@@ -213,31 +240,30 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 		cancel()
 		return nil, errRetry
 	}
+	t := &term{p: p, node: node, sess: sess, token: r.st.Czxid, gen: sess.entryGen(node), lctx: lctx, done: make(chan struct{})}
+	var once sync.Once
+	t.once = func() { once.Do(func() { close(t.done) }) }
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		cancel()
+		t.once()
 		return nil, topo.NewError(topo.Interrupted, p.name)
 	}
-	p.lctx, p.lcancel = lctx, cancel
+	p.lctx, p.lcancel, p.term = lctx, cancel, t
 	p.monitor.Add(1)
 	p.mu.Unlock()
 	go func() {
 		defer p.monitor.Done()
+		defer t.once() // after cancel: Done closes once the context is cancelled
 		defer cancel()
+		ch := r.ch
 		for {
-			var exists bool
-			var ch <-chan zk.Event
-			err := c.onSession(lctx, sess, p.name, func(z *zk.Conn) error {
-				var err error
-				exists, _, ch, err = z.ExistsW(node)
-				return err
-			})
-			if err != nil || !exists {
-				return
-			}
 			select {
-			case <-ch:
+			case ev := <-ch:
+				if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNotWatching {
+					return
+				}
 			case <-lctx.Done():
 				return
 			case <-sess.lost:
@@ -245,6 +271,16 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 			case <-p.stopCtx.Done():
 				return
 			case <-c.closing:
+				return
+			}
+			var exists bool
+			var st *zk.Stat
+			err := c.onSession(lctx, sess, p.name, func(z *zk.Conn) error {
+				var err error
+				exists, st, ch, err = z.ExistsW(node)
+				return err
+			})
+			if err != nil || !exists || st.EphemeralOwner != sess.zk.SessionID() {
 				return
 			}
 		}

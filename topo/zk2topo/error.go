@@ -6,6 +6,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // convert maps an error from the ZooKeeper client onto a *topo.Error for p
@@ -59,5 +60,5 @@ func (c *Conn) convert(err error, p string) error {
 			code = topo.Closed
 		}
 	}
-	return &topo.Error{Code: code, Path: p, Err: err}
+	return backendkit.Wrap(code, p, err)
 }

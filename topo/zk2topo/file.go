@@ -49,6 +49,9 @@ func (c *Conn) internal(p string) bool {
 // NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
 // Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, err := backendkit.CheckCreate(filePath, contents)
 	if err != nil {
 		return nil, err
@@ -57,7 +60,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, &topo.Error{Code: topo.InvalidPath, Path: p, Err: errors.New("zk2topo: ZooKeeper's own znodes cannot be written")}
+		return nil, backendkit.Wrap(topo.InvalidPath, p, errors.New("zk2topo: ZooKeeper's own znodes cannot be written"))
 	}
 	return c.create(ctx, p, contents)
 }
@@ -178,6 +181,9 @@ func zkVersion(n int64) (ver int32, ok bool) {
 // (value too large, foreign or negative version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, n, err := backendkit.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
@@ -187,7 +193,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, &topo.Error{Code: topo.InvalidPath, Path: p, Err: errors.New("zk2topo: ZooKeeper's own znodes cannot be written")}
+		return nil, backendkit.Wrap(topo.InvalidPath, p, errors.New("zk2topo: ZooKeeper's own znodes cannot be written"))
 	}
 	zp := c.zkPath(p)
 	if !ok {
@@ -269,6 +275,9 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 // is only a directory, and InvalidPath, PermissionDenied,
 // Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, nil, err
@@ -299,6 +308,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // GetVersion always returns NoImplementation (after validating its
 // arguments): ZooKeeper keeps no history of a znode's values.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, err
@@ -306,10 +318,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, p)
 	}
-	if err := backendkit.CheckContext(ctx, p); err != nil {
-		return nil, err
-	}
-	return nil, &topo.Error{Code: topo.NoImplementation, Path: p, Err: errors.New("zk2topo: ZooKeeper keeps no history")}
+	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("zk2topo: ZooKeeper keeps no history"))
 }
 
 // List returns every file whose path starts with filePathPrefix (a plain
@@ -325,6 +334,9 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // state. It returns NoNode when no file matches, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
+	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
+		return nil, err
+	}
 	prefix, err := topo.CleanPrefix(filePathPrefix)
 	if err != nil {
 		return nil, err
@@ -477,6 +489,9 @@ func splitPrefix(prefix string) (dir, name string) {
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return err
+	}
 	p, n, err := backendkit.CheckDelete(filePath, version)
 	if err != nil {
 		return err

@@ -75,6 +75,7 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 	}
 	s.mu.Lock()
 	s.pending[parentZp]++
+	s.creates[parentZp]++
 	s.mu.Unlock()
 	type result struct {
 		node string
@@ -94,6 +95,8 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 		}
 		if err == nil && !s.isLost() {
 			s.entries[node] = true
+			s.nextGen++
+			s.gens[node] = s.nextGen
 		}
 		s.mu.Unlock()
 		if errors.Is(err, zk.ErrConnectionClosed) && !c.closed.Load() && !s.isLost() {
@@ -141,7 +144,27 @@ func (c *Conn) deleteEntry(s *zkSession, node string) {
 func (s *zkSession) forget(node string) {
 	s.mu.Lock()
 	delete(s.entries, node)
+	delete(s.gens, node)
 	s.mu.Unlock()
+}
+
+// createState returns how many entry creates under parentZp the session
+// has started, and how many are in flight.
+func (s *zkSession) createState(parentZp string) (started uint64, inFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.creates[parentZp], s.pending[parentZp]
+}
+
+// entryGen returns the generation of the session's recorded entry node:
+// a number that changes when the session creates an entry of the same
+// name again (after the first was deleted behind its back and its parent
+// re-created, which restarts the sequence), 0 when node is not recorded.
+// A claim holds only while the generation it was created with is current.
+func (s *zkSession) entryGen(node string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gens[node]
 }
 
 // owns reports whether node is a recorded entry of the session.

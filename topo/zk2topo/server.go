@@ -92,6 +92,13 @@ type Options struct {
 	// another client (ZooKeeper's default).
 	LinearizableReads bool
 
+	// MaxTxnBytes is the largest transaction (Txn) request the Conn
+	// sends, in bytes as encoded: set it to the servers' jute.maxbuffer
+	// when they raise it. Zero means DefaultMaxTxnBytes (ZooKeeper's
+	// default jute.maxbuffer); values above 1.5 MiB - 4 (the client
+	// library's buffer) count as that.
+	MaxTxnBytes int
+
 	// Dialer, if set, replaces net.DialTimeout for the connections to the
 	// servers.
 	Dialer func(network, address string, timeout time.Duration) (net.Conn, error)
@@ -188,6 +195,8 @@ type Conn struct {
 
 	sortPool sync.Pool // *sortScratch of ListDir's sortNames
 
+	seqHints sync.Map // locks znode path → the next entry's expected sequence (int64), see noteReleased
+
 	lastDialErr atomic.Pointer[error] // the latest failed dial, for NewConn's error
 }
 
@@ -212,7 +221,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, err
 	}
 	if len(opts.Servers) == 0 {
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: root, Err: errors.New("zk2topo: no ZooKeeper server address")}
+		return nil, backendkit.Wrap(topo.InvalidArgument, root, errors.New("zk2topo: no ZooKeeper server address"))
 	}
 	addr := strings.Join(opts.Servers, ",")
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
@@ -224,7 +233,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
 		cfg, err := tlsConfig(opts)
 		if err != nil {
-			return nil, &topo.Error{Code: topo.InvalidArgument, Path: root, Err: err}
+			return nil, backendkit.Wrap(topo.InvalidArgument, root, err)
 		}
 		opts.Dialer = tlsDialer(cfg, opts.Dialer)
 	}
@@ -232,7 +241,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if auth == "" && opts.AuthFile != "" {
 		b, err := os.ReadFile(opts.AuthFile)
 		if err != nil {
-			return nil, &topo.Error{Code: topo.InvalidArgument, Path: opts.AuthFile, Err: err}
+			return nil, backendkit.Wrap(topo.InvalidArgument, opts.AuthFile, err)
 		}
 		auth = strings.TrimSpace(string(b))
 	}
@@ -262,7 +271,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if auth != "" {
 		scheme, a, ok := strings.Cut(auth, ":")
 		if !ok || scheme == "" {
-			return nil, &topo.Error{Code: topo.InvalidArgument, Path: root, Err: errors.New("zk2topo: auth must be \"scheme:auth\"")}
+			return nil, backendkit.Wrap(topo.InvalidArgument, root, errors.New("zk2topo: auth must be \"scheme:auth\""))
 		}
 		c.authScheme, c.auth = scheme, []byte(a)
 	}
@@ -283,7 +292,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	c.jobs = make(chan job)
 	s, err := c.newSession()
 	if err != nil {
-		return nil, &topo.Error{Code: topo.InvalidArgument, Path: strings.Join(opts.Servers, ","), Err: err}
+		return nil, backendkit.Wrap(topo.InvalidArgument, strings.Join(opts.Servers, ","), err)
 	}
 	c.cur = s
 	if err := c.awaitSession(ctx, s, addr); err != nil {
@@ -317,8 +326,7 @@ func (c *Conn) awaitSession(ctx context.Context, s *zkSession, addr string) erro
 		case <-ctx.Done():
 			return backendkit.FromContext(ctx, addr)
 		case <-bound.C:
-			return &topo.Error{Code: topo.Unavailable, Path: addr,
-				Err: c.noSessionError(addr)}
+			return backendkit.Wrap(topo.Unavailable, addr, c.noSessionError(addr))
 		case <-time.After(tick):
 		}
 		tick = min(2*tick, 50*time.Millisecond)
@@ -344,7 +352,7 @@ func (c *Conn) session(p string) (*zkSession, error) {
 	if c.cur.isLost() {
 		s, err := c.newSession()
 		if err != nil {
-			return nil, &topo.Error{Code: topo.Unavailable, Path: p, Err: err}
+			return nil, backendkit.Wrap(topo.Unavailable, p, err)
 		}
 		c.cur = s
 	}
@@ -402,12 +410,16 @@ func (c *Conn) relPath(zp string) string {
 // zkDir returns the parent znode path of zp.
 func zkDir(zp string) string { return path.Dir(zp) }
 
-// begin checks the Conn and ctx before a call touches the store.
+// begin checks ctx and then the Conn before a call touches the store (the
+// last steps of backendkit's check order).
 func (c *Conn) begin(ctx context.Context, p string) error {
+	if err := backendkit.CheckContext(ctx, p); err != nil {
+		return err
+	}
 	if c.closed.Load() {
 		return topo.NewError(topo.Closed, p)
 	}
-	return backendkit.CheckContext(ctx, p)
+	return nil
 }
 
 // write runs fn (a request that is not retried) on the current session

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // zkSession is one ZooKeeper session, and the one *zk.Conn that carries it.
@@ -41,6 +42,9 @@ type zkSession struct {
 	funcs          []func()  // onLost
 	suspend        []func()  // onDisconnect
 	entries        map[string]bool
+	gens           map[string]uint64 // entry → generation, see entryGen
+	nextGen        uint64
+	creates        map[string]uint64 // parent znode → entry creates started under it
 	pending        map[string]int
 }
 
@@ -51,6 +55,8 @@ func (c *Conn) newSession() (*zkSession, error) {
 		c:       c,
 		lost:    make(chan struct{}),
 		entries: map[string]bool{},
+		gens:    map[string]uint64{},
+		creates: map[string]uint64{},
 		pending: map[string]int{},
 	}
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
@@ -130,6 +136,7 @@ func (s *zkSession) lose() {
 		s.funcs, s.suspend = nil, nil
 		s.connected = false
 		clear(s.entries) // the server deletes them with the session
+		clear(s.gens)
 		s.mu.Unlock()
 		for _, f := range funcs {
 			f()
@@ -492,4 +499,4 @@ func (o *sessionObserver) written(b []byte) {
 
 // errSessionOver is the error of a request that was not sent because the
 // session it was issued on is over.
-var errSessionOver = &topo.Error{Code: topo.Unavailable, Err: errors.New("zk2topo: the ZooKeeper session ended")}
+var errSessionOver = backendkit.Wrap(topo.Unavailable, "", errors.New("zk2topo: the ZooKeeper session ended"))

@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // watchBuffer is the capacity of the channels Watch and WatchRecursive
@@ -25,7 +26,7 @@ func (c *Conn) endError(p string, err error) error {
 	if err == nil {
 		err = zk.ErrSessionExpired
 	}
-	return &topo.Error{Code: topo.Unavailable, Path: p, Err: err}
+	return backendkit.Wrap(topo.Unavailable, p, err)
 }
 
 // Watch returns filePath's current contents and a channel of its later
@@ -38,6 +39,9 @@ func (c *Conn) endError(p string, err error) error {
 // Errors: NoNode (no channel) when the file is absent, InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, nil, err
@@ -153,6 +157,9 @@ func (c *Conn) getW(ctx context.Context, p, zp string) ([]byte, *zk.Stat, <-chan
 // Unavailable and closes it. It costs two reads per znode to start. Errors:
 // InvalidPath, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	if err := backendkit.CheckContext(ctx, prefix); err != nil {
+		return nil, nil, err
+	}
 	pp, err := topo.CleanPrefix(prefix)
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,838 @@
+package zk2topo
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// DefaultMaxTxnBytes is the largest transaction request, in bytes, a Conn
+// sends when Options.MaxTxnBytes is zero: ZooKeeper's default
+// jute.maxbuffer (0xfffff), above which the server drops the connection.
+const DefaultMaxTxnBytes = 0xfffff
+
+// clientMaxRequest is the largest request go-zookeeper v1.0.4 can encode
+// (its send buffer, 1.5 MiB, less the length prefix): no Options value
+// raises the limit above it.
+const clientMaxRequest = 1536*1024 - 4
+
+// maxTxnAttempts bounds the multis one Txn sends (each after a failed one
+// that showed what the next must express: a missing parent, a directory).
+const maxTxnAttempts = 10
+
+// errOwnZnodes is the cause of the InvalidPath of a write to ZooKeeper's
+// own znodes.
+var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written")
+
+// Txn applies ops as one ZooKeeper multi: all of its operations or none,
+// in one atomic transaction on the server. It returns the new version of
+// each CreateOp and UpdateOp, nil for the other ops.
+//
+// The multi holds, for each op, in order (ZooKeeper runs them in order,
+// so a condition sees the writes of the ops before it):
+//
+//   - IfHeld(f): a check op (any version) that the lock entry (or the
+//     leading candidate entry) exists. The multi then runs on the claim's
+//     session (which owns the entry), not on the Conn's current one: once
+//     that session is over, the server refuses every request of it, so an
+//     entry name that another session reuses later (the "locks" znode was
+//     removed and created again, and its sequence restarted) can never
+//     pass the check. All IfHeld ops of one Txn must be claims of one
+//     session (InvalidArgument otherwise). A claim released or lost
+//     locally (Unlock, Stop, its session over, its entry seen deleted, or
+//     an entry of the same name created again by the same session after
+//     the first was deleted behind its back) fails with LockLost: at once
+//     when it is the first op, otherwise as a check that cannot pass
+//     (sent on the current session when the claim's is over), so that an
+//     earlier failing op is still the one named.
+//     A claim of another Conn opened on the same server addresses is
+//     fine: the multi runs on that Conn's session (with its credentials);
+//     a claim of a Conn of other addresses is InvalidArgument (it could
+//     be another ensemble's).
+//   - IfVersion(p, v), IfPresent(p): a check-version op (version -1 for
+//     IfPresent). UpdateOp(p, c, v) with a version: a set-data op at v.
+//   - UpdateOp(p, c, nil): a set-data op at any version; when the file is
+//     absent, a create instead (with its missing parents).
+//   - CreateOp(p, c): the creates of the missing parent directories, then
+//     the create of p; over a znode that is only a directory, a set-data
+//     op at the directory's version instead (as Create turns a directory
+//     into the file).
+//   - DeleteOp(p, v): a delete op (at v if given); a file that has files
+//     below it gets a set-data op emptying it instead (as Delete does).
+//     Parent directories left empty are removed after the multi, best
+//     effort, as Delete does.
+//   - IfAbsent(p): a create of p and a delete of it, back to back (a
+//     multi has no "absent" check): the create fails when p exists. When
+//     p's parent is absent, the same pair on the highest missing
+//     ancestor. Nothing is left of the pair after the multi (no reader
+//     can see the znode), but ZooKeeper counts it: the parent's child
+//     version grows, and child watches on the parent (and exists watches
+//     on the path) fire.
+//
+// Whether a znode is a file or only a directory (no data, children) is
+// not something a multi can check. So the ops whose meaning depends on it
+// (IfVersion, IfPresent, UpdateOp with a version) read the znode's Stat
+// first, one round trip before the multi, as Update's compare-and-set
+// does; a znode that is only a directory then makes the multi check the
+// directory's version and fail there (NoNode), and a directory turned
+// into a file in between fails that check and the Txn starts again. The
+// other ops need no read: a transaction of only IfHeld, CreateOp,
+// UpdateOp without version, DeleteOp and IfAbsent costs one round trip
+// when nothing is missing. When a multi fails at an op whose failure needs
+// a Stat to be read right (a missing parent, a directory where a file
+// was expected, a delete refused because of children), the Stat is read
+// on the same session (a round trip, after the failed multi, which wrote
+// nothing), and either the failure is reported or a new multi is built
+// from what it showed (at most ten).
+//
+// The request, as encoded, must not exceed Options.MaxTxnBytes (default
+// DefaultMaxTxnBytes, ZooKeeper's default jute.maxbuffer; at most 1.5 MiB,
+// go-zookeeper's buffer): a larger one is an InvalidArgument *topo.Error
+// (backendkit.TxnTooLarge) before anything is sent. There is no op count
+// limit besides that.
+//
+// Errors: those of backendkit.CheckTxn; InvalidPath for ZooKeeper's own
+// znodes (at the ZooKeeper root); ForeignFence for a Fence of another
+// backend; Closed; a *topo.TxnError naming the first failing op with
+// NodeExists, NoNode, BadVersion or LockLost (nothing written); a
+// *topo.TxnError wrapping PermissionDenied or InvalidArgument (a file
+// below a lock entry, say) for an op the server refused; Unavailable when
+// the answer to the multi was lost (it may have been applied); Timeout or
+// Interrupted when ctx ends first (the multi may still be applied).
+func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
+	tops, err := backendkit.CheckTxn(ctx, ops)
+	if err != nil {
+		return nil, err
+	}
+	t := &txn{c: c, ops: tops, st: make([]opState, len(tops)), claims: make([]fenceClaim, len(tops))}
+	for i, op := range tops {
+		if op.Kind == topo.TxnIfHeld {
+			cl, ok := claimOf(op.Fence)
+			if !ok {
+				return nil, backendkit.ForeignFence(op, FactoryName)
+			}
+			if cl.conn != c && !sameServers(cl.conn, c) {
+				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
+					errors.New("zk2topo: the claim belongs to a Conn of other ZooKeeper servers"))}
+			}
+			if cl.dead = cl.ended(); cl.dead {
+				t.claims[i] = cl // checked by an op that fails (see build)
+				continue
+			}
+			if t.guard != nil && cl.sess != t.guard {
+				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
+					errors.New("zk2topo: the claims of one transaction must belong to one ZooKeeper session"))}
+			}
+			t.guard, t.claims[i] = cl.sess, cl
+			continue
+		}
+		if c.internal(op.Path) {
+			return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes)}
+		}
+	}
+	m := t.build()
+	if err := t.checkSize(m); err != nil {
+		return nil, err
+	}
+	if c.closed.Load() {
+		return nil, topo.NewError(topo.Closed, "")
+	}
+	// A claim that already ended locally fails without the store's word:
+	// at once when it is the first op, otherwise as a check that cannot
+	// pass (version -2), so that the multi still names the first failing
+	// op, which may come before it.
+	if tops[0].Kind == topo.TxnIfHeld && t.claims[0].dead {
+		return nil, backendkit.TxnFailed(tops[0], topo.LockLost)
+	}
+	if t.guard != nil {
+		t.s = t.guard
+	} else if t.s, err = c.live(ctx, ""); err != nil {
+		return nil, err
+	}
+	return t.run(ctx, m)
+}
+
+// fenceClaim is what IfHeld checks: an entry of a session.
+type fenceClaim struct {
+	dead  bool  // ended locally before the Txn (see Txn)
+	conn  *Conn // the Conn that took the claim
+	sess  *zkSession
+	node  string
+	ended func() bool
+}
+
+// claimOf finds the lock descriptor or term behind f.
+func claimOf(f topo.Fence) (fenceClaim, bool) {
+	if l, ok := backendkit.FenceAs[*lockDesc](f); ok {
+		return fenceClaim{conn: l.c, sess: l.sess, node: l.node, ended: func() bool {
+			l.mu.Lock()
+			released := l.released
+			l.mu.Unlock()
+			select {
+			case <-l.done:
+				return true
+			default:
+			}
+			return released || l.sess.isLost() || l.sess.entryGen(l.node) != l.gen
+		}}, true
+	}
+	if t, ok := backendkit.FenceAs[*term](f); ok {
+		return fenceClaim{conn: t.p.c, sess: t.sess, node: t.node, ended: func() bool {
+			return t.ended() || t.sess.isLost()
+		}}, true
+	}
+	return fenceClaim{}, false
+}
+
+// sameServers reports whether a and b were opened on the same server
+// addresses (in any order): a claim of another Conn guards a Txn only
+// then, so that a claim of another ensemble never carries this Conn's
+// writes to that ensemble.
+func sameServers(a, b *Conn) bool {
+	x, y := slices.Clone(a.opts.Servers), slices.Clone(b.opts.Servers)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+// opState is what reads showed about one op's path, for the next multi.
+type opState struct {
+	statted bool
+	exists  bool
+	st      *zk.Stat
+	// missing lists the absent ancestors of the path (znode paths, top
+	// down), read after a create failed with NoNode.
+	missing []string
+}
+
+// dirOnly reports whether the Stat read shows a znode that is not a file
+// (only a directory, or an ephemeral entry).
+func (s *opState) dirOnly() bool {
+	return s.statted && s.exists && (!isFile(s.st) || s.st.EphemeralOwner != 0)
+}
+
+// onlyDir reports whether the Stat read shows a znode that is only a
+// directory (no data, children): what Create turns into the file.
+func (s *opState) onlyDir() bool {
+	return s.statted && s.exists && !isFile(s.st)
+}
+
+// txn is one Txn call.
+type txn struct {
+	c      *Conn
+	ops    []backendkit.TxnOp
+	st     []opState
+	claims []fenceClaim
+	guard  *zkSession // the claims' session, nil when no IfHeld
+	s      *zkSession // the session the multi runs on
+}
+
+// Roles of the requests of a multi.
+const (
+	roleMain      = iota // the op itself
+	roleParent           // a missing parent directory's create
+	roleProbe            // IfAbsent's create (and delete) of the probed znode
+	roleKind             // a check of the version a Stat showed
+	roleSentinel         // a check that fails: the Stat showed the op fails
+	roleDirToFile        // CreateOp over a directory: set-data at its version
+	roleUnfile           // DeleteOp of a file with children: set-data to empty
+	roleCreate           // UpdateOp without version of an absent file: create
+)
+
+// mreq is one request of a multi and the op it belongs to.
+type mreq struct {
+	req  any
+	op   int
+	role int
+}
+
+// zkVer is the ZooKeeper version of a checked version number: -1 for
+// backendkit.AnyVersion, -2 (which no znode has, so the op fails with
+// BadVersion, or NoNode when absent) for one larger than any int32.
+func zkVer(n int64) int32 {
+	if v, ok := zkVersion(n); ok {
+		return v
+	}
+	return -2
+}
+
+// build returns the multi for the current op states.
+func (t *txn) build() []mreq {
+	c := t.c
+	var out []mreq
+	made := map[string]bool{} // parent directories this multi creates
+	written := map[string]bool{}
+	parents := func(i int) {
+		for _, d := range t.st[i].missing {
+			if !made[d] {
+				made[d] = true
+				out = append(out, mreq{&zk.CreateRequest{Path: d, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleParent})
+			}
+		}
+	}
+	kindFail := func(i int, zp string) {
+		st := t.st[i].st
+		out = append(out,
+			mreq{&zk.CheckVersionRequest{Path: zp, Version: st.Version}, i, roleKind},
+			mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleSentinel})
+	}
+	for i, op := range t.ops {
+		zp := c.zkPath(op.Path)
+		s := &t.st[i]
+		switch op.Kind {
+		case topo.TxnIfHeld:
+			cl := t.claims[i]
+			v := int32(-1)
+			if cl.dead {
+				v = -2 // no znode has it: fails, NoNode or BadVersion
+			}
+			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: v}, i, roleMain})
+		case topo.TxnIfVersion, topo.TxnIfPresent:
+			v := int32(-1)
+			if op.Kind == topo.TxnIfVersion {
+				v = zkVer(op.Version)
+			}
+			if s.dirOnly() && !written[zp] {
+				kindFail(i, zp)
+			} else {
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: v}, i, roleMain})
+			}
+		case topo.TxnIfAbsent:
+			switch {
+			case s.dirOnly():
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: s.st.Version}, i, roleKind})
+			default:
+				probe := zp
+				if len(s.missing) > 0 {
+					probe = s.missing[0]
+				}
+				out = append(out,
+					mreq{&zk.CreateRequest{Path: probe, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleProbe},
+					mreq{&zk.DeleteRequest{Path: probe, Version: -1}, i, roleProbe})
+			}
+		case topo.TxnCreate:
+			if s.onlyDir() {
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleDirToFile})
+			} else {
+				parents(i)
+				made[zp] = true
+				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleMain})
+			}
+		case topo.TxnUpdate:
+			switch {
+			case op.Version != backendkit.AnyVersion && s.dirOnly():
+				kindFail(i, zp)
+			case op.Version == backendkit.AnyVersion && s.statted && !s.exists:
+				parents(i)
+				made[zp] = true
+				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleCreate})
+			default:
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVer(op.Version)}, i, roleMain})
+			}
+		case topo.TxnDelete:
+			if s.statted && s.exists && !s.dirOnly() && s.st.NumChildren > 0 {
+				v := s.st.Version
+				if op.Version != backendkit.AnyVersion {
+					v = zkVer(op.Version)
+				}
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: nil, Version: v}, i, roleUnfile})
+			} else {
+				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: zkVer(op.Version)}, i, roleMain})
+			}
+		}
+		if !op.Kind.IsCondition() {
+			written[zp] = true
+		}
+	}
+	return out
+}
+
+// Encoded sizes of the parts of a multi request (jute: int32 lengths,
+// bool as one byte).
+const (
+	sizeRequestHeader = 8 // xid, opcode
+	sizeMultiHeader   = 9 // type, done, err
+)
+
+// checkSize returns TxnTooLarge when the multi m, encoded, exceeds the
+// Conn's limit.
+func (t *txn) checkSize(m []mreq) error {
+	limit := t.c.opts.MaxTxnBytes
+	if limit <= 0 {
+		limit = DefaultMaxTxnBytes
+	}
+	limit = min(limit, clientMaxRequest)
+	n := sizeRequestHeader + sizeMultiHeader
+	str := func(s string) int { return 4 + len(s) }
+	for _, r := range m {
+		n += sizeMultiHeader
+		switch q := r.req.(type) {
+		case *zk.CreateRequest:
+			n += str(q.Path) + 4 + len(q.Data) + 4 + 4
+			for _, a := range q.Acl {
+				n += 4 + str(a.Scheme) + str(a.ID)
+			}
+		case *zk.SetDataRequest:
+			n += str(q.Path) + 4 + len(q.Data) + 4
+		case *zk.DeleteRequest:
+			n += str(q.Path) + 4
+		case *zk.CheckVersionRequest:
+			n += str(q.Path) + 4
+		}
+	}
+	if n > limit {
+		return backendkit.TxnTooLarge("ZooKeeper (jute.maxbuffer, Options.MaxTxnBytes)", n, limit, "request bytes")
+	}
+	return nil
+}
+
+// needsStat reports whether op i's meaning depends on whether its znode is
+// a file, which only a read shows (see Txn).
+func (t *txn) needsStat(i int) bool {
+	op := t.ops[i]
+	switch op.Kind {
+	case topo.TxnIfVersion, topo.TxnIfPresent:
+		return true
+	case topo.TxnUpdate:
+		return op.Version != backendkit.AnyVersion
+	}
+	return false
+}
+
+// run sends the multi, reading Stats where a failure needs them, until it
+// succeeds or fails for good.
+// m is the multi built before any read.
+func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
+	c := t.c
+	var first []int
+	written := map[string]bool{}
+	for i, op := range t.ops {
+		if t.needsStat(i) && !written[op.Path] {
+			first = append(first, i)
+		}
+		if !op.Kind.IsCondition() {
+			written[op.Path] = true
+		}
+	}
+	if err := t.stat(ctx, first...); err != nil {
+		return nil, err
+	}
+	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
+		if attempt > 0 || len(first) > 0 {
+			m = t.build()
+			if err := t.checkSize(m); err != nil {
+				return nil, err
+			}
+		}
+		if t.guard != nil && t.guard.isLost() {
+			return nil, t.lost()
+		}
+		reqs := make([]any, len(m))
+		for j, r := range m {
+			reqs[j] = r.req
+		}
+		s := t.s
+		type multiRes struct {
+			res []zk.MultiResponse
+			err error
+		}
+		answer := make(chan multiRes, 1) // fn may finish after do gave up
+		err := c.do(ctx, "", func() error {
+			r, err := s.zk.Multi(reqs...)
+			answer <- multiRes{r, err}
+			return err
+		})
+		var res []zk.MultiResponse
+		if topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && topo.CodeOf(err) != topo.Closed {
+			res = (<-answer).res
+		}
+		if err == nil {
+			return t.results(ctx, m, res), nil
+		}
+		j := -1
+		if len(res) == len(m) {
+			for k, r := range res {
+				if r.Error != nil {
+					j = k
+					break
+				}
+			}
+		}
+		if j < 0 {
+			// No per-op answer: the request itself failed, and may have
+			// been applied (Unavailable), or ctx ended (Timeout or
+			// Interrupted: the same). The client library fails with
+			// ErrNoServer only the requests it never sent: a guarded one
+			// whose session is over then surely changed nothing.
+			if errors.Is(err, zk.ErrNoServer) && t.guard != nil && t.guard.isLost() {
+				return nil, t.lost()
+			}
+			return nil, c.convert(err, "")
+		}
+		done, err := t.failed(ctx, m[j], res[j].Error)
+		if done {
+			return nil, err
+		}
+		// The next multi is built from fresh Stats of every op, so that a
+		// transaction of many absent files (or many missing parents) is
+		// not found out one op per attempt.
+		if err := t.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return nil, backendkit.Wrap(topo.Unavailable, "", errors.New("zk2topo: the transaction kept racing with other writers"))
+}
+
+// failed handles the failure zerr of request r of a multi (the first that
+// failed: every request before it passed). It returns done with the Txn's
+// error, or false after updating the op states for another attempt.
+func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
+	c := t.c
+	op := t.ops[r.op]
+	i := r.op
+	fail := func(code topo.ErrorCode) (bool, error) { return true, backendkit.TxnFailed(op, code) }
+	switch {
+	case errors.Is(zerr, zk.ErrNoNode), errors.Is(zerr, zk.ErrNodeExists),
+		errors.Is(zerr, zk.ErrBadVersion), errors.Is(zerr, zk.ErrNotEmpty):
+	default:
+		return true, &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: c.convert(zerr, op.Path)}
+	}
+	restat := func() (bool, error) {
+		t.st[i].missing = nil
+		if err := t.stat(ctx, i); err != nil {
+			return true, err
+		}
+		return false, nil
+	}
+	switch r.role {
+	case roleSentinel:
+		return fail(topo.NoNode)
+	case roleCreate:
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return t.ancestors(ctx, i) // a parent went meanwhile
+		}
+		return restat()
+	case roleKind, roleDirToFile:
+		return restat() // the Stat it was built on is stale
+	case roleParent:
+		return t.ancestors(ctx, i)
+	case roleProbe:
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return t.ancestors(ctx, i)
+		}
+		if len(t.st[i].missing) > 0 {
+			return t.ancestors(ctx, i) // an ancestor appeared
+		}
+		if done, err := restat(); done {
+			return done, err
+		}
+		if t.st[i].exists && !t.st[i].dirOnly() {
+			return fail(topo.NodeExists)
+		}
+		return false, nil
+	case roleUnfile:
+		if errors.Is(zerr, zk.ErrBadVersion) && op.Version != backendkit.AnyVersion {
+			return fail(topo.BadVersion)
+		}
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return fail(topo.NoNode)
+		}
+		return restat()
+	}
+	// roleMain
+	switch op.Kind {
+	case topo.TxnIfHeld:
+		return fail(topo.LockLost)
+	case topo.TxnIfVersion, topo.TxnIfPresent:
+		if errors.Is(zerr, zk.ErrBadVersion) {
+			return fail(topo.BadVersion)
+		}
+		return fail(topo.NoNode)
+	case topo.TxnCreate:
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return t.ancestors(ctx, i)
+		}
+		if done, err := restat(); done {
+			return done, err
+		}
+		if t.st[i].exists && !t.st[i].onlyDir() {
+			return fail(topo.NodeExists)
+		}
+		return false, nil
+	case topo.TxnUpdate:
+		if op.Version != backendkit.AnyVersion {
+			if errors.Is(zerr, zk.ErrBadVersion) {
+				return fail(topo.BadVersion)
+			}
+			return fail(topo.NoNode)
+		}
+		if done, err := restat(); done { // absent: create it next
+			return done, err
+		}
+		if !t.st[i].exists {
+			return t.ancestors(ctx, i)
+		}
+		return false, nil
+	case topo.TxnDelete:
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return fail(topo.NoNode)
+		}
+		if done, err := restat(); done {
+			return done, err
+		}
+		s := &t.st[i]
+		if !s.exists || s.dirOnly() {
+			return fail(topo.NoNode)
+		}
+		if errors.Is(zerr, zk.ErrBadVersion) {
+			return fail(topo.BadVersion)
+		}
+		// ErrNotEmpty: a file with files below it is emptied (next multi).
+		return false, nil
+	}
+	return true, &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: c.convert(zerr, op.Path)}
+}
+
+// stat reads the Stats of the paths of ops idx (concurrently, on the
+// multi's session).
+func (t *txn) stat(ctx context.Context, idx ...int) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	c := t.c
+	errs := make([]error, len(idx))
+	var wg sync.WaitGroup
+	for k, i := range idx {
+		zp := c.zkPath(t.ops[i].Path)
+		run := wg.Go
+		if len(idx) == 1 {
+			run = func(f func()) { f() } // no goroutine for the common case
+		}
+		run(func() {
+			type statRes struct {
+				exists bool
+				st     *zk.Stat
+			}
+			last := make(chan statRes, 1) // fn may finish after onSession gave up
+			errs[k] = c.onSession(ctx, t.s, t.ops[i].Path, func(z *zk.Conn) error {
+				e, s, err := z.Exists(zp)
+				if err == nil {
+					last <- statRes{e, s}
+				}
+				return err
+			})
+			if errs[k] == nil {
+				r := <-last
+				t.st[i].statted, t.st[i].exists, t.st[i].st = true, r.exists, r.st
+			}
+		})
+	}
+	wg.Wait()
+	for k, err := range errs {
+		if err != nil {
+			return t.readErr(idx[k], err)
+		}
+	}
+	return nil
+}
+
+// readErr converts the error of a read for op i.
+func (t *txn) readErr(i int, err error) error {
+	if err == errSessionOver {
+		if t.guard != nil {
+			return t.lost() // nothing of the Txn was applied: its multis failed
+		}
+		return backendkit.Wrap(topo.Unavailable, t.ops[i].Path, err)
+	}
+	return t.c.convert(err, t.ops[i].Path)
+}
+
+// refresh reads the Stat of every op's path that no earlier op of the
+// transaction writes, and of the ancestors of the absent ones, all at
+// once (one round trip: the reads run concurrently), and records them
+// for the next multi.
+func (t *txn) refresh(ctx context.Context) error {
+	c := t.c
+	var idx []int
+	written := map[string]bool{}
+	for i, op := range t.ops {
+		if op.Kind != topo.TxnIfHeld && !written[op.Path] {
+			idx = append(idx, i)
+		}
+		if !op.Kind.IsCondition() {
+			written[op.Path] = true
+		}
+	}
+	// Every path and every ancestor, once.
+	seen := map[string]int{}
+	var zps []string
+	add := func(zp string) {
+		if _, ok := seen[zp]; !ok {
+			seen[zp] = len(zps)
+			zps = append(zps, zp)
+		}
+	}
+	for _, i := range idx {
+		zp := c.zkPath(t.ops[i].Path)
+		add(zp)
+		for d := zkDir(zp); d != "/" && d != ""; d = zkDir(d) {
+			add(d)
+		}
+	}
+	type statRes struct {
+		exists bool
+		st     *zk.Stat
+	}
+	stats := make([]statRes, len(zps))
+	errs := make([]error, len(zps))
+	var wg sync.WaitGroup
+	for k, zp := range zps {
+		wg.Go(func() {
+			last := make(chan statRes, 1) // fn may finish after onSession gave up
+			errs[k] = c.onSession(ctx, t.s, c.relPath(zp), func(z *zk.Conn) error {
+				e, st, err := z.Exists(zp)
+				if err == nil {
+					last <- statRes{e, st}
+				}
+				return err
+			})
+			if errs[k] == nil {
+				stats[k] = <-last
+			}
+		})
+	}
+	wg.Wait()
+	for _, i := range idx {
+		zp := c.zkPath(t.ops[i].Path)
+		for _, d := range append([]string{zp}, ancestorsOf(zp)...) {
+			if err := errs[seen[d]]; err != nil {
+				return t.readErr(i, err)
+			}
+		}
+		r := stats[seen[zp]]
+		s := &t.st[i]
+		s.statted, s.exists, s.st, s.missing = true, r.exists, r.st, nil
+		if r.exists {
+			continue
+		}
+		// The absent ancestors, top down, as long as they form a chain.
+		anc := ancestorsOf(zp)
+		for k := len(anc) - 1; k >= 0; k-- {
+			if stats[seen[anc[k]]].exists {
+				if len(s.missing) > 0 {
+					break
+				}
+				continue
+			}
+			s.missing = append(s.missing, anc[k])
+		}
+	}
+	return nil
+}
+
+// ancestorsOf returns the ancestors of the znode path zp below "/", the
+// parent first.
+func ancestorsOf(zp string) []string {
+	var out []string
+	for d := zkDir(zp); d != "/" && d != ""; d = zkDir(d) {
+		out = append(out, d)
+	}
+	return out
+}
+
+// lost is the error of a Txn whose claims' session is over before a multi
+// was sent: LockLost for its first IfHeld op.
+func (t *txn) lost() error {
+	for _, op := range t.ops {
+		if op.Kind == topo.TxnIfHeld {
+			return backendkit.TxnFailed(op, topo.LockLost)
+		}
+	}
+	return topo.NewError(topo.Unavailable, "")
+}
+
+// ancestors reads which ancestors of op i's znode are absent (one round
+// trip: the reads run concurrently) and records them for the next multi.
+func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
+	c := t.c
+	zp := c.zkPath(t.ops[i].Path)
+	var dirs []string
+	for d := zkDir(zp); d != "/" && d != ""; d = zkDir(d) {
+		dirs = append(dirs, d)
+	}
+	exists := make([]bool, len(dirs))
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for k, d := range dirs {
+		wg.Go(func() {
+			last := make(chan bool, 1) // fn may finish after onSession gave up
+			errs[k] = c.onSession(ctx, t.s, t.ops[i].Path, func(z *zk.Conn) error {
+				e, _, err := z.Exists(d)
+				if err == nil {
+					last <- e
+				}
+				return err
+			})
+			if errs[k] == nil {
+				exists[k] = <-last
+			}
+		})
+	}
+	wg.Wait()
+	var missing []string
+	for k := len(dirs) - 1; k >= 0; k-- { // top down
+		if errs[k] != nil {
+			return true, t.readErr(i, errs[k])
+		}
+		if !exists[k] {
+			missing = append(missing, dirs[k])
+		}
+	}
+	// Only a contiguous run down from the first missing one can be
+	// created; one that exists below a missing one appeared meanwhile.
+	for k := 1; k < len(missing); k++ {
+		if !strings.HasPrefix(missing[k], missing[k-1]+"/") || strings.Count(missing[k], "/") != strings.Count(missing[k-1], "/")+1 {
+			missing = missing[:k]
+			break
+		}
+	}
+	t.st[i].missing = missing
+	if t.ops[i].Kind == topo.TxnIfAbsent {
+		t.st[i].statted = false
+	}
+	return false, nil
+}
+
+// results turns a successful multi's answers into Txn's versions, and
+// removes the directories the deletes left empty (best effort, as Delete).
+func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []topo.Version {
+	c := t.c
+	out := make([]topo.Version, len(t.ops))
+	var cleanup []string
+	for j, r := range m {
+		op := t.ops[r.op]
+		switch {
+		case r.role == roleMain && op.Kind == topo.TxnCreate, r.role == roleCreate:
+			out[r.op] = topo.NumericVersion(0)
+		case (r.role == roleMain && op.Kind == topo.TxnUpdate) || r.role == roleDirToFile:
+			if st := res[j].Stat; st != nil {
+				out[r.op] = topo.NumericVersion(st.Version)
+			}
+		case r.role == roleMain && op.Kind == topo.TxnDelete:
+			if parent := zkDir(c.zkPath(op.Path)); parent != c.zkPath("") {
+				cleanup = append(cleanup, parent)
+			}
+		}
+	}
+	for _, d := range cleanup {
+		c.cleanupDir(ctx, d)
+	}
+	return out
+}
