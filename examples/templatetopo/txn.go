@@ -11,10 +11,9 @@ import (
 // Txn implements topo.Conn.Txn as ONE request: every condition is checked
 // and every write applied under the store's mutex, so nobody sees a part
 // of it. Every condition, and the implied condition of every write, is
-// evaluated against the store as it was before the transaction, as etcd
-// and memorytopo do (so CreateOp(p) then IfPresent(p) fails at op 1; no
-// two ops write one path, so a write's own condition is unaffected), and
-// the first failing op is reported. Each write has exactly the semantics
+// evaluated against the store as it was before the transaction, as the
+// contract says (so CreateOp(p) then IfPresent(p) fails at op 1), and the
+// first failing op is reported. Each write has exactly the semantics
 // of the Conn method of its name, and all writes of one transaction take
 // one revision (so a CreateOp and an UpdateOp of one Txn return the same
 // version, of different files). Watches see the writes as they see the
