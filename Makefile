@@ -40,6 +40,7 @@ test: test-deps
 		echo "$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKPART)' $(ZKPKG)"; \
 		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKPART)' $(ZKPKG); \
 	fi
+	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
 
 
 ## lint: gofmt and go vet
@@ -53,8 +54,12 @@ lint:
 bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# bench-vitess runs bench/vitess, a module of its own (so that ./... and
-# make test never build Vitess): topokit's memorytopo, etcd2topo, zk2topo
+# interop/vitess is a module of its own too (Vitess v0.24.4's Conns and
+# topokit's on the same roots of the same servers); the last line of test
+# runs it, with the race detector.
+
+# bench-vitess runs bench/vitess, a module of its own (so that ./... never
+# builds Vitess): topokit's memorytopo, etcd2topo, zk2topo
 # and consultopo beside Vitess v0.24.4's on the same servers. Vitess logs
 # to stderr; that goes to VLOG.
 VBENCHTIME ?= 100x
