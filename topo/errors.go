@@ -161,3 +161,25 @@ func CodeOf(err error) ErrorCode {
 	}
 	return 0
 }
+
+// LockHeldError is the cause of the NodeExists error that TryLock returns
+// while another holder has the lock, on backends that can read who: Holder
+// is the contents that holder locked with (its description, as given to
+// Lock), shortened to at most 512 bytes; Session is the store's name of
+// its session or lease, when there is one. Find it with errors.As.
+type LockHeldError struct {
+	Holder  string
+	Session string
+}
+
+// Error says who holds the lock.
+func (e *LockHeldError) Error() string {
+	msg := "the lock is held by " + e.Holder
+	if e.Holder == "" {
+		msg = "the lock is held"
+	}
+	if e.Session != "" {
+		msg += " (session " + e.Session + ")"
+	}
+	return msg
+}

@@ -48,3 +48,19 @@ func MapError(ctx context.Context, err error, path string, closed bool, classify
 	}
 	return Wrap(classify(err), path, err)
 }
+
+// maxHolderLen bounds the holder contents a LockHeldError carries.
+const maxHolderLen = 512
+
+// LockHeld returns the NodeExists *topo.Error for path that TryLock
+// returns while another holder has the lock, with a *topo.LockHeldError
+// naming that holder: contents is what the holder locked with (shortened
+// to 512 bytes), session the store's name of its session or lease ("" if
+// none).
+func LockHeld(path string, contents []byte, session string) error {
+	h := contents
+	if len(h) > maxHolderLen {
+		h = h[:maxHolderLen]
+	}
+	return Wrap(topo.NodeExists, path, &topo.LockHeldError{Holder: string(h), Session: session})
+}

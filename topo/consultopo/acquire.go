@@ -62,6 +62,52 @@ type lockSpec struct {
 	// Without it the request runs to completion (bounded by requestTimeout)
 	// and is undone before returning.
 	detach bool
+	// valueKey, for an election, is the key of the candidate's published
+	// value (see valueKeyFor): the acquire transaction writes it (publish)
+	// or deletes it (no value) after the lock operation, so that the leader
+	// is never seen without its value nor with an older one, and every undo
+	// of the acquire deletes it with the election key.
+	valueKey  func(sessionID string) string
+	publish   bool
+	published []byte // the value written with publish
+}
+
+// undo deletes what an acquire of spec by sess may have written: the key
+// if sess holds it, and the value key of an election (best effort,
+// detached from any caller's context).
+func (c *Conn) undo(spec lockSpec, sess *session) {
+	if spec.valueKey == nil {
+		c.deleteIfHeld(spec.key, sess)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+	defer cancel()
+	cond := &api.KVTxnOp{Verb: api.KVCheckSession, Key: spec.key, Session: sess.id}
+	if err := c.releaseElection(ctx, cond, spec.key, spec.valueKey(sess.id), sess); err != nil {
+		slog.Debug("consultopo: undoing an election acquisition", "key", spec.key, "err", err)
+	}
+}
+
+// releaseElection deletes an election key together with the value key
+// beside it, in one transaction whose first operation, cond, checks that
+// the key is still the caller's (check-session by sess while an acquire is
+// undone, check-index on the term's token when a term ends), so that a
+// leader is never seen without its value and a released leader never with
+// one. When cond fails, the value key alone is deleted if sess holds it.
+// Only the holder of the Conn's local claim on the election calls it, and
+// only that holder writes the value key of its session, so it deletes
+// nothing another participant wrote.
+func (c *Conn) releaseElection(ctx context.Context, cond *api.KVTxnOp, key, valueKey string, sess *session) error {
+	ok, _, err := c.txn(ctx, api.TxnOps{
+		{KV: cond},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey}},
+	})
+	if err != nil || ok {
+		return err
+	}
+	_, _, err = c.releaseKey(ctx, valueKey, sess)
+	return err
 }
 
 // held is a lock key acquired by a session.
@@ -230,7 +276,7 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 			cond = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: spec.key, Index: cur.ModifyIndex}
 			relock = cur.Session == sess.id
 		case spec.try:
-			return nil, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("the lock is held by session "+cur.Session))
+			return nil, false, backendkit.LockHeld(spec.path, cur.Value, cur.Session)
 		default:
 			// Held by another session: block until the key changes.
 			waited = true
@@ -252,12 +298,13 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 		case err != nil:
 			return nil, false, sessionEnded(err)
 		case ok:
-			// check-not-exists reports no result; the lock's is the last.
-			if len(resp.Results) == 0 || resp.Results[len(resp.Results)-1].KV == nil {
-				c.deleteIfHeld(spec.key, sess)
-				return nil, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
+			// check-not-exists reports no result; the lock's is the last
+			// one of the key (a value key's may follow).
+			if kv := lockResult(resp, spec.key); kv != nil {
+				return kv, false, nil
 			}
-			return resp.Results[len(resp.Results)-1].KV, false, nil
+			c.undo(spec, sess)
+			return nil, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
 		}
 		switch classifyRollback(resp) {
 		case rollbackStale, rollbackMissing, rollbackExists, rollbackHeld:
@@ -295,15 +342,18 @@ func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}})
 	}
 	ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}})
+	if spec.valueKey != nil {
+		ops = append(ops, valueOp(spec.valueKey(sess.id), spec.published, spec.publish, sess))
+	}
 	if ctx.Done() == nil || !spec.detach {
 		rctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
 		defer cancel()
 		ok, resp, err := c.txn(rctx, ops)
 		if err == nil && ctx.Err() != nil && ok {
-			c.deleteIfHeld(spec.key, sess)
+			c.undo(spec, sess)
 			return false, nil, false, ctx.Err()
 		}
-		return ok, resp, false, c.acquireError(spec.key, sess, err)
+		return ok, resp, false, c.acquireError(spec, sess, err)
 	}
 	type result struct {
 		ok   bool
@@ -319,12 +369,12 @@ func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp
 	}()
 	select {
 	case r := <-done:
-		return r.ok, r.resp, false, c.acquireError(spec.key, sess, r.err)
+		return r.ok, r.resp, false, c.acquireError(spec, sess, r.err)
 	case <-ctx.Done():
 	}
 	c.spawn(func() {
 		if r := <-done; r.ok || r.err != nil {
-			c.deleteIfHeld(spec.key, sess)
+			c.undo(spec, sess)
 		}
 		if sess.own {
 			c.destroySession(sess)
@@ -336,15 +386,30 @@ func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp
 
 // acquireError classifies a failed acquire request. A request that may
 // have reached the store is undone.
-func (c *Conn) acquireError(key string, sess *session, err error) error {
+func (c *Conn) acquireError(spec lockSpec, sess *session, err error) error {
 	if err == nil {
 		return nil
 	}
 	if isInvalidSession(err) {
 		return errInvalidSession
 	}
-	c.deleteIfHeld(key, sess)
+	c.undo(spec, sess)
 	return err
+}
+
+// lockResult returns the last result of a successful acquire transaction
+// for key: the lock operation's (an unlock's or a check's comes before it,
+// a value key's after it).
+func lockResult(resp *api.TxnResponse, key string) *api.KVPair {
+	if resp == nil {
+		return nil
+	}
+	for i := len(resp.Results) - 1; i >= 0; i-- {
+		if kv := resp.Results[i].KV; kv != nil && kv.Key == key {
+			return kv
+		}
+	}
+	return nil
 }
 
 // deleteIfHeld deletes key if sess holds it (best effort, detached from any

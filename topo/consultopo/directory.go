@@ -19,7 +19,11 @@ const electionsDir = "elections"
 // separator. Keys directly under dirPath are TypeFile entries, deeper keys
 // give TypeDirectory entries. With full set, the entries that may be lock
 // or election keys (named Lock, or under elections/) are read to set
-// Ephemeral on those held by a session. It returns NoNode when nothing is
+// Ephemeral on those held by a session, and, as Vitess's backends do, the
+// top-level elections directory and every directory under it (the
+// elections' value keys, nested elections) are marked Ephemeral; under
+// elections/ a name that is both an election key and a directory is one
+// TypeDirectory entry. It returns NoNode when nothing is
 // under dirPath, InvalidPath for a bad path, Timeout/Interrupted when ctx
 // ends, Closed after Close and Unavailable when the agent cannot be reached.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
@@ -57,15 +61,27 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, topo.NewError(topo.NoNode, dir)
 	}
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
+	if inElections {
+		entries = mergeElectionEntries(entries)
+	}
 	if !full {
 		for i := range entries {
 			entries[i].Type = 0
 		}
 		return entries, nil
 	}
-	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
 	for i, e := range entries {
-		if e.Type != topo.TypeFile || (e.Name != lockName && !inElections) {
+		switch {
+		case dir == "" && e.Name == electionsDir && e.Type == topo.TypeDirectory:
+			// As Vitess's backends do: the elections directory is Ephemeral.
+			entries[i].Ephemeral = true
+			continue
+		case inElections && e.Type == topo.TypeDirectory:
+			// An election's directory (its value keys, nested elections).
+			entries[i].Ephemeral = true
+			continue
+		case e.Type != topo.TypeFile || (e.Name != lockName && !inElections):
 			continue
 		}
 		pair, _, err := c.kv.Get(prefix+e.Name, c.queryOptions(ctx))
@@ -75,4 +91,19 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		entries[i].Ephemeral = pair != nil && pair.Session != ""
 	}
 	return entries, nil
+}
+
+// mergeElectionEntries merges, in a sorted listing under elections/, the
+// two entries of a name that is both an election key and the directory of
+// its value keys (or of nested elections) into one TypeDirectory entry.
+func mergeElectionEntries(entries []topo.DirEntry) []topo.DirEntry {
+	out := entries[:0]
+	for _, e := range entries {
+		if n := len(out); n > 0 && out[n-1].Name == e.Name {
+			out[n-1].Type = topo.TypeDirectory
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }

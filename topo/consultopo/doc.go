@@ -11,7 +11,11 @@
 //   - leader election <name> is a lock on <root>/elections/<name> whose value
 //     is the leader's id (election names may nest: svc and svc/a are the
 //     distinct keys elections/svc and elections/svc/a, read one key at a
-//     time, so they never see each other).
+//     time, so they never see each other);
+//   - the leader's published value (Campaign, Proclaim) is the key
+//     <root>/elections/<name>/locks/<session id>, locked by the leader's
+//     session; Vitess reads only the election key, and no election key can
+//     be there (names with a locks segment are refused).
 //
 // Locks and leadership live on Consul sessions with the "delete" behaviour:
 // when a session is destroyed or its TTL lapses, the keys it holds vanish.
@@ -43,8 +47,12 @@
 //     overwritten or deleted, and List reports it (backendkit.ReservedFiles).
 //   - A lock or election key is deleted by the library only in a
 //     transaction that first checks that the deleting session holds it
-//     (check-session, then delete): by Unlock, by Stop or the end of a
-//     term, and when undoing an acquire whose caller gave up. Everything
+//     (check-session, then delete; for the end of a term, check-index on
+//     the term's token): by Unlock, by Stop, Resign or the end of a term,
+//     and when undoing an acquire whose caller gave up. An election's value
+//     key is deleted in the same transaction, or alone with a
+//     check-session, only by the holder of the Conn's local claim on the
+//     election (the only writer of its session's value key). Everything
 //     else a session held is deleted by Consul when the session ends
 //     (Close and Unlock destroy sessions; "delete" behaviour).
 //
@@ -99,6 +107,20 @@
 // least every half of the Conn's SessionTTL (a 24 h LockName session
 // too), so a destroyed session is noticed within that. Term returns the
 // same Fence for the whole term, NotLeader otherwise.
+//
+// # Leader values
+//
+// Campaign's acquire transaction writes the value key with the election
+// key (WaitForLeadership's deletes it: no value); Proclaim is one
+// transaction, a check-index of the election key on the term's token then
+// the value write, NotLeader when the check fails; Resign and Stop cancel
+// the leadership context, then delete both keys in one transaction
+// checking the token. Leader and Observe read the prefix elections/<name>
+// with one consistent list (one Raft index) and take the value of the
+// election key's own session; Observe follows it with consistent blocking
+// queries, coalescing to the latest state. ResumeLeaderParticipation
+// renews the earlier process's session id and owns it from then on
+// (destroyed by Stop or Resign). See docs/layout-consul.md.
 //
 // # Transactions
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -76,14 +77,16 @@ func (c *Conn) takeKey(prefix string, l *lease) (key string, release func(), ok 
 
 // claim is one entry put in a queue.
 type claim struct {
-	c       *Conn
-	path    string // for errors
-	prefix  string // the queue
-	key     string
-	rev     int64 // the entry's CreateRevision = ModRevision
-	lease   *lease
-	own     bool   // the lease is this entry's alone: removing revokes it
-	release func() // frees the key's name
+	c      *Conn
+	path   string // for errors
+	prefix string // the queue
+	key    string
+	rev    int64 // the entry's CreateRevision = ModRevision
+	// clusterID is the id of the etcd cluster the entry was put on.
+	clusterID uint64
+	lease     *lease
+	own       bool   // the lease is this entry's alone: removing revokes it
+	release   func() // frees the key's name
 
 	// older are the entries ahead of ours when the claim was put.
 	older map[string]struct{}
@@ -163,6 +166,8 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 			return nil, errKeyBusy
 		}
 		cl.rev = resp.Header.Revision
+		cl.clusterID = resp.Header.ClusterId
+		c.clusterID.CompareAndSwap(0, cl.clusterID)
 		cl.resp = resp
 		cl.older = olderEntries(resp.Responses[1].GetResponseRange().Kvs, prefix, key, cl.rev)
 		return cl, nil
@@ -245,5 +250,66 @@ func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int6
 			return nil, backendkit.Wrap(topo.Unavailable, path, err)
 		}
 		return nil, err
+	}
+}
+
+// follow watches the entry from now on and returns nil once it is deleted
+// or rewritten (or found so when the watch starts), the PermissionDenied
+// error once etcd refuses the watch or the read for good, and an
+// Interrupted or Closed error once ctx ends or the Conn closes. A watch
+// etcd ends (no leader, member gone) is opened again, 20 ms to 1 s apart.
+// Lock descriptors (Done) and leadership terms use it.
+func (cl *claim) follow(ctx context.Context) error {
+	backoff := 20 * time.Millisecond
+	for {
+		s, err := cl.c.newStream(ctx, cl.key, false, cl.path)
+		if err == nil {
+			return cl.followStream(s)
+		}
+		if errors.Is(err, topo.PermissionDenied) || ctx.Err() != nil || cl.c.isClosed() {
+			return err
+		}
+		// etcd refused the watch (no leader?): try again after a pause.
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// followStream follows the entry through s (see follow).
+func (cl *claim) followStream(s *stream) error {
+	defer s.close()
+	get := func() (*clientv3.GetResponse, error) { return cl.c.cli.Get(s.ctx, cl.key) }
+	resp, err := s.read(get)
+	if err != nil {
+		return err
+	}
+	if !cl.ours(resp.Kvs) {
+		return nil
+	}
+	s.rev = resp.Header.Revision
+	for {
+		evs, err := s.next()
+		if errors.Is(err, errCompacted) {
+			resp, err := s.read(get)
+			if err != nil {
+				return err
+			}
+			if !cl.ours(resp.Kvs) {
+				return nil
+			}
+			s.reopen(resp.Header.Revision)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if len(evs) > 0 {
+			return nil // any change to the entry (delete, rewrite) ends it
+		}
 	}
 }

@@ -17,6 +17,93 @@ type lockDescriptor struct {
 
 	mu       sync.Mutex
 	released bool
+
+	done      chan struct{} // closed by end
+	endOnce   sync.Once
+	watchOnce sync.Once // starts the watch behind Done
+}
+
+// newLockDescriptor returns the descriptor of the held claim cl.
+func newLockDescriptor(cl *claim) *lockDescriptor {
+	return &lockDescriptor{cl: cl, done: make(chan struct{})}
+}
+
+// Token returns the lock's fencing token: the revision etcd put the
+// lock's entry at (its CreateRevision, which is also its ModRevision: an
+// entry is never rewritten while held).
+//
+// It is strictly greater for every later holder of the same directory:
+// revisions only grow (across lease loss, Conn and member restarts: etcd
+// persists them), and a holder holds only once no entry of the queue is
+// older (a lower ModRevision), deciding on reads at or after its own put.
+// An earlier holder's entry was therefore put before the later holder's
+// entry, at a lower revision: had the later holder's entry been older, the
+// earlier holder would have waited for it (Lock and the election wait)
+// or given up (TryLock, which puts, reads and decides in one
+// transaction), and an entry that is deleted and put again gets a new,
+// higher revision.
+func (ld *lockDescriptor) Token() int64 { return ld.cl.rev }
+
+// Done returns a channel closed once the lock ends: Unlock, the loss of
+// its lease (etcd expired or revoked it, or the Conn could no longer prove
+// it alive, see SafetyMargin), the Conn's Close, or the deletion or
+// rewrite of its entry behind the holder's back. The first call starts a
+// watch on the entry (one etcd watch per lock whose Done is used), which
+// ends with the lock; if etcd refuses that watch (PermissionDenied), Done
+// closes on the other causes only.
+func (ld *lockDescriptor) Done() <-chan struct{} {
+	ld.watchOnce.Do(func() {
+		select {
+		case <-ld.done:
+			return
+		default:
+		}
+		go ld.watch()
+	})
+	return ld.done
+}
+
+// end closes Done, once.
+func (ld *lockDescriptor) end() { ld.endOnce.Do(func() { close(ld.done) }) }
+
+// watch closes Done when the lease is lost, the Conn closes, or the entry
+// is deleted or rewritten, and returns once Done is closed.
+func (ld *lockDescriptor) watch() {
+	cl := ld.cl
+	ctx, cancel := context.WithCancel(cl.c.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-cl.lease.done:
+			ld.end()
+		case <-ctx.Done():
+			ld.end()
+		case <-ld.done:
+		}
+		cancel()
+	}()
+	if err := cl.follow(ctx); err == nil || ctx.Err() != nil {
+		ld.end()
+		return
+	}
+	// etcd refused the watch for good: Done closes on the lease's loss,
+	// Unlock or Close.
+	<-ctx.Done()
+}
+
+// heldClaim returns the claim IfHeld compares in the store, or ok false
+// when the lock is known to have ended here: unlocked, its lease lost
+// (or no longer proven alive), or Done closed.
+func (ld *lockDescriptor) heldClaim() (cl *claim, ok bool) {
+	ld.mu.Lock()
+	released := ld.released
+	ld.mu.Unlock()
+	select {
+	case <-ld.done:
+		return ld.cl, false
+	default:
+	}
+	return ld.cl, !released && !ld.cl.lease.lost()
 }
 
 // Check returns nil only while the holder can prove it holds the lock:
@@ -52,7 +139,7 @@ func (ld *lockDescriptor) Check(ctx context.Context) error {
 	return nil
 }
 
-// Unlock deletes the lock's entry if it is still ours (one transaction on
+// Unlock closes Done and deletes the lock's entry if it is still ours (one transaction on
 // its ModRevision), handing the lock to the next waiter, and revokes the
 // lease if it is the lock's own (LockWithTTL with a non-default TTL,
 // LockName, a second lock of one directory through one Conn). It returns
@@ -70,6 +157,7 @@ func (ld *lockDescriptor) Unlock(ctx context.Context) error {
 	}
 	ld.released = true
 	ld.mu.Unlock()
+	ld.end()
 	if err := cl.c.closedErr(cl.path); err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -61,6 +61,9 @@ type participation struct {
 	cl       *claim // our entry while we lead
 	leading  context.Context
 	resign   context.CancelFunc
+
+	// cur is the current (or last) leadership term, nil before the first.
+	cur atomic.Pointer[term]
 }
 
 // WaitForLeadership adds this participant's entry to the election and
@@ -106,6 +109,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 	cl.resp = nil
 	leading, resign := context.WithCancel(context.Background())
 	p.cl, p.leading, p.resign = cl, leading, resign
+	p.cur.Store(&term{p: p, cl: cl, leading: leading})
 	go p.monitor(leading, resign, cl)
 	return leading, nil
 }
@@ -124,7 +128,9 @@ func (p *participation) stoppedErr(err error) error {
 
 // monitor cancels the leadership context when the lease is lost (at once,
 // from the lease's own timer) or the candidate entry is deleted or
-// rewritten.
+// rewritten (see claim.follow), and when etcd refuses to let it watch the
+// entry (PermissionDenied): a leader that cannot watch its entry gives
+// leadership up.
 func (p *participation) monitor(leading context.Context, resign context.CancelFunc, cl *claim) {
 	defer resign()
 	go func() {
@@ -134,56 +140,7 @@ func (p *participation) monitor(leading context.Context, resign context.CancelFu
 		case <-leading.Done():
 		}
 	}()
-	backoff := 20 * time.Millisecond
-	for leading.Err() == nil {
-		s, err := p.c.newStream(leading, cl.key, false, p.name)
-		if err != nil {
-			if errors.Is(err, topo.PermissionDenied) {
-				return // cannot watch our own entry: give leadership up
-			}
-			// etcd refused the watch (no leader?): try again after a pause.
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-leading.Done():
-				t.Stop()
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		if !p.watchKey(s, leading, cl) {
-			return
-		}
-	}
-}
-
-// watchKey follows our entry through s until it is deleted or rewritten
-// (false) or must be watched anew (true).
-func (p *participation) watchKey(s *stream, leading context.Context, cl *claim) bool {
-	defer s.close()
-	get := func() (*clientv3.GetResponse, error) { return p.c.cli.Get(leading, cl.key) }
-	resp, err := s.read(get)
-	if err != nil || !cl.ours(resp.Kvs) {
-		return false
-	}
-	s.rev = resp.Header.Revision
-	for {
-		evs, err := s.next()
-		if errors.Is(err, errCompacted) {
-			resp, err := s.read(get)
-			if err != nil || !cl.ours(resp.Kvs) {
-				return false
-			}
-			s.reopen(resp.Header.Revision)
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		if len(evs) > 0 {
-			return false // any change to our entry (delete, rewrite) ends it
-		}
-	}
+	_ = cl.follow(leading)
 }
 
 // Stop withdraws from the election: it ends a pending WaitForLeadership
@@ -194,6 +151,9 @@ func (p *participation) watchKey(s *stream, leading context.Context, cl *claim) 
 // is open). It is idempotent.
 func (p *participation) Stop() {
 	p.stop()
+	if t := p.cur.Load(); t != nil && t.leading.Err() == nil {
+		t.released.Store(true)
+	}
 	p.campaign.Lock()
 	defer p.campaign.Unlock()
 	if p.resign != nil {
@@ -203,6 +163,69 @@ func (p *participation) Stop() {
 		p.cl.remove()
 		p.cl = nil
 	}
+}
+
+// Term returns the current leadership term: the same Fence from
+// WaitForLeadership's return until leadership ends (then a NotLeader
+// *topo.Error, until a later WaitForLeadership wins a new term). See term
+// for its token and Done.
+func (p *participation) Term() (topo.Fence, error) {
+	if t := p.cur.Load(); t != nil && t.leading.Err() == nil {
+		return t, nil
+	}
+	return nil, topo.NewError(topo.NotLeader, p.name)
+}
+
+// term is one leadership term of a participation: the candidate entry
+// that led, and the leadership context of WaitForLeadership.
+type term struct {
+	p        *participation
+	cl       *claim
+	leading  context.Context
+	released atomic.Bool // Stop ended the term
+}
+
+// Token returns the term's fencing token: the revision etcd put the
+// candidate entry at (its CreateRevision). It is strictly greater for
+// every later term of the election, whoever leads it, for the reason the
+// tokens of locks are (see lockDescriptor.Token): the entry with the
+// lowest ModRevision leads, and each term campaigns with a new entry.
+func (t *term) Token() int64 { return t.cl.rev }
+
+// Done returns the leadership context's Done channel: closed when the
+// term ends (Stop, the entry deleted or rewritten, the lease lost, Close).
+func (t *term) Done() <-chan struct{} { return t.leading.Done() }
+
+// Check returns nil while the term lasts and the candidate entry is
+// there, unchanged, on its lease (one linearizable read, as the lock's
+// Check); LockLost once the term ended otherwise than by Stop;
+// Interrupted after Stop; Closed after the Conn's Close; the read's error
+// when etcd cannot answer.
+func (t *term) Check(ctx context.Context) error {
+	c, name := t.p.c, t.p.name
+	if t.released.Load() && !c.isClosed() {
+		return topo.NewError(topo.Interrupted, name)
+	}
+	if err := c.check(ctx, name); err != nil {
+		return err
+	}
+	if t.leading.Err() != nil || t.cl.lease.lost() {
+		return c.ownEntryGone(name)
+	}
+	resp, err := c.cli.Get(ctx, t.cl.key)
+	if err != nil {
+		return c.convertError(ctx, err, name)
+	}
+	if !t.cl.ours(resp.Kvs) || t.cl.lease.lost() {
+		return c.ownEntryGone(name)
+	}
+	return nil
+}
+
+// heldClaim returns the entry IfHeld compares in the store, or ok false
+// when the term is known to have ended here (Done closed, lease lost).
+func (t *term) heldClaim() (*claim, bool) {
+	return t.cl, !t.released.Load() && t.leading.Err() == nil && !t.cl.lease.lost()
 }
 
 // leaderOf returns the entry of queue prefix in kvs that leads (the lowest

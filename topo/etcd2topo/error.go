@@ -21,7 +21,8 @@ import (
 //	auth refusals (see authErrors) -> PermissionDenied
 //	lease not found             -> LockLost
 //	too many requests, no space -> ResourceExhausted
-//	request too large           -> InvalidArgument
+//	request too large, too many
+//	operations in a transaction -> InvalidArgument
 //	no leader, unavailable      -> Unavailable
 //	deadline exceeded           -> Timeout
 //	cancelled                   -> Interrupted
@@ -76,7 +77,7 @@ func codeOf(err error) topo.ErrorCode {
 		return topo.LockLost
 	case errors.Is(err, rpctypes.ErrTooManyRequests), errors.Is(err, rpctypes.ErrNoSpace):
 		return topo.ResourceExhausted
-	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrTooManyOps):
 		return topo.InvalidArgument
 	case errors.Is(err, context.DeadlineExceeded):
 		return topo.Timeout

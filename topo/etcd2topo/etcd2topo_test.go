@@ -2,6 +2,7 @@ package etcd2topo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -75,8 +77,9 @@ func (c *Conn) leaseIDs() []clientv3.LeaseID {
 }
 
 // expireSession revokes every lease of conn through a separate client, as
-// if etcd had expired them, and returns once the Conn has noticed (its
-// keepalive learned that the leases are gone), as the suite requires.
+// if etcd had expired them, and returns once the Conn has noticed, as the
+// suite requires: a renewal through the Conn's client learns that each
+// lease is gone, as the Conn's keepalive does at its next renewal.
 func expireSession(t *testing.T, conn topo.Conn) {
 	t.Helper()
 	c := conn.(*Conn)
@@ -90,8 +93,16 @@ func expireSession(t *testing.T, conn topo.Conn) {
 	}
 	c.mu.Unlock()
 	for _, l := range leases {
-		_, err := cli.Revoke(ctx, l.id)
-		require.NoError(t, err)
+		// A lease revoked already (its keepalive has not noticed yet) is
+		// as good as expired.
+		if _, err := cli.Revoke(ctx, l.id); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			require.NoError(t, err)
+		}
+		// The Conn's next renewal learns it, as keepAlive would: now
+		// rather than a third of the TTL later (8 h for LockName's lease).
+		if _, err := c.cli.KeepAliveOnce(ctx, l.id); errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			l.markLost()
+		}
 	}
 	require.Eventually(t, func() bool {
 		for _, l := range leases {

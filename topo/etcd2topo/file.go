@@ -17,11 +17,14 @@ import (
 // InvalidPath, InvalidArgument (value too large), Timeout, Interrupted,
 // Closed, Unavailable as documented on topo.Conn.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, err := backendkit.CheckCreate(filePath, contents)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	k := c.key(p)
@@ -46,11 +49,14 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // returns the new ModRevision. A failed compare-and-set costs one more
 // read, to tell NoNode from BadVersion.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, want, err := backendkit.CheckUpdate(filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	k := c.key(p)
@@ -98,11 +104,14 @@ func (c *Conn) casMismatch(ctx context.Context, p string) error {
 // Get returns the contents of filePath and its ModRevision as the version
 // (one linearizable range read), or NoNode.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return nil, nil, err
 	}
 	resp, err := c.cli.Get(ctx, c.key(p))
@@ -122,6 +131,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // future), Compacted if etcd compacted that revision away, and
 // InvalidArgument for a negative version.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, err
@@ -129,7 +141,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if version < 0 {
 		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("negative version"))
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	if version == 0 {
@@ -160,11 +172,14 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // backendkit.ReservedFiles naming them (NoNode is then not returned, even when
 // no other file matches).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
+	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
+		return nil, err
+	}
 	p, err := topo.CleanPrefix(filePathPrefix)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithPrefix())
@@ -197,11 +212,14 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 // non-nil one is a transaction on the key's ModRevision (BadVersion if
 // stale; version 0 never matches). It returns NoNode if the file is absent.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return err
+	}
 	p, want, err := backendkit.CheckDelete(filePath, version)
 	if err != nil {
 		return err
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return err
 	}
 	k := c.key(p)

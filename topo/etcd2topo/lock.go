@@ -43,6 +43,9 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // lease of its own, revoked by Unlock. It returns InvalidArgument for
 // ttl <= 0.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	if ttl <= 0 {
 		d, err := backendkit.CheckLockPath(dirPath)
 		if err != nil {
@@ -70,6 +73,9 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 }
 
 func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode) (topo.LockDescriptor, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	d, err := backendkit.CheckLockPath(dirPath)
 	if err != nil {
 		return nil, err
@@ -77,7 +83,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 	if err := backendkit.CheckValue(d, []byte(contents)); err != nil {
 		return nil, err
 	}
-	if err := c.check(ctx, d); err != nil {
+	if err := c.closedErr(d); err != nil {
 		return nil, err
 	}
 	dirPrefix := c.dirPrefix(d)
@@ -127,5 +133,5 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 			return nil, err
 		}
 	}
-	return &lockDescriptor{cl: cl}, nil
+	return newLockDescriptor(cl), nil
 }

@@ -23,8 +23,9 @@
 // The code follows the concepts of etcd's client/v3/concurrency: lease.go
 // (the lease and how long it is proven alive), claim.go (an entry and the
 // transaction that puts it), queue.go (waiting for older entries),
-// descriptor.go (a held lock), lock.go and election.go (the topo.Conn
-// methods on top).
+// descriptor.go (a held lock, its token and Done), lock.go and
+// election.go (the topo.Conn methods on top; the election's terms),
+// txn.go (transactions).
 //
 // # Invariants
 //
@@ -65,6 +66,37 @@
 // Errors: etcd's auth refusals are PermissionDenied, and every retry loop
 // of the package (watches, queue waits, keepalives, cleanups) treats
 // PermissionDenied as permanent.
+//
+// # Fencing tokens, Done, terms
+//
+// The fencing token of a lock (LockDescriptor.Token) is the revision etcd
+// put the lock's entry at: its CreateRevision (equal to its ModRevision,
+// as an entry is never rewritten while held). A leadership term's token
+// (LeaderParticipation.Term) is its candidate entry's CreateRevision.
+// Revisions only grow and survive lease loss, Conn and member restarts,
+// and a holder (or leader) is the queue's entry with the lowest
+// ModRevision, so every later holder's token is greater than every
+// earlier one's (see lockDescriptor.Token for the argument).
+//
+// A lock's Done closes on Unlock, on the loss of its lease (expired or
+// revoked in etcd, or no longer proven alive: see SafetyMargin), on
+// Close, and when its entry is deleted or rewritten behind it, which a
+// watch on the entry, started by the first call of Done, tells. A term's
+// Done is its leadership context's.
+//
+// # Transactions
+//
+// Conn.Txn is one etcd Txn: the conditions are its compares (IfHeld
+// compares the ModRevision of the Fence's entry with its token: the entry
+// is still there, never rewritten, so its lease is alive and nobody else
+// holds), the writes its Success branch, and its Failure branch reads
+// every compared key, so that the first failing op is found from what etcd
+// read with the failed compares, in the same round trip.
+// topo.GuardedUpdate and GuardedDelete are therefore one round trip.
+// Limits, checked before anything is sent: at most Options.MaxTxnOps (128,
+// etcd's --max-txn-ops) compares, writes and failure reads each, and at
+// most Options.MaxRequestBytes (1.5 MiB, etcd's --max-request-bytes) per
+// request; see Conn.Txn.
 //
 // Watches are opened at the store's current revision (never at a past one),
 // after which the current value is read, so that they are served by etcd's
@@ -152,6 +184,19 @@ type Options struct {
 	// LockName. Default 24 h.
 	NamedLockTTL time.Duration
 
+	// MaxTxnOps is the most compares, and the most writes, and the most
+	// failure reads, that Txn sends in one etcd transaction (see Txn);
+	// larger transactions are refused with InvalidArgument before anything
+	// is sent. Set it to the cluster's --max-txn-ops. Default 128
+	// (DefaultMaxTxnOps, etcd's default).
+	MaxTxnOps int
+
+	// MaxRequestBytes is the largest transaction request Txn sends, in
+	// bytes (see Txn); larger ones are refused with InvalidArgument before
+	// anything is sent. Set it to the cluster's --max-request-bytes.
+	// Default 1.5 MiB (DefaultMaxRequestBytes, etcd's default).
+	MaxRequestBytes int
+
 	// Logger receives the backend's and the etcd client's warnings. Nil
 	// means slog.Default().
 	Logger *slog.Logger
@@ -229,6 +274,10 @@ type Conn struct {
 
 	closed atomic.Bool // set first thing in Close
 
+	// clusterID is the id of the etcd cluster, once an answer told it (0
+	// before), for IfHeld with Fences of other Conns.
+	clusterID atomic.Uint64
+
 	mu        sync.Mutex
 	shared    *lease              // the lease of Lock, TryLock and elections
 	leases    map[*lease]struct{} // every live lease, for Close
@@ -270,6 +319,12 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	if opts.NamedLockTTL <= 0 {
 		opts.NamedLockTTL = DefaultNamedLockTTL
+	}
+	if opts.MaxTxnOps <= 0 {
+		opts.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	addr := strings.Join(opts.Endpoints, ",")
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
@@ -405,13 +460,16 @@ func (c *Conn) closedErr(path string) error {
 	return nil
 }
 
-// check runs the checks every call starts with: Closed after Close, then
-// the context.
+// check runs the first and the last of backendkit's checks, for calls
+// whose arguments are checked in between by the caller (or need no check):
+// the context (Timeout, Interrupted), then Closed after Close. Methods
+// with arguments call backendkit.CheckContext first, then their argument
+// checks, then closedErr, in backendkit's order.
 func (c *Conn) check(ctx context.Context, path string) error {
-	if err := c.closedErr(path); err != nil {
+	if err := backendkit.CheckContext(ctx, path); err != nil {
 		return err
 	}
-	return backendkit.CheckContext(ctx, path)
+	return c.closedErr(path)
 }
 
 // Close revokes the Conn's leases (releasing its locks and election

@@ -190,11 +190,14 @@ func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetR
 // current value (or NoNode if it was deleted meanwhile). It returns NoNode
 // (and no channel) if the file does not exist.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return nil, nil, err
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return nil, nil, err
 	}
 	k := c.key(p)
@@ -262,11 +265,14 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // transient failures; if the history was compacted it re-reads the prefix
 // and reports every file that changed, appeared or disappeared meanwhile.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	if err := backendkit.CheckContext(ctx, prefix); err != nil {
+		return nil, nil, err
+	}
 	p, err := topo.CleanPrefix(prefix)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.check(ctx, p); err != nil {
+	if err := c.closedErr(p); err != nil {
 		return nil, nil, err
 	}
 	k := c.key(p)

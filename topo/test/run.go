@@ -81,6 +81,16 @@ func groups() []struct {
 			{"Independent", testElectionsIndependent},
 			{"Nested", testNestedElections},
 		}},
+		{"LeaderValues", []subtest{
+			{"Campaign", testCampaignValue},
+			{"Proclaim", testProclaim},
+			{"ProclaimDeposed", testProclaimDeposed},
+			{"CampaignContextEnds", testCampaignContextEnds},
+			{"Resign", testResign},
+			{"ObserveHandovers", testObserveHandovers},
+			{"Resume", testResume},
+			{"DirectoriesEphemeral", testElectionDirsEphemeral},
+		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
 			{"WatchesInterrupted", testCloseWatches},
