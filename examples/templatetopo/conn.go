@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -85,6 +86,9 @@ type Conn struct {
 	// adopted are sessions of other Conns whose candidacies c resumed
 	// (ResumeLeaderParticipation); c ends them as it ends its own.
 	adopted map[*session]struct{}
+	// orphans are the sessions c gave up when it was cut (Cut), which it
+	// ends on Heal unless another Conn adopted them.
+	orphans []*session
 }
 
 // NewConn returns a Conn to s rooted at root (a directory path; "" or "/"
@@ -162,7 +166,7 @@ func (c *Conn) session(s *Store) *session {
 // adopt makes c the owner of ss, a session another Conn opened (or
 // adopted). Called inside a request.
 func (c *Conn) adopt(ss *session) {
-	if prev := ss.owner; prev != c {
+	if prev := ss.owner; prev != nil && prev != c {
 		delete(prev.adopted, ss) // prev.sess stays, but session() sees it is no longer prev's
 	}
 	ss.owner = c
@@ -244,12 +248,22 @@ func (c *Conn) ExpireSession() {
 	c.endSessions()
 }
 
+// SessionTimeout is how long the store keeps the session of a Conn that
+// was cut off (Conn.Cut) before it ends it: meanwhile its entries stay in
+// their queues, and another Conn can take its candidacies back
+// (ResumeLeaderParticipation), as a restarted process does while its old
+// lease lives. It is the only clock in the store.
+const SessionTimeout = time.Second
+
 // Cut breaks c's link to the store, as a network partition does: c's
-// requests fail with Unavailable (nothing is sent), its watches stop
-// receiving events until Heal, and the store ends c's session at once (this
-// store keeps no session alive without its link), c learning it first: c's
-// locks and leadership are lost before anyone else can take them. It is
-// the conformance suite's Partitioned.Cut. Idempotent.
+// requests fail with Unavailable (nothing is sent) and its watches stop
+// receiving events until Heal. c learns of the break at once and gives up
+// every claim of its sessions (Done closes, Check and Unlock say LockLost,
+// leadership contexts are cancelled, waiting Lock calls return LockLost);
+// the store ends those sessions SessionTimeout later, unless another Conn
+// resumed them, and only then hands their locks and leadership on. So the
+// cut-off holder always knows first. It is the conformance suite's
+// Partitioned.Cut. Idempotent.
 func (c *Conn) Cut() {
 	s := c.store
 	s.mu.Lock()
@@ -259,11 +273,24 @@ func (c *Conn) Cut() {
 	}
 	c.cut = true
 	c.healed = make(chan struct{})
-	c.endSessions()
+	if c.sess != nil && c.sess.owner == c {
+		c.orphans = append(c.orphans, c.sess)
+	}
+	for ss := range c.adopted {
+		c.orphans = append(c.orphans, ss)
+	}
+	for _, ss := range c.orphans {
+		s.orphan(ss)
+	}
+	c.sess = nil
+	clear(c.adopted)
 }
 
 // Heal restores c's link: requests reach the store again, watches catch
-// up, and c's next lock or campaign opens a new session. Idempotent.
+// up, and c's next lock or campaign opens a new session. c ends the
+// sessions it gave up at the Cut that nobody resumed (their claims ended
+// then), so that nothing of them is left behind, as a client that
+// reconnects after its session was given up closes it. Idempotent.
 func (c *Conn) Heal() {
 	s := c.store
 	s.mu.Lock()
@@ -273,6 +300,12 @@ func (c *Conn) Heal() {
 	}
 	c.cut = false
 	close(c.healed)
+	for _, ss := range c.orphans {
+		if ss.owner == nil {
+			s.endSession(ss)
+		}
+	}
+	c.orphans = nil
 }
 
 // observe runs read as a request of a watch (which, unlike do, Restart does

@@ -32,25 +32,29 @@
 //
 // # Sessions: which request runs on which session
 //
-// There are no clocks. Each Conn has at most one session at a time,
-// opened by its first Lock, TryLock, LockWithTTL, LockName or
-// WaitForLeadership, or by the first one after its last session ended.
-// Every entry is created on the Conn's current session. A session ends
-// only when:
+// Sessions have no leases to renew. Each Conn has at most one session at a
+// time, opened by its first Lock, TryLock, LockWithTTL, LockName,
+// WaitForLeadership or Campaign, or by the first one after its last
+// session ended. Every entry is created on the Conn's current session. A
+// session ends only when:
 //   - the store expires it: Conn.ExpireSession (the suite's
 //     Options.ExpireSession), Store.Restart (every session);
-//   - the Conn's link breaks: Conn.Cut (the suite's Partition); this store
-//     keeps no session alive without its link, so it ends it at once;
+//   - the Conn's link breaks (Conn.Cut, the suite's Partition): the Conn
+//     gives up every claim of the session at once, and the store ends the
+//     session SessionTimeout (1 s) later, unless another Conn resumed it
+//     meanwhile, or at Heal, when the Conn closes what it gave up; this
+//     timer is the store's only clock;
 //   - the Conn is closed: Conn.Close.
 //
-// When a session ends, the store FIRST tells its owner (each claim's Done
-// closes, leadership contexts are cancelled, waiters wake with LockLost)
-// and THEN removes its entries and grants the next ones, in one critical
-// section. So the old holder has always learned its loss when the next
-// holder wins. That is true by construction here only because the notice
-// is a function call; a networked backend must get the same order from its
-// session safety margin (its client gives a claim up before the store can
-// expire the lease).
+// When the store ends a session, it FIRST tells its owner (each claim's
+// Done closes, leadership contexts are cancelled, waiters wake with
+// LockLost) and THEN removes its entries and grants the next ones, in one
+// critical section; after a Cut the owner gave its claims up even earlier.
+// So the old holder has always learned its loss when the next holder wins.
+// That is true by construction here only because the notice is a function
+// call; a networked backend must get the same order from its session
+// safety margin (its client gives a claim up before the store can expire
+// the lease).
 //
 // A Conn can also adopt another Conn's session, with
 // ResumeLeaderParticipation (a restarted process taking its candidacy
@@ -66,8 +70,9 @@
 //   - A lock entry or a candidate is removed only by its own claim's
 //     Unlock, Stop or Resign, by its waiter giving up (ctx, Stop, Close),
 //     or with its session; a resumed candidacy's new claim replaces the
-//     old one in its place (the old claim is lost). Removal is by identity (the claim), never "the entry at
-//     this path", so a stale holder's Unlock releases nothing of its
+//     old one in its place (the old claim is lost). Removal is by
+//     identity (the claim), never "the entry at this path", so a stale
+//     holder's Unlock releases nothing of its
 //     successor's. A claim belongs to the session it was created on, not to
 //     the Conn's current one: once that session ended, the claim stays
 //     lost (Check and Unlock say LockLost, IfHeld fails).
@@ -106,7 +111,8 @@
 //
 // Values up to topo.MaxValueSize; GetVersion keeps the last 32 versions of
 // each file (older ones are Compacted); at most MaxTxnOps ops per Txn.
-// LockWithTTL's ttl is checked but a lock lives as long as its session.
+// LockWithTTL's ttl is checked but a lock lives as long as its session
+// (so a ttl below SessionTimeout is rounded up to it).
 // The store is simple, not fast: List, ListDir and lock checks scan every
 // file. It keeps everything in memory and nothing survives the process.
 package templatetopo

@@ -40,9 +40,9 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 
 // LockWithTTL implements topo.Conn.LockWithTTL. ttl must be positive
 // (InvalidArgument). This store has no leases: a lock lives as long as the
-// session it was taken on, which ends at once when the holder loses its
-// link (Cut) or Conn, so a holder that loses the store loses the lock
-// within any ttl. Otherwise it is Lock.
+// session it was taken on, so ttl is rounded up to SessionTimeout, after
+// which the store frees the lock of a holder that lost its link (Cut; the
+// holder gave it up at the cut). Otherwise it is Lock.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
 	p, err := checkLock(ctx, dirPath, contents)
 	if err != nil {
@@ -133,8 +133,8 @@ func (c *Conn) await(ctx context.Context, cl *claim, stop <-chan struct{}) error
 	case <-stop:
 	}
 	won := false
-	// If this request is refused (Close, Cut, Restart), the session has
-	// ended, and its entries with it.
+	// If this request is refused (Close, Cut, Restart), the claim has
+	// ended already, and its entry goes with its session.
 	_ = c.do(func(s *Store) error {
 		if s.holds(cl) && !closedChan(stop) {
 			won = true
@@ -144,12 +144,15 @@ func (c *Conn) await(ctx context.Context, cl *claim, stop <-chan struct{}) error
 		s.remove(cl)
 		return nil
 	})
+	c.store.mu.Lock()
+	lost := cl.state == claimLost
+	c.store.mu.Unlock()
 	switch {
 	case won:
 		return nil
 	case c.closed.Load():
 		return topo.NewError(topo.Closed, cl.path)
-	case closedChan(cl.sess.lost):
+	case lost:
 		return backendkit.Wrap(topo.LockLost, cl.path, errSessionEnded)
 	case closedChan(stop):
 		return topo.NewError(topo.Interrupted, cl.path)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/topokit/topokit/topo/backendkit"
 )
@@ -117,6 +118,9 @@ type session struct {
 	// the one that opened it, or the one that adopted it
 	// (ResumeLeaderParticipation).
 	owner *Conn
+	// orphaned counts the times the session lost its owner's link
+	// (Conn.Cut); a pending expiry acts only if no Conn adopted it since.
+	orphaned int
 	// lost is closed when the session ends.
 	lost chan struct{}
 	// claims are the claims (held or waiting) created on this session.
@@ -296,7 +300,30 @@ func (s *Store) setQueue(key string, q []*claim) {
 // and Check.
 func (s *Store) holds(cl *claim) bool {
 	q := s.queues[cl.key]
-	return cl.store == s && len(q) > 0 && q[0] == cl && !cl.sess.ended
+	return cl.store == s && len(q) > 0 && q[0] == cl && !cl.sess.ended && cl.state == claimHeld
+}
+
+// orphan is the store's side of a cut link: every claim of ss ends on the
+// holder's side at once (lost), and the store ends ss SessionTimeout later
+// unless a Conn adopts it first. Called with store.mu held.
+func (s *Store) orphan(ss *session) {
+	if ss.ended {
+		return
+	}
+	for cl := range ss.claims {
+		cl.end(claimLost)
+	}
+	ss.owner = nil
+	ss.orphaned++
+	gen := ss.orphaned
+	time.AfterFunc(SessionTimeout, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ss.owner == nil && ss.orphaned == gen {
+			s.endSession(ss)
+		}
+	})
+	s.notify()
 }
 
 // head returns the entry at the head of key's queue, or nil.

@@ -2,7 +2,6 @@ package templatetopo_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,10 +13,8 @@ import (
 )
 
 // sessionBound is what the suites are told about partitions: how long
-// after Cut the store may keep a cut Conn's session. This store ends it at
-// once (Conn.Cut), so any positive bound is an honest upper bound; a short
-// one keeps the suites' waits short.
-const sessionBound = time.Second
+// after Cut the store may keep a cut Conn's session, its SessionTimeout.
+const sessionBound = templatetopo.SessionTimeout
 
 // restartRefusals is how many requests a Store.Restart refuses in the
 // FaultyStore's fault.
