@@ -37,7 +37,7 @@ func TestAcceptance(t *testing.T) {
 	zkAddr := zktest.Start(t)
 	consulAddr := consultest.Start(t)
 	serve.waitOutput(t, "Stop it with Ctrl-C")
-	stores := acceptanceStores{etcd: etcdAddr, zk: zkAddr, consul: consulAddr}
+	stores := acceptanceStores{etcd: etcdAddr, zk: zkAddr, consul: consulAddr, exportDir: t.TempDir()}
 
 	t.Run("fixture", func(t *testing.T) {
 		in := buildFixture(t)
@@ -123,15 +123,28 @@ func sharedData(t *testing.T) string {
 	return d
 }
 
-type acceptanceStores struct{ etcd, zk, consul string }
+type acceptanceStores struct {
+	etcd, zk, consul string
+	// exportDir holds the exports, kept from one run to the next.
+	exportDir string
+}
 
 // run is the acceptance sequence on input (a directory with global/ and
 // zone1/), under the roots /<name>/global and /<name>/zone1.
+// The sequence runs twice, as the quickstart says it can: the second run
+// finds everything in place and succeeds.
 func (s acceptanceStores) run(t *testing.T, input, name string, decode func(t *testing.T, cell target)) {
+	for _, rerun := range []bool{false, true} {
+		s.runOnce(t, input, name, decode, rerun)
+	}
+}
+
+func (s acceptanceStores) runOnce(t *testing.T, input, name string, decode func(t *testing.T, cell target), rerun bool) {
 	global := target{impl: "etcd2", addr: s.etcd, root: "/" + name + "/global"}
 	cellRoot := "/" + name + "/zone1"
 
-	assert.Contains(t, global.ok(t, "import", filepath.Join(input, "global")), "imported")
+	// --overwrite: a second run finds the CellInfo rewritten below.
+	assert.Contains(t, global.ok(t, "import", "--overwrite", filepath.Join(input, "global")), "imported")
 	global.ok(t, "cell", "set", "zone1", "--server-address", s.etcd, "--root", cellRoot)
 	assert.Equal(t, []string{"zone1", s.etcd, cellRoot}, strings.Fields(global.ok(t, "cell", "ls")))
 	assert.Contains(t, global.ok(t, "--cell", "zone1", "import", filepath.Join(input, "zone1")), "imported")
@@ -153,13 +166,18 @@ func (s acceptanceStores) run(t *testing.T, input, name string, decode func(t *t
 	consul := "consul:" + s.consul + ":" + name
 	n := countFiles(t, input)
 	for _, to := range []string{zk, consul} {
-		assert.Contains(t, global.ok(t, "copy", "--from", whole, "--to", to), "copied "+strconv.Itoa(n)+" files")
+		if rerun {
+			assert.Contains(t, global.ok(t, "copy", "--from", whole, "--to", to), "copied 0 files (0 bytes) from "+whole)
+		} else {
+			assert.Contains(t, global.ok(t, "copy", "--from", whole, "--to", to), "copied "+strconv.Itoa(n)+" files")
+		}
 		assert.Contains(t, global.ok(t, "diff", "--from", whole, "--to", to), "identical: "+strconv.Itoa(n)+" files")
 	}
 
-	out := filepath.Join(t.TempDir(), "from-consul")
+	out := filepath.Join(s.exportDir, name, "from-consul")
 	fromConsul := target{impl: "consul", addr: s.consul, root: name}
-	assert.Contains(t, fromConsul.ok(t, "export", out), "exported "+strconv.Itoa(n)+" files")
+	// --overwrite: a second run finds the directory of the first.
+	assert.Contains(t, fromConsul.ok(t, "export", "--overwrite", out), "exported "+strconv.Itoa(n)+" files")
 	// Byte for byte the input, except the CellInfo we rewrote on purpose,
 	// which holds what etcd holds.
 	ciPath := filepath.Join("global", "cells", "zone1", "CellInfo")

@@ -21,6 +21,7 @@ type security struct {
 	etcdCA, etcdCert, etcdKey, etcdServerName string
 	etcdUser, etcdPassword                    string
 	zkAuth, zkAuthFile                        string
+	zkCA, zkCert, zkKey, zkServerName         string
 	consulToken, consulTokenFile              string
 	consulCA, consulCert, consulKey           string
 }
@@ -46,6 +47,10 @@ func securitySettings() []securitySetting {
 		{"etcd-password", func(s *security) *string { return &s.etcdPassword }, []string{"TOPOCTL_ETCD_PASSWORD", "ETCDCTL_PASSWORD"}, "etcd2: password of --etcd-user"},
 		{"zk-auth", func(s *security) *string { return &s.zkAuth }, []string{"TOPOCTL_ZK_AUTH"}, `zk2: authentication "scheme:auth" added to the session, e.g. digest:user:password`},
 		{"zk-auth-file", func(s *security) *string { return &s.zkAuthFile }, []string{"TOPOCTL_ZK_AUTH_FILE"}, "zk2: file holding the scheme:auth of --zk-auth"},
+		{"zk-ca-file", func(s *security) *string { return &s.zkCA }, []string{"TOPOCTL_ZK_CA_FILE"}, "zk2: PEM file of the CA that signs the servers' certificates (turns TLS on: give the servers' secureClientPort)"},
+		{"zk-cert-file", func(s *security) *string { return &s.zkCert }, []string{"TOPOCTL_ZK_CERT_FILE"}, "zk2: PEM client certificate (turns TLS on; with --zk-key-file)"},
+		{"zk-key-file", func(s *security) *string { return &s.zkKey }, []string{"TOPOCTL_ZK_KEY_FILE"}, "zk2: PEM client key"},
+		{"zk-server-name", func(s *security) *string { return &s.zkServerName }, []string{"TOPOCTL_ZK_SERVER_NAME"}, "zk2: name checked against the servers' certificates (default: the host of each address)"},
 		{"consul-token", func(s *security) *string { return &s.consulToken }, []string{"TOPOCTL_CONSUL_TOKEN", "CONSUL_HTTP_TOKEN"}, "consul: ACL token sent with every request"},
 		{"consul-token-file", func(s *security) *string { return &s.consulTokenFile }, []string{"TOPOCTL_CONSUL_TOKEN_FILE", "CONSUL_HTTP_TOKEN_FILE"}, "consul: file holding the ACL token"},
 		{"consul-ca-file", func(s *security) *string { return &s.consulCA }, []string{"TOPOCTL_CONSUL_CA_FILE", "CONSUL_CACERT"}, "consul: CA bundle verifying the agent's certificate (turns https on)"},
@@ -103,35 +108,42 @@ func (o *options) conventionalAddress(impl string) string {
 // endpoints from the member list.
 const etcdAutoSync = 30 * time.Second
 
+// etcdOptions are the etcd2 connection options of the security settings,
+// for the members at addr ("host:port[,host:port...]").
+func (o *options) etcdOptions(addr string) etcd2topo.Options {
+	s := o.sec
+	opts := etcd2topo.Options{
+		TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
+		Username: s.etcdUser, Password: s.etcdPassword,
+		// Long-running commands (watch, lock, elect, leader --observe)
+		// follow a self-managing cluster's members (serve --cluster) as
+		// they come and go.
+		AutoSyncInterval: etcdAutoSync,
+	}
+	for ep := range strings.SplitSeq(addr, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			opts.Endpoints = append(opts.Endpoints, ep)
+		}
+	}
+	return opts
+}
+
 // factory returns the factory that opens impl's connections with the
 // security settings; other implementations come from the registry.
 func (o *options) factory(impl string) (topo.Factory, error) {
 	s := o.sec
 	switch impl {
 	case etcd2topo.FactoryName:
-		base := etcd2topo.Options{
-			TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
-			Username: s.etcdUser, Password: s.etcdPassword,
-			// Long-running commands (watch, lock, elect, leader
-			// --observe) follow a self-managing cluster's members
-			// (serve --cluster) as they come and go.
-			AutoSyncInterval: etcdAutoSync,
-		}
 		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
-			opts := base
-			for ep := range strings.SplitSeq(addr, ",") {
-				if ep = strings.TrimSpace(ep); ep != "" {
-					opts.Endpoints = append(opts.Endpoints, ep)
-				}
-			}
-			c, err := etcd2topo.NewConn(opts, root)
+			c, err := etcd2topo.NewConn(o.etcdOptions(addr), root)
 			if err != nil {
 				return nil, err
 			}
 			return c, nil
 		}), nil
 	case zk2topo.FactoryName:
-		return zk2topo.Factory{Options: zk2topo.Options{Auth: s.zkAuth, AuthFile: s.zkAuthFile}}, nil
+		return zk2topo.Factory{Options: zk2topo.Options{Auth: s.zkAuth, AuthFile: s.zkAuthFile,
+			TLSCAFile: s.zkCA, TLSCertFile: s.zkCert, TLSKeyFile: s.zkKey, TLSServerName: s.zkServerName}}, nil
 	case consultopo.FactoryName:
 		return consultopo.NewFactory(consultopo.Options{
 			Token: s.consulToken, TokenFile: s.consulTokenFile,

@@ -14,7 +14,7 @@ func TestZooKeeper(t *testing.T) {
 	addr := zktest.Start(t)
 	runSuite(t, func(t *testing.T) target {
 		return target{impl: "zk2", addr: addr, root: "/" + t.Name()}
-	}, capabilities{noHolder: true})
+	}, capabilities{})
 }
 
 // TestConsul runs every scenario against a real Consul agent, each under

@@ -99,7 +99,8 @@ conflict.`,
 				return err
 			}
 			defer st.Close()
-			return o.probe(ctx, func(c context.Context) error {
+			var row cellRow
+			if err := o.probe(ctx, func(c context.Context) error {
 				return st.srv.UpdateCellInfoFields(c, args[0], func(ci *topodatapb.CellInfo) error {
 					if setAddr {
 						ci.ServerAddress = addr
@@ -107,9 +108,16 @@ conflict.`,
 					if setRoot {
 						ci.Root = root
 					}
+					row = cellRow{args[0], ci.GetServerAddress(), ci.GetRoot()}
 					return nil
 				})
-			})
+			}); err != nil {
+				return err
+			}
+			if o.jsonOut() {
+				return o.printJSON(row)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&addr, "server-address", "", "the cell store's server address")

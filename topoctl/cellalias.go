@@ -79,9 +79,15 @@ already belongs to another alias or an alias named like a cell.`,
 				return err
 			}
 			defer st.Close()
-			return o.probe(cmd.Context(), func(c context.Context) error {
+			if err := o.probe(cmd.Context(), func(c context.Context) error {
 				return st.srv.CreateCellsAlias(c, args[0], &topodatapb.CellsAlias{Cells: cs})
-			})
+			}); err != nil {
+				return err
+			}
+			if o.jsonOut() {
+				return o.printJSON(aliasRow{args[0], cs})
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringSliceVar(&cells, "cells", nil, "the alias's cells, comma-separated (the flag may be repeated)")
@@ -110,7 +116,7 @@ already those. A cell that belongs to another alias is NodeExists.`,
 				return err
 			}
 			defer st.Close()
-			return o.probe(cmd.Context(), func(c context.Context) error {
+			if err := o.probe(cmd.Context(), func(c context.Context) error {
 				return st.srv.UpdateCellsAlias(c, args[0], func(ca *topodatapb.CellsAlias) error {
 					if slices.Equal(ca.GetCells(), cs) {
 						return &topo.Error{Code: topo.NoUpdateNeeded, Path: topo.CellsAliasPath(args[0])}
@@ -118,7 +124,13 @@ already those. A cell that belongs to another alias is NodeExists.`,
 					ca.Cells = cs
 					return nil
 				})
-			})
+			}); err != nil {
+				return err
+			}
+			if o.jsonOut() {
+				return o.printJSON(aliasRow{args[0], cs})
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringSliceVar(&cells, "cells", nil, "the alias's cells, comma-separated (the flag may be repeated)")
@@ -171,9 +183,15 @@ func newCellAliasDeleteCmd(o *options) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			return o.probe(cmd.Context(), func(c context.Context) error {
+			if err := o.probe(cmd.Context(), func(c context.Context) error {
 				return st.srv.DeleteCellsAlias(c, args[0])
-			})
+			}); err != nil {
+				return err
+			}
+			if o.jsonOut() {
+				return o.printJSON(map[string]any{"name": args[0], "deleted": 1})
+			}
+			return nil
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -73,7 +74,7 @@ func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
 				return err
 			}
 			if o.jsonOut() {
-				return o.printJSON(st)
+				return o.printJSON(clusterJSON(st))
 			}
 			if st.Decider == "" && len(st.Volunteers) == 0 {
 				o.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds), so nothing manages its membership\n")
@@ -118,12 +119,68 @@ func newClusterSizeCmd(o *options, prefix *string) *cobra.Command {
 				return err
 			}
 			if o.jsonOut() {
-				return o.printJSON(map[string]any{"idealSize": n})
+				return o.printJSON(map[string]any{"ideal_size": n})
 			}
 			o.printf("ideal size set to %d\n", n)
 			return nil
 		},
 	}
+}
+
+// clusterStatusJSON is cluster status under -o json: etcdcluster's
+// ClusterStatus with topoctl's snake_case field names and empty lists as
+// [] (etcdcluster's own JSON names are camelCase).
+type clusterStatusJSON struct {
+	Members    []memberStatusJSON `json:"members"`
+	Leader     string             `json:"leader"`
+	Decider    string             `json:"decider"`
+	Volunteers []string           `json:"volunteers"`
+	IdealSize  int                `json:"ideal_size"`
+	Nominee    *nomineeJSON       `json:"nominee,omitempty"`
+	Healthy    bool               `json:"healthy"`
+}
+
+type memberStatusJSON struct {
+	ID               string   `json:"id"`
+	Name             string   `json:"name"`
+	PeerURLs         []string `json:"peer_urls"`
+	ClientURLs       []string `json:"client_urls"`
+	Learner          bool     `json:"learner"`
+	Started          bool     `json:"started"`
+	Healthy          bool     `json:"healthy"`
+	Leader           bool     `json:"leader"`
+	RaftTerm         uint64   `json:"raft_term"`
+	RaftIndex        uint64   `json:"raft_index"`
+	RaftAppliedIndex uint64   `json:"raft_applied_index"`
+	Revision         int64    `json:"revision"`
+	Error            string   `json:"error,omitempty"`
+}
+
+type nomineeJSON struct {
+	Name        string    `json:"name"`
+	PeerURL     string    `json:"peer_url"`
+	MemberID    string    `json:"member_id,omitempty"`
+	Decider     string    `json:"decider"`
+	NominatedAt time.Time `json:"nominated_at"`
+}
+
+func clusterJSON(st *etcdcluster.ClusterStatus) clusterStatusJSON {
+	out := clusterStatusJSON{
+		Members: []memberStatusJSON{}, Leader: st.Leader, Decider: st.Decider,
+		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy,
+	}
+	for _, m := range st.Members {
+		out.Members = append(out.Members, memberStatusJSON{
+			ID: m.ID, Name: m.Name, PeerURLs: append([]string{}, m.PeerURLs...), ClientURLs: append([]string{}, m.ClientURLs...),
+			Learner: m.Learner, Started: m.Started, Healthy: m.Healthy, Leader: m.Leader,
+			RaftTerm: m.RaftTerm, RaftIndex: m.RaftIndex, RaftAppliedIndex: m.RaftAppliedIndex,
+			Revision: m.Revision, Error: m.Error,
+		})
+	}
+	if n := st.Nominee; n != nil {
+		out.Nominee = &nomineeJSON{n.Name, n.PeerURL, n.MemberID, n.Decider, n.NominatedAt}
+	}
+	return out
 }
 
 func dash(s string) string {

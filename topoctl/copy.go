@@ -204,9 +204,10 @@ func (o *options) reportDone(verb string, plan *writePlan, from, to string) erro
 type difference struct {
 	Path string `json:"path"`
 	// Kind is "only-in-from", "only-in-to" or "differs".
-	Kind      string `json:"kind"`
-	FromBytes int    `json:"from_bytes,omitempty"`
-	ToBytes   int    `json:"to_bytes,omitempty"`
+	Kind string `json:"kind"`
+	// FromBytes and ToBytes are the sizes on each side that has the file.
+	FromBytes *int `json:"from_bytes,omitempty"`
+	ToBytes   *int `json:"to_bytes,omitempty"`
 }
 
 func compareTrees(a, b []topo.KVInfo) []difference {
@@ -215,14 +216,14 @@ func compareTrees(a, b []topo.KVInfo) []difference {
 	for i < len(a) || j < len(b) {
 		switch {
 		case j == len(b) || (i < len(a) && a[i].Path < b[j].Path):
-			out = append(out, difference{Path: displayPath(a[i].Path), Kind: "only-in-from", FromBytes: len(a[i].Value)})
+			out = append(out, difference{Path: displayPath(a[i].Path), Kind: "only-in-from", FromBytes: new(len(a[i].Value))})
 			i++
 		case i == len(a) || b[j].Path < a[i].Path:
-			out = append(out, difference{Path: displayPath(b[j].Path), Kind: "only-in-to", ToBytes: len(b[j].Value)})
+			out = append(out, difference{Path: displayPath(b[j].Path), Kind: "only-in-to", ToBytes: new(len(b[j].Value))})
 			j++
 		default:
 			if !bytes.Equal(a[i].Value, b[j].Value) {
-				out = append(out, difference{Path: displayPath(a[i].Path), Kind: "differs", FromBytes: len(a[i].Value), ToBytes: len(b[j].Value)})
+				out = append(out, difference{Path: displayPath(a[i].Path), Kind: "differs", FromBytes: new(len(a[i].Value)), ToBytes: new(len(b[j].Value))})
 			}
 			i++
 			j++
@@ -297,7 +298,7 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 					case "only-in-to":
 						o.printf("only in to: %s\n", d.Path)
 					default:
-						o.printf("differs: %s (%s vs %s)\n", d.Path, plural(d.FromBytes, "byte"), plural(d.ToBytes, "byte"))
+						o.printf("differs: %s (%s vs %s)\n", d.Path, plural(*d.FromBytes, "byte"), plural(*d.ToBytes, "byte"))
 					}
 				}
 				if len(diffs) == 0 {

@@ -42,6 +42,12 @@ func TestCustomBackend(t *testing.T) {
 	other := target{impl: customBackend, addr: "elsewhere", root: tg.root}
 	other.fails(t, ExitFailure, []string{"NoNode"}, "get", "/a/f")
 
+	// --backend (-b) is the same flag.
+	b := target{noFlags: true}
+	assert.Equal(t, "v", b.ok(t, "-b", customBackend, "--topo-global-root", tg.root, "get", "/a/f"))
+	assert.Equal(t, "v", b.ok(t, "--backend", customBackend, "-i", customBackend, "--topo-global-root", tg.root, "get", "/a/f"))
+	b.fails(t, ExitUsage, []string{"disagree"}, "--backend", customBackend, "-i", "memory", "ls")
+
 	r := target{impl: "no-such-backend", addr: "x", root: "/"}.fails(t, ExitFailure, []string{"NoImplementation", customBackend}, "ls", "/")
 	require.Empty(t, r.stdout)
 }

@@ -6,9 +6,9 @@
 // etcd ("etcd2"), ZooKeeper ("zk2"), Consul ("consul"), memory ("memory"),
 // and on every other backend registered with topo.RegisterFactory in the
 // same binary. `topoctl --help` lists the registered backends;
-// --topo-implementation (-i) selects one, --topo-global-server-address
-// (-a) and --topo-global-root give the address and root passed to its
-// factory. The bundled backends are always registered (this package
+// --topo-implementation (-i; alias --backend, -b) selects one,
+// --topo-global-server-address (-a) and --topo-global-root give the
+// address and root passed to its factory. The bundled backends are always registered (this package
 // imports them).
 //
 // A custom topoctl is one import of the backend (whose init registers its

@@ -161,11 +161,11 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 			}
 			if o.jsonOut() {
 				return o.printJSON(struct {
-					Path    string `json:"path"`
-					Version string `json:"version"`
-					Value   []byte `json:"value"`
-					Decoded any    `json:"decoded,omitempty"`
-				}{displayPath(p), ver, value, decoded})
+					Path    string      `json:"path"`
+					Version jsonVersion `json:"version"`
+					Value   []byte      `json:"value"`
+					Decoded any         `json:"decoded,omitempty"`
+				}{displayPath(p), jsonVersion(ver), nonNil(value), decoded})
 			}
 			_, err = o.io.Stdout.Write(text)
 			return err
@@ -270,7 +270,7 @@ prints the new version.`,
 				return err
 			}
 			if o.jsonOut() {
-				return o.printJSON(map[string]string{"path": displayPath(p), "version": v.String()})
+				return o.printJSON(map[string]any{"path": displayPath(p), "version": jsonVersion(v.String())})
 			}
 			o.printf("%s\n", v)
 			return nil
@@ -425,10 +425,42 @@ func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, e
 		return err
 	}
 	if des, lerr := conn.ListDir(ctx, p, false); lerr == nil && len(des) > 0 {
-		return backendkit.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p)))
+		return &kindError{
+			msg: fmt.Sprintf("%s is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p), displayPath(p)),
+			err: err,
+		}
 	}
 	return err
 }
+
+// notAFile returns the NoNode error of lock (not --named) on dir when dir
+// is a file with nothing under it, saying so; nil otherwise. A path that
+// is both a file and a directory (files under it) can be locked.
+func (o *options) notAFile(ctx context.Context, conn topo.Conn, dir string) error {
+	des, lerr := conn.ListDir(ctx, dir, false)
+	if lerr != nil && !topo.IsErrType(lerr, topo.NoNode) || len(des) > 0 {
+		return nil
+	}
+	if _, _, gerr := conn.Get(ctx, dir); gerr != nil {
+		return nil
+	}
+	parent := displayPath(dir[:max(strings.LastIndexByte(dir, '/'), 0)])
+	return &kindError{
+		msg: fmt.Sprintf("%s is a file, not a directory: locks are taken on directories (lock %s), or use --named to take a named lock on any path", displayPath(dir), parent),
+		err: topo.NewError(topo.NoNode, dir),
+	}
+}
+
+// kindError is an error about what a path is (a directory where a file was
+// wanted, or the reverse), whose message says that first; it wraps the
+// backend's error (NoNode), which gives the error code.
+type kindError struct {
+	msg string
+	err error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.err }
 
 // getPrefix is get -R: every file whose path starts with arg.
 func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bool) error {
@@ -454,30 +486,34 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bo
 		return at(err, prefix)
 	}
 	type item struct {
-		Path    string `json:"path"`
-		Version string `json:"version,omitempty"`
-		Value   []byte `json:"value,omitempty"`
+		Path    string      `json:"path"`
+		Version jsonVersion `json:"version"`
+		Value   []byte      `json:"value"`
 	}
 	items := []item{}
+	keys := []struct {
+		Path string `json:"path"`
+	}{}
 	for _, kv := range kvs {
 		if topo.IsReserved(kv.Path) {
 			reserved = append(reserved, kv.Path)
 			continue
 		}
-		it := item{Path: displayPath(kv.Path)}
-		if !keysOnly {
-			it.Version, it.Value = kv.Version.String(), kv.Value
-			if it.Value == nil {
-				it.Value = []byte{}
-			}
-		}
-		items = append(items, it)
+		items = append(items, item{displayPath(kv.Path), jsonVersion(kv.Version.String()), nonNil(kv.Value)})
+		keys = append(keys, struct {
+			Path string `json:"path"`
+		}{displayPath(kv.Path)})
 	}
-	if o.jsonOut() {
+	switch {
+	case o.jsonOut() && keysOnly:
+		if err := o.printJSON(keys); err != nil {
+			return err
+		}
+	case o.jsonOut():
 		if err := o.printJSON(items); err != nil {
 			return err
 		}
-	} else {
+	default:
 		for _, it := range items {
 			o.printf("%s\n", it.Path)
 			switch {

@@ -21,6 +21,15 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
+// The environment variables lock's command gets.
+const (
+	// envLockPath names the locked directory, as typed ("/keyspaces/ks").
+	envLockPath = "TOPOCTL_LOCK_PATH"
+	// envLockToken is the lock's fencing token (topo.Fence.Token), a
+	// decimal number.
+	envLockToken = "TOPOCTL_LOCK_FENCING_TOKEN"
+)
+
 // exitCommandNotFound is the exit code when lock's command cannot be
 // started, as shells use.
 const exitCommandNotFound = 127
@@ -40,7 +49,15 @@ func newLockCmd(o *options) *cobra.Command {
 --named takes a named lock, for which DIR need not exist), run
 COMMAND while holding it, then release it. topoctl exits with the command's
 status (128+N when a signal N ended it). Without COMMAND, topoctl holds the
-lock until Ctrl-C or SIGTERM (exit 0), like "etcdctl lock".
+lock until Ctrl-C or SIGTERM (exit 0), like "etcdctl lock", after printing
+"holding the lock on DIR (fencing token N); ..." (with --output json:
+{"path","fencing_token"}).
+
+The fencing token is the lock's topo.Fence token: a number that every later
+holder of the lock on DIR gets strictly greater, so that a resource can
+refuse a holder that lost the lock without knowing it. COMMAND gets it in
+$` + envLockToken + `, and DIR in $` + envLockPath + ` (as "etcdctl lock"
+gives ETCD_LOCK_KEY and ETCD_LOCK_REV).
 
 COMMAND runs in a process group of its own, so that everything it starts
 is stopped with it; the lock is released only once no process of that
@@ -102,6 +119,14 @@ shows it.`,
 			}
 			defer st.Close()
 
+			if !named {
+				cctx, ccancel := o.callCtx(ctx)
+				err := o.notAFile(cctx, st.conn, dir)
+				ccancel()
+				if err != nil {
+					return err
+				}
+			}
 			host, _ := os.Hostname()
 			contents := fmt.Sprintf("topoctl lock on %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
 			lctx, cancel := o.callCtx(ctx)
@@ -118,8 +143,17 @@ shows it.`,
 			}
 			cancel()
 			if err != nil {
+				var lh *topo.LockHeldError
+				if try && topo.IsErrType(err, topo.NodeExists) && errors.As(err, &lh) && lh.Holder != "" {
+					// The backend named the holder: say it once.
+					by := ", by " + strconv.Quote(lh.Holder)
+					if lh.Session != "" {
+						by += " (session " + lh.Session + ")"
+					}
+					return &kindError{msg: fmt.Sprintf("lock on %s is held by someone else%s", displayPath(dir), by), err: err}
+				}
 				if try && topo.IsErrType(err, topo.NodeExists) {
-					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st.conn, dir), err)
+					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st, dir), err)
 				}
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
@@ -133,7 +167,7 @@ shows it.`,
 			if len(argv) == 0 {
 				lost = o.holdLock(ctx, ld, dir, checkInterval)
 			} else {
-				status, runErr, lost = o.runLocked(ctx, ld, argv, checkInterval, grace)
+				status, runErr, lost = o.runLocked(ctx, ld, displayPath(dir), argv, checkInterval, grace)
 			}
 
 			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout(o.timeout))
@@ -171,7 +205,11 @@ shows it.`,
 // holdLock holds ld until ctx ends (nil) or the lock is lost (the error
 // that said so), checking it every interval.
 func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
-	o.printf("holding the lock on %s; Ctrl-C or SIGTERM releases it\n", displayPath(dir))
+	if o.jsonOut() {
+		_ = o.printJSON(map[string]any{"path": displayPath(dir), "fencing_token": ld.Token()})
+	} else {
+		o.printf("holding the lock on %s (fencing token %d); Ctrl-C or SIGTERM releases it\n", displayPath(dir), ld.Token())
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -191,11 +229,19 @@ func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir stri
 
 // holder returns ", by <contents>" naming who holds the lock on dir, as
 // far as the store shows it (the contents of the oldest lock entry under
-// <dir>/locks on etcd and ZooKeeper, of the key <dir>/Lock on Consul), or
-// "" when it cannot be read.
-func (o *options) holder(ctx context.Context, conn topo.Conn, dir string) string {
+// <dir>/locks on etcd, memory and ZooKeeper -- read on a session of its
+// own there, see zkHolder --, of the key <dir>/Lock on Consul), or "" when
+// it cannot be read.
+func (o *options) holder(ctx context.Context, st *store, dir string) string {
 	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
 	defer cancel()
+	if st.spec.impl == "zk2" {
+		if h := o.zkHolder(cctx, st.spec, dir); h != "" {
+			return ", by " + strconv.Quote(h)
+		}
+		return ""
+	}
+	conn := st.conn
 	locks := backendkit.JoinPath(dir, backendkit.LocksDirName)
 	if des, err := conn.ListDir(cctx, locks, false); err == nil && len(des) > 0 {
 		// The holder is the oldest entry: the lowest version (etcd's
@@ -236,9 +282,12 @@ func unlockTimeout(d time.Duration) time.Duration {
 // lock's loss the group gets SIGTERM and, after grace, SIGKILL; when the
 // command exits by itself, whatever it left running in its group is ended
 // the same way.
-func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, argv []string, every, grace time.Duration) (int, error, error) {
+func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin = o.io.Stdin
+	// As etcdctl lock gives ETCD_LOCK_KEY and ETCD_LOCK_REV: the command
+	// can fence its own writes with the token.
+	c.Env = append(os.Environ(), envLockPath+"="+lockPath, envLockToken+"="+strconv.FormatInt(ld.Token(), 10))
 	setProcessGroup(c)
 	// Output goes through pipes of our own (when it is not a file), so that
 	// Wait returns when the command exits even if processes it left hold

@@ -14,12 +14,12 @@ import (
 
 // entry is one listed directory entry, as ls and tree print it.
 type entry struct {
-	Name      string   `json:"name"`
-	Path      string   `json:"path"`
-	Type      string   `json:"type"`
-	Ephemeral bool     `json:"ephemeral"`
-	Version   string   `json:"version,omitempty"`
-	Children  []*entry `json:"children,omitempty"`
+	Name      string      `json:"name"`
+	Path      string      `json:"path"`
+	Type      string      `json:"type"`
+	Ephemeral bool        `json:"ephemeral"`
+	Version   jsonVersion `json:"version,omitempty"`
+	Children  []*entry    `json:"children,omitempty"`
 }
 
 // displayPath renders a canonical path the way users type it.
@@ -72,7 +72,7 @@ func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, re
 			cancel()
 			switch {
 			case err == nil:
-				e.Version = v.String()
+				e.Version = jsonVersion(v.String())
 			case topo.IsErrType(err, topo.NoNode):
 			default:
 				return nil, at(err, p)
@@ -118,7 +118,7 @@ func (o *options) listOrFile(ctx context.Context, conn topo.Conn, arg string, lo
 	}
 	e := &entry{Name: dir[strings.LastIndexByte(dir, '/')+1:], Path: displayPath(dir), Type: topo.TypeFile.String()}
 	if long {
-		e.Version = v.String()
+		e.Version = jsonVersion(v.String())
 	}
 	return []*entry{e}, nil
 }
@@ -183,7 +183,7 @@ version. With --output json it prints one JSON array of entries.`,
 					name = e.Path
 				}
 				if long {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Type, ephemeralMark(e), orDash(e.Version), name)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Type, ephemeralMark(e), orDash(string(e.Version)), name)
 				} else {
 					fmt.Fprintln(tw, name)
 				}
@@ -243,7 +243,7 @@ func (o *options) printTree(es []*entry, indent string, long bool) {
 				attrs = append(attrs, "ephemeral")
 			}
 			if e.Version != "" {
-				attrs = append(attrs, "version "+e.Version)
+				attrs = append(attrs, "version "+string(e.Version))
 			}
 			line += "  [" + strings.Join(attrs, ", ") + "]"
 		}

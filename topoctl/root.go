@@ -107,6 +107,7 @@ type options struct {
 	io streams
 
 	impl     string
+	backend  string // --backend, an alias of --topo-implementation
 	addr     string
 	root     string
 	cell     string
@@ -218,8 +219,8 @@ watches, locks and leader elections, on etcd ("etcd2"), ZooKeeper ("zk2"),
 Consul ("consul") or an in-process memory store ("memory"), or any other
 backend the binary registered (topo.RegisterFactory); this binary has:
   ` + strings.Join(topo.Factories(), ", ") + `
-Select one with --topo-implementation (-i) and give its address and root
-with --topo-global-server-address and --topo-global-root.
+Select one with --topo-implementation (-i, or --backend, -b) and give its
+address and root with --topo-global-server-address and --topo-global-root.
 
 With no flags it talks to the embedded etcd that "topoctl serve" runs, at
 ` + defaultClientAddress + ` under the root ` + defaultRoot + `.
@@ -257,6 +258,7 @@ with its command's status otherwise.`,
 	pf := root.PersistentFlags()
 	pf.StringVarP(&o.impl, "topo-implementation", "i", defaultImplementation,
 		"store implementation (backend), one of the registered factories: "+strings.Join(topo.Factories(), ", ")+" (env "+envImplementation+")")
+	pf.StringVarP(&o.backend, "backend", "b", "", "the same as --topo-implementation")
 	pf.StringVarP(&o.addr, "topo-global-server-address", "a", "",
 		"global cell server address, host:port[,host:port...] (env "+envServerAddress+"; default: the address of \"topoctl serve\", "+defaultClientAddress+")")
 	pf.StringVar(&o.root, "topo-global-root", defaultRoot,
@@ -289,6 +291,7 @@ with its command's status otherwise.`,
 		newExportCmd(o),
 		newCellCmd(o),
 		newStatCmd(o),
+		newTxnCmd(o),
 		newVersionCmd(o),
 	)
 	root.InitDefaultCompletionCmd()
@@ -359,7 +362,14 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 			}
 		}
 	}
-	env("topo-implementation", envImplementation, &o.impl)
+	if fs.Changed("backend") {
+		if fs.Changed("topo-implementation") && o.backend != o.impl {
+			return usagef("--backend %q and --topo-implementation %q disagree: give one", o.backend, o.impl)
+		}
+		o.impl = o.backend
+	} else {
+		env("topo-implementation", envImplementation, &o.impl)
+	}
 	env("topo-global-server-address", envServerAddress, &o.addr)
 	env("topo-global-root", envRoot, &o.root)
 	env("cell", envCell, &o.cell)
@@ -538,6 +548,14 @@ func codeName(c topo.ErrorCode) string {
 		return "LockLost"
 	case topo.Unavailable:
 		return "Unavailable"
+	case topo.PermissionDenied:
+		return "PermissionDenied"
+	case topo.ReadOnly:
+		return "ReadOnly"
+	case topo.NotLeader:
+		return "NotLeader"
+	case topo.NoLeader:
+		return "NoLeader"
 	}
 	return fmt.Sprintf("Code%d", int(c))
 }

@@ -69,7 +69,7 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, name, dataDi
 		role = "client"
 	}
 	if o.jsonOut() {
-		_ = o.printJSON(map[string]any{"name": name, "client_url": cfg.ClientURL, "data_dir": dataDir, "role": role, "seeds": cfg.Seeds})
+		_ = o.printJSON(map[string]any{"name": name, "client_url": cfg.ClientURL, "data_dir": dataDir, "role": role, "seeds": append([]string{}, cfg.Seeds...)})
 	} else {
 		o.printf("cluster node %s running as a %s\n", name, role)
 		o.printf("  client URL:     %s\n", cfg.ClientURL)

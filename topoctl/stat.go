@@ -14,12 +14,12 @@ import (
 
 // statInfo is what stat prints about one path.
 type statInfo struct {
-	Path      string `json:"path"`
-	Type      string `json:"type"` // file, directory, or "file and directory"
-	Version   string `json:"version,omitempty"`
-	Size      *int   `json:"size,omitempty"`
-	Ephemeral bool   `json:"ephemeral"`
-	Entries   *int   `json:"entries,omitempty"`
+	Path      string      `json:"path"`
+	Type      string      `json:"type"` // file, directory, or "file and directory"
+	Version   jsonVersion `json:"version,omitempty"`
+	Size      *int        `json:"size,omitempty"`
+	Ephemeral bool        `json:"ephemeral"`
+	Entries   *int        `json:"entries,omitempty"`
 }
 
 func newStatCmd(o *options) *cobra.Command {
@@ -54,7 +54,7 @@ object {"path","type","version","size","ephemeral","entries"}.`,
 				case gerr == nil:
 					types = append(types, "file")
 					n := len(value)
-					info.Version, info.Size = v.String(), &n
+					info.Version, info.Size = jsonVersion(v.String()), &n
 				case !topo.IsErrType(gerr, topo.NoNode):
 					return at(gerr, p)
 				}
@@ -110,13 +110,16 @@ func newVersionCmd(o *options) *cobra.Command {
 		Use:   "version",
 		Short: "Print topoctl's version, commit and Go version",
 		Long: `Print the module version topoctl was built from ("(devel)" for a build
-from a checkout), the VCS commit when the build recorded it, and the Go
-version. With --output json it prints one object.`,
+from a checkout), the VCS commit when the build recorded it, the Go version
+and the backends this binary has (see package topoctl to build one with
+your own). With --output json it prints one object {"topoctl","commit",
+"go","backends"} (the version is "topoctl": "version" fields are file
+versions, numbers, everywhere else).`,
 		Args: exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			v := map[string]string{"version": "(unknown)", "go": "", "commit": ""}
+			v := map[string]string{"topoctl": "(unknown)", "go": "", "commit": ""}
 			if bi, ok := debug.ReadBuildInfo(); ok {
-				v["version"], v["go"] = bi.Main.Version, bi.GoVersion
+				v["topoctl"], v["go"] = bi.Main.Version, bi.GoVersion
 				for _, s := range bi.Settings {
 					switch s.Key {
 					case "vcs.revision":
@@ -128,14 +131,16 @@ version. With --output json it prints one object.`,
 					}
 				}
 			}
+			backends := topo.Factories()
 			if o.jsonOut() {
-				return o.printJSON(v)
+				return o.printJSON(map[string]any{"topoctl": v["topoctl"], "go": v["go"], "commit": v["commit"], "backends": backends})
 			}
-			o.printf("topoctl %s\n", v["version"])
+			o.printf("topoctl  %s\n", v["topoctl"])
 			if v["commit"] != "" {
-				o.printf("commit  %s\n", v["commit"])
+				o.printf("commit   %s\n", v["commit"])
 			}
-			o.printf("go      %s\n", v["go"])
+			o.printf("backends %s\n", strings.Join(backends, ", "))
+			o.printf("go       %s\n", v["go"])
 			return nil
 		},
 	}

@@ -14,17 +14,34 @@ import (
 
 // watchEvent is one line of watch output.
 type watchEvent struct {
-	Path    string `json:"path"`
-	Version string `json:"version,omitempty"`
-	Value   []byte `json:"value,omitempty"`
-	Deleted bool   `json:"deleted,omitempty"`
+	Path    string      `json:"path"`
+	Version jsonVersion `json:"version,omitempty"`
+	Value   []byte      `json:"value,omitempty"`
+	Deleted bool        `json:"deleted"`
+	// Revision is the etcd revision of the change, with watch --rev
+	// only: resume with --rev Revision+1.
+	Revision int64 `json:"revision,omitempty"`
 }
 
 func (o *options) printEvent(ev watchEvent) error {
 	if o.jsonOut() {
+		if !ev.Deleted {
+			// An empty value is "", not left out.
+			return o.printJSON(struct {
+				Path     string      `json:"path"`
+				Version  jsonVersion `json:"version"`
+				Value    []byte      `json:"value"`
+				Deleted  bool        `json:"deleted"`
+				Revision int64       `json:"revision,omitempty"`
+			}{ev.Path, ev.Version, nonNil(ev.Value), false, ev.Revision})
+		}
 		return o.printJSON(ev)
 	}
 	if ev.Deleted {
+		if ev.Revision > 0 {
+			o.printf("%s deleted at revision %d\n", ev.Path, ev.Revision)
+			return nil
+		}
 		o.printf("%s deleted\n", ev.Path)
 		return nil
 	}
@@ -51,7 +68,10 @@ func endOfWatch(ctx context.Context, err error) error {
 }
 
 func newWatchCmd(o *options) *cobra.Command {
-	var recursive, wait bool
+	var (
+		recursive, wait bool
+		rev             int64
+	)
 	cmd := &cobra.Command{
 		Use:   "watch FILE | watch -R PREFIX",
 		Short: "Print a file's changes (or every file's under a prefix) until interrupted",
@@ -70,12 +90,50 @@ by --timeout; the watch itself is not.
 When the store cannot be reached or the watch fails (the server died, a
 partition), watch says so on stderr ("reconnecting"), retries every second,
 says "reconnected" when the server answers again, prints what changed
-meanwhile and goes on. A permission refusal ends it.`,
+meanwhile and goes on. A permission refusal ends it.
+
+--rev N (etcd only; like "etcdctl watch --rev") prints, from etcd's history,
+every change from revision N on -- writes as "PATH VERSION VALUE" (on etcd
+a file's version is the revision that wrote it) and deletions as "PATH
+deleted at revision R" -- then the live changes, until interrupted; a
+deletion does not end it. To resume a watch that stopped, give --rev the
+last version or revision printed plus one: nothing is missed or printed
+twice. A revision etcd compacted away fails with Compacted, naming the
+oldest one it still has. Other backends keep no history to replay: --rev is
+a usage error there (NoImplementation).`,
 		Example: `  topoctl watch /keyspaces/commerce/Keyspace
-  topoctl watch -R /keyspaces/ -o json`,
+  topoctl watch -R /keyspaces/ -o json
+  topoctl watch --rev 1042 -R /keyspaces/   # resume after revision 1041`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if cmd.Flags().Changed("rev") {
+				if rev < 1 {
+					return usagef("--rev must be a revision, at least 1")
+				}
+				if wait {
+					return usagef("--rev replays history: it does not combine with --wait")
+				}
+				if err := o.checkWatchRev(); err != nil {
+					return err
+				}
+				var p string
+				var err error
+				if recursive {
+					p, err = topo.CleanPrefix(args[0])
+				} else {
+					p, err = topo.CleanFilePath(args[0])
+				}
+				if err != nil {
+					return err
+				}
+				st, err := o.open(ctx)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				return o.watchFromRevision(ctx, st, p, recursive, rev)
+			}
 			if recursive {
 				prefix, err := topo.CleanPrefix(args[0])
 				if err != nil {
@@ -113,7 +171,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 						now[wd.Path] = true
 						if v := wd.Version.String(); seen[wd.Path] != v {
 							seen[wd.Path] = v
-							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: v, Value: wd.Contents}); err != nil {
+							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(v), Value: wd.Contents}); err != nil {
 								drainAfter(func() {}, changes)
 								return err
 							}
@@ -130,7 +188,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 						switch {
 						case wd.Err == nil:
 							seen[wd.Path] = wd.Version.String()
-							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: wd.Version.String(), Value: wd.Contents})
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(wd.Version.String()), Value: wd.Contents})
 						case topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != "":
 							delete(seen, wd.Path)
 							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Deleted: true})
@@ -198,7 +256,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 				}
 				if v := cur.Version.String(); v != last {
 					last = v
-					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: v, Value: cur.Contents}); err != nil {
+					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(v), Value: cur.Contents}); err != nil {
 						drainAfter(func() {}, changes)
 						return err
 					}
@@ -209,7 +267,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 					switch {
 					case wd.Err == nil:
 						last = wd.Version.String()
-						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: last, Value: wd.Contents})
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(last), Value: wd.Contents})
 					case topo.IsErrType(wd.Err, topo.NoNode):
 						deleted = true
 						werr = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
@@ -241,6 +299,7 @@ meanwhile and goes on. A permission refusal ends it.`,
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
 	cmd.Flags().BoolVar(&o.fullValues, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
+	cmd.Flags().Int64Var(&rev, "rev", 0, "etcd only: print the changes from this revision on, from etcd's history, then the live ones")
 	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
 	return cmd
 }
