@@ -202,7 +202,7 @@ func classify(err error) topo.ErrorCode {
 	switch {
 	case errors.Is(err, errNotFound):
 		return topo.NoNode
-	case errors.Is(err, errExists), errors.Is(err, errHeld):
+	case errors.Is(err, errExists):
 		return topo.NodeExists
 	case errors.Is(err, errVersion):
 		return topo.BadVersion

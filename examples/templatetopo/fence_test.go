@@ -410,6 +410,12 @@ func TestIfHeldFences(t *testing.T) {
 	l, err := c.Lock(ctx, "d", "x")
 	require.NoError(t, err)
 
+	_, err = c.TryLock(ctx, "d", "other")
+	var held *topo.LockHeldError
+	require.ErrorAs(t, err, &held, "TryLock's NodeExists names the holder")
+	require.ErrorIs(t, err, topo.NodeExists)
+	require.Equal(t, "x", held.Holder)
+
 	_, err = c.Txn(ctx, topo.IfHeld(wrapped{wrapped{l}}), topo.UpdateOp("d/f", []byte("y"), nil))
 	require.NoError(t, err, "IfHeld through decorators")
 	_, err = c.Txn(ctx, topo.UpdateOp("d/f", []byte("y"), nil), topo.IfHeld(foreign{}))

@@ -3,6 +3,7 @@ package templatetopo
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,7 +67,9 @@ func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.Loc
 
 // TryLock implements topo.Conn.TryLock: it takes the lock only when nobody
 // holds or waits for it (in one request) and returns NodeExists at once
-// otherwise. It also returns NoNode when no file is below dirPath.
+// otherwise, with a *topo.LockHeldError naming the holder's contents and
+// session (backendkit.LockHeld). It also returns NoNode when no file is
+// below dirPath.
 func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	p, err := checkLock(ctx, dirPath, contents)
 	if err != nil {
@@ -101,8 +104,10 @@ func (c *Conn) acquire(ctx context.Context, p, contents string, needFiles, try b
 		if needFiles && !s.hasFilesBelow(key) {
 			return errNotFound
 		}
-		if try && s.head(key) != nil {
-			return errHeld
+		if h := s.head(key); try && h != nil {
+			// NodeExists naming the holder (a *topo.Error: mapErr passes
+			// it through).
+			return backendkit.LockHeld(p, []byte(h.contents), strconv.FormatInt(h.sess.id, 10))
 		}
 		cl = s.enqueue(c, key, p, contents, c.session(s))
 		return nil

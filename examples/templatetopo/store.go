@@ -27,7 +27,6 @@ var (
 	errNotFound     = errors.New("templatetopo store: no such file")
 	errExists       = errors.New("templatetopo store: file exists")
 	errVersion      = errors.New("templatetopo store: version mismatch")
-	errHeld         = errors.New("templatetopo store: lock held by another session")
 	errSessionEnded = errors.New("templatetopo store: session ended")
 	errCompacted    = errors.New("templatetopo store: version compacted")
 	errUnreachable  = errors.New("templatetopo store: unreachable")
