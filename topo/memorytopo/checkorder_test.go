@@ -18,6 +18,10 @@ func TestCheckOrder(t *testing.T) {
 	f := memorytopo.NewFactory()
 	c := newConn(t, f)
 	big := make([]byte, topo.MaxValueSize+1)
+	lp, err := c.NewLeaderParticipation("e", "id")
+	if err != nil {
+		t.Fatal(err)
+	}
 	calls := []struct {
 		name string
 		code topo.ErrorCode // on a live context
@@ -43,6 +47,16 @@ func TestCheckOrder(t *testing.T) {
 		{"LockName value", topo.InvalidArgument, func(ctx context.Context) error { _, err := c.LockName(ctx, "a", string(big)); return err }},
 		{"LockWithTTL ttl", topo.InvalidArgument, func(ctx context.Context) error { _, err := c.LockWithTTL(ctx, "a", "x", 0); return err }},
 		{"LockWithTTL path", topo.InvalidPath, func(ctx context.Context) error { _, err := c.LockWithTTL(ctx, "a/locks", "x", 0); return err }},
+		{"Campaign value", topo.InvalidArgument, func(ctx context.Context) error { _, err := lp.Campaign(ctx, big); return err }},
+		{"Proclaim value", topo.InvalidArgument, func(ctx context.Context) error { return lp.Proclaim(ctx, big) }},
+		{"ResumeLeaderParticipation path", topo.InvalidPath, func(ctx context.Context) error {
+			_, err := c.ResumeLeaderParticipation(ctx, "a/locks", "id", []byte("{}"))
+			return err
+		}},
+		{"ResumeLeaderParticipation info", topo.InvalidArgument, func(ctx context.Context) error {
+			_, err := c.ResumeLeaderParticipation(ctx, "a", "id", []byte("not json"))
+			return err
+		}},
 		{"Txn", topo.InvalidPath, func(ctx context.Context) error { _, err := c.Txn(ctx, topo.CreateOp("a/locks/x", nil)); return err }},
 	}
 	cancelled, cancel := context.WithCancel(ctx)
@@ -56,7 +70,7 @@ func TestCheckOrder(t *testing.T) {
 		requireCode(t, tc.call(ctx), tc.code)
 		requireCode(t, tc.call(cancelled), topo.Interrupted)
 	}
-	_, err := c.NewLeaderParticipation("a/locks", "id")
+	_, err = c.NewLeaderParticipation("a/locks", "id")
 	requireCode(t, err, topo.InvalidPath)
 	_, err = c.NewLeaderParticipation("", "id")
 	requireCode(t, err, topo.InvalidArgument)

@@ -78,6 +78,24 @@ const (
 	// op has the path ""); a matching fault fails the whole transaction
 	// before anything of it is applied.
 	OpTxn
+	// OpCampaign is LeaderParticipation.Campaign. Latency and a hung
+	// server end early when its context ends or the participation is
+	// stopped.
+	OpCampaign
+	// OpProclaim is LeaderParticipation.Proclaim.
+	OpProclaim
+	// OpResign is LeaderParticipation.Resign (with a cancelled context,
+	// latency and a hung server are waited out for the bounded grace
+	// only).
+	OpResign
+	// OpLeader is LeaderParticipation.Leader.
+	OpLeader
+	// OpObserve is LeaderParticipation.Observe.
+	OpObserve
+	// OpResumeLeaderParticipation is Conn.ResumeLeaderParticipation, on
+	// the election name. (ResumeInfo does not contact the store, is not
+	// counted and meets no faults.)
+	OpResumeLeaderParticipation
 
 	numOperations
 )
@@ -89,7 +107,9 @@ var opNames = [...]string{
 	OpUnlock: "Unlock", OpWatch: "Watch", OpWatchRecursive: "WatchRecursive",
 	OpNewLeaderParticipation: "NewLeaderParticipation", OpWaitForLeadership: "WaitForLeadership",
 	OpGetCurrentLeaderID: "GetCurrentLeaderID", OpWaitForNewLeader: "WaitForNewLeader",
-	OpKeepAlive: "KeepAlive", OpTxn: "Txn",
+	OpKeepAlive: "KeepAlive", OpTxn: "Txn", OpCampaign: "Campaign", OpProclaim: "Proclaim",
+	OpResign: "Resign", OpLeader: "Leader", OpObserve: "Observe",
+	OpResumeLeaderParticipation: "ResumeLeaderParticipation",
 }
 
 // String returns the operation's method name, e.g. "Get".

@@ -57,8 +57,14 @@
 // Conn.Partition cuts one Conn off, as a network partition would: its
 // renewal stops (so its session lapses SessionTTL later, handing its locks
 // and leadership to others at the moment its own descriptors report
-// LockLost and its leadership contexts are cancelled) and its new calls
-// block until Conn.Heal.
+// LockLost) and its new calls block until Conn.Heal. Like a real client,
+// which steps down a safety margin before the store can expire its
+// session, a partitioned Conn notices the failed renewal a quarter of the
+// TTL before the store lapses the lease: the leadership contexts of the
+// elections it leads on that lease are cancelled then (Proclaim returns
+// NotLeader), while the entry stays in the store until the lapse (Term's
+// Done, Check and IfHeld follow the store). Lock descriptors have no
+// such margin.
 //
 // CallCount(op) counts the calls of each Operation made through the
 // Factory's Conns (failed ones included); ResetCallCounts zeroes them.
@@ -90,6 +96,30 @@
 // Options.History-1 entries: no copy of the history); Get, GetVersion,
 // List and watches hand out copies, so callers may modify both what they
 // passed and what they got.
+//
+// # Leader values
+//
+// Campaign stores its value on the candidate entry when it creates it,
+// under the store's write lock; Proclaim replaces it under the same lock
+// after checking that the caller's term entry is still in the store (and
+// its leadership context live), so a deposed leader's Proclaim is
+// NotLeader and never visible. The value is a field of the entry, not a
+// node: the entry still holds exactly the participant id, and List,
+// ListDir, Get and Watch never show values. Leader reads id, value and
+// token (the entry's revision, the term's Token) at once. Observe and
+// WaitForNewLeader (a view of Observe: ids only, non-empty, deduplicated)
+// read the state current at the call before returning and send it first;
+// later states are read under the lock after each change, so they are in
+// store order and a resigned or lapsed leader is never sent after its
+// successor; a slow receiver gets the latest state (coalescing). Resign
+// removes the entry (with an ended ctx it tries for 3 s; if the store is
+// unreachable the leadership context is cancelled anyway). ResumeInfo is
+// JSON naming the store, election, id and entry; a Conn of the same store
+// and root resumes the candidacy by adopting the original Conn's session
+// (lease), which it renews from then on (see
+// Conn.ResumeLeaderParticipation). Faults and Partition apply to these
+// calls (OpCampaign, OpProclaim, OpResign, OpLeader, OpObserve,
+// OpResumeLeaderParticipation) as to every call.
 //
 // # Fencing tokens and transactions
 //
@@ -367,13 +397,18 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // client and its server would: renewal of c's session and lock leases stops
 // (each lapses its TTL later, exactly as with PauseKeepAlive, and the store
 // then hands c's locks and leadership to others at the same moment c's
-// descriptors report LockLost and its leadership contexts are cancelled),
+// descriptors report LockLost; its leadership contexts end earlier, see
+// below),
 // and every call on c, its lock descriptors and its participations that
 // starts from now on blocks until Heal (it then proceeds), its context ends
 // (Timeout or Interrupted, nothing done) or c is closed (Closed). Calls
-// already past their start, and established Watch, WatchRecursive and
-// WaitForNewLeader streams, are not affected. Idempotent; safe for
-// concurrent use.
+// already past their start, and established Watch, WatchRecursive,
+// WaitForNewLeader and Observe streams, are not affected. A quarter of
+// the TTL before the store lapses a session of c, c notices: the
+// leadership contexts of c's terms on it are cancelled then, before the
+// store hands leadership over (the client-side safety margin of real
+// backends); the entries stay in the store until the lapse. Idempotent;
+// safe for concurrent use.
 func (c *Conn) Partition() {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()

@@ -1,6 +1,7 @@
 package memorytopo
 
 import (
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,8 @@ import (
 // mutated) on writes; txnSeq (odd while a transaction publishes several
 // writes) lets Get see a transaction's writes all or none.
 type store struct {
-	f *Factory
+	f  *Factory
+	id uint64 // random, names the store in ResumeInfo
 
 	// mu and rev change on every write and txnSeq is read on every Get:
 	// each has a cache line of its own, away from the read-mostly fields
@@ -60,6 +62,7 @@ type store struct {
 func newStore(f *Factory) *store {
 	return &store{
 		f:            f,
+		id:           rand.Uint64(),
 		top:          &node{},
 		leases:       map[*lease]struct{}{},
 		fileWatchers: map[string]map[*watcher]struct{}{},
@@ -216,17 +219,23 @@ type histEntry struct {
 
 // entry is a lock or election entry: an ephemeral node attached to a lease.
 type entry struct {
-	path    string // full path
-	seq     int64
-	value   []byte
-	lease   *lease
-	n       *node
-	removed bool
+	path  string // full path
+	seq   int64
+	value []byte
+	// published is an election candidate's published value (Campaign,
+	// Proclaim): nil when none. It is not a file and never listed.
+	published []byte
+	lease     *lease
+	n         *node
+	removed   bool
 	// lost is set when the store dropped the entry (lease end, Delete)
 	// rather than its owner releasing it.
 	lost     bool
 	released chan struct{} // closed on removal
 	onRemove func()        // called on removal, under mu, before released closes
+	// onLapse is called, under mu, when the Conn of a partitioned lease
+	// notices the lapse ahead of the store (partitionNotice).
+	onLapse func()
 }
 
 // lease is the simulated session (or per-lock lease) that keeps entries
@@ -241,7 +250,17 @@ type lease struct {
 	blocked bool
 	gen     uint64
 	timer   *time.Timer
+	// notice is the client-side lapse of a partitioned Conn's lease
+	// (partitionNotice): it fires before timer.
+	notice *time.Timer
 }
+
+// partitionNotice is how long before the store lapses a partitioned
+// Conn's lease the Conn itself notices that renewal failed and ends the
+// leadership contexts of the elections it leads on that lease, as a real
+// client steps down a safety margin before the store can expire its
+// session: a quarter of the lease's TTL.
+func partitionNotice(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 
 // joinFull joins path segments, skipping empty ones.
 func joinFull(parts ...string) string {
@@ -459,10 +478,7 @@ func (s *store) refreshLease(l *lease) {
 	}
 	l.blocked = blocked
 	l.gen++
-	if l.timer != nil {
-		l.timer.Stop()
-		l.timer = nil
-	}
+	l.stopTimers()
 	if blocked {
 		gen := l.gen
 		l.timer = time.AfterFunc(l.ttl, func() {
@@ -472,6 +488,32 @@ func (s *store) refreshLease(l *lease) {
 				s.revokeLease(l, true)
 			}
 		})
+		if l.c.partitioned {
+			l.notice = time.AfterFunc(partitionNotice(l.ttl), func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if l.gen == gen && !l.revoked {
+					for e := range l.entries {
+						if e.onLapse != nil {
+							e.onLapse()
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// stopTimers stops l's lapse and notice timers. Call with mu held for
+// writing.
+func (l *lease) stopTimers() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if l.notice != nil {
+		l.notice.Stop()
+		l.notice = nil
 	}
 }
 
@@ -483,10 +525,7 @@ func (s *store) revokeLease(l *lease, lost bool) {
 	}
 	l.revoked = true
 	l.gen++
-	if l.timer != nil {
-		l.timer.Stop()
-		l.timer = nil
-	}
+	l.stopTimers()
 	for e := range l.entries {
 		s.removeEntry(e, lost)
 	}

@@ -129,6 +129,26 @@ func groups() []struct {
 			{"LinearizableReads", testLinearizableUnderFault},
 			{"ReadYourWrites", testReadYourWritesUnderFault},
 		}},
+		{"Fence", []subtest{
+			{"Tokens", testFenceTokens},
+			{"Terms", testFenceTerms},
+			{"Done", testFenceDone},
+			{"TokensUnderFault", testFenceTokensUnderFault},
+		}},
+		{"Stale", []subtest{
+			{"AfterSessionLoss", testStaleAfterSessionLoss},
+			{"AfterPartition", testStaleAfterPartition},
+			{"Paused", testStalePaused},
+		}},
+		{"Txn", []subtest{
+			{"Ops", testTxnOps},
+			{"Failures", testTxnFailures},
+			{"StateBefore", testTxnStateBefore},
+			{"FileAndDirectory", testTxnFileAndDirectory},
+			{"BadInput", testTxnBadInput},
+			{"Atomicity", testTxnAtomicity},
+			{"AtomicityUnderFault", testTxnAtomicityUnderFault},
+		}},
 	}
 }
 

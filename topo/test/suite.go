@@ -21,8 +21,8 @@
 //
 // docs/backends.md walks through each option. The subtests are grouped by
 // area (File, Directory, Lock, Watch, WatchRecursive, Election, Close,
-// SessionLoss, Partition, BadInput, Concurrency, Faults) and
-// run one after the other; select some with -run, e.g.
+// SessionLoss, Partition, BadInput, Concurrency, Faults, and issue 11's
+// Fence, Stale and Txn) and run one after the other; select some with -run, e.g.
 // -run 'TestConformance/Lock/TryLock'. Nothing is skipped: every subtest
 // runs against every backend, and GetVersion's asserts NoImplementation
 // when the backend declares it unsupported.
@@ -40,6 +40,33 @@
 // Overlap is checked at the moment a new holder wins: when a new Lock or
 // WaitForLeadership returns, the old holder's Check must already fail and
 // its leadership context must already be cancelled.
+//
+// Fencing (issue 11; docs/semantics.md states the contract):
+//   - Fence: over many handovers of one lock directory between Conns, by
+//     every lock call, to queued waiters and fresh callers, ending by
+//     Unlock or ExpireSession (and, on the FaultyStore, across its fault),
+//     every holder's Token is positive, fixed, and greater than every
+//     earlier holder's; the same for the terms of one election
+//     (LeaderParticipation.Term is NotLeader before leading, while queued,
+//     and after Stop, and the same Fence throughout a term). Done is open
+//     while the claim is held, closed when Unlock or Stop returns, after
+//     ExpireSession, and after a partition once the successor holds
+//     (checked in Stale/AfterPartition).
+//   - Stale: a holder whose lock or term was dropped (ExpireSession; a
+//     partition until successors hold, then healed; the same with the
+//     stale holder's first call after the heal a guarded write) has every
+//     GuardedUpdate, GuardedDelete and IfHeld Txn refused with a
+//     *TxnError wrapping LockLost, and the store, read back whole, shows
+//     none of them; the successors' guarded writes succeed.
+//   - Txn: every op kind, every failure code with the failing op's index
+//     (and nothing written), conditions evaluated against the state
+//     before the transaction, the returned versions against Get, List and
+//     Watch; malformed transactions refused with typed errors, writing
+//     nothing; and atomicity: concurrent multi-file transfers between
+//     counters conditioned on versions, whose sum every snapshot validated
+//     by a Txn of IfVersion checks preserves, and whose history porcupine
+//     checks against a model of the counters, also across the
+//     FaultyStore's fault.
 package test
 
 import (
@@ -69,7 +96,7 @@ type Options struct {
 	// leadership contexts to be cancelled, at once and without polling.
 	// conn is always a connection returned by the opener; the suite does
 	// not use it afterwards except to observe the loss and to show that a
-	// stale Unlock or Stop harms nobody.
+	// stale Unlock, Stop or guarded write (IfHeld) harms nobody.
 	ExpireSession func(t *testing.T, conn topo.Conn)
 
 	// Partition opens a new connection to the store of the subtest in

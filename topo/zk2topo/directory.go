@@ -18,11 +18,17 @@ import (
 // checked); a full one adds one pipelined Stat read per entry, and reports
 // TypeDirectory for znodes with children, TypeFile otherwise. The "locks"
 // znode of a locked directory and the entries under "elections" are shown
-// as Ephemeral directories while a lock is held or a candidate runs, and
-// hidden otherwise. It returns NoNode when dirPath does not exist or has no
+// as Ephemeral directories while a lock is held or a candidate runs (an
+// election directory holding only an empty "values" znode is hidden), and
+// hidden otherwise; a full listing also marks the top-level "elections"
+// directory Ephemeral, as every backend does. The arguments are checked
+// in backendkit's order (ctx first, then the path). It returns NoNode when dirPath does not exist or has no
 // visible entry, and InvalidPath, Timeout/Interrupted, Closed or
 // Unavailable.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	dp, err := topo.CleanDirPath(dirPath)
 	if err != nil {
 		return nil, err
@@ -83,6 +89,15 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 				if !exists || st.NumChildren == 0 {
 					continue
 				}
+				if inElections {
+					busy, err := c.electionBusy(ctx, dp, cp, st)
+					if err != nil {
+						return nil, err
+					}
+					if !busy {
+						continue
+					}
+				}
 			} else if dirInternal || (hideSystem && n == "zookeeper") {
 				continue // lock and election entries, ZooKeeper's own znodes
 			}
@@ -123,9 +138,22 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 				if st.NumChildren == 0 {
 					continue
 				}
+				if inElections {
+					busy, err := c.electionBusy(ctx, dp, cp, st)
+					if err != nil {
+						return nil, err
+					}
+					if !busy {
+						continue
+					}
+				}
 				e.Ephemeral = true
 			case cp == electionsDir:
+				// Like every lock and election directory (and as Vitess's
+				// backends list it), the top-level elections directory is
+				// Ephemeral: it exists while elections run.
 				e.Type = topo.TypeDirectory
+				e.Ephemeral = true
 			case c.internal(cp):
 				continue
 			}
@@ -136,6 +164,26 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, topo.NewError(topo.NoNode, dp)
 	}
 	return entries, nil
+}
+
+// electionBusy reports whether the election directory cp (a child of
+// "elections", Stat st) has anything but an empty "values" znode, which
+// outlives the last candidate until it is removed (see values.go).
+func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bool, error) {
+	if st.NumChildren != 1 {
+		return st.NumChildren > 0, nil
+	}
+	var exists bool
+	var vst *zk.Stat
+	err := c.read(ctx, dp, func(z *zk.Conn) error {
+		var err error
+		exists, vst, err = z.Exists(c.zkPath(backendkit.JoinPath(cp, valuesDir)))
+		return err
+	})
+	if err != nil {
+		return false, c.convert(err, dp)
+	}
+	return !exists || vst.NumChildren > 0, nil
 }
 
 // sortScratch is the reusable memory of the name sorts, kept in a per-Conn

@@ -11,7 +11,17 @@
 //   - election "name" has one ephemeral-sequential child per candidate under
 //     <root>/elections/<name>/, holding the candidate's id; the lowest leads.
 //     Only children named by a sequence (ten digits) are candidates, so the
-//     directory of a nested election ("name/sub") is never one.
+//     directory of a nested election ("name/sub") is never one;
+//   - the value a candidate publishes (Campaign, Proclaim) is an
+//     ephemeral-sequential znode of the candidate's session under
+//     <root>/elections/<name>/values/, named "<session id in 16 hex
+//     digits>-<sequence>", created in the same multi as the candidate (so
+//     with the same Czxid), holding a flag byte and the value. Vitess
+//     sorts the election directory's children and takes the first for the
+//     leader and the one before its own for its predecessor: "values"
+//     sorts after every sequence name, so Vitess never takes it for a
+//     candidate ahead of a real one, and reads its empty data as "nobody
+//     leads" only when no candidate exists (see values.go).
 //
 // Versions are the znode's Stat.Version (starting at 0). ZooKeeper keeps no
 // history, so GetVersion returns NoImplementation. Paths follow the shared
@@ -97,7 +107,9 @@
 //
 // # Transactions
 //
-// Conn.Txn is one ZooKeeper multi (see Txn for the mapping of each op).
+// Conn.Txn is one ZooKeeper multi (see Txn for the mapping of each op),
+// conditions first, then writes, so that every condition sees the state
+// before the transaction (a multi runs its requests in order).
 // IfHeld is a check-version op on the claim's entry, and a guarded multi
 // runs on the claim's session, never on another: after that session ends
 // the server refuses its requests, while an entry of the same name may by
@@ -109,6 +121,16 @@
 // is a create and a delete of the path in the same multi. A request larger
 // than Options.MaxTxnBytes (default ZooKeeper's jute.maxbuffer, 1 MiB) is
 // refused before it is sent.
+//
+// # Resuming a candidacy
+//
+// ResumeInfo carries the candidate's session id and password.
+// Conn.ResumeLeaderParticipation opens a new client (its own *zk.Conn:
+// still one client per session) whose first connect request asks for
+// that session (go-zookeeper has no option for it; the session's dialer
+// rewrites the request's session id and password, and the client adopts
+// the server's answer: the session, or expiry). The participation then
+// campaigns on that session while it lives; Close closes it.
 //
 // # Reads
 //

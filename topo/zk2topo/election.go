@@ -45,8 +45,12 @@ type participation struct {
 
 	mu       sync.Mutex
 	stopped  bool
-	node     string     // current candidate znode, "" when none
-	nodeSess *zkSession // the session node belongs to
+	node     string        // current candidate znode, "" when none
+	nodeSess *zkSession    // the session node belongs to
+	valNode  string        // the value znode of node (see values.go), "" when none
+	value    []byte        // the published value, encoded (see encodeValue)
+	pinned   *zkSession    // the resumed session, used while it lives (see Resume)
+	resigned chan struct{} // closed (and replaced) by Resign: waiting calls return
 	lctx     context.Context
 	lcancel  context.CancelFunc
 	term     *term // the current or latest term, nil before the first
@@ -66,6 +70,13 @@ type participation struct {
 func (p *participation) WaitForLeadership() (context.Context, error) {
 	p.waitMu.Lock()
 	defer p.waitMu.Unlock()
+	return p.waitLead(context.Background())
+}
+
+// waitLead is WaitForLeadership bounded by ctx (Campaign): when ctx ends
+// first, the candidate is removed and the ctx's error returned. The
+// caller holds waitMu.
+func (p *participation) waitLead(cctx context.Context) (context.Context, error) {
 	c := p.c
 	p.mu.Lock()
 	if p.stopped {
@@ -81,18 +92,51 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, p.name)
 	}
-	ctx := p.stopCtx
+	p.mu.Lock()
+	if p.resigned == nil {
+		p.resigned = make(chan struct{})
+	}
+	resigned := p.resigned
+	p.mu.Unlock()
+	ctx, cancel := context.WithCancel(cctx)
+	defer cancel()
+	stopAfter := context.AfterFunc(p.stopCtx, cancel)
+	defer stopAfter()
+	go func() {
+		select {
+		case <-resigned:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	endErr := func(err error) error {
+		select {
+		case <-resigned:
+			if p.stopCtx.Err() == nil {
+				// Resign withdrew the candidacy. It removes the entry it
+				// saw; one made meanwhile is removed here.
+				p.removeCandidate()
+				return backendkit.Wrap(topo.Interrupted, p.name, errResigned)
+			}
+		default:
+		}
+		if p.stopCtx.Err() == nil && cctx.Err() != nil {
+			p.removeCandidate()
+			return backendkit.FromContext(cctx, p.name)
+		}
+		return p.stopErr(err)
+	}
 	for {
-		sess, err := c.live(ctx, p.name)
+		sess, err := p.session(ctx)
 		if err != nil {
-			return nil, p.stopErr(err)
+			return nil, endErr(err)
 		}
 		node, err := p.candidate(ctx, sess)
-		if err != nil && sess.isLost() && !topo.IsErrType(err, topo.Interrupted) {
+		if err != nil && sess.isLost() && !topo.IsErrType(err, topo.Interrupted) && ctx.Err() == nil {
 			continue // nothing of it outlives the ended session: enter again
 		}
 		if err != nil {
-			return nil, p.stopErr(err)
+			return nil, endErr(err)
 		}
 		name := node[len(p.dirZp)+1:]
 		for {
@@ -101,7 +145,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 				break // enter again on a new session
 			}
 			if err != nil {
-				return nil, p.stopErr(c.convert(err, p.name))
+				return nil, endErr(c.convert(err, p.name))
 			}
 			idx := sort.SearchStrings(children, name)
 			if idx >= len(children) || children[idx] != name {
@@ -109,7 +153,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 				// behind our back): enter again with a new one.
 				p.mu.Lock()
 				if p.node == node {
-					p.node = ""
+					p.node, p.valNode = "", ""
 				}
 				p.mu.Unlock()
 				break
@@ -123,12 +167,15 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 					// The entry is not ours any more: enter again.
 					p.mu.Lock()
 					if p.node == node {
-						p.node = ""
+						p.node, p.valNode = "", ""
 					}
 					p.mu.Unlock()
 					break
 				}
-				return lctx, err
+				if err != nil {
+					return nil, endErr(err)
+				}
+				return lctx, nil
 			}
 			pred := p.dirZp + "/" + children[idx-1]
 			var exists bool
@@ -142,7 +189,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 				break
 			}
 			if err != nil {
-				return nil, p.stopErr(c.convert(err, p.name))
+				return nil, endErr(c.convert(err, p.name))
 			}
 			if !exists {
 				continue
@@ -153,7 +200,7 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 			case <-sess.lost:
 				lost = true
 			case <-ctx.Done():
-				return nil, p.stopErr(topo.NewError(topo.Interrupted, p.name))
+				return nil, endErr(topo.NewError(topo.Interrupted, p.name))
 			case <-c.closing:
 				return nil, topo.NewError(topo.Closed, p.name)
 			}
@@ -162,6 +209,21 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 			}
 		}
 	}
+}
+
+// session returns the session to campaign on: the resumed one while it
+// lives, else the Conn's current one.
+func (p *participation) session(ctx context.Context) (*zkSession, error) {
+	p.mu.Lock()
+	pinned := p.pinned
+	p.mu.Unlock()
+	if pinned != nil && !pinned.isLost() {
+		if err := pinned.ensureAuth(ctx, p.name); err != nil {
+			return nil, err
+		}
+		return pinned, nil
+	}
+	return p.c.live(ctx, p.name)
 }
 
 // stopErr turns errors caused by Stop into Interrupted and removes the
@@ -184,21 +246,25 @@ func (p *participation) candidate(ctx context.Context, sess *zkSession) (string,
 	if node != "" && nodeSess == sess && !sess.isLost() {
 		return node, nil
 	}
+	p.mu.Lock()
+	value := p.value
+	p.mu.Unlock()
+	var valNode string
 	for attempt := 0; ; attempt++ {
-		n, err := c.createEntry(ctx, sess, p.name, p.dirZp, []byte(p.id))
+		n, v, err := c.createCandidate(ctx, sess, p.name, p.dirZp, []byte(p.id), value)
 		if err == nil {
-			node = n
+			node, valNode = n, v
 			break
 		}
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
 			return "", c.convert(err, p.name)
 		}
-		if err := c.makeDirs(ctx, p.name, p.dirZp); err != nil {
+		if err := c.makeDirs(ctx, p.name, p.dirZp+"/"+valuesDir); err != nil {
 			return "", err
 		}
 	}
 	p.mu.Lock()
-	p.node, p.nodeSess = node, sess
+	p.node, p.nodeSess, p.valNode = node, sess, valNode
 	stopped := p.stopped
 	p.mu.Unlock()
 	if stopped {
@@ -207,6 +273,10 @@ func (p *participation) candidate(ctx context.Context, sess *zkSession) (string,
 	}
 	return node, nil
 }
+
+// errResigned is the cause of the Interrupted error of a Campaign or
+// WaitForLeadership that Resign withdrew.
+var errResigned = errors.New("zk2topo: the candidacy was resigned")
 
 // errRetry tells WaitForLeadership to check its candidate again.
 var errRetry = errors.New("retry")
@@ -290,14 +360,23 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 
 // removeCandidate deletes the candidate znode (with a fresh context).
 func (p *participation) removeCandidate() {
+	ctx, cancel := freshContext()
+	defer cancel()
+	_ = p.removeCandidateCtx(ctx)
+}
+
+// removeCandidateCtx deletes the candidate znode and its value znode, in
+// one multi on their session, within ctx. Nothing is sent once the
+// session is over (the server deleted both with it).
+func (p *participation) removeCandidateCtx(ctx context.Context) error {
 	p.mu.Lock()
-	node, sess := p.node, p.nodeSess
-	p.node = ""
+	node, sess, val := p.node, p.nodeSess, p.valNode
+	p.node, p.valNode = "", ""
 	p.mu.Unlock()
 	if node == "" || p.c.closed.Load() {
-		return
+		return nil
 	}
-	p.c.deleteEntry(sess, node)
+	return p.c.deleteCandidate(ctx, sess, node, val)
 }
 
 // Stop withdraws: it cancels the leadership context (before the candidate
@@ -327,7 +406,7 @@ func (p *participation) Stop() {
 		// "elections" left empty), so nothing lingers in listings.
 		ctx, cancel := freshContext()
 		defer cancel()
-		p.c.cleanupDir(ctx, p.dirZp)
+		p.c.cleanupDir(ctx, p.dirZp+"/"+valuesDir)
 	}
 }
 
@@ -387,115 +466,5 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 			return "", c.convert(err, p.name)
 		}
 		return string(data), nil
-	}
-}
-
-// WaitForNewLeader returns a channel of leader ids, from a child watch on
-// the election directory (an exists watch while it is absent), re-armed
-// after every event: first the current leader (if any), then every change
-// of the lowest candidate (an id may repeat when the same participant leads
-// again; "" is sent when nobody leads after someone did). The channel
-// closes when ctx ends, the Conn closes, or the session expires. Errors:
-// Timeout/Interrupted, Closed.
-func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
-	c := p.c
-	if err := c.begin(ctx, p.name); err != nil {
-		return nil, err
-	}
-	// The leader current at the time of the call is read before returning,
-	// so that it is the first id sent however late the channel is read.
-	node, id, ch, err := p.readLeader(ctx)
-	if err != nil {
-		return nil, c.convert(err, p.name)
-	}
-	out := make(chan string, 8)
-	if node != "" {
-		out <- id
-	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		defer close(out)
-		lastNode, sent := node, node != ""
-		for {
-			select {
-			case ev := <-ch:
-				if ev.Type == zk.EventNotWatching {
-					return
-				}
-			case <-ctx.Done():
-				return
-			case <-c.closing:
-				return
-			}
-			var err error
-			node, id, ch, err = p.readLeader(ctx)
-			if err != nil {
-				return
-			}
-			if node != lastNode && (node != "" || sent) {
-				select {
-				case out <- id:
-				case <-ctx.Done():
-					return
-				case <-c.closing:
-					return
-				}
-				lastNode, sent = node, true
-			}
-		}
-	}()
-	return out, nil
-}
-
-// readLeader reads the election's lowest candidate entry (node "" when
-// there is none) and its id, and returns a watch that fires on the next
-// change of the election directory (or on its creation while it is absent).
-func (p *participation) readLeader(ctx context.Context) (string, string, <-chan zk.Event, error) {
-	c := p.c
-	for {
-		// The closures write only their own locals: c.read may return
-		// (its context ended) while the request still runs.
-		var children []string
-		var ch <-chan zk.Event
-		err := c.read(ctx, p.name, func(z *zk.Conn) error {
-			cs, _, w, err := z.ChildrenW(p.dirZp)
-			children, ch = cs, w
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			var exists bool
-			var ech <-chan zk.Event
-			err = c.read(ctx, p.name, func(z *zk.Conn) error {
-				ok, _, w, err := z.ExistsW(p.dirZp)
-				exists, ech = ok, w
-				return err
-			})
-			if err == nil && exists {
-				continue
-			}
-			ch = ech
-		}
-		if err != nil {
-			return "", "", nil, err
-		}
-		children = entryNames(children)
-		if len(children) == 0 {
-			return "", "", ch, nil
-		}
-		node := children[0]
-		var data []byte
-		err = c.read(ctx, p.name, func(z *zk.Conn) error {
-			d, _, err := z.Get(p.dirZp + "/" + node)
-			data = d
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // the leader went meanwhile: read again
-		}
-		if err != nil {
-			return "", "", nil, err
-		}
-		return node, string(data), ch, nil
 	}
 }

@@ -58,9 +58,25 @@ func TestNestedElectionsIndependent(t *testing.T) {
 	defer cancel()
 	ch, err := outer.WaitForNewLeader(wctx)
 	require.NoError(t, err)
-	require.Equal(t, "outer", <-ch)
+	recvID := func() string {
+		select {
+		case id := <-ch:
+			return id
+		case <-time.After(hangGuard):
+			t.Fatal("WaitForNewLeader sent nothing")
+			return ""
+		}
+	}
+	require.Equal(t, "outer", recvID())
 	outer.Stop()
-	require.Equal(t, "", <-ch, "nobody leads svc once its only candidate stopped")
+	// WaitForNewLeader is a view of Observe: ids only, never "" (nobody
+	// leads), and never svc/0's candidate: svc's next leader is next.
+	outer2, err := c.NewLeaderParticipation("svc", "outer2")
+	require.NoError(t, err)
+	defer outer2.Stop()
+	_, err = outer2.WaitForLeadership()
+	require.NoError(t, err)
+	require.Equal(t, "outer2", recvID())
 	id, err = inner.GetCurrentLeaderID(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "inner", id)

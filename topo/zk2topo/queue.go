@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -66,27 +67,39 @@ func entryNames(children []string) []string {
 // createEntry runs create (which makes one entry under parentZp on session
 // s and returns its path) honouring ctx, and records the entry.
 func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (string, error) {
+	node, _, err := c.createEntryWith(ctx, s, p, parentZp, func() (string, string, error) {
+		n, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
+		return n, "", err
+	})
+	return node, err
+}
+
+// createEntryWith is createEntry for a create function that makes the
+// entry under parentZp and, optionally, a second ephemeral znode of the
+// session in the same multi (extra: an election candidate's value znode),
+// which is deleted with the entry when the create is abandoned.
+func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, create func() (string, string, error)) (string, string, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return "", backendkit.FromContext(ctx, p)
+		return "", "", backendkit.FromContext(ctx, p)
 	case <-c.closing:
-		return "", topo.NewError(topo.Closed, p)
+		return "", "", topo.NewError(topo.Closed, p)
 	}
 	s.mu.Lock()
 	s.pending[parentZp]++
 	s.creates[parentZp]++
 	s.mu.Unlock()
 	type result struct {
-		node string
-		err  error
+		node, extra string
+		err         error
 	}
 	results := make(chan result) // unbuffered: a result is either taken or handled as abandoned
 	abandoned := make(chan struct{})
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		node, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
+		node, extra, err := create()
 		<-c.sem
 		s.mu.Lock()
 		s.pending[parentZp]--
@@ -103,28 +116,40 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 			c.reapOrphans(s, parentZp)
 		}
 		select {
-		case results <- result{node, err}:
+		case results <- result{node, extra, err}:
 		case <-abandoned:
 			if err == nil {
-				c.deleteEntry(s, node)
+				c.dropEntry(s, node, extra)
 			}
 		}
 	}()
 	select {
 	case r := <-results:
-		return r.node, r.err
+		return r.node, r.extra, r.err
 	case <-ctx.Done():
 		close(abandoned)
 		// The result may have been ready already.
 		select {
 		case r := <-results:
 			if r.err == nil {
-				c.deleteEntry(s, r.node)
+				c.dropEntry(s, r.node, r.extra)
 			}
 		default:
 		}
-		return "", backendkit.FromContext(ctx, p)
+		return "", "", backendkit.FromContext(ctx, p)
 	}
+}
+
+// dropEntry deletes an abandoned entry node (and its extra znode) of
+// session s with a fresh context.
+func (c *Conn) dropEntry(s *zkSession, node, extra string) {
+	if extra == "" {
+		c.deleteEntry(s, node)
+		return
+	}
+	ctx, cancel := freshContext()
+	defer cancel()
+	_ = c.deleteCandidate(ctx, s, node, extra)
 }
 
 // deleteEntry deletes an entry of session s with a fresh context and
@@ -213,6 +238,74 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 		if !skip {
 			c.log.Info("zk2topo: deleting a lock or election entry whose create lost its answer", "znode", node)
 			_ = c.do(ctx, p, func() error { return s.zk.Delete(node, -1) })
+		}
+	}
+	c.reapOrphanValues(ctx, s, parentZp)
+}
+
+// reapOrphanValues deletes the value znodes of session s under the
+// election directory parentZp whose candidate is not a live entry of s
+// (a candidate create whose answer was lost made both; see values.go).
+func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp string) {
+	p := c.relPath(parentZp)
+	vdir := parentZp + "/" + valuesDir
+	var vals []string
+	if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+		var err error
+		vals, _, err = z.Children(vdir)
+		return err
+	}); err != nil {
+		return
+	}
+	prefix := valuePrefix(s.zk.SessionID())
+	live := map[int64]bool{} // the Czxids of the session's entries under parentZp
+	s.mu.Lock()
+	// No create under parentZp may start or be in flight from here to each
+	// delete: the entries read are then all the session's live ones.
+	started, inFlight := s.creates[parentZp], s.pending[parentZp]
+	var nodes []string
+	for n := range s.entries {
+		if zkDir(n) == parentZp {
+			nodes = append(nodes, n)
+		}
+	}
+	s.mu.Unlock()
+	if inFlight > 0 {
+		return
+	}
+	for _, n := range nodes {
+		var ok bool
+		var st *zk.Stat
+		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+			var err error
+			ok, st, err = z.Exists(n)
+			return err
+		}); err != nil {
+			return
+		}
+		if ok {
+			live[st.Czxid] = true
+		}
+	}
+	for _, v := range vals {
+		if !strings.HasPrefix(v, prefix) {
+			continue
+		}
+		vp := vdir + "/" + v
+		var ok bool
+		var st *zk.Stat
+		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+			var err error
+			ok, st, err = z.Exists(vp)
+			return err
+		}); err != nil {
+			return
+		}
+		s.mu.Lock()
+		busy := s.pending[parentZp] > 0 || s.creates[parentZp] != started
+		s.mu.Unlock()
+		if ok && !busy && !live[st.Czxid] && st.EphemeralOwner == s.zk.SessionID() {
+			_ = c.do(ctx, p, func() error { return s.zk.Delete(vp, st.Version) })
 		}
 	}
 }

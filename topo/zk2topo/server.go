@@ -192,6 +192,9 @@ type Conn struct {
 
 	mu  sync.Mutex
 	cur *zkSession // the current session; replaced once lost
+	// resumed are the sessions adopted by ResumeLeaderParticipation, each
+	// on its own client; Close closes them with cur.
+	resumed []*zkSession
 
 	sortPool sync.Pool // *sortScratch of ListDir's sortNames
 
@@ -379,11 +382,13 @@ func (c *Conn) Close() {
 		c.closed.Store(true)
 		close(c.closing)
 		c.mu.Lock()
-		s := c.cur
+		ss := append([]*zkSession{c.cur}, c.resumed...)
 		c.mu.Unlock()
-		s.dead.Store(true)
-		s.zk.Close() // sends closeSession: the session's entries go at once
-		s.lose()
+		for _, s := range ss {
+			s.dead.Store(true)
+			s.zk.Close() // sends closeSession: the session's entries go at once
+			s.lose()
+		}
 		c.bg.Wait()
 	})
 }

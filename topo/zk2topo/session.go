@@ -29,6 +29,7 @@ type zkSession struct {
 	obs *sessionObserver
 
 	lost     chan struct{} // closed when the session is over
+	ready    chan struct{} // closed once zk is set (lose may run before)
 	dead     atomic.Bool   // set (first) when the session is over: the dialer refuses
 	loseOnce sync.Once
 
@@ -50,25 +51,33 @@ type zkSession struct {
 
 // newSession starts a session (the servers are dialled in the
 // background).
-func (c *Conn) newSession() (*zkSession, error) {
+func (c *Conn) newSession() (*zkSession, error) { return c.newSessionAs(0, nil) }
+
+// newSessionAs starts a session; with a non-zero id it asks the server to
+// attach the existing session id (password passwd) instead of making a
+// new one (see resumeFrame).
+func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	s := &zkSession{
 		c:       c,
 		lost:    make(chan struct{}),
+		ready:   make(chan struct{}),
 		entries: map[string]bool{},
 		gens:    map[string]uint64{},
 		creates: map[string]uint64{},
 		pending: map[string]int{},
 	}
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
+	s.obs.resumeID, s.obs.resumePw = id, passwd
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
 		zk.WithLogger(slogLogger{c.log}),
 		zk.WithLogInfo(false),
 		zk.WithDialer(s.dial),
 		zk.WithEventCallback(s.onEvent))
+	s.zk = zc
+	close(s.ready)
 	if err != nil {
 		return nil, err
 	}
-	s.zk = zc
 	c.bg.Add(1)
 	go s.watchdog()
 	return s, nil
@@ -145,6 +154,7 @@ func (s *zkSession) lose() {
 		s.c.bg.Add(1)
 		go func() {
 			defer s.c.bg.Done()
+			<-s.ready
 			if s.zk != nil {
 				s.zk.Close()
 			}
@@ -298,6 +308,13 @@ type sessionObserver struct {
 	waiters map[sentKey][]chan struct{}
 	proof   time.Time     // send time of the latest answered request
 	timeout time.Duration // negotiated session timeout
+	passwd  []byte        // the session's password, from the connect response
+
+	// resumeID and resumePw, when resumeID is not 0, are the identity of
+	// an existing session that the first connect request adopts (see
+	// Conn.ResumeLeaderParticipation). Set before the first dial.
+	resumeID int64
+	resumePw []byte
 }
 
 type sentKey struct {
@@ -378,6 +395,12 @@ type observedConn struct {
 
 func (oc *observedConn) Write(b []byte) (int, error) {
 	now := time.Now()
+	oc.wmu.Lock()
+	isFirst := oc.first.IsZero()
+	oc.wmu.Unlock()
+	if isFirst {
+		b = oc.o.resumeFrame(b)
+	}
 	n, err := oc.Conn.Write(b)
 	oc.wmu.Lock()
 	switch {
@@ -426,7 +449,11 @@ func (oc *observedConn) scan(b []byte) {
 			continue
 		}
 		k := min(len(b), oc.left)
-		if need := 16 - len(oc.body); need > 0 {
+		keep := 16
+		if !oc.handshake {
+			keep = connectRespKeep
+		}
+		if need := keep - len(oc.body); need > 0 {
 			oc.body = append(oc.body, b[:min(k, need)]...)
 		}
 		b = b[k:]
@@ -445,11 +472,14 @@ func (oc *observedConn) frame() {
 		oc.handshake = true
 		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) != 0 {
 			at = oc.first
+			oc.o.mu.Lock()
 			if ms := int32(binary.BigEndian.Uint32(oc.body[4:8])); ms > 0 {
-				oc.o.mu.Lock()
 				oc.o.timeout = time.Duration(ms) * time.Millisecond
-				oc.o.mu.Unlock()
 			}
+			if len(oc.body) >= connectRespKeep && binary.BigEndian.Uint32(oc.body[16:20]) == passwdLen {
+				oc.o.passwd = append([]byte(nil), oc.body[20:20+passwdLen]...)
+			}
+			oc.o.mu.Unlock()
 		}
 	} else if len(oc.body) >= 4 {
 		xid := int32(binary.BigEndian.Uint32(oc.body[:4]))
@@ -468,6 +498,43 @@ func (oc *observedConn) frame() {
 	if !at.IsZero() {
 		oc.o.proved(at)
 	}
+}
+
+// The connect request and response, as go-zookeeper v1.0.4 writes and
+// ZooKeeper answers them: request = length, protocolVersion (4),
+// lastZxidSeen (8), timeOut (4), sessionId (8), passwd (4-byte length,
+// then 16 bytes); response = protocolVersion (4), timeOut (4),
+// sessionId (8), passwd (length, 16 bytes), readOnly (1).
+const (
+	passwdLen       = 16
+	connectReqSID   = 4 + 4 + 8 + 4 // offset of sessionId in the framed request
+	connectReqLen   = connectReqSID + 8 + 4 + passwdLen
+	connectRespKeep = 4 + 4 + 8 + 4 + passwdLen
+)
+
+// resumeFrame returns the connect request b, rewritten to ask for the
+// session being resumed when there is one and the library asks for a new
+// session (sessionId 0, as before its first session). The library then
+// adopts whatever the server answers: the resumed session, or, when it
+// has ended, sessionId 0, which the library reports as expired.
+func (o *sessionObserver) resumeFrame(b []byte) []byte {
+	if o.resumeID == 0 || len(b) < connectReqLen ||
+		binary.BigEndian.Uint64(b[connectReqSID:]) != 0 ||
+		binary.BigEndian.Uint32(b[connectReqSID+8:]) != passwdLen || len(o.resumePw) != passwdLen {
+		return b
+	}
+	nb := append([]byte(nil), b...)
+	binary.BigEndian.PutUint64(nb[connectReqSID:], uint64(o.resumeID))
+	copy(nb[connectReqSID+12:], o.resumePw)
+	return nb
+}
+
+// password returns the session's password (nil before the server first
+// answered).
+func (o *sessionObserver) password() []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]byte(nil), o.passwd...)
 }
 
 // written matches one written frame (length, xid, opcode, then for path

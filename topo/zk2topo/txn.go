@@ -35,8 +35,19 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // in one atomic transaction on the server. It returns the new version of
 // each CreateOp and UpdateOp, nil for the other ops.
 //
-// The multi holds, for each op, in order (ZooKeeper runs them in order,
-// so a condition sees the writes of the ops before it):
+// ZooKeeper runs a multi's requests in order, each seeing the writes of
+// the ones before it. So that every condition (and every implied
+// condition of a write) is evaluated against the state before the
+// transaction, as topo.Conn.Txn requires, the multi holds the requests of
+// every condition first (in op order), then those of every write (in op
+// order; a Txn never writes one path twice, so no write's implied
+// condition sees another's write of its path). When the multi fails at a
+// condition while a write of a lower index came after it (and so was not
+// evaluated), the next multi leaves the failing op out and ends with a
+// check that always fails: it writes nothing and tells whether that write
+// fails too (one more round trip, only on that failure), so that the
+// *topo.TxnError names the first failing op in the caller's order. For
+// each op, the multi holds:
 //
 //   - IfHeld(f): a check op (any version) that the lock entry (or the
 //     leading candidate entry) exists. The multi then runs on the claim's
@@ -232,6 +243,10 @@ type txn struct {
 	claims []fenceClaim
 	guard  *zkSession // the claims' session, nil when no IfHeld
 	s      *zkSession // the session the multi runs on
+	// excluded are the ops left out of the next multi: they are known to
+	// fail, and the multi (ending with a check that always fails) finds
+	// out whether an op of a lower index fails too (see run).
+	excluded map[int]bool
 }
 
 // Roles of the requests of a multi.
@@ -244,6 +259,7 @@ const (
 	roleDirToFile        // CreateOp over a directory: set-data at its version
 	roleUnfile           // DeleteOp of a file with children: set-data to empty
 	roleCreate           // UpdateOp without version of an absent file: create
+	roleEnd              // the last check of a multi with excluded ops: always fails
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -263,12 +279,17 @@ func zkVer(n int64) int32 {
 	return -2
 }
 
-// build returns the multi for the current op states.
+// build returns the multi for the current op states: first the
+// requests of every condition (in op order), then those of every write
+// (in op order), so that every condition, as ZooKeeper runs a multi's
+// requests in order, sees the state before the transaction (Txn's
+// contract), and the implied conditions of the writes (distinct paths)
+// see no earlier write of their own path. The excluded ops are left out
+// and a check that always fails ends the multi.
 func (t *txn) build() []mreq {
 	c := t.c
 	var out []mreq
 	made := map[string]bool{} // parent directories this multi creates
-	written := map[string]bool{}
 	parents := func(i int) {
 		for _, d := range t.st[i].missing {
 			if !made[d] {
@@ -283,7 +304,19 @@ func (t *txn) build() []mreq {
 			mreq{&zk.CheckVersionRequest{Path: zp, Version: st.Version}, i, roleKind},
 			mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleSentinel})
 	}
+	order := make([]int, 0, len(t.ops))
 	for i, op := range t.ops {
+		if op.Kind.IsCondition() && !t.excluded[i] {
+			order = append(order, i)
+		}
+	}
+	for i, op := range t.ops {
+		if !op.Kind.IsCondition() && !t.excluded[i] {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		op := t.ops[i]
 		zp := c.zkPath(op.Path)
 		s := &t.st[i]
 		switch op.Kind {
@@ -299,7 +332,7 @@ func (t *txn) build() []mreq {
 			if op.Kind == topo.TxnIfVersion {
 				v = zkVer(op.Version)
 			}
-			if s.dirOnly() && !written[zp] {
+			if s.dirOnly() {
 				kindFail(i, zp)
 			} else {
 				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: v}, i, roleMain})
@@ -347,9 +380,9 @@ func (t *txn) build() []mreq {
 				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: zkVer(op.Version)}, i, roleMain})
 			}
 		}
-		if !op.Kind.IsCondition() {
-			written[zp] = true
-		}
+	}
+	if len(t.excluded) > 0 {
+		out = append(out, mreq{&zk.CheckVersionRequest{Path: "/", Version: -2}, -1, roleEnd})
 	}
 	return out
 }
@@ -412,14 +445,20 @@ func (t *txn) needsStat(i int) bool {
 func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
-	written := map[string]bool{}
-	for i, op := range t.ops {
-		if t.needsStat(i) && !written[op.Path] {
+	for i := range t.ops {
+		if t.needsStat(i) {
 			first = append(first, i)
 		}
-		if !op.Kind.IsCondition() {
-			written[op.Path] = true
+	}
+	fails := map[int]error{} // ops known to fail → their TxnError
+	lowest := func() int {
+		low := -1
+		for i := range fails {
+			if low < 0 || i < low {
+				low = i
+			}
 		}
+		return low
 	}
 	if err := t.stat(ctx, first...); err != nil {
 		return nil, err
@@ -476,9 +515,41 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			}
 			return nil, c.convert(err, "")
 		}
+		if m[j].role == roleEnd {
+			// Every op left in passed: the lowest excluded one is the
+			// first failing op.
+			return nil, fails[lowest()]
+		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
 		if done {
-			return nil, err
+			if !opFailure(err) {
+				return nil, err
+			}
+			fails[m[j].op] = err
+			// The ops of a lower index than every failing op found must
+			// have passed: each must have all its requests before the
+			// failing one. A write placed after it is not known to pass:
+			// the next multi leaves the failing op out to find out.
+			low := lowest()
+			before := map[int]bool{}
+			for _, r := range m[:j] {
+				before[r.op] = true
+			}
+			verified := true
+			for i := 0; i < low; i++ {
+				if !t.excluded[i] && !before[i] {
+					verified = false
+					break
+				}
+			}
+			if verified {
+				return nil, fails[low]
+			}
+			if t.excluded == nil {
+				t.excluded = map[int]bool{}
+			}
+			t.excluded[m[j].op] = true
+			continue
 		}
 		// The next multi is built from fresh Stats of every op, so that a
 		// transaction of many absent files (or many missing parents) is
@@ -487,7 +558,24 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			return nil, err
 		}
 	}
+	if len(fails) > 0 {
+		return nil, fails[lowest()]
+	}
 	return nil, backendkit.Wrap(topo.Unavailable, "", errors.New("zk2topo: the transaction kept racing with other writers"))
+}
+
+// opFailure reports whether err is a TxnError of a condition that does
+// not hold (NodeExists, NoNode, BadVersion, LockLost).
+func opFailure(err error) bool {
+	var te *topo.TxnError
+	if !errors.As(err, &te) {
+		return false
+	}
+	switch topo.CodeOf(te.Err) {
+	case topo.NodeExists, topo.NoNode, topo.BadVersion, topo.LockLost:
+		return true
+	}
+	return false
 }
 
 // failed handles the failure zerr of request r of a multi (the first that
@@ -654,20 +742,16 @@ func (t *txn) readErr(i int, err error) error {
 	return t.c.convert(err, t.ops[i].Path)
 }
 
-// refresh reads the Stat of every op's path that no earlier op of the
-// transaction writes, and of the ancestors of the absent ones, all at
+// refresh reads the Stat of every op's path (every op sees the state
+// before the transaction), and of the ancestors of the absent ones, all at
 // once (one round trip: the reads run concurrently), and records them
 // for the next multi.
 func (t *txn) refresh(ctx context.Context) error {
 	c := t.c
 	var idx []int
-	written := map[string]bool{}
 	for i, op := range t.ops {
-		if op.Kind != topo.TxnIfHeld && !written[op.Path] {
+		if op.Kind != topo.TxnIfHeld {
 			idx = append(idx, i)
-		}
-		if !op.Kind.IsCondition() {
-			written[op.Path] = true
 		}
 	}
 	// Every path and every ancestor, once.

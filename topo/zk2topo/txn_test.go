@@ -126,10 +126,11 @@ func TestTxnOps(t *testing.T) {
 	_, _, err = c.Get(ctx, "a/b/d")
 	require.ErrorIs(t, err, topo.NoNode)
 
-	// A condition sees the writes of the ops before it (the multi runs in
-	// order).
+	// A condition never sees the writes of the ops before it (Txn's
+	// contract: the state before the transaction); see
+	// TestTxnConditionsSeeStateBefore.
 	_, err = c.Txn(ctx, topo.CreateOp("n", []byte("6")), topo.IfVersion("n", topo.NumericVersion(0)), topo.IfPresent("n"))
-	require.NoError(t, err)
+	requireTxnErr(t, err, 1, topo.NoNode)
 
 	// Deleting the last files removes the directories left empty, as
 	// Delete does.
@@ -505,4 +506,55 @@ func TestTxnManyAbsentFiles(t *testing.T) {
 	for i, kv := range kvs {
 		require.Equal(t, vs[i], kv.Version)
 	}
+}
+
+// TestTxnConditionsSeeStateBefore checks Txn's contract that every
+// condition is evaluated against the state before the transaction, not
+// after the writes of earlier ops (a ZooKeeper multi runs its requests in
+// order), and that the first failing op in the caller's order is named
+// when a write and a later condition both fail.
+func TestTxnConditionsSeeStateBefore(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := c.Create(ctx, "f", []byte("f")) // f at version 0
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "q", []byte("q"))
+	require.NoError(t, err)
+
+	fails := []struct {
+		name string
+		ops  []topo.TxnOp
+		idx  int
+		code topo.ErrorCode
+	}{
+		{"if-present after its create", []topo.TxnOp{topo.CreateOp("p", nil), topo.IfPresent("p")}, 1, topo.NoNode},
+		{"if-version after its create", []topo.TxnOp{topo.CreateOp("p", nil), topo.IfVersion("p", topo.NumericVersion(0))}, 1, topo.NoNode},
+		{"if-absent after its delete", []topo.TxnOp{topo.DeleteOp("q", nil), topo.IfAbsent("q")}, 1, topo.NodeExists},
+		{"if-version after its update", []topo.TxnOp{topo.UpdateOp("f", []byte("x"), nil), topo.IfVersion("f", topo.NumericVersion(1))}, 1, topo.BadVersion},
+		{"write fails before a failing condition", []topo.TxnOp{topo.UpdateOp("nope", nil, topo.NumericVersion(0)), topo.IfVersion("f", topo.NumericVersion(5))}, 0, topo.NoNode},
+		{"write passes before a failing condition", []topo.TxnOp{topo.CreateOp("p2", nil), topo.IfVersion("f", topo.NumericVersion(5))}, 1, topo.BadVersion},
+		{"two writes and a condition fail", []topo.TxnOp{topo.CreateOp("p3", nil), topo.CreateOp("q", nil), topo.DeleteOp("nope", nil), topo.IfPresent("nope2")}, 1, topo.NodeExists},
+	}
+	for _, tc := range fails {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tree(t, raw, root)
+			_, err := c.Txn(ctx, tc.ops...)
+			requireTxnErr(t, err, tc.idx, tc.code)
+			require.Equal(t, before, tree(t, raw, root), "a failed Txn must write nothing")
+		})
+	}
+
+	// Conditions that hold before the transaction hold, whatever the
+	// transaction's writes do to their paths.
+	_, err = c.Txn(ctx, topo.DeleteOp("q", nil), topo.IfPresent("q"))
+	require.NoError(t, err, "[DeleteOp(q), IfPresent(q)] on a present q")
+	_, _, err = c.Get(ctx, "q")
+	require.ErrorIs(t, err, topo.NoNode)
+	_, err = c.Txn(ctx, topo.CreateOp("r", []byte("r")), topo.IfAbsent("r"))
+	require.NoError(t, err, "[CreateOp(r), IfAbsent(r)] on an absent r")
+	vs, err := c.Txn(ctx, topo.UpdateOp("f", []byte("x"), nil), topo.IfVersion("f", topo.NumericVersion(0)))
+	require.NoError(t, err, "[UpdateOp(f), IfVersion(f, its version before)]")
+	require.Equal(t, topo.NumericVersion(1), vs[0])
 }
