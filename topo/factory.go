@@ -111,8 +111,10 @@ var registry = struct {
 
 // RegisterFactory makes a backend available to OpenServer under name. It
 // returns an error (never exits) when name is empty, f is nil, or name is
-// already registered. It is safe for concurrent use; bundled backends call
-// it from init.
+// already registered; the first registration of a name stays. It is for
+// programmatic use (a program that registers factories at run time and
+// handles the error); a backend's init calls MustRegisterFactory instead.
+// It is safe for concurrent use.
 func RegisterFactory(name string, f Factory) error {
 	if name == "" || f == nil {
 		return errors.New("topo: RegisterFactory needs a name and a non-nil factory")
@@ -124,6 +126,26 @@ func RegisterFactory(name string, f Factory) error {
 	}
 	registry.m[name] = f
 	return nil
+}
+
+// MustRegisterFactory is RegisterFactory for a backend's init function: it
+// panics, with an error naming the factory, saying why and listing the
+// registered factories, when
+// RegisterFactory fails (name empty, f nil, or name already registered, e.g.
+// by two backends that chose the same name, or by a program that registered
+// the name itself before the backend's package was initialised). A failed
+// registration in init is a build mistake that no caller could handle: a
+// program that went on would open the wrong backend, or none, under that
+// name. Every bundled backend and examples/templatetopo call it from init:
+//
+//	func init() { topo.MustRegisterFactory(FactoryName, Factory{}) }
+//
+// It is safe for concurrent use.
+func MustRegisterFactory(name string, f Factory) {
+	if err := RegisterFactory(name, f); err != nil {
+		panic(fmt.Errorf("%w (in topo.MustRegisterFactory(%q); registered factories: %s)",
+			err, name, strings.Join(Factories(), ", ")))
+	}
 }
 
 // Factories returns the names of the registered factories, sorted.

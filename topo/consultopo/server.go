@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -190,11 +189,7 @@ func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 	return NewConn(opts, root)
 }
 
-func init() {
-	if err := topo.RegisterFactory(FactoryName, NewFactory(Options{})); err != nil {
-		slog.Error("consultopo: registering the factory", "name", FactoryName, "err", err)
-	}
-}
+func init() { topo.MustRegisterFactory(FactoryName, NewFactory(Options{})) }
 
 // Conn is a topo.Conn on one Consul agent, rooted at a key prefix. It is
 // safe for concurrent use. Create Conns with NewConn or through the

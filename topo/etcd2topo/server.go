@@ -253,11 +253,7 @@ func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root st
 
 var _ topo.ContextFactory = Factory{}
 
-func init() {
-	if err := topo.RegisterFactory(FactoryName, Factory{}); err != nil {
-		slog.Warn("etcd2topo: factory not registered", "err", err)
-	}
-}
+func init() { topo.MustRegisterFactory(FactoryName, Factory{}) }
 
 // Conn is a connection to one cell's store in etcd, rooted at a key
 // prefix. It implements topo.Conn (see there for the contract); the

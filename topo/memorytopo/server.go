@@ -150,7 +150,6 @@ package memorytopo
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,11 +173,7 @@ const (
 	DefaultHistory = 16
 )
 
-func init() {
-	if err := topo.RegisterFactory(Name, NewFactory()); err != nil {
-		slog.Error("memorytopo: cannot register factory", "name", Name, "err", err)
-	}
-}
+func init() { topo.MustRegisterFactory(Name, NewFactory()) }
 
 // Options configures a Factory. Zero fields take the defaults above.
 type Options struct {

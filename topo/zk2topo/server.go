@@ -40,11 +40,7 @@ const (
 	electionsDir = "elections"
 )
 
-func init() {
-	if err := topo.RegisterFactory(FactoryName, Factory{}); err != nil {
-		slog.Error("zk2topo: cannot register the zk2 factory", "err", err)
-	}
-}
+func init() { topo.MustRegisterFactory(FactoryName, Factory{}) }
 
 // Options configures a Conn. The zero value connects with the defaults.
 type Options struct {

@@ -1,0 +1,18 @@
+package templatetopo_test
+
+import (
+	"testing"
+
+	"github.com/topokit/topokit/topo/test/mutation"
+)
+
+// TestMutants runs the mutation kit on the template: the suite must fail
+// on each mutant of the template (and pass on the unmutated baseline). It
+// runs the whole suite per mutant (Targeted mode lets cas-returns-other
+// survive now and then on this in-process store: its race window rarely
+// opens), four children at a time; the children mostly wait on the
+// partition subtests' SessionTimeout.
+func TestMutants(t *testing.T) {
+	newStore, opts := wiring()
+	mutation.Run(t, newStore, opts, mutation.Config{Parallel: 4})
+}
