@@ -16,7 +16,7 @@
 // NoImplementation, Closed); the Server's loops and election.Runner use it.
 //
 // Backends live in subpackages (memorytopo, etcd2topo, zk2topo, consultopo)
-// and register themselves with RegisterFactory from an init function, so a
+// and register themselves with MustRegisterFactory from an init function, so a
 // program selects one by importing it for side effects and naming it in
 // OpenServer. The conformance suite in topo/test checks any Conn against the
 // contract documented here.
