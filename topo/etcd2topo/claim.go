@@ -107,7 +107,7 @@ var errLeaseGone = errors.New("etcd2topo: lease gone")
 // lease, is deleted and the claim retried once). It returns errLeaseGone if
 // etcd no longer knows l. Ready-made errors are converted with the
 // caller's ctx; on an error whose outcome is unknown the key is removed.
-func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *lease, own bool, extra ...clientv3.Op) (*claim, error) {
+func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *lease, own bool, more func(key string, l *lease) []clientv3.Op, extra ...clientv3.Op) (*claim, error) {
 	key, release, ok := c.takeKey(prefix, l)
 	if !ok {
 		return nil, errKeyBusy
@@ -123,6 +123,9 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 			// ranges (etcd-io/etcd#22209), and an entry is known by it.
 			clientv3.OpGet(prefix, clientv3.WithPrefix()),
 		}, extra...)
+		if more != nil {
+			ops = append(ops, more(key, l)...)
+		}
 		resp, err := c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(ops...).
@@ -213,6 +216,13 @@ func (c *Conn) deleteKeyAsync(key string, rev int64, async bool, done func()) {
 // (when ttl is not 0, or the shared lease has an entry there already) on
 // a lease of its own of ttl (the shared TTL when ttl is 0).
 func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int64, extra ...clientv3.Op) (*claim, error) {
+	return c.claimOnWith(ctx, path, prefix, value, ttl, nil, extra...)
+}
+
+// claimOnWith is claimOn with more: when not nil, the ops it returns for
+// the entry's key and lease are added to the claim's transaction, after
+// the extra ones (a candidate's published value, see values.go).
+func (c *Conn) claimOnWith(ctx context.Context, path, prefix, value string, ttl int64, more func(key string, l *lease) []clientv3.Op, extra ...clientv3.Op) (*claim, error) {
 	for attempt := 0; ; attempt++ {
 		var (
 			l   *lease
@@ -227,7 +237,7 @@ func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int6
 		if err != nil {
 			return nil, err
 		}
-		cl, err := c.putClaim(ctx, path, prefix, value, l, own, extra...)
+		cl, err := c.putClaim(ctx, path, prefix, value, l, own, more, extra...)
 		switch {
 		case err == nil:
 			return cl, nil
