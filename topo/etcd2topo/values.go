@@ -455,7 +455,10 @@ func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error)
 			case <-octx.Done():
 				return
 			}
-			var l topo.Leader
+			var (
+				l   topo.Leader
+				err error
+			)
 			backoff := 20 * time.Millisecond
 			for {
 				l, _, err = p.electionState(octx)
