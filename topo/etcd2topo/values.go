@@ -76,19 +76,10 @@ func (p *participation) takeAdopted() *claim {
 // the entry's own lease, then frees the entry's name; with async in the
 // background, else within 2 s (then retried in the background).
 func (p *participation) dropEntry(cl *claim, async bool) {
-	if cl.own {
-		cl.removeAsync(async)
-		return
+	if !cl.own && len(cl.with) == 0 {
+		cl.with = []string{p.valueKey(cl.key)}
 	}
-	key, vkey := cl.key, p.valueKey(cl.key)
-	p.c.untilDone("deleting "+key, async, func(ctx context.Context) error {
-		_, err := p.c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", cl.rev)).
-			Then(clientv3.OpDelete(key), clientv3.OpDelete(vkey)).
-			Else(clientv3.OpDelete(vkey)).
-			Commit()
-		return err
-	}, cl.release)
+	cl.removeAsync(async)
 }
 
 // joinErr is the error of a campaign that ended because ctx, Resign
@@ -156,8 +147,9 @@ func (p *participation) join(ctx context.Context, value []byte, setValue bool) (
 			v = string(value)
 		}
 		var err error
-		cl, err = p.c.claimOnWith(wctx, p.name, p.prefix, p.id, 0, func(key string, l *lease) []clientv3.Op {
-			return []clientv3.Op{clientv3.OpPut(p.valueKey(key), v, clientv3.WithLease(l.id))}
+		cl, err = p.c.claimOnWith(wctx, p.name, p.prefix, p.id, 0, func(key string, l *lease) ([]clientv3.Op, []string) {
+			vkey := p.valueKey(key)
+			return []clientv3.Op{clientv3.OpPut(vkey, v, clientv3.WithLease(l.id))}, []string{vkey}
 		})
 		if err != nil {
 			return nil, fail(err)
@@ -330,33 +322,72 @@ func (p *participation) Resign(ctx context.Context) error {
 	return nil
 }
 
+// electionView is the leader of an election at revision rev, with its
+// entry's key and lease ("" and 0 when nobody leads).
+type electionView struct {
+	leader topo.Leader
+	key    string
+	lease  int64
+	rev    int64
+}
+
 // electionState is one consistent read of an election: its queue and
 // its values, at one revision.
-func (p *participation) electionState(ctx context.Context) (topo.Leader, int64, error) {
+func (p *participation) electionState(ctx context.Context) (electionView, error) {
 	vprefix := p.c.valuesPrefix(p.name)
 	resp, err := p.c.cli.Txn(ctx).Then(
 		clientv3.OpGet(p.prefix, clientv3.WithPrefix()),
 		clientv3.OpGet(vprefix, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
-		return topo.Leader{}, 0, err
+		return electionView{}, err
 	}
 	queue := resp.Responses[0].GetResponseRange().Kvs
 	vals := resp.Responses[1].GetResponseRange().Kvs
+	v := electionView{rev: resp.Header.Revision}
 	kv := leaderOf(queue, p.prefix)
 	if kv == nil {
-		return topo.Leader{}, resp.Header.Revision, nil
+		return v, nil
 	}
-	l := topo.Leader{ID: string(kv.Value), Token: kv.CreateRevision}
-	vkey := vprefix + string(kv.Key[len(p.prefix):])
-	for _, v := range vals {
+	v.key, v.lease = string(kv.Key), kv.Lease
+	v.leader = topo.Leader{ID: string(kv.Value), Token: kv.CreateRevision}
+	vkey := p.valueKey(v.key)
+	for _, val := range vals {
 		// The value of this entry: on its lease, written with or after it
 		// (a stale key of an earlier entry of the name is older).
-		if string(v.Key) == vkey && v.Lease == kv.Lease && v.ModRevision >= kv.CreateRevision && len(v.Value) > 0 {
-			l.Value = bytes.Clone(v.Value)
+		if string(val.Key) == vkey && val.Lease == kv.Lease && val.ModRevision >= kv.CreateRevision && len(val.Value) > 0 {
+			v.leader.Value = bytes.Clone(val.Value)
 		}
 	}
-	return l, resp.Header.Revision, nil
+	return v, nil
+}
+
+// proclaimed returns the view after ev, a change of the values seen
+// after view v, and ok true, when ev is a Proclaim of v's leader: a put
+// of its value key on its lease, after v's revision, to the value key
+// created with the entry (CreateRevision = the entry's revision: it has
+// existed ever since). The Campaign transaction creates the value key
+// with its entry, and every removal of the entry deletes the value key
+// with it (one transaction, or the lease's revocation) before the
+// entry's name is used again; so a later put to that same value key is a
+// Proclaim, which writes only while the entry is there unchanged
+// (compared in the store). At ev's revision the entry is thus there,
+// unchanged, and every entry with a lower ModRevision would have been
+// there at v's revision too, where the entry led: it still leads, with
+// the new value.
+func (p *participation) proclaimed(v electionView, ev *clientv3.Event) (electionView, bool) {
+	kv := ev.Kv
+	if ev.Type != mvccpb.PUT || v.key == "" || string(kv.Key) != p.valueKey(v.key) ||
+		kv.Lease != v.lease || kv.CreateRevision != v.leader.Token ||
+		kv.ModRevision <= v.rev || kv.ModRevision <= v.leader.Token {
+		return v, false
+	}
+	v.rev = kv.ModRevision
+	v.leader.Value = nil
+	if len(kv.Value) > 0 {
+		v.leader.Value = bytes.Clone(kv.Value)
+	}
+	return v, true
 }
 
 // Leader returns the entry with the lowest ModRevision (Vitess's leader)
@@ -369,14 +400,14 @@ func (p *participation) Leader(ctx context.Context) (topo.Leader, error) {
 	if err := p.c.check(ctx, p.name); err != nil {
 		return topo.Leader{}, err
 	}
-	l, _, err := p.electionState(ctx)
+	v, err := p.electionState(ctx)
 	if err != nil {
 		return topo.Leader{}, p.c.convertError(ctx, err, p.name)
 	}
-	if l.ID == "" && l.Token == 0 {
+	if v.key == "" {
 		return topo.Leader{}, topo.NewError(topo.NoLeader, p.name)
 	}
-	return l, nil
+	return v.leader, nil
 }
 
 func sameLeader(a, b topo.Leader) bool {
@@ -385,11 +416,14 @@ func sameLeader(a, b topo.Leader) bool {
 
 // Observe returns a channel that gets the current leader (Leader{} when
 // nobody leads) and then the leader after every change of the queue or
-// of the values that changes it or its value. Two watches (the queue,
-// the values) only signal changes; each value sent is a consistent read
-// of both at one revision (as Leader), taken after the change was seen,
-// so a resigned or expired leader is never sent after its deletion was
-// applied, and the last value sent is the state after the last change.
+// of the values that changes it or its value. Two watches follow the
+// queue and the values. Each value sent is the state at one revision:
+// either a consistent read of both (as Leader) taken after a change was
+// seen, or, for a Proclaim of the leader last sent, that leader with the
+// new value at the Proclaim's revision (proven from the Proclaim's
+// compare, see proclaimed). So a resigned or expired leader is never sent
+// after its deletion was applied, and the last value sent is the state
+// after the last change.
 // The watches resume after transient failures and reconnections from the
 // last revision they saw, and after a compaction from the current one
 // (followed by a read). The channel closes when ctx ends, the Conn
@@ -411,22 +445,23 @@ func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error)
 		ocancel()
 		return nil, err
 	}
-	last, rev, err := p.electionState(octx)
+	view, err := p.electionState(octx)
 	if err != nil {
 		qs.close()
 		vs.close()
 		ocancel()
 		return nil, c.convertError(ctx, err, p.name)
 	}
-	qs.rev, vs.rev = rev, rev
+	qs.rev, vs.rev = view.rev, view.rev
 	out := make(chan topo.Leader, watchBuffer)
-	out <- last
-	kick := make(chan struct{}, 1)
-	feed := func(s *stream) {
+	out <- view.leader
+	kick := make(chan struct{}, 1)          // the queue changed, or a resync
+	vevs := make(chan []*clientv3.Event, 1) // changes of the values
+	feed := func(s *stream, values bool) {
 		defer ocancel()
 		defer s.close()
 		for {
-			_, err := s.next()
+			evs, err := s.next()
 			if errors.Is(err, errCompacted) {
 				resp, err := s.read(func() (*clientv3.GetResponse, error) {
 					return c.cli.Get(octx, s.key, clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -435,8 +470,17 @@ func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error)
 					return
 				}
 				s.reopen(resp.Header.Revision)
+				evs = nil // resync: re-read
 			} else if err != nil {
 				return
+			}
+			if values && evs != nil {
+				select {
+				case vevs <- evs:
+				case <-octx.Done():
+					return
+				}
+				continue
 			}
 			select {
 			case kick <- struct{}{}:
@@ -444,41 +488,56 @@ func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error)
 			}
 		}
 	}
-	go feed(qs)
-	go feed(vs)
+	go feed(qs, false)
+	go feed(vs, true)
 	go func() {
 		defer close(out)
 		defer ocancel()
 		for {
+			next, reread := view, false
 			select {
 			case <-kick:
+				reread = true
+			case evs := <-vevs:
+				for _, ev := range evs {
+					if ev.Kv.ModRevision <= next.rev {
+						continue // in the state already
+					}
+					var ok bool
+					if next, ok = p.proclaimed(next, ev); !ok {
+						reread = true
+						break
+					}
+				}
 			case <-octx.Done():
 				return
 			}
-			var (
-				l   topo.Leader
-				err error
-			)
-			backoff := 20 * time.Millisecond
-			for {
-				l, _, err = p.electionState(octx)
-				if err == nil {
-					break
+			if reread {
+				backoff := 20 * time.Millisecond
+				for {
+					var err error
+					if next, err = p.electionState(octx); err == nil {
+						break
+					}
+					if octx.Err() != nil || c.isClosed() || isPermanent(err) {
+						return
+					}
+					if qs.pause(backoff) != nil {
+						return
+					}
+					backoff = min(2*backoff, time.Second)
 				}
-				if octx.Err() != nil || c.isClosed() || isPermanent(err) {
-					return
-				}
-				if qs.pause(backoff) != nil {
-					return
-				}
-				backoff = min(2*backoff, time.Second)
 			}
-			if sameLeader(l, last) {
+			if next.rev < view.rev {
+				continue // never step back (reads are linearizable; defensive)
+			}
+			changed := !sameLeader(next.leader, view.leader)
+			view = next
+			if !changed {
 				continue
 			}
-			last = l
 			select {
-			case out <- l:
+			case out <- view.leader:
 			case <-octx.Done():
 				return
 			case <-c.ctx.Done():
