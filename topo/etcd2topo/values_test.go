@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // vitessLeaderID reads the leader's id as Vitess's etcd GetCurrentLeaderID
@@ -159,4 +160,79 @@ func TestValuesCampaignCtxWithdraws(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, resp.Count, prefix)
 	}
+}
+
+// TestValuesObserveAcrossReconnect: an observer whose connection is cut
+// (Blackhole, then Reset and Heal) while the leader proclaims, resigns
+// and another takes over ends at the current state, never sends the
+// resigned leader after the new one, and never a value the leader did
+// not publish as current.
+func TestValuesObserveAcrossReconnect(t *testing.T) {
+	ctx := testCtx(t)
+	root := newRoot()
+	px, err := faultproxy.New(serverAddr)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		px.Heal()
+		px.Close()
+	})
+	c1, c2 := openConn(t, serverAddr, root), openConn(t, serverAddr, root)
+	co := openConn(t, px.Addr(), root)
+	p1, err := c1.NewLeaderParticipation("e", "one")
+	require.NoError(t, err)
+	t.Cleanup(p1.Stop)
+	p2, err := c2.NewLeaderParticipation("e", "two")
+	require.NoError(t, err)
+	t.Cleanup(p2.Stop)
+	w, err := co.NewLeaderParticipation("e", "watcher")
+	require.NoError(t, err)
+	_, err = p1.Campaign(ctx, []byte("a"))
+	require.NoError(t, err)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	obs, err := w.Observe(octx)
+	require.NoError(t, err)
+	first := nextLeader(t, obs, func(topo.Leader) bool { return true })
+	require.Equal(t, "one", first.ID)
+	require.Equal(t, "a", string(first.Value))
+
+	px.Blackhole()
+	require.NoError(t, p1.Proclaim(ctx, []byte("b")))
+	won := make(chan error, 1)
+	go func() {
+		_, err := p2.Campaign(ctx, []byte("c"))
+		won <- err
+	}()
+	require.Eventually(t, func() bool {
+		l, err := p1.Leader(ctx)
+		return err == nil && l.ID == "one"
+	}, time.Minute, time.Millisecond)
+	require.NoError(t, p1.Resign(ctx))
+	require.NoError(t, <-won)
+	px.Reset()
+	px.Heal()
+
+	var seen []topo.Leader
+	last := nextLeader(t, obs, func(l topo.Leader) bool {
+		seen = append(seen, l)
+		return l.ID == "two"
+	})
+	require.Equal(t, "c", string(last.Value))
+	for _, l := range seen {
+		switch l.ID {
+		case "one":
+			require.Contains(t, []string{"a", "b"}, string(l.Value))
+		case "two":
+			require.Equal(t, "c", string(l.Value))
+		default:
+			require.Empty(t, l.ID, "only one, two or nobody lead: %v", seen)
+		}
+	}
+	// Nothing after the new leader names the resigned one.
+	require.NoError(t, p2.Proclaim(ctx, []byte("d")))
+	l := nextLeader(t, obs, func(l topo.Leader) bool {
+		require.NotEqual(t, "one", l.ID, "the resigned leader was sent after the new one")
+		return string(l.Value) == "d"
+	})
+	require.Equal(t, "two", l.ID)
 }
