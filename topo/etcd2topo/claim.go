@@ -93,6 +93,9 @@ type claim struct {
 	// resp is the claim transaction's response, for the extra reads the
 	// caller asked for (responses 2 on).
 	resp *clientv3.TxnResponse
+	// with are keys deleted with the entry (a candidate's published
+	// value, see values.go).
+	with []string
 }
 
 // errLeaseGone tells putClaim's caller that the lease vanished before its
@@ -107,7 +110,7 @@ var errLeaseGone = errors.New("etcd2topo: lease gone")
 // lease, is deleted and the claim retried once). It returns errLeaseGone if
 // etcd no longer knows l. Ready-made errors are converted with the
 // caller's ctx; on an error whose outcome is unknown the key is removed.
-func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *lease, own bool, extra ...clientv3.Op) (*claim, error) {
+func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *lease, own bool, more claimMore, extra ...clientv3.Op) (*claim, error) {
 	key, release, ok := c.takeKey(prefix, l)
 	if !ok {
 		return nil, errKeyBusy
@@ -123,6 +126,10 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 			// ranges (etcd-io/etcd#22209), and an entry is known by it.
 			clientv3.OpGet(prefix, clientv3.WithPrefix()),
 		}, extra...)
+		if more != nil {
+			mops, with := more(key, l)
+			ops, cl.with = append(ops, mops...), with
+		}
 		resp, err := c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(ops...).
@@ -191,20 +198,27 @@ func (cl *claim) removeAsync(async bool) {
 		cl.release()
 		return
 	}
-	cl.c.deleteKeyAsync(cl.key, cl.rev, async, cl.release)
+	cl.c.deleteKeyAsync(cl.key, cl.rev, async, cl.release, cl.with...)
 }
 
 // deleteKeyAsync deletes key if its ModRevision is still rev (any key of
 // that name when rev is 0: a name is used by one entry at a time, see
-// takeKey), at once or, with async, in the background, retrying until it
-// succeeds (see untilDone); then it calls done (if not nil).
-func (c *Conn) deleteKeyAsync(key string, rev int64, async bool, done func()) {
+// takeKey), and the keys with in any case, in one transaction, at once
+// or, with async, in the background, retrying until it succeeds (see
+// untilDone); then it calls done (if not nil).
+func (c *Conn) deleteKeyAsync(key string, rev int64, async bool, done func(), with ...string) {
 	c.untilDone("deleting "+key, async, func(ctx context.Context) error {
 		var cmps []clientv3.Cmp
 		if rev != 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
 		}
-		_, err := c.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(key)).Commit()
+		var others []clientv3.Op
+		for _, k := range with {
+			others = append(others, clientv3.OpDelete(k))
+		}
+		_, err := c.cli.Txn(ctx).If(cmps...).
+			Then(append([]clientv3.Op{clientv3.OpDelete(key)}, others...)...).
+			Else(others...).Commit()
 		return err
 	}, done)
 }
@@ -213,6 +227,18 @@ func (c *Conn) deleteKeyAsync(key string, rev int64, async bool, done func()) {
 // (when ttl is not 0, or the shared lease has an entry there already) on
 // a lease of its own of ttl (the shared TTL when ttl is 0).
 func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int64, extra ...clientv3.Op) (*claim, error) {
+	return c.claimOnWith(ctx, path, prefix, value, ttl, nil, extra...)
+}
+
+// claimMore returns, for an entry's key and lease, ops added to its
+// claim transaction and keys deleted with the entry (claim.with).
+type claimMore func(key string, l *lease) (ops []clientv3.Op, with []string)
+
+// claimOnWith is claimOn with more (when not nil): its ops are added to
+// the claim's transaction after the extra ones, and its keys deleted with
+// the entry, also when a claim whose outcome was unknown is removed (a
+// candidate's published value, see values.go).
+func (c *Conn) claimOnWith(ctx context.Context, path, prefix, value string, ttl int64, more claimMore, extra ...clientv3.Op) (*claim, error) {
 	for attempt := 0; ; attempt++ {
 		var (
 			l   *lease
@@ -227,7 +253,7 @@ func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int6
 		if err != nil {
 			return nil, err
 		}
-		cl, err := c.putClaim(ctx, path, prefix, value, l, own, extra...)
+		cl, err := c.putClaim(ctx, path, prefix, value, l, own, more, extra...)
 		switch {
 		case err == nil:
 			return cl, nil

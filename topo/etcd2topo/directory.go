@@ -46,6 +46,10 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
 	}
 	out := dirEntries(kvs, len(prefix), full)
+	if d == electionsDir {
+		// The published values of elections (values.go) are no entry.
+		out = slices.DeleteFunc(out, func(e topo.DirEntry) bool { return isValuesName(e.Name) })
+	}
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, d)
 	}

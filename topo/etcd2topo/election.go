@@ -2,7 +2,6 @@ package etcd2topo
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -64,6 +63,8 @@ type participation struct {
 
 	// cur is the current (or last) leadership term, nil before the first.
 	cur atomic.Pointer[term]
+
+	vals values // Campaign, Resign, Resume (values.go)
 }
 
 // WaitForLeadership adds this participant's entry to the election and
@@ -78,40 +79,7 @@ type participation struct {
 // returns Interrupted after Stop, Closed after Close, LockLost if its entry
 // or lease was lost while waiting, PermissionDenied when etcd refuses.
 func (p *participation) WaitForLeadership() (context.Context, error) {
-	p.campaign.Lock()
-	defer p.campaign.Unlock()
-	if p.stopCtx.Err() != nil {
-		if p.c.isClosed() {
-			return nil, topo.NewError(topo.Closed, p.name)
-		}
-		return nil, topo.NewError(topo.Interrupted, p.name)
-	}
-	if p.leading != nil && p.leading.Err() == nil {
-		return p.leading, nil
-	}
-	ctx := p.stopCtx
-	if p.cl != nil {
-		// Leadership was lost: the old entry is gone or going; make sure,
-		// and free its name.
-		p.cl.remove()
-		p.cl = nil
-	}
-	cl, err := p.c.claimOn(ctx, p.name, p.prefix, p.id, 0)
-	if err != nil {
-		return nil, p.stoppedErr(err)
-	}
-	if len(cl.older) > 0 {
-		if err := cl.wait(ctx); err != nil {
-			cl.remove()
-			return nil, p.stoppedErr(err)
-		}
-	}
-	cl.resp = nil
-	leading, resign := context.WithCancel(context.Background())
-	p.cl, p.leading, p.resign = cl, leading, resign
-	p.cur.Store(&term{p: p, cl: cl, leading: leading})
-	go p.monitor(leading, resign, cl)
-	return leading, nil
+	return p.join(p.stopCtx, nil, false)
 }
 
 // stoppedErr turns the error of a wait ended by Stop into Interrupted and
@@ -159,9 +127,14 @@ func (p *participation) Stop() {
 	if p.resign != nil {
 		p.resign()
 	}
-	if p.cl != nil {
-		p.cl.remove()
-		p.cl = nil
+	cl := p.cl
+	p.cl = nil
+	if cl == nil {
+		cl = p.takeAdopted()
+	}
+	p.setEntry(nil)
+	if cl != nil {
+		p.dropEntry(cl, false)
 	}
 }
 
@@ -254,89 +227,4 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 		return string(kv.Value), nil
 	}
 	return "", nil
-}
-
-// WaitForNewLeader returns a channel that receives the current leader's id
-// (if any) and then the id of each new leader (each time the leading
-// entry changes: the lowest ModRevision among the election's entries),
-// from a watch on the election. The channel closes
-// when ctx ends or the Conn closes.
-func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
-	if err := p.c.check(ctx, p.name); err != nil {
-		return nil, err
-	}
-	s, err := p.c.newStream(ctx, p.prefix, true, p.name)
-	if err != nil {
-		return nil, err
-	}
-	get := func() (*clientv3.GetResponse, error) { return p.c.cli.Get(ctx, p.prefix, clientv3.WithPrefix()) }
-	resp, err := get()
-	if err != nil {
-		s.close()
-		return nil, p.c.convertError(ctx, err, p.name)
-	}
-	s.rev = resp.Header.Revision
-	type candidate struct {
-		rev int64
-		id  string
-	}
-	cands := map[string]candidate{}
-	load := func(kvs []*mvccpb.KeyValue) {
-		clear(cands)
-		for _, kv := range kvs {
-			if queueEntry(kv, p.prefix) {
-				cands[string(kv.Key)] = candidate{kv.ModRevision, string(kv.Value)}
-			}
-		}
-	}
-	leader := func() (string, candidate) {
-		var key string
-		var best candidate
-		for k, c := range cands {
-			if key == "" || c.rev < best.rev {
-				key, best = k, c
-			}
-		}
-		return key, best
-	}
-	load(resp.Kvs)
-	out := make(chan string, watchBuffer)
-	go func() {
-		defer close(out)
-		defer s.close()
-		lastKey, lastRev := "", int64(0)
-		for {
-			if key, c := leader(); key != "" && (key != lastKey || c.rev != lastRev) {
-				lastKey, lastRev = key, c.rev
-				select {
-				case out <- c.id:
-				case <-ctx.Done():
-					return
-				case <-p.c.ctx.Done():
-					return
-				}
-			}
-			evs, err := s.next()
-			if errors.Is(err, errCompacted) {
-				resp, err := s.read(get)
-				if err != nil {
-					return
-				}
-				load(resp.Kvs)
-				s.reopen(resp.Header.Revision)
-				continue
-			}
-			if err != nil {
-				return
-			}
-			for _, ev := range evs {
-				if ev.Type == mvccpb.DELETE || !queueEntry(ev.Kv, p.prefix) {
-					delete(cands, string(ev.Kv.Key))
-				} else {
-					cands[string(ev.Kv.Key)] = candidate{ev.Kv.ModRevision, string(ev.Kv.Value)}
-				}
-			}
-		}
-	}()
-	return out, nil
 }

@@ -1035,26 +1035,7 @@ func (e *nativeElection) WaitForNewLeader(ctx context.Context) (<-chan string, e
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan string, watchBuffer)
-	go func() {
-		defer close(out)
-		var lastID string
-		var lastTok int64
-		for l := range obs {
-			if l.ID == "" || (l.ID == lastID && l.Token == lastTok) {
-				continue
-			}
-			lastID, lastTok = l.ID, l.Token
-			select {
-			case out <- l.ID:
-			case <-ctx.Done():
-				for range obs {
-				}
-				return
-			}
-		}
-	}()
-	return out, nil
+	return leaderIDs(ctx, obs), nil
 }
 
 // nativeResume is what ResumeInfo returns, as JSON.
@@ -1091,8 +1072,6 @@ func isNativeResumeInfo(info []byte) bool {
 	var r nativeResume
 	return json.Unmarshal(info, &r) == nil && r.Backend == FactoryName && r.Layout == nativeLayout
 }
-
-var _ = isNativeResumeInfo // used once ResumeLeaderParticipation routes native infos
 
 // ResumeNativeElection takes back, through this Conn, the candidacy that a
 // native participation (of prefix and id, typically in a process that
@@ -1136,20 +1115,11 @@ func (c *Conn) ResumeNativeElection(ctx context.Context, prefix, id string, info
 	if !c.takeName(r.Key, &release) {
 		return nil, bad("the candidacy is owned by a participation of this Conn")
 	}
-	sent := time.Now()
-	ka, err := c.cli.KeepAliveOnce(ctx, clientv3.LeaseID(r.Lease))
+	l, err := c.adoptLease(ctx, clientv3.LeaseID(r.Lease), prefix)
 	if err != nil {
 		release()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, backendkit.Wrap(topo.LockLost, prefix, err)
-		}
-		return nil, c.convertError(ctx, err, prefix)
+		return nil, err
 	}
-	if ka.TTL <= 0 {
-		release()
-		return nil, topo.NewError(topo.LockLost, prefix)
-	}
-	l := newLease(clientv3.LeaseID(r.Lease), time.Duration(ka.TTL)*time.Second, sent)
 	cd := &nativeCand{key: r.Key, rev: r.Rev, lease: l, own: true, release: release}
 	resp, err := c.cli.Get(ctx, r.Key)
 	if err != nil {
