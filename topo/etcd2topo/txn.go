@@ -84,7 +84,8 @@ type etcdFence interface {
 // Limits, checked before anything is sent (InvalidArgument, from
 // backendkit.TxnTooLarge): at most Options.MaxTxnOps (default 128, etcd's
 // --max-txn-ops) compares and writes each (the failure reads, one per
-// distinct compared key, are never more than the compares); and at most Options.MaxRequestBytes (default 1.5 MiB, etcd's
+// distinct compared key, are never more than the compares); and at most
+// Options.MaxRequestBytes (default 1.5 MiB, etcd's
 // --max-request-bytes) for the encoded request plus 64 bytes and the user
 // name for etcd's header. Other errors: those of backendkit.CheckTxn, then
 // Closed; Timeout, Interrupted or Unavailable when etcd's answer is lost
