@@ -89,12 +89,15 @@
 // Conn.Txn is one etcd Txn: the conditions are its compares (IfHeld
 // compares the ModRevision of the Fence's entry with its token: the entry
 // is still there, never rewritten, so its lease is alive and nobody else
-// holds), the writes its Success branch, and its Failure branch reads
-// every compared key, so that the first failing op is found from what etcd
-// read with the failed compares, in the same round trip.
-// topo.GuardedUpdate and GuardedDelete are therefore one round trip.
+// holds) and the writes its Success branch; it has no Failure branch, so a
+// transaction that succeeds (topo.GuardedUpdate and GuardedDelete
+// included) is one round trip. When a compare fails, one more request
+// reads every compared key at the failed transaction's revision (the
+// snapshot etcd evaluated the compares on) and the first failing op is
+// found from those reads; if that revision was compacted meanwhile, the
+// diagnosis is from the current state (see Conn.Txn).
 // Limits, checked before anything is sent: at most Options.MaxTxnOps (128,
-// etcd's --max-txn-ops) compares, writes and failure reads each, and at
+// etcd's --max-txn-ops) compares and writes each, and at
 // most Options.MaxRequestBytes (1.5 MiB, etcd's --max-request-bytes) per
 // request; see Conn.Txn.
 //
@@ -187,8 +190,9 @@ type Options struct {
 	// LockName. Default 24 h.
 	NamedLockTTL time.Duration
 
-	// MaxTxnOps is the most compares, and the most writes, and the most
-	// failure reads, that Txn sends in one etcd transaction (see Txn);
+	// MaxTxnOps is the most compares, and the most writes, that Txn sends
+	// in one etcd transaction (see Txn; its failure reads are never more
+	// than its compares);
 	// larger transactions are refused with InvalidArgument before anything
 	// is sent. Set it to the cluster's --max-txn-ops. Default 128
 	// (DefaultMaxTxnOps, etcd's default).

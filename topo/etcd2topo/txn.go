@@ -6,6 +6,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -41,10 +42,17 @@ type etcdFence interface {
 
 // Txn applies ops as one etcd transaction, in one round trip: the
 // conditions (and the implied conditions of the writes) are the
-// transaction's compares, the writes its Success branch, and its Failure
-// branch reads every compared key (keys only), so that when a compare
-// fails the first failing op is found from what etcd read atomically with
-// the failed attempt, without another request. The ops map as follows,
+// transaction's compares and the writes its Success branch; it has no
+// Failure branch. When a compare fails, a second request reads every
+// compared key (keys only; a native term's key with its value) at the
+// failed transaction's revision, the snapshot etcd evaluated the compares
+// on, and the first op whose condition does not hold there is reported.
+// If that revision was compacted before the read, the diagnosis after
+// compaction is from the current state: the first op whose condition
+// does not hold now, or, if every one holds now, the first op that has a
+// condition, with the code of its kind (BadVersion, NoNode, NodeExists or
+// LockLost). Either way the transaction was not applied and is never
+// re-sent. The ops map as follows,
 // k being the file's key and e the key of a Fence's entry:
 //
 //	IfVersion(p, v)    ModRevision(k) = v
@@ -75,14 +83,23 @@ type etcdFence interface {
 //
 // Limits, checked before anything is sent (InvalidArgument, from
 // backendkit.TxnTooLarge): at most Options.MaxTxnOps (default 128, etcd's
-// --max-txn-ops) compares, writes, and failure reads (one per compared
-// key) each; and at most Options.MaxRequestBytes (default 1.5 MiB, etcd's
+// --max-txn-ops) compares and writes each (the failure reads, one per
+// distinct compared key, are never more than the compares); and at most
+// Options.MaxRequestBytes (default 1.5 MiB, etcd's
 // --max-request-bytes) for the encoded request plus 64 bytes and the user
 // name for etcd's header. Other errors: those of backendkit.CheckTxn, then
 // Closed; Timeout, Interrupted or Unavailable when etcd's answer is lost
-// (the transaction may have been applied); PermissionDenied when etcd
-// refuses it.
+// (the transaction may have been applied), or when the answer of the
+// failure reads is lost (it was not); PermissionDenied when etcd refuses
+// it.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
+	return c.txn(ctx, nil, ops...)
+}
+
+// txn is Txn; afterFail, when not nil, is called with the failed
+// transaction's revision before its failure reads are sent (a test seam:
+// tests compact the store there).
+func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.TxnOp) ([]topo.Version, error) {
 	ck, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
@@ -127,13 +144,16 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if ck[0].Kind == topo.TxnIfHeld && !t.held[0] {
 		return nil, backendkit.TxnFailed(ck[0], topo.LockLost)
 	}
-	resp, err := c.cli.Txn(ctx).If(t.cmps...).Then(t.then...).Else(t.els...).Commit()
+	resp, err := c.cli.Txn(ctx).If(t.cmps...).Then(t.then...).Commit()
 	if err != nil {
 		return nil, c.convertError(ctx, err, "")
 	}
 	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
 	if !resp.Succeeded {
-		return nil, t.failure(resp)
+		if afterFail != nil {
+			afterFail(resp.Header.Revision)
+		}
+		return nil, c.diagnose(ctx, &t, resp.Header.Revision)
 	}
 	vs := make([]topo.Version, len(ck))
 	for i, op := range ck {
@@ -151,13 +171,27 @@ type txnPlan struct {
 	guards []*nativeGuard // or its native term's guard
 	held   []bool         // false: the IfHeld op's claim ended here
 
-	cmps []clientv3.Cmp
-	then []clientv3.Op
-	els  []clientv3.Op
-	keys []string       // the key each op reads or writes
-	read map[string]int // compared key -> index of its read in els
+	cmps  []clientv3.Cmp
+	then  []clientv3.Op
+	reads []failureRead  // sent only when the transaction fails
+	keys  []string       // the key each op reads or writes
+	read  map[string]int // compared key -> index of its read in reads
+}
 
-	elsKeys []string // the key of each read in els
+// failureRead is the read of one compared key after a failed
+// transaction.
+type failureRead struct {
+	key        string
+	withValues bool // a native term's key: its lease is compared
+}
+
+// op returns the read at revision rev (0: the current one).
+func (r failureRead) op(rev int64) clientv3.Op {
+	opts := []clientv3.OpOption{clientv3.WithRev(rev)}
+	if !r.withValues {
+		opts = append(opts, clientv3.WithKeysOnly())
+	}
+	return clientv3.OpGet(r.key, opts...)
 }
 
 // build fills in the compares, the writes and the failure reads.
@@ -209,13 +243,8 @@ func (t *txnPlan) build(c *Conn) {
 			t.then = append(t.then, clientv3.OpDelete(k))
 		}
 		if _, dup := t.read[k]; compared && !dup {
-			t.read[k] = len(t.els)
-			if op.Kind == topo.TxnIfHeld && t.guards[i] != nil {
-				t.els = append(t.els, clientv3.OpGet(k)) // with values: the lease
-			} else {
-				t.els = append(t.els, clientv3.OpGet(k, clientv3.WithKeysOnly()))
-			}
-			t.elsKeys = append(t.elsKeys, k)
+			t.read[k] = len(t.reads)
+			t.reads = append(t.reads, failureRead{key: k, withValues: op.Kind == topo.TxnIfHeld && t.guards[i] != nil})
 		}
 	}
 }
@@ -232,10 +261,74 @@ func versionIs(k string, v int64) clientv3.Cmp {
 // never is a compare on k that never holds.
 func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision(k), "<", 0) }
 
+// diagnose returns the *topo.TxnError of the first op of t whose
+// condition did not hold in the transaction that failed at revision rev.
+// It reads every compared key at rev, in one read-only etcd Txn: the
+// snapshot etcd evaluated the compares on, so the op named is the one
+// that failed. When rev was compacted meanwhile, the diagnosis is from
+// the current state (see failureNow). Errors of the reads are converted
+// as Txn's own (the transaction was not applied either way).
+func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
+	reads := make([]clientv3.Op, len(t.reads))
+	for i, r := range t.reads {
+		reads[i] = r.op(rev)
+	}
+	resp, err := c.cli.Txn(ctx).Then(reads...).Commit()
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		for i, r := range t.reads {
+			reads[i] = r.op(0)
+		}
+		if resp, err = c.cli.Txn(ctx).Then(reads...).Commit(); err == nil {
+			return t.failureNow(resp)
+		}
+	}
+	if err != nil {
+		return c.convertError(ctx, err, "")
+	}
+	if err := t.failure(resp); err != nil {
+		return err
+	}
+	// Unreachable as long as the reads and the compares agree.
+	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed but every condition held in its failure reads"))
+}
+
+// failureNow is the diagnosis after compaction, from the current state
+// in resp: the first op whose condition does not hold now, or, when every
+// one does (the state changed back since), the first op whose condition
+// could have failed, with the code its kind fails with (condCode).
+func (t *txnPlan) failureNow(resp *clientv3.TxnResponse) error {
+	if err := t.failure(resp); err != nil {
+		return err
+	}
+	for i, op := range t.ops {
+		if _, compared := t.read[t.keys[i]]; compared && !(op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion) {
+			return backendkit.TxnFailed(op, condCode(op))
+		}
+	}
+	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed with no condition"))
+}
+
+// condCode is the code op fails with when its condition does not hold
+// and the state it failed on is unknown.
+func condCode(op backendkit.TxnOp) topo.ErrorCode {
+	switch op.Kind {
+	case topo.TxnIfAbsent, topo.TxnCreate:
+		return topo.NodeExists
+	case topo.TxnIfPresent:
+		return topo.NoNode
+	case topo.TxnIfHeld:
+		return topo.LockLost
+	case topo.TxnDelete:
+		if op.Version == backendkit.AnyVersion {
+			return topo.NoNode
+		}
+	}
+	return topo.BadVersion
+}
+
 // failure returns the *topo.TxnError of the first op whose condition
-// does not hold in resp, the answer of the failed transaction: its
-// Failure branch read every compared key at the revision the compares
-// were evaluated at.
+// does not hold in resp, the answer of t's failure reads, and nil when
+// every condition holds there.
 func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	for i, op := range t.ops {
 		j, compared := t.read[t.keys[i]]
@@ -256,8 +349,7 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 			return backendkit.TxnFailed(op, code)
 		}
 	}
-	// Unreachable as long as the reads and the compares agree.
-	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed but every condition held in its failure reads"))
+	return nil
 }
 
 // opFails evaluates op's condition on kv, its key as the failed
@@ -299,7 +391,7 @@ func (c *Conn) checkTxnSize(t *txnPlan) error {
 	for _, n := range []struct {
 		n    int
 		unit string
-	}{{len(t.cmps), "compares"}, {len(t.then), "writes"}, {len(t.els), "failure reads"}} {
+	}{{len(t.cmps), "compares"}, {len(t.then), "writes"}} {
 		if n.n > limit {
 			return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n.n, limit, n.unit)
 		}
@@ -316,7 +408,6 @@ func txnRequestSize(t *txnPlan) int {
 	req := pb.TxnRequest{
 		Compare: make([]*pb.Compare, len(t.cmps)),
 		Success: make([]*pb.RequestOp, 0, len(t.then)),
-		Failure: make([]*pb.RequestOp, 0, len(t.els)),
 	}
 	for i := range t.cmps {
 		req.Compare[i] = (*pb.Compare)(&t.cmps[i])
@@ -331,10 +422,6 @@ func txnRequestSize(t *txnPlan) int {
 			req.Success = append(req.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{
 				RequestDeleteRange: &pb.DeleteRangeRequest{Key: k}}})
 		}
-	}
-	for _, k := range t.elsKeys {
-		req.Failure = append(req.Failure, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{
-			RequestRange: &pb.RangeRequest{Key: []byte(k), KeysOnly: true}}})
 	}
 	return req.Size()
 }

@@ -431,10 +431,10 @@ func TestTxnConcurrentTransfers(t *testing.T) {
 	}
 }
 
-// TestTxnRoundTrips: a Txn is one request to etcd, whether it succeeds or
-// a condition fails (the Failure branch names the op); GuardedUpdate and
-// GuardedDelete too; a guarded write whose claim ended here sends
-// nothing. (Counted with the benchmarks' gRPC interceptor; the lock has a
+// TestTxnRoundTrips: a Txn that succeeds is one request to etcd; one
+// whose condition fails is two (the failure reads at the failed
+// revision name the op); GuardedUpdate and GuardedDelete too; a guarded
+// write whose claim ended here sends nothing. (Counted with the benchmarks' gRPC interceptor; the lock has a
 // lease of its own with LockName's 24 h TTL, so no keepalive runs meanwhile.)
 func TestTxnRoundTrips(t *testing.T) {
 	r := &rtCounter{}
@@ -456,21 +456,21 @@ func TestTxnRoundTrips(t *testing.T) {
 		v, err = topo.GuardedUpdate(ctx, c, ld, "f", []byte("1"), v)
 		require.NoError(t, err)
 	}))
-	require.EqualValues(t, 1, requests(func() {
+	require.EqualValues(t, 2, requests(func() {
 		_, err := topo.GuardedUpdate(ctx, c, ld, "f", []byte("2"), topo.NumericVersion(1))
 		requireTxnErr(t, err, 1, topo.BadVersion)
 	}))
-	require.EqualValues(t, 1, requests(func() {
+	require.EqualValues(t, 2, requests(func() {
 		_, err := c.Txn(ctx, topo.IfHeld(ld), topo.IfAbsent("f"), topo.CreateOp("g", nil))
 		requireTxnErr(t, err, 1, topo.NodeExists)
 	}))
 	require.EqualValues(t, 1, requests(func() {
 		require.NoError(t, topo.GuardedDelete(ctx, c, ld, "f", v))
 	}))
-	// Deleted behind the holder: etcd says so, in the same request.
+	// Deleted behind the holder: the failure reads say so.
 	_, err = rawClient(t, serverAddr).Delete(ctx, ld.(*lockDescriptor).cl.key)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, requests(func() {
+	require.EqualValues(t, 2, requests(func() {
 		_, err := topo.GuardedUpdate(ctx, c, ld, "f", []byte("3"), nil)
 		requireTxnErr(t, err, 0, topo.LockLost)
 	}))
@@ -500,4 +500,59 @@ func TestTxnConditionsSeeStateBefore(t *testing.T) {
 	require.Nil(t, vs[0])
 	_, _, err = c.Get(ctx, "o")
 	require.ErrorIs(t, err, topo.NoNode)
+}
+
+// TestTxnFailureAfterCompaction: when the failed transaction's revision
+// is compacted before its failure reads (forced through the txn seam),
+// the failing op is diagnosed from the current state: the first op whose
+// condition fails now, or the first op with a condition, with its kind's
+// code, when every condition holds now. The transaction is never applied.
+// (A server of its own: compaction would disturb the shared one's tests.)
+func TestTxnFailureAfterCompaction(t *testing.T) {
+	addr := etcdtest.Start(t)
+	c := openConn(t, addr, newRoot())
+	raw := rawClient(t, addr)
+	ctx := context.Background()
+	_, err := c.Create(ctx, "x", nil)
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "h", nil)
+	require.NoError(t, err)
+	// compactAfter returns the seam that changes the state with change and
+	// compacts past the failed transaction's revision.
+	compactAfter := func(change func()) func(rev int64) {
+		return func(rev int64) {
+			change()
+			resp, err := raw.Put(ctx, c.key("other"), "y")
+			require.NoError(t, err)
+			require.Greater(t, resp.Header.Revision, rev)
+			_, err = raw.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+			require.NoError(t, err)
+		}
+	}
+	// At its revision op 1 failed (h exists); now op 0 fails (x is gone).
+	_, err = c.txn(ctx, compactAfter(func() {
+		_, err := raw.Delete(ctx, c.key("x"))
+		require.NoError(t, err)
+	}), topo.IfPresent("x"), topo.IfAbsent("h"), topo.CreateOp("w", nil))
+	requireTxnErr(t, err, 0, topo.NoNode)
+	// Every condition holds now (h is gone): the first op with a condition
+	// is named with its kind's code.
+	_, err = c.txn(ctx, compactAfter(func() {
+		_, err := raw.Delete(ctx, c.key("h"))
+		require.NoError(t, err)
+	}), topo.UpdateOp("u", nil, nil), topo.IfAbsent("h"), topo.CreateOp("w", nil))
+	requireTxnErr(t, err, 1, topo.NodeExists)
+	for _, p := range []string{"w", "u"} {
+		_, _, err = c.Get(ctx, p)
+		require.ErrorIs(t, err, topo.NoNode, p)
+	}
+	// Without compaction the seam changes nothing: the op that failed at
+	// the transaction's revision is named even when the state changed.
+	_, err = c.Create(ctx, "h", nil)
+	require.NoError(t, err)
+	_, err = c.txn(ctx, func(int64) {
+		_, err := raw.Delete(ctx, c.key("h"))
+		require.NoError(t, err)
+	}, topo.IfPresent("h"), topo.IfAbsent("h"), topo.CreateOp("w", nil))
+	requireTxnErr(t, err, 1, topo.NodeExists)
 }
