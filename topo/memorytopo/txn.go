@@ -33,9 +33,16 @@ var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of anoth
 // IfHeld Fence of another backend or store is an InvalidArgument
 // *topo.TxnError. memorytopo has no limit on the number of ops. Injected
 // faults fail a transaction before anything of it is applied, so its
-// outcome is never unknown.
+// outcome is never unknown. The shape of topo.GuardedUpdate (IfHeld then
+// UpdateOp) of an existing file takes Update's per-file locking instead of
+// the store's write lock (see guardedUpdate), with the same results.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
+	if len(ops) == 2 && ops[0].Kind == topo.TxnIfHeld && ops[1].Kind == topo.TxnUpdate {
+		if out, done, err := c.guardedUpdate(ctx, ops[0], ops[1]); done {
+			return out, err
+		}
+	}
 	checked, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
@@ -69,6 +76,15 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err := c.f.injectTxn(ctx, checked, c.done); err != nil {
 		return nil, err
 	}
+	return c.txnApply(checked, values, writes)
+}
+
+// txnApply is the part of Txn under the store's write lock: it checks
+// Close again, evaluates every op's condition, then applies the writes.
+// values holds the prepared value of each CreateOp and UpdateOp (by op
+// index), writes the number of write ops.
+func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState, writes int) ([]topo.Version, error) {
+	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(""); err != nil {
@@ -83,7 +99,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		s.txnSeq.Add(1) // odd: Get waits for the writes below (see load)
 		defer s.txnSeq.Add(1)
 	}
-	out := make([]topo.Version, len(ops))
+	out := make([]topo.Version, len(checked))
 	for _, op := range checked {
 		switch op.Kind {
 		case topo.TxnCreate:
@@ -101,6 +117,103 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		}
 	}
 	return out, nil
+}
+
+// guardedUpdate is Txn's fast path for the shape topo.GuardedUpdate sends:
+// IfHeld(f) then UpdateOp(p, contents, version). It reports done=false,
+// having done nothing but pure input checks (no Closed check, partition,
+// faults or lock), when the general path must run instead: when the ops
+// would fail backendkit.CheckTxn or f is not a Fence of this store (the
+// general path then returns the very same error), or a cancelled context.
+// Otherwise it makes exactly the checks of the general path in the same
+// order -- the checked ops it builds are those CheckTxn would return --
+// and then writes in place (guardedInPlace) or, when that cannot, runs the
+// general locked part (txnApply) with those checked ops.
+func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) ([]topo.Version, bool, error) {
+	s := c.s
+	if held.Fence == nil || !s.owns(held.Fence) {
+		return nil, false, nil
+	}
+	if backendkit.CheckContext(ctx, "") != nil {
+		return nil, false, nil
+	}
+	// CheckUpdate makes checkTxnOp's checks of an UpdateOp (CheckCreate,
+	// then the version); with one write there is no duplicate path.
+	p, want, err := backendkit.CheckUpdate(up.Path, up.Contents, up.Version)
+	if err != nil {
+		return nil, false, nil
+	}
+	checked := [2]backendkit.TxnOp{
+		{Index: 0, Kind: topo.TxnIfHeld, Version: backendkit.AnyVersion, Fence: held.Fence},
+		{Index: 1, Kind: topo.TxnUpdate, Path: p, Contents: up.Contents, Version: want},
+	}
+	value := newValue(up.Contents)
+	if err := c.closedErr(""); err != nil {
+		return nil, true, err
+	}
+	if err := c.waitCut(ctx, ""); err != nil {
+		return nil, true, err
+	}
+	if err := c.f.injectTxn(ctx, checked[:], c.done); err != nil {
+		return nil, true, err
+	}
+	if v, done, err := c.guardedInPlace(&checked, value); done {
+		if err != nil {
+			return nil, true, err
+		}
+		return []topo.Version{nil, v}, true, nil
+	}
+	out, err := c.txnApply(checked[:], []*fileState{nil, value}, 1)
+	return out, true, err
+}
+
+// guardedInPlace is updateInPlace for guardedUpdate: the IfHeld check and
+// the rewrite of an existing file, with the store's mu held for reading
+// and the file's node locked. It reports done=false, having changed
+// nothing, where updateInPlace does (nothing published at the path, an
+// entry there, a WatchRecursive registered); txnApply then decides under
+// the write lock.
+//
+// Why the IfHeld check is atomic with the write: a Fence stops being held
+// only when its entry is removed (removeEntry: Unlock, ExpireSession, a
+// lapsed lease's timer, Close, an election's Stop, all through
+// revokeLease or removeEntry) or the descriptor is marked unlocked
+// (Unlock), and every one of those runs with mu held for WRITING, which
+// excludes the read hold this function keeps from the check until after
+// setFile has made the new value current. So the claim cannot end between
+// the check and the write: either the removal ran before (the check sees
+// removed or unlocked and fails with LockLost, writing nothing) or it runs
+// after the write (which then precedes the Fence's Done closing, as with
+// the general path under the write lock). Both flags only ever go from
+// false to true, so a LockLost seen here is what txnApply would see too.
+func (c *Conn) guardedInPlace(checked *[2]backendkit.TxnOp, value *fileState) (v topo.Version, done bool, err error) {
+	s := c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := c.closedErr(""); err != nil {
+		return nil, true, err
+	}
+	if !s.held(checked[0].Fence) {
+		return nil, true, backendkit.TxnFailed(checked[0], topo.LockLost)
+	}
+	if len(s.recWatchers) > 0 {
+		return nil, false, nil
+	}
+	up := checked[1]
+	n := c.idx.valueNode(up.Path)
+	if n == nil || n.entry != nil {
+		return nil, false, nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := n.file
+	if old == nil {
+		return nil, false, nil
+	}
+	if up.Version != backendkit.AnyVersion && old.version != up.Version {
+		return nil, true, backendkit.TxnFailed(up, topo.BadVersion)
+	}
+	return s.setFileRel(c, up.Path, n, value).ver, true, nil
 }
 
 // txnCheck evaluates the condition of one checked op (the explicit one of
