@@ -31,10 +31,11 @@ func (o *options) printElect(ev electEvent) {
 }
 
 func newElectCmd(o *options) *cobra.Command {
-	var id string
+	var id, value string
 	cmd := &cobra.Command{
-		Use:     "elect NAME [--id ID]",
-		Example: `  topoctl elect primary --id $(hostname)`,
+		Use: "elect NAME [--id ID] [--value VALUE]",
+		Example: `  topoctl elect primary --id $(hostname)
+  topoctl elect primary --value 10.0.0.7:8080`,
 		Short:   "Take part in a leader election and print leadership changes",
 		Long: `Join the leader election NAME as participant ID (default HOST-PID, this
 host's name and topoctl's process id) and stay in it until
@@ -43,7 +44,12 @@ interrupted (Ctrl-C, SIGTERM), then withdraw. It prints one line per event:
 another one), "elected ID" when this participant becomes the leader and
 "lost ID" when it loses leadership without being asked to (its session or
 lease ended), after which topoctl fails with LockLost. With --output json
-every line is a JSON object {"event","id"}.`,
+every line is a JSON object {"event","id"}.
+
+--value publishes VALUE as the leader's value while this participant leads
+(etcd's "etcdctl elect NAME VALUE"; Campaign in the API): "topoctl leader"
+and "topoctl leader --observe" show it beside the id. The value lives
+where Vitess processes in the same election do not read it.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if id == "" {
@@ -95,7 +101,12 @@ every line is a JSON object {"event","id"}.`,
 				}
 			}()
 			var result error
-			lctx, err := lp.WaitForLeadership()
+			var lctx context.Context
+			if cmd.Flags().Changed("value") {
+				lctx, err = lp.Campaign(ctx, []byte(value))
+			} else {
+				lctx, err = lp.WaitForLeadership()
+			}
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
@@ -120,6 +131,7 @@ every line is a JSON object {"event","id"}.`,
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "this participant's id (default: HOST-PID)")
+	cmd.Flags().StringVar(&value, "value", "", "the value to publish as leader (shown by topoctl leader)")
 	return cmd
 }
 
@@ -130,13 +142,18 @@ func newLeaderCmd(o *options) *cobra.Command {
 		Example: `  topoctl leader primary
   topoctl leader --observe primary`,
 		Short: "Print the current leader of an election",
-		Long: `Print the id of the current leader of the election NAME, or nothing
+		Long: `Print the id of the current leader of the election NAME, followed by a
+space and its published value when it has one (elect --value), or nothing
 (and a note on standard error) when nobody leads. With --output json it
-prints {"name","leader"}, the leader being "" when nobody leads.
+prints {"name","leader","value","token"}: the leader being "" when nobody
+leads, the value "" when none is published, and the token the fencing
+token of the leader's term (0 when nobody leads).
 
---observe prints the current leader, then each new leader as leadership
-changes ("" lines are not printed: a gap with no leader shows as the next
-leader's line), until Ctrl-C (exit 0).`,
+--observe prints the current leader, then the leader again each time
+leadership changes or the leader publishes a new value (etcdctl's
+"elect -l"), until Ctrl-C (exit 0); a time with nobody leading is not
+printed in text (the next leader's line follows), and is a line with an
+empty leader under --output json.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := o.open(cmd.Context())
@@ -152,22 +169,25 @@ leader's line), until Ctrl-C (exit 0).`,
 			if observe {
 				return o.observeLeader(cmd.Context(), lp, args[0])
 			}
-			var leader string
+			var leader topo.Leader
 			if err := o.probe(cmd.Context(), func(c context.Context) error {
 				var err error
-				leader, err = lp.GetCurrentLeaderID(c)
+				leader, err = lp.Leader(c)
+				if topo.IsErrType(err, topo.NoLeader) {
+					leader, err = topo.Leader{}, nil
+				}
 				return err
 			}); err != nil {
 				return err
 			}
 			if o.jsonOut() {
-				return o.printJSON(map[string]string{"name": args[0], "leader": leader})
+				return o.printJSON(leaderLine(args[0], leader))
 			}
-			if leader == "" {
+			if leader.ID == "" {
 				o.eprintf("election %s has no leader\n", args[0])
 				return nil
 			}
-			o.printf("%s\n", leader)
+			o.printLeader(leader)
 			return nil
 		},
 	}
@@ -175,24 +195,46 @@ leader's line), until Ctrl-C (exit 0).`,
 	return cmd
 }
 
-// observeLeader prints the leader of election name each time it changes,
-// until ctx ends.
+// leaderJSON is the JSON form of a leader, for leader and leader --observe.
+type leaderJSON struct {
+	Name   string `json:"name"`
+	Leader string `json:"leader"`
+	Value  string `json:"value"`
+	Token  int64  `json:"token"`
+}
+
+func leaderLine(name string, l topo.Leader) leaderJSON {
+	return leaderJSON{Name: name, Leader: l.ID, Value: string(l.Value), Token: l.Token}
+}
+
+// printLeader prints a leader's id, and its value after a space when it
+// published one.
+func (o *options) printLeader(l topo.Leader) {
+	if len(l.Value) == 0 {
+		o.printf("%s\n", l.ID)
+		return
+	}
+	o.printf("%s %s\n", l.ID, escapeControl(string(l.Value)))
+}
+
+// observeLeader prints the leader of election name each time it changes or
+// publishes a new value, until ctx ends.
 func (o *options) observeLeader(ctx context.Context, lp topo.LeaderParticipation, name string) error {
-	ch, err := lp.WaitForNewLeader(ctx)
+	ch, err := lp.Observe(ctx)
 	if err != nil {
 		return err
 	}
-	for id := range ch {
-		if id == "" {
-			continue
-		}
+	for l := range ch {
 		if o.jsonOut() {
-			if err := o.printJSON(map[string]string{"name": name, "leader": id}); err != nil {
+			if err := o.printJSON(leaderLine(name, l)); err != nil {
 				return err
 			}
 			continue
 		}
-		o.printf("%s\n", id)
+		if l.ID == "" {
+			continue
+		}
+		o.printLeader(l)
 	}
 	if ctx.Err() == nil {
 		return backendkit.Wrap(topo.Unavailable, name, errors.New("the store ended the leader watch"))

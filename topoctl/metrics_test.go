@@ -142,7 +142,7 @@ func TestMetricsAddressElect(t *testing.T) {
 
 	obs := tg.start(t, "--metrics-address", ports[1], "leader", "--observe", "primary")
 	obs.waitOutput(t, "a\n")
-	waitSample(t, ports[1], `topo_calls_total{backend="memory",cell="global",code="OK",op="WaitForNewLeader"}`, 1)
+	waitSample(t, ports[1], `topo_calls_total{backend="memory",cell="global",code="OK",op="Observe"}`, 1)
 	assert.Equal(t, 0, obs.stop(t), obs.stderr.String())
 	assert.Equal(t, 0, e.stop(t), e.stderr.String())
 }

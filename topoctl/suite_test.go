@@ -411,9 +411,12 @@ func testElect(t *testing.T, tg target, _ capabilities) {
 	a.waitOutput(t, "elected alpha\n")
 	a.waitOutput(t, "leader alpha\n")
 	assert.Equal(t, "alpha\n", tg.ok(t, "leader", "primary"))
-	var l map[string]string
+	var l map[string]any
 	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "leader", "-o", "json", "primary")), &l))
-	assert.Equal(t, map[string]string{"name": "primary", "leader": "alpha"}, l)
+	assert.Equal(t, "primary", l["name"])
+	assert.Equal(t, "alpha", l["leader"])
+	assert.Equal(t, "", l["value"])
+	assert.Positive(t, l["token"], "the leader's fencing token")
 
 	obs := tg.start(t, "leader", "--observe", "primary")
 	obs.waitOutput(t, "alpha\n")
@@ -428,6 +431,17 @@ func testElect(t *testing.T, tg target, _ capabilities) {
 	require.Equal(t, 0, obs.stop(t), obs.stderr.String())
 	require.Equal(t, 0, b.stop(t), b.stderr.String())
 	assert.Empty(t, tg.ok(t, "leader", "primary"))
+
+	// Leader values: elect --value publishes, leader and leader --observe
+	// show it (etcdctl elect NAME VALUE / elect -l).
+	jobs := tg.start(t, "leader", "--observe", "-o", "json", "withvalue")
+	c := tg.start(t, "elect", "withvalue", "--id", "gamma", "--value", "10.0.0.7:8080")
+	c.waitOutput(t, "elected gamma\n")
+	assert.Equal(t, "gamma 10.0.0.7:8080\n", tg.ok(t, "leader", "withvalue"))
+	jobs.waitOutput(t, `"leader":"gamma","value":"10.0.0.7:8080"`)
+	require.Equal(t, 0, c.stop(t), c.stderr.String())
+	jobs.waitOutput(t, `{"name":"withvalue","leader":"","value":"","token":0}`)
+	require.Equal(t, 0, jobs.stop(t), jobs.stderr.String())
 }
 
 func testCopyDiff(t *testing.T, tg target, _ capabilities) {
