@@ -36,7 +36,7 @@ func newElectCmd(o *options) *cobra.Command {
 		Use: "elect NAME [--id ID] [--value VALUE]",
 		Example: `  topoctl elect primary --id $(hostname)
   topoctl elect primary --value 10.0.0.7:8080`,
-		Short:   "Take part in a leader election and print leadership changes",
+		Short: "Take part in a leader election and print leadership changes",
 		Long: `Join the leader election NAME as participant ID (default HOST-PID, this
 host's name and topoctl's process id) and stay in it until
 interrupted (Ctrl-C, SIGTERM), then withdraw. It prints one line per event:
