@@ -243,12 +243,15 @@ func (p *participation) proclaim(ctx context.Context, t *term, value []byte) err
 	if !ok {
 		return topo.NewError(topo.NotLeader, p.name)
 	}
+	// One compare is the whole guard: the entry's ModRevision equal to the
+	// revision of the claim's own put means the key was last written by
+	// that put (one revision is one transaction), so it is this term's
+	// entry, never rewritten, still on the lease the put gave it (a lease
+	// changes only with a put, which moves the ModRevision); a deleted or
+	// expired entry has ModRevision 0. The put of the value fails with
+	// ErrLeaseNotFound once the lease is gone.
 	resp, err := p.c.cli.Txn(ctx).
-		If(
-			clientv3.Compare(clientv3.CreateRevision(cl.key), "=", cl.rev),
-			clientv3.Compare(clientv3.ModRevision(cl.key), "=", cl.rev),
-			clientv3.Compare(clientv3.LeaseValue(cl.key), "=", int64(cl.lease.id)),
-		).
+		If(clientv3.Compare(clientv3.ModRevision(cl.key), "=", cl.rev)).
 		Then(clientv3.OpPut(p.valueKey(cl.key), string(value), clientv3.WithLease(cl.lease.id))).
 		Commit()
 	if err != nil {
