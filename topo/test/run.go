@@ -91,6 +91,11 @@ func groups() []struct {
 			{"Resume", testResume},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
+		{"Semaphore", []subtest{
+			{"Limit", testSemaphoreLimit},
+			{"SessionLoss", testSemaphoreSessionLoss},
+			{"NeverMoreThanLimit", testSemaphoreNeverMore},
+		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
 			{"WatchesInterrupted", testCloseWatches},

@@ -1,0 +1,149 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/semaphore"
+	"github.com/topokit/topokit/topo"
+)
+
+// The subtests of package semaphore on the backend under test: it is built
+// only from a Conn's locks and transactions, so every backend must run it.
+
+const semProbe = 50 * time.Millisecond
+
+func newSemaphore(s *store, c topo.Conn, dir string, limit int) *semaphore.Semaphore {
+	s.t.Helper()
+	sem, err := semaphore.New(c, dir, limit, semaphore.Options{ProbeInterval: semProbe})
+	require.NoError(s.t, err)
+	return sem
+}
+
+// testSemaphoreLimit: up to the limit hold at once, TryAcquire says
+// NodeExists beyond it, a release admits a waiter, tokens increase.
+func testSemaphoreLimit(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	cs := s.conns(3)
+	sems := make([]*semaphore.Semaphore, 3)
+	for i, c := range cs {
+		sems[i] = newSemaphore(s, c, "sem", 2)
+	}
+	a, err := sems[0].Acquire(ctx)
+	require.NoError(t, err)
+	b, err := sems[1].TryAcquire(ctx)
+	require.NoError(t, err)
+	require.Greater(t, b.Token(), a.Token())
+	_, err = sems[2].TryAcquire(ctx)
+	requireCode(t, err, topo.NodeExists, "TryAcquire of a full semaphore")
+	hs, err := sems[2].Holders(ctx)
+	require.NoError(t, err)
+	require.Len(t, hs, 2)
+
+	got := make(chan error, 1)
+	var c topo.LockDescriptor
+	go func() {
+		var err error
+		c, err = sems[2].Acquire(ctx)
+		got <- err
+	}()
+	requireNothing(t, got, "Acquire of a full semaphore")
+	require.NoError(t, a.Unlock(ctx))
+	err, _ = recv(t, got, "Acquire after a holder released")
+	require.NoError(t, err)
+	require.Greater(t, c.Token(), b.Token())
+	require.NoError(t, c.Check(ctx))
+	require.NoError(t, b.Unlock(ctx))
+	require.NoError(t, c.Unlock(ctx))
+	requireCode(t, c.Unlock(ctx), topo.Interrupted, "a second Unlock")
+	hs, err = sems[0].Holders(ctx)
+	require.NoError(t, err)
+	require.Empty(t, hs)
+}
+
+// testSemaphoreSessionLoss: a holder whose session the store dropped loses
+// its slot to a waiter, its Done closes, and its guarded writes are
+// refused.
+func testSemaphoreSessionLoss(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+	held, err := newSemaphore(s, c1, "sem", 1).Acquire(ctx)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	var next topo.LockDescriptor
+	go func() {
+		var err error
+		next, err = newSemaphore(s, c2, "sem", 1).Acquire(ctx)
+		got <- err
+	}()
+	requireNothing(t, got, "Acquire while the slot is held")
+	s.opts.ExpireSession(t, c1)
+	select {
+	case <-held.Done():
+	case <-time.After(longWait):
+		t.Fatal("the holder's Done did not close after its session was dropped")
+	}
+	err, _ = recv(t, got, "Acquire after the holder's session was dropped")
+	require.NoError(t, err)
+	require.Greater(t, next.Token(), held.Token())
+	_, err = topo.GuardedUpdate(ctx, c1, held, "data", []byte("stale"), nil)
+	require.Error(t, err, "a guarded write of a holder whose session was dropped")
+	requireNoFile(t, ctx, c2, "data")
+	_, err = topo.GuardedUpdate(ctx, c2, next, "data", []byte("fresh"), nil)
+	require.NoError(t, err)
+	require.NoError(t, next.Unlock(ctx))
+}
+
+// testSemaphoreNeverMore: many acquire/release cycles on several Conns,
+// with session losses mixed in, never admit more than the limit, counted
+// in process and in the store's record.
+func testSemaphoreNeverMore(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	const limit, workers, rounds = 2, 4, 5
+	var inside, most atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		conn := s.conn()
+		wg.Go(func() {
+			for r := range rounds {
+				sem, err := semaphore.New(conn, "sem", limit, semaphore.Options{ProbeInterval: semProbe})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ld, err := sem.Acquire(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("worker %d round %d: %w", w, r, err)
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if hs, err := sem.Holders(ctx); err != nil || len(hs) > limit {
+					errs <- fmt.Errorf("the record lists %d holders (limit %d), %v", len(hs), limit, err)
+				}
+				inside.Add(-1)
+				if (w+r)%3 == 2 {
+					// The store drops this worker's session; it goes on
+					// with a new Conn.
+					s.opts.ExpireSession(t, conn)
+					<-ld.Done()
+					conn = s.conn()
+					continue
+				}
+				if err := ld.Unlock(context.WithoutCancel(ctx)); err != nil {
+					errs <- fmt.Errorf("worker %d round %d unlock: %w", w, r, err)
+					return
+				}
+			}
+		})
+	}
+	requireNoWorkerErrs(t, &wg, errs)
+	require.LessOrEqual(t, most.Load(), int64(limit), "more holders at once than the limit")
+}
