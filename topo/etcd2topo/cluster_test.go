@@ -366,3 +366,57 @@ func TestLeaseSurvivesOneUnreachableEndpoint(t *testing.T) {
 	require.NoError(t, ld.Check(ctx))
 	require.NoError(t, ld.Unlock(ctx))
 }
+
+// TestConditionOnlyTxnThroughLaggingMember: a Txn of conditions only
+// (no writes) is linearizable even when the member that answers it has
+// not applied the latest writes. etcd serves a transaction without puts
+// or deletes, whose branches hold no linearizable range, as a
+// serializable read from the member's own state; such a Txn would then
+// confirm a version already replaced, or a lock already deleted. Here a
+// follower's Raft messages from the leader are delayed by 1 s, and the
+// Conn under test talks to that follower only.
+func TestConditionOnlyTxnThroughLaggingMember(t *testing.T) {
+	cl := etcdtest.StartClusterWith(t, 3, etcdtest.ClusterOptions{TickMs: 50, ElectionMs: 5000, PeerProxies: true})
+	leader := cl.LeaderIndex()
+	follower := (leader + 1) % 3
+	root := newRoot()
+	writer := openConn(t, cl.Addr(leader), root)
+	lagging := openConn(t, cl.Addr(follower), root)
+	rawFollower := rawClient(t, cl.Addr(follower))
+	ctx := context.Background()
+	v1, err := writer.Create(ctx, "d/f", []byte("1"))
+	require.NoError(t, err)
+	ld, err := lagging.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	// Both are applied on the follower (its serializable read shows them).
+	require.Eventually(t, func() bool {
+		resp, err := rawFollower.Get(ctx, root+"/d/", clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 2
+	}, 30*time.Second, 10*time.Millisecond)
+
+	cl.PeerProxy(leader).SetDelay(time.Second)
+	// stale returns whether the follower has still not applied what the
+	// leader committed at rev.
+	stale := func(rev int64) bool {
+		resp, err := rawFollower.Get(ctx, root+"/d/f", clientv3.WithSerializable(), clientv3.WithCountOnly())
+		require.NoError(t, err)
+		return resp.Header.Revision < rev
+	}
+
+	v2, err := writer.Update(ctx, "d/f", []byte("2"), v1)
+	require.NoError(t, err)
+	require.True(t, stale(int64(v2.(topo.NumericVersion))), "the follower must lag for the test to mean anything")
+	_, err = lagging.Txn(ctx, topo.IfVersion("d/f", v1))
+	var te *topo.TxnError
+	require.ErrorAs(t, err, &te, "a Txn conditioned on a replaced version must fail, even through a lagging member")
+	require.ErrorIs(t, err, topo.BadVersion)
+	require.Equal(t, 0, te.Index)
+
+	// The lock's entry is deleted behind the holder's back.
+	resp, err := writer.cli.Delete(ctx, root+"/d/locks/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.Deleted)
+	require.True(t, stale(resp.Header.Revision), "the follower must lag for the test to mean anything")
+	_, err = lagging.Txn(ctx, topo.IfHeld(ld))
+	require.ErrorIs(t, err, topo.LockLost, "a Txn conditioned on a deleted lock entry must fail, even through a lagging member")
+}

@@ -65,8 +65,12 @@ type etcdFence interface {
 //	DeleteOp(p, nil)   CreateRevision(k) > 0; delete k
 //	DeleteOp(p, v)     ModRevision(k) = v; delete k
 //
-// Version 0 never matches (etcd reads it as "absent"), as in Update and
-// Delete. Every write gets the transaction's revision: the version
+// A transaction of conditions only carries one linearizable count-only
+// range of its first key as its Success branch, so that etcd evaluates it
+// on the cluster's latest state (without it, etcd answers a transaction
+// with no writes from the answering member's own, possibly lagging,
+// state). Version 0 never matches (etcd reads it as "absent"), as in
+// Update and Delete. Every write gets the transaction's revision: the version
 // returned for a CreateOp or UpdateOp is it. The writes are plain etcd
 // puts and deletes, seen by List, Watch and WatchRecursive like those of
 // Create, Update and Delete.
@@ -144,7 +148,15 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 	if ck[0].Kind == topo.TxnIfHeld && !t.held[0] {
 		return nil, backendkit.TxnFailed(ck[0], topo.LockLost)
 	}
-	resp, err := c.cli.Txn(ctx).If(t.cmps...).Then(t.then...).Commit()
+	then := t.then
+	if len(then) == 0 {
+		// etcd answers a transaction without writes, whose branches hold
+		// no linearizable range, from the member's own state, which may
+		// lag behind the cluster's (a serializable read): one linearizable
+		// count-only range makes it wait for the cluster's latest writes.
+		then = []clientv3.Op{clientv3.OpGet(t.keys[0], clientv3.WithCountOnly())}
+	}
+	resp, err := c.cli.Txn(ctx).If(t.cmps...).Then(then...).Commit()
 	if err != nil {
 		return nil, c.convertError(ctx, err, "")
 	}
