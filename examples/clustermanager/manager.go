@@ -211,13 +211,25 @@ func (m *Manager) register(ctx context.Context) error {
 	return nil
 }
 
+// registerOnce writes the instance's info and takes the lock on its member
+// directory.
 func (m *Manager) registerOnce(ctx context.Context, info []byte) (topo.LockDescriptor, error) {
-	if _, err := m.conn.Update(ctx, memberInfoPath(m.cfg.ID), info, nil); err != nil {
-		return nil, err
-	}
-	lock, err := m.conn.Lock(ctx, memberDir(m.cfg.ID), "member "+m.cfg.ID)
-	if err != nil {
-		return nil, err
+	var lock topo.LockDescriptor
+	for lock == nil {
+		if _, err := m.conn.Update(ctx, memberInfoPath(m.cfg.ID), info, nil); err != nil {
+			return nil, err
+		}
+		var err error
+		lock, err = m.conn.Lock(ctx, memberDir(m.cfg.ID), "member "+m.cfg.ID)
+		if topo.IsErrType(err, topo.NoNode) && ctx.Err() == nil {
+			// A leader's liveness probe found the directory unlocked in
+			// between and removed the info, and the directory with it:
+			// write it again.
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	// A leader's probe may have found the directory unlocked and removed
 	// the info in between: write it again now that the lock is ours.

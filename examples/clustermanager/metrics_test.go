@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,14 +49,17 @@ func TestMetricsOnEtcd(t *testing.T) {
 	ins := []*instance{startInstance(t, "a", args...), startInstance(t, "b", args...)}
 	leader := leaderOf(t, ins)
 	const held = `topo_leadership_held{backend="etcd2",cell="global",election="clustermanager"}`
+	const locks = `topo_locks_held{backend="etcd2",cell="global"}`
 	for i, in := range ins {
+		// Registration runs beside the campaign: wait for the member lock.
+		require.Eventually(t, func() bool { return scrape(t, in.addr)[locks] >= 1 }, 30*time.Second, 10*time.Millisecond,
+			"instance %s never held its member lock", in.addr)
 		m := scrape(t, in.addr)
 		if i == leader {
 			assert.Equal(t, 1.0, m[held], "leader %v", m)
 		} else {
 			assert.Zero(t, m[held], "follower")
 		}
-		assert.GreaterOrEqual(t, m[`topo_locks_held{backend="etcd2",cell="global"}`], 1.0, "the member lock")
 		watches := 0.0
 		calls := 0.0
 		for k, v := range m {
