@@ -1,6 +1,8 @@
 package election_test
 
 import (
+	"time"
+
 	"context"
 	"strings"
 	"testing"
@@ -18,6 +20,10 @@ import (
 // TestHarnessOnConsul runs the harness on a real Consul agent. A lost
 // mastership is simulated as an operator would cause it: destroying the
 // session that holds the election key.
+// partitionTTL is the session TTL of the partitioned Conn (the test agent
+// accepts TTLs down to consultest.SessionTTLMin).
+const partitionTTL = 4 * time.Second
+
 func TestHarnessOnConsul(t *testing.T) {
 	addr := consultest.Start(t)
 	const root = "election-test"
@@ -48,13 +54,13 @@ func TestHarnessOnConsul(t *testing.T) {
 			p, err := faultproxy.New(addr)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Close() })
-			conn, err := consultopo.NewConn(consultopo.Options{Address: p.Addr(), SessionTTL: consultopo.MinSessionTTL}, root)
+			conn, err := consultopo.NewConn(consultopo.Options{Address: p.Addr(), SessionTTL: partitionTTL, MinSessionTTL: consultest.SessionTTLMin}, root)
 			require.NoError(t, err)
 			t.Cleanup(conn.Close)
 			return electiontest.Partitioned{Factory: topoFactory(t, conn, id), Cut: p.Blackhole, Heal: p.Heal}
 		},
 		// Consul invalidates a session up to twice its TTL after the last
 		// renewal, then holds its locks back for the lock-delay.
-		SessionBound: 2*consultopo.MinSessionTTL + consultopo.DefaultLockDelay,
+		SessionBound: 2*partitionTTL + consultopo.DefaultLockDelay,
 	})
 }

@@ -94,10 +94,10 @@ func backends() []backend {
 		}
 	}})
 
-	out = append(out, backend{name: "consul", ttl: consultopo.MinSessionTTL, start: func(t *testing.T, b *backend) {
+	out = append(out, backend{name: "consul", ttl: 4 * time.Second, start: func(t *testing.T, b *backend) {
 		consulAddr := consultest.Start(t)
 		b.open = func(t *testing.T) topo.Conn {
-			c, err := consultopo.NewConn(consultopo.Options{Address: consulAddr}, "sem")
+			c, err := consultopo.NewConn(consultopo.Options{Address: consulAddr, MinSessionTTL: consultest.SessionTTLMin}, "sem")
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c
@@ -106,7 +106,7 @@ func backends() []backend {
 			p, err := faultproxy.New(consulAddr)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Close() })
-			c, err := consultopo.NewConn(consultopo.Options{Address: p.Addr(), SessionTTL: consultopo.MinSessionTTL}, "sem")
+			c, err := consultopo.NewConn(consultopo.Options{Address: p.Addr(), SessionTTL: 4 * time.Second, MinSessionTTL: consultest.SessionTTLMin}, "sem")
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
 			return c, p.Blackhole, p.Heal

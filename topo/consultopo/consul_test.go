@@ -394,6 +394,10 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, time.Duration(0), o.LockDelay)
 	require.Equal(t, 21*time.Second, Options{SessionTTL: 20100 * time.Millisecond}.normalized().SessionTTL)
 	require.Equal(t, MaxSessionTTL, Options{SessionTTL: 100 * time.Hour}.normalized().SessionTTL)
+	o = Options{SessionTTL: 1500 * time.Millisecond, MinSessionTTL: 300 * time.Millisecond}.normalized()
+	require.Equal(t, time.Second, o.MinSessionTTL, "rounded up to whole seconds, at least one")
+	require.Equal(t, 2*time.Second, o.SessionTTL)
+	require.Equal(t, time.Second, o.clampTTL(time.Millisecond))
 
 	_, err := NewConn(Options{}, "a//b")
 	requireCode(t, err, topo.InvalidPath)
@@ -462,4 +466,35 @@ func TestReadModeOption(t *testing.T) {
 
 	_, err = NewConn(Options{Reads: ReadMode(7)}, "r")
 	requireCode(t, err, topo.InvalidArgument)
+}
+
+// TestMinSessionTTL: with Options.MinSessionTTL set to the agent's
+// session_ttl_min (1 s here), the sessions a Conn creates get the TTLs it
+// asks for down to that minimum, and Consul accepts them.
+func TestMinSessionTTL(t *testing.T) {
+	root := testRoot(t)
+	opts := testOptions()
+	opts.MinSessionTTL, opts.SessionTTL = consultest.SessionTTLMin, 2*time.Second
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	defer c.Close()
+	raw := rawClient(t)
+	ctx := t.Context()
+	for _, d := range []string{"a", "b"} {
+		_, err := c.Create(ctx, d+"/f", []byte("x"))
+		require.NoError(t, err)
+	}
+	la, err := c.Lock(ctx, "a", "x")
+	require.NoError(t, err)
+	defer la.Unlock(ctx)
+	lb, err := c.LockWithTTL(ctx, "b", "x", 100*time.Millisecond)
+	require.NoError(t, err)
+	defer lb.Unlock(ctx)
+	var ttls []string
+	for _, id := range c.sessionIDs() {
+		info, _, err := raw.Session().Info(id, nil)
+		require.NoError(t, err)
+		ttls = append(ttls, info.TTL)
+	}
+	require.ElementsMatch(t, []string{"2s", "1s"}, ttls)
 }

@@ -149,8 +149,8 @@ func TestGuardedWritePartitionedAndPausedHolder(t *testing.T) {
 	proxy, err := faultproxy.New(agent.Addr())
 	require.NoError(t, err)
 	defer proxy.Close()
-	opts := testOptions()
-	opts.Address, opts.SessionTTL = proxy.Addr(), MinSessionTTL
+	opts := shortTTLOptions()
+	opts.Address = proxy.Addr()
 	old, err := NewConn(opts, root)
 	require.NoError(t, err)
 	defer old.Close()
@@ -201,7 +201,7 @@ func TestGuardedWritePartitionedAndPausedHolder(t *testing.T) {
 		case r := <-w.ch:
 			require.NoError(t, r.err)
 			*w.got = r.f
-		case <-time.After(4*MinSessionTTL + waitFor):
+		case <-time.After(4*shortTTL + waitFor):
 			t.Fatal("the successor did not acquire")
 		}
 	}

@@ -26,7 +26,8 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 }
 
 // LockWithTTL implements topo.Conn.LockWithTTL: Lock with a session TTL of
-// ttl, rounded up to whole seconds and to MinSessionTTL (10 s), at most
+// ttl, rounded up to whole seconds and to Options.MinSessionTTL (by
+// default 10 s), at most
 // MaxSessionTTL. When that equals the Conn's SessionTTL the long-lived
 // session is used; otherwise the lock gets a session of its own, destroyed
 // by Unlock. ttl <= 0 gives InvalidArgument; other errors as for Lock.
@@ -41,7 +42,7 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 		}
 		return nil, backendkit.Wrap(topo.InvalidArgument, p, fmt.Errorf("lock TTL %v is not positive", ttl))
 	}
-	return c.lockDir(ctx, dirPath, contents, clampTTL(ttl), false, true)
+	return c.lockDir(ctx, dirPath, contents, c.opts.clampTTL(ttl), false, true)
 }
 
 // LockName implements topo.Conn.LockName: a lock on the key <dirPath>/Lock

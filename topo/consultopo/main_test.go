@@ -41,6 +41,18 @@ func testOptions() Options {
 	return Options{Address: agent.Addr(), WatchPollDuration: 2 * time.Second}
 }
 
+// shortTTL is the session TTL of shortTTLOptions: the test agents accept
+// TTLs down to consultest.SessionTTLMin, so waits for a session that
+// lapses take seconds.
+const shortTTL = 4 * time.Second
+
+// shortTTLOptions is testOptions with sessions of shortTTL.
+func shortTTLOptions() Options {
+	o := testOptions()
+	o.MinSessionTTL, o.SessionTTL = consultest.SessionTTLMin, shortTTL
+	return o
+}
+
 // testRoot returns a root unique to the call (named after t, with a random
 // suffix so that -count=N runs on the shared agent do not collide).
 func testRoot(t testing.TB) string {
@@ -105,7 +117,7 @@ func TestConformance(t *testing.T) {
 		root = testRoot(t)
 		r := root
 		return func() topo.Conn {
-			c, err := NewConn(testOptions(), r)
+			c, err := NewConn(shortTTLOptions(), r)
 			require.NoError(t, err)
 			return c
 		}
@@ -116,22 +128,21 @@ func TestConformance(t *testing.T) {
 			p, err := faultproxy.New(agent.Addr())
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Close() })
-			opts := testOptions()
+			opts := shortTTLOptions()
 			opts.Address = p.Addr()
-			opts.SessionTTL = MinSessionTTL
 			c, err := NewConn(opts, root)
 			require.NoError(t, err)
 			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
 		},
 		// Consul invalidates a session up to twice its TTL after the last
 		// renewal, and then holds its locks back for the lock-delay.
-		SessionBound: 2*MinSessionTTL + DefaultLockDelay,
+		SessionBound: 2*shortTTL + DefaultLockDelay,
 		FaultyStore: func(t *testing.T) test.FaultyStore {
 			a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
 			r := testRoot(t)
 			opener := func(reads ReadMode) func() topo.Conn {
 				return func() topo.Conn {
-					opts := testOptions()
+					opts := shortTTLOptions()
 					opts.Address = a.Addr()
 					opts.Reads = reads
 					c, err := NewConn(opts, r)

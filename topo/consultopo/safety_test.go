@@ -420,7 +420,9 @@ func TestPartitionedHolderGivesUpFirst(t *testing.T) {
 	proxy, err := faultproxy.New(agent.Addr())
 	require.NoError(t, err)
 	defer proxy.Close()
-	old, err := NewConn(Options{Address: proxy.Addr(), SessionTTL: MinSessionTTL, WatchPollDuration: 2 * time.Second}, root)
+	oldOpts := shortTTLOptions()
+	oldOpts.Address = proxy.Addr()
+	old, err := NewConn(oldOpts, root)
 	require.NoError(t, err)
 	defer old.Close()
 	next := newTestConn(t, root)
@@ -465,7 +467,7 @@ func TestPartitionedHolderGivesUpFirst(t *testing.T) {
 			require.NoError(t, w.err, name)
 			requireCode(t, w.checkErr, topo.LockLost)
 			require.Error(t, w.ledErr, "the old leader's context was still live when the %s changed hands", name)
-		case <-time.After(4 * MinSessionTTL):
+		case <-time.After(4 * shortTTL):
 			t.Fatalf("the %s was not taken over", name)
 		}
 	}

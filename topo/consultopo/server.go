@@ -23,8 +23,9 @@ const (
 	// DefaultSessionTTL is the TTL of a Conn's long-lived session, which
 	// carries default-TTL locks and elections.
 	DefaultSessionTTL = 15 * time.Second
-	// MinSessionTTL is Consul's minimum session TTL; shorter TTLs are
-	// rounded up to it.
+	// MinSessionTTL is Consul's default minimum session TTL (the servers'
+	// session_ttl_min); shorter TTLs are rounded up to it unless
+	// Options.MinSessionTTL says the servers allow less.
 	MinSessionTTL = 10 * time.Second
 	// MaxSessionTTL is Consul's maximum session TTL; longer TTLs are rounded
 	// down to it. LockName uses it.
@@ -75,11 +76,20 @@ type Options struct {
 
 	// SessionTTL is the TTL of the Conn's long-lived session (and hence of
 	// Lock, TryLock and elections). Zero means DefaultSessionTTL; values are
-	// rounded up to whole seconds and clamped to [MinSessionTTL,
+	// rounded up to whole seconds and clamped to [Options.MinSessionTTL,
 	// MaxSessionTTL]. A holder that cannot renew its session for this long
 	// considers its locks lost; Consul itself invalidates the session
 	// somewhat later (it allows up to twice the TTL).
 	SessionTTL time.Duration
+
+	// MinSessionTTL is the shortest session TTL the Consul servers accept:
+	// their session_ttl_min setting. Zero means MinSessionTTL (10 s,
+	// Consul's default); values are rounded up to whole seconds, and to at
+	// least one second. Every TTL this Conn asks for (SessionTTL,
+	// LockWithTTL) is raised to it, since Consul refuses to create a
+	// session with a shorter TTL. Set it only when the servers were
+	// configured with a smaller session_ttl_min.
+	MinSessionTTL time.Duration
 
 	// LockDelay is the lock-delay of the sessions this Conn creates (see
 	// DefaultLockDelay). Zero means DefaultLockDelay; a negative value
@@ -141,10 +151,14 @@ func (m ReadMode) String() string {
 }
 
 func (o Options) normalized() Options {
+	if o.MinSessionTTL <= 0 {
+		o.MinSessionTTL = MinSessionTTL
+	}
+	o.MinSessionTTL = max(wholeSeconds(o.MinSessionTTL), time.Second)
 	if o.SessionTTL == 0 {
 		o.SessionTTL = DefaultSessionTTL
 	}
-	o.SessionTTL = clampTTL(o.SessionTTL)
+	o.SessionTTL = o.clampTTL(o.SessionTTL)
 	switch {
 	case o.LockDelay == 0:
 		o.LockDelay = DefaultLockDelay
@@ -160,11 +174,15 @@ func (o Options) normalized() Options {
 	return o
 }
 
-// clampTTL rounds ttl up to whole seconds within [MinSessionTTL,
-// MaxSessionTTL].
-func clampTTL(ttl time.Duration) time.Duration {
-	ttl = (ttl + time.Second - 1).Truncate(time.Second)
-	return min(max(ttl, MinSessionTTL), MaxSessionTTL)
+// clampTTL rounds ttl up to whole seconds within [o.MinSessionTTL,
+// MaxSessionTTL] (o normalized).
+func (o Options) clampTTL(ttl time.Duration) time.Duration {
+	return min(max(wholeSeconds(ttl), o.MinSessionTTL), MaxSessionTTL)
+}
+
+// wholeSeconds rounds d up to whole seconds.
+func wholeSeconds(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 // Factory creates Conns with a fixed set of Options; the serverAddress

@@ -198,6 +198,12 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
+// SessionTTLMin is the session_ttl_min of every agent this package
+// starts (Consul's default is 10 s): tests may use session TTLs down to
+// it, with consultopo.Options.MinSessionTTL set to it, so that waits for a
+// lapsed session take seconds rather than tens of seconds.
+const SessionTTLMin = time.Second
+
 // Agent is one running Consul dev agent. Its methods are safe for
 // concurrent use.
 type Agent struct {
@@ -270,6 +276,7 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 			"-node", "consultest-" + strconv.Itoa(ports[0]),
 			"-log-level", "warn",
 			"-hcl", "disable_update_check = true",
+			"-hcl", fmt.Sprintf("session_ttl_min = %q", SessionTTLMin.String()),
 		},
 	}
 	if opts.Persistent {
