@@ -10,9 +10,9 @@ import (
 // on each mutant of the template (and pass on the unmutated baseline). It
 // runs the whole suite per mutant (Targeted mode lets cas-returns-other
 // survive now and then on this in-process store: its race window rarely
-// opens), four children at a time; the children mostly wait on the
+// opens), sixteen children at a time; the children mostly wait on the
 // partition subtests' SessionTimeout.
 func TestMutants(t *testing.T) {
 	newStore, opts := wiring()
-	mutation.Run(t, newStore, opts, mutation.Config{Parallel: 4})
+	mutation.Run(t, newStore, opts, mutation.Config{Parallel: 16})
 }
