@@ -130,6 +130,10 @@ func Start(cfg Config) (*Member, error) {
 	}
 
 	ec := embed.NewConfig()
+	// NewConfig leaves this at zero (only etcd's flag parsing sets the
+	// default), and a zero threshold makes the member describe every
+	// request as slow.
+	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
 	ec.ListenClientUrls = []url.URL{*cu}

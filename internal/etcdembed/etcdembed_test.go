@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestClusterConfigs(t *testing.T) {
@@ -100,4 +102,37 @@ func TestKeysOnlyRangeCarriesLease(t *testing.T) {
 	require.Zero(t, resp.Kvs[0].Lease)
 	require.Equal(t, "/vt/ks/locks/"+fmt.Sprint(int64(lease.ID)), string(resp.Kvs[1].Key))
 	require.Equal(t, int64(lease.ID), resp.Kvs[1].Lease, "a keys-only range must carry the key's lease")
+}
+
+// TestNoSlowRequestWarnings: a member warns only about requests slower
+// than etcd's default threshold (300 ms). embed.NewConfig leaves the
+// threshold at zero, which made the member describe every request as
+// slow (a warning built from the request's text, about 4% of the server's
+// CPU under load), whatever the logger did with it.
+func TestNoSlowRequestWarnings(t *testing.T) {
+	addrs, err := FreeAddrs(2)
+	require.NoError(t, err)
+	core, logs := observer.New(zap.WarnLevel)
+	m, err := Start(Config{Name: "warn", Dir: t.TempDir(), ClientURL: "http://" + addrs[0], PeerURL: "http://" + addrs[1], Logger: zap.New(core)})
+	require.NoError(t, err)
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, m.WaitReady(ctx))
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientAddr()}, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer cli.Close()
+	for i := range 20 {
+		_, err := cli.Put(ctx, fmt.Sprintf("/k%d", i), "v")
+		require.NoError(t, err)
+		_, err = cli.Get(ctx, "/k", clientv3.WithPrefix())
+		require.NoError(t, err)
+	}
+	var slow []time.Duration
+	for _, e := range logs.FilterMessage("request stats").All() {
+		if d, ok := e.ContextMap()["time spent"].(time.Duration); !ok || d < 300*time.Millisecond {
+			slow = append(slow, d)
+		}
+	}
+	require.Empty(t, slow, "requests under the threshold were warned about as slow")
 }

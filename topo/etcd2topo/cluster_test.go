@@ -381,7 +381,11 @@ func TestConditionOnlyTxnThroughLaggingMember(t *testing.T) {
 	follower := (leader + 1) % 3
 	root := newRoot()
 	writer := openConn(t, cl.Addr(leader), root)
-	lagging := openConn(t, cl.Addr(follower), root)
+	// A long lease: the lagging member forwards renewals late, and a 3 s
+	// lease could lapse before the test deletes the entry itself.
+	lagging, err := NewConn(Options{Endpoints: []string{cl.Addr(follower)}, LockTTL: 60 * time.Second}, root)
+	require.NoError(t, err)
+	t.Cleanup(lagging.Close)
 	rawFollower := rawClient(t, cl.Addr(follower))
 	ctx := context.Background()
 	v1, err := writer.Create(ctx, "d/f", []byte("1"))
