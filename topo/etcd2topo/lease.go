@@ -54,7 +54,11 @@ type lease struct {
 	id   clientv3.LeaseID
 	ttl  time.Duration // as granted by etcd
 	done chan struct{} // closed once the lease is lost
-	once sync.Once
+	// lostCtx is cancelled with done, for bind (a context's AfterFunc
+	// waits for it without a goroutine of its own).
+	lostCtx context.Context
+	lostNow context.CancelFunc
+	once    sync.Once
 
 	mu       sync.Mutex
 	deadline time.Time   // proven-until: lost from then on unless renewed
@@ -65,6 +69,7 @@ type lease struct {
 // at sent, proven until sent+ttl-margin.
 func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 	l := &lease{id: id, ttl: ttl, done: make(chan struct{})}
+	l.lostCtx, l.lostNow = context.WithCancel(context.Background())
 	l.deadline = sent.Add(ttl - SafetyMargin(ttl))
 	// Under mu: a grant slower than the proven time fires the timer at
 	// once, and markLost reads l.timer.
@@ -98,6 +103,7 @@ func (l *lease) markLost() {
 		l.timer.Stop()
 		l.mu.Unlock()
 		close(l.done)
+		l.lostNow()
 	})
 }
 
@@ -123,14 +129,11 @@ func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 // outlast the lease.
 func (l *lease) bind(ctx context.Context) (context.Context, context.CancelFunc) {
 	bctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-l.done:
-			cancel()
-		case <-bctx.Done():
-		}
-	}()
-	return bctx, cancel
+	stop := context.AfterFunc(l.lostCtx, cancel)
+	return bctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // provenUntil returns the lease's proven-until time.

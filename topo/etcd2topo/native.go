@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -189,6 +190,22 @@ type nativeCand struct {
 	release func() // frees the key's name in the Conn
 	// clusterID is the id of the etcd cluster the key is on.
 	clusterID uint64
+	// modRev is a ModRevision the key had while it was our candidacy
+	// (created at rev, on our lease): that of our last write of it, or of
+	// the read that found it ours; 0 when none is known. See rewrite.
+	modRev atomic.Int64
+}
+
+// saw records that the key was our candidacy at ModRevision r (the
+// highest such revision is kept: a later one is the key's current
+// ModRevision as long as nobody else writes it).
+func (cd *nativeCand) saw(r int64) {
+	for {
+		old := cd.modRev.Load()
+		if r <= old || cd.modRev.CompareAndSwap(old, r) {
+			return
+		}
+	}
 }
 
 // ours reports whether kv (a read of the candidate's key) is still our
@@ -462,27 +479,52 @@ func (e *nativeElection) put(ctx context.Context, value []byte) (*nativeCand, er
 			continue
 		}
 		cd.rev, cd.clusterID = resp.Header.Revision, resp.Header.ClusterId
+		cd.saw(cd.rev)
 		return cd, nil
 	}
 	return nil, backendkit.Wrap(topo.Unavailable, e.prefix, errKeyBusy)
 }
 
-// rewrite replaces cd's value, guarded on cd still being ours.
+// rewrite replaces cd's value, guarded on cd still being ours. When a
+// ModRevision the key had as our candidacy is known (cd.modRev), the
+// guard is first the one compare ModRevision = that revision: the key
+// unchanged since then is still created at cd.rev and on our lease (a put
+// or a delete of it by anyone moves its ModRevision; a re-creation
+// gets a later one), as concurrency.Election's Proclaim guards with one
+// compare. When that compare fails (a concurrent rewrite of ours moved
+// the ModRevision, or the candidacy is gone), nothing was written, and
+// the write is sent again guarded by heldCmps, which decides.
 func (e *nativeElection) rewrite(ctx context.Context, cd *nativeCand, value []byte) error {
 	bctx, cancel := cd.lease.bind(ctx)
 	defer cancel()
-	resp, err := e.c.cli.Txn(bctx).If(cd.heldCmps()...).
-		Then(clientv3.OpPut(cd.key, string(value), clientv3.WithLease(cd.lease.id))).Commit()
-	if err != nil {
-		if cd.lease.lost() && ctx.Err() == nil {
-			return e.c.ownEntryGone(e.prefix)
+	put := clientv3.OpPut(cd.key, string(value), clientv3.WithLease(cd.lease.id))
+	if r := cd.modRev.Load(); r > 0 {
+		resp, err := e.c.cli.Txn(bctx).If(clientv3.Compare(clientv3.ModRevision(cd.key), "=", r)).Then(put).Commit()
+		if err != nil {
+			return e.rewriteErr(ctx, cd, err)
 		}
-		return e.c.convertError(ctx, err, e.prefix)
+		if resp.Succeeded {
+			cd.saw(resp.Header.Revision)
+			return nil
+		}
+	}
+	resp, err := e.c.cli.Txn(bctx).If(cd.heldCmps()...).Then(put).Commit()
+	if err != nil {
+		return e.rewriteErr(ctx, cd, err)
 	}
 	if !resp.Succeeded {
 		return topo.NewError(topo.LockLost, e.prefix)
 	}
+	cd.saw(resp.Header.Revision)
 	return nil
+}
+
+// rewriteErr is rewrite's error for err, the failure of its request.
+func (e *nativeElection) rewriteErr(ctx context.Context, cd *nativeCand, err error) error {
+	if cd.lease.lost() && ctx.Err() == nil {
+		return e.c.ownEntryGone(e.prefix)
+	}
+	return e.c.convertError(ctx, err, e.prefix)
 }
 
 // remove deletes cd's key if it is still the one we created (compared on
@@ -813,9 +855,12 @@ func (e *nativeElection) liveTerm() *nativeTerm {
 	return e.term
 }
 
-// Proclaim rewrites the leader key's value in one transaction comparing
-// the key's CreateRevision with the term's token and its lease with ours
-// (concurrency.Election's Proclaim compares the CreateRevision). It
+// Proclaim rewrites the leader key's value in one transaction guarded on
+// the key still being this term's: its ModRevision equal to that of our
+// last write of it (one compare, as concurrency.Election's Proclaim has
+// one, on the CreateRevision), or, when that does not hold (a concurrent
+// Proclaim of ours), in a second one comparing the key's CreateRevision
+// with the term's token and its lease with ours (see rewrite). It
 // returns NotLeader when this participant does not lead, its term ended,
 // or the compare fails (the term is then ended); InvalidArgument for a
 // value over MaxValueSize; Closed after Close; etcd's errors (Timeout,
@@ -1133,6 +1178,7 @@ func (c *Conn) ResumeNativeElection(ctx context.Context, prefix, id string, info
 		return nil, topo.NewError(topo.LockLost, prefix)
 	}
 	cd.clusterID = resp.Header.ClusterId
+	cd.saw(resp.Kvs[0].ModRevision)
 	c.mu.Lock()
 	if c.isClosed() {
 		c.mu.Unlock()
