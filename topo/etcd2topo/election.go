@@ -156,6 +156,7 @@ type term struct {
 	cl       *claim
 	leading  context.Context
 	released atomic.Bool // Stop ended the term
+	vkey     string      // the value key of cl's entry (values.go)
 }
 
 // Token returns the term's fencing token: the revision etcd put the

@@ -167,7 +167,7 @@ func (p *participation) join(ctx context.Context, value []byte, setValue bool) (
 	cl.resp = nil
 	leading, resign := context.WithCancel(context.Background())
 	p.cl, p.leading, p.resign = cl, leading, resign
-	t := &term{p: p, cl: cl, leading: leading}
+	t := &term{p: p, cl: cl, leading: leading, vkey: p.valueKey(cl.key)}
 	p.cur.Store(t)
 	go p.monitor(leading, resign, cl)
 	if setValue {
@@ -252,7 +252,7 @@ func (p *participation) proclaim(ctx context.Context, t *term, value []byte) err
 	// ErrLeaseNotFound once the lease is gone.
 	resp, err := p.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(cl.key), "=", cl.rev)).
-		Then(clientv3.OpPut(p.valueKey(cl.key), string(value), clientv3.WithLease(cl.lease.id))).
+		Then(clientv3.OpPut(t.vkey, string(value), clientv3.WithLease(cl.lease.id))).
 		Commit()
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -330,6 +330,7 @@ func (p *participation) Resign(ctx context.Context) error {
 type electionView struct {
 	leader topo.Leader
 	key    string
+	vkey   string // the value key of key's entry
 	lease  int64
 	rev    int64
 }
@@ -354,7 +355,8 @@ func (p *participation) electionState(ctx context.Context) (electionView, error)
 	}
 	v.key, v.lease = string(kv.Key), kv.Lease
 	v.leader = topo.Leader{ID: string(kv.Value), Token: kv.CreateRevision}
-	vkey := p.valueKey(v.key)
+	v.vkey = p.valueKey(v.key)
+	vkey := v.vkey
 	for _, val := range vals {
 		// The value of this entry: on its lease, written with or after it
 		// (a stale key of an earlier entry of the name is older).
@@ -380,7 +382,7 @@ func (p *participation) electionState(ctx context.Context) (electionView, error)
 // the new value.
 func (p *participation) proclaimed(v electionView, ev *clientv3.Event) (electionView, bool) {
 	kv := ev.Kv
-	if ev.Type != mvccpb.PUT || v.key == "" || string(kv.Key) != p.valueKey(v.key) ||
+	if ev.Type != mvccpb.PUT || v.key == "" || string(kv.Key) != v.vkey ||
 		kv.Lease != v.lease || kv.CreateRevision != v.leader.Token ||
 		kv.ModRevision <= v.rev || kv.ModRevision <= v.leader.Token {
 		return v, false
