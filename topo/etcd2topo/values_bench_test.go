@@ -18,7 +18,10 @@ import (
 
 // BenchmarkValuesProclaimObserve: from the start of the leader's Proclaim
 // to another Conn's Observe delivering the new value, beside a raw
-// client's put of a key to another raw client's watch event on it.
+// client's put of a key to another raw client's watch event on it
+// (topo/raw), and beside a concurrency.Election's Proclaim seen by
+// another's Observe (election-p50-µs, topo/election; on uncounted
+// clients, so raw-rt/op counts the put and watch only).
 func BenchmarkValuesProclaimObserve(b *testing.B) {
 	e := newBenchEnv(b)
 	c1, cli, root := e.c, e.cli, e.root
@@ -40,8 +43,18 @@ func BenchmarkValuesProclaimObserve(b *testing.B) {
 	defer q.Stop()
 	obs, err := q.Observe(ctx)
 	must(b, err)
+	s1, err := concurrency.NewSession(e.obs, concurrency.WithTTL(30))
+	must(b, err)
+	defer s1.Close()
+	s2, err := concurrency.NewSession(rawClient(b, serverAddr), concurrency.WithTTL(30))
+	must(b, err)
+	defer s2.Close()
+	elPrefix := root + "/election"
+	elLeader, elWatcher := concurrency.NewElection(s1, elPrefix), concurrency.NewElection(s2, elPrefix)
+	must(b, elLeader.Campaign(ctx, "v0"))
+	elObs := elWatcher.Observe(ctx)
 
-	var raw, tp latencies
+	var raw, tp, el latencies
 	i := 0
 	m := e.mark()
 	for b.Loop() {
@@ -49,6 +62,15 @@ func BenchmarkValuesProclaimObserve(b *testing.B) {
 		val := fmt.Sprint(i)
 
 		t0 := time.Now()
+		must(b, elLeader.Proclaim(ctx, val))
+		for r := range elObs {
+			if len(r.Kvs) > 0 && string(r.Kvs[0].Value) == val {
+				break
+			}
+		}
+		el = append(el, time.Since(t0))
+
+		t0 = time.Now()
 		_, err := cli.Put(ctx, rawKey, val)
 		must(b, err)
 	raw:
@@ -72,6 +94,8 @@ func BenchmarkValuesProclaimObserve(b *testing.B) {
 	}
 	e.reportRT(b, m, i)
 	report(b, raw, tp)
+	b.ReportMetric(float64(el.p50().Nanoseconds())/1e3, "election-p50-µs")
+	ratio(b, "topo/election", tp, el)
 }
 
 // BenchmarkValuesHandover: how long after the leader's Resign is called
