@@ -19,31 +19,31 @@ type store struct {
 	held   map[string]topo.LockDescriptor // stale-unlock: the last lock taken per directory
 	tokens map[string]int64               // token-repeats, term-token-repeats: the first token per lock or election
 
-	txnVersions map[string]bool // txn-unwatched: the versions transactions wrote
+	txnWrites map[string]bool // txn-unwatched: path and contents of every write a transaction sent
 }
 
-// recordTxn remembers the versions a transaction wrote (txn-unwatched).
-func (s *store) recordTxn(vs []topo.Version) {
+// recordTxn remembers the path and contents of every write of ops, before
+// they are sent, so that no watch event of them can slip past txnWrote
+// (txn-unwatched).
+func (s *store) recordTxn(ops []topo.TxnOp) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.txnVersions == nil {
-		s.txnVersions = map[string]bool{}
+	if s.txnWrites == nil {
+		s.txnWrites = map[string]bool{}
 	}
-	for _, v := range vs {
-		if v != nil {
-			s.txnVersions[v.String()] = true
+	for _, op := range ops {
+		if op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate {
+			s.txnWrites[op.Path+"\x00"+string(op.Contents)] = true
 		}
 	}
 }
 
-// txnWrote reports whether a transaction wrote version v (txn-unwatched).
-func (s *store) txnWrote(v topo.Version) bool {
-	if v == nil {
-		return false
-	}
+// txnWrote reports whether a transaction wrote contents to path
+// (txn-unwatched).
+func (s *store) txnWrote(path string, contents []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.txnVersions[v.String()]
+	return s.txnWrites[path+"\x00"+string(contents)]
 }
 
 // firstToken returns the first token recorded for key, recording tok if
@@ -489,7 +489,7 @@ func (c *conn) Watch(ctx context.Context, p string) (*topo.WatchData, <-chan *to
 			if c.name == "watch-silent-delete" && topo.IsErrType(wd.Err, topo.NoNode) {
 				continue
 			}
-			if c.name == "txn-unwatched" && wd.Err == nil && c.store.txnWrote(wd.Version) {
+			if c.name == "txn-unwatched" && wd.Err == nil && c.store.txnWrote(p, wd.Contents) {
 				continue
 			}
 			out <- wd
@@ -638,9 +638,8 @@ func (c *conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	case "txn-read-then-write":
 		return c.txnReadThenWrite(ctx, ops)
 	case "txn-unwatched":
-		vs, err := c.Conn.Txn(ctx, ops...)
-		c.store.recordTxn(vs)
-		return vs, err
+		c.store.recordTxn(ops)
+		return c.Conn.Txn(ctx, ops...)
 	}
 	return c.Conn.Txn(ctx, ops...)
 }
