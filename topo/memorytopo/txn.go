@@ -39,10 +39,39 @@ var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of anoth
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
 	if len(ops) == 2 && ops[0].Kind == topo.TxnIfHeld && ops[1].Kind == topo.TxnUpdate {
-		if out, done, err := c.guardedUpdate(ctx, ops[0], ops[1]); done {
-			return out, err
+		if v, done, err := c.guardedUpdate(ctx, ops[0], ops[1]); done {
+			if err != nil {
+				return nil, err
+			}
+			return []topo.Version{nil, v}, nil
 		}
 	}
+	return c.txn(ctx, ops)
+}
+
+// GuardedUpdate implements topo.GuardedUpdater, the fast path of
+// topo.GuardedUpdate: it is exactly Txn(ctx, topo.IfHeld(f),
+// topo.UpdateOp(filePath, contents, version)) -- counted as OpTxn, with
+// the same checks, faults, writes and errors -- returning the version Txn
+// returns at index 1, without building the op and result slices
+// (TestGuardedUpdateFastPathMatchesTxn).
+func (c *Conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	c.f.count(OpTxn)
+	held, up := topo.IfHeld(f), topo.UpdateOp(filePath, contents, version)
+	if v, done, err := c.guardedUpdate(ctx, held, up); done {
+		return v, err
+	}
+	vs, err := c.txn(ctx, []topo.TxnOp{held, up})
+	if err != nil {
+		return nil, err
+	}
+	return vs[1], nil
+}
+
+var _ topo.GuardedUpdater = (*Conn)(nil)
+
+// txn is Txn once counted, without the guardedUpdate shortcut.
+func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error) {
 	checked, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
@@ -120,7 +149,8 @@ func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState, writes 
 }
 
 // guardedUpdate is Txn's fast path for the shape topo.GuardedUpdate sends:
-// IfHeld(f) then UpdateOp(p, contents, version). It reports done=false,
+// IfHeld(f) then UpdateOp(p, contents, version), returning the UpdateOp's
+// new version (Txn's result at index 1). It reports done=false,
 // having done nothing but pure input checks (no Closed check, partition,
 // faults or lock), when the general path must run instead: when the ops
 // would fail backendkit.CheckTxn or f is not a Fence of this store (the
@@ -129,7 +159,7 @@ func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState, writes 
 // order -- the checked ops it builds are those CheckTxn would return --
 // and then writes in place (guardedInPlace) or, when that cannot, runs the
 // general locked part (txnApply) with those checked ops.
-func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) ([]topo.Version, bool, error) {
+func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) (topo.Version, bool, error) {
 	s := c.s
 	if held.Fence == nil || !s.owns(held.Fence) {
 		return nil, false, nil
@@ -139,7 +169,9 @@ func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) ([]topo.V
 	}
 	// CheckUpdate makes checkTxnOp's checks of an UpdateOp (CheckCreate,
 	// then the version); with one write there is no duplicate path.
-	p, want, err := backendkit.CheckUpdate(up.Path, up.Contents, up.Version)
+	// checkWrite is CheckUpdate with Update's fast path for canonical,
+	// unreserved paths (same results, TestCheckWriteMatchesBackendkit).
+	p, want, err := checkWrite(up.Path, up.Contents, up.Version)
 	if err != nil {
 		return nil, false, nil
 	}
@@ -161,10 +193,13 @@ func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) ([]topo.V
 		if err != nil {
 			return nil, true, err
 		}
-		return []topo.Version{nil, v}, true, nil
+		return v, true, nil
 	}
 	out, err := c.txnApply(checked[:], []*fileState{nil, value}, 1)
-	return out, true, err
+	if err != nil {
+		return nil, true, err
+	}
+	return out[1], true, nil
 }
 
 // guardedInPlace is updateInPlace for guardedUpdate: the IfHeld check and
