@@ -188,7 +188,7 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 			return nil, interrupted()
 		}
 		if p.entry == nil || p.entry.removed {
-			p.entry = s.addEntry(p.dir, p.id, s.sessionLease(c))
+			p.entry = s.addEntry(p.dir, string(p.id), s.sessionLease(c))
 			if withValue {
 				p.entry.published = value
 			}
@@ -203,10 +203,11 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 			s.mu.Unlock()
 			return ctx, nil
 		}
+		predDone, own := s.done(pred), s.done(e)
 		s.mu.Unlock()
 		select {
-		case <-pred.released:
-		case <-e.released:
+		case <-predDone:
+		case <-own:
 		case <-ctx.Done():
 		case <-c.done:
 		}
@@ -268,7 +269,7 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
 	if e := c.s.first(p.dir); e != nil {
-		return string(e.value), nil
+		return e.value, nil
 	}
 	return "", nil
 }

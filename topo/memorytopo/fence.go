@@ -29,7 +29,7 @@ func (d *lockDescriptor) Token() int64 { return d.e.seq }
 // Done implements topo.Fence.Done: the channel closes when the lock entry
 // goes, at the moment the store drops it: Unlock, ExpireSession, a lapsed
 // lease (also after Partition or PauseKeepAlive), or the Conn's Close.
-func (d *lockDescriptor) Done() <-chan struct{} { return d.e.released }
+func (d *lockDescriptor) Done() <-chan struct{} { return d.c.s.done(d.e) }
 
 // term is one leadership term of a participation: the candidate entry
 // that was the oldest when WaitForLeadership returned. It is the Fence
@@ -46,7 +46,7 @@ func (t *term) Token() int64 { return t.e.seq }
 // Done implements topo.Fence.Done: closed when the term's entry goes
 // (Stop, ExpireSession, a lapsed session, the Conn's Close), when the
 // leadership context is cancelled.
-func (t *term) Done() <-chan struct{} { return t.e.released }
+func (t *term) Done() <-chan struct{} { return t.p.c.s.done(t.e) }
 
 // Check implements topo.Fence.Check: nil while the term lasts, LockLost
 // once the store dropped the entry (ExpireSession, a lapsed session),

@@ -57,6 +57,19 @@ type store struct {
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
 	recWatchers  map[*watcher]struct{}
 	dirChans     map[string]chan struct{} // full dir -> closed when an entry below changes
+
+	// closedCh is closed from the start: the Done channel of an entry
+	// removed before anyone asked for its Done (see done).
+	closedCh chan struct{}
+
+	// Unplaced lock entries (see placeLater): pending heads their list
+	// (entry.pprev, pnext), npending counts them. noUnplaced is set once a
+	// Conn root with a "locks" segment is in use: then every lock entry is
+	// placed at once, so that such a Conn's calls (which the reserved-name
+	// checks do not see as reserved) meet the entries. Guarded by mu.
+	pending    *entry
+	npending   int
+	noUnplaced bool
 }
 
 func newStore(f *Factory) *store {
@@ -69,7 +82,14 @@ func newStore(f *Factory) *store {
 		recWatchers:  map[*watcher]struct{}{},
 		dirChans:     map[string]chan struct{}{},
 		roots:        map[string]*rootIndex{},
+		closedCh:     closedChan(),
 	}
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
 }
 
 // rootIndex is the lock-free read index of one root.
@@ -101,6 +121,11 @@ func (s *store) index(r string) *rootIndex {
 	if ri, ok := s.roots[r]; ok {
 		return ri
 	}
+	// The new index must hold every entry: place the unplaced ones first.
+	if hasSegment(r, locksDir) {
+		s.noUnplaced = true
+	}
+	s.placeAll()
 	ri := &rootIndex{root: r}
 	n := s.lookup(r)
 	if n != nil {
@@ -170,7 +195,7 @@ func (s *store) publish(p string, n *node, fs *fileState) {
 }
 
 func entryState(e *entry) *fileState {
-	return &fileState{contents: e.value, version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
+	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
 }
 
 // node is one name in the tree. A node may hold a file, be an ephemeral
@@ -182,6 +207,9 @@ type node struct {
 
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
+	// unplaced is the lock entry of this directory not placed in the tree
+	// yet (see placeLater), nil when none.
+	unplaced *entry
 
 	// slots are the index slots of the node's published value, one per
 	// root index covering the path; nil while nothing is published (a
@@ -221,7 +249,7 @@ type histEntry struct {
 type entry struct {
 	path  string // full path
 	seq   int64
-	value []byte
+	value string
 	// published is an election candidate's published value (Campaign,
 	// Proclaim): nil when none. It is not a file and never listed.
 	published []byte
@@ -230,12 +258,46 @@ type entry struct {
 	removed   bool
 	// lost is set when the store dropped the entry (lease end, Delete)
 	// rather than its owner releasing it.
-	lost     bool
-	released chan struct{} // closed on removal
-	onRemove func()        // called on removal, under mu, before released closes
+	lost bool
+	// done points to the channel of Done, made on first use (see
+	// store.done) and closed on removal; to the store's closedCh once
+	// removed if nobody asked before.
+	done     atomic.Pointer[chan struct{}]
+	onRemove func() // called on removal, under mu, before done closes
 	// onLapse is called, under mu, when the Conn of a partitioned lease
 	// notices the lapse ahead of the store (partitionNotice).
 	onLapse func()
+
+	// dir is the locked directory's node of an unplaced lock entry (n
+	// and path are unset then; see placeLater), nil once placed.
+	dir          *node
+	pprev, pnext *entry // the store's list of unplaced entries
+	lprev, lnext *entry // the lease's list of entries
+}
+
+// link adds e to l's entries. Call with the store's mu held for writing.
+func (l *lease) link(e *entry) {
+	e.lnext = l.entries
+	if l.entries != nil {
+		l.entries.lprev = e
+	}
+	l.entries = e
+	l.nentries++
+}
+
+// unlink takes e off l's entries. Call with the store's mu held for
+// writing, once per linked entry.
+func (l *lease) unlink(e *entry) {
+	if e.lprev != nil {
+		e.lprev.lnext = e.lnext
+	} else {
+		l.entries = e.lnext
+	}
+	if e.lnext != nil {
+		e.lnext.lprev = e.lprev
+	}
+	e.lprev, e.lnext = nil, nil
+	l.nentries--
 }
 
 // lease is the simulated session (or per-lock lease) that keeps entries
@@ -243,13 +305,16 @@ type entry struct {
 // neither paused on the Conn nor blocked by a fault; once renewal stops, it
 // lapses ttl later.
 type lease struct {
-	c       *Conn
-	ttl     time.Duration
-	entries map[*entry]struct{}
-	revoked bool
-	blocked bool
-	gen     uint64
-	timer   *time.Timer
+	c   *Conn
+	ttl time.Duration
+	// entries lists the lease's live entries (entry.lprev, lnext);
+	// nentries counts them.
+	entries  *entry
+	nentries int
+	revoked  bool
+	blocked  bool
+	gen      uint64
+	timer    *time.Timer
 	// notice is the client-side lapse of a partitioned Conn's lease
 	// (partitionNotice): it fires before timer.
 	notice *time.Timer
@@ -313,7 +378,7 @@ func (s *store) ensure(p string) *node {
 
 // prune removes n and its ancestors while they hold nothing.
 func (s *store) prune(n *node) {
-	for n != nil && n != s.top && n.file == nil && n.entry == nil && len(n.children) == 0 {
+	for n != nil && n != s.top && n.file == nil && n.entry == nil && n.unplaced == nil && len(n.children) == 0 {
 		delete(n.parent.children, n.name)
 		n = n.parent
 	}
@@ -450,7 +515,7 @@ func (s *store) deleteFile(p string, n *node) {
 
 // newLease returns a lease for c with ttl. Call with mu held for writing.
 func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
-	l := &lease{c: c, ttl: ttl, entries: map[*entry]struct{}{}}
+	l := &lease{c: c, ttl: ttl}
 	s.leases[l] = struct{}{}
 	c.leases[l] = struct{}{}
 	s.refreshLease(l)
@@ -493,7 +558,7 @@ func (s *store) refreshLease(l *lease) {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				if l.gen == gen && !l.revoked {
-					for e := range l.entries {
+					for e := l.entries; e != nil; e = e.lnext {
 						if e.onLapse != nil {
 							e.onLapse()
 						}
@@ -526,8 +591,11 @@ func (s *store) revokeLease(l *lease, lost bool) {
 	l.revoked = true
 	l.gen++
 	l.stopTimers()
-	for e := range l.entries {
+	// removeEntry unlinks e (and, l being revoked, ends nothing else).
+	for e := l.entries; e != nil; {
+		next := e.lnext
 		s.removeEntry(e, lost)
+		e = next
 	}
 	delete(s.leases, l)
 	delete(l.c.leases, l)
@@ -538,14 +606,14 @@ func (s *store) revokeLease(l *lease, lost bool) {
 
 // addEntry creates a new ephemeral entry under the full directory dir,
 // holding value and attached to l. Call with mu held for writing.
-func (s *store) addEntry(dir string, value []byte, l *lease) *entry {
+func (s *store) addEntry(dir string, value string, l *lease) *entry {
 	seq := s.nextRev()
 	name := seqName(seq)
 	p := joinFull(dir, name)
 	n := s.ensure(p)
-	e := &entry{path: p, seq: seq, value: value, lease: l, n: n, released: make(chan struct{})}
+	e := &entry{path: p, seq: seq, value: value, lease: l, n: n}
 	n.entry = e
-	l.entries[e] = struct{}{}
+	l.link(e)
 	s.publish(p, n, entryState(e))
 	s.dirChanged(dir)
 	return e
@@ -569,21 +637,33 @@ func (s *store) removeEntry(e *entry, lost bool) {
 	}
 	e.removed = true
 	e.lost = lost
-	delete(e.lease.entries, e)
-	if e.n.entry == e {
-		e.n.entry = nil
-		s.publish(e.path, e.n, nil)
-		s.prune(e.n)
+	e.lease.unlink(e)
+	if d := e.dir; d != nil {
+		// Never placed: nothing was published, and nobody waits on its
+		// directory (a second locker places it first; dirChans are
+		// election directories, never a lock's).
+		s.unlinkUnplaced(e)
+		s.prune(d)
+		if e.onRemove != nil {
+			e.onRemove()
+		}
+		s.closeDone(e)
+	} else {
+		if e.n.entry == e {
+			e.n.entry = nil
+			s.publish(e.path, e.n, nil)
+			s.prune(e.n)
+		}
+		if e.onRemove != nil {
+			e.onRemove()
+		}
+		s.closeDone(e)
+		dir := e.path[:max(strings.LastIndexByte(e.path, '/'), 0)]
+		s.dirChanged(dir)
 	}
-	if e.onRemove != nil {
-		e.onRemove()
-	}
-	close(e.released)
-	dir := e.path[:max(strings.LastIndexByte(e.path, '/'), 0)]
-	s.dirChanged(dir)
 	// A lease made for this one lock ends with it.
 	l := e.lease
-	if len(l.entries) == 0 && l != l.c.session && !l.revoked {
+	if l.nentries == 0 && l != l.c.session && !l.revoked {
 		s.revokeLease(l, lost)
 	}
 }
@@ -632,4 +712,154 @@ func (s *store) predecessor(e *entry) *entry {
 		}
 	}
 	return best
+}
+
+// done returns e's Done channel, closed when e is removed. The channel is
+// made on first use (most locks are released without anyone selecting on
+// Done): a Done asked for after the removal is the store's closedCh. Safe
+// without mu: removeEntry swaps closedCh in and closes what was there, so
+// a channel handed out before the swap is closed by it, and one made
+// after it loses the CompareAndSwap and gives way to closedCh.
+func (s *store) done(e *entry) <-chan struct{} {
+	if p := e.done.Load(); p != nil {
+		return *p
+	}
+	ch := make(chan struct{})
+	if e.done.CompareAndSwap(nil, &ch) {
+		return ch
+	}
+	return *e.done.Load()
+}
+
+// closeDone closes e's Done channel (see done). Call with mu held for
+// writing, once, from removeEntry.
+func (s *store) closeDone(e *entry) {
+	if p := e.done.Swap(&s.closedCh); p != nil && p != &s.closedCh {
+		close(*p)
+	}
+}
+
+// Unplaced lock entries. An uncontended Lock (no entry under the
+// directory, placed or not) does not build its entry's nodes
+// (<dir>/locks/<seq>) nor publish it: the entry hangs off the directory's
+// node (node.unplaced) and the store's list, with its revision (the
+// fencing token) taken at once from the store counter, as for every
+// entry. Everything that could see the entry places it first, under mu
+// held for writing, exactly where and as addEntry would have (same name,
+// same value, same version): a second Lock, TryLock, LockWithTTL or
+// LockName of the directory (placeAt, before it queues), ListDir
+// (placeAll), a Get or GetVersion that finds nothing at a path with a
+// "locks" segment (placeAll, then it reads again), and a new root index
+// (placeAll). Nothing else reads lock entries: List, watches and
+// transactions leave entries out or refuse reserved paths, and the
+// election code only reads election directories, which never end in a
+// "locks" segment as lock entry directories do. Conn roots with a "locks"
+// segment switch this off (store.noUnplaced). The entry keeps its
+// directory's node from being pruned (prune) so that placing it later
+// finds the same path. Removing an unplaced entry (Unlock, session loss,
+// lapse, Close) unlinks it and prunes the directory as removing its
+// placed nodes would have.
+
+// lookupIn returns the node at the full path root/p (either may be ""),
+// or nil, without building the path. Call with mu held.
+func (s *store) lookupIn(root, p string) *node {
+	n := s.top
+	for _, part := range [2]string{root, p} {
+		for part != "" {
+			seg, rest, _ := strings.Cut(part, "/")
+			n = n.children[seg]
+			if n == nil {
+				return nil
+			}
+			part = rest
+		}
+	}
+	return n
+}
+
+// placeLater makes e (seq, value and lease set) the unplaced lock entry
+// of the directory node d. Call with mu held for writing, only when d has
+// neither an unplaced entry nor a locks child.
+func (s *store) placeLater(e *entry, d *node) {
+	e.dir = d
+	d.unplaced = e
+	e.pnext = s.pending
+	if s.pending != nil {
+		s.pending.pprev = e
+	}
+	s.pending = e
+	s.npending++
+	e.lease.link(e)
+}
+
+// unlinkUnplaced takes the unplaced entry e off its directory and the
+// store's list. Call with mu held for writing.
+func (s *store) unlinkUnplaced(e *entry) {
+	e.dir.unplaced = nil
+	e.dir = nil
+	if e.pprev != nil {
+		e.pprev.pnext = e.pnext
+	} else {
+		s.pending = e.pnext
+	}
+	if e.pnext != nil {
+		e.pnext.pprev = e.pprev
+	}
+	e.pprev, e.pnext = nil, nil
+	s.npending--
+}
+
+// place puts the unplaced entry e into the tree, as addEntry does. Call
+// with mu held for writing.
+func (s *store) place(e *entry) {
+	d := e.dir
+	s.unlinkUnplaced(e)
+	dir := joinFull(d.fullPath(), locksDir)
+	p := joinFull(dir, seqName(e.seq))
+	n := s.ensure(p)
+	e.path, e.n = p, n
+	n.entry = e
+	s.publish(p, n, entryState(e))
+	s.dirChanged(dir)
+	// d stays in the tree: it now has a locks child.
+}
+
+// placeAll places every unplaced entry. Call with mu held for writing.
+func (s *store) placeAll() {
+	for s.pending != nil {
+		s.place(s.pending)
+	}
+}
+
+// fullPath returns n's full path in the store.
+func (n *node) fullPath() string {
+	size := 0
+	for m := n; m.parent != nil; m = m.parent {
+		size += len(m.name) + 1
+	}
+	if size == 0 {
+		return ""
+	}
+	b := make([]byte, size-1)
+	i := len(b)
+	for m := n; m.parent != nil; m = m.parent {
+		i -= len(m.name)
+		copy(b[i:], m.name)
+		if i > 0 {
+			i--
+			b[i] = '/'
+		}
+	}
+	return string(b)
+}
+
+// hasSegment reports whether the slash-separated path p has the segment
+// seg.
+func hasSegment(p, seg string) bool {
+	for part := range strings.SplitSeq(p, "/") {
+		if part == seg {
+			return true
+		}
+	}
+	return false
 }

@@ -98,7 +98,7 @@ func (p *participation) Resign(ctx context.Context) error {
 func (s *store) current(dir string) (topo.Leader, <-chan struct{}) {
 	var l topo.Leader
 	if e := s.first(dir); e != nil {
-		l = topo.Leader{ID: string(e.value), Value: clone(e.published), Token: e.seq}
+		l = topo.Leader{ID: e.value, Value: clone(e.published), Token: e.seq}
 	}
 	return l, s.dirChan(dir)
 }
@@ -124,7 +124,7 @@ func (p *participation) Leader(ctx context.Context) (topo.Leader, error) {
 	if e == nil {
 		return topo.Leader{}, topo.NewError(topo.NoLeader, p.name)
 	}
-	return topo.Leader{ID: string(e.value), Value: clone(e.published), Token: e.seq}, nil
+	return topo.Leader{ID: e.value, Value: clone(e.published), Token: e.seq}, nil
 }
 
 // Observe implements topo.LeaderParticipation.Observe. The state current
@@ -284,7 +284,7 @@ func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, i
 		return nil, topo.NewError(topo.LockLost, n)
 	}
 	e := nd.entry
-	if !bytes.Equal(e.value, p.id) {
+	if e.value != string(p.id) {
 		return nil, topo.NewError(topo.InvalidArgument, n)
 	}
 	s.adoptLease(e.lease, c)
