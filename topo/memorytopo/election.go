@@ -163,7 +163,7 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 	gen := p.gen
 	if p.leaderCtx != nil && p.leaderCtx.Err() == nil {
 		if withValue {
-			p.entry.published = value
+			p.entry.el.published = value
 			s.dirChanged(p.dir)
 		}
 		ctx := p.leaderCtx
@@ -189,11 +189,12 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 		}
 		if p.entry == nil || p.entry.removed {
 			p.entry = s.addEntry(p.dir, string(p.id), s.sessionLease(c))
+			p.entry.el = &candidacy{}
 			if withValue {
-				p.entry.published = value
+				p.entry.el.published = value
 			}
 		} else if withValue {
-			p.entry.published = value // not leading: nobody observes it yet
+			p.entry.el.published = value // not leading: nobody observes it yet
 		}
 		e := p.entry
 		pred := s.predecessor(e)
@@ -220,15 +221,18 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 // store's mu held for writing.
 func (p *participation) lead(e *entry) {
 	ctx, cancel := context.WithCancel(context.Background())
-	prev := e.onRemove
-	e.onRemove = func() {
+	if e.el == nil {
+		e.el = &candidacy{}
+	}
+	prev := e.el.onRemove
+	e.el.onRemove = func() {
 		if prev != nil {
 			prev()
 		}
 		cancel()
 	}
-	prevLapse := e.onLapse
-	e.onLapse = func() {
+	prevLapse := e.el.onLapse
+	e.el.onLapse = func() {
 		if prevLapse != nil {
 			prevLapse()
 		}

@@ -62,7 +62,7 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
-	p, err := backendkit.CheckLockPath(dirPath)
+	p, err := checkLockPath(dirPath)
 	if err != nil {
 		return nil, err
 	}

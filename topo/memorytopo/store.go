@@ -245,28 +245,43 @@ type histEntry struct {
 	contents []byte
 }
 
+// candidacy is the part of an election entry a lock entry does not have.
+type candidacy struct {
+	// published is the candidate's published value (Campaign, Proclaim):
+	// nil when none. It is not a file and never listed.
+	published []byte
+	onRemove  func() // called on removal, under mu, before done closes
+	// onLapse is called, under mu, when the Conn of a partitioned lease
+	// notices the lapse ahead of the store (partitionNotice).
+	onLapse func()
+}
+
+// publishedValue returns e's published leader value (nil for none, and
+// for a lock entry).
+func (e *entry) publishedValue() []byte {
+	if e.el == nil {
+		return nil
+	}
+	return e.el.published
+}
+
 // entry is a lock or election entry: an ephemeral node attached to a lease.
 type entry struct {
-	path  string // full path
 	seq   int64
 	value string
-	// published is an election candidate's published value (Campaign,
-	// Proclaim): nil when none. It is not a file and never listed.
-	published []byte
-	lease     *lease
-	n         *node
-	removed   bool
+	// el holds what only an election candidate's entry has (nil for a
+	// lock entry).
+	el      *candidacy
+	lease   *lease
+	n       *node
+	removed bool
 	// lost is set when the store dropped the entry (lease end, Delete)
 	// rather than its owner releasing it.
 	lost bool
 	// done points to the channel of Done, made on first use (see
 	// store.done) and closed on removal; to the store's closedCh once
 	// removed if nobody asked before.
-	done     atomic.Pointer[chan struct{}]
-	onRemove func() // called on removal, under mu, before done closes
-	// onLapse is called, under mu, when the Conn of a partitioned lease
-	// notices the lapse ahead of the store (partitionNotice).
-	onLapse func()
+	done atomic.Pointer[chan struct{}]
 
 	// dir is the locked directory's node of an unplaced lock entry (n
 	// and path are unset then; see placeLater), nil once placed.
@@ -559,8 +574,8 @@ func (s *store) refreshLease(l *lease) {
 				defer s.mu.Unlock()
 				if l.gen == gen && !l.revoked {
 					for e := l.entries; e != nil; e = e.lnext {
-						if e.onLapse != nil {
-							e.onLapse()
+						if e.el != nil && e.el.onLapse != nil {
+							e.el.onLapse()
 						}
 					}
 				}
@@ -611,7 +626,7 @@ func (s *store) addEntry(dir string, value string, l *lease) *entry {
 	name := seqName(seq)
 	p := joinFull(dir, name)
 	n := s.ensure(p)
-	e := &entry{path: p, seq: seq, value: value, lease: l, n: n}
+	e := &entry{seq: seq, value: value, lease: l, n: n}
 	n.entry = e
 	l.link(e)
 	s.publish(p, n, entryState(e))
@@ -644,21 +659,19 @@ func (s *store) removeEntry(e *entry, lost bool) {
 		// election directories, never a lock's).
 		s.unlinkUnplaced(e)
 		s.prune(d)
-		if e.onRemove != nil {
-			e.onRemove()
-		}
 		s.closeDone(e)
 	} else {
+		p := e.n.fullPath()
 		if e.n.entry == e {
 			e.n.entry = nil
-			s.publish(e.path, e.n, nil)
+			s.publish(p, e.n, nil)
 			s.prune(e.n)
 		}
-		if e.onRemove != nil {
-			e.onRemove()
+		if e.el != nil && e.el.onRemove != nil {
+			e.el.onRemove()
 		}
 		s.closeDone(e)
-		dir := e.path[:max(strings.LastIndexByte(e.path, '/'), 0)]
+		dir := p[:max(strings.LastIndexByte(p, '/'), 0)]
 		s.dirChanged(dir)
 	}
 	// A lease made for this one lock ends with it.
@@ -817,7 +830,7 @@ func (s *store) place(e *entry) {
 	dir := joinFull(d.fullPath(), locksDir)
 	p := joinFull(dir, seqName(e.seq))
 	n := s.ensure(p)
-	e.path, e.n = p, n
+	e.n = n
 	n.entry = e
 	s.publish(p, n, entryState(e))
 	s.dirChanged(dir)
