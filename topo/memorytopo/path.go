@@ -118,3 +118,22 @@ func checkLockPath(dirPath string) (string, error) {
 	}
 	return backendkit.CheckLockPath(dirPath)
 }
+
+// checkDelete is backendkit.CheckDelete with checkWrite's fast path: a
+// path cleanScan accepts and finds not reserved needs only the version
+// check. Anything else goes to backendkit.CheckDelete, so the result and
+// every error are its own (TestCheckDeleteMatchesBackendkit).
+func checkDelete(filePath string, version topo.Version) (string, int64, error) {
+	p, ok, reserved := cleanScan(filePath)
+	if !ok || reserved {
+		return backendkit.CheckDelete(filePath, version)
+	}
+	if version == nil {
+		return p, backendkit.AnyVersion, nil
+	}
+	n, err := backendkit.VersionNumber(p, version)
+	if err != nil {
+		return "", 0, err
+	}
+	return p, n, nil
+}

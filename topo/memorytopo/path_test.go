@@ -118,3 +118,38 @@ func FuzzCheckLockPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p string) { checkLockPathSame(t, p) })
 }
+
+// checkDeleteSame asserts that checkDelete gives what
+// backendkit.CheckDelete gives.
+func checkDeleteSame(t *testing.T, p string, version topo.Version) {
+	t.Helper()
+	wp, wv, werr := backendkit.CheckDelete(p, version)
+	gp, gv, gerr := checkDelete(p, version)
+	require.Equal(t, wp, gp, "path %q", p)
+	require.Equal(t, wv, gv, "path %q", p)
+	require.Equal(t, fmt.Sprint(werr), fmt.Sprint(gerr), "path %q", p)
+	require.Equal(t, topo.CodeOf(werr), topo.CodeOf(gerr), "path %q", p)
+}
+
+func TestCheckDeleteMatchesBackendkit(t *testing.T) {
+	for _, p := range []string{
+		"", "/", "a", "/a", "a/", "a//b", "a/b", "locks", "a/locks", "a/locks/b", "Lock", "a/Lock",
+		"lock", "a/Locks", "xlocks", "locksx", "elections", "elections/x", "a/elections",
+		"electionsx/y", "/elections", "a/b/locks", "keyspaces/ks/shards/0/Shard", "a/..", "é/locks",
+		strings.Repeat("a", topo.MaxPathLength+1),
+	} {
+		for _, v := range []topo.Version{nil, topo.NumericVersion(3), topo.NumericVersion(0), topo.NumericVersion(-1), fakeVersion{}} {
+			checkDeleteSame(t, p, v)
+		}
+	}
+}
+
+func FuzzCheckDelete(f *testing.F) {
+	for _, p := range []string{"a/b", "a/locks/b", "elections/x", "x/elections", "Lock", "a//b", "é"} {
+		f.Add(p, int64(3))
+	}
+	f.Fuzz(func(t *testing.T, p string, v int64) {
+		checkDeleteSame(t, p, topo.NumericVersion(v))
+		checkDeleteSame(t, p, nil)
+	})
+}

@@ -52,6 +52,8 @@ type store struct {
 	// entries) below that root, relative to it, to its *fileState. Get
 	// reads it without locking and without building the full path.
 	roots map[string]*rootIndex
+	// rootList holds the same indexes, in creation order, for publish.
+	rootList []*rootIndex
 
 	leases       map[*lease]struct{}
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
@@ -144,6 +146,9 @@ func (s *store) index(r string) *rootIndex {
 				sl := &slot{n: n}
 				sl.fs.Store(fs)
 				ri.files.Store(rel, sl)
+				if n.slots == nil {
+					n.slots = n.slotBuf[:0]
+				}
 				n.slots = append(n.slots, sl)
 			}
 			for name, ch := range n.children {
@@ -155,13 +160,18 @@ func (s *store) index(r string) *rootIndex {
 		}
 	}
 	s.roots[r] = ri
+	s.rootList = append(s.rootList, ri)
 	return ri
 }
 
 // publish makes fs (nil: nothing) the value read at full path p, held by
 // node n, in every root index that covers p. A path already published
 // only has its slots updated. Call with mu held for writing.
-func (s *store) publish(p string, n *node, fs *fileState) {
+func (s *store) publish(p string, n *node, fs *fileState) { s.publishIn("", p, n, fs) }
+
+// publishIn is publish for the full path root/rel (see joinRoot), which
+// it builds only for an index of another root than root.
+func (s *store) publishIn(root, rel string, n *node, fs *fileState) {
 	if fs != nil && n.slots != nil {
 		for _, sl := range n.slots {
 			sl.fs.Store(fs)
@@ -172,26 +182,50 @@ func (s *store) publish(p string, n *node, fs *fileState) {
 		sl.fs.Store(nil)
 	}
 	n.slots = nil
-	for r, ri := range s.roots {
-		rel := p
-		if r != "" {
-			if len(p) <= len(r) || p[len(r)] != '/' || p[:len(r)] != r {
-				continue
+	full, built := "", false
+	for _, ri := range s.rootList {
+		var r string
+		if ri.root == root {
+			r = rel
+		} else {
+			if !built {
+				full, built = joinRoot(root, rel), true
 			}
-			rel = p[len(r)+1:]
+			r = full
+			if ri.root != "" {
+				if len(full) <= len(ri.root) || full[len(ri.root)] != '/' || full[:len(ri.root)] != ri.root {
+					continue
+				}
+				r = full[len(ri.root)+1:]
+			}
 		}
 		if fs == nil {
-			ri.files.Delete(rel)
+			ri.files.Delete(r)
 			continue
 		}
 		sl := &slot{n: n}
 		sl.fs.Store(fs)
-		ri.files.Store(rel, sl)
+		ri.files.Store(r, sl)
+		if n.slots == nil {
+			n.slots = n.slotBuf[:0]
+		}
 		n.slots = append(n.slots, sl)
 	}
 	if fs != nil && n.slots == nil {
-		n.slots = []*slot{} // published, in no index yet
+		n.slots = n.slotBuf[:0] // published, in no index yet
 	}
+}
+
+// joinRoot returns the full path of the canonical path rel under the
+// canonical root (either may be ""), as Conn.full does.
+func joinRoot(root, rel string) string {
+	switch {
+	case root == "":
+		return rel
+	case rel == "":
+		return root
+	}
+	return root + "/" + rel
 }
 
 func entryState(e *entry) *fileState {
@@ -215,6 +249,9 @@ type node struct {
 	// root index covering the path; nil while nothing is published (a
 	// non-nil empty slice: published, but no index covers the path).
 	slots []*slot
+	// slotBuf holds the first slot, so that a path in one index needs no
+	// slice of its own.
+	slotBuf [1]*slot
 
 	// mu guards file and the history (hist, histNext, floor) when they
 	// change with the store's mu held only for reading (see store).
@@ -373,20 +410,26 @@ func (s *store) lookup(p string) *node {
 
 // ensure returns the node at full path p, creating it and its parents.
 // Call with mu held for writing.
-func (s *store) ensure(p string) *node {
+func (s *store) ensure(p string) *node { return s.ensureIn("", p) }
+
+// ensureIn is ensure for the full path root/rel (see joinRoot), without
+// building it.
+func (s *store) ensureIn(root, rel string) *node {
 	n := s.top
-	for p != "" {
-		seg, rest, _ := strings.Cut(p, "/")
-		p = rest
-		c := n.children[seg]
-		if c == nil {
-			if n.children == nil {
-				n.children = map[string]*node{}
+	for _, p := range [2]string{root, rel} {
+		for p != "" {
+			seg, rest, _ := strings.Cut(p, "/")
+			p = rest
+			c := n.children[seg]
+			if c == nil {
+				if n.children == nil {
+					n.children = map[string]*node{}
+				}
+				c = &node{name: seg, parent: n}
+				n.children[seg] = c
 			}
-			c = &node{name: seg, parent: n}
-			n.children[seg] = c
+			n = c
 		}
-		n = c
 	}
 	return n
 }
@@ -460,11 +503,7 @@ type (
 // watchers are registered. Call with mu held for writing, or from
 // updateInPlace.
 func (s *store) setFileRel(c *Conn, rel string, n *node, fs *fileState) *fileState {
-	full := ""
-	if n.slots == nil || len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 {
-		full = c.full(rel)
-	}
-	return s.setFile(full, n, fs)
+	return s.setFileIn(c.root, rel, n, fs)
 }
 
 // setFile makes fs (from newValue, not published yet) the new value of the
@@ -473,6 +512,12 @@ func (s *store) setFileRel(c *Conn, rel string, n *node, fs *fileState) *fileSta
 // watcher is registered. Call with mu held for writing, or for reading
 // with n.mu held (updateInPlace: the file exists and is published).
 func (s *store) setFile(p string, n *node, fs *fileState) *fileState {
+	return s.setFileIn("", p, n, fs)
+}
+
+// setFileIn is setFile for the full path root/rel (see joinRoot), which
+// it builds only when an index of another root or a watcher needs it.
+func (s *store) setFileIn(root, rel string, n *node, fs *fileState) *fileState {
 	v := s.nextRev()
 	fs.version, fs.ver = v, topo.NumericVersion(v)
 	if old := n.file; old != nil {
@@ -481,10 +526,16 @@ func (s *store) setFile(p string, n *node, fs *fileState) *fileState {
 		n.addFiles(1)
 	}
 	n.file = fs
-	s.publish(p, n, fs)
-	s.notifyFile(p, fs)
+	s.publishIn(root, rel, n, fs)
+	if s.watched() {
+		s.notifyFile(joinRoot(root, rel), fs)
+	}
 	return fs
 }
+
+// watched reports whether any Watch or WatchRecursive is registered.
+// Call with mu held (for reading, only from updateInPlace).
+func (s *store) watched() bool { return len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 }
 
 // keep adds the replaced snapshot old to n's history, overwriting the
 // oldest version (and raising the floor) beyond Options.History-1 kept
@@ -519,13 +570,20 @@ func (n *node) historic(version int64) ([]byte, bool) {
 
 // deleteFile removes the file at full path p held by n, with its history.
 // Call with mu held for writing.
-func (s *store) deleteFile(p string, n *node) {
+func (s *store) deleteFile(p string, n *node) { s.deleteFileIn("", p, n) }
+
+// deleteFileIn is deleteFile for the full path root/rel (see joinRoot),
+// which it builds only when an index of another root or a watcher needs
+// it.
+func (s *store) deleteFileIn(root, rel string, n *node) {
 	n.file = nil
 	n.hist, n.histNext, n.floor = nil, 0, 0
 	n.addFiles(-1)
-	s.publish(p, n, nil)
+	s.publishIn(root, rel, n, nil)
 	s.prune(n)
-	s.notifyFile(p, nil)
+	if s.watched() {
+		s.notifyFile(joinRoot(root, rel), nil)
+	}
 }
 
 // newLease returns a lease for c with ttl. Call with mu held for writing.
@@ -729,10 +787,11 @@ func (s *store) predecessor(e *entry) *entry {
 
 // done returns e's Done channel, closed when e is removed. The channel is
 // made on first use (most locks are released without anyone selecting on
-// Done): a Done asked for after the removal is the store's closedCh. Safe
-// without mu: removeEntry swaps closedCh in and closes what was there, so
-// a channel handed out before the swap is closed by it, and one made
-// after it loses the CompareAndSwap and gives way to closedCh.
+// Done): a Done first asked for after the removal is the store's
+// closedCh. Safe without mu: a channel is installed only by a
+// CompareAndSwap from nil, and closeDone either closes the installed one
+// or installs closedCh by the same CompareAndSwap, so each entry has one
+// Done channel and it is closed once the entry is removed.
 func (s *store) done(e *entry) <-chan struct{} {
 	if p := e.done.Load(); p != nil {
 		return *p
@@ -744,11 +803,18 @@ func (s *store) done(e *entry) <-chan struct{} {
 	return *e.done.Load()
 }
 
-// closeDone closes e's Done channel (see done). Call with mu held for
-// writing, once, from removeEntry.
+// closeDone closes e's Done channel (see done), or makes the store's
+// closedCh its Done when none was made: every Done of e is then one
+// channel, closed. Call with mu held for writing, once, from removeEntry.
 func (s *store) closeDone(e *entry) {
-	if p := e.done.Swap(&s.closedCh); p != nil && p != &s.closedCh {
-		close(*p)
+	for {
+		if p := e.done.Load(); p != nil {
+			close(*p)
+			return
+		}
+		if e.done.CompareAndSwap(nil, &s.closedCh) {
+			return
+		}
 	}
 }
 
