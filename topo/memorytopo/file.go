@@ -175,6 +175,12 @@ func (c *Conn) loadMiss(p string) *fileState {
 		return nil
 	}
 	s := c.s
+	s.mu.RLock()
+	if s.npending == 0 {
+		defer s.mu.RUnlock()
+		return c.idx.load(p)
+	}
+	s.mu.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.placeAll()
