@@ -29,13 +29,20 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	s := c.s
 	s.mu.RLock()
-	unlock := s.mu.RUnlock
+	write := false
 	if s.npending > 0 {
 		// Unplaced lock entries show here: place them (see placeLater).
 		s.mu.RUnlock()
 		s.mu.Lock()
 		s.placeAll()
-		unlock = s.mu.Unlock
+		write = true
+	}
+	unlock := func() {
+		if write {
+			s.mu.Unlock()
+		} else {
+			s.mu.RUnlock()
+		}
 	}
 	n := s.lookup(c.full(p))
 	if n == nil || len(n.children) == 0 {

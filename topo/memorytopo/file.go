@@ -262,7 +262,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if contents, ok := n.historic(version); ok {
 		return clone(contents), nil
 	}
-	if version <= n.floor {
+	if version <= n.floor() {
 		return nil, topo.NewError(topo.Compacted, p)
 	}
 	return nil, topo.NewError(topo.NoNode, p)

@@ -59,3 +59,26 @@ func BenchmarkCreateDelete(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkListDir1000 lists a directory of 1000 files, with
+// allocations: the memory half of bench/vitess's BenchmarkListDir1000.
+func BenchmarkListDir1000(b *testing.B) {
+	ctx := context.Background()
+	c, err := memorytopo.NewFactory().NewConn("", "/zone1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 1000 {
+		if _, err := c.Create(ctx, fmt.Sprintf("d/f%04d", i), []byte("v")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		es, err := c.ListDir(ctx, "d", false)
+		if err != nil || len(es) != 1000 {
+			b.Fatal(len(es), err)
+		}
+	}
+}

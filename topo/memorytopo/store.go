@@ -238,6 +238,9 @@ type node struct {
 	name     string
 	parent   *node
 	children map[string]*node
+	// files counts the regular files in this subtree, this node included
+	// (next to children: ListDir reads both of every child).
+	files int
 
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
@@ -253,20 +256,32 @@ type node struct {
 	// slice of its own.
 	slotBuf [1]*slot
 
-	// mu guards file and the history (hist, histNext, floor) when they
-	// change with the store's mu held only for reading (see store).
+	// mu guards file and the history when they change with the store's
+	// mu held only for reading (see store).
 	mu sync.Mutex
 
-	// hist holds the file's earlier versions (at most Options.History-1),
-	// in a ring once full: histNext is the oldest entry's index then.
-	// floor is the highest version discarded from it (0 when nothing was
-	// discarded). All are reset when the file is deleted.
-	hist     []histEntry
-	histNext int
-	floor    int64
+	// hist is the file's history, nil until a write replaces a version
+	// (few nodes are rewritten files: entries and directories never are)
+	// and again once the file is deleted.
+	hist *history
+}
 
-	// files counts the regular files in this subtree, this node included.
-	files int
+// history holds a file's earlier versions (at most Options.History-1),
+// in a ring once full: next is the oldest entry's index then. floor is
+// the highest version discarded from it (0 when nothing was discarded).
+type history struct {
+	entries []histEntry
+	next    int
+	floor   int64
+}
+
+// floor returns the highest version discarded from n's history (0 when
+// none). Call with mu held for writing, or for reading with n.mu held.
+func (n *node) floor() int64 {
+	if n.hist == nil {
+		return 0
+	}
+	return n.hist.floor
 }
 
 // fileState is an immutable snapshot of one file (or entry) value.
@@ -542,25 +557,33 @@ func (s *store) watched() bool { return len(s.fileWatchers) > 0 || len(s.recWatc
 // versions. Once full, the history is a ring: a write moves nothing.
 // Call with mu held for writing, or for reading with n.mu held.
 func (s *store) keep(n *node, old *fileState) {
+	hs := n.hist
+	if hs == nil {
+		hs = &history{}
+		n.hist = hs
+	}
 	limit := s.f.opts.History - 1
 	if limit <= 0 {
-		n.floor = max(n.floor, old.version)
+		hs.floor = max(hs.floor, old.version)
 		return
 	}
 	h := histEntry{old.version, old.contents}
-	if len(n.hist) < limit {
-		n.hist = append(n.hist, h)
+	if len(hs.entries) < limit {
+		hs.entries = append(hs.entries, h)
 		return
 	}
-	n.floor = max(n.floor, n.hist[n.histNext].version)
-	n.hist[n.histNext] = h
-	n.histNext = (n.histNext + 1) % limit
+	hs.floor = max(hs.floor, hs.entries[hs.next].version)
+	hs.entries[hs.next] = h
+	hs.next = (hs.next + 1) % limit
 }
 
 // historic returns the contents n's history holds for version, if any.
 // Call with mu held for writing, or for reading with n.mu held.
 func (n *node) historic(version int64) ([]byte, bool) {
-	for _, h := range n.hist {
+	if n.hist == nil {
+		return nil, false
+	}
+	for _, h := range n.hist.entries {
 		if h.version == version {
 			return h.contents, true
 		}
@@ -577,7 +600,7 @@ func (s *store) deleteFile(p string, n *node) { s.deleteFileIn("", p, n) }
 // it.
 func (s *store) deleteFileIn(root, rel string, n *node) {
 	n.file = nil
-	n.hist, n.histNext, n.floor = nil, 0, 0
+	n.hist = nil
 	n.addFiles(-1)
 	s.publishIn(root, rel, n, nil)
 	s.prune(n)
