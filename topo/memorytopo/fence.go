@@ -20,7 +20,11 @@ import (
 // the next-oldest entry, created after it, or an entry created later
 // still. An entry older than the holder cannot exist (it would be the
 // holder), so no later holder has a smaller token. TryLock adds its entry
-// only when the directory has none, so it obeys the same order.
+// only when the directory has none, so it obeys the same order. An
+// uncontended lock's entry that is not placed in the tree yet (see
+// placeLater) takes its revision when it is created all the same, and the
+// next locker of its directory places it before adding its own entry, so
+// it is the oldest entry there as if it had been placed at once.
 
 // Token implements topo.Fence.Token: the store revision at which the lock
 // entry was created (see the comment above), positive and fixed.
