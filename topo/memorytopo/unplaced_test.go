@@ -3,6 +3,8 @@ package memorytopo_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,4 +242,108 @@ func TestUnplacedLockMatchesPlaced(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestUnplacedLockExclusiveUnderPlacement hammers one directory's lock
+// from several Conns (Lock, TryLock, LockWithTTL) while other goroutines
+// keep placing entries (ListDir, Get of entry paths, new roots) and
+// expiring a session: there is never more than one holder, and the tokens
+// of successive holders strictly increase.
+func TestUnplacedLockExclusiveUnderPlacement(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	conns := []*memorytopo.Conn{newConn(t, f), newConn(t, f), newConn(t, f)}
+	_, err := conns[0].Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+
+	var (
+		mu      sync.Mutex
+		holding = map[topo.LockDescriptor]bool{}
+		last    int64
+	)
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { // placement triggers
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := conns[i%len(conns)]
+			if es, err := c.ListDir(ctx, "d/locks", false); err == nil && len(es) > 0 {
+				_, _, _ = c.Get(ctx, "d/locks/"+es[0].Name)
+			}
+			_, _, _ = c.Get(ctx, "d/locks/0000000000000001")
+			if i%50 == 0 {
+				n, err := f.NewConn("mem", fmt.Sprintf("/root/r%d", i))
+				require.NoError(t, err)
+				n.Close()
+			}
+		}
+	})
+	bg.Go(func() { // session loss
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%200 == 0 {
+				conns[2].ExpireSession()
+			}
+			runtime.Gosched()
+		}
+	})
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			c := conns[g%len(conns)]
+			for i := range 300 {
+				var ld topo.LockDescriptor
+				var err error
+				switch (g + i) % 3 {
+				case 0:
+					ld, err = c.Lock(ctx, "d", "lock")
+				case 1:
+					ld, err = c.TryLock(ctx, "d", "try")
+					if topo.IsErrType(err, topo.NodeExists) {
+						continue
+					}
+				default:
+					ld, err = c.LockWithTTL(ctx, "d", "ttl", time.Hour)
+				}
+				if topo.IsErrType(err, topo.LockLost) {
+					continue // the session expired while waiting
+				}
+				require.NoError(t, err)
+				mu.Lock()
+				if ld.Check(ctx) == nil {
+					// Every other recorded holder must have lost its lock
+					// (an expired session) by now.
+					for o := range holding {
+						if o.Check(ctx) == nil {
+							t.Errorf("two holders at once: tokens %d and %d", o.(topo.Fence).Token(), ld.(topo.Fence).Token())
+						}
+					}
+					tok := ld.(topo.Fence).Token()
+					require.Greater(t, tok, last, "tokens of successive holders increase")
+					last = tok
+					holding[ld] = true
+				}
+				mu.Unlock()
+				runtime.Gosched()
+				mu.Lock()
+				delete(holding, ld)
+				mu.Unlock()
+				err = ld.Unlock(ctx)
+				if err != nil {
+					require.True(t, topo.IsErrType(err, topo.LockLost), "Unlock: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
 }
