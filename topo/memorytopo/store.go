@@ -238,9 +238,6 @@ type node struct {
 	name     string
 	parent   *node
 	children map[string]*node
-	// files counts the regular files in this subtree, this node included
-	// (next to children: ListDir reads both of every child).
-	files int
 
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
@@ -264,6 +261,9 @@ type node struct {
 	// (few nodes are rewritten files: entries and directories never are)
 	// and again once the file is deleted.
 	hist *history
+
+	// files counts the regular files in this subtree, this node included.
+	files int
 }
 
 // history holds a file's earlier versions (at most Options.History-1),
