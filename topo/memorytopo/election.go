@@ -163,7 +163,7 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 	gen := p.gen
 	if p.leaderCtx != nil && p.leaderCtx.Err() == nil {
 		if withValue {
-			p.entry.published = value
+			p.entry.el.published = value
 			s.dirChanged(p.dir)
 		}
 		ctx := p.leaderCtx
@@ -188,12 +188,13 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 			return nil, interrupted()
 		}
 		if p.entry == nil || p.entry.removed {
-			p.entry = s.addEntry(p.dir, p.id, s.sessionLease(c))
+			p.entry = s.addEntry(p.dir, string(p.id), s.sessionLease(c))
+			p.entry.el = &candidacy{}
 			if withValue {
-				p.entry.published = value
+				p.entry.el.published = value
 			}
 		} else if withValue {
-			p.entry.published = value // not leading: nobody observes it yet
+			p.entry.el.published = value // not leading: nobody observes it yet
 		}
 		e := p.entry
 		pred := s.predecessor(e)
@@ -203,10 +204,11 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 			s.mu.Unlock()
 			return ctx, nil
 		}
+		predDone, own := s.done(pred), s.done(e)
 		s.mu.Unlock()
 		select {
-		case <-pred.released:
-		case <-e.released:
+		case <-predDone:
+		case <-own:
 		case <-ctx.Done():
 		case <-c.done:
 		}
@@ -219,15 +221,18 @@ func (p *participation) campaign(ctx context.Context, op Operation, value []byte
 // store's mu held for writing.
 func (p *participation) lead(e *entry) {
 	ctx, cancel := context.WithCancel(context.Background())
-	prev := e.onRemove
-	e.onRemove = func() {
+	if e.el == nil {
+		e.el = &candidacy{}
+	}
+	prev := e.el.onRemove
+	e.el.onRemove = func() {
 		if prev != nil {
 			prev()
 		}
 		cancel()
 	}
-	prevLapse := e.onLapse
-	e.onLapse = func() {
+	prevLapse := e.el.onLapse
+	e.el.onLapse = func() {
 		if prevLapse != nil {
 			prevLapse()
 		}
@@ -268,7 +273,7 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 	c.s.mu.RLock()
 	defer c.s.mu.RUnlock()
 	if e := c.s.first(p.dir); e != nil {
-		return string(e.value), nil
+		return e.value, nil
 	}
 	return "", nil
 }

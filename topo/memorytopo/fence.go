@@ -20,7 +20,11 @@ import (
 // the next-oldest entry, created after it, or an entry created later
 // still. An entry older than the holder cannot exist (it would be the
 // holder), so no later holder has a smaller token. TryLock adds its entry
-// only when the directory has none, so it obeys the same order.
+// only when the directory has none, so it obeys the same order. An
+// uncontended lock's entry that is not placed in the tree yet (see
+// placeLater) takes its revision when it is created all the same, and the
+// next locker of its directory places it before adding its own entry, so
+// it is the oldest entry there as if it had been placed at once.
 
 // Token implements topo.Fence.Token: the store revision at which the lock
 // entry was created (see the comment above), positive and fixed.
@@ -29,7 +33,7 @@ func (d *lockDescriptor) Token() int64 { return d.e.seq }
 // Done implements topo.Fence.Done: the channel closes when the lock entry
 // goes, at the moment the store drops it: Unlock, ExpireSession, a lapsed
 // lease (also after Partition or PauseKeepAlive), or the Conn's Close.
-func (d *lockDescriptor) Done() <-chan struct{} { return d.e.released }
+func (d *lockDescriptor) Done() <-chan struct{} { return d.c.s.done(d.e) }
 
 // term is one leadership term of a participation: the candidate entry
 // that was the oldest when WaitForLeadership returned. It is the Fence
@@ -46,7 +50,7 @@ func (t *term) Token() int64 { return t.e.seq }
 // Done implements topo.Fence.Done: closed when the term's entry goes
 // (Stop, ExpireSession, a lapsed session, the Conn's Close), when the
 // leadership context is cancelled.
-func (t *term) Done() <-chan struct{} { return t.e.released }
+func (t *term) Done() <-chan struct{} { return t.p.c.s.done(t.e) }
 
 // Check implements topo.Fence.Check: nil while the term lasts, LockLost
 // once the store dropped the entry (ExpireSession, a lapsed session),

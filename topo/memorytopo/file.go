@@ -24,36 +24,39 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	if err != nil {
 		return nil, err
 	}
-	value, full, err := c.beginWrite(ctx, OpCreate, p, contents)
+	value, err := c.beginWrite(ctx, OpCreate, p, contents)
 	if err != nil {
 		return nil, err
 	}
 	s := c.s
-	defer s.mu.Unlock()
-	if n := s.lookup(full); n != nil && (n.file != nil || n.entry != nil) {
+	// ensureIn creates nothing when the node exists (it is new, and holds
+	// nothing, otherwise), so a refused Create leaves the tree as it was.
+	n := s.ensureIn(c.root, p)
+	if n.file != nil || n.entry != nil {
+		s.mu.Unlock()
 		return nil, topo.NewError(topo.NodeExists, p)
 	}
-	fs := s.setFile(full, s.ensure(full), value)
+	fs := s.setFileIn(c.root, p, n, value)
+	s.mu.Unlock()
 	return fs.ver, nil
 }
 
 // beginWrite is what Create does once its input is checked:
-// enter for op on p, copy contents into value and compute the full path
-// (both outside the lock, to keep it short), then take the store's write
-// lock and check Close again under it. On success the caller holds c.s.mu
-// and must unlock it; on error it is not held.
-func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value *fileState, full string, err error) {
+// enter for op on p, copy contents into value (outside the lock, to keep
+// it short), then take the store's write lock and check Close again under
+// it. On success the caller holds c.s.mu and must unlock it; on error it
+// is not held.
+func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value *fileState, err error) {
 	if err := c.enter(ctx, op, p); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	value = newValue(contents)
-	full = c.full(p)
 	c.s.mu.Lock()
 	if err := c.closedErr(p); err != nil {
 		c.s.mu.Unlock()
-		return nil, "", err
+		return nil, err
 	}
-	return value, full, nil
+	return value, nil
 }
 
 // Update implements topo.Conn.Update. With a nil version it writes
@@ -164,6 +167,26 @@ func (c *Conn) load(p string) *fileState {
 	return c.idx.load(p)
 }
 
+// loadMiss is load for a path load found nothing at: a path with a
+// "locks" segment may name an unplaced lock entry (see placeLater), which
+// it places before reading again.
+func (c *Conn) loadMiss(p string) *fileState {
+	if !hasSegment(p, locksDir) {
+		return nil
+	}
+	s := c.s
+	s.mu.RLock()
+	if s.npending == 0 {
+		defer s.mu.RUnlock()
+		return c.idx.load(p)
+	}
+	s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.placeAll()
+	return c.idx.load(p)
+}
+
 // Get implements topo.Conn.Get without taking any lock: it reads the
 // file's current immutable snapshot. The returned slice is the caller's
 // own copy. A lock or election entry reads as a file holding its contents.
@@ -181,6 +204,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 		return nil, nil, err
 	}
 	fs := c.load(p)
+	if fs == nil {
+		fs = c.loadMiss(p)
+	}
 	if fs == nil {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
@@ -209,6 +235,9 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	}
 	fs := c.load(p)
 	if fs == nil {
+		fs = c.loadMiss(p)
+	}
+	if fs == nil {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	if fs.version == version {
@@ -233,7 +262,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if contents, ok := n.historic(version); ok {
 		return clone(contents), nil
 	}
-	if version <= n.floor {
+	if version <= n.floor() {
 		return nil, topo.NewError(topo.Compacted, p)
 	}
 	return nil, topo.NewError(topo.NoNode, p)
@@ -313,27 +342,26 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return err
 	}
-	p, want, err := backendkit.CheckDelete(filePath, version)
+	p, want, err := checkDelete(filePath, version)
 	if err != nil {
 		return err
 	}
 	if err := c.enter(ctx, OpDelete, p); err != nil {
 		return err
 	}
-	full := c.full(p)
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(p); err != nil {
 		return err
 	}
-	n := s.lookup(full)
+	n := c.idx.valueNode(p)
 	switch {
 	case n != nil && n.file != nil:
 		if want != backendkit.AnyVersion && n.file.version != want {
 			return topo.NewError(topo.BadVersion, p)
 		}
-		s.deleteFile(full, n)
+		s.deleteFileIn(c.root, p, n)
 	default:
 		return topo.NewError(topo.NoNode, p)
 	}

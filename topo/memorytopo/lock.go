@@ -62,12 +62,11 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
-	p, err := backendkit.CheckLockPath(dirPath)
+	p, err := checkLockPath(dirPath)
 	if err != nil {
 		return nil, err
 	}
-	value := []byte(contents)
-	if err := backendkit.CheckValue(p, value); err != nil {
+	if err := backendkit.CheckValue(p, []byte(contents)); err != nil {
 		return nil, err
 	}
 	if ttl < 0 {
@@ -76,33 +75,42 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, err
 	}
-	full := c.full(p)
-	dir := joinFull(full, locksDir)
 	s := c.s
 	s.mu.Lock()
 	if err := c.closedErr(p); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
-	if needFiles {
-		if n := s.lookup(full); n == nil || n.files == 0 {
+	d := s.lookupIn(c.root, p)
+	if needFiles && (d == nil || d.files == 0) {
+		s.mu.Unlock()
+		return nil, topo.NewError(topo.NoNode, p)
+	}
+	if d != nil {
+		if u := d.unplaced; u != nil {
+			// Held by an unplaced entry: place it, then queue behind it.
+			s.place(u)
+		} else if !s.noUnplaced && d.children[locksDir] == nil {
+			// Nobody holds or waits for the lock (no entry under
+			// d/locks, placed or not): take it with an unplaced entry.
+			l := s.lockLease(c, ttl)
+			ld := &heldLock{lockDescriptor: lockDescriptor{c: c, path: p}}
+			e := &ld.e
+			ld.lockDescriptor.e = e
+			e.seq, e.value, e.lease = s.nextRev(), contents, l
+			s.placeLater(e, d)
 			s.mu.Unlock()
-			return nil, topo.NewError(topo.NoNode, p)
+			return &ld.lockDescriptor, nil
 		}
 	}
+	dir := joinFull(c.full(p), locksDir)
 	if try {
 		if holder := s.first(dir); holder != nil {
 			s.mu.Unlock()
-			return nil, backendkit.LockHeld(p, holder.value, "")
+			return nil, backendkit.LockHeld(p, []byte(holder.value), "")
 		}
 	}
-	var l *lease
-	if ttl > 0 {
-		l = s.newLease(c, ttl)
-	} else {
-		l = s.sessionLease(c)
-	}
-	e := s.addEntry(dir, value, l)
+	e := s.addEntry(dir, contents, s.lockLease(c, ttl))
 	for {
 		if e.removed {
 			s.mu.Unlock()
@@ -113,10 +121,11 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 			s.mu.Unlock()
 			return &lockDescriptor{c: c, e: e, path: p}, nil
 		}
+		predDone, own := s.done(pred), s.done(e)
 		s.mu.Unlock()
 		select {
-		case <-pred.released:
-		case <-e.released:
+		case <-predDone:
+		case <-own:
 		case <-ctx.Done():
 			s.mu.Lock()
 			s.removeEntry(e, false)
@@ -127,6 +136,23 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 		}
 		s.mu.Lock()
 	}
+}
+
+// lockLease returns the lease of a new lock entry of c: a lease of its
+// own for a positive ttl, else c's session. Call with mu held for
+// writing.
+func (s *store) lockLease(c *Conn, ttl time.Duration) *lease {
+	if ttl > 0 {
+		return s.newLease(c, ttl)
+	}
+	return s.sessionLease(c)
+}
+
+// heldLock is a lock descriptor and its entry in one allocation (the
+// uncontended Lock's).
+type heldLock struct {
+	lockDescriptor
+	e entry
 }
 
 // lockDescriptor is a held lock of a memorytopo Conn.
@@ -176,14 +202,16 @@ func (d *lockDescriptor) Unlock(ctx context.Context) error {
 	}
 	s := c.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if d.unlocked {
+		s.mu.Unlock()
 		return topo.NewError(topo.Interrupted, d.path)
 	}
 	d.unlocked = true
 	if d.e.removed {
+		s.mu.Unlock()
 		return topo.NewError(topo.LockLost, d.path)
 	}
 	s.removeEntry(d.e, false)
+	s.mu.Unlock()
 	return nil
 }

@@ -105,3 +105,35 @@ func clone(b []byte) []byte {
 	copy(c, b)
 	return c
 }
+
+// checkLockPath is backendkit.CheckLockPath with checkWrite's fast path:
+// a path cleanScan accepts and finds not reserved is canonical (no
+// trailing "/", so topo.CleanDirPath only strips the leading "/") and
+// passes the reserved-name check. Anything else goes to
+// backendkit.CheckLockPath, so the result and every error are its own
+// (TestCheckLockPathMatchesBackendkit).
+func checkLockPath(dirPath string) (string, error) {
+	if p, ok, reserved := cleanScan(dirPath); ok && !reserved {
+		return p, nil
+	}
+	return backendkit.CheckLockPath(dirPath)
+}
+
+// checkDelete is backendkit.CheckDelete with checkWrite's fast path: a
+// path cleanScan accepts and finds not reserved needs only the version
+// check. Anything else goes to backendkit.CheckDelete, so the result and
+// every error are its own (TestCheckDeleteMatchesBackendkit).
+func checkDelete(filePath string, version topo.Version) (string, int64, error) {
+	p, ok, reserved := cleanScan(filePath)
+	if !ok || reserved {
+		return backendkit.CheckDelete(filePath, version)
+	}
+	if version == nil {
+		return p, backendkit.AnyVersion, nil
+	}
+	n, err := backendkit.VersionNumber(p, version)
+	if err != nil {
+		return "", 0, err
+	}
+	return p, n, nil
+}

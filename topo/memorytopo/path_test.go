@@ -88,3 +88,68 @@ func FuzzCheckWrite(f *testing.F) {
 		checkWriteSame(t, p, nil, nil)
 	})
 }
+
+// checkLockPathSame asserts that checkLockPath gives what
+// backendkit.CheckLockPath gives for p.
+func checkLockPathSame(t *testing.T, p string) {
+	t.Helper()
+	want, wantErr := backendkit.CheckLockPath(p)
+	got, err := checkLockPath(p)
+	require.Equal(t, want, got, "path %q", p)
+	require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(err), "path %q", p)
+	require.Equal(t, topo.CodeOf(wantErr), topo.CodeOf(err), "path %q", p)
+}
+
+func TestCheckLockPathMatchesBackendkit(t *testing.T) {
+	for _, p := range []string{
+		"", "/", "//", "a", "/a", "a/", "/a/", "a//", "a//b", "a/b", "a/b/", "locks", "a/locks", "a/locks/b",
+		"Lock", "a/Lock", "lock", "a/Locks", "xlocks", "locksx", "elections", "elections/x", "/elections/",
+		"a/elections", "electionsx/y", "a/b/locks", "keyspaces/ks/shards/0", "a/..", "a/.", ".", "..", "é/locks",
+		"a\x00b", "a b", strings.Repeat("a", topo.MaxPathLength), strings.Repeat("a", topo.MaxPathLength+1),
+		"/" + strings.Repeat("a", topo.MaxPathLength), strings.Repeat("a", topo.MaxPathLength) + "/",
+	} {
+		checkLockPathSame(t, p)
+	}
+}
+
+func FuzzCheckLockPath(f *testing.F) {
+	for _, p := range []string{"a/b", "a/locks", "elections/x", "x/elections/", "Lock", "a//b", "é", "/"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) { checkLockPathSame(t, p) })
+}
+
+// checkDeleteSame asserts that checkDelete gives what
+// backendkit.CheckDelete gives.
+func checkDeleteSame(t *testing.T, p string, version topo.Version) {
+	t.Helper()
+	wp, wv, werr := backendkit.CheckDelete(p, version)
+	gp, gv, gerr := checkDelete(p, version)
+	require.Equal(t, wp, gp, "path %q", p)
+	require.Equal(t, wv, gv, "path %q", p)
+	require.Equal(t, fmt.Sprint(werr), fmt.Sprint(gerr), "path %q", p)
+	require.Equal(t, topo.CodeOf(werr), topo.CodeOf(gerr), "path %q", p)
+}
+
+func TestCheckDeleteMatchesBackendkit(t *testing.T) {
+	for _, p := range []string{
+		"", "/", "a", "/a", "a/", "a//b", "a/b", "locks", "a/locks", "a/locks/b", "Lock", "a/Lock",
+		"lock", "a/Locks", "xlocks", "locksx", "elections", "elections/x", "a/elections",
+		"electionsx/y", "/elections", "a/b/locks", "keyspaces/ks/shards/0/Shard", "a/..", "é/locks",
+		strings.Repeat("a", topo.MaxPathLength+1),
+	} {
+		for _, v := range []topo.Version{nil, topo.NumericVersion(3), topo.NumericVersion(0), topo.NumericVersion(-1), fakeVersion{}} {
+			checkDeleteSame(t, p, v)
+		}
+	}
+}
+
+func FuzzCheckDelete(f *testing.F) {
+	for _, p := range []string{"a/b", "a/locks/b", "elections/x", "x/elections", "Lock", "a//b", "é"} {
+		f.Add(p, int64(3))
+	}
+	f.Fuzz(func(t *testing.T, p string, v int64) {
+		checkDeleteSame(t, p, topo.NumericVersion(v))
+		checkDeleteSame(t, p, nil)
+	})
+}

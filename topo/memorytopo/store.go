@@ -52,11 +52,26 @@ type store struct {
 	// entries) below that root, relative to it, to its *fileState. Get
 	// reads it without locking and without building the full path.
 	roots map[string]*rootIndex
+	// rootList holds the same indexes, in creation order, for publish.
+	rootList []*rootIndex
 
 	leases       map[*lease]struct{}
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
 	recWatchers  map[*watcher]struct{}
 	dirChans     map[string]chan struct{} // full dir -> closed when an entry below changes
+
+	// closedCh is closed from the start: the Done channel of an entry
+	// removed before anyone asked for its Done (see done).
+	closedCh chan struct{}
+
+	// Unplaced lock entries (see placeLater): pending heads their list
+	// (entry.pprev, pnext), npending counts them. noUnplaced is set once a
+	// Conn root with a "locks" segment is in use: then every lock entry is
+	// placed at once, so that such a Conn's calls (which the reserved-name
+	// checks do not see as reserved) meet the entries. Guarded by mu.
+	pending    *entry
+	npending   int
+	noUnplaced bool
 }
 
 func newStore(f *Factory) *store {
@@ -69,7 +84,14 @@ func newStore(f *Factory) *store {
 		recWatchers:  map[*watcher]struct{}{},
 		dirChans:     map[string]chan struct{}{},
 		roots:        map[string]*rootIndex{},
+		closedCh:     closedChan(),
 	}
+}
+
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
 }
 
 // rootIndex is the lock-free read index of one root.
@@ -101,6 +123,11 @@ func (s *store) index(r string) *rootIndex {
 	if ri, ok := s.roots[r]; ok {
 		return ri
 	}
+	// The new index must hold every entry: place the unplaced ones first.
+	if hasSegment(r, locksDir) {
+		s.noUnplaced = true
+	}
+	s.placeAll()
 	ri := &rootIndex{root: r}
 	n := s.lookup(r)
 	if n != nil {
@@ -119,6 +146,9 @@ func (s *store) index(r string) *rootIndex {
 				sl := &slot{n: n}
 				sl.fs.Store(fs)
 				ri.files.Store(rel, sl)
+				if n.slots == nil {
+					n.slots = n.slotBuf[:0]
+				}
 				n.slots = append(n.slots, sl)
 			}
 			for name, ch := range n.children {
@@ -130,13 +160,18 @@ func (s *store) index(r string) *rootIndex {
 		}
 	}
 	s.roots[r] = ri
+	s.rootList = append(s.rootList, ri)
 	return ri
 }
 
 // publish makes fs (nil: nothing) the value read at full path p, held by
 // node n, in every root index that covers p. A path already published
 // only has its slots updated. Call with mu held for writing.
-func (s *store) publish(p string, n *node, fs *fileState) {
+func (s *store) publish(p string, n *node, fs *fileState) { s.publishIn("", p, n, fs) }
+
+// publishIn is publish for the full path root/rel (see joinRoot), which
+// it builds only for an index of another root than root.
+func (s *store) publishIn(root, rel string, n *node, fs *fileState) {
 	if fs != nil && n.slots != nil {
 		for _, sl := range n.slots {
 			sl.fs.Store(fs)
@@ -147,30 +182,54 @@ func (s *store) publish(p string, n *node, fs *fileState) {
 		sl.fs.Store(nil)
 	}
 	n.slots = nil
-	for r, ri := range s.roots {
-		rel := p
-		if r != "" {
-			if len(p) <= len(r) || p[len(r)] != '/' || p[:len(r)] != r {
-				continue
+	full, built := "", false
+	for _, ri := range s.rootList {
+		var r string
+		if ri.root == root {
+			r = rel
+		} else {
+			if !built {
+				full, built = joinRoot(root, rel), true
 			}
-			rel = p[len(r)+1:]
+			r = full
+			if ri.root != "" {
+				if len(full) <= len(ri.root) || full[len(ri.root)] != '/' || full[:len(ri.root)] != ri.root {
+					continue
+				}
+				r = full[len(ri.root)+1:]
+			}
 		}
 		if fs == nil {
-			ri.files.Delete(rel)
+			ri.files.Delete(r)
 			continue
 		}
 		sl := &slot{n: n}
 		sl.fs.Store(fs)
-		ri.files.Store(rel, sl)
+		ri.files.Store(r, sl)
+		if n.slots == nil {
+			n.slots = n.slotBuf[:0]
+		}
 		n.slots = append(n.slots, sl)
 	}
 	if fs != nil && n.slots == nil {
-		n.slots = []*slot{} // published, in no index yet
+		n.slots = n.slotBuf[:0] // published, in no index yet
 	}
 }
 
+// joinRoot returns the full path of the canonical path rel under the
+// canonical root (either may be ""), as Conn.full does.
+func joinRoot(root, rel string) string {
+	switch {
+	case root == "":
+		return rel
+	case rel == "":
+		return root
+	}
+	return root + "/" + rel
+}
+
 func entryState(e *entry) *fileState {
-	return &fileState{contents: e.value, version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
+	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
 }
 
 // node is one name in the tree. A node may hold a file, be an ephemeral
@@ -182,26 +241,47 @@ type node struct {
 
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
+	// unplaced is the lock entry of this directory not placed in the tree
+	// yet (see placeLater), nil when none.
+	unplaced *entry
 
 	// slots are the index slots of the node's published value, one per
 	// root index covering the path; nil while nothing is published (a
 	// non-nil empty slice: published, but no index covers the path).
 	slots []*slot
+	// slotBuf holds the first slot, so that a path in one index needs no
+	// slice of its own.
+	slotBuf [1]*slot
 
-	// mu guards file and the history (hist, histNext, floor) when they
-	// change with the store's mu held only for reading (see store).
+	// mu guards file and the history when they change with the store's
+	// mu held only for reading (see store).
 	mu sync.Mutex
 
-	// hist holds the file's earlier versions (at most Options.History-1),
-	// in a ring once full: histNext is the oldest entry's index then.
-	// floor is the highest version discarded from it (0 when nothing was
-	// discarded). All are reset when the file is deleted.
-	hist     []histEntry
-	histNext int
-	floor    int64
+	// hist is the file's history, nil until a write replaces a version
+	// (few nodes are rewritten files: entries and directories never are)
+	// and again once the file is deleted.
+	hist *history
 
 	// files counts the regular files in this subtree, this node included.
 	files int
+}
+
+// history holds a file's earlier versions (at most Options.History-1),
+// in a ring once full: next is the oldest entry's index then. floor is
+// the highest version discarded from it (0 when nothing was discarded).
+type history struct {
+	entries []histEntry
+	next    int
+	floor   int64
+}
+
+// floor returns the highest version discarded from n's history (0 when
+// none). Call with mu held for writing, or for reading with n.mu held.
+func (n *node) floor() int64 {
+	if n.hist == nil {
+		return 0
+	}
+	return n.hist.floor
 }
 
 // fileState is an immutable snapshot of one file (or entry) value.
@@ -217,25 +297,74 @@ type histEntry struct {
 	contents []byte
 }
 
-// entry is a lock or election entry: an ephemeral node attached to a lease.
-type entry struct {
-	path  string // full path
-	seq   int64
-	value []byte
-	// published is an election candidate's published value (Campaign,
-	// Proclaim): nil when none. It is not a file and never listed.
+// candidacy is the part of an election entry a lock entry does not have.
+type candidacy struct {
+	// published is the candidate's published value (Campaign, Proclaim):
+	// nil when none. It is not a file and never listed.
 	published []byte
-	lease     *lease
-	n         *node
-	removed   bool
-	// lost is set when the store dropped the entry (lease end, Delete)
-	// rather than its owner releasing it.
-	lost     bool
-	released chan struct{} // closed on removal
-	onRemove func()        // called on removal, under mu, before released closes
+	onRemove  func() // called on removal, under mu, before done closes
 	// onLapse is called, under mu, when the Conn of a partitioned lease
 	// notices the lapse ahead of the store (partitionNotice).
 	onLapse func()
+}
+
+// publishedValue returns e's published leader value (nil for none, and
+// for a lock entry).
+func (e *entry) publishedValue() []byte {
+	if e.el == nil {
+		return nil
+	}
+	return e.el.published
+}
+
+// entry is a lock or election entry: an ephemeral node attached to a lease.
+type entry struct {
+	seq   int64
+	value string
+	// el holds what only an election candidate's entry has (nil for a
+	// lock entry).
+	el      *candidacy
+	lease   *lease
+	n       *node
+	removed bool
+	// lost is set when the store dropped the entry (lease end, Delete)
+	// rather than its owner releasing it.
+	lost bool
+	// done points to the channel of Done, made on first use (see
+	// store.done) and closed on removal; to the store's closedCh once
+	// removed if nobody asked before.
+	done atomic.Pointer[chan struct{}]
+
+	// dir is the locked directory's node of an unplaced lock entry (n
+	// and path are unset then; see placeLater), nil once placed.
+	dir          *node
+	pprev, pnext *entry // the store's list of unplaced entries
+	lprev, lnext *entry // the lease's list of entries
+}
+
+// link adds e to l's entries. Call with the store's mu held for writing.
+func (l *lease) link(e *entry) {
+	e.lnext = l.entries
+	if l.entries != nil {
+		l.entries.lprev = e
+	}
+	l.entries = e
+	l.nentries++
+}
+
+// unlink takes e off l's entries. Call with the store's mu held for
+// writing, once per linked entry.
+func (l *lease) unlink(e *entry) {
+	if e.lprev != nil {
+		e.lprev.lnext = e.lnext
+	} else {
+		l.entries = e.lnext
+	}
+	if e.lnext != nil {
+		e.lnext.lprev = e.lprev
+	}
+	e.lprev, e.lnext = nil, nil
+	l.nentries--
 }
 
 // lease is the simulated session (or per-lock lease) that keeps entries
@@ -243,13 +372,16 @@ type entry struct {
 // neither paused on the Conn nor blocked by a fault; once renewal stops, it
 // lapses ttl later.
 type lease struct {
-	c       *Conn
-	ttl     time.Duration
-	entries map[*entry]struct{}
-	revoked bool
-	blocked bool
-	gen     uint64
-	timer   *time.Timer
+	c   *Conn
+	ttl time.Duration
+	// entries lists the lease's live entries (entry.lprev, lnext);
+	// nentries counts them.
+	entries  *entry
+	nentries int
+	revoked  bool
+	blocked  bool
+	gen      uint64
+	timer    *time.Timer
 	// notice is the client-side lapse of a partitioned Conn's lease
 	// (partitionNotice): it fires before timer.
 	notice *time.Timer
@@ -293,27 +425,33 @@ func (s *store) lookup(p string) *node {
 
 // ensure returns the node at full path p, creating it and its parents.
 // Call with mu held for writing.
-func (s *store) ensure(p string) *node {
+func (s *store) ensure(p string) *node { return s.ensureIn("", p) }
+
+// ensureIn is ensure for the full path root/rel (see joinRoot), without
+// building it.
+func (s *store) ensureIn(root, rel string) *node {
 	n := s.top
-	for p != "" {
-		seg, rest, _ := strings.Cut(p, "/")
-		p = rest
-		c := n.children[seg]
-		if c == nil {
-			if n.children == nil {
-				n.children = map[string]*node{}
+	for _, p := range [2]string{root, rel} {
+		for p != "" {
+			seg, rest, _ := strings.Cut(p, "/")
+			p = rest
+			c := n.children[seg]
+			if c == nil {
+				if n.children == nil {
+					n.children = map[string]*node{}
+				}
+				c = &node{name: seg, parent: n}
+				n.children[seg] = c
 			}
-			c = &node{name: seg, parent: n}
-			n.children[seg] = c
+			n = c
 		}
-		n = c
 	}
 	return n
 }
 
 // prune removes n and its ancestors while they hold nothing.
 func (s *store) prune(n *node) {
-	for n != nil && n != s.top && n.file == nil && n.entry == nil && len(n.children) == 0 {
+	for n != nil && n != s.top && n.file == nil && n.entry == nil && n.unplaced == nil && len(n.children) == 0 {
 		delete(n.parent.children, n.name)
 		n = n.parent
 	}
@@ -380,11 +518,7 @@ type (
 // watchers are registered. Call with mu held for writing, or from
 // updateInPlace.
 func (s *store) setFileRel(c *Conn, rel string, n *node, fs *fileState) *fileState {
-	full := ""
-	if n.slots == nil || len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 {
-		full = c.full(rel)
-	}
-	return s.setFile(full, n, fs)
+	return s.setFileIn(c.root, rel, n, fs)
 }
 
 // setFile makes fs (from newValue, not published yet) the new value of the
@@ -393,6 +527,12 @@ func (s *store) setFileRel(c *Conn, rel string, n *node, fs *fileState) *fileSta
 // watcher is registered. Call with mu held for writing, or for reading
 // with n.mu held (updateInPlace: the file exists and is published).
 func (s *store) setFile(p string, n *node, fs *fileState) *fileState {
+	return s.setFileIn("", p, n, fs)
+}
+
+// setFileIn is setFile for the full path root/rel (see joinRoot), which
+// it builds only when an index of another root or a watcher needs it.
+func (s *store) setFileIn(root, rel string, n *node, fs *fileState) *fileState {
 	v := s.nextRev()
 	fs.version, fs.ver = v, topo.NumericVersion(v)
 	if old := n.file; old != nil {
@@ -401,35 +541,49 @@ func (s *store) setFile(p string, n *node, fs *fileState) *fileState {
 		n.addFiles(1)
 	}
 	n.file = fs
-	s.publish(p, n, fs)
-	s.notifyFile(p, fs)
+	s.publishIn(root, rel, n, fs)
+	if s.watched() {
+		s.notifyFile(joinRoot(root, rel), fs)
+	}
 	return fs
 }
+
+// watched reports whether any Watch or WatchRecursive is registered.
+// Call with mu held (for reading, only from updateInPlace).
+func (s *store) watched() bool { return len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 }
 
 // keep adds the replaced snapshot old to n's history, overwriting the
 // oldest version (and raising the floor) beyond Options.History-1 kept
 // versions. Once full, the history is a ring: a write moves nothing.
 // Call with mu held for writing, or for reading with n.mu held.
 func (s *store) keep(n *node, old *fileState) {
+	hs := n.hist
+	if hs == nil {
+		hs = &history{}
+		n.hist = hs
+	}
 	limit := s.f.opts.History - 1
 	if limit <= 0 {
-		n.floor = max(n.floor, old.version)
+		hs.floor = max(hs.floor, old.version)
 		return
 	}
 	h := histEntry{old.version, old.contents}
-	if len(n.hist) < limit {
-		n.hist = append(n.hist, h)
+	if len(hs.entries) < limit {
+		hs.entries = append(hs.entries, h)
 		return
 	}
-	n.floor = max(n.floor, n.hist[n.histNext].version)
-	n.hist[n.histNext] = h
-	n.histNext = (n.histNext + 1) % limit
+	hs.floor = max(hs.floor, hs.entries[hs.next].version)
+	hs.entries[hs.next] = h
+	hs.next = (hs.next + 1) % limit
 }
 
 // historic returns the contents n's history holds for version, if any.
 // Call with mu held for writing, or for reading with n.mu held.
 func (n *node) historic(version int64) ([]byte, bool) {
-	for _, h := range n.hist {
+	if n.hist == nil {
+		return nil, false
+	}
+	for _, h := range n.hist.entries {
 		if h.version == version {
 			return h.contents, true
 		}
@@ -439,18 +593,25 @@ func (n *node) historic(version int64) ([]byte, bool) {
 
 // deleteFile removes the file at full path p held by n, with its history.
 // Call with mu held for writing.
-func (s *store) deleteFile(p string, n *node) {
+func (s *store) deleteFile(p string, n *node) { s.deleteFileIn("", p, n) }
+
+// deleteFileIn is deleteFile for the full path root/rel (see joinRoot),
+// which it builds only when an index of another root or a watcher needs
+// it.
+func (s *store) deleteFileIn(root, rel string, n *node) {
 	n.file = nil
-	n.hist, n.histNext, n.floor = nil, 0, 0
+	n.hist = nil
 	n.addFiles(-1)
-	s.publish(p, n, nil)
+	s.publishIn(root, rel, n, nil)
 	s.prune(n)
-	s.notifyFile(p, nil)
+	if s.watched() {
+		s.notifyFile(joinRoot(root, rel), nil)
+	}
 }
 
 // newLease returns a lease for c with ttl. Call with mu held for writing.
 func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
-	l := &lease{c: c, ttl: ttl, entries: map[*entry]struct{}{}}
+	l := &lease{c: c, ttl: ttl}
 	s.leases[l] = struct{}{}
 	c.leases[l] = struct{}{}
 	s.refreshLease(l)
@@ -493,9 +654,9 @@ func (s *store) refreshLease(l *lease) {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				if l.gen == gen && !l.revoked {
-					for e := range l.entries {
-						if e.onLapse != nil {
-							e.onLapse()
+					for e := l.entries; e != nil; e = e.lnext {
+						if e.el != nil && e.el.onLapse != nil {
+							e.el.onLapse()
 						}
 					}
 				}
@@ -526,8 +687,11 @@ func (s *store) revokeLease(l *lease, lost bool) {
 	l.revoked = true
 	l.gen++
 	l.stopTimers()
-	for e := range l.entries {
+	// removeEntry unlinks e (and, l being revoked, ends nothing else).
+	for e := l.entries; e != nil; {
+		next := e.lnext
 		s.removeEntry(e, lost)
+		e = next
 	}
 	delete(s.leases, l)
 	delete(l.c.leases, l)
@@ -538,14 +702,14 @@ func (s *store) revokeLease(l *lease, lost bool) {
 
 // addEntry creates a new ephemeral entry under the full directory dir,
 // holding value and attached to l. Call with mu held for writing.
-func (s *store) addEntry(dir string, value []byte, l *lease) *entry {
+func (s *store) addEntry(dir string, value string, l *lease) *entry {
 	seq := s.nextRev()
 	name := seqName(seq)
 	p := joinFull(dir, name)
 	n := s.ensure(p)
-	e := &entry{path: p, seq: seq, value: value, lease: l, n: n, released: make(chan struct{})}
+	e := &entry{seq: seq, value: value, lease: l, n: n}
 	n.entry = e
-	l.entries[e] = struct{}{}
+	l.link(e)
 	s.publish(p, n, entryState(e))
 	s.dirChanged(dir)
 	return e
@@ -569,21 +733,31 @@ func (s *store) removeEntry(e *entry, lost bool) {
 	}
 	e.removed = true
 	e.lost = lost
-	delete(e.lease.entries, e)
-	if e.n.entry == e {
-		e.n.entry = nil
-		s.publish(e.path, e.n, nil)
-		s.prune(e.n)
+	e.lease.unlink(e)
+	if d := e.dir; d != nil {
+		// Never placed: nothing was published, and nobody waits on its
+		// directory (a second locker places it first; dirChans are
+		// election directories, never a lock's).
+		s.unlinkUnplaced(e)
+		s.prune(d)
+		s.closeDone(e)
+	} else {
+		p := e.n.fullPath()
+		if e.n.entry == e {
+			e.n.entry = nil
+			s.publish(p, e.n, nil)
+			s.prune(e.n)
+		}
+		if e.el != nil && e.el.onRemove != nil {
+			e.el.onRemove()
+		}
+		s.closeDone(e)
+		dir := p[:max(strings.LastIndexByte(p, '/'), 0)]
+		s.dirChanged(dir)
 	}
-	if e.onRemove != nil {
-		e.onRemove()
-	}
-	close(e.released)
-	dir := e.path[:max(strings.LastIndexByte(e.path, '/'), 0)]
-	s.dirChanged(dir)
 	// A lease made for this one lock ends with it.
 	l := e.lease
-	if len(l.entries) == 0 && l != l.c.session && !l.revoked {
+	if l.nentries == 0 && l != l.c.session && !l.revoked {
 		s.revokeLease(l, lost)
 	}
 }
@@ -632,4 +806,162 @@ func (s *store) predecessor(e *entry) *entry {
 		}
 	}
 	return best
+}
+
+// done returns e's Done channel, closed when e is removed. The channel is
+// made on first use (most locks are released without anyone selecting on
+// Done): a Done first asked for after the removal is the store's
+// closedCh. Safe without mu: a channel is installed only by a
+// CompareAndSwap from nil, and closeDone either closes the installed one
+// or installs closedCh by the same CompareAndSwap, so each entry has one
+// Done channel and it is closed once the entry is removed.
+func (s *store) done(e *entry) <-chan struct{} {
+	if p := e.done.Load(); p != nil {
+		return *p
+	}
+	ch := make(chan struct{})
+	if e.done.CompareAndSwap(nil, &ch) {
+		return ch
+	}
+	return *e.done.Load()
+}
+
+// closeDone closes e's Done channel (see done), or makes the store's
+// closedCh its Done when none was made: every Done of e is then one
+// channel, closed. Call with mu held for writing, once, from removeEntry.
+func (s *store) closeDone(e *entry) {
+	for {
+		if p := e.done.Load(); p != nil {
+			close(*p)
+			return
+		}
+		if e.done.CompareAndSwap(nil, &s.closedCh) {
+			return
+		}
+	}
+}
+
+// Unplaced lock entries. An uncontended Lock (no entry under the
+// directory, placed or not) does not build its entry's nodes
+// (<dir>/locks/<seq>) nor publish it: the entry hangs off the directory's
+// node (node.unplaced) and the store's list, with its revision (the
+// fencing token) taken at once from the store counter, as for every
+// entry. Everything that could see the entry places it first, under mu
+// held for writing, exactly where and as addEntry would have (same name,
+// same value, same version): a second Lock, TryLock, LockWithTTL or
+// LockName of the directory (placeAt, before it queues), ListDir
+// (placeAll), a Get or GetVersion that finds nothing at a path with a
+// "locks" segment (placeAll, then it reads again), and a new root index
+// (placeAll). Nothing else reads lock entries: List, watches and
+// transactions leave entries out or refuse reserved paths, and the
+// election code only reads election directories, which never end in a
+// "locks" segment as lock entry directories do. Conn roots with a "locks"
+// segment switch this off (store.noUnplaced). The entry keeps its
+// directory's node from being pruned (prune) so that placing it later
+// finds the same path. Removing an unplaced entry (Unlock, session loss,
+// lapse, Close) unlinks it and prunes the directory as removing its
+// placed nodes would have.
+
+// lookupIn returns the node at the full path root/p (either may be ""),
+// or nil, without building the path. Call with mu held.
+func (s *store) lookupIn(root, p string) *node {
+	n := s.top
+	for _, part := range [2]string{root, p} {
+		for part != "" {
+			seg, rest, _ := strings.Cut(part, "/")
+			n = n.children[seg]
+			if n == nil {
+				return nil
+			}
+			part = rest
+		}
+	}
+	return n
+}
+
+// placeLater makes e (seq, value and lease set) the unplaced lock entry
+// of the directory node d. Call with mu held for writing, only when d has
+// neither an unplaced entry nor a locks child.
+func (s *store) placeLater(e *entry, d *node) {
+	e.dir = d
+	d.unplaced = e
+	e.pnext = s.pending
+	if s.pending != nil {
+		s.pending.pprev = e
+	}
+	s.pending = e
+	s.npending++
+	e.lease.link(e)
+}
+
+// unlinkUnplaced takes the unplaced entry e off its directory and the
+// store's list. Call with mu held for writing.
+func (s *store) unlinkUnplaced(e *entry) {
+	e.dir.unplaced = nil
+	e.dir = nil
+	if e.pprev != nil {
+		e.pprev.pnext = e.pnext
+	} else {
+		s.pending = e.pnext
+	}
+	if e.pnext != nil {
+		e.pnext.pprev = e.pprev
+	}
+	e.pprev, e.pnext = nil, nil
+	s.npending--
+}
+
+// place puts the unplaced entry e into the tree, as addEntry does. Call
+// with mu held for writing.
+func (s *store) place(e *entry) {
+	d := e.dir
+	s.unlinkUnplaced(e)
+	dir := joinFull(d.fullPath(), locksDir)
+	p := joinFull(dir, seqName(e.seq))
+	n := s.ensure(p)
+	e.n = n
+	n.entry = e
+	s.publish(p, n, entryState(e))
+	s.dirChanged(dir)
+	// d stays in the tree: it now has a locks child.
+}
+
+// placeAll places every unplaced entry. Call with mu held for writing.
+func (s *store) placeAll() {
+	for s.pending != nil {
+		s.place(s.pending)
+	}
+}
+
+// fullPath returns n's full path in the store.
+func (n *node) fullPath() string {
+	size := 0
+	for m := n; m.parent != nil; m = m.parent {
+		size += len(m.name) + 1
+	}
+	if size == 0 {
+		return ""
+	}
+	b := make([]byte, size-1)
+	i := len(b)
+	for m := n; m.parent != nil; m = m.parent {
+		i -= len(m.name)
+		copy(b[i:], m.name)
+		if i > 0 {
+			i--
+			b[i] = '/'
+		}
+	}
+	return string(b)
+}
+
+// hasSegment reports whether the slash-separated path p has the segment
+// seg.
+func hasSegment(p, seg string) bool {
+	for part := range strings.SplitSeq(p, "/") {
+		if part == seg {
+			return true
+		}
+	}
+	return false
 }

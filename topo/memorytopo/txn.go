@@ -39,10 +39,38 @@ var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of anoth
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
 	if len(ops) == 2 && ops[0].Kind == topo.TxnIfHeld && ops[1].Kind == topo.TxnUpdate {
-		if out, done, err := c.guardedUpdate(ctx, ops[0], ops[1]); done {
-			return out, err
+		if v, done, err := c.guardedUpdate(ctx, ops[0].Fence, ops[1].Path, ops[1].Contents, ops[1].Version); done {
+			if err != nil {
+				return nil, err
+			}
+			return []topo.Version{nil, v}, nil
 		}
 	}
+	return c.txn(ctx, ops)
+}
+
+// GuardedUpdate implements topo.GuardedUpdater, the fast path of
+// topo.GuardedUpdate: it is exactly Txn(ctx, topo.IfHeld(f),
+// topo.UpdateOp(filePath, contents, version)) -- counted as OpTxn, with
+// the same checks, faults, writes and errors -- returning the version Txn
+// returns at index 1, without building the op and result slices
+// (TestGuardedUpdateFastPathMatchesTxn).
+func (c *Conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	c.f.count(OpTxn)
+	if v, done, err := c.guardedUpdate(ctx, f, filePath, contents, version); done {
+		return v, err
+	}
+	vs, err := c.txn(ctx, []topo.TxnOp{topo.IfHeld(f), topo.UpdateOp(filePath, contents, version)})
+	if err != nil {
+		return nil, err
+	}
+	return vs[1], nil
+}
+
+var _ topo.GuardedUpdater = (*Conn)(nil)
+
+// txn is Txn once counted, without the guardedUpdate shortcut.
+func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error) {
 	checked, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
@@ -120,7 +148,9 @@ func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState, writes 
 }
 
 // guardedUpdate is Txn's fast path for the shape topo.GuardedUpdate sends:
-// IfHeld(f) then UpdateOp(p, contents, version). It reports done=false,
+// IfHeld(f) then UpdateOp(filePath, contents, version) (it takes the
+// fields checkTxnOp reads of those two ops), returning the UpdateOp's new
+// version (Txn's result at index 1). It reports done=false,
 // having done nothing but pure input checks (no Closed check, partition,
 // faults or lock), when the general path must run instead: when the ops
 // would fail backendkit.CheckTxn or f is not a Fence of this store (the
@@ -129,9 +159,9 @@ func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState, writes 
 // order -- the checked ops it builds are those CheckTxn would return --
 // and then writes in place (guardedInPlace) or, when that cannot, runs the
 // general locked part (txnApply) with those checked ops.
-func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) ([]topo.Version, bool, error) {
+func (c *Conn) guardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, bool, error) {
 	s := c.s
-	if held.Fence == nil || !s.owns(held.Fence) {
+	if f == nil || !s.owns(f) {
 		return nil, false, nil
 	}
 	if backendkit.CheckContext(ctx, "") != nil {
@@ -139,36 +169,48 @@ func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) ([]topo.V
 	}
 	// CheckUpdate makes checkTxnOp's checks of an UpdateOp (CheckCreate,
 	// then the version); with one write there is no duplicate path.
-	p, want, err := backendkit.CheckUpdate(up.Path, up.Contents, up.Version)
+	// checkWrite is CheckUpdate with Update's fast path for canonical,
+	// unreserved paths (same results, TestCheckWriteMatchesBackendkit).
+	p, want, err := checkWrite(filePath, contents, version)
 	if err != nil {
 		return nil, false, nil
 	}
-	checked := [2]backendkit.TxnOp{
-		{Index: 0, Kind: topo.TxnIfHeld, Version: backendkit.AnyVersion, Fence: held.Fence},
-		{Index: 1, Kind: topo.TxnUpdate, Path: p, Contents: up.Contents, Version: want},
+	// checked are the ops CheckTxn would return; built only where they
+	// are used (faults, the general locked part), the in-place write
+	// names its errors' ops itself.
+	checked := func() []backendkit.TxnOp {
+		return []backendkit.TxnOp{
+			{Index: 0, Kind: topo.TxnIfHeld, Version: backendkit.AnyVersion, Fence: f},
+			{Index: 1, Kind: topo.TxnUpdate, Path: p, Contents: contents, Version: want},
+		}
 	}
-	value := newValue(up.Contents)
+	value := newValue(contents)
 	if err := c.closedErr(""); err != nil {
 		return nil, true, err
 	}
 	if err := c.waitCut(ctx, ""); err != nil {
 		return nil, true, err
 	}
-	if err := c.f.injectTxn(ctx, checked[:], c.done); err != nil {
-		return nil, true, err
+	if c.f.faultState.Load() != nil {
+		if err := c.f.injectTxn(ctx, checked(), c.done); err != nil {
+			return nil, true, err
+		}
 	}
-	if v, done, err := c.guardedInPlace(&checked, value); done {
+	if v, done, err := c.guardedInPlace(f, p, want, value); done {
 		if err != nil {
 			return nil, true, err
 		}
-		return []topo.Version{nil, v}, true, nil
+		return v, true, nil
 	}
-	out, err := c.txnApply(checked[:], []*fileState{nil, value}, 1)
-	return out, true, err
+	out, err := c.txnApply(checked(), []*fileState{nil, value}, 1)
+	if err != nil {
+		return nil, true, err
+	}
+	return out[1], true, nil
 }
 
-// guardedInPlace is updateInPlace for guardedUpdate: the IfHeld check and
-// the rewrite of an existing file, with the store's mu held for reading
+// guardedInPlace is updateInPlace for guardedUpdate: the IfHeld check of
+// f and the rewrite of the existing file p (canonical) at version want, with the store's mu held for reading
 // and the file's node locked. It reports done=false, having changed
 // nothing, where updateInPlace does (nothing published at the path, an
 // entry there, a WatchRecursive registered); txnApply then decides under
@@ -186,21 +228,20 @@ func (c *Conn) guardedUpdate(ctx context.Context, held, up topo.TxnOp) ([]topo.V
 // after the write (which then precedes the Fence's Done closing, as with
 // the general path under the write lock). Both flags only ever go from
 // false to true, so a LockLost seen here is what txnApply would see too.
-func (c *Conn) guardedInPlace(checked *[2]backendkit.TxnOp, value *fileState) (v topo.Version, done bool, err error) {
+func (c *Conn) guardedInPlace(f topo.Fence, p string, want int64, value *fileState) (v topo.Version, done bool, err error) {
 	s := c.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if err := c.closedErr(""); err != nil {
 		return nil, true, err
 	}
-	if !s.held(checked[0].Fence) {
-		return nil, true, backendkit.TxnFailed(checked[0], topo.LockLost)
+	if !s.held(f) {
+		return nil, true, backendkit.TxnFailed(backendkit.TxnOp{Index: 0, Kind: topo.TxnIfHeld}, topo.LockLost)
 	}
 	if len(s.recWatchers) > 0 {
 		return nil, false, nil
 	}
-	up := checked[1]
-	n := c.idx.valueNode(up.Path)
+	n := c.idx.valueNode(p)
 	if n == nil || n.entry != nil {
 		return nil, false, nil
 	}
@@ -210,10 +251,10 @@ func (c *Conn) guardedInPlace(checked *[2]backendkit.TxnOp, value *fileState) (v
 	if old == nil {
 		return nil, false, nil
 	}
-	if up.Version != backendkit.AnyVersion && old.version != up.Version {
-		return nil, true, backendkit.TxnFailed(up, topo.BadVersion)
+	if want != backendkit.AnyVersion && old.version != want {
+		return nil, true, backendkit.TxnFailed(backendkit.TxnOp{Index: 1, Kind: topo.TxnUpdate, Path: p}, topo.BadVersion)
 	}
-	return s.setFileRel(c, up.Path, n, value).ver, true, nil
+	return s.setFileRel(c, p, n, value).ver, true, nil
 }
 
 // txnCheck evaluates the condition of one checked op (the explicit one of

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/memorytopo"
@@ -213,6 +214,46 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 			if v, err = topo.GuardedUpdate(ctx, c, ld, p, value, v); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	// op=paired alternates batches of CAS Updates and GuardedUpdates in
+	// one loop and reports each one's median time per op and their ratio,
+	// so that load from other processes hits both alike.
+	b.Run("op=paired", func(b *testing.B) {
+		const batch = 64
+		var cas, guarded []time.Duration
+		i := 0
+		for b.Loop() {
+			t0 := time.Now()
+			if i%2 == 0 {
+				for range batch {
+					if v, err = c.Update(ctx, p, value, v); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cas = append(cas, time.Since(t0))
+			} else {
+				for range batch {
+					if v, err = topo.GuardedUpdate(ctx, c, ld, p, value, v); err != nil {
+						b.Fatal(err)
+					}
+				}
+				guarded = append(guarded, time.Since(t0))
+			}
+			i++
+		}
+		med := func(ds []time.Duration) float64 {
+			if len(ds) == 0 {
+				return 0
+			}
+			slices.Sort(ds)
+			return float64(ds[len(ds)/2].Nanoseconds()) / batch
+		}
+		mc, mg := med(cas), med(guarded)
+		b.ReportMetric(mc, "cas-p50-ns")
+		b.ReportMetric(mg, "guarded-p50-ns")
+		if mc > 0 {
+			b.ReportMetric(mg/mc, "guarded/cas")
 		}
 	})
 	b.Run("op=txn-same-shape", func(b *testing.B) {

@@ -47,7 +47,7 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	if p.term == nil || p.term.e.removed || p.leaderCtx == nil || p.leaderCtx.Err() != nil {
 		return topo.NewError(topo.NotLeader, p.name)
 	}
-	p.term.e.published = v
+	p.term.e.el.published = v
 	s.dirChanged(p.dir)
 	return nil
 }
@@ -98,7 +98,7 @@ func (p *participation) Resign(ctx context.Context) error {
 func (s *store) current(dir string) (topo.Leader, <-chan struct{}) {
 	var l topo.Leader
 	if e := s.first(dir); e != nil {
-		l = topo.Leader{ID: string(e.value), Value: clone(e.published), Token: e.seq}
+		l = topo.Leader{ID: e.value, Value: clone(e.publishedValue()), Token: e.seq}
 	}
 	return l, s.dirChan(dir)
 }
@@ -124,7 +124,7 @@ func (p *participation) Leader(ctx context.Context) (topo.Leader, error) {
 	if e == nil {
 		return topo.Leader{}, topo.NewError(topo.NoLeader, p.name)
 	}
-	return topo.Leader{ID: string(e.value), Value: clone(e.published), Token: e.seq}, nil
+	return topo.Leader{ID: e.value, Value: clone(e.publishedValue()), Token: e.seq}, nil
 }
 
 // Observe implements topo.LeaderParticipation.Observe. The state current
@@ -225,11 +225,15 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 	s.mu.RLock()
 	e := p.entry
 	ok := e != nil && !e.removed
+	var full string
+	if ok {
+		full = e.n.fullPath()
+	}
 	s.mu.RUnlock()
 	if !ok {
 		return nil, topo.NewError(topo.NoNode, p.name)
 	}
-	return json.Marshal(resumeInfo{Backend: Name, Store: s.id, Election: p.name, ID: string(p.id), Entry: e.path, Rev: e.seq})
+	return json.Marshal(resumeInfo{Backend: Name, Store: s.id, Election: p.name, ID: string(p.id), Entry: full, Rev: e.seq})
 }
 
 // ResumeLeaderParticipation implements
@@ -284,7 +288,7 @@ func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, i
 		return nil, topo.NewError(topo.LockLost, n)
 	}
 	e := nd.entry
-	if !bytes.Equal(e.value, p.id) {
+	if e.value != string(p.id) {
 		return nil, topo.NewError(topo.InvalidArgument, n)
 	}
 	s.adoptLease(e.lease, c)
