@@ -21,11 +21,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/topokit/topokit/internal/freeport"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -236,24 +237,15 @@ func (m *Member) Close() {
 }
 
 // FreeAddrs returns n distinct "127.0.0.1:PORT" addresses that were free a
-// moment ago (it listens on port 0 and closes the listeners). Another
-// process may take one before it is used; Start then fails with
-// ErrAddrInUse and the caller picks again.
+// moment ago, outside the kernel's ephemeral port range (see
+// internal/freeport), so that a member restarted on its ports does not
+// find one taken by an unrelated outgoing connection. Another process may
+// take one before it is used; Start then fails with ErrAddrInUse and the
+// caller picks again.
 func FreeAddrs(n int) ([]string, error) {
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	addrs := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("etcdembed: finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
+	addrs, err := freeport.Addrs(n)
+	if err != nil {
+		return nil, fmt.Errorf("etcdembed: %w", err)
 	}
 	return addrs, nil
 }

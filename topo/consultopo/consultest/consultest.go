@@ -50,6 +50,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/topokit/topokit/internal/freeport"
+
 	"github.com/hashicorp/consul/api"
 )
 
@@ -460,7 +462,10 @@ func (a *Agent) getJSON(ctx context.Context, c *http.Client, url string, out any
 }
 
 // freePorts returns n distinct ports that are free on 127.0.0.1 for both
-// TCP and UDP (serf uses both) at the time of the call.
+// TCP and UDP (serf uses both) at the time of the call, outside the
+// kernel's ephemeral range (see internal/freeport), so that an agent
+// restarted on its ports does not find one taken by an outgoing
+// connection.
 func freePorts(n int) ([]int, error) {
 	var ports []int
 	var held []net.Listener
@@ -470,7 +475,7 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	for tries := 0; len(ports) < n && tries < 100; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := freeport.Listen()
 		if err != nil {
 			return nil, err
 		}

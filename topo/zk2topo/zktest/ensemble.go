@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/topokit/topokit/internal/freeport"
 )
 
 // Ensemble is a ZooKeeper ensemble (QuorumPeerMain) of n nodes on
@@ -42,18 +44,9 @@ func StartEnsemble(t testing.TB, n int) *Ensemble {
 	}
 	e := &Ensemble{t: t, dir: t.TempDir(), procs: make([]*process, n)}
 	t.Cleanup(e.killAll)
-	ports := make([]int, 0, 3*n)
-	var ls []net.Listener
-	for len(ports) < 3*n { // hold all listeners until every port is chosen, so they differ
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+	ports, err := freeport.Ports(3 * n) // distinct, outside the ephemeral range
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
 		e.addrs = append(e.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])))

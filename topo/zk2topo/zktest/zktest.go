@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/topokit/topokit/internal/freeport"
 )
 
 // TickTime is the tickTime of every server started here. ZooKeeper grants
@@ -461,11 +463,13 @@ func Mode(addr string) (string, error) {
 	return "", fmt.Errorf("zktest: %s answered srvr without a Mode: %q", addr, strings.TrimSpace(out))
 }
 
+// freePort returns a free port outside the kernel's ephemeral range (see
+// internal/freeport), where a restarted server's port cannot have been
+// taken by an outgoing connection meanwhile.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
