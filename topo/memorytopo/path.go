@@ -85,6 +85,12 @@ func checkWrite(filePath string, contents []byte, version topo.Version) (string,
 	if err := backendkit.CheckValue(p, contents); err != nil {
 		return "", 0, err
 	}
+	return versionArg(p, version)
+}
+
+// versionArg returns p with the number of a caller's version for it
+// (backendkit.AnyVersion for nil), or VersionNumber's error.
+func versionArg(p string, version topo.Version) (string, int64, error) {
 	if version == nil {
 		return p, backendkit.AnyVersion, nil
 	}
@@ -128,12 +134,5 @@ func checkDelete(filePath string, version topo.Version) (string, int64, error) {
 	if !ok || reserved {
 		return backendkit.CheckDelete(filePath, version)
 	}
-	if version == nil {
-		return p, backendkit.AnyVersion, nil
-	}
-	n, err := backendkit.VersionNumber(p, version)
-	if err != nil {
-		return "", 0, err
-	}
-	return p, n, nil
+	return versionArg(p, version)
 }
