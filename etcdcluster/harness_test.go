@@ -137,8 +137,18 @@ func (h *harness) prepare(name string, seeds ...string) *proc {
 	h.t.Helper()
 	p := h.procs[name]
 	if p == nil {
-		addrs, err := etcdembed.FreeAddrs(2)
-		require.NoError(h.t, err)
+		// A node binds its ports only once it starts its server, perhaps
+		// long after this: never hand out a port another node of the
+		// harness was given.
+		var addrs []string
+		for {
+			var err error
+			addrs, err = etcdembed.FreeAddrs(2)
+			require.NoError(h.t, err)
+			if !h.assigned(addrs...) {
+				break
+			}
+		}
 		cfg := h.base
 		cfg.Name = name
 		cfg.DataDir = filepath.Join(h.dir, name)
@@ -151,6 +161,19 @@ func (h *harness) prepare(name string, seeds ...string) *proc {
 		h.procs[name] = p
 	}
 	return p
+}
+
+// assigned reports whether any of addrs is a client or peer address of a
+// node of h.
+func (h *harness) assigned(addrs ...string) bool {
+	for _, p := range h.procs {
+		for _, a := range addrs {
+			if p.cfg.ClientURL == "http://"+a || p.cfg.PeerURL == "http://"+a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (h *harness) startClientOnly(name string, seeds ...string) *proc {
