@@ -83,7 +83,7 @@ type Options struct {
 	SessionTTL time.Duration
 
 	// MinSessionTTL is the shortest session TTL the Consul servers accept:
-	// their session_ttl_min setting. Zero means MinSessionTTL (10 s,
+	// their session_ttl_min setting. Zero or negative means MinSessionTTL (10 s,
 	// Consul's default); values are rounded up to whole seconds, and to at
 	// least one second. Every TTL this Conn asks for (SessionTTL,
 	// LockWithTTL) is raised to it, since Consul refuses to create a
