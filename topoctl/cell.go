@@ -19,6 +19,9 @@ func newCellCmd(o *options) *cobra.Command {
 says where the cell's own store is: its server address and root. --cell
 NAME on any command connects through it (with the global cell's
 implementation). "cell alias" edits the cells aliases.`,
+		Example: `  topoctl cell set zone1 --server-address 127.0.0.1:2379 --root /vitess/zone1
+  topoctl cell ls
+  topoctl --cell zone1 ls -R /`,
 	}
 	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o), newCellAliasCmd(o))
 	return groupCmd(cmd)

@@ -23,6 +23,8 @@ Vitess: its record is at cells_aliases/<alias>/CellsAlias in the global
 cell. A cell belongs to at most one alias, and an alias cannot have the name
 of a cell: a write that would break either rule fails with NodeExists and
 writes nothing. The cells need not have a CellInfo.`,
+		Example: `  topoctl cell alias create region1 --cells zone1,zone2
+  topoctl cell alias ls`,
 	}
 	cmd.AddCommand(newCellAliasCreateCmd(o), newCellAliasGetCmd(o), newCellAliasUpdateCmd(o),
 		newCellAliasDeleteCmd(o), newCellAliasLsCmd(o))

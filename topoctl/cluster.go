@@ -25,6 +25,8 @@ adds volunteers one at a time as learners, promotes them once caught up,
 and removes members that stopped volunteering, up to the ideal size stored
 in the cluster. These commands talk to it through the etcd2 address of the
 shared flags (--topo-global-server-address, or the embedded etcd's).`,
+		Example: `  topoctl --topo-global-server-address 127.0.0.1:23791 cluster status
+  topoctl --topo-global-server-address 127.0.0.1:23791 cluster size 5`,
 	}
 	cmd.PersistentFlags().StringVar(&prefix, "cluster-prefix", etcdcluster.DefaultPrefix, "etcd key prefix of the cluster's own keys")
 	cmd.AddCommand(newClusterStatusCmd(o, &prefix), newClusterSizeCmd(o, &prefix))

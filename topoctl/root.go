@@ -234,6 +234,11 @@ at reserved paths that a tree command could not carry over), 2 usage error,
 3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM during an
 import, copy, export, rm -R, a lock wait or lock's command); "lock" exits
 with its command's status otherwise.`,
+		Example: `  topoctl serve                 # in one terminal: an embedded etcd
+  topoctl put /hello world      # in another
+  topoctl ls -R /
+  topoctl -i zk2 -a 127.0.0.1:2181 --topo-global-root /vitess/global get -R /keyspaces/
+  topoctl copy --from etcd2:127.0.0.1:2379:/vitess --to consul:127.0.0.1:8500:vitess`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// "topoctl completion bash|zsh|fish|powershell" prints a shell
@@ -298,6 +303,18 @@ with its command's status otherwise.`,
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
 			groupCmd(c)
+			c.Example = `  source <(topoctl completion bash)
+  topoctl completion zsh > "${fpath[1]}/_topoctl"
+  topoctl completion fish > ~/.config/fish/completions/topoctl.fish`
+			examples := map[string]string{
+				"bash":       `  source <(topoctl completion bash)`,
+				"zsh":        `  topoctl completion zsh > "${fpath[1]}/_topoctl"`,
+				"fish":       `  topoctl completion fish | source`,
+				"powershell": `  topoctl completion powershell | Out-String | Invoke-Expression`,
+			}
+			for _, sc := range c.Commands() {
+				sc.Example = examples[sc.Name()]
+			}
 		}
 	}
 	return root, o

@@ -115,6 +115,8 @@ and the backends this binary has (see package topoctl to build one with
 your own). With --output json it prints one object {"topoctl","commit",
 "go","backends"} (the version is "topoctl": "version" fields are file
 versions, numbers, everywhere else).`,
+		Example: `  topoctl version
+  topoctl version -o json`,
 		Args: exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
 			v := map[string]string{"topoctl": "(unknown)", "go": "", "commit": ""}

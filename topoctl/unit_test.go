@@ -2,8 +2,10 @@ package topoctl
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -77,4 +79,21 @@ func TestDefaultDataDir(t *testing.T) {
 	d, err = defaultDataDir(env(map[string]string{"XDG_DATA_HOME": "relative", "HOME": "/h"}))
 	require.NoError(t, err)
 	assert.Equal(t, "/h/.local/share/topokit/etcd", d)
+}
+
+// Every command's help has examples, the commands that only group others
+// and cobra's completion commands included.
+func TestEveryCommandHasExamples(t *testing.T) {
+	t.Parallel()
+	root, _ := newRoot(streams{})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() != "help" {
+			assert.NotEmpty(t, strings.TrimSpace(c.Example), "%q has no examples", c.CommandPath())
+		}
+		for _, sc := range c.Commands() {
+			walk(sc)
+		}
+	}
+	walk(root)
 }
