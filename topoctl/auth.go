@@ -67,29 +67,65 @@ func (o *options) addSecurityFlags(fs *pflag.FlagSet) {
 }
 
 // resolveSecurity fills the security settings not given as flags from the
-// environment.
-func (o *options) resolveSecurity(fs *pflag.FlagSet) {
+// environment, then the config file. A setting given in two forms (a
+// Consul token and a token file, a ZooKeeper auth and an auth file, an
+// etcd password and a NAME:PASSWORD user) takes the form given at the
+// higher precedence -- a flag, then topoctl's variable, then the store's
+// own variable, then the config file -- as every other setting does; at
+// equal precedence the value wins over the file (as the backends do), and
+// a password given both ways is a usage error.
+func (o *options) resolveSecurity(fs *pflag.FlagSet) error {
+	// rank says where each setting came from: 0 a flag, 1+i the setting's
+	// i-th variable, len(env)+1 the config file; absent, unset.
+	rank := map[string]int{}
 	for _, s := range securitySettings() {
 		if fs.Changed(s.flag) {
+			rank[s.flag] = 0
 			continue
 		}
 		set := false
-		for _, k := range s.env {
+		for i, k := range s.env {
 			if v := o.getenv(k); v != "" {
 				*s.dst(&o.sec) = v
+				rank[s.flag] = 1 + i
 				set = true
 				break
 			}
 		}
 		if v, ok := o.conf[s.flag]; ok && !set {
 			*s.dst(&o.sec) = v
+			rank[s.flag] = len(s.env) + 1
 		}
 	}
-	if o.sec.etcdPassword == "" {
-		if u, p, ok := strings.Cut(o.sec.etcdUser, ":"); ok {
+	// outranks reports whether setting a was given at a higher precedence
+	// than b (b unset included).
+	outranks := func(a, b string) bool {
+		ra, aok := rank[a]
+		rb, bok := rank[b]
+		return aok && (!bok || ra < rb)
+	}
+	if outranks("consul-token-file", "consul-token") {
+		o.sec.consulToken = ""
+	} else if _, ok := rank["consul-token"]; ok {
+		o.sec.consulTokenFile = ""
+	}
+	if outranks("zk-auth-file", "zk-auth") {
+		o.sec.zkAuth = ""
+	} else if _, ok := rank["zk-auth"]; ok {
+		o.sec.zkAuthFile = ""
+	}
+	if u, p, ok := strings.Cut(o.sec.etcdUser, ":"); ok {
+		ru, rp := rank["etcd-user"], rank["etcd-password"]
+		switch {
+		case o.sec.etcdPassword == "" || outranks("etcd-user", "etcd-password"):
 			o.sec.etcdUser, o.sec.etcdPassword = u, p
+		case ru == rp:
+			return usagef("--etcd-user %s:... gives a password, and so does --etcd-password (or its variable): give it once", u)
+		default: // the password outranks the user's: keep the user name only
+			o.sec.etcdUser = u
 		}
 	}
+	return nil
 }
 
 // conventionalAddress returns the store's address from its own CLI's

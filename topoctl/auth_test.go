@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
@@ -41,6 +42,13 @@ func TestEtcdAuth(t *testing.T) {
 	assert.Equal(t, "v", env.ok(t, "get", "a"))
 	env.env = map[string]string{"TOPOCTL_ETCD_USER": "root", "TOPOCTL_ETCD_PASSWORD": "s3cret"}
 	assert.Equal(t, "v", env.ok(t, "get", "a"))
+	// A NAME:PASSWORD flag wins over a password variable, and a password
+	// flag over a NAME:PASSWORD variable; both as flags is a usage error.
+	env.env = map[string]string{"ETCDCTL_PASSWORD": "wrong"}
+	assert.Equal(t, "v", env.ok(t, "--etcd-user", "root:s3cret", "get", "a"))
+	env.env = map[string]string{"ETCDCTL_USER": "root:wrong"}
+	assert.Equal(t, "v", env.ok(t, "--etcd-password", "s3cret", "get", "a"))
+	tg.fails(t, 2, []string{"give it once"}, "--etcd-user", "root:s3cret", "--etcd-password", "s3cret", "get", "a")
 
 	r := tg.run(t, "", "--timeout", "5s", "get", "a")
 	assert.Equal(t, 1, r.code, r.stderr)
@@ -73,6 +81,11 @@ func TestZooKeeperAuth(t *testing.T) {
 	env := tg
 	env.env = map[string]string{"TOPOCTL_ZK_AUTH": "digest:alice:pw"}
 	assert.Equal(t, "hidden", env.ok(t, "get", "secret"))
+	// The file flag wins over the variable of the value.
+	authFile := filepath.Join(t.TempDir(), "auth")
+	require.NoError(t, os.WriteFile(authFile, []byte("digest:alice:pw\n"), 0o600))
+	env.env = map[string]string{"TOPOCTL_ZK_AUTH": "digest:alice:wrong"}
+	assert.Equal(t, "hidden", env.ok(t, "--zk-auth-file", authFile, "get", "secret"))
 	tg.fails(t, 1, []string{"InvalidArgument"}, "--zk-auth", "nocolon", "get", "secret")
 }
 
@@ -110,4 +123,53 @@ func TestConfigFile(t *testing.T) {
 	noFlags.fails(t, 2, []string{conf + ":1", "cannot be set in a config file"}, "get", "f")
 	require.NoError(t, os.WriteFile(conf, []byte("nonsense\n"), 0o600))
 	noFlags.fails(t, 2, []string{conf + ":1"}, "get", "f")
+}
+
+// Consul with ACLs (default deny): --consul-token, --consul-token-file,
+// their variables (topoctl's, then consul's own CONSUL_HTTP_TOKEN and
+// CONSUL_HTTP_TOKEN_FILE) and a --config setting send the token; a
+// read-only token reads and its writes fail with PermissionDenied, writing
+// nothing; no token is refused.
+func TestConsulToken(t *testing.T) {
+	t.Parallel()
+	agent := consultest.StartAgentWithOptions(t, consultest.AgentOptions{ACL: true})
+	mgmt, ro := agent.ManagementToken(), agent.ReadOnlyToken(t)
+	dir := t.TempDir()
+	mgmtFile, roFile := filepath.Join(dir, "mgmt"), filepath.Join(dir, "ro")
+	require.NoError(t, os.WriteFile(mgmtFile, []byte(mgmt+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(roFile, []byte(ro+"\n"), 0o600))
+	conf := filepath.Join(dir, "topoctl.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("consul-token = "+mgmt+"\n"), 0o600))
+
+	tg := target{impl: "consul", addr: agent.Addr(), root: "acl"}
+	tg.fails(t, 1, []string{"PermissionDenied", "/f"}, "--timeout", "10s", "put", "f", "v")
+	tg.ok(t, "--consul-token", mgmt, "put", "f", "v")
+	assert.Equal(t, "v", tg.ok(t, "--consul-token-file", mgmtFile, "get", "f"))
+	assert.Equal(t, "v", tg.ok(t, "--config", conf, "get", "f"))
+	for _, env := range []map[string]string{
+		{"TOPOCTL_CONSUL_TOKEN": mgmt},
+		{"TOPOCTL_CONSUL_TOKEN_FILE": mgmtFile},
+		{"CONSUL_HTTP_TOKEN": mgmt},
+		{"CONSUL_HTTP_TOKEN_FILE": mgmtFile},
+		{"TOPOCTL_CONSUL_TOKEN": mgmt, "CONSUL_HTTP_TOKEN": ro},
+	} {
+		e := tg
+		e.env = env
+		e.ok(t, "put", "f", "v")
+	}
+
+	// A read-only token reads; its writes, deletes and locks are refused.
+	rot := tg
+	rot.env = map[string]string{"CONSUL_HTTP_TOKEN": ro}
+	assert.Equal(t, "v", rot.ok(t, "get", "f"))
+	assert.Equal(t, "f\n", rot.ok(t, "ls", "/"))
+	rot.fails(t, 1, []string{"PermissionDenied", "/f"}, "put", "f", "w")
+	rot.fails(t, 1, []string{"PermissionDenied", "/f"}, "rm", "f")
+	rot.fails(t, 1, []string{"PermissionDenied"}, "--timeout", "10s", "lock", "--try", "/", "--", "true")
+	// The flag wins over the variable.
+	rot.fails(t, 1, []string{"PermissionDenied"}, "--consul-token", ro, "put", "f", "w")
+	e := tg
+	e.env = map[string]string{"CONSUL_HTTP_TOKEN": ro}
+	e.ok(t, "--consul-token-file", mgmtFile, "put", "g", "x")
+	assert.Equal(t, "v", tg.ok(t, "--consul-token", mgmt, "get", "f"))
 }

@@ -390,7 +390,9 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	env("topo-global-server-address", envServerAddress, &o.addr)
 	env("topo-global-root", envRoot, &o.root)
 	env("cell", envCell, &o.cell)
-	o.resolveSecurity(fs)
+	if err := o.resolveSecurity(fs); err != nil {
+		return err
+	}
 	if !fs.Changed("timeout") {
 		v, what := o.getenv(envTimeout), envTimeout
 		if c, ok := o.conf["timeout"]; v == "" && ok {
