@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
@@ -99,18 +100,34 @@ func TestInterruptedWritesRevert(t *testing.T) {
 	}
 	zk := zktest.Start(t)
 	etcd := etcdtest.Start(t)
-	for _, c := range []struct{ impl, addr string }{{"zk2", zk}, {"etcd2", etcd}} {
+	consul := consultest.Start(t)
+	for _, c := range []struct{ impl, addr string }{{"zk2", zk}, {"etcd2", etcd}, {"consul", consul}} {
 		t.Run("import-"+c.impl, func(t *testing.T) {
 			t.Parallel()
 			px, err := faultproxy.New(c.addr)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = px.Close() })
 			root := "/" + t.Name()
+			if c.impl == "consul" {
+				root = t.Name() // without a leading "/", as Vitess's Consul backend needs
+			}
 			dst := target{impl: c.impl, addr: c.addr, root: root}
 			code, stderr := interruptMidWrite(t, px, dst, connEnv(c.impl, px.Addr(), root), "import", "--parallel", "4", in)
 			check(t, code, stderr, dst)
 		})
 	}
+	t.Run("copy-etcd-to-consul", func(t *testing.T) {
+		t.Parallel()
+		src := target{impl: "etcd2", addr: etcd, root: "/" + t.Name()}
+		src.ok(t, "import", in)
+		px, err := faultproxy.New(consul)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = px.Close() })
+		dst := target{impl: "consul", addr: consul, root: t.Name()}
+		code, stderr := interruptMidWrite(t, px, dst, connEnv("etcd2", etcd, src.root),
+			"copy", "--parallel", "4", "--to", "consul:"+px.Addr()+":"+dst.root)
+		check(t, code, stderr, dst)
+	})
 	t.Run("copy-etcd-to-zk", func(t *testing.T) {
 		t.Parallel()
 		src := target{impl: "etcd2", addr: etcd, root: "/" + t.Name()}

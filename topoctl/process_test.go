@@ -183,9 +183,22 @@ func TestLockStopsProcessGroup(t *testing.T) {
 		assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
 	}
 
+	// The store ends the lock's lease (LockLost): the whole group is
+	// stopped, the grandchild included, and topoctl exits ExitLockLost.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	l := startProcess(t, env, "lock", "--check-interval", "20ms", "ks", "--", "sh", "-c", "sleep 600 & echo $! > "+pidFile+"; echo held; wait")
+	l.waitLine(t, "held")
+	pid := readPid(t, pidFile)
+	require.True(t, alive(pid))
+	revokeAllLeases(t, addr)
+	assert.Equal(t, ExitLockLost, l.wait(t), l.errb.String())
+	assert.False(t, alive(pid), "the grandchild outlived the lost lock")
+	assert.Contains(t, l.errb.String(), "the lock was lost: sending SIGTERM")
+	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+
 	// A command that exits at once, leaving a process in its group: the
 	// process is stopped before the lock is released.
-	pidFile := filepath.Join(t.TempDir(), "pid")
+	pidFile = filepath.Join(t.TempDir(), "pid")
 	r := tg.run(t, "", "lock", "ks", "--", "sh", "-c", "sleep 600 & echo $! > "+pidFile)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "left processes in its group")
