@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,7 +29,8 @@ func BenchmarkTree(b *testing.B) {
 		{"consul", consultest.Start(b)},
 	}
 	// Beside them, a raw client writing the same 3,000 values one request
-	// at a time (etcd Put, Consul KV Put): the floor of a sequential loop.
+	// at a time (etcd Put, ZooKeeper create, Consul KV Put): the floor of a
+	// sequential loop.
 	b.Run("etcd2/raw-put-loop", func(b *testing.B) {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{backends[1].addr}})
 		require.NoError(b, err)
@@ -46,6 +49,23 @@ func BenchmarkTree(b *testing.B) {
 		for i := range b.N {
 			for j := range n {
 				_, err := cli.KV().Put(&api.KVPair{Key: fmt.Sprintf("raw-%d/ks%d/shards/%d/Shard", i, j%10, j), Value: []byte(fmt.Sprintf("shard %d", j))}, nil)
+				require.NoError(b, err)
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+	b.Run("zk2/raw-create-loop", func(b *testing.B) {
+		c, _, err := zk.Connect([]string{backends[2].addr}, 10*time.Second, zk.WithLogInfo(false))
+		require.NoError(b, err)
+		defer c.Close()
+		for i := range b.N {
+			// One parent, then the 3,000 values under it: ZooKeeper
+			// needs a znode's parent to exist.
+			parent := fmt.Sprintf("/raw-%d", i)
+			_, err := c.Create(parent, nil, 0, zk.WorldACL(zk.PermAll))
+			require.NoError(b, err)
+			for j := range n {
+				_, err := c.Create(fmt.Sprintf("%s/%d", parent, j), []byte(fmt.Sprintf("shard %d", j)), 0, zk.WorldACL(zk.PermAll))
 				require.NoError(b, err)
 			}
 		}
