@@ -15,8 +15,11 @@ import (
 )
 
 // stdoutIsTerminal reports whether stdout is a terminal (progress bars are
-// drawn only then).
+// drawn only then; see IO.StdoutIsTerminal).
 func (o *options) stdoutIsTerminal() bool {
+	if o.io.StdoutIsTerminal != nil {
+		return o.io.StdoutIsTerminal()
+	}
 	f, ok := o.io.Stdout.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -28,16 +30,21 @@ func newGetCmd(o *options) *cobra.Command {
 		recursive bool
 		keysOnly  bool
 		hexOut    bool
+		full      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "get FILE | get -R [--keys-only] PREFIX",
 		Short: "Print a file's value (or every file's under a prefix)",
-		Long: `Print the value stored at FILE, byte for byte.
+		Long: `Print the value stored at FILE, byte for byte. On a terminal, a value that
+is not text (control bytes such as a protobuf record's, or not UTF-8) is
+shown quoted with escapes instead, its first 200 bytes only, with a note on
+stderr; --full prints its bytes there too, and a pipe always gets them.
 
 get -R PREFIX prints every file whose path starts with PREFIX (a plain
 string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
 each file's path on one line, then its value on the next (quoted, with
-escapes, when it is not one line of printable text). --keys-only prints
+escapes, when it is not one line of printable text; on a terminal its
+first 200 bytes only, unless --full). --keys-only prints
 the paths only. With --output json it prints one array of {"path",
 "version","value" (base64)}. Files at reserved paths (written by another
 tool) are named on stderr, with exit 1.
@@ -68,7 +75,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
 					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
 				}
-				return o.getPrefix(cmd.Context(), args[0], keysOnly, hexOut)
+				return o.getPrefix(cmd.Context(), args[0], keysOnly, hexOut, full)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -155,8 +162,13 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				decoded, text = json.RawMessage(b), append(b, '\n')
 			default:
 				text = value
-				if hexOut {
+				switch {
+				case hexOut:
 					text = []byte(hex.EncodeToString(value) + "\n")
+				case !full && !o.jsonOut() && o.stdoutIsTerminal() && !terminalText(value):
+					text = []byte(cutQuoted(value) + "\n")
+					o.eprintf("note: %s is not text: shown quoted on a terminal (%s); --full or a pipe prints its bytes as they are, --hex and --decode raw|json show them\n",
+						displayPath(p), plural(len(value), "byte"))
 				}
 			}
 			if o.jsonOut() {
@@ -182,6 +194,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 	f.BoolVarP(&recursive, "recursive", "R", false, "print every file whose path starts with FILE (a plain string prefix), like etcdctl get --prefix")
 	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied), print the paths only")
 	f.BoolVar(&hexOut, "hex", false, "print values as hexadecimal (one line each), like etcdctl --hex")
+	f.BoolVar(&full, "full", false, "on a terminal too, print a value that is not text as it is (get FILE) or whole (get -R)")
 	return cmd
 }
 
@@ -463,7 +476,7 @@ func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.err }
 
 // getPrefix is get -R: every file whose path starts with arg.
-func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bool) error {
+func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, full bool) error {
 	prefix, err := topo.CleanPrefix(arg)
 	if err != nil {
 		return err
@@ -520,6 +533,8 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bo
 			case keysOnly:
 			case hexOut:
 				o.printf("%s\n", hex.EncodeToString(it.Value))
+			case !full && o.stdoutIsTerminal() && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
+				o.printf("%s\n", cutQuoted(it.Value))
 			default:
 				o.printf("%s\n", showValue(it.Value))
 			}
@@ -527,6 +542,34 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut bo
 	}
 	slices.Sort(reserved)
 	return o.reportReserved("listed", st.name, prefix, reserved)
+}
+
+// terminalValueLimit is how many bytes of a value that is not text get
+// shows on a terminal without --full.
+const terminalValueLimit = 200
+
+// terminalText reports whether b can go to a terminal as it is: UTF-8 text
+// of printable characters, newlines and tabs (no escape sequences or other
+// control bytes).
+func terminalText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if r != '\n' && r != '\t' && !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// cutQuoted renders b quoted with escapes, its first terminalValueLimit
+// bytes only, then " ... (N bytes)" when it is longer.
+func cutQuoted(b []byte) string {
+	if len(b) <= terminalValueLimit {
+		return strconv.Quote(string(b))
+	}
+	return strconv.Quote(string(b[:terminalValueLimit])) + " ... (" + plural(len(b), "byte") + ")"
 }
 
 // showValue renders a value for a line of output: as is when it is one

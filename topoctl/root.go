@@ -94,6 +94,11 @@ type streams struct {
 	// which "put" does not read a value from unless told to with "-". Nil
 	// means: Stdin is a file descriptor that is a terminal.
 	StdinIsTerminal func() bool
+	// StdoutIsTerminal reports whether Stdout is a terminal, where get
+	// shows values that are not text quoted and tree commands draw a
+	// progress bar. Nil means: Stdout is a file descriptor that is a
+	// terminal.
+	StdoutIsTerminal func() bool
 	// SetDefaultLogger makes runMain install topoctl's logger (stderr, at
 	// --log-level) as slog's default, which the backends log through. The
 	// binary sets it; in-process callers such as tests leave it false so

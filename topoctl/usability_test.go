@@ -3,6 +3,7 @@ package topoctl
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -144,4 +145,50 @@ func TestPlural(t *testing.T) {
 	assert.Equal(t, "0 files", plural(0, "file"))
 	assert.Equal(t, "1 file", plural(1, "file"))
 	assert.Equal(t, "2 files", plural(2, "file"))
+}
+
+// On a terminal, get shows a value that is not text (a protobuf record,
+// control bytes) quoted with escapes, its first 200 bytes only, saying how
+// to see it all; text is printed as it is; --full, --hex and a pipe print
+// the bytes.
+func TestGetOnTerminal(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	run := func(terminal bool, args ...string) result {
+		t.Helper()
+		var out, errb syncBuffer
+		code := runMain(t.Context(), tg.argv(args), streams{
+			Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+			StdoutIsTerminal: func() bool { return terminal },
+		})
+		require.Equal(t, 0, code, "%v: %s", args, errb.String())
+		return result{code, out.String(), errb.String()}
+	}
+	bin := "\x12\x02\x08\x01\x1b[2J"
+	long := strings.Repeat("\x00\x01", 150)
+	text := "line one\n\tline two\n"
+	tg.ok(t, "put", "bin", bin)
+	tg.ok(t, "put", "long", long)
+	tg.ok(t, "put", "text", text)
+
+	r := run(true, "get", "bin")
+	assert.Equal(t, strconv.Quote(bin)+"\n", r.stdout)
+	assert.NotContains(t, r.stdout, "\x1b")
+	assert.Contains(t, r.stderr, "not text")
+	assert.Contains(t, r.stderr, "--full")
+	r = run(true, "get", "long")
+	assert.Equal(t, strconv.Quote(long[:200])+" ... (300 bytes)\n", r.stdout)
+	assert.Equal(t, text, run(true, "get", "text").stdout)
+	assert.Empty(t, run(true, "get", "text").stderr)
+
+	assert.Equal(t, bin, run(true, "get", "--full", "bin").stdout)
+	assert.Equal(t, long, run(false, "get", "long").stdout)
+	assert.Equal(t, "120208011b5b324a\n", run(true, "get", "--hex", "bin").stdout)
+
+	// get -R quotes such values already; on a terminal it also cuts long
+	// ones, unless --full.
+	r = run(true, "get", "-R", "lo")
+	assert.Equal(t, "/long\n"+strconv.Quote(long[:200])+" ... (300 bytes)\n", r.stdout)
+	assert.Equal(t, "/long\n"+strconv.Quote(long)+"\n", run(true, "get", "-R", "--full", "lo").stdout)
+	assert.Equal(t, "/long\n"+strconv.Quote(long)+"\n", run(false, "get", "-R", "lo").stdout)
 }
