@@ -15,7 +15,7 @@ import (
 )
 
 // stdoutIsTerminal reports whether stdout is a terminal (progress bars are
-// drawn only then; see IO.StdoutIsTerminal).
+// drawn only then; see streams.StdoutIsTerminal).
 func (o *options) stdoutIsTerminal() bool {
 	if o.io.StdoutIsTerminal != nil {
 		return o.io.StdoutIsTerminal()
