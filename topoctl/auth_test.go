@@ -78,6 +78,8 @@ func TestZooKeeperAuth(t *testing.T) {
 	r := tg.fails(t, 1, []string{"/secret", "not authenticated"}, "--timeout", "5s", "get", "secret")
 	assert.Empty(t, r.stdout)
 	assert.Equal(t, "hidden", tg.ok(t, "--zk-auth", "digest:alice:pw", "get", "secret"))
+	// stat shows the znode's ACL, read with the same credentials.
+	assert.Regexp(t, `(?m)^  acl: +digest:alice:\S+:cdrwa$`, tg.ok(t, "--zk-auth", "digest:alice:pw", "stat", "secret"))
 	env := tg
 	env.env = map[string]string{"TOPOCTL_ZK_AUTH": "digest:alice:pw"}
 	assert.Equal(t, "hidden", env.ok(t, "get", "secret"))

@@ -20,6 +20,8 @@ type statInfo struct {
 	Size      *int        `json:"size,omitempty"`
 	Ephemeral bool        `json:"ephemeral"`
 	Entries   *int        `json:"entries,omitempty"`
+	// Store is the store's own metadata (see storeMeta), by field name.
+	Store map[string]any `json:"store,omitempty"`
 }
 
 func newStatCmd(o *options) *cobra.Command {
@@ -29,10 +31,15 @@ func newStatCmd(o *options) *cobra.Command {
 		Long: `Show what PATH is: a file (with its version and size in bytes), a directory
 (with its number of entries), or both (a store may hold a file "a" and a
 file "a/b"), and whether it is ephemeral (a lock or election entry, which
-vanishes with its owner's session or lease). The store's own metadata
-beyond that (create revision, lease or session id, ACL) is not shown: the
-topology interface does not expose it. With --output json it prints one
-object {"path","type","version","size","ephemeral","entries"}.`,
+vanishes with its owner's session or lease). Then, where the store has
+them, the store's own metadata, read with a client of topoctl's own:
+  etcd2:  key, create_revision, mod_revision, key_version, lease (hex id, or -)
+  zk2:    znode, czxid, mzxid, ctime, mtime, data_version, child_version,
+          children, ephemeral_owner (session id, or -), acl (scheme:id:perms)
+  consul: key, create_index, modify_index, lock_index, flags, session (or -)
+(etcd and Consul keep no keys for directories; ZooKeeper's znodes show for
+both). With --output json it prints one object {"path","type","version",
+"size","ephemeral","entries","store"}, "store" holding those fields.`,
 		Example: `  topoctl stat /keyspaces/commerce/Keyspace
   topoctl stat -o json /keyspaces`,
 		Args: exactArgs(1),
@@ -87,6 +94,13 @@ object {"path","type","version","size","ephemeral","entries"}.`,
 				return topo.NewError(topo.NoNode, displayPath(p))
 			}
 			info.Type = strings.Join(types, " and ")
+			meta := o.storeMeta(ctx, st.spec, p)
+			if len(meta) > 0 {
+				info.Store = map[string]any{}
+				for _, f := range meta {
+					info.Store[f.name] = f.value
+				}
+			}
 			if o.jsonOut() {
 				return o.printJSON(info)
 			}
@@ -100,6 +114,25 @@ object {"path","type","version","size","ephemeral","entries"}.`,
 				o.printf("entries:   %d\n", *info.Entries)
 			}
 			o.printf("ephemeral: %t\n", info.Ephemeral)
+			if len(meta) > 0 {
+				o.printf("%s metadata:\n", st.spec.impl)
+			}
+			width := 0
+			for _, f := range meta {
+				width = max(width, len(f.label()))
+			}
+			for _, f := range meta {
+				v := f.value
+				switch x := v.(type) {
+				case []string:
+					v = strings.Join(x, ", ")
+				case string:
+					if x == "" {
+						v = "-"
+					}
+				}
+				o.printf("  %-*s %v\n", width+1, f.label()+":", v)
+			}
 			return nil
 		},
 	}

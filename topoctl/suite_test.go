@@ -784,6 +784,37 @@ func testReads(t *testing.T, tg target, _ capabilities) {
 	assert.Equal(t, 2, *si.Entries)
 	tg.fails(t, 1, []string{"NoNode", "/ks/none"}, "stat", "ks/none")
 
+	// The store's own metadata, where it has some.
+	var fi statInfo
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "stat", "-o", "json", "ks/a")), &fi))
+	num := func(k string) string { return fmt.Sprint(fi.Store[k]) }
+	switch tg.impl {
+	case "etcd2":
+		assert.Equal(t, va, num("mod_revision"), "a file's version is its key's ModRevision")
+		assert.Equal(t, va, num("create_revision"))
+		assert.Equal(t, "1", num("key_version"))
+		assert.Equal(t, "", fi.Store["lease"])
+		assert.Regexp(t, `(?m)^  mod revision: +`+va+`$`, out)
+		assert.Regexp(t, `(?m)^  lease: +-$`, out)
+	case "zk2":
+		assert.Equal(t, va, num("data_version"), "a file's version is its znode's data version")
+		assert.Equal(t, []any{"world:anyone:cdrwa"}, fi.Store["acl"])
+		assert.Equal(t, "", fi.Store["ephemeral_owner"])
+		assert.Regexp(t, `(?m)^  acl: +world:anyone:cdrwa$`, out)
+		assert.Regexp(t, `(?m)^  czxid: +\d+$`, out)
+		var di statInfo
+		require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "stat", "-o", "json", "ks")), &di))
+		assert.Equal(t, "2", fmt.Sprint(di.Store["children"]), "a directory is a znode too")
+	case "consul":
+		assert.Equal(t, va, num("modify_index"), "a file's version is its key's ModifyIndex")
+		assert.Equal(t, va, num("create_index"))
+		assert.Equal(t, "", fi.Store["session"])
+		assert.Regexp(t, `(?m)^  modify index: +`+va+`$`, out)
+	default:
+		assert.Nil(t, fi.Store, "memorytopo has no metadata of its own")
+		assert.NotContains(t, out, "metadata")
+	}
+
 	assert.Contains(t, tg.ok(t, "version"), "topoctl ")
 	assert.Contains(t, tg.ok(t, "completion", "bash"), "bash completion")
 	tg.fails(t, 2, []string{"needs a subcommand"}, "completion")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -81,22 +80,8 @@ func (o *options) zkHolder(ctx context.Context, sp spec, dir string) string {
 // zkLowestEntry adds the --zk-auth identity to z's session and returns the
 // data of the child of locks with the lowest sequence number.
 func zkLowestEntry(z *zk.Conn, s security, locks string) (string, error) {
-	auth := s.zkAuth
-	if auth == "" && s.zkAuthFile != "" {
-		b, err := os.ReadFile(s.zkAuthFile)
-		if err != nil {
-			return "", err
-		}
-		auth = strings.TrimSpace(string(b))
-	}
-	if auth != "" {
-		scheme, a, ok := strings.Cut(auth, ":")
-		if !ok {
-			return "", errors.New(`--zk-auth: want "scheme:auth"`)
-		}
-		if err := z.AddAuth(scheme, []byte(a)); err != nil {
-			return "", err
-		}
+	if err := zkAddAuth(z, s); err != nil {
+		return "", err
 	}
 	names, _, err := z.Children(locks)
 	if err != nil {
