@@ -94,7 +94,10 @@ the destination with other contents nothing is written (NodeExists) unless
 the source does not have. --dry-run prints what would be created,
 overwritten, deleted or skipped as identical, and writes nothing.
 
-Writes run --parallel at a time. If a write fails, or on Ctrl-C (exit 130),
+Writes run --parallel at a time, --batch of them (32) in one transaction
+(Conn.Txn: all or nothing, with the same conditions as single writes); a
+batch the store refuses (a condition failed, too large, no transactions)
+is written one file at a time instead. If a write fails, or on Ctrl-C (exit 130),
 no new write starts, the writes in flight finish, and everything this run
 wrote is reverted (each file only if nobody changed it since); the error
 names any file left written. A progress bar is drawn on stderr when stdout
@@ -150,6 +153,9 @@ is a terminal, or with --progress.`,
 // treeFlags adds --parallel and --progress to a tree command.
 func (o *options) treeFlags(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&o.parallel, "parallel", defaultParallel, "how many store requests to keep in flight")
+	if cmd.Name() == "copy" || cmd.Name() == "import" {
+		cmd.Flags().IntVar(&o.batch, "batch", defaultBatch, "how many writes to send in one transaction (1: one request per file)")
+	}
 	cmd.Flags().BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
 }
 

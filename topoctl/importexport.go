@@ -85,7 +85,10 @@ contents nothing is written (NodeExists) unless --overwrite. --delete also
 deletes the store's files under PATH that DIR does not have. --dry-run
 prints what would be created, overwritten, deleted or skipped.
 
-Writes run --parallel at a time. If a write fails, or on Ctrl-C (exit 130),
+Writes run --parallel at a time, --batch of them (32) in one transaction
+(Conn.Txn: all or nothing, with the same conditions as single writes); a
+batch the store refuses (a condition failed, too large, no transactions)
+is written one file at a time instead. If a write fails, or on Ctrl-C (exit 130),
 no new write starts, the writes in flight finish, and everything this run
 wrote is reverted (each file only if nobody changed it since); the error
 names any file left written.`,

@@ -131,6 +131,8 @@ type options struct {
 	// --progress.
 	parallel int
 	progress bool
+	// batch is copy's and import's --batch.
+	batch int
 	// fullValues is watch's --full.
 	fullValues bool
 

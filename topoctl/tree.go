@@ -370,30 +370,8 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 		o.eprintf("\ninterrupted: no new writes start; waiting up to %s for %s in flight, then reverting what this run wrote\n",
 			unlockTimeout(o.timeout), plural(n, "write"))
 	}()
-	forEach(ops, o.parallel, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil && ctx.Err() == nil {
-			inFlight++
-			return false
-		}
-		return true
-	}, func(_ int, w op) {
-		wctx, cancel := o.writeCtx(ctx)
-		defer cancel()
-		var v topo.Version
-		var err error
-		switch w.kind {
-		case kindCreate:
-			v, err = dst.Create(wctx, w.path, w.value)
-		case kindOverwrite:
-			v, err = dst.Update(wctx, w.path, w.value, w.old.Version)
-		case kindDelete:
-			err = dst.Delete(wctx, w.path, w.old.Version)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		inFlight--
+	// record notes the outcome of w (under mu).
+	record := func(w op, v topo.Version, err error) {
 		if err == nil {
 			done = append(done, undo{op: w, version: v})
 			bar.add()
@@ -404,6 +382,64 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 		}
 		if firstErr == nil {
 			firstErr, failedAt = at(err, w.path), w.path
+		}
+	}
+	// stopped reports whether no new write may start (under mu).
+	stopped := func() bool { return firstErr != nil || ctx.Err() != nil }
+	// one makes the single write w.
+	one := func(w op) {
+		wctx, cancel := o.writeCtx(ctx)
+		defer cancel()
+		v, err := writeOne(wctx, dst, w)
+		mu.Lock()
+		defer mu.Unlock()
+		inFlight--
+		record(w, v, err)
+	}
+	forEach(batches(ops, o.batch), o.parallel, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return stopped()
+	}, func(_ int, b []op) {
+		mu.Lock()
+		inFlight += len(b)
+		mu.Unlock()
+		if len(b) == 1 {
+			one(b[0])
+			return
+		}
+		wctx, cancel := o.writeCtx(ctx)
+		vs, err := dst.Txn(wctx, txnOps(b)...)
+		cancel()
+		if err == nil || ambiguous(err) {
+			// Applied, or maybe: each write is recorded (as unknown
+			// when the answer was lost), so that a revert reads it back.
+			mu.Lock()
+			defer mu.Unlock()
+			inFlight -= len(b)
+			for i, w := range b {
+				var v topo.Version
+				if err == nil {
+					v = vs[i]
+				}
+				record(w, v, err)
+			}
+			return
+		}
+		// A refused transaction wrote nothing (a condition failed, it
+		// is too large for the store, or the backend has no Txn): the
+		// writes are made one by one instead, as without batching, so
+		// that each gets its own answer.
+		o.log.Debug("batch refused, writing its files one by one", "files", len(b), "err", err)
+		for i, w := range b {
+			mu.Lock()
+			if stopped() {
+				inFlight -= len(b) - i
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			one(w)
 		}
 	})
 	interrupted := firstErr == nil && ctx.Err() != nil
@@ -436,6 +472,73 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 		return exitError{code: ExitInterrupted, err: errors.New(msg)}
 	}
 	return fmt.Errorf("%s: %w", msg, firstErr)
+}
+
+// writeOne makes the single write w on dst.
+func writeOne(ctx context.Context, dst topo.Conn, w op) (topo.Version, error) {
+	switch w.kind {
+	case kindCreate:
+		return dst.Create(ctx, w.path, w.value)
+	case kindOverwrite:
+		return dst.Update(ctx, w.path, w.value, w.old.Version)
+	case kindDelete:
+		return nil, dst.Delete(ctx, w.path, w.old.Version)
+	}
+	return nil, fmt.Errorf("unknown write kind %d", w.kind)
+}
+
+// txnOps are the transaction ops of the writes b, with the same
+// conditions as writeOne's calls: a create fails if the file exists, an
+// overwrite and a delete need the version planned.
+func txnOps(b []op) []topo.TxnOp {
+	ops := make([]topo.TxnOp, len(b))
+	for i, w := range b {
+		switch w.kind {
+		case kindCreate:
+			ops[i] = topo.CreateOp(w.path, w.value)
+		case kindOverwrite:
+			ops[i] = topo.UpdateOp(w.path, w.value, w.old.Version)
+		case kindDelete:
+			ops[i] = topo.DeleteOp(w.path, w.old.Version)
+		}
+	}
+	return ops
+}
+
+// Bounds of one batch of a tree write (see batches). Each backend takes
+// more in one transaction (etcd 128 writes and 1.5 MiB, Consul 64
+// operations and 512 KiB with values in base64, ZooKeeper 1 MiB); a batch
+// that is still refused is written one file at a time.
+const (
+	// defaultBatch is the most writes of one batch (--batch).
+	defaultBatch = 32
+	// batchBytes bounds the values of one batch, in bytes; a larger value
+	// is written alone.
+	batchBytes = 128 << 10
+)
+
+// batches splits ops into batches of at most n writes and batchBytes of
+// values, in order; n < 2 gives one write per batch.
+func batches(ops []op, n int) [][]op {
+	var out [][]op
+	var cur []op
+	size := 0
+	for _, w := range ops {
+		if n < 2 || len(w.value) > batchBytes {
+			out = append(out, []op{w})
+			continue
+		}
+		if len(cur) == n || size+len(w.value) > batchBytes {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, w)
+		size += len(w.value)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // revert undoes done (in parallel), each change only if the file still is
