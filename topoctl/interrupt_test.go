@@ -116,6 +116,16 @@ func TestInterruptedWritesRevert(t *testing.T) {
 			check(t, code, stderr, dst)
 		})
 	}
+	// One request per file (--batch 1), as for files too large to batch.
+	t.Run("import-etcd2-one-by-one", func(t *testing.T) {
+		t.Parallel()
+		px, err := faultproxy.New(etcd)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = px.Close() })
+		dst := target{impl: "etcd2", addr: etcd, root: "/" + t.Name()}
+		code, stderr := interruptMidWrite(t, px, dst, connEnv("etcd2", px.Addr(), dst.root), "import", "--parallel", "4", "--batch", "1", in)
+		check(t, code, stderr, dst)
+	})
 	t.Run("copy-etcd-to-consul", func(t *testing.T) {
 		t.Parallel()
 		src := target{impl: "etcd2", addr: etcd, root: "/" + t.Name()}
