@@ -153,8 +153,8 @@ is a terminal, or with --progress.`,
 // treeFlags adds --parallel and --progress to a tree command.
 func (o *options) treeFlags(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&o.parallel, "parallel", defaultParallel, "how many store requests to keep in flight")
-	if cmd.Name() == "copy" || cmd.Name() == "import" {
-		cmd.Flags().IntVar(&o.batch, "batch", defaultBatch, "how many writes to send in one transaction (1: one request per file)")
+	if n := cmd.Name(); n == "copy" || n == "import" || n == "rm" {
+		cmd.Flags().IntVar(&o.batch, "batch", defaultBatch, "how many writes (rm -R: deletes) to send in one transaction (1: one request per file)")
 	}
 	cmd.Flags().BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
 }

@@ -309,7 +309,9 @@ func newRmCmd(o *options) *cobra.Command {
 (BadVersion otherwise). rm -R DIR deletes every file under DIR (and DIR
 itself if it is a file); it needs --force, and prints how many files it
 deleted to standard error (JSON on stdout with --output json). Deletes run
---parallel at a time; on Ctrl-C no new delete starts (exit 130). Lock and
+--parallel requests at a time, --batch (32) deletes per transaction (a
+batch the store refuses, e.g. because a file is already gone, is deleted
+one file at a time); on Ctrl-C no new delete starts (exit 130). Lock and
 election entries are not files and are left alone. Files at reserved
 paths (written by another tool) cannot be deleted by topokit: each is
 named on stderr and rm -R exits 1.`,
@@ -382,13 +384,15 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 		firstErr error
 	)
 	bar := o.newProgress(len(tl.files), "deleting")
-	forEach(tl.files, o.parallel, func() bool {
+	stopped := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return firstErr != nil || ctx.Err() != nil
-	}, func(_ int, kv topo.KVInfo) {
+	}
+	// one deletes the file p.
+	one := func(p string) {
 		wctx, cancel := o.writeCtx(ctx)
-		err := st.conn.Delete(wctx, kv.Path, nil)
+		err := st.conn.Delete(wctx, p, nil)
 		cancel()
 		mu.Lock()
 		defer mu.Unlock()
@@ -399,7 +403,48 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 		case topo.IsErrType(err, topo.NoNode):
 			bar.add()
 		case firstErr == nil:
-			firstErr = at(err, kv.Path)
+			firstErr = at(err, p)
+		}
+	}
+	ops := make([]op, len(tl.files))
+	for i, kv := range tl.files {
+		ops[i] = op{kind: kindDelete, path: kv.Path}
+	}
+	forEach(batches(ops, o.batch), o.parallel, func() bool { return stopped() }, func(_ int, b []op) {
+		if len(b) == 1 {
+			one(b[0].path)
+			return
+		}
+		txops := make([]topo.TxnOp, len(b))
+		for i, w := range b {
+			txops[i] = topo.DeleteOp(w.path, nil)
+		}
+		wctx, cancel := o.writeCtx(ctx)
+		_, err := st.conn.Txn(wctx, txops...)
+		cancel()
+		switch {
+		case err == nil:
+			mu.Lock()
+			deleted += len(b)
+			for range b {
+				bar.add()
+			}
+			mu.Unlock()
+		case ambiguous(err):
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = fmt.Errorf("batch of %d deletes starting at %s (its answer was lost: it may have been applied): %w", len(b), displayPath(b[0].path), err)
+			}
+			mu.Unlock()
+		default:
+			// Refused (a file already gone, or no transactions):
+			// nothing was deleted; one by one instead.
+			for _, w := range b {
+				if stopped() {
+					return
+				}
+				one(w.path)
+			}
 		}
 	})
 	bar.finish(firstErr == nil && ctx.Err() == nil)

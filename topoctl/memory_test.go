@@ -121,4 +121,33 @@ func TestCopyBatchRefused(t *testing.T) {
 	defer remove()
 	assert.Contains(t, src.ok(t, "copy", "--to", dst.spec()), "copied 3 files")
 	src.ok(t, "diff", "--to", dst.spec())
+
+	// rm -R too.
+	r := dst.run(t, "", "rm", "-R", "--force", "batchrefused")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "deleted 3 files under /batchrefused")
+	assert.Empty(t, dst.ok(t, "ls", "/"))
+}
+
+// rm -R deletes in batches (one Txn each); a batch whose answer is lost
+// fails the command, naming it, and no new batch starts.
+func TestRmTreeBatchLost(t *testing.T) {
+	t.Parallel()
+	f, err := topo.GetFactory("memory")
+	require.NoError(t, err)
+	mf := f.(*memorytopo.Factory)
+	tg := memoryTarget(t)
+	for _, p := range []string{"rmbatchlost/a", "rmbatchlost/b"} {
+		tg.ok(t, "put", p, "v")
+	}
+	remove := mf.AddFault(memorytopo.Fault{Op: memorytopo.OpTxn, Prefix: "rmbatchlost/", Err: topo.Unavailable})
+	r := tg.run(t, "", "rm", "-R", "--force", "rmbatchlost")
+	remove()
+	require.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "deleted 0 of 2 files under /rmbatchlost")
+	assert.Contains(t, r.stderr, "topoctl: Unavailable: ")
+	assert.Contains(t, r.stderr, "batch of 2 deletes starting at /rmbatchlost/a (its answer was lost")
+	r = tg.run(t, "", "rm", "-R", "--force", "--batch", "1", "rmbatchlost")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "deleted 2 files under /rmbatchlost")
 }
