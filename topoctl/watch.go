@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,7 +92,10 @@ by --timeout; the watch itself is not.
 When the store cannot be reached or the watch fails (the server died, a
 partition), watch says so on stderr ("reconnecting"), retries every second,
 says "reconnected" when the server answers again, prints what changed
-meanwhile and goes on. A permission refusal ends it.
+meanwhile and goes on. To notice a partition, which leaves connections open
+but silent, watch also reads FILE (-R: the PREFIX as a path) once a second,
+bounded by 5s (or a shorter --timeout): a read that gets no answer counts
+as a lost connection. A permission refusal ends it.
 
 --rev N (etcd only; like "etcdctl watch --rev") prints, from etcd's history,
 every change from revision N on -- writes as "PATH VERSION VALUE" (on etcd
@@ -151,11 +156,13 @@ a usage error there (NoImplementation).`,
 				}
 				defer st.Close()
 				defer cancel()
-				stopMonitor := o.monitor(wctx, st)
+				rw := &rewatcher{}
+				stopMonitor := o.monitor(wctx, st, strings.TrimSuffix(prefix, "/"), rw.restart)
 				defer stopMonitor()
 				seen := map[string]string{} // path -> version printed last
 				for attempt := 0; ; attempt++ {
-					initial, changes, err := st.conn.WatchRecursive(wctx, prefix)
+					actx := rw.attempt(wctx)
+					initial, changes, err := st.conn.WatchRecursive(actx, prefix)
 					if err != nil {
 						if attempt == 0 {
 							return at(err, prefix)
@@ -199,12 +206,15 @@ a usage error there (NoImplementation).`,
 							break
 						}
 					}
-					drainAfter(func() {}, changes)
+					drainAfter(rw.cancel, changes)
 					if werr == nil {
 						werr = topo.NewError(topo.Interrupted, prefix)
 					}
 					if ctx.Err() != nil {
 						return endOfWatch(ctx, werr)
+					}
+					if rw.restarted() {
+						continue // the store is back: watch again at once
 					}
 					if !isStoreErr(werr) {
 						return werr
@@ -231,11 +241,13 @@ a usage error there (NoImplementation).`,
 			}
 			defer st.Close()
 			defer cancel()
-			stopMonitor := o.monitor(wctx, st)
+			rw := &rewatcher{}
+			stopMonitor := o.monitor(wctx, st, p, rw.restart)
 			defer stopMonitor()
 			last := ""
 			for attempt := 0; ; attempt++ {
-				cur, changes, err := st.conn.Watch(wctx, p)
+				actx := rw.attempt(wctx)
+				cur, changes, err := st.conn.Watch(actx, p)
 				switch {
 				case err == nil:
 				case attempt == 0 && wait && topo.IsErrType(err, topo.NoNode):
@@ -278,7 +290,7 @@ a usage error there (NoImplementation).`,
 						break
 					}
 				}
-				drainAfter(cancelNothing, changes)
+				drainAfter(rw.cancel, changes)
 				if deleted {
 					return werr
 				}
@@ -287,6 +299,9 @@ a usage error there (NoImplementation).`,
 				}
 				if ctx.Err() != nil {
 					return endOfWatch(ctx, werr)
+				}
+				if rw.restarted() {
+					continue // the store is back: watch again at once
 				}
 				if !isStoreErr(werr) {
 					return werr
@@ -369,14 +384,75 @@ func (o *options) rewatchWait(wctx, ctx context.Context, p string, err error) er
 	}
 }
 
+// rewatcher lets the monitor restart a watch: each attempt watches with a
+// context of its own, which restart cancels (marking the attempt as
+// restarted, so that the loop watches again at once, without a failure
+// note). Its methods are safe for concurrent use.
+type rewatcher struct {
+	mu      sync.Mutex
+	cancelf context.CancelFunc
+	again   bool
+}
+
+// attempt returns the context of the next watch attempt, under ctx.
+func (r *rewatcher) attempt(ctx context.Context) context.Context {
+	actx, cancel := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.cancelf, r.again = cancel, false
+	r.mu.Unlock()
+	return actx
+}
+
+// restart ends the current attempt.
+func (r *rewatcher) restart() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancelf != nil {
+		r.again = true
+		r.cancelf()
+	}
+}
+
+// cancel ends the current attempt (the watch loop's own end of it).
+func (r *rewatcher) cancel() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancelf != nil {
+		r.cancelf()
+	}
+}
+
+// restarted reports whether restart ended the current attempt.
+func (r *rewatcher) restarted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.again
+}
+
+// monitorProbeTimeout bounds the monitor's probe read: longer and the
+// store counts as unreachable.
+const monitorProbeTimeout = 5 * time.Second
+
 // monitor checks every second, until ctx ends or the returned stop is
-// called, that the store's address accepts TCP connections, and says on
-// stderr when it stops ("lost the connection ...: reconnecting") and
-// starts again ("reconnected"): some backends' clients retry a broken
-// watch silently, which would leave the user looking at a quiet watch.
-func (o *options) monitor(ctx context.Context, st *store) (stop func()) {
+// called, that the store answers: that its address accepts TCP
+// connections, and that a read of probePath (a Get, bounded by
+// monitorProbeTimeout or a shorter --timeout; NoNode is an answer) comes
+// back. It says on stderr when the store stops answering ("lost the
+// connection ...: reconnecting") and when it answers again ("reconnected"),
+// then calls restart, so that the watch starts again at once and prints
+// what changed meanwhile: a backend's watch may be waiting on a
+// connection that a partition cut, or retry silently, which would leave
+// the user looking at a quiet watch.
+func (o *options) monitor(ctx context.Context, st *store, probePath string, restart func()) (stop func()) {
 	if st.addr == "" {
 		return func() {}
+	}
+	if probePath == "" {
+		probePath = "topoctl-probe"
+	}
+	bound := monitorProbeTimeout
+	if o.timeout > 0 && o.timeout < bound {
+		bound = o.timeout
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -392,6 +468,14 @@ func (o *options) monitor(ctx context.Context, st *store) (stop func()) {
 			case <-t.C:
 			}
 			err := o.checkListening(ctx, st.spec)
+			if err == nil {
+				pctx, pcancel := context.WithTimeout(ctx, bound)
+				_, _, err = st.conn.Get(pctx, probePath)
+				pcancel()
+				if !isStoreErr(err) || topo.IsErrType(err, topo.NoNode) {
+					err = nil // an answer, if not a file
+				}
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -402,6 +486,7 @@ func (o *options) monitor(ctx context.Context, st *store) (stop func()) {
 			case err == nil && down:
 				down = false
 				o.eprintf("topoctl: reconnected to %s\n", st.spec.addr)
+				restart()
 			}
 		}
 	}()
