@@ -252,6 +252,17 @@ func testRm(t *testing.T, tg target, _ capabilities) {
 	tg.fails(t, 1, []string{"NoNode"}, "get", "d/sub/y")
 	assert.Equal(t, "3", tg.ok(t, "get", "dz"))
 	assert.Equal(t, "dz\n", tg.ok(t, "ls", "/"))
+
+	// rm -R of a path with nothing under it deletes nothing, says so and
+	// exits 0 (as docs/quickstart.md says; etcdctl del --prefix and
+	// consul kv delete -recurse do the same).
+	r = tg.run(t, "", "rm", "-R", "--force", "/nothing")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "deleted 0 files under /nothing\n")
+	assert.Contains(t, r.stderr, "note: there were no files under /nothing in ")
+	var j map[string]any
+	require.NoError(t, json.Unmarshal([]byte(tg.ok(t, "rm", "-R", "--force", "-o", "json", "/nothing")), &j))
+	assert.Equal(t, map[string]any{"path": "/nothing", "deleted": float64(0), "reserved": []any{}}, j)
 }
 
 func testBadInput(t *testing.T, tg target, _ capabilities) {
