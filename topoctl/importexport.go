@@ -83,7 +83,8 @@ the reserved-name rule: no "locks" or "Lock" segment, no first segment
 already holds byte for byte are skipped; if a file exists with other
 contents nothing is written (NodeExists) unless --overwrite. --delete also
 deletes the store's files under PATH that DIR does not have. --dry-run
-prints what would be created, overwritten, deleted or skipped.
+prints what would be created, overwritten, deleted or skipped. A DIR with
+no files in it is an error (exit 1), as copy of an empty source is.
 
 Writes run --parallel at a time, --batch of them (32) in one transaction
 (Conn.Txn: all or nothing, with the same conditions as single writes); a
@@ -103,6 +104,10 @@ names any file left written.`,
 			files, err := readDir(args[0], under)
 			if err != nil {
 				return err
+			}
+			if len(files) == 0 {
+				// As copy of an empty source: surely not what was meant.
+				return fmt.Errorf("no files under %s: nothing to import (an empty directory, or not the one meant?)", args[0])
 			}
 			ctx := cmd.Context()
 			st, err := o.open(ctx)

@@ -603,6 +603,10 @@ func testImportExport(t *testing.T, tg target, _ capabilities) {
 	tg.ok(t, "put", "ks0", "clash")
 	tg.fails(t, 1, []string{"InvalidPath", "both a file and a directory"}, "export", filepath.Join(t.TempDir(), "x"))
 
+	// A directory with no files is an error, as copy of an empty source.
+	tg.fails(t, 1, []string{"no files under", "nothing to import"}, "import", t.TempDir(), "none")
+	tg.fails(t, 1, []string{"NoNode"}, "ls", "none")
+
 	// Import refuses symbolic links before writing anything.
 	bad := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(bad, "a"), []byte("a"), 0o600))
