@@ -106,6 +106,9 @@ func checkTLS(t *testing.T, base target, good, bad []tlsCase) {
 			tg.ok(t, append(c.args, "put", "/ks/f", "over TLS")...)
 			assert.Equal(t, "over TLS", tg.ok(t, append(c.args, "get", "/ks/f")...))
 			assert.Equal(t, "f\n", tg.ok(t, append(c.args, "ls", "/ks")...))
+			// stat's metadata comes from a client of topoctl's own, with
+			// the same TLS settings.
+			assert.Contains(t, tg.ok(t, append(c.args, "stat", "/ks/f")...), " metadata:\n")
 			if i == 0 {
 				holder := tg.start(t, append(c.args, "lock", "/ks", "--", "sh", "-c", "echo held; exec sleep 600")...)
 				holder.waitOutput(t, "held\n")
