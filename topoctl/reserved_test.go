@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,7 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // foreignImpl is a test backend: the memory store, with List following
@@ -139,6 +142,29 @@ func TestReservedFilesConsul(t *testing.T) {
 		cli, err := api.NewClient(&api.Config{Address: addr})
 		require.NoError(t, err)
 		_, err = cli.KV().Put(&api.KVPair{Key: strings.TrimPrefix(tg.root, "/") + "/src/" + p, Value: []byte("foreign")}, nil)
+		require.NoError(t, err)
+	})
+}
+
+// On ZooKeeper, a persistent znode holding data under <dir>/locks/ (not a
+// lock entry: no sequence, no session), written by a raw client.
+func TestReservedFilesZooKeeper(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t)
+	tg := target{impl: "zk2", addr: addr, root: "/" + t.Name()}
+	testReservedFiles(t, tg, "locks/cfg", func(t *testing.T, p string) {
+		c, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
+		require.NoError(t, err)
+		defer c.Close()
+		full := tg.root + "/src/" + p
+		parts := strings.Split(strings.TrimPrefix(full, "/"), "/")
+		for i := 1; i < len(parts); i++ {
+			_, err := c.Create("/"+strings.Join(parts[:i], "/"), nil, 0, zk.WorldACL(zk.PermAll))
+			if err != nil && err != zk.ErrNodeExists {
+				require.NoError(t, err)
+			}
+		}
+		_, err = c.Create(full, []byte("foreign"), 0, zk.WorldACL(zk.PermAll))
 		require.NoError(t, err)
 	})
 }
