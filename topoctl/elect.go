@@ -153,7 +153,9 @@ token of the leader's term (0 when nobody leads).
 leadership changes or the leader publishes a new value (etcdctl's
 "elect -l"), until Ctrl-C (exit 0); a time with nobody leading is not
 printed in text (the next leader's line follows), and is a line with an
-empty leader under --output json.`,
+empty leader under --output json. As watch does, it says "reconnecting" on
+stderr when the store stops answering (reading a path once a second, to
+notice a partition) and "reconnected" when it answers again.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := o.open(cmd.Context())
@@ -167,7 +169,7 @@ empty leader under --output json.`,
 			}
 			defer lp.Stop()
 			if observe {
-				return o.observeLeader(cmd.Context(), lp, args[0])
+				return o.observeLeader(cmd.Context(), st, lp, args[0])
 			}
 			var leader topo.Leader
 			if err := o.probe(cmd.Context(), func(c context.Context) error {
@@ -218,26 +220,47 @@ func (o *options) printLeader(l topo.Leader) {
 }
 
 // observeLeader prints the leader of election name each time it changes or
-// publishes a new value, until ctx ends.
-func (o *options) observeLeader(ctx context.Context, lp topo.LeaderParticipation, name string) error {
-	ch, err := lp.Observe(ctx)
-	if err != nil {
-		return err
-	}
-	for l := range ch {
-		if o.jsonOut() {
-			if err := o.printJSON(leaderLine(name, l)); err != nil {
-				return err
+// publishes a new value, until ctx ends. As watch does, it says on stderr
+// when the store stops answering ("reconnecting") and answers again
+// ("reconnected"), then observes again at once, printing the leader only
+// if it changed meanwhile.
+func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderParticipation, name string) error {
+	rw := &rewatcher{}
+	stopMonitor := o.monitor(ctx, st, "topoctl-probe", rw.restart)
+	defer stopMonitor()
+	var last *leaderJSON
+	for {
+		actx := rw.attempt(ctx)
+		ch, err := lp.Observe(actx)
+		if err != nil {
+			rw.cancel()
+			return err
+		}
+		for l := range ch {
+			line := leaderLine(name, l)
+			if last != nil && *last == line {
+				continue // seen before a restart
 			}
-			continue
+			last = &line
+			if o.jsonOut() {
+				if err := o.printJSON(line); err != nil {
+					drainAfter(rw.cancel, ch)
+					return err
+				}
+				continue
+			}
+			if l.ID == "" {
+				continue
+			}
+			o.printLeader(l)
 		}
-		if l.ID == "" {
-			continue
+		rw.cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case rw.restarted():
+			continue // the store is back: observe again at once
 		}
-		o.printLeader(l)
-	}
-	if ctx.Err() == nil {
 		return backendkit.Wrap(topo.Unavailable, name, errors.New("the store ended the leader watch"))
 	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo/consultopo/consultest"
@@ -56,5 +57,32 @@ func TestWatchPartition(t *testing.T) {
 				require.Equal(t, 0, w.stop(t), w.stderr.String())
 			})
 		}
+		// leader --observe, the same way: a change of leader made during
+		// the partition is printed once it heals.
+		t.Run(c.impl+"/leader", func(t *testing.T) {
+			t.Parallel()
+			px, err := faultproxy.New(c.addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = px.Close() })
+			root := c.root + "-" + c.impl + "-leader"
+			direct := target{impl: c.impl, addr: c.addr, root: root}
+			cut := target{impl: c.impl, addr: px.Addr(), root: root}
+			a := direct.start(t, "elect", "e", "--id", "alpha")
+			a.waitOutput(t, "elected alpha\n")
+			obs := cut.start(t, "leader", "--observe", "e")
+			obs.waitOutput(t, "alpha\n")
+
+			px.Blackhole()
+			require.Eventually(t, func() bool { return strings.Contains(obs.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
+				"no reconnecting note; stderr: %s", obs.stderr.String())
+			require.Equal(t, 0, a.stop(t), a.stderr.String())
+			b := direct.start(t, "elect", "e", "--id", "beta")
+			b.waitOutput(t, "elected beta\n")
+			px.Heal()
+			obs.waitOutput(t, "alpha\nbeta\n")
+			require.Equal(t, 0, obs.stop(t), obs.stderr.String())
+			assert.Equal(t, "alpha\nbeta\n", obs.stdout.String(), "each leader once")
+			require.Equal(t, 0, b.stop(t), b.stderr.String())
+		})
 	}
 }
