@@ -24,6 +24,7 @@ type security struct {
 	zkCA, zkCert, zkKey, zkServerName         string
 	consulToken, consulTokenFile              string
 	consulCA, consulCert, consulKey           string
+	consulServerName                          string
 }
 
 // securitySetting is one flag of security with the environment variables
@@ -56,6 +57,7 @@ func securitySettings() []securitySetting {
 		{"consul-ca-file", func(s *security) *string { return &s.consulCA }, []string{"TOPOCTL_CONSUL_CA_FILE", "CONSUL_CACERT"}, "consul: CA bundle verifying the agent's certificate (turns https on)"},
 		{"consul-cert-file", func(s *security) *string { return &s.consulCert }, []string{"TOPOCTL_CONSUL_CERT_FILE", "CONSUL_CLIENT_CERT"}, "consul: client certificate (turns https on)"},
 		{"consul-key-file", func(s *security) *string { return &s.consulKey }, []string{"TOPOCTL_CONSUL_KEY_FILE", "CONSUL_CLIENT_KEY"}, "consul: client key"},
+		{"consul-server-name", func(s *security) *string { return &s.consulServerName }, []string{"TOPOCTL_CONSUL_SERVER_NAME", "CONSUL_TLS_SERVER_NAME"}, "consul: name checked against the agent's certificate (default: the host of the address; turns https on)"},
 	}
 }
 
@@ -183,7 +185,7 @@ func (o *options) factory(impl string) (topo.Factory, error) {
 	case consultopo.FactoryName:
 		return consultopo.NewFactory(consultopo.Options{
 			Token: s.consulToken, TokenFile: s.consulTokenFile,
-			CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey,
+			CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey, TLSServerName: s.consulServerName,
 		}), nil
 	}
 	return topo.GetFactory(impl)

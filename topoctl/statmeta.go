@@ -106,7 +106,7 @@ func (o *options) consulMeta(ctx context.Context, sp spec, p string) ([]metaFiel
 	}
 	s := o.sec
 	c, err := consultopo.NewConn(consultopo.Options{Address: sp.addr, Token: s.consulToken, TokenFile: s.consulTokenFile,
-		CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey}, sp.root)
+		CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey, TLSServerName: s.consulServerName}, sp.root)
 	if err != nil {
 		return nil, err
 	}

@@ -296,8 +296,11 @@ func TestTLSConsul(t *testing.T) {
 		{name: "topoctl env", env: map[string]string{"TOPOCTL_CONSUL_CA_FILE": ca, "TOPOCTL_CONSUL_CERT_FILE": crt, "TOPOCTL_CONSUL_KEY_FILE": key}},
 		{name: "consul env", env: map[string]string{"CONSUL_CACERT": ca, "CONSUL_CLIENT_CERT": crt, "CONSUL_CLIENT_KEY": key}},
 		{name: "config", conf: "consul-ca-file = " + ca + "\nconsul-cert-file = " + crt + "\nconsul-key-file = " + key + "\n"},
+		{name: "server name", args: append(flags, "--consul-server-name", "localhost")},
+		{name: "server name env", args: flags, env: map[string]string{"CONSUL_TLS_SERVER_NAME": "localhost"}},
 	}, []tlsCase{
 		{name: "no TLS"},
+		{name: "wrong server name", args: append(flags, "--consul-server-name", "not-the-server.example")},
 		{name: "no client certificate", args: []string{"--consul-ca-file", ca}},
 		{name: "untrusted client certificate", args: []string{"--consul-ca-file", ca, "--consul-cert-file", pki.path("other.pem"), "--consul-key-file", pki.path("other-key.pem")}},
 		{name: "server not trusted", args: []string{"--consul-ca-file", pki.path("other-ca.pem"), "--consul-cert-file", crt, "--consul-key-file", key}},

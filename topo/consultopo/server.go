@@ -68,11 +68,14 @@ type Options struct {
 	TokenFile string
 
 	// CAFile, CertFile and KeyFile configure TLS: the CA bundle verifying
-	// the agent's certificate and the client certificate and key. Setting
-	// any of them switches the scheme to https.
-	CAFile   string
-	CertFile string
-	KeyFile  string
+	// the agent's certificate and the client certificate and key.
+	// TLSServerName is the name the agent's certificate must hold (empty:
+	// the host of Address). Setting any of the four switches the scheme
+	// to https.
+	CAFile        string
+	CertFile      string
+	KeyFile       string
+	TLSServerName string
 
 	// SessionTTL is the TTL of the Conn's long-lived session (and hence of
 	// Lock, TryLock and elections). Zero means DefaultSessionTTL; values are
@@ -267,11 +270,12 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		cfg.Token = strings.TrimSpace(string(b))
 		cfg.TokenFile = ""
 	}
-	if opts.CAFile != "" || opts.CertFile != "" || opts.KeyFile != "" {
+	if opts.CAFile != "" || opts.CertFile != "" || opts.KeyFile != "" || opts.TLSServerName != "" {
 		cfg.Scheme = "https"
 		cfg.TLSConfig.CAFile = opts.CAFile
 		cfg.TLSConfig.CertFile = opts.CertFile
 		cfg.TLSConfig.KeyFile = opts.KeyFile
+		cfg.TLSConfig.Address = opts.TLSServerName // the api package's name for the ServerName
 	}
 	// Blocking queries park connections; keep enough idle ones that
 	// ordinary calls do not dial each time.
