@@ -331,7 +331,8 @@ func getScratch(pool *sync.Pool) *sortScratch {
 // bits and, above it, the bits that differ between names of an 8-byte
 // window of each name (big-endian, zero-padded): its first 8 bytes, or the
 // 8 bytes after the names' common prefix when all first 8 bytes agree
-// (the highest differing bits, when they do not all fit), in as few
+// (the low halves of its bytes only, when only those differ; the highest
+// differing bits, when they do not all fit), in as few
 // passes of at most 8 to 11 bits (by the number of names) as the kept
 // bits need, the bits shared out evenly, their histograms counted as the
 // keys are built; a pass where all keys agree is skipped. Then the runs of names whose kept bits tie are
@@ -385,8 +386,15 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 	m = 1<<idxBits - 1
 	// The kept bits: those from the highest to the lowest that differ
 	// between names, the lowest dropped when they do not all fit beside
-	// the index.
+	// the index. When only the low 4 bits of bytes differ (digits, and
+	// letters within one 16-letter range), the window's low halves of
+	// bytes are packed first (packNibbles), which drops the alike high
+	// halves between them.
 	differ := or ^ and
+	nib := differ&^lowNibbles == 0
+	if nib {
+		differ = packNibbles(differ)
+	}
 	keyBits, shift, truncated := 0, 0, false
 	if differ != 0 {
 		lz, tz := bits.LeadingZeros64(differ), bits.TrailingZeros64(differ)
@@ -416,6 +424,9 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 		}
 	case 1:
 		for i, k := range tmp {
+			if nib {
+				k = packNibbles(k)
+			}
 			v := k >> shift & kmask
 			keys[i] = v<<idxBits | uint64(i)
 			hist[v]++
@@ -423,6 +434,9 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 	case 2:
 		h0, h1 := hist[:1<<d], hist[1<<d:2<<d]
 		for i, k := range tmp {
+			if nib {
+				k = packNibbles(k)
+			}
 			v := k >> shift & kmask
 			keys[i] = v<<idxBits | uint64(i)
 			h0[v&dmask]++
@@ -430,6 +444,9 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 		}
 	default:
 		for i, k := range tmp {
+			if nib {
+				k = packNibbles(k)
+			}
 			v := k >> shift & kmask
 			keys[i] = v<<idxBits | uint64(i)
 			for p := range passes {
@@ -478,6 +495,18 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 		i = j
 	}
 	return keys, m
+}
+
+// lowNibbles has the low 4 bits of each byte set.
+const lowNibbles = 0x0F0F0F0F0F0F0F0F
+
+// packNibbles returns the low 4 bits of each byte of x, in their order,
+// as one 32-bit number.
+func packNibbles(x uint64) uint64 {
+	x &= lowNibbles
+	x = (x | x>>4) & 0x00FF00FF00FF00FF
+	x = (x | x>>8) & 0x0000FFFF0000FFFF
+	return (x | x>>16) & 0xFFFFFFFF
 }
 
 // window returns the first 8 bytes of s as a big-endian number, zero-padded
