@@ -121,8 +121,8 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 // on each child's name. In a directory of files every child is shown but
 // a "locks" child (shown while a lock is held, see lockedEntry) and, at
 // the ZooKeeper root, "zookeeper" (ZooKeeper's own znodes); "elections"
-// at the root is shown. Both are found by a binary search of the sorted
-// entries, which spares a comparison per child.
+// at the root is shown. Those two are found by a binary search of the
+// sorted entries, which spares a comparison per child.
 func (c *Conn) nameEntries(ctx context.Context, dp string, names []string) ([]topo.DirEntry, error) {
 	if dp == electionsDir || c.internal(dp) {
 		return c.internalEntries(ctx, dp, names)
