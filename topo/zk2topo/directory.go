@@ -42,16 +42,17 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	zp := c.zkPath(dp)
 	var names []string
+	var st *zk.Stat
 	err = c.read(ctx, dp, func(z *zk.Conn) error {
 		var err error
-		names, _, err = z.Children(zp)
+		names, st, err = z.Children(zp)
 		return err
 	})
 	if err != nil {
 		return nil, c.convert(err, dp)
 	}
 	if !full {
-		return c.nameEntries(ctx, dp, names)
+		return c.nameEntries(ctx, dp, zp, st, names)
 	}
 	inElections := dp == electionsDir
 	var entries []topo.DirEntry
@@ -117,27 +118,39 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 }
 
 // nameEntries is a names-only ListDir's work after the Children read of
-// dp: names (in the store's order) sorted, with the reserved-name checks
-// on each child's name. In a directory of files every child is shown but
+// dp (znode zp, whose Stat in that reply is st): names (in the store's
+// order) sorted, or taken sorted from the listCache when the directory's
+// children did not change since it was last listed, with the
+// reserved-name checks on each child's name. In a directory of files every child is shown but
 // a "locks" child (shown while a lock is held, see lockedEntry) and, at
 // the ZooKeeper root, "zookeeper" (ZooKeeper's own znodes); "elections"
 // at the root is shown. Those two are found by a binary search of the
 // sorted entries, which spares a comparison per child.
-func (c *Conn) nameEntries(ctx context.Context, dp string, names []string) ([]topo.DirEntry, error) {
+func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, names []string) ([]topo.DirEntry, error) {
 	if dp == electionsDir || c.internal(dp) {
 		return c.internalEntries(ctx, dp, names)
 	}
-	entries := make([]topo.DirEntry, len(names))
+	var entries []topo.DirEntry
 	if len(names) >= sortMin && len(names) <= 1<<31 {
-		// A large directory's names are taken in sorted order straight
-		// from the radix sort's order, without sorting the names first.
-		sc := getScratch(&c.sortPool)
-		order, m := sc.sortedOrder(names)
-		for i, k := range order {
-			entries[i].Name = names[k&m]
+		if cached := c.listCache.get(zp, st); cached != nil {
+			// The directory's children are those of the last listing
+			// (see listCache).
+			entries = slices.Clone(cached)
+		} else {
+			// A large directory's names are taken in sorted order
+			// straight from the radix sort's order, without sorting
+			// the names first.
+			entries = make([]topo.DirEntry, len(names))
+			sc := getScratch(&c.sortPool)
+			order, m := sc.sortedOrder(names)
+			for i, k := range order {
+				entries[i].Name = names[k&m]
+			}
+			c.sortPool.Put(sc)
+			c.listCache.put(zp, st, slices.Clone(entries))
 		}
-		c.sortPool.Put(sc)
 	} else {
+		entries = make([]topo.DirEntry, len(names))
 		slices.Sort(names)
 		for i, n := range names {
 			entries[i].Name = n

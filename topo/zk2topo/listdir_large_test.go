@@ -116,3 +116,88 @@ func TestSortNamesShort(t *testing.T) {
 		}
 	}
 }
+
+// TestListDirCacheFollowsChanges: a names-only ListDir of a large
+// directory shows every change another client made since the last
+// listing, although it takes an unchanged directory's sorted names from
+// its listCache: a child created, a child deleted, one replaced by
+// another (the same NumChildren, another Cversion), and the directory
+// deleted and created again with as many children under other names (the
+// same Cversion and NumChildren, another Czxid).
+func TestListDirCacheFollowsChanges(t *testing.T) {
+	ctx := t.Context()
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := openRaw(t)
+	mk := func(prefix string, n int) []string {
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf("%s%03d", prefix, i))
+		}
+		return names
+	}
+	dir := root + "/d"
+	create := func(names []string) {
+		for _, n := range names {
+			_, err := raw.Create(dir+"/"+n, nil, 0, zk.WorldACL(zk.PermAll))
+			require.NoError(t, err)
+		}
+	}
+	want := mk("a", 80)
+	_, err := c.Create(ctx, "d/"+want[0], nil) // and the directories above
+	require.NoError(t, err)
+	create(want[1:])
+	check := func(want []string) {
+		t.Helper()
+		for range 2 { // the second listing is the cache's
+			es, err := c.ListDir(ctx, "d", false)
+			require.NoError(t, err)
+			got := make([]string, len(es))
+			for i, e := range es {
+				got[i] = e.Name
+			}
+			require.Equal(t, want, got)
+		}
+	}
+	check(want)
+
+	create([]string{"a500"})
+	want = append(want, "a500")
+	check(want)
+
+	require.NoError(t, raw.Delete(dir+"/a007", -1))
+	want = slices.DeleteFunc(want, func(n string) bool { return n == "a007" })
+	check(want)
+
+	// As many children as before, one of them another.
+	require.NoError(t, raw.Delete(dir+"/a010", -1))
+	create([]string{"a600"})
+	want = append(slices.DeleteFunc(want, func(n string) bool { return n == "a010" }), "a600")
+	check(want)
+
+	// Gone and back with other names: Cversion counts this incarnation's
+	// child changes only, so it and NumChildren are what they were.
+	_, st, err := raw.Children(dir)
+	require.NoError(t, err)
+	for _, n := range want {
+		require.NoError(t, raw.Delete(dir+"/"+n, -1))
+	}
+	require.NoError(t, raw.Delete(dir, -1))
+	_, err = raw.Create(dir, nil, 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	other := mk("b", len(want)-1)
+	create(other)
+	// Bring Cversion to the old incarnation's: one more create and
+	// delete per change the old one had beyond its creates.
+	for i := int32(len(other)); i+2 <= st.Cversion; i += 2 {
+		create([]string{"tmp"})
+		require.NoError(t, raw.Delete(dir+"/tmp", -1))
+	}
+	create([]string{"b999"})
+	other = append(other, "b999")
+	_, st2, err := raw.Children(dir)
+	require.NoError(t, err)
+	require.Equal(t, st.Cversion, st2.Cversion, "the test needs the old Cversion")
+	require.Equal(t, st.NumChildren, st2.NumChildren)
+	check(other)
+}

@@ -37,7 +37,7 @@ func BenchmarkNameEntries(b *testing.B) {
 					names[i] = string([]byte(s))
 				}
 				b.StartTimer()
-				entries, err := c.nameEntries(ctx, "d", names)
+				entries, err := c.nameEntries(ctx, "d", "/bench/d", nil, names)
 				if err != nil || len(entries) != len(orig) {
 					b.Fatal(err, len(entries))
 				}
