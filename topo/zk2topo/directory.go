@@ -42,126 +42,191 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	zp := c.zkPath(dp)
 	var names []string
+	var st *zk.Stat
 	err = c.read(ctx, dp, func(z *zk.Conn) error {
 		var err error
-		names, _, err = z.Children(zp)
+		names, st, err = z.Children(zp)
 		return err
 	})
 	if err != nil {
 		return nil, c.convert(err, dp)
 	}
+	if !full {
+		return c.nameEntries(ctx, dp, zp, st, names)
+	}
 	inElections := dp == electionsDir
 	var entries []topo.DirEntry
-	if !full {
-		// A large directory's names are taken in sorted order straight
-		// from the radix sort's order (sortedOrder), without sorting the
-		// names themselves first.
-		var order []uint64
-		var m uint64
-		if len(names) >= sortMin && len(names) <= 1<<31 {
-			sc := getScratch(&c.sortPool)
-			defer c.sortPool.Put(sc)
-			order, m = sc.sortedOrder(names)
-		} else {
-			slices.Sort(names)
-		}
-		// The reserved-name checks, on each child's name: every child of
-		// an internal directory (under a locks or elections directory)
-		// is internal, and so are "locks" children and, at the ZooKeeper
-		// root, "zookeeper"; "elections" at the root is shown.
-		dirInternal := c.internal(dp)
-		hideSystem := dp == "" && c.root == ""
-		entries = make([]topo.DirEntry, 0, len(names))
-		for i := range names {
-			n := names[i]
-			if order != nil {
-				n = names[order[i]&m]
-			}
-			if n == locksDir || inElections {
-				// Shown only while a lock is held / a candidate runs.
-				var st *zk.Stat
-				var exists bool
-				cp := backendkit.JoinPath(dp, n)
-				err := c.read(ctx, dp, func(z *zk.Conn) error {
-					var err error
-					exists, st, err = z.Exists(c.zkPath(cp))
-					return err
-				})
-				if err != nil {
-					return nil, c.convert(err, dp)
+	sortNames(names, &c.sortPool)
+	stats := make([]*zk.Stat, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() {
+			errs[i] = c.read(ctx, dp, func(z *zk.Conn) error {
+				exists, st, err := z.Exists(c.zkPath(backendkit.JoinPath(dp, n)))
+				if err == nil && exists {
+					stats[i] = st
 				}
-				if !exists || st.NumChildren == 0 {
-					continue
-				}
-				if inElections {
-					busy, err := c.electionBusy(ctx, dp, cp, st)
-					if err != nil {
-						return nil, err
-					}
-					if !busy {
-						continue
-					}
-				}
-			} else if dirInternal || (hideSystem && n == "zookeeper") {
-				continue // lock and election entries, ZooKeeper's own znodes
-			}
-			entries = append(entries, topo.DirEntry{Name: n})
-		}
-	} else {
-		sortNames(names, &c.sortPool)
-		stats := make([]*zk.Stat, len(names))
-		errs := make([]error, len(names))
-		var wg sync.WaitGroup
-		for i, n := range names {
-			wg.Go(func() {
-				errs[i] = c.read(ctx, dp, func(z *zk.Conn) error {
-					exists, st, err := z.Exists(c.zkPath(backendkit.JoinPath(dp, n)))
-					if err == nil && exists {
-						stats[i] = st
-					}
-					return err
-				})
+				return err
 			})
+		})
+	}
+	wg.Wait()
+	for i, n := range names {
+		if errs[i] != nil {
+			return nil, c.convert(errs[i], dp)
 		}
-		wg.Wait()
-		for i, n := range names {
-			if errs[i] != nil {
-				return nil, c.convert(errs[i], dp)
-			}
-			st := stats[i]
-			if st == nil {
-				continue // deleted meanwhile
-			}
-			cp := backendkit.JoinPath(dp, n)
-			e := topo.DirEntry{Name: n, Type: topo.TypeFile, Ephemeral: st.EphemeralOwner != 0}
-			if st.NumChildren > 0 {
-				e.Type = topo.TypeDirectory
-			}
-			switch {
-			case n == locksDir || inElections:
-				if st.NumChildren == 0 {
-					continue
-				}
-				if inElections {
-					busy, err := c.electionBusy(ctx, dp, cp, st)
-					if err != nil {
-						return nil, err
-					}
-					if !busy {
-						continue
-					}
-				}
-				e.Ephemeral = true
-			case cp == electionsDir:
-				// Like every lock and election directory (and as Vitess's
-				// backends list it), the top-level elections directory is
-				// Ephemeral: it exists while elections run.
-				e.Type = topo.TypeDirectory
-				e.Ephemeral = true
-			case c.internal(cp):
+		st := stats[i]
+		if st == nil {
+			continue // deleted meanwhile
+		}
+		cp := backendkit.JoinPath(dp, n)
+		e := topo.DirEntry{Name: n, Type: topo.TypeFile, Ephemeral: st.EphemeralOwner != 0}
+		if st.NumChildren > 0 {
+			e.Type = topo.TypeDirectory
+		}
+		switch {
+		case n == locksDir || inElections:
+			if st.NumChildren == 0 {
 				continue
 			}
-			entries = append(entries, e)
+			if inElections {
+				busy, err := c.electionBusy(ctx, dp, cp, st)
+				if err != nil {
+					return nil, err
+				}
+				if !busy {
+					continue
+				}
+			}
+			e.Ephemeral = true
+		case cp == electionsDir:
+			// Like every lock and election directory (and as Vitess's
+			// backends list it), the top-level elections directory is
+			// Ephemeral: it exists while elections run.
+			e.Type = topo.TypeDirectory
+			e.Ephemeral = true
+		case c.internal(cp):
+			continue
+		}
+		entries = append(entries, e)
+	}
+	if len(entries) == 0 {
+		return nil, topo.NewError(topo.NoNode, dp)
+	}
+	return entries, nil
+}
+
+// nameEntries is a names-only ListDir's work after the Children read of
+// dp (znode zp, whose Stat in that reply is st): names (in the store's
+// order) sorted, or taken sorted from the listCache when the directory's
+// children did not change since it was last listed, with the
+// reserved-name checks on each child's name. In a directory of files every child is shown but
+// a "locks" child (shown while a lock is held, see lockedEntry) and, at
+// the ZooKeeper root, "zookeeper" (ZooKeeper's own znodes); "elections"
+// at the root is shown. Those two are found by a binary search of the
+// sorted entries, which spares a comparison per child.
+func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, names []string) ([]topo.DirEntry, error) {
+	if dp == electionsDir || c.internal(dp) {
+		return c.internalEntries(ctx, dp, names)
+	}
+	var entries []topo.DirEntry
+	if len(names) >= sortMin && len(names) <= 1<<31 {
+		if cached := c.listCache.get(zp, st); cached != nil {
+			// The directory's children are those of the last listing
+			// (see listCache).
+			entries = slices.Clone(cached)
+		} else {
+			// A large directory's names are taken in sorted order
+			// straight from the radix sort's order, without sorting
+			// the names first.
+			entries = make([]topo.DirEntry, len(names))
+			sc := getScratch(&c.sortPool)
+			order, m := sc.sortedOrder(names)
+			for i, k := range order {
+				entries[i].Name = names[k&m]
+			}
+			c.sortPool.Put(sc)
+			c.listCache.put(zp, st, slices.Clone(entries))
+		}
+	} else {
+		entries = make([]topo.DirEntry, len(names))
+		slices.Sort(names)
+		for i, n := range names {
+			entries[i].Name = n
+		}
+	}
+	if i, ok := findEntry(entries, locksDir); ok {
+		show, err := c.lockedEntry(ctx, dp, locksDir)
+		if err != nil {
+			return nil, err
+		}
+		if !show {
+			entries = slices.Delete(entries, i, i+1)
+		}
+	}
+	if dp == "" && c.root == "" {
+		if i, ok := findEntry(entries, "zookeeper"); ok {
+			entries = slices.Delete(entries, i, i+1)
+		}
+	}
+	if len(entries) == 0 {
+		return nil, topo.NewError(topo.NoNode, dp)
+	}
+	return entries, nil
+}
+
+// findEntry returns the index of the entry named name in entries (sorted
+// by name, each name once) and whether it is there.
+func findEntry(entries []topo.DirEntry, name string) (int, bool) {
+	return slices.BinarySearchFunc(entries, name, func(e topo.DirEntry, n string) int { return strings.Compare(e.Name, n) })
+}
+
+// lockedEntry reads dp's child n, a "locks" directory or (when dp is
+// "elections") an election's directory, and reports whether a names-only
+// listing shows it: while it has children (a lock entry), and for an
+// election while a candidate runs in it (see electionBusy).
+func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
+	var st *zk.Stat
+	var exists bool
+	cp := backendkit.JoinPath(dp, n)
+	err := c.read(ctx, dp, func(z *zk.Conn) error {
+		var err error
+		exists, st, err = z.Exists(c.zkPath(cp))
+		return err
+	})
+	if err != nil {
+		return false, c.convert(err, dp)
+	}
+	if !exists || st.NumChildren == 0 {
+		return false, nil
+	}
+	if dp != electionsDir {
+		return true, nil
+	}
+	return c.electionBusy(ctx, dp, cp, st)
+}
+
+// internalEntries is nameEntries in "elections" or an internal directory
+// (under a locks or elections directory), whose children are internal,
+// but for the "locks" children and the children of "elections" that
+// lockedEntry shows. They are read in sorted order.
+func (c *Conn) internalEntries(ctx context.Context, dp string, names []string) ([]topo.DirEntry, error) {
+	inElections := dp == electionsDir
+	if inElections {
+		sortNames(names, &c.sortPool)
+	}
+	var entries []topo.DirEntry
+	for _, n := range names {
+		if n != locksDir && !inElections {
+			continue // lock and election entries
+		}
+		show, err := c.lockedEntry(ctx, dp, n)
+		if err != nil {
+			return nil, err
+		}
+		if show {
+			entries = append(entries, topo.DirEntry{Name: n})
 		}
 	}
 	if len(entries) == 0 {
@@ -279,9 +344,15 @@ func getScratch(pool *sync.Pool) *sortScratch {
 // bits and, above it, the bits that differ between names of an 8-byte
 // window of each name (big-endian, zero-padded): its first 8 bytes, or the
 // 8 bytes after the names' common prefix when all first 8 bytes agree
-// (the highest differing bits, when they do not all fit), in passes of 8 to 11 bits that
-// skip a pass where all keys agree; then a comparison sort of each run of
-// names whose kept bits tie.
+// (the low halves of its bytes only, when only those differ; the highest
+// differing bits, when they do not all fit), in as few
+// passes of at most 8 to 11 bits (by the number of names) as the kept
+// bits need, the bits shared out evenly, their histograms counted as the
+// keys are built; a pass where all keys agree is skipped. Then the runs of names whose kept bits tie are
+// sorted by name, unless no two names can tie: when every differing bit
+// was kept and every name (after the common prefix) is at most 8 bytes
+// long and does not end with a zero byte, distinct names have distinct
+// windows.
 func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 	n := len(names)
 	if cap(sc.keys) < 2*n {
@@ -292,11 +363,14 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 	// one pass over the names, which serves unless the names share their
 	// first 8 bytes; then after their common prefix.
 	var or, and uint64 = 0, ^uint64(0)
+	maxLen, zeroEnd := 0, false
 	for i, s := range names {
 		k := window(s)
 		tmp[i] = k
 		or |= k
 		and &= k
+		maxLen = max(maxLen, len(s))
+		zeroEnd = zeroEnd || (s != "" && s[len(s)-1] == 0)
 	}
 	if or == and {
 		lcp := names[0]
@@ -319,77 +393,100 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 			or |= k
 			and &= k
 		}
+		maxLen -= len(lcp)
 	}
 	idxBits := bits.Len(uint(n - 1))
 	m = 1<<idxBits - 1
+	// The kept bits: those from the highest to the lowest that differ
+	// between names, the lowest dropped when they do not all fit beside
+	// the index. When only the low 4 bits of bytes differ (digits, and
+	// letters within one 16-letter range), the window's low halves of
+	// bytes are packed first (packNibbles), which drops the alike high
+	// halves between them.
 	differ := or ^ and
-	keyBits := 0
+	nib := differ&^lowNibbles == 0
+	if nib {
+		differ = packNibbles(differ)
+	}
+	keyBits, shift, truncated := 0, 0, false
 	if differ != 0 {
 		lz, tz := bits.LeadingZeros64(differ), bits.TrailingZeros64(differ)
 		keyBits = min(64-lz-tz, 64-idxBits)
-		shift := 64 - lz - keyBits
-		kmask := uint64(1)<<keyBits - 1
-		for i, k := range tmp {
-			keys[i] = (k>>shift&kmask)<<idxBits | uint64(i)
-		}
-	} else {
+		truncated = keyBits < 64-lz-tz
+		shift = 64 - lz - keyBits
+	}
+	passes, d := 0, 0
+	if keyBits > 0 {
+		dmax := min(max(bits.Len(uint(n)), 8), 11)
+		passes = (keyBits + dmax - 1) / dmax
+		d = (keyBits + passes - 1) / passes
+	}
+	size := passes << d
+	if cap(sc.hist) < size {
+		sc.hist = make([]int32, size)
+	}
+	hist := sc.hist[:size]
+	clear(hist)
+	dmask := uint64(1)<<d - 1
+	kmask := uint64(1)<<keyBits - 1
+	// The keys, with the histograms of their digits counted on the way.
+	switch passes {
+	case 0:
 		for i := range keys {
 			keys[i] = uint64(i)
 		}
+	case 1:
+		for i, k := range tmp {
+			if nib {
+				k = packNibbles(k)
+			}
+			v := k >> shift & kmask
+			keys[i] = v<<idxBits | uint64(i)
+			hist[v]++
+		}
+	case 2:
+		h0, h1 := hist[:1<<d], hist[1<<d:2<<d]
+		for i, k := range tmp {
+			if nib {
+				k = packNibbles(k)
+			}
+			v := k >> shift & kmask
+			keys[i] = v<<idxBits | uint64(i)
+			h0[v&dmask]++
+			h1[v>>d&dmask]++
+		}
+	default:
+		for i, k := range tmp {
+			if nib {
+				k = packNibbles(k)
+			}
+			v := k >> shift & kmask
+			keys[i] = v<<idxBits | uint64(i)
+			for p := range passes {
+				hist[p<<d+int(v>>(p*d)&dmask)]++
+			}
+		}
 	}
-	if keyBits > 0 {
-		d := min(max(bits.Len(uint(n)), 8), 11) // bits per pass
-		passes := (keyBits + d - 1) / d
-		size := passes << d
-		if cap(sc.hist) < size {
-			sc.hist = make([]int32, size)
+	for p := range passes {
+		pos := hist[p<<d : (p+1)<<d]
+		sh := idxBits + p*d
+		if int(pos[keys[0]>>sh&dmask]) == n {
+			continue // every key has this digit
 		}
-		hist := sc.hist[:size]
-		clear(hist)
-		dmask := uint64(1)<<d - 1
-		switch passes {
-		case 1:
-			for _, e := range keys {
-				hist[e>>idxBits&dmask]++
-			}
-		case 2:
-			h0, h1 := hist[:1<<d], hist[1<<d:2<<d]
-			for _, e := range keys {
-				v := e >> idxBits
-				h0[v&dmask]++
-				h1[v>>d&dmask]++
-			}
-		default:
-			for _, e := range keys {
-				v := e >> idxBits
-				for p := range passes {
-					hist[p<<d+int(v>>(p*d)&dmask)]++
-				}
-			}
+		var sum int32
+		for b, c := range pos {
+			pos[b] = sum
+			sum += c
 		}
-		for p := range passes {
-			pos := hist[p<<d : (p+1)<<d]
-			var sum int32
-			all := false
-			for b, c := range pos {
-				if int(c) == n {
-					all = true
-					break
-				}
-				pos[b] = sum
-				sum += c
-			}
-			if all {
-				continue // every key has this digit
-			}
-			sh := idxBits + p*d
-			for _, e := range keys {
-				b := e >> sh & dmask
-				tmp[pos[b]] = e
-				pos[b]++
-			}
-			keys, tmp = tmp, keys
+		for _, e := range keys {
+			b := e >> sh & dmask
+			tmp[pos[b]] = e
+			pos[b]++
 		}
+		keys, tmp = tmp, keys
+	}
+	if !truncated && maxLen <= 8 && !zeroEnd {
+		return keys, m // distinct names have distinct keys
 	}
 	// Runs whose kept bits tie, by name.
 	byName := func(a, b uint64) int { return strings.Compare(names[a&m], names[b&m]) }
@@ -411,6 +508,18 @@ func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
 		i = j
 	}
 	return keys, m
+}
+
+// lowNibbles has the low 4 bits of each byte set.
+const lowNibbles = 0x0F0F0F0F0F0F0F0F
+
+// packNibbles returns the low 4 bits of each byte of x, in their order,
+// as one 32-bit number.
+func packNibbles(x uint64) uint64 {
+	x &= lowNibbles
+	x = (x | x>>4) & 0x00FF00FF00FF00FF
+	x = (x | x>>8) & 0x0000FFFF0000FFFF
+	return (x | x>>16) & 0xFFFFFFFF
 }
 
 // window returns the first 8 bytes of s as a big-endian number, zero-padded

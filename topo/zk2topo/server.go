@@ -196,7 +196,8 @@ type Conn struct {
 	// on its own client; Close closes them with cur.
 	resumed []*zkSession
 
-	sortPool sync.Pool // *sortScratch of ListDir's sortNames
+	sortPool  sync.Pool // *sortScratch of ListDir's sortNames
+	listCache listCache // sorted names of large directories, see listCache
 
 	seqHints sync.Map // locks znode path → the next entry's expected sequence (int64), see noteReleased
 

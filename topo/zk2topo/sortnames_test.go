@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -44,4 +45,33 @@ func TestSortNames(t *testing.T) {
 			require.Equal(t, want, names, "%s, %d names", name, n)
 		}
 	}
+}
+
+// FuzzSortNames: sortNames orders like slices.Sort any set of names (the
+// input split at '/' bytes, a character no child name holds, and as many
+// copies of those names with a digit appended, so that the sets reach the
+// radix sort's sizes).
+func FuzzSortNames(f *testing.F) {
+	f.Add([]byte("zone1-0000000100/zone1-0000000101/zone1-0000000099"), uint8(30))
+	f.Add([]byte("a/ab/a\x00/a\x00b/\xff/"), uint8(64))
+	f.Add([]byte("a\x00/a/b\x00\x00/b"), uint8(0))
+	f.Add([]byte("f0001/f0010/f0100/f1000"), uint8(250))
+	var pool sync.Pool
+	f.Fuzz(func(t *testing.T, data []byte, copies uint8) {
+		parts := strings.Split(string(data), "/")
+		names := slices.Clone(parts)
+		for i := range int(copies) {
+			for _, p := range parts {
+				// Vary the names between copies, as directories of
+				// numbered children do.
+				names = append(names, p+string(rune('0'+i%10)))
+			}
+		}
+		want := slices.Clone(names)
+		slices.Sort(want)
+		sortNames(names, &pool)
+		if !slices.Equal(want, names) {
+			t.Fatalf("sortNames gave %q, want %q", names, want)
+		}
+	})
 }
