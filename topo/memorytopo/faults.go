@@ -434,7 +434,10 @@ func interruptedOrTimeout(ctx context.Context, p string) error {
 }
 
 // counter is a striped call counter: increments from many goroutines land
-// on different cache lines so that counting does not serialise reads.
+// on different cache lines so that counting does not serialise reads. add
+// picks a stripe at random; addAt picks one by a hash the caller has (of
+// the call's path), so that a goroutine working on one file keeps writing
+// one line, which stays in its core's cache.
 type counter struct {
 	stripes [8]struct {
 		n atomic.Int64
@@ -443,6 +446,8 @@ type counter struct {
 }
 
 func (c *counter) add() { c.stripes[rand.Uint32()&7].n.Add(1) }
+
+func (c *counter) addAt(h uint64) { c.stripes[h&7].n.Add(1) }
 
 func (c *counter) load() int64 {
 	var t int64
@@ -486,3 +491,6 @@ func (f *Factory) ResetCallCounts() {
 }
 
 func (f *Factory) count(op Operation) { f.counters[op].add() }
+
+// countAt counts a call of op whose path hashes to h (see counter.addAt).
+func (f *Factory) countAt(op Operation, h uint64) { f.counters[op].addAt(h) }

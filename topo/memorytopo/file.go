@@ -68,7 +68,8 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 // Close. Updates of different existing files do not serialise (see
 // updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	c.f.count(OpUpdate)
+	h := c.s.mu.hash(filePath)
+	c.f.countAt(OpUpdate, h)
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	value := newValue(contents)
-	if v, done, err := c.updateInPlace(p, value, want); done {
+	if v, done, err := c.updateInPlace(p, stripe(h), value, want); done {
 		return v, err
 	}
 	s := c.s
@@ -123,10 +124,18 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // directory), p is an entry, or a WatchRecursive is registered (its
 // events of different files must stay in version order, which only the
 // write lock orders).
-func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
+//
+// It holds the store's mu for reading through its striped fast path
+// (shapeLock.enterFast, on stripe i), or through RLock while a writer
+// holds or waits for mu.
+func (c *Conn) updateInPlace(p string, i int, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	if s.mu.enterFast(i) {
+		defer s.mu.exitFast(i)
+	} else {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+	}
 	if err := c.closedErr(p); err != nil {
 		return nil, true, err
 	}

@@ -1,6 +1,7 @@
 package memorytopo
 
 import (
+	"hash/maphash"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -18,8 +19,9 @@ import (
 // root indexes: every change of those, and every transaction and List,
 // holds it for writing. The value and history of one existing file may
 // also change with mu held for reading plus that node's own mutex
-// (updateInPlace, the compare-and-set hot path), so that writers of
-// different files do not serialise; whoever reads a file's value or
+// (updateInPlace, the compare-and-set hot path, which holds mu for reading
+// through shapeLock's striped fast path), so that writers of different
+// files neither serialise nor share a reader count; whoever reads a file's value or
 // history therefore holds mu for writing, or mu for reading and the
 // node's mu. Get reads files lock-free through a per-root index, which
 // holds a slot per path whose immutable *fileState is replaced (never
@@ -33,8 +35,7 @@ type store struct {
 	// each has a cache line of its own, away from the read-mostly fields
 	// (concurrent writers and readers would otherwise invalidate those).
 	_   [64]byte
-	mu  sync.RWMutex
-	_   [64 - 24]byte
+	mu  shapeLock    // see shapeLock; pads itself
 	rev atomic.Int64 // last version handed out, store-wide
 	_   [64 - 8]byte
 
@@ -78,6 +79,7 @@ func newStore(f *Factory) *store {
 	return &store{
 		f:            f,
 		id:           rand.Uint64(),
+		mu:           shapeLock{seed: maphash.MakeSeed()},
 		top:          &node{},
 		leases:       map[*lease]struct{}{},
 		fileWatchers: map[string]map[*watcher]struct{}{},
