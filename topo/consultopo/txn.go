@@ -309,7 +309,7 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 		f := plan.fences[fenceIndex(plan, op.Index)]
 		_, _, _, path, _ = f.fence.target()
 		if f.lostWhy != "" {
-			return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy))}
+			return backendkit.TxnOpError(op, backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy)))
 		}
 	}
 	if !ok {
@@ -322,9 +322,9 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 		if !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.BadVersion) {
 			return err
 		}
-		return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: err}
+		return backendkit.TxnOpError(op, err)
 	}
-	return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(code, path, errors.New(first.What))}
+	return backendkit.TxnOpError(op, backendkit.Wrap(code, path, errors.New(first.What)))
 }
 
 // fenceIndex returns the position in plan.fences of the IfHeld op i.
