@@ -91,6 +91,12 @@ func TestTxn(t *testing.T) {
 		}
 		return out
 	}
+	// z's version from the first Txn is stale once z is written again (a
+	// stale version of the same file, so that the cases below hold for
+	// per-file versions as for store revisions).
+	stale := vs[5]
+	_, err = c.Update(ctx, "z", []byte("z2"), nil)
+	require.NoError(t, err)
 	before := snapshot()
 	w := topo.UpdateOp("a", []byte("must not be written"), nil)
 	for _, tc := range []struct {
@@ -100,14 +106,14 @@ func TestTxn(t *testing.T) {
 		code  topo.ErrorCode
 	}{
 		{"if-version of an absent file", []topo.TxnOp{w, topo.IfVersion("nope", va)}, 1, topo.NoNode},
-		{"if-version stale", []topo.TxnOp{w, topo.IfVersion("z", va)}, 1, topo.BadVersion},
+		{"if-version stale", []topo.TxnOp{w, topo.IfVersion("z", stale)}, 1, topo.BadVersion},
 		{"if-absent of a present file", []topo.TxnOp{topo.IfAbsent("z"), w}, 0, topo.NodeExists},
 		{"if-present of an absent file", []topo.TxnOp{w, topo.IfPresent("b")}, 1, topo.NoNode},
 		{"create of a present file", []topo.TxnOp{w, topo.CreateOp("z", nil)}, 1, topo.NodeExists},
 		{"versioned update of an absent file", []topo.TxnOp{w, topo.UpdateOp("nope", nil, va)}, 1, topo.NoNode},
-		{"versioned update stale", []topo.TxnOp{w, topo.UpdateOp("z", nil, va)}, 1, topo.BadVersion},
+		{"versioned update stale", []topo.TxnOp{w, topo.UpdateOp("z", nil, stale)}, 1, topo.BadVersion},
 		{"delete of an absent file", []topo.TxnOp{w, topo.DeleteOp("nope", nil)}, 1, topo.NoNode},
-		{"versioned delete stale", []topo.TxnOp{w, topo.DeleteOp("z", va)}, 1, topo.BadVersion},
+		{"versioned delete stale", []topo.TxnOp{w, topo.DeleteOp("z", stale)}, 1, topo.BadVersion},
 		{"the first failing op is named", []topo.TxnOp{w, topo.IfPresent("nope"), topo.IfAbsent("z")}, 1, topo.NoNode},
 		{"a condition does not see an earlier delete", []topo.TxnOp{topo.DeleteOp("z", nil), topo.IfAbsent("z")}, 1, topo.NodeExists},
 	} {
