@@ -36,3 +36,26 @@ func TestCheckMessages(t *testing.T) {
 		require.ErrorIs(t, err, topo.InvalidPath, "the path is checked before the version")
 	}
 }
+
+// TestResumeCheckOrder: ResumeLeaderParticipation checks, in backendkit's
+// order, the context, then the election name and id, then the resume
+// info, and only then whether the Conn is closed.
+func TestResumeCheckOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cancelled, cancelNow := context.WithCancel(ctx)
+	cancelNow()
+	open := openConn(t, []string{testServer}, freshRoot(t))
+	closed := openConn(t, []string{testServer}, freshRoot(t))
+	closed.Close()
+	for _, c := range []topo.Conn{open, closed} {
+		_, err := c.ResumeLeaderParticipation(cancelled, "e/locks", "id", []byte("not json"))
+		require.ErrorIs(t, err, topo.Interrupted, "the context first")
+		_, err = c.ResumeLeaderParticipation(ctx, "e/locks", "id", []byte("not json"))
+		require.ErrorIs(t, err, topo.InvalidPath, "the name before the info")
+		_, err = c.ResumeLeaderParticipation(ctx, "e", "", []byte("not json"))
+		require.ErrorIs(t, err, topo.InvalidArgument, "the id before the info")
+		_, err = c.ResumeLeaderParticipation(ctx, "e", "id", []byte("not json"))
+		require.ErrorIs(t, err, topo.InvalidArgument, "the info before Closed")
+	}
+}
