@@ -64,7 +64,7 @@ func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.D
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
-	dir, err := backendkit.CheckLockPath(dirPath)
+	dir, err := backendkit.CheckLock(dirPath, contents)
 	if err != nil {
 		return nil, err
 	}

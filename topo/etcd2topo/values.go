@@ -100,6 +100,10 @@ func (p *participation) joinErr(ctx, rctx context.Context) error {
 // the value of an adopted entry, or publish none).
 func (p *participation) join(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
 	if setValue {
+		// Campaign: backendkit's order, the context before the value.
+		if err := backendkit.CheckContext(ctx, p.name); err != nil {
+			return nil, err
+		}
 		if err := backendkit.CheckValue(p.name, value); err != nil {
 			return nil, err
 		}
