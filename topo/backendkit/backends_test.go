@@ -132,6 +132,10 @@ func checkOrder(t *testing.T, open func() topo.Conn) {
 			return err
 		}},
 		{"Txn empty", topo.InvalidArgument, "", func(ctx context.Context) error { _, err := c.Txn(ctx); return err }},
+		{"Txn foreign Fence", topo.InvalidArgument, "was not issued by", func(ctx context.Context) error {
+			_, err := c.Txn(ctx, topo.IfHeld(foreignFence{}), topo.UpdateOp("a/f", nil, nil))
+			return err
+		}},
 	}
 	cancelled, cancelNow := context.WithCancel(ctx)
 	cancelNow()
@@ -163,3 +167,10 @@ func checkOrder(t *testing.T, open func() topo.Conn) {
 	_, err = c.Create(ctx, "a/g", nil)
 	require.ErrorIs(t, err, topo.Closed, "good input on a closed Conn")
 }
+
+// foreignFence is a Fence no backend issued.
+type foreignFence struct{}
+
+func (foreignFence) Token() int64                    { return 1 }
+func (foreignFence) Done() <-chan struct{}           { return nil }
+func (foreignFence) Check(ctx context.Context) error { return nil }

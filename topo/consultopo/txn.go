@@ -109,9 +109,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err != nil {
 		return nil, err
 	}
-	if c.isClosed() {
-		return nil, topo.NewError(topo.Closed, "")
-	}
+	// backendkit's order: the ops (CheckTxn), their Fences (planTxn) and
+	// the size limits, and only then whether c is closed.
 	plan, err := c.planTxn(cops)
 	if err != nil {
 		return nil, err
@@ -121,6 +120,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	if n := txnRequestBytes(plan.ops); n > c.opts.TxnMaxRequestBytes {
 		return nil, backendkit.TxnTooLarge("consul", n, c.opts.TxnMaxRequestBytes, "request bytes (estimated)")
+	}
+	if c.isClosed() {
+		return nil, topo.NewError(topo.Closed, "")
 	}
 	ok, resp, _, err := c.client.Txn().Txn(plan.ops, c.consistentOptions(ctx))
 	switch {
