@@ -83,6 +83,7 @@ type Partitioned struct {
 // fresh resource ID, so subtests may share one store.
 func Run(t *testing.T, newFactory NewFactory, opts Options) {
 	t.Helper()
+	require.NotNil(t, newFactory, "electiontest.Run needs a NewFactory: a func that returns the election.Factory of one instance")
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}

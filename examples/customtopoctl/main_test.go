@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestBinary(t *testing.T) {
 
 	help, err := exec.CommandContext(t.Context(), bin, "--help").CombinedOutput()
 	require.NoErrorf(t, err, "customtopoctl --help: %s", help)
-	require.Regexp(t, `this binary has:\n  [a-z0-9, ]*\btemplate\b`, string(help), "--help lists the template backend among the registered ones")
+	require.Regexp(t, `this binary has:\n  [a-z0-9, ]*\b`+regexp.QuoteMeta(templatetopo.FactoryName)+`\b`, string(help), "--help lists the template backend among the registered ones")
 
 	put := exec.CommandContext(t.Context(), bin, "-i", templatetopo.FactoryName, "-a", "demo", "--topo-global-root", "/r", "put", "/a/f", "v")
 	outb, err = put.CombinedOutput()

@@ -2,7 +2,6 @@ package templatetopo
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 
@@ -116,12 +115,9 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := backendkit.CheckGetVersion(filePath, version) // reads are not refused at reserved paths
 	if err != nil {
 		return nil, err
-	}
-	if version < 0 {
-		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("a version is not negative"))
 	}
 	var data []byte
 	err = c.do(func(s *Store) error {

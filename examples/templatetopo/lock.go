@@ -2,7 +2,6 @@ package templatetopo
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -45,12 +44,12 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // which the store frees the lock of a holder that lost its link (Cut; the
 // holder gave it up at the cut). Otherwise it is Lock.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
-	p, err := checkLock(ctx, dirPath, contents)
-	if err != nil {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
-	if ttl <= 0 {
-		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("lock ttl must be positive"))
+	p, err := backendkit.CheckLockWithTTL(dirPath, contents, ttl)
+	if err != nil {
+		return nil, err
 	}
 	return c.acquire(ctx, p, contents, true, false)
 }
@@ -85,14 +84,7 @@ func checkLock(ctx context.Context, dirPath, contents string) (string, error) {
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return "", err
 	}
-	p, err := backendkit.CheckLockPath(dirPath)
-	if err != nil {
-		return "", err
-	}
-	if err := backendkit.CheckValue(p, []byte(contents)); err != nil {
-		return "", err
-	}
-	return p, nil
+	return backendkit.CheckLock(dirPath, contents)
 }
 
 // acquire creates the lock entry for the canonical directory p on the

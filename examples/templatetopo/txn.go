@@ -49,8 +49,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			return nil, backendkit.ForeignFence(op, FactoryName)
 		}
 		if f.own().store != c.store {
-			return nil, &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
-				errors.New("if-held: the Fence was issued by another store"))}
+			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, "",
+				errors.New("if-held: the Fence was issued by another store")))
 		}
 		claims[i] = f.own()
 	}

@@ -2,6 +2,7 @@ package backendkit
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/topokit/topokit/topo"
@@ -58,6 +59,23 @@ func CheckDelete(filePath string, version topo.Version) (string, int64, error) {
 		return "", 0, err
 	}
 	return withVersion(p, version)
+}
+
+// CheckGetVersion validates the arguments of Conn.GetVersion and returns
+// the canonical file path: the InvalidPath *topo.Error of
+// topo.CleanFilePath for a bad filePath (reads are not refused at reserved
+// paths), then an InvalidArgument *topo.Error when version is negative. A
+// backend that keeps no history runs it too, and returns NoImplementation
+// only after it and the Closed check.
+func CheckGetVersion(filePath string, version int64) (string, error) {
+	p, err := topo.CleanFilePath(filePath)
+	if err != nil {
+		return "", err
+	}
+	if version < 0 {
+		return "", Wrap(topo.InvalidArgument, p, fmt.Errorf("version %d is negative", version))
+	}
+	return p, nil
 }
 
 // cleanWritePath is topo.CleanFilePath followed by CheckReserved: the path

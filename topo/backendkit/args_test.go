@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -92,4 +93,53 @@ func TestCheckElection(t *testing.T) {
 	require.ErrorIs(t, err, topo.InvalidPath)
 	_, err = backendkit.CheckElection("/", "id")
 	require.ErrorIs(t, err, topo.InvalidPath)
+}
+
+func TestCheckGetVersion(t *testing.T) {
+	p, err := backendkit.CheckGetVersion("/a/b", 0)
+	require.NoError(t, err)
+	require.Equal(t, "a/b", p)
+	p, err = backendkit.CheckGetVersion("d/locks/x", 7)
+	require.NoError(t, err, "reads are not refused at reserved paths")
+	require.Equal(t, "d/locks/x", p)
+
+	_, err = backendkit.CheckGetVersion("a", -1)
+	require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "a"})
+	require.ErrorContains(t, err, "version -1 is negative")
+	_, err = backendkit.CheckGetVersion("a//b", -1)
+	require.ErrorIs(t, err, topo.InvalidPath, "a bad path is reported before a bad version")
+}
+
+func TestCheckLock(t *testing.T) {
+	d, err := backendkit.CheckLock("/", "x")
+	require.NoError(t, err)
+	require.Equal(t, "", d, "the cell root may be locked")
+	d, err = backendkit.CheckLock("/a/b/", "x")
+	require.NoError(t, err)
+	require.Equal(t, "a/b", d)
+
+	big := strings.Repeat("x", topo.MaxValueSize+1)
+	_, err = backendkit.CheckLock("a", big)
+	require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "a"})
+	_, err = backendkit.CheckLock("a/locks", big)
+	require.ErrorIs(t, err, topo.InvalidPath, "a reserved path is reported before a bad value")
+	_, err = backendkit.CheckLock("a//b", "x")
+	require.ErrorIs(t, err, topo.InvalidPath)
+}
+
+func TestCheckLockWithTTL(t *testing.T) {
+	d, err := backendkit.CheckLockWithTTL("/a", "x", time.Nanosecond)
+	require.NoError(t, err)
+	require.Equal(t, "a", d)
+
+	for _, ttl := range []time.Duration{0, -time.Second} {
+		_, err = backendkit.CheckLockWithTTL("/a", "x", ttl)
+		require.ErrorIs(t, err, &topo.Error{Code: topo.InvalidArgument, Path: "a"})
+		require.ErrorContains(t, err, "lock TTL "+ttl.String()+" is not positive")
+	}
+	_, err = backendkit.CheckLockWithTTL("a/Lock", "x", 0)
+	require.ErrorIs(t, err, topo.InvalidPath, "a reserved path is reported before a bad ttl")
+	_, err = backendkit.CheckLockWithTTL("a", strings.Repeat("x", topo.MaxValueSize+1), 0)
+	require.ErrorIs(t, err, topo.InvalidArgument)
+	require.NotContains(t, err.Error(), "TTL", "a bad value is reported before a bad ttl")
 }

@@ -20,11 +20,13 @@
 //     InvalidPath;
 //  3. the reserved-name rule (CheckReserved, CheckLockPath): InvalidPath;
 //  4. the value's size (CheckValue): InvalidArgument;
-//  5. the version (VersionNumber): InvalidArgument;
+//  5. the version (VersionNumber; GetVersion's negative number) and
+//     LockWithTTL's ttl: InvalidArgument;
 //  6. whether the Conn is closed: Closed.
 //
-// CheckCreate, CheckUpdate, CheckDelete, CheckElection, CheckLockPath and
-// CheckTxn run steps 2 to 5 for their method. Bad input therefore gets the
+// CheckCreate, CheckUpdate, CheckDelete, CheckGetVersion, CheckLock,
+// CheckLockWithTTL, CheckElection and CheckTxn run steps 2 to 5 for their
+// method, with the same messages on every backend. Bad input therefore gets the
 // same typed error from a closed Conn as from an open one.
 //
 // Everything here is a pure function or a constant, safe for concurrent

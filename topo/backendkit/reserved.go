@@ -2,6 +2,8 @@ package backendkit
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -46,6 +48,38 @@ func CheckLockPath(dirPath string) (string, error) {
 	}
 	if err := CheckReserved(d); err != nil {
 		return "", err
+	}
+	return d, nil
+}
+
+// CheckLock validates the arguments of Lock, TryLock and LockName and
+// returns the canonical directory ("" for the cell root): the InvalidPath
+// *topo.Error of CheckLockPath for a malformed or reserved dirPath, then
+// the InvalidArgument *topo.Error of CheckValue when contents is larger
+// than topo.MaxValueSize.
+func CheckLock(dirPath, contents string) (string, error) {
+	d, err := CheckLockPath(dirPath)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckValue(d, []byte(contents)); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// CheckLockWithTTL validates the arguments of LockWithTTL and returns the
+// canonical directory: the errors of CheckLock, in its order, then an
+// InvalidArgument *topo.Error for the directory when ttl is not positive.
+// How a backend rounds a positive ttl (to whole seconds, to its store's
+// minimum) is its own.
+func CheckLockWithTTL(dirPath, contents string, ttl time.Duration) (string, error) {
+	d, err := CheckLock(dirPath, contents)
+	if err != nil {
+		return "", err
+	}
+	if ttl <= 0 {
+		return "", Wrap(topo.InvalidArgument, d, fmt.Errorf("lock TTL %v is not positive", ttl))
 	}
 	return d, nil
 }

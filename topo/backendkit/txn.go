@@ -112,7 +112,20 @@ func TxnTooLarge(store string, n, limit int, unit string) error {
 // TxnFailed returns the *topo.TxnError for the op at index i failing with
 // code (NodeExists, NoNode, BadVersion or LockLost) on path.
 func TxnFailed(op TxnOp, code topo.ErrorCode) error {
-	return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: topo.NewError(code, op.Path)}
+	return TxnOpError(op, topo.NewError(code, op.Path))
+}
+
+// TxnOpError returns the *topo.TxnError that names op (its index and kind)
+// as the op that failed with err, a *topo.Error built with topo.NewError or
+// Wrap (or returned by MapError): the one way, with TxnFailed and
+// ForeignFence, that a backend builds a transaction's error for one op, for
+// example a Fence issued by another store of this backend, or a store
+// error that the store attributes to one op. It returns nil when err is nil.
+func TxnOpError(op TxnOp, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: err}
 }
 
 // FenceAs finds, in f and the Fences it wraps (through their
@@ -138,6 +151,6 @@ func FenceAs[T topo.Fence](f topo.Fence) (T, bool) {
 // ForeignFence returns the *topo.TxnError for an IfHeld op whose Fence was
 // not issued by this backend (FenceAs found none).
 func ForeignFence(op TxnOp, backend string) error {
-	return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: Wrap(topo.InvalidArgument, "",
-		fmt.Errorf("if-held: the Fence (%T) was not issued by the %s backend", op.Fence, backend))}
+	return TxnOpError(op, Wrap(topo.InvalidArgument, "",
+		fmt.Errorf("if-held: the Fence (%T) was not issued by the %s backend", op.Fence, backend)))
 }

@@ -96,3 +96,20 @@ func TestFenceAs(t *testing.T) {
 	_, ok = backendkit.FenceAs[*testFence](nil)
 	require.False(t, ok)
 }
+
+func TestTxnOpError(t *testing.T) {
+	require.NoError(t, backendkit.TxnOpError(backendkit.TxnOp{Index: 2}, nil))
+	cause := backendkit.Wrap(topo.InvalidArgument, "", errors.New("the Fence was issued by another store"))
+	err := backendkit.TxnOpError(backendkit.TxnOp{Index: 2, Kind: topo.TxnIfHeld}, cause)
+	var te *topo.TxnError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, 2, te.Index)
+	require.Equal(t, topo.TxnIfHeld, te.Kind)
+	require.ErrorIs(t, err, topo.InvalidArgument)
+	require.ErrorIs(t, err, cause)
+
+	err = backendkit.TxnFailed(backendkit.TxnOp{Index: 1, Kind: topo.TxnUpdate, Path: "a"}, topo.BadVersion)
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, 1, te.Index)
+	require.ErrorIs(t, err, &topo.Error{Code: topo.BadVersion, Path: "a"})
+}

@@ -275,12 +275,9 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := backendkit.CheckGetVersion(filePath, version)
 	if err != nil {
 		return nil, err
-	}
-	if version < 0 {
-		return nil, backendkit.Wrap(topo.InvalidArgument, p, fmt.Errorf("negative version %d", version))
 	}
 	if err := c.begin(ctx, p); err != nil {
 		return nil, err

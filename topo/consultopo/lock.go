@@ -2,7 +2,6 @@ package consultopo
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -36,11 +35,10 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 		return nil, err
 	}
 	if ttl <= 0 {
-		p, err := backendkit.CheckLockPath(dirPath)
-		if err != nil {
-			return nil, err
-		}
-		return nil, backendkit.Wrap(topo.InvalidArgument, p, fmt.Errorf("lock TTL %v is not positive", ttl))
+		// backendkit's order: the directory, the value, then the ttl,
+		// all before Closed.
+		_, err := backendkit.CheckLockWithTTL(dirPath, contents, ttl)
+		return nil, err
 	}
 	return c.lockDir(ctx, dirPath, contents, c.opts.clampTTL(ttl), false, true)
 }
@@ -66,7 +64,7 @@ func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.D
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
-	dir, err := backendkit.CheckLockPath(dirPath)
+	dir, err := backendkit.CheckLock(dirPath, contents)
 	if err != nil {
 		return nil, err
 	}

@@ -109,9 +109,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err != nil {
 		return nil, err
 	}
-	if c.isClosed() {
-		return nil, topo.NewError(topo.Closed, "")
-	}
+	// backendkit's order: the ops (CheckTxn), their Fences (planTxn) and
+	// the size limits, and only then whether c is closed.
 	plan, err := c.planTxn(cops)
 	if err != nil {
 		return nil, err
@@ -121,6 +120,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	if n := txnRequestBytes(plan.ops); n > c.opts.TxnMaxRequestBytes {
 		return nil, backendkit.TxnTooLarge("consul", n, c.opts.TxnMaxRequestBytes, "request bytes (estimated)")
+	}
+	if c.isClosed() {
+		return nil, topo.NewError(topo.Closed, "")
 	}
 	ok, resp, _, err := c.client.Txn().Txn(plan.ops, c.consistentOptions(ctx))
 	switch {
@@ -309,7 +311,7 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 		f := plan.fences[fenceIndex(plan, op.Index)]
 		_, _, _, path, _ = f.fence.target()
 		if f.lostWhy != "" {
-			return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy))}
+			return backendkit.TxnOpError(op, backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy)))
 		}
 	}
 	if !ok {
@@ -322,9 +324,9 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 		if !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.BadVersion) {
 			return err
 		}
-		return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: err}
+		return backendkit.TxnOpError(op, err)
 	}
-	return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(code, path, errors.New(first.What))}
+	return backendkit.TxnOpError(op, backendkit.Wrap(code, path, errors.New(first.What)))
 }
 
 // fenceIndex returns the position in plan.fences of the IfHeld op i.

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // ListDir lists the entries directly under dirPath. etcd has no
@@ -21,6 +22,9 @@ import (
 // candidates and their elections, and leased files written by other tools.
 // It returns NoNode when no key is under dirPath.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
 	d, err := topo.CleanDirPath(dirPath)
 	if err != nil {
 		return nil, err

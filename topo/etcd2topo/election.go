@@ -29,6 +29,12 @@ func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 	if err := c.closedErr(n); err != nil {
 		return nil, err
 	}
+	return c.newParticipation(n, id), nil
+}
+
+// newParticipation returns the participation of id in the election with
+// the canonical name n, without checking whether c is closed.
+func (c *Conn) newParticipation(n, id string) *participation {
 	stopCtx, stop := context.WithCancel(c.ctx)
 	return &participation{
 		c:       c,
@@ -37,7 +43,7 @@ func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 		prefix:  c.electionPrefix(n),
 		stopCtx: stopCtx,
 		stop:    stop,
-	}, nil
+	}
 }
 
 // electionPrefix returns the queue of election n's candidates.

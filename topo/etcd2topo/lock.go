@@ -2,7 +2,6 @@ package etcd2topo
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -49,11 +48,10 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 		return nil, err
 	}
 	if ttl <= 0 {
-		d, err := backendkit.CheckLockPath(dirPath)
-		if err != nil {
-			return nil, err
-		}
-		return nil, backendkit.Wrap(topo.InvalidArgument, d, errors.New("lock TTL must be positive"))
+		// backendkit's order: the directory, the value, then the ttl,
+		// all before Closed.
+		_, err := backendkit.CheckLockWithTTL(dirPath, contents, ttl)
+		return nil, err
 	}
 	if ttlSeconds(ttl) == ttlSeconds(c.opts.LockTTL) {
 		ttl = 0

@@ -523,8 +523,8 @@ func (c *Conn) sameCluster(ctx context.Context, op backendkit.TxnOp, cl *claim) 
 		id = resp.Header.ClusterId
 	}
 	if id != cl.clusterID {
-		return &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, cl.path,
-			errors.New("if-held: the Fence was issued on another etcd cluster"))}
+		return backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, cl.path,
+			errors.New("if-held: the Fence was issued on another etcd cluster")))
 	}
 	return nil
 }

@@ -100,6 +100,10 @@ func (p *participation) joinErr(ctx, rctx context.Context) error {
 // the value of an adopted entry, or publish none).
 func (p *participation) join(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
 	if setValue {
+		// Campaign: backendkit's order, the context before the value.
+		if err := backendkit.CheckContext(ctx, p.name); err != nil {
+			return nil, err
+		}
 		if err := backendkit.CheckValue(p.name, value); err != nil {
 			return nil, err
 		}
@@ -656,15 +660,21 @@ func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string)
 // participation of this Conn owns; the errors of NewLeaderParticipation;
 // Timeout, Interrupted, Unavailable, PermissionDenied from etcd.
 func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
+	// backendkit's order: the context, the name and id, the resume info,
+	// and only then (c.check) whether c is closed.
+	if err := backendkit.CheckContext(ctx, name); err != nil {
+		return nil, err
+	}
 	if isNativeResumeInfo(info) {
 		return c.ResumeNativeElection(ctx, name, id, info)
 	}
-	lp, err := c.NewLeaderParticipation(name, id)
+	n, err := backendkit.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
-	p := lp.(*participation)
+	p := c.newParticipation(n, id)
 	bad := func(why string) error {
+		p.stop()
 		return backendkit.Wrap(topo.InvalidArgument, p.name, errors.New("etcd2topo: resume info: "+why))
 	}
 	var r vitessResume

@@ -237,7 +237,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, err
 	}
 	if version < 0 {
-		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("negative version"))
+		_, err := backendkit.CheckGetVersion(p, version)
+		return nil, err
 	}
 	if err := c.enter(ctx, OpGetVersion, p); err != nil {
 		return nil, err

@@ -32,9 +32,13 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
 	c.f.count(OpLockWithTTL)
 	if ttl <= 0 {
-		// Checked where the value is (see lock); a negative ttl never
-		// reaches the lease code.
-		return c.lock(ctx, OpLockWithTTL, dirPath, contents, -1, true, false)
+		// backendkit's order: the context, the directory, the value, then
+		// the ttl, all before Closed.
+		if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+			return nil, err
+		}
+		_, err := backendkit.CheckLockWithTTL(dirPath, contents, ttl)
+		return nil, err
 	}
 	return c.lock(ctx, OpLockWithTTL, dirPath, contents, ttl, true, false)
 }
@@ -55,9 +59,8 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 }
 
 // lock is the body of Lock, LockWithTTL, LockName and TryLock. ttl is 0
-// for the session, positive for a lease of its own, negative for
-// LockWithTTL's invalid ttl (InvalidArgument, after the path and value
-// checks, before Closed: backendkit's check order).
+// for the session, positive for a lease of its own (LockWithTTL refuses a
+// non-positive ttl before calling it).
 func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string, ttl time.Duration, needFiles, try bool) (topo.LockDescriptor, error) {
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
@@ -68,9 +71,6 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 	}
 	if err := backendkit.CheckValue(p, []byte(contents)); err != nil {
 		return nil, err
-	}
-	if ttl < 0 {
-		return nil, backendkit.Wrap(topo.InvalidArgument, p, errors.New("lock ttl must be positive"))
 	}
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, err

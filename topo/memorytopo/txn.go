@@ -84,7 +84,7 @@ func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error
 		case topo.TxnIfHeld:
 			if !s.owns(op.Fence) {
 				if isMemoryFence(op.Fence) {
-					return nil, &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "", errOtherStore)}
+					return nil, backendkit.TxnOpError(*op, backendkit.Wrap(topo.InvalidArgument, "", errOtherStore))
 				}
 				return nil, backendkit.ForeignFence(*op, Name+"topo")
 			}

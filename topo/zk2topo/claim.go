@@ -32,7 +32,7 @@ import (
 // backendkit.CheckLockPath), InvalidArgument, Closed or Unavailable. The lock
 // lives as long as the session it was taken on (see Options.SafetyMargin).
 func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, true, false, false)
+	return c.lock(ctx, dirPath, contents, true, false)
 }
 
 // LockWithTTL is Lock with a time to live. ttl must be positive
@@ -43,7 +43,16 @@ func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDes
 // to ZooKeeper. TTL znodes (extendedTypesEnabled) are not used: they are not
 // tied to a session, so a holder that lost its session would keep the lock.
 func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, true, false, ttl <= 0)
+	if ttl <= 0 {
+		// backendkit's order: the context, the directory, the value, then
+		// the ttl, all before Closed.
+		if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+			return nil, err
+		}
+		_, err := backendkit.CheckLockWithTTL(dirPath, contents, ttl)
+		return nil, err
+	}
+	return c.lock(ctx, dirPath, contents, true, false)
 }
 
 // LockName takes the named lock dirPath, which need not exist (the
@@ -51,7 +60,7 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 // is released). Like every ZooKeeper lock it lives as long as the session,
 // with no other time limit. Errors as for Lock, except NoNode.
 func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, false, false, false)
+	return c.lock(ctx, dirPath, contents, false, false)
 }
 
 // TryLock is Lock that returns NodeExists at once (after removing its own
@@ -64,7 +73,7 @@ func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.Loc
 // trip of waiting; when it cannot be read (the holder left meanwhile) the
 // error is a plain NodeExists.
 func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.lock(ctx, dirPath, contents, true, true, false)
+	return c.lock(ctx, dirPath, contents, true, true)
 }
 
 // lock claims the lock: it enters the queue on the current session and
@@ -73,8 +82,9 @@ func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.Lock
 // the entry was created, the claim starts again on a new session (nothing
 // of it can survive on the old one), and after, it fails with LockLost.
 // The arguments are checked in backendkit's order: ctx, the path, the
-// reserved-name rule, the value, the ttl (badTTL), whether c is closed.
-func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try, badTTL bool) (topo.LockDescriptor, error) {
+// reserved-name rule, the value, whether c is closed (LockWithTTL checks
+// its ttl before calling it).
+func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, try bool) (topo.LockDescriptor, error) {
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
@@ -84,9 +94,6 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 	}
 	if err := backendkit.CheckValue(dp, []byte(contents)); err != nil {
 		return nil, err
-	}
-	if badTTL {
-		return nil, backendkit.Wrap(topo.InvalidArgument, dp, errors.New("ttl must be positive"))
 	}
 	if err := c.begin(ctx, dp); err != nil {
 		return nil, err

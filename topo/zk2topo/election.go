@@ -26,9 +26,15 @@ func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, n)
 	}
+	return c.newParticipation(n, id), nil
+}
+
+// newParticipation returns the participation of id in the election with
+// the canonical name n, without checking whether c is closed.
+func (c *Conn) newParticipation(n, id string) *participation {
 	dp := electionsDir + "/" + n
 	ctx, cancel := context.WithCancel(context.Background())
-	return &participation{c: c, name: n, id: id, dp: dp, dirZp: c.zkPath(dp), stopCtx: ctx, stop: cancel}, nil
+	return &participation{c: c, name: n, id: id, dp: dp, dirZp: c.zkPath(dp), stopCtx: ctx, stop: cancel}
 }
 
 // participation is one candidate. Its methods are safe for concurrent use.

@@ -28,37 +28,40 @@ import (
 //     ErrSessionExpired, ErrSessionMoved, ErrClosing) → Unavailable, or
 //     Closed once the Conn is closed;
 //   - anything else → Unavailable.
+//
+// The frame is backendkit.MapError's (nil stays nil, *topo.Error values
+// pass through); convert gives it no context and closed=false, because the
+// client's calls take no context and Closed is decided per error above
+// (classify).
 func (c *Conn) convert(err error, p string) error {
-	if err == nil {
-		return nil
-	}
-	var te *topo.Error
-	if errors.As(err, &te) {
-		return err
-	}
-	code := topo.Unavailable
+	return backendkit.MapError(nil, err, p, false, c.classify)
+}
+
+// classify is the ZooKeeper-specific part of convert: the code of one
+// client error.
+func (c *Conn) classify(err error) topo.ErrorCode {
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		code = topo.NoNode
+		return topo.NoNode
 	case errors.Is(err, zk.ErrNodeExists):
-		code = topo.NodeExists
+		return topo.NodeExists
 	case errors.Is(err, zk.ErrNotEmpty):
-		code = topo.NodeNotEmpty
+		return topo.NodeNotEmpty
 	case errors.Is(err, zk.ErrBadVersion):
-		code = topo.BadVersion
+		return topo.BadVersion
 	case errors.Is(err, zk.ErrInvalidPath):
-		code = topo.InvalidPath
+		return topo.InvalidPath
 	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed):
-		code = topo.PermissionDenied
+		return topo.PermissionDenied
 	case errors.Is(err, zk.ErrInvalidACL),
 		errors.Is(err, zk.ErrBadArguments), errors.Is(err, zk.ErrNoChildrenForEphemerals), errors.Is(err, zk.ErrInvalidFlags):
-		code = topo.InvalidArgument
+		return topo.InvalidArgument
 	case err.Error() == "unknown error: -6": // the server's UNIMPLEMENTED code
-		code = topo.NoImplementation
+		return topo.NoImplementation
 	case errors.Is(err, zk.ErrClosing), errors.Is(err, zk.ErrConnectionClosed):
 		if c.closed.Load() {
-			code = topo.Closed
+			return topo.Closed
 		}
 	}
-	return backendkit.Wrap(code, p, err)
+	return topo.Unavailable
 }

@@ -318,13 +318,15 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	return data, topo.NumericVersion(st.Version), nil
 }
 
-// GetVersion always returns NoImplementation (after validating its
-// arguments): ZooKeeper keeps no history of a znode's values.
+// GetVersion always returns NoImplementation, after the checks of
+// backendkit.CheckGetVersion (InvalidPath for a bad path, InvalidArgument
+// for a negative version) and Closed: ZooKeeper keeps no history of a
+// znode's values.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := backendkit.CheckGetVersion(filePath, version)
 	if err != nil {
 		return nil, err
 	}

@@ -130,22 +130,22 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 				return nil, backendkit.ForeignFence(op, FactoryName)
 			}
 			if cl.conn != c && !sameServers(cl.conn, c) {
-				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
-					errors.New("zk2topo: the claim belongs to a Conn of other ZooKeeper servers"))}
+				return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, "",
+					errors.New("zk2topo: the claim belongs to a Conn of other ZooKeeper servers")))
 			}
 			if cl.dead = cl.ended(); cl.dead {
 				t.claims[i] = cl // checked by an op that fails (see build)
 				continue
 			}
 			if t.guard != nil && cl.sess != t.guard {
-				return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidArgument, "",
-					errors.New("zk2topo: the claims of one transaction must belong to one ZooKeeper session"))}
+				return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, "",
+					errors.New("zk2topo: the claims of one transaction must belong to one ZooKeeper session")))
 			}
 			t.guard, t.claims[i] = cl.sess, cl
 			continue
 		}
 		if c.internal(op.Path) {
-			return nil, &topo.TxnError{Index: i, Kind: op.Kind, Err: backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes)}
+			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes))
 		}
 	}
 	m := t.build()
@@ -590,7 +590,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	case errors.Is(zerr, zk.ErrNoNode), errors.Is(zerr, zk.ErrNodeExists),
 		errors.Is(zerr, zk.ErrBadVersion), errors.Is(zerr, zk.ErrNotEmpty):
 	default:
-		return true, &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: c.convert(zerr, op.Path)}
+		return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 	}
 	restat := func() (bool, error) {
 		t.st[i].missing = nil
@@ -685,7 +685,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		// ErrNotEmpty: a file with files below it is emptied (next multi).
 		return false, nil
 	}
-	return true, &topo.TxnError{Index: op.Index, Kind: op.Kind, Err: c.convert(zerr, op.Path)}
+	return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 }
 
 // stat reads the Stats of the paths of ops idx (concurrently, on the

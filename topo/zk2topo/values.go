@@ -599,11 +599,16 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 // Timeout/Interrupted, Closed, Unavailable, and those of
 // NewLeaderParticipation.
 func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
-	lp, err := c.NewLeaderParticipation(name, id)
+	// backendkit's order: the context, the name and id, the resume info,
+	// and only then (c.begin) whether c is closed.
+	if err := backendkit.CheckContext(ctx, name); err != nil {
+		return nil, err
+	}
+	n, err := backendkit.CheckElection(name, id)
 	if err != nil {
 		return nil, err
 	}
-	p := lp.(*participation)
+	p := c.newParticipation(n, id)
 	var ri resumeInfo
 	bad := func(why string) error {
 		return backendkit.Wrap(topo.InvalidArgument, p.name, errors.New("zk2topo: resume info: "+why))
