@@ -142,25 +142,10 @@ func (e *TxnError) Error() string {
 // Unwrap returns Err.
 func (e *TxnError) Unwrap() error { return e.Err }
 
-// GuardedUpdater is an optional fast path of GuardedUpdate that a
-// backend's Conn MAY implement; programs call GuardedUpdate, never this
-// method. GuardedUpdate(ctx, conn, f, filePath, contents, version) calls
-// conn.GuardedUpdate(ctx, f, filePath, contents, version) when conn
-// implements it, and conn.Txn(ctx, IfHeld(f), UpdateOp(filePath,
-// contents, version)) otherwise.
-//
-// An implementation must behave exactly as that transaction on the same
-// Conn: the same checks in the same order, the same writes, call
-// counting, faults and watch events, and the same errors -- an input error
-// or a failed condition is the *TxnError the transaction returns (Index 0
-// for the IfHeld op: LockLost, or InvalidArgument for a foreign Fence;
-// Index 1 for the UpdateOp: InvalidPath, InvalidArgument, NoNode,
-// BadVersion, NodeExists), any other error (Timeout, Interrupted, Closed,
-// an injected or store failure) the same *Error. It returns the new
-// version of the file (the transaction's result at index 1). It exists to
-// spare the transaction's op slice and result slice; it must be safe for
-// concurrent use like every Conn method.
-type GuardedUpdater interface {
+// guardedUpdater is the optional fast path of GuardedUpdate a backend's
+// Conn may implement: backendkit.GuardedUpdater documents it for backend
+// authors.
+type guardedUpdater interface {
 	GuardedUpdate(ctx context.Context, f Fence, filePath string, contents []byte, version Version) (Version, error)
 }
 
@@ -169,11 +154,11 @@ type GuardedUpdater interface {
 // store round trip. It returns the new version. A lost or released claim
 // gives a *TxnError with Index 0 and LockLost; a stale version gives Index
 // 1 with BadVersion (or NoNode); nothing is written in either case. Other
-// errors are those of Conn.Txn. When conn implements GuardedUpdater (a
-// backend's optional fast path, with the same results) it is called
-// instead of Txn.
+// errors are those of Conn.Txn. When conn has a GuardedUpdate method of
+// its own (a backend's optional fast path with the same results, see
+// backendkit.GuardedUpdater) it is called instead of Txn.
 func GuardedUpdate(ctx context.Context, conn Conn, f Fence, filePath string, contents []byte, version Version) (Version, error) {
-	if g, ok := conn.(GuardedUpdater); ok {
+	if g, ok := conn.(guardedUpdater); ok {
 		return g.GuardedUpdate(ctx, f, filePath, contents, version)
 	}
 	vs, err := conn.Txn(ctx, IfHeld(f), UpdateOp(filePath, contents, version))

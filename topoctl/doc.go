@@ -4,7 +4,7 @@
 // topoctl operates any topokit topology store: files, directories,
 // watches, locks, leader elections, copies and diffs across stores, on
 // etcd ("etcd2"), ZooKeeper ("zk2"), Consul ("consul"), memory ("memory"),
-// and on every other backend registered with topo.RegisterFactory in the
+// and on every other backend registered with topo.MustRegisterFactory in the
 // same binary. `topoctl --help` lists the registered backends;
 // --topo-implementation (-i; alias --backend, -b) selects one,
 // --topo-global-server-address (-a) and --topo-global-root give the

@@ -224,7 +224,7 @@ func newRoot(io streams) (*cobra.Command, *options) {
 		Long: `topoctl reads and writes a topology store through topokit: files, directories,
 watches, locks and leader elections, on etcd ("etcd2"), ZooKeeper ("zk2"),
 Consul ("consul") or an in-process memory store ("memory"), or any other
-backend the binary registered (topo.RegisterFactory); this binary has:
+backend the binary registered (topo.MustRegisterFactory in its init); this binary has:
   ` + strings.Join(topo.Factories(), ", ") + `
 Select one with --topo-implementation (-i, or --backend, -b) and give its
 address and root with --topo-global-server-address and --topo-global-root.

@@ -154,3 +154,25 @@ func ForeignFence(op TxnOp, backend string) error {
 	return TxnOpError(op, Wrap(topo.InvalidArgument, "",
 		fmt.Errorf("if-held: the Fence (%T) was not issued by the %s backend", op.Fence, backend)))
 }
+
+// GuardedUpdater is an optional fast path of topo.GuardedUpdate that a
+// backend's Conn MAY implement; programs call topo.GuardedUpdate, never
+// this method. topo.GuardedUpdate(ctx, conn, f, filePath, contents,
+// version) calls conn.GuardedUpdate(ctx, f, filePath, contents, version)
+// when conn has this method, and conn.Txn(ctx, topo.IfHeld(f),
+// topo.UpdateOp(filePath, contents, version)) otherwise.
+//
+// An implementation must behave exactly as that transaction on the same
+// Conn: the same checks in the same order, the same writes, call
+// counting, faults and watch events, and the same errors -- an input error
+// or a failed condition is the *topo.TxnError the transaction returns
+// (Index 0 for the IfHeld op: LockLost, or InvalidArgument for a foreign
+// Fence; Index 1 for the UpdateOp: InvalidPath, InvalidArgument, NoNode,
+// BadVersion, NodeExists), any other error (Timeout, Interrupted, Closed,
+// an injected or store failure) the same *topo.Error. It returns the new
+// version of the file (the transaction's result at index 1). It exists to
+// spare the transaction's op slice and result slice; it must be safe for
+// concurrent use like every Conn method.
+type GuardedUpdater interface {
+	GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, error)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/memorytopo"
 )
 
@@ -86,16 +87,16 @@ func observe(t *testing.T, f *memorytopo.Factory, c *memorytopo.Conn, call guard
 }
 
 // TestGuardedUpdateFastPathMatchesTxn runs each scenario three times on
-// fresh stores: through memorytopo's topo.GuardedUpdater fast path,
+// fresh stores: through memorytopo's backendkit.GuardedUpdater fast path,
 // through topo.GuardedUpdate's Conn.Txn fallback, and through Txn's
 // general path, and requires identical results: version, error text,
 // codes, *topo.TxnError index and kind, the file afterwards, the call
 // counters and the Fence's state.
 func TestGuardedUpdateFastPathMatchesTxn(t *testing.T) {
 	var conn topo.Conn = &memorytopo.Conn{}
-	_, ok := conn.(topo.GuardedUpdater)
-	require.True(t, ok, "memorytopo.Conn implements topo.GuardedUpdater")
-	_, ok = topo.Conn(txnOnly{conn}).(topo.GuardedUpdater)
+	_, ok := conn.(backendkit.GuardedUpdater)
+	require.True(t, ok, "memorytopo.Conn implements backendkit.GuardedUpdater")
+	_, ok = topo.Conn(txnOnly{conn}).(backendkit.GuardedUpdater)
 	require.False(t, ok)
 
 	// setup prepares a store (c holds d/f and a lock of d) and returns the

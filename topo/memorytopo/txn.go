@@ -49,7 +49,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	return c.txn(ctx, ops)
 }
 
-// GuardedUpdate implements topo.GuardedUpdater, the fast path of
+// GuardedUpdate implements backendkit.GuardedUpdater, the fast path of
 // topo.GuardedUpdate: it is exactly Txn(ctx, topo.IfHeld(f),
 // topo.UpdateOp(filePath, contents, version)) -- counted as OpTxn, with
 // the same checks, faults, writes and errors -- returning the version Txn
@@ -67,7 +67,7 @@ func (c *Conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string,
 	return vs[1], nil
 }
 
-var _ topo.GuardedUpdater = (*Conn)(nil)
+var _ backendkit.GuardedUpdater = (*Conn)(nil)
 
 // txn is Txn once counted, without the guardedUpdate shortcut.
 func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error) {
