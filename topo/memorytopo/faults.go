@@ -439,15 +439,15 @@ func interruptedOrTimeout(ctx context.Context, p string) error {
 // the call's path), so that a goroutine working on one file keeps writing
 // one line, which stays in its core's cache.
 type counter struct {
-	stripes [8]struct {
+	stripes [16]struct {
 		n atomic.Int64
 		_ [56]byte
 	}
 }
 
-func (c *counter) add() { c.stripes[rand.Uint32()&7].n.Add(1) }
+func (c *counter) add() { c.stripes[rand.Uint32()&15].n.Add(1) }
 
-func (c *counter) addAt(h uint64) { c.stripes[h&7].n.Add(1) }
+func (c *counter) addAt(h uint64) { c.stripes[h&15].n.Add(1) }
 
 func (c *counter) load() int64 {
 	var t int64

@@ -131,11 +131,25 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 func (c *Conn) updateInPlace(p string, i int, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
 	if s.mu.enterFast(i) {
-		defer s.mu.exitFast(i)
-	} else {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
+		return c.updateFast(p, i, value, want)
 	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return c.updateHeld(p, value, want)
+}
+
+// updateFast is updateInPlace on fast-path stripe i, which the caller
+// entered; it leaves it on return (a function of its own, so that its one
+// defer costs no defer record).
+func (c *Conn) updateFast(p string, i int, value *fileState, want int64) (topo.Version, bool, error) {
+	defer c.s.mu.exitFast(i)
+	return c.updateHeld(p, value, want)
+}
+
+// updateHeld is updateInPlace's work, with the store's mu held for
+// reading.
+func (c *Conn) updateHeld(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
+	s := c.s
 	if err := c.closedErr(p); err != nil {
 		return nil, true, err
 	}
