@@ -213,9 +213,11 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.conn.Create(ctx, s.infoPath(id), info); err != nil {
-		return nil, err
-	}
+	// Whatever fails from here on, the contender's info file and lock go:
+	// that includes a Create whose answer was lost or came after ctx ended
+	// (Interrupted, Timeout, Unavailable), which the store may have
+	// applied. The id is this call's own, so the Delete removes nothing
+	// of another contender's.
 	var lock topo.LockDescriptor
 	defer func() {
 		if err == nil {
@@ -228,6 +230,9 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 		}
 		_ = s.conn.Delete(cctx, s.infoPath(id), nil)
 	}()
+	if _, err := s.conn.Create(ctx, s.infoPath(id), info); err != nil {
+		return nil, err
+	}
 	desc := "semaphore contender " + id
 	if s.opts.Description != "" {
 		desc += ": " + s.opts.Description

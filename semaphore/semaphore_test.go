@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/semaphore"
@@ -347,11 +348,18 @@ func testCancelled(t *testing.T, b backend) {
 	// A lock request that was in flight when the context ended is undone
 	// in the background (etcd2topo hands it off), so the entry goes soon
 	// after Acquire returns, not necessarily before.
-	var entries []topo.DirEntry
-	require.Eventually(t, func() bool {
-		entries, err = c1.ListDir(ctx, d+"/contenders", false)
+	// The contender is cancelled at once when its info file shows, so its
+	// Create may still be answering: that file goes too (an Interrupted
+	// Create may have been applied).
+	if !assert.Eventually(t, func() bool {
+		entries, err := c1.ListDir(ctx, d+"/contenders", false)
 		return err == nil && len(entries) == 1
-	}, 30*time.Second, 10*time.Millisecond, "the cancelled contender left its entry behind: %v", entries)
+	}, 30*time.Second, 10*time.Millisecond) {
+		// Say what is left: the entries and every file under them.
+		entries, lerr := c1.ListDir(ctx, d+"/contenders", false)
+		kvs, err := c1.List(ctx, d+"/contenders/")
+		t.Fatalf("the cancelled contender left its entry behind: ListDir %v (%v), files %v (%v)", entries, lerr, kvs, err)
+	}
 	hs, err := s1.Holders(ctx)
 	require.NoError(t, err)
 	require.Len(t, hs, 1)
