@@ -47,7 +47,7 @@ func (l *lockDesc) abandon() {
 	go func() {
 		defer c.bg.Done()
 		defer close(done)
-		c.deleteEntry(l.sess, l.node)
+		c.deleteLockEntry(l.sess, l.node)
 	}()
 	select {
 	case <-done:

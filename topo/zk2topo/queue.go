@@ -67,7 +67,7 @@ func entryNames(children []string) []string {
 // createEntry runs create (which makes one entry under parentZp on session
 // s and returns its path) honouring ctx, and records the entry.
 func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (string, error) {
-	node, _, err := c.createEntryWith(ctx, s, p, parentZp, func() (string, string, error) {
+	node, _, err := c.createEntryWith(ctx, s, p, parentZp, true, func() (string, string, error) {
 		n, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
 		return n, "", err
 	})
@@ -77,8 +77,11 @@ func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string
 // createEntryWith is createEntry for a create function that makes the
 // entry under parentZp and, optionally, a second ephemeral znode of the
 // session in the same multi (extra: an election candidate's value znode),
-// which is deleted with the entry when the create is abandoned.
-func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, create func() (string, string, error)) (string, string, error) {
+// which is deleted with the entry when the create is abandoned. lock says
+// that the entry is a lock's (parentZp is a "locks" znode): an abandoned
+// one is deleted as Unlock deletes it, removing the directories it leaves
+// empty (see deleteLockEntry).
+func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (string, string, error)) (string, string, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -119,7 +122,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		case results <- result{node, extra, err}:
 		case <-abandoned:
 			if err == nil {
-				c.dropEntry(s, node, extra)
+				c.dropEntry(s, node, extra, lock)
 			}
 		}
 	}()
@@ -132,7 +135,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		select {
 		case r := <-results:
 			if r.err == nil {
-				c.dropEntry(s, r.node, r.extra)
+				c.dropEntry(s, r.node, r.extra, lock)
 			}
 		default:
 		}
@@ -141,8 +144,12 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 }
 
 // dropEntry deletes an abandoned entry node (and its extra znode) of
-// session s with a fresh context.
-func (c *Conn) dropEntry(s *zkSession, node, extra string) {
+// session s with a fresh context; lock as for createEntryWith.
+func (c *Conn) dropEntry(s *zkSession, node, extra string, lock bool) {
+	if lock {
+		c.deleteLockEntry(s, node)
+		return
+	}
 	if extra == "" {
 		c.deleteEntry(s, node)
 		return
@@ -163,6 +170,22 @@ func (c *Conn) deleteEntry(s *zkSession, node string) {
 	ctx, cancel := freshContext()
 	defer cancel()
 	_ = c.do(ctx, c.relPath(node), func() error { return s.zk.Delete(node, -1) })
+}
+
+// deleteLockEntry is deleteEntry for the entry of a lock that was never
+// taken (abandoned), followed by the clean-up Unlock does: the lock's
+// directory, and then its parents, are removed while they hold nothing but
+// an empty "locks" znode (see cleanupDir). Without it, a directory whose
+// last file was deleted while the abandoned entry was still there (a named
+// lock's, or a semaphore contender's) stayed behind, empty.
+func (c *Conn) deleteLockEntry(s *zkSession, node string) {
+	c.deleteEntry(s, node)
+	if c.closed.Load() || s.isLost() {
+		return
+	}
+	ctx, cancel := freshContext()
+	defer cancel()
+	c.cleanupDir(ctx, zkDir(zkDir(node)))
 }
 
 // forget drops node from the session's record of its entries.

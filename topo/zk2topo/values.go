@@ -70,7 +70,7 @@ func (c *Conn) createCandidate(ctx context.Context, s *zkSession, p, dirZp strin
 	if value == nil {
 		value = encodeValue(nil, false)
 	}
-	return c.createEntryWith(ctx, s, p, dirZp, func() (string, string, error) {
+	return c.createEntryWith(ctx, s, p, dirZp, false, func() (string, string, error) {
 		res, err := s.zk.Multi(
 			&zk.CreateRequest{Path: dirZp + "/", Data: id, Acl: c.acl, Flags: zk.FlagEphemeralSequential},
 			&zk.CreateRequest{Path: dirZp + "/" + valuesDir + "/" + valuePrefix(s.zk.SessionID()), Data: value, Acl: c.acl, Flags: zk.FlagEphemeralSequential})
