@@ -135,6 +135,7 @@ func (c *Conn) updateInPlace(p string, i int, value *fileState, want int64) (v t
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	s.mu.enableFast() // the store's in-place Updates take the fast path from now on
 	return c.updateHeld(p, value, want)
 }
 

@@ -40,6 +40,13 @@ type shapeLock struct {
 	// writers.
 	gate atomic.Int32
 	_    [64 - 4]byte
+	// fast is set (never cleared) once a fast path may run: before, Lock
+	// needs neither the gate nor the stripes, so that a store that makes
+	// no in-place Update pays nothing for them. Set only under RLock.
+	fast atomic.Bool
+	// raised is whether the current Lock holder raised the gate (read
+	// and written by the holder only).
+	raised bool
 	// seed picks the stripe of a path (see stripe).
 	seed    maphash.Seed
 	stripes [shapeStripes]struct {
@@ -51,25 +58,50 @@ type shapeLock struct {
 // Lock takes the lock for writing: it waits until no RLock and no fast
 // path holds it. The gate goes up before the RWMutex is taken, so that
 // while a writer waits every new reader queues behind it in RLock (and
-// gives its CPU up) instead of running on through the fast path.
+// gives its CPU up) instead of running on through the fast path. Until a
+// fast path is enabled (enableFast), none can run, and Lock is the
+// RWMutex's alone.
 func (l *shapeLock) Lock() {
-	l.gate.Add(1)
+	raised := l.fast.Load()
+	if raised {
+		l.gate.Add(1)
+	}
 	l.rw.Lock()
-	for i := range l.stripes {
-		for spins := 0; l.stripes[i].n.Load() != 0; spins++ {
-			// A fast-path holder runs a few hundred nanoseconds; let it
-			// run when it shares this core.
-			if spins > 16 {
-				runtime.Gosched()
+	// fast is set only under RLock, so it cannot change from here to
+	// Unlock; it may have been set while this writer waited.
+	if !raised && l.fast.Load() {
+		l.gate.Add(1)
+		raised = true
+	}
+	if raised {
+		for i := range l.stripes {
+			for spins := 0; l.stripes[i].n.Load() != 0; spins++ {
+				// A fast-path holder runs a few hundred nanoseconds;
+				// let it run when it shares this core.
+				if spins > 16 {
+					runtime.Gosched()
+				}
 			}
 		}
 	}
+	l.raised = raised
 }
 
 // Unlock releases a Lock.
 func (l *shapeLock) Unlock() {
+	raised := l.raised
 	l.rw.Unlock()
-	l.gate.Add(-1)
+	if raised {
+		l.gate.Add(-1)
+	}
+}
+
+// enableFast lets enterFast succeed from now on. Call it with RLock held
+// (so that no Lock holder sees it change).
+func (l *shapeLock) enableFast() {
+	if !l.fast.Load() {
+		l.fast.Store(true)
+	}
 }
 
 // RLock takes the lock for reading.
@@ -89,9 +121,12 @@ func stripe(h uint64) int { return int(h>>8) & (shapeStripes - 1) }
 
 // enterFast takes the lock for reading on stripe i, as RLock does, when
 // no writer holds or waits for it, and reports whether it did; on false
-// nothing is held (the caller takes RLock instead). A true must be
-// followed by exitFast(i).
+// nothing is held (the caller takes RLock instead, and may enable the
+// fast path there). A true must be followed by exitFast(i).
 func (l *shapeLock) enterFast(i int) bool {
+	if !l.fast.Load() {
+		return false
+	}
 	st := &l.stripes[i].n
 	st.Add(1)
 	if l.gate.Load() != 0 {

@@ -31,6 +31,7 @@ func TestShapeLockExcludes(t *testing.T) {
 				fast.Add(1)
 			} else {
 				l.RLock()
+				l.enableFast() // as updateInPlace does: writers start without the gate
 			}
 			readers.Add(1)
 			if writers.Load() != 0 {
@@ -99,6 +100,62 @@ func TestShapeLockStripe(t *testing.T) {
 		i := stripe(l.hash(p))
 		if i < 0 || i >= shapeStripes || stripe(l.hash(p)) != i {
 			t.Errorf("stripe(%q) = %d, then %d", p, i, stripe(l.hash(p)))
+		}
+	}
+}
+
+// TestShapeLockEnabledWhileWriterWaits: a writer that found the fast path
+// disabled and then waited for the lock while a reader enabled it still
+// shuts the fast path out while it holds the lock.
+func TestShapeLockEnabledWhileWriterWaits(t *testing.T) {
+	for range 200 {
+		l := shapeLock{seed: maphash.MakeSeed()}
+		var inside atomic.Int32
+		var writing atomic.Bool
+		l.RLock()
+		started, wdone := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(wdone)
+			close(started)
+			l.Lock() // finds the fast path disabled, then waits for the RLock
+			writing.Store(true)
+			for range 20 {
+				runtime.Gosched()
+				if inside.Load() != 0 {
+					t.Error("a fast-path reader holds the lock beside a writer")
+					break
+				}
+			}
+			writing.Store(false)
+			l.Unlock()
+		}()
+		<-started
+		for range 10 {
+			runtime.Gosched() // let the writer reach Lock
+		}
+		l.enableFast()
+		l.RUnlock()
+		for waiting := true; waiting; {
+			select {
+			case <-wdone:
+				waiting = false
+			default:
+			}
+			if l.enterFast(0) {
+				inside.Add(1)
+				if writing.Load() {
+					t.Error("the fast path let a reader in beside a writer")
+				}
+				runtime.Gosched()
+				inside.Add(-1)
+				l.exitFast(0)
+			} else {
+				l.RLock()
+				l.RUnlock()
+			}
+		}
+		if t.Failed() {
+			return
 		}
 	}
 }
