@@ -86,40 +86,45 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 		s.mu.Unlock()
 		return nil, topo.NewError(topo.NoNode, p)
 	}
-	if d != nil {
-		if u := d.unplaced; u != nil {
-			// Held by an unplaced entry: place it, then queue behind it.
-			s.place(u)
-		} else if !s.noUnplaced && d.children[locksDir] == nil {
-			// Nobody holds or waits for the lock (no entry under
-			// d/locks, placed or not): take it with an unplaced entry.
-			l := s.lockLease(c, ttl)
-			ld := &heldLock{lockDescriptor: lockDescriptor{c: c, path: p}}
-			e := &ld.e
-			ld.lockDescriptor.e = e
-			e.seq, e.value, e.lease = s.nextRev(), contents, l
-			s.placeLater(e, d)
-			s.mu.Unlock()
-			return &ld.lockDescriptor, nil
-		}
-	}
-	dir := joinFull(c.full(p), locksDir)
-	if try {
-		if holder := s.first(dir); holder != nil {
+	var e *entry
+	var ld *lockDescriptor
+	if d != nil && !s.noUnplaced && d.children[locksDir] == nil {
+		// No entry of the lock is in the tree (none under d/locks): queue
+		// an unplaced entry, the holder when it is the first.
+		if holder := d.unplaced; try && holder != nil {
 			s.mu.Unlock()
 			return nil, backendkit.LockHeld(p, []byte(holder.value), "")
 		}
+		h := &heldLock{lockDescriptor: lockDescriptor{c: c, path: p}}
+		e, ld = &h.e, &h.lockDescriptor
+		ld.e = e
+		l := s.lockLease(c, ttl) // before the revision, as for addEntry
+		e.seq, e.value, e.lease = s.nextRev(), contents, l
+		s.placeLater(e, d)
+		if e.qprev == nil {
+			s.mu.Unlock()
+			return ld, nil
+		}
+	} else {
+		dir := joinFull(c.full(p), locksDir)
+		if try {
+			if holder := s.first(dir); holder != nil {
+				s.mu.Unlock()
+				return nil, backendkit.LockHeld(p, []byte(holder.value), "")
+			}
+		}
+		e = s.addEntry(dir, contents, s.lockLease(c, ttl))
+		ld = &lockDescriptor{c: c, e: e, path: p}
 	}
-	e := s.addEntry(dir, contents, s.lockLease(c, ttl))
 	for {
 		if e.removed {
 			s.mu.Unlock()
 			return nil, backendkit.Wrap(topo.LockLost, p, errors.New("session lost while waiting for the lock"))
 		}
-		pred := s.predecessor(e)
+		pred := s.lockPredecessor(e)
 		if pred == nil {
 			s.mu.Unlock()
-			return &lockDescriptor{c: c, e: e, path: p}, nil
+			return ld, nil
 		}
 		predDone, own := s.done(pred), s.done(e)
 		s.mu.Unlock()

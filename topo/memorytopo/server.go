@@ -81,15 +81,21 @@
 // whose value is the participant id. Versions are topo.NumericVersion values
 // from one counter per store, increasing on every write.
 //
-// An uncontended lock (no entry under D/locks/) takes its entry's revision
-// (its fencing token) at once but builds and publishes the entry's nodes
-// only when something could see them: a second Lock, TryLock, LockWithTTL
-// or LockName of D (which then queues behind it as usual), ListDir, a Get
-// or GetVersion that finds nothing at a path with a "locks" segment, or a
-// Conn opened on a root not used before. Every call observes the same as
-// if the entry had been placed at once (TestUnplacedLockMatchesPlaced);
-// Conns rooted inside a "locks" directory switch this off for their
-// store. A Fence's Done channel is made when first asked for.
+// While no entry of D's lock is in the tree (none under D/locks/), Lock,
+// TryLock, LockWithTTL and LockName of D take their entry's revision (its
+// fencing token) at once but queue the entry on D's node without building
+// or publishing its nodes: the first is the holder, each waiter waits for
+// the one queued before it, and a TryLock that finds the queue non-empty
+// fails naming the first. The entries are placed (their nodes built and
+// published, under the names and versions they would have had) only when
+// something could see them: ListDir, a Get or GetVersion that finds
+// nothing at a path with a "locks" segment, or a Conn opened on a root
+// not used before. From then on the lock's entries are in the tree, and
+// later ones are placed when they queue, until D/locks empties. Every call
+// observes the same as if each entry had been placed at once
+// (TestUnplacedLockMatchesPlaced); Conns rooted inside a "locks" directory
+// switch this off for their store. A Fence's Done channel is made when
+// first asked for.
 //
 // Reads do not serialise: Get (and GetVersion of the current version)
 // loads an immutable snapshot of the file without taking a lock, so
@@ -101,8 +107,8 @@
 // mutex for writing instead, so that a recursive watch gets the events of
 // all files in version order. Create, Delete, Txn, List, watch set-up and
 // lock or election changes take it for writing; GetVersion of an earlier
-// version and ListDir for reading (ListDir for writing while an
-// uncontended lock's entry waits to be placed, see Layout). A write copies the value it is given
+// version and ListDir for reading (ListDir for writing while a
+// lock entry waits to be placed, see Layout). A write copies the value it is given
 // and adds the replaced version to the file's history (a ring of
 // Options.History-1 entries: no copy of the history); Get, GetVersion,
 // List and watches hand out copies, so callers may modify both what they

@@ -243,9 +243,11 @@ type node struct {
 
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
-	// unplaced is the lock entry of this directory not placed in the tree
-	// yet (see placeLater), nil when none.
-	unplaced *entry
+	// unplaced and unplacedTail are the first and last of this
+	// directory's lock entries not placed in the tree yet (see
+	// placeLater), oldest first, linked through entry.qprev and qnext;
+	// nil when none.
+	unplaced, unplacedTail *entry
 
 	// slots are the index slots of the node's published value, one per
 	// root index covering the path; nil while nothing is published (a
@@ -338,9 +340,10 @@ type entry struct {
 	done atomic.Pointer[chan struct{}]
 
 	// dir is the locked directory's node of an unplaced lock entry (n
-	// and path are unset then; see placeLater), nil once placed.
+	// is unset then; see placeLater), nil once placed.
 	dir          *node
 	pprev, pnext *entry // the store's list of unplaced entries
+	qprev, qnext *entry // the directory's queue of unplaced entries
 	lprev, lnext *entry // the lease's list of entries
 }
 
@@ -798,6 +801,15 @@ func (s *store) first(dir string) *entry {
 	return best
 }
 
+// lockPredecessor is predecessor for a lock entry, placed or not (an
+// unplaced entry's directory has no placed entry). Call with mu held.
+func (s *store) lockPredecessor(e *entry) *entry {
+	if e.dir != nil {
+		return e.qprev
+	}
+	return s.predecessor(e)
+}
+
 // predecessor returns the youngest entry older than e in e's directory, or
 // nil when e is the oldest. Call with mu held.
 func (s *store) predecessor(e *entry) *entry {
@@ -843,25 +855,29 @@ func (s *store) closeDone(e *entry) {
 	}
 }
 
-// Unplaced lock entries. An uncontended Lock (no entry under the
-// directory, placed or not) does not build its entry's nodes
-// (<dir>/locks/<seq>) nor publish it: the entry hangs off the directory's
-// node (node.unplaced) and the store's list, with its revision (the
-// fencing token) taken at once from the store counter, as for every
-// entry. Everything that could see the entry places it first, under mu
+// Unplaced lock entries. A Lock, TryLock, LockWithTTL or LockName of a
+// directory with no entry in the tree (no locks child) does not build its
+// entry's nodes (<dir>/locks/<seq>) nor publish it: the entry joins the
+// directory node's queue (node.unplaced ... unplacedTail, oldest first,
+// through entry.qprev and qnext) and the store's list (pending), with its
+// revision (the fencing token) taken at once from the store counter, as
+// for every entry. The queue's first entry holds the lock; each other
+// waits for the one before it (lockPredecessor), as a placed entry waits
+// for the youngest older entry of its directory. Everything that could
+// see an entry places every unplaced entry first (placeAll), under mu
 // held for writing, exactly where and as addEntry would have (same name,
-// same value, same version): a second Lock, TryLock, LockWithTTL or
-// LockName of the directory (placeAt, before it queues), ListDir
-// (placeAll), a Get or GetVersion that finds nothing at a path with a
-// "locks" segment (placeAll, then it reads again), and a new root index
-// (placeAll). Nothing else reads lock entries: List, watches and
-// transactions leave entries out or refuse reserved paths, and the
-// election code only reads election directories, which never end in a
-// "locks" segment as lock entry directories do. Conn roots with a "locks"
-// segment switch this off (store.noUnplaced). The entry keeps its
-// directory's node from being pruned (prune) so that placing it later
-// finds the same path. Removing an unplaced entry (Unlock, session loss,
-// lapse, Close) unlinks it and prunes the directory as removing its
+// same value, same version): ListDir, a Get or GetVersion that finds
+// nothing at a path with a "locks" segment (then it reads again), and a
+// new root index. A directory's entries are thus all unplaced or all
+// placed (lock queues placed entries while the locks child exists).
+// Nothing else reads lock entries: List, watches and transactions leave
+// entries out or refuse reserved paths, and the election code only reads
+// election directories, which never end in a "locks" segment as lock
+// entry directories do. Conn roots with a "locks" segment switch this off
+// (store.noUnplaced). The entries keep their directory's node from being
+// pruned (prune) so that placing them later finds the same path.
+// Removing an unplaced entry (Unlock, session loss, lapse, Close, a
+// waiter's end) unlinks it and prunes the directory as removing its
 // placed nodes would have.
 
 // lookupIn returns the node at the full path root/p (either may be ""),
@@ -881,12 +897,17 @@ func (s *store) lookupIn(root, p string) *node {
 	return n
 }
 
-// placeLater makes e (seq, value and lease set) the unplaced lock entry
-// of the directory node d. Call with mu held for writing, only when d has
-// neither an unplaced entry nor a locks child.
+// placeLater makes e (seq, value and lease set, seq greater than that of
+// every entry of d) the newest unplaced lock entry of the directory node
+// d. Call with mu held for writing, only when d has no locks child.
 func (s *store) placeLater(e *entry, d *node) {
 	e.dir = d
-	d.unplaced = e
+	if t := d.unplacedTail; t != nil {
+		t.qnext, e.qprev = e, t
+	} else {
+		d.unplaced = e
+	}
+	d.unplacedTail = e
 	e.pnext = s.pending
 	if s.pending != nil {
 		s.pending.pprev = e
@@ -899,7 +920,18 @@ func (s *store) placeLater(e *entry, d *node) {
 // unlinkUnplaced takes the unplaced entry e off its directory and the
 // store's list. Call with mu held for writing.
 func (s *store) unlinkUnplaced(e *entry) {
-	e.dir.unplaced = nil
+	d := e.dir
+	if e.qprev != nil {
+		e.qprev.qnext = e.qnext
+	} else {
+		d.unplaced = e.qnext
+	}
+	if e.qnext != nil {
+		e.qnext.qprev = e.qprev
+	} else {
+		d.unplacedTail = e.qprev
+	}
+	e.qprev, e.qnext = nil, nil
 	e.dir = nil
 	if e.pprev != nil {
 		e.pprev.pnext = e.pnext

@@ -47,6 +47,25 @@ func (e *lockEnv) get(c topo.Conn, p string) {
 	e.note("Get(%q) = %q, %v, %s", p, b, v, errText(err))
 }
 
+// lockResult is what a Lock call started by startLock returned.
+type lockResult struct {
+	ld  topo.LockDescriptor
+	err error
+}
+
+// startLock starts a Lock of d by c with contents in a goroutine, and
+// waits until the directory has n lock entries (so that this one has
+// queued). The result arrives on the returned channel.
+func (e *lockEnv) startLock(c topo.Conn, ctx context.Context, contents string, n int) <-chan lockResult {
+	got := make(chan lockResult, 1)
+	go func() {
+		ld, err := c.Lock(ctx, "d", contents)
+		got <- lockResult{ld, err}
+	}()
+	require.Eventually(e.t, func() bool { return memorytopo.LockEntries(e.c, "d") == n }, waitLimit, poll)
+	return got
+}
+
 func (e *lockEnv) conn(root string) *memorytopo.Conn {
 	c, err := e.f.NewConn("mem", root)
 	require.NoError(e.t, err)
@@ -155,6 +174,82 @@ func TestUnplacedLockMatchesPlaced(t *testing.T) {
 			e.listDir(e.c, "d/locks")
 			require.NoError(e.t, next.Unlock(e.ctx))
 		}},
+		{"queued waiters", func(e *lockEnv) {
+			third := e.conn("/root")
+			w1 := e.startLock(e.other, e.ctx, "w1", 2)
+			_, err := third.TryLock(e.ctx, "d", "x")
+			e.note("TryLock = %s", errText(err))
+			w2ctx, cancelW2 := context.WithCancel(e.ctx)
+			w2 := e.startLock(third, w2ctx, "w2", 3)
+			w3 := e.startLock(third, e.ctx, "w3", 4)
+			cancelW2()
+			r2 := <-w2
+			e.note("cancelled waiter = %s", errText(r2.err))
+			e.note("entries = %d", memorytopo.LockEntries(e.c, "d"))
+			require.NoError(e.t, e.ld.Unlock(e.ctx))
+			r1 := <-w1
+			require.NoError(e.t, r1.err)
+			e.note("w1 after the holder = %v", r1.ld.(topo.Fence).Token() > e.ld.(topo.Fence).Token())
+			_, err = e.c.TryLock(e.ctx, "d", "x")
+			e.note("TryLock = %s", errText(err))
+			e.note("entries = %d", memorytopo.LockEntries(e.c, "d"))
+			require.NoError(e.t, r1.ld.Unlock(e.ctx))
+			r3 := <-w3
+			require.NoError(e.t, r3.err)
+			e.note("w3 after w1 = %v", r3.ld.(topo.Fence).Token() > r1.ld.(topo.Fence).Token())
+			e.listDir(e.c, "d/locks")
+			require.NoError(e.t, r3.ld.Unlock(e.ctx))
+		}},
+		{"queued waiters placed", func(e *lockEnv) {
+			w1 := e.startLock(e.other, e.ctx, "w1", 2)
+			w2 := e.startLock(e.other, e.ctx, "w2", 3)
+			es, err := e.c.ListDir(e.ctx, "d/locks", true)
+			require.NoError(e.t, err)
+			require.Len(e.t, es, 3)
+			e.note("ListDir = %+v", es)
+			for _, x := range es {
+				e.get(e.c, "d/locks/"+x.Name)
+			}
+			require.NoError(e.t, e.ld.Unlock(e.ctx))
+			r1 := <-w1
+			require.NoError(e.t, r1.err)
+			e.listDir(e.c, "d/locks")
+			require.NoError(e.t, r1.ld.Unlock(e.ctx))
+			r2 := <-w2
+			require.NoError(e.t, r2.err)
+			require.NoError(e.t, r2.ld.Unlock(e.ctx))
+		}},
+		{"holder's session lost with waiters queued", func(e *lockEnv) {
+			third := e.conn("/root")
+			w1 := e.startLock(e.other, e.ctx, "w1", 2)
+			w2 := e.startLock(third, e.ctx, "w2", 3)
+			e.c.ExpireSession()
+			r1 := <-w1
+			require.NoError(e.t, r1.err)
+			e.note("holder Check = %s", errText(e.ld.Check(e.ctx)))
+			e.note("w1 Check = %s", errText(r1.ld.Check(e.ctx)))
+			_, err := third.TryLock(e.ctx, "d", "x")
+			e.note("TryLock = %s", errText(err))
+			require.NoError(e.t, r1.ld.Unlock(e.ctx))
+			r2 := <-w2
+			require.NoError(e.t, r2.err)
+			e.note("w2 after w1 = %v", r2.ld.(topo.Fence).Token() > r1.ld.(topo.Fence).Token())
+			require.NoError(e.t, r2.ld.Unlock(e.ctx))
+		}},
+		{"waiter's session lost", func(e *lockEnv) {
+			third := e.conn("/root")
+			w1 := e.startLock(third, e.ctx, "w1", 2)
+			w2 := e.startLock(e.other, e.ctx, "w2", 3)
+			third.ExpireSession()
+			r1 := <-w1
+			e.note("lost waiter = %s", errText(r1.err))
+			e.note("entries = %d", memorytopo.LockEntries(e.c, "d"))
+			require.NoError(e.t, e.ld.Unlock(e.ctx))
+			r2 := <-w2
+			require.NoError(e.t, r2.err)
+			e.listDir(e.c, "d/locks")
+			require.NoError(e.t, r2.ld.Unlock(e.ctx))
+		}},
 		{"Done", func(e *lockEnv) {
 			done := e.ld.(topo.Fence).Done()
 			select {
@@ -213,8 +308,9 @@ func TestUnplacedLockMatchesPlaced(t *testing.T) {
 		require.NoError(t, err)
 		e.name = fmt.Sprintf("%016x", e.ld.(topo.Fence).Token())
 		if place {
-			_, err := e.other.TryLock(ctx, "d", "probe")
-			requireCode(t, err, topo.NodeExists)
+			// A listing of the locks directory places every entry.
+			_, err := e.other.ListDir(ctx, "d/locks", false)
+			require.NoError(t, err)
 		}
 		probe(e)
 		// The tail: what is left, released.

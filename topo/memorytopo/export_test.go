@@ -1,0 +1,26 @@
+package memorytopo
+
+// LockEntries returns how many lock entries the directory dir (relative
+// to c's root) has in the store, placed in the tree or not, without
+// placing any: tests wait on it for a Lock call to have queued.
+func LockEntries(c *Conn, dir string) int {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.lookupIn(c.root, dir)
+	if d == nil {
+		return 0
+	}
+	n := 0
+	for e := d.unplaced; e != nil; e = e.qnext {
+		n++
+	}
+	if l := d.children[locksDir]; l != nil {
+		for _, ch := range l.children {
+			if ch.entry != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
