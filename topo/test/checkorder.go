@@ -78,6 +78,7 @@ func orderCases(c topo.Conn, p topo.LeaderParticipation) []orderCase {
 		{"Lock reserved", topo.InvalidPath, reserved, "", false, func(ctx context.Context) error { return lock(c.Lock(ctx, "a/locks", string(big))) }},
 		{"Lock value", topo.InvalidArgument, tooLarge, "", false, func(ctx context.Context) error { return lock(c.Lock(ctx, "a", string(big))) }},
 		{"TryLock path", topo.InvalidPath, "", "", false, func(ctx context.Context) error { return lock(c.TryLock(ctx, "a//b", "x")) }},
+		{"TryLock reserved", topo.InvalidPath, reserved, "", false, func(ctx context.Context) error { return lock(c.TryLock(ctx, "a/locks/b", string(big))) }},
 		{"TryLock value", topo.InvalidArgument, tooLarge, "", false, func(ctx context.Context) error { return lock(c.TryLock(ctx, "a", string(big))) }},
 		{"LockName reserved", topo.InvalidPath, reserved, "", false, func(ctx context.Context) error { return lock(c.LockName(ctx, "a/Lock", "x")) }},
 		{"LockName value", topo.InvalidArgument, tooLarge, "", false, func(ctx context.Context) error { return lock(c.LockName(ctx, "a", string(big))) }},
@@ -199,7 +200,10 @@ func testCheckOrderOpen(s *store) {
 func testCheckOrderClosed(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c, cases := checkOrderSetup(s)
-	good := ctxCalls(s, c, mustCreate(t, ctx, c, "keep/f", "keep"))
+	good := append(ctxCalls(s, c, mustCreate(t, ctx, c, "keep/f", "keep")), ctxCall{"Txn", func(ctx context.Context) error {
+		_, err := c.Txn(ctx, topo.IfPresent("keep/f"), topo.UpdateOp("keep/f", []byte("x"), nil))
+		return err
+	}})
 	other := s.conn()
 	before := takeSnapshot(t, ctx, other)
 	c.Close()
