@@ -122,6 +122,10 @@ func groups() []struct {
 			{"CancelledContext", testCancelledContext},
 			{"ExpiredContext", testExpiredContext},
 		}},
+		{"CheckOrder", []subtest{
+			{"OpenConn", testCheckOrderOpen},
+			{"ClosedConn", testCheckOrderClosed},
+		}},
 		{"Concurrency", []subtest{
 			{"CompareAndSet", testConcurrentCAS},
 			{"CounterNoLostUpdate", testConcurrentCounter},

@@ -21,8 +21,9 @@
 //
 // docs/backends.md walks through each option. The subtests are grouped by
 // area (File, Directory, Lock, Watch, WatchRecursive, Election, Close,
-// SessionLoss, Partition, BadInput, Concurrency, Faults, and issue 11's
-// Fence, Stale and Txn) and run one after the other; select some with -run, e.g.
+// SessionLoss, Partition, BadInput, CheckOrder, Concurrency, Faults, and
+// issue 11's Fence, Stale and Txn) and run one after the other; select
+// some with -run, e.g.
 // -run 'TestConformance/Lock/TryLock'. Nothing is skipped: every subtest
 // runs against every backend, and GetVersion's asserts NoImplementation
 // when the backend declares it unsupported.
@@ -36,6 +37,13 @@
 // where a cut-off holder must give its locks and leadership up before the
 // store hands them to someone else; session loss is otherwise simulated with
 // Options.ExpireSession.
+//
+// CheckOrder holds the calls whose arguments fail several of backendkit's
+// checks at once (docs/backends.md, "The check order"): on an open and on
+// a closed Conn, each returns the first failing check's error with
+// backendkit's message (so a backend must check through backendkit, or
+// word its errors alike), an ended context comes before any bad input,
+// and Closed comes only after the input was found good.
 //
 // Overlap is checked at the moment a new holder wins: when a new Lock or
 // WaitForLeadership returns, the old holder's Check must already fail and

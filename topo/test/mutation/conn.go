@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -69,6 +70,8 @@ type conn struct {
 
 	mu    sync.Mutex
 	cache map[string]cached // stale-reads
+
+	closed atomic.Bool // closed-before-input: Close was called
 }
 
 type cached struct {
@@ -86,6 +89,9 @@ func (c *conn) remember(p string, data []byte, v topo.Version) {
 }
 
 func (c *conn) Get(ctx context.Context, p string) ([]byte, topo.Version, error) {
+	if err := c.early(p, func() error { _, err := topo.CleanFilePath(p); return err }); err != nil {
+		return nil, nil, err
+	}
 	if c.name == "stale-reads" {
 		c.mu.Lock()
 		e, ok := c.cache[strings.TrimPrefix(p, "/")]
@@ -120,6 +126,9 @@ func (c *conn) isDir(ctx context.Context, p string) bool {
 }
 
 func (c *conn) Update(ctx context.Context, p string, contents []byte, v topo.Version) (topo.Version, error) {
+	if err := c.early(p, func() error { _, _, err := backendkit.CheckUpdate(p, contents, v); return err }); err != nil {
+		return nil, err
+	}
 	switch c.name {
 	case "cas-creates-absent":
 		if _, _, err := backendkit.CheckUpdate(p, contents, v); err == nil && v != nil {
@@ -169,10 +178,14 @@ func (c *conn) Update(ctx context.Context, p string, contents []byte, v topo.Ver
 			return c.Conn.Update(ctx, reservedEscape(cp), contents, nil)
 		}
 	}
-	return c.Conn.Update(ctx, p, contents, v)
+	nv, err := c.Conn.Update(ctx, p, contents, v)
+	return nv, c.reworded(err)
 }
 
 func (c *conn) Create(ctx context.Context, p string, contents []byte) (topo.Version, error) {
+	if err := c.early(p, func() error { _, err := backendkit.CheckCreate(p, contents); return err }); err != nil {
+		return nil, err
+	}
 	switch c.name {
 	case "lenient-paths":
 		p = strings.ReplaceAll(p, "//", "/")
@@ -187,10 +200,14 @@ func (c *conn) Create(ctx context.Context, p string, contents []byte) (topo.Vers
 			p = reservedEscape(cp)
 		}
 	}
-	return c.Conn.Create(ctx, p, contents)
+	v, err := c.Conn.Create(ctx, p, contents)
+	return v, c.reworded(err)
 }
 
 func (c *conn) Delete(ctx context.Context, p string, v topo.Version) error {
+	if err := c.early(p, func() error { _, _, err := backendkit.CheckDelete(p, v); return err }); err != nil {
+		return err
+	}
 	switch c.name {
 	case "delete-not-atomic":
 		if _, _, err := backendkit.CheckDelete(p, v); err == nil && v != nil {
@@ -224,10 +241,13 @@ func (c *conn) Delete(ctx context.Context, p string, v topo.Version) error {
 			return nil
 		}
 	}
-	return c.Conn.Delete(ctx, p, v)
+	return c.reworded(c.Conn.Delete(ctx, p, v))
 }
 
 func (c *conn) List(ctx context.Context, prefix string) ([]topo.KVInfo, error) {
+	if err := c.early(prefix, nil); err != nil {
+		return nil, err
+	}
 	kvs, err := c.Conn.List(ctx, prefix)
 	if c.name != "list-dir-prefix" || err != nil {
 		return kvs, err
@@ -246,14 +266,21 @@ func (c *conn) List(ctx context.Context, prefix string) ([]topo.KVInfo, error) {
 }
 
 func (c *conn) GetVersion(ctx context.Context, p string, v int64) ([]byte, error) {
+	if err := c.early(p, func() error { _, err := backendkit.CheckGetVersion(p, v); return err }); err != nil {
+		return nil, err
+	}
 	if c.name == "getversion-latest" {
 		data, _, err := c.Conn.Get(ctx, p)
 		return data, err
 	}
-	return c.Conn.GetVersion(ctx, p, v)
+	data, err := c.Conn.GetVersion(ctx, p, v)
+	return data, c.reworded(err)
 }
 
 func (c *conn) ListDir(ctx context.Context, dir string, full bool) ([]topo.DirEntry, error) {
+	if err := c.early(dir, nil); err != nil {
+		return nil, err
+	}
 	entries, err := c.Conn.ListDir(ctx, dir, full)
 	switch c.name {
 	case "listdir-unsorted":
@@ -277,6 +304,9 @@ func (c *conn) lockDir(dir string) string {
 }
 
 func (c *conn) TryLock(ctx context.Context, dir, contents string) (topo.LockDescriptor, error) {
+	if err := c.early(dir, func() error { _, err := backendkit.CheckLock(dir, contents); return err }); err != nil {
+		return nil, err
+	}
 	if c.name == "trylock-blocks" {
 		return c.Lock(ctx, dir, contents)
 	}
@@ -284,14 +314,27 @@ func (c *conn) TryLock(ctx context.Context, dir, contents string) (topo.LockDesc
 }
 
 func (c *conn) LockWithTTL(ctx context.Context, dir, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
-	return c.wrapLock(dir)(c.Conn.LockWithTTL(ctx, c.lockDir(dir), contents, ttl))
+	if err := c.early(dir, func() error { _, err := backendkit.CheckLockWithTTL(dir, contents, ttl); return err }); err != nil {
+		return nil, err
+	}
+	if err := c.ttlFirst(ctx, dir, ttl); err != nil {
+		return nil, err
+	}
+	l, err := c.wrapLock(dir)(c.Conn.LockWithTTL(ctx, c.lockDir(dir), contents, ttl))
+	return l, c.reworded(err)
 }
 
 func (c *conn) LockName(ctx context.Context, dir, contents string) (topo.LockDescriptor, error) {
+	if err := c.early(dir, func() error { _, err := backendkit.CheckLock(dir, contents); return err }); err != nil {
+		return nil, err
+	}
 	return c.wrapLock(dir)(c.Conn.LockName(ctx, c.lockDir(dir), contents))
 }
 
 func (c *conn) Lock(ctx context.Context, dir, contents string) (topo.LockDescriptor, error) {
+	if err := c.early(dir, func() error { _, err := backendkit.CheckLock(dir, contents); return err }); err != nil {
+		return nil, err
+	}
 	switch c.name {
 	case "lock-not-exclusive":
 		if _, err := backendkit.CheckLockPath(dir); err != nil {
@@ -478,6 +521,9 @@ func (l *staleUnlock) Unlock(ctx context.Context) error {
 }
 
 func (c *conn) Watch(ctx context.Context, p string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	if err := c.early(p, func() error { _, err := topo.CleanFilePath(p); return err }); err != nil {
+		return nil, nil, err
+	}
 	cur, ch, err := c.Conn.Watch(ctx, p)
 	if (c.name != "watch-silent-delete" && c.name != "txn-unwatched") || err != nil {
 		return cur, ch, err
@@ -499,6 +545,9 @@ func (c *conn) Watch(ctx context.Context, p string) (*topo.WatchData, <-chan *to
 }
 
 func (c *conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	if err := c.early(prefix, nil); err != nil {
+		return nil, nil, err
+	}
 	init, ch, err := c.Conn.WatchRecursive(ctx, prefix)
 	if err != nil || (c.name != "watchrecursive-ends-on-delete" && c.name != "watchrecursive-forgets") {
 		return init, ch, err
@@ -530,6 +579,9 @@ func (c *conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 }
 
 func (c *conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	if err := c.early(name, nil); err != nil {
+		return nil, err
+	}
 	p, err := c.Conn.NewLeaderParticipation(name, id)
 	if err != nil {
 		return p, err
@@ -621,6 +673,9 @@ func (f *fencedTerm) Unwrap() topo.Fence { return f.Fence }
 
 // Txn applies the transaction mutants.
 func (c *conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
+	if err := c.early("", nil); err != nil {
+		return nil, err
+	}
 	switch c.name {
 	case "txn-writes-first":
 		return c.txnWritesFirst(ctx, ops)

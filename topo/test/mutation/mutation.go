@@ -83,6 +83,11 @@ var mutants = []Mutant{
 	{"lenient-paths", "Create normalises \"a//b\" instead of rejecting it", "File/ErrorsNamePath"},
 	{"create-ignores-context", "Create ignores its context", "BadInput/CancelledContext"},
 	{"oversize-truncated", "Create truncates oversized values instead of refusing them", "BadInput/ValueSize"},
+	// Check order and messages.
+	{"input-before-context", "the file, watch and lock calls check their input before their context, so a call with bad input and an ended context says InvalidPath or InvalidArgument instead of Interrupted or Timeout", "CheckOrder/OpenConn"},
+	{"closed-before-input", "a closed Conn says Closed before it checks the context and the input", "CheckOrder/ClosedConn"},
+	{"ttl-before-lock-args", "LockWithTTL refuses a non-positive ttl before it checks the directory and the value", "CheckOrder/OpenConn"},
+	{"own-messages", "Create, Update, Delete, GetVersion and LockWithTTL word their own InvalidArgument errors (code and path only) instead of backendkit's", "CheckOrder/OpenConn"},
 	// Directories.
 	{"listdir-unsorted", "ListDir is not sorted", "Directory/ListDir"},
 	{"no-ephemeral", "a full ListDir never marks lock or election entries Ephemeral", "Lock/Ephemeral"},
