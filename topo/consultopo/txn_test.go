@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
@@ -389,53 +388,6 @@ func TestTxnPermissionDenied(t *testing.T) {
 	require.Equal(t, v, gv)
 	_, _, err = admin.Get(ctx, "d/g")
 	requireCode(t, err, topo.NoNode)
-}
-
-// TestCheckOrder (issue 16): every method checks, in backendkit's order,
-// the context first, then the path, then whether the Conn is closed.
-func TestCheckOrder(t *testing.T) {
-	root := testRoot(t)
-	c := newTestConn(t, root)
-	closed, err := NewConn(testOptions(), root)
-	require.NoError(t, err)
-	closed.Close()
-	cancelled, cancel := context.WithCancel(t.Context())
-	cancel()
-	const bad = "a/../b"
-	calls := map[string]func(ctx context.Context, c *Conn, p string) error{
-		"Create": func(ctx context.Context, c *Conn, p string) error { _, err := c.Create(ctx, p, nil); return err },
-		"Update": func(ctx context.Context, c *Conn, p string) error { _, err := c.Update(ctx, p, nil, nil); return err },
-		"Get":    func(ctx context.Context, c *Conn, p string) error { _, _, err := c.Get(ctx, p); return err },
-		"GetVersion": func(ctx context.Context, c *Conn, p string) error {
-			_, err := c.GetVersion(ctx, p, 1)
-			return err
-		},
-		"List":    func(ctx context.Context, c *Conn, p string) error { _, err := c.List(ctx, p); return err },
-		"Delete":  func(ctx context.Context, c *Conn, p string) error { return c.Delete(ctx, p, nil) },
-		"ListDir": func(ctx context.Context, c *Conn, p string) error { _, err := c.ListDir(ctx, p, false); return err },
-		"Watch":   func(ctx context.Context, c *Conn, p string) error { _, _, err := c.Watch(ctx, p); return err },
-		"WatchRecursive": func(ctx context.Context, c *Conn, p string) error {
-			_, _, err := c.WatchRecursive(ctx, p)
-			return err
-		},
-		"Lock": func(ctx context.Context, c *Conn, p string) error { _, err := c.Lock(ctx, p, ""); return err },
-		"LockWithTTL": func(ctx context.Context, c *Conn, p string) error {
-			_, err := c.LockWithTTL(ctx, p, "", time.Minute)
-			return err
-		},
-		"Txn": func(ctx context.Context, c *Conn, p string) error { _, err := c.Txn(ctx, topo.IfAbsent(p)); return err },
-	}
-	for name, call := range calls {
-		t.Run(name, func(t *testing.T) {
-			requireCode(t, call(cancelled, c, bad), topo.Interrupted)
-			requireCode(t, call(cancelled, closed, bad), topo.Interrupted)
-			requireCode(t, call(cancelled, closed, "ok/path"), topo.Interrupted)
-			if name != "List" && name != "WatchRecursive" { // a prefix may hold ".."
-				requireCode(t, call(t.Context(), closed, bad), topo.InvalidPath)
-			}
-			requireCode(t, call(t.Context(), closed, "ok/path"), topo.Closed)
-		})
-	}
 }
 
 // TestTxnStateBefore: every condition, and every implied condition of a
