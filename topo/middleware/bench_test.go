@@ -45,3 +45,38 @@ func BenchmarkGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGuardedUpdate: topo.GuardedUpdate of one file under a held
+// lock on memorytopo, undecorated and through a decorator (the wrapped
+// backend's GuardedUpdate fast path must survive the decoration).
+func BenchmarkGuardedUpdate(b *testing.B) {
+	var ro middleware.ReadOnly
+	for _, bc := range []struct {
+		name string
+		mws  []topo.Middleware
+	}{
+		{"plain", nil},
+		{"readonly", []topo.Middleware{ro.Middleware()}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := memorytopo.NewFactory()
+			raw, err := f.NewConn("", "/b")
+			require.NoError(b, err)
+			c := topo.Decorate(info, raw, bc.mws...)
+			defer c.Close()
+			ctx := context.Background()
+			_, err = c.Create(ctx, "d/f", []byte("value"))
+			require.NoError(b, err)
+			l, err := c.Lock(ctx, "d", "bench")
+			require.NoError(b, err)
+			defer func() { _ = l.Unlock(ctx) }()
+			value := []byte("value")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := topo.GuardedUpdate(ctx, c, l, "d/f", value, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Op names a Conn operation, as decorators see it.
@@ -236,6 +237,26 @@ func (c *conn) Txn(ctx context.Context, ops ...topo.TxnOp) (vs []topo.Version, e
 	})
 	return vs, err
 }
+
+// GuardedUpdate implements backendkit.GuardedUpdater, so that
+// topo.GuardedUpdate through a decorated Conn keeps the wrapped backend's
+// fast path (memorytopo's) instead of building a Txn. It is exactly the
+// call topo.GuardedUpdate would otherwise make, c.Txn(ctx,
+// topo.IfHeld(f), topo.UpdateOp(filePath, contents, version)), as the
+// hooks see it: one OpTxn call on filePath, so a read-only switch refuses
+// it, metrics count it and tracing spans it as that Txn. It forwards
+// through topo.GuardedUpdate, which calls the wrapped Conn's own
+// GuardedUpdate when it has one and its Txn otherwise.
+func (c *conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (v topo.Version, err error) {
+	err = c.around(ctx, OpTxn, filePath, func(ctx context.Context) error {
+		var ierr error
+		v, ierr = topo.GuardedUpdate(ctx, c.next, f, filePath, contents, version)
+		return ierr
+	})
+	return v, err
+}
+
+var _ backendkit.GuardedUpdater = (*conn)(nil)
 
 func (c *conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	return c.lock(ctx, OpLock, dirPath, func(ctx context.Context) (topo.LockDescriptor, error) {
