@@ -71,17 +71,20 @@ func (op Op) IsRead() bool {
 }
 
 // Mutates reports whether op changes the store or claims something in it:
-// Create, Update, Delete, Txn (even one of conditions only), every lock
-// acquisition, joining an election (NewLeaderParticipation,
-// ResumeLeaderParticipation, WaitForLeadership, Campaign) and publishing a
-// leader value (Proclaim). Releasing (Unlock, Stop)
-// does not count: a read-only switch must never keep a lock or a
-// leadership from being given up.
+// Create, Update, Delete, Txn (even one of conditions only; a guarded
+// update is its Txn), every lock acquisition, joining an election
+// (ResumeLeaderParticipation, WaitForLeadership, Campaign) and publishing
+// a leader value (Proclaim). NewLeaderParticipation does not count: it
+// writes nothing on any backend, and the participation it returns is how
+// a process reads an election (GetCurrentLeaderID, Leader, Observe,
+// WaitForNewLeader; election.NewElection makes one), so a read-only
+// switch lets it through and refuses the participation's joining calls.
+// Releasing (Unlock, Stop, Resign) does not count either: a read-only
+// switch must never keep a lock or a leadership from being given up.
 func (op Op) Mutates() bool {
 	switch op {
 	case OpCreate, OpUpdate, OpDelete, OpTxn, OpLock, OpLockWithTTL, OpLockName, OpTryLock,
-		OpNewLeaderParticipation, OpWaitForLeadership, OpCampaign, OpProclaim,
-		OpResumeLeaderParticipation:
+		OpWaitForLeadership, OpCampaign, OpProclaim, OpResumeLeaderParticipation:
 		return true
 	}
 	return false
