@@ -18,6 +18,7 @@ package middleware
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -116,9 +117,12 @@ type Hooks struct {
 	// OnLockAcquired is called when a lock call returns a held lock, with
 	// the time the call took (the wait).
 	OnLockAcquired func(c Call, wait time.Duration)
-	// OnLockReleased is called once per acquired lock, when Unlock returns
-	// or Check first reports LockLost, with how long it was held and the
-	// error that ended it (nil for a clean Unlock).
+	// OnLockReleased is called once per acquired lock, with how long it
+	// was held and the error that ended it (nil for a clean Unlock): when
+	// Unlock returns, when Check first reports LockLost, or when the lock's
+	// Done closes before Unlock is called (a LockLost *topo.Error: the
+	// store dropped it; Closed: the Conn was closed). Setting it makes the
+	// decorator watch each held lock's Done from a goroutine of its own.
 	OnLockReleased func(c Call, held time.Duration, err error)
 
 	// OnWatchStart is called when Watch or WatchRecursive returns a channel.
@@ -149,9 +153,10 @@ func Middleware(makeHooks func(info topo.ConnInfo) Hooks) topo.Middleware {
 }
 
 type conn struct {
-	info topo.ConnInfo
-	next topo.Conn
-	h    Hooks
+	info    topo.ConnInfo
+	next    topo.Conn
+	h       Hooks
+	closing atomic.Bool // Close was called
 }
 
 func (c *conn) call(op Op, path string) Call { return Call{Info: c.info, Op: op, Path: path} }
@@ -301,7 +306,11 @@ func (c *conn) lock(ctx context.Context, op Op, dirPath string, fn func(context.
 	if c.h.OnLockAcquired != nil {
 		c.h.OnLockAcquired(call, now.Sub(start))
 	}
-	return &lockDescriptor{c: c, call: call, next: ld, acquired: now}, nil
+	d := &lockDescriptor{c: c, call: call, next: ld, acquired: now}
+	if c.h.OnLockReleased != nil {
+		go d.watchEnd()
+	}
+	return d, nil
 }
 
 func (c *conn) Watch(ctx context.Context, filePath string) (cur *topo.WatchData, changes <-chan *topo.WatchData, err error) {
@@ -383,4 +392,7 @@ func (c *conn) ResumeLeaderParticipation(ctx context.Context, name, id string, i
 	return &participation{c: c, name: name, next: p}, nil
 }
 
-func (c *conn) Close() { c.next.Close() }
+func (c *conn) Close() {
+	c.closing.Store(true)
+	c.next.Close()
+}

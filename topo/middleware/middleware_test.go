@@ -332,3 +332,47 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 func histCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
 	return uint64(gauge(t, reg, name, labels))
 }
+
+// A lock the store drops is counted as ended when its Done closes, with
+// no Check or Unlock by the holder; an Unlock afterwards reports nothing
+// more, and a lock of a closed Conn ends as Closed.
+func TestMetricsLockEndsWithoutUnlock(t *testing.T) {
+	m := middleware.NewMetrics(middleware.MetricsOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	f := memorytopo.NewFactory()
+	raw, err := f.NewConn("", "/t")
+	require.NoError(t, err)
+	c := topo.Decorate(info, raw, m.Middleware())
+	ctx := ctxT(t)
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "d", "dropped")
+	require.NoError(t, err)
+	require.Equal(t, 1.0, gauge(t, reg, "topo_locks_held", nil))
+
+	raw.ExpireSession()
+	<-l.Done()
+	// The hook lowers the gauge, then observes the hold time.
+	ended := func(end string) func() bool {
+		return func() bool {
+			v := find(t, reg, "topo_lock_hold_seconds", map[string]string{"end": end})
+			return len(v) == 1 && v[0] == 1
+		}
+	}
+	require.Eventually(t, ended("LockLost"), 30*time.Second, time.Millisecond, "a dropped lock's end is reported")
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil), "a dropped lock is no longer counted as held")
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+	require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil), "Unlock after the loss does not count it again")
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+
+	l2, err := c.Lock(ctx, "d", "closed")
+	require.NoError(t, err)
+	c.Close()
+	<-l2.Done()
+	require.Eventually(t, ended("Closed"), 30*time.Second, time.Millisecond, "a closed Conn's lock's end is reported")
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil))
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "Closed"}))
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+}

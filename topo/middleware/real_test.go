@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -376,4 +377,44 @@ func testReadLimitReal(t *testing.T, s realStore) {
 	data, _, err := c.Get(ctx, "f")
 	require.NoError(t, err, "the slot is free again")
 	require.Equal(t, "1", string(data))
+}
+
+// On etcd, a lock whose lease is revoked behind the holder's back stops
+// being counted as held once the backend closes its Done, without the
+// holder calling Check or Unlock.
+func TestMetricsLockLostOnEtcd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	addr := etcdtest.Start(t)
+	m := middleware.NewMetrics(middleware.MetricsOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	ts, err := topo.OpenServerContext(ctx, etcd2topo.FactoryName, addr, "/lost", topo.WithMiddleware(m.Middleware()))
+	require.NoError(t, err)
+	defer ts.Close()
+	c := ts.GlobalCell()
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "d", "revoked")
+	require.NoError(t, err)
+	labels := map[string]string{"backend": etcd2topo.FactoryName, "cell": topo.GlobalCell}
+	require.Equal(t, 1.0, gauge(t, reg, "topo_locks_held", labels))
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/lost/d/locks/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1, "the lock's entry")
+	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	require.NoError(t, err)
+
+	<-l.Done()
+	// The hook lowers the gauge, then observes the hold time.
+	require.Eventually(t, func() bool {
+		v := find(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"})
+		return len(v) == 1 && v[0] == 1
+	}, time.Minute, 5*time.Millisecond, "the end of a lock lost with its lease is not reported")
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", labels), "a lock lost with its lease is still counted as held")
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
 }
