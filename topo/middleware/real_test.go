@@ -171,6 +171,7 @@ func testMiddlewareReal(t *testing.T, s realStore) {
 		return st
 	}
 	states := []*cellState{prepare(topo.GlobalCell, g), prepare("zone1", z1)}
+	require.NoError(t, ts.CreateCellsAlias(ctx, "west", &topodatapb.CellsAlias{Cells: []string{"zone2"}}))
 	dirs := []string{"d", "held", "x", "sem", "semw"}
 	before := map[string][]string{}
 	raws := map[string]topo.Conn{}
@@ -265,6 +266,27 @@ func testMiddlewareReal(t *testing.T, s realStore) {
 		for range ch {
 		}
 	}
+
+	// The Server's own writes of CellInfo and alias records are refused
+	// too, at once (no retry loop spins on ReadOnly).
+	require.ErrorIs(t, ts.CreateCellInfo(ctx, "zone3", &topodatapb.CellInfo{ServerAddress: s.addr, Root: s.root("zone3")}), topo.ReadOnly)
+	require.ErrorIs(t, ts.UpdateCellInfoFields(ctx, "zone1", func(ci *topodatapb.CellInfo) error {
+		ci.Root = s.root("moved")
+		return nil
+	}), topo.ReadOnly)
+	require.ErrorIs(t, ts.DeleteCellInfo(ctx, "zone2"), topo.ReadOnly)
+	require.ErrorIs(t, ts.CreateCellsAlias(ctx, "east", &topodatapb.CellsAlias{Cells: []string{"zone1"}}), topo.ReadOnly)
+	require.ErrorIs(t, ts.UpdateCellsAlias(ctx, "west", func(ca *topodatapb.CellsAlias) error {
+		ca.Cells = append(ca.Cells, "zone1")
+		return nil
+	}), topo.ReadOnly)
+	require.ErrorIs(t, ts.DeleteCellsAlias(ctx, "west"), topo.ReadOnly)
+	alias, err := ts.GetAliasForCell(ctx, "zone2")
+	require.NoError(t, err, "alias reads work")
+	require.Equal(t, "west", alias)
+	cellNames, err := ts.GetCellInfoNames(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"zone1", "zone2"}, cellNames)
 
 	// Nothing reached any store.
 	for cell, want := range before {
