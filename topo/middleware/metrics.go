@@ -21,6 +21,8 @@ import (
 //	topo_locks_held                     locks held through the decorated connections
 //	topo_lock_wait_seconds              time from a lock call to holding the lock (seconds)
 //	topo_lock_hold_seconds{end}         time a lock was held (seconds), by how it ended: "unlock" or the error code
+//	                                    ("LockLost" when the store dropped it, "Closed" when its Conn was closed,
+//	                                    counted when its Done closes, whether or not the holder calls Unlock)
 //	topo_watches_active{op}             open Watch / WatchRecursive channels
 //	topo_watch_restarts_total{op}       watches started on a path whose previous watch on the same connection ended with an error other than Interrupted
 //	topo_leadership_held{election}      1 while this process leads the election, else 0
