@@ -3,8 +3,10 @@ package middleware_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,4 +377,54 @@ func TestMetricsLockEndsWithoutUnlock(t *testing.T) {
 	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil))
 	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "Closed"}))
 	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+}
+
+// Every result gets its own calls_total series, by its code's name, on
+// one connection and one operation ("OK" for success, "Unknown" for an
+// error without a topo code).
+func TestMetricsCodes(t *testing.T) {
+	m := middleware.NewMetrics(middleware.MetricsOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	var fail atomic.Pointer[error]
+	failing := middleware.Middleware(func(topo.ConnInfo) middleware.Hooks {
+		return middleware.Hooks{Around: func(ctx context.Context, c middleware.Call, next func(context.Context) error) error {
+			if e := fail.Load(); e != nil {
+				return *e
+			}
+			return next(ctx)
+		}}
+	})
+	c, _ := newConn(t, m.Middleware(), failing)
+	ctx := ctxT(t)
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	codes := map[string]error{
+		"Timeout":          topo.NewError(topo.Timeout, "f"),
+		"Unavailable":      topo.NewError(topo.Unavailable, "f"),
+		"PermissionDenied": topo.NewError(topo.PermissionDenied, "f"),
+		"ReadOnly":         topo.NewError(topo.ReadOnly, "f"),
+		"NodeExists":       topo.NewError(topo.NodeExists, "f"),
+		"Unknown":          errors.New("no code"),
+	}
+	for round := 1; round <= 2; round++ {
+		for _, e := range codes {
+			fail.Store(&e)
+			_, _, err := c.Get(ctx, "f")
+			require.Equal(t, e, err)
+		}
+		fail.Store(nil)
+		_, _, err := c.Get(ctx, "f")
+		require.NoError(t, err)
+		_, _, err = c.Get(ctx, "missing")
+		require.ErrorIs(t, err, topo.NoNode)
+		for name := range codes {
+			require.Equal(t, float64(round), counter(t, reg, "topo_calls_total", map[string]string{"op": "Get", "code": name}), name)
+		}
+		require.Equal(t, float64(round), counter(t, reg, "topo_calls_total", map[string]string{"op": "Get", "code": "OK"}))
+		require.Equal(t, float64(round), counter(t, reg, "topo_calls_total", map[string]string{"op": "Get", "code": "NoNode"}))
+	}
+	require.Equal(t, 1.0, counter(t, reg, "topo_calls_total", map[string]string{"op": "Create", "code": "OK"}))
+	require.Equal(t, uint64(2*len(codes)+4), histCount(t, reg, "topo_call_duration_seconds", map[string]string{"op": "Get"}))
+	require.Equal(t, 0.0, gauge(t, reg, "topo_calls_in_flight", map[string]string{"op": "Get"}))
 }
