@@ -2,7 +2,9 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -16,8 +18,29 @@ type lockDescriptor struct {
 	next     topo.LockDescriptor
 	acquired time.Time
 
-	once sync.Once
+	once      sync.Once
+	unlocking atomic.Bool // Unlock was called: it reports the end
 }
+
+// watchEnd reports the end of a lock that ends without Unlock: when its
+// Done closes before Unlock was called, the store dropped it (LockLost) or
+// its Conn was closed (Closed). It runs in a goroutine of its own per held
+// lock, only when an OnLockReleased hook is set, so that gauges of held
+// locks come down when a session or lease is lost even if the holder never
+// calls Check or Unlock again.
+func (l *lockDescriptor) watchEnd() {
+	<-l.next.Done()
+	if l.unlocking.Load() {
+		return // Unlock closed Done, and reports the end with its result
+	}
+	code := topo.LockLost
+	if l.c.closing.Load() {
+		code = topo.Closed
+	}
+	l.ended(&topo.Error{Code: code, Path: l.call.Path, Err: errLockEnded})
+}
+
+var errLockEnded = errors.New("the lock ended without Unlock")
 
 func (l *lockDescriptor) Check(ctx context.Context) error {
 	err := l.c.around(ctx, OpCheck, l.call.Path, l.next.Check)
@@ -38,6 +61,7 @@ func (l *lockDescriptor) Done() <-chan struct{} { return l.next.Done() }
 func (l *lockDescriptor) Unwrap() topo.Fence { return l.next }
 
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
+	l.unlocking.Store(true)
 	err := l.c.around(ctx, OpUnlock, l.call.Path, l.next.Unlock)
 	// A second Unlock (Interrupted) does not end the lock again; any other
 	// outcome means it is no longer held by us.

@@ -18,9 +18,11 @@ package middleware
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Op names a Conn operation, as decorators see it.
@@ -70,17 +72,20 @@ func (op Op) IsRead() bool {
 }
 
 // Mutates reports whether op changes the store or claims something in it:
-// Create, Update, Delete, Txn (even one of conditions only), every lock
-// acquisition, joining an election (NewLeaderParticipation,
-// ResumeLeaderParticipation, WaitForLeadership, Campaign) and publishing a
-// leader value (Proclaim). Releasing (Unlock, Stop)
-// does not count: a read-only switch must never keep a lock or a
-// leadership from being given up.
+// Create, Update, Delete, Txn (even one of conditions only; a guarded
+// update is its Txn), every lock acquisition, joining an election
+// (ResumeLeaderParticipation, WaitForLeadership, Campaign) and publishing
+// a leader value (Proclaim). NewLeaderParticipation does not count: it
+// writes nothing on any backend, and the participation it returns is how
+// a process reads an election (GetCurrentLeaderID, Leader, Observe,
+// WaitForNewLeader; election.NewElection makes one), so a read-only
+// switch lets it through and refuses the participation's joining calls.
+// Releasing (Unlock, Stop, Resign) does not count either: a read-only
+// switch must never keep a lock or a leadership from being given up.
 func (op Op) Mutates() bool {
 	switch op {
 	case OpCreate, OpUpdate, OpDelete, OpTxn, OpLock, OpLockWithTTL, OpLockName, OpTryLock,
-		OpNewLeaderParticipation, OpWaitForLeadership, OpCampaign, OpProclaim,
-		OpResumeLeaderParticipation:
+		OpWaitForLeadership, OpCampaign, OpProclaim, OpResumeLeaderParticipation:
 		return true
 	}
 	return false
@@ -112,9 +117,12 @@ type Hooks struct {
 	// OnLockAcquired is called when a lock call returns a held lock, with
 	// the time the call took (the wait).
 	OnLockAcquired func(c Call, wait time.Duration)
-	// OnLockReleased is called once per acquired lock, when Unlock returns
-	// or Check first reports LockLost, with how long it was held and the
-	// error that ended it (nil for a clean Unlock).
+	// OnLockReleased is called once per acquired lock, with how long it
+	// was held and the error that ended it (nil for a clean Unlock): when
+	// Unlock returns, when Check first reports LockLost, or when the lock's
+	// Done closes before Unlock is called (a LockLost *topo.Error: the
+	// store dropped it; Closed: the Conn was closed). Setting it makes the
+	// decorator watch each held lock's Done from a goroutine of its own.
 	OnLockReleased func(c Call, held time.Duration, err error)
 
 	// OnWatchStart is called when Watch or WatchRecursive returns a channel.
@@ -145,9 +153,10 @@ func Middleware(makeHooks func(info topo.ConnInfo) Hooks) topo.Middleware {
 }
 
 type conn struct {
-	info topo.ConnInfo
-	next topo.Conn
-	h    Hooks
+	info    topo.ConnInfo
+	next    topo.Conn
+	h       Hooks
+	closing atomic.Bool // Close was called
 }
 
 func (c *conn) call(op Op, path string) Call { return Call{Info: c.info, Op: op, Path: path} }
@@ -237,6 +246,26 @@ func (c *conn) Txn(ctx context.Context, ops ...topo.TxnOp) (vs []topo.Version, e
 	return vs, err
 }
 
+// GuardedUpdate implements backendkit.GuardedUpdater, so that
+// topo.GuardedUpdate through a decorated Conn keeps the wrapped backend's
+// fast path (memorytopo's) instead of building a Txn. It is exactly the
+// call topo.GuardedUpdate would otherwise make, c.Txn(ctx,
+// topo.IfHeld(f), topo.UpdateOp(filePath, contents, version)), as the
+// hooks see it: one OpTxn call on filePath, so a read-only switch refuses
+// it, metrics count it and tracing spans it as that Txn. It forwards
+// through topo.GuardedUpdate, which calls the wrapped Conn's own
+// GuardedUpdate when it has one and its Txn otherwise.
+func (c *conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (v topo.Version, err error) {
+	err = c.around(ctx, OpTxn, filePath, func(ctx context.Context) error {
+		var ierr error
+		v, ierr = topo.GuardedUpdate(ctx, c.next, f, filePath, contents, version)
+		return ierr
+	})
+	return v, err
+}
+
+var _ backendkit.GuardedUpdater = (*conn)(nil)
+
 func (c *conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	return c.lock(ctx, OpLock, dirPath, func(ctx context.Context) (topo.LockDescriptor, error) {
 		return c.next.Lock(ctx, dirPath, contents)
@@ -277,7 +306,11 @@ func (c *conn) lock(ctx context.Context, op Op, dirPath string, fn func(context.
 	if c.h.OnLockAcquired != nil {
 		c.h.OnLockAcquired(call, now.Sub(start))
 	}
-	return &lockDescriptor{c: c, call: call, next: ld, acquired: now}, nil
+	d := &lockDescriptor{c: c, call: call, next: ld, acquired: now}
+	if c.h.OnLockReleased != nil {
+		go d.watchEnd()
+	}
+	return d, nil
 }
 
 func (c *conn) Watch(ctx context.Context, filePath string) (cur *topo.WatchData, changes <-chan *topo.WatchData, err error) {
@@ -359,4 +392,7 @@ func (c *conn) ResumeLeaderParticipation(ctx context.Context, name, id string, i
 	return &participation{c: c, name: name, next: p}, nil
 }
 
-func (c *conn) Close() { c.next.Close() }
+func (c *conn) Close() {
+	c.closing.Store(true)
+	c.next.Close()
+}

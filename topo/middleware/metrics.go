@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,8 @@ import (
 //	topo_locks_held                     locks held through the decorated connections
 //	topo_lock_wait_seconds              time from a lock call to holding the lock (seconds)
 //	topo_lock_hold_seconds{end}         time a lock was held (seconds), by how it ended: "unlock" or the error code
+//	                                    ("LockLost" when the store dropped it, "Closed" when its Conn was closed,
+//	                                    counted when its Done closes, whether or not the holder calls Unlock)
 //	topo_watches_active{op}             open Watch / WatchRecursive channels
 //	topo_watch_restarts_total{op}       watches started on a path whose previous watch on the same connection ended with an error other than Interrupted
 //	topo_leadership_held{election}      1 while this process leads the election, else 0
@@ -109,16 +113,16 @@ func (m *Metrics) Middleware() topo.Middleware {
 	return Middleware(func(info topo.ConnInfo) Hooks {
 		b, cell := info.Implementation, info.Cell
 		failed := newPathSet()
+		ops := &opCache{m: m, backend: b, cell: cell}
 		return Hooks{
 			Around: func(ctx context.Context, c Call, next func(context.Context) error) error {
-				op := string(c.Op)
-				g := m.inFlight.WithLabelValues(b, cell, op)
-				g.Inc()
+				om := ops.get(c.Op)
+				om.inFlight.Inc()
 				start := time.Now()
 				err := next(ctx)
-				g.Dec()
-				m.duration.WithLabelValues(b, cell, op).Observe(time.Since(start).Seconds())
-				m.calls.WithLabelValues(b, cell, op, codeLabel(err)).Inc()
+				om.inFlight.Dec()
+				om.duration.Observe(time.Since(start).Seconds())
+				om.counter(err).Inc()
 				return err
 			},
 			OnLockAcquired: func(_ Call, wait time.Duration) {
@@ -155,4 +159,66 @@ func (m *Metrics) Middleware() topo.Middleware {
 			},
 		}
 	})
+}
+
+// opCache holds one connection's metric series per operation, so that a
+// call does not look its series up by label values (a hash of every label
+// and a map lookup each) in each of the three metrics it records. The
+// series are created on first use, as WithLabelValues would.
+type opCache struct {
+	m             *Metrics
+	backend, cell string
+	ops           sync.Map // Op -> *opMetrics
+}
+
+// opMetrics are one operation's series on one connection.
+type opMetrics struct {
+	inFlight prometheus.Gauge
+	duration prometheus.Observer
+	// calls holds the calls_total series by result: index 0 for success,
+	// the code for a topo error code, len-1 for an error without one.
+	calls [numCodeSlots]atomic.Pointer[prometheus.Counter]
+	m     *Metrics
+	key   [3]string // backend, cell, op
+}
+
+// numCodeSlots covers success, the topo.ErrorCode values below it that
+// codeLabel names, and "Unknown".
+const numCodeSlots = 32
+
+func (o *opCache) get(op Op) *opMetrics {
+	if v, ok := o.ops.Load(op); ok {
+		return v.(*opMetrics)
+	}
+	om := &opMetrics{
+		inFlight: o.m.inFlight.WithLabelValues(o.backend, o.cell, string(op)),
+		duration: o.m.duration.WithLabelValues(o.backend, o.cell, string(op)),
+		m:        o.m,
+		key:      [3]string{o.backend, o.cell, string(op)},
+	}
+	v, _ := o.ops.LoadOrStore(op, om)
+	return v.(*opMetrics)
+}
+
+// counter returns the calls_total series of a call that returned err.
+func (om *opMetrics) counter(err error) prometheus.Counter {
+	i := 0
+	if err != nil {
+		c := topo.CodeOf(err)
+		_, named := codeIdents[c]
+		switch {
+		case !named:
+			i = numCodeSlots - 1 // "Unknown"
+		case c > 0 && int(c) < numCodeSlots-1:
+			i = int(c)
+		default: // a code past the slots: looked up each time
+			return om.m.calls.WithLabelValues(om.key[0], om.key[1], om.key[2], codeLabel(err))
+		}
+	}
+	if p := om.calls[i].Load(); p != nil {
+		return *p
+	}
+	c := om.m.calls.WithLabelValues(om.key[0], om.key[1], om.key[2], codeLabel(err))
+	om.calls[i].Store(&c)
+	return c
 }

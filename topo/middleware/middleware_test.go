@@ -3,8 +3,10 @@ package middleware_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,7 +228,9 @@ func TestReadOnly(t *testing.T) {
 	require.ErrorIs(t, err, topo.ReadOnly)
 	_, err = c.LockName(ctx, "x", "")
 	require.ErrorIs(t, err, topo.ReadOnly)
-	_, err = c.NewLeaderParticipation("e2", "id")
+	observer, err := c.NewLeaderParticipation("e2", "id")
+	require.NoError(t, err, "a participation writes nothing until it joins")
+	_, err = observer.WaitForLeadership()
 	require.ErrorIs(t, err, topo.ReadOnly)
 	_, err = p.WaitForLeadership()
 	require.ErrorIs(t, err, topo.ReadOnly)
@@ -329,4 +333,98 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 
 func histCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {
 	return uint64(gauge(t, reg, name, labels))
+}
+
+// A lock the store drops is counted as ended when its Done closes, with
+// no Check or Unlock by the holder; an Unlock afterwards reports nothing
+// more, and a lock of a closed Conn ends as Closed.
+func TestMetricsLockEndsWithoutUnlock(t *testing.T) {
+	m := middleware.NewMetrics(middleware.MetricsOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	f := memorytopo.NewFactory()
+	raw, err := f.NewConn("", "/t")
+	require.NoError(t, err)
+	c := topo.Decorate(info, raw, m.Middleware())
+	ctx := ctxT(t)
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "d", "dropped")
+	require.NoError(t, err)
+	require.Equal(t, 1.0, gauge(t, reg, "topo_locks_held", nil))
+
+	raw.ExpireSession()
+	<-l.Done()
+	// The hook lowers the gauge, then observes the hold time.
+	ended := func(end string) func() bool {
+		return func() bool {
+			v := find(t, reg, "topo_lock_hold_seconds", map[string]string{"end": end})
+			return len(v) == 1 && v[0] == 1
+		}
+	}
+	require.Eventually(t, ended("LockLost"), 30*time.Second, time.Millisecond, "a dropped lock's end is reported")
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil), "a dropped lock is no longer counted as held")
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+	require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil), "Unlock after the loss does not count it again")
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+
+	l2, err := c.Lock(ctx, "d", "closed")
+	require.NoError(t, err)
+	c.Close()
+	<-l2.Done()
+	require.Eventually(t, ended("Closed"), 30*time.Second, time.Millisecond, "a closed Conn's lock's end is reported")
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil))
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "Closed"}))
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+}
+
+// Every result gets its own calls_total series, by its code's name, on
+// one connection and one operation ("OK" for success, "Unknown" for an
+// error without a topo code).
+func TestMetricsCodes(t *testing.T) {
+	m := middleware.NewMetrics(middleware.MetricsOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	var fail atomic.Pointer[error]
+	failing := middleware.Middleware(func(topo.ConnInfo) middleware.Hooks {
+		return middleware.Hooks{Around: func(ctx context.Context, c middleware.Call, next func(context.Context) error) error {
+			if e := fail.Load(); e != nil {
+				return *e
+			}
+			return next(ctx)
+		}}
+	})
+	c, _ := newConn(t, m.Middleware(), failing)
+	ctx := ctxT(t)
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	codes := map[string]error{
+		"Timeout":          topo.NewError(topo.Timeout, "f"),
+		"Unavailable":      topo.NewError(topo.Unavailable, "f"),
+		"PermissionDenied": topo.NewError(topo.PermissionDenied, "f"),
+		"ReadOnly":         topo.NewError(topo.ReadOnly, "f"),
+		"NodeExists":       topo.NewError(topo.NodeExists, "f"),
+		"Unknown":          errors.New("no code"),
+	}
+	for round := 1; round <= 2; round++ {
+		for _, e := range codes {
+			fail.Store(&e)
+			_, _, err := c.Get(ctx, "f")
+			require.Equal(t, e, err)
+		}
+		fail.Store(nil)
+		_, _, err := c.Get(ctx, "f")
+		require.NoError(t, err)
+		_, _, err = c.Get(ctx, "missing")
+		require.ErrorIs(t, err, topo.NoNode)
+		for name := range codes {
+			require.Equal(t, float64(round), counter(t, reg, "topo_calls_total", map[string]string{"op": "Get", "code": name}), name)
+		}
+		require.Equal(t, float64(round), counter(t, reg, "topo_calls_total", map[string]string{"op": "Get", "code": "OK"}))
+		require.Equal(t, float64(round), counter(t, reg, "topo_calls_total", map[string]string{"op": "Get", "code": "NoNode"}))
+	}
+	require.Equal(t, 1.0, counter(t, reg, "topo_calls_total", map[string]string{"op": "Create", "code": "OK"}))
+	require.Equal(t, uint64(2*len(codes)+4), histCount(t, reg, "topo_call_duration_seconds", map[string]string{"op": "Get"}))
+	require.Equal(t, 0.0, gauge(t, reg, "topo_calls_in_flight", map[string]string{"op": "Get"}))
 }

@@ -8,9 +8,14 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-// ReadOnly is a runtime switch that refuses writes, locks and elections on
-// every connection decorated with its Middleware, while reads, watches and
-// releases (Unlock, Stop, Check) keep working. One switch can decorate
+// ReadOnly is a runtime switch that refuses writes, transactions, lock
+// acquisitions and joining elections (Op.Mutates) on every connection
+// decorated with its Middleware, while reads, watches, observing an
+// election (NewLeaderParticipation, then GetCurrentLeaderID, Leader,
+// Observe) and releases (Unlock, Check, Stop, Resign) keep working.
+// Everything built on the Conn follows: semaphore acquisitions and
+// election.Election's Await are refused as the lock or participation
+// calls they make. One switch can decorate
 // every cell of a Server, including cells opened after it was set, so the
 // whole topology turns read-only at once. The zero value is writable. It is
 // safe for concurrent use.

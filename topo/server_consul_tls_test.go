@@ -1,0 +1,160 @@
+package topo_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/internal/freeport"
+	"github.com/topokit/topokit/proto/topodatapb"
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+)
+
+// writeCert writes dir/name.pem and dir/name-key.pem: a certificate for
+// 127.0.0.1 and localhost signed by parent (self-signed, a CA, when parent
+// is nil), and returns it with its key.
+func writeCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     []string{"localhost"},
+	}
+	if parent == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage |= x509.KeyUsageCertSign
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+"-key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return cert, key
+}
+
+// startConsulHTTPS runs a Consul dev agent (consultest's binary) whose
+// HTTP API is served over TLS at the returned address, requiring a client
+// certificate signed by dir/ca.pem; its plain HTTP port serves only the
+// readiness check. The agent is killed when the test ends.
+func startConsulHTTPS(t *testing.T, dir string) string {
+	t.Helper()
+	bin := consultest.Binary(t)
+	addrs, err := freeport.Addrs(5)
+	require.NoError(t, err)
+	port := func(i int) string { _, p, _ := net.SplitHostPort(addrs[i]); return p }
+	hcl := fmt.Sprintf("tls {\n defaults {\n  ca_file = %q\n  cert_file = %q\n  key_file = %q\n  verify_incoming = true\n }\n}",
+		filepath.Join(dir, "ca.pem"), filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))
+	cmd := exec.Command(bin, "agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-http-port", port(0), "-https-port", port(1),
+		"-serf-lan-port", port(2), "-serf-wan-port", port(3), "-server-port", port(4),
+		"-dns-port=-1", "-grpc-port=-1", "-data-dir", filepath.Join(dir, "data"), "-node", "tls-"+port(0),
+		"-log-level", "warn", "-hcl", "disable_update_check = true",
+		"-hcl", fmt.Sprintf("session_ttl_min = %q", consultest.SessionTTLMin.String()), "-hcl", hcl)
+	logPath := filepath.Join(dir, "consul.log")
+	logf, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	client := &http.Client{Timeout: 2 * time.Second}
+	ready := func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+		}
+		resp, err := client.Get("http://" + addrs[0] + "/v1/catalog/nodes")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var nodes []json.RawMessage
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&nodes) == nil && len(nodes) > 0
+	}
+	require.Eventually(t, ready, 2*time.Minute, 50*time.Millisecond)
+	select {
+	case <-exited:
+		log, _ := os.ReadFile(logPath)
+		require.FailNow(t, "the consul agent exited", "%s", log)
+	default:
+	}
+	return addrs[1]
+}
+
+// TestServerOverTLSConsul: a Server opened with the configured Consul
+// factory (CA, client certificate and key) talks to an agent that serves
+// its API only over TLS and requires client certificates, and opens a cell
+// from its CellInfo record with the same options, with no hand-written
+// factory; the registered factory (no TLS) cannot use that agent.
+func TestServerOverTLSConsul(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	ca, caKey := writeCert(t, dir, "ca", nil, nil)
+	writeCert(t, dir, "server", ca, caKey)
+	writeCert(t, dir, "client", ca, caKey)
+	addr := startConsulHTTPS(t, dir)
+
+	f := consultopo.NewFactory(consultopo.Options{
+		CAFile:   filepath.Join(dir, "ca.pem"),
+		CertFile: filepath.Join(dir, "client.pem"),
+		KeyFile:  filepath.Join(dir, "client-key.pem"),
+	})
+	ts, err := topo.OpenServerContext(ctx, consultopo.FactoryName, addr, "tls/global", topo.WithFactory(f))
+	require.NoError(t, err)
+	defer ts.Close()
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{ServerAddress: addr, Root: "tls/zone1"}))
+	cell, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	_, err = cell.Create(ctx, "d/f", []byte("cell over TLS"))
+	require.NoError(t, err)
+	ld, err := cell.Lock(ctx, "d", "cell lock over TLS")
+	require.NoError(t, err)
+	require.NoError(t, ld.Unlock(ctx))
+
+	// The registered factory, without TLS, is refused by that agent.
+	plain, err := topo.OpenServerContext(ctx, consultopo.FactoryName, addr, "tls/global")
+	require.NoError(t, err, "consultopo dials lazily")
+	defer plain.Close()
+	_, _, err = plain.GlobalCell().Get(ctx, "cells/zone1/CellInfo")
+	require.Error(t, err, "a client without TLS read from the TLS-only agent")
+
+	// The record and the cell's file are in the store, read over TLS.
+	raw, err := f.Create("zone1", addr, "tls/zone1")
+	require.NoError(t, err)
+	defer raw.Close()
+	got, _, err := raw.Get(ctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "cell over TLS", string(got))
+}
