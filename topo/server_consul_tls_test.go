@@ -1,15 +1,8 @@
 package topo_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -21,46 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/internal/freeport"
+	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 )
-
-// writeCert writes dir/name.pem and dir/name-key.pem: a certificate for
-// 127.0.0.1 and localhost signed by parent (self-signed, a CA, when parent
-// is nil), and returns it with its key.
-func writeCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
-	if parent == nil {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+"-key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return cert, key
-}
 
 // startConsulHTTPS runs a Consul dev agent (consultest's binary) whose
 // HTTP API is served over TLS at the returned address, requiring a client
@@ -121,9 +80,9 @@ func startConsulHTTPS(t *testing.T, dir string) string {
 func TestServerOverTLSConsul(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	ca, caKey := writeCert(t, dir, "ca", nil, nil)
-	writeCert(t, dir, "server", ca, caKey)
-	writeCert(t, dir, "client", ca, caKey)
+	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
+	testpki.Write(t, dir, "server", ca, caKey)
+	testpki.Write(t, dir, "client", ca, caKey)
 	addr := startConsulHTTPS(t, dir)
 
 	f := consultopo.NewFactory(consultopo.Options{

@@ -3,14 +3,9 @@ package topoctl
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +20,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
@@ -55,34 +51,7 @@ func newTestPKI(t *testing.T) *testPKI {
 // (self-signed, a CA, when parent is nil).
 func (p *testPKI) issue(t *testing.T, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
-	if parent == nil {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(p.path(name+".pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(p.path(name+"-key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return cert, key
+	return testpki.Write(t, p.dir, name, parent, parentKey)
 }
 
 func (p *testPKI) path(name string) string { return filepath.Join(p.dir, name) }

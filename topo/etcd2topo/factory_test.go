@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
@@ -127,9 +128,9 @@ func TestFactoryOptions(t *testing.T) {
 // (ca.pem, client.pem, client-key.pem), and returns its client address.
 func startTLSMember(t *testing.T, dir string) string {
 	t.Helper()
-	ca, caKey := newCert(t, dir, "ca", nil, nil)
-	newCert(t, dir, "server", ca, caKey)
-	newCert(t, dir, "client", ca, caKey)
+	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
+	testpki.Write(t, dir, "server", ca, caKey)
+	testpki.Write(t, dir, "client", ca, caKey)
 	addrs, err := etcdembed.FreeAddrs(2)
 	require.NoError(t, err)
 	m, err := etcdembed.Start(etcdembed.Config{

@@ -2,15 +2,6 @@ package etcd2topo
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
@@ -155,9 +147,9 @@ func TestPermissionDenied(t *testing.T) {
 // member that serves TLS and requires client certificates.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, caKey := newCert(t, dir, "ca", nil, nil)
-	newCert(t, dir, "server", ca, caKey)
-	newCert(t, dir, "client", ca, caKey)
+	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
+	testpki.Write(t, dir, "server", ca, caKey)
+	testpki.Write(t, dir, "client", ca, caKey)
 
 	addrs, err := etcdembed.FreeAddrs(2)
 	require.NoError(t, err)
@@ -197,40 +189,4 @@ func TestTLS(t *testing.T) {
 
 	_, err = NewConn(Options{Endpoints: []string{m.ClientAddr()}, TLSCAFile: filepath.Join(dir, "missing.pem")}, "/tls")
 	require.ErrorIs(t, err, topo.InvalidArgument)
-}
-
-// newCert writes <name>.pem and <name>-key.pem in dir: a self-signed CA
-// when parent is nil, else a certificate for 127.0.0.1 signed by parent.
-func newCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	if parent == nil {
-		tmpl.IsCA = true
-		tmpl.BasicConstraintsValid = true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".pem"),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+"-key.pem"),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return cert, key
 }

@@ -3,13 +3,7 @@ package zk2topo
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
@@ -43,38 +38,11 @@ func newTestCA(t *testing.T, dir string) *testCA {
 // and name-key.pem (its PKCS#8 key).
 func (ca *testCA) issue(t *testing.T, name string, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
 	parent, parentKey := ca.cert, ca.key
 	if isCA {
-		tmpl.IsCA = true
-		tmpl.BasicConstraintsValid = true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-		parent, parentKey = tmpl, key
+		parent, parentKey = nil, nil
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(ca.dir, name+".pem"),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(ca.dir, name+"-key.pem"),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return cert, key
+	return testpki.Write(t, ca.dir, name, parent, parentKey)
 }
 
 // path returns the path of one of the CA's files.
