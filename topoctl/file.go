@@ -19,6 +19,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/zk2topo"
 )
 
 func newGetCmd(o *options) *cobra.Command {
@@ -410,7 +411,9 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 	for i, kv := range tl.files {
 		ops[i] = op{kind: kindDelete, path: kv.Path}
 	}
-	forEach(batches(ops, o.batch), o.parallel, func() bool { return stopped() }, func(_ int, b []op) {
+	bs := batches(ops, o.batch)
+	emptied := emptiedDirs(bs, dir, tl.files, tl.reserved)
+	forEach(bs, o.parallel, func() bool { return stopped() }, func(bi int, b []op) {
 		if len(b) == 1 {
 			one(b[0].path)
 			return
@@ -420,7 +423,7 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 			txops[i] = topo.DeleteOp(w.path, nil)
 		}
 		wctx, cancel := o.writeCtx(ctx)
-		_, err := st.conn.Txn(wctx, txops...)
+		_, err := st.conn.Txn(zk2topo.DirectoriesEmptied(wctx, emptied[bi]...), txops...)
 		cancel()
 		switch {
 		case err == nil:

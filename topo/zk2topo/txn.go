@@ -160,9 +160,21 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes))
 		}
 	}
+	t.hints(ctx)
 	m := t.build()
 	if err := t.checkSize(m); err != nil {
-		return nil, err
+		if len(t.emptied) == 0 && !t.hinted() {
+			return nil, err
+		}
+		// Too large with what the hints add: without them.
+		t.emptied = nil
+		for i := range t.st {
+			t.st[i].missing = nil
+		}
+		m = t.build()
+		if err := t.checkSize(m); err != nil {
+			return nil, err
+		}
 	}
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, "")
@@ -262,6 +274,10 @@ type txn struct {
 	// parentsRead says that the last failure was handled by parents: the
 	// next multi needs no refresh.
 	parentsRead bool
+	// emptied are the znode paths of the directories the caller said the
+	// deletes leave empty (DirectoriesEmptied), deepest first, deleted at
+	// the end of the multi until one such delete fails.
+	emptied []string
 }
 
 // Roles of the requests of a multi.
@@ -275,6 +291,7 @@ const (
 	roleUnfile           // DeleteOp of a file with children: set-data to empty
 	roleCreate           // UpdateOp without version of an absent file: create
 	roleEnd              // the last check of a multi with excluded ops: always fails
+	roleEmptied          // a directory the caller said the deletes empty (DirectoriesEmptied)
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -419,6 +436,10 @@ func (t *txn) build() []mreq {
 	}
 	if len(t.excluded) > 0 {
 		out = append(out, mreq{&zk.CheckVersionRequest{Path: "/", Version: -2}, -1, roleEnd})
+	} else {
+		for _, d := range t.emptied {
+			out = append(out, mreq{&zk.DeleteRequest{Path: d, Version: 0}, -1, roleEmptied})
+		}
 	}
 	return out
 }
@@ -460,6 +481,117 @@ func (t *txn) checkSize(m []mreq) error {
 		return backendkit.TxnTooLarge("ZooKeeper (jute.maxbuffer, Options.MaxTxnBytes)", n, limit, "request bytes")
 	}
 	return nil
+}
+
+// dirHint is the context key of the directories a caller describes to
+// Txn (DirectoriesAbsent, DirectoriesEmptied).
+type dirHint struct{ emptied bool }
+
+// DirectoriesAbsent returns a copy of ctx that tells a Txn called with it
+// that the directories dirs (canonical paths, below the Conn's root) are
+// believed absent: the first multi of the Txn creates the ones above each
+// CreateOp's file (from the highest one named down to the file's parent)
+// before the file, instead of failing for want of them and then reading
+// the Stat of every ancestor (two round trips more). A directory named
+// absent implies every directory below it absent too. It is only a hint,
+// checked by the multi itself: a directory that exists after all (or is
+// created by another client meanwhile) makes the multi fail at its
+// create, writing nothing, and the Txn goes on as without the hint (it
+// reads the Stats of the ancestors and sends another multi); one that is
+// absent but not named is found out the same way. The result of Txn never
+// depends on it. Other backends, and zk2topo's other calls, ignore it.
+// topoctl's import and copy name the directories of the files they write
+// that the destination did not hold when they listed it.
+func DirectoriesAbsent(ctx context.Context, dirs ...string) context.Context {
+	return context.WithValue(ctx, dirHint{}, dirs)
+}
+
+// DirectoriesEmptied returns a copy of ctx that tells a Txn called with
+// it that its DeleteOps leave the directories dirs (canonical paths, below
+// the Conn's root) empty: the multi deletes them too, deepest first, after
+// its writes, each at version 0 (the version of a directory created empty
+// and never written; the server refuses the delete of a znode with
+// children, and of one of another version, such as a file emptied into a
+// directory), instead of reading their Stats after the multi and
+// deleting them with another one. It is only a hint, checked by the multi
+// itself: when such a delete fails (the directory holds something else,
+// a "locks" znode say, or its data was written, or it is gone), the multi
+// writes nothing and is sent again without those deletes, and the
+// directories left empty are then removed after it as without the hint.
+// A name that no DeleteOp of the Txn is below is ignored. The result of
+// Txn never depends on it. Other backends, and zk2topo's other calls,
+// ignore it. topoctl's rm -R names the directories whose files, as it
+// listed them, are all in the batch.
+func DirectoriesEmptied(ctx context.Context, dirs ...string) context.Context {
+	return context.WithValue(ctx, dirHint{emptied: true}, dirs)
+}
+
+// hints applies the directory hints of ctx (see DirectoriesAbsent and
+// DirectoriesEmptied) to the first multi.
+func (t *txn) hints(ctx context.Context) {
+	c := t.c
+	below := func(d string) bool { return strings.HasPrefix(d, c.root+"/") && d != c.zkPath("") }
+	if dirs, _ := ctx.Value(dirHint{}).([]string); len(dirs) > 0 {
+		absent := map[string]bool{}
+		for _, d := range dirs {
+			if p, err := topo.CleanDirPath(d); err == nil && p != "" {
+				absent[c.zkPath(p)] = true
+			}
+		}
+		for i := range t.ops {
+			if t.ops[i].Kind != topo.TxnCreate || !t.createsFile(i) {
+				continue
+			}
+			anc := ancestorsOf(c.zkPath(t.ops[i].Path))
+			for k := len(anc) - 1; k >= 0; k-- { // top down
+				if below(anc[k]) && absent[anc[k]] {
+					for ; k >= 0; k-- {
+						t.st[i].missing = append(t.st[i].missing, anc[k])
+					}
+				}
+			}
+		}
+	}
+	if dirs, _ := ctx.Value(dirHint{emptied: true}).([]string); len(dirs) > 0 {
+		under := map[string]bool{} // ancestors of the DeleteOps' files
+		for _, op := range t.ops {
+			if op.Kind == topo.TxnDelete {
+				for _, d := range ancestorsOf(c.zkPath(op.Path)) {
+					under[d] = true
+				}
+			}
+		}
+		seen := map[string]bool{}
+		for _, d := range dirs {
+			p, err := topo.CleanDirPath(d)
+			if err != nil || p == "" {
+				continue
+			}
+			zp := c.zkPath(p)
+			if below(zp) && under[zp] && !seen[zp] && !c.internal(p) {
+				seen[zp] = true
+				t.emptied = append(t.emptied, zp)
+			}
+		}
+		// Deepest first: a directory is empty once those below it went.
+		slices.SortFunc(t.emptied, func(a, b string) int {
+			if n := strings.Count(b, "/") - strings.Count(a, "/"); n != 0 {
+				return n
+			}
+			return strings.Compare(a, b)
+		})
+	}
+}
+
+// hinted reports whether the first multi creates a directory only
+// because DirectoriesAbsent named it.
+func (t *txn) hinted() bool {
+	for i := range t.st {
+		if len(t.st[i].missing) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // createsFile reports whether op i's multi request creates its znode (as
@@ -569,6 +701,15 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			// Every op left in passed: the lowest excluded one is the
 			// first failing op.
 			return nil, fails[lowest()]
+		}
+		if m[j].role == roleEmptied {
+			// Every op passed, but a directory the caller said the
+			// deletes empty is not empty, or not a directory created
+			// empty (it has data, or was written): the same multi
+			// without those deletes (the directories left empty are
+			// removed after it, as without the hint).
+			t.emptied = nil
+			continue
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
 		if done {
@@ -886,45 +1027,13 @@ func (t *txn) refresh(ctx context.Context) error {
 // transaction of many files in new directories is found out in one round
 // trip, without the Stat of every op's path that refresh reads.
 func (t *txn) parents(ctx context.Context) (bool, error) {
+	pr := t.readParents(ctx)
+	<-pr.done
 	c := t.c
-	var idx []int
-	seen := map[string]int{}
-	var zps []string
-	for i := range t.ops {
-		if !t.createsFile(i) {
-			continue
-		}
-		idx = append(idx, i)
-		for _, d := range ancestorsOf(c.zkPath(t.ops[i].Path)) {
-			if _, ok := seen[d]; !ok {
-				seen[d] = len(zps)
-				zps = append(zps, d)
-			}
-		}
-	}
-	exists := make([]bool, len(zps))
-	errs := make([]error, len(zps))
-	var wg sync.WaitGroup
-	for k, zp := range zps {
-		wg.Go(func() {
-			last := make(chan bool, 1) // fn may finish after onSession gave up
-			errs[k] = c.onSession(ctx, t.s, c.relPath(zp), func(z *zk.Conn) error {
-				e, _, err := z.Exists(zp)
-				if err == nil {
-					last <- e
-				}
-				return err
-			})
-			if errs[k] == nil {
-				exists[k] = <-last
-			}
-		})
-	}
-	wg.Wait()
-	for _, i := range idx {
+	for _, i := range pr.idx {
 		anc := ancestorsOf(c.zkPath(t.ops[i].Path))
 		for _, d := range anc {
-			if err := errs[seen[d]]; err != nil {
+			if err := pr.errs[pr.seen[d]]; err != nil {
 				return true, t.readErr(i, err)
 			}
 		}
@@ -934,7 +1043,7 @@ func (t *txn) parents(ctx context.Context) (bool, error) {
 		s := &t.st[i]
 		s.missing = nil
 		for k := len(anc) - 1; k >= 0; k-- {
-			if exists[seen[anc[k]]] {
+			if pr.exists[pr.seen[anc[k]]] {
 				if len(s.missing) > 0 {
 					break
 				}
@@ -945,6 +1054,60 @@ func (t *txn) parents(ctx context.Context) (bool, error) {
 	}
 	t.parentsRead = true
 	return false, nil
+}
+
+// parentReads are the Stat reads of parents, under way until done is
+// closed.
+type parentReads struct {
+	idx    []int          // the ops whose ancestors are read
+	seen   map[string]int // znode path → index in exists and errs
+	exists []bool
+	errs   []error
+	done   chan struct{}
+}
+
+// readParents starts the reads of parents: whether each distinct ancestor
+// of the znodes the multi creates as files exists, concurrently, on the
+// multi's session.
+func (t *txn) readParents(ctx context.Context) *parentReads {
+	c := t.c
+	pr := &parentReads{seen: map[string]int{}, done: make(chan struct{})}
+	var zps []string
+	for i := range t.ops {
+		if t.excluded[i] || !t.createsFile(i) {
+			continue
+		}
+		pr.idx = append(pr.idx, i)
+		for _, d := range ancestorsOf(c.zkPath(t.ops[i].Path)) {
+			if _, ok := pr.seen[d]; !ok {
+				pr.seen[d] = len(zps)
+				zps = append(zps, d)
+			}
+		}
+	}
+	pr.exists = make([]bool, len(zps))
+	pr.errs = make([]error, len(zps))
+	var wg sync.WaitGroup
+	for k, zp := range zps {
+		wg.Go(func() {
+			last := make(chan bool, 1) // fn may finish after onSession gave up
+			pr.errs[k] = c.onSession(ctx, t.s, c.relPath(zp), func(z *zk.Conn) error {
+				e, _, err := z.Exists(zp)
+				if err == nil {
+					last <- e
+				}
+				return err
+			})
+			if pr.errs[k] == nil {
+				pr.exists[k] = <-last
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(pr.done)
+	}()
+	return pr
 }
 
 // ancestorsOf returns the ancestors of the znode path zp below "/", the
@@ -1026,7 +1189,16 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 	c := t.c
 	out := make([]topo.Version, len(t.ops))
 	var cleanup []string
+	gone := map[string]bool{} // directories the multi deleted (roleEmptied)
+	for _, r := range m {
+		if r.role == roleEmptied {
+			gone[r.req.(*zk.DeleteRequest).Path] = true
+		}
+	}
 	for j, r := range m {
+		if r.role == roleEmptied {
+			continue
+		}
 		op := t.ops[r.op]
 		switch {
 		case r.role == roleMain && op.Kind == topo.TxnCreate, r.role == roleCreate:
@@ -1036,7 +1208,11 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 				out[r.op] = topo.NumericVersion(st.Version)
 			}
 		case r.role == roleMain && op.Kind == topo.TxnDelete:
-			if parent := zkDir(c.zkPath(op.Path)); parent != c.zkPath("") {
+			parent := zkDir(c.zkPath(op.Path))
+			for gone[parent] {
+				parent = zkDir(parent)
+			}
+			if parent != c.zkPath("") {
 				cleanup = append(cleanup, parent)
 			}
 		}
