@@ -359,3 +359,161 @@ func TestTxnContention(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "file", string(data))
 }
+
+// TestTxnDirectoriesAbsent: with DirectoriesAbsent naming the new
+// directories, a Txn of 32 creates in 32 directories that do not exist
+// yet is one multi and no read. A wrong hint never changes the result:
+// a directory named absent that exists (as a directory, as a file, or
+// created by another client just before the multi) makes the first
+// multi fail at its create, writing nothing, and the Txn goes on as
+// without the hint, leaving the existing znode as it was; one absent but
+// not named is found out as without the hint.
+func TestTxnDirectoriesAbsent(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	var oc opCounter
+	c := openCounted(t, &oc, root)
+	raw := rawConn(t)
+	_, err := c.Create(ctx, "ks/keep", []byte("k")) // ks exists
+	require.NoError(t, err)
+	paths := shardPaths(32)
+	ops := make([]topo.TxnOp, len(paths))
+	var dirs []string
+	for i, p := range paths {
+		ops[i] = topo.CreateOp(p, []byte("v"+p))
+		dirs = append(dirs, p[:len(p)-len("/Shard")])
+	}
+	oc.reset()
+	_, err = c.Txn(DirectoriesAbsent(ctx, append(dirs, "ks/shards")...), ops...)
+	require.NoError(t, err)
+	require.Equal(t, 1, oc.count(opcodeMulti), "multis")
+	require.Equal(t, 0, oc.count(opcodeExists), "Stat reads")
+	for _, p := range paths {
+		data, _, err := c.Get(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, "v"+p, string(data))
+		dir, st, err := raw.Get(root + "/" + p[:len(p)-len("/Shard")])
+		require.NoError(t, err)
+		require.Empty(t, dir, "a directory znode has no data")
+		require.Equal(t, int32(0), st.Version)
+	}
+
+	wrong := []struct {
+		name  string
+		setup func(t *testing.T)
+		hint  []string
+	}{
+		{"an existing directory named", func(t *testing.T) {
+			_, err := c.Create(ctx, "w1/d/other", []byte("o"))
+			require.NoError(t, err)
+		}, []string{"w1/d"}},
+		{"an existing file named", func(t *testing.T) {
+			_, err := c.Create(ctx, "w2/d", []byte("file"))
+			require.NoError(t, err)
+		}, []string{"w2/d"}},
+		{"an absent directory not named", func(t *testing.T) {}, []string{"w3/d"}},
+		{"created by another client before the multi", func(t *testing.T) {
+			oc.setBefore(func(op int32) {
+				if op == opcodeMulti {
+					oc.setBefore(nil)
+					_, err := raw.Create(root+"/w4", nil, 0, zk.WorldACL(zk.PermAll))
+					assert.NoError(t, err) // on the client's send goroutine
+				}
+			})
+		}, []string{"w4", "w4/d"}},
+	}
+	for k, tc := range wrong {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup(t)
+			top := fmt.Sprintf("w%d", k+1)
+			before, _, err := raw.Get(root + "/" + top + "/d")
+			if err != nil {
+				before = nil
+			}
+			vs, err := c.Txn(DirectoriesAbsent(ctx, tc.hint...),
+				topo.CreateOp(top+"/d/f", []byte("f")), topo.CreateOp(top+"/d/g", []byte("g")))
+			require.NoError(t, err)
+			require.Equal(t, []topo.Version{topo.NumericVersion(0), topo.NumericVersion(0)}, vs)
+			for _, n := range []string{"f", "g"} {
+				data, _, err := c.Get(ctx, top+"/d/"+n)
+				require.NoError(t, err)
+				require.Equal(t, n, string(data))
+			}
+			after, _, err := raw.Get(root + "/" + top + "/d")
+			require.NoError(t, err)
+			require.Equal(t, string(before), string(after), "the directory's data is left as it was")
+		})
+	}
+	oc.setBefore(nil)
+
+	// A file the hint would put in the way is still refused: NodeExists
+	// for the op, nothing written.
+	before := tree(t, raw, root)
+	_, err = c.Txn(DirectoriesAbsent(ctx, "ks/shards/0"), topo.CreateOp("ks/shards/0/Shard", []byte("x")), topo.CreateOp("new/f", nil))
+	requireTxnErr(t, err, 0, topo.NodeExists)
+	require.Equal(t, before, tree(t, raw, root), "a failed Txn must write nothing")
+}
+
+// TestTxnDirectoriesEmptied: with DirectoriesEmptied naming the 32
+// directories that a Txn's 32 deletes leave empty, the multi deletes them
+// too, and the only other requests are the Stat read of the level above
+// (which keeps two files). A wrong hint never deletes what it must not: a
+// directory that holds another file, or a held lock's entry, stays (and
+// so does the lock); one whose data version is not 0 (a file emptied into
+// a directory) is not deleted by the hint but removed after the multi, as
+// without the hint; a name that is not above a deleted file (a "locks"
+// znode) is ignored; the Txn succeeds every time.
+func TestTxnDirectoriesEmptied(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	var oc opCounter
+	c := openCounted(t, &oc, root)
+	raw := rawConn(t)
+	paths := shardPaths(32)
+	for _, p := range append([]string{"ks/shards/keep1", "ks/shards/keep2"}, paths...) {
+		_, err := c.Create(ctx, p, []byte("v"))
+		require.NoError(t, err)
+	}
+	ops := make([]topo.TxnOp, len(paths))
+	var dirs []string
+	for i, p := range paths {
+		ops[i] = topo.DeleteOp(p, nil)
+		dirs = append(dirs, p[:len(p)-len("/Shard")])
+	}
+	oc.reset()
+	_, err := c.Txn(DirectoriesEmptied(ctx, dirs...), ops...)
+	require.NoError(t, err)
+	require.Equal(t, 1, oc.count(opcodeMulti), "multis")
+	require.Equal(t, 1, oc.count(opcodeExists), "Stat reads")
+	children, _, err := raw.Children(root + "/ks/shards")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"keep1", "keep2"}, children)
+
+	// Wrong hints.
+	for _, p := range []string{"m/other/f", "m/other/g", "m/locked/f", "m/ex/f", "m/ex/g"} {
+		_, err := c.Create(ctx, p, []byte("v"))
+		require.NoError(t, err)
+	}
+	l, err := c.Lock(ctx, "m/locked", "held")
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Unlock(ctx)) }()
+	// m/ex: a file with a file below it, emptied into a directory by
+	// deleting it (its data version moves to 1).
+	_, err = c.Create(ctx, "m/ex", []byte("was a file"))
+	require.NoError(t, err)
+	require.NoError(t, c.Delete(ctx, "m/ex", nil))
+	require.NoError(t, c.Delete(ctx, "m/ex/g", nil))
+	_, st, err := raw.Get(root + "/m/ex")
+	require.NoError(t, err)
+	require.NotEqual(t, int32(0), st.Version)
+	_, err = c.Txn(DirectoriesEmptied(ctx, "m/other", "m/locked", "m/locked/locks", "m/ex", "m"),
+		topo.DeleteOp("m/other/f", nil), topo.DeleteOp("m/locked/f", nil), topo.DeleteOp("m/ex/f", nil))
+	require.NoError(t, err)
+	for zp, want := range map[string]bool{"/m/other/g": true, "/m/locked": true, "/m/ex": false, "/m": true} {
+		ok, _, err := raw.Exists(root + zp)
+		require.NoError(t, err)
+		require.Equal(t, want, ok, zp)
+	}
+	_, err = c.TryLock(ctx, "m/locked", "other")
+	require.ErrorIs(t, err, topo.NodeExists, "the lock is still held")
+}
