@@ -80,14 +80,18 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     IfPresent). UpdateOp(p, c, v) with a version: a set-data op at v.
 //   - UpdateOp(p, c, nil): a set-data op at any version; when the file is
 //     absent, a create instead (with its missing parents).
-//   - CreateOp(p, c): the creates of the missing parent directories, then
-//     the create of p; over a znode that is only a directory, a set-data
-//     op at the directory's version instead (as Create turns a directory
-//     into the file).
+//   - CreateOp(p, c): the creates of the missing parent directories (a
+//     missing parent that another write of the Txn creates as a file is
+//     created once, with that write's contents), then the create of p;
+//     over a znode that is only a directory, a set-data op at the
+//     directory's version instead (as Create turns a directory into the
+//     file).
 //   - DeleteOp(p, v): a delete op (at v if given); a file that has files
 //     below it gets a set-data op emptying it instead (as Delete does).
 //     Parent directories left empty are removed after the multi, best
-//     effort, as Delete does.
+//     effort, as Delete does, a level at a time for all of them: one
+//     round of Stat reads, then one multi of guarded deletes (see
+//     cleanupDirs).
 //   - IfAbsent(p): a create of p and a delete of it, back to back (a
 //     multi has no "absent" check): the create fails when p exists. When
 //     p's parent is absent, the same pair on the highest missing
@@ -110,7 +114,16 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // was expected, a delete refused because of children), the Stat is read
 // on the same session (a round trip, after the failed multi, which wrote
 // nothing), and either the failure is reported or a new multi is built
-// from what it showed (at most ten).
+// from what it showed (at most ten). After a create failed for want of a
+// parent, the reads are those of every distinct ancestor of every file
+// the multi creates, all at once: a transaction of many files in new
+// directories costs two multis and one round of reads. With the
+// directory hints of DirectoriesAbsent and DirectoriesEmptied in ctx, the
+// first multi also creates the directories named absent above its
+// CreateOps' files and deletes those named emptied by its DeleteOps, so
+// that a caller that knows the tree (topoctl's import, copy and rm -R)
+// gets one multi and no read; a wrong hint costs a failed multi, never a
+// different result.
 //
 // The request, as encoded, must not exceed Options.MaxTxnBytes (default
 // DefaultMaxTxnBytes, ZooKeeper's default jute.maxbuffer; at most 1.5 MiB,

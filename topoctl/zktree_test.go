@@ -1,0 +1,80 @@
+package topoctl
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// requireHeld fails unless the lock l is held: a Txn guarded by it
+// passes.
+func requireHeld(t *testing.T, conn topo.Conn, l topo.LockDescriptor) {
+	t.Helper()
+	_, err := conn.Txn(t.Context(), topo.IfHeld(l), topo.IfAbsent("no-such-file"))
+	require.NoError(t, err, "the lock is still held")
+}
+
+// import, copy and rm -R on ZooKeeper tell zk2topo's Txn which
+// directories they believe absent or emptied (from their listing), so
+// that each batch is one multi. Where the listing cannot see what is
+// there (a directory holding only a named lock's entry), the belief is wrong:
+// the tree commands still do exactly what they do without it, and leave
+// the lock and its directory alone.
+func TestZkTreeWrongDirectoryHints(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t)
+	in := manyFiles(t, 300)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const root = "/wronghints"
+	conn, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, root)
+	require.NoError(t, err)
+	defer conn.Close()
+	tg := target{impl: "zk2", addr: addr, root: root}
+
+	// ks0/shards exists with nothing but a held lock's entry: no file
+	// under it, so import believes it absent.
+	l, err := conn.LockName(ctx, "ks0/shards", "held during import")
+	require.NoError(t, err)
+	assert.Contains(t, tg.ok(t, "import", in), "imported 300 files")
+	mem := target{impl: "memory", addr: t.Name(), root: "/"}
+	mem.ok(t, "import", in)
+	mem.ok(t, "diff", "--to", tg.spec())
+	requireHeld(t, conn, l)
+	require.NoError(t, l.Unlock(ctx))
+
+	// copy into a root where a directory is held the same way.
+	dst := tg.withRoot(root + "-copy")
+	dconn, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, dst.root)
+	require.NoError(t, err)
+	defer dconn.Close()
+	l, err = dconn.LockName(ctx, "ks3/shards/13", "held during copy")
+	require.NoError(t, err)
+	assert.Contains(t, mem.ok(t, "copy", "--to", dst.spec()), "copied 300 files")
+	mem.ok(t, "diff", "--to", dst.spec())
+	requireHeld(t, dconn, l)
+
+	// rm -R believes every ks*/shards/N emptied; ks3/shards/13 holds the
+	// lock's entry too: every file goes, that directory and its lock stay.
+	r := dst.run(t, "", "rm", "-R", "--force", "/")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "deleted 300 files under /")
+	assert.Empty(t, strings.TrimSpace(dst.ok(t, "get", "-R", "--keys-only", "/")))
+	requireHeld(t, dconn, l)
+	des, err := dconn.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	require.Equal(t, []topo.DirEntry{{Name: "ks3"}}, des, "only the locked directory's branch is left")
+	require.NoError(t, l.Unlock(ctx))
+	r = tg.run(t, "", "rm", "-R", "--force", "/")
+	require.Equal(t, 0, r.code, r.stderr)
+	des, err = conn.ListDir(ctx, "", false)
+	require.True(t, err == nil && len(des) == 0 || topo.IsErrType(err, topo.NoNode), "%v %v", des, err)
+}
