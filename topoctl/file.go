@@ -312,7 +312,8 @@ itself if it is a file); it needs --force, and prints how many files it
 deleted to standard error (JSON on stdout with --output json). Deletes run
 --parallel requests at a time, --batch (32) deletes per transaction (a
 batch the store refuses, e.g. because a file is already gone, is deleted
-one file at a time); on Ctrl-C no new delete starts (exit 130). Lock and
+one file at a time; on ZooKeeper the transaction also deletes the
+directories the batch empties); on Ctrl-C no new delete starts (exit 130). Lock and
 election entries are not files and are left alone. Files at reserved
 paths (written by another tool) cannot be deleted by topokit: each is
 named on stderr and rm -R exits 1.`,

@@ -1261,16 +1261,15 @@ func (t *txn) cleanupDirs(ctx context.Context, dirs []string) {
 	for len(level) > 0 {
 		// A directory above another one of the level waits for the next
 		// levels: it is not empty before that one is removed.
+		above := map[string]bool{}
+		for e := range level {
+			for d := zkDir(e); keep(d) && !above[d]; d = zkDir(d) {
+				above[d] = true
+			}
+		}
 		var ds []string
 		for d := range level {
-			above := false
-			for e := range level {
-				if strings.HasPrefix(e, d+"/") {
-					above = true
-					break
-				}
-			}
-			if !above {
+			if !above[d] {
 				ds = append(ds, d)
 			}
 		}
@@ -1340,7 +1339,7 @@ func (t *txn) cleanupDirs(ctx context.Context, dirs []string) {
 		}
 		next := map[string]bool{}
 		for d := range level {
-			if !slices.Contains(ds, d) {
+			if above[d] {
 				next[d] = true // waited for its descendants
 			}
 		}
