@@ -515,6 +515,11 @@ func ancestorDirs(p string) []string {
 func (p *writePlan) absentDirs(bs [][]op) [][]string {
 	out := make([][]string, len(bs))
 	claimed := map[string]bool{}
+	for _, b := range bs {
+		for _, w := range b {
+			claimed[w.path] = true // a file is written there: not absent
+		}
+	}
 	for i, b := range bs {
 		for _, w := range b {
 			if w.kind != kindCreate {

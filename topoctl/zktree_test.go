@@ -105,3 +105,29 @@ func TestTreeBatchContention(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "deleted 3 files under /contention")
 }
+
+// absentDirs names, per batch, the new directories of its creates that
+// the listing did not show and that no earlier batch writes under (and
+// never a path a file is written at); emptiedDirs names the directories
+// whose listed files are all in the batch, never one above the listed
+// directory, one that is a file, or one that keeps a file at a reserved
+// path.
+func TestTreeDirectoryHints(t *testing.T) {
+	create := func(p string) op { return op{kind: kindCreate, path: p} }
+	plan := &writePlan{dir: "ks", held: map[string]bool{"ks": true, "ks/old": true}}
+	bs := [][]op{
+		{create("ks/a/b/f"), create("ks/a/c/f"), create("ks/old/g")},
+		{create("ks/a/b/g"), create("ks/d/e"), create("ks/x/y")},
+		{create("ks/x")},
+	}
+	assert.Equal(t, [][]string{{"ks/a/b", "ks/a", "ks/a/c"}, {"ks/d"}, nil}, plan.absentDirs(bs))
+
+	del := func(p string) op { return op{kind: kindDelete, path: p} }
+	files := []topo.KVInfo{{Path: "ks/a/b/f"}, {Path: "ks/a/b/g"}, {Path: "ks/a/c/f"}, {Path: "ks/f"}, {Path: "ks/f/h"}, {Path: "ks/r/x"}}
+	reserved := []string{"ks/r/locks/x"}
+	bs = [][]op{
+		{del("ks/a/b/f"), del("ks/a/b/g")},
+		{del("ks/a/c/f"), del("ks/f"), del("ks/f/h"), del("ks/r/x")},
+	}
+	assert.Equal(t, [][]string{{"ks/a/b"}, {"ks/a/c"}}, emptiedDirs(bs, "ks", files, reserved))
+}
