@@ -517,3 +517,91 @@ func TestTxnDirectoriesEmptied(t *testing.T) {
 	_, err = c.TryLock(ctx, "m/locked", "other")
 	require.ErrorIs(t, err, topo.NodeExists, "the lock is still held")
 }
+
+// TestTxnDirectoriesAbsentConcurrent: eight Txns at once, each creating
+// its own files in the same new directories and each told that those
+// directories are absent: all but one find a directory created by another
+// in the way of their first multi (NodeExists, nothing written), and every
+// one succeeds, with every file written once and no directory given data.
+func TestTxnDirectoriesAbsentConcurrent(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := c.Create(ctx, "keep", nil) // the root exists
+	require.NoError(t, err)
+	const writers, dirs = 8, 16
+	var hint []string
+	for d := range dirs {
+		hint = append(hint, fmt.Sprintf("a/d%d", d))
+	}
+	hint = append(hint, "a")
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			var ops []topo.TxnOp
+			for d := range dirs {
+				ops = append(ops, topo.CreateOp(fmt.Sprintf("a/d%d/w%d", d, w), []byte(fmt.Sprint(w))))
+			}
+			_, err := c.Txn(DirectoriesAbsent(ctx, hint...), ops...)
+			errs <- err
+		}()
+	}
+	for range writers {
+		require.NoError(t, <-errs)
+	}
+	for d := range dirs {
+		children, st, err := raw.Children(fmt.Sprintf("%s/a/d%d", root, d))
+		require.NoError(t, err)
+		require.Len(t, children, writers)
+		require.Equal(t, int32(0), st.Version)
+		data, _, err := raw.Get(fmt.Sprintf("%s/a/d%d", root, d))
+		require.NoError(t, err)
+		require.Empty(t, data)
+		for w := range writers {
+			got, _, err := c.Get(ctx, fmt.Sprintf("a/d%d/w%d", d, w))
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprint(w), string(got))
+		}
+	}
+}
+
+// TestTxnDirectoriesEmptiedConcurrent: two Txns at once delete one file
+// each of the same eight directories (two files each), both told that
+// they empty those directories, which is wrong for whichever runs first:
+// both succeed, and the directories are gone after both (the later Txn
+// deletes them, by the hint or by the clean-up after its multi, which
+// reads the directories after its own deletes).
+func TestTxnDirectoriesEmptiedConcurrent(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := c.Create(ctx, "keep", nil)
+	require.NoError(t, err)
+	const dirs = 8
+	var hint []string
+	for d := range dirs {
+		hint = append(hint, fmt.Sprintf("e/d%d", d))
+		for _, f := range []string{"x", "y"} {
+			_, err := c.Create(ctx, fmt.Sprintf("e/d%d/%s", d, f), []byte(f))
+			require.NoError(t, err)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, f := range []string{"x", "y"} {
+		go func() {
+			var ops []topo.TxnOp
+			for d := range dirs {
+				ops = append(ops, topo.DeleteOp(fmt.Sprintf("e/d%d/%s", d, f), nil))
+			}
+			_, err := c.Txn(DirectoriesEmptied(ctx, hint...), ops...)
+			errs <- err
+		}()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	ok, _, err := raw.Exists(root + "/e")
+	require.NoError(t, err)
+	require.False(t, ok, "the emptied directories are removed")
+}
