@@ -19,7 +19,6 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
-	"github.com/topokit/topokit/topo/zk2topo"
 )
 
 func newGetCmd(o *options) *cobra.Command {
@@ -312,8 +311,7 @@ itself if it is a file); it needs --force, and prints how many files it
 deleted to standard error (JSON on stdout with --output json). Deletes run
 --parallel requests at a time, --batch (32) deletes per transaction (a
 batch the store refuses, e.g. because a file is already gone, is deleted
-one file at a time; on ZooKeeper the transaction also deletes the
-directories the batch empties); on Ctrl-C no new delete starts (exit 130). Lock and
+one file at a time); on Ctrl-C no new delete starts (exit 130). Lock and
 election entries are not files and are left alone. Files at reserved
 paths (written by another tool) cannot be deleted by topokit: each is
 named on stderr and rm -R exits 1.`,
@@ -412,9 +410,7 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 	for i, kv := range tl.files {
 		ops[i] = op{kind: kindDelete, path: kv.Path}
 	}
-	bs := batches(ops, o.batch)
-	emptied := emptiedDirs(bs, dir, tl.files, tl.reserved)
-	forEach(bs, o.parallel, func() bool { return stopped() }, func(bi int, b []op) {
+	forEach(batches(ops, o.batch), o.parallel, func() bool { return stopped() }, func(_ int, b []op) {
 		if len(b) == 1 {
 			one(b[0].path)
 			return
@@ -424,7 +420,7 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 			txops[i] = topo.DeleteOp(w.path, nil)
 		}
 		wctx, cancel := o.writeCtx(ctx)
-		_, err := st.conn.Txn(zk2topo.DirectoriesEmptied(wctx, emptied[bi]...), txops...)
+		_, err := st.conn.Txn(wctx, txops...)
 		cancel()
 		switch {
 		case err == nil:

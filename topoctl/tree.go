@@ -539,60 +539,6 @@ func (p *writePlan) absentDirs(bs [][]op) [][]string {
 	return out
 }
 
-// emptiedDirs returns, for each batch bs[i] of deletes of files listed
-// under dir (files, and the files at reserved paths that stay), the
-// directories at or under dir (never the root) whose listed files are all
-// in that batch and that are not files themselves: the store is told that
-// the batch leaves them empty (zk2topo.DirectoriesEmptied), so that
-// ZooKeeper's multi deletes them with the files instead of reading their
-// Stats afterwards. It is only a hint: a directory that holds something
-// else (lock entries, a file created since) costs the store a failed
-// multi, never a wrong delete.
-func emptiedDirs(bs [][]op, dir string, files []topo.KVInfo, reserved []string) [][]string {
-	total := map[string]int{}
-	isFile := map[string]bool{}
-	count := func(p string) {
-		isFile[p] = true
-		for _, d := range ancestorDirs(p) {
-			if !under(d, dir) {
-				break
-			}
-			total[d]++
-		}
-	}
-	for _, kv := range files {
-		count(kv.Path)
-	}
-	for _, p := range reserved {
-		count(p)
-	}
-	out := make([][]string, len(bs))
-	for i, b := range bs {
-		if len(b) < 2 {
-			continue
-		}
-		n := map[string]int{}
-		var order []string
-		for _, w := range b {
-			for _, d := range ancestorDirs(w.path) {
-				if !under(d, dir) {
-					break
-				}
-				if n[d] == 0 {
-					order = append(order, d)
-				}
-				n[d]++
-			}
-		}
-		for _, d := range order {
-			if n[d] == total[d] && !isFile[d] {
-				out[i] = append(out[i], d)
-			}
-		}
-	}
-	return out
-}
-
 // writeOne makes the single write w on dst.
 func writeOne(ctx context.Context, dst topo.Conn, w op) (topo.Version, error) {
 	switch w.kind {

@@ -24,9 +24,8 @@ func requireHeld(t *testing.T, conn topo.Conn, l topo.LockDescriptor) {
 	require.NoError(t, err, "the lock is still held")
 }
 
-// import, copy and rm -R on ZooKeeper tell zk2topo's Txn which
-// directories they believe absent or emptied (from their listing), so
-// that each batch is one multi. Where the listing cannot see what is
+// import and copy on ZooKeeper tell zk2topo's Txn which directories they
+// believe absent (from their listing), so that each batch is one multi. Where the listing cannot see what is
 // there (a directory holding only a named lock's entry), the belief is wrong:
 // the tree commands still do exactly what they do without it, and leave
 // the lock and its directory alone.
@@ -64,8 +63,8 @@ func TestZkTreeWrongDirectoryHints(t *testing.T) {
 	mem.ok(t, "diff", "--to", dst.spec())
 	requireHeld(t, dconn, l)
 
-	// rm -R believes every ks*/shards/N emptied; ks3/shards/13 holds the
-	// lock's entry too: every file goes, that directory and its lock stay.
+	// rm -R: ks3/shards/13 holds the lock's entry too: every file goes,
+	// that directory and its lock stay.
 	r := dst.run(t, "", "rm", "-R", "--force", "/")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "deleted 300 files under /")
@@ -108,10 +107,7 @@ func TestTreeBatchContention(t *testing.T) {
 
 // absentDirs names, per batch, the new directories of its creates that
 // the listing did not show and that no earlier batch writes under (and
-// never a path a file is written at); emptiedDirs names the directories
-// whose listed files are all in the batch, never one above the listed
-// directory, one that is a file, or one that keeps a file at a reserved
-// path.
+// never a path a file is written at).
 func TestTreeDirectoryHints(t *testing.T) {
 	create := func(p string) op { return op{kind: kindCreate, path: p} }
 	plan := &writePlan{dir: "ks", held: map[string]bool{"ks": true, "ks/old": true}}
@@ -121,13 +117,4 @@ func TestTreeDirectoryHints(t *testing.T) {
 		{create("ks/x")},
 	}
 	assert.Equal(t, [][]string{{"ks/a/b", "ks/a", "ks/a/c"}, {"ks/d"}, nil}, plan.absentDirs(bs))
-
-	del := func(p string) op { return op{kind: kindDelete, path: p} }
-	files := []topo.KVInfo{{Path: "ks/a/b/f"}, {Path: "ks/a/b/g"}, {Path: "ks/a/c/f"}, {Path: "ks/f"}, {Path: "ks/f/h"}, {Path: "ks/r/x"}}
-	reserved := []string{"ks/r/locks/x"}
-	bs = [][]op{
-		{del("ks/a/b/f"), del("ks/a/b/g")},
-		{del("ks/a/c/f"), del("ks/f"), del("ks/f/h"), del("ks/r/x")},
-	}
-	assert.Equal(t, [][]string{{"ks/a/b"}, {"ks/a/c"}}, emptiedDirs(bs, "ks", files, reserved))
 }

@@ -118,12 +118,15 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // parent, the reads are those of every distinct ancestor of every file
 // the multi creates, all at once: a transaction of many files in new
 // directories costs two multis and one round of reads. With the
-// directory hints of DirectoriesAbsent and DirectoriesEmptied in ctx, the
-// first multi also creates the directories named absent above its
-// CreateOps' files and deletes those named emptied by its DeleteOps, so
-// that a caller that knows the tree (topoctl's import, copy and rm -R)
-// gets one multi and no read; a wrong hint costs a failed multi, never a
-// different result.
+// directory hint of DirectoriesAbsent in ctx, the first multi also
+// creates the directories named absent above its CreateOps' files, so
+// that a caller that knows the tree (topoctl's import and copy) gets one
+// multi and no read; a wrong hint costs a failed multi, never a
+// different result. There is no such hint for the directories a Txn's
+// DeleteOps empty: a znode can be a file and a directory at once, and a
+// file created with data has version 0 like a directory created empty,
+// so no multi request can tell an empty directory from a file that
+// merely had files below it; the clean-up reads each one's Stat first.
 //
 // The request, as encoded, must not exceed Options.MaxTxnBytes (default
 // DefaultMaxTxnBytes, ZooKeeper's default jute.maxbuffer; at most 1.5 MiB,
@@ -176,11 +179,10 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	t.hints(ctx)
 	m := t.build()
 	if err := t.checkSize(m); err != nil {
-		if len(t.emptied) == 0 && !t.hinted() {
+		if !t.hinted() {
 			return nil, err
 		}
-		// Too large with what the hints add: without them.
-		t.emptied = nil
+		// Too large with what the hint adds: without it.
 		for i := range t.st {
 			t.st[i].missing = nil
 		}
@@ -287,10 +289,6 @@ type txn struct {
 	// parentsRead says that the last failure was handled by parents: the
 	// next multi needs no refresh.
 	parentsRead bool
-	// emptied are the znode paths of the directories the caller said the
-	// deletes leave empty (DirectoriesEmptied), deepest first, deleted at
-	// the end of the multi until one such delete fails.
-	emptied []string
 }
 
 // Roles of the requests of a multi.
@@ -304,7 +302,6 @@ const (
 	roleUnfile           // DeleteOp of a file with children: set-data to empty
 	roleCreate           // UpdateOp without version of an absent file: create
 	roleEnd              // the last check of a multi with excluded ops: always fails
-	roleEmptied          // a directory the caller said the deletes empty (DirectoriesEmptied)
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -449,10 +446,6 @@ func (t *txn) build() []mreq {
 	}
 	if len(t.excluded) > 0 {
 		out = append(out, mreq{&zk.CheckVersionRequest{Path: "/", Version: -2}, -1, roleEnd})
-	} else {
-		for _, d := range t.emptied {
-			out = append(out, mreq{&zk.DeleteRequest{Path: d, Version: 0}, -1, roleEmptied})
-		}
 	}
 	return out
 }
@@ -497,8 +490,8 @@ func (t *txn) checkSize(m []mreq) error {
 }
 
 // dirHint is the context key of the directories a caller describes to
-// Txn (DirectoriesAbsent, DirectoriesEmptied).
-type dirHint struct{ emptied bool }
+// Txn as absent (DirectoriesAbsent).
+type dirHint struct{}
 
 // DirectoriesAbsent returns a copy of ctx that tells a Txn called with it
 // that the directories dirs (canonical paths, below the Conn's root) are
@@ -519,28 +512,8 @@ func DirectoriesAbsent(ctx context.Context, dirs ...string) context.Context {
 	return context.WithValue(ctx, dirHint{}, dirs)
 }
 
-// DirectoriesEmptied returns a copy of ctx that tells a Txn called with
-// it that its DeleteOps leave the directories dirs (canonical paths, below
-// the Conn's root) empty: the multi deletes them too, deepest first, after
-// its writes, each at version 0 (the version of a directory created empty
-// and never written; the server refuses the delete of a znode with
-// children, and of one of another version, such as a file emptied into a
-// directory), instead of reading their Stats after the multi and
-// deleting them with another one. It is only a hint, checked by the multi
-// itself: when such a delete fails (the directory holds something else,
-// a "locks" znode say, or its data was written, or it is gone), the multi
-// writes nothing and is sent again without those deletes, and the
-// directories left empty are then removed after it as without the hint.
-// A name that no DeleteOp of the Txn is below is ignored. The result of
-// Txn never depends on it. Other backends, and zk2topo's other calls,
-// ignore it. topoctl's rm -R names the directories whose files, as it
-// listed them, are all in the batch.
-func DirectoriesEmptied(ctx context.Context, dirs ...string) context.Context {
-	return context.WithValue(ctx, dirHint{emptied: true}, dirs)
-}
-
-// hints applies the directory hints of ctx (see DirectoriesAbsent and
-// DirectoriesEmptied) to the first multi.
+// hints applies the directory hint of ctx (see DirectoriesAbsent) to the
+// first multi.
 func (t *txn) hints(ctx context.Context) {
 	c := t.c
 	below := func(d string) bool { return strings.HasPrefix(d, c.root+"/") && d != c.zkPath("") }
@@ -564,35 +537,6 @@ func (t *txn) hints(ctx context.Context) {
 				}
 			}
 		}
-	}
-	if dirs, _ := ctx.Value(dirHint{emptied: true}).([]string); len(dirs) > 0 {
-		under := map[string]bool{} // ancestors of the DeleteOps' files
-		for _, op := range t.ops {
-			if op.Kind == topo.TxnDelete {
-				for _, d := range ancestorsOf(c.zkPath(op.Path)) {
-					under[d] = true
-				}
-			}
-		}
-		seen := map[string]bool{}
-		for _, d := range dirs {
-			p, err := topo.CleanDirPath(d)
-			if err != nil || p == "" {
-				continue
-			}
-			zp := c.zkPath(p)
-			if below(zp) && under[zp] && !seen[zp] && !c.internal(p) {
-				seen[zp] = true
-				t.emptied = append(t.emptied, zp)
-			}
-		}
-		// Deepest first: a directory is empty once those below it went.
-		slices.SortFunc(t.emptied, func(a, b string) int {
-			if n := strings.Count(b, "/") - strings.Count(a, "/"); n != 0 {
-				return n
-			}
-			return strings.Compare(a, b)
-		})
 	}
 }
 
@@ -714,15 +658,6 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			// Every op left in passed: the lowest excluded one is the
 			// first failing op.
 			return nil, fails[lowest()]
-		}
-		if m[j].role == roleEmptied {
-			// Every op passed, but a directory the caller said the
-			// deletes empty is not empty, or not a directory created
-			// empty (it has data, or was written): the same multi
-			// without those deletes (the directories left empty are
-			// removed after it, as without the hint).
-			t.emptied = nil
-			continue
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
 		if done {
@@ -1202,16 +1137,7 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 	c := t.c
 	out := make([]topo.Version, len(t.ops))
 	var cleanup []string
-	gone := map[string]bool{} // directories the multi deleted (roleEmptied)
-	for _, r := range m {
-		if r.role == roleEmptied {
-			gone[r.req.(*zk.DeleteRequest).Path] = true
-		}
-	}
 	for j, r := range m {
-		if r.role == roleEmptied {
-			continue
-		}
 		op := t.ops[r.op]
 		switch {
 		case r.role == roleMain && op.Kind == topo.TxnCreate, r.role == roleCreate:
@@ -1221,11 +1147,7 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 				out[r.op] = topo.NumericVersion(st.Version)
 			}
 		case r.role == roleMain && op.Kind == topo.TxnDelete:
-			parent := zkDir(c.zkPath(op.Path))
-			for gone[parent] {
-				parent = zkDir(parent)
-			}
-			if parent != c.zkPath("") {
+			if parent := zkDir(c.zkPath(op.Path)); parent != c.zkPath("") {
 				cleanup = append(cleanup, parent)
 			}
 		}

@@ -1,6 +1,7 @@
 package zk2topo
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -454,70 +455,6 @@ func TestTxnDirectoriesAbsent(t *testing.T) {
 	require.Equal(t, before, tree(t, raw, root), "a failed Txn must write nothing")
 }
 
-// TestTxnDirectoriesEmptied: with DirectoriesEmptied naming the 32
-// directories that a Txn's 32 deletes leave empty, the multi deletes them
-// too, and the only other requests are the Stat read of the level above
-// (which keeps two files). A wrong hint never deletes what it must not: a
-// directory that holds another file, or a held lock's entry, stays (and
-// so does the lock); one whose data version is not 0 (a file emptied into
-// a directory) is not deleted by the hint but removed after the multi, as
-// without the hint; a name that is not above a deleted file (a "locks"
-// znode) is ignored; the Txn succeeds every time.
-func TestTxnDirectoriesEmptied(t *testing.T) {
-	ctx := txnCtx(t)
-	root := freshRoot(t)
-	var oc opCounter
-	c := openCounted(t, &oc, root)
-	raw := rawConn(t)
-	paths := shardPaths(32)
-	for _, p := range append([]string{"ks/shards/keep1", "ks/shards/keep2"}, paths...) {
-		_, err := c.Create(ctx, p, []byte("v"))
-		require.NoError(t, err)
-	}
-	ops := make([]topo.TxnOp, len(paths))
-	var dirs []string
-	for i, p := range paths {
-		ops[i] = topo.DeleteOp(p, nil)
-		dirs = append(dirs, p[:len(p)-len("/Shard")])
-	}
-	oc.reset()
-	_, err := c.Txn(DirectoriesEmptied(ctx, dirs...), ops...)
-	require.NoError(t, err)
-	require.Equal(t, 1, oc.count(opcodeMulti), "multis")
-	require.Equal(t, 1, oc.count(opcodeExists), "Stat reads")
-	children, _, err := raw.Children(root + "/ks/shards")
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"keep1", "keep2"}, children)
-
-	// Wrong hints.
-	for _, p := range []string{"m/other/f", "m/other/g", "m/locked/f", "m/ex/f", "m/ex/g"} {
-		_, err := c.Create(ctx, p, []byte("v"))
-		require.NoError(t, err)
-	}
-	l, err := c.Lock(ctx, "m/locked", "held")
-	require.NoError(t, err)
-	defer func() { require.NoError(t, l.Unlock(ctx)) }()
-	// m/ex: a file with a file below it, emptied into a directory by
-	// deleting it (its data version moves to 1).
-	_, err = c.Create(ctx, "m/ex", []byte("was a file"))
-	require.NoError(t, err)
-	require.NoError(t, c.Delete(ctx, "m/ex", nil))
-	require.NoError(t, c.Delete(ctx, "m/ex/g", nil))
-	_, st, err := raw.Get(root + "/m/ex")
-	require.NoError(t, err)
-	require.NotEqual(t, int32(0), st.Version)
-	_, err = c.Txn(DirectoriesEmptied(ctx, "m/other", "m/locked", "m/locked/locks", "m/ex", "m"),
-		topo.DeleteOp("m/other/f", nil), topo.DeleteOp("m/locked/f", nil), topo.DeleteOp("m/ex/f", nil))
-	require.NoError(t, err)
-	for zp, want := range map[string]bool{"/m/other/g": true, "/m/locked": true, "/m/ex": false, "/m": true} {
-		ok, _, err := raw.Exists(root + zp)
-		require.NoError(t, err)
-		require.Equal(t, want, ok, zp)
-	}
-	_, err = c.TryLock(ctx, "m/locked", "other")
-	require.ErrorIs(t, err, topo.NodeExists, "the lock is still held")
-}
-
 // TestTxnDirectoriesAbsentConcurrent: eight Txns at once, each creating
 // its own files in the same new directories and each told that those
 // directories are absent: all but one find a directory created by another
@@ -566,42 +503,81 @@ func TestTxnDirectoriesAbsentConcurrent(t *testing.T) {
 	}
 }
 
-// TestTxnDirectoriesEmptiedConcurrent: two Txns at once delete one file
-// each of the same eight directories (two files each), both told that
-// they empty those directories, which is wrong for whichever runs first:
-// both succeed, and the directories are gone after both (the later Txn
-// deletes them, by the hint or by the clean-up after its multi, which
-// reads the directories after its own deletes).
-func TestTxnDirectoriesEmptiedConcurrent(t *testing.T) {
+// TestTxnDeleteKeepsFileParent: a Txn's deletes never delete a file that
+// merely had files below it. In zk2topo's layout a znode can be a file
+// and a directory at once, and a file created with data has data version
+// 0, like a directory created empty, so no multi request can tell the two
+// apart (a multi cannot check a znode's data length); only the clean-up
+// after the multi, which reads each directory's Stat, may remove a
+// directory. The file x (data, version 0) with the file x/y below it: a
+// Txn deleting x/y keeps x and its data. Then the batched clean-up: one
+// Txn empties several directories a level at a time, of which p/q is a
+// version-0 file with data (it stays, with its data, and so does p),
+// r/s and u/v/w are plain directories (they go, and so do r, u/v and u).
+// Both with no hint and with DirectoriesAbsent set (naming the new
+// directory of a CreateOp of the same Txn, and every directory of the
+// deletes, wrongly): the hint changes nothing of it.
+func TestTxnDeleteKeepsFileParent(t *testing.T) {
 	ctx := txnCtx(t)
-	root := freshRoot(t)
-	c := openConn(t, []string{testServer}, root)
 	raw := rawConn(t)
-	_, err := c.Create(ctx, "keep", nil)
-	require.NoError(t, err)
-	const dirs = 8
-	var hint []string
-	for d := range dirs {
-		hint = append(hint, fmt.Sprintf("e/d%d", d))
-		for _, f := range []string{"x", "y"} {
-			_, err := c.Create(ctx, fmt.Sprintf("e/d%d/%s", d, f), []byte(f))
-			require.NoError(t, err)
-		}
-	}
-	errs := make(chan error, 2)
-	for _, f := range []string{"x", "y"} {
-		go func() {
-			var ops []topo.TxnOp
-			for d := range dirs {
-				ops = append(ops, topo.DeleteOp(fmt.Sprintf("e/d%d/%s", d, f), nil))
+	for _, v := range []struct {
+		name string
+		ctx  func(ctx context.Context, dirs ...string) context.Context
+	}{
+		{"no hint", func(ctx context.Context, _ ...string) context.Context { return ctx }},
+		{"DirectoriesAbsent", DirectoriesAbsent},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			root := freshRoot(t)
+			c := openConn(t, []string{testServer}, root)
+			requireFile := func(p, want string) {
+				t.Helper()
+				data, st, err := raw.Get(root + "/" + p)
+				require.NoError(t, err, "file %s lost", p)
+				require.Equal(t, want, string(data), p)
+				require.Equal(t, int32(0), st.Version, p)
+				require.Zero(t, st.NumChildren, p)
 			}
-			_, err := c.Txn(DirectoriesEmptied(ctx, hint...), ops...)
-			errs <- err
-		}()
+			requireAbsent := func(p string) {
+				t.Helper()
+				ok, _, err := raw.Exists(root + "/" + p)
+				require.NoError(t, err)
+				require.False(t, ok, p)
+			}
+
+			// One file below a file.
+			for _, f := range [][2]string{{"x", "file x"}, {"x/y", "v"}} {
+				_, err := c.Create(ctx, f[0], []byte(f[1]))
+				require.NoError(t, err)
+			}
+			_, st, err := raw.Get(root + "/x")
+			require.NoError(t, err)
+			require.Equal(t, int32(0), st.Version, "x has the version of a directory created empty")
+			_, err = c.Txn(v.ctx(ctx, "x", "new"), topo.DeleteOp("x/y", nil), topo.CreateOp("new/f", []byte("n")))
+			require.NoError(t, err)
+			requireFile("x", "file x")
+			requireAbsent("x/y")
+			requireFile("new/f", "n")
+
+			// The batched clean-up, several directories and levels.
+			for _, f := range [][2]string{{"p/q", "file q"}, {"p/q/a", "v"}, {"p/q/b", "v"},
+				{"r/s/a", "v"}, {"r/s/b", "v"}, {"u/v/w/a", "v"}, {"keep", "k"}} {
+				_, err := c.Create(ctx, f[0], []byte(f[1]))
+				require.NoError(t, err)
+			}
+			_, err = c.Txn(v.ctx(ctx, "p/q", "p", "r/s", "r", "u/v/w", "u/v", "u", "new2"),
+				topo.DeleteOp("p/q/a", nil), topo.DeleteOp("p/q/b", nil),
+				topo.DeleteOp("r/s/a", nil), topo.DeleteOp("r/s/b", nil),
+				topo.DeleteOp("u/v/w/a", nil), topo.CreateOp("new2/f", []byte("n2")))
+			require.NoError(t, err)
+			requireFile("p/q", "file q")
+			children, _, err := raw.Children(root + "/p")
+			require.NoError(t, err)
+			require.Equal(t, []string{"q"}, children, "p keeps the file p/q")
+			requireAbsent("r")
+			requireAbsent("u")
+			requireFile("keep", "k")
+			requireFile("new2/f", "n2")
+		})
 	}
-	require.NoError(t, <-errs)
-	require.NoError(t, <-errs)
-	ok, _, err := raw.Exists(root + "/e")
-	require.NoError(t, err)
-	require.False(t, ok, "the emptied directories are removed")
 }
