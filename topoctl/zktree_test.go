@@ -118,3 +118,42 @@ func TestTreeDirectoryHints(t *testing.T) {
 	}
 	assert.Equal(t, [][]string{{"ks/a/b", "ks/a", "ks/a/c"}, {"ks/d"}, nil}, plan.absentDirs(bs))
 }
+
+// rm -R on ZooKeeper never deletes a file that is a directory of the
+// files it deletes but not itself under the directory removed: the file a
+// (data, version 0, like a directory created empty) above a/x, and the
+// file a/x/g (version 0, with data) is deleted only because it is listed
+// under a/x. After rm -R a/x, a keeps its data, its other file a/y stays,
+// and nothing of a/x is left (the clean-up after each batch reads a
+// directory's Stat before it deletes it, and leaves a file alone).
+func TestZkRmTreeKeepsFileParent(t *testing.T) {
+	t.Parallel()
+	addr := zktest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const root = "/keepfileparent"
+	conn, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, root)
+	require.NoError(t, err)
+	defer conn.Close()
+	tg := target{impl: "zk2", addr: addr, root: root}
+	for _, f := range [][2]string{{"a", "file a"}, {"a/y", "file y"}, {"a/x/g", "file g"},
+		{"a/x/f1", "1"}, {"a/x/f2", "2"}, {"a/x/g/h1", "3"}, {"a/x/g/h2", "4"}} {
+		tg.ok(t, "put", f[0], f[1])
+	}
+	_, v, err := conn.Get(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, topo.NumericVersion(0), v, "a has the version of a directory created empty")
+
+	r := tg.run(t, "", "rm", "-R", "--force", "a/x")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "deleted 5 files under /a/x")
+	data, _, err := conn.Get(ctx, "a")
+	require.NoError(t, err, "the file a is kept")
+	assert.Equal(t, "file a", string(data))
+	data, _, err = conn.Get(ctx, "a/y")
+	require.NoError(t, err)
+	assert.Equal(t, "file y", string(data))
+	des, err := conn.ListDir(ctx, "a", false)
+	require.NoError(t, err)
+	assert.Equal(t, []topo.DirEntry{{Name: "y"}}, des, "nothing of a/x is left")
+}
