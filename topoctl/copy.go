@@ -96,8 +96,11 @@ overwritten, deleted or skipped as identical, and writes nothing.
 
 Writes run --parallel at a time, --batch of them (32) in one transaction
 (Conn.Txn: all or nothing, with the same conditions as single writes); a
-batch the store refuses (a condition failed, too large, no transactions)
-is written one file at a time instead. If a write fails, or on Ctrl-C (exit 130),
+batch the store refuses (a condition failed, too large, no transactions,
+or on ZooKeeper lost to concurrent writers with nothing applied) is written
+one file at a time instead. On ZooKeeper a batch's transaction also creates
+the directories of its files that the destination did not hold when
+listed, in the same multi (one request per batch). If a write fails, or on Ctrl-C (exit 130),
 no new write starts, the writes in flight finish, and everything this run
 wrote is reverted (each file only if nobody changed it since); the error
 names any file left written. A progress bar is drawn on stderr when stdout

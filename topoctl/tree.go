@@ -14,6 +14,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/zk2topo"
 )
 
 // defaultParallel is how many store requests import, copy, export and
@@ -133,6 +134,11 @@ type op struct {
 // writePlan is a set of changes to one store, checked before any is made.
 type writePlan struct {
 	ops []op
+	// dir is the directory the destination was listed under ("" for the
+	// root); held are the directories at or under it that held a file
+	// then (the ancestors of the files listed).
+	dir  string
+	held map[string]bool
 }
 
 // count returns how many ops are of kind k.
@@ -201,7 +207,17 @@ func (o *options) planWrites(ctx context.Context, dst topo.Conn, dir string, fil
 	for _, kv := range have.files {
 		existing[kv.Path] = kv
 	}
-	plan := &writePlan{}
+	plan := &writePlan{dir: dir, held: map[string]bool{}}
+	for _, kv := range have.files {
+		for _, d := range ancestorDirs(kv.Path) {
+			plan.held[d] = true
+		}
+	}
+	for _, p := range have.reserved {
+		for _, d := range ancestorDirs(p) {
+			plan.held[d] = true
+		}
+	}
 	var clash []string
 	want := make(map[string]bool, len(files))
 	for _, f := range files {
@@ -396,11 +412,13 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 		inFlight--
 		record(w, v, err)
 	}
-	forEach(batches(ops, o.batch), o.parallel, func() bool {
+	bs := batches(ops, o.batch)
+	absent := plan.absentDirs(bs)
+	forEach(bs, o.parallel, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return stopped()
-	}, func(_ int, b []op) {
+	}, func(bi int, b []op) {
 		mu.Lock()
 		inFlight += len(b)
 		mu.Unlock()
@@ -409,7 +427,7 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 			return
 		}
 		wctx, cancel := o.writeCtx(ctx)
-		vs, err := dst.Txn(wctx, txnOps(b)...)
+		vs, err := dst.Txn(zk2topo.DirectoriesAbsent(wctx, absent[bi]...), txnOps(b)...)
 		cancel()
 		if err == nil || ambiguous(err) {
 			// Applied, or maybe: each write is recorded (as unknown
@@ -472,6 +490,53 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *writePlan, w
 		return exitError{code: ExitInterrupted, err: errors.New(msg)}
 	}
 	return fmt.Errorf("%s: %w", msg, firstErr)
+}
+
+// ancestorDirs returns the directories above the canonical path p,
+// parent first, without the root ("").
+func ancestorDirs(p string) []string {
+	var out []string
+	for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p, '/') {
+		p = p[:i]
+		out = append(out, p)
+	}
+	return out
+}
+
+// absentDirs returns, for each batch bs[i], the directories at or under
+// the plan's dir above the files it creates that held no file when the
+// destination was listed and that no earlier batch creates a file under:
+// the store is told that they are absent (zk2topo.DirectoriesAbsent), so
+// that ZooKeeper's multi creates them with the files instead of failing
+// for want of them first. It is only a hint: a directory that exists
+// after all (an empty one, one holding only lock entries, one another
+// client created since) costs the store a failed multi and a round of
+// reads, never a wrong write.
+func (p *writePlan) absentDirs(bs [][]op) [][]string {
+	out := make([][]string, len(bs))
+	claimed := map[string]bool{}
+	for _, b := range bs {
+		for _, w := range b {
+			claimed[w.path] = true // a file is written there: not absent
+		}
+	}
+	for i, b := range bs {
+		for _, w := range b {
+			if w.kind != kindCreate {
+				continue
+			}
+			for _, d := range ancestorDirs(w.path) {
+				if !under(d, p.dir) || p.held[d] {
+					break
+				}
+				if !claimed[d] {
+					claimed[d] = true
+					out[i] = append(out[i], d)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // writeOne makes the single write w on dst.

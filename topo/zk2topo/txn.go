@@ -27,6 +27,15 @@ const clientMaxRequest = 1536*1024 - 4
 // that showed what the next must express: a missing parent, a directory).
 const maxTxnAttempts = 10
 
+// ErrTxnContention is the cause (errors.Is) of the ResourceExhausted
+// *topo.Error of a Txn that gave up after maxTxnAttempts multis, each
+// refused because another client changed a znode it depends on between
+// the reads it was built on and the multi (a directory turned into a file
+// and back, a parent created or removed meanwhile). Every one of those
+// multis failed as a whole, so nothing of the transaction was applied:
+// calling Txn again is safe.
+var ErrTxnContention = errors.New("zk2topo: the transaction lost every attempt to concurrent writers; nothing of it was applied")
+
 // errOwnZnodes is the cause of the InvalidPath of a write to ZooKeeper's
 // own znodes.
 var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written")
@@ -71,14 +80,18 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     IfPresent). UpdateOp(p, c, v) with a version: a set-data op at v.
 //   - UpdateOp(p, c, nil): a set-data op at any version; when the file is
 //     absent, a create instead (with its missing parents).
-//   - CreateOp(p, c): the creates of the missing parent directories, then
-//     the create of p; over a znode that is only a directory, a set-data
-//     op at the directory's version instead (as Create turns a directory
-//     into the file).
+//   - CreateOp(p, c): the creates of the missing parent directories (a
+//     missing parent that another write of the Txn creates as a file is
+//     created once, with that write's contents), then the create of p;
+//     over a znode that is only a directory, a set-data op at the
+//     directory's version instead (as Create turns a directory into the
+//     file).
 //   - DeleteOp(p, v): a delete op (at v if given); a file that has files
 //     below it gets a set-data op emptying it instead (as Delete does).
 //     Parent directories left empty are removed after the multi, best
-//     effort, as Delete does.
+//     effort, as Delete does, a level at a time for all of them: one
+//     round of Stat reads, then one multi of guarded deletes (see
+//     cleanupDirs).
 //   - IfAbsent(p): a create of p and a delete of it, back to back (a
 //     multi has no "absent" check): the create fails when p exists. When
 //     p's parent is absent, the same pair on the highest missing
@@ -101,7 +114,19 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // was expected, a delete refused because of children), the Stat is read
 // on the same session (a round trip, after the failed multi, which wrote
 // nothing), and either the failure is reported or a new multi is built
-// from what it showed (at most ten).
+// from what it showed (at most ten). After a create failed for want of a
+// parent, the reads are those of every distinct ancestor of every file
+// the multi creates, all at once: a transaction of many files in new
+// directories costs two multis and one round of reads. With the
+// directory hint of DirectoriesAbsent in ctx, the first multi also
+// creates the directories named absent above its CreateOps' files, so
+// that a caller that knows the tree (topoctl's import and copy) gets one
+// multi and no read; a wrong hint costs a failed multi, never a
+// different result. There is no such hint for the directories a Txn's
+// DeleteOps empty: a znode can be a file and a directory at once, and a
+// file created with data has version 0 like a directory created empty,
+// so no multi request can tell an empty directory from a file that
+// merely had files below it; the clean-up reads each one's Stat first.
 //
 // The request, as encoded, must not exceed Options.MaxTxnBytes (default
 // DefaultMaxTxnBytes, ZooKeeper's default jute.maxbuffer; at most 1.5 MiB,
@@ -116,7 +141,10 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // *topo.TxnError wrapping PermissionDenied or InvalidArgument (a file
 // below a lock entry, say) for an op the server refused; Unavailable when
 // the answer to the multi was lost (it may have been applied); Timeout or
-// Interrupted when ctx ends first (the multi may still be applied).
+// Interrupted when ctx ends first (the multi may still be applied);
+// ResourceExhausted wrapping ErrTxnContention when concurrent writers
+// kept changing what the multi depends on (ten multis, each refused as a
+// whole: nothing was applied, and the Txn may be retried).
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	tops, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
@@ -148,9 +176,20 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes))
 		}
 	}
+	t.hints(ctx)
 	m := t.build()
 	if err := t.checkSize(m); err != nil {
-		return nil, err
+		if !t.hinted() {
+			return nil, err
+		}
+		// Too large with what the hint adds: without it.
+		for i := range t.st {
+			t.st[i].missing = nil
+		}
+		m = t.build()
+		if err := t.checkSize(m); err != nil {
+			return nil, err
+		}
 	}
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, "")
@@ -247,6 +286,9 @@ type txn struct {
 	// fail, and the multi (ending with a check that always fails) finds
 	// out whether an op of a lower index fails too (see run).
 	excluded map[int]bool
+	// parentsRead says that the last failure was handled by parents: the
+	// next multi needs no refresh.
+	parentsRead bool
 }
 
 // Roles of the requests of a multi.
@@ -289,13 +331,32 @@ func zkVer(n int64) int32 {
 func (t *txn) build() []mreq {
 	c := t.c
 	var out []mreq
-	made := map[string]bool{} // parent directories this multi creates
+	made := map[string]bool{} // znodes this multi creates
+	// The znodes the writes create as files: a missing parent of one
+	// write that another write creates as a file is created with that
+	// write's contents (and counts as that write), not as an empty
+	// directory that the other write's create would then find in its way.
+	files := map[string]int{}
+	for i, op := range t.ops {
+		if !t.excluded[i] && t.createsFile(i) {
+			files[c.zkPath(op.Path)] = i
+		}
+	}
 	parents := func(i int) {
 		for _, d := range t.st[i].missing {
-			if !made[d] {
-				made[d] = true
-				out = append(out, mreq{&zk.CreateRequest{Path: d, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleParent})
+			if made[d] {
+				continue
 			}
+			made[d] = true
+			if k, ok := files[d]; ok {
+				role := roleMain
+				if t.ops[k].Kind == topo.TxnUpdate {
+					role = roleCreate
+				}
+				out = append(out, mreq{&zk.CreateRequest{Path: d, Data: t.ops[k].Contents, Acl: c.acl, Flags: zk.FlagPersistent}, k, role})
+				continue
+			}
+			out = append(out, mreq{&zk.CreateRequest{Path: d, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleParent})
 		}
 	}
 	kindFail := func(i int, zp string) {
@@ -353,7 +414,7 @@ func (t *txn) build() []mreq {
 		case topo.TxnCreate:
 			if s.onlyDir() {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleDirToFile})
-			} else {
+			} else if !made[zp] { // else created already, as another write's parent
 				parents(i)
 				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleMain})
@@ -362,6 +423,8 @@ func (t *txn) build() []mreq {
 			switch {
 			case op.Version != backendkit.AnyVersion && s.dirOnly():
 				kindFail(i, zp)
+			case op.Version == backendkit.AnyVersion && s.statted && !s.exists && made[zp]:
+				// Created already, as another write's parent.
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists:
 				parents(i)
 				made[zp] = true
@@ -424,6 +487,82 @@ func (t *txn) checkSize(m []mreq) error {
 		return backendkit.TxnTooLarge("ZooKeeper (jute.maxbuffer, Options.MaxTxnBytes)", n, limit, "request bytes")
 	}
 	return nil
+}
+
+// dirHint is the context key of the directories a caller describes to
+// Txn as absent (DirectoriesAbsent).
+type dirHint struct{}
+
+// DirectoriesAbsent returns a copy of ctx that tells a Txn called with it
+// that the directories dirs (canonical paths, below the Conn's root) are
+// believed absent: the first multi of the Txn creates the ones above each
+// CreateOp's file (from the highest one named down to the file's parent)
+// before the file, instead of failing for want of them and then reading
+// the Stat of every ancestor (two round trips more). A directory named
+// absent implies every directory below it absent too. It is only a hint,
+// checked by the multi itself: a directory that exists after all (or is
+// created by another client meanwhile) makes the multi fail at its
+// create, writing nothing, and the Txn goes on as without the hint (it
+// reads the Stats of the ancestors and sends another multi); one that is
+// absent but not named is found out the same way. The result of Txn never
+// depends on it. Other backends, and zk2topo's other calls, ignore it.
+// topoctl's import and copy name the directories of the files they write
+// that the destination did not hold when they listed it.
+func DirectoriesAbsent(ctx context.Context, dirs ...string) context.Context {
+	return context.WithValue(ctx, dirHint{}, dirs)
+}
+
+// hints applies the directory hint of ctx (see DirectoriesAbsent) to the
+// first multi.
+func (t *txn) hints(ctx context.Context) {
+	c := t.c
+	below := func(d string) bool { return strings.HasPrefix(d, c.root+"/") && d != c.zkPath("") }
+	if dirs, _ := ctx.Value(dirHint{}).([]string); len(dirs) > 0 {
+		absent := map[string]bool{}
+		for _, d := range dirs {
+			if p, err := topo.CleanDirPath(d); err == nil && p != "" {
+				absent[c.zkPath(p)] = true
+			}
+		}
+		for i := range t.ops {
+			if t.ops[i].Kind != topo.TxnCreate || !t.createsFile(i) {
+				continue
+			}
+			anc := ancestorsOf(c.zkPath(t.ops[i].Path))
+			for k := len(anc) - 1; k >= 0; k-- { // top down
+				if below(anc[k]) && absent[anc[k]] {
+					for ; k >= 0; k-- {
+						t.st[i].missing = append(t.st[i].missing, anc[k])
+					}
+				}
+			}
+		}
+	}
+}
+
+// hinted reports whether the first multi creates a directory only
+// because DirectoriesAbsent named it.
+func (t *txn) hinted() bool {
+	for i := range t.st {
+		if len(t.st[i].missing) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// createsFile reports whether op i's multi request creates its znode (as
+// a file): a CreateOp not known to be over a directory, an UpdateOp
+// without version of a file the Stat read showed absent.
+func (t *txn) createsFile(i int) bool {
+	op, s := t.ops[i], &t.st[i]
+	switch op.Kind {
+	case topo.TxnCreate:
+		return !s.onlyDir()
+	case topo.TxnUpdate:
+		return op.Version == backendkit.AnyVersion && s.statted && !s.exists
+	}
+	return false
 }
 
 // needsStat reports whether op i's meaning depends on whether its znode is
@@ -552,8 +691,13 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			continue
 		}
 		// The next multi is built from fresh Stats of every op, so that a
-		// transaction of many absent files (or many missing parents) is
-		// not found out one op per attempt.
+		// transaction of many absent files is not found out one op per
+		// attempt; after a missing parent, parents read the ancestors of
+		// every file the multi creates instead.
+		if t.parentsRead {
+			t.parentsRead = false
+			continue
+		}
 		if err := t.refresh(ctx); err != nil {
 			return nil, err
 		}
@@ -561,7 +705,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	if len(fails) > 0 {
 		return nil, fails[lowest()]
 	}
-	return nil, backendkit.Wrap(topo.Unavailable, "", errors.New("zk2topo: the transaction kept racing with other writers"))
+	return nil, backendkit.Wrap(topo.ResourceExhausted, "", ErrTxnContention)
 }
 
 // opFailure reports whether err is a TxnError of a condition that does
@@ -604,13 +748,14 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		return fail(topo.NoNode)
 	case roleCreate:
 		if errors.Is(zerr, zk.ErrNoNode) {
-			return t.ancestors(ctx, i) // a parent went meanwhile
+			return t.parents(ctx) // a parent went meanwhile
 		}
 		return restat()
 	case roleKind, roleDirToFile:
 		return restat() // the Stat it was built on is stale
 	case roleParent:
-		return t.ancestors(ctx, i)
+		// Missing higher up, or created meanwhile.
+		return t.parents(ctx)
 	case roleProbe:
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return t.ancestors(ctx, i)
@@ -645,7 +790,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		return fail(topo.NoNode)
 	case topo.TxnCreate:
 		if errors.Is(zerr, zk.ErrNoNode) {
-			return t.ancestors(ctx, i)
+			return t.parents(ctx)
 		}
 		if done, err := restat(); done {
 			return done, err
@@ -821,6 +966,98 @@ func (t *txn) refresh(ctx context.Context) error {
 	return nil
 }
 
+// parents reads which ancestors of the znodes that the multi creates as
+// files (see createsFile) are absent, all at once (one round trip: the
+// reads run concurrently, each path once), and records them, top down, in
+// each op's missing: the next multi creates them. It handles the failure
+// of a multi at a create for want of a parent (or at a parent's create,
+// when another client created it meanwhile, or removed one above it): a
+// transaction of many files in new directories is found out in one round
+// trip, without the Stat of every op's path that refresh reads.
+func (t *txn) parents(ctx context.Context) (bool, error) {
+	pr := t.readParents(ctx)
+	<-pr.done
+	c := t.c
+	for _, i := range pr.idx {
+		anc := ancestorsOf(c.zkPath(t.ops[i].Path))
+		for _, d := range anc {
+			if err := pr.errs[pr.seen[d]]; err != nil {
+				return true, t.readErr(i, err)
+			}
+		}
+		// The absent ancestors, top down, as long as they form a chain
+		// (one that exists below an absent one appeared meanwhile: the
+		// next multi fails there and they are read again).
+		s := &t.st[i]
+		s.missing = nil
+		for k := len(anc) - 1; k >= 0; k-- {
+			if pr.exists[pr.seen[anc[k]]] {
+				if len(s.missing) > 0 {
+					break
+				}
+				continue
+			}
+			s.missing = append(s.missing, anc[k])
+		}
+	}
+	t.parentsRead = true
+	return false, nil
+}
+
+// parentReads are the Stat reads of parents, under way until done is
+// closed.
+type parentReads struct {
+	idx    []int          // the ops whose ancestors are read
+	seen   map[string]int // znode path → index in exists and errs
+	exists []bool
+	errs   []error
+	done   chan struct{}
+}
+
+// readParents starts the reads of parents: whether each distinct ancestor
+// of the znodes the multi creates as files exists, concurrently, on the
+// multi's session.
+func (t *txn) readParents(ctx context.Context) *parentReads {
+	c := t.c
+	pr := &parentReads{seen: map[string]int{}, done: make(chan struct{})}
+	var zps []string
+	for i := range t.ops {
+		if t.excluded[i] || !t.createsFile(i) {
+			continue
+		}
+		pr.idx = append(pr.idx, i)
+		for _, d := range ancestorsOf(c.zkPath(t.ops[i].Path)) {
+			if _, ok := pr.seen[d]; !ok {
+				pr.seen[d] = len(zps)
+				zps = append(zps, d)
+			}
+		}
+	}
+	pr.exists = make([]bool, len(zps))
+	pr.errs = make([]error, len(zps))
+	var wg sync.WaitGroup
+	for k, zp := range zps {
+		wg.Go(func() {
+			last := make(chan bool, 1) // fn may finish after onSession gave up
+			pr.errs[k] = c.onSession(ctx, t.s, c.relPath(zp), func(z *zk.Conn) error {
+				e, _, err := z.Exists(zp)
+				if err == nil {
+					last <- e
+				}
+				return err
+			})
+			if pr.errs[k] == nil {
+				pr.exists[k] = <-last
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(pr.done)
+	}()
+	return pr
+}
+
 // ancestorsOf returns the ancestors of the znode path zp below "/", the
 // parent first.
 func ancestorsOf(zp string) []string {
@@ -915,8 +1152,201 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 			}
 		}
 	}
-	for _, d := range cleanup {
-		c.cleanupDir(ctx, d)
-	}
+	t.cleanupDirs(ctx, cleanup)
 	return out
+}
+
+// cleanupDirs removes the directory znodes dirs that a multi's deletes
+// may have left empty, and then their parents while they are empty, as
+// Delete does (see cleanupDir), best effort, a level at a time for all of
+// them at once: the Stats of the level's directories (concurrent reads,
+// one round trip; for a directory with one child, the Stats of its
+// "locks" znode and then of the directory again, pipelined in that order,
+// one more round trip), then one multi deleting every directory of the
+// level that has no data and no child but an empty "locks" znode, each
+// guarded by the versions read (the server refuses the delete of a
+// znode with children, and of one whose data changed: the multi then
+// deletes nothing and each of its directories is cleaned up alone, by
+// cleanupDir). The parents of the deleted ones are the next level. A
+// directory's data is never written, and the root is never removed.
+func (t *txn) cleanupDirs(ctx context.Context, dirs []string) {
+	c := t.c
+	keep := func(d string) bool {
+		return d != c.zkPath("") && d != "/" && strings.HasPrefix(d, c.root+"/")
+	}
+	level := map[string]bool{}
+	for _, d := range dirs {
+		if keep(d) {
+			level[d] = true
+		}
+	}
+	for len(level) > 0 {
+		// A directory above another one of the level waits for the next
+		// levels: it is not empty before that one is removed.
+		above := map[string]bool{}
+		for e := range level {
+			for d := zkDir(e); keep(d) && !above[d]; d = zkDir(d) {
+				above[d] = true
+			}
+		}
+		var ds []string
+		for d := range level {
+			if !above[d] {
+				ds = append(ds, d)
+			}
+		}
+		slices.Sort(ds)
+		type dirStat struct {
+			exists, lexists bool
+			st, lst         *zk.Stat
+			err             error
+		}
+		stats := make([]dirStat, len(ds))
+		var wg sync.WaitGroup
+		for k, d := range ds {
+			wg.Go(func() {
+				r := &stats[k]
+				r.exists, r.st, r.err = c.statDir(ctx, d)
+			})
+		}
+		wg.Wait()
+		// A directory with one child: is it an empty "locks" znode?
+		var one []int
+		for k := range ds {
+			if r := stats[k]; r.err == nil && r.exists && r.st.NumChildren == 1 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0 {
+				one = append(one, k)
+			}
+		}
+		for _, k := range one {
+			wg.Go(func() {
+				r := &stats[k]
+				r.lexists, r.lst, r.exists, r.st, r.err = c.statLocksThenDir(ctx, ds[k])
+			})
+		}
+		wg.Wait()
+		var reqs []any
+		var removed []string
+		for k, d := range ds {
+			r := stats[k]
+			if r.err != nil || !r.exists || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
+				continue
+			}
+			switch {
+			case r.st.NumChildren == 0:
+				reqs = append(reqs, &zk.DeleteRequest{Path: d, Version: r.st.Version})
+			case r.st.NumChildren == 1 && r.lexists && r.lst.NumChildren == 0:
+				reqs = append(reqs,
+					&zk.DeleteRequest{Path: d + "/" + locksDir, Version: r.lst.Version},
+					&zk.DeleteRequest{Path: d, Version: r.st.Version})
+			default:
+				continue // another child (the locks znode was read first)
+			}
+			removed = append(removed, d)
+		}
+		if len(reqs) == 0 {
+			return
+		}
+		err := c.write(ctx, "", func(z *zk.Conn) error {
+			_, err := z.Multi(reqs...)
+			return err
+		})
+		if err != nil {
+			// Something changed meanwhile (or the answer was lost): each
+			// directory on its own, reading its Stats again.
+			for _, d := range removed {
+				wg.Go(func() { c.cleanupDir(ctx, d) })
+			}
+			wg.Wait()
+			return
+		}
+		next := map[string]bool{}
+		for d := range level {
+			if above[d] {
+				next[d] = true // waited for its descendants
+			}
+		}
+		for _, d := range removed {
+			if p := zkDir(d); keep(p) {
+				next[p] = true
+			}
+		}
+		level = next
+	}
+}
+
+// statDir reads the Stat of the znode zp on the current session.
+func (c *Conn) statDir(ctx context.Context, zp string) (bool, *zk.Stat, error) {
+	type statRes struct {
+		exists bool
+		st     *zk.Stat
+	}
+	last := make(chan statRes, 1) // fn may finish after do gave up
+	err := c.write(ctx, c.relPath(zp), func(z *zk.Conn) error {
+		e, st, err := z.Exists(zp)
+		if err == nil {
+			last <- statRes{e, st}
+		}
+		return err
+	})
+	if err != nil {
+		return false, nil, err
+	}
+	r := <-last
+	return r.exists, r.st, nil
+}
+
+// statLocksThenDir reads the Stat of the directory znode dir's "locks"
+// child and then of dir, pipelined on one session (the second request is
+// queued once the first one's frame was written, so that the server runs
+// them in that order): a "locks" znode absent at the first read that the
+// second does not count is not one of dir's children.
+func (c *Conn) statLocksThenDir(ctx context.Context, dir string) (lexists bool, lst *zk.Stat, exists bool, st *zk.Stat, err error) {
+	p := c.relPath(dir)
+	s, err := c.live(ctx, p)
+	if err != nil {
+		return false, nil, false, nil, err
+	}
+	type statRes struct {
+		exists bool
+		st     *zk.Stat
+		err    error
+	}
+	stat := func(zp string, out chan<- statRes) {
+		last := make(chan statRes, 1) // fn may finish after do gave up
+		err := c.do(ctx, p, func() error {
+			e, st, err := s.zk.Exists(zp)
+			if err == nil {
+				last <- statRes{exists: e, st: st}
+			}
+			return err
+		})
+		if err != nil {
+			out <- statRes{err: err}
+			return
+		}
+		out <- <-last
+	}
+	locks, self := make(chan statRes, 1), make(chan statRes, 1)
+	sent, unregister := s.obs.expect(opExists, dir+"/"+locksDir)
+	go stat(dir+"/"+locksDir, locks)
+	var lr statRes
+	have := false
+	select {
+	case <-sent:
+	case lr = <-locks: // answered (or failed) already
+		have = true
+	}
+	unregister()
+	go stat(dir, self)
+	if !have {
+		lr = <-locks
+	}
+	dr := <-self
+	if lr.err != nil {
+		return false, nil, false, nil, lr.err
+	}
+	if dr.err != nil {
+		return false, nil, false, nil, dr.err
+	}
+	return lr.exists, lr.st, dr.exists, dr.st, nil
 }
