@@ -35,7 +35,8 @@ const (
 	// GetVersion may be unsupported), or no factory has the requested name.
 	NoImplementation
 	// ResourceExhausted: the store refused the call for lack of resources
-	// (too many requests, quota exceeded).
+	// (too many requests, quota exceeded, or too many concurrent writers
+	// for a transaction to get through); nothing was applied.
 	ResourceExhausted
 	// InvalidPath: the path breaks the rules of CleanFilePath/CleanDirPath.
 	InvalidPath
