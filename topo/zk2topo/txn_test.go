@@ -323,55 +323,6 @@ func TestTxnWatchSeesWrites(t *testing.T) {
 	}
 }
 
-// TestCheckOrder checks backendkit's argument check order (context, path,
-// reserved name, value, version, closed) on the writes, locks, Txn and
-// NewLeaderParticipation: bad input gets its own error from a closed Conn,
-// and an ended context comes first.
-func TestCheckOrder(t *testing.T) {
-	ctx := txnCtx(t)
-	root := freshRoot(t)
-	c := openConn(t, []string{testServer}, root)
-	closed := openConn(t, []string{testServer}, root)
-	closed.Close()
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	big := make([]byte, topo.MaxValueSize+1)
-
-	// An ended context first, even with a bad path.
-	_, err := c.Create(cctx, "a/../b", nil)
-	require.ErrorIs(t, err, topo.Interrupted)
-	_, err = c.Update(cctx, "d/locks/x", nil, nil)
-	require.ErrorIs(t, err, topo.Interrupted)
-	err = c.Delete(cctx, "", nil)
-	require.ErrorIs(t, err, topo.Interrupted)
-	_, err = c.Lock(cctx, "a/../b", "x")
-	require.ErrorIs(t, err, topo.Interrupted)
-	_, err = c.LockWithTTL(cctx, "d", "x", -time.Second)
-	require.ErrorIs(t, err, topo.Interrupted)
-
-	// Bad input before closed.
-	_, err = closed.Create(ctx, "a/../b", nil)
-	require.ErrorIs(t, err, topo.InvalidPath)
-	_, err = closed.Create(ctx, "d/locks/x", nil)
-	require.ErrorIs(t, err, topo.InvalidPath)
-	_, err = closed.Create(ctx, "a", big)
-	require.ErrorIs(t, err, topo.InvalidArgument)
-	_, err = closed.Update(ctx, "a", nil, topo.NumericVersion(-1))
-	require.ErrorIs(t, err, topo.InvalidArgument)
-	_, err = closed.Lock(ctx, "d/locks", "x")
-	require.ErrorIs(t, err, topo.InvalidPath)
-	_, err = closed.LockWithTTL(ctx, "d", "x", -time.Second)
-	require.ErrorIs(t, err, topo.InvalidArgument)
-	_, err = closed.NewLeaderParticipation("a/locks", "id")
-	require.ErrorIs(t, err, topo.InvalidPath)
-	_, err = closed.NewLeaderParticipation("e", "")
-	require.ErrorIs(t, err, topo.InvalidArgument)
-	_, err = closed.Txn(ctx, topo.IfHeld(foreignFence{}))
-	requireTxnErr(t, err, 0, topo.InvalidArgument)
-	_, err = closed.Create(ctx, "a", nil)
-	require.ErrorIs(t, err, topo.Closed)
-}
-
 // TestTxnTransfersKeepSum runs concurrent transfers between counters, each
 // a Txn of two compare-and-set updates (retried on BadVersion), from
 // several Conns: the sum is preserved and every counter's version counts
