@@ -447,7 +447,10 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 	case isPermissionDenied(err):
 		return backendkit.Wrap(topo.PermissionDenied, addr, fmt.Errorf("consultopo: the Consul agent at %s refused the ACL token: %w", addr, err))
 	}
-	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no Consul agent answered at %s within %v: %w", addr, dialTimeout, err))
+	if pctx.Err() != nil {
+		return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no Consul agent answered at %s within %v (the dial timeout): %w", addr, dialTimeout, err))
+	}
+	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err))
 }
 
 // errNoAnswer is the cancellation cause of a request that boundedTransport
