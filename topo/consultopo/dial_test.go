@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
@@ -298,5 +299,32 @@ func TestDialOptions(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.Create(t.Context(), "f", []byte("x"))
+	require.NoError(t, err)
+}
+
+// TestConnForCellHungAddress: a cell whose CellInfo names a hung address
+// fails ConnForCell with Unavailable naming that address (the Server's
+// factory's DialTimeout, 500 ms, applies to cells opened from CellInfo),
+// and nothing is cached: once the record names the agent, the cell opens.
+func TestConnForCellHungAddress(t *testing.T) {
+	ctx := t.Context()
+	root := testRoot(t)
+	f := NewFactory(Options{DialTimeout: 500 * time.Millisecond})
+	ts, err := topo.OpenServerContext(ctx, FactoryName, agent.Addr(), root+"/global", topo.WithFactory(f))
+	require.NoError(t, err)
+	defer ts.Close()
+	hung := hungAddr(t)
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{ServerAddress: hung, Root: root + "/zone1"}))
+	err = returns(t, func() error { _, err := ts.ConnForCell(ctx, "zone1"); return err })
+	requireCode(t, err, topo.Unavailable)
+	require.Contains(t, err.Error(), hung, "the error names the cell's address")
+
+	require.NoError(t, ts.UpdateCellInfoFields(ctx, "zone1", func(ci *topodatapb.CellInfo) error {
+		ci.ServerAddress = agent.Addr()
+		return nil
+	}))
+	cell, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	_, err = cell.Create(ctx, "f", []byte("x"))
 	require.NoError(t, err)
 }
