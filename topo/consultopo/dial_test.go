@@ -20,8 +20,18 @@ import (
 // that hangs); the listener and its connections are closed when t ends.
 func hungAddr(t *testing.T) string {
 	t.Helper()
+	addr, _ := hungListener(t)
+	return addr
+}
+
+// hungListener is hungAddr, also returning a channel that receives a value
+// each time the listener accepted a connection (dropped when nobody
+// waits).
+func hungListener(t *testing.T) (string, <-chan struct{}) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	accepted := make(chan struct{})
 	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
@@ -35,6 +45,10 @@ func hungAddr(t *testing.T) string {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -46,7 +60,7 @@ func hungAddr(t *testing.T) string {
 			_ = c.Close()
 		}
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), accepted
 }
 
 // deadAddr returns a 127.0.0.1 address where nothing listens (a port that
@@ -148,6 +162,28 @@ func TestDialHungAgent(t *testing.T) {
 		cancel()
 		err := returns(t, func() error { return <-c })
 		requireCodeAt(t, err, topo.Interrupted, hung)
+	})
+	t.Run("OpenServerContextCancelledDuringDial", func(t *testing.T) {
+		// Cancelled once the agent accepted the connection: the Server
+		// gives up on the dial, whose failure must come back as no Conn
+		// at all (the Server closes the Conn of an abandoned dial, and a
+		// nil *Conn in a topo.Conn is not nil).
+		addr, accepted := hungListener(t)
+		for range 3 {
+			ctx, cancel := context.WithCancel(context.Background())
+			c := make(chan error, 1)
+			go func() {
+				ts, err := topo.OpenServerContext(ctx, FactoryName, addr, "r", topo.WithFactory(NewFactory(Options{})))
+				if err == nil {
+					ts.Close()
+				}
+				c <- err
+			}()
+			<-accepted
+			cancel()
+			err := returns(t, func() error { return <-c })
+			requireCodeAt(t, err, topo.Interrupted, addr)
+		}
 	})
 	t.Run("Deadline", func(t *testing.T) {
 		// DialTimeout (default 5 s) is longer than ctx: ctx ends the dial.

@@ -63,9 +63,10 @@ const (
 
 // TCP keep-alive of the connections to the agent: a first probe after
 // keepAliveIdle without traffic, then every keepAliveInterval, the
-// connection dropped after keepAliveCount unanswered probes. It notices a
-// vanished host (not a hung agent process, whose kernel still answers the
-// probes: RequestTimeout bounds that) during a long blocking query.
+// connection dropped after keepAliveCount unanswered probes. It is meant
+// to notice a vanished host during a long blocking query (not a hung agent
+// process, whose kernel still answers the probes: RequestTimeout bounds
+// that).
 const (
 	keepAliveIdle     = 15 * time.Second
 	keepAliveInterval = 5 * time.Second
