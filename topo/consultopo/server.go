@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -48,6 +51,36 @@ const (
 	// DefaultAddress is the agent address used when Options.Address is
 	// empty.
 	DefaultAddress = "127.0.0.1:8500"
+	// DefaultDialTimeout is Options.DialTimeout when it is zero: the bound
+	// of NewConn's first request, and of each TCP connect and TLS
+	// handshake to the agent.
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultRequestTimeout is Options.RequestTimeout when it is zero: how
+	// long a request waits for the agent's answer beyond a blocking
+	// query's wait time.
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// TCP keep-alive of the connections to the agent: a first probe after
+// keepAliveIdle without traffic, then every keepAliveInterval, the
+// connection dropped after keepAliveCount unanswered probes. It is meant
+// to notice a vanished host during a long blocking query (not a hung agent
+// process, whose kernel still answers the probes: RequestTimeout bounds
+// that).
+const (
+	keepAliveIdle     = 15 * time.Second
+	keepAliveInterval = 5 * time.Second
+	keepAliveCount    = 3
+)
+
+// Consul's blocking-query limits (its default_query_time and
+// max_query_time defaults): a blocking query without a wait time waits
+// consulDefaultQueryTime, a longer wait time is cut to consulMaxQueryTime,
+// and the servers add up to a sixteenth of the wait as jitter.
+const (
+	consulDefaultQueryTime = 5 * time.Minute
+	consulMaxQueryTime     = 10 * time.Minute
+	consulJitterFraction   = 16
 )
 
 // Options are the connection settings that do not fit in a factory's
@@ -112,6 +145,28 @@ type Options struct {
 	// requests.
 	WatchPollDuration time.Duration
 
+	// DialTimeout bounds how long NewConn (and the Factory) waits for the
+	// agent's answer to its first request (see NewConnContext), and each
+	// TCP connect and TLS handshake of the Conn's later connections to the
+	// agent. Zero or negative means DefaultDialTimeout (5 s).
+	DialTimeout time.Duration
+
+	// RequestTimeout bounds how long each request to the agent waits for
+	// the answer (its response headers) when the caller's context has not
+	// ended first: a request that is not a blocking query fails with
+	// Unavailable after RequestTimeout without an answer, a blocking query
+	// (Watch, WatchRecursive, lock and leadership waits) after its wait
+	// time (Options.WatchPollDuration), plus the sixteenth Consul may add
+	// to it, plus RequestTimeout. It applies whether or not the caller's
+	// context has a deadline (the earlier of the two ends the call), and to
+	// the requests of Client() too. Zero means DefaultRequestTimeout
+	// (30 s), comfortably above Consul's 7 s rpc_hold_timeout, the longest
+	// a healthy agent holds an ordinary request while its servers elect a
+	// leader; a negative value removes the bound, leaving calls bounded by
+	// their context alone. A request that fails so may still have been
+	// applied, as after a deadline.
+	RequestTimeout time.Duration
+
 	// TxnMaxRequestBytes is the largest transaction request body, in
 	// bytes, that Txn sends: set it to the larger of the agent's
 	// limits.txn_max_req_len and kv_max_value_size when they were raised.
@@ -174,6 +229,15 @@ func (o Options) normalized() Options {
 	if o.TxnMaxRequestBytes <= 0 {
 		o.TxnMaxRequestBytes = DefaultTxnMaxRequestBytes
 	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	switch {
+	case o.RequestTimeout == 0:
+		o.RequestTimeout = DefaultRequestTimeout
+	case o.RequestTimeout < 0:
+		o.RequestTimeout = 0 // no bound
+	}
 	return o
 }
 
@@ -191,8 +255,10 @@ func wholeSeconds(d time.Duration) time.Duration {
 // Factory creates Conns with a fixed set of Options; the serverAddress
 // given to Create replaces Options.Address. The factory registered as
 // "consul" uses the zero Options (consistent reads); register or use
-// NewFactory(Options{Reads: ReadDefault, ...}) for other settings. It is
-// safe for concurrent use.
+// NewFactory(Options{Reads: ReadDefault, ...}) for other settings. It
+// implements topo.ContextFactory, so OpenServerContext and
+// Server.ConnForCell hand it their context. It is safe for concurrent
+// use.
 type Factory struct {
 	opts Options
 }
@@ -200,15 +266,31 @@ type Factory struct {
 // NewFactory returns a Factory using opts for every Conn it creates.
 func NewFactory(opts Options) *Factory { return &Factory{opts: opts} }
 
-// Create implements topo.Factory: it returns NewConn with the factory's
-// options and serverAddress as the agent address. cell is not used.
+// Create is CreateContext without a context: the first request is bounded
+// by Options.DialTimeout alone.
 func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
+	return f.CreateContext(context.Background(), cell, serverAddress, root)
+}
+
+// CreateContext implements topo.ContextFactory: it returns NewConnContext
+// with the factory's options and serverAddress (when not empty) as the
+// agent address, so it fails with Unavailable naming the address when no
+// agent answers there within Options.DialTimeout, PermissionDenied when
+// Consul does not know the ACL token, and Timeout or Interrupted when ctx
+// ends first (see NewConnContext). cell is not used.
+func (f *Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.opts
 	if serverAddress != "" {
 		opts.Address = serverAddress
 	}
-	return NewConn(opts, root)
+	c, err := NewConnContext(ctx, opts, root)
+	if err != nil {
+		return nil, err // an untyped nil: never a nil *Conn in a topo.Conn
+	}
+	return c, nil
 }
+
+var _ topo.ContextFactory = (*Factory)(nil)
 
 func init() { topo.MustRegisterFactory(FactoryName, NewFactory(Options{})) }
 
@@ -237,13 +319,38 @@ type Conn struct {
 	claims   map[string]*claim     // keys locked (or being locked) through this Conn
 }
 
-// NewConn returns a Conn on the agent at opts.Address whose files live
-// under the key prefix root ("" or "/" for the whole KV store; "/a/b" and
-// "a/b" are the same root). It does not contact the agent: an unreachable
-// agent shows up as Unavailable errors on the first calls. It returns
-// InvalidPath for a malformed root and InvalidArgument when the token file
-// cannot be read or the TLS settings are unusable.
+// NewConn is NewConnContext without a context: the first request is
+// bounded by opts.DialTimeout alone.
 func NewConn(opts Options, root string) (*Conn, error) {
+	return NewConnContext(context.Background(), opts, root)
+}
+
+// NewConnContext returns a Conn on the agent at opts.Address whose files
+// live under the key prefix root ("" or "/" for the whole KV store; "/a/b"
+// and "a/b" are the same root).
+//
+// It sends the agent one cheap request that needs no ACL permission, so
+// that a read-only token opens: with an ACL token (Options.Token,
+// TokenFile, or the api environment) GET /v1/acl/token/self, which also
+// checks that Consul knows the token (an agent without ACLs answers it
+// "ACL support disabled", which is fine) and is answered by the servers'
+// leader; without a token GET /v1/status/leader, which the agent answers
+// even while its datacenter has no leader. The request, its TCP connect
+// and TLS handshake are bounded by opts.DialTimeout (default 5 s) and by
+// ctx.
+//
+// It returns InvalidPath for a malformed root; InvalidArgument for an
+// unknown read mode, an empty address, an unreadable token file or
+// unusable TLS settings; Timeout or Interrupted (naming the address) when
+// ctx has ended or ends during the request; PermissionDenied (naming the
+// address) when Consul refuses the token ("ACL not found"); and
+// Unavailable naming the address when no answer comes within the bound
+// (nothing listens, the agent accepts connections but does not answer, the
+// TLS handshake fails, a plain-HTTP Conn meets an agent serving only
+// HTTPS) or the agent answers with an error. Once it returned, an agent
+// that goes away shows up as Unavailable or Timeout errors from the
+// Conn's calls, each bounded as Options.RequestTimeout says.
+func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
 		return nil, err
@@ -277,29 +384,169 @@ func NewConn(opts Options, root string) (*Conn, error) {
 		cfg.TLSConfig.KeyFile = opts.KeyFile
 		cfg.TLSConfig.Address = opts.TLSServerName // the api package's name for the ServerName
 	}
+	if err := backendkit.CheckContext(ctx, cfg.Address); err != nil {
+		return nil, err
+	}
 	// Blocking queries park connections; keep enough idle ones that
 	// ordinary calls do not dial each time.
 	cfg.Transport.MaxIdleConnsPerHost = 64
+	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
+	cfg.Transport.DialContext = dialer.DialContext
+	cfg.Transport.TLSHandshakeTimeout = opts.DialTimeout
+	httpClient, err := api.NewHttpClient(cfg.Transport, cfg.TLSConfig)
+	if err != nil {
+		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)
+	}
+	httpClient.Transport = &boundedTransport{base: cfg.Transport, addr: cfg.Address, timeout: opts.RequestTimeout}
+	cfg.HttpClient = httpClient
 	client, err := api.NewClient(cfg)
 	if err != nil {
 		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	if err := probe(ctx, client, cfg.Address, cfg.Token != "", opts.DialTimeout); err != nil {
+		cfg.Transport.CloseIdleConnections()
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(context.Background())
 	return &Conn{
 		client:    client,
 		transport: cfg.Transport,
 		kv:        client.KV(),
 		root:      r,
 		opts:      opts,
-		ctx:       ctx,
+		ctx:       cctx,
 		cancel:    cancel,
 		sessions:  map[*session]struct{}{},
 		claims:    map[string]*claim{},
 	}, nil
 }
 
+// probe sends NewConnContext's first request (see there) to the agent at
+// addr, bounded by ctx and dialTimeout, and classifies its failure: ctx's
+// Timeout or Interrupted, PermissionDenied for a refused token, Unavailable
+// otherwise; all name addr.
+func probe(ctx context.Context, client *api.Client, addr string, withToken bool, dialTimeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	q := (&api.QueryOptions{}).WithContext(pctx)
+	var err error
+	if withToken {
+		_, _, err = client.ACL().TokenReadSelf(q)
+		var se api.StatusError
+		if errors.As(err, &se) && se.Code == http.StatusUnauthorized && strings.Contains(se.Body, "ACL support disabled") {
+			err = nil
+		}
+	} else {
+		_, err = client.Status().LeaderWithQueryOptions(q)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return backendkit.FromContext(ctx, addr)
+	case isPermissionDenied(err):
+		return backendkit.Wrap(topo.PermissionDenied, addr, fmt.Errorf("consultopo: the Consul agent at %s refused the ACL token: %w", addr, err))
+	}
+	if pctx.Err() != nil {
+		return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no Consul agent answered at %s within %v (the dial timeout): %w", addr, dialTimeout, err))
+	}
+	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err))
+}
+
+// errNoAnswer is the cancellation cause of a request that boundedTransport
+// gave up on.
+var errNoAnswer = errors.New("no answer")
+
+// noAnswerError is the error of a request the agent did not answer within
+// its bound (see Options.RequestTimeout). It wraps no context error, so
+// that convertError maps it to Unavailable.
+type noAnswerError struct {
+	addr  string
+	bound time.Duration
+}
+
+func (e *noAnswerError) Error() string {
+	return fmt.Sprintf("consultopo: the Consul agent at %s sent no answer within %v", e.addr, e.bound)
+}
+
+// boundedTransport bounds each request's wait for its response headers:
+// timeout for an ordinary request, timeout plus the wait time and Consul's
+// jitter for a blocking query (see Options.RequestTimeout). The body is
+// not bounded (Consul sends it with the headers). timeout 0: no bound.
+type boundedTransport struct {
+	base    http.RoundTripper
+	addr    string
+	timeout time.Duration
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.timeout <= 0 {
+		return t.base.RoundTrip(req)
+	}
+	bound := t.timeout + blockingWait(req.URL.RawQuery)
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(bound, func() { cancel(errNoAnswer) })
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if !timer.Stop() && context.Cause(ctx) == errNoAnswer {
+		// The bound passed (an answer that came at the same moment is
+		// dropped: its body may already be cut off).
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		cancel(nil)
+		return nil, &noAnswerError{addr: t.addr, bound: bound}
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases a request's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
+// blockingWait returns how long Consul may hold the request whose URL
+// query is rawQuery before answering: for a blocking query (an index
+// above 0) its wait time as Consul applies it (default and cap) plus the
+// jitter Consul adds, 0 for any other request.
+func blockingWait(rawQuery string) time.Duration {
+	if !strings.Contains(rawQuery, "index=") {
+		return 0
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return consulMaxQueryTime + consulMaxQueryTime/consulJitterFraction
+	}
+	if idx := q.Get("index"); idx == "" || idx == "0" {
+		return 0
+	}
+	wait := consulDefaultQueryTime
+	if w := q.Get("wait"); w != "" {
+		if d, err := time.ParseDuration(w); err == nil && d > 0 {
+			wait = d
+		}
+	}
+	wait = min(wait, consulMaxQueryTime)
+	return wait + wait/consulJitterFraction
+}
+
 // Client returns the Conn's consul api client, for callers that need
-// Consul features beyond topo.Conn. It is safe for concurrent use.
+// Consul features beyond topo.Conn. Its requests are bounded as the
+// Conn's are (Options.DialTimeout, Options.RequestTimeout). It is safe for
+// concurrent use.
 func (c *Conn) Client() *api.Client { return c.client }
 
 // Close implements topo.Conn.Close: it ends every watch (Interrupted),
