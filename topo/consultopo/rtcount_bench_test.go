@@ -31,8 +31,8 @@ func (r *rtCounter) hook(t *http.Transport) {
 type rtSides struct{ tk, raw rtCounter }
 
 // conn opens a Conn under root (closed at the end of b) whose requests
-// s.tk counts. NewConn sends nothing, so the hook is set before the
-// transport is first used.
+// s.tk counts. The hook is set after NewConn's first request (which
+// checks the agent), so only the benchmarked requests are counted.
 func (s *rtSides) conn(b *testing.B, root string) *Conn {
 	b.Helper()
 	c := newTestConn(b, root)
