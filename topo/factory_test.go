@@ -163,6 +163,13 @@ func (b *blockingFactory) Create(cell, addr, root string) (topo.Conn, error) {
 	return c, err
 }
 
+// count returns how many dials have returned a connection.
+func (b *blockingFactory) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.conns)
+}
+
 func (b *blockingFactory) allClosed(ctx context.Context) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -206,11 +213,9 @@ func TestOpenServerContext(t *testing.T) {
 	require.Empty(t, b.started)
 
 	// The abandoned dials complete; their connections are closed.
+	// Each is closed once its dial returns; wait for both dials.
 	close(b.release)
-	require.Eventually(t, func() bool { return b.allClosed(ctx) }, waitFor, tick)
-	b.mu.Lock()
-	require.Len(t, b.conns, 2)
-	b.mu.Unlock()
+	require.Eventually(t, func() bool { return b.count() == 2 && b.allClosed(ctx) }, waitFor, tick)
 
 	// Without a deadline it waits for the factory, as OpenServer does.
 	ts, err := topo.OpenServerContext(ctx, name, "a", "/global")
