@@ -198,7 +198,7 @@ func (d *lockDescriptor) Check(ctx context.Context) error {
 // Conn's Close it returns Closed (Close already released the lock).
 func (d *lockDescriptor) Unlock(ctx context.Context) error {
 	c := d.c
-	c.f.count(OpUnlock)
+	c.f.countAt(OpUnlock, uint64(d.e.seq))
 	if err := backendkit.CheckContext(ctx, d.path); err != nil {
 		return err
 	}
