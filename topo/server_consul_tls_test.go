@@ -1,19 +1,11 @@
 package topo_test
 
 import (
-	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/topokit/topokit/internal/freeport"
 	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
@@ -27,49 +19,11 @@ import (
 // readiness check. The agent is killed when the test ends.
 func startConsulHTTPS(t *testing.T, dir string) string {
 	t.Helper()
-	bin := consultest.Binary(t)
-	addrs, err := freeport.Addrs(5)
-	require.NoError(t, err)
-	port := func(i int) string { _, p, _ := net.SplitHostPort(addrs[i]); return p }
-	hcl := fmt.Sprintf("tls {\n defaults {\n  ca_file = %q\n  cert_file = %q\n  key_file = %q\n  verify_incoming = true\n }\n}",
-		filepath.Join(dir, "ca.pem"), filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))
-	cmd := exec.Command(bin, "agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-http-port", port(0), "-https-port", port(1),
-		"-serf-lan-port", port(2), "-serf-wan-port", port(3), "-server-port", port(4),
-		"-dns-port=-1", "-grpc-port=-1", "-data-dir", filepath.Join(dir, "data"), "-node", "tls-"+port(0),
-		"-log-level", "warn", "-hcl", "disable_update_check = true",
-		"-hcl", fmt.Sprintf("session_ttl_min = %q", consultest.SessionTTLMin.String()), "-hcl", hcl)
-	logPath := filepath.Join(dir, "consul.log")
-	logf, err := os.Create(logPath)
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	client := &http.Client{Timeout: 2 * time.Second}
-	ready := func() bool {
-		select {
-		case <-exited:
-			return true
-		default:
-		}
-		resp, err := client.Get("http://" + addrs[0] + "/v1/catalog/nodes")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var nodes []json.RawMessage
-		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&nodes) == nil && len(nodes) > 0
-	}
-	require.Eventually(t, ready, 2*time.Minute, 50*time.Millisecond)
-	select {
-	case <-exited:
-		log, _ := os.ReadFile(logPath)
-		require.FailNow(t, "the consul agent exited", "%s", log)
-	default:
-	}
-	return addrs[1]
+	return consultest.StartAgentWithOptions(t, consultest.AgentOptions{TLS: &consultest.TLSFiles{
+		CAFile:   filepath.Join(dir, "ca.pem"),
+		CertFile: filepath.Join(dir, "server.pem"),
+		KeyFile:  filepath.Join(dir, "server-key.pem"),
+	}}).HTTPSAddr()
 }
 
 // TestServerOverTLSConsul: a Server opened with the configured Consul

@@ -4,12 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
-	"encoding/json"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -195,59 +190,11 @@ func TestTLSZooKeeper(t *testing.T) {
 // readiness check only. The agent is killed when the test ends.
 func startConsulTLS(t *testing.T, pki *testPKI) string {
 	t.Helper()
-	bin := consultest.Binary(t)
-	addrs, err := etcdembed.FreeAddrs(5)
-	require.NoError(t, err)
-	port := func(i int) string { _, p, _ := net.SplitHostPort(addrs[i]); return p }
-	dir := t.TempDir()
-	hcl := fmt.Sprintf(`tls {
-  defaults {
-    ca_file = %q
-    cert_file = %q
-    key_file = %q
-    verify_incoming = true
-  }
-}`, pki.path("ca.pem"), pki.path("server.pem"), pki.path("server-key.pem"))
-	cmd := exec.Command(bin, "agent", "-dev",
-		"-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-http-port", port(0), "-https-port", port(1),
-		"-serf-lan-port", port(2), "-serf-wan-port", port(3), "-server-port", port(4),
-		"-dns-port=-1", "-grpc-port=-1",
-		"-data-dir", filepath.Join(dir, "data"), "-node", "topoctl-tls-"+port(0),
-		"-log-level", "warn", "-hcl", "disable_update_check = true", "-hcl", hcl)
-	logf, err := os.Create(filepath.Join(dir, "consul.log"))
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	// Ready once it leads and its node is registered (sessions need it).
-	client := &http.Client{Timeout: 2 * time.Second}
-	ready := func() bool {
-		var nodes []json.RawMessage
-		resp, err := client.Get("http://" + addrs[0] + "/v1/catalog/nodes")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&nodes) == nil && len(nodes) > 0
-	}
-	require.Eventually(t, func() bool {
-		select {
-		case <-exited:
-			return true
-		default:
-		}
-		return ready()
-	}, 2*time.Minute, 50*time.Millisecond)
-	select {
-	case <-exited:
-		log, _ := os.ReadFile(filepath.Join(dir, "consul.log"))
-		require.FailNow(t, "consul agent exited", "%s", log)
-	default:
-	}
-	return addrs[1]
+	return consultest.StartAgentWithOptions(t, consultest.AgentOptions{TLS: &consultest.TLSFiles{
+		CAFile:   pki.path("ca.pem"),
+		CertFile: pki.path("server.pem"),
+		KeyFile:  pki.path("server-key.pem"),
+	}}).HTTPSAddr()
 }
 
 // TestTLSConsul: every --consul-* TLS flag, its variables (topoctl's and

@@ -94,6 +94,18 @@ type AgentOptions struct {
 	// (Agent.ManagementToken) as its initial management and agent token;
 	// Agent.ReadOnlyToken creates a token that may only read.
 	ACL bool
+
+	// TLS, when set, makes the agent serve its HTTP API over TLS too, on
+	// a port of its own (Agent.HTTPSAddr), with the server certificate
+	// and key in these PEM files, requiring client certificates signed by
+	// the CA in CAFile (verify_incoming). The plain HTTP port (Addr)
+	// stays open: the readiness check uses it.
+	TLS *TLSFiles
+}
+
+// TLSFiles are the PEM files of a TLS agent (AgentOptions.TLS).
+type TLSFiles struct {
+	CAFile, CertFile, KeyFile string
 }
 
 // StartAgentWithOptions is StartAgent for an agent of the given kind.
@@ -212,8 +224,10 @@ type Agent struct {
 	bin      string
 	dir      string
 	httpPort int
-	args     []string
-	mgmt     string // management token of an ACL agent, else ""
+	// httpsPort is the HTTPS port of a TLS agent, 0 for none.
+	httpsPort int
+	args      []string
+	mgmt      string // management token of an ACL agent, else ""
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -255,7 +269,11 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(4)
+	nports := 4
+	if opts.TLS != nil {
+		nports = 5 // and HTTPS
+	}
+	ports, err := freePorts(nports)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -286,6 +304,17 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 	} else {
 		a.args = append(a.args, "-dev")
 	}
+	if f := opts.TLS; f != nil {
+		a.httpsPort = ports[4]
+		a.args = append(a.args, "-https-port", strconv.Itoa(ports[4]), "-hcl", fmt.Sprintf(`tls {
+  defaults {
+    ca_file = %q
+    cert_file = %q
+    key_file = %q
+    verify_incoming = true
+  }
+}`, f.CAFile, f.CertFile, f.KeyFile))
+	}
 	if opts.ACL {
 		a.mgmt, err = newUUID()
 		if err != nil {
@@ -314,6 +343,16 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 // across Restart.
 func (a *Agent) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.httpPort))
+}
+
+// HTTPSAddr returns the HTTPS address of an agent started with
+// AgentOptions.TLS, "127.0.0.1:PORT", and "" for any other agent. It stays
+// the same across Restart.
+func (a *Agent) HTTPSAddr() string {
+	if a.httpsPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.httpsPort))
 }
 
 // Dir returns the agent's temporary directory (data dir and logs).
