@@ -234,6 +234,12 @@ func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderPa
 		ch, err := lp.Observe(actx)
 		if err != nil {
 			rw.cancel()
+			switch {
+			case ctx.Err() != nil:
+				return endOfWatch(ctx, err) // interrupted while observing again
+			case rw.restarted():
+				continue // the monitor ended this attempt as it began
+			}
 			return err
 		}
 		for l := range ch {
