@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/freeport"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
@@ -63,17 +64,6 @@ func hungListener(t *testing.T) (string, <-chan struct{}) {
 	return ln.Addr().String(), accepted
 }
 
-// deadAddr returns a 127.0.0.1 address where nothing listens (a port that
-// was just free).
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // requireCodeAt checks that err has code and names addr (as its path and
 // in its text).
 func requireCodeAt(t *testing.T, err error, code topo.ErrorCode, addr string) {
@@ -121,7 +111,9 @@ func closeConn(c topo.Conn, err error) error {
 // Interrupted, one whose deadline passes first Timeout.
 func TestDialHungAgent(t *testing.T) {
 	short := Options{DialTimeout: 500 * time.Millisecond}
-	for _, tc := range []struct{ name, addr string }{{"Hung", hungAddr(t)}, {"Dead", deadAddr(t)}} {
+	dead, err := freeport.Addrs(1) // nothing listens there
+	require.NoError(t, err)
+	for _, tc := range []struct{ name, addr string }{{"Hung", hungAddr(t)}, {"Dead", dead[0]}} {
 		addr := tc.addr
 		t.Run(tc.name+"/NewConn", func(t *testing.T) {
 			opts := short

@@ -2,7 +2,6 @@ package etcd2topo
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,23 +10,13 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/internal/freeport"
 	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 )
-
-// deadAddr returns a 127.0.0.1 address where nothing listens (a port that
-// was just free).
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
 
 // requireUnavailableAt checks that err is Unavailable and names addr.
 func requireUnavailableAt(t *testing.T, err error, addr string) {
@@ -44,7 +33,9 @@ func requireUnavailableAt(t *testing.T, err error, addr string) {
 // after the dial bound (DialTimeout 1 s), well before the caller's 10 s,
 // and a cancelled or expired context gives Interrupted or Timeout.
 func TestDialDeadAddress(t *testing.T) {
-	addr := deadAddr(t)
+	free, err := freeport.Addrs(1) // nothing listens there
+	require.NoError(t, err)
+	addr := free[0]
 	opts := Options{Endpoints: []string{addr}, DialTimeout: time.Second}
 	within := func(t *testing.T, f func() error) error {
 		t.Helper()

@@ -2,27 +2,16 @@ package zk2topo
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/freeport"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 )
-
-// deadAddr returns a 127.0.0.1 address where nothing listens (a port that
-// was just free).
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
 
 // requireUnavailableAt checks that err is Unavailable and names addr.
 func requireUnavailableAt(t *testing.T, err error, addr string) {
@@ -54,7 +43,9 @@ func within(t *testing.T, f func() error) error {
 // deadline, and a cancelled or expired context gives Interrupted or
 // Timeout.
 func TestDialDeadAddress(t *testing.T) {
-	addr := deadAddr(t)
+	free, err := freeport.Addrs(1) // nothing listens there
+	require.NoError(t, err)
+	addr := free[0]
 	t.Run("NewConn", func(t *testing.T) {
 		err := within(t, func() error {
 			c, err := NewConn(Options{Servers: []string{addr}, DialTimeout: time.Second}, "/r")
