@@ -116,28 +116,52 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 		e = s.addEntry(dir, contents, s.lockLease(c, ttl))
 		ld = &lockDescriptor{c: c, e: e, path: p}
 	}
+	return s.waitTurn(ctx, c, e, ld)
+}
+
+// waitTurn waits until e, the lock entry of ld, holds its lock, and
+// returns ld then. Call with mu held for writing; it releases it. The
+// entry's predecessor in its lock's queue grants it the lock when it is
+// removed (store.removeEntry sets e.granted, then closes e.wake), so that
+// the waiter is back with one channel receive and no second look at the
+// store. It returns LockLost when the store dropped e meanwhile, Closed
+// when c closed (which drops e), and Timeout or Interrupted when ctx
+// ends first (e is removed then).
+func (s *store) waitTurn(ctx context.Context, c *Conn, e *entry, ld *lockDescriptor) (topo.LockDescriptor, error) {
+	p := ld.path
 	for {
+		if c.closed.Load() {
+			s.mu.Unlock()
+			return nil, topo.NewError(topo.Closed, p)
+		}
 		if e.removed {
 			s.mu.Unlock()
 			return nil, backendkit.Wrap(topo.LockLost, p, errors.New("session lost while waiting for the lock"))
 		}
-		pred := s.lockPredecessor(e)
-		if pred == nil {
+		if s.lockPredecessor(e) == nil {
 			s.mu.Unlock()
 			return ld, nil
 		}
-		predDone, own := s.done(pred), s.done(e)
+		wake := make(chan struct{})
+		e.wake = wake
+		s.lockWaiters++
 		s.mu.Unlock()
-		select {
-		case <-predDone:
-		case <-own:
-		case <-ctx.Done():
-			s.mu.Lock()
-			s.removeEntry(e, false)
-			s.mu.Unlock()
-			return nil, interruptedOrTimeout(ctx, p)
-		case <-c.done:
-			return nil, topo.NewError(topo.Closed, p)
+		if done := ctx.Done(); done == nil {
+			<-wake
+		} else {
+			select {
+			case <-wake:
+			case <-done:
+				s.mu.Lock()
+				s.removeEntry(e, false)
+				s.mu.Unlock()
+				return nil, interruptedOrTimeout(ctx, p)
+			}
+		}
+		// The receive orders this after the write of granted, which
+		// nothing changes once it is set.
+		if e.granted {
+			return ld, nil
 		}
 		s.mu.Lock()
 	}

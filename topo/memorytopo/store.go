@@ -73,6 +73,10 @@ type store struct {
 	pending    *entry
 	npending   int
 	noUnplaced bool
+
+	// lockWaiters counts the lock entries whose Lock call waits for its
+	// turn (entry.wake set). Guarded by mu.
+	lockWaiters int
 }
 
 func newStore(f *Factory) *store {
@@ -338,6 +342,11 @@ type entry struct {
 	// store.done) and closed on removal; to the store's closedCh once
 	// removed if nobody asked before.
 	done atomic.Pointer[chan struct{}]
+	// wake is set while the Lock call of a lock entry waits for its turn
+	// (see store.waitTurn), and closed and cleared when the entry becomes
+	// the lock's holder (then granted is set first) or is removed.
+	wake    chan struct{}
+	granted bool
 
 	// dir is the locked directory's node of an unplaced lock entry (n
 	// is unset then; see placeLater), nil once placed.
@@ -739,14 +748,25 @@ func (s *store) removeEntry(e *entry, lost bool) {
 	e.removed = true
 	e.lost = lost
 	e.lease.unlink(e)
+	if e.wake != nil {
+		s.wakeLocker(e) // it finds e removed
+	}
+	// next is the lock entry whose turn may come now: e's successor in its
+	// lock's queue. It is granted the lock below, once e's Done is closed,
+	// so that a new holder never starts before the old one's Done closes.
+	var next *entry
 	if d := e.dir; d != nil {
 		// Never placed: nothing was published, and nobody waits on its
 		// directory (a second locker places it first; dirChans are
 		// election directories, never a lock's).
+		next = e.qnext
 		s.unlinkUnplaced(e)
 		s.prune(d)
 		s.closeDone(e)
 	} else {
+		if s.lockWaiters > 0 && e.el == nil {
+			next = s.successor(e)
+		}
 		p := e.n.fullPath()
 		if e.n.entry == e {
 			e.n.entry = nil
@@ -759,6 +779,10 @@ func (s *store) removeEntry(e *entry, lost bool) {
 		s.closeDone(e)
 		dir := p[:max(strings.LastIndexByte(p, '/'), 0)]
 		s.dirChanged(dir)
+	}
+	if next != nil && next.wake != nil && s.lockPredecessor(next) == nil {
+		next.granted = true
+		s.wakeLocker(next)
 	}
 	// A lease made for this one lock ends with it.
 	l := e.lease
@@ -808,6 +832,26 @@ func (s *store) lockPredecessor(e *entry) *entry {
 		return e.qprev
 	}
 	return s.predecessor(e)
+}
+
+// successor returns the oldest entry younger than e in e's directory, or
+// nil when e is the youngest. Call with mu held, e placed.
+func (s *store) successor(e *entry) *entry {
+	var best *entry
+	for _, c := range e.n.parent.children {
+		if o := c.entry; o != nil && o.seq > e.seq && (best == nil || o.seq < best.seq) {
+			best = o
+		}
+	}
+	return best
+}
+
+// wakeLocker ends the wait of the Lock call of e (e.wake set). Call with
+// mu held for writing.
+func (s *store) wakeLocker(e *entry) {
+	close(e.wake)
+	e.wake = nil
+	s.lockWaiters--
 }
 
 // predecessor returns the youngest entry older than e in e's directory, or
