@@ -2,6 +2,7 @@ package memorytopo_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -82,4 +83,60 @@ func TestHistoryOne(t *testing.T) {
 	b, err := c.GetVersion(ctx, "f", int64(v2.(topo.NumericVersion)))
 	require.NoError(t, err)
 	require.Equal(t, "b", string(b))
+}
+
+// TestRepublishedPathReads reads a file that is also a directory (its
+// node stays while it is deleted and created again, and so does the index
+// slot its value is read through) while another goroutine deletes and
+// creates it: every Get, through either root's index, returns NoNode or a
+// value written, never an older one than the previous Get of that reader.
+func TestRepublishedPathReads(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	open := func(root string) *memorytopo.Conn {
+		c, err := f.NewConn("mem", root)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	top, sub := open("/root"), open("/root/a")
+	_, err := top.Create(ctx, "a/d/child", []byte("c"))
+	require.NoError(t, err)
+	const rounds = 3000
+	var wg sync.WaitGroup
+	read := func(c *memorytopo.Conn, p string) {
+		defer wg.Done()
+		last := -1
+		for last < rounds-1 {
+			b, _, err := c.Get(ctx, p)
+			if topo.IsErrType(err, topo.NoNode) {
+				continue
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var i int
+			if _, err := fmt.Sscanf(string(b), "v%d", &i); err != nil {
+				t.Errorf("Get %s = %q, a value never written", p, b)
+				return
+			}
+			if i < last {
+				t.Errorf("Get %s = v%d after v%d", p, i, last)
+				return
+			}
+			last = i
+		}
+	}
+	wg.Add(2)
+	go read(top, "a/d")
+	go read(sub, "d")
+	for i := range rounds {
+		_, err := top.Create(ctx, "a/d", fmt.Appendf(nil, "v%d", i))
+		require.NoError(t, err)
+		if i < rounds-1 {
+			require.NoError(t, top.Delete(ctx, "a/d", nil))
+		}
+	}
+	wg.Wait()
 }

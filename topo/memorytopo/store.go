@@ -114,6 +114,27 @@ type slot struct {
 	n  *node // the node holding the value while the slot is in its index
 }
 
+// newSlot returns the slot for the next index that is to hold n's
+// published value, which the caller appends to n.slots: the node's own
+// slot0 for the first, so that a value in one index costs no slot of its
+// own. Call with mu held for writing.
+//
+// slot0 is taken again each time n is published anew, always by the same
+// index (the first of the store's rootList that covers n's path: indexes
+// are never removed, and a new one goes last) and so for the same path; a
+// Get that loaded slot0 before n was unpublished and reads it after n was
+// published again sees the path's current value.
+func (n *node) newSlot() *slot {
+	if n.slots == nil {
+		n.slots = n.slotBuf[:0]
+	}
+	if len(n.slots) == 0 {
+		n.slot0.n = n
+		return &n.slot0
+	}
+	return &slot{n: n}
+}
+
 // load returns the snapshot the index holds for rel, or nil.
 func (ri *rootIndex) load(rel string) *fileState {
 	v, ok := ri.files.Load(rel)
@@ -149,12 +170,9 @@ func (s *store) index(r string) *rootIndex {
 				fs = n.file
 			}
 			if fs != nil {
-				sl := &slot{n: n}
+				sl := n.newSlot()
 				sl.fs.Store(fs)
 				ri.files.Store(rel, sl)
-				if n.slots == nil {
-					n.slots = n.slotBuf[:0]
-				}
 				n.slots = append(n.slots, sl)
 			}
 			for name, ch := range n.children {
@@ -209,12 +227,9 @@ func (s *store) publishIn(root, rel string, n *node, fs *fileState) {
 			ri.files.Delete(r)
 			continue
 		}
-		sl := &slot{n: n}
+		sl := n.newSlot()
 		sl.fs.Store(fs)
 		ri.files.Store(r, sl)
-		if n.slots == nil {
-			n.slots = n.slotBuf[:0]
-		}
 		n.slots = append(n.slots, sl)
 	}
 	if fs != nil && n.slots == nil {
@@ -258,8 +273,9 @@ type node struct {
 	// non-nil empty slice: published, but no index covers the path).
 	slots []*slot
 	// slotBuf holds the first slot, so that a path in one index needs no
-	// slice of its own.
+	// slice of its own; slot0 is that slot (see newSlot).
 	slotBuf [1]*slot
+	slot0   slot
 
 	// mu guards file and the history when they change with the store's
 	// mu held only for reading (see store).
