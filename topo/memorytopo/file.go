@@ -31,7 +31,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	s := c.s
 	// ensureIn creates nothing when the node exists (it is new, and holds
 	// nothing, otherwise), so a refused Create leaves the tree as it was.
-	n := s.ensureIn(c.root, p)
+	n := ensureBelow(s.connRoot(c, true), p)
 	if n.file != nil || n.entry != nil {
 		s.mu.Unlock()
 		return nil, topo.NewError(topo.NodeExists, p)

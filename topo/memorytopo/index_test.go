@@ -140,3 +140,55 @@ func TestRepublishedPathReads(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestConnRootPruned: a Conn keeps its root's node between calls; once
+// the root empties and leaves the tree, that Conn's Create and Lock work
+// on the root's new node, which other Conns see.
+func TestConnRootPruned(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c, err := f.NewConn("mem", "/r")
+	require.NoError(t, err)
+	defer c.Close()
+	top, err := f.NewConn("mem", "")
+	require.NoError(t, err)
+	defer top.Close()
+	for round := range 3 {
+		_, err := c.Create(ctx, "d/f", []byte("x"))
+		require.NoError(t, err)
+		ld, err := c.Lock(ctx, "d", "holder")
+		require.NoError(t, err)
+		require.NoError(t, ld.Unlock(ctx))
+		require.NoError(t, c.Delete(ctx, "d/f", nil)) // the root empties
+		_, err = top.ListDir(ctx, "r", false)
+		require.Truef(t, topo.IsErrType(err, topo.NoNode), "round %d: ListDir of the emptied root: %v", round, err)
+
+		// The root comes back through another Conn: c's Lock finds it.
+		_, err = top.Create(ctx, "r/e/f", []byte("y"))
+		require.NoError(t, err)
+		ld, err = c.Lock(ctx, "e", "holder")
+		require.NoErrorf(t, err, "round %d: Lock in the root made again by another Conn", round)
+		b, _, err := top.Get(ctx, "r/e/locks/"+lockEntryName(t, top, "r/e"))
+		require.NoError(t, err)
+		require.Equal(t, "holder", string(b))
+		require.NoError(t, ld.Unlock(ctx))
+		require.NoError(t, top.Delete(ctx, "r/e/f", nil))
+
+		// And once more empty, c's Create makes it again for everyone.
+		_, err = c.Create(ctx, "g", []byte("z"))
+		require.NoError(t, err)
+		b, _, err = top.Get(ctx, "r/g")
+		require.NoErrorf(t, err, "round %d: Get of a file created in the root made again", round)
+		require.Equal(t, "z", string(b))
+		require.NoError(t, c.Delete(ctx, "g", nil))
+	}
+}
+
+// lockEntryName returns the name of the only lock entry of dir.
+func lockEntryName(t *testing.T, c topo.Conn, dir string) string {
+	t.Helper()
+	entries, err := c.ListDir(testCtx(t), dir+"/locks", false)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	return entries[0].Name
+}

@@ -81,7 +81,7 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 		s.mu.Unlock()
 		return nil, err
 	}
-	d := s.lookupIn(c.root, p)
+	d := lookupBelow(s.connRoot(c, false), p)
 	if needFiles && (d == nil || d.files == 0) {
 		s.mu.Unlock()
 		return nil, topo.NewError(topo.NoNode, p)

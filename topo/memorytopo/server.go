@@ -343,6 +343,9 @@ type Conn struct {
 	s    *store
 	root string
 	idx  *rootIndex // lock-free read index of root
+	// rootNode caches the node of root (see store.connRoot); guarded by
+	// the store's mu held for writing.
+	rootNode *node
 
 	closed    atomic.Bool
 	closeOnce sync.Once

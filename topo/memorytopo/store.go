@@ -287,7 +287,11 @@ type node struct {
 	hist *history
 
 	// files counts the regular files in this subtree, this node included.
-	files int
+	files int32
+	// pruned is set when prune takes the node out of the tree (it never
+	// goes back: ensure makes a new node), so that a cached pointer to it
+	// (Conn.rootNode) can tell it is stale.
+	pruned bool
 }
 
 // history holds a file's earlier versions (at most Options.History-1),
@@ -460,22 +464,42 @@ func (s *store) ensure(p string) *node { return s.ensureIn("", p) }
 // ensureIn is ensure for the full path root/rel (see joinRoot), without
 // building it.
 func (s *store) ensureIn(root, rel string) *node {
-	n := s.top
-	for _, p := range [2]string{root, rel} {
-		for p != "" {
-			seg, rest, _ := strings.Cut(p, "/")
-			p = rest
-			c := n.children[seg]
-			if c == nil {
-				if n.children == nil {
-					n.children = map[string]*node{}
-				}
-				c = &node{name: seg, parent: n}
-				n.children[seg] = c
+	return ensureBelow(ensureBelow(s.top, root), rel)
+}
+
+// ensureBelow is ensure for the path p relative to the node n.
+func ensureBelow(n *node, p string) *node {
+	for p != "" {
+		seg, rest, _ := strings.Cut(p, "/")
+		p = rest
+		c := n.children[seg]
+		if c == nil {
+			if n.children == nil {
+				n.children = map[string]*node{}
 			}
-			n = c
+			c = &node{name: seg, parent: n}
+			n.children[seg] = c
 		}
+		n = c
 	}
+	return n
+}
+
+// connRoot returns the node of c's root, creating it when create is set
+// (else nil when it does not exist), and keeps it in c.rootNode for the
+// next call until prune takes it out of the tree. Call with mu held for
+// writing.
+func (s *store) connRoot(c *Conn, create bool) *node {
+	if n := c.rootNode; n != nil && !n.pruned {
+		return n
+	}
+	var n *node
+	if create {
+		n = ensureBelow(s.top, c.root)
+	} else if n = lookupBelow(s.top, c.root); n == nil {
+		return nil
+	}
+	c.rootNode = n
 	return n
 }
 
@@ -483,11 +507,12 @@ func (s *store) ensureIn(root, rel string) *node {
 func (s *store) prune(n *node) {
 	for n != nil && n != s.top && n.file == nil && n.entry == nil && n.unplaced == nil && len(n.children) == 0 {
 		delete(n.parent.children, n.name)
+		n.pruned = true
 		n = n.parent
 	}
 }
 
-func (n *node) addFiles(d int) {
+func (n *node) addFiles(d int32) {
 	for ; n != nil; n = n.parent {
 		n.files += d
 	}
@@ -943,16 +968,16 @@ func (s *store) closeDone(e *entry) {
 // lookupIn returns the node at the full path root/p (either may be ""),
 // or nil, without building the path. Call with mu held.
 func (s *store) lookupIn(root, p string) *node {
-	n := s.top
-	for _, part := range [2]string{root, p} {
-		for part != "" {
-			seg, rest, _ := strings.Cut(part, "/")
-			n = n.children[seg]
-			if n == nil {
-				return nil
-			}
-			part = rest
-		}
+	return lookupBelow(lookupBelow(s.top, root), p)
+}
+
+// lookupBelow is lookupIn for the path p relative to the node n (nil: no
+// node, and nil is returned).
+func lookupBelow(n *node, p string) *node {
+	for n != nil && p != "" {
+		seg, rest, _ := strings.Cut(p, "/")
+		n = n.children[seg]
+		p = rest
 	}
 	return n
 }
