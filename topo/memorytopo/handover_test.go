@@ -3,6 +3,8 @@ package memorytopo_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +133,118 @@ func TestHandoverOrder(t *testing.T) {
 func waitForEntries(t *testing.T, c *memorytopo.Conn, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool { return memorytopo.LockEntries(c, "d") == n }, waitLimit, poll)
+}
+
+// TestLockExclusiveUnderCancellation races waiters whose contexts end
+// (cancelled or timed out, often just as their turn comes), Conns closed
+// while their Lock waits, session loss and placement against each other:
+// at no time do two live holders exist, the tokens of successive holders
+// increase, and every Lock either holds the lock or reports why not.
+func TestLockExclusiveUnderCancellation(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	base := newConn(t, f)
+	_, err := base.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+
+	var (
+		mu      sync.Mutex
+		holding = map[topo.LockDescriptor]bool{}
+		last    int64
+	)
+	hold := func(ld topo.LockDescriptor) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ld.Check(ctx) != nil {
+			return // already lost (an expired session, a closed Conn)
+		}
+		for o := range holding {
+			if o.Check(ctx) == nil {
+				t.Errorf("two holders at once: tokens %d and %d", o.(topo.Fence).Token(), ld.(topo.Fence).Token())
+			}
+		}
+		tok := ld.(topo.Fence).Token()
+		if tok <= last {
+			t.Errorf("token %d after %d", tok, last)
+		}
+		last = tok
+		holding[ld] = true
+	}
+	release := func(ld topo.LockDescriptor) {
+		mu.Lock()
+		delete(holding, ld)
+		mu.Unlock()
+		if err := ld.Unlock(ctx); err != nil && !topo.IsErrType(err, topo.LockLost) && !topo.IsErrType(err, topo.Closed) {
+			t.Errorf("Unlock: %v", err)
+		}
+	}
+	allowed := func(err error) bool {
+		for _, code := range []topo.ErrorCode{topo.Interrupted, topo.Timeout, topo.LockLost, topo.Closed} {
+			if topo.IsErrType(err, code) {
+				return true
+			}
+		}
+		return false
+	}
+
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { // placement and session loss
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if i%7 == 0 {
+				_, _ = base.ListDir(ctx, "d/locks", false)
+			}
+			if i%300 == 0 {
+				base.ExpireSession()
+			}
+			runtime.Gosched()
+		}
+	})
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			own := newConn(t, f)
+			for i := range 250 {
+				c := topo.Conn(own)
+				lctx, cancel := context.WithCancel(ctx)
+				switch (g + i) % 4 {
+				case 0: // cancelled by another goroutine soon
+					go func() { runtime.Gosched(); cancel() }()
+				case 1: // a deadline of a few microseconds to a millisecond
+					lctx, cancel = context.WithTimeout(ctx, time.Duration(1+i%1000)*time.Microsecond)
+				case 2: // its Conn closes while it may wait
+					tmp := newConn(t, f)
+					c = tmp
+					go func() { runtime.Gosched(); tmp.Close() }()
+				default:
+					c = base
+				}
+				ld, err := c.Lock(lctx, "d", fmt.Sprint(g))
+				if err != nil {
+					if !allowed(err) {
+						t.Errorf("Lock: %v", err)
+					}
+					cancel()
+					continue
+				}
+				hold(ld)
+				runtime.Gosched()
+				release(ld)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+
+	// Nothing is left waiting or holding: the lock is free.
+	ld, err := base.TryLock(ctx, "d", "last")
+	require.NoError(t, err)
+	require.NoError(t, ld.Unlock(ctx))
 }
