@@ -97,6 +97,15 @@
 // switch this off for their store. A Fence's Done channel is made when
 // first asked for.
 //
+// A waiting Lock is let in by the removal of the entry ahead of it (an
+// Unlock, the old holder's session loss, lapse or Close, or a waiter
+// ahead of it giving up), under the store's write lock: when the removal
+// leaves the waiter's entry the oldest, it marks that entry granted and
+// wakes its Lock, which returns at once. The old holder's entry is gone
+// (its Check fails, its Done is closed) before the grant, so the two
+// never overlap; a waiter that leaves (its context ended) removes its
+// entry, handing a lock it was granted meanwhile on to the next.
+//
 // Reads do not serialise: Get (and GetVersion of the current version)
 // loads an immutable snapshot of the file without taking a lock, so
 // concurrent Gets scale with the number of CPUs. Update of an existing
