@@ -70,7 +70,9 @@ The wait for the lock is bounded by --timeout (0: wait until interrupted).
 --ttl sets the lock's time to live: if topoctl dies, the lock lapses about
 that long later (backends round it up: Consul to 10s; ZooKeeper to its
 session timeout); without it the backend's default applies. --try uses the
-default time to live, so it does not combine with --ttl.
+default time to live, so it does not combine with --ttl. --named takes the
+backend's long named-lock time to live and waits for the lock, so --named
+does not combine with --try or --ttl (a usage error, exit 2).
 
 On SIGINT or SIGTERM topoctl sends SIGTERM to the command's process group,
 says so and how long it waits, waits up to --grace (default 10s) for every
@@ -196,7 +198,7 @@ shows it.`,
 	f := cmd.Flags()
 	f.DurationVar(&ttl, "ttl", 0, "time to live of the lock (default: the backend's)")
 	f.BoolVar(&try, "try", false, "fail with NodeExists instead of waiting when the lock is held")
-	f.BoolVar(&named, "named", false, "take a named lock (LockName): DIR need not exist; long time to live")
+	f.BoolVar(&named, "named", false, "take a named lock (LockName): DIR need not exist; long time to live; not with --try or --ttl")
 	f.DurationVar(&checkInterval, "check-interval", time.Second, "how often to check that the lock is still held")
 	f.DurationVar(&grace, "grace", 10*time.Second, "how long the command may take to exit after SIGTERM before it is killed")
 	return cmd
