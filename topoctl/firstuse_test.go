@@ -3,11 +3,14 @@ package topoctl
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 // quickstart returns docs/quickstart.md.
@@ -42,4 +45,37 @@ func TestLockHelpNamedCombinations(t *testing.T) {
 	assert.Regexp(t, `--named\s+.*not with --try or --ttl`, help, "the flag's description")
 	assert.Contains(t, strings.Join(strings.Fields(help), " "), "--named does not combine with --try or --ttl", "the long help")
 	assert.Contains(t, quickstartRow(t, "lock"), "`--named` does not combine with `--try` or `--ttl`")
+}
+
+// quickstartOutput returns the line of the quickstart that follows the
+// line "$ " + command (the output the quickstart shows for it), as a
+// regular expression: HOST, PID and LEASE stand for any host name,
+// process id and lease number, and the quoted holder's command for any.
+func quickstartOutput(t *testing.T, command string) *regexp.Regexp {
+	t.Helper()
+	lines := strings.Split(quickstart(t), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "$ "+command) && i+1 < len(lines) {
+			re := regexp.QuoteMeta(lines[i+1])
+			re = strings.ReplaceAll(re, "HOST", `\S+`)
+			re = strings.ReplaceAll(re, "PID", `\d+`)
+			re = strings.ReplaceAll(re, "LEASE", `\d+`)
+			re = regexp.MustCompile(`(pid \\d\+: )[^"]*"`).ReplaceAllString(re, `$1[^"]*"`)
+			return regexp.MustCompile("^" + re + "\n$")
+		}
+	}
+	require.FailNow(t, "the quickstart shows no command "+command)
+	return nil
+}
+
+// The quickstart's "lock --try" failure is what topoctl prints on etcd
+// (the default store), placeholders aside.
+func TestQuickstartLockTryMessage(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/vitess/global"}
+	tg.ok(t, "put", "/keyspaces/commerce/Keyspace", "k")
+	hold := tg.start(t, "lock", "/keyspaces/commerce", "--", "sh", "-c", "echo held; exec sleep 600")
+	hold.waitOutput(t, "held")
+	r := tg.fails(t, 1, nil, "lock", "--try", "/keyspaces/commerce", "--", "echo", "never")
+	assert.Regexp(t, quickstartOutput(t, "topoctl lock --try /keyspaces/commerce"), r.stderr)
 }
