@@ -160,6 +160,11 @@ shows it.`,
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
 				}
+				if !named && topo.IsErrType(err, topo.NoNode) {
+					// As notAFile says for a file: what lock takes, and
+					// --named.
+					return &kindError{msg: fmt.Sprintf("%s holds no file: locks are taken on directories that hold at least one file, or use --named to take a named lock on any path", displayPath(dir)), err: err}
+				}
 				return err
 			}
 			o.log.Info("lock acquired", "dir", displayPath(dir))

@@ -733,6 +733,10 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 	r = tg.fails(t, 1, nil, "lock", "d/f", "--", "true")
 	assert.Regexp(t, `^topoctl: NoNode: /d/f is a file, not a directory: locks are taken on directories \(lock /d\), or use --named`, r.stderr)
 	assert.NotContains(t, r.stderr, "doesn't exist")
+	// A directory that does not exist (no file under it): the line says
+	// what lock takes, and about --named, in the same way.
+	r = tg.fails(t, 1, nil, "lock", "nosuchdir", "--", "true")
+	assert.Regexp(t, `^topoctl: NoNode: /nosuchdir holds no file: locks are taken on directories that hold at least one file, or use --named to take a named lock on any path\n$`, r.stderr)
 	r = tg.fails(t, 1, []string{"NoNode", "/nope"}, "get", "nope")
 	assert.NotContains(t, r.stderr, " nope")
 
