@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 func newGetCmd(o *options) *cobra.Command {
@@ -129,7 +128,10 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 				if topo.IsErrType(err, topo.NoNode) {
 					if _, cur, gerr := st.conn.Get(ctx, p); gerr == nil {
-						return backendkit.Wrap(topo.NoNode, displayPath(p), fmt.Errorf("version %d of this file is not kept (never one of its versions, or compacted away); its current version is %s: %w", atVersion, cur, err))
+						// The file exists: say what is missing once, not
+						// after the backend's "node doesn't exist", whose
+						// NoNode the error wraps.
+						return &kindError{msg: fmt.Sprintf("%s: version %d of this file is not kept (never one of its versions, or compacted away); its current version is %s", displayPath(p), atVersion, cur), err: err}
 					}
 				}
 				ver = topo.NumericVersion(atVersion).String()
