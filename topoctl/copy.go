@@ -189,9 +189,11 @@ func (o *options) reportPlan(plan *writePlan, from, to string) error {
 			o.printf("would delete %s\n", it.Path)
 		}
 	}
-	o.printf("dry run: %s, %s from %s to %s (%d new, %d overwritten, %d identical, %d deleted); nothing written\n",
-		plural(len(items), "file"), plural(plan.bytes(), "byte"), from, to,
-		plan.count(kindCreate), plan.count(kindOverwrite), plan.count(kindIdentical), plan.count(kindDelete))
+	// Every file of the plan, by what would happen to it; then what would
+	// be written, counted as reportDone counts it.
+	o.printf("dry run: %s (%d new, %d overwritten, %d identical, %d deleted) from %s to %s; would write %s (%s); nothing written\n",
+		plural(len(items), "file"), plan.count(kindCreate), plan.count(kindOverwrite), plan.count(kindIdentical), plan.count(kindDelete),
+		from, to, plural(plan.count(kindCreate)+plan.count(kindOverwrite), "file"), plural(plan.bytes(), "byte"))
 	return nil
 }
 

@@ -79,3 +79,22 @@ func TestQuickstartLockTryMessage(t *testing.T) {
 	r := tg.fails(t, 1, nil, "lock", "--try", "/keyspaces/commerce", "--", "echo", "never")
 	assert.Regexp(t, quickstartOutput(t, "topoctl lock --try /keyspaces/commerce"), r.stderr)
 }
+
+// The dry-run summary says what each number counts: every file of the
+// plan, by what would happen to it, then the files and bytes it would
+// write, as the summary of the real run counts them.
+func TestDryRunSummaryCounts(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	in := t.TempDir()
+	for name, v := range map[string]string{"a": "1", "b": "2", "c": "12345678"} {
+		require.NoError(t, os.WriteFile(filepath.Join(in, name), []byte(v), 0o600))
+	}
+	tg.ok(t, "put", "a", "1")
+	tg.ok(t, "put", "b", "2")
+	tg.ok(t, "put", "c", "old")
+	to := tg.spec()
+	out := tg.ok(t, "import", "--dry-run", "--overwrite", in)
+	assert.Contains(t, out, "\ndry run: 3 files (0 new, 1 overwritten, 2 identical, 0 deleted) from "+in+" to "+to+"; would write 1 file (8 bytes); nothing written\n")
+	assert.Equal(t, "imported 1 file (8 bytes) from "+in+" to "+to+", 2 files already identical\n", tg.ok(t, "import", "--overwrite", in))
+}

@@ -469,7 +469,8 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 
 	out := src.ok(t, "copy", "--dry-run", "--to", dst.spec())
 	assert.Contains(t, out, "would write /ks/b (4 bytes)")
-	assert.Contains(t, out, "dry run: 3 files, 6 bytes")
+	assert.Contains(t, out, "dry run: 3 files (3 new, 0 overwritten, 0 identical, 0 deleted)")
+	assert.Contains(t, out, "; would write 3 files (6 bytes); nothing written")
 	var plan struct {
 		DryRun bool `json:"dry_run"`
 		Files  []struct{ Path string }
