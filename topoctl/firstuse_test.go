@@ -98,3 +98,19 @@ func TestDryRunSummaryCounts(t *testing.T) {
 	assert.Contains(t, out, "\ndry run: 3 files (0 new, 1 overwritten, 2 identical, 0 deleted) from "+in+" to "+to+"; would write 1 file (8 bytes); nothing written\n")
 	assert.Equal(t, "imported 1 file (8 bytes) from "+in+" to "+to+", 2 files already identical\n", tg.ok(t, "import", "--overwrite", in))
 }
+
+// The refusal to overwrite agrees in number: "1 of the 3 files already
+// exists", "2 of the 3 files already exist".
+func TestAlreadyExistsGrammar(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	in := t.TempDir()
+	for name, v := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+		require.NoError(t, os.WriteFile(filepath.Join(in, name), []byte(v), 0o600))
+	}
+	tg.ok(t, "put", "a", "other")
+	r := tg.fails(t, 1, []string{"NodeExists", ": 1 of the 3 files already exists in the destination with other contents; nothing was written (use --overwrite)\n"}, "import", in)
+	assert.NotContains(t, r.stderr, "already exist in")
+	tg.ok(t, "put", "b", "other")
+	tg.fails(t, 1, []string{"NodeExists", ": 2 of the 3 files already exist in the destination with other contents; nothing was written (use --overwrite)\n"}, "import", in)
+}

@@ -493,7 +493,7 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	// before anything is written.
 	src.ok(t, "put", "new", "n")
 	src.ok(t, "put", "a", "changed-a")
-	src.fails(t, 1, []string{"NodeExists", "1 of the 4 files already exist", "nothing was written"}, "copy", "--to", dst.spec())
+	src.fails(t, 1, []string{"NodeExists", "1 of the 4 files already exists", "nothing was written"}, "copy", "--to", dst.spec())
 	dst.fails(t, 1, []string{"NoNode"}, "get", "new")
 	out = src.ok(t, "copy", "--dry-run", "--overwrite", "--to", dst.spec())
 	assert.Contains(t, out, "would write /a (9 bytes) (overwrite)")

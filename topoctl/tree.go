@@ -241,7 +241,11 @@ func (o *options) planWrites(ctx context.Context, dst topo.Conn, dir string, fil
 		}
 	}
 	if len(clash) > 0 && !po.overwrite {
-		return nil, backendkit.Wrap(topo.NodeExists, displayPath(clash[0]), fmt.Errorf("%d of the %s already exist in the destination with other contents; nothing was written (use --overwrite)", len(clash), plural(len(files), "file")))
+		verb := "exist"
+		if len(clash) == 1 {
+			verb = "exists"
+		}
+		return nil, backendkit.Wrap(topo.NodeExists, displayPath(clash[0]), fmt.Errorf("%d of the %s already %s in the destination with other contents; nothing was written (use --overwrite)", len(clash), plural(len(files), "file"), verb))
 	}
 	return plan, nil
 }
