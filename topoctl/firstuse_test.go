@@ -114,3 +114,16 @@ func TestAlreadyExistsGrammar(t *testing.T) {
 	tg.ok(t, "put", "b", "other")
 	tg.fails(t, 1, []string{"NodeExists", ": 2 of the 3 files already exist in the destination with other contents; nothing was written (use --overwrite)\n"}, "import", in)
 }
+
+// A path without a leading "/" is the same path with it: the root help and
+// the quickstart say so, and get hello reads /hello.
+func TestRelativePathsSaid(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "/hello", "world")
+	assert.Equal(t, "world", tg.ok(t, "get", "hello"))
+	const said = `A path without a leading "/" is taken from the root as if it had one: "hello" is "/hello".`
+	help := strings.Join(strings.Fields(target{noFlags: true}.ok(t, "--help")), " ")
+	assert.Contains(t, help, said)
+	assert.Contains(t, strings.Join(strings.Fields(quickstart(t)), " "), "A path without a leading `/` is taken from the root as if it had one: `topoctl get hello` reads `/hello`.")
+}

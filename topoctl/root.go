@@ -228,6 +228,8 @@ backend the binary registered (topo.MustRegisterFactory in its init); this binar
   ` + strings.Join(topo.Factories(), ", ") + `
 Select one with --topo-implementation (-i, or --backend, -b) and give its
 address and root with --topo-global-server-address and --topo-global-root.
+Every path is within that root. A path without a leading "/" is taken from
+the root as if it had one: "hello" is "/hello".
 
 With no flags it talks to the embedded etcd that "topoctl serve" runs, at
 ` + defaultClientAddress + ` under the root ` + defaultRoot + `.
