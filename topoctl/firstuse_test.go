@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -126,4 +127,34 @@ func TestRelativePathsSaid(t *testing.T) {
 	help := strings.Join(strings.Fields(target{noFlags: true}.ok(t, "--help")), " ")
 	assert.Contains(t, help, said)
 	assert.Contains(t, strings.Join(strings.Fields(quickstart(t)), " "), "A path without a leading `/` is taken from the root as if it had one: `topoctl get hello` reads `/hello`.")
+}
+
+// version prints "topoctl VERSION" with one space (just "topoctl" when the
+// build recorded no version), and the commit, its time and whether the
+// tree was modified when the build recorded them (go build in a git
+// checkout; the test binary records none, so a recorded one is made up).
+func TestVersionBuildInfo(t *testing.T) {
+	t.Parallel()
+	out := target{noFlags: true}.ok(t, "version")
+	first, _, _ := strings.Cut(out, "\n")
+	assert.Regexp(t, `^topoctl( \S+)?$`, first)
+	assert.NotContains(t, out, "topoctl  ")
+
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/topokit/topokit", Version: "(devel)"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "38e58efaacd48e158ba5b27e06028e5ef77af4ce"},
+			{Key: "vcs.time", Value: "2026-12-02T01:49:59Z"},
+			{Key: "vcs.modified", Value: "true"},
+		}}
+	assert.Equal(t, "topoctl (devel)\n"+
+		"commit      38e58efaacd48e158ba5b27e06028e5ef77af4ce (modified)\n"+
+		"commit time 2026-12-02T01:49:59Z\n"+
+		"backends    etcd2, memory\n"+
+		"go          go1.26.8\n", buildVersionOf(bi).text([]string{"etcd2", "memory"}))
+	bi.Settings[3].Value = "false"
+	assert.Contains(t, buildVersionOf(bi).text(nil), "commit      38e58efaacd48e158ba5b27e06028e5ef77af4ce\n")
+	bi.Main.Version, bi.Settings = "", nil
+	assert.Equal(t, "topoctl\nbackends    etcd2\ngo          go1.26.8\n", buildVersionOf(bi).text([]string{"etcd2"}))
+	assert.Equal(t, "(unknown)", buildVersionOf(nil).version)
 }

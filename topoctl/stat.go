@@ -143,40 +143,84 @@ func newVersionCmd(o *options) *cobra.Command {
 		Use:   "version",
 		Short: "Print topoctl's version, commit and Go version",
 		Long: `Print the module version topoctl was built from ("(devel)" for a build
-from a checkout), the VCS commit when the build recorded it, the Go version
-and the backends this binary has (see package topoctl to build one with
-your own). With --output json it prints one object {"topoctl","commit",
-"go","backends"} (the version is "topoctl": "version" fields are file
-versions, numbers, everywhere else).`,
+from a checkout), the VCS commit, its time and whether the tree had
+uncommitted changes when the build recorded them ("go build" in a git
+checkout does, unless -buildvcs=false; a git worktree or a test binary
+records none), the Go version and the backends this binary has (see
+package topoctl to build one with your own). With --output json it prints
+one object {"topoctl","commit","commit_time","go","backends"} (the version
+is "topoctl": "version" fields are file versions, numbers, everywhere
+else; commit and commit_time are "" when not recorded).`,
 		Example: `  topoctl version
   topoctl version -o json`,
 		Args: exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			v := map[string]string{"topoctl": "(unknown)", "go": "", "commit": ""}
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				v["topoctl"], v["go"] = bi.Main.Version, bi.GoVersion
-				for _, s := range bi.Settings {
-					switch s.Key {
-					case "vcs.revision":
-						v["commit"] = s.Value
-					case "vcs.modified":
-						if s.Value == "true" {
-							v["commit"] += " (modified)"
-						}
-					}
-				}
-			}
+			bi, _ := debug.ReadBuildInfo() // nil when it has none
+			b := buildVersionOf(bi)
 			backends := topo.Factories()
 			if o.jsonOut() {
-				return o.printJSON(map[string]any{"topoctl": v["topoctl"], "go": v["go"], "commit": v["commit"], "backends": backends})
+				return o.printJSON(map[string]any{"topoctl": b.version, "go": b.goVersion, "commit": b.commit, "commit_time": b.commitTime, "backends": backends})
 			}
-			o.printf("topoctl  %s\n", v["topoctl"])
-			if v["commit"] != "" {
-				o.printf("commit   %s\n", v["commit"])
-			}
-			o.printf("backends %s\n", strings.Join(backends, ", "))
-			o.printf("go       %s\n", v["go"])
+			o.printf("%s", b.text(backends))
 			return nil
 		},
 	}
+}
+
+// buildVersion is what the binary's build recorded about itself.
+type buildVersion struct {
+	// version is the main module's version: "(devel)" for a build from a
+	// checkout, "" when the build recorded none (a test binary),
+	// "(unknown)" without build information.
+	version string
+	// commit is vcs.revision, with " (modified)" when vcs.modified is
+	// true; "" when not recorded.
+	commit string
+	// commitTime is vcs.time (RFC 3339), "" when not recorded.
+	commitTime string
+	goVersion  string
+}
+
+// buildVersionOf reads bi (nil: no build information).
+func buildVersionOf(bi *debug.BuildInfo) buildVersion {
+	if bi == nil {
+		return buildVersion{version: "(unknown)"}
+	}
+	b := buildVersion{version: bi.Main.Version, goVersion: bi.GoVersion}
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.commit = s.Value
+		case "vcs.time":
+			b.commitTime = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && b.commit != "" {
+		b.commit += " (modified)"
+	}
+	return b
+}
+
+// text is version's text output: a first line "topoctl VERSION" (just
+// "topoctl" when the version is empty), then one aligned line for each of
+// the commit and its time (when recorded), the backends and Go.
+func (b buildVersion) text(backends []string) string {
+	var sb strings.Builder
+	sb.WriteString("topoctl")
+	if b.version != "" {
+		sb.WriteString(" " + b.version)
+	}
+	sb.WriteString("\n")
+	if b.commit != "" {
+		fmt.Fprintf(&sb, "commit      %s\n", b.commit)
+	}
+	if b.commitTime != "" {
+		fmt.Fprintf(&sb, "commit time %s\n", b.commitTime)
+	}
+	fmt.Fprintf(&sb, "backends    %s\n", strings.Join(backends, ", "))
+	fmt.Fprintf(&sb, "go          %s\n", b.goVersion)
+	return sb.String()
 }
