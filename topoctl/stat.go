@@ -142,8 +142,9 @@ func newVersionCmd(o *options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print topoctl's version, commit and Go version",
-		Long: `Print the module version topoctl was built from ("(devel)" for a build
-from a checkout), the VCS commit, its time and whether the tree had
+		Long: `Print the module version topoctl was built from (for a build from a
+checkout, a pseudo-version v0.0.0-TIME-COMMIT when the build recorded the
+VCS commit, else "(devel)"), the VCS commit, its time and whether the tree had
 uncommitted changes when the build recorded them ("go build" in a git
 checkout does, unless -buildvcs=false; a git worktree or a test binary
 records none), the Go version and the backends this binary has (see
