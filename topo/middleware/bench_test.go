@@ -28,14 +28,8 @@ func BenchmarkGet(b *testing.B) {
 		{"logging-off", []topo.Middleware{middleware.Logging(nil)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			f := memorytopo.NewFactory()
-			raw, err := f.NewConn("", "/b")
-			require.NoError(b, err)
-			c := topo.Decorate(info, raw, bc.mws...)
-			defer c.Close()
+			c := benchConn(b, "f", bc.mws...)
 			ctx := context.Background()
-			_, err = c.Create(ctx, "f", []byte("value"))
-			require.NoError(b, err)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, _, err := c.Get(ctx, "f"); err != nil {
@@ -59,14 +53,8 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 		{"readonly", []topo.Middleware{ro.Middleware()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			f := memorytopo.NewFactory()
-			raw, err := f.NewConn("", "/b")
-			require.NoError(b, err)
-			c := topo.Decorate(info, raw, bc.mws...)
-			defer c.Close()
+			c := benchConn(b, "d/f", bc.mws...)
 			ctx := context.Background()
-			_, err = c.Create(ctx, "d/f", []byte("value"))
-			require.NoError(b, err)
 			l, err := c.Lock(ctx, "d", "bench")
 			require.NoError(b, err)
 			defer func() { _ = l.Unlock(ctx) }()
@@ -94,14 +82,8 @@ func BenchmarkLockUnlock(b *testing.B) {
 		{"metrics", []topo.Middleware{m.Middleware()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			f := memorytopo.NewFactory()
-			raw, err := f.NewConn("", "/b")
-			require.NoError(b, err)
-			c := topo.Decorate(info, raw, bc.mws...)
-			defer c.Close()
+			c := benchConn(b, "d/f", bc.mws...)
 			ctx := context.Background()
-			_, err = c.Create(ctx, "d/f", []byte("value"))
-			require.NoError(b, err)
 			b.ReportAllocs()
 			for b.Loop() {
 				l, err := c.Lock(ctx, "d", "bench")
@@ -114,4 +96,17 @@ func BenchmarkLockUnlock(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchConn returns a Conn of a fresh memorytopo store decorated with mws,
+// holding the file p, closed at the end of b.
+func benchConn(b *testing.B, p string, mws ...topo.Middleware) topo.Conn {
+	b.Helper()
+	raw, err := memorytopo.NewFactory().NewConn("", "/b")
+	require.NoError(b, err)
+	c := topo.Decorate(info, raw, mws...)
+	b.Cleanup(c.Close)
+	_, err = c.Create(context.Background(), p, []byte("value"))
+	require.NoError(b, err)
+	return c
 }
