@@ -6,25 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 )
-
-// startConsulHTTPS runs a Consul dev agent (consultest's binary) whose
-// HTTP API is served over TLS at the returned address, requiring a client
-// certificate signed by dir/ca.pem; its plain HTTP port serves only the
-// readiness check. The agent is killed when the test ends.
-func startConsulHTTPS(t *testing.T, dir string) string {
-	t.Helper()
-	return consultest.StartAgentWithOptions(t, consultest.AgentOptions{TLS: &consultest.TLSFiles{
-		CAFile:   filepath.Join(dir, "ca.pem"),
-		CertFile: filepath.Join(dir, "server.pem"),
-		KeyFile:  filepath.Join(dir, "server-key.pem"),
-	}}).HTTPSAddr()
-}
 
 // TestServerOverTLSConsul: a Server opened with the configured Consul
 // factory (CA, client certificate and key) talks to an agent that serves
@@ -34,10 +20,7 @@ func startConsulHTTPS(t *testing.T, dir string) string {
 func TestServerOverTLSConsul(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
-	testpki.Write(t, dir, "server", ca, caKey)
-	testpki.Write(t, dir, "client", ca, caKey)
-	addr := startConsulHTTPS(t, dir)
+	addr := consultest.StartTLSAgent(t, dir)
 
 	f := consultopo.NewFactory(consultopo.Options{
 		CAFile:   filepath.Join(dir, "ca.pem"),

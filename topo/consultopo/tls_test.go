@@ -7,28 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 )
-
-// startTLSAgent runs a Consul dev agent (consultest's binary) serving its
-// HTTP API over TLS at the returned address and requiring client
-// certificates signed by dir/ca.pem (it writes ca, server and client
-// certificates into dir). Its plain HTTP port serves only the readiness
-// check. The agent is killed when the test ends.
-func startTLSAgent(t *testing.T, dir string) string {
-	t.Helper()
-	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
-	testpki.Write(t, dir, "server", ca, caKey)
-	testpki.Write(t, dir, "client", ca, caKey)
-	return consultest.StartAgentWithOptions(t, consultest.AgentOptions{TLS: &consultest.TLSFiles{
-		CAFile:   filepath.Join(dir, "ca.pem"),
-		CertFile: filepath.Join(dir, "server.pem"),
-		KeyFile:  filepath.Join(dir, "server-key.pem"),
-	}}).HTTPSAddr()
-}
 
 // TestDialTLSAgent: on an agent serving its API only over TLS and
 // requiring client certificates, a Server opened with the TLS factory
@@ -37,7 +19,7 @@ func startTLSAgent(t *testing.T, dir string) string {
 // open fails with Unavailable naming the address.
 func TestDialTLSAgent(t *testing.T) {
 	dir := t.TempDir()
-	addr := startTLSAgent(t, dir)
+	addr := consultest.StartTLSAgent(t, dir)
 	ctx := t.Context()
 	tlsOpts := Options{
 		CAFile:   filepath.Join(dir, "ca.pem"),

@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/internal/freeport"
+	"github.com/topokit/topokit/internal/testpki"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -106,6 +107,24 @@ type AgentOptions struct {
 // TLSFiles are the PEM files of a TLS agent (AgentOptions.TLS).
 type TLSFiles struct {
 	CAFile, CertFile, KeyFile string
+}
+
+// StartTLSAgent writes a CA and a server and a client certificate signed by
+// it into dir (ca.pem, server.pem, client.pem and their -key.pem keys, see
+// internal/testpki) and starts a dev agent that serves its HTTP API only
+// over TLS with the server certificate, requiring client certificates
+// signed by that CA; its plain HTTP port serves only the readiness check.
+// It returns the agent's HTTPS address; the agent is stopped when t ends.
+func StartTLSAgent(t testing.TB, dir string) string {
+	t.Helper()
+	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
+	testpki.Write(t, dir, "server", ca, caKey)
+	testpki.Write(t, dir, "client", ca, caKey)
+	return StartAgentWithOptions(t, AgentOptions{TLS: &TLSFiles{
+		CAFile:   filepath.Join(dir, "ca.pem"),
+		CertFile: filepath.Join(dir, "server.pem"),
+		KeyFile:  filepath.Join(dir, "server-key.pem"),
+	}}).HTTPSAddr()
 }
 
 // StartAgentWithOptions is StartAgent for an agent of the given kind.
