@@ -5,11 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -50,12 +47,8 @@ func TestGuardedUpdateForwarded(t *testing.T) {
 	require.NoError(t, err)
 	rec := &guardedRecorder{Conn: raw}
 
-	m := middleware.NewMetrics(middleware.MetricsOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
+	exp, tp := memoryTracer(t)
 	var ro middleware.ReadOnly
 	c := topo.Decorate(info, rec, m.Middleware(), middleware.Tracing(tp), middleware.Logging(nil),
 		ro.Middleware(), middleware.ReadLimit(1))

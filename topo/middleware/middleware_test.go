@@ -68,9 +68,7 @@ func TestDecorateOrderFirstIsOutermost(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	m := middleware.NewMetrics(middleware.MetricsOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
 	c, _ := newConn(t, m.Middleware())
 	ctx := ctxT(t)
 
@@ -127,9 +125,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestMetricsWatchRestarts(t *testing.T) {
-	m := middleware.NewMetrics(middleware.MetricsOptions{Namespace: "app"})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{Namespace: "app"})
 	c, f := newConn(t, m.Middleware())
 	ctx := ctxT(t)
 	_, err := c.Create(ctx, "f", []byte("1"))
@@ -149,9 +145,7 @@ func TestMetricsWatchRestarts(t *testing.T) {
 }
 
 func TestTracing(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
+	exp, tp := memoryTracer(t)
 	c, _ := newConn(t, middleware.Tracing(tp))
 	ctx := ctxT(t)
 	_, err := c.Create(ctx, "a/b", []byte("x"))
@@ -288,6 +282,25 @@ func TestReadLimit(t *testing.T) {
 
 // metric helpers
 
+// registeredMetrics returns a Metrics with opts, registered in a pedantic
+// registry of its own.
+func registeredMetrics(t testing.TB, opts middleware.MetricsOptions) (*middleware.Metrics, *prometheus.Registry) {
+	t.Helper()
+	m := middleware.NewMetrics(opts)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	return m, reg
+}
+
+// memoryTracer returns a TracerProvider that records every span at once
+// in the returned exporter, shut down when t ends.
+func memoryTracer(t testing.TB) (*tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return exp, tp
+}
+
 func find(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) []float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -339,9 +352,7 @@ func histCount(t *testing.T, reg *prometheus.Registry, name string, labels map[s
 // no Check or Unlock by the holder; an Unlock afterwards reports nothing
 // more, and a lock of a closed Conn ends as Closed.
 func TestMetricsLockEndsWithoutUnlock(t *testing.T) {
-	m := middleware.NewMetrics(middleware.MetricsOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
 	f := memorytopo.NewFactory()
 	raw, err := f.NewConn("", "/t")
 	require.NoError(t, err)
@@ -383,9 +394,7 @@ func TestMetricsLockEndsWithoutUnlock(t *testing.T) {
 // one connection and one operation ("OK" for success, "Unknown" for an
 // error without a topo code).
 func TestMetricsCodes(t *testing.T) {
-	m := middleware.NewMetrics(middleware.MetricsOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
 	var fail atomic.Pointer[error]
 	failing := middleware.Middleware(func(topo.ConnInfo) middleware.Hooks {
 		return middleware.Hooks{Around: func(ctx context.Context, c middleware.Call, next func(context.Context) error) error {

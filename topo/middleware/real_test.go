@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/topokit/topokit/election"
 	"github.com/topokit/topokit/proto/topodatapb"
@@ -109,12 +106,8 @@ func snapshot(t *testing.T, ctx context.Context, c topo.Conn, dirs ...string) []
 func testMiddlewareReal(t *testing.T, s realStore) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	m := middleware.NewMetrics(middleware.MetricsOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
+	exp, tp := memoryTracer(t)
 	var ro middleware.ReadOnly
 
 	ts, err := topo.OpenServerContext(ctx, s.impl, s.addr, s.root("global"), topo.WithFactory(s.factory()),
@@ -408,9 +401,7 @@ func TestMetricsLockLostOnEtcd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	addr := etcdtest.Start(t)
-	m := middleware.NewMetrics(middleware.MetricsOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
 	ts, err := topo.OpenServerContext(ctx, etcd2topo.FactoryName, addr, "/lost", topo.WithMiddleware(m.Middleware()))
 	require.NoError(t, err)
 	defer ts.Close()

@@ -3,7 +3,6 @@ package middleware_test
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/proto/topodatapb"
@@ -20,9 +19,7 @@ func TestServerDecoratesEveryCell(t *testing.T) {
 	global, err := f.Create(topo.GlobalCell, "", "/global")
 	require.NoError(t, err)
 	var ro middleware.ReadOnly
-	m := middleware.NewMetrics(middleware.MetricsOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
 	ts := topo.NewServer(f, global, topo.WithImplementationName("memory"), topo.WithMiddleware(m.Middleware(), ro.Middleware()))
 	defer ts.Close()
 
