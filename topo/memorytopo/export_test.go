@@ -7,7 +7,7 @@ func LockEntries(c *Conn, dir string) int {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.lookupIn(c.root, dir)
+	d := lookupBelow(s.lookup(c.root), dir)
 	if d == nil {
 		return 0
 	}

@@ -29,7 +29,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	s := c.s
-	// ensureIn creates nothing when the node exists (it is new, and holds
+	// ensureBelow creates nothing when the node exists (it is new, and holds
 	// nothing, otherwise), so a refused Create leaves the tree as it was.
 	n := ensureBelow(s.connRoot(c, true), p)
 	if n.file != nil || n.entry != nil {

@@ -444,30 +444,14 @@ func joinFull(parts ...string) string {
 }
 
 // lookup returns the node at full path p, or nil. Call with mu held.
-func (s *store) lookup(p string) *node {
-	n := s.top
-	for p != "" {
-		seg, rest, _ := strings.Cut(p, "/")
-		n = n.children[seg]
-		if n == nil {
-			return nil
-		}
-		p = rest
-	}
-	return n
-}
+func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
 // ensure returns the node at full path p, creating it and its parents.
 // Call with mu held for writing.
-func (s *store) ensure(p string) *node { return s.ensureIn("", p) }
-
-// ensureIn is ensure for the full path root/rel (see joinRoot), without
-// building it.
-func (s *store) ensureIn(root, rel string) *node {
-	return ensureBelow(ensureBelow(s.top, root), rel)
-}
+func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
 
 // ensureBelow is ensure for the path p relative to the node n.
+// Call with mu held for writing.
 func ensureBelow(n *node, p string) *node {
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
@@ -965,14 +949,8 @@ func (s *store) closeDone(e *entry) {
 // waiter's end) unlinks it and prunes the directory as removing its
 // placed nodes would have.
 
-// lookupIn returns the node at the full path root/p (either may be ""),
-// or nil, without building the path. Call with mu held.
-func (s *store) lookupIn(root, p string) *node {
-	return lookupBelow(lookupBelow(s.top, root), p)
-}
-
-// lookupBelow is lookupIn for the path p relative to the node n (nil: no
-// node, and nil is returned).
+// lookupBelow returns the node at the path p relative to the node n, or
+// nil (also for a nil n), without building the path. Call with mu held.
 func lookupBelow(n *node, p string) *node {
 	for n != nil && p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
