@@ -485,8 +485,37 @@ func (d *decider) removeMember(ctx context.Context, g *guard, m *etcdserverpb.Me
 		return errDeferred
 	}
 	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
-		return fmt.Errorf("removing %s (%x): %w", m.Name, m.ID, err)
+		// A failed call does not say the removal did not happen: etcd
+		// may apply it and still answer "server stopped" (the server
+		// that took the request is the removed member, and it stops
+		// between applying and answering), or the answer may be lost.
+		// Look at the member list before reporting either outcome.
+		if gone, lerr := d.memberGone(ctx, m.ID); lerr != nil || !gone {
+			return fmt.Errorf("removing %s (%x): %w", m.Name, m.ID, err)
+		}
+		d.n.log.Info(msg, "member", m.Name, "id", fmt.Sprintf("%x", m.ID), "reason", why, "answer", err.Error())
+		return nil
 	}
 	d.n.log.Info(msg, "member", m.Name, "id", fmt.Sprintf("%x", m.ID), "reason", why)
 	return nil
+}
+
+// memberGone reports whether the member id is no longer in the member
+// list (a linearizable read through Raft, so a removal that was applied
+// shows). It tries for up to 5 s: the server the client used may be the
+// removed member, which has just stopped.
+func (d *decider) memberGone(ctx context.Context, id uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		ml, err := d.n.cli.MemberList(ctx)
+		if err == nil {
+			return !containsID(ml.Members, id), nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -93,6 +93,12 @@
 //     server's logger gets a panic hook that ends only that request's
 //     goroutine for that one message, so a routine removal does not crash
 //     the host process.
+//   - A member that removes itself (a leaving decider) may be answered
+//     "server stopped" by its own server although the removal was
+//     applied: the server stops between applying the change and
+//     answering. A removal whose call failed is therefore looked up in
+//     the member list (a linearizable read, through the other members)
+//     before it is reported as failed.
 //   - clientv3's per-endpoint maintenance dial reads the client's endpoint
 //     list without its lock, racing with SetEndpoints; per-member calls
 //     (Status) therefore use clients of their own.

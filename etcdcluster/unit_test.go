@@ -1,10 +1,12 @@
 package etcdcluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
@@ -12,8 +14,11 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/etcd2topo"
 )
 
 func TestConfigRefused(t *testing.T) {
@@ -220,4 +225,79 @@ func TestRegisterModelFindsAnomalies(t *testing.T) {
 		[]porcupine.Operation{w(1, 0, 1), r(0, 2, 3)}, time.Second), "lost write")
 	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(registerModel,
 		[]porcupine.Operation{w(1, 0, math.MaxInt64), r(0, 1, 2), r(1, 3, 4)}, time.Second), "ambiguous write")
+}
+
+// stoppedAnswer is a Cluster whose MemberRemove answers "server stopped",
+// after passing the call on when apply is set: what a removed member's
+// server may answer although it applied the removal (etcd's configure
+// selects between the applied result and its stopping channel).
+type stoppedAnswer struct {
+	clientv3.Cluster
+	apply bool
+}
+
+func (s stoppedAnswer) MemberRemove(ctx context.Context, id uint64) (*clientv3.MemberRemoveResponse, error) {
+	if s.apply {
+		if _, err := s.Cluster.MemberRemove(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return nil, rpctypes.ErrStopped
+}
+
+// TestRemovalAnsweredStopped: a removal that etcd applied but answered
+// with "server stopped" is reported as the decision it was (a leaving
+// decider that removes itself gets that answer from its own server); one
+// that did not happen stays a failure, with nothing logged as decided.
+func TestRemovalAnsweredStopped(t *testing.T) {
+	addrs, err := etcdembed.FreeAddrs(2)
+	require.NoError(t, err)
+	m, err := etcdembed.Start(etcdembed.Config{Name: "m", Dir: t.TempDir(), ClientURL: "http://" + addrs[0], PeerURL: "http://" + addrs[1], TickMs: 10, ElectionMs: 100, NoFsync: true})
+	require.NoError(t, err)
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, m.WaitReady(ctx))
+	conn, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addrs[0]}}, "/fence")
+	require.NoError(t, err)
+	defer conn.Close()
+	cli := conn.Client()
+	// The decider's fence: its candidate key and the membership lock.
+	put, err := cli.Put(ctx, "candidate", "x")
+	require.NoError(t, err)
+	lock, err := conn.LockName(ctx, "membership", "x")
+	require.NoError(t, err)
+	defer lock.Unlock(ctx)
+
+	for i, apply := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", apply), func(t *testing.T) {
+			// A learner that never starts (its own peer URL: etcd
+			// refuses to add one again just after its removal).
+			added, err := cli.MemberAddAsLearner(ctx, []string{fmt.Sprintf("http://127.0.0.1:%d", i+1)})
+			require.NoError(t, err)
+			rc, err := clientv3.New(clientv3.Config{Endpoints: []string{addrs[0]}, DialTimeout: 5 * time.Second})
+			require.NoError(t, err)
+			defer rc.Close()
+			rc.Cluster = stoppedAnswer{Cluster: rc.Cluster, apply: apply}
+			var logs bytes.Buffer
+			n := &Node{cli: rc, log: slog.New(slog.NewTextHandler(&logs, nil))}
+			d := &decider{n: n, lead: ctx, key: "candidate", rev: put.Header.Revision, seen: map[uint64]time.Time{}}
+
+			err = d.remove(ctx, &guard{d: d, lock: lock}, added.Member, "test")
+			ml, lerr := cli.MemberList(ctx)
+			require.NoError(t, lerr)
+			if apply {
+				require.NoError(t, err, "the removal took effect")
+				require.False(t, containsID(ml.Members, added.Member.ID))
+				require.Contains(t, logs.String(), "decision: removed member")
+				require.Contains(t, logs.String(), "server stopped", "the answer is logged beside the decision")
+				return
+			}
+			require.ErrorIs(t, err, rpctypes.ErrStopped)
+			require.True(t, containsID(ml.Members, added.Member.ID), "nothing was removed")
+			require.NotContains(t, logs.String(), "decision:")
+			_, err = cli.MemberRemove(ctx, added.Member.ID)
+			require.NoError(t, err)
+		})
+	}
 }
