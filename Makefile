@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # detector. Budget: about 20 minutes on 2 cores.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all build test test-deps lint bench bench-vitess proto serve clean
+.PHONY: all build test test-run test-deps lint bench bench-vitess proto serve clean
 
 all: build
 
@@ -33,6 +33,10 @@ ZKPART  := ^TestConformance$$/^(Partition|Stale)$$
 
 ## test: install what the tests need, then run every test (real servers)
 test: test-deps
+	@./scripts/with-failure-summary.sh $(MAKE) --no-print-directory test-run
+
+# test-run: every test, without installing anything (make test's body)
+test-run:
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
 	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
 		set -e; \
