@@ -81,6 +81,13 @@ type Config struct {
 	// machine crash; it is meant for tests only.
 	NoFsync bool
 
+	// BcryptCost is the bcrypt cost factor the member hashes user
+	// passwords with when auth is enabled; zero keeps etcd's default (10).
+	// Each authentication costs one hash check, about 2^cost rounds: tests
+	// use bcrypt.MinCost (4), 64 times cheaper, since under the race
+	// detector one check at 10 takes about a second.
+	BcryptCost uint
+
 	// ClientTLS, when its CertFile and KeyFile are set, makes the member
 	// serve clients over TLS with that certificate (ClientURL must then be
 	// https://...). With TrustedCAFile and ClientCertAuth set it also
@@ -164,6 +171,9 @@ func Start(cfg Config) (*Member, error) {
 		ec.ElectionMs = cfg.ElectionMs
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
+	if cfg.BcryptCost != 0 {
+		ec.BcryptCost = cfg.BcryptCost
+	}
 	ec.ClientTLSInfo = cfg.ClientTLS
 	lg := cfg.Logger
 	if lg == nil {

@@ -2,8 +2,9 @@
 // for tests of code that talks to etcd (the etcd2 backend, topoctl, the
 // election package, examples). Members listen on free 127.0.0.1 ports, keep
 // their data in t.TempDir(), log nothing, use a 10 ms heartbeat and a 100 ms
-// election timeout so they start in well under a second, and are stopped by
-// t.Cleanup.
+// election timeout so they start in well under a second, hash passwords
+// at bcrypt's lowest cost (so that authenticating is cheap under the race
+// detector), and are stopped by t.Cleanup.
 //
 // It lives in its own package so that programs importing the etcd2 backend
 // do not link the etcd server.
@@ -22,6 +23,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/topo/test/faultproxy"
@@ -35,7 +37,7 @@ const readyTimeout = 30 * time.Second
 const startAttempts = 5
 
 func baseConfig() etcdembed.Config {
-	return etcdembed.Config{TickMs: 10, ElectionMs: 100, NoFsync: true}
+	return etcdembed.Config{TickMs: 10, ElectionMs: 100, NoFsync: true, BcryptCost: uint(bcrypt.MinCost)}
 }
 
 // singleConfig is the configuration of a single-member etcd ("m0") on two

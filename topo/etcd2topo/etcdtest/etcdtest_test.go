@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
@@ -65,4 +66,13 @@ func TestStartCluster(t *testing.T) {
 		resp, err := one.Get(ctx, "k")
 		return err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == "2"
 	}, 20*time.Second, 10*time.Millisecond)
+}
+
+// TestPasswordsHashedCheaply: the members etcdtest starts hash user
+// passwords at bcrypt's lowest cost, single members and clusters alike
+// (at etcd's default cost one authentication takes about a second under
+// the race detector, enough to push a loaded CI past a 5 s dial bound).
+func TestPasswordsHashedCheaply(t *testing.T) {
+	require.Equal(t, uint(bcrypt.MinCost), etcdtest.StartMember(t).Etcd.Config().BcryptCost)
+	require.Equal(t, uint(bcrypt.MinCost), etcdtest.StartCluster(t, 1).Member(0).Etcd.Config().BcryptCost)
 }
