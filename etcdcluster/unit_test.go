@@ -19,6 +19,7 @@ import (
 
 	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 func TestConfigRefused(t *testing.T) {
@@ -150,14 +151,9 @@ func TestStatusAndSetSize(t *testing.T) {
 // member API call and before writing the nominee record.
 func TestStaleDeciderFenced(t *testing.T) {
 	// A plain etcd member, and a client-only node on it: no decider runs.
-	addrs, err := etcdembed.FreeAddrs(2)
-	require.NoError(t, err)
-	m, err := etcdembed.Start(etcdembed.Config{Name: "m", Dir: t.TempDir(), ClientURL: "http://" + addrs[0], PeerURL: "http://" + addrs[1], TickMs: 10, ElectionMs: 100, NoFsync: true})
-	require.NoError(t, err)
-	defer m.Close()
+	addr := etcdtest.Start(t)
 	ctx := context.Background()
-	require.NoError(t, m.WaitReady(ctx))
-	n, err := Start(ctx, Config{Name: "c", ClientOnly: true, Seeds: []string{"http://" + addrs[0]}})
+	n, err := Start(ctx, Config{Name: "c", ClientOnly: true, Seeds: []string{"http://" + addr}})
 	require.NoError(t, err)
 	defer n.Close()
 	cli := n.Client()
@@ -250,15 +246,10 @@ func (s stoppedAnswer) MemberRemove(ctx context.Context, id uint64) (*clientv3.M
 // decider that removes itself gets that answer from its own server); one
 // that did not happen stays a failure, with nothing logged as decided.
 func TestRemovalAnsweredStopped(t *testing.T) {
-	addrs, err := etcdembed.FreeAddrs(2)
-	require.NoError(t, err)
-	m, err := etcdembed.Start(etcdembed.Config{Name: "m", Dir: t.TempDir(), ClientURL: "http://" + addrs[0], PeerURL: "http://" + addrs[1], TickMs: 10, ElectionMs: 100, NoFsync: true})
-	require.NoError(t, err)
-	defer m.Close()
+	addr := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, m.WaitReady(ctx))
-	conn, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addrs[0]}}, "/fence")
+	conn, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/fence")
 	require.NoError(t, err)
 	defer conn.Close()
 	cli := conn.Client()
@@ -275,7 +266,7 @@ func TestRemovalAnsweredStopped(t *testing.T) {
 			// refuses to add one again just after its removal).
 			added, err := cli.MemberAddAsLearner(ctx, []string{fmt.Sprintf("http://127.0.0.1:%d", i+1)})
 			require.NoError(t, err)
-			rc, err := clientv3.New(clientv3.Config{Endpoints: []string{addrs[0]}, DialTimeout: 5 * time.Second})
+			rc, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second})
 			require.NoError(t, err)
 			defer rc.Close()
 			rc.Cluster = stoppedAnswer{Cluster: rc.Cluster, apply: apply}
