@@ -87,10 +87,7 @@ func TestQuickstartLockTryMessage(t *testing.T) {
 func TestDryRunSummaryCounts(t *testing.T) {
 	t.Parallel()
 	tg := memoryTarget(t)
-	in := t.TempDir()
-	for name, v := range map[string]string{"a": "1", "b": "2", "c": "12345678"} {
-		require.NoError(t, os.WriteFile(filepath.Join(in, name), []byte(v), 0o600))
-	}
+	in := writeFiles(t, map[string]string{"a": "1", "b": "2", "c": "12345678"})
 	tg.ok(t, "put", "a", "1")
 	tg.ok(t, "put", "b", "2")
 	tg.ok(t, "put", "c", "old")
@@ -105,10 +102,7 @@ func TestDryRunSummaryCounts(t *testing.T) {
 func TestAlreadyExistsGrammar(t *testing.T) {
 	t.Parallel()
 	tg := memoryTarget(t)
-	in := t.TempDir()
-	for name, v := range map[string]string{"a": "1", "b": "2", "c": "3"} {
-		require.NoError(t, os.WriteFile(filepath.Join(in, name), []byte(v), 0o600))
-	}
+	in := writeFiles(t, map[string]string{"a": "1", "b": "2", "c": "3"})
 	tg.ok(t, "put", "a", "other")
 	r := tg.fails(t, 1, []string{"NodeExists", ": 1 of the 3 files already exists in the destination with other contents; nothing was written (use --overwrite)\n"}, "import", in)
 	assert.NotContains(t, r.stderr, "already exist in")
@@ -157,4 +151,15 @@ func TestVersionBuildInfo(t *testing.T) {
 	bi.Main.Version, bi.Settings = "", nil
 	assert.Equal(t, "topoctl\nbackends    etcd2\ngo          go1.26.8\n", buildVersionOf(bi).text([]string{"etcd2"}))
 	assert.Equal(t, "(unknown)", buildVersionOf(nil).version)
+}
+
+// writeFiles writes files (name to contents) into a new temporary
+// directory and returns the directory, an import source.
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600))
+	}
+	return dir
 }
