@@ -18,14 +18,19 @@ type lockDescriptor struct {
 	mu       sync.Mutex
 	released bool
 
-	done      chan struct{} // closed by end
-	endOnce   sync.Once
+	// ended is cancelled by end, and with the lease's lostCtx: in
+	// markLost itself, so that Done is closed the moment the lease is
+	// declared lost.
+	ended     context.Context
+	endNow    context.CancelFunc
 	watchOnce sync.Once // starts the watch behind Done
 }
 
 // newLockDescriptor returns the descriptor of the held claim cl.
 func newLockDescriptor(cl *claim) *lockDescriptor {
-	return &lockDescriptor{cl: cl, done: make(chan struct{})}
+	ld := &lockDescriptor{cl: cl}
+	ld.ended, ld.endNow = context.WithCancel(cl.lease.lostCtx)
+	return ld
 }
 
 // Token returns the lock's fencing token: the revision etcd put the
@@ -53,32 +58,29 @@ func (ld *lockDescriptor) Token() int64 { return ld.cl.rev }
 // closes on the other causes only.
 func (ld *lockDescriptor) Done() <-chan struct{} {
 	ld.watchOnce.Do(func() {
-		select {
-		case <-ld.done:
+		if ld.ended.Err() != nil {
 			return
-		default:
 		}
 		go ld.watch()
 	})
-	return ld.done
+	return ld.ended.Done()
 }
 
-// end closes Done, once.
-func (ld *lockDescriptor) end() { ld.endOnce.Do(func() { close(ld.done) }) }
+// end closes Done (idempotent).
+func (ld *lockDescriptor) end() { ld.endNow() }
 
-// watch closes Done when the lease is lost, the Conn closes, or the entry
-// is deleted or rewritten, and returns once Done is closed.
+// watch closes Done when the Conn closes or the entry is deleted or
+// rewritten (the lease's loss closes it without help, see ended), and
+// returns once Done is closed.
 func (ld *lockDescriptor) watch() {
 	cl := ld.cl
 	ctx, cancel := context.WithCancel(cl.c.ctx)
 	defer cancel()
 	go func() {
 		select {
-		case <-cl.lease.done:
-			ld.end()
 		case <-ctx.Done():
 			ld.end()
-		case <-ld.done:
+		case <-ld.ended.Done():
 		}
 		cancel()
 	}()
@@ -98,10 +100,8 @@ func (ld *lockDescriptor) heldClaim() (cl *claim, ok bool) {
 	ld.mu.Lock()
 	released := ld.released
 	ld.mu.Unlock()
-	select {
-	case <-ld.done:
+	if ld.ended.Err() != nil {
 		return ld.cl, false
-	default:
 	}
 	return ld.cl, !released && !ld.cl.lease.lost()
 }

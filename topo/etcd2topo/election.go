@@ -100,20 +100,13 @@ func (p *participation) stoppedErr(err error) error {
 	return err
 }
 
-// monitor cancels the leadership context when the lease is lost (at once,
-// from the lease's own timer) or the candidate entry is deleted or
-// rewritten (see claim.follow), and when etcd refuses to let it watch the
-// entry (PermissionDenied): a leader that cannot watch its entry gives
-// leadership up.
+// monitor cancels the leadership context when the candidate entry is
+// deleted or rewritten (see claim.follow), and when etcd refuses to let it
+// watch the entry (PermissionDenied): a leader that cannot watch its entry
+// gives leadership up. The lease's loss needs no monitor: the leadership
+// context is a child of the lease's lostCtx, cancelled within markLost.
 func (p *participation) monitor(leading context.Context, resign context.CancelFunc, cl *claim) {
 	defer resign()
-	go func() {
-		select {
-		case <-cl.lease.done:
-			resign()
-		case <-leading.Done():
-		}
-	}()
 	_ = cl.follow(leading)
 }
 

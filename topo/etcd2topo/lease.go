@@ -24,8 +24,10 @@ import (
 // (or the grant) etcd acknowledged with a positive TTL, plus that TTL,
 // minus SafetyMargin(TTL). At that time, unless a later renewal was
 // acknowledged, the lease is declared lost: every lock on it fails Check
-// with LockLost, every leadership on it is cancelled, every wait on it
-// returns LockLost. Holders thus give up before etcd can hand their locks
+// with LockLost and has its Done closed, every leadership on it is
+// cancelled (all of it before the declaration returns, so no caller sees
+// the lease lost and a claim on it live), every wait on it returns
+// LockLost. Holders thus give up before etcd can hand their locks
 // and leaderships on. The margin absorbs the delay between the Conn's
 // timer and the caller seeing the loss, and differences in clock rate
 // between client and server.
@@ -54,8 +56,10 @@ type lease struct {
 	id   clientv3.LeaseID
 	ttl  time.Duration // as granted by etcd
 	done chan struct{} // closed once the lease is lost
-	// lostCtx is cancelled with done, for bind (a context's AfterFunc
-	// waits for it without a goroutine of its own).
+	// lostCtx is cancelled with done, just before it is closed: bind
+	// waits for it with a context's AfterFunc (no goroutine of its own),
+	// and the claims' contexts (a lock's Done, leadership contexts) are
+	// its children, so they end within markLost.
 	lostCtx context.Context
 	lostNow context.CancelFunc
 	once    sync.Once
@@ -102,8 +106,10 @@ func (l *lease) markLost() {
 		l.mu.Lock()
 		l.timer.Stop()
 		l.mu.Unlock()
-		close(l.done)
+		// Contexts first: whoever sees done closed (lost, Check) sees
+		// every claim on the lease ended too.
 		l.lostNow()
+		close(l.done)
 	})
 }
 

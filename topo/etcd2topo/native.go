@@ -342,7 +342,9 @@ func (e *nativeElection) campaign(ctx context.Context, value []byte, setValue bo
 		e.dropCand(cd)
 		return nil, e.campaignErr(ctx, err)
 	}
-	lctx, end := context.WithCancel(context.Background())
+	// A child of the lease's lostCtx, as a topokit election's leadership
+	// context (see join): the lease's loss cancels it at once.
+	lctx, end := context.WithCancel(cd.lease.lostCtx)
 	t = &nativeTerm{e: e, cd: cd, ctx: lctx, end: end}
 	e.mu.Lock()
 	e.term = t
@@ -680,16 +682,15 @@ type nativeTerm struct {
 	released bool // by Resign or Stop
 }
 
-// monitor ends the term when the lease is lost (at once, from the lease's
-// own timer), the Conn closes, or a watch shows the key deleted, recreated
-// or moved to another lease. Rewrites on our lease (Proclaim) keep it.
+// monitor ends the term when the Conn closes or a watch shows the key
+// deleted, recreated or moved to another lease; rewrites on our lease
+// (Proclaim) keep it. The lease's loss ends the term without help: the
+// term's context is a child of the lease's lostCtx.
 func (t *nativeTerm) monitor() {
 	defer t.end()
 	c, cd := t.e.c, t.cd
 	go func() {
 		select {
-		case <-cd.lease.done:
-			t.end()
 		case <-c.ctx.Done():
 			t.end()
 		case <-t.ctx.Done():

@@ -169,7 +169,9 @@ func (p *participation) join(ctx context.Context, value []byte, setValue bool) (
 		}
 	}
 	cl.resp = nil
-	leading, resign := context.WithCancel(context.Background())
+	// A child of the lease's lostCtx: markLost cancels it before it
+	// returns, so that no one sees the lease lost and this term live.
+	leading, resign := context.WithCancel(cl.lease.lostCtx)
 	p.cl, p.leading, p.resign = cl, leading, resign
 	t := &term{p: p, cl: cl, leading: leading, vkey: p.valueKey(cl.key)}
 	p.cur.Store(t)
