@@ -359,7 +359,7 @@ func TestStaleGuardedWritePausedHolder(t *testing.T) {
 	// alive for another TTL.
 	cl := *held.(*lockDescriptor).cl
 	cl.lease = newLease(cl.lease.id, cl.lease.ttl, time.Now().Add(time.Hour))
-	paused := &lockDescriptor{cl: &cl}
+	paused := newLockDescriptor(&cl)
 
 	px.Blackhole()
 	ld2, err := next.Lock(ctx, "d", "next")
