@@ -38,8 +38,9 @@ var (
 // unrenewed session only after twice the TTL (then holds its keys for the
 // lock-delay), so the holder's deadline passes at least one TTL plus the
 // lock-delay before anyone else can acquire what the session held. At the
-// deadline a timer declares the session lost: ctx ends, Check fails,
-// leadership contexts are cancelled, without any request to Consul.
+// deadline (seen by a timer, or by alive first) the session is declared
+// lost: ctx ends, Check fails, leadership contexts are cancelled, without
+// any request to Consul.
 //
 // Declaring the session lost (markLost) ends every claim on it before it
 // returns: a lock's Done and every leadership context are children of
@@ -103,9 +104,18 @@ func (s *session) validUntil() time.Time {
 }
 
 // alive reports whether the holder may still act on the session: it is not
-// known lost and its deadline has not passed.
+// known lost and its deadline has not passed. A passed deadline declares
+// the session lost at once (the timer may not have fired yet), so that a
+// caller answering "lost" never leaves a claim on the session live.
 func (s *session) alive() bool {
-	return !s.lost() && time.Now().Before(s.validUntil())
+	if s.lost() {
+		return false
+	}
+	if time.Now().Before(s.validUntil()) {
+		return true
+	}
+	s.markLost(errSessionExpiredLocally)
+	return false
 }
 
 // renewed moves the deadline to sent+TTL, sent being the send time of a
