@@ -22,7 +22,9 @@ type lockDescriptor struct {
 
 	// done ends when the claim ends: Unlock, a loss this descriptor
 	// noticed (markLost), or the end of its session (including the local
-	// deadline and Close). endDone ends it; it is idempotent.
+	// deadline and Close): it is a child of the session's claims context,
+	// so the session's markLost cancels it before it returns. endDone ends
+	// it; it is idempotent.
 	done      context.Context
 	endDone   context.CancelFunc
 	watchOnce sync.Once // starts the watch behind Done
@@ -34,12 +36,8 @@ type lockDescriptor struct {
 
 // newLockDescriptor returns the descriptor of the lock h took on key.
 func newLockDescriptor(c *Conn, path, key string, h held) *lockDescriptor {
-	done, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(h.sess.ctx, cancel)
-	return &lockDescriptor{c: c, path: path, key: key, held: h, done: done, endDone: func() {
-		stop()
-		cancel()
-	}}
+	done, cancel := context.WithCancel(h.sess.claims)
+	return &lockDescriptor{c: c, path: path, key: key, held: h, done: done, endDone: cancel}
 }
 
 // Check implements topo.LockDescriptor.Check. It returns nil only while

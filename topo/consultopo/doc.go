@@ -74,6 +74,13 @@
 //     (when a timer marks the session lost, Check fails and leadership
 //     contexts are cancelled, without any request) at least one TTL plus
 //     the lock-delay remain before anyone else can acquire them.
+//   - Declaring a session lost (its deadline passed, Consul says it is
+//     gone, an ACL refusal, Close) ends every claim on it before the
+//     declaration returns and before anything reports the session lost:
+//     each lock's Done is closed and each leadership context (of
+//     WaitForLeadership and Campaign) cancelled, synchronously, as
+//     children of a context of the session's. No one sees the session
+//     lost (Check's LockLost) while a claim on it still looks live.
 //
 // Reads: every lock and leadership decision (the acquire's read, Check,
 // the leadership monitor, the watch behind Done, the emptiness check of

@@ -124,8 +124,10 @@ type term struct {
 // cancelled when the key is lost (session destroyed or expired, key
 // deleted or taken over), at the latest when the session's safety margin
 // runs out (one TTL after the last acknowledged renewal was sent, before
-// Consul can invalidate it), on Stop, Resign, or Close; calling it again
-// while leading returns the same context. It returns Interrupted after
+// Consul can invalidate it), on Stop, Resign, or Close; a loss of the
+// session cancels it before anything (Check, Proclaim) reports the session
+// lost. Calling it again while leading returns the same context. It
+// returns Interrupted after
 // Stop (or when a Resign withdrew it while waiting), Closed after Close,
 // PermissionDenied at once when the ACL token may not create sessions or
 // write the key, and NodeExists with a *ForeignKeyError when
@@ -222,15 +224,16 @@ func (p *participation) stopped() bool {
 var errStopped = errors.New("participation stopped")
 
 // startTerm records leadership and starts watching the key with consistent
-// blocking queries. The term's context is cancelled the moment the session
-// ends (including its local deadline: no request needed), and as soon as a
-// query shows the key gone or held by another session or acquire, on an
-// ACL refusal, or on Stop/Resign/Close; and when it shows the key written
-// since the acquire (its ModifyIndex no longer the term's token).
+// blocking queries. The term's context is cancelled within the session's
+// markLost, before the session reads as lost (it is a child of the
+// session's claims context; the local deadline needs no request either),
+// and as soon as a query shows the key gone or held by another session or
+// acquire, on an ACL refusal, or on Stop/Resign/Close; and when it shows
+// the key written since the acquire (its ModifyIndex no longer the term's
+// token).
 func (p *participation) startTerm(h held) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(h.sess.claims)
 	t := &term{c: p.c, path: p.path, key: p.key, valueKey: p.valueKeyFor(h.sess.id), ctx: ctx, cancel: cancel, held: h, monitor: make(chan struct{})}
-	stopLost := context.AfterFunc(h.sess.ctx, cancel)
 	stopStop := context.AfterFunc(p.stopCtx, func() {
 		// Stop ends a term that was still active: released, not lost
 		// (Stop marks it too, but this runs first when it wins the race).
@@ -253,7 +256,6 @@ func (p *participation) startTerm(h held) {
 			}
 		}()
 		defer cancel()
-		defer stopLost()
 		defer stopStop()
 		var index uint64
 		retry := 50 * time.Millisecond

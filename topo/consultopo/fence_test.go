@@ -17,7 +17,7 @@ import (
 // frozenSession returns a copy of s as a paused holder remembers it: the
 // same session id, never lost, valid for another hour.
 func frozenSession(s *session) *session {
-	return &session{id: s.id, ttl: s.ttl, own: s.own, ctx: context.Background(), markLost: func(error) {}, deadline: time.Now().Add(time.Hour)}
+	return &session{id: s.id, ttl: s.ttl, own: s.own, claims: context.Background(), endClaims: func() {}, ctx: context.Background(), endCtx: func(error) {}, deadline: time.Now().Add(time.Hour)}
 }
 
 // frozen returns a copy of l as a holder paused since the acquire would

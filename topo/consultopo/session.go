@@ -38,21 +38,60 @@ var (
 // unrenewed session only after twice the TTL (then holds its keys for the
 // lock-delay), so the holder's deadline passes at least one TTL plus the
 // lock-delay before anyone else can acquire what the session held. At the
-// deadline a timer marks the session lost: ctx ends, Check fails,
-// leadership contexts are cancelled, without any request to Consul.
+// deadline (seen by a timer, or by alive first) the session is declared
+// lost: ctx ends, Check fails, leadership contexts are cancelled, without
+// any request to Consul.
+//
+// Declaring the session lost (markLost) ends every claim on it before it
+// returns: a lock's Done and every leadership context are children of
+// claims, cancelled before ctx (which lost reads), so that no one sees the
+// session lost and a claim on it live.
 type session struct {
 	id  string
 	ttl time.Duration
 	own bool // carries a single lock; destroyed by its Unlock
 
+	// claims is the parent of the contexts of the claims on the session
+	// (a lock's Done, leadership contexts). It is cancelled by markLost
+	// before ctx, and with the Conn's context (Close), which then ends ctx
+	// too (through markLost, cause errSessionClosed).
+	claims    context.Context
+	endClaims context.CancelFunc
+
 	// ctx ends, with one of the errSession* causes, when the session is
-	// known or declared lost (or the Conn closed: context.Canceled).
+	// known or declared lost (or the Conn closed), once claims has ended.
 	ctx      context.Context
-	markLost context.CancelCauseFunc
+	endCtx   context.CancelCauseFunc
+	lostOnce sync.Once // markLost's
 
 	mu       sync.Mutex
 	deadline time.Time   // see the type's doc
 	timer    *time.Timer // fires at deadline
+}
+
+// newSessionState returns the session id valid until deadline, as the Conn
+// c holds it: its claims end when c closes. The caller starts its timer.
+func (c *Conn) newSessionState(id string, ttl time.Duration, own bool, deadline time.Time) *session {
+	s := &session{id: id, ttl: ttl, own: own, deadline: deadline}
+	s.claims, s.endClaims = context.WithCancel(c.ctx)
+	s.ctx, s.endCtx = context.WithCancelCause(context.Background())
+	// Close cancels claims with c.ctx at once; ctx follows here (a no-op
+	// when markLost cancelled claims).
+	context.AfterFunc(s.claims, func() { s.markLost(errSessionClosed) })
+	return s
+}
+
+// markLost declares the session lost with cause (the first call's cause
+// wins): it ends every claim on the session, then ctx. When it returns,
+// in every caller, every claim on the session has ended: concurrent calls
+// wait for the first, and cancelling claims returns only once its
+// children (the claims' contexts) are cancelled, even when the Conn's
+// context is cancelling it at the same time.
+func (s *session) markLost(cause error) {
+	s.lostOnce.Do(func() {
+		s.endClaims()
+		s.endCtx(cause)
+	})
 }
 
 func (s *session) lost() bool { return s.ctx.Err() != nil }
@@ -65,9 +104,18 @@ func (s *session) validUntil() time.Time {
 }
 
 // alive reports whether the holder may still act on the session: it is not
-// known lost and its deadline has not passed.
+// known lost and its deadline has not passed. A passed deadline declares
+// the session lost at once (the timer may not have fired yet), so that a
+// caller answering "lost" never leaves a claim on the session live.
 func (s *session) alive() bool {
-	return !s.lost() && time.Now().Before(s.validUntil())
+	if s.lost() {
+		return false
+	}
+	if time.Now().Before(s.validUntil()) {
+		return true
+	}
+	s.markLost(errSessionExpiredLocally)
+	return false
 }
 
 // renewed moves the deadline to sent+TTL, sent being the send time of a
@@ -112,8 +160,7 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 	if _, err := c.client.Raw().Write("/v1/session/create", body, &out, c.writeOptions(ctx)); err != nil {
 		return nil, c.convertError(ctx, err, path)
 	}
-	sctx, cancel := context.WithCancelCause(c.ctx)
-	s := &session{id: out.ID, ttl: ttl, own: own, ctx: sctx, markLost: cancel, deadline: sent.Add(ttl)}
+	s := c.newSessionState(out.ID, ttl, own, sent.Add(ttl))
 	s.mu.Lock()
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
 	s.mu.Unlock()

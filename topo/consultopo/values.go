@@ -425,8 +425,7 @@ func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Durat
 	} else if s, err := strconv.Atoi(strings.TrimSuffix(entry.TTL, "s")); err == nil && s > 0 {
 		ttl = time.Duration(s) * time.Second
 	}
-	sctx, cancel := context.WithCancelCause(c.ctx)
-	s := &session{id: id, ttl: ttl, own: true, ctx: sctx, markLost: cancel, deadline: sent.Add(ttl)}
+	s := c.newSessionState(id, ttl, true, sent.Add(ttl))
 	s.mu.Lock()
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
 	s.mu.Unlock()
