@@ -127,11 +127,10 @@ type term struct {
 // Consul can invalidate it), on Stop, Resign, or Close; a loss of the
 // session cancels it before anything (Check, Proclaim) reports the session
 // lost. Calling it again while leading returns the same context. It
-// returns Interrupted after
-// Stop (or when a Resign withdrew it while waiting), Closed after Close,
-// PermissionDenied at once when the ACL token may not create sessions or
-// write the key, and NodeExists with a *ForeignKeyError when
-// elections/<name> holds a value another tool wrote.
+// returns Interrupted after Stop (or when a Resign withdrew it while
+// waiting), Closed after Close, PermissionDenied at once when the ACL
+// token may not create sessions or write the key, and NodeExists with a
+// *ForeignKeyError when elections/<name> holds a value another tool wrote.
 func (p *participation) WaitForLeadership() (context.Context, error) {
 	return p.campaign(context.Background(), nil, false)
 }
