@@ -133,7 +133,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 			}
 			return nil, err
 		}
-		l := &lockDesc{c: c, dir: dp, node: node, sess: s, gen: s.entryGen(node), done: make(chan struct{})}
+		l := &lockDesc{c: c, dir: dp, node: node, sess: s, gen: s.entryGen(node)}
 		// The entry's Stat (its Czxid is the token) with the watch behind
 		// Done. When the entry got the predicted name, the exists
 		// pipelined behind the create read it (an exists of that name sent
@@ -155,7 +155,8 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 		}
 		if stat == nil {
 			l.token = got.st.Czxid
-			c.watchEntry(s, dp, node, got.ch, l.done, l.endClaim)
+			l.hold()
+			c.watchEntry(s, dp, node, got.ch, l.ended.Done(), l.endClaim)
 			return l, nil
 		}
 		r := <-stat
@@ -171,7 +172,8 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mustExist, tr
 			return nil, backendkit.Wrap(topo.LockLost, dp, errLostWhileWaiting)
 		}
 		l.token = r.st.Czxid
-		c.watchEntry(s, dp, node, r.ch, l.done, l.endClaim)
+		l.hold()
+		c.watchEntry(s, dp, node, r.ch, l.ended.Done(), l.endClaim)
 		return l, nil
 	}
 }

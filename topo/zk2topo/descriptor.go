@@ -24,9 +24,11 @@ type lockDesc struct {
 	token int64
 	// gen is the entry's generation on its session (see entryGen).
 	gen uint64
-	// done is closed by endClaim (see Done).
-	done     chan struct{}
-	doneOnce sync.Once
+	// ended is cancelled by endClaim, and with its session's lostCtx:
+	// within lose itself, so that Done is closed the moment the session
+	// is declared lost (see Done). Set by hold, once the lock is held.
+	ended    context.Context
+	endClaim context.CancelFunc
 
 	mu       sync.Mutex
 	released bool
@@ -103,12 +105,7 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	// Done closed before Unlock: the session ended or the watch saw the
 	// entry deleted behind the holder's back. Then nothing is sent: a
 	// znode of the entry's name may by now be another holder's.
-	var ended bool
-	select {
-	case <-l.done:
-		ended = true
-	default:
-	}
+	ended := l.ended.Err() != nil
 	l.endClaim()
 	c, s := l.c, l.sess
 	if s.isLost() {

@@ -53,6 +53,14 @@
 //     enter again on a new session; they
 //     never touch the entry's name on another session (a znode of that
 //     name may by then belong to someone else);
+//   - the moment a session is declared over, every claim on it has ended
+//     as its holder sees it: a held lock's Done is closed, every
+//     leadership context on it (WaitForLeadership, Campaign) is cancelled
+//     and its term's Done closed, before the session reads as over
+//     (Check's LockLost, a waiting Lock giving up on it). They are
+//     children of one context of the session, cancelled within the
+//     declaration itself, not by goroutines that would notice a moment
+//     later;
 //   - a session is given up once its latest answered request was sent more
 //     than (negotiated session timeout - Options.SafetyMargin) ago: from
 //     then on the server may expire it and hand its locks and leadership to
@@ -104,7 +112,8 @@
 // when the lock is free at once).
 //
 // Done closes on Unlock (Stop for a term), when the claim's session ends
-// (expired, given up, Close), and when the watch sees the entry deleted.
+// (expired, given up, Close: within the declaration, see Sessions), and
+// when the watch sees the entry deleted.
 // A term also ends when the leadership context is cancelled (a dropped
 // connection ends leadership at once); leading again on the same entry
 // after reconnecting gives a new term with the same token (nobody can have

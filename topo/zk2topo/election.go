@@ -292,10 +292,13 @@ var errRetry = errors.New("retry")
 // another session): it enters again with a new one.
 var errGone = errors.New("candidate gone")
 
-// lead records leadership and starts the goroutine that ends it. It reads
-// the candidate entry's Stat first, on its session, with a watch: its
-// Czxid is the term's fencing token, and the watch ends the term when the
-// entry is deleted.
+// lead records leadership and starts the goroutine that ends it when the
+// candidate entry is deleted (or no longer owned by the session), Stop or
+// Close. It reads the candidate entry's Stat first, on its session, with
+// a watch: its Czxid is the term's fencing token, and the watch ends the
+// term when the entry is deleted. The session's end needs no goroutine:
+// the leadership context (and with it the term's Done) is a child of the
+// session's lostCtx, cancelled within lose.
 func (p *participation) lead(node string, sess *zkSession) (context.Context, error) {
 	c := p.c
 	r := <-c.statEntry(p.stopCtx, sess, p.name, node)
@@ -307,7 +310,7 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 	case !r.owned(sess):
 		return nil, errGone
 	}
-	lctx, cancel := context.WithCancel(context.Background())
+	lctx, cancel := context.WithCancel(sess.lostCtx)
 	// Leadership ends as soon as the connection drops: from then on the
 	// server may expire the session (and let another candidate lead)
 	// without this process knowing. WaitForLeadership leads again at once
@@ -316,14 +319,11 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 		cancel()
 		return nil, errRetry
 	}
-	t := &term{p: p, node: node, sess: sess, token: r.st.Czxid, gen: sess.entryGen(node), lctx: lctx, done: make(chan struct{})}
-	var once sync.Once
-	t.once = func() { once.Do(func() { close(t.done) }) }
+	t := &term{p: p, node: node, sess: sess, token: r.st.Czxid, gen: sess.entryGen(node), lctx: lctx}
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		cancel()
-		t.once()
 		return nil, topo.NewError(topo.Interrupted, p.name)
 	}
 	p.lctx, p.lcancel, p.term = lctx, cancel, t
@@ -331,7 +331,6 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 	p.mu.Unlock()
 	go func() {
 		defer p.monitor.Done()
-		defer t.once() // after cancel: Done closes once the context is cancelled
 		defer cancel()
 		ch := r.ch
 		for {
@@ -341,8 +340,6 @@ func (p *participation) lead(node string, sess *zkSession) (context.Context, err
 					return
 				}
 			case <-lctx.Done():
-				return
-			case <-sess.lost:
 				return
 			case <-p.stopCtx.Done():
 				return

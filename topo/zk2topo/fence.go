@@ -34,8 +34,11 @@ import (
 // came after that entry's creation. Either way the later holder's Czxid is
 // greater. Elections are the same queue under elections/<name>/.
 
-// endClaim closes Done once.
-func (l *lockDesc) endClaim() { l.doneOnce.Do(func() { close(l.done) }) }
+// hold makes l a held lock: its Done is from now on a child of its
+// session's lostCtx (closed at once when the session is over already).
+// Only a held lock is registered there: a claim given up while waiting
+// leaves nothing behind on its session.
+func (l *lockDesc) hold() { l.ended, l.endClaim = context.WithCancel(l.sess.lostCtx) }
 
 // Token returns the lock's fencing token: the creation zxid (Stat.Czxid)
 // of its lock entry, positive and fixed for the lock's life; every later
@@ -43,10 +46,11 @@ func (l *lockDesc) endClaim() { l.doneOnce.Do(func() { close(l.done) }) }
 func (l *lockDesc) Token() int64 { return l.token }
 
 // Done returns a channel closed once the lock ends: Unlock; its session
-// ending (expired, given up past the safety margin, or the Conn closed);
-// or its entry deleted (or rewritten by another owner) behind the holder's
-// back, seen through a watch on the entry.
-func (l *lockDesc) Done() <-chan struct{} { return l.done }
+// ending (expired, given up past the safety margin, or the Conn closed:
+// closed before the session is seen lost, so never after Check reports
+// LockLost for it); or its entry deleted (or rewritten by another owner)
+// behind the holder's back, seen through a watch on the entry.
+func (l *lockDesc) Done() <-chan struct{} { return l.ended.Done() }
 
 // entryStat is the answer to an exists request on a claim's entry.
 type entryStat struct {
@@ -86,9 +90,11 @@ func (r entryStat) owned(s *zkSession) bool {
 	return r.err == nil && r.exists && r.st.EphemeralOwner == s.zk.SessionID() && r.st.Czxid > 0
 }
 
-// watchEntry closes end (through endFn) when the entry node of session s
-// is deleted or the session ends or the Conn closes, re-arming the exists
-// watch ch after other events. It returns when stop is closed too.
+// watchEntry calls endFn when the entry node of session s is deleted (or
+// no longer owned by s) or the Conn closes, re-arming the exists watch ch
+// after other events. It returns when stop is closed too. The session's
+// end needs no watching: stop is a child of the session's lostCtx (see
+// lockDesc.ended), closed within lose.
 func (c *Conn) watchEntry(s *zkSession, p, node string, ch <-chan zk.Event, stop <-chan struct{}, endFn func()) {
 	c.bg.Add(1)
 	go func() {
@@ -101,9 +107,6 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, ch <-chan zk.Event, stop
 					return
 				}
 			case <-stop:
-				return
-			case <-s.lost:
-				endFn()
 				return
 			case <-c.closing:
 				endFn()
@@ -161,10 +164,8 @@ type term struct {
 	node  string
 	sess  *zkSession
 	token int64
-	gen   uint64 // the entry's generation on its session (see entryGen)
-	lctx  context.Context
-	done  chan struct{}
-	once  func() // closes done once
+	gen   uint64          // the entry's generation on its session (see entryGen)
+	lctx  context.Context // a child of sess's lostCtx; its Done is the term's
 }
 
 // Token returns the term's fencing token: the creation zxid of the
@@ -176,18 +177,14 @@ type term struct {
 func (t *term) Token() int64 { return t.token }
 
 // Done returns a channel closed when the term ends: when the leadership
-// context is cancelled (Stop, a dropped connection, the session ending,
-// the candidate entry deleted, Close).
-func (t *term) Done() <-chan struct{} { return t.done }
+// context is cancelled (Stop, Resign, a dropped connection, the session
+// ending, the candidate entry deleted, Close); it is that context's Done,
+// so it is closed before the session is seen lost.
+func (t *term) Done() <-chan struct{} { return t.lctx.Done() }
 
 // ended reports whether the term is over locally.
 func (t *term) ended() bool {
-	select {
-	case <-t.done:
-		return true
-	default:
-		return t.lctx.Err() != nil || t.sess.entryGen(t.node) != t.gen
-	}
+	return t.lctx.Err() != nil || t.sess.entryGen(t.node) != t.gen
 }
 
 // Check returns nil while the term lasts and the store shows the

@@ -28,7 +28,14 @@ type zkSession struct {
 	zk  *zk.Conn
 	obs *sessionObserver
 
-	lost     chan struct{} // closed when the session is over
+	lost chan struct{} // closed when the session is over
+	// lostCtx is cancelled when the session is over, just before lost is
+	// closed. The claims on the session (a lock's Done, the leadership
+	// contexts and their terms' Done) are its children, so they end
+	// within lose itself: whoever sees lost closed (isLost, Check) sees
+	// every claim on the session ended too.
+	lostCtx  context.Context
+	lostNow  context.CancelFunc
 	ready    chan struct{} // closed once zk is set (lose may run before)
 	dead     atomic.Bool   // set (first) when the session is over: the dialer refuses
 	loseOnce sync.Once
@@ -66,6 +73,7 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 		creates: map[string]uint64{},
 		pending: map[string]int{},
 	}
+	s.lostCtx, s.lostNow = context.WithCancel(context.Background())
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
 	s.obs.resumeID, s.obs.resumePw = id, passwd
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
@@ -135,8 +143,11 @@ func (s *zkSession) onEvent(ev zk.Event) {
 }
 
 // lose ends the session for good: the dialer refuses, the onLost and
-// onDisconnect functions run, lost is closed and the *zk.Conn is closed in
-// the background (which fails every request issued on it).
+// onDisconnect functions run, lostCtx is cancelled (and with it every
+// claim on the session: a lock's Done closes, leadership contexts are
+// cancelled, terms end), then lost is closed, all before lose returns;
+// the *zk.Conn is closed in the background (which fails every request
+// issued on it).
 func (s *zkSession) lose() {
 	s.dead.Store(true)
 	s.loseOnce.Do(func() {
@@ -150,6 +161,7 @@ func (s *zkSession) lose() {
 		for _, f := range funcs {
 			f()
 		}
+		s.lostNow() // the claims first: see lostCtx
 		close(s.lost)
 		s.c.bg.Add(1)
 		go func() {

@@ -225,12 +225,7 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 			l.mu.Lock()
 			released := l.released
 			l.mu.Unlock()
-			select {
-			case <-l.done:
-				return true
-			default:
-			}
-			return released || l.sess.isLost() || l.sess.entryGen(l.node) != l.gen
+			return released || l.ended.Err() != nil || l.sess.isLost() || l.sess.entryGen(l.node) != l.gen
 		}}, true
 	}
 	if t, ok := backendkit.FenceAs[*term](f); ok {
