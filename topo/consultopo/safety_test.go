@@ -16,6 +16,7 @@ import (
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/test"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
@@ -544,51 +545,23 @@ func TestLargeValueOverwrittenBeforeReadBack(t *testing.T) {
 
 // TestSessionLossEndsClaimsAtOnce: the moment the Conn declares a session
 // lost (its deadline passed, Consul said it is gone, or it was destroyed),
-// every claim on it has ended as its holder sees it: a lock's Done is
-// closed and the leadership contexts of WaitForLeadership and Campaign are
-// cancelled, before the declaration returns. A goroutine that ends them
-// later leaves a window in which Check reports LockLost, a successor may
-// already hold, and the old holder's context still says it leads.
+// every claim on it has ended as its holder sees it, before markLost
+// returns (test.RequireLossEndsClaims).
 func TestSessionLossEndsClaimsAtOnce(t *testing.T) {
-	for i := range 20 {
+	for range 20 {
 		c := newTestConn(t, testRoot(t))
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		_, err := c.Create(ctx, "d/f", []byte("x"))
-		require.NoError(t, err)
-		ld, err := c.Lock(ctx, "d", "holder")
-		require.NoError(t, err)
-		done := ld.Done()
-		p, err := c.NewLeaderParticipation("e", "leader")
-		require.NoError(t, err)
-		lead, err := p.WaitForLeadership()
-		require.NoError(t, err)
-		vp, err := c.NewLeaderParticipation("v", "leader")
-		require.NoError(t, err)
-		campaigned, err := vp.Campaign(ctx, []byte("v"))
-		require.NoError(t, err)
-
-		c.mu.Lock()
-		sessions := make([]*session, 0, len(c.sessions))
-		for s := range c.sessions {
-			sessions = append(sessions, s)
-		}
-		c.mu.Unlock()
-		require.NotEmpty(t, sessions)
-		for _, s := range sessions {
-			s.markLost(errSessionGone)
-		}
-		select {
-		case <-done:
-		default:
-			t.Fatalf("round %d: the lock's Done is open after its session was declared lost", i)
-		}
-		for what, lctx := range map[string]context.Context{"WaitForLeadership": lead, "Campaign": campaigned} {
-			require.Errorf(t, lctx.Err(), "round %d: the %s context is live after its session was declared lost", i, what)
-		}
-		requireCode(t, ld.Check(ctx), topo.LockLost)
-		p.Stop()
-		vp.Stop()
-		cancel()
+		test.RequireLossEndsClaims(t, c, func() {
+			c.mu.Lock()
+			sessions := make([]*session, 0, len(c.sessions))
+			for s := range c.sessions {
+				sessions = append(sessions, s)
+			}
+			c.mu.Unlock()
+			require.NotEmpty(t, sessions)
+			for _, s := range sessions {
+				s.markLost(errSessionGone)
+			}
+		})
 		c.Close()
 	}
 }

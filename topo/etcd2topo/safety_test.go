@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
@@ -615,55 +616,29 @@ func TestPartitionedLeaderGivesUpWhileLeaseLives(t *testing.T) {
 
 // TestLeaseLossEndsClaimsAtOnce: the moment the Conn declares a lease lost
 // (its proven-until time passed, or etcd said it is gone), every claim on
-// it has ended as seen by its holder: a lock's Done is closed, and the
-// leadership contexts of a topokit election (WaitForLeadership and
-// Campaign) and of a native one are cancelled, before markLost returns.
-// A goroutine that ends them later leaves a window in which Check
-// reports LockLost, a successor may already hold, and the old holder's
-// context still says it leads.
+// it has ended as seen by its holder, before markLost returns: the shared
+// check's lock and elections (test.RequireLossEndsClaims), and a native
+// election's leadership context too.
 func TestLeaseLossEndsClaimsAtOnce(t *testing.T) {
-	for i := range 20 {
+	for range 20 {
 		c := openConn(t, serverAddr, newRoot())
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.Create(ctx, "d/f", []byte("x"))
-		require.NoError(t, err)
-		ld, err := c.Lock(ctx, "d", "holder")
-		require.NoError(t, err)
-		done := ld.Done()
-		p, err := c.NewLeaderParticipation("e", "leader")
-		require.NoError(t, err)
-		lead, err := p.WaitForLeadership()
-		require.NoError(t, err)
-		vp, err := c.NewLeaderParticipation("v", "leader")
-		require.NoError(t, err)
-		campaigned, err := vp.Campaign(ctx, []byte("v"))
-		require.NoError(t, err)
 		np, err := c.NewNativeElection(newRoot()+"/native", "leader")
 		require.NoError(t, err)
 		native, err := np.WaitForLeadership()
 		require.NoError(t, err)
-
-		c.mu.Lock()
-		leases := make([]*lease, 0, len(c.leases))
-		for l := range c.leases {
-			leases = append(leases, l)
-		}
-		c.mu.Unlock()
-		for _, l := range leases {
-			l.markLost()
-		}
-		select {
-		case <-done:
-		default:
-			t.Fatalf("round %d: the lock's Done is open after its lease was declared lost", i)
-		}
-		for what, lctx := range map[string]context.Context{"WaitForLeadership": lead, "Campaign": campaigned, "native WaitForLeadership": native} {
-			require.Errorf(t, lctx.Err(), "round %d: the %s context is live after its lease was declared lost", i, what)
-		}
-		require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
-		p.Stop()
-		vp.Stop()
+		test.RequireLossEndsClaims(t, c, func() {
+			c.mu.Lock()
+			leases := make([]*lease, 0, len(c.leases))
+			for l := range c.leases {
+				leases = append(leases, l)
+			}
+			c.mu.Unlock()
+			for _, l := range leases {
+				l.markLost()
+			}
+			require.Error(t, native.Err(), "the native election's leadership context is live after its lease was declared lost")
+		})
 		np.Stop()
-		cancel()
+		c.Close()
 	}
 }

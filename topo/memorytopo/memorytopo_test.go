@@ -60,3 +60,14 @@ func conformance(t *testing.T) {
 
 // TestConformance runs the shared conformance suite against memorytopo.
 func TestConformance(t *testing.T) { conformance(t) }
+
+// TestSessionLossEndsClaimsAtOnce: ExpireSession ends every claim on the
+// Conn's session before it returns (test.RequireLossEndsClaims).
+func TestSessionLossEndsClaimsAtOnce(t *testing.T) {
+	f := memorytopo.NewFactory()
+	for range 20 {
+		c := newConn(t, f)
+		test.RequireLossEndsClaims(t, c, c.ExpireSession)
+		require.NoError(t, c.Delete(testCtx(t), "d/f", nil))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test"
 )
 
 // TestSessionExpiry expires the session of a Conn that holds a lock, leads
@@ -322,54 +323,15 @@ func TestEveryUnlockRemovesItsEmptyDirectory(t *testing.T) {
 // TestSessionLossEndsClaimsAtOnce: the moment a session is declared lost
 // (lose: the server said it expired, the watchdog gave it up, or the Conn
 // closed), every claim on it has ended as seen by its holder, before lose
-// returns: a lock's Done is closed, the leadership contexts of
-// WaitForLeadership and Campaign are cancelled, and their terms' Done
-// closed. A goroutine that ends them later leaves a window in which Check
-// reports LockLost, a successor may already hold, and the old holder's
-// context or Done still says it holds.
+// returns (test.RequireLossEndsClaims).
 func TestSessionLossEndsClaimsAtOnce(t *testing.T) {
-	for i := range 20 {
+	for range 20 {
 		c := openConn(t, []string{testServer}, freshRoot(t))
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.Create(ctx, "d/f", []byte("x"))
-		require.NoError(t, err)
-		ld, err := c.Lock(ctx, "d", "holder")
-		require.NoError(t, err)
-		done := ld.Done()
-		p, err := c.NewLeaderParticipation("e", "leader")
-		require.NoError(t, err)
-		lead, err := p.WaitForLeadership()
-		require.NoError(t, err)
-		leadTerm, err := p.Term()
-		require.NoError(t, err)
-		vp, err := c.NewLeaderParticipation("v", "leader")
-		require.NoError(t, err)
-		campaigned, err := vp.Campaign(ctx, []byte("v"))
-		require.NoError(t, err)
-		campaignTerm, err := vp.Term()
-		require.NoError(t, err)
-
-		s, err := c.session("")
-		require.NoError(t, err)
-		s.lose()
-		for what, ch := range map[string]<-chan struct{}{
-			"lock's Done":                   done,
-			"WaitForLeadership term's Done": leadTerm.Done(),
-			"Campaign term's Done":          campaignTerm.Done(),
-		} {
-			select {
-			case <-ch:
-			default:
-				t.Fatalf("round %d: the %s is open after its session was declared lost", i, what)
-			}
-		}
-		for what, lctx := range map[string]context.Context{"WaitForLeadership": lead, "Campaign": campaigned} {
-			require.Errorf(t, lctx.Err(), "round %d: the %s context is live after its session was declared lost", i, what)
-		}
-		require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
-		p.Stop()
-		vp.Stop()
-		cancel()
+		test.RequireLossEndsClaims(t, c, func() {
+			s, err := c.session("")
+			require.NoError(t, err)
+			s.lose()
+		})
 		c.Close()
 	}
 }
