@@ -232,12 +232,7 @@ func TestGuardedWritePartitionedAndPausedHolder(t *testing.T) {
 // until c noticed.
 func destroySessions(t *testing.T, c *Conn, raw *api.Client) {
 	t.Helper()
-	c.mu.Lock()
-	sessions := make([]*session, 0, len(c.sessions))
-	for s := range c.sessions {
-		sessions = append(sessions, s)
-	}
-	c.mu.Unlock()
+	sessions := connSessions(c)
 	for _, s := range sessions {
 		_, err := raw.Session().Destroy(s.id, nil)
 		require.NoError(t, err)

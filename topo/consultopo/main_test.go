@@ -86,12 +86,7 @@ func expireSession(t *testing.T, conn topo.Conn) {
 	t.Helper()
 	c, ok := conn.(*Conn)
 	require.Truef(t, ok, "ExpireSession got a %T, not a *consultopo.Conn", conn)
-	c.mu.Lock()
-	sessions := make([]*session, 0, len(c.sessions))
-	for s := range c.sessions {
-		sessions = append(sessions, s)
-	}
-	c.mu.Unlock()
+	sessions := connSessions(c)
 	raw := rawClient(t)
 	for _, s := range sessions {
 		_, err := raw.Session().Destroy(s.id, (&api.WriteOptions{}).WithContext(context.Background()))
@@ -175,4 +170,15 @@ func TestFactoryRegistered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "x", string(got))
 	require.Equal(t, v, v2)
+}
+
+// connSessions returns the sessions c holds now.
+func connSessions(c *Conn) []*session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sessions := make([]*session, 0, len(c.sessions))
+	for s := range c.sessions {
+		sessions = append(sessions, s)
+	}
+	return sessions
 }

@@ -551,12 +551,7 @@ func TestSessionLossEndsClaimsAtOnce(t *testing.T) {
 	for range 20 {
 		c := newTestConn(t, testRoot(t))
 		test.RequireLossEndsClaims(t, c, func() {
-			c.mu.Lock()
-			sessions := make([]*session, 0, len(c.sessions))
-			for s := range c.sessions {
-				sessions = append(sessions, s)
-			}
-			c.mu.Unlock()
+			sessions := connSessions(c)
 			require.NotEmpty(t, sessions)
 			for _, s := range sessions {
 				s.markLost(errSessionGone)

@@ -86,12 +86,7 @@ func expireSession(t *testing.T, conn topo.Conn) {
 	cli := rawClient(t, serverAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c.mu.Lock()
-	leases := make([]*lease, 0, len(c.leases))
-	for l := range c.leases {
-		leases = append(leases, l)
-	}
-	c.mu.Unlock()
+	leases := connLeases(c)
 	for _, l := range leases {
 		// A lease revoked already (its keepalive has not noticed yet) is
 		// as good as expired.
@@ -179,4 +174,15 @@ func TestFactoryRegistered(t *testing.T) {
 	require.ErrorIs(t, err, topo.InvalidArgument)
 	_, err = f.Create("global", serverAddr, "/r/../x")
 	require.ErrorIs(t, err, topo.InvalidPath)
+}
+
+// connLeases returns the leases c holds now.
+func connLeases(c *Conn) []*lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	leases := make([]*lease, 0, len(c.leases))
+	for l := range c.leases {
+		leases = append(leases, l)
+	}
+	return leases
 }

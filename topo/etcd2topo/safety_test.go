@@ -627,13 +627,7 @@ func TestLeaseLossEndsClaimsAtOnce(t *testing.T) {
 		native, err := np.WaitForLeadership()
 		require.NoError(t, err)
 		test.RequireLossEndsClaims(t, c, func() {
-			c.mu.Lock()
-			leases := make([]*lease, 0, len(c.leases))
-			for l := range c.leases {
-				leases = append(leases, l)
-			}
-			c.mu.Unlock()
-			for _, l := range leases {
+			for _, l := range connLeases(c) {
 				l.markLost()
 			}
 			require.Error(t, native.Err(), "the native election's leadership context is live after its lease was declared lost")
