@@ -92,3 +92,13 @@ func TestElectionHarness(t *testing.T) {
 		SessionBound: sessionBound,
 	})
 }
+
+// TestSessionLossEndsClaimsAtOnce: ExpireSession ends every claim on the
+// Conn's session before it returns (test.RequireLossEndsClaims), as a
+// backend built from this template must.
+func TestSessionLossEndsClaimsAtOnce(t *testing.T) {
+	for range 20 {
+		_, conns := newConns(t, 1)
+		test.RequireLossEndsClaims(t, conns[0], conns[0].ExpireSession)
+	}
+}
