@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -401,7 +402,7 @@ func TestTokensIncreaseAcrossHandovers(t *testing.T) {
 				return
 			}
 			require.Truef(t, errors.Is(err, topo.Unavailable) || errors.Is(err, topo.Timeout) ||
-				errors.Is(err, topo.LockLost), "unexpected error: %v", err)
+				errors.Is(err, topo.LockLost) || errors.Is(err, topo.NotLeader), "unexpected error: %v", err)
 			require.NoError(t, ctx.Err())
 		}
 	}
@@ -462,11 +463,24 @@ func TestTokensIncreaseAcrossHandovers(t *testing.T) {
 	last = 0
 	for round := range 12 {
 		c := conns[round%len(conns)]
-		p, err := c.NewLeaderParticipation("svc", "p")
-		require.NoError(t, err)
-		untilUp(func() error { _, err := p.WaitForLeadership(); return err })
-		term, err := p.Term()
-		require.NoError(t, err)
+		// After a restart the Conn may declare its lease lost (its renewals
+		// went unanswered for longer than the 3 s TTL allows) just after a
+		// campaign on it succeeded: the term then ends at once, Term says
+		// NotLeader, and the round campaigns again.
+		var p topo.LeaderParticipation
+		var term topo.Fence
+		untilUp(func() error {
+			var err error
+			p, err = c.NewLeaderParticipation("svc", "p")
+			require.NoError(t, err)
+			if _, err = p.WaitForLeadership(); err == nil {
+				term, err = p.Term()
+			}
+			if err != nil {
+				p.Stop()
+			}
+			return err
+		})
 		require.Greater(t, term.Token(), last, "term %d", round)
 		last = term.Token()
 		switch round % 3 {
@@ -474,7 +488,11 @@ func TestTokensIncreaseAcrossHandovers(t *testing.T) {
 			p.Stop()
 		case 1:
 			_, err := cli.Revoke(ctx, p.(*participation).cl.lease.id)
-			require.NoError(t, err)
+			if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				// Not found: the Conn declared the lease lost and revoked
+				// it itself (after an earlier restart); the term ends too.
+				require.NoError(t, err)
+			}
 			waitClosed(t, term.Done(), "lease revoked")
 			p.Stop()
 		case 2:
