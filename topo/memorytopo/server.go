@@ -263,7 +263,9 @@ func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 }
 
 // NewConn is Create with a concrete result type, for tests that need
-// Conn's extra methods (ExpireSession, PauseKeepAlive).
+// Conn's extra methods (ExpireSession, PauseKeepAlive, Partition). Each
+// call opens a new client with its own session; NewServer's global cell is
+// NewConn("", "/global"), its cells NewConn("", "/<cell>").
 func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
@@ -307,11 +309,14 @@ func (f *Factory) refreshLeases() {
 }
 
 // NewServer returns a topo.Server over a fresh in-memory store (its own
-// Factory): the global cell rooted at "/global" and, for each name in
-// cells, a CellInfo record (server address "", root "/<cell>") so that
-// ConnForCell works. Duplicate cell names are created once. It panics if a
-// cell name is invalid (empty, containing "/", or "global"), as a test setup
-// error. ctx is used only for its values; the setup is never cancelled.
+// Factory, with default Options): the global cell is the store address ""
+// rooted at "/global" and, for each name in cells, a CellInfo record
+// (server address "", root "/<cell>") makes ConnForCell work. So
+// f.NewConn("", "/global") opens one more client of the global cell, with
+// its own session (package memtest does that, and more, for a test).
+// Duplicate cell names are created once. It panics if a cell name is
+// invalid (empty, containing "/", or "global"), as a test setup error. ctx
+// is used only for its values; the setup is never cancelled.
 func NewServer(ctx context.Context, cells ...string) *topo.Server {
 	ts, _ := NewServerAndFactory(ctx, cells...)
 	return ts
@@ -321,12 +326,23 @@ func NewServer(ctx context.Context, cells ...string) *topo.Server {
 // injection and call counters. The counters start at zero once the cells'
 // records are written, so they count only the caller's calls.
 func NewServerAndFactory(ctx context.Context, cells ...string) (*topo.Server, *Factory) {
-	f := NewFactory()
+	return NewServerAndFactoryWithOptions(ctx, Options{}, cells)
+}
+
+// NewServerAndFactoryWithOptions is NewServerAndFactory with the Factory
+// configured by opts (as NewFactoryWithOptions: SessionTTL, NamedLockTTL,
+// History; zero fields take the defaults) and the Server by sopts, for
+// example topo.WithMiddleware, which decorates the global cell and every
+// cell. The Server names its backend Name ("memory") to its middlewares.
+// A topo.WithFactory in sopts would open the cells from another store:
+// do not pass one. It panics on an invalid cell name, as NewServer does.
+func NewServerAndFactoryWithOptions(ctx context.Context, opts Options, cells []string, sopts ...topo.ServerOption) (*topo.Server, *Factory) {
+	f := NewFactoryWithOptions(opts)
 	global, err := f.Create(topo.GlobalCell, "", "/"+topo.GlobalCell)
 	if err != nil {
 		panic("memorytopo: " + err.Error())
 	}
-	ts := topo.NewServer(f, global)
+	ts := topo.NewServer(f, global, append([]topo.ServerOption{topo.WithImplementationName(Name)}, sopts...)...)
 	ctx = context.WithoutCancel(ctx)
 	seen := map[string]bool{}
 	for _, cell := range cells {
