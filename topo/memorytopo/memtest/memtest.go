@@ -143,8 +143,13 @@ type Client struct {
 
 	store *Store
 
-	mu          sync.Mutex
-	conns       map[string]*memorytopo.Conn // by cell: the latest opened
+	mu sync.Mutex
+	// all holds every Conn the client opened, also those its Server has
+	// since replaced (a cell whose record changed is dialled again, and
+	// the old Conn may still be in use until it is closed); latest the
+	// last one of each cell.
+	all         []*memorytopo.Conn
+	latest      map[string]*memorytopo.Conn
 	partitioned bool
 	paused      bool
 }
@@ -166,10 +171,11 @@ func (c *Client) create(cell, serverAddress, root string) (*memorytopo.Conn, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.conns == nil {
-		c.conns = map[string]*memorytopo.Conn{}
+	if c.latest == nil {
+		c.latest = map[string]*memorytopo.Conn{}
 	}
-	c.conns[cell] = conn
+	c.latest[cell] = conn
+	c.all = append(c.all, conn)
 	if c.partitioned {
 		conn.Partition()
 	}
@@ -179,9 +185,10 @@ func (c *Client) create(cell, serverAddress, root string) (*memorytopo.Conn, err
 	return conn, nil
 }
 
-// each runs fn on every Conn the client opened, under c.mu.
+// each runs fn on every Conn the client opened (on a closed one, each
+// control is harmless), under c.mu.
 func (c *Client) each(fn func(*memorytopo.Conn)) {
-	for _, conn := range c.conns {
+	for _, conn := range c.all {
 		fn(conn)
 	}
 }
@@ -197,7 +204,7 @@ func (c *Client) Global() topo.Conn { return c.Server.GlobalCell() }
 func (c *Client) Conn(cell string) (*memorytopo.Conn, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	conn, ok := c.conns[cell]
+	conn, ok := c.latest[cell]
 	return conn, ok
 }
 
