@@ -2,6 +2,8 @@ package memtest_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -174,4 +176,29 @@ func TestCleanupClosesClients(t *testing.T) {
 	defer conn.Close()
 	_, _, err = conn.Get(ctx, "f")
 	requireCode(t, err, topo.NoNode)
+}
+
+// fatalTB records a Fatalf and ends the goroutine, as testing.T does.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestNewFailsOnBadCell: an invalid cell name fails the test, naming it.
+func TestNewFailsOnBadCell(t *testing.T) {
+	for _, cell := range []string{"", "a/b", topo.GlobalCell} {
+		tb := &fatalTB{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			memtest.New(tb, memtest.Options{Cells: []string{"zone1", cell}})
+		}()
+		<-done
+		require.Contains(t, tb.msg, fmt.Sprintf("cell %q", cell))
+	}
 }
