@@ -19,7 +19,14 @@ type ConnInfo struct {
 // contract (a decorator may refuse a call with a typed error, but it must
 // not change what a forwarded call returns), and close next in its Close.
 // The package topo/middleware builds middlewares from a small set of hooks,
-// so that a decorator need not implement every method.
+// so that a decorator need not implement every method. A decorator should
+// also have a method
+//
+//	Unwrap() Conn
+//
+// returning next, so that code holding the decorated Conn can find the
+// backend's own behind it (memorytopo.ConnOf does, for a test's session
+// and partition controls); the decorators of topo/middleware have it.
 type Middleware func(info ConnInfo, next Conn) Conn
 
 // Decorate applies mws to conn in order, so that the first middleware is the

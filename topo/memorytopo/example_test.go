@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/middleware"
 )
 
 // A cluster manager under test talks to a topo.Server; the Factory lets the
@@ -88,4 +90,26 @@ func ExampleConn_ExpireSession() {
 	p1.Stop()
 	p2.Stop()
 	// Output: two
+}
+
+// Reach the session controls of a Server's Conn, decorated by middleware
+// or not. (Package memtest does this for every client it opens.)
+func ExampleConnOf() {
+	ctx := context.Background()
+	logging := middleware.Logging(slog.New(slog.DiscardHandler))
+	ts, _ := memorytopo.NewServerAndFactoryWithOptions(ctx, memorytopo.Options{SessionTTL: time.Second}, nil, topo.WithMiddleware(logging))
+	defer ts.Close()
+
+	conn := ts.GlobalCell()
+	_, _ = conn.Create(ctx, "jobs/j1", nil)
+	lock, _ := conn.Lock(ctx, "jobs", "worker")
+
+	c, ok := memorytopo.ConnOf(conn)
+	fmt.Println(ok)
+	c.ExpireSession()
+	<-lock.Done()
+	fmt.Println(topo.IsErrType(lock.Check(ctx), topo.LockLost))
+	// Output:
+	// true
+	// true
 }

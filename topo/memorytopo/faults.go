@@ -27,9 +27,13 @@ const (
 	OpAny Operation = iota
 	// OpListDir is Conn.ListDir.
 	OpListDir
-	// OpCreate is Conn.Create.
+	// OpCreate is Conn.Create. A Fault with Op OpCreate also fails a
+	// transaction (Conn.Txn) with a CreateOp on a matching path; only
+	// Conn.Create counts as OpCreate.
 	OpCreate
-	// OpUpdate is Conn.Update.
+	// OpUpdate is Conn.Update. A Fault with Op OpUpdate also fails
+	// topo.GuardedUpdate and every transaction (Conn.Txn) with an UpdateOp
+	// on a matching path; only Conn.Update counts as OpUpdate.
 	OpUpdate
 	// OpGet is Conn.Get.
 	OpGet
@@ -37,7 +41,9 @@ const (
 	OpGetVersion
 	// OpList is Conn.List.
 	OpList
-	// OpDelete is Conn.Delete.
+	// OpDelete is Conn.Delete. A Fault with Op OpDelete also fails
+	// topo.GuardedDelete and every transaction (Conn.Txn) with a DeleteOp
+	// on a matching path; only Conn.Delete counts as OpDelete.
 	OpDelete
 	// OpLock is Conn.Lock.
 	OpLock
@@ -73,9 +79,11 @@ const (
 	// later unless renewal resumes first.
 	OpKeepAlive
 	// OpTxn is Conn.Txn (topo.GuardedUpdate and topo.GuardedDelete are
-	// Txn calls). A Fault with Op OpTxn or OpAny matches a transaction
-	// when its Path and Prefix match the path of any of its ops (an IfHeld
-	// op has the path ""); a matching fault fails the whole transaction
+	// Txn calls, and are counted as OpTxn). A Fault with Op OpTxn or OpAny
+	// matches a transaction when its Path and Prefix match the path of any
+	// of its ops (an IfHeld op has the path ""); one with Op OpCreate,
+	// OpUpdate or OpDelete when they match the path of a write of that
+	// kind (see Fault). A matching fault fails the whole transaction
 	// before anything of it is applied.
 	OpTxn
 	// OpCampaign is LeaderParticipation.Campaign. Latency and a hung
@@ -130,6 +138,18 @@ func (op Operation) String() string {
 // Path, when not empty, is a path.Match pattern ("a/*/b"; note that * does
 // not cross "/"); Prefix, when not empty, is a plain string prefix. Both
 // must match when both are set; with neither, every path matches.
+//
+// A Fault on a write targets the write, whichever call makes it: one with
+// Op OpCreate, OpUpdate or OpDelete fails the call of that name and also
+// every transaction that writes a matching path that way -- Conn.Txn with
+// a CreateOp, UpdateOp or DeleteOp on it, topo.GuardedUpdate (an UpdateOp)
+// and topo.GuardedDelete (a DeleteOp) -- failing the whole transaction,
+// before anything of it is applied, with Err naming that path. So a Fault
+// aimed at "the update of x" fails a fenced update of x too. The
+// conditions of a transaction (IfVersion, IfAbsent, IfPresent, IfHeld)
+// are matched only by OpTxn and OpAny: an OpGet or OpCheck Fault does not
+// fail a transaction. Call counters are not affected: a transaction counts
+// as OpTxn only (Factory.CallCount).
 type Fault struct {
 	// Op is the operation that fails, or OpAny for all of them.
 	Op Operation
@@ -349,6 +369,24 @@ func (r *rule) matches(op Operation, p string) bool {
 	return true
 }
 
+// matchesTxnOp reports whether r matches one op of a transaction: an
+// OpTxn or OpAny rule by the op's path, an OpCreate, OpUpdate or OpDelete
+// rule when op is a write of that kind on a matching path (see Fault).
+func (r *rule) matchesTxnOp(op backendkit.TxnOp) bool {
+	as := OpTxn
+	if r.Op != OpAny && r.Op != OpTxn {
+		switch op.Kind {
+		case topo.TxnCreate:
+			as = OpCreate
+		case topo.TxnUpdate:
+			as = OpUpdate
+		case topo.TxnDelete:
+			as = OpDelete
+		}
+	}
+	return r.matches(as, op.Path)
+}
+
 // inject applies the configured faults to one call of op on path p: it
 // waits out the latency and a hang, then returns the first matching error.
 // done is the Conn's close channel.
@@ -377,8 +415,8 @@ func (f *Factory) injectState(ctx context.Context, fs *faultState, op Operation,
 
 // injectTxn is inject for a transaction of ops: the latency and a hang
 // are waited out once, SetError's error names no path, and a Fault
-// matches when it matches the path of any op (each rule is consumed at
-// most once per transaction).
+// matches when it matches any op (see matchesTxnOp; each rule is consumed
+// at most once per transaction).
 func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-chan struct{}) error {
 	fs := f.faultState.Load()
 	if fs == nil {
@@ -392,7 +430,7 @@ func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-
 	}
 	for _, r := range fs.rules {
 		for _, op := range ops {
-			if r.matches(OpTxn, op.Path) {
+			if r.matchesTxnOp(op) {
 				return faultErr(r.Err, op.Path)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/middleware"
 )
 
 func TestSetError(t *testing.T) {
@@ -290,4 +291,100 @@ func TestPartition(t *testing.T) {
 	requireCode(t, l1.Unlock(ctx), topo.LockLost)
 	require.NoError(t, l2.Check(ctx))
 	require.NoError(t, l2.Unlock(ctx))
+}
+
+// TestWriteFaultsFailTransactions: a Fault on Create, Update or Delete of
+// a path fails every call that writes that path that way -- the plain
+// call, topo.GuardedUpdate or topo.GuardedDelete (also through a
+// middleware, which keeps memorytopo's GuardedUpdate fast path) and any
+// Txn with such a write -- and nothing else: not a write of another kind
+// or path, not a transaction that only checks the path.
+func TestWriteFaultsFailTransactions(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	wrapped := topo.Decorate(topo.ConnInfo{Implementation: memorytopo.Name}, c, middleware.Middleware(func(topo.ConnInfo) middleware.Hooks { return middleware.Hooks{} }))
+	for _, p := range []string{"d/f", "d/g"} {
+		_, err := c.Create(ctx, p, []byte("0"))
+		require.NoError(t, err)
+	}
+	lock, err := c.Lock(ctx, "d", "test")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lock.Unlock(context.Background()) })
+	boom := errors.New("boom")
+	requireFault := func(t *testing.T, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, boom)
+		var te *topo.Error
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, "d/f", te.Path)
+	}
+	unchanged := func(t *testing.T) {
+		t.Helper()
+		data, _, err := c.Get(ctx, "d/f")
+		require.NoError(t, err)
+		require.Equal(t, "0", string(data))
+	}
+
+	t.Run("update", func(t *testing.T) {
+		remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate, Path: "d/f", Err: boom})
+		defer remove()
+		_, err := c.Update(ctx, "d/f", []byte("1"), nil)
+		requireFault(t, err)
+		for _, conn := range []topo.Conn{c, wrapped} {
+			_, err = topo.GuardedUpdate(ctx, conn, lock, "d/f", []byte("1"), nil)
+			requireFault(t, err)
+			_, err = conn.Txn(ctx, topo.IfHeld(lock), topo.UpdateOp("d/f", []byte("1"), nil))
+			requireFault(t, err)
+			_, err = conn.Txn(ctx, topo.UpdateOp("d/g", []byte("1"), nil), topo.UpdateOp("d/f", []byte("1"), nil))
+			requireFault(t, err)
+		}
+		unchanged(t)
+		// Other paths, other kinds and mere conditions are not matched.
+		_, err = topo.GuardedUpdate(ctx, c, lock, "d/g", []byte("1"), nil)
+		require.NoError(t, err)
+		_, v, err := c.Get(ctx, "d/f")
+		require.NoError(t, err)
+		_, err = c.Txn(ctx, topo.IfVersion("d/f", v), topo.IfPresent("d/f"), topo.UpdateOp("d/g", []byte("2"), nil))
+		require.NoError(t, err)
+		_, err = c.Txn(ctx, topo.CreateOp("d/f2", nil))
+		require.NoError(t, err)
+	})
+
+	t.Run("update once", func(t *testing.T) {
+		remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate, Prefix: "d/", Err: boom, Times: 1})
+		defer remove()
+		// One transaction consumes the fault once, whatever it matches.
+		_, err := c.Txn(ctx, topo.UpdateOp("d/f", []byte("1"), nil), topo.UpdateOp("d/g", []byte("1"), nil))
+		requireFault(t, err)
+		_, err = topo.GuardedUpdate(ctx, c, lock, "d/g", []byte("3"), nil)
+		require.NoError(t, err)
+	})
+
+	t.Run("create", func(t *testing.T) {
+		remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpCreate, Path: "d/new", Err: boom})
+		defer remove()
+		_, err := c.Txn(ctx, topo.IfHeld(lock), topo.CreateOp("d/new", nil))
+		require.ErrorIs(t, err, boom)
+		_, _, err = c.Get(ctx, "d/new")
+		requireCode(t, err, topo.NoNode)
+		_, err = c.Txn(ctx, topo.IfAbsent("d/new"), topo.UpdateOp("d/g", nil, nil))
+		require.NoError(t, err)
+	})
+
+	t.Run("delete", func(t *testing.T) {
+		remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpDelete, Path: "d/f", Err: boom})
+		defer remove()
+		for _, conn := range []topo.Conn{c, wrapped} {
+			requireFault(t, topo.GuardedDelete(ctx, conn, lock, "d/f", nil))
+			_, err := conn.Txn(ctx, topo.DeleteOp("d/f", nil))
+			requireFault(t, err)
+		}
+		unchanged(t)
+		_, err := topo.GuardedUpdate(ctx, c, lock, "d/f", []byte("0"), nil)
+		require.NoError(t, err)
+	})
+
+	// Transactions count as OpTxn only.
+	require.Zero(t, f.CallCount(memorytopo.OpDelete))
 }

@@ -182,8 +182,12 @@ func TestGuardedUpdateFastPathMatchesTxn(t *testing.T) {
 			f.AddFault(memorytopo.Fault{Op: memorytopo.OpTxn, Path: "d/f", Err: errors.New("boom"), Times: 1})
 			return guardedCall{ctx, ld, "d/f", []byte("y"), v}
 		}},
-		{"update fault does not apply", func(t *testing.T, f *memorytopo.Factory, c *memorytopo.Conn, ld topo.LockDescriptor, v topo.Version) guardedCall {
-			f.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate})
+		{"update fault on the path", func(t *testing.T, f *memorytopo.Factory, c *memorytopo.Conn, ld topo.LockDescriptor, v topo.Version) guardedCall {
+			f.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate, Path: "d/f", Times: 1})
+			return guardedCall{ctx, ld, "d/f", []byte("y"), v}
+		}},
+		{"update fault elsewhere", func(t *testing.T, f *memorytopo.Factory, c *memorytopo.Conn, ld topo.LockDescriptor, v topo.Version) guardedCall {
+			f.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate, Path: "d/g"})
 			return guardedCall{ctx, ld, "d/f", []byte("y"), v}
 		}},
 		{"recursive watch registered", func(t *testing.T, f *memorytopo.Factory, c *memorytopo.Conn, ld topo.LockDescriptor, v topo.Version) guardedCall {

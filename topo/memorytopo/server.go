@@ -1,177 +1,3 @@
-// Package memorytopo is an in-memory topo.Conn for unit tests of programs
-// built on topokit. It implements the whole contract of topo.Conn, including
-// GetVersion (recent history per file), fail-fast TryLock, LockWithTTL and
-// leader election, and adds what a test of a cluster manager needs: fault
-// injection (an error for every call, errors per operation and path, added
-// latency, a hung server, lease renewal failures), simulated session loss
-// (Conn.ExpireSession) and a per-Conn network partition (Conn.Partition),
-// plus per-operation call counters.
-//
-// The package registers a process-wide Factory as "memory", so
-// topo.OpenServer("memory", addr, root) works; every distinct serverAddress
-// is a separate store that lives as long as the process. Tests usually
-// create their own store instead:
-//
-//	ts, f := memorytopo.NewServerAndFactory(ctx, "zone1", "zone2")
-//	defer ts.Close()
-//	f.SetError(topo.Unavailable) // every call now fails
-//
-// # Fault injection
-//
-// Faults are set on a Factory and apply to every Conn it created, at once
-// and until removed; all of it is safe for concurrent use with the calls it
-// affects. A call first checks its context (Timeout, Interrupted), then
-// validates its input (InvalidPath, InvalidArgument, in backendkit's check
-// order: path, reserved names, value, version), then fails with Closed
-// after Close, then waits while its Conn is partitioned (Conn.Partition),
-// then meets the faults in this order:
-//
-//   - SetLatency(d): the call waits d first (returning Timeout or
-//     Interrupted if its context ends meanwhile, having done nothing).
-//   - Hang(): the call blocks until its context ends (Timeout or
-//     Interrupted, nothing done), its Conn is closed (Closed) or Unhang is
-//     called (it then proceeds).
-//   - SetError(err): the call fails with err.
-//   - AddFault(Fault{Op, Path, Prefix, Err, Times}): calls of one operation
-//     (or all, OpAny) on matching paths fail with Err, optionally only the
-//     next Times of them. The returned function removes the fault.
-//
-// Injected errors are *topo.Error values naming the call's path:
-// topo.Unavailable by default, the given code when Err is a topo.ErrorCode,
-// and code Unavailable wrapping Err otherwise (errors.Is finds both).
-// ClearFaults removes everything. Faults act when a call starts; an
-// established Watch, WatchRecursive or WaitForNewLeader stream keeps
-// delivering events. BreakWatches ends the established watches with an
-// error, as a store-side failure would, to test re-watching.
-//
-// Sessions and leases are renewed continuously in the simulation. Renewal
-// stops while the Factory hangs, while SetError is set, while a Fault with
-// Op OpKeepAlive exists, and on one Conn between PauseKeepAlive and
-// ResumeKeepAlive; a lease that is not renewed lapses its TTL later
-// (Options.SessionTTL for Lock, TryLock and elections, the ttl of
-// LockWithTTL, Options.NamedLockTTL for LockName), exactly as if its holder
-// had died: its locks report LockLost and its leadership is cancelled.
-// Conn.ExpireSession drops all of one Conn's locks and election entries at
-// once, as a store expiring the session would; the Conn then continues
-// under a new session.
-// Conn.Partition cuts one Conn off, as a network partition would: its
-// renewal stops (so its session lapses SessionTTL later, handing its locks
-// and leadership to others at the moment its own descriptors report
-// LockLost) and its new calls block until Conn.Heal. Like a real client,
-// which steps down a safety margin before the store can expire its
-// session, a partitioned Conn notices the failed renewal a quarter of the
-// TTL before the store lapses the lease: the leadership contexts of the
-// elections it leads on that lease are cancelled then (Proclaim returns
-// NotLeader), while the entry stays in the store until the lapse (Term's
-// Done, Check and IfHeld follow the store). Lock descriptors have no
-// such margin.
-//
-// CallCount(op) counts the calls of each Operation made through the
-// Factory's Conns (failed ones included); ResetCallCounts zeroes them.
-//
-// The registered process-wide Factory is reachable, for fault injection on
-// Servers opened with topo.OpenServer("memory", ...), as
-// topo.GetFactory(memorytopo.Name) asserted to *memorytopo.Factory.
-//
-// # Layout
-//
-// Store layout matches etcd2topo and zk2topo: a file is the node <root>/<path>;
-// the lock of directory D is the oldest ephemeral entry under D/locks/; the
-// leader of election N is the oldest ephemeral entry under elections/N/,
-// whose value is the participant id. Versions are topo.NumericVersion values
-// from one counter per store, increasing on every write.
-//
-// While no entry of D's lock is in the tree (none under D/locks/), Lock,
-// TryLock, LockWithTTL and LockName of D take their entry's revision (its
-// fencing token) at once but queue the entry on D's node without building
-// or publishing its nodes: the first is the holder, each waiter waits for
-// the one queued before it, and a TryLock that finds the queue non-empty
-// fails naming the first. The entries are placed (their nodes built and
-// published, under the names and versions they would have had) only when
-// something could see them: ListDir, a Get or GetVersion that finds
-// nothing at a path with a "locks" segment, or a Conn opened on a root
-// not used before. From then on the lock's entries are in the tree, and
-// later ones are placed when they queue, until D/locks empties. Every call
-// observes the same as if each entry had been placed at once
-// (TestUnplacedLockMatchesPlaced); Conns rooted inside a "locks" directory
-// switch this off for their store. A Fence's Done channel is made when
-// first asked for.
-//
-// A waiting Lock is let in by the removal of the entry ahead of it (an
-// Unlock, the old holder's session loss, lapse or Close, or a waiter
-// ahead of it giving up), under the store's write lock: when the removal
-// leaves the waiter's entry the oldest, it marks that entry granted and
-// wakes its Lock, which returns at once. The old holder's entry is gone
-// (its Check fails, its Done is closed) before the grant, so the two
-// never overlap; a waiter that leaves (its context ended) removes its
-// entry, handing a lock it was granted meanwhile on to the next.
-//
-// Reads do not serialise: Get (and GetVersion of the current version)
-// loads an immutable snapshot of the file without taking a lock, so
-// concurrent Gets scale with the number of CPUs. Update of an existing
-// file (with or without a version) takes the store-wide mutex only for
-// reading plus a mutex of that file's own, so writers of different files
-// run in parallel, each file's versions, history and watch events staying
-// in order; while a WatchRecursive is active, Update takes the store-wide
-// mutex for writing instead, so that a recursive watch gets the events of
-// all files in version order. Create, Delete, Txn, List, watch set-up and
-// lock or election changes take it for writing; GetVersion of an earlier
-// version and ListDir for reading (ListDir for writing while a
-// lock entry waits to be placed, see Layout). A write copies the value it is given
-// and adds the replaced version to the file's history (a ring of
-// Options.History-1 entries: no copy of the history); Get, GetVersion,
-// List and watches hand out copies, so callers may modify both what they
-// passed and what they got.
-//
-// # Leader values
-//
-// Campaign stores its value on the candidate entry when it creates it,
-// under the store's write lock; Proclaim replaces it under the same lock
-// after checking that the caller's term entry is still in the store (and
-// its leadership context live), so a deposed leader's Proclaim is
-// NotLeader and never visible. The value is a field of the entry, not a
-// node: the entry still holds exactly the participant id, and List,
-// ListDir, Get and Watch never show values. Leader reads id, value and
-// token (the entry's revision, the term's Token) at once. Observe and
-// WaitForNewLeader (a view of Observe: ids only, non-empty, deduplicated)
-// read the state current at the call before returning and send it first;
-// later states are read under the lock after each change, so they are in
-// store order and a resigned or lapsed leader is never sent after its
-// successor; a slow receiver gets the latest state (coalescing). Resign
-// removes the entry (with an ended ctx it tries for 3 s; if the store is
-// unreachable the leadership context is cancelled anyway). ResumeInfo is
-// JSON naming the store, election, id and entry; a Conn of the same store
-// and root resumes the candidacy by adopting the original Conn's session
-// (lease), which it renews from then on (see
-// Conn.ResumeLeaderParticipation). Faults and Partition apply to these
-// calls (OpCampaign, OpProclaim, OpResign, OpLeader, OpObserve,
-// OpResumeLeaderParticipation) as to every call.
-//
-// # Fencing tokens and transactions
-//
-// Every lock descriptor and leadership term is a topo.Fence. Its Token is
-// the store revision (the counter that versions files, one per store,
-// never reset) at which its lock or candidate entry was created, like
-// etcd's CreateRevision: the holder of a lock (the leader of an election)
-// is always the oldest live entry, so each later holder's token is
-// greater than every earlier one's, across Unlock, ExpireSession, lapsed
-// leases (after PauseKeepAlive, Partition or a fault blocking renewal) and
-// Conn restarts. Done closes at the moment the store drops the entry
-// (Unlock, Stop, ExpireSession, a lapse, Close). Term returns the
-// leader's current term, NotLeader otherwise.
-//
-// Conn.Txn evaluates all its conditions against the store as it was, then
-// applies all its writes, under the store-wide mutex held for writing:
-// one atomic step, with the same versions (each write its own new
-// revision), history and watch events as the methods of the same names;
-// Get and List see all of a transaction's writes or none. IfHeld holds
-// while the lock or term entry is in the store, so a stale holder's
-// guarded write (topo.GuardedUpdate, topo.GuardedDelete) is refused with
-// LockLost from the moment the store dropped its claim, even before its
-// Done is looked at. memorytopo has no limit on the number of ops.
-// Faults and partitions apply to Txn as to every call (see OpTxn): they
-// act before anything is applied, so a transaction's outcome is never
-// unknown here.
 package memorytopo
 
 import (
@@ -263,7 +89,9 @@ func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 }
 
 // NewConn is Create with a concrete result type, for tests that need
-// Conn's extra methods (ExpireSession, PauseKeepAlive).
+// Conn's extra methods (ExpireSession, PauseKeepAlive, Partition). Each
+// call opens a new client with its own session; NewServer's global cell is
+// NewConn("", "/global"), its cells NewConn("", "/<cell>").
 func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
@@ -307,11 +135,14 @@ func (f *Factory) refreshLeases() {
 }
 
 // NewServer returns a topo.Server over a fresh in-memory store (its own
-// Factory): the global cell rooted at "/global" and, for each name in
-// cells, a CellInfo record (server address "", root "/<cell>") so that
-// ConnForCell works. Duplicate cell names are created once. It panics if a
-// cell name is invalid (empty, containing "/", or "global"), as a test setup
-// error. ctx is used only for its values; the setup is never cancelled.
+// Factory, with default Options): the global cell is the store address ""
+// rooted at "/global" and, for each name in cells, a CellInfo record
+// (server address "", root "/<cell>") makes ConnForCell work. So
+// f.NewConn("", "/global") opens one more client of the global cell, with
+// its own session (package memtest does that, and more, for a test).
+// Duplicate cell names are created once. It panics if a cell name is
+// invalid (empty, containing "/", or "global"), as a test setup error. ctx
+// is used only for its values; the setup is never cancelled.
 func NewServer(ctx context.Context, cells ...string) *topo.Server {
 	ts, _ := NewServerAndFactory(ctx, cells...)
 	return ts
@@ -321,12 +152,23 @@ func NewServer(ctx context.Context, cells ...string) *topo.Server {
 // injection and call counters. The counters start at zero once the cells'
 // records are written, so they count only the caller's calls.
 func NewServerAndFactory(ctx context.Context, cells ...string) (*topo.Server, *Factory) {
-	f := NewFactory()
+	return NewServerAndFactoryWithOptions(ctx, Options{}, cells)
+}
+
+// NewServerAndFactoryWithOptions is NewServerAndFactory with the Factory
+// configured by opts (as NewFactoryWithOptions: SessionTTL, NamedLockTTL,
+// History; zero fields take the defaults) and the Server by sopts, for
+// example topo.WithMiddleware, which decorates the global cell and every
+// cell. The Server names its backend Name ("memory") to its middlewares.
+// A topo.WithFactory in sopts would open the cells from another store:
+// do not pass one. It panics on an invalid cell name, as NewServer does.
+func NewServerAndFactoryWithOptions(ctx context.Context, opts Options, cells []string, sopts ...topo.ServerOption) (*topo.Server, *Factory) {
+	f := NewFactoryWithOptions(opts)
 	global, err := f.Create(topo.GlobalCell, "", "/"+topo.GlobalCell)
 	if err != nil {
 		panic("memorytopo: " + err.Error())
 	}
-	ts := topo.NewServer(f, global)
+	ts := topo.NewServer(f, global, append([]topo.ServerOption{topo.WithImplementationName(Name)}, sopts...)...)
 	ctx = context.WithoutCancel(ctx)
 	seen := map[string]bool{}
 	for _, cell := range cells {

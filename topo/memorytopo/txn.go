@@ -33,11 +33,12 @@ var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of anoth
 // IfHeld Fence of another backend or store is an InvalidArgument
 // *topo.TxnError. memorytopo has no limit on the number of ops. Injected
 // faults fail a transaction before anything of it is applied, so its
-// outcome is never unknown. The shape of topo.GuardedUpdate (IfHeld then
-// UpdateOp) of an existing file takes Update's per-file locking instead of
-// the store's write lock (see guardedUpdate), with the same results.
+// outcome is never unknown (see Fault for which faults match).
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
+	// The shape of topo.GuardedUpdate (IfHeld then UpdateOp) of an
+	// existing file takes Update's per-file locking instead of the
+	// store's write lock (see guardedUpdate), with the same results.
 	if len(ops) == 2 && ops[0].Kind == topo.TxnIfHeld && ops[1].Kind == topo.TxnUpdate {
 		if v, done, err := c.guardedUpdate(ctx, ops[0].Fence, ops[1].Path, ops[1].Contents, ops[1].Version); done {
 			if err != nil {
@@ -52,11 +53,12 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 // GuardedUpdate implements backendkit.GuardedUpdater, the fast path of
 // topo.GuardedUpdate: it is exactly Txn(ctx, topo.IfHeld(f),
 // topo.UpdateOp(filePath, contents, version)) -- counted as OpTxn, with
-// the same checks, faults, writes and errors -- returning the version Txn
-// returns at index 1, without building the op and result slices
-// (TestGuardedUpdateFastPathMatchesTxn).
+// the same checks, faults (OpTxn, OpAny, and OpUpdate on filePath),
+// writes and errors -- returning the version Txn returns at index 1.
 func (c *Conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	c.f.count(OpTxn)
+	// Without building the op and result slices of Txn; the results are
+	// the same (TestGuardedUpdateFastPathMatchesTxn).
 	if v, done, err := c.guardedUpdate(ctx, f, filePath, contents, version); done {
 		return v, err
 	}

@@ -370,9 +370,10 @@ func TestTxnFaultsAndPartition(t *testing.T) {
 	require.Equal(t, before, snapshot(t, c))
 
 	// A Fault for OpTxn matches when any op's path matches, and is
-	// consumed once per transaction; an OpUpdate fault does not apply.
+	// consumed once per transaction; an OpUpdate fault on another path
+	// does not apply (TestWriteFaultsFailTransactions: on the path it does).
 	remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpTxn, Path: "b", Times: 1, Err: topo.ResourceExhausted})
-	removeUpd := f.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate, Err: topo.Timeout})
+	removeUpd := f.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate, Path: "elsewhere", Err: topo.Timeout})
 	_, err = c.Txn(ctx, topo.IfPresent("a"), write("b"), topo.DeleteOp("b2", nil))
 	requireCode(t, err, topo.ResourceExhausted)
 	_, err = c.Txn(ctx, write("b"))

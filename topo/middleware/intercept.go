@@ -159,6 +159,10 @@ type conn struct {
 	closing atomic.Bool // Close was called
 }
 
+// Unwrap returns the Conn c decorates, so that a test can find the
+// backend's own Conn behind decorators (memorytopo.ConnOf, topo.Middleware).
+func (c *conn) Unwrap() topo.Conn { return c.next }
+
 func (c *conn) call(op Op, path string) Call { return Call{Info: c.info, Op: op, Path: path} }
 
 // around runs fn through the Around hook.
