@@ -15,6 +15,11 @@ type Queue struct {
 	// Election is true for an election's queue (candidates), false for a
 	// lock's.
 	Election bool
+	// Native marks a queue in a layout variant of the driver's own (etcd:
+	// an election under a raw etcd-native prefix, laid out as etcd's
+	// client/v3/concurrency lays out its elections, see
+	// Engine.Participate). The engine does not interpret it.
+	Native bool
 }
 
 // Entry is one entry of a queue as the store has it.

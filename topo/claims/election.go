@@ -27,11 +27,26 @@ func (e *Engine) participation(name, id string) *participation {
 	return &participation{e: e, q: Queue{Path: name, Election: true}, id: id, stop: make(chan struct{})}
 }
 
+// Participate returns a participant in the election queue q, for a
+// backend's own election entry points whose names and ids are not those
+// of topo.Conn (etcd's native elections: q.Native, q.Path the raw prefix):
+// the caller has checked q.Path and contents its own way. contents is
+// what Driver.Create puts in each candidacy (and Leader.ID reports), and
+// value, when not nil, the value WaitForLeadership publishes with it.
+// Nothing is written.
+func (e *Engine) Participate(q Queue, contents string, value []byte) topo.LeaderParticipation {
+	q.Election = true
+	return &participation{e: e, q: q, id: contents, defValue: value, stop: make(chan struct{})}
+}
+
 // participation is one participant of an election.
 type participation struct {
 	e  *Engine
 	q  Queue
 	id string
+	// defValue is what WaitForLeadership publishes (Participate), nil for
+	// none.
+	defValue []byte
 
 	// campaign serialises WaitForLeadership and Campaign.
 	campaign sync.Mutex
@@ -98,7 +113,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		}
 	} else {
 		c, cancel := context.WithCancelCause(context.Background())
-		opts := CreateOptions{}
+		opts := CreateOptions{Value: p.defValue}
 		if setValue {
 			opts.Value = value
 			if opts.Value == nil {

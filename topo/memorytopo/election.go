@@ -299,14 +299,14 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 	out := make(chan string, 1)
 	go func() {
 		defer close(out)
-		last := ""
+		var last int64 // the token of the term sent last
 		for l := range leaders {
-			if l.ID == "" || l.ID == last {
+			if l.ID == "" || l.Token == last {
 				continue
 			}
 			select {
 			case out <- l.ID:
-				last = l.ID
+				last = l.Token
 			case <-ctx.Done():
 				return
 			case <-c.done:
