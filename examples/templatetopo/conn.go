@@ -91,7 +91,9 @@ type Conn struct {
 	// ends on Heal unless another Conn adopted them.
 	orphans []*session
 
-	// eng runs c's locks and elections over c's driver (driver.go).
+	// Claims are c's locks and elections: eng, run over c's driver
+	// (driver.go).
+	claims.Claims
 	eng *claims.Engine
 }
 
@@ -110,6 +112,7 @@ func (s *Store) NewConn(root string) (*Conn, error) {
 	s.mu.Unlock()
 	c := &Conn{store: s, root: r, closing: make(chan struct{}), healed: healed, adopted: map[*session]struct{}{}}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: defect})
+	c.Claims = c.eng
 	return c, nil
 }
 

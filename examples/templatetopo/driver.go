@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -16,8 +15,14 @@ import (
 
 // STEP 4: locks and elections. The Conn writes no claims logic: the claims
 // engine (topo/claims) owns queueing, holding, tokens, terms, leader
-// values, resume and the rule that a lost session ends every claim; the
-// Conn forwards to it, and driver is the engine's view of this store.
+// values, resume and the rule that a lost session ends every claim. The
+// Conn embeds the engine (claims.Claims: Lock, LockWithTTL, LockName,
+// TryLock, NewLeaderParticipation, ResumeLeaderParticipation), and driver
+// is the engine's view of this store. ResumeLeaderParticipation makes the
+// Conn adopt the candidacy's session: from then on its Close, Cut and
+// ExpireSession end it, and the Conn that held it opens a new one for its
+// next claim. This store has no leases: LockWithTTL's lock lives as long
+// as its session (ttl is in effect rounded up to SessionTimeout).
 //
 // Layout (that of etcd2topo and zk2topo): a lock on dir is a queue of
 // entries <dir>/locks/<token>; an election called name is a queue of
@@ -32,44 +37,6 @@ import (
 // every entry created before it has left the queue; an entry created
 // later has a greater revision. The revision counter is the store's and
 // survives Restart.
-
-// Lock implements topo.Conn.Lock (claims.Engine.Lock).
-func (c *Conn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.eng.Lock(ctx, dirPath, contents)
-}
-
-// LockWithTTL implements topo.Conn.LockWithTTL (claims.Engine.LockWithTTL).
-// This store has no leases: a lock lives as long as the session it was
-// taken on, so ttl is in effect rounded up to SessionTimeout.
-func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
-	return c.eng.LockWithTTL(ctx, dirPath, contents, ttl)
-}
-
-// LockName implements topo.Conn.LockName (claims.Engine.LockName).
-func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.eng.LockName(ctx, dirPath, contents)
-}
-
-// TryLock implements topo.Conn.TryLock (claims.Engine.TryLock): the
-// holder is named by its contents and its session's number.
-func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
-	return c.eng.TryLock(ctx, dirPath, contents)
-}
-
-// NewLeaderParticipation implements topo.Conn.NewLeaderParticipation
-// (claims.Engine.NewLeaderParticipation).
-func (c *Conn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	return c.eng.NewLeaderParticipation(name, id)
-}
-
-// ResumeLeaderParticipation implements topo.Conn (claims.Engine.Resume):
-// c adopts the candidacy's session (from then on c's Close, Cut and
-// ExpireSession end it; the Conn that held it opens a new one for its next
-// claim) and the candidacy it resumes is lost to its previous holder.
-// InvalidArgument for info of another backend, store, election or id.
-func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
-	return c.eng.Resume(ctx, name, id, info)
-}
 
 // driver implements claims.Driver on c's store: each method is ONE request
 // (Conn.do), as it would be against a networked store.

@@ -1,7 +1,10 @@
 package claims
 
 import (
+	"context"
 	"sync"
+	"time"
+
 	"sync/atomic"
 
 	"github.com/topokit/topokit/topo"
@@ -17,6 +20,21 @@ type Engine struct {
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
+
+// Claims is the part of topo.Conn that an Engine implements. A backend's
+// Conn embeds it, set to its Engine, and so has Lock, LockWithTTL,
+// LockName, TryLock, NewLeaderParticipation and ResumeLeaderParticipation
+// without a line of its own.
+type Claims interface {
+	Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
+	LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error)
+	LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
+	TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
+	NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error)
+	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error)
+}
+
+var _ Claims = (*Engine)(nil)
 
 // Options tune an Engine. The zero value is right for every backend.
 type Options struct {

@@ -20,7 +20,7 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 	return p.e.d.ResumeInfo(p.q, cl.sess, cl.entry)
 }
 
-// Resume implements topo.Conn.ResumeLeaderParticipation: the checks of
+// ResumeLeaderParticipation implements topo.Conn.ResumeLeaderParticipation: the checks of
 // backendkit.CheckContext and backendkit.CheckElection, then the driver
 // takes the candidacy back (Driver.Resume: the Conn adopts its session,
 // the previous holder's claim on it is lost). The new participant's
@@ -28,7 +28,7 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 // WaitForLeadership and Campaign return at once with the same Token. It
 // returns LockLost when the session or the entry is gone, the driver's
 // InvalidArgument for foreign or malformed info, Closed after Close.
-func (e *Engine) Resume(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
+func (e *Engine) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
 	if err := backendkit.CheckContext(ctx, name); err != nil {
 		return nil, err
 	}
