@@ -44,8 +44,11 @@ type Entry struct {
 
 // CreateOptions say how Driver.Create creates an entry.
 type CreateOptions struct {
-	// Exclusive asks Create to fail with a *BusyError, and create nothing,
-	// when the queue has any entry, in one atomic request (TryLock).
+	// Exclusive asks Create to fail with a *BusyError naming the head, and
+	// leave no entry, when the queue has any other entry (TryLock). One
+	// atomic request is best (the template); a driver may instead create
+	// its entry and delete it again when another is ahead (etcd,
+	// ZooKeeper), since an entry that is not first is never granted.
 	Exclusive bool
 	// RequireFiles asks Create to fail with the store's "no such node"
 	// error (mapped to NoNode), and create nothing, when no file lies
@@ -71,7 +74,7 @@ type Driver interface {
 	// one when there is none or it ended), in one request, and returns it
 	// with that session. The entry's token is greater than every token q
 	// had before. With opts.Exclusive it fails with *BusyError naming the
-	// head when q is not empty.
+	// head when q has another entry.
 	Create(ctx context.Context, q Queue, contents string, opts CreateOptions) (Entry, *Session, error)
 
 	// List returns q's entries, oldest (lowest token) first, in one read.
