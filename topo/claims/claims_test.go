@@ -35,15 +35,16 @@ func TestOneHandoverWakesOneWaiter(t *testing.T) {
 	holder, err := e.LockName(ctx, "d", "holder")
 	require.NoError(t, err)
 	const n = 5
-	got := make(chan topo.LockDescriptor, n)
+	type result struct {
+		ld  topo.LockDescriptor
+		err error
+	}
+	got := make(chan result, n)
 	for i := range n {
 		we, _ := newEngine(s)
 		go func() {
 			ld, err := we.LockName(ctx, "d", "w")
-			if err != nil {
-				t.Error(err)
-			}
-			got <- ld
+			got <- result{ld, err}
 		}()
 		// Queue the waiters one by one, so their order is known.
 		eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == i+1 })
@@ -55,7 +56,9 @@ func TestOneHandoverWakesOneWaiter(t *testing.T) {
 		before := s.lists
 		s.mu.Unlock()
 		require.NoError(t, cur.Unlock(ctx))
-		cur = <-got
+		r := <-got
+		require.NoError(t, r.err)
+		cur = r.ld
 		require.Greater(t, cur.Token(), last, "tokens grow across handovers")
 		last = cur.Token()
 		s.mu.Lock()

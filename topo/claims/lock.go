@@ -86,7 +86,11 @@ type lockDescriptor struct{ *claim }
 // is removed (Driver.Delete), so the next waiter is granted only after the
 // holder's Done closed. It returns Interrupted when already released and
 // LockLost when lost (nothing is removed then: the entry went, or goes,
-// with its session), also when the store says the entry is gone.
+// with its session), also when the store says the entry is gone. When the
+// removal fails otherwise (the driver's error, mapped: Unavailable, ...)
+// the lock is released all the same (Done is closed) and the engine keeps
+// removing the entry in the background until it is gone or its session
+// ends.
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
 		return err
@@ -98,6 +102,9 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	err := l.eng.d.Delete(ctx, l.q, l.sess, l.entry)
 	if err == ErrNotHeld {
 		return backendkit.Wrap(topo.LockLost, l.q.Path, err)
+	}
+	if err != nil {
+		go l.eng.removeLater(l.claim)
 	}
 	return l.eng.d.MapError(ctx, err, l.q.Path)
 }

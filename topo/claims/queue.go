@@ -115,13 +115,43 @@ func indexOf(list []Entry, ent Entry) int {
 }
 
 // withdraw ends cl (released, unless it ended already) and removes its
-// entry, within removeGrace even when the caller's context has ended. A
-// failed removal is left to the session: the entry goes with it.
+// entry, within removeGrace even when the caller's context has ended; a
+// removal that fails is retried in the background (removeLater).
 func (e *Engine) withdraw(cl *claim) {
 	cl.end(stateReleased)
 	ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
 	defer cancel()
-	_ = e.d.Delete(ctx, cl.q, cl.sess, cl.entry)
+	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry); err != nil && err != ErrNotHeld {
+		go e.removeLater(cl)
+	}
+}
+
+// removeLater retries the removal of a released claim's entry that failed
+// (the store unreachable), with a growing pause, until it is removed or
+// gone, its session is lost or the engine closes: a live Conn never keeps
+// an entry it gave up, which would hold the lock (or the lead) for as long
+// as the session lives.
+func (e *Engine) removeLater(cl *claim) {
+	pause := observeRetry
+	for {
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-cl.sess.Done():
+			t.Stop()
+			return
+		case <-e.closing:
+			t.Stop()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
+		err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry)
+		cancel()
+		if err == nil || err == ErrNotHeld {
+			return
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
 }
 
 // isClosed reports whether ch (possibly nil) is closed.
