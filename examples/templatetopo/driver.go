@@ -57,10 +57,12 @@ func entryOf(e *entry) claims.Entry {
 		Contents: e.contents, Value: slices.Clone(e.value), ValueRev: e.valueRev}
 }
 
-// view returns c's claims.Session for ss, making it on first use.
+// view returns c's claims.Session for ss, making it on first use (and
+// anew when c's last one was declared lost: ss lost c at a Cut, and c
+// resumes a candidacy on it).
 func (c *Conn) view(ss *session) *claims.Session {
 	v := ss.views[c]
-	if v == nil {
+	if v == nil || v.IsLost() {
 		v = claims.NewSession(strconv.FormatInt(ss.id, 10), ss)
 		ss.views[c] = v
 	}

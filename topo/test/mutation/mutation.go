@@ -130,8 +130,8 @@ var mutants = []Mutant{
 var engineCaughtBy = map[claims.Defect]string{
 	claims.DefectGrantSecond:     "Lock/Blocks",
 	claims.DefectSkipWait:        "Lock/Blocks",
-	claims.DefectLossKeepsClaims: "SessionLoss/Lock",
-	claims.DefectTokenIsPosition: "Fence/Tokens",
+	claims.DefectLossKeepsClaims: "LeaderValues/ProclaimDeposed",
+	claims.DefectTokenIsPosition: "LeaderValues/Proclaim",
 }
 
 // EngineMutants returns the mutants of the claims engine (topo/claims),
