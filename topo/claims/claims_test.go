@@ -185,3 +185,47 @@ func TestWaiterGivesUp(t *testing.T) {
 	require.Len(t, list, 1)
 	require.NoError(t, ld.Unlock(ctx))
 }
+
+// TestUnlockRemovesAfterFailure: an Unlock whose removal the store refuses
+// reports it, the lock is released in the holder's view, and the engine
+// removes the entry later, so the next waiter is granted.
+func TestUnlockRemovesAfterFailure(t *testing.T) {
+	s := newStore()
+	ctx := t.Context()
+	e, _ := newEngine(s)
+	other, _ := newEngine(s)
+	ld, err := e.LockName(ctx, "d", "holder")
+	require.NoError(t, err)
+	s.mu.Lock()
+	s.failDeletes = 2
+	s.mu.Unlock()
+	require.True(t, topo.IsErrType(ld.Unlock(ctx), topo.Unavailable))
+	<-ld.Done()
+	bounded, cancel := context.WithTimeout(ctx, longWait)
+	defer cancel()
+	next, err := other.LockName(bounded, "d", "next")
+	require.NoError(t, err)
+	require.Greater(t, next.Token(), ld.Token())
+	require.NoError(t, next.Unlock(ctx))
+}
+
+// TestCloseEndsWaiters: Close makes a waiting Lock return Closed, with its
+// entry removed, and later calls Closed.
+func TestCloseEndsWaiters(t *testing.T) {
+	s := newStore()
+	ctx := t.Context()
+	holder, _ := newEngine(s)
+	e, _ := newEngine(s)
+	ld, err := holder.LockName(ctx, "d", "holder")
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() { _, err := e.LockName(ctx, "d", "waiter"); waited <- err }()
+	eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == 1 })
+	e.Close()
+	require.True(t, topo.IsErrType(<-waited, topo.Closed))
+	list, _ := (&driver{s: s}).List(ctx, claims.Queue{Path: "d"})
+	require.Len(t, list, 1, "the waiter's entry is removed")
+	_, err = e.NewLeaderParticipation("el", "id")
+	require.True(t, topo.IsErrType(err, topo.Closed))
+	require.NoError(t, ld.Unlock(ctx))
+}

@@ -15,7 +15,10 @@ import (
 // store is the engine tests' in-process store: queues of entries under one
 // mutex, with counters of the driver's requests.
 type store struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// failDeletes is how many more Delete requests to refuse, as an
+	// unreachable store does.
+	failDeletes int
 	rev     int64
 	queues  map[string][]*fentry
 	changed chan struct{}
@@ -37,6 +40,8 @@ func (s *store) notify() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
+
+var errUnreachable = errors.New("fake store: unreachable")
 
 // driver is one Conn's driver: its current session is sess.
 type driver struct {
@@ -145,6 +150,10 @@ func (d *driver) Delete(ctx context.Context, q claims.Queue, sess *claims.Sessio
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failDeletes > 0 {
+		s.failDeletes--
+		return errUnreachable
+	}
 	i, x := d.find(q, e)
 	if x == nil || x.sess != sess {
 		return claims.ErrNotHeld
