@@ -19,11 +19,11 @@ type store struct {
 	// failDeletes is how many more Delete requests to refuse, as an
 	// unreachable store does.
 	failDeletes int
-	rev     int64
-	queues  map[string][]*fentry
-	changed chan struct{}
-	lists   int // List requests served
-	waiting int // WaitGone calls blocked on an entry
+	rev         int64
+	queues      map[string][]*fentry
+	changed     chan struct{}
+	lists       int // List requests served
+	waiting     int // WaitGone calls blocked on an entry
 }
 
 type fentry struct {
