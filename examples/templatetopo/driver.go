@@ -13,30 +13,18 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// STEP 4: locks and elections. The Conn writes no claims logic: the claims
-// engine (topo/claims) owns queueing, holding, tokens, terms, leader
-// values, resume and the rule that a lost session ends every claim. The
-// Conn embeds the engine (claims.Claims: Lock, LockWithTTL, LockName,
-// TryLock, NewLeaderParticipation, ResumeLeaderParticipation), and driver
-// is the engine's view of this store. ResumeLeaderParticipation makes the
-// Conn adopt the candidacy's session: from then on its Close, Cut and
-// ExpireSession end it, and the Conn that held it opens a new one for its
-// next claim. This store has no leases: LockWithTTL's lock lives as long
+// STEP 4: locks and elections. The Conn embeds the claims engine
+// (claims.Claims) and writes no claims logic; driver is the engine's view
+// of this store (see the package doc for the layout, sessions and who may
+// delete what). This store has no leases: LockWithTTL's lock lives as long
 // as its session (ttl is in effect rounded up to SessionTimeout).
 //
-// Layout (that of etcd2topo and zk2topo): a lock on dir is a queue of
-// entries <dir>/locks/<token>; an election called name is a queue of
-// candidates elections/<name>/locks/<token> ("locks" and "elections" are
-// reserved names, so no file can collide with an entry). Each entry is
-// created on the Conn's session; its token is the store revision of its
-// creation, so later entries of a queue have greater tokens, and the head
-// holds the lock (leads).
-//
 // Why tokens are monotone here (the argument every driver must make for
-// its store): the engine grants an entry only once it heads the queue, so
-// every entry created before it has left the queue; an entry created
-// later has a greater revision. The revision counter is the store's and
-// survives Restart.
+// its store): an entry's token is the store revision of its creation; the
+// engine grants an entry only once it heads its queue, so every entry
+// created before it has left the queue, and an entry created later has a
+// greater revision. The revision counter is the store's and survives
+// Restart.
 
 // driver implements claims.Driver on c's store: each method is ONE request
 // (Conn.do), as it would be against a networked store.
