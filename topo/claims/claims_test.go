@@ -229,3 +229,26 @@ func TestCloseEndsWaiters(t *testing.T) {
 	require.True(t, topo.IsErrType(err, topo.Closed))
 	require.NoError(t, ld.Unlock(ctx))
 }
+
+// TestParticipateCarriesDriverLayouts: a participant made with Participate
+// (etcd's native elections) campaigns in the driver's own queue, with its
+// contents as the leader's id and its value published by
+// WaitForLeadership; it is another queue than the election of that name.
+func TestParticipateCarriesDriverLayouts(t *testing.T) {
+	s := newStore()
+	ctx := t.Context()
+	e, _ := newEngine(s)
+	p := e.Participate(claims.Queue{Path: "/raw/prefix", Native: true}, "694d7a1c", []byte("me"))
+	defer p.Stop()
+	_, err := p.WaitForLeadership()
+	require.NoError(t, err)
+	l, err := p.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "694d7a1c", l.ID)
+	require.Equal(t, []byte("me"), l.Value)
+	other, err := e.NewLeaderParticipation("/raw/prefix", "x")
+	if err == nil {
+		_, err = other.Leader(ctx)
+		require.True(t, topo.IsErrType(err, topo.NoLeader), "%v", err)
+	}
+}

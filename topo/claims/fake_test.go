@@ -51,7 +51,9 @@ type driver struct {
 	n    int
 }
 
-func key(q claims.Queue) string { return strconv.FormatBool(q.Election) + ":" + q.Path }
+func key(q claims.Queue) string {
+	return strconv.FormatBool(q.Election) + strconv.FormatBool(q.Native) + ":" + q.Path
+}
 
 // session returns the driver's live session, opening one when needed.
 func (d *driver) session() *claims.Session {
