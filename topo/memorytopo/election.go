@@ -280,8 +280,8 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 
 // WaitForNewLeader implements topo.LeaderParticipation.WaitForNewLeader,
 // as a view of Observe: the channel receives the id of the leader current
-// at the time of the call (if any), then every different leader id as
-// leadership changes (a gap without leader is not reported, rapid changes
+// at the time of the call (if any), then the leader id of every new term,
+// a re-elected id included (a gap without leader is not reported, rapid changes
 // may be coalesced, the last id sent is the current leader's while one
 // leads), and closes when ctx ends or the Conn closes. Goroutines feed it
 // and exit when it closes; the caller should drain it or cancel ctx.
