@@ -146,28 +146,34 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 	return held, err
 }
 
-// Head implements claims.Driver. With watch it is a request of a watch
-// (Conn.observe): Restart does not refuse it and a cut link makes it wait
-// for Heal.
+// Head implements claims.Driver. With watch it is the request of a watch,
+// which Restart does not refuse (a watch is one long request); a cut link
+// or a closed Conn refuses it, and the engine's Observe reads again later.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	var out claims.Entry
 	var ok bool
-	read := func(s *Store) {
+	var changed <-chan struct{}
+	read := func(s *Store) error {
 		if h := s.head(d.key(q)); h != nil {
 			out, ok = entryOf(h), true
 		}
+		changed = s.changed
+		return nil
 	}
 	if !watch {
-		err := d.c.do(func(s *Store) error { read(s); return nil })
+		err := d.c.do(read)
 		return out, ok, nil, err
 	}
-	changed, live := d.c.observe(ctx, read)
-	if !live {
-		if ctx.Err() != nil {
-			return out, false, nil, ctx.Err()
-		}
+	s := d.c.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case d.c.closed.Load():
 		return out, false, nil, errConnClosed
+	case d.c.cut:
+		return out, false, nil, errUnreachable
 	}
+	_ = read(s)
 	return out, ok, changed, nil
 }
 
