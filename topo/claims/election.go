@@ -90,6 +90,8 @@ func (p *participation) Campaign(ctx context.Context, value []byte) (context.Con
 	return p.lead(ctx, slices.Clone(value), true)
 }
 
+// lead is WaitForLeadership (setValue false) and Campaign: keep the live
+// candidacy (publishing value) or create one, then wait for it to lead.
 func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
 	p.campaign.Lock()
 	defer p.campaign.Unlock()
