@@ -298,7 +298,11 @@ type LeaderParticipation interface {
 	GetCurrentLeaderID(ctx context.Context) (string, error)
 
 	// WaitForNewLeader returns a channel of leader ids: the current leader
-	// first (if any), then each new leader as leadership changes. The
+	// first (if any), then the leader of each new term as leadership
+	// changes. Every new term is sent, so a participant that leads again
+	// after another term (or after it resigned) is sent again although its
+	// id did not change; a Proclaim is not a new term and is not sent, nor
+	// is "nobody leads". Rapid changes may be coalesced as in Observe. The
 	// channel closes when ctx ends or the Conn is closed.
 	WaitForNewLeader(ctx context.Context) (<-chan string, error)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // FactoryName is the name this backend registers with topo: the value of
@@ -89,6 +90,11 @@ type Conn struct {
 	// orphans are the sessions c gave up when it was cut (Cut), which it
 	// ends on Heal unless another Conn adopted them.
 	orphans []*session
+
+	// Claims are c's locks and elections: eng, run over c's driver
+	// (driver.go).
+	claims.Claims
+	eng *claims.Engine
 }
 
 // NewConn returns a Conn to s rooted at root (a directory path; "" or "/"
@@ -101,7 +107,13 @@ func (s *Store) NewConn(root string) (*Conn, error) {
 	}
 	healed := make(chan struct{})
 	close(healed)
-	return &Conn{store: s, root: r, closing: make(chan struct{}), healed: healed, adopted: map[*session]struct{}{}}, nil
+	s.mu.Lock()
+	defect := s.defect
+	s.mu.Unlock()
+	c := &Conn{store: s, root: r, closing: make(chan struct{}), healed: healed, adopted: map[*session]struct{}{}}
+	c.eng = claims.New(driver{c}, claims.Options{Defect: defect})
+	c.Claims = c.eng
+	return c, nil
 }
 
 // full returns the store path of p (a canonical path relative to the root).
@@ -223,6 +235,7 @@ func classify(err error) topo.ErrorCode {
 // before anyone else can take them). Idempotent.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
+		c.eng.Close()
 		s := c.store
 		s.mu.Lock()
 		defer s.mu.Unlock()

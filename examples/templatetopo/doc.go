@@ -46,15 +46,16 @@
 //     timer is the store's only clock;
 //   - the Conn is closed: Conn.Close.
 //
-// When the store ends a session, it FIRST tells its owner (each claim's
-// Done closes, leadership contexts are cancelled, waiters wake with
-// LockLost) and THEN removes its entries and grants the next ones, in one
-// critical section; after a Cut the owner gave its claims up even earlier.
-// So the old holder has always learned its loss when the next holder wins.
-// That is true by construction here only because the notice is a function
-// call; a networked backend must get the same order from its session
-// safety margin (its client gives a claim up before the store can expire
-// the lease).
+// When the store ends a session, it FIRST declares it lost to every claims
+// engine with claims on it (claims.Session.Lost: each claim's Done closes,
+// leadership contexts are cancelled, waiters wake with LockLost, all
+// before Lost returns) and THEN removes its entries, in one critical
+// section; after a Cut the Conn declared its sessions lost even earlier.
+// So the old holder has always learned its loss when the next holder
+// wins. That is true by construction here only because the notice is a
+// function call; a networked backend must get the same order from its
+// session safety margin (its client declares a session lost before the
+// store can expire the lease).
 //
 // A Conn can also adopt another Conn's session, with
 // ResumeLeaderParticipation (a restarted process taking its candidacy
@@ -63,42 +64,56 @@
 //
 // File reads and writes use no session.
 //
+// # Claims: the engine and the driver
+//
+// The Conn writes no claims logic. Lock, TryLock, LockWithTTL, LockName,
+// NewLeaderParticipation and ResumeLeaderParticipation forward to the
+// claims engine (topo/claims), which owns queueing and ordering, who
+// holds, TryLock's holder error, tokens, Done, Check, Unlock, terms,
+// leader values, Observe, WaitForNewLeader, resume and the argument
+// checks. driver.go is the engine's view of this store (claims.Driver):
+// create an entry on the Conn's session, list a queue, wait for ONE entry
+// to go, delete an entry while its session holds it, check one, read the
+// head with its value, write the value guarded by the entry, and resume.
+//
 // # Who may delete what
 //
 //   - Files: any Conn may write or delete any file; a version makes the
 //     write a compare-and-set.
 //   - A lock entry or a candidate is removed only by its own claim's
-//     Unlock, Stop or Resign, by its waiter giving up (ctx, Stop, Close),
-//     or with its session; a resumed candidacy's new claim replaces the
-//     old one in its place (the old claim is lost). Removal is by
-//     identity (the claim), never "the entry at this path", so a stale
-//     holder's Unlock releases nothing of its
-//     successor's. A claim belongs to the session it was created on, not to
-//     the Conn's current one: once that session ended, the claim stays
-//     lost (Check and Unlock say LockLost, IfHeld fails).
+//     Unlock, Resign or Stop, by its waiter giving up (ctx, Stop, Close),
+//     or with its session (driver.Delete refuses an entry whose session is
+//     not the caller's or has ended). Removal is by identity (the entry's
+//     token on its session), never "the entry at this path", so a stale
+//     holder's Unlock releases nothing of its successor's. A claim belongs
+//     to the session it was created on, not to the Conn's current one:
+//     once that session ended, the claim stays lost (Check and Unlock say
+//     LockLost, IfHeld fails). A resumed candidacy keeps its entry; the
+//     claim the previous holder had on it is lost (LoseEntry).
 //   - Nothing else deletes entries: the store has no lease that lapses
 //     behind the holder's back.
 //
 // # Fences and transactions
 //
-// A LockDescriptor and a leadership term (LeaderParticipation.Term) are a
-// claim: Token is the entry's creation revision (strictly greater for
-// every later holder of the same lock or election, across sessions, Conns
-// and Store.Restart; see lock.go for the argument); Done closes on Unlock
-// or Stop and when the session ends; Check asks the store. Txn runs every
-// condition and write in one request; IfHeld holds while the claim's entry
-// heads its queue, so a write guarded by a lost lock is refused by the
-// store itself, whatever the holder believes. GuardedUpdate is one request.
+// A LockDescriptor and a leadership term are the engine's claims: Token
+// is the entry's creation revision (strictly greater for every later
+// holder of the same lock or election, across sessions, Conns and
+// Store.Restart; see driver.go for the argument). Txn runs every
+// condition and write in one request; IfHeld holds while the claim is
+// live in its holder's view (claims.Guard.Live) and its entry heads its
+// queue on its live session, so a write guarded by a lost lock is refused
+// by the store itself, whatever the holder believes. GuardedUpdate is one
+// request.
 //
 // # Leader values
 //
 // A candidate's published value (Campaign, Proclaim) lives beside its
-// entry, on the claim, and goes with it: a leader is never seen without
-// the value it campaigned with, and Proclaim is guarded in the store on
-// the current term. Leader reads id, value and token in one request;
-// Observe re-reads them after every change of the store, so its last event
-// is always the current state; WaitForNewLeader is a view of Observe.
-// ResumeInfo is JSON naming the store, the session and the entry.
+// entry, in the store, and goes with it: a leader is never seen without
+// the value it campaigned with (driver.Create writes both), and Proclaim
+// is guarded in the store on the entry (driver.SetValue). driver.Head
+// reads id, value and token in one request and hands Observe the channel
+// the next change of the store closes. ResumeInfo is JSON naming the
+// store, the session and the entry.
 //
 // # Faults, for the suites
 //

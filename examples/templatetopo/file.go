@@ -235,8 +235,8 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 			add(p, true, prefix)
 		}
 		for key, q := range s.queues {
-			for _, cl := range q {
-				add(entryPath(key, cl.token), false, prefix)
+			for _, e := range q {
+				add(entryPath(key, e.token), false, prefix)
 			}
 		}
 		return nil

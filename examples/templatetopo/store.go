@@ -1,7 +1,6 @@
 package templatetopo
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // This file is the "store": the part a real backend does not write but
@@ -60,7 +60,7 @@ type Store struct {
 	// lock entries of a locked directory (<dir>/locks/<token>), or the
 	// candidates of an election (elections/<name>/locks/<token>). The first
 	// entry holds the lock (leads); the others wait in order.
-	queues map[string][]*claim
+	queues map[string][]*entry
 	// sessions are the live sessions by id.
 	sessions    map[int64]*session
 	lastSession int64
@@ -72,6 +72,8 @@ type Store struct {
 	// refuse is how many more requests to refuse with errUnreachable
 	// (Restart).
 	refuse int
+	// defect is given to the claims engine of every Conn (mutation kit).
+	defect claims.Defect
 }
 
 // NewStore returns an empty Store.
@@ -81,7 +83,7 @@ func NewStore() *Store {
 	return &Store{
 		id:       hex.EncodeToString(id[:]),
 		files:    map[string]*file{},
-		queues:   map[string][]*claim{},
+		queues:   map[string][]*entry{},
 		sessions: map[int64]*session{},
 		changed:  make(chan struct{}),
 		watchers: map[*watcher]struct{}{},
@@ -120,32 +122,19 @@ type session struct {
 	// orphaned counts the times the session lost its owner's link
 	// (Conn.Cut); a pending expiry acts only if no Conn adopted it since.
 	orphaned int
-	// lost is closed when the session ends.
-	lost chan struct{}
-	// claims are the claims (held or waiting) created on this session.
-	claims map[*claim]struct{}
+	// views are the engines' views of the session, one per Conn that has
+	// claims on it (the opener, and an adopter): ending the session, or
+	// giving it up at a Cut, declares each lost (claims.Session.Lost)
+	// before anything else happens.
+	views map[*Conn]*claims.Session
 }
 
-// claimState is the life of a claim: held (or waiting), then released by
-// its owner or lost with its session. Both ends are final.
-type claimState int
-
-const (
-	claimHeld claimState = iota
-	claimReleased
-	claimLost
-)
-
-// claim is an entry of a queue (a lock entry or an election candidate)
-// together with its holder's view of it: what a LockDescriptor or a
-// leadership term is. state, value, valueRev and cancel are guarded by
-// store.mu; the other fields do not change.
-type claim struct {
-	store *Store
-	conn  *Conn
-	key   string // the queue (full path)
-	path  string // the lock directory or election name, for errors
-	// token is the revision of the entry's creation: its fencing token.
+// entry is one entry of a queue: a lock entry or an election candidate.
+// value and valueRev change (Proclaim); the other fields do not.
+type entry struct {
+	key string // the queue (full path)
+	// token is the revision of the entry's creation: its order key and
+	// fencing token.
 	token int64
 	// contents is the lock's description, or the candidate's id.
 	contents string
@@ -154,12 +143,9 @@ type claim struct {
 	value    []byte
 	valueRev int64
 	sess     *session
-	// granted is closed when the entry reaches the head of its queue.
-	granted chan struct{}
-	done    chan struct{}
-	state   claimState
-	// cancel, for a leadership term, cancels the leadership context.
-	cancel context.CancelCauseFunc
+	// gone is closed when the entry leaves its queue: the predecessor
+	// wait of the entry behind it (driver.WaitGone) watches it alone.
+	gone chan struct{}
 }
 
 // notify wakes every watch: the store changed.
@@ -177,35 +163,37 @@ func (s *Store) next() int64 {
 // openSession starts a new session owned by c.
 func (s *Store) openSession(c *Conn) *session {
 	s.lastSession++
-	ss := &session{id: s.lastSession, owner: c, lost: make(chan struct{}), claims: map[*claim]struct{}{}}
+	ss := &session{id: s.lastSession, owner: c, views: map[*Conn]*claims.Session{}}
 	s.sessions[ss.id] = ss
 	return ss
 }
 
-// endSession ends ss: FIRST its owner learns it (every claim of ss ends:
-// Done closes, leadership contexts are cancelled, waiters wake with
-// LockLost), THEN its entries leave their queues and the next entries are
-// granted. This order is what makes "the old holder already knows when
-// the new one wins" true by construction here: the notice is a function
-// call in the same process. A networked store cannot promise it (its
-// notice may arrive after the successor's grant), so a networked backend
-// must end its claims on its own, a safety margin before the store can
-// expire its lease (see etcd2topo's and zk2topo's session handling).
+// endSession ends ss: FIRST every engine with claims on it learns it (each
+// view is declared lost: Done closes, leadership contexts are cancelled,
+// waiters wake with LockLost, all before Lost returns), THEN its entries
+// leave their queues, which lets the next entries be granted. This order
+// is what makes "the old holder already knows when the new one wins" true
+// by construction here: the notice is a function call in the same
+// process. A networked store cannot promise it (its notice may arrive
+// after the successor's grant), so a networked backend must declare the
+// loss on its own, a safety margin before the store can expire its lease
+// (see etcd2topo's and zk2topo's session handling).
 func (s *Store) endSession(ss *session) {
 	if ss == nil || ss.ended {
 		return
 	}
 	ss.ended = true
-	for cl := range ss.claims {
-		cl.end(claimLost)
+	for _, v := range ss.views {
+		v.Lost()
 	}
-	close(ss.lost)
 	delete(s.sessions, ss.id)
 	for key, q := range s.queues {
 		kept := q[:0]
-		for _, cl := range q {
-			if cl.sess != ss {
-				kept = append(kept, cl)
+		for _, e := range q {
+			if e.sess != ss {
+				kept = append(kept, e)
+			} else {
+				close(e.gone)
 			}
 		}
 		s.setQueue(key, kept)
@@ -213,93 +201,50 @@ func (s *Store) endSession(ss *session) {
 	s.notify()
 }
 
-// end moves a held (or waiting) claim to state, closing Done and, for a
-// leadership term, cancelling its context. It does nothing to a claim that
-// already ended. Called with store.mu held.
-func (cl *claim) end(state claimState) {
-	if cl.state != claimHeld {
-		return
-	}
-	cl.state = state
-	close(cl.done)
-	if cl.cancel != nil { // the cause says why: LockLost, or Interrupted
-		cl.cancel(cl.stateErr())
-	}
-}
-
 // enqueue appends a new entry to the queue key on session ss (which must
-// be live) and returns its claim. The entry is granted at once when the
-// queue was empty.
-func (s *Store) enqueue(c *Conn, key, path, contents string, ss *session) *claim {
-	cl := &claim{store: s, conn: c, key: key, path: path, token: s.next(), contents: contents, sess: ss,
-		granted: make(chan struct{}), done: make(chan struct{})}
-	ss.claims[cl] = struct{}{}
-	s.setQueue(key, append(s.queues[key], cl))
+// be live), with value published beside it, and returns it.
+func (s *Store) enqueue(key, contents string, value []byte, ss *session) *entry {
+	e := &entry{key: key, token: s.next(), contents: contents, value: value, sess: ss, gone: make(chan struct{})}
+	s.setQueue(key, append(s.queues[key], e))
 	s.notify()
-	return cl
+	return e
 }
 
-// remove takes cl's entry out of its queue, if it is still there, and
-// reports whether it was.
-func (s *Store) remove(cl *claim) bool {
-	q := s.queues[cl.key]
-	for i, e := range q {
-		if e == cl {
-			delete(cl.sess.claims, cl)
-			s.setQueue(cl.key, append(q[:i:i], q[i+1:]...))
-			s.notify()
-			return true
-		}
+// remove takes e out of its queue.
+func (s *Store) remove(e *entry) {
+	q := s.queues[e.key]
+	if i := slices.Index(q, e); i >= 0 {
+		s.setQueue(e.key, append(q[:i:i], q[i+1:]...))
+		close(e.gone)
+		s.notify()
 	}
-	return false
 }
 
 // find returns the entry of key's queue with token, or nil.
-func (s *Store) find(key string, token int64) *claim {
-	for _, cl := range s.queues[key] {
-		if cl.token == token {
-			return cl
+func (s *Store) find(key string, token int64) *entry {
+	for _, e := range s.queues[key] {
+		if e.token == token {
+			return e
 		}
 	}
 	return nil
 }
 
-// replace puts a new claim for c in old's place in its queue, on the same
-// session, with the same token and value, and ends old (lost: it no longer
-// owns the entry). cancel is the new claim's leadership context's.
-func (s *Store) replace(old *claim, c *Conn, cancel context.CancelCauseFunc) *claim {
-	cl := &claim{store: s, conn: c, key: old.key, path: old.path, token: old.token, contents: old.contents,
-		value: old.value, valueRev: old.valueRev, sess: old.sess, granted: old.granted, done: make(chan struct{}), cancel: cancel}
-	q := s.queues[old.key]
-	q[slices.Index(q, old)] = cl
-	delete(old.sess.claims, old)
-	old.sess.claims[cl] = struct{}{}
-	old.end(claimLost)
-	s.notify()
-	return cl
-}
-
-// setQueue stores q as key's queue (deleting an empty one) and grants its
-// head.
-func (s *Store) setQueue(key string, q []*claim) {
+// setQueue stores q as key's queue (deleting an empty one).
+func (s *Store) setQueue(key string, q []*entry) {
 	if len(q) == 0 {
 		delete(s.queues, key)
 		return
 	}
 	s.queues[key] = q
-	select {
-	case <-q[0].granted:
-	default:
-		close(q[0].granted)
-	}
 }
 
-// holds reports whether cl's entry is the head of its queue: the lock is
-// held, the term is current. This is the store-side check behind IfHeld
-// and Check.
-func (s *Store) holds(cl *claim) bool {
-	q := s.queues[cl.key]
-	return cl.store == s && len(q) > 0 && q[0] == cl && !cl.sess.ended && cl.state == claimHeld
+// holds reports whether the entry of key with token heads its queue on
+// the live session ss: the lock is held, the term is current. This is
+// the store-side check behind IfHeld and Check.
+func (s *Store) holds(key string, token int64, ss *session) bool {
+	h := s.head(key)
+	return h != nil && h.token == token && h.sess == ss && !ss.ended
 }
 
 // orphan is the store's side of a cut link: every claim of ss ends on the
@@ -309,8 +254,8 @@ func (s *Store) orphan(ss *session) {
 	if ss.ended {
 		return
 	}
-	for cl := range ss.claims {
-		cl.end(claimLost)
+	for _, v := range ss.views {
+		v.Lost()
 	}
 	ss.owner = nil
 	ss.orphaned++
@@ -326,7 +271,7 @@ func (s *Store) orphan(ss *session) {
 }
 
 // head returns the entry at the head of key's queue, or nil.
-func (s *Store) head(key string) *claim {
+func (s *Store) head(key string) *entry {
 	if q := s.queues[key]; len(q) > 0 {
 		return q[0]
 	}
@@ -450,6 +395,15 @@ func (f *file) versionData(v int64) ([]byte, error) {
 		return nil, errCompacted // between the file's creation and its oldest kept version
 	}
 	return nil, errNotFound
+}
+
+// SetClaimsDefect gives every Conn opened from now on a claims engine with
+// the deliberate defect d: for the mutation kit (mutation.EngineDefect)
+// only. Call it before opening Conns.
+func (s *Store) SetClaimsDefect(d claims.Defect) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defect = d
 }
 
 // Restart simulates a restart of the store process with durable files: it

@@ -10,6 +10,7 @@ import (
 	"github.com/topokit/topokit/examples/templatetopo"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test"
+	"github.com/topokit/topokit/topo/test/mutation"
 )
 
 // sessionBound is what the suites are told about partitions: how long
@@ -34,7 +35,7 @@ func wiring() (newStore func(t *testing.T) func() topo.Conn, opts test.Options) 
 		}
 	}
 	newStore = func(t *testing.T) func() topo.Conn {
-		cur = templatetopo.NewStore()
+		cur = newStore0()
 		return open(t, cur)
 	}
 	return newStore, test.Options{
@@ -49,13 +50,21 @@ func wiring() (newStore func(t *testing.T) func() topo.Conn, opts test.Options) 
 		},
 		SessionBound: sessionBound,
 		FaultyStore: func(t *testing.T) test.FaultyStore {
-			s := templatetopo.NewStore()
+			s := newStore0()
 			return test.FaultyStore{
 				Open:  open(t, s),
 				Fault: func(t *testing.T) { s.Restart(restartRefusals) },
 			}
 		},
 	}
+}
+
+// newStore0 returns a new Store; in a child process of the mutation kit
+// running a claims engine mutant, its Conns' engines have the defect.
+func newStore0() *templatetopo.Store {
+	s := templatetopo.NewStore()
+	s.SetClaimsDefect(mutation.EngineDefect())
+	return s
 }
 
 // TestConformance runs the shared conformance suite against the template.

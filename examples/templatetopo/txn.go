@@ -6,6 +6,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // Txn implements topo.Conn.Txn as ONE request: every condition is checked
@@ -39,25 +40,29 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		return nil, backendkit.TxnTooLarge(FactoryName, len(checked), MaxTxnOps, "ops")
 	}
 	// Find each IfHeld's claim behind whatever middleware wraps it.
-	claims := make([]*claim, len(checked))
+	guards := make([]claims.Guard, len(checked))
 	for i, op := range checked {
 		if op.Kind != topo.TxnIfHeld {
 			continue
 		}
-		f, ok := backendkit.FenceAs[ownFence](op.Fence)
+		g, ok := claims.FenceGuard(op.Fence)
 		if !ok {
 			return nil, backendkit.ForeignFence(op, FactoryName)
 		}
-		if f.own().store != c.store {
+		d, mine := g.Driver().(driver)
+		if !mine {
+			return nil, backendkit.ForeignFence(op, FactoryName)
+		}
+		if d.c.store != c.store {
 			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, "",
 				errors.New("if-held: the Fence was issued by another store")))
 		}
-		claims[i] = f.own()
+		guards[i] = g
 	}
 	var versions []topo.Version
 	err = c.do(func(s *Store) error {
 		var err error
-		versions, err = s.txn(c, checked, claims)
+		versions, err = s.txn(c, checked, guards)
 		return err
 	})
 	if err != nil {
@@ -68,7 +73,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 
 // txn evaluates ops in order against the files as they are, and applies
 // the writes only when every op succeeded. Called with store.mu held.
-func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, claims []*claim) ([]topo.Version, error) {
+func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, guards []claims.Guard) ([]topo.Version, error) {
 	rev := s.rev + 1 // the revision of every write, taken only if there are any
 	// pending holds the writes to apply, by store path (nil: delete).
 	pending := map[string]*file{}
@@ -89,7 +94,12 @@ func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, claims []*claim) ([]topo.Ve
 				failed = errNotFound
 			}
 		case topo.TxnIfHeld:
-			if !s.holds(claims[i]) {
+			// The holder's view and the store's must both say held: a
+			// claim lost to a resume keeps its entry in the store.
+			g := guards[i]
+			d := g.Driver().(driver)
+			ss, _ := g.Session().Ref().(*session)
+			if !g.Live() || !s.holds(d.key(g.Queue()), g.Entry().Token, ss) {
 				failed = errSessionEnded
 			}
 		case topo.TxnUpdate:

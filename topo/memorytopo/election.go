@@ -280,8 +280,8 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 
 // WaitForNewLeader implements topo.LeaderParticipation.WaitForNewLeader,
 // as a view of Observe: the channel receives the id of the leader current
-// at the time of the call (if any), then every different leader id as
-// leadership changes (a gap without leader is not reported, rapid changes
+// at the time of the call (if any), then the leader id of every new term,
+// a re-elected id included (a gap without leader is not reported, rapid changes
 // may be coalesced, the last id sent is the current leader's while one
 // leads), and closes when ctx ends or the Conn closes. Goroutines feed it
 // and exit when it closes; the caller should drain it or cancel ctx.
@@ -299,14 +299,14 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 	out := make(chan string, 1)
 	go func() {
 		defer close(out)
-		last := ""
+		var last int64 // the token of the term sent last
 		for l := range leaders {
-			if l.ID == "" || l.ID == last {
+			if l.ID == "" || l.Token == last {
 				continue
 			}
 			select {
 			case out <- l.ID:
-				last = l.ID
+				last = l.Token
 			case <-ctx.Done():
 				return
 			case <-c.done:

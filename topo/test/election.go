@@ -159,6 +159,39 @@ func testWaitForNewLeader(s *store) {
 	requireClosedEventually(t, earlyCh, "WaitForNewLeader after its context was cancelled")
 }
 
+// testWaitForNewLeaderReelected: WaitForNewLeader sends every new term,
+// so a participant that resigns and leads again is sent again, though its
+// id did not change; a Proclaim (the same term) is not a new term.
+func testWaitForNewLeaderReelected(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+	p1 := participate(t, c1, "elec", "id1")
+	observer := participate(t, c2, "elec", "observer")
+
+	_, err := p1.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := mustWaitForNewLeader(t, wctx, observer)
+	first, ok := recv(t, ch, "WaitForNewLeader's first id")
+	require.True(t, ok, "WaitForNewLeader closed early")
+	require.Equal(t, "id1", first)
+
+	require.NoError(t, p1.Proclaim(ctx, []byte("v2")))
+	require.NoError(t, p1.Resign(ctx))
+	_, err = p1.Campaign(ctx, []byte("v3"))
+	require.NoError(t, err)
+	// The next id is the new term's: id1 again.
+	next, ok := recv(t, ch, "WaitForNewLeader after the leader resigned and was elected again")
+	require.True(t, ok, "WaitForNewLeader closed early")
+	require.Equal(t, "id1", next, "a re-elected leader's new term is a new leader for WaitForNewLeader")
+	l, err := observer.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "id1", l.ID)
+	cancel()
+	requireClosedEventually(t, ch, "WaitForNewLeader after its context was cancelled")
+}
+
 // requireNextLeader reads ids from ch until want (tolerating "" for a
 // moment without a leader, and repeats of earlier ids).
 func requireNextLeader(t *testing.T, ch <-chan string, want, what string) {

@@ -77,6 +77,7 @@ func groups() []struct {
 			{"Handover", testElectionHandover},
 			{"StopWhileWaiting", testElectionStopWhileWaiting},
 			{"WaitForNewLeader", testWaitForNewLeader},
+			{"WaitForNewLeaderReelected", testWaitForNewLeaderReelected},
 			{"OneLeaderAtATime", testElectionOneLeader},
 			{"Independent", testElectionsIndependent},
 			{"Nested", testNestedElections},

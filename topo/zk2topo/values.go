@@ -519,8 +519,8 @@ func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error)
 	return out, nil
 }
 
-// WaitForNewLeader is a view of Observe: the ids of the leaders, without
-// "nobody leads" and without repeating an id twice in a row. The channel
+// WaitForNewLeader is a view of Observe: the id of each new term (a
+// re-elected id again), without "nobody leads" and without Proclaims. The channel
 // closes when ctx ends or the Conn closes. Errors: Timeout/Interrupted,
 // Closed, Unavailable.
 func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
@@ -533,12 +533,12 @@ func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, er
 	go func() {
 		defer p.c.bg.Done()
 		defer close(out)
-		last := ""
+		var last int64 // the token of the term sent last
 		for l := range ch {
-			if l.ID == "" || l.ID == last {
+			if l.ID == "" || l.Token == last {
 				continue
 			}
-			last = l.ID
+			last = l.Token
 			select {
 			case out <- l.ID:
 			case <-ctx.Done():

@@ -41,6 +41,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 	"github.com/topokit/topokit/topo/test"
 )
 
@@ -124,6 +125,42 @@ var mutants = []Mutant{
 	{"txn-unwatched", "a Watch does not report the writes of transactions", "Txn/Ops"},
 }
 
+// engineCaughtBy is the conformance subtest that catches each defect of
+// the claims engine first on the template.
+var engineCaughtBy = map[claims.Defect]string{
+	claims.DefectGrantSecond:     "Lock/Blocks",
+	claims.DefectSkipWait:        "Lock/Blocks",
+	claims.DefectLossKeepsClaims: "LeaderValues/ProclaimDeposed",
+	claims.DefectTokenIsPosition: "LeaderValues/Proclaim",
+}
+
+// EngineMutants returns the mutants of the claims engine (topo/claims),
+// named after their claims.Defect, in a fixed order. Unlike the others
+// they do not wrap the Conn: the backend's wiring puts the defect into its
+// engines (EngineDefect), so they only make sense for a backend built on
+// the engine; Config.Engine runs them.
+func EngineMutants() []Mutant {
+	var out []Mutant
+	for _, d := range claims.Defects() {
+		out = append(out, Mutant{Name: string(d.Defect), Defect: d.What, CaughtBy: engineCaughtBy[d.Defect]})
+	}
+	return out
+}
+
+// EngineDefect returns the claims engine defect a child process runs (the
+// engine mutant named in EnvMutant), DefectNone otherwise. A backend built
+// on topo/claims passes it to the engines of the stores its wiring opens
+// (claims.Options.Defect); in a normal run it is DefectNone.
+func EngineDefect() claims.Defect {
+	name := os.Getenv(EnvMutant)
+	for _, m := range EngineMutants() {
+		if m.Name == name {
+			return claims.Defect(name)
+		}
+	}
+	return claims.DefectNone
+}
+
 // survivorRetries is how many more times Run runs a mutant that survived.
 const survivorRetries = 2
 
@@ -142,6 +179,10 @@ type Config struct {
 	Parallel int
 	// Timeout bounds each child's run of the suite (0: 10 minutes).
 	Timeout time.Duration
+	// Engine adds the claims engine's mutants (EngineMutants) to the
+	// mutants run: set it for a backend built on topo/claims whose wiring
+	// applies EngineDefect.
+	Engine bool
 	// Targeted runs each mutant against its CaughtBy subtest only (and
 	// the baseline against those subtests): much faster, but a mutant
 	// that only another subtest catches on this backend then survives.
@@ -166,12 +207,16 @@ func Run(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts
 		return
 	}
 	byName := map[string]Mutant{Baseline: {Name: Baseline, Defect: "the baseline: no defect"}}
-	for _, m := range mutants {
+	all := mutants
+	if cfg.Engine {
+		all = append(slices.Clone(mutants), EngineMutants()...)
+	}
+	for _, m := range all {
 		byName[m.Name] = m
 	}
 	names := []string{Baseline}
 	if cfg.Mutants == nil {
-		for _, m := range mutants {
+		for _, m := range all {
 			names = append(names, m.Name)
 		}
 	} else {
@@ -300,6 +345,11 @@ func RunMutant(t *testing.T, name string, newStore func(t *testing.T) (open func
 	known := name == Baseline
 	for _, m := range mutants {
 		known = known || m.Name == name
+	}
+	if EngineDefect() != claims.DefectNone && string(EngineDefect()) == name {
+		// An engine mutant: the defect is in the backend's engines
+		// (EngineDefect); the Conns are wrapped as for the baseline.
+		known, name = true, Baseline
 	}
 	require.Truef(t, known, "unknown mutant %q", name)
 	var cur *store

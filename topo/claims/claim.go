@@ -1,0 +1,161 @@
+package claims
+
+import (
+	"context"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// claimState is the holder's view of a claim: live (waiting or held), then
+// released by its owner or lost with its session. Both ends are final.
+type claimState int
+
+const (
+	stateLive claimState = iota
+	stateReleased
+	stateLost
+)
+
+// claim is one entry of a queue together with its holder's view of it:
+// what a lock descriptor and a leadership term are. Its state is guarded
+// by sess.mu.
+type claim struct {
+	eng   *Engine
+	q     Queue
+	entry Entry
+	sess  *Session
+	done  chan struct{}
+	state claimState
+	// cancel, for a candidacy, cancels the leadership context.
+	cancel context.CancelCauseFunc
+	// position is the entry's place in its queue when it was granted
+	// (1: the head), for DefectTokenIsPosition only.
+	position int64
+}
+
+func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {
+	cl := &claim{eng: eng, q: q, entry: e, sess: s, done: make(chan struct{}), cancel: cancel}
+	s.add(cl)
+	return cl
+}
+
+// endLocked moves a live claim to st: Done closes and a leadership context
+// is cancelled with the reason. A claim that already ended stays as it is.
+// Called with sess.mu held.
+func (cl *claim) endLocked(st claimState) {
+	if cl.state != stateLive {
+		return
+	}
+	cl.state = st
+	close(cl.done)
+	if cl.cancel != nil {
+		cl.cancel(cl.errLocked())
+	}
+}
+
+// end is endLocked taking sess.mu; it also forgets cl on its session.
+func (cl *claim) end(st claimState) {
+	cl.sess.mu.Lock()
+	defer cl.sess.mu.Unlock()
+	cl.endLocked(st)
+	delete(cl.sess.claims, cl)
+}
+
+// errLocked is the error of an ended claim (nil while live): Interrupted
+// once released, LockLost once lost.
+func (cl *claim) errLocked() error {
+	switch cl.state {
+	case stateReleased:
+		return topo.NewError(topo.Interrupted, cl.q.Path)
+	case stateLost:
+		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
+	}
+	return nil
+}
+
+// err is errLocked taking sess.mu.
+func (cl *claim) err() error {
+	cl.sess.mu.Lock()
+	defer cl.sess.mu.Unlock()
+	return cl.errLocked()
+}
+
+// Token implements topo.Fence: the entry's token.
+func (cl *claim) Token() int64 {
+	if cl.eng.defect == DefectTokenIsPosition {
+		return cl.position
+	}
+	return cl.entry.Token
+}
+
+// Done implements topo.Fence: closed when the claim is released and when
+// its session is declared lost (before the declaration returns).
+func (cl *claim) Done() <-chan struct{} { return cl.done }
+
+// Check implements topo.Fence: Interrupted once released and LockLost
+// once lost, known without a request; otherwise the store's answer
+// (Driver.Held): nil while the entry heads its queue on its live session,
+// LockLost (and the claim ends, lost) when it does not. Other errors are
+// the driver's, mapped.
+func (cl *claim) Check(ctx context.Context) error {
+	if err := backendkit.CheckContext(ctx, cl.q.Path); err != nil {
+		return err
+	}
+	if err := cl.err(); err != nil {
+		return err
+	}
+	held, err := cl.eng.d.Held(ctx, cl.q, cl.sess, cl.entry)
+	if err != nil {
+		return cl.eng.d.MapError(ctx, err, cl.q.Path)
+	}
+	if !held {
+		cl.end(stateLost)
+		return cl.err()
+	}
+	return nil
+}
+
+// own is what FenceGuard looks for behind middleware.
+func (cl *claim) own() *claim { return cl }
+
+type ownFence interface {
+	topo.Fence
+	own() *claim
+}
+
+// Guard is what a backend's Txn checks for an IfHeld op: the claim's
+// queue, entry and session, to check in the store in the same request as
+// the writes, and whether the holder still believes it holds.
+type Guard struct{ cl *claim }
+
+// FenceGuard finds the engine's claim behind f (through Unwrap, see
+// backendkit.FenceAs). It reports false for a Fence no engine issued.
+func FenceGuard(f topo.Fence) (Guard, bool) {
+	o, ok := backendkit.FenceAs[ownFence](f)
+	if !ok {
+		return Guard{}, false
+	}
+	return Guard{o.own()}, true
+}
+
+// Driver returns the driver of the engine that issued the claim: a
+// backend refuses a Fence of another store.
+func (g Guard) Driver() Driver { return g.cl.eng.d }
+
+// Queue returns the claim's queue.
+func (g Guard) Queue() Queue { return g.cl.q }
+
+// Entry returns the claim's entry.
+func (g Guard) Entry() Entry { return g.cl.entry }
+
+// Session returns the claim's session.
+func (g Guard) Session() *Session { return g.cl.sess }
+
+// Live reports whether the holder still holds the claim in its own view
+// (not released, not lost). The store's check decides; a backend's IfHeld
+// requires both. It takes only the session's mutex, so a driver may call
+// it inside its critical section.
+func (g Guard) Live() bool {
+	return g.cl.err() == nil
+}

@@ -1,0 +1,133 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Queue names one queue of entries: the lock of a directory, or an
+// election.
+type Queue struct {
+	// Path is the lock's canonical directory ("" for the root) or the
+	// election's canonical name: what errors name.
+	Path string
+	// Election is true for an election's queue (candidates), false for a
+	// lock's.
+	Election bool
+	// Native marks a queue in a layout variant of the driver's own (etcd:
+	// an election under a raw etcd-native prefix, laid out as etcd's
+	// client/v3/concurrency lays out its elections, see
+	// Engine.Participate). The engine does not interpret it.
+	Native bool
+}
+
+// Entry is one entry of a queue as the store has it.
+type Entry struct {
+	// Token is the store's order key of the entry, fixed at its creation:
+	// within one queue, every later entry has a greater one. It is the
+	// claim's fencing token (topo.Fence.Token), so it must be positive.
+	Token int64
+	// Key is the driver's name of the entry in the store (etcd: the key;
+	// ZooKeeper: the node path), opaque to the engine.
+	Key string
+	// Session is the store's name of the entry's session or lease, as
+	// topo.LockHeldError reports it ("" if the store has none).
+	Session string
+	// Contents is a lock entry's description, or a candidate's id.
+	Contents string
+	// Value is a candidate's published value, and ValueRev a number that
+	// changes with every change of it (both set only by Driver.Head).
+	Value    []byte
+	ValueRev int64
+}
+
+// CreateOptions say how Driver.Create creates an entry.
+type CreateOptions struct {
+	// Exclusive asks Create to fail with a *BusyError naming the head, and
+	// leave no entry, when the queue has any other entry (TryLock). One
+	// atomic request is best (the template); a driver may instead create
+	// its entry and delete it again when another is ahead (etcd,
+	// ZooKeeper), since an entry that is not first is never granted.
+	Exclusive bool
+	// RequireFiles asks Create to fail with the store's "no such node"
+	// error (mapped to NoNode), and create nothing, when no file lies
+	// below the lock's directory (Lock, TryLock, LockWithTTL; not
+	// LockName). Only for lock queues.
+	RequireFiles bool
+	// TTL is LockWithTTL's ttl (0 otherwise): a driver whose store has
+	// per-entry leases may bound the entry's life by it.
+	TTL time.Duration
+	// Value is a candidate's initial published value (Campaign), nil for
+	// none; it is published with the entry, in the same request.
+	Value []byte
+}
+
+// Driver is what one store provides to the engine. Each method is one
+// request (or one watch) to the store; none holds engine state. The
+// engine calls it from many goroutines at once: it must be safe for
+// concurrent use. Every error it returns goes through MapError before the
+// engine returns it, except those the engine interprets: *BusyError and
+// ErrNotHeld.
+type Driver interface {
+	// Create adds a new entry to q, on the Conn's current session (opening
+	// one when there is none or it ended), in one request, and returns it
+	// with that session. The entry's token is greater than every token q
+	// had before. With opts.Exclusive it fails with *BusyError naming the
+	// head when q has another entry.
+	Create(ctx context.Context, q Queue, contents string, opts CreateOptions) (Entry, *Session, error)
+
+	// List returns q's entries, oldest (lowest token) first, in one read.
+	List(ctx context.Context, q Queue) ([]Entry, error)
+
+	// WaitGone blocks until the entry e of q is gone from the store (it
+	// returns nil at once if it already is), or ctx ends (it returns
+	// ctx's error). It watches e alone: no other entry's change wakes it.
+	WaitGone(ctx context.Context, q Queue, e Entry) error
+
+	// Delete removes e from q only while its session s still holds it, in
+	// one request. It returns ErrNotHeld when e is gone or s ended.
+	Delete(ctx context.Context, q Queue, s *Session, e Entry) error
+
+	// Held reports, in one read, whether e still heads q on its live
+	// session s: the check behind Fence.Check.
+	Held(ctx context.Context, q Queue, s *Session, e Entry) (bool, error)
+
+	// Head returns q's head with its published value (Entry.Value and
+	// ValueRev), ok false when q is empty, in one read. With watch, it
+	// also returns a channel closed after the next change of q or of its
+	// head's value (Observe); without, changed is nil.
+	Head(ctx context.Context, q Queue, watch bool) (head Entry, ok bool, changed <-chan struct{}, err error)
+
+	// SetValue replaces the published value of e, in one request guarded
+	// in the store on e heading q on its live session s (Proclaim). It
+	// returns ErrNotHeld when the guard fails.
+	SetValue(ctx context.Context, q Queue, s *Session, e Entry, value []byte) error
+
+	// ResumeInfo describes e on s, for Resume, as opaque bytes.
+	ResumeInfo(q Queue, s *Session, e Entry) ([]byte, error)
+
+	// Resume takes back the candidacy info describes (from ResumeInfo) in
+	// election q for id: it adopts its session (this Conn now ends it)
+	// and returns the entry and the session as this Conn sees it. The
+	// holder it was taken from must be told (Session.LoseEntry). It
+	// returns ErrNotHeld when the session or the entry is gone, and an
+	// InvalidArgument *topo.Error for info that is malformed or names
+	// another store, election or id.
+	Resume(ctx context.Context, q Queue, id string, info []byte) (Entry, *Session, error)
+
+	// MapError maps a store error for path onto a *topo.Error (see
+	// backendkit.MapError; ctx may be nil).
+	MapError(ctx context.Context, err error, path string) error
+}
+
+// ErrNotHeld is what Delete, SetValue and Resume return when the entry is
+// gone or its session ended.
+var ErrNotHeld = errors.New("claims: the entry is gone or its session ended")
+
+// BusyError is what Create with Exclusive returns when the queue is not
+// empty: Head is its head, the holder TryLock names.
+type BusyError struct{ Head Entry }
+
+// Error implements error.
+func (e *BusyError) Error() string { return "claims: the queue is not empty" }

@@ -1,0 +1,218 @@
+package claims
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// NewLeaderParticipation implements topo.Conn.NewLeaderParticipation: the
+// InvalidArgument or InvalidPath *topo.Error of backendkit.CheckElection,
+// Closed after Close. Nothing is written.
+func (e *Engine) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	n, err := backendkit.CheckElection(name, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.closedErr(n); err != nil {
+		return nil, err
+	}
+	return e.participation(n, id), nil
+}
+
+func (e *Engine) participation(name, id string) *participation {
+	return &participation{e: e, q: Queue{Path: name, Election: true}, id: id, stop: make(chan struct{})}
+}
+
+// Participate returns a participant in the election queue q, for a
+// backend's own election entry points whose names and ids are not those
+// of topo.Conn (etcd's native elections: q.Native, q.Path the raw prefix):
+// the caller has checked q.Path and contents its own way. contents is
+// what Driver.Create puts in each candidacy (and Leader.ID reports), and
+// value, when not nil, the value WaitForLeadership publishes with it.
+// Nothing is written.
+func (e *Engine) Participate(q Queue, contents string, value []byte) topo.LeaderParticipation {
+	q.Election = true
+	return &participation{e: e, q: q, id: contents, defValue: value, stop: make(chan struct{})}
+}
+
+// participation is one participant of an election.
+type participation struct {
+	e  *Engine
+	q  Queue
+	id string
+	// defValue is what WaitForLeadership publishes (Participate), nil for
+	// none.
+	defValue []byte
+
+	// campaign serialises WaitForLeadership and Campaign.
+	campaign sync.Mutex
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	mu      sync.Mutex
+	cur     *claim          // the current candidacy (waiting or leading), or nil
+	lctx    context.Context // cur's leadership context
+	leading *claim          // cur, once WaitForLeadership or Campaign returned it
+	term    *term           // leading's Fence, the same value for the whole term
+}
+
+// term is a leadership term as a topo.Fence (it cannot be unlocked).
+type term struct{ *claim }
+
+// WaitForLeadership implements topo.LeaderParticipation: it keeps the
+// current candidacy while it lives (a resumed one, or one a concurrent
+// call created) or creates one on the Conn's session, and blocks until it
+// heads the queue. The returned context is cancelled, with the cause, when
+// the term ends: Stop, Resign, the session declared lost. It returns
+// Interrupted after Stop (or when Resign withdrew the candidacy), Closed
+// after the engine's Close, LockLost when the session was lost while
+// waiting, and the same context again while leading.
+func (p *participation) WaitForLeadership() (context.Context, error) {
+	return p.lead(context.Background(), nil, false)
+}
+
+// Campaign implements topo.LeaderParticipation: WaitForLeadership bounded
+// by ctx (the candidacy is withdrawn when ctx ends first: Timeout or
+// Interrupted), with value published with the candidacy from its creation.
+// While already a candidate it publishes value (guarded on the entry) and
+// keeps the candidacy. InvalidArgument for an oversized value.
+func (p *participation) Campaign(ctx context.Context, value []byte) (context.Context, error) {
+	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
+		return nil, err
+	}
+	if err := backendkit.CheckValue(p.q.Path, value); err != nil {
+		return nil, err
+	}
+	return p.lead(ctx, slices.Clone(value), true)
+}
+
+// lead is WaitForLeadership (setValue false) and Campaign: keep the live
+// candidacy (publishing value) or create one, then wait for it to lead.
+func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
+	p.campaign.Lock()
+	defer p.campaign.Unlock()
+	if isClosed(p.stop) {
+		return nil, topo.NewError(topo.Interrupted, p.q.Path)
+	}
+	if err := p.e.closedErr(p.q.Path); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	cl, lctx, leading := p.cur, p.lctx, p.leading != nil && p.leading == p.cur
+	p.mu.Unlock()
+	if cl != nil && cl.err() == nil { // keep the candidacy we have
+		if setValue {
+			if err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.entry, value); err != nil && err != ErrNotHeld {
+				return nil, p.e.d.MapError(ctx, err, p.q.Path)
+			}
+		}
+		if leading {
+			return lctx, nil
+		}
+	} else {
+		c, cancel := context.WithCancelCause(context.Background())
+		opts := CreateOptions{Value: p.defValue}
+		if setValue {
+			opts.Value = value
+			if opts.Value == nil {
+				opts.Value = []byte{}
+			}
+		}
+		var err error
+		cl, err = p.e.create(ctx, p.q, p.id, opts, cancel)
+		if err != nil {
+			cancel(err)
+			return nil, err
+		}
+		lctx = c
+		p.mu.Lock()
+		p.cur, p.lctx, p.leading, p.term = cl, c, nil, nil
+		p.mu.Unlock()
+		if isClosed(p.stop) { // Stop ran meanwhile and did not see cl
+			p.withdraw(cl)
+			return nil, topo.NewError(topo.Interrupted, p.q.Path)
+		}
+	}
+	if err := p.e.await(ctx, cl, p.stop); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := cl.err(); err != nil || p.cur != cl { // ended as soon as it began
+		if err == nil {
+			err = topo.NewError(topo.Interrupted, p.q.Path)
+		}
+		return nil, err
+	}
+	p.leading, p.term = cl, &term{cl}
+	return lctx, nil
+}
+
+// Term implements topo.LeaderParticipation.Term: the current term while
+// WaitForLeadership or Campaign has returned it and it has not ended (in
+// the participant's own view, which a lost session ends at once),
+// NotLeader otherwise.
+func (p *participation) Term() (topo.Fence, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leading == nil || p.leading.err() != nil {
+		return nil, topo.NewError(topo.NotLeader, p.q.Path)
+	}
+	return p.term, nil
+}
+
+// Proclaim implements topo.LeaderParticipation: one request guarded in the
+// store on the current term (Driver.SetValue) replaces the published
+// value. NotLeader when this participant does not lead (any more),
+// InvalidArgument for an oversized value.
+func (p *participation) Proclaim(ctx context.Context, value []byte) error {
+	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
+		return err
+	}
+	if err := backendkit.CheckValue(p.q.Path, value); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	cl := p.leading
+	p.mu.Unlock()
+	if cl == nil || cl.err() != nil {
+		return topo.NewError(topo.NotLeader, p.q.Path)
+	}
+	err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.entry, slices.Clone(value))
+	if err == ErrNotHeld {
+		return backendkit.Wrap(topo.NotLeader, p.q.Path, err)
+	}
+	return p.e.d.MapError(ctx, err, p.q.Path)
+}
+
+// Resign implements topo.LeaderParticipation: the current candidacy ends
+// (the leadership context is cancelled) and then its entry is removed, so
+// the next candidate leads only after this one's context was cancelled; a
+// waiting WaitForLeadership or Campaign returns Interrupted. The removal
+// runs within a grace of a few seconds even when ctx has ended. It returns
+// nil when there is nothing to resign, also when the entry already went
+// with its session.
+func (p *participation) Resign(ctx context.Context) error {
+	p.mu.Lock()
+	cl := p.cur
+	p.cur, p.leading, p.term, p.lctx = nil, nil, nil, nil
+	p.mu.Unlock()
+	if cl != nil {
+		p.withdraw(cl)
+	}
+	return nil
+}
+
+// withdraw ends cl and removes its entry (Engine.withdraw).
+func (p *participation) withdraw(cl *claim) { p.e.withdraw(cl) }
+
+// Stop implements topo.LeaderParticipation.Stop: Resign, after which
+// WaitForLeadership and Campaign return Interrupted. Idempotent.
+func (p *participation) Stop() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	_ = p.Resign(context.Background())
+}

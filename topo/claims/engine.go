@@ -1,0 +1,70 @@
+package claims
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"sync/atomic"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// Engine runs the claims of one Conn over its store's Driver: the Conn's
+// Lock, TryLock, LockWithTTL, LockName, NewLeaderParticipation and
+// ResumeLeaderParticipation forward to it. It is safe for concurrent use.
+type Engine struct {
+	d         Driver
+	defect    Defect
+	closing   chan struct{}
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// Claims is the part of topo.Conn that an Engine implements. A backend's
+// Conn embeds it, set to its Engine, and so has Lock, LockWithTTL,
+// LockName, TryLock, NewLeaderParticipation and ResumeLeaderParticipation
+// without a line of its own.
+type Claims interface {
+	Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
+	LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error)
+	LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
+	TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
+	NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error)
+	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error)
+}
+
+var _ Claims = (*Engine)(nil)
+
+// Options tune an Engine. The zero value is right for every backend.
+type Options struct {
+	// Defect makes the engine deliberately wrong in one way, for the
+	// mutation kit (topo/test/mutation) only. Zero: no defect.
+	Defect Defect
+}
+
+// New returns an Engine over d.
+func New(d Driver, o Options) *Engine {
+	return &Engine{d: d, defect: o.Defect, closing: make(chan struct{})}
+}
+
+// Close marks the engine closed, as its Conn's Close does: waiting Lock,
+// WaitForLeadership and Campaign calls withdraw their entries and return
+// Closed, Observe and WaitForNewLeader channels close, and later calls
+// return Closed. It does not end sessions: the backend ends them (and
+// declares them lost) after Close. Idempotent.
+func (e *Engine) Close() {
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		close(e.closing)
+	})
+}
+
+// closedErr returns the Closed *topo.Error for path once the engine is
+// closed, nil before.
+func (e *Engine) closedErr(path string) error {
+	if e.closed.Load() {
+		return topo.NewError(topo.Closed, path)
+	}
+	return nil
+}

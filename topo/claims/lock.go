@@ -1,0 +1,110 @@
+package claims
+
+import (
+	"context"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// Lock implements topo.Conn.Lock: the checks of backendkit.CheckContext
+// and backendkit.CheckLock, in that order; then an entry on the Conn's
+// session (NoNode when no file is below dirPath, nothing written), and a
+// wait until it heads the queue. While waiting it returns Timeout or
+// Interrupted when ctx ends, LockLost when the session is declared lost,
+// and Closed when the engine is closed; the waiter's entry is removed then.
+func (e *Engine) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	p, err := checkLock(ctx, dirPath, contents)
+	if err != nil {
+		return nil, err
+	}
+	return e.lock(ctx, p, contents, CreateOptions{RequireFiles: true})
+}
+
+// LockWithTTL implements topo.Conn.LockWithTTL: Lock, with ttl checked
+// after the other arguments (backendkit.CheckLockWithTTL: InvalidArgument
+// when not positive) and passed to Driver.Create.
+func (e *Engine) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return nil, err
+	}
+	p, err := backendkit.CheckLockWithTTL(dirPath, contents, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return e.lock(ctx, p, contents, CreateOptions{RequireFiles: true, TTL: ttl})
+}
+
+// LockName implements topo.Conn.LockName: Lock without the need for files
+// below dirPath. It is the same lock as Lock's on the same directory.
+func (e *Engine) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	p, err := checkLock(ctx, dirPath, contents)
+	if err != nil {
+		return nil, err
+	}
+	return e.lock(ctx, p, contents, CreateOptions{})
+}
+
+// TryLock implements topo.Conn.TryLock: Lock's checks, then an entry only
+// when the queue is empty, in one request (Driver.Create with Exclusive);
+// otherwise NodeExists at once, wrapping a *topo.LockHeldError that names
+// the head's contents and session (backendkit.LockHeld). It never waits.
+func (e *Engine) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	p, err := checkLock(ctx, dirPath, contents)
+	if err != nil {
+		return nil, err
+	}
+	return e.lock(ctx, p, contents, CreateOptions{RequireFiles: true, Exclusive: true})
+}
+
+// checkLock runs the argument checks of the lock methods, in backendkit's
+// order: the context, the directory (malformed or reserved: InvalidPath),
+// the contents' size (InvalidArgument).
+func checkLock(ctx context.Context, dirPath, contents string) (string, error) {
+	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
+		return "", err
+	}
+	return backendkit.CheckLock(dirPath, contents)
+}
+
+func (e *Engine) lock(ctx context.Context, p, contents string, opts CreateOptions) (topo.LockDescriptor, error) {
+	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.await(ctx, cl, nil); err != nil {
+		return nil, err
+	}
+	return &lockDescriptor{cl}, nil
+}
+
+// lockDescriptor is a held lock.
+type lockDescriptor struct{ *claim }
+
+// Unlock implements topo.LockDescriptor.Unlock: Done closes, then the entry
+// is removed (Driver.Delete), so the next waiter is granted only after the
+// holder's Done closed. It returns Interrupted when already released and
+// LockLost when lost (nothing is removed then: the entry went, or goes,
+// with its session), also when the store says the entry is gone. When the
+// removal fails otherwise (the driver's error, mapped: Unavailable, ...)
+// the lock is released all the same (Done is closed) and the engine keeps
+// removing the entry in the background until it is gone or its session
+// ends.
+func (l *lockDescriptor) Unlock(ctx context.Context) error {
+	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
+		return err
+	}
+	if err := l.err(); err != nil {
+		return err
+	}
+	l.end(stateReleased)
+	err := l.eng.d.Delete(ctx, l.q, l.sess, l.entry)
+	if err == ErrNotHeld {
+		return backendkit.Wrap(topo.LockLost, l.q.Path, err)
+	}
+	if err != nil {
+		go l.eng.removeLater(l.claim)
+	}
+	return l.eng.d.MapError(ctx, err, l.q.Path)
+}

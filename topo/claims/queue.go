@@ -1,0 +1,165 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// removeGrace bounds the removal of an entry whose caller's context has
+// ended (a waiter giving up, Resign with a cancelled ctx).
+const removeGrace = 5 * time.Second
+
+// errEntryGone is the cause when a waiter's own entry vanished from its
+// queue: the store dropped it with its session.
+var errEntryGone = errors.New("claims: the entry left its queue while waiting")
+
+// create adds an entry to q (Driver.Create) and returns its claim, live.
+// A *BusyError becomes TryLock's NodeExists naming the holder
+// (backendkit.LockHeld).
+func (e *Engine) create(ctx context.Context, q Queue, contents string, opts CreateOptions, cancel context.CancelCauseFunc) (*claim, error) {
+	if err := e.closedErr(q.Path); err != nil {
+		return nil, err
+	}
+	ent, s, err := e.d.Create(ctx, q, contents, opts)
+	if err != nil {
+		if be, ok := errors.AsType[*BusyError](err); ok {
+			return nil, backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
+		}
+		return nil, e.d.MapError(ctx, err, q.Path)
+	}
+	return newClaim(e, q, ent, s, cancel), nil
+}
+
+// await blocks until cl's entry heads its queue, waiting for ONE entry at a
+// time: the one just ahead of it (Driver.WaitGone), listing the queue again
+// only when that one goes. When the wait ends otherwise -- ctx ends, stop
+// (nil: never) closes, cl ends (its session was declared lost, or another
+// call withdrew it), the engine closes, or the driver fails -- it withdraws
+// cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
+// withdrawn), ctx's Timeout or Interrupted, or the driver's error.
+func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-cl.done:
+		case <-stop:
+		case <-e.closing:
+		case <-wctx.Done():
+		}
+		cancel()
+	}()
+	err := e.wait(wctx, cl)
+	if err == nil && !isClosed(stop) && !e.closed.Load() {
+		if err := cl.err(); err != nil { // lost as it was granted
+			return err
+		}
+		return nil
+	}
+	lostBefore := cl.err()
+	e.withdraw(cl)
+	var lost bool
+	if lostBefore != nil {
+		lost = topo.IsErrType(lostBefore, topo.LockLost)
+	}
+	switch {
+	case e.closed.Load():
+		return topo.NewError(topo.Closed, cl.q.Path)
+	case lost || errors.Is(err, errEntryGone):
+		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
+	case isClosed(stop):
+		return topo.NewError(topo.Interrupted, cl.q.Path)
+	case ctx.Err() != nil:
+		return backendkit.FromContext(ctx, cl.q.Path)
+	case lostBefore != nil: // withdrawn by another call (Resign, Stop)
+		return lostBefore
+	}
+	return e.d.MapError(ctx, err, cl.q.Path)
+}
+
+// wait is await's loop: list, and while cl's entry is not the head, wait
+// for its predecessor to go. It returns nil once cl heads the queue.
+func (e *Engine) wait(ctx context.Context, cl *claim) error {
+	for {
+		list, err := e.d.List(ctx, cl.q)
+		if err != nil {
+			return err
+		}
+		i := indexOf(list, cl.entry)
+		switch {
+		case i < 0:
+			cl.end(stateLost)
+			return errEntryGone
+		case i == 0, i == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
+			cl.position = int64(i + 1)
+			return nil
+		}
+		if err := e.d.WaitGone(ctx, cl.q, list[i-1]); err != nil {
+			return err
+		}
+	}
+}
+
+// indexOf returns the place of ent in list, or -1.
+func indexOf(list []Entry, ent Entry) int {
+	for i, x := range list {
+		if x.Token == ent.Token && x.Key == ent.Key {
+			return i
+		}
+	}
+	return -1
+}
+
+// withdraw ends cl (released, unless it ended already) and removes its
+// entry, within removeGrace even when the caller's context has ended; a
+// removal that fails is retried in the background (removeLater).
+func (e *Engine) withdraw(cl *claim) {
+	cl.end(stateReleased)
+	ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
+	defer cancel()
+	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry); err != nil && err != ErrNotHeld {
+		go e.removeLater(cl)
+	}
+}
+
+// removeLater retries the removal of a released claim's entry that failed
+// (the store unreachable), with a growing pause, until it is removed or
+// gone, its session is lost or the engine closes: a live Conn never keeps
+// an entry it gave up, which would hold the lock (or the lead) for as long
+// as the session lives.
+func (e *Engine) removeLater(cl *claim) {
+	pause := observeRetry
+	for {
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-cl.sess.Done():
+			t.Stop()
+			return
+		case <-e.closing:
+			t.Stop()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
+		err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry)
+		cancel()
+		if err == nil || err == ErrNotHeld {
+			return
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// isClosed reports whether ch (possibly nil) is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return ch != nil
+	default:
+		return false
+	}
+}

@@ -1,0 +1,93 @@
+package claims
+
+import "sync"
+
+// Session is the engine's view of one store session (etcd: a lease;
+// ZooKeeper: the client session; Consul: a session; in process: whatever
+// the store calls one). A driver makes one with NewSession when its store
+// opens a session, returns it from Create, and declares it lost with Lost
+// when the store ends it or the driver gives it up. It is safe for
+// concurrent use.
+type Session struct {
+	id  string
+	ref any
+
+	mu     sync.Mutex
+	lost   bool
+	lostCh chan struct{}
+	claims map[*claim]struct{}
+}
+
+// NewSession returns a live Session. id is the store's name of it (what
+// topo.LockHeldError reports as Session); ref is the driver's own handle
+// on it (Ref returns it), opaque to the engine.
+func NewSession(id string, ref any) *Session {
+	return &Session{id: id, ref: ref, lostCh: make(chan struct{}), claims: map[*claim]struct{}{}}
+}
+
+// ID returns the store's name of the session.
+func (s *Session) ID() string { return s.id }
+
+// Ref returns the driver's handle given to NewSession.
+func (s *Session) Ref() any { return s.ref }
+
+// Done returns a channel closed once the session was declared lost.
+func (s *Session) Done() <-chan struct{} { return s.lostCh }
+
+// IsLost reports whether Lost was called.
+func (s *Session) IsLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// Lost declares the session lost. Before it returns, every claim on it
+// ends: each lock's and term's Done is closed, each leadership context is
+// cancelled (with a LockLost cause), and each waiter wakes to return
+// LockLost; later Check, Unlock and IfHeld say LockLost. A claim the engine
+// registers on the session afterwards is lost at once. It does not call
+// the driver and does not block on anything but the session's own mutex,
+// so a driver may call it from inside its own critical section (as the
+// template does, to end the claims before its store hands them on).
+// Idempotent.
+func (s *Session) Lost() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost {
+		return
+	}
+	s.lost = true
+	close(s.lostCh)
+	for cl := range s.claims {
+		if cl.eng.defect == DefectLossKeepsClaims {
+			continue
+		}
+		cl.endLocked(stateLost)
+	}
+	clear(s.claims)
+}
+
+// LoseEntry ends, as lost, the claim on s whose entry has the given key
+// and token, if there is one: the driver calls it when its store gave the
+// entry to another Conn (Resume). Other claims on s are untouched.
+func (s *Session) LoseEntry(key string, token int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cl := range s.claims {
+		if cl.entry.Key == key && cl.entry.Token == token {
+			cl.endLocked(stateLost)
+			delete(s.claims, cl)
+		}
+	}
+}
+
+// add registers cl on s; a claim added to a lost session is lost at once.
+func (s *Session) add(cl *claim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost {
+		cl.endLocked(stateLost)
+		return
+	}
+	s.claims[cl] = struct{}{}
+}
