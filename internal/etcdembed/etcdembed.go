@@ -28,7 +28,9 @@ import (
 
 	"github.com/topokit/topokit/internal/freeport"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -93,6 +95,13 @@ type Config struct {
 	// https://...). With TrustedCAFile and ClientCertAuth set it also
 	// requires client certificates signed by that CA.
 	ClientTLS transport.TLSInfo
+
+	// PeerTLS, when its CertFile and KeyFile are set, makes the member
+	// serve and dial its peers over TLS (PeerURL must then be
+	// https://...); with TrustedCAFile and ClientCertAuth set, peers must
+	// present certificates signed by that CA. Certificates are re-read
+	// from disk on each handshake, so rotating them needs no restart.
+	PeerTLS transport.TLSInfo
 
 	// Logger receives etcd's own logs. Nil discards them.
 	Logger *zap.Logger
@@ -175,6 +184,7 @@ func Start(cfg Config) (*Member, error) {
 		ec.BcryptCost = cfg.BcryptCost
 	}
 	ec.ClientTLSInfo = cfg.ClientTLS
+	ec.PeerTLSInfo = cfg.PeerTLS
 	lg := cfg.Logger
 	if lg == nil {
 		lg = zap.NewNop()
@@ -309,4 +319,38 @@ func StartAll(ctx context.Context, cfgs []Config) ([]*Member, error) {
 		}
 	}
 	return ms, nil
+}
+
+// EnableAuth turns etcd authentication on through cli (a client without
+// credentials, while auth is off): it creates the user root with
+// rootPassword (or sets that password when root exists), grants it the
+// root role and enables auth. When auth is already on it does nothing and
+// returns nil; callers check the password by logging in. It returns the
+// etcd error of the first call that failed.
+func EnableAuth(ctx context.Context, cli *clientv3.Client, rootPassword string) error {
+	if rootPassword == "" {
+		return errors.New("etcdembed: the root password is empty")
+	}
+	st, err := cli.AuthStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("etcdembed: reading the auth status: %w", err)
+	}
+	if st.Enabled {
+		return nil
+	}
+	if _, err := cli.UserAdd(ctx, "root", rootPassword); err != nil {
+		if !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+			return fmt.Errorf("etcdembed: adding the root user: %w", err)
+		}
+		if _, err := cli.UserChangePassword(ctx, "root", rootPassword); err != nil {
+			return fmt.Errorf("etcdembed: setting the root password: %w", err)
+		}
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		return fmt.Errorf("etcdembed: granting root the root role: %w", err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("etcdembed: enabling auth: %w", err)
+	}
+	return nil
 }
