@@ -62,6 +62,7 @@ func newServeCmd(o *options) *cobra.Command {
 		etcdLogs   bool
 		readyWait  time.Duration
 		cl         clusterFlags
+		sec        serveSecurity
 	)
 	cmd := &cobra.Command{
 		Use: "serve",
@@ -113,6 +114,16 @@ cluster status".`,
 					return usagef("listen address %q: want host:port", a)
 				}
 			}
+			// Every check of the security flags and files happens here,
+			// before anything is created or listens.
+			if err := sec.check(o, clientAddr, peerAddr, !cl.clientOnly); err != nil {
+				return err
+			}
+			if cl.enabled() && !cl.clientOnly {
+				if err := cl.checkAdvertisePeer(peerAddr, sec.peerTLS()); err != nil {
+					return err
+				}
+			}
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return err
 			}
@@ -122,7 +133,7 @@ cluster status".`,
 			}
 			defer unlock()
 			if cl.enabled() {
-				return o.serveCluster(ctx, cl, name, dataDir, clientAddr, peerAddr, etcdLogs)
+				return o.serveCluster(ctx, cl, &sec, name, dataDir, clientAddr, peerAddr, etcdLogs)
 			}
 			var lg *zap.Logger
 			if etcdLogs {
@@ -132,11 +143,15 @@ cluster status".`,
 				}
 			}
 			m, err := etcdembed.Start(etcdembed.Config{
-				Name:      name,
-				Dir:       dataDir,
-				ClientURL: "http://" + clientAddr,
-				PeerURL:   "http://" + peerAddr,
-				Logger:    lg,
+				Name:               name,
+				Dir:                dataDir,
+				ClientURL:          scheme(sec.clientTLS()) + clientAddr,
+				AdvertiseClientURL: sec.advertiseClient,
+				PeerURL:            scheme(sec.peerTLS()) + peerAddr,
+				ClientTLS:          sec.clientInfo(),
+				PeerTLS:            sec.peerInfo(),
+				BcryptCost:         sec.bcryptCost,
+				Logger:             lg,
 			})
 			if err != nil {
 				if errors.Is(err, etcdembed.ErrAddrInUse) {
@@ -159,12 +174,20 @@ cluster status".`,
 				return err
 			}
 			addr := m.ClientAddr()
+			if sec.auth {
+				actx, cancel := context.WithTimeout(ctx, readyWait)
+				err := sec.enableAuth(actx, scheme(sec.clientTLS())+addr)
+				cancel()
+				if err != nil {
+					return err
+				}
+			}
 			ef := endpointFile(dataDir)
 			if err := os.WriteFile(ef, []byte(addr+"\n"), 0o600); err != nil {
 				return err
 			}
-			o.log.Info("embedded etcd ready", "client_url", "http://"+addr, "data_dir", dataDir)
-			o.printServe(addr, dataDir)
+			o.log.Info("embedded etcd ready", "client_url", scheme(sec.clientTLS())+addr, "data_dir", dataDir)
+			o.printServe(addr, dataDir, &sec)
 
 			select {
 			case <-ctx.Done():
@@ -205,24 +228,26 @@ cluster status".`,
 	f.BoolVar(&etcdLogs, "etcd-logs", false, "print etcd's own logs (JSON) to stderr")
 	f.DurationVar(&readyWait, "ready-timeout", time.Minute, "how long to wait for etcd to be ready")
 	cl.register(f)
+	sec.register(f)
 	return cmd
 }
 
 // printServe tells the user how other commands reach the embedded etcd.
-func (o *options) printServe(addr, dataDir string) {
+func (o *options) printServe(addr, dataDir string, sec *serveSecurity) {
 	flags := []string{"--topo-implementation", "etcd2", "--topo-global-server-address", addr, "--topo-global-root", o.root}
 	env := map[string]string{envImplementation: "etcd2", envServerAddress: addr, envRoot: o.root}
+	flags = append(flags, sec.clientFlags()...)
 	def, _ := defaultDataDir(o.getenv)
-	noFlags := (dataDir == def || addr == defaultClientAddress) && o.root == defaultRoot
+	noFlags := (dataDir == def || addr == defaultClientAddress) && o.root == defaultRoot && len(sec.clientFlags()) == 0
 	if o.jsonOut() {
 		_ = o.printJSON(map[string]any{
-			"client_url": "http://" + addr, "server_address": addr, "data_dir": dataDir,
+			"client_url": scheme(sec.clientTLS()) + addr, "server_address": addr, "data_dir": dataDir,
 			"flags": flags, "env": env, "no_flags_needed": noFlags,
 		})
 		return
 	}
 	o.printf("embedded etcd ready\n")
-	o.printf("  client URL:     http://%s\n", addr)
+	o.printf("  client URL:     %s%s\n", scheme(sec.clientTLS()), addr)
 	o.printf("  data directory: %s\n", dataDir)
 	if noFlags {
 		o.printf("Other topoctl commands use it with no flags, or explicitly with:\n")
@@ -232,5 +257,8 @@ func (o *options) printServe(addr, dataDir string) {
 	o.printf("  topoctl %s ...\n", strings.Join(flags, " "))
 	o.printf("or with these environment variables:\n")
 	o.printf("  export %s=etcd2 %s=%s %s=%s\n", envImplementation, envServerAddress, addr, envRoot, o.root)
+	if extra := sec.clientFlags(); len(extra) > 0 {
+		o.printf("  and the TLS/auth flags above (their variables: TOPOCTL_ETCD_CA_FILE, TOPOCTL_ETCD_CERT_FILE, TOPOCTL_ETCD_KEY_FILE, TOPOCTL_ETCD_USER, TOPOCTL_ETCD_PASSWORD)\n")
+	}
 	o.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM.\n")
 }

@@ -54,6 +54,11 @@ type Config struct {
 	// "http://127.0.0.1:2380". Required.
 	PeerURL string
 
+	// AdvertiseClientURL, when set, is the client URL the member
+	// advertises instead of ClientURL (needed when ClientURL listens on
+	// an unspecified address such as 0.0.0.0).
+	AdvertiseClientURL string
+
 	// AdvertisePeerURL, when set, is the URL the member tells its peers to
 	// reach it at instead of PeerURL: a proxy in front of PeerURL (tests
 	// use one to delay the member's Raft messages). InitialCluster must
@@ -155,6 +160,13 @@ func Start(cfg Config) (*Member, error) {
 	ec.Dir = cfg.Dir
 	ec.ListenClientUrls = []url.URL{*cu}
 	ec.AdvertiseClientUrls = []url.URL{*cu}
+	if cfg.AdvertiseClientURL != "" {
+		acu, err := url.Parse(cfg.AdvertiseClientURL)
+		if err != nil {
+			return nil, fmt.Errorf("etcdembed: bad advertised client URL: %w", err)
+		}
+		ec.AdvertiseClientUrls = []url.URL{*acu}
+	}
 	ec.ListenPeerUrls = []url.URL{*pu}
 	ec.AdvertisePeerUrls = []url.URL{*pu}
 	if cfg.AdvertisePeerURL != "" {
@@ -233,12 +245,16 @@ func (m *Member) Name() string { return m.cfg.Name }
 // again with this Config and Existing set.
 func (m *Member) Config() Config { return m.cfg }
 
-// ClientAddr returns the member's client address as "host:port", the form
-// the etcd2 backend takes as its server address.
+// ClientAddr returns the member's advertised client address as
+// "host:port", the form the etcd2 backend takes as its server address.
 func (m *Member) ClientAddr() string {
-	u, err := url.Parse(m.cfg.ClientURL)
+	cu := m.cfg.ClientURL
+	if m.cfg.AdvertiseClientURL != "" {
+		cu = m.cfg.AdvertiseClientURL
+	}
+	u, err := url.Parse(cu)
 	if err != nil {
-		return m.cfg.ClientURL
+		return cu
 	}
 	return u.Host
 }
