@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -56,8 +56,8 @@ type Node struct {
 	mu       sync.Mutex
 	srv      *embed.Etcd // the running member server, nil when none
 	srvID    uint64
-	probe    net.Listener // answers peer TLS handshakes while not a member
-	peerTLS  *tls.Config  // the decider's check of a volunteer's peer TLS; nil when off
+	probe    net.Listener         // answers peer TLS handshakes while not a member
+	peerTLS  *tls.Config          // the decider's check of a volunteer's peer TLS; nil when off
 	sess     *concurrency.Session // holds the volunteer and endpoint keys
 	part     participationStopper
 	deciding atomic.Bool

@@ -13,11 +13,11 @@ import (
 
 // clusterFlags are serve's flags for a self-managing etcd cluster.
 type clusterFlags struct {
-	cluster         bool
-	seeds           string
-	clientOnly      bool
-	advertisePeer   string
-	prefix          string
+	cluster       bool
+	seeds         string
+	clientOnly    bool
+	advertisePeer string
+	prefix        string
 }
 
 func (c *clusterFlags) register(f *pflag.FlagSet) {
