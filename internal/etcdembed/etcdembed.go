@@ -348,6 +348,9 @@ func EnableAuth(ctx context.Context, cli *clientv3.Client, rootPassword string) 
 		return errors.New("etcdembed: the root password is empty")
 	}
 	st, err := cli.AuthStatus(ctx)
+	if errors.Is(err, rpctypes.ErrUserEmpty) {
+		return nil // only asked for credentials when auth is on
+	}
 	if err != nil {
 		return fmt.Errorf("etcdembed: reading the auth status: %w", err)
 	}
