@@ -69,7 +69,10 @@ func newServeCmd(o *options) *cobra.Command {
 		Example: `  topoctl serve
   topoctl serve --data-dir /tmp/etcd --listen-client-address 127.0.0.1:12379 --listen-peer-address 127.0.0.1:12380
   topoctl serve --cluster --name n1 --data-dir /tmp/n1
-  topoctl serve --seeds http://127.0.0.1:2379 --name n2 --data-dir /tmp/n2 --listen-client-address 127.0.0.1:22379 --listen-peer-address 127.0.0.1:22380`,
+  topoctl serve --seeds http://127.0.0.1:2379 --name n2 --data-dir /tmp/n2 --listen-client-address 127.0.0.1:22379 --listen-peer-address 127.0.0.1:22380
+  topoctl serve --cluster --name n1 --data-dir /var/lib/n1 --listen-client-address 10.0.0.1:2379 --listen-peer-address 10.0.0.1:2380 \
+    --cert-file n1.pem --key-file n1-key.pem --trusted-ca-file ca.pem --client-cert-auth \
+    --peer-cert-file n1-peer.pem --peer-key-file n1-peer-key.pem --peer-trusted-ca-file ca.pem --peer-client-cert-auth`,
 		Short: "Run a single-member embedded etcd for topoctl and other clients",
 		Long: `Run a single-member etcd inside topoctl until interrupted (Ctrl-C or
 SIGTERM), then stop it cleanly. Its data lives in --data-dir and survives
@@ -98,7 +101,27 @@ promotes it while the cluster is below its ideal size ("topoctl cluster
 size N", default 3); --client-only never becomes a member. Restarted with
 its data it rejoins as the member it was. Ctrl-C leaves gracefully: the node
 withdraws, hands raft leadership on, is removed, and stops. See "topoctl
-cluster status".`,
+cluster status".
+
+TLS and authentication take etcd's own flags: --cert-file, --key-file,
+--trusted-ca-file and --client-cert-auth for clients, --peer-cert-file,
+--peer-key-file, --peer-trusted-ca-file and --peer-client-cert-auth for
+peers (URLs become https), and --auth for etcd users and roles, with the
+root password from --root-password-file or $TOPOCTL_ROOT_PASSWORD. Make
+the certificates with "topoctl tls". Certificates and keys are re-read on
+every TLS handshake, as etcd does, so replacing the files rotates them
+without a restart (the CA files are read at start). In a cluster each node
+also presents its --cert-file as a client of the cluster, so with
+certificate auth only nodes holding certificates of the cluster's CA can
+read, write, volunteer or be raft peers, and the decider nominates a
+volunteer only after a peer TLS handshake with it succeeded.
+
+Off the loopback serve refuses to listen without TLS and certificate
+authentication (client: --client-cert-auth or --auth; peer:
+--peer-client-cert-auth) unless --insecure is given; on 0.0.0.0 or :: it
+needs --advertise-client-url (and --advertise-peer-url in a cluster). Bad
+TLS files (missing, unreadable, a key that does not match, expired) stop
+it before it starts. See docs/security.md.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

@@ -321,6 +321,8 @@ func TestServeTLSCluster(t *testing.T) {
 		assert.NotContains(t, m.PeerURLs, "https://"+addrs[9])
 	}
 	assert.NotContains(t, bad.errb.String(), "embedded etcd server started")
+	logs := n1.errb.String() + n2.errb.String() + n3.errb.String() + n4.errb.String()
+	assert.Contains(t, logs, "not nominating a volunteer whose peer address fails the peer TLS check")
 	<-outsider.done
 	assert.NotEqual(t, 0, outsider.cmd.ProcessState.ExitCode(), "a node without the cluster's credentials cannot even connect")
 	assert.NotContains(t, outsider.errb.String(), "embedded etcd server started")
