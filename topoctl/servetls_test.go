@@ -403,3 +403,46 @@ func TestServeAuth(t *testing.T) {
 	assert.Equal(t, "v", tg.ok(t, "--etcd-user", "root", "--etcd-password", "s3cret", "get", "/k"))
 	assert.Equal(t, 0, good.signalAndWait(t, syscall.SIGINT), good.errb.String())
 }
+
+// A cluster with --auth: the bootstrapping node enables etcd auth, a node
+// with the root password joins, one with a wrong password neither joins
+// nor starts, and clients need credentials. The advertised client URL is
+// the one printed.
+func TestServeClusterAuth(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(6)
+	require.NoError(t, err)
+	env := append(slices.Clone(serveEnv), envRootPassword+"=s3cret")
+	start := func(env []string, name string, i int, extra ...string) *proc {
+		_, port, _ := strings.Cut(addrs[2*i], ":")
+		args := append([]string{"--log-level", "info", "serve", "--auth", "--auth-bcrypt-cost", "4", "--name", name, "--data-dir", t.TempDir(),
+			"--listen-client-address", addrs[2*i], "--listen-peer-address", addrs[2*i+1], "--advertise-client-url", "http://localhost:" + port}, extra...)
+		return startProcess(t, env, args...)
+	}
+	n1 := start(env, "n1", 0, "--cluster")
+	_, port, _ := strings.Cut(addrs[0], ":")
+	assert.Contains(t, n1.waitLine(t, "client URL:"), "http://localhost:"+port)
+	n1.waitLine(t, "cluster status")
+	root := []string{"--etcd-user", "root", "--etcd-password", "s3cret"}
+	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
+	status := func() clusterStatusJSON {
+		var st clusterStatusJSON
+		out := tg.ok(t, append(root, "-o", "json", "cluster", "status")...)
+		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+		return st
+	}
+	wrong := start(append(slices.Clone(serveEnv), envRootPassword+"=wrong"), "n0", 2, "--seeds", "http://"+addrs[0])
+	<-wrong.done
+	assert.NotEqual(t, 0, wrong.cmd.ProcessState.ExitCode())
+	assert.Contains(t, wrong.errb.String(), "authentication failed")
+	n2 := start(env, "n2", 1, "--seeds", "http://"+addrs[0])
+	require.Eventually(t, func() bool { st := status(); return voters(st) == 2 && st.Healthy }, 3*time.Minute, 200*time.Millisecond,
+		"n1: %s\nn2: %s", n1.errb.String(), n2.errb.String())
+	for _, m := range status().Members {
+		assert.NotEqual(t, "n0", m.Name)
+	}
+	tg.fails(t, 1, []string{"PermissionDenied"}, "put", "/k", "v")
+	tg.fails(t, 1, []string{"PermissionDenied"}, "--etcd-user", "root", "--etcd-password", "wrong", "put", "/k", "v")
+	_ = tg.ok(t, append(root, "put", "/k", "v")...)
+	assert.Equal(t, "v", target{impl: "etcd2", addr: addrs[2], root: defaultRoot}.ok(t, append(root, "get", "/k")...))
+}
