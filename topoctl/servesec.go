@@ -157,10 +157,11 @@ func (s *serveSecurity) check(o *options, clientAddr, peerAddr string, member bo
 	ch, _, _ := net.SplitHostPort(clientAddr)
 	ph, _, _ := net.SplitHostPort(peerAddr)
 	var exposed []string
-	if !isLoopback(ch) && !(s.clientTLS() && (s.clientCertAuth || s.auth)) {
+	// etcd requires client certificates whenever a trusted CA is set.
+	if !isLoopback(ch) && !(s.clientTLS() && (s.clientCertAuth || s.ca != "" || s.auth)) {
 		exposed = append(exposed, fmt.Sprintf("the client address %s: anyone who reaches it can read and write every key and volunteer to join the cluster (needs --cert-file, --key-file, --trusted-ca-file and --client-cert-auth)", clientAddr))
 	}
-	if !isLoopback(ph) && !(s.peerTLS() && s.peerClientCertAuth) {
+	if !isLoopback(ph) && !(s.peerTLS() && (s.peerClientCertAuth || s.peerCA != "")) {
 		exposed = append(exposed, fmt.Sprintf("the peer address %s: anyone who reaches it can act as a raft peer (needs --peer-cert-file, --peer-key-file, --peer-trusted-ca-file and --peer-client-cert-auth)", peerAddr))
 	}
 	if len(exposed) > 0 {
