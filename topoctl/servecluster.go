@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.uber.org/zap"
 
 	"github.com/topokit/topokit/etcdcluster"
@@ -88,6 +89,10 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSe
 	}
 	n, err := etcdcluster.Start(ctx, cfg)
 	if err != nil {
+		if len(cfg.Seeds) > 0 {
+			// Say why a seed refused this node's TLS, when it did.
+			err = explainDial(cfg.Seeds[0], transport.TLSInfo{CertFile: sec.cert, KeyFile: sec.key, TrustedCAFile: sec.ca}, serveTLSFlags, err)
+		}
 		return err
 	}
 	advertised := cfg.ClientURL

@@ -326,28 +326,34 @@ func TestServeTLSCluster(t *testing.T) {
 	<-outsider.done
 	assert.NotEqual(t, 0, outsider.cmd.ProcessState.ExitCode(), "a node without the cluster's credentials cannot even connect")
 	assert.NotContains(t, outsider.errb.String(), "embedded etcd server started")
+	assert.Contains(t, outsider.errb.String(), "is not signed by the CA of --trusted-ca-file", "it says why")
 
 	// Rotation: a new certificate for n1, written over the old files, is
 	// what n1 serves on the next handshake, without a restart.
-	served := func() *x509.Certificate {
-		c, err := tls.Dial("tcp", addrs[0], clientTLS(t, p.dir, certDir, "admin"))
+	// The same for its peer certificate.
+	served := func(addr string) *x509.Certificate {
+		c, err := tls.Dial("tcp", addr, clientTLS(t, p.dir, certDir, "admin"))
 		require.NoError(t, err)
 		defer c.Close()
 		return c.ConnectionState().PeerCertificates[0]
 	}
-	oldSerial := served().SerialNumber
-	rot := t.TempDir()
-	tlsTool(t, "cert", "create", "--server", "n1", "--dir", rot, "--ca-dir", p.dir)
-	newCert, err := certs.ReadCert(filepath.Join(rot, "n1.pem"))
-	require.NoError(t, err)
-	require.NotEqual(t, oldSerial, newCert.SerialNumber)
-	// Key first, then certificate, each by rename: a handshake in between
-	// fails and is retried, never a torn file.
-	for _, f := range []string{"n1-key.pem", "n1.pem"} {
-		require.NoError(t, os.Rename(filepath.Join(rot, f), filepath.Join(certDir, f)))
+	for _, r := range []struct{ kind, name, addr string }{{"--server", "n1", addrs[0]}, {"--peer", "n1-peer", addrs[1]}} {
+		oldSerial := served(r.addr).SerialNumber
+		rot := t.TempDir()
+		tlsTool(t, "cert", "create", r.kind, r.name, "--dir", rot, "--ca-dir", p.dir)
+		newCert, err := certs.ReadCert(filepath.Join(rot, r.name+".pem"))
+		require.NoError(t, err)
+		require.NotEqual(t, oldSerial, newCert.SerialNumber)
+		// Key first, then certificate, each by rename: a handshake in
+		// between fails and is retried, never reads a torn file.
+		for _, f := range []string{r.name + "-key.pem", r.name + ".pem"} {
+			require.NoError(t, os.Rename(filepath.Join(rot, f), filepath.Join(certDir, f)))
+		}
+		assert.Equal(t, newCert.SerialNumber, served(r.addr).SerialNumber, "the rotated %s certificate is served without a restart", r.name)
 	}
-	assert.Equal(t, newCert.SerialNumber, served().SerialNumber, "the rotated certificate is served without a restart")
 	_ = tg.ok(t, append(admin, "put", "/after-rotation", "v")...)
+	require.Eventually(t, func() bool { st := status(); return voters(st) == 4 && st.Healthy }, time.Minute, 200*time.Millisecond,
+		"the cluster stays healthy with n1's new certificates")
 
 	assert.Equal(t, 0, bad.signalAndWait(t, syscall.SIGTERM), bad.errb.String())
 }
