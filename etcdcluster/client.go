@@ -2,38 +2,96 @@ package etcdcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
 
-// NewClient opens an etcd client on endpoints (client URLs or host:port of
-// any members) that follows the cluster's member list: every interval
+// ClientOptions are the credentials a client of the cluster presents.
+// The zero value is a plaintext client without etcd credentials.
+type ClientOptions struct {
+	// CertFile and KeyFile are the PEM client certificate and key; CAFile
+	// the PEM CA the members' certificates are verified against (the
+	// system roots when empty). Setting any of them turns TLS on;
+	// host:port endpoints then mean https. The certificate is re-read on
+	// each TLS handshake.
+	CertFile, KeyFile, CAFile string
+	// Username and Password log in to etcd when its auth is on (ignored
+	// when it is off).
+	Username, Password string
+}
+
+// secure reports whether the options turn TLS on.
+func (o ClientOptions) secure() bool { return o.CertFile != "" || o.KeyFile != "" || o.CAFile != "" }
+
+// tlsConfig returns the client TLS configuration, nil when TLS is off. Its
+// error names the file it could not use.
+func (o ClientOptions) tlsConfig() (*tls.Config, error) {
+	if !o.secure() {
+		return nil, nil
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return nil, fmt.Errorf("%w: a client certificate needs both its certificate and key files", ErrInvalidConfig)
+	}
+	c, err := transport.TLSInfo{CertFile: o.CertFile, KeyFile: o.KeyFile, TrustedCAFile: o.CAFile, Logger: zap.NewNop()}.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%w: client TLS: %w", ErrInvalidConfig, err)
+	}
+	return c, nil
+}
+
+// config returns the clientv3 configuration of endpoints with the options.
+func (o ClientOptions) config(endpoints []string, dialTimeout time.Duration) (clientv3.Config, error) {
+	tc, err := o.tlsConfig()
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	return clientv3.Config{
+		Endpoints:            normalizeEndpoints(endpoints, tc != nil),
+		DialTimeout:          dialTimeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		Logger:               zap.NewNop(),
+		TLS:                  tc,
+		Username:             o.Username,
+		Password:             o.Password,
+	}, nil
+}
+
+// NewClient opens a plaintext client without credentials: NewClientWith
+// with zero ClientOptions.
+func NewClient(endpoints []string, interval time.Duration) (*clientv3.Client, error) {
+	return NewClientWith(endpoints, interval, ClientOptions{})
+}
+
+// NewClientWith opens an etcd client on endpoints (client URLs or
+// host:port of any members), with the credentials of opts, that follows
+// the cluster's member list: every interval
 // (DefaultCheckInterval when <= 0) it reads the member list and, when it
 // changed, points the client at the client URLs of the started voting
 // members, so that removing the member the client talks to does not break
 // it. The follower stops when the client is closed. It returns an error
-// wrapping ErrInvalidConfig when endpoints is empty. It does not wait for
-// the cluster.
-func NewClient(endpoints []string, interval time.Duration) (*clientv3.Client, error) {
-	eps := normalizeEndpoints(endpoints)
-	if len(eps) == 0 {
+// wrapping ErrInvalidConfig when endpoints is empty or a TLS file of opts
+// cannot be used (naming it), and the login error when etcd refuses the
+// credentials. It does not otherwise wait for the cluster.
+func NewClientWith(endpoints []string, interval time.Duration, opts ClientOptions) (*clientv3.Client, error) {
+	cfg, err := opts.config(endpoints, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%w: no endpoint given", ErrInvalidConfig)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            eps,
-		DialTimeout:          5 * time.Second,
-		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: 5 * time.Second,
-		Logger:               zap.NewNop(),
-	})
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcluster: %w", err)
 	}
@@ -46,7 +104,7 @@ func NewClient(endpoints []string, interval time.Duration) (*clientv3.Client, er
 // follows the cluster's member list like NewClient's. The follower stops
 // when the Conn is closed.
 func OpenConn(opts etcd2topo.Options, root string, interval time.Duration) (*etcd2topo.Conn, error) {
-	opts.Endpoints = normalizeEndpoints(opts.Endpoints)
+	opts.Endpoints = normalizeEndpoints(opts.Endpoints, opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "")
 	conn, err := etcd2topo.NewConn(opts, root)
 	if err != nil {
 		return nil, err
@@ -109,8 +167,9 @@ func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger)
 // clientv3's per-endpoint dial reads the client's endpoint list without
 // its lock, which races with SetEndpoints. Safe for concurrent use.
 type endpointClients struct {
-	mu sync.Mutex
-	m  map[string]*clientv3.Client
+	opts ClientOptions // set before first use
+	mu   sync.Mutex
+	m    map[string]*clientv3.Client
 }
 
 // get returns the client of endpoint ep, opening it on first use.
@@ -120,10 +179,11 @@ func (e *endpointClients) get(ep string) (*clientv3.Client, error) {
 	if c := e.m[ep]; c != nil {
 		return c, nil
 	}
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
-		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
-	})
+	cfg, err := e.opts.config([]string{ep}, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.uber.org/zap"
 )
 
@@ -102,6 +104,49 @@ type Config struct {
 	// machine crash and is meant for tests.
 	NoFsync bool
 
+	// ClientTLS is the TLS of the client URLs, with etcd's meanings:
+	// CertFile and KeyFile are the server certificate (the client URLs
+	// must then be https); TrustedCAFile with ClientCertAuth requires
+	// every client to present a certificate signed by that CA (etcd
+	// requires one whenever TrustedCAFile is set). The node is also a
+	// client of the cluster (volunteering, deciding, following the
+	// member list) and presents the same CertFile and KeyFile as its
+	// client certificate and verifies the members' certificates against
+	// TrustedCAFile (the system roots when empty), so in a cluster with
+	// client-certificate auth only nodes holding a certificate of the
+	// cluster's CA can read, write or volunteer. A ClientOnly node uses
+	// them as its client credentials only. Certificates are re-read on
+	// each TLS handshake: rotating the files needs no restart.
+	ClientTLS transport.TLSInfo
+
+	// PeerTLS is the TLS of the peer URLs, with etcd's meanings: CertFile
+	// and KeyFile are the peer certificate (peer URLs must then be
+	// https), used both to serve and to dial peers; TrustedCAFile with
+	// ClientCertAuth requires peers to present a certificate signed by
+	// that CA. While such a node is not a member, it answers TLS
+	// handshakes on its peer address with the same settings, and a
+	// decider nominates a volunteer only after a handshake with it
+	// succeeded with the decider's own peer TLS settings: a volunteer
+	// without the cluster's peer credentials never becomes a learner.
+	PeerTLS transport.TLSInfo
+
+	// Username and Password are the etcd credentials the node logs in
+	// with when etcd authentication is on. Membership changes need the
+	// root role, so the nodes of a cluster with auth use the root user.
+	Username, Password string
+
+	// EnableAuth makes a node that bootstraps a new cluster create the
+	// etcd user root with Password, grant it the root role and enable
+	// etcd authentication before it writes anything else; the node then
+	// logs in as root. It requires Password, and Username empty or
+	// "root". Nodes joining or restarting log in with Username and
+	// Password and do not change the cluster's auth.
+	EnableAuth bool
+
+	// BcryptCost is the bcrypt cost the member hashes passwords with
+	// (zero: etcd's default, 10). Tests lower it.
+	BcryptCost uint
+
 	// Logger receives the node's logs, each membership decision with its
 	// reason. Nil means slog.Default().
 	Logger *slog.Logger
@@ -137,12 +182,45 @@ func (c Config) withDefaults() (Config, error) {
 		if c.AdvertisePeerURL == "" {
 			c.AdvertisePeerURL = c.PeerURL
 		}
-		for _, u := range []string{c.ClientURL, c.PeerURL, c.AdvertiseClientURL, c.AdvertisePeerURL} {
-			pu, err := url.Parse(u)
+		for _, u := range []struct {
+			url string
+			tls bool
+			of  string
+		}{
+			{c.ClientURL, serverTLSOn(c.ClientTLS), "client"}, {c.AdvertiseClientURL, serverTLSOn(c.ClientTLS), "client"},
+			{c.PeerURL, serverTLSOn(c.PeerTLS), "peer"}, {c.AdvertisePeerURL, serverTLSOn(c.PeerTLS), "peer"},
+		} {
+			pu, err := url.Parse(u.url)
 			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				return bad("URL %q is not http(s)://host:port", u)
+				return bad("URL %q is not http(s)://host:port", u.url)
+			}
+			if u.tls != (pu.Scheme == "https") {
+				if u.tls {
+					return bad("%s URL %q must be https: %s TLS is on", u.of, u.url, u.of)
+				}
+				return bad("%s URL %q is https but %s TLS has no certificate and key", u.of, u.url, u.of)
 			}
 		}
+	}
+	for _, t := range []struct {
+		info transport.TLSInfo
+		of   string
+	}{{c.ClientTLS, "client"}, {c.PeerTLS, "peer"}} {
+		if (t.info.CertFile == "") != (t.info.KeyFile == "") {
+			return bad("%s TLS needs both a certificate and a key file", t.of)
+		}
+		if t.info.ClientCertAuth && t.info.TrustedCAFile == "" {
+			return bad("%s certificate auth needs a trusted CA file", t.of)
+		}
+	}
+	if c.EnableAuth {
+		if c.Password == "" {
+			return bad("EnableAuth requires the root Password")
+		}
+		if c.Username != "" && c.Username != "root" {
+			return bad("EnableAuth logs in as root, not %q", c.Username)
+		}
+		c.Username = "root"
 	}
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
@@ -193,8 +271,38 @@ const membershipLock = "membership"
 
 func (k keys) deciderPrefix() string { return k.prefix + "/elections/" + deciderElection + "/" }
 
-// normalizeEndpoints turns host:port seeds into URLs and drops blanks.
-func normalizeEndpoints(eps []string) []string {
+// serverTLSOn reports whether i configures a server certificate.
+func serverTLSOn(i transport.TLSInfo) bool { return i.CertFile != "" }
+
+// clientTLSConfig returns the TLS configuration the node uses as a client
+// of the cluster, or nil for plaintext: the certificate, key and CA of
+// ClientTLS. The certificate is re-read on each handshake.
+func (c Config) clientTLSConfig() (*tls.Config, error) {
+	return ClientOptions{CertFile: c.ClientTLS.CertFile, KeyFile: c.ClientTLS.KeyFile, CAFile: c.ClientTLS.TrustedCAFile}.tlsConfig()
+}
+
+// peerDialTLS returns the TLS configuration the decider checks a
+// volunteer's peer address with, or nil when peer TLS is off.
+func (c Config) peerDialTLS() (*tls.Config, error) {
+	if !serverTLSOn(c.PeerTLS) {
+		return nil, nil
+	}
+	return ClientOptions{CertFile: c.PeerTLS.CertFile, KeyFile: c.PeerTLS.KeyFile, CAFile: c.PeerTLS.TrustedCAFile}.tlsConfig()
+}
+
+// clientOptions are the node's own client credentials.
+func (c Config) clientOptions() ClientOptions {
+	return ClientOptions{CertFile: c.ClientTLS.CertFile, KeyFile: c.ClientTLS.KeyFile, CAFile: c.ClientTLS.TrustedCAFile,
+		Username: c.Username, Password: c.Password}
+}
+
+// normalizeEndpoints turns host:port seeds into URLs (https when secure)
+// and drops blanks.
+func normalizeEndpoints(eps []string, secure bool) []string {
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
 	var out []string
 	for _, e := range eps {
 		e = strings.TrimSpace(e)
@@ -202,7 +310,7 @@ func normalizeEndpoints(eps []string) []string {
 			continue
 		}
 		if !strings.Contains(e, "://") {
-			e = "http://" + e
+			e = scheme + e
 		}
 		out = append(out, e)
 	}

@@ -61,6 +61,9 @@ type decider struct {
 	key  string // our candidate key
 	rev  int64  // its CreateRevision
 	seen map[uint64]time.Time
+	// refused names the volunteers whose peer TLS check failed, logged
+	// once until it passes.
+	refused map[string]bool
 }
 
 // lead runs the decider while lead lasts.
@@ -72,7 +75,7 @@ func (n *Node) lead(lead context.Context) {
 		n.log.Warn("decider: own candidate key not found first", "err", err)
 		return
 	}
-	d := &decider{n: n, lead: lead, key: string(resp.Kvs[0].Key), rev: resp.Kvs[0].CreateRevision, seen: map[uint64]time.Time{}}
+	d := &decider{n: n, lead: lead, key: string(resp.Kvs[0].Key), rev: resp.Kvs[0].CreateRevision, seen: map[uint64]time.Time{}, refused: map[string]bool{}}
 	n.deciding.Store(true)
 	defer n.deciding.Store(false)
 	n.log.Info("became the decider", "id", n.id)
@@ -308,9 +311,20 @@ func (d *decider) step(ctx context.Context, g *guard) error {
 	if len(v.voters) < v.size {
 		var cands []volunteerInfo
 		for _, vi := range v.vols {
-			if !slices.ContainsFunc(v.members, func(m *etcdserverpb.Member) bool { return hasPeer(m, vi.PeerURL) || m.Name == vi.Name }) {
-				cands = append(cands, vi)
+			if slices.ContainsFunc(v.members, func(m *etcdserverpb.Member) bool { return hasPeer(m, vi.PeerURL) || m.Name == vi.Name }) {
+				continue
 			}
+			// Never nominate a volunteer this decider could not reach
+			// over the peer TLS it requires.
+			if err := n.peerReachable(ctx, vi.PeerURL); err != nil {
+				if !d.refused[vi.Name] {
+					n.log.Warn("decider: not nominating a volunteer whose peer address fails the peer TLS check", "member", vi.Name, "err", err)
+					d.refused[vi.Name] = true
+				}
+				continue
+			}
+			delete(d.refused, vi.Name)
+			cands = append(cands, vi)
 		}
 		if len(cands) > 0 {
 			slices.SortFunc(cands, func(a, b volunteerInfo) int { return cmp.Compare(a.Name, b.Name) })

@@ -103,6 +103,22 @@
 //     list without its lock, racing with SetEndpoints; per-member calls
 //     (Status) therefore use clients of their own.
 //
+// # TLS and authentication
+//
+// Config.ClientTLS and Config.PeerTLS are etcd's client and peer TLS
+// settings (transport.TLSInfo; certificates are re-read on each
+// handshake). A node also uses ClientTLS's certificate, key and CA as its
+// own client credentials, so with client-certificate auth only nodes
+// holding a certificate of the cluster's CA can read, write or
+// volunteer. With peer TLS, a node that is not a member answers TLS
+// handshakes on its peer address, and the decider nominates a volunteer
+// only after a handshake with it succeeded under the decider's own peer
+// settings (scheme included): a volunteer without the cluster's peer
+// credentials never becomes a learner. Config.EnableAuth makes the
+// bootstrapping node turn etcd auth on with the root user; nodes log in
+// with Config.Username and Password (root, since membership changes need
+// it). NewClientWith and StatusWith take a client's credentials.
+//
 // # Keys
 //
 // Under Config.Prefix (default DefaultPrefix, "/topokit/cluster"):
@@ -135,8 +151,7 @@
 //
 // It does not move data between machines beyond etcd's own replication,
 // and it assumes every member can reach every other member's peer URL and
-// every node can reach the members' client URLs. It does not configure TLS
-// or authentication for the embedded servers. It adds members one at a
+// every node can reach the members' client URLs. It adds members one at a
 // time, so growing by k members takes k add-catch-up-promote rounds. A
 // learner added by anything other than a decider (e.g. etcdctl) is rolled
 // back. It keeps at most one learner, etcd's default limit.

@@ -3,11 +3,13 @@ package etcdcluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -54,6 +56,8 @@ type Node struct {
 	mu       sync.Mutex
 	srv      *embed.Etcd // the running member server, nil when none
 	srvID    uint64
+	probe    net.Listener         // answers peer TLS handshakes while not a member
+	peerTLS  *tls.Config          // the decider's check of a volunteer's peer TLS; nil when off
 	sess     *concurrency.Session // holds the volunteer and endpoint keys
 	part     participationStopper
 	deciding atomic.Bool
@@ -76,7 +80,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	_, _ = rand.Read(nonce)
 	n := &Node{cfg: cfg, log: cfg.Logger, k: keys{prefix: cfg.Prefix}, id: cfg.Name + "/" + hex.EncodeToString(nonce)}
 
-	eps := normalizeEndpoints(cfg.Seeds)
+	n.eps.opts = cfg.clientOptions()
+	if _, err := cfg.clientTLSConfig(); err != nil {
+		return nil, err
+	}
+	if n.peerTLS, err = cfg.peerDialTLS(); err != nil {
+		return nil, fmt.Errorf("%w: peer TLS: %w", ErrInvalidConfig, err)
+	}
+	eps := normalizeEndpoints(cfg.Seeds, n.eps.opts.secure())
 	if !cfg.ClientOnly {
 		switch {
 		case hasMemberData(cfg.DataDir):
@@ -97,10 +108,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 				return nil, fmt.Errorf("etcdcluster: bootstrapping: %w", ctx.Err())
 			}
 			eps = []string{cfg.AdvertiseClientURL}
+			if cfg.EnableAuth {
+				if err := n.enableAuth(ctx); err != nil {
+					n.closeServer()
+					return nil, err
+				}
+			}
 		}
 	}
 	conn, err := etcd2topo.NewConn(etcd2topo.Options{
 		Endpoints: eps, LockTTL: cfg.DeciderTTL, NamedLockTTL: cfg.DeciderTTL, Logger: cfg.Logger,
+		TLSCAFile: cfg.ClientTLS.TrustedCAFile, TLSCertFile: cfg.ClientTLS.CertFile, TLSKeyFile: cfg.ClientTLS.KeyFile,
+		Username: cfg.Username, Password: cfg.Password,
 	}, cfg.Prefix)
 	if err != nil {
 		n.closeServer()
@@ -171,6 +190,7 @@ func (n *Node) Close() {
 	n.eps.close()
 	n.conn.Close()
 	n.closeServer()
+	n.stopProbe()
 }
 
 // Leave leaves the cluster gracefully: it withdraws the volunteer key;
@@ -248,7 +268,11 @@ func (n *Node) waitRemoved(ctx context.Context, srv *embed.Etcd, id uint64) (boo
 }
 
 func (n *Node) moveLeader(ctx context.Context, target uint64) error {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{n.cfg.AdvertiseClientURL}, DialTimeout: 2 * time.Second})
+	cc, err := n.cfg.clientOptions().config([]string{n.cfg.AdvertiseClientURL}, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	c, err := clientv3.New(cc)
 	if err != nil {
 		return err
 	}
@@ -333,6 +357,7 @@ func (n *Node) memberStep() {
 	if srv != nil {
 		return
 	}
+	n.startProbe()
 	// Not a member: start when nominated and added.
 	resp, err := n.cli.Get(ctx, n.k.nominee())
 	if err != nil || len(resp.Kvs) == 0 {
@@ -429,6 +454,7 @@ func endpointCompare(key string, member bool, lease clientv3.LeaseID) clientv3.C
 
 // startServer starts the embedded etcd server.
 func (n *Node) startServer(initialCluster string, existing bool) error {
+	n.stopProbe()
 	cfg := n.cfg
 	parse := func(s string) (url.URL, error) {
 		u, err := url.Parse(s)
@@ -464,6 +490,11 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 		ec.ElectionMs = cfg.ElectionMs
 	}
 	ec.UnsafeNoFsync = cfg.NoFsync
+	ec.ClientTLSInfo = cfg.ClientTLS
+	ec.PeerTLSInfo = cfg.PeerTLS
+	if cfg.BcryptCost != 0 {
+		ec.BcryptCost = cfg.BcryptCost
+	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.EtcdLogger.WithOptions(zap.WithPanicHook(removalRaceHook{})))
 	ref := new(atomic.Pointer[embed.Etcd])
 	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverWhileStopping(ref))}

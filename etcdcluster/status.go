@@ -101,14 +101,21 @@ func (s *ClusterStatus) Voters() []string {
 // and the cluster's keys under prefix (DefaultPrefix when empty). It
 // returns an error only when the member list or the keys cannot be read
 // (e.g. no quorum); an unreachable member is reported in its
-// MemberStatus.
+// MemberStatus. The members are asked without credentials: StatusWith
+// takes those of a cluster with TLS or auth.
 func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterStatus, error) {
+	return StatusWith(ctx, cli, prefix, ClientOptions{})
+}
+
+// StatusWith is Status asking each member for its own status with the
+// credentials of opts (those cli was opened with, see NewClientWith).
+func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts ClientOptions) (*ClusterStatus, error) {
 	k := keys{prefix: cleanPrefix(prefix)}
 	ml, err := cli.MemberList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcluster: member list: %w", err)
 	}
-	var ecs endpointClients
+	ecs := endpointClients{opts: opts}
 	defer ecs.close()
 	st := &ClusterStatus{IdealSize: DefaultIdealSize, Volunteers: []string{}}
 	voters, healthyVoters := 0, 0

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/internal/etcdembed"
@@ -31,6 +32,18 @@ func TestConfigRefused(t *testing.T) {
 		"bad url":             {Name: "a", DataDir: "/x", ClientURL: "127.0.0.1:1", PeerURL: "http://127.0.0.1:2"},
 		"client-only no seed": {Name: "a", ClientOnly: true},
 		"root prefix":         {Name: "a", ClientOnly: true, Seeds: []string{"127.0.0.1:1"}, Prefix: "/"},
+		"http with client TLS": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2",
+			ClientTLS: transport.TLSInfo{CertFile: "c.pem", KeyFile: "k.pem"}},
+		"https without peer TLS": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "https://127.0.0.1:2"},
+		"cert without key": {Name: "a", DataDir: "/x", ClientURL: "https://127.0.0.1:1", PeerURL: "http://127.0.0.1:2",
+			ClientTLS: transport.TLSInfo{CertFile: "c.pem"}},
+		"cert auth without CA": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "https://127.0.0.1:2",
+			PeerTLS: transport.TLSInfo{CertFile: "c.pem", KeyFile: "k.pem", ClientCertAuth: true}},
+		"auth without password": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2", EnableAuth: true},
+		"auth as another user": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2",
+			EnableAuth: true, Username: "bob", Password: "p"},
+		"missing client cert file": {Name: "a", ClientOnly: true, Seeds: []string{"127.0.0.1:1"},
+			ClientTLS: transport.TLSInfo{CertFile: "/nonexistent/c.pem", KeyFile: "/nonexistent/k.pem"}},
 	} {
 		_, err := Start(ctx, cfg)
 		require.ErrorIs(t, err, ErrInvalidConfig, name)

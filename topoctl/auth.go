@@ -175,7 +175,7 @@ func (o *options) factory(impl string) (topo.Factory, error) {
 		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
 			c, err := etcd2topo.NewConn(o.etcdOptions(addr), root)
 			if err != nil {
-				return nil, err
+				return nil, o.explainEtcdDial(addr, err)
 			}
 			return c, nil
 		}), nil

@@ -49,11 +49,13 @@ func (o *options) clusterClient(ctx context.Context) (*clusterConn, error) {
 			eps = append(eps, a)
 		}
 	}
-	cli, err := etcdcluster.NewClient(eps, 0)
+	co := etcdcluster.ClientOptions{CertFile: o.sec.etcdCert, KeyFile: o.sec.etcdKey, CAFile: o.sec.etcdCA,
+		Username: o.sec.etcdUser, Password: o.sec.etcdPassword}
+	cli, err := etcdcluster.NewClientWith(eps, 0, co)
 	if err != nil {
 		return nil, err
 	}
-	return &clusterConn{cli: cli}, nil
+	return &clusterConn{cli: cli, opts: co}, nil
 }
 
 func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
@@ -71,7 +73,7 @@ func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
 			defer cc.close()
 			ctx, cancel := o.callCtx(cmd.Context())
 			defer cancel()
-			st, err := etcdcluster.Status(ctx, cc.cli, *prefix)
+			st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts)
 			if err != nil {
 				return err
 			}
@@ -194,7 +196,8 @@ func dash(s string) string {
 
 // clusterConn is an etcd client opened by clusterClient.
 type clusterConn struct {
-	cli *clientv3.Client
+	cli  *clientv3.Client
+	opts etcdcluster.ClientOptions
 }
 
 func (c *clusterConn) close() { _ = c.cli.Close() }

@@ -307,6 +307,7 @@ with its command's status otherwise.`,
 		newStatCmd(o),
 		newTxnCmd(o),
 		newVersionCmd(o),
+		newTLSCmd(o),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {

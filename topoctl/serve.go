@@ -62,13 +62,17 @@ func newServeCmd(o *options) *cobra.Command {
 		etcdLogs   bool
 		readyWait  time.Duration
 		cl         clusterFlags
+		sec        serveSecurity
 	)
 	cmd := &cobra.Command{
 		Use: "serve",
 		Example: `  topoctl serve
   topoctl serve --data-dir /tmp/etcd --listen-client-address 127.0.0.1:12379 --listen-peer-address 127.0.0.1:12380
   topoctl serve --cluster --name n1 --data-dir /tmp/n1
-  topoctl serve --seeds http://127.0.0.1:2379 --name n2 --data-dir /tmp/n2 --listen-client-address 127.0.0.1:22379 --listen-peer-address 127.0.0.1:22380`,
+  topoctl serve --seeds http://127.0.0.1:2379 --name n2 --data-dir /tmp/n2 --listen-client-address 127.0.0.1:22379 --listen-peer-address 127.0.0.1:22380
+  topoctl serve --cluster --name n1 --data-dir /var/lib/n1 --listen-client-address 10.0.0.1:2379 --listen-peer-address 10.0.0.1:2380 \
+    --cert-file n1.pem --key-file n1-key.pem --trusted-ca-file ca.pem --client-cert-auth \
+    --peer-cert-file n1-peer.pem --peer-key-file n1-peer-key.pem --peer-trusted-ca-file ca.pem --peer-client-cert-auth`,
 		Short: "Run a single-member embedded etcd for topoctl and other clients",
 		Long: `Run a single-member etcd inside topoctl until interrupted (Ctrl-C or
 SIGTERM), then stop it cleanly. Its data lives in --data-dir and survives
@@ -97,7 +101,27 @@ promotes it while the cluster is below its ideal size ("topoctl cluster
 size N", default 3); --client-only never becomes a member. Restarted with
 its data it rejoins as the member it was. Ctrl-C leaves gracefully: the node
 withdraws, hands raft leadership on, is removed, and stops. See "topoctl
-cluster status".`,
+cluster status".
+
+TLS and authentication take etcd's own flags: --cert-file, --key-file,
+--trusted-ca-file and --client-cert-auth for clients, --peer-cert-file,
+--peer-key-file, --peer-trusted-ca-file and --peer-client-cert-auth for
+peers (URLs become https), and --auth for etcd users and roles, with the
+root password from --root-password-file or $TOPOCTL_ROOT_PASSWORD. Make
+the certificates with "topoctl tls". Certificates and keys are re-read on
+every TLS handshake, as etcd does, so replacing the files rotates them
+without a restart (the CA files are read at start). In a cluster each node
+also presents its --cert-file as a client of the cluster, so with
+certificate auth only nodes holding certificates of the cluster's CA can
+read, write, volunteer or be raft peers, and the decider nominates a
+volunteer only after a peer TLS handshake with it succeeded.
+
+Off the loopback serve refuses to listen without TLS and certificate
+authentication (client: --client-cert-auth or --auth; peer:
+--peer-client-cert-auth) unless --insecure is given; on 0.0.0.0 or :: it
+needs --advertise-client-url (and --advertise-peer-url in a cluster). Bad
+TLS files (missing, unreadable, a key that does not match, expired) stop
+it before it starts. See docs/security.md.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -113,6 +137,16 @@ cluster status".`,
 					return usagef("listen address %q: want host:port", a)
 				}
 			}
+			// Every check of the security flags and files happens here,
+			// before anything is created or listens.
+			if err := sec.check(o, clientAddr, peerAddr, !cl.clientOnly); err != nil {
+				return err
+			}
+			if cl.enabled() && !cl.clientOnly {
+				if err := cl.checkAdvertisePeer(peerAddr, sec.peerTLS()); err != nil {
+					return err
+				}
+			}
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return err
 			}
@@ -122,7 +156,7 @@ cluster status".`,
 			}
 			defer unlock()
 			if cl.enabled() {
-				return o.serveCluster(ctx, cl, name, dataDir, clientAddr, peerAddr, etcdLogs)
+				return o.serveCluster(ctx, cl, &sec, name, dataDir, clientAddr, peerAddr, etcdLogs)
 			}
 			var lg *zap.Logger
 			if etcdLogs {
@@ -132,11 +166,15 @@ cluster status".`,
 				}
 			}
 			m, err := etcdembed.Start(etcdembed.Config{
-				Name:      name,
-				Dir:       dataDir,
-				ClientURL: "http://" + clientAddr,
-				PeerURL:   "http://" + peerAddr,
-				Logger:    lg,
+				Name:               name,
+				Dir:                dataDir,
+				ClientURL:          scheme(sec.clientTLS()) + clientAddr,
+				AdvertiseClientURL: sec.advertiseClient,
+				PeerURL:            scheme(sec.peerTLS()) + peerAddr,
+				ClientTLS:          sec.clientInfo(),
+				PeerTLS:            sec.peerInfo(),
+				BcryptCost:         sec.bcryptCost,
+				Logger:             lg,
 			})
 			if err != nil {
 				if errors.Is(err, etcdembed.ErrAddrInUse) {
@@ -159,12 +197,20 @@ cluster status".`,
 				return err
 			}
 			addr := m.ClientAddr()
+			if sec.auth {
+				actx, cancel := context.WithTimeout(ctx, readyWait)
+				err := sec.enableAuth(actx, scheme(sec.clientTLS())+addr)
+				cancel()
+				if err != nil {
+					return err
+				}
+			}
 			ef := endpointFile(dataDir)
 			if err := os.WriteFile(ef, []byte(addr+"\n"), 0o600); err != nil {
 				return err
 			}
-			o.log.Info("embedded etcd ready", "client_url", "http://"+addr, "data_dir", dataDir)
-			o.printServe(addr, dataDir)
+			o.log.Info("embedded etcd ready", "client_url", scheme(sec.clientTLS())+addr, "data_dir", dataDir)
+			o.printServe(addr, dataDir, &sec)
 
 			select {
 			case <-ctx.Done():
@@ -205,24 +251,26 @@ cluster status".`,
 	f.BoolVar(&etcdLogs, "etcd-logs", false, "print etcd's own logs (JSON) to stderr")
 	f.DurationVar(&readyWait, "ready-timeout", time.Minute, "how long to wait for etcd to be ready")
 	cl.register(f)
+	sec.register(f)
 	return cmd
 }
 
 // printServe tells the user how other commands reach the embedded etcd.
-func (o *options) printServe(addr, dataDir string) {
+func (o *options) printServe(addr, dataDir string, sec *serveSecurity) {
 	flags := []string{"--topo-implementation", "etcd2", "--topo-global-server-address", addr, "--topo-global-root", o.root}
 	env := map[string]string{envImplementation: "etcd2", envServerAddress: addr, envRoot: o.root}
+	flags = append(flags, sec.clientFlags()...)
 	def, _ := defaultDataDir(o.getenv)
-	noFlags := (dataDir == def || addr == defaultClientAddress) && o.root == defaultRoot
+	noFlags := (dataDir == def || addr == defaultClientAddress) && o.root == defaultRoot && len(sec.clientFlags()) == 0
 	if o.jsonOut() {
 		_ = o.printJSON(map[string]any{
-			"client_url": "http://" + addr, "server_address": addr, "data_dir": dataDir,
+			"client_url": scheme(sec.clientTLS()) + addr, "server_address": addr, "data_dir": dataDir,
 			"flags": flags, "env": env, "no_flags_needed": noFlags,
 		})
 		return
 	}
 	o.printf("embedded etcd ready\n")
-	o.printf("  client URL:     http://%s\n", addr)
+	o.printf("  client URL:     %s%s\n", scheme(sec.clientTLS()), addr)
 	o.printf("  data directory: %s\n", dataDir)
 	if noFlags {
 		o.printf("Other topoctl commands use it with no flags, or explicitly with:\n")
@@ -232,5 +280,8 @@ func (o *options) printServe(addr, dataDir string) {
 	o.printf("  topoctl %s ...\n", strings.Join(flags, " "))
 	o.printf("or with these environment variables:\n")
 	o.printf("  export %s=etcd2 %s=%s %s=%s\n", envImplementation, envServerAddress, addr, envRoot, o.root)
+	if extra := sec.clientFlags(); len(extra) > 0 {
+		o.printf("  and the TLS/auth flags above (their variables: TOPOCTL_ETCD_CA_FILE, TOPOCTL_ETCD_CERT_FILE, TOPOCTL_ETCD_KEY_FILE, TOPOCTL_ETCD_USER, TOPOCTL_ETCD_PASSWORD)\n")
+	}
 	o.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM.\n")
 }

@@ -2,9 +2,11 @@ package topoctl
 
 import (
 	"context"
+	"net"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.uber.org/zap"
 
 	"github.com/topokit/topokit/etcdcluster"
@@ -12,44 +14,69 @@ import (
 
 // clusterFlags are serve's flags for a self-managing etcd cluster.
 type clusterFlags struct {
-	cluster         bool
-	seeds           string
-	clientOnly      bool
-	advertiseClient string
-	advertisePeer   string
-	prefix          string
+	cluster       bool
+	seeds         string
+	clientOnly    bool
+	advertisePeer string
+	prefix        string
 }
 
 func (c *clusterFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&c.cluster, "cluster", false, "run a node of a self-managing etcd cluster (bootstraps one when there are no seeds and no member data)")
 	f.StringVar(&c.seeds, "seeds", "", "comma-separated client URLs of running cluster members to join (implies --cluster)")
 	f.BoolVar(&c.clientOnly, "client-only", false, "with --seeds: stay a client of the cluster, never a member")
-	f.StringVar(&c.advertiseClient, "advertise-client-url", "", "client URL other nodes use to reach this one (default: the listen address)")
-	f.StringVar(&c.advertisePeer, "advertise-peer-url", "", "peer URL other members use to reach this one (default: the listen address)")
+	f.StringVar(&c.advertisePeer, "advertise-peer-url", "", "with --cluster: peer URL other members reach this one at (default: the listen address; required when that is 0.0.0.0 or ::)")
 	f.StringVar(&c.prefix, "cluster-prefix", etcdcluster.DefaultPrefix, "etcd key prefix of the cluster's own keys")
 }
 
 func (c *clusterFlags) enabled() bool { return c.cluster || c.seeds != "" || c.clientOnly }
 
+// checkAdvertisePeer requires --advertise-peer-url when the peer address
+// listens on every interface, and checks its scheme.
+func (c *clusterFlags) checkAdvertisePeer(peerAddr string, tls bool) error {
+	h, _, _ := net.SplitHostPort(peerAddr)
+	if isUnspecified(h) && c.advertisePeer == "" {
+		return usagef("--listen-peer-address %s listens on every interface, which is no address other members can dial: give --advertise-peer-url %sHOST:%s with an address of this machine they can reach", peerAddr, scheme(tls), portOf(peerAddr))
+	}
+	if c.advertisePeer != "" {
+		return checkURL("--advertise-peer-url", c.advertisePeer, tls)
+	}
+	return nil
+}
+
 // serveCluster runs one node of a self-managing etcd cluster until ctx
 // ends, then leaves it gracefully.
-func (o *options) serveCluster(ctx context.Context, c clusterFlags, name, dataDir, clientAddr, peerAddr string, etcdLogs bool) error {
+func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSecurity, name, dataDir, clientAddr, peerAddr string, etcdLogs bool) error {
 	if c.clientOnly && c.seeds == "" {
 		return usagef("--client-only needs --seeds")
 	}
+	co := sec.clientOptions()
 	cfg := etcdcluster.Config{
 		Name:               name,
 		DataDir:            dataDir,
-		ClientURL:          "http://" + clientAddr,
-		PeerURL:            "http://" + peerAddr,
-		AdvertiseClientURL: c.advertiseClient,
+		ClientURL:          scheme(sec.clientTLS()) + clientAddr,
+		PeerURL:            scheme(sec.peerTLS()) + peerAddr,
+		AdvertiseClientURL: sec.advertiseClient,
 		AdvertisePeerURL:   c.advertisePeer,
 		ClientOnly:         c.clientOnly,
 		Prefix:             c.prefix,
 		Logger:             o.log,
+		ClientTLS:          sec.clientInfo(),
+		PeerTLS:            sec.peerInfo(),
+		Username:           co.Username,
+		Password:           co.Password,
+		EnableAuth:         sec.auth,
+		BcryptCost:         sec.bcryptCost,
 	}
+	secure := sec.clientTLS() || sec.ca != ""
 	for _, s := range strings.Split(c.seeds, ",") {
 		if s = strings.TrimSpace(s); s != "" {
+			if secure && strings.HasPrefix(s, "http://") {
+				return usagef("--seeds %s: client TLS is on, so the seeds are https:// URLs (or host:port)", s)
+			}
+			if !secure && strings.HasPrefix(s, "https://") {
+				return usagef("--seeds %s: an https seed needs client TLS: give --trusted-ca-file (and --cert-file/--key-file when the cluster requires client certificates)", s)
+			}
 			cfg.Seeds = append(cfg.Seeds, s)
 		}
 	}
@@ -62,19 +89,33 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, name, dataDi
 	}
 	n, err := etcdcluster.Start(ctx, cfg)
 	if err != nil {
+		if len(cfg.Seeds) > 0 {
+			// Say why a seed refused this node's TLS, when it did.
+			err = explainDial(cfg.Seeds[0], transport.TLSInfo{CertFile: sec.cert, KeyFile: sec.key, TrustedCAFile: sec.ca}, serveTLSFlags, err)
+		}
 		return err
 	}
+	advertised := cfg.ClientURL
+	if cfg.AdvertiseClientURL != "" {
+		advertised = cfg.AdvertiseClientURL
+	}
+	advHost := strings.TrimPrefix(strings.TrimPrefix(advertised, "https://"), "http://")
 	role := "member or volunteer"
 	if c.clientOnly {
 		role = "client"
 	}
 	if o.jsonOut() {
-		_ = o.printJSON(map[string]any{"name": name, "client_url": cfg.ClientURL, "data_dir": dataDir, "role": role, "seeds": append([]string{}, cfg.Seeds...)})
+		_ = o.printJSON(map[string]any{"name": name, "client_url": advertised, "data_dir": dataDir, "role": role, "seeds": append([]string{}, cfg.Seeds...)})
 	} else {
 		o.printf("cluster node %s running as a %s\n", name, role)
-		o.printf("  client URL:     %s\n", cfg.ClientURL)
+		if !c.clientOnly {
+			o.printf("  client URL:     %s\n", advertised)
+		}
 		o.printf("  data directory: %s\n", dataDir)
-		o.printf("See it with: topoctl --topo-global-server-address %s cluster status\n", clientAddr)
+		if c.clientOnly {
+			advHost = strings.TrimPrefix(strings.TrimPrefix(cfg.Seeds[0], "https://"), "http://")
+		}
+		o.printf("See it with: topoctl --topo-global-server-address %s %scluster status\n", advHost, flagsText(sec.clientFlags()))
 		o.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM: the node leaves the cluster first.\n")
 	}
 	<-ctx.Done()
@@ -92,4 +133,12 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, name, dataDi
 		o.printf("node %s stopped (data directory %s)\n", name, dataDir)
 	}
 	return nil
+}
+
+// flagsText joins flags with a trailing space, "" when none.
+func flagsText(f []string) string {
+	if len(f) == 0 {
+		return ""
+	}
+	return strings.Join(f, " ") + " "
 }

@@ -28,7 +28,9 @@ import (
 
 	"github.com/topokit/topokit/internal/freeport"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -51,6 +53,11 @@ type Config struct {
 	// PeerURL is the URL the member serves its peers on and advertises, e.g.
 	// "http://127.0.0.1:2380". Required.
 	PeerURL string
+
+	// AdvertiseClientURL, when set, is the client URL the member
+	// advertises instead of ClientURL (needed when ClientURL listens on
+	// an unspecified address such as 0.0.0.0).
+	AdvertiseClientURL string
 
 	// AdvertisePeerURL, when set, is the URL the member tells its peers to
 	// reach it at instead of PeerURL: a proxy in front of PeerURL (tests
@@ -93,6 +100,13 @@ type Config struct {
 	// https://...). With TrustedCAFile and ClientCertAuth set it also
 	// requires client certificates signed by that CA.
 	ClientTLS transport.TLSInfo
+
+	// PeerTLS, when its CertFile and KeyFile are set, makes the member
+	// serve and dial its peers over TLS (PeerURL must then be
+	// https://...); with TrustedCAFile and ClientCertAuth set, peers must
+	// present certificates signed by that CA. Certificates are re-read
+	// from disk on each handshake, so rotating them needs no restart.
+	PeerTLS transport.TLSInfo
 
 	// Logger receives etcd's own logs. Nil discards them.
 	Logger *zap.Logger
@@ -146,6 +160,13 @@ func Start(cfg Config) (*Member, error) {
 	ec.Dir = cfg.Dir
 	ec.ListenClientUrls = []url.URL{*cu}
 	ec.AdvertiseClientUrls = []url.URL{*cu}
+	if cfg.AdvertiseClientURL != "" {
+		acu, err := url.Parse(cfg.AdvertiseClientURL)
+		if err != nil {
+			return nil, fmt.Errorf("etcdembed: bad advertised client URL: %w", err)
+		}
+		ec.AdvertiseClientUrls = []url.URL{*acu}
+	}
 	ec.ListenPeerUrls = []url.URL{*pu}
 	ec.AdvertisePeerUrls = []url.URL{*pu}
 	if cfg.AdvertisePeerURL != "" {
@@ -175,6 +196,7 @@ func Start(cfg Config) (*Member, error) {
 		ec.BcryptCost = cfg.BcryptCost
 	}
 	ec.ClientTLSInfo = cfg.ClientTLS
+	ec.PeerTLSInfo = cfg.PeerTLS
 	lg := cfg.Logger
 	if lg == nil {
 		lg = zap.NewNop()
@@ -223,12 +245,16 @@ func (m *Member) Name() string { return m.cfg.Name }
 // again with this Config and Existing set.
 func (m *Member) Config() Config { return m.cfg }
 
-// ClientAddr returns the member's client address as "host:port", the form
-// the etcd2 backend takes as its server address.
+// ClientAddr returns the member's advertised client address as
+// "host:port", the form the etcd2 backend takes as its server address.
 func (m *Member) ClientAddr() string {
-	u, err := url.Parse(m.cfg.ClientURL)
+	cu := m.cfg.ClientURL
+	if m.cfg.AdvertiseClientURL != "" {
+		cu = m.cfg.AdvertiseClientURL
+	}
+	u, err := url.Parse(cu)
 	if err != nil {
-		return m.cfg.ClientURL
+		return cu
 	}
 	return u.Host
 }
@@ -309,4 +335,41 @@ func StartAll(ctx context.Context, cfgs []Config) ([]*Member, error) {
 		}
 	}
 	return ms, nil
+}
+
+// EnableAuth turns etcd authentication on through cli (a client without
+// credentials, while auth is off): it creates the user root with
+// rootPassword (or sets that password when root exists), grants it the
+// root role and enables auth. When auth is already on it does nothing and
+// returns nil; callers check the password by logging in. It returns the
+// etcd error of the first call that failed.
+func EnableAuth(ctx context.Context, cli *clientv3.Client, rootPassword string) error {
+	if rootPassword == "" {
+		return errors.New("etcdembed: the root password is empty")
+	}
+	st, err := cli.AuthStatus(ctx)
+	if errors.Is(err, rpctypes.ErrUserEmpty) {
+		return nil // only asked for credentials when auth is on
+	}
+	if err != nil {
+		return fmt.Errorf("etcdembed: reading the auth status: %w", err)
+	}
+	if st.Enabled {
+		return nil
+	}
+	if _, err := cli.UserAdd(ctx, "root", rootPassword); err != nil {
+		if !errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+			return fmt.Errorf("etcdembed: adding the root user: %w", err)
+		}
+		if _, err := cli.UserChangePassword(ctx, "root", rootPassword); err != nil {
+			return fmt.Errorf("etcdembed: setting the root password: %w", err)
+		}
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		return fmt.Errorf("etcdembed: granting root the root role: %w", err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("etcdembed: enabling auth: %w", err)
+	}
+	return nil
 }

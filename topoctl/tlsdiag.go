@@ -1,0 +1,126 @@
+package topoctl
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// explainEtcdDial adds to err, an etcd2 connection failure, why the TLS
+// handshake with the first member at addr failed when that is the cause
+// (gRPC reports only that no member answered): plaintext against TLS and
+// the other way round, a missing or refused client certificate, a server
+// certificate of another CA. Other errors are returned unchanged.
+func (o *options) explainEtcdDial(addr string, err error) error {
+	s := o.sec
+	return explainDial(addr, transport.TLSInfo{CertFile: s.etcdCert, KeyFile: s.etcdKey, TrustedCAFile: s.etcdCA, ServerName: s.etcdServerName}, clientTLSFlags, err)
+}
+
+// tlsFlagNames are the flags a TLS diagnosis tells the user to give.
+type tlsFlagNames struct{ ca, cert, key string }
+
+var (
+	// clientTLSFlags are the client TLS flags of topoctl's commands.
+	clientTLSFlags = tlsFlagNames{"--etcd-ca-file", "--etcd-cert-file", "--etcd-key-file"}
+	// serveTLSFlags are serve's, which a cluster node also uses as a
+	// client.
+	serveTLSFlags = tlsFlagNames{"--trusted-ca-file", "--cert-file", "--key-file"}
+)
+
+// explainDial is explainEtcdDial with the client TLS settings info (TLS
+// is on when info names a file or addr an https URL).
+func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err error) error {
+	var te *topo.Error
+	if !errors.As(err, &te) || te.Code != topo.Unavailable {
+		return err
+	}
+	ep, _, _ := strings.Cut(addr, ",")
+	ep = strings.TrimSpace(ep)
+	secure := strings.HasPrefix(ep, "https://") || info.CertFile != "" || info.KeyFile != "" || info.TrustedCAFile != ""
+	ep = strings.TrimPrefix(strings.TrimPrefix(ep, "https://"), "http://")
+	var cfg *tls.Config
+	if secure {
+		c, cerr := info.ClientConfig()
+		if cerr != nil {
+			return err
+		}
+		cfg = c
+	}
+	hint := tlsDiagnosis(ep, cfg, flags)
+	if hint == "" {
+		return err
+	}
+	out := *te
+	out.Err = fmt.Errorf("%w; %s", te.Err, hint)
+	return &out
+}
+
+// tlsDiagnosis probes the TLS handshake with ep (host:port), with cfg or,
+// when cfg is nil (a plaintext client), with any TLS, and says what is
+// wrong; "" when it finds nothing or cannot connect at all.
+func tlsDiagnosis(ep string, cfg *tls.Config, f tlsFlagNames) string {
+	const bound = 2 * time.Second
+	d := &net.Dialer{Timeout: bound}
+	if cfg == nil {
+		c, err := tls.DialWithDialer(d, "tcp", ep, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only detects whether the server speaks TLS
+		if err == nil {
+			_ = c.Close()
+			return fmt.Sprintf("the server at %s speaks TLS and this client plaintext: give %s (and %s and %s when it requires client certificates)", ep, f.ca, f.cert, f.key)
+		}
+		if strings.Contains(err.Error(), "remote error") {
+			return fmt.Sprintf("the server at %s speaks TLS and this client plaintext: give %s, %s and %s", ep, f.ca, f.cert, f.key)
+		}
+		return ""
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(ep)
+		cfg.ServerName = host
+	}
+	cfg.NextProtos = []string{"h2"}
+	c, err := tls.DialWithDialer(d, "tcp", ep, cfg)
+	if err == nil {
+		// With TLS 1.3 a refused client certificate shows on the first
+		// read.
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		var b [1]byte
+		_, err = c.Read(b[:])
+		_ = c.Close()
+		var ne net.Error
+		if err == nil || errors.Is(err, io.EOF) || (errors.As(err, &ne) && ne.Timeout()) {
+			return ""
+		}
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return "" // nothing listens: the caller's error says so
+	}
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ce x509.CertificateInvalidError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &ua):
+		return fmt.Sprintf("the certificate of the server at %s is not signed by the CA of %s (%s)", ep, f.ca, err)
+	case errors.As(err, &he):
+		return fmt.Sprintf("the certificate of the server at %s is not valid for that address (%s): reach it at a name or IP its certificate holds, or give --etcd-server-name", ep, err)
+	case errors.As(err, &ce):
+		return fmt.Sprintf("the certificate of the server at %s is not valid (%s)", ep, err)
+	case strings.Contains(msg, "certificate required"):
+		return fmt.Sprintf("the server at %s requires a client certificate: give %s and %s with a certificate of its CA", ep, f.cert, f.key)
+	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "certificate unknown"):
+		return fmt.Sprintf("the server at %s refused this client's certificate (%s): it is not signed by a CA the server trusts (%s)", ep, f.cert, msg)
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf("the server at %s speaks plaintext, not TLS: drop %s, %s and %s", ep, f.ca, f.cert, f.key)
+	}
+	return fmt.Sprintf("the TLS handshake with %s failed: %s", ep, msg)
+}
