@@ -38,9 +38,10 @@ const (
 	// ExitLockLost: lock's command was stopped because the store dropped
 	// the lock (lease or session lost), or elect lost its leadership.
 	ExitLockLost = 3
-	// ExitInterrupted: SIGINT or SIGTERM ended a command that had work
-	// left (an import, copy, export or rm -R: what it wrote is reverted;
-	// a lock wait), as shells report Ctrl-C (128+2).
+	// ExitInterrupted: SIGINT or SIGTERM (in Main: ctx's end) ended a
+	// command that had work left: while it connected, read or listed, an
+	// import, copy, export or rm -R (what it wrote is reverted), a lock
+	// wait; as shells report Ctrl-C (128+2).
 	ExitInterrupted = 130
 )
 
@@ -240,9 +241,11 @@ A flag on the command line wins over its variable.
 
 Exit codes: 0 success, 1 failure (or differences found by diff, or files
 at reserved paths that a tree command could not carry over), 2 usage error,
-3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM during an
-import, copy, export, rm -R, a lock wait or lock's command); "lock" exits
-with its command's status otherwise.`,
+3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM before a
+command finished: while connecting, reading or listing, during an import,
+copy, export, rm -R, a lock wait or lock's command); "lock" exits with its
+command's status otherwise; watch, serve, elect and leader --observe end
+with 0 on Ctrl-C, their normal way to stop.`,
 		Example: `  topoctl serve                 # in one terminal: an embedded etcd
   topoctl put /hello world      # in another
   topoctl ls -R /
@@ -512,6 +515,13 @@ func runMain(ctx context.Context, args []string, io streams) int {
 		return ee.code
 	}
 	var ue usageError
+	if !errors.As(err, &ue) && o.started && ctx.Err() != nil {
+		// Ctrl-C or SIGTERM ended the command (while it connected, listed,
+		// read...): the failure is the interruption's, whatever error the
+		// call it cut short returned.
+		fmt.Fprintf(o.io.Stderr, "topoctl: interrupted: %s\n", o.formatError(err))
+		return ExitInterrupted
+	}
 	if errors.As(err, &ue) || !o.started {
 		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeControl(err.Error()), helpOf)
 		return ExitUsage
@@ -534,7 +544,7 @@ func (o *options) formatError(err error) string {
 	msg = codeName(c) + ": " + msg
 	if c == topo.Unavailable || c == topo.Timeout {
 		// A store that could not be reached is named by the error itself.
-		if len(o.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") {
+		if len(o.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") && !strings.Contains(msg, "cannot resolve the host name") && !strings.Contains(msg, "no answer within") {
 			msg += " (store " + strings.Join(o.stores, ", ") + ")"
 		}
 	}
