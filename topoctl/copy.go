@@ -121,7 +121,7 @@ is a terminal, or with --progress.`,
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src.name, err)
 			}
-			if len(tl.files) == 0 && len(tl.reserved) == 0 {
+			if len(tl.files) == 0 && !tl.skipped() {
 				return emptyTree(under, src.name)
 			}
 			plan, err := o.planWrites(ctx, dst.conn, under, tl.files, po)
@@ -132,7 +132,7 @@ is a terminal, or with --progress.`,
 				if err := o.reportPlan(plan, src.name, dst.name); err != nil {
 					return err
 				}
-				return o.reportReserved("copied", src.name, under, tl.reserved)
+				return o.reportSkipped("copied", src.name, under, tl)
 			}
 			if err := o.execute(ctx, dst.conn, plan, "copying"); err != nil {
 				return err
@@ -140,7 +140,7 @@ is a terminal, or with --progress.`,
 			if err := o.reportDone("copied", plan, src.name, dst.name); err != nil {
 				return err
 			}
-			return o.reportReserved("copied", src.name, under, tl.reserved)
+			return o.reportSkipped("copied", src.name, under, tl)
 		},
 	}
 	f := cmd.Flags()
@@ -292,7 +292,7 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 				return fmt.Errorf("reading %s: %w", b.name, err)
 			}
 			af, bf := ta.files, tb.files
-			if len(af)+len(bf)+len(ta.reserved)+len(tb.reserved) == 0 {
+			if len(af)+len(bf)+len(ta.reserved)+len(tb.reserved)+len(ta.odd)+len(tb.odd) == 0 {
 				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
 			}
 			diffs := compareTrees(af, bf)
@@ -319,8 +319,8 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 					o.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
 				}
 			}
-			rerr := o.reportReserved("compared", a.name, under, ta.reserved)
-			if e := o.reportReserved("compared", b.name, under, tb.reserved); e != nil {
+			rerr := o.reportSkipped("compared", a.name, under, ta)
+			if e := o.reportSkipped("compared", b.name, under, tb); e != nil {
 				rerr = e
 			}
 			if rerr != nil {

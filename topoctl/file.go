@@ -463,10 +463,10 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 	} else {
 		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
 	}
-	if len(tl.files) == 0 && len(tl.reserved) == 0 {
+	if len(tl.files) == 0 && !tl.skipped() {
 		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
 	}
-	return o.reportReserved("deleted", st.name, dir, tl.reserved)
+	return o.reportSkipped("deleted", st.name, dir, tl)
 }
 
 // displayPaths renders canonical paths as displayPath does; never nil.

@@ -182,7 +182,7 @@ absent). Files are read in one List and written --parallel at a time.`,
 				return err
 			}
 			files := tl.files
-			if len(files) == 0 && len(tl.reserved) == 0 {
+			if len(files) == 0 && !tl.skipped() {
 				return emptyTree(under, st.name)
 			}
 			// Map every file to its local path and refuse file/directory
@@ -252,7 +252,7 @@ absent). Files are read in one List and written --parallel at a time.`,
 			} else {
 				o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), st.name, dir)
 			}
-			return o.reportReserved("exported", st.name, under, tl.reserved)
+			return o.reportSkipped("exported", st.name, under, tl)
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a non-empty directory, replacing files")
