@@ -56,6 +56,7 @@ func (o *options) open(ctx context.Context) (*store, error) {
 func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
 	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
 	o.warnConsulRoot(sp.impl, sp.root)
+	o.warnEtcdRoot(sp.impl, sp.root)
 	if err := o.checkListening(ctx, sp); err != nil {
 		return nil, err
 	}

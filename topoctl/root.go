@@ -451,8 +451,10 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 		case "etcd2":
 			o.addrDefaulted = true
 			o.addr = o.defaultAddress()
-		case "zk2", "consul":
+		case "zk2":
 			return usagef("--topo-global-server-address (or %s) is required with --topo-implementation %s", envServerAddress, o.impl)
+		case "consul":
+			return usagef("--topo-global-server-address (or %s, or CONSUL_HTTP_ADDR) is required with --topo-implementation %s", envServerAddress, o.impl)
 		default:
 			// memory: "" names one in-process store, like any other
 			// string. A backend registered by the program that embeds
@@ -471,6 +473,17 @@ func (o *options) warnConsulRoot(impl, root string) {
 	if impl == "consul" && strings.HasPrefix(root, "/") && strings.Trim(root, "/") != "" {
 		o.eprintf("topoctl: warning: Consul root %q starts with \"/\": topokit reads it as %q, but Vitess processes fail to list under a leading \"/\"; give the root as %q so that both agree\n",
 			root, strings.Trim(root, "/"), strings.Trim(root, "/"))
+	}
+}
+
+// warnEtcdRoot warns on stderr about an etcd root without a leading "/":
+// etcd keys are plain strings, so the root "scratch" holds keys
+// "scratch/..." and "/scratch" holds "/scratch/...": two different trees
+// that look alike. Vitess's etcd roots start with "/".
+func (o *options) warnEtcdRoot(impl, root string) {
+	if impl == "etcd2" && root != "" && !strings.HasPrefix(root, "/") {
+		o.eprintf("topoctl: warning: etcd root %q has no leading \"/\": its keys start with %q, apart from those of the root %q (Vitess's etcd roots start with \"/\")\n",
+			root, root+"/", "/"+root)
 	}
 }
 
@@ -523,7 +536,7 @@ func runMain(ctx context.Context, args []string, io streams) int {
 		return ExitInterrupted
 	}
 	if errors.As(err, &ue) || !o.started {
-		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeControl(err.Error()), helpOf)
+		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeLines(err.Error()), helpOf)
 		return ExitUsage
 	}
 	fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(err))
@@ -636,6 +649,19 @@ func slashPaths(err error) string {
 		msg = strings.Replace(msg, olds[i], te.Error(), 1)
 	}
 	return msg
+}
+
+// escapeLines is escapeControl for a message of several lines, such as
+// cobra's "unknown command" with its "Did you mean this?" suggestions: each
+// line, without its leading tabs, is escaped; the newlines and those tabs
+// stay. Trailing newlines are dropped.
+func escapeLines(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		rest := strings.TrimLeft(l, "\t")
+		lines[i] = l[:len(l)-len(rest)] + escapeControl(rest)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // escapeControl makes s printable on one terminal line: control bytes
