@@ -129,7 +129,7 @@ is a terminal, or with --progress.`,
 				return err
 			}
 			if dryRun {
-				if err := o.reportPlan(plan, src.name, dst.name); err != nil {
+				if err := o.reportPlan(plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 					return err
 				}
 				return o.reportSkipped("copied", src.name, under, tl)
@@ -137,7 +137,7 @@ is a terminal, or with --progress.`,
 			if err := o.execute(ctx, dst.conn, plan, "copying"); err != nil {
 				return err
 			}
-			if err := o.reportDone("copied", plan, src.name, dst.name); err != nil {
+			if err := o.reportDone("copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 				return err
 			}
 			return o.reportSkipped("copied", src.name, under, tl)
@@ -162,7 +162,9 @@ func (o *options) treeFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
 }
 
-// reportPlan prints a dry run: one line per file, then a summary.
+// reportPlan prints a dry run: one line per file that would be written or
+// deleted, then a summary that counts the identical ones too (-o json
+// lists every file).
 func (o *options) reportPlan(plan *writePlan, from, to string) error {
 	type item struct {
 		Path   string `json:"path"`
@@ -184,7 +186,8 @@ func (o *options) reportPlan(plan *writePlan, from, to string) error {
 		case "overwrite":
 			o.printf("would write %s (%s) (overwrite)\n", it.Path, plural(it.Bytes, "byte"))
 		case "identical":
-			o.printf("identical, skipped: %s\n", it.Path)
+			// Counted in the summary: a second run would otherwise list
+			// every file of the tree.
 		case "delete":
 			o.printf("would delete %s\n", it.Path)
 		}
@@ -195,6 +198,16 @@ func (o *options) reportPlan(plan *writePlan, from, to string) error {
 		plural(len(items), "file"), plan.count(kindCreate), plan.count(kindOverwrite), plan.count(kindIdentical), plan.count(kindDelete),
 		from, to, plural(plan.count(kindCreate)+plan.count(kindOverwrite), "file"), plural(plan.bytes(), "byte"))
 	return nil
+}
+
+// underName names the tree under dir (canonical; "" is the root) of the
+// store named store, for the summaries: "STORE" for the root, "STORE
+// under /PATH" otherwise.
+func underName(store, dir string) string {
+	if dir == "" {
+		return store
+	}
+	return store + " under " + displayPath(dir)
 }
 
 func (o *options) reportDone(verb string, plan *writePlan, from, to string) error {

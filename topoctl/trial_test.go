@@ -2,6 +2,8 @@ package topoctl
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,5 +58,18 @@ func TestTrialFindings(t *testing.T) {
 		require.Equal(t, 0, code, errb.String())
 		assert.Equal(t, "world\n", out.String())
 		assert.Equal(t, "world", tg.ok(t, "get", "hello"), "a pipe gets the bytes as they are")
+	})
+
+	t.Run("summaries name PATH; dry runs count identical files", func(t *testing.T) {
+		in := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(in, "Keyspace"), []byte("k"), 0o600))
+		out := tg.ok(t, "import", in, "/ks")
+		assert.Contains(t, out, " under /ks\n")
+		out = tg.ok(t, "import", "--dry-run", in, "/ks")
+		assert.NotContains(t, out, "identical, skipped")
+		assert.Contains(t, out, "(0 new, 0 overwritten, 1 identical, 0 deleted)")
+		assert.Contains(t, out, " under /ks; would write 0 files")
+		assert.Contains(t, tg.ok(t, "export", filepath.Join(t.TempDir(), "x"), "/ks"), " under /ks to ")
+		assert.Contains(t, tg.ok(t, "copy", "--to", "memory:m:/", "/ks"), " under /ks to memory:m:/ under /ks")
 	})
 }
