@@ -64,10 +64,10 @@ gives ETCD_LOCK_KEY and ETCD_LOCK_REV).
 
 COMMAND runs in a process group of its own, so that everything it starts
 is stopped with it. On Linux, if topoctl itself is killed (SIGKILL, a
-crash) COMMAND gets SIGKILL at once from the kernel (parent-death signal),
-well before the lock lapses; processes COMMAND started in the background
-are not reached that way, so run the real work in COMMAND itself (sh -c
-'exec ...'). Elsewhere a killed topoctl leaves COMMAND running: the lock
+crash) the whole group is killed at once, well before the lock lapses: the
+group's leader is a guard (topoctl's own executable, run again) that the
+kernel signals when topoctl dies (parent-death signal) and that then kills
+the group. Elsewhere a killed topoctl leaves COMMAND running: the lock
 lapses with its time to live while COMMAND may still run. The lock is released only once no process of
 the group is left (a process the command leaves behind gets SIGTERM, and
 SIGKILL --grace later). Being in its own group, COMMAND does not read from
@@ -308,11 +308,14 @@ func unlockTimeout(d time.Duration) time.Duration {
 // command exits by itself, whatever it left running in its group is ended
 // the same way.
 func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
-	c := exec.Command(argv[0], argv[1:]...)
+	c, _ := lockGuardCmd(argv)
 	c.Stdin = o.io.Stdin
 	// As etcdctl lock gives ETCD_LOCK_KEY and ETCD_LOCK_REV: the command
 	// can fence its own writes with the token.
-	c.Env = append(os.Environ(), envLockPath+"="+lockPath, envLockToken+"="+strconv.FormatInt(ld.Token(), 10))
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	c.Env = append(c.Env, envLockPath+"="+lockPath, envLockToken+"="+strconv.FormatInt(ld.Token(), 10))
 	setProcessGroup(c)
 	// Output goes through pipes of our own (when it is not a file), so that
 	// Wait returns when the command exits even if processes it left hold

@@ -251,7 +251,8 @@ func TestServeBusyStopRestartWatch(t *testing.T) {
 }
 
 // A topoctl killed with SIGKILL cannot stop lock's command: on Linux the
-// kernel kills the command with it (Pdeathsig), so the command is gone
+// command's process group, what it started in the background included,
+// is killed with it (a guard with a parent-death signal), so it is gone
 // before the lock lapses and a second holder runs. Before, the command
 // kept running in its own process group while a second lock ran its
 // command: two holders.
@@ -266,35 +267,44 @@ func TestLockCommandDiesWithKilledTopoctl(t *testing.T) {
 	tg.ok(t, "put", "ks/Keyspace", "k")
 	env := connEnv("etcd2", addr, root)
 
-	// The outputs are files, so that a command that outlived topoctl
-	// holds no pipe that Wait would wait for.
-	dir := t.TempDir()
-	pidFile, outFile := filepath.Join(dir, "pid"), filepath.Join(dir, "out")
-	out, err := os.Create(outFile)
-	require.NoError(t, err)
-	defer out.Close()
-	cmd := exec.Command(os.Args[0], "lock", "--ttl", "3s", "ks", "--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 600")
-	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	pid := readPid(t, pidFile)
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	require.True(t, alive(pid))
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
+	for _, script := range []string{
+		"echo $$ > PIDFILE; exec sleep 600",       // the command itself
+		"sleep 600 & echo $! > PIDFILE; wait",     // a process it started
+		"sh -c 'echo $$ > PIDFILE; sleep 600'; :", // a child that is not exec'd
+	} {
+		// The outputs are files, so that a command that outlived
+		// topoctl holds no pipe that Wait would wait for.
+		dir := t.TempDir()
+		pidFile, outFile := filepath.Join(dir, "pid"), filepath.Join(dir, "out")
+		out, err := os.Create(outFile)
+		require.NoError(t, err)
+		defer out.Close()
+		cmd := exec.Command(os.Args[0], "lock", "--ttl", "3s", "ks", "--", "sh", "-c", strings.ReplaceAll(script, "PIDFILE", pidFile))
+		cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+		cmd.Stdout, cmd.Stderr = out, out
+		require.NoError(t, cmd.Start())
+		pid := readPid(t, pidFile)
+		if pgid, err := syscall.Getpgid(pid); err == nil {
+			// What a failing run leaves behind.
+			t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		}
+		require.True(t, alive(pid))
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
 
-	// The second holder looks at the first one's command once it holds the
-	// lock (the first lease lapses after its 3s).
-	r := tg.run(t, "", "--timeout", "60s", "lock", "ks", "--", "sh", "-c",
-		"cat /proc/"+strconv.Itoa(pid)+"/stat 2>/dev/null || echo gone")
-	require.Equal(t, 0, r.code, r.stderr)
-	state := "gone"
-	if out := strings.TrimSpace(r.stdout); out != "gone" {
-		f := strings.Fields(out[strings.LastIndexByte(out, ')')+1:])
-		require.NotEmpty(t, f, out)
-		state = f[0]
+		// The second holder looks at the first one's process once it
+		// holds the lock (the first lease lapses after its 3s).
+		r := tg.run(t, "", "--timeout", "60s", "lock", "ks", "--", "sh", "-c",
+			"cat /proc/"+strconv.Itoa(pid)+"/stat 2>/dev/null || echo gone")
+		require.Equal(t, 0, r.code, r.stderr)
+		state := "gone"
+		if o := strings.TrimSpace(r.stdout); o != "gone" {
+			f := strings.Fields(o[strings.LastIndexByte(o, ')')+1:])
+			require.NotEmpty(t, f, o)
+			state = f[0]
+		}
+		assert.Contains(t, []string{"gone", "Z", "X"}, state, "%s: the first holder's process still ran when the second holder got the lock", script)
 	}
-	assert.Contains(t, []string{"gone", "Z", "X"}, state, "the first holder's command still ran when the second holder got the lock")
 }
 
 // lock --ttl says how long the lock really lasts where the backend does
