@@ -74,3 +74,14 @@ func TestOddKeysConsul(t *testing.T) {
 	assert.Contains(t, r.stdout, "exported 1 file ")
 	assert.NotContains(t, r.stderr, "folder")
 }
+
+// On Consul a name that is both a file and a directory is listed once, as
+// a directory, as on etcd; before, ls listed it twice.
+func TestConsulFileAndDirectoryListedOnce(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "consul", addr: consultest.Start(t), root: t.Name()}
+	tg.ok(t, "put", "n", "file")
+	tg.ok(t, "put", "n/x", "below")
+	assert.Equal(t, "n\n", tg.ok(t, "ls", "/"))
+	assert.Equal(t, "directory  -  -  n\n", tg.ok(t, "ls", "-l", "/"))
+}
