@@ -40,7 +40,8 @@ is not text (control bytes such as a protobuf record's, or not UTF-8) is
 shown quoted with escapes instead, its first 200 bytes only, with a note on
 stderr; --full prints its bytes there too, and a pipe always gets them.
 On a terminal a text value that does not end with a newline gets one, so
-that the prompt starts a line of its own (a pipe gets no added byte).
+that the prompt starts a line of its own (a pipe or --full gets no added
+byte).
 
 get -R PREFIX prints every file whose path starts with PREFIX (a plain
 string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
@@ -174,7 +175,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 					text = []byte(cutQuoted(value) + "\n")
 					o.eprintf("note: %s is not text: shown quoted on a terminal (%s); --full or a pipe prints its bytes as they are, --hex and --decode raw|json show them\n",
 						displayPath(p), plural(len(value), "byte"))
-				case !o.jsonOut() && o.stdoutIsTerminal() && len(value) > 0 && value[len(value)-1] != '\n':
+				case !full && !o.jsonOut() && o.stdoutIsTerminal() && len(value) > 0 && value[len(value)-1] != '\n':
 					// On a terminal the prompt would follow the value on
 					// its line; a pipe gets the bytes as they are.
 					text = append(slices.Clip(value), '\n')
