@@ -11,10 +11,12 @@ all: build
 
 ## build: compile topoctl into bin/
 build:
+	@echo "building bin/topoctl (the first build compiles etcd, ZooKeeper and Consul clients: it can take minutes)..."
 	$(GO) build -o bin/topoctl ./cmd/topoctl
 
 ## serve: run the embedded etcd that topoctl uses by default
 serve: build
+	@echo "starting the embedded etcd (./bin/topoctl serve)..."
 	./bin/topoctl serve
 
 ## test-deps: install ZooKeeper and build Consul when missing

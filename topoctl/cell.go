@@ -3,6 +3,7 @@ package topoctl
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -95,6 +96,11 @@ conflict.`,
 			setAddr, setRoot := cmd.Flags().Changed("server-address"), cmd.Flags().Changed("root")
 			if !setAddr && !setRoot {
 				return usagef("cell set needs --server-address and/or --root")
+			}
+			if setRoot && strings.Trim(root, "/") == "" {
+				// An empty root (or "/") is the store's whole key space:
+				// the cell would read and write everything in it.
+				return usagef("--root %q is the whole key space of the cell's store: give the cell a root of its own, such as /vitess/%s", root, args[0])
 			}
 			ctx := cmd.Context()
 			st, err := o.open(ctx)

@@ -56,6 +56,7 @@ func (o *options) open(ctx context.Context) (*store, error) {
 func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
 	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
 	o.warnConsulRoot(sp.impl, sp.root)
+	o.warnEtcdRoot(sp.impl, sp.root)
 	if err := o.checkListening(ctx, sp); err != nil {
 		return nil, err
 	}
@@ -98,8 +99,10 @@ const serveHint = `no server address was given: is "topoctl serve" running?`
 
 // checkListening dials sp's addresses (etcd2, zk2 and consul) with a
 // short bound (dialTimeout, or --timeout if shorter) and fails at once
-// with Unavailable, naming the addresses and the dial error ("connection
-// refused"), when none accepts a TCP connection: the backends' clients
+// with Unavailable when none accepts a TCP connection, naming the cause of
+// each failure: "cannot resolve the host name" (DNS), "no answer within"
+// (the dial timed out) or "nothing accepts connections at" (refused), with
+// the dial errors: the backends' clients
 // would otherwise retry until --timeout. When the address was defaulted
 // (the embedded etcd's), the error asks whether "topoctl serve" runs. A
 // store that accepts connections and then fails gets no such check.
@@ -114,7 +117,7 @@ func (o *options) checkListening(ctx context.Context, sp spec) error {
 		timeout = o.timeout
 	}
 	d := net.Dialer{Timeout: timeout}
-	var errs []string
+	var refused, unresolved, silent []string
 	for _, a := range strings.Split(sp.addr, ",") {
 		a = strings.TrimSpace(a)
 		for _, p := range []string{"http://", "https://"} {
@@ -129,10 +132,36 @@ func (o *options) checkListening(ctx context.Context, sp spec) error {
 			_ = c.Close()
 			return nil
 		}
-		errs = append(errs, err.Error())
+		if ctx.Err() != nil {
+			// Ctrl-C (or the caller's end) during the dial: not the
+			// store's fault.
+			return &topo.Error{Code: topo.Interrupted, Err: fmt.Errorf("%s: interrupted while connecting to %s: %w", sp, sp.addr, ctx.Err())}
+		}
+		var dnsErr *net.DNSError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &dnsErr):
+			unresolved = append(unresolved, err.Error())
+		case errors.As(err, &netErr) && netErr.Timeout():
+			silent = append(silent, err.Error())
+		default:
+			refused = append(refused, err.Error())
+		}
 	}
-	o.log.Debug("nothing listens at the store's address", "address", sp.addr, "errs", errs)
-	msg := fmt.Sprintf("%s: nothing accepts connections at %s: %s", sp, sp.addr, strings.Join(errs, "; "))
+	o.log.Debug("nothing listens at the store's address", "address", sp.addr, "refused", refused, "unresolved", unresolved, "silent", silent)
+	// One cause per message: a name that does not resolve is no server
+	// refusing connections, nor one that does not answer.
+	var causes []string
+	if len(unresolved) > 0 {
+		causes = append(causes, "cannot resolve the host name: "+strings.Join(unresolved, "; "))
+	}
+	if len(silent) > 0 {
+		causes = append(causes, fmt.Sprintf("no answer within %s: %s", timeout, strings.Join(silent, "; ")))
+	}
+	if len(refused) > 0 {
+		causes = append(causes, "nothing accepts connections at "+sp.addr+": "+strings.Join(refused, "; "))
+	}
+	msg := fmt.Sprintf("%s: %s", sp, strings.Join(causes, "; "))
 	if sp.defaulted {
 		msg += " (" + serveHint + ")"
 	}

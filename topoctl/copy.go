@@ -121,7 +121,7 @@ is a terminal, or with --progress.`,
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src.name, err)
 			}
-			if len(tl.files) == 0 && len(tl.reserved) == 0 {
+			if len(tl.files) == 0 && !tl.skipped() {
 				return emptyTree(under, src.name)
 			}
 			plan, err := o.planWrites(ctx, dst.conn, under, tl.files, po)
@@ -129,18 +129,18 @@ is a terminal, or with --progress.`,
 				return err
 			}
 			if dryRun {
-				if err := o.reportPlan(plan, src.name, dst.name); err != nil {
+				if err := o.reportPlan(plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 					return err
 				}
-				return o.reportReserved("copied", src.name, under, tl.reserved)
+				return o.reportSkipped("copied", src.name, under, tl)
 			}
 			if err := o.execute(ctx, dst.conn, plan, "copying"); err != nil {
 				return err
 			}
-			if err := o.reportDone("copied", plan, src.name, dst.name); err != nil {
+			if err := o.reportDone("copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 				return err
 			}
-			return o.reportReserved("copied", src.name, under, tl.reserved)
+			return o.reportSkipped("copied", src.name, under, tl)
 		},
 	}
 	f := cmd.Flags()
@@ -162,7 +162,9 @@ func (o *options) treeFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
 }
 
-// reportPlan prints a dry run: one line per file, then a summary.
+// reportPlan prints a dry run: one line per file that would be written or
+// deleted, then a summary that counts the identical ones too (-o json
+// lists every file).
 func (o *options) reportPlan(plan *writePlan, from, to string) error {
 	type item struct {
 		Path   string `json:"path"`
@@ -184,7 +186,8 @@ func (o *options) reportPlan(plan *writePlan, from, to string) error {
 		case "overwrite":
 			o.printf("would write %s (%s) (overwrite)\n", it.Path, plural(it.Bytes, "byte"))
 		case "identical":
-			o.printf("identical, skipped: %s\n", it.Path)
+			// Counted in the summary: a second run would otherwise list
+			// every file of the tree.
 		case "delete":
 			o.printf("would delete %s\n", it.Path)
 		}
@@ -195,6 +198,16 @@ func (o *options) reportPlan(plan *writePlan, from, to string) error {
 		plural(len(items), "file"), plan.count(kindCreate), plan.count(kindOverwrite), plan.count(kindIdentical), plan.count(kindDelete),
 		from, to, plural(plan.count(kindCreate)+plan.count(kindOverwrite), "file"), plural(plan.bytes(), "byte"))
 	return nil
+}
+
+// underName names the tree under dir (canonical; "" is the root) of the
+// store named store, for the summaries: "STORE" for the root, "STORE
+// under /PATH" otherwise.
+func underName(store, dir string) string {
+	if dir == "" {
+		return store
+	}
+	return store + " under " + displayPath(dir)
 }
 
 func (o *options) reportDone(verb string, plan *writePlan, from, to string) error {
@@ -292,7 +305,7 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 				return fmt.Errorf("reading %s: %w", b.name, err)
 			}
 			af, bf := ta.files, tb.files
-			if len(af)+len(bf)+len(ta.reserved)+len(tb.reserved) == 0 {
+			if len(af)+len(bf)+len(ta.reserved)+len(tb.reserved)+len(ta.odd)+len(tb.odd) == 0 {
 				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
 			}
 			diffs := compareTrees(af, bf)
@@ -319,8 +332,8 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 					o.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
 				}
 			}
-			rerr := o.reportReserved("compared", a.name, under, ta.reserved)
-			if e := o.reportReserved("compared", b.name, under, tb.reserved); e != nil {
+			rerr := o.reportSkipped("compared", a.name, under, ta)
+			if e := o.reportSkipped("compared", b.name, under, tb); e != nil {
 				rerr = e
 			}
 			if rerr != nil {

@@ -65,7 +65,7 @@ func Example() {
 	// $ topoctl lock /keyspaces/commerce -- echo holding the lock
 	// holding the lock
 	// $ topoctl copy --to examplestore:demo:/backup /keyspaces
-	// copied 1 file (2 bytes) from examplestore:demo:/example to examplestore:demo:/backup
+	// copied 1 file (2 bytes) from examplestore:demo:/example under /keyspaces to examplestore:demo:/backup under /keyspaces
 	// $ topoctl --topo-global-root /backup get /keyspaces/commerce/Keyspace
 	// v1
 }

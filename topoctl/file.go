@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 func newGetCmd(o *options) *cobra.Command {
@@ -38,6 +39,9 @@ func newGetCmd(o *options) *cobra.Command {
 is not text (control bytes such as a protobuf record's, or not UTF-8) is
 shown quoted with escapes instead, its first 200 bytes only, with a note on
 stderr; --full prints its bytes there too, and a pipe always gets them.
+On a terminal a text value that does not end with a newline gets one, so
+that the prompt starts a line of its own (a pipe or --full gets no added
+byte).
 
 get -R PREFIX prints every file whose path starts with PREFIX (a plain
 string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
@@ -171,6 +175,10 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 					text = []byte(cutQuoted(value) + "\n")
 					o.eprintf("note: %s is not text: shown quoted on a terminal (%s); --full or a pipe prints its bytes as they are, --hex and --decode raw|json show them\n",
 						displayPath(p), plural(len(value), "byte"))
+				case !full && !o.jsonOut() && o.stdoutIsTerminal() && len(value) > 0 && value[len(value)-1] != '\n':
+					// On a terminal the prompt would follow the value on
+					// its line; a pipe gets the bytes as they are.
+					text = append(slices.Clip(value), '\n')
 				}
 			}
 			if o.jsonOut() {
@@ -243,6 +251,11 @@ prints the new version.`,
 			readStdin := func() error {
 				if value, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, topo.MaxValueSize+1)); err != nil {
 					return fmt.Errorf("reading standard input: %w", err)
+				}
+				if len(value) > topo.MaxValueSize {
+					// Only MaxValueSize+1 bytes were read: the real size
+					// is unknown (a pipe may never end).
+					return backendkit.Wrap(topo.InvalidArgument, displayPath(p), fmt.Errorf("standard input holds more than the %d bytes (%d KiB) a file may hold; nothing was written", topo.MaxValueSize, topo.MaxValueSize/1024))
 				}
 				return nil
 			}
@@ -463,10 +476,10 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 	} else {
 		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
 	}
-	if len(tl.files) == 0 && len(tl.reserved) == 0 {
+	if len(tl.files) == 0 && !tl.skipped() {
 		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
 	}
-	return o.reportReserved("deleted", st.name, dir, tl.reserved)
+	return o.reportSkipped("deleted", st.name, dir, tl)
 }
 
 // displayPaths renders canonical paths as displayPath does; never nil.

@@ -123,12 +123,12 @@ names any file left written.`,
 				return err
 			}
 			if dryRun {
-				return o.reportPlan(plan, args[0], st.name)
+				return o.reportPlan(plan, args[0], underName(st.name, under))
 			}
 			if err := o.execute(ctx, st.conn, plan, "importing"); err != nil {
 				return err
 			}
-			return o.reportDone("imported", plan, args[0], st.name)
+			return o.reportDone("imported", plan, args[0], underName(st.name, under))
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
@@ -182,7 +182,7 @@ absent). Files are read in one List and written --parallel at a time.`,
 				return err
 			}
 			files := tl.files
-			if len(files) == 0 && len(tl.reserved) == 0 {
+			if len(files) == 0 && !tl.skipped() {
 				return emptyTree(under, st.name)
 			}
 			// Map every file to its local path and refuse file/directory
@@ -250,9 +250,9 @@ absent). Files are read in one List and written --parallel at a time.`,
 					return err
 				}
 			} else {
-				o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), st.name, dir)
+				o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), underName(st.name, under), dir)
 			}
-			return o.reportReserved("exported", st.name, under, tl.reserved)
+			return o.reportSkipped("exported", st.name, under, tl)
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a non-empty directory, replacing files")

@@ -7,6 +7,7 @@ import (
 	goio "io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/zk2topo"
 )
 
 // The environment variables lock's command gets.
@@ -60,16 +63,26 @@ $` + envLockToken + `, and DIR in $` + envLockPath + ` (as "etcdctl lock"
 gives ETCD_LOCK_KEY and ETCD_LOCK_REV).
 
 COMMAND runs in a process group of its own, so that everything it starts
-is stopped with it; the lock is released only once no process of that
-group is left (a process the command leaves behind gets SIGTERM, and
+is stopped with it. On Linux, if topoctl itself is killed (SIGKILL, a
+crash) the whole group is killed at once, well before the lock lapses: the
+group's leader is a guard (topoctl's own executable, run again) that the
+kernel signals when topoctl dies (parent-death signal) and that then kills
+the group. Elsewhere a killed topoctl leaves COMMAND running: the lock
+lapses with its time to live while COMMAND may still run. The lock is released only once no process of
+the group is left (a process the command leaves behind gets SIGTERM, and
 SIGKILL --grace later). Being in its own group, COMMAND does not read from
 the terminal.
 
 The wait for the lock is bounded by --timeout (0: wait until interrupted).
 --try fails at once with NodeExists when someone else holds the lock.
 --ttl sets the lock's time to live: if topoctl dies, the lock lapses about
-that long later (backends round it up: Consul to 10s; ZooKeeper to its
-session timeout); without it the backend's default applies. --try uses the
+that long later; without it the backend's default applies. Backends honour
+it differently, and topoctl prints a note on stderr with the effective time
+when it is not --ttl: etcd rounds it up to whole seconds; ZooKeeper ties
+every lock to the session, which lapses one session timeout (30s asked of
+the server) after topoctl stops; Consul rounds it up to whole seconds and
+to 10s and invalidates a session up to twice its TTL later (--ttl 5s: 10s
+to 20s). --try uses the
 default time to live, so it does not combine with --ttl. --named takes the
 backend's long named-lock time to live and waits for the lock, so --named
 does not combine with --try or --ttl (a usage error, exit 2).
@@ -121,6 +134,11 @@ shows it.`,
 			}
 			defer st.Close()
 
+			if ttl > 0 {
+				if note := effectiveTTLNote(st.spec.impl, ttl); note != "" {
+					o.eprintf("topoctl: note: %s\n", note)
+				}
+			}
 			if !named {
 				cctx, ccancel := o.callCtx(ctx)
 				err := o.notAFile(cctx, st.conn, dir)
@@ -290,11 +308,14 @@ func unlockTimeout(d time.Duration) time.Duration {
 // command exits by itself, whatever it left running in its group is ended
 // the same way.
 func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
-	c := exec.Command(argv[0], argv[1:]...)
+	c, _ := lockGuardCmd(argv)
 	c.Stdin = o.io.Stdin
 	// As etcdctl lock gives ETCD_LOCK_KEY and ETCD_LOCK_REV: the command
 	// can fence its own writes with the token.
-	c.Env = append(os.Environ(), envLockPath+"="+lockPath, envLockToken+"="+strconv.FormatInt(ld.Token(), 10))
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	c.Env = append(c.Env, envLockPath+"="+lockPath, envLockToken+"="+strconv.FormatInt(ld.Token(), 10))
 	setProcessGroup(c)
 	// Output goes through pipes of our own (when it is not a file), so that
 	// Wait returns when the command exits even if processes it left hold
@@ -327,7 +348,25 @@ func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPat
 			c.Stderr = *s.dst
 		}
 	}
-	err := c.Start()
+	// On Linux the command gets SIGKILL when the thread that started it
+	// ends (Pdeathsig), so that it dies with a killed topoctl. The Go
+	// runtime ends a thread when a goroutine locked to it exits: the
+	// goroutine that starts the command keeps its thread locked until Wait
+	// returns, so no other goroutine can end that thread while the command
+	// runs.
+	started := make(chan error, 1)
+	waited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waited <- c.Wait()
+	}()
+	err := <-started
 	for _, f := range parentEnds {
 		_ = f.Close()
 	}
@@ -361,8 +400,6 @@ func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPat
 			}
 		}
 	}()
-	waited := make(chan error, 1)
-	go func() { waited <- c.Wait() }()
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
@@ -422,4 +459,28 @@ func (o *options) stopGroup(pgid int, grace time.Duration, why string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// effectiveTTLNote says how long after a killed topoctl a lock taken with
+// --ttl ttl lapses on backend impl, when that is not ttl: etcd leases are
+// whole seconds; ZooKeeper ties every lock to the session (its timeout,
+// zk2topo.DefaultSessionTimeout as asked, clamped by the server, whatever
+// the ttl); Consul rounds a session's TTL up to whole seconds and to
+// consultopo.MinSessionTTL, down to consultopo.MaxSessionTTL, and
+// invalidates a session up to twice its TTL after the last renewal. It
+// returns "" when the lock lapses after ttl, or for other backends.
+func effectiveTTLNote(impl string, ttl time.Duration) string {
+	secs := (ttl + time.Second - 1).Truncate(time.Second)
+	switch impl {
+	case "etcd2":
+		if secs != ttl {
+			return fmt.Sprintf("etcd leases last whole seconds: the lock lapses %s after topoctl stops renewing it, not --ttl %s", secs, ttl)
+		}
+	case "zk2":
+		return fmt.Sprintf("ZooKeeper ties a lock to the client's session, not to --ttl %s: the lock lapses one session timeout (%s asked of the server, which may clamp it) after topoctl stops talking to ZooKeeper", ttl, zk2topo.DefaultSessionTimeout)
+	case "consul":
+		eff := min(max(secs, consultopo.MinSessionTTL), consultopo.MaxSessionTTL)
+		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: the lock lapses %s to %s after topoctl stops renewing it, not --ttl %s", eff, consultopo.MinSessionTTL, consultopo.MaxSessionTTL, eff, 2*eff, ttl)
+	}
+	return ""
 }

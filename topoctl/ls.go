@@ -3,6 +3,7 @@ package topoctl
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -78,7 +79,13 @@ func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, re
 				return nil, at(err, p)
 			}
 		}
-		if recursive && de.Type == topo.TypeDirectory {
+		if c, err := topo.CleanDirPath(p); recursive && de.Type == topo.TypeDirectory && (err != nil || c != p) {
+			// A directory under a key another tool wrote ("d/./x",
+			// "a//b"): no path reaches it, so name it rather than fail
+			// or leave it out.
+			o.eprintf("note: %s is no canonical path (written by another tool): its contents are not listed; get -R --keys-only %s shows the keys under it\n",
+				strconv.Quote(e.Path), displayPath(dir)+"/")
+		} else if recursive && de.Type == topo.TypeDirectory {
 			kids, err := o.list(ctx, conn, p, long, true)
 			if err != nil && !topo.IsErrType(err, topo.NoNode) {
 				return nil, err

@@ -12,9 +12,13 @@ import (
 )
 
 // setProcessGroup makes c's process the leader of a new process group,
-// whose id is its pid.
+// whose id is its pid. On Linux the process also gets SIGKILL when the
+// thread that started it ends (Pdeathsig, see setDeathSignal), which is
+// how it ends with topoctl when topoctl is killed: start it from a
+// goroutine locked to its OS thread until Wait returns.
 func setProcessGroup(c *exec.Cmd) {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(c.SysProcAttr)
 }
 
 // signalGroup sends SIGTERM (SIGKILL when kill) to process group pgid.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // runMainEnv makes the test binary behave as the topoctl binary (Run), so
@@ -245,4 +248,89 @@ func TestServeBusyStopRestartWatch(t *testing.T) {
 	w.waitLine(t, "/w "+v2+` "two"`)
 	assert.Equal(t, 0, w.signalAndWait(t, syscall.SIGINT), w.errb.String())
 	assert.Equal(t, 0, a.signalAndWait(t, syscall.SIGINT), a.errb.String())
+}
+
+// A topoctl killed with SIGKILL cannot stop lock's command: on Linux the
+// command's process group, what it started in the background included,
+// is killed with it (a guard with a parent-death signal), so it is gone
+// before the lock lapses and a second holder runs. Before, the command
+// kept running in its own process group while a second lock ran its
+// command: two holders.
+func TestLockCommandDiesWithKilledTopoctl(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux has a parent-death signal; elsewhere lock's help documents the gap")
+	}
+	addr := etcdtest.Start(t)
+	root := "/" + t.Name()
+	tg := target{impl: "etcd2", addr: addr, root: root}
+	tg.ok(t, "put", "ks/Keyspace", "k")
+	env := connEnv("etcd2", addr, root)
+
+	for _, script := range []string{
+		"echo $$ > PIDFILE; exec sleep 600",       // the command itself
+		"sleep 600 & echo $! > PIDFILE; wait",     // a process it started
+		"sh -c 'echo $$ > PIDFILE; sleep 600'; :", // a child that is not exec'd
+	} {
+		// The outputs are files, so that a command that outlived
+		// topoctl holds no pipe that Wait would wait for.
+		dir := t.TempDir()
+		pidFile, outFile := filepath.Join(dir, "pid"), filepath.Join(dir, "out")
+		out, err := os.Create(outFile)
+		require.NoError(t, err)
+		defer out.Close()
+		cmd := exec.Command(os.Args[0], "lock", "--ttl", "3s", "ks", "--", "sh", "-c", strings.ReplaceAll(script, "PIDFILE", pidFile))
+		cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+		cmd.Stdout, cmd.Stderr = out, out
+		require.NoError(t, cmd.Start())
+		pid := readPid(t, pidFile)
+		if pgid, err := syscall.Getpgid(pid); err == nil {
+			// What a failing run leaves behind.
+			t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		}
+		require.True(t, alive(pid))
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+
+		// The second holder looks at the first one's process once it
+		// holds the lock (the first lease lapses after its 3s).
+		r := tg.run(t, "", "--timeout", "60s", "lock", "ks", "--", "sh", "-c",
+			"cat /proc/"+strconv.Itoa(pid)+"/stat 2>/dev/null || echo gone")
+		require.Equal(t, 0, r.code, r.stderr)
+		state := "gone"
+		if o := strings.TrimSpace(r.stdout); o != "gone" {
+			f := strings.Fields(o[strings.LastIndexByte(o, ')')+1:])
+			require.NotEmpty(t, f, o)
+			state = f[0]
+		}
+		assert.Contains(t, []string{"gone", "Z", "X"}, state, "%s: the first holder's process still ran when the second holder got the lock", script)
+	}
+}
+
+// lock --ttl says how long the lock really lasts where the backend does
+// not honour the TTL as given (etcd: whole seconds; ZooKeeper: the
+// session timeout; Consul: at least 10s, invalidated up to twice that
+// late). Before, --ttl 5s lapsed after 29 s on ZooKeeper and 19 s on
+// Consul without a word.
+func TestLockTTLNote(t *testing.T) {
+	t.Parallel()
+	zk, etcd, consul := zktest.Start(t), etcdtest.Start(t), consultest.Start(t)
+	for _, c := range []struct{ impl, addr, root, ttl, want string }{
+		{"etcd2", etcd, "/" + t.Name(), "5s", ""},
+		{"etcd2", etcd, "/" + t.Name(), "2500ms", "the lock lapses 3s after topoctl stops renewing it, not --ttl 2.5s"},
+		{"zk2", zk, "/" + t.Name(), "5s", "ZooKeeper ties a lock to the client's session, not to --ttl 5s: the lock lapses one session timeout (30s asked"},
+		{"consul", consul, t.Name(), "5s", "the lock lapses 10s to 20s after topoctl stops renewing it, not --ttl 5s"},
+	} {
+		tg := target{impl: c.impl, addr: c.addr, root: c.root}
+		tg.ok(t, "put", "ks/Keyspace", "k")
+		r := tg.run(t, "", "lock", "--ttl", c.ttl, "ks", "--", "echo", "held")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, "held\n", r.stdout)
+		if c.want == "" {
+			assert.NotContains(t, r.stderr, "note:", c.impl)
+		} else {
+			assert.Contains(t, r.stderr, "topoctl: note: ", c.impl)
+			assert.Contains(t, r.stderr, c.want, c.impl)
+		}
+	}
 }

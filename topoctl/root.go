@@ -38,9 +38,10 @@ const (
 	// ExitLockLost: lock's command was stopped because the store dropped
 	// the lock (lease or session lost), or elect lost its leadership.
 	ExitLockLost = 3
-	// ExitInterrupted: SIGINT or SIGTERM ended a command that had work
-	// left (an import, copy, export or rm -R: what it wrote is reverted;
-	// a lock wait), as shells report Ctrl-C (128+2).
+	// ExitInterrupted: SIGINT or SIGTERM (in Main: ctx's end) ended a
+	// command that had work left: while it connected, read or listed, an
+	// import, copy, export or rm -R (what it wrote is reverted), a lock
+	// wait; as shells report Ctrl-C (128+2).
 	ExitInterrupted = 130
 )
 
@@ -240,9 +241,11 @@ A flag on the command line wins over its variable.
 
 Exit codes: 0 success, 1 failure (or differences found by diff, or files
 at reserved paths that a tree command could not carry over), 2 usage error,
-3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM during an
-import, copy, export, rm -R, a lock wait or lock's command); "lock" exits
-with its command's status otherwise.`,
+3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM before a
+command finished: while connecting, reading or listing, during an import,
+copy, export, rm -R, a lock wait or lock's command); "lock" exits with its
+command's status otherwise; watch, serve, elect and leader --observe end
+with 0 on Ctrl-C, their normal way to stop.`,
 		Example: `  topoctl serve                 # in one terminal: an embedded etcd
   topoctl put /hello world      # in another
   topoctl ls -R /
@@ -449,8 +452,10 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 		case "etcd2":
 			o.addrDefaulted = true
 			o.addr = o.defaultAddress()
-		case "zk2", "consul":
+		case "zk2":
 			return usagef("--topo-global-server-address (or %s) is required with --topo-implementation %s", envServerAddress, o.impl)
+		case "consul":
+			return usagef("--topo-global-server-address (or %s, or CONSUL_HTTP_ADDR) is required with --topo-implementation %s", envServerAddress, o.impl)
 		default:
 			// memory: "" names one in-process store, like any other
 			// string. A backend registered by the program that embeds
@@ -469,6 +474,17 @@ func (o *options) warnConsulRoot(impl, root string) {
 	if impl == "consul" && strings.HasPrefix(root, "/") && strings.Trim(root, "/") != "" {
 		o.eprintf("topoctl: warning: Consul root %q starts with \"/\": topokit reads it as %q, but Vitess processes fail to list under a leading \"/\"; give the root as %q so that both agree\n",
 			root, strings.Trim(root, "/"), strings.Trim(root, "/"))
+	}
+}
+
+// warnEtcdRoot warns on stderr about an etcd root without a leading "/":
+// etcd keys are plain strings, so the root "scratch" holds keys
+// "scratch/..." and "/scratch" holds "/scratch/...": two different trees
+// that look alike. Vitess's etcd roots start with "/".
+func (o *options) warnEtcdRoot(impl, root string) {
+	if impl == "etcd2" && root != "" && !strings.HasPrefix(root, "/") {
+		o.eprintf("topoctl: warning: etcd root %q has no leading \"/\": its keys start with %q, apart from those of the root %q (Vitess's etcd roots start with \"/\")\n",
+			root, root+"/", "/"+root)
 	}
 }
 
@@ -513,8 +529,15 @@ func runMain(ctx context.Context, args []string, io streams) int {
 		return ee.code
 	}
 	var ue usageError
+	if !errors.As(err, &ue) && o.started && ctx.Err() != nil {
+		// Ctrl-C or SIGTERM ended the command (while it connected, listed,
+		// read...): the failure is the interruption's, whatever error the
+		// call it cut short returned.
+		fmt.Fprintf(o.io.Stderr, "topoctl: interrupted: %s\n", o.formatError(err))
+		return ExitInterrupted
+	}
 	if errors.As(err, &ue) || !o.started {
-		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeControl(err.Error()), helpOf)
+		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeLines(err.Error()), helpOf)
 		return ExitUsage
 	}
 	fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(err))
@@ -535,7 +558,7 @@ func (o *options) formatError(err error) string {
 	msg = codeName(c) + ": " + msg
 	if c == topo.Unavailable || c == topo.Timeout {
 		// A store that could not be reached is named by the error itself.
-		if len(o.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") {
+		if len(o.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") && !strings.Contains(msg, "cannot resolve the host name") && !strings.Contains(msg, "no answer within") {
 			msg += " (store " + strings.Join(o.stores, ", ") + ")"
 		}
 	}
@@ -627,6 +650,19 @@ func slashPaths(err error) string {
 		msg = strings.Replace(msg, olds[i], te.Error(), 1)
 	}
 	return msg
+}
+
+// escapeLines is escapeControl for a message of several lines, such as
+// cobra's "unknown command" with its "Did you mean this?" suggestions: each
+// line, without its leading tabs, is escaped; the newlines and those tabs
+// stay. Trailing newlines are dropped.
+func escapeLines(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		rest := strings.TrimLeft(l, "\t")
+		lines[i] = l[:len(l)-len(rest)] + escapeControl(rest)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // escapeControl makes s printable on one terminal line: control bytes

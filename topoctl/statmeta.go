@@ -194,8 +194,10 @@ func (o *options) zkMeta(ctx context.Context, sp spec, p string) ([]metaField, e
 		}
 		ch <- answer{[]metaField{
 			{"znode", znode},
-			{"czxid", st.Czxid},
-			{"mzxid", st.Mzxid},
+			// In hexadecimal, as ZooKeeper's own tools (zkCli's stat,
+			// the server's logs) show zxids.
+			{"czxid", fmt.Sprintf("0x%x", st.Czxid)},
+			{"mzxid", fmt.Sprintf("0x%x", st.Mzxid)},
 			{"ctime", time.UnixMilli(st.Ctime).UTC().Format(time.RFC3339Nano)},
 			{"mtime", time.UnixMilli(st.Mtime).UTC().Format(time.RFC3339Nano)},
 			{"data_version", int64(st.Version)},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,12 @@ type treeList struct {
 	// topokit can neither write nor delete them, so every tree command
 	// names them instead of skipping them silently.
 	reserved []string
+	// odd are the raw paths of files that another tool wrote under keys
+	// that are no canonical path ("a//b", "t/", "d/./x"): written back
+	// they would land at another path (a local file system, or topokit,
+	// cleans them), so tree commands leave them alone and name them (see
+	// reportSkipped) instead of rewriting or dropping them.
+	odd []string
 }
 
 // listTree returns every file at or under dir (canonical; "" is the root),
@@ -64,6 +71,10 @@ func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) (tre
 		if !under(kv.Path, dir) {
 			continue
 		}
+		if !canonicalFile(kv.Path) {
+			tl.odd = append(tl.odd, kv.Path)
+			continue
+		}
 		if topo.IsReserved(kv.Path) {
 			tl.reserved = append(tl.reserved, kv.Path)
 			continue
@@ -71,9 +82,38 @@ func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) (tre
 		tl.files = append(tl.files, kv)
 	}
 	sortByPath(tl.files)
+	slices.Sort(tl.odd)
 	slices.Sort(tl.reserved)
 	tl.reserved = slices.Compact(tl.reserved)
 	return tl, nil
+}
+
+// canonicalFile reports whether p, a path a backend listed, is a
+// canonical file path: one that topokit writes as it is (no empty, "." or
+// ".." segment, no trailing "/").
+func canonicalFile(p string) bool {
+	c, err := topo.CleanFilePath(p)
+	return err == nil && c == p
+}
+
+// skipped reports whether tl holds files a tree command leaves alone.
+func (tl treeList) skipped() bool { return len(tl.reserved) > 0 || len(tl.odd) > 0 }
+
+// reportSkipped names on stderr, one line each, the files of tl that a
+// tree command (verb, e.g. "exported") left alone: those at reserved paths
+// (see reportReserved) and those under keys that are no canonical path
+// (quoted byte for byte, see treeList.odd). It returns the PartialResult
+// error the command ends with, or nil when there are none.
+func (o *options) reportSkipped(verb, store, dir string, tl treeList) error {
+	for _, p := range tl.odd {
+		o.eprintf("not %s: the key %s in %s is no canonical path (an empty, \".\" or \"..\" segment, or a trailing \"/\"; written by another tool): carried over it would land at another path\n", verb, strconv.Quote(displayPath(p)), store)
+	}
+	rerr := o.reportReserved(verb, store, dir, tl.reserved)
+	if len(tl.odd) == 0 {
+		return rerr
+	}
+	return backendkit.Wrap(topo.PartialResult, displayPath(dir), fmt.Errorf("%s under keys that are no canonical path %s not %s (listed above)",
+		plural(len(tl.odd), "file"), wasWere(len(tl.odd)), verb))
 }
 
 // under reports whether the canonical path p is dir or below it.

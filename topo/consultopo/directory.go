@@ -61,6 +61,19 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, topo.NewError(topo.NoNode, dir)
 	}
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	// A name that is both a file ("n") and a directory ("n/x") is one
+	// entry, a directory, as etcd2topo reports it.
+	merged := entries[:1]
+	for _, e := range entries[1:] {
+		if last := &merged[len(merged)-1]; e.Name == last.Name {
+			if e.Type == topo.TypeDirectory {
+				last.Type = topo.TypeDirectory
+			}
+			continue
+		}
+		merged = append(merged, e)
+	}
+	entries = merged
 	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
 	if inElections {
 		entries = mergeElectionEntries(entries)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/consul/api"
 
@@ -290,7 +291,9 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // Files at reserved paths (see topo.IsReserved) that another tool wrote,
 // for example a key d/Lock without lock flags or session, are not listed:
 // List returns the other files together with the PartialResult error of
-// backendkit.ReservedFiles naming them. It returns NoNode when no file matches
+// backendkit.ReservedFiles naming them. Keys that are no canonical path
+// (another tool's "t/" holding a value) are listed under their raw paths.
+// It returns NoNode when no file matches
 // (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
@@ -308,12 +311,26 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return nil, c.convertError(ctx, err, prefix)
 	}
 	files, reserved := c.files(pairs)
-	if len(files) == 0 && len(reserved) == 0 {
-		return nil, topo.NewError(topo.NoNode, prefix)
-	}
 	out := make([]topo.KVInfo, 0, len(files))
 	for _, f := range files {
 		out = append(out, topo.KVInfo{Path: f.path, Value: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)})
+	}
+	// Keys another tool wrote that are no canonical path ("t/" holding a
+	// value, "a//b") are listed under their raw paths, as etcd2topo lists
+	// them, so that callers can name them instead of losing them. A
+	// "folder" key (ending in "/", no value, as Consul's UI makes) is no
+	// file and stays out.
+	for _, pair := range pairs {
+		p, ok := c.relPath(pair.Key)
+		if !ok || isLockPair(pair) || (strings.HasSuffix(p, "/") && len(pair.Value) == 0) {
+			continue
+		}
+		if _, err := topo.CleanFilePath(p); err != nil {
+			out = append(out, topo.KVInfo{Path: p, Value: value(pair), Version: topo.NumericVersion(pair.ModifyIndex)})
+		}
+	}
+	if len(out) == 0 && len(reserved) == 0 {
+		return nil, topo.NewError(topo.NoNode, prefix)
 	}
 	return out, backendkit.ReservedFiles(prefix, reserved)
 }

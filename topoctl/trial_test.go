@@ -1,0 +1,75 @@
+package topoctl
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+)
+
+// Smaller findings of a new user's trial (issue 25, item 8), each failing
+// before its fix.
+func TestTrialFindings(t *testing.T) {
+	t.Parallel()
+	addr := etcdtest.Start(t)
+	tg := target{impl: "etcd2", addr: addr, root: "/" + t.Name()}
+
+	t.Run("typo suggestions keep their lines", func(t *testing.T) {
+		r := tg.fails(t, ExitUsage, []string{"unknown command \"lss\"", "Did you mean this?\n\tls\n"}, "lss")
+		assert.NotContains(t, r.stderr, `\x0a`)
+	})
+
+	t.Run("cell set refuses an empty root", func(t *testing.T) {
+		for _, root := range []string{"", "/"} {
+			tg.fails(t, ExitUsage, []string{"whole key space"}, "cell", "set", "zone1", "--root", root)
+		}
+		tg.fails(t, ExitFailure, []string{"NoNode"}, "get", "cells/zone1/CellInfo")
+	})
+
+	t.Run("oversized stdin", func(t *testing.T) {
+		r := tg.run(t, strings.Repeat("x", topo.MaxValueSize+100), "put", "big", "-")
+		require.Equal(t, ExitFailure, r.code, r.stderr)
+		assert.Contains(t, r.stderr, fmt.Sprintf("standard input holds more than the %d bytes", topo.MaxValueSize))
+		assert.NotContains(t, r.stderr, fmt.Sprint(topo.MaxValueSize+1))
+	})
+
+	t.Run("consul hint names CONSUL_HTTP_ADDR", func(t *testing.T) {
+		target{noFlags: true}.fails(t, ExitUsage, []string{"CONSUL_HTTP_ADDR", "is required with --topo-implementation consul"}, "-i", "consul", "ls")
+	})
+
+	t.Run("etcd root without a leading slash", func(t *testing.T) {
+		r := tg.withRoot(strings.TrimPrefix(tg.root, "/")+"x").run(t, "", "ls", "/")
+		assert.Contains(t, r.stderr, `has no leading "/"`)
+		r = tg.run(t, "", "ls", "/")
+		assert.NotContains(t, r.stderr, "warning")
+	})
+
+	t.Run("get ends a line on a terminal", func(t *testing.T) {
+		tg.ok(t, "put", "hello", "world")
+		var out, errb syncBuffer
+		code := runMain(t.Context(), tg.argv([]string{"get", "hello"}), streams{Stdout: &out, Stderr: &errb, StdoutIsTerminal: func() bool { return true }})
+		require.Equal(t, 0, code, errb.String())
+		assert.Equal(t, "world\n", out.String())
+		assert.Equal(t, "world", tg.ok(t, "get", "hello"), "a pipe gets the bytes as they are")
+	})
+
+	t.Run("summaries name PATH; dry runs count identical files", func(t *testing.T) {
+		in := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(in, "Keyspace"), []byte("k"), 0o600))
+		out := tg.ok(t, "import", in, "/ks")
+		assert.Contains(t, out, " under /ks\n")
+		out = tg.ok(t, "import", "--dry-run", in, "/ks")
+		assert.NotContains(t, out, "identical, skipped")
+		assert.Contains(t, out, "(0 new, 0 overwritten, 1 identical, 0 deleted)")
+		assert.Contains(t, out, " under /ks; would write 0 files")
+		assert.Contains(t, tg.ok(t, "export", filepath.Join(t.TempDir(), "x"), "/ks"), " under /ks to ")
+		assert.Contains(t, tg.ok(t, "copy", "--to", "memory:m:/", "/ks"), " under /ks to memory:m:/ under /ks")
+	})
+}
