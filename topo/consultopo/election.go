@@ -175,7 +175,8 @@ func (p *participation) campaign(ctx context.Context, value []byte, publish bool
 		p.amu.Unlock()
 	}()
 	spec := lockSpec{path: p.path, key: p.key, value: []byte(p.id), ttl: p.c.opts.SessionTTL,
-		detach: ctx.Done() != nil, valueKey: p.valueKeyFor, publish: publish, published: value}
+		detach: ctx.Done() != nil, valueKey: p.valueKeyFor, publish: publish, published: value,
+		queue: queuePrefixFor(p.key, true)}
 	retry := 50 * time.Millisecond
 	for {
 		h, err := p.c.lock(actx, spec)

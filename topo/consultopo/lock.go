@@ -80,7 +80,8 @@ func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.D
 			return nil, topo.NewError(topo.NoNode, dir)
 		}
 	}
-	spec := lockSpec{path: dir, key: c.dirPrefix(dir) + lockName, value: []byte(contents), ttl: ttl, try: try, detach: true}
+	key := c.dirPrefix(dir) + lockName
+	spec := lockSpec{path: dir, key: key, value: []byte(contents), ttl: ttl, try: try, detach: true, queue: queuePrefixFor(key, false)}
 	h, err := c.lock(ctx, spec)
 	if err != nil {
 		return nil, err
