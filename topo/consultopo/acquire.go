@@ -526,8 +526,8 @@ func (c *Conn) releaseKey(ctx context.Context, key string, sess *session) (ok bo
 	})
 }
 
-// dirHasEntries reports whether dir has entries other than a lock key: any
-// key under it but <dir>/Lock, or a <dir>/Lock that is not a lock (a value
+// dirHasEntries reports whether dir has entries other than a lock key and
+// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a <dir>/Lock that is not a lock (a value
 // another tool wrote, which Lock then refuses with a ForeignKeyError rather
 // than NoNode). It reads consistently.
 func (c *Conn) dirHasEntries(ctx context.Context, dir string) (bool, error) {
@@ -542,6 +542,8 @@ func (c *Conn) dirHasEntries(ctx context.Context, dir string) (bool, error) {
 		case k == prefix:
 		case k == prefix+lockName:
 			lockKey = true
+		case k == prefix+valuesDir+"/":
+			// The lock's queue (see queue.go): contenders, not entries.
 		case strings.HasPrefix(k, prefix):
 			return true, nil
 		}

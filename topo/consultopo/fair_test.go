@@ -3,6 +3,8 @@ package consultopo
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,4 +236,189 @@ func runCandidates(t *testing.T, root string, n, terms int, inTerm func(i int, f
 	mu.Lock()
 	defer mu.Unlock()
 	return append([]int(nil), order...)
+}
+
+// handoverRequests returns the Consul HTTP requests (session requests
+// left out: renewals run on their own clock) that all Conns send per
+// handover while n waiters, on Conns of their own, queue for one lock:
+// each acquirer unlocks at once and locks again (queueing at the tail),
+// and the count runs from the first release to the handovers-th
+// acquisition.
+func handoverRequests(t *testing.T, n, handovers int) float64 {
+	root := testRoot(t)
+	var rt atomic.Int64
+	opts := testOptions()
+	// Blocking queries then wait for their key for the whole test: a
+	// re-sent query after its wait time is not a handover's.
+	opts.WatchPollDuration = 10 * time.Minute
+	mk := func() *Conn {
+		c, err := NewConn(opts, root)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		c.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+			if !strings.HasPrefix(r.URL.Path, "/v1/session/") {
+				rt.Add(1)
+			}
+			return nil, nil
+		}
+		return c
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := mk()
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	first, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := holder.dirPrefix("d") + lockName
+	var acquired atomic.Int64
+	enough := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range n {
+		c := mk()
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := c.Lock(ctx, "d", fmt.Sprint(i))
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("waiter %d: %v", i, err)
+					}
+					return
+				}
+				if acquired.Add(1) == int64(handovers) {
+					close(enough)
+				}
+				if err := l.Unlock(context.Background()); err != nil {
+					t.Errorf("waiter %d: unlock: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	waitQueued(t, holder, key, n)
+	start := rt.Load()
+	require.NoError(t, first.Unlock(ctx))
+	select {
+	case <-enough:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("only %d of %d handovers within 2 minutes", acquired.Load(), handovers)
+	}
+	return float64(rt.Load()-start) / float64(handovers)
+}
+
+// TestHandoverRequestsConstant: the requests a handover costs do not grow
+// with the number of waiters: only the releaser, the new holder and the
+// next waiter send any (before the queue, every waiter's blocking query on
+// the lock key returned at each release, and each waiter tried the
+// acquire).
+func TestHandoverRequestsConstant(t *testing.T) {
+	const handovers = 20
+	per := map[int]float64{}
+	for _, n := range []int{2, 20, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			per[n] = handoverRequests(t, n, handovers)
+			t.Logf("%d waiters: %.1f requests per handover", n, per[n])
+		})
+	}
+	for _, n := range []int{20, 200} {
+		require.LessOrEqualf(t, per[n], per[2]+3, "requests per handover with %d waiters (%.1f) must not grow beyond those with 2 (%.1f)", n, per[n], per[2])
+	}
+}
+
+// TestQueueWaiterMovesOn: a waiter whose predecessor in the queue gives up
+// (its ctx ends) or loses its session moves up, and acquires when the
+// holder releases; the queue leaves no entry behind.
+func TestQueueWaiterMovesOn(t *testing.T) {
+	root := testRoot(t)
+	ctx := context.Background()
+	holder, quitter, lost, last := newTestConn(t, root), newTestConn(t, root), newTestConn(t, root), newTestConn(t, root)
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := holder.dirPrefix("d") + lockName
+
+	qctx, qcancel := context.WithCancel(ctx)
+	quitErr := make(chan error, 1)
+	go func() {
+		_, err := quitter.Lock(qctx, "d", "quitter")
+		quitErr <- err
+	}()
+	waitQueued(t, holder, key, 1)
+	lostErr := make(chan error, 1)
+	go func() {
+		_, err := lost.Lock(ctx, "d", "lost")
+		lostErr <- err
+	}()
+	waitQueued(t, holder, key, 2)
+	got := make(chan topo.LockDescriptor, 1)
+	go func() {
+		l, err := last.Lock(ctx, "d", "last")
+		if err != nil {
+			t.Errorf("last: %v", err)
+		}
+		got <- l
+	}()
+	waitQueued(t, holder, key, 3)
+
+	qcancel()
+	require.True(t, topo.IsErrType(<-quitErr, topo.Interrupted))
+	expireSession(t, lost)
+	require.True(t, topo.IsErrType(<-lostErr, topo.LockLost))
+	waitQueued(t, holder, key, 1)
+
+	require.NoError(t, l.Unlock(ctx))
+	ll := <-got
+	require.NotNil(t, ll)
+	require.NoError(t, ll.Check(ctx))
+	waitQueued(t, holder, key, 0)
+	require.NoError(t, ll.Unlock(ctx))
+}
+
+// TestQueueLayout: the queue beside a lock lives under <dir>/locks/queue/;
+// List leaves its keys out, a full ListDir shows the locks directory as
+// Ephemeral, and a directory left with nothing but a held lock and its
+// queue counts as empty for Lock (NoNode).
+func TestQueueLayout(t *testing.T) {
+	root := testRoot(t)
+	ctx := context.Background()
+	c1, c2, c3 := newTestConn(t, root), newTestConn(t, root), newTestConn(t, root)
+	_, err := c1.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := c1.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := c1.dirPrefix("d") + lockName
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c2.Lock(wctx, "d", "waiter")
+		waitErr <- err
+	}()
+	waitQueued(t, c1, key, 1)
+	keys, _, err := c1.kv.Keys(c1.dirPrefix("d")+"locks/queue/", "", nil)
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	entry, _, err := c1.kv.Get(keys[0], nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, entry.Session, "a queue entry is held by its contender's session")
+
+	kvs, err := c1.List(ctx, "d")
+	require.NoError(t, err)
+	require.Len(t, kvs, 1)
+	require.Equal(t, "d/f", kvs[0].Path)
+	entries, err := c1.ListDir(ctx, "d", true)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.Truef(t, e.Name == "f" || e.Ephemeral, "entry %+v of a locked directory with a waiter", e)
+	}
+
+	require.NoError(t, c1.Delete(ctx, "d/f", nil))
+	_, err = c3.Lock(ctx, "d", "third")
+	require.Truef(t, topo.IsErrType(err, topo.NoNode), "a directory with only a lock and its queue is empty: %v", err)
+	wcancel()
+	require.Error(t, <-waitErr)
+	require.NoError(t, l.Unlock(ctx))
 }

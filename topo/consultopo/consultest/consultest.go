@@ -316,6 +316,10 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 			"-log-level", "warn",
 			"-hcl", "disable_update_check = true",
 			"-hcl", fmt.Sprintf("session_ttl_min = %q", SessionTTLMin.String()),
+			// Hundreds of waiting lockers (each blocking query holds an
+			// HTTP connection) run from one address in the fairness tests
+			// and benchmarks; Consul's default allows 200 per client.
+			"-hcl", "limits { http_max_conns_per_client = 4096 }",
 		},
 	}
 	if opts.Persistent {
