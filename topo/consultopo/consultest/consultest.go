@@ -368,6 +368,18 @@ func (a *Agent) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.httpPort))
 }
 
+// Pid returns the process id of the running agent, 0 while it is stopped.
+// Benchmarks read the agent's CPU time from /proc/<pid>/stat with it. It
+// is safe for concurrent use.
+func (a *Agent) Pid() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil || a.cmd.Process == nil {
+		return 0
+	}
+	return a.cmd.Process.Pid
+}
+
 // HTTPSAddr returns the HTTPS address of an agent started with
 // AgentOptions.TLS, "127.0.0.1:PORT", and "" for any other agent. It stays
 // the same across Restart.
