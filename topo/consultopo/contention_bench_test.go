@@ -19,17 +19,22 @@ import (
 
 // BenchmarkContention runs n contenders, each on a Conn of its own, that
 // lock and unlock one lock (lock/n) or win and resign one election
-// (election/n) in a loop for contentionWindow, and reports:
+// (election/n) in a loop. After a warm-up (every contender has started
+// and, with the queue, queued: contentionWarmup plus 10 ms per contender)
+// it measures until max(3n, 300) acquisitions or contentionWindow,
+// whichever comes first, and reports for that window:
 //
 //   - acq/s: acquisitions (terms) per second;
 //   - cpu-us/acq: this process's CPU time (user+system, getrusage) per
 //     acquisition, all contenders together;
 //   - consul-cpu-us/acq: the agent's CPU time per acquisition, from
 //     /proc/<pid>/stat (0 where that cannot be read);
-//   - ever-acquired: how many of the n contenders acquired at least once;
-//   - min-acq: the fewest acquisitions of any contender.
+//   - ever-acquired: how many of the n contenders acquired at least once
+//     in the window (with a fair order, all of them once 3n acquisitions
+//     were counted);
+//   - min-acq: the fewest acquisitions of any contender in the window.
 //
-// Each row runs for a fixed window whatever b.N is.
+// Each row runs once per b.N, bounded in time.
 //
 //	go test -run '^$' -bench Contention -benchtime 1x ./topo/consultopo/
 func BenchmarkContention(b *testing.B) {
@@ -44,8 +49,12 @@ func BenchmarkContention(b *testing.B) {
 	}
 }
 
-// contentionWindow is how long each row of BenchmarkContention runs.
-const contentionWindow = 3 * time.Second
+// contentionWarmup and contentionWindow bound each row of
+// BenchmarkContention.
+const (
+	contentionWarmup = time.Second
+	contentionWindow = 20 * time.Second
+)
 
 func contentionRow(b *testing.B, kind string, n int) {
 	root := testRoot(b)
@@ -81,8 +90,10 @@ func contentionRow(b *testing.B, kind string, n int) {
 		_, err := c.sessionFor(ctx, "d", c.opts.SessionTTL)
 		require.NoError(b, err)
 	}
-	cpu0, consul0 := selfCPU(), consulCPU()
-	start := time.Now()
+	var total atomic.Int64
+	limit := max(3*n, 300)
+	enough := make(chan struct{})
+	measuring := atomic.Bool{}
 	for i := range n {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -90,7 +101,7 @@ func contentionRow(b *testing.B, kind string, n int) {
 					if _, err := parts[i].WaitForLeadership(); err != nil {
 						return
 					}
-					counts[i].Add(1)
+					acquired(&counts[i], &total, &measuring, limit, enough)
 					_ = parts[i].Resign(context.Background())
 					continue
 				}
@@ -98,18 +109,32 @@ func contentionRow(b *testing.B, kind string, n int) {
 				if err != nil {
 					return
 				}
-				counts[i].Add(1)
+				acquired(&counts[i], &total, &measuring, limit, enough)
 				_ = l.Unlock(context.Background())
 			}
 		})
 	}
-	time.Sleep(contentionWindow)
+	time.Sleep(contentionWarmup + time.Duration(n)*10*time.Millisecond)
+	base := make([]int64, n)
+	for i := range counts {
+		base[i] = counts[i].Load()
+	}
+	cpu0, consul0 := selfCPU(), consulCPU()
+	start := time.Now()
+	measuring.Store(true)
+	select {
+	case <-enough:
+	case <-time.After(contentionWindow):
+	}
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cpu, consul := selfCPU()-cpu0, consulCPU()-consul0
 	cancel()
-	var total int64
+	var sum int64
 	minAcq, ever := int64(-1), 0
 	for i := range counts {
-		k := counts[i].Load()
-		total += k
+		k := counts[i].Load() - base[i]
+		sum += k
 		if k > 0 {
 			ever++
 		}
@@ -117,20 +142,27 @@ func contentionRow(b *testing.B, kind string, n int) {
 			minAcq = k
 		}
 	}
-	elapsed := time.Since(start)
-	cpu, consul := selfCPU()-cpu0, consulCPU()-consul0
 	for _, p := range parts {
 		p.Stop()
 	}
 	wg.Wait()
-	if total == 0 {
+	if sum == 0 {
 		b.Fatalf("no acquisition in %v", elapsed)
 	}
-	b.ReportMetric(float64(total)/elapsed.Seconds(), "acq/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(total), "cpu-us/acq")
-	b.ReportMetric(float64(consul.Microseconds())/float64(total), "consul-cpu-us/acq")
+	b.ReportMetric(float64(sum)/elapsed.Seconds(), "acq/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(sum), "cpu-us/acq")
+	b.ReportMetric(float64(consul.Microseconds())/float64(sum), "consul-cpu-us/acq")
 	b.ReportMetric(float64(ever), "ever-acquired")
 	b.ReportMetric(float64(minAcq), "min-acq")
+}
+
+// acquired counts one acquisition of a contender, and closes enough at the
+// limit-th one counted while measuring.
+func acquired(count, total *atomic.Int64, measuring *atomic.Bool, limit int, enough chan struct{}) {
+	count.Add(1)
+	if measuring.Load() && total.Add(1) == int64(limit) {
+		close(enough)
+	}
 }
 
 // selfCPU returns this process's CPU time so far (user and system).
