@@ -168,7 +168,7 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 			// Take a free key at once, unless others queue for it.
 			fspec := spec
 			fspec.fast = !spec.try
-			h, handedOff, err := c.lockOn(wctx, fspec, sess, nil, nil)
+			h, handedOff, err := c.lockOn(wctx, fspec, sess, nil, nil, nil)
 			switch {
 			case err == nil:
 				return h, nil
@@ -185,10 +185,24 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 			}
 			c.setContended(spec.key, true)
 		}
-		entry, pred, err := c.enqueue(wctx, spec, sess)
+		// The queue entry lives on the Conn's shared session even for a
+		// lock with a session of its own: an entry on LockName's 24 h
+		// session would outlive a crashed waiter, and block the queue, for
+		// up to twice that TTL; the shared session's TTL bounds it.
+		qsess := sess
+		if sess.own {
+			qsess, err = c.sessionFor(wctx, spec.path, c.opts.SessionTTL)
+			if err != nil {
+				return fail(err, false)
+			}
+		}
+		entry, pred, err := c.enqueue(wctx, spec, qsess)
 		switch {
 		case errors.Is(err, errInvalidSession) && attempt < 3:
-			c.forgetSession(sess, errSessionGone)
+			c.forgetSession(qsess, errSessionGone)
+			if qsess != sess {
+				c.destroySession(sess)
+			}
 			continue
 		case err != nil:
 			return fail(err, false)
@@ -197,9 +211,9 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 		}
 		qspec := spec
 		qspec.entry = entry.Key
-		h, handedOff, err := c.lockOn(wctx, qspec, sess, entry, pred)
+		h, handedOff, err := c.lockOn(wctx, qspec, sess, qsess, entry, pred)
 		if err != nil {
-			c.dropEntry(entry.Key, sess)
+			c.dropEntry(entry.Key, qsess)
 			return fail(err, handedOff)
 		}
 		if pred == nil && !h.waited {
@@ -211,15 +225,15 @@ func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 	}
 }
 
-// lockOn waits, when queued (entry not nil), for the turn of entry behind
-// pred, then claims spec.key locally and acquires it for sess. Unqueued, it
+// lockOn waits, when queued (entry not nil, on session qsess), for the
+// turn of entry behind pred, then claims spec.key locally and acquires it for sess. Unqueued, it
 // fails with errMustQueue (spec.fast) or NodeExists (spec.try) when another
 // locker of the Conn holds the local claim. On failure the claim is
 // released unless handedOff (see acquire).
-func (c *Conn) lockOn(ctx context.Context, spec lockSpec, sess *session, entry, pred *api.KVPair) (h held, handedOff bool, err error) {
+func (c *Conn) lockOn(ctx context.Context, spec lockSpec, sess, qsess *session, entry, pred *api.KVPair) (h held, handedOff bool, err error) {
 	queued := entry != nil
 	if queued {
-		if err := c.waitTurn(ctx, spec, sess, entry, pred); err != nil {
+		if err := c.waitTurn(ctx, spec, sess, qsess, entry, pred); err != nil {
 			return held{}, false, err
 		}
 	}

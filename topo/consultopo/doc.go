@@ -19,7 +19,7 @@
 //   - topokit's waiting contenders queue beside the key, an addition Vitess
 //     never reads: <root>/D/locks/queue/<session id>-<random> for the lock
 //     on D, <root>/elections/<name>/locks/queue/<session id>-<random> for
-//     an election, each locked by its contender's session and ordered by
+//     an election, each locked by its Conn's shared session and ordered by
 //     CreateIndex; only the head tries the acquire, each waiter blocks on
 //     its predecessor's entry alone (see queue.go).
 //
@@ -84,9 +84,11 @@
 //     given turned out invalid before the locker started waiting (before
 //     its queue entry was created); a waiter, in the queue or at its head,
 //     whose session ends fails with LockLost (WaitForLeadership then tries
-//     again on a new session, at the queue's tail). A queue entry belongs
-//     to the session that created it, and its contender acquires with that
-//     session only.
+//     again on a new session, at the queue's tail). A queue entry lives on
+//     the Conn's shared session (for a lock with a session of its own too,
+//     so that a dead waiter's entry lapses within twice the Conn's
+//     SessionTTL, not LockName's 24 h); the end of either session ends the
+//     wait with LockLost.
 //   - A session is valid for its holder until its deadline: one TTL after
 //     the send time of the last renewal Consul acknowledged. Consul
 //     invalidates a session only after twice its TTL without renewal, and

@@ -422,3 +422,39 @@ func TestQueueLayout(t *testing.T) {
 	require.Error(t, <-waitErr)
 	require.NoError(t, l.Unlock(ctx))
 }
+
+// TestQueueLockNameOnSharedSession: a LockName waiter (whose lock has a
+// 24 h session of its own) queues on its Conn's shared session, so that
+// its entry lapses within twice the Conn's SessionTTL if its process dies.
+func TestQueueLockNameOnSharedSession(t *testing.T) {
+	root := testRoot(t)
+	ctx := context.Background()
+	c1, c2 := newTestConn(t, root), newTestConn(t, root)
+	l, err := c1.LockName(ctx, "named", "holder")
+	require.NoError(t, err)
+	key := c1.dirPrefix("named") + lockName
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c2.LockName(wctx, "named", "waiter")
+		waitErr <- err
+	}()
+	waitQueued(t, c1, key, 1)
+	keys, _, err := c1.kv.Keys(queuePrefixOf(key), "", nil)
+	require.NoError(t, err)
+	entry, _, err := c1.kv.Get(keys[0], nil)
+	require.NoError(t, err)
+	c2.mu.Lock()
+	shared := c2.shared
+	c2.mu.Unlock()
+	require.NotNil(t, shared)
+	require.Equal(t, shared.id, entry.Session, "the entry lives on the waiter Conn's shared session")
+	info, _, err := c1.client.Session().Info(entry.Session, nil)
+	require.NoError(t, err)
+	require.Equal(t, c2.opts.SessionTTL.String(), info.TTL)
+	wcancel()
+	require.Error(t, <-waitErr)
+	waitQueued(t, c1, key, 0)
+	require.NoError(t, l.Unlock(ctx))
+}

@@ -20,8 +20,11 @@ import (
 // acquire:
 //
 //   - a contender that cannot take the key at once adds an entry
-//     <queue>/<session id>-<random> locked by its session (so Consul
-//     deletes it when the session ends: "delete" behaviour), in a
+//     <queue>/<session id>-<random> locked by the Conn's shared, long-lived
+//     session (also for a lock with a session of its own), so Consul
+//     deletes it when the session ends ("delete" behaviour): a dead
+//     contender's entry blocks the queue for at most twice the Conn's
+//     SessionTTL. It does so in a
 //     transaction that also reads the whole queue (get-tree): entries are
 //     ordered by CreateIndex, the Raft index of the transaction that
 //     created them, so the order is the order in which they queued;
@@ -167,17 +170,20 @@ func predecessor(pairs api.KVPairs, entry *api.KVPair) *api.KVPair {
 	return pred
 }
 
-// waitTurn returns once entry heads spec's queue: it blocks on pred (the
-// entry queued before it) until pred is gone, then reads the queue again
-// (consistently) for a new predecessor, until none is left. It fails with
-// the request's error, or errWaiterSessionLost when sess ends.
-func (c *Conn) waitTurn(ctx context.Context, spec lockSpec, sess *session, entry, pred *api.KVPair) error {
+// waitTurn returns once entry (on session qsess) heads spec's queue: it
+// blocks on pred (the entry queued before it) until pred is gone, then
+// reads the queue again (consistently) for a new predecessor, until none
+// is left. It fails with the request's error, or errWaiterSessionLost when
+// sess (the lock's) or qsess (the entry's) ends.
+func (c *Conn) waitTurn(ctx context.Context, spec lockSpec, sess, qsess *session, entry, pred *api.KVPair) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
 	defer stop()
+	qstop := context.AfterFunc(qsess.ctx, cancel)
+	defer qstop()
 	ended := func(err error) error {
-		if ctx.Err() == nil && c.ctx.Err() == nil && sess.lost() {
+		if ctx.Err() == nil && c.ctx.Err() == nil && (sess.lost() || qsess.lost()) {
 			return errWaiterSessionLost
 		}
 		return err
