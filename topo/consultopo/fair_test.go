@@ -458,3 +458,38 @@ func TestQueueLockNameOnSharedSession(t *testing.T) {
 	waitQueued(t, c1, key, 0)
 	require.NoError(t, l.Unlock(ctx))
 }
+
+// TestFairLockOrderSameConn: lockers that are goroutines of one Conn (one
+// session) queue like those of different Conns and acquire in the order
+// they queued.
+func TestFairLockOrderSameConn(t *testing.T) {
+	const n = 5
+	root := testRoot(t)
+	ctx := context.Background()
+	holder, shared := newTestConn(t, root), newTestConn(t, root)
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	first, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := holder.dirPrefix("d") + lockName
+	got := make(chan int, n)
+	locks := make(chan topo.LockDescriptor, n)
+	for i := range n {
+		go func() {
+			l, err := shared.Lock(ctx, "d", fmt.Sprint(i))
+			if err != nil {
+				t.Errorf("locker %d: %v", i, err)
+				got <- -1
+				return
+			}
+			got <- i
+			locks <- l
+		}()
+		waitQueued(t, holder, key, i+1)
+	}
+	require.NoError(t, first.Unlock(ctx))
+	for want := range n {
+		require.Equal(t, want, <-got, "lockers of one Conn must acquire in the order they queued")
+		require.NoError(t, (<-locks).Unlock(ctx))
+	}
+}
