@@ -5,7 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	consulapi "github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	vtopo "vitess.io/vitess/go/vt/topo"
@@ -227,7 +229,16 @@ func topokitView(backend, dir string, vitess []entry) []entry {
 			e.Ephemeral = false // compared by TestElectionsEntryEphemeral
 		case backend == "zk" && e.Name == "locks" && e.Dir:
 			e.Ephemeral = true
-		case (backend == "zk" || backend == "consul") && dir == "elections":
+		case backend == "consul" && e.Name == "locks" && e.Dir:
+			// The queue of topokit's waiting candidate
+			// (elections/el/locks/queue/), Ephemeral as etcd's locks.
+			e.Ephemeral = true
+		case backend == "consul" && dir == "elections":
+			// el is the election key and the directory of the topokit
+			// candidate's queue entry: topokit lists it once, as a
+			// directory; Vitess shows the key.
+			e.Ephemeral, e.Dir = true, true
+		case backend == "zk" && dir == "elections":
 			e.Ephemeral = true
 		}
 		out = append(out, e)
@@ -270,6 +281,35 @@ func vitessTree(ctx context.Context, t *testing.T, s store, root string, vc vtop
 		<-waiting
 	})
 	s.waitCandidates(ctx, t, root, "el", 2)
+	if s.name == "consul" {
+		// topokit's waiting candidate queues in a key of its own,
+		// elections/el/locks/queue/<entry> (docs/layout-consul.md, "Fair
+		// order"), which Vitess never reads: wait for it, so that the
+		// listings see it.
+		waitConsulKeys(ctx, t, root+"/elections/el/locks/queue/", 1)
+	}
+}
+
+// waitConsulKeys polls, with a raw Consul client, until n keys are under
+// prefix.
+func waitConsulKeys(ctx context.Context, t *testing.T, prefix string, n int) {
+	t.Helper()
+	cfg := consulapi.DefaultConfig()
+	cfg.Address = consulAddr
+	cl, err := consulapi.NewClient(cfg)
+	require.NoError(t, err)
+	for {
+		keys, _, err := cl.KV().Keys(prefix, "", (&consulapi.QueryOptions{}).WithContext(ctx))
+		require.NoError(t, err)
+		if len(keys) == n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never %d keys under %s: %v", n, prefix, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // TestListings has both libraries write files in one tree, then checks

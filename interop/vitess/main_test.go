@@ -81,13 +81,14 @@ type store struct {
 	// candidates counts, with a raw client, the candidate entries of
 	// election name under root (both libraries' layout: etcd keys under
 	// elections/<name>/locks/, ZooKeeper sequential children of
-	// elections/<name>). nil on Consul, where a waiting candidate has no
-	// entry (only a session blocked on the election key).
+	// elections/<name>). nil on Consul, where a waiting Vitess candidate
+	// has no entry (only a session blocked on the election key; topokit's
+	// candidates queue under elections/<name>/locks/queue/).
 	candidates func(t *testing.T, root, name string) int
 	// lockers counts, with a raw client, the entries (holder and waiters)
 	// of directory dir's lock under root: etcd keys under <dir>/locks/,
-	// ZooKeeper children of <dir>/locks. nil on Consul (waiters have no
-	// entry).
+	// ZooKeeper children of <dir>/locks. nil on Consul (Vitess's waiters
+	// have no entry; topokit's queue under <dir>/locks/queue/).
 	lockers func(t *testing.T, root, dir string) int
 }
 

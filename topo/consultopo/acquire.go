@@ -70,6 +70,15 @@ type lockSpec struct {
 	valueKey  func(sessionID string) string
 	publish   bool
 	published []byte // the value written with publish
+	// queue is the prefix of the contenders' queue beside key (see
+	// queue.go).
+	queue string
+	// fast makes acquire try once, without an entry, to take a free key:
+	// errMustQueue when the key is not free or others queue.
+	fast bool
+	// entry is the key of the caller's queue entry, once it heads the
+	// queue: the acquire transaction deletes it.
+	entry string
 }
 
 // undo deletes what an acquire of spec by sess may have written: the key
@@ -120,6 +129,9 @@ type held struct {
 	// a held key (an acquire by the same session unlocks and locks it
 	// again, see acquire), so while the claim lasts the key keeps it.
 	token uint64
+	// waited reports that the acquire waited (in the queue, or for the
+	// key).
+	waited bool
 }
 
 // holds reports whether pair, the lock key as a read returned it, is still
@@ -130,46 +142,117 @@ func (h held) holds(pair *api.KVPair) bool {
 }
 
 // lock claims spec.key locally and acquires it in Consul with a session of
-// spec.ttl, waiting with blocking queries while another session holds it
-// (or failing with NodeExists under try). On success the claim stays held.
-// On failure everything taken is released. A waiter whose session ends
-// while it waits fails with LockLost.
+// spec.ttl, waiting in the key's queue (see queue.go), then, at its head,
+// with blocking queries while another session holds the key (or failing
+// with NodeExists under try). On success the claim stays held. On failure
+// everything taken is released, the queue entry included. A waiter whose
+// session ends while it waits fails with LockLost.
 func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
 	wctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	cl, err := c.claimKey(wctx, spec.path, spec.key, spec.try)
-	if err != nil {
-		if c.ctx.Err() == nil && ctx.Err() != nil {
-			return held{}, backendkit.FromContext(ctx, spec.path)
-		}
-		return held{}, err
-	}
+	spec.entry, spec.fast = "", false
 	for attempt := 0; ; attempt++ {
 		sess, err := c.sessionFor(wctx, spec.path, spec.ttl)
 		if err != nil {
-			c.releaseClaim(cl)
 			return held{}, c.waitError(ctx, err, spec.path)
 		}
-		got, handedOff, err := c.acquire(wctx, spec, sess, cl)
-		if err == nil {
-			cl.sess.Store(sess)
-			return held{cl: cl, sess: sess, lockIndex: got.LockIndex, token: got.ModifyIndex}, nil
-		}
-		if errors.Is(err, errInvalidSession) && attempt < 3 {
-			// The session ended before this call could wait on it (for
-			// example a shared session that expired while idle): retry
-			// with a new one.
-			c.forgetSession(sess, errSessionGone)
-			continue
-		}
-		if !handedOff {
-			if sess.own {
+		// fail ends the call with err: an own session is destroyed (which
+		// also deletes a queue entry on it) unless a background undo owns it.
+		fail := func(err error, handedOff bool) (held, error) {
+			if !handedOff && sess.own {
 				c.destroySession(sess)
 			}
+			return held{}, c.waitError(ctx, err, spec.path)
+		}
+		if spec.try || !c.isContended(spec.key) {
+			// Take a free key at once, unless others queue for it.
+			fspec := spec
+			fspec.fast = !spec.try
+			h, handedOff, err := c.lockOn(wctx, fspec, sess, nil, nil, nil)
+			switch {
+			case err == nil:
+				return h, nil
+			case errors.Is(err, errInvalidSession) && attempt < 3:
+				// The session ended before this call could wait on it (for
+				// example a shared session that expired while idle): retry
+				// with a new one.
+				c.forgetSession(sess, errSessionGone)
+				continue
+			case !errors.Is(err, errMustQueue):
+				return fail(err, handedOff)
+			case spec.try:
+				return fail(backendkit.Wrap(topo.NodeExists, spec.path, errors.New("other contenders queue for the lock")), false)
+			}
+			c.setContended(spec.key, true)
+		}
+		// The queue entry lives on the Conn's shared session even for a
+		// lock with a session of its own: an entry on LockName's 24 h
+		// session would outlive a crashed waiter, and block the queue, for
+		// up to twice that TTL; the shared session's TTL bounds it.
+		qsess := sess
+		if sess.own {
+			qsess, err = c.sessionFor(wctx, spec.path, c.opts.SessionTTL)
+			if err != nil {
+				return fail(err, false)
+			}
+		}
+		entry, pred, err := c.enqueue(wctx, spec, qsess)
+		switch {
+		case errors.Is(err, errInvalidSession) && attempt < 3:
+			c.forgetSession(qsess, errSessionGone)
+			if qsess != sess {
+				c.destroySession(sess)
+			}
+			continue
+		case err != nil:
+			return fail(err, false)
+		case pred != nil:
+			c.setContended(spec.key, true)
+		}
+		qspec := spec
+		qspec.entry = entry.Key
+		h, handedOff, err := c.lockOn(wctx, qspec, sess, qsess, entry, pred)
+		if err != nil {
+			c.dropEntry(entry.Key, qsess)
+			return fail(err, handedOff)
+		}
+		if pred == nil && !h.waited {
+			// Nobody queued before us and the key was free: the next
+			// contender of this Conn may try it at once again.
+			c.setContended(spec.key, false)
+		}
+		return h, nil
+	}
+}
+
+// lockOn waits, when queued (entry not nil, on session qsess), for the
+// turn of entry behind pred, then claims spec.key locally and acquires it for sess. Unqueued, it
+// fails with errMustQueue (spec.fast) or NodeExists (spec.try) when another
+// locker of the Conn holds the local claim. On failure the claim is
+// released unless handedOff (see acquire).
+func (c *Conn) lockOn(ctx context.Context, spec lockSpec, sess, qsess *session, entry, pred *api.KVPair) (h held, handedOff bool, err error) {
+	queued := entry != nil
+	if queued {
+		if err := c.waitTurn(ctx, spec, sess, qsess, entry, pred); err != nil {
+			return held{}, false, err
+		}
+	}
+	cl, err := c.claimKey(ctx, spec.path, spec.key, !queued)
+	if err != nil {
+		if spec.fast && topo.IsErrType(err, topo.NodeExists) {
+			err = errMustQueue
+		}
+		return held{}, false, err
+	}
+	got, waited, handedOff, err := c.acquire(ctx, spec, sess, cl, queued)
+	if err != nil {
+		if !handedOff {
 			c.releaseClaim(cl)
 		}
-		return held{}, c.waitError(ctx, err, spec.path)
+		return held{}, handedOff, err
 	}
+	cl.sess.Store(sess)
+	return held{cl: cl, sess: sess, lockIndex: got.LockIndex, token: got.ModifyIndex, waited: waited}, false, nil
 }
 
 // waitError turns an error from a wait under a merged context into the
@@ -225,12 +308,12 @@ func (c *Conn) waitError(ctx context.Context, err error, path string) error {
 // deleted by its release or session end, or unlocked), which is a later
 // Raft entry than the earlier acquire; so its transaction, and its token,
 // come later: strictly greater. TryLock and elections acquire the same way.
-func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *claim) (got *api.KVPair, handedOff bool, err error) {
+func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *claim, queued bool) (got *api.KVPair, waited, handedOff bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
 	defer stop()
-	waited := false
+	waited = queued
 	sessionEnded := func(err error) error {
 		if ctx.Err() == nil && c.ctx.Err() == nil && (sess.lost() || errors.Is(err, errInvalidSession)) {
 			if waited {
@@ -261,7 +344,7 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 		default:
 			cur, meta, err = c.kv.Get(spec.key, c.consistentOptions(actx))
 			if err != nil {
-				return nil, false, sessionEnded(err)
+				return nil, waited, false, sessionEnded(err)
 			}
 		}
 		optimistic, seen, seenMeta = false, nil, nil
@@ -271,18 +354,18 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 		case cur == nil:
 			cond = &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: spec.key}
 		case cur.Session == "" && cur.Flags != api.LockFlagValue:
-			return nil, false, backendkit.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
+			return nil, waited, false, backendkit.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
 		case cur.Session == "" || cur.Session == sess.id:
 			cond = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: spec.key, Index: cur.ModifyIndex}
 			relock = cur.Session == sess.id
 		case spec.try:
-			return nil, false, backendkit.LockHeld(spec.path, cur.Value, cur.Session)
+			return nil, waited, false, backendkit.LockHeld(spec.path, cur.Value, cur.Session)
 		default:
 			// Held by another session: block until the key changes.
 			waited = true
 			seen, seenMeta, err = c.kv.Get(spec.key, c.consistentBlocking(actx, meta.LastIndex))
 			if err != nil {
-				return nil, false, sessionEnded(err)
+				return nil, waited, false, sessionEnded(err)
 			}
 			if seenMeta.LastIndex < meta.LastIndex {
 				// The store's index went back (a restarted dev agent): read
@@ -294,19 +377,32 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 		ok, resp, handedOff, err := c.acquireOnce(actx, spec, cond, relock, sess, cl)
 		switch {
 		case handedOff:
-			return nil, true, sessionEnded(err)
+			return nil, waited, true, sessionEnded(err)
 		case err != nil:
-			return nil, false, sessionEnded(err)
+			return nil, waited, false, sessionEnded(err)
+		case ok && (spec.fast || spec.try) && queueBusy(resp, spec.queue):
+			// Others queue for the key (we took it in a release's gap):
+			// give it back at once.
+			c.undo(spec, sess)
+			if spec.try {
+				return nil, waited, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("other contenders queue for the lock"))
+			}
+			return nil, waited, false, errMustQueue
 		case ok:
 			// check-not-exists reports no result; the lock's is the last
-			// one of the key (a value key's may follow).
+			// one of the key (a value key's or the queue's may follow).
 			if kv := lockResult(resp, spec.key); kv != nil {
-				return kv, false, nil
+				return kv, waited, false, nil
 			}
 			c.undo(spec, sess)
-			return nil, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
+			return nil, waited, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
 		}
-		switch classifyRollback(resp) {
+		rb := classifyRollback(resp)
+		if spec.fast && rb != rollbackBadSession && rb != rollbackDenied && rb != rollbackUnknown {
+			// Not free: queue.
+			return nil, waited, false, errMustQueue
+		}
+		switch rb {
 		case rollbackStale, rollbackMissing, rollbackExists, rollbackHeld:
 			// The key changed since it was read: look again.
 		case rollbackLockDelay:
@@ -315,17 +411,17 @@ func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *cl
 				if delayUntil.IsZero() {
 					delayUntil = time.Now().Add(c.opts.LockDelay + time.Second)
 				} else if time.Now().After(delayUntil) {
-					return nil, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
+					return nil, waited, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
 				}
 			}
 			if !sleepCtx(actx, wait) {
-				return nil, false, sessionEnded(actx.Err())
+				return nil, waited, false, sessionEnded(actx.Err())
 			}
 			wait = min(2*wait, maxRetryWait)
 		case rollbackBadSession:
-			return nil, false, sessionEnded(errInvalidSession)
+			return nil, waited, false, sessionEnded(errInvalidSession)
 		default:
-			return nil, false, rollbackError(spec.path, resp)
+			return nil, waited, false, rollbackError(spec.path, resp)
 		}
 	}
 }
@@ -344,6 +440,16 @@ func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp
 	ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}})
 	if spec.valueKey != nil {
 		ops = append(ops, valueOp(spec.valueKey(sess.id), spec.published, spec.publish, sess))
+	}
+	if spec.entry != "" {
+		// The head of the queue leaves it as it acquires, which wakes the
+		// next waiter.
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: spec.entry}})
+	}
+	if spec.fast || spec.try {
+		// Read the queue: a contender that did not queue gives the key
+		// back when others do.
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: spec.queue}})
 	}
 	if ctx.Done() == nil || !spec.detach {
 		rctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
@@ -434,8 +540,8 @@ func (c *Conn) releaseKey(ctx context.Context, key string, sess *session) (ok bo
 	})
 }
 
-// dirHasEntries reports whether dir has entries other than a lock key: any
-// key under it but <dir>/Lock, or a <dir>/Lock that is not a lock (a value
+// dirHasEntries reports whether dir has entries other than a lock key and
+// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a <dir>/Lock that is not a lock (a value
 // another tool wrote, which Lock then refuses with a ForeignKeyError rather
 // than NoNode). It reads consistently.
 func (c *Conn) dirHasEntries(ctx context.Context, dir string) (bool, error) {
@@ -450,6 +556,8 @@ func (c *Conn) dirHasEntries(ctx context.Context, dir string) (bool, error) {
 		case k == prefix:
 		case k == prefix+lockName:
 			lockKey = true
+		case k == prefix+valuesDir+"/":
+			// The lock's queue (see queue.go): contenders, not entries.
 		case strings.HasPrefix(k, prefix):
 			return true, nil
 		}

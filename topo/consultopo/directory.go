@@ -23,7 +23,9 @@ const electionsDir = "elections"
 // top-level elections directory and every directory under it (the
 // elections' value keys, nested elections) are marked Ephemeral; under
 // elections/ a name that is both an election key and a directory is one
-// TypeDirectory entry. It returns NoNode when nothing is
+// TypeDirectory entry. A lock's queue, the directory locks (see queue.go),
+// is a TypeDirectory entry, Ephemeral when full, as etcd's locks
+// directories are; the keys under it are Ephemeral files. It returns NoNode when nothing is
 // under dirPath, InvalidPath for a bad path, Timeout/Interrupted when ctx
 // ends, Closed after Close and Unavailable when the agent cannot be reached.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
@@ -75,6 +77,9 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	entries = merged
 	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
+	// Under a locks directory (a lock's or an election's queue, see
+	// queue.go) every key is a contender's, held by its session.
+	inLocks := hasLocksSegment(dir)
 	if inElections {
 		entries = mergeElectionEntries(entries)
 	}
@@ -94,7 +99,12 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 			// An election's directory (its value keys, nested elections).
 			entries[i].Ephemeral = true
 			continue
-		case e.Type != topo.TypeFile || (e.Name != lockName && !inElections):
+		case e.Type == topo.TypeDirectory && (e.Name == valuesDir || inLocks):
+			// A lock's queue (<dir>/locks/queue/, see queue.go): as
+			// etcd's <dir>/locks, it holds only contenders' keys.
+			entries[i].Ephemeral = true
+			continue
+		case e.Type != topo.TypeFile || (e.Name != lockName && !inElections && !inLocks):
 			continue
 		}
 		pair, _, err := c.kv.Get(prefix+e.Name, c.queryOptions(ctx))
@@ -104,6 +114,17 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		entries[i].Ephemeral = pair != nil && pair.Session != ""
 	}
 	return entries, nil
+}
+
+// hasLocksSegment reports whether a segment of the canonical path p is
+// "locks", where locks' queues and elections' values live.
+func hasLocksSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == valuesDir {
+			return true
+		}
+	}
+	return false
 }
 
 // mergeElectionEntries merges, in a sorted listing under elections/, the

@@ -15,7 +15,13 @@
 //   - the leader's published value (Campaign, Proclaim) is the key
 //     <root>/elections/<name>/locks/<session id>, locked by the leader's
 //     session; Vitess reads only the election key, and no election key can
-//     be there (names with a locks segment are refused).
+//     be there (names with a locks segment are refused);
+//   - topokit's waiting contenders queue beside the key, an addition Vitess
+//     never reads: <root>/D/locks/queue/<session id>-<random> for the lock
+//     on D, <root>/elections/<name>/locks/queue/<session id>-<random> for
+//     an election, each locked by its Conn's shared session and ordered by
+//     CreateIndex; only the head tries the acquire, each waiter blocks on
+//     its predecessor's entry alone (see queue.go).
 //
 // Locks and leadership live on Consul sessions with the "delete" behaviour:
 // when a session is destroyed or its TTL lapses, the keys it holds vanish.
@@ -45,6 +51,17 @@
 //     acquire writes the key and gets a new ModifyIndex). A key without lock flags and without session was
 //     written by another tool: it is never taken over (ForeignKeyError),
 //     overwritten or deleted, and List reports it (backendkit.ReservedFiles).
+//   - A queue entry is created only by a contender's enqueue transaction
+//     (a lock operation of its session, and a get-tree of the queue that
+//     gives its predecessor), and deleted only by the acquire transaction
+//     of its contender at the head of the queue (the same transaction
+//     that acquires the key), by its contender giving up (check-session,
+//     then delete), or by Consul when the session ends. The queue orders
+//     acquires; it never grants one: exclusion, tokens and every rule
+//     below rest on the key's acquire transaction alone. A contender that
+//     acquires without an entry reads the queue in the same transaction
+//     and, when others queue, releases the key (check-session, delete)
+//     before returning, as when a caller gives up.
 //   - A lock or election key is deleted by the library only in a
 //     transaction that first checks that the deleting session holds it
 //     (check-session, then delete; for the end of a term, check-index on
@@ -64,9 +81,14 @@
 //     session is never renewed again nor replaced under a held lock: the
 //     lock is lost (LockLost) and a new Lock gets a new session.
 //   - An acquire is retried on a new session only when the session it was
-//     given turned out invalid before the locker started waiting; a waiter
+//     given turned out invalid before the locker started waiting (before
+//     its queue entry was created); a waiter, in the queue or at its head,
 //     whose session ends fails with LockLost (WaitForLeadership then tries
-//     again on a new session).
+//     again on a new session, at the queue's tail). A queue entry lives on
+//     the Conn's shared session (for a lock with a session of its own too,
+//     so that a dead waiter's entry lapses within twice the Conn's
+//     SessionTTL, not LockName's 24 h); the end of either session ends the
+//     wait with LockLost.
 //   - A session is valid for its holder until its deadline: one TTL after
 //     the send time of the last renewal Consul acknowledged. Consul
 //     invalidates a session only after twice its TTL without renewal, and

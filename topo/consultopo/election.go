@@ -117,7 +117,10 @@ type term struct {
 
 // WaitForLeadership implements topo.LeaderParticipation.WaitForLeadership:
 // it acquires elections/<name> with the participant id as value, waiting
-// with blocking queries while another participant leads, and retrying
+// in the election's queue (elections/<name>/locks/queue/, see queue.go:
+// candidates of every topokit Conn lead in the order they queued) and, at
+// its head, with blocking queries while another participant leads, and
+// retrying
 // through store outages and session losses (with a new session). The same
 // transaction deletes the value key of the session (the leader publishes
 // no value: Leader reports a nil Value). The returned context is
@@ -175,7 +178,8 @@ func (p *participation) campaign(ctx context.Context, value []byte, publish bool
 		p.amu.Unlock()
 	}()
 	spec := lockSpec{path: p.path, key: p.key, value: []byte(p.id), ttl: p.c.opts.SessionTTL,
-		detach: ctx.Done() != nil, valueKey: p.valueKeyFor, publish: publish, published: value}
+		detach: ctx.Done() != nil, valueKey: p.valueKeyFor, publish: publish, published: value,
+		queue: queuePrefixFor(p.key, true)}
 	retry := 50 * time.Millisecond
 	for {
 		h, err := p.c.lock(actx, spec)

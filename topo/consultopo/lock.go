@@ -10,8 +10,12 @@ import (
 
 // Lock implements topo.Conn.Lock: it acquires the key <dir>/Lock with the
 // Conn's long-lived session (TTL Options.SessionTTL), storing contents with
-// the api package's lock flags, and waits with blocking queries while
-// another session holds it. It returns NoNode if dirPath has no entries,
+// the api package's lock flags. While the lock is held or others wait, it
+// queues (an entry <dir>/locks/queue/<session id>-<random> on its session,
+// see queue.go) and acquires in queue order: waiters of every topokit Conn
+// acquire in the order they queued (Vitess's contenders, which do not
+// queue, may come first), each waiting only for the entry before its own,
+// the head with blocking queries on the key. It returns NoNode if dirPath has no entries,
 // NodeExists with a *ForeignKeyError when <dir>/Lock holds a value another
 // tool wrote (it is never overwritten), LockLost when the Conn's session
 // ends while it waits, PermissionDenied when the ACL token may not create
@@ -52,7 +56,8 @@ func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.Loc
 }
 
 // TryLock implements topo.Conn.TryLock: Lock, but it returns NodeExists at
-// once while another holder (of this or another Conn) has the lock. When
+// once while another holder (of this or another Conn) has the lock or
+// other contenders queue for it (it never queues). When
 // the lock is free but a lock-delay left by an invalidated session is in
 // effect, it retries for up to the Conn's own lock-delay before giving up
 // with NodeExists. Other errors as for Lock.
@@ -80,7 +85,8 @@ func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.D
 			return nil, topo.NewError(topo.NoNode, dir)
 		}
 	}
-	spec := lockSpec{path: dir, key: c.dirPrefix(dir) + lockName, value: []byte(contents), ttl: ttl, try: try, detach: true}
+	key := c.dirPrefix(dir) + lockName
+	spec := lockSpec{path: dir, key: key, value: []byte(contents), ttl: ttl, try: try, detach: true, queue: queuePrefixFor(key, false)}
 	h, err := c.lock(ctx, spec)
 	if err != nil {
 		return nil, err

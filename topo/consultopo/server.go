@@ -317,6 +317,10 @@ type Conn struct {
 	shared   *session              // the long-lived session, nil until needed
 	sessions map[*session]struct{} // every live session, destroyed by Close
 	claims   map[string]*claim     // keys locked (or being locked) through this Conn
+	// contended holds the lock and election keys a contender of this Conn
+	// recently found held or queued for (see queue.go): the next one
+	// queues at once.
+	contended map[string]struct{}
 }
 
 // NewConn is NewConnContext without a context: the first request is
@@ -419,6 +423,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		cancel:    cancel,
 		sessions:  map[*session]struct{}{},
 		claims:    map[string]*claim{},
+		contended: map[string]struct{}{},
 	}, nil
 }
 

@@ -316,6 +316,10 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 			"-log-level", "warn",
 			"-hcl", "disable_update_check = true",
 			"-hcl", fmt.Sprintf("session_ttl_min = %q", SessionTTLMin.String()),
+			// Hundreds of waiting lockers (each blocking query holds an
+			// HTTP connection) run from one address in the fairness tests
+			// and benchmarks; Consul's default allows 200 per client.
+			"-hcl", "limits { http_max_conns_per_client = 4096 }",
 		},
 	}
 	if opts.Persistent {
@@ -362,6 +366,18 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 // across Restart.
 func (a *Agent) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.httpPort))
+}
+
+// Pid returns the process id of the running agent, 0 while it is stopped.
+// Benchmarks read the agent's CPU time from /proc/<pid>/stat with it. It
+// is safe for concurrent use.
+func (a *Agent) Pid() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil || a.cmd.Process == nil {
+		return 0
+	}
+	return a.cmd.Process.Pid
 }
 
 // HTTPSAddr returns the HTTPS address of an agent started with

@@ -1,0 +1,495 @@
+package consultopo
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// queueLen returns how many contenders wait in the queue beside key (the
+// full lock or election key), read through c's client.
+func queueLen(t testing.TB, c *Conn, key string) int {
+	t.Helper()
+	keys, _, err := c.kv.Keys(queuePrefixOf(key), "", nil)
+	require.NoError(t, err)
+	return len(keys)
+}
+
+// queuePrefixOf is the queue prefix the tests expect beside a lock key
+// (<dir>/Lock: <dir>/locks/queue/) or an election key
+// (elections/<name>: elections/<name>/locks/queue/); see docs/layout-consul.md.
+func queuePrefixOf(key string) string {
+	if dir, ok := strings.CutSuffix(key, "/"+lockName); ok {
+		return dir + "/locks/queue/"
+	}
+	return key + "/locks/queue/"
+}
+
+// waitQueued waits until n contenders wait in the queue beside key.
+func waitQueued(t testing.TB, c *Conn, key string, n int) {
+	t.Helper()
+	require.Eventuallyf(t, func() bool { return queueLen(t, c, key) == n }, 30*time.Second, 5*time.Millisecond,
+		"%d contenders should wait in the queue beside %s", n, key)
+}
+
+// TestFairLockOrder: contenders that queued one after the other, each on a
+// Conn of its own, acquire in that order (issue 33).
+func TestFairLockOrder(t *testing.T) {
+	const n = 6
+	root := testRoot(t)
+	ctx := context.Background()
+	conns := make([]*Conn, n)
+	for i := range conns {
+		conns[i] = newTestConn(t, root)
+	}
+	_, err := conns[0].Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	first, err := conns[0].Lock(ctx, "d", "0")
+	require.NoError(t, err)
+	key := conns[0].dirPrefix("d") + lockName
+	got := make(chan int, n)
+	locks := make(chan topo.LockDescriptor, n)
+	for i := 1; i < n; i++ {
+		go func() {
+			l, err := conns[i].Lock(ctx, "d", fmt.Sprint(i))
+			if err != nil {
+				t.Errorf("contender %d: %v", i, err)
+				got <- -1
+				return
+			}
+			got <- i
+			locks <- l
+		}()
+		waitQueued(t, conns[0], key, i)
+	}
+	require.NoError(t, first.Unlock(ctx))
+	for want := 1; want < n; want++ {
+		require.Equal(t, want, <-got, "contenders must acquire in the order they queued")
+		require.NoError(t, (<-locks).Unlock(ctx))
+	}
+}
+
+// TestFairLockLoop: n contenders on Conns of their own lock and unlock in
+// a loop; within 3n acquisitions every one of them acquires at least once
+// (before the queue, several of the 60 never did: whoever sent its acquire
+// first after a release won).
+func TestFairLockLoop(t *testing.T) {
+	const n = 60
+	root := testRoot(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c0 := newTestConn(t, root)
+	_, err := c0.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	counts := make([]int, n)
+	total := 0
+	var wg sync.WaitGroup
+	for i := range n {
+		c := newTestConn(t, root)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := c.Lock(ctx, "d", fmt.Sprint(i))
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("contender %d: %v", i, err)
+					}
+					return
+				}
+				mu.Lock()
+				counts[i]++
+				total++
+				if total >= 3*n {
+					cancel()
+				}
+				mu.Unlock()
+				if err := l.Unlock(context.Background()); err != nil {
+					t.Errorf("contender %d: unlock: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, k := range counts {
+		require.Positivef(t, k, "contender %d never acquired in %d acquisitions: %v", i, total, counts)
+	}
+}
+
+// TestFairElection: n candidates on Conns of their own; the first leads
+// and the others queue one after the other; each leader then resigns and
+// campaigns again at once. The first n terms go to the candidates in the
+// order they queued (each leads within n terms), and each candidate leads
+// again within the next 2n terms (issue 33).
+func TestFairElection(t *testing.T) {
+	const n = 6
+	root := testRoot(t)
+	c0 := newTestConn(t, root)
+	key := c0.key(electionsDir + "/fair")
+	release0 := make(chan struct{}) // lets candidate 0 end its first term
+	order := runCandidates(t, root, n, 3*n, func(i int, first bool, stop <-chan struct{}) {
+		if i == 0 && first {
+			select {
+			case <-release0:
+			case <-stop:
+			}
+		}
+	}, func(i int) {
+		if i > 0 {
+			waitQueued(t, c0, key, i)
+		}
+		if i == n-1 {
+			close(release0)
+		}
+	})
+	for i := range n {
+		require.Equalf(t, i, order[i], "the first %d terms go to the candidates in queue order: %v", n, order)
+	}
+	for i := range n {
+		require.Containsf(t, order[n:3*n], i, "candidate %d must lead again within 2n terms: %v", i, order)
+	}
+}
+
+// TestFairElectionLoop: n candidates on Conns of their own each resign as
+// soon as they lead and campaign again; within 3n terms every one of them
+// leads at least once (before the queue, several of the 60 never did).
+func TestFairElectionLoop(t *testing.T) {
+	const n = 60
+	order := runCandidates(t, testRoot(t), n, 3*n, nil, nil)
+	counts := make([]int, n)
+	for _, i := range order[:3*n] {
+		counts[i]++
+	}
+	for i, k := range counts {
+		require.Positivef(t, k, "candidate %d never led in %d terms: %v", i, 3*n, counts)
+	}
+}
+
+// runCandidates runs n candidates of the election "fair" under root, each
+// on a Conn of its own, each resigning as soon as it leads (after
+// inTerm(i, first, stop), when given; stop closes when the run ends) and campaigning again, until terms terms
+// were led; it returns the leaders' indexes in term order. started(i), when
+// given, is called after candidate i started campaigning and before the
+// next one starts (candidate 0 leads first).
+func runCandidates(t *testing.T, root string, n, terms int, inTerm func(i int, first bool, stop <-chan struct{}), started func(i int)) []int {
+	t.Helper()
+	parts := make([]topo.LeaderParticipation, n)
+	for i := range parts {
+		p, err := newTestConn(t, root).NewLeaderParticipation("fair", fmt.Sprint(i))
+		require.NoError(t, err)
+		parts[i] = p
+	}
+	var mu sync.Mutex
+	var order []int
+	led := func() int { mu.Lock(); defer mu.Unlock(); return len(order) }
+	var stopping atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	stopAll := func() {
+		stopping.Store(true)
+		close(stop)
+		for _, p := range parts {
+			p.Stop()
+		}
+		wg.Wait()
+	}
+	defer stopAll()
+	for i, p := range parts {
+		wg.Go(func() {
+			for first := true; ; first = false {
+				if _, err := p.WaitForLeadership(); err != nil {
+					if !stopping.Load() {
+						t.Errorf("candidate %d: %v", i, err)
+					}
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				if inTerm != nil {
+					inTerm(i, first, stop)
+				}
+				if err := p.Resign(context.Background()); err != nil && !stopping.Load() {
+					t.Errorf("candidate %d: resign: %v", i, err)
+					return
+				}
+			}
+		})
+		if i == 0 && started != nil {
+			require.Eventually(t, func() bool { return led() == 1 }, 30*time.Second, 5*time.Millisecond)
+		}
+		if started != nil {
+			started(i)
+		}
+	}
+	require.Eventually(t, func() bool { return led() >= terms }, 120*time.Second, 5*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]int(nil), order...)
+}
+
+// handoverRequests returns the Consul HTTP requests (session requests
+// left out: renewals run on their own clock) that all Conns send per
+// handover while n waiters, on Conns of their own, queue for one lock:
+// each acquirer unlocks at once and locks again (queueing at the tail),
+// and the count runs from the first release to the handovers-th
+// acquisition.
+func handoverRequests(t *testing.T, n, handovers int) float64 {
+	root := testRoot(t)
+	var rt atomic.Int64
+	opts := testOptions()
+	// Blocking queries then wait for their key for the whole test: a
+	// re-sent query after its wait time is not a handover's.
+	opts.WatchPollDuration = 10 * time.Minute
+	mk := func() *Conn {
+		c, err := NewConn(opts, root)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		c.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+			if !strings.HasPrefix(r.URL.Path, "/v1/session/") {
+				rt.Add(1)
+			}
+			return nil, nil
+		}
+		return c
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := mk()
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	first, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := holder.dirPrefix("d") + lockName
+	var acquired atomic.Int64
+	enough := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range n {
+		c := mk()
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := c.Lock(ctx, "d", fmt.Sprint(i))
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("waiter %d: %v", i, err)
+					}
+					return
+				}
+				if acquired.Add(1) == int64(handovers) {
+					close(enough)
+				}
+				if err := l.Unlock(context.Background()); err != nil {
+					t.Errorf("waiter %d: unlock: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	waitQueued(t, holder, key, n)
+	start := rt.Load()
+	require.NoError(t, first.Unlock(ctx))
+	select {
+	case <-enough:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("only %d of %d handovers within 2 minutes", acquired.Load(), handovers)
+	}
+	return float64(rt.Load()-start) / float64(handovers)
+}
+
+// TestHandoverRequestsConstant: the requests a handover costs do not grow
+// with the number of waiters: only the releaser, the new holder and the
+// next waiter send any (before the queue, every waiter's blocking query on
+// the lock key returned at each release, and each waiter tried the
+// acquire).
+func TestHandoverRequestsConstant(t *testing.T) {
+	const handovers = 20
+	per := map[int]float64{}
+	for _, n := range []int{2, 20, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			per[n] = handoverRequests(t, n, handovers)
+			t.Logf("%d waiters: %.1f requests per handover", n, per[n])
+		})
+	}
+	for _, n := range []int{20, 200} {
+		require.LessOrEqualf(t, per[n], per[2]+3, "requests per handover with %d waiters (%.1f) must not grow beyond those with 2 (%.1f)", n, per[n], per[2])
+	}
+}
+
+// TestQueueWaiterMovesOn: a waiter whose predecessor in the queue gives up
+// (its ctx ends) or loses its session moves up, and acquires when the
+// holder releases; the queue leaves no entry behind.
+func TestQueueWaiterMovesOn(t *testing.T) {
+	root := testRoot(t)
+	ctx := context.Background()
+	holder, quitter, lost, last := newTestConn(t, root), newTestConn(t, root), newTestConn(t, root), newTestConn(t, root)
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := holder.dirPrefix("d") + lockName
+
+	qctx, qcancel := context.WithCancel(ctx)
+	quitErr := make(chan error, 1)
+	go func() {
+		_, err := quitter.Lock(qctx, "d", "quitter")
+		quitErr <- err
+	}()
+	waitQueued(t, holder, key, 1)
+	lostErr := make(chan error, 1)
+	go func() {
+		_, err := lost.Lock(ctx, "d", "lost")
+		lostErr <- err
+	}()
+	waitQueued(t, holder, key, 2)
+	got := make(chan topo.LockDescriptor, 1)
+	go func() {
+		l, err := last.Lock(ctx, "d", "last")
+		if err != nil {
+			t.Errorf("last: %v", err)
+		}
+		got <- l
+	}()
+	waitQueued(t, holder, key, 3)
+
+	qcancel()
+	require.True(t, topo.IsErrType(<-quitErr, topo.Interrupted))
+	expireSession(t, lost)
+	require.True(t, topo.IsErrType(<-lostErr, topo.LockLost))
+	waitQueued(t, holder, key, 1)
+
+	require.NoError(t, l.Unlock(ctx))
+	ll := <-got
+	require.NotNil(t, ll)
+	require.NoError(t, ll.Check(ctx))
+	waitQueued(t, holder, key, 0)
+	require.NoError(t, ll.Unlock(ctx))
+}
+
+// TestQueueLayout: the queue beside a lock lives under <dir>/locks/queue/;
+// List leaves its keys out, a full ListDir shows the locks directory as
+// Ephemeral, and a directory left with nothing but a held lock and its
+// queue counts as empty for Lock (NoNode).
+func TestQueueLayout(t *testing.T) {
+	root := testRoot(t)
+	ctx := context.Background()
+	c1, c2, c3 := newTestConn(t, root), newTestConn(t, root), newTestConn(t, root)
+	_, err := c1.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	l, err := c1.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := c1.dirPrefix("d") + lockName
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c2.Lock(wctx, "d", "waiter")
+		waitErr <- err
+	}()
+	waitQueued(t, c1, key, 1)
+	keys, _, err := c1.kv.Keys(c1.dirPrefix("d")+"locks/queue/", "", nil)
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	entry, _, err := c1.kv.Get(keys[0], nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, entry.Session, "a queue entry is held by its contender's session")
+
+	kvs, err := c1.List(ctx, "d")
+	require.NoError(t, err)
+	require.Len(t, kvs, 1)
+	require.Equal(t, "d/f", kvs[0].Path)
+	entries, err := c1.ListDir(ctx, "d", true)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.Truef(t, e.Name == "f" || e.Ephemeral, "entry %+v of a locked directory with a waiter", e)
+	}
+
+	require.NoError(t, c1.Delete(ctx, "d/f", nil))
+	_, err = c3.Lock(ctx, "d", "third")
+	require.Truef(t, topo.IsErrType(err, topo.NoNode), "a directory with only a lock and its queue is empty: %v", err)
+	wcancel()
+	require.Error(t, <-waitErr)
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// TestQueueLockNameOnSharedSession: a LockName waiter (whose lock has a
+// 24 h session of its own) queues on its Conn's shared session, so that
+// its entry lapses within twice the Conn's SessionTTL if its process dies.
+func TestQueueLockNameOnSharedSession(t *testing.T) {
+	root := testRoot(t)
+	ctx := context.Background()
+	c1, c2 := newTestConn(t, root), newTestConn(t, root)
+	l, err := c1.LockName(ctx, "named", "holder")
+	require.NoError(t, err)
+	key := c1.dirPrefix("named") + lockName
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c2.LockName(wctx, "named", "waiter")
+		waitErr <- err
+	}()
+	waitQueued(t, c1, key, 1)
+	keys, _, err := c1.kv.Keys(queuePrefixOf(key), "", nil)
+	require.NoError(t, err)
+	entry, _, err := c1.kv.Get(keys[0], nil)
+	require.NoError(t, err)
+	c2.mu.Lock()
+	shared := c2.shared
+	c2.mu.Unlock()
+	require.NotNil(t, shared)
+	require.Equal(t, shared.id, entry.Session, "the entry lives on the waiter Conn's shared session")
+	info, _, err := c1.client.Session().Info(entry.Session, nil)
+	require.NoError(t, err)
+	require.Equal(t, c2.opts.SessionTTL.String(), info.TTL)
+	wcancel()
+	require.Error(t, <-waitErr)
+	waitQueued(t, c1, key, 0)
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// TestFairLockOrderSameConn: lockers that are goroutines of one Conn (one
+// session) queue like those of different Conns and acquire in the order
+// they queued.
+func TestFairLockOrderSameConn(t *testing.T) {
+	const n = 5
+	root := testRoot(t)
+	ctx := context.Background()
+	holder, shared := newTestConn(t, root), newTestConn(t, root)
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	first, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	key := holder.dirPrefix("d") + lockName
+	got := make(chan int, n)
+	locks := make(chan topo.LockDescriptor, n)
+	for i := range n {
+		go func() {
+			l, err := shared.Lock(ctx, "d", fmt.Sprint(i))
+			if err != nil {
+				t.Errorf("locker %d: %v", i, err)
+				got <- -1
+				return
+			}
+			got <- i
+			locks <- l
+		}()
+		waitQueued(t, holder, key, i+1)
+	}
+	require.NoError(t, first.Unlock(ctx))
+	for want := range n {
+		require.Equal(t, want, <-got, "lockers of one Conn must acquire in the order they queued")
+		require.NoError(t, (<-locks).Unlock(ctx))
+	}
+}
