@@ -92,11 +92,11 @@ type etcdFence interface {
 // Options.MaxRequestBytes (default 1.5 MiB, etcd's
 // --max-request-bytes) for the encoded request (its writes counted
 // exactly, each compare at its largest: up to 15 bytes more than it
-// takes) plus 64 bytes and the user name for etcd's header. Other errors: those of backendkit.CheckTxn, then
-// Closed; Timeout, Interrupted or Unavailable when etcd's answer is lost
-// (the transaction may have been applied), or when the answer of the
-// failure reads is lost (it was not); PermissionDenied when etcd refuses
-// it.
+// takes) plus 64 bytes and the user name for etcd's header. Other
+// errors: those of backendkit.CheckTxn, then Closed; Timeout,
+// Interrupted or Unavailable when etcd's answer is lost (the transaction
+// may have been applied), or when the answer of the failure reads is
+// lost (it was not); PermissionDenied when etcd refuses it.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	return c.txn(ctx, nil, ops...)
 }
@@ -557,9 +557,10 @@ func cmpSizeBound(cmp *clientv3.Cmp) int {
 	return n
 }
 
-// requestOpSize returns the encoded size of the RequestOp of op, a put or
-// a delete (with no options but a range end), exactly; a range (which
-// this package does not put in a Success branch it sizes) is bounded.
+// requestOpSize returns the encoded size of the RequestOp of op exactly
+// for a put of a key and a value (no lease, no other option: this
+// package's puts) and for a delete of a key or a range; a range read
+// (which this package never puts in a branch it sizes) is bounded.
 func requestOpSize(op clientv3.Op) int {
 	optional := func(num protowire.Number, b []byte) int {
 		if len(b) == 0 {
