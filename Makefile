@@ -48,6 +48,7 @@ test-run:
 		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKPART)' $(ZKPKG); \
 	fi
 	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
+	cd interop/etcd37 && $(GO) test $(TESTFLAGS) -skip '^TestConformance/^(SessionLoss|Fence|LeaderValues|Semaphore|Stale)$$/^(Lock|Leader|Waiter|Reuse|Tokens|Terms|Done|ProclaimDeposed|Resume|SessionLoss|NeverMoreThanLimit|AfterSessionLoss)$$' ./...
 
 
 ## lint: gofmt and go vet

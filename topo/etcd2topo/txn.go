@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -90,12 +90,13 @@ type etcdFence interface {
 // --max-txn-ops) compares and writes each (the failure reads, one per
 // distinct compared key, are never more than the compares); and at most
 // Options.MaxRequestBytes (default 1.5 MiB, etcd's
-// --max-request-bytes) for the encoded request plus 64 bytes and the user
-// name for etcd's header. Other errors: those of backendkit.CheckTxn, then
-// Closed; Timeout, Interrupted or Unavailable when etcd's answer is lost
-// (the transaction may have been applied), or when the answer of the
-// failure reads is lost (it was not); PermissionDenied when etcd refuses
-// it.
+// --max-request-bytes) for the encoded request (its writes counted
+// exactly, each compare at its largest: up to 15 bytes more than it
+// takes) plus 64 bytes and the user name for etcd's header. Other
+// errors: those of backendkit.CheckTxn, then Closed; Timeout,
+// Interrupted or Unavailable when etcd's answer is lost (the transaction
+// may have been applied), or when the answer of the failure reads is
+// lost (it was not); PermissionDenied when etcd refuses it.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	return c.txn(ctx, nil, ops...)
 }
@@ -485,27 +486,99 @@ func (c *Conn) checkTxnSize(t *txnPlan) error {
 	return nil
 }
 
-// txnRequestSize returns the encoded size of the TxnRequest that t sends.
+// txnRequestSize returns a bound, in bytes, on the encoded size of the
+// TxnRequest that t sends, computed from the public client API only
+// (clientv3.Cmp's and clientv3.Op's accessors, and the protobuf wire
+// format of etcd's rpc.proto, which is stable across etcd 3.6 and 3.7),
+// never from the generated request types, whose layout differs between
+// client versions. The writes are counted exactly; a compare, whose target
+// and operator the public API does not show, is counted at its largest:
+// both enums set and a 10-byte revision, or its value if longer. A
+// compare's bound exceeds its encoded size by at most 15 bytes (about 2
+// KiB for 128 compares, against etcd's 1.5 MiB default), so a transaction
+// within a few bytes of Options.MaxRequestBytes may be refused here that
+// etcd would take. TestTxnRequestSizeBound checks the bound against the
+// bytes gRPC sends.
 func txnRequestSize(t *txnPlan) int {
-	req := pb.TxnRequest{
-		Compare: make([]*pb.Compare, len(t.cmps)),
-		Success: make([]*pb.RequestOp, 0, len(t.then)),
-	}
+	n := 0
 	for i := range t.cmps {
-		req.Compare[i] = (*pb.Compare)(&t.cmps[i])
+		n += embeddedSize(txnRequestCompare, cmpSizeBound(&t.cmps[i]))
 	}
-	for i, op := range t.ops {
-		k := []byte(t.keys[i])
-		switch {
-		case op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate:
-			req.Success = append(req.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{
-				RequestPut: &pb.PutRequest{Key: k, Value: op.Contents}}})
-		case op.Kind == topo.TxnDelete:
-			req.Success = append(req.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{
-				RequestDeleteRange: &pb.DeleteRangeRequest{Key: k}}})
+	for _, op := range t.then {
+		n += embeddedSize(txnRequestSuccess, requestOpSize(op))
+	}
+	return n
+}
+
+// Field numbers of etcd's rpc.proto used by txnRequestSize.
+const (
+	txnRequestCompare = 1 // TxnRequest.compare
+	txnRequestSuccess = 2 // TxnRequest.success
+
+	compareResult    = 1 // Compare.result (enum)
+	compareTarget    = 2 // Compare.target (enum)
+	compareKey       = 3 // Compare.key
+	compareUnion     = 4 // Compare.version, the first of target_union
+	compareValue     = 7 // Compare.value
+	requestOpRange   = 1 // RequestOp.request_range
+	requestOpPut     = 2 // RequestOp.request_put
+	requestOpDelete  = 3 // RequestOp.request_delete_range
+	putRequestKey    = 1 // PutRequest.key
+	putRequestValue  = 2 // PutRequest.value
+	deleteRequestKey = 1 // DeleteRangeRequest.key
+	deleteRequestEnd = 2 // DeleteRangeRequest.range_end
+	rangeRequestKey  = 1 // RangeRequest.key
+	rangeRequestEnd  = 2 // RangeRequest.range_end
+
+	// rangeRequestScalars bounds RangeRequest's scalar fields (limit,
+	// revision, sort order and target, the five flags and the four
+	// revision bounds), each a tag of at most 2 bytes and a varint of at
+	// most 10.
+	rangeRequestScalars = 13 * 12
+)
+
+// embeddedSize is the encoded size of a length-delimited field number num
+// holding n bytes.
+func embeddedSize(num protowire.Number, n int) int {
+	return protowire.SizeTag(num) + protowire.SizeBytes(n)
+}
+
+// cmpSizeBound bounds the encoded size of one Compare: the two enums at
+// their largest (a tag and a 1-byte varint each), its key, and its target
+// value, a revision (at most a 10-byte varint) or the value compared. A
+// compare on a range (WithRange, WithPrefix), whose range end the public
+// API does not show, is not bounded: this package never sends one. It
+// never reads the generated type behind cmp.
+func cmpSizeBound(cmp *clientv3.Cmp) int {
+	n := protowire.SizeTag(compareResult) + 1 + protowire.SizeTag(compareTarget) + 1
+	n += embeddedSize(compareKey, len(cmp.KeyBytes()))
+	n += max(protowire.SizeTag(compareUnion)+protowire.SizeVarint(1<<63),
+		embeddedSize(compareValue, len(cmp.ValueBytes())))
+	return n
+}
+
+// requestOpSize returns the encoded size of the RequestOp of op exactly
+// for a put of a key and a value (no lease, no other option: this
+// package's puts) and for a delete of a key or a range; a range read
+// (which this package never puts in a branch it sizes) is bounded.
+func requestOpSize(op clientv3.Op) int {
+	optional := func(num protowire.Number, b []byte) int {
+		if len(b) == 0 {
+			return 0
 		}
+		return embeddedSize(num, len(b))
 	}
-	return req.Size()
+	switch {
+	case op.IsPut():
+		return embeddedSize(requestOpPut,
+			optional(putRequestKey, op.KeyBytes())+optional(putRequestValue, op.ValueBytes()))
+	case op.IsDelete():
+		return embeddedSize(requestOpDelete,
+			optional(deleteRequestKey, op.KeyBytes())+optional(deleteRequestEnd, op.RangeBytes()))
+	default:
+		return embeddedSize(requestOpRange,
+			optional(rangeRequestKey, op.KeyBytes())+optional(rangeRequestEnd, op.RangeBytes())+rangeRequestScalars)
+	}
 }
 
 // sameCluster returns nil when cl, an entry put through another Conn, is
