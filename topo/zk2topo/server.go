@@ -522,7 +522,10 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 		}
 		sync := c.opts.LinearizableReads || !s.synced.Load()
 		err = c.do(ctx, p, func() error {
-			if sync {
+			switch {
+			case c.opts.LinearizableReads:
+				return s.barrierThen(func() error { return fn(s.zk) })
+			case sync:
 				return s.syncThen(func() error { return fn(s.zk) })
 			}
 			return fn(s.zk)
@@ -571,6 +574,55 @@ func (s *zkSession) syncThen(fn func() error) error {
 	}
 	if serr != nil {
 		return serr
+	}
+	return err
+}
+
+// barrierPath is the znode that a read barrier's check op names: the
+// ZooKeeper root, which always exists. The session needs READ permission
+// on it (world-readable unless an operator restricted it).
+const barrierPath = "/"
+
+// barrierThen runs a read barrier and then fn on the session, pipelined
+// like syncThen: fn's request is queued once the barrier's frame was
+// written. The barrier is a multi whose only op checks that barrierPath
+// exists, at any version. Unlike sync, a multi is a transaction: whichever
+// server the session is on, it goes to the leader, is proposed and
+// committed after every transaction committed before it (ZooKeeper's
+// atomic broadcast delivers in zxid order), and the session's server
+// applies all of those before it answers the multi; ZooKeeper runs one
+// session's requests in order, so fn's read runs after that. A write any
+// client saw acknowledged was committed before the read began, hence
+// before the barrier was proposed, so the read sees it (or a later value).
+// A sync does not give this on the leader: the leader answers its own
+// clients' syncs at once, without waiting for commits it has already sent
+// to the followers (which may have applied and acknowledged them) but not
+// yet applied itself. The barrier costs a transaction (a log write on a
+// quorum) per read: see BenchmarkLinearizableRead.
+func (s *zkSession) barrierThen(fn func() error) error {
+	sent, unregister := s.obs.expect(opMulti, barrierPath)
+	defer unregister()
+	res := make(chan error, 1)
+	go func() {
+		_, err := s.zk.Multi(&zk.CheckVersionRequest{Path: barrierPath, Version: -1})
+		res <- err
+	}()
+	var berr error
+	have := false
+	select {
+	case <-sent:
+	case berr = <-res:
+		have = true
+		if berr != nil {
+			return berr
+		}
+	}
+	err := fn()
+	if !have {
+		berr = <-res
+	}
+	if berr != nil {
+		return berr
 	}
 	return err
 }

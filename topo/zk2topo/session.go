@@ -304,6 +304,8 @@ const (
 	opDelete = 2
 	opExists = 3
 	opSync   = 9
+	opCheck  = 13
+	opMulti  = 14
 )
 
 // sessionObserver watches the frames of one session's connections: the
@@ -559,12 +561,21 @@ func (o *sessionObserver) written(b []byte) {
 		return
 	}
 	op := int32(binary.BigEndian.Uint32(b[8:12]))
-	l := int32(binary.BigEndian.Uint32(b[12:16]))
-	if l < 0 || 16+int(l) > len(b) {
+	at := 12 // offset of the path's length
+	if op == opMulti {
+		// A multi is matched by its first op when that is a check: the
+		// op's header (type, done, err: 4+1+4 bytes), then its path.
+		if len(b) < 25 || int32(binary.BigEndian.Uint32(b[12:16])) != opCheck {
+			return
+		}
+		at = 21
+	}
+	l := int32(binary.BigEndian.Uint32(b[at : at+4]))
+	if l < 0 || at+4+int(l) > len(b) {
 		return
 	}
 	o.mu.Lock()
-	k := sentKey{op, string(b[16 : 16+l])}
+	k := sentKey{op, string(b[at+4 : at+4+int(l)])}
 	ws := o.waiters[k]
 	if len(ws) > 0 {
 		delete(o.waiters, k)
