@@ -83,10 +83,14 @@ type Options struct {
 	SafetyMargin time.Duration
 
 	// LinearizableReads makes every read (Get, List, ListDir, the reads
-	// of Watch and WatchRecursive, lock and election reads) send a sync
-	// first (pipelined: it costs no extra round trip of waiting before the
-	// read is sent, but the read waits for the sync), so that it sees every
-	// write acknowledged, by any client, before the read started. Without
+	// of Watch and WatchRecursive, lock and election reads) send a read
+	// barrier first: a multi whose only op checks "/" at any version
+	// (pipelined: it costs no extra round trip of waiting before the read
+	// is sent, but the read waits for the barrier), so that it sees every
+	// write acknowledged, by any client, before the read started, whichever
+	// server the session is on (a sync does not give that on the leader;
+	// see zkSession.barrierThen). Each such read is thus a transaction (a
+	// log write on a quorum), and needs READ permission on "/". Without
 	// it, only the first read of each session syncs: a Conn still sees all
 	// of its own acknowledged writes, but may miss a very recent write of
 	// another client (ZooKeeper's default).
