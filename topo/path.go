@@ -3,7 +3,9 @@ package topo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -21,7 +23,11 @@ const MaxPathLength = 4096
 // give "a/b". It returns an InvalidPath *Error when the path is empty or
 // "/", has a trailing "/", contains an empty ("//"), "." or ".." segment,
 // contains NUL or another control byte (below 0x20, or 0x7f), is not valid
-// UTF-8, or is longer than MaxPathLength. Every backend calls it (or
+// UTF-8, holds a code point that some supported store cannot store and read
+// back (any above U+FFFF, U+E000–U+F8FF, U+FFF0–U+FFFF, and every one that
+// Go's unicode.IsPrint calls not printable, such as U+0080–U+00A0, U+00AD,
+// U+2028 or U+FEFF; see docs/semantics.md), or is longer than
+// MaxPathLength. Every backend calls it (or
 // CleanDirPath) before touching the store, so a bad path writes nothing.
 func CleanFilePath(p string) (string, error) {
 	if strings.HasSuffix(p, "/") {
@@ -75,6 +81,33 @@ func CleanPrefix(p string) (string, error) {
 	return c, nil
 }
 
+// storableRune reports whether every supported store can store a path
+// holding the non-ASCII code point r and read it back byte for byte (ASCII
+// is checked by cleanPath: everything but control bytes). The refusals,
+// and the store behind each (docs/semantics.md has the table):
+//
+//   - ZooKeeper (PathUtils.validatePath, on Java's UTF-16 chars) refuses
+//     U+007F–U+009F, U+D800–U+F8FF (so also every code point above
+//     U+FFFF, which Java holds as a surrogate pair) and U+FFF0–U+FFFF;
+//   - Consul's HTTP API answers 400 to a URL path holding a code point
+//     that is not printable (Go's unicode.IsPrint: letters, marks,
+//     numbers, punctuation, symbols and the ASCII space), although it
+//     stores such keys when written in a transaction, so that they could
+//     be written and listed but never read.
+//
+// Checked against the real servers by the path fuzz test in topo/pathfuzz.
+func storableRune(r rune) bool {
+	switch {
+	case r >= 0x10000: // ZooKeeper: a surrogate pair
+		return false
+	case r >= 0xD800 && r <= 0xF8FF: // ZooKeeper
+		return false
+	case r >= 0xFFF0: // ZooKeeper
+		return false
+	}
+	return unicode.IsPrint(r) // Consul; also refuses U+0080–U+009F
+}
+
 func cleanPath(p string) (string, error) {
 	c := strings.TrimPrefix(p, "/")
 	if len(c) > MaxPathLength {
@@ -92,8 +125,15 @@ func cleanPath(p string) (string, error) {
 			ascii = false
 		}
 	}
-	if !ascii && !utf8.ValidString(c) {
-		return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("path is not valid UTF-8")}
+	if !ascii {
+		if !utf8.ValidString(c) {
+			return "", &Error{Code: InvalidPath, Path: p, Err: errors.New("path is not valid UTF-8")}
+		}
+		for _, r := range c {
+			if !storableRune(r) {
+				return "", &Error{Code: InvalidPath, Path: p, Err: fmt.Errorf("path contains %U, which a supported store cannot store and read back", r)}
+			}
+		}
 	}
 	if c == "" {
 		return "", nil

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/topokit/topokit/topo"
@@ -24,7 +25,7 @@ var pathSeeds = []string{
 	".", "..", "...", "a/.", "a/..", "./a", "../a", "a/./b", "a/../b", ".a/..b",
 	"a\x00b", "\x00", "a\x01", "\x1f", "a\nb", "a\tb", "\x7f", "a\x7fb", "\x80",
 	"a\xffb", "\xe2\x82", "\xc0\xaf", "\xed\xa0\x80", "naïve/ключ/鍵", "\u2028",
-	"\ufeff/a", "a b/c d", "cells/zone1/CellInfo", "keyspaces/ks/shards/-80/Shard",
+	"\ufeff/a", "a/\u0085", "a/\ue000", "a/\uffff", "a/\U0001f600", "a/\u00a0", "a b/c d", "cells/zone1/CellInfo", "keyspaces/ks/shards/-80/Shard",
 	"elections/name", "d/locks/1234", strings.Repeat("a", topo.MaxPathLength),
 	strings.Repeat("a", topo.MaxPathLength+1), strings.Repeat("ab/", 2000),
 }
@@ -69,6 +70,12 @@ func checkCanonical(t *testing.T, fn, in, p string, allowTrailing bool) {
 	for i := 0; i < len(p); i++ {
 		if p[i] < 0x20 || p[i] == 0x7f {
 			t.Fatalf("%s(%s) = %s contains control byte %#x", fn, sq(in), sq(p), p[i])
+		}
+	}
+	for _, r := range p {
+		// Every store keeps these (see docs/semantics.md, "Path rule").
+		if r >= 0x10000 || (r >= 0xe000 && r <= 0xf8ff) || r >= 0xfff0 || !unicode.IsPrint(r) {
+			t.Fatalf("%s(%s) = %s contains %U, which some store cannot keep", fn, sq(in), sq(p), r)
 		}
 	}
 	if p == "" {

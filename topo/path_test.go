@@ -51,6 +51,28 @@ func TestCleanFilePath(t *testing.T) {
 		{"a\xe2\x82", bad},
 		{"\xc0\xaf", bad},
 		{long + "a", bad},
+		// Code points some store cannot store and read back (see
+		// docs/semantics.md, "Path rule"), and printable ones close to
+		// them that every store keeps.
+		{"a/\u0080", bad},
+		{"a/\u0085", bad},
+		{"a/\u009f", bad},
+		{"a/\u00a0", bad},
+		{"a/\u00ad", bad},
+		{"a/\u2028", bad},
+		{"a/\ufeff", bad},
+		{"a/\ue000", bad},
+		{"a/\uf8ff", bad},
+		{"a/\ufff0", bad},
+		{"a/\ufffd", bad},
+		{"a/\uffff", bad},
+		{"a/\U00010000", bad},
+		{"a/\U0001f600", bad},
+		{"a/\U0010ffff", bad},
+		{"a/\u00a1", "a/\u00a1"},
+		{"a/\uf900", "a/\uf900"},
+		{"a/\uffef", bad},
+		{"a/\uffe8", "a/\uffe8"},
 	} {
 		got, err := topo.CleanFilePath(tc.in)
 		if tc.want == bad {

@@ -35,6 +35,11 @@ var badPaths = []struct{ name, path string }{
 	{"DEL", "a/b\x7f"},
 	{"invalid UTF-8", "a/\xffb"},
 	{"truncated UTF-8", "a/\xe2\x82"},
+	{"C1 control (ZooKeeper, Consul)", "a/\u0085"},
+	{"not printable (Consul)", "a/\u00a0"},
+	{"private use (ZooKeeper, Consul)", "a/\ue000"},
+	{"noncharacter (ZooKeeper, Consul)", "a/\uffff"},
+	{"above U+FFFF (ZooKeeper)", "a/\U0001f600"},
 	{"too long", strings.Repeat("a", topo.MaxPathLength+1)},
 	{"too long in segments", strings.Repeat("abcdefg/", topo.MaxPathLength/8) + "tail"},
 }

@@ -195,7 +195,12 @@ func BenchmarkLockUnlock(b *testing.B) {
 }
 
 // BenchmarkGetLinearizable is BenchmarkGet with Options.LinearizableReads:
-// every Get is preceded by a pipelined sync.
+// every Get is preceded by a pipelined read barrier (a multi whose only op
+// is a check of "/", see zkSession.barrierThen), beside a raw plain Get.
+// Its zk2/raw-p50 is what a linearizable read costs over ZooKeeper's
+// default read; rt/op is 2 (the barrier and the read). The barrier is a
+// transaction, so on a server with forceSync (the default; the test
+// servers run without it) it also costs a quorum's log fsync.
 func BenchmarkGetLinearizable(b *testing.B) {
 	e := newBenchEnv(b)
 	lr := &rtCounter{}
@@ -211,6 +216,40 @@ func BenchmarkGetLinearizable(b *testing.B) {
 	paired(b, e, func(int) error {
 		_, _, err := e.raw.Get(rawPath)
 		return err
+	}, func(int) error {
+		_, _, err := lin.Get(e.ctx, "zk2/f")
+		return err
+	})
+}
+
+// BenchmarkLinearizableRead is a Get with Options.LinearizableReads (a
+// pipelined check-only multi, then the read) beside the raw client's
+// sync-then-get (the sync pipelined too, as zk2topo did before: it is
+// linearizable only on followers, see zkSession.barrierThen). Its
+// zk2/raw-p50 is what the barrier costs per read over a sync.
+func BenchmarkLinearizableRead(b *testing.B) {
+	e := newBenchEnv(b)
+	lr := &rtCounter{}
+	lin, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, LinearizableReads: true, Dialer: lr.dial}, e.root)
+	require.NoError(b, err)
+	b.Cleanup(lin.Close)
+	e.tc = lr
+	_, err = e.conn.Create(e.ctx, "zk2/f", []byte("value"))
+	require.NoError(b, err)
+	_, err = e.conn.Create(e.ctx, "raw/f", []byte("value"))
+	require.NoError(b, err)
+	rawPath := e.root + "/raw/f"
+	paired(b, e, func(int) error {
+		res := make(chan error, 1)
+		go func() {
+			_, err := e.raw.Sync("/")
+			res <- err
+		}()
+		_, _, gerr := e.raw.Get(rawPath)
+		if serr := <-res; serr != nil {
+			return serr
+		}
+		return gerr
 	}, func(int) error {
 		_, _, err := lin.Get(e.ctx, "zk2/f")
 		return err

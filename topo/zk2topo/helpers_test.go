@@ -70,25 +70,23 @@ func sessionPassword(t testing.TB, zc *zk.Conn) (int64, []byte) {
 // until conn has noticed (its leadership contexts are then cancelled). It
 // takes the session over with a second connection, which makes the server
 // drop conn's connection (conn sees the disconnection first, as before a
-// real expiry), and closes it; if conn took the session back in between,
-// it tries again.
+// real expiry), and closes it. conn's redials are held meanwhile (the
+// Conn redials at once, and would take its session back in between).
 func expireSession(t testing.TB, conn topo.Conn, addr string) {
 	t.Helper()
 	c := conn.(*Conn)
 	old, err := c.session("")
 	require.NoError(t, err)
 	id, pw := sessionPassword(t, old.zk)
-	for attempt := 0; !old.isLost(); attempt++ {
-		require.Less(t, attempt, 100, "could not expire the session")
-		taken, err := zktest.TakeOverSession(addr, id, pw)
-		if err != nil {
-			break // already gone on the server: conn learns it on reconnecting
-		}
+	hold := make(chan struct{})
+	old.dialHold.Store(&hold)
+	taken, err := zktest.TakeOverSession(addr, id, pw)
+	if err == nil { // else already gone on the server: conn learns it on reconnecting
 		require.Eventually(t, func() bool { return !old.isConnected() || old.isLost() }, 30*time.Second, time.Millisecond)
-		if taken.Close() == nil {
-			break
-		}
+		require.NoError(t, taken.Close())
 	}
+	old.dialHold.Store(nil)
+	close(hold)
 	select {
 	case <-old.lost:
 	case <-time.After(hangGuard):

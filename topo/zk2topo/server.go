@@ -83,10 +83,14 @@ type Options struct {
 	SafetyMargin time.Duration
 
 	// LinearizableReads makes every read (Get, List, ListDir, the reads
-	// of Watch and WatchRecursive, lock and election reads) send a sync
-	// first (pipelined: it costs no extra round trip of waiting before the
-	// read is sent, but the read waits for the sync), so that it sees every
-	// write acknowledged, by any client, before the read started. Without
+	// of Watch and WatchRecursive, lock and election reads) send a read
+	// barrier first: a multi whose only op checks "/" at any version
+	// (pipelined: it costs no extra round trip of waiting before the read
+	// is sent, but the read waits for the barrier), so that it sees every
+	// write acknowledged, by any client, before the read started, whichever
+	// server the session is on (a sync does not give that on the leader;
+	// see zkSession.barrierThen). Each such read is thus a transaction (a
+	// log write on a quorum), and needs READ permission on "/". Without
 	// it, only the first read of each session syncs: a Conn still sees all
 	// of its own acknowledged writes, but may miss a very recent write of
 	// another client (ZooKeeper's default).
@@ -522,7 +526,10 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 		}
 		sync := c.opts.LinearizableReads || !s.synced.Load()
 		err = c.do(ctx, p, func() error {
-			if sync {
+			switch {
+			case c.opts.LinearizableReads:
+				return s.barrierThen(func() error { return fn(s.zk) })
+			case sync:
 				return s.syncThen(func() error { return fn(s.zk) })
 			}
 			return fn(s.zk)
@@ -571,6 +578,55 @@ func (s *zkSession) syncThen(fn func() error) error {
 	}
 	if serr != nil {
 		return serr
+	}
+	return err
+}
+
+// barrierPath is the znode that a read barrier's check op names: the
+// ZooKeeper root, which always exists. The session needs READ permission
+// on it (world-readable unless an operator restricted it).
+const barrierPath = "/"
+
+// barrierThen runs a read barrier and then fn on the session, pipelined
+// like syncThen: fn's request is queued once the barrier's frame was
+// written. The barrier is a multi whose only op checks that barrierPath
+// exists, at any version. Unlike sync, a multi is a transaction: whichever
+// server the session is on, it goes to the leader, is proposed and
+// committed after every transaction committed before it (ZooKeeper's
+// atomic broadcast delivers in zxid order), and the session's server
+// applies all of those before it answers the multi; ZooKeeper runs one
+// session's requests in order, so fn's read runs after that. A write any
+// client saw acknowledged was committed before the read began, hence
+// before the barrier was proposed, so the read sees it (or a later value).
+// A sync does not give this on the leader: the leader answers its own
+// clients' syncs at once, without waiting for commits it has already sent
+// to the followers (which may have applied and acknowledged them) but not
+// yet applied itself. The barrier costs a transaction (a log write on a
+// quorum) per read: see BenchmarkLinearizableRead.
+func (s *zkSession) barrierThen(fn func() error) error {
+	sent, unregister := s.obs.expect(opMulti, barrierPath)
+	defer unregister()
+	res := make(chan error, 1)
+	go func() {
+		_, err := s.zk.Multi(&zk.CheckVersionRequest{Path: barrierPath, Version: -1})
+		res <- err
+	}()
+	var berr error
+	have := false
+	select {
+	case <-sent:
+	case berr = <-res:
+		have = true
+		if berr != nil {
+			return berr
+		}
+	}
+	err := fn()
+	if !have {
+		berr = <-res
+	}
+	if berr != nil {
+		return berr
 	}
 	return err
 }

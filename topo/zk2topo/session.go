@@ -40,6 +40,11 @@ type zkSession struct {
 	dead     atomic.Bool   // set (first) when the session is over: the dialer refuses
 	loseOnce sync.Once
 
+	// dialHold, when set (by tests only), is a channel that every dial
+	// waits on until it is closed: a test that closes the session from
+	// another connection holds the client's redials meanwhile.
+	dialHold atomic.Pointer[chan struct{}]
+
 	authMu   sync.Mutex
 	authDone atomic.Bool
 	synced   atomic.Bool // a sync ran on this session before its first read
@@ -80,6 +85,7 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 		zk.WithLogger(slogLogger{c.log}),
 		zk.WithLogInfo(false),
 		zk.WithDialer(s.dial),
+		zk.WithHostProvider(&redialProvider{DNSHostProvider: zk.NewDNSHostProvider()}),
 		zk.WithEventCallback(s.onEvent))
 	s.zk = zc
 	close(s.ready)
@@ -91,9 +97,57 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	return s, nil
 }
 
+// redialProvider is the client library's HostProvider: its
+// DNSHostProvider, except for when the library pauses. The library sleeps
+// one second before a dial whenever Next says retryStart. The
+// DNSHostProvider says so on coming back round to the server of the last
+// connection, so with one server the library waited a second before
+// redialling it after every disconnection; and a session the server
+// itself ended (closed by another connection or by an operator) is only
+// reported, as StateExpired, on reconnecting: its locks' Done and every
+// other loss signal closed about a second after the server ended it,
+// whatever the session timeout. redialProvider lets every server be tried
+// twice at once after a connection is lost (and at the start), and pauses
+// only before each later round: twice, because the server that ends a
+// session also drops the connection the client may just have re-opened to
+// it (its handshake then fails, and the next one is answered "expired").
+// A dead or quorum-less ensemble is still dialled twice a second per
+// server, not in a busy loop.
+type redialProvider struct {
+	*zk.DNSHostProvider
+
+	mu    sync.Mutex
+	tries int // dials since the last connection or pause
+}
+
+// Next returns the next server, and true (pause first) once every server
+// was tried twice since the last connection or pause.
+func (p *redialProvider) Next() (string, bool) {
+	server, _ := p.DNSHostProvider.Next()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pause := p.tries >= 2*p.DNSHostProvider.Len()
+	if pause {
+		p.tries = 0
+	}
+	p.tries++
+	return server, pause
+}
+
+// Connected records a connection (a session established on it).
+func (p *redialProvider) Connected() {
+	p.DNSHostProvider.Connected()
+	p.mu.Lock()
+	p.tries = 0
+	p.mu.Unlock()
+}
+
 // dial is the client library's Dialer: it refuses once the session is
 // over, so that the library cannot start a new session on this *zk.Conn.
 func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if h := s.dialHold.Load(); h != nil {
+		<-*h
+	}
 	if s.dead.Load() {
 		return nil, errors.New("zk2topo: session over")
 	}
@@ -304,6 +358,8 @@ const (
 	opDelete = 2
 	opExists = 3
 	opSync   = 9
+	opCheck  = 13
+	opMulti  = 14
 )
 
 // sessionObserver watches the frames of one session's connections: the
@@ -559,12 +615,21 @@ func (o *sessionObserver) written(b []byte) {
 		return
 	}
 	op := int32(binary.BigEndian.Uint32(b[8:12]))
-	l := int32(binary.BigEndian.Uint32(b[12:16]))
-	if l < 0 || 16+int(l) > len(b) {
+	at := 12 // offset of the path's length
+	if op == opMulti {
+		// A multi is matched by its first op when that is a check: the
+		// op's header (type, done, err: 4+1+4 bytes), then its path.
+		if len(b) < 25 || int32(binary.BigEndian.Uint32(b[12:16])) != opCheck {
+			return
+		}
+		at = 21
+	}
+	l := int32(binary.BigEndian.Uint32(b[at : at+4]))
+	if l < 0 || at+4+int(l) > len(b) {
 		return
 	}
 	o.mu.Lock()
-	k := sentKey{op, string(b[16 : 16+l])}
+	k := sentKey{op, string(b[at+4 : at+4+int(l)])}
 	ws := o.waiters[k]
 	if len(ws) > 0 {
 		delete(o.waiters, k)
