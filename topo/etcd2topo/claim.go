@@ -90,6 +90,8 @@ type claim struct {
 
 	// older are the entries ahead of ours when the claim was put.
 	older map[string]struct{}
+	// pred is the newest of them (nil when none), where wait starts.
+	pred *mvccpb.KeyValue
 	// resp is the claim transaction's response, for the extra reads the
 	// caller asked for (responses 2 on).
 	resp *clientv3.TxnResponse
@@ -176,7 +178,9 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 		cl.clusterID = resp.Header.ClusterId
 		c.clusterID.CompareAndSwap(0, cl.clusterID)
 		cl.resp = resp
-		cl.older = olderEntries(resp.Responses[1].GetResponseRange().Kvs, prefix, key, cl.rev)
+		queue := resp.Responses[1].GetResponseRange().Kvs
+		cl.older = olderEntries(queue, prefix, key, cl.rev)
+		cl.pred = newestOlder(queue, prefix, key, cl.rev)
 		return cl, nil
 	}
 }
