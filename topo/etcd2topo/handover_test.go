@@ -10,7 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test"
 )
 
 // storeCounter counts what a client asks of etcd and what its watches
@@ -206,6 +210,50 @@ func TestHandoverCostFlat(t *testing.T) {
 				require.LessOrEqual(t, events[i], events[0]+2, "watch events per handover grow with the number of waiters: %v", events)
 			}
 			require.LessOrEqual(t, reqs[2], 1.25*reqs[1], "requests per handover grow with the number of waiters: %v", reqs)
+		})
+	}
+}
+
+// fairConns opens k Conns on one fresh root, and the test.Queued function
+// that counts the entries of the lock of "d" or of election "e" there.
+func fairConns(t *testing.T, k int) ([]topo.Conn, test.Queued) {
+	t.Helper()
+	root := newRoot()
+	conns := make([]topo.Conn, k)
+	for i := range conns {
+		conns[i] = openConn(t, serverAddr, root)
+	}
+	cli := rawClient(t, serverAddr)
+	return conns, func(t *testing.T, kind string, n int) {
+		t.Helper()
+		prefix := root + "/d/locks/"
+		if kind == "election" {
+			prefix = root + "/elections/e/locks/"
+		}
+		require.Eventually(t, func() bool {
+			resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			return err == nil && resp.Count == int64(n)
+		}, time.Minute, time.Millisecond)
+	}
+}
+
+// TestFairness: waiters acquire a lock, and candidates lead, in the order
+// they queued; a contender that lets go and asks again queues behind the
+// others, so that in a loop with no hold time nobody starves.
+func TestFairness(t *testing.T) {
+	const n = 10
+	t.Run("LockFIFO", func(t *testing.T) {
+		conns, queued := fairConns(t, 3)
+		test.RequireLockFIFO(t, conns, n, queued)
+	})
+	t.Run("ElectionRotation", func(t *testing.T) {
+		conns, queued := fairConns(t, 3)
+		test.RequireElectionRotation(t, conns, n, queued)
+	})
+	for _, kind := range []string{"lock", "election"} {
+		t.Run("NoStarvation/"+kind, func(t *testing.T) {
+			conns, queued := fairConns(t, 4)
+			test.RequireNoStarvation(t, conns, kind, n, queued)
 		})
 	}
 }

@@ -65,7 +65,9 @@ func RequireLockFIFO(t *testing.T, conns []topo.Conn, n int, queued Queued) {
 // RequireElectionRotation checks that n candidates, joined one after
 // the other (through conns, in turn), lead in the order they joined, and
 // that a leader who stops and joins again queues behind the others: over
-// 3n terms every candidate leads, each within n terms of its last.
+// 3n terms every candidate leads, each within n terms of its last. The
+// leader's Stop must have removed its entry when it returns (as every
+// backend's does while the store answers).
 func RequireElectionRotation(t *testing.T, conns []topo.Conn, n int, queued Queued) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), fairTimeout)
@@ -117,6 +119,7 @@ func RequireElectionRotation(t *testing.T, conns []topo.Conn, n int, queued Queu
 		l.p.Stop()
 		if term < 3*n-1 {
 			join(l.i)
+			queued(t, "election", n) // behind the others
 		}
 	}
 	for i, at := range last {
