@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,6 +86,9 @@ type side struct {
 	del     func(ctx context.Context, p string) error
 	listDir func(ctx context.Context, p string) (int, error)
 	lock    func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
+	// lead joins election name as id and returns once leading, with the
+	// function that stops the participation.
+	lead func(ctx context.Context, name, id string) (stop func(), err error)
 }
 
 func vitessSide(c vtopo.Conn) *side {
@@ -112,6 +116,21 @@ func vitessSide(c vtopo.Conn) *side {
 				return nil, err
 			}
 			return ld.Unlock, nil
+		},
+		lead: func(ctx context.Context, name, id string) (func(), error) {
+			p, err := c.NewLeaderParticipation(name, id)
+			if err != nil {
+				return nil, err
+			}
+			// Vitess's Stop must be called once: a second one panics.
+			stopOnce := sync.OnceFunc(p.Stop)
+			unwatch := context.AfterFunc(ctx, stopOnce)
+			defer unwatch()
+			if _, err := p.WaitForLeadership(); err != nil {
+				stopOnce()
+				return nil, err
+			}
+			return stopOnce, nil
 		},
 	}
 }
@@ -141,6 +160,21 @@ func topokitSide(c topo.Conn) *side {
 				return nil, err
 			}
 			return ld.Unlock, nil
+		},
+		lead: func(ctx context.Context, name, id string) (func(), error) {
+			p, err := c.NewLeaderParticipation(name, id)
+			if err != nil {
+				return nil, err
+			}
+			// Vitess's Stop must be called once: a second one panics.
+			stopOnce := sync.OnceFunc(p.Stop)
+			unwatch := context.AfterFunc(ctx, stopOnce)
+			defer unwatch()
+			if _, err := p.WaitForLeadership(); err != nil {
+				stopOnce()
+				return nil, err
+			}
+			return stopOnce, nil
 		},
 	}
 }

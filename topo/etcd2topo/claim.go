@@ -88,8 +88,15 @@ type claim struct {
 	own       bool   // the lease is this entry's alone: removing revokes it
 	release   func() // frees the key's name
 
-	// older are the entries ahead of ours when the claim was put.
+	// older are the entries ahead of ours when the claim was put: all of
+	// them when the claim read the whole queue (TryLock's, and an adopted
+	// entry's), else the newest few (see predPage).
 	older map[string]struct{}
+	// pred is the newest of them (nil when none), where wait starts.
+	pred *mvccpb.KeyValue
+	// unsure is set when the claim's read of the newest few entries found
+	// no older entry among keys that are no entries: wait must read on.
+	unsure bool
 	// resp is the claim transaction's response, for the extra reads the
 	// caller asked for (responses 2 on).
 	resp *clientv3.TxnResponse
@@ -104,13 +111,15 @@ var errLeaseGone = errors.New("etcd2topo: lease gone")
 
 // putClaim puts our entry, valued value, in queue prefix on lease l
 // (own: l belongs to this entry alone) and, in the same transaction, reads
-// the queue and runs the extra reads; the entry is put only if its key
+// the queue (all of it with full, else only the newest few entries, which
+// answer whether ours has to wait and for which entry, whatever the
+// queue's length) and runs the extra reads; the entry is put only if its key
 // does not exist (a name is ours alone, but a put of an earlier attempt
 // whose outcome was unknown may have landed late: such a key, on our own
 // lease, is deleted and the claim retried once). It returns errLeaseGone if
 // etcd no longer knows l. Ready-made errors are converted with the
 // caller's ctx; on an error whose outcome is unknown the key is removed.
-func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *lease, own bool, more claimMore, extra ...clientv3.Op) (*claim, error) {
+func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *lease, own, full bool, more claimMore, extra ...clientv3.Op) (*claim, error) {
 	key, release, ok := c.takeKey(prefix, l)
 	if !ok {
 		return nil, errKeyBusy
@@ -119,12 +128,19 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 	callerCtx := ctx
 	ctx, cancel := l.bind(ctx)
 	defer cancel()
+	// Values included: etcd 3.7 leaves the Lease out of keys-only ranges
+	// (etcd-io/etcd#22209), and an entry is known by it.
+	readOpts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if !full {
+		// Newest first: ours (put in this transaction, at its revision),
+		// then the entries ahead of it.
+		readOpts = append(readOpts, clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend),
+			clientv3.WithLimit(predPage+1))
+	}
 	for attempt := 0; ; attempt++ {
 		ops := append([]clientv3.Op{
 			clientv3.OpPut(key, value, clientv3.WithLease(l.id)),
-			// Values included: etcd 3.7 leaves the Lease out of keys-only
-			// ranges (etcd-io/etcd#22209), and an entry is known by it.
-			clientv3.OpGet(prefix, clientv3.WithPrefix()),
+			clientv3.OpGet(prefix, readOpts...),
 		}, extra...)
 		if more != nil {
 			mops, with := more(key, l)
@@ -176,7 +192,10 @@ func (c *Conn) putClaim(ctx context.Context, path, prefix, value string, l *leas
 		cl.clusterID = resp.Header.ClusterId
 		c.clusterID.CompareAndSwap(0, cl.clusterID)
 		cl.resp = resp
-		cl.older = olderEntries(resp.Responses[1].GetResponseRange().Kvs, prefix, key, cl.rev)
+		rr := resp.Responses[1].GetResponseRange()
+		cl.older = olderEntries(rr.Kvs, prefix, key, cl.rev)
+		cl.pred = newestOlder(rr.Kvs, prefix, key, cl.rev)
+		cl.unsure = cl.pred == nil && rr.More
 		return cl, nil
 	}
 }
@@ -190,6 +209,9 @@ var errKeyBusy = errors.New("etcd2topo: entry name in use")
 // lease if it is the entry's own, then frees the name. It is used when a
 // lock attempt fails, a wait is given up, or a candidacy ends.
 func (cl *claim) remove() { cl.removeAsync(false) }
+
+// mustWait reports whether an entry may be ahead of ours (see wait).
+func (cl *claim) mustWait() bool { return len(cl.older) > 0 || cl.unsure }
 
 func (cl *claim) removeAsync(async bool) {
 	if cl.own {
@@ -225,9 +247,10 @@ func (c *Conn) deleteKeyAsync(key string, rev int64, async bool, done func(), wi
 
 // claimOn puts an entry in queue prefix on the Conn's shared lease, or
 // (when ttl is not 0, or the shared lease has an entry there already) on
-// a lease of its own of ttl (the shared TTL when ttl is 0).
-func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int64, extra ...clientv3.Op) (*claim, error) {
-	return c.claimOnWith(ctx, path, prefix, value, ttl, nil, extra...)
+// a lease of its own of ttl (the shared TTL when ttl is 0); with full, the
+// claim reads the whole queue (see putClaim).
+func (c *Conn) claimOn(ctx context.Context, path, prefix, value string, ttl int64, full bool, extra ...clientv3.Op) (*claim, error) {
+	return c.claimOnWith(ctx, path, prefix, value, ttl, full, nil, extra...)
 }
 
 // claimMore returns, for an entry's key and lease, ops added to its
@@ -238,7 +261,7 @@ type claimMore func(key string, l *lease) (ops []clientv3.Op, with []string)
 // the claim's transaction after the extra ones, and its keys deleted with
 // the entry, also when a claim whose outcome was unknown is removed (a
 // candidate's published value, see values.go).
-func (c *Conn) claimOnWith(ctx context.Context, path, prefix, value string, ttl int64, more claimMore, extra ...clientv3.Op) (*claim, error) {
+func (c *Conn) claimOnWith(ctx context.Context, path, prefix, value string, ttl int64, full bool, more claimMore, extra ...clientv3.Op) (*claim, error) {
 	for attempt := 0; ; attempt++ {
 		var (
 			l   *lease
@@ -253,7 +276,7 @@ func (c *Conn) claimOnWith(ctx context.Context, path, prefix, value string, ttl 
 		if err != nil {
 			return nil, err
 		}
-		cl, err := c.putClaim(ctx, path, prefix, value, l, own, more, extra...)
+		cl, err := c.putClaim(ctx, path, prefix, value, l, own, full, more, extra...)
 		switch {
 		case err == nil:
 			return cl, nil

@@ -27,9 +27,11 @@ type lockMode struct {
 // Options.LockTTL, 30 s by default): it adds an entry under
 // <root>/<dirPath>/locks/ holding contents and, unless no entry there is
 // older, waits until every older one is gone. Adding the entry, reading the
-// queue and checking that dirPath holds a file are one transaction, and the
-// wait watches the queue from the current revision, so that a waiter gets
-// the lock as soon as the holder's entry is deleted. It returns InvalidPath
+// newest entries of the queue and checking that dirPath holds a file are
+// one transaction, and the wait watches the entry just ahead of ours (and
+// the next one after it goes) from the current revision, so that a
+// waiter gets the lock as soon as the holder's entry is deleted and a
+// release wakes only the next waiter. It returns InvalidPath
 // for a malformed or reserved dirPath (see backendkit.CheckLockPath), NoNode if
 // dirPath holds no file (its entry is removed at once), Timeout or
 // Interrupted when ctx ends first (its entry is then removed), LockLost if
@@ -113,7 +115,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 	if mode.ttl != 0 {
 		ttl = ttlSeconds(mode.ttl)
 	}
-	cl, err := c.claimOn(ctx, d, locksPrefix, contents, ttl, extra...)
+	cl, err := c.claimOn(ctx, d, locksPrefix, contents, ttl, mode.try, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +126,7 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 	}
 	queue := rs[1].GetResponseRange().Kvs
 	cl.resp = nil
-	if len(cl.older) > 0 {
+	if cl.mustWait() {
 		if mode.try {
 			cl.remove()
 			return nil, holderError(d, queue, locksPrefix, cl.older)

@@ -570,12 +570,20 @@ func (e *nativeElection) remove(ctx context.Context, cd *nativeCand, async bool)
 }
 
 // waitTurn waits until no key under the prefix has a CreateRevision below
-// cd's, the rule of concurrency.Election. It opens a watch on the prefix
-// at the current revision first, then reads (in one transaction) the keys
-// created before ours and our own key, then crosses the older keys off as
-// their deletions arrive (a rewrite keeps a key's CreateRevision: it
-// still blocks). It returns LockLost when our key is deleted or moves to
-// another lease, or our lease is lost; the context's error otherwise.
+// cd's, the rule of concurrency.Election. Like a lock's wait (see
+// claim.wait) it watches only cd's key and its predecessor, the key with
+// the greatest CreateRevision below cd's, so that a leader's resignation
+// wakes one candidate whatever their number. It opens a watch on our key
+// at the current revision first; then, for each predecessor in turn, a
+// watch on the predecessor's key, then reads (in one transaction) that
+// key and ours, and waits for the predecessor's deletion after the read
+// (a rewrite keeps a key's CreateRevision: it still blocks). Once the
+// predecessor is gone it reads (in one transaction) the newest key
+// created before ours and our own: that key is the next predecessor;
+// with none, we lead. Events at or below a read's revision are history
+// the read reflects and skipped. It returns LockLost when our key is
+// deleted or moves to another lease, or our lease is lost; the context's
+// error otherwise.
 func (e *nativeElection) waitTurn(ctx context.Context, cd *nativeCand) error {
 	backoff := 20 * time.Millisecond
 	for {
@@ -616,32 +624,66 @@ func (e *nativeElection) waitBound(ctx context.Context, cd *nativeCand) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
-	wch := c.cli.Watch(wctx, e.keyPrefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	if err := c.watchCreated(ctx, wch, e.prefix); err != nil {
+	own := c.cli.Watch(wctx, cd.key, clientv3.WithCreatedNotify())
+	if err := c.watchCreated(ctx, own, e.prefix); err != nil {
 		return err
 	}
-	resp, err := c.cli.Txn(ctx).Then(
-		clientv3.OpGet(e.keyPrefix, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(cd.rev-1), clientv3.WithKeysOnly()),
-		clientv3.OpGet(cd.key),
-	).Commit()
+	for {
+		resp, err := c.cli.Txn(ctx).Then(
+			clientv3.OpGet(e.keyPrefix, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(cd.rev-1),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1),
+				clientv3.WithKeysOnly()),
+			clientv3.OpGet(cd.key),
+		).Commit()
+		if err != nil {
+			return c.convertError(ctx, err, e.prefix)
+		}
+		if own := resp.Responses[1].GetResponseRange().Kvs; len(own) != 1 || !cd.ours(own[0]) {
+			return c.ownEntryGone(e.prefix)
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 || kvs[0].CreateRevision >= cd.rev {
+			break
+		}
+		pctx, pcancel := context.WithCancel(wctx)
+		err = e.waitGone(ctx, cd, own, c.cli.Watch(pctx, string(kvs[0].Key), clientv3.WithCreatedNotify()), kvs[0])
+		pcancel()
+		if err != nil {
+			return err
+		}
+	}
+	if cd.lease.lost() {
+		return c.ownEntryGone(e.prefix)
+	}
+	return nil
+}
+
+// waitGone waits, through pch (a watch on pred's key, just opened) and
+// own (the watch on our key), until pred, a key created before ours, is
+// deleted. It returns nil then, and the errors of waitTurn.
+func (e *nativeElection) waitGone(ctx context.Context, cd *nativeCand, own, pch clientv3.WatchChan, pred *mvccpb.KeyValue) error {
+	c := e.c
+	if err := c.watchCreated(ctx, pch, e.prefix); err != nil {
+		return err
+	}
+	resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(string(pred.Key), clientv3.WithKeysOnly()), clientv3.OpGet(cd.key)).Commit()
 	if err != nil {
 		return c.convertError(ctx, err, e.prefix)
 	}
-	if own := resp.Responses[1].GetResponseRange().Kvs; len(own) != 1 || !cd.ours(own[0]) {
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) != 1 || !cd.ours(kvs[0]) {
 		return c.ownEntryGone(e.prefix)
 	}
-	older := map[string]struct{}{}
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		if kv.CreateRevision < cd.rev {
-			older[string(kv.Key)] = struct{}{}
-		}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) != 1 || kvs[0].CreateRevision != pred.CreateRevision {
+		return nil // gone already
 	}
 	readRev := resp.Header.Revision
-	for len(older) > 0 {
+	for {
 		var wr clientv3.WatchResponse
-		var ok bool
+		var ok, mine bool
 		select {
-		case wr, ok = <-wch:
+		case wr, ok = <-pch:
+		case wr, ok = <-own:
+			mine = true
 		case <-cd.lease.done:
 			return c.ownEntryGone(e.prefix)
 		}
@@ -652,22 +694,17 @@ func (e *nativeElection) waitBound(ctx context.Context, cd *nativeCand) error {
 			if ev.Kv.ModRevision <= readRev {
 				continue // history the read already reflects
 			}
-			k := string(ev.Kv.Key)
-			if k == cd.key {
+			if mine {
 				if ev.Type == mvccpb.DELETE || !cd.ours(ev.Kv) {
 					return c.ownEntryGone(e.prefix)
 				}
 				continue
 			}
 			if ev.Type == mvccpb.DELETE {
-				delete(older, k)
+				return nil
 			}
 		}
 	}
-	if cd.lease.lost() {
-		return c.ownEntryGone(e.prefix)
-	}
-	return nil
 }
 
 // nativeTerm is one leadership term of a native participant: a

@@ -151,7 +151,7 @@ func (p *participation) join(ctx context.Context, value []byte, setValue bool) (
 			v = string(value)
 		}
 		var err error
-		cl, err = p.c.claimOnWith(wctx, p.name, p.prefix, p.id, 0, func(key string, l *lease) ([]clientv3.Op, []string) {
+		cl, err = p.c.claimOnWith(wctx, p.name, p.prefix, p.id, 0, false, func(key string, l *lease) ([]clientv3.Op, []string) {
 			vkey := p.valueKey(key)
 			return []clientv3.Op{clientv3.OpPut(vkey, v, clientv3.WithLease(l.id))}, []string{vkey}
 		})
@@ -161,7 +161,7 @@ func (p *participation) join(ctx context.Context, value []byte, setValue bool) (
 		setValue = false // published with the entry
 	}
 	p.setEntry(cl)
-	if len(cl.older) > 0 {
+	if cl.mustWait() {
 		if err := cl.wait(wctx); err != nil {
 			p.setEntry(nil)
 			p.dropEntry(cl, false)

@@ -24,3 +24,23 @@ func LockEntries(c *Conn, dir string) int {
 	}
 	return n
 }
+
+// ElectionEntries returns how many candidate entries election name (of
+// c's root) has in the store: tests wait on it for a candidate to have
+// queued.
+func ElectionEntries(c *Conn, name string) int {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.lookup(c.full(joinFull(electionsDir, name)))
+	if d == nil {
+		return 0
+	}
+	n := 0
+	for _, ch := range d.children {
+		if ch.entry != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -267,6 +267,12 @@ type node struct {
 	// placeLater), oldest first, linked through entry.qprev and qnext;
 	// nil when none.
 	unplaced, unplacedTail *entry
+	// entries and entriesTail are the first and last of the placed
+	// entries that are children of this directory, oldest (lowest seq)
+	// first, linked through entry.sprev and snext: a candidate finds the
+	// entry ahead of it, and a lock its successor, without scanning the
+	// directory.
+	entries, entriesTail *entry
 
 	// slots are the index slots of the node's published value, one per
 	// root index covering the path; nil while nothing is published (a
@@ -374,6 +380,56 @@ type entry struct {
 	pprev, pnext *entry // the store's list of unplaced entries
 	qprev, qnext *entry // the directory's queue of unplaced entries
 	lprev, lnext *entry // the lease's list of entries
+	// sprev and snext link the placed entry into its directory's list
+	// (node.entries); sdir is that directory, nil when not in one.
+	sprev, snext *entry
+	sdir         *node
+}
+
+// linkPlaced adds the placed entry e to its directory's list, in seq
+// order: new entries are the newest (appended), and placeAll places a
+// directory's entries newest first (prepended). Call with mu held for
+// writing.
+func linkPlaced(e *entry) {
+	d := e.n.parent
+	e.sdir = d
+	switch {
+	case d.entriesTail == nil:
+		d.entries, d.entriesTail = e, e
+	case d.entriesTail.seq < e.seq:
+		e.sprev, d.entriesTail.snext, d.entriesTail = d.entriesTail, e, e
+	case d.entries.seq > e.seq:
+		e.snext, d.entries.sprev, d.entries = d.entries, e, e
+	default:
+		o := d.entriesTail
+		for o.sprev != nil && o.sprev.seq > e.seq {
+			o = o.sprev
+		}
+		// o is the oldest entry younger than e: e goes just before it.
+		e.sprev, e.snext = o.sprev, o
+		o.sprev.snext = e
+		o.sprev = e
+	}
+}
+
+// unlinkPlaced takes e off its directory's list, if on one. Call with mu
+// held for writing.
+func unlinkPlaced(e *entry) {
+	d := e.sdir
+	if d == nil {
+		return
+	}
+	if e.sprev != nil {
+		e.sprev.snext = e.snext
+	} else {
+		d.entries = e.snext
+	}
+	if e.snext != nil {
+		e.snext.sprev = e.sprev
+	} else {
+		d.entriesTail = e.sprev
+	}
+	e.sprev, e.snext, e.sdir = nil, nil, nil
 }
 
 // link adds e to l's entries. Call with the store's mu held for writing.
@@ -748,6 +804,7 @@ func (s *store) addEntry(dir string, value string, l *lease) *entry {
 	n := s.ensure(p)
 	e := &entry{seq: seq, value: value, lease: l, n: n}
 	n.entry = e
+	linkPlaced(e)
 	l.link(e)
 	s.publish(p, n, entryState(e))
 	s.dirChanged(dir)
@@ -793,6 +850,7 @@ func (s *store) removeEntry(e *entry, lost bool) {
 			next = s.successor(e)
 		}
 		p := e.n.fullPath()
+		unlinkPlaced(e)
 		if e.n.entry == e {
 			e.n.entry = nil
 			s.publish(p, e.n, nil)
@@ -841,13 +899,7 @@ func (s *store) first(dir string) *entry {
 	if n == nil {
 		return nil
 	}
-	var best *entry
-	for _, c := range n.children {
-		if e := c.entry; e != nil && (best == nil || e.seq < best.seq) {
-			best = e
-		}
-	}
-	return best
+	return n.entries
 }
 
 // lockPredecessor is predecessor for a lock entry, placed or not (an
@@ -861,15 +913,7 @@ func (s *store) lockPredecessor(e *entry) *entry {
 
 // successor returns the oldest entry younger than e in e's directory, or
 // nil when e is the youngest. Call with mu held, e placed.
-func (s *store) successor(e *entry) *entry {
-	var best *entry
-	for _, c := range e.n.parent.children {
-		if o := c.entry; o != nil && o.seq > e.seq && (best == nil || o.seq < best.seq) {
-			best = o
-		}
-	}
-	return best
-}
+func (s *store) successor(e *entry) *entry { return e.snext }
 
 // wakeLocker ends the wait of the Lock call of e (e.wake set). Call with
 // mu held for writing.
@@ -881,15 +925,7 @@ func (s *store) wakeLocker(e *entry) {
 
 // predecessor returns the youngest entry older than e in e's directory, or
 // nil when e is the oldest. Call with mu held.
-func (s *store) predecessor(e *entry) *entry {
-	var best *entry
-	for _, c := range e.n.parent.children {
-		if o := c.entry; o != nil && o.seq < e.seq && (best == nil || o.seq > best.seq) {
-			best = o
-		}
-	}
-	return best
-}
+func (s *store) predecessor(e *entry) *entry { return e.sprev }
 
 // done returns e's Done channel, closed when e is removed. The channel is
 // made on first use (most locks are released without anyone selecting on
@@ -1018,6 +1054,7 @@ func (s *store) place(e *entry) {
 	n := s.ensure(p)
 	e.n = n
 	n.entry = e
+	linkPlaced(e)
 	s.publish(p, n, entryState(e))
 	s.dirChanged(dir)
 	// d stays in the tree: it now has a locks child.

@@ -1,0 +1,108 @@
+package vitessbench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkContention: n contenders, over 10 Conns of one library, loop
+// on one lock (or election, a new participation per term) with no hold
+// time; an iteration is one acquisition, counted once every contender
+// has acquired or queued (n acquisitions in). Each library runs as a
+// sub-benchmark of its own, one after the other in the same run. It
+// reports acquisitions per second (acq/s), the process's CPU time per
+// acquisition (cpu-ms/acq: user and system from getrusage, the embedded
+// etcd included) and how many contenders acquired while measured
+// (acquirers). memory and etcd only.
+func BenchmarkContention(b *testing.B) {
+	for _, s := range stores() {
+		if s.name != "memory" && s.name != "etcd" {
+			continue
+		}
+		for _, kind := range []string{"lock", "election"} {
+			for _, n := range []int{10, 300} {
+				for _, lib := range []string{"vitess", "topokit"} {
+					b.Run(fmt.Sprintf("%s/%s/n=%d/%s", s.name, kind, n, lib), func(b *testing.B) {
+						vt, tk := s.open(b, 10)
+						sides := tk
+						if lib == "vitess" {
+							sides = vt
+						}
+						contend(b, sides, kind, n)
+					})
+				}
+			}
+		}
+	}
+}
+
+func contend(b *testing.B, sides []*side, kind string, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if kind == "lock" {
+		must(b, sides[0].create(ctx, "d/f", []byte("x")))
+	}
+	acquired := make(chan int)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range n {
+		c := sides[i%len(sides)]
+		id := fmt.Sprintf("c%d", i)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				var release func()
+				if kind == "lock" {
+					unlock, err := c.lock(ctx, "d", id)
+					if err != nil {
+						return
+					}
+					release = func() { _ = unlock(context.Background()) }
+				} else {
+					stop, err := c.lead(ctx, "e", id)
+					if err != nil {
+						return
+					}
+					release = stop
+				}
+				select {
+				case acquired <- i:
+				case <-ctx.Done():
+				}
+				release()
+			}
+		})
+	}
+	for range n {
+		<-acquired
+	}
+	seen := make([]bool, n)
+	acquirers, iters := 0, 0
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	for b.Loop() {
+		i := <-acquired
+		iters++
+		if !seen[i] {
+			seen[i] = true
+			acquirers++
+		}
+	}
+	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	b.ReportMetric(float64(iters)/elapsed.Seconds(), "acq/s")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(iters), "cpu-ms/acq")
+	b.ReportMetric(float64(acquirers), "acquirers")
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

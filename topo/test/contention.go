@@ -1,0 +1,102 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// BenchContention runs n contenders (through conns, in turn) in a loop,
+// each taking the lock of directory "d" (kind "lock") or leading election
+// "e" (kind "election", a new participation per term) and letting go at
+// once; an iteration is one acquisition. Measuring starts once n
+// acquisitions have passed (every contender has queued). It reports
+// acquisitions per second (acq/s), the process's CPU time (user and
+// system, from getrusage: an embedded server counts) per acquisition in
+// milliseconds (cpu-ms/acq), and how many contenders acquired at least
+// once while measured (acquirers). b.Loop bounds it in time as any
+// benchmark.
+func BenchContention(b *testing.B, conns []topo.Conn, kind string, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if kind == "lock" {
+		if _, err := conns[0].Create(ctx, "d/f", []byte("x")); err != nil && !topo.IsErrType(err, topo.NodeExists) {
+			require.NoError(b, err)
+		}
+	}
+	acquired := make(chan int)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range n {
+		c := conns[i%len(conns)]
+		id := fmt.Sprintf("c%d", i)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				var release func()
+				switch kind {
+				case "lock":
+					ld, err := c.Lock(ctx, "d", id)
+					if err != nil {
+						return
+					}
+					release = func() { _ = ld.Unlock(context.Background()) }
+				default:
+					p, err := c.NewLeaderParticipation("e", id)
+					if err != nil {
+						return
+					}
+					stop := context.AfterFunc(ctx, p.Stop)
+					_, err = p.WaitForLeadership()
+					stop()
+					if err != nil {
+						p.Stop()
+						return
+					}
+					release = p.Stop
+				}
+				select {
+				case acquired <- i:
+				case <-ctx.Done():
+				}
+				release()
+			}
+		})
+	}
+	for range n {
+		<-acquired
+	}
+	seen := make([]bool, n)
+	acquirers := 0
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	iters := 0
+	for b.Loop() {
+		i := <-acquired
+		iters++
+		if !seen[i] {
+			seen[i] = true
+			acquirers++
+		}
+	}
+	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	b.ReportMetric(float64(iters)/elapsed.Seconds(), "acq/s")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(iters), "cpu-ms/acq")
+	b.ReportMetric(float64(acquirers), "acquirers")
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
