@@ -127,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.conn, n.cli = conn, conn.Client()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	go follow(n.cli, cfg.CheckInterval, n.log) // ends when the client closes
+	go follow(n.cli, cfg.CheckInterval, n.log, n.eps.opts, nil) // ends when the client closes
 	n.wg.Go(n.memberLoop)
 	if !cfg.ClientOnly {
 		n.wg.Go(n.deciderLoop)
@@ -479,7 +479,18 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	ec.ListenPeerUrls = []url.URL{us[2]}
 	ec.AdvertisePeerUrls = []url.URL{us[3]}
 	ec.InitialCluster = initialCluster
-	ec.InitialClusterToken = "topokit"
+	if !existing {
+		// A token no other bootstrap shares: etcd derives the cluster ID
+		// and the first member's ID from it, so a node that lost its data
+		// and bootstraps again at its old URLs makes a cluster with
+		// another identity, which the old cluster's members and clients
+		// refuse, instead of passing for the cluster it was part of.
+		tok := make([]byte, 16)
+		_, _ = rand.Read(tok)
+		ec.InitialClusterToken = "topokit-" + hex.EncodeToString(tok)
+	} else {
+		ec.InitialClusterToken = "topokit" // unused: the IDs come from the data or the cluster
+	}
 	if existing {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}

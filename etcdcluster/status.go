@@ -79,6 +79,10 @@ type ClusterStatus struct {
 	IdealSize int `json:"idealSize"`
 	// Nominee is the change in flight, nil when none.
 	Nominee *Nominee `json:"nominee,omitempty"`
+	// ClusterID is the etcd cluster ID (hexadecimal) of the member that
+	// answered the member list. Every bootstrap makes a new one, so two
+	// clusters never share it.
+	ClusterID string `json:"clusterID"`
 	// Healthy is true when a quorum of the voting members answered and
 	// one of them is the leader.
 	Healthy bool `json:"healthy"`
@@ -118,6 +122,11 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 	ecs := endpointClients{opts: opts}
 	defer ecs.close()
 	st := &ClusterStatus{IdealSize: DefaultIdealSize, Volunteers: []string{}}
+	var clusterID uint64
+	if ml.Header != nil {
+		clusterID = ml.Header.ClusterId
+		st.ClusterID = fmt.Sprintf("%x", clusterID)
+	}
 	voters, healthyVoters := 0, 0
 	leaderSeen := false
 	for _, m := range ml.Members {
@@ -132,6 +141,9 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
 			sr, err := ecs.status(sctx, m.ClientURLs[0])
 			cancel()
+			if err == nil && sr.Header != nil && clusterID != 0 && sr.Header.ClusterId != clusterID {
+				err = fmt.Errorf("%s is served by another etcd cluster (%x, not %x): a member that lost its data and bootstrapped anew?", m.ClientURLs[0], sr.Header.ClusterId, clusterID)
+			}
 			if err != nil {
 				ms.Error = err.Error()
 			} else {

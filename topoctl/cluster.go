@@ -83,6 +83,7 @@ func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
 			if st.Decider == "" && len(st.Volunteers) == 0 {
 				o.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds), so nothing manages its membership\n")
 			}
+			o.printf("cluster ID: %s\n", dash(st.ClusterID))
 			o.printf("ideal size: %d   healthy: %t   leader: %s   decider: %s\n", st.IdealSize, st.Healthy, dash(st.Leader), dash(st.Decider))
 			o.printf("volunteers: %s\n", dash(strings.Join(st.Volunteers, ", ")))
 			if st.Nominee != nil {
@@ -141,6 +142,7 @@ type clusterStatusJSON struct {
 	Volunteers []string           `json:"volunteers"`
 	IdealSize  int                `json:"ideal_size"`
 	Nominee    *nomineeJSON       `json:"nominee,omitempty"`
+	ClusterID  string             `json:"cluster_id"`
 	Healthy    bool               `json:"healthy"`
 }
 
@@ -171,7 +173,7 @@ type nomineeJSON struct {
 func clusterJSON(st *etcdcluster.ClusterStatus) clusterStatusJSON {
 	out := clusterStatusJSON{
 		Members: []memberStatusJSON{}, Leader: st.Leader, Decider: st.Decider,
-		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy,
+		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy, ClusterID: st.ClusterID,
 	}
 	for _, m := range st.Members {
 		out.Members = append(out.Members, memberStatusJSON{
