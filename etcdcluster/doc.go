@@ -31,6 +31,23 @@
 // key until the decider removes that member, then volunteers afresh: a
 // member whose data is gone never runs again under its old identity.
 //
+// # Cluster identity
+//
+// Every bootstrap draws a random initial cluster token, from which etcd
+// derives the cluster ID and the first member's ID: no two bootstraps
+// share them. A bootstrap node that lost its data and is started again
+// without seeds therefore makes a new, separate cluster at its old URLs,
+// whose peers and clients the old cluster's members refuse. Clients
+// (NewClientWith, OpenConn, a node's own client, and etcd2topo.NewConn)
+// given several endpoints ask each for its cluster ID at open and refuse
+// endpoints of different clusters (etcd2topo.ErrClusterMismatch), writing
+// nothing. Once open, a client refuses any answer that carries another
+// cluster ID than its own: a connection re-established to an old address
+// now served by another cluster returns errors, never that cluster's
+// data or acknowledgements (a write it sent there may have been applied
+// there, but the caller is told it failed), and the member-list follower
+// stops using such an address. Status reports the cluster ID.
+//
 // # The decider
 //
 // One node at a time is the decider, elected through topokit's own etcd
