@@ -17,7 +17,10 @@
 //     volunteers to be a member.
 //
 // Every node that is not ClientOnly keeps a volunteer key on a lease of
-// Config.VolunteerTTL and campaigns for the decider leadership. A member
+// Config.VolunteerTTL and campaigns for the decider leadership. The key
+// is written only when it is missing, on the node's own lease, or holds
+// the node's own record (its earlier run); Start refuses a node whose
+// name a running node with other URLs holds (ErrNameTaken). A member
 // also advertises its client URL under the same lease. A node that finds
 // itself nominated, and added to the member list as a learner that never
 // started, starts its embedded server with initial-cluster-state=existing

@@ -126,3 +126,34 @@ func TestLostBootstrapDataNoImpostor(t *testing.T) {
 }
 
 func removeAll(dir string) error { return os.RemoveAll(dir) }
+
+// TestDuplicateNameRefused starts a second node with the name of a
+// running voter (other ports, other data directory): it exits with an
+// error naming the holder's URLs, and the voter's volunteer key keeps the
+// voter's URLs.
+func TestDuplicateNameRefused(t *testing.T) {
+	h := newHarness(t)
+	h.start("a")
+	b := h.start("b", "a")
+	cli := h.client("a")
+	waitVoters(t, cli, bound, "a", "b")
+
+	dup := h.prepare("b2", "a") // fresh ports and data directory
+	dup.cfg.Name = "b"
+	dup.run()
+	select {
+	case <-dup.done:
+	case <-time.After(bound):
+		t.Fatal("a second node named b is still running")
+	}
+	require.Error(t, dup.err)
+	require.True(t, dup.logHas(ErrNameTaken.Error(), b.cfg.ClientURL, b.cfg.PeerURL), "the refusal names the holder's URLs")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, keys{prefix: DefaultPrefix}.volunteer("b"))
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Contains(t, string(resp.Kvs[0].Value), b.cfg.PeerURL)
+	waitVoters(t, cli, bound, "a", "b")
+}

@@ -126,6 +126,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.conn, n.cli = conn, conn.Client()
+	if !cfg.ClientOnly {
+		if err := n.checkNameFree(ctx); err != nil {
+			conn.Close()
+			n.closeServer()
+			return nil, err
+		}
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	go follow(n.cli, cfg.CheckInterval, n.log, n.eps.opts, nil) // ends when the client closes
 	n.wg.Go(n.memberLoop)
@@ -397,6 +404,30 @@ func (n *Node) memberStep() {
 	}
 }
 
+// checkNameFree returns an error wrapping ErrNameTaken when a live
+// volunteer key of the node's name holds other URLs than the node's:
+// another node runs under the same name. A key with the node's own URLs
+// is this node's earlier run, whose lease expires. When the key cannot
+// be read within 2 s the check is skipped: keepVolunteer still never
+// overwrites another node's key.
+func (n *Node) checkNameFree(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := n.cli.Get(ctx, n.k.volunteer(n.cfg.Name), clientv3.WithSerializable())
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil
+	}
+	var v volunteerInfo
+	if json.Unmarshal(resp.Kvs[0].Value, &v) != nil {
+		return nil
+	}
+	if v.PeerURL == n.cfg.AdvertisePeerURL && v.ClientURL == n.cfg.AdvertiseClientURL {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is held by a running node with client URL %s and peer URL %s (this node: %s, %s); give this node another --name",
+		ErrNameTaken, n.cfg.Name, v.ClientURL, v.PeerURL, n.cfg.AdvertiseClientURL, n.cfg.AdvertisePeerURL)
+}
+
 // keepVolunteer makes sure the volunteer key (and, for a member, the
 // endpoint key) exists under a live lease.
 func (n *Node) keepVolunteer(ctx context.Context, member bool) {
@@ -433,16 +464,34 @@ func (n *Node) keepVolunteer(ctx context.Context, member bool) {
 	} else {
 		ops = append(ops, clientv3.OpDelete(n.k.endpoint(n.cfg.Name)))
 	}
-	// Put only what is missing or on another lease, so that the keys'
-	// revisions do not churn.
+	// Put only what is missing, so that the keys' revisions do not
+	// churn; and never overwrite a key of another node with this name
+	// (other URLs, refused at its start): only a missing key, one on our
+	// lease, or our own record (this node's earlier run) is written.
+	vk := n.k.volunteer(n.cfg.Name)
 	resp, err := n.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.LeaseValue(n.k.volunteer(n.cfg.Name)), "=", s.Lease()),
-		clientv3.Compare(clientv3.Value(n.k.volunteer(n.cfg.Name)), "=", string(v)),
+		clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease()),
+		clientv3.Compare(clientv3.Value(vk), "=", string(v)),
 		endpointCompare(n.k.endpoint(n.cfg.Name), member, s.Lease()),
-	).Else(ops...).Commit()
-	if err == nil && !resp.Succeeded {
-		n.log.Debug("volunteering", "member", member)
+	).Commit()
+	if err != nil || resp.Succeeded {
+		return
 	}
+	for _, own := range []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(vk), "=", 0),
+		clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease()),
+		clientv3.Compare(clientv3.Value(vk), "=", string(v)),
+	} {
+		resp, err = n.cli.Txn(ctx).If(own).Then(ops...).Commit()
+		if err != nil {
+			return
+		}
+		if resp.Succeeded {
+			n.log.Debug("volunteering", "member", member)
+			return
+		}
+	}
+	n.log.Warn("the volunteer key of this name is held by another node: not overwriting it", "key", vk)
 }
 
 func endpointCompare(key string, member bool, lease clientv3.LeaseID) clientv3.Cmp {
