@@ -16,6 +16,10 @@
 //   - seeds: it is a client of the cluster and, unless ClientOnly,
 //     volunteers to be a member.
 //
+// A node that is not a member volunteers only while it can listen on its
+// client and peer addresses; while it cannot it withdraws its volunteer
+// key and logs why.
+//
 // Every node that is not ClientOnly keeps a volunteer key on a lease of
 // Config.VolunteerTTL and campaigns for the decider leadership. The key
 // is written only when it is missing, on the node's own lease, or holds
@@ -65,7 +69,11 @@
 //     learner is promoted (MemberPromote); etcd refuses until the learner
 //     has caught up with the leader, and the decider tries again next
 //     time. A learner not promoted within Config.NomineeTimeout of the
-//     decider first seeing it is removed (rollback). A nominee record
+//     decider first seeing it is removed (rollback), and that volunteer
+//     is passed over (not nominated) for NomineeTimeout, doubling with
+//     each failure in a row up to 16 NomineeTimeouts, so the next
+//     volunteer is nominated meanwhile (the backoff is the decider's
+//     memory: a new decider starts afresh). A nominee record
 //     with no learner (promoted or never added by a decider that died) is
 //     deleted.
 //  2. A voter whose volunteer key expired or was withdrawn is removed,

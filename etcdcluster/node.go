@@ -61,6 +61,9 @@ type Node struct {
 	sess     *concurrency.Session // holds the volunteer and endpoint keys
 	part     participationStopper
 	deciding atomic.Bool
+	// portsBusy is set while the node cannot bind its ports and so does
+	// not volunteer.
+	portsBusy atomic.Bool
 }
 
 type participationStopper interface{ Stop() }
@@ -360,6 +363,21 @@ func (n *Node) memberStep() {
 		}
 		return
 	}
+	if srv == nil {
+		// Volunteer only while this node could start its server: a
+		// nominee that cannot bind its ports would only hold the
+		// cluster's one change in flight until its timeout.
+		if err := n.portsFree(); err != nil {
+			if !n.portsBusy.Swap(true) {
+				n.log.Warn("not volunteering: this node cannot bind its ports", "err", err)
+			}
+			n.withdrawVolunteer(ctx)
+			return
+		}
+		if n.portsBusy.Swap(false) {
+			n.log.Info("ports free again: volunteering")
+		}
+	}
 	n.keepVolunteer(ctx, srv != nil)
 	if srv != nil {
 		return
@@ -402,6 +420,44 @@ func (n *Node) memberStep() {
 	if err := n.startServer(strings.Join(initial, ","), true); err != nil {
 		n.log.Error("starting the embedded server", "err", err)
 	}
+}
+
+// portsFree returns an error naming the address when the node cannot
+// listen on its client or peer address (the peer address is not tried
+// while the node's own peer TLS probe holds it).
+func (n *Node) portsFree() error {
+	n.mu.Lock()
+	probing := n.probe != nil
+	n.mu.Unlock()
+	urls := []string{n.cfg.ClientURL}
+	if !probing {
+		urls = append(urls, n.cfg.PeerURL)
+	}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			return err
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// withdrawVolunteer deletes the node's volunteer key when it is on the
+// node's own lease.
+func (n *Node) withdrawVolunteer(ctx context.Context) {
+	n.mu.Lock()
+	s := n.sess
+	n.mu.Unlock()
+	if s == nil {
+		return
+	}
+	vk := n.k.volunteer(n.cfg.Name)
+	_, _ = n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease())).Then(clientv3.OpDelete(vk)).Commit()
 }
 
 // checkNameFree returns an error wrapping ErrNameTaken when a live
