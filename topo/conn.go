@@ -59,8 +59,14 @@ type Conn interface {
 	Delete(ctx context.Context, filePath string, version Version) error
 
 	// Lock takes the exclusive lock on dirPath, storing contents (a
-	// description of the holder) with it, and blocks until it is held. It
-	// returns NoNode if dirPath has no files, Timeout when ctx's deadline
+	// description of the holder) with it, and blocks until it is held.
+	// dirPath must be a directory that holds at least one file (at any
+	// depth): it returns InvalidArgument if dirPath is a file with no file
+	// below it (lock its directory, or use LockName), and NoNode if it is
+	// a directory with no file (LockName locks any name), both worded by
+	// backendkit.LockNeedsFiles and identical on every backend; a file
+	// that has files below it is also a directory and is locked like one.
+	// It returns Timeout when ctx's deadline
 	// passes and Interrupted when ctx is cancelled first; ctx bounds only the
 	// wait: the lock stays held after ctx ends, until Unlock or until the
 	// store drops it (session or lease loss). The lock's time to live is the
@@ -71,7 +77,8 @@ type Conn interface {
 	// (its process dies or it loses the store), the lock lapses about ttl
 	// later. ttl must be positive (InvalidArgument); backends round it up to
 	// their minimum (Consul: 10 s; ZooKeeper: the session timeout unless TTL
-	// nodes are enabled).
+	// nodes are enabled). dirPath is checked as for Lock (InvalidArgument
+	// for a file, NoNode for a directory without files).
 	LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (LockDescriptor, error)
 
 	// LockName takes a named lock at dirPath that, unlike Lock, does not
@@ -81,6 +88,8 @@ type Conn interface {
 
 	// TryLock takes the lock on dirPath like Lock, but fails fast with
 	// NodeExists while another holder has it instead of waiting behind it.
+	// dirPath is checked as for Lock (InvalidArgument for a file, NoNode
+	// for a directory without files).
 	TryLock(ctx context.Context, dirPath, contents string) (LockDescriptor, error)
 
 	// Watch returns the current value of filePath (NoNode if absent, with no

@@ -64,3 +64,24 @@ func LockHeld(path string, contents []byte, session string) error {
 	}
 	return Wrap(topo.NodeExists, path, &topo.LockHeldError{Holder: string(h), Session: session})
 }
+
+// LockNeedsFiles returns the error Lock, TryLock and LockWithTTL return
+// when no file lies below dirPath, the one wording every backend uses:
+//   - isFile true (dirPath is itself a file, with nothing below it): an
+//     InvalidArgument *topo.Error saying that dirPath is a file and that
+//     its directory, or LockName, is what to lock;
+//   - isFile false: a NoNode *topo.Error saying that the directory must
+//     hold a file and that LockName locks any name.
+//
+// A path that is a file with files below it is also a directory: Lock
+// takes it like any directory, and this error is never built for it.
+// Backends build it only once their usual check found no file below
+// dirPath; deciding isFile may cost that error path one read.
+func LockNeedsFiles(dirPath string, isFile bool) error {
+	if isFile {
+		return Wrap(topo.InvalidArgument, dirPath, errors.New(
+			"is a file, not a directory: Lock, TryLock and LockWithTTL take the lock of a directory that holds a file (lock its parent directory), or use LockName to lock any name"))
+	}
+	return Wrap(topo.NoNode, dirPath, errors.New(
+		"the directory holds no file: Lock, TryLock and LockWithTTL need a directory that holds at least one file; use LockName to lock any name"))
+}

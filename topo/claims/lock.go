@@ -10,7 +10,9 @@ import (
 
 // Lock implements topo.Conn.Lock: the checks of backendkit.CheckContext
 // and backendkit.CheckLock, in that order; then an entry on the Conn's
-// session (NoNode when no file is below dirPath, nothing written), and a
+// session (when no file is below dirPath, nothing is written and the
+// error is backendkit.LockNeedsFiles': NoNode, or InvalidArgument when
+// dirPath is a file), and a
 // wait until it heads the queue. While waiting it returns Timeout or
 // Interrupted when ctx ends, LockLost when the session is declared lost,
 // and Closed when the engine is closed; the waiter's entry is removed then.

@@ -45,6 +45,7 @@ func groups() []struct {
 		}},
 		{"Lock", []subtest{
 			{"NoNode", testLockNoNode},
+			{"FileOrEmptyDirectory", testLockOnFileOrEmpty},
 			{"Blocks", testLockBlocks},
 			{"Timeout", testLockTimeout},
 			{"Interrupted", testLockInterrupted},
