@@ -86,7 +86,9 @@ type lockDescriptor struct{ *claim }
 
 // Unlock implements topo.LockDescriptor.Unlock: Done closes, then the entry
 // is removed (Driver.Delete), so the next waiter is granted only after the
-// holder's Done closed. It returns Interrupted when already released and
+// holder's Done closed. It returns Closed once the engine is closed (the
+// Conn's Close released the lock; also for a second Unlock), Interrupted
+// when already released and
 // LockLost when lost (nothing is removed then: the entry went, or goes,
 // with its session), also when the store says the entry is gone. When the
 // removal fails otherwise (the driver's error, mapped: Unavailable, ...)
@@ -95,6 +97,9 @@ type lockDescriptor struct{ *claim }
 // ends.
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
+		return err
+	}
+	if err := l.eng.closedErr(l.q.Path); err != nil {
 		return err
 	}
 	if err := l.err(); err != nil {

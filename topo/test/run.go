@@ -100,6 +100,7 @@ func groups() []struct {
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
+			{"ClaimCallsClosed", testCloseClaimCalls},
 			{"WatchesInterrupted", testCloseWatches},
 			{"ReleasesLocksAndLeadership", testCloseReleases},
 			{"InterruptsWaiters", testCloseInterruptsWaiters},
