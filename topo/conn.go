@@ -157,7 +157,10 @@ type Conn interface {
 
 	// Close releases the connection. Active watches end with Interrupted;
 	// locks and leadership held through this Conn are released by their
-	// session or lease ending. Later calls return Closed. Close is idempotent.
+	// session or lease ending. Later calls return Closed, also those on
+	// the locks, terms and participations made through this Conn
+	// (Fence.Check, LockDescriptor.Unlock, every LeaderParticipation
+	// method but Stop). Close is idempotent.
 	Close()
 }
 
@@ -222,12 +225,17 @@ type LockDescriptor interface {
 
 	// Unlock releases the lock and closes Done. A second Unlock returns
 	// Interrupted (the lock is no longer held); releasing a lock the store
-	// already dropped returns LockLost.
+	// already dropped returns LockLost. After the Conn's Close, which
+	// released the lock, every Unlock (the first too) returns Closed on
+	// every backend: Close released the lock, so there is nothing to undo.
 	Unlock(ctx context.Context) error
 }
 
 // LeaderParticipation is one participant in a leader election. Its methods
-// are safe for concurrent use.
+// are safe for concurrent use. After the Conn's Close (which withdrew the
+// candidacy) every method that returns an error returns Closed, on every
+// backend, once its arguments passed their checks; the channels of
+// Observe and WaitForNewLeader that were open close; Stop still returns.
 type LeaderParticipation interface {
 	// WaitForLeadership blocks until this participant leads, then returns a
 	// context that is cancelled when leadership is lost or Stop is called.
