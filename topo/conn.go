@@ -59,8 +59,14 @@ type Conn interface {
 	Delete(ctx context.Context, filePath string, version Version) error
 
 	// Lock takes the exclusive lock on dirPath, storing contents (a
-	// description of the holder) with it, and blocks until it is held. It
-	// returns NoNode if dirPath has no files, Timeout when ctx's deadline
+	// description of the holder) with it, and blocks until it is held.
+	// dirPath must be a directory that holds at least one file (at any
+	// depth): it returns InvalidArgument if dirPath is a file with no file
+	// below it (lock its directory, or use LockName), and NoNode if it is
+	// a directory with no file (LockName locks any name), both worded by
+	// backendkit.LockNeedsFiles and identical on every backend; a file
+	// that has files below it is also a directory and is locked like one.
+	// It returns Timeout when ctx's deadline
 	// passes and Interrupted when ctx is cancelled first; ctx bounds only the
 	// wait: the lock stays held after ctx ends, until Unlock or until the
 	// store drops it (session or lease loss). The lock's time to live is the
@@ -71,7 +77,8 @@ type Conn interface {
 	// (its process dies or it loses the store), the lock lapses about ttl
 	// later. ttl must be positive (InvalidArgument); backends round it up to
 	// their minimum (Consul: 10 s; ZooKeeper: the session timeout unless TTL
-	// nodes are enabled).
+	// nodes are enabled). dirPath is checked as for Lock (InvalidArgument
+	// for a file, NoNode for a directory without files).
 	LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (LockDescriptor, error)
 
 	// LockName takes a named lock at dirPath that, unlike Lock, does not
@@ -81,6 +88,8 @@ type Conn interface {
 
 	// TryLock takes the lock on dirPath like Lock, but fails fast with
 	// NodeExists while another holder has it instead of waiting behind it.
+	// dirPath is checked as for Lock (InvalidArgument for a file, NoNode
+	// for a directory without files).
 	TryLock(ctx context.Context, dirPath, contents string) (LockDescriptor, error)
 
 	// Watch returns the current value of filePath (NoNode if absent, with no
@@ -148,7 +157,10 @@ type Conn interface {
 
 	// Close releases the connection. Active watches end with Interrupted;
 	// locks and leadership held through this Conn are released by their
-	// session or lease ending. Later calls return Closed. Close is idempotent.
+	// session or lease ending. Later calls return Closed, also those on
+	// the locks, terms and participations made through this Conn
+	// (Fence.Check, LockDescriptor.Unlock, every LeaderParticipation
+	// method but Stop). Close is idempotent.
 	Close()
 }
 
@@ -213,12 +225,17 @@ type LockDescriptor interface {
 
 	// Unlock releases the lock and closes Done. A second Unlock returns
 	// Interrupted (the lock is no longer held); releasing a lock the store
-	// already dropped returns LockLost.
+	// already dropped returns LockLost. After the Conn's Close, which
+	// released the lock, every Unlock (the first too) returns Closed on
+	// every backend: Close released the lock, so there is nothing to undo.
 	Unlock(ctx context.Context) error
 }
 
 // LeaderParticipation is one participant in a leader election. Its methods
-// are safe for concurrent use.
+// are safe for concurrent use. After the Conn's Close (which withdrew the
+// candidacy) every method that returns an error returns Closed, on every
+// backend, once its arguments passed their checks; the channels of
+// Observe and WaitForNewLeader that were open close; Stop still returns.
 type LeaderParticipation interface {
 	// WaitForLeadership blocks until this participant leads, then returns a
 	// context that is cancelled when leadership is lost or Stop is called.

@@ -37,7 +37,12 @@ type Fence interface {
 
 	// Check returns nil while the claim is held, LockLost once the store
 	// dropped it (session or lease lost, entry deleted behind the holder's
-	// back), and Interrupted once it was released. Backends check their
-	// local session state and may ask the store.
+	// back), and Interrupted once it was released. Once the Conn that
+	// issued the claim is closed it returns Closed, on every backend and
+	// whatever happened to the claim before (Close released it). It
+	// returns Timeout or Interrupted when ctx has ended, and the store's
+	// errors (Unavailable, PermissionDenied) when holding cannot be
+	// proven. Backends check their local session state and may ask the
+	// store.
 	Check(ctx context.Context) error
 }

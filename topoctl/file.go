@@ -506,27 +506,10 @@ func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, e
 	return err
 }
 
-// notAFile returns the NoNode error of lock (not --named) on dir when dir
-// is a file with nothing under it, saying so; nil otherwise. A path that
-// is both a file and a directory (files under it) can be locked.
-func (o *options) notAFile(ctx context.Context, conn topo.Conn, dir string) error {
-	des, lerr := conn.ListDir(ctx, dir, false)
-	if lerr != nil && !topo.IsErrType(lerr, topo.NoNode) || len(des) > 0 {
-		return nil
-	}
-	if _, _, gerr := conn.Get(ctx, dir); gerr != nil {
-		return nil
-	}
-	parent := displayPath(dir[:max(strings.LastIndexByte(dir, '/'), 0)])
-	return &kindError{
-		msg: fmt.Sprintf("%s is a file, not a directory: locks are taken on directories (lock %s), or use --named to take a named lock on any path", displayPath(dir), parent),
-		err: topo.NewError(topo.NoNode, dir),
-	}
-}
-
 // kindError is an error about what a path is (a directory where a file was
 // wanted, or the reverse), whose message says that first; it wraps the
-// backend's error (NoNode), which gives the error code.
+// backend's error (NoNode, or InvalidArgument for lock on a file), which
+// gives the error code.
 type kindError struct {
 	msg string
 	err error

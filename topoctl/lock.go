@@ -139,14 +139,6 @@ shows it.`,
 					o.eprintf("topoctl: note: %s\n", note)
 				}
 			}
-			if !named {
-				cctx, ccancel := o.callCtx(ctx)
-				err := o.notAFile(cctx, st.conn, dir)
-				ccancel()
-				if err != nil {
-					return err
-				}
-			}
 			host, _ := os.Hostname()
 			contents := fmt.Sprintf("topoctl lock on %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
 			lctx, cancel := o.callCtx(ctx)
@@ -178,9 +170,13 @@ shows it.`,
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
 				}
-				if !named && topo.IsErrType(err, topo.NoNode) {
-					// As notAFile says for a file: what lock takes, and
-					// --named.
+				if nf := (*backendkit.LockNeedsFilesError)(nil); !named && errors.As(err, &nf) {
+					// The backend's refusal (backendkit.LockNeedsFiles),
+					// in topoctl's words: what lock takes, and --named.
+					if nf.IsFile {
+						parent := displayPath(dir[:max(strings.LastIndexByte(dir, '/'), 0)])
+						return &kindError{msg: fmt.Sprintf("%s is a file, not a directory: locks are taken on directories (lock %s), or use --named to take a named lock on any path", displayPath(dir), parent), err: err}
+					}
 					return &kindError{msg: fmt.Sprintf("%s holds no file: locks are taken on directories that hold at least one file, or use --named to take a named lock on any path", displayPath(dir)), err: err}
 				}
 				return err

@@ -732,7 +732,7 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 	// A file given where a lock directory is wanted: the line says it is
 	// a file, that locks go on directories, and about --named.
 	r = tg.fails(t, 1, nil, "lock", "d/f", "--", "true")
-	assert.Regexp(t, `^topoctl: NoNode: /d/f is a file, not a directory: locks are taken on directories \(lock /d\), or use --named`, r.stderr)
+	assert.Regexp(t, `^topoctl: InvalidArgument: /d/f is a file, not a directory: locks are taken on directories \(lock /d\), or use --named`, r.stderr)
 	assert.NotContains(t, r.stderr, "doesn't exist")
 	// A directory that does not exist (no file under it): the line says
 	// what lock takes, and about --named, in the same way.

@@ -66,7 +66,8 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	err := d.c.do(func(s *Store) error {
 		key := d.key(q)
 		if opts.RequireFiles && !s.hasFilesBelow(key) {
-			return errNotFound
+			_, isFile := s.files[key]
+			return backendkit.LockNeedsFiles(q.Path, isFile)
 		}
 		if h := s.head(key); opts.Exclusive && h != nil {
 			return &claims.BusyError{Head: entryOf(h)}

@@ -316,7 +316,7 @@ func TestDone(t *testing.T) {
 		}, topo.Interrupted},
 		{"ExpireSession", func(_ *templatetopo.Store, c *templatetopo.Conn, _ topo.LockDescriptor) { c.ExpireSession() }, topo.LockLost},
 		{"Cut", func(_ *templatetopo.Store, c *templatetopo.Conn, _ topo.LockDescriptor) { c.Cut() }, topo.LockLost},
-		{"Close", func(_ *templatetopo.Store, c *templatetopo.Conn, _ topo.LockDescriptor) { c.Close() }, topo.LockLost},
+		{"Close", func(_ *templatetopo.Store, c *templatetopo.Conn, _ topo.LockDescriptor) { c.Close() }, topo.Closed},
 		{"Restart", func(s *templatetopo.Store, _ *templatetopo.Conn, _ topo.LockDescriptor) { s.Restart(0) }, topo.LockLost},
 	} {
 		s, cs := newConns(t, 1)

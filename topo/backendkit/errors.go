@@ -64,3 +64,41 @@ func LockHeld(path string, contents []byte, session string) error {
 	}
 	return Wrap(topo.NodeExists, path, &topo.LockHeldError{Holder: string(h), Session: session})
 }
+
+// LockNeedsFiles returns the error Lock, TryLock and LockWithTTL return
+// when no file lies below dirPath, the one wording every backend uses:
+//   - isFile true (dirPath is itself a file, with nothing below it): an
+//     InvalidArgument *topo.Error saying that dirPath is a file and that
+//     its directory, or LockName, is what to lock;
+//   - isFile false: a NoNode *topo.Error saying that the directory must
+//     hold a file and that LockName locks any name.
+//
+// Its cause is a *LockNeedsFilesError (errors.As finds it), so that a tool
+// can tell this refusal from other errors with the same code.
+//
+// A path that is a file with files below it is also a directory: Lock
+// takes it like any directory, and this error is never built for it.
+// Backends build it only once their usual check found no file below
+// dirPath; deciding isFile may cost that error path one read.
+func LockNeedsFiles(dirPath string, isFile bool) error {
+	code := topo.NoNode
+	if isFile {
+		code = topo.InvalidArgument
+	}
+	return Wrap(code, dirPath, &LockNeedsFilesError{IsFile: isFile})
+}
+
+// LockNeedsFilesError is the cause of the errors LockNeedsFiles builds:
+// Lock, TryLock or LockWithTTL found no file below the directory. IsFile
+// is true when the path is itself a file.
+type LockNeedsFilesError struct {
+	IsFile bool
+}
+
+// Error says what was wrong and what to lock instead.
+func (e *LockNeedsFilesError) Error() string {
+	if e.IsFile {
+		return "is a file, not a directory: Lock, TryLock and LockWithTTL take the lock of a directory that holds a file (lock its parent directory), or use LockName to lock any name"
+	}
+	return "the directory holds no file: Lock, TryLock and LockWithTTL need a directory that holds at least one file; use LockName to lock any name"
+}

@@ -93,13 +93,17 @@ func (cl *claim) Token() int64 {
 // its session is declared lost (before the declaration returns).
 func (cl *claim) Done() <-chan struct{} { return cl.done }
 
-// Check implements topo.Fence: Interrupted once released and LockLost
+// Check implements topo.Fence: Closed once the engine is closed (whatever
+// happened to the claim before), Interrupted once released and LockLost
 // once lost, known without a request; otherwise the store's answer
 // (Driver.Held): nil while the entry heads its queue on its live session,
 // LockLost (and the claim ends, lost) when it does not. Other errors are
 // the driver's, mapped.
 func (cl *claim) Check(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, cl.q.Path); err != nil {
+		return err
+	}
+	if err := cl.eng.closedErr(cl.q.Path); err != nil {
 		return err
 	}
 	if err := cl.err(); err != nil {

@@ -50,10 +50,11 @@ type CreateOptions struct {
 	// its entry and delete it again when another is ahead (etcd,
 	// ZooKeeper), since an entry that is not first is never granted.
 	Exclusive bool
-	// RequireFiles asks Create to fail with the store's "no such node"
-	// error (mapped to NoNode), and create nothing, when no file lies
-	// below the lock's directory (Lock, TryLock, LockWithTTL; not
-	// LockName). Only for lock queues.
+	// RequireFiles asks Create to fail, and create nothing, when no file
+	// lies below the lock's directory (Lock, TryLock, LockWithTTL; not
+	// LockName), with the error of backendkit.LockNeedsFiles for
+	// Queue.Path: InvalidArgument when the directory is itself a file,
+	// NoNode otherwise. Only for lock queues.
 	RequireFiles bool
 	// TTL is LockWithTTL's ttl (0 otherwise): a driver whose store has
 	// per-entry leases may bound the entry's life by it.

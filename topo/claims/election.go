@@ -95,11 +95,11 @@ func (p *participation) Campaign(ctx context.Context, value []byte) (context.Con
 func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
 	p.campaign.Lock()
 	defer p.campaign.Unlock()
-	if isClosed(p.stop) {
-		return nil, topo.NewError(topo.Interrupted, p.q.Path)
-	}
 	if err := p.e.closedErr(p.q.Path); err != nil {
 		return nil, err
+	}
+	if isClosed(p.stop) {
+		return nil, topo.NewError(topo.Interrupted, p.q.Path)
 	}
 	p.mu.Lock()
 	cl, lctx, leading := p.cur, p.lctx, p.leading != nil && p.leading == p.cur
@@ -155,8 +155,11 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 // Term implements topo.LeaderParticipation.Term: the current term while
 // WaitForLeadership or Campaign has returned it and it has not ended (in
 // the participant's own view, which a lost session ends at once),
-// NotLeader otherwise.
+// NotLeader otherwise; Closed once the engine is closed.
 func (p *participation) Term() (topo.Fence, error) {
+	if err := p.e.closedErr(p.q.Path); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.leading == nil || p.leading.err() != nil {
@@ -168,12 +171,16 @@ func (p *participation) Term() (topo.Fence, error) {
 // Proclaim implements topo.LeaderParticipation: one request guarded in the
 // store on the current term (Driver.SetValue) replaces the published
 // value. NotLeader when this participant does not lead (any more),
-// InvalidArgument for an oversized value.
+// InvalidArgument for an oversized value, Closed once the engine is closed
+// (after the argument checks).
 func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
 		return err
 	}
 	if err := backendkit.CheckValue(p.q.Path, value); err != nil {
+		return err
+	}
+	if err := p.e.closedErr(p.q.Path); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -195,8 +202,15 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 // waiting WaitForLeadership or Campaign returns Interrupted. The removal
 // runs within a grace of a few seconds even when ctx has ended. It returns
 // nil when there is nothing to resign, also when the entry already went
-// with its session.
+// with its session. It returns Closed once the engine is closed (the
+// Conn's Close withdrew the candidacy).
 func (p *participation) Resign(ctx context.Context) error {
+	p.resign()
+	return p.e.closedErr(p.q.Path)
+}
+
+// resign is Resign's work, without its result.
+func (p *participation) resign() {
 	p.mu.Lock()
 	cl := p.cur
 	p.cur, p.leading, p.term, p.lctx = nil, nil, nil, nil
@@ -204,7 +218,6 @@ func (p *participation) Resign(ctx context.Context) error {
 	if cl != nil {
 		p.withdraw(cl)
 	}
-	return nil
 }
 
 // withdraw ends cl and removes its entry (Engine.withdraw).
@@ -214,5 +227,5 @@ func (p *participation) withdraw(cl *claim) { p.e.withdraw(cl) }
 // WaitForLeadership and Campaign return Interrupted. Idempotent.
 func (p *participation) Stop() {
 	p.stopOnce.Do(func() { close(p.stop) })
-	_ = p.Resign(context.Background())
+	p.resign()
 }

@@ -10,7 +10,9 @@ import (
 
 // Lock implements topo.Conn.Lock: the checks of backendkit.CheckContext
 // and backendkit.CheckLock, in that order; then an entry on the Conn's
-// session (NoNode when no file is below dirPath, nothing written), and a
+// session (when no file is below dirPath, nothing is written and the
+// error is backendkit.LockNeedsFiles': NoNode, or InvalidArgument when
+// dirPath is a file), and a
 // wait until it heads the queue. While waiting it returns Timeout or
 // Interrupted when ctx ends, LockLost when the session is declared lost,
 // and Closed when the engine is closed; the waiter's entry is removed then.
@@ -84,7 +86,9 @@ type lockDescriptor struct{ *claim }
 
 // Unlock implements topo.LockDescriptor.Unlock: Done closes, then the entry
 // is removed (Driver.Delete), so the next waiter is granted only after the
-// holder's Done closed. It returns Interrupted when already released and
+// holder's Done closed. It returns Closed once the engine is closed (the
+// Conn's Close released the lock; also for a second Unlock), Interrupted
+// when already released and
 // LockLost when lost (nothing is removed then: the entry went, or goes,
 // with its session), also when the store says the entry is gone. When the
 // removal fails otherwise (the driver's error, mapped: Unavailable, ...)
@@ -93,6 +97,9 @@ type lockDescriptor struct{ *claim }
 // ends.
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
+		return err
+	}
+	if err := l.eng.closedErr(l.q.Path); err != nil {
 		return err
 	}
 	if err := l.err(); err != nil {

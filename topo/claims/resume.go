@@ -9,8 +9,11 @@ import (
 
 // ResumeInfo implements topo.LeaderParticipation: the driver's description
 // (Driver.ResumeInfo) of the current candidacy's entry and session. NoNode
-// when there is no live candidacy.
+// when there is no live candidacy, Closed once the engine is closed.
 func (p *participation) ResumeInfo() ([]byte, error) {
+	if err := p.e.closedErr(p.q.Path); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	cl := p.cur
 	p.mu.Unlock()

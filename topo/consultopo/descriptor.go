@@ -45,9 +45,10 @@ func newLockDescriptor(c *Conn, path, key string, h held) *lockDescriptor {
 // safety margin (a renewal acknowledged less than one TTL ago, see
 // session) and a consistent read, finished before that margin ran out,
 // shows the key held by that session with the LockIndex and ModifyIndex
-// (the fencing token) of our acquire. It
-// returns Interrupted after Unlock; LockLost when the session is known lost
-// (destroyed, expired, not renewed within the margin, or the Conn closed)
+// (the fencing token) of our acquire. It returns Closed after the Conn's
+// Close (whatever happened to the lock before), Interrupted after Unlock;
+// LockLost when the session is known lost (destroyed, expired, not
+// renewed within the margin)
 // or the key is gone, held by another session or acquire, or written since
 // the acquire (its ModifyIndex is no longer the token); Unavailable
 // (or PermissionDenied) when the read fails within the margin, so that
@@ -57,6 +58,9 @@ func newLockDescriptor(c *Conn, path, key string, h held) *lockDescriptor {
 func (l *lockDescriptor) Check(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, l.path); err != nil {
 		return err
+	}
+	if l.c.isClosed() {
+		return topo.NewError(topo.Closed, l.path)
 	}
 	l.mu.Lock()
 	unlocked, lost := l.unlocked, l.lost
@@ -101,20 +105,29 @@ func (l *lockDescriptor) markLost(why string) error {
 // the lock's session still holds <dir>/Lock and deletes the key (so no
 // leftover keeps an emptied directory listed, and a key another holder or
 // another tool wrote is never deleted), then a lock-specific session is
-// destroyed. Done is closed as Unlock starts. It returns LockLost when the
-// lock had been lost, Interrupted on a second Unlock, PermissionDenied
+// destroyed. Done is closed as Unlock starts. It returns Closed after the
+// Conn's Close (which destroyed the session, releasing the lock; also on
+// a second Unlock), LockLost when the lock had been lost, Interrupted on a
+// second Unlock, PermissionDenied
 // when the ACL token may not delete the key, and Timeout/Interrupted when
 // ctx ends first (the release then completes in the background).
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
+	closed := l.c.isClosed() // before l.mu: Close takes c.mu
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.unlocked {
+		if closed {
+			return topo.NewError(topo.Closed, l.path)
+		}
 		return backendkit.Wrap(topo.Interrupted, l.path, errors.New("the lock was already released"))
 	}
 	l.unlocked = true
 	l.endDone()
-	if l.lost || l.held.sess.lost() {
+	if closed || l.lost || l.held.sess.lost() {
 		l.finish()
+		if closed {
+			return topo.NewError(topo.Closed, l.path)
+		}
 		return backendkit.Wrap(topo.LockLost, l.path, errors.New(sessionLostReason(l.held.sess)))
 	}
 	done := make(chan error, 1)

@@ -120,7 +120,8 @@ func (t *term) Token() int64 { return int64(t.held.token) }
 // or Check finding the term lost).
 func (t *term) Done() <-chan struct{} { return t.ctx.Done() }
 
-// Check implements topo.Fence.Check for a term: Interrupted once Stop
+// Check implements topo.Fence.Check for a term: Closed after the Conn's
+// Close (whatever happened to the term before); Interrupted once Stop
 // ended it; LockLost once it ended otherwise (or the session passed its
 // deadline); otherwise like the Check of a lock, a consistent read of the
 // election key bounded by the session's deadline, which ends the term when
@@ -128,6 +129,9 @@ func (t *term) Done() <-chan struct{} { return t.ctx.Done() }
 func (t *term) Check(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, t.path); err != nil {
 		return err
+	}
+	if t.c.isClosed() {
+		return topo.NewError(topo.Closed, t.path)
 	}
 	if _, _, _, _, why := t.target(); why != "" {
 		if t.released.Load() {
@@ -162,9 +166,12 @@ func (t *term) target() (key string, sess *session, token uint64, path, lostWhy 
 
 // Term implements topo.LeaderParticipation.Term: the current term (the
 // same *term value for the whole term) while this participant leads,
-// NotLeader otherwise. It does not wait for a WaitForLeadership in
-// progress.
+// NotLeader otherwise; Closed after the Conn's Close. It does not wait
+// for a WaitForLeadership in progress.
 func (p *participation) Term() (topo.Fence, error) {
+	if p.c.isClosed() {
+		return nil, topo.NewError(topo.Closed, p.path)
+	}
 	if t := p.cur.Load(); t != nil && t.ctx.Err() == nil {
 		return t, nil
 	}

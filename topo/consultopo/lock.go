@@ -15,7 +15,9 @@ import (
 // see queue.go) and acquires in queue order: waiters of every topokit Conn
 // acquire in the order they queued (Vitess's contenders, which do not
 // queue, may come first), each waiting only for the entry before its own,
-// the head with blocking queries on the key. It returns NoNode if dirPath has no entries,
+// the head with blocking queries on the key. It returns NoNode if dirPath has no entries
+// (InvalidArgument if it is a file with nothing below it; see
+// backendkit.LockNeedsFiles, decided with one more read on that path),
 // NodeExists with a *ForeignKeyError when <dir>/Lock holds a value another
 // tool wrote (it is never overwritten), LockLost when the Conn's session
 // ends while it waits, PermissionDenied when the ACL token may not create
@@ -50,7 +52,7 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 // LockName implements topo.Conn.LockName: a lock on the key <dirPath>/Lock
 // that does not require dirPath to exist, on a session of its own with
 // Consul's longest TTL (MaxSessionTTL, 24 h). Errors as for Lock, except
-// NoNode.
+// NoNode and the InvalidArgument of a file.
 func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	return c.lockDir(ctx, dirPath, contents, MaxSessionTTL, false, false)
 }
@@ -82,7 +84,13 @@ func (c *Conn) lockDir(ctx context.Context, dirPath, contents string, ttl time.D
 			return nil, err
 		}
 		if !ok {
-			return nil, topo.NewError(topo.NoNode, dir)
+			// Which error: one read, on this error path only.
+			isFile := false
+			if dir != "" {
+				_, _, gerr := c.Get(ctx, dir)
+				isFile = gerr == nil
+			}
+			return nil, backendkit.LockNeedsFiles(dir, isFile)
 		}
 	}
 	key := c.dirPrefix(dir) + lockName

@@ -137,8 +137,19 @@ func (p *participation) proclaim(ctx context.Context, t *term, value []byte) err
 // Timeout/Interrupted when the delete did not finish in time, and
 // Unavailable or PermissionDenied when it failed (the leadership context
 // is cancelled in every case; the key then stays until the session ends).
-// The participation may Campaign again.
+// The participation may Campaign again. After the Conn's Close (which
+// destroyed the session, ending the candidacy) it returns Closed, once the
+// participant's own state is cleared.
 func (p *participation) Resign(ctx context.Context) error {
+	err := p.resign(ctx)
+	if p.c.isClosed() {
+		return topo.NewError(topo.Closed, p.path)
+	}
+	return err
+}
+
+// resign is Resign but for Closed.
+func (p *participation) resign(ctx context.Context) error {
 	p.amu.Lock()
 	if p.attempt != nil {
 		p.attempt(errResigned)
@@ -327,8 +338,11 @@ type resumeInfo struct {
 // the backend, the election key, the id, the session id and TTL, and the
 // term's token and LockIndex. On Consul only the leader has an entry (a
 // waiting candidate blocks on the key, in no queue), so it returns NoNode
-// unless this participant leads.
+// unless this participant leads; Closed after the Conn's Close.
 func (p *participation) ResumeInfo() ([]byte, error) {
+	if p.c.isClosed() {
+		return nil, topo.NewError(topo.Closed, p.path)
+	}
 	t := p.cur.Load()
 	if t == nil || t.ctx.Err() != nil {
 		return nil, backendkit.Wrap(topo.NoNode, p.path, errors.New("the participant does not lead: on Consul only the leader has an entry"))

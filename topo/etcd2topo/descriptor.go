@@ -112,10 +112,14 @@ func (ld *lockDescriptor) heldClaim() (cl *claim, ok bool) {
 // the read) and a linearizable read shows its entry, unchanged since it
 // was put and on its lease. It returns LockLost once the lease is lost or
 // presumed lost, or the entry was deleted or rewritten; Interrupted after
-// Unlock; Closed after the Conn's Close; and the read's error (Timeout,
+// Unlock; Closed after the Conn's Close (whatever happened to the lock
+// before); and the read's error (Timeout,
 // Interrupted, Unavailable, PermissionDenied) when etcd cannot answer.
 func (ld *lockDescriptor) Check(ctx context.Context) error {
 	cl := ld.cl
+	if cl.c.isClosed() {
+		return cl.c.check(ctx, cl.path)
+	}
 	ld.mu.Lock()
 	released := ld.released
 	ld.mu.Unlock()
@@ -144,7 +148,8 @@ func (ld *lockDescriptor) Check(ctx context.Context) error {
 // lease if it is the lock's own (LockWithTTL with a non-default TTL,
 // LockName, a second lock of one directory through one Conn). It returns
 // LockLost if the entry was already gone or rewritten (it then deletes
-// nothing), Interrupted on a second call, Closed after the Conn's Close.
+// nothing), Interrupted on a second call, Closed after the Conn's Close
+// (also on a second call: Close released the lock).
 // If etcd cannot be reached it returns that error (Unavailable, Timeout)
 // and keeps trying to delete the entry in the background for as long as
 // the Conn is open; PermissionDenied is returned as is and not retried.
@@ -153,6 +158,9 @@ func (ld *lockDescriptor) Unlock(ctx context.Context) error {
 	ld.mu.Lock()
 	if ld.released {
 		ld.mu.Unlock()
+		if err := cl.c.closedErr(cl.path); err != nil {
+			return err
+		}
 		return topo.NewError(topo.Interrupted, cl.path)
 	}
 	ld.released = true

@@ -139,9 +139,12 @@ func (p *participation) Stop() {
 
 // Term returns the current leadership term: the same Fence from
 // WaitForLeadership's return until leadership ends (then a NotLeader
-// *topo.Error, until a later WaitForLeadership wins a new term). See term
-// for its token and Done.
+// *topo.Error, until a later WaitForLeadership wins a new term); Closed
+// after the Conn's Close. See term for its token and Done.
 func (p *participation) Term() (topo.Fence, error) {
+	if err := p.c.closedErr(p.name); err != nil {
+		return nil, err
+	}
 	if t := p.cur.Load(); t != nil && t.leading.Err() == nil {
 		return t, nil
 	}

@@ -33,7 +33,9 @@ type lockMode struct {
 // waiter gets the lock as soon as the holder's entry is deleted and a
 // release wakes only the next waiter. It returns InvalidPath
 // for a malformed or reserved dirPath (see backendkit.CheckLockPath), NoNode if
-// dirPath holds no file (its entry is removed at once), Timeout or
+// dirPath holds no file (its entry is removed at once), InvalidArgument
+// if dirPath is a file with no file below it (see
+// backendkit.LockNeedsFiles), Timeout or
 // Interrupted when ctx ends first (its entry is then removed), LockLost if
 // its own entry vanished or its lease was lost while waiting,
 // PermissionDenied when etcd refuses the write, Closed, Unavailable.
@@ -122,7 +124,9 @@ func (c *Conn) lock(ctx context.Context, dirPath, contents string, mode lockMode
 	rs := cl.resp.Responses
 	if mode.requireDir && len(rs[2].GetResponseRange().Kvs) == 0 && len(rs[3].GetResponseRange().Kvs) == 0 {
 		cl.remove()
-		return nil, topo.NewError(topo.NoNode, d)
+		// Which error: one read, on this error path only.
+		_, _, gerr := c.Get(ctx, d)
+		return nil, backendkit.LockNeedsFiles(d, d != "" && gerr == nil)
 	}
 	queue := rs[1].GetResponseRange().Kvs
 	cl.resp = nil

@@ -801,6 +801,9 @@ func (t *nativeTerm) Done() <-chan struct{} { return t.ctx.Done() }
 // gone, Closed after Close, the read's error when etcd cannot answer.
 func (t *nativeTerm) Check(ctx context.Context) error {
 	c, cd := t.e.c, t.cd
+	if c.isClosed() {
+		return c.check(ctx, t.e.prefix) // Closed, whatever happened before
+	}
 	t.mu.Lock()
 	released := t.released
 	t.mu.Unlock()
@@ -872,8 +875,12 @@ func (t *nativeTerm) nativeGuard() nativeGuard {
 	}
 }
 
-// Term returns the current term (see nativeTerm), or NotLeader.
+// Term returns the current term (see nativeTerm), or NotLeader; Closed
+// after the Conn's Close.
 func (e *nativeElection) Term() (topo.Fence, error) {
+	if err := e.c.closedErr(e.prefix); err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	t := e.term
 	e.mu.Unlock()
@@ -931,7 +938,8 @@ func (e *nativeElection) Proclaim(ctx context.Context, value []byte) error {
 // (or was resumed). With an ended ctx it tries for resignGrace (3 s). It
 // returns nil when there is nothing to resign; the ctx's error (Timeout,
 // Interrupted) or etcd's when the delete did not finish (it is then
-// retried in the background while the Conn is open).
+// retried in the background while the Conn is open); Closed after the
+// Conn's Close (which revoked the lease).
 func (e *nativeElection) Resign(ctx context.Context) error {
 	gctx := ctx
 	if ctx.Err() != nil {
@@ -947,7 +955,11 @@ func (e *nativeElection) Resign(ctx context.Context) error {
 		return err
 	}
 	defer e.releaseSem()
-	return e.resignLocked(gctx)
+	err := e.resignLocked(gctx)
+	if cerr := e.c.closedErr(e.prefix); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 func (e *nativeElection) resignLocked(ctx context.Context) error {
@@ -1135,8 +1147,11 @@ type nativeResume struct {
 // ResumeInfo returns JSON naming the backend, the layout ("etcd-native"),
 // the prefix, the id, the candidate key, its lease id and its
 // CreateRevision, for ResumeNativeElection. NoNode when there is no
-// candidate key.
+// candidate key, Closed after the Conn's Close.
 func (e *nativeElection) ResumeInfo() ([]byte, error) {
+	if err := e.c.closedErr(e.prefix); err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	cd := e.cand
 	e.mu.Unlock()

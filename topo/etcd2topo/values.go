@@ -278,7 +278,9 @@ func (p *participation) proclaim(ctx context.Context, t *term, value []byte) err
 // entry). With an ended ctx it tries for resignGrace (3 s). It returns nil
 // when there is nothing to resign, and the ctx's error (Timeout,
 // Interrupted) or etcd's when the delete did not finish (it is then
-// retried in the background while the Conn is open).
+// retried in the background while the Conn is open). After the Conn's
+// Close it returns Closed (Close revoked the lease, ending the candidacy),
+// once the participant's own state is cleared.
 func (p *participation) Resign(ctx context.Context) error {
 	gctx := ctx
 	if ctx.Err() != nil {
@@ -307,11 +309,11 @@ func (p *participation) Resign(ctx context.Context) error {
 	}
 	p.setEntry(nil)
 	if cl == nil {
-		return nil
+		return p.c.closedErr(p.name)
 	}
 	if p.c.isClosed() {
 		cl.release()
-		return nil // Close revoked the lease
+		return p.c.closedErr(p.name) // Close revoked the lease
 	}
 	if cl.own {
 		p.dropEntry(cl, false)
@@ -613,8 +615,12 @@ type vitessResume struct {
 // ResumeInfo returns JSON naming the backend, the layout ("vitess"), the
 // election, the id, the candidate entry's key, its lease id and its
 // CreateRevision, for Conn.ResumeLeaderParticipation. NoNode when the
-// participant has no entry (not campaigning).
+// participant has no entry (not campaigning), Closed after the Conn's
+// Close.
 func (p *participation) ResumeInfo() ([]byte, error) {
+	if err := p.c.closedErr(p.name); err != nil {
+		return nil, err
+	}
 	p.vals.mu.Lock()
 	cl := p.vals.entry
 	p.vals.mu.Unlock()

@@ -80,9 +80,13 @@ func (t *term) Check(ctx context.Context) error {
 // this participant leads (the same Fence for the whole term), a NotLeader
 // *topo.Error otherwise: before WaitForLeadership returned, after Stop,
 // and once the term's entry was dropped (ExpireSession, a lapsed
-// session) until a later WaitForLeadership wins a new term. It does not
-// contact the store, is not counted and meets no faults.
+// session) until a later WaitForLeadership wins a new term; Closed after
+// Close. It does not contact the store, is not counted and meets no
+// faults.
 func (p *participation) Term() (topo.Fence, error) {
+	if err := p.c.closedErr(p.name); err != nil {
+		return nil, err
+	}
 	s := p.c.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()

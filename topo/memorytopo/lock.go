@@ -16,7 +16,9 @@ const locksDir = "locks"
 // Lock implements topo.Conn.Lock: the lock entry is attached to c's session
 // (Options.SessionTTL), and the oldest entry under dirPath/locks holds the
 // lock; waiters queue behind it in order. It returns NoNode when dirPath
-// holds no file, Timeout or Interrupted when ctx ends while waiting (the
+// holds no file and InvalidArgument when it is a file with no file below
+// it (backendkit.LockNeedsFiles: a file counts only for the directories
+// above it, as on the other backends), Timeout or Interrupted when ctx ends while waiting (the
 // waiter's entry is removed), LockLost when c's session is lost while
 // waiting, InvalidPath for a malformed or reserved dirPath
 // (backendkit.CheckLockPath), and Closed after Close.
@@ -52,7 +54,8 @@ func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.Loc
 
 // TryLock implements topo.Conn.TryLock: it takes the lock only if nobody
 // holds or waits for it, atomically, and otherwise returns NodeExists at
-// once. It also returns NoNode when dirPath holds no file.
+// once. It also returns NoNode or InvalidArgument as Lock does when no file lies
+// below dirPath.
 func (c *Conn) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	c.f.count(OpTryLock)
 	return c.lock(ctx, OpTryLock, dirPath, contents, 0, true, true)
@@ -82,9 +85,10 @@ func (c *Conn) lock(ctx context.Context, op Operation, dirPath, contents string,
 		return nil, err
 	}
 	d := lookupBelow(s.connRoot(c, false), p)
-	if needFiles && (d == nil || d.files == 0) {
+	if needFiles && !filesBelow(d) {
+		isFile := d != nil && d.file != nil
 		s.mu.Unlock()
-		return nil, topo.NewError(topo.NoNode, p)
+		return nil, backendkit.LockNeedsFiles(p, isFile)
 	}
 	var e *entry
 	var ld *lockDescriptor
@@ -243,4 +247,18 @@ func (d *lockDescriptor) Unlock(ctx context.Context) error {
 	s.removeEntry(d.e, false)
 	s.mu.Unlock()
 	return nil
+}
+
+// filesBelow reports whether a regular file lies strictly below the node d
+// (nil: none). A file that has files below it is also a directory that
+// holds files. Call with mu held.
+func filesBelow(d *node) bool {
+	if d == nil {
+		return false
+	}
+	n := d.files
+	if d.file != nil {
+		n-- // d itself
+	}
+	return n > 0
 }

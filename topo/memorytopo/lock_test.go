@@ -131,7 +131,9 @@ func TestExpireSessionLock(t *testing.T) {
 	require.NoError(t, err)
 	named, err := c1.LockName(ctx, "name/less", "c1")
 	require.NoError(t, err)
-	ttl, err := c1.LockWithTTL(ctx, "d/f", "c1", time.Hour)
+	_, err = c1.Create(ctx, "t/f", nil)
+	require.NoError(t, err)
+	ttl, err := c1.LockWithTTL(ctx, "t", "c1", time.Hour)
 	require.NoError(t, err)
 
 	got := make(chan topo.LockDescriptor, 1)

@@ -46,7 +46,7 @@ func TestTxnEveryWriteKind(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Create(ctx, "gone", []byte("g"))
 	require.NoError(t, err)
-	ld, err := c.Lock(ctx, "old", "holder")
+	ld, err := c.LockName(ctx, "old", "holder") // a file: Lock refuses it
 	require.NoError(t, err)
 
 	mine := []byte("a")
@@ -105,7 +105,7 @@ func TestTxnFailuresWriteNothing(t *testing.T) {
 	v, err := c.Create(ctx, "f", []byte("x"))
 	require.NoError(t, err)
 	stale := topo.NumericVersion(int64(v.(topo.NumericVersion)) + 100)
-	ld, err := c.Lock(ctx, "f", "holder")
+	ld, err := c.LockName(ctx, "f", "holder") // a file: Lock refuses it
 	require.NoError(t, err)
 	released, err := c.Lock(ctx, "rel", "r") // no file under rel
 	requireCode(t, err, topo.NoNode)

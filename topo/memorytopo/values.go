@@ -218,9 +218,12 @@ type resumeInfo struct {
 // ResumeInfo implements topo.LeaderParticipation.ResumeInfo: JSON naming
 // the backend, the in-process store, the election, the id, the entry's
 // store path and revision. A NoNode *topo.Error when this participant has
-// no entry in the store. It does not contact the store, is not counted and
+// no entry in the store; Closed after Close. It does not contact the store, is not counted and
 // meets no faults.
 func (p *participation) ResumeInfo() ([]byte, error) {
+	if err := p.c.closedErr(p.name); err != nil {
+		return nil, err
+	}
 	s := p.c.s
 	s.mu.RLock()
 	e := p.entry

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -63,14 +64,11 @@ func testCloseCalls(s *store) {
 	require.Nil(t, rch)
 
 	_, err = p.WaitForLeadership()
-	requireOneOf(t, err, "WaitForLeadership of a participation made before Close", topo.Closed, topo.Interrupted)
+	closed(err, "WaitForLeadership of a participation made before Close")
 	_, err = p.GetCurrentLeaderID(ctx)
 	closed(err, "GetCurrentLeaderID")
-	if lch, err := p.WaitForNewLeader(ctx); err != nil {
-		closed(err, "WaitForNewLeader")
-	} else {
-		requireClosedEventually(t, lch, "WaitForNewLeader after Close")
-	}
+	_, err = p.WaitForNewLeader(ctx)
+	closed(err, "WaitForNewLeader")
 	p.Stop()
 	if p2, err := c.NewLeaderParticipation("elec", "after"); err != nil {
 		closed(err, "NewLeaderParticipation")
@@ -173,4 +171,64 @@ func testCloseInterruptsWaiters(s *store) {
 	require.NoError(t, l.Check(ctx))
 	requireLeader(t, ctx, leader, "leader", "after another candidate's connection closed")
 	require.NoError(t, l.Unlock(ctx))
+}
+
+// testCloseClaimCalls: after Close, every call on a claim, fence or
+// participation made through the Conn returns Closed: Check of a lock and
+// of a term, Unlock (also a second one), and every LeaderParticipation
+// method that returns an error, of a leader and of a participant that
+// never campaigned.
+func testCloseClaimCalls(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c := s.conn()
+
+	mustCreate(t, ctx, c, "d/f", "x")
+	l := mustLock(t, ctx, c, "d", "holder")
+	leader := participate(t, c, "elec", "leader")
+	_, err := leader.WaitForLeadership()
+	require.NoError(t, err)
+	term, err := leader.Term()
+	require.NoError(t, err)
+	idle, err := c.NewLeaderParticipation("elec2", "idle")
+	require.NoError(t, err)
+	c.Close()
+
+	// Every call is checked, and every wrong code reported, before the
+	// subtest fails.
+	closed := func(err error, what string) {
+		t.Helper()
+		var te *topo.Error
+		if !errors.As(err, &te) || !errors.Is(err, topo.Closed) {
+			t.Errorf("%s after Close: want a %q *topo.Error, got %v (%T)", what, topo.Closed, err, err)
+		}
+	}
+	closed(l.Check(ctx), "Check of a lock")
+	closed(term.Check(ctx), "Check of a term")
+	closed(l.Unlock(ctx), "Unlock")
+	closed(l.Unlock(ctx), "a second Unlock")
+	closed(l.Check(ctx), "Check of a lock after Unlock")
+	for _, p := range []struct {
+		name string
+		p    topo.LeaderParticipation
+	}{{"the leader's", leader}, {"an idle participant's", idle}} {
+		_, err = p.p.WaitForLeadership()
+		closed(err, p.name+" WaitForLeadership")
+		_, err = p.p.Term()
+		closed(err, p.name+" Term")
+		_, err = p.p.Campaign(ctx, []byte("v"))
+		closed(err, p.name+" Campaign")
+		closed(p.p.Proclaim(ctx, []byte("v")), p.name+" Proclaim")
+		_, err = p.p.Leader(ctx)
+		closed(err, p.name+" Leader")
+		_, err = p.p.Observe(ctx)
+		closed(err, p.name+" Observe")
+		_, err = p.p.ResumeInfo()
+		closed(err, p.name+" ResumeInfo")
+		_, err = p.p.GetCurrentLeaderID(ctx)
+		closed(err, p.name+" GetCurrentLeaderID")
+		_, err = p.p.WaitForNewLeader(ctx)
+		closed(err, p.name+" WaitForNewLeader")
+		closed(p.p.Resign(ctx), p.name+" Resign")
+		p.p.Stop()
+	}
 }

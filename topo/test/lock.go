@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // testLockNoNode: Lock, TryLock and LockWithTTL need files under the
@@ -324,4 +325,43 @@ func testLocksIndependent(s *store) {
 	require.NoError(t, err, "TryLock(d) while only d/sub is locked")
 	require.NoError(t, p.Unlock(ctx))
 	require.NoError(t, sub.Unlock(ctx))
+}
+
+// testLockOnFileOrEmpty: Lock, TryLock and LockWithTTL on a path that is a
+// file with nothing below it return InvalidArgument, on a directory that
+// holds no file NoNode, both with the one wording of
+// backendkit.LockNeedsFiles (it points to LockName); nothing is written.
+// LockName takes both.
+func testLockOnFileOrEmpty(s *store) {
+	t, ctx, c := s.t, ctxFor(s.t), s.conn()
+
+	mustCreate(t, ctx, c, "jobs/j1", "x")
+	locks := []struct {
+		name string
+		lock func(dir string) (topo.LockDescriptor, error)
+	}{
+		{"Lock", func(dir string) (topo.LockDescriptor, error) { return c.Lock(ctx, dir, "x") }},
+		{"TryLock", func(dir string) (topo.LockDescriptor, error) { return c.TryLock(ctx, dir, "x") }},
+		{"LockWithTTL", func(dir string) (topo.LockDescriptor, error) { return c.LockWithTTL(ctx, dir, "x", time.Minute) }},
+	}
+	for _, l := range locks {
+		_, err := l.lock("jobs/j1")
+		requireCode(t, err, topo.InvalidArgument, l.name+" of a file")
+		require.EqualError(t, err, backendkit.LockNeedsFiles("jobs/j1", true).Error(), l.name+" of a file")
+		_, err = l.lock("/jobs/j1/")
+		requireCode(t, err, topo.InvalidArgument, l.name+" of a file, path not canonical")
+		_, err = l.lock("empty")
+		requireCode(t, err, topo.NoNode, l.name+" of a directory without files")
+		require.EqualError(t, err, backendkit.LockNeedsFiles("empty", false).Error(), l.name+" of a directory without files")
+		require.Contains(t, err.Error(), "LockName", l.name+" of a directory without files")
+		_, err = l.lock("jobs/j1/sub")
+		requireCode(t, err, topo.NoNode, l.name+" of a directory below a file")
+	}
+	kvs, err := c.List(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"jobs/j1"}, kvPaths(kvs))
+
+	// The directory of the file takes the lock.
+	l := mustLock(t, ctx, c, "jobs", "x")
+	require.NoError(t, l.Unlock(ctx))
 }

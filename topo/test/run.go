@@ -45,6 +45,7 @@ func groups() []struct {
 		}},
 		{"Lock", []subtest{
 			{"NoNode", testLockNoNode},
+			{"FileOrEmptyDirectory", testLockOnFileOrEmpty},
 			{"Blocks", testLockBlocks},
 			{"Timeout", testLockTimeout},
 			{"Interrupted", testLockInterrupted},
@@ -99,6 +100,7 @@ func groups() []struct {
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
+			{"ClaimCallsClosed", testCloseClaimCalls},
 			{"WatchesInterrupted", testCloseWatches},
 			{"ReleasesLocksAndLeadership", testCloseReleases},
 			{"InterruptsWaiters", testCloseInterruptsWaiters},

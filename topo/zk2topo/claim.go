@@ -24,7 +24,9 @@ import (
 // predicts the entry's name (it released the previous entry there), so
 // that an uncontended Lock waits one round trip; otherwise sent when the
 // create returns (one more round trip unless the claim waits for a
-// predecessor anyway). It returns NoNode when dirPath has no files,
+// predecessor anyway). It returns NoNode when dirPath has no files
+// (InvalidArgument when it is a file with no children; see
+// backendkit.LockNeedsFiles, decided with one more read on that path),
 // Timeout or Interrupted when ctx ends first (the waiting znode is then
 // removed with a fresh context), LockLost when the session it waits on
 // ends (the server then deleted its znode), PermissionDenied when the
@@ -58,7 +60,8 @@ func (c *Conn) LockWithTTL(ctx context.Context, dirPath, contents string, ttl ti
 // LockName takes the named lock dirPath, which need not exist (the
 // directory znodes are created; they disappear from listings once the lock
 // is released). Like every ZooKeeper lock it lives as long as the session,
-// with no other time limit. Errors as for Lock, except NoNode.
+// with no other time limit. Errors as for Lock, except NoNode and the
+// InvalidArgument of a file.
 func (c *Conn) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
 	return c.lock(ctx, dirPath, contents, false, false)
 }
@@ -251,7 +254,13 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, dirZp, locksZp, co
 				return "", false, c.convert(err, dp)
 			}
 			if !exists || st.NumChildren == 0 {
-				return "", false, topo.NewError(topo.NoNode, dp)
+				// Which error: one read, on this error path only.
+				isFile := false
+				if exists && dp != "" {
+					_, _, gerr := c.Get(ctx, dp)
+					isFile = gerr == nil
+				}
+				return "", false, backendkit.LockNeedsFiles(dp, isFile)
 			}
 		}
 		if err := c.makeDirs(ctx, dp, locksZp); err != nil {

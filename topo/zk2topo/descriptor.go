@@ -65,12 +65,15 @@ const abandonWait = time.Second
 // lock: its session is connected, the latest answer from the server came
 // within the safe window (session timeout minus Options.SafetyMargin, see
 // there), and a consistent read (a sync, then an exists, on the lock's
-// session) shows the entry owned by that session. It returns Interrupted
-// after Unlock; LockLost when the session ended (expired, given up, or the
-// Conn closed) or the entry is gone or owned by another session;
+// session) shows the entry owned by that session. It returns Closed after
+// the Conn's Close (whatever happened to the lock before); Interrupted
+// after Unlock; LockLost when the session ended (expired or given up) or the entry is gone or owned by another session;
 // Unavailable while the session is disconnected but may still live;
 // Timeout or Interrupted when ctx ends first.
 func (l *lockDesc) Check(ctx context.Context) error {
+	if err := l.c.closedCheck(ctx, l.dir); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	released := l.released
 	l.mu.Unlock()
@@ -88,7 +91,8 @@ var errNotConnected = errors.New("zk2topo: the session of the lock or term is no
 // created it and only there: when that session is over, nothing is sent
 // and Unlock returns LockLost (the server deleted the entry with the
 // session, and a znode of the same name now belongs to someone else). A
-// second Unlock returns Interrupted; LockLost also when the entry was
+// second Unlock returns Interrupted; after the Conn's Close (which ended
+// the session, releasing the lock) every Unlock returns Closed; LockLost also when the entry was
 // already gone, and, without anything sent, when Done had closed (the
 // watch saw the entry deleted) or the session has since created an entry
 // of the same name. When the directory holds nothing else afterwards (its files
@@ -98,6 +102,9 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
+		if c := l.c; c.closed.Load() {
+			return topo.NewError(topo.Closed, l.dir)
+		}
 		return topo.NewError(topo.Interrupted, l.dir)
 	}
 	l.released = true
@@ -108,11 +115,11 @@ func (l *lockDesc) Unlock(ctx context.Context) error {
 	ended := l.ended.Err() != nil
 	l.endClaim()
 	c, s := l.c, l.sess
-	if s.isLost() {
-		return topo.NewError(topo.LockLost, l.dir)
-	}
 	if c.closed.Load() {
 		return topo.NewError(topo.Closed, l.dir)
+	}
+	if s.isLost() {
+		return topo.NewError(topo.LockLost, l.dir)
 	}
 	if ended || !s.owns(l.node) || s.entryGen(l.node) != l.gen {
 		return topo.NewError(topo.LockLost, l.dir)

@@ -189,11 +189,15 @@ func (t *term) ended() bool {
 
 // Check returns nil while the term lasts and the store shows the
 // candidate entry owned by its session (a sync, then an exists, on that
-// session), Interrupted after Stop, LockLost once the term ended
+// session), Closed after the Conn's Close (whatever happened to the term
+// before), Interrupted after Stop, LockLost once the term ended
 // otherwise or the entry is gone, Unavailable while the session is not
 // provably alive, Timeout or Interrupted when ctx ends first.
 func (t *term) Check(ctx context.Context) error {
 	p := t.p
+	if err := p.c.closedCheck(ctx, p.name); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	stopped := p.stopped
 	p.mu.Unlock()
@@ -208,8 +212,11 @@ func (t *term) Check(ctx context.Context) error {
 
 // Term returns the current leadership term (the same Fence for the whole
 // term) while the participant leads, and a NotLeader *topo.Error
-// otherwise.
+// otherwise; Closed after the Conn's Close.
 func (p *participation) Term() (topo.Fence, error) {
+	if p.c.closed.Load() {
+		return nil, topo.NewError(topo.Closed, p.name)
+	}
 	p.mu.Lock()
 	t := p.term
 	p.mu.Unlock()
@@ -285,4 +292,18 @@ func (c *Conn) prefetchEntry(ctx context.Context, s *zkSession, dp, locksZp, nod
 			close(quit)
 		})
 	}
+}
+
+// closedCheck returns, once c is closed, ctx's error (backendkit's
+// order: the context first) or else Closed for path; nil while c is open.
+// The claim calls (Check, Unlock, ...) start with it, so that after Close
+// they return Closed, whatever happened to the claim before.
+func (c *Conn) closedCheck(ctx context.Context, path string) error {
+	if !c.closed.Load() {
+		return nil
+	}
+	if err := backendkit.CheckContext(ctx, path); err != nil {
+		return err
+	}
+	return topo.NewError(topo.Closed, path)
 }

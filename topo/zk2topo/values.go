@@ -175,6 +175,7 @@ func (p *participation) Campaign(ctx context.Context, value []byte) (context.Con
 // it once the session ended, and the entry's deletion fails the check.
 // Errors: NotLeader when this participant does not lead (locally, or the
 // store no longer has its entry), InvalidArgument (oversized value),
+// Closed after the Conn's Close (after the argument checks),
 // Timeout/Interrupted, Unavailable (the outcome is unknown).
 func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	if err := backendkit.CheckContext(ctx, p.name); err != nil {
@@ -182,6 +183,9 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	}
 	if err := backendkit.CheckValue(p.name, value); err != nil {
 		return err
+	}
+	if p.c.closed.Load() {
+		return topo.NewError(topo.Closed, p.name)
 	}
 	p.mu.Lock()
 	t, val := p.term, p.valNode
@@ -236,7 +240,8 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 // session (within ctx, or within resignGrace when ctx has already ended).
 // The election's znode stays, as with Stop. It returns nil when there is nothing to resign, Timeout or Interrupted
 // when the removal did not finish within the grace (the entry then goes
-// with its session at the latest), Closed after Close.
+// with its session at the latest), Closed after Close (also when there
+// is nothing to resign).
 func (p *participation) Resign(ctx context.Context) error {
 	p.mu.Lock()
 	if p.lcancel != nil {
@@ -250,6 +255,9 @@ func (p *participation) Resign(ctx context.Context) error {
 	p.mu.Unlock()
 	p.monitor.Wait()
 	if node == "" {
+		if p.c.closed.Load() {
+			return topo.NewError(topo.Closed, p.name)
+		}
 		return nil
 	}
 	if p.c.closed.Load() {
@@ -566,8 +574,12 @@ const resumeBackend = "zk2"
 
 // ResumeInfo returns JSON naming the election, id, candidate and value
 // znodes, and the session's id and password (a secret: whoever has it
-// can act as the session). NoNode when the participant has no entry.
+// can act as the session). NoNode when the participant has no entry,
+// Closed after the Conn's Close.
 func (p *participation) ResumeInfo() ([]byte, error) {
+	if p.c.closed.Load() {
+		return nil, topo.NewError(topo.Closed, p.name)
+	}
 	p.mu.Lock()
 	node, sess, val := p.node, p.nodeSess, p.valNode
 	p.mu.Unlock()

@@ -368,12 +368,18 @@ func (c *conn) wrapLock(dir string) func(topo.LockDescriptor, error) (topo.LockD
 }
 
 func (c *conn) wrap(dir string, l topo.LockDescriptor, err error) (topo.LockDescriptor, error) {
+	var nf *backendkit.LockNeedsFilesError
+	if c.name == "lock-file-bare-nonode" && errors.As(err, &nf) {
+		return nil, topo.NewError(topo.NoNode, strings.Trim(dir, "/"))
+	}
 	if err != nil {
 		return nil, err
 	}
 	switch c.name {
 	case "unlock-twice-ok":
 		return &lenientUnlock{LockDescriptor: l}, nil
+	case "closed-claims-lost":
+		return &closedAsLost{LockDescriptor: l}, nil
 	case "check-lags-loss":
 		return &laggingCheck{LockDescriptor: l}, nil
 	case "stale-unlock":
@@ -459,6 +465,25 @@ func (l *fakeLock) Unlock(context.Context) error {
 
 // lenientUnlock ignores errors from Unlock.
 type lenientUnlock struct{ topo.LockDescriptor }
+
+// closedAsLost says LockLost where the lock says Closed.
+type closedAsLost struct{ topo.LockDescriptor }
+
+// Unwrap returns the real descriptor (see fencedLock.Unwrap).
+func (l *closedAsLost) Unwrap() topo.Fence { return l.LockDescriptor }
+
+func (l *closedAsLost) Check(ctx context.Context) error { return asLost(l.LockDescriptor.Check(ctx)) }
+
+func (l *closedAsLost) Unlock(ctx context.Context) error { return asLost(l.LockDescriptor.Unlock(ctx)) }
+
+// asLost turns a Closed error into LockLost.
+func asLost(err error) error {
+	var te *topo.Error
+	if errors.As(err, &te) && te.Code == topo.Closed {
+		return topo.NewError(topo.LockLost, te.Path)
+	}
+	return err
+}
 
 // Unwrap returns the real descriptor (see fencedLock.Unwrap).
 func (l *lenientUnlock) Unwrap() topo.Fence { return l.LockDescriptor }

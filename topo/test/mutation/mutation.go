@@ -100,6 +100,8 @@ var mutants = []Mutant{
 	{"check-lags-loss", "Check says nil for 1 s after the lock was lost", "SessionLoss/Lock"},
 	{"stale-unlock", "the Unlock of a lost lock releases the lock's current holder and returns nil (issue 10 item 1)", "SessionLoss/Lock"},
 	{"waiter-stays-blocked", "a Lock waiter whose session ends keeps waiting for the holder (issue 10 item 18)", "SessionLoss/Waiter"},
+	{"lock-file-bare-nonode", "Lock, TryLock and LockWithTTL of a file or of a directory without files return a bare NoNode (issue 35 item 1)", "Lock/FileOrEmptyDirectory"},
+	{"closed-claims-lost", "after Close, Check and Unlock of a lock say LockLost instead of Closed (issue 35 item 5)", "Close/ClaimCallsClosed"},
 	// Watches.
 	{"watch-silent-delete", "a watch closes on delete without the NoNode event", "Watch/Delete"},
 	{"watchrecursive-ends-on-delete", "a recursive watch ends at the first deletion", "WatchRecursive/Events"},
