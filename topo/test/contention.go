@@ -40,27 +40,9 @@ func BenchContention(b *testing.B, conns []topo.Conn, kind string, n int) {
 		id := fmt.Sprintf("c%d", i)
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				var release func()
-				switch kind {
-				case "lock":
-					ld, err := c.Lock(ctx, "d", id)
-					if err != nil {
-						return
-					}
-					release = func() { _ = ld.Unlock(context.Background()) }
-				default:
-					p, err := c.NewLeaderParticipation("e", id)
-					if err != nil {
-						return
-					}
-					stop := context.AfterFunc(ctx, p.Stop)
-					_, err = p.WaitForLeadership()
-					stop()
-					if err != nil {
-						p.Stop()
-						return
-					}
-					release = p.Stop
+				release, err := claimOnce(ctx, c, kind, id)
+				if err != nil {
+					return
 				}
 				select {
 				case acquired <- i:
@@ -99,4 +81,29 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// claimOnce takes the lock of directory "d" (kind "lock") or leads
+// election "e" (any other kind, with a new participation) through c as
+// id, waiting until ctx ends, and returns the function that lets go.
+func claimOnce(ctx context.Context, c topo.Conn, kind, id string) (release func(), err error) {
+	if kind == "lock" {
+		ld, err := c.Lock(ctx, "d", id)
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = ld.Unlock(context.Background()) }, nil
+	}
+	p, err := c.NewLeaderParticipation("e", id)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, p.Stop)
+	_, err = p.WaitForLeadership()
+	stop()
+	if err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p.Stop, nil
 }

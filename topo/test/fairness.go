@@ -177,34 +177,12 @@ func RequireNoStarvation(t *testing.T, conns []topo.Conn, kind string, n int, qu
 		id := fmt.Sprintf("c%d", i)
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				var release func()
-				switch kind {
-				case "lock":
-					ld, err := c.Lock(ctx, "d", id)
-					if err != nil {
-						if ctx.Err() == nil {
-							errs <- err
-						}
-						return
-					}
-					release = func() { _ = ld.Unlock(context.Background()) }
-				default:
-					p, err := c.NewLeaderParticipation("e", id)
-					if err != nil {
+				release, err := claimOnce(ctx, c, kind, id)
+				if err != nil {
+					if ctx.Err() == nil {
 						errs <- err
-						return
 					}
-					stop := context.AfterFunc(ctx, p.Stop)
-					_, err = p.WaitForLeadership()
-					stop()
-					if err != nil {
-						p.Stop()
-						if ctx.Err() == nil {
-							errs <- err
-						}
-						return
-					}
-					release = p.Stop
+					return
 				}
 				ok := acquired(i)
 				release()
