@@ -183,7 +183,7 @@ type docSession struct {
 	from, to []string
 }
 
-func newDocSession(t *testing.T) *docSession {
+func newDocSession(t *testing.T, bin string) *docSession {
 	t.Helper()
 	s := &docSession{t: t, dir: t.TempDir(), data: sharedData(t)}
 	addrs, err := etcdembed.FreeAddrs(1)
@@ -191,17 +191,12 @@ func newDocSession(t *testing.T) *docSession {
 	// A port of four digits, as 2379 has: the CellInfo records that
 	// hold the address have the size the page shows.
 	s.etcd = [2]string{shortFreeAddr(t), addrs[0]}
-	bin := filepath.Join(s.dir, "bin")
-	// The topoctl a reader builds: the test binary registers backends
-	// of its own, which would show in messages that list them.
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(bin, "topoctl"), "./cmd/topoctl")
-	build.Dir = ".."
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/topoctl: %s", out)
+	require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "bin"), 0o755))
+	require.NoError(t, os.Symlink(bin, filepath.Join(s.dir, "bin", "topoctl")))
 	require.NoError(t, os.MkdirAll(filepath.Join(s.dir, "tmp"), 0o755))
 	dataDir := filepath.Join(s.dir, "data")
 	s.env = append(os.Environ(),
-		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PATH="+filepath.Join(s.dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
 		envDataDir+"="+dataDir, "HOME="+s.dir, "LC_ALL=C")
 	s.from = []string{defaultClientAddress, docEtcdPeer, "/tmp/"}
 	s.to = []string{s.etcd[0], s.etcd[1], filepath.Join(s.dir, "tmp") + "/"}
@@ -407,6 +402,13 @@ func TestDocExamples(t *testing.T) {
 	files, err := filepath.Glob("../docs/*.md")
 	require.NoError(t, err)
 	files = append(files, "../README.md")
+	// The topoctl a reader builds: the test binary registers backends of
+	// its own, which would show in messages that list them.
+	bin := filepath.Join(t.TempDir(), "topoctl")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/topoctl")
+	build.Dir = ".."
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/topoctl: %s", out)
 	ran, skipped := 0, 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -426,7 +428,7 @@ func TestDocExamples(t *testing.T) {
 		ran += len(run)
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
-			s := newDocSession(t)
+			s := newDocSession(t, bin)
 			for _, bl := range run {
 				s.run(bl)
 			}
