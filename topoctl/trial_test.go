@@ -60,6 +60,21 @@ func TestTrialFindings(t *testing.T) {
 		assert.Equal(t, "world", tg.ok(t, "get", "hello"), "a pipe gets the bytes as they are")
 	})
 
+	t.Run("one name per store: a cell's errors name the cell's store", func(t *testing.T) {
+		cellRoot := tg.root + "-zone1"
+		tg.ok(t, "cell", "set", "zone1", "--server-address", addr, "--root", cellRoot)
+		cell := tg
+		cell.env = map[string]string{envCell: "zone1"}
+		name := "etcd2:" + addr + ":" + cellRoot + " (cell zone1)"
+		in := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(in, "f"), []byte("v"), 0o600))
+		assert.Contains(t, cell.ok(t, "import", in, "/d"), " to "+name+" under /d")
+		hold := cell.start(t, "lock", "/d", "--", "sh", "-c", "echo held; exec sleep 600")
+		hold.waitOutput(t, "held")
+		r := cell.fails(t, ExitFailure, []string{"Timeout"}, "--timeout", "1s", "lock", "/d", "--", "true")
+		assert.Contains(t, r.stderr, "(store "+name+")", "the store the summary named, not the global cell's")
+	})
+
 	t.Run("summaries name PATH; dry runs count identical files", func(t *testing.T) {
 		in := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(in, "Keyspace"), []byte("k"), 0o600))
