@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -73,6 +74,35 @@ func TestTrialFindings(t *testing.T) {
 		hold.waitOutput(t, "held")
 		r := cell.fails(t, ExitFailure, []string{"Timeout"}, "--timeout", "1s", "lock", "/d", "--", "true")
 		assert.Contains(t, r.stderr, "(store "+name+")", "the store the summary named, not the global cell's")
+	})
+
+	t.Run("racing imports with --overwrite say another writer changed the file", func(t *testing.T) {
+		in := t.TempDir()
+		for i := range 5 {
+			require.NoError(t, os.MkdirAll(filepath.Join(in, fmt.Sprint(i)), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(in, fmt.Sprint(i), "f"), []byte("v"), 0o600))
+		}
+		conflicts := 0
+		for round := 0; round < 50 && conflicts == 0; round++ {
+			var wg sync.WaitGroup
+			results := make([]result, 3)
+			for i := range results {
+				wg.Go(func() { results[i] = tg.run(t, "", "import", "--overwrite", in, fmt.Sprintf("/race%d", round)) })
+			}
+			wg.Wait()
+			for _, r := range results {
+				if r.code == 0 {
+					continue
+				}
+				conflicts++
+				assert.Contains(t, r.stderr, "by another writer after it was listed", "not a bare \"node already exists\" after --overwrite")
+				assert.Contains(t, r.stderr, "run again")
+			}
+			for i := range 5 {
+				assert.Equal(t, "v", tg.ok(t, "get", fmt.Sprintf("race%d/%d/f", round, i)), "one of the imports wrote every file")
+			}
+		}
+		require.Positive(t, conflicts, "three concurrent imports of one new tree never conflicted in 50 rounds")
 	})
 
 	t.Run("summaries name PATH; dry runs count identical files", func(t *testing.T) {
