@@ -3,6 +3,7 @@ package topoctl
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -103,6 +104,17 @@ func TestTrialFindings(t *testing.T) {
 			}
 		}
 		require.Positive(t, conflicts, "three concurrent imports of one new tree never conflicted in 50 rounds")
+	})
+
+	t.Run("make serve says what it does before the long build", func(t *testing.T) {
+		cmd := exec.CommandContext(t.Context(), "make", "-n", "serve")
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		lines := strings.Split(string(out), "\n")
+		require.GreaterOrEqual(t, len(lines), 2)
+		assert.Contains(t, lines[0], "echo \"building bin/topoctl", "a message before go build")
+		assert.Contains(t, lines[1], "go build")
 	})
 
 	t.Run("summaries name PATH; dry runs count identical files", func(t *testing.T) {
