@@ -178,9 +178,11 @@ type docSession struct {
 	zk       string
 	consul   string
 	data     string // the shared Vitess data, "" when absent
-	// from and to rewrite what a reader types into what the test's
-	// servers need, and back in what they print.
+	// from and to rewrite what the test's run prints (to) as the page
+	// shows it (from); the first typed of them are also what a reader
+	// types, rewritten for the test's run.
 	from, to []string
+	typed    int
 }
 
 func newDocSession(t *testing.T, bin string) *docSession {
@@ -200,6 +202,7 @@ func newDocSession(t *testing.T, bin string) *docSession {
 		envDataDir+"="+dataDir, "HOME="+s.dir, "LC_ALL=C")
 	s.from = []string{defaultClientAddress, docEtcdPeer, "/tmp/"}
 	s.to = []string{s.etcd[0], s.etcd[1], filepath.Join(s.dir, "tmp") + "/"}
+	s.typed = len(s.from)
 	s.rewriteOutput(dataDir, docDataDir)
 	if s.data != "" {
 		abs, err := filepath.Abs(s.data)
@@ -239,10 +242,8 @@ func (s *docSession) rewriteOutput(got, want string) {
 
 // input is a command line as the test runs it.
 func (s *docSession) input(cmdline string) string {
-	for i := range s.from {
-		if !strings.HasPrefix(s.from[i], "/home/") && !strings.HasPrefix(s.from[i], "../") {
-			cmdline = strings.ReplaceAll(cmdline, s.from[i], s.to[i])
-		}
+	for i := range s.typed {
+		cmdline = strings.ReplaceAll(cmdline, s.from[i], s.to[i])
 	}
 	return cmdline
 }
