@@ -22,7 +22,10 @@ import (
 // the queue, and an entry created later has a greater revision.
 type driver struct{ c *Conn }
 
-var _ claims.Driver = driver{}
+var (
+	_ claims.Driver  = driver{}
+	_ claims.Aheader = driver{}
+)
 
 // dir is the full store path of q's queue: <dir>/locks for a lock,
 // elections/<name> for an election.
@@ -96,6 +99,32 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 		out = append(out, entryOf(e))
 	}
 	return out, nil
+}
+
+// Ahead implements claims.Aheader: the entries just ahead of e, walking
+// back its queue's links, so that a waiter's turn costs the same whatever
+// the queue's length.
+func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+	s := d.c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	x := s.entryAt(e.Key, e.Token)
+	if x == nil {
+		return nil, false, nil
+	}
+	n := 0
+	for p := x.sprev; p != nil && n < max; p = p.sprev {
+		n++
+	}
+	if n == 0 {
+		return nil, true, nil
+	}
+	out := make([]claims.Entry, n)
+	for p := x.sprev; n > 0; p = p.sprev {
+		n--
+		out[n] = entryOf(p)
+	}
+	return out, true, nil
 }
 
 // WaitGone implements claims.Driver: it waits on the entry's own gone
