@@ -521,25 +521,3 @@ func lookupBelow(n *node, p string) *node {
 	}
 	return n
 }
-
-// fullPath returns n's full path in the store.
-func (n *node) fullPath() string {
-	size := 0
-	for m := n; m.parent != nil; m = m.parent {
-		size += len(m.name) + 1
-	}
-	if size == 0 {
-		return ""
-	}
-	b := make([]byte, size-1)
-	i := len(b)
-	for m := n; m.parent != nil; m = m.parent {
-		i -= len(m.name)
-		copy(b[i:], m.name)
-		if i > 0 {
-			i--
-			b[i] = '/'
-		}
-	}
-	return string(b)
-}
