@@ -31,9 +31,12 @@ var (
 // elections/<name> for an election.
 func (d driver) dir(q claims.Queue) string {
 	if q.Election {
-		return d.c.full(joinFull(electionsDir, q.Path))
+		return d.c.full(electionsDir + "/" + q.Path)
 	}
-	return d.c.full(joinFull(q.Path, locksDir))
+	if q.Path == "" {
+		return d.c.full(locksDir)
+	}
+	return d.c.full(q.Path + "/" + locksDir)
 }
 
 // entryOf is the engine's view of e.

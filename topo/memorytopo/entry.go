@@ -64,7 +64,10 @@ func entryState(e *entry) *fileState {
 // that of every entry before it. Call with mu held for writing.
 func (s *store) addEntry(dir string, value string, l *lease) *entry {
 	seq := s.nextRev()
-	p := joinFull(dir, seqName(seq))
+	p := seqName(seq)
+	if dir != "" {
+		p = dir + "/" + p
+	}
 	n := s.ensure(p)
 	e := &entry{seq: seq, value: value, key: p, lease: l, n: n, gone: make(chan struct{})}
 	n.entry = e
