@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,22 @@ type side struct {
 	// lead joins election name as id and returns once leading, with the
 	// function that stops the participation.
 	lead func(ctx context.Context, name, id string) (stop func(), err error)
+	// watch watches file p and returns a channel of the contents of its
+	// changes (its first value skipped).
+	watch func(ctx context.Context, p string) (<-chan []byte, error)
+}
+
+// changesOf forwards the contents of each change of a watch's channel
+// (of either library's WatchData) until it closes.
+func changesOf[T any](ch <-chan T, contents func(T) []byte) <-chan []byte {
+	out := make(chan []byte, 16)
+	go func() {
+		defer close(out)
+		for d := range ch {
+			out <- contents(d)
+		}
+	}()
+	return out
 }
 
 func vitessSide(c vtopo.Conn) *side {
@@ -131,6 +148,13 @@ func vitessSide(c vtopo.Conn) *side {
 				return nil, err
 			}
 			return stopOnce, nil
+		},
+		watch: func(ctx context.Context, p string) (<-chan []byte, error) {
+			_, ch, err := c.Watch(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			return changesOf(ch, func(d *vtopo.WatchData) []byte { return d.Contents }), nil
 		},
 	}
 }
@@ -175,6 +199,13 @@ func topokitSide(c topo.Conn) *side {
 				return nil, err
 			}
 			return stopOnce, nil
+		},
+		watch: func(ctx context.Context, p string) (<-chan []byte, error) {
+			_, ch, err := c.Watch(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			return changesOf(ch, func(d *topo.WatchData) []byte { return d.Contents }), nil
 		},
 	}
 }
@@ -440,5 +471,72 @@ func BenchmarkLockHandover(b *testing.B) {
 			i++
 		}
 		report(b, vts, tks)
+	})
+}
+
+// BenchmarkElection is an uncontended election: one participant joins,
+// leads and stops, per iteration (memory only: it is the unit-test store).
+func BenchmarkElection(b *testing.B) {
+	s := stores()[0]
+	vt, tk := s.open(b, 1)
+	ctx := context.Background()
+	i := 0
+	paired(b, vt[0], tk[0], func(c *side, _ int) error {
+		i++
+		stop, err := c.lead(ctx, "e", fmt.Sprintf("c%d", i))
+		if err != nil {
+			return err
+		}
+		stop()
+		return nil
+	})
+}
+
+// BenchmarkWatchFanout: one change of a file reaching 1,000 watchers of
+// it, per iteration, from the Update call until the last watcher has it
+// (memory only).
+func BenchmarkWatchFanout(b *testing.B) {
+	const watchers = 1000
+	s := stores()[0]
+	vt, tk := s.open(b, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type fan struct {
+		side *side
+		got  sync.WaitGroup
+		want atomic.Pointer[string]
+	}
+	start := func(c *side) *fan {
+		f := &fan{side: c}
+		must(b, c.create(ctx, "w", []byte("0")))
+		for range watchers {
+			ch, err := c.watch(ctx, "w")
+			must(b, err)
+			go func() {
+				for v := range ch {
+					if w := f.want.Load(); w != nil && string(v) == *w {
+						f.got.Done()
+					}
+				}
+			}()
+		}
+		return f
+	}
+	fans := []*fan{start(vt[0]), start(tk[0])}
+	n := 0
+	paired(b, vt[0], tk[0], func(c *side, _ int) error {
+		f := fans[0]
+		if c == tk[0] {
+			f = fans[1]
+		}
+		n++
+		v := strconv.Itoa(n)
+		f.got.Add(watchers)
+		f.want.Store(&v)
+		if err := c.update(ctx, "w", []byte(v)); err != nil {
+			return err
+		}
+		f.got.Wait()
+		return nil
 	})
 }

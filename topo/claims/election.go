@@ -24,7 +24,7 @@ func (e *Engine) NewLeaderParticipation(name, id string) (topo.LeaderParticipati
 }
 
 func (e *Engine) participation(name, id string) *participation {
-	return &participation{e: e, q: Queue{Path: name, Election: true}, id: id, stop: make(chan struct{})}
+	return &participation{e: e, q: Queue{Path: name, Election: true}, id: id, stop: make(chan struct{}), campaign: make(chan struct{}, 1)}
 }
 
 // Participate returns a participant in the election queue q, for a
@@ -36,7 +36,7 @@ func (e *Engine) participation(name, id string) *participation {
 // Nothing is written.
 func (e *Engine) Participate(q Queue, contents string, value []byte) topo.LeaderParticipation {
 	q.Election = true
-	return &participation{e: e, q: q, id: contents, defValue: value, stop: make(chan struct{})}
+	return &participation{e: e, q: q, id: contents, defValue: value, stop: make(chan struct{}), campaign: make(chan struct{}, 1)}
 }
 
 // participation is one participant of an election.
@@ -48,8 +48,9 @@ type participation struct {
 	// none.
 	defValue []byte
 
-	// campaign serialises WaitForLeadership and Campaign.
-	campaign sync.Mutex
+	// campaign (capacity 1) serialises WaitForLeadership and Campaign; a
+	// Campaign waits for it only until its ctx ends.
+	campaign chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
 
@@ -93,8 +94,16 @@ func (p *participation) Campaign(ctx context.Context, value []byte) (context.Con
 // lead is WaitForLeadership (setValue false) and Campaign: keep the live
 // candidacy (publishing value) or create one, then wait for it to lead.
 func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
-	p.campaign.Lock()
-	defer p.campaign.Unlock()
+	select {
+	case p.campaign <- struct{}{}:
+	case <-ctx.Done():
+		return nil, backendkit.FromContext(ctx, p.q.Path)
+	case <-p.stop:
+		return nil, topo.NewError(topo.Interrupted, p.q.Path)
+	case <-p.e.closing:
+		return nil, topo.NewError(topo.Closed, p.q.Path)
+	}
+	defer func() { <-p.campaign }()
 	if err := p.e.closedErr(p.q.Path); err != nil {
 		return nil, err
 	}

@@ -42,6 +42,15 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 // cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
 // withdrawn), ctx's Timeout or Interrupted, or the driver's error.
 func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) error {
+	// The uncontended case first, on a driver whose Ahead answers at once
+	// (Aheader): an entry that heads its queue is granted without the
+	// goroutine that ends a wait.
+	if _, ok := e.d.(Aheader); ok && ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
+		if ahead, in, err := e.ahead(ctx, cl); err == nil && in && len(ahead) == 0 {
+			cl.position = 1
+			return cl.err() // lost as it was granted
+		}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -85,23 +94,54 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 // for its predecessor to go. It returns nil once cl heads the queue.
 func (e *Engine) wait(ctx context.Context, cl *claim) error {
 	for {
-		list, err := e.d.List(ctx, cl.q)
+		ahead, in, err := e.ahead(ctx, cl)
 		if err != nil {
 			return err
 		}
-		i := indexOf(list, cl.entry)
+		i := len(ahead)
 		switch {
-		case i < 0:
+		case !in:
 			cl.end(stateLost)
 			return errEntryGone
 		case i == 0, i == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
 			cl.position = int64(i + 1)
 			return nil
 		}
-		if err := e.d.WaitGone(ctx, cl.q, list[i-1]); err != nil {
+		if err := e.d.WaitGone(ctx, cl.q, ahead[i-1]); err != nil {
 			return err
 		}
 	}
+}
+
+// Aheader is what a Driver may also implement when its store finds the
+// entries just ahead of an entry without reading the whole queue and
+// without waiting (in process: a linked queue in memory). The engine's
+// wait then reads those instead of Driver.List, so that one handover
+// costs the same whatever the length of the queue, and an entry that
+// heads its queue at once is granted without starting a goroutine.
+type Aheader interface {
+	// Ahead returns, in one read, the entries just ahead of e in q,
+	// oldest first: the one just ahead last, at most max of them (none
+	// when e heads q), and whether e is in q at all.
+	Ahead(ctx context.Context, q Queue, e Entry, max int) (ahead []Entry, in bool, err error)
+}
+
+// ahead returns the entries ahead of cl's entry in its queue (all of
+// them, or the last two when the driver is an Aheader: what wait needs),
+// and whether the entry is in the queue.
+func (e *Engine) ahead(ctx context.Context, cl *claim) ([]Entry, bool, error) {
+	if a, ok := e.d.(Aheader); ok {
+		return a.Ahead(ctx, cl.q, cl.entry, 2)
+	}
+	list, err := e.d.List(ctx, cl.q)
+	if err != nil {
+		return nil, false, err
+	}
+	i := indexOf(list, cl.entry)
+	if i < 0 {
+		return nil, false, nil
+	}
+	return list[:i], true, nil
 }
 
 // indexOf returns the place of ent in list, or -1.

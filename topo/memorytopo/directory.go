@@ -29,24 +29,9 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	s := c.s
 	s.mu.RLock()
-	write := false
-	if s.npending > 0 {
-		// Unplaced lock entries show here: place them (see placeLater).
-		s.mu.RUnlock()
-		s.mu.Lock()
-		s.placeAll()
-		write = true
-	}
-	unlock := func() {
-		if write {
-			s.mu.Unlock()
-		} else {
-			s.mu.RUnlock()
-		}
-	}
 	n := s.lookup(c.full(p))
 	if n == nil || len(n.children) == 0 {
-		unlock()
+		s.mu.RUnlock()
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	out := make([]topo.DirEntry, 0, len(n.children))
@@ -61,7 +46,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		}
 		out = append(out, e)
 	}
-	unlock()
+	s.mu.RUnlock()
 	slices.SortFunc(out, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -99,63 +99,44 @@
 // Server, assert topo.GetFactory(memorytopo.Name) to *Factory.
 package memorytopo
 
-// Implementation notes, moved here from the package documentation (they
-// describe store.go, lock.go and election.go, where they belong next to
-// the code once the lock rework there has landed).
+// Implementation notes (see also the package documentation above).
 //
-// Lock entries placed late. While no entry of D's lock is in the tree
-// (none under D/locks/), Lock, TryLock, LockWithTTL and LockName of D take
-// their entry's revision (its fencing token) at once but queue the entry
-// on D's node without building or publishing its nodes: the first is the
-// holder, each waiter waits for the one queued before it, and a TryLock
-// that finds the queue non-empty fails naming the first. The entries are
-// placed (their nodes built and published, under the names and versions
-// they would have had) only when something could see them: ListDir, a Get
-// or GetVersion that finds nothing at a path with a "locks" segment, or a
-// Conn opened on a root not used before. From then on the lock's entries
-// are in the tree, and later ones are placed when they queue, until
-// D/locks empties. Every call observes the same as if each entry had been
-// placed at once (TestUnplacedLockMatchesPlaced); Conns rooted inside a
-// "locks" directory switch this off for their store. A Fence's Done
-// channel is made when first asked for.
+// Files. Data: store.go (the tree, the lock-free read indexes, versions
+// and history), file.go, directory.go, watch.go, txn.go, path.go,
+// shapelock.go (the store's mutex). Claims: locks, elections and leader
+// values are the claims engine's (topo/claims); driver.go is the engine's
+// Driver over the store, entry.go the store's queue entries, session.go
+// the leases (sessions) holding them, claimcalls.go the call counting and
+// fault injection in front of the engine. Test controls: server.go
+// (Factory, Conn, ExpireSession, PauseKeepAlive, Partition), faults.go.
 //
-// Lock hand-over. A waiting Lock is let in by the removal of the entry
-// ahead of it (an Unlock, the old holder's session loss, lapse or Close,
-// or a waiter ahead of it giving up), under the store's write lock: when
-// the removal leaves the waiter's entry the oldest, it marks that entry
-// granted and wakes its Lock, which returns at once. The old holder's
-// entry is gone (its Check fails, its Done is closed) before the grant, so
-// the two never overlap; a waiter that leaves (its context ended) removes
-// its entry, handing a lock it was granted meanwhile on to the next.
+// Who may delete what. A queue entry (under <dir>/locks/ or
+// elections/<name>/) is removed only by its own claim, through the driver
+// (Unlock, Resign, Stop, a waiter giving up: driver.Delete, which checks
+// the entry's revision and that its lease is live and still the calling
+// Conn's), or with its lease (revokeLease: ExpireSession, a lapse, Close,
+// a resumed candidacy given up at a partition's notice). Conn.Delete,
+// Update and Txn refuse entries (reserved paths, NodeExists).
+//
+// Which request runs on which session. Lock, TryLock and candidates use
+// the Conn's session lease (opened on first use and anew after it ended);
+// LockWithTTL and LockName each get a lease of their own, ended with the
+// entry. ResumeLeaderParticipation moves a lease to the resuming Conn
+// (adoptLease): from then on only that Conn's driver can delete, check or
+// proclaim on it; the original Conn's claim on the resumed entry is lost.
+//
+// Loss ends claims first. revokeLease declares the lease's engine Session
+// lost (every Done closes, leadership contexts are cancelled) before it
+// removes the entries, all under the store's write lock, so no successor
+// is granted before the old holder's claim ended. At a partition's notice
+// (a quarter of the TTL before the lapse) the Conn's terms on the lease
+// end (Session.LoseEntry); their entries stay until the lapse, or are
+// removed when the partition heals first.
 //
 // Concurrency. Get (and GetVersion of the current version) loads an
 // immutable snapshot of the file without taking a lock. Update of an
-// existing file (with or without a version) takes the store-wide mutex
-// only for reading plus a mutex of that file's own, so writers of
-// different files run in parallel, each file's versions, history and
-// watch events staying in order; while a WatchRecursive is active, Update
-// takes the store-wide mutex for writing instead, so that a recursive
-// watch gets the events of all files in version order. Create, Delete,
-// Txn, List, watch set-up and lock or election changes take it for
-// writing; GetVersion of an earlier version and ListDir for reading
-// (ListDir for writing while a lock entry waits to be placed). A write
-// copies the value it is given and adds the replaced version to the
-// file's history (a ring of Options.History-1 entries).
-//
-// Leader values. Campaign stores its value on the candidate entry when it
-// creates it, under the store's write lock; Proclaim replaces it under the
-// same lock after checking that the caller's term entry is still in the
-// store (and its leadership context live), so a deposed leader's Proclaim
-// is NotLeader and never visible. The value is a field of the entry, not a
-// node: the entry still holds exactly the participant id, and List,
-// ListDir, Get and Watch never show values. Leader reads id, value and
-// token at once. Observe and WaitForNewLeader (a view of Observe: ids
-// only, non-empty, deduplicated) send the state current at the call first;
-// later states are read under the lock after each change, so they are in
-// store order and a resigned or lapsed leader is never sent after its
-// successor; a slow receiver gets the latest state (coalescing). Resign
-// removes the entry (with an ended ctx it tries for 3 s; if the store is
-// unreachable the leadership context is cancelled anyway). ResumeInfo is
-// JSON naming the store, election, id and entry; a Conn of the same store
-// and root resumes the candidacy by adopting the original Conn's session
-// (lease), which it renews from then on.
+// existing file takes the store-wide mutex only for reading plus a mutex
+// of that file's own (unless a WatchRecursive is active), so writers of
+// different files run in parallel. Create, Delete, Txn, List, watch
+// set-up and queue changes take it for writing; reads of queues
+// (driver.List, Ahead, Held, Head without watch) for reading.

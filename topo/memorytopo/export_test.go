@@ -1,8 +1,8 @@
 package memorytopo
 
 // LockEntries returns how many lock entries the directory dir (relative
-// to c's root) has in the store, placed in the tree or not, without
-// placing any: tests wait on it for a Lock call to have queued.
+// to c's root) has in the store: tests wait on it for a Lock call to have
+// queued.
 func LockEntries(c *Conn, dir string) int {
 	s := c.s
 	s.mu.Lock()
@@ -12,9 +12,6 @@ func LockEntries(c *Conn, dir string) int {
 		return 0
 	}
 	n := 0
-	for e := d.unplaced; e != nil; e = e.qnext {
-		n++
-	}
 	if l := d.children[locksDir]; l != nil {
 		for _, ch := range l.children {
 			if ch.entry != nil {

@@ -191,26 +191,6 @@ func (c *Conn) load(p string) *fileState {
 	return c.idx.load(p)
 }
 
-// loadMiss is load for a path load found nothing at: a path with a
-// "locks" segment may name an unplaced lock entry (see placeLater), which
-// it places before reading again.
-func (c *Conn) loadMiss(p string) *fileState {
-	if !hasSegment(p, locksDir) {
-		return nil
-	}
-	s := c.s
-	s.mu.RLock()
-	if s.npending == 0 {
-		defer s.mu.RUnlock()
-		return c.idx.load(p)
-	}
-	s.mu.RUnlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.placeAll()
-	return c.idx.load(p)
-}
-
 // Get implements topo.Conn.Get without taking any lock: it reads the
 // file's current immutable snapshot. The returned slice is the caller's
 // own copy. A lock or election entry reads as a file holding its contents.
@@ -228,9 +208,6 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 		return nil, nil, err
 	}
 	fs := c.load(p)
-	if fs == nil {
-		fs = c.loadMiss(p)
-	}
 	if fs == nil {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
@@ -259,9 +236,6 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, err
 	}
 	fs := c.load(p)
-	if fs == nil {
-		fs = c.loadMiss(p)
-	}
 	if fs == nil {
 		return nil, topo.NewError(topo.NoNode, p)
 	}

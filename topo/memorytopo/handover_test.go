@@ -19,8 +19,9 @@ import (
 // returns only after the old holder's Done has closed and its Check
 // fails, so that two holders never both see their lock as held; a waiter
 // behind another waiter is not let in when the one ahead of it leaves
-// while the holder stays. Each case runs with the lock's entries unplaced
-// and placed (a ListDir of the locks directory places them).
+// while the holder stays. Each case runs with and without a ListDir of
+// the locks directory before the end (a reader of the tree meeting the
+// queue).
 func TestHandoverOrder(t *testing.T) {
 	ends := []struct {
 		name string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // Name is the name memorytopo registers its process-wide Factory under.
@@ -39,6 +40,9 @@ type Options struct {
 	// the current one included (at least 1). Older versions report
 	// Compacted.
 	History int
+	// Defect makes the claims engine of every Conn deliberately wrong in
+	// one way, for the mutation kit (topo/test/mutation) only. Zero: none.
+	Defect claims.Defect
 }
 
 func (o Options) withDefaults() Options {
@@ -107,14 +111,16 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	s.mu.Lock()
 	idx := s.index(r)
 	s.mu.Unlock()
-	return &Conn{
+	c := &Conn{
 		f:      f,
 		s:      s,
 		root:   r,
 		idx:    idx,
 		done:   make(chan struct{}),
 		leases: map[*lease]struct{}{},
-	}, nil
+	}
+	c.eng = claims.New(driver{c}, claims.Options{Defect: f.opts.Defect})
+	return c, nil
 }
 
 // refreshLeases re-evaluates every lease's renewal after a fault change.
@@ -205,6 +211,10 @@ type Conn struct {
 	// cut is non-nil while c is partitioned (Partition); closed by Heal.
 	cut atomic.Pointer[chan struct{}]
 
+	// eng runs c's locks and elections over its driver (driver.go);
+	// claimcalls.go counts and injects faults in front of it.
+	eng *claims.Engine
+
 	// Guarded by s.mu.
 	session         *lease
 	leases          map[*lease]struct{}
@@ -223,11 +233,12 @@ func (c *Conn) Factory() *Factory { return c.f }
 // makes every later call return Closed. Idempotent.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
+		c.eng.Close()
 		c.closed.Store(true)
 		close(c.done)
 		c.s.mu.Lock()
 		for l := range c.leases {
-			c.s.revokeLease(l, false)
+			c.s.revokeLease(l)
 		}
 		c.session = nil
 		c.s.mu.Unlock()
@@ -247,7 +258,7 @@ func (c *Conn) ExpireSession() {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	for l := range c.leases {
-		c.s.revokeLease(l, true)
+		c.s.revokeLease(l)
 	}
 	c.session = nil
 }

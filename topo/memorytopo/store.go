@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -60,23 +59,6 @@ type store struct {
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
 	recWatchers  map[*watcher]struct{}
 	dirChans     map[string]chan struct{} // full dir -> closed when an entry below changes
-
-	// closedCh is closed from the start: the Done channel of an entry
-	// removed before anyone asked for its Done (see done).
-	closedCh chan struct{}
-
-	// Unplaced lock entries (see placeLater): pending heads their list
-	// (entry.pprev, pnext), npending counts them. noUnplaced is set once a
-	// Conn root with a "locks" segment is in use: then every lock entry is
-	// placed at once, so that such a Conn's calls (which the reserved-name
-	// checks do not see as reserved) meet the entries. Guarded by mu.
-	pending    *entry
-	npending   int
-	noUnplaced bool
-
-	// lockWaiters counts the lock entries whose Lock call waits for its
-	// turn (entry.wake set). Guarded by mu.
-	lockWaiters int
 }
 
 func newStore(f *Factory) *store {
@@ -90,14 +72,7 @@ func newStore(f *Factory) *store {
 		recWatchers:  map[*watcher]struct{}{},
 		dirChans:     map[string]chan struct{}{},
 		roots:        map[string]*rootIndex{},
-		closedCh:     closedChan(),
 	}
-}
-
-func closedChan() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
 }
 
 // rootIndex is the lock-free read index of one root.
@@ -150,11 +125,6 @@ func (s *store) index(r string) *rootIndex {
 	if ri, ok := s.roots[r]; ok {
 		return ri
 	}
-	// The new index must hold every entry: place the unplaced ones first.
-	if hasSegment(r, locksDir) {
-		s.noUnplaced = true
-	}
-	s.placeAll()
 	ri := &rootIndex{root: r}
 	n := s.lookup(r)
 	if n != nil {
@@ -249,10 +219,6 @@ func joinRoot(root, rel string) string {
 	return root + "/" + rel
 }
 
-func entryState(e *entry) *fileState {
-	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
-}
-
 // node is one name in the tree. A node may hold a file, be an ephemeral
 // lock or election entry, have children, or (for files) several of these.
 type node struct {
@@ -262,16 +228,10 @@ type node struct {
 
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
-	// unplaced and unplacedTail are the first and last of this
-	// directory's lock entries not placed in the tree yet (see
-	// placeLater), oldest first, linked through entry.qprev and qnext;
-	// nil when none.
-	unplaced, unplacedTail *entry
-	// entries and entriesTail are the first and last of the placed
+	// entries and entriesTail are the first and last of the queue
 	// entries that are children of this directory, oldest (lowest seq)
-	// first, linked through entry.sprev and snext: a candidate finds the
-	// entry ahead of it, and a lock its successor, without scanning the
-	// directory.
+	// first, linked through entry.sprev and snext: the driver lists a
+	// queue without scanning or sorting the directory.
 	entries, entriesTail *entry
 
 	// slots are the index slots of the node's published value, one per
@@ -330,159 +290,6 @@ type histEntry struct {
 	version  int64
 	contents []byte
 }
-
-// candidacy is the part of an election entry a lock entry does not have.
-type candidacy struct {
-	// published is the candidate's published value (Campaign, Proclaim):
-	// nil when none. It is not a file and never listed.
-	published []byte
-	onRemove  func() // called on removal, under mu, before done closes
-	// onLapse is called, under mu, when the Conn of a partitioned lease
-	// notices the lapse ahead of the store (partitionNotice).
-	onLapse func()
-}
-
-// publishedValue returns e's published leader value (nil for none, and
-// for a lock entry).
-func (e *entry) publishedValue() []byte {
-	if e.el == nil {
-		return nil
-	}
-	return e.el.published
-}
-
-// entry is a lock or election entry: an ephemeral node attached to a lease.
-type entry struct {
-	seq   int64
-	value string
-	// el holds what only an election candidate's entry has (nil for a
-	// lock entry).
-	el      *candidacy
-	lease   *lease
-	n       *node
-	removed bool
-	// lost is set when the store dropped the entry (lease end, Delete)
-	// rather than its owner releasing it.
-	lost bool
-	// done points to the channel of Done, made on first use (see
-	// store.done) and closed on removal; to the store's closedCh once
-	// removed if nobody asked before.
-	done atomic.Pointer[chan struct{}]
-	// wake is set while the Lock call of a lock entry waits for its turn
-	// (see store.waitTurn), and closed and cleared when the entry becomes
-	// the lock's holder (then granted is set first) or is removed.
-	wake    chan struct{}
-	granted bool
-
-	// dir is the locked directory's node of an unplaced lock entry (n
-	// is unset then; see placeLater), nil once placed.
-	dir          *node
-	pprev, pnext *entry // the store's list of unplaced entries
-	qprev, qnext *entry // the directory's queue of unplaced entries
-	lprev, lnext *entry // the lease's list of entries
-	// sprev and snext link the placed entry into its directory's list
-	// (node.entries); sdir is that directory, nil when not in one.
-	sprev, snext *entry
-	sdir         *node
-}
-
-// linkPlaced adds the placed entry e to its directory's list, in seq
-// order: new entries are the newest (appended), and placeAll places a
-// directory's entries newest first (prepended). Call with mu held for
-// writing.
-func linkPlaced(e *entry) {
-	d := e.n.parent
-	e.sdir = d
-	switch {
-	case d.entriesTail == nil:
-		d.entries, d.entriesTail = e, e
-	case d.entriesTail.seq < e.seq:
-		e.sprev, d.entriesTail.snext, d.entriesTail = d.entriesTail, e, e
-	case d.entries.seq > e.seq:
-		e.snext, d.entries.sprev, d.entries = d.entries, e, e
-	default:
-		o := d.entriesTail
-		for o.sprev != nil && o.sprev.seq > e.seq {
-			o = o.sprev
-		}
-		// o is the oldest entry younger than e: e goes just before it.
-		e.sprev, e.snext = o.sprev, o
-		o.sprev.snext = e
-		o.sprev = e
-	}
-}
-
-// unlinkPlaced takes e off its directory's list, if on one. Call with mu
-// held for writing.
-func unlinkPlaced(e *entry) {
-	d := e.sdir
-	if d == nil {
-		return
-	}
-	if e.sprev != nil {
-		e.sprev.snext = e.snext
-	} else {
-		d.entries = e.snext
-	}
-	if e.snext != nil {
-		e.snext.sprev = e.sprev
-	} else {
-		d.entriesTail = e.sprev
-	}
-	e.sprev, e.snext, e.sdir = nil, nil, nil
-}
-
-// link adds e to l's entries. Call with the store's mu held for writing.
-func (l *lease) link(e *entry) {
-	e.lnext = l.entries
-	if l.entries != nil {
-		l.entries.lprev = e
-	}
-	l.entries = e
-	l.nentries++
-}
-
-// unlink takes e off l's entries. Call with the store's mu held for
-// writing, once per linked entry.
-func (l *lease) unlink(e *entry) {
-	if e.lprev != nil {
-		e.lprev.lnext = e.lnext
-	} else {
-		l.entries = e.lnext
-	}
-	if e.lnext != nil {
-		e.lnext.lprev = e.lprev
-	}
-	e.lprev, e.lnext = nil, nil
-	l.nentries--
-}
-
-// lease is the simulated session (or per-lock lease) that keeps entries
-// alive. It is renewed continuously while its Conn is open and renewal is
-// neither paused on the Conn nor blocked by a fault; once renewal stops, it
-// lapses ttl later.
-type lease struct {
-	c   *Conn
-	ttl time.Duration
-	// entries lists the lease's live entries (entry.lprev, lnext);
-	// nentries counts them.
-	entries  *entry
-	nentries int
-	revoked  bool
-	blocked  bool
-	gen      uint64
-	timer    *time.Timer
-	// notice is the client-side lapse of a partitioned Conn's lease
-	// (partitionNotice): it fires before timer.
-	notice *time.Timer
-}
-
-// partitionNotice is how long before the store lapses a partitioned
-// Conn's lease the Conn itself notices that renewal failed and ends the
-// leadership contexts of the elections it leads on that lease, as a real
-// client steps down a safety margin before the store can expire its
-// session: a quarter of the lease's TTL.
-func partitionNotice(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 
 // joinFull joins path segments, skipping empty ones.
 func joinFull(parts ...string) string {
@@ -545,7 +352,7 @@ func (s *store) connRoot(c *Conn, create bool) *node {
 
 // prune removes n and its ancestors while they hold nothing.
 func (s *store) prune(n *node) {
-	for n != nil && n != s.top && n.file == nil && n.entry == nil && n.unplaced == nil && len(n.children) == 0 {
+	for n != nil && n != s.top && n.file == nil && n.entry == nil && len(n.children) == 0 {
 		delete(n.parent.children, n.name)
 		n.pruned = true
 		n = n.parent
@@ -704,287 +511,6 @@ func (s *store) deleteFileIn(root, rel string, n *node) {
 	}
 }
 
-// newLease returns a lease for c with ttl. Call with mu held for writing.
-func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
-	l := &lease{c: c, ttl: ttl}
-	s.leases[l] = struct{}{}
-	c.leases[l] = struct{}{}
-	s.refreshLease(l)
-	return l
-}
-
-// sessionLease returns c's current session, starting a new one if the last
-// was lost. Call with mu held for writing.
-func (s *store) sessionLease(c *Conn) *lease {
-	if c.session == nil || c.session.revoked {
-		c.session = s.newLease(c, s.f.opts.SessionTTL)
-	}
-	return c.session
-}
-
-// refreshLease starts or stops l's lapse timer according to whether its
-// renewal is currently blocked. Call with mu held for writing.
-func (s *store) refreshLease(l *lease) {
-	if l.revoked {
-		return
-	}
-	blocked := l.c.keepAlivePaused || l.c.partitioned || s.f.keepAliveBlocked.Load()
-	if blocked == l.blocked {
-		return
-	}
-	l.blocked = blocked
-	l.gen++
-	l.stopTimers()
-	if blocked {
-		gen := l.gen
-		l.timer = time.AfterFunc(l.ttl, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if l.gen == gen && !l.revoked {
-				s.revokeLease(l, true)
-			}
-		})
-		if l.c.partitioned {
-			l.notice = time.AfterFunc(partitionNotice(l.ttl), func() {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				if l.gen == gen && !l.revoked {
-					for e := l.entries; e != nil; e = e.lnext {
-						if e.el != nil && e.el.onLapse != nil {
-							e.el.onLapse()
-						}
-					}
-				}
-			})
-		}
-	}
-}
-
-// stopTimers stops l's lapse and notice timers. Call with mu held for
-// writing.
-func (l *lease) stopTimers() {
-	if l.timer != nil {
-		l.timer.Stop()
-		l.timer = nil
-	}
-	if l.notice != nil {
-		l.notice.Stop()
-		l.notice = nil
-	}
-}
-
-// revokeLease ends l, removing its entries. lost marks them as dropped by
-// the store. Call with mu held for writing.
-func (s *store) revokeLease(l *lease, lost bool) {
-	if l.revoked {
-		return
-	}
-	l.revoked = true
-	l.gen++
-	l.stopTimers()
-	// removeEntry unlinks e (and, l being revoked, ends nothing else).
-	for e := l.entries; e != nil; {
-		next := e.lnext
-		s.removeEntry(e, lost)
-		e = next
-	}
-	delete(s.leases, l)
-	delete(l.c.leases, l)
-	if l.c.session == l {
-		l.c.session = nil
-	}
-}
-
-// addEntry creates a new ephemeral entry under the full directory dir,
-// holding value and attached to l. Call with mu held for writing.
-func (s *store) addEntry(dir string, value string, l *lease) *entry {
-	seq := s.nextRev()
-	name := seqName(seq)
-	p := joinFull(dir, name)
-	n := s.ensure(p)
-	e := &entry{seq: seq, value: value, lease: l, n: n}
-	n.entry = e
-	linkPlaced(e)
-	l.link(e)
-	s.publish(p, n, entryState(e))
-	s.dirChanged(dir)
-	return e
-}
-
-// seqName names an entry so that names sort in sequence order.
-func seqName(seq int64) string {
-	const digits = "0123456789abcdef"
-	var b [16]byte
-	for i := 15; i >= 0; i-- {
-		b[i] = digits[seq&0xf]
-		seq >>= 4
-	}
-	return string(b[:])
-}
-
-// removeEntry deletes e from the tree. Call with mu held for writing.
-func (s *store) removeEntry(e *entry, lost bool) {
-	if e.removed {
-		return
-	}
-	e.removed = true
-	e.lost = lost
-	e.lease.unlink(e)
-	if e.wake != nil {
-		s.wakeLocker(e) // it finds e removed
-	}
-	// next is the lock entry whose turn may come now: e's successor in its
-	// lock's queue. It is granted the lock below, once e's Done is closed,
-	// so that a new holder never starts before the old one's Done closes.
-	var next *entry
-	if d := e.dir; d != nil {
-		// Never placed: nothing was published, and nobody waits on its
-		// directory (a second locker places it first; dirChans are
-		// election directories, never a lock's).
-		next = e.qnext
-		s.unlinkUnplaced(e)
-		s.prune(d)
-		s.closeDone(e)
-	} else {
-		if s.lockWaiters > 0 && e.el == nil {
-			next = s.successor(e)
-		}
-		p := e.n.fullPath()
-		unlinkPlaced(e)
-		if e.n.entry == e {
-			e.n.entry = nil
-			s.publish(p, e.n, nil)
-			s.prune(e.n)
-		}
-		if e.el != nil && e.el.onRemove != nil {
-			e.el.onRemove()
-		}
-		s.closeDone(e)
-		dir := p[:max(strings.LastIndexByte(p, '/'), 0)]
-		s.dirChanged(dir)
-	}
-	if next != nil && next.wake != nil && s.lockPredecessor(next) == nil {
-		next.granted = true
-		s.wakeLocker(next)
-	}
-	// A lease made for this one lock ends with it.
-	l := e.lease
-	if l.nentries == 0 && l != l.c.session && !l.revoked {
-		s.revokeLease(l, lost)
-	}
-}
-
-// dirChanged wakes the waiters on the full directory dir.
-func (s *store) dirChanged(dir string) {
-	if ch, ok := s.dirChans[dir]; ok {
-		close(ch)
-		delete(s.dirChans, dir)
-	}
-}
-
-// dirChan returns a channel closed at the next entry change under the full
-// directory dir. Call with mu held for writing.
-func (s *store) dirChan(dir string) <-chan struct{} {
-	ch, ok := s.dirChans[dir]
-	if !ok {
-		ch = make(chan struct{})
-		s.dirChans[dir] = ch
-	}
-	return ch
-}
-
-// first returns the oldest entry under the full directory dir, or nil.
-func (s *store) first(dir string) *entry {
-	n := s.lookup(dir)
-	if n == nil {
-		return nil
-	}
-	return n.entries
-}
-
-// lockPredecessor is predecessor for a lock entry, placed or not (an
-// unplaced entry's directory has no placed entry). Call with mu held.
-func (s *store) lockPredecessor(e *entry) *entry {
-	if e.dir != nil {
-		return e.qprev
-	}
-	return s.predecessor(e)
-}
-
-// successor returns the oldest entry younger than e in e's directory, or
-// nil when e is the youngest. Call with mu held, e placed.
-func (s *store) successor(e *entry) *entry { return e.snext }
-
-// wakeLocker ends the wait of the Lock call of e (e.wake set). Call with
-// mu held for writing.
-func (s *store) wakeLocker(e *entry) {
-	close(e.wake)
-	e.wake = nil
-	s.lockWaiters--
-}
-
-// predecessor returns the youngest entry older than e in e's directory, or
-// nil when e is the oldest. Call with mu held.
-func (s *store) predecessor(e *entry) *entry { return e.sprev }
-
-// done returns e's Done channel, closed when e is removed. The channel is
-// made on first use (most locks are released without anyone selecting on
-// Done): a Done first asked for after the removal is the store's
-// closedCh. Safe without mu: a channel is installed only by a
-// CompareAndSwap from nil, and closeDone either closes the installed one
-// or installs closedCh by the same CompareAndSwap, so each entry has one
-// Done channel and it is closed once the entry is removed.
-func (s *store) done(e *entry) <-chan struct{} {
-	if p := e.done.Load(); p != nil {
-		return *p
-	}
-	ch := make(chan struct{})
-	if e.done.CompareAndSwap(nil, &ch) {
-		return ch
-	}
-	return *e.done.Load()
-}
-
-// closeDone closes e's Done channel (see done), or makes the store's
-// closedCh its Done when none was made: every Done of e is then one
-// channel, closed. Call with mu held for writing, once, from removeEntry.
-func (s *store) closeDone(e *entry) {
-	for {
-		if p := e.done.Load(); p != nil {
-			close(*p)
-			return
-		}
-		if e.done.CompareAndSwap(nil, &s.closedCh) {
-			return
-		}
-	}
-}
-
-// Unplaced lock entries. A Lock, TryLock, LockWithTTL or LockName of a
-// directory with no entry in the tree (no locks child) does not build its
-// entry's nodes (<dir>/locks/<seq>) nor publish it: the entry joins the
-// directory node's queue (node.unplaced ... unplacedTail, oldest first,
-// through entry.qprev and qnext) and the store's list (pending), with its
-// revision (the fencing token) taken at once from the store counter, as
-// for every entry. The queue's first entry holds the lock; each other
-// waits for the one before it (lockPredecessor), as a placed entry waits
-// for the youngest older entry of its directory. Everything that could
-// see an entry places every unplaced entry first (placeAll), under mu
-// held for writing, exactly where and as addEntry would have (same name,
-// same value, same version): ListDir, a Get or GetVersion that finds
-// nothing at a path with a "locks" segment (then it reads again), and a
-// new root index. A directory's entries are thus all unplaced or all
-// placed (lock queues placed entries while the locks child exists).
-// Nothing else reads lock entries: List, watches and transactions leave
-// entries out or refuse reserved paths, and the election code only reads
-// election directories, which never end in a "locks" segment as lock
-// entry directories do. Conn roots with a "locks" segment switch this off
-// (store.noUnplaced). The entries keep their directory's node from being
-// pruned (prune) so that placing them later finds the same path.
-// Removing an unplaced entry (Unlock, session loss, lapse, Close, a
-// waiter's end) unlinks it and prunes the directory as removing its
-// placed nodes would have.
-
 // lookupBelow returns the node at the path p relative to the node n, or
 // nil (also for a nil n), without building the path. Call with mu held.
 func lookupBelow(n *node, p string) *node {
@@ -994,108 +520,4 @@ func lookupBelow(n *node, p string) *node {
 		p = rest
 	}
 	return n
-}
-
-// placeLater makes e (seq, value and lease set, seq greater than that of
-// every entry of d) the newest unplaced lock entry of the directory node
-// d. Call with mu held for writing, only when d has no locks child.
-func (s *store) placeLater(e *entry, d *node) {
-	e.dir = d
-	if t := d.unplacedTail; t != nil {
-		t.qnext, e.qprev = e, t
-	} else {
-		d.unplaced = e
-	}
-	d.unplacedTail = e
-	e.pnext = s.pending
-	if s.pending != nil {
-		s.pending.pprev = e
-	}
-	s.pending = e
-	s.npending++
-	e.lease.link(e)
-}
-
-// unlinkUnplaced takes the unplaced entry e off its directory and the
-// store's list. Call with mu held for writing.
-func (s *store) unlinkUnplaced(e *entry) {
-	d := e.dir
-	if e.qprev != nil {
-		e.qprev.qnext = e.qnext
-	} else {
-		d.unplaced = e.qnext
-	}
-	if e.qnext != nil {
-		e.qnext.qprev = e.qprev
-	} else {
-		d.unplacedTail = e.qprev
-	}
-	e.qprev, e.qnext = nil, nil
-	e.dir = nil
-	if e.pprev != nil {
-		e.pprev.pnext = e.pnext
-	} else {
-		s.pending = e.pnext
-	}
-	if e.pnext != nil {
-		e.pnext.pprev = e.pprev
-	}
-	e.pprev, e.pnext = nil, nil
-	s.npending--
-}
-
-// place puts the unplaced entry e into the tree, as addEntry does. Call
-// with mu held for writing.
-func (s *store) place(e *entry) {
-	d := e.dir
-	s.unlinkUnplaced(e)
-	dir := joinFull(d.fullPath(), locksDir)
-	p := joinFull(dir, seqName(e.seq))
-	n := s.ensure(p)
-	e.n = n
-	n.entry = e
-	linkPlaced(e)
-	s.publish(p, n, entryState(e))
-	s.dirChanged(dir)
-	// d stays in the tree: it now has a locks child.
-}
-
-// placeAll places every unplaced entry. Call with mu held for writing.
-func (s *store) placeAll() {
-	for s.pending != nil {
-		s.place(s.pending)
-	}
-}
-
-// fullPath returns n's full path in the store.
-func (n *node) fullPath() string {
-	size := 0
-	for m := n; m.parent != nil; m = m.parent {
-		size += len(m.name) + 1
-	}
-	if size == 0 {
-		return ""
-	}
-	b := make([]byte, size-1)
-	i := len(b)
-	for m := n; m.parent != nil; m = m.parent {
-		i -= len(m.name)
-		copy(b[i:], m.name)
-		if i > 0 {
-			i--
-			b[i] = '/'
-		}
-	}
-	return string(b)
-}
-
-// hasSegment reports whether the slash-separated path p has the segment
-// seg.
-func hasSegment(p, seg string) bool {
-	for part := range strings.SplitSeq(p, "/") {
-		if part == seg {
-			return true
-		}
-	}
-	return false
 }

@@ -84,8 +84,8 @@ func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error
 		op := &checked[i]
 		switch op.Kind {
 		case topo.TxnIfHeld:
-			if !s.owns(op.Fence) {
-				if isMemoryFence(op.Fence) {
+			if _, ours, mine := s.guard(op.Fence); !ours {
+				if mine {
 					return nil, backendkit.TxnOpError(*op, backendkit.Wrap(topo.InvalidArgument, "", errOtherStore))
 				}
 				return nil, backendkit.ForeignFence(*op, Name+"topo")
@@ -319,14 +319,4 @@ func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 		}
 	}
 	return nil
-}
-
-// isMemoryFence reports whether f (or a Fence it wraps) was issued by a
-// memorytopo Conn.
-func isMemoryFence(f topo.Fence) bool {
-	if _, ok := backendkit.FenceAs[*lockDescriptor](f); ok {
-		return true
-	}
-	_, ok := backendkit.FenceAs[*term](f)
-	return ok
 }

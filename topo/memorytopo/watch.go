@@ -15,7 +15,10 @@ import (
 // under the store's mu without ever blocking; one goroutine per watcher
 // forwards them to the caller's channel, coalescing per file while the
 // caller is slow, and exits when the file is deleted (Watch), ctx ends or
-// the Conn closes.
+// the Conn closes. A Watch's change is sent by push itself, straight into
+// the caller's channel (one slot), when that has room and the goroutine
+// has nothing pending or in flight: so one change reaches many watchers
+// without waking a goroutine per watcher in between.
 type watcher struct {
 	c         *Conn
 	full      string // full path (Watch) or full prefix (WatchRecursive)
@@ -27,6 +30,11 @@ type watcher struct {
 	mu      sync.Mutex
 	pending map[string]*fileState // full path -> latest state (nil = deleted)
 	order   []string              // paths in pending, in first-pushed order
+	// direct is a Watch's channel, which push may send a change to (nil
+	// for WatchRecursive); busy is set while the goroutine has popped an
+	// event it has not sent yet.
+	direct chan *topo.WatchData
+	busy   bool
 }
 
 func newWatcher(c *Conn, full string, recursive bool) *watcher {
@@ -37,6 +45,17 @@ func newWatcher(c *Conn, full string, recursive bool) *watcher {
 // deleted). Never blocks.
 func (w *watcher) push(p string, fs *fileState) {
 	w.mu.Lock()
+	if w.direct != nil && fs != nil && len(w.order) == 0 && !w.busy {
+		// In order: nothing is pending or in flight before this change.
+		// The channel is open: run closes it only after the watcher was
+		// unregistered (and a Watch's delete, its last event, is queued).
+		select {
+		case w.direct <- &topo.WatchData{Contents: clone(fs.contents), Version: fs.ver}:
+			w.mu.Unlock()
+			return
+		default:
+		}
+	}
 	if _, ok := w.pending[p]; !ok {
 		w.order = append(w.order, p)
 	}
@@ -48,13 +67,16 @@ func (w *watcher) push(p string, fs *fileState) {
 	}
 }
 
-// pop takes the oldest pending event.
+// pop takes the oldest pending event; the goroutine is busy with it
+// until the next pop that finds none.
 func (w *watcher) pop() (p string, fs *fileState, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.order) == 0 {
+		w.busy = false
 		return "", nil, false
 	}
+	w.busy = true
 	p = w.order[0]
 	w.order = w.order[1:]
 	fs = w.pending[p]
@@ -172,6 +194,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	}
 	cur := &topo.WatchData{Contents: clone(n.file.contents), Version: n.file.ver}
 	w := newWatcher(c, full, false)
+	out := make(chan *topo.WatchData, 1)
+	w.direct = out
 	ws := s.fileWatchers[full]
 	if ws == nil {
 		ws = map[*watcher]struct{}{}
@@ -180,7 +204,6 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	ws[w] = struct{}{}
 	s.mu.Unlock()
 
-	out := make(chan *topo.WatchData)
 	go w.runFile(ctx, p, out)
 	return cur, out, nil
 }

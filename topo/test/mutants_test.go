@@ -36,7 +36,9 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		}
 	}
 	newFactory := func() *memorytopo.Factory {
-		return memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: mutantSessionTTL})
+		// In a child running an engine mutant, every Conn's claims engine
+		// has that defect (mutation.EngineDefect; none otherwise).
+		return memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: mutantSessionTTL, Defect: mutation.EngineDefect()})
 	}
 	mutation.Run(t, func(t *testing.T) func() topo.Conn {
 		cur = newFactory()
@@ -66,5 +68,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 		// even on two cores.
 		Parallel: 16,
 		Timeout:  3 * time.Minute,
+		// memorytopo runs on the claims engine: its mutants too.
+		Engine: true,
 	})
 }

@@ -1,0 +1,99 @@
+package claims_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// aheadDriver is the fake driver with claims.Aheader: it counts its Ahead
+// reads (in the store's lists counter), and its List must not be called.
+type aheadDriver struct{ *driver }
+
+func (d aheadDriver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
+	panic("List called on an Aheader")
+}
+
+func (d aheadDriver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lists++
+	i, x := d.find(q, e)
+	if x == nil {
+		return nil, false, nil
+	}
+	var out []claims.Entry
+	for _, y := range s.queues[key(q)][max(0, i-most):i] {
+		out = append(out, y.e)
+	}
+	return out, true, nil
+}
+
+// TestAheaderHandsOverInOrder: on a driver with Ahead, waiters are
+// granted in the order they queued, each handover reading the entries
+// ahead of one waiter once, and an uncontended lock is granted at once.
+func TestAheaderHandsOverInOrder(t *testing.T) {
+	s := newStore()
+	ctx := t.Context()
+	newAhead := func() *claims.Engine { return claims.New(aheadDriver{&driver{s: s}}, claims.Options{}) }
+	holder, err := newAhead().LockName(ctx, "d", "holder")
+	require.NoError(t, err)
+	const n = 4
+	got := make(chan topo.LockDescriptor, n)
+	for i := range n {
+		e := newAhead()
+		go func() {
+			ld, err := e.LockName(ctx, "d", "w")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- ld
+		}()
+		eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == i+1 })
+	}
+	cur, last := holder, holder.Token()
+	for range n {
+		s.mu.Lock()
+		before := s.lists
+		s.mu.Unlock()
+		require.NoError(t, cur.Unlock(ctx))
+		cur = <-got
+		require.Greater(t, cur.Token(), last, "granted in the order queued")
+		last = cur.Token()
+		s.mu.Lock()
+		require.Equal(t, 1, s.lists-before, "one read per handover")
+		s.mu.Unlock()
+	}
+	require.NoError(t, cur.Unlock(ctx))
+}
+
+// TestCampaignBehindWaitForLeadershipEndsWithCtx: a Campaign that waits
+// for a WaitForLeadership of the same participant returns when its ctx
+// ends (it failed before: it waited on a mutex the waiter held).
+func TestCampaignBehindWaitForLeadershipEndsWithCtx(t *testing.T) {
+	s := newStore()
+	e1, _ := newEngine(s)
+	e2, _ := newEngine(s)
+	p1, err := e1.NewLeaderParticipation("el", "one")
+	require.NoError(t, err)
+	_, err = p1.WaitForLeadership()
+	require.NoError(t, err)
+	p2, err := e2.NewLeaderParticipation("el", "two")
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() { _, err := p2.WaitForLeadership(); waited <- err }()
+	eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting == 1 })
+	short, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	_, err = p2.Campaign(short, []byte("v"))
+	require.True(t, topo.IsErrType(err, topo.Timeout), "got %v", err)
+	p2.Stop()
+	require.True(t, topo.IsErrType(<-waited, topo.Interrupted))
+	p1.Stop()
+}

@@ -1,0 +1,302 @@
+package memorytopo
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// driver implements claims.Driver on c's store: each method is one step
+// under the store's mu, as one request would be against a networked
+// store. It counts nothing and meets no faults: the Conn's claim calls do
+// that once per call (claimcalls.go), before they reach the engine.
+//
+// Why tokens are monotone (the argument every driver must make for its
+// store): an entry's token is the store revision of its creation, from
+// one counter per store that only grows (ExpireSession, Partition, Close
+// and faults drop entries but never touch it). The engine grants an entry
+// only once it heads its queue, so every entry created before it has left
+// the queue, and an entry created later has a greater revision.
+type driver struct{ c *Conn }
+
+var (
+	_ claims.Driver  = driver{}
+	_ claims.Aheader = driver{}
+)
+
+// dir is the full store path of q's queue: <dir>/locks for a lock,
+// elections/<name> for an election.
+func (d driver) dir(q claims.Queue) string {
+	if q.Election {
+		return d.c.full(electionsDir + "/" + q.Path)
+	}
+	if q.Path == "" {
+		return d.c.full(locksDir)
+	}
+	return d.c.full(q.Path + "/" + locksDir)
+}
+
+// entryOf is the engine's view of e.
+func entryOf(e *entry) claims.Entry {
+	return claims.Entry{Token: e.seq, Key: e.key, Contents: e.value, Value: e.published, ValueRev: e.valueRev}
+}
+
+// live returns the entry e of q while it is in the store on the live
+// lease behind v, and that lease is still this Conn's (not adopted by
+// another since: see Resume), or nil. Call with mu held.
+func (d driver) live(v *claims.Session, e claims.Entry) *entry {
+	x := d.c.s.entryAt(e.Key, e.Token)
+	if l, _ := v.Ref().(*lease); x == nil || x.lease != l || l.revoked || l.c != d.c {
+		return nil
+	}
+	return x
+}
+
+// Create implements claims.Driver: in one step, the checks (a file below
+// a lock's directory; an empty queue for TryLock) and the entry, on c's
+// session for Lock, TryLock and candidates, on a lease of its own for
+// LockWithTTL (its ttl) and LockName (Options.NamedLockTTL).
+func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
+	c, s := d.c, d.c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(q.Path); err != nil {
+		return claims.Entry{}, nil, err
+	}
+	if opts.RequireFiles {
+		n := lookupBelow(s.connRoot(c, false), q.Path)
+		if !filesBelow(n) {
+			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file != nil)
+		}
+	}
+	dir := d.dir(q)
+	if h := s.first(dir); opts.Exclusive && h != nil {
+		return claims.Entry{}, nil, &claims.BusyError{Head: entryOf(h)}
+	}
+	var l *lease
+	switch {
+	case opts.TTL > 0:
+		l = s.newLease(c, opts.TTL)
+	case !q.Election && !opts.RequireFiles:
+		l = s.newLease(c, s.f.opts.NamedLockTTL)
+	default:
+		l = s.sessionLease(c)
+	}
+	e := s.addEntry(dir, contents, l)
+	if q.Election {
+		e.election, e.published = true, opts.Value
+	}
+	return entryOf(e), l.view, nil
+}
+
+// List implements claims.Driver: the queue, oldest first.
+func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
+	s := d.c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []claims.Entry
+	for e := s.first(d.dir(q)); e != nil; e = e.snext {
+		out = append(out, entryOf(e))
+	}
+	return out, nil
+}
+
+// Ahead implements claims.Aheader: the entries just ahead of e, walking
+// back its queue's links, so that a waiter's turn costs the same whatever
+// the queue's length.
+func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+	s := d.c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	x := s.entryAt(e.Key, e.Token)
+	if x == nil {
+		return nil, false, nil
+	}
+	n := 0
+	for p := x.sprev; p != nil && n < max; p = p.sprev {
+		n++
+	}
+	if n == 0 {
+		return nil, true, nil
+	}
+	out := make([]claims.Entry, n)
+	for p := x.sprev; n > 0; p = p.sprev {
+		n--
+		out[n] = entryOf(p)
+	}
+	return out, true, nil
+}
+
+// WaitGone implements claims.Driver: it waits on the entry's own gone
+// channel, so only that entry's removal wakes it.
+func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	s := d.c.s
+	s.mu.RLock()
+	x := s.entryAt(e.Key, e.Token)
+	s.mu.RUnlock()
+	if x == nil {
+		return nil
+	}
+	select {
+	case <-x.gone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Delete implements claims.Driver: removal by identity (the entry's
+// revision on its live lease), never "the entry at this path".
+func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
+	s := d.c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x := d.live(v, e)
+	if x == nil {
+		return claims.ErrNotHeld
+	}
+	s.removeEntry(x)
+	return nil
+}
+
+// Held implements claims.Driver: the entry heads its queue on its live
+// lease.
+func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
+	s := d.c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	x := d.live(v, e)
+	return x != nil && x.sprev == nil, nil
+}
+
+// Head implements claims.Driver; with watch, changed is closed by the
+// next change of the queue's entries or of a published value.
+func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
+	s := d.c.s
+	dir := d.dir(q)
+	if !watch {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		if h := s.first(dir); h != nil {
+			return entryOf(h), true, nil, nil
+		}
+		return claims.Entry{}, false, nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := s.dirChan(dir)
+	if h := s.first(dir); h != nil {
+		return entryOf(h), true, changed, nil
+	}
+	return claims.Entry{}, false, changed, nil
+}
+
+// SetValue implements claims.Driver: guarded on the entry being in its
+// queue on its live lease (the engine proclaims only for a granted claim,
+// and a granted entry stays the head while it lives).
+func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, value []byte) error {
+	s := d.c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x := d.live(v, e)
+	if x == nil {
+		return claims.ErrNotHeld
+	}
+	x.published = value
+	x.valueRev++
+	s.dirChanged(d.dir(q))
+	return nil
+}
+
+// resumeInfo is what ResumeInfo encodes (JSON).
+type resumeInfo struct {
+	Backend  string `json:"backend"`
+	Store    uint64 `json:"store"`
+	Election string `json:"election"`
+	ID       string `json:"id"`
+	Entry    string `json:"entry"` // full store path of the candidate entry
+	Rev      int64  `json:"rev"`   // the entry's revision (its term token)
+}
+
+// ResumeInfo implements claims.Driver: JSON naming the backend, the
+// in-process store, the election, the id, the entry's store path and
+// revision.
+func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([]byte, error) {
+	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key, Rev: e.Token})
+}
+
+// Resume implements claims.Driver: a Conn of the same store and root takes
+// the candidacy back by adopting the lease it is on (adoptLease: the lease
+// is renewed through this Conn from now on, and ends with its Close or
+// ExpireSession), and the claim the original participant had on the
+// entry is lost. InvalidArgument for malformed info or info of another
+// backend, store, root, election or id; ErrNotHeld when the entry is
+// gone; Closed after Close.
+func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
+	var ri resumeInfo
+	if err := json.Unmarshal(info, &ri); err != nil {
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path, err)
+	}
+	c, s := d.c, d.c.s
+	if ri.Backend != Name || ri.Store != s.id || ri.Election != q.Path || ri.ID != id ||
+		ri.Rev <= 0 || ri.Entry != joinFull(d.dir(q), seqName(ri.Rev)) {
+		return claims.Entry{}, nil, topo.NewError(topo.InvalidArgument, q.Path)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(q.Path); err != nil {
+		return claims.Entry{}, nil, err
+	}
+	x := s.entryAt(ri.Entry, ri.Rev)
+	if x == nil || x.lease.revoked {
+		return claims.Entry{}, nil, claims.ErrNotHeld
+	}
+	if x.value != id {
+		return claims.Entry{}, nil, topo.NewError(topo.InvalidArgument, q.Path)
+	}
+	x.noticed = false // held again: renewal through c keeps it
+	s.adoptLease(x.lease, c)
+	x.lease.view.LoseEntry(x.key, x.seq)
+	return entryOf(x), x.lease.view, nil
+}
+
+// MapError implements claims.Driver: the driver's errors are *topo.Error
+// values already, or the context's.
+func (d driver) MapError(ctx context.Context, err error, path string) error {
+	return backendkit.MapError(ctx, err, path, d.c.closed.Load(), func(error) topo.ErrorCode { return topo.Unavailable })
+}
+
+// guard returns the engine's claim behind f (through Unwrap) when a Conn
+// of s issued it; mine reports whether any memorytopo Conn did.
+func (s *store) guard(f topo.Fence) (g claims.Guard, ours, mine bool) {
+	g, ok := claims.FenceGuard(f)
+	if !ok {
+		return g, false, false
+	}
+	d, mine := g.Driver().(driver)
+	return g, mine && d.c.s == s, mine
+}
+
+// owns reports whether f (or a Fence it wraps) was issued by a Conn of s.
+func (s *store) owns(f topo.Fence) bool {
+	_, ours, _ := s.guard(f)
+	return ours
+}
+
+// held reports whether the claim behind f, which s owns, is still held:
+// its holder has neither released nor lost it, and its entry is in the
+// store on its live lease (IfHeld). Call with s.mu held: every end of a
+// claim in the store (revokeLease, driver.Delete) holds it for writing.
+func (s *store) held(f topo.Fence) bool {
+	g, ours, _ := s.guard(f)
+	if !ours || !g.Live() {
+		return false
+	}
+	e := g.Entry()
+	x := s.entryAt(e.Key, e.Token)
+	l, _ := g.Session().Ref().(*lease)
+	return x != nil && x.lease == l && !l.revoked
+}
