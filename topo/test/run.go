@@ -97,6 +97,7 @@ func groups() []struct {
 			{"Limit", testSemaphoreLimit},
 			{"SessionLoss", testSemaphoreSessionLoss},
 			{"NeverMoreThanLimit", testSemaphoreNeverMore},
+			{"HandoverCostFlat", testSemaphoreHandoverCost},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
