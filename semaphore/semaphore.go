@@ -30,8 +30,8 @@
 // # Order and cost of a handover
 //
 // Contenders are admitted in the order they queued on the gate, which is
-// the order of the Conn's own lock queue (first come, first served on
-// every backend). Only the gate holder waits for a slot (it watches the
+// the order of the Conn's own lock queue (first come, first served on the
+// bundled backends; a custom backend's, as its Lock serves waiters). Only the gate holder waits for a slot (it watches the
 // record); the others wait inside the gate's Lock, which wakes one waiter
 // per release. So a release wakes one contender, and one handover costs
 // the same number of store requests whatever the number of waiters.
@@ -203,8 +203,8 @@ func (s *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
 // Acquire blocks until this process holds one of the semaphore's slots, or
 // ctx ends (Timeout or Interrupted, leaving nothing behind). Callers are
 // admitted in the order they queued (first come, first served, across
-// processes), and while it waits a caller sends no store requests unless
-// it is next in line (see the package doc). The returned
+// processes); only the caller next in line reads and watches the record,
+// the others wait in the queue of dir's lock (see the package doc). The returned
 // descriptor's Token is the admission's fencing token; Done closes when the
 // slot is released or its lock lost; Unlock releases it; IfHeld(descriptor)
 // guards a transaction on the holder's lock. Other errors are the store's,
