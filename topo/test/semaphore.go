@@ -149,12 +149,13 @@ func testSemaphoreNeverMore(s *store) {
 	require.LessOrEqual(t, most.Load(), int64(limit), "more holders at once than the limit")
 }
 
-// testSemaphoreHandoverCost (Scale/SemaphoreHandoverCostFlat): in a loop of limit+n contenders acquiring and
-// releasing a semaphore of limit slots, so that n wait at any time, the
-// Conn calls per acquisition (one handover each) do not grow with n = 2,
-// 20, 200: a release wakes the contender next in line, not every waiter.
-// (What one Lock costs inside the store is the backend's to keep flat; its
-// own handover tests count that.)
+// testSemaphoreHandoverCost (Scale/SemaphoreHandoverCostFlat): in a loop
+// of limit+n contenders acquiring and releasing a semaphore of limit
+// slots, so that n wait at any time, the Conn calls per acquisition (one
+// handover each) do not grow with n = 2, 20, 200: a release wakes the
+// contender next in line, not every waiter. (What one Lock costs inside
+// the store is the backend's to keep flat; its own handover tests count
+// that.)
 func testSemaphoreHandoverCost(s *store) {
 	t := s.t
 	const limit, measured = 2, 40
