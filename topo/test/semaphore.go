@@ -221,6 +221,7 @@ func testSemaphoreHandoverCost(s *store) {
 		}
 		requireNoWorkerErrs(t, &wg, errs)
 		cancel()
+		require.GreaterOrEqual(t, acq.Load(), mark+measured, "%d waiting: the loop ended (its context did) before %d acquisitions", n, mark+measured)
 		mu.Lock()
 		per := float64(c1-c0) / measured
 		mu.Unlock()
