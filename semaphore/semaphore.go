@@ -5,30 +5,54 @@
 //
 // # Layout
 //
-// A semaphore lives in a directory dir of the cell, chosen by the caller:
+// A semaphore lives in a directory dir of the cell, chosen by the caller
+// and used for nothing else:
 //
 //	dir/holders                   the admission record (JSON): the limit,
 //	                              a sequence number, and the holders
 //	dir/contenders/<id>/info      one per contender, describing it (JSON)
 //	lock on dir/contenders/<id>   held by that contender, on its session
+//	lock on dir                   the queue: held by the contender next in
+//	                              line for a slot, waited on by the others
 //
-// Every contender first creates its info file and takes the lock on its
-// own contender directory, with the semaphore's TTL: that lock lives as
-// long as the contender's session or lease, so it says whether the
-// contender is alive. A contender is admitted by one transaction that
-// requires its own lock to be held (topo.IfHeld) and the record to be at
-// the version it read (compare-and-set), and writes the record with itself
-// added: two contenders that read the same record cannot both be admitted
-// beyond the limit, because only one compare-and-set on a version wins.
+// Every contender first creates its info file, then queues on the lock of
+// dir (the gate) and, once it holds the gate, takes the lock on its own
+// contender directory, both with the semaphore's TTL: the contender lock
+// lives as long as the contender's session or lease, so it says whether
+// the contender is alive. The gate holder alone reads the record: it is
+// admitted by one transaction that requires its own lock to be held
+// (topo.IfHeld) and the record to be at the version it read
+// (compare-and-set), and writes the record with itself added; then it
+// releases the gate to the next contender. Two contenders that read the
+// same record cannot both be admitted beyond the limit, because only one
+// compare-and-set on a version wins.
+//
+// # Order and cost of a handover
+//
+// Contenders are admitted in the order they queued on the gate, which is
+// the order of the Conn's own lock queue (first come, first served on the
+// bundled backends; a custom backend's, as its Lock serves waiters). Only the gate holder waits for a slot (it watches the
+// record); the others wait inside the gate's Lock, which wakes one waiter
+// per release. So a release wakes one contender, and one handover costs
+// the same number of store requests whatever the number of waiters.
+// TryAcquire does not queue: it tries to be admitted at once, and may take
+// a slot that freed while the gate holder was being woken.
+//
+// The layout is that of earlier releases plus the gate, which earlier
+// releases do not take: their contenders, mixed with this release's, are
+// admitted by the same compare-and-set on the same record (so the limit,
+// the tokens and the probing below hold for all), but they do not queue,
+// so they may be admitted ahead of this release's waiters.
 //
 // A holder whose session or lease ends (its process crashed, it was cut off
-// from the store) keeps its place in the record until another contender,
-// finding the semaphore full, probes the holders' locks with TryLock: a lock
-// that can be taken belongs to a contender whose session is gone, so that
-// holder is removed, in the same admission transaction. Slots of crashed
-// holders therefore free within their TTL (the store's bound on the
-// session) plus one probe interval. A slot is never taken from a holder
-// whose lock is held.
+// from the store) keeps its place in the record until the gate holder (or
+// a TryAcquire), finding the semaphore full, probes the holders' locks
+// with TryLock: a lock that can be taken belongs to a contender whose
+// session is gone, so that holder is removed, in the same admission
+// transaction. Slots of crashed holders therefore free within their TTL
+// (the store's bound on the session) plus one probe interval. A slot is
+// never taken from a holder whose lock is held. A contender that crashes
+// while it waits leaves the gate's queue with its session.
 //
 // # Invariants
 //
@@ -177,7 +201,10 @@ func (s *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
 }
 
 // Acquire blocks until this process holds one of the semaphore's slots, or
-// ctx ends (Timeout or Interrupted, leaving nothing behind). The returned
+// ctx ends (Timeout or Interrupted, leaving nothing behind). Callers are
+// admitted in the order they queued (first come, first served, across
+// processes); only the caller next in line reads and watches the record,
+// the others wait in the queue of dir's lock (see the package doc). The returned
 // descriptor's Token is the admission's fencing token; Done closes when the
 // slot is released or its lock lost; Unlock releases it; IfHeld(descriptor)
 // guards a transaction on the holder's lock. Other errors are the store's,
@@ -187,9 +214,11 @@ func (s *Semaphore) Acquire(ctx context.Context) (topo.LockDescriptor, error) {
 	return s.acquire(ctx, false)
 }
 
-// TryAcquire is Acquire without waiting: when every slot is held by a live
-// holder it returns a NodeExists *topo.Error at once (after probing the
-// holders' locks) and leaves nothing behind.
+// TryAcquire is Acquire without waiting and without queueing: when every
+// slot is held by a live holder it returns a NodeExists *topo.Error at once
+// (after probing the holders' locks) and leaves nothing behind. It may take
+// a slot that a release has just freed for the contender next in line, if
+// it gets there first.
 func (s *Semaphore) TryAcquire(ctx context.Context) (topo.LockDescriptor, error) {
 	return s.acquire(ctx, true)
 }
@@ -213,18 +242,26 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 	if err != nil {
 		return nil, err
 	}
-	// Whatever fails from here on, the contender's info file and lock go:
+	// The gate goes once the contender is admitted or gives up. Whatever
+	// fails from here on, the contender's info file and lock go too:
 	// that includes a Create whose answer was lost or came after ctx ended
 	// (Interrupted, Timeout, Unavailable), which the store may have
 	// applied. The id is this call's own, so the Delete removes nothing
 	// of another contender's.
-	var lock topo.LockDescriptor
+	var gate, lock topo.LockDescriptor
 	defer func() {
-		if err == nil {
+		if err == nil && gate == nil {
 			return
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
 		defer cancel()
+		if gate != nil {
+			// Admitted or not, the next contender in line goes on.
+			_ = gate.Unlock(cctx)
+		}
+		if err == nil {
+			return
+		}
 		if lock != nil {
 			_ = lock.Unlock(cctx)
 		}
@@ -237,12 +274,15 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 	if s.opts.Description != "" {
 		desc += ": " + s.opts.Description
 	}
-	if s.opts.TTL > 0 {
-		lock, err = s.conn.LockWithTTL(ctx, s.contenderDir(id), desc, s.opts.TTL)
-	} else {
-		lock, err = s.conn.Lock(ctx, s.contenderDir(id), desc)
+	if !try {
+		// Queue behind the contenders already waiting: only the head of
+		// the queue reads and watches the record.
+		if gate, err = s.lock(ctx, s.dir, desc); err != nil {
+			gate = nil
+			return nil, err
+		}
 	}
-	if err != nil {
+	if lock, err = s.lock(ctx, s.contenderDir(id), desc); err != nil {
 		lock = nil
 		return nil, err
 	}
@@ -295,13 +335,18 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 		if try {
 			return nil, &topo.Error{Code: topo.NodeExists, Path: s.dir, Err: fmt.Errorf("all %d slots of the semaphore are held", s.limit)}
 		}
-		if err := s.waitChange(ctx, v); err != nil {
-			return nil, err
-		}
-		if err := lock.Check(ctx); err != nil {
+		if err := s.waitChange(ctx, v, lock); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// lock takes the lock of dir with the semaphore's TTL.
+func (s *Semaphore) lock(ctx context.Context, dir, desc string) (topo.LockDescriptor, error) {
+	if s.opts.TTL > 0 {
+		return s.conn.LockWithTTL(ctx, dir, desc, s.opts.TTL)
+	}
+	return s.conn.Lock(ctx, dir, desc)
 }
 
 // prune probes the locks of holders and returns the live ones, the ids of
@@ -340,9 +385,10 @@ func releaseProbes(ctx context.Context, probes []topo.LockDescriptor) {
 	}
 }
 
-// waitChange returns when the record's version differs from v, after the
-// probe interval, or with ctx's error.
-func (s *Semaphore) waitChange(ctx context.Context, v topo.Version) error {
+// waitChange returns when the record's version differs from v or after
+// the probe interval; it returns ctx's error when ctx ends, and LockLost
+// when lock (the waiting contender's own) is lost.
+func (s *Semaphore) waitChange(ctx context.Context, v topo.Version, lock topo.LockDescriptor) error {
 	wctx, cancel := context.WithTimeout(ctx, s.opts.ProbeInterval)
 	defer cancel()
 	cur, changes, err := s.conn.Watch(wctx, s.recordPath())
@@ -366,6 +412,8 @@ func (s *Semaphore) waitChange(ctx context.Context, v topo.Version) error {
 	select {
 	case <-changes:
 	case <-wctx.Done():
+	case <-lock.Done():
+		return topo.NewError(topo.LockLost, s.dir)
 	}
 	if ctx.Err() != nil {
 		return ctxErr(ctx, s.dir)

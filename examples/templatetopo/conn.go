@@ -16,10 +16,9 @@ import (
 // topoctl's --topo-implementation and of OpenServer's implementation.
 const FactoryName = "template"
 
-// MaxTxnOps is the most operations one Txn takes. The store itself has no
-// limit; a real store does (etcd: --max-txn-ops, 128 by default; Consul:
-// 64), and a backend checks it before sending anything, with
-// backendkit.TxnTooLarge. This one is here to show where.
+// MaxTxnOps is the most operations one Txn takes. The store has no limit;
+// a real store does (etcd: 128 by default; Consul: 64), which a backend
+// checks before sending anything (backendkit.TxnTooLarge), as here.
 const MaxTxnOps = 128
 
 // STEP 1 of a backend: register the factory in init. MustRegisterFactory
@@ -29,9 +28,8 @@ func init() { topo.MustRegisterFactory(FactoryName, NewFactory()) }
 
 // Factory opens Conns to in-process Stores, one Store per server address,
 // created on first use: Conns of one Factory with the same address share a
-// store, whatever their roots. The registered "template" factory is one
-// such Factory, so within one process (for example a custom topoctl run
-// in-process by its tests) every user of the name shares its stores.
+// store, whatever their roots (so do all users of the registered
+// "template" factory in one process).
 type Factory struct {
 	mu     sync.Mutex
 	stores map[string]*Store
@@ -44,12 +42,10 @@ func NewFactory() *Factory { return &Factory{stores: map[string]*Store{}} }
 func (f *Factory) Store(address string) *Store {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.stores[address]
-	if s == nil {
-		s = NewStore()
-		f.stores[address] = s
+	if f.stores[address] == nil {
+		f.stores[address] = NewStore()
 	}
-	return s
+	return f.stores[address]
 }
 
 // Create implements topo.Factory: a Conn to the store at serverAddress
@@ -63,38 +59,28 @@ func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 	return c, nil
 }
 
-// Conn is a topo.Conn on a Store, rooted at a directory of it. It is safe
-// for concurrent use.
-//
-// The Conn has a link to the store that Cut breaks and Heal restores, and
-// a session that holds its lock and election entries (see the package
-// doc).
+// Conn is a topo.Conn on a Store, rooted at a directory of it, with a link
+// to the store that Cut breaks and Heal restores and a session that holds
+// its entries (see the package doc). It is safe for concurrent use.
 type Conn struct {
-	store *Store
-	// root is the canonical root ("" for the store's root); every path is
-	// joined to it (Conn.full).
-	root string
-	// closed is set by Close; closing is closed by it (waiters and watches
-	// select on it).
+	store     *Store
+	root      string // canonical ("" for the store's root)
 	closed    atomic.Bool
-	closing   chan struct{}
+	closing   chan struct{} // closed by Close
 	closeOnce sync.Once
 
-	// The link and the session, guarded by store.mu (the one mutex).
-	cut    bool
-	healed chan struct{} // closed by Heal; replaced by Cut
-	sess   *session      // the current session; nil before the first lock or after it ended
-	// adopted are sessions of other Conns whose candidacies c resumed
-	// (ResumeLeaderParticipation); c ends them as it ends its own.
+	// Guarded by store.mu: the link; the current session (nil before the
+	// first claim); the sessions of other Conns c resumed candidacies on,
+	// which c ends as its own; those c gave up at a Cut, ended on Heal
+	// unless adopted.
+	cut     bool
+	healed  chan struct{} // closed by Heal; replaced by Cut
+	sess    *session
 	adopted map[*session]struct{}
-	// orphans are the sessions c gave up when it was cut (Cut), which it
-	// ends on Heal unless another Conn adopted them.
 	orphans []*session
 
-	// Claims are c's locks and elections: eng, run over c's driver
-	// (driver.go).
-	claims.Claims
-	eng *claims.Engine
+	claims.Claims // c's locks and elections: eng over c's driver
+	eng           *claims.Engine
 }
 
 // NewConn returns a Conn to s rooted at root (a directory path; "" or "/"
@@ -107,9 +93,9 @@ func (s *Store) NewConn(root string) (*Conn, error) {
 	}
 	healed := make(chan struct{})
 	close(healed)
-	s.mu.Lock()
+	unlock := s.lock()
 	defect := s.defect
-	s.mu.Unlock()
+	unlock()
 	c := &Conn{store: s, root: r, closing: make(chan struct{}), healed: healed, adopted: map[*session]struct{}{}}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: defect})
 	c.Claims = c.eng
@@ -126,33 +112,20 @@ func (c *Conn) full(p string) string {
 
 // fullPrefix returns the store prefix of a canonical List or WatchRecursive
 // prefix.
-func (c *Conn) fullPrefix(prefix string) string {
-	if c.root == "" {
-		return prefix
-	}
-	return c.root + "/" + prefix
-}
+func (c *Conn) fullPrefix(prefix string) string { return backendkit.JoinPath(c.root, prefix) }
 
 // rel returns the path relative to the root of a store path below it.
-func (c *Conn) rel(full string) string {
-	if c.root == "" {
-		return full
-	}
-	return full[len(c.root)+1:]
-}
+func (c *Conn) rel(full string) string { return full[len(c.fullPrefix("")):] }
 
 // STEP 2: one place where every request "goes to the store".
 //
-// do runs req against the store as one request: under the store's mutex,
-// which makes each request atomic and the whole store linearizable. It is
-// where a networked backend sends its request and waits for the answer. It
-// refuses the request, without running it, when the Conn is closed
-// (errConnClosed), when the link is cut or the store is restarting
-// (errUnreachable). The caller maps what it returns with mapErr.
+// do runs req as one request, under the store's mutex (atomic,
+// linearizable): where a networked backend sends it and waits for the
+// answer. It refuses it on a closed Conn (errConnClosed), a cut link or a
+// restarting store (errUnreachable). The caller maps errors with mapErr.
 func (c *Conn) do(req func(s *Store) error) error {
 	s := c.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lock()()
 	switch {
 	case c.closed.Load():
 		return errConnClosed
@@ -165,9 +138,8 @@ func (c *Conn) do(req func(s *Store) error) error {
 	return req(s)
 }
 
-// session returns the Conn's live session, opening a new one when there is
-// none (the first lock or campaign, or after the last session ended). Called
-// inside a request (store.mu held).
+// session returns the Conn's live session, opening one when there is none.
+// Called inside a request (store.mu held).
 func (c *Conn) session(s *Store) *session {
 	if c.sess == nil || c.sess.ended || c.sess.owner != c {
 		c.sess = s.openSession(c)
@@ -199,31 +171,24 @@ func (c *Conn) endSessions() {
 	clear(c.adopted)
 }
 
-// STEP 3: map the store's errors, in one place, through
-// backendkit.MapError: it passes *topo.Error values through, turns an
-// ended context into Timeout or Interrupted, a closed Conn into Closed, and
-// asks classify for the rest.
+// STEP 3: map the store's errors in one place, backendkit.MapError
+// (*topo.Error values pass; an ended context is Timeout or Interrupted, a
+// closed Conn Closed; classify does the rest).
 func (c *Conn) mapErr(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, c.closed.Load(), classify)
 }
 
-// classify is the store-specific part of the error mapping: one store
-// error, one code. Anything unknown is Unavailable (the outcome of the
-// call is unknown: it may be retried).
+// classify maps one store error to one code; anything unknown is
+// Unavailable (the outcome is unknown: it may be retried).
 func classify(err error) topo.ErrorCode {
-	switch {
-	case errors.Is(err, errNotFound):
-		return topo.NoNode
-	case errors.Is(err, errExists):
-		return topo.NodeExists
-	case errors.Is(err, errVersion):
-		return topo.BadVersion
-	case errors.Is(err, errSessionEnded):
-		return topo.LockLost
-	case errors.Is(err, errCompacted):
-		return topo.Compacted
-	case errors.Is(err, errConnClosed):
-		return topo.Closed
+	for _, m := range []struct {
+		err  error
+		code topo.ErrorCode
+	}{{errNotFound, topo.NoNode}, {errExists, topo.NodeExists}, {errVersion, topo.BadVersion},
+		{errSessionEnded, topo.LockLost}, {errCompacted, topo.Compacted}, {errConnClosed, topo.Closed}} {
+		if errors.Is(err, m.err) {
+			return m.code
+		}
 	}
 	return topo.Unavailable
 }
@@ -236,51 +201,38 @@ func classify(err error) topo.ErrorCode {
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		c.eng.Close()
-		s := c.store
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer c.store.lock()()
 		c.closed.Store(true)
 		close(c.closing)
 		c.endSessions()
 	})
 }
 
-// ExpireSession makes the store end c's current session (and any session
-// c adopted with ResumeLeaderParticipation), as a store does
-// when a session's lease lapses: every lock and leadership held or awaited
-// through it is lost (Check and Unlock report LockLost, Done closes,
-// leadership contexts are cancelled, waiting Lock calls return LockLost)
-// and others can take them. It returns once c has observed the loss, which
-// here is before the store hands anything on (see the package doc). c
-// opens a new session for its next lock or campaign. It is the
-// conformance suite's Options.ExpireSession.
+// ExpireSession makes the store end c's current session and those it
+// adopted, as when a lease lapses: every claim held or awaited through
+// them is lost (Check and Unlock report LockLost, Done closes, leadership
+// contexts are cancelled, waiting Lock calls return LockLost), c learning
+// it before the store hands anything on. c opens a new session for its
+// next claim. It is the suite's Options.ExpireSession.
 func (c *Conn) ExpireSession() {
-	s := c.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer c.store.lock()()
 	c.endSessions()
 }
 
 // SessionTimeout is how long the store keeps the session of a Conn that
-// was cut off (Conn.Cut) before it ends it: meanwhile its entries stay in
-// their queues, and another Conn can take its candidacies back
-// (ResumeLeaderParticipation), as a restarted process does while its old
-// lease lives. It is the only clock in the store.
+// was cut off (Conn.Cut) before it ends it: meanwhile its entries stay,
+// and another Conn can resume its candidacies. The store's only clock.
 const SessionTimeout = time.Second
 
-// Cut breaks c's link to the store, as a network partition does: c's
-// requests fail with Unavailable (nothing is sent) and its watches stop
-// receiving events until Heal. c learns of the break at once and gives up
-// every claim of its sessions (Done closes, Check and Unlock say LockLost,
-// leadership contexts are cancelled, waiting Lock calls return LockLost);
-// the store ends those sessions SessionTimeout later, unless another Conn
-// resumed them, and only then hands their locks and leadership on. So the
-// cut-off holder always knows first. It is the conformance suite's
-// Partitioned.Cut. Idempotent.
+// Cut breaks c's link to the store, as a partition does: c's requests
+// fail with Unavailable and its watches receive nothing until Heal. c
+// gives up every claim of its sessions at once (as ExpireSession); the
+// store ends them SessionTimeout later, unless another Conn resumed them,
+// and only then hands their claims on, so the cut-off holder knows first.
+// It is the suite's Partitioned.Cut. Idempotent.
 func (c *Conn) Cut() {
 	s := c.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lock()()
 	if c.cut {
 		return
 	}
@@ -300,14 +252,11 @@ func (c *Conn) Cut() {
 }
 
 // Heal restores c's link: requests reach the store again, watches catch
-// up, and c's next lock or campaign opens a new session. c ends the
-// sessions it gave up at the Cut that nobody resumed (their claims ended
-// then), so that nothing of them is left behind, as a client that
-// reconnects after its session was given up closes it. Idempotent.
+// up, c's next claim opens a new session, and c ends the sessions it gave
+// up at the Cut that nobody resumed. Idempotent.
 func (c *Conn) Heal() {
 	s := c.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lock()()
 	if !c.cut {
 		return
 	}
@@ -321,10 +270,10 @@ func (c *Conn) Heal() {
 	c.orphans = nil
 }
 
-// observe runs read as a request of a watch (which, unlike do, Restart does
-// not refuse: a watch is one long request), waiting for Heal while the link
-// is cut. It returns the channel that the next change of the store closes,
-// or ok false when ctx ended or the Conn was closed first.
+// observe runs read as a request of a watch (one long request, which
+// Restart does not refuse), waiting for Heal while the link is cut. It
+// returns the channel the next change closes, or false when ctx ended or
+// the Conn closed first.
 func (c *Conn) observe(ctx context.Context, read func(s *Store)) (changed <-chan struct{}, ok bool) {
 	s := c.store
 	for {

@@ -166,8 +166,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		return out, ok, nil, err
 	}
 	s := d.c.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lock()()
 	switch {
 	case d.c.closed.Load():
 		return out, false, nil, errConnClosed
@@ -253,11 +252,8 @@ func (d driver) MapError(ctx context.Context, err error, path string) error {
 // hasFilesBelow reports whether a file is strictly below the store path
 // dir.
 func (s *Store) hasFilesBelow(dir string) bool {
-	if dir == "" {
-		return len(s.files) > 0
-	}
 	for p := range s.files {
-		if strings.HasPrefix(p, dir+"/") {
+		if strings.HasPrefix(p, backendkit.JoinPath(dir, "")) {
 			return true
 		}
 	}

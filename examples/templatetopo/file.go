@@ -9,16 +9,11 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Every method below has the same shape, which is the thing to copy:
-//
-//	1. backendkit.CheckContext(ctx, path)         Timeout / Interrupted
-//	2. the path (and value, version) checks        InvalidPath / InvalidArgument
-//	   (backendkit.CheckCreate, CheckUpdate, ...; topo.Clean*Path for reads)
-//	3. one request to the store (c.do), which      Closed / Unavailable
-//	   refuses it on a closed Conn
-//	4. the answer mapped by c.mapErr               NoNode, NodeExists, ...
-//
-// so that bad input gets the same typed error from every backend, before
+// Every method below has the shape to copy: backendkit.CheckContext
+// (Timeout, Interrupted); the argument checks (backendkit.CheckCreate, ...;
+// topo.Clean*Path for reads: InvalidPath, InvalidArgument); one request
+// (c.do: Closed, Unavailable); the answer mapped by c.mapErr (NoNode, ...).
+// So bad input gets the same typed error from every backend, before
 // anything is sent, and a closed Conn is reported only for good input.
 
 // Create implements topo.Conn.Create. It returns NodeExists when a file is
@@ -32,21 +27,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	if err != nil {
 		return nil, err
 	}
-	var rev int64
-	err = c.do(func(s *Store) error {
-		full := c.full(p)
-		if s.files[full] != nil {
-			return errExists
-		}
-		rev = s.next()
-		s.write(full, contents, rev)
-		s.notify()
-		return nil
-	})
-	if err != nil {
-		return nil, c.mapErr(ctx, err, p)
-	}
-	return topo.NumericVersion(rev), nil
+	return c.write(ctx, backendkit.TxnOp{Kind: topo.TxnCreate, Path: p, Contents: contents})
 }
 
 // Update implements topo.Conn.Update: unconditional (creating the file) with
@@ -60,23 +41,21 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err != nil {
 		return nil, err
 	}
-	var rev int64
-	err = c.do(func(s *Store) error {
-		full := c.full(p)
-		if want != backendkit.AnyVersion {
-			if err := checkVersion(s.files[full], want); err != nil {
-				return err
-			}
-		}
-		rev = s.next()
-		s.write(full, contents, rev)
-		s.notify()
-		return nil
+	return c.write(ctx, backendkit.TxnOp{Kind: topo.TxnUpdate, Path: p, Contents: contents, Version: want})
+}
+
+// write sends op, a checked Create, Update or Delete, as a one-op
+// transaction, and maps a failure as the method's own error.
+func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
+	var vs []topo.Version
+	err := c.do(func(s *Store) (err error) {
+		vs, _, err = s.txn(c, []backendkit.TxnOp{op}, nil)
+		return err
 	})
 	if err != nil {
-		return nil, c.mapErr(ctx, err, p)
+		return nil, c.mapErr(ctx, err, op.Path)
 	}
-	return topo.NumericVersion(rev), nil
+	return vs[0], nil
 }
 
 // Get implements topo.Conn.Get. The returned slice is the caller's.
@@ -88,21 +67,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err != nil {
 		return nil, nil, err
 	}
-	var data []byte
-	var version int64
-	err = c.do(func(s *Store) error {
-		f := s.files[c.full(p)]
-		if f == nil {
-			return errNotFound
-		}
-		data, version = slices.Clone(f.data), f.version
-		return nil
-	})
+	data, version, err := c.read(ctx, p, backendkit.AnyVersion)
 	if err != nil {
-		return nil, nil, c.mapErr(ctx, err, p)
-	}
-	if data == nil {
-		data = []byte{}
+		return nil, nil, err
 	}
 	return data, topo.NumericVersion(version), nil
 }
@@ -119,31 +86,40 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if err != nil {
 		return nil, err
 	}
-	var data []byte
-	err = c.do(func(s *Store) error {
-		f := s.files[c.full(p)]
-		if f == nil {
-			return errNotFound
-		}
-		d, err := f.versionData(version)
-		data = slices.Clone(d)
-		return err
-	})
+	data, _, err := c.read(ctx, p, version)
 	if err != nil {
-		return nil, c.mapErr(ctx, err, p)
-	}
-	if data == nil {
-		data = []byte{}
+		return nil, err
 	}
 	return data, nil
 }
 
+// read returns a copy of the contents of the file at p at version (the
+// current one for backendkit.AnyVersion), and the file's current version.
+func (c *Conn) read(ctx context.Context, p string, version int64) ([]byte, int64, error) {
+	var data []byte
+	var cur int64
+	err := c.do(func(s *Store) error {
+		f := s.files[c.full(p)]
+		if f == nil {
+			return errNotFound
+		}
+		d, err := f.data, error(nil)
+		if version != backendkit.AnyVersion {
+			d, err = f.versionData(version)
+		}
+		data, cur = append([]byte{}, d...), f.version
+		return err
+	})
+	if err != nil {
+		return nil, 0, c.mapErr(ctx, err, p)
+	}
+	return data, cur, nil
+}
+
 // List implements topo.Conn.List: every file whose path starts with the
 // plain string prefix, sorted. Lock and election entries are not files.
-// No file can exist at a reserved path in this store (every write refuses
-// one), so List has no foreign files to report; a backend whose store other
-// tools write must collect them and return backendkit.ReservedFiles with
-// the files it found.
+// No file can be at a reserved path here (writes refuse one); a backend
+// whose store other tools write reports those with backendkit.ReservedFiles.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
 		return nil, err
@@ -183,17 +159,8 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if err != nil {
 		return err
 	}
-	err = c.do(func(s *Store) error {
-		full := c.full(p)
-		if err := checkVersion(s.files[full], want); err != nil {
-			return err
-		}
-		s.next() // a delete is a write: it takes a revision too
-		s.delete(full)
-		s.notify()
-		return nil
-	})
-	return c.mapErr(ctx, err, p)
+	_, err = c.write(ctx, backendkit.TxnOp{Kind: topo.TxnDelete, Path: p, Version: want})
+	return err
 }
 
 // ListDir implements topo.Conn.ListDir. An entry with entries below it is a
@@ -209,34 +176,31 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if err != nil {
 		return nil, err
 	}
-	type seen struct{ file, children, regular bool }
+	type seen struct{ children, regular bool }
 	names := map[string]*seen{}
-	add := func(storePath string, regular bool, dirPrefix string) {
-		rest, ok := strings.CutPrefix(storePath, dirPrefix)
+	prefix := c.full(d)
+	if prefix != "" {
+		prefix += "/"
+	}
+	add := func(storePath string, regular bool) {
+		rest, ok := strings.CutPrefix(storePath, prefix)
 		if !ok || rest == "" {
 			return
 		}
 		name, _, deeper := strings.Cut(rest, "/")
-		e := names[name]
-		if e == nil {
-			e = &seen{}
-			names[name] = e
+		if names[name] == nil {
+			names[name] = &seen{}
 		}
-		e.children = e.children || deeper
-		e.file = e.file || (!deeper && regular)
-		e.regular = e.regular || regular
+		names[name].children = names[name].children || deeper
+		names[name].regular = names[name].regular || regular
 	}
 	err = c.do(func(s *Store) error {
-		prefix := c.full(d)
-		if prefix != "" {
-			prefix += "/"
-		}
 		for p := range s.files {
-			add(p, true, prefix)
+			add(p, true)
 		}
 		for key, q := range s.queues {
 			for _, e := range q {
-				add(entryPath(key, e.token), false, prefix)
+				add(entryPath(key, e.token), false)
 			}
 		}
 		return nil

@@ -1,6 +1,7 @@
 package templatetopo
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -14,15 +15,10 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// This file is the "store": the part a real backend does not write but
-// talks to over the network (etcd, ZooKeeper, Consul). It is kept apart
-// from the Conn on purpose, so that what the Conn does (check arguments,
-// pick a session, send one request, map the answer) reads as it would
-// against a remote store. Its errors are its own (errNotFound, ...), like a
-// store client's, and the Conn maps them (see Conn.mapErr).
-
-// The store's own errors, as a store client would return them. Only
-// Conn.mapErr turns them into *topo.Error values.
+// This file is the "store": what a real backend talks to over the network
+// (etcd, ZooKeeper, Consul), kept apart so that the Conn reads as it would
+// against a remote store. Its errors are its own, as a store client's are;
+// only Conn.mapErr turns them into *topo.Error values.
 var (
 	errNotFound     = errors.New("templatetopo store: no such file")
 	errExists       = errors.New("templatetopo store: file exists")
@@ -40,40 +36,21 @@ const historyLimit = 32
 // Store is one in-process coordination store: a versioned map of files,
 // queues of lock and election entries, and sessions, all under one mutex.
 // Several Conns (each with its own root) share one Store, as processes
-// share one etcd. It is safe for concurrent use.
-//
-// Every write (of a file, a lock entry or an election entry) takes the
-// next store revision: file versions and fencing tokens are revisions, so
-// they only grow, for the Store's whole life (Restart keeps the revision,
-// as a store with durable storage does).
+// share one etcd. It is safe for concurrent use. Every write takes the
+// next store revision (file versions and fencing tokens are revisions),
+// for the Store's whole life: Restart keeps the revision.
 type Store struct {
-	// id names the store in ResumeInfo, so that info of one store is
-	// refused by another.
-	id string
-	mu sync.Mutex
-	// rev is the last revision handed out.
-	rev int64
-	// files maps a full path (the Conn's root joined with the file's path)
-	// to the file.
-	files map[string]*file
-	// queues maps a full directory path to its entries, oldest first: the
-	// lock entries of a locked directory (<dir>/locks/<token>), or the
-	// candidates of an election (elections/<name>/locks/<token>). The first
-	// entry holds the lock (leads); the others wait in order.
-	queues map[string][]*entry
-	// sessions are the live sessions by id.
-	sessions    map[int64]*session
+	id          string // names the store in ResumeInfo
+	mu          sync.Mutex
+	rev         int64               // the last revision handed out
+	files       map[string]*file    // by full path
+	queues      map[string][]*entry // by full lock directory or elections/<name>, oldest (the holder) first
+	sessions    map[int64]*session  // the live sessions
 	lastSession int64
-	// changed is closed (and replaced) on every change: leader watches
-	// (Observe) wait on it.
-	changed chan struct{}
-	// watchers are the registered file watches (Watch, WatchRecursive).
-	watchers map[*watcher]struct{}
-	// refuse is how many more requests to refuse with errUnreachable
-	// (Restart).
-	refuse int
-	// defect is given to the claims engine of every Conn (mutation kit).
-	defect claims.Defect
+	changed     chan struct{}         // closed and replaced on every change (Observe waits on it)
+	watchers    map[*watcher]struct{} // the file watches
+	refuse      int                   // how many more requests to refuse (Restart)
+	defect      claims.Defect         // given to every Conn's engine (mutation kit)
 }
 
 // NewStore returns an empty Store.
@@ -90,65 +67,53 @@ func NewStore() *Store {
 	}
 }
 
-// file is one file: its value, version, creation revision and the older
-// versions GetVersion returns.
+// file is one file. created is the revision of the write that created it
+// (GetVersion tells a compacted version from one the file never had with
+// it); history holds older versions, oldest first (at most
+// historyLimit-1).
 type file struct {
-	data    []byte
-	version int64
-	// created is the revision of the write that created the file (a
-	// delete followed by a create gives a new one): GetVersion tells a
-	// compacted version from one the file never had with it.
-	created int64
-	// history holds older versions, oldest first (at most historyLimit-1).
-	history []oldVersion
+	data             []byte
+	version, created int64
+	history          []*file // data and version only
 }
 
-type oldVersion struct {
-	version int64
-	data    []byte
-}
-
-// session is the lifetime of a Conn's lock and election entries. It ends
-// when the store ends it (Conn.ExpireSession, Conn.Cut, Conn.Close,
-// Store.Restart); a Conn then opens a new one for its next lock or
-// campaign.
+// session is the lifetime of a Conn's lock and election entries (see the
+// package doc). owner is the Conn whose Close, Cut and ExpireSession end
+// it (its opener or adopter); orphaned counts the Cuts of its owner (a
+// pending expiry acts only if no Conn adopted it since); views are the
+// engines' views of it, one per Conn with claims on it, each declared lost
+// before anything else happens when it ends or is given up.
 type session struct {
-	id    int64
-	ended bool
-	// owner is the Conn whose Close, Cut and ExpireSession end the session:
-	// the one that opened it, or the one that adopted it
-	// (ResumeLeaderParticipation).
-	owner *Conn
-	// orphaned counts the times the session lost its owner's link
-	// (Conn.Cut); a pending expiry acts only if no Conn adopted it since.
+	id       int64
+	ended    bool
+	owner    *Conn
 	orphaned int
-	// views are the engines' views of the session, one per Conn that has
-	// claims on it (the opener, and an adopter): ending the session, or
-	// giving it up at a Cut, declares each lost (claims.Session.Lost)
-	// before anything else happens.
-	views map[*Conn]*claims.Session
+	views    map[*Conn]*claims.Session
 }
 
-// entry is one entry of a queue: a lock entry or an election candidate.
-// value and valueRev change (Proclaim); the other fields do not.
+// entry is a lock entry or an election candidate of queue key. token is
+// the revision of its creation (order key and fencing token); contents
+// the lock's description or the candidate's id; value a candidate's
+// published value and valueRev the revision of its last change (the only
+// fields that change). gone is closed when it leaves its queue: the
+// predecessor wait of the entry behind it (driver.WaitGone) watches it.
 type entry struct {
-	key string // the queue (full path)
-	// token is the revision of the entry's creation: its order key and
-	// fencing token.
-	token int64
-	// contents is the lock's description, or the candidate's id.
+	key      string
+	token    int64
 	contents string
-	// value is a candidate's published value (Campaign, Proclaim), and
-	// valueRev the revision of its last change.
 	value    []byte
 	valueRev int64
 	sess     *session
-	// gone is closed when the entry leaves its queue: the predecessor
-	// wait of the entry behind it (driver.WaitGone) watches it alone.
-	gone chan struct{}
+	gone     chan struct{}
 }
 
-// notify wakes every watch: the store changed.
+// lock locks the store and returns its unlock.
+func (s *Store) lock() (unlock func()) {
+	s.mu.Lock()
+	return s.mu.Unlock
+}
+
+// notify wakes the leader watches: the store changed.
 func (s *Store) notify() {
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -168,16 +133,12 @@ func (s *Store) openSession(c *Conn) *session {
 	return ss
 }
 
-// endSession ends ss: FIRST every engine with claims on it learns it (each
-// view is declared lost: Done closes, leadership contexts are cancelled,
-// waiters wake with LockLost, all before Lost returns), THEN its entries
-// leave their queues, which lets the next entries be granted. This order
-// is what makes "the old holder already knows when the new one wins" true
-// by construction here: the notice is a function call in the same
-// process. A networked store cannot promise it (its notice may arrive
-// after the successor's grant), so a networked backend must declare the
-// loss on its own, a safety margin before the store can expire its lease
-// (see etcd2topo's and zk2topo's session handling).
+// endSession ends ss: FIRST every view of it is declared lost (Done
+// closes, leadership contexts are cancelled, waiters wake with LockLost,
+// before Lost returns), THEN its entries leave their queues, so the old
+// holder already knows when the new one wins (see the package doc; a
+// networked backend declares the loss a safety margin before the store
+// can expire its lease).
 func (s *Store) endSession(ss *session) {
 	if ss == nil || ss.ended {
 		return
@@ -201,8 +162,7 @@ func (s *Store) endSession(ss *session) {
 	s.notify()
 }
 
-// enqueue appends a new entry to the queue key on session ss (which must
-// be live), with value published beside it, and returns it.
+// enqueue appends a new entry to queue key on the live session ss.
 func (s *Store) enqueue(key, contents string, value []byte, ss *session) *entry {
 	e := &entry{key: key, token: s.next(), contents: contents, value: value, sess: ss, gone: make(chan struct{})}
 	s.setQueue(key, append(s.queues[key], e))
@@ -240,16 +200,15 @@ func (s *Store) setQueue(key string, q []*entry) {
 }
 
 // holds reports whether the entry of key with token heads its queue on
-// the live session ss: the lock is held, the term is current. This is
-// the store-side check behind IfHeld and Check.
+// the live session ss: the store-side check behind IfHeld and Check.
 func (s *Store) holds(key string, token int64, ss *session) bool {
 	h := s.head(key)
 	return h != nil && h.token == token && h.sess == ss && !ss.ended
 }
 
-// orphan is the store's side of a cut link: every claim of ss ends on the
-// holder's side at once (lost), and the store ends ss SessionTimeout later
-// unless a Conn adopts it first. Called with store.mu held.
+// orphan is the store's side of a cut link: every view of ss is lost at
+// once, and the store ends ss SessionTimeout later unless a Conn adopts it
+// first. Called with store.mu held.
 func (s *Store) orphan(ss *session) {
 	if ss.ended {
 		return
@@ -261,8 +220,7 @@ func (s *Store) orphan(ss *session) {
 	ss.orphaned++
 	gen := ss.orphaned
 	time.AfterFunc(SessionTimeout, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.lock()()
 		if ss.owner == nil && ss.orphaned == gen {
 			s.endSession(ss)
 		}
@@ -283,8 +241,8 @@ func entryPath(key string, token int64) string {
 	return backendkit.JoinPath(key, backendkit.LocksDirName+"/"+strconv.FormatInt(token, 10))
 }
 
-// write stores a copy of data at full as a new version at revision rev,
-// creating the file if absent, and tells the watchers.
+// write stores a copy of data at full as version rev and tells the
+// watchers.
 func (s *Store) write(full string, data []byte, rev int64) {
 	stored := append([]byte(nil), data...)
 	f := s.files[full]
@@ -292,7 +250,7 @@ func (s *Store) write(full string, data []byte, rev int64) {
 		f = &file{data: stored, version: rev, created: rev}
 		s.files[full] = f
 	} else {
-		f.history = append(f.history, oldVersion{f.version, f.data})
+		f.history = append(f.history, &file{data: f.data, version: f.version})
 		if len(f.history) == historyLimit { // compact the oldest version
 			f.history = append(f.history[:0], f.history[1:]...)
 		}
@@ -307,35 +265,25 @@ func (s *Store) delete(full string) {
 	s.record(full, nil)
 }
 
-// watcher is a registered watch. For each path it watches, the store
-// records what changed since the watch last took its changes: so a watch
-// never misses a deletion, even of a file it never saw (created and
-// deleted while it was busy), while rapid writes of one file coalesce.
+// watcher is a registered watch of a store path prefix (the exact path
+// when exact). pending holds, by store path, what changed since the watch
+// last took its changes (so a deletion is never missed while rapid writes
+// coalesce); signal has a value while pending is not empty.
 type watcher struct {
-	prefix string // a store path prefix; the exact path when exact
-	exact  bool
-	// pending holds the changes not yet taken, by store path.
+	prefix  string
+	exact   bool
 	pending map[string]*change
-	// signal has a value while pending is not empty.
-	signal chan struct{}
+	signal  chan struct{}
 }
 
 // change is what happened to one file since its watch last looked.
 type change struct {
-	gone bool       // the file was deleted (at least once)
-	now  *fileState // the file now; nil when absent
+	gone bool  // the file was deleted (at least once)
+	now  *file // a copy of the file's data and version now; nil when absent
 }
 
-// fileState is what a watch sees of one file (a copy).
-type fileState struct {
-	data    []byte
-	version int64
-}
-
-// stateOf returns a copy of what a watch needs of f.
-func stateOf(f *file) fileState {
-	return fileState{data: append([]byte{}, f.data...), version: f.version}
-}
+// snapshot returns a copy of what a watch needs of f.
+func (f *file) snapshot() *file { return &file{data: append([]byte{}, f.data...), version: f.version} }
 
 // watch registers a watcher of the store path full (exact) or of every
 // store path starting with it.
@@ -351,16 +299,12 @@ func (s *Store) record(full string, f *file) {
 		if w.exact && full != w.prefix || !w.exact && !strings.HasPrefix(full, w.prefix) {
 			continue
 		}
-		ch := w.pending[full]
-		if ch == nil {
-			ch = &change{}
-			w.pending[full] = ch
-		}
+		ch := cmp.Or(w.pending[full], &change{})
+		w.pending[full] = ch
 		if f == nil {
 			ch.gone, ch.now = true, nil
 		} else {
-			st := stateOf(f)
-			ch.now = &st
+			ch.now = f.snapshot()
 		}
 		select {
 		case w.signal <- struct{}{}:
@@ -398,25 +342,20 @@ func (f *file) versionData(v int64) ([]byte, error) {
 }
 
 // SetClaimsDefect gives every Conn opened from now on a claims engine with
-// the deliberate defect d: for the mutation kit (mutation.EngineDefect)
-// only. Call it before opening Conns.
+// the deliberate defect d, for the mutation kit (mutation.EngineDefect).
 func (s *Store) SetClaimsDefect(d claims.Defect) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lock()()
 	s.defect = d
 }
 
 // Restart simulates a restart of the store process with durable files: it
-// ends every session (every lock and leadership held or awaited is lost,
-// the holders learning it first, as always) and refuses the next refuse
-// requests with Unavailable, as requests sent while the store is down
-// fail. Files, versions and the revision counter survive, so fencing
-// tokens keep growing across the restart. Watches keep running (they see
-// the entries go). It returns once the store serves requests again, which
-// is at once: the refused requests are counted, not timed.
+// ends every session (every claim held or awaited is lost, the holders
+// learning it first) and refuses the next refuse requests with
+// Unavailable. Files, versions and the revision counter survive, so
+// fencing tokens keep growing. Watches keep running. It returns at once:
+// the refused requests are counted, not timed.
 func (s *Store) Restart(refuse int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lock()()
 	for _, ss := range s.sessions {
 		s.endSession(ss)
 	}

@@ -9,28 +9,20 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Txn implements topo.Conn.Txn as ONE request: every condition is checked
-// and every write applied under the store's mutex, so nobody sees a part
-// of it. Every condition, and the implied condition of every write, is
-// evaluated against the store as it was before the transaction, as the
-// contract says (so CreateOp(p) then IfPresent(p) fails at op 1), and the
-// first failing op is reported. Each write has exactly the semantics
-// of the Conn method of its name, and all writes of one transaction take
-// one revision (so a CreateOp and an UpdateOp of one Txn return the same
-// version, of different files). Watches see the writes as they see the
-// methods'.
+// Txn implements topo.Conn.Txn as ONE request, atomic under the store's
+// mutex. Every condition, and the implied condition of every write, is
+// evaluated against the store as it was before the transaction (so
+// CreateOp(p) then IfPresent(p) fails at op 1); each write has the
+// semantics of the Conn method of its name (Create, Update and Delete are
+// one-op transactions), and all writes of one Txn take one revision.
 //
-// Errors, in order: those of backendkit.CheckTxn (the context, an empty
-// list, a malformed op); InvalidArgument when there are more than
-// MaxTxnOps ops (backendkit.TxnTooLarge) or an IfHeld Fence was not issued
-// by this backend (backendkit.ForeignFence) or by another Store; Closed;
-// Unavailable when the link is cut (nothing was sent); and for the first
-// op whose condition fails, the *topo.TxnError of backendkit.TxnFailed:
-// IfVersion NoNode or BadVersion, IfAbsent NodeExists, IfPresent NoNode,
-// IfHeld LockLost (the lock was released or its session ended; also for a
-// descriptor already unlocked), CreateOp NodeExists, UpdateOp with a
-// version NoNode or BadVersion, DeleteOp NoNode or (with a version)
-// BadVersion. Nothing is written then.
+// Errors, in order: those of backendkit.CheckTxn; InvalidArgument beyond
+// MaxTxnOps ops, or for an IfHeld Fence of another backend or Store;
+// Closed; Unavailable when the link is cut; and for the first op whose
+// condition fails, the *topo.TxnError of backendkit.TxnFailed (IfVersion,
+// UpdateOp and DeleteOp with a version: NoNode or BadVersion; IfAbsent and
+// CreateOp: NodeExists; IfPresent and DeleteOp: NoNode; IfHeld: LockLost,
+// also for a descriptor already unlocked), with nothing written.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	checked, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
@@ -46,11 +38,11 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			continue
 		}
 		g, ok := claims.FenceGuard(op.Fence)
-		if !ok {
-			return nil, backendkit.ForeignFence(op, FactoryName)
+		var d driver
+		if ok {
+			d, ok = g.Driver().(driver)
 		}
-		d, mine := g.Driver().(driver)
-		if !mine {
+		if !ok {
 			return nil, backendkit.ForeignFence(op, FactoryName)
 		}
 		if d.c.store != c.store {
@@ -60,11 +52,14 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		guards[i] = g
 	}
 	var versions []topo.Version
-	err = c.do(func(s *Store) error {
-		var err error
-		versions, err = s.txn(c, checked, guards)
+	failed := -1
+	err = c.do(func(s *Store) (err error) {
+		versions, failed, err = s.txn(c, checked, guards)
 		return err
 	})
+	if failed >= 0 {
+		return nil, backendkit.TxnFailed(checked[failed], classify(err))
+	}
 	if err != nil {
 		return nil, c.mapErr(ctx, err, "")
 	}
@@ -72,8 +67,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 }
 
 // txn evaluates ops in order against the files as they are, and applies
-// the writes only when every op succeeded. Called with store.mu held.
-func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, guards []claims.Guard) ([]topo.Version, error) {
+// the writes only when every op succeeded; otherwise it returns the first
+// failing op's position and store error. Called with store.mu held.
+func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, guards []claims.Guard) ([]topo.Version, int, error) {
 	rev := s.rev + 1 // the revision of every write, taken only if there are any
 	// pending holds the writes to apply, by store path (nil: delete).
 	pending := map[string]*file{}
@@ -110,7 +106,7 @@ func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, guards []claims.Guard) ([]t
 			failed = checkVersion(f, op.Version)
 		}
 		if failed != nil {
-			return nil, backendkit.TxnFailed(op, classify(failed))
+			return nil, i, failed
 		}
 		switch op.Kind {
 		case topo.TxnCreate, topo.TxnUpdate:
@@ -121,7 +117,7 @@ func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, guards []claims.Guard) ([]t
 		}
 	}
 	if len(pending) == 0 {
-		return out, nil // only conditions: nothing to write
+		return out, -1, nil // only conditions: nothing to write
 	}
 	s.rev = rev
 	for full, f := range pending {
@@ -132,5 +128,5 @@ func (s *Store) txn(c *Conn, ops []backendkit.TxnOp, guards []claims.Guard) ([]t
 		}
 	}
 	s.notify()
-	return out, nil
+	return out, -1, nil
 }

@@ -2,20 +2,18 @@ package templatetopo
 
 import (
 	"context"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Watches. A watch registers a watcher in the store in the same request
-// that reads the current value, so no write falls between the two. The
-// store records every later write and deletion of the watched paths in the
-// watcher (Store.record); the watch's goroutine takes what was recorded and
-// sends it. Rapid writes of one file coalesce into its latest value; a
-// deletion is always sent, even when the file was created again since.
+// Watches. A watch registers its watcher in the request that reads the
+// current value, so no write falls between; the store records later
+// changes in it (Store.record) and the watch's goroutine sends them: rapid
+// writes of one file coalesce; a deletion is always sent.
 
 // Watch implements topo.Conn.Watch. The first value is read in the call
 // (NoNode, with no channel, when the file is absent). A deletion sends
@@ -30,14 +28,14 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if err != nil {
 		return nil, nil, err
 	}
-	var cur fileState
+	var cur *file
 	var w *watcher
 	err = c.do(func(s *Store) error {
 		f := s.files[c.full(p)]
 		if f == nil {
 			return errNotFound
 		}
-		cur, w = stateOf(f), s.watch(c.full(p), true)
+		cur, w = f.snapshot(), s.watch(c.full(p), true)
 		return nil
 	})
 	if err != nil {
@@ -85,9 +83,8 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		fp := c.fullPrefix(p)
 		for full, f := range s.files {
 			if strings.HasPrefix(full, fp) {
-				st := stateOf(f)
 				initial = append(initial, &topo.WatchDataRecursive{Path: c.rel(full),
-					WatchData: topo.WatchData{Contents: st.data, Version: topo.NumericVersion(st.version)}})
+					WatchData: topo.WatchData{Contents: append([]byte{}, f.data...), Version: topo.NumericVersion(f.version)}})
 			}
 		}
 		w = s.watch(fp, false)
@@ -110,7 +107,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 				end()
 				return
 			}
-			for _, full := range sortedPaths(changes) {
+			for _, full := range slices.Sorted(maps.Keys(changes)) {
 				chg, path := changes[full], c.rel(full)
 				if chg.gone {
 					ch <- &topo.WatchDataRecursive{Path: path, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, path)}}
@@ -124,9 +121,8 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	return initial, ch, nil
 }
 
-// take waits until w has changes and takes them, as a request of the watch
-// (which Restart does not refuse: a watch is one long request; a cut link
-// holds it until Heal). It reports false when ctx ended or the Conn was
+// take waits until w has changes and takes them, as a request of the
+// watch (Conn.observe). It reports false when ctx ended or the Conn was
 // closed first.
 func (c *Conn) take(ctx context.Context, w *watcher) (map[string]*change, bool) {
 	for {
@@ -149,16 +145,6 @@ func (c *Conn) take(ctx context.Context, w *watcher) (map[string]*change, bool) 
 
 // unwatch removes w from the store.
 func (c *Conn) unwatch(w *watcher) {
-	c.store.mu.Lock()
-	defer c.store.mu.Unlock()
+	defer c.store.lock()()
 	delete(c.store.watchers, w)
-}
-
-func sortedPaths(m map[string]*change) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

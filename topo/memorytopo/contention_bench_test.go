@@ -9,10 +9,10 @@ import (
 	"github.com/topokit/topokit/topo/test"
 )
 
-// BenchmarkContention: n contenders, over 10 Conns, looping on one lock
-// or election with no hold time (see test.BenchContention).
+// BenchmarkContention: n contenders, over 10 Conns, looping on one lock,
+// election or semaphore with no hold time (see test.BenchContention).
 func BenchmarkContention(b *testing.B) {
-	for _, kind := range []string{"lock", "election"} {
+	for _, kind := range []string{"lock", "election", "semaphore"} {
 		for _, n := range []int{1, 10, 100, 300} {
 			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
 				f := memorytopo.NewFactory()

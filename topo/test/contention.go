@@ -10,13 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
 )
 
 // BenchContention runs n contenders (through conns, in turn) in a loop,
-// each taking the lock of directory "d" (kind "lock") or leading election
-// "e" (kind "election", a new participation per term) and letting go at
-// once; an iteration is one acquisition. Measuring starts once n
+// each taking the lock of directory "d" (kind "lock"), leading election
+// "e" (kind "election", a new participation per term) or acquiring a slot
+// of semaphore "s" of SemaphoreBenchLimit slots (kind "semaphore"), and
+// letting go at once; an iteration is one acquisition. Measuring starts once n
 // acquisitions have passed (every contender has queued). It reports
 // acquisitions per second (acq/s), the process's CPU time (user and
 // system, from getrusage: an embedded server counts) per acquisition in
@@ -83,11 +85,27 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// claimOnce takes the lock of directory "d" (kind "lock") or leads
-// election "e" (any other kind, with a new participation) through c as
-// id, waiting until ctx ends, and returns the function that lets go.
+// SemaphoreBenchLimit is the number of slots of the semaphore of
+// BenchContention's kind "semaphore".
+const SemaphoreBenchLimit = 2
+
+// claimOnce takes the lock of directory "d" (kind "lock"), a slot of
+// semaphore "s" (kind "semaphore") or leads election "e" (any other kind,
+// with a new participation) through c as id, waiting until ctx ends, and
+// returns the function that lets go.
 func claimOnce(ctx context.Context, c topo.Conn, kind, id string) (release func(), err error) {
-	if kind == "lock" {
+	switch kind {
+	case "semaphore":
+		sem, err := semaphore.New(c, "s", SemaphoreBenchLimit, semaphore.Options{Description: id})
+		if err != nil {
+			return nil, err
+		}
+		ld, err := sem.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = ld.Unlock(context.Background()) }, nil
+	case "lock":
 		ld, err := c.Lock(ctx, "d", id)
 		if err != nil {
 			return nil, err

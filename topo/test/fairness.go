@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
 )
 
@@ -204,5 +205,78 @@ func RequireNoStarvation(t *testing.T, conns []topo.Conn, kind string, n int, qu
 	require.Equal(t, 3*n, total, "the loop ended before %d acquisitions", 3*n)
 	for i, k := range counts {
 		require.Positive(t, k, "contender %d never acquired in %d acquisitions (%v)", i, 3*n, counts)
+	}
+}
+
+// RequireSemaphoreFIFO checks that n Acquire calls on a semaphore of
+// directory "d" with limit slots, queued one after the other (through
+// conns, in turn) while limit holders hold every slot, are admitted in
+// the order they queued, each release admitting the next waiter only, and
+// never more than limit at once. A semaphore's waiters queue on the lock
+// of its directory (see package semaphore), so queued counts them with
+// kind "lock": the contender next in line holds that lock, the others
+// wait on it.
+func RequireSemaphoreFIFO(t *testing.T, conns []topo.Conn, limit, n int, queued Queued) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), fairTimeout)
+	defer cancel()
+	sem := func(i int) *semaphore.Semaphore {
+		s, err := semaphore.New(conns[i%len(conns)], "d", limit, semaphore.Options{})
+		require.NoError(t, err)
+		return s
+	}
+	holders := make([]topo.LockDescriptor, limit)
+	for i := range holders {
+		ld, err := sem(i).Acquire(ctx)
+		require.NoError(t, err)
+		holders[i] = ld
+	}
+	type admitted struct {
+		i  int
+		ld topo.LockDescriptor
+	}
+	got := make(chan admitted, n)
+	errs := make(chan error, n)
+	for i := range n {
+		s := sem(i + 1)
+		go func() {
+			ld, err := s.Acquire(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- admitted{i, ld}
+		}()
+		queued(t, "lock", i+1)
+	}
+	select {
+	case a := <-got:
+		t.Fatalf("waiter %d was admitted while every slot was held", a.i)
+	case err := <-errs:
+		require.NoError(t, err)
+	default:
+	}
+	// Each release admits exactly the next waiter: until the waiter
+	// admitted last releases, nobody else is admitted.
+	require.NoError(t, holders[0].Unlock(ctx))
+	for want := range n {
+		var a admitted
+		select {
+		case a = <-got:
+		case err := <-errs:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			t.Fatalf("waiter %d was not admitted", want)
+		}
+		require.Equal(t, want, a.i, "waiters were admitted out of the order they queued")
+		select {
+		case b := <-got:
+			t.Fatalf("waiter %d was admitted beside waiter %d with one slot free", b.i, a.i)
+		default:
+		}
+		require.NoError(t, a.ld.Unlock(ctx))
+	}
+	for _, ld := range holders[1:] {
+		require.NoError(t, ld.Unlock(ctx))
 	}
 }

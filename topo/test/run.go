@@ -161,6 +161,12 @@ func groups() []struct {
 			{"Atomicity", testTxnAtomicity},
 			{"AtomicityUnderFault", testTxnAtomicityUnderFault},
 		}},
+		// Last: a backend whose watches lose events stalls the loop of
+		// this group for a probe interval per handover, so the subtests
+		// that catch such a defect (Txn/Ops, Watch) run first.
+		{"Scale", []subtest{
+			{"SemaphoreHandoverCostFlat", testSemaphoreHandoverCost},
+		}},
 	}
 }
 

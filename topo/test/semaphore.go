@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/middleware"
 )
 
 // The subtests of package semaphore on the backend under test: it is built
@@ -146,4 +147,88 @@ func testSemaphoreNeverMore(s *store) {
 	}
 	requireNoWorkerErrs(t, &wg, errs)
 	require.LessOrEqual(t, most.Load(), int64(limit), "more holders at once than the limit")
+}
+
+// testSemaphoreHandoverCost (Scale/SemaphoreHandoverCostFlat): in a loop
+// of limit+n contenders acquiring and releasing a semaphore of limit
+// slots, so that n wait at any time, the Conn calls per acquisition (one
+// handover each) do not grow with n = 2, 20, 200: a release wakes the
+// contender next in line, not every waiter. (What one Lock costs inside
+// the store is the backend's to keep flat; its own handover tests count
+// that.)
+func testSemaphoreHandoverCost(s *store) {
+	t := s.t
+	const limit, measured = 2, 40
+	var perAcq []float64
+	for _, n := range []int{2, 20, 200} {
+		var calls atomic.Int64
+		count := middleware.Hooks{Around: func(ctx context.Context, _ middleware.Call, next func(context.Context) error) error {
+			calls.Add(1)
+			return next(ctx)
+		}}
+		conns := make([]topo.Conn, 4)
+		for i := range conns {
+			conns[i] = middleware.New(topo.ConnInfo{}, s.conn(), count)
+		}
+		dir := fmt.Sprintf("sem%d", n)
+		ctx, cancel := context.WithCancel(ctxFor(t))
+		var (
+			acq    atomic.Int64
+			lapses atomic.Int64
+			mu     sync.Mutex
+			c0, c1 int64
+			wg     sync.WaitGroup
+		)
+		// Measured once every contender has queued at least once.
+		mark := int64(limit + n + 5)
+		errs := make(chan error, limit+n)
+		for i := range limit + n {
+			// A long TTL: 200 leases or sessions do not lapse under load.
+			sem, err := semaphore.New(conns[i%len(conns)], dir, limit, semaphore.Options{TTL: time.Minute, ProbeInterval: time.Minute})
+			require.NoError(t, err)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					ld, err := sem.Acquire(ctx)
+					if topo.IsErrType(err, topo.LockLost) && ctx.Err() == nil {
+						// The contender's session lapsed under load (not
+						// what this test measures): it queues again.
+						lapses.Add(1)
+						continue
+					}
+					if err != nil {
+						if ctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+					switch acq.Add(1) {
+					case mark:
+						mu.Lock()
+						c0 = calls.Load()
+						mu.Unlock()
+					case mark + measured:
+						mu.Lock()
+						c1 = calls.Load()
+						mu.Unlock()
+						cancel()
+					}
+					if err := ld.Unlock(context.WithoutCancel(ctx)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		requireNoWorkerErrs(t, &wg, errs)
+		cancel()
+		require.GreaterOrEqual(t, acq.Load(), mark+measured, "%d waiting: the loop ended (its context did) before %d acquisitions", n, mark+measured)
+		mu.Lock()
+		per := float64(c1-c0) / measured
+		mu.Unlock()
+		t.Logf("%d waiting: %.1f Conn calls per acquisition (%d sessions lapsed)", n, per, lapses.Load())
+		perAcq = append(perAcq, per)
+	}
+	for i := 1; i < len(perAcq); i++ {
+		require.LessOrEqual(t, perAcq[i], 1.25*perAcq[0]+2, "Conn calls per handover grow with the number of waiters: %v", perAcq)
+	}
 }
