@@ -30,6 +30,11 @@ const (
 	DefaultLeaveTimeout   = 30 * time.Second
 )
 
+// ErrNameTaken is wrapped by Start's error when another running node
+// holds the volunteer key of Config.Name with other URLs; nothing is
+// written then.
+var ErrNameTaken = errors.New("etcdcluster: node name taken")
+
 // ErrInvalidConfig is wrapped by the errors of Start and Run for a Config
 // they refuse; nothing is started or written then.
 var ErrInvalidConfig = errors.New("etcdcluster: invalid config")
@@ -39,7 +44,10 @@ var ErrInvalidConfig = errors.New("etcdcluster: invalid config")
 type Config struct {
 	// Name is the node's name and, when it is a member, its etcd member
 	// name. It must be unique in the cluster, non-empty, and made of
-	// letters, digits, '-', '_' and '.'. Required.
+	// letters, digits, '-', '_' and '.'. Required. Start refuses a name
+	// whose volunteer key a running node holds with other URLs
+	// (ErrNameTaken), and a node never overwrites another node's
+	// volunteer key.
 	Name string
 
 	// DataDir holds the node's etcd member data (DataDir/member). A

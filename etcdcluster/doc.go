@@ -16,8 +16,15 @@
 //   - seeds: it is a client of the cluster and, unless ClientOnly,
 //     volunteers to be a member.
 //
+// A node that is not a member volunteers only while it can listen on its
+// client and peer addresses; while it cannot it withdraws its volunteer
+// key and logs why.
+//
 // Every node that is not ClientOnly keeps a volunteer key on a lease of
-// Config.VolunteerTTL and campaigns for the decider leadership. A member
+// Config.VolunteerTTL and campaigns for the decider leadership. The key
+// is written only when it is missing, on the node's own lease, or holds
+// the node's own record (its earlier run); Start refuses a node whose
+// name a running node with other URLs holds (ErrNameTaken). A member
 // also advertises its client URL under the same lease. A node that finds
 // itself nominated, and added to the member list as a learner that never
 // started, starts its embedded server with initial-cluster-state=existing
@@ -30,6 +37,23 @@
 // earlier member (same peer URL) is still listed withdraws its volunteer
 // key until the decider removes that member, then volunteers afresh: a
 // member whose data is gone never runs again under its old identity.
+//
+// # Cluster identity
+//
+// Every bootstrap draws a random initial cluster token, from which etcd
+// derives the cluster ID and the first member's ID: no two bootstraps
+// share them. A bootstrap node that lost its data and is started again
+// without seeds therefore makes a new, separate cluster at its old URLs,
+// whose peers and clients the old cluster's members refuse. Clients
+// (NewClientWith, OpenConn, a node's own client, and etcd2topo.NewConn)
+// given several endpoints ask each for its cluster ID at open and refuse
+// endpoints of different clusters (etcd2topo.ErrClusterMismatch), writing
+// nothing. Once open, a client refuses any answer that carries another
+// cluster ID than its own: a connection re-established to an old address
+// now served by another cluster returns errors, never that cluster's
+// data or acknowledgements (a write it sent there may have been applied
+// there, but the caller is told it failed), and the member-list follower
+// stops using such an address. Status reports the cluster ID.
 //
 // # The decider
 //
@@ -45,7 +69,11 @@
 //     learner is promoted (MemberPromote); etcd refuses until the learner
 //     has caught up with the leader, and the decider tries again next
 //     time. A learner not promoted within Config.NomineeTimeout of the
-//     decider first seeing it is removed (rollback). A nominee record
+//     decider first seeing it is removed (rollback), and that volunteer
+//     is passed over (not nominated) for NomineeTimeout, doubling with
+//     each failure in a row up to 16 NomineeTimeouts, so the next
+//     volunteer is nominated meanwhile (the backoff is the decider's
+//     memory: a new decider starts afresh). A nominee record
 //     with no learner (promoted or never added by a decider that died) is
 //     deleted.
 //  2. A voter whose volunteer key expired or was withdrawn is removed,

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
 
@@ -268,11 +269,10 @@ func TestNomineeKilledRolledBack(t *testing.T) {
 	require.NoError(t, err, "the cluster kept its quorum")
 }
 
-// TestNomineeNeverStartsRolledBack nominates a volunteer whose embedded
-// server cannot start (its client port is taken): after NomineeTimeout
-// the decider removes the learner; once the port is free the volunteer
-// joins.
-func TestNomineeNeverStartsRolledBack(t *testing.T) {
+// TestTakenPortNoVolunteer starts a node whose client port is taken: it
+// does not volunteer (so it is never nominated) and says why; once the
+// port is free it volunteers and joins.
+func TestTakenPortNoVolunteer(t *testing.T) {
 	h := newHarness(t)
 	h.base.NomineeTimeout = 3 * time.Second
 	h.start("a")
@@ -286,15 +286,44 @@ func TestNomineeNeverStartsRolledBack(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	bp.run()
-	eventually(t, bound, "rollback of the nominee that cannot start", func() (bool, string) {
-		return h.procs["a"].logHas("did not start or catch up"), ""
+	eventually(t, bound, "b says it cannot bind its ports", func() (bool, string) {
+		return bp.logHas("not volunteering: this node cannot bind its ports", "address already in use"), ""
 	})
-	st, _ := statusOf(cli)
-	require.NotNil(t, st)
-	require.Equal(t, []string{"a"}, st.Voters())
-	require.True(t, bp.logHas("address already in use"), "the start failure is logged clearly")
+	// The port was taken before b started: b never volunteered, and was
+	// never nominated.
+	st, desc := statusOf(cli)
+	require.NotNil(t, st, desc)
+	require.Equal(t, []string{"a"}, st.Volunteers, desc)
+	require.False(t, h.procs["a"].logHas("added volunteer as a learner", "member=b"), "b was nominated with its port taken")
 	l.Close()
 	waitVoters(t, cli, bound, "a", "b")
+}
+
+// TestFailedNomineePassedOver: a volunteer that never starts (a volunteer
+// key with no node behind it, first in name order) is rolled back after
+// NomineeTimeout and then passed over: the next volunteer is nominated
+// and joins instead of the failed one being nominated again and again.
+func TestFailedNomineePassedOver(t *testing.T) {
+	h := newHarness(t)
+	h.base.NomineeTimeout = 3 * time.Second
+	a := h.start("a")
+	cli := h.client("a")
+	waitVoters(t, cli, bound, "a")
+	ctx := context.Background()
+	require.NoError(t, SetSize(ctx, cli, "", 2))
+
+	dead, err := etcdembed.FreeAddrs(2)
+	require.NoError(t, err)
+	v, _ := json.Marshal(volunteerInfo{Name: "aaa", PeerURL: "http://" + dead[0], ClientURL: "http://" + dead[1]})
+	_, err = cli.Put(ctx, keys{prefix: DefaultPrefix}.volunteer("aaa"), string(v))
+	require.NoError(t, err)
+	eventually(t, bound, "aaa nominated", func() (bool, string) {
+		return a.logHas("added volunteer as a learner", "member=aaa"), ""
+	})
+	h.start("b", "a")
+	waitVoters(t, cli, bound, "a", "b")
+	require.True(t, a.logHas("passing over a nominee that failed", "member=aaa"))
+	require.Equal(t, 1, a.logCount("added volunteer as a learner", "member=aaa"), "aaa nominated again before b")
 }
 
 // TestDeciderKilledMidChange kills -9 the decider right after it added a

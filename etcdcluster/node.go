@@ -61,6 +61,9 @@ type Node struct {
 	sess     *concurrency.Session // holds the volunteer and endpoint keys
 	part     participationStopper
 	deciding atomic.Bool
+	// portsBusy is set while the node cannot bind its ports and so does
+	// not volunteer.
+	portsBusy atomic.Bool
 }
 
 type participationStopper interface{ Stop() }
@@ -126,8 +129,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.conn, n.cli = conn, conn.Client()
+	if !cfg.ClientOnly {
+		if err := n.checkNameFree(ctx); err != nil {
+			conn.Close()
+			n.closeServer()
+			return nil, err
+		}
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	go follow(n.cli, cfg.CheckInterval, n.log) // ends when the client closes
+	go follow(n.cli, cfg.CheckInterval, n.log, n.eps.opts, nil) // ends when the client closes
 	n.wg.Go(n.memberLoop)
 	if !cfg.ClientOnly {
 		n.wg.Go(n.deciderLoop)
@@ -353,6 +363,21 @@ func (n *Node) memberStep() {
 		}
 		return
 	}
+	if srv == nil {
+		// Volunteer only while this node could start its server: a
+		// nominee that cannot bind its ports would only hold the
+		// cluster's one change in flight until its timeout.
+		if err := n.portsFree(); err != nil {
+			if !n.portsBusy.Swap(true) {
+				n.log.Warn("not volunteering: this node cannot bind its ports", "err", err)
+			}
+			n.withdrawVolunteer(ctx)
+			return
+		}
+		if n.portsBusy.Swap(false) {
+			n.log.Info("ports free again: volunteering")
+		}
+	}
 	n.keepVolunteer(ctx, srv != nil)
 	if srv != nil {
 		return
@@ -397,6 +422,68 @@ func (n *Node) memberStep() {
 	}
 }
 
+// portsFree returns an error naming the address when the node cannot
+// listen on its client or peer address (the peer address is not tried
+// while the node's own peer TLS probe holds it).
+func (n *Node) portsFree() error {
+	n.mu.Lock()
+	probing := n.probe != nil
+	n.mu.Unlock()
+	urls := []string{n.cfg.ClientURL}
+	if !probing {
+		urls = append(urls, n.cfg.PeerURL)
+	}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			return err
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// withdrawVolunteer deletes the node's volunteer key when it is on the
+// node's own lease.
+func (n *Node) withdrawVolunteer(ctx context.Context) {
+	n.mu.Lock()
+	s := n.sess
+	n.mu.Unlock()
+	if s == nil {
+		return
+	}
+	vk := n.k.volunteer(n.cfg.Name)
+	_, _ = n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease())).Then(clientv3.OpDelete(vk)).Commit()
+}
+
+// checkNameFree returns an error wrapping ErrNameTaken when a live
+// volunteer key of the node's name holds other URLs than the node's:
+// another node runs under the same name. A key with the node's own URLs
+// is this node's earlier run, whose lease expires. When the key cannot
+// be read within 2 s the check is skipped: keepVolunteer still never
+// overwrites another node's key.
+func (n *Node) checkNameFree(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := n.cli.Get(ctx, n.k.volunteer(n.cfg.Name), clientv3.WithSerializable())
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil
+	}
+	var v volunteerInfo
+	if json.Unmarshal(resp.Kvs[0].Value, &v) != nil {
+		return nil
+	}
+	if v.PeerURL == n.cfg.AdvertisePeerURL && v.ClientURL == n.cfg.AdvertiseClientURL {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is held by a running node with client URL %s and peer URL %s (this node: %s, %s); give this node another --name",
+		ErrNameTaken, n.cfg.Name, v.ClientURL, v.PeerURL, n.cfg.AdvertiseClientURL, n.cfg.AdvertisePeerURL)
+}
+
 // keepVolunteer makes sure the volunteer key (and, for a member, the
 // endpoint key) exists under a live lease.
 func (n *Node) keepVolunteer(ctx context.Context, member bool) {
@@ -433,16 +520,34 @@ func (n *Node) keepVolunteer(ctx context.Context, member bool) {
 	} else {
 		ops = append(ops, clientv3.OpDelete(n.k.endpoint(n.cfg.Name)))
 	}
-	// Put only what is missing or on another lease, so that the keys'
-	// revisions do not churn.
+	// Put only what is missing, so that the keys' revisions do not
+	// churn; and never overwrite a key of another node with this name
+	// (other URLs, refused at its start): only a missing key, one on our
+	// lease, or our own record (this node's earlier run) is written.
+	vk := n.k.volunteer(n.cfg.Name)
 	resp, err := n.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.LeaseValue(n.k.volunteer(n.cfg.Name)), "=", s.Lease()),
-		clientv3.Compare(clientv3.Value(n.k.volunteer(n.cfg.Name)), "=", string(v)),
+		clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease()),
+		clientv3.Compare(clientv3.Value(vk), "=", string(v)),
 		endpointCompare(n.k.endpoint(n.cfg.Name), member, s.Lease()),
-	).Else(ops...).Commit()
-	if err == nil && !resp.Succeeded {
-		n.log.Debug("volunteering", "member", member)
+	).Commit()
+	if err != nil || resp.Succeeded {
+		return
 	}
+	for _, own := range []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(vk), "=", 0),
+		clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease()),
+		clientv3.Compare(clientv3.Value(vk), "=", string(v)),
+	} {
+		resp, err = n.cli.Txn(ctx).If(own).Then(ops...).Commit()
+		if err != nil {
+			return
+		}
+		if resp.Succeeded {
+			n.log.Debug("volunteering", "member", member)
+			return
+		}
+	}
+	n.log.Warn("the volunteer key of this name is held by another node: not overwriting it", "key", vk)
 }
 
 func endpointCompare(key string, member bool, lease clientv3.LeaseID) clientv3.Cmp {
@@ -479,7 +584,18 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	ec.ListenPeerUrls = []url.URL{us[2]}
 	ec.AdvertisePeerUrls = []url.URL{us[3]}
 	ec.InitialCluster = initialCluster
-	ec.InitialClusterToken = "topokit"
+	if !existing {
+		// A token no other bootstrap shares: etcd derives the cluster ID
+		// and the first member's ID from it, so a node that lost its data
+		// and bootstraps again at its old URLs makes a cluster with
+		// another identity, which the old cluster's members and clients
+		// refuse, instead of passing for the cluster it was part of.
+		tok := make([]byte, 16)
+		_, _ = rand.Read(tok)
+		ec.InitialClusterToken = "topokit-" + hex.EncodeToString(tok)
+	} else {
+		ec.InitialClusterToken = "topokit" // unused: the IDs come from the data or the cluster
+	}
 	if existing {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}

@@ -101,7 +101,13 @@ promotes it while the cluster is below its ideal size ("topoctl cluster
 size N", default 3); --client-only never becomes a member. Restarted with
 its data it rejoins as the member it was. Ctrl-C leaves gracefully: the node
 withdraws, hands raft leadership on, is removed, and stops. See "topoctl
-cluster status".
+cluster status". Every bootstrap makes a cluster with a new cluster ID: a
+node that lost its data directory and is run again with --cluster makes a
+new, separate cluster at its old addresses, never a second copy of the old
+one; clients and nodes given addresses of both refuse them. To bring such a
+node back into its cluster, run it with --seeds instead. --name must be
+unique in the cluster: a node started with the name of a running node
+(other addresses) exits with an error naming that node's URLs.
 
 TLS and authentication take etcd's own flags: --cert-file, --key-file,
 --trusted-ca-file and --client-cert-auth for clients, --peer-cert-file,
