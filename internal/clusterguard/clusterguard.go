@@ -12,9 +12,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 )
 
@@ -68,4 +73,55 @@ func (g *Guard) DialOption() grpc.DialOption {
 		}
 		return nil
 	})
+}
+
+// CheckEndpoints asks each of endpoints, when there are several, for its
+// status through cli (each request bounded by timeout; an endpoint that
+// does not answer in time is not checked) and compares the cluster IDs
+// of the answers. When they agree it pins g to that cluster ID and
+// returns "". When they differ it returns a description naming each
+// cluster ID with its endpoints, sorted ("cluster 1a at a,b and cluster
+// 2b at c"), and pins nothing. It must run before cli is shared: Status
+// on one endpoint dials it apart from the client's balancer.
+func (g *Guard) CheckEndpoints(ctx context.Context, cli *clientv3.Client, endpoints []string, timeout time.Duration) string {
+	if len(endpoints) < 2 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(Skip(ctx), timeout)
+	defer cancel()
+	ids := make([]uint64, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() {
+			if sr, err := cli.Status(ctx, ep); err == nil && sr.Header != nil {
+				ids[i] = sr.Header.ClusterId
+			}
+		})
+	}
+	wg.Wait()
+	byID := map[uint64][]string{}
+	var order []uint64
+	for i, id := range ids {
+		if id == 0 {
+			continue
+		}
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		byID[id] = append(byID[id], endpoints[i])
+	}
+	switch len(order) {
+	case 0:
+		return ""
+	case 1:
+		g.Pin(order[0])
+		return ""
+	}
+	parts := make([]string, 0, len(order))
+	for _, id := range order {
+		eps := byID[id]
+		slices.Sort(eps)
+		parts = append(parts, fmt.Sprintf("cluster %x at %s", id, strings.Join(eps, ",")))
+	}
+	return strings.Join(parts, " and ")
 }
