@@ -453,11 +453,17 @@ func TestGracefulLeave(t *testing.T) {
 	require.False(t, hasMemberData(h.procs[dec].cfg.DataDir), "the removed member's data was moved aside")
 }
 
-// TestRemovedMemberSurvivesStatusCalls removes a member while every
-// member's status is asked for in a tight loop: etcd's panic on a status
-// request racing the member's own removal (etcd-io/etcd#21966) must not
-// crash the node, which keeps running as a client.
-func TestRemovedMemberSurvivesStatusCalls(t *testing.T) {
+// TestRemovedMemberUnderRequests removes two members while every member
+// is asked for its status and for a missing key (a serializable read) in
+// tight loops, and keeps asking until each removed node has stopped its
+// server. etcd panics on a status request racing the member's own
+// removal (etcd-io/etcd#21966), and a removed member closes its backend
+// while its gRPC server still takes requests: a read then panics inside
+// etcd while holding the backend's read lock, and every later read, and
+// the server's Close waiting for them, hangs forever. Each removed node
+// must stop its server, move its data aside, keep running as a client
+// and exit cleanly on SIGTERM.
+func TestRemovedMemberUnderRequests(t *testing.T) {
 	h := newHarness(t)
 	h.start("a")
 	h.start("b", "a")
@@ -471,13 +477,17 @@ func TestRemovedMemberSurvivesStatusCalls(t *testing.T) {
 	defer wg.Wait()
 	for _, n := range []string{"a", "b", "c"} {
 		ep := h.procs[n].cfg.ClientURL
-		for range 4 {
+		for i := range 4 {
 			wg.Go(func() {
 				var ecs endpointClients
 				defer ecs.close()
 				for ctx.Err() == nil {
 					sctx, c := context.WithTimeout(ctx, 200*time.Millisecond)
-					_, _ = ecs.status(sctx, ep)
+					if i%2 == 0 {
+						_, _ = ecs.status(sctx, ep)
+					} else if ec, err := ecs.get(ep); err == nil {
+						_, _ = ec.Get(sctx, "no-such-key", clientv3.WithSerializable())
+					}
 					c()
 				}
 			})
@@ -485,14 +495,19 @@ func TestRemovedMemberSurvivesStatusCalls(t *testing.T) {
 	}
 	require.NoError(t, SetSize(context.Background(), cli, "", 1))
 	names := voterNames(t, cli, 1)
-	cancel()
 	for _, n := range []string{"a", "b", "c"} {
 		if n != names[0] {
-			eventually(t, bound, n+" notices its removal", func() (bool, string) {
-				return h.procs[n].logHas("this member was removed from the cluster"), ""
+			eventually(t, bound, n+" stops its removed member's server", func() (bool, string) {
+				return h.procs[n].logHas("moved removed member data aside"), ""
 			})
 		}
 		require.True(t, h.procs[n].running(), "%s still runs", n)
+	}
+	cancel()
+	for _, n := range []string{"a", "b", "c"} {
+		if n != names[0] {
+			require.NoError(t, h.procs[n].term(bound))
+		}
 	}
 }
 

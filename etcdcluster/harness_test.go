@@ -114,8 +114,12 @@ func newHarness(t testing.TB) *harness {
 		if t.Failed() {
 			for name, p := range h.procs {
 				b, _ := os.ReadFile(p.log)
-				lines := strings.Split(string(b), "\n")
+				log, dump, _ := strings.Cut(string(b), "SIGQUIT: quit")
+				lines := strings.Split(log, "\n")
 				t.Logf("---- log of %s (last 60 lines) ----\n%s", name, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+				if dump != "" {
+					t.Logf("---- goroutines of %s when it did not exit ----\n%s", name, dump)
+				}
 			}
 		}
 	})
@@ -244,8 +248,23 @@ func (p *proc) term(d time.Duration) error {
 	case <-p.done:
 		return p.err
 	case <-time.After(d):
+		p.dumpAndKill()
+		return fmt.Errorf("%s did not exit within %v (its goroutines are in its log)", p.cfg.Name, d)
+	}
+}
+
+// dumpAndKill sends SIGQUIT, which makes the Go runtime write every
+// goroutine's stack to the node's log and exit, and SIGKILL when the
+// process has not ended 10 s later.
+func (p *proc) dumpAndKill() {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
 		p.kill()
-		return fmt.Errorf("%s did not exit within %v", p.cfg.Name, d)
 	}
 }
 
