@@ -121,6 +121,15 @@
 //     server's logger gets a panic hook that ends only that request's
 //     goroutine for that one message, so a routine removal does not crash
 //     the host process.
+//   - etcd v3.6 closes a stopping member's backend (after its removal,
+//     or on Close) while its gRPC server still runs requests
+//     (etcd-io/etcd#22189); a read of the closed backend panics while
+//     holding the backend's read lock, after which every read, and the
+//     server's Close, waits forever. The embedded server's unary requests
+//     pass a gate that refuses them (Unavailable) once the server is
+//     stopping, cancels the ones admitted, and holds etcd's shutdown --
+//     through the server's own wait group -- until they have returned,
+//     so that no request reads a closed backend.
 //   - A member that removes itself (a leaving decider) may be answered
 //     "server stopped" by its own server although the removal was
 //     applied: the server stops between applying the change and

@@ -27,8 +27,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
@@ -612,13 +610,13 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 		ec.BcryptCost = cfg.BcryptCost
 	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.EtcdLogger.WithOptions(zap.WithPanicHook(removalRaceHook{})))
-	ref := new(atomic.Pointer[embed.Etcd])
-	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverWhileStopping(ref))}
+	gate := newRequestGate()
+	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(gate.interceptor())}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcdcluster: starting the embedded etcd server %s: %w", cfg.Name, err)
 	}
-	ref.Store(e)
+	gate.attach(e)
 	n.mu.Lock()
 	n.srv, n.srvID = e, uint64(e.Server.MemberID())
 	n.mu.Unlock()
@@ -641,33 +639,6 @@ func (removalRaceHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
 		runtime.Goexit()
 	}
 	panic(ce.Message)
-}
-
-// recoverWhileStopping is a unary interceptor of the embedded server that
-// turns a panic of a request handler into an Unavailable answer when the
-// server is stopping. etcd v3.7 closes its backend on shutdown (e.g. after
-// the member's removal) without waiting for in-flight readers, so a Status
-// request in that window dereferences a nil bbolt transaction
-// (etcd-io/etcd#22189) and would crash the host process. A panic while the
-// server is not stopping is not recovered.
-func recoverWhileStopping(ref *atomic.Pointer[embed.Etcd]) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				e := ref.Load()
-				if e == nil {
-					panic(r)
-				}
-				select {
-				case <-e.Server.StoppingNotify():
-					resp, err = nil, status.Error(codes.Unavailable, "etcdcluster: the member is stopping")
-				default:
-					panic(r)
-				}
-			}
-		}()
-		return handler(ctx, req)
-	}
 }
 
 // closeServer stops the embedded server, if any, releasing its ports.
