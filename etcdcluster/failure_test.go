@@ -415,8 +415,7 @@ func TestGracefulLeave(t *testing.T) {
 	h.start("b", "a")
 	h.start("c", "a")
 	cli := h.client("a", "b", "c")
-	st := waitVoters(t, cli, bound, "a", "b", "c")
-	dec := deciderName(t, cli)
+	waitVoters(t, cli, bound, "a", "b", "c")
 	// d knows every member, so the decider's leave cannot cut it off
 	// before its client has synced the member list.
 	h.start("d", "a", "b", "c")
@@ -424,6 +423,10 @@ func TestGracefulLeave(t *testing.T) {
 		st, desc := statusOf(cli)
 		return st != nil && slices.Contains(st.Volunteers, "d"), desc
 	})
+	// Read who decides and leads right before the leave: under load an
+	// election may have moved either since the cluster formed.
+	st := waitVoters(t, cli, bound, "a", "b", "c")
+	dec := deciderName(t, cli)
 	wasLeader := st.Leader == dec
 	t.Logf("SIGTERM %s at %s", dec, time.Now().UTC().Format("15:04:05.000"))
 	require.NoError(t, h.procs[dec].term(bound))
@@ -562,5 +565,27 @@ func TestRemovedWhileDownRejoins(t *testing.T) {
 	waitVoters(t, cli, bound, "a", "b", "c")
 	require.True(t, c.logHas("restarting the member from its data"))
 	require.True(t, c.logHas("moved removed member data aside"))
+	sameData(t, cli, bound)
+}
+
+// TestRemovedBootstrapNodeRejoins kills the node that bootstrapped the
+// cluster, lets the decider remove it, and restarts it as it was first
+// started -- with its data and no seeds: it reaches the cluster through
+// the members its data records, finds itself removed, moves its data
+// aside and joins afresh, instead of restarting its old member alone.
+func TestRemovedBootstrapNodeRejoins(t *testing.T) {
+	h := newHarness(t)
+	a := h.start("a")
+	h.start("b", "a")
+	h.start("c", "a")
+	cli := h.client("b", "c")
+	waitVoters(t, cli, bound, "a", "b", "c")
+	a.kill()
+	waitVoters(t, cli, bound, "b", "c")
+	require.Empty(t, a.cfg.Seeds)
+	a.run()
+	waitVoters(t, cli, bound, "a", "b", "c")
+	require.True(t, a.logHas("restarting the member from its data"))
+	require.True(t, a.logHas("moved removed member data aside"))
 	sameData(t, cli, bound)
 }

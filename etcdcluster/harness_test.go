@@ -32,6 +32,7 @@ type childConfig struct {
 	Name, DataDir, ClientURL, PeerURL string
 	Seeds                             []string
 	ClientOnly                        bool
+	BootstrapExpect                   int
 	VolunteerTTL, DeciderTTL          time.Duration
 	NomineeTimeout, CheckInterval     time.Duration
 }
@@ -56,7 +57,7 @@ func runChild(v string) int {
 	defer stop()
 	err := Run(ctx, Config{
 		Name: cc.Name, DataDir: cc.DataDir, ClientURL: cc.ClientURL, PeerURL: cc.PeerURL,
-		Seeds: cc.Seeds, ClientOnly: cc.ClientOnly,
+		Seeds: cc.Seeds, ClientOnly: cc.ClientOnly, BootstrapExpect: cc.BootstrapExpect,
 		VolunteerTTL: cc.VolunteerTTL, DeciderTTL: cc.DeciderTTL,
 		NomineeTimeout: cc.NomineeTimeout, CheckInterval: cc.CheckInterval,
 		TickMs: 10, ElectionMs: 100, NoFsync: true, Logger: lg, EtcdLogger: etcdLogger(),

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,26 +97,37 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			if err := n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, true); err != nil {
 				return nil, err
 			}
+			// Also reach the cluster through the members recorded in the
+			// data: when this member was removed while it was down, its
+			// own server cannot answer, and the node must learn that from
+			// the others to move its data aside and volunteer again,
+			// whatever seeds (none, for the bootstrap node) it was given.
 			eps = append([]string{cfg.AdvertiseClientURL}, eps...)
-		case len(eps) == 0:
-			n.log.Info("bootstrapping a new one-member cluster")
-			if err := n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, false); err != nil {
-				return nil, err
-			}
-			select {
-			case <-n.srv.Server.ReadyNotify():
-			case <-ctx.Done():
-				n.closeServer()
-				return nil, fmt.Errorf("etcdcluster: bootstrapping: %w", ctx.Err())
-			}
-			eps = []string{cfg.AdvertiseClientURL}
-			if cfg.EnableAuth {
-				if err := n.enableAuth(ctx); err != nil {
-					n.closeServer()
-					return nil, err
+			for _, u := range n.recordedClientURLs() {
+				if !slices.Contains(eps, u) {
+					eps = append(eps, u)
 				}
 			}
+		default:
+			bootstrap := len(eps) == 0
+			if !bootstrap {
+				found, err := n.awaitCluster(ctx, eps)
+				if err != nil {
+					return nil, err
+				}
+				bootstrap = !found
+			}
+			if bootstrap {
+				if err := n.bootstrap(ctx); err != nil {
+					return nil, err
+				}
+				eps = []string{cfg.AdvertiseClientURL}
+			} else {
+				eps = slices.DeleteFunc(eps, func(u string) bool { return sameURL(u, cfg.AdvertiseClientURL) })
+			}
 		}
+	} else if _, err := n.awaitCluster(ctx, eps); err != nil {
+		return nil, err
 	}
 	conn, err := etcd2topo.NewConn(etcd2topo.Options{
 		Endpoints: eps, LockTTL: cfg.DeciderTTL, NamedLockTTL: cfg.DeciderTTL, Logger: cfg.Logger,
@@ -141,6 +153,54 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.wg.Go(n.deciderLoop)
 	}
 	return n, nil
+}
+
+// bootstrap starts a new one-member cluster and waits (bounded by ctx)
+// until it serves clients; with Config.BootstrapExpect it stores that as
+// the ideal size.
+func (n *Node) bootstrap(ctx context.Context) error {
+	n.log.Info("bootstrapping a new one-member cluster")
+	if err := n.startServer(n.cfg.Name+"="+n.cfg.AdvertisePeerURL, false); err != nil {
+		return err
+	}
+	select {
+	case <-n.srv.Server.ReadyNotify():
+	case <-ctx.Done():
+		n.closeServer()
+		return fmt.Errorf("etcdcluster: bootstrapping: %w", ctx.Err())
+	}
+	if n.cfg.EnableAuth {
+		if err := n.enableAuth(ctx); err != nil {
+			n.closeServer()
+			return err
+		}
+	}
+	if x := n.cfg.BootstrapExpect; x > 0 {
+		if err := n.storeSize(ctx, x); err != nil {
+			n.closeServer()
+			return err
+		}
+	}
+	return nil
+}
+
+// storeSize writes the ideal size through the node's own new member,
+// unless a size is stored already.
+func (n *Node) storeSize(ctx context.Context, size int) error {
+	cc, err := n.cfg.clientOptions().config([]string{n.cfg.AdvertiseClientURL}, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	c, err := clientv3.New(cc)
+	if err != nil {
+		return fmt.Errorf("etcdcluster: storing the ideal size: %w", err)
+	}
+	defer c.Close()
+	k := n.k.size()
+	if _, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, strconv.Itoa(size))).Commit(); err != nil {
+		return fmt.Errorf("etcdcluster: storing the ideal size: %w", err)
+	}
+	return nil
 }
 
 // Run starts a node (see Start), runs it until ctx ends, then leaves the
@@ -639,6 +699,25 @@ func (removalRaceHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
 		runtime.Goexit()
 	}
 	panic(ce.Message)
+}
+
+// recordedClientURLs returns the client URLs of the other members that
+// the running server's data records (its last known membership).
+func (n *Node) recordedClientURLs() []string {
+	n.mu.Lock()
+	e, id := n.srv, n.srvID
+	n.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	var urls []string
+	for _, m := range e.Server.Cluster().Members() {
+		if uint64(m.ID) != id {
+			urls = append(urls, m.ClientURLs...)
+		}
+	}
+	slices.Sort(urls)
+	return urls
 }
 
 // closeServer stops the embedded server, if any, releasing its ports.
