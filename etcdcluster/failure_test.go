@@ -174,7 +174,7 @@ func (w *register) check(t *testing.T, conn topoConn) {
 type topoConn = *etcd2topo.Conn
 
 // deciderName returns the name of the current decider.
-func deciderName(t *testing.T, cli *clientv3.Client) string {
+func deciderName(t testing.TB, cli *clientv3.Client) string {
 	t.Helper()
 	var name string
 	eventually(t, bound, "a decider", func() (bool, string) {

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,8 +34,11 @@ type childConfig struct {
 	Seeds                             []string
 	ClientOnly                        bool
 	BootstrapExpect                   int
-	VolunteerTTL, DeciderTTL          time.Duration
-	NomineeTimeout, CheckInterval     time.Duration
+	// TickMs and ElectionMs are the members' raft timing; zero: 10 and
+	// 100 (fast tests).
+	TickMs, ElectionMs            uint
+	VolunteerTTL, DeciderTTL      time.Duration
+	NomineeTimeout, CheckInterval time.Duration
 }
 
 // TestMain runs a node instead of the tests when the binary is re-executed
@@ -60,7 +64,7 @@ func runChild(v string) int {
 		Seeds: cc.Seeds, ClientOnly: cc.ClientOnly, BootstrapExpect: cc.BootstrapExpect,
 		VolunteerTTL: cc.VolunteerTTL, DeciderTTL: cc.DeciderTTL,
 		NomineeTimeout: cc.NomineeTimeout, CheckInterval: cc.CheckInterval,
-		TickMs: 10, ElectionMs: 100, NoFsync: true, Logger: lg, EtcdLogger: etcdLogger(),
+		TickMs: cmp.Or(cc.TickMs, 10), ElectionMs: cmp.Or(cc.ElectionMs, 100), NoFsync: true, Logger: lg, EtcdLogger: etcdLogger(),
 	})
 	if err != nil {
 		lg.Error("node ended", "err", err)
