@@ -362,12 +362,17 @@ func TestDeciderKilledMidChange(t *testing.T) {
 		}
 	}
 	waitVoters(t, cli, bound, alive...)
-	succ := deciderName(t, cli)
-	require.NotEqual(t, dec, succ)
-	sp := h.procs[succ]
-	require.True(t, sp.logHas("promoted learner to voter", "member=d") || sp.logHas("rolled back nominee", "member=d"),
-		"the successor finished or rolled back the change on d")
-	require.True(t, sp.logHas("decision: removed member", "member="+dec), "the successor removed the dead decider")
+	require.NotEqual(t, dec, deciderName(t, cli))
+	// Under load the decider role may move again after the first
+	// successor acted: look for the decisions in every survivor's log.
+	finished, removed := false, false
+	for _, n := range alive {
+		p := h.procs[n]
+		finished = finished || p.logHas("promoted learner to voter", "member=d") || p.logHas("rolled back nominee", "member=d")
+		removed = removed || p.logHas("decision: removed member", "member="+dec)
+	}
+	require.True(t, finished, "a successor finished or rolled back the change on d")
+	require.True(t, removed, "a successor removed the dead decider")
 	sameData(t, cli, bound)
 }
 

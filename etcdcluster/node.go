@@ -55,6 +55,7 @@ type Node struct {
 	mu       sync.Mutex
 	srv      *embed.Etcd // the running member server, nil when none
 	srvID    uint64
+	gate     *requestGate         // the running server's request gate
 	probe    net.Listener         // answers peer TLS handshakes while not a member
 	peerTLS  *tls.Config          // the decider's check of a volunteer's peer TLS; nil when off
 	sess     *concurrency.Session // holds the volunteer and endpoint keys
@@ -671,14 +672,17 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.EtcdLogger.WithOptions(zap.WithPanicHook(removalRaceHook{})))
 	gate := newRequestGate()
-	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(gate.interceptor())}
+	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(gate.interceptor()),
+		grpc.ChainStreamInterceptor(gate.streamInterceptor()),
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcdcluster: starting the embedded etcd server %s: %w", cfg.Name, err)
 	}
 	gate.attach(e)
 	n.mu.Lock()
-	n.srv, n.srvID = e, uint64(e.Server.MemberID())
+	n.srv, n.srvID, n.gate = e, uint64(e.Server.MemberID()), gate
 	n.mu.Unlock()
 	n.log.Info("embedded etcd server started", "member", fmt.Sprintf("%x", n.srvID), "client", cfg.AdvertiseClientURL, "peer", cfg.AdvertisePeerURL)
 	return nil
@@ -723,10 +727,13 @@ func (n *Node) recordedClientURLs() []string {
 // closeServer stops the embedded server, if any, releasing its ports.
 func (n *Node) closeServer() {
 	n.mu.Lock()
-	e := n.srv
-	n.srv, n.srvID = nil, 0
+	e, g := n.srv, n.gate
+	n.srv, n.srvID, n.gate = nil, 0, nil
 	n.mu.Unlock()
 	if e != nil {
+		// End the clients' watches and keepalives first: the graceful
+		// stop of the gRPC server would wait for them.
+		g.endStreams()
 		e.Close()
 	}
 }

@@ -28,12 +28,22 @@ import (
 // server is stopping it cancels the admitted requests' contexts, so that
 // those waiting on a proposal or a linearizable read return at once, and
 // refuses new ones with Unavailable (clients retry another member).
-// Streams (Watch, LeaseKeepAlive) are not gated: etcd serves them from
-// its own goroutines, which it stops before closing the backend. Safe for
+// Streams (Watch, LeaseKeepAlive) are not held: etcd serves them from
+// its own goroutines, which it stops before closing the backend. They are
+// ended instead (their context canceled, which etcd's stream handlers
+// return on) once the server begins to stop or endStreams is called, and
+// new ones are refused: gRPC's graceful stop would otherwise wait for
+// every client's watches and keepalives, up to etcd's request timeout
+// (7 s with the default election timeout), before the member closes.
+// Clients resume them on another member, as when a member dies. Safe for
 // concurrent use.
 type requestGate struct {
 	stopping context.Context // canceled when the server begins to stop
 	stop     context.CancelFunc
+	// streams is canceled when streams must end: on stopping, or by
+	// endStreams.
+	streams    context.Context
+	endStreams context.CancelFunc
 
 	mu     sync.Mutex
 	idle   *sync.Cond // signalled when admitted drops to 0
@@ -45,6 +55,7 @@ type requestGate struct {
 func newRequestGate() *requestGate {
 	g := &requestGate{}
 	g.stopping, g.stop = context.WithCancel(context.Background())
+	g.streams, g.endStreams = context.WithCancel(g.stopping)
 	g.idle = sync.NewCond(&g.mu)
 	return g
 }
@@ -98,6 +109,28 @@ func (g *requestGate) interceptor() grpc.UnaryServerInterceptor {
 		return handler(ctx, req)
 	}
 }
+
+// streamInterceptor ends the embedded server's streams when g.streams
+// ends, and refuses new ones after that.
+func (g *requestGate) streamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if g.streams.Err() != nil {
+			return status.Error(codes.Unavailable, "etcdcluster: the member is stopping")
+		}
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		defer context.AfterFunc(g.streams, cancel)()
+		return handler(srv, streamWithContext{ServerStream: ss, ctx: ctx})
+	}
+}
+
+// streamWithContext is a server stream with another context.
+type streamWithContext struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s streamWithContext) Context() context.Context { return s.ctx }
 
 // attach makes e's shutdown wait for the gate: once e begins to stop, the
 // gate closes, and e closes its backend only after that. When e is

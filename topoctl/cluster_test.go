@@ -75,6 +75,8 @@ func TestServeCluster(t *testing.T) {
 	_ = tg.ok(t, "cluster", "size", "8", "--force")
 	assert.Equal(t, 8, status().IdealSize)
 	tg.fails(t, 2, []string{"--client-only needs --seeds"}, "serve", "--client-only", "--name", "x", "--data-dir", t.TempDir())
+	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--cluster", "--bootstrap-expect", "3", "--name", "x", "--data-dir", t.TempDir())
+	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--seeds", "http://127.0.0.1:1", "--bootstrap-expect", "9", "--name", "x", "--data-dir", t.TempDir())
 
 	assert.Equal(t, 0, c.signalAndWait(t, syscall.SIGINT), c.errb.String())
 	assert.Equal(t, 0, n1.signalAndWait(t, syscall.SIGINT), n1.errb.String())
