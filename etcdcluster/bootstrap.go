@@ -85,7 +85,7 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 		defer cs.close()
 	}
 	self := candidateInfo{Name: n.cfg.Name, PeerURL: n.cfg.AdvertisePeerURL, ClientURL: own, Expect: expect}
-	var lastSaid time.Time
+	lastSaid := time.Now() // first said after waitSayEvery
 	lastSeenVote := time.Now()
 	for {
 		states, infos := n.probeSeeds(ctx, hc, others)
