@@ -11,10 +11,17 @@
 // member):
 //
 //   - member data in the data directory: the node restarts that member
-//     (and is a client of the cluster through it and the seeds);
+//     (and is a client of the cluster through it, the seeds, and the
+//     other members its data records, so that a member removed while it
+//     was down learns so, moves its data aside and volunteers again
+//     whatever seeds it was given);
 //   - no data and no seeds: it bootstraps a new one-member cluster;
-//   - seeds: it is a client of the cluster and, unless ClientOnly,
-//     volunteers to be a member.
+//   - seeds: it waits until a member answers at a seed, then is a client
+//     of the cluster and, unless ClientOnly, volunteers to be a member.
+//     With Config.BootstrapExpect N, nodes started with the same seeds
+//     and N that find no member form one new cluster: once N of them see
+//     each other, the one endorsed by N of them bootstraps and the others
+//     join it (see Config.BootstrapExpect).
 //
 // A node that is not a member volunteers only while it can listen on its
 // client and peer addresses; while it cannot it withdraws its volunteer
@@ -174,6 +181,21 @@
 // interval with SetEndpoints), so that removing the member a client talks
 // to does not break it. Status and SetSize are the operations behind
 // `topoctl cluster status` and `topoctl cluster size`.
+//
+// A write through such a client whose answer is lost (the member it went
+// to died or stopped, or its deadline passed) has an unknown outcome: it
+// may or may not have been applied. Neither clientv3 nor etcd2topo retry
+// it on their own (clientv3 retries a write only when it was never sent),
+// so a write is never applied twice behind the caller's back, and it is
+// reported as failed (etcd2topo: Unavailable or Timeout), never as done. The caller resolves the outcome by reading the file back (a
+// linearizable Get through any member): its contents and version say
+// whether the write landed. A compare-and-set write retried with the
+// version it was based on fails with BadVersion when the first attempt
+// landed, so it is never applied twice either. BenchmarkClientFailover
+// measures how long a writer goes without an acknowledged write when the
+// raft leader is killed or stopped: with a 5 s per-write deadline it is
+// bounded by that deadline, because a write forwarded to the lost leader
+// is answered only when the deadline ends.
 //
 // # Graceful leave
 //
