@@ -103,10 +103,17 @@ func (g *requestGate) interceptor() grpc.UnaryServerInterceptor {
 		// Deferred, so that it also runs when removalRaceHook ends the
 		// request's goroutine.
 		defer g.leave()
-		ctx, cancel := context.WithCancel(ctx)
+		hctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(g.stopping, cancel)()
-		return handler(ctx, req)
+		resp, err := handler(hctx, req)
+		if err != nil && hctx.Err() != nil && ctx.Err() == nil {
+			// Cut short because the member stops, not by the client:
+			// say so with the code clients fail over on (the request's
+			// outcome is unknown to them, as with any Unavailable).
+			return nil, status.Error(codes.Unavailable, "etcdcluster: the member is stopping")
+		}
+		return resp, err
 	}
 }
 
