@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/topokit/topokit/internal/clusterguard"
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
 
@@ -82,7 +83,14 @@ func NewClient(endpoints []string, interval time.Duration) (*clientv3.Client, er
 // it. The follower stops when the client is closed. It returns an error
 // wrapping ErrInvalidConfig when endpoints is empty or a TLS file of opts
 // cannot be used (naming it), and the login error when etcd refuses the
-// credentials. It does not otherwise wait for the cluster.
+// credentials. With several endpoints it asks each for its status (at
+// most 2 s) and returns an error wrapping etcd2topo.ErrClusterMismatch,
+// naming the endpoints and their cluster IDs, when they belong to
+// different etcd clusters (an endpoint that does not answer then is not
+// checked). The client refuses answers from any other cluster than the
+// first it got one from (the agreed one when checked): such a call
+// returns an error (see the package doc). It does not otherwise wait for
+// the cluster.
 func NewClientWith(endpoints []string, interval time.Duration, opts ClientOptions) (*clientv3.Client, error) {
 	cfg, err := opts.config(endpoints, 5*time.Second)
 	if err != nil {
@@ -91,11 +99,17 @@ func NewClientWith(endpoints []string, interval time.Duration, opts ClientOption
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%w: no endpoint given", ErrInvalidConfig)
 	}
+	guard := new(clusterguard.Guard)
+	cfg.DialOptions = append(cfg.DialOptions, guard.DialOption())
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcluster: %w", err)
 	}
-	go follow(cli, interval, slog.Default())
+	if err := checkClusterIDs(cli, guard, cfg.Endpoints); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	go follow(cli, interval, slog.Default(), opts, guard.TakeMismatch)
 	return cli, nil
 }
 
@@ -113,34 +127,63 @@ func OpenConn(opts etcd2topo.Options, root string, interval time.Duration) (*etc
 	if lg == nil {
 		lg = slog.Default()
 	}
-	go follow(conn.Client(), interval, lg)
+	go follow(conn.Client(), interval, lg, ClientOptions{
+		CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile, CAFile: opts.TLSCAFile,
+		Username: opts.Username, Password: opts.Password,
+	}, nil)
 	return conn, nil
 }
 
-// follow points cli at the current voting members until cli is closed.
-func follow(cli *clientv3.Client, interval time.Duration, lg *slog.Logger) {
+// checkClusterIDs refuses endpoints of different clusters
+// (clusterguard.Guard.CheckEndpoints); it pins guard to the cluster ID
+// when the answers agree.
+func checkClusterIDs(cli *clientv3.Client, guard *clusterguard.Guard, endpoints []string) error {
+	if m := guard.CheckEndpoints(cli.Ctx(), cli, endpoints, 2*time.Second); m != "" {
+		return fmt.Errorf("%w: %s; refusing to use them together (was a member's data lost and the member bootstrapped anew?)",
+			etcd2topo.ErrClusterMismatch, m)
+	}
+	return nil
+}
+
+// follow points cli at the current voting members until cli is closed,
+// asking the members with the credentials of opts for their cluster ID.
+// It checks the current endpoints again when mismatch reports true (a
+// call was answered by another cluster), or every tenth round when
+// mismatch is nil.
+func follow(cli *clientv3.Client, interval time.Duration, lg *slog.Logger, opts ClientOptions, mismatch func() bool) {
 	if interval <= 0 {
 		interval = DefaultCheckInterval
 	}
+	ecs := &endpointClients{opts: opts}
+	defer ecs.close()
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for round := 1; ; round++ {
 		select {
 		case <-cli.Ctx().Done():
 			return
 		case <-t.C:
 		}
-		syncEndpoints(cli, interval, lg)
+		recheck := round%10 == 0
+		if mismatch != nil {
+			recheck = mismatch()
+		}
+		syncEndpoints(cli, interval, lg, ecs, recheck)
 	}
 }
 
 // syncEndpoints sets cli's endpoints to the started voters' client URLs
-// when they differ from the current ones.
-func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger) {
+// when they differ from the current ones. Before it points cli at a
+// changed list it asks each URL (through ecs) for its status and keeps
+// only those that answer with the cluster ID of the member list's answer:
+// a URL now served by another cluster (a member that lost its data and
+// bootstrapped anew at its old address) is no longer used. recheck asks
+// the URLs even when the list did not change.
+func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger, ecs *endpointClients, recheck bool) {
 	ctx, cancel := context.WithTimeout(cli.Ctx(), max(timeout, time.Second))
 	defer cancel()
 	resp, err := cli.MemberList(ctx)
-	if err != nil {
+	if err != nil || resp.Header == nil {
 		return
 	}
 	var eps []string
@@ -155,10 +198,36 @@ func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger)
 	slices.Sort(eps)
 	cur := slices.Clone(cli.Endpoints())
 	slices.Sort(cur)
-	if !slices.Equal(eps, cur) {
-		lg.Debug("etcdcluster: following member list", "endpoints", eps)
-		cli.SetEndpoints(eps...)
+	if slices.Equal(eps, cur) && !recheck {
+		return
 	}
+	want := resp.Header.ClusterId
+	ids := make([]uint64, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Go(func() {
+			if sr, err := ecs.status(ctx, ep); err == nil && sr.Header != nil {
+				ids[i] = sr.Header.ClusterId
+			}
+		})
+	}
+	wg.Wait()
+	var ok []string
+	for i, ep := range eps {
+		switch ids[i] {
+		case want:
+			ok = append(ok, ep)
+		case 0: // did not answer: not used until it does
+		default:
+			lg.Warn("etcdcluster: a member's client URL is served by another etcd cluster: not using it",
+				"endpoint", ep, "clusterID", fmt.Sprintf("%x", ids[i]), "expectedClusterID", fmt.Sprintf("%x", want))
+		}
+	}
+	if len(ok) == 0 || slices.Equal(ok, cur) {
+		return
+	}
+	lg.Debug("etcdcluster: following member list", "endpoints", ok)
+	cli.SetEndpoints(ok...)
 }
 
 // endpointClients are etcd clients bound to one endpoint each, for the

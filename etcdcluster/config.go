@@ -30,6 +30,11 @@ const (
 	DefaultLeaveTimeout   = 30 * time.Second
 )
 
+// ErrNameTaken is wrapped by Start's error when another running node
+// holds the volunteer key of Config.Name with other URLs; nothing is
+// written then.
+var ErrNameTaken = errors.New("etcdcluster: node name taken")
+
 // ErrInvalidConfig is wrapped by the errors of Start and Run for a Config
 // they refuse; nothing is started or written then.
 var ErrInvalidConfig = errors.New("etcdcluster: invalid config")
@@ -39,7 +44,10 @@ var ErrInvalidConfig = errors.New("etcdcluster: invalid config")
 type Config struct {
 	// Name is the node's name and, when it is a member, its etcd member
 	// name. It must be unique in the cluster, non-empty, and made of
-	// letters, digits, '-', '_' and '.'. Required.
+	// letters, digits, '-', '_' and '.'. Required. Start refuses a name
+	// whose volunteer key a running node holds with other URLs
+	// (ErrNameTaken), and a node never overwrites another node's
+	// volunteer key.
 	Name string
 
 	// DataDir holds the node's etcd member data (DataDir/member). A
@@ -58,9 +66,28 @@ type Config struct {
 	// to reach this one. Default: ClientURL and PeerURL.
 	AdvertiseClientURL, AdvertisePeerURL string
 
-	// Seeds are client URLs (or host:port) of running members. Empty with
-	// no member data in DataDir bootstraps a new one-member cluster.
+	// Seeds are client URLs (or host:port) of running members, or, for a
+	// symmetric start, of every node of a new cluster (this node's own
+	// URL may be among them). Empty with no member data in DataDir
+	// bootstraps a new one-member cluster. With seeds and no member data
+	// Start waits (bounded by its ctx, logging every 5 s what it waits
+	// for) until an etcd member answers at a seed, then joins as a
+	// volunteer; see BootstrapExpect for a cluster that does not exist
+	// yet.
 	Seeds []string
+
+	// BootstrapExpect, when > 0, lets a node with Seeds and no member
+	// data form a new cluster: while no etcd member answers at any seed,
+	// the node announces itself on its client address, and once
+	// BootstrapExpect nodes with the same BootstrapExpect see each other
+	// through their seeds, exactly one of them (endorsed by
+	// BootstrapExpect of them: the lowest name they saw) bootstraps a
+	// one-member cluster, storing BootstrapExpect as its ideal size, and
+	// the others join it as volunteers. Start every node of a new cluster
+	// with the same Seeds and the same BootstrapExpect, fewer than
+	// 2*BootstrapExpect nodes at a time. 0 (the default) never
+	// bootstraps from seeds. Not with ClientOnly; at most MaxVoters.
+	BootstrapExpect int
 
 	// ClientOnly makes the node a client of the cluster that never
 	// volunteers, never becomes a member and never decides. It requires
@@ -167,6 +194,12 @@ func (c Config) withDefaults() (Config, error) {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
 			return bad("Name %q has a character other than letters, digits, '-', '_' and '.'", c.Name)
 		}
+	}
+	if c.BootstrapExpect < 0 || c.BootstrapExpect > MaxVoters {
+		return bad("BootstrapExpect %d is not between 0 and %d", c.BootstrapExpect, MaxVoters)
+	}
+	if c.BootstrapExpect > 0 && (c.ClientOnly || len(c.Seeds) == 0) {
+		return bad("BootstrapExpect needs Seeds and a node that is not ClientOnly")
 	}
 	if c.ClientOnly {
 		if len(c.Seeds) == 0 {

@@ -64,6 +64,33 @@ type decider struct {
 	// refused names the volunteers whose peer TLS check failed, logged
 	// once until it passes.
 	refused map[string]bool
+	// passed are the volunteers (name and peer URL) whose nomination
+	// timed out, passed over until their backoff ends.
+	passed map[string]backoff
+}
+
+// backoff is a volunteer passed over after failed nominations: until
+// when, and how many nominations in a row failed.
+type backoff struct {
+	until  time.Time
+	failed int
+}
+
+// maxBackoffFactor caps a failed nominee's backoff at this many
+// NomineeTimeouts.
+const maxBackoffFactor = 16
+
+// passOver records that the nomination of name at peer timed out: the
+// volunteer is not nominated again for NomineeTimeout, doubling with
+// each failure in a row up to maxBackoffFactor NomineeTimeouts.
+func (d *decider) passOver(name, peer string) {
+	k := name + " " + peer
+	b := d.passed[k]
+	b.failed++
+	f := min(1<<min(b.failed-1, 8), maxBackoffFactor)
+	b.until = time.Now().Add(time.Duration(f) * d.n.cfg.NomineeTimeout)
+	d.passed[k] = b
+	d.n.log.Warn("decider: passing over a nominee that failed", "member", name, "peer", peer, "failures", b.failed, "until", b.until.Format(time.RFC3339))
 }
 
 // lead runs the decider while lead lasts.
@@ -75,7 +102,7 @@ func (n *Node) lead(lead context.Context) {
 		n.log.Warn("decider: own candidate key not found first", "err", err)
 		return
 	}
-	d := &decider{n: n, lead: lead, key: string(resp.Kvs[0].Key), rev: resp.Kvs[0].CreateRevision, seen: map[uint64]time.Time{}, refused: map[string]bool{}}
+	d := &decider{n: n, lead: lead, key: string(resp.Kvs[0].Key), rev: resp.Kvs[0].CreateRevision, seen: map[uint64]time.Time{}, refused: map[string]bool{}, passed: map[string]backoff{}}
 	n.deciding.Store(true)
 	defer n.deciding.Store(false)
 	n.log.Info("became the decider", "id", n.id)
@@ -268,6 +295,7 @@ func (d *decider) step(ctx context.Context, g *guard) error {
 			case err == nil:
 				n.log.Info("decision: promoted learner to voter", "member", l.Name, "id", fmt.Sprintf("%x", l.ID), "reason", "caught up with the leader")
 				delete(d.seen, l.ID)
+				delete(d.passed, v.nom.Name+" "+v.nom.PeerURL)
 				return g.deleteNominee(ctx)
 			case errors.Is(err, rpctypes.ErrMemberLearnerNotReady):
 			default:
@@ -275,7 +303,11 @@ func (d *decider) step(ctx context.Context, g *guard) error {
 			}
 		}
 		if time.Since(first) > n.cfg.NomineeTimeout {
-			return d.rollback(ctx, g, l, fmt.Sprintf("nominee did not start or catch up within %v", n.cfg.NomineeTimeout))
+			if err := d.rollback(ctx, g, l, fmt.Sprintf("nominee did not start or catch up within %v", n.cfg.NomineeTimeout)); err != nil {
+				return err
+			}
+			d.passOver(v.nom.Name, v.nom.PeerURL)
+			return nil
 		}
 		return nil
 	}
@@ -324,6 +356,10 @@ func (d *decider) step(ctx context.Context, g *guard) error {
 				continue
 			}
 			delete(d.refused, vi.Name)
+			if b, ok := d.passed[vi.Name+" "+vi.PeerURL]; ok && time.Now().Before(b.until) {
+				n.log.Debug("decider: passing over a volunteer whose nomination failed", "member", vi.Name, "until", b.until)
+				continue
+			}
 			cands = append(cands, vi)
 		}
 		if len(cands) > 0 {

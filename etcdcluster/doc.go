@@ -11,13 +11,27 @@
 // member):
 //
 //   - member data in the data directory: the node restarts that member
-//     (and is a client of the cluster through it and the seeds);
+//     (and is a client of the cluster through it, the seeds, and the
+//     other members its data records, so that a member removed while it
+//     was down learns so, moves its data aside and volunteers again
+//     whatever seeds it was given);
 //   - no data and no seeds: it bootstraps a new one-member cluster;
-//   - seeds: it is a client of the cluster and, unless ClientOnly,
-//     volunteers to be a member.
+//   - seeds: it waits until a member answers at a seed, then is a client
+//     of the cluster and, unless ClientOnly, volunteers to be a member.
+//     With Config.BootstrapExpect N, nodes started with the same seeds
+//     and N that find no member form one new cluster: once N of them see
+//     each other, the one endorsed by N of them bootstraps and the others
+//     join it (see Config.BootstrapExpect).
+//
+// A node that is not a member volunteers only while it can listen on its
+// client and peer addresses; while it cannot it withdraws its volunteer
+// key and logs why.
 //
 // Every node that is not ClientOnly keeps a volunteer key on a lease of
-// Config.VolunteerTTL and campaigns for the decider leadership. A member
+// Config.VolunteerTTL and campaigns for the decider leadership. The key
+// is written only when it is missing, on the node's own lease, or holds
+// the node's own record (its earlier run); Start refuses a node whose
+// name a running node with other URLs holds (ErrNameTaken). A member
 // also advertises its client URL under the same lease. A node that finds
 // itself nominated, and added to the member list as a learner that never
 // started, starts its embedded server with initial-cluster-state=existing
@@ -30,6 +44,23 @@
 // earlier member (same peer URL) is still listed withdraws its volunteer
 // key until the decider removes that member, then volunteers afresh: a
 // member whose data is gone never runs again under its old identity.
+//
+// # Cluster identity
+//
+// Every bootstrap draws a random initial cluster token, from which etcd
+// derives the cluster ID and the first member's ID: no two bootstraps
+// share them. A bootstrap node that lost its data and is started again
+// without seeds therefore makes a new, separate cluster at its old URLs,
+// whose peers and clients the old cluster's members refuse. Clients
+// (NewClientWith, OpenConn, a node's own client, and etcd2topo.NewConn)
+// given several endpoints ask each for its cluster ID at open and refuse
+// endpoints of different clusters (etcd2topo.ErrClusterMismatch), writing
+// nothing. Once open, a client refuses any answer that carries another
+// cluster ID than its own: a connection re-established to an old address
+// now served by another cluster returns errors, never that cluster's
+// data or acknowledgements (a write it sent there may have been applied
+// there, but the caller is told it failed), and the member-list follower
+// stops using such an address. Status reports the cluster ID.
 //
 // # The decider
 //
@@ -45,7 +76,11 @@
 //     learner is promoted (MemberPromote); etcd refuses until the learner
 //     has caught up with the leader, and the decider tries again next
 //     time. A learner not promoted within Config.NomineeTimeout of the
-//     decider first seeing it is removed (rollback). A nominee record
+//     decider first seeing it is removed (rollback), and that volunteer
+//     is passed over (not nominated) for NomineeTimeout, doubling with
+//     each failure in a row up to 16 NomineeTimeouts, so the next
+//     volunteer is nominated meanwhile (the backoff is the decider's
+//     memory: a new decider starts afresh). A nominee record
 //     with no learner (promoted or never added by a decider that died) is
 //     deleted.
 //  2. A voter whose volunteer key expired or was withdrawn is removed,
@@ -93,6 +128,15 @@
 //     server's logger gets a panic hook that ends only that request's
 //     goroutine for that one message, so a routine removal does not crash
 //     the host process.
+//   - etcd v3.6 closes a stopping member's backend (after its removal,
+//     or on Close) while its gRPC server still runs requests
+//     (etcd-io/etcd#22189); a read of the closed backend panics while
+//     holding the backend's read lock, after which every read, and the
+//     server's Close, waits forever. The embedded server's unary requests
+//     pass a gate that refuses them (Unavailable) once the server is
+//     stopping, cancels the ones admitted, and holds etcd's shutdown --
+//     through the server's own wait group -- until they have returned,
+//     so that no request reads a closed backend.
 //   - A member that removes itself (a leaving decider) may be answered
 //     "server stopped" by its own server although the removal was
 //     applied: the server stops between applying the change and
@@ -137,6 +181,21 @@
 // interval with SetEndpoints), so that removing the member a client talks
 // to does not break it. Status and SetSize are the operations behind
 // `topoctl cluster status` and `topoctl cluster size`.
+//
+// A write through such a client whose answer is lost (the member it went
+// to died or stopped, or its deadline passed) has an unknown outcome: it
+// may or may not have been applied. Neither clientv3 nor etcd2topo retry
+// it on their own (clientv3 retries a write only when it was never sent),
+// so a write is never applied twice behind the caller's back, and it is
+// reported as failed (etcd2topo: Unavailable or Timeout), never as done. The caller resolves the outcome by reading the file back (a
+// linearizable Get through any member): its contents and version say
+// whether the write landed. A compare-and-set write retried with the
+// version it was based on fails with BadVersion when the first attempt
+// landed, so it is never applied twice either. BenchmarkClientFailover
+// measures how long a writer goes without an acknowledged write when the
+// raft leader is killed or stopped: with a 5 s per-write deadline it is
+// bounded by that deadline, because a write forwarded to the lost leader
+// is answered only when the deadline ends.
 //
 // # Graceful leave
 //

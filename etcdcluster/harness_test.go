@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,8 +33,12 @@ type childConfig struct {
 	Name, DataDir, ClientURL, PeerURL string
 	Seeds                             []string
 	ClientOnly                        bool
-	VolunteerTTL, DeciderTTL          time.Duration
-	NomineeTimeout, CheckInterval     time.Duration
+	BootstrapExpect                   int
+	// TickMs and ElectionMs are the members' raft timing; zero: 10 and
+	// 100 (fast tests).
+	TickMs, ElectionMs            uint
+	VolunteerTTL, DeciderTTL      time.Duration
+	NomineeTimeout, CheckInterval time.Duration
 }
 
 // TestMain runs a node instead of the tests when the binary is re-executed
@@ -56,10 +61,10 @@ func runChild(v string) int {
 	defer stop()
 	err := Run(ctx, Config{
 		Name: cc.Name, DataDir: cc.DataDir, ClientURL: cc.ClientURL, PeerURL: cc.PeerURL,
-		Seeds: cc.Seeds, ClientOnly: cc.ClientOnly,
+		Seeds: cc.Seeds, ClientOnly: cc.ClientOnly, BootstrapExpect: cc.BootstrapExpect,
 		VolunteerTTL: cc.VolunteerTTL, DeciderTTL: cc.DeciderTTL,
 		NomineeTimeout: cc.NomineeTimeout, CheckInterval: cc.CheckInterval,
-		TickMs: 10, ElectionMs: 100, NoFsync: true, Logger: lg, EtcdLogger: etcdLogger(),
+		TickMs: cmp.Or(cc.TickMs, 10), ElectionMs: cmp.Or(cc.ElectionMs, 100), NoFsync: true, Logger: lg, EtcdLogger: etcdLogger(),
 	})
 	if err != nil {
 		lg.Error("node ended", "err", err)
@@ -114,8 +119,12 @@ func newHarness(t testing.TB) *harness {
 		if t.Failed() {
 			for name, p := range h.procs {
 				b, _ := os.ReadFile(p.log)
-				lines := strings.Split(string(b), "\n")
+				log, dump, _ := strings.Cut(string(b), "SIGQUIT: quit")
+				lines := strings.Split(log, "\n")
 				t.Logf("---- log of %s (last 60 lines) ----\n%s", name, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+				if dump != "" {
+					t.Logf("---- goroutines of %s when it did not exit ----\n%s", name, dump)
+				}
 			}
 		}
 	})
@@ -244,8 +253,23 @@ func (p *proc) term(d time.Duration) error {
 	case <-p.done:
 		return p.err
 	case <-time.After(d):
+		p.dumpAndKill()
+		return fmt.Errorf("%s did not exit within %v (its goroutines are in its log)", p.cfg.Name, d)
+	}
+}
+
+// dumpAndKill sends SIGQUIT, which makes the Go runtime write every
+// goroutine's stack to the node's log and exit, and SIGKILL when the
+// process has not ended 10 s later.
+func (p *proc) dumpAndKill() {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
 		p.kill()
-		return fmt.Errorf("%s did not exit within %v", p.cfg.Name, d)
 	}
 }
 

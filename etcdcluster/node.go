@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
@@ -56,11 +55,15 @@ type Node struct {
 	mu       sync.Mutex
 	srv      *embed.Etcd // the running member server, nil when none
 	srvID    uint64
+	gate     *requestGate         // the running server's request gate
 	probe    net.Listener         // answers peer TLS handshakes while not a member
 	peerTLS  *tls.Config          // the decider's check of a volunteer's peer TLS; nil when off
 	sess     *concurrency.Session // holds the volunteer and endpoint keys
 	part     participationStopper
 	deciding atomic.Bool
+	// portsBusy is set while the node cannot bind its ports and so does
+	// not volunteer.
+	portsBusy atomic.Bool
 }
 
 type participationStopper interface{ Stop() }
@@ -95,26 +98,37 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			if err := n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, true); err != nil {
 				return nil, err
 			}
+			// Also reach the cluster through the members recorded in the
+			// data: when this member was removed while it was down, its
+			// own server cannot answer, and the node must learn that from
+			// the others to move its data aside and volunteer again,
+			// whatever seeds (none, for the bootstrap node) it was given.
 			eps = append([]string{cfg.AdvertiseClientURL}, eps...)
-		case len(eps) == 0:
-			n.log.Info("bootstrapping a new one-member cluster")
-			if err := n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, false); err != nil {
-				return nil, err
-			}
-			select {
-			case <-n.srv.Server.ReadyNotify():
-			case <-ctx.Done():
-				n.closeServer()
-				return nil, fmt.Errorf("etcdcluster: bootstrapping: %w", ctx.Err())
-			}
-			eps = []string{cfg.AdvertiseClientURL}
-			if cfg.EnableAuth {
-				if err := n.enableAuth(ctx); err != nil {
-					n.closeServer()
-					return nil, err
+			for _, u := range n.recordedClientURLs() {
+				if !slices.Contains(eps, u) {
+					eps = append(eps, u)
 				}
 			}
+		default:
+			bootstrap := len(eps) == 0
+			if !bootstrap {
+				found, err := n.awaitCluster(ctx, eps)
+				if err != nil {
+					return nil, err
+				}
+				bootstrap = !found
+			}
+			if bootstrap {
+				if err := n.bootstrap(ctx); err != nil {
+					return nil, err
+				}
+				eps = []string{cfg.AdvertiseClientURL}
+			} else {
+				eps = slices.DeleteFunc(eps, func(u string) bool { return sameURL(u, cfg.AdvertiseClientURL) })
+			}
 		}
+	} else if _, err := n.awaitCluster(ctx, eps); err != nil {
+		return nil, err
 	}
 	conn, err := etcd2topo.NewConn(etcd2topo.Options{
 		Endpoints: eps, LockTTL: cfg.DeciderTTL, NamedLockTTL: cfg.DeciderTTL, Logger: cfg.Logger,
@@ -126,13 +140,68 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.conn, n.cli = conn, conn.Client()
+	if !cfg.ClientOnly {
+		if err := n.checkNameFree(ctx); err != nil {
+			conn.Close()
+			n.closeServer()
+			return nil, err
+		}
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	go follow(n.cli, cfg.CheckInterval, n.log) // ends when the client closes
+	go follow(n.cli, cfg.CheckInterval, n.log, n.eps.opts, nil) // ends when the client closes
 	n.wg.Go(n.memberLoop)
 	if !cfg.ClientOnly {
 		n.wg.Go(n.deciderLoop)
 	}
 	return n, nil
+}
+
+// bootstrap starts a new one-member cluster and waits (bounded by ctx)
+// until it serves clients; with Config.BootstrapExpect it stores that as
+// the ideal size.
+func (n *Node) bootstrap(ctx context.Context) error {
+	n.log.Info("bootstrapping a new one-member cluster")
+	if err := n.startServer(n.cfg.Name+"="+n.cfg.AdvertisePeerURL, false); err != nil {
+		return err
+	}
+	select {
+	case <-n.srv.Server.ReadyNotify():
+	case <-ctx.Done():
+		n.closeServer()
+		return fmt.Errorf("etcdcluster: bootstrapping: %w", ctx.Err())
+	}
+	if n.cfg.EnableAuth {
+		if err := n.enableAuth(ctx); err != nil {
+			n.closeServer()
+			return err
+		}
+	}
+	if x := n.cfg.BootstrapExpect; x > 0 {
+		if err := n.storeSize(ctx, x); err != nil {
+			n.closeServer()
+			return err
+		}
+	}
+	return nil
+}
+
+// storeSize writes the ideal size through the node's own new member,
+// unless a size is stored already.
+func (n *Node) storeSize(ctx context.Context, size int) error {
+	cc, err := n.cfg.clientOptions().config([]string{n.cfg.AdvertiseClientURL}, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	c, err := clientv3.New(cc)
+	if err != nil {
+		return fmt.Errorf("etcdcluster: storing the ideal size: %w", err)
+	}
+	defer c.Close()
+	k := n.k.size()
+	if _, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, strconv.Itoa(size))).Commit(); err != nil {
+		return fmt.Errorf("etcdcluster: storing the ideal size: %w", err)
+	}
+	return nil
 }
 
 // Run starts a node (see Start), runs it until ctx ends, then leaves the
@@ -353,6 +422,21 @@ func (n *Node) memberStep() {
 		}
 		return
 	}
+	if srv == nil {
+		// Volunteer only while this node could start its server: a
+		// nominee that cannot bind its ports would only hold the
+		// cluster's one change in flight until its timeout.
+		if err := n.portsFree(); err != nil {
+			if !n.portsBusy.Swap(true) {
+				n.log.Warn("not volunteering: this node cannot bind its ports", "err", err)
+			}
+			n.withdrawVolunteer(ctx)
+			return
+		}
+		if n.portsBusy.Swap(false) {
+			n.log.Info("ports free again: volunteering")
+		}
+	}
 	n.keepVolunteer(ctx, srv != nil)
 	if srv != nil {
 		return
@@ -397,6 +481,68 @@ func (n *Node) memberStep() {
 	}
 }
 
+// portsFree returns an error naming the address when the node cannot
+// listen on its client or peer address (the peer address is not tried
+// while the node's own peer TLS probe holds it).
+func (n *Node) portsFree() error {
+	n.mu.Lock()
+	probing := n.probe != nil
+	n.mu.Unlock()
+	urls := []string{n.cfg.ClientURL}
+	if !probing {
+		urls = append(urls, n.cfg.PeerURL)
+	}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", u.Host)
+		if err != nil {
+			return err
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// withdrawVolunteer deletes the node's volunteer key when it is on the
+// node's own lease.
+func (n *Node) withdrawVolunteer(ctx context.Context) {
+	n.mu.Lock()
+	s := n.sess
+	n.mu.Unlock()
+	if s == nil {
+		return
+	}
+	vk := n.k.volunteer(n.cfg.Name)
+	_, _ = n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease())).Then(clientv3.OpDelete(vk)).Commit()
+}
+
+// checkNameFree returns an error wrapping ErrNameTaken when a live
+// volunteer key of the node's name holds other URLs than the node's:
+// another node runs under the same name. A key with the node's own URLs
+// is this node's earlier run, whose lease expires. When the key cannot
+// be read within 2 s the check is skipped: keepVolunteer still never
+// overwrites another node's key.
+func (n *Node) checkNameFree(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := n.cli.Get(ctx, n.k.volunteer(n.cfg.Name), clientv3.WithSerializable())
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil
+	}
+	var v volunteerInfo
+	if json.Unmarshal(resp.Kvs[0].Value, &v) != nil {
+		return nil
+	}
+	if v.PeerURL == n.cfg.AdvertisePeerURL && v.ClientURL == n.cfg.AdvertiseClientURL {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is held by a running node with client URL %s and peer URL %s (this node: %s, %s); give this node another --name",
+		ErrNameTaken, n.cfg.Name, v.ClientURL, v.PeerURL, n.cfg.AdvertiseClientURL, n.cfg.AdvertisePeerURL)
+}
+
 // keepVolunteer makes sure the volunteer key (and, for a member, the
 // endpoint key) exists under a live lease.
 func (n *Node) keepVolunteer(ctx context.Context, member bool) {
@@ -433,16 +579,34 @@ func (n *Node) keepVolunteer(ctx context.Context, member bool) {
 	} else {
 		ops = append(ops, clientv3.OpDelete(n.k.endpoint(n.cfg.Name)))
 	}
-	// Put only what is missing or on another lease, so that the keys'
-	// revisions do not churn.
+	// Put only what is missing, so that the keys' revisions do not
+	// churn; and never overwrite a key of another node with this name
+	// (other URLs, refused at its start): only a missing key, one on our
+	// lease, or our own record (this node's earlier run) is written.
+	vk := n.k.volunteer(n.cfg.Name)
 	resp, err := n.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.LeaseValue(n.k.volunteer(n.cfg.Name)), "=", s.Lease()),
-		clientv3.Compare(clientv3.Value(n.k.volunteer(n.cfg.Name)), "=", string(v)),
+		clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease()),
+		clientv3.Compare(clientv3.Value(vk), "=", string(v)),
 		endpointCompare(n.k.endpoint(n.cfg.Name), member, s.Lease()),
-	).Else(ops...).Commit()
-	if err == nil && !resp.Succeeded {
-		n.log.Debug("volunteering", "member", member)
+	).Commit()
+	if err != nil || resp.Succeeded {
+		return
 	}
+	for _, own := range []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(vk), "=", 0),
+		clientv3.Compare(clientv3.LeaseValue(vk), "=", s.Lease()),
+		clientv3.Compare(clientv3.Value(vk), "=", string(v)),
+	} {
+		resp, err = n.cli.Txn(ctx).If(own).Then(ops...).Commit()
+		if err != nil {
+			return
+		}
+		if resp.Succeeded {
+			n.log.Debug("volunteering", "member", member)
+			return
+		}
+	}
+	n.log.Warn("the volunteer key of this name is held by another node: not overwriting it", "key", vk)
 }
 
 func endpointCompare(key string, member bool, lease clientv3.LeaseID) clientv3.Cmp {
@@ -479,7 +643,18 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	ec.ListenPeerUrls = []url.URL{us[2]}
 	ec.AdvertisePeerUrls = []url.URL{us[3]}
 	ec.InitialCluster = initialCluster
-	ec.InitialClusterToken = "topokit"
+	if !existing {
+		// A token no other bootstrap shares: etcd derives the cluster ID
+		// and the first member's ID from it, so a node that lost its data
+		// and bootstraps again at its old URLs makes a cluster with
+		// another identity, which the old cluster's members and clients
+		// refuse, instead of passing for the cluster it was part of.
+		tok := make([]byte, 16)
+		_, _ = rand.Read(tok)
+		ec.InitialClusterToken = "topokit-" + hex.EncodeToString(tok)
+	} else {
+		ec.InitialClusterToken = "topokit" // unused: the IDs come from the data or the cluster
+	}
 	if existing {
 		ec.ClusterState = embed.ClusterStateFlagExisting
 	}
@@ -496,15 +671,18 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 		ec.BcryptCost = cfg.BcryptCost
 	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.EtcdLogger.WithOptions(zap.WithPanicHook(removalRaceHook{})))
-	ref := new(atomic.Pointer[embed.Etcd])
-	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverWhileStopping(ref))}
+	gate := newRequestGate()
+	ec.GRPCAdditionalServerOptions = []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(gate.interceptor()),
+		grpc.ChainStreamInterceptor(gate.streamInterceptor()),
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return fmt.Errorf("etcdcluster: starting the embedded etcd server %s: %w", cfg.Name, err)
 	}
-	ref.Store(e)
+	gate.attach(e)
 	n.mu.Lock()
-	n.srv, n.srvID = e, uint64(e.Server.MemberID())
+	n.srv, n.srvID, n.gate = e, uint64(e.Server.MemberID()), gate
 	n.mu.Unlock()
 	n.log.Info("embedded etcd server started", "member", fmt.Sprintf("%x", n.srvID), "client", cfg.AdvertiseClientURL, "peer", cfg.AdvertisePeerURL)
 	return nil
@@ -527,40 +705,35 @@ func (removalRaceHook) OnWrite(ce *zapcore.CheckedEntry, _ []zapcore.Field) {
 	panic(ce.Message)
 }
 
-// recoverWhileStopping is a unary interceptor of the embedded server that
-// turns a panic of a request handler into an Unavailable answer when the
-// server is stopping. etcd v3.7 closes its backend on shutdown (e.g. after
-// the member's removal) without waiting for in-flight readers, so a Status
-// request in that window dereferences a nil bbolt transaction
-// (etcd-io/etcd#22189) and would crash the host process. A panic while the
-// server is not stopping is not recovered.
-func recoverWhileStopping(ref *atomic.Pointer[embed.Etcd]) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				e := ref.Load()
-				if e == nil {
-					panic(r)
-				}
-				select {
-				case <-e.Server.StoppingNotify():
-					resp, err = nil, status.Error(codes.Unavailable, "etcdcluster: the member is stopping")
-				default:
-					panic(r)
-				}
-			}
-		}()
-		return handler(ctx, req)
+// recordedClientURLs returns the client URLs of the other members that
+// the running server's data records (its last known membership).
+func (n *Node) recordedClientURLs() []string {
+	n.mu.Lock()
+	e, id := n.srv, n.srvID
+	n.mu.Unlock()
+	if e == nil {
+		return nil
 	}
+	var urls []string
+	for _, m := range e.Server.Cluster().Members() {
+		if uint64(m.ID) != id {
+			urls = append(urls, m.ClientURLs...)
+		}
+	}
+	slices.Sort(urls)
+	return urls
 }
 
 // closeServer stops the embedded server, if any, releasing its ports.
 func (n *Node) closeServer() {
 	n.mu.Lock()
-	e := n.srv
-	n.srv, n.srvID = nil, 0
+	e, g := n.srv, n.gate
+	n.srv, n.srvID, n.gate = nil, 0, nil
 	n.mu.Unlock()
 	if e != nil {
+		// End the clients' watches and keepalives first: the graceful
+		// stop of the gRPC server would wait for them.
+		g.endStreams()
 		e.Close()
 	}
 }

@@ -17,6 +17,15 @@ import (
 // is written then.
 var ErrInvalidSize = errors.New("etcdcluster: ideal size must be at least 1")
 
+// MaxVoters is the largest ideal size SetSize accepts: etcd advises at
+// most 7 voting members (each more slows every write and adds no
+// availability worth it). SetSizeForce stores larger ones.
+const MaxVoters = 7
+
+// ErrSizeTooLarge is wrapped by SetSize's error for a size above
+// MaxVoters; nothing is written then.
+var ErrSizeTooLarge = errors.New("etcdcluster: ideal size above 7 voting members, which etcd advises against")
+
 // volunteerInfo is the JSON value of a volunteer key.
 type volunteerInfo struct {
 	Name      string `json:"name"`
@@ -79,9 +88,18 @@ type ClusterStatus struct {
 	IdealSize int `json:"idealSize"`
 	// Nominee is the change in flight, nil when none.
 	Nominee *Nominee `json:"nominee,omitempty"`
+	// ClusterID is the etcd cluster ID (hexadecimal) of the member that
+	// answered the member list. Every bootstrap makes a new one, so two
+	// clusters never share it.
+	ClusterID string `json:"clusterID"`
 	// Healthy is true when a quorum of the voting members answered and
-	// one of them is the leader.
+	// one of them is the leader. It says nothing about the ideal size:
+	// see Shortfall.
 	Healthy bool `json:"healthy"`
+	// Shortfall says plainly why the cluster cannot reach its ideal size
+	// (fewer volunteers, members included, than IdealSize), "" when it
+	// can.
+	Shortfall string `json:"shortfall,omitempty"`
 }
 
 // Voters returns the names of the started voting members, sorted.
@@ -118,6 +136,11 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 	ecs := endpointClients{opts: opts}
 	defer ecs.close()
 	st := &ClusterStatus{IdealSize: DefaultIdealSize, Volunteers: []string{}}
+	var clusterID uint64
+	if ml.Header != nil {
+		clusterID = ml.Header.ClusterId
+		st.ClusterID = fmt.Sprintf("%x", clusterID)
+	}
 	voters, healthyVoters := 0, 0
 	leaderSeen := false
 	for _, m := range ml.Members {
@@ -132,6 +155,9 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
 			sr, err := ecs.status(sctx, m.ClientURLs[0])
 			cancel()
+			if err == nil && sr.Header != nil && clusterID != 0 && sr.Header.ClusterId != clusterID {
+				err = fmt.Errorf("%s is served by another etcd cluster (%x, not %x): a member that lost its data and bootstrapped anew?", m.ClientURLs[0], sr.Header.ClusterId, clusterID)
+			}
 			if err != nil {
 				ms.Error = err.Error()
 			} else {
@@ -179,13 +205,27 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 	if kvs := resp.Responses[3].GetResponseRange().Kvs; len(kvs) > 0 {
 		st.Decider = string(kvs[0].Value)
 	}
+	if len(st.Volunteers) < st.IdealSize {
+		st.Shortfall = fmt.Sprintf("the ideal size is %d voters but only %d nodes volunteer (%d voters now): start %d more nodes or lower the size",
+			st.IdealSize, len(st.Volunteers), len(st.Voters()), st.IdealSize-len(st.Volunteers))
+	}
 	return st, nil
 }
 
 // SetSize stores n as the cluster's ideal number of voting members; the
 // decider converges to it (one member at a time). It returns an error
-// wrapping ErrInvalidSize for n < 1 (nothing written), or the etcd error.
+// wrapping ErrInvalidSize for n < 1 and ErrSizeTooLarge for n >
+// MaxVoters (nothing written then), or the etcd error. An even n is
+// accepted, though it tolerates no more failures than n-1.
 func SetSize(ctx context.Context, cli *clientv3.Client, prefix string, n int) error {
+	if n > MaxVoters {
+		return fmt.Errorf("%w: got %d", ErrSizeTooLarge, n)
+	}
+	return SetSizeForce(ctx, cli, prefix, n)
+}
+
+// SetSizeForce is SetSize without the MaxVoters limit.
+func SetSizeForce(ctx context.Context, cli *clientv3.Client, prefix string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("%w: got %d", ErrInvalidSize, n)
 	}

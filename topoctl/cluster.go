@@ -2,6 +2,7 @@ package topoctl
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -83,7 +84,11 @@ func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
 			if st.Decider == "" && len(st.Volunteers) == 0 {
 				o.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds), so nothing manages its membership\n")
 			}
-			o.printf("ideal size: %d   healthy: %t   leader: %s   decider: %s\n", st.IdealSize, st.Healthy, dash(st.Leader), dash(st.Decider))
+			o.printf("cluster ID: %s\n", dash(st.ClusterID))
+			o.printf("ideal size: %d   healthy: %t   leader: %s   decider: %s\n", st.IdealSize, st.Healthy && st.Shortfall == "", dash(st.Leader), dash(st.Decider))
+			if st.Shortfall != "" {
+				o.printf("below ideal size: %s (quorum: %t)\n", st.Shortfall, st.Healthy)
+			}
 			o.printf("volunteers: %s\n", dash(strings.Join(st.Volunteers, ", ")))
 			if st.Nominee != nil {
 				o.printf("nominee:    %s (%s), nominated at %s by %s\n", st.Nominee.Name, st.Nominee.PeerURL, st.Nominee.NominatedAt.Format("15:04:05"), st.Nominee.Decider)
@@ -102,15 +107,26 @@ func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
 }
 
 func newClusterSizeCmd(o *options, prefix *string) *cobra.Command {
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:     "size N",
 		Example: `  topoctl cluster size 5`,
 		Short:   "Set the ideal number of voting members; the cluster converges to it",
-		Args:    exactArgs(1),
+		Long: `Set the ideal number of voting members; the cluster converges to it.
+Sizes above 7 are refused unless --force: etcd advises at most 7 voters
+(every voter slows every write). An even size is accepted with a warning:
+it tolerates no more failed members than the odd size below it.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[0])
 			if err != nil || n < 1 {
 				return usagef("cluster size: want a whole number of at least 1, got %q", args[0])
+			}
+			if n > etcdcluster.MaxVoters && !force {
+				return usagef("cluster size: %d voters is above the %d etcd advises (every voter slows every write); use --force to set it anyway", n, etcdcluster.MaxVoters)
+			}
+			if n%2 == 0 {
+				o.eprintf("warning: an even size (%d) tolerates no more failed members than %d does (%d), and needs one more for a quorum\n", n, n-1, (n-1)/2)
 			}
 			cc, err := o.clusterClient(cmd.Context())
 			if err != nil {
@@ -119,7 +135,7 @@ func newClusterSizeCmd(o *options, prefix *string) *cobra.Command {
 			defer cc.close()
 			ctx, cancel := o.callCtx(cmd.Context())
 			defer cancel()
-			if err := etcdcluster.SetSize(ctx, cc.cli, *prefix, n); err != nil {
+			if err := etcdcluster.SetSizeForce(ctx, cc.cli, *prefix, n); err != nil {
 				return err
 			}
 			if o.jsonOut() {
@@ -129,6 +145,8 @@ func newClusterSizeCmd(o *options, prefix *string) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, fmt.Sprintf("set a size above %d voters", etcdcluster.MaxVoters))
+	return cmd
 }
 
 // clusterStatusJSON is cluster status under -o json: etcdcluster's
@@ -141,7 +159,12 @@ type clusterStatusJSON struct {
 	Volunteers []string           `json:"volunteers"`
 	IdealSize  int                `json:"ideal_size"`
 	Nominee    *nomineeJSON       `json:"nominee,omitempty"`
-	Healthy    bool               `json:"healthy"`
+	ClusterID  string             `json:"cluster_id"`
+	// Healthy is Quorum with no Shortfall.
+	Healthy bool `json:"healthy"`
+	// Quorum: a quorum of the voters answered and one leads.
+	Quorum    bool   `json:"quorum"`
+	Shortfall string `json:"shortfall,omitempty"`
 }
 
 type memberStatusJSON struct {
@@ -171,7 +194,7 @@ type nomineeJSON struct {
 func clusterJSON(st *etcdcluster.ClusterStatus) clusterStatusJSON {
 	out := clusterStatusJSON{
 		Members: []memberStatusJSON{}, Leader: st.Leader, Decider: st.Decider,
-		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy,
+		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy && st.Shortfall == "", Quorum: st.Healthy, Shortfall: st.Shortfall, ClusterID: st.ClusterID,
 	}
 	for _, m := range st.Members {
 		out.Members = append(out.Members, memberStatusJSON{

@@ -35,7 +35,7 @@ func TestServeCluster(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
 		return st
 	}
-	require.Eventually(t, func() bool { st := status(); return voters(st) == 1 && st.Healthy }, 2*time.Minute, 50*time.Millisecond,
+	require.Eventually(t, func() bool { st := status(); return voters(st) == 1 && st.Quorum }, 2*time.Minute, 50*time.Millisecond,
 		"n1's stderr: %s", n1.errb.String())
 	st := status()
 	assert.Equal(t, etcdcluster.DefaultIdealSize, st.IdealSize)
@@ -57,7 +57,26 @@ func TestServeCluster(t *testing.T) {
 	assert.Equal(t, 5, status().IdealSize)
 	tg.fails(t, 2, []string{"at least 1"}, "cluster", "size", "0")
 	assert.Equal(t, 5, status().IdealSize, "a refused size writes nothing")
+	// Above etcd's advised 7 voters only with --force; a size the
+	// volunteers cannot fill is not called healthy.
+	tg.fails(t, 2, []string{"--force", "7"}, "cluster", "size", "100")
+	assert.Equal(t, 5, status().IdealSize, "a refused size writes nothing")
+	st = status()
+	assert.True(t, st.Quorum)
+	assert.False(t, st.Healthy, "one volunteer for an ideal size of 5")
+	assert.Contains(t, st.Shortfall, "only 1 nodes volunteer")
+	text = tg.ok(t, "cluster", "status")
+	assert.Contains(t, text, "healthy: false")
+	assert.Contains(t, text, "below ideal size")
+	even := tg.run(t, "", "cluster", "size", "4")
+	assert.Equal(t, 0, even.code, even.stderr)
+	assert.Contains(t, even.stderr, "warning: an even size (4)")
+	assert.Equal(t, 4, status().IdealSize)
+	_ = tg.ok(t, "cluster", "size", "8", "--force")
+	assert.Equal(t, 8, status().IdealSize)
 	tg.fails(t, 2, []string{"--client-only needs --seeds"}, "serve", "--client-only", "--name", "x", "--data-dir", t.TempDir())
+	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--cluster", "--bootstrap-expect", "3", "--name", "x", "--data-dir", t.TempDir())
+	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--seeds", "http://127.0.0.1:1", "--bootstrap-expect", "9", "--name", "x", "--data-dir", t.TempDir())
 
 	assert.Equal(t, 0, c.signalAndWait(t, syscall.SIGINT), c.errb.String())
 	assert.Equal(t, 0, n1.signalAndWait(t, syscall.SIGINT), n1.errb.String())

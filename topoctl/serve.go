@@ -70,6 +70,7 @@ func newServeCmd(o *options) *cobra.Command {
   topoctl serve --data-dir /tmp/etcd --listen-client-address 127.0.0.1:12379 --listen-peer-address 127.0.0.1:12380
   topoctl serve --cluster --name n1 --data-dir /tmp/n1
   topoctl serve --seeds http://127.0.0.1:2379 --name n2 --data-dir /tmp/n2 --listen-client-address 127.0.0.1:22379 --listen-peer-address 127.0.0.1:22380
+  topoctl serve --seeds http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379 --bootstrap-expect 3 --name n1 --data-dir /var/lib/n1 ...
   topoctl serve --cluster --name n1 --data-dir /var/lib/n1 --listen-client-address 10.0.0.1:2379 --listen-peer-address 10.0.0.1:2380 \
     --cert-file n1.pem --key-file n1-key.pem --trusted-ca-file ca.pem --client-cert-auth \
     --peer-cert-file n1-peer.pem --peer-key-file n1-peer-key.pem --peer-trusted-ca-file ca.pem --peer-client-cert-auth`,
@@ -98,10 +99,25 @@ instead (package etcdcluster): without seeds and member data it bootstraps
 a one-member cluster; with --seeds (client URLs of running members) it
 volunteers to be a member, and an elected decider adds it as a learner and
 promotes it while the cluster is below its ideal size ("topoctl cluster
-size N", default 3); --client-only never becomes a member. Restarted with
-its data it rejoins as the member it was. Ctrl-C leaves gracefully: the node
+size N", default 3); --client-only never becomes a member. While no member
+answers at the seeds the node waits, saying every 5s what it waits for.
+To start a new cluster of N nodes symmetrically, start every node with the
+same --seeds (the client URLs of all N, each node's own included) and
+--bootstrap-expect N: once N of them see each other exactly one
+bootstraps, the others join it, and the ideal size is N; a node started
+later, or restarted without data, with the same command joins the running
+cluster. Restarted with its data it rejoins as the member it was; if the
+cluster removed that member meanwhile, it finds out through the members
+its data records (even when started with --cluster and no seeds), moves
+its data aside and volunteers again. Ctrl-C leaves gracefully: the node
 withdraws, hands raft leadership on, is removed, and stops. See "topoctl
-cluster status".
+cluster status". Every bootstrap makes a cluster with a new cluster ID: a
+node that lost its data directory and is run again with --cluster makes a
+new, separate cluster at its old addresses, never a second copy of the old
+one; clients and nodes given addresses of both refuse them. To bring such a
+node back into its cluster, run it with --seeds instead. --name must be
+unique in the cluster: a node started with the name of a running node
+(other addresses) exits with an error naming that node's URLs.
 
 TLS and authentication take etcd's own flags: --cert-file, --key-file,
 --trusted-ca-file and --client-cert-auth for clients, --peer-cert-file,

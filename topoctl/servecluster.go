@@ -19,6 +19,7 @@ type clusterFlags struct {
 	clientOnly    bool
 	advertisePeer string
 	prefix        string
+	expect        int
 }
 
 func (c *clusterFlags) register(f *pflag.FlagSet) {
@@ -26,6 +27,7 @@ func (c *clusterFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&c.seeds, "seeds", "", "comma-separated client URLs of running cluster members to join (implies --cluster)")
 	f.BoolVar(&c.clientOnly, "client-only", false, "with --seeds: stay a client of the cluster, never a member")
 	f.StringVar(&c.advertisePeer, "advertise-peer-url", "", "with --cluster: peer URL other members reach this one at (default: the listen address; required when that is 0.0.0.0 or ::)")
+	f.IntVar(&c.expect, "bootstrap-expect", 0, "with --seeds: when no member answers at the seeds, form a new cluster once this many nodes started with the same --seeds and --bootstrap-expect see each other (exactly one bootstraps; the ideal size becomes this number)")
 	f.StringVar(&c.prefix, "cluster-prefix", etcdcluster.DefaultPrefix, "etcd key prefix of the cluster's own keys")
 }
 
@@ -50,6 +52,9 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSe
 	if c.clientOnly && c.seeds == "" {
 		return usagef("--client-only needs --seeds")
 	}
+	if c.expect != 0 && (c.seeds == "" || c.clientOnly || c.expect < 0 || c.expect > etcdcluster.MaxVoters) {
+		return usagef("--bootstrap-expect needs --seeds, a node that is not --client-only, and a number of nodes from 1 to %d", etcdcluster.MaxVoters)
+	}
 	co := sec.clientOptions()
 	cfg := etcdcluster.Config{
 		Name:               name,
@@ -59,6 +64,7 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSe
 		AdvertiseClientURL: sec.advertiseClient,
 		AdvertisePeerURL:   c.advertisePeer,
 		ClientOnly:         c.clientOnly,
+		BootstrapExpect:    c.expect,
 		Prefix:             c.prefix,
 		Logger:             o.log,
 		ClientTLS:          sec.clientInfo(),

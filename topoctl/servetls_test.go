@@ -274,7 +274,7 @@ func TestServeTLSCluster(t *testing.T) {
 	seeds := "https://" + addrs[0]
 	n2 := start("n2", 1, append([]string{"--seeds", seeds}, nodeFlags(t, certDir, p.dir, "n2")...)...)
 	n3 := start("n3", 2, append([]string{"--seeds", seeds}, nodeFlags(t, certDir, p.dir, "n3")...)...)
-	require.Eventually(t, func() bool { st := status(); return voters(st) == 3 && st.Healthy }, 3*time.Minute, 200*time.Millisecond,
+	require.Eventually(t, func() bool { st := status(); return voters(st) == 3 && st.Quorum }, 3*time.Minute, 200*time.Millisecond,
 		"n1: %s\nn2: %s\nn3: %s", n1.errb.String(), n2.errb.String(), n3.errb.String())
 
 	// Clients without the cluster's credentials.
@@ -311,7 +311,7 @@ func TestServeTLSCluster(t *testing.T) {
 			require.NotContains(t, []string{"a-outsider", "a-badpeer"}, m.Name, "an outsider became a member")
 			require.NotContains(t, m.PeerURLs, "https://"+addrs[9], "a-badpeer was added as a learner")
 		}
-		return voters(st) == 4 && st.Healthy
+		return voters(st) == 4 && st.Quorum
 	}, 3*time.Minute, 200*time.Millisecond, "n4: %s", n4.errb.String())
 	st := status()
 	assert.NotContains(t, st.Volunteers, "a-outsider", "a node without a client certificate of the cluster cannot volunteer")
@@ -352,7 +352,7 @@ func TestServeTLSCluster(t *testing.T) {
 		assert.Equal(t, newCert.SerialNumber, served(r.addr).SerialNumber, "the rotated %s certificate is served without a restart", r.name)
 	}
 	_ = tg.ok(t, append(admin, "put", "/after-rotation", "v")...)
-	require.Eventually(t, func() bool { st := status(); return voters(st) == 4 && st.Healthy }, time.Minute, 200*time.Millisecond,
+	require.Eventually(t, func() bool { st := status(); return voters(st) == 4 && st.Quorum }, time.Minute, 200*time.Millisecond,
 		"the cluster stays healthy with n1's new certificates")
 
 	assert.Equal(t, 0, bad.signalAndWait(t, syscall.SIGTERM), bad.errb.String())
@@ -442,7 +442,7 @@ func TestServeClusterAuth(t *testing.T) {
 	assert.NotEqual(t, 0, wrong.cmd.ProcessState.ExitCode())
 	assert.Contains(t, wrong.errb.String(), "authentication failed")
 	n2 := start(env, "n2", 1, "--seeds", "http://"+addrs[0])
-	require.Eventually(t, func() bool { st := status(); return voters(st) == 2 && st.Healthy }, 3*time.Minute, 200*time.Millisecond,
+	require.Eventually(t, func() bool { st := status(); return voters(st) == 2 && st.Quorum }, 3*time.Minute, 200*time.Millisecond,
 		"n1: %s\nn2: %s", n1.errb.String(), n2.errb.String())
 	for _, m := range status().Members {
 		assert.NotEqual(t, "n0", m.Name)

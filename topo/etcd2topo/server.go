@@ -127,6 +127,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/topokit/topokit/internal/clusterguard"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
@@ -309,7 +310,10 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // naming the endpoints when no member answers within the bound (a dead
 // address, a refused TLS handshake), Timeout or Interrupted (naming the
 // endpoints) when ctx ends first, and PermissionDenied when etcd refuses
-// the credentials. Once it returned, a member that goes away shows up as
+// the credentials. With several endpoints it asks each for its status
+// (at most 2 s) and returns InvalidArgument wrapping ErrClusterMismatch,
+// naming the endpoints and cluster IDs, when they belong to different
+// clusters (an endpoint that does not answer then is not checked). Once it returned, a member that goes away shows up as
 // Unavailable or Timeout errors from the Conn's calls.
 func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	if len(opts.Endpoints) == 0 {
@@ -363,6 +367,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		// tls.Config's ServerName: set the authority to the name.
 		dialOptions = append(slices.Clone(dialOptions), grpc.WithAuthority(opts.TLSServerName))
 	}
+	guard := new(clusterguard.Guard)
+	dialOptions = append(slices.Clone(dialOptions), guard.DialOption())
 	// The dial bound: DialTimeout, or less when ctx ends sooner.
 	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancelDial()
@@ -390,6 +396,10 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if err := waitConnected(dctx, cli.ActiveConnection()); err != nil {
 		_ = cli.Close()
 		return nil, dialError(ctx, addr, opts.DialTimeout, err)
+	}
+	if err := checkClusterIDs(ctx, cli, guard, opts.Endpoints, addr); err != nil {
+		_ = cli.Close()
+		return nil, err
 	}
 
 	rootPrefix := ""

@@ -1,0 +1,159 @@
+package etcdcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/etcd2topo"
+)
+
+// TestLostBootstrapDataNoImpostor wipes the bootstrap node's data
+// directory and reruns it with the same command (no seeds): it bootstraps
+// a new cluster at its old URLs, which must not share the real cluster's
+// identity. The two cluster IDs differ, a client given both endpoints
+// refuses them (nothing written), and a new node seeded with both refuses
+// to start instead of joining the impostor.
+func TestLostBootstrapDataNoImpostor(t *testing.T) {
+	h := newHarness(t)
+	a := h.start("a")
+	h.start("b", "a")
+	h.start("c", "a")
+	cli := h.client("b", "c")
+	waitVoters(t, cli, bound, "a", "b", "c")
+
+	a.kill()
+	require.NoError(t, removeAll(a.cfg.DataDir))
+	a.run() // the same command: no seeds, no data: bootstraps
+
+	var ecs endpointClients
+	defer ecs.close()
+	aURL, bURL := a.cfg.ClientURL, h.procs["b"].cfg.ClientURL
+	var aID, bID uint64
+	eventually(t, bound, "the rerun bootstrap node serves and the real cluster answers", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		sa, err := ecs.status(ctx, aURL)
+		if err != nil {
+			return false, "a: " + err.Error()
+		}
+		sb, err := ecs.status(ctx, bURL)
+		if err != nil {
+			return false, "b: " + err.Error()
+		}
+		aID, bID = sa.Header.ClusterId, sb.Header.ClusterId
+		return true, ""
+	})
+	require.NotEqual(t, bID, aID, "the rerun bootstrap node has the real cluster's ID")
+
+	// A client with both endpoints refuses them, and writes nothing.
+	_, err := OpenConn(etcd2topo.Options{Endpoints: []string{aURL, bURL}}, "/t", 200*time.Millisecond)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, etcd2topo.ErrClusterMismatch), "%v", err)
+	require.True(t, topo.IsErrType(err, topo.InvalidArgument), "%v", err)
+	require.ErrorContains(t, err, aURL)
+	require.ErrorContains(t, err, bURL)
+
+	_, err = NewClient([]string{bURL, aURL}, 200*time.Millisecond)
+	require.ErrorIs(t, err, etcd2topo.ErrClusterMismatch)
+	require.ErrorContains(t, err, fmt.Sprintf("%x", aID))
+	require.ErrorContains(t, err, fmt.Sprintf("%x", bID))
+
+	// A new node seeded with both URLs refuses to start.
+	d := h.start("d", "a", "b")
+	select {
+	case <-d.done:
+	case <-time.After(bound):
+		t.Fatal("d, seeded with two clusters, is still running")
+	}
+	require.Error(t, d.err)
+	require.True(t, d.logHas(etcd2topo.ErrClusterMismatch.Error()), "d's log names the mismatch")
+
+	// The client that followed the member list to a's URL before a lost
+	// its data never takes the impostor's answers: every put it reports
+	// as done is in the real cluster.
+	bc, err := ecs.get(bURL)
+	require.NoError(t, err)
+	ac, err := ecs.get(aURL)
+	require.NoError(t, err)
+	done := 0
+	for i := range 30 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := cli.Put(ctx, fmt.Sprintf("/probe/%d", i), "v")
+		cancel()
+		if err != nil {
+			continue
+		}
+		done++
+		require.Equal(t, bID, resp.Header.ClusterId)
+	}
+	require.Positive(t, done, "no put went through")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	real, err := bc.Get(ctx, "/probe/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.EqualValues(t, done, real.Count)
+	// A put the impostor answered was refused to the caller (the guard
+	// sees the answer's cluster ID only after the impostor applied it):
+	// the impostor holds only puts the client reported as failed.
+	imp, err := ac.Get(ctx, "/probe/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	for _, kv := range imp.Kvs {
+		r, err := bc.Get(ctx, string(kv.Key))
+		require.NoError(t, err)
+		require.Zero(t, r.Count, "%s is in both clusters", kv.Key)
+	}
+	var st *ClusterStatus
+	eventually(t, bound, "status through the real cluster", func() (bool, string) {
+		var desc string
+		st, desc = statusOf(cli)
+		return st != nil, desc
+	})
+	require.Equal(t, fmt.Sprintf("%x", bID), st.ClusterID)
+	ml, err := bc.MemberList(ctx)
+	require.NoError(t, err)
+	for _, m := range ml.Members {
+		require.NotEqual(t, "d", m.Name)
+	}
+}
+
+func removeAll(dir string) error { return os.RemoveAll(dir) }
+
+// TestDuplicateNameRefused starts a second node with the name of a
+// running voter (other ports, other data directory): it exits with an
+// error naming the holder's URLs, and the voter's volunteer key keeps the
+// voter's URLs.
+func TestDuplicateNameRefused(t *testing.T) {
+	h := newHarness(t)
+	h.start("a")
+	b := h.start("b", "a")
+	cli := h.client("a")
+	waitVoters(t, cli, bound, "a", "b")
+
+	dup := h.prepare("b2", "a") // fresh ports and data directory
+	dup.cfg.Name = "b"
+	dup.run()
+	select {
+	case <-dup.done:
+	case <-time.After(bound):
+		t.Fatal("a second node named b is still running")
+	}
+	require.Error(t, dup.err)
+	require.True(t, dup.logHas(ErrNameTaken.Error(), b.cfg.ClientURL, b.cfg.PeerURL), "the refusal names the holder's URLs")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, keys{prefix: DefaultPrefix}.volunteer("b"))
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Contains(t, string(resp.Kvs[0].Value), b.cfg.PeerURL)
+	waitVoters(t, cli, bound, "a", "b")
+}

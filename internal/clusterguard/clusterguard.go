@@ -1,0 +1,127 @@
+// Package clusterguard pins an etcd client to one etcd cluster: a gRPC
+// client interceptor compares the cluster ID in each unary answer's
+// response header with the first one seen (or the one pinned) and turns
+// an answer from another cluster into an error wrapping ErrMismatch, so
+// that a client whose connection was re-established to an address now
+// served by another cluster (a member that lost its data and bootstrapped
+// anew at its old URLs) never takes that cluster's answer, or its
+// acknowledgement of a write, for its own cluster's.
+package clusterguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+)
+
+// ErrMismatch is wrapped by the error of a call answered by another
+// cluster than the guard's.
+var ErrMismatch = errors.New("etcd answer from another etcd cluster")
+
+// Guard holds the cluster ID a client is pinned to. The zero value pins
+// to the first cluster ID answered. Safe for concurrent use.
+type Guard struct {
+	id       atomic.Uint64
+	mismatch atomic.Bool
+}
+
+type skipKey struct{}
+
+// Skip returns ctx with the guard's check off, for calls that ask a
+// given endpoint which cluster it belongs to.
+func Skip(ctx context.Context) context.Context { return context.WithValue(ctx, skipKey{}, true) }
+
+// Pin pins the guard to cluster id when it is not pinned yet, and
+// reports whether it is now pinned to id.
+func (g *Guard) Pin(id uint64) bool {
+	g.id.CompareAndSwap(0, id)
+	return g.id.Load() == id
+}
+
+// ID returns the pinned cluster ID, 0 when none yet.
+func (g *Guard) ID() uint64 { return g.id.Load() }
+
+// TakeMismatch reports whether a mismatch was seen since its last call.
+func (g *Guard) TakeMismatch() bool { return g.mismatch.Swap(false) }
+
+// DialOption returns the gRPC dial option that installs the check.
+func (g *Guard) DialOption() grpc.DialOption {
+	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err != nil || ctx.Value(skipKey{}) != nil {
+			return err
+		}
+		h, ok := reply.(interface {
+			GetHeader() *etcdserverpb.ResponseHeader
+		})
+		if !ok || h.GetHeader() == nil || h.GetHeader().ClusterId == 0 {
+			return nil
+		}
+		got := h.GetHeader().ClusterId
+		if !g.Pin(got) {
+			g.mismatch.Store(true)
+			return fmt.Errorf("%w: %s answered by cluster %x, not %x (was a member's data lost and the member bootstrapped anew at its old address?)", ErrMismatch, method, got, g.ID())
+		}
+		return nil
+	})
+}
+
+// CheckEndpoints asks each of endpoints, when there are several, for its
+// status through cli (each request bounded by timeout; an endpoint that
+// does not answer in time is not checked) and compares the cluster IDs
+// of the answers. When they agree it pins g to that cluster ID and
+// returns "". When they differ it returns a description naming each
+// cluster ID with its endpoints, sorted ("cluster 1a at a,b and cluster
+// 2b at c"), and pins nothing. It must run before cli is shared: Status
+// on one endpoint dials it apart from the client's balancer.
+func (g *Guard) CheckEndpoints(ctx context.Context, cli *clientv3.Client, endpoints []string, timeout time.Duration) string {
+	if len(endpoints) < 2 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(Skip(ctx), timeout)
+	defer cancel()
+	ids := make([]uint64, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() {
+			if sr, err := cli.Status(ctx, ep); err == nil && sr.Header != nil {
+				ids[i] = sr.Header.ClusterId
+			}
+		})
+	}
+	wg.Wait()
+	byID := map[uint64][]string{}
+	var order []uint64
+	for i, id := range ids {
+		if id == 0 {
+			continue
+		}
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		byID[id] = append(byID[id], endpoints[i])
+	}
+	switch len(order) {
+	case 0:
+		return ""
+	case 1:
+		g.Pin(order[0])
+		return ""
+	}
+	parts := make([]string, 0, len(order))
+	for _, id := range order {
+		eps := byID[id]
+		slices.Sort(eps)
+		parts = append(parts, fmt.Sprintf("cluster %x at %s", id, strings.Join(eps, ",")))
+	}
+	return strings.Join(parts, " and ")
+}
