@@ -21,7 +21,7 @@
 //     leader and the one before its own for its predecessor: "values"
 //     sorts after every sequence name, so Vitess never takes it for a
 //     candidate ahead of a real one, and reads its empty data as "nobody
-//     leads" only when no candidate exists (see values.go).
+//     leads" only when no candidate exists (see leader.go).
 //
 // Versions are the znode's Stat.Version (starting at 0). ZooKeeper keeps no
 // history, so GetVersion returns NoImplementation. Paths follow the shared

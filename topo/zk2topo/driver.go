@@ -102,21 +102,26 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent,
 		err   error
 	}
 	kids := make(chan childrenRes, 1)
-	go func() {
-		res := make(chan []string, 1) // written by fn even after onSession gave up
-		err := c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
-			children, _, err := z.Children(parent)
-			if err == nil {
-				res <- children
+	if !exclusive && !s.soleEntry(parent, node) {
+		// List could not use it (see soleEntry): not read.
+		kids <- childrenRes{err: errNotRead}
+	} else {
+		go func() {
+			res := make(chan []string, 1) // written by fn even after onSession gave up
+			err := c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
+				children, _, err := z.Children(parent)
+				if err == nil {
+					res <- children
+				}
+				return err
+			})
+			if err != nil {
+				kids <- childrenRes{err: err}
+				return
 			}
-			return err
-		})
-		if err != nil {
-			kids <- childrenRes{err: err}
-			return
-		}
-		kids <- childrenRes{names: entryNames(<-res)}
-	}()
+			kids <- childrenRes{names: entryNames(<-res)}
+		}()
+	}
 	r, k := <-stat, <-kids
 	switch {
 	case r.err == errSessionOver || s.isLost():
@@ -169,7 +174,7 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	c := d.c
 	parent := d.parent(q)
 	var names []string
-	if v, ok := c.stash.LoadAndDelete(parent); ok && c.soleEntry(v.(listing), parent) {
+	if v, ok := c.stash.LoadAndDelete(parent); ok && c.stashValid(v.(listing), parent) {
 		names = v.(listing).names
 	} else {
 		err := c.read(ctx, q.Path, func(z *zk.Conn) error {
@@ -190,32 +195,37 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return out, nil
 }
 
-// soleEntry reports whether l is still valid for the queue under parent:
-// l's session is the Conn's current one, it has no create in flight
-// there, and l's entry is its only entry there. Then every caller of
-// List with a live entry in the queue is l's entry's claim (the only
-// live entries of the Conn's earlier sessions are the resumed ones,
-// which it then does not have), and l shows it.
-func (c *Conn) soleEntry(l listing, parent string) bool {
+// stashValid reports whether l is still valid for the queue under
+// parent: l's session is the Conn's current one and l's entry is its
+// only entry there, with no create in flight there (soleEntry). Then
+// every caller of List with a live entry in the queue is l's entry's
+// claim (the only live entries of the Conn's earlier sessions are the
+// resumed ones, which it then does not have), and l shows it.
+func (c *Conn) stashValid(l listing, parent string) bool {
 	c.mu.Lock()
 	cur, resumed := c.cur, len(c.resumed)
 	c.mu.Unlock()
-	if l.sess != cur || resumed > 0 {
-		return false
-	}
-	s := l.sess
+	return l.sess == cur && resumed == 0 && l.sess.soleEntry(parent, l.node)
+}
+
+// soleEntry reports whether node is the session's only entry under
+// parent, with no create in flight there.
+func (s *zkSession) soleEntry(parent, node string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending[parent] > 0 {
+	if s.pending[parent] > 0 || s.entries[node] == nil {
 		return false
 	}
 	for n := range s.entries {
-		if zkDir(n) == parent && n != l.node {
+		if n != node && zkDir(n) == parent {
 			return false
 		}
 	}
-	return s.entries[l.node] != nil
+	return true
 }
+
+// errNotRead stands for the children read Create skips.
+var errNotRead = errors.New("zk2topo: not read")
 
 // WaitGone implements claims.Driver: an exists watch on e alone (on the
 // current session), so that only e's deletion, or the end of the watch

@@ -114,11 +114,12 @@ func (r entryStat) owned(s *zkSession) bool {
 
 // watchEntry follows the entry node (token token) of session s through
 // its exists watch ch, re-armed after other events: once it is deleted
-// (by its own claim, or behind the holder's back), no longer owned by s,
-// or the watch ends, s forgets it and its claim, if live, ends as lost
+// (by its own claim, or behind the holder's back) or no longer owned by
+// s, s forgets it and its claim, if live, ends as lost
 // (claims.Session.LoseEntry: Done closes, the leadership context is
-// cancelled). The session's end needs no watching: lose declares every
-// claim on it lost.
+// cancelled). The session's end is not this watch's business (the
+// client ends its watches then): lose declares every claim on it lost,
+// and only lose.
 func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan zk.Event) {
 	c.bg.Add(1)
 	go func() {
@@ -126,7 +127,12 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 		for {
 			select {
 			case ev := <-ch:
-				if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNotWatching {
+				switch ev.Type {
+				case zk.EventNotWatching:
+					// The client ended its watches: its session is over,
+					// and lose has ended the claims on it.
+					return
+				case zk.EventNodeDeleted:
 					s.forget(node, token)
 					s.claims.LoseEntry(node, token)
 					return

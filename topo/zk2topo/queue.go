@@ -234,7 +234,7 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 
 // reapOrphanValues deletes the value znodes of session s under the
 // election directory parentZp whose candidate is not a live entry of s
-// (a candidate create whose answer was lost made both; see values.go).
+// (a candidate create whose answer was lost made both; see leader.go).
 func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp string) {
 	p := c.relPath(parentZp)
 	vdir := parentZp + "/" + valuesDir

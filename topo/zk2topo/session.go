@@ -49,9 +49,8 @@ type zkSession struct {
 	authDone atomic.Bool
 	synced   atomic.Bool // a sync ran on this session before its first read
 
-	mu             sync.Mutex
-	connected      bool      // the library has the session on a live connection
-	disconnectedAt time.Time // when the connection was last lost
+	mu        sync.Mutex
+	connected bool // the library has the session on a live connection
 	// entries are the session's live lock and election entries, by
 	// znode path (see entry.go).
 	entries map[string]*entry
@@ -180,11 +179,7 @@ func (s *zkSession) onEvent(ev zk.Event) {
 		s.c.removeStepped(s)
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
 		s.mu.Lock()
-		was := s.connected
 		s.connected = false
-		if was {
-			s.disconnectedAt = time.Now()
-		}
 		s.mu.Unlock()
 		s.stepDown()
 	}
