@@ -41,7 +41,8 @@
 // when the driver says the session is (zkSession.lose, the only place).
 // Files: driver.go (the queue: Create, List, WaitGone, Delete, Held),
 // entry.go (what a session knows of its entries, the watch behind Done),
-// lock.go (lock entries), leader.go (candidates, values, Head, SetValue,
+// lock.go (lock entries), pipeline.go (the reads pipelined behind a lock
+// entry's create), leader.go (candidates, values, Head, SetValue,
 // stepping down on a dropped connection), resume.go (ResumeInfo and
 // Resume), queue.go (entry creation whose outcome may be lost, orphan
 // reaping), session.go (sessions).
@@ -127,9 +128,9 @@
 // passes from entry to entry only in creation order, so every later
 // holder's token is greater (the argument is in driver.go). The token is
 // read on the entry's session with an exists request that also sets the
-// watch behind Done (go-zookeeper has no create that returns a Stat),
-// sent with the children read of the entry's queue when the create
-// returns: an uncontended Lock waits two round trips.
+// watch behind Done (go-zookeeper has no create that returns a Stat):
+// pipelined behind a lock entry's create when the Conn can predict the
+// entry's name, otherwise sent when the create returns (see pipeline.go).
 //
 // Done closes on Unlock (Stop or Resign for a term), when the claim's
 // session ends (expired, given up, Close: within the declaration, see

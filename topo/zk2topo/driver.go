@@ -73,10 +73,13 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			return claims.Entry{}, nil, err
 		}
 		var node string
+		var pl pipelined
 		if q.Election {
 			node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
 		} else {
+			pl = c.pipeline(ctx, s, q.Path, parent, opts.Exclusive || s.noEntryUnder(parent))
 			node, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles)
+			pl.stop()
 		}
 		if err != nil {
 			if code := topo.CodeOf(err); s.isLost() && code != topo.Timeout && code != topo.Interrupted && attempt < 3 {
@@ -84,25 +87,33 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			return claims.Entry{}, nil, err
 		}
-		e, err := d.admit(ctx, s, q, parent, node, contents, opts.Exclusive)
+		e, err := d.admit(ctx, s, q, parent, node, contents, opts.Exclusive, pl)
 		return e, s.claims, err
 	}
 }
 
 // admit reads the new entry node's Stat (with the watch behind Done) and
-// the queue's children at once, on the entry's session, and records the
-// token. With exclusive, when another entry is ahead, it deletes node and
-// returns a *claims.BusyError naming the head (read while node is
-// deleted), or a plain NodeExists when the head could not be read.
-func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent, node, contents string, exclusive bool) (claims.Entry, error) {
+// the queue's children at once, on the entry's session, unless the reads
+// pipelined behind its create (pl, see pipeline.go) answered them, and
+// records the token. With exclusive, when another entry is ahead, it
+// deletes node and returns a *claims.BusyError naming the head (read
+// while node is deleted), or a plain NodeExists when the head could not
+// be read.
+func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent, node, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
 	c := d.c
-	stat := c.statEntry(ctx, s, q.Path, node)
-	type childrenRes struct {
-		names []string
-		err   error
+	name := node[len(parent)+1:]
+	var stat <-chan entryStat
+	if r, ok := pl.token(s, parent, node); ok {
+		ch := make(chan entryStat, 1)
+		ch <- r
+		stat = ch
+	} else {
+		stat = c.statEntry(ctx, s, q.Path, node)
 	}
 	kids := make(chan childrenRes, 1)
-	if !exclusive && !s.soleEntry(parent, node) {
+	if k, ok := pl.children(name); ok {
+		kids <- k
+	} else if !exclusive && !s.soleEntry(parent, node) {
 		// List could not use it (see soleEntry): not read.
 		kids <- childrenRes{err: errNotRead}
 	} else {
@@ -136,7 +147,6 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent,
 	e := claims.Entry{Token: r.st.Czxid, Key: node, Session: sessionName(s.zk.SessionID()), Contents: contents}
 	s.setToken(node, e.Token)
 	c.watchEntry(s, q.Path, node, e.Token, r.ch)
-	name := node[len(parent)+1:]
 	if exclusive {
 		if k.err != nil {
 			c.dropEntry(s, node, q.Election)
@@ -224,6 +234,22 @@ func (s *zkSession) soleEntry(parent, node string) bool {
 	return true
 }
 
+// noEntryUnder reports whether the session has no entry under parent and
+// no create in flight there.
+func (s *zkSession) noEntryUnder(parent string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[parent] > 0 {
+		return false
+	}
+	for n := range s.entries {
+		if zkDir(n) == parent {
+			return false
+		}
+	}
+	return true
+}
+
 // errNotRead stands for the children read Create skips.
 var errNotRead = errors.New("zk2topo: not read")
 
@@ -276,6 +302,9 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 	switch {
 	case err == nil:
 		s.forget(e.Key, e.Token)
+		if !q.Election {
+			c.noteReleased(e.Key)
+		}
 		return nil
 	case s.isLost():
 		return claims.ErrNotHeld
