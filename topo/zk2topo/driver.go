@@ -197,10 +197,11 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 		}
 		names = entryNames(names)
 	}
+	own := c.ownEntries(parent, q.Election && len(names) > 0, parent+"/"+firstOf(names))
 	out := make([]claims.Entry, len(names))
 	for i, n := range names {
 		node := parent + "/" + n
-		out[i] = claims.Entry{Key: node, Token: c.ownToken(node, q.Election && i == 0)}
+		out[i] = claims.Entry{Key: node, Token: own[node]}
 	}
 	return out, nil
 }
@@ -248,6 +249,14 @@ func (s *zkSession) noEntryUnder(parent string) bool {
 		}
 	}
 	return true
+}
+
+// firstOf returns names[0], "" when names is empty.
+func firstOf(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }
 
 // errNotRead stands for the children read Create skips.

@@ -53,26 +53,29 @@ func (s *zkSession) forget(node string, token int64) {
 	}
 }
 
-// ownToken returns the token of node when it is a live entry of one of
-// c's sessions, 0 otherwise; with head it also marks that entry as heading
-// its election (see entry.head).
-func (c *Conn) ownToken(node string, head bool) int64 {
+// ownEntries returns the tokens of the live entries of c's sessions under
+// parent whose token is known, by znode path; with markHead it also marks
+// the entry head, when it is one of them, as heading its election (see
+// entry.head).
+func (c *Conn) ownEntries(parent string, markHead bool, head string) map[string]int64 {
 	c.mu.Lock()
 	ss := append([]*zkSession{c.cur}, c.resumed...)
 	c.mu.Unlock()
+	own := map[string]int64{}
 	for _, s := range ss {
 		s.mu.Lock()
-		e := s.entries[node]
-		if e != nil && e.token != 0 {
-			if head && e.election {
+		for n, e := range s.entries {
+			if e.token == 0 || zkDir(n) != parent {
+				continue
+			}
+			own[n] = e.token
+			if markHead && n == head && e.election {
 				e.head = true
 			}
-			s.mu.Unlock()
-			return e.token
 		}
 		s.mu.Unlock()
 	}
-	return 0
+	return own
 }
 
 // entryStat is the answer to an exists request on an entry.
