@@ -75,6 +75,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		var node string
 		var pl pipelined
 		if q.Election {
+			c.removeStepped(s, parent)
 			node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
 		} else {
 			pl = c.pipeline(ctx, s, q.Path, parent, opts.Exclusive || s.noEntryUnder(parent))
@@ -101,6 +102,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 // be read.
 func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent, node, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
 	c := d.c
+	defer pl.drain()
 	name := node[len(parent)+1:]
 	var stat <-chan entryStat
 	if r, ok := pl.token(s, parent, node); ok {

@@ -315,10 +315,10 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, cs *claims.Session
 // server may expire the session (and let another candidate lead) without
 // this process knowing. stepDown, run when the session's connection
 // drops, ends the claims of the session's candidates that may lead (those
-// a List showed heading their election) as lost; once the session is
-// connected again, removeStepped removes their entries (on that session),
-// so that the next WaitForLeadership, which enters anew, is not queued
-// behind its own old entry.
+// a List showed heading their election) as lost; removeStepped removes
+// their entries (on that session) before the Conn enters the election
+// again, so that the next WaitForLeadership, which enters anew, is not
+// queued behind its own old entry.
 func (s *zkSession) stepDown() {
 	type lost struct {
 		node  string
@@ -338,25 +338,22 @@ func (s *zkSession) stepDown() {
 	}
 }
 
-// removeStepped removes, in the background, the entries stepDown gave up
-// on session s, now connected again.
-func (c *Conn) removeStepped(s *zkSession) {
+// removeStepped removes the entries stepDown gave up on session s under
+// the election directory dirZp, on s: before the Conn enters that
+// election again (Create). Stop and Resign remove them too (the engine
+// withdraws the lost candidacy). Not at reconnection: a request answered
+// while the client re-registers its watches races in go-zookeeper
+// v1.0.4 (its lastZxid).
+func (c *Conn) removeStepped(s *zkSession, dirZp string) {
 	s.mu.Lock()
 	var nodes []string
 	for n, e := range s.entries {
-		if e.stepped {
+		if e.stepped && zkDir(n) == dirZp {
 			nodes = append(nodes, n)
 		}
 	}
 	s.mu.Unlock()
-	if len(nodes) == 0 || c.closed.Load() {
-		return
+	for _, n := range nodes {
+		c.dropEntry(s, n, true)
 	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		for _, n := range nodes {
-			c.dropEntry(s, n, true)
-		}
-	}()
 }

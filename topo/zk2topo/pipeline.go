@@ -100,6 +100,19 @@ func (pl pipelined) children(name string) (childrenRes, bool) {
 	return k, ok && k.err == nil && slices.Contains(k.names, name)
 }
 
+// drain waits for the pipelined reads that were sent (those that were
+// not are closed by stop), so that none is written after Create returned.
+func (pl pipelined) drain() {
+	if pl.stat != nil {
+		for range pl.stat {
+		}
+	}
+	if pl.kids != nil {
+		for range pl.kids {
+		}
+	}
+}
+
 // behindCreate sends read on session s once a create's frame under
 // parent was written there; the channel yields its answer, or nothing
 // when it was not sent (stop came first) or failed.

@@ -176,7 +176,6 @@ func (s *zkSession) onEvent(ev zk.Event) {
 		s.mu.Lock()
 		s.connected = true
 		s.mu.Unlock()
-		s.c.removeStepped(s)
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
 		s.mu.Lock()
 		s.connected = false
