@@ -32,6 +32,9 @@ test-deps:
 # other test, ZooKeeper's included, runs with it.
 ZKPKG   := github.com/topokit/topokit/topo/zk2topo
 ZKPART  := ^TestConformance$$/^(Partition|Stale)$$
+# ZKMUT runs the mutation kit's engine mutants on zk2topo, each against the
+# whole suite, partition subtests included: without -race too.
+ZKMUT   := ^TestMutants$$
 
 ## test: install what the tests need, then run every test (real servers)
 test: test-deps
@@ -46,6 +49,8 @@ test-run:
 		$(GO) test $(TESTFLAGS) -skip '$(ZKPART)' $(ZKPKG); \
 		echo "$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKPART)' $(ZKPKG)"; \
 		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKPART)' $(ZKPKG); \
+		echo "$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKMUT)' $(ZKPKG)"; \
+		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKMUT)' $(ZKPKG); \
 	fi
 	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
 	cd interop/etcd37 && $(GO) test $(TESTFLAGS) -skip '^TestConformance/^(SessionLoss|Fence|LeaderValues|Semaphore|Stale)$$/^(Lock|Leader|Waiter|Reuse|Tokens|Terms|Done|ProclaimDeposed|Resume|SessionLoss|NeverMoreThanLimit|AfterSessionLoss)$$' ./...

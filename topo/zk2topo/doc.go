@@ -21,12 +21,31 @@
 //     leader and the one before its own for its predecessor: "values"
 //     sorts after every sequence name, so Vitess never takes it for a
 //     candidate ahead of a real one, and reads its empty data as "nobody
-//     leads" only when no candidate exists (see values.go).
+//     leads" only when no candidate exists (see leader.go).
 //
 // Versions are the znode's Stat.Version (starting at 0). ZooKeeper keeps no
 // history, so GetVersion returns NoImplementation. Paths follow the shared
 // reserved-name rule (backendkit.CheckCreate, backendkit.CheckLockPath,
 // backendkit.CheckElection).
+//
+// # Locks and elections: the claims engine
+//
+// The Conn's Lock, TryLock, LockWithTTL, LockName, NewLeaderParticipation
+// and ResumeLeaderParticipation are the claims engine's (topo/claims: the
+// order of contenders, who holds, TryLock's holder error, fencing tokens,
+// Done, terms, leader values, resume, argument checks), run over a small
+// driver (driver.go) in ZooKeeper's primitives: an entry is an
+// ephemeral-sequential znode of the Conn's session, the queue is its
+// parent's children in sequence order, a waiter watches only the entry
+// just ahead of it, and the engine declares every claim of a session lost
+// when the driver says the session is (zkSession.lose, the only place).
+// Files: driver.go (the queue: Create, List, WaitGone, Delete, Held),
+// entry.go (what a session knows of its entries, the watch behind Done),
+// lock.go (lock entries), pipeline.go (the reads pipelined behind a lock
+// entry's create), leader.go (candidates, values, Head, SetValue,
+// stepping down on a dropped connection), resume.go (ResumeInfo and
+// Resume), queue.go (entry creation whose outcome may be lost, orphan
+// reaping), session.go (sessions).
 //
 // # Sessions
 //
@@ -45,36 +64,40 @@
 //   - the next call starts a new session; reads issued on an ended session
 //     are retried on the new one (they change nothing); writes are not
 //     (their outcome is unknown: Unavailable);
-//   - a lock, a waiting Lock and an election candidate belong to the
-//     session that created their entry, and every later request about that
-//     entry (the wait, Check, Unlock, the leader's watch, the candidate's
-//     removal, and a Txn guarded by IfHeld on it) runs on that session
-//     only. When it is over they report LockLost, end the leadership, or
-//     enter again on a new session; they
+//   - which request runs on which session: a lock, a waiting Lock and an
+//     election candidate belong to the session that created their entry
+//     (claims.Session), and every request that reads the entry's own
+//     state or changes it (its token's read and the watch behind Done,
+//     Check, Unlock, Stop and Resign's removal, Proclaim, a waiter giving
+//     up, and a Txn guarded by IfHeld on it) runs on that session only.
+//     When it is over they report LockLost or end the leadership, and
 //     never touch the entry's name on another session (a znode of that
-//     name may by then belong to someone else);
-//   - the moment a session is declared over, every claim on it has ended
-//     as its holder sees it: a held lock's Done is closed, every
-//     leadership context on it (WaitForLeadership, Campaign) is cancelled
-//     and its term's Done closed, before the session reads as over
-//     (Check's LockLost, a waiting Lock giving up on it). They are
-//     children of one context of the session, cancelled within the
-//     declaration itself, not by goroutines that would notice a moment
-//     later;
+//     name may by then belong to someone else). Reads of a queue (the
+//     engine's List, the exists watch on a waiter's predecessor, Leader,
+//     Observe) run on the Conn's current session: they change nothing;
+//   - the moment a session is declared over (lose), every claim on it has
+//     ended as its holder sees it: claims.Session.Lost closes every
+//     lock's Done, cancels every leadership context on it and wakes its
+//     waiters, before the session reads as over (Check's LockLost, a
+//     waiting Lock giving up on it);
 //   - a session is given up once its latest answered request was sent more
 //     than (negotiated session timeout - Options.SafetyMargin) ago: from
 //     then on the server may expire it and hand its locks and leadership to
 //     another client, so the holder steps down first. The server heard from
 //     the session no earlier than that request's send time, and expires it
 //     no earlier than one session timeout after last hearing from it.
-//     Leadership also ends as soon as the connection drops.
+//     Leadership also ends as soon as the connection drops (stepDown):
+//     the leading candidacy is given up, its entry removed once
+//     reconnected, and WaitForLeadership enters anew.
 //
 // # Which znodes the library deletes, and when
 //
 //   - a lock or election entry: only its own, on the session that created
-//     it (Unlock, a Lock or TryLock that gives up, Stop, and an entry whose
-//     create lost its answer, found by owner and deleted on the same live
-//     session); the server deletes the rest with their session;
+//     it, while that session still knows it with its token (Unlock, a
+//     Lock or TryLock that gives up, Stop, Resign, a leader's entry after
+//     its connection dropped, and an entry whose create lost its answer,
+//     found by owner and deleted on the same live session); the server
+//     deletes the rest with their session;
 //   - a file: Delete, at the caller's version when one is given;
 //   - a directory znode: only when a read on the Conn showed it empty (no
 //     data, no child but an empty "locks" znode), deleted at the data
@@ -103,21 +126,16 @@
 // Zxids grow with every committed write of the ensemble, across sessions,
 // leader changes (a new epoch) and restarts, and a lock (or leadership)
 // passes from entry to entry only in creation order, so every later
-// holder's token is greater (the argument is in fence.go). The token is
+// holder's token is greater (the argument is in driver.go). The token is
 // read on the entry's session with an exists request that also sets the
 // watch behind Done (go-zookeeper has no create that returns a Stat):
-// pipelined behind the create when the Conn can predict the entry's name
-// (it released the previous entry there), otherwise sent when the create
-// returns (free while the claim waits for a predecessor, one round trip
-// when the lock is free at once).
+// pipelined behind a lock entry's create when the Conn can predict the
+// entry's name, otherwise sent when the create returns (see pipeline.go).
 //
-// Done closes on Unlock (Stop for a term), when the claim's session ends
-// (expired, given up, Close: within the declaration, see Sessions), and
-// when the watch sees the entry deleted.
-// A term also ends when the leadership context is cancelled (a dropped
-// connection ends leadership at once); leading again on the same entry
-// after reconnecting gives a new term with the same token (nobody can have
-// led in between: the entry stayed the lowest).
+// Done closes on Unlock (Stop or Resign for a term), when the claim's
+// session ends (expired, given up, Close: within the declaration, see
+// Sessions), and when the watch sees the entry deleted or taken over by
+// another session. A term also ends when its connection drops.
 //
 // # Transactions
 //

@@ -58,7 +58,7 @@ func TestLockTokenIsCzxid(t *testing.T) {
 			l, err = c.LockName(ctx, "d", "x")
 		}
 		require.NoError(t, err)
-		_, st, err := raw.Exists(l.(*lockDesc).node)
+		_, st, err := raw.Exists(entryNode(l))
 		require.NoError(t, err)
 		require.Equal(t, st.Czxid, l.Token())
 		require.Greater(t, l.Token(), last)
@@ -98,13 +98,13 @@ func TestLockTokenSameConn(t *testing.T) {
 		}
 		l, err := c.Lock(ctx, "d", "x")
 		require.NoError(t, err)
-		_, st, err := raw.Exists(l.(*lockDesc).node)
+		_, st, err := raw.Exists(entryNode(l))
 		require.NoError(t, err)
 		require.Equal(t, st.Czxid, l.Token(), "round %d", i)
 		require.Greater(t, l.Token(), last)
 		last = l.Token()
 		if i == 10 {
-			require.NoError(t, raw.Delete(l.(*lockDesc).node, -1))
+			require.NoError(t, raw.Delete(entryNode(l), -1))
 			requireClosed(t, l.Done(), "entry deleted")
 			require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
 			continue
@@ -141,11 +141,11 @@ func TestLockDone(t *testing.T) {
 	l, err = c.Lock(ctx, "d", "x")
 	require.NoError(t, err)
 	// Another client rewrites the entry's data: still held.
-	_, err = raw.Set(l.(*lockDesc).node, []byte("y"), -1)
+	_, err = raw.Set(entryNode(l), []byte("y"), -1)
 	require.NoError(t, err)
 	require.NoError(t, l.Check(ctx))
 	requireOpen(t, l.Done(), "entry rewritten")
-	require.NoError(t, raw.Delete(l.(*lockDesc).node, -1))
+	require.NoError(t, raw.Delete(entryNode(l), -1))
 	requireClosed(t, l.Done(), "entry deleted")
 	require.ErrorIs(t, l.Check(ctx), topo.LockLost)
 	_, err = topo.GuardedUpdate(ctx, c, l, "d/f", []byte("stale"), nil)
@@ -271,7 +271,7 @@ func TestStaleGuardedWritePartitioned(t *testing.T) {
 	require.NoError(t, err)
 	la, err := a.Lock(ctx, "d", "a")
 	require.NoError(t, err)
-	entryA := la.(*lockDesc).node
+	entryA := entryNode(la)
 
 	proxy.Blackhole()
 	stale := make(chan error, 1)
@@ -287,7 +287,7 @@ func TestStaleGuardedWritePartitioned(t *testing.T) {
 	require.NoError(t, err)
 	lb, err := b.Lock(ctx, "d", "b")
 	require.NoError(t, err)
-	require.Equal(t, entryA, lb.(*lockDesc).node, "the test needs the successor's entry to have A's old name")
+	require.Equal(t, entryA, entryNode(lb), "the test needs the successor's entry to have A's old name")
 	require.Greater(t, lb.Token(), la.Token())
 	_, err = topo.GuardedUpdate(ctx, b, lb, "d/f", []byte("successor"), nil)
 	require.NoError(t, err)
@@ -374,7 +374,7 @@ func TestElectionTerm(t *testing.T) {
 		again, err := p.Term()
 		require.NoError(t, err)
 		require.Same(t, tm, again, "one Fence per term")
-		_, st, err := raw.Exists(tm.(*term).node)
+		_, st, err := raw.Exists(entryNode(tm))
 		require.NoError(t, err)
 		require.Equal(t, st.Czxid, tm.Token())
 		require.Greater(t, tm.Token(), last)
@@ -502,14 +502,14 @@ func TestDeletedEntryNameReused(t *testing.T) {
 
 	la, err := a.Lock(ctx, "d", "a1")
 	require.NoError(t, err)
-	entry := la.(*lockDesc).node
+	entry := entryNode(la)
 	require.NoError(t, raw.Delete(entry, -1))
 	deleteLocksZnode(t, raw, locks)
 	// The same session takes the lock again, under the same name; la's
 	// watch may not have fired yet.
 	lb, err := a.Lock(ctx, "d", "a2")
 	require.NoError(t, err)
-	require.Equal(t, entry, lb.(*lockDesc).node, "the test needs the name reused")
+	require.Equal(t, entry, entryNode(lb), "the test needs the name reused")
 	_, err = topo.GuardedUpdate(ctx, a, la, "d/f", []byte("stale"), nil)
 	requireTxnErr(t, err, 0, topo.LockLost)
 	require.ErrorIs(t, la.Unlock(ctx), topo.LockLost)
@@ -523,7 +523,7 @@ func TestDeletedEntryNameReused(t *testing.T) {
 	deleteLocksZnode(t, raw, locks)
 	lc, err := b.Lock(ctx, "d", "b")
 	require.NoError(t, err)
-	require.Equal(t, entry, lc.(*lockDesc).node, "the test needs the name reused")
+	require.Equal(t, entry, entryNode(lc), "the test needs the name reused")
 	_, err = topo.GuardedUpdate(ctx, a, lb, "d/f", []byte("stale"), nil)
 	requireTxnErr(t, err, 0, topo.LockLost)
 	require.ErrorIs(t, lb.Unlock(ctx), topo.LockLost)

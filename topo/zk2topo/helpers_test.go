@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -92,4 +93,13 @@ func expireSession(t testing.TB, conn topo.Conn, addr string) {
 	case <-time.After(hangGuard):
 		t.Fatal("the Conn did not notice its session expired")
 	}
+}
+
+// entryNode returns the znode of the lock or election entry behind f.
+func entryNode(f topo.Fence) string {
+	g, ok := claims.FenceGuard(f)
+	if !ok {
+		panic("not a claim of the engine")
+	}
+	return g.Entry().Key
 }

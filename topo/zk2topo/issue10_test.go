@@ -152,7 +152,7 @@ func staleUnlock(t *testing.T, root string, a *Conn, proxy proxies, expire func(
 	require.NoError(t, err)
 	la, err := a.Lock(ctx, "d", "A")
 	require.NoError(t, err)
-	entryA := la.(*lockDesc).node
+	entryA := entryNode(la)
 
 	expire(raw)
 
@@ -161,7 +161,7 @@ func staleUnlock(t *testing.T, root string, a *Conn, proxy proxies, expire func(
 	require.NoError(t, err)
 	lc, err := cConn.Lock(ctx, "d", "C")
 	require.NoError(t, err)
-	require.Equal(t, entryA, lc.(*lockDesc).node, "the test needs C's entry to have A's old name")
+	require.Equal(t, entryA, entryNode(lc), "the test needs C's entry to have A's old name")
 
 	unlocked := make(chan error, 1)
 	done := make(chan struct{})

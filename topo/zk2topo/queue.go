@@ -110,9 +110,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 			delete(s.pending, parentZp)
 		}
 		if err == nil && !s.isLost() {
-			s.entries[node] = true
-			s.nextGen++
-			s.gens[node] = s.nextGen
+			s.entries[node] = &entry{election: !lock, value: extra}
 		}
 		s.mu.Unlock()
 		if errors.Is(err, zk.ErrConnectionClosed) && !c.closed.Load() && !s.isLost() {
@@ -122,7 +120,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		case results <- result{node, extra, err}:
 		case <-abandoned:
 			if err == nil {
-				c.dropEntry(s, node, extra, lock)
+				c.dropEntry(s, node, !lock)
 			}
 		}
 	}()
@@ -135,7 +133,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		select {
 		case r := <-results:
 			if r.err == nil {
-				c.dropEntry(s, r.node, r.extra, lock)
+				c.dropEntry(s, r.node, !lock)
 			}
 		default:
 		}
@@ -143,27 +141,29 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	}
 }
 
-// dropEntry deletes an abandoned entry node (and its extra znode) of
-// session s with a fresh context; lock as for createEntryWith.
-func (c *Conn) dropEntry(s *zkSession, node, extra string, lock bool) {
-	if lock {
+// dropEntry deletes an abandoned entry node of session s (a candidate's
+// with its value znode) with a fresh context.
+func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
+	if !election {
 		c.deleteLockEntry(s, node)
 		return
 	}
-	if extra == "" {
-		c.deleteEntry(s, node)
+	rec := s.entry(node)
+	if rec == nil {
 		return
 	}
 	ctx, cancel := freshContext()
 	defer cancel()
-	_ = c.deleteCandidate(ctx, s, node, extra)
+	if c.deleteCandidate(ctx, s, node, rec.value) == nil {
+		s.forget(node, 0)
+	}
 }
 
 // deleteEntry deletes an entry of session s with a fresh context and
 // forgets it. Nothing is sent once the session is over (the server deleted
 // the entry with it).
 func (c *Conn) deleteEntry(s *zkSession, node string) {
-	s.forget(node)
+	s.forget(node, 0)
 	if c.closed.Load() || s.isLost() {
 		return
 	}
@@ -188,40 +188,6 @@ func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	c.cleanupDir(ctx, zkDir(zkDir(node)))
 }
 
-// forget drops node from the session's record of its entries.
-func (s *zkSession) forget(node string) {
-	s.mu.Lock()
-	delete(s.entries, node)
-	delete(s.gens, node)
-	s.mu.Unlock()
-}
-
-// createState returns how many entry creates under parentZp the session
-// has started, and how many are in flight.
-func (s *zkSession) createState(parentZp string) (started uint64, inFlight int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.creates[parentZp], s.pending[parentZp]
-}
-
-// entryGen returns the generation of the session's recorded entry node:
-// a number that changes when the session creates an entry of the same
-// name again (after the first was deleted behind its back and its parent
-// re-created, which restarts the sequence), 0 when node is not recorded.
-// A claim holds only while the generation it was created with is current.
-func (s *zkSession) entryGen(node string) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gens[node]
-}
-
-// owns reports whether node is a recorded entry of the session.
-func (s *zkSession) owns(node string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.entries[node]
-}
-
 // reapOrphans deletes the entries under parentZp that belong to session s
 // but that it does not know (made by a create whose answer was lost).
 func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
@@ -240,7 +206,7 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 	for _, ch := range children {
 		node := parentZp + "/" + ch
 		s.mu.Lock()
-		skip := s.entries[node] || s.pending[parentZp] > 0
+		skip := s.entries[node] != nil || s.pending[parentZp] > 0
 		s.mu.Unlock()
 		if skip {
 			continue
@@ -256,7 +222,7 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 			continue
 		}
 		s.mu.Lock()
-		skip = s.entries[node] || s.pending[parentZp] > 0
+		skip = s.entries[node] != nil || s.pending[parentZp] > 0
 		s.mu.Unlock()
 		if !skip {
 			c.log.Info("zk2topo: deleting a lock or election entry whose create lost its answer", "znode", node)
@@ -268,7 +234,7 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 
 // reapOrphanValues deletes the value znodes of session s under the
 // election directory parentZp whose candidate is not a live entry of s
-// (a candidate create whose answer was lost made both; see values.go).
+// (a candidate create whose answer was lost made both; see leader.go).
 func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp string) {
 	p := c.relPath(parentZp)
 	vdir := parentZp + "/" + valuesDir

@@ -17,6 +17,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // FactoryName is the name zk2topo registers its factory under.
@@ -102,6 +103,10 @@ type Options struct {
 	// default jute.maxbuffer); values above 1.5 MiB - 4 (the client
 	// library's buffer) count as that.
 	MaxTxnBytes int
+
+	// defect is a deliberate defect of the Conn's claims engine, for the
+	// mutation kit only (mutants_test.go).
+	defect claims.Defect
 
 	// Dialer, if set, replaces net.DialTimeout for the connections to the
 	// servers.
@@ -203,7 +208,17 @@ type Conn struct {
 	sortPool  sync.Pool // *sortScratch of ListDir's sortNames
 	listCache listCache // sorted names of large directories, see listCache
 
-	seqHints sync.Map // locks znode path → the next entry's expected sequence (int64), see noteReleased
+	// stash keeps, per queue (its parent znode), the children read that
+	// the latest Create made there (a listing; see driver.List).
+	stash sync.Map
+	// seqHints keeps, per "locks" znode, the sequence its next entry is
+	// expected to get (int64; see noteReleased).
+	seqHints sync.Map
+
+	// Claims are c's locks and elections: eng, the claims engine, run over
+	// c's driver (driver.go).
+	claims.Claims
+	eng *claims.Engine
 
 	lastDialErr atomic.Pointer[error] // the latest failed dial, for NewConn's error
 }
@@ -298,6 +313,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	c.sem = make(chan struct{}, n)
 	c.jobs = make(chan job)
+	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
+	c.Claims = c.eng
 	s, err := c.newSession()
 	if err != nil {
 		return nil, backendkit.Wrap(topo.InvalidArgument, strings.Join(opts.Servers, ","), err)
@@ -384,6 +401,7 @@ func (c *Conn) live(ctx context.Context, p string) (*zkSession, error) {
 // return Closed. It is idempotent and safe for concurrent use.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
+		c.eng.Close()
 		c.closed.Store(true)
 		close(c.closing)
 		c.mu.Lock()

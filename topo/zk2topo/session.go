@@ -13,6 +13,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // zkSession is one ZooKeeper session, and the one *zk.Conn that carries it.
@@ -29,13 +30,12 @@ type zkSession struct {
 	obs *sessionObserver
 
 	lost chan struct{} // closed when the session is over
-	// lostCtx is cancelled when the session is over, just before lost is
-	// closed. The claims on the session (a lock's Done, the leadership
-	// contexts and their terms' Done) are its children, so they end
-	// within lose itself: whoever sees lost closed (isLost, Check) sees
-	// every claim on the session ended too.
-	lostCtx  context.Context
-	lostNow  context.CancelFunc
+	// claims is the claims engine's view of the session: lose declares it
+	// lost (claims.Session.Lost) just before lost is closed, so every
+	// claim on the session (a lock's Done, the leadership contexts and
+	// their terms' Done) ends within lose itself: whoever sees lost
+	// closed (isLost, Check) sees every claim on the session ended too.
+	claims   *claims.Session
 	ready    chan struct{} // closed once zk is set (lose may run before)
 	dead     atomic.Bool   // set (first) when the session is over: the dialer refuses
 	loseOnce sync.Once
@@ -49,16 +49,13 @@ type zkSession struct {
 	authDone atomic.Bool
 	synced   atomic.Bool // a sync ran on this session before its first read
 
-	mu             sync.Mutex
-	connected      bool      // the library has the session on a live connection
-	disconnectedAt time.Time // when the connection was last lost
-	funcs          []func()  // onLost
-	suspend        []func()  // onDisconnect
-	entries        map[string]bool
-	gens           map[string]uint64 // entry → generation, see entryGen
-	nextGen        uint64
-	creates        map[string]uint64 // parent znode → entry creates started under it
-	pending        map[string]int
+	mu        sync.Mutex
+	connected bool // the library has the session on a live connection
+	// entries are the session's live lock and election entries, by
+	// znode path (see entry.go).
+	entries map[string]*entry
+	creates map[string]uint64 // parent znode → entry creates started under it
+	pending map[string]int
 }
 
 // newSession starts a session (the servers are dialled in the
@@ -73,12 +70,11 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 		c:       c,
 		lost:    make(chan struct{}),
 		ready:   make(chan struct{}),
-		entries: map[string]bool{},
-		gens:    map[string]uint64{},
+		entries: map[string]*entry{},
 		creates: map[string]uint64{},
 		pending: map[string]int{},
 	}
-	s.lostCtx, s.lostNow = context.WithCancel(context.Background())
+	s.claims = claims.NewSession("", s)
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
 	s.obs.resumeID, s.obs.resumePw = id, passwd
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
@@ -182,40 +178,26 @@ func (s *zkSession) onEvent(ev zk.Event) {
 		s.mu.Unlock()
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
 		s.mu.Lock()
-		was := s.connected
 		s.connected = false
-		if was {
-			s.disconnectedAt = time.Now()
-		}
-		funcs := s.suspend
-		s.suspend = nil
 		s.mu.Unlock()
-		for _, f := range funcs {
-			f()
-		}
+		s.stepDown()
 	}
 }
 
-// lose ends the session for good: the dialer refuses, the onLost and
-// onDisconnect functions run, lostCtx is cancelled (and with it every
-// claim on the session: a lock's Done closes, leadership contexts are
-// cancelled, terms end), then lost is closed, all before lose returns;
-// the *zk.Conn is closed in the background (which fails every request
-// issued on it).
+// lose ends the session for good: the dialer refuses, the session is
+// declared lost to the claims engine (every claim on it ends: a lock's
+// Done closes, leadership contexts are cancelled, terms end, waiters
+// return LockLost), then lost is closed, all before lose returns; the
+// *zk.Conn is closed in the background (which fails every request issued
+// on it).
 func (s *zkSession) lose() {
 	s.dead.Store(true)
 	s.loseOnce.Do(func() {
 		s.mu.Lock()
-		funcs := append(s.funcs, s.suspend...)
-		s.funcs, s.suspend = nil, nil
 		s.connected = false
 		clear(s.entries) // the server deletes them with the session
-		clear(s.gens)
 		s.mu.Unlock()
-		for _, f := range funcs {
-			f()
-		}
-		s.lostNow() // the claims first: see lostCtx
+		s.claims.Lost() // the claims first: see claims
 		close(s.lost)
 		s.c.bg.Add(1)
 		go func() {
@@ -236,32 +218,6 @@ func (s *zkSession) isLost() bool {
 	default:
 		return false
 	}
-}
-
-// onLost registers f to run (synchronously, it must not block) when the
-// session ends. It returns false, without registering, when it is over.
-func (s *zkSession) onLost(f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.isLost() {
-		return false
-	}
-	s.funcs = append(s.funcs, f)
-	return true
-}
-
-// onDisconnect registers f to run (synchronously, it must not block) when
-// the connection drops or the session ends, whichever comes first. It
-// returns false, without registering, when the session is over or not
-// connected.
-func (s *zkSession) onDisconnect(f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.isLost() || !s.connected {
-		return false
-	}
-	s.suspend = append(s.suspend, f)
-	return true
 }
 
 // isConnected reports whether the session is on a live connection.

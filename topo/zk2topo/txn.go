@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // DefaultMaxTxnBytes is the largest transaction request, in bytes, a Conn
@@ -218,22 +219,22 @@ type fenceClaim struct {
 	ended func() bool
 }
 
-// claimOf finds the lock descriptor or term behind f.
+// claimOf finds the claims engine's claim behind f (claims.FenceGuard),
+// when a zk2topo Conn's engine issued it.
 func claimOf(f topo.Fence) (fenceClaim, bool) {
-	if l, ok := backendkit.FenceAs[*lockDesc](f); ok {
-		return fenceClaim{conn: l.c, sess: l.sess, node: l.node, ended: func() bool {
-			l.mu.Lock()
-			released := l.released
-			l.mu.Unlock()
-			return released || l.ended.Err() != nil || l.sess.isLost() || l.sess.entryGen(l.node) != l.gen
-		}}, true
+	g, ok := claims.FenceGuard(f)
+	if !ok {
+		return fenceClaim{}, false
 	}
-	if t, ok := backendkit.FenceAs[*term](f); ok {
-		return fenceClaim{conn: t.p.c, sess: t.sess, node: t.node, ended: func() bool {
-			return t.ended() || t.sess.isLost()
-		}}, true
+	d, ok := g.Driver().(driver)
+	if !ok {
+		return fenceClaim{}, false
 	}
-	return fenceClaim{}, false
+	s, e := g.Session().Ref().(*zkSession), g.Entry()
+	return fenceClaim{conn: d.c, sess: s, node: e.Key, ended: func() bool {
+		rec := s.entry(e.Key)
+		return !g.Live() || s.isLost() || rec == nil || rec.token != e.Token
+	}}, true
 }
 
 // sameServers reports whether a and b were opened on the same server

@@ -9,6 +9,7 @@ import (
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test"
 	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/test/mutation"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -22,16 +23,26 @@ const faultySessionTimeout = 15 * time.Second
 // front of one Conn; the faulty store is a 3-node ensemble whose leader is
 // killed.
 func TestConformance(t *testing.T) {
+	newStore, opts := wiring()
+	test.Run(t, newStore, opts)
+}
+
+// wiring is the conformance suite's wiring of the package's servers:
+// every Conn's engine gets mutation.EngineDefect (none outside a
+// mutation kit's child process).
+func wiring() (newStore func(t *testing.T) func() topo.Conn, opts test.Options) {
+	defect := mutation.EngineDefect()
 	var root string // the current subtest's root (subtests run one at a time)
-	test.Run(t, func(t *testing.T) func() topo.Conn {
+	newStore = func(t *testing.T) func() topo.Conn {
 		root = freshRoot(t)
 		r := root
 		return func() topo.Conn {
-			c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout}, r)
+			c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, defect: defect}, r)
 			require.NoError(t, err)
 			return c
 		}
-	}, test.Options{
+	}
+	opts = test.Options{
 		GetVersionUnsupported: true,
 		ExpireSession: func(t *testing.T, conn topo.Conn) {
 			expireSession(t, conn, testServer)
@@ -46,7 +57,7 @@ func TestConformance(t *testing.T) {
 			p, err := faultproxy.New(testServer)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = p.Close() })
-			c, err := NewConn(Options{Servers: []string{p.Addr()}, SessionTimeout: testSessionTimeout}, root)
+			c, err := NewConn(Options{Servers: []string{p.Addr()}, SessionTimeout: testSessionTimeout, defect: defect}, root)
 			require.NoError(t, err)
 			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
 		},
@@ -57,7 +68,7 @@ func TestConformance(t *testing.T) {
 			r := freshRoot(t)
 			opener := func(linearizable bool) func() topo.Conn {
 				return func() topo.Conn {
-					c, err := NewConn(Options{Servers: e.Addrs(), SessionTimeout: faultySessionTimeout, LinearizableReads: linearizable}, r)
+					c, err := NewConn(Options{Servers: e.Addrs(), SessionTimeout: faultySessionTimeout, LinearizableReads: linearizable, defect: defect}, r)
 					require.NoError(t, err)
 					return c
 				}
@@ -72,5 +83,6 @@ func TestConformance(t *testing.T) {
 				},
 			}
 		},
-	})
+	}
+	return newStore, opts
 }

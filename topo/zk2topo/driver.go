@@ -1,0 +1,419 @@
+package zk2topo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// driver implements claims.Driver on ZooKeeper: the Conn's Lock, TryLock,
+// LockWithTTL, LockName, NewLeaderParticipation and
+// ResumeLeaderParticipation are the claims engine's (topo/claims), run
+// over it. A queue is the children of a "locks" znode (a lock) or of an
+// election directory; an entry is an ephemeral-sequential child, created
+// on the Conn's current session (see entry.go for what a session knows
+// of its entries). The queue's order is the sequence number; an entry's
+// token is its creation zxid (Stat.Czxid).
+//
+// Why tokens are monotone (the argument every driver makes for its
+// store): zxids are ZooKeeper's global transaction ids, every committed
+// write getting one greater than all before it, across sessions, leader
+// changes (the epoch in the high 32 bits grows) and server restarts. The
+// engine grants an entry only once it heads its queue, so every entry
+// created before it in the same parent is gone; a later holder's entry
+// was created after the earlier holder's (a later transaction), or, when
+// the parent was removed and created again in between (its sequence
+// restarts), after the earlier entry was deleted, which came after its
+// creation. Either way the later holder's Czxid is greater.
+//
+// Requests about an entry (its token's read, the watch behind Done, its
+// removal, Check, Proclaim) run on the entry's own session, never on
+// another: after that session ended a znode of the entry's name may
+// belong to someone else. Reads of the queue (List, WaitGone, Head) run
+// on the Conn's current session: they change nothing.
+type driver struct{ c *Conn }
+
+var _ claims.Driver = driver{}
+
+// parent is the znode path of q's entries: <dir>/locks for a lock (/locks
+// for the root's), elections/<name> for an election.
+func (d driver) parent(q claims.Queue) string {
+	if q.Election {
+		return d.c.zkPath(electionsDir + "/" + q.Path)
+	}
+	if dirZp := d.c.zkPath(q.Path); dirZp != "/" {
+		return dirZp + "/" + locksDir
+	}
+	return "/" + locksDir
+}
+
+// Create implements claims.Driver: the entry (an election's with its
+// value znode, in one multi), on the Conn's current session, creating the
+// parents when needed; then, in one round trip, its Stat (the token, and
+// the watch behind Done) and the queue's children (for TryLock, and kept
+// for the engine's first List). An entry whose create fails because its
+// session ended is entered again on a new session (nothing of it outlives
+// the ended one), three times at most.
+func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
+	c := d.c
+	if !q.Election && c.internal(q.Path) {
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidPath, q.Path, errors.New("zk2topo: ZooKeeper's own znodes cannot be locked"))
+	}
+	parent := d.parent(q)
+	for attempt := 0; ; attempt++ {
+		s, err := c.live(ctx, q.Path)
+		if err != nil {
+			return claims.Entry{}, nil, err
+		}
+		var node string
+		var pl pipelined
+		if q.Election {
+			c.removeStepped(s, parent)
+			node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
+		} else {
+			pl = c.pipeline(ctx, s, q.Path, parent, opts.Exclusive || s.noEntryUnder(parent))
+			node, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles)
+			pl.stop()
+		}
+		if err != nil {
+			if code := topo.CodeOf(err); s.isLost() && code != topo.Timeout && code != topo.Interrupted && attempt < 3 {
+				continue
+			}
+			return claims.Entry{}, nil, err
+		}
+		e, err := d.admit(ctx, s, q, parent, node, contents, opts.Exclusive, pl)
+		return e, s.claims, err
+	}
+}
+
+// admit reads the new entry node's Stat (with the watch behind Done) and
+// the queue's children at once, on the entry's session, unless the reads
+// pipelined behind its create (pl, see pipeline.go) answered them, and
+// records the token. With exclusive, when another entry is ahead, it
+// deletes node and returns a *claims.BusyError naming the head (read
+// while node is deleted), or a plain NodeExists when the head could not
+// be read.
+func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent, node, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
+	c := d.c
+	defer pl.drain()
+	name := node[len(parent)+1:]
+	var stat <-chan entryStat
+	if r, ok := pl.token(s, parent, node); ok {
+		ch := make(chan entryStat, 1)
+		ch <- r
+		stat = ch
+	} else {
+		stat = c.statEntry(ctx, s, q.Path, node)
+	}
+	kids := make(chan childrenRes, 1)
+	if k, ok := pl.children(name); ok {
+		kids <- k
+	} else if !exclusive && !s.soleEntry(parent, node) {
+		// List could not use it (see soleEntry): not read.
+		kids <- childrenRes{err: errNotRead}
+	} else {
+		go func() {
+			res := make(chan []string, 1) // written by fn even after onSession gave up
+			err := c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
+				children, _, err := z.Children(parent)
+				if err == nil {
+					res <- children
+				}
+				return err
+			})
+			if err != nil {
+				kids <- childrenRes{err: err}
+				return
+			}
+			kids <- childrenRes{names: entryNames(<-res)}
+		}()
+	}
+	r, k := <-stat, <-kids
+	switch {
+	case r.err == errSessionOver || s.isLost():
+		return claims.Entry{}, claims.ErrNotHeld
+	case r.err != nil:
+		c.dropEntry(s, node, q.Election)
+		return claims.Entry{}, r.err
+	case !r.owned(s):
+		s.forget(node, 0)
+		return claims.Entry{}, claims.ErrNotHeld
+	}
+	e := claims.Entry{Token: r.st.Czxid, Key: node, Session: sessionName(s.zk.SessionID()), Contents: contents}
+	s.setToken(node, e.Token)
+	c.watchEntry(s, q.Path, node, e.Token, r.ch)
+	if exclusive {
+		if k.err != nil {
+			c.dropEntry(s, node, q.Election)
+			return claims.Entry{}, k.err
+		}
+		if len(k.names) > 0 && k.names[0] != name {
+			holder := c.readHolder(ctx, s, q.Path, parent+"/"+k.names[0])
+			c.dropEntry(s, node, q.Election)
+			return claims.Entry{}, <-holder
+		}
+	}
+	if k.err == nil && slices.Contains(k.names, name) {
+		c.stash.Store(parent, listing{sess: s, node: node, names: k.names})
+	}
+	return e, nil
+}
+
+// listing is the children of a queue read right after the Conn created
+// an entry in it, kept for the engine's first List of that entry (see
+// driver.List).
+type listing struct {
+	sess  *zkSession
+	node  string
+	names []string
+}
+
+// List implements claims.Driver: the queue's entry names, sorted (one
+// children read on the current session, retried on a new one; an absent
+// parent is an empty queue). Entries of the Conn's sessions carry their
+// token; the engine needs no other's. It answers without a request when
+// the children read that Create made is certain to show the caller's
+// entry: the Conn's current session has exactly one entry in the queue,
+// the one that read was made for, and no create in flight there.
+func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
+	c := d.c
+	parent := d.parent(q)
+	var names []string
+	if v, ok := c.stash.LoadAndDelete(parent); ok && c.stashValid(v.(listing), parent) {
+		names = v.(listing).names
+	} else {
+		err := c.read(ctx, q.Path, func(z *zk.Conn) error {
+			children, _, err := z.Children(parent)
+			names = children
+			return err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		names = entryNames(names)
+	}
+	own := c.ownEntries(parent, q.Election && len(names) > 0, parent+"/"+firstOf(names))
+	out := make([]claims.Entry, len(names))
+	for i, n := range names {
+		node := parent + "/" + n
+		out[i] = claims.Entry{Key: node, Token: own[node]}
+	}
+	return out, nil
+}
+
+// stashValid reports whether l is still valid for the queue under
+// parent: l's session is the Conn's current one and l's entry is its
+// only entry there, with no create in flight there (soleEntry). Then
+// every caller of List with a live entry in the queue is l's entry's
+// claim (the only live entries of the Conn's earlier sessions are the
+// resumed ones, which it then does not have), and l shows it.
+func (c *Conn) stashValid(l listing, parent string) bool {
+	c.mu.Lock()
+	cur, resumed := c.cur, len(c.resumed)
+	c.mu.Unlock()
+	return l.sess == cur && resumed == 0 && l.sess.soleEntry(parent, l.node)
+}
+
+// soleEntry reports whether node is the session's only entry under
+// parent, with no create in flight there.
+func (s *zkSession) soleEntry(parent, node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[parent] > 0 || s.entries[node] == nil {
+		return false
+	}
+	for n := range s.entries {
+		if n != node && zkDir(n) == parent {
+			return false
+		}
+	}
+	return true
+}
+
+// noEntryUnder reports whether the session has no entry under parent and
+// no create in flight there.
+func (s *zkSession) noEntryUnder(parent string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[parent] > 0 {
+		return false
+	}
+	for n := range s.entries {
+		if zkDir(n) == parent {
+			return false
+		}
+	}
+	return true
+}
+
+// firstOf returns names[0], "" when names is empty.
+func firstOf(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// errNotRead stands for the children read Create skips.
+var errNotRead = errors.New("zk2topo: not read")
+
+// WaitGone implements claims.Driver: an exists watch on e alone (on the
+// current session), so that only e's deletion, or the end of the watch
+// (a session's end), wakes the waiter.
+func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	c := d.c
+	var exists bool
+	var ch <-chan zk.Event
+	err := c.read(ctx, q.Path, func(z *zk.Conn) error {
+		var err error
+		exists, _, ch, err = z.ExistsW(e.Key)
+		return err
+	})
+	if err != nil || !exists {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closing:
+		return topo.NewError(topo.Closed, q.Path)
+	}
+}
+
+// Delete implements claims.Driver: on e's session only, while that
+// session lives and still knows e with its token (the watch behind Done
+// forgets an entry deleted behind its back, so a znode of the same name
+// made later by anyone is never deleted), and not after Close. A lock's directory is then
+// removed when nothing else is left in it (see releaseLock); a
+// candidate goes with its value znode, in one multi.
+func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) error {
+	c := d.c
+	s := cs.Ref().(*zkSession)
+	rec := s.entry(e.Key)
+	if c.closed.Load() || s.isLost() || rec == nil || rec.token != e.Token {
+		// Nothing is sent: Close ends the session, and the server deletes
+		// its entries with it.
+		return claims.ErrNotHeld
+	}
+	var err error
+	if q.Election {
+		err = c.deleteCandidate(ctx, s, e.Key, rec.value)
+	} else {
+		err = c.releaseLock(ctx, s, q.Path, e.Key)
+	}
+	switch {
+	case err == nil:
+		s.forget(e.Key, e.Token)
+		if !q.Election {
+			c.noteReleased(e.Key)
+		}
+		return nil
+	case s.isLost():
+		return claims.ErrNotHeld
+	case errors.Is(err, zk.ErrNoNode):
+		s.forget(e.Key, e.Token)
+		return claims.ErrNotHeld
+	}
+	return err
+}
+
+// errNotConnected is the cause of Check's Unavailable while the claim's
+// session is not provably alive.
+var errNotConnected = errors.New("zk2topo: the session of the lock or term is not connected")
+
+// Held implements claims.Driver (Check): false once e's session ended;
+// Unavailable while it is not provably alive (connected, and within the
+// safe window: session timeout minus Options.SafetyMargin); otherwise a
+// consistent read on that session (a sync, then an exists, pipelined)
+// says whether e is there, owned by the session, with its token. A held
+// entry heads its queue until it goes, so that is enough.
+func (d driver) Held(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) (bool, error) {
+	c := d.c
+	s := cs.Ref().(*zkSession)
+	if s.isLost() {
+		return false, nil
+	}
+	if !s.provablyAlive() {
+		return false, backendkit.Wrap(topo.Unavailable, q.Path, errNotConnected)
+	}
+	var exists bool
+	var st *zk.Stat
+	err := c.do(ctx, q.Path, func() error {
+		return s.syncThen(func() error {
+			var err error
+			exists, st, err = s.zk.Exists(e.Key)
+			return err
+		})
+	})
+	switch {
+	case s.isLost():
+		return false, nil
+	case err != nil:
+		return false, err
+	case !exists || st.EphemeralOwner != s.zk.SessionID() || st.Czxid != e.Token:
+		return false, nil
+	case !s.provablyAlive():
+		return false, backendkit.Wrap(topo.Unavailable, q.Path, errNotConnected)
+	}
+	return true, nil
+}
+
+// MapError implements claims.Driver: ErrNotHeld (an entry gone with its
+// session before it was admitted) is LockLost; the rest as convert does,
+// with ctx's end as Timeout or Interrupted.
+func (d driver) MapError(ctx context.Context, err error, path string) error {
+	if errors.Is(err, claims.ErrNotHeld) {
+		return backendkit.Wrap(topo.LockLost, path, err)
+	}
+	return backendkit.MapError(ctx, err, path, false, d.c.classify)
+}
+
+// sessionName is a session id as topo.LockHeldError reports it: "0x" and
+// hex digits, ZooKeeper's own form.
+func sessionName(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return fmt.Sprintf("0x%x", id)
+}
+
+// readHolder reads the lock entry zp (the holder, the lowest entry) on
+// session s, and yields TryLock's error: a *claims.BusyError naming the
+// holder by its entry's data (the contents it locked with) and its
+// session, or a plain NodeExists when the entry could not be read within
+// a second (the holder left meanwhile, the session or ctx ended).
+func (c *Conn) readHolder(ctx context.Context, s *zkSession, dp, zp string) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, abandonWait)
+		defer cancel()
+		type getRes struct {
+			data []byte
+			st   *zk.Stat
+		}
+		res := make(chan getRes, 1) // written by fn even after do gave up
+		err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+			data, st, err := z.Get(zp)
+			if err == nil {
+				res <- getRes{data, st}
+			}
+			return err
+		})
+		if err != nil {
+			out <- topo.NewError(topo.NodeExists, dp)
+			return
+		}
+		r := <-res
+		out <- &claims.BusyError{Head: claims.Entry{Key: zp, Token: r.st.Czxid, Contents: string(r.data), Session: sessionName(r.st.EphemeralOwner)}}
+	}()
+	return out
+}

@@ -1,0 +1,160 @@
+package zk2topo
+
+import (
+	"context"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// entry is what a session knows of one of its lock or election entries
+// (zkSession.entries, by znode path): recorded when its create returns,
+// its token once its Stat was read, forgotten when it is deleted (by its
+// claim, or behind its back: see watchEntry) and with the session.
+type entry struct {
+	// token is the entry's Czxid, 0 until read.
+	token int64
+	// value is an election entry's value znode, "" for none (see
+	// leader.go).
+	value string
+	// election marks a candidate; head, a candidate that a List showed
+	// heading its election (so possibly leading: see stepDown); stepped,
+	// a leading candidate given up when its connection dropped, removed
+	// once the session is connected again.
+	election, head, stepped bool
+}
+
+// entry returns the session's record of node, nil when it has none.
+func (s *zkSession) entry(node string) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[node]; e != nil {
+		cp := *e
+		return &cp
+	}
+	return nil
+}
+
+// setToken records node's token.
+func (s *zkSession) setToken(node string, token int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[node]; e != nil {
+		e.token = token
+	}
+}
+
+// forget drops node from the session's entries, unless it was recorded
+// with another token than token (0: whatever its token).
+func (s *zkSession) forget(node string, token int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[node]; e != nil && (token == 0 || e.token == token) {
+		delete(s.entries, node)
+	}
+}
+
+// ownEntries returns the tokens of the live entries of c's sessions under
+// parent whose token is known, by znode path; with markHead it also marks
+// the entry head, when it is one of them, as heading its election (see
+// entry.head).
+func (c *Conn) ownEntries(parent string, markHead bool, head string) map[string]int64 {
+	c.mu.Lock()
+	ss := append([]*zkSession{c.cur}, c.resumed...)
+	c.mu.Unlock()
+	own := map[string]int64{}
+	for _, s := range ss {
+		s.mu.Lock()
+		for n, e := range s.entries {
+			if e.token == 0 || zkDir(n) != parent {
+				continue
+			}
+			own[n] = e.token
+			if markHead && n == head && e.election {
+				e.head = true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return own
+}
+
+// entryStat is the answer to an exists request on an entry.
+type entryStat struct {
+	exists bool
+	st     *zk.Stat
+	ch     <-chan zk.Event
+	err    error
+}
+
+// statEntry reads the entry's Stat with a watch (ExistsW), on session s
+// only, in the background; the channel yields the answer.
+func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan entryStat {
+	out := make(chan entryStat, 1)
+	go func() {
+		// fn may still run after onSession gave up (ctx ended): it hands
+		// its answer over a channel, never through shared variables.
+		res := make(chan entryStat, 1)
+		err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+			exists, st, ch, err := z.ExistsW(node)
+			if err == nil {
+				res <- entryStat{exists: exists, st: st, ch: ch}
+			}
+			return err
+		})
+		if err != nil {
+			out <- entryStat{err: err}
+			return
+		}
+		out <- <-res
+	}()
+	return out
+}
+
+// owned reports whether the exists answer shows the entry owned by s.
+func (r entryStat) owned(s *zkSession) bool {
+	return r.err == nil && r.exists && r.st.EphemeralOwner == s.zk.SessionID() && r.st.Czxid > 0
+}
+
+// watchEntry follows the entry node (token token) of session s through
+// its exists watch ch, re-armed after other events: once it is deleted
+// (by its own claim, or behind the holder's back) or no longer owned by
+// s, s forgets it and its claim, if live, ends as lost
+// (claims.Session.LoseEntry: Done closes, the leadership context is
+// cancelled). The session's end is not this watch's business (the
+// client ends its watches then): lose declares every claim on it lost,
+// and only lose.
+func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan zk.Event) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		for {
+			select {
+			case ev := <-ch:
+				switch ev.Type {
+				case zk.EventNotWatching:
+					// The client ended its watches: its session is over,
+					// and lose has ended the claims on it.
+					return
+				case zk.EventNodeDeleted:
+					s.forget(node, token)
+					s.claims.LoseEntry(node, token)
+					return
+				}
+			case <-s.lost:
+				return
+			case <-c.closing:
+				return
+			}
+			r := <-c.statEntry(context.Background(), s, p, node)
+			if r.err == errSessionOver {
+				return
+			}
+			if !r.owned(s) || r.st.Czxid != token {
+				s.forget(node, token)
+				s.claims.LoseEntry(node, token)
+				return
+			}
+			ch = r.ch
+		}
+	}()
+}

@@ -1,0 +1,130 @@
+package zk2topo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// Lock entries: an ephemeral-sequential child of <dir>/locks/ holding the
+// lock's contents (Vitess's layout). Every ZooKeeper lock lives as long as
+// the session it was taken on: LockWithTTL's ttl is in effect the session
+// timeout (TTL znodes are not used: they outlive a lost session), and
+// LockName's lock has no other limit.
+
+// abandonWait bounds how long TryLock waits to read the holder's entry.
+const abandonWait = time.Second
+
+// enqueue creates a lock entry holding contents under locksZp (the
+// "locks" znode of directory dp) on session s, creating the "locks"
+// container znode (and, for a named lock, the directory) when needed.
+// With mustExist (Lock, TryLock, LockWithTTL) it creates nothing when no
+// file lies below dp, and returns backendkit.LockNeedsFiles' error
+// (decided with one more read, on this error path only).
+func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist bool) (string, error) {
+	dirZp := zkDir(locksZp)
+	for attempt := 0; ; attempt++ {
+		n, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
+		if err == nil {
+			return n, nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
+			return "", c.convert(err, dp)
+		}
+		// No locks znode yet.
+		if mustExist {
+			var exists bool
+			var st *zk.Stat
+			err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+				var err error
+				exists, st, err = z.Exists(dirZp)
+				return err
+			})
+			if err != nil {
+				return "", c.convert(err, dp)
+			}
+			if !exists || st.NumChildren == 0 {
+				// Which error: one read, on this error path only.
+				isFile := false
+				if exists && dp != "" {
+					_, _, gerr := c.Get(ctx, dp)
+					isFile = gerr == nil
+				}
+				return "", backendkit.LockNeedsFiles(dp, isFile)
+			}
+		}
+		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
+			return "", err
+		}
+	}
+}
+
+// releaseLock deletes the lock entry node of session s (dp is the
+// lock's directory, for errors), then (pipelined behind the delete, on the same
+// session) reads the directory's Stat; only when that shows no data and at
+// most one child (the locks znode, when the directory's files are gone or
+// it is a named lock) is the locks znode's Stat read too, and the
+// directory removed when nothing but an empty locks znode is left. A
+// directory that still holds files (the common case) so costs the delete
+// and one read. When the delete's answer is seen before its send (both
+// ready at once), the Stat is read after it instead.
+func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
+	locksZp := zkDir(node)
+	dirZp := zkDir(locksZp)
+	sent, unregister := s.obs.expect(opDelete, node)
+	defer unregister()
+	delRes := make(chan error, 1)
+	go func() { delRes <- c.do(ctx, dp, func() error { return s.zk.Delete(node, -1) }) }()
+	select {
+	case <-sent:
+	case err := <-delRes:
+		if err != nil {
+			return err
+		}
+		delRes <- nil // answered already: the waits below get it again
+	}
+	type statRes struct {
+		exists bool
+		st     *zk.Stat
+		err    error
+	}
+	stat := func(zp string) chan statRes {
+		out := make(chan statRes, 1)
+		go func() {
+			res := make(chan statRes, 1) // written by fn even after do gave up
+			err := c.do(ctx, dp, func() error {
+				exists, st, err := s.zk.Exists(zp)
+				res <- statRes{exists, st, err}
+				return err
+			})
+			if err != nil {
+				out <- statRes{err: err}
+				return
+			}
+			out <- <-res
+		}()
+		return out
+	}
+	if dirZp == c.zkPath("") || dirZp == "/" {
+		return <-delRes
+	}
+	dr := stat(dirZp)
+	if err := <-delRes; err != nil {
+		return err
+	}
+	d := <-dr
+	if d.err != nil || !d.exists || d.st.DataLength > 0 || d.st.EphemeralOwner != 0 || d.st.NumChildren > 1 {
+		// Gone, a file, or holding more than its locks znode:
+		// removeIfEmpty would leave it whatever the locks znode's Stat.
+		return nil
+	}
+	k := <-stat(locksZp)
+	if k.err == nil && c.removeIfEmpty(ctx, dirZp, d.exists, d.st, k.exists, k.st) {
+		c.cleanupDir(ctx, zkDir(dirZp))
+	}
+	return nil
+}

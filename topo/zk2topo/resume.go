@@ -1,0 +1,164 @@
+package zk2topo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// resumeInfo is what ResumeInfo encodes (JSON).
+type resumeInfo struct {
+	Backend  string `json:"backend"`
+	Election string `json:"election"`
+	ID       string `json:"id"`
+	Entry    string `json:"entry"` // the candidate znode
+	Value    string `json:"value"` // its value znode
+	Session  int64  `json:"session"`
+	Password []byte `json:"password"`
+}
+
+const resumeBackend = "zk2"
+
+// ResumeInfo implements claims.Driver: JSON naming the election, id,
+// candidate and value znodes, and the session's id and password (a
+// secret: whoever has it can act as the session). Unavailable when the
+// session's password is not known (the server never answered).
+func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) ([]byte, error) {
+	s := cs.Ref().(*zkSession)
+	pw := s.obs.password()
+	if len(pw) != passwdLen {
+		return nil, backendkit.Wrap(topo.Unavailable, q.Path, errors.New("zk2topo: the session's password is unknown"))
+	}
+	var val string
+	if rec := s.entry(e.Key); rec != nil {
+		val = rec.value
+	}
+	return json.Marshal(resumeInfo{
+		Backend: resumeBackend, Election: q.Path, ID: e.Contents,
+		Entry: e.Key, Value: val, Session: s.zk.SessionID(), Password: pw,
+	})
+}
+
+// Resume implements claims.Driver (ResumeLeaderParticipation): it
+// attaches a new client to the candidacy's live session (ZooKeeper lets
+// a client reconnect to a session with its id and password; the connect
+// request of the new client asks for it, see resumeFrame), checks that
+// the candidate entry is the session's and holds id, and returns it on
+// that session, which the Conn keeps alive until Close (or expiry). The
+// server moves the session to the new client and drops the old one's
+// connection: the old process must be gone, or it steals the session
+// back when it reconnects. InvalidArgument for malformed info or info of
+// another backend, election or id (before anything is sent); ErrNotHeld
+// when the session ended or the entry is gone; Closed after Close.
+func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
+	c := d.c
+	dirZp := d.parent(q)
+	var ri resumeInfo
+	bad := func(why string) error {
+		return backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("zk2topo: resume info: "+why))
+	}
+	fail := func(err error) (claims.Entry, *claims.Session, error) { return claims.Entry{}, nil, err }
+	if err := json.Unmarshal(info, &ri); err != nil {
+		return fail(bad(err.Error()))
+	}
+	switch {
+	case ri.Backend != resumeBackend:
+		return fail(bad("not a zk2 candidacy"))
+	case ri.Election != q.Path:
+		return fail(bad("issued for another election"))
+	case ri.ID != id:
+		return fail(bad("issued for another id"))
+	case ri.Session == 0 || len(ri.Password) != passwdLen:
+		return fail(bad("no session"))
+	case zkDir(ri.Entry) != dirZp || !isEntryName(ri.Entry[len(dirZp)+1:]):
+		return fail(bad("not a candidate entry of this election under this Conn's root"))
+	case ri.Value != "" && (zkDir(ri.Value) != dirZp+"/"+valuesDir || !strings.HasPrefix(ri.Value[len(dirZp)+len(valuesDir)+2:], valuePrefix(ri.Session))):
+		return fail(bad("not a value znode of this candidacy"))
+	}
+	if err := c.begin(ctx, q.Path); err != nil {
+		return fail(err)
+	}
+	s, err := c.newSessionAs(ri.Session, ri.Password)
+	if err != nil {
+		return fail(backendkit.Wrap(topo.Unavailable, q.Path, err))
+	}
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		s.lose()
+		return fail(topo.NewError(topo.Closed, q.Path))
+	}
+	c.resumed = append(c.resumed, s)
+	c.mu.Unlock()
+	drop := func(err error) (claims.Entry, *claims.Session, error) {
+		s.lose()
+		return fail(err)
+	}
+	// Wait for the server's answer: the session, or expired.
+	bound := time.NewTimer(c.opts.DialTimeout)
+	defer bound.Stop()
+	for s.zk.State() != zk.StateHasSession || s.zk.SessionID() != ri.Session {
+		if s.isLost() || s.zk.State() == zk.StateExpired {
+			return drop(claims.ErrNotHeld)
+		}
+		select {
+		case <-ctx.Done():
+			return drop(backendkit.FromContext(ctx, q.Path))
+		case <-bound.C:
+			return drop(backendkit.Wrap(topo.Unavailable, q.Path, c.noSessionError(strings.Join(c.opts.Servers, ","))))
+		case <-s.lost:
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	if err := s.ensureAuth(ctx, q.Path); err != nil {
+		return drop(err)
+	}
+	r := <-c.statEntry(ctx, s, q.Path, ri.Entry)
+	if r.err == errSessionOver {
+		return drop(claims.ErrNotHeld)
+	}
+	if r.err != nil {
+		return drop(r.err)
+	}
+	var data []byte
+	err = c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
+		var err error
+		data, _, err = z.Get(ri.Entry)
+		return err
+	})
+	switch {
+	case err == errSessionOver, errors.Is(err, zk.ErrNoNode), err == nil && (!r.owned(s) || string(data) != id):
+		return drop(claims.ErrNotHeld)
+	case err != nil:
+		return drop(err)
+	}
+	if ri.Value != "" {
+		var vst *zk.Stat
+		err = c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
+			var err error
+			_, vst, err = z.Get(ri.Value)
+			return err
+		})
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			ri.Value = ""
+		case err != nil:
+			return drop(err)
+		case vst.EphemeralOwner != ri.Session || vst.Czxid != r.st.Czxid:
+			ri.Value = ""
+		}
+	}
+	s.mu.Lock()
+	s.entries[ri.Entry] = &entry{token: r.st.Czxid, election: true, value: ri.Value}
+	s.mu.Unlock()
+	c.watchEntry(s, q.Path, ri.Entry, r.st.Czxid, r.ch)
+	return claims.Entry{Token: r.st.Czxid, Key: ri.Entry, Session: sessionName(ri.Session), Contents: id}, s.claims, nil
+}
