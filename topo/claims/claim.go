@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"sync"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -32,6 +33,16 @@ type claim struct {
 	// position is the entry's place in its queue when it was granted
 	// (1: the head), for DefectTokenIsPosition only.
 	position int64
+	// monitorOnce starts the driver's Monitor of the claim (see monitor).
+	monitorOnce sync.Once
+}
+
+// monitor starts, once, the driver's watch of the granted claim when the
+// driver implements Monitor.
+func (cl *claim) monitor() {
+	if m, ok := cl.eng.d.(Monitor); ok {
+		cl.monitorOnce.Do(func() { m.Monitor(cl.q, cl.sess, cl.entry, cl.done) })
+	}
 }
 
 func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {

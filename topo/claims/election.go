@@ -149,6 +149,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		return nil, err
 	}
 	p.leading, p.term = cl, &term{cl}
+	cl.monitor()
 	return lctx, nil
 }
 

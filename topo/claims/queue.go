@@ -84,6 +84,10 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 // wait is await's loop: list, and while cl's entry is not the head, wait
 // for its predecessor to go. It returns nil once cl heads the queue.
 func (e *Engine) wait(ctx context.Context, cl *claim) error {
+	if cl.entry.Granted { // the store granted it already
+		cl.position = 1
+		return nil
+	}
 	for {
 		list, err := e.d.List(ctx, cl.q)
 		if err != nil {
@@ -96,12 +100,33 @@ func (e *Engine) wait(ctx context.Context, cl *claim) error {
 			return errEntryGone
 		case i == 0, i == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
 			cl.position = int64(i + 1)
-			return nil
+			return e.acquire(ctx, cl)
 		}
 		if err := e.d.WaitGone(ctx, cl.q, list[i-1]); err != nil {
 			return err
 		}
 	}
+}
+
+// acquire runs the driver's optional Acquire step (Acquirer) for cl, now
+// at the head of its queue, and makes the granted entry cl's.
+func (e *Engine) acquire(ctx context.Context, cl *claim) error {
+	a, ok := e.d.(Acquirer)
+	if !ok {
+		return nil
+	}
+	got, err := a.Acquire(ctx, cl.q, cl.sess, cl.entry)
+	if err == ErrNotHeld {
+		cl.end(stateLost)
+		return errEntryGone
+	}
+	if err != nil {
+		return err
+	}
+	cl.sess.mu.Lock()
+	cl.entry = got
+	cl.sess.mu.Unlock()
+	return nil
 }
 
 // indexOf returns the place of ent in list, or -1.

@@ -51,5 +51,6 @@ func (e *Engine) ResumeLeaderParticipation(ctx context.Context, name, id string,
 	}
 	lctx, cancel := context.WithCancelCause(context.Background())
 	p.cur, p.lctx = newClaim(e, p.q, ent, s, cancel), lctx
+	p.cur.monitor()
 	return p, nil
 }
