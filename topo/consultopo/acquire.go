@@ -61,8 +61,8 @@ type acquireReq struct {
 	publish  bool
 	value    []byte
 	// entry is the queue entry the acquire removes ("" for none), and
-	// queue the queue's prefix, read in the same transaction by an
-	// acquire without an entry ("" not to read it).
+	// queue the queue's prefix, read in the same transaction, after the
+	// removal ("" not to read it).
 	entry, queue string
 }
 
@@ -301,7 +301,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	stop := context.AfterFunc(sess.ctx, cancel)
 	defer stop()
 	r := acquireReq{path: q.Path, key: key, contents: e.Contents, sess: sess, election: q.Election,
-		publish: e.Value != nil, value: e.Value, entry: e.Key}
+		publish: e.Value != nil, value: e.Value, entry: e.Key, queue: d.queuePrefix(q)}
 	lost := func(err error) (claims.Entry, error) {
 		if sess.lost() || errors.Is(err, errInvalidSession) {
 			return claims.Entry{}, claims.ErrNotHeld
@@ -310,7 +310,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	}
 	cond := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: key}
 	wait := 10 * time.Millisecond
-	for {
+	for first := true; ; first = false {
 		if cond == nil {
 			cur, meta, err := c.kv.Get(key, c.consistentOptions(actx))
 			for err == nil {
@@ -340,6 +340,12 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 		}
 		if ok {
 			if kv := lockResult(resp, key); kv != nil {
+				if first && !queueBusy(resp, r.queue) {
+					// The key was free when this contender reached the
+					// head, and nobody queues behind it: the next
+					// contender of the Conn may try the key at once again.
+					c.setContended(key, false)
+				}
 				return grantedEntry(kv, sess.id, r.contents), nil
 			}
 			return claims.Entry{}, backendkit.Wrap(topo.Unavailable, q.Path, errors.New("lock transaction returned no result"))

@@ -178,9 +178,7 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 }
 
 // List implements claims.Driver: the queue's entries by CreateIndex, in
-// one consistent read. An entry that finds itself alone in the queue
-// clears the Conn's contended mark of the key: the next contender may try
-// the key at once again.
+// one consistent read.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	pairs, _, err := d.c.kv.List(d.queuePrefix(q), d.c.consistentOptions(ctx))
 	if err != nil {
@@ -191,9 +189,6 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 		out = append(out, claims.Entry{Token: int64(p.CreateIndex), Key: p.Key, Session: p.Session})
 	}
 	slices.SortFunc(out, func(a, b claims.Entry) int { return cmp.Compare(a.Token, b.Token) })
-	if len(out) == 1 {
-		d.c.setContended(d.storeKey(q), false)
-	}
 	return out, nil
 }
 
