@@ -106,7 +106,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 	p.mu.Unlock()
 	if cl != nil && cl.err() == nil { // keep the candidacy we have
 		if setValue {
-			if err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.entry, value); err != nil && err != ErrNotHeld {
+			if err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), value); err != nil && err != ErrNotHeld {
 				return nil, p.e.d.MapError(ctx, err, p.q.Path)
 			}
 		}
@@ -190,7 +190,7 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	if cl == nil || cl.err() != nil {
 		return topo.NewError(topo.NotLeader, p.q.Path)
 	}
-	err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.entry, slices.Clone(value))
+	err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), slices.Clone(value))
 	if err == ErrNotHeld {
 		return backendkit.Wrap(topo.NotLeader, p.q.Path, err)
 	}

@@ -113,7 +113,7 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 		return err
 	}
 	l.end(stateReleased)
-	err := l.eng.d.Delete(ctx, l.q, l.sess, l.entry)
+	err := l.eng.d.Delete(ctx, l.q, l.sess, l.current())
 	if err == ErrNotHeld {
 		return backendkit.Wrap(topo.LockLost, l.q.Path, err)
 	}

@@ -146,7 +146,7 @@ func (e *Engine) withdraw(cl *claim) {
 	cl.end(stateReleased)
 	ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
 	defer cancel()
-	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry); err != nil && err != ErrNotHeld {
+	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.current()); err != nil && err != ErrNotHeld {
 		go e.removeLater(cl)
 	}
 }
@@ -170,7 +170,7 @@ func (e *Engine) removeLater(cl *claim) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
-		err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry)
+		err := e.d.Delete(ctx, cl.q, cl.sess, cl.current())
 		cancel()
 		if err == nil || err == ErrNotHeld {
 			return

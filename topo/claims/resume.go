@@ -20,7 +20,7 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 	if cl == nil || cl.err() != nil {
 		return nil, topo.NewError(topo.NoNode, p.q.Path)
 	}
-	return p.e.d.ResumeInfo(p.q, cl.sess, cl.entry)
+	return p.e.d.ResumeInfo(p.q, cl.sess, cl.current())
 }
 
 // ResumeLeaderParticipation implements topo.Conn.ResumeLeaderParticipation: the checks of
