@@ -205,7 +205,9 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		stop := context.AfterFunc(s.ctx, cancel)
 		defer stop()
 	}
-	var index uint64
+	// A queue entry is never written after its creation: while it lives,
+	// its index is its CreateIndex, the token, so the first query blocks.
+	index := uint64(e.Token)
 	for {
 		cur, meta, err := c.kv.Get(e.Key, c.consistentBlocking(wctx, index))
 		if err != nil {

@@ -29,7 +29,9 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 			}
 			cancel()
 		}()
-		var index uint64
+		// While held the key keeps the acquire's ModifyIndex, the token, so
+		// the first query blocks.
+		index := uint64(e.Token)
 		retry := 50 * time.Millisecond
 		for {
 			pair, meta, err := c.kv.Get(key, c.consistentBlocking(ctx, index))
