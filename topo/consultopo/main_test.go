@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 // testOptions are the options of the tests' Conns: the defaults, except a
 // short blocking-query wait so that a restarted agent is noticed quickly.
 func testOptions() Options {
-	return Options{Address: agent.Addr(), WatchPollDuration: 2 * time.Second}
+	// The claims engine's defect of a mutation kit child (TestMutants),
+	// none otherwise.
+	return Options{Address: agent.Addr(), WatchPollDuration: 2 * time.Second, defect: mutation.EngineDefect()}
 }
 
 // shortTTL is the session TTL of shortTTLOptions: the test agents accept
@@ -51,9 +53,6 @@ const shortTTL = 4 * time.Second
 func shortTTLOptions() Options {
 	o := testOptions()
 	o.MinSessionTTL, o.SessionTTL = consultest.SessionTTLMin, shortTTL
-	// The claims engine's defect of a mutation kit child (TestMutants),
-	// none otherwise.
-	o.defect = mutation.EngineDefect()
 	return o
 }
 
