@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"sync"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -21,8 +22,9 @@ const (
 // what a lock descriptor and a leadership term are. Its state is guarded
 // by sess.mu.
 type claim struct {
-	eng   *Engine
-	q     Queue
+	eng *Engine
+	q   Queue
+	// entry is guarded by sess.mu once the claim is shared (current).
 	entry Entry
 	sess  *Session
 	done  chan struct{}
@@ -32,6 +34,25 @@ type claim struct {
 	// position is the entry's place in its queue when it was granted
 	// (1: the head), for DefectTokenIsPosition only.
 	position int64
+	// monitorOnce starts the driver's Monitor of the claim (see monitor).
+	monitorOnce sync.Once
+}
+
+// current returns the claim's entry: the one its driver created, then the
+// one Acquire granted (Acquirer), which another goroutine may set while
+// this one reads; guarded by sess.mu.
+func (cl *claim) current() Entry {
+	cl.sess.mu.Lock()
+	defer cl.sess.mu.Unlock()
+	return cl.entry
+}
+
+// monitor starts, once, the driver's watch of the granted claim when the
+// driver implements Monitor.
+func (cl *claim) monitor() {
+	if m, ok := cl.eng.d.(Monitor); ok {
+		cl.monitorOnce.Do(func() { m.Monitor(cl.q, cl.sess, cl.current(), cl.done) })
+	}
 }
 
 func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {
@@ -86,7 +107,7 @@ func (cl *claim) Token() int64 {
 	if cl.eng.defect == DefectTokenIsPosition {
 		return cl.position
 	}
-	return cl.entry.Token
+	return cl.current().Token
 }
 
 // Done implements topo.Fence: closed when the claim is released and when
@@ -109,7 +130,7 @@ func (cl *claim) Check(ctx context.Context) error {
 	if err := cl.err(); err != nil {
 		return err
 	}
-	held, err := cl.eng.d.Held(ctx, cl.q, cl.sess, cl.entry)
+	held, err := cl.eng.d.Held(ctx, cl.q, cl.sess, cl.current())
 	if err != nil {
 		return cl.eng.d.MapError(ctx, err, cl.q.Path)
 	}
@@ -151,7 +172,7 @@ func (g Guard) Driver() Driver { return g.cl.eng.d }
 func (g Guard) Queue() Queue { return g.cl.q }
 
 // Entry returns the claim's entry.
-func (g Guard) Entry() Entry { return g.cl.entry }
+func (g Guard) Entry() Entry { return g.cl.current() }
 
 // Session returns the claim's session.
 func (g Guard) Session() *Session { return g.cl.sess }

@@ -9,7 +9,10 @@
 //
 // One concept per file:
 //   - driver.go: the Driver interface, Queue, Entry, CreateOptions, the
-//     errors a driver returns (BusyError, ErrNotHeld);
+//     errors a driver returns (BusyError, ErrNotHeld), and the optional
+//     steps Acquirer (the head takes the store's own key before it is
+//     granted: Consul, whose key Vitess acquires too) and Monitor (the
+//     driver watches a granted entry the store can take away);
 //   - session.go: Session, the engine's view of a store session, and
 //     Session.Lost, which ends every claim on it before it returns;
 //   - claim.go: a claim (a lock descriptor or a leadership term) as a
@@ -37,6 +40,13 @@
 // holds, otherwise it waits for its new predecessor. So one handover wakes
 // one waiter (no herd), and a waiter never holds while an older entry is
 // in the queue.
+//
+// A driver whose store decides who holds by a key of its own (Consul)
+// implements Acquirer: the head of the queue then acquires that key before
+// it is granted, and the entry Acquire returns (Entry.Granted) is the
+// claim's from then on, its token the fencing token. Such a driver's
+// Create may also take a free key at once and return a granted entry,
+// which waits no more.
 //
 // A claim's token is its entry's token. Tokens of one queue only grow,
 // because a claim holds only once every older entry has left the queue,

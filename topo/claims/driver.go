@@ -40,6 +40,11 @@ type Entry struct {
 	// changes with every change of it (both set only by Driver.Head).
 	Value    []byte
 	ValueRev int64
+	// Granted says that the store has granted the entry already (a
+	// driver's Create that took a free store key at once, Acquire,
+	// Resume): the engine waits no more for it, and calls no Acquire for
+	// it. Drivers whose queue order alone grants never set it.
+	Granted bool
 }
 
 // CreateOptions say how Driver.Create creates an entry.
@@ -120,6 +125,31 @@ type Driver interface {
 	// MapError maps a store error for path onto a *topo.Error (see
 	// backendkit.MapError; ctx may be nil).
 	MapError(ctx context.Context, err error, path string) error
+}
+
+// Acquirer is an optional step of a Driver whose store decides who holds
+// by something besides the queue (Consul: one key per lock, which Vitess
+// acquires too, without queueing). When the Driver implements it, the
+// engine calls Acquire once the claim's entry heads its queue, before it
+// grants: Acquire blocks until the store grants e on its session s (or
+// ctx ends: ctx's error), removes e from the queue (so the next entry
+// heads it), and returns the granted entry, Granted set. That entry is the
+// claim's from then on: its Token is the fencing token, and Delete, Held,
+// SetValue, ResumeInfo and Monitor get it. ErrNotHeld means e or s is
+// gone (the claim is then lost).
+type Acquirer interface {
+	Acquire(ctx context.Context, q Queue, s *Session, e Entry) (Entry, error)
+}
+
+// Monitor is an optional part of a Driver whose store can take a granted
+// entry away while its session lives (Consul: a key deleted or written by
+// another client). The engine calls Monitor once per claim: for a term
+// when it is granted (or resumed), for a lock on the first call of its
+// Done. Monitor returns at once; until done closes it watches e in the
+// background and, when the store shows e no longer held, ends the claim
+// with s.LoseEntry(e.Key, e.Token).
+type Monitor interface {
+	Monitor(q Queue, s *Session, e Entry, done <-chan struct{})
 }
 
 // ErrNotHeld is what Delete, SetValue and Resume return when the entry is

@@ -115,7 +115,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 	p.mu.Unlock()
 	if cl != nil && cl.err() == nil { // keep the candidacy we have
 		if setValue {
-			if err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.entry, value); err != nil && err != ErrNotHeld {
+			if err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), value); err != nil && err != ErrNotHeld {
 				return nil, p.e.d.MapError(ctx, err, p.q.Path)
 			}
 		}
@@ -158,6 +158,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		return nil, err
 	}
 	p.leading, p.term = cl, &term{cl}
+	cl.monitor()
 	return lctx, nil
 }
 
@@ -198,7 +199,7 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	if cl == nil || cl.err() != nil {
 		return topo.NewError(topo.NotLeader, p.q.Path)
 	}
-	err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.entry, slices.Clone(value))
+	err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), slices.Clone(value))
 	if err == ErrNotHeld {
 		return backendkit.Wrap(topo.NotLeader, p.q.Path, err)
 	}

@@ -84,6 +84,13 @@ func (e *Engine) lock(ctx context.Context, p, contents string, opts CreateOption
 // lockDescriptor is a held lock.
 type lockDescriptor struct{ *claim }
 
+// Done implements topo.Fence: the claim's Done; the first call also starts
+// the driver's Monitor of the lock, when it has one.
+func (l *lockDescriptor) Done() <-chan struct{} {
+	l.monitor()
+	return l.done
+}
+
 // Unlock implements topo.LockDescriptor.Unlock: Done closes, then the entry
 // is removed (Driver.Delete), so the next waiter is granted only after the
 // holder's Done closed. It returns Closed once the engine is closed (the
@@ -106,7 +113,7 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 		return err
 	}
 	l.end(stateReleased)
-	err := l.eng.d.Delete(ctx, l.q, l.sess, l.entry)
+	err := l.eng.d.Delete(ctx, l.q, l.sess, l.current())
 	if err == ErrNotHeld {
 		return backendkit.Wrap(topo.LockLost, l.q.Path, err)
 	}

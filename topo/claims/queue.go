@@ -93,6 +93,10 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 // wait is await's loop: list, and while cl's entry is not the head, wait
 // for its predecessor to go. It returns nil once cl heads the queue.
 func (e *Engine) wait(ctx context.Context, cl *claim) error {
+	if cl.entry.Granted { // the store granted it already
+		cl.position = 1
+		return nil
+	}
 	for {
 		ahead, in, err := e.ahead(ctx, cl)
 		if err != nil {
@@ -105,7 +109,7 @@ func (e *Engine) wait(ctx context.Context, cl *claim) error {
 			return errEntryGone
 		case i == 0, i == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
 			cl.position = int64(i + 1)
-			return nil
+			return e.acquire(ctx, cl)
 		}
 		if err := e.d.WaitGone(ctx, cl.q, ahead[i-1]); err != nil {
 			return err
@@ -144,6 +148,27 @@ func (e *Engine) ahead(ctx context.Context, cl *claim) ([]Entry, bool, error) {
 	return list[:i], true, nil
 }
 
+// acquire runs the driver's optional Acquire step (Acquirer) for cl, now
+// at the head of its queue, and makes the granted entry cl's.
+func (e *Engine) acquire(ctx context.Context, cl *claim) error {
+	a, ok := e.d.(Acquirer)
+	if !ok {
+		return nil
+	}
+	got, err := a.Acquire(ctx, cl.q, cl.sess, cl.entry)
+	if err == ErrNotHeld {
+		cl.end(stateLost)
+		return errEntryGone
+	}
+	if err != nil {
+		return err
+	}
+	cl.sess.mu.Lock()
+	cl.entry = got
+	cl.sess.mu.Unlock()
+	return nil
+}
+
 // indexOf returns the place of ent in list, or -1.
 func indexOf(list []Entry, ent Entry) int {
 	for i, x := range list {
@@ -161,7 +186,7 @@ func (e *Engine) withdraw(cl *claim) {
 	cl.end(stateReleased)
 	ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
 	defer cancel()
-	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry); err != nil && err != ErrNotHeld {
+	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.current()); err != nil && err != ErrNotHeld {
 		go e.removeLater(cl)
 	}
 }
@@ -185,7 +210,7 @@ func (e *Engine) removeLater(cl *claim) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
-		err := e.d.Delete(ctx, cl.q, cl.sess, cl.entry)
+		err := e.d.Delete(ctx, cl.q, cl.sess, cl.current())
 		cancel()
 		if err == nil || err == ErrNotHeld {
 			return

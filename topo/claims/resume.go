@@ -20,7 +20,7 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 	if cl == nil || cl.err() != nil {
 		return nil, topo.NewError(topo.NoNode, p.q.Path)
 	}
-	return p.e.d.ResumeInfo(p.q, cl.sess, cl.entry)
+	return p.e.d.ResumeInfo(p.q, cl.sess, cl.current())
 }
 
 // ResumeLeaderParticipation implements topo.Conn.ResumeLeaderParticipation: the checks of
@@ -28,7 +28,9 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 // takes the candidacy back (Driver.Resume: the Conn adopts its session,
 // the previous holder's claim on it is lost). The new participant's
 // candidacy keeps its place in the queue and its token: if it led,
-// WaitForLeadership and Campaign return at once with the same Token. It
+// WaitForLeadership and Campaign return at once with the same Token (and
+// when the driver resumes a granted entry, Entry.Granted, it leads at
+// once: Term returns the term). It
 // returns LockLost when the session or the entry is gone, the driver's
 // InvalidArgument for foreign or malformed info, Closed after Close.
 func (e *Engine) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
@@ -51,5 +53,11 @@ func (e *Engine) ResumeLeaderParticipation(ctx context.Context, name, id string,
 	}
 	lctx, cancel := context.WithCancelCause(context.Background())
 	p.cur, p.lctx = newClaim(e, p.q, ent, s, cancel), lctx
+	if ent.Granted {
+		// The store granted it (a driver with Acquirer): it leads now,
+		// Term included.
+		p.leading, p.term = p.cur, &term{p.cur}
+	}
+	p.cur.monitor()
 	return p, nil
 }

@@ -4,34 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 const (
 	// requestTimeout bounds the store requests that run detached from the
-	// caller's context: lock acquisitions finished after the caller gave
-	// up, releases, session renewals and destroys.
+	// caller's context: acquire transactions, releases, session renewals
+	// and destroys.
 	requestTimeout = 10 * time.Second
-	// maxRetryWait caps the backoff between retries of a lock acquisition
-	// refused by a lock-delay.
+	// maxRetryWait caps the backoff between retries of an acquire refused
+	// by a lock-delay.
 	maxRetryWait = 500 * time.Millisecond
 )
 
-var (
-	// errInvalidSession reports that Consul no longer knows the session a
-	// lock was being acquired with.
-	errInvalidSession = errors.New("consul session no longer exists")
-	// errWaiterSessionLost reports that the session of a locker that was
-	// waiting for the key ended during the wait.
-	errWaiterSessionLost = errors.New("the waiting locker's consul session ended")
-)
+// errInvalidSession reports that Consul no longer knows the session an
+// acquire was sent with.
+var errInvalidSession = errors.New("consul session no longer exists")
 
 // ForeignKeyError is the cause of the NodeExists error that Lock, TryLock,
 // LockWithTTL, LockName and WaitForLeadership return when the key their
@@ -50,462 +48,329 @@ func (e *ForeignKeyError) Error() string {
 	return fmt.Sprintf("consul key %q holds a value that is not a lock (no session, no lock flags), written by another tool; it is left alone", e.Key)
 }
 
-// lockSpec describes one acquisition.
-type lockSpec struct {
-	path  string // for errors
-	key   string
-	value []byte
-	ttl   time.Duration
-	try   bool
-	// detach lets a caller whose ctx ends during the acquire request return
-	// at once, the request finishing (and being undone) in the background.
-	// Without it the request runs to completion (bounded by requestTimeout)
-	// and is undone before returning.
-	detach bool
-	// valueKey, for an election, is the key of the candidate's published
-	// value (see valueKeyFor): the acquire transaction writes it (publish)
-	// or deletes it (no value) after the lock operation, so that the leader
-	// is never seen without its value nor with an older one, and every undo
-	// of the acquire deletes it with the election key.
-	valueKey  func(sessionID string) string
-	publish   bool
-	published []byte // the value written with publish
-	// queue is the prefix of the contenders' queue beside key (see
-	// queue.go).
-	queue string
-	// fast makes acquire try once, without an entry, to take a free key:
-	// errMustQueue when the key is not free or others queue.
-	fast bool
-	// entry is the key of the caller's queue entry, once it heads the
-	// queue: the acquire transaction deletes it.
-	entry string
+// acquireReq is one acquire of a store key for a session.
+type acquireReq struct {
+	path     string // for errors
+	key      string
+	contents string
+	sess     *session
+	// election: the acquire also writes the session's value key (publish,
+	// with value) or deletes it, so that a leader is never seen without
+	// its value nor with an older one.
+	election bool
+	publish  bool
+	value    []byte
+	// entry is the queue entry the acquire removes ("" for none), and
+	// queue the queue's prefix, read in the same transaction, after the
+	// removal ("" not to read it).
+	entry, queue string
 }
 
-// undo deletes what an acquire of spec by sess may have written: the key
-// if sess holds it, and the value key of an election (best effort,
-// detached from any caller's context).
-func (c *Conn) undo(spec lockSpec, sess *session) {
-	if spec.valueKey == nil {
-		c.deleteIfHeld(spec.key, sess)
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
-	defer cancel()
-	cond := &api.KVTxnOp{Verb: api.KVCheckSession, Key: spec.key, Session: sess.id}
-	if err := c.releaseElection(ctx, cond, spec.key, spec.valueKey(sess.id), sess); err != nil {
-		slog.Debug("consultopo: undoing an election acquisition", "key", spec.key, "err", err)
-	}
-}
-
-// releaseElection deletes an election key together with the value key
-// beside it, in one transaction whose first operation, cond, checks that
-// the key is still the caller's (check-session by sess while an acquire is
-// undone, check-index on the term's token when a term ends), so that a
-// leader is never seen without its value and a released leader never with
-// one. When cond fails, the value key alone is deleted if sess holds it.
-// Only the holder of the Conn's local claim on the election calls it, and
-// only that holder writes the value key of its session, so it deletes
-// nothing another participant wrote.
-func (c *Conn) releaseElection(ctx context.Context, cond *api.KVTxnOp, key, valueKey string, sess *session) error {
-	ok, _, err := c.txn(ctx, api.TxnOps{
-		{KV: cond},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey}},
-	})
-	if err != nil || ok {
-		return err
-	}
-	_, _, err = c.releaseKey(ctx, valueKey, sess)
-	return err
-}
-
-// held is a lock key acquired by a session.
-type held struct {
-	cl        *claim
-	sess      *session
-	lockIndex uint64 // the key's LockIndex after the acquire
-	// token is the key's ModifyIndex after the acquire: the Raft index of
-	// the acquiring transaction, the claim's fencing token. Nothing writes
-	// a held key (an acquire by the same session unlocks and locks it
-	// again, see acquire), so while the claim lasts the key keeps it.
-	token uint64
-	// waited reports that the acquire waited (in the queue, or for the
-	// key).
-	waited bool
-}
-
-// holds reports whether pair, the lock key as a read returned it, is still
-// the key h acquired: held by h's session, with the LockIndex and the
-// ModifyIndex of the acquire.
-func (h held) holds(pair *api.KVPair) bool {
-	return pair != nil && pair.Session == h.sess.id && pair.LockIndex == h.lockIndex && pair.ModifyIndex == h.token
-}
-
-// lock claims spec.key locally and acquires it in Consul with a session of
-// spec.ttl, waiting in the key's queue (see queue.go), then, at its head,
-// with blocking queries while another session holds the key (or failing
-// with NodeExists under try). On success the claim stays held. On failure
-// everything taken is released, the queue entry included. A waiter whose
-// session ends while it waits fails with LockLost.
-func (c *Conn) lock(ctx context.Context, spec lockSpec) (held, error) {
-	wctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	spec.entry, spec.fast = "", false
-	for attempt := 0; ; attempt++ {
-		sess, err := c.sessionFor(wctx, spec.path, spec.ttl)
-		if err != nil {
-			return held{}, c.waitError(ctx, err, spec.path)
-		}
-		// fail ends the call with err: an own session is destroyed (which
-		// also deletes a queue entry on it) unless a background undo owns it.
-		fail := func(err error, handedOff bool) (held, error) {
-			if !handedOff && sess.own {
-				c.destroySession(sess)
-			}
-			return held{}, c.waitError(ctx, err, spec.path)
-		}
-		if spec.try || !c.isContended(spec.key) {
-			// Take a free key at once, unless others queue for it.
-			fspec := spec
-			fspec.fast = !spec.try
-			h, handedOff, err := c.lockOn(wctx, fspec, sess, nil, nil, nil)
-			switch {
-			case err == nil:
-				return h, nil
-			case errors.Is(err, errInvalidSession) && attempt < 3:
-				// The session ended before this call could wait on it (for
-				// example a shared session that expired while idle): retry
-				// with a new one.
-				c.forgetSession(sess, errSessionGone)
-				continue
-			case !errors.Is(err, errMustQueue):
-				return fail(err, handedOff)
-			case spec.try:
-				return fail(backendkit.Wrap(topo.NodeExists, spec.path, errors.New("other contenders queue for the lock")), false)
-			}
-			c.setContended(spec.key, true)
-		}
-		// The queue entry lives on the Conn's shared session even for a
-		// lock with a session of its own: an entry on LockName's 24 h
-		// session would outlive a crashed waiter, and block the queue, for
-		// up to twice that TTL; the shared session's TTL bounds it.
-		qsess := sess
-		if sess.own {
-			qsess, err = c.sessionFor(wctx, spec.path, c.opts.SessionTTL)
-			if err != nil {
-				return fail(err, false)
-			}
-		}
-		entry, pred, err := c.enqueue(wctx, spec, qsess)
-		switch {
-		case errors.Is(err, errInvalidSession) && attempt < 3:
-			c.forgetSession(qsess, errSessionGone)
-			if qsess != sess {
-				c.destroySession(sess)
-			}
-			continue
-		case err != nil:
-			return fail(err, false)
-		case pred != nil:
-			c.setContended(spec.key, true)
-		}
-		qspec := spec
-		qspec.entry = entry.Key
-		h, handedOff, err := c.lockOn(wctx, qspec, sess, qsess, entry, pred)
-		if err != nil {
-			c.dropEntry(entry.Key, qsess)
-			return fail(err, handedOff)
-		}
-		if pred == nil && !h.waited {
-			// Nobody queued before us and the key was free: the next
-			// contender of this Conn may try it at once again.
-			c.setContended(spec.key, false)
-		}
-		return h, nil
-	}
-}
-
-// lockOn waits, when queued (entry not nil, on session qsess), for the
-// turn of entry behind pred, then claims spec.key locally and acquires it for sess. Unqueued, it
-// fails with errMustQueue (spec.fast) or NodeExists (spec.try) when another
-// locker of the Conn holds the local claim. On failure the claim is
-// released unless handedOff (see acquire).
-func (c *Conn) lockOn(ctx context.Context, spec lockSpec, sess, qsess *session, entry, pred *api.KVPair) (h held, handedOff bool, err error) {
-	queued := entry != nil
-	if queued {
-		if err := c.waitTurn(ctx, spec, sess, qsess, entry, pred); err != nil {
-			return held{}, false, err
-		}
-	}
-	cl, err := c.claimKey(ctx, spec.path, spec.key, !queued)
-	if err != nil {
-		if spec.fast && topo.IsErrType(err, topo.NodeExists) {
-			err = errMustQueue
-		}
-		return held{}, false, err
-	}
-	got, waited, handedOff, err := c.acquire(ctx, spec, sess, cl, queued)
-	if err != nil {
-		if !handedOff {
-			c.releaseClaim(cl)
-		}
-		return held{}, handedOff, err
-	}
-	cl.sess.Store(sess)
-	return held{cl: cl, sess: sess, lockIndex: got.LockIndex, token: got.ModifyIndex, waited: waited}, false, nil
-}
-
-// waitError turns an error from a wait under a merged context into the
-// caller's error: ctx's own Timeout/Interrupted, Closed when the Conn
-// closed, LockLost for a waiter whose session ended, or err itself
-// converted.
-func (c *Conn) waitError(ctx context.Context, err error, path string) error {
-	switch {
-	case ctx.Err() != nil:
-		return backendkit.FromContext(ctx, path)
-	case c.ctx.Err() != nil:
-		return topo.NewError(topo.Closed, path)
-	case errors.Is(err, errWaiterSessionLost):
-		return backendkit.Wrap(topo.LockLost, path, err)
-	case errors.Is(err, errInvalidSession):
-		return backendkit.Wrap(topo.Unavailable, path, err)
-	}
-	return c.convertError(ctx, err, path)
-}
-
-// acquire takes spec.key for sess: it reads the key (consistently) and
-// acquires it with a transaction conditioned on what it read, so that a
-// key that changed in between is never taken over (the first attempt skips
-// the read and assumes the key absent):
+// condFor returns the condition under which r may acquire the key as cur
+// shows it (nil: absent), or wait when another session holds it:
 //
-//   - absent: check-not-exists, then lock;
+//   - absent: check-not-exists;
 //   - a lock key no session holds (lock flags, e.g. released by the api
-//     package's Lock): check-index, then lock;
-//   - a lock key sess itself holds (an earlier acquire whose release
-//     failed): check-index, unlock, then lock, so that the acquire writes
-//     the key (a lock by the session that holds the key, with the same
-//     value, changes nothing in Consul and keeps its ModifyIndex, which
-//     would hand the new claim the old claim's fencing token);
+//     package's Unlock): check-index;
 //   - a value without lock flags that no session holds (written by
 //     another tool): NodeExists with a ForeignKeyError, nothing written;
-//   - held by another session: NodeExists under try, else a blocking
-//     query until the key changes, then again.
-//
-// A lock-delay refusal is retried with a backoff (under try for at most
-// the Conn's lock-delay plus a second). It returns the key as the lock
-// operation left it (its LockIndex and ModifyIndex). handedOff reports that an acquire request was still in
-// flight when ctx ended: a background goroutine then finishes it, undoes
-// it, and releases the claim (and an own session). The wait also ends when
-// sess ends: errWaiterSessionLost once this call has waited on the key,
-// errInvalidSession before.
-//
-// Fencing tokens: the token of an acquire is the ModifyIndex its lock
-// operation gives the key, the Raft index of the acquiring transaction
-// (the lock operation always writes the key: a new key, a LockIndex one
-// higher, or the unlock before it). Raft indexes only grow, across leader
-// changes and restarts of servers that keep their data. A later holder's
-// acquire can only commit once the earlier holder's claim ended (the key
-// deleted by its release or session end, or unlocked), which is a later
-// Raft entry than the earlier acquire; so its transaction, and its token,
-// come later: strictly greater. TryLock and elections acquire the same way.
-func (c *Conn) acquire(ctx context.Context, spec lockSpec, sess *session, cl *claim, queued bool) (got *api.KVPair, waited, handedOff bool, err error) {
-	actx, cancel := context.WithCancel(ctx)
+//   - held by a session, this Conn's own included (another claim of the
+//     Conn, or a release still retried): wait.
+func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err error) {
+	switch {
+	case cur == nil:
+		return &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: r.key}, false, nil
+	case cur.Session == "" && cur.Flags != api.LockFlagValue:
+		return nil, false, backendkit.Wrap(topo.NodeExists, r.path, &ForeignKeyError{Key: r.key})
+	case cur.Session == "":
+		return &api.KVTxnOp{Verb: api.KVCheckIndex, Key: r.key, Index: cur.ModifyIndex}, false, nil
+	}
+	return nil, true, nil
+}
+
+// send sends one acquire transaction under cond: lock the key for the
+// session with the contents and the lock flags, then an election's value
+// key, the removal of the queue entry, and the read of the queue. The
+// request runs detached from ctx (bounded by requestTimeout and the
+// session), so a caller giving up never leaves its outcome unknown; when
+// it fails without an answer, resolve finds out whether the key was taken
+// and gives it back. It holds the key's stripe of the Conn's acquire
+// locks, so that resolve can tell this acquire from another claim's of
+// the same Conn and session. ok=false with resp is a rollback.
+func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResponse, err error) {
+	ops := api.TxnOps{{KV: cond}, {KV: &api.KVTxnOp{Verb: api.KVLock, Key: r.key, Value: []byte(r.contents), Flags: api.LockFlagValue, Session: r.sess.id}}}
+	if r.election {
+		ops = append(ops, valueOp(valueKey(r.key, r.sess.id), r.value, r.publish, r.sess))
+	}
+	if r.entry != "" {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.entry}})
+	}
+	if r.queue != "" {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: r.queue}})
+	}
+	mu := c.stripe(r.key)
+	mu.Lock()
+	defer mu.Unlock()
+	rctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
+	defer cancel()
+	ok, resp, err = c.txn(rctx, ops)
+	switch {
+	case err != nil && isInvalidSession(err):
+		return false, nil, errInvalidSession
+	case err != nil:
+		c.resolve(r)
+		return false, nil, err
+	case ok:
+		if kv := lockResult(resp, r.key); kv != nil {
+			c.recordGrant(kv.ModifyIndex)
+		}
+	}
+	return ok, resp, nil
+}
+
+// resolve finds out, after an acquire request of r that got no answer,
+// whether it took the key, and if so deletes it (with an election's value
+// key): the key held by r's session at an index no grant of this Conn
+// recorded is r's. The caller holds the key's stripe. A read or delete
+// that fails is retried in the background until the session ends.
+func (c *Conn) resolve(r acquireReq) {
+	try := func() bool {
+		ctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
+		defer cancel()
+		pair, _, err := c.kv.Get(r.key, c.consistentOptions(ctx))
+		if err != nil {
+			return r.sess.lost()
+		}
+		if pair == nil || pair.Session != r.sess.id || c.isGranted(pair.ModifyIndex) {
+			return true
+		}
+		ops := api.TxnOps{
+			{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: r.key, Index: pair.ModifyIndex}},
+			{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.key}},
+		}
+		if r.election {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(r.key, r.sess.id)}})
+		}
+		_, _, err = c.txn(ctx, ops)
+		return err == nil || r.sess.lost()
+	}
+	if try() {
+		return
+	}
+	c.spawn(func() {
+		mu := c.stripe(r.key)
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, watchRetryMax) {
+			if !sleepCtx(r.sess.ctx, wait) || c.ctx.Err() != nil {
+				return
+			}
+			mu.Lock()
+			done := try()
+			mu.Unlock()
+			if done {
+				return
+			}
+		}
+	})
+}
+
+// stripe returns the Conn's acquire lock of key (see send).
+func (c *Conn) stripe(key string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return &c.stripes[h.Sum32()%uint32(len(c.stripes))]
+}
+
+// recordGrant records the token of an acquire of this Conn, until its
+// release (forgetGrant) or the Conn's Close.
+func (c *Conn) recordGrant(token uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.grants[token] = struct{}{}
+}
+
+func (c *Conn) forgetGrant(token uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.grants, token)
+}
+
+func (c *Conn) isGranted(token uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.grants[token]
+	return ok
+}
+
+// take is Create's attempt without a queue entry: one transaction that
+// acquires the key if it is absent and reads the queue. It returns the
+// granted entry, or errMustQueue when the key is not free or others queue
+// (the key, taken in a release's gap, is given back). With Exclusive
+// (TryLock) it reads the key after a refusal and returns *BusyError naming
+// the holder (a NodeExists error when others queue, or when a lock-delay
+// outlasts the Conn's own plus a second), trying again when the key is
+// free after all.
+func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, opts claims.CreateOptions, sess *session) (claims.Entry, error) {
+	c := d.c
+	r := acquireReq{path: q.Path, key: key, contents: contents, sess: sess, election: q.Election,
+		publish: opts.Value != nil, value: opts.Value, queue: d.queuePrefix(q)}
+	cond := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: key}
+	var delayUntil time.Time
+	wait := 10 * time.Millisecond
+	for {
+		ok, resp, err := c.send(r, cond)
+		if err != nil {
+			return claims.Entry{}, err
+		}
+		if ok {
+			kv := lockResult(resp, key)
+			if kv != nil && !queueBusy(resp, r.queue) {
+				return grantedEntry(kv, sess.id, r.contents), nil
+			}
+			// Others queue for the key: give it back at once.
+			d.release(q, key, kv, sess)
+			if opts.Exclusive {
+				return claims.Entry{}, backendkit.Wrap(topo.NodeExists, q.Path, errors.New("other contenders queue for the lock"))
+			}
+			return claims.Entry{}, errMustQueue
+		}
+		rb := classifyRollback(resp)
+		switch {
+		case rb == rollbackBadSession:
+			return claims.Entry{}, errInvalidSession
+		case rb == rollbackDenied || rb == rollbackUnknown:
+			return claims.Entry{}, rollbackError(q.Path, resp)
+		case !opts.Exclusive:
+			return claims.Entry{}, errMustQueue
+		case rb == rollbackLockDelay:
+			if delayUntil.IsZero() {
+				delayUntil = time.Now().Add(c.opts.LockDelay + time.Second)
+			} else if time.Now().After(delayUntil) {
+				return claims.Entry{}, backendkit.Wrap(topo.NodeExists, q.Path, errors.New("a lock-delay is in effect"))
+			}
+			if !sleepCtx(ctx, wait) {
+				return claims.Entry{}, ctx.Err()
+			}
+			wait = min(2*wait, maxRetryWait)
+			continue
+		}
+		cur, _, err := c.kv.Get(key, c.consistentOptions(ctx))
+		if err != nil {
+			return claims.Entry{}, err
+		}
+		next, held, err := r.condFor(cur)
+		switch {
+		case err != nil:
+			return claims.Entry{}, err
+		case held:
+			return claims.Entry{}, &claims.BusyError{Head: claims.Entry{Contents: string(cur.Value), Session: cur.Session}}
+		}
+		cond = next
+	}
+}
+
+// release gives back a key an acquire of sess took (kv: its result), with
+// an election's value key, detached from any caller's context.
+func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *session) {
+	if kv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(d.c.ctx, requestTimeout)
+	defer cancel()
+	if err := d.c.deleteKey(ctx, q, key, kv.ModifyIndex, sess); err != nil && err != claims.ErrNotHeld {
+		slog.Debug("consultopo: giving a key back", "key", key, "err", err)
+	}
+}
+
+// Acquire implements claims.Acquirer: once e heads the queue, it takes the
+// store key for the claim's session v in one transaction conditioned on
+// the key's state (see condFor; the first attempt assumes it absent, which
+// it normally is) that also removes e from the queue, which wakes the
+// next waiter and no other. While another session holds the key (a Vitess
+// contender, which does not queue, or a holder that does not queue) it
+// waits with consistent blocking queries on the key, and acquires within
+// one round trip of the release; a lock-delay refusal is retried with a
+// short backoff (at most maxRetryWait apart). It returns the granted entry;
+// ErrNotHeld when the session ended; NodeExists with a ForeignKeyError for
+// a key another tool wrote.
+func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
+	c := d.c
+	sess := sessionOf(v)
+	key := d.storeKey(q)
+	actx, cancel := c.callCtx(ctx)
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
 	defer stop()
-	waited = queued
-	sessionEnded := func(err error) error {
-		if ctx.Err() == nil && c.ctx.Err() == nil && (sess.lost() || errors.Is(err, errInvalidSession)) {
-			if waited {
-				return errWaiterSessionLost
-			}
-			return errInvalidSession
+	r := acquireReq{path: q.Path, key: key, contents: e.Contents, sess: sess, election: q.Election,
+		publish: e.Value != nil, value: e.Value, entry: e.Key, queue: d.queuePrefix(q)}
+	lost := func(err error) (claims.Entry, error) {
+		if sess.lost() || errors.Is(err, errInvalidSession) {
+			return claims.Entry{}, claims.ErrNotHeld
 		}
-		return err
+		return claims.Entry{}, err
 	}
+	cond := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: key}
 	wait := 10 * time.Millisecond
-	var delayUntil time.Time
-	// The first attempt assumes the key is absent (Unlock deletes it), so
-	// that an uncontended lock takes one round trip; check-not-exists makes
-	// that assumption atomic.
-	optimistic := true
-	// seen is the key as a blocking query returned it: the next condition
-	// is built on it without another read (the transaction's condition
-	// makes a stale view roll back, never take the key over).
-	var seen *api.KVPair
-	var seenMeta *api.QueryMeta
-	for {
-		var cur *api.KVPair
-		meta := &api.QueryMeta{}
-		switch {
-		case optimistic:
-		case seenMeta != nil:
-			cur, meta = seen, seenMeta
-		default:
-			cur, meta, err = c.kv.Get(spec.key, c.consistentOptions(actx))
+	for first := true; ; first = false {
+		if cond == nil {
+			cur, meta, err := c.kv.Get(key, c.consistentOptions(actx))
+			for err == nil {
+				var held bool
+				if cond, held, err = r.condFor(cur); err != nil {
+					return claims.Entry{}, err
+				}
+				if !held {
+					break
+				}
+				// Held: block until the key changes.
+				index := meta.LastIndex
+				cur, meta, err = c.kv.Get(key, c.consistentBlocking(actx, index))
+				if err == nil && meta.LastIndex < index {
+					// The store's index went back (a restarted dev agent):
+					// read afresh.
+					cur, meta, err = c.kv.Get(key, c.consistentOptions(actx))
+				}
+			}
 			if err != nil {
-				return nil, waited, false, sessionEnded(err)
+				return lost(err)
 			}
 		}
-		optimistic, seen, seenMeta = false, nil, nil
-		var cond *api.KVTxnOp
-		relock := false
-		switch {
-		case cur == nil:
-			cond = &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: spec.key}
-		case cur.Session == "" && cur.Flags != api.LockFlagValue:
-			return nil, waited, false, backendkit.Wrap(topo.NodeExists, spec.path, &ForeignKeyError{Key: spec.key})
-		case cur.Session == "" || cur.Session == sess.id:
-			cond = &api.KVTxnOp{Verb: api.KVCheckIndex, Key: spec.key, Index: cur.ModifyIndex}
-			relock = cur.Session == sess.id
-		case spec.try:
-			return nil, waited, false, backendkit.LockHeld(spec.path, cur.Value, cur.Session)
-		default:
-			// Held by another session: block until the key changes.
-			waited = true
-			seen, seenMeta, err = c.kv.Get(spec.key, c.consistentBlocking(actx, meta.LastIndex))
-			if err != nil {
-				return nil, waited, false, sessionEnded(err)
-			}
-			if seenMeta.LastIndex < meta.LastIndex {
-				// The store's index went back (a restarted dev agent): read
-				// afresh rather than wait on a stale index.
-				seen, seenMeta = nil, nil
-			}
-			continue
+		ok, resp, err := c.send(r, cond)
+		if err != nil {
+			return lost(err)
 		}
-		ok, resp, handedOff, err := c.acquireOnce(actx, spec, cond, relock, sess, cl)
-		switch {
-		case handedOff:
-			return nil, waited, true, sessionEnded(err)
-		case err != nil:
-			return nil, waited, false, sessionEnded(err)
-		case ok && (spec.fast || spec.try) && queueBusy(resp, spec.queue):
-			// Others queue for the key (we took it in a release's gap):
-			// give it back at once.
-			c.undo(spec, sess)
-			if spec.try {
-				return nil, waited, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("other contenders queue for the lock"))
+		if ok {
+			if kv := lockResult(resp, key); kv != nil {
+				if first && !queueBusy(resp, r.queue) {
+					// The key was free when this contender reached the
+					// head, and nobody queues behind it: the next
+					// contender of the Conn may try the key at once again.
+					c.setContended(key, false)
+				}
+				return grantedEntry(kv, sess.id, r.contents), nil
 			}
-			return nil, waited, false, errMustQueue
-		case ok:
-			// check-not-exists reports no result; the lock's is the last
-			// one of the key (a value key's or the queue's may follow).
-			if kv := lockResult(resp, spec.key); kv != nil {
-				return kv, waited, false, nil
-			}
-			c.undo(spec, sess)
-			return nil, waited, false, backendkit.Wrap(topo.Unavailable, spec.path, errors.New("lock transaction returned no result"))
+			return claims.Entry{}, backendkit.Wrap(topo.Unavailable, q.Path, errors.New("lock transaction returned no result"))
 		}
-		rb := classifyRollback(resp)
-		if spec.fast && rb != rollbackBadSession && rb != rollbackDenied && rb != rollbackUnknown {
-			// Not free: queue.
-			return nil, waited, false, errMustQueue
-		}
-		switch rb {
+		cond = nil
+		switch classifyRollback(resp) {
 		case rollbackStale, rollbackMissing, rollbackExists, rollbackHeld:
 			// The key changed since it was read: look again.
 		case rollbackLockDelay:
 			// A lock-delay left by an invalidated session is in effect.
-			if spec.try {
-				if delayUntil.IsZero() {
-					delayUntil = time.Now().Add(c.opts.LockDelay + time.Second)
-				} else if time.Now().After(delayUntil) {
-					return nil, waited, false, backendkit.Wrap(topo.NodeExists, spec.path, errors.New("a lock-delay is in effect"))
-				}
-			}
 			if !sleepCtx(actx, wait) {
-				return nil, waited, false, sessionEnded(actx.Err())
+				return lost(actx.Err())
 			}
 			wait = min(2*wait, maxRetryWait)
 		case rollbackBadSession:
-			return nil, waited, false, sessionEnded(errInvalidSession)
+			return claims.Entry{}, claims.ErrNotHeld
 		default:
-			return nil, waited, false, rollbackError(spec.path, resp)
+			return claims.Entry{}, rollbackError(q.Path, resp)
 		}
 	}
-}
-
-// acquireOnce sends one acquire transaction: cond, then (with relock, for
-// a key sess holds) an unlock, then lock spec.key for sess with spec.value
-// and the lock flags. When ctx can end, the request
-// runs in a goroutine under a context of its own so that a caller giving up
-// never leaves the key silently held: the goroutine undoes a request that
-// may have succeeded. ok=false with resp is a rollback.
-func (c *Conn) acquireOnce(ctx context.Context, spec lockSpec, cond *api.KVTxnOp, relock bool, sess *session, cl *claim) (ok bool, resp *api.TxnResponse, handedOff bool, err error) {
-	ops := api.TxnOps{{KV: cond}}
-	if relock {
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}})
-	}
-	ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: spec.key, Value: spec.value, Flags: api.LockFlagValue, Session: sess.id}})
-	if spec.valueKey != nil {
-		ops = append(ops, valueOp(spec.valueKey(sess.id), spec.published, spec.publish, sess))
-	}
-	if spec.entry != "" {
-		// The head of the queue leaves it as it acquires, which wakes the
-		// next waiter.
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: spec.entry}})
-	}
-	if spec.fast || spec.try {
-		// Read the queue: a contender that did not queue gives the key
-		// back when others do.
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: spec.queue}})
-	}
-	if ctx.Done() == nil || !spec.detach {
-		rctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
-		defer cancel()
-		ok, resp, err := c.txn(rctx, ops)
-		if err == nil && ctx.Err() != nil && ok {
-			c.undo(spec, sess)
-			return false, nil, false, ctx.Err()
-		}
-		return ok, resp, false, c.acquireError(spec, sess, err)
-	}
-	type result struct {
-		ok   bool
-		resp *api.TxnResponse
-		err  error
-	}
-	done := make(chan result, 1)
-	rctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
-	go func() {
-		ok, resp, err := c.txn(rctx, ops)
-		cancel()
-		done <- result{ok, resp, err}
-	}()
-	select {
-	case r := <-done:
-		return r.ok, r.resp, false, c.acquireError(spec, sess, r.err)
-	case <-ctx.Done():
-	}
-	c.spawn(func() {
-		if r := <-done; r.ok || r.err != nil {
-			c.undo(spec, sess)
-		}
-		if sess.own {
-			c.destroySession(sess)
-		}
-		c.releaseClaim(cl)
-	})
-	return false, nil, true, ctx.Err()
-}
-
-// acquireError classifies a failed acquire request. A request that may
-// have reached the store is undone.
-func (c *Conn) acquireError(spec lockSpec, sess *session, err error) error {
-	if err == nil {
-		return nil
-	}
-	if isInvalidSession(err) {
-		return errInvalidSession
-	}
-	c.undo(spec, sess)
-	return err
 }
 
 // lockResult returns the last result of a successful acquire transaction
-// for key: the lock operation's (an unlock's or a check's comes before it,
-// a value key's after it).
+// for key: the lock operation's (a check's comes before it, a value key's
+// or the queue's after it).
 func lockResult(resp *api.TxnResponse, key string) *api.KVPair {
 	if resp == nil {
 		return nil
@@ -518,32 +383,11 @@ func lockResult(resp *api.TxnResponse, key string) *api.KVPair {
 	return nil
 }
 
-// deleteIfHeld deletes key if sess holds it (best effort, detached from any
-// caller's context).
-func (c *Conn) deleteIfHeld(key string, sess *session) {
-	ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
-	defer cancel()
-	if _, _, err := c.releaseKey(ctx, key, sess); err != nil {
-		slog.Debug("consultopo: undoing a lock acquisition", "key", key, "err", err)
-	}
-}
-
-// releaseKey deletes key in one transaction that first checks that sess
-// holds it, so it never removes a key another holder acquired, nor a value
-// another tool wrote. ok=false with resp is a rollback (see
-// classifyRollback: rollbackNotHeld or rollbackMissing when sess did not
-// hold it).
-func (c *Conn) releaseKey(ctx context.Context, key string, sess *session) (ok bool, resp *api.TxnResponse, err error) {
-	return c.txn(ctx, api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sess.id}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
-	})
-}
-
 // dirHasEntries reports whether dir has entries other than a lock key and
-// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a <dir>/Lock that is not a lock (a value
-// another tool wrote, which Lock then refuses with a ForeignKeyError rather
-// than NoNode). It reads consistently.
+// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a
+// <dir>/Lock that is not a lock (a value another tool wrote, which Lock
+// then refuses with a ForeignKeyError rather than NoNode). It reads
+// consistently.
 func (c *Conn) dirHasEntries(ctx context.Context, dir string) (bool, error) {
 	prefix := c.dirPrefix(dir)
 	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))

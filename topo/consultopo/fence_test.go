@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 )
@@ -17,22 +18,65 @@ import (
 // frozenSession returns a copy of s as a paused holder remembers it: the
 // same session id, never lost, valid for another hour.
 func frozenSession(s *session) *session {
-	return &session{id: s.id, ttl: s.ttl, own: s.own, claims: context.Background(), endClaims: func() {}, ctx: context.Background(), endCtx: func(error) {}, deadline: time.Now().Add(time.Hour)}
+	f := &session{id: s.id, ttl: s.ttl, own: s.own, ctx: context.Background(), endCtx: func(error) {}, deadline: time.Now().Add(time.Hour)}
+	f.view = claims.NewSession(s.id, f)
+	return f
 }
 
-// frozen returns a copy of l as a holder paused since the acquire would
-// see it: held, its session alive. Only the store can tell it is stale.
-func frozen(l *lockDescriptor) *lockDescriptor {
-	h := l.held
-	h.sess = frozenSession(h.sess)
-	return newLockDescriptor(l.c, l.path, l.key, h)
+// frozenDriver is the driver of a Conn whose Create hands out one granted
+// entry on one session, and which watches nothing: an engine over it
+// issues a copy of a claim as a holder paused since its acquire sees it.
+type frozenDriver struct {
+	driver
+	e claims.Entry
+	s *session
+}
+
+func (f frozenDriver) Create(context.Context, claims.Queue, string, claims.CreateOptions) (claims.Entry, *claims.Session, error) {
+	return f.e, f.s.view, nil
+}
+
+func (frozenDriver) Monitor(claims.Queue, *claims.Session, claims.Entry, <-chan struct{}) {}
+
+// frozenEngine returns an engine issuing copies of the claim behind f,
+// with the claim's guard.
+func frozenEngine(t *testing.T, f topo.Fence) (*claims.Engine, claims.Guard) {
+	t.Helper()
+	g, ok := claims.FenceGuard(f)
+	require.True(t, ok)
+	fd := frozenDriver{driver: g.Driver().(driver), e: g.Entry(), s: frozenSession(sessionOf(g.Session()))}
+	return claims.New(fd, claims.Options{}), g
+}
+
+// frozen returns a copy of the lock l as a holder paused since the acquire
+// would see it: held, its session alive. Only the store can tell it is
+// stale.
+func frozen(t *testing.T, l topo.LockDescriptor) topo.Fence {
+	t.Helper()
+	e, g := frozenEngine(t, l)
+	c, err := e.LockName(t.Context(), g.Queue().Path, g.Entry().Contents)
+	require.NoError(t, err)
+	return c
 }
 
 // frozenTerm is frozen for a leadership term.
-func frozenTerm(t *term) *term {
-	h := t.held
-	h.sess = frozenSession(h.sess)
-	return &term{c: t.c, path: t.path, key: t.key, ctx: context.Background(), cancel: func() {}, held: h, monitor: make(chan struct{})}
+func frozenTerm(t *testing.T, term topo.Fence) topo.Fence {
+	t.Helper()
+	e, g := frozenEngine(t, term)
+	p, err := e.NewLeaderParticipation(g.Queue().Path, g.Entry().Contents)
+	require.NoError(t, err)
+	_, err = p.WaitForLeadership()
+	require.NoError(t, err)
+	f, err := p.Term()
+	require.NoError(t, err)
+	return f
+}
+
+// fenceSession returns the session of a claim's fence.
+func fenceSession(t testing.TB, f topo.Fence) *session {
+	g, ok := claims.FenceGuard(f)
+	require.True(t, ok)
+	return sessionOf(g.Session())
 }
 
 // requireClosed waits (at most waitFor) for done to close.
@@ -89,7 +133,7 @@ func TestGuardedWriteAfterSessionExpiry(t *testing.T) {
 	require.NoError(t, err)
 	l1, err := c1.Lock(ctx, "d", "one")
 	require.NoError(t, err)
-	paused := frozen(l1.(*lockDescriptor))
+	paused := frozen(t, l1)
 	p1, err := c1.NewLeaderParticipation("e", "one")
 	require.NoError(t, err)
 	defer p1.Stop()
@@ -97,7 +141,7 @@ func TestGuardedWriteAfterSessionExpiry(t *testing.T) {
 	require.NoError(t, err)
 	t1, err := p1.Term()
 	require.NoError(t, err)
-	pausedTerm := frozenTerm(t1.(*term))
+	pausedTerm := frozenTerm(t, t1)
 
 	expireSession(t, c1)
 	requireClosed(t, l1.Done(), "lock after session expiry")
@@ -168,7 +212,7 @@ func TestGuardedWritePartitionedAndPausedHolder(t *testing.T) {
 	require.NoError(t, err)
 	t1, err := p1.Term()
 	require.NoError(t, err)
-	pausedLock, pausedTerm := frozen(l1.(*lockDescriptor)), frozenTerm(t1.(*term))
+	pausedLock, pausedTerm := frozen(t, l1), frozenTerm(t, t1)
 
 	type won struct {
 		f   topo.Fence
@@ -338,26 +382,37 @@ func TestTokensIncrease(t *testing.T) {
 	}
 }
 
-// TestRelockSameSessionNewToken (issue 11): when a Conn's session still
-// holds the lock key of an earlier claim (its release failed), the next
-// acquire through the same session gets a greater token, and the earlier
-// claim no longer passes Check or IfHeld.
+// TestRelockSameSessionNewToken: a lock whose release did not reach
+// Consul (the agent unreachable during Unlock) keeps its key until the
+// engine's background release deletes it; the next Lock through the same
+// Conn, on the same session, waits for that and gets a new, greater token,
+// and a paused copy of the first lock is refused by Consul's check.
 func TestRelockSameSessionNewToken(t *testing.T) {
 	root := testRoot(t)
-	c := newTestConn(t, root)
+	p, err := faultproxy.New(agent.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	opts := testOptions()
+	opts.Address = p.Addr()
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
 	ctx := t.Context()
 	v, err := c.Create(ctx, "d/f", []byte("0"))
 	require.NoError(t, err)
 	l1, err := c.Lock(ctx, "d", "x")
 	require.NoError(t, err)
-	ld1 := l1.(*lockDescriptor)
-	c.releaseClaim(ld1.held.cl) // as after a release that did not reach Consul
+	stale := frozen(t, l1)
+	p.Blackhole()
+	uctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	require.Error(t, l1.Unlock(uctx), "Unlock through a blackholed agent")
+	cancel()
+	p.Heal()
 	l2, err := c.Lock(ctx, "d", "x")
 	require.NoError(t, err)
-	require.Equal(t, ld1.held.sess.id, l2.(*lockDescriptor).held.sess.id)
+	require.Equal(t, fenceSession(t, l1).id, fenceSession(t, l2).id)
 	require.Greater(t, l2.Token(), l1.Token())
-	requireCode(t, l1.Check(ctx), topo.LockLost)
-	_, err = topo.GuardedUpdate(ctx, c, frozen(ld1), "d/f", []byte("stale"), v)
+	_, err = topo.GuardedUpdate(ctx, c, stale, "d/f", []byte("stale"), v)
 	requireStoreRefused(t, err)
 	require.NoError(t, l2.Check(ctx))
 	require.NoError(t, l2.Unlock(ctx))
@@ -487,7 +542,7 @@ func TestTermFence(t *testing.T) {
 	t2, err := p2.Term()
 	require.NoError(t, err)
 	require.Greater(t, t2.Token(), t1.Token())
-	_, err = topo.GuardedUpdate(ctx, c1, frozenTerm(t1.(*term)), "f", []byte("stale"), v)
+	_, err = topo.GuardedUpdate(ctx, c1, frozenTerm(t, t1), "f", []byte("stale"), v)
 	requireStoreRefused(t, err)
 	requireFile(t, c1, "f", "one", v)
 

@@ -35,7 +35,7 @@ func TestWaiterHonoursLockDelay(t *testing.T) {
 			done <- result{err: err}
 			return
 		}
-		done <- result{sess: l2.(*lockDescriptor).held.sess.id}
+		done <- result{sess: fenceSession(t, l2).id}
 	}()
 	require.Eventually(t, func() bool { return len(waiter.sessionIDs()) > 0 }, waitFor, tick)
 	for _, id := range holder.sessionIDs() {

@@ -17,6 +17,7 @@ import (
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/test"
 	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/test/mutation"
 )
 
 // agent is the Consul dev agent shared by every test of the package; each
@@ -38,7 +39,9 @@ func TestMain(m *testing.M) {
 // testOptions are the options of the tests' Conns: the defaults, except a
 // short blocking-query wait so that a restarted agent is noticed quickly.
 func testOptions() Options {
-	return Options{Address: agent.Addr(), WatchPollDuration: 2 * time.Second}
+	// The claims engine's defect of a mutation kit child (TestMutants),
+	// none otherwise.
+	return Options{Address: agent.Addr(), WatchPollDuration: 2 * time.Second, defect: mutation.EngineDefect()}
 }
 
 // shortTTL is the session TTL of shortTTLOptions: the test agents accept
@@ -107,54 +110,61 @@ func expireSession(t *testing.T, conn topo.Conn) {
 // Conn; the faulty store is a persistent single-server agent that is
 // restarted.
 func TestConformance(t *testing.T) {
+	newStore, opts := conformanceWiring()
+	test.Run(t, newStore, opts)
+}
+
+// conformanceWiring returns the shared suite's store opener and options
+// for the package's agents.
+func conformanceWiring() (func(t *testing.T) func() topo.Conn, test.Options) {
 	var root string // the current subtest's root (subtests run one at a time)
-	test.Run(t, func(t *testing.T) func() topo.Conn {
-		root = testRoot(t)
-		r := root
-		return func() topo.Conn {
-			c, err := NewConn(shortTTLOptions(), r)
-			require.NoError(t, err)
-			return c
-		}
-	}, test.Options{
-		GetVersionUnsupported: true,
-		ExpireSession:         expireSession,
-		Partition: func(t *testing.T) test.Partitioned {
-			p, err := faultproxy.New(agent.Addr())
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = p.Close() })
-			opts := shortTTLOptions()
-			opts.Address = p.Addr()
-			c, err := NewConn(opts, root)
-			require.NoError(t, err)
-			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
-		},
-		// Consul invalidates a session up to twice its TTL after the last
-		// renewal, and then holds its locks back for the lock-delay.
-		SessionBound: 2*shortTTL + DefaultLockDelay,
-		FaultyStore: func(t *testing.T) test.FaultyStore {
-			a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
-			r := testRoot(t)
-			opener := func(reads ReadMode) func() topo.Conn {
-				return func() topo.Conn {
-					opts := shortTTLOptions()
-					opts.Address = a.Addr()
-					opts.Reads = reads
-					c, err := NewConn(opts, r)
-					require.NoError(t, err)
-					return c
+	return func(t *testing.T) func() topo.Conn {
+			root = testRoot(t)
+			r := root
+			return func() topo.Conn {
+				c, err := NewConn(shortTTLOptions(), r)
+				require.NoError(t, err)
+				return c
+			}
+		}, test.Options{
+			GetVersionUnsupported: true,
+			ExpireSession:         expireSession,
+			Partition: func(t *testing.T) test.Partitioned {
+				p, err := faultproxy.New(agent.Addr())
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = p.Close() })
+				opts := shortTTLOptions()
+				opts.Address = p.Addr()
+				c, err := NewConn(opts, root)
+				require.NoError(t, err)
+				return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
+			},
+			// Consul invalidates a session up to twice its TTL after the last
+			// renewal, and then holds its locks back for the lock-delay.
+			SessionBound: 2*shortTTL + DefaultLockDelay,
+			FaultyStore: func(t *testing.T) test.FaultyStore {
+				a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
+				r := testRoot(t)
+				opener := func(reads ReadMode) func() topo.Conn {
+					return func() topo.Conn {
+						opts := shortTTLOptions()
+						opts.Address = a.Addr()
+						opts.Reads = reads
+						c, err := NewConn(opts, r)
+						require.NoError(t, err)
+						return c
+					}
 				}
-			}
-			return test.FaultyStore{
-				// The defaults (consistent reads) must give read-your-writes;
-				// the linearizability check asks for consistent reads
-				// explicitly.
-				Open:             opener(testOptions().Reads),
-				OpenLinearizable: opener(ReadConsistent),
-				Fault:            func(t *testing.T) { a.Restart(t) },
-			}
-		},
-	})
+				return test.FaultyStore{
+					// The defaults (consistent reads) must give read-your-writes;
+					// the linearizability check asks for consistent reads
+					// explicitly.
+					Open:             opener(testOptions().Reads),
+					OpenLinearizable: opener(ReadConsistent),
+					Fault:            func(t *testing.T) { a.Restart(t) },
+				}
+			},
+		}
 }
 
 func TestFactoryRegistered(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // FactoryName is the name the backend registers under.
@@ -174,6 +175,10 @@ type Options struct {
 	// transaction estimated larger fails with InvalidArgument before
 	// anything is sent.
 	TxnMaxRequestBytes int
+
+	// defect is the claims engine's deliberate defect, set by the
+	// package's mutation test only.
+	defect claims.Defect
 }
 
 // ReadMode is the Consul consistency mode of a Conn's reads.
@@ -298,6 +303,12 @@ func init() { topo.MustRegisterFactory(FactoryName, NewFactory(Options{})) }
 // safe for concurrent use. Create Conns with NewConn or through the
 // "consul" factory.
 type Conn struct {
+	// Claims are Lock, LockWithTTL, LockName, TryLock,
+	// NewLeaderParticipation and ResumeLeaderParticipation: the claims
+	// engine over this store's driver (driver.go).
+	claims.Claims
+	eng *claims.Engine
+
 	client    *api.Client
 	transport *http.Transport
 	kv        *api.KV
@@ -312,11 +323,17 @@ type Conn struct {
 
 	sessionMu sync.Mutex // serialises creating the shared session
 
+	// stripes serialise the acquire requests of one key within the Conn
+	// (see send).
+	stripes [64]sync.Mutex
+
 	mu       sync.Mutex
 	closed   bool
 	shared   *session              // the long-lived session, nil until needed
 	sessions map[*session]struct{} // every live session, destroyed by Close
-	claims   map[string]*claim     // keys locked (or being locked) through this Conn
+	// grants holds the tokens of the keys this Conn's claims acquired and
+	// have not released (see resolve).
+	grants map[uint64]struct{}
 	// contended holds the lock and election keys a contender of this Conn
 	// recently found held or queued for (see queue.go): the next one
 	// queues at once.
@@ -413,7 +430,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, err
 	}
 	cctx, cancel := context.WithCancel(context.Background())
-	return &Conn{
+	c := &Conn{
 		client:    client,
 		transport: cfg.Transport,
 		kv:        client.KV(),
@@ -422,9 +439,12 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		ctx:       cctx,
 		cancel:    cancel,
 		sessions:  map[*session]struct{}{},
-		claims:    map[string]*claim{},
+		grants:    map[uint64]struct{}{},
 		contended: map[string]struct{}{},
-	}, nil
+	}
+	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
+	c.Claims = c.eng
+	return c, nil
 }
 
 // probe sends NewConnContext's first request (see there) to the agent at
@@ -560,6 +580,7 @@ func (c *Conn) Client() *api.Client { return c.client }
 // after the lock-delay). It waits for background goroutines and is
 // idempotent.
 func (c *Conn) Close() {
+	c.eng.Close()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // Causes of a session's end (context.Cause of session.ctx).
@@ -43,20 +44,17 @@ var (
 // any request to Consul.
 //
 // Declaring the session lost (markLost) ends every claim on it before it
-// returns: a lock's Done and every leadership context are children of
-// claims, cancelled before ctx (which lost reads), so that no one sees the
-// session lost and a claim on it live.
+// returns: it declares the engine's view of the session lost
+// (claims.Session.Lost: Done closes, leadership contexts are cancelled)
+// before ctx (which lost reads) ends, so that no one sees the session lost
+// and a claim on it live.
 type session struct {
 	id  string
 	ttl time.Duration
 	own bool // carries a single lock; destroyed by its Unlock
 
-	// claims is the parent of the contexts of the claims on the session
-	// (a lock's Done, leadership contexts). It is cancelled by markLost
-	// before ctx, and with the Conn's context (Close), which then ends ctx
-	// too (through markLost, cause errSessionClosed).
-	claims    context.Context
-	endClaims context.CancelFunc
+	// view is the claims engine's view of the session.
+	view *claims.Session
 
 	// ctx ends, with one of the errSession* causes, when the session is
 	// known or declared lost (or the Conn closed), once claims has ended.
@@ -69,16 +67,28 @@ type session struct {
 	timer    *time.Timer // fires at deadline
 }
 
-// newSessionState returns the session id valid until deadline, as the Conn
-// c holds it: its claims end when c closes. The caller starts its timer.
-func (c *Conn) newSessionState(id string, ttl time.Duration, own bool, deadline time.Time) *session {
-	s := &session{id: id, ttl: ttl, own: own, deadline: deadline}
-	s.claims, s.endClaims = context.WithCancel(c.ctx)
+// startSession makes the session id, whose create (or renewal) request
+// was sent at sent, a session of the Conn: valid until sent+ttl, renewed in
+// the background, its claims ended when the Conn closes. It returns Closed
+// (and declares it lost) when the Conn is closed.
+func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent time.Time) (*session, error) {
+	s := &session{id: id, ttl: ttl, own: own, deadline: sent.Add(ttl)}
+	s.view = claims.NewSession(id, s)
 	s.ctx, s.endCtx = context.WithCancelCause(context.Background())
-	// Close cancels claims with c.ctx at once; ctx follows here (a no-op
-	// when markLost cancelled claims).
-	context.AfterFunc(s.claims, func() { s.markLost(errSessionClosed) })
-	return s
+	s.mu.Lock()
+	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
+	s.mu.Unlock()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		s.markLost(errSessionClosed)
+		return nil, topo.NewError(topo.Closed, path)
+	}
+	c.sessions[s] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go c.renew(s)
+	return s, nil
 }
 
 // markLost declares the session lost with cause (the first call's cause
@@ -89,7 +99,7 @@ func (c *Conn) newSessionState(id string, ttl time.Duration, own bool, deadline 
 // context is cancelling it at the same time.
 func (s *session) markLost(cause error) {
 	s.lostOnce.Do(func() {
-		s.endClaims()
+		s.view.Lost()
 		s.endCtx(cause)
 	})
 }
@@ -160,22 +170,11 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 	if _, err := c.client.Raw().Write("/v1/session/create", body, &out, c.writeOptions(ctx)); err != nil {
 		return nil, c.convertError(ctx, err, path)
 	}
-	s := c.newSessionState(out.ID, ttl, own, sent.Add(ttl))
-	s.mu.Lock()
-	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
-	s.mu.Unlock()
-
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		c.destroySession(s)
-		return nil, topo.NewError(topo.Closed, path)
+	s, err := c.startSession(path, out.ID, ttl, own, sent)
+	if err != nil {
+		c.destroySessionID(out.ID)
 	}
-	c.sessions[s] = struct{}{}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go c.renew(s)
-	return s, nil
+	return s, err
 }
 
 // renew renews s every half TTL, but at least every half of the Conn's
@@ -261,6 +260,22 @@ func (c *Conn) destroySessionCtx(ctx context.Context, s *session) {
 	if _, err := c.client.Session().Destroy(s.id, c.writeOptions(ctx)); err != nil {
 		slog.Debug("consultopo: destroying a session", "session", s.id, "err", err)
 	}
+}
+
+// destroySessionID destroys the session id the Conn does not hold (best
+// effort, for at most requestTimeout).
+func (c *Conn) destroySessionID(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	_, _ = c.client.Session().Destroy(id, c.writeOptions(ctx))
+}
+
+// currentShared returns the Conn's long-lived session, nil when it has
+// none now.
+func (c *Conn) currentShared() *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shared
 }
 
 // sessionFor returns the session a lock with ttl uses: the Conn's shared

@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 const (
@@ -143,8 +144,8 @@ type txnPlan struct {
 }
 
 type txnFence struct {
-	op    int
-	fence consulFence
+	op   int
+	path string // the claim's path, for errors
 	// lostWhy says why the claim was known lost or released when the
 	// transaction was planned ("" if it may be held).
 	lostWhy string
@@ -183,12 +184,24 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 		case topo.TxnIfPresent:
 			add(i, &api.KVTxnOp{Verb: api.KVGet, Key: key})
 		case topo.TxnIfHeld:
-			f, ok := backendkit.FenceAs[consulFence](op.Fence)
+			g, ok := claims.FenceGuard(op.Fence)
 			if !ok {
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
+			if _, ok := g.Driver().(interface{ storeKey(claims.Queue) string }); !ok || !g.Entry().Granted {
+				// Another backend's engine's claim.
+				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
+			}
 			// check-index on the token alone proves the claim: see Txn.
-			fkey, _, token, _, why := f.target()
+			fkey, _ := splitGranted(g.Entry())
+			token := uint64(g.Entry().Token)
+			why := ""
+			switch sess := sessionOf(g.Session()); {
+			case !g.Live():
+				why = "the claim was released or lost"
+			case !sess.alive():
+				why = "the claim's session ended or was not renewed within its TTL"
+			}
 			if why != "" {
 				// Known lost or released here: no key is at index 0, so
 				// the transaction rolls back whatever the store says of
@@ -196,7 +209,7 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 				token = 0
 			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
-			plan.fences = append(plan.fences, txnFence{op: i, fence: f, lostWhy: why})
+			plan.fences = append(plan.fences, txnFence{op: i, path: g.Queue().Path, lostWhy: why})
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
@@ -309,7 +322,7 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 	path := op.Path
 	if op.Kind == topo.TxnIfHeld {
 		f := plan.fences[fenceIndex(plan, op.Index)]
-		_, _, _, path, _ = f.fence.target()
+		path = f.path
 		if f.lostWhy != "" {
 			return backendkit.TxnOpError(op, backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy)))
 		}

@@ -34,7 +34,8 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Unlock(ctx)
-	ld := l.(*lockDescriptor)
+	token := uint64(l.Token())
+	sessID := fenceSession(b, l).id
 	version := func(f string) topo.Version {
 		_, v, err := c.Get(ctx, f)
 		if err != nil {
@@ -49,7 +50,7 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 		func(i int) { // raw
 			idx := uint64(rawV.(topo.NumericVersion))
 			ok, resp, _, err := rawTxn.Txn(api.TxnOps{
-				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: lockKey, Index: ld.held.token}},
+				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: lockKey, Index: token}},
 				{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: root + "/g/raw", Value: []byte("value " + strconv.Itoa(i)), Flags: writeNonce(), Index: idx}},
 			}, nil)
 			if err != nil || !ok {
@@ -74,8 +75,8 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 		func(i int) { // raw, with the two Consul operations Txn leaves out
 			idx := uint64(raw4V.(topo.NumericVersion))
 			ok, resp, _, err := rawTxn.Txn(api.TxnOps{
-				{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: lockKey, Session: ld.held.sess.id}},
-				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: lockKey, Index: ld.held.token}},
+				{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: lockKey, Session: sessID}},
+				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: lockKey, Index: token}},
 				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: root + "/g/raw4", Index: idx}},
 				{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: root + "/g/raw4", Value: []byte("value " + strconv.Itoa(i)), Flags: writeNonce(), Index: idx}},
 			}, nil)

@@ -177,11 +177,11 @@ func TestTxnIfHeldStaleSameSession(t *testing.T) {
 	require.NoError(t, err)
 	l1, err := c.Lock(ctx, "d", "first")
 	require.NoError(t, err)
-	stale := frozen(l1.(*lockDescriptor))
+	stale := frozen(t, l1)
 	require.NoError(t, l1.Unlock(ctx))
 	l2, err := c.Lock(ctx, "d", "second")
 	require.NoError(t, err)
-	require.Equal(t, l1.(*lockDescriptor).held.sess.id, l2.(*lockDescriptor).held.sess.id, "both locks use the Conn's shared session")
+	require.Equal(t, fenceSession(t, l1).id, fenceSession(t, l2).id, "both locks use the Conn's shared session")
 	require.Greater(t, l2.Token(), l1.Token())
 
 	_, err = topo.GuardedUpdate(ctx, c, stale, "d/f", []byte("stale"), v)

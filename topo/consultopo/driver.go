@@ -1,0 +1,342 @@
+package consultopo
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// driver is the claims engine's view of a Conn's Consul store
+// (claims.Driver, with the optional claims.Acquirer and claims.Monitor
+// steps). The Conn embeds the engine and writes no claims logic itself.
+//
+// A queue is the contenders' queue beside the store key Vitess locks on
+// (see queue.go for the layout): an entry is a key in the queue locked by
+// the Conn's long-lived session, its token its CreateIndex. The store key
+// (<dir>/Lock, elections/<name>) decides who holds: Create takes it at
+// once when it is free and nobody queues (the entry is then granted:
+// Entry.Granted), otherwise it queues, and the head of the queue takes the
+// key in Acquire, in the same transaction that removes its queue entry. A
+// granted entry's token is the key's ModifyIndex at the acquire, its Key
+// the store key with the acquire's LockIndex (grantedKey).
+//
+// Why tokens are monotone: a granted token is the Raft index of the
+// transaction that acquired the key, and a later holder can only acquire
+// once the earlier claim ended in the store (the key deleted by its
+// release or its session's end, or unlocked by the api package), which is
+// a later Raft entry: every later holder's token is greater, whichever
+// Conn or process, across session losses and restarts of servers that
+// keep their data.
+type driver struct{ c *Conn }
+
+var (
+	_ claims.Driver   = driver{}
+	_ claims.Acquirer = driver{}
+	_ claims.Monitor  = driver{}
+)
+
+// storeKey returns the KV key that decides who holds q: <dir>/Lock for a
+// lock, elections/<name> for an election.
+func (d driver) storeKey(q claims.Queue) string {
+	if q.Election {
+		return d.c.key(backendkit.JoinPath(electionsDir, q.Path))
+	}
+	return d.c.dirPrefix(q.Path) + lockName
+}
+
+// grantedKey is the Entry.Key of a granted entry: the store key and the
+// LockIndex of the acquire (kept for ResumeInfo, which older releases
+// check), separated by a NUL, which no Consul key holds.
+func grantedKey(key string, lockIndex uint64) string {
+	return key + "\x00" + strconv.FormatUint(lockIndex, 10)
+}
+
+// splitGranted returns the store key and LockIndex of a granted entry.
+func splitGranted(e claims.Entry) (string, uint64) {
+	key, idx, _ := strings.Cut(e.Key, "\x00")
+	n, _ := strconv.ParseUint(idx, 10, 64)
+	return key, n
+}
+
+// grantedEntry is the entry of a store key pair acquired by the session
+// sessionID with contents (a transaction's lock result carries no value).
+func grantedEntry(pair *api.KVPair, sessionID, contents string) claims.Entry {
+	return claims.Entry{Token: int64(pair.ModifyIndex), Key: grantedKey(pair.Key, pair.LockIndex),
+		Session: sessionID, Contents: contents, Granted: true}
+}
+
+// sessionOf returns the consultopo session behind an engine session.
+func sessionOf(v *claims.Session) *session {
+	s, _ := v.Ref().(*session)
+	return s
+}
+
+// Create implements claims.Driver: for a lock with RequireFiles, a
+// consistent read that the directory has files (else
+// backendkit.LockNeedsFiles' error, one more read deciding which); then
+// the session (the Conn's long-lived one; LockWithTTL with another TTL and
+// LockName one of their own); then, unless this Conn recently found the key
+// contended (Exclusive always), one transaction taking the free key when
+// nobody queues (a granted entry); otherwise an entry at the tail of the
+// queue, on the long-lived session.
+func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
+	c := d.c
+	if q.Election && len(opts.Value) > maxLeaderValue {
+		return claims.Entry{}, nil, errLeaderValueSize(q.Path)
+	}
+	if err := c.begin(ctx, q.Path); err != nil {
+		return claims.Entry{}, nil, err
+	}
+	if opts.RequireFiles {
+		if err := c.requireFiles(ctx, q.Path); err != nil {
+			return claims.Entry{}, nil, err
+		}
+	}
+	ttl := c.opts.SessionTTL
+	switch {
+	case q.Election:
+	case opts.TTL > 0:
+		ttl = c.opts.clampTTL(opts.TTL)
+	case !opts.RequireFiles: // LockName
+		ttl = MaxSessionTTL
+	}
+	key := d.storeKey(q)
+	for attempt := 0; ; attempt++ {
+		sess, err := c.sessionFor(ctx, q.Path, ttl)
+		if err != nil {
+			return claims.Entry{}, nil, err
+		}
+		fail := func(err error) (claims.Entry, *claims.Session, error) {
+			if sess.own {
+				c.destroySession(sess)
+			}
+			return claims.Entry{}, nil, err
+		}
+		if opts.Exclusive || !c.isContended(key) {
+			e, err := d.take(ctx, q, key, contents, opts, sess)
+			switch {
+			case err == nil:
+				return e, sess.view, nil
+			case errors.Is(err, errInvalidSession) && attempt < 3:
+				// The session ended before this call could use it (a
+				// shared session that expired while idle): a new one.
+				c.forgetSession(sess, errSessionGone)
+				continue
+			case !errors.Is(err, errMustQueue):
+				return fail(err)
+			}
+			c.setContended(key, true)
+		}
+		// The entry lives on the Conn's long-lived session even for a lock
+		// with a session of its own: an entry on LockName's 24 h session
+		// would outlive a crashed waiter, and block the queue, for up to
+		// twice that TTL.
+		qsess := sess
+		if sess.own {
+			if qsess, err = c.sessionFor(ctx, q.Path, c.opts.SessionTTL); err != nil {
+				return fail(err)
+			}
+		}
+		e, err := d.enqueue(ctx, q, key, contents, opts.Value, qsess)
+		if errors.Is(err, errInvalidSession) && attempt < 3 {
+			c.forgetSession(qsess, errSessionGone)
+			if qsess != sess {
+				c.destroySession(sess)
+			}
+			continue
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return e, sess.view, nil
+	}
+}
+
+// requireFiles returns nil when the directory dir has files (see
+// dirHasEntries), else the error of backendkit.LockNeedsFiles.
+func (c *Conn) requireFiles(ctx context.Context, dir string) error {
+	ok, err := c.dirHasEntries(ctx, dir)
+	if err != nil || ok {
+		return err
+	}
+	// Which error: one read, on this error path only.
+	isFile := false
+	if dir != "" {
+		_, _, gerr := c.Get(ctx, dir)
+		isFile = gerr == nil
+	}
+	return backendkit.LockNeedsFiles(dir, isFile)
+}
+
+// List implements claims.Driver: the queue's entries by CreateIndex, in
+// one consistent read.
+func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
+	pairs, _, err := d.c.kv.List(d.queuePrefix(q), d.c.consistentOptions(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]claims.Entry, 0, len(pairs))
+	for _, p := range pairs {
+		out = append(out, claims.Entry{Token: int64(p.CreateIndex), Key: p.Key, Session: p.Session})
+	}
+	slices.SortFunc(out, func(a, b claims.Entry) int { return cmp.Compare(a.Token, b.Token) })
+	return out, nil
+}
+
+// WaitGone implements claims.Driver: consistent blocking queries on e's
+// key alone, until it is gone or is another key of the same name (another
+// CreateIndex). The wait also ends (with ctx's error, the caller then
+// lists again) when the Conn's long-lived session ends, since the waiter's
+// own entry lives on it.
+func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	c := d.c
+	wctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	if s := c.currentShared(); s != nil {
+		stop := context.AfterFunc(s.ctx, cancel)
+		defer stop()
+	}
+	// A queue entry is never written after its creation: while it lives,
+	// its index is its CreateIndex, the token, so the first query blocks.
+	index := uint64(e.Token)
+	for {
+		cur, meta, err := c.kv.Get(e.Key, c.consistentBlocking(wctx, index))
+		if err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil && c.ctx.Err() == nil {
+				return nil // the shared session ended: look again
+			}
+			return err
+		}
+		if cur == nil || int64(cur.CreateIndex) != e.Token {
+			return nil
+		}
+		index = nextIndex(index, meta.LastIndex)
+	}
+}
+
+// Delete implements claims.Driver. A granted entry: one transaction
+// checking that the store key still has the acquire's ModifyIndex (so a
+// key another holder acquired since, or another tool wrote, is never
+// deleted) and deleting it, with an election's value key. A queue entry:
+// one transaction checking that its session still holds it, and deleting
+// it. ErrNotHeld when the check fails. A lock's own session (LockWithTTL,
+// LockName) is destroyed after.
+func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
+	c := d.c
+	sess := sessionOf(v)
+	var err error
+	if e.Granted {
+		key, _ := splitGranted(e)
+		err = c.deleteKey(ctx, q, key, uint64(e.Token), sess)
+	} else {
+		err = c.deleteEntry(ctx, q.Path, e.Key, e.Session)
+	}
+	if err != nil && err != claims.ErrNotHeld {
+		return err
+	}
+	if sess.own {
+		c.destroySession(sess)
+	}
+	return err
+}
+
+// deleteKey deletes the store key of q at token (with an election's value
+// key of sess) in one transaction checking the token; ErrNotHeld when the
+// key no longer has it.
+func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session) error {
+	ops := api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: token}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
+	}
+	if q.Election {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
+	}
+	err := c.checkedTxn(ctx, q.Path, ops)
+	if err == nil || err == claims.ErrNotHeld {
+		c.forgetGrant(token)
+	}
+	return err
+}
+
+// deleteEntry deletes the queue entry key if the session sessionID holds
+// it, in one transaction; ErrNotHeld when it does not.
+func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) error {
+	return c.checkedTxn(ctx, path, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sessionID}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
+	})
+}
+
+// checkedTxn runs ops, whose first is a check: ErrNotHeld when the check
+// fails.
+func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) error {
+	ok, resp, err := c.txn(ctx, ops)
+	switch {
+	case err != nil || ok:
+		return err
+	}
+	switch classifyRollback(resp) {
+	case rollbackStale, rollbackMissing, rollbackNotHeld:
+		return claims.ErrNotHeld
+	}
+	return rollbackError(path, resp)
+}
+
+// Held implements claims.Driver: the session is within its safety margin
+// (see session) and a consistent read, bounded by that margin, shows the
+// store key held by the session with the acquire's ModifyIndex. A read
+// that fails within the margin is an error (Unavailable,
+// PermissionDenied): holding cannot be proven, but the claim is not lost.
+func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
+	sess := sessionOf(v)
+	if !e.Granted || !sess.alive() {
+		return false, nil
+	}
+	key, _ := splitGranted(e)
+	rctx, cancel := context.WithDeadline(ctx, sess.validUntil())
+	defer cancel()
+	pair, _, err := d.c.kv.Get(key, d.c.consistentOptions(rctx))
+	switch {
+	case !sess.alive():
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return holds(pair, sess.id, e.Token), nil
+}
+
+// holds reports whether pair, a store key as read, is still the acquire
+// with token by the session sessionID. Nothing writes a held key (an
+// acquire never takes a key its own session holds), so while the claim
+// lasts the key keeps the acquire's ModifyIndex.
+func holds(pair *api.KVPair, sessionID string, token int64) bool {
+	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
+}
+
+// MapError implements claims.Driver: a *topo.Error is returned as it is,
+// anything else as convertError maps it; a session Consul no longer knows
+// is Unavailable.
+func (d driver) MapError(ctx context.Context, err error, path string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*topo.Error](err); ok {
+		return err
+	}
+	if errors.Is(err, errInvalidSession) {
+		return backendkit.Wrap(topo.Unavailable, path, err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return d.c.convertError(ctx, err, path)
+}

@@ -1,0 +1,138 @@
+package consultopo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// valuesDir is the directory, under an election key, of the leaders'
+// published values: elections/<name>/locks/<session id> (and of the
+// election's queue, locks/queue/). No election key can ever be there
+// (backendkit.CheckElection refuses names with a locks segment), nor a
+// file (the path is reserved), and Vitess reads only the election key
+// itself.
+const valuesDir = "locks"
+
+// maxLeaderValue is the largest published value: values travel in a
+// transaction beside the election key (see maxTxnValue).
+const maxLeaderValue = maxTxnValue
+
+// valueKey returns the key of the value published by the leader on
+// session sessionID in the election whose key is key.
+func valueKey(key, sessionID string) string { return key + "/" + valuesDir + "/" + sessionID }
+
+// valueOp is the transaction operation that publishes value at key for
+// sess (a lock operation, so that Consul deletes the key when the session
+// ends), or, without publish, deletes it.
+func valueOp(key string, value []byte, publish bool, sess *session) *api.TxnOp {
+	if !publish {
+		return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}}
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: key, Value: value, Flags: api.LockFlagValue, Session: sess.id}}
+}
+
+// errLeaderValueSize is the InvalidArgument error of a value Campaign or
+// Proclaim cannot publish: larger than the 360 KiB a Consul transaction
+// carries beside the election key (topo.MaxValueSize is larger).
+func errLeaderValueSize(path string) error {
+	return backendkit.Wrap(topo.InvalidArgument, path, fmt.Errorf("a leader value on Consul is at most %d bytes (it is written in a transaction)", maxLeaderValue))
+}
+
+// leaderOf returns the head that pairs (a consistent list of the prefix
+// elections/<name>, one Raft index) show: the election key while a session
+// holds it (id its value, token its ModifyIndex), with the value key of
+// that same session (ValueRev its ModifyIndex). ok is false when no
+// session holds the key.
+func leaderOf(key string, pairs api.KVPairs) (head claims.Entry, ok bool) {
+	var lead *api.KVPair
+	for _, kv := range pairs {
+		if kv.Key == key {
+			lead = kv
+			break
+		}
+	}
+	if lead == nil || lead.Session == "" {
+		return claims.Entry{}, false
+	}
+	head = grantedEntry(lead, lead.Session, string(lead.Value))
+	vk := valueKey(key, lead.Session)
+	for _, kv := range pairs {
+		if kv.Key == vk && kv.Session == lead.Session {
+			head.Value, head.ValueRev = value(kv), int64(kv.ModifyIndex)
+			break
+		}
+	}
+	return head, true
+}
+
+// Head implements claims.Driver for elections: one consistent list of the
+// prefix elections/<name> (the election key and the value keys beside it,
+// at one Raft index; see leaderOf). With watch, changed closes once a
+// consistent blocking query on the prefix returns a newer index (a write
+// under an election whose name starts with this one's, or a candidate
+// joining or leaving the queue, wakes it too: the engine then sends
+// nothing new), or fails, or its wait time passes.
+func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
+	c := d.c
+	if err := c.begin(ctx, q.Path); err != nil {
+		return claims.Entry{}, false, nil, err
+	}
+	key := d.storeKey(q)
+	pairs, meta, err := c.kv.List(key, c.consistentOptions(ctx))
+	if err != nil {
+		return claims.Entry{}, false, nil, err
+	}
+	head, ok := leaderOf(key, pairs)
+	if !watch {
+		return head, ok, nil, nil
+	}
+	changed := make(chan struct{})
+	go func() {
+		defer close(changed)
+		wctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		_, _, _ = c.kv.List(key, c.consistentBlocking(wctx, nextIndex(0, meta.LastIndex)))
+	}()
+	return head, ok, changed, nil
+}
+
+// SetValue implements claims.Driver (Proclaim): one transaction, a
+// check-index of the election key on the term's token (which fails once
+// the key was deleted, released, taken over or its session ended) and the
+// lock operation writing value at the leader's value key with the term's
+// session. When the check fails the term ends (Session.LoseEntry) and it
+// returns ErrNotHeld; nothing is written.
+func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, val []byte) error {
+	if len(val) > maxLeaderValue {
+		return errLeaderValueSize(q.Path)
+	}
+	sess := sessionOf(v)
+	if !e.Granted || !sess.alive() {
+		return claims.ErrNotHeld
+	}
+	key, _ := splitGranted(e)
+	ok, resp, err := d.c.txn(ctx, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(e.Token)}},
+		valueOp(valueKey(key, sess.id), val, true, sess),
+	})
+	switch {
+	case err != nil:
+		return err
+	case !ok && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0:
+		// The election key is no longer the term's acquire.
+		v.LoseEntry(e.Key, e.Token)
+		return claims.ErrNotHeld
+	case !ok:
+		return rollbackError(q.Path, resp)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package consultopo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// resumeInfo is what ResumeInfo returns, as JSON.
+type resumeInfo struct {
+	Backend   string `json:"backend"`
+	Key       string `json:"key"` // the election key, with the root
+	ID        string `json:"id"`
+	Session   string `json:"session"`
+	TTL       string `json:"ttl"`
+	Token     uint64 `json:"token"`      // the election key's ModifyIndex
+	LockIndex uint64 `json:"lock_index"` // and its LockIndex
+}
+
+// ResumeInfo implements claims.Driver: JSON naming the backend, the
+// election key, the id, the session id and TTL, and the term's token and
+// LockIndex. Only the leader holds the election key (a waiting candidate
+// holds a queue entry, which names no term), so it returns NoNode unless
+// the participant leads.
+func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([]byte, error) {
+	if !e.Granted {
+		return nil, backendkit.Wrap(topo.NoNode, q.Path, errors.New("the participant does not lead: on Consul only the leader has an entry"))
+	}
+	sess := sessionOf(v)
+	key, lockIndex := splitGranted(e)
+	return json.Marshal(resumeInfo{Backend: FactoryName, Key: key, ID: e.Contents, Session: sess.id,
+		TTL: sess.ttl.String(), Token: uint64(e.Token), LockIndex: lockIndex})
+}
+
+// Resume implements claims.Driver: from info (ResumeInfo's JSON) it renews
+// the session, checks with a consistent read that the election key is
+// still held by that session with the term's ModifyIndex, and returns the
+// term's entry, granted: the participant leads at once with the same term
+// and token. The Conn then renews the session (it is not bound to a
+// connection), and Stop or Resign delete the election and value keys and
+// destroy the session, which also releases whatever else the earlier
+// process held on it. The earlier process must be gone: if it comes back it
+// renews the same session and believes it still leads. InvalidArgument for
+// info that is malformed or names another backend, election (or root) or
+// id; ErrNotHeld when the session ended or no longer holds the key with
+// that term.
+func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
+	c := d.c
+	key := d.storeKey(q)
+	var ri resumeInfo
+	if err := json.Unmarshal(info, &ri); err != nil {
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path, fmt.Errorf("malformed resume info: %w", err))
+	}
+	ttl, terr := time.ParseDuration(ri.TTL)
+	switch {
+	case ri.Backend != FactoryName:
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path, fmt.Errorf("resume info of backend %q", ri.Backend))
+	case ri.Key != key:
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path, fmt.Errorf("resume info of another election (key %q)", ri.Key))
+	case ri.ID != id:
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path, fmt.Errorf("resume info of another participant id (%q)", ri.ID))
+	case ri.Session == "" || ri.Token == 0 || terr != nil || ttl < time.Second:
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("malformed resume info"))
+	}
+	if err := c.begin(ctx, q.Path); err != nil {
+		return claims.Entry{}, nil, err
+	}
+	sess, err := c.adoptSession(ctx, q.Path, ri.Session, ttl)
+	if err != nil {
+		return claims.Entry{}, nil, err
+	}
+	e := claims.Entry{Token: int64(ri.Token), Key: grantedKey(key, ri.LockIndex), Session: sess.id, Contents: id, Granted: true}
+	held, err := d.Held(ctx, q, sess.view, e)
+	if err != nil || !held {
+		c.forgetSession(sess, nil) // not destroyed: it may hold other keys of the earlier process
+		if err == nil {
+			err = claims.ErrNotHeld
+		}
+		return claims.Entry{}, nil, err
+	}
+	c.recordGrant(ri.Token)
+	return e, sess.view, nil
+}
+
+// adoptSession renews the existing session id (another Conn's, typically
+// of a process that restarted) and makes this Conn renew it from now on,
+// as a session of its own (own: destroyed when the participation that
+// adopted it ends). It returns ErrNotHeld when Consul no longer knows the
+// session, NodeExists when this Conn holds it already (another
+// participation resumed it).
+func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Duration) (*session, error) {
+	c.mu.Lock()
+	for s := range c.sessions {
+		if s.id == id {
+			c.mu.Unlock()
+			return nil, backendkit.Wrap(topo.NodeExists, path, errors.New("this Conn holds the session already"))
+		}
+	}
+	c.mu.Unlock()
+	sent := time.Now()
+	entry, _, err := c.client.Session().Renew(id, c.writeOptions(ctx))
+	switch {
+	case err != nil && strings.Contains(err.Error(), "404"):
+		return nil, claims.ErrNotHeld
+	case err != nil:
+		return nil, c.convertError(ctx, err, path)
+	case entry == nil:
+		return nil, claims.ErrNotHeld
+	}
+	if d, err := time.ParseDuration(entry.TTL); err == nil && d >= time.Second {
+		ttl = d
+	} else if s, err := strconv.Atoi(strings.TrimSuffix(entry.TTL, "s")); err == nil && s > 0 {
+		ttl = time.Duration(s) * time.Second
+	}
+	return c.startSession(path, id, ttl, true, sent)
+}
