@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -78,11 +79,16 @@ func (e *Engine) lock(ctx context.Context, p, contents string, opts CreateOption
 	if err := e.await(ctx, cl, nil); err != nil {
 		return nil, err
 	}
-	return &lockDescriptor{cl}, nil
+	return &lockDescriptor{claim: cl}, nil
 }
 
 // lockDescriptor is a held lock.
-type lockDescriptor struct{ *claim }
+type lockDescriptor struct {
+	*claim
+	// unlocked is set by the first Unlock: every later one returns
+	// Interrupted (or Closed), whatever the first returned.
+	unlocked atomic.Bool
+}
 
 // Unlock implements topo.LockDescriptor.Unlock: Done closes, then the entry
 // is removed (Driver.Delete), so the next waiter is granted only after the
@@ -94,13 +100,17 @@ type lockDescriptor struct{ *claim }
 // removal fails otherwise (the driver's error, mapped: Unavailable, ...)
 // the lock is released all the same (Done is closed) and the engine keeps
 // removing the entry in the background until it is gone or its session
-// ends.
+// ends. A second Unlock returns Interrupted (Closed once the engine is
+// closed), also after one that said LockLost.
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
 		return err
 	}
 	if err := l.eng.closedErr(l.q.Path); err != nil {
 		return err
+	}
+	if l.unlocked.Swap(true) {
+		return topo.NewError(topo.Interrupted, l.q.Path)
 	}
 	if err := l.err(); err != nil {
 		return err
