@@ -95,8 +95,9 @@ type lockDescriptor struct {
 // holder's Done closed. It returns Closed once the engine is closed (the
 // Conn's Close released the lock; also for a second Unlock), Interrupted
 // when already released and
-// LockLost when lost (nothing is removed then: the entry went, or goes,
-// with its session), also when the store says the entry is gone. When the
+// LockLost when lost (the entry goes with its session; the driver is
+// asked to remove it at once all the same, within a few seconds, in case
+// the store still has it), also when the store says the entry is gone. When the
 // removal fails otherwise (the driver's error, mapped: Unavailable, ...)
 // the lock is released all the same (Done is closed) and the engine keeps
 // removing the entry in the background until it is gone or its session
@@ -113,6 +114,15 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 		return topo.NewError(topo.Interrupted, l.q.Path)
 	}
 	if err := l.err(); err != nil {
+		if topo.IsErrType(err, topo.LockLost) {
+			// The store may still have the entry (its session not ended
+			// there yet): remove it now, within removeGrace, rather than
+			// leave it to block others until the session ends. Delete
+			// goes by the entry's identity, so nothing else is removed.
+			dctx, cancel := context.WithTimeout(ctx, removeGrace)
+			_ = l.eng.d.Delete(dctx, l.q, l.sess, l.entry)
+			cancel()
+		}
 		return err
 	}
 	l.end(stateReleased)
