@@ -252,3 +252,16 @@ func TestParticipateCarriesDriverLayouts(t *testing.T) {
 		require.True(t, topo.IsErrType(err, topo.NoLeader), "%v", err)
 	}
 }
+
+// TestSecondUnlockAfterLoss: the first Unlock of a lost lock says
+// LockLost, every later one Interrupted, as after a successful Unlock.
+func TestSecondUnlockAfterLoss(t *testing.T) {
+	s := newStore()
+	ctx := t.Context()
+	e, d := newEngine(s)
+	ld, err := e.LockName(ctx, "d", "holder")
+	require.NoError(t, err)
+	d.expire()
+	require.True(t, topo.IsErrType(ld.Unlock(ctx), topo.LockLost), "first Unlock of a lost lock")
+	require.True(t, topo.IsErrType(ld.Unlock(ctx), topo.Interrupted), "second Unlock")
+}

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -78,11 +79,16 @@ func (e *Engine) lock(ctx context.Context, p, contents string, opts CreateOption
 	if err := e.await(ctx, cl, nil); err != nil {
 		return nil, err
 	}
-	return &lockDescriptor{cl}, nil
+	return &lockDescriptor{claim: cl}, nil
 }
 
 // lockDescriptor is a held lock.
-type lockDescriptor struct{ *claim }
+type lockDescriptor struct {
+	*claim
+	// unlocked is set by the first Unlock: every later one returns
+	// Interrupted (or Closed), whatever the first returned.
+	unlocked atomic.Bool
+}
 
 // Done implements topo.Fence: the claim's Done; the first call also starts
 // the driver's Monitor of the lock, when it has one.
@@ -96,12 +102,14 @@ func (l *lockDescriptor) Done() <-chan struct{} {
 // holder's Done closed. It returns Closed once the engine is closed (the
 // Conn's Close released the lock; also for a second Unlock), Interrupted
 // when already released and
-// LockLost when lost (nothing is removed then: the entry went, or goes,
-// with its session), also when the store says the entry is gone. When the
+// LockLost when lost (the entry goes with its session; the driver is
+// asked to remove it at once all the same, within a few seconds, in case
+// the store still has it), also when the store says the entry is gone. When the
 // removal fails otherwise (the driver's error, mapped: Unavailable, ...)
 // the lock is released all the same (Done is closed) and the engine keeps
 // removing the entry in the background until it is gone or its session
-// ends.
+// ends. A second Unlock returns Interrupted (Closed once the engine is
+// closed), also after one that said LockLost.
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
 		return err
@@ -109,7 +117,19 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := l.eng.closedErr(l.q.Path); err != nil {
 		return err
 	}
+	if l.unlocked.Swap(true) {
+		return topo.NewError(topo.Interrupted, l.q.Path)
+	}
 	if err := l.err(); err != nil {
+		if topo.IsErrType(err, topo.LockLost) {
+			// The store may still have the entry (its session not ended
+			// there yet): remove it now, within removeGrace, rather than
+			// leave it to block others until the session ends. Delete
+			// goes by the entry's identity, so nothing else is removed.
+			dctx, cancel := context.WithTimeout(ctx, removeGrace)
+			_ = l.eng.d.Delete(dctx, l.q, l.sess, l.entry)
+			cancel()
+		}
 		return err
 	}
 	l.end(stateReleased)

@@ -43,13 +43,30 @@ func (e *Engine) ResumeLeaderParticipation(ctx context.Context, name, id string,
 	}
 	// No Closed check here: malformed or foreign info is InvalidArgument
 	// even on a closed Conn (the driver checks it before its request).
-	p := e.participation(n, id)
-	ent, s, err := e.d.Resume(ctx, p.q, id, info)
+	return e.resume(ctx, e.participation(n, id), info)
+}
+
+// ResumeParticipation is ResumeLeaderParticipation for a backend's own
+// election entry points (see Participate: q.Native, q.Path the raw
+// prefix): the caller has checked q.Path and contents its own way. The
+// driver's Resume gets q and contents as the id; the participant
+// publishes value (nil: none) when it campaigns anew with
+// WaitForLeadership. Errors as ResumeLeaderParticipation's.
+func (e *Engine) ResumeParticipation(ctx context.Context, q Queue, contents string, value []byte, info []byte) (topo.LeaderParticipation, error) {
+	if err := backendkit.CheckContext(ctx, q.Path); err != nil {
+		return nil, err
+	}
+	return e.resume(ctx, e.Participate(q, contents, value).(*participation), info)
+}
+
+// resume takes back the candidacy info describes (Driver.Resume) for p.
+func (e *Engine) resume(ctx context.Context, p *participation, info []byte) (topo.LeaderParticipation, error) {
+	ent, s, err := e.d.Resume(ctx, p.q, p.id, info)
 	if err == ErrNotHeld {
-		return nil, backendkit.Wrap(topo.LockLost, n, err)
+		return nil, backendkit.Wrap(topo.LockLost, p.q.Path, err)
 	}
 	if err != nil {
-		return nil, e.d.MapError(ctx, err, n)
+		return nil, e.d.MapError(ctx, err, p.q.Path)
 	}
 	lctx, cancel := context.WithCancelCause(context.Background())
 	p.cur, p.lctx = newClaim(e, p.q, ent, s, cancel), lctx

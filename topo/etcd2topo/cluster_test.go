@@ -346,7 +346,7 @@ func TestLeaseSurvivesOneUnreachableEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	ld, err := c.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
-	l := ld.(*lockDescriptor).cl.lease
+	l := entryBehind(t, ld).lease
 
 	px.Blackhole()
 	// Renewals run every TTL/3; wait until the lease is proven four TTLs

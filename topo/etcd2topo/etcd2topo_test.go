@@ -15,9 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test"
 	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/test/mutation"
 )
 
 // serverAddr is the package's shared etcd member, started by TestMain.
@@ -44,7 +46,7 @@ func newRoot() string { return fmt.Sprintf("/test%d", rootCount.Add(1)) }
 // testOptions are the Options tests open Conns with: short lock TTLs so
 // that lapses are quick.
 func testOptions(endpoints string) Options {
-	return Options{Endpoints: strings.Split(endpoints, ","), LockTTL: 3 * time.Second}
+	return Options{Endpoints: strings.Split(endpoints, ","), LockTTL: 3 * time.Second, defect: mutation.EngineDefect()}
 }
 
 // openConn opens a Conn on endpoints at root and closes it at test end.
@@ -114,46 +116,78 @@ func expireSession(t *testing.T, conn topo.Conn) {
 // Conn; the faulty store is a 3-member cluster whose leader is stopped and
 // restarted.
 func TestConformance(t *testing.T) {
-	var root string // the current subtest's root (subtests run one at a time)
-	test.Run(t, func(t *testing.T) func() topo.Conn {
-		root = newRoot()
-		r := root
-		return func() topo.Conn {
-			c, err := NewConn(testOptions(serverAddr), r)
-			require.NoError(t, err)
-			return c
+	newStore, opts := wiring()
+	test.Run(t, newStore, opts)
+}
+
+// TestMutants runs the mutation kit on etcd2topo, the claims engine's
+// mutants included (testOptions puts mutation.EngineDefect into every
+// Conn's engine): the suite must fail on each mutant and pass on the
+// baseline. Targeted: each mutant against the subtest that catches it
+// (the whole suite per mutant takes too long against a real server).
+//
+// Left out: engine-loss-keeps-claims. Its target, LeaderValues/
+// ProclaimDeposed, expires the session in etcd, and on etcd the watch
+// that follows each entry (followEntry) then ends the claim even when
+// Session.Lost does not; the suite's Partition/Leader and
+// Partition/Waiter, where the Conn cannot hear from etcd, catch it
+// (TOPOKIT_SUITE_MUTANT=engine-loss-keeps-claims go test -run
+// '^TestMutants$/^Partition$' fails).
+func TestMutants(t *testing.T) {
+	var names []string
+	for _, m := range append(mutation.Mutants(), mutation.EngineMutants()...) {
+		if m.Name != string(claims.DefectLossKeepsClaims) {
+			names = append(names, m.Name)
 		}
-	}, test.Options{
-		ExpireSession: expireSession,
-		Partition: func(t *testing.T) test.Partitioned {
-			p, err := faultproxy.New(serverAddr)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = p.Close() })
-			c, err := NewConn(testOptions(p.Addr()), root)
-			require.NoError(t, err)
-			return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
-		},
-		// The server expires a lease that is not renewed after its TTL.
-		SessionBound: testOptions(serverAddr).LockTTL,
-		FaultyStore: func(t *testing.T) test.FaultyStore {
-			cl := etcdtest.StartCluster(t, 3)
-			r := newRoot()
-			return test.FaultyStore{
-				// etcd reads are linearizable by default.
-				Open: func() topo.Conn {
-					c, err := NewConn(testOptions(cl.Endpoints()), r)
-					require.NoError(t, err)
-					return c
-				},
-				Fault: func(t *testing.T) {
-					i := cl.LeaderIndex()
-					cl.StopMember(i)
-					cl.LeaderIndex()
-					cl.RestartMember(i)
-				},
+	}
+	newStore, opts := wiring()
+	mutation.Run(t, newStore, opts, mutation.Config{Mutants: names, Engine: true, Targeted: true, Parallel: 4, Timeout: 5 * time.Minute})
+}
+
+// wiring is the wiring of topo/test for etcd2topo: a fresh root per
+// subtest on the package's etcd member, a faultproxy for partitions, a
+// 3-member cluster for the faulty store.
+func wiring() (newStore func(t *testing.T) func() topo.Conn, opts test.Options) {
+	var root string // the current subtest's root (subtests run one at a time)
+	return func(t *testing.T) func() topo.Conn {
+			root = newRoot()
+			r := root
+			return func() topo.Conn {
+				c, err := NewConn(testOptions(serverAddr), r)
+				require.NoError(t, err)
+				return c
 			}
-		},
-	})
+		}, test.Options{
+			ExpireSession: expireSession,
+			Partition: func(t *testing.T) test.Partitioned {
+				p, err := faultproxy.New(serverAddr)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = p.Close() })
+				c, err := NewConn(testOptions(p.Addr()), root)
+				require.NoError(t, err)
+				return test.Partitioned{Conn: c, Cut: p.Blackhole, Heal: p.Heal}
+			},
+			// The server expires a lease that is not renewed after its TTL.
+			SessionBound: testOptions(serverAddr).LockTTL,
+			FaultyStore: func(t *testing.T) test.FaultyStore {
+				cl := etcdtest.StartCluster(t, 3)
+				r := newRoot()
+				return test.FaultyStore{
+					// etcd reads are linearizable by default.
+					Open: func() topo.Conn {
+						c, err := NewConn(testOptions(cl.Endpoints()), r)
+						require.NoError(t, err)
+						return c
+					},
+					Fault: func(t *testing.T) {
+						i := cl.LeaderIndex()
+						cl.StopMember(i)
+						cl.LeaderIndex()
+						cl.RestartMember(i)
+					},
+				}
+			},
+		}
 }
 
 func TestFactoryRegistered(t *testing.T) {
@@ -185,4 +219,31 @@ func connLeases(c *Conn) []*lease {
 		leases = append(leases, l)
 	}
 	return leases
+}
+
+// heldEntry is a test's view of the entry behind a lock descriptor or a
+// participation's current term.
+type heldEntry struct {
+	key   string
+	rev   int64
+	lease *lease
+	own   bool
+}
+
+// entryBehind returns the entry behind x: a topo.Fence (a lock
+// descriptor or a term) or a topo.LeaderParticipation that leads.
+func entryBehind(t testing.TB, x any) heldEntry {
+	t.Helper()
+	f, ok := x.(topo.Fence)
+	if !ok {
+		p, ok := x.(topo.LeaderParticipation)
+		require.Truef(t, ok, "neither a Fence nor a participation: %T", x)
+		var err error
+		f, err = p.Term()
+		require.NoError(t, err, "the participation does not lead")
+	}
+	g, ok := claims.FenceGuard(f)
+	require.Truef(t, ok, "not a claims engine Fence: %T", f)
+	l := g.Session().Ref().(*lease)
+	return heldEntry{key: g.Entry().Key, rev: g.Entry().Token, lease: l, own: l.own}
 }

@@ -67,7 +67,7 @@ func TestLockToken(t *testing.T) {
 		tok := ld.Token()
 		require.Positive(t, tok, name)
 		require.Greater(t, tok, last, name)
-		require.Equal(t, createRevision(t, cli, ld.(*lockDescriptor).cl.key), tok, name)
+		require.Equal(t, createRevision(t, cli, entryBehind(t, ld).key), tok, name)
 		requireOpen(t, ld.Done(), name)
 		_, err = c.Update(ctx, "d/g", []byte("x"), nil) // revisions move on
 		require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestLockDoneOnLoss(t *testing.T) {
 		require.NoError(t, err)
 		done := ld.Done()
 		requireOpen(t, done, "held")
-		_, err = cli.Revoke(ctx, ld.(*lockDescriptor).cl.lease.id)
+		_, err = cli.Revoke(ctx, entryBehind(t, ld).lease.id)
 		require.NoError(t, err)
 		waitClosed(t, done, "lease revoked")
 		require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
@@ -120,7 +120,7 @@ func TestLockDoneOnLoss(t *testing.T) {
 		require.NoError(t, err)
 		done := ld.Done()
 		requireOpen(t, done, "held")
-		_, err = cli.Delete(ctx, ld.(*lockDescriptor).cl.key)
+		_, err = cli.Delete(ctx, entryBehind(t, ld).key)
 		require.NoError(t, err)
 		waitClosed(t, done, "entry deleted")
 		require.ErrorIs(t, ld.Unlock(ctx), topo.LockLost)
@@ -128,7 +128,7 @@ func TestLockDoneOnLoss(t *testing.T) {
 	t.Run("entry deleted, Done after", func(t *testing.T) {
 		ld, err := c.Lock(ctx, "d4", "me")
 		require.NoError(t, err)
-		_, err = cli.Delete(ctx, ld.(*lockDescriptor).cl.key)
+		_, err = cli.Delete(ctx, entryBehind(t, ld).key)
 		require.NoError(t, err)
 		waitClosed(t, ld.Done(), "entry deleted")
 	})
@@ -137,8 +137,8 @@ func TestLockDoneOnLoss(t *testing.T) {
 		require.NoError(t, err)
 		done := ld.Done()
 		requireOpen(t, done, "held")
-		key := ld.(*lockDescriptor).cl.key
-		_, err = cli.Put(ctx, key, "someone", clientv3.WithLease(ld.(*lockDescriptor).cl.lease.id))
+		key := entryBehind(t, ld).key
+		_, err = cli.Put(ctx, key, "someone", clientv3.WithLease(entryBehind(t, ld).lease.id))
 		require.NoError(t, err)
 		waitClosed(t, done, "entry rewritten")
 	})
@@ -175,7 +175,7 @@ func TestTerm(t *testing.T) {
 	again, err := p1.Term()
 	require.NoError(t, err)
 	require.Same(t, t1, again)
-	require.Equal(t, createRevision(t, cli, p1.(*participation).cl.key), t1.Token())
+	require.Equal(t, createRevision(t, cli, entryBehind(t, p1).key), t1.Token())
 	requireOpen(t, t1.Done(), "leading")
 	require.NoError(t, t1.Check(ctx))
 
@@ -199,7 +199,7 @@ func TestTerm(t *testing.T) {
 
 	// The lease goes: the term ends, and the next one (same participant)
 	// has a greater token.
-	_, err = cli.Revoke(ctx, p2.(*participation).cl.lease.id)
+	_, err = cli.Revoke(ctx, entryBehind(t, p2).lease.id)
 	require.NoError(t, err)
 	waitClosed(t, t2.Done(), "lease revoked")
 	require.ErrorIs(t, t2.Check(ctx), topo.LockLost)
@@ -358,9 +358,11 @@ func TestStaleGuardedWritePausedHolder(t *testing.T) {
 	require.NoError(t, err)
 	// The holder's state as it was when it paused: a lease it believes
 	// alive for another TTL.
-	cl := *held.(*lockDescriptor).cl
-	cl.lease = newLease(cl.lease.id, cl.lease.ttl, time.Now().Add(time.Hour))
-	paused := newLockDescriptor(&cl)
+	// (An acknowledged renewal an hour from now: the Conn proves the
+	// lease alive for an hour, whatever etcd does meanwhile.)
+	l := entryBehind(t, held).lease
+	l.renewed(time.Now().Add(time.Hour), l.ttl)
+	paused := held
 
 	px.Blackhole()
 	ld2, err := next.Lock(ctx, "d", "next")
@@ -438,7 +440,7 @@ func TestTokensIncreaseAcrossHandovers(t *testing.T) {
 		case 0, 3:
 			require.NoError(t, ld.Unlock(ctx))
 		case 1: // the lease lost in etcd
-			_, err := cli.Revoke(ctx, ld.(*lockDescriptor).cl.lease.id)
+			_, err := cli.Revoke(ctx, entryBehind(t, ld).lease.id)
 			require.NoError(t, err)
 			waitClosed(t, ld.Done(), "lease revoked")
 		case 2: // the holder's Conn closes; a new one takes its place
@@ -487,7 +489,7 @@ func TestTokensIncreaseAcrossHandovers(t *testing.T) {
 		case 0:
 			p.Stop()
 		case 1:
-			_, err := cli.Revoke(ctx, p.(*participation).cl.lease.id)
+			_, err := cli.Revoke(ctx, entryBehind(t, p).lease.id)
 			if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				// Not found: the Conn declared the lease lost and revoked
 				// it itself (after an earlier restart); the term ends too.

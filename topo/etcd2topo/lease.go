@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // The lease: what a lock or candidacy rests on, and how long the Conn may
@@ -64,6 +65,15 @@ type lease struct {
 	lostNow context.CancelFunc
 	once    sync.Once
 
+	// sess is the claims engine's view of the lease: markLost declares
+	// it lost, which ends every claim on the lease first.
+	sess *claims.Session
+	// own is set for a lease of one entry's own (see driver.go): removing
+	// the entry revokes it.
+	own bool
+	// clusterID is the id of the etcd cluster that granted the lease.
+	clusterID uint64
+
 	mu       sync.Mutex
 	deadline time.Time   // proven-until: lost from then on unless renewed
 	timer    *time.Timer // fires at deadline
@@ -73,6 +83,7 @@ type lease struct {
 // at sent, proven until sent+ttl-margin.
 func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 	l := &lease{id: id, ttl: ttl, done: make(chan struct{})}
+	l.sess = claims.NewSession(leaseName(int64(id)), l)
 	l.lostCtx, l.lostNow = context.WithCancel(context.Background())
 	l.deadline = sent.Add(ttl - SafetyMargin(ttl))
 	// Under mu: a grant slower than the proven time fires the timer at
@@ -106,8 +117,9 @@ func (l *lease) markLost() {
 		l.mu.Lock()
 		l.timer.Stop()
 		l.mu.Unlock()
-		// Contexts first: whoever sees done closed (lost, Check) sees
-		// every claim on the lease ended too.
+		// Claims and contexts first: whoever sees done closed (lost,
+		// Check) sees every claim on the lease ended too.
+		l.sess.Lost()
 		l.lostNow()
 		close(l.done)
 	})
@@ -164,6 +176,7 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 		return nil, c.convertError(ctx, err, path)
 	}
 	l := newLease(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
+	l.clusterID = resp.ClusterId
 	c.mu.Lock()
 	if c.isClosed() {
 		c.mu.Unlock()
@@ -278,6 +291,18 @@ func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
 	}
 	c.mu.Unlock()
 	return l, nil
+}
+
+// forgetLease declares l lost and stops tracking it, without revoking it
+// (it was revoked, or is gone).
+func (c *Conn) forgetLease(l *lease) {
+	c.mu.Lock()
+	delete(c.leases, l)
+	if c.shared == l {
+		c.shared = nil
+	}
+	c.mu.Unlock()
+	l.markLost()
 }
 
 // dropLease forgets l and revokes it.

@@ -51,7 +51,7 @@ func TestLockOutlivesCallerContext(t *testing.T) {
 	require.ErrorIs(t, tryErr, topo.NodeExists, "another client's TryLock while held")
 	require.NoError(t, checkErr, "Check while held")
 
-	id := ld.(*lockDescriptor).cl.lease.id
+	id := entryBehind(t, ld).lease.id
 	require.NoError(t, ld.Unlock(bg))
 	ttl, err := rawClient(t, serverAddr).TimeToLive(bg, id)
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestLeaseRevokedBehindHolder(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, ld.Check(ctx))
 
-			_, err = rawClient(t, serverAddr).Revoke(ctx, ld.(*lockDescriptor).cl.lease.id)
+			_, err = rawClient(t, serverAddr).Revoke(ctx, entryBehind(t, ld).lease.id)
 			require.NoError(t, err)
 
 			require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
@@ -117,7 +117,7 @@ func TestLockKeyDeletedBehindHolder(t *testing.T) {
 	require.NoError(t, err)
 	ld, err := c.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
-	_, err = rawClient(t, serverAddr).Delete(ctx, ld.(*lockDescriptor).cl.key)
+	_, err = rawClient(t, serverAddr).Delete(ctx, entryBehind(t, ld).key)
 	require.NoError(t, err)
 	require.ErrorIs(t, ld.Check(ctx), topo.LockLost)
 	require.ErrorIs(t, ld.Unlock(ctx), topo.LockLost)
@@ -239,7 +239,7 @@ func TestLockKeyNamesReused(t *testing.T) {
 
 	l1, err := c.Lock(ctx, "d", "first")
 	require.NoError(t, err)
-	cl1 := l1.(*lockDescriptor).cl
+	cl1 := entryBehind(t, l1)
 	k1 := cl1.key
 	require.Equal(t, strconv.FormatInt(int64(cl1.lease.id), 10), path.Base(k1))
 
@@ -256,14 +256,14 @@ func TestLockKeyNamesReused(t *testing.T) {
 	}, 10*time.Second, time.Millisecond)
 	require.NoError(t, l1.Unlock(ctx))
 	l2 := <-got
-	cl2 := l2.(*lockDescriptor).cl
+	cl2 := entryBehind(t, l2)
 	require.True(t, cl2.own, "a second entry of the shared lease in one queue uses a lease of its own")
 	require.Equal(t, path.Dir(k1)+"/"+strconv.FormatInt(int64(cl2.lease.id), 10), cl2.key)
 	require.NoError(t, l2.Unlock(ctx))
 
 	l3, err := c.Lock(ctx, "d", "third")
 	require.NoError(t, err)
-	require.Equal(t, k1, l3.(*lockDescriptor).cl.key, "the name is reused")
+	require.Equal(t, k1, entryBehind(t, l3).key, "the name is reused")
 	require.NoError(t, l3.Unlock(ctx))
 	c.mu.Lock()
 	require.Empty(t, c.keysInUse, "every name is freed")

@@ -257,7 +257,7 @@ func TestVitessInterop(t *testing.T) {
 	t.Run("lock", func(t *testing.T) {
 		ld, err := c1.Lock(ctx, "d", "topokit")
 		require.NoError(t, err)
-		cl := ld.(*lockDescriptor).cl
+		cl := entryBehind(t, ld)
 		require.Equal(t, root+"/d/locks/"+strconv.FormatInt(int64(cl.lease.id), 10), cl.key, "Vitess's entry name")
 
 		// Vitess's TryLock sees the lock held (on the embedded etcd the
@@ -320,7 +320,7 @@ func TestVitessInterop(t *testing.T) {
 		defer p1.Stop()
 		lctx, err := p1.WaitForLeadership()
 		require.NoError(t, err)
-		cl := p1.(*participation).cl
+		cl := entryBehind(t, p1)
 		require.Equal(t, root+"/elections/svc/locks/"+strconv.FormatInt(int64(cl.lease.id), 10), cl.key, "Vitess's candidate name")
 		id, err := v.leaderID(ctx, "svc")
 		require.NoError(t, err)
@@ -429,7 +429,7 @@ func TestPartitionedHolderGivesUpFirst(t *testing.T) {
 	// the old leader's entry (the lease's expiry), seen by a raw watch.
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	wch := rawClient(t, serverAddr).Watch(wctx, p1.(*participation).cl.key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	wch := rawClient(t, serverAddr).Watch(wctx, entryBehind(t, p1).key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 	<-wch
 	go func() {
 		for wr := range wch {
@@ -526,7 +526,7 @@ func TestCheckNeedsProof(t *testing.T) {
 	t.Run("rewritten", func(t *testing.T) {
 		ld, err := c.Lock(ctx, "d", "holder")
 		require.NoError(t, err)
-		cl := ld.(*lockDescriptor).cl
+		cl := entryBehind(t, ld)
 		cli := rawClient(t, serverAddr)
 		_, err = cli.Put(ctx, cl.key, "someone else", clientv3.WithLease(cl.lease.id))
 		require.NoError(t, err)
@@ -545,7 +545,7 @@ func TestCheckNeedsProof(t *testing.T) {
 		require.NoError(t, ld.Check(ctx))
 		px.Blackhole()
 		defer px.Heal()
-		l := ld.(*lockDescriptor).cl.lease
+		l := entryBehind(t, ld).lease
 		for {
 			until := l.provenUntil()
 			started := time.Now()

@@ -20,11 +20,16 @@
 // TTL), LockName, and a second entry of the shared lease in one queue use a
 // lease of their own, revoked when the entry goes.
 //
-// The code follows the concepts of etcd's client/v3/concurrency: lease.go
-// (the lease and how long it is proven alive), claim.go (an entry and the
-// transaction that puts it), queue.go (waiting for older entries),
-// descriptor.go (a held lock, its token and Done), lock.go and
-// election.go (the topo.Conn methods on top; the election's terms),
+// Locks and elections (Lock, TryLock, LockWithTTL, LockName,
+// NewLeaderParticipation, ResumeLeaderParticipation and the native
+// elections) are the claims engine's (topo/claims): the Conn embeds it and
+// gives it a driver of etcd's primitives. One concept per file: lease.go
+// (the lease, the engine's session, and how long it is proven alive),
+// driver.go (an entry: creating, listing, deleting and checking it, and
+// the watch that follows it), wait.go (waiting for the entry ahead to
+// go), leader.go (the head of an election and its published value),
+// resume.go (resume information), native.go (the native layout, a variant
+// of the same driver), fence.go (a claim as Txn's IfHeld sees it),
 // txn.go (transactions).
 //
 // # Invariants
@@ -34,21 +39,27 @@
 //     a side effect; the reserved paths (topo.IsReserved) are never
 //     written, locked or campaigned on, so no file is ever taken for, or
 //     removed as, a lock entry or candidate;
-//   - an entry, only its own: by Unlock, Stop, an abandoned or failed wait
-//     or claim, always in a transaction comparing the key's ModRevision
-//     with the revision the Conn put it at (only when the outcome of the
-//     put is unknown, the key is deleted by name: the name is its lease's
-//     alone, see takeKey, and the Conn does not reuse it until the delete
-//     succeeded); and by revoking the entry's own lease or, at Close, every
-//     lease of the Conn;
+//   - an entry, only its own (the engine's Driver.Delete): by Unlock,
+//     Resign, Stop, an abandoned or failed wait or claim, always in a
+//     transaction comparing the key's ModRevision (a native key's
+//     CreateRevision) with the revision the Conn put it at (only when the
+//     outcome of the put is unknown, the key is deleted by name, compared
+//     on its lease: the name is its lease's alone, see takeKey, and the
+//     Conn does not reuse it until the delete succeeded); a candidate's
+//     value key with its entry, in the same transaction; and by revoking
+//     the entry's own lease or, at Close, every lease of the Conn;
 //   - nothing else: keys other tools wrote at reserved paths stay, are
 //     ignored by every queue and reported by List.
 //
 // Which request runs on which lease: an entry is put with the lease it is
 // named after, on that lease only, in a transaction that writes only if
-// the key does not exist; a lease is renewed only by the Conn that
-// granted it; a lost lease is never renewed nor reused (the next lock
-// grants a new one).
+// the key does not exist; a candidate's value is put on its entry's lease,
+// in the entry's transaction or guarded on the entry (Proclaim); a lease
+// is renewed only by the Conn that granted it (or, after
+// ResumeLeaderParticipation, adopted it); a lost lease is never renewed
+// nor reused (the next lock grants a new one). A lease is the engine's
+// session (claims.Session): declaring it lost ends every claim on it
+// before anything else sees the loss.
 //
 // When a holder believes it holds: a lease is proven alive until the send
 // time of its last renewal that etcd acknowledged plus its TTL, minus
@@ -81,8 +92,8 @@
 // A lock's Done closes on Unlock, on the loss of its lease (expired or
 // revoked in etcd, or no longer proven alive: see SafetyMargin), on
 // Close, and when its entry is deleted or rewritten behind it, which a
-// watch on the entry, started by the first call of Done, tells. A term's
-// Done is its leadership context's.
+// watch on the entry, opened when the entry is put, tells. A term's Done
+// is its leadership context's, which ends likewise.
 //
 // # Transactions
 //
@@ -101,11 +112,13 @@
 // most Options.MaxRequestBytes (1.5 MiB, etcd's --max-request-bytes) per
 // request; see Conn.Txn.
 //
-// Watches are opened at the store's current revision (never at a past one),
-// after which the current value is read, so that they are served by etcd's
-// synced watcher group and see changes as soon as they are applied; after a
-// transient error or a member change they resume from the last revision
-// they saw; if that history was compacted they re-read the current values.
+// Watches are opened at the store's current revision, after which the
+// current value is read, so that they are served by etcd's synced watcher
+// group and see changes as soon as they are applied; after a transient
+// error or a member change they resume from the last revision they saw;
+// if that history was compacted they re-read the current values. The one
+// exception is the watch that follows an entry (Done), opened just after
+// the entry's own revision so that it needs no read.
 package etcd2topo
 
 import (
@@ -130,6 +143,7 @@ import (
 	"github.com/topokit/topokit/internal/clusterguard"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // FactoryName is the name the backend registers under.
@@ -213,6 +227,9 @@ type Options struct {
 	// test seam (the benchmarks count the requests a Conn sends with an
 	// interceptor).
 	dialOptions []grpc.DialOption
+	// defect is given to the Conn's claims engine: for the mutation kit
+	// (mutation.EngineDefect) only.
+	defect claims.Defect
 }
 
 // Factory opens etcd2 Conns with its Options: the serverAddress given to
@@ -287,9 +304,14 @@ type Conn struct {
 	clusterID atomic.Uint64
 
 	mu        sync.Mutex
-	shared    *lease              // the lease of Lock, TryLock and elections
-	leases    map[*lease]struct{} // every live lease, for Close
-	keysInUse map[string]struct{} // entry names taken, see takeKey
+	shared    *lease                        // the lease of Lock, TryLock and elections
+	leases    map[*lease]struct{}           // every live lease, for Close
+	keysInUse map[string]context.CancelFunc // entry names taken, see takeKey; each stops the watch following its entry
+
+	// Claims are the Conn's locks and elections: eng, run over the Conn's
+	// driver (driver.go).
+	claims.Claims
+	eng *claims.Engine
 }
 
 // NewConn is NewConnContext without a context: the dial is bounded by
@@ -407,7 +429,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		rootPrefix = strings.TrimRight(root, "/") + "/"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{
+	c := &Conn{
 		cli:        cli,
 		opts:       opts,
 		log:        lg,
@@ -415,8 +437,11 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		ctx:        ctx,
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
-		keysInUse:  map[string]struct{}{},
-	}, nil
+		keysInUse:  map[string]context.CancelFunc{},
+	}
+	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
+	c.Claims = c.eng
+	return c, nil
 }
 
 // waitConnected waits until cc has a ready connection to a member, or ctx
@@ -502,6 +527,7 @@ func (c *Conn) check(ctx context.Context, path string) error {
 // Interrupted and closes the etcd client. Later calls return Closed. Close
 // is idempotent and safe for concurrent use.
 func (c *Conn) Close() {
+	c.eng.Close()
 	if c.closed.Swap(true) {
 		return
 	}

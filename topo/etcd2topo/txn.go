@@ -30,16 +30,6 @@ const DefaultMaxRequestBytes = 3 << 19
 // request id, auth revision, field tags; the user name is added apart).
 const requestOverheadBytes = 64
 
-// etcdFence is a Fence this backend issued: a lock descriptor or a
-// leadership term, found behind decorators by backendkit.FenceAs.
-type etcdFence interface {
-	topo.Fence
-	// heldClaim returns the entry behind the claim, and ok false when the
-	// claim is known to have ended here (released, Done closed, lease
-	// lost or no longer proven alive).
-	heldClaim() (cl *claim, ok bool)
-}
-
 // Txn applies ops as one etcd transaction, in one round trip: the
 // conditions (and the implied conditions of the writes) are the
 // transaction's compares and the writes its Success branch; it has no
@@ -117,16 +107,14 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 		if op.Kind != topo.TxnIfHeld {
 			continue
 		}
-		if nf, ok := backendkit.FenceAs[nativeHeld](op.Fence); ok {
-			g := nf.nativeGuard()
+		if g, ok := nativeGuardOf(op.Fence); ok {
 			t.guards[i], t.held[i] = &g, g.held
 			continue
 		}
-		f, ok := backendkit.FenceAs[etcdFence](op.Fence)
-		if !ok {
+		var ok bool
+		if t.claims[i], t.held[i], ok = heldClaim(op.Fence); !ok {
 			return nil, backendkit.ForeignFence(op, FactoryName)
 		}
-		t.claims[i], t.held[i] = f.heldClaim()
 	}
 	t.build(c)
 	if err := c.checkTxnSize(&t); err != nil {
@@ -197,15 +185,11 @@ func (c *Conn) guardedUpdate(ctx context.Context, afterFail func(rev int64), ck 
 		ck[1].Version == backendkit.AnyVersion || ck[1].Version == 0 || c.opts.MaxTxnOps < 2 {
 		return nil, false, nil
 	}
-	if _, native := backendkit.FenceAs[nativeHeld](ck[0].Fence); native {
+	if _, native := nativeGuardOf(ck[0].Fence); native {
 		return nil, false, nil
 	}
-	f, ours := backendkit.FenceAs[etcdFence](ck[0].Fence)
-	if !ours {
-		return nil, false, nil
-	}
-	cl, held := f.heldClaim()
-	if !held || cl.c != c {
+	cl, held, ours := heldClaim(ck[0].Fence)
+	if !ours || !held || cl.c != c {
 		return nil, false, nil
 	}
 	u := ck[1]

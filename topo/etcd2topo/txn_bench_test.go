@@ -77,7 +77,7 @@ func BenchmarkGuardedUpdate(b *testing.B) {
 	ld, err := c.Lock(ctx, "d", "bench")
 	must(b, err)
 	defer ld.Unlock(ctx)
-	entry := ld.(*lockDescriptor).cl.key
+	entry := entryBehind(b, ld).key
 	gv, err := c.Create(ctx, "g", []byte("x"))
 	must(b, err)
 	cv, err := c.Create(ctx, "cas", []byte("x"))
@@ -143,7 +143,7 @@ func BenchmarkTxnTransfer(b *testing.B) {
 	ld, err := c.Lock(ctx, "d", "bench")
 	must(b, err)
 	defer ld.Unlock(ctx)
-	entry := ld.(*lockDescriptor).cl.key
+	entry := entryBehind(b, ld).key
 	va, err := c.Create(ctx, "a", []byte("x"))
 	must(b, err)
 	vb, err := c.Create(ctx, "b", []byte("x"))
@@ -194,7 +194,7 @@ func BenchmarkTxnShapes(b *testing.B) {
 	ld, err := c.Lock(ctx, "d", "bench")
 	must(b, err)
 	defer ld.Unlock(ctx)
-	entry := ld.(*lockDescriptor).cl.key
+	entry := entryBehind(b, ld).key
 	keys := []string{root + "/k1", root + "/k2", root + "/k3", root + "/k4"}
 	revs := make([]int64, 4)
 	for i, k := range keys {

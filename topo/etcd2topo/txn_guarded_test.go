@@ -135,7 +135,7 @@ func TestGuardedUpdateSameAsGeneralTxn(t *testing.T) {
 	// The entry deleted behind the holder's back: the compare fails.
 	gone, err := mine.Lock(ctx, "e", "gone")
 	require.NoError(t, err)
-	_, err = raw.Delete(ctx, gone.(*lockDescriptor).cl.key)
+	_, err = raw.Delete(ctx, entryBehind(t, gone).key)
 	require.NoError(t, err)
 	same("entry deleted", gone, create, 0, topo.LockLost)
 	same("entry deleted, stale version", gone, stale, 0, topo.LockLost)

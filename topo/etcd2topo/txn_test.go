@@ -116,7 +116,7 @@ func TestTxnFailures(t *testing.T) {
 	// A lock whose entry is deleted behind it: only the store knows.
 	ld3, err := c.LockName(ctx, "other", "me")
 	require.NoError(t, err)
-	_, err = cli.Delete(ctx, ld3.(*lockDescriptor).cl.key)
+	_, err = cli.Delete(ctx, entryBehind(t, ld3).key)
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -467,8 +467,14 @@ func TestTxnRoundTrips(t *testing.T) {
 	require.EqualValues(t, 1, requests(func() {
 		require.NoError(t, topo.GuardedDelete(ctx, c, ld, "f", v))
 	}))
-	// Deleted behind the holder: the failure reads say so.
-	_, err = rawClient(t, serverAddr).Delete(ctx, ld.(*lockDescriptor).cl.key)
+	// Deleted behind the holder, before it heard of it (the watch that
+	// follows the entry is stopped first): the failure reads say so.
+	key := entryBehind(t, ld).key
+	c.mu.Lock()
+	stopFollowing := c.keysInUse[key]
+	c.mu.Unlock()
+	stopFollowing()
+	_, err = rawClient(t, serverAddr).Delete(ctx, key)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, requests(func() {
 		_, err := topo.GuardedUpdate(ctx, c, ld, "f", []byte("3"), nil)

@@ -1,0 +1,179 @@
+package etcd2topo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// Leaders and their published values (the driver's Head and SetValue), in
+// the layout doc.go describes.
+
+// valuesDir is the segment under <root>/elections/ holding the published
+// values: a NUL byte, which no election name or canonical path contains,
+// then "values".
+const valuesDir = "\x00values"
+
+// valuesPrefix returns the prefix of election n's published values.
+func (c *Conn) valuesPrefix(n string) string {
+	return c.key(electionsDir + "/" + valuesDir + "/" + n + "/")
+}
+
+// isValuesName reports whether a ListDir entry of the elections
+// directory is the values directory (never listed).
+func isValuesName(name string) bool { return strings.HasPrefix(name, valuesDir) }
+
+// Head implements claims.Driver: one read, at one revision, of the queue
+// and the values; the head is the entry with the lowest ModRevision, its
+// value the key of the same name under the values prefix when it is on
+// the entry's lease and was written at or after the entry (a stale key
+// of an earlier entry of the name is older). With watch, two watches on
+// the queue and the values, opened at the current revision before the
+// read, close changed at their first event after it (or when they end:
+// the engine reads again then).
+func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
+	c := d.c
+	prefix, vprefix := c.queuePrefix(q), c.valuesPrefix(q.Path)
+	watched := []string{prefix, vprefix}
+	if q.Native {
+		watched = watched[:1] // the values are in the entries
+	}
+	var changed chan struct{}
+	var wq, wv clientv3.WatchChan
+	var cancel context.CancelFunc = func() {}
+	if watch {
+		var wctx context.Context
+		wctx, cancel = context.WithCancel(clientv3.WithRequireLeader(ctx))
+		stop := context.AfterFunc(c.ctx, cancel)
+		var ws []clientv3.WatchChan
+		for _, p := range watched {
+			ws = append(ws, c.cli.Watch(wctx, p, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
+		}
+		wq, wv = ws[0], ws[len(ws)-1]
+		for _, w := range ws {
+			if err := c.watchCreated(ctx, w, q.Path); err != nil {
+				stop()
+				cancel()
+				if errors.Is(err, errRewatch) {
+					err = rpctypes.ErrNoLeader
+				}
+				return claims.Entry{}, false, nil, err
+			}
+		}
+		prev := cancel
+		cancel = func() { stop(); prev() }
+	}
+	var head claims.Entry
+	var ok bool
+	var rev int64
+	if q.Native {
+		// The first-created key, value included (concurrency.Election's
+		// Leader read).
+		resp, err := c.cli.Get(ctx, prefix, clientv3.WithFirstCreate()...)
+		if err != nil {
+			cancel()
+			return claims.Entry{}, false, nil, err
+		}
+		if ok = len(resp.Kvs) > 0; ok {
+			head = nativeEntry(q, resp.Kvs[0])
+			head.Value = bytes.Clone(head.Value)
+		}
+		rev = resp.Header.Revision
+	} else {
+		var err error
+		if head, ok, rev, err = d.vitessHead(ctx, q); err != nil {
+			cancel()
+			return claims.Entry{}, false, nil, err
+		}
+	}
+	if watch {
+		changed = make(chan struct{})
+		go func() {
+			defer cancel()
+			defer close(changed)
+			for {
+				var wr clientv3.WatchResponse
+				var open bool
+				select {
+				case wr, open = <-wq:
+				case wr, open = <-wv:
+				}
+				if !open || wr.Canceled || wr.Err() != nil {
+					return
+				}
+				for _, ev := range wr.Events {
+					if ev.Kv.ModRevision > rev {
+						return
+					}
+				}
+			}
+		}()
+	}
+	return head, ok, changed, nil
+}
+
+// vitessHead is Head's read of a Vitess-layout election: its queue and its
+// values, at one revision (rev).
+func (d driver) vitessHead(ctx context.Context, q claims.Queue) (head claims.Entry, ok bool, rev int64, err error) {
+	c := d.c
+	prefix, vprefix := c.queuePrefix(q), c.valuesPrefix(q.Path)
+	resp, err := c.cli.Txn(ctx).Then(
+		clientv3.OpGet(prefix, clientv3.WithPrefix()),
+		clientv3.OpGet(vprefix, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return head, false, 0, err
+	}
+	queue := entries(resp.Responses[0].GetResponseRange().Kvs, prefix)
+	ok = len(queue) > 0
+	if ok {
+		kv := queue[0]
+		head = entryOf(kv)
+		vkey := c.valueKey(q, head.Key)
+		for _, val := range resp.Responses[1].GetResponseRange().Kvs {
+			if string(val.Key) == vkey && val.Lease == kv.Lease && val.ModRevision >= kv.CreateRevision {
+				if len(val.Value) > 0 {
+					head.Value = bytes.Clone(val.Value)
+				}
+				head.ValueRev = val.ModRevision
+			}
+		}
+	}
+	return head, ok, resp.Header.Revision, nil
+}
+
+// SetValue implements claims.Driver: one transaction puts the value key
+// on the entry's lease if the entry's ModRevision is still its token. That
+// one compare is the whole guard: the key was last written by the entry's
+// own put (one revision is one transaction), so it is this term's entry,
+// never rewritten, on the lease that put gave it; a deleted or expired
+// entry has ModRevision 0. The put fails with ErrLeaseNotFound once the
+// lease is gone.
+func (d driver) SetValue(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry, value []byte) error {
+	l := s.Ref().(*lease)
+	txn := d.c.cli.Txn(ctx)
+	if q.Native {
+		// Rewritten in place, guarded on its CreateRevision and lease.
+		txn = txn.If(nativeHeldCmps(e, l)...).Then(clientv3.OpPut(e.Key, string(value), clientv3.WithLease(l.id)))
+	} else {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(e.Key), "=", e.Token)).
+			Then(clientv3.OpPut(d.c.valueKey(q, e.Key), string(value), clientv3.WithLease(l.id)))
+	}
+	resp, err := txn.Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return claims.ErrNotHeld
+	}
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return claims.ErrNotHeld
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package etcd2topo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// Resuming a candidacy (the driver's ResumeInfo and Resume).
+
+// vitessLayout names the default layout in ResumeInfo.
+const vitessLayout = "vitess"
+
+// vitessResume is what ResumeInfo returns, as JSON.
+type vitessResume struct {
+	Backend  string `json:"backend"`
+	Layout   string `json:"layout"`
+	Election string `json:"election"`
+	ID       string `json:"id"`
+	Key      string `json:"key"`
+	Lease    int64  `json:"lease"`
+	Rev      int64  `json:"create_revision"`
+}
+
+// ResumeInfo implements claims.Driver: JSON naming the backend, the layout
+// ("vitess", or "etcd-native" with the prefix for a native election), the
+// election, the id, the candidate entry's key, its lease id and its
+// CreateRevision.
+func (d driver) ResumeInfo(q claims.Queue, s *claims.Session, e claims.Entry) ([]byte, error) {
+	if q.Native {
+		return json.Marshal(nativeResume{
+			Backend: FactoryName, Layout: nativeLayout, Prefix: q.Path, ID: e.Contents,
+			Key: e.Key, Lease: int64(s.Ref().(*lease).id), Rev: e.Token,
+		})
+	}
+	return json.Marshal(vitessResume{
+		Backend: FactoryName, Layout: vitessLayout, Election: q.Path, ID: e.Contents,
+		Key: e.Key, Lease: int64(s.Ref().(*lease).id), Rev: e.Token,
+	})
+}
+
+// Resume implements claims.Driver: it renews the entry's lease and keeps
+// it alive from this Conn from then on (as a lease of the entry's own:
+// Resign and Stop revoke it, and anything else the old process had on it
+// goes too), after one read shows the entry still there, created at the
+// same revision, on that lease, holding id. InvalidArgument for info that
+// is malformed or was issued for another election, id or backend, or
+// whose entry a participation of this Conn owns.
+func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
+	c := d.c
+	r, err := c.parseResume(q, id, info)
+	if err != nil {
+		return claims.Entry{}, nil, err
+	}
+	if err := c.check(ctx, q.Path); err != nil {
+		return claims.Entry{}, nil, err
+	}
+	if _, ok := c.takeKey(r.Key); !ok {
+		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path,
+			errors.New("etcd2topo: resume info: the candidacy is owned by a participation of this Conn"))
+	}
+	l, err := c.adoptLease(ctx, clientv3.LeaseID(r.Lease), q.Path)
+	if err != nil {
+		c.freeKey(r.Key)
+		return claims.Entry{}, nil, err
+	}
+	e := claims.Entry{Token: r.Rev, Key: r.Key, Session: leaseName(r.Lease), Contents: id}
+	resp, err := c.cli.Get(ctx, r.Key)
+	if err != nil || len(resp.Kvs) != 1 || !stillOurs(q, resp.Kvs[0], e, l) || (!q.Native && string(resp.Kvs[0].Value) != id) {
+		c.freeKey(r.Key)
+		l.markLost()
+		if err != nil {
+			return claims.Entry{}, nil, err
+		}
+		return claims.Entry{}, nil, claims.ErrNotHeld
+	}
+	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
+	c.mu.Lock()
+	if c.isClosed() {
+		c.mu.Unlock()
+		c.freeKey(r.Key)
+		l.markLost()
+		return claims.Entry{}, nil, topo.NewError(topo.Closed, q.Path)
+	}
+	c.leases[l] = struct{}{}
+	c.mu.Unlock()
+	go c.keepAlive(l)
+	c.followEntry(ctx, q, l, e)
+	return e, l.sess, nil
+}
+
+// parseResume checks info, a ResumeInfo, for election q and id.
+func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (vitessResume, error) {
+	if q.Native {
+		r, err := parseNativeResume(q, id, info)
+		return vitessResume{Key: r.Key, Lease: r.Lease, Rev: r.Rev}, err
+	}
+	bad := func(why string) error {
+		return backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("etcd2topo: resume info: "+why))
+	}
+	var r vitessResume
+	if err := json.Unmarshal(info, &r); err != nil {
+		return r, bad(err.Error())
+	}
+	switch {
+	case r.Backend != FactoryName || r.Layout != vitessLayout:
+		return r, bad("not an etcd election's")
+	case r.Election != q.Path || r.ID != id:
+		return r, bad("issued for another election or id")
+	case r.Lease <= 0 || r.Rev <= 0 || r.Key != c.electionPrefix(q.Path)+strconv.FormatInt(r.Lease, 10):
+		return r, bad("malformed key, lease or revision")
+	}
+	return r, nil
+}
+
+// adoptLease renews lease id once and, if etcd still has it, returns it
+// (as the entry's own) without keeping it alive yet. LockLost when the
+// lease is gone.
+func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string) (*lease, error) {
+	sent := time.Now()
+	ka, err := c.cli.KeepAliveOnce(ctx, id)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, claims.ErrNotHeld
+		}
+		return nil, err
+	}
+	if ka.TTL <= 0 {
+		return nil, claims.ErrNotHeld
+	}
+	l := newLease(id, time.Duration(ka.TTL)*time.Second, sent)
+	l.own, l.clusterID = true, ka.ClusterId
+	return l, nil
+}
+
+// ResumeLeaderParticipation implements topo.Conn: the info of a native
+// election (ResumeInfo of NewNativeElection) goes to ResumeNativeElection
+// with name as the prefix; any other to the claims engine (see
+// claims.Engine.ResumeLeaderParticipation and driver.Resume). It returns
+// LockLost when the lease or entry is gone; InvalidArgument for info that
+// is malformed or was issued for another election, id or backend, or
+// whose entry a participation of this Conn owns; the errors of
+// NewLeaderParticipation; Timeout, Interrupted, Unavailable,
+// PermissionDenied from etcd.
+func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
+	if err := backendkit.CheckContext(ctx, name); err != nil {
+		return nil, err
+	}
+	if isNativeResumeInfo(info) {
+		return c.ResumeNativeElection(ctx, name, id, info)
+	}
+	return c.eng.ResumeLeaderParticipation(ctx, name, id, info)
+}

@@ -1,0 +1,111 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// Waiting for an entry to go (the driver's WaitGone): a waiter watches
+// only its predecessor's key, so a handover wakes the one waiter behind
+// the holder and an entry joining the queue wakes nobody.
+
+// WaitGone implements claims.Driver: it opens a watch on e's key at the
+// current revision (which etcd serves from its synced watcher group, as
+// events are applied), then reads the key: gone or rewritten (no longer e)
+// it returns at once, otherwise at the first event of the key after the
+// read. A watch etcd ends (no leader, member gone) is opened again, 20 ms
+// to 1 s apart.
+func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	c := d.c
+	backoff := 20 * time.Millisecond
+	for {
+		err := d.waitGoneOnce(ctx, q, e)
+		if !errors.Is(err, errRewatch) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-c.ctx.Done():
+			t.Stop()
+			return errConnClosed
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// errConnClosed is what driver requests return once the Conn is closed.
+var errConnClosed = errors.New("etcd2topo: the Conn is closed")
+
+func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	c := d.c
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
+	wch := c.cli.Watch(wctx, e.Key, clientv3.WithCreatedNotify())
+	if err := c.watchCreated(ctx, wch, q.Path); err != nil {
+		return err
+	}
+	resp, err := c.cli.Get(ctx, e.Key)
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) != 1 || !sameEntry(q, resp.Kvs[0], e) {
+		return nil // gone, or rewritten (behind us) already
+	}
+	readRev := resp.Header.Revision
+	for {
+		wr, ok := <-wch
+		if !ok || wr.Canceled || wr.Err() != nil {
+			return c.watchEnded(ctx, wr.Err(), q.Path)
+		}
+		for _, ev := range wr.Events {
+			// A deletion's event carries the deletion's revision; events
+			// at or below the read's revision are history it reflects.
+			if ev.Kv.ModRevision > readRev && (ev.Type == mvccpb.DELETE || !sameEntry(q, ev.Kv, e)) {
+				return nil
+			}
+		}
+	}
+}
+
+// errRewatch tells a wait that the watch ended for a reason that a new
+// watch may fix.
+var errRewatch = errors.New("etcd2topo: watch ended, watching again")
+
+// watchCreated waits for the created notification of a watch opened with
+// WithCreatedNotify.
+func (c *Conn) watchCreated(ctx context.Context, wch clientv3.WatchChan, path string) error {
+	wr, ok := <-wch
+	if !ok || wr.Canceled || wr.Err() != nil || !wr.Created {
+		return c.watchEnded(ctx, wr.Err(), path)
+	}
+	return nil
+}
+
+// watchEnded returns the error for a watch channel that closed or was
+// cancelled with err: the context's error, Closed, PermissionDenied when
+// etcd refused the watch for good, or errRewatch.
+func (c *Conn) watchEnded(ctx context.Context, err error, path string) error {
+	if ctx.Err() != nil {
+		return backendkit.FromContext(ctx, path)
+	}
+	if c.isClosed() {
+		return topo.NewError(topo.Closed, path)
+	}
+	if isPermanent(err) {
+		return backendkit.Wrap(topo.PermissionDenied, path, err)
+	}
+	return errRewatch
+}
