@@ -36,7 +36,7 @@ func TestServerRevokedLeaseReportedWithinMargin(t *testing.T) {
 	require.NoError(t, term.Err())
 
 	revoking := time.Now()
-	_, err = rawClient(t, serverAddr).Revoke(ctx, l.(*lockDescriptor).cl.lease.id)
+	_, err = rawClient(t, serverAddr).Revoke(ctx, entryBehind(t, l).lease.id)
 	require.NoError(t, err)
 	margin := SafetyMargin(c.opts.LockTTL)
 	for what, ch := range map[string]<-chan struct{}{"the lock's Done": done, "the term's context": term.Done()} {
