@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/copy"
 )
 
 func newGetCmd(o *options) *cobra.Command {
@@ -279,7 +279,7 @@ prints the new version.`,
 					return err
 				}
 			}
-			if err := checkValue(p, value); err != nil {
+			if err := copy.CheckValue(p, value); err != nil {
 				return err
 			}
 
@@ -393,90 +393,26 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 	if err != nil {
 		return err
 	}
-	var (
-		mu       sync.Mutex
-		deleted  int
-		firstErr error
-	)
-	bar := o.newProgress(len(tl.files), "deleting")
-	stopped := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return firstErr != nil || ctx.Err() != nil
-	}
-	// one deletes the file p.
-	one := func(p string) {
-		wctx, cancel := o.writeCtx(ctx)
-		err := st.conn.Delete(wctx, p, nil)
-		cancel()
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err == nil:
-			deleted++
-			bar.add()
-		case topo.IsErrType(err, topo.NoNode):
-			bar.add()
-		case firstErr == nil:
-			firstErr = at(err, p)
-		}
-	}
-	ops := make([]op, len(tl.files))
-	for i, kv := range tl.files {
-		ops[i] = op{kind: kindDelete, path: kv.Path}
-	}
-	forEach(batches(ops, o.batch), o.parallel, func() bool { return stopped() }, func(_ int, b []op) {
-		if len(b) == 1 {
-			one(b[0].path)
-			return
-		}
-		txops := make([]topo.TxnOp, len(b))
-		for i, w := range b {
-			txops[i] = topo.DeleteOp(w.path, nil)
-		}
-		wctx, cancel := o.writeCtx(ctx)
-		_, err := st.conn.Txn(wctx, txops...)
-		cancel()
-		switch {
-		case err == nil:
-			mu.Lock()
-			deleted += len(b)
-			for range b {
-				bar.add()
-			}
-			mu.Unlock()
-		case ambiguous(err):
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = fmt.Errorf("batch of %d deletes starting at %s (its answer was lost: it may have been applied): %w", len(b), displayPath(b[0].path), err)
-			}
-			mu.Unlock()
-		default:
-			// Refused (a file already gone, or no transactions):
-			// nothing was deleted; one by one instead.
-			for _, w := range b {
-				if stopped() {
-					return
-				}
-				one(w.path)
-			}
-		}
-	})
-	bar.finish(firstErr == nil && ctx.Err() == nil)
-	if firstErr != nil {
-		return fmt.Errorf("deleted %d of %s under %s: %w", deleted, plural(len(tl.files), "file"), displayPath(dir), firstErr)
-	}
-	if ctx.Err() != nil {
-		return exitError{code: ExitInterrupted, err: fmt.Errorf("rm -R interrupted: deleted %d of %s under %s", deleted, plural(len(tl.files), "file"), displayPath(dir))}
+	eo := o.execOptions(len(tl.Files), "deleting")
+	eo.Interrupted = nil
+	deleted, err := copy.DeleteTree(ctx, st.conn, tl.Files, eo)
+	var de *copy.DeleteError
+	switch {
+	case errors.As(err, &de) && de.Interrupted:
+		return exitError{code: ExitInterrupted, err: fmt.Errorf("rm -R interrupted: deleted %d of %s under %s", deleted, plural(len(tl.Files), "file"), displayPath(dir))}
+	case errors.As(err, &de):
+		return fmt.Errorf("deleted %d of %s under %s: %w", deleted, plural(len(tl.Files), "file"), displayPath(dir), de.Err)
+	case err != nil:
+		return err
 	}
 	if o.jsonOut() {
-		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.reserved)}); err != nil {
+		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.Reserved)}); err != nil {
 			return err
 		}
 	} else {
 		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
 	}
-	if len(tl.files) == 0 && !tl.skipped() {
+	if len(tl.Files) == 0 && !tl.Skipped() {
 		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
 	}
 	return o.reportSkipped("deleted", st.name, dir, tl)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/tree"
 )
 
 // entry is one listed directory entry, as ls and tree print it.
@@ -53,48 +54,35 @@ func argOr(args []string, i int, def string) string {
 	return def
 }
 
-// list reads the entries of dir (canonical), with versions when long, and
-// their descendants when recursive. Entries that vanish while walking are
-// left out.
+// list reads the entries of dir (canonical) with tree.Entries, with
+// versions when long, and their descendants when recursive, noting on
+// stderr the directories no path reaches. Entries that vanish while
+// walking are left out.
 func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, recursive bool) ([]*entry, error) {
-	cctx, cancel := o.callCtx(ctx)
-	des, err := conn.ListDir(cctx, dir, true)
-	cancel()
-	if err != nil {
-		return nil, at(err, dir)
-	}
-	out := make([]*entry, 0, len(des))
-	for _, de := range des {
-		e := &entry{Name: de.Name, Path: displayPath(backendkit.JoinPath(dir, de.Name)), Type: de.Type.String(), Ephemeral: de.Ephemeral}
-		p := backendkit.JoinPath(dir, de.Name)
-		if long && de.Type == topo.TypeFile {
-			cctx, cancel := o.callCtx(ctx)
-			_, v, err := conn.Get(cctx, p)
-			cancel()
-			switch {
-			case err == nil:
-				e.Version = jsonVersion(v.String())
-			case topo.IsErrType(err, topo.NoNode):
-			default:
-				return nil, at(err, p)
-			}
-		}
-		if c, err := topo.CleanDirPath(p); recursive && de.Type == topo.TypeDirectory && (err != nil || c != p) {
-			// A directory under a key another tool wrote ("d/./x",
-			// "a//b"): no path reaches it, so name it rather than fail
-			// or leave it out.
+	es, err := tree.Entries(ctx, conn, dir, tree.EntriesOptions{Versions: long, Recursive: recursive, CallTimeout: o.timeout,
+		Unreachable: func(dir, name string) {
 			o.eprintf("note: %s is no canonical path (written by another tool): its contents are not listed; get -R --keys-only %s shows the keys under it\n",
-				strconv.Quote(e.Path), displayPath(dir)+"/")
-		} else if recursive && de.Type == topo.TypeDirectory {
-			kids, err := o.list(ctx, conn, p, long, true)
-			if err != nil && !topo.IsErrType(err, topo.NoNode) {
-				return nil, err
-			}
-			e.Children = kids
-		}
-		out = append(out, e)
+				strconv.Quote(displayPath(backendkit.JoinPath(dir, name))), displayPath(dir)+"/")
+		}})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return entriesOf(es), nil
+}
+
+// entriesOf converts tree entries into ls's and tree's entries.
+func entriesOf(es []*tree.Entry) []*entry {
+	out := make([]*entry, len(es))
+	for i, e := range es {
+		out[i] = &entry{Name: e.Name, Path: displayPath(e.Path), Type: e.Type.String(), Ephemeral: e.Ephemeral}
+		if e.Version != nil {
+			out[i].Version = jsonVersion(e.Version.String())
+		}
+		if e.Children != nil {
+			out[i].Children = entriesOf(e.Children)
+		}
+	}
+	return out
 }
 
 // listOrFile lists dir; when dir is a file rather than a directory it

@@ -17,6 +17,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/copy"
 )
 
 // maxTxnInput bounds what txn reads: a transaction's contents are at most
@@ -348,7 +349,7 @@ func buildTxnOp(where, kind, path string, value []byte, hasValue bool, version *
 		if !hasValue {
 			return usagef("%s: %q needs a value", where, kind)
 		}
-		if err := checkValue(p, value); err != nil {
+		if err := copy.CheckValue(p, value); err != nil {
 			return usageError{fmt.Errorf("%s: %w", where, err)}
 		}
 		return nil
