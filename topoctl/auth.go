@@ -10,9 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/etcd2topo"
-	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/connect"
 )
 
 // security holds the TLS and authentication settings of each backend
@@ -146,60 +144,29 @@ func (o *options) conventionalAddress(impl string) string {
 // endpoints from the member list.
 const etcdAutoSync = 30 * time.Second
 
-// etcdOptions are the etcd2 connection options of the security settings,
-// for the members at addr ("host:port[,host:port...]").
-func (o *options) etcdOptions(addr string) etcd2topo.Options {
-	s := o.sec
-	opts := etcd2topo.Options{
-		TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
-		Username: s.etcdUser, Password: s.etcdPassword,
-		// Long-running commands (watch, lock, elect, leader --observe)
-		// follow a self-managing cluster's members (serve --cluster) as
-		// they come and go.
-		AutoSyncInterval: etcdAutoSync,
+// settings are the connect package's settings of the security flags,
+// with explain diagnosing failed etcd2 connections.
+func (s security) settings(explain func(addr string, err error) error) connect.Settings {
+	return connect.Settings{
+		Etcd: connect.Etcd{CAFile: s.etcdCA, CertFile: s.etcdCert, KeyFile: s.etcdKey, ServerName: s.etcdServerName,
+			User: s.etcdUser, Password: s.etcdPassword,
+			// Long-running commands (watch, lock, elect, leader
+			// --observe) follow a self-managing cluster's members
+			// (serve --cluster) as they come and go.
+			AutoSync: etcdAutoSync},
+		ZooKeeper: connect.ZooKeeper{Auth: s.zkAuth, AuthFile: s.zkAuthFile,
+			CAFile: s.zkCA, CertFile: s.zkCert, KeyFile: s.zkKey, ServerName: s.zkServerName},
+		Consul: connect.Consul{Token: s.consulToken, TokenFile: s.consulTokenFile,
+			CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey, ServerName: s.consulServerName},
+		EtcdDialError: explain,
 	}
-	for ep := range strings.SplitSeq(addr, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			opts.Endpoints = append(opts.Endpoints, ep)
-		}
-	}
-	return opts
 }
 
-// factory returns the factory that opens impl's connections with the
-// security settings; other implementations come from the registry.
-func (o *options) factory(impl string) (topo.Factory, error) {
-	s := o.sec
-	switch impl {
-	case etcd2topo.FactoryName:
-		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
-			c, err := etcd2topo.NewConn(o.etcdOptions(addr), root)
-			if err != nil {
-				return nil, o.explainEtcdDial(addr, err)
-			}
-			return c, nil
-		}), nil
-	case zk2topo.FactoryName:
-		return zk2topo.Factory{Options: zk2topo.Options{Auth: s.zkAuth, AuthFile: s.zkAuthFile,
-			TLSCAFile: s.zkCA, TLSCertFile: s.zkCert, TLSKeyFile: s.zkKey, TLSServerName: s.zkServerName}}, nil
-	case consultopo.FactoryName:
-		return consultopo.NewFactory(consultopo.Options{
-			Token: s.consulToken, TokenFile: s.consulTokenFile,
-			CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey, TLSServerName: s.consulServerName,
-		}), nil
-	}
-	return topo.GetFactory(impl)
-}
-
-// openServer opens the global cell of sp's store through factory, every
-// connection of the Server decorated with the command tree's middlewares
-// (--metrics-address, --log-level debug).
+// openServer opens the global cell of sp's store with the security
+// settings, every connection of the Server decorated with the command
+// tree's middlewares (--metrics-address, --log-level debug).
 func (o *options) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
-	f, err := o.factory(sp.impl)
-	if err != nil {
-		return nil, err
-	}
-	return topo.OpenServerContext(ctx, sp.impl, sp.addr, sp.root, topo.WithFactory(f), topo.WithMiddleware(o.middlewares()...))
+	return o.sec.settings(o.explainEtcdDial).Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
 }
 
 // configurable lists the flags a --config file may set: the connection

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/inspect"
 	"github.com/topokit/topokit/topo/zk2topo"
 )
 
@@ -249,44 +249,17 @@ func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir stri
 }
 
 // holder returns ", by <contents>" naming who holds the lock on dir, as
-// far as the store shows it (the contents of the oldest lock entry under
-// <dir>/locks on etcd, memory and ZooKeeper -- read on a session of its
-// own there, see zkHolder --, of the key <dir>/Lock on Consul), or "" when
-// it cannot be read.
+// far as the store shows it (see inspect.LockHolder), or "" when it cannot
+// be read.
 func (o *options) holder(ctx context.Context, st *store, dir string) string {
 	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
 	defer cancel()
-	if st.spec.impl == "zk2" {
-		if h := o.zkHolder(cctx, st.spec, dir); h != "" {
-			return ", by " + strconv.Quote(h)
-		}
+	h, err := inspect.LockHolder(cctx, st.conn, dir)
+	if err != nil {
+		o.log.Debug("cannot read the lock holder", "dir", dir, "err", err)
 		return ""
 	}
-	conn := st.conn
-	locks := backendkit.JoinPath(dir, backendkit.LocksDirName)
-	if des, err := conn.ListDir(cctx, locks, false); err == nil && len(des) > 0 {
-		// The holder is the oldest entry: the lowest version (etcd's
-		// ModRevision; ZooKeeper's names sort in the same order).
-		slices.SortFunc(des, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-		best, bestVer := "", int64(-1)
-		for _, de := range des {
-			b, v, err := conn.Get(cctx, backendkit.JoinPath(locks, de.Name))
-			if err != nil || len(b) == 0 {
-				continue
-			}
-			n, perr := strconv.ParseInt(v.String(), 10, 64)
-			if best == "" || (perr == nil && n < bestVer) {
-				best, bestVer = string(b), n
-			}
-		}
-		if best != "" {
-			return ", by " + strconv.Quote(best)
-		}
-	}
-	if b, _, err := conn.Get(cctx, backendkit.JoinPath(dir, backendkit.ConsulLockName)); err == nil && len(b) > 0 {
-		return ", by " + strconv.Quote(string(b))
-	}
-	return ""
+	return ", by " + strconv.Quote(h)
 }
 
 func unlockTimeout(d time.Duration) time.Duration {
