@@ -108,7 +108,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if sch, err = loadSchema(protoset); err != nil {
 					return err
 				}
-				if _, err := sch.messageType(typ, p); err != nil {
+				if _, err := messageType(sch, typ, p); err != nil {
 					if protoset == "" {
 						return usagef("--decode json needs --protoset FILE (a FileDescriptorSet, as \"protoc --include_imports --descriptor_set_out\" writes) to decode %s; without it only the types built into topoctl are known, such as topokit.topodata.CellInfo", displayPath(p))
 					}
@@ -160,8 +160,8 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 				decoded, text = fs, []byte(formatRaw(fs))
 			case "json":
-				md, _ := sch.messageType(typ, p)
-				b, err := sch.decodeJSON(md, value, !o.jsonOut())
+				md, _ := messageType(sch, typ, p)
+				b, err := decodeJSON(sch, md, value, !o.jsonOut())
 				if err != nil {
 					return fmt.Errorf("%s: %w", displayPath(p), err)
 				}
