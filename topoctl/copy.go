@@ -15,7 +15,7 @@ import (
 
 // stdoutIsTerminal reports whether stdout is a terminal (progress bars are
 // drawn only then; see streams.StdoutIsTerminal).
-func (o *options) stdoutIsTerminal() bool {
+func stdoutIsTerminal(o *options) bool {
 	if o.io.StdoutIsTerminal != nil {
 		return o.io.StdoutIsTerminal()
 	}
@@ -25,7 +25,7 @@ func (o *options) stdoutIsTerminal() bool {
 
 // openFrom opens the store named by a --from/--to flag, or the one named
 // by the shared flags (and --cell) when the flag is empty.
-func (o *options) openFrom(ctx context.Context, flag, value string) (*store, error) {
+func openFrom(o *options, ctx context.Context, flag, value string) (*store, error) {
 	if value == "" {
 		return o.open(ctx)
 	}
@@ -33,29 +33,29 @@ func (o *options) openFrom(ctx context.Context, flag, value string) (*store, err
 	if err != nil {
 		return nil, err
 	}
-	return o.openSpec(ctx, sp, "")
+	return openSpec(o, ctx, sp, "")
 }
 
 // openPair does what copy and diff (named by verb) share before they read:
 // it checks --to and the --from/--to specs, cleans the optional PATH
 // argument (default: the root) into under, and opens the two stores. On
 // error no store is left open.
-func (o *options) openPair(ctx context.Context, verb, from, to string, args []string) (src, dst *store, under string, err error) {
+func openPair(o *options, ctx context.Context, verb, from, to string, args []string) (src, dst *store, under string, err error) {
 	if to == "" {
 		return nil, nil, "", usagef("%s needs --to IMPL:ADDR:ROOT", verb)
 	}
-	if err := o.checkSpecs(from, to); err != nil {
+	if err := checkSpecs(o, from, to); err != nil {
 		return nil, nil, "", err
 	}
 	under, err = topo.CleanDirPath(argOr(args, 0, "/"))
 	if err != nil {
 		return nil, nil, "", err
 	}
-	src, err = o.openFrom(ctx, "from", from)
+	src, err = openFrom(o, ctx, "from", from)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	dst, err = o.openFrom(ctx, "to", to)
+	dst, err = openFrom(o, ctx, "to", to)
 	if err != nil {
 		src.Close()
 		return nil, nil, "", err
@@ -109,14 +109,14 @@ is a terminal, or with --progress.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			src, dst, under, err := o.openPair(ctx, "copy", from, to, args)
+			src, dst, under, err := openPair(o, ctx, "copy", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
 			defer dst.Close()
 
-			tl, err := o.listTree(ctx, src.conn, under)
+			tl, err := listTree(o, ctx, src.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src.name, err)
 			}
@@ -129,18 +129,18 @@ is a terminal, or with --progress.`,
 				return err
 			}
 			if dryRun {
-				if err := o.reportPlan(plan, underName(src.name, under), underName(dst.name, under)); err != nil {
+				if err := reportPlan(o, plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 					return err
 				}
-				return o.reportSkipped("copied", src.name, under, tl)
+				return reportSkipped(o, "copied", src.name, under, tl)
 			}
-			if err := o.execute(ctx, dst.conn, plan, "copying"); err != nil {
+			if err := execute(o, ctx, dst.conn, plan, "copying"); err != nil {
 				return err
 			}
-			if err := o.reportDone("copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
+			if err := reportDone(o, "copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 				return err
 			}
-			return o.reportSkipped("copied", src.name, under, tl)
+			return reportSkipped(o, "copied", src.name, under, tl)
 		},
 	}
 	f := cmd.Flags()
@@ -149,14 +149,14 @@ is a terminal, or with --progress.`,
 	f.BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
 	f.BoolVar(&po.Overwrite, "overwrite", false, "replace files that exist in the destination with other contents")
 	f.BoolVar(&po.Delete, "delete", false, "also delete the destination's files under PATH that the source does not have")
-	o.treeFlags(cmd)
+	treeFlags(o, cmd)
 	return cmd
 }
 
 // reportPlan prints a dry run: one line per file that would be written or
 // deleted, then a summary that counts the identical ones too (-o json
 // lists every file).
-func (o *options) reportPlan(plan *copy.Plan, from, to string) error {
+func reportPlan(o *options, plan *copy.Plan, from, to string) error {
 	type item struct {
 		Path   string `json:"path"`
 		Bytes  int    `json:"bytes"`
@@ -201,7 +201,7 @@ func underName(store, dir string) string {
 	return store + " under " + displayPath(dir)
 }
 
-func (o *options) reportDone(verb string, plan *copy.Plan, from, to string) error {
+func reportDone(o *options, verb string, plan *copy.Plan, from, to string) error {
 	written := plan.Count(copy.Create) + plan.Count(copy.Overwrite)
 	if o.jsonOut() {
 		return o.printJSON(map[string]any{verb: written, "bytes": plan.Bytes(), "from": from, "to": to,
@@ -264,17 +264,17 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			a, b, under, err := o.openPair(ctx, "diff", from, to, args)
+			a, b, under, err := openPair(o, ctx, "diff", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer a.Close()
 			defer b.Close()
-			ta, err := o.listTree(ctx, a.conn, under)
+			ta, err := listTree(o, ctx, a.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", a.name, err)
 			}
-			tb, err := o.listTree(ctx, b.conn, under)
+			tb, err := listTree(o, ctx, b.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", b.name, err)
 			}
@@ -306,8 +306,8 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 					o.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
 				}
 			}
-			rerr := o.reportSkipped("compared", a.name, under, ta)
-			if e := o.reportSkipped("compared", b.name, under, tb); e != nil {
+			rerr := reportSkipped(o, "compared", a.name, under, ta)
+			if e := reportSkipped(o, "compared", b.name, under, tb); e != nil {
 				rerr = e
 			}
 			if rerr != nil {
@@ -327,7 +327,7 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 
 // checkSpecs parses the --from and --to values before anything is opened,
 // so that a malformed one is reported as a usage error first.
-func (o *options) checkSpecs(from, to string) error {
+func checkSpecs(o *options, from, to string) error {
 	if from != "" {
 		if _, err := o.parseSpec("from", from); err != nil {
 			return err

@@ -78,7 +78,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
 					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
 				}
-				return o.getPrefix(cmd.Context(), args[0], keysOnly, hexOut, full)
+				return getPrefix(o, cmd.Context(), args[0], keysOnly, hexOut, full)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -118,7 +118,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				return usagef("--decode %q: want raw or json", decode)
 			}
 
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -147,7 +147,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 			}
 			if err != nil {
-				return o.notADirectory(ctx, st.conn, p, err)
+				return notADirectory(o, ctx, st.conn, p, err)
 			}
 
 			var decoded any
@@ -171,11 +171,11 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				switch {
 				case hexOut:
 					text = []byte(hex.EncodeToString(value) + "\n")
-				case !full && !o.jsonOut() && o.stdoutIsTerminal() && !terminalText(value):
+				case !full && !o.jsonOut() && stdoutIsTerminal(o) && !terminalText(value):
 					text = []byte(cutQuoted(value) + "\n")
 					o.eprintf("note: %s is not text: shown quoted on a terminal (%s); --full or a pipe prints its bytes as they are, --hex and --decode raw|json show them\n",
 						displayPath(p), plural(len(value), "byte"))
-				case !full && !o.jsonOut() && o.stdoutIsTerminal() && len(value) > 0 && value[len(value)-1] != '\n':
+				case !full && !o.jsonOut() && stdoutIsTerminal(o) && len(value) > 0 && value[len(value)-1] != '\n':
 					// On a terminal the prompt would follow the value on
 					// its line; a pipe gets the bytes as they are.
 					text = append(slices.Clip(value), '\n')
@@ -272,7 +272,7 @@ prints the new version.`,
 				if value, err = os.ReadFile(file); err != nil {
 					return usageError{fmt.Errorf("--file: %w", err)}
 				}
-			case o.stdinIsTerminal():
+			case stdinIsTerminal(o):
 				return usagef("no value given: pass it as an argument (put %s VALUE), with --file F, or on standard input with \"-\" (put %s -) or through a pipe", args[0], args[0])
 			default:
 				if err := readStdin(); err != nil {
@@ -283,7 +283,7 @@ prints the new version.`,
 				return err
 			}
 
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -351,7 +351,7 @@ named on stderr and rm -R exits 1.`,
 					return err
 				}
 				defer st.Close()
-				return o.removeTree(cmd.Context(), st, dir)
+				return removeTree(o, cmd.Context(), st, dir)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -365,13 +365,13 @@ named on stderr and rm -R exits 1.`,
 				}
 				cas = v
 			}
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
 			if err := st.conn.Delete(ctx, p, cas); err != nil {
-				return o.notADirectory(ctx, st.conn, p, err)
+				return notADirectory(o, ctx, st.conn, p, err)
 			}
 			if o.jsonOut() {
 				return o.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
@@ -383,17 +383,17 @@ named on stderr and rm -R exits 1.`,
 	f.StringVar(&ifVersion, "if-version", "", "delete only if the file's current version is this one")
 	f.BoolVarP(&recursive, "recursive", "R", false, "delete every file under DIR")
 	f.BoolVar(&force, "force", false, "confirm rm -R")
-	o.treeFlags(cmd)
+	treeFlags(o, cmd)
 	return cmd
 }
 
 // removeTree is rm -R: it deletes every file at or under dir.
-func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
-	tl, err := o.listTree(ctx, st.conn, dir)
+func removeTree(o *options, ctx context.Context, st *store, dir string) error {
+	tl, err := listTree(o, ctx, st.conn, dir)
 	if err != nil {
 		return err
 	}
-	eo := o.execOptions(len(tl.Files), "deleting")
+	eo := execOptions(o, len(tl.Files), "deleting")
 	eo.Interrupted = nil
 	deleted, err := copy.DeleteTree(ctx, st.conn, tl.Files, eo)
 	var de *copy.DeleteError
@@ -415,7 +415,7 @@ func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
 	if len(tl.Files) == 0 && !tl.Skipped() {
 		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
 	}
-	return o.reportSkipped("deleted", st.name, dir, tl)
+	return reportSkipped(o, "deleted", st.name, dir, tl)
 }
 
 // displayPaths renders canonical paths as displayPath does; never nil.
@@ -429,7 +429,7 @@ func displayPaths(ps []string) []string {
 
 // notADirectory turns the NoNode error of a file operation on p into one
 // that says p is a directory, when it is one; other errors pass unchanged.
-func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, err error) error {
+func notADirectory(o *options, ctx context.Context, conn topo.Conn, p string, err error) error {
 	if !topo.IsErrType(err, topo.NoNode) {
 		return err
 	}
@@ -455,12 +455,12 @@ func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.err }
 
 // getPrefix is get -R: every file whose path starts with arg.
-func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, full bool) error {
+func getPrefix(o *options, ctx context.Context, arg string, keysOnly, hexOut, full bool) error {
 	prefix, err := topo.CleanPrefix(arg)
 	if err != nil {
 		return err
 	}
-	st, cctx, done, err := o.openCall(ctx)
+	st, cctx, done, err := openCall(o, ctx)
 	if err != nil {
 		return err
 	}
@@ -512,7 +512,7 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, f
 			case keysOnly:
 			case hexOut:
 				o.printf("%s\n", hex.EncodeToString(it.Value))
-			case !full && o.stdoutIsTerminal() && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
+			case !full && stdoutIsTerminal(o) && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
 				o.printf("%s\n", cutQuoted(it.Value))
 			default:
 				o.printf("%s\n", showValue(it.Value))
@@ -520,7 +520,7 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, f
 		}
 	}
 	slices.Sort(reserved)
-	return o.reportReserved("listed", st.name, prefix, reserved)
+	return reportReserved(o, "listed", st.name, prefix, reserved)
 }
 
 // terminalValueLimit is how many bytes of a value that is not text get

@@ -83,18 +83,18 @@ names any file left written.`,
 				return err
 			}
 			if dryRun {
-				return o.reportPlan(plan, args[0], underName(st.name, under))
+				return reportPlan(o, plan, args[0], underName(st.name, under))
 			}
-			if err := o.execute(ctx, st.conn, plan, "importing"); err != nil {
+			if err := execute(o, ctx, st.conn, plan, "importing"); err != nil {
 				return err
 			}
-			return o.reportDone("imported", plan, args[0], underName(st.name, under))
+			return reportDone(o, "imported", plan, args[0], underName(st.name, under))
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
 	cmd.Flags().BoolVar(&po.Overwrite, "overwrite", false, "replace files that exist in the store with other contents")
 	cmd.Flags().BoolVar(&po.Delete, "delete", false, "also delete the store's files under PATH that DIR does not have")
-	o.treeFlags(cmd)
+	treeFlags(o, cmd)
 	return cmd
 }
 
@@ -137,7 +137,7 @@ absent). Files are read in one List and written --parallel at a time.`,
 				return err
 			}
 			defer st.Close()
-			tl, err := o.listTree(ctx, st.conn, under)
+			tl, err := listTree(o, ctx, st.conn, under)
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ absent). Files are read in one List and written --parallel at a time.`,
 			if len(files) == 0 && !tl.Skipped() {
 				return emptyTree(under, st.name)
 			}
-			total, err := copy.Export(ctx, files, under, dir, copy.ExportOptions{Parallel: o.parallel, Progress: o.newProgress(len(files), "exporting")})
+			total, err := copy.Export(ctx, files, under, dir, copy.ExportOptions{Parallel: o.parallel, Progress: newProgress(o, len(files), "exporting")})
 			var xe *copy.ExportError
 			switch {
 			case errors.As(err, &xe) && xe.Interrupted:
@@ -160,10 +160,10 @@ absent). Files are read in one List and written --parallel at a time.`,
 			} else {
 				o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), underName(st.name, under), dir)
 			}
-			return o.reportSkipped("exported", st.name, under, tl)
+			return reportSkipped(o, "exported", st.name, under, tl)
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a non-empty directory, replacing files")
-	o.treeFlags(cmd)
+	treeFlags(o, cmd)
 	return cmd
 }

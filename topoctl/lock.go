@@ -165,7 +165,7 @@ shows it.`,
 					return &kindError{msg: fmt.Sprintf("lock on %s is held by someone else%s", displayPath(dir), by), err: err}
 				}
 				if try && topo.IsErrType(err, topo.NodeExists) {
-					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st, dir), err)
+					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), holder(o, ctx, st, dir), err)
 				}
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
@@ -186,9 +186,9 @@ shows it.`,
 			var status int
 			var runErr, lost error
 			if len(argv) == 0 {
-				lost = o.holdLock(ctx, ld, dir, checkInterval)
+				lost = holdLock(o, ctx, ld, dir, checkInterval)
 			} else {
-				status, runErr, lost = o.runLocked(ctx, ld, displayPath(dir), argv, checkInterval, grace)
+				status, runErr, lost = runLocked(o, ctx, ld, displayPath(dir), argv, checkInterval, grace)
 			}
 
 			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout(o.timeout))
@@ -225,7 +225,7 @@ shows it.`,
 
 // holdLock holds ld until ctx ends (nil) or the lock is lost (the error
 // that said so), checking it every interval.
-func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
+func holdLock(o *options, ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
 	if o.jsonOut() {
 		_ = o.printJSON(map[string]any{"path": displayPath(dir), "fencing_token": ld.Token()})
 	} else {
@@ -251,7 +251,7 @@ func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir stri
 // holder returns ", by <contents>" naming who holds the lock on dir, as
 // far as the store shows it (see inspect.LockHolder), or "" when it cannot
 // be read.
-func (o *options) holder(ctx context.Context, st *store, dir string) string {
+func holder(o *options, ctx context.Context, st *store, dir string) string {
 	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
 	defer cancel()
 	h, err := inspect.LockHolder(cctx, st.conn, dir)
@@ -276,7 +276,7 @@ func unlockTimeout(d time.Duration) time.Duration {
 // lock's loss the group gets SIGTERM and, after grace, SIGKILL; when the
 // command exits by itself, whatever it left running in its group is ended
 // the same way.
-func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
+func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
 	c, _ := lockGuardCmd(argv)
 	c.Stdin = o.io.Stdin
 	// As etcdctl lock gives ETCD_LOCK_KEY and ETCD_LOCK_REV: the command
@@ -372,17 +372,17 @@ func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPat
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		o.stopGroup(pgid, grace, "interrupted")
+		stopGroup(o, pgid, grace, "interrupted")
 		err = <-waited
 	case <-stopCh:
-		o.stopGroup(pgid, grace, "the lock was lost")
+		stopGroup(o, pgid, grace, "the lock was lost")
 		err = <-waited
 	}
 	close(done)
 	// The command is gone; processes it left in its group must not outlive
 	// the lock either.
 	if groupAlive(pgid) {
-		o.stopGroup(pgid, grace, "the command exited and left processes in its group")
+		stopGroup(o, pgid, grace, "the command exited and left processes in its group")
 	}
 	// A process that left the group (setsid) may still hold the output
 	// pipes: wait for the copies at most grace.
@@ -413,7 +413,7 @@ func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPat
 // stopGroup sends SIGTERM to process group pgid, says so on stderr (why,
 // and how long it waits), waits up to grace for every process of the group
 // to end, then sends SIGKILL and waits for them to be gone.
-func (o *options) stopGroup(pgid int, grace time.Duration, why string) {
+func stopGroup(o *options, pgid int, grace time.Duration, why string) {
 	o.eprintf("topoctl: %s: sending SIGTERM to the command's process group %d; waiting up to %s before SIGKILL, then releasing the lock\n", why, pgid, grace)
 	signalGroup(pgid, false)
 	deadline := time.Now().Add(grace)

@@ -58,7 +58,7 @@ func argOr(args []string, i int, def string) string {
 // versions when long, and their descendants when recursive, noting on
 // stderr the directories no path reaches. Entries that vanish while
 // walking are left out.
-func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, recursive bool) ([]*entry, error) {
+func list(o *options, ctx context.Context, conn topo.Conn, dir string, long, recursive bool) ([]*entry, error) {
 	es, err := tree.Entries(ctx, conn, dir, tree.EntriesOptions{Versions: long, Recursive: recursive, CallTimeout: o.timeout,
 		Unreachable: func(dir, name string) {
 			o.eprintf("note: %s is no canonical path (written by another tool): its contents are not listed; get -R --keys-only %s shows the keys under it\n",
@@ -87,12 +87,12 @@ func entriesOf(es []*tree.Entry) []*entry {
 
 // listOrFile lists dir; when dir is a file rather than a directory it
 // returns that file as the only entry, as ls does.
-func (o *options) listOrFile(ctx context.Context, conn topo.Conn, arg string, long, recursive bool) ([]*entry, error) {
+func listOrFile(o *options, ctx context.Context, conn topo.Conn, arg string, long, recursive bool) ([]*entry, error) {
 	dir, err := topo.CleanDirPath(arg)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := o.list(ctx, conn, dir, long, recursive)
+	entries, err := list(o, ctx, conn, dir, long, recursive)
 	if dir == "" && topo.IsErrType(err, topo.NoNode) {
 		// An empty store is an empty root, not an error; but say so, as a
 		// wrong root or address looks the same.
@@ -158,7 +158,7 @@ version. With --output json it prints one JSON array of entries.`,
 				return err
 			}
 			defer st.Close()
-			entries, err := o.listOrFile(cmd.Context(), st.conn, argOr(args, 0, "/"), long, recursive)
+			entries, err := listOrFile(o, cmd.Context(), st.conn, argOr(args, 0, "/"), long, recursive)
 			if err != nil {
 				return err
 			}
@@ -208,7 +208,7 @@ one JSON array of entries, each with its children.`,
 			}
 			defer st.Close()
 			arg := argOr(args, 0, "/")
-			entries, err := o.listOrFile(cmd.Context(), st.conn, arg, long, true)
+			entries, err := listOrFile(o, cmd.Context(), st.conn, arg, long, true)
 			if err != nil {
 				return err
 			}
@@ -217,7 +217,7 @@ one JSON array of entries, each with its children.`,
 			}
 			dir, _ := topo.CleanDirPath(arg)
 			o.printf("%s\n", displayPath(dir))
-			o.printTree(entries, "", long)
+			printTree(o, entries, "", long)
 			return nil
 		},
 	}
@@ -225,7 +225,7 @@ one JSON array of entries, each with its children.`,
 	return cmd
 }
 
-func (o *options) printTree(es []*entry, indent string, long bool) {
+func printTree(o *options, es []*entry, indent string, long bool) {
 	for i, e := range es {
 		branch, next := "├── ", "│   "
 		if i == len(es)-1 {
@@ -243,6 +243,6 @@ func (o *options) printTree(es []*entry, indent string, long bool) {
 			line += "  [" + strings.Join(attrs, ", ") + "]"
 		}
 		o.printf("%s\n", line)
-		o.printTree(e.Children, indent+next, long)
+		printTree(o, e.Children, indent+next, long)
 	}
 }

@@ -112,21 +112,12 @@ type streams struct {
 type options struct {
 	io streams
 
-	impl     string
-	backend  string // --backend, an alias of --topo-implementation
-	addr     string
-	root     string
-	cell     string
-	timeout  time.Duration
+	// connFlags are the connection settings: which store, where, and how
+	// (its fields are promoted: o.addr, o.sec, ...).
+	connFlags
+
 	output   string
 	logLevel string
-
-	// sec holds the backends' TLS and authentication settings.
-	sec security
-	// configFile is --config; conf the settings read from it (flag name
-	// to value).
-	configFile string
-	conf       map[string]string
 
 	// parallel and progress are the tree commands' --parallel and
 	// --progress.
@@ -146,15 +137,34 @@ type options struct {
 	metrics     *middleware.Metrics
 	stopMetrics func()
 
-	// addrDefaulted records that no address was given: open then checks
-	// that something listens at the default address before connecting,
-	// and fails at once suggesting `topoctl serve` when nothing does.
-	addrDefaulted bool
 	// started is set once flags and arguments were accepted: an error
 	// returned before that is a usage error.
 	started bool
 	// stores names the stores opened, for connection error messages.
 	stores []string
+}
+
+// connFlags are the connection settings of a command tree: the store's
+// implementation, address, root and cell, the bound of each call, and the
+// backends' TLS and authentication settings, as the flags, the
+// environment and the --config file give them (see resolve).
+type connFlags struct {
+	impl    string
+	backend string // --backend, an alias of --topo-implementation
+	addr    string
+	root    string
+	cell    string
+	timeout time.Duration
+	// sec holds the backends' TLS and authentication settings.
+	sec security
+	// configFile is --config; conf the settings read from it (flag name
+	// to value).
+	configFile string
+	conf       map[string]string
+	// addrDefaulted records that no address was given: open then checks
+	// that something listens at the default address before connecting,
+	// and fails at once suggesting `topoctl serve` when nothing does.
+	addrDefaulted bool
 }
 
 // usageError marks an error as a command-line mistake (exit code 2).
@@ -184,7 +194,7 @@ func (e exitError) Unwrap() error { return e.err }
 
 // stdinIsTerminal reports whether standard input is an interactive
 // terminal (see IO.StdinIsTerminal).
-func (o *options) stdinIsTerminal() bool {
+func stdinIsTerminal(o *options) bool {
 	if o.io.StdinIsTerminal != nil {
 		return o.io.StdinIsTerminal()
 	}
@@ -257,12 +267,12 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		// completion script.
 		CompletionOptions: cobra.CompletionOptions{},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.resolve(cmd.Flags()); err != nil {
+			if err := resolve(o, cmd.Flags()); err != nil {
 				return err
 			}
 			o.started = true
 			if o.metricsAddr != "" {
-				return o.startMetrics(cmd.Context(), cmd)
+				return startMetrics(o, cmd.Context(), cmd)
 			}
 			return nil
 		},
@@ -285,7 +295,7 @@ with 0 on Ctrl-C, their normal way to stop.`,
 	pf.DurationVar(&o.timeout, "timeout", defaultTimeout,
 		"bound of each store call, and of waits for locks (env "+envTimeout+"; 0 means no bound)")
 	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
-	o.addSecurityFlags(pf)
+	addSecurityFlags(o, pf)
 	pf.StringVar(&o.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a comment); a flag or variable wins over it (env "+envConfig+")")
 	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr; debug logs one record per store call)")
 	pf.StringVar(&o.metricsAddr, "metrics-address", "", "serve Prometheus metrics of the store calls (topo_*) at http://HOST:PORT/metrics while a long-running command runs (serve, watch, lock, elect, leader --observe)")
@@ -379,8 +389,8 @@ func groupCmd(cmd *cobra.Command) *cobra.Command {
 
 // resolve applies environment variables to flags not set on the command
 // line and checks the values.
-func (o *options) resolve(fs *pflag.FlagSet) error {
-	if err := o.loadConfig(fs); err != nil {
+func resolve(o *options, fs *pflag.FlagSet) error {
+	if err := loadConfig(o, fs); err != nil {
 		return err
 	}
 	env := func(flag, key string, dst *string) {
@@ -403,7 +413,7 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 	env("topo-global-server-address", envServerAddress, &o.addr)
 	env("topo-global-root", envRoot, &o.root)
 	env("cell", envCell, &o.cell)
-	if err := o.resolveSecurity(fs); err != nil {
+	if err := resolveSecurity(o, fs); err != nil {
 		return err
 	}
 	if !fs.Changed("timeout") {
@@ -445,13 +455,13 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 		o.root = strings.TrimPrefix(defaultRoot, "/")
 	}
 	if o.addr == "" {
-		o.addr = o.conventionalAddress(o.impl)
+		o.addr = conventionalAddress(o, o.impl)
 	}
 	if o.addr == "" {
 		switch o.impl {
 		case "etcd2":
 			o.addrDefaulted = true
-			o.addr = o.defaultAddress()
+			o.addr = defaultAddress(o)
 		case "zk2":
 			return usagef("--topo-global-server-address (or %s) is required with --topo-implementation %s", envServerAddress, o.impl)
 		case "consul":
@@ -470,7 +480,7 @@ func (o *options) resolve(fs *pflag.FlagSet) error {
 // topokit takes "/vitess/global" and "vitess/global" as the same root,
 // but Vitess's Consul backend fails to list keys under a root that starts
 // with "/", so Vitess processes on the same agent would not see the data.
-func (o *options) warnConsulRoot(impl, root string) {
+func warnConsulRoot(o *options, impl, root string) {
 	if impl == "consul" && strings.HasPrefix(root, "/") && strings.Trim(root, "/") != "" {
 		o.eprintf("topoctl: warning: Consul root %q starts with \"/\": topokit reads it as %q, but Vitess processes fail to list under a leading \"/\"; give the root as %q so that both agree\n",
 			root, strings.Trim(root, "/"), strings.Trim(root, "/"))
@@ -481,7 +491,7 @@ func (o *options) warnConsulRoot(impl, root string) {
 // etcd keys are plain strings, so the root "scratch" holds keys
 // "scratch/..." and "/scratch" holds "/scratch/...": two different trees
 // that look alike. Vitess's etcd roots start with "/".
-func (o *options) warnEtcdRoot(impl, root string) {
+func warnEtcdRoot(o *options, impl, root string) {
 	if impl == "etcd2" && root != "" && !strings.HasPrefix(root, "/") {
 		o.eprintf("topoctl: warning: etcd root %q has no leading \"/\": its keys start with %q, apart from those of the root %q (Vitess's etcd roots start with \"/\")\n",
 			root, root+"/", "/"+root)
@@ -491,7 +501,7 @@ func (o *options) warnEtcdRoot(impl, root string) {
 // defaultAddress is the client address of the embedded etcd: the one
 // `topoctl serve` recorded in its default data directory, or
 // defaultClientAddress.
-func (o *options) defaultAddress() string {
+func defaultAddress(o *options) string {
 	if o.impl != "etcd2" {
 		return ""
 	}

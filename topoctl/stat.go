@@ -49,7 +49,7 @@ both). With --output json it prints one object {"path","type","version",
 			if err != nil {
 				return err
 			}
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}

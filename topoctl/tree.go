@@ -34,7 +34,7 @@ const progressRedraw = 100 * time.Millisecond
 
 // treeFlags adds --parallel, --progress and (copy, import, rm) --batch to
 // a tree command.
-func (o *options) treeFlags(cmd *cobra.Command) {
+func treeFlags(o *options, cmd *cobra.Command) {
 	t := o
 	cmd.Flags().IntVar(&t.parallel, "parallel", defaultParallel, "how many store requests to keep in flight")
 	if n := cmd.Name(); n == "copy" || n == "import" || n == "rm" {
@@ -44,7 +44,7 @@ func (o *options) treeFlags(cmd *cobra.Command) {
 }
 
 // listTree is tree.List bounded by --timeout.
-func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) (tree.Listing, error) {
+func listTree(o *options, ctx context.Context, conn topo.Conn, dir string) (tree.Listing, error) {
 	cctx, cancel := o.callCtx(ctx)
 	defer cancel()
 	return tree.List(cctx, conn, dir)
@@ -53,11 +53,11 @@ func (o *options) listTree(ctx context.Context, conn topo.Conn, dir string) (tre
 // execOptions are the copy package's options of a tree command's flags,
 // drawing a bar described by what for n writes (see newProgress) and
 // noting an interruption on stderr.
-func (o *options) execOptions(n int, what string) copy.ExecOptions {
+func execOptions(o *options, n int, what string) copy.ExecOptions {
 	wt := unlockTimeout(o.timeout)
 	return copy.ExecOptions{
 		Parallel: o.parallel, Batch: o.batch, WriteTimeout: wt, Log: o.log,
-		Progress: o.newProgress(n, what),
+		Progress: newProgress(o, n, what),
 		Interrupted: func(inFlight int) {
 			o.eprintf("\ninterrupted: no new writes start; waiting up to %s for %s in flight, then reverting what this run wrote\n",
 				wt, plural(inFlight, "write"))
@@ -68,8 +68,8 @@ func (o *options) execOptions(n int, what string) copy.ExecOptions {
 // execute is copy.Execute with topoctl's words for a run that did not
 // complete: exit 130 when interrupted, the summary then the write's error
 // otherwise.
-func (o *options) execute(ctx context.Context, dst topo.Conn, plan *copy.Plan, what string) error {
-	err := copy.Execute(ctx, dst, plan, what, o.execOptions(len(plan.Writes()), what))
+func execute(o *options, ctx context.Context, dst topo.Conn, plan *copy.Plan, what string) error {
+	err := copy.Execute(ctx, dst, plan, what, execOptions(o, len(plan.Writes()), what))
 	var ee *copy.ExecError
 	if !errors.As(err, &ee) {
 		return err
@@ -86,11 +86,11 @@ func (o *options) execute(ctx context.Context, dst topo.Conn, plan *copy.Plan, w
 // (see reportReserved) and those under keys that are no canonical path
 // (quoted byte for byte). It returns the PartialResult error the command
 // ends with, or nil when there are none.
-func (o *options) reportSkipped(verb, store, dir string, tl tree.Listing) error {
+func reportSkipped(o *options, verb, store, dir string, tl tree.Listing) error {
 	for _, p := range tl.Odd {
 		o.eprintf("not %s: the key %s in %s is no canonical path (an empty, \".\" or \"..\" segment, or a trailing \"/\"; written by another tool): carried over it would land at another path\n", verb, strconv.Quote(displayPath(p)), store)
 	}
-	rerr := o.reportReserved(verb, store, dir, tl.Reserved)
+	rerr := reportReserved(o, verb, store, dir, tl.Reserved)
 	if len(tl.Odd) == 0 {
 		return rerr
 	}
@@ -101,7 +101,7 @@ func (o *options) reportSkipped(verb, store, dir string, tl tree.Listing) error 
 // reportReserved names, one line each on stderr, the files at reserved
 // paths that a tree command (verb, e.g. "copied") left alone, and returns
 // the PartialResult error the command ends with, or nil when there are none.
-func (o *options) reportReserved(verb, store, dir string, reserved []string) error {
+func reportReserved(o *options, verb, store, dir string, reserved []string) error {
 	if len(reserved) == 0 {
 		return nil
 	}
@@ -135,8 +135,8 @@ type progress struct {
 
 // newProgress returns a bar of n steps described by what when stdout is a
 // terminal or force (--progress) is set, else nil.
-func (o *options) newProgress(n int, what string) *progress {
-	if n == 0 || !(o.progress || o.stdoutIsTerminal()) {
+func newProgress(o *options, n int, what string) *progress {
+	if n == 0 || !(o.progress || stdoutIsTerminal(o)) {
 		return nil
 	}
 	return &progress{bar: progressbar.NewOptions(n,

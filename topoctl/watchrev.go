@@ -22,7 +22,7 @@ const historyBackend = "etcd2"
 // checkWatchRev refuses watch --rev on a backend that keeps no history to
 // watch from: only etcd does (a revision is etcd's store-wide version;
 // ZooKeeper, Consul and memorytopo cannot replay past changes).
-func (o *options) checkWatchRev() error {
+func checkWatchRev(o *options) error {
 	if o.impl == historyBackend {
 		return nil
 	}
@@ -35,7 +35,7 @@ func (o *options) checkWatchRev() error {
 // ends. A deletion does not end it. It resumes from the revision after
 // the last one printed when the watch breaks (no leader, a member gone),
 // and fails with Compacted when the history it needs was compacted.
-func (o *options) watchFromRevision(ctx context.Context, st *store, p string, prefix bool, rev int64) error {
+func watchFromRevision(o *options, ctx context.Context, st *store, p string, prefix bool, rev int64) error {
 	rw, ok := findConn[revisionWatcher](st.conn)
 	if !ok {
 		return &topo.Error{Code: topo.NoImplementation, Path: displayPath(p), Err: errNoHistory}
@@ -48,13 +48,13 @@ func (o *options) watchFromRevision(ctx context.Context, st *store, p string, pr
 			if !ev.Deleted {
 				we.Version, we.Value = jsonVersion(strconv.FormatInt(ev.Revision, 10)), ev.Value
 			}
-			return o.printEvent(we)
+			return printEvent(o, we)
 		})
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case topo.IsErrType(err, topo.Unavailable):
-			if err := o.rewatchWait(ctx, ctx, p, err); err != nil {
+			if err := rewatchWait(o, ctx, ctx, p, err); err != nil {
 				return endOfWatch(ctx, err)
 			}
 		default:
