@@ -80,6 +80,8 @@ func openSpec(o *options, ctx context.Context, sp spec, cell string) (*store, er
 		st.conn = conn
 		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
 			st.name = sp.impl + ":" + ci.GetServerAddress() + ":" + ci.GetRoot() + " (cell " + cell + ")"
+			// Errors name the store as summaries do: the cell's.
+			o.stores[len(o.stores)-1] = st.name
 			st.spec = spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
 			if sp.impl != "memory" {
 				st.addr = ci.GetServerAddress()

@@ -128,6 +128,12 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 			if atVersion >= 0 {
 				value, err = st.conn.GetVersion(ctx, p, atVersion)
 				if topo.IsErrType(err, topo.NoImplementation) {
+					// The error's path is the file's, not an
+					// implementation's name: show it as typed.
+					var te *topo.Error
+					if errors.As(err, &te) && te.Path == p {
+						te.Path = displayPath(p)
+					}
 					return fmt.Errorf("%s keeps no history, so --version cannot be read: %w", st.name, err)
 				}
 				if topo.IsErrType(err, topo.NoNode) {

@@ -78,6 +78,13 @@ func execute(o *options, ctx context.Context, dst topo.Conn, plan *copy.Plan, wh
 	if ee.Interrupted {
 		return exitError{code: ExitInterrupted, err: errors.New(msg)}
 	}
+	if c := topo.CodeOf(ee.Err); c == topo.NodeExists || c == topo.BadVersion {
+		// Every write is conditional on what the listing showed: this
+		// one failed because another writer created or changed the file
+		// since, and its write is never overwritten (with --overwrite
+		// neither), so the user is told to run again, not to add it.
+		msg += fmt.Sprintf("; %s was created or changed in the destination by another writer after it was listed, and a write not seen in the listing is never overwritten (--overwrite included): run again to compare anew", displayPath(ee.FailedAt))
+	}
 	return fmt.Errorf("%s: %w", msg, ee.Err)
 }
 

@@ -3,8 +3,10 @@ package topoctl
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -58,6 +60,61 @@ func TestTrialFindings(t *testing.T) {
 		require.Equal(t, 0, code, errb.String())
 		assert.Equal(t, "world\n", out.String())
 		assert.Equal(t, "world", tg.ok(t, "get", "hello"), "a pipe gets the bytes as they are")
+	})
+
+	t.Run("one name per store: a cell's errors name the cell's store", func(t *testing.T) {
+		cellRoot := tg.root + "-zone1"
+		tg.ok(t, "cell", "set", "zone1", "--server-address", addr, "--root", cellRoot)
+		cell := tg
+		cell.env = map[string]string{envCell: "zone1"}
+		name := "etcd2:" + addr + ":" + cellRoot + " (cell zone1)"
+		in := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(in, "f"), []byte("v"), 0o600))
+		assert.Contains(t, cell.ok(t, "import", in, "/d"), " to "+name+" under /d")
+		hold := cell.start(t, "lock", "/d", "--", "sh", "-c", "echo held; exec sleep 600")
+		hold.waitOutput(t, "held")
+		r := cell.fails(t, ExitFailure, []string{"Timeout"}, "--timeout", "1s", "lock", "/d", "--", "true")
+		assert.Contains(t, r.stderr, "(store "+name+")", "the store the summary named, not the global cell's")
+	})
+
+	t.Run("racing imports with --overwrite say another writer changed the file", func(t *testing.T) {
+		in := t.TempDir()
+		for i := range 5 {
+			require.NoError(t, os.MkdirAll(filepath.Join(in, fmt.Sprint(i)), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(in, fmt.Sprint(i), "f"), []byte("v"), 0o600))
+		}
+		conflicts := 0
+		for round := 0; round < 50 && conflicts == 0; round++ {
+			var wg sync.WaitGroup
+			results := make([]result, 3)
+			for i := range results {
+				wg.Go(func() { results[i] = tg.run(t, "", "import", "--overwrite", in, fmt.Sprintf("/race%d", round)) })
+			}
+			wg.Wait()
+			for _, r := range results {
+				if r.code == 0 {
+					continue
+				}
+				conflicts++
+				assert.Contains(t, r.stderr, "by another writer after it was listed", "not a bare \"node already exists\" after --overwrite")
+				assert.Contains(t, r.stderr, "run again")
+			}
+			for i := range 5 {
+				assert.Equal(t, "v", tg.ok(t, "get", fmt.Sprintf("race%d/%d/f", round, i)), "one of the imports wrote every file")
+			}
+		}
+		require.Positive(t, conflicts, "three concurrent imports of one new tree never conflicted in 50 rounds")
+	})
+
+	t.Run("make serve says what it does before the long build", func(t *testing.T) {
+		cmd := exec.CommandContext(t.Context(), "make", "-n", "serve")
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		lines := strings.Split(string(out), "\n")
+		require.GreaterOrEqual(t, len(lines), 2)
+		assert.Contains(t, lines[0], "echo \"building bin/topoctl", "a message before go build")
+		assert.Contains(t, lines[1], "go build")
 	})
 
 	t.Run("summaries name PATH; dry runs count identical files", func(t *testing.T) {

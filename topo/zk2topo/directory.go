@@ -23,7 +23,9 @@ import (
 // hidden otherwise (an election directory with children costs one more
 // read of its children, and of each nested election's directory: see
 // electionBusy). A full listing also marks the top-level "elections"
-// directory Ephemeral, as every backend does. Election directories are
+// directory Ephemeral while a candidate runs below it, as every backend
+// does (one more read of its children, and of each election's directory
+// until a running one is found). Election directories are
 // persistent, as Vitess creates them, and outlive their candidates, so
 // "elections" stays in the root's listing once an election ran. The
 // arguments are checked in backendkit's order (ctx first, then the path).
@@ -103,9 +105,14 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		case cp == electionsDir:
 			// Like every lock and election directory (and as Vitess's
 			// backends list it), the top-level elections directory is
-			// Ephemeral: it exists while elections run.
+			// Ephemeral while elections run below it. ZooKeeper keeps it
+			// once they ended: then it is a plain, persistent directory.
+			busy, err := c.electionBusy(ctx, dp, cp, st)
+			if err != nil {
+				return nil, err
+			}
 			e.Type = topo.TypeDirectory
-			e.Ephemeral = true
+			e.Ephemeral = busy
 		case c.internal(cp):
 			continue
 		}
