@@ -1,6 +1,7 @@
 // Package inspect reads who holds what in a topology store, on every
-// backend: the holder of a directory's lock (LockHolder), the leader of an
-// election (Leader), the holders of a semaphore (SemaphoreHolders), and
+// backend: the holder of a directory's lock (LockHolder; Locks for every
+// held lock of a subtree), the leader of an election (Leader; Elections
+// for every election), the holders of a semaphore (SemaphoreHolders), and
 // what the store itself keeps about a path beyond the topology interface
 // (StoreMeta: etcd's revisions and lease, ZooKeeper's zxids and ACL,
 // Consul's indexes and session).

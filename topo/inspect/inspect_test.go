@@ -42,6 +42,15 @@ func TestLockHolder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "holder one", h)
 
+	_, err = holder.Create(t.Context(), "ks/sub/g", []byte("y"))
+	require.NoError(t, err)
+	ld2, err := holder.Lock(t.Context(), "ks/sub", "holder two")
+	require.NoError(t, err)
+	locks, err := inspect.Locks(t.Context(), other, "")
+	require.NoError(t, err)
+	assert.Equal(t, []inspect.Lock{{Dir: "ks", Holder: "holder one"}, {Dir: "ks/sub", Holder: "holder two"}}, locks)
+	require.NoError(t, ld2.Unlock(t.Context()))
+
 	require.NoError(t, ld.Unlock(t.Context()))
 	_, err = inspect.LockHolder(t.Context(), other, "ks")
 	assert.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
@@ -81,6 +90,9 @@ func TestLeader(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "candidate-1", l.ID)
 	assert.Positive(t, l.Token)
+	es, err := inspect.Elections(t.Context(), b)
+	require.NoError(t, err)
+	assert.Equal(t, []inspect.Election{{Name: "primary", Leader: l}}, es)
 }
 
 // SemaphoreHolders lists the holders and the limit without a handle.

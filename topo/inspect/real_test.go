@@ -46,6 +46,9 @@ func TestRealBackends(t *testing.T) {
 			h, err := inspect.LockHolder(t.Context(), other, "ks")
 			require.NoError(t, err)
 			assert.Equal(t, "holder on "+tc.impl, h)
+			locks, err := inspect.Locks(t.Context(), other, "")
+			require.NoError(t, err)
+			assert.Equal(t, []inspect.Lock{{Dir: "ks", Holder: "holder on " + tc.impl}}, locks)
 			require.NoError(t, ld.Unlock(t.Context()))
 
 			lp, err := holder.NewLeaderParticipation("primary", "candidate-"+tc.impl)
@@ -56,6 +59,11 @@ func TestRealBackends(t *testing.T) {
 			l, err := inspect.Leader(t.Context(), other, "primary")
 			require.NoError(t, err)
 			assert.Equal(t, "candidate-"+tc.impl, l.ID)
+			es, err := inspect.Elections(t.Context(), other)
+			require.NoError(t, err)
+			require.Len(t, es, 1)
+			assert.Equal(t, "primary", es[0].Name)
+			assert.Equal(t, "candidate-"+tc.impl, es[0].Leader.ID)
 
 			meta, err := inspect.StoreMeta(t.Context(), other, "ks/f")
 			require.NoError(t, err)
