@@ -108,7 +108,7 @@ type ExecError struct {
 
 // RevertFailure is a change that could not be undone.
 type RevertFailure struct {
-	// Path is the file's canonical path.
+	// Path is the file's canonical path; Err the error of its revert.
 	Path string
 	Err  error
 }
