@@ -19,9 +19,8 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
-	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/connect"
 	"github.com/topokit/topokit/topo/inspect"
-	"github.com/topokit/topokit/topo/zk2topo"
 )
 
 // The environment variables lock's command gets.
@@ -431,25 +430,19 @@ func stopGroup(o *options, pgid int, grace time.Duration, why string) {
 }
 
 // effectiveTTLNote says how long after a killed topoctl a lock taken with
-// --ttl ttl lapses on backend impl, when that is not ttl: etcd leases are
-// whole seconds; ZooKeeper ties every lock to the session (its timeout,
-// zk2topo.DefaultSessionTimeout as asked, clamped by the server, whatever
-// the ttl); Consul rounds a session's TTL up to whole seconds and to
-// consultopo.MinSessionTTL, down to consultopo.MaxSessionTTL, and
-// invalidates a session up to twice its TTL after the last renewal. It
-// returns "" when the lock lapses after ttl, or for other backends.
+// --ttl ttl lapses on backend impl, when that is not ttl (see
+// connect.LockLifetimeOf). It returns "" when the lock lapses after ttl,
+// or for other backends.
 func effectiveTTLNote(impl string, ttl time.Duration) string {
-	secs := (ttl + time.Second - 1).Truncate(time.Second)
-	switch impl {
-	case "etcd2":
-		if secs != ttl {
-			return fmt.Sprintf("etcd leases last whole seconds: the lock lapses %s after topoctl stops renewing it, not --ttl %s", secs, ttl)
-		}
-	case "zk2":
-		return fmt.Sprintf("ZooKeeper ties a lock to the client's session, not to --ttl %s: the lock lapses one session timeout (%s asked of the server, which may clamp it) after topoctl stops talking to ZooKeeper", ttl, zk2topo.DefaultSessionTimeout)
-	case "consul":
-		eff := min(max(secs, consultopo.MinSessionTTL), consultopo.MaxSessionTTL)
-		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: the lock lapses %s to %s after topoctl stops renewing it, not --ttl %s", eff, consultopo.MinSessionTTL, consultopo.MaxSessionTTL, eff, 2*eff, ttl)
+	lt, ok := connect.LockLifetimeOf(impl, ttl)
+	switch {
+	case !ok:
+	case lt.Session:
+		return fmt.Sprintf("ZooKeeper ties a lock to the client's session, not to --ttl %s: the lock lapses one session timeout (%s asked of the server, which may clamp it) after topoctl stops talking to ZooKeeper", ttl, lt.Min)
+	case lt.Ceiling > 0:
+		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: the lock lapses %s to %s after topoctl stops renewing it, not --ttl %s", lt.Min, lt.Floor, lt.Ceiling, lt.Min, lt.Max, ttl)
+	case lt.Min != ttl:
+		return fmt.Sprintf("etcd leases last whole seconds: the lock lapses %s after topoctl stops renewing it, not --ttl %s", lt.Min, ttl)
 	}
 	return ""
 }

@@ -39,3 +39,18 @@ func TestFactoryRegistry(t *testing.T) {
 	_, err = srv.GlobalCell().Create(t.Context(), "f", []byte("x"))
 	require.NoError(t, err)
 }
+
+func TestLockLifetimeOf(t *testing.T) {
+	lt, ok := connect.LockLifetimeOf("etcd2", 1500*time.Millisecond)
+	require.True(t, ok)
+	assert.Equal(t, 2*time.Second, lt.Min, "etcd leases are whole seconds")
+	lt, ok = connect.LockLifetimeOf("zk2", time.Hour)
+	require.True(t, ok)
+	assert.True(t, lt.Session)
+	lt, ok = connect.LockLifetimeOf("consul", time.Millisecond)
+	require.True(t, ok)
+	assert.Equal(t, lt.Floor, lt.Min, "raised to the least session TTL")
+	assert.Equal(t, 2*lt.Min, lt.Max)
+	_, ok = connect.LockLifetimeOf("memory", time.Second)
+	assert.False(t, ok)
+}
