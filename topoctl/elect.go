@@ -10,6 +10,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/inspect"
 )
 
 // electEvent is one line of elect output.
@@ -163,21 +164,18 @@ notice a partition) and "reconnected" when it answers again.`,
 				return err
 			}
 			defer st.Close()
-			lp, err := st.conn.NewLeaderParticipation(args[0], "topoctl-leader-query")
-			if err != nil {
-				return err
-			}
-			defer lp.Stop()
 			if observe {
+				lp, err := st.conn.NewLeaderParticipation(args[0], "topoctl-leader-query")
+				if err != nil {
+					return err
+				}
+				defer lp.Stop()
 				return o.observeLeader(cmd.Context(), st, lp, args[0])
 			}
 			var leader topo.Leader
 			if err := probe(o, cmd.Context(), func(c context.Context) error {
 				var err error
-				leader, err = lp.Leader(c)
-				if topo.IsErrType(err, topo.NoLeader) {
-					leader, err = topo.Leader{}, nil
-				}
+				leader, err = inspect.Leader(c, st.conn, args[0])
 				return err
 			}); err != nil {
 				return err
