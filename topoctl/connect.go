@@ -72,6 +72,16 @@ func openSpec(o *options, ctx context.Context, sp spec, cell string) (*store, er
 	if cell != "" && cell != topo.GlobalCell {
 		cctx, cancel := o.callCtx(ctx)
 		defer cancel()
+		// The cell's address gets the dial guard the global one got: a
+		// dead one fails at once, naming the cell's store, rather than
+		// after --timeout. A missing CellInfo is left to ConnForCell.
+		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
+			csp := spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
+			if err := o.checkListening(ctx, csp); err != nil {
+				srv.Close()
+				return nil, fmt.Errorf("cell %s: %w", cell, err)
+			}
+		}
 		conn, err := srv.ConnForCell(cctx, cell)
 		if err != nil {
 			srv.Close()

@@ -178,6 +178,9 @@ type docSession struct {
 	zk       string
 	consul   string
 	data     string // the shared Vitess data, "" when absent
+	// noData is set at the first block that needs the absent data: the
+	// page's later blocks build on it and are not run either.
+	noData bool
 	// from and to rewrite what the test's run prints (to) as the page
 	// shows it (from); the first typed of them are also what a reader
 	// types, rewritten for the test's run.
@@ -356,8 +359,9 @@ func (s *docSession) run(b docBlock) {
 	for _, c := range b.cmds {
 		text += c.cmdline + "\n"
 	}
-	if s.data == "" && strings.Contains(text, "$DATA") {
-		t.Logf("%s:%d not run: the shared Vitess data is absent (set %s)", b.file, b.line, envSharedData)
+	if s.noData || (s.data == "" && strings.Contains(text, "$DATA")) {
+		s.noData = true
+		t.Logf("%s:%d not run: the shared Vitess data is absent (set %s), and the page builds on it from here", b.file, b.line, envSharedData)
 		return
 	}
 	s.servers(text)

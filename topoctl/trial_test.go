@@ -77,6 +77,15 @@ func TestTrialFindings(t *testing.T) {
 		assert.Contains(t, r.stderr, "(store "+name+")", "the store the summary named, not the global cell's")
 	})
 
+	t.Run("a cell at a dead address fails as the global cell does, naming the cell's store", func(t *testing.T) {
+		cellRoot := tg.root + "-dead"
+		tg.ok(t, "cell", "set", "dead", "--server-address", "127.0.0.1:1", "--root", cellRoot)
+		cell := tg
+		cell.env = map[string]string{envCell: "dead"}
+		r := cell.fails(t, ExitFailure, []string{"Unavailable", "etcd2:127.0.0.1:1:" + cellRoot, "nothing accepts connections at 127.0.0.1:1"}, "--timeout", "5s", "ls", "/")
+		assert.NotContains(t, r.stderr, "Timeout", "the dial guard answers at once, not after --timeout")
+	})
+
 	t.Run("racing imports with --overwrite say another writer changed the file", func(t *testing.T) {
 		in := t.TempDir()
 		for i := range 5 {
