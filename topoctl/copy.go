@@ -123,8 +123,7 @@ is a terminal, or with --progress.`,
 			if len(tl.Files) == 0 && !tl.Skipped() {
 				return emptyTree(under, src.name)
 			}
-			po.CallTimeout = o.timeout
-			plan, err := copy.PlanWrites(ctx, dst.conn, under, tl.Files, po)
+			plan, err := planWrites(o, ctx, dst.conn, under, tl.Files, po)
 			if err != nil {
 				return err
 			}

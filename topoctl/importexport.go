@@ -77,8 +77,7 @@ names any file left written.`,
 				return err
 			}
 			defer st.Close()
-			po.CallTimeout = o.timeout
-			plan, err := copy.PlanWrites(ctx, st.conn, under, files, po)
+			plan, err := planWrites(o, ctx, st.conn, under, files, po)
 			if err != nil {
 				return err
 			}

@@ -65,6 +65,22 @@ func execOptions(o *options, n int, what string) copy.ExecOptions {
 	}
 }
 
+// planWrites is copy.PlanWrites bounded by --timeout, with its error for
+// files that differ in topoctl's words.
+func planWrites(o *options, ctx context.Context, dst topo.Conn, dir string, files []topo.KVInfo, po copy.PlanOptions) (*copy.Plan, error) {
+	po.CallTimeout = o.timeout
+	plan, err := copy.PlanWrites(ctx, dst, dir, files, po)
+	var ce *copy.ClashError
+	if errors.As(err, &ce) {
+		verb := "exist"
+		if len(ce.Paths) == 1 {
+			verb = "exists"
+		}
+		return nil, backendkit.Wrap(topo.NodeExists, displayPath(ce.Paths[0]), fmt.Errorf("%d of the %s already %s in the destination with other contents; nothing was written (use --overwrite)", len(ce.Paths), plural(ce.Files, "file"), verb))
+	}
+	return plan, err
+}
+
 // execute is copy.Execute with topoctl's words for a run that did not
 // complete: exit 130 when interrupted, the summary then the write's error
 // otherwise.

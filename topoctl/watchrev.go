@@ -3,6 +3,7 @@ package topoctl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/topokit/topokit/topo"
@@ -50,9 +51,12 @@ func watchFromRevision(o *options, ctx context.Context, st *store, p string, pre
 			}
 			return printEvent(o, we)
 		})
+		var ce *backendkit.CompactedError
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case errors.As(err, &ce):
+			return backendkit.Wrap(topo.Compacted, displayPath(p), fmt.Errorf("revision %d was compacted: the oldest revision etcd still has is %d (watch --rev %d or later)", ce.Revision, ce.Oldest, ce.Oldest))
 		case topo.IsErrType(err, topo.Unavailable):
 			if err := rewatchWait(o, ctx, ctx, p, err); err != nil {
 				return endOfWatch(ctx, err)

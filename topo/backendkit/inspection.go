@@ -1,5 +1,7 @@
 package backendkit
 
+import "fmt"
+
 // MetaField is one item of what a store itself keeps about a path, beyond
 // the topology interface's version, in the store's own terms (etcd's
 // revisions, ZooKeeper's zxids and ACL, Consul's indexes): Name is its
@@ -22,4 +24,16 @@ type RevisionEvent struct {
 	// deletion.
 	Value   []byte
 	Deleted bool
+}
+
+// CompactedError is the cause of a Compacted error of a backend that
+// keeps a history (etcd2topo's WatchFromRevision): the revision asked for
+// is older than the oldest the store still has.
+type CompactedError struct {
+	Revision, Oldest int64
+}
+
+// Error names both revisions.
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("revision %d was compacted: the oldest revision the store still has is %d", e.Revision, e.Oldest)
 }

@@ -99,6 +99,9 @@ func TestPlanChecks(t *testing.T) {
 	put(t, dst, "a", "old", "extra", "e")
 	_, err := copy.PlanWrites(t.Context(), dst, "", mustList(t, src, ""), copy.PlanOptions{})
 	assert.True(t, topo.IsErrType(err, topo.NodeExists), "%v", err)
+	var ce *copy.ClashError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, []string{"a"}, ce.Paths)
 	plan, err := copy.PlanWrites(t.Context(), dst, "", mustList(t, src, ""), copy.PlanOptions{Overwrite: true, Delete: true})
 	require.NoError(t, err)
 	assert.Equal(t, 1, plan.Count(copy.Overwrite))

@@ -105,7 +105,7 @@ type PlanOptions struct {
 // every backend applies: InvalidPath, saying nothing was written), every
 // value at most topo.MaxValueSize (InvalidArgument, see CheckValue);
 // without opts.Overwrite, a destination file that differs fails the whole
-// plan with NodeExists. Files dst already holds byte for byte become
+// plan with NodeExists (wrapping a *ClashError). Files dst already holds byte for byte become
 // Identical ops. It reads dst (one List) and writes nothing.
 func PlanWrites(ctx context.Context, dst topo.Conn, dir string, files []topo.KVInfo, opts PlanOptions) (*Plan, error) {
 	for _, f := range files {
@@ -164,13 +164,28 @@ func PlanWrites(ctx context.Context, dst topo.Conn, dir string, files []topo.KVI
 		}
 	}
 	if len(clash) > 0 && !opts.Overwrite {
-		verb := "exist"
-		if len(clash) == 1 {
-			verb = "exists"
-		}
-		return nil, backendkit.Wrap(topo.NodeExists, "/"+clash[0], fmt.Errorf("%d of the %s already %s in the destination with other contents; nothing was written (use --overwrite)", len(clash), plural(len(files), "file"), verb))
+		return nil, backendkit.Wrap(topo.NodeExists, "/"+clash[0], &ClashError{Paths: clash, Files: len(files)})
 	}
 	return plan, nil
+}
+
+// ClashError is PlanWrites's error (wrapped in a NodeExists *topo.Error
+// naming the first path) when destination files hold other bytes and
+// PlanOptions.Overwrite is not set.
+type ClashError struct {
+	// Paths are the canonical paths of the files that differ, in the
+	// order given; Files is how many files the plan was for.
+	Paths []string
+	Files int
+}
+
+// Error says how many files differ, and that nothing was written.
+func (e *ClashError) Error() string {
+	verb := "exist"
+	if len(e.Paths) == 1 {
+		verb = "exists"
+	}
+	return fmt.Sprintf("%d of the %s already %s in the destination with other contents; nothing was written (PlanOptions.Overwrite replaces them)", len(e.Paths), plural(e.Files, "file"), verb)
 }
 
 // CheckValue returns an InvalidArgument error naming the file p

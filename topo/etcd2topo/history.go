@@ -3,7 +3,6 @@ package etcd2topo
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -18,7 +17,8 @@ import (
 // prefix, of every file whose path starts with p) from etcd's history,
 // from revision rev on, then with the live changes, until ctx ends (nil)
 // or fn returns an error (returned as is). Lock and election entries are
-// left out. It fails with Compacted when revision rev was compacted, and
+// left out. It fails with Compacted (wrapping a
+// *backendkit.CompactedError) when revision rev was compacted, and
 // with PermissionDenied when the user may not read the keys. When the
 // watch breaks (no leader, a member gone) it returns Unavailable with
 // next, the revision to resume from (the one after the last change
@@ -35,7 +35,7 @@ func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev
 	var werr error
 	for wr := range c.cli.Watch(wctx, key, opts...) {
 		if wr.CompactRevision != 0 {
-			return next, backendkit.Wrap(topo.Compacted, "/"+p, fmt.Errorf("revision %d was compacted: the oldest revision etcd still has is %d (watch --rev %d or later)", next, wr.CompactRevision, wr.CompactRevision))
+			return next, backendkit.Wrap(topo.Compacted, "/"+p, &backendkit.CompactedError{Revision: next, Oldest: wr.CompactRevision})
 		}
 		if werr = wr.Err(); werr != nil {
 			break
