@@ -10,9 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/etcd2topo"
-	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/connect"
 )
 
 // security holds the TLS and authentication settings of each backend
@@ -62,7 +60,7 @@ func securitySettings() []securitySetting {
 }
 
 // addSecurityFlags adds the TLS and authentication flags to fs.
-func (o *options) addSecurityFlags(fs *pflag.FlagSet) {
+func addSecurityFlags(o *options, fs *pflag.FlagSet) {
 	for _, s := range securitySettings() {
 		fs.StringVar(s.dst(&o.sec), s.flag, "", s.usage+" (env "+strings.Join(s.env, ", else ")+")")
 	}
@@ -76,7 +74,7 @@ func (o *options) addSecurityFlags(fs *pflag.FlagSet) {
 // own variable, then the config file -- as every other setting does; at
 // equal precedence the value wins over the file (as the backends do), and
 // a password given both ways is a usage error.
-func (o *options) resolveSecurity(fs *pflag.FlagSet) error {
+func resolveSecurity(o *options, fs *pflag.FlagSet) error {
 	// rank says where each setting came from: 0 a flag, 1+i the setting's
 	// i-th variable, len(env)+1 the config file; absent, unset.
 	rank := map[string]int{}
@@ -132,7 +130,7 @@ func (o *options) resolveSecurity(fs *pflag.FlagSet) error {
 
 // conventionalAddress returns the store's address from its own CLI's
 // environment variable (ETCDCTL_ENDPOINTS, CONSUL_HTTP_ADDR), or "".
-func (o *options) conventionalAddress(impl string) string {
+func conventionalAddress(o *options, impl string) string {
 	switch impl {
 	case "etcd2":
 		return o.getenv("ETCDCTL_ENDPOINTS")
@@ -146,60 +144,29 @@ func (o *options) conventionalAddress(impl string) string {
 // endpoints from the member list.
 const etcdAutoSync = 30 * time.Second
 
-// etcdOptions are the etcd2 connection options of the security settings,
-// for the members at addr ("host:port[,host:port...]").
-func (o *options) etcdOptions(addr string) etcd2topo.Options {
-	s := o.sec
-	opts := etcd2topo.Options{
-		TLSCAFile: s.etcdCA, TLSCertFile: s.etcdCert, TLSKeyFile: s.etcdKey, TLSServerName: s.etcdServerName,
-		Username: s.etcdUser, Password: s.etcdPassword,
-		// Long-running commands (watch, lock, elect, leader --observe)
-		// follow a self-managing cluster's members (serve --cluster) as
-		// they come and go.
-		AutoSyncInterval: etcdAutoSync,
+// settings are the connect package's settings of the security flags,
+// with explain diagnosing failed etcd2 connections.
+func (s security) settings(explain func(addr string, err error) error) connect.Settings {
+	return connect.Settings{
+		Etcd: connect.Etcd{CAFile: s.etcdCA, CertFile: s.etcdCert, KeyFile: s.etcdKey, ServerName: s.etcdServerName,
+			User: s.etcdUser, Password: s.etcdPassword,
+			// Long-running commands (watch, lock, elect, leader
+			// --observe) follow a self-managing cluster's members
+			// (serve --cluster) as they come and go.
+			AutoSync: etcdAutoSync},
+		ZooKeeper: connect.ZooKeeper{Auth: s.zkAuth, AuthFile: s.zkAuthFile,
+			CAFile: s.zkCA, CertFile: s.zkCert, KeyFile: s.zkKey, ServerName: s.zkServerName},
+		Consul: connect.Consul{Token: s.consulToken, TokenFile: s.consulTokenFile,
+			CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey, ServerName: s.consulServerName},
+		EtcdDialError: explain,
 	}
-	for ep := range strings.SplitSeq(addr, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			opts.Endpoints = append(opts.Endpoints, ep)
-		}
-	}
-	return opts
 }
 
-// factory returns the factory that opens impl's connections with the
-// security settings; other implementations come from the registry.
-func (o *options) factory(impl string) (topo.Factory, error) {
-	s := o.sec
-	switch impl {
-	case etcd2topo.FactoryName:
-		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
-			c, err := etcd2topo.NewConn(o.etcdOptions(addr), root)
-			if err != nil {
-				return nil, o.explainEtcdDial(addr, err)
-			}
-			return c, nil
-		}), nil
-	case zk2topo.FactoryName:
-		return zk2topo.Factory{Options: zk2topo.Options{Auth: s.zkAuth, AuthFile: s.zkAuthFile,
-			TLSCAFile: s.zkCA, TLSCertFile: s.zkCert, TLSKeyFile: s.zkKey, TLSServerName: s.zkServerName}}, nil
-	case consultopo.FactoryName:
-		return consultopo.NewFactory(consultopo.Options{
-			Token: s.consulToken, TokenFile: s.consulTokenFile,
-			CAFile: s.consulCA, CertFile: s.consulCert, KeyFile: s.consulKey, TLSServerName: s.consulServerName,
-		}), nil
-	}
-	return topo.GetFactory(impl)
-}
-
-// openServer opens the global cell of sp's store through factory, every
-// connection of the Server decorated with the command tree's middlewares
-// (--metrics-address, --log-level debug).
-func (o *options) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
-	f, err := o.factory(sp.impl)
-	if err != nil {
-		return nil, err
-	}
-	return topo.OpenServerContext(ctx, sp.impl, sp.addr, sp.root, topo.WithFactory(f), topo.WithMiddleware(o.middlewares()...))
+// openServer opens the global cell of sp's store with the security
+// settings, every connection of the Server decorated with the command
+// tree's middlewares (--metrics-address, --log-level debug).
+func openServer(o *options, ctx context.Context, sp spec) (*topo.Server, error) {
+	return o.sec.settings(func(addr string, err error) error { return explainEtcdDial(o, addr, err) }).Open(ctx, sp.impl, sp.addr, sp.root, middlewares(o)...)
 }
 
 // configurable lists the flags a --config file may set: the connection
@@ -215,7 +182,7 @@ func configurable() map[string]bool {
 // loadConfig reads --config (or $TOPOCTL_CONFIG): lines "flag-name = value"
 // (or "flag-name: value"), blank lines and "#" comments. An unknown name or
 // a malformed line is a usage error naming the file and line.
-func (o *options) loadConfig(fs *pflag.FlagSet) error {
+func loadConfig(o *options, fs *pflag.FlagSet) error {
 	if !fs.Changed("config") {
 		o.configFile = o.getenv(envConfig)
 	}

@@ -49,7 +49,7 @@ func newCellLsCmd(o *options) *cobra.Command {
 			}
 			defer st.Close()
 			var names []string
-			if err := o.probe(ctx, func(c context.Context) error {
+			if err := probe(o, ctx, func(c context.Context) error {
 				names, err = st.srv.GetCellInfoNames(c)
 				return err
 			}); err != nil {
@@ -58,7 +58,7 @@ func newCellLsCmd(o *options) *cobra.Command {
 			rows := []cellRow{}
 			for _, n := range names {
 				var ci *topodatapb.CellInfo
-				if err := o.probe(ctx, func(c context.Context) error {
+				if err := probe(o, ctx, func(c context.Context) error {
 					ci, err = st.srv.GetCellInfo(c, n)
 					return err
 				}); err != nil {
@@ -109,7 +109,7 @@ conflict.`,
 			}
 			defer st.Close()
 			var row cellRow
-			if err := o.probe(ctx, func(c context.Context) error {
+			if err := probe(o, ctx, func(c context.Context) error {
 				return st.srv.UpdateCellInfoFields(c, args[0], func(ci *topodatapb.CellInfo) error {
 					if setAddr {
 						ci.ServerAddress = addr

@@ -53,11 +53,11 @@ func aliasCells(vals []string) []string {
 
 // globalOnly opens the store for a command that works on the global cell's
 // records only: --cell does not apply to it.
-func (o *options) globalOnly(ctx context.Context, cmd *cobra.Command) (*store, error) {
+func globalOnly(o *options, ctx context.Context, cmd *cobra.Command) (*store, error) {
 	if o.cell != "" && o.cell != topo.GlobalCell && cmd.Flags().Changed("cell") {
 		return nil, usagef("%s works on the global cell: --cell does not apply", cmd.CommandPath())
 	}
-	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, "")
+	return openSpec(o, ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, "")
 }
 
 func newCellAliasCreateCmd(o *options) *cobra.Command {
@@ -76,12 +76,12 @@ already belongs to another alias or an alias named like a cell.`,
 			if len(cs) == 0 {
 				return usagef("cell alias create needs --cells")
 			}
-			st, err := o.globalOnly(cmd.Context(), cmd)
+			st, err := globalOnly(o, cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := o.probe(cmd.Context(), func(c context.Context) error {
+			if err := probe(o, cmd.Context(), func(c context.Context) error {
 				return st.srv.CreateCellsAlias(c, args[0], &topodatapb.CellsAlias{Cells: cs})
 			}); err != nil {
 				return err
@@ -113,12 +113,12 @@ already those. A cell that belongs to another alias is NodeExists.`,
 			if len(cs) == 0 {
 				return usagef("cell alias update needs --cells (delete an alias with \"cell alias delete\")")
 			}
-			st, err := o.globalOnly(cmd.Context(), cmd)
+			st, err := globalOnly(o, cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := o.probe(cmd.Context(), func(c context.Context) error {
+			if err := probe(o, cmd.Context(), func(c context.Context) error {
 				return st.srv.UpdateCellsAlias(c, args[0], func(ca *topodatapb.CellsAlias) error {
 					if slices.Equal(ca.GetCells(), cs) {
 						return &topo.Error{Code: topo.NoUpdateNeeded, Path: topo.CellsAliasPath(args[0])}
@@ -149,13 +149,13 @@ func newCellAliasGetCmd(o *options) *cobra.Command {
 --output json {"name","cells"}. An unknown alias is NoNode.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := o.globalOnly(cmd.Context(), cmd)
+			st, err := globalOnly(o, cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var ca *topodatapb.CellsAlias
-			if err := o.probe(cmd.Context(), func(c context.Context) error {
+			if err := probe(o, cmd.Context(), func(c context.Context) error {
 				ca, err = st.srv.GetCellsAlias(c, args[0])
 				return err
 			}); err != nil {
@@ -180,12 +180,12 @@ func newCellAliasDeleteCmd(o *options) *cobra.Command {
 		Short:   "Delete a cells alias (its cells are left as they are)",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := o.globalOnly(cmd.Context(), cmd)
+			st, err := globalOnly(o, cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := o.probe(cmd.Context(), func(c context.Context) error {
+			if err := probe(o, cmd.Context(), func(c context.Context) error {
 				return st.srv.DeleteCellsAlias(c, args[0])
 			}); err != nil {
 				return err
@@ -208,13 +208,13 @@ func newCellAliasLsCmd(o *options) *cobra.Command {
 read of cells_aliases/; with --output json a list of {"name","cells"}.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := o.globalOnly(cmd.Context(), cmd)
+			st, err := globalOnly(o, cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var all map[string]*topodatapb.CellsAlias
-			if err := o.probe(cmd.Context(), func(c context.Context) error {
+			if err := probe(o, cmd.Context(), func(c context.Context) error {
 				all, err = st.srv.GetCellsAliases(c)
 				return err
 			}); err != nil {

@@ -36,7 +36,7 @@ func (o *options) callCtx(ctx context.Context) (context.Context, context.CancelF
 // openCall opens the store as open does, for a command that makes one call:
 // it also returns a context bounded by --timeout (see callCtx), started once
 // the store is open. done cancels that context and then closes the store.
-func (o *options) openCall(ctx context.Context) (st *store, cctx context.Context, done func(), err error) {
+func openCall(o *options, ctx context.Context) (st *store, cctx context.Context, done func(), err error) {
 	st, err = o.open(ctx)
 	if err != nil {
 		return nil, nil, nil, err
@@ -48,19 +48,19 @@ func (o *options) openCall(ctx context.Context) (st *store, cctx context.Context
 // open connects to the store named by the shared flags, and to --cell
 // through its CellInfo when set.
 func (o *options) open(ctx context.Context) (*store, error) {
-	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, o.cell)
+	return openSpec(o, ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, o.cell)
 }
 
 // openSpec connects to the store sp and selects cell ("" or "global" for
 // the global cell).
-func (o *options) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
+func openSpec(o *options, ctx context.Context, sp spec, cell string) (*store, error) {
 	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
-	o.warnConsulRoot(sp.impl, sp.root)
-	o.warnEtcdRoot(sp.impl, sp.root)
+	warnConsulRoot(o, sp.impl, sp.root)
+	warnEtcdRoot(o, sp.impl, sp.root)
 	if err := o.checkListening(ctx, sp); err != nil {
 		return nil, err
 	}
-	srv, err := o.openServer(ctx, sp)
+	srv, err := openServer(o, ctx, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -208,12 +208,12 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 		return spec{}, exitError{code: ExitFailure, err: err}
 	}
 	if sp.addr == "" {
-		sp.addr = o.conventionalAddress(sp.impl)
+		sp.addr = conventionalAddress(o, sp.impl)
 	}
 	switch {
 	case sp.addr != "":
 	case sp.impl == "etcd2":
-		sp.addr = (&options{io: o.io, impl: "etcd2"}).defaultAddress()
+		sp.addr = defaultAddress(&options{io: o.io, connFlags: connFlags{impl: "etcd2"}})
 		sp.defaulted = true
 	case sp.impl == "zk2" || sp.impl == "consul":
 		return spec{}, usagef("--%s %q: empty server address", flag, s)

@@ -1,22 +1,21 @@
 package topoctl
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/copy"
 )
 
 // stdoutIsTerminal reports whether stdout is a terminal (progress bars are
 // drawn only then; see streams.StdoutIsTerminal).
-func (o *options) stdoutIsTerminal() bool {
+func stdoutIsTerminal(o *options) bool {
 	if o.io.StdoutIsTerminal != nil {
 		return o.io.StdoutIsTerminal()
 	}
@@ -26,7 +25,7 @@ func (o *options) stdoutIsTerminal() bool {
 
 // openFrom opens the store named by a --from/--to flag, or the one named
 // by the shared flags (and --cell) when the flag is empty.
-func (o *options) openFrom(ctx context.Context, flag, value string) (*store, error) {
+func openFrom(o *options, ctx context.Context, flag, value string) (*store, error) {
 	if value == "" {
 		return o.open(ctx)
 	}
@@ -34,29 +33,29 @@ func (o *options) openFrom(ctx context.Context, flag, value string) (*store, err
 	if err != nil {
 		return nil, err
 	}
-	return o.openSpec(ctx, sp, "")
+	return openSpec(o, ctx, sp, "")
 }
 
 // openPair does what copy and diff (named by verb) share before they read:
 // it checks --to and the --from/--to specs, cleans the optional PATH
 // argument (default: the root) into under, and opens the two stores. On
 // error no store is left open.
-func (o *options) openPair(ctx context.Context, verb, from, to string, args []string) (src, dst *store, under string, err error) {
+func openPair(o *options, ctx context.Context, verb, from, to string, args []string) (src, dst *store, under string, err error) {
 	if to == "" {
 		return nil, nil, "", usagef("%s needs --to IMPL:ADDR:ROOT", verb)
 	}
-	if err := o.checkSpecs(from, to); err != nil {
+	if err := checkSpecs(o, from, to); err != nil {
 		return nil, nil, "", err
 	}
 	under, err = topo.CleanDirPath(argOr(args, 0, "/"))
 	if err != nil {
 		return nil, nil, "", err
 	}
-	src, err = o.openFrom(ctx, "from", from)
+	src, err = openFrom(o, ctx, "from", from)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	dst, err = o.openFrom(ctx, "to", to)
+	dst, err = openFrom(o, ctx, "to", to)
 	if err != nil {
 		src.Close()
 		return nil, nil, "", err
@@ -67,7 +66,7 @@ func (o *options) openPair(ctx context.Context, verb, from, to string, args []st
 func newCopyCmd(o *options) *cobra.Command {
 	var from, to string
 	var dryRun bool
-	var po planOpts
+	var po copy.PlanOptions
 	cmd := &cobra.Command{
 		Use:   "copy [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
 		Short: "Copy a whole tree between two stores (any two backends)",
@@ -110,74 +109,65 @@ is a terminal, or with --progress.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			src, dst, under, err := o.openPair(ctx, "copy", from, to, args)
+			src, dst, under, err := openPair(o, ctx, "copy", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
 			defer dst.Close()
 
-			tl, err := o.listTree(ctx, src.conn, under)
+			tl, err := listTree(o, ctx, src.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src.name, err)
 			}
-			if len(tl.files) == 0 && !tl.skipped() {
+			if len(tl.Files) == 0 && !tl.Skipped() {
 				return emptyTree(under, src.name)
 			}
-			plan, err := o.planWrites(ctx, dst.conn, under, tl.files, po)
+			plan, err := planWrites(o, ctx, dst.conn, under, tl.Files, po)
 			if err != nil {
 				return err
 			}
 			if dryRun {
-				if err := o.reportPlan(plan, underName(src.name, under), underName(dst.name, under)); err != nil {
+				if err := reportPlan(o, plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 					return err
 				}
-				return o.reportSkipped("copied", src.name, under, tl)
+				return reportSkipped(o, "copied", src.name, under, tl)
 			}
-			if err := o.execute(ctx, dst.conn, plan, "copying"); err != nil {
+			if err := execute(o, ctx, dst.conn, plan, "copying"); err != nil {
 				return err
 			}
-			if err := o.reportDone("copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
+			if err := reportDone(o, "copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 				return err
 			}
-			return o.reportSkipped("copied", src.name, under, tl)
+			return reportSkipped(o, "copied", src.name, under, tl)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "source store IMPL:ADDR:ROOT (default: the shared flags)")
 	f.StringVar(&to, "to", "", "destination store IMPL:ADDR:ROOT")
 	f.BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
-	f.BoolVar(&po.overwrite, "overwrite", false, "replace files that exist in the destination with other contents")
-	f.BoolVar(&po.delete, "delete", false, "also delete the destination's files under PATH that the source does not have")
-	o.treeFlags(cmd)
+	f.BoolVar(&po.Overwrite, "overwrite", false, "replace files that exist in the destination with other contents")
+	f.BoolVar(&po.Delete, "delete", false, "also delete the destination's files under PATH that the source does not have")
+	treeFlags(o, cmd)
 	return cmd
-}
-
-// treeFlags adds --parallel and --progress to a tree command.
-func (o *options) treeFlags(cmd *cobra.Command) {
-	cmd.Flags().IntVar(&o.parallel, "parallel", defaultParallel, "how many store requests to keep in flight")
-	if n := cmd.Name(); n == "copy" || n == "import" || n == "rm" {
-		cmd.Flags().IntVar(&o.batch, "batch", defaultBatch, "how many writes (rm -R: deletes) to send in one transaction (1: one request per file)")
-	}
-	cmd.Flags().BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
 }
 
 // reportPlan prints a dry run: one line per file that would be written or
 // deleted, then a summary that counts the identical ones too (-o json
 // lists every file).
-func (o *options) reportPlan(plan *writePlan, from, to string) error {
+func reportPlan(o *options, plan *copy.Plan, from, to string) error {
 	type item struct {
 		Path   string `json:"path"`
 		Bytes  int    `json:"bytes"`
 		Action string `json:"action"`
 	}
-	items := make([]item, len(plan.ops))
-	for i, w := range plan.ops {
-		items[i] = item{displayPath(w.path), len(w.value), w.kind.String()}
+	items := make([]item, len(plan.Ops))
+	for i, w := range plan.Ops {
+		items[i] = item{displayPath(w.Path), len(w.Value), w.Kind.String()}
 	}
 	if o.jsonOut() {
-		return o.printJSON(map[string]any{"dry_run": true, "from": from, "to": to, "files": items, "bytes": plan.bytes(),
-			"create": plan.count(kindCreate), "overwrite": plan.count(kindOverwrite), "identical": plan.count(kindIdentical), "delete": plan.count(kindDelete)})
+		return o.printJSON(map[string]any{"dry_run": true, "from": from, "to": to, "files": items, "bytes": plan.Bytes(),
+			"create": plan.Count(copy.Create), "overwrite": plan.Count(copy.Overwrite), "identical": plan.Count(copy.Identical), "delete": plan.Count(copy.Delete)})
 	}
 	for _, it := range items {
 		switch it.Action {
@@ -195,8 +185,8 @@ func (o *options) reportPlan(plan *writePlan, from, to string) error {
 	// Every file of the plan, by what would happen to it; then what would
 	// be written, counted as reportDone counts it.
 	o.printf("dry run: %s (%d new, %d overwritten, %d identical, %d deleted) from %s to %s; would write %s (%s); nothing written\n",
-		plural(len(items), "file"), plan.count(kindCreate), plan.count(kindOverwrite), plan.count(kindIdentical), plan.count(kindDelete),
-		from, to, plural(plan.count(kindCreate)+plan.count(kindOverwrite), "file"), plural(plan.bytes(), "byte"))
+		plural(len(items), "file"), plan.Count(copy.Create), plan.Count(copy.Overwrite), plan.Count(copy.Identical), plan.Count(copy.Delete),
+		from, to, plural(plan.Count(copy.Create)+plan.Count(copy.Overwrite), "file"), plural(plan.Bytes(), "byte"))
 	return nil
 }
 
@@ -210,20 +200,20 @@ func underName(store, dir string) string {
 	return store + " under " + displayPath(dir)
 }
 
-func (o *options) reportDone(verb string, plan *writePlan, from, to string) error {
-	written := plan.count(kindCreate) + plan.count(kindOverwrite)
+func reportDone(o *options, verb string, plan *copy.Plan, from, to string) error {
+	written := plan.Count(copy.Create) + plan.Count(copy.Overwrite)
 	if o.jsonOut() {
-		return o.printJSON(map[string]any{verb: written, "bytes": plan.bytes(), "from": from, "to": to,
-			"identical": plan.count(kindIdentical), "deleted": plan.count(kindDelete)})
+		return o.printJSON(map[string]any{verb: written, "bytes": plan.Bytes(), "from": from, "to": to,
+			"identical": plan.Count(copy.Identical), "deleted": plan.Count(copy.Delete)})
 	}
 	extra := ""
-	if n := plan.count(kindIdentical); n > 0 {
+	if n := plan.Count(copy.Identical); n > 0 {
 		extra += fmt.Sprintf(", %s already identical", plural(n, "file"))
 	}
-	if n := plan.count(kindDelete); n > 0 {
+	if n := plan.Count(copy.Delete); n > 0 {
 		extra += fmt.Sprintf(", %s deleted", plural(n, "file"))
 	}
-	o.printf("%s %s (%s) from %s to %s%s\n", verb, plural(written, "file"), plural(plan.bytes(), "byte"), from, to, extra)
+	o.printf("%s %s (%s) from %s to %s%s\n", verb, plural(written, "file"), plural(plan.Bytes(), "byte"), from, to, extra)
 	return nil
 }
 
@@ -237,38 +227,21 @@ type difference struct {
 	ToBytes   *int `json:"to_bytes,omitempty"`
 }
 
-func compareTrees(a, b []topo.KVInfo) []difference {
+// differences are copy.Compare's differences of a and b as diff shows
+// them.
+func differences(a, b []topo.KVInfo) []difference {
 	var out []difference
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case j == len(b) || (i < len(a) && a[i].Path < b[j].Path):
-			out = append(out, difference{Path: displayPath(a[i].Path), Kind: "only-in-from", FromBytes: new(len(a[i].Value))})
-			i++
-		case i == len(a) || b[j].Path < a[i].Path:
-			out = append(out, difference{Path: displayPath(b[j].Path), Kind: "only-in-to", ToBytes: new(len(b[j].Value))})
-			j++
-		default:
-			if !bytes.Equal(a[i].Value, b[j].Value) {
-				out = append(out, difference{Path: displayPath(a[i].Path), Kind: "differs", FromBytes: new(len(a[i].Value)), ToBytes: new(len(b[j].Value))})
-			}
-			i++
-			j++
+	for _, d := range copy.Compare(a, b) {
+		e := difference{Path: displayPath(d.Path), Kind: d.Kind.String()}
+		if d.Kind != copy.OnlyInTo {
+			e.FromBytes = new(d.FromBytes)
 		}
+		if d.Kind != copy.OnlyInFrom {
+			e.ToBytes = new(d.ToBytes)
+		}
+		out = append(out, e)
 	}
 	return out
-}
-
-func sortByPath(kvs []topo.KVInfo) {
-	slices.SortFunc(kvs, func(a, b topo.KVInfo) int {
-		switch {
-		case a.Path < b.Path:
-			return -1
-		case a.Path > b.Path:
-			return 1
-		}
-		return 0
-	})
 }
 
 func newDiffCmd(o *options) *cobra.Command {
@@ -290,25 +263,25 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			a, b, under, err := o.openPair(ctx, "diff", from, to, args)
+			a, b, under, err := openPair(o, ctx, "diff", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer a.Close()
 			defer b.Close()
-			ta, err := o.listTree(ctx, a.conn, under)
+			ta, err := listTree(o, ctx, a.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", a.name, err)
 			}
-			tb, err := o.listTree(ctx, b.conn, under)
+			tb, err := listTree(o, ctx, b.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", b.name, err)
 			}
-			af, bf := ta.files, tb.files
-			if len(af)+len(bf)+len(ta.reserved)+len(tb.reserved)+len(ta.odd)+len(tb.odd) == 0 {
+			af, bf := ta.Files, tb.Files
+			if len(af)+len(bf)+len(ta.Reserved)+len(tb.Reserved)+len(ta.Odd)+len(tb.Odd) == 0 {
 				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
 			}
-			diffs := compareTrees(af, bf)
+			diffs := differences(af, bf)
 			if o.jsonOut() {
 				if diffs == nil {
 					diffs = []difference{}
@@ -332,8 +305,8 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 					o.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
 				}
 			}
-			rerr := o.reportSkipped("compared", a.name, under, ta)
-			if e := o.reportSkipped("compared", b.name, under, tb); e != nil {
+			rerr := reportSkipped(o, "compared", a.name, under, ta)
+			if e := reportSkipped(o, "compared", b.name, under, tb); e != nil {
 				rerr = e
 			}
 			if rerr != nil {
@@ -353,7 +326,7 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 
 // checkSpecs parses the --from and --to values before anything is opened,
 // so that a malformed one is reported as a usage error first.
-func (o *options) checkSpecs(from, to string) error {
+func checkSpecs(o *options, from, to string) error {
 	if from != "" {
 		if _, err := o.parseSpec("from", from); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/inspect"
 )
 
 // electEvent is one line of elect output.
@@ -18,7 +19,7 @@ type electEvent struct {
 	ID    string `json:"id,omitempty"`
 }
 
-func (o *options) printElect(ev electEvent) {
+func printElect(o *options, ev electEvent) {
 	if o.jsonOut() {
 		_ = o.printJSON(ev)
 		return
@@ -69,7 +70,7 @@ where Vitess processes in the same election do not read it.`,
 				return err
 			}
 			defer lp.Stop()
-			if err := o.probe(ctx, func(c context.Context) error {
+			if err := probe(o, ctx, func(c context.Context) error {
 				_, err := lp.GetCurrentLeaderID(c)
 				return err
 			}); err != nil {
@@ -86,7 +87,7 @@ where Vitess processes in the same election do not read it.`,
 			go func() {
 				defer close(watchDone)
 				for l := range leaders {
-					o.printElect(electEvent{Event: "leader", ID: l})
+					printElect(o, electEvent{Event: "leader", ID: l})
 				}
 			}()
 
@@ -113,12 +114,12 @@ where Vitess processes in the same election do not read it.`,
 					result = err
 				}
 			default:
-				o.printElect(electEvent{Event: "elected", ID: id})
+				printElect(o, electEvent{Event: "elected", ID: id})
 				select {
 				case <-ctx.Done():
 				case <-lctx.Done():
 					if ctx.Err() == nil {
-						o.printElect(electEvent{Event: "lost", ID: id})
+						printElect(o, electEvent{Event: "lost", ID: id})
 						result = backendkit.Wrap(topo.LockLost, args[0], fmt.Errorf("participant %s lost leadership", id))
 					}
 				}
@@ -163,21 +164,18 @@ notice a partition) and "reconnected" when it answers again.`,
 				return err
 			}
 			defer st.Close()
-			lp, err := st.conn.NewLeaderParticipation(args[0], "topoctl-leader-query")
-			if err != nil {
-				return err
-			}
-			defer lp.Stop()
 			if observe {
+				lp, err := st.conn.NewLeaderParticipation(args[0], "topoctl-leader-query")
+				if err != nil {
+					return err
+				}
+				defer lp.Stop()
 				return o.observeLeader(cmd.Context(), st, lp, args[0])
 			}
 			var leader topo.Leader
-			if err := o.probe(cmd.Context(), func(c context.Context) error {
+			if err := probe(o, cmd.Context(), func(c context.Context) error {
 				var err error
-				leader, err = lp.Leader(c)
-				if topo.IsErrType(err, topo.NoLeader) {
-					leader, err = topo.Leader{}, nil
-				}
+				leader, err = inspect.Leader(c, st.conn, args[0])
 				return err
 			}); err != nil {
 				return err
@@ -189,7 +187,7 @@ notice a partition) and "reconnected" when it answers again.`,
 				o.eprintf("election %s has no leader\n", args[0])
 				return nil
 			}
-			o.printLeader(leader)
+			printLeader(o, leader)
 			return nil
 		},
 	}
@@ -211,7 +209,7 @@ func leaderLine(name string, l topo.Leader) leaderJSON {
 
 // printLeader prints a leader's id, and its value after a space when it
 // published one.
-func (o *options) printLeader(l topo.Leader) {
+func printLeader(o *options, l topo.Leader) {
 	if len(l.Value) == 0 {
 		o.printf("%s\n", l.ID)
 		return
@@ -226,7 +224,7 @@ func (o *options) printLeader(l topo.Leader) {
 // if it changed meanwhile.
 func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderParticipation, name string) error {
 	rw := &rewatcher{}
-	stopMonitor := o.monitor(ctx, st, "topoctl-probe", rw.restart)
+	stopMonitor := monitor(o, ctx, st, "topoctl-probe", rw.restart)
 	defer stopMonitor()
 	var last *leaderJSON
 	for {
@@ -258,7 +256,7 @@ func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderPa
 			if l.ID == "" {
 				continue
 			}
-			o.printLeader(l)
+			printLeader(o, l)
 		}
 		rw.cancel()
 		switch {

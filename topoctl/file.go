@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/copy"
 )
 
 func newGetCmd(o *options) *cobra.Command {
@@ -78,7 +78,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
 					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
 				}
-				return o.getPrefix(cmd.Context(), args[0], keysOnly, hexOut, full)
+				return getPrefix(o, cmd.Context(), args[0], keysOnly, hexOut, full)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -108,7 +108,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				if sch, err = loadSchema(protoset); err != nil {
 					return err
 				}
-				if _, err := sch.messageType(typ, p); err != nil {
+				if _, err := messageType(sch, typ, p); err != nil {
 					if protoset == "" {
 						return usagef("--decode json needs --protoset FILE (a FileDescriptorSet, as \"protoc --include_imports --descriptor_set_out\" writes) to decode %s; without it only the types built into topoctl are known, such as topokit.topodata.CellInfo", displayPath(p))
 					}
@@ -118,7 +118,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				return usagef("--decode %q: want raw or json", decode)
 			}
 
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -153,7 +153,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 			}
 			if err != nil {
-				return o.notADirectory(ctx, st.conn, p, err)
+				return notADirectory(o, ctx, st.conn, p, err)
 			}
 
 			var decoded any
@@ -166,8 +166,8 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 				decoded, text = fs, []byte(formatRaw(fs))
 			case "json":
-				md, _ := sch.messageType(typ, p)
-				b, err := sch.decodeJSON(md, value, !o.jsonOut())
+				md, _ := messageType(sch, typ, p)
+				b, err := decodeJSON(sch, md, value, !o.jsonOut())
 				if err != nil {
 					return fmt.Errorf("%s: %w", displayPath(p), err)
 				}
@@ -177,11 +177,11 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				switch {
 				case hexOut:
 					text = []byte(hex.EncodeToString(value) + "\n")
-				case !full && !o.jsonOut() && o.stdoutIsTerminal() && !terminalText(value):
+				case !full && !o.jsonOut() && stdoutIsTerminal(o) && !terminalText(value):
 					text = []byte(cutQuoted(value) + "\n")
 					o.eprintf("note: %s is not text: shown quoted on a terminal (%s); --full or a pipe prints its bytes as they are, --hex and --decode raw|json show them\n",
 						displayPath(p), plural(len(value), "byte"))
-				case !full && !o.jsonOut() && o.stdoutIsTerminal() && len(value) > 0 && value[len(value)-1] != '\n':
+				case !full && !o.jsonOut() && stdoutIsTerminal(o) && len(value) > 0 && value[len(value)-1] != '\n':
 					// On a terminal the prompt would follow the value on
 					// its line; a pipe gets the bytes as they are.
 					text = append(slices.Clip(value), '\n')
@@ -278,18 +278,18 @@ prints the new version.`,
 				if value, err = os.ReadFile(file); err != nil {
 					return usageError{fmt.Errorf("--file: %w", err)}
 				}
-			case o.stdinIsTerminal():
+			case stdinIsTerminal(o):
 				return usagef("no value given: pass it as an argument (put %s VALUE), with --file F, or on standard input with \"-\" (put %s -) or through a pipe", args[0], args[0])
 			default:
 				if err := readStdin(); err != nil {
 					return err
 				}
 			}
-			if err := checkValue(p, value); err != nil {
+			if err := copy.CheckValue(p, value); err != nil {
 				return err
 			}
 
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -357,7 +357,7 @@ named on stderr and rm -R exits 1.`,
 					return err
 				}
 				defer st.Close()
-				return o.removeTree(cmd.Context(), st, dir)
+				return removeTree(o, cmd.Context(), st, dir)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -371,13 +371,13 @@ named on stderr and rm -R exits 1.`,
 				}
 				cas = v
 			}
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
 			if err := st.conn.Delete(ctx, p, cas); err != nil {
-				return o.notADirectory(ctx, st.conn, p, err)
+				return notADirectory(o, ctx, st.conn, p, err)
 			}
 			if o.jsonOut() {
 				return o.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
@@ -389,103 +389,39 @@ named on stderr and rm -R exits 1.`,
 	f.StringVar(&ifVersion, "if-version", "", "delete only if the file's current version is this one")
 	f.BoolVarP(&recursive, "recursive", "R", false, "delete every file under DIR")
 	f.BoolVar(&force, "force", false, "confirm rm -R")
-	o.treeFlags(cmd)
+	treeFlags(o, cmd)
 	return cmd
 }
 
 // removeTree is rm -R: it deletes every file at or under dir.
-func (o *options) removeTree(ctx context.Context, st *store, dir string) error {
-	tl, err := o.listTree(ctx, st.conn, dir)
+func removeTree(o *options, ctx context.Context, st *store, dir string) error {
+	tl, err := listTree(o, ctx, st.conn, dir)
 	if err != nil {
 		return err
 	}
-	var (
-		mu       sync.Mutex
-		deleted  int
-		firstErr error
-	)
-	bar := o.newProgress(len(tl.files), "deleting")
-	stopped := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return firstErr != nil || ctx.Err() != nil
-	}
-	// one deletes the file p.
-	one := func(p string) {
-		wctx, cancel := o.writeCtx(ctx)
-		err := st.conn.Delete(wctx, p, nil)
-		cancel()
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err == nil:
-			deleted++
-			bar.add()
-		case topo.IsErrType(err, topo.NoNode):
-			bar.add()
-		case firstErr == nil:
-			firstErr = at(err, p)
-		}
-	}
-	ops := make([]op, len(tl.files))
-	for i, kv := range tl.files {
-		ops[i] = op{kind: kindDelete, path: kv.Path}
-	}
-	forEach(batches(ops, o.batch), o.parallel, func() bool { return stopped() }, func(_ int, b []op) {
-		if len(b) == 1 {
-			one(b[0].path)
-			return
-		}
-		txops := make([]topo.TxnOp, len(b))
-		for i, w := range b {
-			txops[i] = topo.DeleteOp(w.path, nil)
-		}
-		wctx, cancel := o.writeCtx(ctx)
-		_, err := st.conn.Txn(wctx, txops...)
-		cancel()
-		switch {
-		case err == nil:
-			mu.Lock()
-			deleted += len(b)
-			for range b {
-				bar.add()
-			}
-			mu.Unlock()
-		case ambiguous(err):
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = fmt.Errorf("batch of %d deletes starting at %s (its answer was lost: it may have been applied): %w", len(b), displayPath(b[0].path), err)
-			}
-			mu.Unlock()
-		default:
-			// Refused (a file already gone, or no transactions):
-			// nothing was deleted; one by one instead.
-			for _, w := range b {
-				if stopped() {
-					return
-				}
-				one(w.path)
-			}
-		}
-	})
-	bar.finish(firstErr == nil && ctx.Err() == nil)
-	if firstErr != nil {
-		return fmt.Errorf("deleted %d of %s under %s: %w", deleted, plural(len(tl.files), "file"), displayPath(dir), firstErr)
-	}
-	if ctx.Err() != nil {
-		return exitError{code: ExitInterrupted, err: fmt.Errorf("rm -R interrupted: deleted %d of %s under %s", deleted, plural(len(tl.files), "file"), displayPath(dir))}
+	eo := execOptions(o, len(tl.Files), "deleting")
+	eo.Interrupted = nil
+	deleted, err := copy.DeleteTree(ctx, st.conn, tl.Files, eo)
+	var de *copy.DeleteError
+	switch {
+	case errors.As(err, &de) && de.Interrupted:
+		return exitError{code: ExitInterrupted, err: fmt.Errorf("rm -R interrupted: deleted %d of %s under %s", deleted, plural(len(tl.Files), "file"), displayPath(dir))}
+	case errors.As(err, &de):
+		return fmt.Errorf("deleted %d of %s under %s: %w", deleted, plural(len(tl.Files), "file"), displayPath(dir), de.Err)
+	case err != nil:
+		return err
 	}
 	if o.jsonOut() {
-		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.reserved)}); err != nil {
+		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.Reserved)}); err != nil {
 			return err
 		}
 	} else {
 		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
 	}
-	if len(tl.files) == 0 && !tl.skipped() {
+	if len(tl.Files) == 0 && !tl.Skipped() {
 		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
 	}
-	return o.reportSkipped("deleted", st.name, dir, tl)
+	return reportSkipped(o, "deleted", st.name, dir, tl)
 }
 
 // displayPaths renders canonical paths as displayPath does; never nil.
@@ -499,7 +435,7 @@ func displayPaths(ps []string) []string {
 
 // notADirectory turns the NoNode error of a file operation on p into one
 // that says p is a directory, when it is one; other errors pass unchanged.
-func (o *options) notADirectory(ctx context.Context, conn topo.Conn, p string, err error) error {
+func notADirectory(o *options, ctx context.Context, conn topo.Conn, p string, err error) error {
 	if !topo.IsErrType(err, topo.NoNode) {
 		return err
 	}
@@ -525,12 +461,12 @@ func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.err }
 
 // getPrefix is get -R: every file whose path starts with arg.
-func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, full bool) error {
+func getPrefix(o *options, ctx context.Context, arg string, keysOnly, hexOut, full bool) error {
 	prefix, err := topo.CleanPrefix(arg)
 	if err != nil {
 		return err
 	}
-	st, cctx, done, err := o.openCall(ctx)
+	st, cctx, done, err := openCall(o, ctx)
 	if err != nil {
 		return err
 	}
@@ -582,7 +518,7 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, f
 			case keysOnly:
 			case hexOut:
 				o.printf("%s\n", hex.EncodeToString(it.Value))
-			case !full && o.stdoutIsTerminal() && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
+			case !full && stdoutIsTerminal(o) && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
 				o.printf("%s\n", cutQuoted(it.Value))
 			default:
 				o.printf("%s\n", showValue(it.Value))
@@ -590,7 +526,7 @@ func (o *options) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, f
 		}
 	}
 	slices.Sort(reserved)
-	return o.reportReserved("listed", st.name, prefix, reserved)
+	return reportReserved(o, "listed", st.name, prefix, reserved)
 }
 
 // terminalValueLimit is how many bytes of a value that is not text get

@@ -5,20 +5,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
-	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/copy"
 )
 
-// readDir reads every regular file under dir as a store file at
-// under/<relative path>. Symbolic links and other special files are
-// refused, and every path and size is checked before anything is written.
+// readDir is copy.ReadDir after checking that dir is a directory (a
+// usage error otherwise).
 func readDir(dir, under string) ([]topo.KVInfo, error) {
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -27,48 +22,12 @@ func readDir(dir, under string) ([]topo.KVInfo, error) {
 	if !info.IsDir() {
 		return nil, usagef("%s is not a directory", dir)
 	}
-	var files []topo.KVInfo
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s: not a regular file (symbolic links and special files are not imported)", p)
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		sp, err := topo.CleanFilePath(backendkit.JoinPath(under, filepath.ToSlash(rel)))
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if err := backendkit.CheckReserved(sp); err != nil {
-			return fmt.Errorf("%s: nothing was written: %w", p, at(err, sp))
-		}
-		if err := checkValue(sp, b); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		files = append(files, topo.KVInfo{Path: sp, Value: b})
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sortByPath(files)
-	return files, nil
+	return copy.ReadDir(dir, under)
 }
 
 func newImportCmd(o *options) *cobra.Command {
 	var dryRun bool
-	var po planOpts
+	var po copy.PlanOptions
 	cmd := &cobra.Command{
 		Use:   "import DIR [PATH]",
 		Short: "Write every file of a local directory into the store",
@@ -118,23 +77,23 @@ names any file left written.`,
 				return err
 			}
 			defer st.Close()
-			plan, err := o.planWrites(ctx, st.conn, under, files, po)
+			plan, err := planWrites(o, ctx, st.conn, under, files, po)
 			if err != nil {
 				return err
 			}
 			if dryRun {
-				return o.reportPlan(plan, args[0], underName(st.name, under))
+				return reportPlan(o, plan, args[0], underName(st.name, under))
 			}
-			if err := o.execute(ctx, st.conn, plan, "importing"); err != nil {
+			if err := execute(o, ctx, st.conn, plan, "importing"); err != nil {
 				return err
 			}
-			return o.reportDone("imported", plan, args[0], underName(st.name, under))
+			return reportDone(o, "imported", plan, args[0], underName(st.name, under))
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
-	cmd.Flags().BoolVar(&po.overwrite, "overwrite", false, "replace files that exist in the store with other contents")
-	cmd.Flags().BoolVar(&po.delete, "delete", false, "also delete the store's files under PATH that DIR does not have")
-	o.treeFlags(cmd)
+	cmd.Flags().BoolVar(&po.Overwrite, "overwrite", false, "replace files that exist in the store with other contents")
+	cmd.Flags().BoolVar(&po.Delete, "delete", false, "also delete the store's files under PATH that DIR does not have")
+	treeFlags(o, cmd)
 	return cmd
 }
 
@@ -177,73 +136,21 @@ absent). Files are read in one List and written --parallel at a time.`,
 				return err
 			}
 			defer st.Close()
-			tl, err := o.listTree(ctx, st.conn, under)
+			tl, err := listTree(o, ctx, st.conn, under)
 			if err != nil {
 				return err
 			}
-			files := tl.files
-			if len(files) == 0 && !tl.skipped() {
+			files := tl.Files
+			if len(files) == 0 && !tl.Skipped() {
 				return emptyTree(under, st.name)
 			}
-			// Map every file to its local path and refuse file/directory
-			// clashes before writing.
-			rels := make([]string, len(files))
-			isFile := map[string]bool{}
-			for i, f := range files {
-				rel := strings.TrimPrefix(f.Path, under+"/")
-				if under == "" {
-					rel = f.Path
-				} else if f.Path == under {
-					rel = path.Base(f.Path)
-				}
-				rels[i] = rel
-				isFile[rel] = true
-			}
-			for _, rel := range rels {
-				for d := path.Dir(rel); d != "."; d = path.Dir(d) {
-					if isFile[d] {
-						return backendkit.Wrap(topo.InvalidPath, backendkit.JoinPath(under, d), fmt.Errorf("is both a file and a directory in the store; nothing was exported"))
-					}
-				}
-			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			total, err := copy.Export(ctx, files, under, dir, copy.ExportOptions{Parallel: o.parallel, Progress: newProgress(o, len(files), "exporting")})
+			var xe *copy.ExportError
+			switch {
+			case errors.As(err, &xe) && xe.Interrupted:
+				return exitError{code: ExitInterrupted, err: fmt.Errorf("export interrupted after %d of %s, written completely into %s", xe.Written, plural(len(files), "file"), dir)}
+			case err != nil:
 				return err
-			}
-			var (
-				mu       sync.Mutex
-				total    int
-				n        int
-				firstErr error
-			)
-			bar := o.newProgress(len(files), "exporting")
-			forEach(files, o.parallel, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return firstErr != nil || ctx.Err() != nil
-			}, func(i int, f topo.KVInfo) {
-				lp := filepath.Join(dir, filepath.FromSlash(rels[i]))
-				err := os.MkdirAll(filepath.Dir(lp), 0o755)
-				if err == nil {
-					err = os.WriteFile(lp, f.Value, 0o644)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					if firstErr == nil {
-						firstErr = err
-					}
-					return
-				}
-				n++
-				total += len(f.Value)
-				bar.add()
-			})
-			bar.finish(firstErr == nil && ctx.Err() == nil)
-			if firstErr != nil {
-				return fmt.Errorf("exported %d of %s: %w", n, plural(len(files), "file"), firstErr)
-			}
-			if ctx.Err() != nil {
-				return exitError{code: ExitInterrupted, err: fmt.Errorf("export interrupted after %d of %s, written completely into %s", n, plural(len(files), "file"), dir)}
 			}
 			if o.jsonOut() {
 				if err := o.printJSON(map[string]any{"exported": len(files), "bytes": total, "from": st.name, "to": dir}); err != nil {
@@ -252,10 +159,10 @@ absent). Files are read in one List and written --parallel at a time.`,
 			} else {
 				o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), underName(st.name, under), dir)
 			}
-			return o.reportSkipped("exported", st.name, under, tl)
+			return reportSkipped(o, "exported", st.name, under, tl)
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a non-empty directory, replacing files")
-	o.treeFlags(cmd)
+	treeFlags(o, cmd)
 	return cmd
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +19,8 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/connect"
+	"github.com/topokit/topokit/topo/inspect"
 )
 
 // The environment variables lock's command gets.
@@ -165,7 +164,7 @@ shows it.`,
 					return &kindError{msg: fmt.Sprintf("lock on %s is held by someone else%s", displayPath(dir), by), err: err}
 				}
 				if try && topo.IsErrType(err, topo.NodeExists) {
-					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st, dir), err)
+					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), holder(o, ctx, st, dir), err)
 				}
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
@@ -186,9 +185,9 @@ shows it.`,
 			var status int
 			var runErr, lost error
 			if len(argv) == 0 {
-				lost = o.holdLock(ctx, ld, dir, checkInterval)
+				lost = holdLock(o, ctx, ld, dir, checkInterval)
 			} else {
-				status, runErr, lost = o.runLocked(ctx, ld, displayPath(dir), argv, checkInterval, grace)
+				status, runErr, lost = runLocked(o, ctx, ld, displayPath(dir), argv, checkInterval, grace)
 			}
 
 			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout(o.timeout))
@@ -225,7 +224,7 @@ shows it.`,
 
 // holdLock holds ld until ctx ends (nil) or the lock is lost (the error
 // that said so), checking it every interval.
-func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
+func holdLock(o *options, ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
 	if o.jsonOut() {
 		_ = o.printJSON(map[string]any{"path": displayPath(dir), "fencing_token": ld.Token()})
 	} else {
@@ -249,44 +248,17 @@ func (o *options) holdLock(ctx context.Context, ld topo.LockDescriptor, dir stri
 }
 
 // holder returns ", by <contents>" naming who holds the lock on dir, as
-// far as the store shows it (the contents of the oldest lock entry under
-// <dir>/locks on etcd, memory and ZooKeeper -- read on a session of its
-// own there, see zkHolder --, of the key <dir>/Lock on Consul), or "" when
-// it cannot be read.
-func (o *options) holder(ctx context.Context, st *store, dir string) string {
+// far as the store shows it (see inspect.LockHolder), or "" when it cannot
+// be read.
+func holder(o *options, ctx context.Context, st *store, dir string) string {
 	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
 	defer cancel()
-	if st.spec.impl == "zk2" {
-		if h := o.zkHolder(cctx, st.spec, dir); h != "" {
-			return ", by " + strconv.Quote(h)
-		}
+	h, err := inspect.LockHolder(cctx, st.conn, dir)
+	if err != nil {
+		o.log.Debug("cannot read the lock holder", "dir", dir, "err", err)
 		return ""
 	}
-	conn := st.conn
-	locks := backendkit.JoinPath(dir, backendkit.LocksDirName)
-	if des, err := conn.ListDir(cctx, locks, false); err == nil && len(des) > 0 {
-		// The holder is the oldest entry: the lowest version (etcd's
-		// ModRevision; ZooKeeper's names sort in the same order).
-		slices.SortFunc(des, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-		best, bestVer := "", int64(-1)
-		for _, de := range des {
-			b, v, err := conn.Get(cctx, backendkit.JoinPath(locks, de.Name))
-			if err != nil || len(b) == 0 {
-				continue
-			}
-			n, perr := strconv.ParseInt(v.String(), 10, 64)
-			if best == "" || (perr == nil && n < bestVer) {
-				best, bestVer = string(b), n
-			}
-		}
-		if best != "" {
-			return ", by " + strconv.Quote(best)
-		}
-	}
-	if b, _, err := conn.Get(cctx, backendkit.JoinPath(dir, backendkit.ConsulLockName)); err == nil && len(b) > 0 {
-		return ", by " + strconv.Quote(string(b))
-	}
-	return ""
+	return ", by " + strconv.Quote(h)
 }
 
 func unlockTimeout(d time.Duration) time.Duration {
@@ -303,7 +275,7 @@ func unlockTimeout(d time.Duration) time.Duration {
 // lock's loss the group gets SIGTERM and, after grace, SIGKILL; when the
 // command exits by itself, whatever it left running in its group is ended
 // the same way.
-func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
+func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
 	c, _ := lockGuardCmd(argv)
 	c.Stdin = o.io.Stdin
 	// As etcdctl lock gives ETCD_LOCK_KEY and ETCD_LOCK_REV: the command
@@ -399,17 +371,17 @@ func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPat
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		o.stopGroup(pgid, grace, "interrupted")
+		stopGroup(o, pgid, grace, "interrupted")
 		err = <-waited
 	case <-stopCh:
-		o.stopGroup(pgid, grace, "the lock was lost")
+		stopGroup(o, pgid, grace, "the lock was lost")
 		err = <-waited
 	}
 	close(done)
 	// The command is gone; processes it left in its group must not outlive
 	// the lock either.
 	if groupAlive(pgid) {
-		o.stopGroup(pgid, grace, "the command exited and left processes in its group")
+		stopGroup(o, pgid, grace, "the command exited and left processes in its group")
 	}
 	// A process that left the group (setsid) may still hold the output
 	// pipes: wait for the copies at most grace.
@@ -440,7 +412,7 @@ func (o *options) runLocked(ctx context.Context, ld topo.LockDescriptor, lockPat
 // stopGroup sends SIGTERM to process group pgid, says so on stderr (why,
 // and how long it waits), waits up to grace for every process of the group
 // to end, then sends SIGKILL and waits for them to be gone.
-func (o *options) stopGroup(pgid int, grace time.Duration, why string) {
+func stopGroup(o *options, pgid int, grace time.Duration, why string) {
 	o.eprintf("topoctl: %s: sending SIGTERM to the command's process group %d; waiting up to %s before SIGKILL, then releasing the lock\n", why, pgid, grace)
 	signalGroup(pgid, false)
 	deadline := time.Now().Add(grace)
@@ -458,25 +430,19 @@ func (o *options) stopGroup(pgid int, grace time.Duration, why string) {
 }
 
 // effectiveTTLNote says how long after a killed topoctl a lock taken with
-// --ttl ttl lapses on backend impl, when that is not ttl: etcd leases are
-// whole seconds; ZooKeeper ties every lock to the session (its timeout,
-// zk2topo.DefaultSessionTimeout as asked, clamped by the server, whatever
-// the ttl); Consul rounds a session's TTL up to whole seconds and to
-// consultopo.MinSessionTTL, down to consultopo.MaxSessionTTL, and
-// invalidates a session up to twice its TTL after the last renewal. It
-// returns "" when the lock lapses after ttl, or for other backends.
+// --ttl ttl lapses on backend impl, when that is not ttl (see
+// connect.LockLifetimeOf). It returns "" when the lock lapses after ttl,
+// or for other backends.
 func effectiveTTLNote(impl string, ttl time.Duration) string {
-	secs := (ttl + time.Second - 1).Truncate(time.Second)
-	switch impl {
-	case "etcd2":
-		if secs != ttl {
-			return fmt.Sprintf("etcd leases last whole seconds: the lock lapses %s after topoctl stops renewing it, not --ttl %s", secs, ttl)
-		}
-	case "zk2":
-		return fmt.Sprintf("ZooKeeper ties a lock to the client's session, not to --ttl %s: the lock lapses one session timeout (%s asked of the server, which may clamp it) after topoctl stops talking to ZooKeeper", ttl, zk2topo.DefaultSessionTimeout)
-	case "consul":
-		eff := min(max(secs, consultopo.MinSessionTTL), consultopo.MaxSessionTTL)
-		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: the lock lapses %s to %s after topoctl stops renewing it, not --ttl %s", eff, consultopo.MinSessionTTL, consultopo.MaxSessionTTL, eff, 2*eff, ttl)
+	lt, ok := connect.LockLifetimeOf(impl, ttl)
+	switch {
+	case !ok:
+	case lt.Session:
+		return fmt.Sprintf("ZooKeeper ties a lock to the client's session, not to --ttl %s: the lock lapses one session timeout (%s asked of the server, which may clamp it) after topoctl stops talking to ZooKeeper", ttl, lt.Min)
+	case lt.Ceiling > 0:
+		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: the lock lapses %s to %s after topoctl stops renewing it, not --ttl %s", lt.Min, lt.Floor, lt.Ceiling, lt.Min, lt.Max, ttl)
+	case lt.Min != ttl:
+		return fmt.Sprintf("etcd leases last whole seconds: the lock lapses %s after topoctl stops renewing it, not --ttl %s", lt.Min, ttl)
 	}
 	return ""
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/tree"
 )
 
 // entry is one listed directory entry, as ls and tree print it.
@@ -53,58 +54,45 @@ func argOr(args []string, i int, def string) string {
 	return def
 }
 
-// list reads the entries of dir (canonical), with versions when long, and
-// their descendants when recursive. Entries that vanish while walking are
-// left out.
-func (o *options) list(ctx context.Context, conn topo.Conn, dir string, long, recursive bool) ([]*entry, error) {
-	cctx, cancel := o.callCtx(ctx)
-	des, err := conn.ListDir(cctx, dir, true)
-	cancel()
-	if err != nil {
-		return nil, at(err, dir)
-	}
-	out := make([]*entry, 0, len(des))
-	for _, de := range des {
-		e := &entry{Name: de.Name, Path: displayPath(backendkit.JoinPath(dir, de.Name)), Type: de.Type.String(), Ephemeral: de.Ephemeral}
-		p := backendkit.JoinPath(dir, de.Name)
-		if long && de.Type == topo.TypeFile {
-			cctx, cancel := o.callCtx(ctx)
-			_, v, err := conn.Get(cctx, p)
-			cancel()
-			switch {
-			case err == nil:
-				e.Version = jsonVersion(v.String())
-			case topo.IsErrType(err, topo.NoNode):
-			default:
-				return nil, at(err, p)
-			}
-		}
-		if c, err := topo.CleanDirPath(p); recursive && de.Type == topo.TypeDirectory && (err != nil || c != p) {
-			// A directory under a key another tool wrote ("d/./x",
-			// "a//b"): no path reaches it, so name it rather than fail
-			// or leave it out.
+// list reads the entries of dir (canonical) with tree.Entries, with
+// versions when long, and their descendants when recursive, noting on
+// stderr the directories no path reaches. Entries that vanish while
+// walking are left out.
+func list(o *options, ctx context.Context, conn topo.Conn, dir string, long, recursive bool) ([]*entry, error) {
+	es, err := tree.Entries(ctx, conn, dir, tree.EntriesOptions{Versions: long, Recursive: recursive, CallTimeout: o.timeout,
+		Unreachable: func(dir, name string) {
 			o.eprintf("note: %s is no canonical path (written by another tool): its contents are not listed; get -R --keys-only %s shows the keys under it\n",
-				strconv.Quote(e.Path), displayPath(dir)+"/")
-		} else if recursive && de.Type == topo.TypeDirectory {
-			kids, err := o.list(ctx, conn, p, long, true)
-			if err != nil && !topo.IsErrType(err, topo.NoNode) {
-				return nil, err
-			}
-			e.Children = kids
-		}
-		out = append(out, e)
+				strconv.Quote(displayPath(backendkit.JoinPath(dir, name))), displayPath(dir)+"/")
+		}})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return entriesOf(es), nil
+}
+
+// entriesOf converts tree entries into ls's and tree's entries.
+func entriesOf(es []*tree.Entry) []*entry {
+	out := make([]*entry, len(es))
+	for i, e := range es {
+		out[i] = &entry{Name: e.Name, Path: displayPath(e.Path), Type: e.Type.String(), Ephemeral: e.Ephemeral}
+		if e.Version != nil {
+			out[i].Version = jsonVersion(e.Version.String())
+		}
+		if e.Children != nil {
+			out[i].Children = entriesOf(e.Children)
+		}
+	}
+	return out
 }
 
 // listOrFile lists dir; when dir is a file rather than a directory it
 // returns that file as the only entry, as ls does.
-func (o *options) listOrFile(ctx context.Context, conn topo.Conn, arg string, long, recursive bool) ([]*entry, error) {
+func listOrFile(o *options, ctx context.Context, conn topo.Conn, arg string, long, recursive bool) ([]*entry, error) {
 	dir, err := topo.CleanDirPath(arg)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := o.list(ctx, conn, dir, long, recursive)
+	entries, err := list(o, ctx, conn, dir, long, recursive)
 	if dir == "" && topo.IsErrType(err, topo.NoNode) {
 		// An empty store is an empty root, not an error; but say so, as a
 		// wrong root or address looks the same.
@@ -170,7 +158,7 @@ version. With --output json it prints one JSON array of entries.`,
 				return err
 			}
 			defer st.Close()
-			entries, err := o.listOrFile(cmd.Context(), st.conn, argOr(args, 0, "/"), long, recursive)
+			entries, err := listOrFile(o, cmd.Context(), st.conn, argOr(args, 0, "/"), long, recursive)
 			if err != nil {
 				return err
 			}
@@ -220,7 +208,7 @@ one JSON array of entries, each with its children.`,
 			}
 			defer st.Close()
 			arg := argOr(args, 0, "/")
-			entries, err := o.listOrFile(cmd.Context(), st.conn, arg, long, true)
+			entries, err := listOrFile(o, cmd.Context(), st.conn, arg, long, true)
 			if err != nil {
 				return err
 			}
@@ -229,7 +217,7 @@ one JSON array of entries, each with its children.`,
 			}
 			dir, _ := topo.CleanDirPath(arg)
 			o.printf("%s\n", displayPath(dir))
-			o.printTree(entries, "", long)
+			printTree(o, entries, "", long)
 			return nil
 		},
 	}
@@ -237,7 +225,7 @@ one JSON array of entries, each with its children.`,
 	return cmd
 }
 
-func (o *options) printTree(es []*entry, indent string, long bool) {
+func printTree(o *options, es []*entry, indent string, long bool) {
 	for i, e := range es {
 		branch, next := "├── ", "│   "
 		if i == len(es)-1 {
@@ -255,6 +243,6 @@ func (o *options) printTree(es []*entry, indent string, long bool) {
 			line += "  [" + strings.Join(attrs, ", ") + "]"
 		}
 		o.printf("%s\n", line)
-		o.printTree(e.Children, indent+next, long)
+		printTree(o, e.Children, indent+next, long)
 	}
 }

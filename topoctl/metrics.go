@@ -48,7 +48,7 @@ const metricsShutdownWait = time.Second
 // middlewares returns the decorators of every connection this command
 // tree opens: the metrics of --metrics-address and, at --log-level debug,
 // one log record per call.
-func (o *options) middlewares() []topo.Middleware {
+func middlewares(o *options) []topo.Middleware {
 	var mws []topo.Middleware
 	if o.metrics != nil {
 		mws = append(mws, o.metrics.Middleware())
@@ -66,7 +66,7 @@ func (o *options) middlewares() []topo.Middleware {
 // process's metrics are added there. serve also exposes what the global
 // registry holds, which is where the embedded etcd server registers its
 // own metrics (etcd_server_*, etcd_disk_*, ...).
-func (o *options) startMetrics(ctx context.Context, cmd *cobra.Command) error {
+func startMetrics(o *options, ctx context.Context, cmd *cobra.Command) error {
 	if !servesMetrics(cmd) {
 		return usagef("--metrics-address applies to the long-running commands only: serve, watch, lock, elect and leader --observe")
 	}

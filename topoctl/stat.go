@@ -10,6 +10,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/inspect"
 )
 
 // statInfo is what stat prints about one path.
@@ -20,7 +21,7 @@ type statInfo struct {
 	Size      *int        `json:"size,omitempty"`
 	Ephemeral bool        `json:"ephemeral"`
 	Entries   *int        `json:"entries,omitempty"`
-	// Store is the store's own metadata (see storeMeta), by field name.
+	// Store is the store's own metadata (see inspect.StoreMeta), by field name.
 	Store map[string]any `json:"store,omitempty"`
 }
 
@@ -48,7 +49,7 @@ both). With --output json it prints one object {"path","type","version",
 			if err != nil {
 				return err
 			}
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -94,11 +95,16 @@ both). With --output json it prints one object {"path","type","version",
 				return topo.NewError(topo.NoNode, displayPath(p))
 			}
 			info.Type = strings.Join(types, " and ")
-			meta := o.storeMeta(ctx, st.spec, p)
+			meta, merr := inspect.StoreMeta(ctx, st.conn, p)
+			if merr != nil {
+				// A complement, never the answer.
+				o.log.Debug("cannot read the store's metadata", "path", displayPath(p), "err", merr)
+				meta = nil
+			}
 			if len(meta) > 0 {
 				info.Store = map[string]any{}
 				for _, f := range meta {
-					info.Store[f.name] = f.value
+					info.Store[f.Name] = f.Value
 				}
 			}
 			if o.jsonOut() {
@@ -119,10 +125,10 @@ both). With --output json it prints one object {"path","type","version",
 			}
 			width := 0
 			for _, f := range meta {
-				width = max(width, len(f.label()))
+				width = max(width, len(metaLabel(f)))
 			}
 			for _, f := range meta {
-				v := f.value
+				v := f.Value
 				switch x := v.(type) {
 				case []string:
 					v = strings.Join(x, ", ")
@@ -131,7 +137,7 @@ both). With --output json it prints one object {"path","type","version",
 						v = "-"
 					}
 				}
-				o.printf("  %-*s %v\n", width+1, f.label()+":", v)
+				o.printf("  %-*s %v\n", width+1, metaLabel(f)+":", v)
 			}
 			return nil
 		},
@@ -225,3 +231,7 @@ func (b buildVersion) text(backends []string) string {
 	fmt.Fprintf(&sb, "go          %s\n", b.goVersion)
 	return sb.String()
 }
+
+// metaLabel is the name of a store metadata field as stat's text output
+// shows it.
+func metaLabel(f inspect.MetaField) string { return strings.ReplaceAll(f.Name, "_", " ") }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/copy"
 )
 
 // maxTxnInput bounds what txn reads: a transaction's contents are at most
@@ -91,7 +92,7 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
 				if in, err = os.ReadFile(args[0]); err != nil {
 					return usageError{err}
 				}
-			case len(args) == 0 && o.stdinIsTerminal():
+			case len(args) == 0 && stdinIsTerminal(o):
 				return usagef("txn reads the transaction from FILE or standard input: give a FILE, \"-\", or a pipe")
 			default:
 				if in, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, maxTxnInput+1)); err != nil {
@@ -118,7 +119,7 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
 				}
 				return usageError{err}
 			}
-			st, ctx, done, err := o.openCall(cmd.Context())
+			st, ctx, done, err := openCall(o, cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -127,14 +128,14 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
 			if err != nil {
 				return txnFailure(err, ops, st.name)
 			}
-			return o.printTxn(ops, vs)
+			return printTxn(o, ops, vs)
 		},
 	}
 	return cmd
 }
 
 // printTxn prints the new versions of the writes of ops.
-func (o *options) printTxn(ops []txnOp, vs []topo.Version) error {
+func printTxn(o *options, ops []txnOp, vs []topo.Version) error {
 	type result struct {
 		Index   int         `json:"index"`
 		Op      string      `json:"op"`
@@ -348,7 +349,7 @@ func buildTxnOp(where, kind, path string, value []byte, hasValue bool, version *
 		if !hasValue {
 			return usagef("%s: %q needs a value", where, kind)
 		}
-		if err := checkValue(p, value); err != nil {
+		if err := copy.CheckValue(p, value); err != nil {
 			return usageError{fmt.Errorf("%s: %w", where, err)}
 		}
 		return nil

@@ -25,7 +25,7 @@ type watchEvent struct {
 	Revision int64 `json:"revision,omitempty"`
 }
 
-func (o *options) printEvent(ev watchEvent) error {
+func printEvent(o *options, ev watchEvent) error {
 	if o.jsonOut() {
 		if !ev.Deleted {
 			// An empty value is "", not left out.
@@ -119,7 +119,7 @@ a usage error there (NoImplementation).`,
 				if wait {
 					return usagef("--rev replays history: it does not combine with --wait")
 				}
-				if err := o.checkWatchRev(); err != nil {
+				if err := checkWatchRev(o); err != nil {
 					return err
 				}
 				var p string
@@ -137,14 +137,14 @@ a usage error there (NoImplementation).`,
 					return err
 				}
 				defer st.Close()
-				return o.watchFromRevision(ctx, st, p, recursive, rev)
+				return watchFromRevision(o, ctx, st, p, recursive, rev)
 			}
 			if recursive {
 				prefix, err := topo.CleanPrefix(args[0])
 				if err != nil {
 					return err
 				}
-				st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
+				st, wctx, cancel, err := openWatch(o, ctx, func(c context.Context, conn topo.Conn) error {
 					_, err := conn.List(c, prefix)
 					if topo.IsErrType(err, topo.NoNode) || topo.IsErrType(err, topo.PartialResult) {
 						return nil
@@ -157,7 +157,7 @@ a usage error there (NoImplementation).`,
 				defer st.Close()
 				defer cancel()
 				rw := &rewatcher{}
-				stopMonitor := o.monitor(wctx, st, strings.TrimSuffix(prefix, "/"), rw.restart)
+				stopMonitor := monitor(o, wctx, st, strings.TrimSuffix(prefix, "/"), rw.restart)
 				defer stopMonitor()
 				seen := map[string]string{} // path -> version printed last
 				for attempt := 0; ; attempt++ {
@@ -167,7 +167,7 @@ a usage error there (NoImplementation).`,
 						if attempt == 0 {
 							return at(err, prefix)
 						}
-						if err := o.rewatchWait(wctx, ctx, prefix, err); err != nil {
+						if err := rewatchWait(o, wctx, ctx, prefix, err); err != nil {
 							return endOfWatch(ctx, err)
 						}
 						continue
@@ -178,7 +178,7 @@ a usage error there (NoImplementation).`,
 						now[wd.Path] = true
 						if v := wd.Version.String(); seen[wd.Path] != v {
 							seen[wd.Path] = v
-							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(v), Value: wd.Contents}); err != nil {
+							if err := printEvent(o, watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(v), Value: wd.Contents}); err != nil {
 								drainAfter(func() {}, changes)
 								return err
 							}
@@ -187,7 +187,7 @@ a usage error there (NoImplementation).`,
 					for p := range seen {
 						if !now[p] {
 							delete(seen, p)
-							_ = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+							_ = printEvent(o, watchEvent{Path: displayPath(p), Deleted: true})
 						}
 					}
 					var werr error
@@ -195,10 +195,10 @@ a usage error there (NoImplementation).`,
 						switch {
 						case wd.Err == nil:
 							seen[wd.Path] = wd.Version.String()
-							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(wd.Version.String()), Value: wd.Contents})
+							werr = printEvent(o, watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(wd.Version.String()), Value: wd.Contents})
 						case topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != "":
 							delete(seen, wd.Path)
-							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Deleted: true})
+							werr = printEvent(o, watchEvent{Path: displayPath(wd.Path), Deleted: true})
 						default:
 							werr = wd.Err
 						}
@@ -219,7 +219,7 @@ a usage error there (NoImplementation).`,
 					if !isStoreErr(werr) {
 						return werr
 					}
-					if err := o.rewatchWait(wctx, ctx, prefix, werr); err != nil {
+					if err := rewatchWait(o, wctx, ctx, prefix, werr); err != nil {
 						return endOfWatch(ctx, err)
 					}
 				}
@@ -229,7 +229,7 @@ a usage error there (NoImplementation).`,
 			if err != nil {
 				return err
 			}
-			st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
+			st, wctx, cancel, err := openWatch(o, ctx, func(c context.Context, conn topo.Conn) error {
 				_, _, err := conn.Get(c, p)
 				if wait && topo.IsErrType(err, topo.NoNode) {
 					return nil
@@ -242,7 +242,7 @@ a usage error there (NoImplementation).`,
 			defer st.Close()
 			defer cancel()
 			rw := &rewatcher{}
-			stopMonitor := o.monitor(wctx, st, p, rw.restart)
+			stopMonitor := monitor(o, wctx, st, p, rw.restart)
 			defer stopMonitor()
 			last := ""
 			for attempt := 0; ; attempt++ {
@@ -251,7 +251,7 @@ a usage error there (NoImplementation).`,
 				switch {
 				case err == nil:
 				case attempt == 0 && wait && topo.IsErrType(err, topo.NoNode):
-					if err := o.waitCreated(wctx, st.conn, p); err != nil {
+					if err := waitCreated(o, wctx, st.conn, p); err != nil {
 						return endOfWatch(ctx, err)
 					}
 					attempt = -1
@@ -259,16 +259,16 @@ a usage error there (NoImplementation).`,
 				case attempt == 0:
 					return err
 				case topo.IsErrType(err, topo.NoNode):
-					return o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+					return printEvent(o, watchEvent{Path: displayPath(p), Deleted: true})
 				default:
-					if err := o.rewatchWait(wctx, ctx, p, err); err != nil {
+					if err := rewatchWait(o, wctx, ctx, p, err); err != nil {
 						return endOfWatch(ctx, err)
 					}
 					continue
 				}
 				if v := cur.Version.String(); v != last {
 					last = v
-					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(v), Value: cur.Contents}); err != nil {
+					if err := printEvent(o, watchEvent{Path: displayPath(p), Version: jsonVersion(v), Value: cur.Contents}); err != nil {
 						drainAfter(func() {}, changes)
 						return err
 					}
@@ -279,10 +279,10 @@ a usage error there (NoImplementation).`,
 					switch {
 					case wd.Err == nil:
 						last = wd.Version.String()
-						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(last), Value: wd.Contents})
+						werr = printEvent(o, watchEvent{Path: displayPath(p), Version: jsonVersion(last), Value: wd.Contents})
 					case topo.IsErrType(wd.Err, topo.NoNode):
 						deleted = true
-						werr = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
+						werr = printEvent(o, watchEvent{Path: displayPath(p), Deleted: true})
 					default:
 						werr = wd.Err
 					}
@@ -306,7 +306,7 @@ a usage error there (NoImplementation).`,
 				if !isStoreErr(werr) {
 					return werr
 				}
-				if err := o.rewatchWait(wctx, ctx, p, werr); err != nil {
+				if err := rewatchWait(o, wctx, ctx, p, werr); err != nil {
 					return endOfWatch(ctx, err)
 				}
 			}
@@ -320,7 +320,7 @@ a usage error there (NoImplementation).`,
 }
 
 // probe runs one store call bounded by --timeout.
-func (o *options) probe(ctx context.Context, call func(context.Context) error) error {
+func probe(o *options, ctx context.Context, call func(context.Context) error) error {
 	cctx, cancel := o.callCtx(ctx)
 	defer cancel()
 	return call(cctx)
@@ -330,12 +330,12 @@ func (o *options) probe(ctx context.Context, call func(context.Context) error) e
 // (read, through probe): the watch itself has no deadline, so an
 // unreachable store is reported here. It returns the context to watch with
 // (ctx without a deadline) and its cancel. On error nothing stays open.
-func (o *options) openWatch(ctx context.Context, read func(context.Context, topo.Conn) error) (*store, context.Context, context.CancelFunc, error) {
+func openWatch(o *options, ctx context.Context, read func(context.Context, topo.Conn) error) (*store, context.Context, context.CancelFunc, error) {
 	st, err := o.open(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := o.probe(ctx, func(c context.Context) error { return read(c, st.conn) }); err != nil {
+	if err := probe(o, ctx, func(c context.Context) error { return read(c, st.conn) }); err != nil {
 		st.Close()
 		return nil, nil, nil, err
 	}
@@ -371,7 +371,7 @@ const rewatchBackoff = time.Second
 // rewatchWait says on stderr that the watch of p failed with err and is
 // reconnecting, then waits rewatchBackoff. It returns an error once ctx
 // (the user's) or wctx ends.
-func (o *options) rewatchWait(wctx, ctx context.Context, p string, err error) error {
+func rewatchWait(o *options, wctx, ctx context.Context, p string, err error) error {
 	o.eprintf("topoctl: watch of %s failed (%s): reconnecting\n", displayPath(p), o.formatError(err))
 	select {
 	case <-wctx.Done():
@@ -443,7 +443,7 @@ const monitorProbeTimeout = 5 * time.Second
 // what changed meanwhile: a backend's watch may be waiting on a
 // connection that a partition cut, or retry silently, which would leave
 // the user looking at a quiet watch.
-func (o *options) monitor(ctx context.Context, st *store, probePath string, restart func()) (stop func()) {
+func monitor(o *options, ctx context.Context, st *store, probePath string, restart func()) (stop func()) {
 	if st.addr == "" {
 		return func() {}
 	}
@@ -495,7 +495,7 @@ func (o *options) monitor(ctx context.Context, st *store, probePath string, rest
 
 // waitCreated returns once the file p exists, saying on stderr that it
 // waits; it returns an error when ctx ends or the store fails.
-func (o *options) waitCreated(ctx context.Context, conn topo.Conn, p string) error {
+func waitCreated(o *options, ctx context.Context, conn topo.Conn, p string) error {
 	o.eprintf("topoctl: %s does not exist yet: waiting for it to be created\n", displayPath(p))
 	wctx, cancel := context.WithCancel(ctx)
 	initial, changes, err := conn.WatchRecursive(wctx, p)

@@ -5,94 +5,84 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
-	"github.com/topokit/topokit/topo/etcd2topo"
 )
+
+// revisionWatcher is implemented by a backend's Conn whose store keeps a
+// history of changes to watch from (etcd2topo's).
+type revisionWatcher interface {
+	WatchFromRevision(ctx context.Context, p string, prefix bool, rev int64, fn func(backendkit.RevisionEvent) error) (int64, error)
+}
+
+// historyBackend is the one bundled backend whose store keeps a history
+// of changes (etcd's revisions).
+const historyBackend = "etcd2"
 
 // checkWatchRev refuses watch --rev on a backend that keeps no history to
 // watch from: only etcd does (a revision is etcd's store-wide version;
 // ZooKeeper, Consul and memorytopo cannot replay past changes).
-func (o *options) checkWatchRev() error {
-	if o.impl == etcd2topo.FactoryName {
+func checkWatchRev(o *options) error {
+	if o.impl == historyBackend {
 		return nil
 	}
 	return usagef("watch --rev: NoImplementation: the %s backend keeps no history of changes to replay from a revision (only etcd2 does); watch without --rev prints the current value, then every change", o.impl)
 }
 
 // watchFromRevision is watch --rev: it prints every change of the file p
-// (or, with prefix, of every file whose path starts with p) from etcd's
-// history, from revision rev on, then the live changes, until ctx ends.
-// A deletion does not end it. It resumes from the revision after the last
-// one printed when the watch breaks (no leader, a member gone), and fails
-// with Compacted when the history it needs was compacted.
-func (o *options) watchFromRevision(ctx context.Context, st *store, p string, prefix bool, rev int64) error {
-	cctx, cancel := o.callCtx(ctx)
-	conn, err := etcd2topo.NewConnContext(cctx, o.etcdOptions(st.spec.addr), st.spec.root)
-	cancel()
-	if err != nil {
-		return err
+// (or, with prefix, of every file whose path starts with p) from the
+// store's history, from revision rev on, then the live changes, until ctx
+// ends. A deletion does not end it. It resumes from the revision after
+// the last one printed when the watch breaks (no leader, a member gone),
+// and fails with Compacted when the history it needs was compacted.
+func watchFromRevision(o *options, ctx context.Context, st *store, p string, prefix bool, rev int64) error {
+	rw, ok := findConn[revisionWatcher](st.conn)
+	if !ok {
+		return &topo.Error{Code: topo.NoImplementation, Path: displayPath(p), Err: errNoHistory}
 	}
-	defer conn.Close()
-	cli := conn.Client()
-	// The layout of docs/layout-etcd.md: the key of p is <root>/p.
-	rootPrefix := ""
-	if st.spec.root != "" {
-		rootPrefix = strings.TrimRight(st.spec.root, "/") + "/"
-	}
-	key := rootPrefix + p
 	next := rev
 	for {
-		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		opts := []clientv3.OpOption{clientv3.WithRev(next)}
-		if prefix {
-			opts = append(opts, clientv3.WithPrefix())
-		}
-		var werr error
-		for wr := range cli.Watch(wctx, key, opts...) {
-			if wr.CompactRevision != 0 {
-				wcancel()
-				return backendkit.Wrap(topo.Compacted, displayPath(p), fmt.Errorf("revision %d was compacted: the oldest revision etcd still has is %d (watch --rev %d or later)", next, wr.CompactRevision, wr.CompactRevision))
+		var err error
+		next, err = rw.WatchFromRevision(ctx, p, prefix, next, func(ev backendkit.RevisionEvent) error {
+			we := watchEvent{Path: displayPath(ev.Path), Revision: ev.Revision, Deleted: ev.Deleted}
+			if !ev.Deleted {
+				we.Version, we.Value = jsonVersion(strconv.FormatInt(ev.Revision, 10)), ev.Value
 			}
-			if werr = wr.Err(); werr != nil {
-				break
-			}
-			for _, ev := range wr.Events {
-				rel := strings.TrimPrefix(string(ev.Kv.Key), rootPrefix)
-				next = ev.Kv.ModRevision + 1
-				if topo.IsReserved(rel) {
-					continue // lock and election entries are not files
-				}
-				we := watchEvent{Path: displayPath(rel), Revision: ev.Kv.ModRevision}
-				if ev.Type == mvccpb.DELETE {
-					we.Deleted = true
-				} else {
-					we.Version, we.Value = jsonVersion(strconv.FormatInt(ev.Kv.ModRevision, 10)), ev.Kv.Value
-				}
-				if err := o.printEvent(we); err != nil {
-					wcancel()
-					return err
-				}
-			}
-		}
-		wcancel()
-		if ctx.Err() != nil {
+			return printEvent(o, we)
+		})
+		var ce *backendkit.CompactedError
+		switch {
+		case ctx.Err() != nil:
 			return nil
-		}
-		if errors.Is(werr, rpctypes.ErrPermissionDenied) || errors.Is(werr, rpctypes.ErrGRPCPermissionDenied) {
-			return backendkit.Wrap(topo.PermissionDenied, displayPath(p), werr)
-		}
-		if werr == nil {
-			werr = errors.New("the watch channel closed")
-		}
-		if err := o.rewatchWait(ctx, ctx, p, backendkit.Wrap(topo.Unavailable, p, werr)); err != nil {
-			return endOfWatch(ctx, err)
+		case errors.As(err, &ce):
+			return backendkit.Wrap(topo.Compacted, displayPath(p), fmt.Errorf("revision %d was compacted: the oldest revision etcd still has is %d (watch --rev %d or later)", ce.Revision, ce.Oldest, ce.Oldest))
+		case topo.IsErrType(err, topo.Unavailable):
+			if err := rewatchWait(o, ctx, ctx, p, err); err != nil {
+				return endOfWatch(ctx, err)
+			}
+		default:
+			return err
 		}
 	}
+}
+
+// errNoHistory is watch --rev's error on a store that keeps no history.
+var errNoHistory = errors.New("the store keeps no history of changes to replay from a revision")
+
+// findConn returns the first Conn in conn's decorator chain (conn itself,
+// then what each Unwrap() topo.Conn returns) that is a T.
+func findConn[T any](conn topo.Conn) (T, bool) {
+	for conn != nil {
+		if t, ok := conn.(T); ok {
+			return t, true
+		}
+		u, ok := conn.(interface{ Unwrap() topo.Conn })
+		if !ok {
+			break
+		}
+		conn = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }

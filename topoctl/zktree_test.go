@@ -105,20 +105,6 @@ func TestTreeBatchContention(t *testing.T) {
 	assert.Contains(t, r.stderr, "deleted 3 files under /contention")
 }
 
-// absentDirs names, per batch, the new directories of its creates that
-// the listing did not show and that no earlier batch writes under (and
-// never a path a file is written at).
-func TestTreeDirectoryHints(t *testing.T) {
-	create := func(p string) op { return op{kind: kindCreate, path: p} }
-	plan := &writePlan{dir: "ks", held: map[string]bool{"ks": true, "ks/old": true}}
-	bs := [][]op{
-		{create("ks/a/b/f"), create("ks/a/c/f"), create("ks/old/g")},
-		{create("ks/a/b/g"), create("ks/d/e"), create("ks/x/y")},
-		{create("ks/x")},
-	}
-	assert.Equal(t, [][]string{{"ks/a/b", "ks/a", "ks/a/c"}, {"ks/d"}, nil}, plan.absentDirs(bs))
-}
-
 // rm -R on ZooKeeper never deletes a file that is a directory of the
 // files it deletes but not itself under the directory removed: the file a
 // (data, version 0, like a directory created empty) above a/x, and the

@@ -1,0 +1,114 @@
+package connect
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/zk2topo"
+)
+
+// Etcd are the etcd2 backend's settings (see etcd2topo.Options).
+type Etcd struct {
+	// CAFile, CertFile and KeyFile are PEM files (any of them turns TLS
+	// on); ServerName is checked against the members' certificates.
+	CAFile, CertFile, KeyFile, ServerName string
+	// User and Password authenticate when etcd auth is enabled.
+	User, Password string
+	// AutoSync is how often connections refresh their endpoints from the
+	// member list (0: never).
+	AutoSync time.Duration
+}
+
+// ZooKeeper are the zk2 backend's settings (see zk2topo.Options).
+type ZooKeeper struct {
+	// Auth is "scheme:auth" added to the session; AuthFile a file holding
+	// it.
+	Auth, AuthFile string
+	// CAFile, CertFile and KeyFile are PEM files (any of them turns TLS
+	// on); ServerName is checked against the servers' certificates.
+	CAFile, CertFile, KeyFile, ServerName string
+}
+
+// Consul are the consul backend's settings (see consultopo.Options).
+type Consul struct {
+	// Token is the ACL token; TokenFile a file holding it.
+	Token, TokenFile string
+	// CAFile, CertFile and KeyFile are PEM files (any of them turns https
+	// on); ServerName is checked against the agent's certificate.
+	CAFile, CertFile, KeyFile, ServerName string
+}
+
+// Settings are the connection settings of the bundled backends. The zero
+// value connects without TLS or authentication.
+type Settings struct {
+	Etcd      Etcd
+	ZooKeeper ZooKeeper
+	Consul    Consul
+	// EtcdDialError, when set, is applied to the error of a failed etcd2
+	// connection with its address, to explain it (topoctl diagnoses TLS
+	// mismatches there). The result is returned instead.
+	EtcdDialError func(addr string, err error) error
+}
+
+// EtcdOptions are the etcd2topo options of s for the members at addr
+// ("host:port[,host:port...]").
+func (s Settings) EtcdOptions(addr string) etcd2topo.Options {
+	e := s.Etcd
+	opts := etcd2topo.Options{
+		TLSCAFile: e.CAFile, TLSCertFile: e.CertFile, TLSKeyFile: e.KeyFile, TLSServerName: e.ServerName,
+		Username: e.User, Password: e.Password, AutoSyncInterval: e.AutoSync,
+	}
+	for ep := range strings.SplitSeq(addr, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			opts.Endpoints = append(opts.Endpoints, ep)
+		}
+	}
+	return opts
+}
+
+// Factory returns the factory that opens impl's connections with s: etcd2,
+// zk2 and consul with their settings, any other implementation from the
+// registry (NoImplementation when none is registered under that name).
+func (s Settings) Factory(impl string) (topo.Factory, error) {
+	switch impl {
+	case etcd2topo.FactoryName:
+		return topo.FactoryFunc(func(_, addr, root string) (topo.Conn, error) {
+			c, err := etcd2topo.NewConn(s.EtcdOptions(addr), root)
+			if err != nil && s.EtcdDialError != nil {
+				return nil, s.EtcdDialError(addr, err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}), nil
+	case zk2topo.FactoryName:
+		z := s.ZooKeeper
+		return zk2topo.Factory{Options: zk2topo.Options{Auth: z.Auth, AuthFile: z.AuthFile,
+			TLSCAFile: z.CAFile, TLSCertFile: z.CertFile, TLSKeyFile: z.KeyFile, TLSServerName: z.ServerName}}, nil
+	case consultopo.FactoryName:
+		c := s.Consul
+		return consultopo.NewFactory(consultopo.Options{
+			Token: c.Token, TokenFile: c.TokenFile,
+			CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, TLSServerName: c.ServerName,
+		}), nil
+	}
+	return topo.GetFactory(impl)
+}
+
+// Open opens the topology whose global cell is at addr under root in the
+// store impl, with s's settings, every connection decorated with mws (see
+// topo.OpenServerContext for what ctx bounds and the errors: the
+// factory's, NoImplementation for an unknown impl). Close the Server when
+// done.
+func (s Settings) Open(ctx context.Context, impl, addr, root string, mws ...topo.Middleware) (*topo.Server, error) {
+	f, err := s.Factory(impl)
+	if err != nil {
+		return nil, err
+	}
+	return topo.OpenServerContext(ctx, impl, addr, root, topo.WithFactory(f), topo.WithMiddleware(mws...))
+}

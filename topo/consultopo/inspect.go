@@ -1,0 +1,39 @@
+package consultopo
+
+import (
+	"context"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// StoreMeta returns what Consul keeps about the key of the file p
+// (canonical path, the key <root>/p of docs/layout-consul.md): the key,
+// its create, modify and lock indexes, its flags and its session ("" for
+// none), read consistently. It returns nil for the root and when there is
+// no such key (an implicit directory), InvalidPath for a bad p, and the
+// errors of a read. Safe for concurrent use; topo/inspect calls it.
+func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField, error) {
+	d, err := topo.CleanDirPath(p)
+	if err != nil || d == "" {
+		return nil, err
+	}
+	key := c.key(d)
+	pair, _, err := c.kv.Get(key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return nil, c.convertError(ctx, err, d)
+	}
+	if pair == nil {
+		return nil, nil
+	}
+	return []backendkit.MetaField{
+		{Name: "key", Value: key},
+		{Name: "create_index", Value: int64(pair.CreateIndex)},
+		{Name: "modify_index", Value: int64(pair.ModifyIndex)},
+		{Name: "lock_index", Value: int64(pair.LockIndex)},
+		{Name: "flags", Value: int64(pair.Flags)},
+		{Name: "session", Value: pair.Session},
+	}, nil
+}

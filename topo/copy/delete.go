@@ -1,0 +1,116 @@
+package copy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/tree"
+)
+
+// DeleteError is the error of a DeleteTree that did not complete.
+type DeleteError struct {
+	// Deleted and Total count the files deleted and listed.
+	Deleted, Total int
+	// Interrupted is set when ctx ended (Err is nil then).
+	Interrupted bool
+	// Err is the first delete's error.
+	Err error
+}
+
+// Error says how far the delete got.
+func (e *DeleteError) Error() string {
+	if e.Interrupted {
+		return fmt.Sprintf("interrupted: deleted %d of %s", e.Deleted, plural(e.Total, "file"))
+	}
+	return fmt.Sprintf("deleted %d of %s: %v", e.Deleted, plural(e.Total, "file"), e.Err)
+}
+
+// Unwrap returns the delete's error.
+func (e *DeleteError) Unwrap() error { return e.Err }
+
+// DeleteTree deletes files (as tree.List returns them) from conn, whatever
+// their version, opts.Parallel requests at a time and opts.Batch deletes
+// to a transaction (a refused batch is deleted one file at a time; a file
+// already gone counts as done, not deleted). It returns how many files it
+// deleted. When a delete fails (a batch whose answer was lost included) or
+// ctx ends, no new delete starts and the *DeleteError says how many were
+// deleted; deletes are not reverted.
+func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts ExecOptions) (int, error) {
+	var (
+		mu       sync.Mutex
+		deleted  int
+		firstErr error
+	)
+	stopped := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil || ctx.Err() != nil
+	}
+	one := func(p string) {
+		wctx, cancel := opts.writeCtx(ctx)
+		err := conn.Delete(wctx, p, nil)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			deleted++
+			opts.step()
+		case topo.IsErrType(err, topo.NoNode):
+			opts.step()
+		case firstErr == nil:
+			firstErr = tree.WithPath(err, p)
+		}
+	}
+	ops := make([]Op, len(files))
+	for i, kv := range files {
+		ops[i] = Op{Kind: Delete, Path: kv.Path}
+	}
+	forEach(batches(ops, opts.Batch), opts.Parallel, stopped, func(_ int, b []Op) {
+		if len(b) == 1 {
+			one(b[0].Path)
+			return
+		}
+		txops := make([]topo.TxnOp, len(b))
+		for i, w := range b {
+			txops[i] = topo.DeleteOp(w.Path, nil)
+		}
+		wctx, cancel := opts.writeCtx(ctx)
+		_, err := conn.Txn(wctx, txops...)
+		cancel()
+		switch {
+		case err == nil:
+			mu.Lock()
+			deleted += len(b)
+			for range b {
+				opts.step()
+			}
+			mu.Unlock()
+		case Ambiguous(err):
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = fmt.Errorf("batch of %d deletes starting at /%s (its answer was lost: it may have been applied): %w", len(b), b[0].Path, err)
+			}
+			mu.Unlock()
+		default:
+			// Refused (a file already gone, or no transactions):
+			// nothing was deleted; one by one instead.
+			for _, w := range b {
+				if stopped() {
+					return
+				}
+				one(w.Path)
+			}
+		}
+	})
+	opts.done(firstErr == nil && ctx.Err() == nil)
+	if firstErr != nil {
+		return deleted, &DeleteError{Deleted: deleted, Total: len(files), Err: firstErr}
+	}
+	if ctx.Err() != nil {
+		return deleted, &DeleteError{Deleted: deleted, Total: len(files), Interrupted: true}
+	}
+	return deleted, nil
+}

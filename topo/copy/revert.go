@@ -1,0 +1,71 @@
+package copy
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// revert undoes done (parallel at a time), each change only if the file
+// still is as this run left it: a created file is deleted at the version
+// written, an overwritten one gets its old value back, a deleted one is
+// created again. A write whose outcome is unknown is first read back: it
+// is undone only if the file holds exactly what this run wrote. It returns
+// the changes it could not undo, sorted by path.
+func revert(ctx context.Context, dst topo.Conn, done []undo, parallel int, opts ExecOptions) []RevertFailure {
+	var mu sync.Mutex
+	var left []RevertFailure
+	forEach(done, parallel, func() bool { return false }, func(_ int, u undo) {
+		wctx, cancel := opts.writeCtx(ctx)
+		defer cancel()
+		if err := revertOne(wctx, dst, u); err != nil {
+			opts.log().Warn("revert failed", "path", "/"+u.op.Path, "err", err)
+			mu.Lock()
+			left = append(left, RevertFailure{Path: u.op.Path, Err: err})
+			mu.Unlock()
+		}
+	})
+	slices.SortFunc(left, func(a, b RevertFailure) int { return strings.Compare(a.Path, b.Path) })
+	return left
+}
+
+func revertOne(ctx context.Context, dst topo.Conn, u undo) error {
+	v := u.version
+	if u.unknown {
+		cur, cv, err := dst.Get(ctx, u.op.Path)
+		switch {
+		case u.op.Kind == Delete:
+			if topo.IsErrType(err, topo.NoNode) {
+				break // the delete was applied: re-create below
+			}
+			if err != nil {
+				return err
+			}
+			return nil // still there: nothing to undo
+		case topo.IsErrType(err, topo.NoNode):
+			return nil // the create was not applied
+		case err != nil:
+			return err
+		case !bytes.Equal(cur, u.op.Value):
+			return nil // not applied (or changed by someone else since)
+		case u.op.Kind == Overwrite && bytes.Equal(cur, u.op.Old.Value):
+			return nil
+		}
+		v = cv
+	}
+	switch u.op.Kind {
+	case Create:
+		return dst.Delete(ctx, u.op.Path, v)
+	case Overwrite:
+		_, err := dst.Update(ctx, u.op.Path, u.op.Old.Value, v)
+		return err
+	case Delete:
+		_, err := dst.Create(ctx, u.op.Path, u.op.Old.Value)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+// Package inspect reads who holds what in a topology store, on every
+// backend: the holder of a directory's lock (LockHolder; Locks for every
+// held lock of a subtree), the leader of an election (Leader; Elections
+// for every election), the holders of a semaphore (SemaphoreHolders), and
+// what the store itself keeps about a path beyond the topology interface
+// (StoreMeta: etcd's revisions and lease, ZooKeeper's zxids and ACL,
+// Consul's indexes and session).
+//
+// Each function takes a topo.Conn, a context and plain arguments and
+// returns values and typed errors (topo.Error codes); none writes to the
+// store. What only one backend can read is behind a small interface that
+// the backend's Conn implements (LockHolderReader, MetaReader), found
+// through the Unwrap() topo.Conn methods of decorators (see
+// topo.Middleware), so that callers never call a backend package.
+//
+// topoctl, Go programs that embed topokit and a web UI share it. Every
+// function is safe for concurrent use.
+package inspect
+
+import "github.com/topokit/topokit/topo"
+
+// find returns the first Conn in conn's decorator chain (conn itself, then
+// what each Unwrap() topo.Conn returns) that is a T.
+func find[T any](conn topo.Conn) (T, bool) {
+	for conn != nil {
+		if t, ok := conn.(T); ok {
+			return t, true
+		}
+		u, ok := conn.(interface{ Unwrap() topo.Conn })
+		if !ok {
+			break
+		}
+		conn = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}

@@ -1,0 +1,78 @@
+package inspect_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/connect"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/inspect"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// On each real server, a second client names the lock's holder and the
+// election's leader, and the store's metadata of a file carries its key.
+func TestRealBackends(t *testing.T) {
+	for _, tc := range []struct {
+		impl, root, keyField string
+		start                func(testing.TB) string
+	}{
+		{"etcd2", "/inspect", "key", etcdtest.Start},
+		{"zk2", "/inspect", "znode", zktest.Start},
+		{"consul", "inspect", "key", consultest.Start},
+	} {
+		t.Run(tc.impl, func(t *testing.T) {
+			t.Parallel()
+			addr := tc.start(t)
+			var s connect.Settings
+			open := func() topo.Conn {
+				srv, err := s.Open(t.Context(), tc.impl, addr, tc.root)
+				require.NoError(t, err)
+				t.Cleanup(srv.Close)
+				return srv.GlobalCell()
+			}
+			holder, other := open(), open()
+			_, err := holder.Create(t.Context(), "ks/f", []byte("x"))
+			require.NoError(t, err)
+
+			_, err = inspect.LockHolder(t.Context(), other, "ks")
+			assert.True(t, topo.IsErrType(err, topo.NoNode), "nobody holds it yet: %v", err)
+			ld, err := holder.Lock(t.Context(), "ks", "holder on "+tc.impl)
+			require.NoError(t, err)
+			h, err := inspect.LockHolder(t.Context(), other, "ks")
+			require.NoError(t, err)
+			assert.Equal(t, "holder on "+tc.impl, h)
+			locks, err := inspect.Locks(t.Context(), other, "")
+			require.NoError(t, err)
+			assert.Equal(t, []inspect.Lock{{Dir: "ks", Holder: "holder on " + tc.impl}}, locks)
+			require.NoError(t, ld.Unlock(t.Context()))
+
+			lp, err := holder.NewLeaderParticipation("primary", "candidate-"+tc.impl)
+			require.NoError(t, err)
+			defer lp.Stop()
+			_, err = lp.WaitForLeadership()
+			require.NoError(t, err)
+			l, err := inspect.Leader(t.Context(), other, "primary")
+			require.NoError(t, err)
+			assert.Equal(t, "candidate-"+tc.impl, l.ID)
+			es, err := inspect.Elections(t.Context(), other)
+			require.NoError(t, err)
+			require.Len(t, es, 1)
+			assert.Equal(t, "primary", es[0].Name)
+			assert.Equal(t, "candidate-"+tc.impl, es[0].Leader.ID)
+
+			meta, err := inspect.StoreMeta(t.Context(), other, "ks/f")
+			require.NoError(t, err)
+			require.NotEmpty(t, meta)
+			assert.Equal(t, tc.keyField, meta[0].Name)
+			assert.Contains(t, meta[0].Value, "ks/f")
+			meta, err = inspect.StoreMeta(t.Context(), other, "ks/absent")
+			require.NoError(t, err)
+			assert.Nil(t, meta, "no key, no metadata")
+		})
+	}
+}

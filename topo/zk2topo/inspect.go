@@ -1,0 +1,117 @@
+package zk2topo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// LockHolder returns the contents of the entry that holds the lock on the
+// directory dir: the data of the child of <root>/<dir>/locks with the
+// lowest sequence number that has any (Get does not return lock entries:
+// ephemeral znodes are not files). It reads on the Conn's own session. It
+// returns NoNode when the lock has no readable entry, InvalidPath for a
+// bad dir, and the errors of a read. Safe for concurrent use; topo/inspect
+// calls it.
+func (c *Conn) LockHolder(ctx context.Context, dir string) (string, error) {
+	d, err := topo.CleanDirPath(dir)
+	if err != nil {
+		return "", err
+	}
+	locks := backendkit.JoinPath(d, backendkit.LocksDirName)
+	zp := c.zkPath(locks)
+	var holder string
+	err = c.read(ctx, locks, func(z *zk.Conn) error {
+		names, _, err := z.Children(zp)
+		if err != nil {
+			return err
+		}
+		// Entries are named by their 10-digit sequence: the lowest sorts
+		// first.
+		slices.Sort(names)
+		for _, n := range names {
+			data, _, err := z.Get(zp + "/" + n)
+			if err == nil && len(data) > 0 {
+				holder = string(data)
+				return nil
+			}
+		}
+		return zk.ErrNoNode
+	})
+	if err != nil {
+		return "", c.convert(err, locks)
+	}
+	return holder, nil
+}
+
+// StoreMeta returns what ZooKeeper keeps about the znode of p (canonical
+// path, "" for the root's own znode): its zxids (hexadecimal, as
+// ZooKeeper's tools show them), times, data and child versions, number of
+// children, ephemeral owner (session, hexadecimal) and ACL (as zkCli
+// shows it). It returns nil when there is no such znode, InvalidPath for a
+// bad p, and the errors of a read. Safe for concurrent use; topo/inspect
+// calls it.
+func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField, error) {
+	d, err := topo.CleanDirPath(p)
+	if err != nil {
+		return nil, err
+	}
+	znode := c.zkPath(d)
+	var fields []backendkit.MetaField
+	err = c.read(ctx, d, func(z *zk.Conn) error {
+		acl, st, err := z.GetACL(znode)
+		if err == zk.ErrNoNode {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		acls := []string{}
+		for _, a := range acl {
+			acls = append(acls, a.Scheme+":"+a.ID+":"+zkPerms(a.Perms))
+		}
+		owner := ""
+		if st.EphemeralOwner != 0 {
+			owner = fmt.Sprintf("%x", st.EphemeralOwner)
+		}
+		fields = []backendkit.MetaField{
+			{Name: "znode", Value: znode},
+			{Name: "czxid", Value: fmt.Sprintf("0x%x", st.Czxid)},
+			{Name: "mzxid", Value: fmt.Sprintf("0x%x", st.Mzxid)},
+			{Name: "ctime", Value: time.UnixMilli(st.Ctime).UTC().Format(time.RFC3339Nano)},
+			{Name: "mtime", Value: time.UnixMilli(st.Mtime).UTC().Format(time.RFC3339Nano)},
+			{Name: "data_version", Value: int64(st.Version)},
+			{Name: "child_version", Value: int64(st.Cversion)},
+			{Name: "children", Value: int64(st.NumChildren)},
+			{Name: "ephemeral_owner", Value: owner},
+			{Name: "acl", Value: acls},
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, c.convert(err, d)
+	}
+	return fields, nil
+}
+
+// zkPerms renders ZooKeeper permission bits as zkCli does: a subset of
+// "cdrwa" (create, delete, read, write, admin).
+func zkPerms(p int32) string {
+	var b strings.Builder
+	for _, x := range []struct {
+		bit int32
+		c   byte
+	}{{zk.PermCreate, 'c'}, {zk.PermDelete, 'd'}, {zk.PermRead, 'r'}, {zk.PermWrite, 'w'}, {zk.PermAdmin, 'a'}} {
+		if p&x.bit != 0 {
+			b.WriteByte(x.c)
+		}
+	}
+	return b.String()
+}
