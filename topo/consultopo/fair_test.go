@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // queueLen returns how many contenders wait in the queue beside key (the
@@ -43,7 +44,12 @@ func waitQueued(t testing.TB, c *Conn, key string, n int) {
 }
 
 // TestFairLockOrder: contenders that queued one after the other, each on a
-// Conn of its own, acquire in that order (issue 33).
+// Conn of its own, acquire in that order, even when the first waiter's
+// link to the agent is the slowest (its Conn goes through a proxy that
+// delays it once everyone queued): only the head of the queue tries the
+// key, so no later contender can overtake it. An engine that let a
+// later entry try the key too would lose the order here every time, not
+// by chance.
 func TestFairLockOrder(t *testing.T) {
 	const n = 6
 	root := testRoot(t)
@@ -52,7 +58,15 @@ func TestFairLockOrder(t *testing.T) {
 	for i := range conns {
 		conns[i] = newTestConn(t, root)
 	}
-	_, err := conns[0].Create(ctx, "d/f", []byte("x"))
+	px, err := faultproxy.New(agent.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	slowOpts := testOptions()
+	slowOpts.Address = px.Addr()
+	conns[1], err = NewConn(slowOpts, root)
+	require.NoError(t, err)
+	t.Cleanup(conns[1].Close)
+	_, err = conns[0].Create(ctx, "d/f", []byte("x"))
 	require.NoError(t, err)
 	first, err := conns[0].Lock(ctx, "d", "0")
 	require.NoError(t, err)
@@ -72,6 +86,7 @@ func TestFairLockOrder(t *testing.T) {
 		}()
 		waitQueued(t, conns[0], key, i)
 	}
+	px.SetDelay(300 * time.Millisecond)
 	require.NoError(t, first.Unlock(ctx))
 	for want := 1; want < n; want++ {
 		require.Equal(t, want, <-got, "contenders must acquire in the order they queued")
