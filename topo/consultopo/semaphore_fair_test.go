@@ -2,6 +2,9 @@ package consultopo
 
 import (
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test"
@@ -21,6 +24,14 @@ func TestSemaphoreFIFO(t *testing.T) {
 	key := c.dirPrefix("d") + lockName
 	queued := func(t *testing.T, _ string, n int) {
 		t.Helper()
+		if n == 1 { // the first waiter takes the free key, queueing nothing
+			require.Eventually(t, func() bool {
+				pair, _, err := c.kv.Get(key, nil)
+				require.NoError(t, err)
+				return pair != nil && pair.Session != ""
+			}, 30*time.Second, 5*time.Millisecond, "the first waiter should hold %s", key)
+			return
+		}
 		waitQueued(t, c, key, n-1)
 	}
 	test.RequireSemaphoreFIFO(t, conns, 2, 10, queued)
