@@ -94,11 +94,16 @@ func (p *participation) Campaign(ctx context.Context, value []byte) (context.Con
 // lead is WaitForLeadership (setValue false) and Campaign: keep the live
 // candidacy (publishing value) or create one, then wait for it to lead.
 func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
+	// Closed wins over Interrupted when both hold (Stop after Close), as
+	// the checks below order them; select alone would pick at random.
 	select {
 	case p.campaign <- struct{}{}:
 	case <-ctx.Done():
 		return nil, backendkit.FromContext(ctx, p.q.Path)
 	case <-p.stop:
+		if err := p.e.closedErr(p.q.Path); err != nil {
+			return nil, err
+		}
 		return nil, topo.NewError(topo.Interrupted, p.q.Path)
 	case <-p.e.closing:
 		return nil, topo.NewError(topo.Closed, p.q.Path)

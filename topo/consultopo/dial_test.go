@@ -26,13 +26,14 @@ func hungAddr(t *testing.T) string {
 }
 
 // hungListener is hungAddr, also returning a channel that receives a value
-// each time the listener accepted a connection (dropped when nobody
-// waits).
+// each time the listener accepted a connection (buffered, so that an
+// accept that comes before its reader is not lost; beyond the buffer,
+// dropped).
 func hungListener(t *testing.T) (string, <-chan struct{}) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	accepted := make(chan struct{})
+	accepted := make(chan struct{}, 64)
 	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
