@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # detector. Budget: about 20 minutes on 2 cores.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all build test test-run test-deps lint bench bench-vitess proto serve clean
+.PHONY: all build test test-run test-packages test-side test-deps lint bench bench-vitess proto serve clean
 
 all: build
 
@@ -40,9 +40,22 @@ ZKMUT   := ^TestMutants$$
 test: test-deps
 	@./scripts/with-failure-summary.sh $(MAKE) --no-print-directory test-run
 
-# test-run: every test, without installing anything (make test's body)
+# test-run: every test, without installing anything (make test's body).
+# Two lanes run at once, each printing its output when it ends: the
+# packages' own go test (already two test binaries at a time), and beside
+# it the ZooKeeper package's three runs and the two interop modules, which
+# would otherwise run one after another once the first lane was done.
+# TESTLANES=1 runs them one after the other instead.
+TESTLANES ?= 2
 test-run:
+	$(MAKE) --no-print-directory -j$(TESTLANES) -Otarget test-packages test-side
+
+# test-packages: every package but zk2topo, with the race detector
+test-packages:
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
+
+# test-side: zk2topo's three runs, then the interop modules
+test-side:
 	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
 		set -e; \
 		echo "$(GO) test $(TESTFLAGS) -skip '$(ZKPART)' $(ZKPKG)"; \
