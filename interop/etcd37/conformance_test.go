@@ -1,6 +1,7 @@
 package etcd37
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -23,23 +24,20 @@ func options(addr string) etcd2topo.Options {
 	return etcd2topo.Options{Endpoints: []string{addr}, LockTTL: 3 * time.Second}
 }
 
-// NeedExpireSession (a -skip pattern) names the conformance subtests
-// that drop one Conn's leases in the store and need the Conn to have
-// noticed before going on: only the package's own tests can do that (they
-// revoke the Conn's leases and mark them lost through its internals), so
-// they run there, with the main module's client, and are skipped here by
-// name (see the Makefile), never run half-way: SessionLoss/*,
-// Fence/{Tokens,Terms,Done}, LeaderValues/{ProclaimDeposed,Resume},
-// Semaphore/{SessionLoss,NeverMoreThanLimit} and Stale/AfterSessionLoss.
-// (-skip matches each level apart; no other group holds a subtest of
-// the third level's names.)
-const NeedExpireSession = `^TestConformance/^(SessionLoss|Fence|LeaderValues|Semaphore|Stale)$/^(Lock|Leader|Waiter|Reuse|Tokens|Terms|Done|ProclaimDeposed|Resume|SessionLoss|NeverMoreThanLimit|AfterSessionLoss)$`
+// expireSession revokes conn's leases in the store and returns once conn
+// has observed the loss, as the suite's ExpireSession hook requires
+// (etcd2topo.Conn.RevokeLeases, the library's own public hook).
+func expireSession(t *testing.T, conn topo.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, conn.(*etcd2topo.Conn).RevokeLeases(ctx))
+}
 
 // TestConformance runs the shared conformance suite (topo/test) with
 // etcd client v3.7 against etcd server v3.6.16 out of process: a fresh
 // root per subtest on one shared member; partitions through a faultproxy
 // in front of one Conn; the faulty store a member of its own, restarted.
-// Run it with -skip NeedExpireSession.
 func TestConformance(t *testing.T) {
 	var root string
 	test.Run(t, func(t *testing.T) func() topo.Conn {
@@ -51,9 +49,7 @@ func TestConformance(t *testing.T) {
 			return c
 		}
 	}, test.Options{
-		ExpireSession: func(t *testing.T, conn topo.Conn) {
-			t.Fatalf("ExpireSession needs etcd2topo's internals; run with -skip '%s'", NeedExpireSession)
-		},
+		ExpireSession: expireSession,
 		Partition: func(t *testing.T) test.Partitioned {
 			p, err := faultproxy.New(server.addr)
 			require.NoError(t, err)

@@ -74,7 +74,7 @@ func (m *member37) restart() error {
 }
 
 // TestConformanceServer37 runs the conformance suite (as TestConformance
-// does, with -skip NeedExpireSession) with client and server v3.7.
+// does) with client and server v3.7.
 func TestConformanceServer37(t *testing.T) {
 	srv := startEtcd37(t, filepath.Join(t.TempDir(), "shared"))
 	require.Equal(t, "3.7.3", serverVersion(t, srv.addr))
@@ -88,9 +88,7 @@ func TestConformanceServer37(t *testing.T) {
 			return c
 		}
 	}, test.Options{
-		ExpireSession: func(t *testing.T, conn topo.Conn) {
-			t.Fatalf("ExpireSession needs etcd2topo's internals; run with -skip '%s'", NeedExpireSession)
-		},
+		ExpireSession: expireSession,
 		Partition: func(t *testing.T) test.Partitioned {
 			p, err := faultproxy.New(srv.addr)
 			require.NoError(t, err)

@@ -2,7 +2,6 @@ package etcd2topo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -78,37 +76,13 @@ func (c *Conn) leaseIDs() []clientv3.LeaseID {
 	return ids
 }
 
-// expireSession revokes every lease of conn through a separate client, as
-// if etcd had expired them, and returns once the Conn has noticed, as the
-// suite requires: a renewal through the Conn's client learns that each
-// lease is gone, as the Conn's keepalive does at its next renewal.
+// expireSession revokes every lease of conn, as if etcd had expired them,
+// and returns once the Conn has noticed, as the suite requires.
 func expireSession(t *testing.T, conn topo.Conn) {
 	t.Helper()
-	c := conn.(*Conn)
-	cli := rawClient(t, serverAddr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	leases := connLeases(c)
-	for _, l := range leases {
-		// A lease revoked already (its keepalive has not noticed yet) is
-		// as good as expired.
-		if _, err := cli.Revoke(ctx, l.id); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			require.NoError(t, err)
-		}
-		// The Conn's next renewal learns it, as keepAlive would: now
-		// rather than a third of the TTL later (8 h for LockName's lease).
-		if _, err := c.cli.KeepAliveOnce(ctx, l.id); errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			l.markLost()
-		}
-	}
-	require.Eventually(t, func() bool {
-		for _, l := range leases {
-			if !l.lost() {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, time.Millisecond, "the Conn did not notice that its leases were revoked")
+	require.NoError(t, conn.(*Conn).RevokeLeases(ctx))
 }
 
 // TestConformance runs the shared suite on the package's etcd member (a

@@ -1,0 +1,44 @@
+package etcd2topo
+
+import (
+	"context"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+)
+
+// RevokeLeases revokes in etcd every lease this Conn's claims live on, as
+// if each had expired, and returns once the Conn has observed the loss:
+// from then on every lock descriptor taken through the Conn reports
+// LockLost (its Done is closed), every leadership context is cancelled and
+// every semaphore slot is gone, exactly as after a real expiry. The Conn
+// itself stays usable: later claims are granted new leases.
+//
+// It exists for tests of code built on topokit that must survive a lost
+// lease against a real etcd (memorytopo's Conn.ExpireSession is the same
+// for memory; the shared suite's ExpireSession hook calls it for etcd). A lease that etcd already
+// dropped counts as revoked. It returns Timeout or Interrupted when ctx
+// ends first (the leases revoked so far stay revoked), Closed after
+// Close, and Unavailable when etcd cannot be reached. Safe for concurrent
+// use.
+func (c *Conn) RevokeLeases(ctx context.Context) error {
+	if err := c.check(ctx, ""); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	leases := make([]*lease, 0, len(c.leases))
+	for l := range c.leases {
+		leases = append(leases, l)
+	}
+	c.mu.Unlock()
+	for _, l := range leases {
+		if _, err := c.cli.Revoke(ctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return c.convertError(ctx, err, "")
+		}
+		// The Conn would learn it at its next renewal; learn it now, as
+		// that renewal would, rather than a third of the TTL later (hours
+		// for LockName's lease).
+		l.markLost()
+	}
+	return nil
+}
