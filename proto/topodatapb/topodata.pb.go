@@ -1054,9 +1054,10 @@ type Tablet struct {
 	Hostname string `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	// port_map maps port names ("vt", "grpc") to port numbers.
 	PortMap map[string]int32 `protobuf:"bytes,4,rep,name=port_map,json=portMap,proto3" json:"port_map,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	// keyspace and shard the tablet belongs to.
+	// keyspace the tablet belongs to.
 	Keyspace string `protobuf:"bytes,5,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
-	Shard    string `protobuf:"bytes,6,opt,name=shard,proto3" json:"shard,omitempty"`
+	// shard the tablet belongs to, e.g. "0" or "-80".
+	Shard string `protobuf:"bytes,6,opt,name=shard,proto3" json:"shard,omitempty"`
 	// key_range of the tablet's shard.
 	KeyRange *KeyRange `protobuf:"bytes,7,opt,name=key_range,json=keyRange,proto3" json:"key_range,omitempty"`
 	// type is the tablet's current role.
@@ -1065,9 +1066,10 @@ type Tablet struct {
 	DbNameOverride string `protobuf:"bytes,9,opt,name=db_name_override,json=dbNameOverride,proto3" json:"db_name_override,omitempty"`
 	// tags are free-form labels.
 	Tags map[string]string `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// mysql_hostname and mysql_port reach the tablet's MySQL server.
+	// mysql_hostname is the host of the tablet's MySQL server.
 	MysqlHostname string `protobuf:"bytes,12,opt,name=mysql_hostname,json=mysqlHostname,proto3" json:"mysql_hostname,omitempty"`
-	MysqlPort     int32  `protobuf:"varint,13,opt,name=mysql_port,json=mysqlPort,proto3" json:"mysql_port,omitempty"`
+	// mysql_port is the port of the tablet's MySQL server.
+	MysqlPort int32 `protobuf:"varint,13,opt,name=mysql_port,json=mysqlPort,proto3" json:"mysql_port,omitempty"`
 	// primary_term_start_time is when the tablet became primary, for a
 	// PRIMARY tablet.
 	PrimaryTermStartTime *Time `protobuf:"bytes,14,opt,name=primary_term_start_time,json=primaryTermStartTime,proto3" json:"primary_term_start_time,omitempty"`
@@ -1854,9 +1856,10 @@ type Shard_SourceShard struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// uid numbers the source within this shard.
 	Uid int32 `protobuf:"varint,1,opt,name=uid,proto3" json:"uid,omitempty"`
-	// keyspace and shard name the source.
+	// keyspace of the source.
 	Keyspace string `protobuf:"bytes,2,opt,name=keyspace,proto3" json:"keyspace,omitempty"`
-	Shard    string `protobuf:"bytes,3,opt,name=shard,proto3" json:"shard,omitempty"`
+	// shard of the source, e.g. "-80".
+	Shard string `protobuf:"bytes,3,opt,name=shard,proto3" json:"shard,omitempty"`
 	// key_range is the part of the source copied.
 	KeyRange *KeyRange `protobuf:"bytes,4,opt,name=key_range,json=keyRange,proto3" json:"key_range,omitempty"`
 	// tables copied, when only some are.

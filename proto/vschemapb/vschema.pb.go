@@ -33,44 +33,82 @@ const (
 type SQLType int32
 
 const (
-	SQLType_NULL_TYPE  SQLType = 0
-	SQLType_INT8       SQLType = 257
-	SQLType_UINT8      SQLType = 770
-	SQLType_INT16      SQLType = 259
-	SQLType_UINT16     SQLType = 772
-	SQLType_INT24      SQLType = 261
-	SQLType_UINT24     SQLType = 774
-	SQLType_INT32      SQLType = 263
-	SQLType_UINT32     SQLType = 776
-	SQLType_INT64      SQLType = 265
-	SQLType_UINT64     SQLType = 778
-	SQLType_FLOAT32    SQLType = 1035
-	SQLType_FLOAT64    SQLType = 1036
-	SQLType_TIMESTAMP  SQLType = 2061
-	SQLType_DATE       SQLType = 2062
-	SQLType_TIME       SQLType = 2063
-	SQLType_DATETIME   SQLType = 2064
-	SQLType_YEAR       SQLType = 785
-	SQLType_DECIMAL    SQLType = 18
-	SQLType_TEXT       SQLType = 6163
-	SQLType_BLOB       SQLType = 10260
-	SQLType_VARCHAR    SQLType = 6165
-	SQLType_VARBINARY  SQLType = 10262
-	SQLType_CHAR       SQLType = 6167
-	SQLType_BINARY     SQLType = 10264
-	SQLType_BIT        SQLType = 2073
-	SQLType_ENUM       SQLType = 2074
-	SQLType_SET        SQLType = 2075
-	SQLType_TUPLE      SQLType = 28
-	SQLType_GEOMETRY   SQLType = 2077
-	SQLType_JSON       SQLType = 2078
+	// NULL_TYPE: the type of NULL.
+	SQLType_NULL_TYPE SQLType = 0
+	// INT8: TINYINT.
+	SQLType_INT8 SQLType = 257
+	// UINT8: TINYINT UNSIGNED.
+	SQLType_UINT8 SQLType = 770
+	// INT16: SMALLINT.
+	SQLType_INT16 SQLType = 259
+	// UINT16: SMALLINT UNSIGNED.
+	SQLType_UINT16 SQLType = 772
+	// INT24: MEDIUMINT.
+	SQLType_INT24 SQLType = 261
+	// UINT24: MEDIUMINT UNSIGNED.
+	SQLType_UINT24 SQLType = 774
+	// INT32: INT.
+	SQLType_INT32 SQLType = 263
+	// UINT32: INT UNSIGNED.
+	SQLType_UINT32 SQLType = 776
+	// INT64: BIGINT.
+	SQLType_INT64 SQLType = 265
+	// UINT64: BIGINT UNSIGNED.
+	SQLType_UINT64 SQLType = 778
+	// FLOAT32: FLOAT.
+	SQLType_FLOAT32 SQLType = 1035
+	// FLOAT64: DOUBLE.
+	SQLType_FLOAT64 SQLType = 1036
+	// TIMESTAMP: TIMESTAMP.
+	SQLType_TIMESTAMP SQLType = 2061
+	// DATE: DATE.
+	SQLType_DATE SQLType = 2062
+	// TIME: TIME.
+	SQLType_TIME SQLType = 2063
+	// DATETIME: DATETIME.
+	SQLType_DATETIME SQLType = 2064
+	// YEAR: YEAR.
+	SQLType_YEAR SQLType = 785
+	// DECIMAL: DECIMAL.
+	SQLType_DECIMAL SQLType = 18
+	// TEXT: a TEXT column.
+	SQLType_TEXT SQLType = 6163
+	// BLOB: a BLOB column.
+	SQLType_BLOB SQLType = 10260
+	// VARCHAR: VARCHAR.
+	SQLType_VARCHAR SQLType = 6165
+	// VARBINARY: VARBINARY.
+	SQLType_VARBINARY SQLType = 10262
+	// CHAR: CHAR.
+	SQLType_CHAR SQLType = 6167
+	// BINARY: BINARY.
+	SQLType_BINARY SQLType = 10264
+	// BIT: BIT.
+	SQLType_BIT SQLType = 2073
+	// ENUM: ENUM.
+	SQLType_ENUM SQLType = 2074
+	// SET: SET.
+	SQLType_SET SQLType = 2075
+	// TUPLE: a list of values (not a column type).
+	SQLType_TUPLE SQLType = 28
+	// GEOMETRY: a spatial type.
+	SQLType_GEOMETRY SQLType = 2077
+	// JSON: JSON.
+	SQLType_JSON SQLType = 2078
+	// EXPRESSION: an SQL expression (not a column type).
 	SQLType_EXPRESSION SQLType = 31
-	SQLType_HEXNUM     SQLType = 4128
-	SQLType_HEXVAL     SQLType = 4129
-	SQLType_BITNUM     SQLType = 4130
-	SQLType_VECTOR     SQLType = 2083
-	SQLType_RAW        SQLType = 36
-	SQLType_ROW_TUPLE  SQLType = 37
+	// HEXNUM: a 0x hexadecimal literal.
+	SQLType_HEXNUM SQLType = 4128
+	// HEXVAL: an X'..' hexadecimal literal.
+	SQLType_HEXVAL SQLType = 4129
+	// BITNUM: a 0b bit literal.
+	SQLType_BITNUM SQLType = 4130
+	// VECTOR: VECTOR.
+	SQLType_VECTOR SQLType = 2083
+	// RAW: a value passed through as is.
+	SQLType_RAW SQLType = 36
+	// ROW_TUPLE: a row of values (not a column type).
+	SQLType_ROW_TUPLE SQLType = 37
 )
 
 // Enum value maps for SQLType.
@@ -633,8 +671,9 @@ type Column struct {
 	Default string `protobuf:"bytes,4,opt,name=default,proto3" json:"default,omitempty"`
 	// collation_name is the column's collation.
 	CollationName string `protobuf:"bytes,5,opt,name=collation_name,json=collationName,proto3" json:"collation_name,omitempty"`
-	// size and scale are the column's length and decimal digits.
-	Size  int32 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	// size is the column's length (or precision).
+	Size int32 `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	// scale is the column's number of decimal digits.
 	Scale int32 `protobuf:"varint,7,opt,name=scale,proto3" json:"scale,omitempty"`
 	// nullable, when set, says whether the column accepts NULL.
 	Nullable *bool `protobuf:"varint,8,opt,name=nullable,proto3,oneof" json:"nullable,omitempty"`
@@ -798,14 +837,16 @@ type SrvVSchema struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// keyspaces' VSchemas, by keyspace name.
 	Keyspaces map[string]*Keyspace `protobuf:"bytes,1,rep,name=keyspaces,proto3" json:"keyspaces,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// routing_rules, shard_routing_rules, keyspace_routing_rules and
-	// mirror_rules are copies of the global records of those names.
-	RoutingRules         *RoutingRules         `protobuf:"bytes,2,opt,name=routing_rules,json=routingRules,proto3" json:"routing_rules,omitempty"`
-	ShardRoutingRules    *ShardRoutingRules    `protobuf:"bytes,3,opt,name=shard_routing_rules,json=shardRoutingRules,proto3" json:"shard_routing_rules,omitempty"`
+	// routing_rules is a copy of the global RoutingRules.
+	RoutingRules *RoutingRules `protobuf:"bytes,2,opt,name=routing_rules,json=routingRules,proto3" json:"routing_rules,omitempty"`
+	// shard_routing_rules is a copy of the global ShardRoutingRules.
+	ShardRoutingRules *ShardRoutingRules `protobuf:"bytes,3,opt,name=shard_routing_rules,json=shardRoutingRules,proto3" json:"shard_routing_rules,omitempty"`
+	// keyspace_routing_rules is a copy of the global KeyspaceRoutingRules.
 	KeyspaceRoutingRules *KeyspaceRoutingRules `protobuf:"bytes,4,opt,name=keyspace_routing_rules,json=keyspaceRoutingRules,proto3" json:"keyspace_routing_rules,omitempty"`
-	MirrorRules          *MirrorRules          `protobuf:"bytes,5,opt,name=mirror_rules,json=mirrorRules,proto3" json:"mirror_rules,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// mirror_rules is a copy of the global MirrorRules.
+	MirrorRules   *MirrorRules `protobuf:"bytes,5,opt,name=mirror_rules,json=mirrorRules,proto3" json:"mirror_rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SrvVSchema) Reset() {
