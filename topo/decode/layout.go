@@ -13,28 +13,28 @@ import (
 type Content int
 
 const (
-	// Unknown: the path is not one of the layout's records.
-	Unknown Content = iota
-	// Message: a protobuf message (Layout's Type names it).
-	Message
-	// LockHolder: a lock entry (<dir>/locks/<entry> on etcd and
+	// UnknownContent: the path is not one of the layout's records.
+	UnknownContent Content = iota
+	// MessageContent: a protobuf message (Layout's Type names it).
+	MessageContent
+	// LockContent: a lock entry (<dir>/locks/<entry> on etcd and
 	// ZooKeeper, <dir>/Lock on Consul, and the entries of a lock's queue
 	// below it), holding the holder's description: Vitess writes JSON
 	// (action, host, user, time, status), other tools any text.
-	LockHolder
-	// ElectionEntry: a file under elections/ (a candidate, a leader key,
+	LockContent
+	// ElectionContent: a file under elections/ (a candidate, a leader key,
 	// a published value), holding a participant id or a value, as text.
-	ElectionEntry
+	ElectionContent
 )
 
 // String names the content kind.
 func (c Content) String() string {
 	switch c {
-	case Message:
+	case MessageContent:
 		return "message"
-	case LockHolder:
+	case LockContent:
 		return "lock holder"
-	case ElectionEntry:
+	case ElectionContent:
 		return "election entry"
 	}
 	return "unknown"
@@ -127,17 +127,17 @@ func (l layoutRule) base() string {
 // first segment "elections", or a segment "locks" or "Lock" anywhere.
 func lockOrElection(segs []string) Content {
 	if len(segs) > 0 && segs[0] == "elections" {
-		return ElectionEntry
+		return ElectionContent
 	}
 	for _, s := range segs[:max(len(segs)-1, 0)] {
 		if s == "locks" {
-			return LockHolder
+			return LockContent
 		}
 	}
 	if len(segs) > 0 && segs[len(segs)-1] == "Lock" {
-		return LockHolder
+		return LockContent
 	}
-	return Unknown
+	return UnknownContent
 }
 
 // Layout returns the rules of Vitess's topology layout the registry knows

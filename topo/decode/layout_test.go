@@ -61,7 +61,7 @@ func TestLayoutDecodesVitessTopology(t *testing.T) {
 	for p, value := range readTopology(t) {
 		t.Run(p, func(t *testing.T) {
 			content, md := builtin.Identify(p)
-			require.Equal(t, decode.Message, content)
+			require.Equal(t, decode.MessageContent, content)
 			kinds[string(md.Name())]++
 
 			js, err := builtin.Decode(p, value, false)
@@ -163,7 +163,7 @@ func TestLayoutLocksAndElections(t *testing.T) {
 		"keyspaces/commerce/locks/queue/sess-00000000000000a1", // Consul queue entry
 	} {
 		content, _ := r.Identify(p)
-		assert.Equal(t, decode.LockHolder, content, p)
+		assert.Equal(t, decode.LockContent, content, p)
 		b, err := r.Decode(p, holder, false)
 		require.NoError(t, err, p)
 		assert.Equal(t, `{"Action":"ReparentShard","HostName":"vtctld-1","UserName":"vitess","Time":"2026-12-05T00:00:00Z","Status":"Running"}`, string(b), p)
@@ -179,7 +179,7 @@ func TestLayoutLocksAndElections(t *testing.T) {
 		"elections/vtorc",                             // Consul leader
 	} {
 		content, _ := r.Identify(p)
-		assert.Equal(t, decode.ElectionEntry, content, p)
+		assert.Equal(t, decode.ElectionContent, content, p)
 		b, err := r.Decode(p, []byte("zone1-vtorc-1:15999"), true)
 		require.NoError(t, err, p)
 		assert.Equal(t, `"zone1-vtorc-1:15999"`, string(b), p)
@@ -194,7 +194,7 @@ func TestLayoutLocksAndElections(t *testing.T) {
 		assert.Equal(t, want, string(b), "%q", value)
 	}
 	content, md := r.Identify("keyspaces/commerce/NotARecord")
-	assert.Equal(t, decode.Unknown, content)
+	assert.Equal(t, decode.UnknownContent, content)
 	assert.Nil(t, md)
 }
 

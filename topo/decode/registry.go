@@ -192,19 +192,19 @@ func (r *Registry) TypeFor(filePath string) (protoreflect.MessageDescriptor, err
 		return md, nil
 	}
 	base := path.Base(filePath)
-	if lockOrElection(segs) != Unknown {
+	if lockOrElection(segs) != UnknownContent {
 		return nil, &TypeError{Name: base, Kind: NotProtobuf}
 	}
 	return r.byShortName(base)
 }
 
 // Identify says what the file at filePath holds by the registry's rules
-// (as TypeFor, without the guess by short name): a Message of the type
-// returned, a LockHolder or an ElectionEntry (text), or Unknown.
+// (as TypeFor, without the guess by short name): MessageContent of the
+// type returned, LockContent or ElectionContent (text), or UnknownContent.
 func (r *Registry) Identify(filePath string) (Content, protoreflect.MessageDescriptor) {
 	segs := segments(filePath)
 	if md := r.ruleType(segs); md != nil {
-		return Message, md
+		return MessageContent, md
 	}
 	return lockOrElection(segs), nil
 }
@@ -362,7 +362,7 @@ func (r *Registry) Decode(filePath string, value []byte, multiline bool) ([]byte
 	if md := r.ruleType(segs); md != nil {
 		return r.render(md, value, multiline, true)
 	}
-	if lockOrElection(segs) != Unknown {
+	if lockOrElection(segs) != UnknownContent {
 		return Text(value, multiline)
 	}
 	md, err := r.TypeFor(filePath)
