@@ -13,7 +13,7 @@
 // The type of a record is chosen by its path: first a rule for its last
 // segment (Register), then a rule by path pattern (RegisterPath), then
 // Vitess's layout (Layout: keyspaces/*/Keyspace, keyspaces/*/VSchema,
-// tablets/*/Tablet, externalclusters/vitess/*, ...), and last the one
+// tablets/*/Tablet, ExternalClusters/vitess/*, ...), and last the one
 // message whose short name is the last segment. Locks' and elections'
 // files hold text (Identify); Decode renders them with Text. Decode
 // tolerates fields a rule-chosen type does not have (a newer writer's) and

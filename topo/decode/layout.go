@@ -25,6 +25,8 @@ const (
 	// ElectionContent: a file under elections/ (a candidate, a leader key,
 	// a published value), holding a participant id or a value, as text.
 	ElectionContent
+	// TextContent: a text value of the layout (metadata/<key>).
+	TextContent
 )
 
 // String names the content kind.
@@ -36,20 +38,29 @@ func (c Content) String() string {
 		return "lock holder"
 	case ElectionContent:
 		return "election entry"
+	case TextContent:
+		return "text"
 	}
 	return "unknown"
 }
 
 // PathRule is one rule of the layout: the files whose path ends in Pattern
-// hold a Type.
+// hold a record Name, of Content (a message of Type, or text).
 type PathRule struct {
 	// Pattern is slash-separated segments, each a name or "*" (any one
 	// segment), matched against the last segments of a path, e.g.
 	// "keyspaces/*/shards/*/Shard".
 	Pattern string
+	// Name is the record's name: the last segment of Pattern when that
+	// is a name ("Shard"), else what Vitess calls the record
+	// ("ExternalVitessCluster", "KeyspaceRoutingRules", "Metadata").
+	Name string
+	// Content is MessageContent or TextContent.
+	Content Content
 	// Type is the full name of the message the files hold (Vitess's,
 	// e.g. "topodata.Shard"; the registry uses topokit's compiled-in
-	// type of the same wire format when it does not have Vitess's).
+	// type of the same wire format when it does not have Vitess's); ""
+	// for text.
 	Type string
 	// Cell says where Vitess keeps the record: "global" (the global
 	// cell) or "cell" (each cell).
@@ -68,30 +79,37 @@ type layoutRule struct {
 // by path, with their message types: Vitess's full names, and topokit's
 // types of the same wire format (proto/topodatapb, proto/vschemapb).
 func vitessLayout() []layoutRule {
-	rule := func(cell, pattern, vitess string, m interface {
+	rule := func(cell, pattern, name, vitess string, m interface {
 		ProtoReflect() protoreflect.Message
 	}) layoutRule {
-		return layoutRule{
-			PathRule: PathRule{Pattern: pattern, Type: vitess, Cell: cell},
+		l := layoutRule{
+			PathRule: PathRule{Pattern: pattern, Name: name, Content: TextContent, Type: vitess, Cell: cell},
 			segs:     strings.Split(pattern, "/"),
-			builtin:  m.ProtoReflect().Descriptor(),
 		}
+		if name == "" {
+			l.Name = l.segs[len(l.segs)-1]
+		}
+		if m != nil {
+			l.Content, l.builtin = MessageContent, m.ProtoReflect().Descriptor()
+		}
+		return l
 	}
 	return []layoutRule{
-		rule("global", "keyspaces/*/Keyspace", "topodata.Keyspace", &topodatapb.Keyspace{}),
-		rule("global", "keyspaces/*/VSchema", "vschema.Keyspace", &vschemapb.Keyspace{}),
-		rule("global", "keyspaces/*/shards/*/Shard", "topodata.Shard", &topodatapb.Shard{}),
-		rule("global", "RoutingRules", "vschema.RoutingRules", &vschemapb.RoutingRules{}),
-		rule("global", "ShardRoutingRules", "vschema.ShardRoutingRules", &vschemapb.ShardRoutingRules{}),
-		rule("global", "KeyspaceRoutingRules", "vschema.KeyspaceRoutingRules", &vschemapb.KeyspaceRoutingRules{}),
-		rule("global", "MirrorRules", "vschema.MirrorRules", &vschemapb.MirrorRules{}),
-		rule("global", "cells/*/CellInfo", "topodata.CellInfo", &topodatapb.CellInfo{}),
-		rule("global", "cells_aliases/*/CellsAlias", "topodata.CellsAlias", &topodatapb.CellsAlias{}),
-		rule("global", "externalclusters/vitess/*", "topodata.ExternalVitessCluster", &topodatapb.ExternalVitessCluster{}),
-		rule("cell", "tablets/*/Tablet", "topodata.Tablet", &topodatapb.Tablet{}),
-		rule("cell", "SrvVSchema", "vschema.SrvVSchema", &vschemapb.SrvVSchema{}),
-		rule("cell", "keyspaces/*/SrvKeyspace", "topodata.SrvKeyspace", &topodatapb.SrvKeyspace{}),
-		rule("cell", "keyspaces/*/shards/*/ShardReplication", "topodata.ShardReplication", &topodatapb.ShardReplication{}),
+		rule("global", "keyspaces/*/Keyspace", "", "topodata.Keyspace", &topodatapb.Keyspace{}),
+		rule("global", "keyspaces/*/VSchema", "", "vschema.Keyspace", &vschemapb.Keyspace{}),
+		rule("global", "keyspaces/*/shards/*/Shard", "", "topodata.Shard", &topodatapb.Shard{}),
+		rule("global", "RoutingRules", "", "vschema.RoutingRules", &vschemapb.RoutingRules{}),
+		rule("global", "ShardRoutingRules", "", "vschema.ShardRoutingRules", &vschemapb.ShardRoutingRules{}),
+		rule("global", "routing_rules/keyspace/Rules", "KeyspaceRoutingRules", "vschema.KeyspaceRoutingRules", &vschemapb.KeyspaceRoutingRules{}),
+		rule("global", "MirrorRules", "", "vschema.MirrorRules", &vschemapb.MirrorRules{}),
+		rule("global", "cells/*/CellInfo", "", "topodata.CellInfo", &topodatapb.CellInfo{}),
+		rule("global", "cells_aliases/*/CellsAlias", "", "topodata.CellsAlias", &topodatapb.CellsAlias{}),
+		rule("global", "ExternalClusters/vitess/*", "ExternalVitessCluster", "topodata.ExternalVitessCluster", &topodatapb.ExternalVitessCluster{}),
+		rule("global", "metadata/*", "Metadata", "", nil),
+		rule("cell", "tablets/*/Tablet", "", "topodata.Tablet", &topodatapb.Tablet{}),
+		rule("cell", "SrvVSchema", "", "vschema.SrvVSchema", &vschemapb.SrvVSchema{}),
+		rule("cell", "keyspaces/*/SrvKeyspace", "", "topodata.SrvKeyspace", &topodatapb.SrvKeyspace{}),
+		rule("cell", "keyspaces/*/shards/*/ShardReplication", "", "topodata.ShardReplication", &topodatapb.ShardReplication{}),
 	}
 }
 
@@ -114,14 +132,6 @@ func matches(pattern, path []string) bool {
 	return true
 }
 
-// base is the last segment of pattern when it is a name (not "*").
-func (l layoutRule) base() string {
-	if b := l.segs[len(l.segs)-1]; b != "*" {
-		return b
-	}
-	return ""
-}
-
 // lockOrElection says whether the path (relative to a cell's root) is a
 // lock's or an election's file in the layout every backend shares: a
 // first segment "elections", or a segment "locks" or "Lock" anywhere.
@@ -142,7 +152,8 @@ func lockOrElection(segs []string) Content {
 
 // Layout returns the rules of Vitess's topology layout the registry knows
 // records by (the same for every registry), in the order they are tried.
-// Locks and elections are not in it: see Identify.
+// Locks and elections are not in it: see Identify. The slice is the
+// caller's.
 func Layout() []PathRule {
 	ls := vitessLayout()
 	out := make([]PathRule, len(ls))

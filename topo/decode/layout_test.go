@@ -124,11 +124,11 @@ func TestLayoutByPath(t *testing.T) {
 		"SrvVSchema":                               "topokit.vschema.SrvVSchema",
 		"RoutingRules":                             "topokit.vschema.RoutingRules",
 		"ShardRoutingRules":                        "topokit.vschema.ShardRoutingRules",
-		"KeyspaceRoutingRules":                     "topokit.vschema.KeyspaceRoutingRules",
+		"routing_rules/keyspace/Rules":             "topokit.vschema.KeyspaceRoutingRules",
 		"MirrorRules":                              "topokit.vschema.MirrorRules",
 		"cells/zone1/CellInfo":                     "topokit.topodata.CellInfo",
 		"cells_aliases/east/CellsAlias":            "topokit.topodata.CellsAlias",
-		"externalclusters/vitess/other":            "topokit.topodata.ExternalVitessCluster",
+		"ExternalClusters/vitess/other":            "topokit.topodata.ExternalVitessCluster",
 		"tablets/zone1-0000000100/Tablet":          "topokit.topodata.Tablet",
 	} {
 		md, err := r.TypeFor(p)
@@ -141,11 +141,22 @@ func TestLayoutByPath(t *testing.T) {
 	md, err = r.Type("Keyspace")
 	require.NoError(t, err, "Keyspace is the layout's record, not ambiguous")
 	assert.Equal(t, "topokit.topodata.Keyspace", string(md.FullName()))
-	assert.Subset(t, r.Records(), []string{"Keyspace", "VSchema", "Tablet", "SrvVSchema", "MirrorRules"})
+	md, err = r.Type("KeyspaceRoutingRules")
+	require.NoError(t, err)
+	assert.Equal(t, "topokit.vschema.KeyspaceRoutingRules", string(md.FullName()))
+	assert.Subset(t, r.Records(), []string{"Keyspace", "VSchema", "Tablet", "SrvVSchema", "MirrorRules", "KeyspaceRoutingRules", "ExternalVitessCluster"})
+	assert.NotContains(t, r.Records(), "Metadata", "metadata is text")
+
+	// Vitess's metadata values are text.
+	content, _ := r.Identify("metadata/owner")
+	assert.Equal(t, decode.TextContent, content)
+	b, err := r.Decode("metadata/owner", []byte("team-db"), false)
+	require.NoError(t, err)
+	assert.Equal(t, `"team-db"`, string(b))
 
 	ext, err := proto.Marshal(&topodatapb.ExternalVitessCluster{TopoConfig: &topodatapb.TopoConfig{TopoType: "etcd2", Server: "10.0.0.1:2379", Root: "/vitess/global"}})
 	require.NoError(t, err)
-	b, err := r.Decode("externalclusters/vitess/other", ext, false)
+	b, err = r.Decode("ExternalClusters/vitess/other", ext, false)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"topoConfig":{"topoType":"etcd2","server":"10.0.0.1:2379","root":"/vitess/global"}}`, string(b))
 }
@@ -291,8 +302,10 @@ func TestLayoutProtosetAndRules(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(b), `{"alias":{"cell":"zone1","uid":100}`), string(b))
 
 	rules := decode.Layout()
-	assert.Len(t, rules, 14)
+	assert.Len(t, rules, 15)
 	for _, l := range rules {
 		assert.Contains(t, []string{"global", "cell"}, l.Cell, l.Pattern)
+		assert.NotEmpty(t, l.Name, l.Pattern)
+		assert.Equal(t, l.Type != "", l.Content == decode.MessageContent, l.Pattern)
 	}
 }

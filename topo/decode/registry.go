@@ -100,13 +100,14 @@ func (r *Registry) RegisterPath(pattern, fullName string) {
 	})
 }
 
-// Records returns the base names that have a rule (Vitess's layout's and
-// those registered), sorted.
+// Records returns the names of the message records that have a rule (the
+// Name of Vitess's layout's, see Layout, and the base names registered),
+// sorted: the short names Type knows as records.
 func (r *Registry) Records() []string {
 	names := maps.Clone(r.records)
 	for _, l := range r.layout {
-		if b := l.base(); b != "" {
-			names[b] = l.Type
+		if l.Content == MessageContent {
+			names[l.Name] = l.Type
 		}
 	}
 	return slices.Sorted(maps.Keys(names))
@@ -122,8 +123,8 @@ const (
 	NotMessage
 	// Ambiguous: several messages have that short name (Candidates).
 	Ambiguous
-	// NotProtobuf: the path is a lock's or an election's file, which holds
-	// text or JSON (see Identify); Decode renders it.
+	// NotProtobuf: the path is a file that holds text or JSON (a lock's,
+	// an election's, metadata; see Identify); Decode renders it.
 	NotProtobuf
 )
 
@@ -146,7 +147,7 @@ func (e *TypeError) Error() string {
 	case Ambiguous:
 		return fmt.Sprintf("several messages are named %s (%s)", e.Name, strings.Join(e.Candidates, ", "))
 	case NotProtobuf:
-		return fmt.Sprintf("%s is a lock's or an election's file: it holds text, not a message", e.Name)
+		return fmt.Sprintf("%s holds text (a lock's, an election's or metadata), not a message", e.Name)
 	}
 	return fmt.Sprintf("no message named %s", e.Name)
 }
@@ -162,7 +163,7 @@ func (r *Registry) Type(name string) (protoreflect.MessageDescriptor, error) {
 			return md, nil
 		}
 		for _, l := range r.layout {
-			if l.base() == name {
+			if l.Name == name && l.Content == MessageContent {
 				return r.resolve(l), nil
 			}
 		}
@@ -180,57 +181,60 @@ func (r *Registry) Type(name string) (protoreflect.MessageDescriptor, error) {
 }
 
 // TypeFor picks the message type of the record at filePath (relative to
-// a cell's root, or with the root in front): the type of a rule (Register's
-// for the last segment, then RegisterPath's, then Vitess's layout, see
-// Layout), else the one message whose short name is the last segment (a
-// file stored at .../Tablet holds a Tablet). It returns a *TypeError when
-// there is no single such message: NotProtobuf for a lock's or an
-// election's file.
+// a cell's root; a rule of the layout also matches with the root in
+// front): the type of a rule (Register's for the last segment, then
+// RegisterPath's, then Vitess's layout, see Layout), else the one message
+// whose short name is the last segment (a file stored at .../Tablet holds
+// a Tablet). It returns a *TypeError when there is no single such
+// message: NotProtobuf for a file that holds text (a lock's, an
+// election's, metadata; see Identify).
 func (r *Registry) TypeFor(filePath string) (protoreflect.MessageDescriptor, error) {
-	segs := segments(filePath)
-	if md := r.ruleType(segs); md != nil {
-		return md, nil
-	}
+	c, md := r.Identify(filePath)
 	base := path.Base(filePath)
-	if lockOrElection(segs) != UnknownContent {
-		return nil, &TypeError{Name: base, Kind: NotProtobuf}
+	switch c {
+	case MessageContent:
+		return md, nil
+	case UnknownContent:
+		return r.byShortName(base)
 	}
-	return r.byShortName(base)
+	return nil, &TypeError{Name: base, Kind: NotProtobuf}
 }
 
 // Identify says what the file at filePath holds by the registry's rules
-// (as TypeFor, without the guess by short name): MessageContent of the
-// type returned, LockContent or ElectionContent (text), or UnknownContent.
+// (as TypeFor, without the guess by short name), trying in order:
+// Register's rule for the last segment, RegisterPath's rules (latest
+// first), a lock's or an election's file (LockContent: a segment "locks"
+// above the file or a last segment "Lock"; ElectionContent: a first
+// segment "elections"), and Vitess's layout (Layout). It returns
+// MessageContent and the type, another Content and nil, or UnknownContent
+// and nil when no rule matches.
 func (r *Registry) Identify(filePath string) (Content, protoreflect.MessageDescriptor) {
 	segs := segments(filePath)
-	if md := r.ruleType(segs); md != nil {
-		return MessageContent, md
-	}
-	return lockOrElection(segs), nil
-}
-
-// ruleType is the type the rules give the path of segments segs, nil when
-// none does.
-func (r *Registry) ruleType(segs []string) protoreflect.MessageDescriptor {
 	if len(segs) == 0 {
-		return nil
+		return UnknownContent, nil
 	}
 	if md := r.find(r.records[segs[len(segs)-1]]); md != nil {
-		return md
+		return MessageContent, md
 	}
 	for _, l := range slices.Backward(r.paths) {
 		if matches(l.segs, segs) {
 			if md := r.find(l.Type); md != nil {
-				return md
+				return MessageContent, md
 			}
 		}
 	}
+	if c := lockOrElection(segs); c != UnknownContent {
+		return c, nil
+	}
 	for _, l := range r.layout {
 		if matches(l.segs, segs) {
-			return r.resolve(l)
+			if l.Content != MessageContent {
+				return l.Content, nil
+			}
+			return MessageContent, r.resolve(l)
 		}
 	}
-	return nil
+	return UnknownContent, nil
 }
 
 // resolve is the registry's type of Vitess's name for a layout rule, else
@@ -355,14 +359,14 @@ func layoutJSON(b []byte, multiline bool) ([]byte, error) {
 // writer's) do not fail it: they are shown, schema-less (RawField), under
 // the key "@unknown" as a list of {"at": where, "fields": [...]}, where is
 // the JSON path of the message that holds them ("" for the record
-// itself). A lock's or an election's file (see Identify) is rendered by
-// Text. It fails with TypeFor's *TypeError, or when value is not the type.
+// itself). A file that holds text (a lock's, an election's, metadata; see
+// Identify) is rendered by Text. It fails with TypeFor's *TypeError, or
+// when value is not the type.
 func (r *Registry) Decode(filePath string, value []byte, multiline bool) ([]byte, error) {
-	segs := segments(filePath)
-	if md := r.ruleType(segs); md != nil {
+	switch c, md := r.Identify(filePath); c {
+	case MessageContent:
 		return r.render(md, value, multiline, true)
-	}
-	if lockOrElection(segs) != UnknownContent {
+	case LockContent, ElectionContent, TextContent:
 		return Text(value, multiline)
 	}
 	md, err := r.TypeFor(filePath)
