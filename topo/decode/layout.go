@@ -51,9 +51,10 @@ type PathRule struct {
 	// segment), matched against the last segments of a path, e.g.
 	// "keyspaces/*/shards/*/Shard".
 	Pattern string
-	// Name is the record's name: the last segment of Pattern when that
-	// is a name ("Shard"), else what Vitess calls the record
-	// ("ExternalVitessCluster", "KeyspaceRoutingRules", "Metadata").
+	// Name is what Vitess calls the record: the last segment of Pattern
+	// ("Shard"), except "KeyspaceRoutingRules" (at
+	// routing_rules/keyspace/Rules), "ExternalVitessCluster" and
+	// "Metadata".
 	Name string
 	// Content is MessageContent or TextContent.
 	Content Content
@@ -118,9 +119,10 @@ func segments(p string) []string {
 	return strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
 }
 
-// matches reports whether the last segments of path are pattern's.
+// matches reports whether the last segments of path are pattern's (an
+// empty pattern matches nothing).
 func matches(pattern, path []string) bool {
-	if len(path) < len(pattern) {
+	if len(pattern) == 0 || len(path) < len(pattern) {
 		return false
 	}
 	tail := path[len(path)-len(pattern):]

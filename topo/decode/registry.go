@@ -90,9 +90,9 @@ func (r *Registry) Register(base, fullName string) {
 // RegisterPath makes the records whose path ends in the segments of
 // pattern decode as the message fullName, when the registry has it.
 // pattern is slash-separated names or "*" (any one segment), e.g.
-// "keyspaces/*/Settings". It wins over earlier RegisterPath rules and
-// Vitess's layout, not over Register's. Not safe for use concurrent with
-// lookups.
+// "keyspaces/*/Settings" (an empty pattern matches nothing). It wins over
+// earlier RegisterPath rules and Vitess's layout, not over Register's.
+// Not safe for use concurrent with lookups.
 func (r *Registry) RegisterPath(pattern, fullName string) {
 	r.paths = append(r.paths, layoutRule{
 		PathRule: PathRule{Pattern: pattern, Type: strings.TrimPrefix(fullName, ".")},
