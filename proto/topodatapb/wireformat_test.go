@@ -31,13 +31,10 @@ func vitessFiles(t *testing.T) *protoregistry.Files {
 	return files
 }
 
-// Every record type has Vitess's wire format: the same fields by number,
-// each of the same name, kind and cardinality, with nested messages and
-// enums alike all the way down, and no field Vitess does not have. A wrong
-// number or type anywhere fails here rather than misdecoding a record.
-func TestWireFormatMatchesVitess(t *testing.T) {
-	files := vitessFiles(t)
-	for vitess, ours := range map[protoreflect.FullName]proto.Message{
+// records returns a new empty message of each of topokit's record types,
+// by the full name of Vitess's type of the same record.
+func records() map[protoreflect.FullName]proto.Message {
+	return map[protoreflect.FullName]proto.Message{
 		"topodata.Keyspace":              &topodatapb.Keyspace{},
 		"topodata.Shard":                 &topodatapb.Shard{},
 		"topodata.Tablet":                &topodatapb.Tablet{},
@@ -52,7 +49,16 @@ func TestWireFormatMatchesVitess(t *testing.T) {
 		"vschema.ShardRoutingRules":      &vschemapb.ShardRoutingRules{},
 		"vschema.KeyspaceRoutingRules":   &vschemapb.KeyspaceRoutingRules{},
 		"vschema.MirrorRules":            &vschemapb.MirrorRules{},
-	} {
+	}
+}
+
+// Every record type has Vitess's wire format: the same fields by number,
+// each of the same name, kind and cardinality, with nested messages and
+// enums alike all the way down, and no field Vitess does not have. A wrong
+// number or type anywhere fails here rather than misdecoding a record.
+func TestWireFormatMatchesVitess(t *testing.T) {
+	files := vitessFiles(t)
+	for vitess, ours := range records() {
 		t.Run(string(vitess), func(t *testing.T) {
 			d, err := files.FindDescriptorByName(vitess)
 			require.NoError(t, err)
@@ -184,16 +190,7 @@ func sameEnum(t assert.TestingT, vitess, ours protoreflect.EnumDescriptor) {
 // unknown, re-encodes to the same bytes, and prints the same JSON.
 func TestFullRecordsRoundTrip(t *testing.T) {
 	files := vitessFiles(t)
-	for vitess, ours := range map[protoreflect.FullName]proto.Message{
-		"topodata.Keyspace":              &topodatapb.Keyspace{},
-		"topodata.Shard":                 &topodatapb.Shard{},
-		"topodata.Tablet":                &topodatapb.Tablet{},
-		"topodata.ShardReplication":      &topodatapb.ShardReplication{},
-		"topodata.SrvKeyspace":           &topodatapb.SrvKeyspace{},
-		"topodata.ExternalVitessCluster": &topodatapb.ExternalVitessCluster{},
-		"vschema.SrvVSchema":             &vschemapb.SrvVSchema{},
-		"vschema.Keyspace":               &vschemapb.Keyspace{},
-	} {
+	for vitess, ours := range records() {
 		t.Run(string(vitess), func(t *testing.T) {
 			d, err := files.FindDescriptorByName(vitess)
 			require.NoError(t, err)
