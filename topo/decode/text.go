@@ -12,7 +12,8 @@ import (
 // is a JSON document as that document (indented by two spaces when
 // multiline, compact otherwise), any other UTF-8 text as a JSON string,
 // and bytes that are not UTF-8 as a JSON string of the bytes with each
-// byte outside printable ASCII written \xNN (as FormatRaw quotes bytes).
+// byte outside printable ASCII, and each quote and backslash, written \xNN
+// (as FormatRaw quotes bytes).
 // An empty value is "". It never fails on any value; the error is for
 // symmetry with Decode.
 func Text(value []byte, multiline bool) ([]byte, error) {
