@@ -100,7 +100,7 @@ bench-vitess: test-deps
 proto:
 	command -v protoc >/dev/null || (apt-get install -y protobuf-compiler)
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
-	PATH=$(CURDIR)/bin:$$PATH protoc --go_out=. --go_opt=module=github.com/topokit/topokit -I proto proto/topokit/topodata/*.proto
+	PATH=$(CURDIR)/bin:$$PATH protoc --go_out=. --go_opt=module=github.com/topokit/topokit -I proto proto/topokit/topodata/*.proto proto/topokit/vschema/*.proto
 
 clean:
 	rm -rf bin
