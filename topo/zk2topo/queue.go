@@ -175,7 +175,7 @@ func (c *Conn) deleteEntry(s *zkSession, node string) {
 // deleteLockEntry is deleteEntry for the entry of a lock that was never
 // taken (abandoned), followed by the clean-up Unlock does: the lock's
 // directory, and then its parents, are removed while they hold nothing but
-// an empty "locks" znode (see cleanupDir). Without it, a directory whose
+// an empty "locks" znode (see cleanupDirs). Without it, a directory whose
 // last file was deleted while the abandoned entry was still there (a named
 // lock's, or a semaphore contender's) stayed behind, empty.
 func (c *Conn) deleteLockEntry(s *zkSession, node string) {
@@ -185,7 +185,7 @@ func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	}
 	ctx, cancel := freshContext()
 	defer cancel()
-	c.cleanupDir(ctx, zkDir(zkDir(node)))
+	c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
 }
 
 // reapOrphans deletes the entries under parentZp that belong to session s
