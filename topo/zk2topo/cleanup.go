@@ -48,31 +48,35 @@ func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 }
 
 // statsInOrder sends the Stat reads of zps on session s, each once the
-// frame of the one before it is written (or it was answered), so that the
+// frame of the one before it is written (see sendFirst), so that the
 // server runs them in that order, pipelined: together they wait for one
 // round trip. The channels yield the answers, in the order of zps.
 func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...string) []<-chan statRes {
 	outs := make([]<-chan statRes, len(zps))
 	for i, zp := range zps {
-		out := make(chan statRes, 1)
-		outs[i] = out
-		if i == len(zps)-1 {
-			go func() { out <- c.statOn(ctx, s, p, zp) }()
-			break
-		}
-		sent, unregister := s.obs.expect(opExists, zp)
-		done := make(chan struct{})
-		go func() {
-			out <- c.statOn(ctx, s, p, zp)
-			close(done)
-		}()
-		select {
-		case <-sent:
-		case <-done:
-		}
-		unregister()
+		outs[i] = sendFirst(s, opExists, zp, func() statRes { return c.statOn(ctx, s, p, zp) })
 	}
 	return outs
+}
+
+// sendFirst runs req, which sends one request of opcode op on zp on
+// session s, in the background, and returns once that request's frame is
+// written (or req returned), so that the requests sent on s after it are
+// run after it by the server, which runs a session's requests in the
+// order it receives them. The channel yields req's result.
+func sendFirst[T any](s *zkSession, op int32, zp string, req func() T) <-chan T {
+	sent, unregister := s.obs.expect(op, zp)
+	defer unregister()
+	out, done := make(chan T, 1), make(chan struct{})
+	go func() {
+		out <- req()
+		close(done)
+	}()
+	select {
+	case <-sent:
+	case <-done:
+	}
+	return out
 }
 
 // dirDeletes returns the deletes (for one multi) that remove the

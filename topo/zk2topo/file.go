@@ -60,7 +60,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, backendkit.Wrap(topo.InvalidPath, p, errors.New("zk2topo: ZooKeeper's own znodes cannot be written"))
+		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
 	return c.create(ctx, p, contents)
 }
@@ -167,6 +167,16 @@ func (c *Conn) isContainer(dir string) bool {
 	return path.Base(rel) == valuesDir && strings.HasPrefix(rel, electionsDir+"/") && strings.Count(rel, "/") >= 2
 }
 
+// noSuchVersion is the outcome of a compare-and-set at a version no
+// ZooKeeper version can equal (see zkVersion): Get's error when p is not
+// a file, BadVersion otherwise.
+func (c *Conn) noSuchVersion(ctx context.Context, p string) error {
+	if _, _, err := c.Get(ctx, p); err != nil {
+		return err
+	}
+	return topo.NewError(topo.BadVersion, p)
+}
+
 // zkVersion converts a checked version number (see backendkit.CheckUpdate) for a
 // compare-and-set: backendkit.AnyVersion is ZooKeeper's -1 ("any version"). ok
 // is false when no ZooKeeper version can equal it (it is larger than an
@@ -201,14 +211,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, backendkit.Wrap(topo.InvalidPath, p, errors.New("zk2topo: ZooKeeper's own znodes cannot be written"))
+		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
 	zp := c.zkPath(p)
 	if !ok {
-		if _, _, err := c.Get(ctx, p); err != nil {
-			return nil, err
-		}
-		return nil, topo.NewError(topo.BadVersion, p)
+		return nil, c.noSuchVersion(ctx, p)
 	}
 	if version != nil {
 		return c.casUpdate(ctx, p, zp, contents, ver)
@@ -519,10 +526,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return topo.NewError(topo.NoNode, p)
 	}
 	if !ok {
-		if _, _, err := c.Get(ctx, p); err != nil {
-			return err
-		}
-		return topo.NewError(topo.BadVersion, p)
+		return c.noSuchVersion(ctx, p)
 	}
 	s, err := c.live(ctx, p)
 	if err != nil {
@@ -530,41 +534,17 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 	zp := c.zkPath(p)
 	parent := zkDir(zp)
-	if parent == c.zkPath("") {
-		// Directly under the root: nothing to clean up.
-		err := c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) })
-		if errors.Is(err, zk.ErrNotEmpty) {
-			return c.unfile(ctx, p, version)
-		}
-		if errors.Is(err, zk.ErrBadVersion) {
-			return c.staleOrDirectory(ctx, p)
-		}
-		return c.convert(err, p)
-	}
-
 	// The delete, then (once its frame is written, so that the server runs
 	// them after the delete, on the same session) Stat reads of the
 	// parent's "locks" child and then of the parent, in that order (see
 	// statsInOrder), pipelined so that they add no round trip; an emptied
 	// parent is then removed (see removeDir).
-	sent, unregister := s.obs.expect(opDelete, zp)
-	defer unregister()
-	delRes := make(chan error, 1)
-	go func() { delRes <- c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) }()
-	var delErr error
-	haveDel := false
-	select {
-	case <-sent:
-	case delErr = <-delRes:
-		haveDel = true
-	}
+	delRes := sendFirst(s, opDelete, zp, func() error { return c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) })
 	var stats []<-chan statRes
-	if !haveDel || delErr == nil {
+	if c.removable(parent) {
 		stats = c.statsInOrder(ctx, s, p, parent+"/"+locksDir, parent)
 	}
-	if !haveDel {
-		delErr = <-delRes
-	}
+	delErr := <-delRes
 	if errors.Is(delErr, zk.ErrNotEmpty) {
 		return c.unfile(ctx, p, version)
 	}
@@ -575,10 +555,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return c.convert(delErr, p)
 	}
 	if stats == nil {
-		// The delete finished before its frame was seen (cannot normally
-		// happen); clean up with reads sent after it.
-		c.cleanupDirs(ctx, []string{parent})
-		return nil
+		return nil // directly under the root: nothing to clean up
 	}
 	lr, pr := <-stats[0], <-stats[1]
 	if lr.err == nil { // else best effort: the file is deleted
@@ -612,18 +589,17 @@ func (c *Conn) staleOrDirectory(ctx context.Context, p string) error {
 // cannot delete a znode with children): it empties its data.
 func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error {
 	zp := c.zkPath(p)
-	var data []byte
+	var exists bool
 	var st *zk.Stat
 	err := c.read(ctx, p, func(z *zk.Conn) error {
 		var err error
-		data, st, err = z.Get(zp)
+		exists, st, err = z.Exists(zp)
 		return err
 	})
 	if err != nil {
 		return c.convert(err, p)
 	}
-	_ = data
-	if !isFile(st) {
+	if !exists || !isFile(st) {
 		return topo.NewError(topo.NoNode, p)
 	}
 	if version != nil {

@@ -70,23 +70,11 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 // gone or it is a named lock) is the locks znode's Stat read too, and the
 // directory removed when nothing but an empty locks znode is left (see
 // removeDir). A directory that still holds files (the common case) so
-// costs the delete and one read. When the delete's answer is seen before
-// its send (both ready at once), the Stat is read after it instead.
+// costs the delete and one read.
 func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
 	locksZp := zkDir(node)
 	dirZp := zkDir(locksZp)
-	sent, unregister := s.obs.expect(opDelete, node)
-	defer unregister()
-	delRes := make(chan error, 1)
-	go func() { delRes <- c.do(ctx, dp, func() error { return s.zk.Delete(node, -1) }) }()
-	select {
-	case <-sent:
-	case err := <-delRes:
-		if err != nil {
-			return err
-		}
-		delRes <- nil // answered already: the waits below get it again
-	}
+	delRes := sendFirst(s, opDelete, node, func() error { return c.do(ctx, dp, func() error { return s.zk.Delete(node, -1) }) })
 	if !c.removable(dirZp) {
 		return <-delRes
 	}
