@@ -28,23 +28,18 @@ type statRes struct {
 	err    error
 }
 
-// statOn reads zp's Stat on session s only (see onSession: errSessionOver
-// once it is over; p names the operation's path for errors). The request
-// may finish after onSession gave up (ctx ended): its answer comes
-// through a channel, never through shared variables.
+// statOn reads zp's Stat on session s only (see answerOn and onSession:
+// errSessionOver once it is over; p names the operation's path for
+// errors).
 func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
-	last := make(chan statRes, 1)
-	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
 		e, st, err := z.Exists(zp)
-		if err == nil {
-			last <- statRes{exists: e, st: st}
-		}
-		return err
+		return statRes{exists: e, st: st}, err
 	})
 	if err != nil {
 		return statRes{err: err}
 	}
-	return <-last
+	return r
 }
 
 // statsInOrder sends the Stat reads of zps on session s, each once the

@@ -299,6 +299,25 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 	}
 }
 
+// answerOn runs read with onSession on session s and returns its answer:
+// read may finish after onSession gave up (ctx ended), so the answer
+// passes through a channel, never through shared variables.
+func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
+	last := make(chan T, 1)
+	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+		v, err := read(z)
+		if err == nil {
+			last <- v
+		}
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return <-last, nil
+}
+
 // onSession runs a read on session s (never on another one), retrying
 // while its connection is re-established; it returns errSessionOver once
 // the session is over.
