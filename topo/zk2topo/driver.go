@@ -120,19 +120,11 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent,
 		kids <- childrenRes{err: errNotRead}
 	} else {
 		go func() {
-			res := make(chan []string, 1) // written by fn even after onSession gave up
-			err := c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
+			names, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) ([]string, error) {
 				children, _, err := z.Children(parent)
-				if err == nil {
-					res <- children
-				}
-				return err
+				return children, err
 			})
-			if err != nil {
-				kids <- childrenRes{err: err}
-				return
-			}
-			kids <- childrenRes{names: entryNames(<-res)}
+			kids <- childrenRes{names: entryNames(names), err: err}
 		}()
 	}
 	r, k := <-stat, <-kids
@@ -400,19 +392,14 @@ func (c *Conn) readHolder(ctx context.Context, s *zkSession, dp, zp string) <-ch
 			data []byte
 			st   *zk.Stat
 		}
-		res := make(chan getRes, 1) // written by fn even after do gave up
-		err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
+		r, err := answerOn(ctx, c, s, dp, func(z *zk.Conn) (getRes, error) {
 			data, st, err := z.Get(zp)
-			if err == nil {
-				res <- getRes{data, st}
-			}
-			return err
+			return getRes{data, st}, err
 		})
 		if err != nil {
 			out <- topo.NewError(topo.NodeExists, dp)
 			return
 		}
-		r := <-res
 		out <- &claims.BusyError{Head: claims.Entry{Key: zp, Token: r.st.Czxid, Contents: string(r.data), Session: sessionName(r.st.EphemeralOwner)}}
 	}()
 	return out

@@ -91,21 +91,14 @@ type entryStat struct {
 func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan entryStat {
 	out := make(chan entryStat, 1)
 	go func() {
-		// fn may still run after onSession gave up (ctx ended): it hands
-		// its answer over a channel, never through shared variables.
-		res := make(chan entryStat, 1)
-		err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+		r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (entryStat, error) {
 			exists, st, ch, err := z.ExistsW(node)
-			if err == nil {
-				res <- entryStat{exists: exists, st: st, ch: ch}
-			}
-			return err
+			return entryStat{exists: exists, st: st, ch: ch}, err
 		})
 		if err != nil {
-			out <- entryStat{err: err}
-			return
+			r = entryStat{err: err}
 		}
-		out <- <-res
+		out <- r
 	}()
 	return out
 }

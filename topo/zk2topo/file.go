@@ -60,7 +60,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, backendkit.Wrap(topo.InvalidPath, p, errors.New("zk2topo: ZooKeeper's own znodes cannot be written"))
+		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
 	return c.create(ctx, p, contents)
 }
@@ -167,6 +167,16 @@ func (c *Conn) isContainer(dir string) bool {
 	return path.Base(rel) == valuesDir && strings.HasPrefix(rel, electionsDir+"/") && strings.Count(rel, "/") >= 2
 }
 
+// noSuchVersion is the outcome of a compare-and-set at a version no
+// ZooKeeper version can equal (see zkVersion): Get's error when p is not
+// a file, BadVersion otherwise.
+func (c *Conn) noSuchVersion(ctx context.Context, p string) error {
+	if _, _, err := c.Get(ctx, p); err != nil {
+		return err
+	}
+	return topo.NewError(topo.BadVersion, p)
+}
+
 // zkVersion converts a checked version number (see backendkit.CheckUpdate) for a
 // compare-and-set: backendkit.AnyVersion is ZooKeeper's -1 ("any version"). ok
 // is false when no ZooKeeper version can equal it (it is larger than an
@@ -201,14 +211,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	if c.internal(p) {
-		return nil, backendkit.Wrap(topo.InvalidPath, p, errors.New("zk2topo: ZooKeeper's own znodes cannot be written"))
+		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
 	zp := c.zkPath(p)
 	if !ok {
-		if _, _, err := c.Get(ctx, p); err != nil {
-			return nil, err
-		}
-		return nil, topo.NewError(topo.BadVersion, p)
+		return nil, c.noSuchVersion(ctx, p)
 	}
 	if version != nil {
 		return c.casUpdate(ctx, p, zp, contents, ver)
@@ -519,10 +526,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return topo.NewError(topo.NoNode, p)
 	}
 	if !ok {
-		if _, _, err := c.Get(ctx, p); err != nil {
-			return err
-		}
-		return topo.NewError(topo.BadVersion, p)
+		return c.noSuchVersion(ctx, p)
 	}
 	s, err := c.live(ctx, p)
 	if err != nil {
@@ -530,71 +534,17 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 	zp := c.zkPath(p)
 	parent := zkDir(zp)
-	if parent == c.zkPath("") {
-		// Directly under the root: nothing to clean up.
-		err := c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) })
-		if errors.Is(err, zk.ErrNotEmpty) {
-			return c.unfile(ctx, p, version)
-		}
-		if errors.Is(err, zk.ErrBadVersion) {
-			return c.staleOrDirectory(ctx, p)
-		}
-		return c.convert(err, p)
-	}
-
 	// The delete, then (once its frame is written, so that the server runs
 	// them after the delete, on the same session) Stat reads of the
-	// parent's "locks" child and then of the parent (sent once the first
-	// one's frame is written, so that the server runs them in that order),
-	// pipelined so that they add no round trip. The parent's data is never
-	// written: only a directory left empty is removed, at the data version
-	// read (see removeIfEmpty).
-	type statRes struct {
-		exists bool
-		st     *zk.Stat
-		err    error
+	// parent's "locks" child and then of the parent, in that order (see
+	// statsInOrder), pipelined so that they add no round trip; an emptied
+	// parent is then removed (see removeDir).
+	delRes := sendFirst(s, opDelete, zp, func() error { return c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) })
+	var stats []<-chan statRes
+	if c.removable(parent) {
+		stats = c.statsInOrder(ctx, s, p, parent+"/"+locksDir, parent)
 	}
-	sent, unregister := s.obs.expect(opDelete, zp)
-	defer unregister()
-	delRes := make(chan error, 1)
-	go func() { delRes <- c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) }()
-	var delErr error
-	haveDel := false
-	select {
-	case <-sent:
-	case delErr = <-delRes:
-		haveDel = true
-	}
-	var parentRes, locksRes chan statRes
-	if !haveDel || delErr == nil {
-		parentRes, locksRes = make(chan statRes, 1), make(chan statRes, 1)
-		stat := func(zp string, out chan statRes) {
-			var exists bool
-			var st *zk.Stat
-			err := c.do(ctx, p, func() error {
-				var err error
-				exists, st, err = s.zk.Exists(zp)
-				return err
-			})
-			if err != nil {
-				out <- statRes{err: err} // exists and st may still be written
-				return
-			}
-			out <- statRes{exists: exists, st: st}
-		}
-		locksSent, unregisterLocks := s.obs.expect(opExists, parent+"/"+locksDir)
-		go stat(parent+"/"+locksDir, locksRes)
-		select {
-		case <-locksSent:
-		case r := <-locksRes: // answered (or failed) already
-			locksRes <- r
-		}
-		unregisterLocks()
-		go stat(parent, parentRes)
-	}
-	if !haveDel {
-		delErr = <-delRes
-	}
+	delErr := <-delRes
 	if errors.Is(delErr, zk.ErrNotEmpty) {
 		return c.unfile(ctx, p, version)
 	}
@@ -604,18 +554,12 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if delErr != nil {
 		return c.convert(delErr, p)
 	}
-	if parentRes == nil {
-		// The delete finished before its frame was seen (cannot normally
-		// happen); clean up with sequential reads.
-		c.cleanupDir(ctx, parent)
-		return nil
+	if stats == nil {
+		return nil // directly under the root: nothing to clean up
 	}
-	pr, lr := <-parentRes, <-locksRes
-	if pr.err != nil || lr.err != nil || !pr.exists {
-		return nil // best effort: the file is deleted
-	}
-	if c.removeIfEmptyOrdered(ctx, parent, pr.exists, pr.st, lr.exists, lr.st, true) {
-		c.cleanupDir(ctx, zkDir(parent))
+	lr, pr := <-stats[0], <-stats[1]
+	if lr.err == nil { // else best effort: the file is deleted
+		c.removeDir(ctx, parent, pr, lr, true)
 	}
 	return nil
 }
@@ -645,18 +589,17 @@ func (c *Conn) staleOrDirectory(ctx context.Context, p string) error {
 // cannot delete a znode with children): it empties its data.
 func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error {
 	zp := c.zkPath(p)
-	var data []byte
+	var exists bool
 	var st *zk.Stat
 	err := c.read(ctx, p, func(z *zk.Conn) error {
 		var err error
-		data, st, err = z.Get(zp)
+		exists, st, err = z.Exists(zp)
 		return err
 	})
 	if err != nil {
 		return c.convert(err, p)
 	}
-	_ = data
-	if !isFile(st) {
+	if !exists || !isFile(st) {
 		return topo.NewError(topo.NoNode, p)
 	}
 	if version != nil {
@@ -669,108 +612,4 @@ func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error
 		return err
 	})
 	return c.convert(err, p)
-}
-
-// cleanupDir removes the directory znode dir, and then its parents, while
-// they are empty (or hold only an empty "locks" znode). It never removes the
-// root, and stops at the first error.
-func (c *Conn) cleanupDir(ctx context.Context, dir string) {
-	for dir != c.zkPath("") && dir != "/" && strings.HasPrefix(dir, c.root+"/") {
-		var pexists, lexists bool
-		var pst, lst *zk.Stat
-		var wg sync.WaitGroup
-		var perr, lerr error
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			perr = c.write(ctx, dir, func(z *zk.Conn) error {
-				var err error
-				pexists, pst, err = z.Exists(dir)
-				return err
-			})
-		}()
-		go func() {
-			defer wg.Done()
-			lerr = c.write(ctx, dir, func(z *zk.Conn) error {
-				var err error
-				lexists, lst, err = z.Exists(dir + "/" + locksDir)
-				return err
-			})
-		}()
-		wg.Wait()
-		if perr != nil || lerr != nil || !c.removeIfEmpty(ctx, dir, pexists, pst, lexists, lst) {
-			return
-		}
-		dir = zkDir(dir)
-	}
-}
-
-// removeIfEmpty deletes the directory znode dir when its Stat shows no
-// child other than an empty "locks" znode and no data, guarding the deletes
-// with the versions read, and reports whether it did. The two Stats are
-// read concurrently, so the server may have deleted an empty locks
-// container between them: a directory Stat counting one child with the
-// locks znode gone is read again, and removed if that child is gone.
-func (c *Conn) removeIfEmpty(ctx context.Context, dir string, exists bool, st *zk.Stat, lexists bool, lst *zk.Stat) bool {
-	return c.removeIfEmptyOrdered(ctx, dir, exists, st, lexists, lst, false)
-}
-
-// removeIfEmptyOrdered is removeIfEmpty; locksFirst says that the locks
-// znode's Stat was read before the directory's, on one session (the
-// server ran the two reads in that order): a locks znode absent at the
-// first read that the directory's later Stat does not count, so a
-// directory Stat counting one child then means a child other than an
-// empty locks znode (or a locks znode created since, in use), and the
-// directory is left without reading its Stat again. Whatever the reads
-// say, a directory is only ever removed by a delete guarded by the
-// versions read, which the server refuses when a child was added.
-func (c *Conn) removeIfEmptyOrdered(ctx context.Context, dir string, exists bool, st *zk.Stat, lexists bool, lst *zk.Stat, locksFirst bool) bool {
-	if !exists || st.DataLength > 0 || st.EphemeralOwner != 0 || dir == c.zkPath("") || dir == "/" {
-		return false
-	}
-	p := c.relPath(dir)
-	var err error
-	switch {
-	case st.NumChildren == 0:
-		err = c.write(ctx, p, func(z *zk.Conn) error { return z.Delete(dir, st.Version) })
-		if errors.Is(err, zk.ErrNoNode) {
-			err = nil
-		}
-	case st.NumChildren == 1 && lexists && lst.NumChildren == 0:
-		err = c.write(ctx, p, func(z *zk.Conn) error {
-			_, err := z.Multi(
-				&zk.DeleteRequest{Path: dir + "/" + locksDir, Version: lst.Version},
-				&zk.DeleteRequest{Path: dir, Version: st.Version})
-			return err
-		})
-		if errors.Is(err, zk.ErrNoNode) {
-			// The server may have removed the locks container meanwhile.
-			return c.removeIfChildless(ctx, dir)
-		}
-	case st.NumChildren == 1 && !lexists:
-		if locksFirst {
-			return false // another child (see above)
-		}
-		// The one child may be the locks container, removed by the server
-		// after the directory's Stat was read.
-		return c.removeIfChildless(ctx, dir)
-	default:
-		return false
-	}
-	return err == nil
-}
-
-// removeIfChildless reads the directory znode dir's Stat again and removes
-// it (see removeIfEmpty) if it has no child left.
-func (c *Conn) removeIfChildless(ctx context.Context, dir string) bool {
-	var ok bool
-	var st *zk.Stat
-	if err := c.read(ctx, c.relPath(dir), func(z *zk.Conn) error {
-		var err error
-		ok, st, err = z.Exists(dir)
-		return err
-	}); err != nil || !ok {
-		return false
-	}
-	return st.NumChildren == 0 && c.removeIfEmpty(ctx, dir, true, st, false, nil)
 }

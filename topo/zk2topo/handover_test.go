@@ -12,14 +12,15 @@ import (
 
 // TestHandoverCostFlat: in a loop of n contenders acquiring and releasing
 // one lock (or leadership) through 4 Conns, each acquisition is one
-// handover, and the requests the Conns send per acquisition do not grow
-// with n: a release wakes the one waiter next in line (its exists watch
-// on its predecessor), not every waiter.
+// handover, and neither the requests the Conns send nor the watch events
+// the server sends them per acquisition grow with n: a release wakes the
+// one waiter next in line (its exists watch on its predecessor), not
+// every waiter. (Counted, not timed: docs/roundtrips.md.)
 func TestHandoverCostFlat(t *testing.T) {
 	const measured = 60
 	for _, kind := range []string{"lock", "election"} {
 		t.Run(kind, func(t *testing.T) {
-			var reqs []float64
+			var reqs, events []float64
 			for _, n := range []int{2, 20, 200} {
 				var rc rtCounter
 				root := freshRoot(t)
@@ -35,7 +36,7 @@ func TestHandoverCostFlat(t *testing.T) {
 					require.NoError(t, err)
 				}
 				mark := int64(n + 5) // every contender has queued at least once
-				var r0, r1 int64
+				var r0, r1, e0, e1 int64
 				var acq atomic.Int64
 				ctx, cancel := context.WithCancel(context.Background())
 				errs := make(chan error, n)
@@ -54,9 +55,9 @@ func TestHandoverCostFlat(t *testing.T) {
 							}
 							switch acq.Add(1) {
 							case mark:
-								r0 = rc.load()
+								r0, e0 = rc.load(), rc.loadEvents()
 							case mark + measured:
-								r1 = rc.load()
+								r1, e1 = rc.load(), rc.loadEvents()
 								cancel()
 							}
 							release()
@@ -69,12 +70,13 @@ func TestHandoverCostFlat(t *testing.T) {
 				for err := range errs {
 					require.NoError(t, err)
 				}
-				r := float64(r1-r0) / measured
-				t.Logf("%s n=%d: %.1f requests per acquisition", kind, n, r)
-				reqs = append(reqs, r)
+				r, e := float64(r1-r0)/measured, float64(e1-e0)/measured
+				t.Logf("%s n=%d: %.1f requests and %.1f watch events per acquisition", kind, n, r, e)
+				reqs, events = append(reqs, r), append(events, e)
 			}
 			for i := 1; i < len(reqs); i++ {
 				require.LessOrEqual(t, reqs[i], 1.5*reqs[0]+2, "requests per handover grow with the number of waiters: %v", reqs)
+				require.LessOrEqual(t, events[i], 1.5*events[0]+2, "watch events per handover grow with the number of waiters: %v", events)
 			}
 		})
 	}

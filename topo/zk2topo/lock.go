@@ -64,67 +64,36 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 }
 
 // releaseLock deletes the lock entry node of session s (dp is the
-// lock's directory, for errors), then (pipelined behind the delete, on the same
-// session) reads the directory's Stat; only when that shows no data and at
-// most one child (the locks znode, when the directory's files are gone or
-// it is a named lock) is the locks znode's Stat read too, and the
-// directory removed when nothing but an empty locks znode is left. A
-// directory that still holds files (the common case) so costs the delete
-// and one read. When the delete's answer is seen before its send (both
-// ready at once), the Stat is read after it instead.
+// lock's directory, for errors), then (pipelined behind the delete, on the
+// same session) reads the directory's Stat; only when that shows no data
+// and at most one child (the locks znode, when the directory's files are
+// gone or it is a named lock) is the locks znode's Stat read too, and the
+// directory removed when nothing but an empty locks znode is left (see
+// removeDir). A directory that still holds files (the common case) so
+// costs the delete and one read.
 func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
 	locksZp := zkDir(node)
 	dirZp := zkDir(locksZp)
-	sent, unregister := s.obs.expect(opDelete, node)
-	defer unregister()
-	delRes := make(chan error, 1)
-	go func() { delRes <- c.do(ctx, dp, func() error { return s.zk.Delete(node, -1) }) }()
-	select {
-	case <-sent:
-	case err := <-delRes:
-		if err != nil {
-			return err
-		}
-		delRes <- nil // answered already: the waits below get it again
-	}
-	type statRes struct {
-		exists bool
-		st     *zk.Stat
-		err    error
-	}
-	stat := func(zp string) chan statRes {
-		out := make(chan statRes, 1)
-		go func() {
-			res := make(chan statRes, 1) // written by fn even after do gave up
-			err := c.do(ctx, dp, func() error {
-				exists, st, err := s.zk.Exists(zp)
-				res <- statRes{exists, st, err}
-				return err
-			})
-			if err != nil {
-				out <- statRes{err: err}
-				return
-			}
-			out <- <-res
-		}()
-		return out
-	}
-	if dirZp == c.zkPath("") || dirZp == "/" {
+	delRes := sendFirst(s, opDelete, node, func() error { return c.do(ctx, dp, func() error { return s.zk.Delete(node, -1) }) })
+	if !c.removable(dirZp) {
 		return <-delRes
 	}
-	dr := stat(dirZp)
+	dr := c.statsInOrder(ctx, s, dp, dirZp)[0]
 	if err := <-delRes; err != nil {
 		return err
 	}
 	d := <-dr
 	if d.err != nil || !d.exists || d.st.DataLength > 0 || d.st.EphemeralOwner != 0 || d.st.NumChildren > 1 {
-		// Gone, a file, or holding more than its locks znode:
-		// removeIfEmpty would leave it whatever the locks znode's Stat.
+		// Gone, a file, or holding more than its locks znode: kept
+		// whatever the locks znode's Stat.
 		return nil
 	}
-	k := <-stat(locksZp)
-	if k.err == nil && c.removeIfEmpty(ctx, dirZp, d.exists, d.st, k.exists, k.st) {
-		c.cleanupDir(ctx, zkDir(dirZp))
+	var l statRes
+	if d.st.NumChildren == 1 {
+		l = c.statOn(ctx, s, dp, locksZp)
+	}
+	if l.err == nil {
+		c.removeDir(ctx, dirZp, d, l, false)
 	}
 	return nil
 }

@@ -175,7 +175,7 @@ func (c *Conn) deleteEntry(s *zkSession, node string) {
 // deleteLockEntry is deleteEntry for the entry of a lock that was never
 // taken (abandoned), followed by the clean-up Unlock does: the lock's
 // directory, and then its parents, are removed while they hold nothing but
-// an empty "locks" znode (see cleanupDir). Without it, a directory whose
+// an empty "locks" znode (see cleanupDirs). Without it, a directory whose
 // last file was deleted while the abandoned entry was still there (a named
 // lock's, or a semaphore contender's) stayed behind, empty.
 func (c *Conn) deleteLockEntry(s *zkSession, node string) {
@@ -185,7 +185,7 @@ func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	}
 	ctx, cancel := freshContext()
 	defer cancel()
-	c.cleanupDir(ctx, zkDir(zkDir(node)))
+	c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
 }
 
 // reapOrphans deletes the entries under parentZp that belong to session s
@@ -297,6 +297,25 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 			_ = c.do(ctx, p, func() error { return s.zk.Delete(vp, st.Version) })
 		}
 	}
+}
+
+// answerOn runs read with onSession on session s and returns its answer:
+// read may finish after onSession gave up (ctx ended), so the answer
+// passes through a channel, never through shared variables.
+func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
+	last := make(chan T, 1)
+	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+		v, err := read(z)
+		if err == nil {
+			last <- v
+		}
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return <-last, nil
 }
 
 // onSession runs a read on session s (never on another one), retrying

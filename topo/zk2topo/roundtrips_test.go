@@ -2,6 +2,10 @@ package zk2topo
 
 import (
 	"context"
+	"math"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,4 +109,152 @@ func TestUnlockRequests(t *testing.T) {
 	root, err := c.ListDir(ctx, "", false)
 	require.NoError(t, err)
 	require.Equal(t, []topo.DirEntry{{Name: "d"}, {Name: "keep"}}, root)
+}
+
+// TestRequestCounts runs each operation of the ZooKeeper table of
+// docs/roundtrips.md in the state its row names and fails when it sends
+// more requests than the row says (rtCounter counts them). Every row of
+// the table has a scenario here and every scenario a row, so the table
+// and the test cannot drift apart; the handover row is TestHandoverCostFlat's.
+func TestRequestCounts(t *testing.T) {
+	table := zkRequestTable(t)
+	ctx := context.Background()
+	var rc rtCounter
+	c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, Dialer: rc.dial}, freshRoot(t))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	must := func(err error) {
+		t.Helper()
+		require.NoError(t, err)
+	}
+	create := func(paths ...string) {
+		for _, p := range paths {
+			_, err := c.Create(ctx, p, []byte("v"))
+			must(err)
+		}
+	}
+	create("d/a", "d/b", "del/a", "del/b", "last/a", "l/a", "ld/a", "ld/b", "u/a", "u/b")
+	_, _, err = c.Get(ctx, "d/a") // the session's first read syncs: done
+	must(err)
+	var (
+		ver topo.Version
+		l   topo.LockDescriptor
+		p   topo.LeaderParticipation
+	)
+	// Each scenario is the setup (not counted) and the counted operation;
+	// those of again may run three times, the least count standing: the
+	// server reaps an emptied "locks" container (within 100 ms on the test
+	// server) at a moment no test controls, and a Lock after that is the
+	// first on its directory again.
+	type scenario struct{ setup, op func() }
+	again := map[string]bool{"Lock": true, "Unlock": true, "TryLock": true}
+	lockThenUnlock := func(d string) func() {
+		return func() {
+			l, err := c.Lock(ctx, d, "x") // the locks znode now exists
+			must(err)
+			must(l.Unlock(ctx))
+		}
+	}
+	scenarios := map[string]scenario{
+		"Get":    {nil, func() { _, _, err := c.Get(ctx, "d/a"); must(err) }},
+		"Update": {nil, func() { _, err := c.Update(ctx, "d/a", []byte("x"), nil); must(err) }},
+		"Update with version": {func() { _, ver, err = c.Get(ctx, "d/b"); must(err) }, func() {
+			_, err := c.Update(ctx, "d/b", []byte("x"), ver)
+			must(err)
+		}},
+		"Create": {nil, func() { create("d/c") }},
+		"Create two levels deep in new directories": {nil, func() { create("n/m/c") }},
+		"Delete, the directory keeps other files":   {nil, func() { must(c.Delete(ctx, "del/a", nil)) }},
+		"Delete of a directory's last file":         {func() { must(c.Delete(ctx, "last/a", nil)); create("last/a") }, func() { must(c.Delete(ctx, "last/a", nil)) }},
+		"ListDir":                                   {nil, func() { _, err := c.ListDir(ctx, "del", false); must(err) }},
+		"ListDir full, two entries":                 {nil, func() { _, err := c.ListDir(ctx, "ld", true); must(err) }},
+		"List, two files":                           {nil, func() { _, err := c.List(ctx, "u/"); must(err) }},
+		"Txn of an update and a create": {nil, func() {
+			_, err := c.Txn(ctx, topo.UpdateOp("d/a", []byte("z"), nil), topo.CreateOp("d/t", nil))
+			must(err)
+		}},
+		"Watch": {nil, func() {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			_, _, err := c.Watch(wctx, "d/a")
+			must(err)
+		}},
+		"Lock":                       {lockThenUnlock("l"), func() { l, err = c.Lock(ctx, "l", "x"); must(err) }},
+		"Lock, first on a directory": {nil, func() { l, err = c.Lock(ctx, "d", "x"); must(err) }},
+		"Unlock":                     {func() { l, err = c.Lock(ctx, "l", "x"); must(err) }, func() { must(l.Unlock(ctx)); l = nil }},
+		"TryLock":                    {lockThenUnlock("l"), func() { l, err = c.TryLock(ctx, "l", "x"); must(err) }},
+		"LockName, new directory":    {nil, func() { l, err = c.LockName(ctx, "nm", "x"); must(err) }},
+		"Unlock of a named lock":     {func() { l, err = c.LockName(ctx, "nm2", "x"); must(err) }, func() { must(l.Unlock(ctx)); l = nil }},
+		"Campaign, new election": {func() {
+			p, err = c.NewLeaderParticipation("e", "id")
+			must(err)
+		}, func() { _, err := p.Campaign(ctx, nil); must(err) }},
+		"Stop, leading": {func() {
+			p, err = c.NewLeaderParticipation("e2", "id")
+			must(err)
+			_, err = p.Campaign(ctx, nil)
+			must(err)
+		}, func() { p.Stop() }},
+	}
+	for _, row := range table {
+		s, ok := scenarios[row.op]
+		if !ok {
+			if row.op != "one lock or election handover, N waiters" {
+				t.Errorf("docs/roundtrips.md row %q has no scenario here", row.op)
+			}
+			continue
+		}
+		delete(scenarios, row.op)
+		n := int64(math.MaxInt64)
+		for try := 0; try < 3 && n > row.max && (try == 0 || again[row.op]); try++ {
+			if l != nil { // the previous scenario's lock
+				must(l.Unlock(ctx))
+				l = nil
+			}
+			if s.setup != nil {
+				s.setup()
+			}
+			n0 := rc.load()
+			s.op()
+			n = min(n, rc.load()-n0)
+		}
+		t.Logf("%-45s %d requests (table: %d)", row.op, n, row.max)
+		require.LessOrEqual(t, n, row.max, "%s sends more requests than docs/roundtrips.md says", row.op)
+	}
+	require.Empty(t, scenarios, "scenarios without a row in docs/roundtrips.md")
+}
+
+// requestRow is one row of a request table: the operation and the most
+// requests it may send.
+type requestRow struct {
+	op  string
+	max int64
+}
+
+// zkRequestTable reads the ZooKeeper table of docs/roundtrips.md: the rows
+// of its section whose second cell is a number (and the handover row).
+func zkRequestTable(t *testing.T) []requestRow {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/roundtrips.md")
+	require.NoError(t, err)
+	var rows []requestRow
+	in := false
+	for line := range strings.SplitSeq(string(doc), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			in = strings.HasPrefix(line, "## ZooKeeper")
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if !in || len(cells) < 4 || !strings.HasPrefix(line, "|") {
+			continue
+		}
+		op, n := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2])
+		if max, err := strconv.ParseInt(n, 10, 64); err == nil {
+			rows = append(rows, requestRow{op, max})
+		} else if n == "flat in N" {
+			rows = append(rows, requestRow{op, -1})
+		}
+	}
+	require.NotEmpty(t, rows, "no ZooKeeper table in docs/roundtrips.md")
+	return rows
 }

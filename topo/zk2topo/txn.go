@@ -829,47 +829,55 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 }
 
-// stat reads the Stats of the paths of ops idx (concurrently, on the
-// multi's session).
+// stat reads the Stats of the paths of ops idx (see statAll).
 func (t *txn) stat(ctx context.Context, idx ...int) error {
-	if len(idx) == 0 {
-		return nil
-	}
-	c := t.c
-	errs := make([]error, len(idx))
-	var wg sync.WaitGroup
+	zps := make([]string, len(idx))
 	for k, i := range idx {
-		zp := c.zkPath(t.ops[i].Path)
-		run := wg.Go
-		if len(idx) == 1 {
-			run = func(f func()) { f() } // no goroutine for the common case
-		}
-		run(func() {
-			type statRes struct {
-				exists bool
-				st     *zk.Stat
-			}
-			last := make(chan statRes, 1) // fn may finish after onSession gave up
-			errs[k] = c.onSession(ctx, t.s, t.ops[i].Path, func(z *zk.Conn) error {
-				e, s, err := z.Exists(zp)
-				if err == nil {
-					last <- statRes{e, s}
-				}
-				return err
-			})
-			if errs[k] == nil {
-				r := <-last
-				t.st[i].statted, t.st[i].exists, t.st[i].st = true, r.exists, r.st
-			}
-		})
+		zps[k] = t.c.zkPath(t.ops[i].Path)
 	}
-	wg.Wait()
-	for k, err := range errs {
-		if err != nil {
-			return t.readErr(idx[k], err)
+	for k, r := range t.statAll(ctx, zps) {
+		if r.err != nil {
+			return t.readErr(idx[k], r.err)
 		}
+		i := idx[k]
+		t.st[i].statted, t.st[i].exists, t.st[i].st = true, r.exists, r.st
 	}
 	return nil
+}
+
+// statAll reads the Stats of the znodes zps concurrently (one round
+// trip), on the multi's session.
+func (t *txn) statAll(ctx context.Context, zps []string) []statRes {
+	out := make([]statRes, len(zps))
+	var wg sync.WaitGroup
+	for k, zp := range zps {
+		read := func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) }
+		if len(zps) == 1 {
+			read() // no goroutine for the common case
+		} else {
+			wg.Go(read)
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+// missingChain returns the absent znodes of anc (ancestors, the parent
+// first), top down, as long as they form a chain: one that exists below
+// an absent one appeared meanwhile (the next multi fails there and they
+// are read again).
+func missingChain(anc []string, exists func(zp string) bool) []string {
+	var missing []string
+	for k := len(anc) - 1; k >= 0; k-- {
+		if exists(anc[k]) {
+			if len(missing) > 0 {
+				break
+			}
+			continue
+		}
+		missing = append(missing, anc[k])
+	}
+	return missing
 }
 
 // readErr converts the error of a read for op i.
@@ -911,33 +919,11 @@ func (t *txn) refresh(ctx context.Context) error {
 			add(d)
 		}
 	}
-	type statRes struct {
-		exists bool
-		st     *zk.Stat
-	}
-	stats := make([]statRes, len(zps))
-	errs := make([]error, len(zps))
-	var wg sync.WaitGroup
-	for k, zp := range zps {
-		wg.Go(func() {
-			last := make(chan statRes, 1) // fn may finish after onSession gave up
-			errs[k] = c.onSession(ctx, t.s, c.relPath(zp), func(z *zk.Conn) error {
-				e, st, err := z.Exists(zp)
-				if err == nil {
-					last <- statRes{e, st}
-				}
-				return err
-			})
-			if errs[k] == nil {
-				stats[k] = <-last
-			}
-		})
-	}
-	wg.Wait()
+	stats := t.statAll(ctx, zps)
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
 		for _, d := range append([]string{zp}, ancestorsOf(zp)...) {
-			if err := errs[seen[d]]; err != nil {
+			if err := stats[seen[d]].err; err != nil {
 				return t.readErr(i, err)
 			}
 		}
@@ -947,17 +933,7 @@ func (t *txn) refresh(ctx context.Context) error {
 		if r.exists {
 			continue
 		}
-		// The absent ancestors, top down, as long as they form a chain.
-		anc := ancestorsOf(zp)
-		for k := len(anc) - 1; k >= 0; k-- {
-			if stats[seen[anc[k]]].exists {
-				if len(s.missing) > 0 {
-					break
-				}
-				continue
-			}
-			s.missing = append(s.missing, anc[k])
-		}
+		s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
 	}
 	return nil
 }
@@ -971,87 +947,34 @@ func (t *txn) refresh(ctx context.Context) error {
 // transaction of many files in new directories is found out in one round
 // trip, without the Stat of every op's path that refresh reads.
 func (t *txn) parents(ctx context.Context) (bool, error) {
-	pr := t.readParents(ctx)
-	<-pr.done
 	c := t.c
-	for _, i := range pr.idx {
-		anc := ancestorsOf(c.zkPath(t.ops[i].Path))
-		for _, d := range anc {
-			if err := pr.errs[pr.seen[d]]; err != nil {
-				return true, t.readErr(i, err)
-			}
-		}
-		// The absent ancestors, top down, as long as they form a chain
-		// (one that exists below an absent one appeared meanwhile: the
-		// next multi fails there and they are read again).
-		s := &t.st[i]
-		s.missing = nil
-		for k := len(anc) - 1; k >= 0; k-- {
-			if pr.exists[pr.seen[anc[k]]] {
-				if len(s.missing) > 0 {
-					break
-				}
-				continue
-			}
-			s.missing = append(s.missing, anc[k])
-		}
-	}
-	t.parentsRead = true
-	return false, nil
-}
-
-// parentReads are the Stat reads of parents, under way until done is
-// closed.
-type parentReads struct {
-	idx    []int          // the ops whose ancestors are read
-	seen   map[string]int // znode path → index in exists and errs
-	exists []bool
-	errs   []error
-	done   chan struct{}
-}
-
-// readParents starts the reads of parents: whether each distinct ancestor
-// of the znodes the multi creates as files exists, concurrently, on the
-// multi's session.
-func (t *txn) readParents(ctx context.Context) *parentReads {
-	c := t.c
-	pr := &parentReads{seen: map[string]int{}, done: make(chan struct{})}
+	var idx []int
+	seen := map[string]int{} // znode path → index in zps
 	var zps []string
 	for i := range t.ops {
 		if t.excluded[i] || !t.createsFile(i) {
 			continue
 		}
-		pr.idx = append(pr.idx, i)
+		idx = append(idx, i)
 		for _, d := range ancestorsOf(c.zkPath(t.ops[i].Path)) {
-			if _, ok := pr.seen[d]; !ok {
-				pr.seen[d] = len(zps)
+			if _, ok := seen[d]; !ok {
+				seen[d] = len(zps)
 				zps = append(zps, d)
 			}
 		}
 	}
-	pr.exists = make([]bool, len(zps))
-	pr.errs = make([]error, len(zps))
-	var wg sync.WaitGroup
-	for k, zp := range zps {
-		wg.Go(func() {
-			last := make(chan bool, 1) // fn may finish after onSession gave up
-			pr.errs[k] = c.onSession(ctx, t.s, c.relPath(zp), func(z *zk.Conn) error {
-				e, _, err := z.Exists(zp)
-				if err == nil {
-					last <- e
-				}
-				return err
-			})
-			if pr.errs[k] == nil {
-				pr.exists[k] = <-last
+	stats := t.statAll(ctx, zps)
+	for _, i := range idx {
+		anc := ancestorsOf(c.zkPath(t.ops[i].Path))
+		for _, d := range anc {
+			if err := stats[seen[d]].err; err != nil {
+				return true, t.readErr(i, err)
 			}
-		})
+		}
+		t.st[i].missing = missingChain(anc, func(d string) bool { return stats[seen[d]].exists })
 	}
-	go func() {
-		wg.Wait()
-		close(pr.done)
-	}()
-	return pr
+	t.parentsRead = true
+	return false, nil
 }
 
 // ancestorsOf returns the ancestors of the znode path zp below "/", the
@@ -1078,49 +1001,14 @@ func (t *txn) lost() error {
 // ancestors reads which ancestors of op i's znode are absent (one round
 // trip: the reads run concurrently) and records them for the next multi.
 func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
-	c := t.c
-	zp := c.zkPath(t.ops[i].Path)
-	var dirs []string
-	for d := zkDir(zp); d != "/" && d != ""; d = zkDir(d) {
-		dirs = append(dirs, d)
-	}
-	exists := make([]bool, len(dirs))
-	errs := make([]error, len(dirs))
-	var wg sync.WaitGroup
-	for k, d := range dirs {
-		wg.Go(func() {
-			last := make(chan bool, 1) // fn may finish after onSession gave up
-			errs[k] = c.onSession(ctx, t.s, t.ops[i].Path, func(z *zk.Conn) error {
-				e, _, err := z.Exists(d)
-				if err == nil {
-					last <- e
-				}
-				return err
-			})
-			if errs[k] == nil {
-				exists[k] = <-last
-			}
-		})
-	}
-	wg.Wait()
-	var missing []string
-	for k := len(dirs) - 1; k >= 0; k-- { // top down
-		if errs[k] != nil {
-			return true, t.readErr(i, errs[k])
-		}
-		if !exists[k] {
-			missing = append(missing, dirs[k])
+	anc := ancestorsOf(t.c.zkPath(t.ops[i].Path))
+	stats := t.statAll(ctx, anc)
+	for k := len(anc) - 1; k >= 0; k-- { // the first error top down
+		if stats[k].err != nil {
+			return true, t.readErr(i, stats[k].err)
 		}
 	}
-	// Only a contiguous run down from the first missing one can be
-	// created; one that exists below a missing one appeared meanwhile.
-	for k := 1; k < len(missing); k++ {
-		if !strings.HasPrefix(missing[k], missing[k-1]+"/") || strings.Count(missing[k], "/") != strings.Count(missing[k-1], "/")+1 {
-			missing = missing[:k]
-			break
-		}
-	}
-	t.st[i].missing = missing
+	t.st[i].missing = missingChain(anc, func(d string) bool { return stats[slices.Index(anc, d)].exists })
 	if t.ops[i].Kind == topo.TxnIfAbsent {
 		t.st[i].statted = false
 	}
@@ -1148,201 +1036,6 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 			}
 		}
 	}
-	t.cleanupDirs(ctx, cleanup)
+	c.cleanupDirs(ctx, cleanup)
 	return out
-}
-
-// cleanupDirs removes the directory znodes dirs that a multi's deletes
-// may have left empty, and then their parents while they are empty, as
-// Delete does (see cleanupDir), best effort, a level at a time for all of
-// them at once: the Stats of the level's directories (concurrent reads,
-// one round trip; for a directory with one child, the Stats of its
-// "locks" znode and then of the directory again, pipelined in that order,
-// one more round trip), then one multi deleting every directory of the
-// level that has no data and no child but an empty "locks" znode, each
-// guarded by the versions read (the server refuses the delete of a
-// znode with children, and of one whose data changed: the multi then
-// deletes nothing and each of its directories is cleaned up alone, by
-// cleanupDir). The parents of the deleted ones are the next level. A
-// directory's data is never written, and the root is never removed.
-func (t *txn) cleanupDirs(ctx context.Context, dirs []string) {
-	c := t.c
-	keep := func(d string) bool {
-		return d != c.zkPath("") && d != "/" && strings.HasPrefix(d, c.root+"/")
-	}
-	level := map[string]bool{}
-	for _, d := range dirs {
-		if keep(d) {
-			level[d] = true
-		}
-	}
-	for len(level) > 0 {
-		// A directory above another one of the level waits for the next
-		// levels: it is not empty before that one is removed.
-		above := map[string]bool{}
-		for e := range level {
-			for d := zkDir(e); keep(d) && !above[d]; d = zkDir(d) {
-				above[d] = true
-			}
-		}
-		var ds []string
-		for d := range level {
-			if !above[d] {
-				ds = append(ds, d)
-			}
-		}
-		slices.Sort(ds)
-		type dirStat struct {
-			exists, lexists bool
-			st, lst         *zk.Stat
-			err             error
-		}
-		stats := make([]dirStat, len(ds))
-		var wg sync.WaitGroup
-		for k, d := range ds {
-			wg.Go(func() {
-				r := &stats[k]
-				r.exists, r.st, r.err = c.statDir(ctx, d)
-			})
-		}
-		wg.Wait()
-		// A directory with one child: is it an empty "locks" znode?
-		var one []int
-		for k := range ds {
-			if r := stats[k]; r.err == nil && r.exists && r.st.NumChildren == 1 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0 {
-				one = append(one, k)
-			}
-		}
-		for _, k := range one {
-			wg.Go(func() {
-				r := &stats[k]
-				r.lexists, r.lst, r.exists, r.st, r.err = c.statLocksThenDir(ctx, ds[k])
-			})
-		}
-		wg.Wait()
-		var reqs []any
-		var removed []string
-		for k, d := range ds {
-			r := stats[k]
-			if r.err != nil || !r.exists || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
-				continue
-			}
-			switch {
-			case r.st.NumChildren == 0:
-				reqs = append(reqs, &zk.DeleteRequest{Path: d, Version: r.st.Version})
-			case r.st.NumChildren == 1 && r.lexists && r.lst.NumChildren == 0:
-				reqs = append(reqs,
-					&zk.DeleteRequest{Path: d + "/" + locksDir, Version: r.lst.Version},
-					&zk.DeleteRequest{Path: d, Version: r.st.Version})
-			default:
-				continue // another child (the locks znode was read first)
-			}
-			removed = append(removed, d)
-		}
-		if len(reqs) == 0 {
-			return
-		}
-		err := c.write(ctx, "", func(z *zk.Conn) error {
-			_, err := z.Multi(reqs...)
-			return err
-		})
-		if err != nil {
-			// Something changed meanwhile (or the answer was lost): each
-			// directory on its own, reading its Stats again.
-			for _, d := range removed {
-				wg.Go(func() { c.cleanupDir(ctx, d) })
-			}
-			wg.Wait()
-			return
-		}
-		next := map[string]bool{}
-		for d := range level {
-			if above[d] {
-				next[d] = true // waited for its descendants
-			}
-		}
-		for _, d := range removed {
-			if p := zkDir(d); keep(p) {
-				next[p] = true
-			}
-		}
-		level = next
-	}
-}
-
-// statDir reads the Stat of the znode zp on the current session.
-func (c *Conn) statDir(ctx context.Context, zp string) (bool, *zk.Stat, error) {
-	type statRes struct {
-		exists bool
-		st     *zk.Stat
-	}
-	last := make(chan statRes, 1) // fn may finish after do gave up
-	err := c.write(ctx, c.relPath(zp), func(z *zk.Conn) error {
-		e, st, err := z.Exists(zp)
-		if err == nil {
-			last <- statRes{e, st}
-		}
-		return err
-	})
-	if err != nil {
-		return false, nil, err
-	}
-	r := <-last
-	return r.exists, r.st, nil
-}
-
-// statLocksThenDir reads the Stat of the directory znode dir's "locks"
-// child and then of dir, pipelined on one session (the second request is
-// queued once the first one's frame was written, so that the server runs
-// them in that order): a "locks" znode absent at the first read that the
-// second does not count is not one of dir's children.
-func (c *Conn) statLocksThenDir(ctx context.Context, dir string) (lexists bool, lst *zk.Stat, exists bool, st *zk.Stat, err error) {
-	p := c.relPath(dir)
-	s, err := c.live(ctx, p)
-	if err != nil {
-		return false, nil, false, nil, err
-	}
-	type statRes struct {
-		exists bool
-		st     *zk.Stat
-		err    error
-	}
-	stat := func(zp string, out chan<- statRes) {
-		last := make(chan statRes, 1) // fn may finish after do gave up
-		err := c.do(ctx, p, func() error {
-			e, st, err := s.zk.Exists(zp)
-			if err == nil {
-				last <- statRes{exists: e, st: st}
-			}
-			return err
-		})
-		if err != nil {
-			out <- statRes{err: err}
-			return
-		}
-		out <- <-last
-	}
-	locks, self := make(chan statRes, 1), make(chan statRes, 1)
-	sent, unregister := s.obs.expect(opExists, dir+"/"+locksDir)
-	go stat(dir+"/"+locksDir, locks)
-	var lr statRes
-	have := false
-	select {
-	case <-sent:
-	case lr = <-locks: // answered (or failed) already
-		have = true
-	}
-	unregister()
-	go stat(dir, self)
-	if !have {
-		lr = <-locks
-	}
-	dr := <-self
-	if lr.err != nil {
-		return false, nil, false, nil, lr.err
-	}
-	if dr.err != nil {
-		return false, nil, false, nil, dr.err
-	}
-	return lr.exists, lr.st, dr.exists, dr.st, nil
 }

@@ -1,0 +1,232 @@
+package zk2topo
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Directories left empty go. A file's Delete, a lock's Unlock (and an
+// abandoned lock entry's removal) and a Txn's deletes remove the
+// directory znodes they emptied, and then their parents while they are
+// empty, best effort. A directory counts as empty when it has no data and
+// no child but an empty "locks" znode (the container of a lock's entries,
+// which the server reaps on its own only some time after its last entry
+// went). A directory is only ever removed by deletes guarded by the
+// versions just read (the server refuses the delete of a znode with
+// children, and of one whose data changed), so a child added or data
+// written meanwhile keeps it; its data is never written, and the root is
+// never removed.
+
+// statRes is the answer to an exists request.
+type statRes struct {
+	exists bool
+	st     *zk.Stat
+	err    error
+}
+
+// statOn reads zp's Stat on session s only (see answerOn and onSession:
+// errSessionOver once it is over; p names the operation's path for
+// errors).
+func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
+	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
+		e, st, err := z.Exists(zp)
+		return statRes{exists: e, st: st}, err
+	})
+	if err != nil {
+		return statRes{err: err}
+	}
+	return r
+}
+
+// statsInOrder sends the Stat reads of zps on session s, each once the
+// frame of the one before it is written (see sendFirst), so that the
+// server runs them in that order, pipelined: together they wait for one
+// round trip. The channels yield the answers, in the order of zps.
+func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...string) []<-chan statRes {
+	outs := make([]<-chan statRes, len(zps))
+	for i, zp := range zps {
+		outs[i] = sendFirst(s, opExists, zp, func() statRes { return c.statOn(ctx, s, p, zp) })
+	}
+	return outs
+}
+
+// sendFirst runs req, which sends one request of opcode op on zp on
+// session s, in the background, and returns once that request's frame is
+// written (or req returned), so that the requests sent on s after it are
+// run after it by the server, which runs a session's requests in the
+// order it receives them. The channel yields req's result.
+func sendFirst[T any](s *zkSession, op int32, zp string, req func() T) <-chan T {
+	sent, unregister := s.obs.expect(op, zp)
+	defer unregister()
+	out, done := make(chan T, 1), make(chan struct{})
+	go func() {
+		out <- req()
+		close(done)
+	}()
+	select {
+	case <-sent:
+	case <-done:
+	}
+	return out
+}
+
+// dirDeletes returns the deletes (for one multi) that remove the
+// directory znode dir given its Stat d and its "locks" znode's Stat l,
+// nil when they show that it is not empty. With locksFirst, l was read
+// before d, on one session, so a directory counting one child while its
+// locks znode was absent holds another child; otherwise (or when l was
+// not read) that child may be a locks container reaped between the
+// reads, and reread says that dir must be read again.
+func dirDeletes(dir string, d, l statRes, locksFirst bool) (reqs []any, reread bool) {
+	if d.err != nil || !d.exists || d.st.DataLength > 0 || d.st.EphemeralOwner != 0 {
+		return nil, false
+	}
+	switch {
+	case d.st.NumChildren == 0:
+		return []any{&zk.DeleteRequest{Path: dir, Version: d.st.Version}}, false
+	case d.st.NumChildren != 1 || l.err != nil:
+		return nil, false
+	case l.exists && l.st.NumChildren == 0:
+		return []any{
+			&zk.DeleteRequest{Path: dir + "/" + locksDir, Version: l.st.Version},
+			&zk.DeleteRequest{Path: dir, Version: d.st.Version}}, false
+	}
+	return nil, !l.exists && !locksFirst
+}
+
+// removeDir removes the directory znode dir when the Stats d and l (see
+// dirDeletes) show it empty, in one multi, and then its parents while
+// they are empty (cleanupDirs). When the multi fails (something changed
+// since the reads: a locks container reaped, a child added) or the reads
+// cannot tell, dir is read again and cleaned up by cleanupDirs.
+func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFirst bool) {
+	if !c.removable(dir) {
+		return
+	}
+	reqs, reread := dirDeletes(dir, d, l, locksFirst)
+	if reqs == nil {
+		if reread {
+			c.cleanupDirs(ctx, []string{dir})
+		}
+		return
+	}
+	err := c.write(ctx, c.relPath(dir), func(z *zk.Conn) error {
+		_, err := z.Multi(reqs...)
+		return err
+	})
+	if err != nil {
+		c.cleanupDirs(ctx, []string{dir})
+		return
+	}
+	c.cleanupDirs(ctx, []string{zkDir(dir)})
+}
+
+// removable reports whether the directory znode dir is below the root,
+// so that the clean-up may remove it.
+func (c *Conn) removable(dir string) bool {
+	return dir != c.zkPath("") && dir != "/" && strings.HasPrefix(dir, c.root+"/")
+}
+
+// cleanupAttempts bounds how many times cleanupDirs reads a directory
+// whose removal failed again.
+const cleanupAttempts = 3
+
+// cleanupDirs removes the directory znodes dirs while they are empty,
+// and then their parents, a level at a time for all of them at once: the
+// Stats of the level's directories (concurrent reads, one round trip;
+// for a directory with one child, the Stats of its "locks" znode and then
+// of the directory again, pipelined in that order, one more round trip),
+// then one multi deleting every directory of the level that is empty.
+// When that multi fails (something changed meanwhile; it deleted
+// nothing), each of its directories is cleaned up alone, reading its
+// Stats again, cleanupAttempts times at most. The parents of the deleted
+// ones are the next level.
+func (c *Conn) cleanupDirs(ctx context.Context, dirs []string) {
+	c.cleanupLevels(ctx, dirs, cleanupAttempts)
+}
+
+func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
+	level := map[string]bool{}
+	for _, d := range dirs {
+		if c.removable(d) {
+			level[d] = true
+		}
+	}
+	for len(level) > 0 {
+		// A directory above another one of the level waits for the next
+		// levels: it is not empty before that one is removed.
+		above := map[string]bool{}
+		for e := range level {
+			for d := zkDir(e); c.removable(d) && !above[d]; d = zkDir(d) {
+				above[d] = true
+			}
+		}
+		var ds []string
+		for d := range level {
+			if !above[d] {
+				ds = append(ds, d)
+			}
+		}
+		slices.Sort(ds)
+		ls, dstats := make([]statRes, len(ds)), make([]statRes, len(ds))
+		var wg sync.WaitGroup
+		for k, d := range ds {
+			wg.Go(func() {
+				s, err := c.live(ctx, c.relPath(d))
+				if err != nil {
+					dstats[k] = statRes{err: err}
+					return
+				}
+				dstats[k] = c.statOn(ctx, s, c.relPath(d), d)
+				// A directory with one child: is it an empty "locks" znode?
+				if r := dstats[k]; r.err == nil && r.exists && r.st.NumChildren == 1 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0 {
+					rs := c.statsInOrder(ctx, s, c.relPath(d), d+"/"+locksDir, d)
+					ls[k], dstats[k] = <-rs[0], <-rs[1]
+				}
+			})
+		}
+		wg.Wait()
+		var reqs []any
+		var removed []string
+		for k, d := range ds {
+			if r, _ := dirDeletes(d, dstats[k], ls[k], true); r != nil {
+				reqs = append(reqs, r...)
+				removed = append(removed, d)
+			}
+		}
+		if len(reqs) == 0 {
+			return
+		}
+		err := c.write(ctx, "", func(z *zk.Conn) error {
+			_, err := z.Multi(reqs...)
+			return err
+		})
+		if err != nil {
+			// Something changed meanwhile (or the answer was lost): each
+			// directory on its own, reading its Stats again.
+			if attempts > 1 {
+				for _, d := range removed {
+					wg.Go(func() { c.cleanupLevels(ctx, []string{d}, attempts-1) })
+				}
+				wg.Wait()
+			}
+			return
+		}
+		next := map[string]bool{}
+		for d := range level {
+			if above[d] {
+				next[d] = true // waited for its descendants
+			}
+		}
+		for _, d := range removed {
+			if p := zkDir(d); c.removable(p) {
+				next[p] = true
+			}
+		}
+		level = next
+	}
+}
