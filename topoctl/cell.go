@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +11,7 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-func newCellCmd(o *options) *cobra.Command {
+func newCellCmd(stores *connector, out *printer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cell",
 		Short: "List and edit the cells' CellInfo records (in the global cell)",
@@ -24,7 +23,7 @@ implementation). "cell alias" edits the cells aliases.`,
   topoctl cell ls
   topoctl --cell zone1 ls -R /`,
 	}
-	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o), newCellAliasCmd(o))
+	cmd.AddCommand(newCellLsCmd(stores, out), newCellSetCmd(stores, out), newCellAliasCmd(stores, out))
 	return groupCmd(cmd)
 }
 
@@ -34,7 +33,7 @@ type cellRow struct {
 	Root          string `json:"root"`
 }
 
-func newCellLsCmd(o *options) *cobra.Command {
+func newCellLsCmd(stores *connector, out *printer) *cobra.Command {
 	return &cobra.Command{
 		Use: "ls",
 		Example: `  topoctl cell ls
@@ -43,13 +42,13 @@ func newCellLsCmd(o *options) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var names []string
-			if err := probe(o, ctx, func(c context.Context) error {
+			if err := probe(ctx, stores.timeout, func(c context.Context) error {
 				names, err = st.srv.GetCellInfoNames(c)
 				return err
 			}); err != nil {
@@ -58,7 +57,7 @@ func newCellLsCmd(o *options) *cobra.Command {
 			rows := []cellRow{}
 			for _, n := range names {
 				var ci *topodatapb.CellInfo
-				if err := probe(o, ctx, func(c context.Context) error {
+				if err := probe(ctx, stores.timeout, func(c context.Context) error {
 					ci, err = st.srv.GetCellInfo(c, n)
 					return err
 				}); err != nil {
@@ -69,10 +68,10 @@ func newCellLsCmd(o *options) *cobra.Command {
 				}
 				rows = append(rows, cellRow{n, ci.GetServerAddress(), ci.GetRoot()})
 			}
-			if o.jsonOut() {
-				return o.printJSON(rows)
+			if out.jsonOut() {
+				return out.printJSON(rows)
 			}
-			tw := tabwriter.NewWriter(o.io.Stdout, 0, 4, 2, ' ', 0)
+			tw := out.table()
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.ServerAddress, r.Root)
 			}
@@ -81,7 +80,7 @@ func newCellLsCmd(o *options) *cobra.Command {
 	}
 }
 
-func newCellSetCmd(o *options) *cobra.Command {
+func newCellSetCmd(stores *connector, out *printer) *cobra.Command {
 	var addr, root string
 	cmd := &cobra.Command{
 		Use:     "set NAME [--server-address ADDR] [--root ROOT]",
@@ -103,13 +102,13 @@ conflict.`,
 				return usagef("--root %q is the whole key space of the cell's store: give the cell a root of its own, such as /vitess/%s", root, args[0])
 			}
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var row cellRow
-			if err := probe(o, ctx, func(c context.Context) error {
+			if err := probe(ctx, stores.timeout, func(c context.Context) error {
 				return st.srv.UpdateCellInfoFields(c, args[0], func(ci *topodatapb.CellInfo) error {
 					if setAddr {
 						ci.ServerAddress = addr
@@ -123,8 +122,8 @@ conflict.`,
 			}); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(row)
+			if out.jsonOut() {
+				return out.printJSON(row)
 			}
 			return nil
 		},

@@ -19,19 +19,19 @@ type electEvent struct {
 	ID    string `json:"id,omitempty"`
 }
 
-func printElect(o *options, ev electEvent) {
-	if o.jsonOut() {
-		_ = o.printJSON(ev)
+func printElect(out *printer, ev electEvent) {
+	if out.jsonOut() {
+		_ = out.printJSON(ev)
 		return
 	}
 	if ev.ID == "" {
-		o.printf("%s\n", ev.Event)
+		out.printf("%s\n", ev.Event)
 		return
 	}
-	o.printf("%s %s\n", ev.Event, ev.ID)
+	out.printf("%s %s\n", ev.Event, ev.ID)
 }
 
-func newElectCmd(o *options) *cobra.Command {
+func newElectCmd(stores *connector, out *printer) *cobra.Command {
 	var id, value string
 	cmd := &cobra.Command{
 		Use: "elect NAME [--id ID] [--value VALUE]",
@@ -58,7 +58,7 @@ where Vitess processes in the same election do not read it.`,
 				id = fmt.Sprintf("%s-%d", host, os.Getpid())
 			}
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
@@ -70,7 +70,7 @@ where Vitess processes in the same election do not read it.`,
 				return err
 			}
 			defer lp.Stop()
-			if err := probe(o, ctx, func(c context.Context) error {
+			if err := probe(ctx, stores.timeout, func(c context.Context) error {
 				_, err := lp.GetCurrentLeaderID(c)
 				return err
 			}); err != nil {
@@ -87,7 +87,7 @@ where Vitess processes in the same election do not read it.`,
 			go func() {
 				defer close(watchDone)
 				for l := range leaders {
-					printElect(o, electEvent{Event: "leader", ID: l})
+					printElect(out, electEvent{Event: "leader", ID: l})
 				}
 			}()
 
@@ -114,12 +114,12 @@ where Vitess processes in the same election do not read it.`,
 					result = err
 				}
 			default:
-				printElect(o, electEvent{Event: "elected", ID: id})
+				printElect(out, electEvent{Event: "elected", ID: id})
 				select {
 				case <-ctx.Done():
 				case <-lctx.Done():
 					if ctx.Err() == nil {
-						printElect(o, electEvent{Event: "lost", ID: id})
+						printElect(out, electEvent{Event: "lost", ID: id})
 						result = backendkit.Wrap(topo.LockLost, args[0], fmt.Errorf("participant %s lost leadership", id))
 					}
 				}
@@ -136,7 +136,7 @@ where Vitess processes in the same election do not read it.`,
 	return cmd
 }
 
-func newLeaderCmd(o *options) *cobra.Command {
+func newLeaderCmd(stores *connector, out *printer) *cobra.Command {
 	var observe bool
 	cmd := &cobra.Command{
 		Use: "leader NAME [--observe]",
@@ -159,7 +159,7 @@ stderr when the store stops answering (reading a path once a second, to
 notice a partition) and "reconnected" when it answers again.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := o.open(cmd.Context())
+			st, err := stores.open(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -170,24 +170,24 @@ notice a partition) and "reconnected" when it answers again.`,
 					return err
 				}
 				defer lp.Stop()
-				return o.observeLeader(cmd.Context(), st, lp, args[0])
+				return (&watching{stores: stores, out: out}).observeLeader(cmd.Context(), st, lp, args[0])
 			}
 			var leader topo.Leader
-			if err := probe(o, cmd.Context(), func(c context.Context) error {
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 				var err error
 				leader, err = inspect.Leader(c, st.conn, args[0])
 				return err
 			}); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(leaderLine(args[0], leader))
+			if out.jsonOut() {
+				return out.printJSON(leaderLine(args[0], leader))
 			}
 			if leader.ID == "" {
-				o.eprintf("election %s has no leader\n", args[0])
+				out.eprintf("election %s has no leader\n", args[0])
 				return nil
 			}
-			printLeader(o, leader)
+			printLeader(out, leader)
 			return nil
 		},
 	}
@@ -209,12 +209,12 @@ func leaderLine(name string, l topo.Leader) leaderJSON {
 
 // printLeader prints a leader's id, and its value after a space when it
 // published one.
-func printLeader(o *options, l topo.Leader) {
+func printLeader(out *printer, l topo.Leader) {
 	if len(l.Value) == 0 {
-		o.printf("%s\n", l.ID)
+		out.printf("%s\n", l.ID)
 		return
 	}
-	o.printf("%s %s\n", l.ID, escapeControl(string(l.Value)))
+	out.printf("%s %s\n", l.ID, escapeControl(string(l.Value)))
 }
 
 // observeLeader prints the leader of election name each time it changes or
@@ -222,9 +222,9 @@ func printLeader(o *options, l topo.Leader) {
 // when the store stops answering ("reconnecting") and answers again
 // ("reconnected"), then observes again at once, printing the leader only
 // if it changed meanwhile.
-func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderParticipation, name string) error {
+func (o *watching) observeLeader(ctx context.Context, st *store, lp topo.LeaderParticipation, name string) error {
 	rw := &rewatcher{}
-	stopMonitor := monitor(o, ctx, st, "topoctl-probe", rw.restart)
+	stopMonitor := o.monitor(ctx, st, "topoctl-probe", rw.restart)
 	defer stopMonitor()
 	var last *leaderJSON
 	for {
@@ -246,8 +246,8 @@ func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderPa
 				continue // seen before a restart
 			}
 			last = &line
-			if o.jsonOut() {
-				if err := o.printJSON(line); err != nil {
+			if o.out.jsonOut() {
+				if err := o.out.printJSON(line); err != nil {
 					drainAfter(rw.cancel, ch)
 					return err
 				}
@@ -256,7 +256,7 @@ func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderPa
 			if l.ID == "" {
 				continue
 			}
-			printLeader(o, l)
+			printLeader(o.out, l)
 		}
 		rw.cancel()
 		switch {
