@@ -50,15 +50,6 @@ func aliasCells(vals []string) []string {
 	return out
 }
 
-// globalOnly opens the store for a command that works on the global cell's
-// records only: --cell does not apply to it.
-func (o *connector) globalOnly(ctx context.Context, cmd *cobra.Command) (*store, error) {
-	if o.cell != "" && o.cell != topo.GlobalCell && cmd.Flags().Changed("cell") {
-		return nil, usagef("%s works on the global cell: --cell does not apply", cmd.CommandPath())
-	}
-	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, "")
-}
-
 func newCellAliasCreateCmd(stores *connector, out *printer) *cobra.Command {
 	var cells []string
 	cmd := &cobra.Command{

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/middleware"
 )
@@ -264,6 +265,15 @@ func (o *connector) middlewares() []topo.Middleware {
 		mws = append(mws, middleware.Logging(o.out.log))
 	}
 	return mws
+}
+
+// globalOnly opens the store for a command that works on the global cell's
+// records only: --cell does not apply to it.
+func (o *connector) globalOnly(ctx context.Context, cmd *cobra.Command) (*store, error) {
+	if o.cell != "" && o.cell != topo.GlobalCell && cmd.Flags().Changed("cell") {
+		return nil, usagef("%s works on the global cell: --cell does not apply", cmd.CommandPath())
+	}
+	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, "")
 }
 
 // openFrom opens the store named by a --from/--to flag, or the one named
