@@ -9,6 +9,8 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/tree"
 )
 
 func newCellCmd(stores *connector, out *printer) *cobra.Command {
@@ -21,9 +23,11 @@ NAME on any command connects through it (with the global cell's
 implementation). "cell alias" edits the cells aliases.`,
 		Example: `  topoctl cell set zone1 --server-address 127.0.0.1:2379 --root /vitess/zone1
   topoctl cell ls
+  topoctl cell get zone1
+  topoctl cell rm zone1
   topoctl --cell zone1 ls -R /`,
 	}
-	cmd.AddCommand(newCellLsCmd(stores, out), newCellSetCmd(stores, out), newCellAliasCmd(stores, out))
+	cmd.AddCommand(newCellLsCmd(stores, out), newCellGetCmd(stores, out), newCellSetCmd(stores, out), newCellRmCmd(stores, out), newCellAliasCmd(stores, out))
 	return groupCmd(cmd)
 }
 
@@ -78,6 +82,102 @@ func newCellLsCmd(stores *connector, out *printer) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+// printCell prints one cell's row as cell ls does (-o json: one object).
+func printCell(out *printer, r cellRow) error {
+	if out.jsonOut() {
+		return out.printJSON(r)
+	}
+	tw := out.table()
+	fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.ServerAddress, r.Root)
+	return tw.Flush()
+}
+
+func newCellGetCmd(stores *connector, out *printer) *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Example: "  topoctl cell get zone1\n  topoctl cell get zone1 -o json",
+		Short:   "Print a cell's server address and root",
+		Long: `Print the cell NAME with its server address and root, as one line of
+"cell ls" (with --output json: {"name","server_address","root"}). A cell
+without a CellInfo record fails with NoNode.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, ctx, done, err := stores.openCall(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			ci, err := st.srv.GetCellInfo(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printCell(out, cellRow{args[0], ci.GetServerAddress(), ci.GetRoot()})
+		},
+	}
+}
+
+func newCellRmCmd(stores *connector, out *printer) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:     "rm NAME [--force]",
+		Example: "  topoctl cell rm zone1\n  topoctl cell rm zone1 --force   # its store is gone, or its data stays",
+		Short:   "Remove a cell's CellInfo (refused while the cell's store holds data)",
+		Long: `Remove the CellInfo record of cell NAME from the global cell. The cell's
+own store is read first: while it holds any file under the cell's root
+(tablets, replication records, anything), nothing is removed and rm fails
+with NodeNotEmpty, naming how many files are there; a cell store that
+cannot be read fails as well. --force removes the record without looking:
+the cell's data, if any, stays where it is, no longer reachable through
+--cell. With --output json it prints the removed cell's
+{"name","server_address","root"}. A cell without a CellInfo record fails
+with NoNode. Cells aliases naming the cell are left as they are.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			st, err := stores.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var ci *topodatapb.CellInfo
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
+				ci, err = st.srv.GetCellInfo(c, name)
+				return err
+			}); err != nil {
+				return err
+			}
+			if !force {
+				var tl tree.Listing
+				err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
+					conn, err := st.srv.ConnForCell(c, name)
+					if err != nil {
+						return err
+					}
+					tl, err = tree.List(c, conn, "")
+					return err
+				})
+				if err != nil && !topo.IsErrType(err, topo.NoNode) {
+					return fmt.Errorf("cell %s: cannot read its store %s:%s to check that it holds no data (--force removes the record without looking): %w", name, ci.GetServerAddress(), ci.GetRoot(), err)
+				}
+				if n := len(tl.Files) + len(tl.Reserved) + len(tl.Odd); n > 0 {
+					return backendkit.Wrap(topo.NodeNotEmpty, topo.CellInfoPath(name), fmt.Errorf("cell %s still holds %s under %s in %s: nothing removed (remove its data first, or --force removes the record and leaves the data)", name, plural(n, "file"), ci.GetRoot(), ci.GetServerAddress()))
+				}
+			}
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
+				return st.srv.DeleteCellInfo(c, name)
+			}); err != nil {
+				return err
+			}
+			if out.jsonOut() {
+				return out.printJSON(cellRow{name, ci.GetServerAddress(), ci.GetRoot()})
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "remove the record even when the cell's store holds data or cannot be read")
+	return cmd
 }
 
 func newCellSetCmd(stores *connector, out *printer) *cobra.Command {
