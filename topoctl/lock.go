@@ -73,7 +73,12 @@ the group is left (a process the command leaves behind gets SIGTERM, and
 SIGKILL --grace later). Being in its own group, COMMAND does not read from
 the terminal.
 
-The wait for the lock is bounded by --timeout (0: wait until interrupted).
+The wait for the lock has no bound by default: lock waits until the lock
+is free or it is interrupted (Ctrl-C: exit 130), as "etcdctl lock" does,
+since a lock may be held for as long as a job runs. A --timeout given
+on the command line, in ` + envTimeout + ` or in the --config file bounds
+the wait too (Timeout, exit 1; 0 means no bound). Without a bound, a
+store that stops answering while lock waits keeps it waiting until Ctrl-C.
 --try fails at once with NodeExists when someone else holds the lock.
 --ttl sets the lock's time to live: if topoctl dies, the lock lapses about
 that long later; without it the backend's default applies. Backends honour
@@ -142,7 +147,7 @@ shows it.`,
 			}
 			host, _ := os.Hostname()
 			contents := fmt.Sprintf("topoctl lock on %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
-			lctx, cancel := stores.callCtx(ctx)
+			lctx, cancel := callCtx(ctx, stores.lockWait())
 			var ld topo.LockDescriptor
 			switch {
 			case named:

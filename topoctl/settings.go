@@ -65,6 +65,10 @@ type settings struct {
 	root    string
 	cell    string
 	timeout time.Duration
+	// timeoutGiven records that --timeout was given (as a flag, its
+	// variable or in the --config file) rather than defaulted: only then
+	// does it bound lock's wait for the lock (see lockWait).
+	timeoutGiven bool
 	// sec holds the backends' TLS and authentication settings.
 	sec security
 	// configFile is --config; conf the settings read from it (flag name
@@ -92,7 +96,7 @@ func (s *settings) addFlags(pf *pflag.FlagSet) {
 	pf.StringVar(&s.cell, "cell", "",
 		"act on this cell, through its CellInfo in the global cell (env "+envCell+"; default: the global cell)")
 	pf.DurationVar(&s.timeout, "timeout", defaultTimeout,
-		"bound of each store call, and of waits for locks (env "+envTimeout+"; 0 means no bound)")
+		"bound of each store call, and of lock's wait for a lock when given (env "+envTimeout+"; 0 means no bound; lock waits without bound by default)")
 }
 
 // resolve applies the environment and the --config file to the flags not
@@ -125,6 +129,7 @@ func (s *settings) resolve(fs *pflag.FlagSet) error {
 	if err := s.resolveSecurity(fs); err != nil {
 		return err
 	}
+	s.timeoutGiven = fs.Changed("timeout")
 	if !fs.Changed("timeout") {
 		v, what := s.getenv(envTimeout), envTimeout
 		if c, ok := s.conf["timeout"]; v == "" && ok {
@@ -135,7 +140,7 @@ func (s *settings) resolve(fs *pflag.FlagSet) error {
 			if err != nil || d < 0 {
 				return usagef("%s=%q: want a duration such as 10s", what, v)
 			}
-			s.timeout = d
+			s.timeout, s.timeoutGiven = d, true
 		}
 	}
 	if s.timeout < 0 {
@@ -177,6 +182,17 @@ func (s *settings) resolveStore(fs *pflag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// lockWait is how long lock waits for a held lock: --timeout when it was
+// given, else no bound (0): a lock may be held for hours by a job that
+// runs that long, and lock then waits for it as etcdctl lock and flock do,
+// until Ctrl-C.
+func (s *settings) lockWait() time.Duration {
+	if s.timeoutGiven {
+		return s.timeout
+	}
+	return 0
 }
 
 // warnConsulRoot warns on stderr about a Consul root with a leading "/":
