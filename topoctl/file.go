@@ -71,14 +71,32 @@ Without --protoset, only the types compiled into topoctl are known
 (topokit.topodata.CellInfo); any other type is a usage error asking for
 --protoset.
 
-With --output json it prints {"path","version","value" (base64),"decoded"}.`,
+With --output json it prints {"path","version","value" (base64),"decoded"}.
+
+get -R --decode raw|json decodes every file's value the same way, each by
+its own path (--type applies to one file only): each file's path on one
+line, its decoded value below it. A value that does not decode is shown as
+get -R shows values, with a note on stderr saying why (exit 0). With
+--output json it prints one JSON document per file, one per line:
+{"path","version","value","decoded"}, with "decode_error" in place of
+"decoded" for a value that does not decode.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if recursive || keysOnly {
-				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
-					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
+				if cmd.Flags().Changed("version") || typ != "" {
+					return usagef("get -R/--keys-only reads the current files: --version and --type apply to one file")
 				}
-				return (&treeRun{stores: stores, out: out}).getPrefix(cmd.Context(), args[0], keysOnly, hexOut, full)
+				if keysOnly && (decode != "" || protoset != "") {
+					return usagef("--keys-only prints no values: --decode and --protoset do not apply")
+				}
+				if hexOut && decode != "" {
+					return usagef("--hex prints the stored bytes: it does not combine with --decode")
+				}
+				dec, err := newRecordDecoder(decode, protoset, in.getenv)
+				if err != nil {
+					return err
+				}
+				return (&treeRun{stores: stores, out: out}).getPrefix(cmd.Context(), args[0], keysOnly, hexOut, full, dec)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -200,6 +218,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 		},
 		Example: `  topoctl get /keyspaces/commerce/Keyspace --decode json --protoset vitess-topodata.protoset
   topoctl get -R /keyspaces/commerce/
+  topoctl get -R --decode json /cells/
   topoctl get -R --keys-only /tablets/`,
 	}
 	f := cmd.Flags()
@@ -461,8 +480,9 @@ type kindError struct {
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.err }
 
-// getPrefix is get -R: every file whose path starts with arg.
-func (o *treeRun) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, full bool) error {
+// getPrefix is get -R: every file whose path starts with arg, each value
+// decoded by dec when it is not nil.
+func (o *treeRun) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, full bool, dec *recordDecoder) error {
 	prefix, err := topo.CleanPrefix(arg)
 	if err != nil {
 		return err
@@ -504,6 +524,12 @@ func (o *treeRun) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, f
 		}{displayPath(kv.Path)})
 	}
 	switch {
+	case dec != nil:
+		for _, it := range items {
+			if err := o.printDecoded(dec, it.Path, it.Version, it.Value, full); err != nil {
+				return err
+			}
+		}
 	case o.out.jsonOut() && keysOnly:
 		if err := o.out.printJSON(keys); err != nil {
 			return err
@@ -528,6 +554,41 @@ func (o *treeRun) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, f
 	}
 	slices.Sort(reserved)
 	return o.reportReserved("listed", st.name, prefix, reserved)
+}
+
+// printDecoded prints one record of get -R --decode: with --output json
+// one JSON document {"path","version","value","decoded"} (as get FILE
+// --decode prints it; "decode_error" instead of "decoded" when the value
+// does not decode), else its path on one line and its decoded value
+// below it, or, when it does not decode, its value as get -R shows it and
+// a note on stderr saying why.
+func (o *treeRun) printDecoded(dec *recordDecoder, path string, version jsonVersion, value []byte, full bool) error {
+	decoded, text, err := dec.decode(strings.TrimPrefix(path, "/"), value, !o.out.jsonOut())
+	if o.out.jsonOut() {
+		doc := struct {
+			Path        string      `json:"path"`
+			Version     jsonVersion `json:"version"`
+			Value       []byte      `json:"value"`
+			Decoded     any         `json:"decoded,omitempty"`
+			DecodeError string      `json:"decode_error,omitempty"`
+		}{Path: path, Version: version, Value: nonNil(value), Decoded: decoded}
+		if err != nil {
+			doc.DecodeError = err.Error()
+		}
+		return o.out.printJSON(doc)
+	}
+	o.out.printf("%s\n", path)
+	if err == nil {
+		o.out.printf("%s", text)
+		return nil
+	}
+	o.out.eprintf("note: %s not decoded: %s\n", path, escapeControl(err.Error()))
+	if !full && o.out.terminal() && !(printable(value) && !strings.ContainsAny(string(value), "\n\r")) {
+		o.out.printf("%s\n", cutQuoted(value))
+	} else {
+		o.out.printf("%s\n", showValue(value))
+	}
+	return nil
 }
 
 // terminalValueLimit is how many bytes of a value that is not text get

@@ -21,6 +21,8 @@ type watching struct {
 	out    *printer
 	// full is watch's --full.
 	full bool
+	// dec decodes each value (watch --decode); nil prints the bytes.
+	dec *recordDecoder
 }
 
 // watchEvent is one line of watch output.
@@ -35,16 +37,28 @@ type watchEvent struct {
 }
 
 func (o *watching) printEvent(ev watchEvent) error {
+	var decoded any
+	var text string
+	var derr error
+	if o.dec != nil && !ev.Deleted {
+		decoded, text, derr = o.dec.decode(strings.TrimPrefix(ev.Path, "/"), ev.Value, !o.out.jsonOut())
+	}
 	if o.out.jsonOut() {
 		if !ev.Deleted {
-			// An empty value is "", not left o.out.
-			return o.out.printJSON(struct {
-				Path     string      `json:"path"`
-				Version  jsonVersion `json:"version"`
-				Value    []byte      `json:"value"`
-				Deleted  bool        `json:"deleted"`
-				Revision int64       `json:"revision,omitempty"`
-			}{ev.Path, ev.Version, nonNil(ev.Value), false, ev.Revision})
+			// An empty value is "", not left out.
+			doc := struct {
+				Path        string      `json:"path"`
+				Version     jsonVersion `json:"version"`
+				Value       []byte      `json:"value"`
+				Deleted     bool        `json:"deleted"`
+				Revision    int64       `json:"revision,omitempty"`
+				Decoded     any         `json:"decoded,omitempty"`
+				DecodeError string      `json:"decode_error,omitempty"`
+			}{Path: ev.Path, Version: ev.Version, Value: nonNil(ev.Value), Revision: ev.Revision, Decoded: decoded}
+			if derr != nil {
+				doc.DecodeError = derr.Error()
+			}
+			return o.out.printJSON(doc)
 		}
 		return o.out.printJSON(ev)
 	}
@@ -55,6 +69,13 @@ func (o *watching) printEvent(ev watchEvent) error {
 		}
 		o.out.printf("%s deleted\n", ev.Path)
 		return nil
+	}
+	if o.dec != nil && derr == nil {
+		o.out.printf("%s %s\n%s", ev.Path, ev.Version, text)
+		return nil
+	}
+	if derr != nil {
+		o.out.eprintf("note: %s not decoded: %s\n", ev.Path, escapeControl(derr.Error()))
 	}
 	v := ev.Value
 	more := ""
@@ -81,8 +102,9 @@ func endOfWatch(ctx context.Context, err error) error {
 func newWatchCmd(stores *connector, out *printer) *cobra.Command {
 	o := &watching{stores: stores, out: out}
 	var (
-		recursive, wait bool
-		rev             int64
+		recursive, wait  bool
+		rev              int64
+		decode, protoset string
 	)
 	cmd := &cobra.Command{
 		Use:   "watch FILE | watch -R PREFIX",
@@ -115,13 +137,25 @@ deletion does not end it. To resume a watch that stopped, give --rev the
 last version or revision printed plus one: nothing is missed or printed
 twice. A revision etcd compacted away fails with Compacted, naming the
 oldest one it still has. Other backends keep no history to replay: --rev is
-a usage error there (NoImplementation).`,
+a usage error there (NoImplementation).
+
+--decode raw|json prints each value decoded, as get --decode does, each
+record's type chosen by its own path (--protoset adds types, default
+$` + envProtoset + `): "PATH VERSION" on one line and the decoded value below it.
+A value that does not decode is printed as without --decode, with a note
+on stderr saying why. With --output json each change's object gets
+"decoded" (or "decode_error" when it does not decode).`,
 		Example: `  topoctl watch /keyspaces/commerce/Keyspace
   topoctl watch -R /keyspaces/ -o json
+  topoctl watch --decode json /cells/zone1/CellInfo
   topoctl watch --rev 1042 -R /keyspaces/   # resume after revision 1041`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			var err error
+			if o.dec, err = newRecordDecoder(decode, protoset, stores.getenv); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("rev") {
 				if rev < 1 {
 					return usagef("--rev must be a revision, at least 1")
@@ -323,6 +357,8 @@ a usage error there (NoImplementation).`,
 		},
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
+	cmd.Flags().StringVar(&decode, "decode", "", "decode each value: raw (protobuf wire dump) or json (the type chosen by the record's path; --protoset adds types)")
+	cmd.Flags().StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
 	cmd.Flags().BoolVar(&o.full, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
 	cmd.Flags().Int64Var(&rev, "rev", 0, "etcd only: print the changes from this revision on, from etcd's history, then the live ones")
 	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
