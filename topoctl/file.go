@@ -28,13 +28,14 @@ func newGetCmd(stores *connector, in *input, out *printer) *cobra.Command {
 		protoset  string
 		typ       string
 		recursive bool
+		rawPrefix bool
 		keysOnly  bool
 		hexOut    bool
 		full      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "get FILE | get -R [--keys-only] PREFIX",
-		Short: "Print a file's value (or every file's under a prefix)",
+		Use:   "get FILE | get -R [--keys-only] DIR | get --prefix [--keys-only] PREFIX",
+		Short: "Print a file's value (or every file's under a directory or prefix)",
 		Long: `Print the value stored at FILE, byte for byte. On a terminal, a value that
 is not text (control bytes such as a protobuf record's, or not UTF-8) is
 shown quoted with escapes instead, its first 200 bytes only, with a note on
@@ -43,12 +44,15 @@ On a terminal a text value that does not end with a newline gets one, so
 that the prompt starts a line of its own (a pipe or --full gets no added
 byte).
 
-get -R PREFIX prints every file whose path starts with PREFIX (a plain
-string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
-each file's path on one line, then its value on the next (quoted, with
+get -R DIR prints every file under the directory DIR (its subtree:
+DIR/..., as -R means in ls, rm and every other command; "/" is
+everything); get --prefix PREFIX every file whose path starts with PREFIX,
+a plain string prefix ("/keyspaces/c" matches "/keyspaces/commerce/...",
+like "etcdctl get --prefix" or "consul kv get -recurse"). Each file's
+path is on one line, then its value on the next (quoted, with
 escapes, when it is not one line of printable text; on a terminal its
 first 200 bytes only, unless --full). --keys-only prints
-the paths only. With --output json it prints one array of {"path",
+the paths only (and implies -R without --prefix). With --output json it prints one array of {"path",
 "version","value" (base64)}. Files at reserved paths (written by another
 tool) are named on stderr, with exit 1.
 
@@ -82,7 +86,10 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 "decoded" for a value that does not decode.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if recursive || keysOnly {
+			if recursive && rawPrefix {
+				return usagef("-R reads a directory's subtree, --prefix a plain string prefix: give one")
+			}
+			if recursive || keysOnly || rawPrefix {
 				if cmd.Flags().Changed("version") || typ != "" {
 					return usagef("get -R/--keys-only reads the current files: --version and --type apply to one file")
 				}
@@ -96,7 +103,11 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				if err != nil {
 					return err
 				}
-				return (&treeRun{stores: stores, out: out}).getPrefix(cmd.Context(), args[0], keysOnly, hexOut, full, dec)
+				prefix, err := subtreePrefix(args[0], rawPrefix)
+				if err != nil {
+					return err
+				}
+				return (&treeRun{stores: stores, out: out}).getPrefix(cmd.Context(), prefix, keysOnly, hexOut, full, dec)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -217,7 +228,8 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 			return err
 		},
 		Example: `  topoctl get /keyspaces/commerce/Keyspace --decode json --protoset vitess-topodata.protoset
-  topoctl get -R /keyspaces/commerce/
+  topoctl get -R /keyspaces/commerce
+  topoctl get --prefix --keys-only /keyspaces/comm
   topoctl get -R --decode json /cells/
   topoctl get -R --keys-only /tablets/`,
 	}
@@ -226,8 +238,9 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 	f.StringVar(&decode, "decode", "", "decode the value: raw (protobuf wire dump) or json (with --protoset/--type)")
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
 	f.StringVar(&typ, "type", "", "protobuf message name for --decode json, e.g. topodata.Tablet or Tablet")
-	f.BoolVarP(&recursive, "recursive", "R", false, "print every file whose path starts with FILE (a plain string prefix), like etcdctl get --prefix")
-	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied), print the paths only")
+	f.BoolVarP(&recursive, "recursive", "R", false, "print every file under the directory DIR (its subtree: DIR/...), as ls -R, rm -R and copy take a directory")
+	f.BoolVar(&rawPrefix, "prefix", false, "print every file whose path starts with PREFIX, a plain string prefix (\"/keyspaces/c\" matches \"/keyspaces/commerce/...\"), like etcdctl get --prefix")
+	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied without --prefix) or --prefix, print the paths only")
 	f.BoolVar(&hexOut, "hex", false, "print values as hexadecimal (one line each), like etcdctl --hex")
 	f.BoolVar(&full, "full", false, "on a terminal too, print a value that is not text as it is (get FILE) or whole (get -R)")
 	return cmd
@@ -480,13 +493,10 @@ type kindError struct {
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.err }
 
-// getPrefix is get -R: every file whose path starts with arg, each value
-// decoded by dec when it is not nil.
-func (o *treeRun) getPrefix(ctx context.Context, arg string, keysOnly, hexOut, full bool, dec *recordDecoder) error {
-	prefix, err := topo.CleanPrefix(arg)
-	if err != nil {
-		return err
-	}
+// getPrefix is get -R and --prefix: every file whose path starts with
+// prefix (canonical, see subtreePrefix), each value decoded by dec when it
+// is not nil.
+func (o *treeRun) getPrefix(ctx context.Context, prefix string, keysOnly, hexOut, full bool, dec *recordDecoder) error {
 	st, cctx, done, err := o.stores.openCall(ctx)
 	if err != nil {
 		return err

@@ -775,7 +775,12 @@ func testReads(t *testing.T, tg target, _ capabilities) {
 	tg.ok(t, "put", "ks/sub/b", "two\nlines")
 	tg.ok(t, "put", "ksx", "not under ks/")
 	assert.Equal(t, "/ks/a\none\n/ks/sub/b\n\"two\\nlines\"\n", tg.ok(t, "get", "-R", "ks/"))
-	assert.Equal(t, "/ks/a\n/ks/sub/b\n/ksx\n", tg.ok(t, "get", "--keys-only", "ks"))
+	// -R (implied by --keys-only) is the directory's subtree; --prefix a
+	// plain string prefix.
+	assert.Equal(t, "/ks/a\n/ks/sub/b\n", tg.ok(t, "get", "--keys-only", "ks"))
+	assert.Equal(t, "/ks/a\n/ks/sub/b\n/ksx\n", tg.ok(t, "get", "--prefix", "--keys-only", "ks"))
+	assert.Equal(t, "/ksx\nnot under ks/\n", tg.ok(t, "get", "--prefix", "ksx"))
+	tg.fails(t, 2, []string{"give one"}, "get", "-R", "--prefix", "ks")
 	var items []struct {
 		Path    string
 		Version jsonVersion

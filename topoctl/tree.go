@@ -154,6 +154,20 @@ func wasWere(n int) string {
 	return "were"
 }
 
+// subtreePrefix is the store prefix of get's and watch's -R DIR (every
+// file under DIR: "DIR/", or "" for the root), or with raw (--prefix) of
+// the plain string prefix arg. Bad paths are InvalidPath.
+func subtreePrefix(arg string, raw bool) (string, error) {
+	if raw {
+		return topo.CleanPrefix(arg)
+	}
+	d, err := topo.CleanDirPath(arg)
+	if err != nil || d == "" {
+		return d, err
+	}
+	return d + "/", nil
+}
+
 // emptyTree is the error of copy, export and diff when there is nothing
 // under dir in store: the root is empty or absent, which is surely not
 // what the user meant.

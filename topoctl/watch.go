@@ -103,21 +103,25 @@ func newWatchCmd(stores *connector, out *printer) *cobra.Command {
 	o := &watching{stores: stores, out: out}
 	var (
 		recursive, wait  bool
+		rawPrefix        bool
 		rev              int64
 		decode, protoset string
 	)
 	cmd := &cobra.Command{
-		Use:   "watch FILE | watch -R PREFIX",
-		Short: "Print a file's changes (or every file's under a prefix) until interrupted",
+		Use:   "watch FILE | watch -R DIR | watch --prefix PREFIX",
+		Short: "Print a file's changes (or every file's under a directory or prefix) until interrupted",
 		Long: `Print the current value of FILE, then one line per change, until
 interrupted (Ctrl-C, SIGTERM) or the file is deleted (a FILE that does not
 exist is NoNode, unless --wait waits for it to be created). Each line is
 "PATH VERSION VALUE" with the value quoted (its first 200 bytes, then
 "... (N bytes; --full prints all)", unless --full), or "PATH deleted".
 
-watch -R PREFIX prints every file whose path starts with PREFIX (a plain
-string prefix: "/keyspaces/c" matches "/keyspaces/commerce/..."), then one
-line per change, creation or deletion of such a file, until interrupted.
+watch -R DIR prints every file under the directory DIR (its subtree:
+DIR/..., as -R means in ls, rm and every other command), then one line
+per change, creation or deletion of such a file, until interrupted.
+watch --prefix PREFIX does the same for every file whose path starts with
+PREFIX, a plain string prefix ("/keyspaces/c" matches
+"/keyspaces/commerce/..."), like "etcdctl watch --prefix".
 With --output json every line is a JSON object. The initial read is bounded
 by --timeout; the watch itself is not.
 
@@ -125,7 +129,7 @@ When the store cannot be reached or the watch fails (the server died, a
 partition), watch says so on stderr ("reconnecting"), retries every second,
 says "reconnected" when the server answers again, prints what changed
 meanwhile and goes on. To notice a partition, which leaves connections open
-but silent, watch also reads FILE (-R: the PREFIX as a path) once a second,
+but silent, watch also reads FILE (-R: DIR; --prefix: the PREFIX as a path) once a second,
 bounded by 5s (or a shorter --timeout): a read that gets no answer counts
 as a lost connection. A permission refusal ends it.
 
@@ -153,6 +157,9 @@ on stderr saying why. With --output json each change's object gets
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var err error
+			if recursive && rawPrefix {
+				return usagef("-R watches a directory's subtree, --prefix a plain string prefix: give one")
+			}
 			if o.dec, err = newRecordDecoder(decode, protoset, stores.getenv); err != nil {
 				return err
 			}
@@ -168,8 +175,8 @@ on stderr saying why. With --output json each change's object gets
 				}
 				var p string
 				var err error
-				if recursive {
-					p, err = topo.CleanPrefix(args[0])
+				if recursive || rawPrefix {
+					p, err = subtreePrefix(args[0], rawPrefix)
 				} else {
 					p, err = topo.CleanFilePath(args[0])
 				}
@@ -181,10 +188,10 @@ on stderr saying why. With --output json each change's object gets
 					return err
 				}
 				defer st.Close()
-				return o.watchFromRevision(ctx, st, p, recursive, rev)
+				return o.watchFromRevision(ctx, st, p, recursive || rawPrefix, rev)
 			}
-			if recursive {
-				prefix, err := topo.CleanPrefix(args[0])
+			if recursive || rawPrefix {
+				prefix, err := subtreePrefix(args[0], rawPrefix)
 				if err != nil {
 					return err
 				}
@@ -356,7 +363,8 @@ on stderr saying why. With --output json each change's object gets
 			}
 		},
 	}
-	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under DIR (its subtree: DIR/...), as ls -R, rm -R and copy take a directory")
+	cmd.Flags().BoolVar(&rawPrefix, "prefix", false, "watch every file whose path starts with PREFIX, a plain string prefix (\"/keyspaces/c\" matches \"/keyspaces/commerce/...\"), like etcdctl watch --prefix")
 	cmd.Flags().StringVar(&decode, "decode", "", "decode each value: raw (protobuf wire dump) or json (the type chosen by the record's path; --protoset adds types)")
 	cmd.Flags().StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
 	cmd.Flags().BoolVar(&o.full, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
