@@ -250,7 +250,9 @@ func (o *connector) parseSpec(flag, s string) (spec, error) {
 // settings, every connection of the Server decorated with the command
 // tree's middlewares (--metrics-address, --log-level debug).
 func (o *connector) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
-	return o.sec.settings(o.explainEtcdDial).Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
+	cs := o.sec.settings(o.explainEtcdDial)
+	cs.ClaimTTL = o.claimTTL
+	return cs.Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
 }
 
 // middlewares returns the decorators of every connection this command

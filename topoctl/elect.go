@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,12 +32,24 @@ func printElect(out *printer, ev electEvent) {
 	out.printf("%s %s\n", ev.Event, ev.ID)
 }
 
+// electTTLNote says how long after a killed topoctl its leadership or
+// candidacy lapses with elect --ttl ttl on backend impl, when that is not
+// ttl; "" when it is, or for other backends.
+func electTTLNote(impl string, ttl time.Duration) string {
+	if impl == "zk2" {
+		return fmt.Sprintf("ZooKeeper ties the candidacy to the client's session: --ttl %s is the session timeout asked of the server, which clamps it to its bounds (by default 2 to 20 tickTimes)", ttl)
+	}
+	return effectiveTTLNote(impl, "leadership", ttl)
+}
+
 func newElectCmd(stores *connector, out *printer) *cobra.Command {
 	var id, value string
+	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use: "elect NAME [--id ID] [--value VALUE]",
+		Use: "elect NAME [--id ID] [--value VALUE] [--ttl D]",
 		Example: `  topoctl elect primary --id $(hostname)
-  topoctl elect primary --value 10.0.0.7:8080`,
+  topoctl elect primary --value 10.0.0.7:8080
+  topoctl elect primary --ttl 10s`,
 		Short: "Take part in a leader election and print leadership changes",
 		Long: `Join the leader election NAME as participant ID (default HOST-PID, this
 host's name and topoctl's process id) and stay in it until
@@ -50,9 +63,30 @@ every line is a JSON object {"event","id"}.
 --value publishes VALUE as the leader's value while this participant leads
 (etcd's "etcdctl elect NAME VALUE"; Campaign in the API): "topoctl leader"
 and "topoctl leader --observe" show it beside the id. The value lives
-where Vitess processes in the same election do not read it.`,
+where Vitess processes in the same election do not read it.
+
+--ttl D sets how long this participant's candidacy, and its leadership,
+outlive topoctl when it dies or loses the store (default: the backend's,
+30s on etcd and ZooKeeper, 15s on Consul), so that another participant
+takes over sooner, or later. etcd2 (the lease's TTL, whole seconds), zk2
+(the session timeout, which the server clamps to its bounds) and consul
+(the session's TTL: whole seconds, at least 10s, and Consul ends a session
+up to twice its TTL late) take it, with a note on stderr when the
+effective time differs; other backends refuse it (usage error, exit 2).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("ttl") {
+				switch {
+				case ttl <= 0:
+					return usagef("--ttl must be positive")
+				case stores.impl != "etcd2" && stores.impl != "zk2" && stores.impl != "consul":
+					return usagef("elect --ttl applies to etcd2, zk2 and consul, not %s", stores.impl)
+				}
+				stores.claimTTL = ttl
+				if note := electTTLNote(stores.impl, ttl); note != "" {
+					out.eprintf("topoctl: note: %s\n", note)
+				}
+			}
 			if id == "" {
 				host, _ := os.Hostname()
 				id = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -133,6 +167,7 @@ where Vitess processes in the same election do not read it.`,
 	}
 	cmd.Flags().StringVar(&id, "id", "", "this participant's id (default: HOST-PID)")
 	cmd.Flags().StringVar(&value, "value", "", "the value to publish as leader (shown by topoctl leader)")
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the candidacy and leadership outlive topoctl (default: the backend's; etcd2, zk2, consul)")
 	return cmd
 }
 

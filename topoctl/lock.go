@@ -141,7 +141,7 @@ shows it.`,
 			defer st.Close()
 
 			if ttl > 0 {
-				if note := effectiveTTLNote(st.spec.impl, ttl); note != "" {
+				if note := effectiveTTLNote(st.spec.impl, "the lock", ttl); note != "" {
 					out.eprintf("topoctl: note: %s\n", note)
 				}
 			}
@@ -445,20 +445,20 @@ func (o *holding) stopGroup(pgid int, grace time.Duration, why string) {
 	}
 }
 
-// effectiveTTLNote says how long after a killed topoctl a lock taken with
-// --ttl ttl lapses on backend impl, when that is not ttl (see
+// effectiveTTLNote says how long after a killed topoctl what (a lock, or
+// leadership) taken with --ttl ttl lapses on backend impl, when that is not ttl (see
 // connect.LockLifetimeOf). It returns "" when the lock lapses after ttl,
 // or for other backends.
-func effectiveTTLNote(impl string, ttl time.Duration) string {
+func effectiveTTLNote(impl, what string, ttl time.Duration) string {
 	lt, ok := connect.LockLifetimeOf(impl, ttl)
 	switch {
 	case !ok:
 	case lt.Session:
 		return fmt.Sprintf("ZooKeeper ties a lock to the client's session, not to --ttl %s: the lock lapses one session timeout (%s asked of the server, which may clamp it) after topoctl stops talking to ZooKeeper", ttl, lt.Min)
 	case lt.Ceiling > 0:
-		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: the lock lapses %s to %s after topoctl stops renewing it, not --ttl %s", lt.Min, lt.Floor, lt.Ceiling, lt.Min, lt.Max, ttl)
+		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: %s lapses %s to %s after topoctl stops renewing it, not --ttl %s", lt.Min, lt.Floor, lt.Ceiling, what, lt.Min, lt.Max, ttl)
 	case lt.Min != ttl:
-		return fmt.Sprintf("etcd leases last whole seconds: the lock lapses %s after topoctl stops renewing it, not --ttl %s", lt.Min, ttl)
+		return fmt.Sprintf("etcd leases last whole seconds: %s lapses %s after topoctl stops renewing it, not --ttl %s", what, lt.Min, ttl)
 	}
 	return ""
 }

@@ -69,6 +69,9 @@ type settings struct {
 	// variable or in the --config file) rather than defaulted: only then
 	// does it bound lock's wait for the lock (see lockWait).
 	timeoutGiven bool
+	// claimTTL is elect's --ttl: how long the connections' claims outlive
+	// topoctl (connect.Settings.ClaimTTL; 0: each backend's default).
+	claimTTL time.Duration
 	// sec holds the backends' TLS and authentication settings.
 	sec security
 	// configFile is --config; conf the settings read from it (flag name
