@@ -157,3 +157,18 @@ func (d *recordDecoder) decode(p string, value []byte, multiline bool) (any, str
 	}
 	return json.RawMessage(b), string(b) + "\n", nil
 }
+
+// decodedJSON are the members a record's JSON object gets from
+// --decode: "decoded", or "decode_error" when the value does not decode.
+type decodedJSON struct {
+	Decoded     any    `json:"decoded,omitempty"`
+	DecodeError string `json:"decode_error,omitempty"`
+}
+
+// decodedMembers are the decodedJSON of decode's results.
+func decodedMembers(decoded any, err error) decodedJSON {
+	if err != nil {
+		return decodedJSON{DecodeError: err.Error()}
+	}
+	return decodedJSON{Decoded: decoded}
+}

@@ -575,17 +575,12 @@ func (o *treeRun) getPrefix(ctx context.Context, prefix string, keysOnly, hexOut
 func (o *treeRun) printDecoded(dec *recordDecoder, path string, version jsonVersion, value []byte, full bool) error {
 	decoded, text, err := dec.decode(strings.TrimPrefix(path, "/"), value, !o.out.jsonOut())
 	if o.out.jsonOut() {
-		doc := struct {
-			Path        string      `json:"path"`
-			Version     jsonVersion `json:"version"`
-			Value       []byte      `json:"value"`
-			Decoded     any         `json:"decoded,omitempty"`
-			DecodeError string      `json:"decode_error,omitempty"`
-		}{Path: path, Version: version, Value: nonNil(value), Decoded: decoded}
-		if err != nil {
-			doc.DecodeError = err.Error()
-		}
-		return o.out.printJSON(doc)
+		return o.out.printJSON(struct {
+			Path    string      `json:"path"`
+			Version jsonVersion `json:"version"`
+			Value   []byte      `json:"value"`
+			decodedJSON
+		}{path, version, nonNil(value), decodedMembers(decoded, err)})
 	}
 	o.out.printf("%s\n", path)
 	if err == nil {

@@ -46,19 +46,14 @@ func (o *watching) printEvent(ev watchEvent) error {
 	if o.out.jsonOut() {
 		if !ev.Deleted {
 			// An empty value is "", not left out.
-			doc := struct {
-				Path        string      `json:"path"`
-				Version     jsonVersion `json:"version"`
-				Value       []byte      `json:"value"`
-				Deleted     bool        `json:"deleted"`
-				Revision    int64       `json:"revision,omitempty"`
-				Decoded     any         `json:"decoded,omitempty"`
-				DecodeError string      `json:"decode_error,omitempty"`
-			}{Path: ev.Path, Version: ev.Version, Value: nonNil(ev.Value), Revision: ev.Revision, Decoded: decoded}
-			if derr != nil {
-				doc.DecodeError = derr.Error()
-			}
-			return o.out.printJSON(doc)
+			return o.out.printJSON(struct {
+				Path     string      `json:"path"`
+				Version  jsonVersion `json:"version"`
+				Value    []byte      `json:"value"`
+				Deleted  bool        `json:"deleted"`
+				Revision int64       `json:"revision,omitempty"`
+				decodedJSON
+			}{ev.Path, ev.Version, nonNil(ev.Value), false, ev.Revision, decodedMembers(decoded, derr)})
 		}
 		return o.out.printJSON(ev)
 	}
