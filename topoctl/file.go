@@ -21,7 +21,7 @@ import (
 	"github.com/topokit/topokit/topo/copy"
 )
 
-func newGetCmd(stores *connector, in *input, out *printer) *cobra.Command {
+func newGetCmd(stores *connector, out *printer) *cobra.Command {
 	var (
 		version   string
 		decode    string
@@ -99,7 +99,7 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				if hexOut && decode != "" {
 					return usagef("--hex prints the stored bytes: it does not combine with --decode")
 				}
-				dec, err := newRecordDecoder(decode, protoset, in.getenv)
+				dec, err := newRecordDecoder(decode, protoset, stores.getenv)
 				if err != nil {
 					return err
 				}
@@ -132,7 +132,7 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				}
 			case "json":
 				if protoset == "" {
-					protoset = in.getenv(envProtoset)
+					protoset = stores.getenv(envProtoset)
 				}
 				if sch, err = loadSchema(protoset); err != nil {
 					return err
