@@ -110,7 +110,9 @@ backend the binary registered (topo.MustRegisterFactory in its init); this binar
 Select one with --topo-implementation (-i, or --backend, -b) and give its
 address and root with --topo-global-server-address and --topo-global-root.
 Every path is within that root. A path without a leading "/" is taken from
-the root as if it had one: "hello" is "/hello".
+the root as if it had one: "hello" is "/hello". -R means a directory and
+everything under it (its subtree) in every command; get and watch take
+--prefix for a plain string prefix instead.
 
 With no flags it talks to the embedded etcd that "topoctl serve" runs, at
 ` + defaultClientAddress + ` under the root ` + defaultRoot + `.
