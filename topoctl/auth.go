@@ -1,7 +1,6 @@
 package topoctl
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/connect"
 )
 
@@ -59,10 +57,10 @@ func securitySettings() []securitySetting {
 	}
 }
 
-// addSecurityFlags adds the TLS and authentication flags to fs.
-func addSecurityFlags(o *options, fs *pflag.FlagSet) {
+// addFlags adds the TLS and authentication flags to fs.
+func (sec *security) addFlags(fs *pflag.FlagSet) {
 	for _, s := range securitySettings() {
-		fs.StringVar(s.dst(&o.sec), s.flag, "", s.usage+" (env "+strings.Join(s.env, ", else ")+")")
+		fs.StringVar(s.dst(sec), s.flag, "", s.usage+" (env "+strings.Join(s.env, ", else ")+")")
 	}
 }
 
@@ -74,7 +72,7 @@ func addSecurityFlags(o *options, fs *pflag.FlagSet) {
 // own variable, then the config file -- as every other setting does; at
 // equal precedence the value wins over the file (as the backends do), and
 // a password given both ways is a usage error.
-func resolveSecurity(o *options, fs *pflag.FlagSet) error {
+func (o *settings) resolveSecurity(fs *pflag.FlagSet) error {
 	// rank says where each setting came from: 0 a flag, 1+i the setting's
 	// i-th variable, len(env)+1 the config file; absent, unset.
 	rank := map[string]int{}
@@ -130,7 +128,7 @@ func resolveSecurity(o *options, fs *pflag.FlagSet) error {
 
 // conventionalAddress returns the store's address from its own CLI's
 // environment variable (ETCDCTL_ENDPOINTS, CONSUL_HTTP_ADDR), or "".
-func conventionalAddress(o *options, impl string) string {
+func (o *settings) conventionalAddress(impl string) string {
 	switch impl {
 	case "etcd2":
 		return o.getenv("ETCDCTL_ENDPOINTS")
@@ -162,13 +160,6 @@ func (s security) settings(explain func(addr string, err error) error) connect.S
 	}
 }
 
-// openServer opens the global cell of sp's store with the security
-// settings, every connection of the Server decorated with the command
-// tree's middlewares (--metrics-address, --log-level debug).
-func openServer(o *options, ctx context.Context, sp spec) (*topo.Server, error) {
-	return o.sec.settings(func(addr string, err error) error { return explainEtcdDial(o, addr, err) }).Open(ctx, sp.impl, sp.addr, sp.root, middlewares(o)...)
-}
-
 // configurable lists the flags a --config file may set: the connection
 // flags, --timeout and the security flags.
 func configurable() map[string]bool {
@@ -182,7 +173,7 @@ func configurable() map[string]bool {
 // loadConfig reads --config (or $TOPOCTL_CONFIG): lines "flag-name = value"
 // (or "flag-name: value"), blank lines and "#" comments. An unknown name or
 // a malformed line is a usage error naming the file and line.
-func loadConfig(o *options, fs *pflag.FlagSet) error {
+func (o *settings) loadConfig(fs *pflag.FlagSet) error {
 	if !fs.Changed("config") {
 		o.configFile = o.getenv(envConfig)
 	}

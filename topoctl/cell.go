@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/tree"
 )
 
-func newCellCmd(o *options) *cobra.Command {
+func newCellCmd(stores *connector, out *printer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cell",
 		Short: "List and edit the cells' CellInfo records (in the global cell)",
@@ -22,9 +23,11 @@ NAME on any command connects through it (with the global cell's
 implementation). "cell alias" edits the cells aliases.`,
 		Example: `  topoctl cell set zone1 --server-address 127.0.0.1:2379 --root /vitess/zone1
   topoctl cell ls
+  topoctl cell get zone1
+  topoctl cell rm zone1
   topoctl --cell zone1 ls -R /`,
 	}
-	cmd.AddCommand(newCellLsCmd(o), newCellSetCmd(o), newCellAliasCmd(o))
+	cmd.AddCommand(newCellLsCmd(stores, out), newCellGetCmd(stores, out), newCellSetCmd(stores, out), newCellRmCmd(stores, out), newCellAliasCmd(stores, out))
 	return groupCmd(cmd)
 }
 
@@ -34,7 +37,7 @@ type cellRow struct {
 	Root          string `json:"root"`
 }
 
-func newCellLsCmd(o *options) *cobra.Command {
+func newCellLsCmd(stores *connector, out *printer) *cobra.Command {
 	return &cobra.Command{
 		Use: "ls",
 		Example: `  topoctl cell ls
@@ -43,13 +46,13 @@ func newCellLsCmd(o *options) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var names []string
-			if err := probe(o, ctx, func(c context.Context) error {
+			if err := probe(ctx, stores.timeout, func(c context.Context) error {
 				names, err = st.srv.GetCellInfoNames(c)
 				return err
 			}); err != nil {
@@ -58,7 +61,7 @@ func newCellLsCmd(o *options) *cobra.Command {
 			rows := []cellRow{}
 			for _, n := range names {
 				var ci *topodatapb.CellInfo
-				if err := probe(o, ctx, func(c context.Context) error {
+				if err := probe(ctx, stores.timeout, func(c context.Context) error {
 					ci, err = st.srv.GetCellInfo(c, n)
 					return err
 				}); err != nil {
@@ -69,10 +72,10 @@ func newCellLsCmd(o *options) *cobra.Command {
 				}
 				rows = append(rows, cellRow{n, ci.GetServerAddress(), ci.GetRoot()})
 			}
-			if o.jsonOut() {
-				return o.printJSON(rows)
+			if out.jsonOut() {
+				return out.printJSON(rows)
 			}
-			tw := tabwriter.NewWriter(o.io.Stdout, 0, 4, 2, ' ', 0)
+			tw := out.table()
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.ServerAddress, r.Root)
 			}
@@ -81,7 +84,103 @@ func newCellLsCmd(o *options) *cobra.Command {
 	}
 }
 
-func newCellSetCmd(o *options) *cobra.Command {
+// printCell prints one cell's row as cell ls does (-o json: one object).
+func printCell(out *printer, r cellRow) error {
+	if out.jsonOut() {
+		return out.printJSON(r)
+	}
+	tw := out.table()
+	fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.ServerAddress, r.Root)
+	return tw.Flush()
+}
+
+func newCellGetCmd(stores *connector, out *printer) *cobra.Command {
+	return &cobra.Command{
+		Use:     "get NAME",
+		Example: "  topoctl cell get zone1\n  topoctl cell get zone1 -o json",
+		Short:   "Print a cell's server address and root",
+		Long: `Print the cell NAME with its server address and root, as one line of
+"cell ls" (with --output json: {"name","server_address","root"}). A cell
+without a CellInfo record fails with NoNode.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, ctx, done, err := stores.openCall(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			ci, err := st.srv.GetCellInfo(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printCell(out, cellRow{args[0], ci.GetServerAddress(), ci.GetRoot()})
+		},
+	}
+}
+
+func newCellRmCmd(stores *connector, out *printer) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:     "rm NAME [--force]",
+		Example: "  topoctl cell rm zone1\n  topoctl cell rm zone1 --force   # its store is gone, or its data stays",
+		Short:   "Remove a cell's CellInfo (refused while the cell's store holds data)",
+		Long: `Remove the CellInfo record of cell NAME from the global cell. The cell's
+own store is read first: while it holds any file under the cell's root
+(tablets, replication records, anything), nothing is removed and rm fails
+with NodeNotEmpty, naming how many files are there; a cell store that
+cannot be read fails as well. --force removes the record without looking:
+the cell's data, if any, stays where it is, no longer reachable through
+--cell. With --output json it prints the removed cell's
+{"name","server_address","root"}. A cell without a CellInfo record fails
+with NoNode. Cells aliases naming the cell are left as they are.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			st, err := stores.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var ci *topodatapb.CellInfo
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
+				ci, err = st.srv.GetCellInfo(c, name)
+				return err
+			}); err != nil {
+				return err
+			}
+			if !force {
+				var tl tree.Listing
+				err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
+					conn, err := st.srv.ConnForCell(c, name)
+					if err != nil {
+						return err
+					}
+					tl, err = tree.List(c, conn, "")
+					return err
+				})
+				if err != nil && !topo.IsErrType(err, topo.NoNode) {
+					return fmt.Errorf("cell %s: cannot read its store %s:%s to check that it holds no data (--force removes the record without looking): %w", name, ci.GetServerAddress(), ci.GetRoot(), err)
+				}
+				if n := len(tl.Files) + len(tl.Reserved) + len(tl.Odd); n > 0 {
+					return backendkit.Wrap(topo.NodeNotEmpty, topo.CellInfoPath(name), fmt.Errorf("cell %s still holds %s under %s in %s: nothing removed (remove its data first, or --force removes the record and leaves the data)", name, plural(n, "file"), ci.GetRoot(), ci.GetServerAddress()))
+				}
+			}
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
+				return st.srv.DeleteCellInfo(c, name)
+			}); err != nil {
+				return err
+			}
+			if out.jsonOut() {
+				return out.printJSON(cellRow{name, ci.GetServerAddress(), ci.GetRoot()})
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "remove the record even when the cell's store holds data or cannot be read")
+	return cmd
+}
+
+func newCellSetCmd(stores *connector, out *printer) *cobra.Command {
 	var addr, root string
 	cmd := &cobra.Command{
 		Use:     "set NAME [--server-address ADDR] [--root ROOT]",
@@ -103,13 +202,13 @@ conflict.`,
 				return usagef("--root %q is the whole key space of the cell's store: give the cell a root of its own, such as /vitess/%s", root, args[0])
 			}
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var row cellRow
-			if err := probe(o, ctx, func(c context.Context) error {
+			if err := probe(ctx, stores.timeout, func(c context.Context) error {
 				return st.srv.UpdateCellInfoFields(c, args[0], func(ci *topodatapb.CellInfo) error {
 					if setAddr {
 						ci.ServerAddress = addr
@@ -123,8 +222,8 @@ conflict.`,
 			}); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(row)
+			if out.jsonOut() {
+				return out.printJSON(row)
 			}
 			return nil
 		},

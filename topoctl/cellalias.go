@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-func newCellAliasCmd(o *options) *cobra.Command {
+func newCellAliasCmd(stores *connector, out *printer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "alias",
 		Short: "List and edit the cells aliases (in the global cell)",
@@ -26,8 +25,8 @@ writes nothing. The cells need not have a CellInfo.`,
 		Example: `  topoctl cell alias create region1 --cells zone1,zone2
   topoctl cell alias ls`,
 	}
-	cmd.AddCommand(newCellAliasCreateCmd(o), newCellAliasGetCmd(o), newCellAliasUpdateCmd(o),
-		newCellAliasDeleteCmd(o), newCellAliasLsCmd(o))
+	cmd.AddCommand(newCellAliasCreateCmd(stores, out), newCellAliasGetCmd(stores, out), newCellAliasUpdateCmd(stores, out),
+		newCellAliasDeleteCmd(stores, out), newCellAliasLsCmd(stores, out))
 	return groupCmd(cmd)
 }
 
@@ -51,16 +50,7 @@ func aliasCells(vals []string) []string {
 	return out
 }
 
-// globalOnly opens the store for a command that works on the global cell's
-// records only: --cell does not apply to it.
-func globalOnly(o *options, ctx context.Context, cmd *cobra.Command) (*store, error) {
-	if o.cell != "" && o.cell != topo.GlobalCell && cmd.Flags().Changed("cell") {
-		return nil, usagef("%s works on the global cell: --cell does not apply", cmd.CommandPath())
-	}
-	return openSpec(o, ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, "")
-}
-
-func newCellAliasCreateCmd(o *options) *cobra.Command {
+func newCellAliasCreateCmd(stores *connector, out *printer) *cobra.Command {
 	var cells []string
 	cmd := &cobra.Command{
 		Use:     "create ALIAS --cells CELL[,CELL...]",
@@ -76,18 +66,18 @@ already belongs to another alias or an alias named like a cell.`,
 			if len(cs) == 0 {
 				return usagef("cell alias create needs --cells")
 			}
-			st, err := globalOnly(o, cmd.Context(), cmd)
+			st, err := stores.globalOnly(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := probe(o, cmd.Context(), func(c context.Context) error {
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 				return st.srv.CreateCellsAlias(c, args[0], &topodatapb.CellsAlias{Cells: cs})
 			}); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(aliasRow{args[0], cs})
+			if out.jsonOut() {
+				return out.printJSON(aliasRow{args[0], cs})
 			}
 			return nil
 		},
@@ -96,7 +86,7 @@ already belongs to another alias or an alias named like a cell.`,
 	return cmd
 }
 
-func newCellAliasUpdateCmd(o *options) *cobra.Command {
+func newCellAliasUpdateCmd(stores *connector, out *printer) *cobra.Command {
 	var cells []string
 	cmd := &cobra.Command{
 		Use:     "update ALIAS --cells CELL[,CELL...]",
@@ -113,12 +103,12 @@ already those. A cell that belongs to another alias is NodeExists.`,
 			if len(cs) == 0 {
 				return usagef("cell alias update needs --cells (delete an alias with \"cell alias delete\")")
 			}
-			st, err := globalOnly(o, cmd.Context(), cmd)
+			st, err := stores.globalOnly(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := probe(o, cmd.Context(), func(c context.Context) error {
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 				return st.srv.UpdateCellsAlias(c, args[0], func(ca *topodatapb.CellsAlias) error {
 					if slices.Equal(ca.GetCells(), cs) {
 						return &topo.Error{Code: topo.NoUpdateNeeded, Path: topo.CellsAliasPath(args[0])}
@@ -129,8 +119,8 @@ already those. A cell that belongs to another alias is NodeExists.`,
 			}); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(aliasRow{args[0], cs})
+			if out.jsonOut() {
+				return out.printJSON(aliasRow{args[0], cs})
 			}
 			return nil
 		},
@@ -139,7 +129,7 @@ already those. A cell that belongs to another alias is NodeExists.`,
 	return cmd
 }
 
-func newCellAliasGetCmd(o *options) *cobra.Command {
+func newCellAliasGetCmd(stores *connector, out *printer) *cobra.Command {
 	return &cobra.Command{
 		Use: "get ALIAS",
 		Example: `  topoctl cell alias get region1
@@ -149,56 +139,56 @@ func newCellAliasGetCmd(o *options) *cobra.Command {
 --output json {"name","cells"}. An unknown alias is NoNode.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := globalOnly(o, cmd.Context(), cmd)
+			st, err := stores.globalOnly(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var ca *topodatapb.CellsAlias
-			if err := probe(o, cmd.Context(), func(c context.Context) error {
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 				ca, err = st.srv.GetCellsAlias(c, args[0])
 				return err
 			}); err != nil {
 				return err
 			}
 			row := aliasRow{Name: args[0], Cells: append([]string{}, ca.GetCells()...)}
-			if o.jsonOut() {
-				return o.printJSON(row)
+			if out.jsonOut() {
+				return out.printJSON(row)
 			}
 			for _, c := range row.Cells {
-				o.printf("%s\n", c)
+				out.printf("%s\n", c)
 			}
 			return nil
 		},
 	}
 }
 
-func newCellAliasDeleteCmd(o *options) *cobra.Command {
+func newCellAliasDeleteCmd(stores *connector, out *printer) *cobra.Command {
 	return &cobra.Command{
 		Use:     "delete ALIAS",
 		Example: `  topoctl cell alias delete region1`,
 		Short:   "Delete a cells alias (its cells are left as they are)",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := globalOnly(o, cmd.Context(), cmd)
+			st, err := stores.globalOnly(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := probe(o, cmd.Context(), func(c context.Context) error {
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 				return st.srv.DeleteCellsAlias(c, args[0])
 			}); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(map[string]any{"name": args[0], "deleted": 1})
+			if out.jsonOut() {
+				return out.printJSON(map[string]any{"name": args[0], "deleted": 1})
 			}
 			return nil
 		},
 	}
 }
 
-func newCellAliasLsCmd(o *options) *cobra.Command {
+func newCellAliasLsCmd(stores *connector, out *printer) *cobra.Command {
 	return &cobra.Command{
 		Use: "ls",
 		Example: `  topoctl cell alias ls
@@ -208,13 +198,13 @@ func newCellAliasLsCmd(o *options) *cobra.Command {
 read of cells_aliases/; with --output json a list of {"name","cells"}.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := globalOnly(o, cmd.Context(), cmd)
+			st, err := stores.globalOnly(cmd.Context(), cmd)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			var all map[string]*topodatapb.CellsAlias
-			if err := probe(o, cmd.Context(), func(c context.Context) error {
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 				all, err = st.srv.GetCellsAliases(c)
 				return err
 			}); err != nil {
@@ -225,10 +215,10 @@ read of cells_aliases/; with --output json a list of {"name","cells"}.`,
 				rows = append(rows, aliasRow{Name: n, Cells: append([]string{}, ca.GetCells()...)})
 			}
 			sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-			if o.jsonOut() {
-				return o.printJSON(rows)
+			if out.jsonOut() {
+				return out.printJSON(rows)
 			}
-			tw := tabwriter.NewWriter(o.io.Stdout, 0, 4, 2, ' ', 0)
+			tw := out.table()
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\n", r.Name, strings.Join(r.Cells, ","))
 			}

@@ -15,7 +15,7 @@ import (
 
 // newClusterCmd groups the commands of a self-managing etcd cluster (see
 // "topoctl serve --cluster" and package etcdcluster).
-func newClusterCmd(o *options) *cobra.Command {
+func newClusterCmd(stores *connector, out *printer) *cobra.Command {
 	var prefix string
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -30,13 +30,13 @@ shared flags (--topo-global-server-address, or the embedded etcd's).`,
   topoctl --topo-global-server-address 127.0.0.1:23791 cluster size 5`,
 	}
 	cmd.PersistentFlags().StringVar(&prefix, "cluster-prefix", etcdcluster.DefaultPrefix, "etcd key prefix of the cluster's own keys")
-	cmd.AddCommand(newClusterStatusCmd(o, &prefix), newClusterSizeCmd(o, &prefix))
+	cmd.AddCommand(newClusterStatusCmd(stores, out, &prefix), newClusterSizeCmd(stores, out, &prefix))
 	return groupCmd(cmd)
 }
 
 // clusterClient checks that the shared flags name an etcd store and opens
 // an etcd client on its endpoints that follows the member list.
-func (o *options) clusterClient(ctx context.Context) (*clusterConn, error) {
+func (o *connector) clusterClient(ctx context.Context) (*clusterConn, error) {
 	if o.impl != "etcd2" {
 		return nil, usagef("cluster commands need the etcd2 implementation, not %q", o.impl)
 	}
@@ -59,7 +59,7 @@ func (o *options) clusterClient(ctx context.Context) (*clusterConn, error) {
 	return &clusterConn{cli: cli, opts: co}, nil
 }
 
-func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
+func newClusterStatusCmd(stores *connector, out *printer, prefix *string) *cobra.Command {
 	return &cobra.Command{
 		Use: "status",
 		Example: `  topoctl cluster status
@@ -67,46 +67,46 @@ func newClusterStatusCmd(o *options, prefix *string) *cobra.Command {
 		Short: "Members, learners, leader, raft term and index per member, decider, volunteers, ideal size, health",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cc, err := o.clusterClient(cmd.Context())
+			cc, err := stores.clusterClient(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cc.close()
-			ctx, cancel := o.callCtx(cmd.Context())
+			ctx, cancel := stores.callCtx(cmd.Context())
 			defer cancel()
 			st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts)
 			if err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(clusterJSON(st))
+			if out.jsonOut() {
+				return out.printJSON(clusterJSON(st))
 			}
 			if st.Decider == "" && len(st.Volunteers) == 0 {
-				o.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds), so nothing manages its membership\n")
+				out.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds), so nothing manages its membership\n")
 			}
-			o.printf("cluster ID: %s\n", dash(st.ClusterID))
-			o.printf("ideal size: %d   healthy: %t   leader: %s   decider: %s\n", st.IdealSize, st.Healthy && st.Shortfall == "", dash(st.Leader), dash(st.Decider))
+			out.printf("cluster ID: %s\n", dash(st.ClusterID))
+			out.printf("ideal size: %d   healthy: %t   leader: %s   decider: %s\n", st.IdealSize, st.Healthy && st.Shortfall == "", dash(st.Leader), dash(st.Decider))
 			if st.Shortfall != "" {
-				o.printf("below ideal size: %s (quorum: %t)\n", st.Shortfall, st.Healthy)
+				out.printf("below ideal size: %s (quorum: %t)\n", st.Shortfall, st.Healthy)
 			}
-			o.printf("volunteers: %s\n", dash(strings.Join(st.Volunteers, ", ")))
+			out.printf("volunteers: %s\n", dash(strings.Join(st.Volunteers, ", ")))
 			if st.Nominee != nil {
-				o.printf("nominee:    %s (%s), nominated at %s by %s\n", st.Nominee.Name, st.Nominee.PeerURL, st.Nominee.NominatedAt.Format("15:04:05"), st.Nominee.Decider)
+				out.printf("nominee:    %s (%s), nominated at %s by %s\n", st.Nominee.Name, st.Nominee.PeerURL, st.Nominee.NominatedAt.Format("15:04:05"), st.Nominee.Decider)
 			}
-			o.printf("%-16s %-17s %-8s %-8s %-7s %-7s %8s %10s  %s\n", "NAME", "ID", "ROLE", "STARTED", "HEALTHY", "LEADER", "TERM", "INDEX", "CLIENT URLS")
+			out.printf("%-16s %-17s %-8s %-8s %-7s %-7s %8s %10s  %s\n", "NAME", "ID", "ROLE", "STARTED", "HEALTHY", "LEADER", "TERM", "INDEX", "CLIENT URLS")
 			for _, m := range st.Members {
 				role := "voter"
 				if m.Learner {
 					role = "learner"
 				}
-				o.printf("%-16s %-17s %-8s %-8t %-7t %-7t %8d %10d  %s\n", dash(m.Name), m.ID, role, m.Started, m.Healthy, m.Leader, m.RaftTerm, m.RaftIndex, strings.Join(m.ClientURLs, ","))
+				out.printf("%-16s %-17s %-8s %-8t %-7t %-7t %8d %10d  %s\n", dash(m.Name), m.ID, role, m.Started, m.Healthy, m.Leader, m.RaftTerm, m.RaftIndex, strings.Join(m.ClientURLs, ","))
 			}
 			return nil
 		},
 	}
 }
 
-func newClusterSizeCmd(o *options, prefix *string) *cobra.Command {
+func newClusterSizeCmd(stores *connector, out *printer, prefix *string) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:     "size N",
@@ -126,22 +126,22 @@ it tolerates no more failed members than the odd size below it.`,
 				return usagef("cluster size: %d voters is above the %d etcd advises (every voter slows every write); use --force to set it anyway", n, etcdcluster.MaxVoters)
 			}
 			if n%2 == 0 {
-				o.eprintf("warning: an even size (%d) tolerates no more failed members than %d does (%d), and needs one more for a quorum\n", n, n-1, (n-1)/2)
+				out.eprintf("warning: an even size (%d) tolerates no more failed members than %d does (%d), and needs one more for a quorum\n", n, n-1, (n-1)/2)
 			}
-			cc, err := o.clusterClient(cmd.Context())
+			cc, err := stores.clusterClient(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer cc.close()
-			ctx, cancel := o.callCtx(cmd.Context())
+			ctx, cancel := stores.callCtx(cmd.Context())
 			defer cancel()
 			if err := etcdcluster.SetSizeForce(ctx, cc.cli, *prefix, n); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(map[string]any{"ideal_size": n})
+			if out.jsonOut() {
+				return out.printJSON(map[string]any{"ideal_size": n})
 			}
-			o.printf("ideal size set to %d\n", n)
+			out.printf("ideal size set to %d\n", n)
 			return nil
 		},
 	}

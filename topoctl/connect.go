@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/middleware"
 )
 
 // store is one open topology: the Server and the Conn of the selected cell.
@@ -25,18 +28,37 @@ type store struct {
 
 func (s *store) Close() { s.srv.Close() }
 
+// connector opens the stores of a command tree: the one its connection
+// settings name (open), or one named IMPL:ADDR:ROOT (--from, --to). It
+// names each store it opens to the printer, for the error lines, and
+// decorates every connection with the command tree's middlewares. A
+// command gets its store from one call and uses nothing else of it.
+type connector struct {
+	// settings are the resolved connection settings (set before any
+	// command runs).
+	settings
+	out *printer
+	// metrics are the topo metrics of --metrics-address, nil without it.
+	metrics *middleware.Metrics
+}
+
 // callCtx bounds one store call by --timeout (no bound when it is 0).
-func (o *options) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if o.timeout <= 0 {
+func (o *connector) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return callCtx(ctx, o.timeout)
+}
+
+// callCtx bounds ctx by timeout (no bound when it is 0).
+func callCtx(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, o.timeout)
+	return context.WithTimeout(ctx, timeout)
 }
 
 // openCall opens the store as open does, for a command that makes one call:
 // it also returns a context bounded by --timeout (see callCtx), started once
 // the store is open. done cancels that context and then closes the store.
-func openCall(o *options, ctx context.Context) (st *store, cctx context.Context, done func(), err error) {
+func (o *connector) openCall(ctx context.Context) (st *store, cctx context.Context, done func(), err error) {
 	st, err = o.open(ctx)
 	if err != nil {
 		return nil, nil, nil, err
@@ -47,20 +69,20 @@ func openCall(o *options, ctx context.Context) (st *store, cctx context.Context,
 
 // open connects to the store named by the shared flags, and to --cell
 // through its CellInfo when set.
-func (o *options) open(ctx context.Context) (*store, error) {
-	return openSpec(o, ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, o.cell)
+func (o *connector) open(ctx context.Context) (*store, error) {
+	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, o.cell)
 }
 
 // openSpec connects to the store sp and selects cell ("" or "global" for
 // the global cell).
-func openSpec(o *options, ctx context.Context, sp spec, cell string) (*store, error) {
-	o.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
-	warnConsulRoot(o, sp.impl, sp.root)
-	warnEtcdRoot(o, sp.impl, sp.root)
+func (o *connector) openSpec(ctx context.Context, sp spec, cell string) (*store, error) {
+	o.out.log.Debug("opening topology", "implementation", sp.impl, "address", sp.addr, "root", sp.root, "cell", cell)
+	warnConsulRoot(o.out, sp.impl, sp.root)
+	warnEtcdRoot(o.out, sp.impl, sp.root)
 	if err := o.checkListening(ctx, sp); err != nil {
 		return nil, err
 	}
-	srv, err := openServer(o, ctx, sp)
+	srv, err := o.openServer(ctx, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +90,7 @@ func openSpec(o *options, ctx context.Context, sp spec, cell string) (*store, er
 	if sp.impl != "memory" {
 		st.addr = sp.addr
 	}
-	o.stores = append(o.stores, st.name)
+	o.out.named(st.name)
 	if cell != "" && cell != topo.GlobalCell {
 		cctx, cancel := o.callCtx(ctx)
 		defer cancel()
@@ -91,7 +113,7 @@ func openSpec(o *options, ctx context.Context, sp spec, cell string) (*store, er
 		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
 			st.name = sp.impl + ":" + ci.GetServerAddress() + ":" + ci.GetRoot() + " (cell " + cell + ")"
 			// Errors name the store as summaries do: the cell's.
-			o.stores[len(o.stores)-1] = st.name
+			o.out.rename(st.name)
 			st.spec = spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
 			if sp.impl != "memory" {
 				st.addr = ci.GetServerAddress()
@@ -118,7 +140,7 @@ const serveHint = `no server address was given: is "topoctl serve" running?`
 // would otherwise retry until --timeout. When the address was defaulted
 // (the embedded etcd's), the error asks whether "topoctl serve" runs. A
 // store that accepts connections and then fails gets no such check.
-func (o *options) checkListening(ctx context.Context, sp spec) error {
+func (o *connector) checkListening(ctx context.Context, sp spec) error {
 	switch sp.impl {
 	case "etcd2", "zk2", "consul":
 	default:
@@ -160,7 +182,7 @@ func (o *options) checkListening(ctx context.Context, sp spec) error {
 			refused = append(refused, err.Error())
 		}
 	}
-	o.log.Debug("nothing listens at the store's address", "address", sp.addr, "refused", refused, "unresolved", unresolved, "silent", silent)
+	o.out.log.Debug("nothing listens at the store's address", "address", sp.addr, "refused", refused, "unresolved", unresolved, "silent", silent)
 	// One cause per message: a name that does not resolve is no server
 	// refusing connections, nor one that does not answer.
 	var causes []string
@@ -194,7 +216,7 @@ func (s spec) String() string { return s.impl + ":" + s.addr + ":" + s.root }
 // ':' and the root starts after the last ':', so the address may hold
 // host:port pairs ("etcd2:127.0.0.1:2379,127.0.0.1:22379:/vitess"). An empty
 // address means the default one (the embedded etcd's for etcd2).
-func (o *options) parseSpec(flag, s string) (spec, error) {
+func (o *connector) parseSpec(flag, s string) (spec, error) {
 	first := strings.IndexByte(s, ':')
 	last := strings.LastIndexByte(s, ':')
 	if first < 0 || first == last {
@@ -208,12 +230,12 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 		return spec{}, exitError{code: ExitFailure, err: err}
 	}
 	if sp.addr == "" {
-		sp.addr = conventionalAddress(o, sp.impl)
+		sp.addr = o.conventionalAddress(sp.impl)
 	}
 	switch {
 	case sp.addr != "":
 	case sp.impl == "etcd2":
-		sp.addr = defaultAddress(&options{io: o.io, connFlags: connFlags{impl: "etcd2"}})
+		sp.addr = o.defaultAddress()
 		sp.defaulted = true
 	case sp.impl == "zk2" || sp.impl == "consul":
 		return spec{}, usagef("--%s %q: empty server address", flag, s)
@@ -222,6 +244,90 @@ func (o *options) parseSpec(flag, s string) (spec, error) {
 		// take "" as given (see resolve).
 	}
 	return sp, nil
+}
+
+// openServer opens the global cell of sp's store with the security
+// settings, every connection of the Server decorated with the command
+// tree's middlewares (--metrics-address, --log-level debug).
+func (o *connector) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
+	cs := o.sec.settings(o.explainEtcdDial)
+	cs.ClaimTTL = o.claimTTL
+	return cs.Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
+}
+
+// middlewares returns the decorators of every connection this command
+// tree opens: the metrics of --metrics-address and, at --log-level debug,
+// one log record per call.
+func (o *connector) middlewares() []topo.Middleware {
+	var mws []topo.Middleware
+	if o.metrics != nil {
+		mws = append(mws, o.metrics.Middleware())
+	}
+	if o.out.log.Enabled(context.Background(), slog.LevelDebug) {
+		mws = append(mws, middleware.Logging(o.out.log))
+	}
+	return mws
+}
+
+// globalOnly opens the store for a command that works on the global cell's
+// records only: --cell does not apply to it.
+func (o *connector) globalOnly(ctx context.Context, cmd *cobra.Command) (*store, error) {
+	if o.cell != "" && o.cell != topo.GlobalCell && cmd.Flags().Changed("cell") {
+		return nil, usagef("%s works on the global cell: --cell does not apply", cmd.CommandPath())
+	}
+	return o.openSpec(ctx, spec{impl: o.impl, addr: o.addr, root: o.root, defaulted: o.addrDefaulted}, "")
+}
+
+// openFrom opens the store named by a --from/--to flag, or the one named
+// by the shared flags (and --cell) when the flag is empty.
+func (o *connector) openFrom(ctx context.Context, flag, value string) (*store, error) {
+	if value == "" {
+		return o.open(ctx)
+	}
+	sp, err := o.parseSpec(flag, value)
+	if err != nil {
+		return nil, err
+	}
+	return o.openSpec(ctx, sp, "")
+}
+
+// openPair does what copy and diff (named by verb) share before they read:
+// it checks --to and the --from/--to specs, cleans the optional PATH
+// argument (default: the root) into under, and opens the two stores. On
+// error no store is left open.
+func (o *connector) openPair(ctx context.Context, verb, from, to string, args []string) (src, dst *store, under string, err error) {
+	if to == "" {
+		return nil, nil, "", usagef("%s needs --to IMPL:ADDR:ROOT", verb)
+	}
+	if err := o.checkSpecs(from, to); err != nil {
+		return nil, nil, "", err
+	}
+	under, err = topo.CleanDirPath(argOr(args, 0, "/"))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	src, err = o.openFrom(ctx, "from", from)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	dst, err = o.openFrom(ctx, "to", to)
+	if err != nil {
+		src.Close()
+		return nil, nil, "", err
+	}
+	return src, dst, under, nil
+}
+
+// checkSpecs parses the --from and --to values before anything is opened,
+// so that a malformed one is reported as a usage error first.
+func (o *connector) checkSpecs(from, to string) error {
+	if from != "" {
+		if _, err := o.parseSpec("from", from); err != nil {
+			return err
+		}
+	}
+	_, err := o.parseSpec("to", to)
+	return err
 }
 
 // at fills in the path of a topo error that names none (backends leave it

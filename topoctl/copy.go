@@ -1,72 +1,20 @@
 package topoctl
 
 import (
-	"context"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/copy"
 )
 
-// stdoutIsTerminal reports whether stdout is a terminal (progress bars are
-// drawn only then; see streams.StdoutIsTerminal).
-func stdoutIsTerminal(o *options) bool {
-	if o.io.StdoutIsTerminal != nil {
-		return o.io.StdoutIsTerminal()
-	}
-	f, ok := o.io.Stdout.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// openFrom opens the store named by a --from/--to flag, or the one named
-// by the shared flags (and --cell) when the flag is empty.
-func openFrom(o *options, ctx context.Context, flag, value string) (*store, error) {
-	if value == "" {
-		return o.open(ctx)
-	}
-	sp, err := o.parseSpec(flag, value)
-	if err != nil {
-		return nil, err
-	}
-	return openSpec(o, ctx, sp, "")
-}
-
-// openPair does what copy and diff (named by verb) share before they read:
-// it checks --to and the --from/--to specs, cleans the optional PATH
-// argument (default: the root) into under, and opens the two stores. On
-// error no store is left open.
-func openPair(o *options, ctx context.Context, verb, from, to string, args []string) (src, dst *store, under string, err error) {
-	if to == "" {
-		return nil, nil, "", usagef("%s needs --to IMPL:ADDR:ROOT", verb)
-	}
-	if err := checkSpecs(o, from, to); err != nil {
-		return nil, nil, "", err
-	}
-	under, err = topo.CleanDirPath(argOr(args, 0, "/"))
-	if err != nil {
-		return nil, nil, "", err
-	}
-	src, err = openFrom(o, ctx, "from", from)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	dst, err = openFrom(o, ctx, "to", to)
-	if err != nil {
-		src.Close()
-		return nil, nil, "", err
-	}
-	return src, dst, under, nil
-}
-
-func newCopyCmd(o *options) *cobra.Command {
+func newCopyCmd(stores *connector, out *printer) *cobra.Command {
 	var from, to string
 	var dryRun bool
 	var po copy.PlanOptions
+	var run *treeRun
 	cmd := &cobra.Command{
 		Use:   "copy [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
 		Short: "Copy a whole tree between two stores (any two backends)",
@@ -109,37 +57,37 @@ is a terminal, or with --progress.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			src, dst, under, err := openPair(o, ctx, "copy", from, to, args)
+			src, dst, under, err := stores.openPair(ctx, "copy", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
 			defer dst.Close()
 
-			tl, err := listTree(o, ctx, src.conn, under)
+			tl, err := run.list(ctx, src.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", src.name, err)
 			}
 			if len(tl.Files) == 0 && !tl.Skipped() {
 				return emptyTree(under, src.name)
 			}
-			plan, err := planWrites(o, ctx, dst.conn, under, tl.Files, po)
+			plan, err := run.plan(ctx, dst.conn, under, tl.Files, po)
 			if err != nil {
 				return err
 			}
 			if dryRun {
-				if err := reportPlan(o, plan, underName(src.name, under), underName(dst.name, under)); err != nil {
+				if err := reportPlan(out, plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 					return err
 				}
-				return reportSkipped(o, "copied", src.name, under, tl)
+				return run.reportSkipped("copied", src.name, under, tl)
 			}
-			if err := execute(o, ctx, dst.conn, plan, "copying"); err != nil {
+			if err := run.execute(ctx, dst.conn, plan, "copying"); err != nil {
 				return err
 			}
-			if err := reportDone(o, "copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
+			if err := reportDone(out, "copied", plan, underName(src.name, under), underName(dst.name, under)); err != nil {
 				return err
 			}
-			return reportSkipped(o, "copied", src.name, under, tl)
+			return run.reportSkipped("copied", src.name, under, tl)
 		},
 	}
 	f := cmd.Flags()
@@ -148,14 +96,14 @@ is a terminal, or with --progress.`,
 	f.BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
 	f.BoolVar(&po.Overwrite, "overwrite", false, "replace files that exist in the destination with other contents")
 	f.BoolVar(&po.Delete, "delete", false, "also delete the destination's files under PATH that the source does not have")
-	treeFlags(o, cmd)
+	run = newTreeRun(cmd, stores, out)
 	return cmd
 }
 
 // reportPlan prints a dry run: one line per file that would be written or
 // deleted, then a summary that counts the identical ones too (-o json
 // lists every file).
-func reportPlan(o *options, plan *copy.Plan, from, to string) error {
+func reportPlan(out *printer, plan *copy.Plan, from, to string) error {
 	type item struct {
 		Path   string `json:"path"`
 		Bytes  int    `json:"bytes"`
@@ -165,26 +113,26 @@ func reportPlan(o *options, plan *copy.Plan, from, to string) error {
 	for i, w := range plan.Ops {
 		items[i] = item{displayPath(w.Path), len(w.Value), w.Kind.String()}
 	}
-	if o.jsonOut() {
-		return o.printJSON(map[string]any{"dry_run": true, "from": from, "to": to, "files": items, "bytes": plan.Bytes(),
+	if out.jsonOut() {
+		return out.printJSON(map[string]any{"dry_run": true, "from": from, "to": to, "files": items, "bytes": plan.Bytes(),
 			"create": plan.Count(copy.Create), "overwrite": plan.Count(copy.Overwrite), "identical": plan.Count(copy.Identical), "delete": plan.Count(copy.Delete)})
 	}
 	for _, it := range items {
 		switch it.Action {
 		case "create":
-			o.printf("would write %s (%s)\n", it.Path, plural(it.Bytes, "byte"))
+			out.printf("would write %s (%s)\n", it.Path, plural(it.Bytes, "byte"))
 		case "overwrite":
-			o.printf("would write %s (%s) (overwrite)\n", it.Path, plural(it.Bytes, "byte"))
+			out.printf("would write %s (%s) (overwrite)\n", it.Path, plural(it.Bytes, "byte"))
 		case "identical":
 			// Counted in the summary: a second run would otherwise list
 			// every file of the tree.
 		case "delete":
-			o.printf("would delete %s\n", it.Path)
+			out.printf("would delete %s\n", it.Path)
 		}
 	}
 	// Every file of the plan, by what would happen to it; then what would
 	// be written, counted as reportDone counts it.
-	o.printf("dry run: %s (%d new, %d overwritten, %d identical, %d deleted) from %s to %s; would write %s (%s); nothing written\n",
+	out.printf("dry run: %s (%d new, %d overwritten, %d identical, %d deleted) from %s to %s; would write %s (%s); nothing written\n",
 		plural(len(items), "file"), plan.Count(copy.Create), plan.Count(copy.Overwrite), plan.Count(copy.Identical), plan.Count(copy.Delete),
 		from, to, plural(plan.Count(copy.Create)+plan.Count(copy.Overwrite), "file"), plural(plan.Bytes(), "byte"))
 	return nil
@@ -200,10 +148,10 @@ func underName(store, dir string) string {
 	return store + " under " + displayPath(dir)
 }
 
-func reportDone(o *options, verb string, plan *copy.Plan, from, to string) error {
+func reportDone(out *printer, verb string, plan *copy.Plan, from, to string) error {
 	written := plan.Count(copy.Create) + plan.Count(copy.Overwrite)
-	if o.jsonOut() {
-		return o.printJSON(map[string]any{verb: written, "bytes": plan.Bytes(), "from": from, "to": to,
+	if out.jsonOut() {
+		return out.printJSON(map[string]any{verb: written, "bytes": plan.Bytes(), "from": from, "to": to,
 			"identical": plan.Count(copy.Identical), "deleted": plan.Count(copy.Delete)})
 	}
 	extra := ""
@@ -213,7 +161,7 @@ func reportDone(o *options, verb string, plan *copy.Plan, from, to string) error
 	if n := plan.Count(copy.Delete); n > 0 {
 		extra += fmt.Sprintf(", %s deleted", plural(n, "file"))
 	}
-	o.printf("%s %s (%s) from %s to %s%s\n", verb, plural(written, "file"), plural(plan.Bytes(), "byte"), from, to, extra)
+	out.printf("%s %s (%s) from %s to %s%s\n", verb, plural(written, "file"), plural(plan.Bytes(), "byte"), from, to, extra)
 	return nil
 }
 
@@ -244,8 +192,9 @@ func differences(a, b []topo.KVInfo) []difference {
 	return out
 }
 
-func newDiffCmd(o *options) *cobra.Command {
+func newDiffCmd(stores *connector, out *printer) *cobra.Command {
 	var from, to string
+	run := &treeRun{stores: stores, out: out}
 	cmd := &cobra.Command{
 		Use: "diff [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
 		Example: `  topoctl diff --from etcd2:127.0.0.1:2379:/vitess --to zk2:127.0.0.1:2181:/vitess
@@ -263,17 +212,17 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			a, b, under, err := openPair(o, ctx, "diff", from, to, args)
+			a, b, under, err := stores.openPair(ctx, "diff", from, to, args)
 			if err != nil {
 				return err
 			}
 			defer a.Close()
 			defer b.Close()
-			ta, err := listTree(o, ctx, a.conn, under)
+			ta, err := run.list(ctx, a.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", a.name, err)
 			}
-			tb, err := listTree(o, ctx, b.conn, under)
+			tb, err := run.list(ctx, b.conn, under)
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", b.name, err)
 			}
@@ -282,11 +231,11 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
 			}
 			diffs := differences(af, bf)
-			if o.jsonOut() {
+			if out.jsonOut() {
 				if diffs == nil {
 					diffs = []difference{}
 				}
-				if err := o.printJSON(map[string]any{"identical": len(diffs) == 0, "from": a.name, "to": b.name,
+				if err := out.printJSON(map[string]any{"identical": len(diffs) == 0, "from": a.name, "to": b.name,
 					"from_files": len(af), "to_files": len(bf), "differences": diffs}); err != nil {
 					return err
 				}
@@ -294,19 +243,19 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 				for _, d := range diffs {
 					switch d.Kind {
 					case "only-in-from":
-						o.printf("only in from: %s\n", d.Path)
+						out.printf("only in from: %s\n", d.Path)
 					case "only-in-to":
-						o.printf("only in to: %s\n", d.Path)
+						out.printf("only in to: %s\n", d.Path)
 					default:
-						o.printf("differs: %s (%s vs %s)\n", d.Path, plural(*d.FromBytes, "byte"), plural(*d.ToBytes, "byte"))
+						out.printf("differs: %s (%s vs %s)\n", d.Path, plural(*d.FromBytes, "byte"), plural(*d.ToBytes, "byte"))
 					}
 				}
 				if len(diffs) == 0 {
-					o.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
+					out.printf("identical: %s under %s in %s and %s\n", plural(len(af), "file"), displayPath(under), a.name, b.name)
 				}
 			}
-			rerr := reportSkipped(o, "compared", a.name, under, ta)
-			if e := reportSkipped(o, "compared", b.name, under, tb); e != nil {
+			rerr := run.reportSkipped("compared", a.name, under, ta)
+			if e := run.reportSkipped("compared", b.name, under, tb); e != nil {
 				rerr = e
 			}
 			if rerr != nil {
@@ -322,16 +271,4 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 	f.StringVar(&from, "from", "", "first store IMPL:ADDR:ROOT (default: the shared flags)")
 	f.StringVar(&to, "to", "", "second store IMPL:ADDR:ROOT")
 	return cmd
-}
-
-// checkSpecs parses the --from and --to values before anything is opened,
-// so that a malformed one is reported as a usage error first.
-func checkSpecs(o *options, from, to string) error {
-	if from != "" {
-		if _, err := o.parseSpec("from", from); err != nil {
-			return err
-		}
-	}
-	_, err := o.parseSpec("to", to)
-	return err
 }

@@ -4,6 +4,7 @@ package topoctl
 // errors. Decoding itself is in topo/decode.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -92,4 +93,82 @@ func decodeJSON(r *schema, md protoreflect.MessageDescriptor, value []byte, mult
 		return nil, fmt.Errorf("value is not a %s: %d of its %d bytes are fields that %s does not have (wrong --type?)", ue.Type, ue.Unknown, ue.Size, ue.Type)
 	}
 	return b, err
+}
+
+// recordDecoder decodes the values of many records, each by its path, for
+// get -R --decode and watch --decode: raw (the wire dump) or json (the
+// type chosen by the record's path from the built-in types, or a
+// --protoset's).
+type recordDecoder struct {
+	// raw selects the wire dump; otherwise sch decodes to JSON.
+	raw bool
+	sch *schema
+}
+
+// newRecordDecoder returns the decoder of --decode mode ("raw" or
+// "json"; "" and "none" decode nothing: nil) with --protoset file (for
+// json; "" reads $TOPOCTL_PROTOSET through getenv, and without either
+// the built-in types decode). Bad flags are usage errors.
+func newRecordDecoder(mode, protoset string, getenv func(string) string) (*recordDecoder, error) {
+	switch mode {
+	case "", "none":
+		if protoset != "" {
+			return nil, usagef("--protoset needs --decode json")
+		}
+		return nil, nil
+	case "raw":
+		if protoset != "" {
+			return nil, usagef("--protoset needs --decode json")
+		}
+		return &recordDecoder{raw: true}, nil
+	case "json":
+		if protoset == "" {
+			protoset = getenv(envProtoset)
+		}
+		sch, err := loadSchema(protoset)
+		if err != nil {
+			return nil, err
+		}
+		return &recordDecoder{sch: sch}, nil
+	}
+	return nil, usagef("--decode %q: want raw or json", mode)
+}
+
+// decode decodes the value of the record at p (canonical): the value for
+// JSON output (a json.RawMessage, or the raw fields) and its readable text
+// (indented JSON when multiline, or the wire dump), ending with a newline.
+// It fails when the value is not protobuf (raw), or when no type is known
+// for p or the value is not one (json).
+func (d *recordDecoder) decode(p string, value []byte, multiline bool) (any, string, error) {
+	if d.raw {
+		fs, err := parseRaw(value, 0)
+		if err != nil {
+			return nil, "", fmt.Errorf("value is not protobuf wire format: %w", err)
+		}
+		return fs, formatRaw(fs), nil
+	}
+	md, err := d.sch.TypeFor(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("no message type known for it (--protoset adds types): %w", err)
+	}
+	b, err := decodeJSON(d.sch, md, value, multiline)
+	if err != nil {
+		return nil, "", err
+	}
+	return json.RawMessage(b), string(b) + "\n", nil
+}
+
+// decodedJSON are the members a record's JSON object gets from
+// --decode: "decoded", or "decode_error" when the value does not decode.
+type decodedJSON struct {
+	Decoded     any    `json:"decoded,omitempty"`
+	DecodeError string `json:"decode_error,omitempty"`
+}
+
+// decodedMembers are the decodedJSON of decode's results.
+func decodedMembers(decoded any, err error) decodedJSON {
+	if err != nil {
+		return decodedJSON{DecodeError: err.Error()}
+	}
+	return decodedJSON{Decoded: decoded}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,24 +20,36 @@ type electEvent struct {
 	ID    string `json:"id,omitempty"`
 }
 
-func printElect(o *options, ev electEvent) {
-	if o.jsonOut() {
-		_ = o.printJSON(ev)
+func printElect(out *printer, ev electEvent) {
+	if out.jsonOut() {
+		_ = out.printJSON(ev)
 		return
 	}
 	if ev.ID == "" {
-		o.printf("%s\n", ev.Event)
+		out.printf("%s\n", ev.Event)
 		return
 	}
-	o.printf("%s %s\n", ev.Event, ev.ID)
+	out.printf("%s %s\n", ev.Event, ev.ID)
 }
 
-func newElectCmd(o *options) *cobra.Command {
+// electTTLNote says how long after a killed topoctl its leadership or
+// candidacy lapses with elect --ttl ttl on backend impl, when that is not
+// ttl; "" when it is, or for other backends.
+func electTTLNote(impl string, ttl time.Duration) string {
+	if impl == "zk2" {
+		return fmt.Sprintf("ZooKeeper ties the candidacy to the client's session: --ttl %s is the session timeout asked of the server, which clamps it to its bounds (by default 2 to 20 tickTimes)", ttl)
+	}
+	return effectiveTTLNote(impl, "leadership", ttl)
+}
+
+func newElectCmd(stores *connector, out *printer) *cobra.Command {
 	var id, value string
+	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use: "elect NAME [--id ID] [--value VALUE]",
+		Use: "elect NAME [--id ID] [--value VALUE] [--ttl D]",
 		Example: `  topoctl elect primary --id $(hostname)
-  topoctl elect primary --value 10.0.0.7:8080`,
+  topoctl elect primary --value 10.0.0.7:8080
+  topoctl elect primary --ttl 10s`,
 		Short: "Take part in a leader election and print leadership changes",
 		Long: `Join the leader election NAME as participant ID (default HOST-PID, this
 host's name and topoctl's process id) and stay in it until
@@ -50,15 +63,36 @@ every line is a JSON object {"event","id"}.
 --value publishes VALUE as the leader's value while this participant leads
 (etcd's "etcdctl elect NAME VALUE"; Campaign in the API): "topoctl leader"
 and "topoctl leader --observe" show it beside the id. The value lives
-where Vitess processes in the same election do not read it.`,
+where Vitess processes in the same election do not read it.
+
+--ttl D sets how long this participant's candidacy, and its leadership,
+outlive topoctl when it dies or loses the store (default: the backend's,
+30s on etcd and ZooKeeper, 15s on Consul), so that another participant
+takes over sooner, or later. etcd2 (the lease's TTL, whole seconds), zk2
+(the session timeout, which the server clamps to its bounds) and consul
+(the session's TTL: whole seconds, at least 10s, and Consul ends a session
+up to twice its TTL late) take it, with a note on stderr when the
+effective time differs; other backends refuse it (usage error, exit 2).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("ttl") {
+				switch {
+				case ttl <= 0:
+					return usagef("--ttl must be positive")
+				case stores.impl != "etcd2" && stores.impl != "zk2" && stores.impl != "consul":
+					return usagef("elect --ttl applies to etcd2, zk2 and consul, not %s", stores.impl)
+				}
+				stores.claimTTL = ttl
+				if note := electTTLNote(stores.impl, ttl); note != "" {
+					out.eprintf("topoctl: note: %s\n", note)
+				}
+			}
 			if id == "" {
 				host, _ := os.Hostname()
 				id = fmt.Sprintf("%s-%d", host, os.Getpid())
 			}
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
@@ -70,7 +104,7 @@ where Vitess processes in the same election do not read it.`,
 				return err
 			}
 			defer lp.Stop()
-			if err := probe(o, ctx, func(c context.Context) error {
+			if err := probe(ctx, stores.timeout, func(c context.Context) error {
 				_, err := lp.GetCurrentLeaderID(c)
 				return err
 			}); err != nil {
@@ -87,7 +121,7 @@ where Vitess processes in the same election do not read it.`,
 			go func() {
 				defer close(watchDone)
 				for l := range leaders {
-					printElect(o, electEvent{Event: "leader", ID: l})
+					printElect(out, electEvent{Event: "leader", ID: l})
 				}
 			}()
 
@@ -114,12 +148,12 @@ where Vitess processes in the same election do not read it.`,
 					result = err
 				}
 			default:
-				printElect(o, electEvent{Event: "elected", ID: id})
+				printElect(out, electEvent{Event: "elected", ID: id})
 				select {
 				case <-ctx.Done():
 				case <-lctx.Done():
 					if ctx.Err() == nil {
-						printElect(o, electEvent{Event: "lost", ID: id})
+						printElect(out, electEvent{Event: "lost", ID: id})
 						result = backendkit.Wrap(topo.LockLost, args[0], fmt.Errorf("participant %s lost leadership", id))
 					}
 				}
@@ -133,10 +167,11 @@ where Vitess processes in the same election do not read it.`,
 	}
 	cmd.Flags().StringVar(&id, "id", "", "this participant's id (default: HOST-PID)")
 	cmd.Flags().StringVar(&value, "value", "", "the value to publish as leader (shown by topoctl leader)")
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the candidacy and leadership outlive topoctl (default: the backend's; etcd2, zk2, consul)")
 	return cmd
 }
 
-func newLeaderCmd(o *options) *cobra.Command {
+func newLeaderCmd(stores *connector, out *printer) *cobra.Command {
 	var observe bool
 	cmd := &cobra.Command{
 		Use: "leader NAME [--observe]",
@@ -159,7 +194,7 @@ stderr when the store stops answering (reading a path once a second, to
 notice a partition) and "reconnected" when it answers again.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := o.open(cmd.Context())
+			st, err := stores.open(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -170,24 +205,24 @@ notice a partition) and "reconnected" when it answers again.`,
 					return err
 				}
 				defer lp.Stop()
-				return o.observeLeader(cmd.Context(), st, lp, args[0])
+				return (&watching{stores: stores, out: out}).observeLeader(cmd.Context(), st, lp, args[0])
 			}
 			var leader topo.Leader
-			if err := probe(o, cmd.Context(), func(c context.Context) error {
+			if err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 				var err error
 				leader, err = inspect.Leader(c, st.conn, args[0])
 				return err
 			}); err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(leaderLine(args[0], leader))
+			if out.jsonOut() {
+				return out.printJSON(leaderLine(args[0], leader))
 			}
 			if leader.ID == "" {
-				o.eprintf("election %s has no leader\n", args[0])
+				out.eprintf("election %s has no leader\n", args[0])
 				return nil
 			}
-			printLeader(o, leader)
+			printLeader(out, leader)
 			return nil
 		},
 	}
@@ -209,12 +244,12 @@ func leaderLine(name string, l topo.Leader) leaderJSON {
 
 // printLeader prints a leader's id, and its value after a space when it
 // published one.
-func printLeader(o *options, l topo.Leader) {
+func printLeader(out *printer, l topo.Leader) {
 	if len(l.Value) == 0 {
-		o.printf("%s\n", l.ID)
+		out.printf("%s\n", l.ID)
 		return
 	}
-	o.printf("%s %s\n", l.ID, escapeControl(string(l.Value)))
+	out.printf("%s %s\n", l.ID, escapeControl(string(l.Value)))
 }
 
 // observeLeader prints the leader of election name each time it changes or
@@ -222,9 +257,9 @@ func printLeader(o *options, l topo.Leader) {
 // when the store stops answering ("reconnecting") and answers again
 // ("reconnected"), then observes again at once, printing the leader only
 // if it changed meanwhile.
-func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderParticipation, name string) error {
+func (o *watching) observeLeader(ctx context.Context, st *store, lp topo.LeaderParticipation, name string) error {
 	rw := &rewatcher{}
-	stopMonitor := monitor(o, ctx, st, "topoctl-probe", rw.restart)
+	stopMonitor := o.monitor(ctx, st, "topoctl-probe", rw.restart)
 	defer stopMonitor()
 	var last *leaderJSON
 	for {
@@ -246,8 +281,8 @@ func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderPa
 				continue // seen before a restart
 			}
 			last = &line
-			if o.jsonOut() {
-				if err := o.printJSON(line); err != nil {
+			if o.out.jsonOut() {
+				if err := o.out.printJSON(line); err != nil {
 					drainAfter(rw.cancel, ch)
 					return err
 				}
@@ -256,7 +291,7 @@ func (o *options) observeLeader(ctx context.Context, st *store, lp topo.LeaderPa
 			if l.ID == "" {
 				continue
 			}
-			printLeader(o, l)
+			printLeader(o.out, l)
 		}
 		rw.cancel()
 		switch {

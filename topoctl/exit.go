@@ -61,48 +61,59 @@ func (e exitError) Unwrap() error { return e.err }
 
 // runMain is Main with the environment and terminal detection of io.
 func runMain(ctx context.Context, args []string, io streams) int {
-	cmd, o := newRoot(io)
+	cmd, t := newRoot(io)
 	cmd.SetArgs(args)
 	ran, err := cmd.ExecuteContextC(ctx)
-	if o.stopMetrics != nil {
-		o.stopMetrics()
-	}
-	if err == nil {
-		return ExitOK
+	if t.stopMetrics != nil {
+		t.stopMetrics()
 	}
 	helpOf := "topoctl"
 	if ran != nil {
 		helpOf = ran.CommandPath()
 	}
+	return t.out.exit(ctx, err, helpOf, t.started)
+}
+
+// exit renders err, the error a command returned (nil: it succeeded), as
+// one line on stderr and returns topoctl's exit code for it: a usage
+// error's (with a pointer to helpOf's --help) when the command had not
+// started (flags and arguments not accepted yet), ExitInterrupted when ctx
+// ended a started command, an exitError's own code, ExitLockLost for
+// LockLost, ExitFailure otherwise.
+func (p *printer) exit(ctx context.Context, err error, helpOf string, started bool) int {
+	if err == nil {
+		return ExitOK
+	}
 	var ee exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(ee.err))
+			p.eprintf("topoctl: %s\n", p.errorLine(ee.err))
 		}
 		return ee.code
 	}
 	var ue usageError
-	if !errors.As(err, &ue) && o.started && ctx.Err() != nil {
+	if !errors.As(err, &ue) && started && ctx.Err() != nil {
 		// Ctrl-C or SIGTERM ended the command (while it connected, listed,
 		// read...): the failure is the interruption's, whatever error the
 		// call it cut short returned.
-		fmt.Fprintf(o.io.Stderr, "topoctl: interrupted: %s\n", o.formatError(err))
+		p.eprintf("topoctl: interrupted: %s\n", p.errorLine(err))
 		return ExitInterrupted
 	}
-	if errors.As(err, &ue) || !o.started {
-		fmt.Fprintf(o.io.Stderr, "topoctl: %s\nRun '%s --help' for usage.\n", escapeLines(err.Error()), helpOf)
+	if errors.As(err, &ue) || !started {
+		p.eprintf("topoctl: %s\nRun '%s --help' for usage.\n", escapeLines(err.Error()), helpOf)
 		return ExitUsage
 	}
-	fmt.Fprintf(o.io.Stderr, "topoctl: %s\n", o.formatError(err))
+	p.eprintf("topoctl: %s\n", p.errorLine(err))
 	if topo.CodeOf(err) == topo.LockLost {
 		return ExitLockLost
 	}
 	return ExitFailure
 }
 
-// formatError renders err as one line: the symbolic error code first when
-// it is a topo error, then the message (which names the path).
-func (o *options) formatError(err error) string {
+// errorLine renders err as one line: the symbolic error code first when
+// it is a topo error, then the message (which names the path); a store
+// that could not be reached is named.
+func (p *printer) errorLine(err error) string {
 	msg := escapeControl(slashPaths(err))
 	c := topo.CodeOf(err)
 	if c == 0 {
@@ -111,8 +122,8 @@ func (o *options) formatError(err error) string {
 	msg = codeName(c) + ": " + msg
 	if c == topo.Unavailable || c == topo.Timeout {
 		// A store that could not be reached is named by the error itself.
-		if len(o.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") && !strings.Contains(msg, "cannot resolve the host name") && !strings.Contains(msg, "no answer within") {
-			msg += " (store " + strings.Join(o.stores, ", ") + ")"
+		if len(p.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") && !strings.Contains(msg, "cannot resolve the host name") && !strings.Contains(msg, "no answer within") {
+			msg += " (store " + strings.Join(p.stores, ", ") + ")"
 		}
 	}
 	return msg

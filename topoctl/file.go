@@ -21,20 +21,21 @@ import (
 	"github.com/topokit/topokit/topo/copy"
 )
 
-func newGetCmd(o *options) *cobra.Command {
+func newGetCmd(stores *connector, out *printer) *cobra.Command {
 	var (
 		version   string
 		decode    string
 		protoset  string
 		typ       string
 		recursive bool
+		rawPrefix bool
 		keysOnly  bool
 		hexOut    bool
 		full      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "get FILE | get -R [--keys-only] PREFIX",
-		Short: "Print a file's value (or every file's under a prefix)",
+		Use:   "get FILE | get -R [--keys-only] DIR | get --prefix [--keys-only] PREFIX",
+		Short: "Print a file's value (or every file's under a directory or prefix)",
 		Long: `Print the value stored at FILE, byte for byte. On a terminal, a value that
 is not text (control bytes such as a protobuf record's, or not UTF-8) is
 shown quoted with escapes instead, its first 200 bytes only, with a note on
@@ -43,12 +44,15 @@ On a terminal a text value that does not end with a newline gets one, so
 that the prompt starts a line of its own (a pipe or --full gets no added
 byte).
 
-get -R PREFIX prints every file whose path starts with PREFIX (a plain
-string prefix, like "etcdctl get --prefix" or "consul kv get -recurse"):
-each file's path on one line, then its value on the next (quoted, with
+get -R DIR prints every file under the directory DIR (its subtree:
+DIR/..., as -R means in ls, rm and every other command; "/" is
+everything); get --prefix PREFIX every file whose path starts with PREFIX,
+a plain string prefix ("/keyspaces/c" matches "/keyspaces/commerce/...",
+like "etcdctl get --prefix" or "consul kv get -recurse"). Each file's
+path is on one line, then its value on the next (quoted, with
 escapes, when it is not one line of printable text; on a terminal its
 first 200 bytes only, unless --full). --keys-only prints
-the paths only. With --output json it prints one array of {"path",
+the paths only (and implies -R without --prefix). With --output json it prints one array of {"path",
 "version","value" (base64)}. Files at reserved paths (written by another
 tool) are named on stderr, with exit 1.
 
@@ -71,14 +75,39 @@ Without --protoset, only the types compiled into topoctl are known
 (topokit.topodata.CellInfo); any other type is a usage error asking for
 --protoset.
 
-With --output json it prints {"path","version","value" (base64),"decoded"}.`,
+With --output json it prints {"path","version","value" (base64),"decoded"}.
+
+get -R --decode raw|json decodes every file's value the same way, each by
+its own path (--type applies to one file only): each file's path on one
+line, its decoded value below it. A value that does not decode is shown as
+get -R shows values, with a note on stderr saying why (exit 0). With
+--output json it prints one JSON document per file, one per line:
+{"path","version","value","decoded"}, with "decode_error" in place of
+"decoded" for a value that does not decode.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if recursive || keysOnly {
-				if cmd.Flags().Changed("version") || decode != "" || protoset != "" || typ != "" {
-					return usagef("get -R/--keys-only prints stored bytes: --version, --decode, --protoset and --type apply to one file")
+			if recursive && rawPrefix {
+				return usagef("-R reads a directory's subtree, --prefix a plain string prefix: give one")
+			}
+			if recursive || keysOnly || rawPrefix {
+				if cmd.Flags().Changed("version") || typ != "" {
+					return usagef("get -R/--keys-only reads the current files: --version and --type apply to one file")
 				}
-				return getPrefix(o, cmd.Context(), args[0], keysOnly, hexOut, full)
+				if keysOnly && (decode != "" || protoset != "") {
+					return usagef("--keys-only prints no values: --decode and --protoset do not apply")
+				}
+				if hexOut && decode != "" {
+					return usagef("--hex prints the stored bytes: it does not combine with --decode")
+				}
+				dec, err := newRecordDecoder(decode, protoset, stores.getenv)
+				if err != nil {
+					return err
+				}
+				prefix, err := subtreePrefix(args[0], rawPrefix)
+				if err != nil {
+					return err
+				}
+				return (&treeRun{stores: stores, out: out}).getPrefix(cmd.Context(), prefix, keysOnly, hexOut, full, dec)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -103,7 +132,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 			case "json":
 				if protoset == "" {
-					protoset = o.getenv(envProtoset)
+					protoset = stores.getenv(envProtoset)
 				}
 				if sch, err = loadSchema(protoset); err != nil {
 					return err
@@ -118,7 +147,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				return usagef("--decode %q: want raw or json", decode)
 			}
 
-			st, ctx, done, err := openCall(o, cmd.Context())
+			st, ctx, done, err := stores.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -153,7 +182,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				}
 			}
 			if err != nil {
-				return notADirectory(o, ctx, st.conn, p, err)
+				return notADirectory(ctx, st.conn, p, err)
 			}
 
 			var decoded any
@@ -167,7 +196,7 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				decoded, text = fs, []byte(formatRaw(fs))
 			case "json":
 				md, _ := messageType(sch, typ, p)
-				b, err := decodeJSON(sch, md, value, !o.jsonOut())
+				b, err := decodeJSON(sch, md, value, !out.jsonOut())
 				if err != nil {
 					return fmt.Errorf("%s: %w", displayPath(p), err)
 				}
@@ -177,29 +206,31 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 				switch {
 				case hexOut:
 					text = []byte(hex.EncodeToString(value) + "\n")
-				case !full && !o.jsonOut() && stdoutIsTerminal(o) && !terminalText(value):
+				case !full && !out.jsonOut() && out.terminal() && !terminalText(value):
 					text = []byte(cutQuoted(value) + "\n")
-					o.eprintf("note: %s is not text: shown quoted on a terminal (%s); --full or a pipe prints its bytes as they are, --hex and --decode raw|json show them\n",
+					out.eprintf("note: %s is not text: shown quoted on a terminal (%s); --full or a pipe prints its bytes as they are, --hex and --decode raw|json show them\n",
 						displayPath(p), plural(len(value), "byte"))
-				case !full && !o.jsonOut() && stdoutIsTerminal(o) && len(value) > 0 && value[len(value)-1] != '\n':
+				case !full && !out.jsonOut() && out.terminal() && len(value) > 0 && value[len(value)-1] != '\n':
 					// On a terminal the prompt would follow the value on
 					// its line; a pipe gets the bytes as they are.
 					text = append(slices.Clip(value), '\n')
 				}
 			}
-			if o.jsonOut() {
-				return o.printJSON(struct {
+			if out.jsonOut() {
+				return out.printJSON(struct {
 					Path    string      `json:"path"`
 					Version jsonVersion `json:"version"`
 					Value   []byte      `json:"value"`
 					Decoded any         `json:"decoded,omitempty"`
 				}{displayPath(p), jsonVersion(ver), nonNil(value), decoded})
 			}
-			_, err = o.io.Stdout.Write(text)
+			err = out.write(text)
 			return err
 		},
 		Example: `  topoctl get /keyspaces/commerce/Keyspace --decode json --protoset vitess-topodata.protoset
-  topoctl get -R /keyspaces/commerce/
+  topoctl get -R /keyspaces/commerce
+  topoctl get --prefix --keys-only /keyspaces/comm
+  topoctl get -R --decode json /cells/
   topoctl get -R --keys-only /tablets/`,
 	}
 	f := cmd.Flags()
@@ -207,14 +238,15 @@ With --output json it prints {"path","version","value" (base64),"decoded"}.`,
 	f.StringVar(&decode, "decode", "", "decode the value: raw (protobuf wire dump) or json (with --protoset/--type)")
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
 	f.StringVar(&typ, "type", "", "protobuf message name for --decode json, e.g. topodata.Tablet or Tablet")
-	f.BoolVarP(&recursive, "recursive", "R", false, "print every file whose path starts with FILE (a plain string prefix), like etcdctl get --prefix")
-	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied), print the paths only")
+	f.BoolVarP(&recursive, "recursive", "R", false, "print every file under the directory DIR (its subtree: DIR/...), as ls -R, rm -R and copy take a directory")
+	f.BoolVar(&rawPrefix, "prefix", false, "print every file whose path starts with PREFIX, a plain string prefix (\"/keyspaces/c\" matches \"/keyspaces/commerce/...\"), like etcdctl get --prefix")
+	f.BoolVar(&keysOnly, "keys-only", false, "with -R (implied without --prefix) or --prefix, print the paths only")
 	f.BoolVar(&hexOut, "hex", false, "print values as hexadecimal (one line each), like etcdctl --hex")
 	f.BoolVar(&full, "full", false, "on a terminal too, print a value that is not text as it is (get FILE) or whole (get -R)")
 	return cmd
 }
 
-func newPutCmd(o *options) *cobra.Command {
+func newPutCmd(stores *connector, in *input, out *printer) *cobra.Command {
 	var (
 		create    bool
 		ifVersion string
@@ -255,7 +287,7 @@ prints the new version.`,
 			}
 			var value []byte
 			readStdin := func() error {
-				if value, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, topo.MaxValueSize+1)); err != nil {
+				if value, err = goio.ReadAll(goio.LimitReader(in.stdin, topo.MaxValueSize+1)); err != nil {
 					return fmt.Errorf("reading standard input: %w", err)
 				}
 				if len(value) > topo.MaxValueSize {
@@ -278,7 +310,7 @@ prints the new version.`,
 				if value, err = os.ReadFile(file); err != nil {
 					return usageError{fmt.Errorf("--file: %w", err)}
 				}
-			case stdinIsTerminal(o):
+			case in.terminal():
 				return usagef("no value given: pass it as an argument (put %s VALUE), with --file F, or on standard input with \"-\" (put %s -) or through a pipe", args[0], args[0])
 			default:
 				if err := readStdin(); err != nil {
@@ -289,7 +321,7 @@ prints the new version.`,
 				return err
 			}
 
-			st, ctx, done, err := openCall(o, cmd.Context())
+			st, ctx, done, err := stores.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -303,10 +335,10 @@ prints the new version.`,
 			if err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(map[string]any{"path": displayPath(p), "version": jsonVersion(v.String())})
+			if out.jsonOut() {
+				return out.printJSON(map[string]any{"path": displayPath(p), "version": jsonVersion(v.String())})
 			}
-			o.printf("%s\n", v)
+			out.printf("%s\n", v)
 			return nil
 		},
 	}
@@ -317,7 +349,8 @@ prints the new version.`,
 	return cmd
 }
 
-func newRmCmd(o *options) *cobra.Command {
+func newRmCmd(stores *connector, out *printer) *cobra.Command {
+	var run *treeRun
 	var (
 		ifVersion string
 		recursive bool
@@ -352,12 +385,12 @@ named on stderr and rm -R exits 1.`,
 				if err != nil {
 					return err
 				}
-				st, err := o.open(cmd.Context())
+				st, err := stores.open(cmd.Context())
 				if err != nil {
 					return err
 				}
 				defer st.Close()
-				return removeTree(o, cmd.Context(), st, dir)
+				return run.removeTree(cmd.Context(), st, dir)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -371,16 +404,16 @@ named on stderr and rm -R exits 1.`,
 				}
 				cas = v
 			}
-			st, ctx, done, err := openCall(o, cmd.Context())
+			st, ctx, done, err := stores.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
 			if err := st.conn.Delete(ctx, p, cas); err != nil {
-				return notADirectory(o, ctx, st.conn, p, err)
+				return notADirectory(ctx, st.conn, p, err)
 			}
-			if o.jsonOut() {
-				return o.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
+			if out.jsonOut() {
+				return out.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
 			}
 			return nil
 		},
@@ -389,17 +422,17 @@ named on stderr and rm -R exits 1.`,
 	f.StringVar(&ifVersion, "if-version", "", "delete only if the file's current version is this one")
 	f.BoolVarP(&recursive, "recursive", "R", false, "delete every file under DIR")
 	f.BoolVar(&force, "force", false, "confirm rm -R")
-	treeFlags(o, cmd)
+	run = newTreeRun(cmd, stores, out)
 	return cmd
 }
 
 // removeTree is rm -R: it deletes every file at or under dir.
-func removeTree(o *options, ctx context.Context, st *store, dir string) error {
-	tl, err := listTree(o, ctx, st.conn, dir)
+func (o *treeRun) removeTree(ctx context.Context, st *store, dir string) error {
+	tl, err := o.list(ctx, st.conn, dir)
 	if err != nil {
 		return err
 	}
-	eo := execOptions(o, len(tl.Files), "deleting")
+	eo := o.execOptions(len(tl.Files), "deleting")
 	eo.Interrupted = nil
 	deleted, err := copy.DeleteTree(ctx, st.conn, tl.Files, eo)
 	var de *copy.DeleteError
@@ -411,17 +444,17 @@ func removeTree(o *options, ctx context.Context, st *store, dir string) error {
 	case err != nil:
 		return err
 	}
-	if o.jsonOut() {
-		if err := o.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.Reserved)}); err != nil {
+	if o.out.jsonOut() {
+		if err := o.out.printJSON(map[string]any{"path": displayPath(dir), "deleted": deleted, "reserved": displayPaths(tl.Reserved)}); err != nil {
 			return err
 		}
 	} else {
-		o.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
+		o.out.eprintf("deleted %s under %s\n", plural(deleted, "file"), displayPath(dir))
 	}
 	if len(tl.Files) == 0 && !tl.Skipped() {
-		o.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
+		o.out.eprintf("note: there were no files under %s in %s\n", displayPath(dir), st.name)
 	}
-	return reportSkipped(o, "deleted", st.name, dir, tl)
+	return o.reportSkipped("deleted", st.name, dir, tl)
 }
 
 // displayPaths renders canonical paths as displayPath does; never nil.
@@ -435,7 +468,7 @@ func displayPaths(ps []string) []string {
 
 // notADirectory turns the NoNode error of a file operation on p into one
 // that says p is a directory, when it is one; other errors pass unchanged.
-func notADirectory(o *options, ctx context.Context, conn topo.Conn, p string, err error) error {
+func notADirectory(ctx context.Context, conn topo.Conn, p string, err error) error {
 	if !topo.IsErrType(err, topo.NoNode) {
 		return err
 	}
@@ -460,13 +493,11 @@ type kindError struct {
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.err }
 
-// getPrefix is get -R: every file whose path starts with arg.
-func getPrefix(o *options, ctx context.Context, arg string, keysOnly, hexOut, full bool) error {
-	prefix, err := topo.CleanPrefix(arg)
-	if err != nil {
-		return err
-	}
-	st, cctx, done, err := openCall(o, ctx)
+// getPrefix is get -R and --prefix: every file whose path starts with
+// prefix (canonical, see subtreePrefix), each value decoded by dec when it
+// is not nil.
+func (o *treeRun) getPrefix(ctx context.Context, prefix string, keysOnly, hexOut, full bool, dec *recordDecoder) error {
+	st, cctx, done, err := o.stores.openCall(ctx)
 	if err != nil {
 		return err
 	}
@@ -479,7 +510,7 @@ func getPrefix(o *options, ctx context.Context, arg string, keysOnly, hexOut, fu
 	case errors.As(err, &rf):
 		reserved = rf.Paths
 	case topo.IsErrType(err, topo.NoNode):
-		o.eprintf("note: no file under the prefix %s in %s\n", displayPath(prefix), st.name)
+		o.out.eprintf("note: no file under the prefix %s in %s\n", displayPath(prefix), st.name)
 	default:
 		return at(err, prefix)
 	}
@@ -503,30 +534,66 @@ func getPrefix(o *options, ctx context.Context, arg string, keysOnly, hexOut, fu
 		}{displayPath(kv.Path)})
 	}
 	switch {
-	case o.jsonOut() && keysOnly:
-		if err := o.printJSON(keys); err != nil {
+	case dec != nil:
+		for _, it := range items {
+			if err := o.printDecoded(dec, it.Path, it.Version, it.Value, full); err != nil {
+				return err
+			}
+		}
+	case o.out.jsonOut() && keysOnly:
+		if err := o.out.printJSON(keys); err != nil {
 			return err
 		}
-	case o.jsonOut():
-		if err := o.printJSON(items); err != nil {
+	case o.out.jsonOut():
+		if err := o.out.printJSON(items); err != nil {
 			return err
 		}
 	default:
 		for _, it := range items {
-			o.printf("%s\n", it.Path)
+			o.out.printf("%s\n", it.Path)
 			switch {
 			case keysOnly:
 			case hexOut:
-				o.printf("%s\n", hex.EncodeToString(it.Value))
-			case !full && stdoutIsTerminal(o) && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
-				o.printf("%s\n", cutQuoted(it.Value))
+				o.out.printf("%s\n", hex.EncodeToString(it.Value))
+			case !full && o.out.terminal() && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
+				o.out.printf("%s\n", cutQuoted(it.Value))
 			default:
-				o.printf("%s\n", showValue(it.Value))
+				o.out.printf("%s\n", showValue(it.Value))
 			}
 		}
 	}
 	slices.Sort(reserved)
-	return reportReserved(o, "listed", st.name, prefix, reserved)
+	return o.reportReserved("listed", st.name, prefix, reserved)
+}
+
+// printDecoded prints one record of get -R --decode: with --output json
+// one JSON document {"path","version","value","decoded"} (as get FILE
+// --decode prints it; "decode_error" instead of "decoded" when the value
+// does not decode), else its path on one line and its decoded value
+// below it, or, when it does not decode, its value as get -R shows it and
+// a note on stderr saying why.
+func (o *treeRun) printDecoded(dec *recordDecoder, path string, version jsonVersion, value []byte, full bool) error {
+	decoded, text, err := dec.decode(strings.TrimPrefix(path, "/"), value, !o.out.jsonOut())
+	if o.out.jsonOut() {
+		return o.out.printJSON(struct {
+			Path    string      `json:"path"`
+			Version jsonVersion `json:"version"`
+			Value   []byte      `json:"value"`
+			decodedJSON
+		}{path, version, nonNil(value), decodedMembers(decoded, err)})
+	}
+	o.out.printf("%s\n", path)
+	if err == nil {
+		o.out.printf("%s", text)
+		return nil
+	}
+	o.out.eprintf("note: %s not decoded: %s\n", path, escapeControl(err.Error()))
+	if !full && o.out.terminal() && !(printable(value) && !strings.ContainsAny(string(value), "\n\r")) {
+		o.out.printf("%s\n", cutQuoted(value))
+	} else {
+		o.out.printf("%s\n", showValue(value))
+	}
+	return nil
 }
 
 // terminalValueLimit is how many bytes of a value that is not text get

@@ -25,7 +25,8 @@ func readDir(dir, under string) ([]topo.KVInfo, error) {
 	return copy.ReadDir(dir, under)
 }
 
-func newImportCmd(o *options) *cobra.Command {
+func newImportCmd(stores *connector, out *printer) *cobra.Command {
+	var run *treeRun
 	var dryRun bool
 	var po copy.PlanOptions
 	cmd := &cobra.Command{
@@ -72,32 +73,33 @@ names any file left written.`,
 				return fmt.Errorf("no files under %s: nothing to import (an empty directory, or not the one meant?)", args[0])
 			}
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			plan, err := planWrites(o, ctx, st.conn, under, files, po)
+			plan, err := run.plan(ctx, st.conn, under, files, po)
 			if err != nil {
 				return err
 			}
 			if dryRun {
-				return reportPlan(o, plan, args[0], underName(st.name, under))
+				return reportPlan(out, plan, args[0], underName(st.name, under))
 			}
-			if err := execute(o, ctx, st.conn, plan, "importing"); err != nil {
+			if err := run.execute(ctx, st.conn, plan, "importing"); err != nil {
 				return err
 			}
-			return reportDone(o, "imported", plan, args[0], underName(st.name, under))
+			return reportDone(out, "imported", plan, args[0], underName(st.name, under))
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be created, overwritten, deleted or skipped; write nothing")
 	cmd.Flags().BoolVar(&po.Overwrite, "overwrite", false, "replace files that exist in the store with other contents")
 	cmd.Flags().BoolVar(&po.Delete, "delete", false, "also delete the store's files under PATH that DIR does not have")
-	treeFlags(o, cmd)
+	run = newTreeRun(cmd, stores, out)
 	return cmd
 }
 
-func newExportCmd(o *options) *cobra.Command {
+func newExportCmd(stores *connector, out *printer) *cobra.Command {
+	var run *treeRun
 	var overwrite bool
 	cmd := &cobra.Command{
 		Use:   "export DIR [PATH]",
@@ -131,12 +133,12 @@ absent). Files are read in one List and written --parallel at a time.`,
 				}
 			}
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			tl, err := listTree(o, ctx, st.conn, under)
+			tl, err := run.list(ctx, st.conn, under)
 			if err != nil {
 				return err
 			}
@@ -144,7 +146,7 @@ absent). Files are read in one List and written --parallel at a time.`,
 			if len(files) == 0 && !tl.Skipped() {
 				return emptyTree(under, st.name)
 			}
-			total, err := copy.Export(ctx, files, under, dir, copy.ExportOptions{Parallel: o.parallel, Progress: newProgress(o, len(files), "exporting")})
+			total, err := copy.Export(ctx, files, under, dir, copy.ExportOptions{Parallel: run.parallel, Progress: run.newProgress(len(files), "exporting")})
 			var xe *copy.ExportError
 			switch {
 			case errors.As(err, &xe) && xe.Interrupted:
@@ -152,17 +154,17 @@ absent). Files are read in one List and written --parallel at a time.`,
 			case err != nil:
 				return err
 			}
-			if o.jsonOut() {
-				if err := o.printJSON(map[string]any{"exported": len(files), "bytes": total, "from": st.name, "to": dir}); err != nil {
+			if out.jsonOut() {
+				if err := out.printJSON(map[string]any{"exported": len(files), "bytes": total, "from": st.name, "to": dir}); err != nil {
 					return err
 				}
 			} else {
-				o.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), underName(st.name, under), dir)
+				out.printf("exported %s (%s) from %s to %s\n", plural(len(files), "file"), plural(total, "byte"), underName(st.name, under), dir)
 			}
-			return reportSkipped(o, "exported", st.name, under, tl)
+			return run.reportSkipped("exported", st.name, under, tl)
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a non-empty directory, replacing files")
-	treeFlags(o, cmd)
+	run = newTreeRun(cmd, stores, out)
 	return cmd
 }

@@ -36,7 +36,8 @@ const (
 // started, as shells use.
 const exitCommandNotFound = 127
 
-func newLockCmd(o *options) *cobra.Command {
+func newLockCmd(stores *connector, in *input, out *printer) *cobra.Command {
+	o := &holding{in: in, out: out}
 	var (
 		ttl           time.Duration
 		try           bool
@@ -72,7 +73,12 @@ the group is left (a process the command leaves behind gets SIGTERM, and
 SIGKILL --grace later). Being in its own group, COMMAND does not read from
 the terminal.
 
-The wait for the lock is bounded by --timeout (0: wait until interrupted).
+The wait for the lock has no bound by default: lock waits until the lock
+is free or it is interrupted (Ctrl-C: exit 130), as "etcdctl lock" does,
+since a lock may be held for as long as a job runs. A --timeout given
+on the command line, in ` + envTimeout + ` or in the --config file bounds
+the wait too (Timeout, exit 1; 0 means no bound). Without a bound, a
+store that stops answering while lock waits keeps it waiting until Ctrl-C.
 --try fails at once with NodeExists when someone else holds the lock.
 --ttl sets the lock's time to live: if topoctl dies, the lock lapses about
 that long later; without it the backend's default applies. Backends honour
@@ -104,6 +110,7 @@ shows it.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.timeout = stores.timeout
 			dir, err := topo.CleanDirPath(args[0])
 			if err != nil {
 				return err
@@ -127,20 +134,20 @@ shows it.`,
 				return usagef("--check-interval must be positive")
 			}
 			ctx := cmd.Context()
-			st, err := o.open(ctx)
+			st, err := stores.open(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 
 			if ttl > 0 {
-				if note := effectiveTTLNote(st.spec.impl, ttl); note != "" {
-					o.eprintf("topoctl: note: %s\n", note)
+				if note := effectiveTTLNote(st.spec.impl, "the lock", ttl); note != "" {
+					out.eprintf("topoctl: note: %s\n", note)
 				}
 			}
 			host, _ := os.Hostname()
 			contents := fmt.Sprintf("topoctl lock on %s pid %d: %s", host, os.Getpid(), strings.Join(argv, " "))
-			lctx, cancel := o.callCtx(ctx)
+			lctx, cancel := callCtx(ctx, stores.lockWait())
 			var ld topo.LockDescriptor
 			switch {
 			case named:
@@ -164,7 +171,7 @@ shows it.`,
 					return &kindError{msg: fmt.Sprintf("lock on %s is held by someone else%s", displayPath(dir), by), err: err}
 				}
 				if try && topo.IsErrType(err, topo.NodeExists) {
-					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), holder(o, ctx, st, dir), err)
+					return fmt.Errorf("lock on %s is held by someone else%s: %w", displayPath(dir), o.holder(ctx, st, dir), err)
 				}
 				if ctx.Err() != nil {
 					return exitError{code: ExitInterrupted, err: fmt.Errorf("interrupted while waiting for the lock on %s: %w", displayPath(dir), err)}
@@ -180,20 +187,20 @@ shows it.`,
 				}
 				return err
 			}
-			o.log.Info("lock acquired", "dir", displayPath(dir))
+			out.log.Info("lock acquired", "dir", displayPath(dir))
 
 			var status int
 			var runErr, lost error
 			if len(argv) == 0 {
-				lost = holdLock(o, ctx, ld, dir, checkInterval)
+				lost = o.hold(ctx, ld, dir, checkInterval)
 			} else {
-				status, runErr, lost = runLocked(o, ctx, ld, displayPath(dir), argv, checkInterval, grace)
+				status, runErr, lost = o.run(ctx, ld, displayPath(dir), argv, checkInterval, grace)
 			}
 
-			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout(o.timeout))
+			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout(stores.timeout))
 			uerr := ld.Unlock(uctx)
 			ucancel()
-			o.log.Info("lock released", "dir", displayPath(dir), "err", uerr)
+			out.log.Info("lock released", "dir", displayPath(dir), "err", uerr)
 
 			switch {
 			case lost != nil:
@@ -222,13 +229,22 @@ shows it.`,
 	return cmd
 }
 
-// holdLock holds ld until ctx ends (nil) or the lock is lost (the error
+// holding is lock's side of a held lock: what it prints, the command it
+// runs with its standard input, and the bound of each check.
+type holding struct {
+	in  *input
+	out *printer
+	// timeout is --timeout (0: defaultTimeout bounds each check).
+	timeout time.Duration
+}
+
+// hold holds ld until ctx ends (nil) or the lock is lost (the error
 // that said so), checking it every interval.
-func holdLock(o *options, ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
-	if o.jsonOut() {
-		_ = o.printJSON(map[string]any{"path": displayPath(dir), "fencing_token": ld.Token()})
+func (o *holding) hold(ctx context.Context, ld topo.LockDescriptor, dir string, every time.Duration) error {
+	if o.out.jsonOut() {
+		_ = o.out.printJSON(map[string]any{"path": displayPath(dir), "fencing_token": ld.Token()})
 	} else {
-		o.printf("holding the lock on %s (fencing token %d); Ctrl-C or SIGTERM releases it\n", displayPath(dir), ld.Token())
+		o.out.printf("holding the lock on %s (fencing token %d); Ctrl-C or SIGTERM releases it\n", displayPath(dir), ld.Token())
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -250,12 +266,12 @@ func holdLock(o *options, ctx context.Context, ld topo.LockDescriptor, dir strin
 // holder returns ", by <contents>" naming who holds the lock on dir, as
 // far as the store shows it (see inspect.LockHolder), or "" when it cannot
 // be read.
-func holder(o *options, ctx context.Context, st *store, dir string) string {
+func (o *holding) holder(ctx context.Context, st *store, dir string) string {
 	cctx, cancel := context.WithTimeout(ctx, unlockTimeout(o.timeout))
 	defer cancel()
 	h, err := inspect.LockHolder(cctx, st.conn, dir)
 	if err != nil {
-		o.log.Debug("cannot read the lock holder", "dir", dir, "err", err)
+		o.out.log.Debug("cannot read the lock holder", "dir", dir, "err", err)
 		return ""
 	}
 	return ", by " + strconv.Quote(h)
@@ -268,16 +284,16 @@ func unlockTimeout(d time.Duration) time.Duration {
 	return d
 }
 
-// runLocked runs argv while ld is held, in a process group of its own. It
+// run runs argv while ld is held, in a process group of its own. It
 // returns the command's exit status, an error when the command could not
 // run, and the error that reported the lock's loss, if it was lost. It
 // returns only once no process of the group is left: on ctx's end or the
 // lock's loss the group gets SIGTERM and, after grace, SIGKILL; when the
 // command exits by itself, whatever it left running in its group is ended
 // the same way.
-func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
+func (o *holding) run(ctx context.Context, ld topo.LockDescriptor, lockPath string, argv []string, every, grace time.Duration) (int, error, error) {
 	c, _ := lockGuardCmd(argv)
-	c.Stdin = o.io.Stdin
+	c.Stdin = o.in.stdin
 	// As etcdctl lock gives ETCD_LOCK_KEY and ETCD_LOCK_REV: the command
 	// can fence its own writes with the token.
 	if c.Env == nil {
@@ -293,7 +309,7 @@ func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath
 	for _, s := range []struct {
 		w   goio.Writer
 		dst **os.File
-	}{{o.io.Stdout, new(*os.File)}, {o.io.Stderr, new(*os.File)}} {
+	}{{o.out.stdout, new(*os.File)}, {o.out.stderr, new(*os.File)}} {
 		if f, ok := s.w.(*os.File); ok {
 			*s.dst = f
 		} else {
@@ -362,7 +378,7 @@ func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath
 			kcancel()
 			if topo.IsErrType(err, topo.LockLost) {
 				lost.Store(&err)
-				o.log.Error("lock lost, stopping the command", "err", err)
+				o.out.log.Error("lock lost, stopping the command", "err", err)
 				stop()
 				return
 			}
@@ -371,17 +387,17 @@ func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath
 	select {
 	case err = <-waited:
 	case <-ctx.Done():
-		stopGroup(o, pgid, grace, "interrupted")
+		o.stopGroup(pgid, grace, "interrupted")
 		err = <-waited
 	case <-stopCh:
-		stopGroup(o, pgid, grace, "the lock was lost")
+		o.stopGroup(pgid, grace, "the lock was lost")
 		err = <-waited
 	}
 	close(done)
 	// The command is gone; processes it left in its group must not outlive
 	// the lock either.
 	if groupAlive(pgid) {
-		stopGroup(o, pgid, grace, "the command exited and left processes in its group")
+		o.stopGroup(pgid, grace, "the command exited and left processes in its group")
 	}
 	// A process that left the group (setsid) may still hold the output
 	// pipes: wait for the copies at most grace.
@@ -390,7 +406,7 @@ func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath
 	select {
 	case <-copied:
 	case <-time.After(grace):
-		o.log.Warn("the command's output is still open after its process group ended: a process left the group")
+		o.out.log.Warn("the command's output is still open after its process group ended: a process left the group")
 	}
 	var lostErr error
 	if p := lost.Load(); p != nil {
@@ -412,13 +428,13 @@ func runLocked(o *options, ctx context.Context, ld topo.LockDescriptor, lockPath
 // stopGroup sends SIGTERM to process group pgid, says so on stderr (why,
 // and how long it waits), waits up to grace for every process of the group
 // to end, then sends SIGKILL and waits for them to be gone.
-func stopGroup(o *options, pgid int, grace time.Duration, why string) {
-	o.eprintf("topoctl: %s: sending SIGTERM to the command's process group %d; waiting up to %s before SIGKILL, then releasing the lock\n", why, pgid, grace)
+func (o *holding) stopGroup(pgid int, grace time.Duration, why string) {
+	o.out.eprintf("topoctl: %s: sending SIGTERM to the command's process group %d; waiting up to %s before SIGKILL, then releasing the lock\n", why, pgid, grace)
 	signalGroup(pgid, false)
 	deadline := time.Now().Add(grace)
 	for groupAlive(pgid) {
 		if time.Now().After(deadline) {
-			o.eprintf("topoctl: the command's process group %d is still running after %s: sending SIGKILL\n", pgid, grace)
+			o.out.eprintf("topoctl: the command's process group %d is still running after %s: sending SIGKILL\n", pgid, grace)
 			signalGroup(pgid, true)
 			for groupAlive(pgid) {
 				time.Sleep(10 * time.Millisecond)
@@ -429,20 +445,20 @@ func stopGroup(o *options, pgid int, grace time.Duration, why string) {
 	}
 }
 
-// effectiveTTLNote says how long after a killed topoctl a lock taken with
-// --ttl ttl lapses on backend impl, when that is not ttl (see
+// effectiveTTLNote says how long after a killed topoctl what (a lock, or
+// leadership) taken with --ttl ttl lapses on backend impl, when that is not ttl (see
 // connect.LockLifetimeOf). It returns "" when the lock lapses after ttl,
 // or for other backends.
-func effectiveTTLNote(impl string, ttl time.Duration) string {
+func effectiveTTLNote(impl, what string, ttl time.Duration) string {
 	lt, ok := connect.LockLifetimeOf(impl, ttl)
 	switch {
 	case !ok:
 	case lt.Session:
 		return fmt.Sprintf("ZooKeeper ties a lock to the client's session, not to --ttl %s: the lock lapses one session timeout (%s asked of the server, which may clamp it) after topoctl stops talking to ZooKeeper", ttl, lt.Min)
 	case lt.Ceiling > 0:
-		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: the lock lapses %s to %s after topoctl stops renewing it, not --ttl %s", lt.Min, lt.Floor, lt.Ceiling, lt.Min, lt.Max, ttl)
+		return fmt.Sprintf("Consul sessions have a TTL of %s here (whole seconds, at least %s, at most %s) and Consul invalidates a session up to twice its TTL after the last renewal: %s lapses %s to %s after topoctl stops renewing it, not --ttl %s", lt.Min, lt.Floor, lt.Ceiling, what, lt.Min, lt.Max, ttl)
 	case lt.Min != ttl:
-		return fmt.Sprintf("etcd leases last whole seconds: the lock lapses %s after topoctl stops renewing it, not --ttl %s", lt.Min, ttl)
+		return fmt.Sprintf("etcd leases last whole seconds: %s lapses %s after topoctl stops renewing it, not --ttl %s", what, lt.Min, ttl)
 	}
 	return ""
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -58,10 +58,10 @@ func argOr(args []string, i int, def string) string {
 // versions when long, and their descendants when recursive, noting on
 // stderr the directories no path reaches. Entries that vanish while
 // walking are left out.
-func list(o *options, ctx context.Context, conn topo.Conn, dir string, long, recursive bool) ([]*entry, error) {
-	es, err := tree.Entries(ctx, conn, dir, tree.EntriesOptions{Versions: long, Recursive: recursive, CallTimeout: o.timeout,
+func list(ctx context.Context, out *printer, conn topo.Conn, timeout time.Duration, dir string, long, recursive bool) ([]*entry, error) {
+	es, err := tree.Entries(ctx, conn, dir, tree.EntriesOptions{Versions: long, Recursive: recursive, CallTimeout: timeout,
 		Unreachable: func(dir, name string) {
-			o.eprintf("note: %s is no canonical path (written by another tool): its contents are not listed; get -R --keys-only %s shows the keys under it\n",
+			out.eprintf("note: %s is no canonical path (written by another tool): its contents are not listed; get -R --keys-only %s shows the keys under it\n",
 				strconv.Quote(displayPath(backendkit.JoinPath(dir, name))), displayPath(dir)+"/")
 		}})
 	if err != nil {
@@ -87,25 +87,25 @@ func entriesOf(es []*tree.Entry) []*entry {
 
 // listOrFile lists dir; when dir is a file rather than a directory it
 // returns that file as the only entry, as ls does.
-func listOrFile(o *options, ctx context.Context, conn topo.Conn, arg string, long, recursive bool) ([]*entry, error) {
+func listOrFile(ctx context.Context, out *printer, conn topo.Conn, timeout time.Duration, arg string, long, recursive bool) ([]*entry, error) {
 	dir, err := topo.CleanDirPath(arg)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := list(o, ctx, conn, dir, long, recursive)
+	entries, err := list(ctx, out, conn, timeout, dir, long, recursive)
 	if dir == "" && topo.IsErrType(err, topo.NoNode) {
 		// An empty store is an empty root, not an error; but say so, as a
 		// wrong root or address looks the same.
-		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
+		out.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
 		return []*entry{}, nil
 	}
 	if err == nil && dir == "" && len(entries) == 0 {
-		o.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
+		out.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
 	}
 	if err == nil || !topo.IsErrType(err, topo.NoNode) {
 		return entries, err
 	}
-	cctx, cancel := o.callCtx(ctx)
+	cctx, cancel := callCtx(ctx, timeout)
 	_, v, gerr := conn.Get(cctx, dir)
 	cancel()
 	if gerr != nil {
@@ -140,7 +140,7 @@ func orDash(s string) string {
 	return s
 }
 
-func newLsCmd(o *options) *cobra.Command {
+func newLsCmd(stores *connector, out *printer) *cobra.Command {
 	var long, recursive bool
 	cmd := &cobra.Command{
 		Use: "ls [-l] [-R] [DIR]",
@@ -153,25 +153,25 @@ election entries, which vanish with their owner's session) and each file's
 version. With --output json it prints one JSON array of entries.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := o.open(cmd.Context())
+			st, err := stores.open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			entries, err := listOrFile(o, cmd.Context(), st.conn, argOr(args, 0, "/"), long, recursive)
+			entries, err := listOrFile(cmd.Context(), out, st.conn, stores.timeout, argOr(args, 0, "/"), long, recursive)
 			if err != nil {
 				return err
 			}
 			if recursive {
 				entries = flatten(entries, nil)
 			}
-			if o.jsonOut() {
+			if out.jsonOut() {
 				for _, e := range entries {
 					e.Children = nil
 				}
-				return o.printJSON(entries)
+				return out.printJSON(entries)
 			}
-			tw := tabwriter.NewWriter(o.io.Stdout, 0, 4, 2, ' ', 0)
+			tw := out.table()
 			for _, e := range entries {
 				name := e.Name
 				if recursive {
@@ -191,7 +191,7 @@ version. With --output json it prints one JSON array of entries.`,
 	return cmd
 }
 
-func newTreeCmd(o *options) *cobra.Command {
+func newTreeCmd(stores *connector, out *printer) *cobra.Command {
 	var long bool
 	cmd := &cobra.Command{
 		Use:     "tree [-l] [DIR]",
@@ -202,22 +202,22 @@ entry's type, ephemeral flag and file version. With --output json it prints
 one JSON array of entries, each with its children.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := o.open(cmd.Context())
+			st, err := stores.open(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			arg := argOr(args, 0, "/")
-			entries, err := listOrFile(o, cmd.Context(), st.conn, arg, long, true)
+			entries, err := listOrFile(cmd.Context(), out, st.conn, stores.timeout, arg, long, true)
 			if err != nil {
 				return err
 			}
-			if o.jsonOut() {
-				return o.printJSON(entries)
+			if out.jsonOut() {
+				return out.printJSON(entries)
 			}
 			dir, _ := topo.CleanDirPath(arg)
-			o.printf("%s\n", displayPath(dir))
-			printTree(o, entries, "", long)
+			out.printf("%s\n", displayPath(dir))
+			printTree(out, entries, "", long)
 			return nil
 		},
 	}
@@ -225,7 +225,7 @@ one JSON array of entries, each with its children.`,
 	return cmd
 }
 
-func printTree(o *options, es []*entry, indent string, long bool) {
+func printTree(out *printer, es []*entry, indent string, long bool) {
 	for i, e := range es {
 		branch, next := "├── ", "│   "
 		if i == len(es)-1 {
@@ -242,7 +242,7 @@ func printTree(o *options, es []*entry, indent string, long bool) {
 			}
 			line += "  [" + strings.Join(attrs, ", ") + "]"
 		}
-		o.printf("%s\n", line)
-		printTree(o, e.Children, indent+next, long)
+		out.printf("%s\n", line)
+		printTree(out, e.Children, indent+next, long)
 	}
 }

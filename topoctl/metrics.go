@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/middleware"
 )
 
@@ -45,34 +43,20 @@ func servesMetrics(cmd *cobra.Command) bool {
 // scrapes in flight when the command ends.
 const metricsShutdownWait = time.Second
 
-// middlewares returns the decorators of every connection this command
-// tree opens: the metrics of --metrics-address and, at --log-level debug,
-// one log record per call.
-func middlewares(o *options) []topo.Middleware {
-	var mws []topo.Middleware
-	if o.metrics != nil {
-		mws = append(mws, o.metrics.Middleware())
-	}
-	if o.log != nil && o.log.Enabled(context.Background(), slog.LevelDebug) {
-		mws = append(mws, middleware.Logging(o.log))
-	}
-	return mws
-}
-
-// startMetrics creates the command's metrics and serves them on
-// --metrics-address at /metrics (Prometheus text format) until ctx ends or
+// startMetrics creates the command's metrics (which the connector c then
+// records into) and serves them on addr (--metrics-address) at /metrics (Prometheus text format) until ctx ends or
 // stopMetrics runs. The topo metrics are registered in a registry of this
 // command tree's own, never in the global one; the Go runtime's and the
 // process's metrics are added there. serve also exposes what the global
 // registry holds, which is where the embedded etcd server registers its
 // own metrics (etcd_server_*, etcd_disk_*, ...).
-func startMetrics(o *options, ctx context.Context, cmd *cobra.Command) error {
+func startMetrics(ctx context.Context, cmd *cobra.Command, c *connector, addr string) (stop func(), err error) {
 	if !servesMetrics(cmd) {
-		return usagef("--metrics-address applies to the long-running commands only: serve, watch, lock, elect and leader --observe")
+		return nil, usagef("--metrics-address applies to the long-running commands only: serve, watch, lock, elect and leader --observe")
 	}
-	o.metrics = middleware.NewMetrics(middleware.MetricsOptions{})
+	c.metrics = middleware.NewMetrics(middleware.MetricsOptions{})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(o.metrics)
+	reg.MustRegister(c.metrics)
 	var g prometheus.Gatherer = reg
 	if cmd.Name() == "serve" {
 		// The global registry already holds the Go and process collectors.
@@ -80,9 +64,9 @@ func startMetrics(o *options, ctx context.Context, cmd *cobra.Command) error {
 	} else {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	ln, err := net.Listen("tcp", o.metricsAddr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return exitError{code: ExitFailure, err: fmt.Errorf("--metrics-address: %w", err)}
+		return nil, exitError{code: ExitFailure, err: fmt.Errorf("--metrics-address: %w", err)}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
@@ -91,7 +75,7 @@ func startMetrics(o *options, ctx context.Context, cmd *cobra.Command) error {
 	go func() {
 		defer close(served)
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			o.log.Error("metrics server failed", "address", ln.Addr().String(), "err", err)
+			c.out.log.Error("metrics server failed", "address", ln.Addr().String(), "err", err)
 		}
 	}()
 	stopped := make(chan struct{})
@@ -106,10 +90,10 @@ func startMetrics(o *options, ctx context.Context, cmd *cobra.Command) error {
 			_ = hs.Close()
 		}
 	}()
-	o.stopMetrics = sync.OnceFunc(func() {
+	stop = sync.OnceFunc(func() {
 		close(stopped)
 		<-served
 	})
-	o.log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
-	return nil
+	c.out.log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return stop, nil
 }

@@ -31,7 +31,7 @@ func (p stopDuringObserve) Observe(ctx context.Context) (<-chan topo.Leader, err
 func TestObserveInterruptedWhileStarting(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	o := &options{io: streams{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}}
+	o := &watching{out: newPrinter(streams{Stdout: &out, Stderr: &errOut})}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	err := o.observeLeader(ctx, &store{}, stopDuringObserve{stop: cancel}, "e")

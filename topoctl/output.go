@@ -1,23 +1,99 @@
 package topoctl
 
+// The output layer: every command formats its results through one
+// printer (text or --output json on stdout, notes and the progress bar on
+// stderr, the error line and the exit code when the command ends; see
+// exit.go for the codes). Commands never write to the streams themselves.
+
 import (
 	"encoding/json"
 	"fmt"
+	goio "io"
+	"log/slog"
+	"os"
 	"strconv"
+	"text/tabwriter"
+
+	"golang.org/x/term"
 )
 
+// printer is where a command tree's output goes, and in which format. One
+// is created per command tree; its format and log are set once the flags
+// are resolved. It is safe for concurrent use when its writers are (see
+// newRoot's lockedWriter).
+type printer struct {
+	stdout, stderr goio.Writer
+	// format is --output: "text" or "json".
+	format string
+	// stdoutIsTerminal is streams.StdoutIsTerminal.
+	stdoutIsTerminal func() bool
+	// log is topoctl's logger (stderr, at --log-level); it discards until
+	// the flags are resolved.
+	log *slog.Logger
+	// stores names the stores opened, for the connection errors' lines
+	// (see errorLine).
+	stores []string
+}
+
+// newPrinter returns the printer of streams io, in text until the flags
+// say otherwise.
+func newPrinter(io streams) *printer {
+	return &printer{stdout: io.Stdout, stderr: io.Stderr, format: "text", stdoutIsTerminal: io.StdoutIsTerminal,
+		log: slog.New(slog.DiscardHandler)}
+}
+
 // jsonOut reports whether --output json was asked for.
-func (o *options) jsonOut() bool { return o.output == "json" }
+func (p *printer) jsonOut() bool { return p.format == "json" }
 
 // printJSON writes v as one line of JSON to stdout.
-func (o *options) printJSON(v any) error {
+func (p *printer) printJSON(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(o.io.Stdout, "%s\n", b)
+	_, err = fmt.Fprintf(p.stdout, "%s\n", b)
 	return err
 }
+
+// printf writes to stdout.
+func (p *printer) printf(format string, args ...any) {
+	fmt.Fprintf(p.stdout, format, args...)
+}
+
+// write writes b to stdout as it is (a value get prints raw).
+func (p *printer) write(b []byte) error {
+	_, err := p.stdout.Write(b)
+	return err
+}
+
+// eprintf writes to stderr (notes and summaries that are not the output).
+func (p *printer) eprintf(format string, args ...any) {
+	fmt.Fprintf(p.stderr, format, args...)
+}
+
+// table returns a writer of aligned columns on stdout; Flush it at the
+// end.
+func (p *printer) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(p.stdout, 0, 4, 2, ' ', 0)
+}
+
+// terminal reports whether stdout is a terminal (get quotes values that
+// are not text, tree commands draw a progress bar; see
+// streams.StdoutIsTerminal).
+func (p *printer) terminal() bool {
+	if p.stdoutIsTerminal != nil {
+		return p.stdoutIsTerminal()
+	}
+	f, ok := p.stdout.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// named records a store's name for the error lines of connection errors;
+// rename replaces the last one recorded (a cell's store once known).
+func (p *printer) named(store string) { p.stores = append(p.stores, store) }
+
+// rename replaces the store name recorded last by named.
+func (p *printer) rename(store string) { p.stores[len(p.stores)-1] = store }
 
 // jsonVersion is a file version in JSON output: a number, as every
 // bundled backend's versions are (topo.NumericVersion), or a string for a
@@ -55,16 +131,6 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
-}
-
-// printf writes to stdout.
-func (o *options) printf(format string, args ...any) {
-	fmt.Fprintf(o.io.Stdout, format, args...)
-}
-
-// eprintf writes to stderr (notes and summaries that are not the output).
-func (o *options) eprintf(format string, args ...any) {
-	fmt.Fprintf(o.io.Stderr, format, args...)
 }
 
 // plural returns "1 file", "2 files": n and noun, with an "s" unless n is 1.

@@ -13,10 +13,10 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/middleware"
 )
 
 // streams is where a command tree reads and writes, and how it sees the
@@ -42,80 +42,63 @@ type streams struct {
 	SetDefaultLogger bool
 }
 
-// options holds everything one command tree's flags set. One is created per
-// newRoot call and shared by that tree's commands only.
-type options struct {
-	io streams
-
-	// connFlags are the connection settings: which store, where, and how
-	// (its fields are promoted: o.addr, o.sec, ...).
-	connFlags
-
-	output   string
-	logLevel string
-
-	// parallel and progress are the tree commands' --parallel and
-	// --progress.
-	parallel int
-	progress bool
-	// batch is copy's and import's --batch.
-	batch int
-	// fullValues is watch's --full.
-	fullValues bool
-
-	log *slog.Logger
-
-	// metricsAddr is --metrics-address; metrics the topo metrics every
-	// connection records into when it is set, and stopMetrics ends their
-	// HTTP server (see startMetrics).
-	metricsAddr string
-	metrics     *middleware.Metrics
-	stopMetrics func()
-
-	// started is set once flags and arguments were accepted: an error
-	// returned before that is a usage error.
-	started bool
-	// stores names the stores opened, for connection error messages.
-	stores []string
+// input is what a command tree reads: standard input and the
+// environment.
+type input struct {
+	stdin goio.Reader
+	// isTerminal is streams.StdinIsTerminal.
+	isTerminal func() bool
+	// getenv reads the environment; never nil.
+	getenv func(string) string
 }
 
-// stdinIsTerminal reports whether standard input is an interactive
-// terminal (see IO.StdinIsTerminal).
-func stdinIsTerminal(o *options) bool {
-	if o.io.StdinIsTerminal != nil {
-		return o.io.StdinIsTerminal()
+// terminal reports whether standard input is an interactive terminal
+// (see streams.StdinIsTerminal).
+func (in *input) terminal() bool {
+	if in.isTerminal != nil {
+		return in.isTerminal()
 	}
-	f, ok := o.io.Stdin.(interface{ Fd() uintptr })
+	f, ok := in.stdin.(interface{ Fd() uintptr })
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func (o *options) getenv(k string) string {
-	if o.io.Getenv == nil {
-		return ""
-	}
-	return o.io.Getenv(k)
+// cmdTree is what runMain needs of a command tree once it ran: its
+// printer for the error line and exit code, whether the command started
+// (its flags and arguments were accepted: an error before that is a usage
+// error), and how to stop the metrics server.
+type cmdTree struct {
+	out         *printer
+	started     bool
+	stopMetrics func()
 }
 
-func newRoot(io streams) (*cobra.Command, *options) {
-	o := &options{io: io}
-	if o.io.Stdin == nil {
-		o.io.Stdin = strings.NewReader("")
+func newRoot(io streams) (*cobra.Command, *cmdTree) {
+	if io.Stdin == nil {
+		io.Stdin = strings.NewReader("")
 	}
-	if o.io.Stdout == nil {
-		o.io.Stdout = goio.Discard
+	if io.Stdout == nil {
+		io.Stdout = goio.Discard
 	}
-	if o.io.Stderr == nil {
-		o.io.Stderr = goio.Discard
+	if io.Stderr == nil {
+		io.Stderr = goio.Discard
 	}
-	if sameWriter(o.io.Stdout, o.io.Stderr) {
+	if io.Getenv == nil {
+		io.Getenv = func(string) string { return "" }
+	}
+	if sameWriter(io.Stdout, io.Stderr) {
 		// One writer for both (Main(ctx, args, nil, &buf, &buf)): commands
 		// write to stdout and stderr from different goroutines (lock's
 		// command output, watch's reconnection notes), so serialise the
 		// writes. Files are left alone: their writes are safe already,
 		// and lock hands them to its command as they are.
-		w := &lockedWriter{w: o.io.Stdout}
-		o.io.Stdout, o.io.Stderr = w, w
+		w := &lockedWriter{w: io.Stdout}
+		io.Stdout, io.Stderr = w, w
 	}
+	out := newPrinter(io)
+	in := &input{stdin: io.Stdin, isTerminal: io.StdinIsTerminal, getenv: io.Getenv}
+	stores := &connector{settings: settings{getenv: io.Getenv}, out: out}
+	t := &cmdTree{out: out}
+	var logLevel, metricsAddr string
 	root := &cobra.Command{
 		Use:   "topoctl",
 		Short: "Operate a topology store (etcd, ZooKeeper, Consul or memory)",
@@ -127,7 +110,9 @@ backend the binary registered (topo.MustRegisterFactory in its init); this binar
 Select one with --topo-implementation (-i, or --backend, -b) and give its
 address and root with --topo-global-server-address and --topo-global-root.
 Every path is within that root. A path without a leading "/" is taken from
-the root as if it had one: "hello" is "/hello".
+the root as if it had one: "hello" is "/hello". -R means a directory and
+everything under it (its subtree) in every command; get and watch take
+--prefix for a plain string prefix instead.
 
 With no flags it talks to the embedded etcd that "topoctl serve" runs, at
 ` + defaultClientAddress + ` under the root ` + defaultRoot + `.
@@ -154,66 +139,58 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		// completion script.
 		CompletionOptions: cobra.CompletionOptions{},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := resolve(o, cmd.Flags()); err != nil {
+			if err := resolve(cmd.Flags(), stores, out, logLevel, io.SetDefaultLogger); err != nil {
 				return err
 			}
-			o.started = true
-			if o.metricsAddr != "" {
-				return startMetrics(o, cmd.Context(), cmd)
+			t.started = true
+			if metricsAddr != "" {
+				stop, err := startMetrics(cmd.Context(), cmd, stores, metricsAddr)
+				t.stopMetrics = stop
+				return err
 			}
 			return nil
 		},
 	}
-	root.SetIn(o.io.Stdin)
-	root.SetOut(o.io.Stdout)
-	root.SetErr(o.io.Stderr)
+	root.SetIn(io.Stdin)
+	root.SetOut(io.Stdout)
+	root.SetErr(io.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
 	pf := root.PersistentFlags()
-	pf.StringVarP(&o.impl, "topo-implementation", "i", defaultImplementation,
-		"store implementation (backend), one of the registered factories: "+strings.Join(topo.Factories(), ", ")+" (env "+envImplementation+")")
-	pf.StringVarP(&o.backend, "backend", "b", "", "the same as --topo-implementation")
-	pf.StringVarP(&o.addr, "topo-global-server-address", "a", "",
-		"global cell server address, host:port[,host:port...] (env "+envServerAddress+"; default: the address of \"topoctl serve\", "+defaultClientAddress+")")
-	pf.StringVar(&o.root, "topo-global-root", defaultRoot,
-		"global cell root in the store (env "+envRoot+"; on Consul give it without a leading \"/\", as Vitess does: the default there is vitess/global)")
-	pf.StringVar(&o.cell, "cell", "",
-		"act on this cell, through its CellInfo in the global cell (env "+envCell+"; default: the global cell)")
-	pf.DurationVar(&o.timeout, "timeout", defaultTimeout,
-		"bound of each store call, and of waits for locks (env "+envTimeout+"; 0 means no bound)")
-	pf.StringVarP(&o.output, "output", "o", "text", "output format of reading commands: text or json")
-	addSecurityFlags(o, pf)
-	pf.StringVar(&o.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a comment); a flag or variable wins over it (env "+envConfig+")")
-	pf.StringVar(&o.logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr; debug logs one record per store call)")
-	pf.StringVar(&o.metricsAddr, "metrics-address", "", "serve Prometheus metrics of the store calls (topo_*) at http://HOST:PORT/metrics while a long-running command runs (serve, watch, lock, elect, leader --observe)")
+	stores.addFlags(pf)
+	pf.StringVarP(&out.format, "output", "o", "text", "output format of reading commands: text or json")
+	stores.sec.addFlags(pf)
+	pf.StringVar(&stores.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a comment); a flag or variable wins over it (env "+envConfig+")")
+	pf.StringVar(&logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr; debug logs one record per store call)")
+	pf.StringVar(&metricsAddr, "metrics-address", "", "serve Prometheus metrics of the store calls (topo_*) at http://HOST:PORT/metrics while a long-running command runs (serve, watch, lock, elect, leader --observe)")
 
 	root.AddCommand(
-		longRunning(newServeCmd(o), ""),
-		newClusterCmd(o),
-		newLsCmd(o),
-		newTreeCmd(o),
-		newGetCmd(o),
-		newPutCmd(o),
-		newRmCmd(o),
-		longRunning(newWatchCmd(o), ""),
-		longRunning(newLockCmd(o), ""),
-		longRunning(newElectCmd(o), ""),
-		longRunning(newLeaderCmd(o), "observe"),
-		newCopyCmd(o),
-		newDiffCmd(o),
-		newImportCmd(o),
-		newExportCmd(o),
-		newCellCmd(o),
-		newStatCmd(o),
-		newTxnCmd(o),
-		newVersionCmd(o),
-		newTLSCmd(o),
+		longRunning(newServeCmd(stores, in, out), ""),
+		newClusterCmd(stores, out),
+		completesPaths(newLsCmd(stores, out), stores),
+		completesPaths(newTreeCmd(stores, out), stores),
+		completesPaths(newGetCmd(stores, out), stores),
+		completesPaths(newPutCmd(stores, in, out), stores),
+		completesPaths(newRmCmd(stores, out), stores),
+		longRunning(completesPaths(newWatchCmd(stores, out), stores), ""),
+		longRunning(completesPaths(newLockCmd(stores, in, out), stores), ""),
+		longRunning(newElectCmd(stores, out), ""),
+		longRunning(newLeaderCmd(stores, out), "observe"),
+		newCopyCmd(stores, out),
+		newDiffCmd(stores, out),
+		newImportCmd(stores, out),
+		newExportCmd(stores, out),
+		newCellCmd(stores, out),
+		completesPaths(newStatCmd(stores, out), stores),
+		newTxnCmd(stores, in, out),
+		newVersionCmd(stores, out),
+		newTLSCmd(out),
 	)
 	root.InitDefaultCompletionCmd()
-	for _, c := range root.Commands() {
-		if c.Name() == "completion" {
-			groupCmd(c)
-			c.Example = `  source <(topoctl completion bash)
+	for _, cc := range root.Commands() {
+		if cc.Name() == "completion" {
+			groupCmd(cc)
+			cc.Example = `  source <(topoctl completion bash)
   topoctl completion zsh > "${fpath[1]}/_topoctl"
   topoctl completion fish > ~/.config/fish/completions/topoctl.fish`
 			examples := map[string]string{
@@ -222,12 +199,36 @@ with 0 on Ctrl-C, their normal way to stop.`,
 				"fish":       `  topoctl completion fish | source`,
 				"powershell": `  topoctl completion powershell | Out-String | Invoke-Expression`,
 			}
-			for _, sc := range c.Commands() {
+			for _, sc := range cc.Commands() {
 				sc.Example = examples[sc.Name()]
 			}
 		}
 	}
-	return root, o
+	return root, t
+}
+
+// resolve resolves the connection settings of c (see settings.resolve and
+// resolveStore), checks --output and sets out's logger at logLevel (also as
+// slog's default when setDefault), in the order a user's mistakes are
+// reported.
+func resolve(fs *pflag.FlagSet, c *connector, out *printer, logLevel string, setDefault bool) error {
+	if err := c.resolve(fs); err != nil {
+		return err
+	}
+	switch out.format {
+	case "text", "json":
+	default:
+		return usagef("--output %q: want text or json", out.format)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", logLevel)
+	}
+	out.log = slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: level}))
+	if setDefault {
+		slog.SetDefault(out.log)
+	}
+	return c.resolveStore(fs)
 }
 
 // sameWriter reports whether a and b are the same writer, other than an

@@ -53,7 +53,7 @@ func lockDataDir(dataDir string) (func(), error) {
 	}, nil
 }
 
-func newServeCmd(o *options) *cobra.Command {
+func newServeCmd(stores *connector, in *input, out *printer) *cobra.Command {
 	var (
 		dataDir    string
 		clientAddr string
@@ -142,7 +142,7 @@ it before it starts. See docs/security.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if dataDir == "" {
-				d, err := defaultDataDir(o.getenv)
+				d, err := defaultDataDir(in.getenv)
 				if err != nil {
 					return usageError{err}
 				}
@@ -155,7 +155,7 @@ it before it starts. See docs/security.md.`,
 			}
 			// Every check of the security flags and files happens here,
 			// before anything is created or listens.
-			if err := sec.check(o, clientAddr, peerAddr, !cl.clientOnly); err != nil {
+			if err := sec.check(in, out, clientAddr, peerAddr, !cl.clientOnly); err != nil {
 				return err
 			}
 			if cl.enabled() && !cl.clientOnly {
@@ -172,7 +172,7 @@ it before it starts. See docs/security.md.`,
 			}
 			defer unlock()
 			if cl.enabled() {
-				return o.serveCluster(ctx, cl, &sec, name, dataDir, clientAddr, peerAddr, etcdLogs)
+				return serveCluster(ctx, out, cl, &sec, name, dataDir, clientAddr, peerAddr, etcdLogs)
 			}
 			var lg *zap.Logger
 			if etcdLogs {
@@ -225,19 +225,19 @@ it before it starts. See docs/security.md.`,
 			if err := os.WriteFile(ef, []byte(addr+"\n"), 0o600); err != nil {
 				return err
 			}
-			o.log.Info("embedded etcd ready", "client_url", scheme(sec.clientTLS())+addr, "data_dir", dataDir)
-			o.printServe(addr, dataDir, &sec)
+			out.log.Info("embedded etcd ready", "client_url", scheme(sec.clientTLS())+addr, "data_dir", dataDir)
+			printServe(out, in, stores.root, addr, dataDir, &sec)
 
 			select {
 			case <-ctx.Done():
-				o.log.Info("stopping the embedded etcd")
+				out.log.Info("stopping the embedded etcd")
 			case err := <-m.Etcd.Err():
 				if err != nil {
 					return fmt.Errorf("embedded etcd failed: %w", err)
 				}
 			}
-			if !o.jsonOut() {
-				o.printf("stopping the embedded etcd (at most %s; attached clients are disconnected)...\n", serveStopWait)
+			if !out.jsonOut() {
+				out.printf("stopping the embedded etcd (at most %s; attached clients are disconnected)...\n", serveStopWait)
 			}
 			stopping = true
 			closed := make(chan struct{})
@@ -250,11 +250,11 @@ it before it starts. See docs/security.md.`,
 				// backend are stopped cleanly instead: every acknowledged
 				// write is on disk, and the listeners are already closed,
 				// so a new serve can bind at once.
-				o.log.Info("clients still attached, stopping the server without waiting for them")
+				out.log.Info("clients still attached, stopping the server without waiting for them")
 				m.Etcd.Server.Stop()
 			}
-			if !o.jsonOut() {
-				o.printf("embedded etcd stopped; its data stays in %s\n", dataDir)
+			if !out.jsonOut() {
+				out.printf("embedded etcd stopped; its data stays in %s\n", dataDir)
 			}
 			return nil
 		},
@@ -272,32 +272,32 @@ it before it starts. See docs/security.md.`,
 }
 
 // printServe tells the user how other commands reach the embedded etcd.
-func (o *options) printServe(addr, dataDir string, sec *serveSecurity) {
-	flags := []string{"--topo-implementation", "etcd2", "--topo-global-server-address", addr, "--topo-global-root", o.root}
-	env := map[string]string{envImplementation: "etcd2", envServerAddress: addr, envRoot: o.root}
+func printServe(out *printer, in *input, root, addr, dataDir string, sec *serveSecurity) {
+	flags := []string{"--topo-implementation", "etcd2", "--topo-global-server-address", addr, "--topo-global-root", root}
+	env := map[string]string{envImplementation: "etcd2", envServerAddress: addr, envRoot: root}
 	flags = append(flags, sec.clientFlags()...)
-	def, _ := defaultDataDir(o.getenv)
-	noFlags := (dataDir == def || addr == defaultClientAddress) && o.root == defaultRoot && len(sec.clientFlags()) == 0
-	if o.jsonOut() {
-		_ = o.printJSON(map[string]any{
+	def, _ := defaultDataDir(in.getenv)
+	noFlags := (dataDir == def || addr == defaultClientAddress) && root == defaultRoot && len(sec.clientFlags()) == 0
+	if out.jsonOut() {
+		_ = out.printJSON(map[string]any{
 			"client_url": scheme(sec.clientTLS()) + addr, "server_address": addr, "data_dir": dataDir,
 			"flags": flags, "env": env, "no_flags_needed": noFlags,
 		})
 		return
 	}
-	o.printf("embedded etcd ready\n")
-	o.printf("  client URL:     %s%s\n", scheme(sec.clientTLS()), addr)
-	o.printf("  data directory: %s\n", dataDir)
+	out.printf("embedded etcd ready\n")
+	out.printf("  client URL:     %s%s\n", scheme(sec.clientTLS()), addr)
+	out.printf("  data directory: %s\n", dataDir)
 	if noFlags {
-		o.printf("Other topoctl commands use it with no flags, or explicitly with:\n")
+		out.printf("Other topoctl commands use it with no flags, or explicitly with:\n")
 	} else {
-		o.printf("Other topoctl commands use it with:\n")
+		out.printf("Other topoctl commands use it with:\n")
 	}
-	o.printf("  topoctl %s ...\n", strings.Join(flags, " "))
-	o.printf("or with these environment variables:\n")
-	o.printf("  export %s=etcd2 %s=%s %s=%s\n", envImplementation, envServerAddress, addr, envRoot, o.root)
+	out.printf("  topoctl %s ...\n", strings.Join(flags, " "))
+	out.printf("or with these environment variables:\n")
+	out.printf("  export %s=etcd2 %s=%s %s=%s\n", envImplementation, envServerAddress, addr, envRoot, root)
 	if extra := sec.clientFlags(); len(extra) > 0 {
-		o.printf("  and the TLS/auth flags above (their variables: TOPOCTL_ETCD_CA_FILE, TOPOCTL_ETCD_CERT_FILE, TOPOCTL_ETCD_KEY_FILE, TOPOCTL_ETCD_USER, TOPOCTL_ETCD_PASSWORD)\n")
+		out.printf("  and the TLS/auth flags above (their variables: TOPOCTL_ETCD_CA_FILE, TOPOCTL_ETCD_CERT_FILE, TOPOCTL_ETCD_KEY_FILE, TOPOCTL_ETCD_USER, TOPOCTL_ETCD_PASSWORD)\n")
 	}
-	o.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM.\n")
+	out.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM.\n")
 }

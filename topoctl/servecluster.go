@@ -48,7 +48,7 @@ func (c *clusterFlags) checkAdvertisePeer(peerAddr string, tls bool) error {
 
 // serveCluster runs one node of a self-managing etcd cluster until ctx
 // ends, then leaves it gracefully.
-func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSecurity, name, dataDir, clientAddr, peerAddr string, etcdLogs bool) error {
+func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveSecurity, name, dataDir, clientAddr, peerAddr string, etcdLogs bool) error {
 	if c.clientOnly && c.seeds == "" {
 		return usagef("--client-only needs --seeds")
 	}
@@ -66,7 +66,7 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSe
 		ClientOnly:         c.clientOnly,
 		BootstrapExpect:    c.expect,
 		Prefix:             c.prefix,
-		Logger:             o.log,
+		Logger:             out.log,
 		ClientTLS:          sec.clientInfo(),
 		PeerTLS:            sec.peerInfo(),
 		Username:           co.Username,
@@ -110,23 +110,23 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSe
 	if c.clientOnly {
 		role = "client"
 	}
-	if o.jsonOut() {
-		_ = o.printJSON(map[string]any{"name": name, "client_url": advertised, "data_dir": dataDir, "role": role, "seeds": append([]string{}, cfg.Seeds...)})
+	if out.jsonOut() {
+		_ = out.printJSON(map[string]any{"name": name, "client_url": advertised, "data_dir": dataDir, "role": role, "seeds": append([]string{}, cfg.Seeds...)})
 	} else {
-		o.printf("cluster node %s running as a %s\n", name, role)
+		out.printf("cluster node %s running as a %s\n", name, role)
 		if !c.clientOnly {
-			o.printf("  client URL:     %s\n", advertised)
+			out.printf("  client URL:     %s\n", advertised)
 		}
-		o.printf("  data directory: %s\n", dataDir)
+		out.printf("  data directory: %s\n", dataDir)
 		if c.clientOnly {
 			advHost = strings.TrimPrefix(strings.TrimPrefix(cfg.Seeds[0], "https://"), "http://")
 		}
-		o.printf("See it with: topoctl --topo-global-server-address %s %scluster status\n", advHost, flagsText(sec.clientFlags()))
-		o.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM: the node leaves the cluster first.\n")
+		out.printf("See it with: topoctl --topo-global-server-address %s %scluster status\n", advHost, flagsText(sec.clientFlags()))
+		out.printf("Stop it with Ctrl-C (SIGINT) or SIGTERM: the node leaves the cluster first.\n")
 	}
 	<-ctx.Done()
-	if !o.jsonOut() {
-		o.printf("leaving the cluster...\n")
+	if !out.jsonOut() {
+		out.printf("leaving the cluster...\n")
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), etcdcluster.DefaultLeaveTimeout)
 	defer cancel()
@@ -135,8 +135,8 @@ func (o *options) serveCluster(ctx context.Context, c clusterFlags, sec *serveSe
 	if err != nil {
 		return err
 	}
-	if !o.jsonOut() {
-		o.printf("node %s stopped (data directory %s)\n", name, dataDir)
+	if !out.jsonOut() {
+		out.printf("node %s stopped (data directory %s)\n", name, dataDir)
 	}
 	return nil
 }

@@ -98,7 +98,7 @@ func isUnspecified(host string) bool {
 // naming the file), the refusal to serve a non-loopback address without
 // TLS and authentication, and the root password. member is false for a
 // --client-only node, which listens on nothing.
-func (s *serveSecurity) check(o *options, clientAddr, peerAddr string, member bool) error {
+func (s *serveSecurity) check(in *input, out *printer, clientAddr, peerAddr string, member bool) error {
 	if (s.cert == "") != (s.key == "") {
 		return usagef("--cert-file and --key-file go together")
 	}
@@ -145,8 +145,8 @@ func (s *serveSecurity) check(o *options, clientAddr, peerAddr string, member bo
 			if s.rootPassword == "" {
 				return fmt.Errorf("--root-password-file: %s: its first line is empty; nothing was started", s.rootPasswordFile)
 			}
-		case o.getenv(envRootPassword) != "":
-			s.rootPassword = o.getenv(envRootPassword)
+		case in.getenv(envRootPassword) != "":
+			s.rootPassword = in.getenv(envRootPassword)
 		default:
 			return usagef("--auth needs the root password: in a file named by --root-password-file, or in $%s (never as a flag value, which any user sees in the process list)", envRootPassword)
 		}
@@ -168,7 +168,7 @@ func (s *serveSecurity) check(o *options, clientAddr, peerAddr string, member bo
 		if !s.insecure {
 			return usagef("refusing to listen off the loopback without TLS and certificate authentication on %s. Make certificates with \"topoctl tls ca create\" and \"topoctl tls cert create\" and give those flags (see docs/security.md), listen on 127.0.0.1, or give --insecure to expose it anyway", strings.Join(exposed, "; and "))
 		}
-		o.eprintf("warning: --insecure: serving without TLS and certificate authentication off the loopback exposes %s\n", strings.Join(exposed, "; and "))
+		out.eprintf("warning: --insecure: serving without TLS and certificate authentication off the loopback exposes %s\n", strings.Join(exposed, "; and "))
 	}
 	if isUnspecified(ch) && s.advertiseClient == "" {
 		return usagef("--listen-client-address %s listens on every interface, which is no address others can dial: give --advertise-client-url %sHOST:%s with an address of this machine they can reach", clientAddr, scheme(s.clientTLS()), portOf(clientAddr))

@@ -1,11 +1,10 @@
 package topoctl
 
-// The connection settings of a command tree (connFlags): their
+// The connection settings of a command tree (settings): their flags,
 // environment variables, defaults, and how flags, variables and the
 // --config file combine (resolve).
 
 import (
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -54,17 +53,25 @@ const (
 	defaultTimeout = 30 * time.Second
 )
 
-// connFlags are the connection settings of a command tree: the store's
+// settings are the connection settings of a command tree: the store's
 // implementation, address, root and cell, the bound of each call, and the
 // backends' TLS and authentication settings, as the flags, the
-// environment and the --config file give them (see resolve).
-type connFlags struct {
+// environment and the --config file give them (see resolve). A plain
+// value: opening stores with them is the connector's job.
+type settings struct {
 	impl    string
 	backend string // --backend, an alias of --topo-implementation
 	addr    string
 	root    string
 	cell    string
 	timeout time.Duration
+	// timeoutGiven records that --timeout was given (as a flag, its
+	// variable or in the --config file) rather than defaulted: only then
+	// does it bound lock's wait for the lock (see lockWait).
+	timeoutGiven bool
+	// claimTTL is elect's --ttl: how long the connections' claims outlive
+	// topoctl (connect.Settings.ClaimTTL; 0: each backend's default).
+	claimTTL time.Duration
 	// sec holds the backends' TLS and authentication settings.
 	sec security
 	// configFile is --config; conf the settings read from it (flag name
@@ -75,87 +82,101 @@ type connFlags struct {
 	// that something listens at the default address before connecting,
 	// and fails at once suggesting `topoctl serve` when nothing does.
 	addrDefaulted bool
+	// getenv reads the environment (see streams.Getenv); never nil.
+	getenv func(string) string
 }
 
-// resolve applies environment variables to flags not set on the command
-// line and checks the values.
-func resolve(o *options, fs *pflag.FlagSet) error {
-	if err := loadConfig(o, fs); err != nil {
+// addFlags adds the connection flags, the security flags and --config to
+// the persistent flags pf.
+func (s *settings) addFlags(pf *pflag.FlagSet) {
+	pf.StringVarP(&s.impl, "topo-implementation", "i", defaultImplementation,
+		"store implementation (backend), one of the registered factories: "+strings.Join(topo.Factories(), ", ")+" (env "+envImplementation+")")
+	pf.StringVarP(&s.backend, "backend", "b", "", "the same as --topo-implementation")
+	pf.StringVarP(&s.addr, "topo-global-server-address", "a", "",
+		"global cell server address, host:port[,host:port...] (env "+envServerAddress+"; default: the address of \"topoctl serve\", "+defaultClientAddress+")")
+	pf.StringVar(&s.root, "topo-global-root", defaultRoot,
+		"global cell root in the store (env "+envRoot+"; on Consul give it without a leading \"/\", as Vitess does: the default there is vitess/global)")
+	pf.StringVar(&s.cell, "cell", "",
+		"act on this cell, through its CellInfo in the global cell (env "+envCell+"; default: the global cell)")
+	pf.DurationVar(&s.timeout, "timeout", defaultTimeout,
+		"bound of each store call, and of lock's wait for a lock when given (env "+envTimeout+"; 0 means no bound; lock waits without bound by default)")
+}
+
+// resolve applies the environment and the --config file to the flags not
+// set on the command line and checks the values, but for those of
+// resolveStore. It returns a usage error for a bad value.
+func (s *settings) resolve(fs *pflag.FlagSet) error {
+	if err := s.loadConfig(fs); err != nil {
 		return err
 	}
 	env := func(flag, key string, dst *string) {
 		if !fs.Changed(flag) {
-			if v := o.getenv(key); v != "" {
+			if v := s.getenv(key); v != "" {
 				*dst = v
-			} else if v, ok := o.conf[flag]; ok {
+			} else if v, ok := s.conf[flag]; ok {
 				*dst = v
 			}
 		}
 	}
 	if fs.Changed("backend") {
-		if fs.Changed("topo-implementation") && o.backend != o.impl {
-			return usagef("--backend %q and --topo-implementation %q disagree: give one", o.backend, o.impl)
+		if fs.Changed("topo-implementation") && s.backend != s.impl {
+			return usagef("--backend %q and --topo-implementation %q disagree: give one", s.backend, s.impl)
 		}
-		o.impl = o.backend
+		s.impl = s.backend
 	} else {
-		env("topo-implementation", envImplementation, &o.impl)
+		env("topo-implementation", envImplementation, &s.impl)
 	}
-	env("topo-global-server-address", envServerAddress, &o.addr)
-	env("topo-global-root", envRoot, &o.root)
-	env("cell", envCell, &o.cell)
-	if err := resolveSecurity(o, fs); err != nil {
+	env("topo-global-server-address", envServerAddress, &s.addr)
+	env("topo-global-root", envRoot, &s.root)
+	env("cell", envCell, &s.cell)
+	if err := s.resolveSecurity(fs); err != nil {
 		return err
 	}
+	s.timeoutGiven = fs.Changed("timeout")
 	if !fs.Changed("timeout") {
-		v, what := o.getenv(envTimeout), envTimeout
-		if c, ok := o.conf["timeout"]; v == "" && ok {
-			v, what = c, "timeout in "+o.configFile
+		v, what := s.getenv(envTimeout), envTimeout
+		if c, ok := s.conf["timeout"]; v == "" && ok {
+			v, what = c, "timeout in "+s.configFile
 		}
 		if v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
 				return usagef("%s=%q: want a duration such as 10s", what, v)
 			}
-			o.timeout = d
+			s.timeout, s.timeoutGiven = d, true
 		}
 	}
-	if o.timeout < 0 {
+	if s.timeout < 0 {
 		return usagef("--timeout must not be negative")
 	}
-	switch o.output {
-	case "text", "json":
-	default:
-		return usagef("--output %q: want text or json", o.output)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return usagef("--log-level %q: want debug, info, warn or error", o.logLevel)
-	}
-	o.log = slog.New(slog.NewTextHandler(o.io.Stderr, &slog.HandlerOptions{Level: level}))
-	if o.io.SetDefaultLogger {
-		slog.SetDefault(o.log)
-	}
+	return nil
+}
+
+// resolveStore checks the implementation and fills in the default root
+// and address: NoImplementation (exit 1) for an unknown implementation, a
+// usage error for a store that needs an address and has none.
+func (s *settings) resolveStore(fs *pflag.FlagSet) error {
 	// An unknown implementation is reported as such (NoImplementation,
 	// naming the registered ones) before any demand for an address.
-	if _, err := topo.GetFactory(o.impl); err != nil {
+	if _, err := topo.GetFactory(s.impl); err != nil {
 		return exitError{code: ExitFailure, err: err}
 	}
-	if _, inConf := o.conf["topo-global-root"]; o.impl == "consul" && !fs.Changed("topo-global-root") && o.getenv(envRoot) == "" && !inConf {
+	if _, inConf := s.conf["topo-global-root"]; s.impl == "consul" && !fs.Changed("topo-global-root") && s.getenv(envRoot) == "" && !inConf {
 		// The form Vitess's Consul backend works with (no leading "/").
-		o.root = strings.TrimPrefix(defaultRoot, "/")
+		s.root = strings.TrimPrefix(defaultRoot, "/")
 	}
-	if o.addr == "" {
-		o.addr = conventionalAddress(o, o.impl)
+	if s.addr == "" {
+		s.addr = s.conventionalAddress(s.impl)
 	}
-	if o.addr == "" {
-		switch o.impl {
+	if s.addr == "" {
+		switch s.impl {
 		case "etcd2":
-			o.addrDefaulted = true
-			o.addr = defaultAddress(o)
+			s.addrDefaulted = true
+			s.addr = s.defaultAddress()
 		case "zk2":
-			return usagef("--topo-global-server-address (or %s) is required with --topo-implementation %s", envServerAddress, o.impl)
+			return usagef("--topo-global-server-address (or %s) is required with --topo-implementation %s", envServerAddress, s.impl)
 		case "consul":
-			return usagef("--topo-global-server-address (or %s, or CONSUL_HTTP_ADDR) is required with --topo-implementation %s", envServerAddress, o.impl)
+			return usagef("--topo-global-server-address (or %s, or CONSUL_HTTP_ADDR) is required with --topo-implementation %s", envServerAddress, s.impl)
 		default:
 			// memory: "" names one in-process store, like any other
 			// string. A backend registered by the program that embeds
@@ -166,13 +187,24 @@ func resolve(o *options, fs *pflag.FlagSet) error {
 	return nil
 }
 
+// lockWait is how long lock waits for a held lock: --timeout when it was
+// given, else no bound (0): a lock may be held for hours by a job that
+// runs that long, and lock then waits for it as etcdctl lock and flock do,
+// until Ctrl-C.
+func (s *settings) lockWait() time.Duration {
+	if s.timeoutGiven {
+		return s.timeout
+	}
+	return 0
+}
+
 // warnConsulRoot warns on stderr about a Consul root with a leading "/":
 // topokit takes "/vitess/global" and "vitess/global" as the same root,
 // but Vitess's Consul backend fails to list keys under a root that starts
 // with "/", so Vitess processes on the same agent would not see the data.
-func warnConsulRoot(o *options, impl, root string) {
+func warnConsulRoot(out *printer, impl, root string) {
 	if impl == "consul" && strings.HasPrefix(root, "/") && strings.Trim(root, "/") != "" {
-		o.eprintf("topoctl: warning: Consul root %q starts with \"/\": topokit reads it as %q, but Vitess processes fail to list under a leading \"/\"; give the root as %q so that both agree\n",
+		out.eprintf("topoctl: warning: Consul root %q starts with \"/\": topokit reads it as %q, but Vitess processes fail to list under a leading \"/\"; give the root as %q so that both agree\n",
 			root, strings.Trim(root, "/"), strings.Trim(root, "/"))
 	}
 }
@@ -181,21 +213,19 @@ func warnConsulRoot(o *options, impl, root string) {
 // etcd keys are plain strings, so the root "scratch" holds keys
 // "scratch/..." and "/scratch" holds "/scratch/...": two different trees
 // that look alike. Vitess's etcd roots start with "/".
-func warnEtcdRoot(o *options, impl, root string) {
+func warnEtcdRoot(out *printer, impl, root string) {
 	if impl == "etcd2" && root != "" && !strings.HasPrefix(root, "/") {
-		o.eprintf("topoctl: warning: etcd root %q has no leading \"/\": its keys start with %q, apart from those of the root %q (Vitess's etcd roots start with \"/\")\n",
+		out.eprintf("topoctl: warning: etcd root %q has no leading \"/\": its keys start with %q, apart from those of the root %q (Vitess's etcd roots start with \"/\")\n",
 			root, root+"/", "/"+root)
 	}
 }
 
-// defaultAddress is the client address of the embedded etcd: the one
+// defaultAddress is the client address of the embedded etcd (etcd2's
+// default): the one
 // `topoctl serve` recorded in its default data directory, or
 // defaultClientAddress.
-func defaultAddress(o *options) string {
-	if o.impl != "etcd2" {
-		return ""
-	}
-	dir, err := defaultDataDir(o.getenv)
+func (s *settings) defaultAddress() string {
+	dir, err := defaultDataDir(s.getenv)
 	if err == nil {
 		if b, err := os.ReadFile(endpointFile(dir)); err == nil {
 			if a := strings.TrimSpace(string(b)); a != "" {

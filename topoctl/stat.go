@@ -25,7 +25,7 @@ type statInfo struct {
 	Store map[string]any `json:"store,omitempty"`
 }
 
-func newStatCmd(o *options) *cobra.Command {
+func newStatCmd(stores *connector, out *printer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stat PATH",
 		Short: "Show a path's type, version, size and ephemeral flag",
@@ -49,7 +49,7 @@ both). With --output json it prints one object {"path","type","version",
 			if err != nil {
 				return err
 			}
-			st, ctx, done, err := openCall(o, cmd.Context())
+			st, ctx, done, err := stores.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -98,7 +98,7 @@ both). With --output json it prints one object {"path","type","version",
 			meta, merr := inspect.StoreMeta(ctx, st.conn, p)
 			if merr != nil {
 				// A complement, never the answer.
-				o.log.Debug("cannot read the store's metadata", "path", displayPath(p), "err", merr)
+				out.log.Debug("cannot read the store's metadata", "path", displayPath(p), "err", merr)
 				meta = nil
 			}
 			if len(meta) > 0 {
@@ -107,21 +107,21 @@ both). With --output json it prints one object {"path","type","version",
 					info.Store[f.Name] = f.Value
 				}
 			}
-			if o.jsonOut() {
-				return o.printJSON(info)
+			if out.jsonOut() {
+				return out.printJSON(info)
 			}
-			o.printf("path:      %s\n", info.Path)
-			o.printf("type:      %s\n", info.Type)
+			out.printf("path:      %s\n", info.Path)
+			out.printf("type:      %s\n", info.Type)
 			if info.Size != nil {
-				o.printf("version:   %s\n", info.Version)
-				o.printf("size:      %s\n", plural(*info.Size, "byte"))
+				out.printf("version:   %s\n", info.Version)
+				out.printf("size:      %s\n", plural(*info.Size, "byte"))
 			}
 			if info.Entries != nil {
-				o.printf("entries:   %d\n", *info.Entries)
+				out.printf("entries:   %d\n", *info.Entries)
 			}
-			o.printf("ephemeral: %t\n", info.Ephemeral)
+			out.printf("ephemeral: %t\n", info.Ephemeral)
 			if len(meta) > 0 {
-				o.printf("%s metadata:\n", st.spec.impl)
+				out.printf("%s metadata:\n", st.spec.impl)
 			}
 			width := 0
 			for _, f := range meta {
@@ -137,14 +137,14 @@ both). With --output json it prints one object {"path","type","version",
 						v = "-"
 					}
 				}
-				o.printf("  %-*s %v\n", width+1, metaLabel(f)+":", v)
+				out.printf("  %-*s %v\n", width+1, metaLabel(f)+":", v)
 			}
 			return nil
 		},
 	}
 }
 
-func newVersionCmd(o *options) *cobra.Command {
+func newVersionCmd(stores *connector, out *printer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print topoctl's version, commit and Go version",
@@ -165,10 +165,10 @@ else; commit and commit_time are "" when not recorded).`,
 			bi, _ := debug.ReadBuildInfo() // nil when it has none
 			b := buildVersionOf(bi)
 			backends := topo.Factories()
-			if o.jsonOut() {
-				return o.printJSON(map[string]any{"topoctl": b.version, "go": b.goVersion, "commit": b.commit, "commit_time": b.commitTime, "backends": backends})
+			if out.jsonOut() {
+				return out.printJSON(map[string]any{"topoctl": b.version, "go": b.goVersion, "commit": b.commit, "commit_time": b.commitTime, "backends": backends})
 			}
-			o.printf("%s", b.text(backends))
+			out.printf("%s", b.text(backends))
 			return nil
 		},
 	}

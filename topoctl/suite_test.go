@@ -762,8 +762,8 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 	}
 
 	// Commands that only group others, and unknown ones, are usage errors.
-	tg.fails(t, 2, []string{`unknown command "rm" for "topoctl cell"`, "Run 'topoctl cell --help'"}, "cell", "rm", "zone1")
-	tg.fails(t, 2, []string{"topoctl cell needs a subcommand: alias, ls, set"}, "cell")
+	tg.fails(t, 2, []string{`unknown command "remove" for "topoctl cell"`, "Run 'topoctl cell --help'"}, "cell", "remove", "zone1")
+	tg.fails(t, 2, []string{"topoctl cell needs a subcommand: alias, get, ls, rm, set"}, "cell")
 	tg.fails(t, 2, []string{"unknown command"}, "frobnicate")
 	// The root flag has no short name: -r is not taken for it.
 	tg.fails(t, 2, []string{"unknown shorthand flag: 'r'"}, "ls", "-r", "/keyspaces")
@@ -775,7 +775,12 @@ func testReads(t *testing.T, tg target, _ capabilities) {
 	tg.ok(t, "put", "ks/sub/b", "two\nlines")
 	tg.ok(t, "put", "ksx", "not under ks/")
 	assert.Equal(t, "/ks/a\none\n/ks/sub/b\n\"two\\nlines\"\n", tg.ok(t, "get", "-R", "ks/"))
-	assert.Equal(t, "/ks/a\n/ks/sub/b\n/ksx\n", tg.ok(t, "get", "--keys-only", "ks"))
+	// -R (implied by --keys-only) is the directory's subtree; --prefix a
+	// plain string prefix.
+	assert.Equal(t, "/ks/a\n/ks/sub/b\n", tg.ok(t, "get", "--keys-only", "ks"))
+	assert.Equal(t, "/ks/a\n/ks/sub/b\n/ksx\n", tg.ok(t, "get", "--prefix", "--keys-only", "ks"))
+	assert.Equal(t, "/ksx\nnot under ks/\n", tg.ok(t, "get", "--prefix", "ksx"))
+	tg.fails(t, 2, []string{"give one"}, "get", "-R", "--prefix", "ks")
 	var items []struct {
 		Path    string
 		Version jsonVersion
@@ -790,7 +795,7 @@ func testReads(t *testing.T, tg target, _ capabilities) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Empty(t, r.stdout)
 	assert.Contains(t, r.stderr, "no file under the prefix /nothing/")
-	tg.fails(t, 2, []string{"apply to one file"}, "get", "-R", "--decode", "raw", "ks/")
+	tg.fails(t, 2, []string{"apply to one file"}, "get", "-R", "--version", "1", "ks/")
 	assert.Equal(t, "6f6e65\n", tg.ok(t, "get", "--hex", "ks/a"))
 	assert.Equal(t, "/ks/a\n6f6e65\n/ks/sub/b\n74776f0a6c696e6573\n", tg.ok(t, "get", "-R", "--hex", "ks/"))
 

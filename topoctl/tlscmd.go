@@ -13,7 +13,7 @@ import (
 
 // newTLSCmd groups the commands that make a CA and the certificates of a
 // TLS cluster run by "topoctl serve".
-func newTLSCmd(o *options) *cobra.Command {
+func newTLSCmd(out *printer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tls",
 		Short: "Make a CA and the server, client and peer certificates of a TLS etcd (serve)",
@@ -34,18 +34,18 @@ docs/security.md.`,
 		Short:   "Manage the certificate authority",
 		Example: `  topoctl tls ca create --dir /etc/topokit/tls`,
 	}
-	ca.AddCommand(newTLSCACreateCmd(o))
+	ca.AddCommand(newTLSCACreateCmd(out))
 	cert := &cobra.Command{
 		Use:     "cert",
 		Short:   "Manage certificates signed by the CA",
 		Example: `  topoctl tls cert create --server n1 --ip 10.0.0.1`,
 	}
-	cert.AddCommand(newTLSCertCreateCmd(o))
+	cert.AddCommand(newTLSCertCreateCmd(out))
 	cmd.AddCommand(groupCmd(ca), groupCmd(cert))
 	return groupCmd(cmd)
 }
 
-func newTLSCACreateCmd(o *options) *cobra.Command {
+func newTLSCACreateCmd(out *printer) *cobra.Command {
 	var (
 		dir, cn, alg string
 		days         int
@@ -66,7 +66,7 @@ says otherwise. Existing files are never overwritten.`,
 			if err != nil {
 				return tlsError(err)
 			}
-			return o.printCerts(f, "CA")
+			return printCerts(out, f, "CA")
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", ".", "directory to write ca.pem and ca-key.pem to (created, mode 0700, when missing)")
@@ -76,7 +76,7 @@ says otherwise. Existing files are never overwritten.`,
 	return cmd
 }
 
-func newTLSCertCreateCmd(o *options) *cobra.Command {
+func newTLSCertCreateCmd(out *printer) *cobra.Command {
 	var (
 		dir, caDir, alg      string
 		server, client, peer string
@@ -140,7 +140,7 @@ are never overwritten.`,
 			if err != nil {
 				return tlsError(err)
 			}
-			return o.printCerts(f, kind.String())
+			return printCerts(out, f, kind.String())
 		},
 	}
 	fl := cmd.Flags()
@@ -165,18 +165,18 @@ func tlsError(err error) error {
 	return err
 }
 
-func (o *options) printCerts(f certs.Files, what string) error {
+func printCerts(out *printer, f certs.Files, what string) error {
 	c := f.Certificate
-	if o.jsonOut() {
-		return o.printJSON(map[string]any{
+	if out.jsonOut() {
+		return out.printJSON(map[string]any{
 			"kind": what, "cert_file": f.Cert, "key_file": f.Key, "common_name": c.Subject.CommonName,
 			"not_after": c.NotAfter.UTC().Format(time.RFC3339), "ip_addresses": ipStrings(c.IPAddresses), "dns_names": append([]string{}, c.DNSNames...),
 		})
 	}
-	o.printf("wrote %s certificate %s and key %s (mode 0600)\n", what, f.Cert, f.Key)
-	o.printf("  common name: %s, valid until %s\n", c.Subject.CommonName, c.NotAfter.UTC().Format(time.RFC3339))
+	out.printf("wrote %s certificate %s and key %s (mode 0600)\n", what, f.Cert, f.Key)
+	out.printf("  common name: %s, valid until %s\n", c.Subject.CommonName, c.NotAfter.UTC().Format(time.RFC3339))
 	if len(c.IPAddresses)+len(c.DNSNames) > 0 {
-		o.printf("  valid for: %s\n", strings.Join(append(ipStrings(c.IPAddresses), c.DNSNames...), ", "))
+		out.printf("  valid for: %s\n", strings.Join(append(ipStrings(c.IPAddresses), c.DNSNames...), ", "))
 	}
 	return nil
 }

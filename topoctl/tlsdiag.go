@@ -20,7 +20,7 @@ import (
 // (gRPC reports only that no member answered): plaintext against TLS and
 // the other way round, a missing or refused client certificate, a server
 // certificate of another CA. Other errors are returned unchanged.
-func explainEtcdDial(o *options, addr string, err error) error {
+func (o *connector) explainEtcdDial(addr string, err error) error {
 	s := o.sec
 	return explainDial(addr, transport.TLSInfo{CertFile: s.etcdCert, KeyFile: s.etcdKey, TrustedCAFile: s.etcdCA, ServerName: s.etcdServerName}, clientTLSFlags, err)
 }

@@ -32,20 +32,32 @@ const defaultBatch = copy.DefaultBatch
 // progress bar.
 const progressRedraw = 100 * time.Millisecond
 
-// treeFlags adds --parallel, --progress and (copy, import, rm) --batch to
-// a tree command.
-func treeFlags(o *options, cmd *cobra.Command) {
-	t := o
+// treeRun is what the tree commands (copy, diff, import, export, rm -R)
+// share: their --parallel, --batch and --progress, the store calls'
+// bound, and their reports and progress bar through the printer.
+type treeRun struct {
+	stores   *connector
+	out      *printer
+	parallel int
+	batch    int
+	progress bool
+}
+
+// newTreeRun adds --parallel, --progress and (copy, import, rm) --batch
+// to a tree command, which runs through the treeRun returned.
+func newTreeRun(cmd *cobra.Command, stores *connector, out *printer) *treeRun {
+	t := &treeRun{stores: stores, out: out}
 	cmd.Flags().IntVar(&t.parallel, "parallel", defaultParallel, "how many store requests to keep in flight")
 	if n := cmd.Name(); n == "copy" || n == "import" || n == "rm" {
 		cmd.Flags().IntVar(&t.batch, "batch", defaultBatch, "how many writes (rm -R: deletes) to send in one transaction (1: one request per file)")
 	}
 	cmd.Flags().BoolVar(&t.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
+	return t
 }
 
-// listTree is tree.List bounded by --timeout.
-func listTree(o *options, ctx context.Context, conn topo.Conn, dir string) (tree.Listing, error) {
-	cctx, cancel := o.callCtx(ctx)
+// list is tree.List bounded by --timeout.
+func (o *treeRun) list(ctx context.Context, conn topo.Conn, dir string) (tree.Listing, error) {
+	cctx, cancel := o.stores.callCtx(ctx)
 	defer cancel()
 	return tree.List(cctx, conn, dir)
 }
@@ -53,22 +65,22 @@ func listTree(o *options, ctx context.Context, conn topo.Conn, dir string) (tree
 // execOptions are the copy package's options of a tree command's flags,
 // drawing a bar described by what for n writes (see newProgress) and
 // noting an interruption on stderr.
-func execOptions(o *options, n int, what string) copy.ExecOptions {
-	wt := unlockTimeout(o.timeout)
+func (o *treeRun) execOptions(n int, what string) copy.ExecOptions {
+	wt := unlockTimeout(o.stores.timeout)
 	return copy.ExecOptions{
-		Parallel: o.parallel, Batch: o.batch, WriteTimeout: wt, Log: o.log,
-		Progress: newProgress(o, n, what),
+		Parallel: o.parallel, Batch: o.batch, WriteTimeout: wt, Log: o.out.log,
+		Progress: o.newProgress(n, what),
 		Interrupted: func(inFlight int) {
-			o.eprintf("\ninterrupted: no new writes start; waiting up to %s for %s in flight, then reverting what this run wrote\n",
+			o.out.eprintf("\ninterrupted: no new writes start; waiting up to %s for %s in flight, then reverting what this run wrote\n",
 				wt, plural(inFlight, "write"))
 		},
 	}
 }
 
-// planWrites is copy.PlanWrites bounded by --timeout, with its error for
+// plan is copy.PlanWrites bounded by --timeout, with its error for
 // files that differ in topoctl's words.
-func planWrites(o *options, ctx context.Context, dst topo.Conn, dir string, files []topo.KVInfo, po copy.PlanOptions) (*copy.Plan, error) {
-	po.CallTimeout = o.timeout
+func (o *treeRun) plan(ctx context.Context, dst topo.Conn, dir string, files []topo.KVInfo, po copy.PlanOptions) (*copy.Plan, error) {
+	po.CallTimeout = o.stores.timeout
 	plan, err := copy.PlanWrites(ctx, dst, dir, files, po)
 	var ce *copy.ClashError
 	if errors.As(err, &ce) {
@@ -84,13 +96,13 @@ func planWrites(o *options, ctx context.Context, dst topo.Conn, dir string, file
 // execute is copy.Execute with topoctl's words for a run that did not
 // complete: exit 130 when interrupted, the summary then the write's error
 // otherwise.
-func execute(o *options, ctx context.Context, dst topo.Conn, plan *copy.Plan, what string) error {
-	err := copy.Execute(ctx, dst, plan, what, execOptions(o, len(plan.Writes()), what))
+func (o *treeRun) execute(ctx context.Context, dst topo.Conn, plan *copy.Plan, what string) error {
+	err := copy.Execute(ctx, dst, plan, what, o.execOptions(len(plan.Writes()), what))
 	var ee *copy.ExecError
 	if !errors.As(err, &ee) {
 		return err
 	}
-	msg := ee.Summary(o.formatError)
+	msg := ee.Summary(o.out.errorLine)
 	if ee.Interrupted {
 		return exitError{code: ExitInterrupted, err: errors.New(msg)}
 	}
@@ -109,11 +121,11 @@ func execute(o *options, ctx context.Context, dst topo.Conn, plan *copy.Plan, wh
 // (see reportReserved) and those under keys that are no canonical path
 // (quoted byte for byte). It returns the PartialResult error the command
 // ends with, or nil when there are none.
-func reportSkipped(o *options, verb, store, dir string, tl tree.Listing) error {
+func (o *treeRun) reportSkipped(verb, store, dir string, tl tree.Listing) error {
 	for _, p := range tl.Odd {
-		o.eprintf("not %s: the key %s in %s is no canonical path (an empty, \".\" or \"..\" segment, or a trailing \"/\"; written by another tool): carried over it would land at another path\n", verb, strconv.Quote(displayPath(p)), store)
+		o.out.eprintf("not %s: the key %s in %s is no canonical path (an empty, \".\" or \"..\" segment, or a trailing \"/\"; written by another tool): carried over it would land at another path\n", verb, strconv.Quote(displayPath(p)), store)
 	}
-	rerr := reportReserved(o, verb, store, dir, tl.Reserved)
+	rerr := o.reportReserved(verb, store, dir, tl.Reserved)
 	if len(tl.Odd) == 0 {
 		return rerr
 	}
@@ -124,12 +136,12 @@ func reportSkipped(o *options, verb, store, dir string, tl tree.Listing) error {
 // reportReserved names, one line each on stderr, the files at reserved
 // paths that a tree command (verb, e.g. "copied") left alone, and returns
 // the PartialResult error the command ends with, or nil when there are none.
-func reportReserved(o *options, verb, store, dir string, reserved []string) error {
+func (o *treeRun) reportReserved(verb, store, dir string, reserved []string) error {
 	if len(reserved) == 0 {
 		return nil
 	}
 	for _, p := range reserved {
-		o.eprintf("not %s: %s in %s is at a reserved path (written by another tool; topokit neither writes nor deletes such files)\n", verb, displayPath(p), store)
+		o.out.eprintf("not %s: %s in %s is at a reserved path (written by another tool; topokit neither writes nor deletes such files)\n", verb, displayPath(p), store)
 	}
 	return backendkit.Wrap(topo.PartialResult, displayPath(dir), fmt.Errorf("%s at reserved paths %s not %s (listed above)",
 		plural(len(reserved), "file"), wasWere(len(reserved)), verb))
@@ -140,6 +152,20 @@ func wasWere(n int) string {
 		return "was"
 	}
 	return "were"
+}
+
+// subtreePrefix is the store prefix of get's and watch's -R DIR (every
+// file under DIR: "DIR/", or "" for the root), or with raw (--prefix) of
+// the plain string prefix arg. Bad paths are InvalidPath.
+func subtreePrefix(arg string, raw bool) (string, error) {
+	if raw {
+		return topo.CleanPrefix(arg)
+	}
+	d, err := topo.CleanDirPath(arg)
+	if err != nil || d == "" {
+		return d, err
+	}
+	return d + "/", nil
 }
 
 // emptyTree is the error of copy, export and diff when there is nothing
@@ -158,12 +184,12 @@ type progress struct {
 
 // newProgress returns a bar of n steps described by what when stdout is a
 // terminal or force (--progress) is set, else nil.
-func newProgress(o *options, n int, what string) *progress {
-	if n == 0 || !(o.progress || stdoutIsTerminal(o)) {
+func (o *treeRun) newProgress(n int, what string) *progress {
+	if n == 0 || !(o.progress || o.out.terminal()) {
 		return nil
 	}
 	return &progress{bar: progressbar.NewOptions(n,
-		progressbar.OptionSetWriter(o.io.Stderr),
+		progressbar.OptionSetWriter(o.out.stderr),
 		progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(),
 		progressbar.OptionThrottle(progressRedraw),

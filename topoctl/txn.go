@@ -39,7 +39,7 @@ type txnOp struct {
 	path string // as displayed, "/a/b"
 }
 
-func newTxnCmd(o *options) *cobra.Command {
+func newTxnCmd(stores *connector, in *input, out *printer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "txn [FILE | -]",
 		Short: "Apply a transaction: conditions and writes, all or nothing, in one store call",
@@ -85,24 +85,24 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
   topoctl txn ops.json`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var in []byte
+			var text []byte
 			var err error
 			switch {
 			case len(args) == 1 && args[0] != "-":
-				if in, err = os.ReadFile(args[0]); err != nil {
+				if text, err = os.ReadFile(args[0]); err != nil {
 					return usageError{err}
 				}
-			case len(args) == 0 && stdinIsTerminal(o):
+			case len(args) == 0 && in.terminal():
 				return usagef("txn reads the transaction from FILE or standard input: give a FILE, \"-\", or a pipe")
 			default:
-				if in, err = goio.ReadAll(goio.LimitReader(o.io.Stdin, maxTxnInput+1)); err != nil {
+				if text, err = goio.ReadAll(goio.LimitReader(in.stdin, maxTxnInput+1)); err != nil {
 					return fmt.Errorf("reading standard input: %w", err)
 				}
 			}
-			if len(in) > maxTxnInput {
+			if len(text) > maxTxnInput {
 				return usagef("the transaction is larger than %d bytes", maxTxnInput)
 			}
-			ops, err := parseTxn(in)
+			ops, err := parseTxn(text)
 			if err != nil {
 				return err
 			}
@@ -119,7 +119,7 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
 				}
 				return usageError{err}
 			}
-			st, ctx, done, err := openCall(o, cmd.Context())
+			st, ctx, done, err := stores.openCall(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -128,33 +128,33 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
 			if err != nil {
 				return txnFailure(err, ops, st.name)
 			}
-			return printTxn(o, ops, vs)
+			return printTxn(out, ops, vs)
 		},
 	}
 	return cmd
 }
 
 // printTxn prints the new versions of the writes of ops.
-func printTxn(o *options, ops []txnOp, vs []topo.Version) error {
+func printTxn(out *printer, ops []txnOp, vs []topo.Version) error {
 	type result struct {
 		Index   int         `json:"index"`
 		Op      string      `json:"op"`
 		Path    string      `json:"path"`
 		Version jsonVersion `json:"version,omitempty"`
 	}
-	out := make([]result, len(ops))
+	rs := make([]result, len(ops))
 	for i, op := range ops {
-		out[i] = result{Index: i, Op: op.op.Kind.String(), Path: op.path}
+		rs[i] = result{Index: i, Op: op.op.Kind.String(), Path: op.path}
 		if i < len(vs) && vs[i] != nil {
-			out[i].Version = jsonVersion(vs[i].String())
+			rs[i].Version = jsonVersion(vs[i].String())
 		}
 	}
-	if o.jsonOut() {
-		return o.printJSON(map[string]any{"ops": out})
+	if out.jsonOut() {
+		return out.printJSON(map[string]any{"ops": rs})
 	}
-	for _, r := range out {
+	for _, r := range rs {
 		if r.Version != "" {
-			o.printf("%s %s\n", r.Path, r.Version)
+			out.printf("%s %s\n", r.Path, r.Version)
 		}
 	}
 	return nil

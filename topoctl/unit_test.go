@@ -16,7 +16,7 @@ func TestParseSpec(t *testing.T) {
 	// A data directory without serve's address record: the default
 	// address is the built-in one.
 	dataDir := t.TempDir()
-	o := &options{io: streams{Getenv: func(k string) string {
+	o := &connector{settings: settings{getenv: func(k string) string {
 		if k == envDataDir {
 			return dataDir
 		}

@@ -185,10 +185,10 @@ func TestGetOnTerminal(t *testing.T) {
 	assert.Equal(t, long, run(false, "get", "long").stdout)
 	assert.Equal(t, "120208011b5b324a\n", run(true, "get", "--hex", "bin").stdout)
 
-	// get -R quotes such values already; on a terminal it also cuts long
+	// get -R (here --prefix) quotes such values already; on a terminal it also cuts long
 	// ones, unless --full.
-	r = run(true, "get", "-R", "lo")
+	r = run(true, "get", "--prefix", "lo")
 	assert.Equal(t, "/long\n"+strconv.Quote(long[:200])+" ... (300 bytes)\n", r.stdout)
-	assert.Equal(t, "/long\n"+strconv.Quote(long)+"\n", run(true, "get", "-R", "--full", "lo").stdout)
-	assert.Equal(t, "/long\n"+strconv.Quote(long)+"\n", run(false, "get", "-R", "lo").stdout)
+	assert.Equal(t, "/long\n"+strconv.Quote(long)+"\n", run(true, "get", "--prefix", "--full", "lo").stdout)
+	assert.Equal(t, "/long\n"+strconv.Quote(long)+"\n", run(false, "get", "--prefix", "lo").stdout)
 }

@@ -14,6 +14,17 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
+// watching is what watch and leader --observe share: the store to watch,
+// the printer of their events, and its --full.
+type watching struct {
+	stores *connector
+	out    *printer
+	// full is watch's --full.
+	full bool
+	// dec decodes each value (watch --decode); nil prints the bytes.
+	dec *recordDecoder
+}
+
 // watchEvent is one line of watch output.
 type watchEvent struct {
 	Path    string      `json:"path"`
@@ -25,34 +36,48 @@ type watchEvent struct {
 	Revision int64 `json:"revision,omitempty"`
 }
 
-func printEvent(o *options, ev watchEvent) error {
-	if o.jsonOut() {
+func (o *watching) printEvent(ev watchEvent) error {
+	var decoded any
+	var text string
+	var derr error
+	if o.dec != nil && !ev.Deleted {
+		decoded, text, derr = o.dec.decode(strings.TrimPrefix(ev.Path, "/"), ev.Value, !o.out.jsonOut())
+	}
+	if o.out.jsonOut() {
 		if !ev.Deleted {
 			// An empty value is "", not left out.
-			return o.printJSON(struct {
+			return o.out.printJSON(struct {
 				Path     string      `json:"path"`
 				Version  jsonVersion `json:"version"`
 				Value    []byte      `json:"value"`
 				Deleted  bool        `json:"deleted"`
 				Revision int64       `json:"revision,omitempty"`
-			}{ev.Path, ev.Version, nonNil(ev.Value), false, ev.Revision})
+				decodedJSON
+			}{ev.Path, ev.Version, nonNil(ev.Value), false, ev.Revision, decodedMembers(decoded, derr)})
 		}
-		return o.printJSON(ev)
+		return o.out.printJSON(ev)
 	}
 	if ev.Deleted {
 		if ev.Revision > 0 {
-			o.printf("%s deleted at revision %d\n", ev.Path, ev.Revision)
+			o.out.printf("%s deleted at revision %d\n", ev.Path, ev.Revision)
 			return nil
 		}
-		o.printf("%s deleted\n", ev.Path)
+		o.out.printf("%s deleted\n", ev.Path)
 		return nil
+	}
+	if o.dec != nil && derr == nil {
+		o.out.printf("%s %s\n%s", ev.Path, ev.Version, text)
+		return nil
+	}
+	if derr != nil {
+		o.out.eprintf("note: %s not decoded: %s\n", ev.Path, escapeControl(derr.Error()))
 	}
 	v := ev.Value
 	more := ""
-	if !o.fullValues && len(v) > watchValueLimit {
+	if !o.full && len(v) > watchValueLimit {
 		v, more = v[:watchValueLimit], fmt.Sprintf(" ... (%d bytes; --full prints all)", len(ev.Value))
 	}
-	o.printf("%s %s %s%s\n", ev.Path, ev.Version, strconv.Quote(string(v)), more)
+	o.out.printf("%s %s %s%s\n", ev.Path, ev.Version, strconv.Quote(string(v)), more)
 	return nil
 }
 
@@ -69,23 +94,29 @@ func endOfWatch(ctx context.Context, err error) error {
 	return err
 }
 
-func newWatchCmd(o *options) *cobra.Command {
+func newWatchCmd(stores *connector, out *printer) *cobra.Command {
+	o := &watching{stores: stores, out: out}
 	var (
-		recursive, wait bool
-		rev             int64
+		recursive, wait  bool
+		rawPrefix        bool
+		rev              int64
+		decode, protoset string
 	)
 	cmd := &cobra.Command{
-		Use:   "watch FILE | watch -R PREFIX",
-		Short: "Print a file's changes (or every file's under a prefix) until interrupted",
+		Use:   "watch FILE | watch -R DIR | watch --prefix PREFIX",
+		Short: "Print a file's changes (or every file's under a directory or prefix) until interrupted",
 		Long: `Print the current value of FILE, then one line per change, until
 interrupted (Ctrl-C, SIGTERM) or the file is deleted (a FILE that does not
 exist is NoNode, unless --wait waits for it to be created). Each line is
 "PATH VERSION VALUE" with the value quoted (its first 200 bytes, then
 "... (N bytes; --full prints all)", unless --full), or "PATH deleted".
 
-watch -R PREFIX prints every file whose path starts with PREFIX (a plain
-string prefix: "/keyspaces/c" matches "/keyspaces/commerce/..."), then one
-line per change, creation or deletion of such a file, until interrupted.
+watch -R DIR prints every file under the directory DIR (its subtree:
+DIR/..., as -R means in ls, rm and every other command), then one line
+per change, creation or deletion of such a file, until interrupted.
+watch --prefix PREFIX does the same for every file whose path starts with
+PREFIX, a plain string prefix ("/keyspaces/c" matches
+"/keyspaces/commerce/..."), like "etcdctl watch --prefix".
 With --output json every line is a JSON object. The initial read is bounded
 by --timeout; the watch itself is not.
 
@@ -93,7 +124,7 @@ When the store cannot be reached or the watch fails (the server died, a
 partition), watch says so on stderr ("reconnecting"), retries every second,
 says "reconnected" when the server answers again, prints what changed
 meanwhile and goes on. To notice a partition, which leaves connections open
-but silent, watch also reads FILE (-R: the PREFIX as a path) once a second,
+but silent, watch also reads FILE (-R: DIR; --prefix: the PREFIX as a path) once a second,
 bounded by 5s (or a shorter --timeout): a read that gets no answer counts
 as a lost connection. A permission refusal ends it.
 
@@ -105,13 +136,28 @@ deletion does not end it. To resume a watch that stopped, give --rev the
 last version or revision printed plus one: nothing is missed or printed
 twice. A revision etcd compacted away fails with Compacted, naming the
 oldest one it still has. Other backends keep no history to replay: --rev is
-a usage error there (NoImplementation).`,
+a usage error there (NoImplementation).
+
+--decode raw|json prints each value decoded, as get --decode does, each
+record's type chosen by its own path (--protoset adds types, default
+$` + envProtoset + `): "PATH VERSION" on one line and the decoded value below it.
+A value that does not decode is printed as without --decode, with a note
+on stderr saying why. With --output json each change's object gets
+"decoded" (or "decode_error" when it does not decode).`,
 		Example: `  topoctl watch /keyspaces/commerce/Keyspace
   topoctl watch -R /keyspaces/ -o json
+  topoctl watch --decode json /cells/zone1/CellInfo
   topoctl watch --rev 1042 -R /keyspaces/   # resume after revision 1041`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			var err error
+			if recursive && rawPrefix {
+				return usagef("-R watches a directory's subtree, --prefix a plain string prefix: give one")
+			}
+			if o.dec, err = newRecordDecoder(decode, protoset, stores.getenv); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("rev") {
 				if rev < 1 {
 					return usagef("--rev must be a revision, at least 1")
@@ -119,32 +165,32 @@ a usage error there (NoImplementation).`,
 				if wait {
 					return usagef("--rev replays history: it does not combine with --wait")
 				}
-				if err := checkWatchRev(o); err != nil {
+				if err := o.checkWatchRev(); err != nil {
 					return err
 				}
 				var p string
 				var err error
-				if recursive {
-					p, err = topo.CleanPrefix(args[0])
+				if recursive || rawPrefix {
+					p, err = subtreePrefix(args[0], rawPrefix)
 				} else {
 					p, err = topo.CleanFilePath(args[0])
 				}
 				if err != nil {
 					return err
 				}
-				st, err := o.open(ctx)
+				st, err := stores.open(ctx)
 				if err != nil {
 					return err
 				}
 				defer st.Close()
-				return watchFromRevision(o, ctx, st, p, recursive, rev)
+				return o.watchFromRevision(ctx, st, p, recursive || rawPrefix, rev)
 			}
-			if recursive {
-				prefix, err := topo.CleanPrefix(args[0])
+			if recursive || rawPrefix {
+				prefix, err := subtreePrefix(args[0], rawPrefix)
 				if err != nil {
 					return err
 				}
-				st, wctx, cancel, err := openWatch(o, ctx, func(c context.Context, conn topo.Conn) error {
+				st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
 					_, err := conn.List(c, prefix)
 					if topo.IsErrType(err, topo.NoNode) || topo.IsErrType(err, topo.PartialResult) {
 						return nil
@@ -157,7 +203,7 @@ a usage error there (NoImplementation).`,
 				defer st.Close()
 				defer cancel()
 				rw := &rewatcher{}
-				stopMonitor := monitor(o, wctx, st, strings.TrimSuffix(prefix, "/"), rw.restart)
+				stopMonitor := o.monitor(wctx, st, strings.TrimSuffix(prefix, "/"), rw.restart)
 				defer stopMonitor()
 				seen := map[string]string{} // path -> version printed last
 				for attempt := 0; ; attempt++ {
@@ -167,7 +213,7 @@ a usage error there (NoImplementation).`,
 						if attempt == 0 {
 							return at(err, prefix)
 						}
-						if err := rewatchWait(o, wctx, ctx, prefix, err); err != nil {
+						if err := o.rewatchWait(wctx, ctx, prefix, err); err != nil {
 							return endOfWatch(ctx, err)
 						}
 						continue
@@ -178,7 +224,7 @@ a usage error there (NoImplementation).`,
 						now[wd.Path] = true
 						if v := wd.Version.String(); seen[wd.Path] != v {
 							seen[wd.Path] = v
-							if err := printEvent(o, watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(v), Value: wd.Contents}); err != nil {
+							if err := o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(v), Value: wd.Contents}); err != nil {
 								drainAfter(func() {}, changes)
 								return err
 							}
@@ -187,7 +233,7 @@ a usage error there (NoImplementation).`,
 					for p := range seen {
 						if !now[p] {
 							delete(seen, p)
-							_ = printEvent(o, watchEvent{Path: displayPath(p), Deleted: true})
+							_ = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
 						}
 					}
 					var werr error
@@ -195,10 +241,10 @@ a usage error there (NoImplementation).`,
 						switch {
 						case wd.Err == nil:
 							seen[wd.Path] = wd.Version.String()
-							werr = printEvent(o, watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(wd.Version.String()), Value: wd.Contents})
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Version: jsonVersion(wd.Version.String()), Value: wd.Contents})
 						case topo.IsErrType(wd.Err, topo.NoNode) && wd.Path != "":
 							delete(seen, wd.Path)
-							werr = printEvent(o, watchEvent{Path: displayPath(wd.Path), Deleted: true})
+							werr = o.printEvent(watchEvent{Path: displayPath(wd.Path), Deleted: true})
 						default:
 							werr = wd.Err
 						}
@@ -219,7 +265,7 @@ a usage error there (NoImplementation).`,
 					if !isStoreErr(werr) {
 						return werr
 					}
-					if err := rewatchWait(o, wctx, ctx, prefix, werr); err != nil {
+					if err := o.rewatchWait(wctx, ctx, prefix, werr); err != nil {
 						return endOfWatch(ctx, err)
 					}
 				}
@@ -229,7 +275,7 @@ a usage error there (NoImplementation).`,
 			if err != nil {
 				return err
 			}
-			st, wctx, cancel, err := openWatch(o, ctx, func(c context.Context, conn topo.Conn) error {
+			st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
 				_, _, err := conn.Get(c, p)
 				if wait && topo.IsErrType(err, topo.NoNode) {
 					return nil
@@ -242,7 +288,7 @@ a usage error there (NoImplementation).`,
 			defer st.Close()
 			defer cancel()
 			rw := &rewatcher{}
-			stopMonitor := monitor(o, wctx, st, p, rw.restart)
+			stopMonitor := o.monitor(wctx, st, p, rw.restart)
 			defer stopMonitor()
 			last := ""
 			for attempt := 0; ; attempt++ {
@@ -251,7 +297,7 @@ a usage error there (NoImplementation).`,
 				switch {
 				case err == nil:
 				case attempt == 0 && wait && topo.IsErrType(err, topo.NoNode):
-					if err := waitCreated(o, wctx, st.conn, p); err != nil {
+					if err := o.waitCreated(wctx, st.conn, p); err != nil {
 						return endOfWatch(ctx, err)
 					}
 					attempt = -1
@@ -259,16 +305,16 @@ a usage error there (NoImplementation).`,
 				case attempt == 0:
 					return err
 				case topo.IsErrType(err, topo.NoNode):
-					return printEvent(o, watchEvent{Path: displayPath(p), Deleted: true})
+					return o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
 				default:
-					if err := rewatchWait(o, wctx, ctx, p, err); err != nil {
+					if err := o.rewatchWait(wctx, ctx, p, err); err != nil {
 						return endOfWatch(ctx, err)
 					}
 					continue
 				}
 				if v := cur.Version.String(); v != last {
 					last = v
-					if err := printEvent(o, watchEvent{Path: displayPath(p), Version: jsonVersion(v), Value: cur.Contents}); err != nil {
+					if err := o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(v), Value: cur.Contents}); err != nil {
 						drainAfter(func() {}, changes)
 						return err
 					}
@@ -279,10 +325,10 @@ a usage error there (NoImplementation).`,
 					switch {
 					case wd.Err == nil:
 						last = wd.Version.String()
-						werr = printEvent(o, watchEvent{Path: displayPath(p), Version: jsonVersion(last), Value: wd.Contents})
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Version: jsonVersion(last), Value: wd.Contents})
 					case topo.IsErrType(wd.Err, topo.NoNode):
 						deleted = true
-						werr = printEvent(o, watchEvent{Path: displayPath(p), Deleted: true})
+						werr = o.printEvent(watchEvent{Path: displayPath(p), Deleted: true})
 					default:
 						werr = wd.Err
 					}
@@ -306,22 +352,25 @@ a usage error there (NoImplementation).`,
 				if !isStoreErr(werr) {
 					return werr
 				}
-				if err := rewatchWait(o, wctx, ctx, p, werr); err != nil {
+				if err := o.rewatchWait(wctx, ctx, p, werr); err != nil {
 					return endOfWatch(ctx, err)
 				}
 			}
 		},
 	}
-	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under PREFIX")
-	cmd.Flags().BoolVar(&o.fullValues, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under DIR (its subtree: DIR/...), as ls -R, rm -R and copy take a directory")
+	cmd.Flags().BoolVar(&rawPrefix, "prefix", false, "watch every file whose path starts with PREFIX, a plain string prefix (\"/keyspaces/c\" matches \"/keyspaces/commerce/...\"), like etcdctl watch --prefix")
+	cmd.Flags().StringVar(&decode, "decode", "", "decode each value: raw (protobuf wire dump) or json (the type chosen by the record's path; --protoset adds types)")
+	cmd.Flags().StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
+	cmd.Flags().BoolVar(&o.full, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
 	cmd.Flags().Int64Var(&rev, "rev", 0, "etcd only: print the changes from this revision on, from etcd's history, then the live ones")
 	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
 	return cmd
 }
 
-// probe runs one store call bounded by --timeout.
-func probe(o *options, ctx context.Context, call func(context.Context) error) error {
-	cctx, cancel := o.callCtx(ctx)
+// probe runs one store call bounded by timeout (--timeout; 0: no bound).
+func probe(ctx context.Context, timeout time.Duration, call func(context.Context) error) error {
+	cctx, cancel := callCtx(ctx, timeout)
 	defer cancel()
 	return call(cctx)
 }
@@ -330,12 +379,12 @@ func probe(o *options, ctx context.Context, call func(context.Context) error) er
 // (read, through probe): the watch itself has no deadline, so an
 // unreachable store is reported here. It returns the context to watch with
 // (ctx without a deadline) and its cancel. On error nothing stays open.
-func openWatch(o *options, ctx context.Context, read func(context.Context, topo.Conn) error) (*store, context.Context, context.CancelFunc, error) {
-	st, err := o.open(ctx)
+func (o *watching) openWatch(ctx context.Context, read func(context.Context, topo.Conn) error) (*store, context.Context, context.CancelFunc, error) {
+	st, err := o.stores.open(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := probe(o, ctx, func(c context.Context) error { return read(c, st.conn) }); err != nil {
+	if err := probe(ctx, o.stores.timeout, func(c context.Context) error { return read(c, st.conn) }); err != nil {
 		st.Close()
 		return nil, nil, nil, err
 	}
@@ -371,8 +420,8 @@ const rewatchBackoff = time.Second
 // rewatchWait says on stderr that the watch of p failed with err and is
 // reconnecting, then waits rewatchBackoff. It returns an error once ctx
 // (the user's) or wctx ends.
-func rewatchWait(o *options, wctx, ctx context.Context, p string, err error) error {
-	o.eprintf("topoctl: watch of %s failed (%s): reconnecting\n", displayPath(p), o.formatError(err))
+func (o *watching) rewatchWait(wctx, ctx context.Context, p string, err error) error {
+	o.out.eprintf("topoctl: watch of %s failed (%s): reconnecting\n", displayPath(p), o.out.errorLine(err))
 	select {
 	case <-wctx.Done():
 		if ctx.Err() != nil {
@@ -443,7 +492,7 @@ const monitorProbeTimeout = 5 * time.Second
 // what changed meanwhile: a backend's watch may be waiting on a
 // connection that a partition cut, or retry silently, which would leave
 // the user looking at a quiet watch.
-func monitor(o *options, ctx context.Context, st *store, probePath string, restart func()) (stop func()) {
+func (o *watching) monitor(ctx context.Context, st *store, probePath string, restart func()) (stop func()) {
 	if st.addr == "" {
 		return func() {}
 	}
@@ -451,8 +500,8 @@ func monitor(o *options, ctx context.Context, st *store, probePath string, resta
 		probePath = "topoctl-probe"
 	}
 	bound := monitorProbeTimeout
-	if o.timeout > 0 && o.timeout < bound {
-		bound = o.timeout
+	if o.stores.timeout > 0 && o.stores.timeout < bound {
+		bound = o.stores.timeout
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -467,7 +516,7 @@ func monitor(o *options, ctx context.Context, st *store, probePath string, resta
 				return
 			case <-t.C:
 			}
-			err := o.checkListening(ctx, st.spec)
+			err := o.stores.checkListening(ctx, st.spec)
 			if err == nil {
 				pctx, pcancel := context.WithTimeout(ctx, bound)
 				_, _, err = st.conn.Get(pctx, probePath)
@@ -482,10 +531,10 @@ func monitor(o *options, ctx context.Context, st *store, probePath string, resta
 			switch {
 			case err != nil && !down:
 				down = true
-				o.eprintf("topoctl: lost the connection to %s (%s): reconnecting\n", st.spec.addr, o.formatError(err))
+				o.out.eprintf("topoctl: lost the connection to %s (%s): reconnecting\n", st.spec.addr, o.out.errorLine(err))
 			case err == nil && down:
 				down = false
-				o.eprintf("topoctl: reconnected to %s\n", st.spec.addr)
+				o.out.eprintf("topoctl: reconnected to %s\n", st.spec.addr)
 				restart()
 			}
 		}
@@ -495,8 +544,8 @@ func monitor(o *options, ctx context.Context, st *store, probePath string, resta
 
 // waitCreated returns once the file p exists, saying on stderr that it
 // waits; it returns an error when ctx ends or the store fails.
-func waitCreated(o *options, ctx context.Context, conn topo.Conn, p string) error {
-	o.eprintf("topoctl: %s does not exist yet: waiting for it to be created\n", displayPath(p))
+func (o *watching) waitCreated(ctx context.Context, conn topo.Conn, p string) error {
+	o.out.eprintf("topoctl: %s does not exist yet: waiting for it to be created\n", displayPath(p))
 	wctx, cancel := context.WithCancel(ctx)
 	initial, changes, err := conn.WatchRecursive(wctx, p)
 	if err != nil {

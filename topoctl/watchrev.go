@@ -23,11 +23,11 @@ const historyBackend = "etcd2"
 // checkWatchRev refuses watch --rev on a backend that keeps no history to
 // watch from: only etcd does (a revision is etcd's store-wide version;
 // ZooKeeper, Consul and memorytopo cannot replay past changes).
-func checkWatchRev(o *options) error {
-	if o.impl == historyBackend {
+func (o *watching) checkWatchRev() error {
+	if o.stores.impl == historyBackend {
 		return nil
 	}
-	return usagef("watch --rev: NoImplementation: the %s backend keeps no history of changes to replay from a revision (only etcd2 does); watch without --rev prints the current value, then every change", o.impl)
+	return usagef("watch --rev: NoImplementation: the %s backend keeps no history of changes to replay from a revision (only etcd2 does); watch without --rev prints the current value, then every change", o.stores.impl)
 }
 
 // watchFromRevision is watch --rev: it prints every change of the file p
@@ -36,7 +36,7 @@ func checkWatchRev(o *options) error {
 // ends. A deletion does not end it. It resumes from the revision after
 // the last one printed when the watch breaks (no leader, a member gone),
 // and fails with Compacted when the history it needs was compacted.
-func watchFromRevision(o *options, ctx context.Context, st *store, p string, prefix bool, rev int64) error {
+func (o *watching) watchFromRevision(ctx context.Context, st *store, p string, prefix bool, rev int64) error {
 	rw, ok := findConn[revisionWatcher](st.conn)
 	if !ok {
 		return &topo.Error{Code: topo.NoImplementation, Path: displayPath(p), Err: errNoHistory}
@@ -49,7 +49,7 @@ func watchFromRevision(o *options, ctx context.Context, st *store, p string, pre
 			if !ev.Deleted {
 				we.Version, we.Value = jsonVersion(strconv.FormatInt(ev.Revision, 10)), ev.Value
 			}
-			return printEvent(o, we)
+			return o.printEvent(we)
 		})
 		var ce *backendkit.CompactedError
 		switch {
@@ -58,7 +58,7 @@ func watchFromRevision(o *options, ctx context.Context, st *store, p string, pre
 		case errors.As(err, &ce):
 			return backendkit.Wrap(topo.Compacted, displayPath(p), fmt.Errorf("revision %d was compacted: the oldest revision etcd still has is %d (watch --rev %d or later)", ce.Revision, ce.Oldest, ce.Oldest))
 		case topo.IsErrType(err, topo.Unavailable):
-			if err := rewatchWait(o, ctx, ctx, p, err); err != nil {
+			if err := o.rewatchWait(ctx, ctx, p, err); err != nil {
 				return endOfWatch(ctx, err)
 			}
 		default:

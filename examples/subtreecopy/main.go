@@ -1,9 +1,10 @@
 // Command subtreecopy copies a subtree from one topology store to another
-// and lists who holds a lock, with topokit's operation packages and no
+// and lists who holds its locks, with topokit's operation packages and no
 // CLI code: topo/connect opens the stores, topo/tree lists the subtree,
 // topo/copy plans and writes the copy (everything checked first, and
-// everything written reverted if a write fails), and topo/inspect names
-// the holder of a lock. A cluster manager embedding topokit does the same
+// everything written reverted if a write fails), and topo/inspect lists
+// every held lock of the subtree with its holder and names the holder of
+// one lock. A cluster manager embedding topokit does the same
 // from its own code.
 //
 //	go run ./examples/subtreecopy \
@@ -54,13 +55,17 @@ type Result struct {
 	Created, Overwritten, Identical, Bytes int
 	// Skipped are the files it left alone (reserved or odd keys).
 	Skipped []string
+	// Locks are the locks held in the source's subtree, each with its
+	// holder, parents first.
+	Locks []inspect.Lock
 	// Holder is the holder of the lock asked about ("" when nobody holds
 	// it or none was asked about).
 	Holder string
 }
 
 // copySubtree copies every file under dir from the store src to dst, then
-// reads who holds the lock on lockDir in src (when lockDir is not "").
+// lists the locks held under dir in src with their holders, and reads who
+// holds the lock on lockDir in src (when lockDir is not "").
 func copySubtree(ctx context.Context, settings connect.Settings, src, dst Store, dir, lockDir string, overwrite bool) (Result, error) {
 	var res Result
 	from, err := settings.Open(ctx, src.Impl, src.Addr, src.Root)
@@ -93,6 +98,9 @@ func copySubtree(ctx context.Context, settings connect.Settings, src, dst Store,
 	res.Created, res.Overwritten, res.Identical = plan.Count(copy.Create), plan.Count(copy.Overwrite), plan.Count(copy.Identical)
 	res.Bytes = plan.Bytes()
 
+	if res.Locks, err = inspect.Locks(ctx, from.GlobalCell(), d); err != nil {
+		return res, err
+	}
 	if lockDir != "" {
 		h, err := inspect.LockHolder(ctx, from.GlobalCell(), lockDir)
 		switch {
@@ -125,6 +133,9 @@ func main() {
 				fmt.Printf("copied %d new and %d overwritten files (%d bytes); %d already identical\n", res.Created, res.Overwritten, res.Bytes, res.Identical)
 				for _, p := range res.Skipped {
 					fmt.Printf("not copied: /%s\n", p)
+				}
+				for _, l := range res.Locks {
+					fmt.Printf("lock on /%s: held by %q\n", l.Dir, l.Holder)
 				}
 				if *lockDir != "" {
 					fmt.Printf("lock on %s: held by %q\n", *lockDir, res.Holder)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/connect"
+	"github.com/topokit/topokit/topo/inspect"
 )
 
 // The example copies a subtree between two memory stores and names the
@@ -27,11 +28,22 @@ func TestCopySubtree(t *testing.T) {
 	ld, err := from.GlobalCell().Lock(ctx, "keyspaces/commerce", "resharding job 7")
 	require.NoError(t, err)
 	defer func() { _ = ld.Unlock(ctx) }()
+	ld2, err := from.GlobalCell().Lock(ctx, "keyspaces/commerce/shards/0", "reparent of commerce/0")
+	require.NoError(t, err)
+	defer func() { _ = ld2.Unlock(ctx) }()
+	ld3, err := from.GlobalCell().Lock(ctx, "cells/zone1", "outside the subtree")
+	require.NoError(t, err)
+	defer func() { _ = ld3.Unlock(ctx) }()
 
 	res, err := copySubtree(ctx, settings, src, dst, "/keyspaces", "/keyspaces/commerce", false)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Created)
 	assert.Equal(t, "resharding job 7", res.Holder)
+	assert.Equal(t, []inspect.Lock{
+		{Dir: "keyspaces/commerce", Holder: "resharding job 7"},
+		{Dir: "keyspaces/commerce/shards/0", Holder: "reparent of commerce/0"},
+	}, res.Locks, "every lock held in the subtree, with its holder; none outside it")
+	assert.Empty(t, res.Skipped, "lock entries are no files to copy")
 
 	to, err := settings.Open(ctx, dst.Impl, dst.Addr, dst.Root)
 	require.NoError(t, err)

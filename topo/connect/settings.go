@@ -48,6 +48,16 @@ type Settings struct {
 	Etcd      Etcd
 	ZooKeeper ZooKeeper
 	Consul    Consul
+	// ClaimTTL, when positive, is how long the claims of a connection
+	// (Lock, TryLock and election candidacies) outlive a holder that stops
+	// renewing them: etcd2's LockTTL (a lease, rounded up to whole
+	// seconds), zk2's SessionTimeout (the session's, which the server
+	// clamps to its bounds: 2 to 20 tickTimes by default) and consul's
+	// SessionTTL (rounded up to whole seconds, at least 10 s, and Consul
+	// invalidates a session up to twice its TTL later). Zero keeps each
+	// backend's default (30 s, 30 s, 15 s). Other implementations ignore
+	// it. LockWithTTL and LockName keep their own TTLs.
+	ClaimTTL time.Duration
 	// EtcdDialError, when set, is applied to the error of a failed etcd2
 	// connection with its address, to explain it (topoctl diagnoses TLS
 	// mismatches there). The result is returned instead.
@@ -61,6 +71,7 @@ func (s Settings) EtcdOptions(addr string) etcd2topo.Options {
 	opts := etcd2topo.Options{
 		TLSCAFile: e.CAFile, TLSCertFile: e.CertFile, TLSKeyFile: e.KeyFile, TLSServerName: e.ServerName,
 		Username: e.User, Password: e.Password, AutoSyncInterval: e.AutoSync,
+		LockTTL: s.ClaimTTL,
 	}
 	for ep := range strings.SplitSeq(addr, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
@@ -89,12 +100,14 @@ func (s Settings) Factory(impl string) (topo.Factory, error) {
 	case zk2topo.FactoryName:
 		z := s.ZooKeeper
 		return zk2topo.Factory{Options: zk2topo.Options{Auth: z.Auth, AuthFile: z.AuthFile,
-			TLSCAFile: z.CAFile, TLSCertFile: z.CertFile, TLSKeyFile: z.KeyFile, TLSServerName: z.ServerName}}, nil
+			TLSCAFile: z.CAFile, TLSCertFile: z.CertFile, TLSKeyFile: z.KeyFile, TLSServerName: z.ServerName,
+			SessionTimeout: s.ClaimTTL}}, nil
 	case consultopo.FactoryName:
 		c := s.Consul
 		return consultopo.NewFactory(consultopo.Options{
 			Token: c.Token, TokenFile: c.TokenFile,
 			CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, TLSServerName: c.ServerName,
+			SessionTTL: s.ClaimTTL,
 		}), nil
 	}
 	return topo.GetFactory(impl)

@@ -10,6 +10,7 @@ import (
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/connect"
 	_ "github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/zk2topo"
 )
 
 func TestEtcdOptions(t *testing.T) {
@@ -53,4 +54,16 @@ func TestLockLifetimeOf(t *testing.T) {
 	assert.Equal(t, 2*lt.Min, lt.Max)
 	_, ok = connect.LockLifetimeOf("memory", time.Second)
 	assert.False(t, ok)
+}
+
+// ClaimTTL is etcd2's LockTTL and zk2's session timeout.
+func TestClaimTTL(t *testing.T) {
+	s := connect.Settings{ClaimTTL: 7 * time.Second}
+	assert.Equal(t, 7*time.Second, s.EtcdOptions("127.0.0.1:2379").LockTTL)
+	f, err := s.Factory("zk2")
+	require.NoError(t, err)
+	zf, ok := f.(zk2topo.Factory)
+	require.True(t, ok, "%T", f)
+	assert.Equal(t, 7*time.Second, zf.Options.SessionTimeout)
+	assert.Zero(t, connect.Settings{}.EtcdOptions("127.0.0.1:2379").LockTTL, "zero keeps the backend's default")
 }
