@@ -208,6 +208,7 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		newTxnCmd(o),
 		newVersionCmd(o),
 		newTLSCmd(o),
+		longRunning(newUICmd(o), ""),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
