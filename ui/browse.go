@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bytes"
 	"encoding/hex"
 	"net/http"
 	"strconv"
@@ -112,7 +113,7 @@ func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
 	if v != nil {
 		f.Version = v.String()
 	}
-	if utf8.Valid(value) && decode.Printable(value) {
+	if isText(value) {
 		t := string(value)
 		f.Text = &t
 	}
@@ -228,4 +229,16 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.describe(p, value, topo.NumericVersion(n)))
+}
+
+// isText reports whether value reads as text: UTF-8 whose only control
+// characters are newlines, carriage returns and tabs (decode.Printable
+// with line breaks).
+func isText(value []byte) bool {
+	return utf8.Valid(value) && decode.Printable(bytes.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, value))
 }

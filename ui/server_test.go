@@ -138,7 +138,7 @@ func TestAuthTokenURLSetsCookie(t *testing.T) {
 type cookieJar struct{ cookies []*http.Cookie }
 
 func (j *cookieJar) SetCookies(_ *url.URL, cs []*http.Cookie) { j.cookies = append(j.cookies, cs...) }
-func (j *cookieJar) Cookies(_ *url.URL) []*http.Cookie         { return j.cookies }
+func (j *cookieJar) Cookies(_ *url.URL) []*http.Cookie        { return j.cookies }
 
 func TestReadOnlyRefusesWrites(t *testing.T) {
 	h := newHarness(t, false)

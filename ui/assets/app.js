@@ -6,7 +6,7 @@ const $ = (sel) => document.querySelector(sel);
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 const writable = document.body.dataset.writable === "true";
 
-const state = { dir: "/", next: -1, file: null, editing: false, events: null, reloadTimer: null };
+const state = { dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null };
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
