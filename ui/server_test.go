@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/memorytopo/memtest"
 	"github.com/topokit/topokit/ui"
@@ -213,19 +214,57 @@ func TestDirPagesWithStat(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, status)
 }
 
-func TestEphemeralEntries(t *testing.T) {
+func TestCoordinationView(t *testing.T) {
 	h := newHarness(t, false)
+	ctx := context.Background()
 	h.put("d/f", "1")
-	lock, err := h.conn.Lock(context.Background(), "d", "holder-1")
+	lock, err := h.conn.Lock(ctx, "d", "holder-1")
 	require.NoError(t, err)
-	defer func() { _ = lock.Unlock(context.Background()) }()
+	defer func() { _ = lock.Unlock(ctx) }()
+	part, err := h.conn.NewLeaderParticipation("elect", "leader-1")
+	require.NoError(t, err)
+	defer part.Stop()
+	_, err = part.Campaign(ctx, []byte("value-1"))
+	require.NoError(t, err)
+	sem, err := semaphore.New(h.conn, "sems/s", 2, semaphore.Options{Description: "worker-1"})
+	require.NoError(t, err)
+	held, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	defer func() { _ = held.Unlock(ctx) }()
+
 	status, body := h.do("GET", "/api/coordination?path=/", "", nil)
 	require.Equal(t, http.StatusOK, status, body)
-	m := decodeJSON(t, body)
-	locks := m["locks"].([]any)
-	require.Len(t, locks, 1)
-	assert.Equal(t, "/d", locks[0].(map[string]any)["dir"])
-	assert.Equal(t, "holder-1", locks[0].(map[string]any)["holder"])
+	var c struct {
+		Locks     []struct{ Dir, Holder string }
+		Elections []struct {
+			Name     string
+			LeaderID string `json:"leaderId"`
+			Value    string
+			Token    int64
+		}
+		Semaphores []struct {
+			Dir     string
+			Limit   int
+			Holders []string
+			Tokens  []int64
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &c))
+	var dirs []string
+	for _, l := range c.Locks {
+		dirs = append(dirs, l.Dir+"="+l.Holder)
+	}
+	assert.Contains(t, dirs, "/d=holder-1")
+	require.Len(t, c.Elections, 1)
+	assert.Equal(t, "elect", c.Elections[0].Name)
+	assert.Equal(t, "leader-1", c.Elections[0].LeaderID)
+	assert.Equal(t, "value-1", c.Elections[0].Value)
+	assert.Positive(t, c.Elections[0].Token)
+	require.Len(t, c.Semaphores, 1)
+	assert.Equal(t, "/sems/s", c.Semaphores[0].Dir)
+	assert.Equal(t, 2, c.Semaphores[0].Limit)
+	require.Len(t, c.Semaphores[0].Holders, 1)
+	assert.Contains(t, c.Semaphores[0].Holders[0], "worker-1")
 }
 
 func TestBadPathsRefused(t *testing.T) {
