@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/connect"
 	"github.com/topokit/topokit/topo/copy"
@@ -258,9 +259,15 @@ func browse(t *testing.T, impl, addr, shots string) {
 	defer part.Stop()
 	_, err = part.Campaign(ctx, []byte("http://leader-1:15000"))
 	require.NoError(t, err)
+	sem, err := semaphore.New(conn, "semaphores/backups", 2, semaphore.Options{Description: "backup-worker"})
+	require.NoError(t, err)
+	slot, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	defer func() { _ = slot.Unlock(context.Background()) }()
 	p.click("#tab-coordination")
 	p.wait("the lock holder", has("#locks td", "ui-test holder")+" && "+has("#locks td", "/keyspaces/commerce"))
 	p.wait("the election leader", has("#elections td", "leader-1")+" && "+has("#elections td", "http://leader-1:15000"))
+	p.wait("the semaphore holder", has("#semaphores td", "/semaphores/backups")+" && "+has("#semaphores td", "backup-worker"))
 	p.screenshot("coordination")
 
 	// Compare two keyspaces.
