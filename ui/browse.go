@@ -55,6 +55,9 @@ func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
 	entries, err := tree.Entries(ctx, s.opts.Conn, p, tree.EntriesOptions{})
+	if p == "" && topo.IsErrType(err, topo.NoNode) {
+		entries, err = nil, nil // an empty store: the root is there, empty
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -207,7 +207,12 @@ func TestDirPagesWithStat(t *testing.T) {
 	c := m["entries"].([]any)[0].(map[string]any)
 	assert.Equal(t, "/d/c", c["path"])
 	assert.Equal(t, true, c["dir"])
-	// An absent directory is 404; a bad offset 400.
+	// An empty store's root is an empty directory; an absent directory is
+	// 404; a bad offset 400.
+	empty := newHarness(t, false)
+	status, body = empty.do("GET", "/api/dir?path=/", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.EqualValues(t, 0, decodeJSON(t, body)["total"])
 	status, _ = h.do("GET", "/api/dir?path=/nothing", "", nil)
 	assert.Equal(t, http.StatusNotFound, status)
 	status, _ = h.do("GET", "/api/dir?path=/d&offset=-1", "", nil)
