@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/decode"
 	"github.com/topokit/topokit/ui"
 )
@@ -18,6 +19,7 @@ import (
 func newUICmd(o *options) *cobra.Command {
 	var listen, certFile, keyFile, protoset string
 	var writable, insecure bool
+	var others []string
 	cmd := &cobra.Command{
 		Use:   "ui",
 		Short: "Serve a web page to browse, edit and watch the store",
@@ -26,9 +28,11 @@ decoded, live updates, lock holders and election leaders, compare, and (with
 --writable) editing with a diff and compare-and-set. It prints the page's
 URL with a random access token; every request needs it. It listens on
 127.0.0.1 unless --listen says otherwise; another address needs
---tls-cert-file and --tls-key-file, or --insecure. Runs until interrupted.`,
+--tls-cert-file and --tls-key-file, or --insecure. --compare-with adds other
+stores to the compare view. Runs until interrupted.`,
 		Example: `  topoctl ui
-  topoctl ui --writable --listen 127.0.0.1:8000`,
+  topoctl ui --writable --listen 127.0.0.1:8000
+  topoctl ui --compare-with zk2:127.0.0.1:2181:/vitess/global`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			useTLS := certFile != "" || keyFile != ""
@@ -47,7 +51,16 @@ URL with a random access token; every request needs it. It listens on
 				return err
 			}
 			defer st.Close()
-			s, err := ui.New(ui.Options{Conn: st.conn, Name: st.name, Writable: writable, Decoder: reg, Log: o.log, CallTimeout: o.timeout})
+			stores := map[string]topo.Conn{}
+			for _, spec := range others {
+				other, err := openFrom(o, cmd.Context(), "compare-with", spec)
+				if err != nil {
+					return err
+				}
+				defer other.Close()
+				stores[other.name] = other.conn
+			}
+			s, err := ui.New(ui.Options{Conn: st.conn, Name: st.name, Stores: stores, Writable: writable, Decoder: reg, Log: o.log, CallTimeout: o.timeout})
 			if err != nil {
 				return err
 			}
@@ -87,6 +100,7 @@ URL with a random access token; every request needs it. It listens on
 	f.BoolVar(&insecure, "insecure", false, "allow a non-loopback --listen without TLS")
 	f.StringVar(&certFile, "tls-cert-file", "", "PEM certificate to serve the page over https")
 	f.StringVar(&keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	f.StringArrayVar(&others, "compare-with", nil, "another store IMPL:ADDR:ROOT the compare view can diff against, read only (repeatable)")
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: the types built in)")
 	return cmd
 }
