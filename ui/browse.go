@@ -190,23 +190,32 @@ func versionString(v topo.Version) string {
 // count answers how many files a recursive delete of a directory would
 // remove: GET /api/count?path=DIR.
 func (s *Server) count(w http.ResponseWriter, r *http.Request) {
-	p, err := dirParam(r, "path")
-	if err != nil {
-		s.fail(w, r, err)
+	p, l, ok := s.deletable(w, r, r.URL.Query().Get("path"))
+	if !ok {
 		return
 	}
-	if p == "" {
-		s.fail(w, r, badRequest("the root cannot be deleted from the page"))
-		return
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "files": len(l.Files), "skipped": len(l.Reserved) + len(l.Odd)})
+}
+
+// deletable checks the directory dir that the page would delete (any but
+// the root) and lists its files, answering the error itself when it fails.
+func (s *Server) deletable(w http.ResponseWriter, r *http.Request, dir string) (string, tree.Listing, bool) {
+	p, err := topo.CleanDirPath(dir)
+	if err == nil && p == "" {
+		err = badRequest("the root cannot be deleted from the page")
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return "", tree.Listing{}, false
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	files, err := tree.List(ctx, s.opts.Conn, p)
+	l, err := tree.List(ctx, s.opts.Conn, p)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return "", tree.Listing{}, false
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "files": len(files.Files), "skipped": len(files.Reserved) + len(files.Odd)})
+	return p, l, true
 }
 
 // version answers an earlier value of a file: GET

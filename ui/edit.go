@@ -176,26 +176,16 @@ func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := topo.CleanDirPath(req.Path)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if p == "" {
-		s.fail(w, r, badRequest("the root cannot be deleted from the page"))
-		return
-	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	l, err := tree.List(ctx, s.opts.Conn, p)
-	if err != nil {
-		s.fail(w, r, err)
+	p, l, ok := s.deletable(w, r, req.Path)
+	if !ok {
 		return
 	}
 	if len(l.Files) != req.Count {
 		writeJSON(w, http.StatusConflict, map[string]any{"error": "the subtree changed: it holds " + strconv.Itoa(len(l.Files)) + " files now, confirm again", "code": "Conflict", "files": len(l.Files)})
 		return
 	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
 	n, err := copy.DeleteTree(ctx, s.opts.Conn, l.Files, copy.ExecOptions{Parallel: 8, Batch: 64})
 	if err != nil {
 		s.fail(w, r, err)
