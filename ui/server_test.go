@@ -84,6 +84,14 @@ func (h *harness) put(p, value string) topo.Version {
 	return v
 }
 
+// value is the contents of the file p in the store.
+func (h *harness) value(p string) string {
+	h.t.Helper()
+	got, _, err := h.conn.Get(context.Background(), p)
+	require.NoError(h.t, err)
+	return string(got)
+}
+
 func decodeJSON(t *testing.T, body string) map[string]any {
 	t.Helper()
 	var m map[string]any
@@ -153,9 +161,7 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, status, w.method+" "+w.path)
 		assert.Contains(t, body, "ReadOnly")
 	}
-	got, _, err := h.conn.Get(context.Background(), "a/b")
-	require.NoError(t, err)
-	assert.Equal(t, "x", string(got))
+	assert.Equal(t, "x", h.value("a/b"))
 }
 
 func TestCSRFRequiredOnWrites(t *testing.T) {
@@ -176,9 +182,7 @@ func TestCSRFRequiredOnWrites(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, status)
 	status, _ = h.do("PUT", "/api/file", body, map[string]string{ui.CSRFHeader: h.csrf, "Sec-Fetch-Site": "cross-site"})
 	assert.Equal(t, http.StatusForbidden, status)
-	got, _, err := h.conn.Get(context.Background(), "a/b")
-	require.NoError(t, err)
-	assert.Equal(t, "x", string(got))
+	assert.Equal(t, "x", h.value("a/b"))
 	// With it, from the page's origin, the write goes through.
 	status, resp = h.do("PUT", "/api/file", body, map[string]string{ui.CSRFHeader: h.csrf, "Origin": h.ts.URL})
 	assert.Equal(t, http.StatusOK, status, resp)
@@ -326,9 +330,7 @@ func TestEditCompareAndSet(t *testing.T) {
 	m := decodeJSON(t, body)
 	cur := m["current"].(map[string]any)
 	assert.Equal(t, "two", cur["text"])
-	got, _, err := h.conn.Get(context.Background(), "a/b")
-	require.NoError(t, err)
-	assert.Equal(t, "two", string(got))
+	assert.Equal(t, "two", h.value("a/b"))
 	// Creating an existing file is a conflict too; a stale delete as well.
 	status, _ = h.write("PUT", "/api/file", `{"path":"/a/b","version":"","format":"text","value":"x"}`)
 	assert.Equal(t, http.StatusConflict, status)
@@ -417,9 +419,7 @@ func TestDeleteTreeConfirmsCount(t *testing.T) {
 	assert.EqualValues(t, 3, decodeJSON(t, body)["deleted"])
 	_, err = h.conn.List(context.Background(), "d/")
 	assert.True(t, topo.IsErrType(err, topo.NoNode))
-	got, _, err := h.conn.Get(context.Background(), "dx")
-	require.NoError(t, err)
-	assert.Equal(t, "sibling", string(got))
+	assert.Equal(t, "sibling", h.value("dx"))
 }
 
 func TestHistory(t *testing.T) {
