@@ -208,6 +208,20 @@ func browse(t *testing.T, impl, addr, shots string) {
 	p.click(`.subtab[data-show="hex"]`)
 	p.wait("the hex view", has("#show-hex", "0a 09 0a 05"))
 
+	// Edit the record as JSON: it is stored as protobuf.
+	p.click("#edit")
+	p.wait("the JSON editor", `document.querySelector("#format").value === "json"`)
+	p.do("edit the Shard", chromedp.Evaluate[chromedp.Void](`(() => { const e = document.querySelector("#editor"); e.value = e.value.replace('"isPrimaryServing": true', '"isPrimaryServing": false'); })()`))
+	p.click("#review")
+	p.wait("the record's diff", has("#diff .del", `"isPrimaryServing": true`))
+	p.click("#save")
+	p.wait("the saved record", `!document.querySelector("#show-decoded").textContent.includes("isPrimaryServing") && document.querySelector("#editor-box").hidden`)
+	shard, _, err := conn.Get(ctx, "keyspaces/commerce/shards/0/Shard")
+	require.NoError(t, err)
+	js, err := reg.Decode("keyspaces/commerce/shards/0/Shard", shard, false)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"primaryAlias":{"cell":"zone1","uid":100}}`, string(js))
+
 	// Search by prefix.
 	p.fill("#search", "/keyspaces/cust")
 	p.click("#searchbar button[type=submit]")
@@ -277,6 +291,18 @@ func browse(t *testing.T, impl, addr, shots string) {
 	p.click("#compare-form button[type=submit]")
 	p.wait("the comparison", has("#compare-results .kind-only-in-b", "only-in-b")+" && "+has("#compare-results code", "shards/-80/Shard")+" && "+has("#compare-results .kind-differs", "differs"))
 	p.screenshot("compare")
+
+	// A recursive delete names the path and the count before it runs.
+	p.click("#tab-browse")
+	p.fill("#path", "/ui")
+	p.click("#pathbar button[type=submit]")
+	p.wait("the ui directory again", `!!document.querySelector('a[data-path="/ui/live-file"]')`)
+	p.click("#delete-tree")
+	p.wait("the confirmation", has("#modal-text", "Delete 2 files at or under /ui?"))
+	p.click("#modal-ok")
+	p.wait("the parent after the delete", `document.querySelector("#path").value === "/"`)
+	_, err = conn.List(ctx, "ui/")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "the subtree is gone: %v", err)
 }
 
 func TestBrowserEtcd(t *testing.T) {
