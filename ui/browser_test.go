@@ -264,6 +264,14 @@ func browse(t *testing.T, impl, addr, shots string) {
 	p.wait("the live change", `!!document.querySelector('a[data-path="/ui/live-file"]')`)
 	p.screenshot("browse")
 
+	// The stream breaks: the page says so, reconnects, and is live again.
+	p.do("forget the badge's states", chromedp.Evaluate[chromedp.Void](`window.liveStates = []`))
+	ts.CloseClientConnections()
+	p.wait("reconnecting, then live", `window.liveStates.includes("reconnecting…") && window.liveStates[window.liveStates.length-1] === "live"`)
+	_, err = conn.Create(ctx, "ui/after-reconnect", []byte("x"))
+	require.NoError(t, err)
+	p.wait("a change after the reconnection", `!!document.querySelector('a[data-path="/ui/after-reconnect"]')`)
+
 	// Coordination: a lock holder and an election leader.
 	lock, err := conn.Lock(ctx, "keyspaces/commerce", "ui-test holder")
 	require.NoError(t, err)
@@ -298,7 +306,7 @@ func browse(t *testing.T, impl, addr, shots string) {
 	p.click("#pathbar button[type=submit]")
 	p.wait("the ui directory again", `!!document.querySelector('a[data-path="/ui/live-file"]')`)
 	p.click("#delete-tree")
-	p.wait("the confirmation", has("#modal-text", "Delete 2 files at or under /ui?"))
+	p.wait("the confirmation", has("#modal-text", "Delete 3 files at or under /ui?"))
 	p.click("#modal-ok")
 	p.wait("the parent after the delete", `document.querySelector("#path").value === "/"`)
 	_, err = conn.List(ctx, "ui/")

@@ -342,7 +342,11 @@ async function showVersion(ev) {
 }
 
 // ---- live updates ----
+// liveStates records every state the badge showed, in order (tests read it).
+window.liveStates = [];
+
 function setLive(on, text) {
+  window.liveStates.push(text);
   const b = $("#live");
   b.textContent = text;
   b.className = "badge " + (on ? "live-on" : "live-off");
@@ -353,7 +357,17 @@ function watch(dir) {
   const es = new EventSource("/api/events?" + q({ path: dir }));
   state.events = es;
   setLive(false, "connecting…");
-  es.addEventListener("ready", () => setLive(true, "live"));
+  let connected = false;
+  es.addEventListener("ready", () => {
+    setLive(true, "live");
+    // After a reconnection, changes made while the stream was down were
+    // not streamed: reload what the page shows.
+    if (connected) {
+      state.pendingMore = true;
+      if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 0);
+    }
+    connected = true;
+  });
   es.onerror = () => setLive(false, "reconnecting…");
   es.addEventListener("change", (ev) => {
     const c = JSON.parse(ev.data);
