@@ -185,6 +185,7 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		newTxnCmd(stores, in, out),
 		newVersionCmd(stores, out),
 		newTLSCmd(out),
+		longRunning(newUICmd(stores, out), ""),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, cc := range root.Commands() {

@@ -1,0 +1,106 @@
+package topoctl
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/decode"
+	"github.com/topokit/topokit/ui"
+)
+
+// newUICmd is `topoctl ui`: the web page of package ui over the store the
+// connection flags name.
+func newUICmd(stores *connector, out *printer) *cobra.Command {
+	var listen, certFile, keyFile, protoset string
+	var writable, insecure bool
+	var compareWith []string
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve a web page to browse, edit and watch the store",
+		Long: `Serve a web page for the store: a tree with versions and sizes, records
+decoded, live updates, lock holders and election leaders, compare, and (with
+--writable) editing with a diff and compare-and-set. It prints the page's
+URL with a random access token; every request needs it. It listens on
+127.0.0.1 unless --listen says otherwise; another address needs
+--tls-cert-file and --tls-key-file, or --insecure. --compare-with adds other
+stores to the compare view. Runs until interrupted.`,
+		Example: `  topoctl ui
+  topoctl ui --writable --listen 127.0.0.1:8000
+  topoctl ui --compare-with zk2:127.0.0.1:2181:/vitess/global`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			useTLS := certFile != "" || keyFile != ""
+			if err := ui.CheckListen(listen, useTLS, insecure); err != nil {
+				return usageError{err}
+			}
+			reg := decode.Builtin()
+			if protoset != "" {
+				var err error
+				if reg, err = decode.ReadProtoset(protoset); err != nil {
+					return usageError{fmt.Errorf("--protoset: %w", err)}
+				}
+			}
+			st, err := stores.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			others := map[string]topo.Conn{}
+			for _, spec := range compareWith {
+				other, err := stores.openFrom(cmd.Context(), "compare-with", spec)
+				if err != nil {
+					return err
+				}
+				defer other.Close()
+				others[other.name] = other.conn
+			}
+			s, err := ui.New(ui.Options{Conn: st.conn, Name: st.name, Stores: others, Writable: writable, Decoder: reg, Log: out.log, CallTimeout: stores.timeout})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+			scheme := "http"
+			if useTLS {
+				scheme = "https"
+			}
+			out.printf("topoctl ui: open %s\n", s.URL(scheme+"://"+ln.Addr().String()))
+			done := make(chan error, 1)
+			go func() {
+				if useTLS {
+					done <- hs.ServeTLS(ln, certFile, keyFile)
+				} else {
+					done <- hs.Serve(ln)
+				}
+			}()
+			select {
+			case err := <-done:
+				return err
+			case <-cmd.Context().Done():
+				_ = hs.Close()
+				if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+				return nil
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:8080", "host:port the page is served at (a non-loopback host needs TLS or --insecure)")
+	f.BoolVar(&writable, "writable", false, "allow editing, creating and deleting from the page")
+	f.BoolVar(&insecure, "insecure", false, "allow a non-loopback --listen without TLS")
+	f.StringVar(&certFile, "tls-cert-file", "", "PEM certificate to serve the page over https")
+	f.StringVar(&keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	f.StringArrayVar(&compareWith, "compare-with", nil, "another store IMPL:ADDR:ROOT the compare view can diff against, read only (repeatable)")
+	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: the types built in)")
+	return cmd
+}

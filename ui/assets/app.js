@@ -1,0 +1,480 @@
+// topokit ui: plain JavaScript, no framework, no build step. The server
+// renders the page; this script fetches JSON from /api/ and fills it in.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+const writable = document.body.dataset.writable === "true";
+
+const state = { dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null };
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k == null ? "" : String(k)));
+  return e;
+}
+
+async function api(method, url, body) {
+  const opts = { method, headers: {}, credentials: "same-origin" };
+  if (method !== "GET") opts.headers["X-Topokit-CSRF"] = csrf;
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const r = await fetch(url, opts);
+  const data = await r.json().catch(() => ({ error: r.statusText }));
+  if (!r.ok) {
+    const err = new Error(data.error || r.statusText);
+    err.status = r.status;
+    err.data = data;
+    throw err;
+  }
+  return data;
+}
+
+function showError(msg) {
+  const e = $("#error");
+  e.textContent = msg || "";
+  e.hidden = !msg;
+}
+
+function toast(msg) {
+  const t = $("#toast");
+  t.textContent = msg;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 2500);
+}
+
+function q(params) { return new URLSearchParams(params).toString(); }
+
+function cleanDir(p) {
+  p = (p || "/").trim();
+  if (!p.startsWith("/")) p = "/" + p;
+  if (p.length > 1 && p.endsWith("/")) p = p.slice(0, -1);
+  return p;
+}
+
+function parentOf(p) {
+  const i = p.lastIndexOf("/");
+  return i <= 0 ? "/" : p.slice(0, i);
+}
+
+// ---- confirmation dialog ----
+function ask(text, withInput) {
+  return new Promise((resolve) => {
+    $("#modal-text").textContent = text;
+    const input = $("#modal-input");
+    input.hidden = !withInput;
+    input.value = "";
+    $("#modal").hidden = false;
+    const done = (v) => {
+      $("#modal").hidden = true;
+      $("#modal-ok").onclick = null;
+      $("#modal-cancel").onclick = null;
+      resolve(v);
+    };
+    $("#modal-ok").onclick = () => done(withInput ? input.value : true);
+    $("#modal-cancel").onclick = () => done(null);
+    (withInput ? input : $("#modal-ok")).focus();
+  });
+}
+
+// ---- line diff (longest common subsequence) ----
+function diffLines(a, b) {
+  const x = a.split("\n"), y = b.split("\n");
+  if (x.length * y.length > 4e6) {
+    return x.map((l) => ["del", l]).concat(y.map((l) => ["add", l]));
+  }
+  const n = x.length, m = y.length;
+  const dp = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--)
+    for (let j = m - 1; j >= 0; j--)
+      dp[i][j] = x[i] === y[j] ? dp[i + 1][j + 1] + 1 : Math.max(dp[i + 1][j], dp[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push(["same", x[i]]); i++; j++; }
+    else if (dp[i + 1][j] >= dp[i][j + 1]) out.push(["del", x[i++]]);
+    else out.push(["add", y[j++]]);
+  }
+  while (i < n) out.push(["del", x[i++]]);
+  while (j < m) out.push(["add", y[j++]]);
+  return out;
+}
+
+function renderDiff(target, a, b) {
+  target.replaceChildren();
+  const d = diffLines(a, b);
+  if (!d.some(([k]) => k !== "same")) {
+    target.append(el("div", { class: "same" }, "(no change)"));
+    return false;
+  }
+  for (const [k, line] of d) {
+    target.append(el("div", { class: k }, (k === "add" ? "+ " : k === "del" ? "- " : "  ") + line));
+  }
+  return true;
+}
+
+// ---- browsing ----
+async function openDir(p, keepFile) {
+  p = cleanDir(p);
+  showError("");
+  $("#search-results").hidden = true;
+  $("#entries").hidden = false;
+  let data;
+  try {
+    data = await api("GET", "/api/dir?" + q({ path: p }));
+  } catch (e) {
+    if (e.status === 404 && p !== "/") {
+      // A file, not a directory: open it in its parent.
+      try {
+        await openDir(parentOf(p), true);
+        await openFile(p);
+        return;
+      } catch (_) { /* fall through */ }
+    }
+    showError(e.message);
+    return;
+  }
+  const changedDir = state.dir !== data.path;
+  state.dir = data.path;
+  state.next = data.next;
+  $("#path").value = data.path;
+  $("#dir-title").textContent = data.path + " (" + data.total + " entries)";
+  const body = $("#entries tbody");
+  body.replaceChildren();
+  appendEntries(data.entries);
+  $("#more").hidden = data.next < 0;
+  if (location.hash !== "#" + data.path) history.replaceState(null, "", "#" + data.path);
+  if (changedDir) watch(data.path);
+  if (!keepFile && changedDir && !state.editing) $("#file").hidden = true;
+}
+
+function appendEntries(entries, flash) {
+  const body = $("#entries tbody");
+  for (const e of entries) {
+    const name = el("a", { "data-path": e.path, onclick: (ev) => { ev.preventDefault(); e.file && !e.dir ? openFile(e.path) : openDir(e.path); } },
+      e.name + (e.dir && !e.file ? "/" : ""));
+    const extra = [];
+    if (e.dir && e.file) extra.push(el("a", { onclick: (ev) => { ev.preventDefault(); openDir(e.path); } }, " [dir]"));
+    const row = el("tr", { "data-path": e.path, class: flash && flash.has(e.path) ? "changed" : "" },
+      el("td", {}, name, ...extra, e.ephemeral ? el("span", { class: "eph" }, " ephemeral") : ""),
+      el("td", {}, e.version || ""),
+      el("td", {}, e.size == null ? "" : e.size + " B"),
+      el("td", {}, e.dir ? "dir" : "file"));
+    body.append(row);
+  }
+}
+
+async function more() {
+  if (state.next < 0) return;
+  const data = await api("GET", "/api/dir?" + q({ path: state.dir, offset: state.next }));
+  state.next = data.next;
+  appendEntries(data.entries);
+  $("#more").hidden = data.next < 0;
+}
+
+async function search(prefix) {
+  showError("");
+  try {
+    const data = await api("GET", "/api/search?" + q({ prefix }));
+    const box = $("#search-results");
+    box.replaceChildren(el("div", { class: "pane-head" }, data.files.length + " files under prefix " + data.prefix + (data.truncated ? " (first ones)" : "")));
+    const t = el("table", {});
+    for (const f of data.files) {
+      t.append(el("tr", {}, el("td", {}, el("a", { "data-path": f.path, onclick: (ev) => { ev.preventDefault(); openFile(f.path); } }, f.path)),
+        el("td", {}, f.version), el("td", {}, f.size + " B")));
+    }
+    box.append(t);
+    box.hidden = false;
+    $("#entries").hidden = true;
+    $("#more").hidden = true;
+  } catch (e) { showError(e.message); }
+}
+
+function show(which) {
+  for (const b of document.querySelectorAll(".subtab")) b.classList.toggle("active", b.dataset.show === which);
+  for (const k of ["decoded", "text", "hex", "meta", "history"]) $("#show-" + k).hidden = k !== which;
+}
+
+function hexDump(h) {
+  const out = [];
+  for (let i = 0; i < h.length; i += 32) {
+    const chunk = h.slice(i, i + 32).match(/../g).join(" ");
+    out.push((i / 2).toString(16).padStart(6, "0") + "  " + chunk);
+  }
+  return out.join("\n");
+}
+
+async function openFile(p, keepEditor) {
+  showError("");
+  let f;
+  try {
+    f = await api("GET", "/api/file?" + q({ path: p }));
+  } catch (e) { showError(e.message); return; }
+  state.file = f;
+  $("#file").hidden = false;
+  $("#file-path").textContent = f.path;
+  $("#file-info").textContent = "version " + f.version + " · " + f.size + " bytes" + (f.type ? " · " + f.type : "");
+  $("#show-decoded").textContent = f.decoded || (f.decodeError ? "not decoded: " + f.decodeError : "(no record type for this path: see Text or Hex)");
+  $("#show-text").textContent = f.text != null ? f.text : "(not printable text: see Hex)";
+  $("#show-hex").textContent = hexDump(f.hex) || "(empty)";
+  $("#show-meta").textContent = f.meta ? Object.entries(f.meta).map(([k, v]) => k + ": " + v).join("\n") : "(the store keeps nothing more)";
+  $("#history-hint").textContent = f.meta && f.meta.create_revision ? "etcd: the first version is " + f.meta.create_revision + ", the current one " + f.version + " (earlier values until compaction)" : "";
+  $("#history-value").textContent = "";
+  show(f.decoded ? "decoded" : f.text != null ? "text" : "hex");
+  if (writable && !keepEditor) closeEditor();
+}
+
+// ---- editing ----
+function currentAs(f, format) {
+  if (format === "json") return f.decoded || "";
+  if (format === "hex") return f.hex;
+  return f.text != null ? f.text : "";
+}
+
+function openEditor(fromFile) {
+  const f = fromFile || state.file;
+  state.editing = true;
+  state.base = f;
+  const format = f.decoded ? "json" : f.text != null ? "text" : "hex";
+  $("#format").value = format;
+  $("#editor").value = currentAs(f, format);
+  $("#editor-box").hidden = false;
+  $("#diff").replaceChildren();
+  $("#conflict").hidden = true;
+  $("#save").disabled = true;
+}
+
+function closeEditor() {
+  state.editing = false;
+  if ($("#editor-box")) $("#editor-box").hidden = true;
+}
+
+function review() {
+  const changed = renderDiff($("#diff"), currentAs(state.base, $("#format").value), $("#editor").value);
+  $("#save").disabled = !changed;
+}
+
+async function save() {
+  const base = state.base;
+  const body = { path: base.path, version: base.version, format: $("#format").value, value: $("#editor").value };
+  try {
+    const r = await api("PUT", "/api/file", body);
+    toast("saved " + r.path + " at version " + r.version);
+    closeEditor();
+    await openFile(r.path);
+  } catch (e) {
+    if (e.status === 409 && e.data && e.data.current) {
+      const cur = e.data.current;
+      $("#conflict").hidden = false;
+      $("#conflict-msg").textContent = "Not saved: another writer changed " + cur.path + " since version " + base.version + ". Nothing was overwritten.";
+      $("#conflict-version").textContent = cur.version;
+      $("#conflict-value").textContent = currentAs(cur, $("#format").value);
+      renderDiff($("#conflict-diff"), currentAs(cur, $("#format").value), $("#editor").value);
+      state.conflict = cur;
+      $("#save").disabled = true;
+    } else {
+      showError(e.message);
+    }
+  }
+}
+
+function rebase() {
+  const cur = state.conflict;
+  const mine = $("#editor").value;
+  state.base = cur;
+  $("#conflict").hidden = true;
+  $("#editor").value = mine;
+  review();
+}
+
+async function newFile() {
+  const name = await ask("Create a file: give its full path", true);
+  if (!name) return;
+  const p = name.startsWith("/") ? name : (state.dir === "/" ? "/" : state.dir + "/") + name;
+  const value = await ask("Contents of " + p + " (text)", true);
+  if (value == null) return;
+  try {
+    await api("PUT", "/api/file", { path: p, version: "", format: "text", value });
+    toast("created " + p);
+    await openDir(state.dir, true);
+    await openFile(p);
+  } catch (e) { showError(e.message); }
+}
+
+async function deleteFile() {
+  const f = state.file;
+  if (!(await ask("Delete the file " + f.path + " (version " + f.version + ")?"))) return;
+  try {
+    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }));
+    toast("deleted " + f.path);
+    $("#file").hidden = true;
+    await openDir(state.dir);
+  } catch (e) { showError(e.message); }
+}
+
+async function deleteTree() {
+  const p = state.dir;
+  try {
+    const c = await api("GET", "/api/count?" + q({ path: p }));
+    if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone."))) return;
+    const r = await api("POST", "/api/delete-tree", { path: p, count: c.files });
+    toast("deleted " + r.deleted + " files under " + p);
+    await openDir(parentOf(p));
+  } catch (e) { showError(e.message); }
+}
+
+async function showVersion(ev) {
+  ev.preventDefault();
+  try {
+    const f = await api("GET", "/api/version?" + q({ path: state.file.path, version: $("#history-version").value }));
+    $("#history-value").textContent = f.decoded || f.text || hexDump(f.hex);
+  } catch (e) {
+    $("#history-value").textContent = e.status === 501 ? "this store keeps no history (only etcd does)" : e.message;
+  }
+}
+
+// ---- live updates ----
+// liveStates records every state the badge showed, in order (tests read it).
+window.liveStates = [];
+
+function setLive(on, text) {
+  window.liveStates.push(text);
+  const b = $("#live");
+  b.textContent = text;
+  b.className = "badge " + (on ? "live-on" : "live-off");
+}
+
+function watch(dir) {
+  if (state.events) state.events.close();
+  const es = new EventSource("/api/events?" + q({ path: dir }));
+  state.events = es;
+  setLive(false, "connecting…");
+  let connected = false;
+  es.addEventListener("ready", () => {
+    setLive(true, "live");
+    // After a reconnection, changes made while the stream was down were
+    // not streamed: reload what the page shows.
+    if (connected) {
+      state.pendingMore = true;
+      if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 0);
+    }
+    connected = true;
+  });
+  es.onerror = () => setLive(false, "reconnecting…");
+  es.addEventListener("change", (ev) => {
+    const c = JSON.parse(ev.data);
+    state.pending = state.pending || new Set();
+    for (const p of c.paths) state.pending.add(p);
+    if (c.more) state.pendingMore = true;
+    // Coalesce again on the page side: one reload per 300 ms at most.
+    if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 300);
+  });
+}
+
+async function applyChanges() {
+  state.reloadTimer = null;
+  const changed = state.pending || new Set();
+  state.pending = new Set();
+  const f = state.file;
+  if (f && (changed.has(f.path) || state.pendingMore) && !$("#file").hidden) {
+    if (state.editing) toast(f.path + " changed in the store");
+    else await openFile(f.path).catch(() => {});
+  }
+  state.pendingMore = false;
+  if ($("#search-results").hidden === false) return;
+  // Reload the open page of the directory, marking changed rows.
+  const data = await api("GET", "/api/dir?" + q({ path: state.dir })).catch(() => null);
+  if (!data) return;
+  const flash = new Set();
+  const prefix = state.dir === "/" ? "/" : state.dir + "/";
+  for (const p of changed) {
+    const rest = p.slice(prefix.length);
+    flash.add(prefix + rest.split("/")[0]);
+  }
+  $("#entries tbody").replaceChildren();
+  appendEntries(data.entries, flash);
+  state.next = data.next;
+  $("#more").hidden = data.next < 0;
+  $("#dir-title").textContent = data.path + " (" + data.total + " entries)";
+}
+
+// ---- coordination ----
+async function coordination(ev) {
+  if (ev) ev.preventDefault();
+  showError("");
+  try {
+    const c = await api("GET", "/api/coordination?" + q({ path: cleanDir($("#coord-path").value) }));
+    const fill = (sel, rows) => { const b = $(sel + " tbody"); b.replaceChildren(); for (const r of rows) b.append(el("tr", {}, ...r.map((v) => el("td", {}, v)))); };
+    fill("#locks", c.locks.map((l) => [l.dir, l.holder]));
+    fill("#elections", c.elections.map((e) => [e.name, e.leaderId || "(nobody)", e.value || "", e.leaderId ? e.token : ""]));
+    fill("#semaphores", c.semaphores.map((s) => [s.dir, s.limit, s.holders.map((h, i) => h + " (" + s.tokens[i] + ")").join(", ")]));
+  } catch (e) { showError(e.message); }
+}
+
+// ---- compare ----
+async function compare(ev) {
+  ev.preventDefault();
+  showError("");
+  const res = $("#compare-results");
+  res.replaceChildren();
+  try {
+    const c = await api("GET", "/api/compare?" + q({ a: cleanDir($("#compare-a").value), b: cleanDir($("#compare-b").value), store: $("#compare-store").value }));
+    $("#compare-summary").textContent = c.differences.length + " differences between " + c.a + " (" + c.filesA + " files) and " + c.b + " (" + c.filesB + " files)" + (c.truncated ? ", first ones shown" : "");
+    for (const d of c.differences) {
+      const side = (f) => el("pre", { class: "value" }, f ? (f.decoded || f.text || hexDump(f.hex)) : "(absent)");
+      res.append(el("div", { class: "cmp-item", "data-path": d.path },
+        el("div", {}, el("span", { class: "kind-" + d.kind }, d.kind), " ", el("code", {}, d.path)),
+        el("div", { class: "cmp-sides" }, side(d.a), side(d.b))));
+    }
+  } catch (e) { showError(e.message); }
+}
+
+// ---- wiring ----
+function switchView(v) {
+  for (const b of document.querySelectorAll(".tab")) b.classList.toggle("active", b.dataset.view === v);
+  for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + v;
+  if (v === "coordination") coordination();
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", () => switchView(b.dataset.view));
+  for (const b of document.querySelectorAll(".subtab")) b.addEventListener("click", () => show(b.dataset.show));
+  $("#pathbar").addEventListener("submit", (ev) => { ev.preventDefault(); openDir($("#path").value); });
+  $("#searchbar").addEventListener("submit", (ev) => { ev.preventDefault(); search($("#search").value); });
+  $("#up").addEventListener("click", () => openDir(parentOf(state.dir)));
+  $("#more").addEventListener("click", more);
+  $("#copy-path").addEventListener("click", async () => {
+    const p = state.file && state.file.path;
+    try { await navigator.clipboard.writeText(p); toast("copied " + p); } catch (_) { toast(p); }
+  });
+  $("#history-form").addEventListener("submit", showVersion);
+  $("#coord-form").addEventListener("submit", coordination);
+  $("#compare-form").addEventListener("submit", compare);
+  if (writable) {
+    $("#edit").addEventListener("click", () => openEditor());
+    $("#cancel-edit").addEventListener("click", closeEditor);
+    $("#review").addEventListener("click", review);
+    $("#save").addEventListener("click", save);
+    $("#rebase").addEventListener("click", rebase);
+    $("#format").addEventListener("change", () => { $("#editor").value = currentAs(state.base, $("#format").value); review(); });
+    $("#editor").addEventListener("input", () => { $("#save").disabled = true; });
+    $("#new-file").addEventListener("click", newFile);
+    $("#delete-file").addEventListener("click", deleteFile);
+    $("#delete-tree").addEventListener("click", deleteTree);
+  }
+  try {
+    const info = await api("GET", "/api/info");
+    for (const n of info.stores) $("#compare-store").append(el("option", { value: n }, n));
+  } catch (e) { showError(e.message); }
+  const start = decodeURIComponent(location.hash.slice(1)) || "/";
+  await openDir(start);
+  document.body.dataset.ready = "true";
+});

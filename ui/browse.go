@@ -1,0 +1,256 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/decode"
+	"github.com/topokit/topokit/topo/inspect"
+	"github.com/topokit/topokit/topo/tree"
+)
+
+// maxSearch bounds the files a search answers with.
+const maxSearch = 500
+
+// getParallel bounds the Gets in flight for one page of a directory.
+const getParallel = 16
+
+// entryJSON is one directory entry as the page shows it: what stat says.
+type entryJSON struct {
+	Name      string `json:"name"`
+	Path      string `json:"path"`
+	Dir       bool   `json:"dir"`
+	File      bool   `json:"file"`
+	Ephemeral bool   `json:"ephemeral,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Size      *int   `json:"size,omitempty"`
+}
+
+// dirPath reads and checks a directory path parameter.
+func dirParam(r *http.Request, name string) (string, error) {
+	return topo.CleanDirPath(r.URL.Query().Get(name))
+}
+
+// dir answers one page of a directory's entries: GET
+// /api/dir?path=DIR&offset=N. Files of the page carry their version and
+// size (one Get each, several at a time); directories do not.
+func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
+	p, err := dirParam(r, "path")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	offset := 0
+	if o := r.URL.Query().Get("offset"); o != "" {
+		if offset, err = strconv.Atoi(o); err != nil || offset < 0 {
+			s.fail(w, r, badRequest("offset: want a number >= 0"))
+			return
+		}
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	entries, err := tree.Entries(ctx, s.opts.Conn, p, tree.EntriesOptions{})
+	if p == "" && topo.IsErrType(err, topo.NoNode) {
+		entries, err = nil, nil // an empty store: the root is there, empty
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	total := len(entries)
+	end := min(total, offset+s.opts.PageSize)
+	page := entries[min(offset, total):end]
+	out := make([]entryJSON, len(page))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, getParallel)
+	for i, e := range page {
+		out[i] = entryJSON{Name: e.Name, Path: "/" + e.Path, Dir: e.Type == topo.TypeDirectory, File: e.Type == topo.TypeFile, Ephemeral: e.Ephemeral}
+		if e.Type != topo.TypeFile || e.Ephemeral {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			v, ver, err := s.opts.Conn.Get(ctx, e.Path)
+			if err != nil {
+				return
+			}
+			n := len(v)
+			out[i].Version, out[i].Size = ver.String(), &n
+		}()
+	}
+	wg.Wait()
+	next := -1
+	if end < total {
+		next = end
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "entries": out, "total": total, "offset": offset, "next": next})
+}
+
+// fileJSON is a file as the page shows it.
+type fileJSON struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+	Size    int    `json:"size"`
+	// Text is the value when it is printable UTF-8; Hex always.
+	Text *string `json:"text,omitempty"`
+	Hex  string  `json:"hex"`
+	// Type and Decoded are the record's message type and JSON form when
+	// the decoder knows it; DecodeError says why not otherwise.
+	Type        string `json:"type,omitempty"`
+	Decoded     string `json:"decoded,omitempty"`
+	DecodeError string `json:"decodeError,omitempty"`
+	// Meta is what the store keeps about the path (inspect.StoreMeta).
+	Meta map[string]any `json:"meta,omitempty"`
+}
+
+// describe renders the value of the file at p (canonical).
+func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
+	f := fileJSON{Path: "/" + p, Size: len(value), Hex: hex.EncodeToString(value)}
+	if v != nil {
+		f.Version = v.String()
+	}
+	if isText(value) {
+		t := string(value)
+		f.Text = &t
+	}
+	if md, err := s.opts.Decoder.TypeFor(p); err == nil {
+		if js, err := s.opts.Decoder.JSON(md, value, true); err == nil {
+			f.Type, f.Decoded = string(md.FullName()), string(js)
+		} else {
+			f.DecodeError = err.Error()
+		}
+	}
+	return f
+}
+
+// file answers a file: GET /api/file?path=FILE.
+func (s *Server) file(w http.ResponseWriter, r *http.Request) {
+	p, err := topo.CleanFilePath(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	value, v, err := s.opts.Conn.Get(ctx, p)
+	if err != nil {
+		s.fail(w, r, tree.WithPath(err, p))
+		return
+	}
+	f := s.describe(p, value, v)
+	if meta, err := inspect.StoreMeta(ctx, s.opts.Conn, p); err == nil && len(meta) > 0 {
+		f.Meta = map[string]any{}
+		for _, m := range meta {
+			f.Meta[m.Name] = m.Value
+		}
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+// search answers the files whose path starts with a prefix: GET
+// /api/search?prefix=P (at most maxSearch, then "truncated").
+func (s *Server) search(w http.ResponseWriter, r *http.Request) {
+	p, err := topo.CleanPrefix(r.URL.Query().Get("prefix"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	kvs, err := s.opts.Conn.List(ctx, p)
+	if err != nil && !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.PartialResult) {
+		s.fail(w, r, err)
+		return
+	}
+	out := []entryJSON{}
+	for _, kv := range kvs {
+		if len(out) == maxSearch {
+			break
+		}
+		n := len(kv.Value)
+		out = append(out, entryJSON{Name: kv.Path, Path: "/" + kv.Path, File: true, Version: versionString(kv.Version), Size: &n})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prefix": "/" + p, "files": out, "truncated": len(kvs) > maxSearch})
+}
+
+func versionString(v topo.Version) string {
+	if v == nil {
+		return ""
+	}
+	return v.String()
+}
+
+// count answers how many files a recursive delete of a directory would
+// remove: GET /api/count?path=DIR.
+func (s *Server) count(w http.ResponseWriter, r *http.Request) {
+	p, l, ok := s.deletable(w, r, r.URL.Query().Get("path"))
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "files": len(l.Files), "skipped": len(l.Reserved) + len(l.Odd)})
+}
+
+// deletable checks the directory dir that the page would delete (any but
+// the root) and lists its files, answering the error itself when it fails.
+func (s *Server) deletable(w http.ResponseWriter, r *http.Request, dir string) (string, tree.Listing, bool) {
+	p, err := topo.CleanDirPath(dir)
+	if err == nil && p == "" {
+		err = badRequest("the root cannot be deleted from the page")
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return "", tree.Listing{}, false
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	l, err := tree.List(ctx, s.opts.Conn, p)
+	if err != nil {
+		s.fail(w, r, err)
+		return "", tree.Listing{}, false
+	}
+	return p, l, true
+}
+
+// version answers an earlier value of a file: GET
+// /api/version?path=FILE&version=N, where the store keeps history
+// (NoImplementation, 501, where it does not; Compacted, 410, once
+// discarded).
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	p, err := topo.CleanFilePath(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := strconv.ParseInt(r.URL.Query().Get("version"), 10, 64)
+	if err != nil || n <= 0 {
+		s.fail(w, r, badRequest("version: want a number > 0"))
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	value, err := s.opts.Conn.GetVersion(ctx, p, n)
+	if err != nil {
+		s.fail(w, r, tree.WithPath(err, p))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.describe(p, value, topo.NumericVersion(n)))
+}
+
+// isText reports whether value reads as text: UTF-8 whose only control
+// characters are newlines, carriage returns and tabs (decode.Printable
+// with line breaks).
+func isText(value []byte) bool {
+	return utf8.Valid(value) && decode.Printable(bytes.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, value))
+}

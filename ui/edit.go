@@ -1,0 +1,195 @@
+package ui
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/copy"
+	"github.com/topokit/topokit/topo/tree"
+)
+
+// writeRequest is the body of PUT /api/file.
+type writeRequest struct {
+	Path string `json:"path"`
+	// Version is the version the page showed: the write is a
+	// compare-and-set on it. Empty creates the file (NodeExists when it
+	// exists).
+	Version string `json:"version"`
+	// Format says how Value is written: "text" (as it is), "hex", or
+	// "json" (the record's message type, encoded as protobuf).
+	Format string `json:"format"`
+	Value  string `json:"value"`
+}
+
+// conflictJSON is the answer to a write that lost a compare-and-set: the
+// value the store holds now, which the page diffs against its edit.
+type conflictJSON struct {
+	apiError
+	Current *fileJSON `json:"current,omitempty"`
+}
+
+// decodeBody reads r's JSON body into v, rejecting unknown fields.
+func decodeBody(r *http.Request, v any) error {
+	d := json.NewDecoder(r.Body)
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("request body: " + err.Error())
+	}
+	return nil
+}
+
+// encode turns the page's value into the bytes to store at p.
+func (s *Server) encode(p string, req writeRequest) ([]byte, error) {
+	switch req.Format {
+	case "text", "":
+		return []byte(req.Value), nil
+	case "hex":
+		b, err := hex.DecodeString(req.Value)
+		if err != nil {
+			return nil, badRequest("value is not hex: " + err.Error())
+		}
+		return b, nil
+	case "json":
+		md, err := s.opts.Decoder.TypeFor(p)
+		if err != nil {
+			return nil, badRequest("no record type for " + p + ": " + err.Error())
+		}
+		m := dynamicpb.NewMessage(md)
+		if err := protojson.Unmarshal([]byte(req.Value), m); err != nil {
+			return nil, badRequest("value is not a " + string(md.FullName()) + ": " + err.Error())
+		}
+		return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	}
+	return nil, badRequest("format " + strconv.Quote(req.Format) + ": want text, hex or json")
+}
+
+// put writes a file: PUT /api/file with a writeRequest. An update is a
+// compare-and-set on the version the page showed; when another writer got
+// there first it answers 409 with the current value and writes nothing.
+func (s *Server) put(w http.ResponseWriter, r *http.Request) {
+	var req writeRequest
+	if err := decodeBody(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, err := topo.CleanFilePath(req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	value, err := s.encode(p, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := copy.CheckValue(p, value); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	var nv topo.Version
+	if req.Version == "" {
+		nv, err = s.opts.Conn.Create(ctx, p, value)
+	} else {
+		v, perr := topo.ParseVersion(req.Version)
+		if perr != nil {
+			s.fail(w, r, perr)
+			return
+		}
+		nv, err = s.opts.Conn.Update(ctx, p, value, v)
+	}
+	if err != nil {
+		s.conflict(w, r, p, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "version": nv.String()})
+}
+
+// conflict answers a failed write; a lost compare-and-set (BadVersion,
+// NodeExists, NoNode) carries the file's current value.
+func (s *Server) conflict(w http.ResponseWriter, r *http.Request, p string, err error) {
+	err = tree.WithPath(err, p)
+	if !topo.IsErrType(err, topo.BadVersion) && !topo.IsErrType(err, topo.NodeExists) && !topo.IsErrType(err, topo.NoNode) {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	out := conflictJSON{apiError: apiError{Error: err.Error(), Code: "Conflict"}}
+	if value, v, gerr := s.opts.Conn.Get(ctx, p); gerr == nil {
+		f := s.describe(p, value, v)
+		out.Current = &f
+	}
+	writeJSON(w, http.StatusConflict, out)
+}
+
+// del deletes a file: DELETE /api/file?path=FILE&version=V, a
+// compare-and-set on V (required).
+func (s *Server) del(w http.ResponseWriter, r *http.Request) {
+	p, err := topo.CleanFilePath(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v, err := topo.ParseVersion(r.URL.Query().Get("version"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if err := s.opts.Conn.Delete(ctx, p, v); err != nil {
+		s.conflict(w, r, p, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "deleted": 1})
+}
+
+// deleteTreeRequest is the body of POST /api/delete-tree.
+type deleteTreeRequest struct {
+	Path string `json:"path"`
+	// Count is the number of files the page showed the user (GET
+	// /api/count); the delete is refused when the subtree holds another
+	// number now.
+	Count int `json:"count"`
+}
+
+// deleteTree deletes every file at or under a directory: POST
+// /api/delete-tree. It answers 409 with the current count, deleting
+// nothing, when the count differs from the one confirmed.
+func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
+	var req deleteTreeRequest
+	if err := decodeBody(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, l, ok := s.deletable(w, r, req.Path)
+	if !ok {
+		return
+	}
+	if len(l.Files) != req.Count {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "the subtree changed: it holds " + strconv.Itoa(len(l.Files)) + " files now, confirm again", "code": "Conflict", "files": len(l.Files)})
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	n, err := copy.DeleteTree(ctx, s.opts.Conn, l.Files, copy.ExecOptions{Parallel: 8, Batch: 64})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "deleted": n})
+}

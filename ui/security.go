@@ -1,0 +1,110 @@
+package ui
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// CookieName is the cookie that carries the access token after the first
+// visit.
+const CookieName = "topokit_ui"
+
+// CSRFHeader is the header every writing request carries the page's CSRF
+// token in.
+const CSRFHeader = "X-Topokit-CSRF"
+
+// authorized reports whether r carries the access token, answering 401
+// when it does not. A valid "token" query parameter sets the cookie; on a
+// page load it also redirects to the same URL without the token, so that
+// the token leaves the address bar and the history.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if q := r.URL.Query().Get("token"); q != "" {
+		if !same(q, s.opts.Token) {
+			writeJSON(w, http.StatusUnauthorized, apiError{Error: "wrong access token", Code: "Unauthorized"})
+			return false
+		}
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.opts.Token, Path: "/", HttpOnly: true,
+			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		if r.Method == http.MethodGet && r.URL.Path == "/" {
+			u := *r.URL
+			v := u.Query()
+			v.Del("token")
+			u.RawQuery = v.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			return false
+		}
+		return true
+	}
+	if c, err := r.Cookie(CookieName); err == nil && same(c.Value, s.opts.Token) {
+		return true
+	}
+	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && same(b, s.opts.Token) {
+		return true
+	}
+	writeJSON(w, http.StatusUnauthorized, apiError{Error: "the access token is missing: open the URL topoctl ui printed", Code: "Unauthorized"})
+	return false
+}
+
+func same(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// writing wraps a writing handler: 403 unless the server is writable, the
+// request carries the CSRF token and comes from no foreign origin; the
+// body is bounded by MaxBody.
+func (s *Server) writing(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.Writable {
+			writeJSON(w, http.StatusForbidden, apiError{Error: "read-only: start topoctl ui with --writable to edit", Code: "ReadOnly"})
+			return
+		}
+		if !same(r.Header.Get(CSRFHeader), s.csrf) {
+			writeJSON(w, http.StatusForbidden, apiError{Error: "missing or wrong CSRF token: reload the page", Code: "CSRF"})
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			if err != nil || u.Host != r.Host {
+				writeJSON(w, http.StatusForbidden, apiError{Error: "cross-origin request refused", Code: "CSRF"})
+				return
+			}
+		}
+		if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			writeJSON(w, http.StatusForbidden, apiError{Error: "cross-site request refused", Code: "CSRF"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+		h(w, r)
+	}
+}
+
+// ErrInsecureListen is returned by CheckListen for a non-loopback address
+// without TLS or an explicit insecure choice.
+var ErrInsecureListen = errors.New("ui: a non-loopback listen address needs TLS (certificate and key) or an explicit --insecure")
+
+// CheckListen checks a listen address ("host:port"): a loopback host
+// (127.0.0.0/8, ::1, localhost) is always accepted; any other host,
+// including an empty one (every interface), only when tls or insecure is
+// set. It returns ErrInsecureListen (wrapped, naming addr) or the error of
+// a malformed addr.
+func CheckListen(addr string, tls, insecure bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("ui: listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	if tls || insecure {
+		return nil
+	}
+	return fmt.Errorf("%w (%s)", ErrInsecureListen, addr)
+}
