@@ -20,8 +20,9 @@ import (
 
 // callDeadline is the deadline of each call of the failover test: far
 // longer than any failover, so a call that ends with it waited out a
-// stalled member.
-const callDeadline = 30 * time.Second
+// stalled member, and shorter than the 15 s after which clientv3's
+// keepalive gives up on a connection to a stopped member.
+const callDeadline = 10 * time.Second
 
 // TestStoppedLeaderFailover stops (SIGSTOP) the raft leader of a
 // 3-member cluster while clients write through OpenConn: unconditional
