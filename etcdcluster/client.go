@@ -117,7 +117,11 @@ func NewClientWith(endpoints []string, interval time.Duration, opts ClientOption
 // OpenConn opens a topokit etcd2 Conn rooted at root (see
 // etcd2topo.NewConn for opts, root and its errors) whose etcd client
 // follows the cluster's member list like NewClient's. The follower stops
-// when the Conn is closed.
+// when the Conn is closed. Its key-value requests fail over from a
+// member that stopped answering or lost its leader within the caller's
+// deadline; a write that may or may not have been applied fails with
+// Unavailable (outcome unknown) and is sent again only when it is a
+// compare-and-set (see the package doc, "Clients").
 func OpenConn(opts etcd2topo.Options, root string, interval time.Duration) (*etcd2topo.Conn, error) {
 	opts.Endpoints = normalizeEndpoints(opts.Endpoints, opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "")
 	copts := ClientOptions{
