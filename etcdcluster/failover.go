@@ -81,6 +81,9 @@ const (
 func classify(req any) requestKind {
 	switch r := req.(type) {
 	case *pb.RangeRequest:
+		if r.Serializable {
+			return kindOther // served by any member, leader or not
+		}
 		return kindRead
 	case *pb.PutRequest, *pb.DeleteRangeRequest:
 		return kindWrite

@@ -211,6 +211,7 @@ func TestFailoverRequestKinds(t *testing.T) {
 		want requestKind
 	}{
 		{"get", &pb.RangeRequest{Key: k}, kindRead},
+		{"serializable get", &pb.RangeRequest{Key: k, Serializable: true}, kindOther},
 		{"put", &pb.PutRequest{Key: k}, kindWrite},
 		{"delete", &pb.DeleteRangeRequest{Key: k}, kindWrite},
 		{"read-only txn", &pb.TxnRequest{Compare: []*pb.Compare{cmpMod}, Success: []*pb.RequestOp{get}, Failure: []*pb.RequestOp{get}}, kindRead},
