@@ -133,10 +133,12 @@
 //     (etcd-io/etcd#22189); a read of the closed backend panics while
 //     holding the backend's read lock, after which every read, and the
 //     server's Close, waits forever. The embedded server's unary requests
-//     pass a gate that refuses them (Unavailable) once the server is
+//     and Snapshot streams pass a gate that refuses them (Unavailable) once the server is
 //     stopping, cancels the ones admitted, and holds etcd's shutdown --
 //     through the server's own wait group -- until they have returned,
-//     so that no request reads a closed backend.
+//     so that no request reads a closed backend. The health endpoints
+//     need no gate: the only range they read is of the empty key, which
+//     etcd answers from its in-memory index.
 //   - A member that removes itself (a leaving decider) may be answered
 //     "server stopped" by its own server although the removal was
 //     applied: the server stops between applying the change and
