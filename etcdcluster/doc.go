@@ -229,7 +229,7 @@
 // both be applied, and the loser's compare fails.
 // BenchmarkClientFailover measures how long a writer goes without an
 // acknowledged write when the raft leader is killed or stopped, and
-// TestStoppedLeaderFailover checks the outcomes under SIGSTOP.
+// TestLeaderFailover checks the outcomes under SIGKILL and SIGSTOP.
 //
 // # Graceful leave
 //
