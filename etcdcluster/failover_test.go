@@ -48,11 +48,7 @@ func testLeaderFailover(t *testing.T, fault string) {
 	names := []string{"a", "b", "c"}
 	cli := h.client(names...)
 	waitVoters(t, cli, bound, names...)
-	var eps []string
-	for _, n := range names {
-		eps = append(eps, h.procs[n].cfg.ClientURL)
-	}
-	conn, err := OpenConn(etcd2topo.Options{Endpoints: eps}, "/failover", 200*time.Millisecond)
+	conn, err := OpenConn(etcd2topo.Options{Endpoints: h.clientURLs(names...)}, "/failover", 200*time.Millisecond)
 	require.NoError(t, err)
 	defer conn.Close()
 	ctx := context.Background()

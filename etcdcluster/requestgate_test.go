@@ -25,16 +25,8 @@ import (
 // inside etcd holding the backend's read lock, and every later read and
 // Close itself would wait forever), and Close returns.
 func TestStoppingServerClosesUnderReads(t *testing.T) {
-	cfg, err := localConfig(t, "g").withDefaults()
-	require.NoError(t, err)
-	n := &Node{cfg: cfg, log: cfg.Logger}
-	require.NoError(t, n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, false))
+	n, cfg := startGateServer(t, "g")
 	e := n.srv
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(bound):
-		t.Fatal("the server did not become ready")
-	}
 
 	// The key read is committed to the backend and not in its read
 	// buffer: etcd answers a read of a missing key from its in-memory
@@ -74,35 +66,19 @@ func TestStoppingServerClosesUnderReads(t *testing.T) {
 	<-e.Server.StopNotify()
 	eventually(t, bound, "reads sent to the stopped server", func() (bool, string) { return afterStop.Load() >= 100, "" })
 
-	closed := make(chan struct{})
-	go func() {
-		n.closeServer()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(bound):
-		t.Fatal("closing the stopped server did not return: a request holds it")
-	}
+	requireCloses(t, n)
 }
 
 // TestStoppingServerClosesUnderHealthAndSnapshots is
 // TestStoppingServerClosesUnderReads for the requests that reach the
-// backend outside gRPC's unary calls: the health endpoints (a
-// serializable /health reads the backend directly) and Maintenance
-// Snapshot streams. Both pass the gate, so none reaches the closed
-// backend and Close returns.
+// server outside gRPC's unary calls: the health endpoints, which bypass
+// the gate but read only the empty key (from etcd's in-memory index,
+// never the backend), and Maintenance Snapshot streams, which read the
+// backend and pass the gate (TestGateHoldsSnapshots). Neither reaches the
+// closed backend, and Close returns.
 func TestStoppingServerClosesUnderHealthAndSnapshots(t *testing.T) {
-	cfg, err := localConfig(t, "h").withDefaults()
-	require.NoError(t, err)
-	n := &Node{cfg: cfg, log: cfg.Logger}
-	require.NoError(t, n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, false))
+	n, cfg := startGateServer(t, "h")
 	e := n.srv
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(bound):
-		t.Fatal("the server did not become ready")
-	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer c.Close()
@@ -152,16 +128,7 @@ func TestStoppingServerClosesUnderHealthAndSnapshots(t *testing.T) {
 	<-e.Server.StopNotify()
 	eventually(t, bound, "health checks sent to the stopped server", func() (bool, string) { return afterStop.Load() >= 100, "" })
 
-	closed := make(chan struct{})
-	go func() {
-		n.closeServer()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(bound):
-		t.Fatal("closing the stopped server did not return: a request holds it")
-	}
+	requireCloses(t, n)
 }
 
 // TestGateHoldsSnapshots: a Snapshot stream is admitted by the gate like
@@ -204,3 +171,34 @@ type ctxStream struct {
 }
 
 func (s ctxStream) Context() context.Context { return s.ctx }
+
+// startGateServer starts a one-member embedded server named name, with
+// its request gate, and waits until it is ready.
+func startGateServer(t *testing.T, name string) (*Node, Config) {
+	t.Helper()
+	cfg, err := localConfig(t, name).withDefaults()
+	require.NoError(t, err)
+	n := &Node{cfg: cfg, log: cfg.Logger}
+	require.NoError(t, n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, false))
+	select {
+	case <-n.srv.Server.ReadyNotify():
+	case <-time.After(bound):
+		t.Fatal("the server did not become ready")
+	}
+	return n, cfg
+}
+
+// requireCloses closes n's stopped server and requires that it returns.
+func requireCloses(t *testing.T, n *Node) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		n.closeServer()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(bound):
+		t.Fatal("closing the stopped server did not return: a request holds it")
+	}
+}
