@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # detector. Budget: about 20 minutes on 2 cores.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all build test test-run test-deps lint bench bench-vitess proto serve clean
+.PHONY: all build test test-run test-cluster test-deps lint bench bench-cluster bench-vitess proto serve clean
 
 all: build
 
@@ -56,6 +56,12 @@ test-run:
 	cd interop/etcd37 && $(GO) test $(TESTFLAGS) -skip '^TestConformance/^(SessionLoss|Fence|LeaderValues|Semaphore|Stale)$$/^(Lock|Leader|Waiter|Reuse|Tokens|Terms|Done|ProclaimDeposed|Resume|SessionLoss|NeverMoreThanLimit|AfterSessionLoss)$$' ./...
 
 
+## test-cluster: the self-managing etcd cluster's fault scenarios alone
+## (real node processes; make test runs them too, within its budget)
+test-cluster:
+	$(GO) test $(TESTFLAGS) ./etcdcluster/
+	$(GO) test $(TESTFLAGS) -run '^TestServe(Cluster|SymmetricStart)$$' ./topoctl/
+
 ## lint: gofmt and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -66,6 +72,12 @@ lint:
 ## (median latencies, and requests per op: rt/op, raw-rt/op)
 bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## bench-cluster: client failover (s/max-gap: longest time without an
+## acknowledged write when the raft leader is killed or stopped) and
+## graceful leave (s/leave) of the self-managing etcd cluster
+bench-cluster:
+	$(GO) test -run '^$$' -bench 'ClientFailover|GracefulLeave' -benchtime 3x ./etcdcluster/
 
 # interop/vitess is a module of its own too (Vitess v0.24.4's Conns and
 # topokit's on the same roots of the same servers); the last line of test
