@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -252,9 +253,10 @@ func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger,
 // clientv3's per-endpoint dial reads the client's endpoint list without
 // its lock, which races with SetEndpoints. Safe for concurrent use.
 type endpointClients struct {
-	opts ClientOptions // set before first use
-	mu   sync.Mutex
-	m    map[string]*clientv3.Client
+	opts   ClientOptions // set before first use
+	mu     sync.Mutex
+	m      map[string]*clientv3.Client
+	closed bool // by close: get opens no more clients
 }
 
 // get returns the client of endpoint ep, opening it on first use.
@@ -263,6 +265,9 @@ func (e *endpointClients) get(ep string) (*clientv3.Client, error) {
 	defer e.mu.Unlock()
 	if c := e.m[ep]; c != nil {
 		return c, nil
+	}
+	if e.closed {
+		return nil, errors.New("etcdcluster: the client is closed")
 	}
 	cfg, err := e.opts.config([]string{ep}, 2*time.Second)
 	if err != nil {
@@ -295,5 +300,5 @@ func (e *endpointClients) close() {
 	for _, c := range e.m {
 		c.Close()
 	}
-	e.m = nil
+	e.m, e.closed = nil, true
 }

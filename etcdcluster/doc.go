@@ -192,9 +192,10 @@
 //
 // OpenConn's client also fails over within the caller's deadline. Every
 // key-value request asks for a member with a leader (one without refuses
-// at once). A request still running after 300 ms makes the client ask
-// every endpoint for its status (500 ms each), again every 300 ms while
-// it runs; it abandons the request when an endpoint does not answer
+// at once). A request still running after 300 ms (100 ms for 3 s after
+// a check found the members unhealthy: a failover is under way) makes
+// the client ask every endpoint for its status (500 ms each), again at
+// that interval while it runs; it abandons the request when an endpoint does not answer
 // (stopped or dead: the client stops using it until the member-list
 // follower sees it answer again), has no leader, is in a newer raft term
 // than the client last saw (a new leader: a request forwarded to the old

@@ -24,6 +24,12 @@ const (
 	// client checks the members' health, and how often it checks again
 	// while the request runs on.
 	stallAfter = 300 * time.Millisecond
+	// stallAfterFailing replaces stallAfter while a check found the
+	// members unhealthy less than failingFor ago (a failover is under way:
+	// requests forwarded to a lost leader are lost until a new one is
+	// elected).
+	stallAfterFailing = 100 * time.Millisecond
+	failingFor        = 3 * time.Second
 	// probeTimeout bounds each member's answer to that check: a member
 	// that does not answer within it counts as stopped.
 	probeTimeout = 500 * time.Millisecond
@@ -50,6 +56,9 @@ type failover struct {
 	cli atomic.Pointer[clientv3.Client] // set once the client exists
 
 	term atomic.Uint64 // the highest raft term an answer carried
+	// failingSince is when a check last found the members unhealthy
+	// (UnixNano; 0: never).
+	failingSince atomic.Int64
 
 	mu      sync.Mutex
 	members map[uint64]string // member ID -> a client URL, from the last member list
@@ -216,7 +225,7 @@ func (f *failover) attempt(ctx context.Context, method string, req, reply any, c
 	defer cancel(nil)
 	var why atomic.Pointer[string]
 	done := make(chan struct{})
-	watchdog := time.AfterFunc(stallAfter, func() {
+	watchdog := time.AfterFunc(f.stallAfter(), func() {
 		for {
 			select {
 			case <-done:
@@ -224,6 +233,7 @@ func (f *failover) attempt(ctx context.Context, method string, req, reply any, c
 			default:
 			}
 			if w := f.unhealthy(actx, term0); w != "" {
+				f.failingSince.Store(time.Now().UnixNano())
 				why.Store(&w)
 				cancel(errStalled)
 				return
@@ -231,7 +241,7 @@ func (f *failover) attempt(ctx context.Context, method string, req, reply any, c
 			select {
 			case <-done:
 				return
-			case <-time.After(stallAfter):
+			case <-time.After(f.stallAfter()):
 			}
 		}
 	})
@@ -242,6 +252,15 @@ func (f *failover) attempt(ctx context.Context, method string, req, reply any, c
 		return *w, err
 	}
 	return "", err
+}
+
+// stallAfter is how long a request runs before the members are checked:
+// stallAfterFailing during a failover, stallAfter otherwise.
+func (f *failover) stallAfter() time.Duration {
+	if t := f.failingSince.Load(); t != 0 && time.Since(time.Unix(0, t)) < failingFor {
+		return stallAfterFailing
+	}
+	return stallAfter
 }
 
 // noteTerm records the raft term of an answer's header.
