@@ -269,7 +269,11 @@ func (f *failover) noteTerm(reply any) {
 	if !ok || h.GetHeader() == nil {
 		return
 	}
-	t := h.GetHeader().RaftTerm
+	f.raiseTerm(h.GetHeader().RaftTerm)
+}
+
+// raiseTerm records raft term t when it is higher than the one recorded.
+func (f *failover) raiseTerm(t uint64) {
 	for {
 		cur := f.term.Load()
 		if t <= cur || f.term.CompareAndSwap(cur, t) {
@@ -328,6 +332,10 @@ func (f *failover) unhealthy(ctx context.Context, term0 uint64) string {
 		}
 		alive = append(alive, a.ep)
 		ids[a.sr.Header.MemberId] = true
+		// Later requests are judged against the newest term: a request
+		// is abandoned for a leader change that happened while it ran,
+		// not for one that happened before.
+		f.raiseTerm(a.sr.RaftTerm)
 		switch {
 		case a.sr.Leader == 0:
 			why = append(why, a.ep+" has no leader")
