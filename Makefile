@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # detector. Budget: about 20 minutes on 2 cores.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all build test test-run test-cluster test-deps lint bench bench-cluster bench-vitess proto serve clean
+.PHONY: all build test test-run test-deps lint bench bench-vitess proto serve clean
 
 all: build
 
@@ -58,6 +58,7 @@ test-run:
 
 ## test-cluster: the self-managing etcd cluster's fault scenarios alone
 ## (real node processes; make test runs them too, within its budget)
+.PHONY: test-cluster bench-cluster
 test-cluster:
 	$(GO) test $(TESTFLAGS) ./etcdcluster/
 	$(GO) test $(TESTFLAGS) -run '^TestServe(Cluster|SymmetricStart)$$' ./topoctl/
