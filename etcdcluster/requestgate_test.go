@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,13 +33,8 @@ func TestStoppingServerClosesUnderReads(t *testing.T) {
 	// buffer: etcd answers a read of a missing key from its in-memory
 	// index, and one of a key written in the current batch from the
 	// buffer, neither touching the backend's transaction.
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = c.Put(context.Background(), "k", "v")
-	require.NoError(t, err)
-	e.Server.Backend().ForceCommit()
-	_, err = c.Put(context.Background(), "other", "v")
+	c := committedKey(t, e, cfg)
+	_, err := c.Put(context.Background(), "other", "v")
 	require.NoError(t, err)
 
 	var wg sync.WaitGroup
@@ -79,12 +75,7 @@ func TestStoppingServerClosesUnderReads(t *testing.T) {
 func TestStoppingServerClosesUnderHealthAndSnapshots(t *testing.T) {
 	n, cfg := startGateServer(t, "h")
 	e := n.srv
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = c.Put(context.Background(), "k", "v")
-	require.NoError(t, err)
-	e.Server.Backend().ForceCommit()
+	c := committedKey(t, e, cfg)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -201,4 +192,17 @@ func requireCloses(t *testing.T, n *Node) {
 	case <-time.After(bound):
 		t.Fatal("closing the stopped server did not return: a request holds it")
 	}
+}
+
+// committedKey writes k=v through a client of e (closed with the test)
+// and commits it to e's backend, so that reading k reads the backend.
+func committedKey(t *testing.T, e *embed.Etcd, cfg Config) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	_, err = c.Put(context.Background(), "k", "v")
+	require.NoError(t, err)
+	e.Server.Backend().ForceCommit()
+	return c
 }
