@@ -69,6 +69,13 @@ test-side:
 	cd interop/etcd37 && $(GO) test $(TESTFLAGS) ./...
 
 
+## test-cluster: the self-managing etcd cluster's fault scenarios alone
+## (real node processes; make test runs them too, within its budget)
+.PHONY: test-cluster bench-cluster
+test-cluster:
+	$(GO) test $(TESTFLAGS) ./etcdcluster/
+	$(GO) test $(TESTFLAGS) -run '^TestServe(Cluster|SymmetricStart)$$' ./topoctl/
+
 ## lint: gofmt and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -79,6 +86,12 @@ lint:
 ## (median latencies, and requests per op: rt/op, raw-rt/op)
 bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## bench-cluster: client failover (s/max-gap: longest time without an
+## acknowledged write when the raft leader is killed or stopped) and
+## graceful leave (s/leave) of the self-managing etcd cluster
+bench-cluster:
+	$(GO) test -run '^$$' -bench 'ClientFailover|GracefulLeave' -benchtime 3x ./etcdcluster/
 
 # interop/vitess is a module of its own too (Vitess v0.24.4's Conns and
 # topokit's on the same roots of the same servers); the last line of test

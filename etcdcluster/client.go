@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/topokit/topokit/internal/clusterguard"
 	"github.com/topokit/topokit/topo/etcd2topo"
@@ -109,28 +111,40 @@ func NewClientWith(endpoints []string, interval time.Duration, opts ClientOption
 		cli.Close()
 		return nil, err
 	}
-	go follow(cli, interval, slog.Default(), opts, guard.TakeMismatch)
+	go follow(cli, interval, slog.Default(), opts, guard.TakeMismatch, nil)
 	return cli, nil
 }
 
 // OpenConn opens a topokit etcd2 Conn rooted at root (see
 // etcd2topo.NewConn for opts, root and its errors) whose etcd client
 // follows the cluster's member list like NewClient's. The follower stops
-// when the Conn is closed.
+// when the Conn is closed. Its key-value requests fail over from a
+// member that stopped answering or lost its leader within the caller's
+// deadline; a write that may or may not have been applied fails with
+// Unavailable (outcome unknown) and is sent again only when it is a
+// compare-and-set (see the package doc, "Clients").
 func OpenConn(opts etcd2topo.Options, root string, interval time.Duration) (*etcd2topo.Conn, error) {
 	opts.Endpoints = normalizeEndpoints(opts.Endpoints, opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "")
+	copts := ClientOptions{
+		CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile, CAFile: opts.TLSCAFile,
+		Username: opts.Username, Password: opts.Password,
+	}
+	fo := &failover{ecs: &endpointClients{opts: copts}}
+	opts.DialOptions = append(slices.Clone(opts.DialOptions), grpc.WithChainUnaryInterceptor(fo.unary))
 	conn, err := etcd2topo.NewConn(opts, root)
 	if err != nil {
+		fo.ecs.close()
 		return nil, err
 	}
+	fo.cli.Store(conn.Client())
 	lg := opts.Logger
 	if lg == nil {
 		lg = slog.Default()
 	}
-	go follow(conn.Client(), interval, lg, ClientOptions{
-		CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile, CAFile: opts.TLSCAFile,
-		Username: opts.Username, Password: opts.Password,
-	}, nil)
+	go func() {
+		follow(conn.Client(), interval, lg, copts, nil, fo)
+		fo.ecs.close()
+	}()
 	return conn, nil
 }
 
@@ -150,7 +164,7 @@ func checkClusterIDs(cli *clientv3.Client, guard *clusterguard.Guard, endpoints 
 // It checks the current endpoints again when mismatch reports true (a
 // call was answered by another cluster), or every tenth round when
 // mismatch is nil.
-func follow(cli *clientv3.Client, interval time.Duration, lg *slog.Logger, opts ClientOptions, mismatch func() bool) {
+func follow(cli *clientv3.Client, interval time.Duration, lg *slog.Logger, opts ClientOptions, mismatch func() bool, fo *failover) {
 	if interval <= 0 {
 		interval = DefaultCheckInterval
 	}
@@ -168,7 +182,7 @@ func follow(cli *clientv3.Client, interval time.Duration, lg *slog.Logger, opts 
 		if mismatch != nil {
 			recheck = mismatch()
 		}
-		syncEndpoints(cli, interval, lg, ecs, recheck)
+		syncEndpoints(cli, interval, lg, ecs, recheck, fo)
 	}
 }
 
@@ -179,12 +193,15 @@ func follow(cli *clientv3.Client, interval time.Duration, lg *slog.Logger, opts 
 // a URL now served by another cluster (a member that lost its data and
 // bootstrapped anew at its old address) is no longer used. recheck asks
 // the URLs even when the list did not change.
-func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger, ecs *endpointClients, recheck bool) {
+func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger, ecs *endpointClients, recheck bool, fo *failover) {
 	ctx, cancel := context.WithTimeout(cli.Ctx(), max(timeout, time.Second))
 	defer cancel()
 	resp, err := cli.MemberList(ctx)
 	if err != nil || resp.Header == nil {
 		return
+	}
+	if fo != nil {
+		fo.setMembers(resp.Members)
 	}
 	var eps []string
 	for _, m := range resp.Members {
@@ -236,9 +253,10 @@ func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger,
 // clientv3's per-endpoint dial reads the client's endpoint list without
 // its lock, which races with SetEndpoints. Safe for concurrent use.
 type endpointClients struct {
-	opts ClientOptions // set before first use
-	mu   sync.Mutex
-	m    map[string]*clientv3.Client
+	opts   ClientOptions // set before first use
+	mu     sync.Mutex
+	m      map[string]*clientv3.Client
+	closed bool // by close: get opens no more clients
 }
 
 // get returns the client of endpoint ep, opening it on first use.
@@ -247,6 +265,9 @@ func (e *endpointClients) get(ep string) (*clientv3.Client, error) {
 	defer e.mu.Unlock()
 	if c := e.m[ep]; c != nil {
 		return c, nil
+	}
+	if e.closed {
+		return nil, errors.New("etcdcluster: the client is closed")
 	}
 	cfg, err := e.opts.config([]string{ep}, 2*time.Second)
 	if err != nil {
@@ -279,5 +300,5 @@ func (e *endpointClients) close() {
 	for _, c := range e.m {
 		c.Close()
 	}
-	e.m = nil
+	e.m, e.closed = nil, true
 }

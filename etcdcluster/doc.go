@@ -133,10 +133,12 @@
 //     (etcd-io/etcd#22189); a read of the closed backend panics while
 //     holding the backend's read lock, after which every read, and the
 //     server's Close, waits forever. The embedded server's unary requests
-//     pass a gate that refuses them (Unavailable) once the server is
+//     and Snapshot streams pass a gate that refuses them (Unavailable) once the server is
 //     stopping, cancels the ones admitted, and holds etcd's shutdown --
 //     through the server's own wait group -- until they have returned,
-//     so that no request reads a closed backend.
+//     so that no request reads a closed backend. The health endpoints
+//     need no gate: the only range they read is of the empty key, which
+//     etcd answers from its in-memory index.
 //   - A member that removes itself (a leaving decider) may be answered
 //     "server stopped" by its own server although the removal was
 //     applied: the server stops between applying the change and
@@ -182,20 +184,53 @@
 // to does not break it. Status and SetSize are the operations behind
 // `topoctl cluster status` and `topoctl cluster size`.
 //
-// A write through such a client whose answer is lost (the member it went
-// to died or stopped, or its deadline passed) has an unknown outcome: it
-// may or may not have been applied. Neither clientv3 nor etcd2topo retry
-// it on their own (clientv3 retries a write only when it was never sent),
-// so a write is never applied twice behind the caller's back, and it is
-// reported as failed (etcd2topo: Unavailable or Timeout), never as done. The caller resolves the outcome by reading the file back (a
-// linearizable Get through any member): its contents and version say
-// whether the write landed. A compare-and-set write retried with the
-// version it was based on fails with BadVersion when the first attempt
-// landed, so it is never applied twice either. BenchmarkClientFailover
-// measures how long a writer goes without an acknowledged write when the
-// raft leader is killed or stopped: with a 5 s per-write deadline it is
-// bounded by that deadline, because a write forwarded to the lost leader
-// is answered only when the deadline ends.
+// A write whose answer is lost (the member it went to died or stopped,
+// or its deadline passed) has an unknown outcome: it may or may not have
+// been applied. clientv3 sends a write again only when it was never sent,
+// so NewClient's client never applies a write twice behind the caller's
+// back, and reports it as failed, never as done.
+//
+// OpenConn's client also fails over within the caller's deadline. Every
+// key-value request asks for a member with a leader (one without refuses
+// at once). A request still running after 300 ms (100 ms for 3 s after
+// a check found the members unhealthy: a failover is under way) makes
+// the client ask every endpoint for its status (500 ms each), again at
+// that interval while it runs; it abandons the request when an endpoint does not answer
+// (stopped or dead: the client stops using it until the member-list
+// follower sees it answer again), has no leader, is in a newer raft term
+// than the client last saw (a new leader: a request forwarded to the old
+// one is lost), or when the leader the members follow does not answer.
+// What follows depends on the request:
+//
+//   - a read, or a refusal that etcd gives before proposing (no leader,
+//     a proposal raft dropped): sent again (after 50 ms), to whichever
+//     endpoint the client picks, within the caller's deadline and for at
+//     most 5 s;
+//   - a compare-and-set (a transaction comparing one key's ModRevision
+//     with a revision and writing or deleting that key, its failure
+//     branch only reading: Update and Delete with a version): sent again,
+//     since at most one of its attempts can pass the compare. If a later
+//     attempt succeeds, the write is done once. If its compare fails, the
+//     abandoned attempt may have been applied, or another client wrote:
+//     the call fails with Unavailable (outcome unknown), never BadVersion;
+//   - any other write (Update without a version, Create, Delete without a
+//     version, transactions): never sent again once it may have been
+//     applied (an abandoned attempt of a plain put can land later, and a
+//     create's compare holds again after a delete). The call fails at once
+//     with Unavailable (outcome unknown) instead of waiting out its
+//     deadline on the stalled member, and the caller's next call goes to
+//     another member.
+//
+// A caller resolves an unknown outcome by reading the file back (a
+// linearizable Get). Contents at a higher version than the write was
+// based on say it landed (when nobody else writes the same contents).
+// The version it was based on says it has not landed yet; an abandoned
+// plain put may still land later, so write again with Update at the
+// version read: that compare-and-set and the abandoned attempt cannot
+// both be applied, and the loser's compare fails.
+// BenchmarkClientFailover measures how long a writer goes without an
+// acknowledged write when the raft leader is killed or stopped, and
+// TestLeaderFailover checks the outcomes under SIGKILL and SIGSTOP.
 //
 // # Graceful leave
 //

@@ -20,11 +20,7 @@ import (
 // writer has been acknowledged 20 times).
 func writeGaps(b *testing.B, h *harness, names []string, fault func()) time.Duration {
 	b.Helper()
-	var eps []string
-	for _, n := range names {
-		eps = append(eps, h.procs[n].cfg.ClientURL)
-	}
-	conn, err := OpenConn(etcd2topo.Options{Endpoints: eps}, "/bench-failover", 200*time.Millisecond)
+	conn, err := OpenConn(etcd2topo.Options{Endpoints: h.clientURLs(names...)}, "/bench-failover", 200*time.Millisecond)
 	require.NoError(b, err)
 	defer conn.Close()
 	var (

@@ -185,6 +185,15 @@ func (h *harness) assigned(addrs ...string) bool {
 	return false
 }
 
+// clientURLs returns the client URLs of the named nodes.
+func (h *harness) clientURLs(names ...string) []string {
+	var eps []string
+	for _, n := range names {
+		eps = append(eps, h.procs[n].cfg.ClientURL)
+	}
+	return eps
+}
+
 func (h *harness) startClientOnly(name string, seeds ...string) *proc {
 	h.t.Helper()
 	cfg := h.base

@@ -148,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	go follow(n.cli, cfg.CheckInterval, n.log, n.eps.opts, nil) // ends when the client closes
+	go follow(n.cli, cfg.CheckInterval, n.log, n.eps.opts, nil, nil) // ends when the client closes
 	n.wg.Go(n.memberLoop)
 	if !cfg.ClientOnly {
 		n.wg.Go(n.deciderLoop)

@@ -28,7 +28,12 @@ import (
 // server is stopping it cancels the admitted requests' contexts, so that
 // those waiting on a proposal or a linearizable read return at once, and
 // refuses new ones with Unavailable (clients retry another member).
-// Streams (Watch, LeaseKeepAlive) are not held: etcd serves them from
+// Snapshot streams are held like unary requests. The health endpoints
+// (/health, /livez, /readyz) need no gate: the one range they read is of
+// the empty key, which etcd answers from its in-memory index without
+// touching the backend (TestStoppingServerClosesUnderHealthAndSnapshots
+// reads them while the server stops). Other streams (Watch,
+// LeaseKeepAlive) are not held: etcd serves them from
 // its own goroutines, which it stops before closing the backend. They are
 // ended instead (their context canceled, which etcd's stream handlers
 // return on) once the server begins to stop or endStreams is called, and
@@ -117,12 +122,26 @@ func (g *requestGate) interceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
+// snapshotMethod is the stream that reads the backend from its handler
+// (etcd's Maintenance Snapshot: a read transaction of the whole database,
+// which on a closed backend panics holding its read lock or ends the
+// process through etcd's logger).
+const snapshotMethod = "/etcdserverpb.Maintenance/Snapshot"
+
 // streamInterceptor ends the embedded server's streams when g.streams
-// ends, and refuses new ones after that.
+// ends, and refuses new ones after that. A Snapshot stream is also
+// admitted like a unary request: the server's shutdown waits until it
+// returned, so that it never reads a closed backend.
 func (g *requestGate) streamInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if g.streams.Err() != nil {
 			return status.Error(codes.Unavailable, "etcdcluster: the member is stopping")
+		}
+		if info != nil && info.FullMethod == snapshotMethod {
+			if !g.enter() {
+				return status.Error(codes.Unavailable, "etcdcluster: the member is stopping")
+			}
+			defer g.leave()
 		}
 		ctx, cancel := context.WithCancel(ss.Context())
 		defer cancel()

@@ -2,6 +2,9 @@ package topoctl
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -92,4 +95,68 @@ func voters(st clusterStatusJSON) int {
 		}
 	}
 	return n
+}
+
+// TestServeSymmetricStart starts 2, then 3, "topoctl serve" processes at
+// the same time, all with the same --seeds (every node's client URL, its
+// own included) and --bootstrap-expect N: they form exactly one cluster.
+// Every node's address answers "cluster status" with the same cluster ID
+// and the N nodes as started voters in the end, and no address ever
+// answers with another cluster ID meanwhile (two bootstraps would).
+func TestServeSymmetricStart(t *testing.T) {
+	t.Parallel()
+	env := []string{envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "=", envDataDir + "="}
+	for _, size := range []int{2, 3} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			addrs, err := etcdembed.FreeAddrs(2 * size)
+			require.NoError(t, err)
+			var seeds, names []string
+			for i := range size {
+				seeds = append(seeds, "http://"+addrs[2*i])
+				names = append(names, fmt.Sprintf("n%d", i+1))
+			}
+			procs := make([]*proc, size)
+			for i, name := range names {
+				procs[i] = startProcess(t, env, "--log-level", "info", "serve", "--seeds", strings.Join(seeds, ","),
+					"--bootstrap-expect", fmt.Sprint(size), "--name", name, "--data-dir", t.TempDir(),
+					"--listen-client-address", addrs[2*i], "--listen-peer-address", addrs[2*i+1])
+			}
+			seen := map[string][]string{} // cluster ID -> addresses that answered with it
+			formed := func() bool {
+				done := true
+				for i := range size {
+					tg := target{impl: "etcd2", addr: addrs[2*i], root: defaultRoot}
+					r := tg.run(t, "", "-o", "json", "cluster", "status")
+					var st clusterStatusJSON
+					if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.ClusterID == "" {
+						done = false
+						continue
+					}
+					if !slices.Contains(seen[st.ClusterID], addrs[2*i]) {
+						seen[st.ClusterID] = append(seen[st.ClusterID], addrs[2*i])
+					}
+					var started []string
+					for _, m := range st.Members {
+						if m.Started && !m.Learner {
+							started = append(started, m.Name)
+						}
+					}
+					slices.Sort(started)
+					done = done && slices.Equal(started, names) && st.Quorum
+				}
+				return done || len(seen) > 1
+			}
+			require.Eventually(t, formed, 3*time.Minute, 200*time.Millisecond, "cluster IDs seen: %v", seen)
+			require.Len(t, seen, 1, "addresses answered with different cluster IDs: %v", seen)
+			for id, as := range seen {
+				require.Len(t, as, size, "cluster %s answered at %v", id, as)
+			}
+			bootstraps := 0
+			for _, p := range procs {
+				p.signalAndWait(t, syscall.SIGKILL)
+				bootstraps += strings.Count(p.errb.String(), "bootstrapping a new one-member cluster")
+			}
+			assert.Equal(t, 1, bootstraps, "exactly one node bootstrapped")
+		})
+	}
 }

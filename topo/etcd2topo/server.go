@@ -223,6 +223,13 @@ type Options struct {
 	// means slog.Default().
 	Logger *slog.Logger
 
+	// DialOptions are added to the etcd client's gRPC dial options, after
+	// the client's own (so a unary interceptor given here runs inside
+	// clientv3's retries, once per attempt clientv3 makes). Package
+	// etcdcluster's OpenConn uses it for its failover; most callers leave
+	// it empty.
+	DialOptions []grpc.DialOption
+
 	// dialOptions are added to the etcd client's gRPC dial options: a
 	// test seam (the benchmarks count the requests a Conn sends with an
 	// interceptor).
@@ -382,7 +389,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
-	dialOptions := opts.dialOptions
+	dialOptions := append(slices.Clone(opts.DialOptions), opts.dialOptions...)
 	if tlsCfg != nil && opts.TLSServerName != "" {
 		// grpc's TLS credentials check the server's certificate against
 		// the connection's authority (each endpoint's host), not the
