@@ -10,17 +10,32 @@ import (
 )
 
 // NewLeaderParticipation implements topo.Conn.NewLeaderParticipation: the
-// InvalidArgument or InvalidPath *topo.Error of backendkit.CheckElection,
-// Closed after Close. Nothing is written.
+// InvalidArgument or InvalidPath *topo.Error of backendkit.CheckElection
+// (InvalidArgument also for an id larger than topo.MaxValueSize), Closed
+// after Close. Nothing is written.
 func (e *Engine) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	n, err := backendkit.CheckElection(name, id)
+	e.count(CallNewLeaderParticipation)
+	n, err := checkElection(name, id)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.closedErr(n); err != nil {
 		return nil, err
 	}
+	if err := e.enter(context.Background(), CallNewLeaderParticipation, n); err != nil {
+		return nil, err
+	}
 	return e.participation(n, id), nil
+}
+
+// checkElection is backendkit.CheckElection, then the id's size: it is
+// stored as the candidate entry's value.
+func checkElection(name, id string) (string, error) {
+	n, err := backendkit.CheckElection(name, id)
+	if err == nil && len(id) > topo.MaxValueSize {
+		err = backendkit.CheckValue(n, []byte(id))
+	}
+	return n, err
 }
 
 func (e *Engine) participation(name, id string) *participation {
@@ -53,6 +68,10 @@ type participation struct {
 	campaign chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
+	// stopCtx is cancelled by Stop (made on first use, for Hooks.Enter;
+	// guarded by mu).
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
 
 	mu      sync.Mutex
 	cur     *claim          // the current candidacy (waiting or leading), or nil
@@ -73,7 +92,44 @@ type term struct{ *claim }
 // after the engine's Close, LockLost when the session was lost while
 // waiting, and the same context again while leading.
 func (p *participation) WaitForLeadership() (context.Context, error) {
+	p.e.count(CallWaitForLeadership)
+	if err := p.e.closedErr(p.q.Path); err != nil {
+		return nil, err
+	}
+	if p.e.hooks.Enter != nil {
+		if err := p.enterStoppable(p.stopContext(), CallWaitForLeadership); err != nil {
+			return nil, err
+		}
+	}
 	return p.lead(context.Background(), nil, false)
+}
+
+// stopContext returns a context that Stop cancels, made on first use.
+func (p *participation) stopContext() context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopCtx == nil {
+		p.stopCtx, p.cancelStop = context.WithCancel(context.Background())
+		if isClosed(p.stop) {
+			p.cancelStop()
+		}
+	}
+	return p.stopCtx
+}
+
+// enterStoppable runs Hooks.Enter for a wait that Stop ends: Interrupted
+// once stopped.
+func (p *participation) enterStoppable(ctx context.Context, c Call) error {
+	if isClosed(p.stop) {
+		return topo.NewError(topo.Interrupted, p.q.Path)
+	}
+	if err := p.e.hooks.Enter(ctx, c, p.q.Path); err != nil {
+		if isClosed(p.stop) {
+			return topo.NewError(topo.Interrupted, p.q.Path)
+		}
+		return err
+	}
+	return nil
 }
 
 // Campaign implements topo.LeaderParticipation: WaitForLeadership bounded
@@ -82,11 +138,26 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 // While already a candidate it publishes value (guarded on the entry) and
 // keeps the candidacy. InvalidArgument for an oversized value.
 func (p *participation) Campaign(ctx context.Context, value []byte) (context.Context, error) {
+	p.e.count(CallCampaign)
 	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
 		return nil, err
 	}
 	if err := backendkit.CheckValue(p.q.Path, value); err != nil {
 		return nil, err
+	}
+	if err := p.e.closedErr(p.q.Path); err != nil {
+		return nil, err
+	}
+	if p.e.hooks.Enter != nil {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(p.stopContext(), cancel)()
+		if err := p.enterStoppable(cctx, CallCampaign); err != nil {
+			if !isClosed(p.stop) && ctx.Err() != nil {
+				return nil, backendkit.FromContext(ctx, p.q.Path)
+			}
+			return nil, err
+		}
 	}
 	return p.lead(ctx, slices.Clone(value), true)
 }
@@ -189,10 +260,14 @@ func (p *participation) Term() (topo.Fence, error) {
 // InvalidArgument for an oversized value, Closed once the engine is closed
 // (after the argument checks).
 func (p *participation) Proclaim(ctx context.Context, value []byte) error {
+	p.e.count(CallProclaim)
 	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
 		return err
 	}
 	if err := backendkit.CheckValue(p.q.Path, value); err != nil {
+		return err
+	}
+	if err := p.e.enter(ctx, CallProclaim, p.q.Path); err != nil {
 		return err
 	}
 	if err := p.e.closedErr(p.q.Path); err != nil {
@@ -220,7 +295,20 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 // with its session. It returns Closed once the engine is closed (the
 // Conn's Close withdrew the candidacy).
 func (p *participation) Resign(ctx context.Context) error {
+	p.e.count(CallResign)
+	var err error
+	if p.e.hooks.Enter != nil {
+		if ctx.Err() != nil {
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resignGrace)
+			defer cancel()
+			ctx = gctx
+		}
+		err = p.e.hooks.Enter(ctx, CallResign, p.q.Path)
+	}
 	p.resign()
+	if err != nil {
+		return err
+	}
 	return p.e.closedErr(p.q.Path)
 }
 
@@ -241,6 +329,13 @@ func (p *participation) withdraw(cl *claim) { p.e.withdraw(cl) }
 // Stop implements topo.LeaderParticipation.Stop: Resign, after which
 // WaitForLeadership and Campaign return Interrupted. Idempotent.
 func (p *participation) Stop() {
-	p.stopOnce.Do(func() { close(p.stop) })
+	p.stopOnce.Do(func() {
+		close(p.stop)
+		p.mu.Lock()
+		if p.cancelStop != nil {
+			p.cancelStop()
+		}
+		p.mu.Unlock()
+	})
 	p.resign()
 }
