@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -68,10 +69,6 @@ type participation struct {
 	campaign chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
-	// stopCtx is cancelled by Stop (made on first use, for Hooks.Enter;
-	// guarded by mu).
-	stopCtx    context.Context
-	cancelStop context.CancelFunc
 
 	mu      sync.Mutex
 	cur     *claim          // the current candidacy (waiting or leading), or nil
@@ -97,24 +94,25 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 		return nil, err
 	}
 	if p.e.hooks.Enter != nil {
-		if err := p.enterStoppable(p.stopContext(), CallWaitForLeadership); err != nil {
+		if err := p.enterStoppable(stopContext(p.stop), CallWaitForLeadership); err != nil {
 			return nil, err
 		}
 	}
 	return p.lead(context.Background(), nil, false)
 }
 
-// stopContext returns a context that Stop cancels, made on first use.
-func (p *participation) stopContext() context.Context {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopCtx == nil {
-		p.stopCtx, p.cancelStop = context.WithCancel(context.Background())
-		if isClosed(p.stop) {
-			p.cancelStop()
-		}
+// stopContext is a context that ends when its channel (a participant's
+// stop) closes, without allocating.
+type stopContext chan struct{}
+
+func (c stopContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c stopContext) Done() <-chan struct{}       { return c }
+func (c stopContext) Value(any) any               { return nil }
+func (c stopContext) Err() error {
+	if isClosed(c) {
+		return context.Canceled
 	}
-	return p.stopCtx
+	return nil
 }
 
 // enterStoppable runs Hooks.Enter for a wait that Stop ends: Interrupted
@@ -151,7 +149,7 @@ func (p *participation) Campaign(ctx context.Context, value []byte) (context.Con
 	if p.e.hooks.Enter != nil {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		defer context.AfterFunc(p.stopContext(), cancel)()
+		defer context.AfterFunc(stopContext(p.stop), cancel)()
 		if err := p.enterStoppable(cctx, CallCampaign); err != nil {
 			if !isClosed(p.stop) && ctx.Err() != nil {
 				return nil, backendkit.FromContext(ctx, p.q.Path)
@@ -208,7 +206,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			}
 		}
 		var err error
-		cl, err = p.e.create(ctx, p.q, p.id, opts, cancel)
+		cl, err = p.e.create(ctx, p.q, p.id, opts, cancel, nil)
 		if err != nil {
 			cancel(err)
 			return nil, err
@@ -329,13 +327,6 @@ func (p *participation) withdraw(cl *claim) { p.e.withdraw(cl) }
 // Stop implements topo.LeaderParticipation.Stop: Resign, after which
 // WaitForLeadership and Campaign return Interrupted. Idempotent.
 func (p *participation) Stop() {
-	p.stopOnce.Do(func() {
-		close(p.stop)
-		p.mu.Lock()
-		if p.cancelStop != nil {
-			p.cancelStop()
-		}
-		p.mu.Unlock()
-	})
+	p.stopOnce.Do(func() { close(p.stop) })
 	p.resign()
 }

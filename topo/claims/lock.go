@@ -81,19 +81,22 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 	if err := e.enter(ctx, call, p); err != nil {
 		return nil, err
 	}
-	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil)
+	ld := &lockDescriptor{}
+	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil, &ld.mem)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.await(ctx, cl, nil); err != nil {
 		return nil, err
 	}
-	return &lockDescriptor{claim: cl}, nil
+	ld.claim = cl
+	return ld, nil
 }
 
 // lockDescriptor is a held lock.
 type lockDescriptor struct {
 	*claim
+	mem claim // what claim points to (one allocation for both)
 	// unlocked is set by the first Unlock: every later one returns
 	// Interrupted (or Closed), whatever the first returned.
 	unlocked atomic.Bool
@@ -103,7 +106,7 @@ type lockDescriptor struct {
 // the driver's Monitor of the lock, when it has one.
 func (l *lockDescriptor) Done() <-chan struct{} {
 	l.monitor()
-	return l.done
+	return l.claim.Done()
 }
 
 // Check implements topo.Fence: the claim's Check (see there), after the
