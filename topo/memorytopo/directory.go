@@ -29,9 +29,16 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	s := c.s
 	s.mu.RLock()
+	unlock := s.mu.RUnlock
+	if s.unplaced.Load() > 0 { // entries show here: place them
+		s.mu.RUnlock()
+		s.mu.Lock()
+		s.placeAll()
+		unlock = s.mu.Unlock
+	}
 	n := s.lookup(c.full(p))
 	if n == nil || len(n.children) == 0 {
-		s.mu.RUnlock()
+		unlock()
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	out := make([]topo.DirEntry, 0, len(n.children))
@@ -46,7 +53,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		}
 		out = append(out, e)
 	}
-	s.mu.RUnlock()
+	unlock()
 	slices.SortFunc(out, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -30,26 +30,47 @@ var (
 // dir is the full store path of q's queue: <dir>/locks for a lock,
 // elections/<name> for an election.
 func (d driver) dir(q claims.Queue) string {
-	if q.Election {
-		return d.c.full(electionsDir + "/" + q.Path)
+	r, sep := d.c.root, "/"
+	if r == "" {
+		sep = ""
 	}
-	if q.Path == "" {
-		return d.c.full(locksDir)
+	switch {
+	case q.Election:
+		return r + sep + electionsDir + "/" + q.Path
+	case q.Path == "":
+		return r + sep + locksDir
 	}
-	return d.c.full(q.Path + "/" + locksDir)
+	return r + sep + q.Path + "/" + locksDir
 }
 
-// entryOf is the engine's view of e.
+// queue returns q's queue in the store (nil when it has none and create
+// is not set), through the root index's map of the queues its Conns
+// used, so that the queue's path is built on first use only. Call with mu
+// held, for writing to create.
+func (d driver) queue(q claims.Queue, create bool) *queue {
+	ri := d.c.idx
+	if x := ri.queues[q]; x != nil {
+		return x
+	}
+	x := d.c.s.queueAt(d.dir(q), create)
+	if create {
+		ri.queues[q] = x
+	}
+	return x
+}
+
+// entryOf is the engine's view of e: Key is its queue's directory (the
+// token tells its entries apart), Ref the entry itself.
 func entryOf(e *entry) claims.Entry {
-	return claims.Entry{Token: e.seq, Key: e.key, Contents: e.value, Value: e.published, ValueRev: e.valueRev}
+	return claims.Entry{Token: e.seq, Key: e.q.dir, Contents: e.value, Value: e.published, ValueRev: e.valueRev, Ref: e}
 }
 
-// live returns the entry e of q while it is in the store on the live
+// live returns the entry behind e while it is in the store on the live
 // lease behind v, and that lease is still this Conn's (not adopted by
 // another since: see Resume), or nil. Call with mu held.
 func (d driver) live(v *claims.Session, e claims.Entry) *entry {
-	x := d.c.s.entryAt(e.Key, e.Token)
-	if l, _ := v.Ref().(*lease); x == nil || x.lease != l || l.revoked || l.c != d.c {
+	x, _ := e.Ref.(*entry)
+	if l, _ := v.Ref().(*lease); x == nil || x.removed || x.lease != l || l.revoked || l.c != d.c {
 		return nil
 	}
 	return x
@@ -72,8 +93,8 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file != nil)
 		}
 	}
-	dir := d.dir(q)
-	if h := s.first(dir); opts.Exclusive && h != nil {
+	x := d.queue(q, true)
+	if h := x.head; opts.Exclusive && h != nil {
 		return claims.Entry{}, nil, &claims.BusyError{Head: entryOf(h)}
 	}
 	var l *lease
@@ -85,7 +106,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	default:
 		l = s.sessionLease(c)
 	}
-	e := s.addEntry(dir, contents, l)
+	e := s.addEntry(x, contents, l)
 	if q.Election {
 		e.election, e.published = true, opts.Value
 	}
@@ -98,7 +119,7 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []claims.Entry
-	for e := s.first(d.dir(q)); e != nil; e = e.snext {
+	for e := d.queue(q, false).first(); e != nil; e = e.snext {
 		out = append(out, entryOf(e))
 	}
 	return out, nil
@@ -111,16 +132,16 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	s := d.c.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	x := s.entryAt(e.Key, e.Token)
-	if x == nil {
+	x, _ := e.Ref.(*entry)
+	if x == nil || x.removed {
 		return nil, false, nil
+	}
+	if x.sprev == nil {
+		return nil, true, nil
 	}
 	n := 0
 	for p := x.sprev; p != nil && n < max; p = p.sprev {
 		n++
-	}
-	if n == 0 {
-		return nil, true, nil
 	}
 	out := make([]claims.Entry, n)
 	for p := x.sprev; n > 0; p = p.sprev {
@@ -134,22 +155,30 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 // channel, so only that entry's removal wakes it.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	s := d.c.s
-	s.mu.RLock()
-	x := s.entryAt(e.Key, e.Token)
-	s.mu.RUnlock()
+	x, _ := e.Ref.(*entry)
 	if x == nil {
 		return nil
 	}
+	s.mu.Lock()
+	if x.removed {
+		s.mu.Unlock()
+		return nil
+	}
+	if x.gone == nil {
+		x.gone = make(chan struct{})
+	}
+	gone := x.gone
+	s.mu.Unlock()
 	select {
-	case <-x.gone:
+	case <-gone:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// Delete implements claims.Driver: removal by identity (the entry's
-// revision on its live lease), never "the entry at this path".
+// Delete implements claims.Driver: removal by identity (the entry itself,
+// on its live lease), never "the entry at this path".
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
 	s.mu.Lock()
@@ -176,19 +205,19 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 // next change of the queue's entries or of a published value.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	s := d.c.s
-	dir := d.dir(q)
-	if !watch {
+	var changed <-chan struct{}
+	var x *queue
+	if watch {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		x = d.queue(q, true)
+		changed = x.watch()
+	} else {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		if h := s.first(dir); h != nil {
-			return entryOf(h), true, nil, nil
-		}
-		return claims.Entry{}, false, nil, nil
+		x = d.queue(q, false)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := s.dirChan(dir)
-	if h := s.first(dir); h != nil {
+	if h := x.first(); h != nil {
 		return entryOf(h), true, changed, nil
 	}
 	return claims.Entry{}, false, changed, nil
@@ -207,7 +236,7 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	}
 	x.published = value
 	x.valueRev++
-	s.dirChanged(d.dir(q))
+	x.q.changedNow()
 	return nil
 }
 
@@ -225,7 +254,7 @@ type resumeInfo struct {
 // in-process store, the election, the id, the entry's store path and
 // revision.
 func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([]byte, error) {
-	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key, Rev: e.Token})
+	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key + "/" + seqName(e.Token), Rev: e.Token})
 }
 
 // Resume implements claims.Driver: a Conn of the same store and root takes
@@ -250,7 +279,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := c.closedErr(q.Path); err != nil {
 		return claims.Entry{}, nil, err
 	}
-	x := s.entryAt(ri.Entry, ri.Rev)
+	x := d.queue(q, false).first()
+	for x != nil && x.seq != ri.Rev {
+		x = x.snext
+	}
 	if x == nil || x.lease.revoked {
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
@@ -259,7 +291,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	}
 	x.noticed = false // held again: renewal through c keeps it
 	s.adoptLease(x.lease, c)
-	x.lease.view.LoseEntry(x.key, x.seq)
+	x.lease.view.LoseEntry(x.q.dir, x.seq)
 	return entryOf(x), x.lease.view, nil
 }
 
@@ -295,8 +327,7 @@ func (s *store) held(f topo.Fence) bool {
 	if !ours || !g.Live() {
 		return false
 	}
-	e := g.Entry()
-	x := s.entryAt(e.Key, e.Token)
+	x, _ := g.Entry().Ref.(*entry)
 	l, _ := g.Session().Ref().(*lease)
-	return x != nil && x.lease == l && !l.revoked
+	return x != nil && !x.removed && x.lease == l && !l.revoked
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // Operation names one kind of call on a Conn, a LockDescriptor or a
@@ -532,3 +533,44 @@ func (f *Factory) count(op Operation) { f.counters[op].add() }
 
 // countAt counts a call of op whose path hashes to h (see counter.addAt).
 func (f *Factory) countAt(op Operation, h uint64) { f.counters[op].addAt(h) }
+
+// claimOps is the Operation of each of the engine's claim calls.
+var claimOps = [...]Operation{
+	claims.CallLock: OpLock, claims.CallLockWithTTL: OpLockWithTTL, claims.CallLockName: OpLockName,
+	claims.CallTryLock: OpTryLock, claims.CallCheck: OpCheck, claims.CallUnlock: OpUnlock,
+	claims.CallNewLeaderParticipation:    OpNewLeaderParticipation,
+	claims.CallResumeLeaderParticipation: OpResumeLeaderParticipation,
+	claims.CallWaitForLeadership:         OpWaitForLeadership, claims.CallCampaign: OpCampaign,
+	claims.CallProclaim: OpProclaim, claims.CallResign: OpResign, claims.CallLeader: OpLeader,
+	claims.CallGetCurrentLeaderID: OpGetCurrentLeaderID, claims.CallObserve: OpObserve,
+	claims.CallWaitForNewLeader: OpWaitForNewLeader,
+}
+
+// claimHooks put c's call counting and fault injection in front of each
+// claim call of its engine, as for every other call of a Conn: the call
+// is counted as its Operation, its arguments are checked, then it meets
+// Closed, the partition and the faults (Conn.enter). Two calls differ:
+// NewLeaderParticipation meets only error faults (it does not reach the
+// store), and ResumeLeaderParticipation on a closed Conn is left to the
+// engine's checks (malformed or foreign info is InvalidArgument even then).
+func (c *Conn) claimHooks() claims.Hooks {
+	return claims.Hooks{
+		Count: func(call claims.Call) { c.f.count(claimOps[call]) },
+		Enter: func(ctx context.Context, call claims.Call, p string) error {
+			op := claimOps[call]
+			switch call {
+			case claims.CallNewLeaderParticipation:
+				if fs := c.f.faultState.Load(); fs != nil {
+					return c.f.injectState(ctx, &faultState{err: fs.err, rules: fs.rules}, op, p, c.done)
+				}
+				return nil
+			case claims.CallResumeLeaderParticipation:
+				if err := c.enter(ctx, op, p); !topo.IsErrType(err, topo.Closed) {
+					return err
+				}
+				return nil
+			}
+			return c.enter(ctx, op, p)
+		},
+	}
+}

@@ -56,6 +56,7 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 		c.s.mu.Unlock()
 		return nil, err
 	}
+	c.s.placeFor(p)
 	return value, nil
 }
 
@@ -90,6 +91,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
+	s.placeFor(p)
 	n := c.idx.valueNode(p)
 	if n == nil {
 		// No file or entry there; maybe a directory.
@@ -176,18 +178,22 @@ func (c *Conn) updateHeld(p string, value *fileState, want int64) (v topo.Versio
 // load returns the snapshot of the canonical path p, or nil, without
 // locking in the common case. A transaction publishing several writes
 // makes txnSeq odd meanwhile; a load that saw it odd, or saw it change,
-// is redone under mu held for reading (no transaction publishes then), so
-// a reader never sees some of a transaction's writes and not the others.
+// is redone under mu (no transaction publishes then), so a reader never
+// sees some of a transaction's writes and not the others. A path that
+// may name an entry not placed yet (entry.go) is read under mu once every
+// entry is placed.
 func (c *Conn) load(p string) *fileState {
 	s := c.s
 	if seq := s.txnSeq.Load(); seq&1 == 0 {
+		unplaced := s.unplaced.Load()
 		fs := c.idx.load(p)
-		if s.txnSeq.Load() == seq {
+		if s.txnSeq.Load() == seq && (fs != nil || unplaced == 0 || !mayBeEntry(p)) {
 			return fs
 		}
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.placeFor(p)
 	return c.idx.load(p)
 }
 

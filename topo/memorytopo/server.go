@@ -119,7 +119,8 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 		done:   make(chan struct{}),
 		leases: map[*lease]struct{}{},
 	}
-	c.eng = claims.New(driver{c}, claims.Options{Defect: f.opts.Defect})
+	c.eng = claims.New(driver{c}, claims.Options{Defect: f.opts.Defect, Hooks: c.claimHooks()})
+	c.Claims = c.eng
 	return c, nil
 }
 
@@ -211,8 +212,11 @@ type Conn struct {
 	// cut is non-nil while c is partitioned (Partition); closed by Heal.
 	cut atomic.Pointer[chan struct{}]
 
-	// eng runs c's locks and elections over its driver (driver.go);
-	// claimcalls.go counts and injects faults in front of it.
+	// Claims are c's locks and elections: those of eng, the claims
+	// engine over c's driver (driver.go), whose hooks count each call and
+	// inject faults (claimHooks). Each call meets the faults of its
+	// Operation (OpLock, OpUnlock, OpCampaign, ...).
+	claims.Claims
 	eng *claims.Engine
 
 	// Guarded by s.mu.

@@ -106,7 +106,7 @@ func (s *store) refreshLease(l *lease) {
 			for e := l.entries; e != nil; e = e.lnext {
 				if e.election {
 					e.noticed = true
-					l.view.LoseEntry(e.key, e.seq)
+					l.view.LoseEntry(e.q.dir, e.seq)
 				}
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // store is one in-memory coordination store: everything a Factory holds
@@ -58,7 +59,14 @@ type store struct {
 	leases       map[*lease]struct{}
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
 	recWatchers  map[*watcher]struct{}
-	dirChans     map[string]chan struct{} // full dir -> closed when an entry below changes
+
+	// queues holds every queue with entries, by full directory (entry.go);
+	// unplaced counts the entries not in the tree yet (read by Get
+	// without locking); placeAtOnce is set once a root that may lie in a
+	// queue is in use.
+	queues      map[string]*queue
+	unplaced    atomic.Int64
+	placeAtOnce bool
 }
 
 func newStore(f *Factory) *store {
@@ -70,8 +78,8 @@ func newStore(f *Factory) *store {
 		leases:       map[*lease]struct{}{},
 		fileWatchers: map[string]map[*watcher]struct{}{},
 		recWatchers:  map[*watcher]struct{}{},
-		dirChans:     map[string]chan struct{}{},
 		roots:        map[string]*rootIndex{},
+		queues:       map[string]*queue{},
 	}
 }
 
@@ -79,6 +87,9 @@ func newStore(f *Factory) *store {
 type rootIndex struct {
 	root  string   // canonical root, "" for the store's top
 	files sync.Map // path relative to root -> *slot
+	// queues are the store's queues this root's Conns used (driver.queue),
+	// guarded by the store's mu.
+	queues map[claims.Queue]*queue
 }
 
 // slot holds the current snapshot of one path in one root index. A
@@ -125,7 +136,11 @@ func (s *store) index(r string) *rootIndex {
 	if ri, ok := s.roots[r]; ok {
 		return ri
 	}
-	ri := &rootIndex{root: r}
+	// The new index must hold every entry (and a root inside a queue
+	// must see each entry as it comes).
+	s.placeAtOnce = s.placeAtOnce || mayBeEntry(r)
+	s.placeAll()
+	ri := &rootIndex{root: r, queues: map[claims.Queue]*queue{}}
 	n := s.lookup(r)
 	if n != nil {
 		var fill func(n *node, rel string)
@@ -228,11 +243,6 @@ type node struct {
 
 	file  *fileState // non-nil for a regular file
 	entry *entry     // non-nil for a lock or election entry
-	// entries and entriesTail are the first and last of the queue
-	// entries that are children of this directory, oldest (lowest seq)
-	// first, linked through entry.sprev and snext: the driver lists a
-	// queue without scanning or sorting the directory.
-	entries, entriesTail *entry
 
 	// slots are the index slots of the node's published value, one per
 	// root index covering the path; nil while nothing is published (a

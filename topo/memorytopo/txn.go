@@ -121,6 +121,9 @@ func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState, writes 
 		return nil, err
 	}
 	for _, op := range checked {
+		s.placeFor(op.Path)
+	}
+	for _, op := range checked {
 		if err := c.txnCheck(op); err != nil {
 			return nil, err
 		}
