@@ -30,7 +30,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	s := c.s
 	s.mu.RLock()
 	unlock := s.mu.RUnlock
-	if s.unplaced.Load() > 0 { // entries show here: place them
+	if s.unplaced > 0 { // entries show here: place them
 		s.mu.RUnlock()
 		s.mu.Lock()
 		s.placeAll()

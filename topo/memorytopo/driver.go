@@ -48,13 +48,12 @@ func (d driver) dir(q claims.Queue) string {
 // used, so that the queue's path is built on first use only. Call with mu
 // held, for writing to create.
 func (d driver) queue(q claims.Queue, create bool) *queue {
-	ri := d.c.idx
-	if x := ri.queues[q]; x != nil {
+	if x := d.c.queues[q]; x != nil {
 		return x
 	}
 	x := d.c.s.queueAt(d.dir(q), create)
 	if create {
-		ri.queues[q] = x
+		d.c.queues[q] = x
 	}
 	return x
 }
@@ -88,9 +87,9 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		return claims.Entry{}, nil, err
 	}
 	if opts.RequireFiles {
-		n := lookupBelow(s.connRoot(c, false), q.Path)
+		n := c.node(q.Path)
 		if !filesBelow(n) {
-			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file != nil)
+			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file.Load() != nil)
 		}
 	}
 	x := d.queue(q, true)
@@ -312,13 +311,7 @@ func (s *store) guard(f topo.Fence) (g claims.Guard, ours, mine bool) {
 	return g, mine && d.c.s == s, mine
 }
 
-// owns reports whether f (or a Fence it wraps) was issued by a Conn of s.
-func (s *store) owns(f topo.Fence) bool {
-	_, ours, _ := s.guard(f)
-	return ours
-}
-
-// held reports whether the claim behind f, which s owns, is still held:
+// held reports whether the claim behind f, which s issued, is still held:
 // its holder has neither released nor lost it, and its entry is in the
 // store on its live lease (IfHeld). Call with s.mu held: every end of a
 // claim in the store (revokeLease, driver.Delete) holds it for writing.

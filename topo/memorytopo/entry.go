@@ -99,7 +99,7 @@ func entryState(e *entry) *fileState {
 // Its revision is greater than that of every entry before it. Call with
 // mu held for writing.
 func (s *store) addEntry(q *queue, value string, l *lease) *entry {
-	e := &entry{seq: s.nextRev(), value: value, q: q, lease: l}
+	e := &entry{seq: s.rev.Add(1), value: value, q: q, lease: l}
 	if t := q.tail; t != nil {
 		e.sprev, t.snext = t, e
 	} else {
@@ -107,7 +107,7 @@ func (s *store) addEntry(q *queue, value string, l *lease) *entry {
 	}
 	q.tail = e
 	l.link(e)
-	s.unplaced.Add(1)
+	s.unplaced++
 	if s.placeAtOnce {
 		s.place(e)
 	}
@@ -115,20 +115,19 @@ func (s *store) addEntry(q *queue, value string, l *lease) *entry {
 	return e
 }
 
-// place puts e into the tree and the read indexes. Call with mu held for
-// writing.
+// place puts e into the tree. Call with mu held for writing.
 func (s *store) place(e *entry) {
 	p := e.key()
 	n := s.ensure(p)
 	n.entry, e.n = e, n
-	s.publish(p, n, entryState(e))
-	s.unplaced.Add(-1)
+	s.publish("", p, n, true)
+	s.unplaced--
 }
 
 // placeAll places every entry not placed yet. Call with mu held for
 // writing.
 func (s *store) placeAll() {
-	if s.unplaced.Load() == 0 {
+	if s.unplaced == 0 {
 		return
 	}
 	for _, q := range s.queues {
@@ -143,7 +142,7 @@ func (s *store) placeAll() {
 // placeFor places every entry when p (a canonical or full path) may name
 // one. Call with mu held for writing.
 func (s *store) placeFor(p string) {
-	if s.unplaced.Load() > 0 && mayBeEntry(p) {
+	if s.unplaced > 0 && mayBeEntry(p) {
 		s.placeAll()
 	}
 }
@@ -190,10 +189,10 @@ func (s *store) removeEntry(e *entry) {
 	e.sprev, e.snext = nil, nil
 	if n := e.n; n != nil {
 		n.entry = nil
-		s.publish(e.key(), n, nil)
+		s.publish("", e.key(), n, false)
 		s.prune(n)
 	} else {
-		s.unplaced.Add(-1)
+		s.unplaced--
 	}
 	if e.gone != nil {
 		close(e.gone)
@@ -237,7 +236,7 @@ func filesBelow(d *node) bool {
 		return false
 	}
 	n := d.files
-	if d.file != nil {
+	if d.file.Load() != nil {
 		n-- // d itself
 	}
 	return n > 0

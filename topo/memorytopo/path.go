@@ -112,19 +112,6 @@ func clone(b []byte) []byte {
 	return c
 }
 
-// checkLockPath is backendkit.CheckLockPath with checkWrite's fast path:
-// a path cleanScan accepts and finds not reserved is canonical (no
-// trailing "/", so topo.CleanDirPath only strips the leading "/") and
-// passes the reserved-name check. Anything else goes to
-// backendkit.CheckLockPath, so the result and every error are its own
-// (TestCheckLockPathMatchesBackendkit).
-func checkLockPath(dirPath string) (string, error) {
-	if p, ok, reserved := cleanScan(dirPath); ok && !reserved {
-		return p, nil
-	}
-	return backendkit.CheckLockPath(dirPath)
-}
-
 // checkDelete is backendkit.CheckDelete with checkWrite's fast path: a
 // path cleanScan accepts and finds not reserved needs only the version
 // check. Anything else goes to backendkit.CheckDelete, so the result and

@@ -109,13 +109,25 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	}
 	f.mu.Unlock()
 	s.mu.Lock()
-	idx := s.index(r)
+	// A root inside a queue sees entries at paths without a locks or
+	// elections segment: its store places every entry at once.
+	if mayBeEntry(r) {
+		s.placeAtOnce = true
+		s.placeAll()
+	}
+	files := s.index(r)
+	queues := s.rootQueues[r]
+	if queues == nil {
+		queues = map[claims.Queue]*queue{}
+		s.rootQueues[r] = queues
+	}
 	s.mu.Unlock()
 	c := &Conn{
 		f:      f,
 		s:      s,
 		root:   r,
-		idx:    idx,
+		files:  files,
+		queues: queues,
 		done:   make(chan struct{}),
 		leases: map[*lease]struct{}{},
 	}
@@ -200,10 +212,11 @@ type Conn struct {
 	f    *Factory
 	s    *store
 	root string
-	idx  *rootIndex // lock-free read index of root
-	// rootNode caches the node of root (see store.connRoot); guarded by
-	// the store's mu held for writing.
-	rootNode *node
+	// files is root's index (see store.roots), queues the store's queues
+	// used by the Conns of root, by
+	// claims.Queue (driver.queue); guarded by the store's mu.
+	files  map[string]*node
+	queues map[claims.Queue]*queue
 
 	closed    atomic.Bool
 	closeOnce sync.Once

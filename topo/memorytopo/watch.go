@@ -188,11 +188,11 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		return nil, nil, err
 	}
 	n := s.lookup(full)
-	if n == nil || n.file == nil {
+	if n == nil || n.file.Load() == nil {
 		s.mu.Unlock()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	cur := &topo.WatchData{Contents: clone(n.file.contents), Version: n.file.ver}
+	cur := &topo.WatchData{Contents: clone(n.file.Load().contents), Version: n.file.Load().ver}
 	w := newWatcher(c, full, false)
 	out := make(chan *topo.WatchData, 1)
 	w.direct = out
