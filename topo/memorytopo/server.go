@@ -2,6 +2,8 @@ package memorytopo
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +71,7 @@ type Factory struct {
 	mu     sync.Mutex
 	stores map[string]*store
 
-	faults           faults
+	faultMu          sync.Mutex // serialises updateFaults
 	faultState       atomic.Pointer[faultState]
 	keepAliveBlocked atomic.Bool
 	counters         [numOperations]counter
@@ -136,15 +138,16 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	return c, nil
 }
 
+// allStores returns f's stores.
+func (f *Factory) allStores() []*store {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.stores))
+}
+
 // refreshLeases re-evaluates every lease's renewal after a fault change.
 func (f *Factory) refreshLeases() {
-	f.mu.Lock()
-	stores := make([]*store, 0, len(f.stores))
-	for _, s := range f.stores {
-		stores = append(stores, s)
-	}
-	f.mu.Unlock()
-	for _, s := range stores {
+	for _, s := range f.allStores() {
 		s.mu.Lock()
 		for l := range s.leases {
 			s.refreshLease(l)
