@@ -28,11 +28,11 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, err
 	}
 	s := c.s
-	s.mu.RLock()
+	s.rlock()
 	unlock := s.mu.RUnlock
 	if s.unplaced > 0 { // entries show here: place them
 		s.mu.RUnlock()
-		s.mu.Lock()
+		s.lock()
 		s.placeAll()
 		unlock = s.mu.Unlock
 	}

@@ -11,8 +11,8 @@ import (
 
 // driver implements claims.Driver on c's store: each method is one step
 // under the store's mu, as one request would be against a networked
-// store. It counts nothing and meets no faults: the Conn's claim calls do
-// that once per call (claimcalls.go), before they reach the engine.
+// store. It counts nothing and meets no faults: the engine's hooks do
+// that once per call (Conn.claimHooks), before it reaches the driver.
 //
 // Why tokens are monotone (the argument every driver must make for its
 // store): an entry's token is the store revision of its creation, from
@@ -81,7 +81,7 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 // LockWithTTL (its ttl) and LockName (Options.NamedLockTTL).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c, s := d.c, d.c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(q.Path); err != nil {
 		return claims.Entry{}, nil, err
@@ -115,7 +115,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 // List implements claims.Driver: the queue, oldest first.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	s := d.c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	var out []claims.Entry
 	for e := d.queue(q, false).first(); e != nil; e = e.snext {
@@ -129,7 +129,7 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // the queue's length.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	s := d.c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	x, _ := e.Ref.(*entry)
 	if x == nil || x.removed {
@@ -158,7 +158,7 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	if x == nil {
 		return nil
 	}
-	s.mu.Lock()
+	s.lock()
 	if x.removed {
 		s.mu.Unlock()
 		return nil
@@ -170,6 +170,9 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	s.mu.Unlock()
 	select {
 	case <-gone:
+		if s.counting.Load() {
+			s.wakeups.Add(1)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -180,7 +183,7 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 // on its live lease), never "the entry at this path".
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	x := d.live(v, e)
 	if x == nil {
@@ -194,7 +197,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 // lease.
 func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
 	s := d.c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	x := d.live(v, e)
 	return x != nil && x.sprev == nil, nil
@@ -207,12 +210,12 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	var changed <-chan struct{}
 	var x *queue
 	if watch {
-		s.mu.Lock()
+		s.lock()
 		defer s.mu.Unlock()
 		x = d.queue(q, true)
 		changed = x.watch()
 	} else {
-		s.mu.RLock()
+		s.rlock()
 		defer s.mu.RUnlock()
 		x = d.queue(q, false)
 	}
@@ -227,7 +230,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 // and a granted entry stays the head while it lives).
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, value []byte) error {
 	s := d.c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	x := d.live(v, e)
 	if x == nil {
@@ -273,7 +276,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		ri.Rev <= 0 || ri.Entry != joinFull(d.dir(q), seqName(ri.Rev)) {
 		return claims.Entry{}, nil, topo.NewError(topo.InvalidArgument, q.Path)
 	}
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(q.Path); err != nil {
 		return claims.Entry{}, nil, err

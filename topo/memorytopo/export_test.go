@@ -30,3 +30,33 @@ func queueLen(c *Conn, dir string) int {
 func claimsQueue(p string, election bool) claims.Queue {
 	return claims.Queue{Path: p, Election: election}
 }
+
+// CountRequests starts counting the store requests (acquisitions of the
+// store's lock) of c's store and the waiters it wakes; count returns both
+// since the last reset.
+func CountRequests(c *Conn) (count func() (requests, wakeups int64), reset func()) {
+	s := c.s
+	s.counting.Store(true)
+	reset = func() {
+		s.requests.Store(0)
+		s.wakeups.Store(0)
+	}
+	reset()
+	return func() (int64, int64) { return s.requests.Load(), s.wakeups.Load() }, reset
+}
+
+// Awaited returns how many entries of the lock of dir (relative to c's
+// root) a waiter waits on (driver.WaitGone made their gone channel): once
+// it equals the number of waiters, each is parked on its predecessor.
+func Awaited(c *Conn, dir string) int {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for e := s.queueAt(driver{c}.dir(claimsQueue(dir, false)), false).first(); e != nil; e = e.snext {
+		if e.gone != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -51,7 +51,7 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 		return nil, err
 	}
 	value = &fileState{contents: clone(contents)}
-	c.s.mu.Lock()
+	c.s.lock()
 	if err := c.closedErr(p); err != nil {
 		c.s.mu.Unlock()
 		return nil, err
@@ -85,7 +85,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return v, err
 	}
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(p); err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // write lock orders).
 func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	if err := c.closedErr(p); err != nil {
 		return nil, true, err
@@ -152,10 +152,10 @@ func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Ver
 // writing, once every entry is placed.
 func (c *Conn) load(p string) *fileState {
 	s := c.s
-	s.mu.RLock()
+	s.rlock()
 	if s.unplaced > 0 && mayBeEntry(p) {
 		s.mu.RUnlock()
-		s.mu.Lock()
+		s.lock()
 		defer s.mu.Unlock()
 		s.placeAll()
 	} else {
@@ -229,7 +229,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	}
 	// An earlier version: the history lives in the tree, under the locks.
 	s := c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	n := c.node(p)
 	if n == nil {
@@ -270,7 +270,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return nil, err
 	}
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	var out []topo.KVInfo
 	s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
 		out = append(out, topo.KVInfo{Path: c.rel(full), Value: clone(fs.contents), Version: fs.ver})
@@ -334,7 +334,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return err
 	}
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(p); err != nil {
 		return err

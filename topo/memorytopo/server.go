@@ -110,7 +110,7 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 		f.stores[serverAddress] = s
 	}
 	f.mu.Unlock()
-	s.mu.Lock()
+	s.lock()
 	// A root inside a queue sees entries at paths without a locks or
 	// elections segment: its store places every entry at once.
 	if mayBeEntry(r) {
@@ -148,7 +148,7 @@ func (f *Factory) allStores() []*store {
 // refreshLeases re-evaluates every lease's renewal after a fault change.
 func (f *Factory) refreshLeases() {
 	for _, s := range f.allStores() {
-		s.mu.Lock()
+		s.lock()
 		for l := range s.leases {
 			s.refreshLease(l)
 		}
@@ -256,7 +256,7 @@ func (c *Conn) Close() {
 		c.eng.Close()
 		c.closed.Store(true)
 		close(c.done)
-		c.s.mu.Lock()
+		c.s.lock()
 		for l := range c.leases {
 			c.s.revokeLease(l)
 		}
@@ -275,7 +275,7 @@ func (c *Conn) Close() {
 // itself keeps working: later calls start a new session. Safe for concurrent
 // use; a no-op on a closed Conn.
 func (c *Conn) ExpireSession() {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
 	for l := range c.leases {
 		c.s.revokeLease(l)
@@ -312,7 +312,7 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // backends); the entries stay in the store until the lapse. Idempotent;
 // safe for concurrent use.
 func (c *Conn) Partition() {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
 	if c.partitioned {
 		return
@@ -328,7 +328,7 @@ func (c *Conn) Partition() {
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases
 // that have not lapsed yet are kept. Idempotent; safe for concurrent use.
 func (c *Conn) Heal() {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
 	if !c.partitioned {
 		return
@@ -359,7 +359,7 @@ func (c *Conn) waitCut(ctx context.Context, p string) error {
 }
 
 func (c *Conn) setKeepAlivePaused(paused bool) {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
 	c.keepAlivePaused = paused
 	for l := range c.leases {

@@ -26,9 +26,13 @@ type store struct {
 	f  *Factory
 	id uint64 // random, names the store in ResumeInfo
 
-	mu  sync.RWMutex
+	mu  sync.RWMutex // taken through lock and rlock, which count requests
 	rev atomic.Int64 // last version handed out, store-wide
-	top *node        // the store's root node (no name)
+	// While counting is set, requests counts the acquisitions of mu and
+	// wakeups the waiters driver.WaitGone woke (tests only).
+	counting          atomic.Bool
+	requests, wakeups atomic.Int64
+	top               *node // the store's root node (no name)
 
 	// roots holds one index per Conn root in use (made with its first
 	// Conn, kept for the store's lifetime): the node of every file and
@@ -314,4 +318,23 @@ func lookupBelow(n *node, p string) *node {
 		p = rest
 	}
 	return n
+}
+
+// lock and rlock take mu for writing and for reading: each is one store
+// request (docs/roundtrips.md), counted while requests are counted
+// (counting, for tests).
+func (s *store) lock() {
+	s.request()
+	s.mu.Lock()
+}
+
+func (s *store) rlock() {
+	s.request()
+	s.mu.RLock()
+}
+
+func (s *store) request() {
+	if s.counting.Load() {
+		s.requests.Add(1)
+	}
 }

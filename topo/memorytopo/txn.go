@@ -79,7 +79,7 @@ func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error
 // index).
 func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState) ([]topo.Version, error) {
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(""); err != nil {
 		return nil, err
