@@ -273,7 +273,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	}
 	c, s := d.c, d.c.s
 	if ri.Backend != Name || ri.Store != s.id || ri.Election != q.Path || ri.ID != id ||
-		ri.Rev <= 0 || ri.Entry != joinFull(d.dir(q), seqName(ri.Rev)) {
+		ri.Rev <= 0 || ri.Entry != d.dir(q)+"/"+seqName(ri.Rev) {
 		return claims.Entry{}, nil, topo.NewError(topo.InvalidArgument, q.Path)
 	}
 	s.lock()

@@ -11,21 +11,17 @@ import (
 // elections/N/ (the layout of etcd2topo and zk2topo). Each entry is named
 // by its revision (seqName), holds the lock's contents or the candidate's
 // id, and is attached to a lease (session.go). The claims engine decides
-// who holds; the store only keeps the entries in order (by revision) and
-// removes them: by their own claim (driver.Delete), or with their lease
-// (revokeLease), never otherwise -- Delete, Update and Txn refuse entries.
+// who holds; the store keeps the entries in order and removes them only by
+// their own claim (driver.Delete) or with their lease (revokeLease).
 //
-// Placement. A queue lives in store.queues, keyed by its directory, from
-// its first use for the store's lifetime (each root index keeps the
-// queues its Conns used, by claims.Queue, see driver.queue); its
-// entries join the tree (a node at <dir>/<seq>, published in the read
-// indexes) only when something could see them there: ListDir, a Get or
-// GetVersion that finds nothing at a path with a "locks" or "elections"
-// segment, a write or transaction under the store's write lock at such a
-// path, and a new root index (see mayBeEntry and placeAll). A store with
-// a Conn rooted at such a path places every entry at once. So an
-// uncontended Lock and Unlock read one map entry, and every call sees
-// what it would see had each entry been placed at its creation.
+// Placement. A queue lives in store.queues by its directory, for the
+// store's lifetime. Its entries join the tree (a node at <dir>/<seq>, in
+// the root indexes) only when a call could see them there: ListDir, and a
+// Get, GetVersion, write or transaction at a path that may lie in a queue
+// (mayBeEntry). A store with a Conn rooted at such a path places every
+// entry at once. So an uncontended Lock and Unlock read one map entry,
+// and every call sees what it would see had each entry been placed at its
+// creation (TestLazyPlacementMatchesEager).
 
 const (
 	// locksDir is the directory, under a locked directory, that holds the

@@ -296,7 +296,7 @@ func (s *store) walkPrefix(prefix string, fn func(full string, fs *fileState)) {
 	}
 	for name, ch := range n.children {
 		if strings.HasPrefix(name, rest) {
-			walkFiles(ch, joinFull(dir, name), fn)
+			walkFiles(ch, joinRoot(dir, name), fn)
 		}
 	}
 }

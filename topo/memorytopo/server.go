@@ -257,10 +257,7 @@ func (c *Conn) Close() {
 		c.closed.Store(true)
 		close(c.done)
 		c.s.lock()
-		for l := range c.leases {
-			c.s.revokeLease(l)
-		}
-		c.session = nil
+		c.endLeases()
 		c.s.mu.Unlock()
 	})
 }
@@ -277,10 +274,24 @@ func (c *Conn) Close() {
 func (c *Conn) ExpireSession() {
 	c.s.lock()
 	defer c.s.mu.Unlock()
+	c.endLeases()
+}
+
+// endLeases ends every lease of c. Call with the store's mu held for
+// writing.
+func (c *Conn) endLeases() {
 	for l := range c.leases {
 		c.s.revokeLease(l)
 	}
 	c.session = nil
+}
+
+// refreshLeases re-evaluates the renewal of every lease of c. Call with
+// the store's mu held for writing.
+func (c *Conn) refreshLeases() {
+	for l := range c.leases {
+		c.s.refreshLease(l)
+	}
 }
 
 // PauseKeepAlive stops the simulated renewal of c's session and lock
@@ -320,9 +331,7 @@ func (c *Conn) Partition() {
 	ch := make(chan struct{})
 	c.cut.Store(&ch)
 	c.partitioned = true
-	for l := range c.leases {
-		c.s.refreshLease(l)
-	}
+	c.refreshLeases()
 }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases
@@ -337,9 +346,7 @@ func (c *Conn) Heal() {
 	if ch := c.cut.Swap(nil); ch != nil {
 		close(*ch)
 	}
-	for l := range c.leases {
-		c.s.refreshLease(l)
-	}
+	c.refreshLeases()
 }
 
 // waitCut blocks while c is partitioned.
@@ -362,9 +369,7 @@ func (c *Conn) setKeepAlivePaused(paused bool) {
 	c.s.lock()
 	defer c.s.mu.Unlock()
 	c.keepAlivePaused = paused
-	for l := range c.leases {
-		c.s.refreshLease(l)
-	}
+	c.refreshLeases()
 }
 
 // full returns the store path of the canonical path p.

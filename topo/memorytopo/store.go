@@ -183,21 +183,6 @@ type histEntry struct {
 	contents []byte
 }
 
-// joinFull joins path segments, skipping empty ones.
-func joinFull(parts ...string) string {
-	var b strings.Builder
-	for _, p := range parts {
-		if p == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('/')
-		}
-		b.WriteString(p)
-	}
-	return b.String()
-}
-
 // lookup returns the node at full path p, or nil. Call with mu held.
 func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 

@@ -36,11 +36,6 @@ var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of anoth
 // outcome is never unknown (see Fault for which faults match).
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
-	return c.txn(ctx, ops)
-}
-
-// txn is Txn once counted.
-func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error) {
 	checked, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
@@ -70,15 +65,8 @@ func (c *Conn) txn(ctx context.Context, ops []topo.TxnOp) ([]topo.Version, error
 	if err := c.f.injectTxn(ctx, checked, c.done); err != nil {
 		return nil, err
 	}
-	return c.txnApply(checked, values)
-}
-
-// txnApply is the part of Txn under the store's write lock: it checks
-// Close again, evaluates every op's condition, then applies the writes.
-// values holds the prepared value of each CreateOp and UpdateOp (by op
-// index).
-func (c *Conn) txnApply(checked []backendkit.TxnOp, values []*fileState) ([]topo.Version, error) {
-	s := c.s
+	// Under the store's write lock: Close again, every op's condition,
+	// then the writes.
 	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(""); err != nil {
@@ -164,4 +152,16 @@ func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 		}
 	}
 	return nil
+}
+
+// GuardedUpdate implements backendkit.GuardedUpdater (topo.GuardedUpdate
+// calls it): exactly Txn(ctx, topo.IfHeld(f), topo.UpdateOp(filePath,
+// contents, version)), counted as OpTxn, returning the version Txn returns
+// at index 1.
+func (c *Conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
+	vs, err := c.Txn(ctx, topo.IfHeld(f), topo.UpdateOp(filePath, contents, version))
+	if err != nil {
+		return nil, err
+	}
+	return vs[1], nil
 }
