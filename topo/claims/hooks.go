@@ -3,6 +3,8 @@ package claims
 import (
 	"context"
 	"time"
+
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // Call names one claim call of a Conn, a LockDescriptor or a
@@ -62,6 +64,16 @@ func (e *Engine) enter(ctx context.Context, c Call, path string) error {
 		return nil
 	}
 	return e.hooks.Enter(ctx, c, path)
+}
+
+// prologue is the start of a call c on path that takes only a context:
+// Hooks.Count, the context's check, then Hooks.Enter.
+func (e *Engine) prologue(ctx context.Context, c Call, path string) error {
+	e.count(c)
+	if err := backendkit.CheckContext(ctx, path); err != nil {
+		return err
+	}
+	return e.enter(ctx, c, path)
 }
 
 // resignGrace bounds Resign's Hooks.Enter when the caller's context has

@@ -112,11 +112,7 @@ func (l *lockDescriptor) Done() <-chan struct{} {
 // Check implements topo.Fence: the claim's Check (see there), after the
 // Hooks of CallCheck.
 func (l *lockDescriptor) Check(ctx context.Context) error {
-	l.eng.count(CallCheck)
-	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
-		return err
-	}
-	if err := l.eng.enter(ctx, CallCheck, l.q.Path); err != nil {
+	if err := l.eng.prologue(ctx, CallCheck, l.q.Path); err != nil {
 		return err
 	}
 	return l.claim.Check(ctx)
@@ -136,11 +132,7 @@ func (l *lockDescriptor) Check(ctx context.Context) error {
 // ends. A second Unlock returns Interrupted (Closed once the engine is
 // closed), also after one that said LockLost.
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
-	l.eng.count(CallUnlock)
-	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
-		return err
-	}
-	if err := l.eng.enter(ctx, CallUnlock, l.q.Path); err != nil {
+	if err := l.eng.prologue(ctx, CallUnlock, l.q.Path); err != nil {
 		return err
 	}
 	if err := l.eng.closedErr(l.q.Path); err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // observeRetry is how long Observe waits before it reads again after a
@@ -44,14 +43,9 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 	return h.Contents, nil
 }
 
-// check is the prologue of a read of c: Hooks.Count, the context, then
-// Hooks.Enter.
+// check is the prologue of a read of c (Engine.prologue).
 func (p *participation) check(ctx context.Context, c Call) error {
-	p.e.count(c)
-	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
-		return err
-	}
-	return p.e.enter(ctx, c, p.q.Path)
+	return p.e.prologue(ctx, c, p.q.Path)
 }
 
 func leaderOf(h Entry) topo.Leader {
