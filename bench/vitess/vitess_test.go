@@ -348,6 +348,26 @@ func BenchmarkGet(b *testing.B) {
 	})
 }
 
+// BenchmarkGet10000: Get of one file of a store holding 10,000 files
+// (memory only: a store whose cost per Get grows with its size shows
+// here).
+func BenchmarkGet10000(b *testing.B) {
+	const files = 10000
+	s := stores()[0]
+	vt, tk := s.open(b, 1)
+	ctx := context.Background()
+	for _, c := range []*side{vt[0], tk[0]} {
+		for i := range files {
+			must(b, c.create(ctx, fmt.Sprintf("keyspaces/ks%d/shards/%d/Shard", i/100, i%100), []byte("a shard record")))
+		}
+	}
+	i := 0
+	paired(b, vt[0], tk[0], func(c *side, _ int) error {
+		i++
+		return c.get(ctx, fmt.Sprintf("keyspaces/ks%d/shards/%d/Shard", i%100, (i/2)%100))
+	})
+}
+
 func BenchmarkUpdateCAS(b *testing.B) {
 	each(b, func(b *testing.B, s store) {
 		vt, tk := s.open(b, 1)

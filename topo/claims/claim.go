@@ -27,6 +27,8 @@ type claim struct {
 	// entry is guarded by sess.mu once the claim is shared (current).
 	entry Entry
 	sess  *Session
+	// done is Done's channel, made on its first use (most claims end
+	// before anyone asks); guarded by sess.mu.
 	done  chan struct{}
 	state claimState
 	// cancel, for a candidacy, cancels the leadership context.
@@ -51,14 +53,20 @@ func (cl *claim) current() Entry {
 // driver implements Monitor.
 func (cl *claim) monitor() {
 	if m, ok := cl.eng.d.(Monitor); ok {
-		cl.monitorOnce.Do(func() { m.Monitor(cl.q, cl.sess, cl.current(), cl.done) })
+		cl.monitorOnce.Do(func() { m.Monitor(cl.q, cl.sess, cl.current(), cl.Done()) })
 	}
 }
 
 func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {
-	cl := &claim{eng: eng, q: q, entry: e, sess: s, done: make(chan struct{}), cancel: cancel}
-	s.add(cl)
+	cl := &claim{}
+	cl.init(eng, q, e, s, cancel)
 	return cl
+}
+
+// init sets up cl, a new claim, and registers it on s.
+func (cl *claim) init(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) {
+	cl.eng, cl.q, cl.entry, cl.sess, cl.cancel = eng, q, e, s, cancel
+	s.add(cl)
 }
 
 // endLocked moves a live claim to st: Done closes and a leadership context
@@ -69,7 +77,9 @@ func (cl *claim) endLocked(st claimState) {
 		return
 	}
 	cl.state = st
-	close(cl.done)
+	if cl.done != nil {
+		close(cl.done)
+	}
 	if cl.cancel != nil {
 		cl.cancel(cl.errLocked())
 	}
@@ -112,7 +122,17 @@ func (cl *claim) Token() int64 {
 
 // Done implements topo.Fence: closed when the claim is released and when
 // its session is declared lost (before the declaration returns).
-func (cl *claim) Done() <-chan struct{} { return cl.done }
+func (cl *claim) Done() <-chan struct{} {
+	cl.sess.mu.Lock()
+	defer cl.sess.mu.Unlock()
+	if cl.done == nil {
+		cl.done = make(chan struct{})
+		if cl.state != stateLive {
+			close(cl.done)
+		}
+	}
+	return cl.done
+}
 
 // Check implements topo.Fence: Closed once the engine is closed (whatever
 // happened to the claim before), Interrupted once released and LockLost

@@ -24,6 +24,8 @@
 //     Proclaim, Resign, Stop);
 //   - observe.go: Leader, GetCurrentLeaderID, Observe, WaitForNewLeader;
 //   - resume.go: ResumeInfo and Conn.ResumeLeaderParticipation;
+//   - hooks.go: Hooks, what a backend sees of each call before the driver
+//     does (memorytopo: call counters and test faults);
 //   - defect.go: deliberate defects, for the mutation kit only.
 //
 // # The model

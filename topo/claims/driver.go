@@ -45,6 +45,9 @@ type Entry struct {
 	// Resume): the engine waits no more for it, and calls no Acquire for
 	// it. Drivers whose queue order alone grants never set it.
 	Granted bool
+	// Ref is the driver's own handle on the entry (memorytopo: the entry
+	// itself), opaque to the engine, which hands it back unchanged.
+	Ref any
 }
 
 // CreateOptions say how Driver.Create creates an entry.

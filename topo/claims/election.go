@@ -4,23 +4,39 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // NewLeaderParticipation implements topo.Conn.NewLeaderParticipation: the
-// InvalidArgument or InvalidPath *topo.Error of backendkit.CheckElection,
-// Closed after Close. Nothing is written.
+// InvalidArgument or InvalidPath *topo.Error of backendkit.CheckElection
+// (InvalidArgument also for an id larger than topo.MaxValueSize), Closed
+// after Close. Nothing is written.
 func (e *Engine) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	n, err := backendkit.CheckElection(name, id)
+	e.count(CallNewLeaderParticipation)
+	n, err := checkElection(name, id)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.closedErr(n); err != nil {
 		return nil, err
 	}
+	if err := e.enter(context.Background(), CallNewLeaderParticipation, n); err != nil {
+		return nil, err
+	}
 	return e.participation(n, id), nil
+}
+
+// checkElection is backendkit.CheckElection, then the id's size: it is
+// stored as the candidate entry's value.
+func checkElection(name, id string) (string, error) {
+	n, err := backendkit.CheckElection(name, id)
+	if err == nil && len(id) > topo.MaxValueSize {
+		err = backendkit.CheckValue(n, []byte(id))
+	}
+	return n, err
 }
 
 func (e *Engine) participation(name, id string) *participation {
@@ -73,7 +89,45 @@ type term struct{ *claim }
 // after the engine's Close, LockLost when the session was lost while
 // waiting, and the same context again while leading.
 func (p *participation) WaitForLeadership() (context.Context, error) {
+	p.e.count(CallWaitForLeadership)
+	if err := p.e.closedErr(p.q.Path); err != nil {
+		return nil, err
+	}
+	if p.e.hooks.Enter != nil {
+		if err := p.enterStoppable(stopContext(p.stop), CallWaitForLeadership); err != nil {
+			return nil, err
+		}
+	}
 	return p.lead(context.Background(), nil, false)
+}
+
+// stopContext is a context that ends when its channel (a participant's
+// stop) closes, without allocating.
+type stopContext chan struct{}
+
+func (c stopContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c stopContext) Done() <-chan struct{}       { return c }
+func (c stopContext) Value(any) any               { return nil }
+func (c stopContext) Err() error {
+	if isClosed(c) {
+		return context.Canceled
+	}
+	return nil
+}
+
+// enterStoppable runs Hooks.Enter for a wait that Stop ends: Interrupted
+// once stopped.
+func (p *participation) enterStoppable(ctx context.Context, c Call) error {
+	if isClosed(p.stop) {
+		return topo.NewError(topo.Interrupted, p.q.Path)
+	}
+	if err := p.e.hooks.Enter(ctx, c, p.q.Path); err != nil {
+		if isClosed(p.stop) {
+			return topo.NewError(topo.Interrupted, p.q.Path)
+		}
+		return err
+	}
+	return nil
 }
 
 // Campaign implements topo.LeaderParticipation: WaitForLeadership bounded
@@ -82,11 +136,26 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 // While already a candidate it publishes value (guarded on the entry) and
 // keeps the candidacy. InvalidArgument for an oversized value.
 func (p *participation) Campaign(ctx context.Context, value []byte) (context.Context, error) {
+	p.e.count(CallCampaign)
 	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
 		return nil, err
 	}
 	if err := backendkit.CheckValue(p.q.Path, value); err != nil {
 		return nil, err
+	}
+	if err := p.e.closedErr(p.q.Path); err != nil {
+		return nil, err
+	}
+	if p.e.hooks.Enter != nil {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(stopContext(p.stop), cancel)()
+		if err := p.enterStoppable(cctx, CallCampaign); err != nil {
+			if !isClosed(p.stop) && ctx.Err() != nil {
+				return nil, backendkit.FromContext(ctx, p.q.Path)
+			}
+			return nil, err
+		}
 	}
 	return p.lead(ctx, slices.Clone(value), true)
 }
@@ -137,7 +206,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			}
 		}
 		var err error
-		cl, err = p.e.create(ctx, p.q, p.id, opts, cancel)
+		cl, err = p.e.create(ctx, p.q, p.id, opts, cancel, nil)
 		if err != nil {
 			cancel(err)
 			return nil, err
@@ -189,10 +258,14 @@ func (p *participation) Term() (topo.Fence, error) {
 // InvalidArgument for an oversized value, Closed once the engine is closed
 // (after the argument checks).
 func (p *participation) Proclaim(ctx context.Context, value []byte) error {
+	p.e.count(CallProclaim)
 	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
 		return err
 	}
 	if err := backendkit.CheckValue(p.q.Path, value); err != nil {
+		return err
+	}
+	if err := p.e.enter(ctx, CallProclaim, p.q.Path); err != nil {
 		return err
 	}
 	if err := p.e.closedErr(p.q.Path); err != nil {
@@ -220,7 +293,20 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 // with its session. It returns Closed once the engine is closed (the
 // Conn's Close withdrew the candidacy).
 func (p *participation) Resign(ctx context.Context) error {
+	p.e.count(CallResign)
+	var err error
+	if p.e.hooks.Enter != nil {
+		if ctx.Err() != nil {
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resignGrace)
+			defer cancel()
+			ctx = gctx
+		}
+		err = p.e.hooks.Enter(ctx, CallResign, p.q.Path)
+	}
 	p.resign()
+	if err != nil {
+		return err
+	}
 	return p.e.closedErr(p.q.Path)
 }
 

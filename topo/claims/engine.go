@@ -16,6 +16,7 @@ import (
 type Engine struct {
 	d         Driver
 	defect    Defect
+	hooks     Hooks
 	closing   chan struct{}
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -41,11 +42,14 @@ type Options struct {
 	// Defect makes the engine deliberately wrong in one way, for the
 	// mutation kit (topo/test/mutation) only. Zero: no defect.
 	Defect Defect
+	// Hooks see each claim call before the driver does (memorytopo's
+	// call counters and faults). Zero: none.
+	Hooks Hooks
 }
 
 // New returns an Engine over d.
 func New(d Driver, o Options) *Engine {
-	return &Engine{d: d, defect: o.Defect, closing: make(chan struct{})}
+	return &Engine{d: d, defect: o.Defect, hooks: o.Hooks, closing: make(chan struct{})}
 }
 
 // Close marks the engine closed, as its Conn's Close does: waiting Lock,

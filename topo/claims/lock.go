@@ -18,17 +18,19 @@ import (
 // Interrupted when ctx ends, LockLost when the session is declared lost,
 // and Closed when the engine is closed; the waiter's entry is removed then.
 func (e *Engine) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	e.count(CallLock)
 	p, err := checkLock(ctx, dirPath, contents)
 	if err != nil {
 		return nil, err
 	}
-	return e.lock(ctx, p, contents, CreateOptions{RequireFiles: true})
+	return e.lock(ctx, CallLock, p, contents, CreateOptions{RequireFiles: true})
 }
 
 // LockWithTTL implements topo.Conn.LockWithTTL: Lock, with ttl checked
 // after the other arguments (backendkit.CheckLockWithTTL: InvalidArgument
 // when not positive) and passed to Driver.Create.
 func (e *Engine) LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error) {
+	e.count(CallLockWithTTL)
 	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
 		return nil, err
 	}
@@ -36,17 +38,18 @@ func (e *Engine) LockWithTTL(ctx context.Context, dirPath, contents string, ttl 
 	if err != nil {
 		return nil, err
 	}
-	return e.lock(ctx, p, contents, CreateOptions{RequireFiles: true, TTL: ttl})
+	return e.lock(ctx, CallLockWithTTL, p, contents, CreateOptions{RequireFiles: true, TTL: ttl})
 }
 
 // LockName implements topo.Conn.LockName: Lock without the need for files
 // below dirPath. It is the same lock as Lock's on the same directory.
 func (e *Engine) LockName(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	e.count(CallLockName)
 	p, err := checkLock(ctx, dirPath, contents)
 	if err != nil {
 		return nil, err
 	}
-	return e.lock(ctx, p, contents, CreateOptions{})
+	return e.lock(ctx, CallLockName, p, contents, CreateOptions{})
 }
 
 // TryLock implements topo.Conn.TryLock: Lock's checks, then an entry only
@@ -54,11 +57,12 @@ func (e *Engine) LockName(ctx context.Context, dirPath, contents string) (topo.L
 // otherwise NodeExists at once, wrapping a *topo.LockHeldError that names
 // the head's contents and session (backendkit.LockHeld). It never waits.
 func (e *Engine) TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	e.count(CallTryLock)
 	p, err := checkLock(ctx, dirPath, contents)
 	if err != nil {
 		return nil, err
 	}
-	return e.lock(ctx, p, contents, CreateOptions{RequireFiles: true, Exclusive: true})
+	return e.lock(ctx, CallTryLock, p, contents, CreateOptions{RequireFiles: true, Exclusive: true})
 }
 
 // checkLock runs the argument checks of the lock methods, in backendkit's
@@ -71,20 +75,28 @@ func checkLock(ctx context.Context, dirPath, contents string) (string, error) {
 	return backendkit.CheckLock(dirPath, contents)
 }
 
-func (e *Engine) lock(ctx context.Context, p, contents string, opts CreateOptions) (topo.LockDescriptor, error) {
-	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil)
+// lock runs call for the checked directory p: Hooks.Enter, then an entry
+// and the wait for it to head the queue.
+func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts CreateOptions) (topo.LockDescriptor, error) {
+	if err := e.enter(ctx, call, p); err != nil {
+		return nil, err
+	}
+	ld := &lockDescriptor{}
+	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil, &ld.mem)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.await(ctx, cl, nil); err != nil {
 		return nil, err
 	}
-	return &lockDescriptor{claim: cl}, nil
+	ld.claim = cl
+	return ld, nil
 }
 
 // lockDescriptor is a held lock.
 type lockDescriptor struct {
 	*claim
+	mem claim // what claim points to (one allocation for both)
 	// unlocked is set by the first Unlock: every later one returns
 	// Interrupted (or Closed), whatever the first returned.
 	unlocked atomic.Bool
@@ -94,7 +106,16 @@ type lockDescriptor struct {
 // the driver's Monitor of the lock, when it has one.
 func (l *lockDescriptor) Done() <-chan struct{} {
 	l.monitor()
-	return l.done
+	return l.claim.Done()
+}
+
+// Check implements topo.Fence: the claim's Check (see there), after the
+// Hooks of CallCheck.
+func (l *lockDescriptor) Check(ctx context.Context) error {
+	if err := l.eng.prologue(ctx, CallCheck, l.q.Path); err != nil {
+		return err
+	}
+	return l.claim.Check(ctx)
 }
 
 // Unlock implements topo.LockDescriptor.Unlock: Done closes, then the entry
@@ -111,7 +132,7 @@ func (l *lockDescriptor) Done() <-chan struct{} {
 // ends. A second Unlock returns Interrupted (Closed once the engine is
 // closed), also after one that said LockLost.
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
-	if err := backendkit.CheckContext(ctx, l.q.Path); err != nil {
+	if err := l.eng.prologue(ctx, CallUnlock, l.q.Path); err != nil {
 		return err
 	}
 	if err := l.eng.closedErr(l.q.Path); err != nil {

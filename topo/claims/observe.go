@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // observeRetry is how long Observe waits before it reads again after a
@@ -18,7 +17,7 @@ const observeRetry = 100 * time.Millisecond
 // the head of the queue, read in one request (Driver.Head); NoLeader when
 // the queue is empty.
 func (p *participation) Leader(ctx context.Context) (topo.Leader, error) {
-	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
+	if err := p.check(ctx, CallLeader); err != nil {
 		return topo.Leader{}, err
 	}
 	h, ok, _, err := p.e.d.Head(ctx, p.q, false)
@@ -34,7 +33,7 @@ func (p *participation) Leader(ctx context.Context) (topo.Leader, error) {
 // GetCurrentLeaderID implements topo.LeaderParticipation: the id of the
 // head of the queue, "" when there is none.
 func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) {
-	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
+	if err := p.check(ctx, CallGetCurrentLeaderID); err != nil {
 		return "", err
 	}
 	h, _, _, err := p.e.d.Head(ctx, p.q, false)
@@ -42,6 +41,11 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 		return "", p.e.d.MapError(ctx, err, p.q.Path)
 	}
 	return h.Contents, nil
+}
+
+// check is the prologue of a read of c (Engine.prologue).
+func (p *participation) check(ctx context.Context, c Call) error {
+	return p.e.prologue(ctx, c, p.q.Path)
 }
 
 func leaderOf(h Entry) topo.Leader {
@@ -60,9 +64,14 @@ type leaderState struct{ token, valueRev int64 }
 // current. A failed read is retried (the channel stays open); the channel
 // closes when ctx ends or the engine closes.
 func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error) {
-	if err := backendkit.CheckContext(ctx, p.q.Path); err != nil {
+	if err := p.check(ctx, CallObserve); err != nil {
 		return nil, err
 	}
+	return p.observe(ctx)
+}
+
+// observe is Observe once its call is checked.
+func (p *participation) observe(ctx context.Context) (<-chan topo.Leader, error) {
 	if err := p.e.closedErr(p.q.Path); err != nil {
 		return nil, err
 	}
@@ -122,7 +131,10 @@ func (p *participation) Observe(ctx context.Context) (<-chan topo.Leader, error)
 // call first. A participant re-elected in a new term is sent again (its
 // token changed); a Proclaim (same term) and "nobody leads" are not sent.
 func (p *participation) WaitForNewLeader(ctx context.Context) (<-chan string, error) {
-	leaders, err := p.Observe(ctx)
+	if err := p.check(ctx, CallWaitForNewLeader); err != nil {
+		return nil, err
+	}
+	leaders, err := p.observe(ctx)
 	if err != nil {
 		return nil, err
 	}

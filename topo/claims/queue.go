@@ -17,10 +17,10 @@ const removeGrace = 5 * time.Second
 // queue: the store dropped it with its session.
 var errEntryGone = errors.New("claims: the entry left its queue while waiting")
 
-// create adds an entry to q (Driver.Create) and returns its claim, live.
-// A *BusyError becomes TryLock's NodeExists naming the holder
-// (backendkit.LockHeld).
-func (e *Engine) create(ctx context.Context, q Queue, contents string, opts CreateOptions, cancel context.CancelCauseFunc) (*claim, error) {
+// create adds an entry to q (Driver.Create) and returns its claim, live:
+// into, when not nil, else a new one. A *BusyError becomes TryLock's
+// NodeExists naming the holder (backendkit.LockHeld).
+func (e *Engine) create(ctx context.Context, q Queue, contents string, opts CreateOptions, cancel context.CancelCauseFunc, into *claim) (*claim, error) {
 	if err := e.closedErr(q.Path); err != nil {
 		return nil, err
 	}
@@ -31,7 +31,11 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 		}
 		return nil, e.d.MapError(ctx, err, q.Path)
 	}
-	return newClaim(e, q, ent, s, cancel), nil
+	if into == nil {
+		into = &claim{}
+	}
+	into.init(e, q, ent, s, cancel)
+	return into, nil
 }
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a
@@ -55,7 +59,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	defer cancel()
 	go func() {
 		select {
-		case <-cl.done:
+		case <-cl.Done():
 		case <-stop:
 		case <-e.closing:
 		case <-wctx.Done():

@@ -34,11 +34,15 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 // returns LockLost when the session or the entry is gone, the driver's
 // InvalidArgument for foreign or malformed info, Closed after Close.
 func (e *Engine) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
+	e.count(CallResumeLeaderParticipation)
 	if err := backendkit.CheckContext(ctx, name); err != nil {
 		return nil, err
 	}
-	n, err := backendkit.CheckElection(name, id)
+	n, err := checkElection(name, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.enter(ctx, CallResumeLeaderParticipation, n); err != nil {
 		return nil, err
 	}
 	// No Closed check here: malformed or foreign info is InvalidArgument

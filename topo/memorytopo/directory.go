@@ -28,10 +28,17 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, err
 	}
 	s := c.s
-	s.mu.RLock()
+	s.rlock()
+	unlock := s.mu.RUnlock
+	if s.unplaced > 0 { // entries show here: place them
+		s.mu.RUnlock()
+		s.lock()
+		s.placeAll()
+		unlock = s.mu.Unlock
+	}
 	n := s.lookup(c.full(p))
 	if n == nil || len(n.children) == 0 {
-		s.mu.RUnlock()
+		unlock()
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	out := make([]topo.DirEntry, 0, len(n.children))
@@ -46,7 +53,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		}
 		out = append(out, e)
 	}
-	s.mu.RUnlock()
+	unlock()
 	slices.SortFunc(out, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

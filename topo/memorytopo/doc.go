@@ -99,44 +99,15 @@
 // Server, assert topo.GetFactory(memorytopo.Name) to *Factory.
 package memorytopo
 
-// Implementation notes (see also the package documentation above).
-//
-// Files. Data: store.go (the tree, the lock-free read indexes, versions
-// and history), file.go, directory.go, watch.go, txn.go, path.go,
-// shapelock.go (the store's mutex). Claims: locks, elections and leader
-// values are the claims engine's (topo/claims); driver.go is the engine's
-// Driver over the store, entry.go the store's queue entries, session.go
-// the leases (sessions) holding them, claimcalls.go the call counting and
-// fault injection in front of the engine. Test controls: server.go
-// (Factory, Conn, ExpireSession, PauseKeepAlive, Partition), faults.go.
-//
-// Who may delete what. A queue entry (under <dir>/locks/ or
-// elections/<name>/) is removed only by its own claim, through the driver
-// (Unlock, Resign, Stop, a waiter giving up: driver.Delete, which checks
-// the entry's revision and that its lease is live and still the calling
-// Conn's), or with its lease (revokeLease: ExpireSession, a lapse, Close,
-// a resumed candidacy given up at a partition's notice). Conn.Delete,
-// Update and Txn refuse entries (reserved paths, NodeExists).
-//
-// Which request runs on which session. Lock, TryLock and candidates use
-// the Conn's session lease (opened on first use and anew after it ended);
-// LockWithTTL and LockName each get a lease of their own, ended with the
-// entry. ResumeLeaderParticipation moves a lease to the resuming Conn
-// (adoptLease): from then on only that Conn's driver can delete, check or
-// proclaim on it; the original Conn's claim on the resumed entry is lost.
-//
-// Loss ends claims first. revokeLease declares the lease's engine Session
-// lost (every Done closes, leadership contexts are cancelled) before it
-// removes the entries, all under the store's write lock, so no successor
-// is granted before the old holder's claim ended. At a partition's notice
-// (a quarter of the TTL before the lapse) the Conn's terms on the lease
-// end (Session.LoseEntry); their entries stay until the lapse, or are
-// removed when the partition heals first.
-//
-// Concurrency. Get (and GetVersion of the current version) loads an
-// immutable snapshot of the file without taking a lock. Update of an
-// existing file takes the store-wide mutex only for reading plus a mutex
-// of that file's own (unless a WatchRecursive is active), so writers of
-// different files run in parallel. Create, Delete, Txn, List, watch
-// set-up and queue changes take it for writing; reads of queues
-// (driver.List, Ahead, Held, Head without watch) for reading.
+// Implementation notes. Data: store.go (the tree, the per-root indexes,
+// versions and history), file.go, directory.go, watch.go, txn.go,
+// path.go. Claims are the claims engine's (topo/claims): driver.go is its
+// Driver, entry.go the queues and their placement in the tree, session.go
+// the leases; Conn.claimHooks (faults.go) counts and faults each claim
+// call. A queue entry is removed only by its own claim (driver.Delete, by
+// identity on its live lease) or with its lease (revokeLease), which
+// declares the lease's engine Session lost first, under the store's write
+// lock, so no successor is granted before the old holder's claim ended.
+// Get and in-place Updates of existing files hold the store's mu for
+// reading (updateInPlace adds the file's own mutex); Create, Delete, Txn,
+// List, watch set-up and queue changes hold it for writing.

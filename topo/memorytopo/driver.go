@@ -11,8 +11,8 @@ import (
 
 // driver implements claims.Driver on c's store: each method is one step
 // under the store's mu, as one request would be against a networked
-// store. It counts nothing and meets no faults: the Conn's claim calls do
-// that once per call (claimcalls.go), before they reach the engine.
+// store. It counts nothing and meets no faults: the engine's hooks do
+// that once per call (Conn.claimHooks), before it reaches the driver.
 //
 // Why tokens are monotone (the argument every driver must make for its
 // store): an entry's token is the store revision of its creation, from
@@ -30,26 +30,46 @@ var (
 // dir is the full store path of q's queue: <dir>/locks for a lock,
 // elections/<name> for an election.
 func (d driver) dir(q claims.Queue) string {
-	if q.Election {
-		return d.c.full(electionsDir + "/" + q.Path)
+	r, sep := d.c.root, "/"
+	if r == "" {
+		sep = ""
 	}
-	if q.Path == "" {
-		return d.c.full(locksDir)
+	switch {
+	case q.Election:
+		return r + sep + electionsDir + "/" + q.Path
+	case q.Path == "":
+		return r + sep + locksDir
 	}
-	return d.c.full(q.Path + "/" + locksDir)
+	return r + sep + q.Path + "/" + locksDir
 }
 
-// entryOf is the engine's view of e.
+// queue returns q's queue in the store (nil when it has none and create
+// is not set), through the root index's map of the queues its Conns
+// used, so that the queue's path is built on first use only. Call with mu
+// held, for writing to create.
+func (d driver) queue(q claims.Queue, create bool) *queue {
+	if x := d.c.queues[q]; x != nil {
+		return x
+	}
+	x := d.c.s.queueAt(d.dir(q), create)
+	if create {
+		d.c.queues[q] = x
+	}
+	return x
+}
+
+// entryOf is the engine's view of e: Key is its queue's directory (the
+// token tells its entries apart), Ref the entry itself.
 func entryOf(e *entry) claims.Entry {
-	return claims.Entry{Token: e.seq, Key: e.key, Contents: e.value, Value: e.published, ValueRev: e.valueRev}
+	return claims.Entry{Token: e.seq, Key: e.q.dir, Contents: e.value, Value: e.published, ValueRev: e.valueRev, Ref: e}
 }
 
-// live returns the entry e of q while it is in the store on the live
+// live returns the entry behind e while it is in the store on the live
 // lease behind v, and that lease is still this Conn's (not adopted by
 // another since: see Resume), or nil. Call with mu held.
 func (d driver) live(v *claims.Session, e claims.Entry) *entry {
-	x := d.c.s.entryAt(e.Key, e.Token)
-	if l, _ := v.Ref().(*lease); x == nil || x.lease != l || l.revoked || l.c != d.c {
+	x, _ := e.Ref.(*entry)
+	if l, _ := v.Ref().(*lease); x == nil || x.removed || x.lease != l || l.revoked || l.c != d.c {
 		return nil
 	}
 	return x
@@ -61,19 +81,19 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 // LockWithTTL (its ttl) and LockName (Options.NamedLockTTL).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c, s := d.c, d.c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(q.Path); err != nil {
 		return claims.Entry{}, nil, err
 	}
 	if opts.RequireFiles {
-		n := lookupBelow(s.connRoot(c, false), q.Path)
+		n := c.node(q.Path)
 		if !filesBelow(n) {
-			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file != nil)
+			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file.Load() != nil)
 		}
 	}
-	dir := d.dir(q)
-	if h := s.first(dir); opts.Exclusive && h != nil {
+	x := d.queue(q, true)
+	if h := x.head; opts.Exclusive && h != nil {
 		return claims.Entry{}, nil, &claims.BusyError{Head: entryOf(h)}
 	}
 	var l *lease
@@ -85,7 +105,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	default:
 		l = s.sessionLease(c)
 	}
-	e := s.addEntry(dir, contents, l)
+	e := s.addEntry(x, contents, l)
 	if q.Election {
 		e.election, e.published = true, opts.Value
 	}
@@ -95,10 +115,10 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 // List implements claims.Driver: the queue, oldest first.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	s := d.c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	var out []claims.Entry
-	for e := s.first(d.dir(q)); e != nil; e = e.snext {
+	for e := d.queue(q, false).first(); e != nil; e = e.snext {
 		out = append(out, entryOf(e))
 	}
 	return out, nil
@@ -109,18 +129,18 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // the queue's length.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	s := d.c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
-	x := s.entryAt(e.Key, e.Token)
-	if x == nil {
+	x, _ := e.Ref.(*entry)
+	if x == nil || x.removed {
 		return nil, false, nil
+	}
+	if x.sprev == nil {
+		return nil, true, nil
 	}
 	n := 0
 	for p := x.sprev; p != nil && n < max; p = p.sprev {
 		n++
-	}
-	if n == 0 {
-		return nil, true, nil
 	}
 	out := make([]claims.Entry, n)
 	for p := x.sprev; n > 0; p = p.sprev {
@@ -134,25 +154,36 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 // channel, so only that entry's removal wakes it.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	s := d.c.s
-	s.mu.RLock()
-	x := s.entryAt(e.Key, e.Token)
-	s.mu.RUnlock()
+	x, _ := e.Ref.(*entry)
 	if x == nil {
 		return nil
 	}
+	s.lock()
+	if x.removed {
+		s.mu.Unlock()
+		return nil
+	}
+	if x.gone == nil {
+		x.gone = make(chan struct{})
+	}
+	gone := x.gone
+	s.mu.Unlock()
 	select {
-	case <-x.gone:
+	case <-gone:
+		if s.counting.Load() {
+			s.wakeups.Add(1)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// Delete implements claims.Driver: removal by identity (the entry's
-// revision on its live lease), never "the entry at this path".
+// Delete implements claims.Driver: removal by identity (the entry itself,
+// on its live lease), never "the entry at this path".
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	x := d.live(v, e)
 	if x == nil {
@@ -166,7 +197,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 // lease.
 func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
 	s := d.c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
 	x := d.live(v, e)
 	return x != nil && x.sprev == nil, nil
@@ -176,19 +207,19 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 // next change of the queue's entries or of a published value.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	s := d.c.s
-	dir := d.dir(q)
-	if !watch {
-		s.mu.RLock()
+	var changed <-chan struct{}
+	var x *queue
+	if watch {
+		s.lock()
+		defer s.mu.Unlock()
+		x = d.queue(q, true)
+		changed = x.watch()
+	} else {
+		s.rlock()
 		defer s.mu.RUnlock()
-		if h := s.first(dir); h != nil {
-			return entryOf(h), true, nil, nil
-		}
-		return claims.Entry{}, false, nil, nil
+		x = d.queue(q, false)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := s.dirChan(dir)
-	if h := s.first(dir); h != nil {
+	if h := x.first(); h != nil {
 		return entryOf(h), true, changed, nil
 	}
 	return claims.Entry{}, false, changed, nil
@@ -199,7 +230,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 // and a granted entry stays the head while it lives).
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, value []byte) error {
 	s := d.c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	x := d.live(v, e)
 	if x == nil {
@@ -207,7 +238,7 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	}
 	x.published = value
 	x.valueRev++
-	s.dirChanged(d.dir(q))
+	x.q.changedNow()
 	return nil
 }
 
@@ -225,7 +256,7 @@ type resumeInfo struct {
 // in-process store, the election, the id, the entry's store path and
 // revision.
 func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([]byte, error) {
-	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key, Rev: e.Token})
+	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key + "/" + seqName(e.Token), Rev: e.Token})
 }
 
 // Resume implements claims.Driver: a Conn of the same store and root takes
@@ -242,15 +273,18 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	}
 	c, s := d.c, d.c.s
 	if ri.Backend != Name || ri.Store != s.id || ri.Election != q.Path || ri.ID != id ||
-		ri.Rev <= 0 || ri.Entry != joinFull(d.dir(q), seqName(ri.Rev)) {
+		ri.Rev <= 0 || ri.Entry != d.dir(q)+"/"+seqName(ri.Rev) {
 		return claims.Entry{}, nil, topo.NewError(topo.InvalidArgument, q.Path)
 	}
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(q.Path); err != nil {
 		return claims.Entry{}, nil, err
 	}
-	x := s.entryAt(ri.Entry, ri.Rev)
+	x := d.queue(q, false).first()
+	for x != nil && x.seq != ri.Rev {
+		x = x.snext
+	}
 	if x == nil || x.lease.revoked {
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
@@ -259,7 +293,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	}
 	x.noticed = false // held again: renewal through c keeps it
 	s.adoptLease(x.lease, c)
-	x.lease.view.LoseEntry(x.key, x.seq)
+	x.lease.view.LoseEntry(x.q.dir, x.seq)
 	return entryOf(x), x.lease.view, nil
 }
 
@@ -280,13 +314,7 @@ func (s *store) guard(f topo.Fence) (g claims.Guard, ours, mine bool) {
 	return g, mine && d.c.s == s, mine
 }
 
-// owns reports whether f (or a Fence it wraps) was issued by a Conn of s.
-func (s *store) owns(f topo.Fence) bool {
-	_, ours, _ := s.guard(f)
-	return ours
-}
-
-// held reports whether the claim behind f, which s owns, is still held:
+// held reports whether the claim behind f, which s issued, is still held:
 // its holder has neither released nor lost it, and its entry is in the
 // store on its live lease (IfHeld). Call with s.mu held: every end of a
 // claim in the store (revokeLease, driver.Delete) holds it for writing.
@@ -295,8 +323,7 @@ func (s *store) held(f topo.Fence) bool {
 	if !ours || !g.Live() {
 		return false
 	}
-	e := g.Entry()
-	x := s.entryAt(e.Key, e.Token)
+	x, _ := g.Entry().Ref.(*entry)
 	l, _ := g.Session().Ref().(*lease)
-	return x != nil && x.lease == l && !l.revoked
+	return x != nil && !x.removed && x.lease == l && !l.revoked
 }

@@ -8,13 +8,20 @@ import (
 
 // The store's queue entries. A lock of directory D is the queue of
 // ephemeral entries under D/locks/, an election N the queue under
-// elections/N/ (the layout of etcd2topo and zk2topo). Each entry is a node
-// named by its revision (seqName), holding the lock's contents or the
-// candidate's id, attached to a lease (session.go). The claims engine
-// decides who holds; the store only keeps the entries in order (by
-// revision) and removes them: by their own claim (driver.Delete), or with
-// their lease (revokeLease), never otherwise -- Delete, Update and Txn
-// refuse entries.
+// elections/N/ (the layout of etcd2topo and zk2topo). Each entry is named
+// by its revision (seqName), holds the lock's contents or the candidate's
+// id, and is attached to a lease (session.go). The claims engine decides
+// who holds; the store keeps the entries in order and removes them only by
+// their own claim (driver.Delete) or with their lease (revokeLease).
+//
+// Placement. A queue lives in store.queues by its directory, for the
+// store's lifetime. Its entries join the tree (a node at <dir>/<seq>, in
+// the root indexes) only when a call could see them there: ListDir, and a
+// Get, GetVersion, write or transaction at a path that may lie in a queue
+// (mayBeEntry). A store with a Conn rooted at such a path places every
+// entry at once. So an uncontended Lock and Unlock read one map entry,
+// and every call sees what it would see had each entry been placed at its
+// creation (TestLazyPlacementMatchesEager).
 
 const (
 	// locksDir is the directory, under a locked directory, that holds the
@@ -24,7 +31,28 @@ const (
 	electionsDir = "elections"
 )
 
-// entry is a lock or election entry: an ephemeral node attached to a
+// queue is the entries of one lock or election, oldest first.
+type queue struct {
+	dir        string // the full store path of the queue's directory
+	head, tail *entry
+	// changed is closed, and cleared, at the next change of the queue's
+	// entries or of a published value (driver.Head with watch).
+	changed chan struct{}
+}
+
+// queueAt returns the queue of the full directory dir, creating it when
+// create is set (else nil when there is none). Call with mu held, for
+// writing to create.
+func (s *store) queueAt(dir string, create bool) *queue {
+	q := s.queues[dir]
+	if q == nil && create {
+		q = &queue{dir: dir}
+		s.queues[dir] = q
+	}
+	return q
+}
+
+// entry is a lock or election entry: an ephemeral value attached to a
 // lease. All fields are guarded by the store's mu.
 type entry struct {
 	// seq is the store revision at the entry's creation: its name, its
@@ -32,8 +60,7 @@ type entry struct {
 	seq int64
 	// value is a lock's contents or a candidate's id.
 	value string
-	// key is the entry's full store path.
-	key string
+	q     *queue
 	// election marks a candidate's entry; published is its published
 	// value (Campaign, Proclaim; nil for none), never a file, and
 	// valueRev counts its changes.
@@ -41,47 +68,86 @@ type entry struct {
 	published []byte
 	valueRev  int64
 	lease     *lease
-	n         *node
-	removed   bool
+	// n is the entry's node once placed, nil before.
+	n       *node
+	removed bool
 	// noticed is set when the entry's holder gave it up ahead of a lapse
 	// (partitionNotice): it is removed if renewal resumes in time.
 	noticed bool
-	// gone is closed when the entry is removed (driver.WaitGone).
+	// gone is closed when the entry is removed; made by the first
+	// driver.WaitGone.
 	gone chan struct{}
 	// lprev and lnext link the entry into its lease's list, sprev and
-	// snext into its directory's queue (node.entries).
+	// snext into its queue.
 	lprev, lnext *entry
 	sprev, snext *entry
 }
+
+// key is the entry's full store path.
+func (e *entry) key() string { return e.q.dir + "/" + seqName(e.seq) }
 
 // entryState is the file an entry reads as: its value, version seq.
 func entryState(e *entry) *fileState {
 	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
 }
 
-// addEntry creates a new entry under the full directory dir, holding
-// value and attached to l, and publishes it. Its revision is greater than
-// that of every entry before it. Call with mu held for writing.
-func (s *store) addEntry(dir string, value string, l *lease) *entry {
-	seq := s.nextRev()
-	p := seqName(seq)
-	if dir != "" {
-		p = dir + "/" + p
-	}
-	n := s.ensure(p)
-	e := &entry{seq: seq, value: value, key: p, lease: l, n: n, gone: make(chan struct{})}
-	n.entry = e
-	d := n.parent
-	if t := d.entriesTail; t != nil {
+// addEntry appends a new entry, holding value and attached to l, to q.
+// Its revision is greater than that of every entry before it. Call with
+// mu held for writing.
+func (s *store) addEntry(q *queue, value string, l *lease) *entry {
+	e := &entry{seq: s.rev.Add(1), value: value, q: q, lease: l}
+	if t := q.tail; t != nil {
 		e.sprev, t.snext = t, e
 	} else {
-		d.entries = e
+		q.head = e
 	}
-	d.entriesTail = e
+	q.tail = e
 	l.link(e)
-	s.publish(p, n, entryState(e))
-	s.dirChanged(dir)
+	s.unplaced++
+	if s.placeAtOnce {
+		s.place(e)
+	}
+	q.changedNow()
 	return e
+}
+
+// place puts e into the tree. Call with mu held for writing.
+func (s *store) place(e *entry) {
+	p := e.key()
+	n := s.ensure(p)
+	n.entry, e.n = e, n
+	s.publish("", p, n, true)
+	s.unplaced--
+}
+
+// placeAll places every entry not placed yet. Call with mu held for
+// writing.
+func (s *store) placeAll() {
+	if s.unplaced == 0 {
+		return
+	}
+	for _, q := range s.queues {
+		for e := q.head; e != nil; e = e.snext {
+			if e.n == nil {
+				s.place(e)
+			}
+		}
+	}
+}
+
+// placeFor places every entry when p (a canonical or full path) may name
+// one. Call with mu held for writing.
+func (s *store) placeFor(p string) {
+	if s.unplaced > 0 && mayBeEntry(p) {
+		s.placeAll()
+	}
+}
+
+// mayBeEntry reports whether the path p may lie in a queue: whether it
+// contains "locks" or "elections" (a superset of the paths with such a
+// segment, which are the only ones, under any root, where entries live).
+func mayBeEntry(p string) bool {
+	return strings.Contains(p, locksDir) || strings.Contains(p, electionsDir)
 }
 
 // seqName names an entry so that names sort in revision order.
@@ -95,75 +161,67 @@ func seqName(seq int64) string {
 	return string(b[:])
 }
 
-// removeEntry deletes e from the store: its node goes, its gone channel
-// closes, its directory's observers wake. A lease made for this one lock
-// (LockWithTTL, LockName) ends with it. Call with mu held for writing.
+// removeEntry deletes e from the store: it leaves its queue (and the tree
+// when placed), its gone channel closes, its directory's observers wake.
+// A lease made for this one lock (LockWithTTL, LockName) ends with it.
+// Call with mu held for writing.
 func (s *store) removeEntry(e *entry) {
 	if e.removed {
 		return
 	}
 	e.removed = true
 	e.lease.unlink(e)
-	d := e.n.parent
+	q := e.q
 	if e.sprev != nil {
 		e.sprev.snext = e.snext
 	} else {
-		d.entries = e.snext
+		q.head = e.snext
 	}
 	if e.snext != nil {
 		e.snext.sprev = e.sprev
 	} else {
-		d.entriesTail = e.sprev
+		q.tail = e.sprev
 	}
 	e.sprev, e.snext = nil, nil
-	e.n.entry = nil
-	s.publish(e.key, e.n, nil)
-	s.prune(e.n)
-	close(e.gone)
-	s.dirChanged(e.key[:max(strings.LastIndexByte(e.key, '/'), 0)])
+	if n := e.n; n != nil {
+		n.entry = nil
+		s.publish("", e.key(), n, false)
+		s.prune(n)
+	} else {
+		s.unplaced--
+	}
+	if e.gone != nil {
+		close(e.gone)
+	}
+	q.changedNow()
 	if l := e.lease; l.nentries == 0 && l != l.c.session && !l.revoked {
 		s.revokeLease(l)
 	}
 }
 
-// entryAt returns the entry at the full path key with revision seq while
-// it is in the store, or nil. Call with mu held.
-func (s *store) entryAt(key string, seq int64) *entry {
-	n := s.lookup(key)
-	if n == nil || n.entry == nil || n.entry.seq != seq {
+// first returns the oldest entry of x (nil: none).
+func (x *queue) first() *entry {
+	if x == nil {
 		return nil
 	}
-	return n.entry
+	return x.head
 }
 
-// first returns the oldest entry under the full directory dir, or nil.
-// Call with mu held.
-func (s *store) first(dir string) *entry {
-	n := s.lookup(dir)
-	if n == nil {
-		return nil
-	}
-	return n.entries
-}
-
-// dirChanged wakes the observers of the full directory dir.
-func (s *store) dirChanged(dir string) {
-	if ch, ok := s.dirChans[dir]; ok {
-		close(ch)
-		delete(s.dirChans, dir)
+// changedNow wakes q's observers. Call with mu held for writing.
+func (q *queue) changedNow() {
+	if q.changed != nil {
+		close(q.changed)
+		q.changed = nil
 	}
 }
 
-// dirChan returns a channel closed at the next change of an entry under
-// the full directory dir (added, removed, value published). Call with mu
-// held for writing.
-func (s *store) dirChan(dir string) <-chan struct{} {
-	ch, ok := s.dirChans[dir]
-	if !ok {
-		ch = make(chan struct{})
-		s.dirChans[dir] = ch
+// watch returns a channel closed at q's next change (see changed). Call
+// with mu held for writing.
+func (q *queue) watch() <-chan struct{} {
+	if q.changed == nil {
+		q.changed = make(chan struct{})
 	}
-	return ch
+	return q.changed
 }
 
 // filesBelow reports whether a regular file lies strictly below the node d
@@ -174,7 +232,7 @@ func filesBelow(d *node) bool {
 		return false
 	}
 	n := d.files
-	if d.file != nil {
+	if d.file.Load() != nil {
 		n-- // d itself
 	}
 	return n > 0

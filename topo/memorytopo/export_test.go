@@ -1,41 +1,60 @@
 package memorytopo
 
+import "github.com/topokit/topokit/topo/claims"
+
 // LockEntries returns how many lock entries the directory dir (relative
 // to c's root) has in the store: tests wait on it for a Lock call to have
 // queued.
 func LockEntries(c *Conn, dir string) int {
-	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := lookupBelow(s.lookup(c.root), dir)
-	if d == nil {
-		return 0
-	}
-	n := 0
-	if l := d.children[locksDir]; l != nil {
-		for _, ch := range l.children {
-			if ch.entry != nil {
-				n++
-			}
-		}
-	}
-	return n
+	return queueLen(c, driver{c}.dir(claimsQueue(dir, false)))
 }
 
 // ElectionEntries returns how many candidate entries election name (of
 // c's root) has in the store: tests wait on it for a candidate to have
 // queued.
 func ElectionEntries(c *Conn, name string) int {
+	return queueLen(c, driver{c}.dir(claimsQueue(name, true)))
+}
+
+func queueLen(c *Conn, dir string) int {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.lookup(c.full(joinFull(electionsDir, name)))
-	if d == nil {
-		return 0
-	}
 	n := 0
-	for _, ch := range d.children {
-		if ch.entry != nil {
+	for e := s.queueAt(dir, false).first(); e != nil; e = e.snext {
+		n++
+	}
+	return n
+}
+
+func claimsQueue(p string, election bool) claims.Queue {
+	return claims.Queue{Path: p, Election: election}
+}
+
+// CountRequests starts counting the store requests (acquisitions of the
+// store's lock) of c's store and the waiters it wakes; count returns both
+// since the last reset.
+func CountRequests(c *Conn) (count func() (requests, wakeups int64), reset func()) {
+	s := c.s
+	s.counting.Store(true)
+	reset = func() {
+		s.requests.Store(0)
+		s.wakeups.Store(0)
+	}
+	reset()
+	return func() (int64, int64) { return s.requests.Load(), s.wakeups.Load() }, reset
+}
+
+// Awaited returns how many entries of the lock of dir (relative to c's
+// root) a waiter waits on (driver.WaitGone made their gone channel): once
+// it equals the number of waiters, each is parked on its predecessor.
+func Awaited(c *Conn, dir string) int {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for e := s.queueAt(driver{c}.dir(claimsQueue(dir, false)), false).first(); e != nil; e = e.snext {
+		if e.gone != nil {
 			n++
 		}
 	}

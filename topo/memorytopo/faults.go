@@ -7,12 +7,12 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // Operation names one kind of call on a Conn, a LockDescriptor or a
@@ -198,16 +198,6 @@ func (fs *faultState) blocksKeepAlive() bool {
 	return false
 }
 
-// faults is the mutable part of the fault configuration, guarded by mu;
-// every change publishes a new *faultState.
-type faults struct {
-	mu      sync.Mutex
-	err     error
-	latency time.Duration
-	hung    chan struct{}
-	rules   []*rule
-}
-
 // SetError makes every call on every Conn of f fail with err (see
 // Fault.Err for how err is returned) until SetError(nil). Calls fail after
 // the Closed check and input validation, so a closed Conn still returns
@@ -215,7 +205,7 @@ type faults struct {
 // set, it also blocks lease renewal (see OpKeepAlive). Safe for concurrent
 // use.
 func (f *Factory) SetError(err error) {
-	f.updateFaults(func(fl *faults) { fl.err = err })
+	f.updateFaults(func(fl *faultState) { fl.err = err })
 }
 
 // AddFault installs fault and returns a function that removes it (calling
@@ -227,9 +217,9 @@ func (f *Factory) AddFault(fault Fault) (remove func()) {
 	if fault.Times > 0 {
 		r.remaining.Store(int64(fault.Times))
 	}
-	f.updateFaults(func(fl *faults) { fl.rules = append(fl.rules, r) })
+	f.updateFaults(func(fl *faultState) { fl.rules = append(fl.rules, r) })
 	return func() {
-		f.updateFaults(func(fl *faults) {
+		f.updateFaults(func(fl *faultState) {
 			for i, o := range fl.rules {
 				if o == r {
 					fl.rules = append(fl.rules[:i:i], fl.rules[i+1:]...)
@@ -246,7 +236,7 @@ func (f *Factory) AddFault(fault Fault) (remove func()) {
 // closed during the delay returns Closed. Watches and WaitForNewLeader are
 // delayed when they start, not per event. Safe for concurrent use.
 func (f *Factory) SetLatency(d time.Duration) {
-	f.updateFaults(func(fl *faults) { fl.latency = max(d, 0) })
+	f.updateFaults(func(fl *faultState) { fl.latency = max(d, 0) })
 }
 
 // Hang simulates a server that stopped answering: from now on every call on
@@ -256,7 +246,7 @@ func (f *Factory) SetLatency(d time.Duration) {
 // lapse their TTL after Hang unless Unhang comes first. Calls already past
 // the fault check are not affected. Safe for concurrent use.
 func (f *Factory) Hang() {
-	f.updateFaults(func(fl *faults) {
+	f.updateFaults(func(fl *faultState) {
 		if fl.hung == nil {
 			fl.hung = make(chan struct{})
 		}
@@ -266,7 +256,7 @@ func (f *Factory) Hang() {
 // Unhang ends Hang: blocked calls proceed and lease renewal resumes. Safe
 // for concurrent use.
 func (f *Factory) Unhang() {
-	f.updateFaults(func(fl *faults) {
+	f.updateFaults(func(fl *faultState) {
 		if fl.hung != nil {
 			close(fl.hung)
 			fl.hung = nil
@@ -281,14 +271,8 @@ func (f *Factory) Unhang() {
 // means Unavailable), then closes. Programs are expected to watch again.
 // It returns the number of watches ended. Safe for concurrent use.
 func (f *Factory) BreakWatches(err error) int {
-	f.mu.Lock()
-	stores := make([]*store, 0, len(f.stores))
-	for _, s := range f.stores {
-		stores = append(stores, s)
-	}
-	f.mu.Unlock()
 	n := 0
-	for _, s := range stores {
+	for _, s := range f.allStores() {
 		n += s.breakWatchers(err)
 	}
 	return n
@@ -298,7 +282,7 @@ func (f *Factory) BreakWatches(err error) int {
 // with AddFault, the latency, and a hang (as Unhang). Call counters are
 // kept. Safe for concurrent use.
 func (f *Factory) ClearFaults() {
-	f.updateFaults(func(fl *faults) {
+	f.updateFaults(func(fl *faultState) {
 		fl.err = nil
 		fl.latency = 0
 		fl.rules = nil
@@ -309,18 +293,24 @@ func (f *Factory) ClearFaults() {
 	})
 }
 
-func (f *Factory) updateFaults(change func(*faults)) {
-	fl := &f.faults
-	fl.mu.Lock()
-	change(fl)
+// updateFaults applies change to a copy of f's faults and publishes it
+// (nil when no fault is left), then re-evaluates lease renewal if that
+// changed whether renewal is blocked.
+func (f *Factory) updateFaults(change func(*faultState)) {
+	f.faultMu.Lock()
+	var next faultState
+	if cur := f.faultState.Load(); cur != nil {
+		next = *cur
+	}
+	change(&next)
 	var fs *faultState
-	if fl.err != nil || fl.latency > 0 || fl.hung != nil || len(fl.rules) > 0 {
-		fs = &faultState{err: fl.err, latency: fl.latency, hung: fl.hung, rules: fl.rules}
+	if next.err != nil || next.latency > 0 || next.hung != nil || len(next.rules) > 0 {
+		fs = &next
 	}
 	f.faultState.Store(fs)
 	blocked := fs.blocksKeepAlive()
 	changed := f.keepAliveBlocked.Swap(blocked) != blocked
-	fl.mu.Unlock()
+	f.faultMu.Unlock()
 	if changed {
 		f.refreshLeases()
 	}
@@ -472,10 +462,8 @@ func interruptedOrTimeout(ctx context.Context, p string) error {
 }
 
 // counter is a striped call counter: increments from many goroutines land
-// on different cache lines so that counting does not serialise reads. add
-// picks a stripe at random; addAt picks one by a hash the caller has (of
-// the call's path), so that a goroutine working on one file keeps writing
-// one line, which stays in its core's cache.
+// on different cache lines (a stripe at random), so that counting does
+// not serialise reads.
 type counter struct {
 	stripes [16]struct {
 		n atomic.Int64
@@ -484,8 +472,6 @@ type counter struct {
 }
 
 func (c *counter) add() { c.stripes[rand.Uint32()&15].n.Add(1) }
-
-func (c *counter) addAt(h uint64) { c.stripes[h&15].n.Add(1) }
 
 func (c *counter) load() int64 {
 	var t int64
@@ -530,5 +516,43 @@ func (f *Factory) ResetCallCounts() {
 
 func (f *Factory) count(op Operation) { f.counters[op].add() }
 
-// countAt counts a call of op whose path hashes to h (see counter.addAt).
-func (f *Factory) countAt(op Operation, h uint64) { f.counters[op].addAt(h) }
+// claimOps is the Operation of each of the engine's claim calls.
+var claimOps = [...]Operation{
+	claims.CallLock: OpLock, claims.CallLockWithTTL: OpLockWithTTL, claims.CallLockName: OpLockName,
+	claims.CallTryLock: OpTryLock, claims.CallCheck: OpCheck, claims.CallUnlock: OpUnlock,
+	claims.CallNewLeaderParticipation:    OpNewLeaderParticipation,
+	claims.CallResumeLeaderParticipation: OpResumeLeaderParticipation,
+	claims.CallWaitForLeadership:         OpWaitForLeadership, claims.CallCampaign: OpCampaign,
+	claims.CallProclaim: OpProclaim, claims.CallResign: OpResign, claims.CallLeader: OpLeader,
+	claims.CallGetCurrentLeaderID: OpGetCurrentLeaderID, claims.CallObserve: OpObserve,
+	claims.CallWaitForNewLeader: OpWaitForNewLeader,
+}
+
+// claimHooks put c's call counting and fault injection in front of each
+// claim call of its engine, as for every other call of a Conn: the call
+// is counted as its Operation, its arguments are checked, then it meets
+// Closed, the partition and the faults (Conn.enter). Two calls differ:
+// NewLeaderParticipation meets only error faults (it does not reach the
+// store), and ResumeLeaderParticipation on a closed Conn is left to the
+// engine's checks (malformed or foreign info is InvalidArgument even then).
+func (c *Conn) claimHooks() claims.Hooks {
+	return claims.Hooks{
+		Count: func(call claims.Call) { c.f.count(claimOps[call]) },
+		Enter: func(ctx context.Context, call claims.Call, p string) error {
+			op := claimOps[call]
+			switch call {
+			case claims.CallNewLeaderParticipation:
+				if fs := c.f.faultState.Load(); fs != nil {
+					return c.f.injectState(ctx, &faultState{err: fs.err, rules: fs.rules}, op, p, c.done)
+				}
+				return nil
+			case claims.CallResumeLeaderParticipation:
+				if err := c.enter(ctx, op, p); !topo.IsErrType(err, topo.Closed) {
+					return err
+				}
+				return nil
+			}
+			return c.enter(ctx, op, p)
+		},
+	}
+}

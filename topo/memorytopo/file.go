@@ -31,12 +31,12 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	s := c.s
 	// ensureBelow creates nothing when the node exists (it is new, and holds
 	// nothing, otherwise), so a refused Create leaves the tree as it was.
-	n := ensureBelow(s.connRoot(c, true), p)
-	if n.file != nil || n.entry != nil {
+	n := ensureBelow(s.ensure(c.root), p)
+	if n.file.Load() != nil || n.entry != nil {
 		s.mu.Unlock()
 		return nil, topo.NewError(topo.NodeExists, p)
 	}
-	fs := s.setFileIn(c.root, p, n, value)
+	fs := s.setFile(c.root, p, n, value)
 	s.mu.Unlock()
 	return fs.ver, nil
 }
@@ -50,12 +50,13 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, err
 	}
-	value = newValue(contents)
-	c.s.mu.Lock()
+	value = &fileState{contents: clone(contents)}
+	c.s.lock()
 	if err := c.closedErr(p); err != nil {
 		c.s.mu.Unlock()
 		return nil, err
 	}
+	c.s.placeFor(p)
 	return value, nil
 }
 
@@ -68,8 +69,7 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 // Close. Updates of different existing files do not serialise (see
 // updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	h := c.s.mu.hash(filePath)
-	c.f.countAt(OpUpdate, h)
+	c.f.count(OpUpdate)
 	if err := backendkit.CheckContext(ctx, filePath); err != nil {
 		return nil, err
 	}
@@ -80,37 +80,33 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
 	}
-	value := newValue(contents)
-	if v, done, err := c.updateInPlace(p, stripe(h), value, want); done {
+	value := &fileState{contents: clone(contents)}
+	if v, done, err := c.updateInPlace(p, value, want); done {
 		return v, err
 	}
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
-	n := c.idx.valueNode(p)
-	if n == nil {
-		// No file or entry there; maybe a directory.
-		n = s.lookup(c.full(p))
-	}
+	s.placeFor(p)
+	n := c.node(p)
 	if n != nil && n.entry != nil {
 		return nil, backendkit.Wrap(topo.NodeExists, p, errEphemeral)
 	}
 	if want != backendkit.AnyVersion {
-		if n == nil || n.file == nil {
+		if n == nil || n.file.Load() == nil {
 			return nil, topo.NewError(topo.NoNode, p)
 		}
-		if n.file.version != want {
+		if n.file.Load().version != want {
 			return nil, topo.NewError(topo.BadVersion, p)
 		}
 	}
 	if n == nil {
 		n = s.ensure(c.full(p))
 	}
-	fs := s.setFileRel(c, p, n, value)
-	return fs.ver, nil
+	return s.setFile(c.root, p, n, value).ver, nil
 }
 
 // updateInPlace is Update's hot path: the rewrite of an existing file,
@@ -124,75 +120,64 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // directory), p is an entry, or a WatchRecursive is registered (its
 // events of different files must stay in version order, which only the
 // write lock orders).
-//
-// It holds the store's mu for reading through its striped fast path
-// (shapeLock.enterFast, on stripe i), or through RLock while a writer
-// holds or waits for mu.
-func (c *Conn) updateInPlace(p string, i int, value *fileState, want int64) (v topo.Version, done bool, err error) {
+func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
-	if s.mu.enterFast(i) {
-		return c.updateFast(p, i, value, want)
-	}
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
-	s.mu.enableFast() // the store's in-place Updates take the fast path from now on
-	return c.updateHeld(p, value, want)
-}
-
-// updateFast is updateInPlace on fast-path stripe i, which the caller
-// entered; it leaves it on return (a function of its own, so that its one
-// defer costs no defer record).
-func (c *Conn) updateFast(p string, i int, value *fileState, want int64) (topo.Version, bool, error) {
-	defer c.s.mu.exitFast(i)
-	return c.updateHeld(p, value, want)
-}
-
-// updateHeld is updateInPlace's work, with the store's mu held for
-// reading.
-func (c *Conn) updateHeld(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
-	s := c.s
 	if err := c.closedErr(p); err != nil {
 		return nil, true, err
 	}
 	if len(s.recWatchers) > 0 {
 		return nil, false, nil
 	}
-	n := c.idx.valueNode(p)
+	n := c.files[p]
 	if n == nil || n.entry != nil {
 		return nil, false, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	old := n.file
+	old := n.file.Load()
 	if old == nil {
 		return nil, false, nil
 	}
 	if want != backendkit.AnyVersion && old.version != want {
 		return nil, true, topo.NewError(topo.BadVersion, p)
 	}
-	return s.setFileRel(c, p, n, value).ver, true, nil
+	return s.setFile(c.root, p, n, value).ver, true, nil
 }
 
-// load returns the snapshot of the canonical path p, or nil, without
-// locking in the common case. A transaction publishing several writes
-// makes txnSeq odd meanwhile; a load that saw it odd, or saw it change,
-// is redone under mu held for reading (no transaction publishes then), so
-// a reader never sees some of a transaction's writes and not the others.
+// load returns the current snapshot at the canonical path p (a file, or
+// an entry read as one), or nil, under mu held for reading; a path that
+// may name an entry not placed yet (entry.go) is read under mu held for
+// writing, once every entry is placed.
 func (c *Conn) load(p string) *fileState {
 	s := c.s
-	if seq := s.txnSeq.Load(); seq&1 == 0 {
-		fs := c.idx.load(p)
-		if s.txnSeq.Load() == seq {
-			return fs
-		}
+	s.rlock()
+	if s.unplaced > 0 && mayBeEntry(p) {
+		s.mu.RUnlock()
+		s.lock()
+		defer s.mu.Unlock()
+		s.placeAll()
+	} else {
+		defer s.mu.RUnlock()
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return c.idx.load(p)
+	return stateOf(c.files[p])
 }
 
-// Get implements topo.Conn.Get without taking any lock: it reads the
-// file's current immutable snapshot. The returned slice is the caller's
+// stateOf returns the value n holds: its file, or its entry read as a
+// file; nil for none. Call with mu held.
+func stateOf(n *node) *fileState {
+	switch {
+	case n == nil:
+		return nil
+	case n.entry != nil:
+		return entryState(n.entry)
+	}
+	return n.file.Load()
+}
+
+// Get implements topo.Conn.Get: it reads the file's current immutable
+// snapshot under the store's mu held for reading. The returned slice is the caller's
 // own copy. A lock or election entry reads as a file holding its contents.
 // It returns NoNode when absent and Closed after Close.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
@@ -244,19 +229,19 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	}
 	// An earlier version: the history lives in the tree, under the locks.
 	s := c.s
-	s.mu.RLock()
+	s.rlock()
 	defer s.mu.RUnlock()
-	n := s.lookup(c.full(p))
+	n := c.node(p)
 	if n == nil {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.file == nil {
+	if n.file.Load() == nil {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
-	if n.file.version == version {
-		return clone(n.file.contents), nil
+	if n.file.Load().version == version {
+		return clone(n.file.Load().contents), nil
 	}
 	if contents, ok := n.historic(version); ok {
 		return clone(contents), nil
@@ -285,7 +270,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return nil, err
 	}
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	var out []topo.KVInfo
 	s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
 		out = append(out, topo.KVInfo{Path: c.rel(full), Value: clone(fs.contents), Version: fs.ver})
@@ -311,7 +296,7 @@ func (s *store) walkPrefix(prefix string, fn func(full string, fs *fileState)) {
 	}
 	for name, ch := range n.children {
 		if strings.HasPrefix(name, rest) {
-			walkFiles(ch, joinFull(dir, name), fn)
+			walkFiles(ch, joinRoot(dir, name), fn)
 		}
 	}
 }
@@ -320,8 +305,8 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 	if n.files == 0 {
 		return
 	}
-	if n.file != nil {
-		fn(full, n.file)
+	if n.file.Load() != nil {
+		fn(full, n.file.Load())
 	}
 	for name, ch := range n.children {
 		walkFiles(ch, full+"/"+name, fn)
@@ -349,18 +334,18 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return err
 	}
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(p); err != nil {
 		return err
 	}
-	n := c.idx.valueNode(p)
+	n := c.node(p)
 	switch {
-	case n != nil && n.file != nil:
-		if want != backendkit.AnyVersion && n.file.version != want {
+	case n != nil && n.file.Load() != nil:
+		if want != backendkit.AnyVersion && n.file.Load().version != want {
 			return topo.NewError(topo.BadVersion, p)
 		}
-		s.deleteFileIn(c.root, p, n)
+		s.deleteFile(c.root, p, n)
 	default:
 		return topo.NewError(topo.NoNode, p)
 	}

@@ -1,7 +1,6 @@
 package memorytopo_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,67 +98,4 @@ func TestGuardedUpdateRacesRelease(t *testing.T) {
 			require.Equal(t, final, int64(again.(topo.NumericVersion)), "the file changed after the fence ended")
 		})
 	}
-}
-
-// TestGuardedUpdateFastPathErrors checks that Txn's fast path for
-// IfHeld+UpdateOp returns exactly the errors (message, *topo.TxnError
-// index and kind, code) of the general path, which the same two ops plus
-// a trailing condition that holds take.
-func TestGuardedUpdateFastPathErrors(t *testing.T) {
-	ctx := testCtx(t)
-	f := memorytopo.NewFactory()
-	c := newConn(t, f)
-	other := newConn(t, memorytopo.NewFactory())
-	v, err := c.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
-	_, err = c.Create(ctx, "dir/sub/f", []byte("x"))
-	require.NoError(t, err)
-	ld, err := c.Lock(ctx, "d", "t")
-	require.NoError(t, err)
-	_, err = c.Create(ctx, "e/f", []byte("x"))
-	require.NoError(t, err)
-	gone, err := c.Lock(ctx, "e", "t")
-	require.NoError(t, err)
-	require.NoError(t, gone.Unlock(ctx))
-	_, err = other.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
-	foreign, err := other.Lock(ctx, "d", "t")
-	require.NoError(t, err)
-	stale := topo.NumericVersion(int64(v.(topo.NumericVersion)) + 1000)
-	cases := []struct {
-		name    string
-		fence   topo.Fence
-		path    string
-		value   []byte
-		version topo.Version
-	}{
-		{"nil fence", nil, "d/f", []byte("y"), nil},
-		{"other store", foreign, "d/f", []byte("y"), nil},
-		{"unlocked", gone, "d/f", []byte("y"), nil},
-		{"wrapped unlocked", wrappedFence{gone}, "d/f", []byte("y"), v},
-		{"bad path", ld, "", []byte("y"), nil},
-		{"reserved", ld, "d/locks/x", []byte("y"), nil},
-		{"negative version", ld, "d/f", []byte("y"), topo.NumericVersion(-1)},
-		{"stale", ld, "d/f", []byte("y"), stale},
-		{"absent with version", ld, "d/nope", []byte("y"), v},
-		{"directory with version", ld, "dir/sub", []byte("y"), v},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, fast := c.Txn(ctx, topo.IfHeld(tc.fence), topo.UpdateOp(tc.path, tc.value, tc.version))
-			_, general := c.Txn(ctx, topo.IfHeld(tc.fence), topo.UpdateOp(tc.path, tc.value, tc.version), topo.IfAbsent("zz/none"))
-			require.Error(t, fast)
-			require.Error(t, general)
-			require.Equal(t, general.Error(), fast.Error())
-			var tf, tg *topo.TxnError
-			require.Equal(t, errors.As(general, &tg), errors.As(fast, &tf))
-			if tg != nil {
-				require.Equal(t, tg.Index, tf.Index)
-				require.Equal(t, tg.Kind, tf.Kind)
-			}
-		})
-	}
-	_, got, err := c.Get(ctx, "d/f")
-	require.NoError(t, err)
-	require.Equal(t, v, got, "a failed guarded update wrote")
 }

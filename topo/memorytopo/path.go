@@ -1,89 +1,67 @@
 package memorytopo
 
 import (
+	"strings"
+
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// cleanFilePath is topo.CleanFilePath with a fast path for the common
-// case: a path of printable ASCII with no empty, "." or ".." segment and
-// no trailing "/" is already canonical but for one leading "/", which is
-// all topo.CleanFilePath would check and strip. Anything else goes to
-// topo.CleanFilePath, so the result and every error are its own
-// (TestCleanFilePathMatchesTopo).
+// fastPath returns p without its leading "/" and true when p is in the
+// common form that topo.CleanFilePath returns unchanged (but for that
+// "/") and backendkit.CheckReserved accepts: printable ASCII, no empty,
+// "." or ".." segment, no trailing "/", no segment "locks" or "Lock" and
+// no first segment "elections". Anything else gets false: the callers
+// then run topo's and backendkit's checks, so every result and error is
+// theirs (path_test.go compares them).
+func fastPath(p string) (string, bool) {
+	c := strings.TrimPrefix(p, "/")
+	if c == "" || len(c) > topo.MaxPathLength {
+		return "", false
+	}
+	for rest, first := c, true; ; first = false {
+		seg, more, found := strings.Cut(rest, "/")
+		if seg == "" || seg == "." || seg == ".." || seg == locksDir || seg == "Lock" || (first && seg == electionsDir) {
+			return "", false
+		}
+		for i := 0; i < len(seg); i++ {
+			if seg[i] < 0x20 || seg[i] >= 0x7f {
+				return "", false
+			}
+		}
+		if !found {
+			return c, true
+		}
+		rest = more
+	}
+}
+
+// cleanFilePath is topo.CleanFilePath, through fastPath.
 func cleanFilePath(p string) (string, error) {
-	if c, ok := cleanFast(p); ok {
+	if c, ok := fastPath(p); ok {
 		return c, nil
 	}
 	return topo.CleanFilePath(p)
 }
 
-// cleanFast returns p without its leading "/" and true when p is in the
-// subset described at cleanFilePath; false otherwise.
-func cleanFast(p string) (string, bool) {
-	c, ok, _ := cleanScan(p)
-	return c, ok
-}
-
-// cleanScan is cleanFast that also reports, from the same pass, whether
-// the path may be reserved (reservedFast's rule, on its own segments).
-func cleanScan(p string) (c string, ok, reserved bool) {
-	c = p
-	if len(c) > 0 && c[0] == '/' {
-		c = c[1:]
-	}
-	if len(c) == 0 || len(c) > topo.MaxPathLength {
-		return "", false, false
-	}
-	seg, dots := 0, 0 // length of the current segment, and its dots
-	for i := 0; i < len(c); i++ {
-		switch b := c[i]; {
-		case b > '/' && b < 0x7f: // letters, digits and most punctuation
-			seg++
-		case b == '/':
-			if seg == 0 || (seg == dots && dots <= 2) {
-				return "", false, false
-			}
-			if seg == 4 || seg == 5 || seg == 9 {
-				reserved = reserved || reservedSeg(c[i-seg:i], i == seg)
-			}
-			seg, dots = 0, 0
-		case b < 0x20 || b >= 0x7f:
-			return "", false, false
-		case b == '.':
-			seg++
-			dots++
-		default:
-			seg++
-		}
-	}
-	if seg == 0 || (seg == dots && dots <= 2) {
-		return "", false, false
-	}
-	if seg == 4 || seg == 5 || seg == 9 {
-		reserved = reserved || reservedSeg(c[len(c)-seg:], len(c) == seg)
-	}
-	return c, true, reserved
-}
-
-// reservedSeg reports whether seg is a reserved segment ("locks", "Lock",
-// or "elections" when first).
-func reservedSeg(seg string, first bool) bool {
-	return seg == "locks" || seg == "Lock" || (first && seg == "elections")
-}
-
-// checkWrite is backendkit.CheckUpdate (for Create, with a nil version)
-// with a fast path: a path cleanScan accepts and finds not reserved needs
-// only the value and version checks, in backendkit's order. Anything else
-// goes to backendkit.CheckUpdate, so the result and every error are its
-// own (TestCheckWriteMatchesBackendkit).
+// checkWrite is backendkit.CheckUpdate (for Create, with a nil version),
+// through fastPath.
 func checkWrite(filePath string, contents []byte, version topo.Version) (string, int64, error) {
-	p, ok, reserved := cleanScan(filePath)
-	if !ok || reserved {
+	p, ok := fastPath(filePath)
+	if !ok {
 		return backendkit.CheckUpdate(filePath, contents, version)
 	}
 	if err := backendkit.CheckValue(p, contents); err != nil {
 		return "", 0, err
+	}
+	return versionArg(p, version)
+}
+
+// checkDelete is backendkit.CheckDelete, through fastPath.
+func checkDelete(filePath string, version topo.Version) (string, int64, error) {
+	p, ok := fastPath(filePath)
+	if !ok {
+		return backendkit.CheckDelete(filePath, version)
 	}
 	return versionArg(p, version)
 }
@@ -110,29 +88,4 @@ func clone(b []byte) []byte {
 	c := make([]byte, len(b))
 	copy(c, b)
 	return c
-}
-
-// checkLockPath is backendkit.CheckLockPath with checkWrite's fast path:
-// a path cleanScan accepts and finds not reserved is canonical (no
-// trailing "/", so topo.CleanDirPath only strips the leading "/") and
-// passes the reserved-name check. Anything else goes to
-// backendkit.CheckLockPath, so the result and every error are its own
-// (TestCheckLockPathMatchesBackendkit).
-func checkLockPath(dirPath string) (string, error) {
-	if p, ok, reserved := cleanScan(dirPath); ok && !reserved {
-		return p, nil
-	}
-	return backendkit.CheckLockPath(dirPath)
-}
-
-// checkDelete is backendkit.CheckDelete with checkWrite's fast path: a
-// path cleanScan accepts and finds not reserved needs only the version
-// check. Anything else goes to backendkit.CheckDelete, so the result and
-// every error are its own (TestCheckDeleteMatchesBackendkit).
-func checkDelete(filePath string, version topo.Version) (string, int64, error) {
-	p, ok, reserved := cleanScan(filePath)
-	if !ok || reserved {
-		return backendkit.CheckDelete(filePath, version)
-	}
-	return versionArg(p, version)
 }

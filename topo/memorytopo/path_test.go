@@ -20,7 +20,7 @@ func checkClean(t *testing.T, p string) {
 	got, err := cleanFilePath(p)
 	require.Equal(t, want, got, "path %q", p)
 	require.Equal(t, wantErr, err, "path %q", p)
-	if c, ok := cleanFast(p); ok {
+	if c, ok := fastPath(p); ok {
 		require.NoError(t, wantErr, "fast path accepted %q", p)
 		require.Equal(t, want, c, "path %q", p)
 	}
@@ -47,7 +47,7 @@ func FuzzCleanFilePath(f *testing.F) {
 }
 
 // checkWriteSame asserts that checkWrite gives what backendkit.CheckUpdate
-// gives, and cleanScan's reserved flag what topo.IsReserved says.
+// gives, and that fastPath accepts no reserved path.
 func checkWriteSame(t *testing.T, p string, contents []byte, version topo.Version) {
 	t.Helper()
 	wp, wv, werr := backendkit.CheckUpdate(p, contents, version)
@@ -56,8 +56,8 @@ func checkWriteSame(t *testing.T, p string, contents []byte, version topo.Versio
 	require.Equal(t, wv, gv, "path %q", p)
 	require.Equal(t, fmt.Sprint(werr), fmt.Sprint(gerr), "path %q", p)
 	require.Equal(t, topo.CodeOf(werr), topo.CodeOf(gerr), "path %q", p)
-	if c, ok, reserved := cleanScan(p); ok {
-		require.Equal(t, topo.IsReserved(c), reserved, "path %q", c)
+	if c, ok := fastPath(p); ok {
+		require.False(t, topo.IsReserved(c), "path %q", c)
 	}
 }
 
@@ -91,36 +91,6 @@ func FuzzCheckWrite(f *testing.F) {
 
 // checkLockPathSame asserts that checkLockPath gives what
 // backendkit.CheckLockPath gives for p.
-func checkLockPathSame(t *testing.T, p string) {
-	t.Helper()
-	want, wantErr := backendkit.CheckLockPath(p)
-	got, err := checkLockPath(p)
-	require.Equal(t, want, got, "path %q", p)
-	require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(err), "path %q", p)
-	require.Equal(t, topo.CodeOf(wantErr), topo.CodeOf(err), "path %q", p)
-}
-
-func TestCheckLockPathMatchesBackendkit(t *testing.T) {
-	for _, p := range []string{
-		"", "/", "//", "a", "/a", "a/", "/a/", "a//", "a//b", "a/b", "a/b/", "locks", "a/locks", "a/locks/b",
-		"Lock", "a/Lock", "lock", "a/Locks", "xlocks", "locksx", "elections", "elections/x", "/elections/",
-		"a/elections", "electionsx/y", "a/b/locks", "keyspaces/ks/shards/0", "a/..", "a/.", ".", "..", "é/locks",
-		"a\x00b", "a b", strings.Repeat("a", topo.MaxPathLength), strings.Repeat("a", topo.MaxPathLength+1),
-		"/" + strings.Repeat("a", topo.MaxPathLength), strings.Repeat("a", topo.MaxPathLength) + "/",
-	} {
-		checkLockPathSame(t, p)
-	}
-}
-
-func FuzzCheckLockPath(f *testing.F) {
-	for _, p := range []string{"a/b", "a/locks", "elections/x", "x/elections/", "Lock", "a//b", "é", "/"} {
-		f.Add(p)
-	}
-	f.Fuzz(func(t *testing.T, p string) { checkLockPathSame(t, p) })
-}
-
-// checkDeleteSame asserts that checkDelete gives what
-// backendkit.CheckDelete gives.
 func checkDeleteSame(t *testing.T, p string, version topo.Version) {
 	t.Helper()
 	wp, wv, werr := backendkit.CheckDelete(p, version)

@@ -2,6 +2,8 @@ package memorytopo
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +71,7 @@ type Factory struct {
 	mu     sync.Mutex
 	stores map[string]*store
 
-	faults           faults
+	faultMu          sync.Mutex // serialises updateFaults
 	faultState       atomic.Pointer[faultState]
 	keepAliveBlocked atomic.Bool
 	counters         [numOperations]counter
@@ -108,31 +110,45 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 		f.stores[serverAddress] = s
 	}
 	f.mu.Unlock()
-	s.mu.Lock()
-	idx := s.index(r)
+	s.lock()
+	// A root inside a queue sees entries at paths without a locks or
+	// elections segment: its store places every entry at once.
+	if mayBeEntry(r) {
+		s.placeAtOnce = true
+		s.placeAll()
+	}
+	files := s.index(r)
+	queues := s.rootQueues[r]
+	if queues == nil {
+		queues = map[claims.Queue]*queue{}
+		s.rootQueues[r] = queues
+	}
 	s.mu.Unlock()
 	c := &Conn{
 		f:      f,
 		s:      s,
 		root:   r,
-		idx:    idx,
+		files:  files,
+		queues: queues,
 		done:   make(chan struct{}),
 		leases: map[*lease]struct{}{},
 	}
-	c.eng = claims.New(driver{c}, claims.Options{Defect: f.opts.Defect})
+	c.eng = claims.New(driver{c}, claims.Options{Defect: f.opts.Defect, Hooks: c.claimHooks()})
+	c.Claims = c.eng
 	return c, nil
+}
+
+// allStores returns f's stores.
+func (f *Factory) allStores() []*store {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Values(f.stores))
 }
 
 // refreshLeases re-evaluates every lease's renewal after a fault change.
 func (f *Factory) refreshLeases() {
-	f.mu.Lock()
-	stores := make([]*store, 0, len(f.stores))
-	for _, s := range f.stores {
-		stores = append(stores, s)
-	}
-	f.mu.Unlock()
-	for _, s := range stores {
-		s.mu.Lock()
+	for _, s := range f.allStores() {
+		s.lock()
 		for l := range s.leases {
 			s.refreshLease(l)
 		}
@@ -199,10 +215,11 @@ type Conn struct {
 	f    *Factory
 	s    *store
 	root string
-	idx  *rootIndex // lock-free read index of root
-	// rootNode caches the node of root (see store.connRoot); guarded by
-	// the store's mu held for writing.
-	rootNode *node
+	// files is root's index (see store.roots), queues the store's queues
+	// used by the Conns of root, by
+	// claims.Queue (driver.queue); guarded by the store's mu.
+	files  map[string]*node
+	queues map[claims.Queue]*queue
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -211,8 +228,11 @@ type Conn struct {
 	// cut is non-nil while c is partitioned (Partition); closed by Heal.
 	cut atomic.Pointer[chan struct{}]
 
-	// eng runs c's locks and elections over its driver (driver.go);
-	// claimcalls.go counts and injects faults in front of it.
+	// Claims are c's locks and elections: those of eng, the claims
+	// engine over c's driver (driver.go), whose hooks count each call and
+	// inject faults (claimHooks). Each call meets the faults of its
+	// Operation (OpLock, OpUnlock, OpCampaign, ...).
+	claims.Claims
 	eng *claims.Engine
 
 	// Guarded by s.mu.
@@ -236,11 +256,8 @@ func (c *Conn) Close() {
 		c.eng.Close()
 		c.closed.Store(true)
 		close(c.done)
-		c.s.mu.Lock()
-		for l := range c.leases {
-			c.s.revokeLease(l)
-		}
-		c.session = nil
+		c.s.lock()
+		c.endLeases()
 		c.s.mu.Unlock()
 	})
 }
@@ -255,12 +272,26 @@ func (c *Conn) Close() {
 // itself keeps working: later calls start a new session. Safe for concurrent
 // use; a no-op on a closed Conn.
 func (c *Conn) ExpireSession() {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
+	c.endLeases()
+}
+
+// endLeases ends every lease of c. Call with the store's mu held for
+// writing.
+func (c *Conn) endLeases() {
 	for l := range c.leases {
 		c.s.revokeLease(l)
 	}
 	c.session = nil
+}
+
+// refreshLeases re-evaluates the renewal of every lease of c. Call with
+// the store's mu held for writing.
+func (c *Conn) refreshLeases() {
+	for l := range c.leases {
+		c.s.refreshLease(l)
+	}
 }
 
 // PauseKeepAlive stops the simulated renewal of c's session and lock
@@ -292,7 +323,7 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // backends); the entries stay in the store until the lapse. Idempotent;
 // safe for concurrent use.
 func (c *Conn) Partition() {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
 	if c.partitioned {
 		return
@@ -300,15 +331,13 @@ func (c *Conn) Partition() {
 	ch := make(chan struct{})
 	c.cut.Store(&ch)
 	c.partitioned = true
-	for l := range c.leases {
-		c.s.refreshLease(l)
-	}
+	c.refreshLeases()
 }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases
 // that have not lapsed yet are kept. Idempotent; safe for concurrent use.
 func (c *Conn) Heal() {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
 	if !c.partitioned {
 		return
@@ -317,9 +346,7 @@ func (c *Conn) Heal() {
 	if ch := c.cut.Swap(nil); ch != nil {
 		close(*ch)
 	}
-	for l := range c.leases {
-		c.s.refreshLease(l)
-	}
+	c.refreshLeases()
 }
 
 // waitCut blocks while c is partitioned.
@@ -339,12 +366,10 @@ func (c *Conn) waitCut(ctx context.Context, p string) error {
 }
 
 func (c *Conn) setKeepAlivePaused(paused bool) {
-	c.s.mu.Lock()
+	c.s.lock()
 	defer c.s.mu.Unlock()
 	c.keepAlivePaused = paused
-	for l := range c.leases {
-		c.s.refreshLease(l)
-	}
+	c.refreshLeases()
 }
 
 // full returns the store path of the canonical path p.

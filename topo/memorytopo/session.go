@@ -90,7 +90,7 @@ func (s *store) refreshLease(l *lease) {
 	}
 	gen := l.gen
 	l.timer = time.AfterFunc(l.ttl, func() {
-		s.mu.Lock()
+		s.lock()
 		defer s.mu.Unlock()
 		if l.gen == gen {
 			s.revokeLease(l)
@@ -98,7 +98,7 @@ func (s *store) refreshLease(l *lease) {
 	})
 	if l.c.partitioned {
 		l.notice = time.AfterFunc(partitionNotice(l.ttl), func() {
-			s.mu.Lock()
+			s.lock()
 			defer s.mu.Unlock()
 			if l.gen != gen || l.revoked {
 				return
@@ -106,7 +106,7 @@ func (s *store) refreshLease(l *lease) {
 			for e := l.entries; e != nil; e = e.lnext {
 				if e.election {
 					e.noticed = true
-					l.view.LoseEntry(e.key, e.seq)
+					l.view.LoseEntry(e.q.dir, e.seq)
 				}
 			}
 		})

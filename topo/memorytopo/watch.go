@@ -111,7 +111,7 @@ func (s *store) notifyFile(p string, fs *fileState) {
 // breakWatchers ends every watcher of the store with err and returns how
 // many there were.
 func (s *store) breakWatchers(err error) int {
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	n := 0
 	end := func(w *watcher) {
@@ -133,7 +133,7 @@ func (s *store) breakWatchers(err error) int {
 }
 
 func (s *store) unregister(w *watcher) {
-	s.mu.Lock()
+	s.lock()
 	defer s.mu.Unlock()
 	if w.recursive {
 		delete(s.recWatchers, w)
@@ -182,17 +182,17 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	}
 	full := c.full(p)
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	if err := c.closedErr(p); err != nil {
 		s.mu.Unlock()
 		return nil, nil, err
 	}
 	n := s.lookup(full)
-	if n == nil || n.file == nil {
+	if n == nil || n.file.Load() == nil {
 		s.mu.Unlock()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	cur := &topo.WatchData{Contents: clone(n.file.contents), Version: n.file.ver}
+	cur := &topo.WatchData{Contents: clone(n.file.Load().contents), Version: n.file.Load().ver}
 	w := newWatcher(c, full, false)
 	out := make(chan *topo.WatchData, 1)
 	w.direct = out
@@ -299,7 +299,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	}
 	fp := c.fullPrefix(p)
 	s := c.s
-	s.mu.Lock()
+	s.lock()
 	if err := c.closedErr(p); err != nil {
 		s.mu.Unlock()
 		return nil, nil, err
