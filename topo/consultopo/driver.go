@@ -25,15 +25,8 @@ import (
 // Entry.Granted), otherwise it queues, and the head of the queue takes the
 // key in Acquire, in the same transaction that removes its queue entry. A
 // granted entry's token is the key's ModifyIndex at the acquire, its Key
-// the store key with the acquire's LockIndex (grantedKey).
-//
-// Why tokens are monotone: a granted token is the Raft index of the
-// transaction that acquired the key, and a later holder can only acquire
-// once the earlier claim ended in the store (the key deleted by its
-// release or its session's end, or unlocked by the api package), which is
-// a later Raft entry: every later holder's token is greater, whichever
-// Conn or process, across session losses and restarts of servers that
-// keep their data.
+// the store key with the acquire's LockIndex (grantedKey). Why tokens are
+// monotone: see the package doc, Fencing tokens.
 type driver struct{ c *Conn }
 
 var (
