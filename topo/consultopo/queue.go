@@ -49,21 +49,15 @@ import (
 //     background until it is gone or its session ends).
 //
 // The queue is an order only: exclusion is still the lock key's acquire
-// transaction, so safety does not depend on it. A contender that finds the
-// key free tries it at once without an entry when the Conn has not seen
-// the key contended (the uncontended Lock stays one transaction); that
-// attempt also reads the queue in the same transaction, and one that took
-// the key while others queued (a release's gap) gives it back at once and
-// queues (TryLock then returns NodeExists). Vitess's contenders do not
+// transaction, so safety does not depend on it. A contender may first try
+// the key without an entry (see driver.take). Vitess's contenders do not
 // queue: they keep blocking on the key and race the head at each release.
 //
 // The queue of the lock on directory D is <root>/D/locks/queue/, that of
-// election <name> is <root>/elections/<name>/locks/queue/. Both lie under a
-// "locks" segment, which topokit reserves at any depth (no topokit file or
-// lock can be there, and no election: names with a locks segment are
-// refused), and which Vitess reads only on etcd, as the directory of a
-// lock's entries. An election's published values live in the same locks
-// directory, named by session id: "queue" is never one.
+// election <name> is <root>/elections/<name>/locks/queue/: under a "locks"
+// segment, which topokit reserves at any depth and Vitess reads only on
+// etcd; an election's published values, named by session id, live beside
+// it ("queue" is never one).
 
 // queueDir is the directory, under a lock's or an election's locks
 // directory, of its contenders' queue.
