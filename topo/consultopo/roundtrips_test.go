@@ -29,7 +29,7 @@ func roundTripTable(t *testing.T) map[string]int {
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		line := sc.Text()
 		if strings.HasPrefix(line, "## ") {
-			in = strings.TrimSpace(line[3:]) == "Consul"
+			in = strings.HasPrefix(line, "## Consul")
 			continue
 		}
 		cells := strings.Split(line, "|")
