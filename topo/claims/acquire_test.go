@@ -97,3 +97,21 @@ func (a *acquirer) Delete(ctx context.Context, q claims.Queue, s *claims.Session
 	}
 	return a.driver.Delete(ctx, q, s, e)
 }
+
+// aheadAcquirer is the fake driver with both Aheader and Acquirer.
+type aheadAcquirer struct{ *acquirer }
+
+func (a aheadAcquirer) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
+	return aheadDriver{a.driver}.Ahead(ctx, q, e, most)
+}
+
+// TestAheaderAcquires: on a driver with both Ahead and Acquire, an entry
+// that heads its queue at once is still granted through Acquire only.
+func TestAheaderAcquires(t *testing.T) {
+	a := &acquirer{driver: &driver{s: newStore()}}
+	l, err := claims.New(aheadAcquirer{a}, claims.Options{}).LockName(t.Context(), "d", "x")
+	require.NoError(t, err)
+	require.Len(t, a.acquired, 1, "the head is granted through Acquire")
+	require.Equal(t, 1000+a.acquired[0].Token, l.Token())
+	require.NoError(t, l.Unlock(t.Context()))
+}

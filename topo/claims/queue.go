@@ -47,9 +47,11 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 // withdrawn), ctx's Timeout or Interrupted, or the driver's error.
 func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) error {
 	// The uncontended case first, on a driver whose Ahead answers at once
-	// (Aheader): an entry that heads its queue is granted without the
-	// goroutine that ends a wait.
-	if _, ok := e.d.(Aheader); ok && ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
+	// (Aheader) and that has no Acquire step: an entry that heads its
+	// queue is granted without the goroutine that ends a wait.
+	_, aheader := e.d.(Aheader)
+	_, acquirer := e.d.(Acquirer)
+	if aheader && !acquirer && ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
 		if ahead, in, err := e.ahead(ctx, cl); err == nil && in && len(ahead) == 0 {
 			cl.position = 1
 			return cl.err() // lost as it was granted
@@ -122,11 +124,13 @@ func (e *Engine) wait(ctx context.Context, cl *claim) error {
 }
 
 // Aheader is what a Driver may also implement when its store finds the
-// entries just ahead of an entry without reading the whole queue and
-// without waiting (in process: a linked queue in memory). The engine's
-// wait then reads those instead of Driver.List, so that one handover
-// costs the same whatever the length of the queue, and an entry that
-// heads its queue at once is granted without starting a goroutine.
+// entries just ahead of an entry more cheaply than by reading the whole
+// queue each time (in process: a linked queue in memory; Consul: from how
+// the predecessor that WaitGone saw go went). The engine's wait then reads
+// those instead of Driver.List, so that one handover costs the same
+// whatever the length of the queue; on a driver without the Acquire step,
+// an entry that heads its queue at once is also granted without starting
+// a goroutine.
 type Aheader interface {
 	// Ahead returns, in one read, the entries just ahead of e in q,
 	// oldest first: the one just ahead last, at most max of them (none

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -60,10 +61,11 @@ type acquireReq struct {
 	election bool
 	publish  bool
 	value    []byte
-	// entry is the queue entry the acquire removes ("" for none), and
-	// queue the queue's prefix, read in the same transaction, after the
-	// removal ("" not to read it).
-	entry, queue string
+	// entry is the queue entry the acquire removes ("" for none), first
+	// checking that its session entrySession still holds it, and queue
+	// the queue's prefix, read in the same transaction, after the removal
+	// ("" not to read it).
+	entry, entrySession, queue string
 }
 
 // condFor returns the condition under which r may acquire the key as cur
@@ -88,9 +90,11 @@ func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err 
 	return nil, true, nil
 }
 
-// send sends one acquire transaction under cond: lock the key for the
-// session with the contents and the lock flags, then an election's value
-// key, the removal of the queue entry, and the read of the queue. The
+// send sends one acquire transaction under cond: the check that the queue
+// entry is still queued (first, so that its failure is the operation 0's),
+// the lock of the key for the session with the contents and the lock
+// flags, then an election's value key, the removal of the queue entry,
+// and the read of the queue. The
 // request runs detached from ctx (bounded by requestTimeout and the
 // session), so a caller giving up never leaves its outcome unknown; when
 // it fails without an answer, resolve finds out whether the key was taken
@@ -98,7 +102,11 @@ func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err 
 // locks, so that resolve can tell this acquire from another claim's of
 // the same Conn and session. ok=false with resp is a rollback.
 func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResponse, err error) {
-	ops := api.TxnOps{{KV: cond}, {KV: &api.KVTxnOp{Verb: api.KVLock, Key: r.key, Value: []byte(r.contents), Flags: api.LockFlagValue, Session: r.sess.id}}}
+	var ops api.TxnOps
+	if r.entry != "" {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: r.entry, Session: r.entrySession}})
+	}
+	ops = append(ops, &api.TxnOp{KV: cond}, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: r.key, Value: []byte(r.contents), Flags: api.LockFlagValue, Session: r.sess.id}})
 	if r.election {
 		ops = append(ops, valueOp(valueKey(r.key, r.sess.id), r.value, r.publish, r.sess))
 	}
@@ -283,15 +291,17 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 
 // Acquire implements claims.Acquirer: once e heads the queue, it takes the
 // store key for the claim's session v in one transaction conditioned on
-// the key's state (see condFor; the first attempt assumes it absent, which
-// it normally is) that also removes e from the queue, which wakes the
-// next waiter and no other. While another session holds the key (a Vitess
-// contender, which does not queue, or a holder that does not queue) it
-// waits with consistent blocking queries on the key, and acquires within
-// one round trip of the release; a lock-delay refusal is retried with a
-// short backoff (at most maxRetryWait apart). It returns the granted entry;
-// ErrNotHeld when the session ended; NodeExists with a ForeignKeyError for
-// a key another tool wrote.
+// the key's state (see condFor) and on e still being queued, that also
+// removes e from the queue, which wakes the next waiter and no other. The
+// first attempt is sent at once, assuming the key absent, unless Ahead
+// has just seen it held by the predecessor. While another session holds
+// the key (the predecessor, a Vitess contender, which does not queue, or a
+// holder that does not queue) it waits with consistent blocking queries on
+// the key, and acquires within one round trip of the release; a
+// lock-delay refusal is retried with a short backoff (at most
+// maxRetryWait apart). It returns the granted entry; ErrNotHeld when the
+// session ended or e is no longer queued; NodeExists with a
+// ForeignKeyError for a key another tool wrote.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
 	c := d.c
 	sess := sessionOf(v)
@@ -301,18 +311,27 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	stop := context.AfterFunc(sess.ctx, cancel)
 	defer stop()
 	r := acquireReq{path: q.Path, key: key, contents: e.Contents, sess: sess, election: q.Election,
-		publish: e.Value != nil, value: e.Value, entry: e.Key, queue: d.queuePrefix(q)}
+		publish: e.Value != nil, value: e.Value, entry: e.Key, entrySession: e.Session}
 	lost := func(err error) (claims.Entry, error) {
 		if sess.lost() || errors.Is(err, errInvalidSession) {
 			return claims.Entry{}, claims.ErrNotHeld
 		}
 		return claims.Entry{}, err
 	}
-	cond := &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: key}
+	known := c.waiterOf(e.Key, true).key
+	var cond *api.KVTxnOp
+	if known == nil {
+		cond = &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: key} // sent at once
+	}
 	wait := 10 * time.Millisecond
-	for first := true; ; first = false {
+	for {
 		if cond == nil {
-			cur, meta, err := c.kv.Get(key, c.consistentOptions(actx))
+			cur, meta, err := known, &api.QueryMeta{}, error(nil)
+			if known == nil {
+				cur, meta, err = c.kv.Get(key, c.consistentOptions(actx))
+			} else {
+				meta.LastIndex, known = known.ModifyIndex, nil
+			}
 			for err == nil {
 				var held bool
 				if cond, held, err = r.condFor(cur); err != nil {
@@ -340,17 +359,14 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 		}
 		if ok {
 			if kv := lockResult(resp, key); kv != nil {
-				if first && !queueBusy(resp, r.queue) {
-					// The key was free when this contender reached the
-					// head, and nobody queues behind it: the next
-					// contender of the Conn may try the key at once again.
-					c.setContended(key, false)
-				}
 				return grantedEntry(kv, sess.id, r.contents), nil
 			}
 			return claims.Entry{}, backendkit.Wrap(topo.Unavailable, q.Path, errors.New("lock transaction returned no result"))
 		}
 		cond = nil
+		if slices.ContainsFunc(resp.Errors, func(e *api.TxnError) bool { return e.OpIndex == 0 }) {
+			return claims.Entry{}, claims.ErrNotHeld // e left the queue
+		}
 		switch classifyRollback(resp) {
 		case rollbackStale, rollbackMissing, rollbackExists, rollbackHeld:
 			// The key changed since it was read: look again.

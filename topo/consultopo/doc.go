@@ -19,10 +19,8 @@
 //   - topokit's waiting contenders queue beside the key, an addition Vitess
 //     never reads: <root>/D/locks/queue/<session id>-<random> for the lock
 //     on D, <root>/elections/<name>/locks/queue/<session id>-<random> for
-//     an election, each locked by its Conn's shared session and ordered by
-//     CreateIndex; only the head tries the acquire, each waiter blocks on
-//     its predecessor's entry alone (see queue.go). A Vitess contender does
-//     not queue: it races the head at each release.
+//     an election (see queue.go). A Vitess contender does not queue: it
+//     races the head at each release.
 //
 // Locks and leadership live on Consul sessions with the "delete" behaviour:
 // when a session is destroyed or its TTL lapses, the keys it holds vanish.
@@ -97,17 +95,9 @@
 //     either session ends the wait with LockLost.
 //   - A create or an enqueue is retried on a new session only when the
 //     session it was given turned out invalid before the contender queued.
-//   - A session is valid for its holder until its deadline: one TTL after
-//     the send time of the last renewal Consul acknowledged. Consul
-//     invalidates a session only after twice its TTL without renewal, and
-//     keeps its keys for the lock-delay after that, so at the deadline
-//     (when a timer declares the session lost, without any request) at
-//     least one TTL plus the lock-delay remain before anyone else can
-//     acquire them.
-//   - Declaring a session lost (its deadline passed, Consul says it is
-//     gone, an ACL refusal, Close) ends every claim on it before the
-//     declaration returns (claims.Session.Lost), and before anything
-//     reports the session lost.
+//   - A session is valid for its holder until its deadline, and declaring
+//     it lost ends every claim on it before anything reports it lost (see
+//     the session type).
 //
 // Reads: every lock and leadership decision (the acquire's reads, Check,
 // the monitor of a held key, the emptiness check of Lock, the queue's
@@ -129,28 +119,9 @@
 //
 // # Transactions
 //
-// Conn.Txn is one Consul transaction (/v1/txn through api.Txn), one round
-// trip: IfVersion is a check-index, IfAbsent a check-not-exists, IfPresent
-// a get, IfHeld a check-index of the lock key on the token (which implies
-// the session still holds it: any change of the entry, its session
-// included, and any re-creation give it a new ModifyIndex), CreateOp a
-// check-and-set on index 0, UpdateOp a set or a check-and-set (with the
-// write nonce, as Update), DeleteOp a get or check-index then a delete.
-// Consul evaluates the operations in order on the state the earlier ones
-// left, so Txn sends the conditions' operations first and the writes'
-// after them (each group in op order): every condition, and every write's
-// implied condition, sees the state before the transaction (each write
-// touches only its own key, which no other op of the transaction writes).
-// Consul reports every failed operation with its OpIndex; the failing op
-// is the one, in the caller's order, owning the first of them in op order
-// (not the lowest OpIndex: a condition after a failing write has a lower
-// one), read off the answer without another round trip. At most
-// MaxTxnOps (64) Consul operations and Options.TxnMaxRequestBytes (512 KiB,
-// estimated, values in base64) per transaction, checked before sending
-// (InvalidArgument): files above about 380 KiB, which Update writes
-// through the KV endpoint, cannot be written in a transaction. Consul
-// requires key write permission for check-not-exists (IfAbsent).
-// topo.GuardedUpdate is one transaction of two Consul operations.
+// Conn.Txn is one Consul transaction (/v1/txn), one round trip; its doc
+// says how each op maps onto Consul's operations and why every condition
+// sees the state before the transaction.
 //
 // Errors: an ACL refusal is PermissionDenied and ends every retry loop
 // (watches, lock waits, leadership waits, session renewal) at once; a

@@ -1,10 +1,8 @@
 package consultopo
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -27,19 +25,13 @@ import (
 // Entry.Granted), otherwise it queues, and the head of the queue takes the
 // key in Acquire, in the same transaction that removes its queue entry. A
 // granted entry's token is the key's ModifyIndex at the acquire, its Key
-// the store key with the acquire's LockIndex (grantedKey).
-//
-// Why tokens are monotone: a granted token is the Raft index of the
-// transaction that acquired the key, and a later holder can only acquire
-// once the earlier claim ended in the store (the key deleted by its
-// release or its session's end, or unlocked by the api package), which is
-// a later Raft entry: every later holder's token is greater, whichever
-// Conn or process, across session losses and restarts of servers that
-// keep their data.
+// the store key with the acquire's LockIndex (grantedKey). Why tokens are
+// monotone: see the package doc, Fencing tokens.
 type driver struct{ c *Conn }
 
 var (
 	_ claims.Driver   = driver{}
+	_ claims.Aheader  = driver{}
 	_ claims.Acquirer = driver{}
 	_ claims.Monitor  = driver{}
 )
@@ -177,52 +169,6 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	return backendkit.LockNeedsFiles(dir, isFile)
 }
 
-// List implements claims.Driver: the queue's entries by CreateIndex, in
-// one consistent read.
-func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
-	pairs, _, err := d.c.kv.List(d.queuePrefix(q), d.c.consistentOptions(ctx))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]claims.Entry, 0, len(pairs))
-	for _, p := range pairs {
-		out = append(out, claims.Entry{Token: int64(p.CreateIndex), Key: p.Key, Session: p.Session})
-	}
-	slices.SortFunc(out, func(a, b claims.Entry) int { return cmp.Compare(a.Token, b.Token) })
-	return out, nil
-}
-
-// WaitGone implements claims.Driver: consistent blocking queries on e's
-// key alone, until it is gone or is another key of the same name (another
-// CreateIndex). The wait also ends (with ctx's error, the caller then
-// lists again) when the Conn's long-lived session ends, since the waiter's
-// own entry lives on it.
-func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
-	c := d.c
-	wctx, cancel := c.callCtx(ctx)
-	defer cancel()
-	if s := c.currentShared(); s != nil {
-		stop := context.AfterFunc(s.ctx, cancel)
-		defer stop()
-	}
-	// A queue entry is never written after its creation: while it lives,
-	// its index is its CreateIndex, the token, so the first query blocks.
-	index := uint64(e.Token)
-	for {
-		cur, meta, err := c.kv.Get(e.Key, c.consistentBlocking(wctx, index))
-		if err != nil {
-			if wctx.Err() != nil && ctx.Err() == nil && c.ctx.Err() == nil {
-				return nil // the shared session ended: look again
-			}
-			return err
-		}
-		if cur == nil || int64(cur.CreateIndex) != e.Token {
-			return nil
-		}
-		index = nextIndex(index, meta.LastIndex)
-	}
-}
-
 // Delete implements claims.Driver. A granted entry: one transaction
 // checking that the store key still has the acquire's ModifyIndex (so a
 // key another holder acquired since, or another tool wrote, is never
@@ -238,6 +184,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 		key, _ := splitGranted(e)
 		err = c.deleteKey(ctx, q, key, uint64(e.Token), sess)
 	} else {
+		c.setWaiter(e.Key, nil)
 		err = c.deleteEntry(ctx, q.Path, e.Key, e.Session)
 	}
 	if err != nil && err != claims.ErrNotHeld {

@@ -338,6 +338,10 @@ type Conn struct {
 	// recently found held or queued for (see queue.go): the next one
 	// queues at once.
 	contended map[string]struct{}
+	// waiters and preds hold what the Conn knows of its entries waiting
+	// in queues (see waiter).
+	waiters map[string]*waiter
+	preds   map[string]*waiter
 }
 
 // NewConn is NewConnContext without a context: the first request is
@@ -441,6 +445,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		sessions:  map[*session]struct{}{},
 		grants:    map[uint64]struct{}{},
 		contended: map[string]struct{}{},
+		waiters:   map[string]*waiter{},
+		preds:     map[string]*waiter{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng

@@ -156,13 +156,7 @@ type txnFence struct {
 // backend did not issue.
 func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
-	// Consul evaluates its operations in order, each on the state the
-	// earlier ones left, so the conditions go first (in op order) and the
-	// writes after them (in op order). Each write touches its own key
-	// only, which no other write of the transaction touches (CheckTxn
-	// refuses two writes of one path), and a DeleteOp's check comes right
-	// before its delete: so every condition, and every write's implied
-	// condition, sees its key as it was before the transaction.
+	// The conditions first, then the writes, each in op order (see Txn).
 	var writes api.TxnOps
 	var writeOwner []int
 	add := func(i int, op *api.KVTxnOp) {
@@ -299,11 +293,8 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 	if classifyRollback(resp) == rollbackDenied {
 		return backendkit.Wrap(topo.PermissionDenied, "", txnError(resp))
 	}
-	// Consul evaluates every operation and reports every failure, each
-	// evaluated on the state before the transaction (see planTxn); the
-	// first failing op in the caller's order owns the failed operation of
-	// the lowest owner (for a DeleteOp's two, the earlier), whatever
-	// OpIndex Consul gives it.
+	// The failed operation of the lowest owner (of a DeleteOp's two, the
+	// earlier), whatever its OpIndex (see Txn).
 	var first *api.TxnError
 	for _, e := range resp.Errors {
 		if e == nil || e.OpIndex < 0 || e.OpIndex >= len(plan.ops) {
