@@ -136,7 +136,8 @@ deletion does not end it. To resume a watch that stopped, give --rev the
 last version or revision printed plus one: nothing is missed or printed
 twice. A revision etcd compacted away fails with Compacted, naming the
 oldest one it still has. Other backends keep no history to replay: --rev is
-a usage error there (NoImplementation).
+a usage error there (NoImplementation; docs/backends.md says why, store by
+store). There is no --since TIME: no store maps a time to a revision.
 
 --decode (bare, or --decode json) prints each value decoded as readable
 JSON, as get --decode does, each record's type chosen by its own path:
