@@ -173,6 +173,8 @@ type difference struct {
 	// FromBytes and ToBytes are the sizes on each side that has the file.
 	FromBytes *int `json:"from_bytes,omitempty"`
 	ToBytes   *int `json:"to_bytes,omitempty"`
+	// decodedDifference is diff --decode's, for a file that differs.
+	*decodedDifference
 }
 
 // differences are copy.Compare's differences of a and b as diff shows
@@ -193,12 +195,13 @@ func differences(a, b []topo.KVInfo) []difference {
 }
 
 func newDiffCmd(stores *connector, out *printer) *cobra.Command {
-	var from, to string
+	var from, to, decode, protoset string
 	run := &treeRun{stores: stores, out: out}
 	cmd := &cobra.Command{
-		Use: "diff [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [PATH]",
+		Use: "diff [--from IMPL:ADDR:ROOT] --to IMPL:ADDR:ROOT [--decode] [PATH]",
 		Example: `  topoctl diff --from etcd2:127.0.0.1:2379:/vitess --to zk2:127.0.0.1:2181:/vitess
-  topoctl diff --to consul:127.0.0.1:8500:vitess/global -o json /keyspaces`,
+  topoctl diff --to consul:127.0.0.1:8500:vitess/global -o json /keyspaces
+  topoctl diff --to zk2:127.0.0.1:2181:/vitess/global --decode /keyspaces`,
 		Short: "Compare two trees file by file; exit 1 when they differ",
 		Long: `Compare every file under PATH (default: the whole root) in two stores,
 named like copy's (--from defaults to the shared flags). It prints one line
@@ -208,10 +211,22 @@ the same files with the same bytes. Versions are not compared (each store
 numbers its own). Files at reserved paths (written by another tool) cannot
 be compared: each is named on stderr and diff exits 1. Two trees with no
 files at all under PATH are an error (exit 1): the roots are empty or absent. With --output json it prints {"identical","files",
-"differences"}.`,
+"differences"}.
+
+--decode (bare, or --decode json) shows what differs in a file that
+differs: both values decoded as get --decode shows them (the type chosen
+by the file's path; every record of Vitess's layout is built in,
+--protoset adds types), as a unified diff of their lines below the
+"differs:" line, or why they do not decode; --decode raw diffs protobuf
+wire dumps. With --output json such a difference gets "from_decoded" and
+"to_decoded" (or "decode_error"). Files are still compared byte for byte.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			dec, err := newRecordDecoder(decode, protoset, stores.getenv)
+			if err != nil {
+				return err
+			}
 			a, b, under, err := stores.openPair(ctx, "diff", from, to, args)
 			if err != nil {
 				return err
@@ -231,6 +246,9 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
 			}
 			diffs := differences(af, bf)
+			if dec != nil {
+				decodeDifferences(dec, diffs, af, bf, !out.jsonOut())
+			}
 			if out.jsonOut() {
 				if diffs == nil {
 					diffs = []difference{}
@@ -248,6 +266,9 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 						out.printf("only in to: %s\n", d.Path)
 					default:
 						out.printf("differs: %s (%s vs %s)\n", d.Path, plural(*d.FromBytes, "byte"), plural(*d.ToBytes, "byte"))
+						if d.decodedDifference != nil {
+							out.printf("%s", d.text(d.Path))
+						}
 					}
 				}
 				if len(diffs) == 0 {
@@ -270,5 +291,8 @@ files at all under PATH are an error (exit 1): the roots are empty or absent. Wi
 	f := cmd.Flags()
 	f.StringVar(&from, "from", "", "first store IMPL:ADDR:ROOT (default: the shared flags)")
 	f.StringVar(&to, "to", "", "second store IMPL:ADDR:ROOT")
+	f.StringVar(&decode, "decode", "", "show each file that differs decoded, as a line diff: json (bare --decode: readable JSON, the type chosen by the path) or raw (protobuf wire dump)")
+	f.Lookup("decode").NoOptDefVal = decodeDefault
+	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file adding message types for --decode json")
 	return cmd
 }

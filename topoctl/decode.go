@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/topokit/topokit/topo/decode"
@@ -57,7 +58,9 @@ func loadSchema(file string) (*schema, error) {
 }
 
 // messageType is the registry's type for --type name or, without it, for
-// the record at filePath, with its errors as usage errors naming the flag.
+// the record at filePath (nil, and no error, for a file that holds text:
+// a lock's, an election's, metadata), with its errors as usage errors
+// naming the flag.
 func messageType(r *schema, name, filePath string) (protoreflect.MessageDescriptor, error) {
 	var md protoreflect.MessageDescriptor
 	var err error
@@ -71,6 +74,11 @@ func messageType(r *schema, name, filePath string) (protoreflect.MessageDescript
 	var te *decode.TypeError
 	if !errors.As(err, &te) {
 		return md, err
+	}
+	if name == "" && te.Kind == decode.NotProtobuf {
+		// A lock's, an election's or a metadata file: decodeByPath
+		// shows the text it holds.
+		return nil, nil
 	}
 	full := name != "" && strings.Contains(strings.TrimPrefix(name, "."), ".")
 	switch {
@@ -138,7 +146,7 @@ func newRecordDecoder(mode, protoset string, getenv func(string) string) (*recor
 // JSON output (a json.RawMessage, or the raw fields) and its readable text
 // (indented JSON when multiline, or the wire dump), ending with a newline.
 // It fails when the value is not protobuf (raw), or when no type is known
-// for p or the value is not one (json).
+// for p or the value is not one (json; see decodeByPath).
 func (d *recordDecoder) decode(p string, value []byte, multiline bool) (any, string, error) {
 	if d.raw {
 		fs, err := parseRaw(value, 0)
@@ -147,15 +155,79 @@ func (d *recordDecoder) decode(p string, value []byte, multiline bool) (any, str
 		}
 		return fs, formatRaw(fs), nil
 	}
-	md, err := d.sch.TypeFor(p)
-	if err != nil {
-		return nil, "", fmt.Errorf("no message type known for it (--protoset adds types): %w", err)
-	}
-	b, err := decodeJSON(d.sch, md, value, multiline)
+	b, err := decodeByPath(d.sch, p, value, multiline)
 	if err != nil {
 		return nil, "", err
 	}
 	return json.RawMessage(b), string(b) + "\n", nil
+}
+
+// decodeByPath is the registry's Decode of the record at p (canonical):
+// a record of Vitess's layout as its type (fields the type lacks shown
+// under "@unknown"), a lock's, an election's or a metadata file as JSON
+// text, any other file as the one message named like its base name. Its
+// errors say that no type is known (--protoset adds types), or that the
+// value is not the type.
+func decodeByPath(r *schema, p string, value []byte, multiline bool) ([]byte, error) {
+	b, err := r.Decode(p, value, multiline)
+	var te *decode.TypeError
+	var ue *decode.UnknownFieldsError
+	switch {
+	case errors.As(err, &te):
+		return nil, fmt.Errorf("no message type known for it (--protoset adds types): %w", err)
+	case errors.As(err, &ue):
+		return nil, fmt.Errorf("value is not a %s: %d of its %d bytes are fields that %s does not have", ue.Type, ue.Unknown, ue.Size, ue.Type)
+	}
+	return b, err
+}
+
+// decodeArgs is exactArgs(n) for a command with --decode: one argument
+// too many after --decode is most likely a value --decode does not take
+// (a bare --decode takes none, see joinDecodeValue), and is refused
+// naming it.
+func decodeArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n+1 && cmd.Flags().Changed("decode") {
+			return usagef("--decode %q: want raw or json, or a bare --decode (json) (%s takes %d argument(s), got %d)", args[0], cmd.CommandPath(), n, len(args))
+		}
+		return exactArgs(n)(cmd, args)
+	}
+}
+
+// isDecodeMode reports whether s is a value --decode takes; a bare
+// --decode is decodeDefault.
+func isDecodeMode(s string) bool {
+	switch s {
+	case "raw", "json", "none":
+		return true
+	}
+	return false
+}
+
+// decodeDefault is the mode of a bare --decode: the readable decoded form.
+const decodeDefault = "json"
+
+// joinDecodeValue returns args with each "--decode MODE" (MODE one that
+// isDecodeMode accepts) written "--decode=MODE". --decode takes its value
+// optionally (a bare --decode is decodeDefault, so "get -R --decode /"
+// reads "/"), and pflag gives an optional value only after "=": joining
+// keeps the spelling "--decode json PATH" meaning what it always meant.
+// Arguments after "--" are left as they are.
+func joinDecodeValue(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if a == "--decode" && i+1 < len(args) && isDecodeMode(args[i+1]) {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // decodedJSON are the members a record's JSON object gets from

@@ -62,7 +62,7 @@ func (e exitError) Unwrap() error { return e.err }
 // runMain is Main with the environment and terminal detection of io.
 func runMain(ctx context.Context, args []string, io streams) int {
 	cmd, t := newRoot(io)
-	cmd.SetArgs(args)
+	cmd.SetArgs(joinDecodeValue(args))
 	ran, err := cmd.ExecuteContextC(ctx)
 	if t.stopMetrics != nil {
 		t.stopMetrics()

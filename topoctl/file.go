@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -60,31 +61,32 @@ tool) are named on stderr, with exit 1.
 until it is compacted; memory keeps recent history; ZooKeeper and Consul keep
 none and fail with NoImplementation).
 
---decode raw prints the value as a protobuf wire dump without a schema.
---decode json decodes it with a message type from --protoset (a binary
-FileDescriptorSet, as "protoc --include_imports --descriptor_set_out" writes)
-and prints protobuf JSON; --type names the message (e.g. topodata.Tablet, or
-a short name such as Tablet). Without --type, the message is chosen by the
-file's base name: Vitess's records (Keyspace, Shard, VSchema, SrvKeyspace,
-SrvVSchema, Tablet, ShardReplication, CellInfo, CellsAlias, RoutingRules,
-KeyspaceRoutingRules, ShardRoutingRules, MirrorRules) map to their types in
-Vitess's topodata and vschema packages; otherwise the one message named
-like the base name is used. Bytes that do not parse as the type, or hold
-fields it does not have, are an error. --protoset defaults to $` + envProtoset + `.
-Without --protoset, only the types compiled into topoctl are known
-(topokit.topodata.CellInfo); any other type is a usage error asking for
---protoset.
+--decode (bare, or --decode json) prints the value decoded as readable
+JSON, its type chosen by the file's path: every record of Vitess's layout
+is built in (Keyspace, Shard, VSchema, SrvKeyspace, SrvVSchema, Tablet,
+ShardReplication, CellInfo, CellsAlias, RoutingRules, KeyspaceRoutingRules,
+ShardRoutingRules, MirrorRules, ExternalVitessCluster; docs/vitess.md), and
+a lock's, an election's or a metadata file is shown as the JSON or text it
+holds; fields a record's type does not have (a newer Vitess's) are shown
+under "@unknown". Any other file decodes as the one message named like its
+base name. --protoset adds message types (a binary FileDescriptorSet, as
+"protoc --include_imports --descriptor_set_out" writes; default
+$` + envProtoset + `), and --type names the message (e.g. topodata.Tablet, or a
+short name such as Tablet): bytes that do not parse as it, or hold fields it
+does not have, are an error. --decode raw prints the value as a protobuf
+wire dump without a schema. A bare --decode takes no value: "--decode json
+PATH", "--decode raw PATH" and "--decode=json" keep their meaning.
 
 With --output json it prints {"path","version","value" (base64),"decoded"}.
 
-get -R --decode raw|json decodes every file's value the same way, each by
-its own path (--type applies to one file only): each file's path on one
+get -R --decode [raw|json] decodes every file's value the same way, each by
+its own path ("get -R --decode /" prints every record decoded) (--type applies to one file only): each file's path on one
 line, its decoded value below it. A value that does not decode is shown as
 get -R shows values, with a note on stderr saying why (exit 0). With
 --output json it prints one JSON document per file, one per line:
 {"path","version","value","decoded"}, with "decode_error" in place of
 "decoded" for a value that does not decode.`,
-		Args: exactArgs(1),
+		Args: decodeArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if recursive && rawPrefix {
 				return usagef("-R reads a directory's subtree, --prefix a plain string prefix: give one")
@@ -125,6 +127,8 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				atVersion = int64(v)
 			}
 			var sch *schema
+			// md is --type's message; nil decodes by the file's path.
+			var md protoreflect.MessageDescriptor
 			switch decode {
 			case "", "none", "raw":
 				if protoset != "" || typ != "" {
@@ -137,11 +141,18 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				if sch, err = loadSchema(protoset); err != nil {
 					return err
 				}
-				if _, err := messageType(sch, typ, p); err != nil {
+				if md, err = messageType(sch, typ, p); err != nil {
+					if typ != "" && protoset == "" {
+						return usagef("--type %s: no such message is built into topoctl (Vitess's records are, docs/vitess.md): --protoset FILE (a FileDescriptorSet, as \"protoc --include_imports --descriptor_set_out\" writes) adds types", typ)
+					}
 					if protoset == "" {
-						return usagef("--decode json needs --protoset FILE (a FileDescriptorSet, as \"protoc --include_imports --descriptor_set_out\" writes) to decode %s; without it only the types built into topoctl are known, such as topokit.topodata.CellInfo", displayPath(p))
+						return usagef("--decode json: no message type is known for %s: every record of Vitess's layout is built in (docs/vitess.md); --protoset FILE (a FileDescriptorSet, as \"protoc --include_imports --descriptor_set_out\" writes) adds types, --type names one", displayPath(p))
 					}
 					return err
+				}
+				if typ == "" {
+					// Decoded by the file's path (decodeByPath).
+					md = nil
 				}
 			default:
 				return usagef("--decode %q: want raw or json", decode)
@@ -195,8 +206,12 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				}
 				decoded, text = fs, []byte(formatRaw(fs))
 			case "json":
-				md, _ := messageType(sch, typ, p)
-				b, err := decodeJSON(sch, md, value, !out.jsonOut())
+				var b []byte
+				if md != nil {
+					b, err = decodeJSON(sch, md, value, !out.jsonOut())
+				} else {
+					b, err = decodeByPath(sch, p, value, !out.jsonOut())
+				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", displayPath(p), err)
 				}
@@ -227,7 +242,9 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 			err = out.write(text)
 			return err
 		},
-		Example: `  topoctl get /keyspaces/commerce/Keyspace --decode json --protoset vitess-topodata.protoset
+		Example: `  topoctl get --decode /keyspaces/commerce/Keyspace
+  topoctl get -R --decode /
+  topoctl get /tablets/zone1-0000000100/Tablet --decode json --protoset vitess-topodata.protoset --type topodata.Tablet
   topoctl get -R /keyspaces/commerce
   topoctl get --prefix --keys-only /keyspaces/comm
   topoctl get -R --decode json /cells/
@@ -235,8 +252,9 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 	}
 	f := cmd.Flags()
 	f.StringVar(&version, "version", "", "read the value the file held at this version")
-	f.StringVar(&decode, "decode", "", "decode the value: raw (protobuf wire dump) or json (with --protoset/--type)")
-	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
+	f.StringVar(&decode, "decode", "", "decode the value: json (bare --decode: readable JSON, the type chosen by the path; --protoset/--type add or name types) or raw (protobuf wire dump)")
+	f.Lookup("decode").NoOptDefVal = decodeDefault
+	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet file adding message types for --decode json")
 	f.StringVar(&typ, "type", "", "protobuf message name for --decode json, e.g. topodata.Tablet or Tablet")
 	f.BoolVarP(&recursive, "recursive", "R", false, "print every file under the directory DIR (its subtree: DIR/...), as ls -R, rm -R and copy take a directory")
 	f.BoolVar(&rawPrefix, "prefix", false, "print every file whose path starts with PREFIX, a plain string prefix (\"/keyspaces/c\" matches \"/keyspaces/commerce/...\"), like etcdctl get --prefix")

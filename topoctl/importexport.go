@@ -113,7 +113,12 @@ DIR must be absent or empty unless --overwrite. A store may hold both a file
 writing anything. Files at reserved paths (written by another tool) are
 not exported: each is named on stderr and export exits 1 after writing the
 rest. A PATH with no files under it is an error (the root is empty or
-absent). Files are read in one List and written --parallel at a time.`,
+absent). Files are read in one List and written --parallel at a time.
+
+export does not decode: it keeps the stored bytes, so that import writes
+them back exactly. For every record decoded, "topoctl get -R --decode
+-o json PATH" prints one JSON document per file, or diff --decode compares
+two stores' records decoded.`,
 		Example: `  topoctl export /tmp/global
   topoctl -i consul -a 127.0.0.1:8500 --topo-global-root vitess export /tmp/from-consul`,
 		Args: rangeArgs(1, 2),

@@ -132,11 +132,12 @@ func TestPutStdin(t *testing.T) {
 	assert.Contains(t, r.stderr, "put a -")
 }
 
-// --decode json of a type not built in needs --protoset, and says so.
+// --decode json of a file of no known type says that Vitess's records are
+// built in and --protoset adds types.
 func TestDecodeJSONNeedsProtoset(t *testing.T) {
 	t.Parallel()
 	tg := target{impl: "memory", addr: t.Name(), root: "/"}
-	r := tg.fails(t, 2, []string{"--decode json needs --protoset"}, "get", "--decode", "json", "/hello")
+	r := tg.fails(t, 2, []string{"no message type is known for /hello", "Vitess's layout is built in", "--protoset FILE"}, "get", "--decode", "json", "/hello")
 	assert.NotContains(t, r.stderr, "no message named")
 }
 

@@ -136,19 +136,23 @@ deletion does not end it. To resume a watch that stopped, give --rev the
 last version or revision printed plus one: nothing is missed or printed
 twice. A revision etcd compacted away fails with Compacted, naming the
 oldest one it still has. Other backends keep no history to replay: --rev is
-a usage error there (NoImplementation).
+a usage error there (NoImplementation; docs/backends.md says why, store by
+store). There is no --since TIME: no store maps a time to a revision.
 
---decode raw|json prints each value decoded, as get --decode does, each
-record's type chosen by its own path (--protoset adds types, default
-$` + envProtoset + `): "PATH VERSION" on one line and the decoded value below it.
+--decode (bare, or --decode json) prints each value decoded as readable
+JSON, as get --decode does, each record's type chosen by its own path:
+every record of Vitess's layout is built in, locks, elections and metadata
+show the JSON or text they hold, and --protoset adds types (default
+$` + envProtoset + `); --decode raw prints protobuf wire dumps. "PATH VERSION" is
+on one line and the decoded value below it.
 A value that does not decode is printed as without --decode, with a note
 on stderr saying why. With --output json each change's object gets
 "decoded" (or "decode_error" when it does not decode).`,
 		Example: `  topoctl watch /keyspaces/commerce/Keyspace
   topoctl watch -R /keyspaces/ -o json
-  topoctl watch --decode json /cells/zone1/CellInfo
+  topoctl watch -R --decode /keyspaces/
   topoctl watch --rev 1042 -R /keyspaces/   # resume after revision 1041`,
-		Args: exactArgs(1),
+		Args: decodeArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var err error
@@ -360,8 +364,9 @@ on stderr saying why. With --output json each change's object gets
 	}
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "watch every file under DIR (its subtree: DIR/...), as ls -R, rm -R and copy take a directory")
 	cmd.Flags().BoolVar(&rawPrefix, "prefix", false, "watch every file whose path starts with PREFIX, a plain string prefix (\"/keyspaces/c\" matches \"/keyspaces/commerce/...\"), like etcdctl watch --prefix")
-	cmd.Flags().StringVar(&decode, "decode", "", "decode each value: raw (protobuf wire dump) or json (the type chosen by the record's path; --protoset adds types)")
-	cmd.Flags().StringVar(&protoset, "protoset", "", "FileDescriptorSet file for --decode json")
+	cmd.Flags().StringVar(&decode, "decode", "", "decode each value: json (bare --decode: readable JSON, the type chosen by the record's path; --protoset adds types) or raw (protobuf wire dump)")
+	cmd.Flags().Lookup("decode").NoOptDefVal = decodeDefault
+	cmd.Flags().StringVar(&protoset, "protoset", "", "FileDescriptorSet file adding message types for --decode json")
 	cmd.Flags().BoolVar(&o.full, "full", false, "print whole values (by default a text line shows the first 200 bytes)")
 	cmd.Flags().Int64Var(&rev, "rev", 0, "etcd only: print the changes from this revision on, from etcd's history, then the live ones")
 	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
