@@ -106,11 +106,11 @@ func (c *Cache) apply(ev *topo.WatchDataRecursive) {
 // set stores (or with a nil e deletes) one file and tells the local
 // watchers. Call with c.mu held.
 func (c *Cache) set(p string, e *entry) {
+	// A deletion of a file memory never held (created and deleted between
+	// two coalesced events) is passed on too, as the store watch reports it.
 	if old := c.files[p]; old != nil {
 		c.bytes -= old.size(p)
 		delete(c.files, p)
-	} else if e == nil {
-		return // a deletion of a file memory never held: nothing changes
 	}
 	if e != nil {
 		c.files[p] = e

@@ -56,8 +56,9 @@ func (w *watcher) send(p string, e *entry) {
 // events behind gets a ResourceExhausted *topo.Error wrapping
 // ErrSlowWatcher and its channel closes. Contents slices are shared by
 // every local watcher and must not be modified. Other paths, other modes,
-// and a Cache that may not serve (see GetWithInfo) use the wrapped Conn's
-// Watch; a file with a write of this Cache not yet delivered by the watch
+// a file memory does not hold (the store then says NoNode, or watches a
+// file created since) and a Cache that may not serve (see GetWithInfo) use
+// the wrapped Conn's Watch; a file with a write of this Cache not yet delivered by the watch
 // is waited for first (up to ctx), so its current value includes the
 // write.
 func (c *Cache) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
@@ -65,10 +66,7 @@ func (c *Cache) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-
 	if ok && modeOf(ctx, c.opts.Mode) == Cached && c.settled(ctx, p, true) {
 		w := &watcher{path: p, buf: c.opts.WatcherBuffer, file: make(chan *topo.WatchData, c.opts.WatcherBuffer+1)}
 		var cur *entry
-		if c.register(ctx, w, func() bool { cur = c.files[p]; return cur != nil }) {
-			if cur == nil {
-				return nil, nil, topo.NewError(topo.NoNode, p)
-			}
+		if c.register(ctx, w, func() bool { cur = c.files[p]; return cur != nil }) && cur != nil {
 			return &topo.WatchData{Contents: slices.Clone(cur.value), Version: cur.version}, w.file, nil
 		}
 	}
