@@ -10,7 +10,7 @@ import (
 // has not delivered yet. While a path is pending its reads go to the
 // store, so that a writer reads its own writes.
 type pending struct {
-	inflight int   // writes sent and not answered yet
+	inflight int    // writes sent and not answered yet
 	wants    []want // completed writes the watch has not delivered yet
 	// last is the last event of the path delivered while a write was in
 	// flight (nil entry: a deletion), so that a write whose event came
