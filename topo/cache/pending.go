@@ -20,10 +20,12 @@ type pending struct {
 }
 
 // want is one completed write: the version it wrote, or nil for a
-// deletion; seq orders it among this Cache's writes.
+// deletion. seq numbers its answer among this Cache's writes; start is the
+// number of writes answered when it was sent, so that every write with a
+// seq up to start came before it in the store.
 type want struct {
-	version topo.Version
-	seq     uint64
+	version    topo.Version
+	seq, start uint64
 }
 
 // deliveredBy reports whether an event of the path (nil e: a deletion)
@@ -42,27 +44,28 @@ func (w want) deliveredBy(e *entry) bool {
 	return ok1 && ok2 && b > a
 }
 
-// begin marks p as written by this Cache, before the write is sent. Call
-// with c.mu held.
-func (c *Cache) begin(p string) {
+// begin marks p as written by this Cache, before the write is sent, and
+// returns the write's start for end. Call with c.mu held.
+func (c *Cache) begin(p string) uint64 {
 	pd := c.pending[p]
 	if pd == nil {
 		pd = &pending{}
 		c.pending[p] = pd
 	}
 	pd.inflight++
+	return c.writeSeq
 }
 
 // end records the answer of a write begun on p: ok with the version written
 // (nil for a deletion), or !ok when it failed (nothing to wait for: a
 // failed write wrote nothing, or its outcome is unknown to the writer too).
 // Call with c.mu held.
-func (c *Cache) end(p string, v topo.Version, ok bool) {
+func (c *Cache) end(p string, start uint64, v topo.Version, ok bool) {
 	pd := c.pending[p]
 	pd.inflight--
 	c.writeSeq++
 	if ok {
-		w := want{version: v, seq: c.writeSeq}
+		w := want{version: v, seq: c.writeSeq, start: start}
 		if !pd.hasLast || !w.deliveredBy(pd.last) {
 			pd.wants = append(pd.wants, w)
 		}
@@ -86,10 +89,18 @@ func (c *Cache) settle(p string, e *entry) {
 	if pd.inflight > 0 {
 		pd.last, pd.hasLast = e, true
 	}
-	// Each write the event shows is delivered. Writes answered earlier are
-	// not assumed delivered: concurrent writes may reach the store in
-	// another order than their answers reach this Cache.
-	pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.deliveredBy(e) })
+	// Each write the event shows is delivered, and so is every write of
+	// the path answered before one of those was sent (it came earlier in
+	// the store, so the event shows a later state; its own event may have
+	// been coalesced away). Writes answered earlier but sent concurrently
+	// are not: they may reach the store in another order.
+	var upTo uint64
+	for _, w := range pd.wants {
+		if w.deliveredBy(e) {
+			upTo = max(upTo, w.start)
+		}
+	}
+	pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.deliveredBy(e) || w.seq <= upTo })
 	if pd.inflight == 0 && len(pd.wants) == 0 {
 		delete(c.pending, p)
 	}

@@ -33,14 +33,14 @@ func (c *Cache) write(filePath string, del bool, fn func() (topo.Version, error)
 		return fn()
 	}
 	c.mu.Lock()
-	c.begin(p)
+	start := c.begin(p)
 	c.mu.Unlock()
 	v, err := fn()
 	c.mu.Lock()
 	if del {
-		c.end(p, nil, err == nil)
+		c.end(p, start, nil, err == nil)
 	} else {
-		c.end(p, v, err == nil && v != nil)
+		c.end(p, start, v, err == nil && v != nil)
 	}
 	c.mu.Unlock()
 	c.noteStore(err)
@@ -52,13 +52,14 @@ func (c *Cache) write(filePath string, del bool, fn func() (topo.Version, error)
 // store.
 func (c *Cache) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	var paths []string // per op: the canonical path of a write under the prefix, or ""
+	var start uint64
 	c.mu.Lock()
 	for _, op := range ops {
 		p := ""
 		if !op.Kind.IsCondition() {
 			if q, err := topo.CleanFilePath(op.Path); err == nil && c.covers(q) {
 				p = q
-				c.begin(p)
+				start = c.begin(p)
 			}
 		}
 		paths = append(paths, p)
@@ -75,9 +76,9 @@ func (c *Cache) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, err
 			v = vs[i]
 		}
 		if ops[i].Kind == topo.TxnDelete {
-			c.end(p, nil, err == nil)
+			c.end(p, start, nil, err == nil)
 		} else {
-			c.end(p, v, err == nil && v != nil)
+			c.end(p, start, v, err == nil && v != nil)
 		}
 	}
 	c.mu.Unlock()
