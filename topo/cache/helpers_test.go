@@ -72,7 +72,10 @@ func (g *gatedConn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.
 	go func() {
 		defer close(out)
 		for ev := range in {
-			<-g.gate()
+			select {
+			case <-g.gate():
+			case <-ctx.Done(): // the watch ends: nothing is held back any more
+			}
 			out <- ev
 		}
 	}()
