@@ -1,0 +1,134 @@
+package cache_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test"
+	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+var roots atomic.Int64
+
+// newRoot returns a root no other test of this process uses.
+func newRoot() string { return fmt.Sprintf("/cachetest/%d-%d", time.Now().UnixNano(), roots.Add(1)) }
+
+func etcdOpen(t testing.TB, endpoints, root string) func() topo.Conn {
+	return func() topo.Conn {
+		c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: strings.Split(endpoints, ","), LockTTL: 3 * time.Second}, root)
+		require.NoError(t, err)
+		return c
+	}
+}
+
+func zkOpen(t testing.TB, addr, root string, linearizable bool) func() topo.Conn {
+	return func() topo.Conn {
+		c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}, LinearizableReads: linearizable}, root)
+		require.NoError(t, err)
+		return c
+	}
+}
+
+// unusedFaults fills the suite's required fault options, which the read
+// groups never use.
+func unusedFaults() test.Options {
+	return test.Options{
+		ExpireSession: func(t *testing.T, _ topo.Conn) { t.Fatal("not used by the read groups") },
+		Partition:     func(t *testing.T) test.Partitioned { t.Fatal("not used by the read groups"); return test.Partitioned{} },
+		SessionBound:  time.Second,
+		FaultyStore:   func(t *testing.T) test.FaultyStore { t.Fatal("not used by the read groups"); return test.FaultyStore{} },
+	}
+}
+
+// TestSuiteEtcd runs the read groups of the conformance suite through
+// Caches on a real etcd.
+func TestSuiteEtcd(t *testing.T) {
+	addr := etcdtest.Start(t)
+	runSuite(t, func(t *testing.T) func() topo.Conn { return etcdOpen(t, addr, newRoot()) }, unusedFaults())
+}
+
+// TestSuiteZooKeeper runs the read groups of the conformance suite through
+// Caches on a real ZooKeeper.
+func TestSuiteZooKeeper(t *testing.T) {
+	addr := zktest.Start(t)
+	runSuite(t, func(t *testing.T) func() topo.Conn { return zkOpen(t, addr, newRoot(), false) }, unusedFaults())
+}
+
+// TestPartitionEtcd: a Cache whose Conn is cut from etcd (faultproxy)
+// turns Stale and answers from memory, marked stale; writes made meanwhile
+// by others reach it once the partition heals, and it is Healthy again.
+func TestPartitionEtcd(t *testing.T) {
+	ctx := testCtx(t)
+	addr := etcdtest.Start(t)
+	root := newRoot()
+	direct := etcdOpen(t, addr, root)()
+	defer direct.Close()
+	_, err := direct.Create(ctx, "f", []byte("one"))
+	require.NoError(t, err)
+	p, err := faultproxy.New(addr)
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	c := wrap(t, etcdOpen(t, p.Addr(), root)(), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	defer c.Close()
+	requireGet(t, ctx, c, "f", "one", true)
+
+	p.Blackhole()
+	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+	info := requireGet(t, ctx, c, "f", "one", true)
+	require.True(t, info.Stale)
+	_, err = direct.Update(ctx, "f", []byte("two"), nil)
+	require.NoError(t, err)
+	_, err = direct.Create(ctx, "g", []byte("g"))
+	require.NoError(t, err)
+
+	p.Heal()
+	waitHolds(t, ctx, c, "f", "two")
+	waitHolds(t, ctx, c, "g", "g")
+	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+}
+
+// TestStoreRestartEtcd: the store stops (the Cache serves stale) and
+// restarts; the changes made after the restart reach the Cache.
+func TestStoreRestartEtcd(t *testing.T) {
+	ctx := testCtx(t)
+	cl := etcdtest.StartCluster(t, 1)
+	root := newRoot()
+	open := etcdOpen(t, cl.Endpoints(), root)
+	direct := open()
+	defer direct.Close()
+	_, err := direct.Create(ctx, "f", []byte("one"))
+	require.NoError(t, err)
+	c := wrap(t, open(), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	defer c.Close()
+	requireGet(t, ctx, c, "f", "one", true)
+
+	cl.StopMember(0)
+	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+	info := requireGet(t, ctx, c, "f", "one", true)
+	require.True(t, info.Stale)
+	cl.RestartMember(0)
+	require.Eventually(t, func() bool {
+		_, err := direct.Update(ctx, "f", []byte("two"), nil)
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond)
+	err = direct.Delete(ctx, "f", nil)
+	require.NoError(t, err)
+	_, err = direct.Create(ctx, "g", []byte("g"))
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "g", "g")
+	_, _, info, err = c.GetWithInfo(ctx, "f")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
+	require.True(t, info.FromMemory)
+	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+}
