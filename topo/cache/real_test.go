@@ -62,7 +62,9 @@ func TestSuiteEtcd(t *testing.T) {
 // Caches on a real ZooKeeper.
 func TestSuiteZooKeeper(t *testing.T) {
 	addr := zktest.Start(t)
-	runSuite(t, func(t *testing.T) func() topo.Conn { return zkOpen(t, addr, newRoot(), false) }, unusedFaults())
+	opts := unusedFaults()
+	opts.GetVersionUnsupported = true
+	runSuite(t, func(t *testing.T) func() topo.Conn { return zkOpen(t, addr, newRoot(), false) }, opts)
 }
 
 // TestPartitionEtcd: a Cache whose Conn is cut from etcd (faultproxy)
