@@ -40,7 +40,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(out), `topo_cache_watchers{cache="test"} 1`)
 	require.Contains(t, string(out), `topo_cache_reads_total{cache="test",op="Get",outcome="passed"} 1`) // Bypass
-	for _, o := range []string{"hit", "miss"} { // at least waitHolds's last read, and the Consistent read
+	for _, o := range []string{"hit", "miss"} {                                                          // at least waitHolds's last read, and the Consistent read
 		series := `topo_cache_reads_total{cache="test",op="Get",outcome="` + o + `"} `
 		require.Contains(t, string(out), series)
 		require.NotContains(t, string(out), series+"0\n")
