@@ -11,6 +11,8 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test"
@@ -65,6 +67,22 @@ func TestSuiteZooKeeper(t *testing.T) {
 	opts := unusedFaults()
 	opts.GetVersionUnsupported = true
 	runSuite(t, func(t *testing.T) func() topo.Conn { return zkOpen(t, addr, newRoot(), false) }, opts)
+}
+
+// TestSuiteConsul runs the read groups of the conformance suite through
+// Caches on a real Consul agent.
+func TestSuiteConsul(t *testing.T) {
+	addr := consultest.Start(t)
+	opts := unusedFaults()
+	opts.GetVersionUnsupported = true
+	runSuite(t, func(t *testing.T) func() topo.Conn {
+		root := strings.TrimPrefix(newRoot(), "/")
+		return func() topo.Conn {
+			c, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
+			require.NoError(t, err)
+			return c
+		}
+	}, opts)
 }
 
 // TestPartitionEtcd: a Cache whose Conn is cut from etcd (faultproxy)
