@@ -37,14 +37,20 @@ func (c *Cache) write(filePath string, del bool, fn func() (topo.Version, error)
 	c.mu.Unlock()
 	v, err := fn()
 	c.mu.Lock()
-	if del {
-		c.end(p, start, nil, err == nil)
-	} else {
-		c.end(p, start, v, err == nil && v != nil)
-	}
+	c.finish(p, start, del, v, err)
 	c.mu.Unlock()
 	c.noteStore(err)
 	return v, err
+}
+
+// finish records the answer of a write of p begun at start: a deletion
+// (del) or a write that returned v, failed when err is not nil. Call with
+// c.mu held.
+func (c *Cache) finish(p string, start uint64, del bool, v topo.Version, err error) {
+	if del {
+		v = nil
+	}
+	c.end(p, start, v, err == nil && (del || v != nil))
 }
 
 // Txn implements topo.Conn.Txn on the wrapped Conn. Until the watch
@@ -75,11 +81,7 @@ func (c *Cache) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, err
 		if err == nil && i < len(vs) {
 			v = vs[i]
 		}
-		if ops[i].Kind == topo.TxnDelete {
-			c.end(p, start, nil, err == nil)
-		} else {
-			c.end(p, start, v, err == nil && v != nil)
-		}
+		c.finish(p, start, ops[i].Kind == topo.TxnDelete, v, err)
 	}
 	c.mu.Unlock()
 	c.noteStore(err)
