@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -120,8 +121,8 @@ func (c *Cache) set(p string, e *entry) {
 }
 
 // relist replaces memory with a new watch's initial list, telling local
-// watchers of the difference only (files whose version changed, appeared
-// or disappeared). Writes of this Cache that completed before the list was
+// watchers of the difference only (files whose version or value changed,
+// appeared or disappeared). Writes of this Cache that completed before the list was
 // asked for (seq) are in it, so their pending marks go. Call with c.mu held.
 func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 	if c.files == nil {
@@ -131,7 +132,9 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 	for _, wd := range init {
 		seen[wd.Path] = true
 		old := c.files[wd.Path]
-		if old != nil && old.version.String() == wd.Version.String() {
+		// The value is compared too: ZooKeeper's versions start again at 0
+		// when a file is deleted and created again.
+		if old != nil && old.version.String() == wd.Version.String() && bytes.Equal(old.value, wd.Contents) {
 			continue
 		}
 		c.set(wd.Path, &entry{value: wd.Contents, version: wd.Version})
