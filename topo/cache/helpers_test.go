@@ -23,8 +23,9 @@ func testCtx(t testing.TB) context.Context {
 // got.
 type gatedConn struct {
 	topo.Conn
-	mu   sync.Mutex
-	open chan struct{} // closed while the gate is open
+	mu      sync.Mutex
+	open    chan struct{} // closed while the gate is open
+	cancels []context.CancelFunc
 }
 
 func newGated(c topo.Conn) *gatedConn {
@@ -64,22 +65,46 @@ func (g *gatedConn) gate() chan struct{} {
 }
 
 func (g *gatedConn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	init, in, err := g.Conn.WatchRecursive(ctx, prefix)
+	wctx, cancel := context.WithCancel(ctx)
+	init, in, err := g.Conn.WatchRecursive(wctx, prefix)
 	if err != nil {
+		cancel()
 		return nil, nil, err
 	}
+	g.mu.Lock()
+	g.cancels = append(g.cancels, cancel)
+	g.mu.Unlock()
 	out := make(chan *topo.WatchDataRecursive)
 	go func() {
 		defer close(out)
 		for ev := range in {
 			select {
 			case <-g.gate():
-			case <-ctx.Done(): // the watch ends: nothing is held back any more
+			case <-wctx.Done():
+			}
+			if wctx.Err() != nil && ctx.Err() == nil {
+				// Broken by the test: what was held back is lost, as with
+				// a watch the store ended.
+				out <- &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: topo.NewError(topo.Unavailable, prefix)}}
+				for range in {
+				}
+				return
 			}
 			out <- ev
 		}
 	}()
 	return init, out, nil
+}
+
+// breakWatches ends the watches started so far with Unavailable, dropping
+// the events held back.
+func (g *gatedConn) breakWatches() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, cancel := range g.cancels {
+		cancel()
+	}
+	g.cancels = nil
 }
 
 // requireGet reads p through c and checks its contents and whether memory

@@ -152,3 +152,28 @@ func TestStoreRestartEtcd(t *testing.T) {
 	require.True(t, info.FromMemory)
 	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
 }
+
+// TestRelistSeesRecreatedFileZooKeeper: a file deleted and created again
+// while the Cache's watch was lost has the same ZooKeeper version (0) as
+// before, with another value; the relist must still take the new value.
+func TestRelistSeesRecreatedFileZooKeeper(t *testing.T) {
+	ctx := testCtx(t)
+	open := zkOpen(t, zktest.Start(t), newRoot(), false)
+	direct := open()
+	defer direct.Close()
+	v, err := direct.Create(ctx, "f", []byte("one"))
+	require.NoError(t, err)
+	g := newGated(open())
+	c := wrap(t, g, cache.Options{})
+	defer c.Close()
+	requireGet(t, ctx, c, "f", "one", true)
+
+	g.hold()
+	require.NoError(t, direct.Delete(ctx, "f", nil))
+	v2, err := direct.Create(ctx, "f", []byte("two"))
+	require.NoError(t, err)
+	require.Equal(t, v.String(), v2.String(), "ZooKeeper gives the re-created file its first version again")
+	g.breakWatches()
+	g.release()
+	waitHolds(t, ctx, c, "f", "two")
+}
