@@ -115,11 +115,20 @@ func TestConsistentLinearizableEtcd(t *testing.T) {
 }
 
 // TestCachedModeReadsOwnWritesInOrder: in Cached mode a writer that reads
-// after each of its writes never reads an older value of its own, while
-// another writer writes the same file.
+// after each of its writes never reads an older value, while another
+// writer writes the same file, on memorytopo and a real etcd.
 func TestCachedModeReadsOwnWritesInOrder(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		_, open := memoryStore(t)
+		requireReadsOwnWrites(t, open, 500)
+	})
+	t.Run("etcd", func(t *testing.T) { requireReadsOwnWrites(t, etcdOpen(t, etcdtest.Start(t), newRoot()), 100) })
+}
+
+// requireReadsOwnWrites makes n writes through a Cache, each read back at
+// once, while a plain Conn writes the same file.
+func requireReadsOwnWrites(t *testing.T, open func() topo.Conn, n int) {
 	ctx := testCtx(t)
-	_, open := memoryStore(t)
 	c := wrap(t, open(), cache.Options{})
 	defer c.Close()
 	other := open()
@@ -139,7 +148,7 @@ func TestCachedModeReadsOwnWritesInOrder(t *testing.T) {
 			_, _ = other.Update(context.Background(), "f", fmt.Appendf(nil, "o%d", i), nil)
 		}
 	}()
-	for i := range 500 {
+	for i := range n {
 		v, err := c.Update(ctx, "f", fmt.Appendf(nil, "c%d", i), nil)
 		require.NoError(t, err)
 		b, got, err := c.Get(ctx, "f")
