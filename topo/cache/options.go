@@ -24,7 +24,8 @@ type Options struct {
 	MaxBytes int64
 
 	// WatcherBuffer is the number of events a local watcher may have
-	// pending before it is dropped with ErrSlowWatcher. Zero means 1024.
+	// pending before it is dropped with ErrSlowWatcher. Zero means 256.
+	// Each local watcher's channel takes about 8 bytes per event of it.
 	WatcherBuffer int
 
 	// ProbeInterval is how often the Cache reads one path from the store to
@@ -54,7 +55,7 @@ func (o Options) withDefaults() Options {
 		o.MaxStaleness = 10 * time.Second
 	}
 	if o.WatcherBuffer <= 0 {
-		o.WatcherBuffer = 1024
+		o.WatcherBuffer = 256
 	}
 	if o.ProbeInterval == 0 {
 		o.ProbeInterval = time.Second

@@ -18,7 +18,7 @@ type watcher struct {
 	file      chan *topo.WatchData          // Watch
 	tree      chan *topo.WatchDataRecursive // WatchRecursive
 	buf       int
-	done      chan struct{} // closed when the watcher ended
+	stop      func() bool // stops the watcher's end by its context
 }
 
 func (w *watcher) matches(p string) bool {
@@ -137,18 +137,13 @@ func (c *Cache) register(ctx context.Context, w *watcher, initial func() bool) b
 	if !initial() {
 		return true
 	}
-	w.done = make(chan struct{})
 	c.watchers[w] = struct{}{}
 	c.countWatchers()
-	go func() {
-		select {
-		case <-ctx.Done():
-			c.mu.Lock()
-			c.endWatcher(w, topo.NewError(topo.Interrupted, w.path))
-			c.mu.Unlock()
-		case <-w.done:
-		}
-	}()
+	w.stop = context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.endWatcher(w, topo.NewError(topo.Interrupted, w.path))
+	})
 	return true
 }
 
@@ -190,7 +185,7 @@ func (c *Cache) endWatcher(w *watcher, err error) {
 	} else {
 		close(w.file)
 	}
-	close(w.done)
+	w.stop()
 	c.countWatchers()
 }
 
