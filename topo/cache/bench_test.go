@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,6 +53,23 @@ func BenchmarkGet(b *testing.B) {
 				}
 			})
 		}
+		// The two Gets alternate, so that both meet the same load.
+		b.Run(name+"/consistent-over-raw", func(b *testing.B) {
+			var rawT, consT time.Duration
+			cctx := cache.WithMode(ctx, cache.Consistent)
+			for b.Loop() {
+				start := time.Now()
+				if _, _, err := raw.Get(ctx, "b/f042"); err != nil {
+					b.Fatal(err)
+				}
+				mid := time.Now()
+				if _, _, err := c.Get(cctx, "b/f042"); err != nil {
+					b.Fatal(err)
+				}
+				rawT, consT = rawT+mid.Sub(start), consT+time.Since(mid)
+			}
+			b.ReportMetric(float64(consT)/float64(rawT), "consistent/raw")
+		})
 		c.Close()
 		raw.Close()
 	}
