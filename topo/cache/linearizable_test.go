@@ -12,7 +12,9 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // register is the porcupine model of one file written with unique values
@@ -112,6 +114,19 @@ func TestConsistentLinearizableMemory(t *testing.T) {
 // TestConsistentLinearizableEtcd: the same on a real etcd.
 func TestConsistentLinearizableEtcd(t *testing.T) {
 	requireConsistentLinearizable(t, etcdOpen(t, etcdtest.Start(t), newRoot()))
+}
+
+// TestConsistentLinearizableZooKeeper: the same on a real ZooKeeper, whose
+// Conns read linearizably with zk2topo.Options.LinearizableReads (without
+// it ZooKeeper reads are sequentially consistent per session only).
+func TestConsistentLinearizableZooKeeper(t *testing.T) {
+	requireConsistentLinearizable(t, zkOpen(t, zktest.Start(t), newRoot(), true))
+}
+
+// TestConsistentLinearizableConsul: the same on a real Consul agent
+// (consistent reads are consultopo's default).
+func TestConsistentLinearizableConsul(t *testing.T) {
+	requireConsistentLinearizable(t, consulOpen(t, consultest.Start(t), newRoot()))
 }
 
 // TestCachedModeReadsOwnWritesInOrder: in Cached mode a writer that reads

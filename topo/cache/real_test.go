@@ -42,6 +42,15 @@ func zkOpen(t testing.TB, addr, root string, linearizable bool) func() topo.Conn
 	}
 }
 
+func consulOpen(t testing.TB, addr, root string) func() topo.Conn {
+	root = strings.TrimPrefix(root, "/")
+	return func() topo.Conn {
+		c, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
+		require.NoError(t, err)
+		return c
+	}
+}
+
 // unusedFaults fills the suite's required fault options, which the read
 // groups never use.
 func unusedFaults() test.Options {
@@ -75,31 +84,35 @@ func TestSuiteConsul(t *testing.T) {
 	addr := consultest.Start(t)
 	opts := unusedFaults()
 	opts.GetVersionUnsupported = true
-	runSuite(t, func(t *testing.T) func() topo.Conn {
-		root := strings.TrimPrefix(newRoot(), "/")
-		return func() topo.Conn {
-			c, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
-			require.NoError(t, err)
-			return c
-		}
-	}, opts)
+	runSuite(t, func(t *testing.T) func() topo.Conn { return consulOpen(t, addr, newRoot()) }, opts)
 }
 
-// TestPartitionEtcd: a Cache whose Conn is cut from etcd (faultproxy)
+// TestPartition: a Cache whose Conn is cut from the store (faultproxy)
 // turns Stale and answers from memory, marked stale; writes made meanwhile
 // by others reach it once the partition heals, and it is Healthy again.
-func TestPartitionEtcd(t *testing.T) {
+func TestPartition(t *testing.T) {
+	t.Run("etcd", func(t *testing.T) {
+		addr := etcdtest.Start(t)
+		root := newRoot()
+		requirePartition(t, addr, func(addr string) topo.Conn { return etcdOpen(t, addr, root)() })
+	})
+	t.Run("zk", func(t *testing.T) {
+		addr := zktest.Start(t)
+		root := newRoot()
+		requirePartition(t, addr, func(addr string) topo.Conn { return zkOpen(t, addr, root, false)() })
+	})
+}
+
+func requirePartition(t *testing.T, addr string, open func(addr string) topo.Conn) {
 	ctx := testCtx(t)
-	addr := etcdtest.Start(t)
-	root := newRoot()
-	direct := etcdOpen(t, addr, root)()
+	direct := open(addr)
 	defer direct.Close()
 	_, err := direct.Create(ctx, "f", []byte("one"))
 	require.NoError(t, err)
 	p, err := faultproxy.New(addr)
 	require.NoError(t, err)
 	defer func() { _ = p.Close() }()
-	c := wrap(t, etcdOpen(t, p.Addr(), root)(), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	c := wrap(t, open(p.Addr()), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
 	defer c.Close()
 	requireGet(t, ctx, c, "f", "one", true)
 
