@@ -128,3 +128,37 @@ func TestReadYourWrites(t *testing.T) {
 	require.True(t, topo.IsErrType(err, topo.NoNode))
 	require.True(t, info.FromMemory, "memory answers for g once the watch delivered its deletion")
 }
+
+// TestClose: Close ends local watchers with Interrupted, and every later
+// call returns Closed, from memory too.
+func TestClose(t *testing.T) {
+	ctx := testCtx(t)
+	_, open := memoryStore(t)
+	c := wrap(t, open(), cache.Options{})
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "f", "x")
+	_, ch, err := c.Watch(ctx, "f")
+	require.NoError(t, err)
+	_, rch, err := c.WatchRecursive(ctx, "")
+	require.NoError(t, err)
+	c.Close()
+	c.Close()
+	var last *topo.WatchData
+	for wd := range ch {
+		last = wd
+	}
+	require.True(t, topo.IsErrType(last.Err, topo.Interrupted), "%v", last.Err)
+	var lastR *topo.WatchDataRecursive
+	for wd := range rch {
+		lastR = wd
+	}
+	require.True(t, topo.IsErrType(lastR.Err, topo.Interrupted), "%v", lastR.Err)
+	_, _, err = c.Get(ctx, "f")
+	require.True(t, topo.IsErrType(err, topo.Closed), "%v", err)
+	_, err = c.List(ctx, "")
+	require.True(t, topo.IsErrType(err, topo.Closed), "%v", err)
+	_, _, err = c.Watch(ctx, "f")
+	require.True(t, topo.IsErrType(err, topo.Closed), "%v", err)
+	require.Zero(t, c.State().Watchers)
+}

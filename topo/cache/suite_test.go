@@ -41,7 +41,7 @@ func suiteOptions(opts test.Options) test.Options {
 // TestCachedReads checks Cached reads.)
 func runSuite(t *testing.T, newStore func(t *testing.T) func() topo.Conn, opts test.Options) {
 	t.Run("cached", func(t *testing.T) { runGroups(t, cache.Cached, []string{"Watch", "WatchRecursive"}, newStore, opts) })
-	t.Run("consistent", func(t *testing.T) { runGroups(t, cache.Consistent, readGroups, newStore, opts) })
+	t.Run("consistent", func(t *testing.T) { runGroups(t, cache.Consistent, append(readGroups, "Close"), newStore, opts) })
 }
 
 func runGroups(t *testing.T, mode cache.Mode, groups []string, newStore func(t *testing.T) func() topo.Conn, opts test.Options) {
@@ -73,7 +73,7 @@ func memoryOptions() test.Options {
 	}
 }
 
-// TestSuiteMemory runs the read groups of the conformance suite through
+// TestSuiteMemory runs the read groups (and Close) of the conformance suite through
 // Caches on memorytopo.
 func TestSuiteMemory(t *testing.T) {
 	runSuite(t, func(t *testing.T) func() topo.Conn { _, open := memoryStore(t); return open }, memoryOptions())
