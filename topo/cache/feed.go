@@ -151,6 +151,10 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 	}
 	for p, pd := range c.pending {
 		pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.seq <= seq })
+		// The listing is a state of the store as an event is: it shows the
+		// writes that completed while the watch was asked for, whose own
+		// events the new watch will not send.
+		c.settle(p, c.files[p])
 		if pd.inflight == 0 && len(pd.wants) == 0 {
 			delete(c.pending, p)
 		}
