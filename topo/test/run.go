@@ -1,6 +1,7 @@
 package test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -170,13 +171,24 @@ func groups() []struct {
 	}
 }
 
-func run(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts Options) {
+func run(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts Options, only ...string) {
 	require.NotNil(t, newStore, "newStore is required")
 	require.NotNil(t, opts.ExpireSession, "Options.ExpireSession is required: a func that drops a Conn's session or lease in the store and returns once the Conn has observed it")
 	require.NotNil(t, opts.Partition, "Options.Partition is required: a func that opens a Conn to the subtest's store through a fault (for example a topo/test/faultproxy.Proxy) and returns it with its Cut and Heal funcs")
 	require.Positive(t, opts.SessionBound, "Options.SessionBound is required: how long after a partition the store keeps the cut-off Conn's session or lease alive")
 	require.NotNil(t, opts.FaultyStore, "Options.FaultyStore is required: a func that starts a store that can suffer a fault (an ensemble or cluster losing a member, a restarted agent) and returns its openers and Fault func")
+	for _, name := range only {
+		require.Truef(t, slices.ContainsFunc(groups(), func(g struct {
+			name  string
+			tests []subtest
+		}) bool {
+			return g.name == name
+		}), "no conformance group %q", name)
+	}
 	for _, g := range groups() {
+		if len(only) > 0 && !slices.Contains(only, g.name) {
+			continue
+		}
 		t.Run(g.name, func(t *testing.T) {
 			for _, st := range g.tests {
 				t.Run(st.name, func(t *testing.T) {

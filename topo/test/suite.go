@@ -169,3 +169,13 @@ func Run(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts
 	t.Helper()
 	run(t, newStore, opts)
 }
+
+// RunGroups runs the conformance subtests of the named groups only (the
+// first path element of a subtest's name: "File", "Directory", "Watch",
+// "WatchRecursive", ...), for a Conn that is checked for part of the
+// contract (a read cache checks reads and watches). Its arguments are
+// Run's.
+func RunGroups(t *testing.T, groups []string, newStore func(t *testing.T) (open func() topo.Conn), opts Options) {
+	t.Helper()
+	run(t, newStore, opts, groups...)
+}

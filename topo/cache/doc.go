@@ -1,0 +1,62 @@
+// Package cache serves reads of one subtree of a topo.Conn from memory.
+//
+// A Cache wraps a Conn and a prefix (a plain string prefix over file
+// paths, as in Conn.List). One WatchRecursive on the prefix fills it and
+// keeps it current; the Cache is itself a topo.Conn, so an embedder swaps
+// conn for the Cache and keeps its code.
+//
+// Semantics, per call:
+//
+//   - Get and List of paths under the prefix are answered from memory in
+//     the Cached mode (the default): the answer is the state of the store
+//     as the watch last delivered it, file by file, with each file's own
+//     Version. GetWithInfo and ListWithInfo also say when that state was
+//     last confirmed and whether it is stale.
+//   - Consistent mode reads through the store (a plain Get or List on the
+//     wrapped Conn), so the answer reflects every write completed before
+//     the call started exactly when the backend's own reads do: etcd,
+//     Consul (consistent mode, the default) and memorytopo always, ZooKeeper
+//     with zk2topo.Options.LinearizableReads. No store-side revision
+//     barrier works on every backend without backend changes, so none is
+//     used; the cache is not updated by such reads (only the watch fills
+//     it, which keeps its order the store's).
+//   - Bypass mode, and every path outside the prefix, go to the wrapped
+//     Conn untouched.
+//   - ListDir goes to the wrapped Conn unless Options.ListDirFromMemory is
+//     set, because lock and election entries (ephemeral, not files) appear
+//     in listings but never in a WatchRecursive; from memory a listing
+//     holds only files and directories of files.
+//   - Writes (Create, Update, Delete, Txn) go to the wrapped Conn. Until
+//     the watch has delivered a path's write made through this Cache (its
+//     version, or its deletion), reads of that path, and Lists covering it,
+//     go to the store: a writer always reads its own writes.
+//
+// Outages: when the watch ends with an error the Cache lists the prefix
+// again with a new WatchRecursive and applies the difference (no change is
+// lost, and local watchers see no change twice). While the store cannot be
+// reached (the watch failed, or a probe or pass-through call returned
+// Unavailable or Timeout) the Cache is Stale; cached reads are then
+// answered from memory, marked stale, for at most Options.MaxStaleness
+// after the outage began, and from the store (which returns its error)
+// afterwards. State reports Healthy, Resyncing, Stale or OverLimit.
+//
+// Local watchers: Watch and WatchRecursive of paths under the prefix share
+// the one store watch. Each gets its initial value from memory and then
+// every change in the order the store watch delivered them. A watcher whose
+// buffer (Options.WatcherBuffer events) is full is dropped: it gets one last
+// event whose Err is a ResourceExhausted *topo.Error wrapping
+// ErrSlowWatcher, and its channel closes. Others are never blocked.
+//
+// Memory: Options.MaxBytes bounds the bytes held (paths plus values). When
+// the subtree outgrows it the Cache drops what it holds, stops its watch,
+// serves every call from the store (as Bypass), ends its local watchers
+// with ErrOverLimit, and State reports OverLimit for the rest of its life.
+//
+// Metrics: Options.Hooks receive every answer's outcome (hit, miss, stale),
+// every resync and the number of local watchers; Metrics turns them into
+// Prometheus series. Calls the Cache makes on the wrapped Conn go through
+// whatever topo.Middleware decorates it (topo/middleware.Metrics counts
+// them as store calls).
+//
+// A Cache holds no package-level state and is safe for concurrent use.
+package cache

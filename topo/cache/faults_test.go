@@ -1,0 +1,204 @@
+package cache_test
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/memorytopo"
+)
+
+// TestResyncLosesNothing: the store breaks the Cache's watch again and
+// again while another Conn writes; the Cache lists again each time, and a
+// local recursive watcher sees every file's last value, never a version
+// twice, and memory ends equal to the store.
+func TestResyncLosesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	f, open := memoryStore(t)
+	var resyncs atomic.Int64
+	c := wrap(t, open(), cache.Options{Hooks: cache.Hooks{OnResync: func(error) { resyncs.Add(1) }}})
+	defer c.Close()
+	_, ch, err := c.WatchRecursive(ctx, "r/")
+	require.NoError(t, err)
+	w := open()
+	defer w.Close()
+	const files, rounds = 5, 40
+	for i := range rounds {
+		for j := range files {
+			_, err := w.Update(ctx, fmt.Sprintf("r/f%d", j), fmt.Appendf(nil, "v%d", i), nil)
+			require.NoError(t, err)
+		}
+		if i%2 == 1 {
+			require.NoError(t, w.Delete(ctx, "r/f0", nil))
+		}
+		if i%5 == 0 {
+			f.BreakWatches(nil)
+		}
+	}
+	want, err := w.List(ctx, "r/")
+	require.NoError(t, err)
+	last := map[string]string{}
+	seen := map[string]bool{}
+	for {
+		match := len(last) == len(want)
+		for _, kv := range want {
+			match = match && last[kv.Path] == kv.Version.String()
+		}
+		if match {
+			break
+		}
+		select {
+		case ev := <-ch:
+			require.NotNil(t, ev)
+			if ev.Err != nil {
+				require.True(t, topo.IsErrType(ev.Err, topo.NoNode), "only deletions end no watch: %v", ev.Err)
+				delete(last, ev.Path)
+				continue
+			}
+			key := ev.Path + "@" + ev.Version.String()
+			require.Falsef(t, seen[key], "%s delivered twice", key)
+			seen[key] = true
+			last[ev.Path] = ev.Version.String()
+		case <-ctx.Done():
+			t.Fatalf("the local watcher never converged: have %v, store %v", last, want)
+		}
+	}
+	require.Positive(t, resyncs.Load())
+	got, err := c.List(ctx, "r/")
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, cache.Healthy, c.State().Health)
+}
+
+// TestStaleThenStoreError: while the store fails, the Cache answers from
+// memory marked stale, State says Stale; after MaxStaleness reads return
+// the store's error; when the store is back the Cache is Healthy and
+// current again.
+func TestStaleThenStoreError(t *testing.T) {
+	ctx := testCtx(t)
+	f, open := memoryStore(t)
+	raw := open()
+	defer raw.Close()
+	_, err := raw.Create(ctx, "f", []byte("one"))
+	require.NoError(t, err)
+	const maxStale = 300 * time.Millisecond
+	c := wrap(t, open(), cache.Options{MaxStaleness: maxStale, ProbeInterval: 10 * time.Millisecond, RetryInterval: 10 * time.Millisecond})
+	defer c.Close()
+	requireGet(t, ctx, c, "f", "one", true)
+
+	f.SetError(topo.Unavailable)
+	f.BreakWatches(nil)
+	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+	st := c.State()
+	require.Error(t, st.Err)
+	b, _, info, err := c.GetWithInfo(ctx, "f")
+	if err == nil { // unless MaxStaleness already passed on a loaded machine
+		require.Equal(t, "one", string(b))
+		require.True(t, info.Stale && info.FromMemory)
+	}
+	require.Eventually(t, func() bool {
+		_, _, err := c.Get(ctx, "f")
+		return topo.IsErrType(err, topo.Unavailable)
+	}, 30*time.Second, time.Millisecond, "after MaxStaleness a read returns the store's error")
+
+	f.SetError(nil)
+	_, err = raw.Update(ctx, "f", []byte("two"), nil)
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "f", "two")
+	require.Equal(t, cache.Healthy, c.State().Health)
+}
+
+// TestSlowWatcherDropped: 100,000 changes while one local watcher reads
+// nothing: it is dropped with ErrSlowWatcher, and a watcher that reads
+// keeps up and ends on the last value.
+func TestSlowWatcherDropped(t *testing.T) {
+	ctx := testCtx(t)
+	_, open := memoryStore(t)
+	raw := open()
+	defer raw.Close()
+	_, err := raw.Create(ctx, "f", []byte("start"))
+	require.NoError(t, err)
+	c := wrap(t, open(), cache.Options{WatcherBuffer: 64})
+	defer c.Close()
+	_, slow, err := c.Watch(ctx, "f")
+	require.NoError(t, err)
+	_, fast, err := c.Watch(ctx, "f")
+	require.NoError(t, err)
+	const n = 100_000
+	done := make(chan string)
+	go func() {
+		last := ""
+		for wd := range fast {
+			if wd.Err != nil {
+				done <- wd.Err.Error()
+				return
+			}
+			last = string(wd.Contents)
+			if last == fmt.Sprint(n-1) {
+				done <- last
+				return
+			}
+		}
+		done <- "closed"
+	}()
+	for i := range n {
+		_, err := raw.Update(ctx, "f", fmt.Append(nil, i), nil)
+		require.NoError(t, err)
+	}
+	require.Equal(t, fmt.Sprint(n-1), <-done)
+	var last *topo.WatchData
+	for wd := range slow {
+		last = wd
+	}
+	require.NotNil(t, last)
+	require.True(t, errors.Is(last.Err, cache.ErrSlowWatcher), "the slow watcher's last event: %v", last.Err)
+	require.True(t, topo.IsErrType(last.Err, topo.ResourceExhausted))
+}
+
+// TestLocalWatchersShareOneStoreWatch: 1,000 local watchers cost no store
+// watch beyond the Cache's one.
+func TestLocalWatchersShareOneStoreWatch(t *testing.T) {
+	ctx := testCtx(t)
+	f, open := memoryStore(t)
+	c := wrap(t, open(), cache.Options{})
+	defer c.Close()
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	before := f.CallCount(memorytopo.OpWatch) + f.CallCount(memorytopo.OpWatchRecursive)
+	for range 1000 {
+		_, _, err := c.Watch(ctx, "f")
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1000, c.State().Watchers)
+	require.Equal(t, before, f.CallCount(memorytopo.OpWatch)+f.CallCount(memorytopo.OpWatchRecursive))
+}
+
+// TestOverLimitBypasses: a subtree beyond MaxBytes turns the Cache into a
+// pass-through that still answers correctly; its local watchers end with
+// ErrOverLimit and State says OverLimit.
+func TestOverLimitBypasses(t *testing.T) {
+	ctx := testCtx(t)
+	_, open := memoryStore(t)
+	c := wrap(t, open(), cache.Options{MaxBytes: 100})
+	defer c.Close()
+	_, err := c.Create(ctx, "small", []byte("x"))
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "small", "x")
+	_, ch, err := c.Watch(ctx, "small")
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "big", make([]byte, 200))
+	require.NoError(t, err)
+	var last *topo.WatchData
+	for wd := range ch {
+		last = wd
+	}
+	require.True(t, errors.Is(last.Err, cache.ErrOverLimit), "%v", last.Err)
+	require.Equal(t, cache.OverLimit, c.State().Health)
+	requireGet(t, ctx, c, "small", "x", false)
+}

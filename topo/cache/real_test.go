@@ -1,0 +1,217 @@
+package cache_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test"
+	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+var roots atomic.Int64
+
+// newRoot returns a root no other test of this process uses.
+func newRoot() string { return fmt.Sprintf("/cachetest/%d-%d", time.Now().UnixNano(), roots.Add(1)) }
+
+func etcdOpen(t testing.TB, endpoints, root string) func() topo.Conn {
+	return func() topo.Conn {
+		c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: strings.Split(endpoints, ","), LockTTL: 3 * time.Second}, root)
+		require.NoError(t, err)
+		return c
+	}
+}
+
+func zkOpen(t testing.TB, addr, root string, linearizable bool) func() topo.Conn {
+	return func() topo.Conn {
+		c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}, LinearizableReads: linearizable}, root)
+		require.NoError(t, err)
+		return c
+	}
+}
+
+func consulOpen(t testing.TB, addr, root string) func() topo.Conn {
+	root = strings.TrimPrefix(root, "/")
+	return func() topo.Conn {
+		c, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
+		require.NoError(t, err)
+		return c
+	}
+}
+
+// unusedFaults fills the suite's required fault options, which the read
+// groups never use.
+func unusedFaults() test.Options {
+	return test.Options{
+		ExpireSession: func(t *testing.T, _ topo.Conn) { t.Fatal("not used by the read groups") },
+		Partition:     func(t *testing.T) test.Partitioned { t.Fatal("not used by the read groups"); return test.Partitioned{} },
+		SessionBound:  time.Second,
+		FaultyStore:   func(t *testing.T) test.FaultyStore { t.Fatal("not used by the read groups"); return test.FaultyStore{} },
+	}
+}
+
+// TestSuiteEtcd runs the read groups of the conformance suite through
+// Caches on a real etcd.
+func TestSuiteEtcd(t *testing.T) {
+	addr := etcdtest.Start(t)
+	runSuite(t, func(t *testing.T) func() topo.Conn { return etcdOpen(t, addr, newRoot()) }, unusedFaults())
+}
+
+// TestSuiteZooKeeper runs the read groups of the conformance suite through
+// Caches on a real ZooKeeper.
+func TestSuiteZooKeeper(t *testing.T) {
+	addr := zktest.Start(t)
+	opts := unusedFaults()
+	opts.GetVersionUnsupported = true
+	runSuite(t, func(t *testing.T) func() topo.Conn { return zkOpen(t, addr, newRoot(), false) }, opts)
+}
+
+// TestSuiteConsul runs the read groups of the conformance suite through
+// Caches on a real Consul agent.
+func TestSuiteConsul(t *testing.T) {
+	addr := consultest.Start(t)
+	opts := unusedFaults()
+	opts.GetVersionUnsupported = true
+	runSuite(t, func(t *testing.T) func() topo.Conn { return consulOpen(t, addr, newRoot()) }, opts)
+}
+
+// TestPartition: a Cache whose Conn is cut from the store (faultproxy)
+// turns Stale and answers from memory, marked stale; writes made meanwhile
+// by others reach it once the partition heals, and it is Healthy again.
+func TestPartition(t *testing.T) {
+	t.Run("etcd", func(t *testing.T) {
+		addr := etcdtest.Start(t)
+		root := newRoot()
+		requirePartition(t, addr, func(addr string) topo.Conn { return etcdOpen(t, addr, root)() })
+	})
+	t.Run("zk", func(t *testing.T) {
+		addr := zktest.Start(t)
+		root := newRoot()
+		requirePartition(t, addr, func(addr string) topo.Conn { return zkOpen(t, addr, root, false)() })
+	})
+}
+
+func requirePartition(t *testing.T, addr string, open func(addr string) topo.Conn) {
+	ctx := testCtx(t)
+	direct := open(addr)
+	defer direct.Close()
+	_, err := direct.Create(ctx, "f", []byte("one"))
+	require.NoError(t, err)
+	p, err := faultproxy.New(addr)
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	c := wrap(t, open(p.Addr()), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	defer c.Close()
+	requireGet(t, ctx, c, "f", "one", true)
+
+	p.Blackhole()
+	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+	info := requireGet(t, ctx, c, "f", "one", true)
+	require.True(t, info.Stale)
+	_, err = direct.Update(ctx, "f", []byte("two"), nil)
+	require.NoError(t, err)
+	_, err = direct.Create(ctx, "g", []byte("g"))
+	require.NoError(t, err)
+
+	p.Heal()
+	waitHolds(t, ctx, c, "f", "two")
+	waitHolds(t, ctx, c, "g", "g")
+	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+}
+
+// TestStoreRestartEtcd: the store stops (the Cache serves stale) and
+// restarts; the changes made after the restart reach the Cache.
+func TestStoreRestartEtcd(t *testing.T) {
+	ctx := testCtx(t)
+	cl := etcdtest.StartCluster(t, 1)
+	root := newRoot()
+	open := etcdOpen(t, cl.Endpoints(), root)
+	direct := open()
+	defer direct.Close()
+	_, err := direct.Create(ctx, "f", []byte("one"))
+	require.NoError(t, err)
+	c := wrap(t, open(), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	defer c.Close()
+	requireGet(t, ctx, c, "f", "one", true)
+
+	cl.StopMember(0)
+	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+	info := requireGet(t, ctx, c, "f", "one", true)
+	require.True(t, info.Stale)
+	cl.RestartMember(0)
+	require.Eventually(t, func() bool {
+		_, err := direct.Update(ctx, "f", []byte("two"), nil)
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond)
+	err = direct.Delete(ctx, "f", nil)
+	require.NoError(t, err)
+	_, err = direct.Create(ctx, "g", []byte("g"))
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "g", "g")
+	_, _, info, err = c.GetWithInfo(ctx, "f")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
+	require.True(t, info.FromMemory)
+	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+}
+
+// TestRelistSeesRecreatedFileZooKeeper: a file deleted and created again
+// while the Cache's watch was lost has the same ZooKeeper version (0) as
+// before, with another value; the relist must still take the new value.
+func TestRelistSeesRecreatedFileZooKeeper(t *testing.T) {
+	ctx := testCtx(t)
+	open := zkOpen(t, zktest.Start(t), newRoot(), false)
+	direct := open()
+	defer direct.Close()
+	v, err := direct.Create(ctx, "f", []byte("one"))
+	require.NoError(t, err)
+	g := newGated(open())
+	c := wrap(t, g, cache.Options{})
+	defer c.Close()
+	requireGet(t, ctx, c, "f", "one", true)
+
+	g.hold()
+	require.NoError(t, direct.Delete(ctx, "f", nil))
+	v2, err := direct.Create(ctx, "f", []byte("two"))
+	require.NoError(t, err)
+	require.Equal(t, v.String(), v2.String(), "ZooKeeper gives the re-created file its first version again")
+	g.breakWatches()
+	g.release()
+	waitHolds(t, ctx, c, "f", "two")
+}
+
+// TestRelistSettlesOwnWrites: a write of the Cache whose event was lost
+// with the watch is in the relist, after which memory answers for the
+// path again (it is not read from the store for ever), on memorytopo and
+// a real etcd.
+func TestRelistSettlesOwnWrites(t *testing.T) {
+	run := func(t *testing.T, open func() topo.Conn) {
+		ctx := testCtx(t)
+		g := newGated(open())
+		c := wrap(t, g, cache.Options{})
+		defer c.Close()
+		_, err := c.Create(ctx, "f", []byte("one"))
+		require.NoError(t, err)
+		waitHolds(t, ctx, c, "f", "one")
+		g.hold()
+		_, err = c.Update(ctx, "f", []byte("two"), nil)
+		require.NoError(t, err)
+		requireGet(t, ctx, c, "f", "two", false)
+		g.breakWatches() // the update's event is lost with the watch
+		g.release()
+		waitHolds(t, ctx, c, "f", "two")
+	}
+	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); run(t, open) })
+	t.Run("etcd", func(t *testing.T) { run(t, etcdOpen(t, etcdtest.Start(t), newRoot())) })
+}

@@ -1,0 +1,63 @@
+package cache
+
+import "time"
+
+// Health is what a Cache can currently promise.
+type Health int
+
+const (
+	// Healthy: the store watch runs and the store answers.
+	Healthy Health = iota
+	// Resyncing: the watch ended and the Cache is listing the prefix again.
+	Resyncing
+	// Stale: the store cannot be reached; memory holds the last state seen.
+	Stale
+	// OverLimit: the subtree outgrew Options.MaxBytes; every call goes to
+	// the store.
+	OverLimit
+)
+
+// String returns "healthy", "resyncing", "stale" or "over-limit".
+func (h Health) String() string {
+	switch h {
+	case Resyncing:
+		return "resyncing"
+	case Stale:
+		return "stale"
+	case OverLimit:
+		return "over-limit"
+	}
+	return "healthy"
+}
+
+// State is a snapshot of a Cache's condition.
+type State struct {
+	// Health is the current condition.
+	Health Health
+	// Since is when Health last changed.
+	Since time.Time
+	// Confirmed is the last time the store was seen answering (a watch
+	// event, a relist, a probe or a successful pass-through call).
+	Confirmed time.Time
+	// Err is the error that made the Cache leave Healthy (nil when
+	// Healthy).
+	Err error
+	// Files and Bytes are what memory holds (paths plus values, in bytes).
+	Files int
+	Bytes int64
+	// Watchers is the number of open local watchers.
+	Watchers int
+}
+
+// Info describes where an answer came from.
+type Info struct {
+	// FromMemory is true for an answer served from memory, false for one
+	// read from the store.
+	FromMemory bool
+	// Stale is true for an answer served from memory while the Cache was
+	// not Healthy.
+	Stale bool
+	// Confirmed is when the store was last seen answering for an answer
+	// from memory; the time of the read for one from the store.
+	Confirmed time.Time
+}
