@@ -42,13 +42,27 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 // cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
 // withdrawn), ctx's Timeout or Interrupted, or the driver's error.
 func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) error {
-	// The uncontended case first, on a driver whose Ahead answers at once
-	// (Aheader): an entry that heads its queue is granted without the
-	// goroutine that ends a wait.
-	if _, ok := e.d.(Aheader); ok && ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
-		if ahead, in, err := e.ahead(ctx, cl); err == nil && in && len(ahead) == 0 {
+	// The uncontended case first: an entry the store granted already
+	// (Entry.Granted), or, on a driver that finds the entries ahead in one
+	// bounded read (Aheader), an entry that heads its queue, is granted
+	// without the goroutine that ends a wait. Otherwise that read is the
+	// wait's first.
+	var first *aheadRead
+	if ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
+		_, aheader := e.d.(Aheader)
+		switch {
+		case cl.entry.Granted:
 			cl.position = 1
-			return cl.err() // lost as it was granted
+			return nil
+		case aheader:
+			ahead, in, err := e.ahead(ctx, cl)
+			if err == nil && in && len(ahead) == 0 {
+				cl.position = 1
+				return cl.err() // lost as it was granted
+			}
+			if err == nil {
+				first = &aheadRead{ahead, in}
+			}
 		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -62,7 +76,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 		}
 		cancel()
 	}()
-	err := e.wait(wctx, cl)
+	err := e.wait(wctx, cl, first)
 	if err == nil && !isClosed(stop) && !e.closed.Load() {
 		if err := cl.err(); err != nil { // lost as it was granted
 			return err
@@ -90,16 +104,27 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	return e.d.MapError(ctx, err, cl.q.Path)
 }
 
-// wait is await's loop: list, and while cl's entry is not the head, wait
-// for its predecessor to go. It returns nil once cl heads the queue.
-func (e *Engine) wait(ctx context.Context, cl *claim) error {
+// aheadRead is one answer of ahead.
+type aheadRead struct {
+	ahead []Entry
+	in    bool
+}
+
+// wait is await's loop: list (first, when not nil, is the first list's
+// answer already), and while cl's entry is not the head, wait for its
+// predecessor to go. It returns nil once cl heads the queue.
+func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 	if cl.entry.Granted { // the store granted it already
 		cl.position = 1
 		return nil
 	}
 	for {
-		ahead, in, err := e.ahead(ctx, cl)
-		if err != nil {
+		var ahead []Entry
+		var in bool
+		var err error
+		if first != nil {
+			ahead, in, first = first.ahead, first.in, nil
+		} else if ahead, in, err = e.ahead(ctx, cl); err != nil {
 			return err
 		}
 		i := len(ahead)
@@ -118,11 +143,12 @@ func (e *Engine) wait(ctx context.Context, cl *claim) error {
 }
 
 // Aheader is what a Driver may also implement when its store finds the
-// entries just ahead of an entry without reading the whole queue and
-// without waiting (in process: a linked queue in memory). The engine's
-// wait then reads those instead of Driver.List, so that one handover
-// costs the same whatever the length of the queue, and an entry that
-// heads its queue at once is granted without starting a goroutine.
+// entries just ahead of an entry without reading the whole queue, in one
+// bounded request or without any (in process: a linked queue in memory;
+// etcd: a range sorted by revision, limited). The engine's wait then
+// reads those instead of Driver.List, so that one handover costs the
+// same whatever the length of the queue, and an entry that heads its
+// queue at once is granted without starting a goroutine.
 type Aheader interface {
 	// Ahead returns, in one read, the entries just ahead of e in q,
 	// oldest first: the one just ahead last, at most max of them (none
