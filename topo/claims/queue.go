@@ -36,7 +36,7 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a
 // time: the one just ahead of it (Driver.WaitGone), listing the queue again
-// only when that one goes. When the wait ends otherwise -- ctx ends, stop
+// when that one goes only if the last list showed more ahead. When the wait ends otherwise -- ctx ends, stop
 // (nil: never) closes, cl ends (its session was declared lost, or another
 // call withdrew it), the engine closes, or the driver fails -- it withdraws
 // cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
@@ -138,6 +138,13 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 		}
 		if err := e.d.WaitGone(ctx, cl.q, ahead[i-1]); err != nil {
 			return err
+		}
+		if i == 1 {
+			// The one entry ahead is gone, and no entry can have come
+			// ahead since (tokens only grow): cl heads the queue, known
+			// without another read.
+			cl.position = 1
+			return e.acquire(ctx, cl)
 		}
 	}
 }
