@@ -25,8 +25,8 @@
 // elections) are the claims engine's (topo/claims): the Conn embeds it and
 // gives it a driver of etcd's primitives. One concept per file: lease.go
 // (the lease, the engine's session, and how long it is proven alive),
-// driver.go (an entry: creating, listing, deleting and checking it, and
-// the watch that follows it), wait.go (waiting for the entry ahead to
+// driver.go (an entry: creating, listing, deleting and checking it, the
+// entries ahead of it, and the watch that follows it), wait.go (waiting for the entry ahead to
 // go), leader.go (the head of an election and its published value),
 // resume.go (resume information), native.go (the native layout, a variant
 // of the same driver), fence.go (a claim as Txn's IfHeld sees it),
@@ -92,7 +92,8 @@
 // A lock's Done closes on Unlock, on the loss of its lease (expired or
 // revoked in etcd, or no longer proven alive: see SafetyMargin), on
 // Close, and when its entry is deleted or rewritten behind it, which a
-// watch on the entry, opened when the entry is put, tells. A term's Done
+// watch on the entry (driver.Monitor), opened at the first call of Done,
+// tells, from the entry's own revision on. A term's Done
 // is its leadership context's, which ends likewise.
 //
 // # Transactions
@@ -304,9 +305,9 @@ type Conn struct {
 	clusterID atomic.Uint64
 
 	mu        sync.Mutex
-	shared    *lease                        // the lease of Lock, TryLock and elections
-	leases    map[*lease]struct{}           // every live lease, for Close
-	keysInUse map[string]context.CancelFunc // entry names taken, see takeKey; each stops the watch following its entry
+	shared    *lease              // the lease of Lock, TryLock and elections
+	leases    map[*lease]struct{} // every live lease, for Close
+	keysInUse map[string]struct{} // entry names taken, see takeKey
 
 	// Claims are the Conn's locks and elections: eng, run over the Conn's
 	// driver (driver.go).
@@ -437,7 +438,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		ctx:        ctx,
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
-		keysInUse:  map[string]context.CancelFunc{},
+		keysInUse:  map[string]struct{}{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
