@@ -18,9 +18,10 @@ import (
 )
 
 // storeCounter counts what a client asks of etcd and what its watches
-// deliver: requests are unary calls and messages sent on streams (a
-// watch's create and cancel requests) but not lease keepalives, which
-// run on their own clock; events are the watch events received.
+// deliver: requests are unary calls and watches created, not lease
+// keepalives (they run on their own clock) nor a watch's cancel message
+// (sent in the background when the watch ends; nobody waits for its
+// answer); events are the watch events received.
 type storeCounter struct{ reqs, events atomic.Int64 }
 
 func (s *storeCounter) dialOptions() []grpc.DialOption {
@@ -45,7 +46,13 @@ type storeCountingStream struct {
 }
 
 func (cs storeCountingStream) SendMsg(m any) error {
-	if _, ka := m.(*pb.LeaseKeepAliveRequest); !ka {
+	switch m := m.(type) {
+	case *pb.LeaseKeepAliveRequest:
+	case *pb.WatchRequest:
+		if m.GetCreateRequest() != nil {
+			cs.s.reqs.Add(1)
+		}
+	default:
 		cs.s.reqs.Add(1)
 	}
 	return cs.ClientStream.SendMsg(m)
