@@ -156,14 +156,14 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			ttl = ttlSeconds(c.opts.LockTTL)
 			continue
 		case errors.Is(err, errLeaseGone) && attempt == 0:
-			c.dropLease(l)
+			c.dropLease(l, false)
 			continue
 		}
 		c.mu.Lock()
 		_, live := c.leases[l] // not revoked by put's removal of the entry
 		c.mu.Unlock()
 		if l.own && live {
-			c.dropLeaseAsync(l, true)
+			c.dropLease(l, true)
 		}
 		if errors.Is(err, errLeaseGone) {
 			return claims.Entry{}, nil, rpctypes.ErrLeaseNotFound
@@ -456,7 +456,7 @@ func (d driver) remove(q claims.Queue, l *lease, key string, rev int64, async bo
 	d.c.untilDone("deleting "+key, async, func(ctx context.Context) error {
 		_, err := d.delete(ctx, q, l, key, rev, with)
 		return err
-	}, nil)
+	})
 }
 
 // Held implements claims.Driver: the lease still proven alive (see

@@ -181,7 +181,7 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	if c.isClosed() {
 		c.mu.Unlock()
 		l.markLost()
-		c.revokeQuietly(l)
+		c.revokeAsync(l, false)
 		return nil, topo.NewError(topo.Closed, path)
 	}
 	c.leases[l] = struct{}{}
@@ -305,23 +305,13 @@ func (c *Conn) forgetLease(l *lease) {
 	l.markLost()
 }
 
-// dropLease forgets l and revokes it.
-func (c *Conn) dropLease(l *lease) { c.dropLeaseAsync(l, false) }
-
-// dropLeaseAsync is dropLease that, with async, revokes in the background.
-func (c *Conn) dropLeaseAsync(l *lease, async bool) {
-	l.markLost()
-	c.mu.Lock()
-	delete(c.leases, l)
-	if c.shared == l {
-		c.shared = nil
-	}
-	c.mu.Unlock()
+// dropLease forgets l and revokes it (with async, in the background).
+func (c *Conn) dropLease(l *lease, async bool) {
+	c.forgetLease(l)
 	c.revokeAsync(l, async)
 }
 
-func (c *Conn) revokeQuietly(l *lease) { c.revokeAsync(l, false) }
-
+// revokeAsync revokes l (with async, in the background), see untilDone.
 func (c *Conn) revokeAsync(l *lease, async bool) {
 	c.untilDone(fmt.Sprintf("revoking lease %d", int64(l.id)), async, func(ctx context.Context) error {
 		_, err := c.cli.Revoke(ctx, l.id)
@@ -329,7 +319,7 @@ func (c *Conn) revokeAsync(l *lease, async bool) {
 			return nil // gone already
 		}
 		return err
-	}, nil)
+	})
 }
 
 // defaultCleanupTimeout bounds one attempt at removing a key or lease that
@@ -340,13 +330,10 @@ const defaultCleanupTimeout = 2 * time.Second
 // async, in the background) and, if it fails, again in the background,
 // pausing 50 ms to 2 s between attempts, until it succeeds, fails for good
 // (PermissionDenied: logged, never retried) or the Conn closes (Close
-// revokes every lease, which cleans up anyway); then it calls done (if not
-// nil). Otherwise a transient failure could leave a stale key on the
-// shared lease that blocks other lockers for the Conn's lifetime.
-func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error, done func()) {
-	if done == nil {
-		done = func() {}
-	}
+// revokes every lease, which cleans up anyway). Otherwise a transient
+// failure could leave a stale key on the shared lease that blocks other
+// lockers for the Conn's lifetime.
+func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error) {
 	attempt := func() error {
 		ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
 		defer cancel()
@@ -358,7 +345,6 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 		return err
 	}
 	retry := func() {
-		defer done()
 		backoff := 50 * time.Millisecond
 		for {
 			select {
@@ -376,15 +362,12 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 		go func() {
 			if err := attempt(); err != nil && !c.isClosed() {
 				retry()
-				return
 			}
-			done()
 		}()
 		return
 	}
 	err := attempt()
 	if err == nil || c.isClosed() {
-		done()
 		return
 	}
 	c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
