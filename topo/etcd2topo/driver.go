@@ -35,11 +35,13 @@ import (
 // entry only once it heads its queue, so every older entry has left it,
 // and every later entry is put at a greater revision.
 //
-// A session is a lease (lease.go): the Conn's shared lease for Lock,
-// TryLock and elections, or a lease of the entry's own (LockWithTTL with
-// a TTL other than Options.LockTTL, LockName, and a second lock of one
-// directory through one Conn, whose name the shared lease has taken).
-// Removing an entry on a lease of its own revokes the lease.
+// A session is a lease (lease.go): one of the Conn's shared leases for
+// Lock, TryLock and elections (the first whose name is free in the queue:
+// a second entry of one queue through one Conn goes on a second one, see
+// sharedLease), or a lease of the entry's own (LockWithTTL with a TTL
+// other than Options.LockTTL, LockName, and entries beyond
+// maxSharedLeases of one queue through one Conn). Removing an entry on a
+// lease of its own revokes the lease.
 
 // driver implements claims.Driver for c.
 type driver struct{ c *Conn }
@@ -117,17 +119,18 @@ func sameEntry(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry) bool {
 var errLeaseGone = errors.New("etcd2topo: lease gone")
 
 // errKeyBusy tells Create that the lease's name in the queue is taken: it
-// uses a lease of its own instead.
+// tries the next shared lease.
 var errKeyBusy = errors.New("etcd2topo: entry name in use")
 
 // Create implements claims.Driver: one transaction puts the entry on the
 // lease if its key does not exist (a candidate's value key with it, on
 // the same lease) and reads what the options need (files below the
-// directory; the whole queue for Exclusive). The lease is the shared one,
-// or one of the entry's own (see above).
+// directory; the oldest entries for Exclusive, a few others otherwise).
+// The lease is a shared one, or one of the entry's own (see above).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
-	ttl := int64(0) // the shared lease
+	ttl := int64(0) // a shared lease: the shared-th
+	shared := 0
 	switch {
 	case !q.Election && !opts.RequireFiles && !opts.Exclusive && opts.TTL == 0: // LockName
 		ttl = ttlSeconds(c.opts.NamedLockTTL)
@@ -143,7 +146,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 				l.own = true
 			}
 		} else {
-			l, err = c.sharedLease(ctx, q.Path)
+			l, err = c.sharedLease(ctx, q.Path, shared)
 		}
 		if err != nil {
 			return claims.Entry{}, nil, err
@@ -153,7 +156,9 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		case err == nil:
 			return e, l.sess, nil
 		case errors.Is(err, errKeyBusy) && !l.own:
-			ttl = ttlSeconds(c.opts.LockTTL)
+			if shared++; shared == maxSharedLeases {
+				ttl = ttlSeconds(c.opts.LockTTL)
+			}
 			continue
 		case errors.Is(err, errLeaseGone) && attempt == 0:
 			c.dropLease(l, false)
@@ -536,7 +541,7 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 
 // takeKey reserves the entry name key for one entry of this Conn; ok is
 // false if it is taken (two locks of one directory through one Conn at
-// the same time: the second takes a lease of its own).
+// the same time: the second takes the next shared lease).
 func (c *Conn) takeKey(key string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

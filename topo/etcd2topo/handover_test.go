@@ -209,14 +209,16 @@ func TestHandoverCostFlat(t *testing.T) {
 				t.Logf("%s n=%d: %.1f requests, %.1f watch events per acquisition", kind, n, r, e)
 				reqs, events = append(reqs, r), append(events, e)
 			}
-			// With n = 2 every contender has a Conn, and its shared lease,
-			// to itself; with more, most take a lease of their own per
-			// acquisition (a grant and a revoke more): the slack.
+			// With n = 2 a contender often finds nobody to wait for (no
+			// Ahead, no watch, no event); with 20 or 200 every one waits,
+			// and beyond maxSharedLeases per Conn (n = 200) some take a
+			// lease of their own (a grant and a revoke more): the slack.
 			for i := 1; i < len(reqs); i++ {
 				require.LessOrEqual(t, reqs[i], reqs[0]+6, "requests per handover grow with the number of waiters: %v", reqs)
-				require.LessOrEqual(t, events[i], events[0]+2, "watch events per handover grow with the number of waiters: %v", events)
+				require.LessOrEqual(t, events[i], events[0]+3, "watch events per handover grow with the number of waiters: %v", events)
 			}
 			require.LessOrEqual(t, reqs[2], 1.25*reqs[1], "requests per handover grow with the number of waiters: %v", reqs)
+			require.LessOrEqual(t, events[2], events[1]+1, "watch events per handover grow with the number of waiters: %v", events)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -206,10 +207,7 @@ func (c *Conn) keepAlive(l *lease) {
 		l.markLost()
 		c.mu.Lock()
 		_, tracked := c.leases[l]
-		delete(c.leases, l)
-		if c.shared == l {
-			c.shared = nil
-		}
+		c.untrackLocked(l)
 		c.mu.Unlock()
 		if tracked && !c.isClosed() {
 			// Given up (not dropped): its entries were given up with it, so
@@ -263,23 +261,35 @@ func renewDeadline(now, provenUntil time.Time) time.Time {
 	return d
 }
 
-// sharedLease returns the Conn's lease for Lock, TryLock and elections,
-// granting a new one if there is none yet or the last one was lost.
-func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
-	c.mu.Lock()
-	l := c.shared
-	c.mu.Unlock()
-	if l != nil && !l.lost() {
+// maxSharedLeases bounds how many leases a Conn shares between its Lock,
+// TryLock and election entries (see sharedLease).
+const maxSharedLeases = 32
+
+// sharedLease returns the i-th of the Conn's shared leases (the first
+// whose entry name is free in a queue: one lease names one entry per
+// queue), granting a new one (appended) if there is no live i-th one. So
+// contenders of one queue through one Conn each take a lease once, not a
+// grant and a revoke per lock.
+func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, error) {
+	live := func() *lease {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if i < len(c.shared) && !c.shared[i].lost() {
+			return c.shared[i]
+		}
+		return nil
+	}
+	if l := live(); l != nil {
 		return l, nil
 	}
-	// Serialize grants so that concurrent first lockers share one lease.
-	c.grantMu.Lock()
-	defer c.grantMu.Unlock()
-	c.mu.Lock()
-	l = c.shared
-	c.mu.Unlock()
-	if l != nil && !l.lost() {
-		return l, nil
+	if i == 0 {
+		// Serialize first grants so that concurrent first lockers share
+		// one lease.
+		c.grantMu.Lock()
+		defer c.grantMu.Unlock()
+		if l := live(); l != nil {
+			return l, nil
+		}
 	}
 	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path)
 	if err != nil {
@@ -287,7 +297,7 @@ func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
 	}
 	c.mu.Lock()
 	if !c.isClosed() {
-		c.shared = l
+		c.shared = append(c.shared, l)
 	}
 	c.mu.Unlock()
 	return l, nil
@@ -297,12 +307,15 @@ func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
 // (it was revoked, or is gone).
 func (c *Conn) forgetLease(l *lease) {
 	c.mu.Lock()
-	delete(c.leases, l)
-	if c.shared == l {
-		c.shared = nil
-	}
+	c.untrackLocked(l)
 	c.mu.Unlock()
 	l.markLost()
+}
+
+// untrackLocked stops tracking l; called with c.mu held.
+func (c *Conn) untrackLocked(l *lease) {
+	delete(c.leases, l)
+	c.shared = slices.DeleteFunc(c.shared, func(x *lease) bool { return x == l })
 }
 
 // dropLease forgets l and revokes it (with async, in the background).

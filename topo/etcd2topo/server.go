@@ -14,11 +14,14 @@
 //     are attached to a lease), ordered by ModRevision: the oldest holds
 //     the lock or leads, every other waits until no older entry is left.
 //
-// Locks taken with Lock and TryLock, and election candidacies, share one
-// lease per Conn (TTL Options.LockTTL, 30 s by default), kept alive by the
-// Conn independently of any caller's context. LockWithTTL (with another
-// TTL), LockName, and a second entry of the shared lease in one queue use a
-// lease of their own, revoked when the entry goes.
+// Locks taken with Lock and TryLock, and election candidacies, share the
+// Conn's leases (TTL Options.LockTTL, 30 s by default), kept alive by the
+// Conn independently of any caller's context: one lease, or more when
+// entries of one queue through one Conn wait at once (an entry's name is
+// its lease's, so one lease names one entry per queue; at most
+// maxSharedLeases, 32). LockWithTTL (with another TTL), LockName, and
+// entries beyond those use a lease of their own, revoked when the entry
+// goes.
 //
 // Locks and elections (Lock, TryLock, LockWithTTL, LockName,
 // NewLeaderParticipation, ResumeLeaderParticipation and the native
@@ -296,7 +299,7 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	grantMu sync.Mutex // serializes grants of the shared lease
+	grantMu sync.Mutex // serializes grants of the shared leases
 
 	closed atomic.Bool // set first thing in Close
 
@@ -305,7 +308,7 @@ type Conn struct {
 	clusterID atomic.Uint64
 
 	mu        sync.Mutex
-	shared    *lease              // the lease of Lock, TryLock and elections
+	shared    []*lease            // the leases of Lock, TryLock and elections (sharedLease)
 	leases    map[*lease]struct{} // every live lease, for Close
 	keysInUse map[string]struct{} // entry names taken, see takeKey
 
