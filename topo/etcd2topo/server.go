@@ -101,20 +101,10 @@
 //
 // # Transactions
 //
-// Conn.Txn is one etcd Txn: the conditions are its compares (IfHeld
-// compares the ModRevision of the Fence's entry with its token: the entry
-// is still there, never rewritten, so its lease is alive and nobody else
-// holds) and the writes its Success branch; it has no Failure branch, so a
-// transaction that succeeds (topo.GuardedUpdate and GuardedDelete
-// included) is one round trip. When a compare fails, one more request
-// reads every compared key at the failed transaction's revision (the
-// snapshot etcd evaluated the compares on) and the first failing op is
-// found from those reads; if that revision was compacted meanwhile, the
-// diagnosis is from the current state (see Conn.Txn).
-// Limits, checked before anything is sent: at most Options.MaxTxnOps (128,
-// etcd's --max-txn-ops) compares and writes each, and at
-// most Options.MaxRequestBytes (1.5 MiB, etcd's --max-request-bytes) per
-// request; see Conn.Txn.
+// Conn.Txn is one etcd Txn, one round trip when it succeeds (see there);
+// IfHeld compares the ModRevision of the Fence's entry with its token:
+// the entry is still there, never rewritten, so its lease is alive and
+// nobody else holds.
 //
 // Watches are opened at the store's current revision, after which the
 // current value is read, so that they are served by etcd's synced watcher
