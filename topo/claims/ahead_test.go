@@ -37,7 +37,8 @@ func (d aheadDriver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, 
 
 // TestAheaderHandsOverInOrder: on a driver with Ahead, waiters are
 // granted in the order they queued, each handover reading the entries
-// ahead of one waiter once, and an uncontended lock is granted at once.
+// ahead of one waiter at most once (none when its last read showed only
+// its predecessor ahead), and an uncontended lock is granted at once.
 func TestAheaderHandsOverInOrder(t *testing.T) {
 	s := newStore()
 	ctx := t.Context()
@@ -67,7 +68,7 @@ func TestAheaderHandsOverInOrder(t *testing.T) {
 		require.Greater(t, cur.Token(), last, "granted in the order queued")
 		last = cur.Token()
 		s.mu.Lock()
-		require.Equal(t, 1, s.lists-before, "one read per handover")
+		require.LessOrEqual(t, s.lists-before, 1, "at most one read per handover")
 		s.mu.Unlock()
 	}
 	require.NoError(t, cur.Unlock(ctx))

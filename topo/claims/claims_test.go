@@ -27,7 +27,8 @@ func eventually(t *testing.T, cond func() bool) {
 
 // TestOneHandoverWakesOneWaiter: waiters queue behind a holder, each
 // waiting for its predecessor only; each Unlock grants the next waiter in
-// order, and only that waiter lists the queue again (issue 33: no herd).
+// order, and at most that waiter lists the queue again (none when its
+// last list showed only its predecessor ahead; issue 33: no herd).
 func TestOneHandoverWakesOneWaiter(t *testing.T) {
 	s := newStore()
 	ctx := t.Context()
@@ -64,7 +65,7 @@ func TestOneHandoverWakesOneWaiter(t *testing.T) {
 		s.mu.Lock()
 		lists := s.lists - before
 		s.mu.Unlock()
-		require.Equal(t, 1, lists, "one handover made %d waiters list the queue", lists)
+		require.LessOrEqual(t, lists, 1, "one handover made %d waiters list the queue", lists)
 	}
 	require.NoError(t, cur.Unlock(ctx))
 }

@@ -43,7 +43,9 @@ type Entry struct {
 	// Granted says that the store has granted the entry already (a
 	// driver's Create that took a free store key at once, Acquire,
 	// Resume): the engine waits no more for it, and calls no Acquire for
-	// it. Drivers whose queue order alone grants never set it.
+	// it. A driver whose queue order alone grants sets it only when
+	// Create's own request showed the new entry heading its queue (etcd:
+	// nothing older in it), since no entry can come ahead of it later.
 	Granted bool
 	// Ref is the driver's own handle on the entry (memorytopo: the entry
 	// itself), opaque to the engine, which hands it back unchanged.

@@ -40,21 +40,35 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a
 // time: the one just ahead of it (Driver.WaitGone), listing the queue again
-// only when that one goes. When the wait ends otherwise -- ctx ends, stop
+// when that one goes only if the last list showed more ahead. When the wait ends otherwise -- ctx ends, stop
 // (nil: never) closes, cl ends (its session was declared lost, or another
 // call withdrew it), the engine closes, or the driver fails -- it withdraws
 // cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
 // withdrawn), ctx's Timeout or Interrupted, or the driver's error.
 func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) error {
-	// The uncontended case first, on a driver whose Ahead answers at once
-	// (Aheader) and that has no Acquire step: an entry that heads its
-	// queue is granted without the goroutine that ends a wait.
-	_, aheader := e.d.(Aheader)
-	_, acquirer := e.d.(Acquirer)
-	if aheader && !acquirer && ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
-		if ahead, in, err := e.ahead(ctx, cl); err == nil && in && len(ahead) == 0 {
+	// The uncontended case first: an entry the store granted already
+	// (Entry.Granted), or, on a driver that finds the entries ahead in one
+	// bounded read (Aheader) and has no Acquire step, an entry that heads
+	// its queue, is granted without the goroutine that ends a wait. On a
+	// driver with the Acquire step the head is granted through Acquire, in
+	// the wait. Otherwise that read is the wait's first.
+	var first *aheadRead
+	if ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
+		_, aheader := e.d.(Aheader)
+		_, acquirer := e.d.(Acquirer)
+		switch {
+		case cl.entry.Granted:
 			cl.position = 1
-			return cl.err() // lost as it was granted
+			return nil
+		case aheader:
+			ahead, in, err := e.ahead(ctx, cl)
+			if err == nil && in && len(ahead) == 0 && !acquirer {
+				cl.position = 1
+				return cl.err() // lost as it was granted
+			}
+			if err == nil {
+				first = &aheadRead{ahead, in}
+			}
 		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -68,7 +82,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 		}
 		cancel()
 	}()
-	err := e.wait(wctx, cl)
+	err := e.wait(wctx, cl, first)
 	if err == nil && !isClosed(stop) && !e.closed.Load() {
 		if err := cl.err(); err != nil { // lost as it was granted
 			return err
@@ -96,16 +110,27 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	return e.d.MapError(ctx, err, cl.q.Path)
 }
 
-// wait is await's loop: list, and while cl's entry is not the head, wait
-// for its predecessor to go. It returns nil once cl heads the queue.
-func (e *Engine) wait(ctx context.Context, cl *claim) error {
+// aheadRead is one answer of ahead.
+type aheadRead struct {
+	ahead []Entry
+	in    bool
+}
+
+// wait is await's loop: list (first, when not nil, is the first list's
+// answer already), and while cl's entry is not the head, wait for its
+// predecessor to go. It returns nil once cl heads the queue.
+func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 	if cl.entry.Granted { // the store granted it already
 		cl.position = 1
 		return nil
 	}
 	for {
-		ahead, in, err := e.ahead(ctx, cl)
-		if err != nil {
+		var ahead []Entry
+		var in bool
+		var err error
+		if first != nil {
+			ahead, in, first = first.ahead, first.in, nil
+		} else if ahead, in, err = e.ahead(ctx, cl); err != nil {
 			return err
 		}
 		i := len(ahead)
@@ -120,13 +145,21 @@ func (e *Engine) wait(ctx context.Context, cl *claim) error {
 		if err := e.d.WaitGone(ctx, cl.q, ahead[i-1]); err != nil {
 			return err
 		}
+		if i == 1 {
+			// The one entry ahead is gone, and no entry can have come
+			// ahead since (tokens only grow): cl heads the queue, known
+			// without another read.
+			cl.position = 1
+			return e.acquire(ctx, cl)
+		}
 	}
 }
 
 // Aheader is what a Driver may also implement when its store finds the
-// entries just ahead of an entry more cheaply than by reading the whole
-// queue each time (in process: a linked queue in memory; Consul: from how
-// the predecessor that WaitGone saw go went). The engine's wait then reads
+// entries just ahead of an entry without reading the whole queue, in one
+// bounded request or without any (in process: a linked queue in memory;
+// etcd: a range sorted by revision, limited; Consul: from how the
+// predecessor that WaitGone saw go went). The engine's wait then reads
 // those instead of Driver.List, so that one handover costs the same
 // whatever the length of the queue; on a driver without the Acquire step,
 // an entry that heads its queue at once is also granted without starting

@@ -61,89 +61,37 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 }
 
 // dirEntries returns the entries of a directory from kvs, the keys under
-// its prefix (of length plen) in key order, sorted by name, each name
-// once. It streams: etcd returns keys sorted, so the keys of one name are
-// adjacent, except that a name that is both a file and a directory ("n"
-// and "n/x") can have names that extend it with a byte below '/' ("n-b")
-// between its file and its directory keys; that rare case is put in order
-// at the end. The names share one string.
+// its prefix (of length plen), sorted by name, each name once. A name
+// that is both a file and a directory (possible in etcd, impossible in a
+// tree store) is reported as a directory; with full, an entry is
+// Ephemeral when every key under its name has a lease.
 func dirEntries(kvs []*mvccpb.KeyValue, plen int, full bool) []topo.DirEntry {
-	type span struct{ start, end int } // of a name in buf
-	var (
-		buf       = make([]byte, 0, 16*len(kvs))
-		spans     = make([]span, 0, len(kvs))
-		isDir     []bool // per entry, when full
-		durable   []bool // per entry, when full: some key under it has no lease
-		unordered bool
-	)
-	if full {
-		isDir = make([]bool, 0, len(kvs))
-		durable = make([]bool, 0, len(kvs))
-	}
+	all := make([]topo.DirEntry, 0, len(kvs))
 	for _, kv := range kvs {
-		rest := kv.Key[plen:]
-		name, dir := rest, false
-		if i := bytes.IndexByte(rest, '/'); i >= 0 {
-			name, dir = rest[:i], true
-		}
-		if len(name) == 0 {
+		name, _, dir := strings.Cut(string(kv.Key[plen:]), "/")
+		if name == "" {
 			continue // a key that is not a canonical path; not ours
 		}
-		if n := len(spans); n > 0 {
-			last := buf[spans[n-1].start:spans[n-1].end]
-			switch c := bytes.Compare(name, last); {
-			case c == 0:
-				if full {
-					isDir[n-1] = isDir[n-1] || dir
-					durable[n-1] = durable[n-1] || kv.Lease == 0
-				}
-				continue
-			case c < 0:
-				unordered = true
+		e := topo.DirEntry{Name: name}
+		if full {
+			e.Type, e.Ephemeral = topo.TypeFile, kv.Lease != 0
+			if dir {
+				e.Type = topo.TypeDirectory
 			}
 		}
-		start := len(buf)
-		buf = append(buf, name...)
-		spans = append(spans, span{start, len(buf)})
-		if full {
-			isDir = append(isDir, dir)
-			durable = append(durable, kv.Lease == 0)
-		}
+		all = append(all, e)
 	}
-	all := string(buf)
-	out := make([]topo.DirEntry, len(spans))
-	for i, sp := range spans {
-		out[i].Name = all[sp.start:sp.end]
-		if full {
-			// A name that is both a file and a directory (possible in
-			// etcd, impossible in a tree store) is reported as a
-			// directory.
-			out[i].Type = topo.TypeFile
-			if isDir[i] {
-				out[i].Type = topo.TypeDirectory
-			}
-			out[i].Ephemeral = !durable[i]
-		}
-	}
-	if unordered {
-		out = sortMerge(out, full)
-	}
-	return out
-}
-
-// sortMerge sorts entries by name and merges those of one name (a
-// directory wins over a file; durable over ephemeral).
-func sortMerge(entries []topo.DirEntry, full bool) []topo.DirEntry {
-	slices.SortStableFunc(entries, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-	out := entries[:0]
-	for _, e := range entries {
+	// etcd returns keys sorted, so the keys of one name are adjacent,
+	// except that names extending it with a byte below '/' ("n-b") sort
+	// between "n" and "n/x": hence the sort.
+	slices.SortStableFunc(all, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	out := all[:0]
+	for _, e := range all {
 		if n := len(out); n > 0 && out[n-1].Name == e.Name {
-			if full {
-				if e.Type == topo.TypeDirectory {
-					out[n-1].Type = topo.TypeDirectory
-				}
-				out[n-1].Ephemeral = out[n-1].Ephemeral && e.Ephemeral
+			if e.Type == topo.TypeDirectory {
+				out[n-1].Type = topo.TypeDirectory
 			}
+			out[n-1].Ephemeral = out[n-1].Ephemeral && e.Ephemeral
 			continue
 		}
 		out = append(out, e)

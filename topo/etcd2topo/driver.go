@@ -35,11 +35,13 @@ import (
 // entry only once it heads its queue, so every older entry has left it,
 // and every later entry is put at a greater revision.
 //
-// A session is a lease (lease.go): the Conn's shared lease for Lock,
-// TryLock and elections, or a lease of the entry's own (LockWithTTL with
-// a TTL other than Options.LockTTL, LockName, and a second lock of one
-// directory through one Conn, whose name the shared lease has taken).
-// Removing an entry on a lease of its own revokes the lease.
+// A session is a lease (lease.go): one of the Conn's shared leases for
+// Lock, TryLock and elections (the first whose name is free in the queue:
+// a second entry of one queue through one Conn goes on a second one, see
+// sharedLease), or a lease of the entry's own (LockWithTTL with a TTL
+// other than Options.LockTTL, LockName, and entries beyond
+// maxSharedLeases of one queue through one Conn). Removing an entry on a
+// lease of its own revokes the lease.
 
 // driver implements claims.Driver for c.
 type driver struct{ c *Conn }
@@ -117,17 +119,18 @@ func sameEntry(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry) bool {
 var errLeaseGone = errors.New("etcd2topo: lease gone")
 
 // errKeyBusy tells Create that the lease's name in the queue is taken: it
-// uses a lease of its own instead.
+// tries the next shared lease.
 var errKeyBusy = errors.New("etcd2topo: entry name in use")
 
 // Create implements claims.Driver: one transaction puts the entry on the
 // lease if its key does not exist (a candidate's value key with it, on
 // the same lease) and reads what the options need (files below the
-// directory; the whole queue for Exclusive). The lease is the shared one,
-// or one of the entry's own (see above).
+// directory; the oldest entries for Exclusive, a few others otherwise).
+// The lease is a shared one, or one of the entry's own (see above).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
-	ttl := int64(0) // the shared lease
+	ttl := int64(0) // a shared lease: the shared-th
+	shared := 0
 	switch {
 	case !q.Election && !opts.RequireFiles && !opts.Exclusive && opts.TTL == 0: // LockName
 		ttl = ttlSeconds(c.opts.NamedLockTTL)
@@ -143,7 +146,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 				l.own = true
 			}
 		} else {
-			l, err = c.sharedLease(ctx, q.Path)
+			l, err = c.sharedLease(ctx, q.Path, shared)
 		}
 		if err != nil {
 			return claims.Entry{}, nil, err
@@ -153,14 +156,19 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		case err == nil:
 			return e, l.sess, nil
 		case errors.Is(err, errKeyBusy) && !l.own:
-			ttl = ttlSeconds(c.opts.LockTTL)
+			if shared++; shared == maxSharedLeases {
+				ttl = ttlSeconds(c.opts.LockTTL)
+			}
 			continue
 		case errors.Is(err, errLeaseGone) && attempt == 0:
-			c.dropLease(l)
+			c.dropLease(l, false)
 			continue
 		}
-		if l.own {
-			c.dropLeaseAsync(l, true)
+		c.mu.Lock()
+		_, live := c.leases[l] // not revoked by put's removal of the entry
+		c.mu.Unlock()
+		if l.own && live {
+			c.dropLease(l, true)
 		}
 		if errors.Is(err, errLeaseGone) {
 			return claims.Entry{}, nil, rpctypes.ErrLeaseNotFound
@@ -209,11 +217,18 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			clientv3.OpGet(dirPrefix+locksDir+"0", clientv3.WithRange(clientv3.GetPrefixRangeEnd(dirPrefix)),
 				clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
 	}
+	// Whether the new entry heads the queue, read in the same request:
+	// for TryLock the oldest keys (the head, which it names when busy);
+	// otherwise any few, by key, which etcd reads without visiting the
+	// rest of the queue: the entry alone there heads it. Values
+	// included: etcd 3.7 leaves the Lease out of keys-only ranges
+	// (etcd-io/etcd#22209), and an entry is known by it.
 	nqueue := len(ops)
 	if opts.Exclusive {
-		// Values included: etcd 3.7 leaves the Lease out of keys-only
-		// ranges (etcd-io/etcd#22209), and an entry is known by it.
-		ops = append(ops, clientv3.OpGet(prefix, clientv3.WithPrefix()))
+		ops = append(ops, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithLimit(4),
+			clientv3.WithSort(orderOf(q), clientv3.SortAscend)))
+	} else {
+		ops = append(ops, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithLimit(2)))
 	}
 	for attempt := 0; ; attempt++ {
 		resp, err := c.cli.Txn(bctx).
@@ -265,43 +280,119 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			_, _, gerr := c.Get(ctx, q.Path)
 			return claims.Entry{}, backendkit.LockNeedsFiles(q.Path, q.Path != "" && gerr == nil)
 		}
-		if opts.Exclusive {
-			if queue := entries(rs[nqueue].GetResponseRange().Kvs, prefix); len(queue) > 0 && string(queue[0].Key) != key {
+		rr := rs[nqueue].GetResponseRange()
+		queue := queueEntries(q, rr.Kvs, prefix)
+		e.Granted = len(queue) == 1 && queue[0].Key == key && !rr.More
+		if opts.Exclusive && !e.Granted {
+			head, err := d.head(ctx, q, queue, rr.More)
+			if err == nil && head.Key == key {
+				e.Granted = true
+			} else {
 				d.remove(q, l, key, rev, false, with)
-				return claims.Entry{}, &claims.BusyError{Head: entryOf(queue[0])}
+				if err != nil {
+					return claims.Entry{}, err
+				}
+				return claims.Entry{}, &claims.BusyError{Head: head}
 			}
 		}
-		c.followEntry(ctx, q, l, e)
 		return e, nil
 	}
 }
 
-// List implements claims.Driver: one read of the queue prefix.
+// List implements claims.Driver: one read of the queue prefix, sorted by
+// the queue's order. Values included: etcd 3.7 leaves the Lease out of
+// keys-only ranges.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	prefix := d.c.queuePrefix(q)
-	if q.Native {
-		resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-		if err != nil {
-			return nil, err
-		}
-		out := make([]claims.Entry, len(resp.Kvs))
-		for i, kv := range resp.Kvs {
-			out[i] = nativeEntry(q, kv)
-		}
-		return out, nil
-	}
-	// Values included: etcd 3.7 leaves the Lease out of keys-only ranges.
-	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(orderOf(q), clientv3.SortAscend))
 	if err != nil {
 		return nil, err
 	}
-	kvs := entries(resp.Kvs, prefix)
-	out := make([]claims.Entry, len(kvs))
-	for i, kv := range kvs {
-		out[i] = entryOf(kv)
+	return queueEntries(q, resp.Kvs, prefix), nil
+}
+
+// orderOf is the order of q's entries: ModRevision in the Vitess layout,
+// CreateRevision in the native one.
+func orderOf(q claims.Queue) clientv3.SortTarget {
+	if q.Native {
+		return clientv3.SortByCreateRevision
 	}
-	return out, nil
+	return clientv3.SortByModRevision
+}
+
+// queueEntries returns the entries of q among kvs, a read of its prefix,
+// in kvs' order. In the native layout every key under the prefix is one.
+func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claims.Entry {
+	var out []claims.Entry
+	for _, kv := range kvs {
+		switch {
+		case q.Native:
+			out = append(out, nativeEntry(q, kv))
+		case queueEntry(kv, prefix):
+			out = append(out, entryOf(kv))
+		}
+	}
+	return out
+}
+
+// head returns the head of q from queue, the entries of a read of its
+// oldest keys, reading the whole queue when that read was cut short
+// (more) before it showed one.
+func (d driver) head(ctx context.Context, q claims.Queue, queue []claims.Entry, more bool) (claims.Entry, error) {
+	if len(queue) == 0 && more {
+		var err error
+		if queue, err = d.List(ctx, q); err != nil {
+			return claims.Entry{}, err
+		}
+	}
+	if len(queue) == 0 {
+		return claims.Entry{}, claims.ErrNotHeld
+	}
+	return queue[0], nil
+}
+
+// Ahead implements claims.Aheader: one read of the newest entries of q
+// not newer than e, newest first and limited, which etcd answers without
+// sending the rest of the queue: e first (else it is gone), then the ones
+// just ahead of it. When non-entry keys filled the limit, the whole queue
+// is read instead.
+func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+	prefix := d.c.queuePrefix(q)
+	atMost := clientv3.WithMaxModRev(e.Token)
+	if q.Native {
+		atMost = clientv3.WithMaxCreateRev(e.Token)
+	}
+	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), atMost, clientv3.WithLimit(int64(max)+2),
+		clientv3.WithSort(orderOf(q), clientv3.SortDescend))
+	if err != nil {
+		return nil, false, err
+	}
+	queue := queueEntries(q, resp.Kvs, prefix)
+	if len(queue) == 0 || queue[0].Key != e.Key || queue[0].Token != e.Token {
+		if len(queue) == 0 && resp.More {
+			return d.aheadInList(ctx, q, e, max)
+		}
+		return nil, false, nil
+	}
+	ahead := queue[1:min(len(queue), max+1)]
+	if len(ahead) < max && resp.More {
+		return d.aheadInList(ctx, q, e, max)
+	}
+	slices.Reverse(ahead)
+	return ahead, true, nil
+}
+
+// aheadInList is Ahead from a read of the whole queue.
+func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {
+	list, err := d.List(ctx, q)
+	if err != nil {
+		return nil, false, err
+	}
+	i := slices.IndexFunc(list, func(x claims.Entry) bool { return x.Key == e.Key && x.Token == e.Token })
+	if i < 0 {
+		return nil, false, nil
+	}
+	return list[max(0, i-n):i], true, nil
 }
 
 // Delete implements claims.Driver: the entry is deleted (with a
@@ -370,7 +461,7 @@ func (d driver) remove(q claims.Queue, l *lease, key string, rev int64, async bo
 	d.c.untilDone("deleting "+key, async, func(ctx context.Context) error {
 		_, err := d.delete(ctx, q, l, key, rev, with)
 		return err
-	}, nil)
+	})
 }
 
 // Held implements claims.Driver: the lease still proven alive (see
@@ -389,51 +480,34 @@ func (d driver) Held(ctx context.Context, q claims.Queue, s *claims.Session, e c
 	return len(resp.Kvs) == 1 && stillOurs(q, resp.Kvs[0], e, l) && !l.lost(), nil
 }
 
-// followEntry watches e, an entry of q on l, until it is deleted or is no
-// longer e on l (see stillOurs), and then ends the claim on it
-// (Session.LoseEntry): an entry deleted behind its holder's back (or with
-// its lease) ends the lock or the term at once. It returns once etcd
-// confirmed the watch (or ctx ended first), so that no request of the
-// watch is sent behind the caller's back later. The watch ends with the
-// lease, the Conn, or the removal of the entry by its claim (freeKey).
-func (c *Conn) followEntry(ctx context.Context, q claims.Queue, l *lease, e claims.Entry) {
-	wctx, cancel := context.WithCancel(l.lostCtx)
+// Monitor implements claims.Monitor: a watch of e's key from just after
+// its token, until done closes, the lease is lost or the Conn closes. An
+// event showing the key deleted, or no longer e on its lease (see
+// stillOurs), ends the claim (Session.LoseEntry): an entry deleted behind
+// its holder's back (or with its lease) ends the lock or the term at
+// once, also when that happened before Monitor began. Past a compaction
+// it reads the key instead; a watch etcd ends is opened again, 20 ms to
+// 1 s apart.
+func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done <-chan struct{}) {
+	c, l := d.c, s.Ref().(*lease)
+	ctx, cancel := context.WithCancel(l.lostCtx)
 	stop := context.AfterFunc(c.ctx, cancel)
-	c.mu.Lock()
-	if _, ok := c.keysInUse[e.Key]; !ok || c.isClosed() {
-		c.mu.Unlock()
-		stop()
+	go func() {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 		cancel()
-		return
-	}
-	c.keysInUse[e.Key] = cancel
-	c.mu.Unlock()
-	from := e.Token + 1
-	watch := func() clientv3.WatchChan {
-		return c.cli.Watch(clientv3.WithRequireLeader(wctx), e.Key, clientv3.WithRev(from), clientv3.WithCreatedNotify())
-	}
-	wch := watch()
-	first, ok := clientv3.WatchResponse{}, false
-	select {
-	case first, ok = <-wch:
-	case <-ctx.Done():
-	}
+	}()
 	go func() {
 		defer stop()
 		defer cancel()
-		backoff := 20 * time.Millisecond
-		for wctx.Err() == nil {
-			for {
-				wr := first
-				if !ok {
-					if wr, ok = <-wch; !ok {
-						break
-					}
-				}
-				ok = false
+		from, backoff := e.Token+1, 20*time.Millisecond
+		for ctx.Err() == nil {
+			for wr := range c.cli.Watch(clientv3.WithRequireLeader(ctx), e.Key, clientv3.WithRev(from)) {
 				if wr.CompactRevision != 0 {
 					// Compacted past from: read the key instead.
-					resp, err := c.cli.Get(wctx, e.Key)
+					resp, err := c.cli.Get(ctx, e.Key)
 					if err == nil && (len(resp.Kvs) != 1 || !stillOurs(q, resp.Kvs[0], e, l)) {
 						l.sess.LoseEntry(e.Key, e.Token)
 						return
@@ -457,38 +531,32 @@ func (c *Conn) followEntry(ctx context.Context, q claims.Queue, l *lease, e clai
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
-			case <-wctx.Done():
+			case <-ctx.Done():
 				t.Stop()
 			}
 			backoff = min(2*backoff, time.Second)
-			wch = watch()
 		}
 	}()
 }
 
 // takeKey reserves the entry name key for one entry of this Conn; ok is
 // false if it is taken (two locks of one directory through one Conn at
-// the same time: the second takes a lease of its own).
+// the same time: the second takes the next shared lease).
 func (c *Conn) takeKey(key string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, used := c.keysInUse[key]; used {
 		return "", false
 	}
-	c.keysInUse[key] = func() {}
+	c.keysInUse[key] = struct{}{}
 	return key, true
 }
 
-// freeKey frees the entry name key, once its entry is gone, and stops the
-// watch following it.
+// freeKey frees the entry name key, once its entry is gone.
 func (c *Conn) freeKey(key string) {
 	c.mu.Lock()
-	stop := c.keysInUse[key]
 	delete(c.keysInUse, key)
 	c.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
 }
 
 // MapError implements claims.Driver (convertError).

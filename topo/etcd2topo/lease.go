@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -181,7 +182,7 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	if c.isClosed() {
 		c.mu.Unlock()
 		l.markLost()
-		c.revokeQuietly(l)
+		c.revokeAsync(l, false)
 		return nil, topo.NewError(topo.Closed, path)
 	}
 	c.leases[l] = struct{}{}
@@ -206,10 +207,7 @@ func (c *Conn) keepAlive(l *lease) {
 		l.markLost()
 		c.mu.Lock()
 		_, tracked := c.leases[l]
-		delete(c.leases, l)
-		if c.shared == l {
-			c.shared = nil
-		}
+		c.untrackLocked(l)
 		c.mu.Unlock()
 		if tracked && !c.isClosed() {
 			// Given up (not dropped): its entries were given up with it, so
@@ -263,23 +261,35 @@ func renewDeadline(now, provenUntil time.Time) time.Time {
 	return d
 }
 
-// sharedLease returns the Conn's lease for Lock, TryLock and elections,
-// granting a new one if there is none yet or the last one was lost.
-func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
-	c.mu.Lock()
-	l := c.shared
-	c.mu.Unlock()
-	if l != nil && !l.lost() {
+// maxSharedLeases bounds how many leases a Conn shares between its Lock,
+// TryLock and election entries (see sharedLease).
+const maxSharedLeases = 32
+
+// sharedLease returns the i-th of the Conn's shared leases (the first
+// whose entry name is free in a queue: one lease names one entry per
+// queue), granting a new one (appended) if there is no live i-th one. So
+// contenders of one queue through one Conn each take a lease once, not a
+// grant and a revoke per lock.
+func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, error) {
+	live := func() *lease {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if i < len(c.shared) && !c.shared[i].lost() {
+			return c.shared[i]
+		}
+		return nil
+	}
+	if l := live(); l != nil {
 		return l, nil
 	}
-	// Serialize grants so that concurrent first lockers share one lease.
-	c.grantMu.Lock()
-	defer c.grantMu.Unlock()
-	c.mu.Lock()
-	l = c.shared
-	c.mu.Unlock()
-	if l != nil && !l.lost() {
-		return l, nil
+	if i == 0 {
+		// Serialize first grants so that concurrent first lockers share
+		// one lease.
+		c.grantMu.Lock()
+		defer c.grantMu.Unlock()
+		if l := live(); l != nil {
+			return l, nil
+		}
 	}
 	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path)
 	if err != nil {
@@ -287,7 +297,7 @@ func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
 	}
 	c.mu.Lock()
 	if !c.isClosed() {
-		c.shared = l
+		c.shared = append(c.shared, l)
 	}
 	c.mu.Unlock()
 	return l, nil
@@ -297,31 +307,24 @@ func (c *Conn) sharedLease(ctx context.Context, path string) (*lease, error) {
 // (it was revoked, or is gone).
 func (c *Conn) forgetLease(l *lease) {
 	c.mu.Lock()
-	delete(c.leases, l)
-	if c.shared == l {
-		c.shared = nil
-	}
+	c.untrackLocked(l)
 	c.mu.Unlock()
 	l.markLost()
 }
 
-// dropLease forgets l and revokes it.
-func (c *Conn) dropLease(l *lease) { c.dropLeaseAsync(l, false) }
-
-// dropLeaseAsync is dropLease that, with async, revokes in the background.
-func (c *Conn) dropLeaseAsync(l *lease, async bool) {
-	l.markLost()
-	c.mu.Lock()
+// untrackLocked stops tracking l; called with c.mu held.
+func (c *Conn) untrackLocked(l *lease) {
 	delete(c.leases, l)
-	if c.shared == l {
-		c.shared = nil
-	}
-	c.mu.Unlock()
+	c.shared = slices.DeleteFunc(c.shared, func(x *lease) bool { return x == l })
+}
+
+// dropLease forgets l and revokes it (with async, in the background).
+func (c *Conn) dropLease(l *lease, async bool) {
+	c.forgetLease(l)
 	c.revokeAsync(l, async)
 }
 
-func (c *Conn) revokeQuietly(l *lease) { c.revokeAsync(l, false) }
-
+// revokeAsync revokes l (with async, in the background), see untilDone.
 func (c *Conn) revokeAsync(l *lease, async bool) {
 	c.untilDone(fmt.Sprintf("revoking lease %d", int64(l.id)), async, func(ctx context.Context) error {
 		_, err := c.cli.Revoke(ctx, l.id)
@@ -329,7 +332,7 @@ func (c *Conn) revokeAsync(l *lease, async bool) {
 			return nil // gone already
 		}
 		return err
-	}, nil)
+	})
 }
 
 // defaultCleanupTimeout bounds one attempt at removing a key or lease that
@@ -340,13 +343,10 @@ const defaultCleanupTimeout = 2 * time.Second
 // async, in the background) and, if it fails, again in the background,
 // pausing 50 ms to 2 s between attempts, until it succeeds, fails for good
 // (PermissionDenied: logged, never retried) or the Conn closes (Close
-// revokes every lease, which cleans up anyway); then it calls done (if not
-// nil). Otherwise a transient failure could leave a stale key on the
-// shared lease that blocks other lockers for the Conn's lifetime.
-func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error, done func()) {
-	if done == nil {
-		done = func() {}
-	}
+// revokes every lease, which cleans up anyway). Otherwise a transient
+// failure could leave a stale key on the shared lease that blocks other
+// lockers for the Conn's lifetime.
+func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error) {
 	attempt := func() error {
 		ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
 		defer cancel()
@@ -358,7 +358,6 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 		return err
 	}
 	retry := func() {
-		defer done()
 		backoff := 50 * time.Millisecond
 		for {
 			select {
@@ -376,15 +375,12 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 		go func() {
 			if err := attempt(); err != nil && !c.isClosed() {
 				retry()
-				return
 			}
-			done()
 		}()
 		return
 	}
 	err := attempt()
 	if err == nil || c.isClosed() {
-		done()
 		return
 	}
 	c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)

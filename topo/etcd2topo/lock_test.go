@@ -229,8 +229,9 @@ func TestStopAfterClose(t *testing.T) {
 // TestLockKeyNamesReused: a Conn names a lock entry after its lease, in
 // decimal, as Vitess does, and reuses the name once the key is gone (fresh
 // names would pile up in etcd's index until compaction); a second live
-// entry of the shared lease under the same directory gets a lease of its
-// own, so every entry is named exactly after its lease.
+// entry under the same directory goes on a second shared lease (which
+// its Unlock keeps for the next), so every entry is named exactly after
+// its lease.
 func TestLockKeyNamesReused(t *testing.T) {
 	c := openConn(t, serverAddr, newRoot())
 	ctx := context.Background()
@@ -257,9 +258,11 @@ func TestLockKeyNamesReused(t *testing.T) {
 	require.NoError(t, l1.Unlock(ctx))
 	l2 := <-got
 	cl2 := entryBehind(t, l2)
-	require.True(t, cl2.own, "a second entry of the shared lease in one queue uses a lease of its own")
+	require.False(t, cl2.own, "a second entry of one queue goes on a second shared lease")
+	require.NotEqual(t, cl1.lease.id, cl2.lease.id)
 	require.Equal(t, path.Dir(k1)+"/"+strconv.FormatInt(int64(cl2.lease.id), 10), cl2.key)
 	require.NoError(t, l2.Unlock(ctx))
+	require.False(t, cl2.lease.lost(), "Unlock keeps a shared lease")
 
 	l3, err := c.Lock(ctx, "d", "third")
 	require.NoError(t, err)

@@ -36,8 +36,8 @@ package etcd2topo
 // CreateRevision: the leader is the oldest key, so every later term's key
 // was created later, whoever campaigned with it.
 //
-// Leases: a candidate key rests on the Conn's shared lease (Options.LockTTL,
-// see lease.go), or on a lease of its own when the shared lease already has
+// Leases: a candidate key rests on one of the Conn's shared leases
+// (Options.LockTTL, see lease.go): the next one when the first already has
 // a key under the prefix (two native participations of one prefix through
 // one Conn). Leadership ends, locally, when the lease's proven-until time
 // passes (see SafetyMargin), before etcd can expire the lease and let a

@@ -94,7 +94,6 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	c.leases[l] = struct{}{}
 	c.mu.Unlock()
 	go c.keepAlive(l)
-	c.followEntry(ctx, q, l, e)
 	return e, l.sess, nil
 }
 

@@ -14,19 +14,22 @@
 //     are attached to a lease), ordered by ModRevision: the oldest holds
 //     the lock or leads, every other waits until no older entry is left.
 //
-// Locks taken with Lock and TryLock, and election candidacies, share one
-// lease per Conn (TTL Options.LockTTL, 30 s by default), kept alive by the
-// Conn independently of any caller's context. LockWithTTL (with another
-// TTL), LockName, and a second entry of the shared lease in one queue use a
-// lease of their own, revoked when the entry goes.
+// Locks taken with Lock and TryLock, and election candidacies, share the
+// Conn's leases (TTL Options.LockTTL, 30 s by default), kept alive by the
+// Conn independently of any caller's context: one lease, or more when
+// entries of one queue through one Conn wait at once (an entry's name is
+// its lease's, so one lease names one entry per queue; at most
+// maxSharedLeases, 32). LockWithTTL (with another TTL), LockName, and
+// entries beyond those use a lease of their own, revoked when the entry
+// goes.
 //
 // Locks and elections (Lock, TryLock, LockWithTTL, LockName,
 // NewLeaderParticipation, ResumeLeaderParticipation and the native
 // elections) are the claims engine's (topo/claims): the Conn embeds it and
 // gives it a driver of etcd's primitives. One concept per file: lease.go
 // (the lease, the engine's session, and how long it is proven alive),
-// driver.go (an entry: creating, listing, deleting and checking it, and
-// the watch that follows it), wait.go (waiting for the entry ahead to
+// driver.go (an entry: creating, listing, deleting and checking it, the
+// entries ahead of it, and the watch that follows it), wait.go (waiting for the entry ahead to
 // go), leader.go (the head of an election and its published value),
 // resume.go (resume information), native.go (the native layout, a variant
 // of the same driver), fence.go (a claim as Txn's IfHeld sees it),
@@ -92,25 +95,16 @@
 // A lock's Done closes on Unlock, on the loss of its lease (expired or
 // revoked in etcd, or no longer proven alive: see SafetyMargin), on
 // Close, and when its entry is deleted or rewritten behind it, which a
-// watch on the entry, opened when the entry is put, tells. A term's Done
+// watch on the entry (driver.Monitor), opened at the first call of Done,
+// tells, from the entry's own revision on. A term's Done
 // is its leadership context's, which ends likewise.
 //
 // # Transactions
 //
-// Conn.Txn is one etcd Txn: the conditions are its compares (IfHeld
-// compares the ModRevision of the Fence's entry with its token: the entry
-// is still there, never rewritten, so its lease is alive and nobody else
-// holds) and the writes its Success branch; it has no Failure branch, so a
-// transaction that succeeds (topo.GuardedUpdate and GuardedDelete
-// included) is one round trip. When a compare fails, one more request
-// reads every compared key at the failed transaction's revision (the
-// snapshot etcd evaluated the compares on) and the first failing op is
-// found from those reads; if that revision was compacted meanwhile, the
-// diagnosis is from the current state (see Conn.Txn).
-// Limits, checked before anything is sent: at most Options.MaxTxnOps (128,
-// etcd's --max-txn-ops) compares and writes each, and at
-// most Options.MaxRequestBytes (1.5 MiB, etcd's --max-request-bytes) per
-// request; see Conn.Txn.
+// Conn.Txn is one etcd Txn, one round trip when it succeeds (see there);
+// IfHeld compares the ModRevision of the Fence's entry with its token:
+// the entry is still there, never rewritten, so its lease is alive and
+// nobody else holds.
 //
 // Watches are opened at the store's current revision, after which the
 // current value is read, so that they are served by etcd's synced watcher
@@ -302,7 +296,7 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	grantMu sync.Mutex // serializes grants of the shared lease
+	grantMu sync.Mutex // serializes grants of the shared leases
 
 	closed atomic.Bool // set first thing in Close
 
@@ -311,9 +305,9 @@ type Conn struct {
 	clusterID atomic.Uint64
 
 	mu        sync.Mutex
-	shared    *lease                        // the lease of Lock, TryLock and elections
-	leases    map[*lease]struct{}           // every live lease, for Close
-	keysInUse map[string]context.CancelFunc // entry names taken, see takeKey; each stops the watch following its entry
+	shared    []*lease            // the leases of Lock, TryLock and elections (sharedLease)
+	leases    map[*lease]struct{} // every live lease, for Close
+	keysInUse map[string]struct{} // entry names taken, see takeKey
 
 	// Claims are the Conn's locks and elections: eng, run over the Conn's
 	// driver (driver.go).
@@ -444,7 +438,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		ctx:        ctx,
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
-		keysInUse:  map[string]context.CancelFunc{},
+		keysInUse:  map[string]struct{}{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng

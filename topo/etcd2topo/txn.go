@@ -99,9 +99,6 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 	if err != nil {
 		return nil, err
 	}
-	if vs, ok, err := c.guardedUpdate(ctx, afterFail, ck); ok {
-		return vs, err
-	}
 	t := txnPlan{ops: ck, claims: make([]*claim, len(ck)), guards: make([]*nativeGuard, len(ck)), held: make([]bool, len(ck))}
 	for i, op := range ck {
 		if op.Kind != topo.TxnIfHeld {
@@ -166,69 +163,6 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 		}
 	}
 	return vs, nil
-}
-
-// guardedUpdate is txn for the shape of topo.GuardedUpdate, the
-// commonest transaction: IfHeld(f) then UpdateOp(p, b, v) with a version,
-// f a lock or leadership term (not a native one) put through this Conn
-// and held here. It sends the very transaction the general path sends
-// (the entry's ModRevision = f.Token(), the file's ModRevision = v; put p)
-// and diagnoses a failure with the general plan, but builds neither the
-// plan nor the encoded request for the size check (an upper bound of the
-// size is compared instead) on the way. ok is false, with nothing done,
-// for every other transaction and for the cases the general path decides
-// (a Fence of another Conn or backend, a claim known to have ended,
-// version 0, MaxTxnOps under 2, a request the bound does not prove small
-// enough), which then takes it from the start.
-func (c *Conn) guardedUpdate(ctx context.Context, afterFail func(rev int64), ck []backendkit.TxnOp) (vs []topo.Version, ok bool, err error) {
-	if len(ck) != 2 || ck[0].Kind != topo.TxnIfHeld || ck[1].Kind != topo.TxnUpdate ||
-		ck[1].Version == backendkit.AnyVersion || ck[1].Version == 0 || c.opts.MaxTxnOps < 2 {
-		return nil, false, nil
-	}
-	if _, native := nativeGuardOf(ck[0].Fence); native {
-		return nil, false, nil
-	}
-	cl, held, ours := heldClaim(ck[0].Fence)
-	if !ours || !held || cl.c != c {
-		return nil, false, nil
-	}
-	u := ck[1]
-	k := c.key(u.Path)
-	if requestOverheadBytes+len(c.opts.Username)+guardedUpdateSizeBound(cl.key, k, u.Contents) > c.opts.MaxRequestBytes {
-		return nil, false, nil
-	}
-	if err := c.closedErr(""); err != nil {
-		return nil, true, err
-	}
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(cl.key), "=", cl.rev),
-			clientv3.Compare(clientv3.ModRevision(k), "=", u.Version)).
-		Then(clientv3.OpPut(k, string(u.Contents))).
-		Commit()
-	if err != nil {
-		return nil, true, c.convertError(ctx, err, "")
-	}
-	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-	if !resp.Succeeded {
-		if afterFail != nil {
-			afterFail(resp.Header.Revision)
-		}
-		t := txnPlan{ops: ck, claims: []*claim{cl, nil}, guards: make([]*nativeGuard, 2), held: []bool{true, false}}
-		t.build(c)
-		return nil, true, c.diagnose(ctx, &t, resp.Header.Revision)
-	}
-	return []topo.Version{nil, topo.NumericVersion(resp.Header.Revision)}, true, nil
-}
-
-// guardedUpdateSizeBound bounds the encoded size of guardedUpdate's
-// TxnRequest: two compares (each a key, two enums and a revision, in a
-// length-delimited field) and a put of contents at key (in a RequestOp
-// in a field): with every tag 1 byte and every length or varint at most
-// 10, at most 107 bytes besides the keys and the contents; 256 leaves
-// room to spare (TestGuardedUpdateSizeBound checks it against the
-// encoded size).
-func guardedUpdateSizeBound(entry, key string, contents []byte) int {
-	return 256 + len(entry) + 2*len(key) + len(contents)
 }
 
 // txnPlan is a transaction translated into etcd's terms.

@@ -10,36 +10,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
-// TestGuardedUpdateSizeBound: guardedUpdate's size bound is at least the
-// encoded size of the general plan's request for the same transaction
-// (which checkTxnSize compares with MaxRequestBytes), for keys and
-// contents around protobuf's length-varint boundaries and etcd's
-// request limit.
-func TestGuardedUpdateSizeBound(t *testing.T) {
-	c := &Conn{rootPrefix: "/root/"}
-	for _, kl := range []int{1, 100, 127, 128, 1000, 16383, 16384} {
-		for _, vl := range []int{0, 1, 127, 128, 16383, 16384, 2097151, 2097152, DefaultMaxRequestBytes} {
-			p := strings.Repeat("k", kl)
-			entry := "/root/" + p + "/locks/" + strings.Repeat("e", kl%40+1)
-			ck := []backendkit.TxnOp{
-				{Index: 0, Kind: topo.TxnIfHeld},
-				{Index: 1, Kind: topo.TxnUpdate, Path: p, Contents: make([]byte, vl), Version: 1<<63 - 1},
-			}
-			pl := txnPlan{ops: ck, claims: []*claim{{key: entry, rev: 1<<63 - 1}, nil}, guards: make([]*nativeGuard, 2), held: []bool{true, false}}
-			pl.build(c)
-			require.GreaterOrEqual(t, guardedUpdateSizeBound(entry, c.key(p), ck[1].Contents), txnRequestSize(&pl), "key %d, value %d", kl, vl)
-		}
-	}
-}
-
 // TestGuardedUpdateSameAsGeneralTxn: topo.GuardedUpdate through the Conn
-// that took the lock (guardedUpdate's path) gives what the general Txn
-// path gives (the same update through another Conn of the cluster, which
-// the path leaves to the general one): the new version (the file's
+// that took the lock gives what it gives through another Conn of the
+// cluster: the new version (the file's
 // ModRevision), and for a stale version BadVersion at index 1, for an
 // absent file NoNode at index 1, for version 0 BadVersion at index 1, for
 // an entry deleted behind the holder's back LockLost at index 0 (also

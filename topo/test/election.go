@@ -148,10 +148,21 @@ func testWaitForNewLeader(s *store) {
 	require.NoError(t, r.err)
 	requireNextLeader(t, ch, "id2", "WaitForNewLeader after a handover")
 	requireNextLeader(t, earlyCh, "id2", "the earlier WaitForNewLeader after a handover")
-	first, ok = recv(t, unread, "the first id of a WaitForNewLeader read after a handover")
+	// A second handover before unread is read, so that a WaitForNewLeader
+	// keeping only the latest leader until read has had a whole handover
+	// to take in id2 (and drop id1), however fast the first one was.
+	p3 := participate(t, c1, "elec", "id3")
+	got = leadAsync(p3)
+	p2.Stop()
+	r, _ = recv(t, got, "p3's WaitForLeadership after p2 stopped")
+	require.NoError(t, r.err)
+	requireNextLeader(t, ch, "id3", "WaitForNewLeader after a second handover")
+	requireNextLeader(t, earlyCh, "id3", "the earlier WaitForNewLeader after a second handover")
+	first, ok = recv(t, unread, "the first id of a WaitForNewLeader read after two handovers")
 	require.True(t, ok, "WaitForNewLeader closed early")
-	require.Equal(t, "id1", first, "WaitForNewLeader must send the leader current at the time of the call first, even when read after a handover")
-	requireNextLeader(t, unread, "id2", "a WaitForNewLeader read after a handover")
+	require.Equal(t, "id1", first, "WaitForNewLeader must send the leader current at the time of the call first, even when read after handovers")
+	requireNextLeader(t, unread, "id2", "a WaitForNewLeader read after two handovers")
+	requireNextLeader(t, unread, "id3", "a WaitForNewLeader read after two handovers")
 
 	cancel()
 	requireClosedEventually(t, ch, "WaitForNewLeader after its context was cancelled")
