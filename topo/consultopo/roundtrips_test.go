@@ -1,11 +1,8 @@
 package consultopo
 
 import (
-	"bufio"
 	"context"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,36 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test"
 )
-
-// roundTripTable reads the Consul section of docs/roundtrips.md: each
-// row "| op | requests | why |" gives the most HTTP requests op may send.
-func roundTripTable(t *testing.T) map[string]int {
-	t.Helper()
-	f, err := os.Open("../../docs/roundtrips.md")
-	require.NoError(t, err)
-	defer f.Close()
-	table := map[string]int{}
-	in := false
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		line := sc.Text()
-		if strings.HasPrefix(line, "## ") {
-			in = strings.HasPrefix(line, "## Consul")
-			continue
-		}
-		cells := strings.Split(line, "|")
-		if !in || len(cells) < 4 {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(cells[2]))
-		if err != nil {
-			continue // the header or its rule
-		}
-		table[strings.Trim(strings.TrimSpace(cells[1]), "`")] = n
-	}
-	require.NotEmpty(t, table, "docs/roundtrips.md has no Consul table")
-	return table
-}
 
 // countingTransport counts the requests it sends, but for blocking
 // queries (waits, which run in the background of some operations) and
@@ -67,7 +36,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // Conn's long-lived session exists already (the first Lock or election
 // creates it once).
 func TestRoundTrips(t *testing.T) {
-	table := roundTripTable(t)
+	table := test.RoundTripLimits(t, "../../docs/roundtrips.md", "Consul")
 	c := newTestConn(t, testRoot(t))
 	ctr := &countingTransport{base: c.transport}
 	client, err := api.NewClient(&api.Config{Address: agent.Addr(), HttpClient: &http.Client{Transport: ctr}})

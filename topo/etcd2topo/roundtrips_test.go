@@ -1,11 +1,7 @@
 package etcd2topo
 
 import (
-	"bufio"
 	"context"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,39 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test"
 )
-
-// roundTripTable reads the etcd section of docs/roundtrips.md: the
-// requests each operation sends (the second column of its table, keyed
-// by the first).
-func roundTripTable(t *testing.T) map[string]int64 {
-	t.Helper()
-	f, err := os.Open("../../docs/roundtrips.md")
-	require.NoError(t, err)
-	defer f.Close()
-	table := map[string]int64{}
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "## ") {
-			in = strings.HasPrefix(strings.TrimSpace(line[3:]), "etcd")
-			continue
-		}
-		cells := strings.Split(line, "|")
-		if !in || len(cells) < 4 {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(cells[2]), 10, 64)
-		if err != nil {
-			continue // the header and its rule
-		}
-		table[strings.Trim(strings.TrimSpace(cells[1]), "`")] = n
-	}
-	require.NoError(t, sc.Err())
-	require.NotEmpty(t, table, "no etcd table in docs/roundtrips.md")
-	return table
-}
 
 // TestRoundTrips: every Conn operation sends etcd at most the requests
 // docs/roundtrips.md's etcd table gives it (unary calls and watches
@@ -54,7 +19,7 @@ func roundTripTable(t *testing.T) map[string]int64 {
 // watch in the background (a term's, a lock's Done) is counted once that
 // watch is created.
 func TestRoundTrips(t *testing.T) {
-	table := roundTripTable(t)
+	table := test.RoundTripLimits(t, "../../docs/roundtrips.md", "etcd")
 	var sc storeCounter
 	root := newRoot()
 	o := testOptions(serverAddr)

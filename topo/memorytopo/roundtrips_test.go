@@ -1,11 +1,7 @@
 package memorytopo_test
 
 import (
-	"bufio"
 	"context"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
@@ -13,43 +9,15 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/test"
 )
-
-// roundTripTable reads the memorytopo table of docs/roundtrips.md: each
-// operation's most store requests.
-func roundTripTable(t *testing.T) map[string]int64 {
-	t.Helper()
-	f, err := os.Open("../../docs/roundtrips.md")
-	require.NoError(t, err)
-	defer f.Close()
-	table := map[string]int64{}
-	in := false
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		line := sc.Text()
-		if strings.HasPrefix(line, "## ") {
-			in = strings.HasPrefix(line, "## memorytopo")
-			continue
-		}
-		cells := strings.Split(line, "|")
-		if !in || len(cells) < 4 {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(cells[2]), 10, 64)
-		if err != nil {
-			continue // the header and its rule
-		}
-		table[strings.Trim(strings.TrimSpace(cells[1]), "`")] = n
-	}
-	require.NotEmpty(t, table, "no memorytopo table in docs/roundtrips.md")
-	return table
-}
 
 // TestRoundTrips: every Conn operation makes at most the store requests
 // (acquisitions of the store's lock, the in-process round trip) that
 // docs/roundtrips.md gives it, and every operation there is measured.
 func TestRoundTrips(t *testing.T) {
 	ctx := testCtx(t)
-	table := roundTripTable(t)
+	table := test.RoundTripLimits(t, "../../docs/roundtrips.md", "memorytopo")
 	f := memorytopo.NewFactory()
 	c := newConn(t, f)
 	count, reset := memorytopo.CountRequests(c)

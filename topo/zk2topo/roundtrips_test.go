@@ -3,14 +3,12 @@ package zk2topo
 import (
 	"context"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test"
 )
 
 // TestDeleteRequests: a Delete whose parent keeps one other file sends the
@@ -117,7 +115,7 @@ func TestUnlockRequests(t *testing.T) {
 // the table has a scenario here and every scenario a row, so the table
 // and the test cannot drift apart; the handover row is TestHandoverCostFlat's.
 func TestRequestCounts(t *testing.T) {
-	table := zkRequestTable(t)
+	table := test.RoundTripTable(t, "../../docs/roundtrips.md", "ZooKeeper")
 	ctx := context.Background()
 	var rc rtCounter
 	c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, Dialer: rc.dial}, freshRoot(t))
@@ -197,16 +195,16 @@ func TestRequestCounts(t *testing.T) {
 		}, func() { p.Stop() }},
 	}
 	for _, row := range table {
-		s, ok := scenarios[row.op]
+		s, ok := scenarios[row.Op]
 		if !ok {
-			if row.op != "one lock or election handover, N waiters" {
-				t.Errorf("docs/roundtrips.md row %q has no scenario here", row.op)
+			if row.Op != "one lock or election handover, N waiters" {
+				t.Errorf("docs/roundtrips.md row %q has no scenario here", row.Op)
 			}
 			continue
 		}
-		delete(scenarios, row.op)
+		delete(scenarios, row.Op)
 		n := int64(math.MaxInt64)
-		for try := 0; try < 3 && n > row.max && (try == 0 || again[row.op]); try++ {
+		for try := 0; try < 3 && n > row.Max && (try == 0 || again[row.Op]); try++ {
 			if l != nil { // the previous scenario's lock
 				must(l.Unlock(ctx))
 				l = nil
@@ -218,43 +216,8 @@ func TestRequestCounts(t *testing.T) {
 			s.op()
 			n = min(n, rc.load()-n0)
 		}
-		t.Logf("%-45s %d requests (table: %d)", row.op, n, row.max)
-		require.LessOrEqual(t, n, row.max, "%s sends more requests than docs/roundtrips.md says", row.op)
+		t.Logf("%-45s %d requests (table: %d)", row.Op, n, row.Max)
+		require.LessOrEqual(t, n, row.Max, "%s sends more requests than docs/roundtrips.md says", row.Op)
 	}
 	require.Empty(t, scenarios, "scenarios without a row in docs/roundtrips.md")
-}
-
-// requestRow is one row of a request table: the operation and the most
-// requests it may send.
-type requestRow struct {
-	op  string
-	max int64
-}
-
-// zkRequestTable reads the ZooKeeper table of docs/roundtrips.md: the rows
-// of its section whose second cell is a number (and the handover row).
-func zkRequestTable(t *testing.T) []requestRow {
-	t.Helper()
-	doc, err := os.ReadFile("../../docs/roundtrips.md")
-	require.NoError(t, err)
-	var rows []requestRow
-	in := false
-	for line := range strings.SplitSeq(string(doc), "\n") {
-		if strings.HasPrefix(line, "## ") {
-			in = strings.HasPrefix(line, "## ZooKeeper")
-			continue
-		}
-		cells := strings.Split(line, "|")
-		if !in || len(cells) < 4 || !strings.HasPrefix(line, "|") {
-			continue
-		}
-		op, n := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2])
-		if max, err := strconv.ParseInt(n, 10, 64); err == nil {
-			rows = append(rows, requestRow{op, max})
-		} else if n == "flat in N" {
-			rows = append(rows, requestRow{op, -1})
-		}
-	}
-	require.NotEmpty(t, rows, "no ZooKeeper table in docs/roundtrips.md")
-	return rows
 }
