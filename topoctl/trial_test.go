@@ -118,6 +118,9 @@ func TestTrialFindings(t *testing.T) {
 	t.Run("make serve says what it does before the long build", func(t *testing.T) {
 		cmd := exec.CommandContext(t.Context(), "make", "-n", "serve")
 		cmd.Dir = ".."
+		// Run as a user would, not as a sub-make of make test's (whose
+		// MAKEFLAGS name a jobserver this make cannot reach).
+		cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		lines := strings.Split(string(out), "\n")
