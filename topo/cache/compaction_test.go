@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
@@ -25,7 +26,7 @@ type compactor struct {
 }
 
 func newCompactor(t testing.TB, endpoints string) *compactor {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoints}, DialTimeout: 10 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoints}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	return &compactor{t: t, cli: cli}
