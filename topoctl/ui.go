@@ -3,6 +3,7 @@ package topoctl
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/cache"
 	"github.com/topokit/topokit/topo/decode"
 	"github.com/topokit/topokit/ui"
 )
@@ -60,7 +62,9 @@ stores to the compare view. Runs until interrupted.`,
 				defer other.Close()
 				others[other.name] = other.conn
 			}
-			s, err := ui.New(ui.Options{Conn: st.conn, Name: st.name, Stores: others, Writable: writable, Decoder: reg, Log: out.log, CallTimeout: stores.timeout})
+			files, stopCache := uiCache(st.conn, out.log)
+			defer stopCache()
+			s, err := ui.New(ui.Options{Conn: st.conn, Files: files, Name: st.name, Stores: others, Writable: writable, Decoder: reg, Log: out.log, CallTimeout: stores.timeout})
 			if err != nil {
 				return err
 			}
@@ -104,3 +108,33 @@ stores to the compare view. Runs until interrupted.`,
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: the types built in)")
 	return cmd
 }
+
+// uiCacheMaxBytes bounds the memory of topoctl ui's read cache (paths plus
+// values); over it the cache lets every call through to the store.
+const uiCacheMaxBytes = 256 << 20
+
+// uiCache returns the Conn the page's file calls use: a read cache
+// (topo/cache) of the whole store over conn, so that the tree's values
+// come from memory and one store watch serves every open page. The
+// cache's health changes are logged (log level info); when it cannot
+// start (its first listing fails) the page uses conn directly and a
+// warning says why. stop ends the cache and leaves conn open.
+func uiCache(conn topo.Conn, log *slog.Logger) (files topo.Conn, stop func()) {
+	c, err := cache.New(borrowedConn{conn}, "", cache.Options{MaxBytes: uiCacheMaxBytes, Logger: log})
+	if err != nil {
+		log.Warn("topoctl ui: no read cache, the page reads the store", "err", err)
+		return conn, func() {}
+	}
+	st := c.State()
+	log.Info("topoctl ui: the page reads files from a cache", "health", st.Health, "files", st.Files, "bytes", st.Bytes)
+	return c, c.Close
+}
+
+// borrowedConn is a Conn whose Close does nothing: its owner closes it.
+type borrowedConn struct{ topo.Conn }
+
+// Close does nothing.
+func (borrowedConn) Close() {}
+
+// Unwrap returns the Conn lent.
+func (b borrowedConn) Unwrap() topo.Conn { return b.Conn }

@@ -54,7 +54,7 @@ func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	entries, err := tree.Entries(ctx, s.opts.Conn, p, tree.EntriesOptions{})
+	entries, err := tree.Entries(ctx, s.opts.Files, p, tree.EntriesOptions{})
 	if p == "" && topo.IsErrType(err, topo.NoNode) {
 		entries, err = nil, nil // an empty store: the root is there, empty
 	}
@@ -77,7 +77,7 @@ func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			v, ver, err := s.opts.Conn.Get(ctx, e.Path)
+			v, ver, err := s.opts.Files.Get(ctx, e.Path)
 			if err != nil {
 				return
 			}
@@ -139,7 +139,7 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	value, v, err := s.opts.Conn.Get(ctx, p)
+	value, v, err := s.opts.Files.Get(ctx, p)
 	if err != nil {
 		s.fail(w, r, tree.WithPath(err, p))
 		return
@@ -164,7 +164,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	kvs, err := s.opts.Conn.List(ctx, p)
+	kvs, err := s.opts.Files.List(ctx, p)
 	if err != nil && !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.PartialResult) {
 		s.fail(w, r, err)
 		return
@@ -210,7 +210,7 @@ func (s *Server) deletable(w http.ResponseWriter, r *http.Request, dir string) (
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	l, err := tree.List(ctx, s.opts.Conn, p)
+	l, err := tree.List(ctx, s.opts.Files, p)
 	if err != nil {
 		s.fail(w, r, err)
 		return "", tree.Listing{}, false

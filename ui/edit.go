@@ -102,14 +102,14 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var nv topo.Version
 	if req.Version == "" {
-		nv, err = s.opts.Conn.Create(ctx, p, value)
+		nv, err = s.opts.Files.Create(ctx, p, value)
 	} else {
 		v, perr := topo.ParseVersion(req.Version)
 		if perr != nil {
 			s.fail(w, r, perr)
 			return
 		}
-		nv, err = s.opts.Conn.Update(ctx, p, value, v)
+		nv, err = s.opts.Files.Update(ctx, p, value, v)
 	}
 	if err != nil {
 		s.conflict(w, r, p, err)
@@ -151,7 +151,7 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	if err := s.opts.Conn.Delete(ctx, p, v); err != nil {
+	if err := s.opts.Files.Delete(ctx, p, v); err != nil {
 		s.conflict(w, r, p, err)
 		return
 	}
@@ -186,7 +186,7 @@ func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	n, err := copy.DeleteTree(ctx, s.opts.Conn, l.Files, copy.ExecOptions{Parallel: 8, Batch: 64})
+	n, err := copy.DeleteTree(ctx, s.opts.Files, l.Files, copy.ExecOptions{Parallel: 8, Batch: 64})
 	if err != nil {
 		s.fail(w, r, err)
 		return

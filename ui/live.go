@@ -52,7 +52,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	_, changes, err := s.opts.Conn.WatchRecursive(ctx, prefix)
+	_, changes, err := s.opts.Files.WatchRecursive(ctx, prefix)
 	if err != nil {
 		s.fail(w, r, err)
 		return

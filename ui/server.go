@@ -42,6 +42,15 @@ const (
 type Options struct {
 	// Conn is the store the page shows (usually a Server's GlobalCell).
 	Conn topo.Conn
+	// Files, if not nil, serves the page's file calls instead of Conn:
+	// the tree's listings and values, a record, search, edits and
+	// deletes, and live updates. It must be a view of the same store as
+	// Conn, usually a read cache over it (topo/cache: the tree's values
+	// come from memory, one store watch serves every open page, and the
+	// page's own edits are read back at once). Lock, election and
+	// semaphore views, earlier versions, store metadata and compare always
+	// use Conn, because a cache holds files only. Nil means Conn.
+	Files topo.Conn
 	// Name names the store on the page (e.g. "etcd2 127.0.0.1:2379
 	// /vitess/global").
 	Name string
@@ -88,6 +97,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxBody < 0 || opts.PageSize < 0 || opts.CallTimeout < 0 || opts.Coalesce < 0 {
 		return nil, &topo.Error{Code: topo.InvalidArgument, Err: errors.New("ui: negative size or duration in Options")}
+	}
+	if opts.Files == nil {
+		opts.Files = opts.Conn
 	}
 	if opts.Decoder == nil {
 		opts.Decoder = decode.Builtin()

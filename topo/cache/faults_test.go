@@ -43,32 +43,7 @@ func TestResyncLosesNothing(t *testing.T) {
 	}
 	want, err := w.List(ctx, "r/")
 	require.NoError(t, err)
-	last := map[string]string{}
-	seen := map[string]bool{}
-	for {
-		match := len(last) == len(want)
-		for _, kv := range want {
-			match = match && last[kv.Path] == kv.Version.String()
-		}
-		if match {
-			break
-		}
-		select {
-		case ev := <-ch:
-			require.NotNil(t, ev)
-			if ev.Err != nil {
-				require.True(t, topo.IsErrType(ev.Err, topo.NoNode), "only deletions end no watch: %v", ev.Err)
-				delete(last, ev.Path)
-				continue
-			}
-			key := ev.Path + "@" + ev.Version.String()
-			require.Falsef(t, seen[key], "%s delivered twice", key)
-			seen[key] = true
-			last[ev.Path] = ev.Version.String()
-		case <-ctx.Done():
-			t.Fatalf("the local watcher never converged: have %v, store %v", last, want)
-		}
-	}
+	requireWatcherConverges(t, ctx, ch, want)
 	require.Positive(t, resyncs.Load())
 	got, err := c.List(ctx, "r/")
 	require.NoError(t, err)

@@ -26,6 +26,15 @@ type gatedConn struct {
 	mu      sync.Mutex
 	open    chan struct{} // closed while the gate is open
 	cancels []context.CancelFunc
+	before  func() // run before each WatchRecursive of the store, if set
+}
+
+// setBeforeWatch sets a func run before each later WatchRecursive asks
+// the store (so at the moment a Cache lists again).
+func (g *gatedConn) setBeforeWatch(f func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.before = f
 }
 
 func newGated(c topo.Conn) *gatedConn {
@@ -65,6 +74,12 @@ func (g *gatedConn) gate() chan struct{} {
 }
 
 func (g *gatedConn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	g.mu.Lock()
+	before := g.before
+	g.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	init, in, err := g.Conn.WatchRecursive(wctx, prefix)
 	if err != nil {
@@ -94,6 +109,14 @@ func (g *gatedConn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.
 		}
 	}()
 	return init, out, nil
+}
+
+// watching reports whether a WatchRecursive started since the last
+// breakWatches has returned.
+func (g *gatedConn) watching() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.cancels) > 0
 }
 
 // breakWatches ends the watches started so far with Unavailable, dropping
