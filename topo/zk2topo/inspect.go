@@ -122,7 +122,8 @@ var _ claims.Describer = driver{}
 
 // Describe implements claims.Describer: the queue's children, sorted by
 // their sequence (List's order), then each entry's data and Stat (token:
-// its creation zxid; session: its ephemeral owner; contents: its data),
+// its creation zxid; session: its ephemeral owner; contents: its data;
+// created: its ctime, by the server's clock),
 // one read each, on the Conn's own session. An entry deleted between the
 // two reads is left out; an absent parent is an empty queue.
 func (d driver) Describe(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
@@ -146,7 +147,8 @@ func (d driver) Describe(ctx context.Context, q claims.Queue) ([]claims.Entry, e
 			if err != nil {
 				return err
 			}
-			out = append(out, claims.Entry{Token: st.Czxid, Key: node, Session: sessionName(st.EphemeralOwner), Contents: string(data)})
+			out = append(out, claims.Entry{Token: st.Czxid, Key: node, Session: sessionName(st.EphemeralOwner), Contents: string(data),
+				Created: time.UnixMilli(st.Ctime)})
 		}
 		return nil
 	})
