@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -29,6 +30,11 @@ type Lock struct {
 	// not listed), and a waiter's Contents is "": its queue entry carries
 	// no description.
 	Waiters []Entry
+	// Since is when the store created the holder's entry, by the store's
+	// clock (ZooKeeper: the znode's ctime); zero where the store does not
+	// show it (etcd, Consul, memorytopo, custom backends). No store shows
+	// a lock's remaining TTL here (see the package doc).
+	Since time.Time
 }
 
 // Entry is one contender of a lock's or an election's queue.
@@ -40,6 +46,8 @@ type Entry struct {
 	Token    int64
 	Session  string
 	Contents string
+	// Since is when the store created the entry, as Lock.Since.
+	Since time.Time
 }
 
 // QueueReader is implemented by a Conn whose locks and elections run on
@@ -54,7 +62,7 @@ type QueueReader interface {
 func entriesOf(es []claims.Entry) []Entry {
 	var out []Entry
 	for _, e := range es {
-		out = append(out, Entry{Token: e.Token, Session: e.Session, Contents: e.Contents})
+		out = append(out, Entry{Token: e.Token, Session: e.Session, Contents: e.Contents, Since: e.Created})
 	}
 	return out
 }
@@ -64,9 +72,8 @@ func entriesOf(es []claims.Entry) []Entry {
 // in the order they will be served, read through the Conn's QueueReader
 // (one read of the queue; two on Consul: the key and the queue). On a
 // Conn without one (a custom backend) it falls back to LockHolder and
-// leaves Token, Session and Waiters zero. The age and the remaining TTL
-// of a lock are not shown: no store tells them for another client's
-// entry in the same read. It returns NoNode when nobody holds the lock,
+// leaves Token, Session and Waiters zero. Since is known on ZooKeeper
+// only, and no store shows the remaining TTL (see the package doc). It returns NoNode when nobody holds the lock,
 // InvalidPath for a bad or reserved dir, and the store's errors.
 func LockOf(ctx context.Context, conn topo.Conn, dir string) (Lock, error) {
 	d, err := topo.CleanDirPath(dir)
@@ -89,7 +96,7 @@ func LockOf(ctx context.Context, conn topo.Conn, dir string) (Lock, error) {
 		return Lock{}, &topo.Error{Code: topo.NoNode, Path: d, Err: errors.New("nobody holds the lock")}
 	}
 	h := st.Holder
-	return Lock{Dir: d, Holder: h.Contents, Token: h.Token, Session: h.Session, Waiters: entriesOf(st.Waiting)}, nil
+	return Lock{Dir: d, Holder: h.Contents, Token: h.Token, Session: h.Session, Waiters: entriesOf(st.Waiting), Since: h.Created}, nil
 }
 
 // Locks returns the held locks on dir (canonical, "" the root) and on the

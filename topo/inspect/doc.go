@@ -1,24 +1,25 @@
 // Package inspect reads who holds what in a topology store, on every
-// backend: the holder of a directory's lock (LockHolder), with its fencing
-// token, session and queued waiters (LockOf; Locks for every held lock of
-// a subtree), the leader of an election (Leader; Elections for every
-// election, with its candidates in queue order), the holders of a semaphore (SemaphoreHolders), and
-// what the store itself keeps about a path beyond the topology interface
-// (StoreMeta: etcd's revisions and lease, ZooKeeper's zxids and ACL,
-// Consul's indexes and session).
+// backend: the holder of a directory's lock (LockHolder), with its
+// fencing token, session and queued waiters (LockOf; Locks for every held
+// lock of a subtree), the leader of an election (Leader; Elections for
+// every election, with its candidates in queue order), the holders of a
+// semaphore (SemaphoreHolders), and what the store itself keeps about a
+// path beyond the topology interface (StoreMeta: etcd's revisions and
+// lease, ZooKeeper's zxids and ACL, Consul's indexes and session).
 //
 // Each function takes a topo.Conn, a context and plain arguments and
 // returns values and typed errors (topo.Error codes); none writes to the
 // store. What only one backend can read is behind a small interface that
 // the backend's Conn implements (QueueReader, which every backend on the
-// claims engine has; LockHolderReader, MetaReader), found
-// through the Unwrap() topo.Conn methods of decorators (see
-// topo.Middleware), so that callers never call a backend package.
+// claims engine has; LockHolderReader, MetaReader), found through the
+// Unwrap() topo.Conn methods of decorators (see topo.Middleware), so that
+// callers never call a backend package.
 //
-// The age and the remaining TTL of a lock or a candidacy are not shown:
-// no store tells them for another client's entry in the read that lists
-// the queue (etcd would need a lease request per entry, Consul a session
-// request per entry, and ZooKeeper's ctime is the client's clock).
+// How long a lock or a candidacy has been there (Lock.Since, Entry.Since)
+// is shown on ZooKeeper only (the znode's ctime, read with the queue);
+// the remaining TTL on no store: etcd would need a lease request per
+// entry, Consul a session request per entry, and ZooKeeper does not tell
+// another client's session timeout.
 //
 // topoctl, Go programs that embed topokit and a web UI share it. Every
 // function is safe for concurrent use.

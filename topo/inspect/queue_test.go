@@ -20,6 +20,8 @@ type queueStore struct {
 	// waiterContents: a waiting entry carries its description or id
 	// (Consul's fair-queue entries carry none).
 	waiterContents bool
+	// since: entries carry their creation time (ZooKeeper's ctime).
+	since bool
 }
 
 // checkQueues holds a lock on ks with two clients queued behind it, and
@@ -61,6 +63,10 @@ func checkQueues(t *testing.T, open func() topo.Conn, qs queueStore) {
 	if qs.sessions {
 		assert.NotEmpty(t, l.Session)
 		assert.NotEmpty(t, l.Waiters[0].Session)
+	}
+	assert.Equal(t, qs.since, !l.Since.IsZero(), "the holder's creation time: %v", l.Since)
+	if qs.since {
+		assert.False(t, l.Waiters[1].Since.Before(l.Since), "a waiter came after the holder")
 	}
 	locks, err := inspect.Locks(ctx, other, "")
 	require.NoError(t, err)

@@ -25,7 +25,7 @@ func TestRealBackends(t *testing.T) {
 		queues               queueStore
 	}{
 		{"etcd2", "/inspect", "key", etcdtest.Start, queueStore{sessions: true, waiterContents: true}},
-		{"zk2", "/inspect", "znode", zktest.Start, queueStore{sessions: true, waiterContents: true}},
+		{"zk2", "/inspect", "znode", zktest.Start, queueStore{sessions: true, waiterContents: true, since: true}},
 		{"consul", "inspect", "key", consultest.Start, queueStore{sessions: true}},
 	} {
 		t.Run(tc.impl, func(t *testing.T) {
