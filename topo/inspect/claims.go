@@ -32,9 +32,21 @@ type Lock struct {
 	Waiters []Entry
 	// Since is when the store created the holder's entry, by the store's
 	// clock (ZooKeeper: the znode's ctime); zero where the store does not
-	// show it (etcd, Consul, memorytopo, custom backends). No store shows
-	// a lock's remaining TTL here (see the package doc).
+	// show it (etcd, Consul, memorytopo, custom backends).
 	Since time.Time
+	// TTL is how long the store would keep the holder's entry if its
+	// holder stopped renewing its session now (etcd: the lease's
+	// remaining TTL, in whole seconds, read through SessionTTLReader);
+	// zero where the store does not show it (ZooKeeper, Consul,
+	// memorytopo, custom backends).
+	TTL time.Duration
+}
+
+// SessionTTLReader is implemented by a backend's Conn that can tell how
+// long a session has left (etcd2topo: a lease's remaining TTL). session
+// is an entry's Session; ok is false when it names no live session.
+type SessionTTLReader interface {
+	SessionTTL(ctx context.Context, session string) (ttl time.Duration, ok bool, err error)
 }
 
 // Entry is one contender of a lock's or an election's queue.
@@ -70,10 +82,11 @@ func entriesOf(es []claims.Entry) []Entry {
 // LockOf returns the lock on the directory dir (canonical or not, "" the
 // root) with its holder, the holder's token and session, and its waiters
 // in the order they will be served, read through the Conn's QueueReader
-// (one read of the queue; two on Consul: the key and the queue). On a
+// (one read of the queue; two on Consul: the key and the queue; on etcd
+// one more request for the holder's lease TTL). On a
 // Conn without one (a custom backend) it falls back to LockHolder and
 // leaves Token, Session and Waiters zero. Since is known on ZooKeeper
-// only, and no store shows the remaining TTL (see the package doc). It returns NoNode when nobody holds the lock,
+// only, TTL on etcd only (see the package doc). It returns NoNode when nobody holds the lock,
 // InvalidPath for a bad or reserved dir, and the store's errors.
 func LockOf(ctx context.Context, conn topo.Conn, dir string) (Lock, error) {
 	d, err := topo.CleanDirPath(dir)
@@ -96,7 +109,17 @@ func LockOf(ctx context.Context, conn topo.Conn, dir string) (Lock, error) {
 		return Lock{}, &topo.Error{Code: topo.NoNode, Path: d, Err: errors.New("nobody holds the lock")}
 	}
 	h := st.Holder
-	return Lock{Dir: d, Holder: h.Contents, Token: h.Token, Session: h.Session, Waiters: entriesOf(st.Waiting), Since: h.Created}, nil
+	l := Lock{Dir: d, Holder: h.Contents, Token: h.Token, Session: h.Session, Waiters: entriesOf(st.Waiting), Since: h.Created}
+	if tr, ok := find[SessionTTLReader](conn); ok && h.Session != "" {
+		ttl, ok, err := tr.SessionTTL(ctx, h.Session)
+		if err != nil {
+			return Lock{}, err
+		}
+		if ok {
+			l.TTL = ttl
+		}
+	}
+	return l, nil
 }
 
 // Locks returns the held locks on dir (canonical, "" the root) and on the

@@ -11,14 +11,15 @@
 // returns values and typed errors (topo.Error codes); none writes to the
 // store. What only one backend can read is behind a small interface that
 // the backend's Conn implements (QueueReader, which every backend on the
-// claims engine has; LockHolderReader, MetaReader), found through the
-// Unwrap() topo.Conn methods of decorators (see topo.Middleware), so that
-// callers never call a backend package.
+// claims engine has; LockHolderReader, MetaReader, SessionTTLReader),
+// found through the Unwrap() topo.Conn methods of decorators (see
+// topo.Middleware), so that callers never call a backend package.
 //
 // How long a lock or a candidacy has been there (Lock.Since, Entry.Since)
-// is shown on ZooKeeper only (the znode's ctime, read with the queue);
-// the remaining TTL on no store: etcd would need a lease request per
-// entry, Consul a session request per entry, and ZooKeeper does not tell
+// is shown on ZooKeeper only (the znode's ctime, read with the queue),
+// and the holder's remaining TTL (Lock.TTL) on etcd only (its lease,
+// SessionTTLReader); etcd keeps no creation time, Consul neither, and
+// Consul's session TTL is not a remaining time, nor does ZooKeeper tell
 // another client's session timeout.
 //
 // topoctl, Go programs that embed topokit and a web UI share it. Every

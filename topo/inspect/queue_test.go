@@ -22,6 +22,8 @@ type queueStore struct {
 	waiterContents bool
 	// since: entries carry their creation time (ZooKeeper's ctime).
 	since bool
+	// ttl: the holder's remaining session TTL is shown (etcd's lease).
+	ttl bool
 }
 
 // checkQueues holds a lock on ks with two clients queued behind it, and
@@ -65,11 +67,15 @@ func checkQueues(t *testing.T, open func() topo.Conn, qs queueStore) {
 		assert.NotEmpty(t, l.Waiters[0].Session)
 	}
 	assert.Equal(t, qs.since, !l.Since.IsZero(), "the holder's creation time: %v", l.Since)
+	assert.Equal(t, qs.ttl, l.TTL > 0, "the holder's remaining TTL: %v", l.TTL)
 	if qs.since {
 		assert.False(t, l.Waiters[1].Since.Before(l.Since), "a waiter came after the holder")
 	}
 	locks, err := inspect.Locks(ctx, other, "")
 	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	assert.Equal(t, qs.ttl, locks[0].TTL > 0)
+	locks[0].TTL = l.TTL // a lease's TTL moves between two reads
 	assert.Equal(t, []inspect.Lock{l}, locks)
 	require.NoError(t, ld.Unlock(ctx))
 

@@ -24,7 +24,7 @@ func TestRealBackends(t *testing.T) {
 		start                func(testing.TB) string
 		queues               queueStore
 	}{
-		{"etcd2", "/inspect", "key", etcdtest.Start, queueStore{sessions: true, waiterContents: true}},
+		{"etcd2", "/inspect", "key", etcdtest.Start, queueStore{sessions: true, waiterContents: true, ttl: true}},
 		{"zk2", "/inspect", "znode", zktest.Start, queueStore{sessions: true, waiterContents: true, since: true}},
 		{"consul", "inspect", "key", consultest.Start, queueStore{sessions: true}},
 	} {
