@@ -321,6 +321,14 @@ func browse(t *testing.T, impl, addr, shots string) {
 	p.click("#tab-coordination")
 	p.wait("the lock holder", has("#locks td", "ui-test holder")+" && "+has("#locks td", "/keyspaces/commerce"))
 	p.wait("the lock's waiter", has("#locks td", "1: ui-test waiter (token "))
+	cells := func(re string) string {
+		return `[...document.querySelectorAll("#locks td")].some(e => /` + re + `/.test(e.textContent))`
+	}
+	if impl == "etcd2" {
+		p.wait("the holder's lease TTL", cells(`^age not shown by this store; TTL \d+s$`))
+	} else {
+		p.wait("the holder's age", cells(`^age \S+ \(since \S+Z\); TTL not shown by this store$`))
+	}
 	p.wait("the election leader", has("#elections td", "leader-1")+" && "+has("#elections td", "http://leader-1:15000"))
 	p.wait("the candidates, leader first", has("#elections td", "2: leader-1 (token ")+" && "+has("#elections td", ", candidate-2 (token "))
 	p.wait("the semaphore holder", has("#semaphores td", "/semaphores/backups")+" && "+has("#semaphores td", "backup-worker"))

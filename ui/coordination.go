@@ -18,10 +18,13 @@ type lockJSON struct {
 	// seconds, by the server's clock against the store's) are empty where
 	// the store does not show when the lock was taken (see
 	// inspect.Lock); Waiters are the queued contenders, next first.
-	Token   int64        `json:"token"`
-	Session string       `json:"session,omitempty"`
-	Since   string       `json:"since,omitempty"`
-	Age     string       `json:"age,omitempty"`
+	Token   int64  `json:"token"`
+	Session string `json:"session,omitempty"`
+	Since   string `json:"since,omitempty"`
+	Age     string `json:"age,omitempty"`
+	// TTL is the holder's remaining session TTL (etcd's lease), empty
+	// where the store does not show it.
+	TTL     string       `json:"ttl,omitempty"`
 	Waiters []queuedJSON `json:"waiters"`
 }
 
@@ -99,6 +102,9 @@ func (s *Server) coordination(w http.ResponseWriter, r *http.Request) {
 	ls := []lockJSON{}
 	for _, l := range locks {
 		lj := lockJSON{Dir: "/" + l.Dir, Holder: l.Holder, Token: l.Token, Session: l.Session, Since: sinceJSON(l.Since), Waiters: queuedListJSON(l.Waiters)}
+		if l.TTL > 0 {
+			lj.TTL = l.TTL.String()
+		}
 		if !l.Since.IsZero() {
 			lj.Age = time.Since(l.Since).Truncate(time.Second).String()
 		}

@@ -419,7 +419,7 @@ async function coordination(ev) {
     const queue = (ws) => ws.length ? ws.length + ": " + ws.map(who).join(", ") : "0";
     const NOT_SHOWN = "not shown by this store";
     fill("#locks", c.locks.map((l) => [l.dir, l.holder, l.token || NOT_SHOWN, l.session || NOT_SHOWN,
-      l.age ? l.age + " (since " + l.since + "); TTL " + NOT_SHOWN : NOT_SHOWN, queue(l.waiters)]));
+      !l.age && !l.ttl ? NOT_SHOWN : "age " + (l.age ? l.age + " (since " + l.since + ")" : NOT_SHOWN) + "; TTL " + (l.ttl || NOT_SHOWN), queue(l.waiters)]));
     fill("#elections", c.elections.map((e) => [e.name, e.leaderId || "(nobody)", e.value || "", e.leaderId ? e.token : "", queue(e.candidates)]));
     fill("#semaphores", c.semaphores.map((s) => [s.dir, s.limit, s.holders.map((h, i) => h + " (" + s.tokens[i] + ")").join(", ")]));
   } catch (e) { showError(e.message); }
