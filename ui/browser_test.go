@@ -27,6 +27,7 @@ import (
 	"github.com/topokit/topokit/topo/copy"
 	"github.com/topokit/topokit/topo/decode"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/inspect"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 	"github.com/topokit/topokit/ui"
 )
@@ -286,9 +287,50 @@ func browse(t *testing.T, impl, addr, shots string) {
 	slot, err := sem.Acquire(ctx)
 	require.NoError(t, err)
 	defer func() { _ = slot.Unlock(context.Background()) }()
+	// A second client queues behind the lock and stands as a candidate.
+	srv2, err := connect.Settings{}.Open(ctx, impl, addr, "/vitess/global")
+	require.NoError(t, err)
+	t.Cleanup(srv2.Close)
+	conn2 := srv2.GlobalCell()
+	wctx, stopWaiting := context.WithCancel(ctx)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		if ld, err := conn2.Lock(wctx, "keyspaces/commerce", "ui-test waiter"); err == nil {
+			_ = ld.Unlock(context.Background())
+		}
+	}()
+	defer func() { stopWaiting(); <-waited }()
+	cand, err := conn2.NewLeaderParticipation("vtctld", "candidate-2")
+	require.NoError(t, err)
+	defer cand.Stop()
+	go func() { _, _ = cand.WaitForLeadership() }()
+	require.Eventually(t, func() bool {
+		l, err := inspect.LockOf(ctx, conn, "keyspaces/commerce")
+		if err != nil || len(l.Waiters) != 1 {
+			return false
+		}
+		es, err := inspect.Elections(ctx, conn)
+		for _, e := range es {
+			if e.Name == "vtctld" {
+				return err == nil && len(e.Candidates) == 2
+			}
+		}
+		return false
+	}, time.Minute, 5*time.Millisecond, "the waiter and the candidate queue")
 	p.click("#tab-coordination")
 	p.wait("the lock holder", has("#locks td", "ui-test holder")+" && "+has("#locks td", "/keyspaces/commerce"))
+	p.wait("the lock's waiter", has("#locks td", "1: ui-test waiter (token "))
+	cells := func(re string) string {
+		return `[...document.querySelectorAll("#locks td")].some(e => /` + re + `/.test(e.textContent))`
+	}
+	if impl == "etcd2" {
+		p.wait("the holder's lease TTL", cells(`^age not shown by this store; TTL \d+s$`))
+	} else {
+		p.wait("the holder's age", cells(`^age \S+ \(since \S+Z\); TTL not shown by this store$`))
+	}
 	p.wait("the election leader", has("#elections td", "leader-1")+" && "+has("#elections td", "http://leader-1:15000"))
+	p.wait("the candidates, leader first", has("#elections td", "2: leader-1 (token ")+" && "+has("#elections td", ", candidate-2 (token "))
 	p.wait("the semaphore holder", has("#semaphores td", "/semaphores/backups")+" && "+has("#semaphores td", "backup-worker"))
 	p.screenshot("coordination")
 

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 	"path"
+	"time"
 
 	"github.com/topokit/topokit/topo/inspect"
 	"github.com/topokit/topokit/topo/tree"
@@ -12,6 +13,45 @@ import (
 type lockJSON struct {
 	Dir    string `json:"dir"`
 	Holder string `json:"holder"`
+	// Token is the holder's fencing token and Session its session (0 and
+	// "" where the store does not show them); Since and Age (whole
+	// seconds, by the server's clock against the store's) are empty where
+	// the store does not show when the lock was taken (see
+	// inspect.Lock); Waiters are the queued contenders, next first.
+	Token   int64  `json:"token"`
+	Session string `json:"session,omitempty"`
+	Since   string `json:"since,omitempty"`
+	Age     string `json:"age,omitempty"`
+	// TTL is the holder's remaining session TTL (etcd's lease), empty
+	// where the store does not show it.
+	TTL     string       `json:"ttl,omitempty"`
+	Waiters []queuedJSON `json:"waiters"`
+}
+
+// queuedJSON is a lock's waiter or an election's candidate as the page
+// shows it (see inspect.Entry).
+type queuedJSON struct {
+	Token    int64  `json:"token"`
+	Session  string `json:"session,omitempty"`
+	Contents string `json:"contents"`
+	Since    string `json:"since,omitempty"`
+}
+
+// queuedListJSON converts waiters or candidates, never nil.
+func queuedListJSON(es []inspect.Entry) []queuedJSON {
+	out := []queuedJSON{}
+	for _, e := range es {
+		out = append(out, queuedJSON{Token: e.Token, Session: e.Session, Contents: e.Contents, Since: sinceJSON(e.Since)})
+	}
+	return out
+}
+
+// sinceJSON is t in RFC 3339 (UTC), "" for the zero time.
+func sinceJSON(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // electionJSON is an election as the page shows it.
@@ -22,6 +62,8 @@ type electionJSON struct {
 	LeaderID string `json:"leaderId"`
 	Value    string `json:"value,omitempty"`
 	Token    int64  `json:"token"`
+	// Candidates are the election's candidates, the leader first.
+	Candidates []queuedJSON `json:"candidates"`
 }
 
 // semaphoreJSON is a semaphore as the page shows it.
@@ -33,8 +75,9 @@ type semaphoreJSON struct {
 }
 
 // coordination answers who holds what under a directory: GET
-// /api/coordination?path=DIR: its held locks (inspect.Locks), every
-// election of the store with its leader (inspect.Elections), and the
+// /api/coordination?path=DIR: its held locks with their holders' tokens,
+// sessions and waiters (inspect.Locks), every election of the store with
+// its leader and candidates (inspect.Elections), and the
 // semaphores under DIR (directories holding a semaphore's "holders"
 // record) with their holders.
 func (s *Server) coordination(w http.ResponseWriter, r *http.Request) {
@@ -58,11 +101,18 @@ func (s *Server) coordination(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{}
 	ls := []lockJSON{}
 	for _, l := range locks {
-		ls = append(ls, lockJSON{Dir: "/" + l.Dir, Holder: l.Holder})
+		lj := lockJSON{Dir: "/" + l.Dir, Holder: l.Holder, Token: l.Token, Session: l.Session, Since: sinceJSON(l.Since), Waiters: queuedListJSON(l.Waiters)}
+		if l.TTL > 0 {
+			lj.TTL = l.TTL.String()
+		}
+		if !l.Since.IsZero() {
+			lj.Age = time.Since(l.Since).Truncate(time.Second).String()
+		}
+		ls = append(ls, lj)
 	}
 	es := []electionJSON{}
 	for _, e := range elections {
-		es = append(es, electionJSON{Name: e.Name, LeaderID: e.Leader.ID, Value: string(e.Leader.Value), Token: e.Leader.Token})
+		es = append(es, electionJSON{Name: e.Name, LeaderID: e.Leader.ID, Value: string(e.Leader.Value), Token: e.Leader.Token, Candidates: queuedListJSON(e.Candidates)})
 	}
 	ss := []semaphoreJSON{}
 	if l, err := tree.List(ctx, s.opts.Conn, p); err == nil {

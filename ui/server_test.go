@@ -235,21 +235,43 @@ func TestCoordinationView(t *testing.T) {
 	defer part.Stop()
 	_, err = part.Campaign(ctx, []byte("value-1"))
 	require.NoError(t, err)
+	// A waiter queues behind the lock, a candidate behind the leader.
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		if ld, err := h.conn.Lock(wctx, "d", "waiter-1"); err == nil {
+			_ = ld.Unlock(ctx)
+		}
+	}()
+	defer func() { stopWaiting(); <-waited }()
+	cand, err := h.conn.NewLeaderParticipation("elect", "candidate-2")
+	require.NoError(t, err)
+	defer cand.Stop()
+	go func() { _, _ = cand.WaitForLeadership() }()
 	sem, err := semaphore.New(h.conn, "sems/s", 2, semaphore.Options{Description: "worker-1"})
 	require.NoError(t, err)
 	held, err := sem.Acquire(ctx)
 	require.NoError(t, err)
 	defer func() { _ = held.Unlock(ctx) }()
 
-	status, body := h.do("GET", "/api/coordination?path=/", "", nil)
-	require.Equal(t, http.StatusOK, status, body)
+	type queued struct {
+		Token    int64
+		Contents string
+	}
 	var c struct {
-		Locks     []struct{ Dir, Holder string }
+		Locks []struct {
+			Dir, Holder string
+			Token       int64
+			Waiters     []queued
+		}
 		Elections []struct {
-			Name     string
-			LeaderID string `json:"leaderId"`
-			Value    string
-			Token    int64
+			Name       string
+			LeaderID   string `json:"leaderId"`
+			Value      string
+			Token      int64
+			Candidates []queued
 		}
 		Semaphores []struct {
 			Dir     string
@@ -258,7 +280,14 @@ func TestCoordinationView(t *testing.T) {
 			Tokens  []int64
 		}
 	}
-	require.NoError(t, json.Unmarshal([]byte(body), &c))
+	var body string
+	require.Eventually(t, func() bool {
+		var status int
+		status, body = h.do("GET", "/api/coordination?path=/", "", nil)
+		require.Equal(t, http.StatusOK, status, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &c))
+		return len(c.Locks) > 0 && len(c.Locks[0].Waiters) == 1 && len(c.Elections) == 1 && len(c.Elections[0].Candidates) == 2
+	}, 30*time.Second, 5*time.Millisecond, "the waiter and the candidate queue")
 	var dirs []string
 	for _, l := range c.Locks {
 		dirs = append(dirs, l.Dir+"="+l.Holder)
@@ -269,6 +298,11 @@ func TestCoordinationView(t *testing.T) {
 	assert.Equal(t, "leader-1", c.Elections[0].LeaderID)
 	assert.Equal(t, "value-1", c.Elections[0].Value)
 	assert.Positive(t, c.Elections[0].Token)
+	assert.Equal(t, "/d", c.Locks[0].Dir, "walk order: /d first")
+	assert.Equal(t, lock.Token(), c.Locks[0].Token)
+	assert.Equal(t, "waiter-1", c.Locks[0].Waiters[0].Contents)
+	assert.Greater(t, c.Locks[0].Waiters[0].Token, c.Locks[0].Token)
+	assert.Equal(t, []queued{{c.Elections[0].Token, "leader-1"}, {c.Elections[0].Candidates[1].Token, "candidate-2"}}, c.Elections[0].Candidates)
 	require.Len(t, c.Semaphores, 1)
 	assert.Equal(t, "/sems/s", c.Semaphores[0].Dir)
 	assert.Equal(t, 2, c.Semaphores[0].Limit)

@@ -24,6 +24,9 @@
 //     Proclaim, Resign, Stop);
 //   - observe.go: Leader, GetCurrentLeaderID, Observe, WaitForNewLeader;
 //   - resume.go: ResumeInfo and Conn.ResumeLeaderParticipation;
+//   - inspect.go: Engine.Inspect, a queue's holder and waiters for
+//     topo/inspect, and Describer, the driver step behind it where List
+//     leaves out other clients' entries (ZooKeeper);
 //   - hooks.go: Hooks, what a backend sees of each call before the driver
 //     does (memorytopo: call counters and test faults);
 //   - defect.go: deliberate defects, for the mutation kit only.

@@ -40,6 +40,11 @@ type Entry struct {
 	// changes with every change of it (both set only by Driver.Head).
 	Value    []byte
 	ValueRev int64
+	// Created is when the store created the entry, by the store's own
+	// clock; zero where the driver does not say. Only Describer.Describe
+	// sets it (ZooKeeper: the znode's ctime), for Engine.Inspect; the
+	// engine never reads it.
+	Created time.Time
 	// Granted says that the store has granted the entry already (a
 	// driver's Create that took a free store key at once, Acquire,
 	// Resume): the engine waits no more for it, and calls no Acquire for

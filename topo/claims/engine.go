@@ -22,10 +22,11 @@ type Engine struct {
 	closed    atomic.Bool
 }
 
-// Claims is the part of topo.Conn that an Engine implements. A backend's
-// Conn embeds it, set to its Engine, and so has Lock, LockWithTTL,
-// LockName, TryLock, NewLeaderParticipation and ResumeLeaderParticipation
-// without a line of its own.
+// Claims is the part of topo.Conn that an Engine implements, and Inspect,
+// which topo/inspect finds on a Conn. A backend's Conn embeds it, set to
+// its Engine, and so has Lock, LockWithTTL, LockName, TryLock,
+// NewLeaderParticipation, ResumeLeaderParticipation and Inspect without a
+// line of its own.
 type Claims interface {
 	Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
 	LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (topo.LockDescriptor, error)
@@ -33,6 +34,7 @@ type Claims interface {
 	TryLock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error)
 	NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error)
 	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error)
+	Inspect(ctx context.Context, q Queue) (QueueState, error)
 }
 
 var _ Claims = (*Engine)(nil)

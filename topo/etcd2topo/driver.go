@@ -76,7 +76,10 @@ func queueEntry(kv *mvccpb.KeyValue, prefix string) bool {
 
 // leaseName is how an entry's lease is named in errors (LockHeldError's
 // Session): "lease " and its id in decimal.
-func leaseName(id int64) string { return "lease " + strconv.FormatInt(id, 10) }
+func leaseName(id int64) string { return leaseNamePrefix + strconv.FormatInt(id, 10) }
+
+// leaseNamePrefix starts every leaseName.
+const leaseNamePrefix = "lease "
 
 // entryOf is the engine's view of kv, an entry.
 func entryOf(kv *mvccpb.KeyValue) claims.Entry {

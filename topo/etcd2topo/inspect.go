@@ -3,6 +3,11 @@ package etcd2topo
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -39,4 +44,28 @@ func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField,
 		{Name: "key_version", Value: kv.Version},
 		{Name: "lease", Value: lease},
 	}, nil
+}
+
+// SessionTTL returns the time left, in etcd's whole seconds, on the lease
+// that session names as a lock or election entry's Session shows it
+// ("lease N", see leaseName), one LeaseTimeToLive request. The lease's
+// holder keeps renewing it, so this is how long the store would keep the
+// entry if its holder stopped now. ok is false when session names no
+// lease or the lease has expired. Errors are the request's (Unavailable,
+// Timeout, Interrupted, ...). Safe for concurrent use; topo/inspect calls
+// it.
+func (c *Conn) SessionTTL(ctx context.Context, session string) (ttl time.Duration, ok bool, err error) {
+	s, found := strings.CutPrefix(session, leaseNamePrefix)
+	id, perr := strconv.ParseInt(s, 10, 64)
+	if !found || perr != nil || id == 0 {
+		return 0, false, nil
+	}
+	resp, err := c.cli.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return 0, false, c.convertError(ctx, err, "")
+	}
+	if resp.TTL <= 0 {
+		return 0, false, nil
+	}
+	return time.Duration(resp.TTL) * time.Second, true, nil
 }

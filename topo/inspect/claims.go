@@ -2,23 +2,130 @@ package inspect
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 	"github.com/topokit/topokit/topo/tree"
 )
 
-// Lock is a held lock, as Locks finds it.
+// Lock is a held lock, as Locks and LockOf find it.
 type Lock struct {
 	// Dir is the locked directory's canonical path; Holder the holder's
 	// description (see LockHolder).
 	Dir, Holder string
+	// Token is the holder's fencing token (topo.Fence.Token) and Session
+	// the store's name of its session or lease (etcd: the lease id in
+	// hexadecimal; ZooKeeper: the owner session; Consul: the session id;
+	// memorytopo: ""). Both are zero when the Conn does not read its
+	// queue (QueueReader; a custom backend).
+	Token   int64
+	Session string
+	// Waiters are the contenders queued behind the holder, next to be
+	// served first (nil when none, or when the Conn does not read its
+	// queue). On Consul they are topokit's fair queue beside the key that
+	// Vitess locks on (Vitess's own contenders do not queue, so they are
+	// not listed), and a waiter's Contents is "": its queue entry carries
+	// no description.
+	Waiters []Entry
+	// Since is when the store created the holder's entry, by the store's
+	// clock (ZooKeeper: the znode's ctime); zero where the store does not
+	// show it (etcd, Consul, memorytopo, custom backends).
+	Since time.Time
+	// TTL is how long the store would keep the holder's entry if its
+	// holder stopped renewing its session now (etcd: the lease's
+	// remaining TTL, in whole seconds, read through SessionTTLReader);
+	// zero where the store does not show it (ZooKeeper, Consul,
+	// memorytopo, custom backends).
+	TTL time.Duration
+}
+
+// SessionTTLReader is implemented by a backend's Conn that can tell how
+// long a session has left (etcd2topo: a lease's remaining TTL). session
+// is an entry's Session; ok is false when it names no live session.
+type SessionTTLReader interface {
+	SessionTTL(ctx context.Context, session string) (ttl time.Duration, ok bool, err error)
+}
+
+// Entry is one contender of a lock's or an election's queue.
+type Entry struct {
+	// Token is the entry's order key in its queue, the fencing token it
+	// holds with once served; Session is the store's name of its session
+	// ("" where the store has none); Contents a lock contender's
+	// description or a candidate's id.
+	Token    int64
+	Session  string
+	Contents string
+	// Since is when the store created the entry, as Lock.Since.
+	Since time.Time
+}
+
+// QueueReader is implemented by a Conn whose locks and elections run on
+// the claims engine: every built-in backend's, through the claims.Claims
+// it embeds (see claims.Engine.Inspect). Inspect reads a queue's holder
+// and waiters without joining it.
+type QueueReader interface {
+	Inspect(ctx context.Context, q claims.Queue) (claims.QueueState, error)
+}
+
+// entriesOf converts a queue's entries.
+func entriesOf(es []claims.Entry) []Entry {
+	var out []Entry
+	for _, e := range es {
+		out = append(out, Entry{Token: e.Token, Session: e.Session, Contents: e.Contents, Since: e.Created})
+	}
+	return out
+}
+
+// LockOf returns the lock on the directory dir (canonical or not, "" the
+// root) with its holder, the holder's token and session, and its waiters
+// in the order they will be served, read through the Conn's QueueReader
+// (one read of the queue; two on Consul: the key and the queue; on etcd
+// one more request for the holder's lease TTL). On a
+// Conn without one (a custom backend) it falls back to LockHolder and
+// leaves Token, Session and Waiters zero. Since is known on ZooKeeper
+// only, TTL on etcd only (see the package doc). It returns NoNode when nobody holds the lock,
+// InvalidPath for a bad or reserved dir, and the store's errors.
+func LockOf(ctx context.Context, conn topo.Conn, dir string) (Lock, error) {
+	d, err := topo.CleanDirPath(dir)
+	if err != nil {
+		return Lock{}, err
+	}
+	r, ok := find[QueueReader](conn)
+	if !ok {
+		h, err := LockHolder(ctx, conn, d)
+		if err != nil {
+			return Lock{}, err
+		}
+		return Lock{Dir: d, Holder: h}, nil
+	}
+	st, err := r.Inspect(ctx, claims.Queue{Path: d})
+	if err != nil {
+		return Lock{}, err
+	}
+	if !st.Held {
+		return Lock{}, &topo.Error{Code: topo.NoNode, Path: d, Err: errors.New("nobody holds the lock")}
+	}
+	h := st.Holder
+	l := Lock{Dir: d, Holder: h.Contents, Token: h.Token, Session: h.Session, Waiters: entriesOf(st.Waiting), Since: h.Created}
+	if tr, ok := find[SessionTTLReader](conn); ok && h.Session != "" {
+		ttl, ok, err := tr.SessionTTL(ctx, h.Session)
+		if err != nil {
+			return Lock{}, err
+		}
+		if ok {
+			l.TTL = ttl
+		}
+	}
+	return l, nil
 }
 
 // Locks returns the held locks on dir (canonical, "" the root) and on the
 // directories below it, in walk order (ListDir's order, parents first),
-// reading each directory's holder with LockHolder: one walk of the
-// subtree and one LockHolder per directory. Directories under keys no path
+// reading each directory's lock with LockOf: one walk of the subtree and
+// one LockOf per directory. Directories under keys no path
 // reaches are skipped. Errors are the store's, InvalidPath for a bad dir;
 // a directory that vanishes while walking is left out.
 func Locks(ctx context.Context, conn topo.Conn, dir string) ([]Lock, error) {
@@ -29,10 +136,10 @@ func Locks(ctx context.Context, conn topo.Conn, dir string) ([]Lock, error) {
 	var out []Lock
 	var visit func(d string, es []*tree.Entry) error
 	visit = func(d string, es []*tree.Entry) error {
-		h, err := LockHolder(ctx, conn, d)
+		l, err := LockOf(ctx, conn, d)
 		switch {
 		case err == nil:
-			out = append(out, Lock{Dir: d, Holder: h})
+			out = append(out, l)
 		case !topo.IsErrType(err, topo.NoNode):
 			return err
 		}
@@ -61,11 +168,20 @@ type Election struct {
 	// ID when nobody leads).
 	Name   string
 	Leader topo.Leader
+	// Candidates are the election's candidates in the order they are
+	// served: the leader first (when one leads), then those waiting, next
+	// first; Contents is each one's id. nil when the Conn does not read
+	// its queue (QueueReader). On Consul a waiting candidate's Contents
+	// is "": its queue entry carries no id.
+	Candidates []Entry
 }
 
 // Elections returns the elections the store holds candidates for (the
 // entries of the reserved "elections" directory of the layout, see
-// docs/layout-*.md), each with its leader (see Leader), in ListDir's order.
+// docs/layout-*.md), each with its leader (see Leader) and its
+// candidates (through the Conn's QueueReader, one more read, two on
+// Consul), in ListDir's order. The leader and the candidates are two
+// reads, not one snapshot: a change of leader between them may show.
 // A store with no election has none. Errors are the store's.
 func Elections(ctx context.Context, conn topo.Conn) ([]Election, error) {
 	des, err := conn.ListDir(ctx, backendkit.ElectionsDirName, false)
@@ -81,7 +197,18 @@ func Elections(ctx context.Context, conn topo.Conn) ([]Election, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Election{Name: de.Name, Leader: l})
+		el := Election{Name: de.Name, Leader: l}
+		if r, ok := find[QueueReader](conn); ok {
+			st, err := r.Inspect(ctx, claims.Queue{Path: de.Name, Election: true})
+			if err != nil {
+				return nil, err
+			}
+			if st.Held {
+				el.Candidates = entriesOf([]claims.Entry{st.Holder})
+			}
+			el.Candidates = append(el.Candidates, entriesOf(st.Waiting)...)
+		}
+		out = append(out, el)
 	}
 	return out, nil
 }

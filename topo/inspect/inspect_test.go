@@ -48,7 +48,10 @@ func TestLockHolder(t *testing.T) {
 	require.NoError(t, err)
 	locks, err := inspect.Locks(t.Context(), other, "")
 	require.NoError(t, err)
-	assert.Equal(t, []inspect.Lock{{Dir: "ks", Holder: "holder one"}, {Dir: "ks/sub", Holder: "holder two"}}, locks)
+	require.Len(t, locks, 2)
+	assert.Equal(t, []string{"ks", "holder one", "ks/sub", "holder two"}, []string{locks[0].Dir, locks[0].Holder, locks[1].Dir, locks[1].Holder})
+	assert.Equal(t, ld.Token(), locks[0].Token)
+	assert.Equal(t, ld2.Token(), locks[1].Token)
 	require.NoError(t, ld2.Unlock(t.Context()))
 
 	require.NoError(t, ld.Unlock(t.Context()))
@@ -92,7 +95,7 @@ func TestLeader(t *testing.T) {
 	assert.Positive(t, l.Token)
 	es, err := inspect.Elections(t.Context(), b)
 	require.NoError(t, err)
-	assert.Equal(t, []inspect.Election{{Name: "primary", Leader: l}}, es)
+	assert.Equal(t, []inspect.Election{{Name: "primary", Leader: l, Candidates: []inspect.Entry{{Token: l.Token, Contents: "candidate-1"}}}}, es)
 }
 
 // SemaphoreHolders lists the holders and the limit without a handle.

@@ -15,15 +15,18 @@ import (
 )
 
 // On each real server, a second client names the lock's holder and the
-// election's leader, and the store's metadata of a file carries its key.
+// election's leader, and the store's metadata of a file carries its key;
+// then it sees a held lock's token and two waiters in order, and an
+// election's three candidates with the leader first (checkQueues).
 func TestRealBackends(t *testing.T) {
 	for _, tc := range []struct {
 		impl, root, keyField string
 		start                func(testing.TB) string
+		queues               queueStore
 	}{
-		{"etcd2", "/inspect", "key", etcdtest.Start},
-		{"zk2", "/inspect", "znode", zktest.Start},
-		{"consul", "inspect", "key", consultest.Start},
+		{"etcd2", "/inspect", "key", etcdtest.Start, queueStore{sessions: true, waiterContents: true, ttl: true}},
+		{"zk2", "/inspect", "znode", zktest.Start, queueStore{sessions: true, waiterContents: true, since: true}},
+		{"consul", "inspect", "key", consultest.Start, queueStore{sessions: true}},
 	} {
 		t.Run(tc.impl, func(t *testing.T) {
 			t.Parallel()
@@ -48,7 +51,10 @@ func TestRealBackends(t *testing.T) {
 			assert.Equal(t, "holder on "+tc.impl, h)
 			locks, err := inspect.Locks(t.Context(), other, "")
 			require.NoError(t, err)
-			assert.Equal(t, []inspect.Lock{{Dir: "ks", Holder: "holder on " + tc.impl}}, locks)
+			require.Len(t, locks, 1)
+			assert.Equal(t, "ks", locks[0].Dir)
+			assert.Equal(t, "holder on "+tc.impl, locks[0].Holder)
+			assert.Equal(t, ld.Token(), locks[0].Token)
 			require.NoError(t, ld.Unlock(t.Context()))
 
 			lp, err := holder.NewLeaderParticipation("primary", "candidate-"+tc.impl)
@@ -73,6 +79,8 @@ func TestRealBackends(t *testing.T) {
 			meta, err = inspect.StoreMeta(t.Context(), other, "ks/absent")
 			require.NoError(t, err)
 			assert.Nil(t, meta, "no key, no metadata")
+
+			checkQueues(t, open, tc.queues)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package zk2topo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // LockHolder returns the contents of the entry that holds the lock on the
@@ -114,4 +116,41 @@ func zkPerms(p int32) string {
 		}
 	}
 	return b.String()
+}
+
+var _ claims.Describer = driver{}
+
+// Describe implements claims.Describer: the queue's children, sorted by
+// their sequence (List's order), then each entry's data and Stat (token:
+// its creation zxid; session: its ephemeral owner; contents: its data;
+// created: its ctime, by the server's clock),
+// one read each, on the Conn's own session. An entry deleted between the
+// two reads is left out; an absent parent is an empty queue.
+func (d driver) Describe(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
+	parent := d.parent(q)
+	var out []claims.Entry
+	err := d.c.read(ctx, q.Path, func(z *zk.Conn) error {
+		out = out[:0]
+		children, _, err := z.Children(parent)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, n := range entryNames(children) {
+			node := parent + "/" + n
+			data, st, err := z.Get(node)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, claims.Entry{Token: st.Czxid, Key: node, Session: sessionName(st.EphemeralOwner), Contents: string(data),
+				Created: time.UnixMilli(st.Ctime)})
+		}
+		return nil
+	})
+	return out, err
 }

@@ -413,8 +413,14 @@ async function coordination(ev) {
   try {
     const c = await api("GET", "/api/coordination?" + q({ path: cleanDir($("#coord-path").value) }));
     const fill = (sel, rows) => { const b = $(sel + " tbody"); b.replaceChildren(); for (const r of rows) b.append(el("tr", {}, ...r.map((v) => el("td", {}, v)))); };
-    fill("#locks", c.locks.map((l) => [l.dir, l.holder]));
-    fill("#elections", c.elections.map((e) => [e.name, e.leaderId || "(nobody)", e.value || "", e.leaderId ? e.token : ""]));
+    // A waiter or a candidate: its description (or id), else its session
+    // (a Consul waiter's entry carries none), and its token.
+    const who = (w) => (w.contents || (w.session ? "session " + w.session : "(no description)")) + " (token " + w.token + ")";
+    const queue = (ws) => ws.length ? ws.length + ": " + ws.map(who).join(", ") : "0";
+    const NOT_SHOWN = "not shown by this store";
+    fill("#locks", c.locks.map((l) => [l.dir, l.holder, l.token || NOT_SHOWN, l.session || NOT_SHOWN,
+      !l.age && !l.ttl ? NOT_SHOWN : "age " + (l.age ? l.age + " (since " + l.since + ")" : NOT_SHOWN) + "; TTL " + (l.ttl || NOT_SHOWN), queue(l.waiters)]));
+    fill("#elections", c.elections.map((e) => [e.name, e.leaderId || "(nobody)", e.value || "", e.leaderId ? e.token : "", queue(e.candidates)]));
     fill("#semaphores", c.semaphores.map((s) => [s.dir, s.limit, s.holders.map((h, i) => h + " (" + s.tokens[i] + ")").join(", ")]));
   } catch (e) { showError(e.message); }
 }
