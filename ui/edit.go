@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -104,18 +106,35 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	if req.Version == "" {
 		nv, err = s.opts.Files.Create(ctx, p, value)
 	} else {
-		v, perr := topo.ParseVersion(req.Version)
-		if perr != nil {
-			s.fail(w, r, perr)
-			return
+		var v topo.Version
+		if v, err = s.shownVersion(ctx, p, req.Version); err == nil {
+			nv, err = s.opts.Files.Update(ctx, p, value, v)
 		}
-		nv, err = s.opts.Files.Update(ctx, p, value, v)
 	}
 	if err != nil {
 		s.conflict(w, r, p, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "version": nv.String()})
+}
+
+// shownVersion returns the store's Version of p if its String is shown,
+// the version the page displayed, for a compare-and-set on it: the Version
+// value comes from the store itself (one Get), so editing works whatever
+// Version type the backend uses (a custom backend need not use
+// topo.NumericVersion). A file changed since is BadVersion, a file gone
+// NoNode, as the store's own compare-and-set would answer; the write that
+// follows is still a compare-and-set, so a change between this read and
+// it is refused by the store too.
+func (s *Server) shownVersion(ctx context.Context, p, shown string) (topo.Version, error) {
+	_, v, err := s.opts.Conn.Get(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if v.String() != shown {
+		return nil, &topo.Error{Code: topo.BadVersion, Path: p, Err: fmt.Errorf("the page showed version %s; the file is at version %s now", shown, v)}
+	}
+	return v, nil
 }
 
 // conflict answers a failed write; a lost compare-and-set (BadVersion,
@@ -144,14 +163,18 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	v, err := topo.ParseVersion(r.URL.Query().Get("version"))
-	if err != nil {
-		s.fail(w, r, err)
+	shown := r.URL.Query().Get("version")
+	if shown == "" {
+		s.fail(w, r, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("no version: a delete is a compare-and-set on the version shown")})
 		return
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	if err := s.opts.Files.Delete(ctx, p, v); err != nil {
+	v, err := s.shownVersion(ctx, p, shown)
+	if err == nil {
+		err = s.opts.Files.Delete(ctx, p, v)
+	}
+	if err != nil {
 		s.conflict(w, r, p, err)
 		return
 	}
