@@ -37,7 +37,7 @@ func (o *watching) checkWatchRev() error {
 // the last one printed when the watch breaks (no leader, a member gone),
 // and fails with Compacted when the history it needs was compacted.
 func (o *watching) watchFromRevision(ctx context.Context, st *store, p string, prefix bool, rev int64) error {
-	rw, ok := findConn[revisionWatcher](st.conn)
+	rw, ok := topo.ConnAs[revisionWatcher](st.conn)
 	if !ok {
 		return &topo.Error{Code: topo.NoImplementation, Path: displayPath(p), Err: errNoHistory}
 	}
@@ -69,20 +69,3 @@ func (o *watching) watchFromRevision(ctx context.Context, st *store, p string, p
 
 // errNoHistory is watch --rev's error on a store that keeps no history.
 var errNoHistory = errors.New("the store keeps no history of changes to replay from a revision")
-
-// findConn returns the first Conn in conn's decorator chain (conn itself,
-// then what each Unwrap() topo.Conn returns) that is a T.
-func findConn[T any](conn topo.Conn) (T, bool) {
-	for conn != nil {
-		if t, ok := conn.(T); ok {
-			return t, true
-		}
-		u, ok := conn.(interface{ Unwrap() topo.Conn })
-		if !ok {
-			break
-		}
-		conn = u.Unwrap()
-	}
-	var zero T
-	return zero, false
-}

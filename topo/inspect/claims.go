@@ -93,7 +93,7 @@ func LockOf(ctx context.Context, conn topo.Conn, dir string) (Lock, error) {
 	if err != nil {
 		return Lock{}, err
 	}
-	r, ok := find[QueueReader](conn)
+	r, ok := topo.ConnAs[QueueReader](conn)
 	if !ok {
 		h, err := LockHolder(ctx, conn, d)
 		if err != nil {
@@ -110,7 +110,7 @@ func LockOf(ctx context.Context, conn topo.Conn, dir string) (Lock, error) {
 	}
 	h := st.Holder
 	l := Lock{Dir: d, Holder: h.Contents, Token: h.Token, Session: h.Session, Waiters: entriesOf(st.Waiting), Since: h.Created}
-	if tr, ok := find[SessionTTLReader](conn); ok && h.Session != "" {
+	if tr, ok := topo.ConnAs[SessionTTLReader](conn); ok && h.Session != "" {
 		ttl, ok, err := tr.SessionTTL(ctx, h.Session)
 		if err != nil {
 			return Lock{}, err
@@ -198,7 +198,7 @@ func Elections(ctx context.Context, conn topo.Conn) ([]Election, error) {
 			return nil, err
 		}
 		el := Election{Name: de.Name, Leader: l}
-		if r, ok := find[QueueReader](conn); ok {
+		if r, ok := topo.ConnAs[QueueReader](conn); ok {
 			st, err := r.Inspect(ctx, claims.Queue{Path: de.Name, Election: true})
 			if err != nil {
 				return nil, err

@@ -25,22 +25,3 @@
 // topoctl, Go programs that embed topokit and a web UI share it. Every
 // function is safe for concurrent use.
 package inspect
-
-import "github.com/topokit/topokit/topo"
-
-// find returns the first Conn in conn's decorator chain (conn itself, then
-// what each Unwrap() topo.Conn returns) that is a T.
-func find[T any](conn topo.Conn) (T, bool) {
-	for conn != nil {
-		if t, ok := conn.(T); ok {
-			return t, true
-		}
-		u, ok := conn.(interface{ Unwrap() topo.Conn })
-		if !ok {
-			break
-		}
-		conn = u.Unwrap()
-	}
-	var zero T
-	return zero, false
-}

@@ -32,7 +32,7 @@ func LockHolder(ctx context.Context, conn topo.Conn, dir string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	if r, ok := find[LockHolderReader](conn); ok {
+	if r, ok := topo.ConnAs[LockHolderReader](conn); ok {
 		return r.LockHolder(ctx, d)
 	}
 	locks := backendkit.JoinPath(d, backendkit.LocksDirName)

@@ -27,7 +27,7 @@ type MetaReader interface {
 // key or znode for (an implicit directory), and for the root on etcd and
 // Consul. Errors are the store's, InvalidPath for a bad p.
 func StoreMeta(ctx context.Context, conn topo.Conn, p string) ([]MetaField, error) {
-	r, ok := find[MetaReader](conn)
+	r, ok := topo.ConnAs[MetaReader](conn)
 	if !ok {
 		return nil, nil
 	}

@@ -17,16 +17,4 @@ import "github.com/topokit/topokit/topo"
 // The memtest package keeps the *Conn of every client it opens, so tests
 // using it need neither ConnOf nor Unwrap methods. Safe for concurrent
 // use.
-func ConnOf(conn topo.Conn) (*Conn, bool) {
-	for conn != nil {
-		if c, ok := conn.(*Conn); ok {
-			return c, true
-		}
-		u, ok := conn.(interface{ Unwrap() topo.Conn })
-		if !ok {
-			break
-		}
-		conn = u.Unwrap()
-	}
-	return nil, false
-}
+func ConnOf(conn topo.Conn) (*Conn, bool) { return topo.ConnAs[*Conn](conn) }
