@@ -161,7 +161,10 @@ func testWaitForNewLeader(s *store) {
 	first, ok = recv(t, unread, "the first id of a WaitForNewLeader read after two handovers")
 	require.True(t, ok, "WaitForNewLeader closed early")
 	require.Equal(t, "id1", first, "WaitForNewLeader must send the leader current at the time of the call first, even when read after handovers")
-	requireNextLeader(t, unread, "id2", "a WaitForNewLeader read after two handovers")
+	// id2 may or may not come next: its subscription reads the store's
+	// state when woken, and a read that is late (a busy machine) finds
+	// id3 already leading; "rapid changes may be coalesced". id3, the
+	// leader now, must come.
 	requireNextLeader(t, unread, "id3", "a WaitForNewLeader read after two handovers")
 
 	cancel()
