@@ -3,7 +3,6 @@ package zk2topo
 import (
 	"context"
 	"errors"
-	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -58,7 +57,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	inElections := dp == electionsDir
 	var entries []topo.DirEntry
-	sortNames(names, &c.sortPool)
+	slices.Sort(names)
 	stats := make([]*zk.Stat, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -138,29 +137,16 @@ func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, name
 		return c.internalEntries(ctx, dp, names)
 	}
 	var entries []topo.DirEntry
-	if len(names) >= sortMin && len(names) <= 1<<31 {
-		if cached := c.listCache.get(zp, st); cached != nil {
-			// The directory's children are those of the last listing
-			// (see listCache).
-			entries = slices.Clone(cached)
-		} else {
-			// A large directory's names are taken in sorted order
-			// straight from the radix sort's order, without sorting
-			// the names first.
-			entries = make([]topo.DirEntry, len(names))
-			sc := getScratch(&c.sortPool)
-			order, m := sc.sortedOrder(names)
-			for i, k := range order {
-				entries[i].Name = names[k&m]
-			}
-			c.sortPool.Put(sc)
-			c.listCache.put(zp, st, slices.Clone(entries))
-		}
+	if cached := c.listCache.get(zp, st); cached != nil {
+		entries = slices.Clone(cached) // unchanged since the last listing
 	} else {
-		entries = make([]topo.DirEntry, len(names))
 		slices.Sort(names)
+		entries = make([]topo.DirEntry, len(names))
 		for i, n := range names {
 			entries[i].Name = n
+		}
+		if len(entries) >= listCacheMin {
+			c.listCache.put(zp, st, slices.Clone(entries))
 		}
 	}
 	if i, ok := findEntry(entries, locksDir); ok {
@@ -221,7 +207,7 @@ func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
 func (c *Conn) internalEntries(ctx context.Context, dp string, names []string) ([]topo.DirEntry, error) {
 	inElections := dp == electionsDir
 	if inElections {
-		sortNames(names, &c.sortPool)
+		slices.Sort(names)
 	}
 	var entries []topo.DirEntry
 	for _, n := range names {
@@ -295,264 +281,4 @@ func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bo
 		}
 	}
 	return false, nil
-}
-
-// sortScratch is the reusable memory of the name sorts, kept in a per-Conn
-// pool between calls.
-type sortScratch struct {
-	keys []uint64 // 2n: the packed keys and the radix sort's other buffer
-	hist []int32  // the radix sort's histograms, one per pass
-	out  []string // sortNames' output before it is copied back
-}
-
-// sortMin is the number of names from which the radix sort beats
-// slices.Sort.
-const sortMin = 64
-
-// sortNames sorts znode names (ZooKeeper returns children in no order)
-// in place, by bytes, as slices.Sort does but several times faster for
-// large directories (see sortedOrder). Its scratch memory is kept in pool
-// (per Conn) between calls.
-func sortNames(names []string, pool *sync.Pool) {
-	n := len(names)
-	if n < sortMin || n > 1<<31 {
-		slices.Sort(names)
-		return
-	}
-	sc := getScratch(pool)
-	keys, m := sc.sortedOrder(names)
-	if cap(sc.out) < n {
-		sc.out = make([]string, n)
-	}
-	out := sc.out[:n]
-	for i, k := range keys {
-		out[i] = names[k&m]
-	}
-	copy(names, out)
-	clear(out) // keep no names alive in the pool
-	pool.Put(sc)
-}
-
-// getScratch returns a sortScratch from pool, or a new one.
-func getScratch(pool *sync.Pool) *sortScratch {
-	sc, _ := pool.Get().(*sortScratch)
-	if sc == nil {
-		sc = &sortScratch{}
-	}
-	return sc
-}
-
-// sortedOrder returns the indexes of names in the order of their names
-// (as slices.Sort orders them), each in the low bits of one element of
-// keys (index = key & m); keys is sc's memory, valid until sc is used
-// again. names must hold at least sortMin and at most 1<<31 names.
-//
-// It is an LSD radix sort of one uint64 per name: the index in the low
-// bits and, above it, the bits that differ between names of an 8-byte
-// window of each name (big-endian, zero-padded): its first 8 bytes, or the
-// 8 bytes after the names' common prefix when all first 8 bytes agree
-// (the low halves of its bytes only, when only those differ; the highest
-// differing bits, when they do not all fit), in as few
-// passes of at most 8 to 11 bits (by the number of names) as the kept
-// bits need, the bits shared out evenly, their histograms counted as the
-// keys are built; a pass where all keys agree is skipped. Then the runs of names whose kept bits tie are
-// sorted by name, unless no two names can tie: when every differing bit
-// was kept and every name (after the common prefix) is at most 8 bytes
-// long and does not end with a zero byte, distinct names have distinct
-// windows.
-func (sc *sortScratch) sortedOrder(names []string) (keys []uint64, m uint64) {
-	n := len(names)
-	if cap(sc.keys) < 2*n {
-		sc.keys = make([]uint64, 2*n)
-	}
-	keys, tmp := sc.keys[:n], sc.keys[n:2*n]
-	// The 8-byte windows first, in tmp: of the names' first bytes, in
-	// one pass over the names, which serves unless the names share their
-	// first 8 bytes; then after their common prefix.
-	var or, and uint64 = 0, ^uint64(0)
-	maxLen, zeroEnd := 0, false
-	for i, s := range names {
-		k := window(s)
-		tmp[i] = k
-		or |= k
-		and &= k
-		maxLen = max(maxLen, len(s))
-		zeroEnd = zeroEnd || (s != "" && s[len(s)-1] == 0)
-	}
-	if or == and {
-		lcp := names[0]
-		for _, s := range names[1:] {
-			if strings.HasPrefix(s, lcp) {
-				continue
-			}
-			i := 0
-			for i < len(lcp) && i < len(s) && lcp[i] == s[i] {
-				i++
-			}
-			if lcp = lcp[:i]; lcp == "" {
-				break
-			}
-		}
-		or, and = 0, ^uint64(0)
-		for i, s := range names {
-			k := window(s[len(lcp):])
-			tmp[i] = k
-			or |= k
-			and &= k
-		}
-		maxLen -= len(lcp)
-	}
-	idxBits := bits.Len(uint(n - 1))
-	m = 1<<idxBits - 1
-	// The kept bits: those from the highest to the lowest that differ
-	// between names, the lowest dropped when they do not all fit beside
-	// the index. When only the low 4 bits of bytes differ (digits, and
-	// letters within one 16-letter range), the window's low halves of
-	// bytes are packed first (packNibbles), which drops the alike high
-	// halves between them.
-	differ := or ^ and
-	nib := differ&^lowNibbles == 0
-	if nib {
-		differ = packNibbles(differ)
-	}
-	keyBits, shift, truncated := 0, 0, false
-	if differ != 0 {
-		lz, tz := bits.LeadingZeros64(differ), bits.TrailingZeros64(differ)
-		keyBits = min(64-lz-tz, 64-idxBits)
-		truncated = keyBits < 64-lz-tz
-		shift = 64 - lz - keyBits
-	}
-	passes, d := 0, 0
-	if keyBits > 0 {
-		dmax := min(max(bits.Len(uint(n)), 8), 11)
-		passes = (keyBits + dmax - 1) / dmax
-		d = (keyBits + passes - 1) / passes
-	}
-	size := passes << d
-	if cap(sc.hist) < size {
-		sc.hist = make([]int32, size)
-	}
-	hist := sc.hist[:size]
-	clear(hist)
-	dmask := uint64(1)<<d - 1
-	kmask := uint64(1)<<keyBits - 1
-	// The keys, with the histograms of their digits counted on the way.
-	switch passes {
-	case 0:
-		for i := range keys {
-			keys[i] = uint64(i)
-		}
-	case 1:
-		for i, k := range tmp {
-			if nib {
-				k = packNibbles(k)
-			}
-			v := k >> shift & kmask
-			keys[i] = v<<idxBits | uint64(i)
-			hist[v]++
-		}
-	case 2:
-		h0, h1 := hist[:1<<d], hist[1<<d:2<<d]
-		for i, k := range tmp {
-			if nib {
-				k = packNibbles(k)
-			}
-			v := k >> shift & kmask
-			keys[i] = v<<idxBits | uint64(i)
-			h0[v&dmask]++
-			h1[v>>d&dmask]++
-		}
-	default:
-		for i, k := range tmp {
-			if nib {
-				k = packNibbles(k)
-			}
-			v := k >> shift & kmask
-			keys[i] = v<<idxBits | uint64(i)
-			for p := range passes {
-				hist[p<<d+int(v>>(p*d)&dmask)]++
-			}
-		}
-	}
-	for p := range passes {
-		pos := hist[p<<d : (p+1)<<d]
-		sh := idxBits + p*d
-		if int(pos[keys[0]>>sh&dmask]) == n {
-			continue // every key has this digit
-		}
-		var sum int32
-		for b, c := range pos {
-			pos[b] = sum
-			sum += c
-		}
-		for _, e := range keys {
-			b := e >> sh & dmask
-			tmp[pos[b]] = e
-			pos[b]++
-		}
-		keys, tmp = tmp, keys
-	}
-	if !truncated && maxLen <= 8 && !zeroEnd {
-		return keys, m // distinct names have distinct keys
-	}
-	// Runs whose kept bits tie, by name.
-	byName := func(a, b uint64) int { return strings.Compare(names[a&m], names[b&m]) }
-	prev := keys[0] >> idxBits
-	for i := 1; i < n; i++ {
-		k := keys[i] >> idxBits
-		if k != prev {
-			prev = k
-			continue
-		}
-		j := i + 1
-		for j < n && keys[j]>>idxBits == k {
-			j++
-		}
-		slices.SortFunc(keys[i-1:j], byName)
-		if j < n {
-			prev = keys[j] >> idxBits
-		}
-		i = j
-	}
-	return keys, m
-}
-
-// lowNibbles has the low 4 bits of each byte set.
-const lowNibbles = 0x0F0F0F0F0F0F0F0F
-
-// packNibbles returns the low 4 bits of each byte of x, in their order,
-// as one 32-bit number.
-func packNibbles(x uint64) uint64 {
-	x &= lowNibbles
-	x = (x | x>>4) & 0x00FF00FF00FF00FF
-	x = (x | x>>8) & 0x0000FFFF0000FFFF
-	return (x | x>>16) & 0xFFFFFFFF
-}
-
-// window returns the first 8 bytes of s as a big-endian number, zero-padded
-// when s is shorter.
-func window(s string) uint64 {
-	switch len(s) {
-	case 0:
-		return 0
-	case 1:
-		return uint64(s[0]) << 56
-	case 2:
-		return uint64(s[0])<<56 | uint64(s[1])<<48
-	case 3:
-		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40
-	case 4:
-		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32
-	case 5:
-		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
-			uint64(s[4])<<24
-	case 6:
-		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
-			uint64(s[4])<<24 | uint64(s[5])<<16
-	case 7:
-		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
-			uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8
-	}
-	return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
-		uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
 }

@@ -11,8 +11,12 @@ import (
 // listCacheSize is how many directories a Conn's listCache holds.
 const listCacheSize = 8
 
-// listCache keeps, for a few large directories (sortMin children or
-// more), the sorted entries a names-only ListDir last built there (before
+// listCacheMin is the number of children from which a directory's sorted
+// names are kept.
+const listCacheMin = 64
+
+// listCache keeps, for a few large directories (listCacheMin
+// children or more), the sorted entries a names-only ListDir last built there (before
 // hiding "locks" or "zookeeper"), keyed by the directory's child state, so
 // that listing an unchanged directory again copies them instead of
 // sorting its names again.

@@ -2,9 +2,7 @@ package zk2topo
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
@@ -14,7 +12,7 @@ import (
 )
 
 // TestListDirLargeNamesOnly: a names-only ListDir of a directory large
-// enough for the radix sort (more than sortMin children) lists every file
+// enough for the listCache (listCacheMin children or more) lists every file
 // and subdirectory sorted, with names that sort next to "locks"; its
 // "locks" child only while the directory is locked (before and after, the
 // empty locks znode is hidden), and the same names as a full listing.
@@ -77,44 +75,6 @@ func openRaw(t *testing.T) *zk.Conn {
 	require.NoError(t, err)
 	t.Cleanup(raw.Close)
 	return raw
-}
-
-// TestSortNamesShort: sortNames orders like slices.Sort the sets of
-// short names (at most 8 bytes after their common prefix) whose radix
-// keys cannot tie, where it skips sorting the runs of equal keys: names
-// of different lengths that are prefixes of one another, with zero bytes
-// inside but not at their end, and such names after a long common prefix
-// (and, where their differing bits do not all fit, with the runs sorted).
-func TestSortNamesShort(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	var pool sync.Pool
-	for _, tc := range []struct {
-		prefix string
-		maxLen int
-	}{{"", 6}, {"", 8}, {"zone1-0000", 8}} {
-		for _, n := range []int{64, 200, 1000} {
-			seen := map[string]bool{}
-			var names []string
-			for len(names) < n {
-				b := make([]byte, 1+r.IntN(tc.maxLen))
-				for j := range b {
-					b[j] = "\x00\x01a\xff"[r.IntN(4)]
-				}
-				if b[len(b)-1] == 0 {
-					b[len(b)-1] = 'z'
-				}
-				s := tc.prefix + string(b)
-				if !seen[s] {
-					seen[s] = true
-					names = append(names, s)
-				}
-			}
-			want := slices.Clone(names)
-			slices.Sort(want)
-			sortNames(names, &pool)
-			require.Equal(t, want, names, "prefix %q, up to %d bytes, %d names", tc.prefix, tc.maxLen, n)
-		}
-	}
 }
 
 // TestListDirCacheFollowsChanges: a names-only ListDir of a large

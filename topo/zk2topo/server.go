@@ -205,7 +205,6 @@ type Conn struct {
 	// on its own client; Close closes them with cur.
 	resumed []*zkSession
 
-	sortPool  sync.Pool // *sortScratch of ListDir's sortNames
 	listCache listCache // sorted names of large directories, see listCache
 
 	// stash keeps, per queue (its parent znode), the children read that
