@@ -149,6 +149,7 @@ func (c *Conn) cleanupDirs(ctx context.Context, dirs []string) {
 	c.cleanupLevels(ctx, dirs, cleanupAttempts)
 }
 
+// cleanupLevels is cleanupDirs with attempts left.
 func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 	level := map[string]bool{}
 	for _, d := range dirs {

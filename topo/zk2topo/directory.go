@@ -42,13 +42,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, err
 	}
 	zp := c.zkPath(dp)
-	var names []string
-	var st *zk.Stat
-	err = c.read(ctx, dp, func(z *zk.Conn) error {
-		var err error
-		names, st, err = z.Children(zp)
-		return err
-	})
+	names, st, err := c.children(ctx, dp, zp)
 	if err != nil {
 		return nil, c.convert(err, dp)
 	}
@@ -63,13 +57,11 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Go(func() {
-			errs[i] = c.read(ctx, dp, func(z *zk.Conn) error {
-				exists, st, err := z.Exists(c.zkPath(backendkit.JoinPath(dp, n)))
-				if err == nil && exists {
-					stats[i] = st
-				}
-				return err
-			})
+			ok, st, err := c.exists(ctx, dp, c.zkPath(backendkit.JoinPath(dp, n)))
+			if ok {
+				stats[i] = st
+			}
+			errs[i] = err
 		})
 	}
 	wg.Wait()
@@ -180,14 +172,8 @@ func findEntry(entries []topo.DirEntry, name string) (int, bool) {
 // listing shows it: while it has children (a lock entry), and for an
 // election while a candidate runs in it (see electionBusy).
 func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
-	var st *zk.Stat
-	var exists bool
 	cp := backendkit.JoinPath(dp, n)
-	err := c.read(ctx, dp, func(z *zk.Conn) error {
-		var err error
-		exists, st, err = z.Exists(c.zkPath(cp))
-		return err
-	})
+	exists, st, err := c.exists(ctx, dp, c.zkPath(cp))
 	if err != nil {
 		return false, c.convert(err, dp)
 	}
@@ -240,12 +226,7 @@ func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bo
 	if st == nil || st.NumChildren == 0 {
 		return false, nil
 	}
-	var children []string
-	err := c.read(ctx, dp, func(z *zk.Conn) error {
-		var err error
-		children, _, err = z.Children(c.zkPath(cp))
-		return err
-	})
+	children, _, err := c.children(ctx, dp, c.zkPath(cp))
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}
@@ -262,13 +243,7 @@ func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bo
 			continue
 		}
 		sub := backendkit.JoinPath(cp, n)
-		var exists bool
-		var sst *zk.Stat
-		err := c.read(ctx, dp, func(z *zk.Conn) error {
-			var err error
-			exists, sst, err = z.Exists(c.zkPath(sub))
-			return err
-		})
+		exists, sst, err := c.exists(ctx, dp, c.zkPath(sub))
 		if err != nil {
 			return false, c.convert(err, dp)
 		}

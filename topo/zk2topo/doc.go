@@ -139,20 +139,12 @@
 //
 // # Transactions
 //
-// Conn.Txn is one ZooKeeper multi (see Txn for the mapping of each op),
-// conditions first, then writes, so that every condition sees the state
-// before the transaction (a multi runs its requests in order).
-// IfHeld is a check-version op on the claim's entry, and a guarded multi
-// runs on the claim's session, never on another: after that session ends
-// the server refuses its requests, while an entry of the same name may by
-// then belong to another session (a re-created "locks" znode restarts the
-// sequence), which a check on any other session would accept. The ops
-// whose meaning depends on whether a znode is a file or a directory
-// (IfVersion, IfPresent, UpdateOp with a version) read the znode's Stat
-// first (one more round trip, as a compare-and-set Update does); IfAbsent
-// is a create and a delete of the path in the same multi. A request larger
-// than Options.MaxTxnBytes (default ZooKeeper's jute.maxbuffer, 1 MiB) is
-// refused before it is sent.
+// Conn.Txn is one ZooKeeper multi, conditions first, then writes, so that
+// every condition sees the state before the transaction (see Txn for each
+// op's requests). IfHeld checks the claim's entry in a multi run on the
+// claim's session, never on another: after that session ends the server
+// refuses its requests, while an entry of the same name may by then
+// belong to another session.
 //
 // # Resuming a candidacy
 //

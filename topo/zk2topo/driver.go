@@ -78,7 +78,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			c.removeStepped(s, parent)
 			node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
 		} else {
-			pl = c.pipeline(ctx, s, q.Path, parent, opts.Exclusive || s.noEntryUnder(parent))
+			pl = c.pipeline(ctx, s, q.Path, parent, opts.Exclusive || s.soleEntry(parent, ""))
 			node, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles)
 			pl.stop()
 		}
@@ -181,15 +181,11 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	if v, ok := c.stash.LoadAndDelete(parent); ok && c.stashValid(v.(listing), parent) {
 		names = v.(listing).names
 	} else {
-		err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-			children, _, err := z.Children(parent)
-			names = children
-			return err
-		})
+		children, _, err := c.children(ctx, q.Path, parent)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
-		names = entryNames(names)
+		names = entryNames(children)
 	}
 	own := c.ownEntries(parent, q.Election && len(names) > 0, parent+"/"+firstOf(names))
 	out := make([]claims.Entry, len(names))
@@ -214,31 +210,16 @@ func (c *Conn) stashValid(l listing, parent string) bool {
 }
 
 // soleEntry reports whether node is the session's only entry under
-// parent, with no create in flight there.
+// parent (with node "": whether it has none), with no create in flight
+// there.
 func (s *zkSession) soleEntry(parent, node string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending[parent] > 0 || s.entries[node] == nil {
+	if s.pending[parent] > 0 || (node != "" && s.entries[node] == nil) {
 		return false
 	}
 	for n := range s.entries {
 		if n != node && zkDir(n) == parent {
-			return false
-		}
-	}
-	return true
-}
-
-// noEntryUnder reports whether the session has no entry under parent and
-// no create in flight there.
-func (s *zkSession) noEntryUnder(parent string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pending[parent] > 0 {
-		return false
-	}
-	for n := range s.entries {
-		if zkDir(n) == parent {
 			return false
 		}
 	}

@@ -10,35 +10,21 @@ import (
 )
 
 // convert maps an error from the ZooKeeper client onto a *topo.Error for p
-// (a canonical topo path). *topo.Error values pass through unchanged. The
-// mapping:
-//
-//   - ErrNoNode → NoNode; ErrNodeExists → NodeExists; ErrNotEmpty →
-//     NodeNotEmpty; ErrBadVersion → BadVersion;
-//   - ErrInvalidPath → InvalidPath (ZooKeeper refuses some characters that
-//     topo paths allow, e.g. U+0080–U+009F and U+E000–U+F8FF);
-//   - ErrNoAuth, ErrAuthFailed → PermissionDenied (the ACLs refuse the
-//     session's identity, or its credentials were refused): permanent, no
-//     retry loop of the package retries it;
-//   - ErrInvalidACL, ErrBadArguments, ErrNoChildrenForEphemerals,
-//     ErrInvalidFlags → InvalidArgument (the request cannot succeed as
-//     given: a bad ACL, or a file below a lock or election entry);
-//   - the server's "unimplemented" answer → NoImplementation;
-//   - lost connection or session (ErrConnectionClosed, ErrNoServer,
-//     ErrSessionExpired, ErrSessionMoved, ErrClosing) → Unavailable, or
-//     Closed once the Conn is closed;
-//   - anything else → Unavailable.
-//
-// The frame is backendkit.MapError's (nil stays nil, *topo.Error values
-// pass through); convert gives it no context and closed=false, because the
-// client's calls take no context and Closed is decided per error above
-// (classify).
+// (a canonical topo path) with backendkit.MapError (nil stays nil,
+// *topo.Error values pass through) and classify. It gives MapError no
+// context and closed=false: the client's calls take no context, and
+// Closed is decided per error (classify).
 func (c *Conn) convert(err error, p string) error {
 	return backendkit.MapError(nil, err, p, false, c.classify)
 }
 
 // classify is the ZooKeeper-specific part of convert: the code of one
-// client error.
+// client error. ErrInvalidPath is InvalidPath (ZooKeeper refuses some
+// characters topo paths allow, e.g. U+0080–U+009F); ErrNoAuth and
+// ErrAuthFailed are PermissionDenied, permanent (nothing retries them);
+// requests that cannot succeed as given (a bad ACL, a file below a lock
+// entry) are InvalidArgument; a lost connection or session is
+// Unavailable, or Closed once the Conn is closed.
 func (c *Conn) classify(err error) topo.ErrorCode {
 	switch {
 	case errors.Is(err, zk.ErrNoNode):

@@ -29,8 +29,8 @@ func (c *Conn) internal(p string) bool {
 	if p == electionsDir || strings.HasPrefix(p, electionsDir+"/") {
 		return true
 	}
-	if c.root == "" && (p == "zookeeper" || strings.HasPrefix(p, "zookeeper/")) {
-		return true // ZooKeeper's own system znodes
+	if c.system(p) {
+		return true
 	}
 	for seg := range strings.SplitSeq(p, "/") {
 		if seg == locksDir {
@@ -81,13 +81,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			}
 		case errors.Is(err, zk.ErrNodeExists) && attempt < 10:
 			// A directory znode becomes the file; a file stays (NodeExists).
-			var st *zk.Stat
-			var exists bool
-			err := c.read(ctx, p, func(z *zk.Conn) error {
-				var err error
-				exists, st, err = z.Exists(zp)
-				return err
-			})
+			exists, st, err := c.exists(ctx, p, zp)
 			if err != nil {
 				return nil, c.convert(err, p)
 			}
@@ -167,25 +161,15 @@ func (c *Conn) isContainer(dir string) bool {
 	return path.Base(rel) == valuesDir && strings.HasPrefix(rel, electionsDir+"/") && strings.Count(rel, "/") >= 2
 }
 
-// noSuchVersion is the outcome of a compare-and-set at a version no
-// ZooKeeper version can equal (see zkVersion): Get's error when p is not
-// a file, BadVersion otherwise.
-func (c *Conn) noSuchVersion(ctx context.Context, p string) error {
-	if _, _, err := c.Get(ctx, p); err != nil {
-		return err
-	}
-	return topo.NewError(topo.BadVersion, p)
-}
-
-// zkVersion converts a checked version number (see backendkit.CheckUpdate) for a
-// compare-and-set: backendkit.AnyVersion is ZooKeeper's -1 ("any version"). ok
-// is false when no ZooKeeper version can equal it (it is larger than an
-// int32).
-func zkVersion(n int64) (ver int32, ok bool) {
+// zkVersion is the ZooKeeper version of a checked version number (see
+// backendkit.CheckUpdate): -1 ("any version") for backendkit.AnyVersion,
+// and -2, which no znode has (a compare-and-set at it fails with
+// BadVersion, or NoNode), for one larger than any int32.
+func zkVersion(n int64) int32 {
 	if n > math.MaxInt32 {
-		return 0, false
+		return -2
 	}
-	return int32(n), true
+	return int32(n)
 }
 
 // Update writes contents to filePath. A nil version writes
@@ -206,7 +190,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err != nil {
 		return nil, err
 	}
-	ver, ok := zkVersion(n)
+	ver := zkVersion(n)
 	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
@@ -214,9 +198,6 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
 	zp := c.zkPath(p)
-	if !ok {
-		return nil, c.noSuchVersion(ctx, p)
-	}
 	if version != nil {
 		return c.casUpdate(ctx, p, zp, contents, ver)
 	}
@@ -230,7 +211,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		if err == nil {
 			return topo.NumericVersion(st.Version), nil
 		}
-		if version != nil || !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
+		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
 			return nil, c.convert(err, p)
 		}
 		v, err := c.create(ctx, p, contents)
@@ -305,14 +286,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err := c.begin(ctx, p); err != nil {
 		return nil, nil, err
 	}
-	zp := c.zkPath(p)
-	var data []byte
-	var st *zk.Stat
-	err = c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		data, st, err = z.Get(zp)
-		return err
-	})
+	data, st, err := c.get(ctx, p, c.zkPath(p))
 	if err != nil {
 		return nil, nil, c.convert(err, p)
 	}
@@ -383,12 +357,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		}
 	)
 	children := func(p string, filter string) {
-		var names []string
-		err := c.read(ctx, p, func(z *zk.Conn) error {
-			var err error
-			names, _, err = z.Children(c.zkPath(p))
-			return err
-		})
+		names, _, err := c.children(ctx, p, c.zkPath(p))
 		if err != nil {
 			if !errors.Is(err, zk.ErrNoNode) {
 				failed(c.convert(err, p))
@@ -409,13 +378,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	}
 	walk = func(p string) {
 		defer wg.Done()
-		var data []byte
-		var st *zk.Stat
-		err := c.read(ctx, p, func(z *zk.Conn) error {
-			var err error
-			data, st, err = z.Get(c.zkPath(p))
-			return err
-		})
+		data, st, err := c.get(ctx, p, c.zkPath(p))
 		if err != nil {
 			if !errors.Is(err, zk.ErrNoNode) {
 				failed(c.convert(err, p))
@@ -518,15 +481,12 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if err != nil {
 		return err
 	}
-	ver, ok := zkVersion(n)
+	ver := zkVersion(n)
 	if err := c.begin(ctx, p); err != nil {
 		return err
 	}
 	if c.internal(p) {
 		return topo.NewError(topo.NoNode, p)
-	}
-	if !ok {
-		return c.noSuchVersion(ctx, p)
 	}
 	s, err := c.live(ctx, p)
 	if err != nil {
@@ -569,13 +529,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 // children): NoNode when p is only a directory (no data, children), as
 // the contract says, BadVersion when it is a file at another version.
 func (c *Conn) staleOrDirectory(ctx context.Context, p string) error {
-	var exists bool
-	var st *zk.Stat
-	err := c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		exists, st, err = z.Exists(c.zkPath(p))
-		return err
-	})
+	exists, st, err := c.exists(ctx, p, c.zkPath(p))
 	if err != nil {
 		return c.convert(err, p)
 	}
@@ -589,13 +543,7 @@ func (c *Conn) staleOrDirectory(ctx context.Context, p string) error {
 // cannot delete a znode with children): it empties its data.
 func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error {
 	zp := c.zkPath(p)
-	var exists bool
-	var st *zk.Stat
-	err := c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		exists, st, err = z.Exists(zp)
-		return err
-	})
+	exists, st, err := c.exists(ctx, p, zp)
 	if err != nil {
 		return c.convert(err, p)
 	}

@@ -568,33 +568,78 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 	}
 }
 
-// syncThen runs a sync and then fn on the session, pipelined: fn's request
-// is queued once the sync's frame was written, so the server runs it after
-// the sync, without waiting for the sync's answer.
+// exists reads zp's Stat with read (p names the call's path for errors),
+// returning the client's error unconverted.
+func (c *Conn) exists(ctx context.Context, p, zp string) (bool, *zk.Stat, error) {
+	var ok bool
+	var st *zk.Stat
+	err := c.read(ctx, p, func(z *zk.Conn) error {
+		var err error
+		ok, st, err = z.Exists(zp)
+		return err
+	})
+	if err != nil { // fn may still run: its results are not read
+		return false, nil, err
+	}
+	return ok, st, nil
+}
+
+// children reads zp's children and Stat with read (see exists).
+func (c *Conn) children(ctx context.Context, p, zp string) ([]string, *zk.Stat, error) {
+	var names []string
+	var st *zk.Stat
+	err := c.read(ctx, p, func(z *zk.Conn) error {
+		var err error
+		names, st, err = z.Children(zp)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return names, st, nil
+}
+
+// get reads zp's data and Stat with read (see exists).
+func (c *Conn) get(ctx context.Context, p, zp string) ([]byte, *zk.Stat, error) {
+	var data []byte
+	var st *zk.Stat
+	err := c.read(ctx, p, func(z *zk.Conn) error {
+		var err error
+		data, st, err = z.Get(zp)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, st, nil
+}
+
+// syncThen runs a sync and then fn on the session, pipelined (see
+// firstThen).
 func (s *zkSession) syncThen(fn func() error) error {
-	sent, unregister := s.obs.expect(opSync, "/")
-	defer unregister()
-	res := make(chan error, 1)
-	go func() {
+	return s.firstThen(opSync, "/", func() error {
 		_, err := s.zk.Sync("/")
-		res <- err
-	}()
-	var serr error
-	have := false
+		return err
+	}, fn)
+}
+
+// firstThen runs first, one request of opcode op on path, and then fn on
+// the session, pipelined: fn's request is queued once first's frame was
+// written (see sendFirst), so the server runs it after first's, without
+// waiting for first's answer. first's error wins over fn's.
+func (s *zkSession) firstThen(op int32, path string, first, fn func() error) error {
+	res := sendFirst(s, op, path, first)
 	select {
-	case <-sent:
-	case serr = <-res:
-		have = true
-		if serr != nil {
-			return serr
+	case err := <-res: // answered already (or never sent)
+		if err != nil {
+			return err
 		}
+		return fn()
+	default:
 	}
 	err := fn()
-	if !have {
-		serr = <-res
-	}
-	if serr != nil {
-		return serr
+	if ferr := <-res; ferr != nil {
+		return ferr
 	}
 	return err
 }
@@ -605,8 +650,7 @@ func (s *zkSession) syncThen(fn func() error) error {
 const barrierPath = "/"
 
 // barrierThen runs a read barrier and then fn on the session, pipelined
-// like syncThen: fn's request is queued once the barrier's frame was
-// written. The barrier is a multi whose only op checks that barrierPath
+// (see firstThen). The barrier is a multi whose only op checks that barrierPath
 // exists, at any version. Unlike sync, a multi is a transaction: whichever
 // server the session is on, it goes to the leader, is proposed and
 // committed after every transaction committed before it (ZooKeeper's
@@ -621,31 +665,10 @@ const barrierPath = "/"
 // yet applied itself. The barrier costs a transaction (a log write on a
 // quorum) per read: see BenchmarkLinearizableRead.
 func (s *zkSession) barrierThen(fn func() error) error {
-	sent, unregister := s.obs.expect(opMulti, barrierPath)
-	defer unregister()
-	res := make(chan error, 1)
-	go func() {
+	return s.firstThen(opMulti, barrierPath, func() error {
 		_, err := s.zk.Multi(&zk.CheckVersionRequest{Path: barrierPath, Version: -1})
-		res <- err
-	}()
-	var berr error
-	have := false
-	select {
-	case <-sent:
-	case berr = <-res:
-		have = true
-		if berr != nil {
-			return berr
-		}
-	}
-	err := fn()
-	if !have {
-		berr = <-res
-	}
-	if berr != nil {
-		return berr
-	}
-	return err
+		return err
+	}, fn)
 }
 
 // freshContext returns a context for clean-up work that must run even

@@ -101,33 +101,17 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     version grows, and child watches on the parent (and exists watches
 //     on the path) fire.
 //
-// Whether a znode is a file or only a directory (no data, children) is
-// not something a multi can check. So the ops whose meaning depends on it
-// (IfVersion, IfPresent, UpdateOp with a version) read the znode's Stat
-// first, one round trip before the multi, as Update's compare-and-set
-// does; a znode that is only a directory then makes the multi check the
-// directory's version and fail there (NoNode), and a directory turned
-// into a file in between fails that check and the Txn starts again. The
-// other ops need no read: a transaction of only IfHeld, CreateOp,
-// UpdateOp without version, DeleteOp and IfAbsent costs one round trip
-// when nothing is missing. When a multi fails at an op whose failure needs
-// a Stat to be read right (a missing parent, a directory where a file
-// was expected, a delete refused because of children), the Stat is read
-// on the same session (a round trip, after the failed multi, which wrote
-// nothing), and either the failure is reported or a new multi is built
-// from what it showed (at most ten). After a create failed for want of a
-// parent, the reads are those of every distinct ancestor of every file
-// the multi creates, all at once: a transaction of many files in new
-// directories costs two multis and one round of reads. With the
-// directory hint of DirectoriesAbsent in ctx, the first multi also
-// creates the directories named absent above its CreateOps' files, so
-// that a caller that knows the tree (topoctl's import and copy) gets one
-// multi and no read; a wrong hint costs a failed multi, never a
-// different result. There is no such hint for the directories a Txn's
-// DeleteOps empty: a znode can be a file and a directory at once, and a
-// file created with data has version 0 like a directory created empty,
-// so no multi request can tell an empty directory from a file that
-// merely had files below it; the clean-up reads each one's Stat first.
+// A multi cannot check whether a znode is a file or only a directory, so
+// IfVersion, IfPresent and a versioned UpdateOp read the znode's Stat
+// first (one round trip more, as Update's compare-and-set); the other ops
+// need no read: a transaction of only IfHeld, CreateOp, unversioned
+// UpdateOp, DeleteOp and IfAbsent costs one round trip when nothing is
+// missing. A multi that fails where a Stat is needed to tell why (a
+// missing parent, a directory where a file was expected, a delete refused
+// for children) is followed by one round of reads and a new multi (at
+// most ten in all); CreateOps in new directories cost two multis and one
+// round of reads, or one multi with DirectoriesAbsent's hint in ctx (a
+// wrong hint costs a failed multi, never a different result).
 //
 // The request, as encoded, must not exceed Options.MaxTxnBytes (default
 // DefaultMaxTxnBytes, ZooKeeper's default jute.maxbuffer; at most 1.5 MiB,
@@ -307,16 +291,6 @@ type mreq struct {
 	role int
 }
 
-// zkVer is the ZooKeeper version of a checked version number: -1 for
-// backendkit.AnyVersion, -2 (which no znode has, so the op fails with
-// BadVersion, or NoNode when absent) for one larger than any int32.
-func zkVer(n int64) int32 {
-	if v, ok := zkVersion(n); ok {
-		return v
-	}
-	return -2
-}
-
 // build returns the multi for the current op states: first the
 // requests of every condition (in op order), then those of every write
 // (in op order), so that every condition, as ZooKeeper runs a multi's
@@ -387,7 +361,7 @@ func (t *txn) build() []mreq {
 		case topo.TxnIfVersion, topo.TxnIfPresent:
 			v := int32(-1)
 			if op.Kind == topo.TxnIfVersion {
-				v = zkVer(op.Version)
+				v = zkVersion(op.Version)
 			}
 			if s.dirOnly() {
 				kindFail(i, zp)
@@ -426,17 +400,17 @@ func (t *txn) build() []mreq {
 				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleCreate})
 			default:
-				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVer(op.Version)}, i, roleMain})
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
 		case topo.TxnDelete:
 			if s.statted && s.exists && !s.dirOnly() && s.st.NumChildren > 0 {
 				v := s.st.Version
 				if op.Version != backendkit.AnyVersion {
-					v = zkVer(op.Version)
+					v = zkVersion(op.Version)
 				}
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: nil, Version: v}, i, roleUnfile})
 			} else {
-				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: zkVer(op.Version)}, i, roleMain})
+				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: zkVersion(op.Version)}, i, roleMain})
 			}
 		}
 	}
@@ -892,19 +866,47 @@ func (t *txn) readErr(i int, err error) error {
 }
 
 // refresh reads the Stat of every op's path (every op sees the state
-// before the transaction), and of the ancestors of the absent ones, all at
-// once (one round trip: the reads run concurrently), and records them
-// for the next multi.
+// before the transaction), and of the ancestors of the absent ones, and
+// records them for the next multi (see readAncestors).
 func (t *txn) refresh(ctx context.Context) error {
-	c := t.c
 	var idx []int
 	for i, op := range t.ops {
 		if op.Kind != topo.TxnIfHeld {
 			idx = append(idx, i)
 		}
 	}
-	// Every path and every ancestor, once.
-	seen := map[string]int{}
+	return t.readAncestors(ctx, idx, true)
+}
+
+// parents reads which ancestors of the znodes that the multi creates as
+// files (see createsFile) are absent, and records them (readAncestors):
+// the next multi creates them. It handles the failure of a multi at a
+// create for want of a parent (or at a parent's create, when another
+// client created it meanwhile, or removed one above it): a transaction
+// of many files in new directories is found out in one round trip,
+// without the Stat of every op's path that refresh reads.
+func (t *txn) parents(ctx context.Context) (bool, error) {
+	var idx []int
+	for i := range t.ops {
+		if !t.excluded[i] && t.createsFile(i) {
+			idx = append(idx, i)
+		}
+	}
+	if err := t.readAncestors(ctx, idx, false); err != nil {
+		return true, err
+	}
+	t.parentsRead = true
+	return false, nil
+}
+
+// readAncestors reads the Stats of the ancestors of the paths of ops idx
+// (with self, of the paths too) all at once (one round trip: the reads
+// run concurrently, each znode once), and records in each op's missing
+// its absent ancestors, top down (see missingChain), and with self its
+// Stat (missing then only when it is absent).
+func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
+	c := t.c
+	seen := map[string]int{} // znode path → index in zps
 	var zps []string
 	add := func(zp string) {
 		if _, ok := seen[zp]; !ok {
@@ -914,67 +916,38 @@ func (t *txn) refresh(ctx context.Context) error {
 	}
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
-		add(zp)
-		for d := zkDir(zp); d != "/" && d != ""; d = zkDir(d) {
+		if self {
+			add(zp)
+		}
+		for _, d := range ancestorsOf(zp) {
 			add(d)
 		}
 	}
 	stats := t.statAll(ctx, zps)
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
-		for _, d := range append([]string{zp}, ancestorsOf(zp)...) {
+		anc := ancestorsOf(zp)
+		read := anc
+		if self {
+			read = append([]string{zp}, anc...)
+		}
+		for _, d := range read {
 			if err := stats[seen[d]].err; err != nil {
 				return t.readErr(i, err)
 			}
 		}
-		r := stats[seen[zp]]
 		s := &t.st[i]
-		s.statted, s.exists, s.st, s.missing = true, r.exists, r.st, nil
-		if r.exists {
-			continue
+		s.missing = nil
+		if self {
+			r := stats[seen[zp]]
+			s.statted, s.exists, s.st = true, r.exists, r.st
+			if r.exists {
+				continue
+			}
 		}
-		s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
+		s.missing = missingChain(anc, func(d string) bool { return stats[seen[d]].exists })
 	}
 	return nil
-}
-
-// parents reads which ancestors of the znodes that the multi creates as
-// files (see createsFile) are absent, all at once (one round trip: the
-// reads run concurrently, each path once), and records them, top down, in
-// each op's missing: the next multi creates them. It handles the failure
-// of a multi at a create for want of a parent (or at a parent's create,
-// when another client created it meanwhile, or removed one above it): a
-// transaction of many files in new directories is found out in one round
-// trip, without the Stat of every op's path that refresh reads.
-func (t *txn) parents(ctx context.Context) (bool, error) {
-	c := t.c
-	var idx []int
-	seen := map[string]int{} // znode path → index in zps
-	var zps []string
-	for i := range t.ops {
-		if t.excluded[i] || !t.createsFile(i) {
-			continue
-		}
-		idx = append(idx, i)
-		for _, d := range ancestorsOf(c.zkPath(t.ops[i].Path)) {
-			if _, ok := seen[d]; !ok {
-				seen[d] = len(zps)
-				zps = append(zps, d)
-			}
-		}
-	}
-	stats := t.statAll(ctx, zps)
-	for _, i := range idx {
-		anc := ancestorsOf(c.zkPath(t.ops[i].Path))
-		for _, d := range anc {
-			if err := stats[seen[d]].err; err != nil {
-				return true, t.readErr(i, err)
-			}
-		}
-		t.st[i].missing = missingChain(anc, func(d string) bool { return stats[seen[d]].exists })
-	}
-	t.parentsRead = true
-	return false, nil
 }
 
 // ancestorsOf returns the ancestors of the znode path zp below "/", the
@@ -999,16 +972,11 @@ func (t *txn) lost() error {
 }
 
 // ancestors reads which ancestors of op i's znode are absent (one round
-// trip: the reads run concurrently) and records them for the next multi.
+// trip) and records them for the next multi (see readAncestors).
 func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
-	anc := ancestorsOf(t.c.zkPath(t.ops[i].Path))
-	stats := t.statAll(ctx, anc)
-	for k := len(anc) - 1; k >= 0; k-- { // the first error top down
-		if stats[k].err != nil {
-			return true, t.readErr(i, stats[k].err)
-		}
+	if err := t.readAncestors(ctx, []int{i}, false); err != nil {
+		return true, err
 	}
-	t.st[i].missing = missingChain(anc, func(d string) bool { return stats[slices.Index(anc, d)].exists })
 	if t.ops[i].Kind == topo.TxnIfAbsent {
 		t.st[i].statted = false
 	}
