@@ -31,14 +31,8 @@ import (
 // It returns NoNode when dirPath does not exist or has no visible entry,
 // and InvalidPath, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
-	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
-		return nil, err
-	}
-	dp, err := topo.CleanDirPath(dirPath)
+	dp, err := c.enter(ctx, dirPath, topo.CleanDirPath)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, dp); err != nil {
 		return nil, err
 	}
 	zp := c.zkPath(dp)

@@ -242,12 +242,9 @@ var errNotRead = errors.New("zk2topo: not read")
 // (a session's end), wakes the waiter.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	var exists bool
-	var ch <-chan zk.Event
-	err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-		var err error
-		exists, _, ch, err = z.ExistsW(e.Key)
-		return err
+	exists, ch, err := readPair(ctx, c, q.Path, func(z *zk.Conn) (bool, <-chan zk.Event, error) {
+		ok, _, ch, err := z.ExistsW(e.Key)
+		return ok, ch, err
 	})
 	if err != nil || !exists {
 		return err

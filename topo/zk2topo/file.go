@@ -49,14 +49,8 @@ func (c *Conn) internal(p string) bool {
 // NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
 // Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckCreate(filePath, contents)
+	p, err := c.enter(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
 	if c.internal(p) {
@@ -276,14 +270,8 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 // absent or is only a directory or such a znode, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := c.enter(ctx, filePath, topo.CleanFilePath)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, nil, err
 	}
 	data, st, err := c.get(ctx, p, c.zkPath(p))
@@ -293,10 +281,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	if data == nil {
-		data = []byte{}
-	}
-	return data, topo.NumericVersion(st.Version), nil
+	return orEmpty(data), topo.NumericVersion(st.Version), nil
 }
 
 // GetVersion always returns NoImplementation, after the checks of
@@ -330,14 +315,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // state. It returns NoNode when no file matches, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
-		return nil, err
-	}
-	prefix, err := topo.CleanPrefix(filePathPrefix)
+	prefix, err := c.enter(ctx, filePathPrefix, topo.CleanPrefix)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, prefix); err != nil {
 		return nil, err
 	}
 	dir, namePrefix := splitPrefix(prefix)
@@ -396,11 +375,8 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 				mu.Unlock()
 			}
 		case isFile(st):
-			if data == nil {
-				data = []byte{}
-			}
 			mu.Lock()
-			out = append(out, topo.KVInfo{Path: p, Value: data, Version: topo.NumericVersion(st.Version)})
+			out = append(out, topo.KVInfo{Path: p, Value: orEmpty(data), Version: topo.NumericVersion(st.Version)})
 			mu.Unlock()
 		}
 		if st.NumChildren > 0 {

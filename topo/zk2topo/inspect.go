@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,9 +15,9 @@ import (
 )
 
 // LockHolder returns the contents of the entry that holds the lock on the
-// directory dir: the data of the child of <root>/<dir>/locks with the
+// directory dir: the data of the entry of <root>/<dir>/locks with the
 // lowest sequence number that has any (Get does not return lock entries:
-// ephemeral znodes are not files). It reads on the Conn's own session. It
+// ephemeral znodes are not files), read as Describe reads the queue. It
 // returns NoNode when the lock has no readable entry, InvalidPath for a
 // bad dir, and the errors of a read. Safe for concurrent use; topo/inspect
 // calls it.
@@ -27,30 +26,16 @@ func (c *Conn) LockHolder(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	locks := backendkit.JoinPath(d, backendkit.LocksDirName)
-	zp := c.zkPath(locks)
-	var holder string
-	err = c.read(ctx, locks, func(z *zk.Conn) error {
-		names, _, err := z.Children(zp)
-		if err != nil {
-			return err
-		}
-		// Entries are named by their 10-digit sequence: the lowest sorts
-		// first.
-		slices.Sort(names)
-		for _, n := range names {
-			data, _, err := z.Get(zp + "/" + n)
-			if err == nil && len(data) > 0 {
-				holder = string(data)
-				return nil
-			}
-		}
-		return zk.ErrNoNode
-	})
+	entries, err := driver{c}.Describe(ctx, claims.Queue{Path: d})
 	if err != nil {
-		return "", c.convert(err, locks)
+		return "", c.convert(err, d)
 	}
-	return holder, nil
+	for _, e := range entries {
+		if e.Contents != "" {
+			return e.Contents, nil
+		}
+	}
+	return "", topo.NewError(topo.NoNode, backendkit.JoinPath(d, backendkit.LocksDirName))
 }
 
 // StoreMeta returns what ZooKeeper keeps about the znode of p (canonical

@@ -449,6 +449,20 @@ func (c *Conn) begin(ctx context.Context, p string) error {
 	return nil
 }
 
+// enter runs the checks before a call, in backendkit's order: ctx, then
+// the path (clean cleans and checks it), then the Conn (begin). It
+// returns the clean path.
+func (c *Conn) enter(ctx context.Context, path string, clean func(string) (string, error)) (string, error) {
+	if err := backendkit.CheckContext(ctx, path); err != nil {
+		return "", err
+	}
+	p, err := clean(path)
+	if err != nil {
+		return "", err
+	}
+	return p, c.begin(ctx, p)
+}
+
 // write runs fn (a request that is not retried) on the current session
 // with do.
 func (c *Conn) write(ctx context.Context, p string, fn func(z *zk.Conn) error) error {
@@ -568,50 +582,35 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 	}
 }
 
+// readPair runs read with c.read and returns its two results, which it
+// reads only once read returned (it may still run after c.read gave up).
+func readPair[A, B any](ctx context.Context, c *Conn, p string, read func(z *zk.Conn) (A, B, error)) (a A, b B, err error) {
+	var ra A
+	var rb B
+	if err = c.read(ctx, p, func(z *zk.Conn) error {
+		var err error
+		ra, rb, err = read(z)
+		return err
+	}); err == nil {
+		a, b = ra, rb
+	}
+	return a, b, err
+}
+
 // exists reads zp's Stat with read (p names the call's path for errors),
 // returning the client's error unconverted.
 func (c *Conn) exists(ctx context.Context, p, zp string) (bool, *zk.Stat, error) {
-	var ok bool
-	var st *zk.Stat
-	err := c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		ok, st, err = z.Exists(zp)
-		return err
-	})
-	if err != nil { // fn may still run: its results are not read
-		return false, nil, err
-	}
-	return ok, st, nil
+	return readPair(ctx, c, p, func(z *zk.Conn) (bool, *zk.Stat, error) { return z.Exists(zp) })
 }
 
 // children reads zp's children and Stat with read (see exists).
 func (c *Conn) children(ctx context.Context, p, zp string) ([]string, *zk.Stat, error) {
-	var names []string
-	var st *zk.Stat
-	err := c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		names, st, err = z.Children(zp)
-		return err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return names, st, nil
+	return readPair(ctx, c, p, func(z *zk.Conn) ([]string, *zk.Stat, error) { return z.Children(zp) })
 }
 
 // get reads zp's data and Stat with read (see exists).
 func (c *Conn) get(ctx context.Context, p, zp string) ([]byte, *zk.Stat, error) {
-	var data []byte
-	var st *zk.Stat
-	err := c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		data, st, err = z.Get(zp)
-		return err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return data, st, nil
+	return readPair(ctx, c, p, func(z *zk.Conn) ([]byte, *zk.Stat, error) { return z.Get(zp) })
 }
 
 // syncThen runs a sync and then fn on the session, pipelined (see

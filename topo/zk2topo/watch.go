@@ -39,14 +39,8 @@ func (c *Conn) endError(p string, err error) error {
 // Errors: NoNode (no channel) when the file is absent, InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := c.enter(ctx, filePath, topo.CleanFilePath)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, nil, err
 	}
 	zp := c.zkPath(p)
@@ -57,74 +51,68 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if !isFile(st) || st.EphemeralOwner != 0 || c.internal(p) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	if data == nil {
-		data = []byte{}
-	}
-	first := &topo.WatchData{Contents: data, Version: topo.NumericVersion(st.Version)}
+	first := &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version)}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
 	// draining the channel. It shares nothing with the caller but out: its
 	// reads go to variables of its own.
-	go func(last int32, ev <-chan zk.Event) {
+	go func() {
 		defer close(out)
-		send := func(wd *topo.WatchData) bool {
-			select {
-			case out <- wd:
-				return true
-			case <-ctx.Done():
-			case <-c.closing:
-			}
-			return false
-		}
-		end := func(err error) { out <- &topo.WatchData{Err: err} }
-		for {
-			select {
-			case e := <-ev:
-				if e.Type == zk.EventNotWatching {
-					end(c.endError(p, e.Err))
-					return
-				}
-				if e.Type == zk.EventNodeDeleted {
-					end(topo.NewError(topo.NoNode, p))
-					return
-				}
-				data, st, next, err := c.getW(ctx, p, zp)
-				switch {
-				case topo.IsErrType(err, topo.NoNode):
-					end(topo.NewError(topo.NoNode, p))
-					return
-				case err != nil:
-					if c.closed.Load() || ctx.Err() != nil {
-						end(topo.NewError(topo.Interrupted, p))
-					} else {
-						end(err)
-					}
-					return
-				case !isFile(st):
-					end(topo.NewError(topo.NoNode, p))
-					return
-				}
-				ev = next
-				if st.Version != last {
-					last = st.Version
-					if data == nil {
-						data = []byte{}
-					}
-					if !send(&topo.WatchData{Contents: data, Version: topo.NumericVersion(st.Version)}) {
-						end(topo.NewError(topo.Interrupted, p))
-						return
-					}
-				}
-			case <-ctx.Done():
-				end(topo.NewError(topo.Interrupted, p))
-				return
-			case <-c.closing:
-				end(topo.NewError(topo.Interrupted, p))
-				return
-			}
-		}
-	}(st.Version, ev)
+		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, st.Version, ev, out)}
+	}()
 	return first, out, nil
+}
+
+// followFile sends the later values of the file p (znode zp, at version
+// last, with the data watch ev) on out until the watch ends, and returns
+// the error it ends with (see Watch).
+func (c *Conn) followFile(ctx context.Context, p, zp string, last int32, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
+	interrupted := topo.NewError(topo.Interrupted, p)
+	for {
+		select {
+		case <-ctx.Done():
+			return interrupted
+		case <-c.closing:
+			return interrupted
+		case e := <-ev:
+			switch e.Type {
+			case zk.EventNotWatching:
+				return c.endError(p, e.Err)
+			case zk.EventNodeDeleted:
+				return topo.NewError(topo.NoNode, p)
+			}
+		}
+		data, st, next, err := c.getW(ctx, p, zp)
+		switch {
+		case topo.IsErrType(err, topo.NoNode), err == nil && !isFile(st):
+			return topo.NewError(topo.NoNode, p)
+		case err != nil && (c.closed.Load() || ctx.Err() != nil):
+			return interrupted
+		case err != nil:
+			return err
+		}
+		ev = next
+		if st.Version == last {
+			continue
+		}
+		last = st.Version
+		select {
+		case out <- &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version)}:
+		case <-ctx.Done():
+			return interrupted
+		case <-c.closing:
+			return interrupted
+		}
+	}
+}
+
+// orEmpty returns data, or an empty slice for nil (a file's contents are
+// never nil).
+func orEmpty(data []byte) []byte {
+	if data == nil {
+		return []byte{}
+	}
+	return data
 }
 
 // getW reads zp and sets a data watch on it, retrying while the connection
@@ -144,6 +132,15 @@ func (c *Conn) getW(ctx context.Context, p, zp string) ([]byte, *zk.Stat, <-chan
 	return data, st, ev, nil
 }
 
+// childrenW reads zp's children with read (p names the call's path for
+// errors) and sets a child watch on it.
+func childrenW(ctx context.Context, c *Conn, p, zp string) ([]string, <-chan zk.Event, error) {
+	return readPair(ctx, c, p, func(z *zk.Conn) ([]string, <-chan zk.Event, error) {
+		children, _, ch, err := z.ChildrenW(zp)
+		return children, ch, err
+	})
+}
+
 // WatchRecursive returns every file whose path starts with prefix, each
 // with its own Stat.Version, and a channel of later per-file events. It is
 // built from ZooKeeper's one-shot watches: a data watch and a child watch on
@@ -157,14 +154,8 @@ func (c *Conn) getW(ctx context.Context, p, zp string) ([]byte, *zk.Stat, <-chan
 // Unavailable and closes it. It costs two reads per znode to start. Errors:
 // InvalidPath, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	if err := backendkit.CheckContext(ctx, prefix); err != nil {
-		return nil, nil, err
-	}
-	pp, err := topo.CleanPrefix(prefix)
+	pp, err := c.enter(ctx, prefix, topo.CleanPrefix)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, pp); err != nil {
 		return nil, nil, err
 	}
 	dir, name := splitPrefix(pp)
@@ -183,15 +174,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		close(w.done)
 		return nil, nil, err
 	}
-	var initial []*topo.WatchDataRecursive
-	for zp, n := range w.nodes {
-		if n.file {
-			initial = append(initial, &topo.WatchDataRecursive{Path: c.relPath(zp),
-				WatchData: topo.WatchData{Contents: n.data, Version: topo.NumericVersion(n.version)}})
-			n.data = nil
-		}
-	}
-	sort.Slice(initial, func(i, j int) bool { return initial[i].Path < initial[j].Path })
+	initial := w.newFiles()
 	out := make(chan *topo.WatchDataRecursive, watchBuffer)
 	go w.run(out) // not tracked by c.bg, as for Watch
 	return initial, out, nil
@@ -265,13 +248,7 @@ func (w *treeWatch) start() error {
 func (w *treeWatch) armBase() error {
 	c := w.c
 	for {
-		var children []string
-		var ch <-chan zk.Event
-		err := c.read(w.ctx, w.prefix, func(z *zk.Conn) error {
-			var err error
-			children, _, ch, err = z.ChildrenW(w.base)
-			return err
-		})
+		children, ch, err := childrenW(w.ctx, c, w.prefix, w.base)
 		if err == nil {
 			w.forward(w.base, evBase, ch)
 			for _, n := range children {
@@ -286,11 +263,9 @@ func (w *treeWatch) armBase() error {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return c.convert(err, w.prefix)
 		}
-		var exists bool
-		err = c.read(w.ctx, w.prefix, func(z *zk.Conn) error {
-			var err error
-			exists, _, ch, err = z.ExistsW(w.base)
-			return err
+		exists, ch, err := readPair(w.ctx, c, w.prefix, func(z *zk.Conn) (bool, <-chan zk.Event, error) {
+			ok, _, ch, err := z.ExistsW(w.base)
+			return ok, ch, err
 		})
 		if err != nil {
 			return c.convert(err, w.prefix)
@@ -334,10 +309,7 @@ func (w *treeWatch) scan(zp string) error {
 	}
 	n := &treeNode{file: isFile(st), version: st.Version}
 	if n.file {
-		if data == nil {
-			data = []byte{}
-		}
-		n.data = data
+		n.data = orEmpty(data)
 	}
 	w.nodes[zp] = n
 	w.added = append(w.added, zp)
@@ -349,13 +321,7 @@ func (w *treeWatch) scan(zp string) error {
 // children not yet watched.
 func (w *treeWatch) scanChildren(zp string) error {
 	c := w.c
-	var children []string
-	var ch <-chan zk.Event
-	err := c.read(w.ctx, c.relPath(zp), func(z *zk.Conn) error {
-		var err error
-		children, _, ch, err = z.ChildrenW(zp)
-		return err
-	})
+	children, ch, err := childrenW(w.ctx, c, c.relPath(zp), zp)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil // its data watch reports the delete
 	}
@@ -372,57 +338,76 @@ func (w *treeWatch) scanChildren(zp string) error {
 }
 
 // run processes watch events until ctx ends, the Conn closes or the
-// session expires.
+// session expires, and sends the error the watch ends with: Interrupted
+// once ctx ended or the Conn closed.
 func (w *treeWatch) run(out chan<- *topo.WatchDataRecursive) {
-	c := w.c
 	defer close(out)
 	defer close(w.done)
-	interrupted := func() *topo.WatchDataRecursive {
-		return &topo.WatchDataRecursive{Path: w.prefix, WatchData: topo.WatchData{Err: topo.NewError(topo.Interrupted, w.prefix)}}
+	err := w.follow(out)
+	if w.c.closed.Load() || w.ctx.Err() != nil {
+		err = topo.NewError(topo.Interrupted, w.prefix)
 	}
-	send := func(wd *topo.WatchDataRecursive) bool {
-		select {
-		case out <- wd:
-			return true
-		case <-w.ctx.Done():
-		case <-c.closing:
-		}
-		return false
-	}
+	out <- &topo.WatchDataRecursive{Path: w.prefix, WatchData: topo.WatchData{Err: err}}
+}
+
+// follow handles fired watches and sends their events on out until the
+// watch ends, and returns why (see run).
+func (w *treeWatch) follow(out chan<- *topo.WatchDataRecursive) error {
+	c := w.c
+	interrupted := topo.NewError(topo.Interrupted, w.prefix)
 	for {
+		var te treeEvent
 		select {
 		case <-w.ctx.Done():
-			out <- interrupted()
-			return
+			return interrupted
 		case <-c.closing:
-			out <- interrupted()
-			return
-		case te := <-w.events:
-			if te.ev.Type == zk.EventNotWatching {
-				if c.closed.Load() || w.ctx.Err() != nil {
-					out <- interrupted()
-				} else {
-					out <- &topo.WatchDataRecursive{Path: w.prefix, WatchData: topo.WatchData{Err: c.endError(w.prefix, te.ev.Err)}}
-				}
-				return
-			}
-			evs, err := w.handle(te)
-			for _, wd := range evs {
-				if !send(wd) {
-					out <- interrupted()
-					return
-				}
-			}
-			if err != nil {
-				if c.closed.Load() || w.ctx.Err() != nil {
-					out <- interrupted()
-				} else {
-					out <- &topo.WatchDataRecursive{Path: w.prefix, WatchData: topo.WatchData{Err: err}}
-				}
-				return
+			return interrupted
+		case te = <-w.events:
+		}
+		if te.ev.Type == zk.EventNotWatching {
+			return c.endError(w.prefix, te.ev.Err)
+		}
+		evs, err := w.handle(te)
+		for _, wd := range evs {
+			select {
+			case out <- wd:
+			case <-w.ctx.Done():
+				return interrupted
+			case <-c.closing:
+				return interrupted
 			}
 		}
+		if err != nil {
+			return err
+		}
 	}
+}
+
+// newFiles returns the events of the files among the znodes scanned since
+// its last call (their first contents), sorted by path, and forgets those
+// contents.
+func (w *treeWatch) newFiles() []*topo.WatchDataRecursive {
+	var out []*topo.WatchDataRecursive
+	for _, zp := range w.added {
+		if n := w.nodes[zp]; n != nil && n.file && n.data != nil {
+			out = append(out, fileEvent(w.c.relPath(zp), n.data, n.version))
+			n.data = nil
+		}
+	}
+	w.added = w.added[:0]
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// fileEvent is WatchRecursive's event of the file p's contents data at
+// version v.
+func fileEvent(p string, data []byte, v int32) *topo.WatchDataRecursive {
+	return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(v)}}
+}
+
+// goneEvent is WatchRecursive's event of the file p's deletion.
+func goneEvent(p string) *topo.WatchDataRecursive {
+	return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}
 }
 
 // handle processes one fired watch and returns the events to send.
@@ -430,51 +415,40 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 	c := w.c
 	var out []*topo.WatchDataRecursive
 	// scanNew scans new znodes and reports the files among them.
-	scanNew := func(f func() error) error {
+	scanNew := func(f func() error) ([]*topo.WatchDataRecursive, error) {
 		w.added = w.added[:0]
 		err := f()
-		var created []*topo.WatchDataRecursive
-		for _, zp := range w.added {
-			if n := w.nodes[zp]; n != nil && n.file && n.data != nil {
-				created = append(created, &topo.WatchDataRecursive{Path: c.relPath(zp),
-					WatchData: topo.WatchData{Contents: n.data, Version: topo.NumericVersion(n.version)}})
-				n.data = nil
-			}
-		}
-		sort.Slice(created, func(i, j int) bool { return created[i].Path < created[j].Path })
-		out = append(out, created...)
-		return err
+		return append(out, w.newFiles()...), err
 	}
 	switch te.kind {
 	case evBase:
-		return out, scanNew(w.armBase)
+		return scanNew(w.armBase)
 	case evChildren:
 		if _, ok := w.nodes[te.zp]; !ok {
 			return nil, nil
 		}
-		return out, scanNew(func() error { return w.scanChildren(te.zp) })
+		return scanNew(func() error { return w.scanChildren(te.zp) })
 	case evData:
 		n, ok := w.nodes[te.zp]
 		if !ok {
 			return nil, nil
 		}
 		p := c.relPath(te.zp)
-		deleted := func() {
+		deleted := func() ([]*topo.WatchDataRecursive, error) {
 			delete(w.nodes, te.zp)
 			if n.file {
-				out = append(out, &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}})
+				out = append(out, goneEvent(p))
 			}
-		}
-		if te.ev.Type == zk.EventNodeDeleted {
-			deleted()
 			// It may have been created again already (its parent's child
 			// event may have been handled while it was still listed).
-			return out, scanNew(func() error { return w.scan(te.zp) })
+			return scanNew(func() error { return w.scan(te.zp) })
+		}
+		if te.ev.Type == zk.EventNodeDeleted {
+			return deleted()
 		}
 		data, st, ev, err := c.getW(w.ctx, p, te.zp)
 		if topo.IsErrType(err, topo.NoNode) {
-			deleted()
-			return out, scanNew(func() error { return w.scan(te.zp) })
+			return deleted()
 		}
 		if err != nil {
 			return nil, err
@@ -483,13 +457,9 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 		file := isFile(st)
 		switch {
 		case file && (!n.file || st.Version != n.version):
-			if data == nil {
-				data = []byte{}
-			}
-			out = append(out, &topo.WatchDataRecursive{Path: p,
-				WatchData: topo.WatchData{Contents: data, Version: topo.NumericVersion(st.Version)}})
+			out = append(out, fileEvent(p, data, st.Version))
 		case !file && n.file:
-			out = append(out, &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}})
+			out = append(out, goneEvent(p))
 		}
 		n.file, n.version = file, st.Version
 		return out, nil
