@@ -83,7 +83,7 @@ func expireSession(t testing.TB, conn topo.Conn, addr string) {
 	old.dialHold.Store(&hold)
 	taken, err := zktest.TakeOverSession(addr, id, pw)
 	if err == nil { // else already gone on the server: conn learns it on reconnecting
-		require.Eventually(t, func() bool { return !old.isConnected() || old.isLost() }, 30*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return !old.connected.Load() || old.isLost() }, 30*time.Second, time.Millisecond)
 		require.NoError(t, taken.Close())
 	}
 	old.dialHold.Store(nil)
@@ -102,4 +102,11 @@ func entryNode(f topo.Fence) string {
 		panic("not a claim of the engine")
 	}
 	return g.Entry().Key
+}
+
+// zkConn returns the current session's client connection (for tests).
+func (c *Conn) zkConn() *zk.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur.zk
 }

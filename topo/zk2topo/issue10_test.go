@@ -135,7 +135,7 @@ func TestStaleUnlockAfterForcedExpiry(t *testing.T) {
 		waitNoChildren(t, raw, root+"/d/locks")
 		// A notices the silence and waits to reconnect: requests issued now
 		// stay in the library's queue.
-		require.Eventually(t, func() bool { return !s.isConnected() }, time.Minute, time.Millisecond)
+		require.Eventually(t, func() bool { return !s.connected.Load() }, time.Minute, time.Millisecond)
 	})
 }
 
@@ -211,7 +211,7 @@ func TestLockDuringForcedExpiry(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, taken.Close())
 		waitNoChildren(t, raw, root+"/x/locks")
-		require.Eventually(t, func() bool { return !s.isConnected() }, time.Minute, time.Millisecond)
+		require.Eventually(t, func() bool { return !s.connected.Load() }, time.Minute, time.Millisecond)
 	}, proxy.Heal)
 }
 

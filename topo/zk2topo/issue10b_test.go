@@ -357,7 +357,7 @@ func TestCheckNeedsConnection(t *testing.T) {
 	s := a.cur
 	proxy.Blackhole()
 	proxy.Reset()
-	require.Eventually(t, func() bool { return !s.isConnected() }, time.Minute, time.Millisecond)
+	require.Eventually(t, func() bool { return !s.connected.Load() }, time.Minute, time.Millisecond)
 	require.ErrorIs(t, l.Check(context.Background()), topo.Unavailable, "Check while disconnected")
 	proxy.Heal()
 	require.Eventually(t, func() bool { return l.Check(ctx) == nil }, time.Minute, 10*time.Millisecond)

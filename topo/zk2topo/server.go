@@ -1,6 +1,7 @@
 package zk2topo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -284,7 +285,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	c = &Conn{
 		acl:     opts.ACL,
 		opts:    opts,
-		log:     opts.Logger,
+		log:     cmp.Or(opts.Logger, slog.Default()),
 		closing: make(chan struct{}),
 	}
 	if r != "" {
@@ -299,9 +300,6 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	if c.acl == nil {
 		c.acl = zk.WorldACL(zk.PermAll)
-	}
-	if c.log == nil {
-		c.log = slog.Default()
 	}
 	if c.opts.SessionTimeout <= 0 {
 		c.opts.SessionTimeout = DefaultSessionTimeout
@@ -674,13 +672,6 @@ func (s *zkSession) barrierThen(fn func() error) error {
 // though the caller's context ended (removing an abandoned lock entry).
 func freshContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
-}
-
-// zkConn returns the current session's client connection (for tests).
-func (c *Conn) zkConn() *zk.Conn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur.zk
 }
 
 var _ topo.Conn = (*Conn)(nil)

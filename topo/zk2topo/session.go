@@ -49,8 +49,9 @@ type zkSession struct {
 	authDone atomic.Bool
 	synced   atomic.Bool // a sync ran on this session before its first read
 
-	mu        sync.Mutex
-	connected bool // the library has the session on a live connection
+	connected atomic.Bool // the library has the session on a live connection
+
+	mu sync.Mutex
 	// entries are the session's live lock and election entries, by
 	// znode path (see entry.go).
 	entries map[string]*entry
@@ -173,13 +174,9 @@ func (s *zkSession) onEvent(ev zk.Event) {
 		// refuses from now on.
 		s.lose()
 	case zk.StateHasSession:
-		s.mu.Lock()
-		s.connected = true
-		s.mu.Unlock()
+		s.connected.Store(true)
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
-		s.mu.Lock()
-		s.connected = false
-		s.mu.Unlock()
+		s.connected.Store(false)
 		s.stepDown()
 	}
 }
@@ -193,8 +190,8 @@ func (s *zkSession) onEvent(ev zk.Event) {
 func (s *zkSession) lose() {
 	s.dead.Store(true)
 	s.loseOnce.Do(func() {
+		s.connected.Store(false)
 		s.mu.Lock()
-		s.connected = false
 		clear(s.entries) // the server deletes them with the session
 		s.mu.Unlock()
 		s.claims.Lost() // the claims first: see claims
@@ -220,13 +217,6 @@ func (s *zkSession) isLost() bool {
 	}
 }
 
-// isConnected reports whether the session is on a live connection.
-func (s *zkSession) isConnected() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.connected
-}
-
 // safeUntil is the instant until which the session surely lives on the
 // server: the send time of the latest request the server answered, plus
 // the negotiated session timeout, minus the safety margin. Zero before the
@@ -242,7 +232,7 @@ func (s *zkSession) safeUntil() time.Time {
 // provablyAlive reports whether the session is connected and within its
 // safe window (see safeUntil).
 func (s *zkSession) provablyAlive() bool {
-	if s.isLost() || !s.isConnected() {
+	if s.isLost() || !s.connected.Load() {
 		return false
 	}
 	return time.Now().Before(s.safeUntil())

@@ -750,15 +750,15 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		return restat()
 	}
 	// roleMain
-	switch op.Kind {
-	case topo.TxnIfHeld:
+	switch {
+	case op.Kind == topo.TxnIfHeld:
 		return fail(topo.LockLost)
-	case topo.TxnIfVersion, topo.TxnIfPresent:
+	case t.needsStat(i): // a check or set-data at a version
 		if errors.Is(zerr, zk.ErrBadVersion) {
 			return fail(topo.BadVersion)
 		}
 		return fail(topo.NoNode)
-	case topo.TxnCreate:
+	case op.Kind == topo.TxnCreate:
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return t.parents(ctx)
 		}
@@ -769,13 +769,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 			return fail(topo.NodeExists)
 		}
 		return false, nil
-	case topo.TxnUpdate:
-		if op.Version != backendkit.AnyVersion {
-			if errors.Is(zerr, zk.ErrBadVersion) {
-				return fail(topo.BadVersion)
-			}
-			return fail(topo.NoNode)
-		}
+	case op.Kind == topo.TxnUpdate:
 		if done, err := restat(); done { // absent: create it next
 			return done, err
 		}
@@ -783,7 +777,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 			return t.ancestors(ctx, i)
 		}
 		return false, nil
-	case topo.TxnDelete:
+	case op.Kind == topo.TxnDelete:
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return fail(topo.NoNode)
 		}
