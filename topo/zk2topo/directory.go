@@ -74,17 +74,12 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		}
 		switch {
 		case n == locksDir || inElections:
-			if st.NumChildren == 0 {
-				continue
+			show, err := c.shown(ctx, dp, cp, st)
+			if err != nil {
+				return nil, err
 			}
-			if inElections {
-				busy, err := c.electionBusy(ctx, dp, cp, st)
-				if err != nil {
-					return nil, err
-				}
-				if !busy {
-					continue
-				}
+			if !show {
+				continue
 			}
 			e.Ephemeral = true
 		case cp == electionsDir:
@@ -161,17 +156,23 @@ func findEntry(entries []topo.DirEntry, name string) (int, bool) {
 	return slices.BinarySearchFunc(entries, name, func(e topo.DirEntry, n string) int { return strings.Compare(e.Name, n) })
 }
 
-// lockedEntry reads dp's child n, a "locks" directory or (when dp is
-// "elections") an election's directory, and reports whether a names-only
-// listing shows it: while it has children (a lock entry), and for an
-// election while a candidate runs in it (see electionBusy).
+// lockedEntry reads dp's child n and reports whether a names-only
+// listing shows it (see shown).
 func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
 	cp := backendkit.JoinPath(dp, n)
 	exists, st, err := c.exists(ctx, dp, c.zkPath(cp))
-	if err != nil {
+	if err != nil || !exists {
 		return false, c.convert(err, dp)
 	}
-	if !exists || st.NumChildren == 0 {
+	return c.shown(ctx, dp, cp, st)
+}
+
+// shown reports whether a listing shows dp's child cp (with Stat st), a
+// "locks" directory or (when dp is "elections") an election's directory:
+// while it has children (a lock entry), and for an election while a
+// candidate runs in it (see electionBusy).
+func (c *Conn) shown(ctx context.Context, dp, cp string, st *zk.Stat) (bool, error) {
+	if st.NumChildren == 0 {
 		return false, nil
 	}
 	if dp != electionsDir {

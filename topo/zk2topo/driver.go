@@ -187,7 +187,11 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 		}
 		names = entryNames(children)
 	}
-	own := c.ownEntries(parent, q.Election && len(names) > 0, parent+"/"+firstOf(names))
+	head := ""
+	if len(names) > 0 {
+		head = parent + "/" + names[0]
+	}
+	own := c.ownEntries(parent, q.Election && head != "", head)
 	out := make([]claims.Entry, len(names))
 	for i, n := range names {
 		node := parent + "/" + n
@@ -224,14 +228,6 @@ func (s *zkSession) soleEntry(parent, node string) bool {
 		}
 	}
 	return true
-}
-
-// firstOf returns names[0], "" when names is empty.
-func firstOf(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
 }
 
 // errNotRead stands for the children read Create skips.

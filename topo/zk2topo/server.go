@@ -312,7 +312,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	c.jobs = make(chan job)
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
-	s, err := c.newSession()
+	s, err := c.newSessionAs(0, nil)
 	if err != nil {
 		return nil, backendkit.Wrap(topo.InvalidArgument, strings.Join(opts.Servers, ","), err)
 	}
@@ -372,7 +372,7 @@ func (c *Conn) session(p string) (*zkSession, error) {
 		return nil, topo.NewError(topo.Closed, p)
 	}
 	if c.cur.isLost() {
-		s, err := c.newSession()
+		s, err := c.newSessionAs(0, nil)
 		if err != nil {
 			return nil, backendkit.Wrap(topo.Unavailable, p, err)
 		}

@@ -59,13 +59,10 @@ type zkSession struct {
 	pending map[string]int
 }
 
-// newSession starts a session (the servers are dialled in the
-// background).
-func (c *Conn) newSession() (*zkSession, error) { return c.newSessionAs(0, nil) }
-
-// newSessionAs starts a session; with a non-zero id it asks the server to
-// attach the existing session id (password passwd) instead of making a
-// new one (see resumeFrame).
+// newSessionAs starts a session (the servers are dialled in the
+// background); with a non-zero id it asks the server to attach the
+// existing session id (password passwd) instead of making a new one (see
+// resumeFrame).
 func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	s := &zkSession{
 		c:       c,

@@ -164,7 +164,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	t.hints(ctx)
 	m := t.build()
 	if err := t.checkSize(m); err != nil {
-		if !t.hinted() {
+		// A missing directory is known only from DirectoriesAbsent here.
+		if !slices.ContainsFunc(t.st, func(s opState) bool { return len(s.missing) > 0 }) {
 			return nil, err
 		}
 		// Too large with what the hint adds: without it.
@@ -508,17 +509,6 @@ func (t *txn) hints(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// hinted reports whether the first multi creates a directory only
-// because DirectoriesAbsent named it.
-func (t *txn) hinted() bool {
-	for i := range t.st {
-		if len(t.st[i].missing) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // createsFile reports whether op i's multi request creates its znode (as

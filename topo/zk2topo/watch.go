@@ -169,10 +169,12 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		events: make(chan treeEvent, 256),
 		done:   make(chan struct{}),
 	}
-	w.dead = dir != "" && c.internal(dir)
-	if err := w.start(); err != nil {
-		close(w.done)
-		return nil, nil, err
+	// A prefix inside the lock and election layout never matches.
+	if dir == "" || !c.internal(dir) {
+		if err := w.armBase(); err != nil {
+			close(w.done)
+			return nil, nil, err
+		}
 	}
 	initial := w.newFiles()
 	out := make(chan *topo.WatchDataRecursive, watchBuffer)
@@ -188,7 +190,6 @@ type treeWatch struct {
 	prefix string
 	base   string // znode of the directory the prefix lies in
 	name   string // prefix the base's children's names must have
-	dead   bool   // the prefix is inside lock/election internals: never matches
 
 	nodes  map[string]*treeNode // watched znodes below base
 	added  []string             // znodes scanned by the current handle call
@@ -233,14 +234,6 @@ func (w *treeWatch) forward(zp string, kind int, ch <-chan zk.Event) {
 func (w *treeWatch) matches(zp string) bool {
 	p := w.c.relPath(zp)
 	return strings.HasPrefix(p, w.prefix) && !w.c.internal(p)
-}
-
-// start arms the watches on the base directory and everything below it.
-func (w *treeWatch) start() error {
-	if w.dead {
-		return nil
-	}
-	return w.armBase()
 }
 
 // armBase watches the base directory: its children if it exists, its
