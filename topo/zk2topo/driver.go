@@ -72,15 +72,14 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		if err != nil {
 			return claims.Entry{}, nil, err
 		}
-		var node string
+		var cr created
 		var pl pipelined
 		if q.Election {
 			c.removeStepped(s, parent)
-			node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
+			cr.node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
 		} else {
-			pl = c.pipeline(ctx, s, q.Path, parent, opts.Exclusive || s.noEntryUnder(parent))
-			node, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles)
-			pl.stop()
+			alone := s.noEntryUnder(parent)
+			cr, pl, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles, opts.Exclusive || alone, alone)
 		}
 		if err != nil {
 			if code := topo.CodeOf(err); s.isLost() && code != topo.Timeout && code != topo.Interrupted && attempt < 3 {
@@ -88,32 +87,34 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			return claims.Entry{}, nil, err
 		}
-		e, err := d.admit(ctx, s, q, parent, node, contents, opts.Exclusive, pl)
+		e, err := d.admit(ctx, s, q, parent, cr, contents, opts.Exclusive, pl)
 		return e, s.claims, err
 	}
 }
 
-// admit reads the new entry node's Stat (with the watch behind Done) and
-// the queue's children at once, on the entry's session, unless the reads
-// pipelined behind its create (pl, see pipeline.go) answered them, and
-// records the token. With exclusive, when another entry is ahead, it
-// deletes node and returns a *claims.BusyError naming the head (read
-// while node is deleted), or a plain NodeExists when the head could not
-// be read.
-func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent, node, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
-	c := d.c
+// admit takes the token of the new entry cr.node from its create's
+// Stat and its watch behind Done from the children read pipelined behind
+// its create (pl, see pipeline.go) when they are there, and otherwise
+// reads the entry's Stat with a watch, on the entry's session; it reads
+// the queue's children unless pl answered them, and records the token.
+// With exclusive, when another entry is ahead, it deletes the entry and
+// returns a *claims.BusyError naming the head (read while the entry is
+// deleted), or a plain NodeExists when the head could not be read.
+func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent string, cr created, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
+	c, node := d.c, cr.node
 	defer pl.drain()
 	name := node[len(parent)+1:]
+	k, listed := pl.children(name)
 	var stat <-chan entryStat
-	if r, ok := pl.token(s, parent, node); ok {
+	if listed && k.ch != nil && cr.st != nil {
 		ch := make(chan entryStat, 1)
-		ch <- r
+		ch <- entryStat{exists: true, st: cr.st, ch: k.ch}
 		stat = ch
 	} else {
 		stat = c.statEntry(ctx, s, q.Path, node)
 	}
 	kids := make(chan childrenRes, 1)
-	if k, ok := pl.children(name); ok {
+	if listed {
 		kids <- k
 	} else if !exclusive && !s.soleEntry(parent, node) {
 		// List could not use it (see soleEntry): not read.
@@ -140,7 +141,6 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent,
 	}
 	e := claims.Entry{Token: r.st.Czxid, Key: node, Session: sessionName(s.zk.SessionID()), Contents: contents}
 	s.setToken(node, e.Token)
-	c.watchEntry(s, q.Path, node, e.Token, r.ch)
 	if exclusive {
 		if k.err != nil {
 			c.dropEntry(s, node, q.Election)
@@ -152,6 +152,7 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent,
 			return claims.Entry{}, <-holder
 		}
 	}
+	c.watchEntry(s, q.Path, node, e.Token, r.ch)
 	if k.err == nil && slices.Contains(k.names, name) {
 		c.stash.Store(parent, listing{sess: s, node: node, names: k.names})
 	}
@@ -300,14 +301,12 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 	if q.Election {
 		err = c.deleteCandidate(ctx, s, e.Key, rec.value)
 	} else {
+		defer s.releasing(e.Key)() // after forget: see watchEntry
 		err = c.releaseLock(ctx, s, q.Path, e.Key)
 	}
 	switch {
 	case err == nil:
 		s.forget(e.Key, e.Token)
-		if !q.Election {
-			c.noteReleased(e.Key)
-		}
 		return nil
 	case s.isLost():
 		return claims.ErrNotHeld

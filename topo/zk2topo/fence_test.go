@@ -69,11 +69,11 @@ func TestLockTokenIsCzxid(t *testing.T) {
 }
 
 // TestLockTokenSameConn takes and releases one lock many times through
-// one Conn (whose entry names it predicts, reading the entry's Stat
-// pipelined behind the create) with another Conn's lock and a foreign
-// entry mixed in (wrong guesses): every token is its entry's Czxid and
-// greater than the last, and Done still closes when the entry is deleted
-// behind the holder's back.
+// one Conn (whose token comes from the create's answer and whose watch
+// behind Done is the children read pipelined behind it) with another
+// Conn's lock and a foreign entry mixed in: every token is its entry's
+// Czxid and greater than the last, and Done still closes when the entry
+// is deleted behind the holder's back.
 func TestLockTokenSameConn(t *testing.T) {
 	ctx := txnCtx(t)
 	root := freshRoot(t)
@@ -89,8 +89,7 @@ func TestLockTokenSameConn(t *testing.T) {
 			c = b
 		}
 		if i%5 == 4 {
-			// A foreign entry comes and goes: the next name is not the
-			// predicted one.
+			// A foreign entry comes and goes: the sequence skips.
 			p, err := raw.Create(root+"/d/locks/", []byte("x"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 			if err == nil {
 				require.NoError(t, raw.Delete(p, -1))

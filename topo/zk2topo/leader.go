@@ -63,23 +63,24 @@ func (c *Conn) createCandidate(ctx context.Context, s *zkSession, p, dirZp strin
 	if value == nil {
 		value = encodeValue(nil, false)
 	}
-	return c.createEntryWith(ctx, s, p, dirZp, false, func() (string, string, error) {
+	cr, err := c.createEntryWith(ctx, s, p, dirZp, false, func() (created, error) {
 		res, err := s.zk.Multi(
 			&zk.CreateRequest{Path: dirZp + "/", Data: id, Acl: c.acl, Flags: zk.FlagEphemeralSequential},
 			&zk.CreateRequest{Path: dirZp + "/" + valuesDir + "/" + valuePrefix(s.zk.SessionID()), Data: value, Acl: c.acl, Flags: zk.FlagEphemeralSequential})
 		if err != nil {
 			for _, r := range res {
 				if r.Error != nil {
-					return "", "", r.Error
+					return created{}, r.Error
 				}
 			}
-			return "", "", err
+			return created{}, err
 		}
 		if len(res) != 2 {
-			return "", "", errors.New("zk2topo: short multi answer")
+			return created{}, errors.New("zk2topo: short multi answer")
 		}
-		return res[0].String, res[1].String, nil
+		return created{node: res[0].String, extra: res[1].String}, nil
 	})
+	return cr.node, cr.extra, err
 }
 
 // deleteCandidate deletes the candidate entry node and its value znode

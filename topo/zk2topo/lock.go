@@ -24,16 +24,29 @@ const abandonWait = time.Second
 // container znode (and, for a named lock, the directory) when needed.
 // With mustExist (Lock, TryLock, LockWithTTL) it creates nothing when no
 // file lies below dp, and returns backendkit.LockNeedsFiles' error
-// (decided with one more read, on this error path only).
-func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist bool) (string, error) {
+// (decided with one more read, on this error path only). With read, the
+// queue's children are read pipelined behind the create (see pipeline;
+// with watch, setting a children watch), except behind a first attempt
+// on a "locks" znode the session never created an entry in, which may
+// well be absent: that read would be wasted. The pipelined read is
+// returned with the entry; the caller drains it.
+func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist, read, watch bool) (created, pipelined, error) {
 	dirZp := zkDir(locksZp)
 	for attempt := 0; ; attempt++ {
-		n, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
-		if err == nil {
-			return n, nil
+		var pl pipelined
+		if read && (attempt > 0 || s.createsStarted(locksZp) > 0) {
+			pl = c.pipeline(s, dp, locksZp, watch)
 		}
+		cr, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
+		if pl.stop != nil {
+			pl.stop()
+		}
+		if err == nil {
+			return cr, pl, nil
+		}
+		pl.drain()
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
-			return "", c.convert(err, dp)
+			return created{}, pipelined{}, c.convert(err, dp)
 		}
 		// No locks znode yet.
 		if mustExist {
@@ -45,7 +58,7 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 				return err
 			})
 			if err != nil {
-				return "", c.convert(err, dp)
+				return created{}, pipelined{}, c.convert(err, dp)
 			}
 			if !exists || st.NumChildren == 0 {
 				// Which error: one read, on this error path only.
@@ -54,11 +67,11 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 					_, _, gerr := c.Get(ctx, dp)
 					isFile = gerr == nil
 				}
-				return "", backendkit.LockNeedsFiles(dp, isFile)
+				return created{}, pipelined{}, backendkit.LockNeedsFiles(dp, isFile)
 			}
 		}
 		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
-			return "", err
+			return created{}, pipelined{}, err
 		}
 	}
 }

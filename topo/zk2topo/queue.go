@@ -64,45 +64,53 @@ func entryNames(children []string) []string {
 	return out
 }
 
-// createEntry runs create (which makes one entry under parentZp on session
-// s and returns its path) honouring ctx, and records the entry.
-func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (string, error) {
-	node, _, err := c.createEntryWith(ctx, s, p, parentZp, true, func() (string, string, error) {
-		n, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
-		return n, "", err
-	})
-	return node, err
+// created is what an entry's create made: the entry's path, an election
+// candidate's value znode, and the entry's Stat when its answer carried
+// one (see createWithStat).
+type created struct {
+	node, extra string
+	st          *zk.Stat
 }
 
-// createEntryWith is createEntry for a create function that makes the
-// entry under parentZp and, optionally, a second ephemeral znode of the
-// session in the same multi (extra: an election candidate's value znode),
-// which is deleted with the entry when the create is abandoned. lock says
-// that the entry is a lock's (parentZp is a "locks" znode): an abandoned
-// one is deleted as Unlock deletes it, removing the directories it leaves
-// empty (see deleteLockEntry).
-func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (string, string, error)) (string, string, error) {
+// createEntry makes one lock entry under parentZp on session s, honouring
+// ctx, and records it (see createEntryWith).
+func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (created, error) {
+	return c.createEntryWith(ctx, s, p, parentZp, true, func() (created, error) {
+		n, st, err := s.createWithStat(parentZp, data, c.acl)
+		return created{node: n, st: st}, err
+	})
+}
+
+// createEntryWith runs create (which makes one entry under parentZp on
+// session s and, optionally, a second ephemeral znode of the session in
+// the same multi: extra, an election candidate's value znode, deleted
+// with the entry when the create is abandoned) honouring ctx, and records
+// the entry. lock says that the entry is a lock's (parentZp is a "locks"
+// znode): an abandoned one is deleted as Unlock deletes it, removing the
+// directories it leaves empty (see deleteLockEntry).
+func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (created, error)) (created, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return "", "", backendkit.FromContext(ctx, p)
+		return created{}, backendkit.FromContext(ctx, p)
 	case <-c.closing:
-		return "", "", topo.NewError(topo.Closed, p)
+		return created{}, topo.NewError(topo.Closed, p)
 	}
 	s.mu.Lock()
 	s.pending[parentZp]++
 	s.creates[parentZp]++
 	s.mu.Unlock()
 	type result struct {
-		node, extra string
-		err         error
+		created
+		err error
 	}
 	results := make(chan result) // unbuffered: a result is either taken or handled as abandoned
 	abandoned := make(chan struct{})
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		node, extra, err := create()
+		cr, err := create()
+		node := cr.node
 		<-c.sem
 		s.mu.Lock()
 		s.pending[parentZp]--
@@ -110,14 +118,14 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 			delete(s.pending, parentZp)
 		}
 		if err == nil && !s.isLost() {
-			s.entries[node] = &entry{election: !lock, value: extra}
+			s.entries[node] = &entry{election: !lock, value: cr.extra}
 		}
 		s.mu.Unlock()
 		if errors.Is(err, zk.ErrConnectionClosed) && !c.closed.Load() && !s.isLost() {
 			c.reapOrphans(s, parentZp)
 		}
 		select {
-		case results <- result{node, extra, err}:
+		case results <- result{cr, err}:
 		case <-abandoned:
 			if err == nil {
 				c.dropEntry(s, node, !lock)
@@ -126,7 +134,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	}()
 	select {
 	case r := <-results:
-		return r.node, r.extra, r.err
+		return r.created, r.err
 	case <-ctx.Done():
 		close(abandoned)
 		// The result may have been ready already.
@@ -137,8 +145,16 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 			}
 		default:
 		}
-		return "", "", backendkit.FromContext(ctx, p)
+		return created{}, backendkit.FromContext(ctx, p)
 	}
+}
+
+// createsStarted returns how many entry creates under parentZp the
+// session has started.
+func (s *zkSession) createsStarted(parentZp string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.creates[parentZp]
 }
 
 // dropEntry deletes an abandoned entry node of session s (a candidate's
