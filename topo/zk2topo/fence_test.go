@@ -150,6 +150,24 @@ func TestLockDone(t *testing.T) {
 	_, err = topo.GuardedUpdate(ctx, c, l, "d/f", []byte("stale"), nil)
 	requireTxnErr(t, err, 0, topo.LockLost)
 	require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
+
+	// A lock whose watch behind Done is the children watch of the read
+	// pipelined behind its create (the session's second entry there): an
+	// entry coming and going behind it moves the watch onto the entry,
+	// which then still closes Done when deleted.
+	l, err = c.Lock(ctx, "d", "x")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	l, err = c.Lock(ctx, "d", "x")
+	require.NoError(t, err)
+	other, err := raw.Create(root+"/d/locks/", []byte("w"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	require.NoError(t, raw.Delete(other, -1))
+	require.NoError(t, l.Check(ctx))
+	requireOpen(t, l.Done(), "another entry came and went")
+	require.NoError(t, raw.Delete(entryNode(l), -1))
+	requireClosed(t, l.Done(), "entry deleted after the queue changed")
+	require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
 }
 
 // TestGuardedWrites checks IfHeld with locks: writes while held, LockLost
