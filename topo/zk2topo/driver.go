@@ -121,11 +121,8 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 		kids <- childrenRes{err: errNotRead}
 	} else {
 		go func() {
-			names, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) ([]string, error) {
-				children, _, err := z.Children(parent)
-				return children, err
-			})
-			kids <- childrenRes{names: entryNames(names), err: err}
+			r, err := c.childrenOn(ctx, s, q.Path, parent, false)
+			kids <- childrenRes{names: entryNames(r.names), err: err}
 		}()
 	}
 	r, k := <-stat, <-kids
@@ -182,17 +179,17 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	if v, ok := c.stash.LoadAndDelete(parent); ok && c.stashValid(v.(listing), parent) {
 		names = v.(listing).names
 	} else {
-		err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-			children, _, err := z.Children(parent)
-			names = children
-			return err
-		})
+		r, err := c.childrenOn(ctx, nil, q.Path, parent, false)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
-		names = entryNames(names)
+		names = entryNames(r.names)
 	}
-	own := c.ownEntries(parent, q.Election && len(names) > 0, parent+"/"+firstOf(names))
+	head := ""
+	if len(names) > 0 {
+		head = parent + "/" + names[0]
+	}
+	own := c.ownEntries(parent, head != "" && q.Election, head)
 	out := make([]claims.Entry, len(names))
 	for i, n := range names {
 		node := parent + "/" + n
@@ -244,14 +241,6 @@ func (s *zkSession) noEntryUnder(parent string) bool {
 		}
 	}
 	return true
-}
-
-// firstOf returns names[0], "" when names is empty.
-func firstOf(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
 }
 
 // errNotRead stands for the children read Create skips.

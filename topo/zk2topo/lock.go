@@ -50,20 +50,14 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 		}
 		// No locks znode yet.
 		if mustExist {
-			var exists bool
-			var st *zk.Stat
-			err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
-				var err error
-				exists, st, err = z.Exists(dirZp)
-				return err
-			})
-			if err != nil {
-				return created{}, pipelined{}, c.convert(err, dp)
+			d := c.statOn(ctx, s, dp, dirZp)
+			if d.err != nil {
+				return created{}, pipelined{}, c.convert(d.err, dp)
 			}
-			if !exists || st.NumChildren == 0 {
+			if !d.exists || d.st.NumChildren == 0 {
 				// Which error: one read, on this error path only.
 				isFile := false
-				if exists && dp != "" {
+				if d.exists && dp != "" {
 					_, _, gerr := c.Get(ctx, dp)
 					isFile = gerr == nil
 				}

@@ -37,7 +37,7 @@ import (
 
 // childrenRes is the answer to a children read.
 type childrenRes struct {
-	names []string // entry names, sorted
+	names []string // the names (entry names, sorted, once read for a queue)
 	ch    <-chan zk.Event
 	err   error
 }
@@ -53,15 +53,9 @@ type pipelined struct {
 // is sent. stop must be called once the create returned.
 func (c *Conn) pipeline(s *zkSession, p, parent string, watch bool) pipelined {
 	ch, stop := behindCreate(c, s, p, parent, func(z *zk.Conn) (childrenRes, error) {
-		var children []string
-		var w <-chan zk.Event
-		var err error
-		if watch {
-			children, _, w, err = z.ChildrenW(parent)
-		} else {
-			children, _, err = z.Children(parent)
-		}
-		return childrenRes{names: entryNames(children), ch: w}, err
+		r, err := readChildren(z, parent, watch)
+		r.names = entryNames(r.names)
+		return r, err
 	})
 	return pipelined{kids: ch, stop: stop}
 }
@@ -120,8 +114,9 @@ func behindCreate[T any](c *Conn, s *zkSession, p, parent string, read func(z *z
 }
 
 // createWithStat creates an ephemeral-sequential entry under parentZp on
-// session s, sent as create2, and returns its path and its Stat (nil when
-// the answer carried none: then the caller reads it).
+// session s, sent as create2, and returns its path and its Stat's Czxid
+// and EphemeralOwner (nil when the answer carried none: then the caller
+// reads the Stat).
 func (s *zkSession) createWithStat(parentZp string, data []byte, acl []zk.ACL) (string, *zk.Stat, error) {
 	o, key := s.obs, parentZp+"/"
 	o.mu.Lock()
@@ -176,8 +171,9 @@ func (oc *observedConn) asCreate2(b []byte) []byte {
 	return nb
 }
 
-// noteCreated keeps the Stat of a successful create2's answer (body:
-// the reply header, then the path and the Stat) by path.
+// noteCreated keeps the Czxid and EphemeralOwner (all the caller uses of
+// the Stat) of a successful create2's answer (body: the reply header, then
+// the path and the Stat), by path.
 func (o *sessionObserver) noteCreated(body []byte) {
 	if len(body) < 20 || binary.BigEndian.Uint32(body[12:16]) != 0 {
 		return
@@ -186,14 +182,8 @@ func (o *sessionObserver) noteCreated(body []byte) {
 	if l < 0 || 20+l+statLen > len(body) {
 		return
 	}
-	b := body[20+l:]
-	u64 := func(at int) int64 { return int64(binary.BigEndian.Uint64(b[at:])) }
-	u32 := func(at int) int32 { return int32(binary.BigEndian.Uint32(b[at:])) }
-	st := &zk.Stat{
-		Czxid: u64(0), Mzxid: u64(8), Ctime: u64(16), Mtime: u64(24),
-		Version: u32(32), Cversion: u32(36), Aversion: u32(40),
-		EphemeralOwner: u64(44), DataLength: u32(52), NumChildren: u32(56), Pzxid: u64(60),
-	}
+	b := body[20+l:] // czxid (8), mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner (at 44)
+	st := &zk.Stat{Czxid: int64(binary.BigEndian.Uint64(b)), EphemeralOwner: int64(binary.BigEndian.Uint64(b[44:]))}
 	o.mu.Lock()
 	if o.nStat.Load() > 0 {
 		o.created[string(body[20:20+l])] = st

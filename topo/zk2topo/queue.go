@@ -210,16 +210,11 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 	ctx, cancel := freshContext()
 	defer cancel()
 	p := c.relPath(parentZp)
-	var children []string
-	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-		var err error
-		children, _, err = z.Children(parentZp)
-		return err
-	})
+	children, err := c.childrenOn(ctx, s, p, parentZp, false)
 	if err != nil {
 		return
 	}
-	for _, ch := range children {
+	for _, ch := range children.names {
 		node := parentZp + "/" + ch
 		s.mu.Lock()
 		skip := s.entries[node] != nil || s.pending[parentZp] > 0
@@ -227,14 +222,7 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 		if skip {
 			continue
 		}
-		var exists bool
-		var st *zk.Stat
-		err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-			var err error
-			exists, st, err = z.Exists(node)
-			return err
-		})
-		if err != nil || !exists || st.EphemeralOwner != s.zk.SessionID() {
+		if r := c.statOn(ctx, s, p, node); r.err != nil || !r.exists || r.st.EphemeralOwner != s.zk.SessionID() {
 			continue
 		}
 		s.mu.Lock()
@@ -254,12 +242,8 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp string) {
 	p := c.relPath(parentZp)
 	vdir := parentZp + "/" + valuesDir
-	var vals []string
-	if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-		var err error
-		vals, _, err = z.Children(vdir)
-		return err
-	}); err != nil {
+	vals, err := c.childrenOn(ctx, s, p, vdir, false)
+	if err != nil {
 		return
 	}
 	prefix := valuePrefix(s.zk.SessionID())
@@ -279,59 +263,75 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 		return
 	}
 	for _, n := range nodes {
-		var ok bool
-		var st *zk.Stat
-		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-			var err error
-			ok, st, err = z.Exists(n)
-			return err
-		}); err != nil {
+		r := c.statOn(ctx, s, p, n)
+		if r.err != nil {
 			return
 		}
-		if ok {
-			live[st.Czxid] = true
+		if r.exists {
+			live[r.st.Czxid] = true
 		}
 	}
-	for _, v := range vals {
+	for _, v := range vals.names {
 		if !strings.HasPrefix(v, prefix) {
 			continue
 		}
 		vp := vdir + "/" + v
-		var ok bool
-		var st *zk.Stat
-		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-			var err error
-			ok, st, err = z.Exists(vp)
-			return err
-		}); err != nil {
+		r := c.statOn(ctx, s, p, vp)
+		if r.err != nil {
 			return
 		}
 		s.mu.Lock()
 		busy := s.pending[parentZp] > 0 || s.creates[parentZp] != started
 		s.mu.Unlock()
-		if ok && !busy && !live[st.Czxid] && st.EphemeralOwner == s.zk.SessionID() {
-			_ = c.do(ctx, p, func() error { return s.zk.Delete(vp, st.Version) })
+		if r.exists && !busy && !live[r.st.Czxid] && r.st.EphemeralOwner == s.zk.SessionID() {
+			_ = c.do(ctx, p, func() error { return s.zk.Delete(vp, r.st.Version) })
 		}
 	}
 }
 
-// answerOn runs read with onSession on session s and returns its answer:
-// read may finish after onSession gave up (ctx ended), so the answer
-// passes through a channel, never through shared variables.
+// answerOn runs read with onSession on session s (s nil: with c.read, on
+// the Conn's current session) and returns its answer: read may finish
+// after onSession gave up (ctx ended), so the answer passes through a
+// channel, never through shared variables.
 func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
 	last := make(chan T, 1)
-	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+	fn := func(z *zk.Conn) error {
 		v, err := read(z)
 		if err == nil {
 			last <- v
 		}
 		return err
-	})
+	}
+	var err error
+	if s == nil {
+		err = c.read(ctx, p, fn)
+	} else {
+		err = c.onSession(ctx, s, p, fn)
+	}
 	if err != nil {
 		var zero T
 		return zero, err
 	}
 	return <-last, nil
+}
+
+// readChildren reads zp's children with z, in the server's order (with
+// watch, setting a children watch).
+func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
+	var r childrenRes
+	var err error
+	if watch {
+		r.names, _, r.ch, err = z.ChildrenW(zp)
+	} else {
+		r.names, _, err = z.Children(zp)
+	}
+	return r, err
+}
+
+// childrenOn reads zp's children on session s (s nil: on the Conn's
+// current session), in the server's order (see answerOn).
+func (c *Conn) childrenOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (childrenRes, error) {
+	return answerOn(ctx, c, s, p, func(z *zk.Conn) (childrenRes, error) { return readChildren(z, zp, watch) })
 }
 
 // onSession runs a read on session s (never on another one), retrying
