@@ -105,10 +105,10 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 	defer pl.drain()
 	name := node[len(parent)+1:]
 	k, listed := pl.children(name)
-	var stat <-chan entryStat
+	var stat <-chan statRes
 	if listed && k.ch != nil && cr.st != nil {
-		ch := make(chan entryStat, 1)
-		ch <- entryStat{exists: true, st: cr.st, ch: k.ch}
+		ch := make(chan statRes, 1)
+		ch <- statRes{exists: true, st: cr.st, ch: k.ch}
 		stat = ch
 	} else {
 		stat = c.statEntry(ctx, s, q.Path, node)

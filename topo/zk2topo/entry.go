@@ -122,25 +122,17 @@ func (c *Conn) ownEntries(parent string, markHead bool, head string) map[string]
 	return own
 }
 
-// entryStat is the answer to an exists request on an entry.
-type entryStat struct {
-	exists bool
-	st     *zk.Stat
-	ch     <-chan zk.Event
-	err    error
-}
-
 // statEntry reads the entry's Stat with a watch (ExistsW), on session s
 // only, in the background; the channel yields the answer.
-func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan entryStat {
-	out := make(chan entryStat, 1)
+func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan statRes {
+	out := make(chan statRes, 1)
 	go func() {
-		r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (entryStat, error) {
+		r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
 			exists, st, ch, err := z.ExistsW(node)
-			return entryStat{exists: exists, st: st, ch: ch}, err
+			return statRes{exists: exists, st: st, ch: ch}, err
 		})
 		if err != nil {
-			r = entryStat{err: err}
+			r = statRes{err: err}
 		}
 		out <- r
 	}()
@@ -148,7 +140,7 @@ func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-ch
 }
 
 // owned reports whether the exists answer shows the entry owned by s.
-func (r entryStat) owned(s *zkSession) bool {
+func (r statRes) owned(s *zkSession) bool {
 	return r.err == nil && r.exists && r.st.EphemeralOwner == s.zk.SessionID() && r.st.Czxid > 0
 }
 

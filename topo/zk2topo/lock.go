@@ -37,7 +37,10 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 		if read && (attempt > 0 || s.createsStarted(locksZp) > 0) {
 			pl = c.pipeline(s, dp, locksZp, watch)
 		}
-		cr, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
+		cr, err := c.createEntryWith(ctx, s, dp, locksZp, true, func() (created, error) {
+			n, st, err := s.createWithStat(locksZp, []byte(contents), c.acl)
+			return created{node: n, st: st}, err
+		})
 		if pl.stop != nil {
 			pl.stop()
 		}

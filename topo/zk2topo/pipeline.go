@@ -50,14 +50,41 @@ type pipelined struct {
 
 // pipeline registers the children read (with a watch when watch is set)
 // of a lock entry's create under parent on session s, before the create
-// is sent. stop must be called once the create returned.
+// is sent: it is sent once a create's frame under parent was written
+// there. stop must be called once the create returned; kids yields the
+// answer, or nothing when the read was not sent (stop came first) or
+// failed.
 func (c *Conn) pipeline(s *zkSession, p, parent string, watch bool) pipelined {
-	ch, stop := behindCreate(c, s, p, parent, func(z *zk.Conn) (childrenRes, error) {
-		r, err := readChildren(z, parent, watch)
-		r.names = entryNames(r.names)
-		return r, err
-	})
-	return pipelined{kids: ch, stop: stop}
+	sent, unregister := s.obs.expect(opCreate, parent+"/")
+	out := make(chan childrenRes, 1)
+	quit := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-sent:
+		case <-quit:
+			return
+		}
+		res := make(chan childrenRes, 1) // written by fn even after do gave up
+		err := c.do(context.Background(), p, func() error {
+			r, err := readChildren(s.zk, parent, watch)
+			if err == nil {
+				r.names = entryNames(r.names)
+				res <- r
+			}
+			return err
+		})
+		if err == nil {
+			out <- <-res
+		}
+	}()
+	var once sync.Once
+	return pipelined{kids: out, stop: func() {
+		once.Do(func() {
+			unregister()
+			close(quit)
+		})
+	}}
 }
 
 // children returns the pipelined children read when it shows name.
@@ -75,41 +102,6 @@ func (pl pipelined) drain() {
 	if pl.kids != nil {
 		for range pl.kids {
 		}
-	}
-}
-
-// behindCreate sends read on session s once a create's frame under
-// parent was written there; the channel yields its answer, or nothing
-// when it was not sent (stop came first) or failed.
-func behindCreate[T any](c *Conn, s *zkSession, p, parent string, read func(z *zk.Conn) (T, error)) (<-chan T, func()) {
-	sent, unregister := s.obs.expect(opCreate, parent+"/")
-	out := make(chan T, 1)
-	quit := make(chan struct{})
-	go func() {
-		defer close(out)
-		select {
-		case <-sent:
-		case <-quit:
-			return
-		}
-		res := make(chan T, 1) // written by fn even after do gave up
-		err := c.do(context.Background(), p, func() error {
-			v, err := read(s.zk)
-			if err == nil {
-				res <- v
-			}
-			return err
-		})
-		if err == nil {
-			out <- <-res
-		}
-	}()
-	var once sync.Once
-	return out, func() {
-		once.Do(func() {
-			unregister()
-			close(quit)
-		})
 	}
 }
 

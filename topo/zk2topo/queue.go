@@ -20,7 +20,7 @@ import (
 //
 // An entry left behind by a create whose outcome the caller never saw
 // would block other lockers (or stand as a leader nobody is) until its
-// session ends. createEntry prevents that in the ways a create's outcome
+// session ends. createEntryWith prevents that in the ways a create's outcome
 // can be lost:
 //
 //   - the caller's context ends while the create is in flight: the create
@@ -70,15 +70,6 @@ func entryNames(children []string) []string {
 type created struct {
 	node, extra string
 	st          *zk.Stat
-}
-
-// createEntry makes one lock entry under parentZp on session s, honouring
-// ctx, and records it (see createEntryWith).
-func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (created, error) {
-	return c.createEntryWith(ctx, s, p, parentZp, true, func() (created, error) {
-		n, st, err := s.createWithStat(parentZp, data, c.acl)
-		return created{node: n, st: st}, err
-	})
 }
 
 // createEntryWith runs create (which makes one entry under parentZp on
