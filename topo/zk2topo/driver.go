@@ -78,7 +78,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			c.removeStepped(s, parent)
 			cr.node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
 		} else {
-			alone := s.noEntryUnder(parent)
+			alone := s.soleEntry(parent, "")
 			cr, pl, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles, opts.Exclusive || alone, alone)
 		}
 		if err != nil {
@@ -212,31 +212,16 @@ func (c *Conn) stashValid(l listing, parent string) bool {
 }
 
 // soleEntry reports whether node is the session's only entry under
-// parent, with no create in flight there.
+// parent (node "": whether it has none there), with no create in flight
+// there.
 func (s *zkSession) soleEntry(parent, node string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending[parent] > 0 || s.entries[node] == nil {
+	if s.pending[parent] > 0 || (node != "" && s.entries[node] == nil) {
 		return false
 	}
 	for n := range s.entries {
 		if n != node && zkDir(n) == parent {
-			return false
-		}
-	}
-	return true
-}
-
-// noEntryUnder reports whether the session has no entry under parent and
-// no create in flight there.
-func (s *zkSession) noEntryUnder(parent string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pending[parent] > 0 {
-		return false
-	}
-	for n := range s.entries {
-		if zkDir(n) == parent {
 			return false
 		}
 	}
