@@ -33,8 +33,11 @@ const abandonWait = time.Second
 func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist, read, watch bool) (created, pipelined, error) {
 	dirZp := zkDir(locksZp)
 	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		known := s.creates[locksZp] > 0
+		s.mu.Unlock()
 		var pl pipelined
-		if read && (attempt > 0 || s.createsStarted(locksZp) > 0) {
+		if read && (attempt > 0 || known) {
 			pl = c.pipeline(s, dp, locksZp, watch)
 		}
 		cr, err := c.createEntryWith(ctx, s, dp, locksZp, true, func() (created, error) {

@@ -140,14 +140,6 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	}
 }
 
-// createsStarted returns how many entry creates under parentZp the
-// session has started.
-func (s *zkSession) createsStarted(parentZp string) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.creates[parentZp]
-}
-
 // dropEntry deletes an abandoned entry node of session s (a candidate's
 // with its value znode) with a fresh context.
 func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
@@ -166,10 +158,15 @@ func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
 	}
 }
 
-// deleteEntry deletes an entry of session s with a fresh context and
-// forgets it. Nothing is sent once the session is over (the server deleted
-// the entry with it).
-func (c *Conn) deleteEntry(s *zkSession, node string) {
+// deleteLockEntry deletes the entry of a lock that was never taken
+// (abandoned) of session s, with a fresh context, and forgets it; then
+// comes the clean-up Unlock does: the lock's directory, and then its
+// parents, are removed while they hold nothing but an empty "locks" znode
+// (see cleanupDirs). Without it, a directory whose last file was deleted
+// while the abandoned entry was still there (a named lock's, or a
+// semaphore contender's) stayed behind, empty. Nothing is sent once the
+// session is over (the server deleted the entry with it).
+func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	s.forget(node, 0)
 	if c.closed.Load() || s.isLost() {
 		return
@@ -177,22 +174,9 @@ func (c *Conn) deleteEntry(s *zkSession, node string) {
 	ctx, cancel := freshContext()
 	defer cancel()
 	_ = c.do(ctx, c.relPath(node), func() error { return s.zk.Delete(node, -1) })
-}
-
-// deleteLockEntry is deleteEntry for the entry of a lock that was never
-// taken (abandoned), followed by the clean-up Unlock does: the lock's
-// directory, and then its parents, are removed while they hold nothing but
-// an empty "locks" znode (see cleanupDirs). Without it, a directory whose
-// last file was deleted while the abandoned entry was still there (a named
-// lock's, or a semaphore contender's) stayed behind, empty.
-func (c *Conn) deleteLockEntry(s *zkSession, node string) {
-	c.deleteEntry(s, node)
-	if c.closed.Load() || s.isLost() {
-		return
+	if !c.closed.Load() && !s.isLost() {
+		c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
 	}
-	ctx, cancel := freshContext()
-	defer cancel()
-	c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
 }
 
 // reapOrphans deletes the entries under parentZp that belong to session s
