@@ -25,6 +25,7 @@ import (
 type statRes struct {
 	exists bool
 	st     *zk.Stat
+	ch     <-chan zk.Event // its watch, when it set one
 	err    error
 }
 

@@ -41,8 +41,8 @@
 // when the driver says the session is (zkSession.lose, the only place).
 // Files: driver.go (the queue: Create, List, WaitGone, Delete, Held),
 // entry.go (what a session knows of its entries, the watch behind Done),
-// lock.go (lock entries), pipeline.go (the reads pipelined behind a lock
-// entry's create), leader.go (candidates, values, Head, SetValue,
+// lock.go (lock entries), pipeline.go (what a lock entry's create
+// learns: its Stat, and the read pipelined behind it), leader.go (candidates, values, Head, SetValue,
 // stepping down on a dropped connection), resume.go (ResumeInfo and
 // Resume), queue.go (entry creation whose outcome may be lost, orphan
 // reaping), session.go (sessions).
@@ -126,11 +126,15 @@
 // Zxids grow with every committed write of the ensemble, across sessions,
 // leader changes (a new epoch) and restarts, and a lock (or leadership)
 // passes from entry to entry only in creation order, so every later
-// holder's token is greater (the argument is in driver.go). The token is
-// read on the entry's session with an exists request that also sets the
-// watch behind Done (go-zookeeper has no create that returns a Stat):
-// pipelined behind a lock entry's create when the Conn can predict the
-// entry's name, otherwise sent when the create returns (see pipeline.go).
+// holder's token is greater (the argument is in driver.go). A lock
+// entry's create is sent as ZooKeeper's create2, whose answer carries the
+// entry's Stat (go-zookeeper has no create2: the session's connection
+// rewrites the opcode and keeps the Stat), and the watch behind Done is
+// the children watch of the read pipelined behind it (see pipeline.go).
+// Otherwise (a candidate, made by a multi; another entry of the session
+// in the queue) the token is read on the entry's session with an exists
+// request that also sets the watch behind Done, sent when the create
+// returns.
 //
 // Done closes on Unlock (Stop or Resign for a term), when the claim's
 // session ends (expired, given up, Close: within the declaration, see

@@ -72,15 +72,14 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		if err != nil {
 			return claims.Entry{}, nil, err
 		}
-		var node string
+		var cr created
 		var pl pipelined
 		if q.Election {
 			c.removeStepped(s, parent)
-			node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
+			cr.node, err = c.enterElection(ctx, s, q.Path, parent, contents, opts.Value)
 		} else {
-			pl = c.pipeline(ctx, s, q.Path, parent, opts.Exclusive || s.soleEntry(parent, ""))
-			node, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles)
-			pl.stop()
+			alone := s.soleEntry(parent, "")
+			cr, pl, err = c.enqueue(ctx, s, q.Path, parent, contents, opts.RequireFiles, opts.Exclusive || alone, alone)
 		}
 		if err != nil {
 			if code := topo.CodeOf(err); s.isLost() && code != topo.Timeout && code != topo.Interrupted && attempt < 3 {
@@ -88,43 +87,42 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			return claims.Entry{}, nil, err
 		}
-		e, err := d.admit(ctx, s, q, parent, node, contents, opts.Exclusive, pl)
+		e, err := d.admit(ctx, s, q, parent, cr, contents, opts.Exclusive, pl)
 		return e, s.claims, err
 	}
 }
 
-// admit reads the new entry node's Stat (with the watch behind Done) and
-// the queue's children at once, on the entry's session, unless the reads
-// pipelined behind its create (pl, see pipeline.go) answered them, and
-// records the token. With exclusive, when another entry is ahead, it
-// deletes node and returns a *claims.BusyError naming the head (read
-// while node is deleted), or a plain NodeExists when the head could not
-// be read.
-func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent, node, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
-	c := d.c
+// admit takes the token of the new entry cr.node from its create's
+// Stat and its watch behind Done from the children read pipelined behind
+// its create (pl, see pipeline.go) when they are there, and otherwise
+// reads the entry's Stat with a watch, on the entry's session; it reads
+// the queue's children unless pl answered them, and records the token.
+// With exclusive, when another entry is ahead, it deletes the entry and
+// returns a *claims.BusyError naming the head (read while the entry is
+// deleted), or a plain NodeExists when the head could not be read.
+func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent string, cr created, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
+	c, node := d.c, cr.node
 	defer pl.drain()
 	name := node[len(parent)+1:]
-	var stat <-chan entryStat
-	if r, ok := pl.token(s, parent, node); ok {
-		ch := make(chan entryStat, 1)
-		ch <- r
+	k, listed := pl.children(name)
+	var stat <-chan statRes
+	if listed && k.ch != nil && cr.st != nil {
+		ch := make(chan statRes, 1)
+		ch <- statRes{exists: true, st: cr.st, ch: k.ch}
 		stat = ch
 	} else {
 		stat = c.statEntry(ctx, s, q.Path, node)
 	}
 	kids := make(chan childrenRes, 1)
-	if k, ok := pl.children(name); ok {
+	if listed {
 		kids <- k
 	} else if !exclusive && !s.soleEntry(parent, node) {
 		// List could not use it (see soleEntry): not read.
 		kids <- childrenRes{err: errNotRead}
 	} else {
 		go func() {
-			names, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) ([]string, error) {
-				children, _, err := z.Children(parent)
-				return children, err
-			})
-			kids <- childrenRes{names: entryNames(names), err: err}
+			r, err := c.childrenOn(ctx, s, q.Path, parent, false)
+			kids <- childrenRes{names: entryNames(r.names), err: err}
 		}()
 	}
 	r, k := <-stat, <-kids
@@ -140,7 +138,6 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent,
 	}
 	e := claims.Entry{Token: r.st.Czxid, Key: node, Session: sessionName(s.zk.SessionID()), Contents: contents}
 	s.setToken(node, e.Token)
-	c.watchEntry(s, q.Path, node, e.Token, r.ch)
 	if exclusive {
 		if k.err != nil {
 			c.dropEntry(s, node, q.Election)
@@ -152,6 +149,7 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent,
 			return claims.Entry{}, <-holder
 		}
 	}
+	c.watchEntry(s, q.Path, node, e.Token, r.ch)
 	if k.err == nil && slices.Contains(k.names, name) {
 		c.stash.Store(parent, listing{sess: s, node: node, names: k.names})
 	}
@@ -181,17 +179,17 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	if v, ok := c.stash.LoadAndDelete(parent); ok && c.stashValid(v.(listing), parent) {
 		names = v.(listing).names
 	} else {
-		children, _, err := c.children(ctx, q.Path, parent)
+		r, err := c.childrenOn(ctx, nil, q.Path, parent, false)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
-		names = entryNames(children)
+		names = entryNames(r.names)
 	}
 	head := ""
 	if len(names) > 0 {
 		head = parent + "/" + names[0]
 	}
-	own := c.ownEntries(parent, q.Election && head != "", head)
+	own := c.ownEntries(parent, head != "" && q.Election, head)
 	out := make([]claims.Entry, len(names))
 	for i, n := range names {
 		node := parent + "/" + n
@@ -214,7 +212,7 @@ func (c *Conn) stashValid(l listing, parent string) bool {
 }
 
 // soleEntry reports whether node is the session's only entry under
-// parent (with node "": whether it has none), with no create in flight
+// parent (node "": whether it has none there), with no create in flight
 // there.
 func (s *zkSession) soleEntry(parent, node string) bool {
 	s.mu.Lock()
@@ -238,9 +236,12 @@ var errNotRead = errors.New("zk2topo: not read")
 // (a session's end), wakes the waiter.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	exists, ch, err := readPair(ctx, c, q.Path, func(z *zk.Conn) (bool, <-chan zk.Event, error) {
-		ok, _, ch, err := z.ExistsW(e.Key)
-		return ok, ch, err
+	var exists bool
+	var ch <-chan zk.Event
+	err := c.read(ctx, q.Path, func(z *zk.Conn) error {
+		var err error
+		exists, _, ch, err = z.ExistsW(e.Key)
+		return err
 	})
 	if err != nil || !exists {
 		return err
@@ -274,14 +275,12 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 	if q.Election {
 		err = c.deleteCandidate(ctx, s, e.Key, rec.value)
 	} else {
+		defer s.releasing(e.Key)() // after forget: see watchEntry
 		err = c.releaseLock(ctx, s, q.Path, e.Key)
 	}
 	switch {
 	case err == nil:
 		s.forget(e.Key, e.Token)
-		if !q.Election {
-			c.noteReleased(e.Key)
-		}
 		return nil
 	case s.isLost():
 		return claims.ErrNotHeld

@@ -21,6 +21,50 @@ type entry struct {
 	// a leading candidate given up when its connection dropped, removed
 	// once the session is connected again.
 	election, head, stepped bool
+	// releasing, while its claim's delete is in flight, closes once that
+	// delete was answered (see watchEntry).
+	releasing chan struct{}
+}
+
+// releasing marks node as being deleted by its claim until the function
+// it returns is called: a watch woken by that delete then waits for its
+// outcome instead of reading the entry (see known).
+func (s *zkSession) releasing(node string) func() {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if e := s.entries[node]; e != nil {
+		e.releasing = ch
+	}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if e := s.entries[node]; e != nil && e.releasing == ch {
+			e.releasing = nil
+		}
+		s.mu.Unlock()
+		close(ch)
+	}
+}
+
+// known reports whether session s still knows node with token, once no
+// delete of it by its claim is in flight.
+func (c *Conn) known(s *zkSession, node string, token int64) bool {
+	for {
+		rec := s.entry(node)
+		if rec == nil || rec.token != token {
+			return false
+		}
+		if rec.releasing == nil {
+			return true
+		}
+		select {
+		case <-rec.releasing:
+		case <-s.lost:
+			return false
+		case <-c.closing:
+			return false
+		}
+	}
 }
 
 // entry returns the session's record of node, nil when it has none.
@@ -78,25 +122,17 @@ func (c *Conn) ownEntries(parent string, markHead bool, head string) map[string]
 	return own
 }
 
-// entryStat is the answer to an exists request on an entry.
-type entryStat struct {
-	exists bool
-	st     *zk.Stat
-	ch     <-chan zk.Event
-	err    error
-}
-
 // statEntry reads the entry's Stat with a watch (ExistsW), on session s
 // only, in the background; the channel yields the answer.
-func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan entryStat {
-	out := make(chan entryStat, 1)
+func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan statRes {
+	out := make(chan statRes, 1)
 	go func() {
-		r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (entryStat, error) {
+		r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
 			exists, st, ch, err := z.ExistsW(node)
-			return entryStat{exists: exists, st: st, ch: ch}, err
+			return statRes{exists: exists, st: st, ch: ch}, err
 		})
 		if err != nil {
-			r = entryStat{err: err}
+			r = statRes{err: err}
 		}
 		out <- r
 	}()
@@ -104,12 +140,14 @@ func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-ch
 }
 
 // owned reports whether the exists answer shows the entry owned by s.
-func (r entryStat) owned(s *zkSession) bool {
+func (r statRes) owned(s *zkSession) bool {
 	return r.err == nil && r.exists && r.st.EphemeralOwner == s.zk.SessionID() && r.st.Czxid > 0
 }
 
 // watchEntry follows the entry node (token token) of session s through
-// its exists watch ch, re-armed after other events: once it is deleted
+// the watch ch (an exists watch on it, or a children watch on its queue
+// set after its create: see pipeline.go), re-armed as an exists watch
+// after other events: once it is deleted
 // (by its own claim, or behind the holder's back) or no longer owned by
 // s, s forgets it and its claim, if live, ends as lost
 // (claims.Session.LoseEntry: Done closes, the leadership context is
@@ -136,6 +174,11 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 			case <-s.lost:
 				return
 			case <-c.closing:
+				return
+			}
+			if !c.known(s, node, token) {
+				// Released by its claim (or forgotten): the event was
+				// its own delete's, on a children watch.
 				return
 			}
 			r := <-c.statEntry(context.Background(), s, p, node)

@@ -69,11 +69,11 @@ func TestLockTokenIsCzxid(t *testing.T) {
 }
 
 // TestLockTokenSameConn takes and releases one lock many times through
-// one Conn (whose entry names it predicts, reading the entry's Stat
-// pipelined behind the create) with another Conn's lock and a foreign
-// entry mixed in (wrong guesses): every token is its entry's Czxid and
-// greater than the last, and Done still closes when the entry is deleted
-// behind the holder's back.
+// one Conn (whose token comes from the create's answer and whose watch
+// behind Done is the children read pipelined behind it) with another
+// Conn's lock and a foreign entry mixed in: every token is its entry's
+// Czxid and greater than the last, and Done still closes when the entry
+// is deleted behind the holder's back.
 func TestLockTokenSameConn(t *testing.T) {
 	ctx := txnCtx(t)
 	root := freshRoot(t)
@@ -89,8 +89,7 @@ func TestLockTokenSameConn(t *testing.T) {
 			c = b
 		}
 		if i%5 == 4 {
-			// A foreign entry comes and goes: the next name is not the
-			// predicted one.
+			// A foreign entry comes and goes: the sequence skips.
 			p, err := raw.Create(root+"/d/locks/", []byte("x"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
 			if err == nil {
 				require.NoError(t, raw.Delete(p, -1))
@@ -150,6 +149,24 @@ func TestLockDone(t *testing.T) {
 	require.ErrorIs(t, l.Check(ctx), topo.LockLost)
 	_, err = topo.GuardedUpdate(ctx, c, l, "d/f", []byte("stale"), nil)
 	requireTxnErr(t, err, 0, topo.LockLost)
+	require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
+
+	// A lock whose watch behind Done is the children watch of the read
+	// pipelined behind its create (the session's second entry there): an
+	// entry coming and going behind it moves the watch onto the entry,
+	// which then still closes Done when deleted.
+	l, err = c.Lock(ctx, "d", "x")
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	l, err = c.Lock(ctx, "d", "x")
+	require.NoError(t, err)
+	other, err := raw.Create(root+"/d/locks/", []byte("w"), zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	require.NoError(t, raw.Delete(other, -1))
+	require.NoError(t, l.Check(ctx))
+	requireOpen(t, l.Done(), "another entry came and went")
+	require.NoError(t, raw.Delete(entryNode(l), -1))
+	requireClosed(t, l.Done(), "entry deleted after the queue changed")
 	require.ErrorIs(t, l.Unlock(ctx), topo.LockLost)
 }
 

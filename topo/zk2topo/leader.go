@@ -57,31 +57,6 @@ func decodeValue(d []byte) []byte {
 // valuePrefix is the name prefix of session sid's value znodes.
 func valuePrefix(sid int64) string { return fmt.Sprintf("%016x-", uint64(sid)) }
 
-// createCandidate makes the candidate entry (holding id) and its value
-// znode (holding value, encoded) in one multi on session s.
-func (c *Conn) createCandidate(ctx context.Context, s *zkSession, p, dirZp string, id, value []byte) (string, string, error) {
-	if value == nil {
-		value = encodeValue(nil, false)
-	}
-	return c.createEntryWith(ctx, s, p, dirZp, false, func() (string, string, error) {
-		res, err := s.zk.Multi(
-			&zk.CreateRequest{Path: dirZp + "/", Data: id, Acl: c.acl, Flags: zk.FlagEphemeralSequential},
-			&zk.CreateRequest{Path: dirZp + "/" + valuesDir + "/" + valuePrefix(s.zk.SessionID()), Data: value, Acl: c.acl, Flags: zk.FlagEphemeralSequential})
-		if err != nil {
-			for _, r := range res {
-				if r.Error != nil {
-					return "", "", r.Error
-				}
-			}
-			return "", "", err
-		}
-		if len(res) != 2 {
-			return "", "", errors.New("zk2topo: short multi answer")
-		}
-		return res[0].String, res[1].String, nil
-	})
-}
-
 // deleteCandidate deletes the candidate entry node and its value znode
 // val (if any) of session s in one multi, on that session. The error is
 // ZooKeeper's (ErrNoNode when the entry is gone).
@@ -110,9 +85,26 @@ func (c *Conn) deleteCandidate(ctx context.Context, s *zkSession, node, val stri
 func (c *Conn) enterElection(ctx context.Context, s *zkSession, p, dirZp, id string, value []byte) (string, error) {
 	enc := encodeValue(value, value != nil)
 	for attempt := 0; ; attempt++ {
-		n, _, err := c.createCandidate(ctx, s, p, dirZp, []byte(id), enc)
+		// The candidate and its value znode, in one multi.
+		cr, err := c.createEntryWith(ctx, s, p, dirZp, false, func() (created, error) {
+			res, err := s.zk.Multi(
+				&zk.CreateRequest{Path: dirZp + "/", Data: []byte(id), Acl: c.acl, Flags: zk.FlagEphemeralSequential},
+				&zk.CreateRequest{Path: dirZp + "/" + valuesDir + "/" + valuePrefix(s.zk.SessionID()), Data: enc, Acl: c.acl, Flags: zk.FlagEphemeralSequential})
+			for _, r := range res {
+				if err != nil && r.Error != nil {
+					return created{}, r.Error
+				}
+			}
+			if err == nil && len(res) != 2 {
+				err = errors.New("zk2topo: short multi answer")
+			}
+			if err != nil {
+				return created{}, err
+			}
+			return created{node: res[0].String, extra: res[1].String}, nil
+		})
 		if err == nil {
-			return n, nil
+			return cr.node, nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
 			return "", c.convert(err, p)
@@ -136,17 +128,9 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	c := d.c
 	dirZp := d.parent(q)
 	for {
-		var dirW, valW <-chan zk.Event
-		var children []string
-		err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-			var err error
-			if watch {
-				children, _, dirW, err = z.ChildrenW(dirZp)
-			} else {
-				children, _, err = z.Children(dirZp)
-			}
-			return err
-		})
+		var valW <-chan zk.Event
+		kids, err := c.childrenOn(ctx, nil, q.Path, dirZp, watch)
+		dirW := kids.ch
 		if errors.Is(err, zk.ErrNoNode) {
 			if !watch {
 				return claims.Entry{}, false, nil, nil
@@ -164,7 +148,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		if err != nil {
 			return claims.Entry{}, false, nil, err
 		}
-		children = entryNames(children)
+		children := entryNames(kids.names)
 		if len(children) == 0 {
 			return claims.Entry{}, false, c.changed(dirW, nil), nil
 		}
@@ -186,13 +170,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		if cst.EphemeralOwner == 0 {
 			return h, true, c.changed(dirW, nil), nil
 		}
-		var vals []string
 		vdir := dirZp + "/" + valuesDir
-		err = c.read(ctx, q.Path, func(z *zk.Conn) error {
-			var err error
-			vals, _, err = z.Children(vdir)
-			return err
-		})
+		vals, err := c.childrenOn(ctx, nil, q.Path, vdir, false)
 		if errors.Is(err, zk.ErrNoNode) {
 			return h, true, c.changed(dirW, nil), nil // no values: a Vitess candidate
 		}
@@ -200,7 +179,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			return claims.Entry{}, false, nil, err
 		}
 		prefix := valuePrefix(cst.EphemeralOwner)
-		for _, v := range vals {
+		for _, v := range vals.names {
 			if !strings.HasPrefix(v, prefix) {
 				continue
 			}
@@ -227,16 +206,11 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 				break
 			}
 		}
-		var again []string
-		err = c.read(ctx, q.Path, func(z *zk.Conn) error {
-			var err error
-			again, _, err = z.Children(dirZp)
-			return err
-		})
+		again, err := c.childrenOn(ctx, nil, q.Path, dirZp, false)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return claims.Entry{}, false, nil, err
 		}
-		if again = entryNames(again); len(again) == 0 || again[0] != children[0] {
+		if names := entryNames(again.names); len(names) == 0 || names[0] != children[0] {
 			continue
 		}
 		return h, true, c.changed(dirW, valW), nil

@@ -24,41 +24,54 @@ const abandonWait = time.Second
 // container znode (and, for a named lock, the directory) when needed.
 // With mustExist (Lock, TryLock, LockWithTTL) it creates nothing when no
 // file lies below dp, and returns backendkit.LockNeedsFiles' error
-// (decided with one more read, on this error path only).
-func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist bool) (string, error) {
+// (decided with one more read, on this error path only). With read, the
+// queue's children are read pipelined behind the create (see pipeline;
+// with watch, setting a children watch), except behind a first attempt
+// on a "locks" znode the session never created an entry in, which may
+// well be absent: that read would be wasted. The pipelined read is
+// returned with the entry; the caller drains it.
+func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist, read, watch bool) (created, pipelined, error) {
 	dirZp := zkDir(locksZp)
 	for attempt := 0; ; attempt++ {
-		n, err := c.createEntry(ctx, s, dp, locksZp, []byte(contents))
-		if err == nil {
-			return n, nil
+		s.mu.Lock()
+		known := s.creates[locksZp] > 0
+		s.mu.Unlock()
+		var pl pipelined
+		if read && (attempt > 0 || known) {
+			pl = c.pipeline(s, dp, locksZp, watch)
 		}
+		cr, err := c.createEntryWith(ctx, s, dp, locksZp, true, func() (created, error) {
+			n, st, err := s.createWithStat(locksZp, []byte(contents), c.acl)
+			return created{node: n, st: st}, err
+		})
+		if pl.stop != nil {
+			pl.stop()
+		}
+		if err == nil {
+			return cr, pl, nil
+		}
+		pl.drain()
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
-			return "", c.convert(err, dp)
+			return created{}, pipelined{}, c.convert(err, dp)
 		}
 		// No locks znode yet.
 		if mustExist {
-			var exists bool
-			var st *zk.Stat
-			err := c.onSession(ctx, s, dp, func(z *zk.Conn) error {
-				var err error
-				exists, st, err = z.Exists(dirZp)
-				return err
-			})
-			if err != nil {
-				return "", c.convert(err, dp)
+			d := c.statOn(ctx, s, dp, dirZp)
+			if d.err != nil {
+				return created{}, pipelined{}, c.convert(d.err, dp)
 			}
-			if !exists || st.NumChildren == 0 {
+			if !d.exists || d.st.NumChildren == 0 {
 				// Which error: one read, on this error path only.
 				isFile := false
-				if exists && dp != "" {
+				if d.exists && dp != "" {
 					_, _, gerr := c.Get(ctx, dp)
 					isFile = gerr == nil
 				}
-				return "", backendkit.LockNeedsFiles(dp, isFile)
+				return created{}, pipelined{}, backendkit.LockNeedsFiles(dp, isFile)
 			}
 		}
 		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
-			return "", err
+			return created{}, pipelined{}, err
 		}
 	}
 }

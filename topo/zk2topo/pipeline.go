@@ -2,93 +2,89 @@ package zk2topo
 
 import (
 	"context"
-	"fmt"
-	"math"
+	"encoding/binary"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// Reads pipelined behind a lock entry's create: ZooKeeper runs one
-// session's requests in the order it receives them, so a read sent on the
-// session once the create's frame is written is answered after the create
-// (and shows its entry) without a round trip of its own. Create sends two:
+// What a lock entry's create learns without a request of its own.
 //
-//   - the queue's children, when they will be used (TryLock, or the
-//     engine's first List: see stashValid); a snapshot that shows the new
-//     entry was read after its create, whichever create's frame it
-//     followed;
-//   - an exists, with a watch, of the name the Conn predicts the entry
-//     gets (it released the previous entry in that "locks" znode, and
-//     ZooKeeper numbers sequential children with a counter each create
-//     raises by one; deletes do not): its Stat gives the token and its
-//     watch is the one behind Done, used only when the create got that
-//     name and was the session's one create under the parent since the
-//     read was registered (so the frame it followed was ours). Otherwise
-//     the exists is sent when the create returns, one more round trip.
+//   - Its Stat: the create is sent as ZooKeeper's create2 (the same
+//     request, opcode 15), whose answer carries the new znode's Stat after
+//     its path. go-zookeeper has no create2; the session's connection
+//     rewrites the opcode of the registered creates as it writes them and
+//     keeps the Stat of their answers (the library reads the path and
+//     ignores the rest). The Stat gives the token (Czxid).
+//   - The queue: the children of the "locks" znode are read pipelined
+//     behind the create (ZooKeeper runs one session's requests in the
+//     order it receives them, so a read sent once the create's frame is
+//     written is answered after it, without a round trip of its own). A
+//     snapshot that shows the new entry was read after its create,
+//     whichever create's frame it followed.
+//   - The watch behind Done: when the session has no other entry in the
+//     queue, that read sets a children watch, and a snapshot that shows
+//     the new entry watches every change after its create: its deletion,
+//     or another entry coming, after which watchEntry puts an exists
+//     watch on the entry itself. Otherwise (another entry of the session
+//     there, whose watch the children watch would wake at every change,
+//     or an answer without a Stat) an exists with a watch is sent once
+//     the create returned, one more round trip.
 //
-// BenchmarkLockUnlock and BenchmarkTryLockUnlock measure what they save:
-// an uncontended Lock waits one round trip instead of two.
+// An uncontended Lock so costs the create and one pipelined read
+// (BenchmarkLockUnlock, TestRequestCounts).
 
 // childrenRes is the answer to a children read.
 type childrenRes struct {
-	names []string // entry names, sorted
+	names []string // the names (entry names, sorted, once read for a queue)
+	ch    <-chan zk.Event
 	err   error
 }
 
-// pipelined is what Create sent behind its create (see pipeline).
+// pipelined is the children read Create sent behind its create.
 type pipelined struct {
-	started   uint64 // creates the session had started under the parent
-	inFlight  int    // and had in flight, when the reads were registered
-	predicted string // the predicted entry, "" for none
-	stat      <-chan entryStat
-	kids      <-chan childrenRes
-	stop      func()
+	kids <-chan childrenRes
+	stop func()
 }
 
-// pipeline registers the reads of a lock entry's create under parent on
-// session s (list: the children too) before the create is sent. stop
-// must be called once the create returned.
-func (c *Conn) pipeline(ctx context.Context, s *zkSession, p, parent string, list bool) pipelined {
-	var pl pipelined
-	pl.started, pl.inFlight = s.createState(parent)
-	var stops []func()
-	if v, ok := c.seqHints.LoadAndDelete(parent); ok {
-		pl.predicted = fmt.Sprintf("%s/%0*d", parent, seqLen, v.(int64))
-		ch, stop := behindCreate(c, s, p, parent, func(z *zk.Conn) (entryStat, error) {
-			exists, st, w, err := z.ExistsW(pl.predicted)
-			return entryStat{exists: exists, st: st, ch: w}, err
-		})
-		pl.stat, stops = ch, append(stops, stop)
-	}
-	if list {
-		ch, stop := behindCreate(c, s, p, parent, func(z *zk.Conn) (childrenRes, error) {
-			children, _, err := z.Children(parent)
-			return childrenRes{names: entryNames(children)}, err
-		})
-		pl.kids, stops = ch, append(stops, stop)
-	}
-	pl.stop = func() {
-		for _, f := range stops {
-			f()
+// pipeline registers the children read (with a watch when watch is set)
+// of a lock entry's create under parent on session s, before the create
+// is sent: it is sent once a create's frame under parent was written
+// there. stop must be called once the create returned; kids yields the
+// answer, or nothing when the read was not sent (stop came first) or
+// failed.
+func (c *Conn) pipeline(s *zkSession, p, parent string, watch bool) pipelined {
+	sent, unregister := s.obs.expect(opCreate, parent+"/")
+	out := make(chan childrenRes, 1)
+	quit := make(chan struct{})
+	go func() {
+		defer close(out)
+		select {
+		case <-sent:
+		case <-quit:
+			return
 		}
-	}
-	return pl
-}
-
-// token returns the pipelined Stat of node, the entry session s's create
-// made, when it is surely node's (see pipeline).
-func (pl pipelined) token(s *zkSession, parent, node string) (entryStat, bool) {
-	if pl.stat == nil || node != pl.predicted || pl.inFlight != 0 {
-		return entryStat{}, false
-	}
-	if now, _ := s.createState(parent); now != pl.started+1 {
-		return entryStat{}, false
-	}
-	r, ok := <-pl.stat
-	return r, ok && r.owned(s)
+		res := make(chan childrenRes, 1) // written by fn even after do gave up
+		err := c.do(context.Background(), p, func() error {
+			r, err := readChildren(s.zk, parent, watch)
+			if err == nil {
+				r.names = entryNames(r.names)
+				res <- r
+			}
+			return err
+		})
+		if err == nil {
+			out <- <-res
+		}
+	}()
+	var once sync.Once
+	return pipelined{kids: out, stop: func() {
+		once.Do(func() {
+			unregister()
+			close(quit)
+		})
+	}}
 }
 
 // children returns the pipelined children read when it shows name.
@@ -100,73 +96,89 @@ func (pl pipelined) children(name string) (childrenRes, bool) {
 	return k, ok && k.err == nil && slices.Contains(k.names, name)
 }
 
-// drain waits for the pipelined reads that were sent (those that were
-// not are closed by stop), so that none is written after Create returned.
+// drain waits for the pipelined read if it was sent (one that was not is
+// closed by stop), so that none is written after Create returned.
 func (pl pipelined) drain() {
-	if pl.stat != nil {
-		for range pl.stat {
-		}
-	}
 	if pl.kids != nil {
 		for range pl.kids {
 		}
 	}
 }
 
-// behindCreate sends read on session s once a create's frame under
-// parent was written there; the channel yields its answer, or nothing
-// when it was not sent (stop came first) or failed.
-func behindCreate[T any](c *Conn, s *zkSession, p, parent string, read func(z *zk.Conn) (T, error)) (<-chan T, func()) {
-	sent, unregister := s.obs.expect(opCreate, parent+"/")
-	out := make(chan T, 1)
-	quit := make(chan struct{})
-	go func() {
-		defer close(out)
-		select {
-		case <-sent:
-		case <-quit:
-			return
-		}
-		res := make(chan T, 1) // written by fn even after do gave up
-		err := c.do(context.Background(), p, func() error {
-			v, err := read(s.zk)
-			if err == nil {
-				res <- v
-			}
-			return err
-		})
-		if err == nil {
-			out <- <-res
-		}
-	}()
-	var once sync.Once
-	return out, func() {
-		once.Do(func() {
-			unregister()
-			close(quit)
-		})
+// createWithStat creates an ephemeral-sequential entry under parentZp on
+// session s, sent as create2, and returns its path and its Stat's Czxid
+// and EphemeralOwner (nil when the answer carried none: then the caller
+// reads the Stat).
+func (s *zkSession) createWithStat(parentZp string, data []byte, acl []zk.ACL) (string, *zk.Stat, error) {
+	o, key := s.obs, parentZp+"/"
+	o.mu.Lock()
+	o.wantStat[key]++
+	o.nStat.Add(1)
+	o.mu.Unlock()
+	node, err := s.zk.Create(key, data, zk.FlagEphemeralSequential, acl)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.wantStat[key]--; o.wantStat[key] == 0 {
+		delete(o.wantStat, key)
 	}
+	st := o.created[node]
+	delete(o.created, node)
+	if o.nStat.Add(-1) == 0 {
+		clear(o.created) // answers whose create had given up
+	}
+	return node, st, err
 }
 
-// noteReleased records, after this Conn deleted its lock entry node, the
-// name the next entry under the same "locks" znode gets if nobody else
-// creates one there meanwhile (see pipeline). A wrong guess costs nothing
-// but the exists sent after the create.
-func (c *Conn) noteReleased(node string) {
-	if len(node) < seqLen {
-		return
+// create2Keep is how much of each answer's body the connection keeps
+// while a create2 is awaiting its answer: the reply header (16 bytes),
+// the path (length and bytes) and the Stat (68 bytes).
+const create2Keep = 16 + 4 + 1024 + statLen
+
+// statLen is the length of a serialised Stat.
+const statLen = 68
+
+// asCreate2 returns the request frame b with the opcode of create2 when
+// it is a create registered by createWithStat, and records its xid
+// (caller: Write, before the frame is sent).
+func (oc *observedConn) asCreate2(b []byte) []byte {
+	if len(b) < 16 || int32(binary.BigEndian.Uint32(b[8:12])) != opCreate {
+		return b
 	}
-	seq, err := strconv.ParseInt(node[len(node)-seqLen:], 10, 64)
-	if err != nil || seq+1 > math.MaxInt32 {
-		return
+	l := int(int32(binary.BigEndian.Uint32(b[12:16])))
+	if l < 0 || 16+l > len(b) {
+		return b
 	}
-	c.seqHints.Store(zkDir(node), seq+1)
+	oc.o.mu.Lock()
+	want := oc.o.wantStat[string(b[16:16+l])] > 0
+	oc.o.mu.Unlock()
+	if !want {
+		return b
+	}
+	nb := append([]byte(nil), b...)
+	binary.BigEndian.PutUint32(nb[8:12], opCreate2)
+	oc.wmu.Lock()
+	oc.stat2[int32(binary.BigEndian.Uint32(b[4:8]))] = true
+	oc.n2.Add(1)
+	oc.wmu.Unlock()
+	return nb
 }
 
-// createState returns how many entry creates under parentZp the session
-// has started, and how many are in flight.
-func (s *zkSession) createState(parentZp string) (started uint64, inFlight int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.creates[parentZp], s.pending[parentZp]
+// noteCreated keeps the Czxid and EphemeralOwner (all the caller uses of
+// the Stat) of a successful create2's answer (body: the reply header, then
+// the path and the Stat), by path.
+func (o *sessionObserver) noteCreated(body []byte) {
+	if len(body) < 20 || binary.BigEndian.Uint32(body[12:16]) != 0 {
+		return
+	}
+	l := int(int32(binary.BigEndian.Uint32(body[16:20])))
+	if l < 0 || 20+l+statLen > len(body) {
+		return
+	}
+	b := body[20+l:] // czxid (8), mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner (at 44)
+	st := &zk.Stat{Czxid: int64(binary.BigEndian.Uint64(b)), EphemeralOwner: int64(binary.BigEndian.Uint64(b[44:]))}
+	o.mu.Lock()
+	if o.nStat.Load() > 0 {
+		o.created[string(body[20:20+l])] = st
+	}
+	o.mu.Unlock()
 }

@@ -20,7 +20,7 @@ import (
 //
 // An entry left behind by a create whose outcome the caller never saw
 // would block other lockers (or stand as a leader nobody is) until its
-// session ends. createEntry prevents that in the ways a create's outcome
+// session ends. createEntryWith prevents that in the ways a create's outcome
 // can be lost:
 //
 //   - the caller's context ends while the create is in flight: the create
@@ -64,45 +64,44 @@ func entryNames(children []string) []string {
 	return out
 }
 
-// createEntry runs create (which makes one entry under parentZp on session
-// s and returns its path) honouring ctx, and records the entry.
-func (c *Conn) createEntry(ctx context.Context, s *zkSession, p, parentZp string, data []byte) (string, error) {
-	node, _, err := c.createEntryWith(ctx, s, p, parentZp, true, func() (string, string, error) {
-		n, err := s.zk.Create(parentZp+"/", data, zk.FlagEphemeralSequential, c.acl)
-		return n, "", err
-	})
-	return node, err
+// created is what an entry's create made: the entry's path, an election
+// candidate's value znode, and the entry's Stat when its answer carried
+// one (see createWithStat).
+type created struct {
+	node, extra string
+	st          *zk.Stat
 }
 
-// createEntryWith is createEntry for a create function that makes the
-// entry under parentZp and, optionally, a second ephemeral znode of the
-// session in the same multi (extra: an election candidate's value znode),
-// which is deleted with the entry when the create is abandoned. lock says
-// that the entry is a lock's (parentZp is a "locks" znode): an abandoned
-// one is deleted as Unlock deletes it, removing the directories it leaves
-// empty (see deleteLockEntry).
-func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (string, string, error)) (string, string, error) {
+// createEntryWith runs create (which makes one entry under parentZp on
+// session s and, optionally, a second ephemeral znode of the session in
+// the same multi: extra, an election candidate's value znode, deleted
+// with the entry when the create is abandoned) honouring ctx, and records
+// the entry. lock says that the entry is a lock's (parentZp is a "locks"
+// znode): an abandoned one is deleted as Unlock deletes it, removing the
+// directories it leaves empty (see deleteLockEntry).
+func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (created, error)) (created, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return "", "", backendkit.FromContext(ctx, p)
+		return created{}, backendkit.FromContext(ctx, p)
 	case <-c.closing:
-		return "", "", topo.NewError(topo.Closed, p)
+		return created{}, topo.NewError(topo.Closed, p)
 	}
 	s.mu.Lock()
 	s.pending[parentZp]++
 	s.creates[parentZp]++
 	s.mu.Unlock()
 	type result struct {
-		node, extra string
-		err         error
+		created
+		err error
 	}
 	results := make(chan result) // unbuffered: a result is either taken or handled as abandoned
 	abandoned := make(chan struct{})
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		node, extra, err := create()
+		cr, err := create()
+		node := cr.node
 		<-c.sem
 		s.mu.Lock()
 		s.pending[parentZp]--
@@ -110,14 +109,14 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 			delete(s.pending, parentZp)
 		}
 		if err == nil && !s.isLost() {
-			s.entries[node] = &entry{election: !lock, value: extra}
+			s.entries[node] = &entry{election: !lock, value: cr.extra}
 		}
 		s.mu.Unlock()
 		if errors.Is(err, zk.ErrConnectionClosed) && !c.closed.Load() && !s.isLost() {
 			c.reapOrphans(s, parentZp)
 		}
 		select {
-		case results <- result{node, extra, err}:
+		case results <- result{cr, err}:
 		case <-abandoned:
 			if err == nil {
 				c.dropEntry(s, node, !lock)
@@ -126,7 +125,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	}()
 	select {
 	case r := <-results:
-		return r.node, r.extra, r.err
+		return r.created, r.err
 	case <-ctx.Done():
 		close(abandoned)
 		// The result may have been ready already.
@@ -137,7 +136,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 			}
 		default:
 		}
-		return "", "", backendkit.FromContext(ctx, p)
+		return created{}, backendkit.FromContext(ctx, p)
 	}
 }
 
@@ -159,10 +158,15 @@ func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
 	}
 }
 
-// deleteEntry deletes an entry of session s with a fresh context and
-// forgets it. Nothing is sent once the session is over (the server deleted
-// the entry with it).
-func (c *Conn) deleteEntry(s *zkSession, node string) {
+// deleteLockEntry deletes the entry of a lock that was never taken
+// (abandoned) of session s, with a fresh context, and forgets it; then
+// comes the clean-up Unlock does: the lock's directory, and then its
+// parents, are removed while they hold nothing but an empty "locks" znode
+// (see cleanupDirs). Without it, a directory whose last file was deleted
+// while the abandoned entry was still there (a named lock's, or a
+// semaphore contender's) stayed behind, empty. Nothing is sent once the
+// session is over (the server deleted the entry with it).
+func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	s.forget(node, 0)
 	if c.closed.Load() || s.isLost() {
 		return
@@ -170,22 +174,9 @@ func (c *Conn) deleteEntry(s *zkSession, node string) {
 	ctx, cancel := freshContext()
 	defer cancel()
 	_ = c.do(ctx, c.relPath(node), func() error { return s.zk.Delete(node, -1) })
-}
-
-// deleteLockEntry is deleteEntry for the entry of a lock that was never
-// taken (abandoned), followed by the clean-up Unlock does: the lock's
-// directory, and then its parents, are removed while they hold nothing but
-// an empty "locks" znode (see cleanupDirs). Without it, a directory whose
-// last file was deleted while the abandoned entry was still there (a named
-// lock's, or a semaphore contender's) stayed behind, empty.
-func (c *Conn) deleteLockEntry(s *zkSession, node string) {
-	c.deleteEntry(s, node)
-	if c.closed.Load() || s.isLost() {
-		return
+	if !c.closed.Load() && !s.isLost() {
+		c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
 	}
-	ctx, cancel := freshContext()
-	defer cancel()
-	c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
 }
 
 // reapOrphans deletes the entries under parentZp that belong to session s
@@ -194,16 +185,11 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 	ctx, cancel := freshContext()
 	defer cancel()
 	p := c.relPath(parentZp)
-	var children []string
-	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-		var err error
-		children, _, err = z.Children(parentZp)
-		return err
-	})
+	children, err := c.childrenOn(ctx, s, p, parentZp, false)
 	if err != nil {
 		return
 	}
-	for _, ch := range children {
+	for _, ch := range children.names {
 		node := parentZp + "/" + ch
 		s.mu.Lock()
 		skip := s.entries[node] != nil || s.pending[parentZp] > 0
@@ -211,14 +197,7 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 		if skip {
 			continue
 		}
-		var exists bool
-		var st *zk.Stat
-		err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-			var err error
-			exists, st, err = z.Exists(node)
-			return err
-		})
-		if err != nil || !exists || st.EphemeralOwner != s.zk.SessionID() {
+		if r := c.statOn(ctx, s, p, node); r.err != nil || !r.exists || r.st.EphemeralOwner != s.zk.SessionID() {
 			continue
 		}
 		s.mu.Lock()
@@ -238,12 +217,8 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp string) {
 	p := c.relPath(parentZp)
 	vdir := parentZp + "/" + valuesDir
-	var vals []string
-	if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-		var err error
-		vals, _, err = z.Children(vdir)
-		return err
-	}); err != nil {
+	vals, err := c.childrenOn(ctx, s, p, vdir, false)
+	if err != nil {
 		return
 	}
 	prefix := valuePrefix(s.zk.SessionID())
@@ -263,59 +238,75 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 		return
 	}
 	for _, n := range nodes {
-		var ok bool
-		var st *zk.Stat
-		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-			var err error
-			ok, st, err = z.Exists(n)
-			return err
-		}); err != nil {
+		r := c.statOn(ctx, s, p, n)
+		if r.err != nil {
 			return
 		}
-		if ok {
-			live[st.Czxid] = true
+		if r.exists {
+			live[r.st.Czxid] = true
 		}
 	}
-	for _, v := range vals {
+	for _, v := range vals.names {
 		if !strings.HasPrefix(v, prefix) {
 			continue
 		}
 		vp := vdir + "/" + v
-		var ok bool
-		var st *zk.Stat
-		if err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
-			var err error
-			ok, st, err = z.Exists(vp)
-			return err
-		}); err != nil {
+		r := c.statOn(ctx, s, p, vp)
+		if r.err != nil {
 			return
 		}
 		s.mu.Lock()
 		busy := s.pending[parentZp] > 0 || s.creates[parentZp] != started
 		s.mu.Unlock()
-		if ok && !busy && !live[st.Czxid] && st.EphemeralOwner == s.zk.SessionID() {
-			_ = c.do(ctx, p, func() error { return s.zk.Delete(vp, st.Version) })
+		if r.exists && !busy && !live[r.st.Czxid] && r.st.EphemeralOwner == s.zk.SessionID() {
+			_ = c.do(ctx, p, func() error { return s.zk.Delete(vp, r.st.Version) })
 		}
 	}
 }
 
-// answerOn runs read with onSession on session s and returns its answer:
-// read may finish after onSession gave up (ctx ended), so the answer
-// passes through a channel, never through shared variables.
+// answerOn runs read with onSession on session s (s nil: with c.read, on
+// the Conn's current session) and returns its answer: read may finish
+// after onSession gave up (ctx ended), so the answer passes through a
+// channel, never through shared variables.
 func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
 	last := make(chan T, 1)
-	err := c.onSession(ctx, s, p, func(z *zk.Conn) error {
+	fn := func(z *zk.Conn) error {
 		v, err := read(z)
 		if err == nil {
 			last <- v
 		}
 		return err
-	})
+	}
+	var err error
+	if s == nil {
+		err = c.read(ctx, p, fn)
+	} else {
+		err = c.onSession(ctx, s, p, fn)
+	}
 	if err != nil {
 		var zero T
 		return zero, err
 	}
 	return <-last, nil
+}
+
+// readChildren reads zp's children with z, in the server's order (with
+// watch, setting a children watch).
+func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
+	var r childrenRes
+	var err error
+	if watch {
+		r.names, _, r.ch, err = z.ChildrenW(zp)
+	} else {
+		r.names, _, err = z.Children(zp)
+	}
+	return r, err
+}
+
+// childrenOn reads zp's children on session s (s nil: on the Conn's
+// current session), in the server's order (see answerOn).
+func (c *Conn) childrenOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (childrenRes, error) {
+	return answerOn(ctx, c, s, p, func(z *zk.Conn) (childrenRes, error) { return readChildren(z, zp, watch) })
 }
 
 // onSession runs a read on session s (never on another one), retrying

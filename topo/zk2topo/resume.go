@@ -128,11 +128,9 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if r.err != nil {
 		return drop(r.err)
 	}
-	var data []byte
-	err = c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
-		var err error
-		data, _, err = z.Get(ri.Entry)
-		return err
+	data, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) ([]byte, error) {
+		data, _, err := z.Get(ri.Entry)
+		return data, err
 	})
 	switch {
 	case err == errSessionOver, errors.Is(err, zk.ErrNoNode), err == nil && (!r.owned(s) || string(data) != id):
@@ -141,11 +139,9 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return drop(err)
 	}
 	if ri.Value != "" {
-		var vst *zk.Stat
-		err = c.onSession(ctx, s, q.Path, func(z *zk.Conn) error {
-			var err error
-			_, vst, err = z.Get(ri.Value)
-			return err
+		vst, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) (*zk.Stat, error) {
+			_, st, err := z.Get(ri.Value)
+			return st, err
 		})
 		switch {
 		case errors.Is(err, zk.ErrNoNode):

@@ -211,9 +211,6 @@ type Conn struct {
 	// stash keeps, per queue (its parent znode), the children read that
 	// the latest Create made there (a listing; see driver.List).
 	stash sync.Map
-	// seqHints keeps, per "locks" znode, the sequence its next entry is
-	// expected to get (int64; see noteReleased).
-	seqHints sync.Map
 
 	// Claims are c's locks and elections: eng, the claims engine, run over
 	// c's driver (driver.go).

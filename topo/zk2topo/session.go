@@ -297,12 +297,13 @@ func (c *Conn) margin(timeout time.Duration) time.Duration {
 
 // ZooKeeper request opcodes the observer recognises.
 const (
-	opCreate = 1
-	opDelete = 2
-	opExists = 3
-	opSync   = 9
-	opCheck  = 13
-	opMulti  = 14
+	opCreate  = 1
+	opDelete  = 2
+	opExists  = 3
+	opSync    = 9
+	opCheck   = 13
+	opMulti   = 14
+	opCreate2 = 15
 )
 
 // sessionObserver watches the frames of one session's connections: the
@@ -326,6 +327,13 @@ type sessionObserver struct {
 	// Conn.ResumeLeaderParticipation). Set before the first dial.
 	resumeID int64
 	resumePw []byte
+
+	// Lock entry creates sent as create2 (see createWithStat): wantStat
+	// counts the registered creates by path, created keeps the Stats
+	// their answers carried, by created path; nStat counts registrations.
+	nStat    atomic.Int32
+	wantStat map[string]int
+	created  map[string]*zk.Stat
 }
 
 type sentKey struct {
@@ -334,11 +342,11 @@ type sentKey struct {
 }
 
 func newSessionObserver(def time.Duration) *sessionObserver {
-	return &sessionObserver{defTimeout: def, timeout: def, waiters: map[sentKey][]chan struct{}{}}
+	return &sessionObserver{defTimeout: def, timeout: def, waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{}}
 }
 
 func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
-	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}}
+	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{}}
 }
 
 // lastProof returns the send time of the latest answered request and the
@@ -394,6 +402,8 @@ type observedConn struct {
 	wmu       sync.Mutex
 	first     time.Time           // when the connect request was written
 	sent      map[int32]time.Time // xid → send time, for requests awaiting an answer
+	stat2     map[int32]bool      // xids of creates sent as create2
+	n2        atomic.Int32        // len(stat2), read by the receive side
 	pings     []time.Time         // send times of unanswered pings
 	handshake bool                // the connect response was read
 
@@ -411,6 +421,8 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	oc.wmu.Unlock()
 	if isFirst {
 		b = oc.o.resumeFrame(b)
+	} else if oc.o.nStat.Load() > 0 {
+		b = oc.asCreate2(b)
 	}
 	n, err := oc.Conn.Write(b)
 	oc.wmu.Lock()
@@ -463,6 +475,8 @@ func (oc *observedConn) scan(b []byte) {
 		keep := 16
 		if !oc.handshake {
 			keep = connectRespKeep
+		} else if oc.n2.Load() > 0 {
+			keep = create2Keep
 		}
 		if need := keep - len(oc.body); need > 0 {
 			oc.body = append(oc.body, b[:min(k, need)]...)
@@ -502,6 +516,11 @@ func (oc *observedConn) frame() {
 			if t, ok := oc.sent[xid]; ok {
 				at = t
 				delete(oc.sent, xid)
+			}
+			if oc.stat2[xid] {
+				delete(oc.stat2, xid)
+				oc.n2.Add(-1)
+				oc.o.noteCreated(oc.body)
 			}
 		}
 	}
@@ -558,6 +577,9 @@ func (o *sessionObserver) written(b []byte) {
 		return
 	}
 	op := int32(binary.BigEndian.Uint32(b[8:12]))
+	if op == opCreate2 {
+		op = opCreate // a lock entry's create (see asCreate2)
+	}
 	at := 12 // offset of the path's length
 	if op == opMulti {
 		// A multi is matched by its first op when that is a check: the
