@@ -76,9 +76,10 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 }
 
 // Create implements claims.Driver: in one step, the checks (a file below
-// a lock's directory; an empty queue for TryLock) and the entry, on c's
-// session for Lock, TryLock and candidates, on a lease of its own for
-// LockWithTTL (its ttl) and LockName (Options.NamedLockTTL).
+// a lock's directory; an empty queue for TryLock) and the entry, granted
+// when it heads its queue, on c's session for Lock, TryLock and
+// candidates, on a lease of its own for LockWithTTL (its ttl) and
+// LockName (Options.NamedLockTTL).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c, s := d.c, d.c.s
 	s.lock()
@@ -109,7 +110,10 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if q.Election {
 		e.election, e.published = true, opts.Value
 	}
-	return entryOf(e), l.view, nil
+	ent := entryOf(e)
+	// Heading its queue, it holds: no entry can come ahead of it later.
+	ent.Granted = e.sprev == nil
+	return ent, l.view, nil
 }
 
 // List implements claims.Driver: the queue, oldest first.
