@@ -87,6 +87,7 @@ type side struct {
 	del     func(ctx context.Context, p string) error
 	listDir func(ctx context.Context, p string) (int, error)
 	lock    func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
+	tryLock func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
 	// lead joins election name as id and returns once leading, with the
 	// function that stops the participation.
 	lead func(ctx context.Context, name, id string) (stop func(), err error)
@@ -129,6 +130,13 @@ func vitessSide(c vtopo.Conn) *side {
 		},
 		lock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
 			ld, err := c.Lock(ctx, dir, contents)
+			if err != nil {
+				return nil, err
+			}
+			return ld.Unlock, nil
+		},
+		tryLock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
+			ld, err := c.TryLock(ctx, dir, contents)
 			if err != nil {
 				return nil, err
 			}
@@ -180,6 +188,13 @@ func topokitSide(c topo.Conn) *side {
 		},
 		lock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
 			ld, err := c.Lock(ctx, dir, contents)
+			if err != nil {
+				return nil, err
+			}
+			return ld.Unlock, nil
+		},
+		tryLock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
+			ld, err := c.TryLock(ctx, dir, contents)
 			if err != nil {
 				return nil, err
 			}
@@ -435,6 +450,24 @@ func BenchmarkLockUnlock(b *testing.B) {
 			}
 			return unlock(ctx)
 		})
+	})
+}
+
+// BenchmarkTryLockUnlock: an uncontended TryLock and its Unlock (memory
+// only).
+func BenchmarkTryLockUnlock(b *testing.B) {
+	s := stores()[0]
+	vt, tk := s.open(b, 1)
+	ctx := context.Background()
+	for _, c := range []*side{vt[0], tk[0]} {
+		must(b, c.create(ctx, "d/f", []byte("x")))
+	}
+	paired(b, vt[0], tk[0], func(c *side, _ int) error {
+		unlock, err := c.tryLock(ctx, "d", "holder")
+		if err != nil {
+			return err
+		}
+		return unlock(ctx)
 	})
 }
 
