@@ -3,6 +3,7 @@ package memorytopo
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -139,18 +140,11 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	if x == nil || x.removed {
 		return nil, false, nil
 	}
-	if x.sprev == nil {
-		return nil, true, nil
+	var out []claims.Entry
+	for p := x.sprev; p != nil && len(out) < max; p = p.sprev {
+		out = append(out, entryOf(p))
 	}
-	n := 0
-	for p := x.sprev; p != nil && n < max; p = p.sprev {
-		n++
-	}
-	out := make([]claims.Entry, n)
-	for p := x.sprev; n > 0; p = p.sprev {
-		n--
-		out[n] = entryOf(p)
-	}
+	slices.Reverse(out)
 	return out, true, nil
 }
 

@@ -198,19 +198,14 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // version is older than the kept history, InvalidArgument for a negative
 // version, and Closed after Close. Deleting a file discards its history.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	c.f.count(OpGetVersion)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := cleanFilePath(filePath)
+	p, err := c.begin(ctx, OpGetVersion, filePath, func(raw string) (string, error) {
+		p, err := cleanFilePath(raw)
+		if err == nil && version < 0 {
+			_, err = backendkit.CheckGetVersion(p, version)
+		}
+		return p, err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if version < 0 {
-		_, err := backendkit.CheckGetVersion(p, version)
-		return nil, err
-	}
-	if err := c.enter(ctx, OpGetVersion, p); err != nil {
 		return nil, err
 	}
 	fs := c.load(p)
