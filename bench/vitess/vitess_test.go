@@ -86,8 +86,8 @@ type side struct {
 	update  func(ctx context.Context, p string, v []byte) error // compare-and-set on the last version seen
 	del     func(ctx context.Context, p string) error
 	listDir func(ctx context.Context, p string) (int, error)
-	lock    func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
-	tryLock func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
+	lock    lockFunc
+	tryLock lockFunc
 	// lead joins election name as id and returns once leading, with the
 	// function that stops the participation.
 	lead func(ctx context.Context, name, id string) (stop func(), err error)
@@ -438,37 +438,34 @@ func BenchmarkListDir1000(b *testing.B) {
 
 func BenchmarkLockUnlock(b *testing.B) {
 	each(b, func(b *testing.B, s store) {
-		vt, tk := s.open(b, 1)
-		ctx := context.Background()
-		for _, c := range []*side{vt[0], tk[0]} {
-			must(b, c.create(ctx, "d/f", []byte("x")))
-		}
-		paired(b, vt[0], tk[0], func(c *side, _ int) error {
-			unlock, err := c.lock(ctx, "d", "holder")
-			if err != nil {
-				return err
-			}
-			return unlock(ctx)
-		})
+		lockUnlock(b, s, func(c *side) lockFunc { return c.lock })
 	})
 }
 
-// BenchmarkTryLockUnlock: an uncontended TryLock and its Unlock (memory
-// only).
-func BenchmarkTryLockUnlock(b *testing.B) {
-	s := stores()[0]
+// lockFunc is side.lock or side.tryLock.
+type lockFunc = func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
+
+// lockUnlock runs, paired, an uncontended lock taken by the method pick
+// chooses of each side, and its Unlock.
+func lockUnlock(b *testing.B, s store, pick func(*side) lockFunc) {
 	vt, tk := s.open(b, 1)
 	ctx := context.Background()
 	for _, c := range []*side{vt[0], tk[0]} {
 		must(b, c.create(ctx, "d/f", []byte("x")))
 	}
 	paired(b, vt[0], tk[0], func(c *side, _ int) error {
-		unlock, err := c.tryLock(ctx, "d", "holder")
+		unlock, err := pick(c)(ctx, "d", "holder")
 		if err != nil {
 			return err
 		}
 		return unlock(ctx)
 	})
+}
+
+// BenchmarkTryLockUnlock: an uncontended TryLock and its Unlock (memory
+// only).
+func BenchmarkTryLockUnlock(b *testing.B) {
+	lockUnlock(b, stores()[0], func(c *side) lockFunc { return c.tryLock })
 }
 
 // handoverDelays are how long the waiter waits before the holder
