@@ -86,7 +86,8 @@ type side struct {
 	update  func(ctx context.Context, p string, v []byte) error // compare-and-set on the last version seen
 	del     func(ctx context.Context, p string) error
 	listDir func(ctx context.Context, p string) (int, error)
-	lock    func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
+	lock    lockFunc
+	tryLock lockFunc
 	// lead joins election name as id and returns once leading, with the
 	// function that stops the participation.
 	lead func(ctx context.Context, name, id string) (stop func(), err error)
@@ -129,6 +130,13 @@ func vitessSide(c vtopo.Conn) *side {
 		},
 		lock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
 			ld, err := c.Lock(ctx, dir, contents)
+			if err != nil {
+				return nil, err
+			}
+			return ld.Unlock, nil
+		},
+		tryLock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
+			ld, err := c.TryLock(ctx, dir, contents)
 			if err != nil {
 				return nil, err
 			}
@@ -180,6 +188,13 @@ func topokitSide(c topo.Conn) *side {
 		},
 		lock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
 			ld, err := c.Lock(ctx, dir, contents)
+			if err != nil {
+				return nil, err
+			}
+			return ld.Unlock, nil
+		},
+		tryLock: func(ctx context.Context, dir, contents string) (func(context.Context) error, error) {
+			ld, err := c.TryLock(ctx, dir, contents)
 			if err != nil {
 				return nil, err
 			}
@@ -423,19 +438,34 @@ func BenchmarkListDir1000(b *testing.B) {
 
 func BenchmarkLockUnlock(b *testing.B) {
 	each(b, func(b *testing.B, s store) {
-		vt, tk := s.open(b, 1)
-		ctx := context.Background()
-		for _, c := range []*side{vt[0], tk[0]} {
-			must(b, c.create(ctx, "d/f", []byte("x")))
-		}
-		paired(b, vt[0], tk[0], func(c *side, _ int) error {
-			unlock, err := c.lock(ctx, "d", "holder")
-			if err != nil {
-				return err
-			}
-			return unlock(ctx)
-		})
+		lockUnlock(b, s, func(c *side) lockFunc { return c.lock })
 	})
+}
+
+// lockFunc is side.lock or side.tryLock.
+type lockFunc = func(ctx context.Context, dir, contents string) (unlock func(context.Context) error, err error)
+
+// lockUnlock runs, paired, an uncontended lock taken by the method pick
+// chooses of each side, and its Unlock.
+func lockUnlock(b *testing.B, s store, pick func(*side) lockFunc) {
+	vt, tk := s.open(b, 1)
+	ctx := context.Background()
+	for _, c := range []*side{vt[0], tk[0]} {
+		must(b, c.create(ctx, "d/f", []byte("x")))
+	}
+	paired(b, vt[0], tk[0], func(c *side, _ int) error {
+		unlock, err := pick(c)(ctx, "d", "holder")
+		if err != nil {
+			return err
+		}
+		return unlock(ctx)
+	})
+}
+
+// BenchmarkTryLockUnlock: an uncontended TryLock and its Unlock (memory
+// only).
+func BenchmarkTryLockUnlock(b *testing.B) {
+	lockUnlock(b, stores()[0], func(c *side) lockFunc { return c.tryLock })
 }
 
 // handoverDelays are how long the waiter waits before the holder

@@ -10,7 +10,7 @@ import (
 
 // claimState is the holder's view of a claim: live (waiting or held), then
 // released by its owner or lost with its session. Both ends are final.
-type claimState int
+type claimState uint8
 
 const (
 	stateLive claimState = iota
@@ -29,8 +29,7 @@ type claim struct {
 	sess  *Session
 	// done is Done's channel, made on its first use (most claims end
 	// before anyone asks); guarded by sess.mu.
-	done  chan struct{}
-	state claimState
+	done chan struct{}
 	// cancel, for a candidacy, cancels the leadership context.
 	cancel context.CancelCauseFunc
 	// position is the entry's place in its queue when it was granted
@@ -38,6 +37,11 @@ type claim struct {
 	position int64
 	// monitorOnce starts the driver's Monitor of the claim (see monitor).
 	monitorOnce sync.Once
+	state       claimState
+	// linked is set while the claim is on its session's list of claims,
+	// which sprev and snext link; guarded by sess.mu.
+	linked       bool
+	sprev, snext *claim
 }
 
 // current returns the claim's entry: the one its driver created, then the
@@ -52,7 +56,7 @@ func (cl *claim) current() Entry {
 // monitor starts, once, the driver's watch of the granted claim when the
 // driver implements Monitor.
 func (cl *claim) monitor() {
-	if m, ok := cl.eng.d.(Monitor); ok {
+	if m := cl.eng.monitor; m != nil {
 		cl.monitorOnce.Do(func() { m.Monitor(cl.q, cl.sess, cl.current(), cl.Done()) })
 	}
 }
@@ -90,7 +94,20 @@ func (cl *claim) end(st claimState) {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	cl.endLocked(st)
-	delete(cl.sess.claims, cl)
+	cl.sess.remove(cl)
+}
+
+// release is end(stateReleased) for a live claim, returning its entry;
+// for an ended one it returns the claim's error and changes nothing.
+func (cl *claim) release() (Entry, error) {
+	cl.sess.mu.Lock()
+	defer cl.sess.mu.Unlock()
+	if err := cl.errLocked(); err != nil {
+		return cl.entry, err
+	}
+	cl.endLocked(stateReleased)
+	cl.sess.remove(cl)
+	return cl.entry, nil
 }
 
 // errLocked is the error of an ended claim (nil while live): Interrupted

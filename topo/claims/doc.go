@@ -29,6 +29,8 @@
 //     leaves out other clients' entries (ZooKeeper);
 //   - hooks.go: Hooks, what a backend sees of each call before the driver
 //     does (memorytopo: call counters and test faults);
+//   - grace.go: the context that bounds a withdrawal's removal, whose
+//     timer starts only when the driver waits on it;
 //   - defect.go: deliberate defects, for the mutation kit only.
 //
 // # The model

@@ -14,7 +14,12 @@ import (
 // Lock, TryLock, LockWithTTL, LockName, NewLeaderParticipation and
 // ResumeLeaderParticipation forward to it. It is safe for concurrent use.
 type Engine struct {
-	d         Driver
+	d Driver
+	// The driver's optional steps (nil: it has none), asserted once.
+	aheader  Aheader
+	acquirer Acquirer
+	monitor  Monitor
+
 	defect    Defect
 	hooks     Hooks
 	closing   chan struct{}
@@ -51,7 +56,11 @@ type Options struct {
 
 // New returns an Engine over d.
 func New(d Driver, o Options) *Engine {
-	return &Engine{d: d, defect: o.Defect, hooks: o.Hooks, closing: make(chan struct{})}
+	e := &Engine{d: d, defect: o.Defect, hooks: o.Hooks, closing: make(chan struct{})}
+	e.aheader, _ = d.(Aheader)
+	e.acquirer, _ = d.(Acquirer)
+	e.monitor, _ = d.(Monitor)
+	return e
 }
 
 // Close marks the engine closed, as its Conn's Close does: waiting Lock,

@@ -82,21 +82,19 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 		return nil, err
 	}
 	ld := &lockDescriptor{}
-	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil, &ld.mem)
+	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil, &ld.claim)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.await(ctx, cl, nil); err != nil {
 		return nil, err
 	}
-	ld.claim = cl
 	return ld, nil
 }
 
-// lockDescriptor is a held lock.
+// lockDescriptor is a held lock: its claim, in the same allocation.
 type lockDescriptor struct {
-	*claim
-	mem claim // what claim points to (one allocation for both)
+	claim
 	// unlocked is set by the first Unlock: every later one returns
 	// Interrupted (or Closed), whatever the first returned.
 	unlocked atomic.Bool
@@ -141,25 +139,25 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if l.unlocked.Swap(true) {
 		return topo.NewError(topo.Interrupted, l.q.Path)
 	}
-	if err := l.err(); err != nil {
+	ent, err := l.release()
+	if err != nil {
 		if topo.IsErrType(err, topo.LockLost) {
 			// The store may still have the entry (its session not ended
 			// there yet): remove it now, within removeGrace, rather than
 			// leave it to block others until the session ends. Delete
 			// goes by the entry's identity, so nothing else is removed.
 			dctx, cancel := context.WithTimeout(ctx, removeGrace)
-			_ = l.eng.d.Delete(dctx, l.q, l.sess, l.entry)
+			_ = l.eng.d.Delete(dctx, l.q, l.sess, ent)
 			cancel()
 		}
 		return err
 	}
-	l.end(stateReleased)
-	err := l.eng.d.Delete(ctx, l.q, l.sess, l.current())
+	err = l.eng.d.Delete(ctx, l.q, l.sess, ent)
 	if err == ErrNotHeld {
 		return backendkit.Wrap(topo.LockLost, l.q.Path, err)
 	}
 	if err != nil {
-		go l.eng.removeLater(l.claim)
+		go l.eng.removeLater(&l.claim)
 	}
 	return l.eng.d.MapError(ctx, err, l.q.Path)
 }

@@ -54,15 +54,13 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	// the wait. Otherwise that read is the wait's first.
 	var first *aheadRead
 	if ctx.Err() == nil && !isClosed(stop) && !e.closed.Load() && cl.err() == nil {
-		_, aheader := e.d.(Aheader)
-		_, acquirer := e.d.(Acquirer)
 		switch {
 		case cl.entry.Granted:
 			cl.position = 1
 			return nil
-		case aheader:
+		case e.aheader != nil:
 			ahead, in, err := e.ahead(ctx, cl)
-			if err == nil && in && len(ahead) == 0 && !acquirer {
+			if err == nil && in && len(ahead) == 0 && e.acquirer == nil {
 				cl.position = 1
 				return cl.err() // lost as it was granted
 			}
@@ -175,8 +173,8 @@ type Aheader interface {
 // them, or the last two when the driver is an Aheader: what wait needs),
 // and whether the entry is in the queue.
 func (e *Engine) ahead(ctx context.Context, cl *claim) ([]Entry, bool, error) {
-	if a, ok := e.d.(Aheader); ok {
-		return a.Ahead(ctx, cl.q, cl.entry, 2)
+	if e.aheader != nil {
+		return e.aheader.Ahead(ctx, cl.q, cl.entry, 2)
 	}
 	list, err := e.d.List(ctx, cl.q)
 	if err != nil {
@@ -192,11 +190,10 @@ func (e *Engine) ahead(ctx context.Context, cl *claim) ([]Entry, bool, error) {
 // acquire runs the driver's optional Acquire step (Acquirer) for cl, now
 // at the head of its queue, and makes the granted entry cl's.
 func (e *Engine) acquire(ctx context.Context, cl *claim) error {
-	a, ok := e.d.(Acquirer)
-	if !ok {
+	if e.acquirer == nil {
 		return nil
 	}
-	got, err := a.Acquire(ctx, cl.q, cl.sess, cl.entry)
+	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, cl.entry)
 	if err == ErrNotHeld {
 		cl.end(stateLost)
 		return errEntryGone
@@ -225,8 +222,8 @@ func indexOf(list []Entry, ent Entry) int {
 // removal that fails is retried in the background (removeLater).
 func (e *Engine) withdraw(cl *claim) {
 	cl.end(stateReleased)
-	ctx, cancel := context.WithTimeout(context.Background(), removeGrace)
-	defer cancel()
+	ctx := newGrace()
+	defer ctx.end()
 	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.current()); err != nil && err != ErrNotHeld {
 		go e.removeLater(cl)
 	}

@@ -15,14 +15,17 @@ type Session struct {
 	mu     sync.Mutex
 	lost   bool
 	lostCh chan struct{}
-	claims map[*claim]struct{}
+	// claims is the first of the live claims registered on s, linked
+	// through claim.snext and sprev (a list, not a map: a claim joins and
+	// leaves it once per Lock, the uncontended path).
+	claims *claim
 }
 
 // NewSession returns a live Session. id is the store's name of it (what
 // topo.LockHeldError reports as Session); ref is the driver's own handle
 // on it (Ref returns it), opaque to the engine.
 func NewSession(id string, ref any) *Session {
-	return &Session{id: id, ref: ref, lostCh: make(chan struct{}), claims: map[*claim]struct{}{}}
+	return &Session{id: id, ref: ref, lostCh: make(chan struct{})}
 }
 
 // ID returns the store's name of the session.
@@ -58,13 +61,14 @@ func (s *Session) Lost() {
 	}
 	s.lost = true
 	close(s.lostCh)
-	for cl := range s.claims {
-		if cl.eng.defect == DefectLossKeepsClaims {
-			continue
+	for cl := s.claims; cl != nil; {
+		next := cl.snext
+		if cl.eng.defect != DefectLossKeepsClaims {
+			cl.endLocked(stateLost)
 		}
-		cl.endLocked(stateLost)
+		s.remove(cl)
+		cl = next
 	}
-	clear(s.claims)
 }
 
 // LoseEntry ends, as lost, the claim on s whose entry has the given key
@@ -73,11 +77,13 @@ func (s *Session) Lost() {
 func (s *Session) LoseEntry(key string, token int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for cl := range s.claims {
+	for cl := s.claims; cl != nil; {
+		next := cl.snext
 		if cl.entry.Key == key && cl.entry.Token == token {
 			cl.endLocked(stateLost)
-			delete(s.claims, cl)
+			s.remove(cl)
 		}
+		cl = next
 	}
 }
 
@@ -89,5 +95,26 @@ func (s *Session) add(cl *claim) {
 		cl.endLocked(stateLost)
 		return
 	}
-	s.claims[cl] = struct{}{}
+	cl.snext, cl.linked = s.claims, true
+	if s.claims != nil {
+		s.claims.sprev = cl
+	}
+	s.claims = cl
+}
+
+// remove takes cl off s's claims, if it is on them. Called with s.mu
+// held.
+func (s *Session) remove(cl *claim) {
+	if !cl.linked {
+		return
+	}
+	if cl.sprev != nil {
+		cl.sprev.snext = cl.snext
+	} else {
+		s.claims = cl.snext
+	}
+	if cl.snext != nil {
+		cl.snext.sprev = cl.sprev
+	}
+	cl.sprev, cl.snext, cl.linked = nil, nil, false
 }

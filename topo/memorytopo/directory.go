@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // ListDir implements topo.Conn.ListDir. An entry with entries under it is a
@@ -16,15 +15,8 @@ import (
 // are marked Ephemeral. It returns NoNode when nothing is under dirPath and
 // Closed after Close.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
-	c.f.count(OpListDir)
-	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
-		return nil, err
-	}
-	p, err := topo.CleanDirPath(dirPath)
+	p, err := c.begin(ctx, OpListDir, dirPath, topo.CleanDirPath)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.enter(ctx, OpListDir, p); err != nil {
 		return nil, err
 	}
 	s := c.s

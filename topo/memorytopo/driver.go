@@ -3,6 +3,7 @@ package memorytopo
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -76,9 +77,10 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 }
 
 // Create implements claims.Driver: in one step, the checks (a file below
-// a lock's directory; an empty queue for TryLock) and the entry, on c's
-// session for Lock, TryLock and candidates, on a lease of its own for
-// LockWithTTL (its ttl) and LockName (Options.NamedLockTTL).
+// a lock's directory; an empty queue for TryLock) and the entry, granted
+// when it heads its queue, on c's session for Lock, TryLock and
+// candidates, on a lease of its own for LockWithTTL (its ttl) and
+// LockName (Options.NamedLockTTL).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c, s := d.c, d.c.s
 	s.lock()
@@ -109,7 +111,10 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if q.Election {
 		e.election, e.published = true, opts.Value
 	}
-	return entryOf(e), l.view, nil
+	ent := entryOf(e)
+	// Heading its queue, it holds: no entry can come ahead of it later.
+	ent.Granted = e.sprev == nil
+	return ent, l.view, nil
 }
 
 // List implements claims.Driver: the queue, oldest first.
@@ -135,18 +140,11 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	if x == nil || x.removed {
 		return nil, false, nil
 	}
-	if x.sprev == nil {
-		return nil, true, nil
+	var out []claims.Entry
+	for p := x.sprev; p != nil && len(out) < max; p = p.sprev {
+		out = append(out, entryOf(p))
 	}
-	n := 0
-	for p := x.sprev; p != nil && n < max; p = p.sprev {
-		n++
-	}
-	out := make([]claims.Entry, n)
-	for p := x.sprev; n > 0; p = p.sprev {
-		n--
-		out[n] = entryOf(p)
-	}
+	slices.Reverse(out)
 	return out, true, nil
 }
 

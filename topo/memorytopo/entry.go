@@ -61,19 +61,17 @@ type entry struct {
 	// value is a lock's contents or a candidate's id.
 	value string
 	q     *queue
-	// election marks a candidate's entry; published is its published
-	// value (Campaign, Proclaim; nil for none), never a file, and
-	// valueRev counts its changes.
-	election  bool
+	// published is a candidate's published value (Campaign, Proclaim;
+	// nil for none), never a file, and valueRev counts its changes.
 	published []byte
 	valueRev  int64
 	lease     *lease
 	// n is the entry's node once placed, nil before.
-	n       *node
-	removed bool
-	// noticed is set when the entry's holder gave it up ahead of a lapse
-	// (partitionNotice): it is removed if renewal resumes in time.
-	noticed bool
+	n *node
+	// election marks a candidate's entry. noticed is set when the entry's
+	// holder gave it up ahead of a lapse (partitionNotice): it is removed
+	// if renewal resumes in time.
+	election, removed, noticed bool
 	// gone is closed when the entry is removed; made by the first
 	// driver.WaitGone.
 	gone chan struct{}

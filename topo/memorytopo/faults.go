@@ -283,13 +283,10 @@ func (f *Factory) BreakWatches(err error) int {
 // kept. Safe for concurrent use.
 func (f *Factory) ClearFaults() {
 	f.updateFaults(func(fl *faultState) {
-		fl.err = nil
-		fl.latency = 0
-		fl.rules = nil
 		if fl.hung != nil {
 			close(fl.hung)
-			fl.hung = nil
 		}
+		*fl = faultState{}
 	})
 }
 

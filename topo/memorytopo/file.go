@@ -181,15 +181,8 @@ func stateOf(n *node) *fileState {
 // own copy. A lock or election entry reads as a file holding its contents.
 // It returns NoNode when absent and Closed after Close.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	c.f.count(OpGet)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := cleanFilePath(filePath)
+	p, err := c.begin(ctx, OpGet, filePath, cleanFilePath)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.enter(ctx, OpGet, p); err != nil {
 		return nil, nil, err
 	}
 	fs := c.load(p)
@@ -205,19 +198,14 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // version is older than the kept history, InvalidArgument for a negative
 // version, and Closed after Close. Deleting a file discards its history.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	c.f.count(OpGetVersion)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := cleanFilePath(filePath)
+	p, err := c.begin(ctx, OpGetVersion, filePath, func(raw string) (string, error) {
+		p, err := cleanFilePath(raw)
+		if err == nil && version < 0 {
+			_, err = backendkit.CheckGetVersion(p, version)
+		}
+		return p, err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if version < 0 {
-		_, err := backendkit.CheckGetVersion(p, version)
-		return nil, err
-	}
-	if err := c.enter(ctx, OpGetVersion, p); err != nil {
 		return nil, err
 	}
 	fs := c.load(p)
@@ -258,15 +246,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // Closed after Close. It is one snapshot: it holds the store's write lock
 // (see updateInPlace), so no write lands while it collects.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	c.f.count(OpList)
-	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
-		return nil, err
-	}
-	p, err := topo.CleanPrefix(filePathPrefix)
+	p, err := c.begin(ctx, OpList, filePathPrefix, topo.CleanPrefix)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.enter(ctx, OpList, p); err != nil {
 		return nil, err
 	}
 	s := c.s

@@ -10,6 +10,7 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/claims"
 )
 
@@ -408,6 +409,21 @@ func (c *Conn) closedErr(p string) error {
 		return topo.NewError(topo.Closed, p)
 	}
 	return nil
+}
+
+// begin starts a call of op on the caller's path raw: it is counted, its
+// context is checked, clean checks raw and returns the canonical path, then
+// enter runs. Its errors are those of the steps, in that order.
+func (c *Conn) begin(ctx context.Context, op Operation, raw string, clean func(string) (string, error)) (string, error) {
+	c.f.count(op)
+	if err := backendkit.CheckContext(ctx, raw); err != nil {
+		return "", err
+	}
+	p, err := clean(raw)
+	if err != nil {
+		return "", err
+	}
+	return p, c.enter(ctx, op, p)
 }
 
 // enter runs the common prologue of a call of op on the canonical path p,

@@ -37,8 +37,10 @@ type store struct {
 	// roots holds one index per Conn root in use (made with its first
 	// Conn, kept for the store's lifetime): the node of every file and
 	// placed entry below that root, by path relative to it, so that a
-	// read finds a value with one map lookup (publish keeps them).
-	roots map[string]map[string]*node
+	// read finds a value with one map lookup (publish keeps them). A
+	// slice, not a map: publish walks it on every new or deleted file, and
+	// a store has few roots.
+	roots []rootIndex
 
 	leases       map[*lease]struct{}
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
@@ -63,16 +65,23 @@ func newStore(f *Factory) *store {
 		fileWatchers: map[string]map[*watcher]struct{}{},
 		recWatchers:  map[*watcher]struct{}{},
 		queues:       map[string]*queue{},
-		roots:        map[string]map[string]*node{},
 		rootQueues:   map[string]map[claims.Queue]*queue{},
 	}
+}
+
+// rootIndex is the index of one root (see store.roots).
+type rootIndex struct {
+	root  string
+	nodes map[string]*node
 }
 
 // index returns the index of the canonical root r (see roots), making
 // and filling it on first use. Call with mu held for writing.
 func (s *store) index(r string) map[string]*node {
-	if idx := s.roots[r]; idx != nil {
-		return idx
+	for _, ri := range s.roots {
+		if ri.root == r {
+			return ri.nodes
+		}
 	}
 	idx := map[string]*node{}
 	var fill func(n *node, rel string)
@@ -88,7 +97,7 @@ func (s *store) index(r string) map[string]*node {
 		fill(n, "")
 	}
 	delete(idx, "") // the root itself is no path of its Conns
-	s.roots[r] = idx
+	s.roots = append(s.roots, rootIndex{r, idx})
 	return idx
 }
 
@@ -97,8 +106,8 @@ func (s *store) index(r string) map[string]*node {
 // for an index of another root). Call with mu held for writing.
 func (s *store) publish(root, rel string, n *node, present bool) {
 	full := ""
-	for r, idx := range s.roots {
-		p := rel
+	for _, ri := range s.roots {
+		r, idx, p := ri.root, ri.nodes, rel
 		if r != root {
 			if full == "" {
 				full = joinRoot(root, rel)

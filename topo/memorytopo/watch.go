@@ -169,15 +169,8 @@ func (w *watcher) interrupted(ctx context.Context, p string) error {
 // changes are coalesced: the channel always ends up carrying the latest
 // value. Closed after Close.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	c.f.count(OpWatch)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := c.begin(ctx, OpWatch, filePath, topo.CleanFilePath)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.enter(ctx, OpWatch, p); err != nil {
 		return nil, nil, err
 	}
 	full := c.full(p)
@@ -286,15 +279,8 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 // received; the caller must drain the channel until it closes. Closed after
 // Close.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	c.f.count(OpWatchRecursive)
-	if err := backendkit.CheckContext(ctx, prefix); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanPrefix(prefix)
+	p, err := c.begin(ctx, OpWatchRecursive, prefix, topo.CleanPrefix)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.enter(ctx, OpWatchRecursive, p); err != nil {
 		return nil, nil, err
 	}
 	fp := c.fullPrefix(p)
