@@ -580,3 +580,49 @@ func TestQueueTail(t *testing.T) {
 		require.Emptyf(t, left, "keys left under %s (gave up: %v)", locks, giveUp)
 	}
 }
+
+// TestLeaderReadsNoQueue: reading the leader (GetCurrentLeaderID, and
+// Observe's reads and watch) never lists the election's prefix, where the
+// candidates queue: its cost does not grow with their number.
+func TestLeaderReadsNoQueue(t *testing.T) {
+	const n = 20
+	root := testRoot(t)
+	ctx := t.Context()
+	c0 := newTestConn(t, root)
+	key := c0.key(electionsDir + "/reads")
+	leader, err := c0.NewLeaderParticipation("reads", "leader")
+	require.NoError(t, err)
+	_, err = leader.WaitForLeadership()
+	require.NoError(t, err)
+	defer leader.Stop()
+	for i := range n {
+		p, err := newTestConn(t, root).NewLeaderParticipation("reads", fmt.Sprint(i))
+		require.NoError(t, err)
+		go func() { _, _ = p.WaitForLeadership() }()
+		defer p.Stop()
+	}
+	waitQueued(t, c0, key, n)
+
+	var lists atomic.Int64
+	reader, err := NewConn(testOptions(), root)
+	require.NoError(t, err)
+	defer reader.Close()
+	reader.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+		if strings.Contains(r.URL.Path, "/elections/reads") && r.URL.Query().Has("recurse") {
+			lists.Add(1)
+		}
+		return nil, nil
+	}
+	id, err := reader.NewLeaderParticipation("reads", "reader")
+	require.NoError(t, err)
+	got, err := id.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "leader", got)
+	octx, cancel := context.WithCancel(ctx)
+	ch, err := id.Observe(octx)
+	require.NoError(t, err)
+	first := <-ch
+	require.Equal(t, "leader", first.ID)
+	cancel()
+	require.Zero(t, lists.Load(), "reads of the leader listed the election's prefix")
+}
