@@ -177,7 +177,7 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 	}
 	w := &waiter{fresh: true}
 	if old := resp.Results[0].KV; old != nil && old.Key == tail && old.ModifyIndex < kv.CreateIndex && strings.HasPrefix(string(old.Value), prefix) {
-		w.ahead = []claims.Entry{{Token: int64(old.ModifyIndex), Key: string(old.Value)}}
+		w.pred = claims.Entry{Token: int64(old.ModifyIndex), Key: string(old.Value)}
 	}
 	d.c.setWaiter(ekey, w)
 	return claims.Entry{Token: int64(kv.CreateIndex), Key: ekey, Session: qsess.id, Contents: contents, Value: value}, nil
@@ -239,12 +239,12 @@ func (d driver) dropEntry(key string, sess *session) {
 // waiter is what a Conn knows of one of its entries waiting in a queue
 // (Conn.waiters, by the entry's key; Conn.preds, by its predecessor's).
 type waiter struct {
-	// ahead are the entries ahead of the waiter as last known, oldest
-	// first: it waits for the last, its predecessor; goneAt is the index
-	// of the transaction that removed that one, once WaitGone saw it go (0
-	// before). fresh: ahead is the predecessor enqueue read from the tail
-	// key, and nothing is known of the entries ahead of that one.
-	ahead  []claims.Entry
+	// pred is the entry just ahead of the waiter as last known (Key ""
+	// for none), which it waits for; goneAt is the index of the
+	// transaction that removed it, once WaitGone saw it go (0 before).
+	// fresh: pred is what enqueue read from the tail key, and nothing is
+	// known of the entries ahead of it.
+	pred   claims.Entry
 	goneAt uint64
 	fresh  bool
 	// key is the store key as Ahead read it when the waiter became the
@@ -258,14 +258,14 @@ type waiter struct {
 func (c *Conn) setWaiter(key string, w *waiter) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.waiters[key]; old != nil && len(old.ahead) > 0 {
-		delete(c.preds, old.ahead[len(old.ahead)-1].Key)
+	if old := c.waiters[key]; old != nil && old.pred.Key != "" {
+		delete(c.preds, old.pred.Key)
 	}
 	delete(c.waiters, key)
 	if w != nil {
 		c.waiters[key] = w
-		if len(w.ahead) > 0 {
-			c.preds[w.ahead[len(w.ahead)-1].Key] = w
+		if w.pred.Key != "" {
+			c.preds[w.pred.Key] = w
 		}
 	}
 }
@@ -322,9 +322,9 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 	}
 	c := d.c
 	switch w := c.waiterOf(e.Key, false); {
-	case w.fresh && len(w.ahead) > 0:
-		c.setWaiter(e.Key, &waiter{ahead: w.ahead})
-		return []claims.Entry{{}, w.ahead[0]}, true, nil
+	case w.fresh && w.pred.Key != "":
+		c.setWaiter(e.Key, &waiter{pred: w.pred})
+		return []claims.Entry{{}, w.pred}, true, nil
 	case w.goneAt != 0:
 		cur, _, err := c.kv.Get(d.storeKey(q), c.consistentOptions(ctx))
 		if err != nil {
@@ -356,7 +356,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 	}
 	var w *waiter
 	if in && len(ahead) > 0 {
-		w = &waiter{ahead: ahead[len(ahead)-1:]}
+		w = &waiter{pred: ahead[len(ahead)-1]}
 	}
 	c.setWaiter(e.Key, w)
 	return ahead[max(0, len(ahead)-most):], in, nil
