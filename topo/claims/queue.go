@@ -132,11 +132,15 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 			return err
 		}
 		i := len(ahead)
+		known := i                       // entries known to be ahead
+		if i > 0 && ahead[0].Key == "" { // entries the read did not see
+			known--
+		}
 		switch {
 		case !in:
 			cl.end(stateLost)
 			return errEntryGone
-		case i == 0, i == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
+		case i == 0, known == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
 			cl.position = int64(i + 1)
 			return e.acquire(ctx, cl)
 		}
@@ -165,7 +169,12 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 type Aheader interface {
 	// Ahead returns, in one read, the entries just ahead of e in q,
 	// oldest first: the one just ahead last, at most max of them (none
-	// when e heads q), and whether e is in q at all.
+	// when e heads q), and whether e is in q at all. A driver that knows
+	// the entry just ahead but not whether others are ahead of it returns
+	// an Entry with an empty Key (which no entry has) before it, standing
+	// for entries it did not see: the engine never waits for that one,
+	// and asks again once the entry just ahead goes, rather than taking e
+	// for the head.
 	Ahead(ctx context.Context, q Queue, e Entry, max int) (ahead []Entry, in bool, err error)
 }
 

@@ -93,8 +93,8 @@ func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err 
 // send sends one acquire transaction under cond: the check that the queue
 // entry is still queued (first, so that its failure is the operation 0's),
 // the lock of the key for the session with the contents and the lock
-// flags, then an election's value key, the removal of the queue entry,
-// and the read of the queue. The
+// flags, then an election's value key, the removal of the queue entry
+// with the read of the queue's tail key, and the read of the queue. The
 // request runs detached from ctx (bounded by requestTimeout and the
 // session), so a caller giving up never leaves its outcome unknown; when
 // it fails without an answer, resolve finds out whether the key was taken
@@ -111,7 +111,8 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 		ops = append(ops, valueOp(valueKey(r.key, r.sess.id), r.value, r.publish, r.sess))
 	}
 	if r.entry != "" {
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.entry}})
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.entry}},
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tailOf(r.entry[:strings.LastIndex(r.entry, "/")+1])}})
 	}
 	if r.queue != "" {
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: r.queue}})
@@ -359,6 +360,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 		}
 		if ok {
 			if kv := lockResult(resp, key); kv != nil {
+				c.dropTail(actx, e.Key, tailResult(resp, e.Key))
 				return grantedEntry(kv, sess.id, r.contents), nil
 			}
 			return claims.Entry{}, backendkit.Wrap(topo.Unavailable, q.Path, errors.New("lock transaction returned no result"))

@@ -19,7 +19,8 @@
 //   - topokit's waiting contenders queue beside the key, an addition Vitess
 //     never reads: <root>/D/locks/queue/<session id>-<random> for the lock
 //     on D, <root>/elections/<name>/locks/queue/<session id>-<random> for
-//     an election (see queue.go). A Vitess contender does not queue: it
+//     an election, with a tail key beside each queue naming the entry
+//     queued last (see queue.go). A Vitess contender does not queue: it
 //     races the head at each release.
 //
 // Locks and leadership live on Consul sessions with the "delete" behaviour:
@@ -78,6 +79,12 @@
 //     then delete), or by Consul when the session ends. The queue orders
 //     acquires; it never grants one: exclusion and tokens rest on the key's
 //     acquire transaction alone.
+//   - A queue's tail key (<dir>/locks/tail, elections/<name>/locks/tail)
+//     is deleted and written again, locked by the new entry's session,
+//     only by the transaction that creates a queue entry, and deleted
+//     otherwise only while it names an entry that has just left the queue
+//     (a check of its index, after that entry's acquire or giving up) or
+//     by Consul with its session. It orders nothing that safety rests on.
 //   - Everything else a session held is deleted by Consul when the session
 //     ends (Close, Unlock of a lock's own session and Stop of a resumed
 //     participation destroy sessions; "delete" behaviour).

@@ -207,7 +207,7 @@ func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token 
 	if q.Election {
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
 	}
-	err := c.checkedTxn(ctx, q.Path, ops)
+	_, err := c.checkedTxn(ctx, q.Path, ops)
 	if err == nil || err == claims.ErrNotHeld {
 		c.forgetGrant(token)
 	}
@@ -215,27 +215,34 @@ func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token 
 }
 
 // deleteEntry deletes the queue entry key if the session sessionID holds
-// it, in one transaction; ErrNotHeld when it does not.
+// it, in one transaction that also reads the queue's tail key, then the
+// tail key if it names the entry (dropTail); ErrNotHeld when the session
+// does not hold the entry.
 func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) error {
-	return c.checkedTxn(ctx, path, api.TxnOps{
+	resp, err := c.checkedTxn(ctx, path, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sessionID}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
+		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tailOf(key[:strings.LastIndex(key, "/")+1])}},
 	})
+	if err == nil {
+		c.dropTail(ctx, key, tailResult(resp, key))
+	}
+	return err
 }
 
-// checkedTxn runs ops, whose first is a check: ErrNotHeld when the check
-// fails.
-func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) error {
+// checkedTxn runs ops, whose first is a check, and returns the results:
+// ErrNotHeld when the check fails.
+func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*api.TxnResponse, error) {
 	ok, resp, err := c.txn(ctx, ops)
 	switch {
 	case err != nil || ok:
-		return err
+		return resp, err
 	}
 	switch classifyRollback(resp) {
 	case rollbackStale, rollbackMissing, rollbackNotHeld:
-		return claims.ErrNotHeld
+		return nil, claims.ErrNotHeld
 	}
-	return rollbackError(path, resp)
+	return nil, rollbackError(path, resp)
 }
 
 // Held implements claims.Driver: the session is within its safety margin

@@ -330,25 +330,36 @@ func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) 
 // with the number of waiters: only the releaser, the new holder and the
 // next waiter send any (before the queue, every waiter's blocking query on
 // the lock key returned at each release, and each waiter tried the
-// acquire). And the next waiter learns that it heads the queue without
-// reading the whole queue: the only such reads are those of the acquirers
-// queueing again, one per handover (before, the woken waiter read it too).
+// acquire), a bounded number whatever n is. And nobody reads the whole
+// queue in a handover once others queue: an acquirer queueing again learns
+// its predecessor from the tail key, and the next waiter learns that it
+// heads the queue from one read of the lock key. With 2 waiters an
+// acquirer often finds itself alone in the queue (it then reads it, and
+// takes the key without queueing next time): the mix of requests differs
+// from run to run, so each count is held to the protocol's bound rather
+// than to the count with 2.
 func TestHandoverRequestsConstant(t *testing.T) {
 	const handovers = 20
+	// maxPerHandover: the release (1); the new holder's acquire and the
+	// blocking query it returns from (2); the next waiter's blocking query
+	// and its read of the key (2); the acquirer's enqueue and its blocking
+	// query on its predecessor (2); slack for an acquire sent on the
+	// assumption that the key is free and refused (2), and a blocking
+	// query answered early (1).
+	const maxPerHandover = 10
 	per := map[int]float64{}
 	for _, n := range []int{2, 20, 200} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			var lists float64
 			per[n], lists = handoverRequests(t, n, handovers)
 			t.Logf("%d waiters: %.1f requests per handover, %.2f of them reading the whole queue", n, per[n], lists)
-			require.LessOrEqualf(t, lists, 1.5, "with %d waiters a handover read the whole queue %.2f times", n, lists)
+			require.LessOrEqualf(t, per[n], float64(maxPerHandover), "with %d waiters a handover cost %.1f requests", n, per[n])
+			maxLists := 0.1
+			if n == 2 {
+				maxLists = 1.5
+			}
+			require.LessOrEqualf(t, lists, maxLists, "with %d waiters a handover read the whole queue %.2f times", n, lists)
 		})
-	}
-	// With 2 waiters an acquirer often finds itself alone in the queue and
-	// takes the key without queueing next time (a few requests less); from
-	// 20 to 200 waiters nothing may grow.
-	for _, n := range []int{20, 200} {
-		require.LessOrEqualf(t, per[n], per[2]+4, "requests per handover with %d waiters (%.1f) must not grow beyond those with 2 (%.1f)", n, per[n], per[2])
 	}
 	require.LessOrEqualf(t, per[200], per[20]+1.5, "requests per handover with 200 waiters (%.1f) must not grow beyond those with 20 (%.1f)", per[200], per[20])
 }
@@ -518,4 +529,100 @@ func TestFairLockOrderSameConn(t *testing.T) {
 		require.Equal(t, want, <-got, "lockers of one Conn must acquire in the order they queued")
 		require.NoError(t, (<-locks).Unlock(ctx))
 	}
+}
+
+// TestQueueTail: the tail key <dir>/locks/tail names the entry queued
+// last and is held by its session; a queue left empty, by the last
+// entry's acquire or by its giving up, leaves no key under <dir>/locks/.
+func TestQueueTail(t *testing.T) {
+	root := testRoot(t)
+	ctx := context.Background()
+	holder, waiter := newTestConn(t, root), newTestConn(t, root)
+	_, err := holder.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	key := holder.dirPrefix("d") + lockName
+	locks := holder.dirPrefix("d") + "locks/"
+	for _, giveUp := range []bool{false, true} {
+		l, err := holder.Lock(ctx, "d", "holder")
+		require.NoError(t, err)
+		wctx, wcancel := context.WithCancel(ctx)
+		got := make(chan error, 1)
+		go func() {
+			l2, err := waiter.Lock(wctx, "d", "waiter")
+			if err == nil {
+				err = l2.Unlock(ctx)
+			}
+			got <- err
+		}()
+		waitQueued(t, holder, key, 1)
+		keys, _, err := holder.kv.Keys(queuePrefixOf(key), "", nil)
+		require.NoError(t, err)
+		require.Len(t, keys, 1)
+		tail, _, err := holder.kv.Get(locks+tailName, nil)
+		require.NoError(t, err)
+		require.NotNil(t, tail)
+		require.Equal(t, keys[0], string(tail.Value), "the tail names the entry queued last")
+		entry, _, err := holder.kv.Get(keys[0], nil)
+		require.NoError(t, err)
+		require.Equal(t, entry.Session, tail.Session, "the tail is held by the entry's session")
+		require.Equal(t, entry.CreateIndex, tail.ModifyIndex)
+		if giveUp {
+			wcancel()
+			require.Error(t, <-got)
+			require.NoError(t, l.Unlock(ctx))
+		} else {
+			require.NoError(t, l.Unlock(ctx))
+			require.NoError(t, <-got)
+		}
+		wcancel()
+		left, _, err := holder.kv.Keys(locks, "", nil)
+		require.NoError(t, err)
+		require.Emptyf(t, left, "keys left under %s (gave up: %v)", locks, giveUp)
+	}
+}
+
+// TestLeaderReadsNoQueue: reading the leader (GetCurrentLeaderID, and
+// Observe's reads and watch) never lists the election's prefix, where the
+// candidates queue: its cost does not grow with their number.
+func TestLeaderReadsNoQueue(t *testing.T) {
+	const n = 20
+	root := testRoot(t)
+	ctx := t.Context()
+	c0 := newTestConn(t, root)
+	key := c0.key(electionsDir + "/reads")
+	leader, err := c0.NewLeaderParticipation("reads", "leader")
+	require.NoError(t, err)
+	_, err = leader.WaitForLeadership()
+	require.NoError(t, err)
+	defer leader.Stop()
+	for i := range n {
+		p, err := newTestConn(t, root).NewLeaderParticipation("reads", fmt.Sprint(i))
+		require.NoError(t, err)
+		go func() { _, _ = p.WaitForLeadership() }()
+		defer p.Stop()
+	}
+	waitQueued(t, c0, key, n)
+
+	var lists atomic.Int64
+	reader, err := NewConn(testOptions(), root)
+	require.NoError(t, err)
+	defer reader.Close()
+	reader.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+		if strings.Contains(r.URL.Path, "/elections/reads") && r.URL.Query().Has("recurse") {
+			lists.Add(1)
+		}
+		return nil, nil
+	}
+	id, err := reader.NewLeaderParticipation("reads", "reader")
+	require.NoError(t, err)
+	got, err := id.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "leader", got)
+	octx, cancel := context.WithCancel(ctx)
+	ch, err := id.Observe(octx)
+	require.NoError(t, err)
+	first := <-ch
+	require.Equal(t, "leader", first.ID)
+	cancel()
+	require.Zero(t, lists.Load(), "reads of the leader listed the election's prefix")
 }

@@ -47,62 +47,76 @@ func errLeaderValueSize(path string) error {
 	return backendkit.Wrap(topo.InvalidArgument, path, fmt.Errorf("a leader value on Consul is at most %d bytes (it is written in a transaction)", maxLeaderValue))
 }
 
-// leaderOf returns the head that pairs (a consistent list of the prefix
-// elections/<name>, one Raft index) show: the election key while a session
-// holds it (id its value, token its ModifyIndex), with the value key of
-// that same session (ValueRev its ModifyIndex). ok is false when no
-// session holds the key.
-func leaderOf(key string, pairs api.KVPairs) (head claims.Entry, ok bool) {
-	var lead *api.KVPair
-	for _, kv := range pairs {
-		if kv.Key == key {
-			lead = kv
-			break
-		}
-	}
-	if lead == nil || lead.Session == "" {
-		return claims.Entry{}, false
-	}
-	head = grantedEntry(lead, lead.Session, string(lead.Value))
-	vk := valueKey(key, lead.Session)
-	for _, kv := range pairs {
-		if kv.Key == vk && kv.Session == lead.Session {
-			head.Value, head.ValueRev = value(kv), int64(kv.ModifyIndex)
-			break
-		}
-	}
-	return head, true
-}
-
-// Head implements claims.Driver for elections: one consistent list of the
-// prefix elections/<name> (the election key and the value keys beside it,
-// at one Raft index; see leaderOf). With watch, changed closes once a
-// consistent blocking query on the prefix returns a newer index (a write
-// under an election whose name starts with this one's, or a candidate
-// joining or leaving the queue, wakes it too: the engine then sends
-// nothing new), or fails, or its wait time passes.
+// Head implements claims.Driver for elections, without reading the
+// candidates' queue, so that its cost does not grow with their number: a
+// consistent read of the election key; while a session holds it, one
+// consistent read-only transaction checking the key's ModifyIndex and
+// reading that session's value key (ValueRev its ModifyIndex), so that
+// the leader and its value are of one Raft index (again from the start
+// when the key changed between the two). With watch, a keys-only read of
+// the prefix elections/<name> up to the next "/" comes first, and changed
+// closes once a consistent blocking keys-only query from its index returns
+// (any change under the prefix: the leader, its value, a candidate joining
+// or leaving the queue, an election whose name starts with this one's; a
+// failure; its wait time passing: the engine then reads again and sends
+// nothing new). Each answer is a few names, whatever the queue's length.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
 	if err := c.begin(ctx, q.Path); err != nil {
 		return claims.Entry{}, false, nil, err
 	}
 	key := d.storeKey(q)
-	pairs, meta, err := c.kv.List(key, c.consistentOptions(ctx))
-	if err != nil {
-		return claims.Entry{}, false, nil, err
+	var since uint64
+	if watch {
+		// The index of the prefix (a keys-only read up to the next "/": a
+		// few names), from which the watch blocks.
+		_, meta, err := c.kv.Keys(key, "/", c.consistentOptions(ctx))
+		if err != nil {
+			return claims.Entry{}, false, nil, err
+		}
+		since = meta.LastIndex
 	}
-	head, ok := leaderOf(key, pairs)
+	var head claims.Entry
+	var lead *api.KVPair
+	for {
+		var err error
+		if lead, _, err = c.kv.Get(key, c.consistentOptions(ctx)); err != nil {
+			return claims.Entry{}, false, nil, err
+		}
+		if lead == nil || lead.Session == "" {
+			lead = nil
+			break
+		}
+		head = grantedEntry(lead, lead.Session, string(lead.Value))
+		vk := valueKey(key, lead.Session)
+		ok, resp, _, err := c.client.Txn().Txn(api.TxnOps{
+			{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: lead.ModifyIndex}},
+			{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: vk}},
+		}, c.consistentOptions(ctx))
+		if err != nil {
+			return claims.Entry{}, false, nil, err
+		}
+		if !ok {
+			continue // the key changed between the two reads
+		}
+		for _, r := range resp.Results {
+			if kv := r.KV; kv != nil && kv.Key == vk && kv.Session == lead.Session {
+				head.Value, head.ValueRev = value(kv), int64(kv.ModifyIndex)
+			}
+		}
+		break
+	}
 	if !watch {
-		return head, ok, nil, nil
+		return head, lead != nil, nil, nil
 	}
 	changed := make(chan struct{})
 	go func() {
 		defer close(changed)
 		wctx, cancel := c.callCtx(ctx)
 		defer cancel()
-		_, _, _ = c.kv.List(key, c.consistentBlocking(wctx, nextIndex(0, meta.LastIndex)))
+		_, _, _ = c.kv.Keys(key, "/", c.consistentBlocking(wctx, nextIndex(0, since)))
 	}()
-	return head, ok, changed, nil
+	return head, lead != nil, changed, nil
 }
 
 // SetValue implements claims.Driver (Proclaim): one transaction, a

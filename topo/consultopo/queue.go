@@ -31,22 +31,28 @@ import (
 //     contender's entry blocks the queue for at most twice the Conn's
 //     SessionTTL. Entries are ordered by CreateIndex, the Raft index of the
 //     transaction that created them, so the order is the order in which
-//     they queued;
+//     they queued. The same transaction moves the tail key (tailName) to
+//     the new entry and reads where it was: the entry queued just before,
+//     the new entry's predecessor, known without reading the queue;
 //   - a waiter blocks (a consistent blocking query) on its predecessor's
 //     entry alone. When that entry goes, the query answers with the index
 //     of the transaction that removed it; when the lock key was acquired at
 //     that same index, the predecessor removed its entry by acquiring, so
 //     nothing is left ahead and the waiter heads the queue (one read of the
 //     key, whatever the queue's length). Otherwise (the predecessor gave
-//     up or lost its session) it reads the queue again and either waits
-//     for its new predecessor or is the head (driver.Ahead);
+//     up or lost its session, or released the key before the read) it
+//     reads the queue (List) and either waits for its new predecessor or
+//     is the head (driver.Ahead);
 //   - the head waits for the key (blocking queries on it, from the read
 //     that showed it the head), and its acquire transaction deletes its
 //     entry, which wakes the next waiter and no other: a handover costs a
 //     constant number of requests, of a constant size, whatever the
 //     queue's length;
 //   - a contender that gives up deletes its entry (retried in the
-//     background until it is gone or its session ends).
+//     background until it is gone or its session ends). A queue left empty
+//     leaves no key behind: the last entry's acquire or give-up also
+//     deletes the tail key while it names that entry, and a tail key that
+//     outlives its entry goes with its session or the next enqueue.
 //
 // The queue is an order only: exclusion is still the lock key's acquire
 // transaction, so safety does not depend on it. A contender may first try
@@ -114,17 +120,42 @@ func queueBusy(resp *api.TxnResponse, prefix string) bool {
 	return false
 }
 
+// tailName is the key, beside a queue (<dir>/locks/tail,
+// elections/<name>/locks/tail), that names the entry queued last: its
+// value is that entry's key, its ModifyIndex that entry's CreateIndex (both
+// are written by the one enqueue transaction), and it is locked by that
+// entry's session, so that Consul deletes it with the session.
+const tailName = "tail"
+
+// tailOf returns the tail key of the queue whose prefix is prefix.
+func tailOf(prefix string) string {
+	return strings.TrimSuffix(prefix, queueDir+"/") + tailName
+}
+
 // enqueue adds an entry for contents at the tail of q's queue, locked by
-// the long-lived session qsess, in one transaction, and returns it. value
-// (an election's value to publish, nil for none) rides along in the entry
-// for Acquire; it is not written to the store.
+// the long-lived session qsess, and returns it. One transaction reads the
+// tail key, moves it to the new entry and creates the entry, so the entry
+// learns its predecessor (the tail before it) without reading the queue
+// (setWaiter; see Ahead). When a lock-delay keeps the tail key (its last
+// session was invalidated), the entry is created alone. value (an
+// election's value to publish, nil for none) rides along in the entry for
+// Acquire; it is not written to the store.
 func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents string, value []byte, qsess *session) (claims.Entry, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	ekey := d.queuePrefix(q) + qsess.id + "-" + hex.EncodeToString(b[:])
-	ok, resp, err := d.c.txn(ctx, api.TxnOps{
+	prefix := d.queuePrefix(q)
+	ekey := prefix + qsess.id + "-" + hex.EncodeToString(b[:])
+	tail := tailOf(prefix)
+	ops := api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tail}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: tail}},
+		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: tail, Value: []byte(ekey), Session: qsess.id}},
 		{KV: &api.KVTxnOp{Verb: api.KVLock, Key: ekey, Flags: api.LockFlagValue, Session: qsess.id}},
-	})
+	}
+	ok, resp, err := d.c.txn(ctx, ops)
+	if err == nil && !ok && classifyRollback(resp) == rollbackLockDelay {
+		ok, resp, err = d.c.txn(ctx, ops[3:])
+	}
 	switch {
 	case err != nil:
 		if isInvalidSession(err) {
@@ -144,7 +175,39 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 		d.dropEntry(ekey, qsess)
 		return claims.Entry{}, errors.New("queue transaction returned no entry")
 	}
+	w := &waiter{fresh: true}
+	if old := resp.Results[0].KV; old != nil && old.Key == tail && old.ModifyIndex < kv.CreateIndex && strings.HasPrefix(string(old.Value), prefix) {
+		w.pred = claims.Entry{Token: int64(old.ModifyIndex), Key: string(old.Value)}
+	}
+	d.c.setWaiter(ekey, w)
 	return claims.Entry{Token: int64(kv.CreateIndex), Key: ekey, Session: qsess.id, Contents: contents, Value: value}, nil
+}
+
+// dropTail deletes the tail key of the queue of the entry key when it
+// still names that entry (tail: the tail key as a transaction read it,
+// nil when absent), so that a queue left empty leaves no key behind. A
+// failure is left alone: the tail's session deletes it in the end.
+func (c *Conn) dropTail(ctx context.Context, key string, tail *api.KVPair) {
+	if tail == nil || string(tail.Value) != key {
+		return
+	}
+	_, _, _ = c.txn(ctx, api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: tail.Key, Index: tail.ModifyIndex}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: tail.Key}},
+	})
+}
+
+// tailResult returns the tail key of the queue of the entry key as the
+// results of a transaction that read it (get-tree) show it, nil when they
+// do not.
+func tailResult(resp *api.TxnResponse, key string) *api.KVPair {
+	tail := tailOf(key[:strings.LastIndex(key, "/")+1])
+	for _, r := range resp.Results {
+		if r.KV != nil && r.KV.Key == tail {
+			return r.KV
+		}
+	}
+	return nil
 }
 
 // dropEntry deletes the queue entry key of sess, retrying in the
@@ -176,12 +239,14 @@ func (d driver) dropEntry(key string, sess *session) {
 // waiter is what a Conn knows of one of its entries waiting in a queue
 // (Conn.waiters, by the entry's key; Conn.preds, by its predecessor's).
 type waiter struct {
-	// ahead are the entries ahead of the waiter at its last list, oldest
-	// first: it waits for the last, its predecessor; goneAt is the index
-	// of the transaction that removed that one, once WaitGone saw it go (0
-	// before).
-	ahead  []claims.Entry
+	// pred is the entry just ahead of the waiter as last known (Key ""
+	// for none), which it waits for; goneAt is the index of the
+	// transaction that removed it, once WaitGone saw it go (0 before).
+	// fresh: pred is what enqueue read from the tail key, and nothing is
+	// known of the entries ahead of it.
+	pred   claims.Entry
 	goneAt uint64
+	fresh  bool
 	// key is the store key as Ahead read it when the waiter became the
 	// head by its predecessor's acquire: held by the predecessor, at the
 	// index Acquire first blocks on. nil when not known.
@@ -193,14 +258,14 @@ type waiter struct {
 func (c *Conn) setWaiter(key string, w *waiter) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.waiters[key]; old != nil && len(old.ahead) > 0 {
-		delete(c.preds, old.ahead[len(old.ahead)-1].Key)
+	if old := c.waiters[key]; old != nil && old.pred.Key != "" {
+		delete(c.preds, old.pred.Key)
 	}
 	delete(c.waiters, key)
 	if w != nil {
 		c.waiters[key] = w
-		if len(w.ahead) > 0 {
-			c.preds[w.ahead[len(w.ahead)-1].Key] = w
+		if w.pred.Key != "" {
+			c.preds[w.pred.Key] = w
 		}
 	}
 }
@@ -235,62 +300,63 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return out, nil
 }
 
-// Ahead implements claims.Aheader. A granted entry has nothing ahead. The
-// first time, it is the entries List shows ahead of e. Once WaitGone saw
-// the one just ahead go: when the store key was acquired at the index of
-// that removal (one consistent read of the key), that transaction was the
-// predecessor's acquire, which only the head sends, so nothing is left
-// ahead; otherwise it is the entries ahead at the last list whose names
-// are still in the queue (a read of the names alone: no entry joins a
-// queue ahead of an older one). A read that shows e alone in the queue
-// clears the key's contended mark (see isContended).
+// Ahead implements claims.Aheader. A granted entry has nothing ahead.
+// Right after enqueue found a predecessor in the tail key, it is that
+// predecessor behind an Entry with no Key (no read; see claims.Aheader):
+// what is ahead of the predecessor is not known, so the engine asks again
+// once it goes. Once WaitGone saw the predecessor go, at index goneAt, one
+// consistent read of the store key decides: acquired at goneAt, or
+// released or acquired again since (absent, or a later ModifyIndex), the
+// predecessor went by its acquire, which only the head sends, so nothing
+// is left ahead; a key unchanged since before goneAt shows that the
+// predecessor gave up or lost its session while others held the key.
+// Then, and the first time without a predecessor, it is the entries List
+// shows ahead of e. (A predecessor that gave up or died just before a
+// handover is taken for an acquirer: its successor may then overtake the
+// entries that were ahead of it, once; exclusion never rests on the
+// order.) A list that shows e alone in the queue clears the key's
+// contended mark (see isContended).
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
 	if e.Granted {
 		return nil, true, nil
 	}
 	c := d.c
-	var ahead []claims.Entry
-	in, alone := false, false
-	if w := c.waiterOf(e.Key, false); w.goneAt != 0 {
+	switch w := c.waiterOf(e.Key, false); {
+	case w.fresh && w.pred.Key != "":
+		c.setWaiter(e.Key, &waiter{pred: w.pred})
+		return []claims.Entry{{}, w.pred}, true, nil
+	case w.goneAt != 0:
 		cur, _, err := c.kv.Get(d.storeKey(q), c.consistentOptions(ctx))
 		if err != nil {
 			return nil, false, err
 		}
-		if cur != nil && cur.Session != "" && cur.ModifyIndex == w.goneAt {
+		switch {
+		case cur != nil && cur.Session != "" && cur.ModifyIndex == w.goneAt:
 			c.setWaiter(e.Key, &waiter{key: cur})
 			return nil, true, nil
+		case cur == nil || cur.ModifyIndex > w.goneAt:
+			// Released (or taken again) since: by the predecessor, which
+			// took it at goneAt, unless that one gave up or died just
+			// before a handover.
+			c.setWaiter(e.Key, nil)
+			return nil, true, nil
 		}
-		keys, _, err := c.kv.Keys(d.queuePrefix(q), "", c.consistentOptions(ctx))
-		if err != nil {
-			return nil, false, err
-		}
-		queued := make(map[string]bool, len(keys))
-		for _, k := range keys {
-			queued[k] = true
-		}
-		in, alone = queued[e.Key], len(keys) == 1
-		for _, x := range w.ahead[:len(w.ahead)-1] {
-			if queued[x.Key] {
-				ahead = append(ahead, x)
-			}
-		}
-	} else {
-		list, err := d.List(ctx, q)
-		if err != nil {
-			return nil, false, err
-		}
-		i := slices.IndexFunc(list, func(x claims.Entry) bool { return x.Key == e.Key })
-		in, alone = i >= 0, len(list) == 1
-		ahead = list[:max(i, 0)]
 	}
-	if in && alone {
+	list, err := d.List(ctx, q)
+	if err != nil {
+		return nil, false, err
+	}
+	i := slices.IndexFunc(list, func(x claims.Entry) bool { return x.Key == e.Key })
+	in := i >= 0
+	ahead := list[:max(i, 0)]
+	if in && len(list) == 1 {
 		// Nobody else queues: the Conn's next contender may try the key
 		// at once again.
 		c.setContended(d.storeKey(q), false)
 	}
 	var w *waiter
 	if in && len(ahead) > 0 {
-		w = &waiter{ahead: ahead}
+		w = &waiter{pred: ahead[len(ahead)-1]}
 	}
 	c.setWaiter(e.Key, w)
 	return ahead[max(0, len(ahead)-most):], in, nil
