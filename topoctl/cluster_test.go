@@ -3,6 +3,8 @@ package topoctl
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -158,5 +160,32 @@ func TestServeSymmetricStart(t *testing.T) {
 			}
 			assert.Equal(t, 1, bootstraps, "exactly one node bootstrapped")
 		})
+	}
+}
+
+// TestServeRaftTimingRefused: serve refuses a raft timing etcd would
+// refuse (an election timeout below 5 heartbeat intervals or above 50 s,
+// a zero heartbeat), in both modes, with a usage error naming the flags,
+// before it creates the data directory.
+func TestServeRaftTimingRefused(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "etcd2", addr: "127.0.0.1:1", root: defaultRoot}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"below 5 heartbeats", []string{"--heartbeat-interval", "100", "--election-timeout", "400"}, "at least 5 heartbeat intervals"},
+		{"below 5 default heartbeats", []string{"--election-timeout", "200"}, "at least 5 heartbeat intervals"},
+		{"above 50 s", []string{"--heartbeat-interval", "1000", "--election-timeout", "50001"}, "at most 50000 ms"},
+		{"zero heartbeat", []string{"--heartbeat-interval", "0"}, "at least 1 ms"},
+	} {
+		for _, mode := range [][]string{nil, {"--cluster", "--name", "n1"}} {
+			dir := filepath.Join(t.TempDir(), "data")
+			args := append(append([]string{"serve", "--data-dir", dir}, mode...), c.args...)
+			tg.fails(t, 2, []string{"--heartbeat-interval", "--election-timeout", c.want}, args...)
+			_, err := os.Stat(dir)
+			require.True(t, os.IsNotExist(err), "%s %v: the data directory was created", c.name, mode)
+		}
 	}
 }
