@@ -125,8 +125,8 @@ unique in the cluster: a node started with the name of a running node
 --heartbeat-interval and --election-timeout are etcd's raft timing, in
 milliseconds. The defaults (50 and 500, where etcd's are 100 and 1000)
 suit members on one machine or one LAN: when the raft leader dies the
-others elect a new one within about one to two election timeouts, and a
-client of the cluster (etcdcluster.OpenConn) writes again about 1.5 s
+others elect a new one within one to two election timeouts, and a
+client of the cluster (etcdcluster.OpenConn) writes again about a second
 after the leader was killed. Members whose peers are further apart need
 an election timeout above their round-trip time and at least 10
 heartbeat intervals (etcd refuses fewer than 5); a loaded machine that
