@@ -16,6 +16,7 @@ import (
 
 	"github.com/topokit/topokit/etcdcluster"
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 // TestServeCluster: "serve --cluster" bootstraps a self-managing cluster,
@@ -188,4 +189,20 @@ func TestServeRaftTimingRefused(t *testing.T) {
 			require.True(t, os.IsNotExist(err), "%s %v: the data directory was created", c.name, mode)
 		}
 	}
+}
+
+// TestTwoClustersRefused: topoctl given the addresses of two different
+// etcd clusters (what a node that lost its data and bootstrapped anew
+// at its old address looks like beside its real cluster) refuses them,
+// naming both, and writes to neither.
+func TestTwoClustersRefused(t *testing.T) {
+	t.Parallel()
+	a, b := etcdtest.Start(t), etcdtest.Start(t)
+	both := target{impl: "etcd2", addr: a + "," + b, root: defaultRoot}
+	both.fails(t, 1, []string{"different etcd clusters", a, b}, "put", "/k", "v")
+	for _, addr := range []string{a, b} {
+		one := target{impl: "etcd2", addr: addr, root: defaultRoot}
+		one.fails(t, 1, []string{"NoNode"}, "get", "/k")
+	}
+	_ = target{impl: "etcd2", addr: a + "," + a, root: defaultRoot}.ok(t, "put", "/k", "v")
 }
