@@ -242,7 +242,7 @@
 // heartbeat. With Config.ElectionMs at LANElectionMs (500 ms, topoctl
 // serve's default) BenchmarkClientFailover measured the longest time
 // without an acknowledged write through OpenConn at 0.6-1.1 s after a
-// kill -9 of the leader and 0.8-0.9 s while it was stopped (SIGSTOP), on
+// kill -9 of the leader and 0.8-1.0 s while it was stopped (SIGSTOP), on
 // a loaded 2-core machine; with etcd's default 1000 ms, 1.2-1.9 s and
 // 1.1-2.0 s (docs/semantics.md has the table).
 //
