@@ -88,8 +88,10 @@ bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 ## bench-cluster: client failover (s/max-gap: longest time without an
-## acknowledged write when the raft leader is killed or stopped) and
-## graceful leave (s/leave) of the self-managing etcd cluster
+## acknowledged write when the raft leader is killed or stopped, mean over
+## the runs; s/worst-gap the longest), through OpenConn and a plain etcd2
+## Conn, with serve's raft timing and etcd's, and graceful leave (s/leave,
+## s/worst-leave) of the self-managing etcd cluster (about 15 minutes)
 bench-cluster:
 	$(GO) test -run '^$$' -bench 'ClientFailover|GracefulLeave' -benchtime 3x ./etcdcluster/
 

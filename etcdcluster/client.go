@@ -129,7 +129,7 @@ func OpenConn(opts etcd2topo.Options, root string, interval time.Duration) (*etc
 		CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile, CAFile: opts.TLSCAFile,
 		Username: opts.Username, Password: opts.Password,
 	}
-	fo := &failover{ecs: &endpointClients{opts: copts}}
+	fo := &failover{ecs: &endpointClients{opts: copts, failFast: true}}
 	opts.DialOptions = append(slices.Clone(opts.DialOptions), grpc.WithChainUnaryInterceptor(fo.unary))
 	conn, err := etcd2topo.NewConn(opts, root)
 	if err != nil {
@@ -253,10 +253,15 @@ func syncEndpoints(cli *clientv3.Client, timeout time.Duration, lg *slog.Logger,
 // clientv3's per-endpoint dial reads the client's endpoint list without
 // its lock, which races with SetEndpoints. Safe for concurrent use.
 type endpointClients struct {
-	opts   ClientOptions // set before first use
-	mu     sync.Mutex
-	m      map[string]*clientv3.Client
-	closed bool // by close: get opens no more clients
+	opts ClientOptions // set before first use
+	// failFast makes each call one attempt that fails at once when its
+	// member refuses connections (a dead process), instead of waiting
+	// for it to come back until the caller's deadline as clientv3 does
+	// by default. Set before first use.
+	failFast bool
+	mu       sync.Mutex
+	m        map[string]*clientv3.Client
+	closed   bool // by close: get opens no more clients
 }
 
 // get returns the client of endpoint ep, opening it on first use.
@@ -273,6 +278,10 @@ func (e *endpointClients) get(ep string) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.failFast {
+		cfg.MaxUnaryRetries = 1
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(failFast))
+	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, err
@@ -282,6 +291,13 @@ func (e *endpointClients) get(ep string) (*clientv3.Client, error) {
 	}
 	e.m[ep] = c
 	return c, nil
+}
+
+// failFast is a gRPC unary interceptor that sends a call without waiting
+// for a connection that is down (grpc.WaitForReady(false), given after
+// clientv3's own WaitForReady(true), overrides it).
+func failFast(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(false))...)
 }
 
 // status asks member endpoint ep for its status.

@@ -106,12 +106,21 @@ func (n *Node) lead(lead context.Context) {
 	n.deciding.Store(true)
 	defer n.deciding.Store(false)
 	n.log.Info("became the decider", "id", n.id)
+	// A volunteer key deleted (a node leaving, or its lease expired)
+	// starts the next step at once rather than at the next interval.
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(lead))
+	defer wcancel()
+	withdrawn := n.cli.Watch(wctx, n.k.volunteers(), clientv3.WithPrefix(), clientv3.WithFilterPut())
 	for lead.Err() == nil && n.ctx.Err() == nil {
 		d.reconcileLocked()
 		select {
 		case <-lead.Done():
 		case <-n.ctx.Done():
 		case <-time.After(n.cfg.CheckInterval):
+		case _, ok := <-withdrawn:
+			if !ok {
+				withdrawn = nil // ended (no leader, or lead lost): intervals only
+			}
 		}
 	}
 	n.log.Info("no longer the decider", "id", n.id)

@@ -32,8 +32,10 @@ const callDeadline = 10 * time.Second
 // deadline, or etcd's own request timeout, on the lost leader (it fails
 // over, or reports an unknown outcome as Unavailable); the register's
 // history is linearizable; the counter never moves by two (a
-// compare-and-set sent again is applied once); in the end (after SIGCONT)
-// every member holds the same data.
+// compare-and-set sent again is applied once) and etcd counts exactly one
+// write per increment, the register at most one per call (no write is
+// applied twice); in the end (after SIGCONT) every member holds the same
+// data.
 func TestLeaderFailover(t *testing.T) {
 	for _, fault := range []string{"kill", "stop"} {
 		t.Run(fault, func(t *testing.T) { testLeaderFailover(t, fault) })
@@ -60,6 +62,7 @@ func testLeaderFailover(t *testing.T, fault string) {
 	var (
 		timeouts atomic.Int64 // calls that waited out their deadline
 		acked    atomic.Int64 // acknowledged register writes
+		regCalls atomic.Int64 // register writes called (each may apply once)
 		incs     atomic.Int64 // counter increments known done
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -92,6 +95,7 @@ func testLeaderFailover(t *testing.T, fault string) {
 	wg.Go(func() { // register writer
 		for i := 1; !stopped(); i++ {
 			start := hist.now()
+			regCalls.Add(1)
 			err := call(func(c context.Context) error {
 				_, err := conn.Update(c, "reg", []byte(strconv.Itoa(i)), nil)
 				return err
@@ -194,6 +198,18 @@ func testLeaderFailover(t *testing.T, fault string) {
 	got, _ := strconv.Atoi(string(data))
 	n := int(incs.Load())
 	require.True(t, got == n || got == n+1, "counter %d after %d increments", got, n)
+	// No write was applied twice: etcd counts a key's writes (its
+	// version, 1 at creation). Every write applied to the counter moved
+	// it by one, whatever attempt of whichever call applied it; the
+	// register took at most one write per call.
+	ctr, err := cli.Get(ctx2, "/failover/ctr")
+	require.NoError(t, err)
+	require.Len(t, ctr.Kvs, 1)
+	require.Equal(t, int64(got)+1, ctr.Kvs[0].Version, "counter %d after %d writes applied to it", got, ctr.Kvs[0].Version-1)
+	reg, err := cli.Get(ctx2, "/failover/reg")
+	require.NoError(t, err)
+	require.Len(t, reg.Kvs, 1)
+	require.LessOrEqual(t, reg.Kvs[0].Version-1, regCalls.Load(), "register writes applied")
 	sameData(t, cli, bound)
 	t.Logf("%d register writes and %d increments acknowledged", acked.Load(), n)
 }

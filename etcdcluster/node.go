@@ -301,6 +301,10 @@ func (n *Node) Leave(ctx context.Context) error {
 	return err
 }
 
+// leavePoll is how often a leaving member reads the member list for its
+// removal (CheckInterval when shorter).
+const leavePoll = 100 * time.Millisecond
+
 // waitRemoved moves leadership away and waits for the member's removal.
 // It reports whether the member was removed (false for the last member).
 func (n *Node) waitRemoved(ctx context.Context, srv *embed.Etcd, id uint64) (bool, error) {
@@ -331,7 +335,7 @@ func (n *Node) waitRemoved(ctx context.Context, srv *embed.Etcd, id uint64) (boo
 		select {
 		case <-ctx.Done():
 			return false, fmt.Errorf("etcdcluster: waiting for removal: %w", ctx.Err())
-		case <-time.After(n.cfg.CheckInterval):
+		case <-time.After(min(n.cfg.CheckInterval, leavePoll)):
 		}
 	}
 }

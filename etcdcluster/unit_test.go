@@ -42,6 +42,12 @@ func TestConfigRefused(t *testing.T) {
 		"auth without password": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2", EnableAuth: true},
 		"auth as another user": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2",
 			EnableAuth: true, Username: "bob", Password: "p"},
+		"election timeout below 5 heartbeats": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2",
+			TickMs: 100, ElectionMs: 400},
+		"election timeout below 5 default heartbeats": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2",
+			ElectionMs: 499},
+		"election timeout above 50 s": {Name: "a", DataDir: "/x", ClientURL: "http://127.0.0.1:1", PeerURL: "http://127.0.0.1:2",
+			TickMs: 1000, ElectionMs: 50001},
 		"missing client cert file": {Name: "a", ClientOnly: true, Seeds: []string{"127.0.0.1:1"},
 			ClientTLS: transport.TLSInfo{CertFile: "/nonexistent/c.pem", KeyFile: "/nonexistent/k.pem"}},
 	} {

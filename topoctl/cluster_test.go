@@ -3,6 +3,8 @@ package topoctl
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/topokit/topokit/etcdcluster"
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 // TestServeCluster: "serve --cluster" bootstraps a self-managing cluster,
@@ -159,4 +162,47 @@ func TestServeSymmetricStart(t *testing.T) {
 			assert.Equal(t, 1, bootstraps, "exactly one node bootstrapped")
 		})
 	}
+}
+
+// TestServeRaftTimingRefused: serve refuses a raft timing etcd would
+// refuse (an election timeout below 5 heartbeat intervals or above 50 s,
+// a zero heartbeat), in both modes, with a usage error naming the flags,
+// before it creates the data directory.
+func TestServeRaftTimingRefused(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "etcd2", addr: "127.0.0.1:1", root: defaultRoot}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"below 5 heartbeats", []string{"--heartbeat-interval", "100", "--election-timeout", "400"}, "at least 5 heartbeat intervals"},
+		{"below 5 default heartbeats", []string{"--election-timeout", "200"}, "at least 5 heartbeat intervals"},
+		{"above 50 s", []string{"--heartbeat-interval", "1000", "--election-timeout", "50001"}, "at most 50000 ms"},
+		{"zero heartbeat", []string{"--heartbeat-interval", "0"}, "at least 1 ms"},
+	} {
+		for _, mode := range [][]string{nil, {"--cluster", "--name", "n1"}} {
+			dir := filepath.Join(t.TempDir(), "data")
+			args := append(append([]string{"serve", "--data-dir", dir}, mode...), c.args...)
+			tg.fails(t, 2, []string{"--heartbeat-interval", "--election-timeout", c.want}, args...)
+			_, err := os.Stat(dir)
+			require.True(t, os.IsNotExist(err), "%s %v: the data directory was created", c.name, mode)
+		}
+	}
+}
+
+// TestTwoClustersRefused: topoctl given the addresses of two different
+// etcd clusters (what a node that lost its data and bootstrapped anew
+// at its old address looks like beside its real cluster) refuses them,
+// naming both, and writes to neither.
+func TestTwoClustersRefused(t *testing.T) {
+	t.Parallel()
+	a, b := etcdtest.Start(t), etcdtest.Start(t)
+	both := target{impl: "etcd2", addr: a + "," + b, root: defaultRoot}
+	both.fails(t, 1, []string{"different etcd clusters", a, b}, "put", "/k", "v")
+	for _, addr := range []string{a, b} {
+		one := target{impl: "etcd2", addr: addr, root: defaultRoot}
+		one.fails(t, 1, []string{"NoNode"}, "get", "/k")
+	}
+	_ = target{impl: "etcd2", addr: a + "," + a, root: defaultRoot}.ok(t, "put", "/k", "v")
 }

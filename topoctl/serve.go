@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/topokit/topokit/etcdcluster"
 	"github.com/topokit/topokit/internal/etcdembed"
 )
 
@@ -61,6 +62,8 @@ func newServeCmd(stores *connector, in *input, out *printer) *cobra.Command {
 		name       string
 		etcdLogs   bool
 		readyWait  time.Duration
+		tickMs     uint
+		electionMs uint
 		cl         clusterFlags
 		sec        serveSecurity
 	)
@@ -119,6 +122,18 @@ node back into its cluster, run it with --seeds instead. --name must be
 unique in the cluster: a node started with the name of a running node
 (other addresses) exits with an error naming that node's URLs.
 
+--heartbeat-interval and --election-timeout are etcd's raft timing, in
+milliseconds. The defaults (50 and 500, where etcd's are 100 and 1000)
+suit members on one machine or one LAN: when the raft leader dies the
+others elect a new one within one to two election timeouts, and a
+client of the cluster (etcdcluster.OpenConn) writes again about a second
+after the leader was killed. Members whose peers are further apart need
+an election timeout above their round-trip time and at least 10
+heartbeat intervals (etcd refuses fewer than 5); a loaded machine that
+starves the leader for longer than the election timeout causes a
+needless election, which loses nothing but refuses writes meanwhile.
+Give every member of a cluster the same values.
+
 TLS and authentication take etcd's own flags: --cert-file, --key-file,
 --trusted-ca-file and --client-cert-auth for clients, --peer-cert-file,
 --peer-key-file, --peer-trusted-ca-file and --peer-client-cert-auth for
@@ -153,6 +168,9 @@ it before it starts. See docs/security.md.`,
 					return usagef("listen address %q: want host:port", a)
 				}
 			}
+			if err := etcdcluster.CheckRaftTiming(tickMs, electionMs); err != nil {
+				return usagef("--heartbeat-interval %d, --election-timeout %d: %v", tickMs, electionMs, err)
+			}
 			// Every check of the security flags and files happens here,
 			// before anything is created or listens.
 			if err := sec.check(in, out, clientAddr, peerAddr, !cl.clientOnly); err != nil {
@@ -172,7 +190,7 @@ it before it starts. See docs/security.md.`,
 			}
 			defer unlock()
 			if cl.enabled() {
-				return serveCluster(ctx, out, cl, &sec, name, dataDir, clientAddr, peerAddr, etcdLogs)
+				return serveCluster(ctx, out, cl, &sec, serveNode{name, dataDir, clientAddr, peerAddr, tickMs, electionMs, etcdLogs})
 			}
 			var lg *zap.Logger
 			if etcdLogs {
@@ -190,6 +208,8 @@ it before it starts. See docs/security.md.`,
 				ClientTLS:          sec.clientInfo(),
 				PeerTLS:            sec.peerInfo(),
 				BcryptCost:         sec.bcryptCost,
+				TickMs:             tickMs,
+				ElectionMs:         electionMs,
 				Logger:             lg,
 			})
 			if err != nil {
@@ -266,6 +286,8 @@ it before it starts. See docs/security.md.`,
 	f.StringVar(&name, "name", "topoctl", "etcd member name")
 	f.BoolVar(&etcdLogs, "etcd-logs", false, "print etcd's own logs (JSON) to stderr")
 	f.DurationVar(&readyWait, "ready-timeout", time.Minute, "how long to wait for etcd to be ready")
+	f.UintVar(&tickMs, "heartbeat-interval", etcdcluster.LANTickMs, "raft heartbeat interval in milliseconds (etcd's flag; etcd's default is 100)")
+	f.UintVar(&electionMs, "election-timeout", etcdcluster.LANElectionMs, "raft election timeout in milliseconds, at least 5 (advised: 10) heartbeat intervals and above the peers' round-trip time (etcd's flag; etcd's default is 1000)")
 	cl.register(f)
 	sec.register(f)
 	return cmd

@@ -46,9 +46,19 @@ func (c *clusterFlags) checkAdvertisePeer(peerAddr string, tls bool) error {
 	return nil
 }
 
-// serveCluster runs one node of a self-managing etcd cluster until ctx
+// serveNode is serve's description of the node it runs: its name, data
+// directory, listen addresses, raft timing (milliseconds) and whether
+// etcd's own logs are printed.
+type serveNode struct {
+	name, dataDir, clientAddr, peerAddr string
+	tickMs, electionMs                  uint
+	etcdLogs                            bool
+}
+
+// serveCluster runs node nd of a self-managing etcd cluster until ctx
 // ends, then leaves it gracefully.
-func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveSecurity, name, dataDir, clientAddr, peerAddr string, etcdLogs bool) error {
+func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveSecurity, nd serveNode) error {
+	name, dataDir := nd.name, nd.dataDir
 	if c.clientOnly && c.seeds == "" {
 		return usagef("--client-only needs --seeds")
 	}
@@ -59,8 +69,8 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 	cfg := etcdcluster.Config{
 		Name:               name,
 		DataDir:            dataDir,
-		ClientURL:          scheme(sec.clientTLS()) + clientAddr,
-		PeerURL:            scheme(sec.peerTLS()) + peerAddr,
+		ClientURL:          scheme(sec.clientTLS()) + nd.clientAddr,
+		PeerURL:            scheme(sec.peerTLS()) + nd.peerAddr,
 		AdvertiseClientURL: sec.advertiseClient,
 		AdvertisePeerURL:   c.advertisePeer,
 		ClientOnly:         c.clientOnly,
@@ -73,6 +83,8 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 		Password:           co.Password,
 		EnableAuth:         sec.auth,
 		BcryptCost:         sec.bcryptCost,
+		TickMs:             nd.tickMs,
+		ElectionMs:         nd.electionMs,
 	}
 	secure := sec.clientTLS() || sec.ca != ""
 	for _, s := range strings.Split(c.seeds, ",") {
@@ -86,7 +98,7 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 			cfg.Seeds = append(cfg.Seeds, s)
 		}
 	}
-	if etcdLogs {
+	if nd.etcdLogs {
 		lg, err := zap.NewProduction()
 		if err != nil {
 			return err

@@ -160,7 +160,11 @@ const DefaultDialTimeout = 5 * time.Second
 type Options struct {
 	// Endpoints are the etcd members' client addresses, "host:port" (plain
 	// TCP, or TLS when a TLS file is set) or full URLs ("https://h:p").
-	// Required.
+	// Required. With several, requests are spread over them and move off
+	// an endpoint that refuses connections, but a write forwarded to a
+	// raft leader that died, or sent to a member that stopped, waits out
+	// the caller's deadline; etcdcluster.OpenConn opens a Conn that fails
+	// over from those within about a second of a new leader's election.
 	Endpoints []string
 
 	// TLSCAFile is a PEM file of the CA certificates that sign the members'
