@@ -10,16 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
 	"github.com/topokit/topokit/ui"
 )
-
-// lentConn is a Conn whose Close leaves the Conn open (the harness owns
-// it).
-type lentConn struct{ topo.Conn }
-
-func (lentConn) Close() {}
 
 // TestFilesFromCache: with Options.Files a read cache over Conn, the
 // tree's values and a record are answered from memory, an edit made on
@@ -28,7 +21,7 @@ func (lentConn) Close() {}
 func TestFilesFromCache(t *testing.T) {
 	var hits atomic.Int64
 	h := newHarness(t, true, func(o *ui.Options) {
-		c, err := cache.New(lentConn{o.Conn}, "", cache.Options{Hooks: cache.Hooks{OnRead: func(_ string, o cache.Outcome) {
+		c, err := cache.New(o.Conn, "", cache.Options{LeaveConnOpen: true, Hooks: cache.Hooks{OnRead: func(_ string, o cache.Outcome) {
 			if o == cache.Hit {
 				hits.Add(1)
 			}

@@ -148,7 +148,7 @@ func BenchmarkResync(b *testing.B) {
 		conn := open()
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				c, err := cache.New(&keepOpen{conn}, "r/", cache.Options{ProbeInterval: -1})
+				c, err := cache.New(conn, "r/", cache.Options{ProbeInterval: -1, LeaveConnOpen: true})
 				require.NoError(b, err)
 				require.Equal(b, files, c.State().Files)
 				c.Close()
@@ -158,9 +158,3 @@ func BenchmarkResync(b *testing.B) {
 		raw.Close()
 	}
 }
-
-// keepOpen is a Conn whose Close does nothing, so that Caches opened one
-// after the other share it.
-type keepOpen struct{ topo.Conn }
-
-func (keepOpen) Close() {}
