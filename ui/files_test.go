@@ -54,4 +54,19 @@ func TestFilesFromCache(t *testing.T) {
 	status, body = h.do("GET", "/api/coordination?path=/", "", nil)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, "holder-1")
+
+	status, body = h.do("GET", "/api/cache", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	st := decodeJSON(t, body)
+	assert.Equal(t, true, st["cache"])
+	assert.Equal(t, "healthy", st["health"])
+}
+
+// TestCacheStateWithoutCache: with no cache behind Files the page is told
+// so (and hides the badge).
+func TestCacheStateWithoutCache(t *testing.T) {
+	h := newHarness(t, false)
+	status, body := h.do("GET", "/api/cache", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Equal(t, map[string]any{"cache": false}, decodeJSON(t, body))
 }
