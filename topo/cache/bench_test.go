@@ -11,23 +11,33 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // benchStore returns an opener of Conns on a fresh root of a store the
-// benchmarks run on: "memory" (memorytopo) or "etcd" (a real member).
+// benchmarks run on: "memory" (memorytopo), "etcd" (a real member), "zk"
+// (a real server, Conns with LinearizableReads, which Consistent mode
+// needs there) or "consul" (a real dev agent).
 func benchStore(b *testing.B, name string) func() topo.Conn {
-	if name == "etcd" {
+	switch name {
+	case "etcd":
 		return etcdOpen(b, etcdtest.Start(b), newRoot())
+	case "zk":
+		return zkOpen(b, zktest.Start(b), newRoot(), true)
+	case "consul":
+		return consulOpen(b, consultest.Start(b), newRoot())
 	}
 	_, open := memoryStore(&testing.T{})
 	return open
 }
 
 // BenchmarkGet compares a Get through a Cache, in Cached and Consistent
-// mode, with a Get on the raw Conn, of one file of a 100-file subtree.
+// mode, with a Get on the raw Conn, of one file of a 100-file subtree, on
+// every backend.
 func BenchmarkGet(b *testing.B) {
-	for _, name := range []string{"memory", "etcd"} {
+	for _, name := range []string{"memory", "etcd", "zk", "consul"} {
 		open := benchStore(b, name)
 		ctx := context.Background()
 		raw := open()
