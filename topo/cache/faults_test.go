@@ -100,7 +100,8 @@ func TestStaleThenStoreError(t *testing.T) {
 // ZooKeeper and Consul. The two watchers are on two Caches of the store so
 // that the slow one's buffer (16 events) is less than the changes every
 // store watch must deliver however much it coalesces (every file ends on
-// another value), and the reading one's (4,096) holds many transactions.
+// another value), and the reading one's (65,536) so large that no pause
+// of its reader on a loaded machine gets it dropped.
 func TestSlowWatcherDropped(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); requireSlowWatcherDropped(t, open) })
 	t.Run("etcd", func(t *testing.T) { requireSlowWatcherDropped(t, etcdOpen(t, etcdtest.Start(t), newRoot())) })
@@ -133,7 +134,7 @@ func requireSlowWatcherDropped(t *testing.T, open func() topo.Conn) {
 	defer slowCache.Close()
 	_, slow, err := slowCache.WatchRecursive(ctx, "s/")
 	require.NoError(t, err)
-	c := wrap(t, open(), cache.Options{WatcherBuffer: 4096})
+	c := wrap(t, open(), cache.Options{WatcherBuffer: 1 << 16})
 	defer c.Close()
 	_, fast, err := c.WatchRecursive(ctx, "s/")
 	require.NoError(t, err)
