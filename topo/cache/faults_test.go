@@ -134,6 +134,16 @@ func requireSlowWatcherDropped(t *testing.T, open func() topo.Conn) {
 	defer slowCache.Close()
 	_, slow, err := slowCache.WatchRecursive(ctx, "s/")
 	require.NoError(t, err)
+	go func() {
+		// Once the slow watcher is dropped (its last event stays in its
+		// channel), its Cache's store watch is only load: stop it.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for slowCache.State().Watchers > 0 && ctx.Err() == nil {
+			<-tick.C
+		}
+		slowCache.Close()
+	}()
 	c := wrap(t, open(), cache.Options{WatcherBuffer: 1 << 16})
 	defer c.Close()
 	_, fast, err := c.WatchRecursive(ctx, "s/")
