@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -108,6 +109,21 @@ func TestPartition(t *testing.T) {
 	})
 }
 
+// requireStaleWhile returns a Cache over conn (probing every 50 ms,
+// answering stale for up to an hour) that holds f = "one", after cut has
+// cut it from the store and it turned Stale and answered f from memory,
+// marked stale. The caller closes it.
+func requireStaleWhile(t *testing.T, ctx context.Context, conn topo.Conn, cut func()) *cache.Cache {
+	t.Helper()
+	c := wrap(t, conn, cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	requireGet(t, ctx, c, "f", "one", true)
+	cut()
+	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+	info := requireGet(t, ctx, c, "f", "one", true)
+	require.True(t, info.Stale)
+	return c
+}
+
 func requirePartition(t *testing.T, addr string, open func(addr string) topo.Conn) {
 	ctx := testCtx(t)
 	direct := open(addr)
@@ -117,14 +133,8 @@ func requirePartition(t *testing.T, addr string, open func(addr string) topo.Con
 	p, err := faultproxy.New(addr)
 	require.NoError(t, err)
 	defer func() { _ = p.Close() }()
-	c := wrap(t, open(p.Addr()), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	c := requireStaleWhile(t, ctx, open(p.Addr()), p.Blackhole)
 	defer c.Close()
-	requireGet(t, ctx, c, "f", "one", true)
-
-	p.Blackhole()
-	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
-	info := requireGet(t, ctx, c, "f", "one", true)
-	require.True(t, info.Stale)
 	_, err = direct.Update(ctx, "f", []byte("two"), nil)
 	require.NoError(t, err)
 	_, err = direct.Create(ctx, "g", []byte("g"))
@@ -176,14 +186,8 @@ func TestStoreRestart(t *testing.T) {
 		defer direct.Close()
 		_, err := direct.Create(ctx, "f", []byte("one"))
 		require.NoError(t, err)
-		c := wrap(t, s.open(), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+		c := requireStaleWhile(t, ctx, s.open(), s.stop)
 		defer c.Close()
-		requireGet(t, ctx, c, "f", "one", true)
-
-		s.stop()
-		require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
-		info := requireGet(t, ctx, c, "f", "one", true)
-		require.True(t, info.Stale)
 		s.restart()
 		require.Eventually(t, func() bool {
 			_, err := direct.Update(ctx, "f", []byte("two"), nil)
@@ -194,7 +198,7 @@ func TestStoreRestart(t *testing.T) {
 		_, err = direct.Create(ctx, "g", []byte("g"))
 		require.NoError(t, err)
 		waitHolds(t, ctx, c, "g", "g")
-		_, _, info, err = c.GetWithInfo(ctx, "f")
+		_, _, info, err := c.GetWithInfo(ctx, "f")
 		require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
 		require.True(t, info.FromMemory)
 		require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
