@@ -354,12 +354,20 @@ func (d driver) head(ctx context.Context, q claims.Queue, queue []claims.Entry, 
 	return queue[0], nil
 }
 
-// Ahead implements claims.Aheader: one read of the newest entries of q
-// not newer than e, newest first and limited, which etcd answers without
+// Ahead implements claims.Aheader: from the Conn's view of q when waiters
+// of the Conn keep one (view.go), without a request; otherwise one read
+// of the newest entries of q not newer than e, newest first and limited, which etcd answers without
 // sending the rest of the queue: e first (else it is gone), then the ones
 // just ahead of it. When non-entry keys filled the limit, the whole queue
 // is read instead.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+	if v := d.c.liveView(q); v != nil {
+		ahead, in, err := v.ahead(ctx, d.c, e, max)
+		d.c.closeView(v)
+		if err == nil || ctx.Err() != nil {
+			return ahead, in, err
+		}
+	}
 	prefix := d.c.queuePrefix(q)
 	atMost := clientv3.WithMaxModRev(e.Token)
 	if q.Native {
