@@ -173,47 +173,16 @@ func nativeHeldCmps(e claims.Entry, l *lease) []clientv3.Cmp {
 	}
 }
 
-// nativeResume is what ResumeInfo returns, as JSON.
-type nativeResume struct {
-	Backend string `json:"backend"`
-	Layout  string `json:"layout"`
-	Prefix  string `json:"prefix"`
-	ID      string `json:"id"`
-	Key     string `json:"key"`
-	Lease   int64  `json:"lease"`
-	Rev     int64  `json:"create_revision"`
-}
-
 // isNativeResumeInfo reports whether info is a native election's
 // ResumeInfo, for Conn.ResumeLeaderParticipation to route it here.
 func isNativeResumeInfo(info []byte) bool {
-	var r nativeResume
+	var r resumeInfo
 	return json.Unmarshal(info, &r) == nil && r.Backend == FactoryName && r.Layout == nativeLayout
 }
 
 // nativeKey returns the key of lease id's candidate under prefix.
 func nativeKey(prefix string, id clientv3.LeaseID) string {
 	return fmt.Sprintf("%s/%x", prefix, int64(id))
-}
-
-// parseNativeResume checks info, a native ResumeInfo, for q and id.
-func parseNativeResume(q claims.Queue, id string, info []byte) (nativeResume, error) {
-	bad := func(why string) error {
-		return backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("etcd2topo: resume info: "+why))
-	}
-	var r nativeResume
-	if err := json.Unmarshal(info, &r); err != nil {
-		return r, bad(err.Error())
-	}
-	switch {
-	case r.Backend != FactoryName || r.Layout != nativeLayout:
-		return r, bad("not a native etcd election's")
-	case r.Prefix != q.Path || r.ID != id:
-		return r, bad("issued for another prefix or id")
-	case r.Lease <= 0 || r.Rev <= 0 || r.Key != nativeKey(q.Path, clientv3.LeaseID(r.Lease)):
-		return r, bad("malformed key, lease or revision")
-	}
-	return r, nil
 }
 
 // ResumeNativeElection takes back, through this Conn, the candidacy that a

@@ -403,7 +403,7 @@ func TestNativeResume(t *testing.T) {
 	require.Equal(t, []byte("v2"), l.Value)
 
 	// The resumed lease is kept alive by the fresh Conn.
-	var r nativeResume
+	var r resumeInfo
 	require.NoError(t, json.Unmarshal(info, &r))
 	require.Contains(t, fresh.leaseIDs(), clientv3.LeaseID(r.Lease))
 
