@@ -362,7 +362,11 @@ func (d driver) head(ctx context.Context, q claims.Queue, queue []claims.Entry, 
 // is read instead.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	if v := d.c.liveView(q); v != nil {
-		ahead, in, err := v.ahead(ctx, d.c, e, max)
+		// A view that has not seen e within viewWait (its watch lags or
+		// is stuck) gives way to the read.
+		vctx, cancel := context.WithTimeout(ctx, viewWait)
+		ahead, in, err := v.ahead(vctx, d.c, e, max)
+		cancel()
 		d.c.closeView(v)
 		if err == nil || ctx.Err() != nil {
 			return ahead, in, err
@@ -392,6 +396,10 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	slices.Reverse(ahead)
 	return ahead, true, nil
 }
+
+// viewWait bounds how long Ahead waits for the Conn's view of a queue to
+// show the entry, before it reads the queue instead.
+const viewWait = time.Second
 
 // aheadInList is Ahead from a read of the whole queue.
 func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {
