@@ -130,7 +130,18 @@ func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
 	return f
 }
 
-// file answers a file: GET /api/file?path=FILE.
+// filesFor is the Conn that reads the file at p (canonical): Files, or
+// Conn for a lock's or an election's entry (topo.IsReserved), which the
+// tree lists but a cache of files (Options.Files) does not hold.
+func (s *Server) filesFor(p string) topo.Conn {
+	if topo.IsReserved(p) {
+		return s.opts.Conn
+	}
+	return s.opts.Files
+}
+
+// file answers a file: GET /api/file?path=FILE; a lock's or an
+// election's entry is read from the store (see filesFor).
 func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	p, err := topo.CleanFilePath(r.URL.Query().Get("path"))
 	if err != nil {
@@ -139,7 +150,7 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	value, v, err := s.opts.Files.Get(ctx, p)
+	value, v, err := s.filesFor(p).Get(ctx, p)
 	if err != nil {
 		s.fail(w, r, tree.WithPath(err, p))
 		return
