@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -101,11 +102,18 @@ type fileJSON struct {
 	// Text is the value when it is printable UTF-8; Hex always.
 	Text *string `json:"text,omitempty"`
 	Hex  string  `json:"hex"`
-	// Type and Decoded are the record's message type and JSON form when
-	// the decoder knows it; DecodeError says why not otherwise.
+	// Decoded is the value as topoctl get --decode shows it
+	// (decode.Registry.Decode: a record as JSON, fields its type lacks
+	// under "@unknown"; a lock's, an election's or a metadata file as the
+	// JSON or text it holds); DecodeError says why a value of a known
+	// type does not decode. Type is the record's message type, and
+	// JSONEdit says the record decodes fully as it, so that its JSON
+	// encodes back to the same record (a record with fields its type
+	// lacks is edited as text or hex, which keep them).
 	Type        string `json:"type,omitempty"`
 	Decoded     string `json:"decoded,omitempty"`
 	DecodeError string `json:"decodeError,omitempty"`
+	JSONEdit    bool   `json:"jsonEdit,omitempty"`
 	// Meta is what the store keeps about the path (inspect.StoreMeta).
 	Meta map[string]any `json:"meta,omitempty"`
 }
@@ -120,12 +128,21 @@ func (s *Server) describe(p string, value []byte, v topo.Version) fileJSON {
 		t := string(value)
 		f.Text = &t
 	}
+	js, err := s.opts.Decoder.Decode(p, value, true)
+	var noType *decode.TypeError
+	switch {
+	case err == nil:
+		f.Decoded = string(js)
+	case !errors.As(err, &noType):
+		f.DecodeError = err.Error()
+	}
+	if content, _ := s.opts.Decoder.Identify(p); content != decode.MessageContent && content != decode.UnknownContent {
+		return f // text: a lock's, an election's or a metadata file
+	}
 	if md, err := s.opts.Decoder.TypeFor(p); err == nil {
-		if js, err := s.opts.Decoder.JSON(md, value, true); err == nil {
-			f.Type, f.Decoded = string(md.FullName()), string(js)
-		} else {
-			f.DecodeError = err.Error()
-		}
+		f.Type = string(md.FullName())
+		_, err := s.opts.Decoder.JSON(md, value, true)
+		f.JSONEdit = err == nil
 	}
 	return f
 }

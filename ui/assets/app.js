@@ -243,7 +243,7 @@ function openEditor(fromFile) {
   const f = fromFile || state.file;
   state.editing = true;
   state.base = f;
-  const format = f.decoded ? "json" : f.text != null ? "text" : "hex";
+  const format = f.jsonEdit ? "json" : f.text != null ? "text" : "hex";
   $("#format").value = format;
   $("#editor").value = currentAs(f, format);
   $("#editor-box").hidden = false;
