@@ -27,7 +27,8 @@ implementation). "cell alias" edits the cells aliases.`,
   topoctl cell rm zone1
   topoctl --cell zone1 ls -R /`,
 	}
-	cmd.AddCommand(newCellLsCmd(stores, out), newCellGetCmd(stores, out), newCellSetCmd(stores, out), newCellRmCmd(stores, out), newCellAliasCmd(stores, out))
+	cmd.AddCommand(newCellLsCmd(stores, out), completesCells(newCellGetCmd(stores, out), stores), completesCells(newCellSetCmd(stores, out), stores),
+		completesCells(newCellRmCmd(stores, out), stores), newCellAliasCmd(stores, out))
 	return groupCmd(cmd)
 }
 

@@ -19,36 +19,115 @@ import (
 // them at every Tab.
 const completionTimeout = 3 * time.Second
 
+// pathArg says how a command's store path argument completes.
+type pathArg struct {
+	// index is the position of the argument that is a store path; the
+	// arguments before it are local directories (import, export).
+	index int
+	// dirsOnly offers directories only: the argument names a directory
+	// (lock, copy, diff, import, export).
+	dirsOnly bool
+	// storeFlag, when set, names the flag (IMPL:ADDR:ROOT) of the store
+	// the path is in (copy's and diff's --from); when that flag is not
+	// given, the connection flags name it.
+	storeFlag string
+}
+
 // completesPaths makes cmd's first argument complete as a store path (see
 // completePath).
 func completesPaths(cmd *cobra.Command, stores *connector) *cobra.Command {
+	return completesPathArg(cmd, stores, pathArg{})
+}
+
+// completesPathArg makes cmd's argument pa.index complete as a store path
+// (see completePath), the arguments before it as local directories, and
+// none after it.
+func completesPathArg(cmd *cobra.Command, stores *connector, pa pathArg) *cobra.Command {
+	cmd.ValidArgsFunction = func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		switch {
+		case len(args) < pa.index:
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		case len(args) > pa.index:
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completePath(c.Context(), stores, c, toComplete, pa)
+	}
+	return cmd
+}
+
+// completesCells makes cmd's first argument complete as a cell name.
+func completesCells(cmd *cobra.Command, stores *connector) *cobra.Command {
 	cmd.ValidArgsFunction = func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return completePath(c.Context(), stores, c, toComplete)
+		return completeCell(c, stores, toComplete)
 	}
 	return cmd
+}
+
+// completeCell returns the names of the cells (their CellInfo records in
+// the global cell) that start with toComplete: the values of "cell get",
+// "cell set", "cell rm" and --cell.
+func completeCell(cmd *cobra.Command, stores *connector, toComplete string) ([]string, cobra.ShellCompDirective) {
+	none := cobra.ShellCompDirectiveNoFileComp
+	ctx, quiet, cancel := completionConnector(cmd.Context(), cmd, stores)
+	defer cancel()
+	if quiet == nil {
+		return nil, none | cobra.ShellCompDirectiveError
+	}
+	st, err := quiet.openSpec(ctx, spec{impl: quiet.impl, addr: quiet.addr, root: quiet.root, defaulted: quiet.addrDefaulted}, "")
+	if err != nil {
+		return nil, none | cobra.ShellCompDirectiveError
+	}
+	defer st.Close()
+	names, err := st.srv.GetCellInfoNames(ctx)
+	if err != nil {
+		return nil, none
+	}
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, toComplete) {
+			out = append(out, n)
+		}
+	}
+	return out, none
+}
+
+// completionConnector resolves the connection flags of cmd itself (a
+// completion runs no command, so nothing resolved them) into a connector
+// that prints nothing, and returns it with a context bounded by
+// completionTimeout; quiet is nil when the flags do not resolve.
+func completionConnector(ctx context.Context, cmd *cobra.Command, stores *connector) (_ context.Context, quiet *connector, cancel func()) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel = context.WithTimeout(ctx, completionTimeout)
+	quiet = &connector{settings: stores.settings, out: newPrinter(streams{Stdout: goio.Discard, Stderr: goio.Discard})}
+	if quiet.resolve(cmd.Flags()) != nil || quiet.resolveStore(cmd.Flags()) != nil {
+		return ctx, nil, cancel
+	}
+	return ctx, quiet, cancel
 }
 
 // completePath returns the entries of the directory toComplete is in
 // whose paths start with toComplete, as typed (with or without the
 // leading "/"), directories with a trailing "/" so that the next Tab goes
-// on into them. It resolves the connection flags of cmd itself (a
-// completion runs no command, so nothing resolved them) and opens the
-// store with nothing printed; any failure completes nothing.
-func completePath(ctx context.Context, stores *connector, cmd *cobra.Command, toComplete string) ([]string, cobra.ShellCompDirective) {
+// on into them (only directories with pa.dirsOnly). It reads the store
+// of pa.storeFlag when that flag is given, else the one the connection
+// flags name, with nothing printed; any failure completes nothing.
+func completePath(ctx context.Context, stores *connector, cmd *cobra.Command, toComplete string, pa pathArg) ([]string, cobra.ShellCompDirective) {
 	none := cobra.ShellCompDirectiveNoFileComp
-	quiet := &connector{settings: stores.settings, out: newPrinter(streams{Stdout: goio.Discard, Stderr: goio.Discard})}
-	if quiet.resolve(cmd.Flags()) != nil || quiet.resolveStore(cmd.Flags()) != nil {
+	ctx, quiet, cancel := completionConnector(ctx, cmd, stores)
+	defer cancel()
+	if quiet == nil {
 		return nil, none | cobra.ShellCompDirectiveError
 	}
-	if ctx == nil {
-		ctx = context.Background()
+	var from string
+	if pa.storeFlag != "" {
+		from, _ = cmd.Flags().GetString(pa.storeFlag)
 	}
-	ctx, cancel := context.WithTimeout(ctx, completionTimeout)
-	defer cancel()
-	st, err := quiet.open(ctx)
+	st, err := quiet.openFrom(ctx, pa.storeFlag, from)
 	if err != nil {
 		return nil, none | cobra.ShellCompDirectiveError
 	}
@@ -64,6 +143,9 @@ func completePath(ctx context.Context, stores *connector, cmd *cobra.Command, to
 	}
 	var out []string
 	for _, e := range entries {
+		if pa.dirsOnly && e.Type != topo.TypeDirectory {
+			continue
+		}
 		p := typed + e.Name
 		if e.Type == topo.TypeDirectory {
 			p += "/"

@@ -40,3 +40,52 @@ func TestCompletePaths(t *testing.T) {
 	paths, _ = complete("get", "/keyspaces/", "")
 	assert.Empty(t, paths, "only the first argument is a path")
 }
+
+// A directory argument offers directories only (lock, copy, diff, import
+// and export PATH), copy's and diff's PATH from the --from store when it
+// is given, import's and export's local DIR as the shell's directories;
+// cell get, set and rm and --cell complete cell names.
+func TestCompleteCellsAndDirectories(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "keyspaces/commerce/Keyspace", "k")
+	tg.ok(t, "put", "RoutingRules", "r")
+	putCellInfo(t, tg, "zone1", "/vitess/zone1")
+	putCellInfo(t, tg, "zone2", "/vitess/zone2")
+	other := "memory:" + t.Name() + "-other:/r"
+	tg.ok(t, "copy", "--to", other)
+	tg.ok(t, "--topo-global-server-address", t.Name()+"-other", "--topo-global-root", "/r", "put", "only/there", "x")
+
+	complete := func(args ...string) (paths []string, directive string) {
+		t.Helper()
+		out := tg.ok(t, append([]string{"__complete"}, args...)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return lines[:len(lines)-1], lines[len(lines)-1]
+	}
+	paths, _ := complete("lock", "/keyspaces/commerce/")
+	assert.Empty(t, paths, "lock takes a directory: no file is offered")
+	paths, _ = complete("lock", "/")
+	assert.Equal(t, []string{"/cells/", "/keyspaces/"}, paths)
+	for _, verb := range []string{"copy", "diff"} {
+		paths, _ = complete(verb, "--to", "memory:x:/", "/")
+		assert.Equal(t, []string{"/cells/", "/keyspaces/"}, paths, verb)
+		paths, _ = complete(verb, "--from", other, "--to", "memory:x:/", "/")
+		assert.Equal(t, []string{"/cells/", "/keyspaces/", "/only/"}, paths, "%s: the --from store's", verb)
+	}
+	for _, verb := range []string{"import", "export"} {
+		paths, directive := complete(verb, "")
+		assert.Empty(t, paths, verb)
+		assert.Equal(t, ":16", directive, "%s DIR: the shell's directories", verb)
+		paths, _ = complete(verb, t.TempDir(), "/k")
+		assert.Equal(t, []string{"/keyspaces/"}, paths, "%s PATH: the store's", verb)
+	}
+	for _, verb := range []string{"get", "set", "rm"} {
+		paths, directive := complete("cell", verb, "z")
+		assert.Equal(t, []string{"zone1", "zone2"}, paths, "cell %s", verb)
+		assert.Equal(t, ":4", directive)
+	}
+	paths, _ = complete("ls", "--cell", "zone")
+	assert.Equal(t, []string{"zone1", "zone2"}, paths, "--cell")
+	paths, _ = complete("cell", "get", "zone1", "")
+	assert.Empty(t, paths)
+}

@@ -173,13 +173,13 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		completesPaths(newPutCmd(stores, in, out), stores),
 		completesPaths(newRmCmd(stores, out), stores),
 		longRunning(completesPaths(newWatchCmd(stores, out), stores), ""),
-		longRunning(completesPaths(newLockCmd(stores, in, out), stores), ""),
+		longRunning(completesPathArg(newLockCmd(stores, in, out), stores, pathArg{dirsOnly: true}), ""),
 		longRunning(newElectCmd(stores, out), ""),
 		longRunning(newLeaderCmd(stores, out), "observe"),
-		newCopyCmd(stores, out),
-		newDiffCmd(stores, out),
-		newImportCmd(stores, out),
-		newExportCmd(stores, out),
+		completesPathArg(newCopyCmd(stores, out), stores, pathArg{dirsOnly: true, storeFlag: "from"}),
+		completesPathArg(newDiffCmd(stores, out), stores, pathArg{dirsOnly: true, storeFlag: "from"}),
+		completesPathArg(newImportCmd(stores, out), stores, pathArg{index: 1, dirsOnly: true}),
+		completesPathArg(newExportCmd(stores, out), stores, pathArg{index: 1, dirsOnly: true}),
 		newCellCmd(stores, out),
 		completesPaths(newStatCmd(stores, out), stores),
 		newTxnCmd(stores, in, out),
@@ -187,6 +187,9 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		newTLSCmd(out),
 		longRunning(newUICmd(stores, out), ""),
 	)
+	_ = root.RegisterFlagCompletionFunc("cell", func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return completeCell(c, stores, toComplete)
+	})
 	root.InitDefaultCompletionCmd()
 	for _, cc := range root.Commands() {
 		if cc.Name() == "completion" {
