@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/copy"
 )
 
@@ -101,6 +102,7 @@ names any file left written.`,
 func newExportCmd(stores *connector, out *printer) *cobra.Command {
 	var run *treeRun
 	var overwrite bool
+	var decodeMode, protoset string
 	cmd := &cobra.Command{
 		Use:   "export DIR [PATH]",
 		Short: "Write every file under a store path into a local directory",
@@ -115,15 +117,26 @@ not exported: each is named on stderr and export exits 1 after writing the
 rest. A PATH with no files under it is an error (the root is empty or
 absent). Files are read in one List and written --parallel at a time.
 
-export does not decode: it keeps the stored bytes, so that import writes
-them back exactly. For every record decoded, "topoctl get -R --decode
--o json PATH" prints one JSON document per file, or diff --decode compares
-two stores' records decoded.`,
+--decode (bare, or --decode json) writes each record decoded instead, as
+readable JSON at DIR/<path>.json, its type chosen by its path as get
+--decode chooses it (every record of Vitess's layout is built in; locks',
+elections' and metadata files hold text; --protoset adds types, default
+$` + envProtoset + `); --decode raw writes protobuf wire dumps at
+DIR/<path>.txt. A file that does not decode is written as stored, at its
+own path, with a note on stderr saying why. A decoded export is for
+reading and diffing with local tools: import takes a plain export only.
+For one JSON document per record on stdout, "topoctl get -R --decode -o
+json PATH".`,
 		Example: `  topoctl export /tmp/global
+  topoctl export --decode /tmp/global-decoded
   topoctl -i consul -a 127.0.0.1:8500 --topo-global-root vitess export /tmp/from-consul`,
 		Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			under, err := topo.CleanDirPath(argOr(args, 1, "/"))
+			if err != nil {
+				return err
+			}
+			dec, err := newRecordDecoder(decodeMode, protoset, stores.getenv)
 			if err != nil {
 				return err
 			}
@@ -151,6 +164,11 @@ two stores' records decoded.`,
 			if len(files) == 0 && !tl.Skipped() {
 				return emptyTree(under, st.name)
 			}
+			if dec != nil {
+				if files, err = decodeForExport(out, dec, files); err != nil {
+					return err
+				}
+			}
 			total, err := copy.Export(ctx, files, under, dir, copy.ExportOptions{Parallel: run.parallel, Progress: run.newProgress(len(files), "exporting")})
 			var xe *copy.ExportError
 			switch {
@@ -170,6 +188,37 @@ two stores' records decoded.`,
 		},
 	}
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a non-empty directory, replacing files")
+	cmd.Flags().StringVar(&decodeMode, "decode", "", "write each record decoded: json (bare --decode: readable JSON at PATH.json, the type chosen by the path) or raw (protobuf wire dump at PATH.txt)")
+	cmd.Flags().Lookup("decode").NoOptDefVal = decodeDefault
+	cmd.Flags().StringVar(&protoset, "protoset", "", "FileDescriptorSet file adding message types for --decode json")
 	run = newTreeRun(cmd, stores, out)
 	return cmd
+}
+
+// decodeForExport returns files with each value decoded by dec, as export
+// --decode writes them: at PATH.json (PATH.txt for a wire dump) holding
+// the readable form; a file that does not decode keeps its path and bytes,
+// with a note on stderr. Two files that would land on one path (a file
+// "a.json" beside a decoded "a") fail with InvalidPath, nothing written.
+func decodeForExport(out *printer, dec *recordDecoder, files []topo.KVInfo) ([]topo.KVInfo, error) {
+	ext := ".json"
+	if dec.raw {
+		ext = ".txt"
+	}
+	decoded := make([]topo.KVInfo, 0, len(files))
+	from := map[string]string{}
+	for _, f := range files {
+		d := f
+		if _, text, err := dec.decode(f.Path, f.Value, true); err == nil {
+			d.Path, d.Value = f.Path+ext, []byte(text)
+		} else {
+			out.eprintf("note: %s is exported as stored: %v\n", displayPath(f.Path), err)
+		}
+		if other, ok := from[d.Path]; ok {
+			return nil, backendkit.Wrap(topo.InvalidPath, displayPath(d.Path), fmt.Errorf("export --decode would write %s and %s both at %s: nothing written (export without --decode)", displayPath(other), displayPath(f.Path), displayPath(d.Path)))
+		}
+		from[d.Path] = f.Path
+		decoded = append(decoded, d)
+	}
+	return decoded, nil
 }
