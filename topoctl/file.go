@@ -49,7 +49,9 @@ get -R DIR prints every file under the directory DIR (its subtree:
 DIR/..., as -R means in ls, rm and every other command; "/" is
 everything); get --prefix PREFIX every file whose path starts with PREFIX,
 a plain string prefix ("/keyspaces/c" matches "/keyspaces/commerce/...",
-like "etcdctl get --prefix" or "consul kv get -recurse"). Each file's
+like "etcdctl get --prefix" or "consul kv get -recurse"). A lock's or an
+election's entries are not files and are left out (ls -R -l lists them,
+get ENTRY --decode shows one). Each file's
 path is on one line, then its value on the next (quoted, with
 escapes, when it is not one line of printable text; on a terminal its
 first 200 bytes only, unless --full). --keys-only prints
@@ -109,7 +111,7 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				if err != nil {
 					return err
 				}
-				return (&treeRun{stores: stores, out: out}).getPrefix(cmd.Context(), prefix, keysOnly, hexOut, full, dec)
+				return (&treeRun{stores: stores, out: out}).getPrefix(cmd.Context(), prefix, !rawPrefix, keysOnly, hexOut, full, dec)
 			}
 			p, err := topo.CleanFilePath(args[0])
 			if err != nil {
@@ -511,10 +513,10 @@ type kindError struct {
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.err }
 
-// getPrefix is get -R and --prefix: every file whose path starts with
-// prefix (canonical, see subtreePrefix), each value decoded by dec when it
-// is not nil.
-func (o *treeRun) getPrefix(ctx context.Context, prefix string, keysOnly, hexOut, full bool, dec *recordDecoder) error {
+// getPrefix is get -R (subtree) and --prefix: every file whose path
+// starts with prefix (canonical, see subtreePrefix), each value decoded by
+// dec when it is not nil.
+func (o *treeRun) getPrefix(ctx context.Context, prefix string, subtree, keysOnly, hexOut, full bool, dec *recordDecoder) error {
 	st, cctx, done, err := o.stores.openCall(ctx)
 	if err != nil {
 		return err
@@ -527,6 +529,8 @@ func (o *treeRun) getPrefix(ctx context.Context, prefix string, keysOnly, hexOut
 	case err == nil:
 	case errors.As(err, &rf):
 		reserved = rf.Paths
+	case topo.IsErrType(err, topo.NoNode) && subtree:
+		o.out.eprintf("note: no file under %s in %s (a lock's or an election's entries are not files: ls -R -l lists them, get ENTRY reads one)\n", displayPath(strings.TrimSuffix(prefix, "/")), st.name)
 	case topo.IsErrType(err, topo.NoNode):
 		o.out.eprintf("note: no file under the prefix %s in %s\n", displayPath(prefix), st.name)
 	default:
