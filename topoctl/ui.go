@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,7 +78,7 @@ stores to the compare view. Runs until interrupted.`,
 			if useTLS {
 				scheme = "https"
 			}
-			out.printf("topoctl ui: open %s\n", s.URL(scheme+"://"+ln.Addr().String()))
+			out.printf("topoctl ui: open %s\n", s.URL(scheme+"://"+pageHost(ln.Addr().String())))
 			done := make(chan error, 1)
 			go func() {
 				if useTLS {
@@ -107,6 +108,24 @@ stores to the compare view. Runs until interrupted.`,
 	f.StringArrayVar(&compareWith, "compare-with", nil, "another store IMPL:ADDR:ROOT the compare view can diff against, read only (repeatable)")
 	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: the types built in)")
 	return cmd
+}
+
+// pageHost is the host:port of the page's URL for the listener address
+// addr: this machine's host name when addr is an unspecified address
+// (0.0.0.0 or ::, which no browser can open), else addr.
+func pageHost(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return addr
+	}
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		return addr
+	}
+	return net.JoinHostPort(name, port)
 }
 
 // uiCacheMaxBytes bounds the memory of topoctl ui's read cache (paths plus

@@ -4,15 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/topoctl"
 )
 
@@ -47,6 +54,53 @@ func TestUIServesUntilInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the token is required")
+	cancel()
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	assert.Equal(t, 0, <-done)
+}
+
+// With TLS, ui serves https on a non-loopback address, and the URL it
+// prints names this host (not the unspecified address it listens on), so
+// that it can be opened from another machine.
+func TestUIServesTLSOffLoopback(t *testing.T) {
+	dir := t.TempDir()
+	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
+	testpki.Write(t, dir, "server", ca, caKey)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	r, w := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- topoctl.Main(ctx, []string{"-i", "memory", "-a", "ui-tls", "ui", "--listen", "0.0.0.0:0",
+			"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server-key.pem")}, nil, w, io.Discard)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	require.NoError(t, err)
+	_, printed, ok := strings.Cut(strings.TrimSpace(line), "open ")
+	require.True(t, ok, line)
+	u, err := url.Parse(printed)
+	require.NoError(t, err)
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	assert.Equal(t, "https", u.Scheme)
+	assert.Equal(t, host, u.Hostname(), "the URL names this host")
+
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Jar: jar, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	u.Host = net.JoinHostPort("127.0.0.1", u.Port())
+	resp, err := client.Get(u.String())
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	u.Scheme = "http"
+	resp, err = http.Get(u.String())
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain http to the https page is refused")
 	cancel()
 	go func() { _, _ = io.Copy(io.Discard, r) }()
 	assert.Equal(t, 0, <-done)
