@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -30,6 +31,33 @@ type entryJSON struct {
 	Ephemeral bool   `json:"ephemeral,omitempty"`
 	Version   string `json:"version,omitempty"`
 	Size      *int   `json:"size,omitempty"`
+	// Owner is what owns an ephemeral file, as the store names it
+	// (ownerOf: "lease ID" on etcd, "session ID" on ZooKeeper and
+	// Consul); empty for other entries and on stores that do not say.
+	Owner string `json:"owner,omitempty"`
+}
+
+// ownerFields are the inspect.StoreMeta fields that name what owns an
+// ephemeral file, with the word the page shows before the value: etcd's
+// lease, ZooKeeper's ephemeral owner (a session), Consul's session.
+var ownerFields = map[string]string{"lease": "lease", "ephemeral_owner": "session", "session": "session"}
+
+// ownerOf returns the owner of the ephemeral file p (canonical) as
+// StoreMeta reads it ("lease 6502a2...", "session 0x1000..."), or ""
+// when the store does not say.
+func (s *Server) ownerOf(ctx context.Context, p string) string {
+	meta, err := inspect.StoreMeta(ctx, s.opts.Conn, p)
+	if err != nil {
+		return ""
+	}
+	for _, m := range meta {
+		if word, ok := ownerFields[m.Name]; ok {
+			if v, ok := m.Value.(string); ok && v != "" {
+				return word + " " + v
+			}
+		}
+	}
+	return ""
 }
 
 // dirPath reads and checks a directory path parameter.
@@ -39,7 +67,9 @@ func dirParam(r *http.Request, name string) (string, error) {
 
 // dir answers one page of a directory's entries: GET
 // /api/dir?path=DIR&offset=N. Files of the page carry their version and
-// size (one Get each, several at a time); directories do not.
+// size (one Get each, several at a time), ephemeral ones (a lock's or an
+// election's entries) also their owner, as stat shows them; directories
+// do not.
 func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 	p, err := dirParam(r, "path")
 	if err != nil {
@@ -71,14 +101,17 @@ func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 	sem := make(chan struct{}, getParallel)
 	for i, e := range page {
 		out[i] = entryJSON{Name: e.Name, Path: "/" + e.Path, Dir: e.Type == topo.TypeDirectory, File: e.Type == topo.TypeFile, Ephemeral: e.Ephemeral}
-		if e.Type != topo.TypeFile || e.Ephemeral {
+		if e.Type != topo.TypeFile {
 			continue
 		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			v, ver, err := s.opts.Files.Get(ctx, e.Path)
+			if e.Ephemeral {
+				out[i].Owner = s.ownerOf(ctx, e.Path)
+			}
+			v, ver, err := s.filesFor(e.Path).Get(ctx, e.Path)
 			if err != nil {
 				return
 			}

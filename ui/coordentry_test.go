@@ -18,7 +18,8 @@ import (
 
 // On etcd, with the page's files read through a cache as topoctl ui reads
 // them, the entries the tree lists under a held lock's "locks" directory
-// and an election's directory open like any file: the cache holds files
+// and an election's directory show what stat shows (version, size, the
+// owning lease) and open like any file: the cache holds files
 // only, so the page reads them from the store, and shows the holder's
 // description decoded (a Vitess holder's JSON as that document).
 func TestCoordinationEntriesOpen(t *testing.T) {
@@ -68,6 +69,9 @@ func TestCoordinationEntriesOpen(t *testing.T) {
 		require.Len(t, entries, 1, dir)
 		entry := entries[0].(map[string]any)
 		assert.Equal(t, true, entry["ephemeral"], dir)
+		assert.NotEmpty(t, entry["version"], "%s: the entry's version, as stat shows it", dir)
+		assert.NotNil(t, entry["size"], "%s: the entry's size", dir)
+		assert.Regexp(t, `^lease [0-9a-f]+$`, entry["owner"], "%s: the entry's owner", dir)
 		p := entry["path"].(string)
 		status, m = get("/api/file?path=" + p)
 		require.Equal(t, http.StatusOK, status, "%s opens: %v", p, m)

@@ -164,7 +164,7 @@ function appendEntries(entries, flash) {
     const extra = [];
     if (e.dir && e.file) extra.push(el("a", { onclick: (ev) => { ev.preventDefault(); openDir(e.path); } }, " [dir]"));
     const row = el("tr", { "data-path": e.path, class: flash && flash.has(e.path) ? "changed" : "" },
-      el("td", {}, name, ...extra, e.ephemeral ? el("span", { class: "eph" }, " ephemeral") : ""),
+      el("td", {}, name, ...extra, e.ephemeral ? el("span", { class: "eph" }, " ephemeral" + (e.owner ? " (" + e.owner + ")" : "")) : ""),
       el("td", {}, e.version || ""),
       el("td", {}, e.size == null ? "" : e.size + " B"),
       el("td", {}, e.dir ? "dir" : "file"));
