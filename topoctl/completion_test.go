@@ -7,6 +7,15 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
+// completions runs topoctl's completion of args against tg: the
+// candidates, and the last line (the directive, ":N").
+func completions(t *testing.T, tg target, args ...string) (candidates []string, directive string) {
+	t.Helper()
+	out := tg.ok(t, append([]string{"__complete"}, args...)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[:len(lines)-1], lines[len(lines)-1]
+}
+
 // Paths complete from the store, one directory level per Tab, as typed
 // (with or without the leading "/"); directories end with "/" and get no
 // space after them; reserved entries (lock and election entries) are not
@@ -20,11 +29,9 @@ func TestCompletePaths(t *testing.T) {
 	holder := tg.start(t, "lock", "keyspaces/commerce")
 	holder.waitOutput(t, "holding the lock")
 
-	complete := func(args ...string) (paths []string, directive string) {
+	complete := func(args ...string) ([]string, string) {
 		t.Helper()
-		out := tg.ok(t, append([]string{"__complete"}, args...)...)
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		return lines[:len(lines)-1], lines[len(lines)-1]
+		return completions(t, tg, args...)
 	}
 	paths, directive := complete("ls", "/")
 	assert.Equal(t, []string{"/RoutingRules", "/keyspaces/"}, paths)
@@ -56,11 +63,9 @@ func TestCompleteCellsAndDirectories(t *testing.T) {
 	tg.ok(t, "copy", "--to", other)
 	tg.ok(t, "--topo-global-server-address", t.Name()+"-other", "--topo-global-root", "/r", "put", "only/there", "x")
 
-	complete := func(args ...string) (paths []string, directive string) {
+	complete := func(args ...string) ([]string, string) {
 		t.Helper()
-		out := tg.ok(t, append([]string{"__complete"}, args...)...)
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		return lines[:len(lines)-1], lines[len(lines)-1]
+		return completions(t, tg, args...)
 	}
 	paths, _ := complete("lock", "/keyspaces/commerce/")
 	assert.Empty(t, paths, "lock takes a directory: no file is offered")

@@ -30,19 +30,33 @@ func TestUIRefusesPlainNonLoopback(t *testing.T) {
 	assert.Contains(t, out.String(), "needs TLS")
 }
 
-func TestUIServesUntilInterrupted(t *testing.T) {
+// startUI runs topoctl with args (a ui command) until stop, which
+// interrupts it and returns its exit code; url is the URL it printed.
+func startUI(t *testing.T, args ...string) (url string, stop func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	r, w := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- topoctl.Main(ctx, []string{"-i", "memory", "-a", "ui-serve", "ui", "--listen", "127.0.0.1:0"}, nil, w, io.Discard)
+		done <- topoctl.Main(ctx, args, nil, w, io.Discard)
 		w.Close()
 	}()
 	line, err := bufio.NewReader(r).ReadString('\n')
-	require.NoError(t, err)
+	if err != nil {
+		cancel()
+		t.Fatalf("topoctl ui printed no URL: %v", err)
+	}
 	_, url, ok := strings.Cut(strings.TrimSpace(line), "open ")
 	require.True(t, ok, line)
+	return url, func() int {
+		cancel()
+		go func() { _, _ = io.Copy(io.Discard, r) }()
+		return <-done
+	}
+}
+
+func TestUIServesUntilInterrupted(t *testing.T) {
+	url, stop := startUI(t, "-i", "memory", "-a", "ui-serve", "ui", "--listen", "127.0.0.1:0")
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	resp, err := (&http.Client{Jar: jar}).Get(url)
@@ -54,9 +68,7 @@ func TestUIServesUntilInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the token is required")
-	cancel()
-	go func() { _, _ = io.Copy(io.Discard, r) }()
-	assert.Equal(t, 0, <-done)
+	assert.Equal(t, 0, stop())
 }
 
 // With TLS, ui serves https on a non-loopback address, and the URL it
@@ -66,19 +78,8 @@ func TestUIServesTLSOffLoopback(t *testing.T) {
 	dir := t.TempDir()
 	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
 	testpki.Write(t, dir, "server", ca, caKey)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	r, w := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- topoctl.Main(ctx, []string{"-i", "memory", "-a", "ui-tls", "ui", "--listen", "0.0.0.0:0",
-			"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server-key.pem")}, nil, w, io.Discard)
-		w.Close()
-	}()
-	line, err := bufio.NewReader(r).ReadString('\n')
-	require.NoError(t, err)
-	_, printed, ok := strings.Cut(strings.TrimSpace(line), "open ")
-	require.True(t, ok, line)
+	printed, stop := startUI(t, "-i", "memory", "-a", "ui-tls", "ui", "--listen", "0.0.0.0:0",
+		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server-key.pem"))
 	u, err := url.Parse(printed)
 	require.NoError(t, err)
 	host, err := os.Hostname()
@@ -101,7 +102,5 @@ func TestUIServesTLSOffLoopback(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "plain http to the https page is refused")
-	cancel()
-	go func() { _, _ = io.Copy(io.Discard, r) }()
-	assert.Equal(t, 0, <-done)
+	assert.Equal(t, 0, stop())
 }
