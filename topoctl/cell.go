@@ -27,8 +27,9 @@ implementation). "cell alias" edits the cells aliases.`,
   topoctl cell rm zone1
   topoctl --cell zone1 ls -R /`,
 	}
-	cmd.AddCommand(newCellLsCmd(stores, out), completesCells(newCellGetCmd(stores, out), stores), completesCells(newCellSetCmd(stores, out), stores),
-		completesCells(newCellRmCmd(stores, out), stores), newCellAliasCmd(stores, out))
+	cmd.AddCommand(newCellLsCmd(stores, out), completesNames(newCellGetCmd(stores, out), stores, cellNames, true),
+		completesNames(newCellSetCmd(stores, out), stores, cellNames, true), completesNames(newCellRmCmd(stores, out), stores, cellNames, true),
+		newCellAliasCmd(stores, out))
 	return groupCmd(cmd)
 }
 

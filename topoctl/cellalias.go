@@ -25,8 +25,9 @@ writes nothing. The cells need not have a CellInfo.`,
 		Example: `  topoctl cell alias create region1 --cells zone1,zone2
   topoctl cell alias ls`,
 	}
-	cmd.AddCommand(newCellAliasCreateCmd(stores, out), newCellAliasGetCmd(stores, out), newCellAliasUpdateCmd(stores, out),
-		newCellAliasDeleteCmd(stores, out), newCellAliasLsCmd(stores, out))
+	cmd.AddCommand(newCellAliasCreateCmd(stores, out), completesNames(newCellAliasGetCmd(stores, out), stores, aliasNames, true),
+		completesNames(newCellAliasUpdateCmd(stores, out), stores, aliasNames, true),
+		completesNames(newCellAliasDeleteCmd(stores, out), stores, aliasNames, true), newCellAliasLsCmd(stores, out))
 	return groupCmd(cmd)
 }
 

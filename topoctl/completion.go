@@ -7,12 +7,14 @@ package topoctl
 import (
 	"context"
 	goio "io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // completionTimeout bounds a completion's store calls: a shell waits for
@@ -55,33 +57,71 @@ func completesPathArg(cmd *cobra.Command, stores *connector, pa pathArg) *cobra.
 	return cmd
 }
 
-// completesCells makes cmd's first argument complete as a cell name.
-func completesCells(cmd *cobra.Command, stores *connector) *cobra.Command {
+// nameSource lists the names a command argument takes from the store
+// st: cells, cells aliases or elections.
+type nameSource func(ctx context.Context, st *store) ([]string, error)
+
+// cellNames are the cells' names (their CellInfo records in the global
+// cell).
+func cellNames(ctx context.Context, st *store) ([]string, error) {
+	return st.srv.GetCellInfoNames(ctx)
+}
+
+// aliasNames are the cells aliases' names (in the global cell).
+func aliasNames(ctx context.Context, st *store) ([]string, error) {
+	aliases, err := st.srv.GetCellsAliases(ctx)
+	names := make([]string, 0, len(aliases))
+	for n := range aliases {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, err
+}
+
+// electionNames are the elections' names in the cell the connection
+// flags name (the directories under "elections").
+func electionNames(ctx context.Context, st *store) ([]string, error) {
+	des, err := st.conn.ListDir(ctx, backendkit.ElectionsDirName, false)
+	names := make([]string, 0, len(des))
+	for _, d := range des {
+		names = append(names, d.Name)
+	}
+	return names, err
+}
+
+// completesNames makes cmd's first argument complete as a name of list:
+// cells and aliases from the global cell (global), elections from the
+// cell the connection flags name.
+func completesNames(cmd *cobra.Command, stores *connector, list nameSource, global bool) *cobra.Command {
 	cmd.ValidArgsFunction = func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return completeCell(c, stores, toComplete)
+		return completeName(c, stores, toComplete, list, global)
 	}
 	return cmd
 }
 
-// completeCell returns the names of the cells (their CellInfo records in
-// the global cell) that start with toComplete: the values of "cell get",
-// "cell set", "cell rm" and --cell.
-func completeCell(cmd *cobra.Command, stores *connector, toComplete string) ([]string, cobra.ShellCompDirective) {
+// completeName returns the names list gives that start with toComplete,
+// read from the global cell when global, else from the cell the
+// connection flags name; any failure completes nothing.
+func completeName(cmd *cobra.Command, stores *connector, toComplete string, list nameSource, global bool) ([]string, cobra.ShellCompDirective) {
 	none := cobra.ShellCompDirectiveNoFileComp
 	ctx, quiet, cancel := completionConnector(cmd.Context(), cmd, stores)
 	defer cancel()
 	if quiet == nil {
 		return nil, none | cobra.ShellCompDirectiveError
 	}
-	st, err := quiet.openSpec(ctx, spec{impl: quiet.impl, addr: quiet.addr, root: quiet.root, defaulted: quiet.addrDefaulted}, "")
+	cell := quiet.cell
+	if global {
+		cell = ""
+	}
+	st, err := quiet.openSpec(ctx, spec{impl: quiet.impl, addr: quiet.addr, root: quiet.root, defaulted: quiet.addrDefaulted}, cell)
 	if err != nil {
 		return nil, none | cobra.ShellCompDirectiveError
 	}
 	defer st.Close()
-	names, err := st.srv.GetCellInfoNames(ctx)
+	names, err := list(ctx, st)
 	if err != nil {
 		return nil, none
 	}

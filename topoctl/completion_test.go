@@ -94,3 +94,26 @@ func TestCompleteCellsAndDirectories(t *testing.T) {
 	paths, _ = complete("cell", "get", "zone1", "")
 	assert.Empty(t, paths)
 }
+
+// Cells aliases complete for cell alias get, update and delete, and
+// elections' names for elect and leader, from the store.
+func TestCompleteAliasesAndElections(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "cell", "alias", "create", "region1", "--cells", "zone1")
+	tg.ok(t, "cell", "alias", "create", "region2", "--cells", "zone2")
+	tg.ok(t, "cell", "alias", "create", "other", "--cells", "zone3")
+	el := tg.start(t, "elect", "--id", "p1", "vtctld")
+	el.waitOutput(t, "elected p1")
+	defer func() { assert.Equal(t, 0, el.stop(t)) }()
+
+	for _, verb := range []string{"get", "update", "delete"} {
+		names, directive := completions(t, tg, "cell", "alias", verb, "reg")
+		assert.Equal(t, []string{"region1", "region2"}, names, "cell alias %s", verb)
+		assert.Equal(t, ":4", directive)
+	}
+	for _, verb := range []string{"elect", "leader"} {
+		names, _ := completions(t, tg, verb, "vt")
+		assert.Equal(t, []string{"vtctld"}, names, verb)
+	}
+}

@@ -174,8 +174,8 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		completesPaths(newRmCmd(stores, out), stores),
 		longRunning(completesPaths(newWatchCmd(stores, out), stores), ""),
 		longRunning(completesPathArg(newLockCmd(stores, in, out), stores, pathArg{dirsOnly: true}), ""),
-		longRunning(newElectCmd(stores, out), ""),
-		longRunning(newLeaderCmd(stores, out), "observe"),
+		longRunning(completesNames(newElectCmd(stores, out), stores, electionNames, false), ""),
+		longRunning(completesNames(newLeaderCmd(stores, out), stores, electionNames, false), "observe"),
 		completesPathArg(newCopyCmd(stores, out), stores, pathArg{dirsOnly: true, storeFlag: "from"}),
 		completesPathArg(newDiffCmd(stores, out), stores, pathArg{dirsOnly: true, storeFlag: "from"}),
 		completesPathArg(newImportCmd(stores, out), stores, pathArg{index: 1, dirsOnly: true}),
@@ -188,7 +188,7 @@ with 0 on Ctrl-C, their normal way to stop.`,
 		longRunning(newUICmd(stores, out), ""),
 	)
 	_ = root.RegisterFlagCompletionFunc("cell", func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		return completeCell(c, stores, toComplete)
+		return completeName(c, stores, toComplete, cellNames, true)
 	})
 	root.InitDefaultCompletionCmd()
 	for _, cc := range root.Commands() {
