@@ -24,7 +24,7 @@ import (
 type driver struct{ c *Conn }
 
 var (
-	_ claims.Driver  = driver{}
+	_ claims.Driver       = driver{}
 	_ claims.Aheader      = driver{}
 	_ claims.GoneSignaler = driver{}
 )
