@@ -34,7 +34,7 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 	if into == nil {
 		into = &claim{}
 	}
-	into.init(e, q, ent, s, cancel)
+	into.init(e, q, &ent, s, cancel)
 	return into, nil
 }
 
