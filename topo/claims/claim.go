@@ -63,13 +63,19 @@ func (cl *claim) monitor() {
 
 func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {
 	cl := &claim{}
-	cl.init(eng, q, e, s, cancel)
+	cl.init(eng, q, &e, s, cancel)
 	return cl
 }
 
-// init sets up cl, a new claim, and registers it on s.
-func (cl *claim) init(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) {
-	cl.eng, cl.q, cl.entry, cl.sess, cl.cancel = eng, q, e, s, cancel
+// init sets up cl, a new claim, and registers it on s. The fields are
+// set one by one, and e comes by pointer: an Entry is large, and a
+// parallel assignment would copy it twice.
+func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc) {
+	cl.eng = eng
+	cl.q = q
+	cl.entry = *e
+	cl.sess = s
+	cl.cancel = cancel
 	s.add(cl)
 }
 

@@ -18,7 +18,9 @@
 //   - claim.go: a claim (a lock descriptor or a leadership term) as a
 //     topo.Fence, and Guard, what a backend's Txn checks for IfHeld;
 //   - queue.go: joining a queue and waiting for the head, one predecessor
-//     at a time;
+//     at a time, and the optional driver steps of that wait, Aheader and
+//     GoneSignaler (a waiter parks on the store's own channel, with no
+//     goroutine per wait: in process);
 //   - lock.go: Lock, TryLock, LockWithTTL, LockName and the descriptor;
 //   - election.go: LeaderParticipation (WaitForLeadership, Campaign, Term,
 //     Proclaim, Resign, Stop);

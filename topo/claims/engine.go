@@ -19,6 +19,7 @@ type Engine struct {
 	aheader  Aheader
 	acquirer Acquirer
 	monitor  Monitor
+	signaler GoneSignaler
 
 	defect    Defect
 	hooks     Hooks
@@ -60,6 +61,7 @@ func New(d Driver, o Options) *Engine {
 	e.aheader, _ = d.(Aheader)
 	e.acquirer, _ = d.(Acquirer)
 	e.monitor, _ = d.(Monitor)
+	e.signaler, _ = d.(GoneSignaler)
 	return e
 }
 

@@ -153,11 +153,12 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 		return err
 	}
 	err = l.eng.d.Delete(ctx, l.q, l.sess, ent)
-	if err == ErrNotHeld {
+	switch {
+	case err == nil:
+		return nil
+	case err == ErrNotHeld:
 		return backendkit.Wrap(topo.LockLost, l.q.Path, err)
 	}
-	if err != nil {
-		go l.eng.removeLater(&l.claim)
-	}
+	go l.eng.removeLater(&l.claim)
 	return l.eng.d.MapError(ctx, err, l.q.Path)
 }

@@ -34,12 +34,12 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 	if into == nil {
 		into = &claim{}
 	}
-	into.init(e, q, ent, s, cancel)
+	into.init(e, q, &ent, s, cancel)
 	return into, nil
 }
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a
-// time: the one just ahead of it (Driver.WaitGone), listing the queue again
+// time: the one just ahead of it (waitGone), listing the queue again
 // when that one goes only if the last list showed more ahead. When the wait ends otherwise -- ctx ends, stop
 // (nil: never) closes, cl ends (its session was declared lost, or another
 // call withdrew it), the engine closes, or the driver fails -- it withdraws
@@ -69,18 +69,25 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 			}
 		}
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-cl.Done():
-		case <-stop:
-		case <-e.closing:
-		case <-wctx.Done():
-		}
+	var err error
+	if e.signaler != nil && e.acquirer == nil {
+		err = e.wait(ctx, cl, first, stop)
+	} else {
+		// The driver's WaitGone sees only a context: one that also ends
+		// with the claim, stop and the engine.
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-cl.Done():
+			case <-stop:
+			case <-e.closing:
+			case <-wctx.Done():
+			}
+			cancel()
+		}()
+		err = e.wait(wctx, cl, first, stop)
 		cancel()
-	}()
-	err := e.wait(wctx, cl, first)
+	}
 	if err == nil && !isClosed(stop) && !e.closed.Load() {
 		if err := cl.err(); err != nil { // lost as it was granted
 			return err
@@ -116,8 +123,8 @@ type aheadRead struct {
 
 // wait is await's loop: list (first, when not nil, is the first list's
 // answer already), and while cl's entry is not the head, wait for its
-// predecessor to go. It returns nil once cl heads the queue.
-func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
+// predecessor to go (waitGone). It returns nil once cl heads the queue.
+func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead, stop <-chan struct{}) error {
 	if cl.entry.Granted { // the store granted it already
 		cl.position = 1
 		return nil
@@ -144,7 +151,7 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 			cl.position = int64(i + 1)
 			return e.acquire(ctx, cl)
 		}
-		if err := e.d.WaitGone(ctx, cl.q, ahead[i-1]); err != nil {
+		if err := e.waitGone(ctx, cl, ahead[i-1], stop); err != nil {
 			return err
 		}
 		if i == 1 {
@@ -155,6 +162,40 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 			return e.acquire(ctx, cl)
 		}
 	}
+}
+
+// waitGone waits for pred, the entry just ahead of cl, to go: on a
+// GoneSignaler's channel in a select that also ends with ctx, cl, stop
+// and the engine (then it returns context.Canceled, or ctx's error),
+// else through Driver.WaitGone, with a ctx that await made to end with
+// them.
+func (e *Engine) waitGone(ctx context.Context, cl *claim, pred Entry, stop <-chan struct{}) error {
+	if e.signaler == nil || e.acquirer != nil {
+		return e.d.WaitGone(ctx, cl.q, pred)
+	}
+	select {
+	case <-e.signaler.Gone(cl.q, pred):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-cl.Done():
+	case <-stop:
+	case <-e.closing:
+	}
+	return context.Canceled
+}
+
+// GoneSignaler is what a Driver may also implement when its store closes
+// a channel once an entry is gone and its requests never block, in
+// process (memorytopo). Unless the driver also has the Acquire step, the
+// engine then waits for the entry ahead of a waiter in one select on that
+// channel, the caller's context and the claim's own end, without the
+// goroutine and the context per wait that Driver.WaitGone needs, and
+// calls WaitGone no more.
+type GoneSignaler interface {
+	// Gone returns a channel closed once the entry e of q is gone from the
+	// store (closed already when it is). It does not block.
+	Gone(q Queue, e Entry) <-chan struct{}
 }
 
 // Aheader is what a Driver may also implement when its store finds the

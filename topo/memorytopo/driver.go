@@ -24,8 +24,9 @@ import (
 type driver struct{ c *Conn }
 
 var (
-	_ claims.Driver  = driver{}
-	_ claims.Aheader = driver{}
+	_ claims.Driver       = driver{}
+	_ claims.Aheader      = driver{}
+	_ claims.GoneSignaler = driver{}
 )
 
 // dir is the full store path of q's queue: <dir>/locks for a lock,
@@ -149,32 +150,33 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 }
 
 // WaitGone implements claims.Driver: it waits on the entry's own gone
-// channel, so only that entry's removal wakes it.
+// channel (Gone), so only that entry's removal wakes it. The engine waits
+// on Gone itself.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
-	s := d.c.s
-	x, _ := e.Ref.(*entry)
-	if x == nil {
-		return nil
-	}
-	s.lock()
-	if x.removed {
-		s.mu.Unlock()
-		return nil
-	}
-	if x.gone == nil {
-		x.gone = make(chan struct{})
-	}
-	gone := x.gone
-	s.mu.Unlock()
 	select {
-	case <-gone:
-		if s.counting.Load() {
-			s.wakeups.Add(1)
-		}
+	case <-d.Gone(q, e):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Gone implements claims.GoneSignaler: the entry's own gone channel,
+// closed by its removal (removeEntry), or closed now when it is gone.
+func (d driver) Gone(q claims.Queue, e claims.Entry) <-chan struct{} {
+	s := d.c.s
+	x, _ := e.Ref.(*entry)
+	s.lock()
+	defer s.mu.Unlock()
+	if x == nil || x.removed {
+		gone := make(chan struct{})
+		close(gone)
+		return gone
+	}
+	if x.gone == nil {
+		x.gone = make(chan struct{})
+	}
+	return x.gone
 }
 
 // Delete implements claims.Driver: removal by identity (the entry itself,

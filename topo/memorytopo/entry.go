@@ -188,8 +188,11 @@ func (s *store) removeEntry(e *entry) {
 	} else {
 		s.unplaced--
 	}
-	if e.gone != nil {
+	if e.gone != nil { // a waiter waits on it (driver.Gone)
 		close(e.gone)
+		if s.counting.Load() {
+			s.wakeups.Add(1)
+		}
 	}
 	q.changedNow()
 	if l := e.lease; l.nentries == 0 && l != l.c.session && !l.revoked {

@@ -382,22 +382,7 @@ func (f *Factory) inject(ctx context.Context, op Operation, p string, done <-cha
 	if fs == nil {
 		return nil
 	}
-	return f.injectState(ctx, fs, op, p, done)
-}
-
-func (f *Factory) injectState(ctx context.Context, fs *faultState, op Operation, p string, done <-chan struct{}) error {
-	if err := fs.wait(ctx, p, done); err != nil {
-		return err
-	}
-	if fs.err != nil {
-		return faultErr(fs.err, p)
-	}
-	for _, r := range fs.rules {
-		if r.matches(op, p) {
-			return faultErr(r.Err, p)
-		}
-	}
-	return nil
+	return fs.inject(ctx, p, done, func(r *rule) (string, bool) { return p, r.matches(op, p) })
 }
 
 // injectTxn is inject for a transaction of ops: the latency and a hang
@@ -409,17 +394,29 @@ func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-
 	if fs == nil {
 		return nil
 	}
-	if err := fs.wait(ctx, "", done); err != nil {
+	return fs.inject(ctx, "", done, func(r *rule) (string, bool) {
+		for _, op := range ops {
+			if r.matchesTxnOp(op) {
+				return op.Path, true
+			}
+		}
+		return "", false
+	})
+}
+
+// inject waits out the latency and a hang of fs for a call on p, then
+// returns SetError's error or that of the first rule that match accepts,
+// naming the path match returns.
+func (fs *faultState) inject(ctx context.Context, p string, done <-chan struct{}, match func(*rule) (string, bool)) error {
+	if err := fs.wait(ctx, p, done); err != nil {
 		return err
 	}
 	if fs.err != nil {
-		return faultErr(fs.err, "")
+		return faultErr(fs.err, p)
 	}
 	for _, r := range fs.rules {
-		for _, op := range ops {
-			if r.matchesTxnOp(op) {
-				return faultErr(r.Err, op.Path)
-			}
+		if at, ok := match(r); ok {
+			return faultErr(r.Err, at)
 		}
 	}
 	return nil
@@ -540,7 +537,8 @@ func (c *Conn) claimHooks() claims.Hooks {
 			switch call {
 			case claims.CallNewLeaderParticipation:
 				if fs := c.f.faultState.Load(); fs != nil {
-					return c.f.injectState(ctx, &faultState{err: fs.err, rules: fs.rules}, op, p, c.done)
+					errOnly := &faultState{err: fs.err, rules: fs.rules}
+					return errOnly.inject(ctx, p, c.done, func(r *rule) (string, bool) { return p, r.matches(op, p) })
 				}
 				return nil
 			case claims.CallResumeLeaderParticipation:

@@ -1,6 +1,7 @@
 package memorytopo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -50,7 +51,7 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 	if err := c.enter(ctx, op, p); err != nil {
 		return nil, err
 	}
-	value = &fileState{contents: clone(contents)}
+	value = &fileState{contents: bytes.Clone(contents)}
 	c.s.lock()
 	if err := c.closedErr(p); err != nil {
 		c.s.mu.Unlock()
@@ -80,7 +81,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err := c.enter(ctx, OpUpdate, p); err != nil {
 		return nil, err
 	}
-	value := &fileState{contents: clone(contents)}
+	value := &fileState{contents: bytes.Clone(contents)}
 	if v, done, err := c.updateInPlace(p, value, want); done {
 		return v, err
 	}
@@ -189,7 +190,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if fs == nil {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	return clone(fs.contents), fs.ver, nil
+	return bytes.Clone(fs.contents), fs.ver, nil
 }
 
 // GetVersion implements topo.Conn.GetVersion from the file's kept history
@@ -213,7 +214,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	if fs.version == version {
-		return clone(fs.contents), nil
+		return bytes.Clone(fs.contents), nil
 	}
 	// An earlier version: the history lives in the tree, under the locks.
 	s := c.s
@@ -229,10 +230,10 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	if n.file.Load().version == version {
-		return clone(n.file.Load().contents), nil
+		return bytes.Clone(n.file.Load().contents), nil
 	}
 	if contents, ok := n.historic(version); ok {
-		return clone(contents), nil
+		return bytes.Clone(contents), nil
 	}
 	if version <= n.floor() {
 		return nil, topo.NewError(topo.Compacted, p)
@@ -254,7 +255,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	s.lock()
 	var out []topo.KVInfo
 	s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
-		out = append(out, topo.KVInfo{Path: c.rel(full), Value: clone(fs.contents), Version: fs.ver})
+		out = append(out, topo.KVInfo{Path: c.rel(full), Value: bytes.Clone(fs.contents), Version: fs.ver})
 	})
 	s.mu.Unlock()
 	if len(out) == 0 {

@@ -78,14 +78,3 @@ func versionArg(p string, version topo.Version) (string, int64, error) {
 	}
 	return p, n, nil
 }
-
-// clone returns a copy of b (nil for nil), the way callers' values are
-// kept from the store and the store's from callers.
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	c := make([]byte, len(b))
-	copy(c, b)
-	return c
-}

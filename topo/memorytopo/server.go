@@ -432,6 +432,9 @@ func (c *Conn) begin(ctx context.Context, op Operation, raw string, clean func(s
 // check, then the partition (Conn.Partition), then injected faults, then
 // Closed again (the Conn may have closed while the call waited).
 func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
+	if c.cut.Load() == nil && c.f.faultState.Load() == nil {
+		return c.closedErr(p) // nothing to wait for: the common case
+	}
 	if err := c.closedErr(p); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package memorytopo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
@@ -53,7 +54,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 				return nil, backendkit.ForeignFence(*op, Name+"topo")
 			}
 		case topo.TxnCreate, topo.TxnUpdate:
-			values[i] = &fileState{contents: clone(op.Contents)}
+			values[i] = &fileState{contents: bytes.Clone(op.Contents)}
 		}
 	}
 	if err := c.closedErr(""); err != nil {

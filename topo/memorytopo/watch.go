@@ -1,6 +1,7 @@
 package memorytopo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -50,7 +51,7 @@ func (w *watcher) push(p string, fs *fileState) {
 		// The channel is open: run closes it only after the watcher was
 		// unregistered (and a Watch's delete, its last event, is queued).
 		select {
-		case w.direct <- &topo.WatchData{Contents: clone(fs.contents), Version: fs.ver}:
+		case w.direct <- &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver}:
 			w.mu.Unlock()
 			return
 		default:
@@ -185,7 +186,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		s.mu.Unlock()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	cur := &topo.WatchData{Contents: clone(n.file.Load().contents), Version: n.file.Load().ver}
+	cur := &topo.WatchData{Contents: bytes.Clone(n.file.Load().contents), Version: n.file.Load().ver}
 	w := newWatcher(c, full, false)
 	out := make(chan *topo.WatchData, 1)
 	w.direct = out
@@ -206,7 +207,7 @@ func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchD
 		if fs == nil {
 			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}, true
 		}
-		return &topo.WatchData{Contents: clone(fs.contents), Version: fs.ver}, false
+		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver}, false
 	}, func() *topo.WatchData {
 		return &topo.WatchData{Err: w.interrupted(ctx, p)}
 	})
@@ -293,7 +294,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	cur := []*topo.WatchDataRecursive{}
 	s.walkPrefix(fp, func(full string, fs *fileState) {
 		cur = append(cur, &topo.WatchDataRecursive{Path: c.rel(full), WatchData: topo.WatchData{
-			Contents: clone(fs.contents), Version: fs.ver}})
+			Contents: bytes.Clone(fs.contents), Version: fs.ver}})
 	})
 	w := newWatcher(c, fp, true)
 	s.recWatchers[w] = struct{}{}
@@ -312,7 +313,7 @@ func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *t
 			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}, false
 		}
 		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{
-			Contents: clone(fs.contents), Version: fs.ver}}, false
+			Contents: bytes.Clone(fs.contents), Version: fs.ver}}, false
 	}, func() *topo.WatchDataRecursive {
 		return &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: w.interrupted(ctx, prefix)}}
 	})
