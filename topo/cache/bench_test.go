@@ -11,23 +11,33 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // benchStore returns an opener of Conns on a fresh root of a store the
-// benchmarks run on: "memory" (memorytopo) or "etcd" (a real member).
+// benchmarks run on: "memory" (memorytopo), "etcd" (a real member), "zk"
+// (a real server, Conns with LinearizableReads, which Consistent mode
+// needs there) or "consul" (a real dev agent).
 func benchStore(b *testing.B, name string) func() topo.Conn {
-	if name == "etcd" {
+	switch name {
+	case "etcd":
 		return etcdOpen(b, etcdtest.Start(b), newRoot())
+	case "zk":
+		return zkOpen(b, zktest.Start(b), newRoot(), true)
+	case "consul":
+		return consulOpen(b, consultest.Start(b), newRoot())
 	}
 	_, open := memoryStore(&testing.T{})
 	return open
 }
 
 // BenchmarkGet compares a Get through a Cache, in Cached and Consistent
-// mode, with a Get on the raw Conn, of one file of a 100-file subtree.
+// mode, with a Get on the raw Conn, of one file of a 100-file subtree, on
+// every backend.
 func BenchmarkGet(b *testing.B) {
-	for _, name := range []string{"memory", "etcd"} {
+	for _, name := range []string{"memory", "etcd", "zk", "consul"} {
 		open := benchStore(b, name)
 		ctx := context.Background()
 		raw := open()
@@ -148,7 +158,7 @@ func BenchmarkResync(b *testing.B) {
 		conn := open()
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				c, err := cache.New(&keepOpen{conn}, "r/", cache.Options{ProbeInterval: -1})
+				c, err := cache.New(conn, "r/", cache.Options{ProbeInterval: -1, LeaveConnOpen: true})
 				require.NoError(b, err)
 				require.Equal(b, files, c.State().Files)
 				c.Close()
@@ -158,9 +168,3 @@ func BenchmarkResync(b *testing.B) {
 		raw.Close()
 	}
 }
-
-// keepOpen is a Conn whose Close does nothing, so that Caches opened one
-// after the other share it.
-type keepOpen struct{ topo.Conn }
-
-func (keepOpen) Close() {}

@@ -62,7 +62,8 @@ func (e *entry) size(path string) int64 { return int64(len(path) + len(e.value))
 // WatchRecursive on prefix and returns once memory holds the prefix's
 // files; it returns that call's error (InvalidPath for a bad prefix,
 // Unavailable when the store cannot be reached, ...) and then owns
-// nothing. The Cache owns conn from then on: its Close closes conn.
+// nothing. The Cache owns conn from then on: its Close closes conn, unless
+// Options.LeaveConnOpen is set.
 func New(conn topo.Conn, prefix string, opts Options) (*Cache, error) {
 	p, err := topo.CleanPrefix(prefix)
 	if err != nil {
@@ -106,7 +107,9 @@ func (c *Cache) State() State {
 }
 
 // Close stops the store watch, ends every local watcher with Interrupted
-// and closes the wrapped Conn. Later calls return Closed. Idempotent.
+// and closes the wrapped Conn; later calls return Closed. With
+// Options.LeaveConnOpen the Conn stays open and later calls go to it, as
+// in Bypass mode. Idempotent.
 func (c *Cache) Close() {
 	c.once.Do(func() {
 		c.cancel()
@@ -115,7 +118,9 @@ func (c *Cache) Close() {
 		c.endWatchers(topo.NewError(topo.Interrupted, c.prefix))
 		c.mu.Unlock()
 		c.loops.Wait()
-		c.conn.Close()
+		if !c.opts.LeaveConnOpen {
+			c.conn.Close()
+		}
 	})
 }
 

@@ -187,19 +187,21 @@ func TestConsistentLinearizableConsul(t *testing.T) {
 	requireConsistentLinearizable(t, consulOpen(t, consultest.Start(t), newRoot()), nil)
 }
 
-// TestConsistentLinearizableAcrossRestartEtcd: the etcd member stops
+// TestConsistentLinearizableAcrossRestart: the store (one etcd member,
+// one ZooKeeper server, one Consul server, each keeping its data) stops
 // while writers write and Caches read in Consistent mode (their watches
-// held back), the Caches turn Stale, and the member starts again; the
+// held back), the Caches turn Stale, and the store starts again; the
 // history, before, during and after, is linearizable: no Consistent read
 // is answered from what memory held when the store went away.
-func TestConsistentLinearizableAcrossRestartEtcd(t *testing.T) {
-	cl := etcdtest.StartCluster(t, 1)
-	requireConsistentLinearizable(t, etcdOpen(t, cl.Endpoints(), newRoot()), func(ctx context.Context, run *linRun) {
-		cl.StopMember(0)
-		for _, c := range run.caches {
-			require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
-		}
-		cl.RestartMember(0)
+func TestConsistentLinearizableAcrossRestart(t *testing.T) {
+	restartables(t, func(t *testing.T, s restartable) {
+		requireConsistentLinearizable(t, s.open, func(ctx context.Context, run *linRun) {
+			s.stop()
+			for _, c := range run.caches {
+				require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+			}
+			s.restart()
+		})
 	})
 }
 
