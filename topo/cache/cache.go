@@ -44,8 +44,11 @@ type Cache struct {
 	since     time.Time // when health last changed
 	confirmed time.Time
 	err       error
-	broken    bool // the watch ended and no relist succeeded since
-	down      bool // the store was last seen failing (probe or pass-through)
+	sync      func(context.Context) (uint64, error) // the store watch's, if its Conn is a SyncWatcher
+	gen       uint64                                // counts store watches started
+	received  uint64                                // events received on the current store watch
+	broken    bool                                  // the watch ended and no relist succeeded since
+	down      bool                                  // the store was last seen failing (probe or pass-through)
 	closed    bool
 }
 
@@ -75,12 +78,13 @@ func New(conn topo.Conn, prefix string, opts Options) (*Cache, error) {
 	c := &Cache{conn: conn, prefix: p, opts: opts, log: opts.Logger.With("cache", p), ctx: ctx, cancel: cancel,
 		pending: map[string]*pending{}, watchers: map[*watcher]struct{}{}, changed: make(chan struct{}),
 		since: now}
-	init, ch, err := conn.WatchRecursive(ctx, p)
+	init, ch, sync, err := c.watch()
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	c.mu.Lock()
+	c.sync = sync
 	c.relist(init, 0)
 	c.mu.Unlock()
 	c.loops.Add(1)

@@ -133,8 +133,24 @@ func settleFailedWrites(history, failed []porcupine.Operation) []porcupine.Opera
 	return history
 }
 
+// linReads is how the readers' Caches of requireConsistentLinearizable
+// get their store watch's events.
+type linReads int
+
+const (
+	// heldWatch: the watch delivers nothing (gatedConn held), so that
+	// every Consistent read must go to the store; one answered from memory
+	// is a violation.
+	heldWatch linReads = iota
+	// lazyWatch: the watch delivers only as far as a barrier asked for
+	// (lazyConn), so that Consistent reads are answered from memory after
+	// the barrier; one that skips or cuts short its wait is a violation.
+	lazyWatch
+)
+
 // linRun is one run of requireConsistentLinearizable: the readers'
-// gated Conns and Caches, and how many times the Caches listed again.
+// gated Conns (heldWatch) and Caches, and how many times the Caches
+// listed again.
 type linRun struct {
 	gated   []*gatedConn
 	caches  []*cache.Cache
@@ -143,9 +159,9 @@ type linRun struct {
 
 // requireConsistentLinearizable records concurrent unconditional writes
 // (through plain Conns) and Consistent reads through Caches of two files,
-// and checks the history with porcupine (requireLinearizable). The
-// Caches' watches deliver nothing, so that a read served from memory
-// would be caught.
+// and checks the history with porcupine (requireLinearizable). reads says
+// what the Caches' watches deliver: with heldWatch no read may come from
+// memory, with lazyWatch some must.
 //
 // fault, if not nil, runs once every worker has made a few operations;
 // each worker makes at most linFaultOps operations while it runs, waits
@@ -155,7 +171,7 @@ type linRun struct {
 // fail until the fault has ended and the worker's Conns have answered
 // once more (a restarted store's clients reconnect on their own time);
 // from then on, and without a fault, every operation must succeed.
-func requireConsistentLinearizable(t *testing.T, open func() topo.Conn, fault func(ctx context.Context, run *linRun)) {
+func requireConsistentLinearizable(t *testing.T, open func() topo.Conn, reads linReads, fault func(ctx context.Context, run *linRun)) {
 	const workers, linOps, linFaultOps = 4, 30, 8
 	ctx := testCtx(t)
 	setup := open()
@@ -166,6 +182,7 @@ func requireConsistentLinearizable(t *testing.T, open func() topo.Conn, fault fu
 	}
 	var mu sync.Mutex
 	var history, failed []porcupine.Operation
+	var fromMemory atomic.Int64 // reads answered from memory
 	var wg sync.WaitGroup
 	run := &linRun{}
 	started := make(chan struct{}, workers) // one per worker past its first ops
@@ -175,14 +192,21 @@ func requireConsistentLinearizable(t *testing.T, open func() topo.Conn, fault fu
 	}
 	for w := range workers {
 		raw := open()
-		// The Cache's watch is held back for good: a read answered from
-		// memory would show the first value only (or, after a relist, the
-		// value the relist saw).
-		g := newGated(open())
-		c := wrap(t, g, cache.Options{Mode: cache.Consistent, ProbeInterval: 50 * time.Millisecond,
-			Hooks: cache.Hooks{OnResync: func(error) { run.resyncs.Add(1) }}})
-		g.hold()
-		run.gated, run.caches = append(run.gated, g), append(run.caches, c)
+		opts := cache.Options{Mode: cache.Consistent, ProbeInterval: 50 * time.Millisecond,
+			Hooks: cache.Hooks{OnResync: func(error) { run.resyncs.Add(1) }}}
+		var c *cache.Cache
+		if reads == lazyWatch {
+			c = wrap(t, newLazy(t, open()), opts)
+		} else {
+			// The Cache's watch is held back for good: a read answered
+			// from memory would show the first value only (or, after a
+			// relist, the value the relist saw).
+			g := newGated(open())
+			c = wrap(t, g, opts)
+			g.hold()
+			run.gated = append(run.gated, g)
+		}
+		run.caches = append(run.caches, c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -213,7 +237,7 @@ func requireConsistentLinearizable(t *testing.T, open func() topo.Conn, fault fu
 				// (No write goes through the Caches: a path written
 				// through a Cache is read from the store until its watch
 				// delivers the write, which would hide a Cached read.)
-				op, err := linOp(ctx, w, i, raw, c)
+				op, err := linOp(ctx, w, i, raw, c, &fromMemory)
 				switch {
 				case err == nil:
 					if after >= 0 {
@@ -253,8 +277,13 @@ func requireConsistentLinearizable(t *testing.T, open func() topo.Conn, fault fu
 	if t.Failed() {
 		return
 	}
-	t.Logf("%d failed writes", len(failed))
+	t.Logf("%d failed writes, %d reads from memory", len(failed), fromMemory.Load())
 	requireLinearizable(t, settleFailedWrites(history, failed))
+	if reads == lazyWatch {
+		require.Positive(t, fromMemory.Load(), "no Consistent read was answered after a barrier")
+	} else {
+		require.Zero(t, fromMemory.Load(), "Consistent reads answered from memory with the watch held back")
+	}
 }
 
 // isClosed reports whether ch is closed.
@@ -268,8 +297,9 @@ func isClosed(ch chan struct{}) bool {
 }
 
 // linOp is worker w's operation i: a write of a unique value through the
-// plain Conn raw, or a read through the Cache c, of one of linKeys.
-func linOp(ctx context.Context, w, i int, raw topo.Conn, c *cache.Cache) (porcupine.Operation, error) {
+// plain Conn raw, or a read through the Cache c, of one of linKeys. It
+// counts the reads answered from memory in fromMemory.
+func linOp(ctx context.Context, w, i int, raw topo.Conn, c *cache.Cache, fromMemory *atomic.Int64) (porcupine.Operation, error) {
 	k := linKeys[(w+i/2)%len(linKeys)]
 	op := porcupine.Operation{ClientId: w}
 	opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -282,8 +312,12 @@ func linOp(ctx context.Context, w, i int, raw topo.Conn, c *cache.Cache) (porcup
 		op.Input, op.Output = regOp{key: k, write: true, value: v}, ""
 	} else {
 		var b []byte
-		b, _, err = c.Get(opCtx, k)
+		var info cache.Info
+		b, _, info, err = c.GetWithInfo(opCtx, k)
 		op.Input, op.Output = regOp{key: k}, string(b)
+		if err == nil && info.FromMemory {
+			fromMemory.Add(1)
+		}
 	}
 	op.Call, op.Return = start.UnixNano(), time.Now().UnixNano()
 	return op, err
@@ -293,25 +327,25 @@ func linOp(ctx context.Context, w, i int, raw topo.Conn, c *cache.Cache) (porcup
 // memorytopo are linearizable with concurrent writers.
 func TestConsistentLinearizableMemory(t *testing.T) {
 	_, open := memoryStore(t)
-	requireConsistentLinearizable(t, open, nil)
+	requireConsistentLinearizable(t, open, heldWatch, nil)
 }
 
 // TestConsistentLinearizableEtcd: the same on a real etcd.
 func TestConsistentLinearizableEtcd(t *testing.T) {
-	requireConsistentLinearizable(t, etcdOpen(t, etcdtest.Start(t), newRoot()), nil)
+	requireConsistentLinearizable(t, etcdOpen(t, etcdtest.Start(t), newRoot()), heldWatch, nil)
 }
 
 // TestConsistentLinearizableZooKeeper: the same on a real ZooKeeper, whose
 // Conns read linearizably with zk2topo.Options.LinearizableReads (without
 // it ZooKeeper reads are sequentially consistent per session only).
 func TestConsistentLinearizableZooKeeper(t *testing.T) {
-	requireConsistentLinearizable(t, zkOpen(t, zktest.Start(t), newRoot(), true), nil)
+	requireConsistentLinearizable(t, zkOpen(t, zktest.Start(t), newRoot(), true), heldWatch, nil)
 }
 
 // TestConsistentLinearizableConsul: the same on a real Consul agent
 // (consistent reads are consultopo's default).
 func TestConsistentLinearizableConsul(t *testing.T) {
-	requireConsistentLinearizable(t, consulOpen(t, consultest.Start(t), newRoot()), nil)
+	requireConsistentLinearizable(t, consulOpen(t, consultest.Start(t), newRoot()), heldWatch, nil)
 }
 
 // TestConsistentLinearizableAcrossRestart: the store (one etcd member,
@@ -322,14 +356,20 @@ func TestConsistentLinearizableConsul(t *testing.T) {
 // is answered from what memory held when the store went away.
 func TestConsistentLinearizableAcrossRestart(t *testing.T) {
 	restartables(t, func(t *testing.T, s restartable) {
-		requireConsistentLinearizable(t, s.open, func(ctx context.Context, run *linRun) {
-			s.stop()
-			for _, c := range run.caches {
-				require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
-			}
-			s.restart()
-		})
+		requireConsistentLinearizable(t, s.open, heldWatch, restartFault(t, s))
 	})
+}
+
+// restartFault is the fault of requireConsistentLinearizable that stops
+// the store, waits for the Caches to turn Stale and starts it again.
+func restartFault(t *testing.T, s restartable) func(ctx context.Context, run *linRun) {
+	return func(ctx context.Context, run *linRun) {
+		s.stop()
+		for _, c := range run.caches {
+			require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+		}
+		s.restart()
+	}
 }
 
 // TestConsistentLinearizableAcrossCompactionEtcd: while writers write and
@@ -340,7 +380,7 @@ func TestConsistentLinearizableAcrossRestart(t *testing.T) {
 func TestConsistentLinearizableAcrossCompactionEtcd(t *testing.T) {
 	addr := etcdtest.Start(t)
 	comp := newCompactor(t, addr)
-	requireConsistentLinearizable(t, etcdOpen(t, addr, newRoot()), func(ctx context.Context, run *linRun) {
+	requireConsistentLinearizable(t, etcdOpen(t, addr, newRoot()), heldWatch, func(ctx context.Context, run *linRun) {
 		for _, g := range run.gated {
 			g.setBeforeWatch(func() { comp.compact(ctx) })
 		}

@@ -157,13 +157,17 @@ type restartable struct {
 	restart func()
 }
 
+// restartableEtcd starts a one-member etcd that keeps its data across
+// a stop.
+func restartableEtcd(t *testing.T) restartable {
+	cl := etcdtest.StartCluster(t, 1)
+	return restartable{open: etcdOpen(t, cl.Endpoints(), newRoot()),
+		stop: func() { cl.StopMember(0) }, restart: func() { cl.RestartMember(0) }}
+}
+
 // restartables runs f once per real backend on a restartable store.
 func restartables(t *testing.T, f func(t *testing.T, s restartable)) {
-	t.Run("etcd", func(t *testing.T) {
-		cl := etcdtest.StartCluster(t, 1)
-		f(t, restartable{open: etcdOpen(t, cl.Endpoints(), newRoot()),
-			stop: func() { cl.StopMember(0) }, restart: func() { cl.RestartMember(0) }})
-	})
+	t.Run("etcd", func(t *testing.T) { f(t, restartableEtcd(t)) })
 	t.Run("zk", func(t *testing.T) {
 		e := zktest.StartEnsemble(t, 1)
 		f(t, restartable{open: zkOpen(t, e.Addr(0), newRoot(), true),
