@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -451,4 +452,35 @@ func requireReadsOwnWrites(t *testing.T, open func() topo.Conn, n int) {
 	}
 	close(stop)
 	<-done
+}
+
+// TestSettleFailedWrites: a failed write no read returned is left out; one
+// a read returned ends at the first such read's return (or at its own
+// call, when a read returned its value before it began, which porcupine
+// then rejects).
+func TestSettleFailedWrites(t *testing.T) {
+	op := func(call, ret int64, in regOp, out string) porcupine.Operation {
+		return porcupine.Operation{Input: in, Call: call, Return: ret, Output: out}
+	}
+	a := linKeys[0]
+	history := []porcupine.Operation{
+		op(10, 20, regOp{key: a}, "w2"),
+		op(30, 40, regOp{key: a}, "w2"),
+	}
+	failed := []porcupine.Operation{
+		op(1, math.MaxInt64, regOp{key: a, write: true, value: "w1"}, ""),
+		op(5, math.MaxInt64, regOp{key: a, write: true, value: "w2"}, ""),
+	}
+	got := settleFailedWrites(history, failed)
+	require.Len(t, got, 3)
+	require.Equal(t, "w2", got[2].Input.(regOp).value)
+	require.Equal(t, int64(20), got[2].Return)
+	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(register, got, linCheckBound))
+
+	// A read of w3 before w3 was written.
+	history = []porcupine.Operation{op(10, 20, regOp{key: a}, "w3")}
+	failed = []porcupine.Operation{op(25, math.MaxInt64, regOp{key: a, write: true, value: "w3"}, "")}
+	got = settleFailedWrites(history, failed)
+	require.Equal(t, int64(25), got[1].Return)
+	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(register, got, linCheckBound))
 }
