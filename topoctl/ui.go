@@ -139,7 +139,7 @@ const uiCacheMaxBytes = 256 << 20
 // start (its first listing fails) the page uses conn directly and a
 // warning says why. stop ends the cache and leaves conn open.
 func uiCache(conn topo.Conn, log *slog.Logger) (files topo.Conn, stop func()) {
-	c, err := cache.New(borrowedConn{conn}, "", cache.Options{MaxBytes: uiCacheMaxBytes, Logger: log})
+	c, err := cache.New(conn, "", cache.Options{MaxBytes: uiCacheMaxBytes, Logger: log, LeaveConnOpen: true})
 	if err != nil {
 		log.Warn("topoctl ui: no read cache, the page reads the store", "err", err)
 		return conn, func() {}
@@ -148,12 +148,3 @@ func uiCache(conn topo.Conn, log *slog.Logger) (files topo.Conn, stop func()) {
 	log.Info("topoctl ui: the page reads files from a cache", "health", st.Health, "files", st.Files, "bytes", st.Bytes)
 	return c, c.Close
 }
-
-// borrowedConn is a Conn whose Close does nothing: its owner closes it.
-type borrowedConn struct{ topo.Conn }
-
-// Close does nothing.
-func (borrowedConn) Close() {}
-
-// Unwrap returns the Conn lent.
-func (b borrowedConn) Unwrap() topo.Conn { return b.Conn }

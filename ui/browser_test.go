@@ -29,6 +29,7 @@ import (
 	"github.com/topokit/topokit/topo/decode"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/inspect"
+	"github.com/topokit/topokit/topo/memorytopo/memtest"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 	"github.com/topokit/topokit/ui"
 )
@@ -398,6 +399,32 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 	p.wait("the parent after the delete", `document.querySelector("#path").value === "/"`)
 	_, err = conn.List(ctx, "ui/")
 	require.True(t, topo.IsErrType(err, topo.NoNode), "the subtree is gone: %v", err)
+}
+
+// TestBrowserCacheState: the header shows the read cache's health: healthy,
+// stale (with since when) while its client is cut from the store, healthy
+// again once the partition heals.
+func TestBrowserCacheState(t *testing.T) {
+	store := memtest.New(t, memtest.Options{})
+	conn := store.Server.GlobalCell()
+	_, err := conn.Create(context.Background(), "d/a", []byte("one"))
+	require.NoError(t, err)
+	c, err := cache.New(conn, "", cache.Options{LeaveConnOpen: true, MaxStaleness: time.Hour, ProbeInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	s, err := ui.New(ui.Options{Conn: conn, Files: c, Name: "memory"})
+	require.NoError(t, err)
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+
+	p := &page{t: t, ctx: newTab(t)}
+	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
+	p.wait("the page to load", `document.body.dataset.ready === "true"`)
+	p.wait("a healthy cache", has("#cache", "cache healthy"))
+	store.Client.Partition()
+	p.wait("a stale cache", has("#cache", "cache stale since "))
+	store.Client.Heal()
+	p.wait("a healthy cache again", has("#cache", "cache healthy"))
 }
 
 func TestBrowserEtcd(t *testing.T) {

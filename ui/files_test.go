@@ -10,16 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
 	"github.com/topokit/topokit/ui"
 )
-
-// lentConn is a Conn whose Close leaves the Conn open (the harness owns
-// it).
-type lentConn struct{ topo.Conn }
-
-func (lentConn) Close() {}
 
 // TestFilesFromCache: with Options.Files a read cache over Conn, the
 // tree's values and a record are answered from memory, an edit made on
@@ -28,7 +21,7 @@ func (lentConn) Close() {}
 func TestFilesFromCache(t *testing.T) {
 	var hits atomic.Int64
 	h := newHarness(t, true, func(o *ui.Options) {
-		c, err := cache.New(lentConn{o.Conn}, "", cache.Options{Hooks: cache.Hooks{OnRead: func(_ string, o cache.Outcome) {
+		c, err := cache.New(o.Conn, "", cache.Options{LeaveConnOpen: true, Hooks: cache.Hooks{OnRead: func(_ string, o cache.Outcome) {
 			if o == cache.Hit {
 				hits.Add(1)
 			}
@@ -61,4 +54,19 @@ func TestFilesFromCache(t *testing.T) {
 	status, body = h.do("GET", "/api/coordination?path=/", "", nil)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, "holder-1")
+
+	status, body = h.do("GET", "/api/cache", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	st := decodeJSON(t, body)
+	assert.Equal(t, true, st["cache"])
+	assert.Equal(t, "healthy", st["health"])
+}
+
+// TestCacheStateWithoutCache: with no cache behind Files the page is told
+// so (and hides the badge).
+func TestCacheStateWithoutCache(t *testing.T) {
+	h := newHarness(t, false)
+	status, body := h.do("GET", "/api/cache", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Equal(t, map[string]any{"cache": false}, decodeJSON(t, body))
 }

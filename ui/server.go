@@ -165,6 +165,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.index)
 	s.mux.Handle("GET /static/", s.files)
 	s.mux.HandleFunc("GET /api/info", s.info)
+	s.mux.HandleFunc("GET /api/cache", s.cacheState)
 	s.mux.HandleFunc("GET /api/dir", s.dir)
 	s.mux.HandleFunc("GET /api/file", s.file)
 	s.mux.HandleFunc("GET /api/search", s.search)

@@ -11,23 +11,33 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // benchStore returns an opener of Conns on a fresh root of a store the
-// benchmarks run on: "memory" (memorytopo) or "etcd" (a real member).
+// benchmarks run on: "memory" (memorytopo), "etcd" (a real member), "zk"
+// (a real server, Conns with LinearizableReads, which Consistent mode
+// needs there) or "consul" (a real dev agent).
 func benchStore(b *testing.B, name string) func() topo.Conn {
-	if name == "etcd" {
+	switch name {
+	case "etcd":
 		return etcdOpen(b, etcdtest.Start(b), newRoot())
+	case "zk":
+		return zkOpen(b, zktest.Start(b), newRoot(), true)
+	case "consul":
+		return consulOpen(b, consultest.Start(b), newRoot())
 	}
 	_, open := memoryStore(&testing.T{})
 	return open
 }
 
 // BenchmarkGet compares a Get through a Cache, in Cached and Consistent
-// mode, with a Get on the raw Conn, of one file of a 100-file subtree.
+// mode, with a Get on the raw Conn, of one file of a 100-file subtree, on
+// every backend.
 func BenchmarkGet(b *testing.B) {
-	for _, name := range []string{"memory", "etcd"} {
+	for _, name := range []string{"memory", "etcd", "zk", "consul"} {
 		open := benchStore(b, name)
 		ctx := context.Background()
 		raw := open()
@@ -53,22 +63,52 @@ func BenchmarkGet(b *testing.B) {
 				}
 			})
 		}
-		// The two Gets alternate, so that both meet the same load.
+		cctx := cache.WithMode(ctx, cache.Consistent)
 		b.Run(name+"/consistent-over-raw", func(b *testing.B) {
-			var rawT, consT time.Duration
-			cctx := cache.WithMode(ctx, cache.Consistent)
-			for b.Loop() {
-				start := time.Now()
-				if _, _, err := raw.Get(ctx, "b/f042"); err != nil {
-					b.Fatal(err)
-				}
-				mid := time.Now()
-				if _, _, err := c.Get(cctx, "b/f042"); err != nil {
-					b.Fatal(err)
-				}
-				rawT, consT = rawT+mid.Sub(start), consT+time.Since(mid)
-			}
-			b.ReportMetric(float64(consT)/float64(rawT), "consistent/raw")
+			benchRatio(b, func() error { _, _, err := raw.Get(ctx, "b/f042"); return err },
+				func() error { _, _, err := c.Get(cctx, "b/f042"); return err })
+		})
+		c.Close()
+		raw.Close()
+	}
+}
+
+// benchRatio runs raw and consistent alternately, so that both meet the
+// same load, and reports their time ratio (consistent/raw).
+func benchRatio(b *testing.B, raw, consistent func() error) {
+	var rawT, consT time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := raw(); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if err := consistent(); err != nil {
+			b.Fatal(err)
+		}
+		rawT, consT = rawT+mid.Sub(start), consT+time.Since(mid)
+	}
+	b.ReportMetric(float64(consT)/float64(rawT), "consistent/raw")
+}
+
+// BenchmarkList compares a List of a 1,000-file subtree through a Cache
+// in Consistent mode (read through the store on every backend, see
+// docs/cache.md) with a List on the raw Conn, on memorytopo and etcd.
+func BenchmarkList(b *testing.B) {
+	for _, name := range []string{"memory", "etcd"} {
+		open := benchStore(b, name)
+		ctx := context.Background()
+		raw := open()
+		for i := range 1000 {
+			_, err := raw.Update(ctx, fmt.Sprintf("l/f%04d", i), []byte("some value of a record"), nil)
+			require.NoError(b, err)
+		}
+		c, err := cache.New(open(), "l/", cache.Options{})
+		require.NoError(b, err)
+		cctx := cache.WithMode(ctx, cache.Consistent)
+		b.Run(name+"/consistent-over-raw", func(b *testing.B) {
+			benchRatio(b, func() error { _, err := raw.List(ctx, "l/"); return err },
+				func() error { _, err := c.List(cctx, "l/"); return err })
 		})
 		c.Close()
 		raw.Close()
@@ -148,7 +188,7 @@ func BenchmarkResync(b *testing.B) {
 		conn := open()
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				c, err := cache.New(&keepOpen{conn}, "r/", cache.Options{ProbeInterval: -1})
+				c, err := cache.New(conn, "r/", cache.Options{ProbeInterval: -1, LeaveConnOpen: true})
 				require.NoError(b, err)
 				require.Equal(b, files, c.State().Files)
 				c.Close()
@@ -158,9 +198,3 @@ func BenchmarkResync(b *testing.B) {
 		raw.Close()
 	}
 }
-
-// keepOpen is a Conn whose Close does nothing, so that Caches opened one
-// after the other share it.
-type keepOpen struct{ topo.Conn }
-
-func (keepOpen) Close() {}

@@ -44,8 +44,11 @@ type Cache struct {
 	since     time.Time // when health last changed
 	confirmed time.Time
 	err       error
-	broken    bool // the watch ended and no relist succeeded since
-	down      bool // the store was last seen failing (probe or pass-through)
+	sync      func(context.Context) (uint64, error) // the store watch's, if its Conn is a SyncWatcher
+	gen       uint64                                // counts store watches started
+	received  uint64                                // events received on the current store watch
+	broken    bool                                  // the watch ended and no relist succeeded since
+	down      bool                                  // the store was last seen failing (probe or pass-through)
 	closed    bool
 }
 
@@ -62,7 +65,8 @@ func (e *entry) size(path string) int64 { return int64(len(path) + len(e.value))
 // WatchRecursive on prefix and returns once memory holds the prefix's
 // files; it returns that call's error (InvalidPath for a bad prefix,
 // Unavailable when the store cannot be reached, ...) and then owns
-// nothing. The Cache owns conn from then on: its Close closes conn.
+// nothing. The Cache owns conn from then on: its Close closes conn, unless
+// Options.LeaveConnOpen is set.
 func New(conn topo.Conn, prefix string, opts Options) (*Cache, error) {
 	p, err := topo.CleanPrefix(prefix)
 	if err != nil {
@@ -74,12 +78,13 @@ func New(conn topo.Conn, prefix string, opts Options) (*Cache, error) {
 	c := &Cache{conn: conn, prefix: p, opts: opts, log: opts.Logger.With("cache", p), ctx: ctx, cancel: cancel,
 		pending: map[string]*pending{}, watchers: map[*watcher]struct{}{}, changed: make(chan struct{}),
 		since: now}
-	init, ch, err := conn.WatchRecursive(ctx, p)
+	init, ch, sync, err := c.watch()
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	c.mu.Lock()
+	c.sync = sync
 	c.relist(init, 0)
 	c.mu.Unlock()
 	c.loops.Add(1)
@@ -106,7 +111,9 @@ func (c *Cache) State() State {
 }
 
 // Close stops the store watch, ends every local watcher with Interrupted
-// and closes the wrapped Conn. Later calls return Closed. Idempotent.
+// and closes the wrapped Conn; later calls return Closed. With
+// Options.LeaveConnOpen the Conn stays open and later calls go to it, as
+// in Bypass mode. Idempotent.
 func (c *Cache) Close() {
 	c.once.Do(func() {
 		c.cancel()
@@ -115,7 +122,9 @@ func (c *Cache) Close() {
 		c.endWatchers(topo.NewError(topo.Interrupted, c.prefix))
 		c.mu.Unlock()
 		c.loops.Wait()
-		c.conn.Close()
+		if !c.opts.LeaveConnOpen {
+			c.conn.Close()
+		}
 	})
 }
 

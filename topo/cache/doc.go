@@ -12,14 +12,19 @@
 //     as the watch last delivered it, file by file, with each file's own
 //     Version. GetWithInfo and ListWithInfo also say when that state was
 //     last confirmed and whether it is stale.
-//   - Consistent mode reads through the store (a plain Get or List on the
-//     wrapped Conn), so the answer reflects every write completed before
-//     the call started exactly when the backend's own reads do: etcd,
-//     Consul (consistent mode, the default) and memorytopo always, ZooKeeper
-//     with zk2topo.Options.LinearizableReads. No store-side revision
-//     barrier works on every backend without backend changes, so none is
-//     used; the cache is not updated by such reads (only the watch fills
-//     it, which keeps its order the store's).
+//   - Consistent mode answers so that the answer reflects every write
+//     completed before the call started. A Get, when the wrapped Conn is a
+//     SyncWatcher (etcd2topo, memorytopo) and the Cache is Healthy, is
+//     answered from memory after a revision barrier: one cheap store read
+//     of the current revision, then a wait until the watch has delivered
+//     every change up to it. Otherwise, and for List and ListDir, it reads
+//     through the store (a plain Get or List on the wrapped Conn), which
+//     is linearizable where the backend's reads are: etcd, Consul
+//     (consistent mode, the default) and memorytopo always, ZooKeeper with
+//     zk2topo.Options.LinearizableReads. Reads through do not fill memory
+//     (only the watch fills it, which keeps its order the store's). List
+//     reads through because memory applies a transaction's files one at a
+//     time: a listing between two of them would show half of it.
 //   - Bypass mode, and every path outside the prefix, go to the wrapped
 //     Conn untouched.
 //   - ListDir goes to the wrapped Conn unless Options.ListDirFromMemory is

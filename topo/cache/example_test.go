@@ -9,7 +9,9 @@ import (
 )
 
 // A Cache of one subtree: reads come from memory, a write is read back at
-// once, and a Consistent read asks the store.
+// once, and a Consistent read is answered once the Cache's watch has
+// passed the store's current revision (from memory on memorytopo and
+// etcd, whose Conns are SyncWatchers; from the store elsewhere).
 func ExampleNew() {
 	ctx := context.Background()
 	conn, err := memorytopo.NewFactory().NewConn("", "/global")
@@ -39,5 +41,5 @@ func ExampleNew() {
 	// Output:
 	// v1 true
 	// v2
-	// v2 false healthy
+	// v2 true healthy
 }

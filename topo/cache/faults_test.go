@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -11,7 +12,10 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // TestResyncLosesNothing: the store breaks the Cache's watch again and
@@ -89,45 +93,101 @@ func TestStaleThenStoreError(t *testing.T) {
 	require.Equal(t, cache.Healthy, c.State().Health)
 }
 
-// TestSlowWatcherDropped: 100,000 changes while one local watcher reads
+// TestSlowWatcherDropped: 100,000 changes (four writers, each sending
+// transactions of 64 updates) while one local recursive watcher reads
 // nothing: it is dropped with ErrSlowWatcher, and a watcher that reads
-// keeps up and ends on the last value.
+// keeps up and ends on every file's last value, on memorytopo, etcd,
+// ZooKeeper and Consul. The two watchers are on two Caches of the store so
+// that the slow one's buffer (16 events) is less than the changes every
+// store watch must deliver however much it coalesces (every file ends on
+// another value), and the reading one's (65,536) so large that no pause
+// of its reader on a loaded machine gets it dropped.
 func TestSlowWatcherDropped(t *testing.T) {
-	ctx := testCtx(t)
-	_, open := memoryStore(t)
+	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); requireSlowWatcherDropped(t, open) })
+	t.Run("etcd", func(t *testing.T) { requireSlowWatcherDropped(t, etcdOpen(t, etcdtest.Start(t), newRoot())) })
+	t.Run("zk", func(t *testing.T) { requireSlowWatcherDropped(t, zkOpen(t, zktest.Start(t), newRoot(), false)) })
+	t.Run("consul", func(t *testing.T) { requireSlowWatcherDropped(t, consulOpen(t, consultest.Start(t), newRoot())) })
+}
+
+func requireSlowWatcherDropped(t *testing.T, open func() topo.Conn) {
+	// 100,000 writes to a real store take a while on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	raw := open()
 	defer raw.Close()
-	_, err := raw.Create(ctx, "f", []byte("start"))
+	// At most 64 writes per transaction on every backend (Consul's limit).
+	const writers, files = 4, 64
+	const rounds = 100_000/(writers*files) + 1
+	final := fmt.Sprint(rounds - 1)
+	batch := func(w, round int) []topo.TxnOp {
+		ops := make([]topo.TxnOp, files)
+		for j := range ops {
+			ops[j] = topo.UpdateOp(fmt.Sprintf("s/w%d/f%02d", w, j), fmt.Append(nil, round), nil)
+		}
+		return ops
+	}
+	for w := range writers {
+		_, err := raw.Txn(ctx, batch(w, -1)...)
+		require.NoError(t, err)
+	}
+	slowCache := wrap(t, open(), cache.Options{WatcherBuffer: 16})
+	defer slowCache.Close()
+	_, slow, err := slowCache.WatchRecursive(ctx, "s/")
 	require.NoError(t, err)
-	c := wrap(t, open(), cache.Options{WatcherBuffer: 64})
-	defer c.Close()
-	_, slow, err := c.Watch(ctx, "f")
-	require.NoError(t, err)
-	_, fast, err := c.Watch(ctx, "f")
-	require.NoError(t, err)
-	const n = 100_000
-	done := make(chan string)
 	go func() {
-		last := ""
+		// Once the slow watcher is dropped (its last event stays in its
+		// channel), its Cache's store watch is only load: stop it.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for slowCache.State().Watchers > 0 && ctx.Err() == nil {
+			<-tick.C
+		}
+		slowCache.Close()
+	}()
+	c := wrap(t, open(), cache.Options{WatcherBuffer: 1 << 16})
+	defer c.Close()
+	_, fast, err := c.WatchRecursive(ctx, "s/")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		last := map[string]string{}
+		atFinal := 0
 		for wd := range fast {
 			if wd.Err != nil {
-				done <- wd.Err.Error()
+				done <- wd.Err
 				return
 			}
-			last = string(wd.Contents)
-			if last == fmt.Sprint(n-1) {
-				done <- last
+			v := string(wd.Contents)
+			if last[wd.Path] == final {
+				atFinal--
+			}
+			if last[wd.Path] = v; v == final {
+				atFinal++
+			}
+			if atFinal == writers*files {
+				done <- nil
 				return
 			}
 		}
-		done <- "closed"
+		done <- errors.New("closed")
 	}()
-	for i := range n {
-		_, err := raw.Update(ctx, "f", fmt.Append(nil, i), nil)
-		require.NoError(t, err)
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range rounds {
+				if _, err := raw.Txn(ctx, batch(w, i)...); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
 	}
-	require.Equal(t, fmt.Sprint(n-1), <-done)
-	var last *topo.WatchData
+	for range writers {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, <-done, "the reading watcher")
+	var last *topo.WatchDataRecursive
 	for wd := range slow {
 		last = wd
 	}

@@ -42,9 +42,10 @@ func (c *Cache) rewatch() <-chan *topo.WatchDataRecursive {
 		c.mu.RLock()
 		seq := c.writeSeq
 		c.mu.RUnlock()
-		init, ch, err := c.conn.WatchRecursive(c.ctx, c.prefix)
+		init, ch, sync, err := c.watch()
 		if err == nil {
 			c.mu.Lock()
+			c.sync, c.gen, c.received = sync, c.gen+1, 0
 			c.relist(init, seq)
 			c.mu.Unlock()
 			return ch
@@ -75,6 +76,7 @@ func (c *Cache) consume(ch <-chan *topo.WatchDataRecursive) error {
 			continue
 		}
 		c.mu.Lock()
+		c.received++
 		c.apply(ev)
 		c.mu.Unlock()
 	}

@@ -25,8 +25,8 @@ func TestMetrics(t *testing.T) {
 	defer c.Close()
 	_, err := c.Create(ctx, "c/f", []byte("x"))
 	require.NoError(t, err)
-	waitHolds(t, ctx, c, "c/f", "x") // at least one hit
-	_, _, _ = c.Get(cache.WithMode(ctx, cache.Consistent), "c/f")
+	waitHolds(t, ctx, c, "c/f", "x")                           // at least one hit
+	_, _ = c.List(cache.WithMode(ctx, cache.Consistent), "c/") // read through: a miss
 	_, _, _ = c.Get(cache.WithMode(ctx, cache.Bypass), "c/f")
 	_, _, err = c.Watch(ctx, "c/f")
 	require.NoError(t, err)
@@ -40,8 +40,9 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(out), `topo_cache_watchers{cache="test"} 1`)
 	require.Contains(t, string(out), `topo_cache_reads_total{cache="test",op="Get",outcome="passed"} 1`) // Bypass
-	for _, o := range []string{"hit", "miss"} {                                                          // at least waitHolds's last read, and the Consistent read
-		series := `topo_cache_reads_total{cache="test",op="Get",outcome="` + o + `"} `
+	// At least waitHolds's last read, and the Consistent List.
+	for _, series := range []string{`op="Get",outcome="hit"`, `op="List",outcome="miss"`} {
+		series := `topo_cache_reads_total{cache="test",` + series + `} `
 		require.Contains(t, string(out), series)
 		require.NotContains(t, string(out), series+"0\n")
 	}

@@ -11,8 +11,11 @@ const (
 	// seen by the watch, and while the Cache cannot serve: see the package
 	// documentation).
 	Cached Mode = iota
-	// Consistent reads through the store: the answer reflects every write
-	// completed before the call started, as the backend's reads do.
+	// Consistent answers so that the answer reflects every write
+	// completed before the call started: a Get from memory after a
+	// revision barrier when the wrapped Conn is a SyncWatcher, otherwise
+	// (and List, ListDir) a read through the store, linearizable as the
+	// backend's reads are.
 	Consistent
 	// Bypass calls the wrapped Conn, as if there were no Cache.
 	Bypass

@@ -43,6 +43,13 @@ type Options struct {
 	// the lock and election entries the store would list are left out.
 	ListDirFromMemory bool
 
+	// LeaveConnOpen makes Close leave the wrapped Conn open, for a caller
+	// that lends the Conn and closes it itself (several Caches over one
+	// Conn, or a Conn used beside the Cache). By default the Cache owns
+	// the Conn and Close closes it. After Close, calls on the Cache go to
+	// the wrapped Conn as in Bypass mode.
+	LeaveConnOpen bool
+
 	// Hooks receive the Cache's events, for metrics.
 	Hooks Hooks
 

@@ -20,8 +20,11 @@ func (c *Cache) Get(ctx context.Context, filePath string) ([]byte, topo.Version,
 // under the prefix is answered from memory in Cached mode (the mode of
 // ctx, see WithMode, or Options.Mode) unless this Cache wrote it and the
 // watch has not delivered that write yet, or the Cache may not serve
-// (closed, over its limit, or not Healthy for longer than MaxStaleness);
-// otherwise the wrapped Conn answers. The errors are Conn.Get's: NoNode for
+// (closed, over its limit, or not Healthy for longer than MaxStaleness).
+// In Consistent mode memory answers after a barrier, when the wrapped Conn
+// is a SyncWatcher and the Cache is Healthy: once the watch has delivered
+// every change committed before the call (one cheap store read, then a
+// wait). Otherwise the wrapped Conn answers. The errors are Conn.Get's: NoNode for
 // an absent file, InvalidPath, and from the store whatever it returns.
 // The returned slice is the caller's.
 func (c *Cache) GetWithInfo(ctx context.Context, filePath string) ([]byte, topo.Version, Info, error) {
@@ -31,21 +34,36 @@ func (c *Cache) GetWithInfo(ctx context.Context, filePath string) ([]byte, topo.
 		c.mu.RLock()
 		serve, stale := c.serving()
 		if serve && c.pending[p] == nil {
-			e, confirmed := c.files[p], c.confirmed
-			c.mu.RUnlock()
-			c.hook("Get", outcome(stale))
-			info := Info{FromMemory: true, Stale: stale, Confirmed: confirmed}
-			if e == nil {
-				return nil, nil, info, topo.NewError(topo.NoNode, p)
-			}
-			return slices.Clone(e.value), e.version, info, nil
+			return c.memoryGet(p, stale)
 		}
 		c.mu.RUnlock()
+	}
+	if ok && mode == Consistent {
+		if gen, passed := c.barrier(ctx); passed {
+			c.mu.RLock()
+			if c.gen == gen && c.health == Healthy && !c.closed && c.pending[p] == nil {
+				return c.memoryGet(p, false)
+			}
+			c.mu.RUnlock()
+		}
 	}
 	c.hook("Get", storeOutcome(ok, mode))
 	b, v, err := c.conn.Get(ctx, filePath)
 	c.noteStore(err)
 	return b, v, Info{Confirmed: time.Now()}, err
+}
+
+// memoryGet answers a Get of p from memory. Call with c.mu held for
+// reading; it releases it.
+func (c *Cache) memoryGet(p string, stale bool) ([]byte, topo.Version, Info, error) {
+	e, confirmed := c.files[p], c.confirmed
+	c.mu.RUnlock()
+	c.hook("Get", outcome(stale))
+	info := Info{FromMemory: true, Stale: stale, Confirmed: confirmed}
+	if e == nil {
+		return nil, nil, info, topo.NewError(topo.NoNode, p)
+	}
+	return slices.Clone(e.value), e.version, info, nil
 }
 
 // List implements topo.Conn.List, from memory when it may (see

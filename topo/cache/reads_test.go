@@ -162,3 +162,29 @@ func TestClose(t *testing.T) {
 	require.True(t, topo.IsErrType(err, topo.Closed), "%v", err)
 	require.Zero(t, c.State().Watchers)
 }
+
+// TestCloseLeavesConnOpen: with LeaveConnOpen, Close ends the local
+// watchers but the Conn still serves, directly and through the Cache (as
+// in Bypass mode).
+func TestCloseLeavesConnOpen(t *testing.T) {
+	ctx := testCtx(t)
+	_, open := memoryStore(t)
+	conn := open()
+	defer conn.Close()
+	c := wrap(t, conn, cache.Options{LeaveConnOpen: true})
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "f", "x")
+	_, ch, err := c.Watch(ctx, "f")
+	require.NoError(t, err)
+	c.Close()
+	var last *topo.WatchData
+	for wd := range ch {
+		last = wd
+	}
+	require.True(t, topo.IsErrType(last.Err, topo.Interrupted), "%v", last.Err)
+	b, _, err := conn.Get(ctx, "f")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(b))
+	requireGet(t, ctx, c, "f", "x", false)
+}

@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -101,6 +102,26 @@ func TestPartition(t *testing.T) {
 		root := newRoot()
 		requirePartition(t, addr, func(addr string) topo.Conn { return zkOpen(t, addr, root, false)() })
 	})
+	t.Run("consul", func(t *testing.T) {
+		addr := consultest.Start(t)
+		root := newRoot()
+		requirePartition(t, addr, func(addr string) topo.Conn { return consulOpen(t, addr, root)() })
+	})
+}
+
+// requireStaleWhile returns a Cache over conn (probing every 50 ms,
+// answering stale for up to an hour) that holds f = "one", after cut has
+// cut it from the store and it turned Stale and answered f from memory,
+// marked stale. The caller closes it.
+func requireStaleWhile(t *testing.T, ctx context.Context, conn topo.Conn, cut func()) *cache.Cache {
+	t.Helper()
+	c := wrap(t, conn, cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	requireGet(t, ctx, c, "f", "one", true)
+	cut()
+	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
+	info := requireGet(t, ctx, c, "f", "one", true)
+	require.True(t, info.Stale)
+	return c
 }
 
 func requirePartition(t *testing.T, addr string, open func(addr string) topo.Conn) {
@@ -112,14 +133,8 @@ func requirePartition(t *testing.T, addr string, open func(addr string) topo.Con
 	p, err := faultproxy.New(addr)
 	require.NoError(t, err)
 	defer func() { _ = p.Close() }()
-	c := wrap(t, open(p.Addr()), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
+	c := requireStaleWhile(t, ctx, open(p.Addr()), p.Blackhole)
 	defer c.Close()
-	requireGet(t, ctx, c, "f", "one", true)
-
-	p.Blackhole()
-	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
-	info := requireGet(t, ctx, c, "f", "one", true)
-	require.True(t, info.Stale)
 	_, err = direct.Update(ctx, "f", []byte("two"), nil)
 	require.NoError(t, err)
 	_, err = direct.Create(ctx, "g", []byte("g"))
@@ -131,39 +146,67 @@ func requirePartition(t *testing.T, addr string, open func(addr string) topo.Con
 	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
 }
 
-// TestStoreRestartEtcd: the store stops (the Cache serves stale) and
-// restarts; the changes made after the restart reach the Cache.
-func TestStoreRestartEtcd(t *testing.T) {
-	ctx := testCtx(t)
-	cl := etcdtest.StartCluster(t, 1)
-	root := newRoot()
-	open := etcdOpen(t, cl.Endpoints(), root)
-	direct := open()
-	defer direct.Close()
-	_, err := direct.Create(ctx, "f", []byte("one"))
-	require.NoError(t, err)
-	c := wrap(t, open(), cache.Options{MaxStaleness: time.Hour, ProbeInterval: 50 * time.Millisecond})
-	defer c.Close()
-	requireGet(t, ctx, c, "f", "one", true)
+// restartable is a single-server store that keeps its data across a
+// stop: etcd (one embedded member), ZooKeeper (one server on a data dir)
+// and Consul (a non-dev server with a data dir; a dev agent keeps its
+// state in memory and would come back empty). open's Conns reach it on
+// the same address after restart; ZooKeeper's read linearizably.
+type restartable struct {
+	open    func() topo.Conn
+	stop    func()
+	restart func()
+}
 
-	cl.StopMember(0)
-	require.Eventually(t, func() bool { return c.State().Health == cache.Stale }, 30*time.Second, time.Millisecond)
-	info := requireGet(t, ctx, c, "f", "one", true)
-	require.True(t, info.Stale)
-	cl.RestartMember(0)
-	require.Eventually(t, func() bool {
-		_, err := direct.Update(ctx, "f", []byte("two"), nil)
-		return err == nil
-	}, 30*time.Second, 10*time.Millisecond)
-	err = direct.Delete(ctx, "f", nil)
-	require.NoError(t, err)
-	_, err = direct.Create(ctx, "g", []byte("g"))
-	require.NoError(t, err)
-	waitHolds(t, ctx, c, "g", "g")
-	_, _, info, err = c.GetWithInfo(ctx, "f")
-	require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
-	require.True(t, info.FromMemory)
-	require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+// restartableEtcd starts a one-member etcd that keeps its data across
+// a stop.
+func restartableEtcd(t *testing.T) restartable {
+	cl := etcdtest.StartCluster(t, 1)
+	return restartable{open: etcdOpen(t, cl.Endpoints(), newRoot()),
+		stop: func() { cl.StopMember(0) }, restart: func() { cl.RestartMember(0) }}
+}
+
+// restartables runs f once per real backend on a restartable store.
+func restartables(t *testing.T, f func(t *testing.T, s restartable)) {
+	t.Run("etcd", func(t *testing.T) { f(t, restartableEtcd(t)) })
+	t.Run("zk", func(t *testing.T) {
+		e := zktest.StartEnsemble(t, 1)
+		f(t, restartable{open: zkOpen(t, e.Addr(0), newRoot(), true),
+			stop: func() { e.Kill(0) }, restart: func() { e.Restart(0) }})
+	})
+	t.Run("consul", func(t *testing.T) {
+		a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
+		f(t, restartable{open: consulOpen(t, a.Addr(), newRoot()),
+			stop: a.Kill, restart: func() { require.NoError(t, a.Start()) }})
+	})
+}
+
+// TestStoreRestart: the store stops (the Cache serves stale) and restarts
+// with its data; the changes made after the restart reach the Cache, on
+// etcd, ZooKeeper and Consul.
+func TestStoreRestart(t *testing.T) {
+	restartables(t, func(t *testing.T, s restartable) {
+		ctx := testCtx(t)
+		direct := s.open()
+		defer direct.Close()
+		_, err := direct.Create(ctx, "f", []byte("one"))
+		require.NoError(t, err)
+		c := requireStaleWhile(t, ctx, s.open(), s.stop)
+		defer c.Close()
+		s.restart()
+		require.Eventually(t, func() bool {
+			_, err := direct.Update(ctx, "f", []byte("two"), nil)
+			return err == nil
+		}, 30*time.Second, 10*time.Millisecond)
+		err = direct.Delete(ctx, "f", nil)
+		require.NoError(t, err)
+		_, err = direct.Create(ctx, "g", []byte("g"))
+		require.NoError(t, err)
+		waitHolds(t, ctx, c, "g", "g")
+		_, _, info, err := c.GetWithInfo(ctx, "f")
+		require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
+		require.True(t, info.FromMemory)
+		require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
+	})
 }
 
 // TestRelistSeesRecreatedFileZooKeeper: a file deleted and created again

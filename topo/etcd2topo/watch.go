@@ -39,6 +39,11 @@ type stream struct {
 	wch    clientv3.WatchChan
 	cancel context.CancelFunc
 	rev    int64 // every change up to rev is known to the user
+
+	// onProgress, if set, is called with s.rev on each progress
+	// notification, from next (every event next returned before was
+	// handled by then).
+	onProgress func(rev int64)
 }
 
 // newStream opens a watch on key (or on every key under it, with prefix)
@@ -121,6 +126,9 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 		if ok && !wr.Canceled && wr.Err() == nil {
 			if wr.IsProgressNotify() {
 				s.rev = max(s.rev, wr.Header.Revision)
+				if s.onProgress != nil {
+					s.onProgress(s.rev)
+				}
 				continue
 			}
 			evs := wr.Events[:0:0]
@@ -265,28 +273,37 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // transient failures; if the history was compacted it re-reads the prefix
 // and reports every file that changed, appeared or disappeared meanwhile.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	init, out, _, err := c.watchRecursive(ctx, prefix)
+	return init, out, err
+}
+
+// watchRecursive is WatchRecursive, also returning how far its channel
+// has got.
+func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, *watchSync, error) {
 	if err := backendkit.CheckContext(ctx, prefix); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	p, err := topo.CleanPrefix(prefix)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := c.closedErr(p); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	k := c.key(p)
 	s, err := c.newStream(ctx, k, true, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	get := func() (*clientv3.GetResponse, error) { return c.cli.Get(ctx, k, clientv3.WithPrefix()) }
 	resp, err := get()
 	if err != nil {
 		s.close()
-		return nil, nil, c.convertError(ctx, err, p)
+		return nil, nil, nil, c.convertError(ctx, err, p)
 	}
 	s.rev = resp.Header.Revision
+	ws := newWatchSync(c, s, k, p)
+	s.onProgress = func(rev int64) { ws.advance(rev, ws.sentEvents()) }
 	known := map[string]int64{} // file -> ModRevision last reported
 	var initial []*topo.WatchDataRecursive
 	for _, kv := range resp.Kvs {
@@ -300,8 +317,14 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	}
 	out := make(chan *topo.WatchDataRecursive, watchBuffer)
 	go func() {
+		defer close(ws.done)
 		defer close(out)
 		defer s.close()
+		var sent uint64
+		send := func(wd *topo.WatchDataRecursive) {
+			out <- wd
+			sent++
+		}
 		for {
 			evs, err := s.next()
 			if errors.Is(err, errCompacted) {
@@ -319,17 +342,18 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 					seen[rel] = true
 					if kv.ModRevision > known[rel] {
 						known[rel] = kv.ModRevision
-						out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-							Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}}
+						send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
+							Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}})
 					}
 				}
 				for rel := range known {
 					if !seen[rel] {
 						delete(known, rel)
-						out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}
+						send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}})
 					}
 				}
 				s.reopen(resp.Header.Revision)
+				ws.advance(resp.Header.Revision, sent)
 				continue
 			}
 			if err != nil {
@@ -343,14 +367,15 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 				}
 				if ev.Type == mvccpb.DELETE {
 					delete(known, rel)
-					out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}
+					send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}})
 					continue
 				}
 				known[rel] = ev.Kv.ModRevision
-				out <- &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-					Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}}
+				send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
+					Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}})
 			}
+			ws.advance(s.rev, sent)
 		}
 	}()
-	return initial, out, nil
+	return initial, out, ws, nil
 }

@@ -36,6 +36,7 @@ type watcher struct {
 	// event it has not sent yet.
 	direct chan *topo.WatchData
 	busy   bool
+	popped uint64 // events the goroutine has taken (each is sent)
 }
 
 func newWatcher(c *Conn, full string, recursive bool) *watcher {
@@ -78,6 +79,7 @@ func (w *watcher) pop() (p string, fs *fileState, ok bool) {
 		return "", nil, false
 	}
 	w.busy = true
+	w.popped++
 	p = w.order[0]
 	w.order = w.order[1:]
 	fs = w.pending[p]
@@ -280,16 +282,53 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 // received; the caller must drain the channel until it closes. Closed after
 // Close.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	cur, out, _, err := c.watchRecursive(ctx, prefix)
+	return cur, out, err
+}
+
+// WatchRecursiveSync is WatchRecursive plus sync, as topo/cache's
+// SyncWatcher describes. Every write queues its events to the watchers
+// before it returns, so sync reads nothing: it returns the number of
+// events the watch has taken from its queue plus those queued. sync is
+// counted, partitioned and faulted as a Get of prefix (Unavailable and
+// the other injected errors, Closed after Close); it returns Interrupted
+// once the watch has ended.
+func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error) {
+	cur, out, w, err := c.watchRecursive(ctx, prefix)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sync := func(sctx context.Context) (uint64, error) {
+		p, err := c.begin(sctx, OpGet, prefix, topo.CleanPrefix)
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-w.broken:
+			return 0, w.interrupted(ctx, p)
+		case <-ctx.Done():
+			return 0, w.interrupted(ctx, p)
+		default:
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.popped + uint64(len(w.order)), nil
+	}
+	return cur, out, sync, nil
+}
+
+// watchRecursive is WatchRecursive, also returning its watcher.
+func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, *watcher, error) {
 	p, err := c.begin(ctx, OpWatchRecursive, prefix, topo.CleanPrefix)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	fp := c.fullPrefix(p)
 	s := c.s
 	s.lock()
 	if err := c.closedErr(p); err != nil {
 		s.mu.Unlock()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cur := []*topo.WatchDataRecursive{}
 	s.walkPrefix(fp, func(full string, fs *fileState) {
@@ -303,7 +342,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 
 	out := make(chan *topo.WatchDataRecursive)
 	go w.runRecursive(ctx, p, out)
-	return cur, out, nil
+	return cur, out, w, nil
 }
 
 func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *topo.WatchDataRecursive) {

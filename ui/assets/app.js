@@ -443,6 +443,22 @@ async function compare(ev) {
   } catch (e) { showError(e.message); }
 }
 
+// ---- read cache ----
+// cacheBadge shows the health of the read cache the page's files come
+// from (healthy, resyncing, stale or over-limit, and since when); the
+// badge stays hidden when there is no cache.
+async function cacheBadge() {
+  let c;
+  try { c = await api("GET", "/api/cache"); } catch (_) { return; }
+  const b = $("#cache");
+  b.hidden = !c.cache;
+  if (!c.cache) return;
+  const healthy = c.health === "healthy";
+  b.textContent = "cache " + c.health + (healthy ? "" : " since " + c.since);
+  b.className = "badge " + (healthy ? "live-on" : "live-off");
+  b.title = c.files + " files, " + c.bytes + " bytes in memory; store last answered " + c.confirmed + (c.err ? "; " + c.err : "");
+}
+
 // ---- wiring ----
 function switchView(v) {
   for (const b of document.querySelectorAll(".tab")) b.classList.toggle("active", b.dataset.view === v);
@@ -480,6 +496,8 @@ document.addEventListener("DOMContentLoaded", async () => {
     const info = await api("GET", "/api/info");
     for (const n of info.stores) $("#compare-store").append(el("option", { value: n }, n));
   } catch (e) { showError(e.message); }
+  cacheBadge();
+  setInterval(cacheBadge, 1000);
   const start = decodeURIComponent(location.hash.slice(1)) || "/";
   await openDir(start);
   document.body.dataset.ready = "true";
