@@ -192,7 +192,7 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 	opts := ui.Options{Conn: conn, Name: impl + " " + addr + " /vitess/global", Writable: true}
 	reg := decode.Builtin()
 	if asTopoctl {
-		files, err := cache.New(lentConn{conn}, "", cache.Options{})
+		files, err := cache.New(conn, "", cache.Options{LeaveConnOpen: true})
 		require.NoError(t, err)
 		t.Cleanup(files.Close)
 		opts.Files = files

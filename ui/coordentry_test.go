@@ -28,7 +28,7 @@ func TestCoordinationEntriesOpen(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	conn := srv.GlobalCell()
-	c, err := cache.New(lentConn{conn}, "", cache.Options{})
+	c, err := cache.New(conn, "", cache.Options{LeaveConnOpen: true})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	s, err := ui.New(ui.Options{Conn: conn, Files: c})
