@@ -44,6 +44,10 @@ import (
 // uses roots of its own).
 var etcdAddr, zkAddr, consulAddr string
 
+// zkServer is the ZooKeeper server behind zkAddr (its JVM's CPU time counts
+// in BenchmarkContention).
+var zkServer *zktest.Server
+
 var rootSeq atomic.Int64
 
 func TestMain(m *testing.M) {
@@ -69,6 +73,7 @@ func run(m *testing.M) int {
 	}
 	defer zs.Stop()
 	zkAddr = zs.Addr()
+	zkServer = zs
 	agent, err := consultest.NewAgent()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
