@@ -52,11 +52,31 @@ func BenchmarkContention(b *testing.B) {
 func contend(b *testing.B, sides []*side, kind string, n int, server func() time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if kind == "lock" {
-		must(b, sides[0].create(ctx, "d/f", []byte("x")))
-	}
+	// A lock needs a file below its directory; Vitess's zk election
+	// needs its root to exist (it creates two levels at most).
+	must(b, sides[0].create(ctx, "d/f", []byte("x")))
 	acquired := make(chan int)
 	var wg sync.WaitGroup
+	// A contender that fails while the benchmark runs ends it: the
+	// others could never make up for its turns.
+	var failed error
+	var failOnce sync.Once
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			failOnce.Do(func() { failed = err })
+			cancel()
+		}
+	}
+	next := func() int {
+		select {
+		case i := <-acquired:
+			return i
+		case <-ctx.Done():
+			wg.Wait()
+			b.Fatalf("a contender failed: %v", failed)
+			return 0
+		}
+	}
 	defer wg.Wait()
 	defer cancel()
 	for i := range n {
@@ -68,12 +88,14 @@ func contend(b *testing.B, sides []*side, kind string, n int, server func() time
 				if kind == "lock" {
 					unlock, err := c.lock(ctx, "d", id)
 					if err != nil {
+						fail(err)
 						return
 					}
 					release = func() { _ = unlock(context.Background()) }
 				} else {
 					stop, err := c.lead(ctx, "e", id)
 					if err != nil {
+						fail(err)
 						return
 					}
 					release = stop
@@ -87,14 +109,14 @@ func contend(b *testing.B, sides []*side, kind string, n int, server func() time
 		})
 	}
 	for range n {
-		<-acquired
+		next()
 	}
 	seen := make([]bool, n)
 	acquirers, iters := 0, 0
 	cpu0 := cpuTime() + server()
 	t0 := time.Now()
 	for b.Loop() {
-		i := <-acquired
+		i := next()
 		iters++
 		if !seen[i] {
 			seen[i] = true

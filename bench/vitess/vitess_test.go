@@ -153,11 +153,14 @@ func vitessSide(c vtopo.Conn) *side {
 				return nil, err
 			}
 			// Vitess's Stop must be called once: a second one panics.
+			// On zk, a WaitForLeadership that failed (also when Stop
+			// interrupted it with an error of its own) leaves Stop
+			// blocked for good: it is not called then (the entry goes
+			// with the session when the Conn closes).
 			stopOnce := sync.OnceFunc(p.Stop)
 			unwatch := context.AfterFunc(ctx, stopOnce)
 			defer unwatch()
 			if _, err := p.WaitForLeadership(); err != nil {
-				stopOnce()
 				return nil, err
 			}
 			return stopOnce, nil
