@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 
@@ -40,7 +41,10 @@ import (
 // on the Conn's current session: they change nothing.
 type driver struct{ c *Conn }
 
-var _ claims.Driver = driver{}
+var (
+	_ claims.Driver  = driver{}
+	_ claims.Aheader = driver{}
+)
 
 // parent is the znode path of q's entries: <dir>/locks for a lock (/locks
 // for the root's), elections/<name> for an election.
@@ -196,6 +200,55 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 		out[i] = claims.Entry{Key: node, Token: own[node]}
 	}
 	return out, nil
+}
+
+// Ahead implements claims.Aheader: the entries just ahead of e (at most
+// max, oldest first) from one children read of its queue (or the read
+// Create made, as List uses it), found in one pass over the names
+// without sorting them or building the whole queue, and whether e is in
+// it. A candidate with at most one entry ahead is marked as possibly
+// leading (entry.head): the engine grants it without another read once
+// that entry goes, and from then on a dropped connection must end its
+// term (stepDown).
+func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+	c := d.c
+	parent := d.parent(q)
+	var names []string
+	if v, ok := c.stash.LoadAndDelete(parent); ok && c.stashValid(v.(listing), parent) {
+		names = v.(listing).names
+	} else {
+		r, err := c.childrenOn(ctx, nil, q.Path, parent, false)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, false, err
+		}
+		names = r.names
+	}
+	own, ok := strings.CutPrefix(e.Key, parent+"/")
+	if !ok {
+		return nil, false, nil
+	}
+	in := false
+	ahead := make([]string, 0, max+1) // ascending
+	for _, n := range names {
+		switch {
+		case n == own:
+			in = true
+		case n < own && isEntryName(n):
+			i, _ := slices.BinarySearch(ahead, n)
+			ahead = slices.Insert(ahead, i, n)
+			if len(ahead) > max {
+				ahead = ahead[1:]
+			}
+		}
+	}
+	if in && q.Election && len(ahead) <= 1 {
+		c.markHead(e.Key)
+	}
+	out := make([]claims.Entry, len(ahead))
+	for i, n := range ahead {
+		out[i] = claims.Entry{Key: parent + "/" + n}
+	}
+	return out, in, nil
 }
 
 // stashValid reports whether l is still valid for the queue under

@@ -122,6 +122,21 @@ func (c *Conn) ownEntries(parent string, markHead bool, head string) map[string]
 	return own
 }
 
+// markHead marks the candidate entry node of one of c's sessions as
+// possibly leading its election (see entry.head).
+func (c *Conn) markHead(node string) {
+	c.mu.Lock()
+	ss := append([]*zkSession{c.cur}, c.resumed...)
+	c.mu.Unlock()
+	for _, s := range ss {
+		s.mu.Lock()
+		if e := s.entries[node]; e != nil && e.election {
+			e.head = true
+		}
+		s.mu.Unlock()
+	}
+}
+
 // statEntry reads the entry's Stat with a watch (ExistsW), on session s
 // only, in the background; the channel yields the answer.
 func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan statRes {
