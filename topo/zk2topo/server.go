@@ -209,7 +209,7 @@ type Conn struct {
 	listCache listCache // sorted names of large directories, see listCache
 
 	// stash keeps, per queue (its parent znode), the children read that
-	// the latest Create made there (a listing; see driver.List).
+	// the latest Create made there (a listing; see driver.Ahead).
 	stash sync.Map
 
 	// Claims are c's locks and elections: eng, the claims engine, run over
