@@ -180,10 +180,10 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // max, oldest first) from one children read of its queue (or the read
 // Create made, when it surely shows e: see stashValid), found in one pass over the names
 // without sorting them or building the whole queue, and whether e is in
-// it. A candidate with at most one entry ahead is marked as possibly
-// leading (entry.head): the engine grants it without another read once
-// that entry goes, and from then on a dropped connection must end its
-// term (stepDown).
+// it. A candidate that heads its election is marked as possibly leading
+// (entry.head), so that a dropped connection ends its term (stepDown);
+// one with exactly one entry ahead is marked so by WaitGone once that
+// entry went, since the engine then grants it without another read.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	c := d.c
 	parent := d.parent(q)
@@ -215,8 +215,13 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 			}
 		}
 	}
-	if in && q.Election && len(ahead) <= 1 {
-		c.markHead(e.Key)
+	if in && q.Election {
+		switch len(ahead) {
+		case 0:
+			c.markHead(e.Key)
+		case 1:
+			c.nextUp.Store(parent+"/"+ahead[0], e.Key)
+		}
 	}
 	out := make([]claims.Entry, len(ahead))
 	for i, n := range ahead {
@@ -260,8 +265,20 @@ var errNotRead = errors.New("zk2topo: not read")
 
 // WaitGone implements claims.Driver: an exists watch on e alone (on the
 // current session), so that only e's deletion, or the end of the watch
-// (a session's end), wakes the waiter.
+// (a session's end), wakes the waiter. Once e is gone, the candidate that
+// Ahead found next after it (nextUp) is marked as possibly leading.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	c := d.c
+	next, _ := c.nextUp.LoadAndDelete(e.Key)
+	err := d.waitGone(ctx, q, e)
+	if next != nil && err == nil {
+		c.markHead(next.(string))
+	}
+	return err
+}
+
+// waitGone is WaitGone's wait.
+func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	var exists bool
 	var ch <-chan zk.Event
