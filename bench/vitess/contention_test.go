@@ -16,14 +16,18 @@ import (
 // sub-benchmark of its own, one after the other in the same run. It
 // reports acquisitions per second (acq/s), the process's CPU time per
 // acquisition (cpu-ms/acq: user and system from getrusage, the embedded
-// etcd included) and how many contenders acquired while measured
-// (acquirers). memory, etcd and consul (whose Vitess contenders may take
-// long to all acquire once at n = 300: run its rows on their own, with
-// -bench 'Contention/consul').
+// etcd included, and on zk the ZooKeeper server's JVM too) and how many
+// contenders acquired while measured (acquirers). Consul's and zk's
+// Vitess contenders may take long to all acquire once at n = 300: run
+// those rows on their own, e.g. -bench 'Contention/zk'.
 func BenchmarkContention(b *testing.B) {
 	for _, s := range stores() {
-		if s.name != "memory" && s.name != "etcd" && s.name != "consul" {
-			continue
+		server := func() time.Duration { return 0 }
+		if s.name == "zk" {
+			server = func() time.Duration {
+				d, _ := zkServer.CPUTime()
+				return d
+			}
 		}
 		for _, kind := range []string{"lock", "election"} {
 			for _, n := range []int{10, 300} {
@@ -34,7 +38,7 @@ func BenchmarkContention(b *testing.B) {
 						if lib == "vitess" {
 							sides = vt
 						}
-						contend(b, sides, kind, n)
+						contend(b, sides, kind, n, server)
 					})
 				}
 			}
@@ -42,14 +46,37 @@ func BenchmarkContention(b *testing.B) {
 	}
 }
 
-func contend(b *testing.B, sides []*side, kind string, n int) {
+// contend runs BenchmarkContention's loop over sides; server returns the
+// CPU time so far of the store's server when it runs in a process of its
+// own (else 0), counted with this process's.
+func contend(b *testing.B, sides []*side, kind string, n int, server func() time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if kind == "lock" {
-		must(b, sides[0].create(ctx, "d/f", []byte("x")))
-	}
+	// A lock needs a file below its directory; Vitess's zk election
+	// needs its root to exist (it creates two levels at most).
+	must(b, sides[0].create(ctx, "d/f", []byte("x")))
 	acquired := make(chan int)
 	var wg sync.WaitGroup
+	// A contender that fails while the benchmark runs ends it: the
+	// others could never make up for its turns.
+	var failed error
+	var failOnce sync.Once
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			failOnce.Do(func() { failed = err })
+			cancel()
+		}
+	}
+	next := func() int {
+		select {
+		case i := <-acquired:
+			return i
+		case <-ctx.Done():
+			wg.Wait()
+			b.Fatalf("a contender failed: %v", failed)
+			return 0
+		}
+	}
 	defer wg.Wait()
 	defer cancel()
 	for i := range n {
@@ -61,12 +88,14 @@ func contend(b *testing.B, sides []*side, kind string, n int) {
 				if kind == "lock" {
 					unlock, err := c.lock(ctx, "d", id)
 					if err != nil {
+						fail(err)
 						return
 					}
 					release = func() { _ = unlock(context.Background()) }
 				} else {
 					stop, err := c.lead(ctx, "e", id)
 					if err != nil {
+						fail(err)
 						return
 					}
 					release = stop
@@ -80,21 +109,21 @@ func contend(b *testing.B, sides []*side, kind string, n int) {
 		})
 	}
 	for range n {
-		<-acquired
+		next()
 	}
 	seen := make([]bool, n)
 	acquirers, iters := 0, 0
-	cpu0 := cpuTime()
+	cpu0 := cpuTime() + server()
 	t0 := time.Now()
 	for b.Loop() {
-		i := <-acquired
+		i := next()
 		iters++
 		if !seen[i] {
 			seen[i] = true
 			acquirers++
 		}
 	}
-	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	elapsed, cpu := time.Since(t0), cpuTime()+server()-cpu0
 	b.ReportMetric(float64(iters)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(iters), "cpu-ms/acq")
 	b.ReportMetric(float64(acquirers), "acquirers")

@@ -44,6 +44,10 @@ import (
 // uses roots of its own).
 var etcdAddr, zkAddr, consulAddr string
 
+// zkServer is the ZooKeeper server behind zkAddr (its JVM's CPU time counts
+// in BenchmarkContention).
+var zkServer *zktest.Server
+
 var rootSeq atomic.Int64
 
 func TestMain(m *testing.M) {
@@ -69,6 +73,7 @@ func run(m *testing.M) int {
 	}
 	defer zs.Stop()
 	zkAddr = zs.Addr()
+	zkServer = zs
 	agent, err := consultest.NewAgent()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -148,11 +153,14 @@ func vitessSide(c vtopo.Conn) *side {
 				return nil, err
 			}
 			// Vitess's Stop must be called once: a second one panics.
+			// On zk, a WaitForLeadership that failed (also when Stop
+			// interrupted it with an error of its own) leaves Stop
+			// blocked for good: it is not called then (the entry goes
+			// with the session when the Conn closes).
 			stopOnce := sync.OnceFunc(p.Stop)
 			unwatch := context.AfterFunc(ctx, stopOnce)
 			defer unwatch()
 			if _, err := p.WaitForLeadership(); err != nil {
-				stopOnce()
 				return nil, err
 			}
 			return stopOnce, nil

@@ -26,6 +26,17 @@ import (
 // once while measured (acquirers). b.Loop bounds it in time as any
 // benchmark.
 func BenchContention(b *testing.B, conns []topo.Conn, kind string, n int) {
+	BenchContentionServer(b, conns, kind, n, nil)
+}
+
+// BenchContentionServer is BenchContention for a store whose server runs
+// in a process of its own: server (when not nil) returns that process's
+// CPU time so far, and cpu-ms/acq then counts it beside this process's;
+// srv-cpu-ms/acq is the server's part alone.
+func BenchContentionServer(b *testing.B, conns []topo.Conn, kind string, n int, server func() time.Duration) {
+	if server == nil {
+		server = func() time.Duration { return 0 }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if kind == "lock" {
@@ -59,7 +70,8 @@ func BenchContention(b *testing.B, conns []topo.Conn, kind string, n int) {
 	}
 	seen := make([]bool, n)
 	acquirers := 0
-	cpu0 := cpuTime()
+	srv0 := server()
+	cpu0 := cpuTime() + srv0
 	t0 := time.Now()
 	iters := 0
 	for b.Loop() {
@@ -70,9 +82,13 @@ func BenchContention(b *testing.B, conns []topo.Conn, kind string, n int) {
 			acquirers++
 		}
 	}
-	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	srv := server()
+	elapsed, cpu := time.Since(t0), cpuTime()+srv-cpu0
 	b.ReportMetric(float64(iters)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(iters), "cpu-ms/acq")
+	if srv > 0 {
+		b.ReportMetric(float64((srv-srv0).Microseconds())/1000/float64(iters), "srv-cpu-ms/acq")
+	}
 	b.ReportMetric(float64(acquirers), "acquirers")
 }
 

@@ -12,8 +12,8 @@ import (
 
 // BenchmarkContention: n contenders, over 10 Conns, looping on one lock
 // or election with no hold time (see test.BenchContention): acquisitions
-// per second, CPU per acquisition (of this process; the ZooKeeper server
-// runs in its own) and how many contenders acquired.
+// per second, CPU per acquisition (of this process and of the ZooKeeper
+// server's JVM) and how many contenders acquired.
 func BenchmarkContention(b *testing.B) {
 	for _, kind := range []string{"lock", "election"} {
 		for _, n := range []int{1, 10, 100, 300} {
@@ -26,7 +26,7 @@ func BenchmarkContention(b *testing.B) {
 					b.Cleanup(c.Close)
 					conns[i] = c
 				}
-				test.BenchContention(b, conns, kind, n)
+				test.BenchContentionServer(b, conns, kind, n, testServerCPU)
 			})
 		}
 	}

@@ -39,7 +39,7 @@
 // parent's children in sequence order, a waiter watches only the entry
 // just ahead of it, and the engine declares every claim of a session lost
 // when the driver says the session is (zkSession.lose, the only place).
-// Files: driver.go (the queue: Create, List, WaitGone, Delete, Held),
+// Files: driver.go (the queue: Create, List, Ahead, WaitGone, Delete, Held),
 // entry.go (what a session knows of its entries, the watch behind Done),
 // lock.go (lock entries), pipeline.go (what a lock entry's create
 // learns: its Stat, and the read pipelined behind it), leader.go (candidates, values, Head, SetValue,

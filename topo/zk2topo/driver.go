@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/go-zookeeper/zk"
 
@@ -36,11 +37,14 @@ import (
 // Requests about an entry (its token's read, the watch behind Done, its
 // removal, Check, Proclaim) run on the entry's own session, never on
 // another: after that session ended a znode of the entry's name may
-// belong to someone else. Reads of the queue (List, WaitGone, Head) run
+// belong to someone else. Reads of the queue (Ahead, WaitGone, Head) run
 // on the Conn's current session: they change nothing.
 type driver struct{ c *Conn }
 
-var _ claims.Driver = driver{}
+var (
+	_ claims.Driver  = driver{}
+	_ claims.Aheader = driver{}
+)
 
 // parent is the znode path of q's entries: <dir>/locks for a lock (/locks
 // for the root's), elections/<name> for an election.
@@ -58,7 +62,7 @@ func (d driver) parent(q claims.Queue) string {
 // value znode, in one multi), on the Conn's current session, creating the
 // parents when needed; then, in one round trip, its Stat (the token, and
 // the watch behind Done) and the queue's children (for TryLock, and kept
-// for the engine's first List). An entry whose create fails because its
+// for the engine's first Ahead). An entry whose create fails because its
 // session ended is entered again on a new session (nothing of it outlives
 // the ended one), three times at most.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
@@ -117,7 +121,7 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 	if listed {
 		kids <- k
 	} else if !exclusive && !s.soleEntry(parent, node) {
-		// List could not use it (see soleEntry): not read.
+		// Ahead could not use it (see soleEntry): not read.
 		kids <- childrenRes{err: errNotRead}
 	} else {
 		go func() {
@@ -157,22 +161,30 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 }
 
 // listing is the children of a queue read right after the Conn created
-// an entry in it, kept for the engine's first List of that entry (see
-// driver.List).
+// an entry in it, kept for the engine's first Ahead of that entry (see
+// driver.Ahead).
 type listing struct {
 	sess  *zkSession
 	node  string
 	names []string
 }
 
-// List implements claims.Driver: the queue's entry names, sorted (one
-// children read on the current session, retried on a new one; an absent
-// parent is an empty queue). Entries of the Conn's sessions carry their
-// token; the engine needs no other's. It answers without a request when
-// the children read that Create made is certain to show the caller's
-// entry: the Conn's current session has exactly one entry in the queue,
-// the one that read was made for, and no create in flight there.
+// List implements claims.Driver: Describe's answer (each entry with its
+// token, session and contents). The engine reads the queue through Ahead
+// and Describe on ZooKeeper, never through List.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
+	return d.Describe(ctx, q)
+}
+
+// Ahead implements claims.Aheader: the entries just ahead of e (at most
+// max, oldest first) from one children read of its queue (or the read
+// Create made, when it surely shows e: see stashValid), found in one pass over the names
+// without sorting them or building the whole queue, and whether e is in
+// it. A candidate that heads its election is marked as possibly leading
+// (entry.head), so that a dropped connection ends its term (stepDown);
+// one with exactly one entry ahead is marked so by WaitGone once that
+// entry went, since the engine then grants it without another read.
+func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	c := d.c
 	parent := d.parent(q)
 	var names []string
@@ -181,27 +193,47 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	} else {
 		r, err := c.childrenOn(ctx, nil, q.Path, parent, false)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, err
+			return nil, false, err
 		}
-		names = entryNames(r.names)
+		names = r.names
 	}
-	head := ""
-	if len(names) > 0 {
-		head = parent + "/" + names[0]
+	own, ok := strings.CutPrefix(e.Key, parent+"/")
+	if !ok {
+		return nil, false, nil
 	}
-	own := c.ownEntries(parent, head != "" && q.Election, head)
-	out := make([]claims.Entry, len(names))
-	for i, n := range names {
-		node := parent + "/" + n
-		out[i] = claims.Entry{Key: node, Token: own[node]}
+	in := false
+	ahead := make([]string, 0, max+1) // ascending
+	for _, n := range names {
+		switch {
+		case n == own:
+			in = true
+		case n < own && isEntryName(n):
+			i, _ := slices.BinarySearch(ahead, n)
+			ahead = slices.Insert(ahead, i, n)
+			if len(ahead) > max {
+				ahead = ahead[1:]
+			}
+		}
 	}
-	return out, nil
+	if in && q.Election {
+		switch len(ahead) {
+		case 0:
+			c.markHead(e.Key)
+		case 1:
+			c.nextUp.Store(parent+"/"+ahead[0], e.Key)
+		}
+	}
+	out := make([]claims.Entry, len(ahead))
+	for i, n := range ahead {
+		out[i] = claims.Entry{Key: parent + "/" + n}
+	}
+	return out, in, nil
 }
 
 // stashValid reports whether l is still valid for the queue under
 // parent: l's session is the Conn's current one and l's entry is its
 // only entry there, with no create in flight there (soleEntry). Then
-// every caller of List with a live entry in the queue is l's entry's
+// every caller of Ahead with a live entry in the queue is l's entry's
 // claim (the only live entries of the Conn's earlier sessions are the
 // resumed ones, which it then does not have), and l shows it.
 func (c *Conn) stashValid(l listing, parent string) bool {
@@ -233,8 +265,20 @@ var errNotRead = errors.New("zk2topo: not read")
 
 // WaitGone implements claims.Driver: an exists watch on e alone (on the
 // current session), so that only e's deletion, or the end of the watch
-// (a session's end), wakes the waiter.
+// (a session's end), wakes the waiter. Once e is gone, the candidate that
+// Ahead found next after it (nextUp) is marked as possibly leading.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	c := d.c
+	next, _ := c.nextUp.LoadAndDelete(e.Key)
+	err := d.waitGone(ctx, q, e)
+	if next != nil && err == nil {
+		c.markHead(next.(string))
+	}
+	return err
+}
+
+// waitGone is WaitGone's wait.
+func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	var exists bool
 	var ch <-chan zk.Event

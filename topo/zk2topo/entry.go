@@ -16,8 +16,9 @@ type entry struct {
 	// value is an election entry's value znode, "" for none (see
 	// leader.go).
 	value string
-	// election marks a candidate; head, a candidate that a List showed
-	// heading its election (so possibly leading: see stepDown); stepped,
+	// election marks a candidate; head, a candidate that an Ahead showed
+	// heading its election or next in line (so possibly leading: see
+	// stepDown); stepped,
 	// a leading candidate given up when its connection dropped, removed
 	// once the session is connected again.
 	election, head, stepped bool
@@ -97,29 +98,19 @@ func (s *zkSession) forget(node string, token int64) {
 	}
 }
 
-// ownEntries returns the tokens of the live entries of c's sessions under
-// parent whose token is known, by znode path; with markHead it also marks
-// the entry head, when it is one of them, as heading its election (see
-// entry.head).
-func (c *Conn) ownEntries(parent string, markHead bool, head string) map[string]int64 {
+// markHead marks the candidate entry node of one of c's sessions as
+// possibly leading its election (see entry.head).
+func (c *Conn) markHead(node string) {
 	c.mu.Lock()
 	ss := append([]*zkSession{c.cur}, c.resumed...)
 	c.mu.Unlock()
-	own := map[string]int64{}
 	for _, s := range ss {
 		s.mu.Lock()
-		for n, e := range s.entries {
-			if e.token == 0 || zkDir(n) != parent {
-				continue
-			}
-			own[n] = e.token
-			if markHead && n == head && e.election {
-				e.head = true
-			}
+		if e := s.entries[node]; e != nil && e.election {
+			e.head = true
 		}
 		s.mu.Unlock()
 	}
-	return own
 }
 
 // statEntry reads the entry's Stat with a watch (ExistsW), on session s

@@ -21,6 +21,10 @@ import (
 // TestMain (JVM start-up is slow); every test uses a fresh root on it.
 var testServer string
 
+// testServerCPU returns the CPU time the shared server's JVM has used so
+// far (0 when it cannot be read).
+var testServerCPU func() time.Duration
+
 // rootSeq numbers the roots handed out to tests.
 var rootSeq atomic.Int64
 
@@ -31,6 +35,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testServer = s.Addr()
+	testServerCPU = func() time.Duration {
+		d, _ := s.CPUTime()
+		return d
+	}
 	code := m.Run()
 	s.Stop()
 	os.Exit(code)

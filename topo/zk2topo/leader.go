@@ -288,10 +288,10 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, cs *claims.Session
 // Leadership ends as soon as the connection drops: from then on the
 // server may expire the session (and let another candidate lead) without
 // this process knowing. stepDown, run when the session's connection
-// drops, ends the claims of the session's candidates that may lead (those
-// a List showed heading their election) as lost; removeStepped removes
-// their entries (on that session) before the Conn enters the election
-// again, so that the next WaitForLeadership, which enters anew, is not
+// drops, ends the claims of the session's candidates that may lead
+// (those an Ahead showed heading their election or next in line) as
+// lost; removeStepped removes their entries (on that session) before the
+// Conn enters the election again, so that the next WaitForLeadership, which enters anew, is not
 // queued behind its own old entry.
 func (s *zkSession) stepDown() {
 	type lost struct {

@@ -209,8 +209,13 @@ type Conn struct {
 	listCache listCache // sorted names of large directories, see listCache
 
 	// stash keeps, per queue (its parent znode), the children read that
-	// the latest Create made there (a listing; see driver.List).
+	// the latest Create made there (a listing; see driver.Ahead).
 	stash sync.Map
+
+	// nextUp keeps, by the key of the one entry ahead of it, a candidate
+	// entry of c's that will lead as soon as that entry goes (set by
+	// Ahead, taken by WaitGone; see driver.Ahead).
+	nextUp sync.Map
 
 	// Claims are c's locks and elections: eng, the claims engine, run over
 	// c's driver (driver.go).

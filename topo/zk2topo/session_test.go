@@ -13,6 +13,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/test"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // TestSessionExpiry expires the session of a Conn that holds a lock, leads
@@ -327,5 +328,49 @@ func TestSessionLossEndsClaimsAtOnce(t *testing.T) {
 			s.lose()
 		})
 		c.Close()
+	}
+}
+
+// TestDisconnectEndsLeadershipAfterHandover: a candidate that came to
+// lead when the one candidate ahead of it left (granted without another
+// read of the queue) steps down too when its connection drops. Its
+// session lasts a minute, so that only the step-down (not the end of the
+// session's safe window) can end the term within half of that.
+func TestDisconnectEndsLeadershipAfterHandover(t *testing.T) {
+	root := freshRoot(t)
+	first := openConn(t, []string{testServer}, root)
+	c, proxy := proxiedConnOpts(t, root, Options{SessionTimeout: zktest.MaxSessionTimeout})
+	p1, err := first.NewLeaderParticipation("e", "first")
+	require.NoError(t, err)
+	defer p1.Stop()
+	_, err = p1.WaitForLeadership()
+	require.NoError(t, err)
+	p, err := c.NewLeaderParticipation("e", "second")
+	require.NoError(t, err)
+	defer p.Stop()
+	type res struct {
+		ctx context.Context
+		err error
+	}
+	led := make(chan res, 1)
+	go func() {
+		lctx, err := p.WaitForLeadership()
+		led <- res{lctx, err}
+	}()
+	raw := rawConn(t)
+	require.Eventually(t, func() bool {
+		children, _, err := raw.Children(root + "/elections/e")
+		return err == nil && len(entryNames(children)) == 2
+	}, time.Minute, time.Millisecond)
+	p1.Stop()
+	r := <-led
+	require.NoError(t, r.err)
+
+	proxy.Blackhole()
+	proxy.Reset()
+	select {
+	case <-r.ctx.Done():
+	case <-time.After(zktest.MaxSessionTimeout / 2):
+		t.Fatal("the leadership context outlived the connection")
 	}
 }

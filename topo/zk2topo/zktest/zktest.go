@@ -473,3 +473,37 @@ func freePort() (int, error) {
 	}
 	return ports[0], nil
 }
+
+// CPUTime returns the CPU time (user and system; in steps of 10 ms, the
+// kernel's USER_HZ clock tick) the server's JVM has used so far, read from
+// /proc/<pid>/stat, for benchmarks that count the server's CPU beside
+// their own. It returns an error when the JVM has exited or /proc cannot
+// be read (not Linux). Safe for concurrent use.
+func (s *Server) CPUTime() (time.Duration, error) {
+	if s.proc.exited() {
+		return 0, errors.New("zktest: the server is not running")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.proc.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name (which may hold spaces, in
+	// parentheses): state is field 3, utime 14 and stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("zktest: unexpected /proc stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("zktest: unexpected /proc stat")
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
