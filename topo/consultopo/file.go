@@ -81,14 +81,8 @@ const maxTxnValue = 360 * 1024
 // Timeout/Interrupted when ctx ends, Closed after Close and Unavailable
 // when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckCreate(filePath, contents)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckCreate(filePath, contents) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
 	if len(contents) > maxTxnValue {
@@ -135,14 +129,12 @@ func writeNonce() uint64 {
 // writeNonce). Errors as for Create; a foreign or negative version gives
 // InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, index, err := backendkit.CheckUpdate(filePath, contents, version)
+	var index int64
+	p, err := c.checked(ctx, filePath, func() (p string, err error) {
+		p, index, err = backendkit.CheckUpdate(filePath, contents, version)
+		return p, err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
 	if version != nil && index == 0 {
@@ -249,14 +241,8 @@ func (c *Conn) missingOrBadVersion(ctx context.Context, p string) error {
 // Get implements topo.Conn.Get: one KV read. It returns NoNode when the key
 // is absent; other errors as for Create.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, nil, err
 	}
 	pair, _, err := c.kv.Get(c.key(p), c.queryOptions(ctx))
@@ -273,14 +259,8 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // key's values, so after validating its arguments it always returns
 // NoImplementation.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckGetVersion(filePath, version)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckGetVersion(filePath, version) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
 	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("consul keeps no history of a key's values"))
@@ -296,14 +276,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // It returns NoNode when no file matches
 // (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
-		return nil, err
-	}
-	prefix, err := topo.CleanPrefix(filePathPrefix)
+	prefix, err := c.checked(ctx, filePathPrefix, func() (string, error) { return topo.CleanPrefix(filePathPrefix) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, prefix); err != nil {
 		return nil, err
 	}
 	pairs, _, err := c.kv.List(c.dirPrefix("")+prefix, c.queryOptions(ctx))

@@ -96,14 +96,8 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // refusal is permanent: it is sent as a PermissionDenied event and the
 // channel closes. Other errors as for Get.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, nil, err
 	}
 	key := c.key(p)
@@ -164,14 +158,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // a PermissionDenied event and closes the channel. An empty prefix result
 // is not an error.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	if err := backendkit.CheckContext(ctx, prefix); err != nil {
-		return nil, nil, err
-	}
-	pfx, err := topo.CleanPrefix(prefix)
+	pfx, err := c.checked(ctx, prefix, func() (string, error) { return topo.CleanPrefix(prefix) })
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, pfx); err != nil {
 		return nil, nil, err
 	}
 	keyPrefix := c.dirPrefix("") + pfx
