@@ -287,7 +287,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	files, reserved := c.files(pairs)
 	out := make([]topo.KVInfo, 0, len(files))
 	for _, f := range files {
-		out = append(out, topo.KVInfo{Path: f.path, Value: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)})
+		out = append(out, topo.KVInfo{Path: f.Path, Value: f.Contents, Version: topo.NumericVersion(f.Version)})
 	}
 	// Keys another tool wrote that are no canonical path ("t/" holding a
 	// value, "a//b") are listed under their raw paths, as etcd2topo lists
@@ -309,16 +309,11 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	return out, backendkit.ReservedFiles(prefix, reserved)
 }
 
-type file struct {
-	path string
-	pair *api.KVPair
-}
-
 // files keeps the pairs that are files under the root (not locks, not
 // election keys, not Consul "folder" keys ending in "/"), sorted by path,
 // and returns apart, sorted, the paths of the files at reserved paths.
-func (c *Conn) files(pairs api.KVPairs) (files []file, reserved []string) {
-	files = make([]file, 0, len(pairs))
+func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved []string) {
+	files = make([]backendkit.FileState, 0, len(pairs))
 	for _, pair := range pairs {
 		if isLockPair(pair) {
 			continue
@@ -334,9 +329,9 @@ func (c *Conn) files(pairs api.KVPairs) (files []file, reserved []string) {
 			reserved = append(reserved, p)
 			continue
 		}
-		files = append(files, file{path: p, pair: pair})
+		files = append(files, backendkit.FileState{Path: p, Contents: value(pair), Version: int64(pair.ModifyIndex)})
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	sort.Strings(reserved)
 	return files, reserved
 }

@@ -2,7 +2,6 @@ package consultopo
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -148,7 +147,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 
 // WatchRecursive implements topo.Conn.WatchRecursive with blocking queries
 // over the key prefix (each waiting up to Options.WatchPollDuration). Each
-// answer is compared with the previous one, file by file: new files and
+// answer is compared with the previous one, file by file
+// (backendkit.Snapshot): new files and
 // files whose ModifyIndex changed are sent with their value, vanished files
 // with Err NoNode, in path order; so every file present when the channel
 // closes was reported with its last value. Lock and election keys are left
@@ -167,14 +167,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	if err != nil {
 		return nil, nil, c.convertError(ctx, err, pfx)
 	}
-	known := map[string]uint64{}
-	var initial []*topo.WatchDataRecursive
+	known := backendkit.Snapshot{}
 	files, _ := c.files(pairs)
-	for _, f := range files {
-		known[f.path] = f.pair.ModifyIndex
-		initial = append(initial, &topo.WatchDataRecursive{Path: f.path, WatchData: topo.WatchData{
-			Contents: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)}})
-	}
+	initial := known.Diff(files)
 
 	wctx, cancel := c.callCtx(ctx)
 	ch := make(chan *topo.WatchDataRecursive, 8)
@@ -190,30 +185,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			return meta, err
 		}, func() bool {
 			files, _ := c.files(got)
-			seen := make(map[string]bool, len(files))
-			var events []*topo.WatchDataRecursive
-			for _, f := range files {
-				seen[f.path] = true
-				if v, ok := known[f.path]; ok && v == f.pair.ModifyIndex {
-					continue
-				}
-				known[f.path] = f.pair.ModifyIndex
-				events = append(events, &topo.WatchDataRecursive{Path: f.path, WatchData: topo.WatchData{
-					Contents: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)}})
-			}
-			var deleted []string
-			for path := range known {
-				if !seen[path] {
-					deleted = append(deleted, path)
-				}
-			}
-			sort.Strings(deleted)
-			for _, path := range deleted {
-				delete(known, path)
-				events = append(events, &topo.WatchDataRecursive{Path: path, WatchData: topo.WatchData{
-					Err: topo.NewError(topo.NoNode, path)}})
-			}
-			for _, e := range events {
+			for _, e := range known.Diff(files) {
 				if !sendCtx(wctx, ch, e) {
 					interrupted()
 					return false
