@@ -131,7 +131,7 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 		return false, nil, err
 	case ok:
 		if kv := lockResult(resp, r.key); kv != nil {
-			c.recordGrant(kv.ModifyIndex)
+			c.grants.set(kv.ModifyIndex, true)
 		}
 	}
 	return ok, resp, nil
@@ -150,7 +150,7 @@ func (c *Conn) resolve(r acquireReq) {
 		if err != nil {
 			return r.sess.lost()
 		}
-		if pair == nil || pair.Session != r.sess.id || c.isGranted(pair.ModifyIndex) {
+		if pair == nil || pair.Session != r.sess.id || c.grants.has(pair.ModifyIndex) {
 			return true
 		}
 		ops := api.TxnOps{
@@ -187,27 +187,6 @@ func (c *Conn) stripe(key string) *sync.Mutex {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	return &c.stripes[h.Sum32()%uint32(len(c.stripes))]
-}
-
-// recordGrant records the token of an acquire of this Conn, until its
-// release (forgetGrant) or the Conn's Close.
-func (c *Conn) recordGrant(token uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.grants[token] = struct{}{}
-}
-
-func (c *Conn) forgetGrant(token uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.grants, token)
-}
-
-func (c *Conn) isGranted(token uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.grants[token]
-	return ok
 }
 
 // take is Create's attempt without a queue entry: one transaction that

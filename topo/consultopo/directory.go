@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // lockName is the key, under a locked directory, of its lock.
@@ -29,14 +28,8 @@ const electionsDir = "elections"
 // under dirPath, InvalidPath for a bad path, Timeout/Interrupted when ctx
 // ends, Closed after Close and Unavailable when the agent cannot be reached.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
-	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
-		return nil, err
-	}
-	dir, err := topo.CleanDirPath(dirPath)
+	dir, err := c.checked(ctx, dirPath, func() (string, error) { return topo.CleanDirPath(dirPath) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, dir); err != nil {
 		return nil, err
 	}
 	prefix := c.dirPrefix(dir)

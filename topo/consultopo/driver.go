@@ -113,7 +113,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			return claims.Entry{}, nil, err
 		}
-		if opts.Exclusive || !c.isContended(key) {
+		if opts.Exclusive || !c.contended.has(key) {
 			e, err := d.take(ctx, q, key, contents, opts, sess)
 			switch {
 			case err == nil:
@@ -126,7 +126,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			case !errors.Is(err, errMustQueue):
 				return fail(err)
 			}
-			c.setContended(key, true)
+			c.contended.set(key, true)
 		}
 		// The entry lives on the Conn's long-lived session even for a lock
 		// with a session of its own: an entry on LockName's 24 h session
@@ -209,7 +209,7 @@ func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token 
 	}
 	_, err := c.checkedTxn(ctx, q.Path, ops)
 	if err == nil || err == claims.ErrNotHeld {
-		c.forgetGrant(token)
+		c.grants.set(token, false)
 	}
 	return err
 }

@@ -255,13 +255,18 @@ func runCandidates(t *testing.T, root string, n, terms int, inTerm func(i int, f
 
 // handoverRequests returns the Consul HTTP requests (session requests
 // left out: renewals run on their own clock) that all Conns send per
-// handover while n waiters, on Conns of their own, queue for one lock:
-// each acquirer unlocks at once and locks again (queueing at the tail),
-// and the count runs from the first release to the handovers-th
-// acquisition. lists are those of them that read the whole queue.
-func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) {
+// handover while n waiters, on Conns of their own, queue for one lock
+// (kind "lock") or election ("election"): each acquirer releases at once
+// (Unlock, Resign) and contends again (queueing at the tail), and the
+// count runs from the first release to the handovers-th acquisition.
+// lists are those of them that read the whole queue; kinds counts them by
+// method, path shape and query (logged by the callers).
+func handoverRequests(t *testing.T, kind string, n, handovers int) (requests, lists float64, kinds map[string]int64) {
 	root := testRoot(t)
 	var rt, lt atomic.Int64
+	var mu sync.Mutex
+	kinds = map[string]int64{}
+	counting := atomic.Bool{}
 	opts := testOptions()
 	// Blocking queries then wait for their key for the whole test: a
 	// re-sent query after its wait time is not a handover's.
@@ -271,11 +276,17 @@ func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) 
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
 		c.transport.Proxy = func(r *http.Request) (*url.URL, error) {
-			if !strings.HasPrefix(r.URL.Path, "/v1/session/") {
-				rt.Add(1)
+			if strings.HasPrefix(r.URL.Path, "/v1/session/") {
+				return nil, nil
 			}
+			rt.Add(1)
 			if strings.HasSuffix(r.URL.Path, "/locks/queue/") && r.URL.Query().Has("recurse") {
 				lt.Add(1)
+			}
+			if counting.Load() {
+				mu.Lock()
+				kinds[requestKind(r, root)]++
+				mu.Unlock()
 			}
 			return nil, nil
 		}
@@ -284,11 +295,23 @@ func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	holder := mk()
-	_, err := holder.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
-	first, err := holder.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	key := holder.dirPrefix("d") + lockName
+	var key string
+	var release func() error
+	if kind == "lock" {
+		_, err := holder.Create(ctx, "d/f", []byte("x"))
+		require.NoError(t, err)
+		first, err := holder.Lock(ctx, "d", "holder")
+		require.NoError(t, err)
+		key = holder.dirPrefix("d") + lockName
+		release = func() error { return first.Unlock(ctx) }
+	} else {
+		p, err := holder.NewLeaderParticipation("e", "holder")
+		require.NoError(t, err)
+		_, err = p.WaitForLeadership()
+		require.NoError(t, err)
+		key = holder.key(electionsDir + "/e")
+		release = func() error { p.Stop(); return nil }
+	}
 	var acquired atomic.Int64
 	enough := make(chan struct{})
 	var wg sync.WaitGroup
@@ -296,9 +319,27 @@ func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) 
 	defer cancel()
 	for i := range n {
 		c := mk()
+		contend := func() (func() error, error) {
+			l, err := c.Lock(ctx, "d", fmt.Sprint(i))
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return l.Unlock(context.Background()) }, nil
+		}
+		if kind != "lock" {
+			p, err := c.NewLeaderParticipation("e", fmt.Sprint(i))
+			require.NoError(t, err)
+			context.AfterFunc(ctx, p.Stop)
+			contend = func() (func() error, error) {
+				if _, err := p.WaitForLeadership(); err != nil {
+					return nil, err
+				}
+				return func() error { return p.Resign(context.Background()) }, nil
+			}
+		}
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				l, err := c.Lock(ctx, "d", fmt.Sprint(i))
+				release, err := contend()
 				if err != nil {
 					if ctx.Err() == nil {
 						t.Errorf("waiter %d: %v", i, err)
@@ -308,8 +349,8 @@ func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) 
 				if acquired.Add(1) == int64(handovers) {
 					close(enough)
 				}
-				if err := l.Unlock(context.Background()); err != nil {
-					t.Errorf("waiter %d: unlock: %v", i, err)
+				if err := release(); err != nil {
+					t.Errorf("waiter %d: release: %v", i, err)
 					return
 				}
 			}
@@ -317,13 +358,35 @@ func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) 
 	}
 	waitQueued(t, holder, key, n)
 	start, lstart := rt.Load(), lt.Load()
-	require.NoError(t, first.Unlock(ctx))
+	counting.Store(true)
+	require.NoError(t, release())
 	select {
 	case <-enough:
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("only %d of %d handovers within 2 minutes", acquired.Load(), handovers)
 	}
-	return float64(rt.Load()-start) / float64(handovers), float64(lt.Load()-lstart) / float64(handovers)
+	counting.Store(false)
+	return float64(rt.Load()-start) / float64(handovers), float64(lt.Load()-lstart) / float64(handovers), kinds
+}
+
+// requestKind names a request by its method, its path under root with
+// the session ids and random suffixes of queue entries left out, and
+// whether it blocks (index) or reads a tree (recurse, keys).
+func requestKind(r *http.Request, root string) string {
+	p := strings.TrimPrefix(r.URL.Path, "/v1/kv/"+root)
+	if i := strings.Index(p, "/queue/"); i >= 0 && len(p) > i+len("/queue/") {
+		p = p[:i] + "/queue/<entry>"
+	}
+	if i := strings.Index(p, "/locks/"); i >= 0 && !strings.Contains(p, "/queue") && !strings.HasSuffix(p, "/tail") {
+		p = p[:i] + "/locks/<value>"
+	}
+	q := r.URL.Query()
+	for _, f := range []string{"index", "recurse", "keys"} {
+		if q.Has(f) {
+			p += " " + f
+		}
+	}
+	return r.Method + " " + p
 }
 
 // TestHandoverRequestsConstant: the requests a handover costs do not grow
@@ -339,21 +402,41 @@ func handoverRequests(t *testing.T, n, handovers int) (requests, lists float64) 
 // from run to run, so each count is held to the protocol's bound rather
 // than to the count with 2.
 func TestHandoverRequestsConstant(t *testing.T) {
-	const handovers = 20
 	// maxPerHandover: the release (1); the new holder's acquire and the
 	// blocking query it returns from (2); the next waiter's blocking query
 	// and its read of the key (2); the acquirer's enqueue and its blocking
 	// query on its predecessor (2); slack for an acquire sent on the
 	// assumption that the key is free and refused (2), and a blocking
 	// query answered early (1).
-	const maxPerHandover = 10
+	handoverConstant(t, "lock", 10)
+}
+
+// TestElectionHandoverRequestsConstant: the same for an election whose
+// leader resigns at once and campaigns again: a term handover costs a
+// bounded number of requests whatever the number of candidates, and
+// nobody reads the whole queue.
+func TestElectionHandoverRequestsConstant(t *testing.T) {
+	// maxPerTerm: as a lock's handover, plus the new leader's watch of
+	// its key (1).
+	handoverConstant(t, "election", 11)
+}
+
+// handoverConstant runs handoverRequests of kind with 2, 20 and 200
+// waiters and holds each to max requests per handover, and 200's to at
+// most 20's and a half plus one.
+func handoverConstant(t *testing.T, kind string, most float64) {
+	const handovers = 20
 	per := map[int]float64{}
 	for _, n := range []int{2, 20, 200} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			var lists float64
-			per[n], lists = handoverRequests(t, n, handovers)
-			t.Logf("%d waiters: %.1f requests per handover, %.2f of them reading the whole queue", n, per[n], lists)
-			require.LessOrEqualf(t, per[n], float64(maxPerHandover), "with %d waiters a handover cost %.1f requests", n, per[n])
+			var kinds map[string]int64
+			per[n], lists, kinds = handoverRequests(t, kind, n, handovers)
+			t.Logf("%s, %d waiters: %.1f requests per handover, %.2f of them reading the whole queue", kind, n, per[n], lists)
+			for k, v := range kinds {
+				t.Logf("  %6.2f %s", float64(v)/handovers, k)
+			}
+			require.LessOrEqualf(t, per[n], most, "with %d waiters a handover cost %.1f requests", n, per[n])
 			maxLists := 0.1
 			if n == 2 {
 				maxLists = 1.5

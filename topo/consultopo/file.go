@@ -81,14 +81,8 @@ const maxTxnValue = 360 * 1024
 // Timeout/Interrupted when ctx ends, Closed after Close and Unavailable
 // when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckCreate(filePath, contents)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckCreate(filePath, contents) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
 	if len(contents) > maxTxnValue {
@@ -135,14 +129,12 @@ func writeNonce() uint64 {
 // writeNonce). Errors as for Create; a foreign or negative version gives
 // InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, index, err := backendkit.CheckUpdate(filePath, contents, version)
+	var index int64
+	p, err := c.checked(ctx, filePath, func() (p string, err error) {
+		p, index, err = backendkit.CheckUpdate(filePath, contents, version)
+		return p, err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
 	if version != nil && index == 0 {
@@ -249,14 +241,8 @@ func (c *Conn) missingOrBadVersion(ctx context.Context, p string) error {
 // Get implements topo.Conn.Get: one KV read. It returns NoNode when the key
 // is absent; other errors as for Create.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, nil, err
 	}
 	pair, _, err := c.kv.Get(c.key(p), c.queryOptions(ctx))
@@ -273,14 +259,8 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // key's values, so after validating its arguments it always returns
 // NoImplementation.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckGetVersion(filePath, version)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckGetVersion(filePath, version) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, err
 	}
 	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("consul keeps no history of a key's values"))
@@ -296,14 +276,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // It returns NoNode when no file matches
 // (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
-		return nil, err
-	}
-	prefix, err := topo.CleanPrefix(filePathPrefix)
+	prefix, err := c.checked(ctx, filePathPrefix, func() (string, error) { return topo.CleanPrefix(filePathPrefix) })
 	if err != nil {
-		return nil, err
-	}
-	if err := c.begin(ctx, prefix); err != nil {
 		return nil, err
 	}
 	pairs, _, err := c.kv.List(c.dirPrefix("")+prefix, c.queryOptions(ctx))
@@ -313,7 +287,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	files, reserved := c.files(pairs)
 	out := make([]topo.KVInfo, 0, len(files))
 	for _, f := range files {
-		out = append(out, topo.KVInfo{Path: f.path, Value: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)})
+		out = append(out, topo.KVInfo{Path: f.Path, Value: f.Contents, Version: topo.NumericVersion(f.Version)})
 	}
 	// Keys another tool wrote that are no canonical path ("t/" holding a
 	// value, "a//b") are listed under their raw paths, as etcd2topo lists
@@ -335,16 +309,11 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	return out, backendkit.ReservedFiles(prefix, reserved)
 }
 
-type file struct {
-	path string
-	pair *api.KVPair
-}
-
 // files keeps the pairs that are files under the root (not locks, not
 // election keys, not Consul "folder" keys ending in "/"), sorted by path,
 // and returns apart, sorted, the paths of the files at reserved paths.
-func (c *Conn) files(pairs api.KVPairs) (files []file, reserved []string) {
-	files = make([]file, 0, len(pairs))
+func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved []string) {
+	files = make([]backendkit.FileState, 0, len(pairs))
 	for _, pair := range pairs {
 		if isLockPair(pair) {
 			continue
@@ -360,9 +329,9 @@ func (c *Conn) files(pairs api.KVPairs) (files []file, reserved []string) {
 			reserved = append(reserved, p)
 			continue
 		}
-		files = append(files, file{path: p, pair: pair})
+		files = append(files, backendkit.FileState{Path: p, Contents: value(pair), Version: int64(pair.ModifyIndex)})
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	sort.Strings(reserved)
 	return files, reserved
 }

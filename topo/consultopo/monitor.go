@@ -7,6 +7,20 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
+// monitorGrace is how long Monitor leaves its query in flight after the
+// claim ended before cancelling it.
+const monitorGrace = 5 * time.Second
+
+// isDone reports whether done is closed.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Monitor implements claims.Monitor: until done closes (or the session
 // ends, or the Conn closes), consistent blocking queries on the store key
 // (each waiting up to Options.WatchPollDuration); when one shows the key
@@ -25,6 +39,17 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 		go func() {
 			select {
 			case <-done:
+				// The release that ended the claim changes the key at
+				// once, which answers the query in flight; cancelling it
+				// would close its connection (HTTP/1.1), and the next
+				// request would dial a new one, so it gets monitorGrace
+				// to end by itself.
+				t := time.NewTimer(monitorGrace)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
 			case <-ctx.Done():
 			}
 			cancel()
@@ -36,7 +61,7 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 		for {
 			pair, meta, err := c.kv.Get(key, c.consistentBlocking(ctx, index))
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil, isDone(done):
 				return
 			case isPermanent(err):
 				slog.Debug("consultopo: the watch of a held key was refused", "key", key, "err", err)

@@ -84,28 +84,6 @@ func (d driver) queuePrefix(q claims.Queue) string {
 	return key + "/" + valuesDir + "/" + queueDir + "/"
 }
 
-// isContended reports whether a contender of this Conn recently found key
-// held or queued for, so that the next one queues at once rather than
-// trying the key first (a contender that has just unlocked would otherwise
-// take it back in the release's gap, then give it back).
-func (c *Conn) isContended(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.contended[key]
-	return ok
-}
-
-// setContended records whether key is contended.
-func (c *Conn) setContended(key string, on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if on {
-		c.contended[key] = struct{}{}
-	} else {
-		delete(c.contended, key)
-	}
-}
-
 // queueBusy reports whether the results of a transaction that read the
 // queue (get-tree of prefix) show an entry.
 func queueBusy(resp *api.TxnResponse, prefix string) bool {
@@ -315,7 +293,7 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // handover is taken for an acquirer: its successor may then overtake the
 // entries that were ahead of it, once; exclusion never rests on the
 // order.) A list that shows e alone in the queue clears the key's
-// contended mark (see isContended).
+// contended mark (see Conn.contended).
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
 	if e.Granted {
 		return nil, true, nil
@@ -352,7 +330,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 	if in && len(list) == 1 {
 		// Nobody else queues: the Conn's next contender may try the key
 		// at once again.
-		c.setContended(d.storeKey(q), false)
+		c.contended.set(d.storeKey(q), false)
 	}
 	var w *waiter
 	if in && len(ahead) > 0 {

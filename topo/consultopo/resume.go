@@ -86,7 +86,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		}
 		return claims.Entry{}, nil, err
 	}
-	c.recordGrant(ri.Token)
+	c.grants.set(ri.Token, true)
 	return e, sess.view, nil
 }
 

@@ -327,21 +327,51 @@ type Conn struct {
 	// (see send).
 	stripes [64]sync.Mutex
 
+	// grants holds the tokens of the keys this Conn's claims acquired and
+	// have not released (see resolve).
+	grants keySet[uint64]
+	// contended holds the lock and election keys a contender of this Conn
+	// recently found held or queued for (see queue.go): the next one
+	// queues at once.
+	contended keySet[string]
+
 	mu       sync.Mutex
 	closed   bool
 	shared   *session              // the long-lived session, nil until needed
 	sessions map[*session]struct{} // every live session, destroyed by Close
-	// grants holds the tokens of the keys this Conn's claims acquired and
-	// have not released (see resolve).
-	grants map[uint64]struct{}
-	// contended holds the lock and election keys a contender of this Conn
-	// recently found held or queued for (see queue.go): the next one
-	// queues at once.
-	contended map[string]struct{}
 	// waiters and preds hold what the Conn knows of its entries waiting
 	// in queues (see waiter).
 	waiters map[string]*waiter
 	preds   map[string]*waiter
+}
+
+// keySet is a set of keys, safe for concurrent use; the zero value is
+// empty.
+type keySet[K comparable] struct {
+	mu sync.Mutex
+	m  map[K]struct{}
+}
+
+// set adds k to s (on) or removes it.
+func (s *keySet[K]) set(k K, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[K]struct{}{}
+	}
+	if on {
+		s.m[k] = struct{}{}
+	} else {
+		delete(s.m, k)
+	}
+}
+
+// has reports whether k is in s.
+func (s *keySet[K]) has(k K) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[k]
+	return ok
 }
 
 // NewConn is NewConnContext without a context: the first request is
@@ -443,8 +473,6 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		ctx:       cctx,
 		cancel:    cancel,
 		sessions:  map[*session]struct{}{},
-		grants:    map[uint64]struct{}{},
-		contended: map[string]struct{}{},
 		waiters:   map[string]*waiter{},
 		preds:     map[string]*waiter{},
 	}
@@ -635,6 +663,21 @@ func (c *Conn) begin(ctx context.Context, path string) error {
 		return topo.NewError(topo.Closed, path)
 	}
 	return nil
+}
+
+// checked runs backendkit's check order for a data method called with
+// the path arg: ctx is live, then check (the method's argument checks,
+// returning the canonical path), then begin. It returns the canonical path
+// and the first check's error.
+func (c *Conn) checked(ctx context.Context, arg string, check func() (string, error)) (string, error) {
+	if err := backendkit.CheckContext(ctx, arg); err != nil {
+		return "", err
+	}
+	p, err := check()
+	if err != nil {
+		return "", err
+	}
+	return p, c.begin(ctx, p)
 }
 
 // key returns the KV key of the canonical path p ("" is the root itself).

@@ -2,7 +2,6 @@ package consultopo
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -96,14 +95,8 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // refusal is permanent: it is sent as a PermissionDenied event and the
 // channel closes. Other errors as for Get.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return nil, nil, err
 	}
 	key := c.key(p)
@@ -154,7 +147,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 
 // WatchRecursive implements topo.Conn.WatchRecursive with blocking queries
 // over the key prefix (each waiting up to Options.WatchPollDuration). Each
-// answer is compared with the previous one, file by file: new files and
+// answer is compared with the previous one, file by file
+// (backendkit.Snapshot): new files and
 // files whose ModifyIndex changed are sent with their value, vanished files
 // with Err NoNode, in path order; so every file present when the channel
 // closes was reported with its last value. Lock and election keys are left
@@ -164,14 +158,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // a PermissionDenied event and closes the channel. An empty prefix result
 // is not an error.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	if err := backendkit.CheckContext(ctx, prefix); err != nil {
-		return nil, nil, err
-	}
-	pfx, err := topo.CleanPrefix(prefix)
+	pfx, err := c.checked(ctx, prefix, func() (string, error) { return topo.CleanPrefix(prefix) })
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.begin(ctx, pfx); err != nil {
 		return nil, nil, err
 	}
 	keyPrefix := c.dirPrefix("") + pfx
@@ -179,14 +167,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	if err != nil {
 		return nil, nil, c.convertError(ctx, err, pfx)
 	}
-	known := map[string]uint64{}
-	var initial []*topo.WatchDataRecursive
+	known := backendkit.Snapshot{}
 	files, _ := c.files(pairs)
-	for _, f := range files {
-		known[f.path] = f.pair.ModifyIndex
-		initial = append(initial, &topo.WatchDataRecursive{Path: f.path, WatchData: topo.WatchData{
-			Contents: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)}})
-	}
+	initial := known.Diff(files)
 
 	wctx, cancel := c.callCtx(ctx)
 	ch := make(chan *topo.WatchDataRecursive, 8)
@@ -202,30 +185,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			return meta, err
 		}, func() bool {
 			files, _ := c.files(got)
-			seen := make(map[string]bool, len(files))
-			var events []*topo.WatchDataRecursive
-			for _, f := range files {
-				seen[f.path] = true
-				if v, ok := known[f.path]; ok && v == f.pair.ModifyIndex {
-					continue
-				}
-				known[f.path] = f.pair.ModifyIndex
-				events = append(events, &topo.WatchDataRecursive{Path: f.path, WatchData: topo.WatchData{
-					Contents: value(f.pair), Version: topo.NumericVersion(f.pair.ModifyIndex)}})
-			}
-			var deleted []string
-			for path := range known {
-				if !seen[path] {
-					deleted = append(deleted, path)
-				}
-			}
-			sort.Strings(deleted)
-			for _, path := range deleted {
-				delete(known, path)
-				events = append(events, &topo.WatchDataRecursive{Path: path, WatchData: topo.WatchData{
-					Err: topo.NewError(topo.NoNode, path)}})
-			}
-			for _, e := range events {
+			for _, e := range known.Diff(files) {
 				if !sendCtx(wctx, ch, e) {
 					interrupted()
 					return false

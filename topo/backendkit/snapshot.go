@@ -1,0 +1,55 @@
+package backendkit
+
+import (
+	"sort"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// FileState is one file as a read of a prefix shows it: its canonical
+// path, its contents and its version number (the store's revision of the
+// key: Consul's ModifyIndex, etcd's ModRevision).
+type FileState struct {
+	Path     string
+	Contents []byte
+	Version  int64
+}
+
+// Snapshot is what a recursive watch has reported of the files under its
+// prefix: the version last sent, by path. A watch that learns of changes
+// by reading the whole prefix again (consultopo at every blocking query;
+// etcd2topo could after a compaction) turns each read into events with
+// Diff. It is not safe for concurrent use.
+type Snapshot map[string]int64
+
+// Diff records files, a whole read of the prefix, as what the watcher
+// knows, and returns the events that bring the watcher from s to it: first
+// every file that is new or whose version changed, with its contents and
+// version, in the order of files; then every file s held that files lacks,
+// with Err NoNode, in path order. On an empty Snapshot it returns the
+// initial list of a WatchRecursive.
+func (s Snapshot) Diff(files []FileState) []*topo.WatchDataRecursive {
+	var events []*topo.WatchDataRecursive
+	seen := make(map[string]bool, len(files))
+	for _, f := range files {
+		seen[f.Path] = true
+		if v, ok := s[f.Path]; ok && v == f.Version {
+			continue
+		}
+		s[f.Path] = f.Version
+		events = append(events, &topo.WatchDataRecursive{Path: f.Path, WatchData: topo.WatchData{
+			Contents: f.Contents, Version: topo.NumericVersion(f.Version)}})
+	}
+	var gone []string
+	for p := range s {
+		if !seen[p] {
+			gone = append(gone, p)
+		}
+	}
+	sort.Strings(gone)
+	for _, p := range gone {
+		delete(s, p)
+		events = append(events, &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}})
+	}
+	return events
+}

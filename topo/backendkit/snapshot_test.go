@@ -1,0 +1,40 @@
+package backendkit
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// TestSnapshotDiff: an empty snapshot reports every file (the initial
+// list); later reads report the new and changed files in read order, then
+// the vanished ones with NoNode in path order, and nothing for a file
+// whose version did not change.
+func TestSnapshotDiff(t *testing.T) {
+	type ev struct {
+		path    string
+		version int64
+		gone    bool
+	}
+	got := func(events []*topo.WatchDataRecursive) []ev {
+		out := []ev{}
+		for _, e := range events {
+			if e.Err != nil {
+				require.True(t, topo.IsErrType(e.Err, topo.NoNode), "%v", e.Err)
+				out = append(out, ev{path: e.Path, gone: true})
+				continue
+			}
+			out = append(out, ev{path: e.Path, version: int64(e.Version.(topo.NumericVersion))})
+		}
+		return out
+	}
+	s := Snapshot{}
+	require.Equal(t, []ev{{path: "a", version: 1}, {path: "b", version: 2}, {path: "c", version: 3}},
+		got(s.Diff([]FileState{{Path: "a", Version: 1}, {Path: "b", Version: 2}, {Path: "c", Version: 3}})))
+	require.Equal(t, []ev{}, got(s.Diff([]FileState{{Path: "a", Version: 1}, {Path: "b", Version: 2}, {Path: "c", Version: 3}})))
+	require.Equal(t, []ev{{path: "d", version: 5}, {path: "b", version: 4}, {path: "a", gone: true}, {path: "c", gone: true}},
+		got(s.Diff([]FileState{{Path: "d", Version: 5}, {Path: "b", Version: 4}})))
+	require.Equal(t, Snapshot{"b": 4, "d": 5}, s)
+}
