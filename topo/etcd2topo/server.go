@@ -309,9 +309,11 @@ type Conn struct {
 	clusterID atomic.Uint64
 
 	mu        sync.Mutex
-	shared    []*lease            // the leases of Lock, TryLock and elections (sharedLease)
-	leases    map[*lease]struct{} // every live lease, for Close
-	keysInUse map[string]struct{} // entry names taken, see takeKey
+	shared    []*lease              // the leases of Lock, TryLock and elections (sharedLease)
+	leases    map[*lease]struct{}   // every live lease, for Close
+	keysInUse map[string]struct{}   // entry names taken, see takeKey
+	views     map[string]*queueView // the views of queues with waiters, by prefix (view.go)
+	waiting   map[string]int        // WaitGone calls under way, by queue prefix
 
 	// Claims are the Conn's locks and elections: eng, run over the Conn's
 	// driver (driver.go).
@@ -443,6 +445,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
 		keysInUse:  map[string]struct{}{},
+		views:      map[string]*queueView{},
+		waiting:    map[string]int{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
