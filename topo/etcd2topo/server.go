@@ -151,6 +151,15 @@ const DefaultLockTTL = 30 * time.Second
 // Options.NamedLockTTL is zero.
 const DefaultNamedLockTTL = 24 * time.Hour
 
+// ErrClusterMismatch is wrapped (with code InvalidArgument) by the error
+// of NewConn and NewConnContext when the endpoints given belong to
+// different etcd clusters: their answers carry different cluster IDs.
+// Nothing was read or written through the Conn then.
+var ErrClusterMismatch = errors.New("etcd2topo: endpoints belong to different etcd clusters")
+
+// clusterCheckTimeout bounds each endpoint's status request at open.
+const clusterCheckTimeout = 2 * time.Second
+
 // DefaultDialTimeout is the time allowed to connect to an endpoint, when
 // Options.DialTimeout is zero.
 const DefaultDialTimeout = 5 * time.Second
@@ -426,9 +435,13 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		_ = cli.Close()
 		return nil, dialError(ctx, addr, opts.DialTimeout, err)
 	}
-	if err := checkClusterIDs(ctx, cli, guard, opts.Endpoints, addr); err != nil {
+	// Endpoints of different clusters (a member's data lost and the member
+	// bootstrapped anew?) are refused; one that does not answer within
+	// clusterCheckTimeout is not checked. guard is pinned to the cluster.
+	if m := guard.CheckEndpoints(ctx, cli, opts.Endpoints, clusterCheckTimeout); m != "" {
 		_ = cli.Close()
-		return nil, err
+		return nil, backendkit.Wrap(topo.InvalidArgument, addr,
+			fmt.Errorf("%w: %s; refusing to use them together (was a member's data lost and the member bootstrapped anew?)", ErrClusterMismatch, m))
 	}
 
 	rootPrefix := ""
