@@ -121,6 +121,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -554,10 +555,7 @@ func (c *Conn) Close() {
 		return
 	}
 	c.mu.Lock()
-	leases := make([]*lease, 0, len(c.leases))
-	for l := range c.leases {
-		leases = append(leases, l)
-	}
+	leases := slices.Collect(maps.Keys(c.leases))
 	c.shared = nil
 	c.mu.Unlock()
 
