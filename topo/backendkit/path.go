@@ -54,3 +54,24 @@ func contextCode(err error) topo.ErrorCode {
 	}
 	return topo.Interrupted
 }
+
+// Begin runs the checks that open a Conn method taking one path, in
+// backendkit's order: CheckContext (Timeout, Interrupted), then check on
+// path (its InvalidPath or InvalidArgument *topo.Error; topo.CleanFilePath,
+// topo.CleanDirPath, topo.CleanPrefix or a closure over CheckCreate and the
+// like), then a Closed *topo.Error naming the checked path when closed
+// reports the Conn closed. It returns the checked path. etcd2topo uses it;
+// zk2topo, consultopo and memorytopo open their methods the same way.
+func Begin(ctx context.Context, path string, check func(string) (string, error), closed func() bool) (string, error) {
+	if err := CheckContext(ctx, path); err != nil {
+		return "", err
+	}
+	p, err := check(path)
+	if err != nil {
+		return "", err
+	}
+	if closed() {
+		return "", topo.NewError(topo.Closed, p)
+	}
+	return p, nil
+}

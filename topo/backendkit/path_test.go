@@ -52,3 +52,22 @@ func TestCheckContext(t *testing.T) {
 	cancel3(errors.New("shutting down"))
 	require.True(t, topo.IsErrType(backendkit.FromContext(withCause, "r"), topo.Interrupted))
 }
+
+// TestBeginOrder: Begin checks the context first, the path second and
+// closed last, and returns the checked path.
+func TestBeginOrder(t *testing.T) {
+	open := func() bool { return false }
+	shut := func() bool { return true }
+	p, err := backendkit.Begin(context.Background(), "/a/b", topo.CleanFilePath, open)
+	require.NoError(t, err)
+	require.Equal(t, "a/b", p)
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = backendkit.Begin(cancelled, "", topo.CleanFilePath, shut)
+	require.True(t, topo.IsErrType(err, topo.Interrupted), "the context first: %v", err)
+	_, err = backendkit.Begin(context.Background(), "", topo.CleanFilePath, shut)
+	require.True(t, topo.IsErrType(err, topo.InvalidPath), "the path before closed: %v", err)
+	_, err = backendkit.Begin(context.Background(), "a", topo.CleanFilePath, shut)
+	require.True(t, topo.IsErrType(err, topo.Closed), "closed last: %v", err)
+}

@@ -98,3 +98,75 @@ func TestCampaignBehindWaitForLeadershipEndsWithCtx(t *testing.T) {
 	require.True(t, topo.IsErrType(<-waited, topo.Interrupted))
 	p1.Stop()
 }
+
+// cutOffAheader is the fake driver with an Ahead that no store answers,
+// as on a client cut off from its store: it blocks until its ctx ends,
+// after telling reading (when it has room).
+type cutOffAheader struct {
+	*driver
+	reading chan struct{}
+}
+
+func (d cutOffAheader) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
+	select {
+	case d.reading <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, false, ctx.Err()
+}
+
+// TestFirstReadEndsWithClaim: the first read of a wait (the uncontended
+// Ahead, before the wait proper) ends when the claim ends, not only with
+// the caller's context: a WaitForLeadership (whose context never ends)
+// or a Lock whose store stops answering that read returns LockLost once
+// its session is declared lost, and Interrupted at Stop. (An etcd waiter
+// cut off between its Create and that read waited forever before.)
+func TestFirstReadEndsWithClaim(t *testing.T) {
+	newCutOff := func() (*claims.Engine, cutOffAheader) {
+		d := cutOffAheader{&driver{s: newStore()}, make(chan struct{}, 1)}
+		return claims.New(d, claims.Options{}), d
+	}
+	outcome := func(t *testing.T, got <-chan error) error {
+		t.Helper()
+		select {
+		case err := <-got:
+			return err
+		case <-time.After(longWait):
+			t.Fatal("the wait outlived its claim")
+			return nil
+		}
+	}
+	t.Run("WaitForLeadership/session lost", func(t *testing.T) {
+		e, d := newCutOff()
+		p, err := e.NewLeaderParticipation("el", "me")
+		require.NoError(t, err)
+		defer p.Stop()
+		got := make(chan error, 1)
+		go func() { _, err := p.WaitForLeadership(); got <- err }()
+		<-d.reading
+		d.session().Lost()
+		err = outcome(t, got)
+		require.True(t, topo.IsErrType(err, topo.LockLost), "got %v", err)
+	})
+	t.Run("WaitForLeadership/Stop", func(t *testing.T) {
+		e, d := newCutOff()
+		p, err := e.NewLeaderParticipation("el", "me")
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() { _, err := p.WaitForLeadership(); got <- err }()
+		<-d.reading
+		p.Stop()
+		err = outcome(t, got)
+		require.True(t, topo.IsErrType(err, topo.Interrupted), "got %v", err)
+	})
+	t.Run("Lock/session lost", func(t *testing.T) {
+		e, d := newCutOff()
+		got := make(chan error, 1)
+		go func() { _, err := e.LockName(context.Background(), "d", "me"); got <- err }()
+		<-d.reading
+		d.session().Lost()
+		err := outcome(t, got)
+		require.True(t, topo.IsErrType(err, topo.LockLost), "got %v", err)
+	})
+}

@@ -32,6 +32,9 @@ type claim struct {
 	done chan struct{}
 	// cancel, for a candidacy, cancels the leadership context.
 	cancel context.CancelCauseFunc
+	// abort, while set, cancels the context of the driver request that
+	// bound made for the claim; guarded by sess.mu.
+	abort context.CancelFunc
 	// position is the entry's place in its queue when it was granted
 	// (1: the head), for DefectTokenIsPosition only.
 	position int64
@@ -93,6 +96,33 @@ func (cl *claim) endLocked(st claimState) {
 	if cl.cancel != nil {
 		cl.cancel(cl.errLocked())
 	}
+	if cl.abort != nil {
+		cl.abort()
+	}
+}
+
+// bound returns ctx, also cancelled when cl ends (released by Unlock,
+// Resign or Stop; lost with its session): the context of a driver
+// request of a wait that no goroutine watching the claim covers, such as
+// its first read. Call unbind once the request returned. One bound
+// request at a time per claim.
+func (cl *claim) bound(ctx context.Context) context.Context {
+	bctx, cancel := context.WithCancel(ctx)
+	cl.sess.mu.Lock()
+	defer cl.sess.mu.Unlock()
+	cl.abort = cancel
+	if cl.state != stateLive {
+		cancel()
+	}
+	return bctx
+}
+
+// unbind releases the context bound returned.
+func (cl *claim) unbind() {
+	cl.sess.mu.Lock()
+	defer cl.sess.mu.Unlock()
+	cl.abort()
+	cl.abort = nil
 }
 
 // end is endLocked taking sess.mu; it also forgets cl on its session.

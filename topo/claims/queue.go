@@ -59,7 +59,12 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 			cl.position = 1
 			return nil
 		case e.aheader != nil:
-			ahead, in, err := e.ahead(ctx, cl)
+			// Bound to cl: no goroutine ends this read when the session
+			// is lost or Stop withdraws cl (WaitForLeadership's ctx
+			// never ends), and a store cut off from the client may never
+			// answer it.
+			ahead, in, err := e.ahead(cl.bound(ctx), cl)
+			cl.unbind()
 			if err == nil && in && len(ahead) == 0 && e.acquirer == nil {
 				cl.position = 1
 				return cl.err() // lost as it was granted

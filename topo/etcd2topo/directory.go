@@ -22,14 +22,8 @@ import (
 // candidates and their elections, and leased files written by other tools.
 // It returns NoNode when no key is under dirPath.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
-	if err := backendkit.CheckContext(ctx, dirPath); err != nil {
-		return nil, err
-	}
-	d, err := topo.CleanDirPath(dirPath)
+	d, err := backendkit.Begin(ctx, dirPath, topo.CleanDirPath, c.isClosed)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.check(ctx, d); err != nil {
 		return nil, err
 	}
 	prefix := c.dirPrefix(d)

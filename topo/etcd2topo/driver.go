@@ -354,12 +354,24 @@ func (d driver) head(ctx context.Context, q claims.Queue, queue []claims.Entry, 
 	return queue[0], nil
 }
 
-// Ahead implements claims.Aheader: one read of the newest entries of q
-// not newer than e, newest first and limited, which etcd answers without
+// Ahead implements claims.Aheader: from the Conn's view of q when waiters
+// of the Conn keep one (view.go), without a request; otherwise one read
+// of the newest entries of q not newer than e, newest first and limited, which etcd answers without
 // sending the rest of the queue: e first (else it is gone), then the ones
 // just ahead of it. When non-entry keys filled the limit, the whole queue
 // is read instead.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+	if v := d.c.liveView(q); v != nil {
+		// A view that has not seen e within viewWait (its watch lags or
+		// is stuck) gives way to the read.
+		vctx, cancel := context.WithTimeout(ctx, viewWait)
+		ahead, in, err := v.ahead(vctx, d.c, e, max)
+		cancel()
+		d.c.closeView(v)
+		if err == nil || ctx.Err() != nil {
+			return ahead, in, err
+		}
+	}
 	prefix := d.c.queuePrefix(q)
 	atMost := clientv3.WithMaxModRev(e.Token)
 	if q.Native {
@@ -384,6 +396,10 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	slices.Reverse(ahead)
 	return ahead, true, nil
 }
+
+// viewWait bounds how long Ahead waits for the Conn's view of a queue to
+// show the entry, before it reads the queue instead.
+const viewWait = time.Second
 
 // aheadInList is Ahead from a read of the whole queue.
 func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {

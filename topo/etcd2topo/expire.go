@@ -3,6 +3,8 @@ package etcd2topo
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
@@ -26,10 +28,7 @@ func (c *Conn) RevokeLeases(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
-	leases := make([]*lease, 0, len(c.leases))
-	for l := range c.leases {
-		leases = append(leases, l)
-	}
+	leases := slices.Collect(maps.Keys(c.leases))
 	c.mu.Unlock()
 	for _, l := range leases {
 		if _, err := c.cli.Revoke(ctx, l.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {

@@ -17,14 +17,8 @@ import (
 // InvalidPath, InvalidArgument (value too large), Timeout, Interrupted,
 // Closed, Unavailable as documented on topo.Conn.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckCreate(filePath, contents)
+	p, err := backendkit.Begin(ctx, filePath, func(fp string) (string, error) { return backendkit.CheckCreate(fp, contents) }, c.isClosed)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	k := c.key(p)
@@ -104,14 +98,8 @@ func (c *Conn) casMismatch(ctx context.Context, p string) error {
 // Get returns the contents of filePath and its ModRevision as the version
 // (one linearizable range read), or NoNode.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, nil, err
 	}
 	resp, err := c.cli.Get(ctx, c.key(p))
@@ -131,14 +119,8 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // future), Compacted if etcd compacted that revision away, and
 // InvalidArgument for a negative version.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckGetVersion(filePath, version)
+	p, err := backendkit.Begin(ctx, filePath, func(fp string) (string, error) { return backendkit.CheckGetVersion(fp, version) }, c.isClosed)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	if version == 0 {
@@ -169,14 +151,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // backendkit.ReservedFiles naming them (NoNode is then not returned, even when
 // no other file matches).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	if err := backendkit.CheckContext(ctx, filePathPrefix); err != nil {
-		return nil, err
-	}
-	p, err := topo.CleanPrefix(filePathPrefix)
+	p, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithPrefix())

@@ -168,14 +168,14 @@ func contend(t *testing.T, cs []contender, mark, total int64, at func()) []int64
 // store requests and watch events per acquisition do not grow with n:
 // a release wakes the one waiter next in line, not every waiter.
 func TestHandoverCostFlat(t *testing.T) {
-	const measured = 60
+	const measured, nconns = 60, 4
 	for _, kind := range []string{"lock", "election", "native"} {
 		t.Run(kind, func(t *testing.T) {
 			var reqs, events []float64
 			for _, n := range []int{2, 20, 200} {
 				var sc storeCounter
 				root := newRoot()
-				conns := make([]*Conn, 4)
+				conns := make([]*Conn, nconns)
 				for i := range conns {
 					o := testOptions(serverAddr)
 					o.LockTTL = 30 * time.Second // 200 leases: no lapse under load
@@ -213,9 +213,12 @@ func TestHandoverCostFlat(t *testing.T) {
 			// Ahead, no watch, no event); with 20 or 200 every one waits,
 			// and beyond maxSharedLeases per Conn (n = 200) some take a
 			// lease of their own (a grant and a revoke more): the slack.
+			// Every Conn with waiters keeps a view of the queue (view.go),
+			// which sees the entry put and the entry deleted by each
+			// handover: two events per Conn, whatever n.
 			for i := 1; i < len(reqs); i++ {
 				require.LessOrEqual(t, reqs[i], reqs[0]+6, "requests per handover grow with the number of waiters: %v", reqs)
-				require.LessOrEqual(t, events[i], events[0]+3, "watch events per handover grow with the number of waiters: %v", events)
+				require.LessOrEqual(t, events[i], events[0]+2*nconns+3, "watch events per handover grow with the number of waiters: %v", events)
 			}
 			require.LessOrEqual(t, reqs[2], 1.25*reqs[1], "requests per handover grow with the number of waiters: %v", reqs)
 			require.LessOrEqual(t, events[2], events[1]+1, "watch events per handover grow with the number of waiters: %v", events)

@@ -164,51 +164,6 @@ func nativeEntry(q claims.Queue, kv *mvccpb.KeyValue) claims.Entry {
 	return e
 }
 
-// nativeGuard is how Conn.Txn compiles IfHeld on a native term: the
-// Vitess-layout claims are compared on their ModRevision, which Proclaim
-// moves on a native key.
-type nativeGuard struct {
-	// conn is the Conn that issued the term, clusterID the etcd cluster
-	// its key was put on (for Txn's same-cluster check of a Fence of
-	// another Conn).
-	conn      *Conn
-	clusterID uint64
-	// key is the candidate key: Txn's failure branch reads it WITH its
-	// value (etcd 3.7 leaves the lease out of keys-only reads).
-	key string
-	// cmps hold exactly while the term is held in the store.
-	cmps []clientv3.Cmp
-	// gone reports whether the failure read of key (nil: absent) shows
-	// the term gone: the IfHeld op then fails with LockLost.
-	gone func(kv *mvccpb.KeyValue) bool
-	// held is false when the term is known to have ended here (Resign,
-	// Stop, Done closed, lease lost or past its proven-until time): Txn
-	// then fails the op with LockLost without relying on the store.
-	held bool
-}
-
-// nativeGuardOf returns the guard of f when it is a native term of an
-// etcd2topo Conn.
-func nativeGuardOf(f topo.Fence) (nativeGuard, bool) {
-	g, ok := claims.FenceGuard(f)
-	if !ok || !g.Queue().Native {
-		return nativeGuard{}, false
-	}
-	d, ok := g.Driver().(driver)
-	if !ok {
-		return nativeGuard{}, false
-	}
-	l, e := g.Session().Ref().(*lease), g.Entry()
-	return nativeGuard{
-		conn:      d.c,
-		clusterID: l.clusterID,
-		key:       e.Key,
-		cmps:      nativeHeldCmps(e, l),
-		gone:      func(kv *mvccpb.KeyValue) bool { return !stillOurs(g.Queue(), kv, e, l) },
-		held:      g.Live() && !l.lost(),
-	}, true
-}
-
 // nativeHeldCmps are the compares that hold exactly while the native
 // entry e lives in the store: its key created at its token, on lease l.
 func nativeHeldCmps(e claims.Entry, l *lease) []clientv3.Cmp {
@@ -218,47 +173,16 @@ func nativeHeldCmps(e claims.Entry, l *lease) []clientv3.Cmp {
 	}
 }
 
-// nativeResume is what ResumeInfo returns, as JSON.
-type nativeResume struct {
-	Backend string `json:"backend"`
-	Layout  string `json:"layout"`
-	Prefix  string `json:"prefix"`
-	ID      string `json:"id"`
-	Key     string `json:"key"`
-	Lease   int64  `json:"lease"`
-	Rev     int64  `json:"create_revision"`
-}
-
 // isNativeResumeInfo reports whether info is a native election's
 // ResumeInfo, for Conn.ResumeLeaderParticipation to route it here.
 func isNativeResumeInfo(info []byte) bool {
-	var r nativeResume
+	var r resumeInfo
 	return json.Unmarshal(info, &r) == nil && r.Backend == FactoryName && r.Layout == nativeLayout
 }
 
 // nativeKey returns the key of lease id's candidate under prefix.
 func nativeKey(prefix string, id clientv3.LeaseID) string {
 	return fmt.Sprintf("%s/%x", prefix, int64(id))
-}
-
-// parseNativeResume checks info, a native ResumeInfo, for q and id.
-func parseNativeResume(q claims.Queue, id string, info []byte) (nativeResume, error) {
-	bad := func(why string) error {
-		return backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("etcd2topo: resume info: "+why))
-	}
-	var r nativeResume
-	if err := json.Unmarshal(info, &r); err != nil {
-		return r, bad(err.Error())
-	}
-	switch {
-	case r.Backend != FactoryName || r.Layout != nativeLayout:
-		return r, bad("not a native etcd election's")
-	case r.Prefix != q.Path || r.ID != id:
-		return r, bad("issued for another prefix or id")
-	case r.Lease <= 0 || r.Rev <= 0 || r.Key != nativeKey(q.Path, clientv3.LeaseID(r.Lease)):
-		return r, bad("malformed key, lease or revision")
-	}
-	return r, nil
 }
 
 // ResumeNativeElection takes back, through this Conn, the candidacy that a

@@ -403,7 +403,7 @@ func TestNativeResume(t *testing.T) {
 	require.Equal(t, []byte("v2"), l.Value)
 
 	// The resumed lease is kept alive by the fresh Conn.
-	var r nativeResume
+	var r resumeInfo
 	require.NoError(t, json.Unmarshal(info, &r))
 	require.Contains(t, fresh.leaseIDs(), clientv3.LeaseID(r.Lease))
 
@@ -481,7 +481,7 @@ func TestNativePrefixes(t *testing.T) {
 }
 
 // TestNativeHeldCompares: the compares a native term gives Txn (see
-// nativeGuardOf) hold while it leads, across Proclaims (which move the
+// guardOf) hold while it leads, across Proclaims (which move the
 // key's ModRevision, so a ModRevision compare would not), and fail once
 // it resigned.
 func TestNativeHeldCompares(t *testing.T) {
@@ -493,10 +493,10 @@ func TestNativeHeldCompares(t *testing.T) {
 	require.NoError(t, err)
 	f, err := p.Term()
 	require.NoError(t, err)
-	_, ok := nativeGuardOf(f)
+	_, ok := guardOf(f)
 	require.True(t, ok)
 	held := func() bool {
-		g, _ := nativeGuardOf(f)
+		g, _ := guardOf(f)
 		require.Same(t, c, g.conn)
 		require.NotZero(t, g.clusterID)
 		resp, err := cli.Txn(ctx).If(g.cmps...).Else(clientv3.OpGet(g.key)).Commit()

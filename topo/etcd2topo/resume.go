@@ -20,11 +20,14 @@ import (
 // vitessLayout names the default layout in ResumeInfo.
 const vitessLayout = "vitess"
 
-// vitessResume is what ResumeInfo returns, as JSON.
-type vitessResume struct {
+// resumeInfo is what ResumeInfo returns, as JSON: Election in the Vitess
+// layout, Prefix in the native one (the other is left out, so each
+// layout's JSON keeps its fields and their order).
+type resumeInfo struct {
 	Backend  string `json:"backend"`
 	Layout   string `json:"layout"`
-	Election string `json:"election"`
+	Election string `json:"election,omitempty"`
+	Prefix   string `json:"prefix,omitempty"`
 	ID       string `json:"id"`
 	Key      string `json:"key"`
 	Lease    int64  `json:"lease"`
@@ -36,16 +39,12 @@ type vitessResume struct {
 // election, the id, the candidate entry's key, its lease id and its
 // CreateRevision.
 func (d driver) ResumeInfo(q claims.Queue, s *claims.Session, e claims.Entry) ([]byte, error) {
+	r := resumeInfo{Backend: FactoryName, Layout: vitessLayout, Election: q.Path, ID: e.Contents,
+		Key: e.Key, Lease: int64(s.Ref().(*lease).id), Rev: e.Token}
 	if q.Native {
-		return json.Marshal(nativeResume{
-			Backend: FactoryName, Layout: nativeLayout, Prefix: q.Path, ID: e.Contents,
-			Key: e.Key, Lease: int64(s.Ref().(*lease).id), Rev: e.Token,
-		})
+		r.Layout, r.Election, r.Prefix = nativeLayout, "", q.Path
 	}
-	return json.Marshal(vitessResume{
-		Backend: FactoryName, Layout: vitessLayout, Election: q.Path, ID: e.Contents,
-		Key: e.Key, Lease: int64(s.Ref().(*lease).id), Rev: e.Token,
-	})
+	return json.Marshal(r)
 }
 
 // Resume implements claims.Driver: it renews the entry's lease and keeps
@@ -97,25 +96,29 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return e, l.sess, nil
 }
 
-// parseResume checks info, a ResumeInfo, for election q and id.
-func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (vitessResume, error) {
-	if q.Native {
-		r, err := parseNativeResume(q, id, info)
-		return vitessResume{Key: r.Key, Lease: r.Lease, Rev: r.Rev}, err
-	}
+// parseResume checks info, a ResumeInfo, for election (or native
+// prefix) q and id.
+func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (resumeInfo, error) {
 	bad := func(why string) error {
 		return backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("etcd2topo: resume info: "+why))
 	}
-	var r vitessResume
+	var r resumeInfo
 	if err := json.Unmarshal(info, &r); err != nil {
 		return r, bad(err.Error())
 	}
+	layout, name, key, what := vitessLayout, r.Election, c.electionPrefix(q.Path)+strconv.FormatInt(r.Lease, 10), "election"
+	if q.Native {
+		layout, name, key, what = nativeLayout, r.Prefix, nativeKey(q.Path, clientv3.LeaseID(r.Lease)), "prefix"
+	}
 	switch {
-	case r.Backend != FactoryName || r.Layout != vitessLayout:
+	case r.Backend != FactoryName || r.Layout != layout:
+		if q.Native {
+			return r, bad("not a native etcd election's")
+		}
 		return r, bad("not an etcd election's")
-	case r.Election != q.Path || r.ID != id:
-		return r, bad("issued for another election or id")
-	case r.Lease <= 0 || r.Rev <= 0 || r.Key != c.electionPrefix(q.Path)+strconv.FormatInt(r.Lease, 10):
+	case name != q.Path || r.ID != id:
+		return r, bad("issued for another " + what + " or id")
+	case r.Lease <= 0 || r.Rev <= 0 || r.Key != key:
 		return r, bad("malformed key, lease or revision")
 	}
 	return r, nil

@@ -121,6 +121,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -150,6 +151,15 @@ const DefaultLockTTL = 30 * time.Second
 // DefaultNamedLockTTL is the lease TTL of locks taken with LockName, when
 // Options.NamedLockTTL is zero.
 const DefaultNamedLockTTL = 24 * time.Hour
+
+// ErrClusterMismatch is wrapped (with code InvalidArgument) by the error
+// of NewConn and NewConnContext when the endpoints given belong to
+// different etcd clusters: their answers carry different cluster IDs.
+// Nothing was read or written through the Conn then.
+var ErrClusterMismatch = errors.New("etcd2topo: endpoints belong to different etcd clusters")
+
+// clusterCheckTimeout bounds each endpoint's status request at open.
+const clusterCheckTimeout = 2 * time.Second
 
 // DefaultDialTimeout is the time allowed to connect to an endpoint, when
 // Options.DialTimeout is zero.
@@ -309,9 +319,11 @@ type Conn struct {
 	clusterID atomic.Uint64
 
 	mu        sync.Mutex
-	shared    []*lease            // the leases of Lock, TryLock and elections (sharedLease)
-	leases    map[*lease]struct{} // every live lease, for Close
-	keysInUse map[string]struct{} // entry names taken, see takeKey
+	shared    []*lease              // the leases of Lock, TryLock and elections (sharedLease)
+	leases    map[*lease]struct{}   // every live lease, for Close
+	keysInUse map[string]struct{}   // entry names taken, see takeKey
+	views     map[string]*queueView // the views of queues with waiters, by prefix (view.go)
+	waiting   map[string]int        // WaitGone calls under way, by queue prefix
 
 	// Claims are the Conn's locks and elections: eng, run over the Conn's
 	// driver (driver.go).
@@ -424,9 +436,13 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		_ = cli.Close()
 		return nil, dialError(ctx, addr, opts.DialTimeout, err)
 	}
-	if err := checkClusterIDs(ctx, cli, guard, opts.Endpoints, addr); err != nil {
+	// Endpoints of different clusters (a member's data lost and the member
+	// bootstrapped anew?) are refused; one that does not answer within
+	// clusterCheckTimeout is not checked. guard is pinned to the cluster.
+	if m := guard.CheckEndpoints(ctx, cli, opts.Endpoints, clusterCheckTimeout); m != "" {
 		_ = cli.Close()
-		return nil, err
+		return nil, backendkit.Wrap(topo.InvalidArgument, addr,
+			fmt.Errorf("%w: %s; refusing to use them together (was a member's data lost and the member bootstrapped anew?)", ErrClusterMismatch, m))
 	}
 
 	rootPrefix := ""
@@ -443,6 +459,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},
 		keysInUse:  map[string]struct{}{},
+		views:      map[string]*queueView{},
+		waiting:    map[string]int{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
@@ -537,10 +555,7 @@ func (c *Conn) Close() {
 		return
 	}
 	c.mu.Lock()
-	leases := make([]*lease, 0, len(c.leases))
-	for l := range c.leases {
-		leases = append(leases, l)
-	}
+	leases := slices.Collect(maps.Keys(c.leases))
 	c.shared = nil
 	c.mu.Unlock()
 

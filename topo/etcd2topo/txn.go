@@ -99,17 +99,13 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 	if err != nil {
 		return nil, err
 	}
-	t := txnPlan{ops: ck, claims: make([]*claim, len(ck)), guards: make([]*nativeGuard, len(ck)), held: make([]bool, len(ck))}
+	t := txnPlan{ops: ck, guards: make([]*guard, len(ck))}
 	for i, op := range ck {
 		if op.Kind != topo.TxnIfHeld {
 			continue
 		}
-		if g, ok := nativeGuardOf(op.Fence); ok {
-			t.guards[i], t.held[i] = &g, g.held
-			continue
-		}
 		var ok bool
-		if t.claims[i], t.held[i], ok = heldClaim(op.Fence); !ok {
+		if t.guards[i], ok = guardOf(op.Fence); !ok {
 			return nil, backendkit.ForeignFence(op, FactoryName)
 		}
 	}
@@ -122,19 +118,12 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 	}
 	for i, g := range t.guards {
 		if g != nil && g.conn != c {
-			if err := c.sameCluster(ctx, ck[i], &claim{path: g.key, clusterID: g.clusterID}); err != nil {
+			if err := c.sameCluster(ctx, ck[i], g); err != nil {
 				return nil, err
 			}
 		}
 	}
-	for i, cl := range t.claims {
-		if cl != nil && cl.c != c {
-			if err := c.sameCluster(ctx, ck[i], cl); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if ck[0].Kind == topo.TxnIfHeld && !t.held[0] {
+	if ck[0].Kind == topo.TxnIfHeld && !t.guards[0].held {
 		return nil, backendkit.TxnFailed(ck[0], topo.LockLost)
 	}
 	then := t.then
@@ -168,9 +157,7 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 // txnPlan is a transaction translated into etcd's terms.
 type txnPlan struct {
 	ops    []backendkit.TxnOp
-	claims []*claim       // the entry of each IfHeld op
-	guards []*nativeGuard // or its native term's guard
-	held   []bool         // false: the IfHeld op's claim ended here
+	guards []*guard // the guard of each IfHeld op
 
 	cmps  []clientv3.Cmp
 	then  []clientv3.Op
@@ -202,11 +189,7 @@ func (t *txnPlan) build(c *Conn) {
 	for i, op := range t.ops {
 		k := c.key(op.Path)
 		if op.Kind == topo.TxnIfHeld {
-			if g := t.guards[i]; g != nil {
-				k = g.key
-			} else {
-				k = t.claims[i].key
-			}
+			k = t.guards[i].key
 		}
 		t.keys[i] = k
 		compared := true
@@ -218,10 +201,8 @@ func (t *txnPlan) build(c *Conn) {
 		case topo.TxnIfPresent:
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
 		case topo.TxnIfHeld:
-			if g := t.guards[i]; g != nil && t.held[i] {
-				t.cmps = append(t.cmps, g.cmps...)
-			} else if t.held[i] {
-				t.cmps = append(t.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", t.claims[i].rev))
+			if t.guards[i].held {
+				t.cmps = append(t.cmps, t.guards[i].cmps...)
 			} else {
 				t.cmps = append(t.cmps, never(k))
 			}
@@ -245,7 +226,7 @@ func (t *txnPlan) build(c *Conn) {
 		}
 		if _, dup := t.read[k]; compared && !dup {
 			t.read[k] = len(t.reads)
-			t.reads = append(t.reads, failureRead{key: k, withValues: op.Kind == topo.TxnIfHeld && t.guards[i] != nil})
+			t.reads = append(t.reads, failureRead{key: k, withValues: t.guards[i] != nil && t.guards[i].withValue})
 		}
 	}
 }
@@ -341,21 +322,21 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 			kv = kvs[0]
 		}
 		if g := t.guards[i]; g != nil {
-			if !t.held[i] || g.gone(kv) {
+			if !g.held || g.gone(kv) {
 				return backendkit.TxnFailed(op, topo.LockLost)
 			}
 			continue
 		}
-		if code, failed := opFails(op, kv, t.claims[i], t.held[i]); failed {
+		if code, failed := opFails(op, kv); failed {
 			return backendkit.TxnFailed(op, code)
 		}
 	}
 	return nil
 }
 
-// opFails evaluates op's condition on kv, its key as the failed
-// transaction read it (nil: absent).
-func opFails(op backendkit.TxnOp, kv *mvccpb.KeyValue, cl *claim, held bool) (topo.ErrorCode, bool) {
+// opFails evaluates the condition of op (not an IfHeld) on kv, its key as
+// the failed transaction read it (nil: absent).
+func opFails(op backendkit.TxnOp, kv *mvccpb.KeyValue) (topo.ErrorCode, bool) {
 	atVersion := func() (topo.ErrorCode, bool) {
 		switch {
 		case kv == nil:
@@ -372,8 +353,6 @@ func opFails(op backendkit.TxnOp, kv *mvccpb.KeyValue, cl *claim, held bool) (to
 		return topo.NodeExists, kv != nil
 	case topo.TxnIfPresent:
 		return topo.NoNode, kv == nil
-	case topo.TxnIfHeld:
-		return topo.LockLost, !held || kv == nil || kv.ModRevision != cl.rev
 	case topo.TxnUpdate:
 		return atVersion()
 	case topo.TxnDelete:
@@ -499,11 +478,11 @@ func requestOpSize(op clientv3.Op) int {
 	}
 }
 
-// sameCluster returns nil when cl, an entry put through another Conn, is
+// sameCluster returns nil when g, an entry put through another Conn, is
 // on this Conn's etcd cluster, and an InvalidArgument *topo.TxnError for
 // op otherwise. The Conn learns its cluster's id from its first answer
 // (one read, once, if nothing else told it yet).
-func (c *Conn) sameCluster(ctx context.Context, op backendkit.TxnOp, cl *claim) error {
+func (c *Conn) sameCluster(ctx context.Context, op backendkit.TxnOp, g *guard) error {
 	id := c.clusterID.Load()
 	if id == 0 {
 		resp, err := c.cli.Get(ctx, c.rootPrefix+"\x00", clientv3.WithCountOnly())
@@ -513,8 +492,8 @@ func (c *Conn) sameCluster(ctx context.Context, op backendkit.TxnOp, cl *claim) 
 		c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
 		id = resp.Header.ClusterId
 	}
-	if id != cl.clusterID {
-		return backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, cl.path,
+	if id != g.clusterID {
+		return backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, g.path,
 			errors.New("if-held: the Fence was issued on another etcd cluster")))
 	}
 	return nil

@@ -69,19 +69,15 @@ func TestTxnRequestSizeBound(t *testing.T) {
 			}
 			entry := c.key(p) + "/locks/" + strings.Repeat("e", kl%40+1)
 			term := c.key(p) + "/term"
-			g := &nativeGuard{key: term, cmps: []clientv3.Cmp{
+			g := &guard{key: term, held: true, cmps: []clientv3.Cmp{
 				clientv3.Compare(clientv3.CreateRevision(term), "=", 1<<62),
 				clientv3.Compare(clientv3.LeaseValue(term), "=", clientv3.LeaseID(1<<62)),
 			}}
-			pl := txnPlan{
-				ops:    ops,
-				claims: []*claim{{key: entry, rev: 1<<63 - 1}, nil, {key: entry, rev: 1}},
-				guards: []*nativeGuard{nil, g, nil},
-				held:   []bool{true, true, false},
+			entryGuard := func(rev int64, held bool) *guard {
+				return &guard{key: entry, held: held, cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(entry), "=", rev)}}
 			}
-			pl.claims = append(pl.claims, make([]*claim, len(ops)-3)...)
-			pl.guards = append(pl.guards, make([]*nativeGuard, len(ops)-3)...)
-			pl.held = append(pl.held, make([]bool, len(ops)-3)...)
+			pl := txnPlan{ops: ops, guards: []*guard{entryGuard(1<<63-1, true), g, entryGuard(1, false)}}
+			pl.guards = append(pl.guards, make([]*guard, len(ops)-3)...)
 			pl.build(c)
 
 			mu.Lock()

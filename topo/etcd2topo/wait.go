@@ -13,21 +13,48 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Waiting for an entry to go (the driver's WaitGone): a waiter watches
-// only its predecessor's key, so a handover wakes the one waiter behind
-// the holder and an entry joining the queue wakes nobody.
+// Waiting for an entry to go (the driver's WaitGone): a waiter waits for
+// its predecessor only, so a handover wakes the one waiter behind the
+// holder and an entry joining the queue wakes nobody. A lone waiter of a
+// Conn watches its predecessor's key; where a Conn has several waiters in
+// one queue, they wait in the Conn's view of it (view.go), which costs
+// the store one event per change of the queue for all of them, and
+// answers their Ahead without a read.
 
-// WaitGone implements claims.Driver: it opens a watch on e's key at the
+// WaitGone implements claims.Driver: it returns once e is gone from q, or
+// rewritten. In the Conn's view of q when the Conn keeps one or has
+// another waiter in q; otherwise it opens a watch on e's key at the
 // current revision (which etcd serves from its synced watcher group, as
-// events are applied), then reads the key: gone or rewritten (no longer e)
-// it returns at once, otherwise at the first event of the key after the
-// read. A watch etcd ends (no leader, member gone) is opened again, 20 ms
-// to 1 s apart.
+// events are applied), then reads the key: gone or rewritten (no longer
+// e) it returns at once, otherwise at the first event of the key after
+// the read. A watch etcd ends (no leader, member gone, compacted) is
+// opened again, 20 ms to 1 s apart.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
+	prefix := c.queuePrefix(q)
+	c.mu.Lock()
+	c.waiting[prefix]++
+	crowd := c.waiting[prefix] > 1 || c.views[prefix] != nil
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.waiting[prefix]--; c.waiting[prefix] == 0 {
+			delete(c.waiting, prefix)
+		}
+		c.mu.Unlock()
+	}()
 	backoff := 20 * time.Millisecond
 	for {
-		err := d.waitGoneOnce(ctx, q, e)
+		var err error
+		if crowd {
+			var v *queueView
+			if v, err = c.openView(ctx, q); err == nil {
+				err = v.waitGone(ctx, c, e)
+				c.closeView(v)
+			}
+		} else {
+			err = d.waitGoneOnce(ctx, q, e)
+		}
 		if !errors.Is(err, errRewatch) {
 			return err
 		}

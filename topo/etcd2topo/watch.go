@@ -198,14 +198,8 @@ func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetR
 // current value (or NoNode if it was deleted meanwhile). It returns NoNode
 // (and no channel) if the file does not exist.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, nil, err
-	}
-	p, err := topo.CleanFilePath(filePath)
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, nil, err
 	}
 	k := c.key(p)
@@ -280,14 +274,8 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 // watchRecursive is WatchRecursive, also returning how far its channel
 // has got.
 func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, *watchSync, error) {
-	if err := backendkit.CheckContext(ctx, prefix); err != nil {
-		return nil, nil, nil, err
-	}
-	p, err := topo.CleanPrefix(prefix)
+	p, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, nil, nil, err
 	}
 	k := c.key(p)

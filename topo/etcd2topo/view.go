@@ -1,0 +1,251 @@
+package etcd2topo
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo/claims"
+)
+
+// The queue view: while waiters of a Conn wait in one queue, the Conn
+// keeps the queue's entries in memory, from one read of its prefix and
+// one watch of it from the read's revision on. A handover then costs the
+// store one event sent to each Conn with waiters, whatever the number of
+// waiters: the waiter behind the leaver is woken in process, and where it
+// now stands is found in the view, not by a read that etcd answers by
+// visiting every entry of the queue (a range sorted by revision, or
+// bounded by one, reads the whole range from the backend, however small
+// its limit).
+//
+// Why a view is as good as a read: the view shows the queue as it was at
+// its revision (every event up to it applied, in order). An entry absent
+// from the view at a revision at or past its token is gone for good (its
+// key and token never come back), and when no entry older than e is left
+// at a revision at or past e's token, none ever will be (tokens only
+// grow): so the engine grants no earlier than a read would.
+
+// queueView is the view of one queue's entries.
+type queueView struct {
+	q         claims.Queue
+	prefix    string
+	cancel    context.CancelFunc
+	ready     chan struct{} // closed once the first read is in (or it failed)
+	readyOnce sync.Once
+	refs      int // users, under the Conn's mu
+
+	mu      sync.Mutex
+	rev     int64                       // every event up to rev is applied
+	entries map[string]*mvccpb.KeyValue // the entries at rev, by key
+	// waits holds, for each key someone waits on, a channel closed at
+	// the key's next event: a change wakes only the waiters of its key.
+	waits  map[string]chan struct{}
+	broken chan struct{} // closed when the watch ended: use a new view
+	err    error         // why the read or the watch failed
+}
+
+// openView returns the Conn's view of q, starting one if there is none,
+// once its first read is in; release it with closeView. It fails as
+// watchEnded says when ctx ends or the view broke first.
+func (c *Conn) openView(ctx context.Context, q claims.Queue) (*queueView, error) {
+	prefix := c.queuePrefix(q)
+	c.mu.Lock()
+	v := c.views[prefix]
+	if v == nil {
+		vctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
+		v = &queueView{q: q, prefix: prefix, cancel: cancel, ready: make(chan struct{}),
+			entries: map[string]*mvccpb.KeyValue{}, waits: map[string]chan struct{}{}, broken: make(chan struct{})}
+		c.views[prefix] = v
+		go v.run(vctx, c)
+	}
+	v.refs++
+	c.mu.Unlock()
+	select {
+	case <-v.ready:
+	case <-ctx.Done():
+	}
+	if err := v.failure(ctx, c); err != nil {
+		c.closeView(v)
+		return nil, err
+	}
+	return v, nil
+}
+
+// liveView returns the Conn's view of q when one is in use and sound
+// (release it with closeView), else nil.
+func (c *Conn) liveView(q claims.Queue) *queueView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.views[c.queuePrefix(q)]
+	if v == nil {
+		return nil
+	}
+	select {
+	case <-v.ready:
+	default:
+		return nil
+	}
+	if v.failure(context.Background(), c) != nil {
+		return nil
+	}
+	v.refs++
+	return v
+}
+
+// closeView releases v; the last user stops it.
+func (c *Conn) closeView(v *queueView) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v.refs--; v.refs == 0 {
+		v.cancel()
+		if c.views[v.prefix] == v {
+			delete(c.views, v.prefix)
+		}
+	}
+}
+
+// run reads the queue, then applies the watch's events until the watch
+// ends, which breaks the view (and takes it out of the Conn's, so that the
+// next waiter starts another).
+func (v *queueView) run(ctx context.Context, c *Conn) {
+	defer func() {
+		c.mu.Lock()
+		if c.views[v.prefix] == v {
+			delete(c.views, v.prefix)
+		}
+		c.mu.Unlock()
+		close(v.broken)
+		v.readyOnce.Do(func() { close(v.ready) })
+	}()
+	resp, err := c.cli.Get(ctx, v.prefix, clientv3.WithPrefix())
+	if err != nil {
+		v.mu.Lock()
+		v.err = err
+		v.mu.Unlock()
+		return
+	}
+	v.rev = resp.Header.Revision
+	for _, kv := range resp.Kvs {
+		v.apply(kv)
+	}
+	v.readyOnce.Do(func() { close(v.ready) })
+	for wr := range c.cli.Watch(ctx, v.prefix, clientv3.WithPrefix(), clientv3.WithRev(v.rev+1)) {
+		if wr.CompactRevision != 0 || wr.Canceled || wr.Err() != nil {
+			v.mu.Lock()
+			v.err = wr.Err()
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Lock()
+		for _, ev := range wr.Events {
+			key := string(ev.Kv.Key)
+			delete(v.entries, key)
+			if ev.Type == mvccpb.PUT {
+				v.apply(ev.Kv)
+			}
+			v.rev = ev.Kv.ModRevision
+			if ch, ok := v.waits[key]; ok {
+				close(ch)
+				delete(v.waits, key)
+			}
+		}
+		v.mu.Unlock()
+	}
+}
+
+// apply adds kv to the view if it is an entry (called with mu held, or
+// before the view is ready).
+func (v *queueView) apply(kv *mvccpb.KeyValue) {
+	if v.q.Native || queueEntry(kv, v.prefix) {
+		v.entries[string(kv.Key)] = kv
+	}
+}
+
+// failure returns nil while v is sound and ctx lives, else the error
+// watchEnded makes of it.
+func (v *queueView) failure(ctx context.Context, c *Conn) error {
+	select {
+	case <-v.broken:
+	default:
+		if ctx.Err() == nil {
+			return nil
+		}
+	}
+	v.mu.Lock()
+	err := v.err
+	v.mu.Unlock()
+	return c.watchEnded(ctx, err, v.q.Path)
+}
+
+// at calls f with the view, under v.mu, once it shows key's token (e's
+// put is in) and at every event of key after, until f returns true. It
+// fails as watchEnded says when ctx ends or the view breaks first.
+func (v *queueView) at(ctx context.Context, c *Conn, e claims.Entry, f func() bool) error {
+	for {
+		v.mu.Lock()
+		if v.rev >= e.Token && f() {
+			v.mu.Unlock()
+			return nil
+		}
+		ch, ok := v.waits[e.Key]
+		if !ok {
+			ch = make(chan struct{})
+			v.waits[e.Key] = ch
+		}
+		v.mu.Unlock()
+		if err := v.failure(ctx, c); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-v.broken:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// waitGone returns once e is gone from v (see WaitGone).
+func (v *queueView) waitGone(ctx context.Context, c *Conn, e claims.Entry) error {
+	return v.at(ctx, c, e, func() bool {
+		kv := v.entries[e.Key]
+		return kv == nil || !sameEntry(v.q, kv, e)
+	})
+}
+
+// ahead is Ahead from v: the n entries just ahead of e, in one pass over
+// the view.
+func (v *queueView) ahead(ctx context.Context, c *Conn, e claims.Entry, n int) (ahead []claims.Entry, in bool, err error) {
+	var near []*mvccpb.KeyValue // the nearest ahead of e, nearest last
+	err = v.at(ctx, c, e, func() bool {
+		kv := v.entries[e.Key]
+		if in = kv != nil && sameEntry(v.q, kv, e); !in {
+			return true
+		}
+		for _, kv := range v.entries {
+			if t := v.token(kv); t < e.Token && (len(near) < n || t > v.token(near[0])) {
+				i, _ := slices.BinarySearchFunc(near, t, func(x *mvccpb.KeyValue, t int64) int { return cmp.Compare(v.token(x), t) })
+				near = slices.Insert(near, i, kv)
+				if len(near) > n {
+					near = near[1:]
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return queueEntries(v.q, near, v.prefix), in, nil
+}
+
+// token is the token of the entry kv in v's layout.
+func (v *queueView) token(kv *mvccpb.KeyValue) int64 {
+	if v.q.Native {
+		return kv.CreateRevision
+	}
+	return kv.ModRevision
+}
