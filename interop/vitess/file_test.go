@@ -387,8 +387,8 @@ func TestListings(t *testing.T) {
 
 // TestElectionsEntryEphemeral checks that a full ListDir of the root marks
 // the top-level elections directory as Vitess's backends do (Ephemeral on
-// etcd, ZooKeeper and Consul), while an election runs. This is issue 12's
-// second defect: topokit's zk2topo and consultopo mark it not Ephemeral.
+// etcd, ZooKeeper and Consul), while an election runs (topokit's zk2topo and consultopo once marked
+// it not Ephemeral).
 func TestElectionsEntryEphemeral(t *testing.T) {
 	for _, s := range stores() {
 		t.Run(s.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 // legitimate duration).
 const hangGuard = 2 * time.Minute
 
-// TestNestedElectionsIndependent is issue 10 item 10: elections "svc" and
+// TestNestedElectionsIndependent: elections "svc" and
 // "svc/0" (whose directory sorts before any candidate of svc) are
 // independent.
 func TestNestedElectionsIndependent(t *testing.T) {
@@ -82,7 +82,7 @@ func TestNestedElectionsIndependent(t *testing.T) {
 	require.Equal(t, "inner", id)
 }
 
-// TestPermissionDeniedIsPermanent is issue 10 item 15: without the digest
+// TestPermissionDeniedIsPermanent: without the digest
 // credential, watches, locks and leadership waits fail with
 // PermissionDenied instead of retrying.
 func TestPermissionDeniedIsPermanent(t *testing.T) {
@@ -132,7 +132,7 @@ func TestPermissionDeniedIsPermanent(t *testing.T) {
 	}
 }
 
-// TestLockWaiterSessionEnds is issue 10 item 18: a Lock waiter whose
+// TestLockWaiterSessionEnds: a Lock waiter whose
 // session ends returns LockLost, without its context ending.
 func TestLockWaiterSessionEnds(t *testing.T) {
 	root := freshRoot(t)
@@ -165,7 +165,7 @@ func TestLockWaiterSessionEnds(t *testing.T) {
 	}
 }
 
-// TestPartitionedHolderStepsDown is issue 10 items 13 and 17: a lock holder
+// TestPartitionedHolderStepsDown: a lock holder
 // and leader cut off by a blackholing proxy has given up both (Check says
 // LockLost, the leadership context is cancelled) by the time another
 // client gets the lock or the leadership.
@@ -264,7 +264,7 @@ func TestReservedNames(t *testing.T) {
 	require.Equal(t, "d/f", kvs[0].Path)
 }
 
-// TestLinearizableReadsOnFollower is issue 10 item 19: on a 3-node
+// TestLinearizableReadsOnFollower: on a 3-node
 // ensemble, Gets through a Conn on a follower, each started after an
 // Update (through another Conn, on the leader) returned, never miss it
 // with Options.LinearizableReads.
@@ -297,10 +297,10 @@ func TestLinearizableReadsOnFollower(t *testing.T) {
 	require.Zero(t, stale, "stale reads out of 1000")
 }
 
-// TestReadYourWritesAcrossSessions is issue 10 item 19's default
-// guarantee: a Conn whose session expired after it wrote, and whose new
-// session lands on a follower that was paused (lagging) during the writes,
-// still reads its last acknowledged write, without LinearizableReads.
+// TestReadYourWritesAcrossSessions: a Conn whose session expired after
+// it wrote, and whose new session lands on a follower that was paused
+// (lagging) during the writes, still reads its last acknowledged write,
+// without LinearizableReads.
 func TestReadYourWritesAcrossSessions(t *testing.T) {
 	e := zktest.StartEnsemble(t, 3)
 	leader := e.WaitLeader(time.Minute)
@@ -341,7 +341,7 @@ func TestReadYourWritesAcrossSessions(t *testing.T) {
 	require.Equal(t, last, string(got), "the new session read older data than the Conn's acknowledged write")
 }
 
-// TestCheckNeedsConnection is issue 10 item 17: while the lock's session
+// TestCheckNeedsConnection: while the lock's session
 // is disconnected, Check does not say nil (it answers at once, without
 // waiting for the network); once reconnected with the session intact, it
 // says nil again.

@@ -103,7 +103,7 @@ func waitQueuedOr(t *testing.T, zc *zk.Conn, done <-chan struct{}) {
 	}, time.Minute, time.Millisecond)
 }
 
-// TestStaleUnlockAfterExpiry is issue 10 item 1: A holds d, is cut off
+// TestStaleUnlockAfterExpiry: A holds d, is cut off
 // until its session expires, d is emptied and re-created, C locks d (same
 // entry name, as the sequence restarts with the new locks znode). A's
 // Unlock, issued before A noticed the expiry, must return LockLost and
@@ -139,7 +139,7 @@ func TestStaleUnlockAfterForcedExpiry(t *testing.T) {
 	})
 }
 
-// staleUnlock runs the sequence of issue 10 item 1; expire cuts A off and
+// staleUnlock runs TestStaleUnlockAfterExpiry's sequence; expire cuts A off and
 // returns once the server deleted A's entry.
 func staleUnlock(t *testing.T, root string, a *Conn, proxy proxies, expire func(raw *zk.Conn)) {
 	cConn := openConn(t, []string{testServer}, root)
@@ -184,7 +184,7 @@ func staleUnlock(t *testing.T, root string, a *Conn, proxy proxies, expire func(
 	require.NoError(t, lc.Unlock(ctx))
 }
 
-// TestLockDuringUnnoticedExpiry is issue 10 item 2: a Lock started while
+// TestLockDuringUnnoticedExpiry: a Lock started while
 // the Conn's session has expired unnoticed must not leave an entry that
 // blocks d once it returns an error.
 func TestLockDuringUnnoticedExpiry(t *testing.T) {
@@ -215,7 +215,7 @@ func TestLockDuringForcedExpiry(t *testing.T) {
 	}, proxy.Heal)
 }
 
-// lockDuringExpiry runs the sequence of issue 10 item 2; expire cuts A off
+// lockDuringExpiry runs TestLockDuringUnnoticedExpiry's sequence; expire cuts A off
 // and returns once the server deleted A's entries, heal reconnects it.
 func lockDuringExpiry(t *testing.T, root string, a *Conn, expire func(raw *zk.Conn), heal func()) {
 	b := openConn(t, []string{testServer}, root)
@@ -265,7 +265,8 @@ func lockDuringExpiry(t *testing.T, root string, a *Conn, expire func(raw *zk.Co
 	require.NoError(t, l.Unlock(ctx))
 }
 
-// TestDeleteKeepsParentFileData is issue 10 item 3.
+// TestDeleteKeepsParentFileData: deleting a file below a path that is
+// also a file keeps that file's data.
 func TestDeleteKeepsParentFileData(t *testing.T) {
 	root := freshRoot(t)
 	a := openConn(t, []string{testServer}, root)
@@ -289,7 +290,7 @@ func TestDeleteKeepsParentFileData(t *testing.T) {
 	require.Equal(t, "file p, updated", string(got))
 }
 
-// TestCASUpdateOnDirectory is issue 10 item 4: a compare-and-set Update of
+// TestCASUpdateOnDirectory: a compare-and-set Update of
 // a path that is only a directory returns NoNode and changes nothing.
 func TestCASUpdateOnDirectory(t *testing.T) {
 	root := freshRoot(t)
