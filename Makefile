@@ -50,11 +50,18 @@ TESTLANES ?= 2
 test-run:
 	$(MAKE) --no-print-directory -j$(TESTLANES) -Otarget test-packages test-side
 
+# ETCDPKG's tests run twice: here with the main module's etcd client, and
+# in test-side from interop/etcd37, whose go.mod requires client v3.7.3.
+ETCDPKG := github.com/topokit/topokit/topo/etcd2topo
+ETCDCLIENT = $(GO) list -m -f '{{.Path}} {{.Version}}' go.etcd.io/etcd/client/v3
+
 # test-packages: every package but zk2topo, with the race detector
 test-packages:
+	@echo "every package below with $$($(ETCDCLIENT)) (the main module's go.mod)"
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
 
-# test-side: zk2topo's three runs, then the interop modules
+# test-side: zk2topo's three runs, then the interop modules (etcd2topo's
+# tests again from interop/etcd37, with etcd client v3.7.3)
 test-side:
 	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
 		set -e; \
@@ -66,7 +73,8 @@ test-side:
 		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKMUT)' $(ZKPKG); \
 	fi
 	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
-	cd interop/etcd37 && $(GO) test $(TESTFLAGS) ./...
+	@echo "interop/etcd37 and $(ETCDPKG) with $$(cd interop/etcd37 && $(ETCDCLIENT)) (interop/etcd37's go.mod)"
+	cd interop/etcd37 && $(GO) test $(TESTFLAGS) ./... $(ETCDPKG)
 
 
 ## test-cluster: the self-managing etcd cluster's fault scenarios alone
