@@ -1,0 +1,50 @@
+package etcdtest
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/internal/freeport"
+)
+
+func TestClusterConfigs(t *testing.T) {
+	dir := t.TempDir()
+	cfgs, err := clusterConfigs(3, memberConfig{TickMs: 10}, func(i int) string { return filepath.Join(dir, fmt.Sprint(i)) })
+	require.NoError(t, err)
+	require.Len(t, cfgs, 3)
+	seen := map[string]bool{}
+	for i, c := range cfgs {
+		require.Equal(t, fmt.Sprintf("m%d", i), c.Name)
+		require.Equal(t, uint(10), c.TickMs, "base settings are kept")
+		require.Equal(t, filepath.Join(dir, fmt.Sprint(i)), c.Dir)
+		for _, u := range []string{c.ClientURL, c.PeerURL} {
+			require.True(t, strings.HasPrefix(u, "http://127.0.0.1:"), u)
+			require.False(t, seen[u], "duplicate URL %s", u)
+			seen[u] = true
+		}
+		require.Contains(t, c.InitialCluster, c.Name+"="+c.PeerURL)
+		require.Equal(t, cfgs[0].InitialCluster, c.InitialCluster)
+	}
+}
+
+// TestAddrInUse: a member whose client port is taken fails to start with
+// errAddrInUse (what makes Start and StartCluster pick other ports and
+// retry), the running member is the leader of its one-member cluster, and
+// closing it twice is safe.
+func TestAddrInUse(t *testing.T) {
+	m := StartMember(t)
+	require.True(t, m.IsLeader(), "a single member leads")
+	other, err := freeport.Addrs(1)
+	require.NoError(t, err)
+	cfg := baseConfig()
+	cfg.Name, cfg.Dir = "clash", t.TempDir()
+	cfg.ClientURL, cfg.PeerURL = "http://"+m.ClientAddr(), "http://"+other[0]
+	_, err = startMemberProcess(cfg)
+	require.ErrorIs(t, err, errAddrInUse)
+	m.Close()
+	require.NotPanics(t, m.Close)
+}
