@@ -2,7 +2,11 @@ package etcdtest
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -47,4 +51,29 @@ func TestAddrInUse(t *testing.T) {
 	require.ErrorIs(t, err, errAddrInUse)
 	m.Close()
 	require.NotPanics(t, m.Close)
+}
+
+// TestServerConfigFields: the member program (server/main.go, built in a
+// module of its own, so it cannot share the type) reads the JSON of
+// memberConfig into a struct with the same fields, in the same order.
+func TestServerConfigFields(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("server", "main.go"), nil, 0)
+	require.NoError(t, err)
+	var got []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Name == "config" {
+			for _, fld := range ts.Type.(*ast.StructType).Fields.List {
+				for _, name := range fld.Names {
+					got = append(got, name.Name+" "+fmt.Sprint(fld.Type))
+				}
+			}
+		}
+		return true
+	})
+	var want []string
+	rt := reflect.TypeFor[memberConfig]()
+	for i := range rt.NumField() {
+		want = append(want, rt.Field(i).Name+" "+rt.Field(i).Type.String())
+	}
+	require.Equal(t, want, got)
 }
