@@ -60,8 +60,9 @@ test-packages:
 	@echo "every package below with $$($(ETCDCLIENT)) (the main module's go.mod)"
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
 
-# test-side: zk2topo's three runs, then the interop modules (etcd2topo's
-# tests again from interop/etcd37, with etcd client v3.7.3)
+# test-side: zk2topo's three runs, etcd2topo's conformance suite against
+# etcd server v3.7.3, then the interop modules (etcd2topo's tests again
+# from interop/etcd37, with etcd client v3.7.3)
 test-side:
 	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
 		set -e; \
@@ -72,6 +73,8 @@ test-side:
 		echo "$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKMUT)' $(ZKPKG)"; \
 		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKMUT)' $(ZKPKG); \
 	fi
+	@echo "$(ETCDPKG)'s conformance suite against etcd server v3.7.3 (etcdtest), with $$($(ETCDCLIENT))"
+	TOPOKIT_ETCDTEST_SERVER=v3.7.3 $(GO) test $(TESTFLAGS) -run '^TestConformance$$' $(ETCDPKG)
 	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
 	@echo "interop/etcd37 and $(ETCDPKG) with $$(cd interop/etcd37 && $(ETCDCLIENT)) (interop/etcd37's go.mod)"
 	cd interop/etcd37 && $(GO) test $(TESTFLAGS) ./... $(ETCDPKG)
