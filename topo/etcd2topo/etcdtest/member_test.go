@@ -77,3 +77,24 @@ func TestServerConfigFields(t *testing.T) {
 	}
 	require.Equal(t, want, got)
 }
+
+// TestServerVersionChoice: TOPOKIT_ETCDTEST_SERVER picks one of the
+// versions etcdtest has a go.mod for (with or without the "v"); any other
+// is refused with an error naming them, and unset means the default.
+func TestServerVersionChoice(t *testing.T) {
+	for _, v := range ServerVersions() {
+		_, err := serverSource.ReadFile("server/" + v + ".mod")
+		require.NoError(t, err, "a go.mod for %s", v)
+	}
+	t.Setenv(ServerVersionEnv, "")
+	v, err := ServerVersion()
+	require.NoError(t, err)
+	require.Equal(t, DefaultServerVersion, v)
+	t.Setenv(ServerVersionEnv, "3.7.3")
+	v, err = ServerVersion()
+	require.NoError(t, err)
+	require.Equal(t, "v3.7.3", v)
+	t.Setenv(ServerVersionEnv, "v3.5.0")
+	_, err = ServerVersion()
+	require.ErrorContains(t, err, "v3.6.16 or v3.7.3")
+}

@@ -15,7 +15,7 @@ import (
 )
 
 // ServerVersionEnv names the environment variable that chooses the etcd
-// server version the members run: one of ServerVersions. Unset or empty
+// server version the members run: one of ServerVersions(). Unset or empty
 // means DefaultServerVersion.
 const ServerVersionEnv = "TOPOKIT_ETCDTEST_SERVER"
 
@@ -23,8 +23,9 @@ const ServerVersionEnv = "TOPOKIT_ETCDTEST_SERVER"
 // ServerVersionEnv says otherwise: the one `topoctl serve` embeds.
 const DefaultServerVersion = "v3.6.16"
 
-// ServerVersions lists the etcd server versions etcdtest can run.
-var ServerVersions = []string{"v3.6.16", "v3.7.3"}
+// ServerVersions returns the etcd server versions etcdtest can run (a
+// go.mod for each is kept in server/).
+func ServerVersions() []string { return []string{"v3.6.16", "v3.7.3"} }
 
 // serverSource is the member program and, per server version, the go.mod
 // that builds it (server/<version>.mod), with one go.sum for them all.
@@ -43,8 +44,8 @@ func ServerVersion() (string, error) {
 	if !strings.HasPrefix(v, "v") {
 		v = "v" + v
 	}
-	if !slices.Contains(ServerVersions, v) {
-		return "", fmt.Errorf("etcdtest: %s=%s: etcdtest runs etcd server %s", ServerVersionEnv, os.Getenv(ServerVersionEnv), strings.Join(ServerVersions, ", "))
+	if !slices.Contains(ServerVersions(), v) {
+		return "", fmt.Errorf("etcdtest: %s=%s: etcdtest runs etcd server %s", ServerVersionEnv, os.Getenv(ServerVersionEnv), strings.Join(ServerVersions(), " or "))
 	}
 	return v, nil
 }
