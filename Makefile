@@ -50,11 +50,21 @@ TESTLANES ?= 2
 test-run:
 	$(MAKE) --no-print-directory -j$(TESTLANES) -Otarget test-packages test-side
 
+# ETCDPKG's tests run twice: here with the main module's etcd client, and
+# in test-side from interop/etcd37, whose go.mod requires client v3.7.3
+# (after that module's own tests, not beside them: test-side runs one test
+# binary at a time, so that the two lanes keep to the load they had).
+ETCDPKG := github.com/topokit/topokit/topo/etcd2topo
+ETCDCLIENT = $(GO) list -m -f '{{.Path}} {{.Version}}' go.etcd.io/etcd/client/v3
+
 # test-packages: every package but zk2topo, with the race detector
 test-packages:
+	@echo "every package below with $$($(ETCDCLIENT)) (the main module's go.mod)"
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
 
-# test-side: zk2topo's three runs, then the interop modules
+# test-side: zk2topo's three runs, etcd2topo's conformance suite against
+# etcd server v3.7.3, then the interop modules (etcd2topo's tests again
+# from interop/etcd37, with etcd client v3.7.3)
 test-side:
 	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
 		set -e; \
@@ -65,8 +75,12 @@ test-side:
 		echo "$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKMUT)' $(ZKPKG)"; \
 		$(GO) test $(filter-out -race,$(TESTFLAGS)) -run '$(ZKMUT)' $(ZKPKG); \
 	fi
+	@echo "$(ETCDPKG)'s conformance suite against etcd server v3.7.3 (etcdtest), with $$($(ETCDCLIENT))"
+	TOPOKIT_ETCDTEST_SERVER=v3.7.3 $(GO) test $(TESTFLAGS) -run '^TestConformance$$' $(ETCDPKG)
 	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
+	@echo "interop/etcd37 and $(ETCDPKG) with $$(cd interop/etcd37 && $(ETCDCLIENT)) (interop/etcd37's go.mod)"
 	cd interop/etcd37 && $(GO) test $(TESTFLAGS) ./...
+	cd interop/etcd37 && $(GO) test $(TESTFLAGS) $(ETCDPKG)
 
 
 ## test-cluster: the self-managing etcd cluster's fault scenarios alone

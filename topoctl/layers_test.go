@@ -96,3 +96,45 @@ func typeString(e ast.Expr) string {
 	}
 	return ""
 }
+
+// operationPackages are the packages topoctl's commands, the web UI and Go
+// programs share (docs/architecture.md, "Packages").
+var operationPackages = []string{"../topo/tree", "../topo/copy", "../topo/decode", "../topo/inspect", "../topo/connect"}
+
+// TestOperationsHaveNoCLI: the operation packages hold no CLI. They
+// import no command-line, flag, terminal or progress-bar package, nor
+// topoctl or ui, and they never print nor exit (no os.Stdout, os.Stderr,
+// os.Exit, fmt.Print*, log): they return values and typed errors and
+// report progress through callbacks.
+func TestOperationsHaveNoCLI(t *testing.T) {
+	t.Parallel()
+	banned := map[string]bool{
+		"flag": true, "log": true,
+		"github.com/spf13/cobra": true, "github.com/spf13/pflag": true,
+		"github.com/schollz/progressbar/v3": true, "golang.org/x/term": true,
+		"github.com/topokit/topokit/topoctl": true, "github.com/topokit/topokit/ui": true,
+	}
+	bannedUse := map[string]bool{"os.Stdout": true, "os.Stderr": true, "os.Exit": true, "fmt.Print": true, "fmt.Printf": true, "fmt.Println": true}
+	fset := token.NewFileSet()
+	for _, dir := range operationPackages {
+		pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		require.NoError(t, err)
+		require.NotEmpty(t, pkgs, dir)
+		for _, p := range pkgs {
+			for name, f := range p.Files {
+				for _, im := range f.Imports {
+					path, _ := strconv.Unquote(im.Path.Value)
+					assert.False(t, banned[path], "%s imports %s: an operation package holds no CLI", name, path)
+				}
+				ast.Inspect(f, func(n ast.Node) bool {
+					if sel, ok := n.(*ast.SelectorExpr); ok {
+						if use := typeString(sel); bannedUse[use] {
+							t.Errorf("%s: uses %s: an operation package never prints; return values, report progress through a callback", fset.Position(sel.Pos()), use)
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+}

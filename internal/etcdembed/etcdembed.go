@@ -1,7 +1,8 @@
 // Package etcdembed runs etcd members inside the current process, on top of
-// go.etcd.io/etcd/server/v3/embed. It is shared by `topoctl serve` (a
-// long-lived local etcd) and by the etcdtest package (throw-away members and
-// clusters for tests), so that both configure etcd the same way.
+// go.etcd.io/etcd/server/v3/embed. It is used by `topoctl serve` (a
+// long-lived local etcd) and etcdcluster. (The etcdtest package runs its
+// members out of process, so that tests build with etcd client 3.6 or
+// 3.7: see topo/etcd2topo/etcdtest/server.)
 //
 // The server is etcd 3.6 (the module's go.etcd.io/etcd requirements are
 // all v3.6.x, client included, so client and server come from one
@@ -284,57 +285,6 @@ func FreeAddrs(n int) ([]string, error) {
 		return nil, fmt.Errorf("etcdembed: %w", err)
 	}
 	return addrs, nil
-}
-
-// ClusterConfigs returns the configurations of an n-member cluster on
-// free 127.0.0.1 ports, member i named "m<i>" with data directory
-// dirs(i). base supplies every other setting (Logger, TickMs, ...).
-func ClusterConfigs(n int, base Config, dirs func(i int) string) ([]Config, error) {
-	addrs, err := FreeAddrs(2 * n)
-	if err != nil {
-		return nil, err
-	}
-	cfgs := make([]Config, n)
-	var initial []string
-	for i := range n {
-		c := base
-		c.Name = fmt.Sprintf("m%d", i)
-		c.Dir = dirs(i)
-		c.ClientURL = "http://" + addrs[2*i]
-		c.PeerURL = "http://" + addrs[2*i+1]
-		cfgs[i] = c
-		initial = append(initial, c.Name+"="+c.PeerURL)
-	}
-	for i := range cfgs {
-		cfgs[i].InitialCluster = strings.Join(initial, ",")
-	}
-	return cfgs, nil
-}
-
-// StartAll starts every member of cfgs (typically from ClusterConfigs) and
-// waits until all are ready, or ctx ends. On error every started member is
-// closed.
-func StartAll(ctx context.Context, cfgs []Config) ([]*Member, error) {
-	ms := make([]*Member, 0, len(cfgs))
-	fail := func(err error) ([]*Member, error) {
-		for _, m := range ms {
-			m.Close()
-		}
-		return nil, err
-	}
-	for _, c := range cfgs {
-		m, err := Start(c)
-		if err != nil {
-			return fail(err)
-		}
-		ms = append(ms, m)
-	}
-	for _, m := range ms {
-		if err := m.WaitReady(ctx); err != nil {
-			return fail(err)
-		}
-	}
-	return ms, nil
 }
 
 // EnableAuth turns etcd authentication on through cli (a client without

@@ -3,8 +3,6 @@ package etcdembed
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,26 +11,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-func TestClusterConfigs(t *testing.T) {
-	dir := t.TempDir()
-	cfgs, err := ClusterConfigs(3, Config{TickMs: 10}, func(i int) string { return filepath.Join(dir, fmt.Sprint(i)) })
-	require.NoError(t, err)
-	require.Len(t, cfgs, 3)
-	seen := map[string]bool{}
-	for i, c := range cfgs {
-		require.Equal(t, fmt.Sprintf("m%d", i), c.Name)
-		require.Equal(t, uint(10), c.TickMs, "base settings are kept")
-		require.Equal(t, filepath.Join(dir, fmt.Sprint(i)), c.Dir)
-		for _, u := range []string{c.ClientURL, c.PeerURL} {
-			require.True(t, strings.HasPrefix(u, "http://127.0.0.1:"), u)
-			require.False(t, seen[u], "duplicate URL %s", u)
-			seen[u] = true
-		}
-		require.Contains(t, c.InitialCluster, c.Name+"="+c.PeerURL)
-		require.Equal(t, cfgs[0].InitialCluster, c.InitialCluster)
-	}
-}
 
 func TestStartErrors(t *testing.T) {
 	_, err := Start(Config{})

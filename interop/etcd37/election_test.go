@@ -51,7 +51,7 @@ func runElectionHarness(t *testing.T, addr string) {
 
 // TestElectionHarness runs the election harness with client v3.7 against
 // server v3.6.16 (out of process).
-func TestElectionHarness(t *testing.T) { runElectionHarness(t, server.addr) }
+func TestElectionHarness(t *testing.T) { runElectionHarness(t, serverAddr) }
 
 // TestElectionHarnessServer37 runs it with client and server v3.7.
 func TestElectionHarnessServer37(t *testing.T) {

@@ -85,7 +85,7 @@ func runNativeHandover(t *testing.T, addr string) {
 }
 
 // TestNativeElectionInterop runs it against server v3.6.16.
-func TestNativeElectionInterop(t *testing.T) { runNativeHandover(t, server.addr) }
+func TestNativeElectionInterop(t *testing.T) { runNativeHandover(t, serverAddr) }
 
 // TestNativeElectionInteropServer37 runs it against server v3.7.
 func TestNativeElectionInteropServer37(t *testing.T) {

@@ -126,7 +126,7 @@ func TestKeysOnlyLease(t *testing.T) {
 		addr, version string
 		keysOnlyLease bool
 	}{
-		{server.addr, "3.6.16", true},
+		{serverAddr, "3.6.16", true},
 		{srv37.addr, "3.7.3", false},
 	} {
 		t.Run(s.version, func(t *testing.T) {

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 
-	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/internal/freeport"
 	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
@@ -122,26 +120,7 @@ func startTLSMember(t *testing.T, dir string) string {
 	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
 	testpki.Write(t, dir, "server", ca, caKey)
 	testpki.Write(t, dir, "client", ca, caKey)
-	addrs, err := etcdembed.FreeAddrs(2)
-	require.NoError(t, err)
-	m, err := etcdembed.Start(etcdembed.Config{
-		Dir:       filepath.Join(dir, "data"),
-		ClientURL: "https://" + addrs[0],
-		PeerURL:   "http://" + addrs[1],
-		TickMs:    10, ElectionMs: 100, NoFsync: true,
-		ClientTLS: transport.TLSInfo{
-			CertFile:       filepath.Join(dir, "server.pem"),
-			KeyFile:        filepath.Join(dir, "server-key.pem"),
-			TrustedCAFile:  filepath.Join(dir, "ca.pem"),
-			ClientCertAuth: true,
-		},
-	})
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, m.WaitReady(rctx))
-	return m.ClientAddr()
+	return etcdtest.StartTLS(t, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "ca.pem"))
 }
 
 // TestServerOverTLS: topo.OpenServer with WithFactory(NewFactory(tlsOpts))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -74,21 +75,36 @@ func nextLeader(t *testing.T, obs <-chan topo.Leader, ok func(topo.Leader) bool)
 }
 
 // nextEtcdLeader reads a concurrency Observe channel until the leader
-// value is want.
-func nextEtcdLeader(t *testing.T, obs <-chan clientv3.GetResponse, want string) clientv3.GetResponse {
+// value is want, and returns the leader's key. Observe sends
+// GetResponse values with etcd client v3.6 and pointers with v3.7: R is
+// either.
+func nextEtcdLeader[R any](t *testing.T, obs <-chan R, want string) *mvccpb.KeyValue {
 	t.Helper()
 	timeout := time.After(time.Minute)
 	for {
 		select {
 		case r, open := <-obs:
 			require.True(t, open, "concurrency Observe closed")
-			if len(r.Kvs) > 0 && string(r.Kvs[0].Value) == want {
-				return r
+			if kvs := observedKvs(t, &r); len(kvs) > 0 && string(kvs[0].Value) == want {
+				return kvs[0]
 			}
 		case <-timeout:
 			t.Fatalf("concurrency Observe did not see %q", want)
 		}
 	}
+}
+
+// observedKvs returns the keys of what Observe sent, given a pointer to
+// it.
+func observedKvs(t *testing.T, p any) []*mvccpb.KeyValue {
+	switch r := p.(type) {
+	case *clientv3.GetResponse: // client v3.6
+		return r.Kvs
+	case **clientv3.GetResponse: // client v3.7
+		return (*r).Kvs
+	}
+	t.Fatalf("concurrency Observe sent a %T", p)
+	return nil
 }
 
 func hexID(id clientv3.LeaseID) string { return fmt.Sprintf("%x", int64(id)) }
@@ -137,7 +153,7 @@ func TestNativeTopokitLeadsEtcdWaits(t *testing.T) {
 
 	require.NoError(t, p.Proclaim(ctx, []byte("tk-2")))
 	r := nextEtcdLeader(t, eobs, "tk-2")
-	require.Equal(t, term.Token(), r.Kvs[0].CreateRevision, "Proclaim keeps the term")
+	require.Equal(t, term.Token(), r.CreateRevision, "Proclaim keeps the term")
 	select {
 	case err := <-won:
 		t.Fatalf("concurrency.Election won (%v) while topokit leads", err)
@@ -229,7 +245,7 @@ func TestNativeEtcdLeadsTopokitWaits(t *testing.T) {
 	nextEtcdLeader(t, eobs, "tk-1")
 	require.NoError(t, p.Proclaim(ctx, []byte("tk-2")))
 	er := nextEtcdLeader(t, eobs, "tk-2")
-	require.Equal(t, term.Token(), er.Kvs[0].CreateRevision)
+	require.Equal(t, term.Token(), er.CreateRevision)
 	require.NoError(t, term.Check(ctx))
 	require.NoError(t, r.ctx.Err())
 }

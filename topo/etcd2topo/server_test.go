@@ -7,11 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/topokit/topokit/internal/etcdembed"
-	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
@@ -147,32 +144,9 @@ func TestPermissionDenied(t *testing.T) {
 // member that serves TLS and requires client certificates.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
-	testpki.Write(t, dir, "server", ca, caKey)
-	testpki.Write(t, dir, "client", ca, caKey)
-
-	addrs, err := etcdembed.FreeAddrs(2)
-	require.NoError(t, err)
-	m, err := etcdembed.Start(etcdembed.Config{
-		Dir:       filepath.Join(dir, "data"),
-		ClientURL: "https://" + addrs[0],
-		PeerURL:   "http://" + addrs[1],
-		TickMs:    10, ElectionMs: 100, NoFsync: true,
-		ClientTLS: transport.TLSInfo{
-			CertFile:       filepath.Join(dir, "server.pem"),
-			KeyFile:        filepath.Join(dir, "server-key.pem"),
-			TrustedCAFile:  filepath.Join(dir, "ca.pem"),
-			ClientCertAuth: true,
-		},
-	})
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, m.WaitReady(rctx))
-
+	addr := startTLSMember(t, dir)
 	c, err := NewConn(Options{
-		Endpoints:   []string{m.ClientAddr()},
+		Endpoints:   []string{addr},
 		TLSCAFile:   filepath.Join(dir, "ca.pem"),
 		TLSCertFile: filepath.Join(dir, "client.pem"),
 		TLSKeyFile:  filepath.Join(dir, "client-key.pem"),
@@ -187,6 +161,6 @@ func TestTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, v, got)
 
-	_, err = NewConn(Options{Endpoints: []string{m.ClientAddr()}, TLSCAFile: filepath.Join(dir, "missing.pem")}, "/tls")
+	_, err = NewConn(Options{Endpoints: []string{addr}, TLSCAFile: filepath.Join(dir, "missing.pem")}, "/tls")
 	require.ErrorIs(t, err, topo.InvalidArgument)
 }

@@ -1,13 +1,20 @@
-// Package etcdtest starts real etcd servers, embedded in the test process,
-// for tests of code that talks to etcd (the etcd2 backend, topoctl, the
-// election package, examples). Members listen on free 127.0.0.1 ports, keep
-// their data in t.TempDir(), log nothing, use a 10 ms heartbeat and a 100 ms
-// election timeout so they start in well under a second, hash passwords
-// at bcrypt's lowest cost (so that authenticating is cheap under the race
-// detector), and are stopped by t.Cleanup.
+// Package etcdtest starts real etcd servers for tests of code that talks
+// to etcd (the etcd2 backend, topoctl, the election package, examples).
+// Members listen on free 127.0.0.1 ports, keep their data in t.TempDir(),
+// log nothing, use a 10 ms heartbeat and a 100 ms election timeout so they
+// start in well under a second, hash passwords at bcrypt's lowest cost (so
+// that authenticating is cheap under the race detector), and are stopped
+// by t.Cleanup.
 //
-// It lives in its own package so that programs importing the etcd2 backend
-// do not link the etcd server.
+// Each member is a process of its own, running etcd's server at the
+// version ServerVersion names (v3.6.16 unless TOPOKIT_ETCDTEST_SERVER
+// says v3.7.3). The package links etcd's client only: the first member a
+// test process starts builds the member program in a module of its own
+// (with the go command, into the user's cache directory, once per server
+// version), so the client the code under test is built with and the
+// server it talks to move independently, and a module whose go.mod
+// requires etcd client v3.7 runs these tests as well as one on v3.6.
+// A member whose test process dies stops with it.
 package etcdtest
 
 import (
@@ -25,7 +32,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/internal/freeport"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
@@ -36,17 +43,17 @@ const readyTimeout = 30 * time.Second
 // one of the free ports between picking and binding.
 const startAttempts = 5
 
-func baseConfig() etcdembed.Config {
-	return etcdembed.Config{TickMs: 10, ElectionMs: 100, NoFsync: true, BcryptCost: uint(bcrypt.MinCost)}
+func baseConfig() memberConfig {
+	return memberConfig{TickMs: 10, ElectionMs: 100, NoFsync: true, BcryptCost: uint(bcrypt.MinCost)}
 }
 
 // singleConfig is the configuration of a single-member etcd ("m0") on two
 // free ports, its data in a directory under root of its own for this
 // attempt (a retry after a port clash starts afresh).
-func singleConfig(root string, attempt int) (etcdembed.Config, error) {
-	addrs, err := etcdembed.FreeAddrs(2)
+func singleConfig(root string, attempt int) (memberConfig, error) {
+	addrs, err := freeport.Addrs(2)
 	if err != nil {
-		return etcdembed.Config{}, err
+		return memberConfig{}, err
 	}
 	cfg := baseConfig()
 	cfg.Name = "m0"
@@ -81,13 +88,13 @@ func Launch() (addr string, stop func(), err error) {
 			os.RemoveAll(root)
 			return "", nil, fmt.Errorf("etcdtest: %w", err)
 		}
-		m, err := etcdembed.Start(cfg)
-		if errors.Is(err, etcdembed.ErrAddrInUse) {
+		m, err := startMemberProcess(cfg)
+		if errors.Is(err, errAddrInUse) {
 			continue
 		}
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-			err = m.WaitReady(ctx)
+			err = m.waitReady(ctx)
 			cancel()
 			if err != nil {
 				m.Close()
@@ -105,12 +112,26 @@ func Launch() (addr string, stop func(), err error) {
 
 // StartMember is Start returning the running member itself, for tests that
 // need to stop it early (Close) or inspect the server.
-func StartMember(t testing.TB) *etcdembed.Member {
+func StartMember(t testing.TB) *Member {
 	t.Helper()
 	return startMember(t)
 }
 
-func startMember(t testing.TB) *etcdembed.Member {
+// StartTLS starts a single-member etcd like Start that serves clients
+// over TLS only, with the certificate in certFile and its key in keyFile
+// (PEM), and requires client certificates signed by the CA in caFile. It
+// returns the client address, "127.0.0.1:PORT".
+func StartTLS(t testing.TB, certFile, keyFile, caFile string) string {
+	t.Helper()
+	return startMember(t, func(c *memberConfig) {
+		c.ClientURL = "https://" + strings.TrimPrefix(c.ClientURL, "http://")
+		c.CertFile, c.KeyFile, c.TrustedCAFile, c.ClientCertAuth = certFile, keyFile, caFile, true
+	}).ClientAddr()
+}
+
+// startMember starts a single member, its configuration changed by
+// tweaks.
+func startMember(t testing.TB, tweaks ...func(*memberConfig)) *Member {
 	t.Helper()
 	root := t.TempDir()
 	var lastErr error
@@ -119,8 +140,11 @@ func startMember(t testing.TB) *etcdembed.Member {
 		if err != nil {
 			t.Fatalf("etcdtest: %v", err)
 		}
-		m, err := etcdembed.Start(cfg)
-		if errors.Is(err, etcdembed.ErrAddrInUse) {
+		for _, tweak := range tweaks {
+			tweak(&cfg)
+		}
+		m, err := startMemberProcess(cfg)
+		if errors.Is(err, errAddrInUse) {
 			lastErr = err
 			continue
 		}
@@ -130,7 +154,7 @@ func startMember(t testing.TB) *etcdembed.Member {
 		t.Cleanup(m.Close)
 		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 		defer cancel()
-		if err := m.WaitReady(ctx); err != nil {
+		if err := m.waitReady(ctx); err != nil {
 			t.Fatalf("etcdtest: %v", err)
 		}
 		return m
@@ -146,8 +170,8 @@ type Cluster struct {
 	t testing.TB
 
 	mu      sync.Mutex
-	members []*etcdembed.Member
-	cfgs    []etcdembed.Config
+	members []*Member
+	cfgs    []memberConfig
 	stopped []bool
 	proxies []*faultproxy.Proxy // with ClusterOptions.PeerProxies
 }
@@ -190,7 +214,7 @@ func StartClusterWith(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	root := t.TempDir()
 	var lastErr error
 	for attempt := range startAttempts {
-		cfgs, err := etcdembed.ClusterConfigs(n, base, func(i int) string {
+		cfgs, err := clusterConfigs(n, base, func(i int) string {
 			return filepath.Join(root, fmt.Sprintf("try%d-m%d", attempt, i))
 		})
 		if err != nil {
@@ -203,14 +227,14 @@ func StartClusterWith(t testing.TB, n int, opts ClusterOptions) *Cluster {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-		ms, err := etcdembed.StartAll(ctx, cfgs)
+		ms, err := startAll(ctx, cfgs)
 		cancel()
 		if err != nil {
 			for _, p := range proxies {
 				p.Close()
 			}
 		}
-		if errors.Is(err, etcdembed.ErrAddrInUse) {
+		if errors.Is(err, errAddrInUse) {
 			lastErr = err
 			continue
 		}
@@ -227,7 +251,7 @@ func StartClusterWith(t testing.TB, n int, opts ClusterOptions) *Cluster {
 
 // proxyPeers starts a proxy in front of each member's peer listener and
 // makes cfgs advertise the proxies.
-func proxyPeers(cfgs []etcdembed.Config) ([]*faultproxy.Proxy, error) {
+func proxyPeers(cfgs []memberConfig) ([]*faultproxy.Proxy, error) {
 	proxies := make([]*faultproxy.Proxy, len(cfgs))
 	initial := make([]string, len(cfgs))
 	for i := range cfgs {
@@ -310,7 +334,7 @@ func (c *Cluster) Addr(i int) string {
 }
 
 // Member returns member i as it currently runs (or last ran, if stopped).
-func (c *Cluster) Member(i int) *etcdembed.Member {
+func (c *Cluster) Member(i int) *Member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.members[i]
@@ -349,7 +373,7 @@ func (c *Cluster) RestartMember(i int) {
 	}
 	cfg := c.cfgs[i]
 	cfg.Existing = true
-	m, err := etcdembed.Start(cfg)
+	m, err := startMemberProcess(cfg)
 	if err != nil {
 		c.mu.Unlock()
 		c.t.Fatalf("etcdtest: restarting member %d: %v", i, err)
@@ -359,7 +383,7 @@ func (c *Cluster) RestartMember(i int) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if err := m.WaitReady(ctx); err != nil {
+	if err := m.waitReady(ctx); err != nil {
 		c.t.Fatalf("etcdtest: %v", err)
 	}
 }

@@ -73,6 +73,20 @@ func TestStartCluster(t *testing.T) {
 // (at etcd's default cost one authentication takes about a second under
 // the race detector, enough to push a loaded CI past a 5 s dial bound).
 func TestPasswordsHashedCheaply(t *testing.T) {
-	require.Equal(t, uint(bcrypt.MinCost), etcdtest.StartMember(t).Etcd.Config().BcryptCost)
-	require.Equal(t, uint(bcrypt.MinCost), etcdtest.StartCluster(t, 1).Member(0).Etcd.Config().BcryptCost)
+	require.Equal(t, uint(bcrypt.MinCost), etcdtest.StartMember(t).BcryptCost())
+	require.Equal(t, uint(bcrypt.MinCost), etcdtest.StartCluster(t, 1).Member(0).BcryptCost())
+}
+
+// TestServerVersion: the members run the etcd server version
+// ServerVersion names (TOPOKIT_ETCDTEST_SERVER), whatever etcd client
+// this test is built with: run it with TOPOKIT_ETCDTEST_SERVER=v3.7.3 to
+// see a 3.7 server.
+func TestServerVersion(t *testing.T) {
+	want, err := etcdtest.ServerVersion()
+	require.NoError(t, err)
+	addr := etcdtest.Start(t)
+	cli := newClient(t, addr)
+	st, err := cli.Status(context.Background(), addr)
+	require.NoError(t, err)
+	require.Equal(t, strings.TrimPrefix(want, "v"), st.Version)
 }
