@@ -197,7 +197,8 @@ func requireSlowWatcherDropped(t *testing.T, open func() topo.Conn) {
 }
 
 // TestLocalWatchersShareOneStoreWatch: 1,000 local watchers cost no store
-// watch beyond the Cache's one.
+// watch beyond the Cache's one, and each gets the initial value and then
+// every change, in order.
 func TestLocalWatchersShareOneStoreWatch(t *testing.T) {
 	ctx := testCtx(t)
 	f, open := memoryStore(t)
@@ -205,13 +206,40 @@ func TestLocalWatchersShareOneStoreWatch(t *testing.T) {
 	defer c.Close()
 	_, err := c.Create(ctx, "f", []byte("x"))
 	require.NoError(t, err)
+	waitHolds(t, ctx, c, "f", "x")
 	before := f.CallCount(memorytopo.OpWatch) + f.CallCount(memorytopo.OpWatchRecursive)
+	var chans []<-chan *topo.WatchData
 	for range 1000 {
-		_, _, err := c.Watch(ctx, "f")
+		cur, ch, err := c.Watch(ctx, "f")
 		require.NoError(t, err)
+		require.Equal(t, "x", string(cur.Contents))
+		chans = append(chans, ch)
 	}
 	require.Equal(t, 1000, c.State().Watchers)
 	require.Equal(t, before, f.CallCount(memorytopo.OpWatch)+f.CallCount(memorytopo.OpWatchRecursive))
+	want := []string{"a", "b", "c"}
+	for _, v := range want {
+		_, err := c.Update(ctx, "f", []byte(v), nil)
+		require.NoError(t, err)
+	}
+	// The store watch may coalesce changes of a file; every local watcher
+	// gets exactly what it delivered: the same values, in write order,
+	// ending on the last.
+	var first []string
+	for i, ch := range chans {
+		var got []string
+		for len(got) == 0 || got[len(got)-1] != "c" {
+			wd := <-ch
+			require.NoError(t, wd.Err, "watcher %d", i)
+			got = append(got, string(wd.Contents))
+		}
+		if i == 0 {
+			first = got
+			require.Subset(t, want, got)
+			require.IsIncreasing(t, got)
+		}
+		require.Equal(t, first, got, "watcher %d", i)
+	}
 }
 
 // TestOverLimitBypasses: a subtree beyond MaxBytes turns the Cache into a
