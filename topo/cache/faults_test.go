@@ -265,3 +265,32 @@ func TestOverLimitBypasses(t *testing.T) {
 	require.Equal(t, cache.OverLimit, c.State().Health)
 	requireGet(t, ctx, c, "small", "x", false)
 }
+
+// TestOverLimitAtStart: a subtree already beyond MaxBytes when the Cache
+// starts gives a Cache that is OverLimit from the start and serves every
+// call, local watches too, from the store.
+func TestOverLimitAtStart(t *testing.T) {
+	ctx := testCtx(t)
+	_, open := memoryStore(t)
+	raw := open()
+	defer raw.Close()
+	_, err := raw.Create(ctx, "big", make([]byte, 200))
+	require.NoError(t, err)
+	c := wrap(t, open(), cache.Options{MaxBytes: 100})
+	defer c.Close()
+	st := c.State()
+	require.Equal(t, cache.OverLimit, st.Health)
+	require.True(t, errors.Is(st.Err, cache.ErrOverLimit), "%v", st.Err)
+	require.Zero(t, st.Bytes)
+	_, _, info, err := c.GetWithInfo(ctx, "big")
+	require.NoError(t, err)
+	require.False(t, info.FromMemory)
+	_, ch, err := c.Watch(ctx, "big")
+	require.NoError(t, err)
+	require.Zero(t, c.State().Watchers, "a local watcher of a Cache over its limit")
+	_, err = raw.Update(ctx, "big", []byte("small"), nil)
+	require.NoError(t, err)
+	wd := <-ch
+	require.NoError(t, wd.Err)
+	require.Equal(t, "small", string(wd.Contents))
+}
