@@ -294,3 +294,28 @@ func TestOverLimitAtStart(t *testing.T) {
 	require.NoError(t, wd.Err)
 	require.Equal(t, "small", string(wd.Contents))
 }
+
+// TestStateErrNamesTheFailure: while the store answers reads (the probe
+// finds no file, a definite answer) but the watch cannot be started
+// again, State().Err is the failure that keeps the Cache from Healthy,
+// never the probe's NoNode.
+func TestStateErrNamesTheFailure(t *testing.T) {
+	ctx := testCtx(t)
+	f, open := memoryStore(t)
+	c := wrap(t, open(), cache.Options{ProbeInterval: 5 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+	defer c.Close()
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "f", "x")
+	defer f.AddFault(memorytopo.Fault{Op: memorytopo.OpWatchRecursive})()
+	f.BreakWatches(nil)
+	// The Cache moves between Stale (a new watch failed) and Resyncing
+	// (a probe answered); wait for the latter.
+	var st cache.State
+	require.Eventually(t, func() bool {
+		st = c.State()
+		return st.Health == cache.Resyncing || topo.IsErrType(st.Err, topo.NoNode)
+	}, 30*time.Second, time.Millisecond)
+	require.Error(t, st.Err)
+	require.Falsef(t, topo.IsErrType(st.Err, topo.NoNode), "State().Err while %v: %v", st.Health, st.Err)
+}
