@@ -206,6 +206,7 @@ func (c *Cache) noteStore(err error) {
 	defer c.mu.Unlock()
 	if !down {
 		c.confirmed = time.Now()
+		err = nil // an answer is no reason to leave Healthy: State().Err keeps the failure's
 	}
 	c.down = down
 	c.setHealth(err)

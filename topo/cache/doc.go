@@ -38,12 +38,14 @@
 //
 // Outages: when the watch ends with an error the Cache lists the prefix
 // again with a new WatchRecursive and applies the difference (no change is
-// lost, and local watchers see no change twice). While the store cannot be
-// reached (the watch failed, or a probe or pass-through call returned
-// Unavailable or Timeout) the Cache is Stale; cached reads are then
-// answered from memory, marked stale, for at most Options.MaxStaleness
-// after the outage began, and from the store (which returns its error)
-// afterwards. State reports Healthy, Resyncing, Stale or OverLimit.
+// lost, and local watchers see no change twice); meanwhile it is
+// Resyncing. While the store cannot be reached (the new watch cannot be
+// started, a probe fails with Unavailable or Timeout, or a call passed
+// through returns Unavailable) the Cache is Stale. While not Healthy,
+// cached reads are answered from memory, marked stale, for at most
+// Options.MaxStaleness after the outage began, and from the store (which
+// returns its error) afterwards. State reports Healthy, Resyncing, Stale
+// or OverLimit.
 //
 // Local watchers: Watch and WatchRecursive of paths under the prefix share
 // the one store watch. Each gets its initial value from memory and then

@@ -197,7 +197,8 @@ func requireSlowWatcherDropped(t *testing.T, open func() topo.Conn) {
 }
 
 // TestLocalWatchersShareOneStoreWatch: 1,000 local watchers cost no store
-// watch beyond the Cache's one.
+// watch beyond the Cache's one, and each gets the initial value and then
+// every change, in order.
 func TestLocalWatchersShareOneStoreWatch(t *testing.T) {
 	ctx := testCtx(t)
 	f, open := memoryStore(t)
@@ -205,13 +206,40 @@ func TestLocalWatchersShareOneStoreWatch(t *testing.T) {
 	defer c.Close()
 	_, err := c.Create(ctx, "f", []byte("x"))
 	require.NoError(t, err)
+	waitHolds(t, ctx, c, "f", "x")
 	before := f.CallCount(memorytopo.OpWatch) + f.CallCount(memorytopo.OpWatchRecursive)
+	var chans []<-chan *topo.WatchData
 	for range 1000 {
-		_, _, err := c.Watch(ctx, "f")
+		cur, ch, err := c.Watch(ctx, "f")
 		require.NoError(t, err)
+		require.Equal(t, "x", string(cur.Contents))
+		chans = append(chans, ch)
 	}
 	require.Equal(t, 1000, c.State().Watchers)
 	require.Equal(t, before, f.CallCount(memorytopo.OpWatch)+f.CallCount(memorytopo.OpWatchRecursive))
+	want := []string{"a", "b", "c"}
+	for _, v := range want {
+		_, err := c.Update(ctx, "f", []byte(v), nil)
+		require.NoError(t, err)
+	}
+	// The store watch may coalesce changes of a file; every local watcher
+	// gets exactly what it delivered: the same values, in write order,
+	// ending on the last.
+	var first []string
+	for i, ch := range chans {
+		var got []string
+		for len(got) == 0 || got[len(got)-1] != "c" {
+			wd := <-ch
+			require.NoError(t, wd.Err, "watcher %d", i)
+			got = append(got, string(wd.Contents))
+		}
+		if i == 0 {
+			first = got
+			require.Subset(t, want, got)
+			require.IsIncreasing(t, got)
+		}
+		require.Equal(t, first, got, "watcher %d", i)
+	}
 }
 
 // TestOverLimitBypasses: a subtree beyond MaxBytes turns the Cache into a
@@ -236,4 +264,58 @@ func TestOverLimitBypasses(t *testing.T) {
 	require.True(t, errors.Is(last.Err, cache.ErrOverLimit), "%v", last.Err)
 	require.Equal(t, cache.OverLimit, c.State().Health)
 	requireGet(t, ctx, c, "small", "x", false)
+}
+
+// TestOverLimitAtStart: a subtree already beyond MaxBytes when the Cache
+// starts gives a Cache that is OverLimit from the start and serves every
+// call, local watches too, from the store.
+func TestOverLimitAtStart(t *testing.T) {
+	ctx := testCtx(t)
+	_, open := memoryStore(t)
+	raw := open()
+	defer raw.Close()
+	_, err := raw.Create(ctx, "big", make([]byte, 200))
+	require.NoError(t, err)
+	c := wrap(t, open(), cache.Options{MaxBytes: 100})
+	defer c.Close()
+	st := c.State()
+	require.Equal(t, cache.OverLimit, st.Health)
+	require.True(t, errors.Is(st.Err, cache.ErrOverLimit), "%v", st.Err)
+	require.Zero(t, st.Bytes)
+	_, _, info, err := c.GetWithInfo(ctx, "big")
+	require.NoError(t, err)
+	require.False(t, info.FromMemory)
+	_, ch, err := c.Watch(ctx, "big")
+	require.NoError(t, err)
+	require.Zero(t, c.State().Watchers, "a local watcher of a Cache over its limit")
+	_, err = raw.Update(ctx, "big", []byte("small"), nil)
+	require.NoError(t, err)
+	wd := <-ch
+	require.NoError(t, wd.Err)
+	require.Equal(t, "small", string(wd.Contents))
+}
+
+// TestStateErrNamesTheFailure: while the store answers reads (the probe
+// finds no file, a definite answer) but the watch cannot be started
+// again, State().Err is the failure that keeps the Cache from Healthy,
+// never the probe's NoNode.
+func TestStateErrNamesTheFailure(t *testing.T) {
+	ctx := testCtx(t)
+	f, open := memoryStore(t)
+	c := wrap(t, open(), cache.Options{ProbeInterval: 5 * time.Millisecond, RetryInterval: 20 * time.Millisecond})
+	defer c.Close()
+	_, err := c.Create(ctx, "f", []byte("x"))
+	require.NoError(t, err)
+	waitHolds(t, ctx, c, "f", "x")
+	defer f.AddFault(memorytopo.Fault{Op: memorytopo.OpWatchRecursive})()
+	f.BreakWatches(nil)
+	// The Cache moves between Stale (a new watch failed) and Resyncing
+	// (a probe answered); wait for the latter.
+	var st cache.State
+	require.Eventually(t, func() bool {
+		st = c.State()
+		return st.Health == cache.Resyncing || topo.IsErrType(st.Err, topo.NoNode)
+	}, 30*time.Second, time.Millisecond)
+	require.Error(t, st.Err)
+	require.Falsef(t, topo.IsErrType(st.Err, topo.NoNode), "State().Err while %v: %v", st.Health, st.Err)
 }

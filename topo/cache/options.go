@@ -11,9 +11,10 @@ type Options struct {
 	// choose another with WithMode. Cached when zero.
 	Mode Mode
 
-	// MaxStaleness is how long after an outage began (the watch failed, or
-	// the store answered Unavailable or Timeout) cached reads are still
-	// answered from memory, marked stale. Afterwards they go to the store
+	// MaxStaleness is how long after an outage began (the watch failed, a
+	// probe failed with Unavailable or Timeout, or a call passed through
+	// returned Unavailable) cached reads are still answered from memory,
+	// marked stale. Afterwards they go to the store
 	// and return its error. Zero means 10 s; negative means never answer
 	// stale (reads go to the store as soon as the Cache is not Healthy).
 	MaxStaleness time.Duration
