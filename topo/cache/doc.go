@@ -18,10 +18,11 @@
 //     answered from memory after a revision barrier: one cheap store read
 //     of the current revision, then a wait until the watch has delivered
 //     every change up to it. Otherwise, and for List and ListDir, it reads
-//     through the store (a plain Get or List on the wrapped Conn), which
-//     is linearizable where the backend's reads are: etcd, Consul
-//     (consistent mode, the default) and memorytopo always, ZooKeeper with
-//     zk2topo.Options.LinearizableReads. Reads through do not fill memory
+//     through the store (a Get, List or ListDir on the wrapped Conn under
+//     topo.WithLinearizableRead), which makes the read linearizable
+//     whatever the Conn's options: zk2topo sends its read barrier first,
+//     consultopo reads in Consul's consistent mode, etcd2topo and
+//     memorytopo reads are linearizable anyway. Reads through do not fill memory
 //     (only the watch fills it, which keeps its order the store's). List
 //     reads through because memory applies a transaction's files one at a
 //     time: a listing between two of them would show half of it.
