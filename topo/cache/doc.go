@@ -61,10 +61,9 @@
 // with ErrOverLimit, and State reports OverLimit for the rest of its life.
 //
 // Metrics: Options.Hooks receive every answer's outcome (hit, miss, stale),
-// every resync and the number of local watchers; Metrics turns them into
-// Prometheus series. Calls the Cache makes on the wrapped Conn go through
-// whatever topo.Middleware decorates it (topo/middleware.Metrics counts
-// them as store calls).
+// every resync, every change of health and the number of local watchers;
+// topo/middleware.Metrics.CacheHooks turns them into Prometheus series,
+// beside the topo calls that the same Metrics counts on the wrapped Conn.
 //
 // A Cache holds no package-level state and is safe for concurrent use.
 package cache
