@@ -27,7 +27,8 @@
 //     reads through because memory applies a transaction's files one at a
 //     time: a listing between two of them would show half of it.
 //   - Bypass mode, and every path outside the prefix, go to the wrapped
-//     Conn untouched.
+//     Conn untouched (but for a Consistent read outside the prefix, made
+//     under topo.WithLinearizableRead).
 //   - ListDir goes to the wrapped Conn unless Options.ListDirFromMemory is
 //     set, because lock and election entries (ephemeral, not files) appear
 //     in listings but never in a WatchRecursive; from memory a listing

@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,38 +82,51 @@ func TestConsistentReadsOnLaggingFollowerZooKeeper(t *testing.T) {
 }
 
 // markerConn records, per read method, whether its calls were under
-// topo.WithLinearizableRead.
+// topo.WithLinearizableRead (but for the Cache's probes, which run on
+// their own clock).
 type markerConn struct {
 	topo.Conn
 	mu     sync.Mutex
 	marked map[string][]bool
 }
 
-func (m *markerConn) note(ctx context.Context, method string) {
+func (m *markerConn) note(ctx context.Context, method, p string) {
+	if strings.Contains(p, "~topokit-cache-probe") {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.marked[method] = append(m.marked[method], topo.LinearizableRead(ctx))
 }
 
+// take returns what was recorded since the last take.
+func (m *markerConn) take() map[string][]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got := m.marked
+	m.marked = map[string][]bool{}
+	return got
+}
+
 func (m *markerConn) Get(ctx context.Context, p string) ([]byte, topo.Version, error) {
-	m.note(ctx, "Get")
+	m.note(ctx, "Get", p)
 	return m.Conn.Get(ctx, p)
 }
 
 func (m *markerConn) List(ctx context.Context, p string) ([]topo.KVInfo, error) {
-	m.note(ctx, "List")
+	m.note(ctx, "List", p)
 	return m.Conn.List(ctx, p)
 }
 
 func (m *markerConn) ListDir(ctx context.Context, p string, full bool) ([]topo.DirEntry, error) {
-	m.note(ctx, "ListDir")
+	m.note(ctx, "ListDir", p)
 	return m.Conn.ListDir(ctx, p, full)
 }
 
 // TestConsistentReadsAskForLinearizableReads: the reads a Cache sends to
 // its Conn in Consistent mode carry topo.WithLinearizableRead (so that
-// they are linearizable whatever the Conn's options), those in Bypass mode
-// and outside the prefix in Cached mode do not.
+// they are linearizable whatever the Conn's options), also outside the
+// prefix; those in Bypass mode and in Cached mode do not.
 func TestConsistentReadsAskForLinearizableReads(t *testing.T) {
 	ctx := testCtx(t)
 	_, open := memoryStore(t)
@@ -135,11 +149,16 @@ func TestConsistentReadsAskForLinearizableReads(t *testing.T) {
 		require.NoError(t, err)
 	}
 	reads(cache.WithMode(ctx, cache.Consistent), "c/")
-	require.Equal(t, map[string][]bool{"Get": {true}, "List": {true}, "ListDir": {true}}, m.marked, "Consistent (markerConn is no SyncWatcher: Get reads through)")
-	m.marked = map[string][]bool{}
+	require.Equal(t, map[string][]bool{"Get": {true}, "List": {true}, "ListDir": {true}}, m.take(), "Consistent (markerConn is no SyncWatcher: Get reads through)")
 	reads(cache.WithMode(ctx, cache.Bypass), "c/")
-	require.Equal(t, map[string][]bool{"Get": {false}, "List": {false}, "ListDir": {false}}, m.marked, "Bypass")
-	m.marked = map[string][]bool{}
+	require.Equal(t, map[string][]bool{"Get": {false}, "List": {false}, "ListDir": {false}}, m.take(), "Bypass")
 	reads(ctx, "c/")
-	require.Equal(t, map[string][]bool{"ListDir": {false}}, m.marked, "Cached")
+	require.Equal(t, map[string][]bool{"ListDir": {false}}, m.take(), "Cached")
+
+	_, _, err = c.Get(ctx, "other")
+	require.NoError(t, err)
+	require.Equal(t, map[string][]bool{"Get": {false}}, m.take(), "Cached, outside the prefix")
+	_, _, err = c.Get(cache.WithMode(ctx, cache.Consistent), "other")
+	require.NoError(t, err)
+	require.Equal(t, map[string][]bool{"Get": {true}}, m.take(), "Consistent, outside the prefix")
 }
