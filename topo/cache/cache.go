@@ -175,7 +175,7 @@ func (c *Cache) setHealth(err error) {
 	c.log.Info("topo cache health", "health", h.String(), "err", err)
 	c.health = h
 	if c.opts.Hooks.OnHealth != nil {
-		c.opts.Hooks.OnHealth(h)
+		c.opts.Hooks.OnHealth(h, c.since)
 	}
 }
 

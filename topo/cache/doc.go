@@ -18,15 +18,17 @@
 //     answered from memory after a revision barrier: one cheap store read
 //     of the current revision, then a wait until the watch has delivered
 //     every change up to it. Otherwise, and for List and ListDir, it reads
-//     through the store (a plain Get or List on the wrapped Conn), which
-//     is linearizable where the backend's reads are: etcd, Consul
-//     (consistent mode, the default) and memorytopo always, ZooKeeper with
-//     zk2topo.Options.LinearizableReads. Reads through do not fill memory
+//     through the store (a Get, List or ListDir on the wrapped Conn under
+//     topo.WithLinearizableRead), which makes the read linearizable
+//     whatever the Conn's options: zk2topo sends its read barrier first,
+//     consultopo reads in Consul's consistent mode, etcd2topo and
+//     memorytopo reads are linearizable anyway. Reads through do not fill memory
 //     (only the watch fills it, which keeps its order the store's). List
 //     reads through because memory applies a transaction's files one at a
 //     time: a listing between two of them would show half of it.
 //   - Bypass mode, and every path outside the prefix, go to the wrapped
-//     Conn untouched.
+//     Conn untouched (but for a Consistent read outside the prefix, made
+//     under topo.WithLinearizableRead).
 //   - ListDir goes to the wrapped Conn unless Options.ListDirFromMemory is
 //     set, because lock and election entries (ephemeral, not files) appear
 //     in listings but never in a WatchRecursive; from memory a listing
@@ -60,10 +62,9 @@
 // with ErrOverLimit, and State reports OverLimit for the rest of its life.
 //
 // Metrics: Options.Hooks receive every answer's outcome (hit, miss, stale),
-// every resync and the number of local watchers; Metrics turns them into
-// Prometheus series. Calls the Cache makes on the wrapped Conn go through
-// whatever topo.Middleware decorates it (topo/middleware.Metrics counts
-// them as store calls).
+// every resync, every change of health and the number of local watchers;
+// topo/middleware.Metrics.CacheHooks turns them into Prometheus series,
+// beside the topo calls that the same Metrics counts on the wrapped Conn.
 //
 // A Cache holds no package-level state and is safe for concurrent use.
 package cache

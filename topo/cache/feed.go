@@ -179,7 +179,7 @@ func (c *Cache) overLimit() {
 	c.err = &topo.Error{Code: topo.ResourceExhausted, Path: c.prefix, Err: ErrOverLimit}
 	c.health, c.since = OverLimit, time.Now()
 	if c.opts.Hooks.OnHealth != nil {
-		c.opts.Hooks.OnHealth(OverLimit)
+		c.opts.Hooks.OnHealth(OverLimit, c.since)
 	}
 	c.endWatchers(c.err)
 	c.cancel()

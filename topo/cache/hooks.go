@@ -1,5 +1,7 @@
 package cache
 
+import "time"
+
 // Outcome is how a read was answered, as Hooks see it.
 type Outcome int
 
@@ -41,8 +43,11 @@ type Hooks struct {
 	// its watch ended (not for the first fill), with the error that ended
 	// the watch.
 	OnResync func(err error)
-	// OnHealth is called when the Cache's health changes.
-	OnHealth func(h Health)
+	// OnHealth is called when the Cache's health changes, with the new
+	// health and State.Since: when the current outage began while
+	// Resyncing or Stale (moving between the two keeps it), when the
+	// Cache became Healthy or OverLimit otherwise.
+	OnHealth func(h Health, since time.Time)
 	// OnWatchers is called with the number of local watchers whenever it
 	// changes.
 	OnWatchers func(n int)

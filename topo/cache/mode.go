@@ -14,8 +14,9 @@ const (
 	// Consistent answers so that the answer reflects every write
 	// completed before the call started: a Get from memory after a
 	// revision barrier when the wrapped Conn is a SyncWatcher, otherwise
-	// (and List, ListDir) a read through the store, linearizable as the
-	// backend's reads are.
+	// (and List, ListDir) a read through the store under
+	// topo.WithLinearizableRead, linearizable whatever the wrapped Conn's
+	// options.
 	Consistent
 	// Bypass calls the wrapped Conn, as if there were no Cache.
 	Bypass

@@ -48,7 +48,7 @@ func (c *Cache) GetWithInfo(ctx context.Context, filePath string) ([]byte, topo.
 		}
 	}
 	c.hook("Get", storeOutcome(ok, mode))
-	b, v, err := c.conn.Get(ctx, filePath)
+	b, v, err := c.conn.Get(storeCtx(ctx, mode), filePath)
 	c.noteStore(err)
 	return b, v, Info{Confirmed: time.Now()}, err
 }
@@ -106,7 +106,7 @@ func (c *Cache) ListWithInfo(ctx context.Context, filePathPrefix string) ([]topo
 		c.mu.RUnlock()
 	}
 	c.hook("List", storeOutcome(ok, mode))
-	kvs, err := c.conn.List(ctx, filePathPrefix)
+	kvs, err := c.conn.List(storeCtx(ctx, mode), filePathPrefix)
 	c.noteStore(err)
 	return kvs, Info{Confirmed: time.Now()}, err
 }
@@ -139,7 +139,7 @@ func (c *Cache) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.
 		c.mu.RUnlock()
 	}
 	c.hook("ListDir", storeOutcome(ok, mode))
-	entries, err := c.conn.ListDir(ctx, dirPath, full)
+	entries, err := c.conn.ListDir(storeCtx(ctx, mode), dirPath, full)
 	c.noteStore(err)
 	return entries, err
 }
@@ -180,6 +180,16 @@ func (c *Cache) listDir(dp string, full bool) []topo.DirEntry {
 func (c *Cache) memoryPath(ctx context.Context, filePath string) (string, bool) {
 	p, err := topo.CleanFilePath(filePath)
 	return p, err == nil && ctx.Err() == nil && c.covers(p)
+}
+
+// storeCtx is the context of a read the store answers in mode: in
+// Consistent mode it asks the wrapped Conn for a linearizable read (see
+// topo.WithLinearizableRead), whatever options the Conn was opened with.
+func storeCtx(ctx context.Context, mode Mode) context.Context {
+	if mode == Consistent {
+		return topo.WithLinearizableRead(ctx)
+	}
+	return ctx
 }
 
 func outcome(stale bool) Outcome {

@@ -136,7 +136,8 @@ type Options struct {
 	// Reads selects the consistency mode of Get, List, ListDir, Watch,
 	// WatchRecursive, GetCurrentLeaderID and WaitForNewLeader. The zero
 	// value, ReadConsistent, is linearizable. Lock, Check and leadership
-	// decisions always use consistent reads, whatever this says.
+	// decisions always use consistent reads, whatever this says, and so do
+	// reads under a context of topo.WithLinearizableRead.
 	Reads ReadMode
 
 	// WatchPollDuration is the wait time of each blocking query (Watch,
@@ -711,9 +712,11 @@ func (c *Conn) relPath(key string) (string, bool) {
 }
 
 // queryOptions returns options carrying ctx for a read in the Conn's read
-// mode (Options.Reads).
+// mode (Options.Reads), or in consistent mode when ctx is of
+// topo.WithLinearizableRead.
 func (c *Conn) queryOptions(ctx context.Context) *api.QueryOptions {
-	return (&api.QueryOptions{RequireConsistent: c.opts.Reads != ReadDefault}).WithContext(ctx)
+	consistent := c.opts.Reads != ReadDefault || topo.LinearizableRead(ctx)
+	return (&api.QueryOptions{RequireConsistent: consistent}).WithContext(ctx)
 }
 
 // blockingOptions returns options for a blocking query in the Conn's read

@@ -30,6 +30,9 @@ import (
 //	topo_leadership_held{election}      1 while this process leads the election, else 0
 //	topo_leadership_changes_total{election}  leadership terms gained or lost by this process
 //
+// The topo_cache_* series of read caches (topo/cache), labelled cache
+// instead, are fed by the hooks of CacheHooks.
+//
 // A Metrics is safe for concurrent use and can decorate any number of
 // connections, cells and Servers at once.
 type Metrics struct {
@@ -43,6 +46,7 @@ type Metrics struct {
 	restarts     *prometheus.CounterVec
 	leading      *prometheus.GaugeVec
 	leaderChange *prometheus.CounterVec
+	cache        cacheMetrics
 }
 
 // MetricsOptions tune NewMetrics. The zero value is usable.
@@ -86,12 +90,13 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Help: "1 while this process leads the election."}, with("election")),
 		leaderChange: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "topo", Name: "leadership_changes_total",
 			Help: "Leadership terms gained or lost by this process."}, with("election")),
+		cache: newCacheMetrics(ns),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.calls, m.duration, m.inFlight, m.locksHeld, m.lockWait, m.lockHold,
-		m.watches, m.restarts, m.leading, m.leaderChange}
+	return append([]prometheus.Collector{m.calls, m.duration, m.inFlight, m.locksHeld, m.lockWait, m.lockHold,
+		m.watches, m.restarts, m.leading, m.leaderChange}, m.cache.collectors()...)
 }
 
 // Describe implements prometheus.Collector.

@@ -166,7 +166,8 @@
 // of its sessions: ZooKeeper keeps one session's reads monotonic, a new
 // (global) session is a transaction that its follower applies in order,
 // and the first read of every session is also preceded by a sync (which
-// covers servers with local sessions). Options.LinearizableReads
-// puts a sync (pipelined, on the same session) before every read. Check
+// covers servers with local sessions). Options.LinearizableReads puts a
+// read barrier (pipelined, on the same session) before every read, and a
+// context of topo.WithLinearizableRead before the reads of that call. Check
 // always syncs before it reads the lock entry.
 package zk2topo

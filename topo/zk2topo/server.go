@@ -95,7 +95,8 @@ type Options struct {
 	// log write on a quorum), and needs READ permission on "/". Without
 	// it, only the first read of each session syncs: a Conn still sees all
 	// of its own acknowledged writes, but may miss a very recent write of
-	// another client (ZooKeeper's default).
+	// another client (ZooKeeper's default). A read under a context of
+	// topo.WithLinearizableRead sends the barrier whatever this says.
 	LinearizableReads bool
 
 	// MaxTxnBytes is the largest transaction (Txn) request the Conn
@@ -543,11 +544,12 @@ func retriable(err error) bool {
 // read runs an idempotent read with do on the current session, retrying it
 // (on a new session when the old one ended) while the connection is being
 // re-established and ctx allows. The first read of every session, and
-// every read with Options.LinearizableReads, is preceded by a sync: the
-// server the session is connected to then has applied every write
-// acknowledged before the read started, including those of the Conn's
-// earlier sessions (ZooKeeper keeps reads monotonic within one session
-// only).
+// every read with Options.LinearizableReads or under a context of
+// topo.WithLinearizableRead, is preceded by a sync (a barrier for the
+// latter two): the server the session is connected to then has applied
+// every write acknowledged before the read started, including those of
+// the Conn's earlier sessions (ZooKeeper keeps reads monotonic within one
+// session only).
 func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) error {
 	backoff := 10 * time.Millisecond
 	for {
@@ -555,10 +557,11 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 		if err != nil {
 			return err
 		}
-		sync := c.opts.LinearizableReads || !s.synced.Load()
+		linearizable := c.opts.LinearizableReads || topo.LinearizableRead(ctx)
+		sync := linearizable || !s.synced.Load()
 		err = c.do(ctx, p, func() error {
 			switch {
-			case c.opts.LinearizableReads:
+			case linearizable:
 				return s.barrierThen(func() error { return fn(s.zk) })
 			case sync:
 				return s.syncThen(func() error { return fn(s.zk) })
