@@ -128,10 +128,12 @@ func (v *queueView) run(ctx context.Context, c *Conn) {
 		v.mu.Unlock()
 		return
 	}
+	v.mu.Lock() // the view is in the Conn's map already: others may look
 	v.rev = resp.Header.Revision
 	for _, kv := range resp.Kvs {
 		v.apply(kv)
 	}
+	v.mu.Unlock()
 	v.readyOnce.Do(func() { close(v.ready) })
 	for wr := range c.cli.Watch(ctx, v.prefix, clientv3.WithPrefix(), clientv3.WithRev(v.rev+1)) {
 		if wr.CompactRevision != 0 || wr.Canceled || wr.Err() != nil {
@@ -157,8 +159,7 @@ func (v *queueView) run(ctx context.Context, c *Conn) {
 	}
 }
 
-// apply adds kv to the view if it is an entry (called with mu held, or
-// before the view is ready).
+// apply adds kv to the view if it is an entry (called with mu held).
 func (v *queueView) apply(kv *mvccpb.KeyValue) {
 	if v.q.Native || queueEntry(kv, v.prefix) {
 		v.entries[string(kv.Key)] = kv
