@@ -16,14 +16,13 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/connect"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/ui"
 )
 
 // openEtcd starts an embedded etcd and serves a ui.Server over it.
 func openEtcd(b *testing.B) (topo.Conn, *ui.Server, *httptest.Server) {
 	b.Helper()
-	srv, err := connect.Settings{}.Open(context.Background(), "etcd2", etcdtest.Start(b), "/vitess/global")
+	srv, err := connect.Settings{}.Open(context.Background(), "etcd2", embeddedEtcd(b), "/vitess/global")
 	require.NoError(b, err)
 	b.Cleanup(srv.Close)
 	conn := srv.GlobalCell()

@@ -21,13 +21,13 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
 	"github.com/topokit/topokit/topo/connect"
 	"github.com/topokit/topokit/topo/copy"
 	"github.com/topokit/topokit/topo/decode"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/inspect"
 	"github.com/topokit/topokit/topo/memorytopo/memtest"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
@@ -427,8 +427,32 @@ func TestBrowserCacheState(t *testing.T) {
 	p.wait("a healthy cache again", has("#cache", "cache healthy"))
 }
 
+// TestBrowserEtcd runs the page over the embedded etcd that topoctl
+// serve runs (internal/etcdembed, the same code and server version).
 func TestBrowserEtcd(t *testing.T) {
-	browse(t, "etcd2", etcdtest.Start(t), os.Getenv(screenshotsEnv), true)
+	browse(t, "etcd2", embeddedEtcd(t), os.Getenv(screenshotsEnv), true)
+}
+
+// embeddedEtcd starts a single-member embedded etcd as topoctl serve does,
+// on free loopback ports and a temporary data directory, stopped when the
+// test ends, and returns its client address.
+func embeddedEtcd(t testing.TB) string {
+	addrs, err := etcdembed.FreeAddrs(2)
+	require.NoError(t, err)
+	m, err := etcdembed.Start(etcdembed.Config{
+		Dir:        t.TempDir(),
+		ClientURL:  "http://" + addrs[0],
+		PeerURL:    "http://" + addrs[1],
+		TickMs:     10,
+		ElectionMs: 100,
+		NoFsync:    true,
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, m.WaitReady(ctx))
+	return m.ClientAddr()
 }
 
 func TestBrowserZooKeeper(t *testing.T) {
