@@ -2,6 +2,7 @@ package claims_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -169,4 +170,49 @@ func TestFirstReadEndsWithClaim(t *testing.T) {
 		err := outcome(t, got)
 		require.True(t, topo.IsErrType(err, topo.LockLost), "got %v", err)
 	})
+}
+
+// cutOffCreator is the fake driver with a Create that no store answers:
+// it blocks until its ctx ends, after telling creating (when it has room).
+type cutOffCreator struct {
+	*driver
+	creating chan struct{}
+}
+
+func (d cutOffCreator) Create(ctx context.Context, q claims.Queue, contents string, o claims.CreateOptions) (claims.Entry, *claims.Session, error) {
+	select {
+	case d.creating <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return claims.Entry{}, nil, ctx.Err()
+}
+
+// TestStopEndsCreate: Stop ends a WaitForLeadership (whose context never
+// ends) still creating its candidacy on a store that stops answering,
+// with Interrupted; after the engine's Close, with Closed.
+func TestStopEndsCreate(t *testing.T) {
+	for _, closeFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("close first %v", closeFirst), func(t *testing.T) {
+			d := cutOffCreator{&driver{s: newStore()}, make(chan struct{}, 1)}
+			e := claims.New(d, claims.Options{})
+			p, err := e.NewLeaderParticipation("el", "me")
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			go func() { _, err := p.WaitForLeadership(); got <- err }()
+			<-d.creating
+			want := topo.Interrupted
+			if closeFirst {
+				e.Close()
+				want = topo.Closed
+			}
+			p.Stop()
+			select {
+			case err := <-got:
+				require.True(t, topo.IsErrType(err, want), "got %v", err)
+			case <-time.After(longWait):
+				t.Fatal("WaitForLeadership outlived Stop while creating")
+			}
+		})
+	}
 }

@@ -205,10 +205,23 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 				opts.Value = []byte{}
 			}
 		}
+		// WaitForLeadership's ctx never ends: Stop ends its Create, as it
+		// ends the wait after it (a store that stops answering must not
+		// hold a Stopped participant's call forever).
+		cctx := ctx
+		if ctx.Done() == nil {
+			cctx = stopContext(p.stop)
+		}
 		var err error
-		cl, err = p.e.create(ctx, p.q, p.id, opts, cancel, nil)
+		cl, err = p.e.create(cctx, p.q, p.id, opts, cancel, nil)
 		if err != nil {
 			cancel(err)
+			if cctx != ctx && isClosed(p.stop) {
+				if cerr := p.e.closedErr(p.q.Path); cerr != nil {
+					return nil, cerr
+				}
+				return nil, topo.NewError(topo.Interrupted, p.q.Path)
+			}
 			return nil, err
 		}
 		lctx = c
