@@ -44,7 +44,10 @@ func (c *Conn) internal(p string) bool {
 // directories, and returns version 0 (ZooKeeper's first Stat.Version). It
 // costs one round trip when the parent exists. It returns NodeExists when
 // the file exists; a znode that is only a directory (empty, with children)
-// becomes the file instead. Errors: InvalidPath (including the
+// becomes the file instead. When it fails after creating missing parent
+// directories (its ctx ended, say), it removes them again while they are
+// empty, in the background: an interrupted Create leaves no directory
+// that ListDir would list. Errors: InvalidPath (including the
 // reserved-name rule, backendkit.CheckCreate), InvalidArgument (value too large),
 // NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
 // Timeout/Interrupted (ctx), Closed, Unavailable.
@@ -59,8 +62,26 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return c.create(ctx, p, contents)
 }
 
-func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Version, error) {
+func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Version, rerr error) {
 	zp := c.zkPath(p)
+	// Directories this call created are removed again (while empty, in
+	// the background, so that a Create whose ctx ended returns at once)
+	// when the file's create then fails: an interrupted Create leaves no
+	// empty directory behind, as on the stores without directories. A
+	// create sent before ctx ended may still be applied; its file keeps
+	// them (cleanupDirs removes only empty directories).
+	made := false
+	defer func() {
+		if rerr != nil && made && !c.closed.Load() {
+			c.bg.Add(1)
+			go func() {
+				defer c.bg.Done()
+				cctx, cancel := freshContext()
+				defer cancel()
+				c.removeMadeDirs(cctx, zkDir(zp))
+			}()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		err := c.write(ctx, p, func(z *zk.Conn) error {
 			_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
@@ -70,6 +91,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 		case err == nil:
 			return topo.NumericVersion(0), nil
 		case errors.Is(err, zk.ErrNoNode) && attempt < 10:
+			made = true // a part of them may exist even when makeDirs fails
 			if err := c.makeDirs(ctx, p, zkDir(zp)); err != nil {
 				return nil, err
 			}
@@ -99,6 +121,26 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			}
 		default:
 			return nil, c.convert(err, p)
+		}
+	}
+}
+
+// removeMadeDirs removes the directory znode dir and its parents while
+// they are empty (see cleanupDirs), starting from the lowest of them that
+// exists: a makeDirs that failed may have created only the upper ones.
+func (c *Conn) removeMadeDirs(ctx context.Context, dir string) {
+	for d := dir; c.removable(d); d = zkDir(d) {
+		s, err := c.live(ctx, c.relPath(d))
+		if err != nil {
+			return
+		}
+		r := c.statOn(ctx, s, c.relPath(d), d)
+		if r.err != nil {
+			return
+		}
+		if r.exists {
+			c.cleanupDirs(ctx, []string{d})
+			return
 		}
 	}
 }
