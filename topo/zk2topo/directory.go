@@ -35,6 +35,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if err != nil {
 		return nil, err
 	}
+	ctx = c.barrierScoped(ctx) // the reads after the first start after it answered
 	zp := c.zkPath(dp)
 	names, st, err := c.children(ctx, dp, zp)
 	if err != nil {

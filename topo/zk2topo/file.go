@@ -361,6 +361,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	if err != nil {
 		return nil, err
 	}
+	ctx = c.barrierScoped(ctx) // every read after the first starts after it answered
 	dir, namePrefix := splitPrefix(prefix)
 	var (
 		mu       sync.Mutex

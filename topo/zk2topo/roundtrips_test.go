@@ -174,6 +174,14 @@ func TestRequestCounts(t *testing.T) {
 		"ListDir":                                   {nil, func() { _, err := c.ListDir(ctx, "del", false); must(err) }},
 		"ListDir full, two entries":                 {nil, func() { _, err := c.ListDir(ctx, "ld", true); must(err) }},
 		"List, two files":                           {nil, func() { _, err := c.List(ctx, "u/"); must(err) }},
+		"List, two files, linearizable": {nil, func() {
+			_, err := c.List(topo.WithLinearizableRead(ctx), "u/")
+			must(err)
+		}},
+		"ListDir full, two entries, linearizable": {nil, func() {
+			_, err := c.ListDir(topo.WithLinearizableRead(ctx), "ld", true)
+			must(err)
+		}},
 		"Txn of an update and a create": {nil, func() {
 			_, err := c.Txn(ctx, topo.UpdateOp("d/a", []byte("z"), nil), topo.CreateOp("d/t", nil))
 			must(err)

@@ -558,6 +558,10 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 			return err
 		}
 		linearizable := c.opts.LinearizableReads || topo.LinearizableRead(ctx)
+		scope, _ := ctx.Value(barrierScopeKey{}).(*barrierScope)
+		if linearizable && scope != nil && scope.passed.Load() == s {
+			linearizable = false // the call's barrier preceded this read on s
+		}
 		sync := linearizable || !s.synced.Load()
 		err = c.do(ctx, p, func() error {
 			switch {
@@ -571,6 +575,9 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 		if err == nil && sync {
 			s.synced.Store(true)
 		}
+		if err == nil && linearizable && scope != nil {
+			scope.passed.Store(s)
+		}
 		if err == nil || !retriable(err) || c.closed.Load() {
 			return err
 		}
@@ -583,6 +590,28 @@ func (c *Conn) read(ctx context.Context, p string, fn func(z *zk.Conn) error) er
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
+}
+
+// barrierScope lets the reads of one call that needs linearizable reads
+// (List, ListDir) share one read barrier: a read that starts after an
+// earlier read of the call, with its barrier, succeeded on the same
+// session needs none, because ZooKeeper runs a session's requests in
+// order and a session never sees an older state than it saw. A read on
+// another session (the first one ended) sends its own barrier.
+type barrierScope struct {
+	passed atomic.Pointer[zkSession] // the session whose barrier passed
+}
+
+type barrierScopeKey struct{}
+
+// barrierScoped returns ctx with a barrierScope when its reads must be
+// linearizable, and ctx otherwise. Only a call whose later reads start
+// after its first read answered may use it.
+func (c *Conn) barrierScoped(ctx context.Context) context.Context {
+	if !c.opts.LinearizableReads && !topo.LinearizableRead(ctx) {
+		return ctx
+	}
+	return context.WithValue(ctx, barrierScopeKey{}, &barrierScope{})
 }
 
 // readPair runs read with c.read and returns its two results, which it
