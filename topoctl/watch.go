@@ -23,6 +23,8 @@ type watching struct {
 	full bool
 	// dec decodes each value (watch --decode); nil prints the bytes.
 	dec *recordDecoder
+	// mu serializes the lines of the files of a watch of several files.
+	mu sync.Mutex
 }
 
 // watchEvent is one line of watch output.
@@ -103,7 +105,7 @@ func newWatchCmd(stores *connector, out *printer) *cobra.Command {
 		decode, protoset string
 	)
 	cmd := &cobra.Command{
-		Use:   "watch FILE | watch -R DIR | watch --prefix PREFIX",
+		Use:   "watch FILE [FILE...] | watch -R DIR | watch --prefix PREFIX",
 		Short: "Print a file's changes (or every file's under a directory or prefix) until interrupted",
 		Long: `Print the current value of FILE, then one line per change, until
 interrupted (Ctrl-C, SIGTERM) or the file is deleted (a FILE that does not
@@ -152,15 +154,27 @@ on stderr saying why. With --output json each change's object gets
   topoctl watch -R /keyspaces/ -o json
   topoctl watch -R --decode /keyspaces/
   topoctl watch --rev 1042 -R /keyspaces/   # resume after revision 1041`,
-		Args: decodeArgs(1),
+		Args: watchArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var err error
 			if recursive && rawPrefix {
 				return usagef("-R watches a directory's subtree, --prefix a plain string prefix: give one")
 			}
+			if err := checkWatchFiles(len(args), recursive, rawPrefix, cmd.Flags().Changed("rev")); err != nil {
+				return err
+			}
 			if o.dec, err = newRecordDecoder(decode, protoset, stores.getenv); err != nil {
 				return err
+			}
+			if len(args) > 1 {
+				paths, err := dedupPaths(args)
+				if err != nil {
+					return err
+				}
+				if len(paths) > 1 {
+					return o.watchFiles(ctx, paths, wait)
+				}
 			}
 			if cmd.Flags().Changed("rev") {
 				if rev < 1 {
@@ -371,6 +385,17 @@ on stderr saying why. With --output json each change's object gets
 	cmd.Flags().Int64Var(&rev, "rev", 0, "etcd only: print the changes from this revision on, from etcd's history, then the live ones")
 	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
 	return cmd
+}
+
+// watchArgs takes one or more FILEs. As decodeArgs does for one-path
+// commands, it reads "watch --decode yaml FILE" as a misspelt --decode
+// mode, not as two files: a first of several arguments with no "/" after a
+// --decode is refused (a file at the root is written "/NAME" then).
+func watchArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 && cmd.Flags().Changed("decode") && !strings.Contains(args[0], "/") {
+		return usagef("--decode %q: want raw or json, or a bare --decode (json) (to watch a file at the root with --decode, write it /%s)", args[0], args[0])
+	}
+	return minArgs(1)(cmd, args)
 }
 
 // probe runs one store call bounded by timeout (--timeout; 0: no bound).

@@ -1,0 +1,164 @@
+package topoctl
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// watchFilesStores are the real stores the watch FILE FILE... tests run
+// on.
+func watchFilesStores(t *testing.T) []target {
+	return []target{
+		{impl: "etcd2", addr: etcdtest.Start(t), root: "/wf"},
+		{impl: "zk2", addr: zktest.Start(t), root: "/wf"},
+		{impl: "consul", addr: consultest.Start(t), root: "wf"},
+	}
+}
+
+// linesOf returns the lines of out that are about path ("PATH ...").
+func linesOf(out, path string) []string {
+	var got []string
+	for l := range strings.Lines(out) {
+		if strings.HasPrefix(l, path+" ") {
+			got = append(got, strings.TrimSuffix(l, "\n"))
+		}
+	}
+	return got
+}
+
+// putLine puts value at file and returns the line watch prints for it.
+func putLine(t *testing.T, tg target, file, value string) string {
+	t.Helper()
+	v := strings.TrimSpace(tg.ok(t, "put", file, value))
+	return "/" + file + " " + v + " " + `"` + value + `"`
+}
+
+// watch A B C prints each file's value, then every change of each in
+// order, through one store watch (a WatchRecursive of their common
+// directory, counted by --metrics-address: no Watch at all); the deletion
+// of one ends its watch and the others go on; Ctrl-C ends it with 0.
+func TestWatchFilesShareOneStoreWatch(t *testing.T) {
+	t.Parallel()
+	for _, st := range watchFilesStores(t) {
+		t.Run(st.impl, func(t *testing.T) {
+			t.Parallel()
+			tg := st.withRoot(st.root + "-share-" + st.impl)
+			files := []string{"d/a", "d/e/b", "d/c"}
+			want := map[string][]string{}
+			for _, f := range files {
+				want[f] = append(want[f], putLine(t, tg, f, f+"-0"))
+			}
+			tg.ok(t, "put", "d/other", "x") // in the cache, not watched
+			ports, err := etcdembed.FreeAddrs(1)
+			require.NoError(t, err)
+			w := tg.start(t, "--metrics-address", ports[0], "watch", "d/a", "/d/e/b", "d/c", "d/a")
+			for _, f := range files {
+				w.waitOutput(t, want[f][0]+"\n")
+			}
+			for i := 1; i <= 3; i++ {
+				for _, f := range files {
+					want[f] = append(want[f], putLine(t, tg, f, f+"-"+string(rune('0'+i))))
+				}
+				tg.ok(t, "put", "d/other", "y")
+			}
+			for _, f := range files {
+				w.waitOutput(t, want[f][len(want[f])-1]+"\n")
+			}
+			tg.ok(t, "rm", "d/e/b")
+			w.waitOutput(t, "/d/e/b deleted\n")
+			want["d/e/b"] = append(want["d/e/b"], "/d/e/b deleted")
+			after := putLine(t, tg, "d/c", "after")
+			w.waitOutput(t, after+"\n")
+			want["d/c"] = append(want["d/c"], after)
+
+			m := scrape(t, ports[0])
+			assert.Equal(t, 1.0, m[`topo_watches_active{backend="`+st.impl+`",cell="global",op="WatchRecursive"}`], "%v", m)
+			assert.Equal(t, 1.0, m[`topo_calls_total{backend="`+st.impl+`",cell="global",code="OK",op="WatchRecursive"}`], "%v", m)
+			for k := range m {
+				assert.NotContains(t, k, `op="Watch"`, "a store Watch besides the cache's one WatchRecursive")
+			}
+			assert.Equal(t, 2.0, m[`topo_cache_watchers{cache="watch"}`], "d/a and d/c still watched")
+
+			require.Equal(t, 0, w.stop(t), w.stderr.String())
+			out := w.stdout.String()
+			for _, f := range files {
+				assert.Equal(t, want[f], linesOf(out, "/"+f), "the lines of /%s, in order, once each", f)
+			}
+			assert.NotContains(t, out, "/d/other")
+		})
+	}
+}
+
+// watch A B with --wait waits for a missing file and prints it once
+// created; without --wait a missing file fails it (NoNode) with nothing
+// printed; when every file was deleted it ends by itself (exit 0).
+func TestWatchFilesWaitAndDeletion(t *testing.T) {
+	t.Parallel()
+	for _, st := range watchFilesStores(t) {
+		t.Run(st.impl, func(t *testing.T) {
+			t.Parallel()
+			tg := st.withRoot(st.root + "-wait-" + st.impl)
+			a := putLine(t, tg, "a", "one")
+			r := tg.fails(t, ExitFailure, []string{"/b"}, "watch", "a", "b")
+			assert.Empty(t, r.stdout)
+
+			w := tg.start(t, "watch", "--wait", "a", "b")
+			w.waitOutput(t, a+"\n")
+			require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "/b does not exist yet") }, 30*time.Second, 10*time.Millisecond)
+			b := putLine(t, tg, "b", "two")
+			w.waitOutput(t, b+"\n")
+			tg.ok(t, "rm", "a")
+			w.waitOutput(t, "/a deleted\n")
+			tg.ok(t, "rm", "b")
+			require.Equal(t, 0, w.wait(t), w.stderr.String())
+			assert.Equal(t, a+"\n"+b+"\n/a deleted\n/b deleted\n", w.stdout.String())
+		})
+	}
+}
+
+// watch A B cut off from its store by a partition says "reconnecting",
+// and once it heals "reconnected", and prints the changes made meanwhile.
+func TestWatchFilesPartition(t *testing.T) {
+	t.Parallel()
+	for _, st := range watchFilesStores(t) {
+		t.Run(st.impl, func(t *testing.T) {
+			t.Parallel()
+			px, err := faultproxy.New(st.addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = px.Close() })
+			direct := st.withRoot(st.root + "-partition-" + st.impl)
+			cut := direct
+			cut.addr = px.Addr()
+			a1, b1 := putLine(t, direct, "d/a", "a1"), putLine(t, direct, "d/b", "b1")
+			w := cut.start(t, "watch", "d/a", "d/b")
+			w.waitOutput(t, a1+"\n")
+			w.waitOutput(t, b1+"\n")
+
+			px.Blackhole()
+			require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
+				"no reconnecting note; stderr: %s", w.stderr.String())
+			a2, b2 := putLine(t, direct, "d/a", "a2"), putLine(t, direct, "d/b", "b2")
+			px.Heal()
+			w.waitOutput(t, a2+"\n")
+			w.waitOutput(t, b2+"\n")
+			require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnected") }, 2*time.Minute, 10*time.Millisecond,
+				"no reconnected note; stderr: %s", w.stderr.String())
+			b3 := putLine(t, direct, "d/b", "b3")
+			w.waitOutput(t, b3+"\n")
+			require.Equal(t, 0, w.stop(t), w.stderr.String())
+			out := w.stdout.String()
+			assert.Equal(t, []string{a1, a2}, linesOf(out, "/d/a"))
+			assert.Equal(t, []string{b1, b2, b3}, linesOf(out, "/d/b"))
+		})
+	}
+}
