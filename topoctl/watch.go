@@ -141,6 +141,36 @@ oldest one it still has. Other backends keep no history to replay: --rev is
 a usage error there (NoImplementation; docs/backends.md says why, store by
 store). There is no --since TIME: no store maps a time to a revision.
 
+watch FILE FILE... watches several files through ONE store watch: a read
+cache (topo/cache) of their longest common directory (the whole store when
+they share none; at most 256 MiB: beyond, watch fails with
+ResourceExhausted), of which each FILE is a local watcher. Each FILE is
+printed as watch FILE prints it: its value, then each change, in order;
+the lines of different files interleave as they are printed, not
+necessarily in the store's order. Its differences from one watch FILE per
+file:
+  - The first values come from the cache's first listing, after a
+    bounded read of every FILE: a FILE that does not exist fails the whole
+    command with NoNode before anything is printed, unless --wait, which
+    waits for each missing FILE.
+  - A deleted FILE prints "PATH deleted" and its watch ends; the others go
+    on. The command ends (exit 0) when every FILE was deleted.
+  - Outages: the cache probes the store once a second (bounded by 1s); when
+    the store does not answer or the watch fails, watch says "lost the
+    connection to ADDR (...): reconnecting" (or "the store watch ended
+    (...): reconnecting") on stderr, and "reconnected to ADDR" once the
+    cache is healthy again; the cache lists the directory again and every
+    FILE that changed meanwhile is printed (a FILE deleted meanwhile prints
+    "PATH deleted").
+  - A slow output (a terminal or pipe that stops reading) holds up to 1024
+    changes per FILE; beyond, the cache drops that FILE's watcher: watch
+    prints the changes it held, says on stderr "PATH: the output fell more
+    than 1024 changes behind: the changes after those were skipped; the
+    current value follows", watches it again and prints its current value:
+    intermediate values may be missed then, the latest never.
+  - -R, --prefix and --rev take one argument (--rev: run one watch --rev
+    per file, or watch --rev -R their directory).
+
 --decode (bare, or --decode json) prints each value decoded as readable
 JSON, as get --decode does, each record's type chosen by its own path:
 every record of Vitess's layout is built in, locks, elections and metadata
@@ -151,6 +181,7 @@ A value that does not decode is printed as without --decode, with a note
 on stderr saying why. With --output json each change's object gets
 "decoded" (or "decode_error" when it does not decode).`,
 		Example: `  topoctl watch /keyspaces/commerce/Keyspace
+  topoctl watch /keyspaces/commerce/Keyspace /keyspaces/customer/Keyspace   # one store watch
   topoctl watch -R /keyspaces/ -o json
   topoctl watch -R --decode /keyspaces/
   topoctl watch --rev 1042 -R /keyspaces/   # resume after revision 1041`,

@@ -1,7 +1,10 @@
 package topoctl
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/test/faultproxy"
@@ -161,4 +165,86 @@ func TestWatchFilesPartition(t *testing.T) {
 			assert.Equal(t, []string{b1, b2, b3}, linesOf(out, "/d/b"))
 		})
 	}
+}
+
+// gatedWriter is a syncBuffer whose writes wait while hold is locked: a
+// terminal that stopped reading.
+type gatedWriter struct {
+	syncBuffer
+	hold sync.Mutex
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	g.hold.Lock()
+	g.hold.Unlock() //nolint:staticcheck // a gate: wait for the holder
+	return g.syncBuffer.Write(p)
+}
+
+// A file whose changes come faster than the output takes them falls
+// behind: the cache drops its watcher, and watch says so on stderr,
+// registers it again and prints the file's current value; the changes it
+// held are printed in order first, and the other files go on.
+func TestWatchFilesSlowOutput(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/wf-slow"}
+	a0, b0 := putLine(t, tg, "d/a", "a0"), putLine(t, tg, "d/b", "b0")
+	ports, err := etcdembed.FreeAddrs(1)
+	require.NoError(t, err)
+	out, errb := &gatedWriter{}, &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(ctx, tg.argv([]string{"--metrics-address", ports[0], "watch", "d/a", "d/b"}), streams{Stdout: out, Stderr: errb})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { s := out.String(); return strings.Contains(s, a0) && strings.Contains(s, b0) }, 30*time.Second, 10*time.Millisecond)
+
+	srv, err := topo.OpenServer(tg.impl, tg.addr, tg.root)
+	require.NoError(t, err)
+	defer srv.Close()
+	conn := srv.GlobalCell()
+	out.hold.Lock()
+	n := watchFilesBuffer + 50
+	var last topo.Version
+	for i := 1; i <= n; i++ {
+		last, err = conn.Update(t.Context(), "d/a", []byte(fmt.Sprintf("a%d", i)), nil)
+		require.NoError(t, err)
+	}
+	waitSample(t, ports[0], `topo_cache_watchers{cache="watch"}`, 1) // d/a's watcher was dropped
+	out.hold.Unlock()
+	final := fmt.Sprintf("/d/a %s \"a%d\"\n", last, n)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), final) }, 30*time.Second, 10*time.Millisecond,
+		"stdout: %s\nstderr: %s", out.String(), errb.String())
+	assert.Contains(t, errb.String(), "/d/a: the output fell more than 1024 changes behind")
+	b1 := putLine(t, tg, "d/b", "b1")
+	a := putLine(t, tg, "d/a", "after")
+	require.Eventually(t, func() bool { s := out.String(); return strings.Contains(s, a) && strings.Contains(s, b1) }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	require.Equal(t, 0, <-done, errb.String())
+	done <- 0
+
+	lines := linesOf(out.String(), "/d/a")
+	require.Greater(t, len(lines), watchFilesBuffer)
+	require.Less(t, len(lines), n+2, "some changes skipped")
+	prev := -1
+	for i, l := range lines[:len(lines)-1] {
+		var v int
+		_, err := fmt.Sscanf(strings.Fields(l)[2], `"a%d"`, &v)
+		require.NoError(t, err, l)
+		require.Greater(t, v, prev, "line %d: %s: in order, once each", i, l)
+		prev = v
+	}
+	assert.Equal(t, []string{b0, b1}, linesOf(out.String(), "/d/b"))
+}
+
+// -R, --prefix and --rev take one argument; a misspelt --decode mode
+// before the files is a usage error, not a file.
+func TestWatchFilesUsage(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.fails(t, ExitUsage, []string{"-R and --prefix take one DIR or PREFIX, got 2 arguments"}, "watch", "-R", "a/", "b/")
+	tg.fails(t, ExitUsage, []string{"-R and --prefix take one DIR or PREFIX"}, "watch", "--prefix", "a", "b")
+	tg.fails(t, ExitUsage, []string{"--rev replays the history of one FILE, DIR or PREFIX, got 2 arguments"}, "watch", "--rev", "5", "a", "b")
+	tg.fails(t, ExitUsage, []string{`--decode "yaml": want raw or json`, "write it /yaml"}, "watch", "--decode", "yaml", "a/f")
+	tg.fails(t, ExitUsage, []string{"takes at least 1 argument(s), got 0"}, "watch")
 }
