@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -97,6 +98,14 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		}
 		fws[i] = fw
 	}
+	for _, fw := range fws {
+		if fw.exists {
+			// The first values in the order of the arguments.
+			if err := fw.print(&fw.cur); err != nil {
+				return err
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
@@ -167,6 +176,11 @@ func (fw *fileWatch) register(ctx context.Context) error {
 	if err != nil {
 		cancel()
 		return at(err, fw.p)
+	}
+	if st := fw.c.State(); st.Health == cache.OverLimit {
+		// The cache let the watch through to the store: it holds no files.
+		drainAfter(cancel, ch)
+		return fmt.Errorf("%w (the files' common directory holds more than %d MiB: run one watch per file)", st.Err, watchFilesMaxBytes>>20)
 	}
 	fw.ch, fw.cancel, fw.exists = ch, cancel, false
 	for _, wd := range initial {

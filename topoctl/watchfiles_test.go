@@ -248,3 +248,21 @@ func TestWatchFilesUsage(t *testing.T) {
 	tg.fails(t, ExitUsage, []string{`--decode "yaml": want raw or json`, "write it /yaml"}, "watch", "--decode", "yaml", "a/f")
 	tg.fails(t, ExitUsage, []string{"takes at least 1 argument(s), got 0"}, "watch")
 }
+
+// watch -o json A B prints one JSON object per line, as watch FILE does,
+// the first values in the order of the arguments.
+func TestWatchFilesJSON(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "x/b", "bee")
+	tg.ok(t, "put", "x/a", "")
+	w := tg.start(t, "-o", "json", "watch", "x/b", "x/a")
+	w.waitOutput(t, `{"path":"/x/a",`)
+	tg.ok(t, "rm", "x/b")
+	w.waitOutput(t, `{"path":"/x/b","deleted":true}`+"\n")
+	require.Equal(t, 0, w.stop(t), w.stderr.String())
+	lines := strings.Split(strings.TrimSpace(w.stdout.String()), "\n")
+	require.Len(t, lines, 3, w.stdout.String())
+	assert.Regexp(t, `^\{"path":"/x/b","version":\d+,"value":"YmVl","deleted":false\}$`, lines[0])
+	assert.Regexp(t, `^\{"path":"/x/a","version":\d+,"value":"","deleted":false\}$`, lines[1])
+}
