@@ -82,7 +82,11 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		return endOfWatch(ctx, err)
 	}
 	defer c.Close()
-	stopHealth := o.reportHealth(wctx, c, st.spec.addr, health)
+	addr := st.spec.addr
+	if addr == "" {
+		addr = st.name // memory
+	}
+	stopHealth := o.reportHealth(wctx, c, addr, health)
 	defer stopHealth()
 
 	// Every file is registered before anything is printed: a missing FILE
