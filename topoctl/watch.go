@@ -159,9 +159,9 @@ file:
     the store does not answer or the watch fails, watch says "lost the
     connection to ADDR (...): reconnecting" (or "the store watch ended
     (...): reconnecting") on stderr, and "reconnected to ADDR" once the
-    cache is healthy again; the cache lists the directory again and every
-    FILE that changed meanwhile is printed (a FILE deleted meanwhile prints
-    "PATH deleted").
+    cache is healthy again; every FILE that changed meanwhile is printed
+    (a FILE deleted meanwhile prints "PATH deleted"), from the resumed
+    store watch or, when it failed, the cache's new listing.
   - A slow output (a terminal or pipe that stops reading) holds up to 1024
     changes per FILE; beyond, the cache drops that FILE's watcher: watch
     prints the changes it held, says on stderr "PATH: the output fell more
