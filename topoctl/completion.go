@@ -33,6 +33,9 @@ type pathArg struct {
 	// the path is in (copy's and diff's --from); when that flag is not
 	// given, the connection flags name it.
 	storeFlag string
+	// variadic makes every argument from index on a store path (watch
+	// FILE FILE...).
+	variadic bool
 }
 
 // completesPaths makes cmd's first argument complete as a store path (see
@@ -43,13 +46,13 @@ func completesPaths(cmd *cobra.Command, stores *connector) *cobra.Command {
 
 // completesPathArg makes cmd's argument pa.index complete as a store path
 // (see completePath), the arguments before it as local directories, and
-// none after it.
+// none after it (each, with pa.variadic, as a store path too).
 func completesPathArg(cmd *cobra.Command, stores *connector, pa pathArg) *cobra.Command {
 	cmd.ValidArgsFunction = func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		switch {
 		case len(args) < pa.index:
 			return nil, cobra.ShellCompDirectiveFilterDirs
-		case len(args) > pa.index:
+		case len(args) > pa.index && !pa.variadic:
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		return completePath(c.Context(), stores, c, toComplete, pa)

@@ -46,6 +46,8 @@ func TestCompletePaths(t *testing.T) {
 	assert.Empty(t, paths)
 	paths, _ = complete("get", "/keyspaces/", "")
 	assert.Empty(t, paths, "only the first argument is a path")
+	paths, _ = complete("watch", "/RoutingRules", "/keyspaces/c")
+	assert.Equal(t, []string{"/keyspaces/commerce/", "/keyspaces/customer/"}, paths, "watch takes several FILEs")
 }
 
 // A directory argument offers directories only (lock, copy, diff, import

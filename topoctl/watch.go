@@ -23,6 +23,8 @@ type watching struct {
 	full bool
 	// dec decodes each value (watch --decode); nil prints the bytes.
 	dec *recordDecoder
+	// mu serializes the lines of the files of a watch of several files.
+	mu sync.Mutex
 }
 
 // watchEvent is one line of watch output.
@@ -103,7 +105,7 @@ func newWatchCmd(stores *connector, out *printer) *cobra.Command {
 		decode, protoset string
 	)
 	cmd := &cobra.Command{
-		Use:   "watch FILE | watch -R DIR | watch --prefix PREFIX",
+		Use:   "watch FILE [FILE...] | watch -R DIR | watch --prefix PREFIX",
 		Short: "Print a file's changes (or every file's under a directory or prefix) until interrupted",
 		Long: `Print the current value of FILE, then one line per change, until
 interrupted (Ctrl-C, SIGTERM) or the file is deleted (a FILE that does not
@@ -139,6 +141,36 @@ oldest one it still has. Other backends keep no history to replay: --rev is
 a usage error there (NoImplementation; docs/backends.md says why, store by
 store). There is no --since TIME: no store maps a time to a revision.
 
+watch FILE FILE... watches several files through ONE store watch: a read
+cache (topo/cache) of their longest common directory (the whole store when
+they share none; at most 256 MiB: beyond, watch fails with
+ResourceExhausted), of which each FILE is a local watcher. Each FILE is
+printed as watch FILE prints it: its value, then each change, in order;
+the lines of different files interleave as they are printed, not
+necessarily in the store's order. Its differences from one watch FILE per
+file:
+  - The first values come from the cache's first listing, after a
+    bounded read of every FILE: a FILE that does not exist fails the whole
+    command with NoNode before anything is printed, unless --wait, which
+    waits for each missing FILE.
+  - A deleted FILE prints "PATH deleted" and its watch ends; the others go
+    on. The command ends (exit 0) when every FILE was deleted.
+  - Outages: the cache probes the store once a second (bounded by 1s); when
+    the store does not answer or the watch fails, watch says "lost the
+    connection to ADDR (...): reconnecting" (or "the store watch ended
+    (...): reconnecting") on stderr, and "reconnected to ADDR" once the
+    cache is healthy again; every FILE that changed meanwhile is printed
+    (a FILE deleted meanwhile prints "PATH deleted"), from the resumed
+    store watch or, when it failed, the cache's new listing.
+  - A slow output (a terminal or pipe that stops reading) holds up to 1024
+    changes per FILE; beyond, the cache drops that FILE's watcher: watch
+    prints the changes it held, says on stderr "PATH: the output fell more
+    than 1024 changes behind: the changes after those were skipped; the
+    current value follows", watches it again and prints its current value:
+    intermediate values may be missed then, the latest never.
+  - -R, --prefix and --rev take one argument (--rev: run one watch --rev
+    per file, or watch --rev -R their directory).
+
 --decode (bare, or --decode json) prints each value decoded as readable
 JSON, as get --decode does, each record's type chosen by its own path:
 every record of Vitess's layout is built in, locks, elections and metadata
@@ -149,18 +181,31 @@ A value that does not decode is printed as without --decode, with a note
 on stderr saying why. With --output json each change's object gets
 "decoded" (or "decode_error" when it does not decode).`,
 		Example: `  topoctl watch /keyspaces/commerce/Keyspace
+  topoctl watch /keyspaces/commerce/Keyspace /keyspaces/customer/Keyspace   # one store watch
   topoctl watch -R /keyspaces/ -o json
   topoctl watch -R --decode /keyspaces/
   topoctl watch --rev 1042 -R /keyspaces/   # resume after revision 1041`,
-		Args: decodeArgs(1),
+		Args: watchArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var err error
 			if recursive && rawPrefix {
 				return usagef("-R watches a directory's subtree, --prefix a plain string prefix: give one")
 			}
+			if err := checkWatchFiles(len(args), recursive, rawPrefix, cmd.Flags().Changed("rev")); err != nil {
+				return err
+			}
 			if o.dec, err = newRecordDecoder(decode, protoset, stores.getenv); err != nil {
 				return err
+			}
+			if len(args) > 1 {
+				paths, err := dedupPaths(args)
+				if err != nil {
+					return err
+				}
+				if len(paths) > 1 {
+					return o.watchFiles(ctx, paths, wait)
+				}
 			}
 			if cmd.Flags().Changed("rev") {
 				if rev < 1 {
@@ -371,6 +416,17 @@ on stderr saying why. With --output json each change's object gets
 	cmd.Flags().Int64Var(&rev, "rev", 0, "etcd only: print the changes from this revision on, from etcd's history, then the live ones")
 	cmd.Flags().BoolVar(&wait, "wait", false, "when FILE does not exist yet, wait for it to be created instead of failing with NoNode")
 	return cmd
+}
+
+// watchArgs takes one or more FILEs. As decodeArgs does for one-path
+// commands, it reads "watch --decode yaml FILE" as a misspelt --decode
+// mode, not as two files: a first of several arguments with no "/" after a
+// --decode is refused (a file at the root is written "/NAME" then).
+func watchArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 && cmd.Flags().Changed("decode") && !strings.Contains(args[0], "/") {
+		return usagef("--decode %q: want raw or json, or a bare --decode (json) (to watch a file at the root with --decode, write it /%s)", args[0], args[0])
+	}
+	return minArgs(1)(cmd, args)
 }
 
 // probe runs one store call bounded by timeout (--timeout; 0: no bound).
