@@ -51,6 +51,9 @@ type zkSession struct {
 
 	connected atomic.Bool // the library has the session on a live connection
 
+	firstConnected chan struct{} // closed when the session first connected
+	firstOnce      sync.Once
+
 	mu sync.Mutex
 	// entries are the session's live lock and election entries, by
 	// znode path (see entry.go).
@@ -65,12 +68,14 @@ type zkSession struct {
 // resumeFrame).
 func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	s := &zkSession{
-		c:       c,
-		lost:    make(chan struct{}),
-		ready:   make(chan struct{}),
-		entries: map[string]*entry{},
-		creates: map[string]uint64{},
-		pending: map[string]int{},
+		c:     c,
+		lost:  make(chan struct{}),
+		ready: make(chan struct{}),
+
+		firstConnected: make(chan struct{}),
+		entries:        map[string]*entry{},
+		creates:        map[string]uint64{},
+		pending:        map[string]int{},
 	}
 	s.claims = claims.NewSession("", s)
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
@@ -88,7 +93,65 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	}
 	c.bg.Add(1)
 	go s.watchdog()
+	c.bg.Add(1)
+	go s.keepSentinel()
 	return s, nil
+}
+
+// sentinelDelay is how long after its first connection a session sets
+// its sentinel watch (see keepSentinel).
+const sentinelDelay = time.Second
+
+// sentinelPath is a znode no one creates (ZooKeeper keeps /zookeeper for
+// itself): an exists watch on it stays set for the session's life.
+const sentinelPath = "/zookeeper/topokit-sentinel"
+
+// keepSentinel keeps an exists watch on sentinelPath set on the session,
+// so that the client library always has a watch to re-set when it
+// reconnects, and marks it armed meanwhile (see holdRequest). It ends with
+// the session (Close ends the library's requests, then the session).
+//
+// It sets the watch sentinelDelay after the session's first connection:
+// the library re-sets watches on that connection too, reading the last
+// zxid just after it started answering, and a watch set by a request
+// queued before the connection (answered at once) would make that read
+// race with the answers, which nothing holds back on a first connection.
+func (s *zkSession) keepSentinel() {
+	defer s.c.bg.Done()
+	select {
+	case <-s.firstConnected:
+	case <-s.lost:
+		return
+	}
+	select {
+	case <-time.After(sentinelDelay):
+	case <-s.lost:
+		return
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		_, _, ch, err := s.zk.ExistsW(sentinelPath)
+		if err == nil {
+			s.obs.sentinelArmed.Store(true)
+			backoff = 50 * time.Millisecond
+			select {
+			case ev := <-ch:
+				s.obs.sentinelArmed.Store(false)
+				if ev.Type == zk.EventNotWatching {
+					return // the library ended its watches: the session is over
+				}
+				continue
+			case <-s.lost:
+				return
+			}
+		}
+		select {
+		case <-s.lost:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // redialProvider is the client library's HostProvider: its
@@ -172,6 +235,7 @@ func (s *zkSession) onEvent(ev zk.Event) {
 		s.lose()
 	case zk.StateHasSession:
 		s.connected.Store(true)
+		s.firstOnce.Do(func() { close(s.firstConnected) })
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
 		s.connected.Store(false)
 		s.stepDown()
@@ -328,6 +392,12 @@ type sessionObserver struct {
 	resumeID int64
 	resumePw []byte
 
+	// dials counts the session's connections; sentinelArmed says that the
+	// client library holds the session's sentinel watch (see
+	// keepSentinel), so that it re-sets watches on every reconnection.
+	dials         atomic.Int32
+	sentinelArmed atomic.Bool
+
 	// Lock entry creates sent as create2 (see createWithStat): wantStat
 	// counts the registered creates by path, created keeps the Stats
 	// their answers carried, by created path; nStat counts registrations.
@@ -346,7 +416,9 @@ func newSessionObserver(def time.Duration) *sessionObserver {
 }
 
 func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
-	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{}}
+	reconnect := o.dials.Add(1) > 1
+	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{},
+		holding: reconnect && o.sentinelArmed.Load()}
 }
 
 // lastProof returns the send time of the latest answered request and the
@@ -407,6 +479,13 @@ type observedConn struct {
 	pings     []time.Time         // send times of unanswered pings
 	handshake bool                // the connect response was read
 
+	// holding: requests are held back until the library's set-watches
+	// request is written (see holdRequest); held are their frames, and
+	// holdLimit writes them anyway after maxHold.
+	holding   bool
+	held      [][]byte
+	holdLimit *time.Timer
+
 	// read side, used only by the library's receive goroutine
 	hdr  [4]byte
 	nhdr int
@@ -423,6 +502,9 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 		b = oc.o.resumeFrame(b)
 	} else if oc.o.nStat.Load() > 0 {
 		b = oc.asCreate2(b)
+	}
+	if held, ok := oc.holdRequest(b); ok {
+		return len(held), nil
 	}
 	n, err := oc.Conn.Write(b)
 	oc.wmu.Lock()
@@ -443,6 +525,97 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 		oc.o.written(b)
 	}
 	return n, err
+}
+
+// opSetWatches is the opcode of the request by which the client library
+// re-sets its watches on a new connection of a session.
+const opSetWatches = 101
+
+// opCloseSession is the opcode of the request that ends a session.
+const opCloseSession = -11
+
+// holdRequest keeps a request frame b back while the connection holds
+// requests, and reports whether it did; it writes the held frames behind
+// the set-watches request when that comes.
+//
+// Why: go-zookeeper v1.0.4 reads its last seen zxid to build the
+// set-watches request of a reconnection while its receive goroutine
+// already records the zxids of answers, with no synchronisation between
+// the two (upstream go-zookeeper/zk PR #35, unmerged): requests queued
+// while the session was disconnected are sent first and their answers
+// race with that read, which the race detector reports in every program
+// that uses zk2topo. The value either side sees is one whole int64 and
+// either is right for the server, so the race is harmless but for the
+// detector; holding those requests until the set-watches request is
+// written (after the read) and matching every answer under wmu (frame),
+// orders the read before every write. A connection holds only when the
+// library has watches to re-set, which the session's sentinel watch
+// guarantees while it is armed (keepSentinel): otherwise no set-watches
+// request would come. The requests keep their order; pings and
+// authentication requests are not held.
+func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
+	oc.wmu.Lock()
+	defer oc.wmu.Unlock()
+	if !oc.holding || len(b) < 12 || int32(binary.BigEndian.Uint32(b[4:8])) <= 0 {
+		return nil, false
+	}
+	switch int32(binary.BigEndian.Uint32(b[8:12])) {
+	case opSetWatches:
+		oc.release(b)
+		return b, true
+	case opCloseSession:
+		// The session's end: the library sends nothing after it, not
+		// even the set-watches request, so the held requests and it go
+		// now (its deletes of the session's entries must reach the
+		// server at once, not with the session's expiry).
+		oc.held = append(oc.held, append([]byte(nil), b...))
+		oc.release(nil)
+		return b, true
+	default:
+		if len(oc.held) == 0 {
+			oc.holdLimit = time.AfterFunc(maxHold, func() {
+				oc.wmu.Lock()
+				defer oc.wmu.Unlock()
+				if oc.holding {
+					oc.release(nil)
+				}
+			})
+		}
+		oc.held = append(oc.held, append([]byte(nil), b...))
+		return b, true
+	}
+}
+
+// maxHold bounds how long a connection holds requests back for a
+// set-watches request that does not come (the library had no watch left
+// to re-set: the sentinel's had just fired): then they go without it.
+const maxHold = 2 * time.Second
+
+// release ends the holding: it writes first (the set-watches request, or
+// nil) and then the held requests, in order. The caller holds wmu, so an
+// answer to any of them is matched (frame) after this.
+func (oc *observedConn) release(first []byte) {
+	oc.holding = false
+	if oc.holdLimit != nil {
+		oc.holdLimit.Stop()
+	}
+	frames := oc.held
+	if first != nil {
+		frames = append([][]byte{first}, frames...)
+	}
+	oc.held = nil
+	now := time.Now()
+	for _, f := range frames {
+		if _, err := oc.Conn.Write(f); err != nil {
+			break // the library sees the connection fail on its next read
+		}
+		oc.sent[int32(binary.BigEndian.Uint32(f[4:8]))] = now
+	}
+	if oc.o.n.Load() > 0 {
+		for _, f := range frames {
+			oc.o.written(f)
+		}
+	}
 }
 
 func (oc *observedConn) Read(b []byte) (int, error) {
