@@ -89,6 +89,7 @@ func (c *Cache) apply(ev *topo.WatchDataRecursive) {
 		return
 	}
 	c.confirmed = time.Now()
+	c.rev = max(c.rev, ev.Revision)
 	if c.down {
 		c.down = false
 		c.setHealth(nil)
@@ -132,6 +133,9 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 	}
 	seen := make(map[string]bool, len(init))
 	for _, wd := range init {
+		// The listing is newer than every event of the watch before it,
+		// so the revision the Cache had reached still holds.
+		c.rev = max(c.rev, wd.Revision)
 		seen[wd.Path] = true
 		old := c.files[wd.Path]
 		// The value is compared too: ZooKeeper's versions start again at 0
