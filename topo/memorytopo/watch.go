@@ -314,25 +314,44 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 // the other injected errors, Closed after Close); it returns Interrupted
 // once the watch has ended.
 func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error) {
+	cur, out, sync, err := c.WatchRecursiveSyncRevision(ctx, prefix)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cur, out, func(ctx context.Context) (uint64, error) {
+		n, _, err := sync(ctx)
+		return n, err
+	}, nil
+}
+
+// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also returns
+// the store's revision, read under the store's lock for reading: while a
+// WatchRecursive is registered every write takes the lock for writing and
+// queues its events under it, so every change up to that revision is
+// among the n events (topo/cache's RevisionSyncWatcher). Same errors.
+func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, int64, error), error) {
 	cur, out, w, err := c.watchRecursive(ctx, prefix)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sync := func(sctx context.Context) (uint64, error) {
+	sync := func(sctx context.Context) (uint64, int64, error) {
 		p, err := c.begin(sctx, OpGet, prefix, topo.CleanPrefix)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		select {
 		case <-w.broken:
-			return 0, w.interrupted(ctx, p)
+			return 0, 0, w.interrupted(ctx, p)
 		case <-ctx.Done():
-			return 0, w.interrupted(ctx, p)
+			return 0, 0, w.interrupted(ctx, p)
 		default:
 		}
+		s := c.s
+		s.rlock()
+		defer s.mu.RUnlock()
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.popped + uint64(len(w.order)), nil
+		return w.popped + uint64(len(w.order)), s.rev.Load(), nil
 	}
 	return cur, out, sync, nil
 }
