@@ -133,3 +133,38 @@ func TestRevisionNeverDecreasesAcrossRelist(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); run(t, open) })
 	t.Run("etcd", func(t *testing.T) { run(t, etcdOpen(t, etcdtest.Start(t), newRoot())) })
 }
+
+// TestConsistentGetRevision: a Consistent Get answered from memory after
+// its barrier reports at least the store's revision when it began, writes
+// outside the Cache's prefix included (which no event of its watch
+// carries), on memorytopo and etcd (RevisionSyncWatcher).
+func TestConsistentGetRevision(t *testing.T) {
+	run := func(t *testing.T, open func() topo.Conn) {
+		ctx := testCtx(t)
+		other := open()
+		defer other.Close()
+		in, err := other.Create(ctx, "in/f", []byte("one"))
+		require.NoError(t, err)
+		c, err := cache.New(open(), "in/", cache.Options{})
+		require.NoError(t, err)
+		defer c.Close()
+		require.GreaterOrEqual(t, requireGet(t, ctx, c, "in/f", "one", true).Revision, revisionOf(in))
+		for i := range 3 {
+			v, err := other.Update(ctx, "out/g", []byte{byte(i)}, nil)
+			require.NoError(t, err)
+			// A barrier not passed within its bound (a loaded machine)
+			// gives way to the store, whose answer says no revision.
+			var info cache.Info
+			for !info.FromMemory {
+				b, _, i, err := c.GetWithInfo(cache.WithMode(ctx, cache.Consistent), "in/f")
+				require.NoError(t, err)
+				require.Equal(t, "one", string(b))
+				info = i
+			}
+			require.GreaterOrEqual(t, info.Revision, revisionOf(v), "the barrier passed the write elsewhere")
+			require.GreaterOrEqual(t, c.State().Revision, info.Revision)
+		}
+	}
+	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); run(t, open) })
+	t.Run("etcd", func(t *testing.T) { run(t, etcdOpen(t, etcdtest.Start(t), newRoot())) })
+}
