@@ -206,9 +206,13 @@ func TestStoreRestart(t *testing.T) {
 		v, err := direct.Create(ctx, "g", []byte("g"))
 		require.NoError(t, err)
 		waitHolds(t, ctx, c, "g", "g")
-		_, _, info, err := c.GetWithInfo(ctx, "f")
-		require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
-		require.True(t, info.FromMemory)
+		// ZooKeeper's WatchRecursive may deliver g's creation before f's
+		// deletion (each znode's events have a goroutine of their own).
+		var info cache.Info
+		require.Eventually(t, func() bool {
+			_, _, info, err = c.GetWithInfo(ctx, "f")
+			return topo.IsErrType(err, topo.NoNode) && info.FromMemory
+		}, 30*time.Second, time.Millisecond, "the deletion of f never reached memory")
 		if s.revisions {
 			require.Positive(t, before)
 			require.GreaterOrEqual(t, info.Revision, revisionOf(v))
