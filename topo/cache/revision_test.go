@@ -21,8 +21,9 @@ import (
 func revisionOf(v topo.Version) int64 { return int64(v.(topo.NumericVersion)) }
 
 // TestInfoRevision: once a Cache shows a write another Conn committed at
-// revision R, its answers from memory (Get, List) and its State reflect
-// at least R, on memorytopo, etcd and Consul; on ZooKeeper, whose
+// revision R, its answers from memory (Get, List), its State and its
+// local watcher's event reflect at least R, on memorytopo, etcd and
+// Consul; on ZooKeeper, whose
 // WatchRecursive reports no revision, they say 0; an answer read from the
 // store says 0.
 func TestInfoRevision(t *testing.T) {
@@ -32,6 +33,8 @@ func TestInfoRevision(t *testing.T) {
 		defer direct.Close()
 		c := wrap(t, open(), cache.Options{})
 		defer c.Close()
+		_, local, err := c.WatchRecursive(ctx, "r/")
+		require.NoError(t, err)
 		var last int64
 		for i, p := range []string{"r/a", "r/b", "r/a"} {
 			want := fmt.Sprint(i)
@@ -41,18 +44,24 @@ func TestInfoRevision(t *testing.T) {
 			}
 			require.NoError(t, err)
 			waitHolds(t, ctx, c, p, want)
+			ev := <-local
+			for ev.Path != p || string(ev.Contents) != want {
+				ev = <-local
+			}
 			info := requireGet(t, ctx, c, p, want, true)
 			_, linfo, err := c.ListWithInfo(ctx, "r/")
 			require.NoError(t, err)
 			require.True(t, linfo.FromMemory)
 			st := c.State()
 			if !revisions {
+				require.Zero(t, ev.Revision)
 				require.Zero(t, info.Revision)
 				require.Zero(t, linfo.Revision)
 				require.Zero(t, st.Revision)
 				continue
 			}
-			require.GreaterOrEqual(t, info.Revision, revisionOf(v), "Get after the write of %s", p)
+			require.GreaterOrEqual(t, ev.Revision, revisionOf(v), "the local watcher's event of %s", p)
+			require.GreaterOrEqual(t, info.Revision, ev.Revision, "Get after the event of %s", p)
 			require.GreaterOrEqual(t, linfo.Revision, info.Revision, "List after Get")
 			require.GreaterOrEqual(t, st.Revision, linfo.Revision, "State after List")
 			require.GreaterOrEqual(t, info.Revision, last, "never decreases")
@@ -81,7 +90,10 @@ func TestInfoRevision(t *testing.T) {
 // TestRevisionNeverDecreasesAcrossRelist: the Cache's watch is cut again
 // and again (the events held back lost with it) while another Conn
 // writes; across every relist the revision the Cache reports never goes
-// back, and ends at least at the last write's, on memorytopo and etcd.
+// back, and ends at least at the last write's, on memorytopo and etcd. A
+// local watcher's events never go back either, and when one carries
+// Revision R, every write up to R has reached the watcher (a relist's
+// differences carry the revision from before it until all are sent).
 func TestRevisionNeverDecreasesAcrossRelist(t *testing.T) {
 	run := func(t *testing.T, open func() topo.Conn) {
 		ctx := testCtx(t)
@@ -91,9 +103,33 @@ func TestRevisionNeverDecreasesAcrossRelist(t *testing.T) {
 		g := newGated(open())
 		c := wrap(t, g, cache.Options{Hooks: cache.Hooks{OnResync: func(error) { resyncs.Add(1) }}})
 		defer c.Close()
-		var seen int64
+		_, local, err := c.WatchRecursive(ctx, "r/")
+		require.NoError(t, err)
+		type write struct {
+			path string
+			rev  int64
+		}
+		var writes []write
+		held := map[string]int64{} // the version of each file the local watcher has
+		var seen, localSeen int64
 		check := func() {
 			t.Helper()
+			for drained := false; !drained; {
+				select {
+				case ev := <-local:
+					require.NoError(t, ev.Err)
+					held[ev.Path] = revisionOf(ev.Version)
+					require.GreaterOrEqual(t, ev.Revision, localSeen, "a local event went back")
+					localSeen = ev.Revision
+					for _, w := range writes {
+						if w.rev <= ev.Revision {
+							require.GreaterOrEqualf(t, held[w.path], w.rev, "event of %s at Revision %d: the write of %s at %d has not arrived", ev.Path, ev.Revision, w.path, w.rev)
+						}
+					}
+				default:
+					drained = true
+				}
+			}
 			st := c.State()
 			_, _, info, err := c.GetWithInfo(ctx, "r/f0")
 			if err == nil && info.FromMemory {
@@ -106,10 +142,10 @@ func TestRevisionNeverDecreasesAcrossRelist(t *testing.T) {
 		var v topo.Version
 		for i := range 12 {
 			check()
+			var err error
 			if i%3 == 2 {
 				g.hold()
 			}
-			var err error
 			for j := range 3 {
 				p := fmt.Sprintf("r/f%d", j)
 				v, err = direct.Create(ctx, p, []byte(fmt.Sprint(i)))
@@ -117,6 +153,7 @@ func TestRevisionNeverDecreasesAcrossRelist(t *testing.T) {
 					v, err = direct.Update(ctx, p, []byte(fmt.Sprint(i)), nil)
 				}
 				require.NoError(t, err)
+				writes = append(writes, write{p, revisionOf(v)})
 				check()
 			}
 			if i%3 == 2 {
@@ -128,6 +165,7 @@ func TestRevisionNeverDecreasesAcrossRelist(t *testing.T) {
 		waitHolds(t, ctx, c, "r/f2", "11")
 		check()
 		require.GreaterOrEqual(t, seen, revisionOf(v))
+		require.Equal(t, revisionOf(v), held["r/f2"], "the local watcher has the last write")
 		require.GreaterOrEqual(t, resyncs.Load(), int64(4))
 	}
 	t.Run("memory", func(t *testing.T) { _, open := memoryStore(t); run(t, open) })
