@@ -215,12 +215,14 @@ type WatchData struct {
 	// watch has delivered every change committed at or before Revision to
 	// what it watches (the file of a Watch, every file under the prefix of
 	// a WatchRecursive), this one included. It is a lower bound, and 0
-	// when the backend cannot say (then it promises nothing). Along one
-	// channel, initial values included, it never decreases. An event that
-	// is not the last of one store change or of one answer (a transaction
-	// of several files, a Consul listing with several changes) carries the
-	// revision of the changes before it, since the rest of its change is
-	// still to come. Per backend:
+	// when the backend cannot say (then it promises nothing). Errors that
+	// end a channel (Interrupted, Unavailable, ...) carry 0; a deletion
+	// carries a Revision where the backend knows one. Along one channel,
+	// initial values included, the non-zero ones never decrease. An event
+	// that is not the last of one store change or of one answer (a
+	// transaction of several files, a Consul listing with several changes)
+	// carries the revision of the changes before it, since the rest of its
+	// change is still to come. Per backend:
 	//
 	//   - etcd: the etcd revision. A Watch's initial value, and values
 	//     re-read after a compaction, carry the read's header revision; an
