@@ -318,10 +318,7 @@ func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.W
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return cur, out, func(ctx context.Context) (uint64, error) {
-		n, _, err := sync(ctx)
-		return n, err
-	}, nil
+	return cur, out, backendkit.SyncCount(sync), nil
 }
 
 // WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also returns
