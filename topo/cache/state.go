@@ -49,6 +49,8 @@ type State struct {
 	Watchers int
 	// Revision is the store revision memory holds: every change under the
 	// prefix committed at or before it is in memory (see Info.Revision).
+	// Once OverLimit, memory holds nothing and Revision is the last one it
+	// held.
 	Revision int64
 }
 
