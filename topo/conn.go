@@ -209,6 +209,53 @@ type WatchData struct {
 	Contents []byte
 	Version  Version
 	Err      error
+
+	// Revision is how far into the store's history the watch has got with
+	// this value or event, as a store revision: once it is received, the
+	// watch has delivered every change committed at or before Revision to
+	// what it watches (the file of a Watch, every file under the prefix of
+	// a WatchRecursive), this one included. It is a lower bound, and 0
+	// when the backend cannot say (then it promises nothing). Errors that
+	// end a channel (Interrupted, Unavailable, ...) carry 0; a deletion
+	// carries a Revision where the backend knows one. Along one channel,
+	// initial values included, the non-zero ones never decrease. An event
+	// that is not the last of one store change or of one answer (a
+	// transaction of several files, a Consul listing with several changes)
+	// carries the revision of the changes before it, since the rest of its
+	// change is still to come. Per backend:
+	//
+	//   - etcd: the etcd revision. A Watch's initial value, and values
+	//     re-read after a compaction, carry the read's header revision; an
+	//     event carries its change's ModRevision (for a delete, the
+	//     deletion's revision). WatchRecursive's initial values carry the
+	//     listing's header revision (the listing reflects every change up to
+	//     it, which is more than each file's own ModRevision says); an event
+	//     carries its change's revision if it is the last event of that
+	//     revision, the revision before it otherwise; after a compacted
+	//     history is re-read, the last difference sent carries the read's
+	//     header revision.
+	//   - Consul: the X-Consul-Index (a raft index) of the read or blocking
+	//     query that delivered the value: a key's read returns the whole
+	//     KV table's index, a listing the prefix's (the highest index of its
+	//     entries and tombstones); either reflects every change up to it.
+	//     Of the differences one listing yields, the last carries its index,
+	//     the others the index before. An agent that lost its state (a dev
+	//     agent restarted) starts its indexes again; the watch keeps
+	//     reporting the highest it saw until they pass it.
+	//   - memorytopo: the store's counter of versions (every write, a
+	//     delete included, takes the next value; a file's Version is the
+	//     revision that wrote it). An event carries the counter at its
+	//     change when nothing older is still queued for the watch, and the
+	//     revision the watch had reached before otherwise (events of one
+	//     file are coalesced while the reader is slow).
+	//   - ZooKeeper: a Watch's values carry the file's Stat.Mzxid (the zxid
+	//     of its last change, read with the value: every change of the file
+	//     up to it is in the value); its deletion carries 0 (the client is
+	//     not told the deletion's zxid). WatchRecursive carries 0
+	//     throughout: it is built from one-shot watches relayed by separate
+	//     goroutines, so no event says that the other files' earlier changes
+	//     were all delivered.
+	Revision int64
 }
 
 // WatchDataRecursive is one value or event of WatchRecursive, for Path (the

@@ -37,11 +37,46 @@ type SyncWatcher interface {
 	WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error)
 }
 
+// RevisionSyncWatcher is an optional interface of a topo.Conn: a
+// SyncWatcher whose sync also returns the store revision its barrier
+// reached, so that a Consistent Get answered from memory reports in
+// Info.Revision at least the store's revision when the call began (writes
+// elsewhere in the store included), not only the highest revision the
+// watch's events carried. The Cache prefers it to SyncWatcher, and looks
+// for it on the Conn it is given only, as for SyncWatcher.
+//
+// Implemented by etcd2topo (the revision of the count-only Get, or the
+// higher one the watch has passed) and memorytopo (the store's revision,
+// read under the store's lock).
+type RevisionSyncWatcher interface {
+	SyncWatcher
+	// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also
+	// returns rev, a store revision at least the one it read: every
+	// change under prefix committed at or before rev is among the first
+	// n events (in the sense of topo.WatchData.Revision). Same errors.
+	WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (n uint64, rev int64, err error), error)
+}
+
+// syncFunc is a store watch's sync: the first n events hold every change
+// committed at or before the store revision it read; rev is that revision,
+// or 0 when the Conn does not say it (a SyncWatcher only).
+type syncFunc func(context.Context) (n uint64, rev int64, err error)
+
 // watch starts the store watch of the prefix, with its sync when the
 // Conn has one (nil otherwise).
-func (c *Cache) watch() ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error) {
+func (c *Cache) watch() ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, syncFunc, error) {
+	if sw, ok := c.conn.(RevisionSyncWatcher); ok {
+		return sw.WatchRecursiveSyncRevision(c.ctx, c.prefix)
+	}
 	if sw, ok := c.conn.(SyncWatcher); ok {
-		return sw.WatchRecursiveSync(c.ctx, c.prefix)
+		init, ch, sync, err := sw.WatchRecursiveSync(c.ctx, c.prefix)
+		if sync == nil {
+			return init, ch, nil, err
+		}
+		return init, ch, func(ctx context.Context) (uint64, int64, error) {
+			n, err := sync(ctx)
+			return n, 0, err
+		}, err
 	}
 	init, ch, err := c.conn.WatchRecursive(c.ctx, c.prefix)
 	return init, ch, nil, err
@@ -53,7 +88,8 @@ func (c *Cache) watch() ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecur
 const barrierWait = time.Second
 
 // barrier waits until memory holds every change committed before the
-// call, and returns the generation of the watch that delivered them; ok
+// call (and raises c.rev to the revision the barrier read, when sync says
+// it), and returns the generation of the watch that delivered them; ok
 // is false when it cannot tell (no sync, the Cache not Healthy, the store
 // or ctx failing, the watch replaced meanwhile, barrierWait passed): then
 // the store must answer.
@@ -67,7 +103,7 @@ func (c *Cache) barrier(ctx context.Context) (gen uint64, ok bool) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, barrierWait)
 	defer cancel()
-	n, err := sync(ctx)
+	n, rev, err := sync(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.noteStore(err)
@@ -78,11 +114,19 @@ func (c *Cache) barrier(ctx context.Context) (gen uint64, ok bool) {
 		c.mu.RLock()
 		moved := c.gen != gen || c.health != Healthy || c.closed
 		passed := c.received >= n
+		behind := rev > c.rev
 		changed := c.changed
 		c.mu.RUnlock()
 		switch {
 		case moved:
 			return 0, false
+		case passed && behind:
+			c.mu.Lock()
+			if c.gen == gen {
+				c.rev = max(c.rev, rev)
+			}
+			c.mu.Unlock()
+			return gen, true
 		case passed:
 			return gen, true
 		}

@@ -44,11 +44,12 @@ type Cache struct {
 	since     time.Time // when health last changed
 	confirmed time.Time
 	err       error
-	sync      func(context.Context) (uint64, error) // the store watch's, if its Conn is a SyncWatcher
-	gen       uint64                                // counts store watches started
-	received  uint64                                // events received on the current store watch
-	broken    bool                                  // the watch ended and no relist succeeded since
-	down      bool                                  // the store was last seen failing (probe or pass-through)
+	sync      syncFunc // the store watch's, if its Conn is a SyncWatcher
+	gen       uint64   // counts store watches started
+	received  uint64   // events received on the current store watch
+	rev       int64    // memory reflects every change up to this store revision (see Info.Revision)
+	broken    bool     // the watch ended and no relist succeeded since
+	down      bool     // the store was last seen failing (probe or pass-through)
 	closed    bool
 }
 
@@ -107,7 +108,7 @@ func (c *Cache) State() State {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return State{Health: c.health, Since: c.since, Confirmed: c.confirmed, Err: c.err,
-		Files: len(c.files), Bytes: c.bytes, Watchers: len(c.watchers)}
+		Files: len(c.files), Bytes: c.bytes, Watchers: len(c.watchers), Revision: c.rev}
 }
 
 // Close stops the store watch, ends every local watcher with Interrupted

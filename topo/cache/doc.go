@@ -11,7 +11,10 @@
 //     the Cached mode (the default): the answer is the state of the store
 //     as the watch last delivered it, file by file, with each file's own
 //     Version. GetWithInfo and ListWithInfo also say when that state was
-//     last confirmed and whether it is stale.
+//     last confirmed, whether it is stale, and the store revision it
+//     reflects (Info.Revision: every change under the prefix committed at
+//     or before it is in the answer; 0 where the backend reports no
+//     revision, ZooKeeper).
 //   - Consistent mode answers so that the answer reflects every write
 //     completed before the call started. A Get, when the wrapped Conn is a
 //     SyncWatcher (etcd2topo, memorytopo) and the Cache is Healthy, is

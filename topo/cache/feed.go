@@ -89,6 +89,7 @@ func (c *Cache) apply(ev *topo.WatchDataRecursive) {
 		return
 	}
 	c.confirmed = time.Now()
+	c.rev = max(c.rev, ev.Revision)
 	if c.down {
 		c.down = false
 		c.setHealth(nil)
@@ -131,7 +132,9 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 		c.files = make(map[string]*entry, len(init))
 	}
 	seen := make(map[string]bool, len(init))
+	var listed int64
 	for _, wd := range init {
+		listed = max(listed, wd.Revision)
 		seen[wd.Path] = true
 		old := c.files[wd.Path]
 		// The value is compared too: ZooKeeper's versions start again at 0
@@ -151,6 +154,11 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 	for _, p := range gone {
 		c.set(p, nil)
 	}
+	// The listing is newer than every event of the watch before it, so
+	// the revision the Cache had reached still holds. It is taken once
+	// memory holds all of the listing: the differences sent to local
+	// watchers meanwhile carry the revision from before.
+	c.rev = max(c.rev, listed)
 	for p, pd := range c.pending {
 		pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.seq <= seq })
 		// The listing is a state of the store as an event is: it shows the

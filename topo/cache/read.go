@@ -56,10 +56,10 @@ func (c *Cache) GetWithInfo(ctx context.Context, filePath string) ([]byte, topo.
 // memoryGet answers a Get of p from memory. Call with c.mu held for
 // reading; it releases it.
 func (c *Cache) memoryGet(p string, stale bool) ([]byte, topo.Version, Info, error) {
-	e, confirmed := c.files[p], c.confirmed
+	e, confirmed, rev := c.files[p], c.confirmed, c.rev
 	c.mu.RUnlock()
 	c.hook("Get", outcome(stale))
-	info := Info{FromMemory: true, Stale: stale, Confirmed: confirmed}
+	info := Info{FromMemory: true, Stale: stale, Confirmed: confirmed, Revision: rev}
 	if e == nil {
 		return nil, nil, info, topo.NewError(topo.NoNode, p)
 	}
@@ -93,10 +93,10 @@ func (c *Cache) ListWithInfo(ctx context.Context, filePathPrefix string) ([]topo
 					kvs = append(kvs, topo.KVInfo{Path: path, Value: slices.Clone(e.value), Version: e.version})
 				}
 			}
-			confirmed := c.confirmed
+			confirmed, rev := c.confirmed, c.rev
 			c.mu.RUnlock()
 			c.hook("List", outcome(stale))
-			info := Info{FromMemory: true, Stale: stale, Confirmed: confirmed}
+			info := Info{FromMemory: true, Stale: stale, Confirmed: confirmed, Revision: rev}
 			if len(kvs) == 0 {
 				return nil, info, topo.NewError(topo.NoNode, p)
 			}

@@ -151,10 +151,12 @@ func requirePartition(t *testing.T, addr string, open func(addr string) topo.Con
 // and Consul (a non-dev server with a data dir; a dev agent keeps its
 // state in memory and would come back empty). open's Conns reach it on
 // the same address after restart; ZooKeeper's read linearizably.
+// revisions is false where a Cache reports no revision (ZooKeeper).
 type restartable struct {
-	open    func() topo.Conn
-	stop    func()
-	restart func()
+	open      func() topo.Conn
+	stop      func()
+	restart   func()
+	revisions bool
 }
 
 // restartableEtcd starts a one-member etcd that keeps its data across
@@ -162,7 +164,7 @@ type restartable struct {
 func restartableEtcd(t *testing.T) restartable {
 	cl := etcdtest.StartCluster(t, 1)
 	return restartable{open: etcdOpen(t, cl.Endpoints(), newRoot()),
-		stop: func() { cl.StopMember(0) }, restart: func() { cl.RestartMember(0) }}
+		stop: func() { cl.StopMember(0) }, restart: func() { cl.RestartMember(0) }, revisions: true}
 }
 
 // restartables runs f once per real backend on a restartable store.
@@ -176,13 +178,14 @@ func restartables(t *testing.T, f func(t *testing.T, s restartable)) {
 	t.Run("consul", func(t *testing.T) {
 		a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
 		f(t, restartable{open: consulOpen(t, a.Addr(), newRoot()),
-			stop: a.Kill, restart: func() { require.NoError(t, a.Start()) }})
+			stop: a.Kill, restart: func() { require.NoError(t, a.Start()) }, revisions: true})
 	})
 }
 
 // TestStoreRestart: the store stops (the Cache serves stale) and restarts
 // with its data; the changes made after the restart reach the Cache, on
-// etcd, ZooKeeper and Consul.
+// etcd, ZooKeeper and Consul, and the revision it reports (Info.Revision,
+// State.Revision) has not gone back and covers them (0 on ZooKeeper).
 func TestStoreRestart(t *testing.T) {
 	restartables(t, func(t *testing.T, s restartable) {
 		ctx := testCtx(t)
@@ -192,6 +195,7 @@ func TestStoreRestart(t *testing.T) {
 		require.NoError(t, err)
 		c := requireStaleWhile(t, ctx, s.open(), s.stop)
 		defer c.Close()
+		before := c.State().Revision
 		s.restart()
 		require.Eventually(t, func() bool {
 			_, err := direct.Update(ctx, "f", []byte("two"), nil)
@@ -199,12 +203,23 @@ func TestStoreRestart(t *testing.T) {
 		}, 30*time.Second, 10*time.Millisecond)
 		err = direct.Delete(ctx, "f", nil)
 		require.NoError(t, err)
-		_, err = direct.Create(ctx, "g", []byte("g"))
+		v, err := direct.Create(ctx, "g", []byte("g"))
 		require.NoError(t, err)
 		waitHolds(t, ctx, c, "g", "g")
-		_, _, info, err := c.GetWithInfo(ctx, "f")
-		require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
-		require.True(t, info.FromMemory)
+		// ZooKeeper's WatchRecursive may deliver g's creation before f's
+		// deletion (each znode's events have a goroutine of their own).
+		var info cache.Info
+		require.Eventually(t, func() bool {
+			_, _, info, err = c.GetWithInfo(ctx, "f")
+			return topo.IsErrType(err, topo.NoNode) && info.FromMemory
+		}, 30*time.Second, time.Millisecond, "the deletion of f never reached memory")
+		if s.revisions {
+			require.Positive(t, before)
+			require.GreaterOrEqual(t, info.Revision, revisionOf(v))
+		} else {
+			require.Zero(t, info.Revision)
+		}
+		require.GreaterOrEqual(t, info.Revision, before)
 		require.Eventually(t, func() bool { return c.State().Health == cache.Healthy }, 30*time.Second, time.Millisecond)
 	})
 }

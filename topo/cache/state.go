@@ -47,6 +47,11 @@ type State struct {
 	Bytes int64
 	// Watchers is the number of open local watchers.
 	Watchers int
+	// Revision is the store revision memory holds: every change under the
+	// prefix committed at or before it is in memory (see Info.Revision).
+	// Once OverLimit, memory holds nothing and Revision is the last one it
+	// held.
+	Revision int64
 }
 
 // Info describes where an answer came from.
@@ -60,4 +65,19 @@ type Info struct {
 	// Confirmed is when the store was last seen answering for an answer
 	// from memory; the time of the read for one from the store.
 	Confirmed time.Time
+	// Revision is, for an answer from memory, the store revision it
+	// reflects: every change under the Cache's prefix committed at or
+	// before Revision is in the answer (later ones may be too: it is a
+	// lower bound). It is the highest topo.WatchData.Revision the store
+	// watch has passed (its events, and the initial values of each relist)
+	// and, on a Conn that is a RevisionSyncWatcher, the revision a
+	// Consistent Get's barrier read; so it never decreases, across relists
+	// too. It is 0 when the backend reports no revisions (ZooKeeper's
+	// WatchRecursive), until the watch has passed one (a relist of an
+	// empty prefix brings none), and for an answer from the store (its
+	// read says nothing about a revision). Per backend: an etcd revision,
+	// a Consul X-Consul-Index (the prefix's index, which writes elsewhere
+	// in the KV store do not move), memorytopo's store revision (a file's
+	// Version is the revision that wrote it).
+	Revision int64
 }

@@ -35,11 +35,12 @@ func (w *watcher) full() bool {
 	return len(w.file) >= w.buf
 }
 
-// send queues one event (nil e: a deletion). Call with c.mu held.
-func (w *watcher) send(p string, e *entry) {
-	wd := topo.WatchData{Err: topo.NewError(topo.NoNode, p)}
+// send queues one event (nil e: a deletion), with the revision memory
+// has reached (see Info.Revision). Call with c.mu held.
+func (w *watcher) send(p string, e *entry, rev int64) {
+	wd := topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: rev}
 	if e != nil {
-		wd = topo.WatchData{Contents: e.value, Version: e.version}
+		wd = topo.WatchData{Contents: e.value, Version: e.version, Revision: rev}
 	}
 	if w.recursive {
 		w.tree <- &topo.WatchDataRecursive{Path: p, WatchData: wd}
@@ -60,14 +61,17 @@ func (w *watcher) send(p string, e *entry) {
 // file created since) and a Cache that may not serve (see GetWithInfo) use
 // the wrapped Conn's Watch; a file with a write of this Cache not yet delivered by the watch
 // is waited for first (up to ctx), so its current value includes the
-// write.
+// write. Revision (see topo.WatchData) is the revision memory had reached
+// (Info.Revision) when the value was taken or the event applied; the
+// differences a relist applies carry the revision from before it.
 func (c *Cache) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, ok := c.memoryPath(ctx, filePath)
 	if ok && modeOf(ctx, c.opts.Mode) == Cached && c.settled(ctx, p, true) {
 		w := &watcher{path: p, buf: c.opts.WatcherBuffer, file: make(chan *topo.WatchData, c.opts.WatcherBuffer+1)}
 		var cur *entry
-		if c.register(ctx, w, func() bool { cur = c.files[p]; return cur != nil }) && cur != nil {
-			return &topo.WatchData{Contents: slices.Clone(cur.value), Version: cur.version}, w.file, nil
+		var rev int64
+		if c.register(ctx, w, func() bool { cur, rev = c.files[p], c.rev; return cur != nil }) && cur != nil {
+			return &topo.WatchData{Contents: slices.Clone(cur.value), Version: cur.version, Revision: rev}, w.file, nil
 		}
 	}
 	return c.conn.Watch(ctx, filePath)
@@ -77,7 +81,7 @@ func (c *Cache) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-
 // with the Cache's prefix is watched from memory in Cached mode, as Watch
 // is: every file under it (sorted by path), then every change and
 // deletion (NoNode, the channel stays open) the store watch delivers, in
-// order, with the same end events as Watch.
+// order, with the same end events and Revision as Watch.
 func (c *Cache) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	p, err := topo.CleanPrefix(prefix)
 	if err == nil && ctx.Err() == nil && c.covers(p) && modeOf(ctx, c.opts.Mode) == Cached && c.settled(ctx, p, false) {
@@ -88,7 +92,7 @@ func (c *Cache) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watc
 			for path, e := range c.files {
 				if strings.HasPrefix(path, p) {
 					cur = append(cur, &topo.WatchDataRecursive{Path: path,
-						WatchData: topo.WatchData{Contents: slices.Clone(e.value), Version: e.version}})
+						WatchData: topo.WatchData{Contents: slices.Clone(e.value), Version: e.version, Revision: c.rev}})
 				}
 			}
 			return true
@@ -159,7 +163,7 @@ func (c *Cache) notify(p string, e *entry) {
 			c.endWatcher(w, &topo.Error{Code: topo.ResourceExhausted, Path: w.path, Err: ErrSlowWatcher})
 			continue
 		}
-		w.send(p, e)
+		w.send(p, e, c.rev)
 		if e == nil && !w.recursive {
 			c.endWatcher(w, nil) // Watch's deletion event is its last
 		}

@@ -48,6 +48,21 @@ func sendCtx[T any](ctx context.Context, ch chan<- T, v T) bool {
 	}
 }
 
+// stamp sets the Revision of events, the differences one answer at
+// X-Consul-Index index showed (see topo.WatchData.Revision): until the
+// last, the watch has got no further than mark, the Revision it reached
+// before; the last reaches index (mark when index is lower: an agent that
+// lost its state). It returns the new mark.
+func stamp(events []*topo.WatchDataRecursive, mark int64, index uint64) int64 {
+	for i, e := range events {
+		if i == len(events)-1 {
+			mark = max(mark, int64(index))
+		}
+		e.Revision = mark
+	}
+	return mark
+}
+
 // pollLoop runs the blocking queries behind Watch and WatchRecursive,
 // starting at index, until handle returns false or wctx ends. query issues
 // one query with the options it is given (WaitIndex, WaitTime
@@ -93,7 +108,10 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // (agent unreachable or restarting) are retried with backoff; a restarted
 // dev agent comes back empty, which the watch reports as a delete. An ACL
 // refusal is permanent: it is sent as a PermissionDenied event and the
-// channel closes. Other errors as for Get.
+// channel closes. Other errors as for Get. Revision (see topo.WatchData) is
+// the X-Consul-Index of the read that delivered the value (a key's read
+// returns the KV table's index), or the highest one seen before if that is
+// lower.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
 	if err != nil {
@@ -107,7 +125,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if pair == nil {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	current := &topo.WatchData{Contents: value(pair), Version: topo.NumericVersion(pair.ModifyIndex)}
+	current := &topo.WatchData{Contents: value(pair), Version: topo.NumericVersion(pair.ModifyIndex), Revision: int64(meta.LastIndex)}
 
 	wctx, cancel := c.callCtx(ctx)
 	ch := make(chan *topo.WatchData, 1)
@@ -120,20 +138,26 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
 		}
 		version := pair.ModifyIndex
+		mark := current.Revision
 		var got *api.KVPair // the answer to the last query
+		var index uint64    // its X-Consul-Index
 		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.Get(key, q)
+			if err == nil {
+				index = meta.LastIndex
+			}
 			return meta, err
 		}, func() bool {
+			mark = max(mark, int64(index))
 			if got == nil {
-				sendCtx(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p)})
+				sendCtx(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
 				return false
 			}
 			if got.ModifyIndex == version {
 				return true
 			}
 			version = got.ModifyIndex
-			if !sendCtx(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version)}) {
+			if !sendCtx(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version), Revision: mark}) {
 				interrupted()
 				return false
 			}
@@ -156,7 +180,10 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // reports those). ctx ending or Close sends Interrupted and closes the
 // channel. Store errors are retried with backoff; an ACL refusal is sent as
 // a PermissionDenied event and closes the channel. An empty prefix result
-// is not an error.
+// is not an error. Revision (see topo.WatchData) is the listing's
+// X-Consul-Index (the prefix's index) for the initial values and for the
+// last difference of each later answer; the other differences of an
+// answer carry the Revision reached before it.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	pfx, err := c.checked(ctx, prefix, func() (string, error) { return topo.CleanPrefix(prefix) })
 	if err != nil {
@@ -170,6 +197,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	known := backendkit.Snapshot{}
 	files, _ := c.files(pairs)
 	initial := known.Diff(files)
+	for _, e := range initial {
+		e.Revision = int64(meta.LastIndex)
+	}
 
 	wctx, cancel := c.callCtx(ctx)
 	ch := make(chan *topo.WatchDataRecursive, 8)
@@ -180,12 +210,19 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
 		}
 		var got api.KVPairs // the answer to the last query
+		var index uint64    // its X-Consul-Index
+		mark := int64(meta.LastIndex)
 		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.List(keyPrefix, q)
+			if err == nil {
+				index = meta.LastIndex
+			}
 			return meta, err
 		}, func() bool {
 			files, _ := c.files(got)
-			for _, e := range known.Diff(files) {
+			events := known.Diff(files)
+			mark = stamp(events, mark, index)
+			for _, e := range events {
 				if !sendCtx(wctx, ch, e) {
 					interrupted()
 					return false

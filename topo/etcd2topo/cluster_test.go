@@ -169,6 +169,7 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 	case wd := <-changes:
 		require.NoError(t, wd.Err)
 		require.Equal(t, "v5", string(wd.Contents))
+		require.GreaterOrEqual(t, wd.Revision, rev, "the re-read's revision")
 	case <-time.After(30 * time.Second):
 		t.Fatal("no event from the Watch after compaction")
 	}
@@ -176,9 +177,11 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 	// The WatchRecursive reports every difference.
 	got := map[string]string{}
 	deadline := time.After(30 * time.Second)
+	var revs []int64
 	for len(got) < 3 {
 		select {
 		case wd := <-rchanges:
+			revs = append(revs, wd.Revision)
 			if wd.Err != nil {
 				require.ErrorIs(t, wd.Err, topo.NoNode, wd.Path)
 				got[wd.Path] = "deleted"
@@ -190,6 +193,11 @@ func TestWatchSurvivesCompaction(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]string{"p/a": "deleted", "p/b": "v1", "p/c": "v1"}, got)
+	// Until the last difference, the watch has got no further than its
+	// initial listing; the last carries the re-read's revision.
+	require.Equal(t, initial[0].Revision, revs[0])
+	require.Equal(t, initial[0].Revision, revs[1])
+	require.GreaterOrEqual(t, revs[2], rev)
 	require.EqualValues(t, 2, logs.n.Load(), "both watches must have met the compaction")
 
 	// Both keep working afterwards.

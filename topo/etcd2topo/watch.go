@@ -196,7 +196,9 @@ func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetR
 // the last revision it saw after transient failures and member changes;
 // if that history was compacted, it re-reads the file and sends its
 // current value (or NoNode if it was deleted meanwhile). It returns NoNode
-// (and no channel) if the file does not exist.
+// (and no channel) if the file does not exist. Revision (see
+// topo.WatchData) is the read's header revision for the current value and
+// a re-read, the change's revision for an event.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
@@ -218,7 +220,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	}
 	s.rev = resp.Header.Revision
 	kv := resp.Kvs[0]
-	cur := &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}
+	cur := &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
 	out := make(chan *topo.WatchData, watchBuffer)
 	go func() {
 		defer close(out)
@@ -233,12 +235,12 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 					return
 				}
 				if len(resp.Kvs) == 0 {
-					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}
+					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: resp.Header.Revision}
 					return
 				}
 				if kv := resp.Kvs[0]; kv.ModRevision > last {
 					last = kv.ModRevision
-					out <- &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}
+					out <- &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
 				}
 				s.reopen(resp.Header.Revision)
 				continue
@@ -249,11 +251,11 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			}
 			for _, ev := range evs {
 				if ev.Type == mvccpb.DELETE {
-					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}
+					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: ev.Kv.ModRevision}
 					return
 				}
 				last = ev.Kv.ModRevision
-				out <- &topo.WatchData{Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}
+				out <- &topo.WatchData{Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision), Revision: ev.Kv.ModRevision}
 			}
 		}
 	}()
@@ -266,6 +268,10 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // the etcd watch at the current revision before reading, and resumes after
 // transient failures; if the history was compacted it re-reads the prefix
 // and reports every file that changed, appeared or disappeared meanwhile.
+// Revision (see topo.WatchData) is the listing's header revision for the
+// initial values; for an event, its change's revision if it is the last
+// event of that revision, the revision before otherwise; after a re-read,
+// the read's header revision on the last difference.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	init, out, _, err := c.watchRecursive(ctx, prefix)
 	return init, out, err
@@ -301,7 +307,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		}
 		known[rel] = kv.ModRevision
 		initial = append(initial, &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-			Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}})
+			Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}})
 	}
 	out := make(chan *topo.WatchDataRecursive, watchBuffer)
 	go func() {
@@ -309,9 +315,31 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		defer close(out)
 		defer s.close()
 		var sent uint64
-		send := func(wd *topo.WatchDataRecursive) {
-			out <- wd
-			sent++
+		mark := resp.Header.Revision // the Revision of the last value sent
+		// sendAll sends batch, changes made by revisions up to rev (the
+		// i-th at revs[i], 0 when not known): each carries the revision
+		// of its change if it is the last of that revision, the one
+		// before otherwise (see topo.WatchData.Revision), and never less
+		// than the one before it; the last carries rev.
+		sendAll := func(batch []*topo.WatchDataRecursive, revs []int64, rev int64) {
+			for i, wd := range batch {
+				switch {
+				case i == len(batch)-1:
+					mark = max(mark, rev)
+				case revs[i+1] > revs[i]:
+					mark = max(mark, revs[i])
+				default:
+					mark = max(mark, revs[i]-1)
+				}
+				wd.Revision = mark
+				out <- wd
+				sent++
+			}
+		}
+		var batch []*topo.WatchDataRecursive
+		var revs []int64
+		add := func(wd *topo.WatchDataRecursive, rev int64) {
+			batch, revs = append(batch, wd), append(revs, rev)
 		}
 		for {
 			evs, err := s.next()
@@ -321,6 +349,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 					out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
 					return
 				}
+				batch, revs = batch[:0], revs[:0]
 				seen := make(map[string]bool, len(resp.Kvs))
 				for _, kv := range resp.Kvs {
 					rel := c.rel(kv.Key)
@@ -330,16 +359,19 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 					seen[rel] = true
 					if kv.ModRevision > known[rel] {
 						known[rel] = kv.ModRevision
-						send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-							Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}})
+						add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
+							Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}}, 0)
 					}
 				}
 				for rel := range known {
 					if !seen[rel] {
 						delete(known, rel)
-						send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}})
+						add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}, 0)
 					}
 				}
+				// The differences are not in revision order: until the
+				// last, the watch has got no further than before.
+				sendAll(batch, revs, resp.Header.Revision)
 				s.reopen(resp.Header.Revision)
 				ws.advance(resp.Header.Revision, sent)
 				continue
@@ -348,6 +380,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 				out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
 				return
 			}
+			batch, revs = batch[:0], revs[:0]
 			for _, ev := range evs {
 				rel := c.rel(ev.Kv.Key)
 				if topo.IsReserved(rel) {
@@ -355,13 +388,15 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 				}
 				if ev.Type == mvccpb.DELETE {
 					delete(known, rel)
-					send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}})
+					add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}, ev.Kv.ModRevision)
 					continue
 				}
 				known[rel] = ev.Kv.ModRevision
-				send(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-					Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}})
+				add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
+					Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}}, ev.Kv.ModRevision)
 			}
+			// etcd sends the events of one revision in one response.
+			sendAll(batch, revs, s.rev)
 			ws.advance(s.rev, sent)
 		}
 	}()

@@ -61,14 +61,15 @@ func (w *watchSync) sentEvents() uint64 {
 	return w.sent
 }
 
-// sync implements the sync of cache.SyncWatcher: a count-only
+// sync implements the sync of cache.RevisionSyncWatcher: a count-only
 // linearizable Get of the watched key gives the store's revision, then
 // it waits until the watch has passed it, asking etcd for a progress
-// notification when it has not yet.
-func (w *watchSync) sync(ctx context.Context) (uint64, error) {
+// notification when it has not yet. It returns the number of events sent
+// and the revision the watch had passed with them (at least the one read).
+func (w *watchSync) sync(ctx context.Context) (uint64, int64, error) {
 	resp, err := w.c.cli.Get(ctx, w.key, clientv3.WithCountOnly())
 	if err != nil {
-		return 0, w.c.convertError(ctx, err, w.path)
+		return 0, 0, w.c.convertError(ctx, err, w.path)
 	}
 	target := resp.Header.Revision
 	var retry <-chan time.Time
@@ -77,14 +78,14 @@ func (w *watchSync) sync(ctx context.Context) (uint64, error) {
 		rev, sent, moved := w.rev, w.sent, w.moved
 		w.mu.Unlock()
 		if rev >= target {
-			return sent, nil
+			return sent, rev, nil
 		}
 		if retry == nil {
 			// The request goes on the watch's gRPC stream (chosen by the
 			// metadata of the watch's context); etcd answers once every
 			// watch on that stream is up to date.
 			if err := w.c.cli.RequestProgress(clientv3.WithRequireLeader(w.s.ctx)); err != nil {
-				return 0, w.c.convertError(ctx, err, w.path)
+				return 0, 0, w.c.convertError(ctx, err, w.path)
 			}
 			retry = time.After(progressRetry)
 		}
@@ -93,9 +94,9 @@ func (w *watchSync) sync(ctx context.Context) (uint64, error) {
 		case <-retry:
 			retry = nil
 		case <-w.done:
-			return 0, backendkit.Wrap(topo.Interrupted, w.path, errors.New("watch ended"))
+			return 0, 0, backendkit.Wrap(topo.Interrupted, w.path, errors.New("watch ended"))
 		case <-ctx.Done():
-			return 0, w.c.convertError(ctx, ctx.Err(), w.path)
+			return 0, 0, w.c.convertError(ctx, ctx.Err(), w.path)
 		}
 	}
 }
@@ -109,6 +110,18 @@ func (w *watchSync) sync(ctx context.Context) (uint64, error) {
 // Get's (Unavailable, Timeout, ...), those of ctx, and Interrupted once
 // the watch has ended.
 func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error) {
+	init, out, sync, err := c.WatchRecursiveSyncRevision(ctx, prefix)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return init, out, backendkit.SyncCount(sync), nil
+}
+
+// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also returns
+// the etcd revision the watch has passed with its first n events: at least
+// the header revision of its count-only Get (topo/cache's
+// RevisionSyncWatcher). Same errors.
+func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, int64, error), error) {
 	init, out, ws, err := c.watchRecursive(ctx, prefix)
 	if err != nil {
 		return nil, nil, nil, err

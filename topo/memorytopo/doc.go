@@ -85,8 +85,10 @@
 // <root>/<path>; a lock of directory D is an ephemeral entry under
 // D/locks/ (the oldest holds it); a candidate of election N an ephemeral
 // entry under elections/N/ (the oldest leads) whose value is its id.
-// Versions are topo.NumericVersion values from one counter per store,
-// increasing on every write; GetVersion returns the last Options.History
+// Versions are topo.NumericVersion values from one counter per store (its
+// revision), increasing on every write; a delete takes a value of it too,
+// and watch events carry the value the watch has reached
+// (topo.WatchData.Revision); GetVersion returns the last Options.History
 // versions of a file (Compacted before). A fencing token is that counter's
 // value when the lock or candidate entry was created. A Txn is one atomic
 // step (readers see all its writes or none); faults fail it before

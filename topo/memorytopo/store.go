@@ -27,7 +27,7 @@ type store struct {
 	id uint64 // random, names the store in ResumeInfo
 
 	mu  sync.RWMutex // taken through lock and rlock, which count requests
-	rev atomic.Int64 // last version handed out, store-wide
+	rev atomic.Int64 // last revision handed out, store-wide: a file version, an entry, a delete
 	// While counting is set, requests counts the acquisitions of mu and
 	// wakeups the waiters driver.WaitGone woke (tests only).
 	counting          atomic.Bool
@@ -248,7 +248,7 @@ func (s *store) setFile(root, rel string, n *node, fs *fileState) *fileState {
 	}
 	n.file.Store(fs)
 	if s.watched() {
-		s.notifyFile(joinRoot(root, rel), fs)
+		s.notifyFile(joinRoot(root, rel), fs, v)
 	}
 	return fs
 }
@@ -287,15 +287,17 @@ func (n *node) historic(version int64) ([]byte, bool) {
 }
 
 // deleteFile removes the file at the full path root/rel held by n, with
-// its history. Call with mu held for writing.
+// its history, as a new store revision (which watch events report). Call
+// with mu held for writing.
 func (s *store) deleteFile(root, rel string, n *node) {
+	rev := s.rev.Add(1)
 	n.file.Store(nil)
 	n.hist = nil
 	n.addFiles(-1)
 	s.publish(root, rel, n, false)
 	s.prune(n)
 	if s.watched() {
-		s.notifyFile(joinRoot(root, rel), nil)
+		s.notifyFile(joinRoot(root, rel), nil, rev)
 	}
 }
 

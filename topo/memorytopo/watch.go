@@ -37,22 +37,30 @@ type watcher struct {
 	direct chan *topo.WatchData
 	busy   bool
 	popped uint64 // events the goroutine has taken (each is sent)
+	// last is the store revision of the last change pushed, mark the
+	// Revision of the last event taken (topo.WatchData.Revision): last
+	// once nothing older is pending, unchanged until then.
+	last, mark int64
 }
 
-func newWatcher(c *Conn, full string, recursive bool) *watcher {
-	return &watcher{c: c, full: full, recursive: recursive, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}}
+// newWatcher returns a watcher of full, whose initial values reflect
+// every change up to the store revision rev.
+func newWatcher(c *Conn, full string, recursive bool, rev int64) *watcher {
+	return &watcher{c: c, full: full, recursive: recursive, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}, last: rev, mark: rev}
 }
 
 // push records that the file at full path p now has state fs (nil when
-// deleted). Never blocks.
-func (w *watcher) push(p string, fs *fileState) {
+// deleted), written at store revision rev. Never blocks.
+func (w *watcher) push(p string, fs *fileState, rev int64) {
 	w.mu.Lock()
+	w.last = rev
 	if w.direct != nil && fs != nil && len(w.order) == 0 && !w.busy {
 		// In order: nothing is pending or in flight before this change.
 		// The channel is open: run closes it only after the watcher was
 		// unregistered (and a Watch's delete, its last event, is queued).
 		select {
-		case w.direct <- &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver}:
+		case w.direct <- &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}:
+			w.mark = rev
 			w.mu.Unlock()
 			return
 		default:
@@ -69,14 +77,15 @@ func (w *watcher) push(p string, fs *fileState) {
 	}
 }
 
-// pop takes the oldest pending event; the goroutine is busy with it
-// until the next pop that finds none.
-func (w *watcher) pop() (p string, fs *fileState, ok bool) {
+// pop takes the oldest pending event, with the revision the watch has
+// reached with it (see watcher.mark); the goroutine is busy with it until
+// the next pop that finds none.
+func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.order) == 0 {
 		w.busy = false
-		return "", nil, false
+		return "", nil, 0, false
 	}
 	w.busy = true
 	w.popped++
@@ -84,17 +93,22 @@ func (w *watcher) pop() (p string, fs *fileState, ok bool) {
 	w.order = w.order[1:]
 	fs = w.pending[p]
 	delete(w.pending, p)
-	return p, fs, true
+	if len(w.order) == 0 {
+		// Every change pushed has been taken; while some are pending, an
+		// older change of another file may still be among them.
+		w.mark = w.last
+	}
+	return p, fs, w.mark, true
 }
 
 // notifyFile tells the watchers of the file at full path p about its new
-// state fs (nil when deleted). Call with mu held for writing, or (from
-// updateInPlace, never with fs nil nor with a recursive watcher) for
-// reading with the file's node locked.
-func (s *store) notifyFile(p string, fs *fileState) {
+// state fs (nil when deleted), written at store revision rev. Call with mu
+// held for writing, or (from updateInPlace, never with fs nil nor with a
+// recursive watcher) for reading with the file's node locked.
+func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 	if len(s.fileWatchers) > 0 {
 		for w := range s.fileWatchers[p] {
-			w.push(p, fs)
+			w.push(p, fs, rev)
 		}
 		if fs == nil {
 			// A Watch ends with the delete; it takes no further events.
@@ -106,7 +120,7 @@ func (s *store) notifyFile(p string, fs *fileState) {
 	}
 	for w := range s.recWatchers {
 		if strings.HasPrefix(p, w.full) {
-			w.push(p, fs)
+			w.push(p, fs, rev)
 		}
 	}
 }
@@ -170,7 +184,9 @@ func (w *watcher) interrupted(ctx context.Context, p string) error {
 // the last event (delete: Err NoNode; ctx ended or Close: Err Interrupted)
 // is received; the caller must drain the channel until it closes. Rapid
 // changes are coalesced: the channel always ends up carrying the latest
-// value. Closed after Close.
+// value. Revision (see topo.WatchData) is the store's revision for the
+// current value, the change's (a delete's own) for an event. Closed after
+// Close.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := c.begin(ctx, OpWatch, filePath, topo.CleanFilePath)
 	if err != nil {
@@ -188,8 +204,9 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		s.mu.Unlock()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	cur := &topo.WatchData{Contents: bytes.Clone(n.file.Load().contents), Version: n.file.Load().ver}
-	w := newWatcher(c, full, false)
+	rev := s.rev.Load()
+	cur := &topo.WatchData{Contents: bytes.Clone(n.file.Load().contents), Version: n.file.Load().ver, Revision: rev}
+	w := newWatcher(c, full, false, rev)
 	out := make(chan *topo.WatchData, 1)
 	w.direct = out
 	ws := s.fileWatchers[full]
@@ -205,11 +222,11 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 }
 
 func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchData) {
-	run(ctx, w, out, func(_ string, fs *fileState) (*topo.WatchData, bool) {
+	run(ctx, w, out, func(_ string, fs *fileState, rev int64) (*topo.WatchData, bool) {
 		if fs == nil {
-			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p)}, true
+			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: rev}, true
 		}
-		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver}, false
+		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}, false
 	}, func() *topo.WatchData {
 		return &topo.WatchData{Err: w.interrupted(ctx, p)}
 	})
@@ -218,7 +235,7 @@ func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchD
 // run forwards w's events to out until the last one: an event for which
 // event reports last (a Watch's delete), or, once ctx ends or the Conn
 // closes, the pending events followed by interrupted's. Then it closes out.
-func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full string, fs *fileState) (T, bool), interrupted func() T) {
+func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full string, fs *fileState, rev int64) (T, bool), interrupted func() T) {
 	defer close(out)
 	stopped := false
 	stop := func() {
@@ -237,11 +254,11 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 			stop()
 		}
 		for {
-			full, fs, ok := w.pop()
+			full, fs, rev, ok := w.pop()
 			if !ok {
 				break
 			}
-			ev, last := event(full, fs)
+			ev, last := event(full, fs, rev)
 			if stopped {
 				out <- ev
 			} else {
@@ -279,8 +296,11 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 // channel stays open). Events of one file may be coalesced, never lost: the
 // last event of each file carries its latest state. It runs one goroutine,
 // which exits after the final Interrupted event (ctx ended or Close) is
-// received; the caller must drain the channel until it closes. Closed after
-// Close.
+// received; the caller must drain the channel until it closes. Revision
+// (see topo.WatchData) is the store's revision for the initial list; for
+// an event, the revision of the last change queued for the watch if no
+// other is still queued, the revision reached before otherwise. Closed
+// after Close.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	cur, out, _, err := c.watchRecursive(ctx, prefix)
 	return cur, out, err
@@ -294,25 +314,41 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 // the other injected errors, Closed after Close); it returns Interrupted
 // once the watch has ended.
 func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error) {
+	cur, out, sync, err := c.WatchRecursiveSyncRevision(ctx, prefix)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cur, out, backendkit.SyncCount(sync), nil
+}
+
+// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also returns
+// the store's revision, read under the store's lock for reading: while a
+// WatchRecursive is registered every write takes the lock for writing and
+// queues its events under it, so every change up to that revision is
+// among the n events (topo/cache's RevisionSyncWatcher). Same errors.
+func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, int64, error), error) {
 	cur, out, w, err := c.watchRecursive(ctx, prefix)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sync := func(sctx context.Context) (uint64, error) {
+	sync := func(sctx context.Context) (uint64, int64, error) {
 		p, err := c.begin(sctx, OpGet, prefix, topo.CleanPrefix)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		select {
 		case <-w.broken:
-			return 0, w.interrupted(ctx, p)
+			return 0, 0, w.interrupted(ctx, p)
 		case <-ctx.Done():
-			return 0, w.interrupted(ctx, p)
+			return 0, 0, w.interrupted(ctx, p)
 		default:
 		}
+		s := c.s
+		s.rlock()
+		defer s.mu.RUnlock()
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.popped + uint64(len(w.order)), nil
+		return w.popped + uint64(len(w.order)), s.rev.Load(), nil
 	}
 	return cur, out, sync, nil
 }
@@ -331,11 +367,12 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		return nil, nil, nil, err
 	}
 	cur := []*topo.WatchDataRecursive{}
+	rev := s.rev.Load()
 	s.walkPrefix(fp, func(full string, fs *fileState) {
 		cur = append(cur, &topo.WatchDataRecursive{Path: c.rel(full), WatchData: topo.WatchData{
-			Contents: bytes.Clone(fs.contents), Version: fs.ver}})
+			Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}})
 	})
-	w := newWatcher(c, fp, true)
+	w := newWatcher(c, fp, true, rev)
 	s.recWatchers[w] = struct{}{}
 	s.mu.Unlock()
 	slices.SortFunc(cur, func(a, b *topo.WatchDataRecursive) int { return strings.Compare(a.Path, b.Path) })
@@ -346,13 +383,13 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 }
 
 func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *topo.WatchDataRecursive) {
-	run(ctx, w, out, func(full string, fs *fileState) (*topo.WatchDataRecursive, bool) {
+	run(ctx, w, out, func(full string, fs *fileState, rev int64) (*topo.WatchDataRecursive, bool) {
 		p := w.c.rel(full)
 		if fs == nil {
-			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}, false
+			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: rev}}, false
 		}
 		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{
-			Contents: bytes.Clone(fs.contents), Version: fs.ver}}, false
+			Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}}, false
 	}, func() *topo.WatchDataRecursive {
 		return &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: w.interrupted(ctx, prefix)}}
 	})

@@ -65,6 +65,7 @@ func groups() []struct {
 			{"Cancel", testWatchCancel},
 			{"Converges", testWatchConverges},
 			{"TwoWatchers", testWatchTwoWatchers},
+			{"Revision", testWatchRevision},
 		}},
 		{"WatchRecursive", []subtest{
 			{"Events", testWatchRecursive},
@@ -73,6 +74,7 @@ func groups() []struct {
 			{"Cancel", testWatchRecursiveCancel},
 			{"Converges", testWatchRecursiveConverges},
 			{"Recreate", testWatchRecursiveRecreate},
+			{"Revision", testWatchRecursiveRevision},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},

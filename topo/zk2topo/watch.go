@@ -37,7 +37,10 @@ func (c *Conn) endError(p string, err error) error {
 // Unavailable and closes it (a new Watch then works on the new session); a
 // permission refusal while re-arming sends PermissionDenied and closes it.
 // Errors: NoNode (no channel) when the file is absent, InvalidPath,
-// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable. Revision
+// (see topo.WatchData) is the value's Stat.Mzxid, read with it: every
+// change of the file up to that zxid is in the value; the deletion and
+// the other errors carry 0.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := c.enter(ctx, filePath, topo.CleanFilePath)
 	if err != nil {
@@ -51,7 +54,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if !isFile(st) || st.EphemeralOwner != 0 || c.internal(p) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	first := &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version)}
+	first := &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version), Revision: st.Mzxid}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
 	// draining the channel. It shares nothing with the caller but out: its
@@ -97,7 +100,7 @@ func (c *Conn) followFile(ctx context.Context, p, zp string, last int32, ev <-ch
 		}
 		last = st.Version
 		select {
-		case out <- &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version)}:
+		case out <- &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version), Revision: st.Mzxid}:
 		case <-ctx.Done():
 			return interrupted
 		case <-c.closing:
@@ -152,7 +155,10 @@ func childrenW(ctx context.Context, c *Conn, p, zp string) ([]string, <-chan zk.
 // for that file and the channel stays open. Cancelling ctx or closing the
 // Conn sends Interrupted and closes the channel; session expiry sends
 // Unavailable and closes it. It costs two reads per znode to start. Errors:
-// InvalidPath, Timeout/Interrupted, Closed, Unavailable.
+// InvalidPath, Timeout/Interrupted, Closed, Unavailable. Revision (see
+// topo.WatchData) is 0 throughout: each znode's events come through a
+// forwarding goroutine of their own, so when one arrives nothing says that
+// every other file's earlier changes have arrived too.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	pp, err := c.enter(ctx, prefix, topo.CleanPrefix)
 	if err != nil {
