@@ -89,17 +89,16 @@
 //     Leadership also ends as soon as the connection drops (stepDown):
 //     the leading candidacy is given up, its entry removed once
 //     reconnected, and WaitForLeadership enters anew;
-//   - when the client reconnects a session, the requests it queued
-//     meanwhile go out only after its request re-setting the session's
-//     watches: go-zookeeper v1.0.4 reads its last zxid for that request
-//     while recording the zxids of answers, unsynchronised (a data race
-//     the race detector reports in programs that use zk2topo), and that
-//     order, with every answer matched under the connection's lock, makes
-//     the read come first. So that the client always has a watch to re-set,
-//     each session keeps an exists watch on /zookeeper/topokit-sentinel, a
-//     znode nobody creates (set a second after the session first
-//     connected; the znode is never created, and the watch shows in the
-//     server's wchc/wchp listings). Test: TestRequestsQueuedDuringDisconnection.
+//   - when the client reconnects a session that has watches, the
+//     requests it queued meanwhile go out only after its request
+//     re-setting the watches: go-zookeeper v1.0.4 reads its last zxid for
+//     that request while recording the zxids of answers, unsynchronised
+//     (a data race the race detector reports in programs that use
+//     zk2topo), and that order, with every answer matched under the
+//     connection's lock, makes the read come first. The session's
+//     observer mirrors the client's table of watches from the frames to
+//     know whether that request will come. Test:
+//     TestRequestsQueuedDuringDisconnection.
 //
 // # Which znodes the library deletes, and when
 //

@@ -8,19 +8,6 @@ import (
 	"time"
 )
 
-// isSentinelFrame reports whether p is one whole frame of the exists
-// request that sets a session's sentinel watch (see keepSentinel): the
-// counters leave it out, since no operation sends it. The client library
-// writes one whole frame per Write call.
-func isSentinelFrame(p []byte) bool {
-	const at = 12 // length, xid, opcode, then the path's length
-	if len(p) < at+4+len(sentinelPath) || int32(binary.BigEndian.Uint32(p[8:12])) != opExists {
-		return false
-	}
-	n := int(binary.BigEndian.Uint32(p[at:]))
-	return n == len(sentinelPath) && string(p[at+4:at+4+n]) == sentinelPath
-}
-
 // rtCounter counts the requests a ZooKeeper client sends: the client
 // writes each request as a length-prefixed packet whose header starts with
 // its xid; the counter parses the stream of every connection it dialed and
@@ -97,9 +84,6 @@ func (s *packetScanner) scan(b []byte, xid func(int32)) {
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
-	if isSentinelFrame(p) {
-		return c.Conn.Write(p) // the session's own watch, not an operation's
-	}
 	c.wmu.Lock()
 	c.out.scan(p, func(xid int32) {
 		if xid != pingXid {

@@ -51,9 +51,6 @@ type zkSession struct {
 
 	connected atomic.Bool // the library has the session on a live connection
 
-	firstConnected chan struct{} // closed when the session first connected
-	firstOnce      sync.Once
-
 	mu sync.Mutex
 	// entries are the session's live lock and election entries, by
 	// znode path (see entry.go).
@@ -68,14 +65,12 @@ type zkSession struct {
 // resumeFrame).
 func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	s := &zkSession{
-		c:     c,
-		lost:  make(chan struct{}),
-		ready: make(chan struct{}),
-
-		firstConnected: make(chan struct{}),
-		entries:        map[string]*entry{},
-		creates:        map[string]uint64{},
-		pending:        map[string]int{},
+		c:       c,
+		lost:    make(chan struct{}),
+		ready:   make(chan struct{}),
+		entries: map[string]*entry{},
+		creates: map[string]uint64{},
+		pending: map[string]int{},
 	}
 	s.claims = claims.NewSession("", s)
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
@@ -93,65 +88,7 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	}
 	c.bg.Add(1)
 	go s.watchdog()
-	c.bg.Add(1)
-	go s.keepSentinel()
 	return s, nil
-}
-
-// sentinelDelay is how long after its first connection a session sets
-// its sentinel watch (see keepSentinel).
-const sentinelDelay = time.Second
-
-// sentinelPath is a znode no one creates (ZooKeeper keeps /zookeeper for
-// itself): an exists watch on it stays set for the session's life.
-const sentinelPath = "/zookeeper/topokit-sentinel"
-
-// keepSentinel keeps an exists watch on sentinelPath set on the session,
-// so that the client library always has a watch to re-set when it
-// reconnects, and marks it armed meanwhile (see holdRequest). It ends with
-// the session (Close ends the library's requests, then the session).
-//
-// It sets the watch sentinelDelay after the session's first connection:
-// the library re-sets watches on that connection too, reading the last
-// zxid just after it started answering, and a watch set by a request
-// queued before the connection (answered at once) would make that read
-// race with the answers, which nothing holds back on a first connection.
-func (s *zkSession) keepSentinel() {
-	defer s.c.bg.Done()
-	select {
-	case <-s.firstConnected:
-	case <-s.lost:
-		return
-	}
-	select {
-	case <-time.After(sentinelDelay):
-	case <-s.lost:
-		return
-	}
-	backoff := 50 * time.Millisecond
-	for {
-		_, _, ch, err := s.zk.ExistsW(sentinelPath)
-		if err == nil {
-			s.obs.sentinelArmed.Store(true)
-			backoff = 50 * time.Millisecond
-			select {
-			case ev := <-ch:
-				s.obs.sentinelArmed.Store(false)
-				if ev.Type == zk.EventNotWatching {
-					return // the library ended its watches: the session is over
-				}
-				continue
-			case <-s.lost:
-				return
-			}
-		}
-		select {
-		case <-s.lost:
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-	}
 }
 
 // redialProvider is the client library's HostProvider: its
@@ -235,7 +172,6 @@ func (s *zkSession) onEvent(ev zk.Event) {
 		s.lose()
 	case zk.StateHasSession:
 		s.connected.Store(true)
-		s.firstOnce.Do(func() { close(s.firstConnected) })
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
 		s.connected.Store(false)
 		s.stepDown()
@@ -392,11 +328,14 @@ type sessionObserver struct {
 	resumeID int64
 	resumePw []byte
 
-	// dials counts the session's connections; sentinelArmed says that the
-	// client library holds the session's sentinel watch (see
-	// keepSentinel), so that it re-sets watches on every reconnection.
-	dials         atomic.Int32
-	sentinelArmed atomic.Bool
+	// dials counts the session's connections. watches mirrors the keys
+	// of the client library's table of watches (path and kind), kept from
+	// the frames (see noteWatchRequest, noteAnswer, noteEvent), and
+	// watchReqs the watch-setting requests awaiting their answers, by
+	// xid: a reconnection re-sets the watches (see holdRequest).
+	dials     atomic.Int32
+	watches   map[watchKey]bool
+	watchReqs map[int32]watchKey
 
 	// Lock entry creates sent as create2 (see createWithStat): wantStat
 	// counts the registered creates by path, created keeps the Stats
@@ -412,13 +351,18 @@ type sentKey struct {
 }
 
 func newSessionObserver(def time.Duration) *sessionObserver {
-	return &sessionObserver{defTimeout: def, timeout: def, waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{}}
+	return &sessionObserver{defTimeout: def, timeout: def, waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
+		watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{}}
 }
 
 func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
 	reconnect := o.dials.Add(1) > 1
+	o.mu.Lock()
+	clear(o.watchReqs) // the library failed them with the connection
+	rewatch := len(o.watches) > 0
+	o.mu.Unlock()
 	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{},
-		holding: reconnect && o.sentinelArmed.Load()}
+		holding: reconnect && rewatch}
 }
 
 // lastProof returns the send time of the latest answered request and the
@@ -503,6 +447,9 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	} else if oc.o.nStat.Load() > 0 {
 		b = oc.asCreate2(b)
 	}
+	if !isFirst {
+		oc.o.noteWatchRequest(b)
+	}
 	if held, ok := oc.holdRequest(b); ok {
 		return len(held), nil
 	}
@@ -531,9 +478,6 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 // re-sets its watches on a new connection of a session.
 const opSetWatches = 101
 
-// opCloseSession is the opcode of the request that ends a session.
-const opCloseSession = -11
-
 // holdRequest keeps a request frame b back while the connection holds
 // requests, and reports whether it did; it writes the held frames behind
 // the set-watches request when that comes.
@@ -549,10 +493,12 @@ const opCloseSession = -11
 // detector; holding those requests until the set-watches request is
 // written (after the read) and matching every answer under wmu (frame),
 // orders the read before every write. A connection holds only when the
-// library has watches to re-set, which the session's sentinel watch
-// guarantees while it is armed (keepSentinel): otherwise no set-watches
-// request would come. The requests keep their order; pings and
-// authentication requests are not held.
+// library has watches to re-set (as the session observer's mirror of its
+// table says: otherwise it reads nothing, and sends no set-watches
+// request), and only the requests of a reconnection (a first connection
+// has no watch yet). The requests keep their order; pings and
+// authentication requests are not held, and a request closing the
+// session releases the held ones.
 func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 	oc.wmu.Lock()
 	defer oc.wmu.Unlock()
@@ -564,10 +510,11 @@ func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 		oc.release(b)
 		return b, true
 	case opCloseSession:
-		// The session's end: the library sends nothing after it, not
-		// even the set-watches request, so the held requests and it go
-		// now (its deletes of the session's entries must reach the
-		// server at once, not with the session's expiry).
+		// The session's end goes at once, the held requests before it:
+		// the library may end the connection before it sends the
+		// set-watches request, and the close must reach the server now
+		// (the server then deletes the session's entries), not with the
+		// session's expiry. Its answer comes last on the connection.
 		oc.held = append(oc.held, append([]byte(nil), b...))
 		oc.release(nil)
 		return b, true
@@ -587,9 +534,129 @@ func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 }
 
 // maxHold bounds how long a connection holds requests back for a
-// set-watches request that does not come (the library had no watch left
-// to re-set: the sentinel's had just fired): then they go without it.
+// set-watches request that does not come (were the mirror of the
+// library's watches ever wrong): then they go without it.
 const maxHold = 2 * time.Second
+
+// watchKey is a key of the client library's table of watches: a path and
+// a kind of watch.
+type watchKey struct {
+	path string
+	kind int8
+}
+
+// The kinds of watches, as the client library files them.
+const (
+	watchData int8 = iota
+	watchExist
+	watchChild
+)
+
+// Opcodes of the requests that may set a watch, and ZooKeeper's event
+// types, as the client library numbers them.
+const (
+	opGetData      = 4
+	opGetChildren  = 8
+	opGetChildren2 = 12
+
+	eventCreated         = 1
+	eventDeleted         = 2
+	eventDataChanged     = 3
+	eventChildrenChanged = 4
+
+	errNoNodeCode = -101
+
+	opCloseSession = -11
+
+	watchEventXid = -1
+	// eventKeep is how much of a watch event's body the connection keeps:
+	// the reply header, the type, the state and a path of up to 4 KiB.
+	eventKeep = 16 + 12 + 4096
+)
+
+// noteWatchRequest records a request frame b (length, xid, opcode, path,
+// then the watch flag) that asks for a watch.
+func (o *sessionObserver) noteWatchRequest(b []byte) {
+	if len(b) < 16 {
+		return
+	}
+	xid, op := int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12]))
+	if xid <= 0 || (op != opExists && op != opGetData && op != opGetChildren && op != opGetChildren2) {
+		return
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[12:16])))
+	if n < 0 || 16+n >= len(b) || b[16+n] == 0 {
+		return // no watch asked for
+	}
+	k := watchKey{path: string(b[16 : 16+n]), kind: watchData}
+	if op == opGetChildren || op == opGetChildren2 {
+		k.kind = watchChild
+	}
+	o.mu.Lock()
+	o.watchReqs[xid] = k
+	o.mu.Unlock()
+}
+
+// noteAnswer records the answer (xid, error code) to a request: the
+// library files a watch as its answer comes, as go-zookeeper's ExistsW,
+// GetW and ChildrenW do (an exists answered NoNode files an exists watch).
+func (o *sessionObserver) noteAnswer(xid, code int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k, ok := o.watchReqs[xid]
+	if !ok {
+		return
+	}
+	delete(o.watchReqs, xid)
+	switch {
+	case code == 0:
+		o.watches[k] = true
+	case code == errNoNodeCode && k.kind == watchData:
+		// An exists (the only data-kind request answered NoNode with a
+		// watch): the library files it as an exists watch.
+		k.kind = watchExist
+		o.watches[k] = true
+	}
+}
+
+// noteEvent records a watch event (its body after the reply header: type,
+// state, path): the library drops the watches it fires, as
+// go-zookeeper's notifyWatches does.
+func (o *sessionObserver) noteEvent(ev []byte) {
+	if len(ev) < 12 {
+		return
+	}
+	typ := int32(binary.BigEndian.Uint32(ev[0:4]))
+	n := int(int32(binary.BigEndian.Uint32(ev[8:12])))
+	if n < 0 || 12+n > len(ev) {
+		return
+	}
+	path := string(ev[12 : 12+n])
+	var kinds []int8
+	switch typ {
+	case eventCreated:
+		kinds = []int8{watchExist}
+	case eventDataChanged:
+		kinds = []int8{watchExist, watchData}
+	case eventChildrenChanged:
+		kinds = []int8{watchChild}
+	case eventDeleted:
+		kinds = []int8{watchExist, watchData, watchChild}
+	}
+	o.mu.Lock()
+	for _, k := range kinds {
+		delete(o.watches, watchKey{path, k})
+	}
+	o.mu.Unlock()
+}
+
+// forgetWatches records a session's end: the library clears its table.
+func (o *sessionObserver) forgetWatches() {
+	o.mu.Lock()
+	clear(o.watches)
+	clear(o.watchReqs)
+	o.mu.Unlock()
+}
 
 // release ends the holding: it writes first (the set-watches request, or
 // nil) and then the held requests, in order. The caller holds wmu, so an
@@ -651,6 +718,18 @@ func (oc *observedConn) scan(b []byte) {
 		} else if oc.n2.Load() > 0 {
 			keep = create2Keep
 		}
+		if oc.handshake && keep < eventKeep {
+			// A watch event (xid -1) is kept whole: its path says which
+			// watches the library drops (noteEvent).
+			var x [4]byte
+			m := copy(x[:], oc.body)
+			if m < 4 {
+				m += copy(x[m:], b[:k])
+			}
+			if m == 4 && int32(binary.BigEndian.Uint32(x[:])) == watchEventXid {
+				keep = eventKeep
+			}
+		}
 		if need := keep - len(oc.body); need > 0 {
 			oc.body = append(oc.body, b[:min(k, need)]...)
 		}
@@ -668,6 +747,9 @@ func (oc *observedConn) frame() {
 	var at time.Time
 	if !oc.handshake {
 		oc.handshake = true
+		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) == 0 {
+			oc.o.forgetWatches() // expired: the library drops its watches
+		}
 		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) != 0 {
 			at = oc.first
 			oc.o.mu.Lock()
@@ -685,10 +767,15 @@ func (oc *observedConn) frame() {
 		case xid == -2 && len(oc.pings) > 0:
 			at = oc.pings[0]
 			oc.pings = oc.pings[1:]
+		case xid == watchEventXid && len(oc.body) >= 16:
+			oc.o.noteEvent(oc.body[16:])
 		case xid > 0:
 			if t, ok := oc.sent[xid]; ok {
 				at = t
 				delete(oc.sent, xid)
+			}
+			if len(oc.body) >= 16 {
+				oc.o.noteAnswer(xid, int32(binary.BigEndian.Uint32(oc.body[12:16])))
 			}
 			if oc.stat2[xid] {
 				delete(oc.stat2, xid)

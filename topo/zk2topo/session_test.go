@@ -397,7 +397,11 @@ func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 	require.NoError(t, err)
 	s, err := c.session("")
 	require.NoError(t, err)
-	require.Eventually(t, s.obs.sentinelArmed.Load, 30*time.Second, 5*time.Millisecond, "the sentinel watch was never set")
+	require.Eventually(t, func() bool {
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return len(s.obs.watches) > 0
+	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
 
 	for round := range 3 {
 		ps.Blackhole()

@@ -75,9 +75,6 @@ type opConn struct {
 }
 
 func (c *opConn) Write(p []byte) (int, error) {
-	if isSentinelFrame(p) {
-		return c.Conn.Write(p) // the session's own watch, not an operation's
-	}
 	c.mu.Lock()
 	var ops []int32
 	for b := p; len(b) > 0; {
