@@ -50,14 +50,33 @@ func (d driver) dir(q claims.Queue) string {
 // used, so that the queue's path is built on first use only. Call with mu
 // held, for writing to create.
 func (d driver) queue(q claims.Queue, create bool) *queue {
-	if x := d.c.queues[q]; x != nil {
+	m := d.c.queues.locks
+	if q.Election {
+		m = d.c.queues.elections
+	}
+	if x := m[q.Path]; x != nil {
 		return x
 	}
 	x := d.c.s.queueAt(d.dir(q), create)
 	if create {
-		d.c.queues[q] = x
+		m[q.Path] = x
 	}
 	return x
+}
+
+// lockDir returns the node of the directory that lock queue q (x in the
+// store, nil when it has none yet) locks, or nil when there is none: the
+// node x remembers while it is in the tree, else the tree's, remembered.
+// Call with mu held for writing.
+func (d driver) lockDir(x *queue, q claims.Queue) *node {
+	if x != nil && x.lockDir != nil && !x.lockDir.pruned {
+		return x.lockDir
+	}
+	n := d.c.node(q.Path)
+	if x != nil {
+		x.lockDir = n
+	}
+	return n
 }
 
 // entryOf is the engine's view of e: Key is its queue's directory (the
@@ -89,13 +108,16 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if err := c.closedErr(q.Path); err != nil {
 		return claims.Entry{}, nil, err
 	}
+	x := d.queue(q, false)
 	if opts.RequireFiles {
-		n := c.node(q.Path)
+		n := d.lockDir(x, q)
 		if !filesBelow(n) {
 			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file.Load() != nil)
 		}
 	}
-	x := d.queue(q, true)
+	if x == nil {
+		x = d.queue(q, true)
+	}
 	if h := x.head; opts.Exclusive && h != nil {
 		return claims.Entry{}, nil, &claims.BusyError{Head: entryOf(h)}
 	}

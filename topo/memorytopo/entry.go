@@ -38,6 +38,11 @@ type queue struct {
 	// changed is closed, and cleared, at the next change of the queue's
 	// entries or of a published value (driver.Head with watch).
 	changed chan struct{}
+	// lockDir is the node of a lock's directory as the last Lock found
+	// it (nil: not looked up, or there was none), so that the next one
+	// checks the files below it without walking the tree while the node
+	// is in it (not pruned).
+	lockDir *node
 }
 
 // queueAt returns the queue of the full directory dir, creating it when
