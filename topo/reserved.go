@@ -46,17 +46,14 @@ const electionsDirName = "elections"
 // "locks" or "Lock" anywhere, or "elections" as the first segment. The root
 // ("") is not reserved. It is safe for concurrent use.
 func IsReserved(p string) bool {
-	first, _, _ := strings.Cut(p, "/")
-	return first == electionsDirName || hasLockSegment(p)
-}
-
-// hasLockSegment reports whether a segment of the canonical path p is
-// "locks" or "Lock".
-func hasLockSegment(p string) bool {
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == locksDirName || seg == consulLockName {
+	// One pass over the segments: every claim call and most file calls
+	// check their path here.
+	for first := true; p != ""; first = false {
+		seg, rest, _ := strings.Cut(p, "/")
+		if seg == locksDirName || seg == consulLockName || first && seg == electionsDirName {
 			return true
 		}
+		p = rest
 	}
 	return false
 }
