@@ -25,7 +25,7 @@ type claim struct {
 	eng *Engine
 	q   Queue
 	// entry is guarded by sess.mu once the claim is shared (current).
-	entry Entry
+	entry claimEntry
 	sess  *Session
 	// done is Done's channel, made on its first use (most claims end
 	// before anyone asks); guarded by sess.mu.
@@ -47,13 +47,41 @@ type claim struct {
 	sprev, snext *claim
 }
 
+// claimEntry is what a claim keeps of its Entry: the fields the engine
+// and the drivers use. Value and ValueRev (Head's) and Created
+// (Describe's) are never a claim's: leaving them out puts a lock
+// descriptor in a smaller allocation.
+type claimEntry struct {
+	Token    int64
+	Key      string
+	Session  string
+	Contents string
+	Granted  bool
+	Ref      any
+}
+
+// keep sets ce to the fields of e a claim keeps.
+func (ce *claimEntry) keep(e *Entry) {
+	ce.Token = e.Token
+	ce.Key = e.Key
+	ce.Session = e.Session
+	ce.Contents = e.Contents
+	ce.Granted = e.Granted
+	ce.Ref = e.Ref
+}
+
+// Entry returns the Entry ce keeps.
+func (ce *claimEntry) Entry() Entry {
+	return Entry{Token: ce.Token, Key: ce.Key, Session: ce.Session, Contents: ce.Contents, Granted: ce.Granted, Ref: ce.Ref}
+}
+
 // current returns the claim's entry: the one its driver created, then the
 // one Acquire granted (Acquirer), which another goroutine may set while
 // this one reads; guarded by sess.mu.
 func (cl *claim) current() Entry {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
-	return cl.entry
+	return cl.entry.Entry()
 }
 
 // monitor starts, once, the driver's watch of the granted claim when the
@@ -76,7 +104,7 @@ func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCa
 func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc) {
 	cl.eng = eng
 	cl.q = q
-	cl.entry = *e
+	cl.entry.keep(e)
 	cl.sess = s
 	cl.cancel = cancel
 	s.add(cl)
@@ -139,11 +167,11 @@ func (cl *claim) release() (Entry, error) {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	if err := cl.errLocked(); err != nil {
-		return cl.entry, err
+		return cl.entry.Entry(), err
 	}
 	cl.endLocked(stateReleased)
 	cl.sess.remove(cl)
-	return cl.entry, nil
+	return cl.entry.Entry(), nil
 }
 
 // errLocked is the error of an ended claim (nil while live): Interrupted

@@ -229,13 +229,13 @@ type Aheader interface {
 // and whether the entry is in the queue.
 func (e *Engine) ahead(ctx context.Context, cl *claim) ([]Entry, bool, error) {
 	if e.aheader != nil {
-		return e.aheader.Ahead(ctx, cl.q, cl.entry, 2)
+		return e.aheader.Ahead(ctx, cl.q, cl.entry.Entry(), 2)
 	}
 	list, err := e.d.List(ctx, cl.q)
 	if err != nil {
 		return nil, false, err
 	}
-	i := indexOf(list, cl.entry)
+	i := indexOf(list, cl.entry.Entry())
 	if i < 0 {
 		return nil, false, nil
 	}
@@ -248,7 +248,7 @@ func (e *Engine) acquire(ctx context.Context, cl *claim) error {
 	if e.acquirer == nil {
 		return nil
 	}
-	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, cl.entry)
+	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, cl.entry.Entry())
 	if err == ErrNotHeld {
 		cl.end(stateLost)
 		return errEntryGone
@@ -257,7 +257,7 @@ func (e *Engine) acquire(ctx context.Context, cl *claim) error {
 		return err
 	}
 	cl.sess.mu.Lock()
-	cl.entry = got
+	cl.entry.keep(&got)
 	cl.sess.mu.Unlock()
 	return nil
 }
