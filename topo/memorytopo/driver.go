@@ -82,7 +82,11 @@ func (d driver) lockDir(x *queue, q claims.Queue) *node {
 // entryOf is the engine's view of e: Key is its queue's directory (the
 // token tells its entries apart), Ref the entry itself.
 func entryOf(e *entry) claims.Entry {
-	return claims.Entry{Token: e.seq, Key: e.q.dir, Contents: e.value, Value: e.published, ValueRev: e.valueRev, Ref: e}
+	ent := claims.Entry{Token: e.seq, Key: e.q.dir, Contents: e.value, Ref: e}
+	if p := e.pub; p != nil {
+		ent.Value, ent.ValueRev = p.value, p.rev
+	}
+	return ent
 }
 
 // live returns the entry behind e while it is in the store on the live
@@ -132,7 +136,10 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	}
 	e := s.addEntry(x, contents, l)
 	if q.Election {
-		e.election, e.published = true, opts.Value
+		e.election = true
+		if opts.Value != nil {
+			e.pub = &publication{value: opts.Value}
+		}
 	}
 	ent := entryOf(e)
 	// Heading its queue, it holds: no entry can come ahead of it later.
@@ -258,8 +265,11 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	if x == nil {
 		return claims.ErrNotHeld
 	}
-	x.published = value
-	x.valueRev++
+	rev := int64(1)
+	if x.pub != nil {
+		rev = x.pub.rev + 1
+	}
+	x.pub = &publication{value: value, rev: rev}
 	x.q.changedNow()
 	return nil
 }

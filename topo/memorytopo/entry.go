@@ -66,11 +66,11 @@ type entry struct {
 	// value is a lock's contents or a candidate's id.
 	value string
 	q     *queue
-	// published is a candidate's published value (Campaign, Proclaim;
-	// nil for none), never a file, and valueRev counts its changes.
-	published []byte
-	valueRev  int64
-	lease     *lease
+	// pub is a candidate's published value (Campaign, Proclaim; nil
+	// for none), never a file: a pointer, so that a lock's entry, which
+	// never has one, is a smaller allocation.
+	pub   *publication
+	lease *lease
 	// n is the entry's node once placed, nil before.
 	n *node
 	// election marks a candidate's entry. noticed is set when the entry's
@@ -84,6 +84,14 @@ type entry struct {
 	// snext into its queue.
 	lprev, lnext *entry
 	sprev, snext *entry
+}
+
+// publication is a candidate's published value and the number of its
+// changes (Entry.Value, Entry.ValueRev). It is never changed: SetValue
+// replaces it.
+type publication struct {
+	value []byte
+	rev   int64
 }
 
 // key is the entry's full store path.
