@@ -153,7 +153,7 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead, stop <-c
 			cl.end(stateLost)
 			return errEntryGone
 		case i == 0, known == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
-			cl.position = int64(i + 1)
+			cl.position = int32(i + 1)
 			return e.acquire(ctx, cl)
 		}
 		if err := e.waitGone(ctx, cl, ahead[i-1], stop); err != nil {
