@@ -3,7 +3,6 @@ package topo
 import (
 	"errors"
 	"strconv"
-	"strings"
 )
 
 // The reserved-name rule. Locks and elections live in the store next to
@@ -46,17 +45,22 @@ const electionsDirName = "elections"
 // "locks" or "Lock" anywhere, or "elections" as the first segment. The root
 // ("") is not reserved. It is safe for concurrent use.
 func IsReserved(p string) bool {
-	first, _, _ := strings.Cut(p, "/")
-	return first == electionsDirName || hasLockSegment(p)
-}
-
-// hasLockSegment reports whether a segment of the canonical path p is
-// "locks" or "Lock".
-func hasLockSegment(p string) bool {
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == locksDirName || seg == consulLockName {
-			return true
+	// One pass over the bytes: every claim call and most file calls
+	// check their path here.
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
 		}
+		switch p[start:i] {
+		case locksDirName, consulLockName:
+			return true
+		case electionsDirName:
+			if start == 0 {
+				return true
+			}
+		}
+		start = i + 1
 	}
 	return false
 }

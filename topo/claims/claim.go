@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -25,7 +26,7 @@ type claim struct {
 	eng *Engine
 	q   Queue
 	// entry is guarded by sess.mu once the claim is shared (current).
-	entry Entry
+	entry claimEntry
 	sess  *Session
 	// done is Done's channel, made on its first use (most claims end
 	// before anyone asks); guarded by sess.mu.
@@ -35,16 +36,47 @@ type claim struct {
 	// abort, while set, cancels the context of the driver request that
 	// bound made for the claim; guarded by sess.mu.
 	abort context.CancelFunc
-	// position is the entry's place in its queue when it was granted
-	// (1: the head), for DefectTokenIsPosition only.
-	position int64
 	// monitorOnce starts the driver's Monitor of the claim (see monitor).
 	monitorOnce sync.Once
-	state       claimState
+	// state is a claimState, written with sess.mu held and read with
+	// or without it (err needs no lock: every Lock reads it).
+	state atomic.Uint32
+	// position is the entry's place in its queue when it was granted
+	// (1: the head), for DefectTokenIsPosition only. An int32 beside
+	// linked keeps a lock descriptor in a 192-byte allocation.
+	position int32
 	// linked is set while the claim is on its session's list of claims,
 	// which sprev and snext link; guarded by sess.mu.
 	linked       bool
 	sprev, snext *claim
+}
+
+// claimEntry is what a claim keeps of its Entry: the fields the engine
+// and the drivers use. Value and ValueRev (Head's) and Created
+// (Describe's) are never a claim's: leaving them out puts a lock
+// descriptor in a smaller allocation.
+type claimEntry struct {
+	Token    int64
+	Key      string
+	Session  string
+	Contents string
+	Granted  bool
+	Ref      any
+}
+
+// keep sets ce to the fields of e a claim keeps.
+func (ce *claimEntry) keep(e *Entry) {
+	ce.Token = e.Token
+	ce.Key = e.Key
+	ce.Session = e.Session
+	ce.Contents = e.Contents
+	ce.Granted = e.Granted
+	ce.Ref = e.Ref
+}
+
+// Entry returns the Entry ce keeps.
+func (ce *claimEntry) Entry() Entry {
+	return Entry{Token: ce.Token, Key: ce.Key, Session: ce.Session, Contents: ce.Contents, Granted: ce.Granted, Ref: ce.Ref}
 }
 
 // current returns the claim's entry: the one its driver created, then the
@@ -53,7 +85,7 @@ type claim struct {
 func (cl *claim) current() Entry {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
-	return cl.entry
+	return cl.entry.Entry()
 }
 
 // monitor starts, once, the driver's watch of the granted claim when the
@@ -76,7 +108,7 @@ func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCa
 func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc) {
 	cl.eng = eng
 	cl.q = q
-	cl.entry = *e
+	cl.entry.keep(e)
 	cl.sess = s
 	cl.cancel = cancel
 	s.add(cl)
@@ -86,10 +118,10 @@ func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context
 // is cancelled with the reason. A claim that already ended stays as it is.
 // Called with sess.mu held.
 func (cl *claim) endLocked(st claimState) {
-	if cl.state != stateLive {
+	if cl.stateNow() != stateLive {
 		return
 	}
-	cl.state = st
+	cl.state.Store(uint32(st))
 	if cl.done != nil {
 		close(cl.done)
 	}
@@ -111,7 +143,7 @@ func (cl *claim) bound(ctx context.Context) context.Context {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	cl.abort = cancel
-	if cl.state != stateLive {
+	if cl.stateNow() != stateLive {
 		cancel()
 	}
 	return bctx
@@ -139,17 +171,21 @@ func (cl *claim) release() (Entry, error) {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	if err := cl.errLocked(); err != nil {
-		return cl.entry, err
+		return cl.entry.Entry(), err
 	}
 	cl.endLocked(stateReleased)
 	cl.sess.remove(cl)
-	return cl.entry, nil
+	return cl.entry.Entry(), nil
 }
 
+// stateNow returns the claim's state.
+func (cl *claim) stateNow() claimState { return claimState(cl.state.Load()) }
+
 // errLocked is the error of an ended claim (nil while live): Interrupted
-// once released, LockLost once lost.
+// once released, LockLost once lost. It needs no lock (err is the same):
+// the name says that the callers hold sess.mu to act on the answer.
 func (cl *claim) errLocked() error {
-	switch cl.state {
+	switch cl.stateNow() {
 	case stateReleased:
 		return topo.NewError(topo.Interrupted, cl.q.Path)
 	case stateLost:
@@ -158,17 +194,16 @@ func (cl *claim) errLocked() error {
 	return nil
 }
 
-// err is errLocked taking sess.mu.
+// err is errLocked, for callers that do not hold sess.mu: the state at
+// one moment, read without the lock.
 func (cl *claim) err() error {
-	cl.sess.mu.Lock()
-	defer cl.sess.mu.Unlock()
 	return cl.errLocked()
 }
 
 // Token implements topo.Fence: the entry's token.
 func (cl *claim) Token() int64 {
 	if cl.eng.defect == DefectTokenIsPosition {
-		return cl.position
+		return int64(cl.position)
 	}
 	return cl.current().Token
 }
@@ -180,7 +215,7 @@ func (cl *claim) Done() <-chan struct{} {
 	defer cl.sess.mu.Unlock()
 	if cl.done == nil {
 		cl.done = make(chan struct{})
-		if cl.state != stateLive {
+		if cl.stateNow() != stateLive {
 			close(cl.done)
 		}
 	}
@@ -252,8 +287,8 @@ func (g Guard) Session() *Session { return g.cl.sess }
 
 // Live reports whether the holder still holds the claim in its own view
 // (not released, not lost). The store's check decides; a backend's IfHeld
-// requires both. It takes only the session's mutex, so a driver may call
-// it inside its critical section.
+// requires both. It takes no lock, so a driver may call it inside its
+// critical section.
 func (g Guard) Live() bool {
 	return g.cl.err() == nil
 }

@@ -153,7 +153,7 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead, stop <-c
 			cl.end(stateLost)
 			return errEntryGone
 		case i == 0, known == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
-			cl.position = int64(i + 1)
+			cl.position = int32(i + 1)
 			return e.acquire(ctx, cl)
 		}
 		if err := e.waitGone(ctx, cl, ahead[i-1], stop); err != nil {
@@ -229,13 +229,13 @@ type Aheader interface {
 // and whether the entry is in the queue.
 func (e *Engine) ahead(ctx context.Context, cl *claim) ([]Entry, bool, error) {
 	if e.aheader != nil {
-		return e.aheader.Ahead(ctx, cl.q, cl.entry, 2)
+		return e.aheader.Ahead(ctx, cl.q, cl.entry.Entry(), 2)
 	}
 	list, err := e.d.List(ctx, cl.q)
 	if err != nil {
 		return nil, false, err
 	}
-	i := indexOf(list, cl.entry)
+	i := indexOf(list, cl.entry.Entry())
 	if i < 0 {
 		return nil, false, nil
 	}
@@ -248,7 +248,7 @@ func (e *Engine) acquire(ctx context.Context, cl *claim) error {
 	if e.acquirer == nil {
 		return nil
 	}
-	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, cl.entry)
+	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, cl.entry.Entry())
 	if err == ErrNotHeld {
 		cl.end(stateLost)
 		return errEntryGone
@@ -257,7 +257,7 @@ func (e *Engine) acquire(ctx context.Context, cl *claim) error {
 		return err
 	}
 	cl.sess.mu.Lock()
-	cl.entry = got
+	cl.entry.keep(&got)
 	cl.sess.mu.Unlock()
 	return nil
 }

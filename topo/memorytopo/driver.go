@@ -50,20 +50,43 @@ func (d driver) dir(q claims.Queue) string {
 // used, so that the queue's path is built on first use only. Call with mu
 // held, for writing to create.
 func (d driver) queue(q claims.Queue, create bool) *queue {
-	if x := d.c.queues[q]; x != nil {
+	m := d.c.queues.locks
+	if q.Election {
+		m = d.c.queues.elections
+	}
+	if x := m[q.Path]; x != nil {
 		return x
 	}
 	x := d.c.s.queueAt(d.dir(q), create)
 	if create {
-		d.c.queues[q] = x
+		m[q.Path] = x
 	}
 	return x
+}
+
+// lockDir returns the node of the directory that lock queue q (x in the
+// store, nil when it has none yet) locks, or nil when there is none: the
+// node x remembers while it is in the tree, else the tree's, remembered.
+// Call with mu held for writing.
+func (d driver) lockDir(x *queue, q claims.Queue) *node {
+	if x != nil && x.lockDir != nil && !x.lockDir.pruned {
+		return x.lockDir
+	}
+	n := d.c.node(q.Path)
+	if x != nil {
+		x.lockDir = n
+	}
+	return n
 }
 
 // entryOf is the engine's view of e: Key is its queue's directory (the
 // token tells its entries apart), Ref the entry itself.
 func entryOf(e *entry) claims.Entry {
-	return claims.Entry{Token: e.seq, Key: e.q.dir, Contents: e.value, Value: e.published, ValueRev: e.valueRev, Ref: e}
+	ent := claims.Entry{Token: e.seq, Key: e.q.dir, Contents: e.value, Ref: e}
+	if p := e.pub; p != nil {
+		ent.Value, ent.ValueRev = p.value, p.rev
+	}
+	return ent
 }
 
 // live returns the entry behind e while it is in the store on the live
@@ -89,13 +112,16 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if err := c.closedErr(q.Path); err != nil {
 		return claims.Entry{}, nil, err
 	}
+	x := d.queue(q, false)
 	if opts.RequireFiles {
-		n := c.node(q.Path)
+		n := d.lockDir(x, q)
 		if !filesBelow(n) {
 			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file.Load() != nil)
 		}
 	}
-	x := d.queue(q, true)
+	if x == nil {
+		x = d.queue(q, true)
+	}
 	if h := x.head; opts.Exclusive && h != nil {
 		return claims.Entry{}, nil, &claims.BusyError{Head: entryOf(h)}
 	}
@@ -110,7 +136,10 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	}
 	e := s.addEntry(x, contents, l)
 	if q.Election {
-		e.election, e.published = true, opts.Value
+		e.election = true
+		if opts.Value != nil {
+			e.pub = &publication{value: opts.Value}
+		}
 	}
 	ent := entryOf(e)
 	// Heading its queue, it holds: no entry can come ahead of it later.
@@ -236,8 +265,11 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	if x == nil {
 		return claims.ErrNotHeld
 	}
-	x.published = value
-	x.valueRev++
+	rev := int64(1)
+	if x.pub != nil {
+		rev = x.pub.rev + 1
+	}
+	x.pub = &publication{value: value, rev: rev}
 	x.q.changedNow()
 	return nil
 }

@@ -38,6 +38,11 @@ type queue struct {
 	// changed is closed, and cleared, at the next change of the queue's
 	// entries or of a published value (driver.Head with watch).
 	changed chan struct{}
+	// lockDir is the node of a lock's directory as the last Lock found
+	// it (nil: not looked up, or there was none), so that the next one
+	// checks the files below it without walking the tree while the node
+	// is in it (not pruned).
+	lockDir *node
 }
 
 // queueAt returns the queue of the full directory dir, creating it when
@@ -61,11 +66,11 @@ type entry struct {
 	// value is a lock's contents or a candidate's id.
 	value string
 	q     *queue
-	// published is a candidate's published value (Campaign, Proclaim;
-	// nil for none), never a file, and valueRev counts its changes.
-	published []byte
-	valueRev  int64
-	lease     *lease
+	// pub is a candidate's published value (Campaign, Proclaim; nil
+	// for none), never a file: a pointer, so that a lock's entry, which
+	// never has one, is a smaller allocation.
+	pub   *publication
+	lease *lease
 	// n is the entry's node once placed, nil before.
 	n *node
 	// election marks a candidate's entry. noticed is set when the entry's
@@ -79,6 +84,14 @@ type entry struct {
 	// snext into its queue.
 	lprev, lnext *entry
 	sprev, snext *entry
+}
+
+// publication is a candidate's published value and the number of its
+// changes (Entry.Value, Entry.ValueRev). It is never changed: SetValue
+// replaces it.
+type publication struct {
+	value []byte
+	rev   int64
 }
 
 // key is the entry's full store path.

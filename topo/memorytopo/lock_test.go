@@ -181,3 +181,34 @@ func TestCloseReleasesLocks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ld2.Unlock(ctx))
 }
+
+// TestLockFollowsDirectory locks a directory again after its files went
+// and came back: each Lock sees the files below the directory as they
+// are, not as an earlier Lock found them (the queue remembers the
+// directory's node only while it is in the tree).
+func TestLockFollowsDirectory(t *testing.T) {
+	ctx := testCtx(t)
+	c := newConn(t, memorytopo.NewFactory())
+	lockUnlock := func() error {
+		ld, err := c.Lock(ctx, "d", "holder")
+		if err != nil {
+			return err
+		}
+		return ld.Unlock(ctx)
+	}
+	_, err := c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, lockUnlock())
+	require.NoError(t, c.Delete(ctx, "d/f", nil))
+	requireCode(t, lockUnlock(), topo.NoNode)
+	_, err = c.Create(ctx, "d/g", []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, lockUnlock())
+	require.NoError(t, c.Delete(ctx, "d/g", nil))
+	_, err = c.Create(ctx, "d", []byte("a file now"))
+	require.NoError(t, err)
+	requireCode(t, lockUnlock(), topo.InvalidArgument)
+	_, err = c.Create(ctx, "d/h", []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, lockUnlock())
+}

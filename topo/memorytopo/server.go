@@ -121,7 +121,7 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	files := s.index(r)
 	queues := s.rootQueues[r]
 	if queues == nil {
-		queues = map[claims.Queue]*queue{}
+		queues = &rootQueues{locks: map[string]*queue{}, elections: map[string]*queue{}}
 		s.rootQueues[r] = queues
 	}
 	s.mu.Unlock()
@@ -217,10 +217,9 @@ type Conn struct {
 	s    *store
 	root string
 	// files is root's index (see store.roots), queues the store's queues
-	// used by the Conns of root, by
-	// claims.Queue (driver.queue); guarded by the store's mu.
+	// used by the Conns of root (driver.queue); guarded by the store's mu.
 	files  map[string]*node
-	queues map[claims.Queue]*queue
+	queues *rootQueues
 
 	closed    atomic.Bool
 	closeOnce sync.Once

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/claims"
 )
 
 // store is one in-memory coordination store: everything a Factory holds
@@ -47,11 +46,11 @@ type store struct {
 	recWatchers  map[*watcher]struct{}
 
 	// queues holds every queue used, by full directory (entry.go), and
-	// rootQueues the same by root and claims.Queue (driver.queue);
+	// rootQueues the same by root (driver.queue);
 	// unplaced counts the entries not in the tree yet; placeAtOnce is set
 	// once a root that may lie in a queue is in use.
 	queues      map[string]*queue
-	rootQueues  map[string]map[claims.Queue]*queue
+	rootQueues  map[string]*rootQueues
 	unplaced    int
 	placeAtOnce bool
 }
@@ -65,9 +64,15 @@ func newStore(f *Factory) *store {
 		fileWatchers: map[string]map[*watcher]struct{}{},
 		recWatchers:  map[*watcher]struct{}{},
 		queues:       map[string]*queue{},
-		rootQueues:   map[string]map[claims.Queue]*queue{},
+		rootQueues:   map[string]*rootQueues{},
 	}
 }
+
+// rootQueues holds the queues the Conns of one root used, by canonical
+// path: a lock's directory (locks) or an election's name (elections).
+// Two maps keyed by strings, not one keyed by claims.Queue: a string key
+// is found faster, on every claim call.
+type rootQueues struct{ locks, elections map[string]*queue }
 
 // rootIndex is the index of one root (see store.roots).
 type rootIndex struct {
@@ -160,6 +165,9 @@ type node struct {
 
 	// files counts the regular files in this subtree, this node included.
 	files int32
+	// pruned is set when prune takes the node out of the tree: a new
+	// node stands for its path from then on (see queue.lockDir).
+	pruned bool
 }
 
 // history holds a file's earlier versions (at most Options.History-1),
@@ -222,6 +230,7 @@ func ensureBelow(n *node, p string) *node {
 func (s *store) prune(n *node) {
 	for n != nil && n != s.top && n.file.Load() == nil && n.entry == nil && len(n.children) == 0 {
 		delete(n.parent.children, n.name)
+		n.pruned = true
 		n = n.parent
 	}
 }
