@@ -15,14 +15,7 @@ import (
 // (LeaderValues/ProclaimDeposed) does not here; Semaphore/SessionLoss
 // does. The mutants of the Conn wrapper are the backends' common kit's
 // (topo/test's TestSuiteCatchesMutants).
-//
-// The whole suite includes the partition subtests, which run without the
-// race detector (go-zookeeper's reconnect race, see the Makefile's
-// ZKPART): so does this test, which make test runs beside them.
 func TestMutants(t *testing.T) {
-	if raceEnabled {
-		t.Skip("runs the partition subtests: without -race only (make test runs it so, with the ZKPART subtests)")
-	}
 	var names []string
 	for _, m := range mutation.EngineMutants() {
 		names = append(names, m.Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -429,6 +430,10 @@ type observedConn struct {
 	holding   bool
 	held      [][]byte
 	holdLimit *time.Timer
+	// closeXid is the xid of a close request sent while holding, whose
+	// answer ends the connection instead (see Read).
+	closeXid atomic.Int32
+	ended    bool // read side: the connection ended at that answer
 
 	// read side, used only by the library's receive goroutine
 	hdr  [4]byte
@@ -511,11 +516,13 @@ func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 		return b, true
 	case opCloseSession:
 		// The session's end goes at once, the held requests before it:
-		// the library may end the connection before it sends the
-		// set-watches request, and the close must reach the server now
-		// (the server then deletes the session's entries), not with the
-		// session's expiry. Its answer comes last on the connection.
+		// once closing, the library sends no set-watches request, and
+		// the close must reach the server now (the server then deletes
+		// the session's entries), not with the session's expiry. Its
+		// answer is not passed on (see Read): recording its zxid would
+		// race with the set-watches read.
 		oc.held = append(oc.held, append([]byte(nil), b...))
+		oc.closeXid.Store(int32(binary.BigEndian.Uint32(b[4:8])))
 		oc.release(nil)
 		return b, true
 	default:
@@ -686,7 +693,17 @@ func (oc *observedConn) release(first []byte) {
 }
 
 func (oc *observedConn) Read(b []byte) (int, error) {
+	if oc.ended {
+		return 0, io.ErrUnexpectedEOF
+	}
 	n, err := oc.Conn.Read(b)
+	// The library reads a frame's length and then its body, each with
+	// its own reads: a read at the start of a body begins with the xid.
+	if x := oc.closeXid.Load(); x != 0 && n >= 4 && oc.handshake && oc.left > 0 && len(oc.body) == 0 &&
+		int32(binary.BigEndian.Uint32(b[:4])) == x {
+		oc.ended = true // the session is closed; the server ends the connection
+		return 0, io.ErrUnexpectedEOF
+	}
 	oc.scan(b[:n])
 	return n, err
 }
