@@ -52,14 +52,16 @@ type claim struct {
 }
 
 // claimEntry is what a claim keeps of its Entry: the fields the engine
-// and the drivers use. Value and ValueRev (Head's) and Created
-// (Describe's) are never a claim's: leaving them out puts a lock
-// descriptor in a smaller allocation.
+// and the drivers use. Value is kept: a waiting candidate's Campaign
+// value, which a driver publishes when the candidate is granted
+// (consultopo writes it then). ValueRev (Head's) and Created (Describe's)
+// are never a claim's: leaving them out keeps a lock descriptor small.
 type claimEntry struct {
 	Token    int64
 	Key      string
 	Session  string
 	Contents string
+	Value    []byte
 	Granted  bool
 	Ref      any
 }
@@ -70,13 +72,14 @@ func (ce *claimEntry) keep(e *Entry) {
 	ce.Key = e.Key
 	ce.Session = e.Session
 	ce.Contents = e.Contents
+	ce.Value = e.Value
 	ce.Granted = e.Granted
 	ce.Ref = e.Ref
 }
 
 // Entry returns the Entry ce keeps.
 func (ce *claimEntry) Entry() Entry {
-	return Entry{Token: ce.Token, Key: ce.Key, Session: ce.Session, Contents: ce.Contents, Granted: ce.Granted, Ref: ce.Ref}
+	return Entry{Token: ce.Token, Key: ce.Key, Session: ce.Session, Contents: ce.Contents, Value: ce.Value, Granted: ce.Granted, Ref: ce.Ref}
 }
 
 // current returns the claim's entry: the one its driver created, then the
