@@ -37,11 +37,62 @@ func CheckReserved(p string) error {
 	return Wrap(topo.InvalidPath, p, errReserved)
 }
 
+// CleanPlain returns p without its leading "/" and true when p is in the
+// plain form that topo.CleanFilePath and topo.CleanDirPath return
+// unchanged (but for that "/") and CheckReserved accepts: printable
+// ASCII, not empty, no empty, "." or ".." segment, no trailing "/", no
+// segment "locks" or "Lock" and no first segment "elections". Anything
+// else gets false, also some valid paths: the caller then runs the full
+// checks, which give every result and error. It is the one pass that
+// the checks of a common path need.
+func CleanPlain(p string) (string, bool) {
+	c := p
+	if len(c) > 0 && c[0] == '/' {
+		c = c[1:]
+	}
+	if c == "" || len(c) > topo.MaxPathLength {
+		return "", false
+	}
+	start := 0
+	for i := 0; i <= len(c); i++ {
+		if i < len(c) {
+			if b := c[i]; b != '/' {
+				if b < 0x20 || b >= 0x7f {
+					return "", false
+				}
+				continue
+			}
+		}
+		// c[start:i] is a segment: only a few lengths can be refused.
+		switch seg := c[start:i]; len(seg) {
+		case 0:
+			return "", false
+		case 1, 2:
+			if seg == "." || seg == ".." {
+				return "", false
+			}
+		case len(ConsulLockName), len(LocksDirName):
+			if seg == ConsulLockName || seg == LocksDirName {
+				return "", false
+			}
+		case len(ElectionsDirName):
+			if start == 0 && seg == ElectionsDirName {
+				return "", false
+			}
+		}
+		start = i + 1
+	}
+	return c, true
+}
+
 // CheckLockPath validates the directory of Lock, TryLock, LockWithTTL and
 // LockName and returns it in canonical form ("" for the cell root). It
 // returns the InvalidPath *topo.Error of topo.CleanDirPath for a malformed
 // path, and the one of CheckReserved for a reserved one.
 func CheckLockPath(dirPath string) (string, error) {
+	if d, ok := CleanPlain(dirPath); ok {
+		return d, nil
+	}
 	d, err := topo.CleanDirPath(dirPath)
 	if err != nil {
 		return "", err

@@ -2,6 +2,7 @@ package backendkit_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -81,4 +82,49 @@ func TestReservedFilesError(t *testing.T) {
 	require.True(t, errors.As(err, &rf))
 	require.Equal(t, []string{"d/locks/a", "d/locks/b"}, rf.Paths)
 	require.Contains(t, err.Error(), "2 files at reserved paths")
+}
+
+// checkLockPathSame asserts that CheckLockPath gives for p what its full
+// checks (topo.CleanDirPath, then CheckReserved) give, and that CleanPlain
+// accepts only paths that both topo.CleanFilePath and topo.CleanDirPath
+// return unchanged but for a leading "/", and that are not reserved.
+func checkLockPathSame(t *testing.T, p string) {
+	t.Helper()
+	want, wantErr := topo.CleanDirPath(p)
+	if wantErr == nil {
+		if err := backendkit.CheckReserved(want); err != nil {
+			want, wantErr = "", err
+		}
+	}
+	got, err := backendkit.CheckLockPath(p)
+	require.Equal(t, want, got, "path %q", p)
+	require.Equal(t, wantErr, err, "path %q", p)
+	if c, ok := backendkit.CleanPlain(p); ok {
+		require.NoError(t, wantErr, "plain path %q", p)
+		require.Equal(t, want, c, "path %q", p)
+		f, err := topo.CleanFilePath(p)
+		require.NoError(t, err, "plain path %q", p)
+		require.Equal(t, f, c, "path %q", p)
+	}
+}
+
+func TestCheckLockPathMatchesFullChecks(t *testing.T) {
+	for _, p := range []string{
+		"", "/", "//", "a", "/a", "//a", "a/", "/a/", "a//", "a//b", "a/b", "/a/b/c", "a/b/",
+		".", "..", "...", "/.", "/..", "a/.", "a/..", "./a", "../a", ".a", "a..",
+		"a\x00b", "a\x1fb", "a\x7fb", "é", "a/é/b", "\xff", "a b",
+		strings.Repeat("a", topo.MaxPathLength), strings.Repeat("a", topo.MaxPathLength+1),
+		"locks", "a/locks", "a/locks/b", "Lock", "a/Lock", "lock", "a/Locks", "xlocks",
+		"elections", "elections/x", "/elections", "a/elections", "electionsx/y",
+		"keyspaces/ks/shards/0", "keyspaces/ks/shards/0/",
+	} {
+		checkLockPathSame(t, p)
+	}
+}
+
+func FuzzCheckLockPath(f *testing.F) {
+	for _, p := range []string{"a/b", "/a", "a/", "a/../b", "a//b", "./", "x/locks", "elections/e", "\x01", "é"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) { checkLockPathSame(t, p) })
 }

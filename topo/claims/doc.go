@@ -21,7 +21,10 @@
 //     at a time, and the optional driver steps of that wait, Aheader and
 //     GoneSignaler (a waiter parks on the store's own channel, with no
 //     goroutine per wait: in process);
-//   - lock.go: Lock, TryLock, LockWithTTL, LockName and the descriptor;
+//   - lock.go: Lock, TryLock, LockWithTTL, LockName and the descriptor,
+//     and the optional driver step Roomer (the driver allocates the
+//     descriptor's room with its entry: one allocation per lock, in
+//     process);
 //   - election.go: LeaderParticipation (WaitForLeadership, Campaign, Term,
 //     Proclaim, Resign, Stop);
 //   - observe.go: Leader, GetCurrentLeaderID, Observe, WaitForNewLeader;

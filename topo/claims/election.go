@@ -213,7 +213,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			cctx = stopContext(p.stop)
 		}
 		var err error
-		cl, err = p.e.create(cctx, p.q, p.id, opts, cancel, nil)
+		cl, err = p.e.create(cctx, p.q, p.id, opts, cancel)
 		if err != nil {
 			cancel(err)
 			if cctx != ctx && isClosed(p.stop) {

@@ -20,6 +20,7 @@ type Engine struct {
 	acquirer Acquirer
 	monitor  Monitor
 	signaler GoneSignaler
+	roomer   Roomer
 
 	defect    Defect
 	hooks     Hooks
@@ -62,6 +63,7 @@ func New(d Driver, o Options) *Engine {
 	e.acquirer, _ = d.(Acquirer)
 	e.monitor, _ = d.(Monitor)
 	e.signaler, _ = d.(GoneSignaler)
+	e.roomer, _ = d.(Roomer)
 	return e
 }
 

@@ -81,15 +81,45 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 	if err := e.enter(ctx, call, p); err != nil {
 		return nil, err
 	}
-	ld := &lockDescriptor{}
-	cl, err := e.create(ctx, Queue{Path: p}, contents, opts, nil, &ld.claim)
+	q := Queue{Path: p}
+	ent, s, err := e.createEntry(ctx, q, contents, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.await(ctx, cl, nil); err != nil {
+	ld := e.lockRoom(ent)
+	ld.claim.init(e, q, &ent, s, nil)
+	if err := e.await(ctx, &ld.claim, nil); err != nil {
 		return nil, err
 	}
 	return ld, nil
+}
+
+// LockRoom is room for one lock descriptor, which a driver may allocate
+// together with its own record of a lock's entry (see Roomer), so that a
+// lock costs one allocation, not two. Its zero value is what a driver
+// hands over; the engine alone uses it from then on.
+type LockRoom struct{ ld lockDescriptor }
+
+// Roomer is what a Driver may also implement when it allocates a
+// LockRoom with each lock entry it creates (memorytopo: with the entry's
+// record in its store). The engine asks once per lock, right after the
+// Create that returned e.
+type Roomer interface {
+	// Room returns the LockRoom allocated with e, the entry of a lock
+	// that Create has just returned, or nil (the engine then allocates
+	// the descriptor itself). It never returns the same LockRoom twice.
+	Room(e Entry) *LockRoom
+}
+
+// lockRoom returns the descriptor for the lock entry ent: in the room
+// the driver allocated with it (Roomer), else a new one.
+func (e *Engine) lockRoom(ent Entry) *lockDescriptor {
+	if e.roomer != nil {
+		if r := e.roomer.Room(ent); r != nil {
+			return &r.ld
+		}
+	}
+	return &lockDescriptor{}
 }
 
 // lockDescriptor is a held lock: its claim, in the same allocation.

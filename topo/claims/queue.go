@@ -17,25 +17,33 @@ const removeGrace = 5 * time.Second
 // queue: the store dropped it with its session.
 var errEntryGone = errors.New("claims: the entry left its queue while waiting")
 
-// create adds an entry to q (Driver.Create) and returns its claim, live:
-// into, when not nil, else a new one. A *BusyError becomes TryLock's
-// NodeExists naming the holder (backendkit.LockHeld).
-func (e *Engine) create(ctx context.Context, q Queue, contents string, opts CreateOptions, cancel context.CancelCauseFunc, into *claim) (*claim, error) {
-	if err := e.closedErr(q.Path); err != nil {
+// create adds an entry to q (Driver.Create) and returns its claim, live
+// and new. A *BusyError becomes TryLock's NodeExists naming the holder
+// (backendkit.LockHeld).
+func (e *Engine) create(ctx context.Context, q Queue, contents string, opts CreateOptions, cancel context.CancelCauseFunc) (*claim, error) {
+	ent, s, err := e.createEntry(ctx, q, contents, opts)
+	if err != nil {
 		return nil, err
+	}
+	cl := &claim{}
+	cl.init(e, q, &ent, s, cancel)
+	return cl, nil
+}
+
+// createEntry is create's request: Driver.Create once the engine is
+// not closed, its error mapped as create says.
+func (e *Engine) createEntry(ctx context.Context, q Queue, contents string, opts CreateOptions) (Entry, *Session, error) {
+	if err := e.closedErr(q.Path); err != nil {
+		return Entry{}, nil, err
 	}
 	ent, s, err := e.d.Create(ctx, q, contents, opts)
 	if err != nil {
 		if be, ok := errors.AsType[*BusyError](err); ok {
-			return nil, backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
+			return Entry{}, nil, backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
 		}
-		return nil, e.d.MapError(ctx, err, q.Path)
+		return Entry{}, nil, e.d.MapError(ctx, err, q.Path)
 	}
-	if into == nil {
-		into = &claim{}
-	}
-	into.init(e, q, &ent, s, cancel)
-	return into, nil
+	return ent, s, nil
 }
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a

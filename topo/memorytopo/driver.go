@@ -27,6 +27,7 @@ var (
 	_ claims.Driver       = driver{}
 	_ claims.Aheader      = driver{}
 	_ claims.GoneSignaler = driver{}
+	_ claims.Roomer       = driver{}
 )
 
 // dir is the full store path of q's queue: <dir>/locks for a lock,
@@ -134,17 +135,28 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	default:
 		l = s.sessionLease(c)
 	}
-	e := s.addEntry(x, contents, l)
-	if q.Election {
-		e.election = true
-		if opts.Value != nil {
-			e.pub = &publication{value: opts.Value}
-		}
+	e := s.addEntry(x, contents, l, q.Election)
+	if q.Election && opts.Value != nil {
+		e.pub = &publication{value: opts.Value}
 	}
 	ent := entryOf(e)
 	// Heading its queue, it holds: no entry can come ahead of it later.
 	ent.Granted = e.sprev == nil
 	return ent, l.view, nil
+}
+
+// Room implements claims.Roomer: the room for the descriptor allocated
+// with the lock entry e (lockEntry), handed over once. It is no request
+// to the store: the engine asks from the goroutine whose Create made e,
+// right after it, and nothing else reads an entry's room.
+func (d driver) Room(e claims.Entry) *claims.LockRoom {
+	x, _ := e.Ref.(*entry)
+	if x == nil {
+		return nil
+	}
+	r := x.room
+	x.room = nil
+	return r
 }
 
 // List implements claims.Driver: the queue, oldest first.

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
 )
 
 // The store's queue entries. A lock of directory D is the queue of
@@ -58,7 +59,7 @@ func (s *store) queueAt(dir string, create bool) *queue {
 }
 
 // entry is a lock or election entry: an ephemeral value attached to a
-// lease. All fields are guarded by the store's mu.
+// lease. All fields but room are guarded by the store's mu.
 type entry struct {
 	// seq is the store revision at the entry's creation: its name, its
 	// version and the claim's fencing token.
@@ -77,6 +78,11 @@ type entry struct {
 	// holder gave it up ahead of a lapse (partitionNotice): it is removed
 	// if renewal resumes in time.
 	election, removed, noticed bool
+	// room is the room for a lock's descriptor allocated with the entry
+	// (lockEntry), until the engine takes it (driver.Room); nil for a
+	// candidate's entry. Not guarded by mu: only the goroutine that
+	// created the entry reads it, right after.
+	room *claims.LockRoom
 	// gone is closed when the entry is removed; made by the first
 	// driver.WaitGone.
 	gone chan struct{}
@@ -102,11 +108,27 @@ func entryState(e *entry) *fileState {
 	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
 }
 
-// addEntry appends a new entry, holding value and attached to l, to q.
-// Its revision is greater than that of every entry before it. Call with
-// mu held for writing.
-func (s *store) addEntry(q *queue, value string, l *lease) *entry {
-	e := &entry{seq: s.rev.Add(1), value: value, q: q, lease: l}
+// lockEntry is a lock's entry allocated together with the room for its
+// descriptor (claims.Roomer): a lock costs one allocation.
+type lockEntry struct {
+	entry
+	room claims.LockRoom
+}
+
+// addEntry appends a new entry, holding value and attached to l, to q: a
+// candidate's when election is set, else a lock's, with its descriptor's
+// room. Its revision is greater than that of every entry before it. Call
+// with mu held for writing.
+func (s *store) addEntry(q *queue, value string, l *lease, election bool) *entry {
+	var e *entry
+	if election {
+		e = &entry{election: true}
+	} else {
+		le := &lockEntry{}
+		e = &le.entry
+		e.room = &le.room
+	}
+	e.seq, e.value, e.q, e.lease = s.rev.Add(1), value, q, l
 	if t := q.tail; t != nil {
 		e.sprev, t.snext = t, e
 	} else {

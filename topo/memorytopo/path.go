@@ -1,53 +1,22 @@
 package memorytopo
 
 import (
-	"strings"
-
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// fastPath returns p without its leading "/" and true when p is in the
-// common form that topo.CleanFilePath returns unchanged (but for that
-// "/") and backendkit.CheckReserved accepts: printable ASCII, no empty,
-// "." or ".." segment, no trailing "/", no segment "locks" or "Lock" and
-// no first segment "elections". Anything else gets false: the callers
-// then run topo's and backendkit's checks, so every result and error is
-// theirs (path_test.go compares them).
-func fastPath(p string) (string, bool) {
-	c := strings.TrimPrefix(p, "/")
-	if c == "" || len(c) > topo.MaxPathLength {
-		return "", false
-	}
-	for rest, first := c, true; ; first = false {
-		seg, more, found := strings.Cut(rest, "/")
-		if seg == "" || seg == "." || seg == ".." || seg == locksDir || seg == "Lock" || (first && seg == electionsDir) {
-			return "", false
-		}
-		for i := 0; i < len(seg); i++ {
-			if seg[i] < 0x20 || seg[i] >= 0x7f {
-				return "", false
-			}
-		}
-		if !found {
-			return c, true
-		}
-		rest = more
-	}
-}
-
-// cleanFilePath is topo.CleanFilePath, through fastPath.
+// cleanFilePath is topo.CleanFilePath, through backendkit.CleanPlain.
 func cleanFilePath(p string) (string, error) {
-	if c, ok := fastPath(p); ok {
+	if c, ok := backendkit.CleanPlain(p); ok {
 		return c, nil
 	}
 	return topo.CleanFilePath(p)
 }
 
 // checkWrite is backendkit.CheckUpdate (for Create, with a nil version),
-// through fastPath.
+// through backendkit.CleanPlain.
 func checkWrite(filePath string, contents []byte, version topo.Version) (string, int64, error) {
-	p, ok := fastPath(filePath)
+	p, ok := backendkit.CleanPlain(filePath)
 	if !ok {
 		return backendkit.CheckUpdate(filePath, contents, version)
 	}
@@ -57,9 +26,9 @@ func checkWrite(filePath string, contents []byte, version topo.Version) (string,
 	return versionArg(p, version)
 }
 
-// checkDelete is backendkit.CheckDelete, through fastPath.
+// checkDelete is backendkit.CheckDelete, through backendkit.CleanPlain.
 func checkDelete(filePath string, version topo.Version) (string, int64, error) {
-	p, ok := fastPath(filePath)
+	p, ok := backendkit.CleanPlain(filePath)
 	if !ok {
 		return backendkit.CheckDelete(filePath, version)
 	}

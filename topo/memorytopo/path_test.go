@@ -20,7 +20,7 @@ func checkClean(t *testing.T, p string) {
 	got, err := cleanFilePath(p)
 	require.Equal(t, want, got, "path %q", p)
 	require.Equal(t, wantErr, err, "path %q", p)
-	if c, ok := fastPath(p); ok {
+	if c, ok := backendkit.CleanPlain(p); ok {
 		require.NoError(t, wantErr, "fast path accepted %q", p)
 		require.Equal(t, want, c, "path %q", p)
 	}
@@ -47,7 +47,7 @@ func FuzzCleanFilePath(f *testing.F) {
 }
 
 // checkWriteSame asserts that checkWrite gives what backendkit.CheckUpdate
-// gives, and that fastPath accepts no reserved path.
+// gives, and that backendkit.CleanPlain accepts no reserved path.
 func checkWriteSame(t *testing.T, p string, contents []byte, version topo.Version) {
 	t.Helper()
 	wp, wv, werr := backendkit.CheckUpdate(p, contents, version)
@@ -56,7 +56,7 @@ func checkWriteSame(t *testing.T, p string, contents []byte, version topo.Versio
 	require.Equal(t, wv, gv, "path %q", p)
 	require.Equal(t, fmt.Sprint(werr), fmt.Sprint(gerr), "path %q", p)
 	require.Equal(t, topo.CodeOf(werr), topo.CodeOf(gerr), "path %q", p)
-	if c, ok := fastPath(p); ok {
+	if c, ok := backendkit.CleanPlain(p); ok {
 		require.False(t, topo.IsReserved(c), "path %q", c)
 	}
 }

@@ -43,6 +43,30 @@ type watcher struct {
 	last, mark int64
 }
 
+// smallContents is the size up to which a Watch event's copy of the
+// contents shares the event's allocation.
+const smallContents = 64
+
+// watchEvent is a Watch event with room for small contents, so that one
+// change reaching many watchers costs one allocation per watcher, not
+// two.
+type watchEvent struct {
+	topo.WatchData
+	small [smallContents]byte
+}
+
+// watchData returns fs as a Watch value or event at store revision rev,
+// with a copy of the contents of its own.
+func (fs *fileState) watchData(rev int64) *topo.WatchData {
+	if fs.contents == nil || len(fs.contents) > smallContents {
+		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}
+	}
+	ev := &watchEvent{}
+	n := copy(ev.small[:], fs.contents)
+	ev.Contents, ev.Version, ev.Revision = ev.small[:n:n], fs.ver, rev
+	return &ev.WatchData
+}
+
 // newWatcher returns a watcher of full, whose initial values reflect
 // every change up to the store revision rev.
 func newWatcher(c *Conn, full string, recursive bool, rev int64) *watcher {
@@ -59,7 +83,7 @@ func (w *watcher) push(p string, fs *fileState, rev int64) {
 		// The channel is open: run closes it only after the watcher was
 		// unregistered (and a Watch's delete, its last event, is queued).
 		select {
-		case w.direct <- &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}:
+		case w.direct <- fs.watchData(rev):
 			w.mark = rev
 			w.mu.Unlock()
 			return
@@ -205,7 +229,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
 	rev := s.rev.Load()
-	cur := &topo.WatchData{Contents: bytes.Clone(n.file.Load().contents), Version: n.file.Load().ver, Revision: rev}
+	cur := n.file.Load().watchData(rev)
 	w := newWatcher(c, full, false, rev)
 	out := make(chan *topo.WatchData, 1)
 	w.direct = out
@@ -226,7 +250,7 @@ func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchD
 		if fs == nil {
 			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: rev}, true
 		}
-		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}, false
+		return fs.watchData(rev), false
 	}, func() *topo.WatchData {
 		return &topo.WatchData{Err: w.interrupted(ctx, p)}
 	})
