@@ -475,8 +475,12 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 }
 
 // opSetWatches is the opcode of the request by which the client library
-// re-sets its watches on a new connection of a session.
-const opSetWatches = 101
+// re-sets its watches on a new connection of a session, and opSetAuth the
+// one by which it sends the session's credentials.
+const (
+	opSetWatches = 101
+	opSetAuth    = 100
+)
 
 // holdRequest keeps a request frame b back while the connection holds
 // requests, and reports whether it did; it writes the held frames behind
@@ -497,8 +501,9 @@ const opSetWatches = 101
 // table says: otherwise it reads nothing, and sends no set-watches
 // request), and only the requests of a reconnection (a first connection
 // has no watch yet). The requests keep their order; pings and
-// authentication requests are not held, and a request closing the
-// session releases the held ones.
+// authentication requests (which the library re-sends, each awaiting its
+// answer, before any other request of a new connection) are not held, and
+// a request closing the session releases the held ones.
 func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 	oc.wmu.Lock()
 	defer oc.wmu.Unlock()
@@ -506,6 +511,13 @@ func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 		return nil, false
 	}
 	switch int32(binary.BigEndian.Uint32(b[8:12])) {
+	case opSetAuth:
+		// The library re-sends the session's credentials first, with
+		// xids of their own, and awaits each answer before it sends
+		// anything else: held, they would never be answered. Their
+		// answers carry no zxid (the server answers 0), so they do not
+		// race with the set-watches request's read.
+		return nil, false
 	case opSetWatches:
 		oc.release(b)
 		return b, true

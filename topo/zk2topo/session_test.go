@@ -432,3 +432,52 @@ func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 		}
 	}
 }
+
+// TestReconnectionWithCredentials cuts the connection of a session that has
+// credentials (Options.Auth), an open watch and a lock: on the new
+// connection the client library re-sends the credentials, and waits for
+// their answer, before it sends anything else, set-watches request
+// included. Held back behind that set-watches request (holdRequest), the
+// credentials never went out: the connection then failed for want of
+// traffic (the session timeout here is short enough for that), again on
+// every later connection, until the session was lost.
+func TestReconnectionWithCredentials(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConnOpts(t, root, Options{SessionTimeout: 2400 * time.Millisecond, Auth: "digest:alice:secret"})
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "f", []byte("v0"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "d/f", nil)
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "d", "held across the reconnection")
+	require.NoError(t, err)
+	_, changes, err := c.Watch(ctx, "f")
+	require.NoError(t, err)
+	s, err := c.session("")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return len(s.obs.watches) > 0
+	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
+	dials := s.obs.dials.Load()
+
+	ps.Reset()
+	require.Eventually(t, func() bool { return s.obs.dials.Load() > dials && s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the client never reconnected")
+	_, err = other.Update(ctx, "f", []byte("v1"), nil)
+	require.NoError(t, err)
+	for {
+		wd := <-changes
+		require.NotNil(t, wd, "the watch ended")
+		require.NoError(t, wd.Err)
+		if string(wd.Contents) == "v1" {
+			break
+		}
+	}
+	_, _, err = c.Get(ctx, "f")
+	require.NoError(t, err)
+	require.NoError(t, l.Check(ctx), "the session was lost")
+	require.False(t, s.isLost(), "the session was lost")
+}
