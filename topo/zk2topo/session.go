@@ -600,8 +600,13 @@ func (o *sessionObserver) noteWatchRequest(b []byte) {
 	if n < 0 || 16+n >= len(b) || b[16+n] == 0 {
 		return // no watch asked for
 	}
+	// The kind until the answer comes: an exists is filed as watchExist
+	// here, and as a data watch if its file exists (noteAnswer).
 	k := watchKey{path: string(b[16 : 16+n]), kind: watchData}
-	if op == opGetChildren || op == opGetChildren2 {
+	switch op {
+	case opExists:
+		k.kind = watchExist
+	case opGetChildren, opGetChildren2:
 		k.kind = watchChild
 	}
 	o.mu.Lock()
@@ -622,11 +627,13 @@ func (o *sessionObserver) noteAnswer(xid, code int32) {
 	delete(o.watchReqs, xid)
 	switch {
 	case code == 0:
+		if k.kind == watchExist {
+			k.kind = watchData // an exists of a file that exists
+		}
 		o.watches[k] = true
-	case code == errNoNodeCode && k.kind == watchData:
-		// An exists (the only data-kind request answered NoNode with a
-		// watch): the library files it as an exists watch.
-		k.kind = watchExist
+	case code == errNoNodeCode && k.kind == watchExist:
+		// An exists answered NoNode: the library files an exists watch (a
+		// get answered NoNode files none, and the server set none).
 		o.watches[k] = true
 	}
 }

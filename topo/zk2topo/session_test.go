@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -480,4 +481,33 @@ func TestReconnectionWithCredentials(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Check(ctx), "the session was lost")
 	require.False(t, s.isLost(), "the session was lost")
+}
+
+// TestWatchMirrorOfMissingFile: a watch of a file that does not exist
+// (a get with a watch, answered NoNode) leaves no watch in the client
+// library's table, nor in the session observer's mirror of it; an exists
+// answered NoNode leaves an exists watch in both. A watch only the mirror
+// had made every later reconnection hold its requests back for a
+// set-watches request that never came (until maxHold).
+func TestWatchMirrorOfMissingFile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	_, _, err := c.Watch(ctx, "missing")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
+	s, err := c.session("")
+	require.NoError(t, err)
+	mirror := func() map[watchKey]bool {
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return maps.Clone(s.obs.watches)
+	}
+	require.Empty(t, mirror())
+
+	zp := root + "/absent"
+	exists, _, _, err := s.zk.ExistsW(zp)
+	require.NoError(t, err)
+	require.False(t, exists)
+	require.Equal(t, map[watchKey]bool{{path: zp, kind: watchExist}: true}, mirror())
 }
