@@ -394,15 +394,7 @@ func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 	other := openConn(t, []string{testServer}, root)
 	_, err := c.Create(ctx, "f", []byte("v0"))
 	require.NoError(t, err)
-	_, changes, err := c.Watch(ctx, "f")
-	require.NoError(t, err)
-	s, err := c.session("")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s.obs.mu.Lock()
-		defer s.obs.mu.Unlock()
-		return len(s.obs.watches) > 0
-	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
+	s, changes := watchSet(ctx, t, c, "f")
 
 	for round := range 3 {
 		ps.Blackhole()
@@ -423,14 +415,7 @@ func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 		want := fmt.Sprintf("v%d", round+1)
 		_, err := other.Update(ctx, "f", []byte(want), nil)
 		require.NoError(t, err)
-		for {
-			wd := <-changes
-			require.NotNil(t, wd, "the watch ended")
-			require.NoError(t, wd.Err)
-			if string(wd.Contents) == want {
-				break
-			}
-		}
+		waitWatched(t, changes, want)
 	}
 }
 
@@ -454,29 +439,14 @@ func TestReconnectionWithCredentials(t *testing.T) {
 	require.NoError(t, err)
 	l, err := c.Lock(ctx, "d", "held across the reconnection")
 	require.NoError(t, err)
-	_, changes, err := c.Watch(ctx, "f")
-	require.NoError(t, err)
-	s, err := c.session("")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s.obs.mu.Lock()
-		defer s.obs.mu.Unlock()
-		return len(s.obs.watches) > 0
-	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
+	s, changes := watchSet(ctx, t, c, "f")
 	dials := s.obs.dials.Load()
 
 	ps.Reset()
 	require.Eventually(t, func() bool { return s.obs.dials.Load() > dials && s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the client never reconnected")
 	_, err = other.Update(ctx, "f", []byte("v1"), nil)
 	require.NoError(t, err)
-	for {
-		wd := <-changes
-		require.NotNil(t, wd, "the watch ended")
-		require.NoError(t, wd.Err)
-		if string(wd.Contents) == "v1" {
-			break
-		}
-	}
+	waitWatched(t, changes, "v1")
 	_, _, err = c.Get(ctx, "f")
 	require.NoError(t, err)
 	require.NoError(t, l.Check(ctx), "the session was lost")
@@ -510,4 +480,34 @@ func TestWatchMirrorOfMissingFile(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, exists)
 	require.Equal(t, map[watchKey]bool{{path: zp, kind: watchExist}: true}, mirror())
+}
+
+// watchSet watches file on c and returns c's session once its observer
+// has seen the watch set, with the watch's channel.
+func watchSet(ctx context.Context, t *testing.T, c *Conn, file string) (*zkSession, <-chan *topo.WatchData) {
+	t.Helper()
+	_, changes, err := c.Watch(ctx, file)
+	require.NoError(t, err)
+	s, err := c.session("")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return len(s.obs.watches) > 0
+	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
+	return s, changes
+}
+
+// waitWatched reads changes until a value want, failing on an error or
+// the channel's end.
+func waitWatched(t *testing.T, changes <-chan *topo.WatchData, want string) {
+	t.Helper()
+	for {
+		wd := <-changes
+		require.NotNil(t, wd, "the watch ended")
+		require.NoError(t, wd.Err)
+		if string(wd.Contents) == want {
+			return
+		}
+	}
 }
