@@ -86,7 +86,13 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 	if addr == "" {
 		addr = st.name // memory
 	}
-	stopHealth := o.reportHealth(wctx, c, addr, health)
+	var once sync.Once
+	var first error
+	fail := func(err error) {
+		once.Do(func() { first = err })
+		cancel() // one file's failure ends them all
+	}
+	stopHealth := o.reportHealth(wctx, c, addr, health, fail)
 	defer stopHealth()
 
 	// Every file is registered before anything is printed: a missing FILE
@@ -111,13 +117,10 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		}
 	}
 	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
 	for _, fw := range fws {
 		wg.Go(func() {
 			if err := fw.follow(wctx); err != nil {
-				once.Do(func() { first = err })
-				cancel() // one file's failure ends them all
+				fail(err)
 			}
 		})
 	}
@@ -297,8 +300,10 @@ func (h *healthLog) take() []cache.Health {
 // called, when the cache c loses its store (Stale: "lost the connection
 // to ADDR (ERROR): reconnecting"; Resyncing: "the store watch ended
 // (ERROR): reconnecting") and when it is Healthy again ("reconnected to
-// ADDR"), as watch FILE's monitor does.
-func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string, h *healthLog) (stop func()) {
+// ADDR"), as watch FILE's monitor does. A refusal that watching again
+// would meet again (PermissionDenied, ...: see isStoreErr) is passed to
+// fail instead, and ends the watch, as it ends watch FILE.
+func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string, h *healthLog, fail func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -311,6 +316,10 @@ func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string
 			case <-h.wake:
 			}
 			for _, he := range h.take() {
+				if err := c.State().Err; (he == cache.Stale || he == cache.Resyncing) && err != nil && !isStoreErr(err) {
+					fail(err)
+					return
+				}
 				switch {
 				case (he == cache.Stale || he == cache.Resyncing) && !down:
 					down = true
