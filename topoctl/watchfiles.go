@@ -82,17 +82,13 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		return endOfWatch(ctx, err)
 	}
 	defer c.Close()
-	addr := st.spec.addr
-	if addr == "" {
-		addr = st.name // memory
-	}
 	var once sync.Once
 	var first error
 	fail := func(err error) {
 		once.Do(func() { first = err })
 		cancel() // one file's failure ends them all
 	}
-	stopHealth := o.reportHealth(wctx, c, addr, health, fail)
+	stopHealth := o.reportHealth(wctx, c, st, health, fail)
 	defer stopHealth()
 
 	// Every file is registered before anything is printed: a missing FILE
@@ -300,10 +296,16 @@ func (h *healthLog) take() []cache.Health {
 // called, when the cache c loses its store (Stale: "lost the connection
 // to ADDR (ERROR): reconnecting"; Resyncing: "the store watch ended
 // (ERROR): reconnecting") and when it is Healthy again ("reconnected to
-// ADDR"), as watch FILE's monitor does. A refusal that watching again
-// would meet again (PermissionDenied, ...: see isStoreErr) is passed to
-// fail instead, and ends the watch, as it ends watch FILE.
-func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string, h *healthLog, fail func(error)) (stop func()) {
+// ADDR"), as watch FILE's monitor does; the ERROR of a lost connection
+// is the store's address refusing connections, when it does (see
+// checkListening), else the cache's failure. A refusal that watching
+// again would meet again (PermissionDenied, ...: see isStoreErr) is
+// passed to fail instead, and ends the watch, as it ends watch FILE.
+func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, st *store, h *healthLog, fail func(error)) (stop func()) {
+	addr := st.spec.addr
+	if addr == "" {
+		addr = st.name // memory
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -328,6 +330,9 @@ func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string
 						why = o.out.errorLine(err)
 					}
 					if he == cache.Stale {
+						if err := o.stores.checkListening(ctx, st.spec); err != nil {
+							why = o.out.errorLine(err)
+						}
 						o.out.eprintf("topoctl: lost the connection to %s (%s): reconnecting\n", addr, why)
 					} else {
 						o.out.eprintf("topoctl: the store watch ended (%s): reconnecting\n", why)

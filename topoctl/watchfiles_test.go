@@ -319,3 +319,24 @@ func TestWatchFilesPermissionRevoked(t *testing.T) {
 	assert.Equal(t, ExitFailure, w.wait(t), w.stderr.String())
 	assert.Contains(t, w.stderr.String(), "PermissionDenied")
 }
+
+// watch A B whose server stops accepting connections says so, as watch A
+// does ("nothing accepts connections at ADDR"), not only that its probe
+// of an internal path timed out.
+func TestWatchFilesServerGone(t *testing.T) {
+	t.Parallel()
+	px, err := faultproxy.New(etcdtest.Start(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	tg := target{impl: "etcd2", addr: px.Addr(), root: "/gone"}
+	a, b := putLine(t, tg, "d/a", "a1"), putLine(t, tg, "d/b", "b1")
+	w := tg.start(t, "watch", "d/a", "d/b")
+	w.waitOutput(t, a+"\n")
+	w.waitOutput(t, b+"\n")
+	require.NoError(t, px.Close())
+	require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
+		"no reconnecting note; stderr: %s", w.stderr.String())
+	assert.Contains(t, w.stderr.String(), "nothing accepts connections at "+px.Addr())
+	assert.NotContains(t, w.stderr.String(), "topokit-cache-probe")
+	require.Equal(t, 0, w.stop(t), w.stderr.String())
+}
