@@ -510,14 +510,17 @@ func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 	if !oc.holding || len(b) < 12 || int32(binary.BigEndian.Uint32(b[4:8])) <= 0 {
 		return nil, false
 	}
-	switch int32(binary.BigEndian.Uint32(b[8:12])) {
-	case opSetAuth:
+	op := int32(binary.BigEndian.Uint32(b[8:12]))
+	if op == opSetAuth && len(oc.held) == 0 {
 		// The library re-sends the session's credentials first, with
 		// xids of their own, and awaits each answer before it sends
 		// anything else: held, they would never be answered. Their
 		// answers carry no zxid (the server answers 0), so they do not
-		// race with the set-watches request's read.
+		// race with the set-watches request's read. (A later AddAuth
+		// behind held requests is held, keeping its place.)
 		return nil, false
+	}
+	switch op {
 	case opSetWatches:
 		oc.release(b)
 		return b, true
