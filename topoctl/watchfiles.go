@@ -88,6 +88,13 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		once.Do(func() { first = err })
 		cancel() // one file's failure ends them all
 	}
+	// result is the command's result: the first failure (reportHealth's
+	// may come at any time), else err. Its once.Do orders the read of
+	// first after any fail's write.
+	result := func(err error) error {
+		once.Do(func() { first = err })
+		return endOfWatch(ctx, first)
+	}
 	stopHealth := o.reportHealth(wctx, c, st, health, fail)
 	defer stopHealth()
 
@@ -97,10 +104,10 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 	for i, p := range paths {
 		fw := &fileWatch{o: o, c: c, p: p}
 		if err := fw.register(wctx); err != nil {
-			return endOfWatch(ctx, err)
+			return result(err)
 		}
 		if !fw.exists && !wait {
-			return topo.NewError(topo.NoNode, displayPath(p))
+			return result(topo.NewError(topo.NoNode, displayPath(p)))
 		}
 		fws[i] = fw
 	}
@@ -108,7 +115,7 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		if fw.exists {
 			// The first values in the order of the arguments.
 			if err := fw.print(&fw.cur); err != nil {
-				return err
+				return result(err)
 			}
 		}
 	}
@@ -121,7 +128,7 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		})
 	}
 	wg.Wait()
-	return endOfWatch(ctx, first)
+	return result(nil)
 }
 
 // newCache runs cache.New, whose first listing no context bounds, until
