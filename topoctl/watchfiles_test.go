@@ -144,14 +144,10 @@ func TestWatchFilesPartition(t *testing.T) {
 			direct := st.withRoot(st.root + "-partition-" + st.impl)
 			cut := direct
 			cut.addr = px.Addr()
-			a1, b1 := putLine(t, direct, "d/a", "a1"), putLine(t, direct, "d/b", "b1")
-			w := cut.start(t, "watch", "d/a", "d/b")
-			w.waitOutput(t, a1+"\n")
-			w.waitOutput(t, b1+"\n")
+			w, a1, b1 := watchAB(t, direct, cut)
 
 			px.Blackhole()
-			require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
-				"no reconnecting note; stderr: %s", w.stderr.String())
+			waitReconnecting(t, w)
 			a2, b2 := putLine(t, direct, "d/a", "a2"), putLine(t, direct, "d/b", "b2")
 			px.Heal()
 			w.waitOutput(t, a2+"\n")
@@ -298,17 +294,12 @@ func TestWatchFilesPermissionRevoked(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = px.Close() })
 	root := target{impl: "etcd2", addr: addr, root: "/revoked", env: map[string]string{"ETCDCTL_USER": "root:s3cret"}}
-	a := putLine(t, root, "d/a", "a1")
-	b := putLine(t, root, "d/b", "b1")
 	reader := root
 	reader.addr, reader.env = px.Addr(), map[string]string{"ETCDCTL_USER": "reader:pw"}
-	w := reader.start(t, "watch", "d/a", "d/b")
-	w.waitOutput(t, a+"\n")
-	w.waitOutput(t, b+"\n")
+	w, _, _ := watchAB(t, root, reader)
 
 	px.Blackhole()
-	require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
-		"no reconnecting note; stderr: %s", w.stderr.String())
+	waitReconnecting(t, w)
 	admin, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, Username: "root", Password: "s3cret"})
 	require.NoError(t, err)
 	defer admin.Close()
@@ -329,14 +320,28 @@ func TestWatchFilesServerGone(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = px.Close() })
 	tg := target{impl: "etcd2", addr: px.Addr(), root: "/gone"}
-	a, b := putLine(t, tg, "d/a", "a1"), putLine(t, tg, "d/b", "b1")
-	w := tg.start(t, "watch", "d/a", "d/b")
-	w.waitOutput(t, a+"\n")
-	w.waitOutput(t, b+"\n")
+	w, _, _ := watchAB(t, tg, tg)
 	require.NoError(t, px.Close())
-	require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
-		"no reconnecting note; stderr: %s", w.stderr.String())
+	waitReconnecting(t, w)
 	assert.Contains(t, w.stderr.String(), "nothing accepts connections at "+px.Addr())
 	assert.NotContains(t, w.stderr.String(), "topokit-cache-probe")
 	require.Equal(t, 0, w.stop(t), w.stderr.String())
+}
+
+// watchAB writes d/a and d/b through direct, starts watch d/a d/b through
+// via and returns it once it printed both, with their lines.
+func watchAB(t *testing.T, direct, via target) (w *background, a, b string) {
+	t.Helper()
+	a, b = putLine(t, direct, "d/a", "a1"), putLine(t, direct, "d/b", "b1")
+	w = via.start(t, "watch", "d/a", "d/b")
+	w.waitOutput(t, a+"\n")
+	w.waitOutput(t, b+"\n")
+	return w, a, b
+}
+
+// waitReconnecting waits for w's note that it lost its store.
+func waitReconnecting(t *testing.T, w *background) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
+		"no reconnecting note; stderr: %s", w.stderr.String())
 }
