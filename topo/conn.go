@@ -235,9 +235,11 @@ type WatchData struct {
 	//     history is re-read, the last difference sent carries the read's
 	//     header revision.
 	//   - Consul: the X-Consul-Index (a raft index) of the read or blocking
-	//     query that delivered the value: a key's read returns the whole
-	//     KV table's index, a listing the prefix's (the highest index of its
-	//     entries and tombstones); either reflects every change up to it.
+	//     query that delivered the value: a read of a key that exists
+	//     returns the key's ModifyIndex (of an absent key, the whole KV
+	//     table's index), a listing the prefix's (the highest index of its
+	//     entries and tombstones); each reflects every change up to it of
+	//     what it read.
 	//     Of the differences one listing yields, the last carries its index,
 	//     the others the index before. An agent that lost its state (a dev
 	//     agent restarted) starts its indexes again; the watch keeps

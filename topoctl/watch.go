@@ -161,7 +161,8 @@ file:
     (...): reconnecting") on stderr, and "reconnected to ADDR" once the
     cache is healthy again; every FILE that changed meanwhile is printed
     (a FILE deleted meanwhile prints "PATH deleted"), from the resumed
-    store watch or, when it failed, the cache's new listing.
+    store watch or, when it failed, the cache's new listing. A refusal
+    (PermissionDenied) ends it, as it ends watch FILE.
   - A slow output (a terminal or pipe that stops reading) holds up to 1024
     changes per FILE; beyond, the cache drops that FILE's watcher: watch
     prints the changes it held, says on stderr "PATH: the output fell more

@@ -82,11 +82,20 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		return endOfWatch(ctx, err)
 	}
 	defer c.Close()
-	addr := st.spec.addr
-	if addr == "" {
-		addr = st.name // memory
+	var once sync.Once
+	var first error
+	fail := func(err error) {
+		once.Do(func() { first = err })
+		cancel() // one file's failure ends them all
 	}
-	stopHealth := o.reportHealth(wctx, c, addr, health)
+	// result is the command's result: the first failure (reportHealth's
+	// may come at any time), else err. Its once.Do orders the read of
+	// first after any fail's write.
+	result := func(err error) error {
+		once.Do(func() { first = err })
+		return endOfWatch(ctx, first)
+	}
+	stopHealth := o.reportHealth(wctx, c, st, health, fail)
 	defer stopHealth()
 
 	// Every file is registered before anything is printed: a missing FILE
@@ -95,10 +104,10 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 	for i, p := range paths {
 		fw := &fileWatch{o: o, c: c, p: p}
 		if err := fw.register(wctx); err != nil {
-			return endOfWatch(ctx, err)
+			return result(err)
 		}
 		if !fw.exists && !wait {
-			return topo.NewError(topo.NoNode, displayPath(p))
+			return result(topo.NewError(topo.NoNode, displayPath(p)))
 		}
 		fws[i] = fw
 	}
@@ -106,23 +115,20 @@ func (o *watching) watchFiles(ctx context.Context, paths []string, wait bool) er
 		if fw.exists {
 			// The first values in the order of the arguments.
 			if err := fw.print(&fw.cur); err != nil {
-				return err
+				return result(err)
 			}
 		}
 	}
 	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
 	for _, fw := range fws {
 		wg.Go(func() {
 			if err := fw.follow(wctx); err != nil {
-				once.Do(func() { first = err })
-				cancel() // one file's failure ends them all
+				fail(err)
 			}
 		})
 	}
 	wg.Wait()
-	return endOfWatch(ctx, first)
+	return result(nil)
 }
 
 // newCache runs cache.New, whose first listing no context bounds, until
@@ -297,8 +303,16 @@ func (h *healthLog) take() []cache.Health {
 // called, when the cache c loses its store (Stale: "lost the connection
 // to ADDR (ERROR): reconnecting"; Resyncing: "the store watch ended
 // (ERROR): reconnecting") and when it is Healthy again ("reconnected to
-// ADDR"), as watch FILE's monitor does.
-func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string, h *healthLog) (stop func()) {
+// ADDR"), as watch FILE's monitor does; the ERROR of a lost connection
+// is the store's address refusing connections, when it does (see
+// checkListening), else the cache's failure. A refusal that watching
+// again would meet again (PermissionDenied, ...: see isStoreErr) is
+// passed to fail instead, and ends the watch, as it ends watch FILE.
+func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, st *store, h *healthLog, fail func(error)) (stop func()) {
+	addr := st.spec.addr
+	if addr == "" {
+		addr = st.name // memory
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -311,6 +325,10 @@ func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string
 			case <-h.wake:
 			}
 			for _, he := range h.take() {
+				if err := c.State().Err; (he == cache.Stale || he == cache.Resyncing) && err != nil && !isStoreErr(err) {
+					fail(err)
+					return
+				}
 				switch {
 				case (he == cache.Stale || he == cache.Resyncing) && !down:
 					down = true
@@ -319,6 +337,9 @@ func (o *watching) reportHealth(ctx context.Context, c *cache.Cache, addr string
 						why = o.out.errorLine(err)
 					}
 					if he == cache.Stale {
+						if err := o.stores.checkListening(ctx, st.spec); err != nil {
+							why = o.out.errorLine(err)
+						}
 						o.out.eprintf("topoctl: lost the connection to %s (%s): reconnecting\n", addr, why)
 					} else {
 						o.out.eprintf("topoctl: the store watch ended (%s): reconnecting\n", why)

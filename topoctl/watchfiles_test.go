@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/topo"
@@ -143,14 +144,10 @@ func TestWatchFilesPartition(t *testing.T) {
 			direct := st.withRoot(st.root + "-partition-" + st.impl)
 			cut := direct
 			cut.addr = px.Addr()
-			a1, b1 := putLine(t, direct, "d/a", "a1"), putLine(t, direct, "d/b", "b1")
-			w := cut.start(t, "watch", "d/a", "d/b")
-			w.waitOutput(t, a1+"\n")
-			w.waitOutput(t, b1+"\n")
+			w, a1, b1 := watchAB(t, direct, cut)
 
 			px.Blackhole()
-			require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
-				"no reconnecting note; stderr: %s", w.stderr.String())
+			waitReconnecting(t, w)
 			a2, b2 := putLine(t, direct, "d/a", "a2"), putLine(t, direct, "d/b", "b2")
 			px.Heal()
 			w.waitOutput(t, a2+"\n")
@@ -265,4 +262,86 @@ func TestWatchFilesJSON(t *testing.T) {
 	require.Len(t, lines, 3, w.stdout.String())
 	assert.Regexp(t, `^\{"path":"/x/b","version":\d+,"value":"YmVl","deleted":false\}$`, lines[0])
 	assert.Regexp(t, `^\{"path":"/x/a","version":\d+,"value":"","deleted":false\}$`, lines[1])
+}
+
+// watch A B whose store refuses it after an outage (etcd: the user's
+// read permission was revoked meanwhile) ends with PermissionDenied, as
+// watch A does, rather than say "reconnecting" for ever.
+func TestWatchFilesPermissionRevoked(t *testing.T) {
+	t.Parallel()
+	addr := etcdtest.Start(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}})
+	require.NoError(t, err)
+	defer cli.Close()
+	ctx := t.Context()
+	for _, step := range []func() error{
+		func() error { _, err := cli.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := cli.UserAdd(ctx, "root", "s3cret"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := cli.RoleAdd(ctx, "reader"); return err },
+		func() error {
+			// Every key, from the lowest on.
+			_, err := cli.RoleGrantPermission(ctx, "reader", "\x00", "\x00", clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, "reader", "pw"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, "reader", "reader"); return err },
+		func() error { _, err := cli.AuthEnable(ctx); return err },
+	} {
+		require.NoError(t, step())
+	}
+	px, err := faultproxy.New(addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	root := target{impl: "etcd2", addr: addr, root: "/revoked", env: map[string]string{"ETCDCTL_USER": "root:s3cret"}}
+	reader := root
+	reader.addr, reader.env = px.Addr(), map[string]string{"ETCDCTL_USER": "reader:pw"}
+	w, _, _ := watchAB(t, root, reader)
+
+	px.Blackhole()
+	waitReconnecting(t, w)
+	admin, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, Username: "root", Password: "s3cret"})
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.UserRevokeRole(ctx, "reader", "reader")
+	require.NoError(t, err)
+	px.Reset() // the watch's stream ends: it must watch again
+	px.Heal()
+	assert.Equal(t, ExitFailure, w.wait(t), w.stderr.String())
+	assert.Contains(t, w.stderr.String(), "PermissionDenied")
+}
+
+// watch A B whose server stops accepting connections says so, as watch A
+// does ("nothing accepts connections at ADDR"), not only that its probe
+// of an internal path timed out.
+func TestWatchFilesServerGone(t *testing.T) {
+	t.Parallel()
+	px, err := faultproxy.New(etcdtest.Start(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	tg := target{impl: "etcd2", addr: px.Addr(), root: "/gone"}
+	w, _, _ := watchAB(t, tg, tg)
+	require.NoError(t, px.Close())
+	waitReconnecting(t, w)
+	assert.Contains(t, w.stderr.String(), "nothing accepts connections at "+px.Addr())
+	assert.NotContains(t, w.stderr.String(), "topokit-cache-probe")
+	require.Equal(t, 0, w.stop(t), w.stderr.String())
+}
+
+// watchAB writes d/a and d/b through direct, starts watch d/a d/b through
+// via and returns it once it printed both, with their lines.
+func watchAB(t *testing.T, direct, via target) (w *background, a, b string) {
+	t.Helper()
+	a, b = putLine(t, direct, "d/a", "a1"), putLine(t, direct, "d/b", "b1")
+	w = via.start(t, "watch", "d/a", "d/b")
+	w.waitOutput(t, a+"\n")
+	w.waitOutput(t, b+"\n")
+	return w, a, b
+}
+
+// waitReconnecting waits for w's note that it lost its store.
+func waitReconnecting(t *testing.T, w *background) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(w.stderr.String(), "reconnecting") }, 2*time.Minute, 10*time.Millisecond,
+		"no reconnecting note; stderr: %s", w.stderr.String())
 }

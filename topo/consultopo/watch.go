@@ -109,9 +109,9 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // dev agent comes back empty, which the watch reports as a delete. An ACL
 // refusal is permanent: it is sent as a PermissionDenied event and the
 // channel closes. Other errors as for Get. Revision (see topo.WatchData) is
-// the X-Consul-Index of the read that delivered the value (a key's read
-// returns the KV table's index), or the highest one seen before if that is
-// lower.
+// the X-Consul-Index of the read that delivered the value (a read of a key
+// that exists returns its ModifyIndex; of an absent key, the KV table's
+// index), or the highest one seen before if that is lower.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
 	if err != nil {

@@ -97,8 +97,10 @@
 //     zk2topo), and that order, with every answer matched under the
 //     connection's lock, makes the read come first. The session's
 //     observer mirrors the client's table of watches from the frames to
-//     know whether that request will come. Test:
-//     TestRequestsQueuedDuringDisconnection.
+//     know whether that request will come. The credentials the client
+//     re-sends first (and awaits) are not held. Tests:
+//     TestRequestsQueuedDuringDisconnection, TestReconnectionWithCredentials,
+//     TestWatchMirrorOfMissingFile.
 //
 // # Which znodes the library deletes, and when
 //

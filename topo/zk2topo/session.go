@@ -480,8 +480,12 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 }
 
 // opSetWatches is the opcode of the request by which the client library
-// re-sets its watches on a new connection of a session.
-const opSetWatches = 101
+// re-sets its watches on a new connection of a session, and opSetAuth the
+// one by which it sends the session's credentials.
+const (
+	opSetWatches = 101
+	opSetAuth    = 100
+)
 
 // holdRequest keeps a request frame b back while the connection holds
 // requests, and reports whether it did; it writes the held frames behind
@@ -502,15 +506,26 @@ const opSetWatches = 101
 // table says: otherwise it reads nothing, and sends no set-watches
 // request), and only the requests of a reconnection (a first connection
 // has no watch yet). The requests keep their order; pings and
-// authentication requests are not held, and a request closing the
-// session releases the held ones.
+// authentication requests (which the library re-sends, each awaiting its
+// answer, before any other request of a new connection) are not held, and
+// a request closing the session releases the held ones.
 func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 	oc.wmu.Lock()
 	defer oc.wmu.Unlock()
 	if !oc.holding || len(b) < 12 || int32(binary.BigEndian.Uint32(b[4:8])) <= 0 {
 		return nil, false
 	}
-	switch int32(binary.BigEndian.Uint32(b[8:12])) {
+	op := int32(binary.BigEndian.Uint32(b[8:12]))
+	if op == opSetAuth && len(oc.held) == 0 {
+		// The library re-sends the session's credentials first, with
+		// xids of their own, and awaits each answer before it sends
+		// anything else: held, they would never be answered. Their
+		// answers carry no zxid (the server answers 0), so they do not
+		// race with the set-watches request's read. (A later AddAuth
+		// behind held requests is held, keeping its place.)
+		return nil, false
+	}
+	switch op {
 	case opSetWatches:
 		oc.release(b)
 		return b, true
@@ -595,8 +610,13 @@ func (o *sessionObserver) noteWatchRequest(b []byte) {
 	if n < 0 || 16+n >= len(b) || b[16+n] == 0 {
 		return // no watch asked for
 	}
+	// The kind until the answer comes: an exists is filed as watchExist
+	// here, and as a data watch if its file exists (noteAnswer).
 	k := watchKey{path: string(b[16 : 16+n]), kind: watchData}
-	if op == opGetChildren || op == opGetChildren2 {
+	switch op {
+	case opExists:
+		k.kind = watchExist
+	case opGetChildren, opGetChildren2:
 		k.kind = watchChild
 	}
 	o.mu.Lock()
@@ -617,11 +637,13 @@ func (o *sessionObserver) noteAnswer(xid, code int32) {
 	delete(o.watchReqs, xid)
 	switch {
 	case code == 0:
+		if k.kind == watchExist {
+			k.kind = watchData // an exists of a file that exists
+		}
 		o.watches[k] = true
-	case code == errNoNodeCode && k.kind == watchData:
-		// An exists (the only data-kind request answered NoNode with a
-		// watch): the library files it as an exists watch.
-		k.kind = watchExist
+	case code == errNoNodeCode && k.kind == watchExist:
+		// An exists answered NoNode: the library files an exists watch (a
+		// get answered NoNode files none, and the server set none).
 		o.watches[k] = true
 	}
 }

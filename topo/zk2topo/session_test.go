@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -393,15 +394,7 @@ func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 	other := openConn(t, []string{testServer}, root)
 	_, err := c.Create(ctx, "f", []byte("v0"))
 	require.NoError(t, err)
-	_, changes, err := c.Watch(ctx, "f")
-	require.NoError(t, err)
-	s, err := c.session("")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s.obs.mu.Lock()
-		defer s.obs.mu.Unlock()
-		return len(s.obs.watches) > 0
-	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
+	s, changes := watchSet(ctx, t, c, "f")
 
 	for round := range 3 {
 		ps.Blackhole()
@@ -422,13 +415,99 @@ func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 		want := fmt.Sprintf("v%d", round+1)
 		_, err := other.Update(ctx, "f", []byte(want), nil)
 		require.NoError(t, err)
-		for {
-			wd := <-changes
-			require.NotNil(t, wd, "the watch ended")
-			require.NoError(t, wd.Err)
-			if string(wd.Contents) == want {
-				break
-			}
+		waitWatched(t, changes, want)
+	}
+}
+
+// TestReconnectionWithCredentials cuts the connection of a session that has
+// credentials (Options.Auth), an open watch and a lock: on the new
+// connection the client library re-sends the credentials, and waits for
+// their answer, before it sends anything else, set-watches request
+// included. Held back behind that set-watches request (holdRequest), the
+// credentials never went out: the connection then failed for want of
+// traffic (the session timeout here is short enough for that), again on
+// every later connection, until the session was lost.
+func TestReconnectionWithCredentials(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConnOpts(t, root, Options{SessionTimeout: 2400 * time.Millisecond, Auth: "digest:alice:secret"})
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "f", []byte("v0"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "d/f", nil)
+	require.NoError(t, err)
+	l, err := c.Lock(ctx, "d", "held across the reconnection")
+	require.NoError(t, err)
+	s, changes := watchSet(ctx, t, c, "f")
+	dials := s.obs.dials.Load()
+
+	ps.Reset()
+	require.Eventually(t, func() bool { return s.obs.dials.Load() > dials && s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the client never reconnected")
+	_, err = other.Update(ctx, "f", []byte("v1"), nil)
+	require.NoError(t, err)
+	waitWatched(t, changes, "v1")
+	_, _, err = c.Get(ctx, "f")
+	require.NoError(t, err)
+	require.NoError(t, l.Check(ctx), "the session was lost")
+	require.False(t, s.isLost(), "the session was lost")
+}
+
+// TestWatchMirrorOfMissingFile: a watch of a file that does not exist
+// (a get with a watch, answered NoNode) leaves no watch in the client
+// library's table, nor in the session observer's mirror of it; an exists
+// answered NoNode leaves an exists watch in both. A watch only the mirror
+// had made every later reconnection hold its requests back for a
+// set-watches request that never came (until maxHold).
+func TestWatchMirrorOfMissingFile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	_, _, err := c.Watch(ctx, "missing")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
+	s, err := c.session("")
+	require.NoError(t, err)
+	mirror := func() map[watchKey]bool {
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return maps.Clone(s.obs.watches)
+	}
+	require.Empty(t, mirror())
+
+	zp := root + "/absent"
+	exists, _, _, err := s.zk.ExistsW(zp)
+	require.NoError(t, err)
+	require.False(t, exists)
+	require.Equal(t, map[watchKey]bool{{path: zp, kind: watchExist}: true}, mirror())
+}
+
+// watchSet watches file on c and returns c's session once its observer
+// has seen the watch set, with the watch's channel.
+func watchSet(ctx context.Context, t *testing.T, c *Conn, file string) (*zkSession, <-chan *topo.WatchData) {
+	t.Helper()
+	_, changes, err := c.Watch(ctx, file)
+	require.NoError(t, err)
+	s, err := c.session("")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return len(s.obs.watches) > 0
+	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
+	return s, changes
+}
+
+// waitWatched reads changes until a value want, failing on an error or
+// the channel's end.
+func waitWatched(t *testing.T, changes <-chan *topo.WatchData, want string) {
+	t.Helper()
+	for {
+		wd := <-changes
+		require.NotNil(t, wd, "the watch ended")
+		require.NoError(t, wd.Err)
+		if string(wd.Contents) == want {
+			return
 		}
 	}
 }
