@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,37 +86,64 @@ func TestInterruptedCreateRemovesItsDirectories(t *testing.T) {
 	_, err = other.Create(ctx, "keep", []byte("x"))
 	require.NoError(t, err)
 
-	// Answers to the slow Conn take half a second: the test sees its first
-	// directory on the server, and cancels the Create, well before the
-	// Create hears of it and sends the next request.
+	// Answers to the slow Conn take half a second: the test sees the
+	// Create's first directory on the server, and cancels the Create, well
+	// before the Create hears of it and sends the next request.
 	px.SetDelay(500 * time.Millisecond)
 	defer px.SetDelay(0)
-	for attempt := range 5 {
-		top := fmt.Sprintf("d%d", attempt)
-		_, _, created, err := raw.ExistsW(root + "/" + top)
-		require.NoError(t, err)
-		cctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-created:
-				cancel()
-			case <-cctx.Done():
+	// interrupted runs Create(file) on the slow Conn, cancelled when
+	// first (a znode path below root) appears, until an attempt is
+	// interrupted; it returns the znode path of the attempt's first.
+	interrupted := func(first, file string) string {
+		t.Helper()
+		for attempt := range 5 {
+			f, fp := fmt.Sprintf(first, attempt), fmt.Sprintf(file, attempt)
+			_, _, created, err := raw.ExistsW(root + "/" + f)
+			require.NoError(t, err)
+			cctx, cancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-created:
+					cancel()
+				case <-cctx.Done():
+				}
+			}()
+			_, err = slow.Create(cctx, fp, []byte("x"))
+			cancel()
+			if err == nil {
+				continue // the file was created before the cancel arrived: again
 			}
-		}()
-		_, err = slow.Create(cctx, top+"/sub/file", []byte("x"))
-		cancel()
-		if err == nil {
-			continue // the file was created before the cancel arrived: again
+			require.ErrorIs(t, err, topo.Interrupted)
+			return root + "/" + f
 		}
-		require.ErrorIs(t, err, topo.Interrupted)
-		require.Eventually(t, func() bool {
-			ok, _, err := raw.Exists(root + "/" + top)
-			return err == nil && !ok
-		}, 30*time.Second, 10*time.Millisecond, "the directories of the interrupted Create stayed")
-		entries, err := other.ListDir(ctx, "", false)
-		require.NoError(t, err)
-		require.Len(t, entries, 1, "only the file created before is listed")
-		return
+		t.Fatal("no Create was interrupted after it created a directory")
+		return ""
 	}
-	t.Fatal("no Create was interrupted after it created a directory")
+	gone := func(zp, what string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			ok, _, err := raw.Exists(zp)
+			return err == nil && !ok
+		}, 30*time.Second, 10*time.Millisecond, what)
+	}
+
+	gone(interrupted("d%d", "d%d/sub/file"), "the directories of the interrupted Create stayed")
+	entries, err := other.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only the file created before is listed")
+
+	// An empty file the Create found on its path is not a directory it
+	// made: it stays.
+	for i := range 5 {
+		_, err := other.Create(ctx, fmt.Sprintf("e%d", i), nil)
+		require.NoError(t, err)
+	}
+	made := interrupted("e%d/x", "e%d/x/y")
+	px.SetDelay(0) // the clean-up goes on at once
+	gone(made, "the directory of the interrupted Create stayed")
+	file := strings.TrimPrefix(zkDir(made), root+"/")
+	require.Never(t, func() bool {
+		_, _, err := other.Get(ctx, file)
+		return err != nil
+	}, 2*time.Second, 20*time.Millisecond, "the empty file above the Create's directory was deleted")
 }

@@ -67,18 +67,19 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 	// Directories this call created are removed again (while empty, in
 	// the background, so that a Create whose ctx ended returns at once)
 	// when the file's create then fails: an interrupted Create leaves no
-	// empty directory behind, as on the stores without directories. A
+	// empty directory behind, as on the stores without directories. Only
+	// those: a directory or empty file that was there before stays. A
 	// create sent before ctx ended may still be applied; its file keeps
-	// them (cleanupDirs removes only empty directories).
-	made := false
+	// them (a znode with children is never deleted).
+	var made []string
 	defer func() {
-		if rerr != nil && made && !c.closed.Load() {
+		if rerr != nil && len(made) > 0 && !c.closed.Load() {
 			c.bg.Add(1)
 			go func() {
 				defer c.bg.Done()
 				cctx, cancel := freshContext()
 				defer cancel()
-				c.removeMadeDirs(cctx, zkDir(zp))
+				c.removeMadeDirs(cctx, made)
 			}()
 		}
 	}()
@@ -91,8 +92,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 		case err == nil:
 			return topo.NumericVersion(0), nil
 		case errors.Is(err, zk.ErrNoNode) && attempt < 10:
-			made = true // a part of them may exist even when makeDirs fails
-			if err := c.makeDirs(ctx, p, zkDir(zp)); err != nil {
+			if err := c.makeDirsNoting(ctx, p, zkDir(zp), &made); err != nil {
 				return nil, err
 			}
 		case errors.Is(err, zk.ErrNodeExists) && attempt < 10:
@@ -125,21 +125,14 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 	}
 }
 
-// removeMadeDirs removes the directory znode dir and its parents while
-// they are empty (see cleanupDirs), starting from the lowest of them that
-// exists: a makeDirs that failed may have created only the upper ones.
-func (c *Conn) removeMadeDirs(ctx context.Context, dir string) {
-	for d := dir; c.removable(d); d = zkDir(d) {
-		s, err := c.live(ctx, c.relPath(d))
-		if err != nil {
-			return
-		}
-		r := c.statOn(ctx, s, c.relPath(d), d)
-		if r.err != nil {
-			return
-		}
-		if r.exists {
-			c.cleanupDirs(ctx, []string{d})
+// removeMadeDirs deletes the directory znodes made (parents first, as
+// makeDirsNoting noted them), deepest first, each only while it is empty
+// and at its first version, and stops at the first that stays.
+func (c *Conn) removeMadeDirs(ctx context.Context, made []string) {
+	for i := len(made) - 1; i >= 0; i-- {
+		d := made[i]
+		err := c.write(ctx, c.relPath(d), func(z *zk.Conn) error { return z.Delete(d, 0) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return
 		}
 	}
@@ -148,6 +141,13 @@ func (c *Conn) removeMadeDirs(ctx context.Context, dir string) {
 // makeDirs creates the directory znode dir (a znode path) and its missing
 // ancestors. p names the file for errors.
 func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
+	return c.makeDirsNoting(ctx, p, dir, nil)
+}
+
+// makeDirsNoting is makeDirs that also appends to made (when not nil)
+// each directory whose create it sent and that may have been applied
+// (answered with success, or not answered), ancestors first.
+func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string) error {
 	if dir == "/" || dir == "" {
 		return nil
 	}
@@ -161,13 +161,16 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 			_, err := z.Create(dir, nil, zk.FlagPersistent, c.acl)
 			return err
 		})
+		if made != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
+			*made = append(*made, dir)
+		}
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
-			if err := c.makeDirs(ctx, p, zkDir(dir)); err != nil {
+			if err := c.makeDirsNoting(ctx, p, zkDir(dir), made); err != nil {
 				return err
 			}
 		default:
