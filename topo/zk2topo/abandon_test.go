@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -21,16 +22,8 @@ import (
 // the entry was in it then. A semaphore contender cancelled while it took
 // its lock left its directory so (seen in CI).
 func TestAbandonedLockRemovesEmptyDirectory(t *testing.T) {
-	ctx, cancelAll := context.WithTimeout(context.Background(), time.Minute)
-	defer cancelAll()
-	root := freshRoot(t)
-	px, err := faultproxy.New(testServer)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = px.Close() })
-	slow := openConn(t, []string{px.Addr()}, root)
-	other := openConn(t, []string{testServer}, root)
-	raw := openRaw(t)
-	_, err = other.Create(ctx, "d/info", []byte("x"))
+	ctx, root, px, slow, other, raw := slowAndOther(t, time.Minute)
+	_, err := other.Create(ctx, "d/info", []byte("x"))
 	require.NoError(t, err)
 
 	// Answers to the slow Conn take a second: its entry shows on the
@@ -74,16 +67,8 @@ var errLockTaken = topo.NewError(topo.NodeExists, "the lock was taken before its
 // cancelled while it registered left its contender directory so, seen in
 // CI).
 func TestInterruptedCreateRemovesItsDirectories(t *testing.T) {
-	ctx, cancelAll := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancelAll()
-	root := freshRoot(t)
-	px, err := faultproxy.New(testServer)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = px.Close() })
-	slow := openConn(t, []string{px.Addr()}, root)
-	other := openConn(t, []string{testServer}, root)
-	raw := openRaw(t)
-	_, err = other.Create(ctx, "keep", []byte("x"))
+	ctx, root, px, slow, other, raw := slowAndOther(t, 2*time.Minute)
+	_, err := other.Create(ctx, "keep", []byte("x"))
 	require.NoError(t, err)
 
 	// Answers to the slow Conn take half a second: the test sees the
@@ -146,4 +131,18 @@ func TestInterruptedCreateRemovesItsDirectories(t *testing.T) {
 		_, _, err := other.Get(ctx, file)
 		return err != nil
 	}, 2*time.Second, 20*time.Millisecond, "the empty file above the Create's directory was deleted")
+}
+
+// slowAndOther returns, for a fresh root: a context ending after d, a
+// fault proxy, a Conn through it (slow), one straight to the server
+// (other) and a raw client.
+func slowAndOther(t *testing.T, d time.Duration) (context.Context, string, *faultproxy.Proxy, *Conn, *Conn, *zk.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	root := freshRoot(t)
+	px, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	return ctx, root, px, openConn(t, []string{px.Addr()}, root), openConn(t, []string{testServer}, root), openRaw(t)
 }
