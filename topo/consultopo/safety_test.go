@@ -365,7 +365,10 @@ func TestLockWaiterSessionDestroyed(t *testing.T) {
 		}
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return len(waiter.sessionIDs()) > 0 }, waitFor, tick)
+	// The waiter queued on its session: its session alone shows nothing
+	// (a Lock whose entry comes after the session's loss queues on the
+	// Conn's next session, and rightly waits for the holder).
+	waitQueued(t, holder, holder.dirPrefix("d")+lockName, 1)
 	expireSession(t, waiter)
 	select {
 	case err := <-done:
