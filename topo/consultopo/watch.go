@@ -48,21 +48,6 @@ func sendCtx[T any](ctx context.Context, ch chan<- T, v T) bool {
 	}
 }
 
-// stamp sets the Revision of events, the differences one answer at
-// X-Consul-Index index showed (see topo.WatchData.Revision): until the
-// last, the watch has got no further than mark, the Revision it reached
-// before; the last reaches index (mark when index is lower: an agent that
-// lost its state). It returns the new mark.
-func stamp(events []*topo.WatchDataRecursive, mark int64, index uint64) int64 {
-	for i, e := range events {
-		if i == len(events)-1 {
-			mark = max(mark, int64(index))
-		}
-		e.Revision = mark
-	}
-	return mark
-}
-
 // pollLoop runs the blocking queries behind Watch and WatchRecursive,
 // starting at index, until handle returns false or wctx ends. query issues
 // one query with the options it is given (WaitIndex, WaitTime
@@ -221,7 +206,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		}, func() bool {
 			files, _ := c.files(got)
 			events := known.Diff(files)
-			mark = stamp(events, mark, index)
+			// The differences of two answers: until the last, the watch
+			// has got no further than mark; the last reaches index.
+			mark = backendkit.Stamp(events, nil, mark, int64(index))
 			for _, e := range events {
 				if !sendCtx(wctx, ch, e) {
 					interrupted()
