@@ -61,22 +61,33 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		}
 		return topo.NumericVersion(resp.Header.Revision), nil
 	}
+	rev, err := c.casWrite(ctx, p, want, clientv3.OpPut(k, string(contents)))
+	if err != nil {
+		return nil, err
+	}
+	return topo.NumericVersion(rev), nil
+}
+
+// casWrite runs op (a put or a delete of p's key) in one transaction
+// that applies it only if the key's ModRevision is want, and returns the
+// transaction's revision; casMismatch's error when it is not.
+func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.Op) (int64, error) {
 	if want == 0 {
 		// ModRevision 0 means "absent" to etcd: comparing with it would
 		// create the file. No file has version 0, so this cannot match.
-		return nil, c.casMismatch(ctx, p)
+		return 0, c.casMismatch(ctx, p)
 	}
 	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", want)).
-		Then(clientv3.OpPut(k, string(contents))).
+		If(clientv3.Compare(clientv3.ModRevision(c.key(p)), "=", want)).
+		Then(op).
 		Commit()
 	if err != nil {
-		return nil, c.convertError(ctx, err, p)
+		return 0, c.convertError(ctx, err, p)
 	}
 	if !resp.Succeeded {
-		return nil, c.casMismatch(ctx, p)
+		return 0, c.casMismatch(ctx, p)
 	}
-	return topo.NumericVersion(resp.Header.Revision), nil
+	return resp.Header.Revision, nil
 }
 
 // casMismatch returns the error of a compare-and-set that failed or cannot
@@ -206,20 +217,8 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		}
 		return nil
 	}
-	if want == 0 {
-		return c.casMismatch(ctx, p)
-	}
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", want)).
-		Then(clientv3.OpDelete(k)).
-		Commit()
-	if err != nil {
-		return c.convertError(ctx, err, p)
-	}
-	if !resp.Succeeded {
-		return c.casMismatch(ctx, p)
-	}
-	return nil
+	_, err = c.casWrite(ctx, p, want, clientv3.OpDelete(k))
+	return err
 }
 
 // locksDir is the name of the directory, under a locked directory or an
