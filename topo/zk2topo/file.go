@@ -52,7 +52,7 @@ func (c *Conn) internal(p string) bool {
 // NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
 // Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := c.enter(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) })
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) }, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +315,7 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 // absent or is only a directory or such a znode, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	p, err := c.enter(ctx, filePath, topo.CleanFilePath)
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -360,7 +360,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // state. It returns NoNode when no file matches, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	prefix, err := c.enter(ctx, filePathPrefix, topo.CleanPrefix)
+	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}

@@ -450,20 +450,6 @@ func (c *Conn) begin(ctx context.Context, p string) error {
 	return nil
 }
 
-// enter runs the checks before a call, in backendkit's order: ctx, then
-// the path (clean cleans and checks it), then the Conn (begin). It
-// returns the clean path.
-func (c *Conn) enter(ctx context.Context, path string, clean func(string) (string, error)) (string, error) {
-	if err := backendkit.CheckContext(ctx, path); err != nil {
-		return "", err
-	}
-	p, err := clean(path)
-	if err != nil {
-		return "", err
-	}
-	return p, c.begin(ctx, p)
-}
-
 // write runs fn (a request that is not retried) on the current session
 // with do.
 func (c *Conn) write(ctx context.Context, p string, fn func(z *zk.Conn) error) error {
