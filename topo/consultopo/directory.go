@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // lockName is the key, under a locked directory, of its lock.
@@ -28,7 +29,7 @@ const electionsDir = "elections"
 // under dirPath, InvalidPath for a bad path, Timeout/Interrupted when ctx
 // ends, Closed after Close and Unavailable when the agent cannot be reached.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
-	dir, err := c.checked(ctx, dirPath, func() (string, error) { return topo.CleanDirPath(dirPath) })
+	dir, err := backendkit.Begin(ctx, dirPath, topo.CleanDirPath, c.isClosed)
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ const maxTxnValue = 360 * 1024
 // Timeout/Interrupted when ctx ends, Closed after Close and Unavailable
 // when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckCreate(filePath, contents) })
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +130,10 @@ func writeNonce() uint64 {
 // InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	var index int64
-	p, err := c.checked(ctx, filePath, func() (p string, err error) {
-		p, index, err = backendkit.CheckUpdate(filePath, contents, version)
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
+		p, index, err = backendkit.CheckUpdate(p, contents, version)
 		return p, err
-	})
+	}, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func (c *Conn) missingOrBadVersion(ctx context.Context, p string) error {
 // Get implements topo.Conn.Get: one KV read. It returns NoNode when the key
 // is absent; other errors as for Create.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -259,7 +259,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // key's values, so after validating its arguments it always returns
 // NoImplementation.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckGetVersion(filePath, version) })
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckGetVersion(p, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +276,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // It returns NoNode when no file matches
 // (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	prefix, err := c.checked(ctx, filePathPrefix, func() (string, error) { return topo.CleanPrefix(filePathPrefix) })
+	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
 		return nil, err
 	}

@@ -666,21 +666,6 @@ func (c *Conn) begin(ctx context.Context, path string) error {
 	return nil
 }
 
-// checked runs backendkit's check order for a data method called with
-// the path arg: ctx is live, then check (the method's argument checks,
-// returning the canonical path), then begin. It returns the canonical path
-// and the first check's error.
-func (c *Conn) checked(ctx context.Context, arg string, check func() (string, error)) (string, error) {
-	if err := backendkit.CheckContext(ctx, arg); err != nil {
-		return "", err
-	}
-	p, err := check()
-	if err != nil {
-		return "", err
-	}
-	return p, c.begin(ctx, p)
-}
-
 // key returns the KV key of the canonical path p ("" is the root itself).
 func (c *Conn) key(p string) string {
 	switch {

@@ -98,7 +98,7 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // that exists returns its ModifyIndex; of an absent key, the KV table's
 // index), or the highest one seen before if that is lower.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -170,7 +170,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // last difference of each later answer; the other differences of an
 // answer carry the Revision reached before it.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	pfx, err := c.checked(ctx, prefix, func() (string, error) { return topo.CleanPrefix(prefix) })
+	pfx, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
 		return nil, nil, err
 	}
