@@ -361,21 +361,11 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if _, err := topo.CleanDirPath(root); err != nil {
 		return nil, err
 	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = DefaultDialTimeout
-	}
-	if opts.LockTTL <= 0 {
-		opts.LockTTL = DefaultLockTTL
-	}
-	if opts.NamedLockTTL <= 0 {
-		opts.NamedLockTTL = DefaultNamedLockTTL
-	}
-	if opts.MaxTxnOps <= 0 {
-		opts.MaxTxnOps = DefaultMaxTxnOps
-	}
-	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = DefaultMaxRequestBytes
-	}
+	opts.DialTimeout = backendkit.OrDefault(opts.DialTimeout, DefaultDialTimeout)
+	opts.LockTTL = backendkit.OrDefault(opts.LockTTL, DefaultLockTTL)
+	opts.NamedLockTTL = backendkit.OrDefault(opts.NamedLockTTL, DefaultNamedLockTTL)
+	opts.MaxTxnOps = backendkit.OrDefault(opts.MaxTxnOps, DefaultMaxTxnOps)
+	opts.MaxRequestBytes = backendkit.OrDefault(opts.MaxRequestBytes, DefaultMaxRequestBytes)
 	addr := strings.Join(opts.Endpoints, ",")
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
 		return nil, err
