@@ -253,9 +253,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
 		return nil, err
 	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = DefaultDialTimeout
-	}
+	opts.DialTimeout = backendkit.OrDefault(opts.DialTimeout, DefaultDialTimeout)
 	if opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
 		cfg, err := tlsConfig(opts)
 		if err != nil {
@@ -304,14 +302,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if c.acl == nil {
 		c.acl = zk.WorldACL(zk.PermAll)
 	}
-	if c.opts.SessionTimeout <= 0 {
-		c.opts.SessionTimeout = DefaultSessionTimeout
-	}
-	n := opts.MaxConcurrency
-	if n <= 0 {
-		n = DefaultMaxConcurrency
-	}
-	c.sem = make(chan struct{}, n)
+	c.opts.SessionTimeout = backendkit.OrDefault(c.opts.SessionTimeout, DefaultSessionTimeout)
+	c.sem = make(chan struct{}, backendkit.OrDefault(opts.MaxConcurrency, DefaultMaxConcurrency))
 	c.jobs = make(chan job)
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
