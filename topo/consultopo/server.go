@@ -215,9 +215,7 @@ func (m ReadMode) String() string {
 }
 
 func (o Options) normalized() Options {
-	if o.MinSessionTTL <= 0 {
-		o.MinSessionTTL = MinSessionTTL
-	}
+	o.MinSessionTTL = backendkit.OrDefault(o.MinSessionTTL, MinSessionTTL)
 	o.MinSessionTTL = max(wholeSeconds(o.MinSessionTTL), time.Second)
 	if o.SessionTTL == 0 {
 		o.SessionTTL = DefaultSessionTTL
@@ -229,15 +227,9 @@ func (o Options) normalized() Options {
 	case o.LockDelay < 0:
 		o.LockDelay = 0
 	}
-	if o.WatchPollDuration <= 0 {
-		o.WatchPollDuration = DefaultWatchPollDuration
-	}
-	if o.TxnMaxRequestBytes <= 0 {
-		o.TxnMaxRequestBytes = DefaultTxnMaxRequestBytes
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = DefaultDialTimeout
-	}
+	o.WatchPollDuration = backendkit.OrDefault(o.WatchPollDuration, DefaultWatchPollDuration)
+	o.TxnMaxRequestBytes = backendkit.OrDefault(o.TxnMaxRequestBytes, DefaultTxnMaxRequestBytes)
+	o.DialTimeout = backendkit.OrDefault(o.DialTimeout, DefaultDialTimeout)
 	switch {
 	case o.RequestTimeout == 0:
 		o.RequestTimeout = DefaultRequestTimeout
