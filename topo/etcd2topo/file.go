@@ -43,14 +43,12 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // returns the new ModRevision. A failed compare-and-set costs one more
 // read, to tell NoNode from BadVersion.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, want, err := backendkit.CheckUpdate(filePath, contents, version)
+	var want int64
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
+		p, want, err = backendkit.CheckUpdate(p, contents, version)
+		return p, err
+	}, c.isClosed)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	k := c.key(p)
@@ -196,14 +194,12 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 // non-nil one is a transaction on the key's ModRevision (BadVersion if
 // stale; version 0 never matches). It returns NoNode if the file is absent.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return err
-	}
-	p, want, err := backendkit.CheckDelete(filePath, version)
+	var want int64
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
+		p, want, err = backendkit.CheckDelete(p, version)
+		return p, err
+	}, c.isClosed)
 	if err != nil {
-		return err
-	}
-	if err := c.closedErr(p); err != nil {
 		return err
 	}
 	k := c.key(p)
