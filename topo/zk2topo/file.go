@@ -222,17 +222,15 @@ func zkVersion(n int64) int32 {
 // (value too large, foreign or negative version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, n, err := backendkit.CheckUpdate(filePath, contents, version)
+	var n int64
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
+		p, n, err = backendkit.CheckUpdate(p, contents, version)
+		return p, err
+	}, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}
 	ver := zkVersion(n)
-	if err := c.begin(ctx, p); err != nil {
-		return nil, err
-	}
 	if c.internal(p) {
 		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
@@ -334,15 +332,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // for a negative version) and Closed: ZooKeeper keeps no history of a
 // znode's values.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckGetVersion(filePath, version)
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckGetVersion(p, version) }, c.closed.Load)
 	if err != nil {
 		return nil, err
-	}
-	if c.closed.Load() {
-		return nil, topo.NewError(topo.Closed, p)
 	}
 	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("zk2topo: ZooKeeper keeps no history"))
 }
@@ -496,17 +488,15 @@ func splitPrefix(prefix string) (dir, name string) {
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return err
-	}
-	p, n, err := backendkit.CheckDelete(filePath, version)
+	var n int64
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
+		p, n, err = backendkit.CheckDelete(p, version)
+		return p, err
+	}, c.closed.Load)
 	if err != nil {
 		return err
 	}
 	ver := zkVersion(n)
-	if err := c.begin(ctx, p); err != nil {
-		return err
-	}
 	if c.internal(p) {
 		return topo.NewError(topo.NoNode, p)
 	}
