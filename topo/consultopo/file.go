@@ -343,14 +343,12 @@ func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved 
 // per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
 // the delete vanishes from its parent's listing.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return err
-	}
-	p, index, err := backendkit.CheckDelete(filePath, version)
+	var index int64
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
+		p, index, err = backendkit.CheckDelete(p, version)
+		return p, err
+	}, c.isClosed)
 	if err != nil {
-		return err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return err
 	}
 	key := c.key(p)
