@@ -55,6 +55,21 @@ func contextCode(err error) topo.ErrorCode {
 	return topo.Interrupted
 }
 
+// Ready runs the first and the last of backendkit's checks, for a call
+// whose arguments need no check or were checked already: CheckContext
+// (Timeout, Interrupted), then a Closed *topo.Error naming path when
+// closed reports the Conn closed. etcd2topo, zk2topo and consultopo use
+// it.
+func Ready(ctx context.Context, path string, closed func() bool) error {
+	if err := CheckContext(ctx, path); err != nil {
+		return err
+	}
+	if closed() {
+		return topo.NewError(topo.Closed, path)
+	}
+	return nil
+}
+
 // Begin runs the checks that open a Conn method taking one path, in
 // backendkit's order: CheckContext (Timeout, Interrupted), then check on
 // path (its InvalidPath or InvalidArgument *topo.Error; topo.CleanFilePath,

@@ -71,3 +71,13 @@ func TestBeginOrder(t *testing.T) {
 	_, err = backendkit.Begin(context.Background(), "a", topo.CleanFilePath, shut)
 	require.True(t, topo.IsErrType(err, topo.Closed), "closed last: %v", err)
 }
+
+// TestReady: a finished context first, then Closed, each naming the path.
+func TestReady(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	open, closed := func() bool { return false }, func() bool { return true }
+	require.NoError(t, backendkit.Ready(ctx, "a", open))
+	require.True(t, topo.IsErrType(backendkit.Ready(ctx, "a", closed), topo.Closed))
+	cancel()
+	require.True(t, topo.IsErrType(backendkit.Ready(ctx, "a", closed), topo.Interrupted))
+}
