@@ -528,10 +528,7 @@ func (c *Conn) closedErr(path string) error {
 // with arguments call backendkit.CheckContext first, then their argument
 // checks, then closedErr, in backendkit's order.
 func (c *Conn) check(ctx context.Context, path string) error {
-	if err := backendkit.CheckContext(ctx, path); err != nil {
-		return err
-	}
-	return c.closedErr(path)
+	return backendkit.Ready(ctx, path, c.isClosed)
 }
 
 // Close revokes the Conn's leases (releasing its locks and election
