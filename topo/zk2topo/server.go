@@ -433,13 +433,7 @@ func zkDir(zp string) string { return path.Dir(zp) }
 // begin checks ctx and then the Conn before a call touches the store (the
 // last steps of backendkit's check order).
 func (c *Conn) begin(ctx context.Context, p string) error {
-	if err := backendkit.CheckContext(ctx, p); err != nil {
-		return err
-	}
-	if c.closed.Load() {
-		return topo.NewError(topo.Closed, p)
-	}
-	return nil
+	return backendkit.Ready(ctx, p, c.closed.Load)
 }
 
 // write runs fn (a request that is not retried) on the current session
