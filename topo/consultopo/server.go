@@ -649,13 +649,7 @@ func (c *Conn) isClosed() bool {
 // method, before its path), then the Conn is open. path is used in the
 // errors.
 func (c *Conn) begin(ctx context.Context, path string) error {
-	if err := backendkit.CheckContext(ctx, path); err != nil {
-		return err
-	}
-	if c.isClosed() {
-		return topo.NewError(topo.Closed, path)
-	}
-	return nil
+	return backendkit.Ready(ctx, path, c.isClosed)
 }
 
 // key returns the KV key of the canonical path p ("" is the root itself).
