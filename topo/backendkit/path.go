@@ -3,6 +3,8 @@ package backendkit
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -89,4 +91,25 @@ func Begin(ctx context.Context, path string, check func(string) (string, error),
 		return "", topo.NewError(topo.Closed, p)
 	}
 	return p, nil
+}
+
+// MergeEntries sorts the entries of one directory listing by name (stably)
+// and makes the entries of each name one: a directory when any of them is
+// one (a store of flat keys can hold a file "n" and keys below "n/"),
+// Ephemeral only when all of them are. etcd2topo and consultopo list
+// directories with it.
+func MergeEntries(entries []topo.DirEntry) []topo.DirEntry {
+	slices.SortStableFunc(entries, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	out := entries[:0]
+	for _, e := range entries {
+		if n := len(out); n > 0 && out[n-1].Name == e.Name {
+			if e.Type == topo.TypeDirectory {
+				out[n-1].Type = topo.TypeDirectory
+			}
+			out[n-1].Ephemeral = out[n-1].Ephemeral && e.Ephemeral
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }

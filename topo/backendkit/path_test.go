@@ -81,3 +81,22 @@ func TestReady(t *testing.T) {
 	cancel()
 	require.True(t, topo.IsErrType(backendkit.Ready(ctx, "a", closed), topo.Interrupted))
 }
+
+// TestMergeEntries: sorted by name, one entry a name, a directory when any
+// is, Ephemeral only when all are.
+func TestMergeEntries(t *testing.T) {
+	got := backendkit.MergeEntries([]topo.DirEntry{
+		{Name: "n", Type: topo.TypeFile, Ephemeral: true},
+		{Name: "m", Type: topo.TypeFile},
+		{Name: "n", Type: topo.TypeDirectory, Ephemeral: true},
+		{Name: "n-b", Type: topo.TypeFile},
+		{Name: "n", Type: topo.TypeDirectory},
+		{Name: "l", Type: topo.TypeDirectory, Ephemeral: true},
+	})
+	require.Equal(t, []topo.DirEntry{
+		{Name: "l", Type: topo.TypeDirectory, Ephemeral: true},
+		{Name: "m", Type: topo.TypeFile},
+		{Name: "n", Type: topo.TypeDirectory},
+		{Name: "n-b", Type: topo.TypeFile},
+	}, got)
+}
