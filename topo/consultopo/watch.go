@@ -54,10 +54,10 @@ func sendCtx[T any](ctx context.Context, ch chan<- T, v T) bool {
 // Options.WatchPollDuration, bound to wctx). A failed query is retried after
 // a backoff that doubles from 50ms up to watchRetryMax and starts over after
 // a success; after each successful query the index moves on (see nextIndex)
-// and handle runs. When wctx ends, pollLoop calls interrupted and returns; a
+// and handle runs with the query's X-Consul-Index. When wctx ends, pollLoop calls interrupted and returns; a
 // permanent error (an ACL refusal, see isPermanent) is not retried: pollLoop
 // calls fail with it and returns.
-func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func() bool, interrupted func(), fail func(error)) {
+func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func(index uint64) bool, interrupted func(), fail func(error)) {
 	retry := 50 * time.Millisecond
 	for {
 		meta, err := query(c.blockingOptions(wctx, index))
@@ -79,7 +79,7 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 		}
 		retry = 50 * time.Millisecond
 		index = nextIndex(index, meta.LastIndex)
-		if !handle() {
+		if !handle(meta.LastIndex) {
 			return
 		}
 	}
@@ -125,14 +125,10 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		version := pair.ModifyIndex
 		mark := current.Revision
 		var got *api.KVPair // the answer to the last query
-		var index uint64    // its X-Consul-Index
 		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.Get(key, q)
-			if err == nil {
-				index = meta.LastIndex
-			}
 			return meta, err
-		}, func() bool {
+		}, func(index uint64) bool {
 			mark = max(mark, int64(index))
 			if got == nil {
 				sendCtx(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
@@ -195,15 +191,11 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
 		}
 		var got api.KVPairs // the answer to the last query
-		var index uint64    // its X-Consul-Index
 		mark := int64(meta.LastIndex)
 		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.List(keyPrefix, q)
-			if err == nil {
-				index = meta.LastIndex
-			}
 			return meta, err
-		}, func() bool {
+		}, func(index uint64) bool {
 			files, _ := c.files(got)
 			events := known.Diff(files)
 			// The differences of two answers: until the last, the watch
