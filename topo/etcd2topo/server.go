@@ -522,15 +522,6 @@ func (c *Conn) closedErr(path string) error {
 	return nil
 }
 
-// check runs the first and the last of backendkit's checks, for calls
-// whose arguments are checked in between by the caller (or need no check):
-// the context (Timeout, Interrupted), then Closed after Close. Methods
-// with arguments call backendkit.CheckContext first, then their argument
-// checks, then closedErr, in backendkit's order.
-func (c *Conn) check(ctx context.Context, path string) error {
-	return backendkit.Ready(ctx, path, c.isClosed)
-}
-
 // Close revokes the Conn's leases (releasing its locks and election
 // candidacies at once, rather than after their TTL; it waits at most 2 s
 // for etcd to answer), ends its watches with
