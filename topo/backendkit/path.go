@@ -93,6 +93,19 @@ func Begin(ctx context.Context, path string, check func(string) (string, error),
 	return p, nil
 }
 
+// BeginVersioned is Begin for Update and Delete, whose check (a closure
+// over CheckUpdate or CheckDelete) also returns the version number: it
+// returns the checked path and that number. etcd2topo, zk2topo and
+// consultopo use it.
+func BeginVersioned(ctx context.Context, path string, check func(string) (string, int64, error), closed func() bool) (string, int64, error) {
+	var n int64
+	p, err := Begin(ctx, path, func(path string) (p string, err error) {
+		p, n, err = check(path)
+		return p, err
+	}, closed)
+	return p, n, err
+}
+
 // MergeEntries sorts the entries of one directory listing by name (stably)
 // and makes the entries of each name one: a directory when any of them is
 // one (a store of flat keys can hold a file "n" and keys below "n/"),

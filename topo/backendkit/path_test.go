@@ -100,3 +100,18 @@ func TestMergeEntries(t *testing.T) {
 		{Name: "n-b", Type: topo.TypeFile},
 	}, got)
 }
+
+// TestBeginVersioned: the checked path and version number, or the first
+// failing check in Begin's order.
+func TestBeginVersioned(t *testing.T) {
+	open := func() bool { return false }
+	check := func(p string) (string, int64, error) { return backendkit.CheckDelete(p, topo.NumericVersion(7)) }
+	p, n, err := backendkit.BeginVersioned(context.Background(), "/a/b", check, open)
+	require.NoError(t, err)
+	require.Equal(t, "a/b", p)
+	require.Equal(t, int64(7), n)
+	_, _, err = backendkit.BeginVersioned(context.Background(), "a/../b", check, func() bool { return true })
+	require.True(t, topo.IsErrType(err, topo.InvalidPath))
+	_, _, err = backendkit.BeginVersioned(context.Background(), "a", check, func() bool { return true })
+	require.True(t, topo.IsErrType(err, topo.Closed))
+}
