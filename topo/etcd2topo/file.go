@@ -43,11 +43,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // returns the new ModRevision. A failed compare-and-set costs one more
 // read, to tell NoNode from BadVersion.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	var want int64
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
-		p, want, err = backendkit.CheckUpdate(p, contents, version)
-		return p, err
-	}, c.isClosed)
+	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -194,11 +190,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 // non-nil one is a transaction on the key's ModRevision (BadVersion if
 // stale; version 0 never matches). It returns NoNode if the file is absent.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	var want int64
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
-		p, want, err = backendkit.CheckDelete(p, version)
-		return p, err
-	}, c.isClosed)
+	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
 		return err
 	}
