@@ -222,11 +222,7 @@ func zkVersion(n int64) int32 {
 // (value too large, foreign or negative version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	var n int64
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
-		p, n, err = backendkit.CheckUpdate(p, contents, version)
-		return p, err
-	}, c.closed.Load)
+	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -488,11 +484,7 @@ func splitPrefix(prefix string) (dir, name string) {
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	var n int64
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
-		p, n, err = backendkit.CheckDelete(p, version)
-		return p, err
-	}, c.closed.Load)
+	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
 		return err
 	}
