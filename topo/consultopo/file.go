@@ -129,11 +129,7 @@ func writeNonce() uint64 {
 // writeNonce). Errors as for Create; a foreign or negative version gives
 // InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	var index int64
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
-		p, index, err = backendkit.CheckUpdate(p, contents, version)
-		return p, err
-	}, c.isClosed)
+	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -343,11 +339,7 @@ func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved 
 // per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
 // the delete vanishes from its parent's listing.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	var index int64
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (_ string, err error) {
-		p, index, err = backendkit.CheckDelete(p, version)
-		return p, err
-	}, c.isClosed)
+	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
 		return err
 	}
