@@ -1,6 +1,9 @@
 package backendkit
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // OrDefault returns v when it is positive, and def otherwise: how a
 // backend's constructor fills the fields of its Options left zero (or set
@@ -10,4 +13,17 @@ func OrDefault[T int | int64 | time.Duration](v, def T) T {
 		return v
 	}
 	return def
+}
+
+// SplitAddresses returns the non-empty items, trimmed of spaces, of the
+// comma-separated server addresses a Factory's Create is given (nil when
+// there is none). etcd2topo and zk2topo use it.
+func SplitAddresses(serverAddress string) []string {
+	var out []string
+	for a := range strings.SplitSeq(serverAddress, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }

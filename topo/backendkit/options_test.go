@@ -14,3 +14,9 @@ func TestOrDefault(t *testing.T) {
 	require.Equal(t, time.Minute, OrDefault(0, time.Minute))
 	require.Equal(t, 64, OrDefault(-1, 64))
 }
+
+// TestSplitAddresses: trimmed, empty items dropped, nil for none.
+func TestSplitAddresses(t *testing.T) {
+	require.Equal(t, []string{"a:1", "b:2"}, SplitAddresses(" a:1, ,b:2 ,"))
+	require.Nil(t, SplitAddresses(" , "))
+}
