@@ -279,12 +279,7 @@ func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 // when ctx ends first. The cell name is not used.
 func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.Options
-	opts.Endpoints = nil
-	for ep := range strings.SplitSeq(serverAddress, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			opts.Endpoints = append(opts.Endpoints, ep)
-		}
-	}
+	opts.Endpoints = backendkit.SplitAddresses(serverAddress)
 	return NewConnContext(ctx, opts, root)
 }
 
