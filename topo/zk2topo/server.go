@@ -170,12 +170,7 @@ func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 // Options.DialTimeout, and Timeout or Interrupted when ctx ends first.
 func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.Options
-	opts.Servers = nil
-	for _, s := range strings.Split(serverAddress, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			opts.Servers = append(opts.Servers, s)
-		}
-	}
+	opts.Servers = backendkit.SplitAddresses(serverAddress)
 	return NewConnContext(ctx, opts, root)
 }
 
