@@ -106,6 +106,19 @@ func BeginVersioned(ctx context.Context, path string, check func(string) (string
 	return p, n, err
 }
 
+// NoHistory is GetVersion of a store that keeps no history of a file's
+// values: after Begin's checks with CheckGetVersion (Timeout, Interrupted,
+// InvalidPath, InvalidArgument, Closed) it returns a NoImplementation
+// *topo.Error naming the path and wrapping why. zk2topo and consultopo use
+// it.
+func NoHistory(ctx context.Context, filePath string, version int64, closed func() bool, why string) error {
+	p, err := Begin(ctx, filePath, func(p string) (string, error) { return CheckGetVersion(p, version) }, closed)
+	if err != nil {
+		return err
+	}
+	return Wrap(topo.NoImplementation, p, errors.New(why))
+}
+
 // MergeEntries sorts the entries of one directory listing by name (stably)
 // and makes the entries of each name one: a directory when any of them is
 // one (a store of flat keys can hold a file "n" and keys below "n/"),

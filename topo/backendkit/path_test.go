@@ -115,3 +115,13 @@ func TestBeginVersioned(t *testing.T) {
 	_, _, err = backendkit.BeginVersioned(context.Background(), "a", check, func() bool { return true })
 	require.True(t, topo.IsErrType(err, topo.Closed))
 }
+
+// TestNoHistory: the checks first, then NoImplementation naming the path.
+func TestNoHistory(t *testing.T) {
+	open := func() bool { return false }
+	err := backendkit.NoHistory(context.Background(), "/a", 3, open, "no history")
+	require.True(t, topo.IsErrType(err, topo.NoImplementation))
+	require.ErrorContains(t, err, "no history")
+	require.True(t, topo.IsErrType(backendkit.NoHistory(context.Background(), "a", -1, open, ""), topo.InvalidArgument))
+	require.True(t, topo.IsErrType(backendkit.NoHistory(context.Background(), "a", 3, func() bool { return true }, ""), topo.Closed))
+}
