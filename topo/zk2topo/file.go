@@ -328,11 +328,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // for a negative version) and Closed: ZooKeeper keeps no history of a
 // znode's values.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckGetVersion(p, version) }, c.closed.Load)
-	if err != nil {
-		return nil, err
-	}
-	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("zk2topo: ZooKeeper keeps no history"))
+	return nil, backendkit.NoHistory(ctx, filePath, version, c.closed.Load, "zk2topo: ZooKeeper keeps no history")
 }
 
 // List returns every file whose path starts with filePathPrefix (a plain
