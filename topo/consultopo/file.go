@@ -255,11 +255,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // key's values, so after validating its arguments it always returns
 // NoImplementation.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckGetVersion(p, version) }, c.isClosed)
-	if err != nil {
-		return nil, err
-	}
-	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("consul keeps no history of a key's values"))
+	return nil, backendkit.NoHistory(ctx, filePath, version, c.isClosed, "consul keeps no history of a key's values")
 }
 
 // List implements topo.Conn.List: one recursive KV read of the prefix.
