@@ -3,7 +3,11 @@
 // runs before it touches its store, in one documented order; the frame
 // that maps a store client's errors onto *topo.Error values; path joining;
 // the names of the reserved lock and election places of Vitess's layout;
-// and the constructor of List's report of foreign files at those places.
+// the constructor of List's report of foreign files at those places; and
+// pieces that several backends share: OrDefault (Options defaults),
+// MergeEntries (listings of stores of flat keys), Snapshot and Stamp
+// (recursive watches), ConditionsFirst (transactions of stores that run
+// their requests in sequence).
 //
 // Every backend in this module (memorytopo, etcd2topo, zk2topo,
 // consultopo) and the template under examples/templatetopo use it the same
@@ -26,7 +30,9 @@
 //
 // CheckCreate, CheckUpdate, CheckDelete, CheckGetVersion, CheckLock,
 // CheckLockWithTTL, CheckElection and CheckTxn run steps 2 to 5 for their
-// method, with the same messages on every backend. Bad input therefore gets the
+// method, with the same messages on every backend; Begin runs step 1,
+// one of them (or a path check) and step 6 around them, Ready steps 1 and
+// 6 alone. Bad input therefore gets the
 // same typed error from a closed Conn as from an open one.
 //
 // Everything here is a pure function or a constant, safe for concurrent

@@ -3,6 +3,8 @@ package backendkit
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/topokit/topokit/topo"
 )
@@ -55,6 +57,21 @@ func contextCode(err error) topo.ErrorCode {
 	return topo.Interrupted
 }
 
+// Ready runs the first and the last of backendkit's checks, for a call
+// whose arguments need no check or were checked already: CheckContext
+// (Timeout, Interrupted), then a Closed *topo.Error naming path when
+// closed reports the Conn closed. etcd2topo, zk2topo and consultopo use
+// it.
+func Ready(ctx context.Context, path string, closed func() bool) error {
+	if err := CheckContext(ctx, path); err != nil {
+		return err
+	}
+	if closed() {
+		return topo.NewError(topo.Closed, path)
+	}
+	return nil
+}
+
 // Begin runs the checks that open a Conn method taking one path, in
 // backendkit's order: CheckContext (Timeout, Interrupted), then check on
 // path (its InvalidPath or InvalidArgument *topo.Error; topo.CleanFilePath,
@@ -74,4 +91,51 @@ func Begin(ctx context.Context, path string, check func(string) (string, error),
 		return "", topo.NewError(topo.Closed, p)
 	}
 	return p, nil
+}
+
+// BeginVersioned is Begin for Update and Delete, whose check (a closure
+// over CheckUpdate or CheckDelete) also returns the version number: it
+// returns the checked path and that number. etcd2topo, zk2topo and
+// consultopo use it.
+func BeginVersioned(ctx context.Context, path string, check func(string) (string, int64, error), closed func() bool) (string, int64, error) {
+	var n int64
+	p, err := Begin(ctx, path, func(path string) (p string, err error) {
+		p, n, err = check(path)
+		return p, err
+	}, closed)
+	return p, n, err
+}
+
+// NoHistory is GetVersion of a store that keeps no history of a file's
+// values: after Begin's checks with CheckGetVersion (Timeout, Interrupted,
+// InvalidPath, InvalidArgument, Closed) it returns a NoImplementation
+// *topo.Error naming the path and wrapping why. zk2topo and consultopo use
+// it.
+func NoHistory(ctx context.Context, filePath string, version int64, closed func() bool, why string) error {
+	p, err := Begin(ctx, filePath, func(p string) (string, error) { return CheckGetVersion(p, version) }, closed)
+	if err != nil {
+		return err
+	}
+	return Wrap(topo.NoImplementation, p, errors.New(why))
+}
+
+// MergeEntries sorts the entries of one directory listing by name (stably)
+// and makes the entries of each name one: a directory when any of them is
+// one (a store of flat keys can hold a file "n" and keys below "n/"),
+// Ephemeral only when all of them are. etcd2topo and consultopo list
+// directories with it.
+func MergeEntries(entries []topo.DirEntry) []topo.DirEntry {
+	slices.SortStableFunc(entries, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	out := entries[:0]
+	for _, e := range entries {
+		if n := len(out); n > 0 && out[n-1].Name == e.Name {
+			if e.Type == topo.TypeDirectory {
+				out[n-1].Type = topo.TypeDirectory
+			}
+			out[n-1].Ephemeral = out[n-1].Ephemeral && e.Ephemeral
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }

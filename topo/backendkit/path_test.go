@@ -71,3 +71,57 @@ func TestBeginOrder(t *testing.T) {
 	_, err = backendkit.Begin(context.Background(), "a", topo.CleanFilePath, shut)
 	require.True(t, topo.IsErrType(err, topo.Closed), "closed last: %v", err)
 }
+
+// TestReady: a finished context first, then Closed, each naming the path.
+func TestReady(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	open, closed := func() bool { return false }, func() bool { return true }
+	require.NoError(t, backendkit.Ready(ctx, "a", open))
+	require.True(t, topo.IsErrType(backendkit.Ready(ctx, "a", closed), topo.Closed))
+	cancel()
+	require.True(t, topo.IsErrType(backendkit.Ready(ctx, "a", closed), topo.Interrupted))
+}
+
+// TestMergeEntries: sorted by name, one entry a name, a directory when any
+// is, Ephemeral only when all are.
+func TestMergeEntries(t *testing.T) {
+	got := backendkit.MergeEntries([]topo.DirEntry{
+		{Name: "n", Type: topo.TypeFile, Ephemeral: true},
+		{Name: "m", Type: topo.TypeFile},
+		{Name: "n", Type: topo.TypeDirectory, Ephemeral: true},
+		{Name: "n-b", Type: topo.TypeFile},
+		{Name: "n", Type: topo.TypeDirectory},
+		{Name: "l", Type: topo.TypeDirectory, Ephemeral: true},
+	})
+	require.Equal(t, []topo.DirEntry{
+		{Name: "l", Type: topo.TypeDirectory, Ephemeral: true},
+		{Name: "m", Type: topo.TypeFile},
+		{Name: "n", Type: topo.TypeDirectory},
+		{Name: "n-b", Type: topo.TypeFile},
+	}, got)
+}
+
+// TestBeginVersioned: the checked path and version number, or the first
+// failing check in Begin's order.
+func TestBeginVersioned(t *testing.T) {
+	open := func() bool { return false }
+	check := func(p string) (string, int64, error) { return backendkit.CheckDelete(p, topo.NumericVersion(7)) }
+	p, n, err := backendkit.BeginVersioned(context.Background(), "/a/b", check, open)
+	require.NoError(t, err)
+	require.Equal(t, "a/b", p)
+	require.Equal(t, int64(7), n)
+	_, _, err = backendkit.BeginVersioned(context.Background(), "a/../b", check, func() bool { return true })
+	require.True(t, topo.IsErrType(err, topo.InvalidPath))
+	_, _, err = backendkit.BeginVersioned(context.Background(), "a", check, func() bool { return true })
+	require.True(t, topo.IsErrType(err, topo.Closed))
+}
+
+// TestNoHistory: the checks first, then NoImplementation naming the path.
+func TestNoHistory(t *testing.T) {
+	open := func() bool { return false }
+	err := backendkit.NoHistory(context.Background(), "/a", 3, open, "no history")
+	require.True(t, topo.IsErrType(err, topo.NoImplementation))
+	require.ErrorContains(t, err, "no history")
+	require.True(t, topo.IsErrType(backendkit.NoHistory(context.Background(), "a", -1, open, ""), topo.InvalidArgument))
+	require.True(t, topo.IsErrType(backendkit.NoHistory(context.Background(), "a", 3, func() bool { return true }, ""), topo.Closed))
+}

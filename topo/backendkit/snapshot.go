@@ -53,3 +53,30 @@ func (s Snapshot) Diff(files []FileState) []*topo.WatchDataRecursive {
 	}
 	return events
 }
+
+// Stamp sets the Revision (see topo.WatchData.Revision) of events, one
+// batch of changes a recursive watch sends in order, and returns the
+// Revision of the last. mark is the Revision the watch reached before the
+// batch, rev the one the batch's last event reaches; revs[i] is the
+// store's revision of the change of events[i], or revs is nil when the
+// batch holds the differences of two reads (whose revisions are not
+// known). Every event carries the revision of its change when it is the
+// last of that revision and the one before otherwise (with revs nil:
+// mark), never less than the event before it; the last carries rev (mark
+// when rev is lower: a store that lost its state). etcd2topo and
+// consultopo stamp their WatchRecursive events with it.
+func Stamp(events []*topo.WatchDataRecursive, revs []int64, mark, rev int64) int64 {
+	for i, e := range events {
+		switch {
+		case i == len(events)-1:
+			mark = max(mark, rev)
+		case revs == nil:
+		case revs[i+1] > revs[i]:
+			mark = max(mark, revs[i])
+		default:
+			mark = max(mark, revs[i]-1)
+		}
+		e.Revision = mark
+	}
+	return mark
+}

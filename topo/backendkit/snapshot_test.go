@@ -38,3 +38,33 @@ func TestSnapshotDiff(t *testing.T) {
 		got(s.Diff([]FileState{{Path: "d", Version: 5}, {Path: "b", Version: 4}})))
 	require.Equal(t, Snapshot{"b": 4, "d": 5}, s)
 }
+
+// TestStamp: events of known revisions carry their change's revision when
+// last of it and the one before otherwise; differences of two reads carry
+// the mark until the last, which reaches the read's revision (never less
+// than the mark).
+func TestStamp(t *testing.T) {
+	batch := func(n int) []*topo.WatchDataRecursive {
+		out := make([]*topo.WatchDataRecursive, n)
+		for i := range out {
+			out[i] = &topo.WatchDataRecursive{}
+		}
+		return out
+	}
+	revisions := func(evs []*topo.WatchDataRecursive) []int64 {
+		var out []int64
+		for _, e := range evs {
+			out = append(out, e.Revision)
+		}
+		return out
+	}
+	evs := batch(4)
+	require.Equal(t, int64(12), Stamp(evs, []int64{10, 10, 11, 12}, 5, 12))
+	require.Equal(t, []int64{9, 10, 11, 12}, revisions(evs))
+	evs = batch(3)
+	require.Equal(t, int64(20), Stamp(evs, nil, 7, 20))
+	require.Equal(t, []int64{7, 7, 20}, revisions(evs))
+	evs = batch(1)
+	require.Equal(t, int64(7), Stamp(evs, nil, 7, 3))
+	require.Equal(t, []int64{7}, revisions(evs))
+}

@@ -176,3 +176,23 @@ func ForeignFence(op TxnOp, backend string) error {
 type GuardedUpdater interface {
 	GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, error)
 }
+
+// ConditionsFirst returns the indexes of ops in the order a store that
+// runs a transaction's requests one after the other (seeing the writes
+// before each) must send them, so that every condition, and every
+// condition implied by a write, sees the state before the transaction:
+// the conditions in op order, then the writes in op order (CheckTxn
+// refuses two writes of one path). It leaves out the indexes skip reports
+// (nil skips none). zk2topo and consultopo build their transactions in
+// this order.
+func ConditionsFirst(ops []TxnOp, skip func(i int) bool) []int {
+	order := make([]int, 0, len(ops))
+	for _, conditions := range []bool{true, false} {
+		for i, op := range ops {
+			if op.Kind.IsCondition() == conditions && (skip == nil || !skip(i)) {
+				order = append(order, i)
+			}
+		}
+	}
+	return order
+}

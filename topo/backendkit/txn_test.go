@@ -113,3 +113,14 @@ func TestTxnOpError(t *testing.T) {
 	require.Equal(t, 1, te.Index)
 	require.ErrorIs(t, err, &topo.Error{Code: topo.BadVersion, Path: "a"})
 }
+
+// TestConditionsFirst: the conditions in op order, then the writes in op
+// order, without the skipped ops.
+func TestConditionsFirst(t *testing.T) {
+	ops := []backendkit.TxnOp{
+		{Kind: topo.TxnCreate}, {Kind: topo.TxnIfVersion}, {Kind: topo.TxnDelete},
+		{Kind: topo.TxnIfHeld}, {Kind: topo.TxnUpdate}, {Kind: topo.TxnIfAbsent},
+	}
+	require.Equal(t, []int{1, 3, 5, 0, 2, 4}, backendkit.ConditionsFirst(ops, nil))
+	require.Equal(t, []int{1, 5, 0, 4}, backendkit.ConditionsFirst(ops, func(i int) bool { return i == 2 || i == 3 }))
+}

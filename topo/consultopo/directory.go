@@ -2,10 +2,10 @@ package consultopo
 
 import (
 	"context"
-	"sort"
 	"strings"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // lockName is the key, under a locked directory, of its lock.
@@ -28,7 +28,7 @@ const electionsDir = "elections"
 // under dirPath, InvalidPath for a bad path, Timeout/Interrupted when ctx
 // ends, Closed after Close and Unavailable when the agent cannot be reached.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
-	dir, err := c.checked(ctx, dirPath, func() (string, error) { return topo.CleanDirPath(dirPath) })
+	dir, err := backendkit.Begin(ctx, dirPath, topo.CleanDirPath, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -55,27 +55,15 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if len(entries) == 0 {
 		return nil, topo.NewError(topo.NoNode, dir)
 	}
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 	// A name that is both a file ("n") and a directory ("n/x") is one
-	// entry, a directory, as etcd2topo reports it.
-	merged := entries[:1]
-	for _, e := range entries[1:] {
-		if last := &merged[len(merged)-1]; e.Name == last.Name {
-			if e.Type == topo.TypeDirectory {
-				last.Type = topo.TypeDirectory
-			}
-			continue
-		}
-		merged = append(merged, e)
-	}
-	entries = merged
+	// entry, a directory, as etcd2topo reports it: under elections/, an
+	// election key and the directory of its value keys (or of nested
+	// elections).
+	entries = backendkit.MergeEntries(entries)
 	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
 	// Under a locks directory (a lock's or an election's queue, see
 	// queue.go) every key is a contender's, held by its session.
 	inLocks := hasLocksSegment(dir)
-	if inElections {
-		entries = mergeElectionEntries(entries)
-	}
 	if !full {
 		for i := range entries {
 			entries[i].Type = 0
@@ -118,19 +106,4 @@ func hasLocksSegment(p string) bool {
 		}
 	}
 	return false
-}
-
-// mergeElectionEntries merges, in a sorted listing under elections/, the
-// two entries of a name that is both an election key and the directory of
-// its value keys (or of nested elections) into one TypeDirectory entry.
-func mergeElectionEntries(entries []topo.DirEntry) []topo.DirEntry {
-	out := entries[:0]
-	for _, e := range entries {
-		if n := len(out); n > 0 && out[n-1].Name == e.Name {
-			out[n-1].Type = topo.TypeDirectory
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
 }

@@ -81,7 +81,7 @@ const maxTxnValue = 360 * 1024
 // Timeout/Interrupted when ctx ends, Closed after Close and Unavailable
 // when the agent cannot be reached.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckCreate(filePath, contents) })
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -129,11 +129,7 @@ func writeNonce() uint64 {
 // writeNonce). Errors as for Create; a foreign or negative version gives
 // InvalidArgument.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	var index int64
-	p, err := c.checked(ctx, filePath, func() (p string, err error) {
-		p, index, err = backendkit.CheckUpdate(filePath, contents, version)
-		return p, err
-	})
+	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +237,7 @@ func (c *Conn) missingOrBadVersion(ctx context.Context, p string) error {
 // Get implements topo.Conn.Get: one KV read. It returns NoNode when the key
 // is absent; other errors as for Create.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -259,11 +255,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // key's values, so after validating its arguments it always returns
 // NoImplementation.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return backendkit.CheckGetVersion(filePath, version) })
-	if err != nil {
-		return nil, err
-	}
-	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("consul keeps no history of a key's values"))
+	return nil, backendkit.NoHistory(ctx, filePath, version, c.isClosed, "consul keeps no history of a key's values")
 }
 
 // List implements topo.Conn.List: one recursive KV read of the prefix.
@@ -276,7 +268,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // It returns NoNode when no file matches
 // (and none is reserved); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	prefix, err := c.checked(ctx, filePathPrefix, func() (string, error) { return topo.CleanPrefix(filePathPrefix) })
+	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -343,14 +335,8 @@ func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved 
 // per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
 // the delete vanishes from its parent's listing.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return err
-	}
-	p, index, err := backendkit.CheckDelete(filePath, version)
+	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
-		return err
-	}
-	if err := c.begin(ctx, p); err != nil {
 		return err
 	}
 	key := c.key(p)

@@ -215,9 +215,7 @@ func (m ReadMode) String() string {
 }
 
 func (o Options) normalized() Options {
-	if o.MinSessionTTL <= 0 {
-		o.MinSessionTTL = MinSessionTTL
-	}
+	o.MinSessionTTL = backendkit.OrDefault(o.MinSessionTTL, MinSessionTTL)
 	o.MinSessionTTL = max(wholeSeconds(o.MinSessionTTL), time.Second)
 	if o.SessionTTL == 0 {
 		o.SessionTTL = DefaultSessionTTL
@@ -229,15 +227,9 @@ func (o Options) normalized() Options {
 	case o.LockDelay < 0:
 		o.LockDelay = 0
 	}
-	if o.WatchPollDuration <= 0 {
-		o.WatchPollDuration = DefaultWatchPollDuration
-	}
-	if o.TxnMaxRequestBytes <= 0 {
-		o.TxnMaxRequestBytes = DefaultTxnMaxRequestBytes
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = DefaultDialTimeout
-	}
+	o.WatchPollDuration = backendkit.OrDefault(o.WatchPollDuration, DefaultWatchPollDuration)
+	o.TxnMaxRequestBytes = backendkit.OrDefault(o.TxnMaxRequestBytes, DefaultTxnMaxRequestBytes)
+	o.DialTimeout = backendkit.OrDefault(o.DialTimeout, DefaultDialTimeout)
 	switch {
 	case o.RequestTimeout == 0:
 		o.RequestTimeout = DefaultRequestTimeout
@@ -657,28 +649,7 @@ func (c *Conn) isClosed() bool {
 // method, before its path), then the Conn is open. path is used in the
 // errors.
 func (c *Conn) begin(ctx context.Context, path string) error {
-	if err := backendkit.CheckContext(ctx, path); err != nil {
-		return err
-	}
-	if c.isClosed() {
-		return topo.NewError(topo.Closed, path)
-	}
-	return nil
-}
-
-// checked runs backendkit's check order for a data method called with
-// the path arg: ctx is live, then check (the method's argument checks,
-// returning the canonical path), then begin. It returns the canonical path
-// and the first check's error.
-func (c *Conn) checked(ctx context.Context, arg string, check func() (string, error)) (string, error) {
-	if err := backendkit.CheckContext(ctx, arg); err != nil {
-		return "", err
-	}
-	p, err := check()
-	if err != nil {
-		return "", err
-	}
-	return p, c.begin(ctx, p)
+	return backendkit.Ready(ctx, path, c.isClosed)
 }
 
 // key returns the KV key of the canonical path p ("" is the root itself).

@@ -156,19 +156,13 @@ type txnFence struct {
 // backend did not issue.
 func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
-	// The conditions first, then the writes, each in op order (see Txn).
-	var writes api.TxnOps
-	var writeOwner []int
 	add := func(i int, op *api.KVTxnOp) {
-		if isTxnWrite(cops[i].Kind) {
-			writes = append(writes, &api.TxnOp{KV: op})
-			writeOwner = append(writeOwner, i)
-			return
-		}
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
 	}
-	for i, op := range cops {
+	// The conditions first, then the writes, each in op order (see Txn).
+	for _, i := range backendkit.ConditionsFirst(cops, nil) {
+		op := cops[i]
 		key := c.key(op.Path)
 		switch op.Kind {
 		case topo.TxnIfVersion:
@@ -228,15 +222,7 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 			add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
 		}
 	}
-	plan.ops = append(plan.ops, writes...)
-	plan.owner = append(plan.owner, writeOwner...)
 	return plan, nil
-}
-
-// isTxnWrite reports whether ops of kind write (CreateOp, UpdateOp,
-// DeleteOp), as opposed to conditions.
-func isTxnWrite(kind topo.TxnOpKind) bool {
-	return kind == topo.TxnCreate || kind == topo.TxnUpdate || kind == topo.TxnDelete
 }
 
 // txnRequestBytes bounds the size of the JSON body the api package sends

@@ -48,31 +48,16 @@ func sendCtx[T any](ctx context.Context, ch chan<- T, v T) bool {
 	}
 }
 
-// stamp sets the Revision of events, the differences one answer at
-// X-Consul-Index index showed (see topo.WatchData.Revision): until the
-// last, the watch has got no further than mark, the Revision it reached
-// before; the last reaches index (mark when index is lower: an agent that
-// lost its state). It returns the new mark.
-func stamp(events []*topo.WatchDataRecursive, mark int64, index uint64) int64 {
-	for i, e := range events {
-		if i == len(events)-1 {
-			mark = max(mark, int64(index))
-		}
-		e.Revision = mark
-	}
-	return mark
-}
-
 // pollLoop runs the blocking queries behind Watch and WatchRecursive,
 // starting at index, until handle returns false or wctx ends. query issues
 // one query with the options it is given (WaitIndex, WaitTime
 // Options.WatchPollDuration, bound to wctx). A failed query is retried after
 // a backoff that doubles from 50ms up to watchRetryMax and starts over after
 // a success; after each successful query the index moves on (see nextIndex)
-// and handle runs. When wctx ends, pollLoop calls interrupted and returns; a
+// and handle runs with the query's X-Consul-Index. When wctx ends, pollLoop calls interrupted and returns; a
 // permanent error (an ACL refusal, see isPermanent) is not retried: pollLoop
 // calls fail with it and returns.
-func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func() bool, interrupted func(), fail func(error)) {
+func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func(index uint64) bool, interrupted func(), fail func(error)) {
 	retry := 50 * time.Millisecond
 	for {
 		meta, err := query(c.blockingOptions(wctx, index))
@@ -94,7 +79,7 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 		}
 		retry = 50 * time.Millisecond
 		index = nextIndex(index, meta.LastIndex)
-		if !handle() {
+		if !handle(meta.LastIndex) {
 			return
 		}
 	}
@@ -113,7 +98,7 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // that exists returns its ModifyIndex; of an absent key, the KV table's
 // index), or the highest one seen before if that is lower.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	p, err := c.checked(ctx, filePath, func() (string, error) { return topo.CleanFilePath(filePath) })
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -140,14 +125,10 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		version := pair.ModifyIndex
 		mark := current.Revision
 		var got *api.KVPair // the answer to the last query
-		var index uint64    // its X-Consul-Index
 		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.Get(key, q)
-			if err == nil {
-				index = meta.LastIndex
-			}
 			return meta, err
-		}, func() bool {
+		}, func(index uint64) bool {
 			mark = max(mark, int64(index))
 			if got == nil {
 				sendCtx(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
@@ -185,7 +166,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // last difference of each later answer; the other differences of an
 // answer carry the Revision reached before it.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	pfx, err := c.checked(ctx, prefix, func() (string, error) { return topo.CleanPrefix(prefix) })
+	pfx, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,18 +191,16 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
 		}
 		var got api.KVPairs // the answer to the last query
-		var index uint64    // its X-Consul-Index
 		mark := int64(meta.LastIndex)
 		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.List(keyPrefix, q)
-			if err == nil {
-				index = meta.LastIndex
-			}
 			return meta, err
-		}, func() bool {
+		}, func(index uint64) bool {
 			files, _ := c.files(got)
 			events := known.Diff(files)
-			mark = stamp(events, mark, index)
+			// The differences of two answers: until the last, the watch
+			// has got no further than mark; the last reaches index.
+			mark = backendkit.Stamp(events, nil, mark, int64(index))
 			for _, e := range events {
 				if !sendCtx(wctx, ch, e) {
 					interrupted()

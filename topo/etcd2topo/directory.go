@@ -77,18 +77,6 @@ func dirEntries(kvs []*mvccpb.KeyValue, plen int, full bool) []topo.DirEntry {
 	}
 	// etcd returns keys sorted, so the keys of one name are adjacent,
 	// except that names extending it with a byte below '/' ("n-b") sort
-	// between "n" and "n/x": hence the sort.
-	slices.SortStableFunc(all, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-	out := all[:0]
-	for _, e := range all {
-		if n := len(out); n > 0 && out[n-1].Name == e.Name {
-			if e.Type == topo.TypeDirectory {
-				out[n-1].Type = topo.TypeDirectory
-			}
-			out[n-1].Ephemeral = out[n-1].Ephemeral && e.Ephemeral
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
+	// between "n" and "n/x": hence MergeEntries' sort.
+	return backendkit.MergeEntries(all)
 }

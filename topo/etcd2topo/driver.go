@@ -547,12 +547,7 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 					from = ev.Kv.ModRevision + 1
 				}
 			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
+			c.sleep(ctx, backoff)
 			backoff = min(2*backoff, time.Second)
 		}
 	}()

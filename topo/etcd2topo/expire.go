@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // RevokeLeases revokes in etcd every lease this Conn's claims live on, as
@@ -24,7 +26,7 @@ import (
 // Close, and Unavailable when etcd cannot be reached. Safe for concurrent
 // use.
 func (c *Conn) RevokeLeases(ctx context.Context) error {
-	if err := c.check(ctx, ""); err != nil {
+	if err := backendkit.Ready(ctx, "", c.isClosed); err != nil {
 		return err
 	}
 	c.mu.Lock()

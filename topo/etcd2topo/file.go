@@ -43,14 +43,8 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // returns the new ModRevision. A failed compare-and-set costs one more
 // read, to tell NoNode from BadVersion.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, want, err := backendkit.CheckUpdate(filePath, contents, version)
+	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.closedErr(p); err != nil {
 		return nil, err
 	}
 	k := c.key(p)
@@ -61,22 +55,33 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		}
 		return topo.NumericVersion(resp.Header.Revision), nil
 	}
+	rev, err := c.casWrite(ctx, p, want, clientv3.OpPut(k, string(contents)))
+	if err != nil {
+		return nil, err
+	}
+	return topo.NumericVersion(rev), nil
+}
+
+// casWrite runs op (a put or a delete of p's key) in one transaction
+// that applies it only if the key's ModRevision is want, and returns the
+// transaction's revision; casMismatch's error when it is not.
+func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.Op) (int64, error) {
 	if want == 0 {
 		// ModRevision 0 means "absent" to etcd: comparing with it would
 		// create the file. No file has version 0, so this cannot match.
-		return nil, c.casMismatch(ctx, p)
+		return 0, c.casMismatch(ctx, p)
 	}
 	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", want)).
-		Then(clientv3.OpPut(k, string(contents))).
+		If(clientv3.Compare(clientv3.ModRevision(c.key(p)), "=", want)).
+		Then(op).
 		Commit()
 	if err != nil {
-		return nil, c.convertError(ctx, err, p)
+		return 0, c.convertError(ctx, err, p)
 	}
 	if !resp.Succeeded {
-		return nil, c.casMismatch(ctx, p)
+		return 0, c.casMismatch(ctx, p)
 	}
-	return topo.NumericVersion(resp.Header.Revision), nil
+	return resp.Header.Revision, nil
 }
 
 // casMismatch returns the error of a compare-and-set that failed or cannot
@@ -185,14 +190,8 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 // non-nil one is a transaction on the key's ModRevision (BadVersion if
 // stale; version 0 never matches). It returns NoNode if the file is absent.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return err
-	}
-	p, want, err := backendkit.CheckDelete(filePath, version)
+	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
-		return err
-	}
-	if err := c.closedErr(p); err != nil {
 		return err
 	}
 	k := c.key(p)
@@ -206,20 +205,8 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		}
 		return nil
 	}
-	if want == 0 {
-		return c.casMismatch(ctx, p)
-	}
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", want)).
-		Then(clientv3.OpDelete(k)).
-		Commit()
-	if err != nil {
-		return c.convertError(ctx, err, p)
-	}
-	if !resp.Succeeded {
-		return c.casMismatch(ctx, p)
-	}
-	return nil
+	_, err = c.casWrite(ctx, p, want, clientv3.OpDelete(k))
+	return err
 }
 
 // locksDir is the name of the directory, under a locked directory or an

@@ -360,9 +360,7 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 	retry := func() {
 		backoff := 50 * time.Millisecond
 		for {
-			select {
-			case <-time.After(backoff):
-			case <-c.ctx.Done():
+			if !c.sleep(c.ctx, backoff) {
 				return
 			}
 			if err := attempt(); err == nil || c.isClosed() {

@@ -60,7 +60,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err != nil {
 		return claims.Entry{}, nil, err
 	}
-	if err := c.check(ctx, q.Path); err != nil {
+	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
 	}
 	if _, ok := c.takeKey(r.Key); !ok {

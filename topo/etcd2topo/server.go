@@ -279,12 +279,7 @@ func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 // when ctx ends first. The cell name is not used.
 func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.Options
-	opts.Endpoints = nil
-	for ep := range strings.SplitSeq(serverAddress, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			opts.Endpoints = append(opts.Endpoints, ep)
-		}
-	}
+	opts.Endpoints = backendkit.SplitAddresses(serverAddress)
 	return NewConnContext(ctx, opts, root)
 }
 
@@ -361,21 +356,11 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if _, err := topo.CleanDirPath(root); err != nil {
 		return nil, err
 	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = DefaultDialTimeout
-	}
-	if opts.LockTTL <= 0 {
-		opts.LockTTL = DefaultLockTTL
-	}
-	if opts.NamedLockTTL <= 0 {
-		opts.NamedLockTTL = DefaultNamedLockTTL
-	}
-	if opts.MaxTxnOps <= 0 {
-		opts.MaxTxnOps = DefaultMaxTxnOps
-	}
-	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = DefaultMaxRequestBytes
-	}
+	opts.DialTimeout = backendkit.OrDefault(opts.DialTimeout, DefaultDialTimeout)
+	opts.LockTTL = backendkit.OrDefault(opts.LockTTL, DefaultLockTTL)
+	opts.NamedLockTTL = backendkit.OrDefault(opts.NamedLockTTL, DefaultNamedLockTTL)
+	opts.MaxTxnOps = backendkit.OrDefault(opts.MaxTxnOps, DefaultMaxTxnOps)
+	opts.MaxRequestBytes = backendkit.OrDefault(opts.MaxRequestBytes, DefaultMaxRequestBytes)
 	addr := strings.Join(opts.Endpoints, ",")
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
 		return nil, err
@@ -530,18 +515,6 @@ func (c *Conn) closedErr(path string) error {
 		return topo.NewError(topo.Closed, path)
 	}
 	return nil
-}
-
-// check runs the first and the last of backendkit's checks, for calls
-// whose arguments are checked in between by the caller (or need no check):
-// the context (Timeout, Interrupted), then Closed after Close. Methods
-// with arguments call backendkit.CheckContext first, then their argument
-// checks, then closedErr, in backendkit's order.
-func (c *Conn) check(ctx context.Context, path string) error {
-	if err := backendkit.CheckContext(ctx, path); err != nil {
-		return err
-	}
-	return c.closedErr(path)
 }
 
 // Close revokes the Conn's leases (releasing its locks and election

@@ -58,18 +58,28 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		if !errors.Is(err, errRewatch) {
 			return err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-c.ctx.Done():
-			t.Stop()
+		if !c.sleep(ctx, backoff) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return errConnClosed
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// sleep waits d; it returns false at once when ctx ends or the Conn
+// closes first.
+func (c *Conn) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-c.ctx.Done():
+	}
+	return false
 }
 
 // errConnClosed is what driver requests return once the Conn is closed.

@@ -105,11 +105,8 @@ func (s *stream) ended() error {
 
 // pause waits d, or returns the ending error if the watch ends meanwhile.
 func (s *stream) pause(d time.Duration) error {
-	select {
-	case <-time.After(d):
+	if s.c.sleep(s.ctx, d) {
 		return nil
-	case <-s.ctx.Done():
-	case <-s.c.ctx.Done():
 	}
 	return s.ended()
 }
@@ -298,16 +295,10 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	s.rev = resp.Header.Revision
 	ws := newWatchSync(c, s, k, p)
 	s.onProgress = func(rev int64) { ws.advance(rev, ws.sentEvents()) }
-	known := map[string]int64{} // file -> ModRevision last reported
-	var initial []*topo.WatchDataRecursive
-	for _, kv := range resp.Kvs {
-		rel := c.rel(kv.Key)
-		if topo.IsReserved(rel) {
-			continue
-		}
-		known[rel] = kv.ModRevision
-		initial = append(initial, &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-			Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}})
+	known := backendkit.Snapshot{} // file -> ModRevision last reported
+	initial := known.Diff(c.files(resp.Kvs))
+	for _, wd := range initial {
+		wd.Revision = resp.Header.Revision
 	}
 	out := make(chan *topo.WatchDataRecursive, watchBuffer)
 	go func() {
@@ -317,21 +308,11 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		var sent uint64
 		mark := resp.Header.Revision // the Revision of the last value sent
 		// sendAll sends batch, changes made by revisions up to rev (the
-		// i-th at revs[i], 0 when not known): each carries the revision
-		// of its change if it is the last of that revision, the one
-		// before otherwise (see topo.WatchData.Revision), and never less
-		// than the one before it; the last carries rev.
+		// i-th at revs[i]; revs nil when not known), stamped (see
+		// backendkit.Stamp).
 		sendAll := func(batch []*topo.WatchDataRecursive, revs []int64, rev int64) {
-			for i, wd := range batch {
-				switch {
-				case i == len(batch)-1:
-					mark = max(mark, rev)
-				case revs[i+1] > revs[i]:
-					mark = max(mark, revs[i])
-				default:
-					mark = max(mark, revs[i]-1)
-				}
-				wd.Revision = mark
+			mark = backendkit.Stamp(batch, revs, mark, rev)
+			for _, wd := range batch {
 				out <- wd
 				sent++
 			}
@@ -349,29 +330,9 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 					out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
 					return
 				}
-				batch, revs = batch[:0], revs[:0]
-				seen := make(map[string]bool, len(resp.Kvs))
-				for _, kv := range resp.Kvs {
-					rel := c.rel(kv.Key)
-					if topo.IsReserved(rel) {
-						continue
-					}
-					seen[rel] = true
-					if kv.ModRevision > known[rel] {
-						known[rel] = kv.ModRevision
-						add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
-							Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision)}}, 0)
-					}
-				}
-				for rel := range known {
-					if !seen[rel] {
-						delete(known, rel)
-						add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}, 0)
-					}
-				}
 				// The differences are not in revision order: until the
 				// last, the watch has got no further than before.
-				sendAll(batch, revs, resp.Header.Revision)
+				sendAll(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
 				s.reopen(resp.Header.Revision)
 				ws.advance(resp.Header.Revision, sent)
 				continue
@@ -401,4 +362,16 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		}
 	}()
 	return initial, out, ws, nil
+}
+
+// files returns the files among kvs, a read of a prefix, in kvs' order:
+// keys at reserved paths (lock and election keys) are left out.
+func (c *Conn) files(kvs []*mvccpb.KeyValue) []backendkit.FileState {
+	var out []backendkit.FileState
+	for _, kv := range kvs {
+		if rel := c.rel(kv.Key); !topo.IsReserved(rel) {
+			out = append(out, backendkit.FileState{Path: rel, Contents: kv.Value, Version: kv.ModRevision})
+		}
+	}
+	return out
 }

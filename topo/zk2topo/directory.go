@@ -31,7 +31,7 @@ import (
 // It returns NoNode when dirPath does not exist or has no visible entry,
 // and InvalidPath, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
-	dp, err := c.enter(ctx, dirPath, topo.CleanDirPath)
+	dp, err := backendkit.Begin(ctx, dirPath, topo.CleanDirPath, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}

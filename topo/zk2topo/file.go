@@ -52,7 +52,7 @@ func (c *Conn) internal(p string) bool {
 // NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
 // Timeout/Interrupted (ctx), Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, err := c.enter(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) })
+	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) }, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -222,17 +222,11 @@ func zkVersion(n int64) int32 {
 // (value too large, foreign or negative version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, n, err := backendkit.CheckUpdate(filePath, contents, version)
+	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}
 	ver := zkVersion(n)
-	if err := c.begin(ctx, p); err != nil {
-		return nil, err
-	}
 	if c.internal(p) {
 		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
@@ -315,7 +309,7 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 // absent or is only a directory or such a znode, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
-	p, err := c.enter(ctx, filePath, topo.CleanFilePath)
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -334,17 +328,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 // for a negative version) and Closed: ZooKeeper keeps no history of a
 // znode's values.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, err := backendkit.CheckGetVersion(filePath, version)
-	if err != nil {
-		return nil, err
-	}
-	if c.closed.Load() {
-		return nil, topo.NewError(topo.Closed, p)
-	}
-	return nil, backendkit.Wrap(topo.NoImplementation, p, errors.New("zk2topo: ZooKeeper keeps no history"))
+	return nil, backendkit.NoHistory(ctx, filePath, version, c.closed.Load, "zk2topo: ZooKeeper keeps no history")
 }
 
 // List returns every file whose path starts with filePathPrefix (a plain
@@ -360,7 +344,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // state. It returns NoNode when no file matches, and InvalidPath,
 // PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
-	prefix, err := c.enter(ctx, filePathPrefix, topo.CleanPrefix)
+	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.closed.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -496,17 +480,11 @@ func splitPrefix(prefix string) (dir, name string) {
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
 // PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return err
-	}
-	p, n, err := backendkit.CheckDelete(filePath, version)
+	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
 		return err
 	}
 	ver := zkVersion(n)
-	if err := c.begin(ctx, p); err != nil {
-		return err
-	}
 	if c.internal(p) {
 		return topo.NewError(topo.NoNode, p)
 	}

@@ -170,12 +170,7 @@ func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 // Options.DialTimeout, and Timeout or Interrupted when ctx ends first.
 func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.Options
-	opts.Servers = nil
-	for _, s := range strings.Split(serverAddress, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			opts.Servers = append(opts.Servers, s)
-		}
-	}
+	opts.Servers = backendkit.SplitAddresses(serverAddress)
 	return NewConnContext(ctx, opts, root)
 }
 
@@ -253,9 +248,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
 		return nil, err
 	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = DefaultDialTimeout
-	}
+	opts.DialTimeout = backendkit.OrDefault(opts.DialTimeout, DefaultDialTimeout)
 	if opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
 		cfg, err := tlsConfig(opts)
 		if err != nil {
@@ -304,14 +297,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if c.acl == nil {
 		c.acl = zk.WorldACL(zk.PermAll)
 	}
-	if c.opts.SessionTimeout <= 0 {
-		c.opts.SessionTimeout = DefaultSessionTimeout
-	}
-	n := opts.MaxConcurrency
-	if n <= 0 {
-		n = DefaultMaxConcurrency
-	}
-	c.sem = make(chan struct{}, n)
+	c.opts.SessionTimeout = backendkit.OrDefault(c.opts.SessionTimeout, DefaultSessionTimeout)
+	c.sem = make(chan struct{}, backendkit.OrDefault(opts.MaxConcurrency, DefaultMaxConcurrency))
 	c.jobs = make(chan job)
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
@@ -441,27 +428,7 @@ func zkDir(zp string) string { return path.Dir(zp) }
 // begin checks ctx and then the Conn before a call touches the store (the
 // last steps of backendkit's check order).
 func (c *Conn) begin(ctx context.Context, p string) error {
-	if err := backendkit.CheckContext(ctx, p); err != nil {
-		return err
-	}
-	if c.closed.Load() {
-		return topo.NewError(topo.Closed, p)
-	}
-	return nil
-}
-
-// enter runs the checks before a call, in backendkit's order: ctx, then
-// the path (clean cleans and checks it), then the Conn (begin). It
-// returns the clean path.
-func (c *Conn) enter(ctx context.Context, path string, clean func(string) (string, error)) (string, error) {
-	if err := backendkit.CheckContext(ctx, path); err != nil {
-		return "", err
-	}
-	p, err := clean(path)
-	if err != nil {
-		return "", err
-	}
-	return p, c.begin(ctx, p)
+	return backendkit.Ready(ctx, p, c.closed.Load)
 }
 
 // write runs fn (a request that is not retried) on the current session

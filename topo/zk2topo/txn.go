@@ -336,18 +336,7 @@ func (t *txn) build() []mreq {
 			mreq{&zk.CheckVersionRequest{Path: zp, Version: st.Version}, i, roleKind},
 			mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleSentinel})
 	}
-	order := make([]int, 0, len(t.ops))
-	for i, op := range t.ops {
-		if op.Kind.IsCondition() && !t.excluded[i] {
-			order = append(order, i)
-		}
-	}
-	for i, op := range t.ops {
-		if !op.Kind.IsCondition() && !t.excluded[i] {
-			order = append(order, i)
-		}
-	}
-	for _, i := range order {
+	for _, i := range backendkit.ConditionsFirst(t.ops, func(i int) bool { return t.excluded[i] }) {
 		op := t.ops[i]
 		zp := c.zkPath(op.Path)
 		s := &t.st[i]

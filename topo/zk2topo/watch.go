@@ -42,7 +42,7 @@ func (c *Conn) endError(p string, err error) error {
 // change of the file up to that zxid is in the value; the deletion and
 // the other errors carry 0.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
-	p, err := c.enter(ctx, filePath, topo.CleanFilePath)
+	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,7 +160,7 @@ func childrenW(ctx context.Context, c *Conn, p, zp string) ([]string, <-chan zk.
 // forwarding goroutine of their own, so when one arrives nothing says that
 // every other file's earlier changes have arrived too.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	pp, err := c.enter(ctx, prefix, topo.CleanPrefix)
+	pp, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.closed.Load)
 	if err != nil {
 		return nil, nil, err
 	}
