@@ -373,15 +373,7 @@ func (c *Conn) setKeepAlivePaused(paused bool) {
 }
 
 // full returns the store path of the canonical path p.
-func (c *Conn) full(p string) string {
-	if c.root == "" {
-		return p
-	}
-	if p == "" {
-		return c.root
-	}
-	return c.root + "/" + p
-}
+func (c *Conn) full(p string) string { return joinRoot(c.root, p) }
 
 // fullPrefix returns the store prefix of the canonical prefix p.
 func (c *Conn) fullPrefix(p string) string {
