@@ -256,9 +256,7 @@ func (c *Conn) Close() {
 		c.eng.Close()
 		c.closed.Store(true)
 		close(c.done)
-		c.s.lock()
-		c.endLeases()
-		c.s.mu.Unlock()
+		c.ExpireSession()
 	})
 }
 
