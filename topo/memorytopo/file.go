@@ -25,40 +25,25 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	if err != nil {
 		return nil, err
 	}
-	value, err := c.beginWrite(ctx, OpCreate, p, contents)
-	if err != nil {
+	if err := c.enter(ctx, OpCreate, p); err != nil {
 		return nil, err
 	}
+	// The copy is made outside the store's lock, to keep it short.
+	value := &fileState{contents: bytes.Clone(contents)}
 	s := c.s
+	s.lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(p); err != nil {
+		return nil, err
+	}
+	s.placeFor(p)
 	// ensureBelow creates nothing when the node exists (it is new, and holds
 	// nothing, otherwise), so a refused Create leaves the tree as it was.
 	n := ensureBelow(s.ensure(c.root), p)
 	if n.file.Load() != nil || n.entry != nil {
-		s.mu.Unlock()
 		return nil, topo.NewError(topo.NodeExists, p)
 	}
-	fs := s.setFile(c.root, p, n, value)
-	s.mu.Unlock()
-	return fs.ver, nil
-}
-
-// beginWrite is what Create does once its input is checked:
-// enter for op on p, copy contents into value (outside the lock, to keep
-// it short), then take the store's write lock and check Close again under
-// it. On success the caller holds c.s.mu and must unlock it; on error it
-// is not held.
-func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value *fileState, err error) {
-	if err := c.enter(ctx, op, p); err != nil {
-		return nil, err
-	}
-	value = &fileState{contents: bytes.Clone(contents)}
-	c.s.lock()
-	if err := c.closedErr(p); err != nil {
-		c.s.mu.Unlock()
-		return nil, err
-	}
-	c.s.placeFor(p)
-	return value, nil
+	return s.setFile(c.root, p, n, value).ver, nil
 }
 
 // Update implements topo.Conn.Update. With a nil version it writes
