@@ -17,19 +17,10 @@ var errEphemeral = errors.New("path is a lock or election entry")
 // holds a file or a lock or election entry, InvalidPath or InvalidArgument
 // for bad input (nothing written), and Closed after Close.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	c.f.count(OpCreate)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, _, err := checkWrite(filePath, contents, nil)
+	p, _, value, err := c.beginWrite(ctx, OpCreate, filePath, contents, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.enter(ctx, OpCreate, p); err != nil {
-		return nil, err
-	}
-	// The copy is made outside the store's lock, to keep it short.
-	value := &fileState{contents: bytes.Clone(contents)}
 	s := c.s
 	s.lock()
 	defer s.mu.Unlock()
@@ -46,6 +37,27 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return s.setFile(c.root, p, n, value).ver, nil
 }
 
+// beginWrite starts a Create (version nil) or an Update of filePath as
+// begin does: the call is counted as op, its context, path, contents and
+// version are checked (checkWrite), then enter runs. It returns the
+// canonical path, the version wanted (backendkit.AnyVersion for nil) and
+// the new value, contents copied outside the store's lock to keep that
+// short.
+func (c *Conn) beginWrite(ctx context.Context, op Operation, filePath string, contents []byte, version topo.Version) (string, int64, *fileState, error) {
+	c.f.count(op)
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return "", 0, nil, err
+	}
+	p, want, err := checkWrite(filePath, contents, version)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	if err := c.enter(ctx, op, p); err != nil {
+		return "", 0, nil, err
+	}
+	return p, want, &fileState{contents: bytes.Clone(contents)}, nil
+}
+
 // Update implements topo.Conn.Update. With a nil version it writes
 // unconditionally, creating the file if absent; with a version (a
 // topo.NumericVersion from this store) it is a compare-and-set returning
@@ -55,18 +67,10 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // Close. Updates of different existing files do not serialise (see
 // updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	c.f.count(OpUpdate)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, want, err := checkWrite(filePath, contents, version)
+	p, want, value, err := c.beginWrite(ctx, OpUpdate, filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.enter(ctx, OpUpdate, p); err != nil {
-		return nil, err
-	}
-	value := &fileState{contents: bytes.Clone(contents)}
 	if v, done, err := c.updateInPlace(p, value, want); done {
 		return v, err
 	}
