@@ -33,17 +33,13 @@ var (
 // dir is the full store path of q's queue: <dir>/locks for a lock,
 // elections/<name> for an election.
 func (d driver) dir(q claims.Queue) string {
-	r, sep := d.c.root, "/"
-	if r == "" {
-		sep = ""
-	}
 	switch {
 	case q.Election:
-		return r + sep + electionsDir + "/" + q.Path
+		return joinRoot(d.c.root, electionsDir+"/"+q.Path)
 	case q.Path == "":
-		return r + sep + locksDir
+		return joinRoot(d.c.root, locksDir)
 	}
-	return r + sep + q.Path + "/" + locksDir
+	return joinRoot(d.c.root, q.Path+"/"+locksDir)
 }
 
 // queue returns q's queue in the store (nil when it has none and create

@@ -378,11 +378,7 @@ func (r *rule) matchesTxnOp(op backendkit.TxnOp) bool {
 // waits out the latency and a hang, then returns the first matching error.
 // done is the Conn's close channel.
 func (f *Factory) inject(ctx context.Context, op Operation, p string, done <-chan struct{}) error {
-	fs := f.faultState.Load()
-	if fs == nil {
-		return nil
-	}
-	return fs.inject(ctx, p, done, func(r *rule) (string, bool) { return p, r.matches(op, p) })
+	return f.faultState.Load().inject(ctx, p, done, func(r *rule) (string, bool) { return p, r.matches(op, p) })
 }
 
 // injectTxn is inject for a transaction of ops: the latency and a hang
@@ -390,11 +386,7 @@ func (f *Factory) inject(ctx context.Context, op Operation, p string, done <-cha
 // matches when it matches any op (see matchesTxnOp; each rule is consumed
 // at most once per transaction).
 func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-chan struct{}) error {
-	fs := f.faultState.Load()
-	if fs == nil {
-		return nil
-	}
-	return fs.inject(ctx, "", done, func(r *rule) (string, bool) {
+	return f.faultState.Load().inject(ctx, "", done, func(r *rule) (string, bool) {
 		for _, op := range ops {
 			if r.matchesTxnOp(op) {
 				return op.Path, true
@@ -406,8 +398,11 @@ func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-
 
 // inject waits out the latency and a hang of fs for a call on p, then
 // returns SetError's error or that of the first rule that match accepts,
-// naming the path match returns.
+// naming the path match returns. A nil fs (no fault) returns nil at once.
 func (fs *faultState) inject(ctx context.Context, p string, done <-chan struct{}, match func(*rule) (string, bool)) error {
+	if fs == nil {
+		return nil
+	}
 	if err := fs.wait(ctx, p, done); err != nil {
 		return err
 	}

@@ -17,48 +17,45 @@ var errEphemeral = errors.New("path is a lock or election entry")
 // holds a file or a lock or election entry, InvalidPath or InvalidArgument
 // for bad input (nothing written), and Closed after Close.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	c.f.count(OpCreate)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, _, err := checkWrite(filePath, contents, nil)
-	if err != nil {
-		return nil, err
-	}
-	value, err := c.beginWrite(ctx, OpCreate, p, contents)
+	p, _, value, err := c.beginWrite(ctx, OpCreate, filePath, contents, nil)
 	if err != nil {
 		return nil, err
 	}
 	s := c.s
+	s.lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(p); err != nil {
+		return nil, err
+	}
+	s.placeFor(p)
 	// ensureBelow creates nothing when the node exists (it is new, and holds
 	// nothing, otherwise), so a refused Create leaves the tree as it was.
 	n := ensureBelow(s.ensure(c.root), p)
 	if n.file.Load() != nil || n.entry != nil {
-		s.mu.Unlock()
 		return nil, topo.NewError(topo.NodeExists, p)
 	}
-	fs := s.setFile(c.root, p, n, value)
-	s.mu.Unlock()
-	return fs.ver, nil
+	return s.setFile(c.root, p, n, value).ver, nil
 }
 
-// beginWrite is what Create does once its input is checked:
-// enter for op on p, copy contents into value (outside the lock, to keep
-// it short), then take the store's write lock and check Close again under
-// it. On success the caller holds c.s.mu and must unlock it; on error it
-// is not held.
-func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents []byte) (value *fileState, err error) {
+// beginWrite starts a Create (version nil) or an Update of filePath as
+// begin does: the call is counted as op, its context, path, contents and
+// version are checked (checkWrite), then enter runs. It returns the
+// canonical path, the version wanted (backendkit.AnyVersion for nil) and
+// the new value, contents copied outside the store's lock to keep that
+// short.
+func (c *Conn) beginWrite(ctx context.Context, op Operation, filePath string, contents []byte, version topo.Version) (string, int64, *fileState, error) {
+	c.f.count(op)
+	if err := backendkit.CheckContext(ctx, filePath); err != nil {
+		return "", 0, nil, err
+	}
+	p, want, err := checkWrite(filePath, contents, version)
+	if err != nil {
+		return "", 0, nil, err
+	}
 	if err := c.enter(ctx, op, p); err != nil {
-		return nil, err
+		return "", 0, nil, err
 	}
-	value = &fileState{contents: bytes.Clone(contents)}
-	c.s.lock()
-	if err := c.closedErr(p); err != nil {
-		c.s.mu.Unlock()
-		return nil, err
-	}
-	c.s.placeFor(p)
-	return value, nil
+	return p, want, &fileState{contents: bytes.Clone(contents)}, nil
 }
 
 // Update implements topo.Conn.Update. With a nil version it writes
@@ -70,18 +67,10 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, p string, contents 
 // Close. Updates of different existing files do not serialise (see
 // updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	c.f.count(OpUpdate)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return nil, err
-	}
-	p, want, err := checkWrite(filePath, contents, version)
+	p, want, value, err := c.beginWrite(ctx, OpUpdate, filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.enter(ctx, OpUpdate, p); err != nil {
-		return nil, err
-	}
-	value := &fileState{contents: bytes.Clone(contents)}
 	if v, done, err := c.updateInPlace(p, value, want); done {
 		return v, err
 	}

@@ -256,9 +256,7 @@ func (c *Conn) Close() {
 		c.eng.Close()
 		c.closed.Store(true)
 		close(c.done)
-		c.s.lock()
-		c.endLeases()
-		c.s.mu.Unlock()
+		c.ExpireSession()
 	})
 }
 
@@ -322,28 +320,26 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // store hands leadership over (the client-side safety margin of real
 // backends); the entries stay in the store until the lapse. Idempotent;
 // safe for concurrent use.
-func (c *Conn) Partition() {
-	c.s.lock()
-	defer c.s.mu.Unlock()
-	if c.partitioned {
-		return
-	}
-	ch := make(chan struct{})
-	c.cut.Store(&ch)
-	c.partitioned = true
-	c.refreshLeases()
-}
+func (c *Conn) Partition() { c.setPartitioned(true) }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases
 // that have not lapsed yet are kept. Idempotent; safe for concurrent use.
-func (c *Conn) Heal() {
+func (c *Conn) Heal() { c.setPartitioned(false) }
+
+// setPartitioned starts (on) or ends a partition of c, unless it already
+// is in that state: the cut calls wait on, closed when it ends, and the
+// renewal of c's leases.
+func (c *Conn) setPartitioned(on bool) {
 	c.s.lock()
 	defer c.s.mu.Unlock()
-	if !c.partitioned {
+	if c.partitioned == on {
 		return
 	}
-	c.partitioned = false
-	if ch := c.cut.Swap(nil); ch != nil {
+	c.partitioned = on
+	if on {
+		ch := make(chan struct{})
+		c.cut.Store(&ch)
+	} else if ch := c.cut.Swap(nil); ch != nil {
 		close(*ch)
 	}
 	c.refreshLeases()
@@ -373,15 +369,7 @@ func (c *Conn) setKeepAlivePaused(paused bool) {
 }
 
 // full returns the store path of the canonical path p.
-func (c *Conn) full(p string) string {
-	if c.root == "" {
-		return p
-	}
-	if p == "" {
-		return c.root
-	}
-	return c.root + "/" + p
-}
+func (c *Conn) full(p string) string { return joinRoot(c.root, p) }
 
 // fullPrefix returns the store prefix of the canonical prefix p.
 func (c *Conn) fullPrefix(p string) string {

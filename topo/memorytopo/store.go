@@ -133,7 +133,7 @@ func (s *store) publish(root, rel string, n *node, present bool) {
 }
 
 // joinRoot returns the full path of the canonical path rel under the
-// canonical root (either may be ""), as Conn.full does.
+// canonical root (either may be ""): Conn.full.
 func joinRoot(root, rel string) string {
 	switch {
 	case root == "":

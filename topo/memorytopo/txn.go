@@ -84,11 +84,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	out := make([]topo.Version, len(checked))
 	for _, op := range checked {
 		switch op.Kind {
-		case topo.TxnCreate:
+		case topo.TxnCreate, topo.TxnUpdate:
 			out[op.Index] = s.setFile(c.root, op.Path, s.ensure(c.full(op.Path)), values[op.Index]).ver
-		case topo.TxnUpdate:
-			n := ensureBelow(s.ensure(c.root), op.Path)
-			out[op.Index] = s.setFile(c.root, op.Path, n, values[op.Index]).ver
 		case topo.TxnDelete:
 			s.deleteFile(c.root, op.Path, s.lookup(c.full(op.Path)))
 		}
@@ -100,36 +97,29 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 // an If kind, or the implied one of a write) against the store. Call with
 // c.s.mu held for writing.
 func (c *Conn) txnCheck(op backendkit.TxnOp) error {
-	s := c.s
+	n := c.node(op.Path)
 	switch op.Kind {
 	case topo.TxnIfHeld:
-		if !s.held(op.Fence) {
+		if !c.s.held(op.Fence) {
 			return backendkit.TxnFailed(op, topo.LockLost)
 		}
-		return nil
 	case topo.TxnIfVersion:
-		fs := stateOf(c.node(op.Path))
+		fs := stateOf(n)
 		switch {
 		case fs == nil:
 			return backendkit.TxnFailed(op, topo.NoNode)
 		case fs.version != op.Version:
 			return backendkit.TxnFailed(op, topo.BadVersion)
 		}
-		return nil
 	case topo.TxnIfAbsent:
-		if stateOf(c.node(op.Path)) != nil {
+		if stateOf(n) != nil {
 			return backendkit.TxnFailed(op, topo.NodeExists)
 		}
-		return nil
 	case topo.TxnIfPresent:
-		if stateOf(c.node(op.Path)) == nil {
+		if stateOf(n) == nil {
 			return backendkit.TxnFailed(op, topo.NoNode)
 		}
-		return nil
-	}
 	// The writes: Create, Update and Delete's own conditions.
-	n := c.node(op.Path)
-	switch op.Kind {
 	case topo.TxnCreate:
 		if n != nil && (n.file.Load() != nil || n.entry != nil) {
 			return backendkit.TxnFailed(op, topo.NodeExists)

@@ -267,6 +267,21 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 		// No event is pushed after this; the pending ones are still sent.
 		w.c.s.unregister(w)
 	}
+	// send delivers ev; when w stops first (ctx ended, the Conn closed,
+	// the watch broken), it stops w, then still delivers ev.
+	send := func(ev T) {
+		if !stopped {
+			select {
+			case out <- ev:
+				return
+			case <-ctx.Done():
+			case <-w.c.done:
+			case <-w.broken:
+			}
+			stop()
+		}
+		out <- ev
+	}
 	for {
 		select {
 		case <-w.notify:
@@ -283,22 +298,7 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 				break
 			}
 			ev, last := event(full, fs, rev)
-			if stopped {
-				out <- ev
-			} else {
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					stop()
-					out <- ev
-				case <-w.c.done:
-					stop()
-					out <- ev
-				case <-w.broken:
-					stop()
-					out <- ev
-				}
-			}
+			send(ev)
 			if last {
 				if !stopped {
 					w.c.s.unregister(w)
