@@ -10,8 +10,9 @@ import (
 )
 
 // TestTermEndKeepsConnections: the end of a term does not cost a TCP
-// connection. The term's monitor has a blocking query in flight on the
-// election key when the leader resigns; the release answers it, so the
+// connection. The term's monitor (started as the leader looks at its
+// leadership context) has a blocking query in flight on the election key
+// when the leader resigns; the release answers it, so the
 // monitor lets it end rather than cancel it (cancelling an HTTP/1.1
 // request closes its connection, and the Conn's next request dials a new
 // one: a connection per term on each of the agent and the client).
@@ -32,8 +33,9 @@ func TestTermEndKeepsConnections(t *testing.T) {
 	term := func(i int) {
 		p, err := parts[i%2].NewLeaderParticipation("e", "c")
 		require.NoError(t, err)
-		_, err = p.WaitForLeadership()
+		lctx, err := p.WaitForLeadership()
 		require.NoError(t, err)
+		_ = lctx.Done() // a leader watching its term: the monitor runs
 		require.NoError(t, p.Resign(ctx))
 	}
 	const warm, terms = 10, 40

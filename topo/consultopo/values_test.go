@@ -300,8 +300,9 @@ func TestStopDeletesKey(t *testing.T) {
 	for i := range 40 {
 		p, err := c.NewLeaderParticipation("e", "id")
 		require.NoError(t, err)
-		_, err = p.Campaign(t.Context(), []byte("v"))
+		lctx, err := p.Campaign(t.Context(), []byte("v"))
 		require.NoError(t, err)
+		_ = lctx.Done() // the term's monitor runs (it starts on first use)
 		p.Stop()
 		keys, _, err := raw.Keys(root+"/elections/e", "", &api.QueryOptions{RequireConsistent: true})
 		require.NoError(t, err)
