@@ -264,9 +264,9 @@ func (s *zkSession) soleEntry(parent, node string) bool {
 var errNotRead = errors.New("zk2topo: not read")
 
 // WaitGone implements claims.Driver: an exists watch on e alone (on the
-// current session), so that only e's deletion, or the end of the watch
-// (a session's end), wakes the waiter. Once e is gone, the candidate that
-// Ahead found next after it (nextUp) is marked as possibly leading.
+// current session), so that only e's deletion ends the wait (see
+// waitGone). Once e is gone, the candidate that Ahead found next after
+// it (nextUp) is marked as possibly leading.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	next, _ := c.nextUp.LoadAndDelete(e.Key)
@@ -277,26 +277,32 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	return err
 }
 
-// waitGone is WaitGone's wait.
+// waitGone is WaitGone's wait. Only e's deletion ends it: a watch that
+// ended with the session it was set on (the Conn's current one, which
+// may not be the waiter's: a resumed candidacy) is set again on the next.
 func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	var exists bool
-	var ch <-chan zk.Event
-	err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-		var err error
-		exists, _, ch, err = z.ExistsW(e.Key)
-		return err
-	})
-	if err != nil || !exists {
-		return err
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.closing:
-		return topo.NewError(topo.Closed, q.Path)
+	for {
+		var exists bool
+		var ch <-chan zk.Event
+		err := c.read(ctx, q.Path, func(z *zk.Conn) error {
+			var err error
+			exists, _, ch, err = z.ExistsW(e.Key)
+			return err
+		})
+		if err != nil || !exists {
+			return err
+		}
+		select {
+		case ev := <-ch:
+			if ev.Type == zk.EventNodeDeleted {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closing:
+			return topo.NewError(topo.Closed, q.Path)
+		}
 	}
 }
 

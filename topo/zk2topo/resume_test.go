@@ -1,0 +1,92 @@
+package zk2topo
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo/test/faultproxy"
+)
+
+// TestResumedWaiterOutlivesCurrentSession: a resumed candidacy waits for
+// the leader just ahead of it through an exists watch set on the Conn's
+// current session, not on the candidacy's own. When that current session
+// ends, the client ends its watches with it while the leader still
+// leads: the candidacy keeps waiting (its watch set again on the next
+// session) and leads only once the leader resigns. It used to take the
+// ended watch for the leader's deletion and lead at once: two leaders.
+func TestResumedWaiterOutlivesCurrentSession(t *testing.T) {
+	ctx := valuesCtx(t)
+	root := freshRoot(t)
+	px, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	c1 := openConn(t, []string{testServer}, root)
+	c2 := openConn(t, []string{px.Addr()}, root) // the process that "restarts"
+	c3 := openConn(t, []string{testServer}, root)
+	p1, err := c1.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	defer p1.Stop()
+	_, err = p1.WaitForLeadership()
+	require.NoError(t, err)
+	term, err := p1.Term()
+	require.NoError(t, err)
+	leader := entryNode(term)
+	p2, err := c2.NewLeaderParticipation("elec", "id2")
+	require.NoError(t, err)
+	go func() { _, _ = p2.WaitForLeadership() }()
+	var info []byte
+	require.Eventually(t, func() bool {
+		info, err = p2.ResumeInfo()
+		return err == nil
+	}, time.Minute, time.Millisecond)
+	px.Blackhole() // the old process is gone (it must not take the session back)
+
+	r, err := c3.ResumeLeaderParticipation(ctx, "elec", "id2", info)
+	require.NoError(t, err)
+	defer r.Stop()
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.WaitForLeadership()
+		got <- err
+	}()
+	watched := func() bool {
+		s, err := c3.session("")
+		if err != nil {
+			return false
+		}
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return s.obs.watches[watchKey{path: leader, kind: watchData}]
+	}
+	require.Eventually(t, watched, time.Minute, time.Millisecond, "the resumed candidate never watched the leader")
+	expireSession(t, c3, testServer) // c3's current session; the candidacy's lives on
+
+	for !watched() {
+		select {
+		case err := <-got:
+			t.Fatalf("the resumed candidate led while the leader leads (err %v)", err)
+		case <-ctx.Done():
+			t.Fatal("the resumed candidate never watched the leader again")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	l, err := p1.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "id1", l)
+	select {
+	case err := <-got:
+		t.Fatalf("the resumed candidate led while the leader leads (err %v)", err)
+	default:
+	}
+	require.NoError(t, p1.Resign(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("the resumed candidate did not lead after the leader resigned")
+	}
+	_, err = r.Term()
+	require.NoError(t, err)
+}
