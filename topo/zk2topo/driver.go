@@ -207,7 +207,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 		switch {
 		case n == own:
 			in = true
-		case n < own && isEntryName(n):
+		case n < own && (len(ahead) < max || max > 0 && n > ahead[0]) && isEntryName(n):
 			i, _ := slices.BinarySearch(ahead, n)
 			ahead = slices.Insert(ahead, i, n)
 			if len(ahead) > max {
