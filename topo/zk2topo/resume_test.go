@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // TestResumedWaiterOutlivesCurrentSession: a resumed candidacy waits for
@@ -18,34 +16,10 @@ import (
 // ended watch for the leader's deletion and lead at once: two leaders.
 func TestResumedWaiterOutlivesCurrentSession(t *testing.T) {
 	ctx := valuesCtx(t)
-	root := freshRoot(t)
-	px, err := faultproxy.New(testServer)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = px.Close() })
-	c1 := openConn(t, []string{testServer}, root)
-	c2 := openConn(t, []string{px.Addr()}, root) // the process that "restarts"
-	c3 := openConn(t, []string{testServer}, root)
-	p1, err := c1.NewLeaderParticipation("elec", "id1")
-	require.NoError(t, err)
-	defer p1.Stop()
-	_, err = p1.WaitForLeadership()
-	require.NoError(t, err)
+	p1, c3, r := resumedWaiter(ctx, t)
 	term, err := p1.Term()
 	require.NoError(t, err)
 	leader := entryNode(term)
-	p2, err := c2.NewLeaderParticipation("elec", "id2")
-	require.NoError(t, err)
-	go func() { _, _ = p2.WaitForLeadership() }()
-	var info []byte
-	require.Eventually(t, func() bool {
-		info, err = p2.ResumeInfo()
-		return err == nil
-	}, time.Minute, time.Millisecond)
-	px.Blackhole() // the old process is gone (it must not take the session back)
-
-	r, err := c3.ResumeLeaderParticipation(ctx, "elec", "id2", info)
-	require.NoError(t, err)
-	defer r.Stop()
 	got := make(chan error, 1)
 	go func() {
 		_, err := r.WaitForLeadership()
