@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
@@ -46,4 +47,74 @@ func TestAheadFindsPredecessors(t *testing.T) {
 			require.Equal(t, want[j].Key, ahead[j].Key, "entry %d", i)
 		}
 	}
+}
+
+// TestLookaheadKeepsOrder: a lock waiter W behind P behind X, all behind
+// the holder H, reads the queue when X goes (its lookahead); X gave up,
+// so that read shows H besides P, and when P gives up too, W does not
+// take the lock while H holds it: it waits for H, and locks once H
+// unlocks.
+func TestLookaheadKeepsOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	cw := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := c.Create(ctx, "d/f", nil)
+	require.NoError(t, err)
+	h, err := c.Lock(ctx, "d", "h")
+	require.NoError(t, err)
+	locksZp := driver{c}.parent(claims.Queue{Path: "d"})
+	queued := func(n int) {
+		require.Eventually(t, func() bool {
+			kids, _, err := raw.Children(locksZp)
+			return err == nil && len(kids) == n
+		}, time.Minute, time.Millisecond)
+	}
+	waiter := func(conn *Conn, wctx context.Context, id string) <-chan error {
+		out := make(chan error, 1)
+		go func() {
+			l, err := conn.Lock(wctx, "d", id)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			out <- err
+		}()
+		return out
+	}
+	xctx, xcancel := context.WithCancel(ctx)
+	x := waiter(c, xctx, "x")
+	queued(2)
+	pctx, pcancel := context.WithCancel(ctx)
+	p := waiter(c, pctx, "p")
+	queued(3)
+	w := waiter(cw, ctx, "w")
+	queued(4)
+	xcancel()
+	require.Error(t, <-x)
+	queued(3)
+	pcancel()
+	require.Error(t, <-p)
+	holder := entryNode(h)
+	watched := func() bool {
+		s, err := cw.session("")
+		if err != nil {
+			return false
+		}
+		s.obs.mu.Lock()
+		defer s.obs.mu.Unlock()
+		return s.obs.watches[watchKey{path: holder, kind: watchData}]
+	}
+	for !watched() {
+		select {
+		case err := <-w:
+			t.Fatalf("the waiter took the lock while it was held (err %v)", err)
+		case <-ctx.Done():
+			t.Fatal("the waiter never watched the holder")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	require.NoError(t, h.Unlock(ctx))
+	require.NoError(t, <-w)
 }
