@@ -96,25 +96,7 @@ func TestLookaheadKeepsOrder(t *testing.T) {
 	queued(3)
 	pcancel()
 	require.Error(t, <-p)
-	holder := entryNode(h)
-	watched := func() bool {
-		s, err := cw.session("")
-		if err != nil {
-			return false
-		}
-		s.obs.mu.Lock()
-		defer s.obs.mu.Unlock()
-		return s.obs.watches[watchKey{path: holder, kind: watchData}]
-	}
-	for !watched() {
-		select {
-		case err := <-w:
-			t.Fatalf("the waiter took the lock while it was held (err %v)", err)
-		case <-ctx.Done():
-			t.Fatal("the waiter never watched the holder")
-		case <-time.After(time.Millisecond):
-		}
-	}
+	awaitWatchedFirst(ctx, t, cw, entryNode(h), w, "the waiter took the lock while it was held")
 	require.NoError(t, h.Unlock(ctx))
 	require.NoError(t, <-w)
 }

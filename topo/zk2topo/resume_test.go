@@ -1,6 +1,7 @@
 package zk2topo
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -25,27 +26,9 @@ func TestResumedWaiterOutlivesCurrentSession(t *testing.T) {
 		_, err := r.WaitForLeadership()
 		got <- err
 	}()
-	watched := func() bool {
-		s, err := c3.session("")
-		if err != nil {
-			return false
-		}
-		s.obs.mu.Lock()
-		defer s.obs.mu.Unlock()
-		return s.obs.watches[watchKey{path: leader, kind: watchData}]
-	}
-	require.Eventually(t, watched, time.Minute, time.Millisecond, "the resumed candidate never watched the leader")
+	require.Eventually(t, func() bool { return watching(c3, leader) }, time.Minute, time.Millisecond, "the resumed candidate never watched the leader")
 	expireSession(t, c3, testServer) // c3's current session; the candidacy's lives on
-
-	for !watched() {
-		select {
-		case err := <-got:
-			t.Fatalf("the resumed candidate led while the leader leads (err %v)", err)
-		case <-ctx.Done():
-			t.Fatal("the resumed candidate never watched the leader again")
-		case <-time.After(time.Millisecond):
-		}
-	}
+	awaitWatchedFirst(ctx, t, c3, leader, got, "the resumed candidate led while the leader leads")
 	l, err := p1.GetCurrentLeaderID(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "id1", l)
@@ -63,4 +46,31 @@ func TestResumedWaiterOutlivesCurrentSession(t *testing.T) {
 	}
 	_, err = r.Term()
 	require.NoError(t, err)
+}
+
+// watching reports whether c's current session has an exists watch on the
+// existing znode zp (as its session observer sees the watches set).
+func watching(c *Conn, zp string) bool {
+	s, err := c.session("")
+	if err != nil {
+		return false
+	}
+	s.obs.mu.Lock()
+	defer s.obs.mu.Unlock()
+	return s.obs.watches[watchKey{path: zp, kind: watchData}]
+}
+
+// awaitWatchedFirst waits until c's current session watches zp, failing
+// with msg when done (a waiting call's result) comes first.
+func awaitWatchedFirst(ctx context.Context, t *testing.T, c *Conn, zp string, done <-chan error, msg string) {
+	t.Helper()
+	for !watching(c, zp) {
+		select {
+		case err := <-done:
+			t.Fatalf("%s (err %v)", msg, err)
+		case <-ctx.Done():
+			t.Fatalf("%s never watched again", zp)
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
