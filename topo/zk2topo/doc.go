@@ -7,7 +7,8 @@
 //     their last file is deleted;
 //   - the lock on directory D is an ephemeral-sequential child of
 //     <root>/D/locks/ holding the lock's contents; the lowest sequence holds
-//     it and every waiter watches only its predecessor;
+//     it and every waiter watches its predecessor (and the entry ahead of
+//     that one, to read the queue one handover early: see WaitGone);
 //   - election "name" has one ephemeral-sequential child per candidate under
 //     <root>/elections/<name>/, holding the candidate's id; the lowest leads.
 //     Only children named by a sequence (ten digits) are candidates, so the

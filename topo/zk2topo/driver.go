@@ -180,13 +180,21 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // max, oldest first) from one children read of its queue (or the read
 // Create made, when it surely shows e: see stashValid), found in one pass over the names
 // without sorting them or building the whole queue, and whether e is in
-// it. A candidate that heads its election is marked as possibly leading
-// (entry.head), so that a dropped connection ends its term (stepDown);
-// one with exactly one entry ahead is marked so by WaitGone once that
-// entry went, since the engine then grants it without another read.
+// it; none, without a read, when WaitGone's lookahead showed that e
+// heads the queue (see WaitGone). A candidate that heads its election is
+// marked as possibly leading (entry.head), so that a dropped connection
+// ends its term (stepDown); one with exactly one entry ahead is marked
+// so by WaitGone once that entry went, since the engine then grants it
+// without another read.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	c := d.c
 	parent := d.parent(q)
+	if _, ok := c.headed.LoadAndDelete(e.Key); ok {
+		if q.Election {
+			c.markHead(e.Key)
+		}
+		return nil, true, nil
+	}
 	var names []string
 	if v, ok := c.stash.LoadAndDelete(parent); ok && c.stashValid(v.(listing), parent) {
 		names = v.(listing).names
@@ -207,7 +215,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 		switch {
 		case n == own:
 			in = true
-		case n < own && isEntryName(n):
+		case n < own && (len(ahead) < max || max > 0 && n > ahead[0]) && isEntryName(n):
 			i, _ := slices.BinarySearch(ahead, n)
 			ahead = slices.Insert(ahead, i, n)
 			if len(ahead) > max {
@@ -215,13 +223,14 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 			}
 		}
 	}
-	if in && q.Election {
-		switch len(ahead) {
-		case 0:
-			c.markHead(e.Key)
-		case 1:
-			c.nextUp.Store(parent+"/"+ahead[0], e.Key)
-		}
+	switch n := len(ahead); {
+	case !in:
+	case n == 0 && q.Election:
+		c.markHead(e.Key)
+	case n == 1 && q.Election:
+		c.nextUp.Store(parent+"/"+ahead[0], waiter{node: e.Key})
+	case n >= 2 && !q.Election:
+		c.nextUp.Store(parent+"/"+ahead[n-1], waiter{node: e.Key, before: parent + "/" + ahead[n-2]})
 	}
 	out := make([]claims.Entry, len(ahead))
 	for i, n := range ahead {
@@ -263,41 +272,126 @@ func (s *zkSession) soleEntry(parent, node string) bool {
 // errNotRead stands for the children read Create skips.
 var errNotRead = errors.New("zk2topo: not read")
 
-// WaitGone implements claims.Driver: an exists watch on e alone (on the
-// current session), so that only e's deletion, or the end of the watch
-// (a session's end), wakes the waiter. Once e is gone, the candidate that
-// Ahead found next after it (nextUp) is marked as possibly leading.
+// waiter is what Ahead leaves, by the key of the entry just ahead of
+// node, for the WaitGone on that entry: node, and before, the entry
+// ahead of that one ("" when none: node is next in line, a candidate).
+type waiter struct{ node, before string }
+
+// WaitGone implements claims.Driver: an exists watch on e (on the current
+// session), so that only e's deletion ends the wait (see waitGone). Once
+// e is gone, the candidate that Ahead found next after it is marked as
+// possibly leading.
+//
+// The lookahead, in a lock's queue: when Ahead found another entry
+// (before) ahead of e, an exists watch is also set on that one, and once it goes the queue is
+// read while e is still awaited. When that read shows nothing ahead of
+// the waiter but e, the waiter heads the queue once e is gone (no entry
+// comes ahead of it later: sequence numbers only grow while their
+// parent lives, which it does while the waiter's entry is in it), and
+// the engine's next Ahead says so without a read (Conn.headed). In a
+// queue of waiters the read so comes one handover early, off the path
+// from a release to the next grant: a release wakes the next waiter,
+// granted at once, and the one after it, which reads the queue. (Not in
+// an election's: there the read, one more request, delayed the next
+// Stop's multi behind it on the server and handovers came slower:
+// BenchmarkContention in bench/vitess.)
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	next, _ := c.nextUp.LoadAndDelete(e.Key)
-	err := d.waitGone(ctx, q, e)
-	if next != nil && err == nil {
-		c.markHead(next.(string))
+	v, _ := c.nextUp.LoadAndDelete(e.Key)
+	w, _ := v.(waiter)
+	err := d.waitGone(ctx, q, e, w)
+	if w.node != "" && w.before == "" && err == nil {
+		c.markHead(w.node)
 	}
 	return err
 }
 
-// waitGone is WaitGone's wait.
-func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+// waitGone is WaitGone's wait, with the lookahead for w when w.before is
+// set. Only e's deletion ends it: a watch that ended with the session it
+// was set on (the Conn's current one, which may not be the waiter's: a
+// resumed candidacy) is set again on the next.
+func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w waiter) error {
 	c := d.c
-	var exists bool
-	var ch <-chan zk.Event
-	err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-		var err error
-		exists, _, ch, err = z.ExistsW(e.Key)
-		return err
+	var kids chan childrenRes // the lookahead's read, once sent
+	var read *childrenRes     // its answer
+	look := func() {
+		out := make(chan childrenRes, 1)
+		kids = out
+		go func() {
+			r, err := c.childrenOn(ctx, nil, q.Path, zkDir(e.Key), false)
+			out <- childrenRes{names: r.names, err: err}
+		}()
+	}
+	var before <-chan zk.Event
+	if w.before != "" {
+		if ok, ch, err := c.existsW(ctx, q.Path, w.before); err == nil && !ok {
+			look()
+		} else if err == nil {
+			before = ch
+		}
+	}
+	for gone := false; !gone; {
+		ok, ch, err := c.existsW(ctx, q.Path, e.Key)
+		if err != nil {
+			return err
+		}
+		for gone = !ok; !gone && ch != nil; {
+			select {
+			case ev := <-ch:
+				gone, ch = ev.Type == zk.EventNodeDeleted, nil
+			case <-before:
+				before = nil
+				look()
+			case k := <-kids:
+				read, kids = &k, nil
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-c.closing:
+				return topo.NewError(topo.Closed, q.Path)
+			}
+		}
+	}
+	if kids != nil {
+		select {
+		case k := <-kids:
+			read = &k
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closing:
+			return topo.NewError(topo.Closed, q.Path)
+		}
+	}
+	if read != nil && read.err == nil && onlyAhead(read.names, w.node, e.Key) {
+		c.headed.Store(w.node, struct{}{})
+	}
+	return nil
+}
+
+// existsW sets an exists watch on zp on the current session (see read),
+// reporting whether zp exists.
+func (c *Conn) existsW(ctx context.Context, p, zp string) (bool, <-chan zk.Event, error) {
+	r, err := answerOn(ctx, c, nil, p, func(z *zk.Conn) (statRes, error) {
+		exists, _, ch, err := z.ExistsW(zp)
+		return statRes{exists: exists, ch: ch}, err
 	})
-	if err != nil || !exists {
-		return err
+	return r.exists, r.ch, err
+}
+
+// onlyAhead reports whether the children names (of the parent of node
+// and pred) show node, with no entry ahead of it but pred.
+func onlyAhead(names []string, node, pred string) bool {
+	dir := zkDir(node)
+	own, p := node[len(dir)+1:], pred[len(dir)+1:]
+	in := false
+	for _, n := range names {
+		switch {
+		case n == own:
+			in = true
+		case n < own && n != p && isEntryName(n):
+			return false
+		}
 	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.closing:
-		return topo.NewError(topo.Closed, q.Path)
-	}
+	return in
 }
 
 // Delete implements claims.Driver: on e's session only, while that
@@ -308,6 +402,7 @@ func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 // candidate goes with its value znode, in one multi.
 func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) error {
 	c := d.c
+	c.headed.Delete(e.Key)
 	s := cs.Ref().(*zkSession)
 	rec := s.entry(e.Key)
 	if c.closed.Load() || s.isLost() || rec == nil || rec.token != e.Token {

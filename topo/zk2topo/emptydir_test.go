@@ -47,3 +47,41 @@ func TestConcurrentEmptyingRemovesDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []topo.DirEntry{{Name: "keep"}}, entries, "every emptied directory (and p) was removed")
 }
+
+// TestQueuedOnOneSessionLastUnlockRemovesDirectory: an Unlock reads
+// nothing after its delete while its session has another entry queued
+// for the lock (that one's Unlock comes later); the last Unlock of
+// contenders sharing one Conn still removes the named lock's directory.
+func TestQueuedOnOneSessionLastUnlockRemovesDirectory(t *testing.T) {
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for round := range 10 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for range 6 {
+			wg.Go(func() {
+				for range 5 {
+					l, err := c.LockName(ctx, "n/x", "holder")
+					if err == nil {
+						err = l.Unlock(ctx)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		exists, _, err := raw.Exists(c.zkPath("n"))
+		require.NoError(t, err)
+		require.False(t, exists, "round %d left the lock's directory", round)
+	}
+}

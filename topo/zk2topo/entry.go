@@ -23,8 +23,10 @@ type entry struct {
 	// once the session is connected again.
 	election, head, stepped bool
 	// releasing, while its claim's delete is in flight, closes once that
-	// delete was answered (see watchEntry).
-	releasing chan struct{}
+	// delete was answered (see watchEntry); deleteSent, once that delete
+	// was sent (see releaseLock).
+	releasing  chan struct{}
+	deleteSent bool
 }
 
 // releasing marks node as being deleted by its claim until the function
@@ -45,6 +47,23 @@ func (s *zkSession) releasing(node string) func() {
 		s.mu.Unlock()
 		close(ch)
 	}
+}
+
+// deleteSent records that the delete of node, an entry of session s
+// under parent, was sent, and reports whether s has another entry there
+// whose delete was not (see releaseLock).
+func (s *zkSession) deleteSent(parent, node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[node]; e != nil {
+		e.deleteSent = true
+	}
+	for n, e := range s.entries {
+		if n != node && !e.deleteSent && zkDir(n) == parent {
+			return true
+		}
+	}
+	return false
 }
 
 // known reports whether session s still knows node with token, once no

@@ -136,11 +136,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 				return claims.Entry{}, false, nil, nil
 			}
 			var exists bool
-			err = c.read(ctx, q.Path, func(z *zk.Conn) error {
-				var err error
-				exists, _, dirW, err = z.ExistsW(dirZp)
-				return err
-			})
+			exists, dirW, err = c.existsW(ctx, q.Path, dirZp)
 			if err == nil && exists {
 				continue
 			}

@@ -83,12 +83,17 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 // gone or it is a named lock) is the locks znode's Stat read too, and the
 // directory removed when nothing but an empty locks znode is left (see
 // removeDir). A directory that still holds files (the common case) so
-// costs the delete and one read.
+// costs the delete and one read. Nothing is read when, once the delete
+// was sent, the session has another entry in the queue whose delete was
+// not: the locks znode is not left empty, and the last of them reads,
+// after every earlier delete of the session (it runs its requests in
+// order; an abandoned entry is forgotten before its delete and its own
+// clean-up are sent).
 func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
 	locksZp := zkDir(node)
 	dirZp := zkDir(locksZp)
 	delRes := sendFirst(s, opDelete, node, func() error { return c.do(ctx, dp, func() error { return s.zk.Delete(node, -1) }) })
-	if !c.removable(dirZp) {
+	if !c.removable(dirZp) || s.deleteSent(locksZp, node) {
 		return <-delRes
 	}
 	dr := c.statsInOrder(ctx, s, dp, dirZp)[0]

@@ -208,10 +208,11 @@ type Conn struct {
 	// the latest Create made there (a listing; see driver.Ahead).
 	stash sync.Map
 
-	// nextUp keeps, by the key of the one entry ahead of it, a candidate
-	// entry of c's that will lead as soon as that entry goes (set by
-	// Ahead, taken by WaitGone; see driver.Ahead).
-	nextUp sync.Map
+	// nextUp keeps, by the key of the one entry ahead of it, a waiting
+	// entry of c's (a waiter: set by Ahead, taken by WaitGone); headed,
+	// the waiting entries that WaitGone's lookahead showed heading their
+	// queue (taken by Ahead; see driver.WaitGone).
+	nextUp, headed sync.Map
 
 	// Claims are c's locks and elections: eng, the claims engine, run over
 	// c's driver (driver.go).

@@ -1,6 +1,7 @@
 package zk2topo
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -363,7 +364,7 @@ func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
 	rewatch := len(o.watches) > 0
 	o.mu.Unlock()
 	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{},
-		holding: reconnect && rewatch}
+		holding: reconnect && rewatch, rd: bufio.NewReaderSize(nc, readBuffer)}
 }
 
 // lastProof returns the send time of the latest answered request and the
@@ -435,7 +436,9 @@ type observedConn struct {
 	closeXid atomic.Int32
 	ended    bool // read side: the connection ended at that answer
 
-	// read side, used only by the library's receive goroutine
+	// read side, used only by the library's receive goroutine: rd
+	// buffers the connection (see Read)
+	rd   *bufio.Reader
 	hdr  [4]byte
 	nhdr int
 	body []byte // the first bytes of the current frame's body
@@ -718,17 +721,31 @@ func (oc *observedConn) Read(b []byte) (int, error) {
 	if oc.ended {
 		return 0, io.ErrUnexpectedEOF
 	}
-	n, err := oc.Conn.Read(b)
 	// The library reads a frame's length and then its body, each with
-	// its own reads: a read at the start of a body begins with the xid.
-	if x := oc.closeXid.Load(); x != 0 && n >= 4 && oc.handshake && oc.left > 0 && len(oc.body) == 0 &&
-		int32(binary.BigEndian.Uint32(b[:4])) == x {
+	// its own reads (a read at the start of a body begins with the xid),
+	// through rd: one read of the connection takes what has come, often
+	// several frames, rather than two reads or more per frame.
+	x := oc.closeXid.Load()
+	bodyStart := oc.handshake && oc.left > 0 && len(oc.body) == 0
+	var n int
+	var err error
+	if x != 0 && bodyStart && len(b) >= 4 {
+		n, err = io.ReadAtLeast(oc.rd, b, 4) // the xid whole
+	} else {
+		n, err = oc.rd.Read(b)
+	}
+	if x != 0 && n >= 4 && bodyStart && int32(binary.BigEndian.Uint32(b[:4])) == x {
 		oc.ended = true // the session is closed; the server ends the connection
 		return 0, io.ErrUnexpectedEOF
 	}
 	oc.scan(b[:n])
 	return n, err
 }
+
+// readBuffer is the size of a connection's read buffer: a few answers
+// and events of lock and election queues (a children read of a queue of
+// 300 entries is about 4 KiB); a larger frame is read through it.
+const readBuffer = 16 << 10
 
 // scan follows the frames read: 4 bytes of length, then the body, whose
 // first 16 bytes (the connect response's version, timeout and session id;

@@ -185,32 +185,7 @@ func TestValuesObserveAcrossSessionLoss(t *testing.T) {
 // leads when the leader resigns.
 func TestValuesResumeWithoutLeading(t *testing.T) {
 	ctx := valuesCtx(t)
-	root := freshRoot(t)
-	px, err := faultproxy.New(testServer)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = px.Close() })
-	c1 := openConn(t, []string{testServer}, root)
-	c2 := openConn(t, []string{px.Addr()}, root) // the process that "restarts"
-	c3 := openConn(t, []string{testServer}, root)
-	p1, err := c1.NewLeaderParticipation("elec", "id1")
-	require.NoError(t, err)
-	defer p1.Stop()
-	_, err = p1.Campaign(ctx, []byte("v1"))
-	require.NoError(t, err)
-	p2, err := c2.NewLeaderParticipation("elec", "id2")
-	require.NoError(t, err)
-	cctx, cancel := context.WithCancel(ctx)
-	go func() { _, _ = p2.Campaign(cctx, []byte("v2")) }()
-	var info []byte
-	require.Eventually(t, func() bool {
-		info, err = p2.ResumeInfo()
-		return err == nil
-	}, time.Minute, time.Millisecond)
-
-	px.Blackhole() // the old process is gone (it must not take the session back)
-	r, err := c3.ResumeLeaderParticipation(ctx, "elec", "id2", info)
-	require.NoError(t, err)
-	defer r.Stop()
+	p1, _, r := resumedWaiter(ctx, t)
 	got := make(chan error, 1)
 	go func() {
 		_, err := r.WaitForLeadership()
@@ -227,7 +202,41 @@ func TestValuesResumeWithoutLeading(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "id2", l.ID)
 	require.Equal(t, "v2", string(l.Value), "the resumed candidate keeps its value")
-	cancel()
+}
+
+// resumedWaiter: p1 leads election "elec" (value "v1") on a Conn, and
+// candidate id2 (value "v2"), queued behind it by a Conn whose process
+// then vanished (its proxy blackholed), is resumed as r on a third Conn,
+// c3. Both participants are stopped when t ends.
+func resumedWaiter(ctx context.Context, t *testing.T) (p1 topo.LeaderParticipation, c3 *Conn, r topo.LeaderParticipation) {
+	t.Helper()
+	root := freshRoot(t)
+	px, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	c1 := openConn(t, []string{testServer}, root)
+	c2 := openConn(t, []string{px.Addr()}, root) // the process that "restarts"
+	c3 = openConn(t, []string{testServer}, root)
+	p1, err = c1.NewLeaderParticipation("elec", "id1")
+	require.NoError(t, err)
+	t.Cleanup(p1.Stop)
+	_, err = p1.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	p2, err := c2.NewLeaderParticipation("elec", "id2")
+	require.NoError(t, err)
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() { _, _ = p2.Campaign(cctx, []byte("v2")) }()
+	var info []byte
+	require.Eventually(t, func() bool {
+		info, err = p2.ResumeInfo()
+		return err == nil
+	}, time.Minute, time.Millisecond)
+	px.Blackhole() // the old process is gone (it must not take the session back)
+	r, err = c3.ResumeLeaderParticipation(ctx, "elec", "id2", info)
+	require.NoError(t, err)
+	t.Cleanup(r.Stop)
+	return p1, c3, r
 }
 
 // TestValuesReapOrphanValue: the clean-up after a candidate create whose
