@@ -260,10 +260,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			}
 			return nil, err
 		}
-		lctx = c
-		if p.e.monitor != nil { // no allocation for drivers without one
-			lctx = &termContext{Context: c, cl: cl}
-		}
+		lctx = &termContext{Context: c, cl: cl}
 		p.mu.Lock()
 		p.cur, p.lctx, p.leading, p.term = cl, lctx, nil, nil
 		p.mu.Unlock()
