@@ -80,42 +80,6 @@ type participation struct {
 // term is a leadership term as a topo.Fence (it cannot be unlocked).
 type term struct{ *claim }
 
-// Done implements topo.Fence: the claim's Done; the first call also starts
-// the driver's Monitor of the term, when it has one.
-func (t *term) Done() <-chan struct{} {
-	t.monitor()
-	return t.claim.Done()
-}
-
-// termContext is a leadership context (WaitForLeadership, Campaign): its
-// first use (Done, Err, Value: a select, a derived context,
-// context.Cause) starts the driver's Monitor of the term, as a lock's
-// first Done does, so that a term nobody watches costs no watch (on
-// Consul, a blocking query per term). A Monitor started late sees a loss
-// that came before at once.
-type termContext struct {
-	context.Context
-	cl *claim
-}
-
-// Done starts the Monitor and returns the context's Done.
-func (c *termContext) Done() <-chan struct{} {
-	c.cl.monitor()
-	return c.Context.Done()
-}
-
-// Err starts the Monitor and returns the context's Err.
-func (c *termContext) Err() error {
-	c.cl.monitor()
-	return c.Context.Err()
-}
-
-// Value starts the Monitor and returns the context's Value.
-func (c *termContext) Value(key any) any {
-	c.cl.monitor()
-	return c.Context.Value(key)
-}
-
 // WaitForLeadership implements topo.LeaderParticipation: it keeps the
 // current candidacy while it lives (a resumed one, or one a concurrent
 // call created) or creates one on the Conn's session, and blocks until it
@@ -260,9 +224,9 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			}
 			return nil, err
 		}
-		lctx = &termContext{Context: c, cl: cl}
+		lctx = c
 		p.mu.Lock()
-		p.cur, p.lctx, p.leading, p.term = cl, lctx, nil, nil
+		p.cur, p.lctx, p.leading, p.term = cl, c, nil, nil
 		p.mu.Unlock()
 		if isClosed(p.stop) { // Stop ran meanwhile and did not see cl
 			p.withdraw(cl)
@@ -281,29 +245,24 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		return nil, err
 	}
 	p.leading, p.term = cl, &term{cl}
+	cl.monitor()
 	return lctx, nil
 }
 
 // Term implements topo.LeaderParticipation.Term: the current term while
 // WaitForLeadership or Campaign has returned it and it has not ended (in
 // the participant's own view, which a lost session ends at once),
-// NotLeader otherwise; Closed once the engine is closed. It starts the
-// driver's Monitor of the term, as the leadership context's first use
-// does.
+// NotLeader otherwise; Closed once the engine is closed.
 func (p *participation) Term() (topo.Fence, error) {
 	if err := p.e.closedErr(p.q.Path); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	cl, t := p.leading, p.term
-	p.mu.Unlock()
-	if cl != nil {
-		cl.monitor() // the term is looked at: watch it (see termContext)
-	}
-	if cl == nil || cl.err() != nil {
+	defer p.mu.Unlock()
+	if p.leading == nil || p.leading.err() != nil {
 		return nil, topo.NewError(topo.NotLeader, p.q.Path)
 	}
-	return t, nil
+	return p.term, nil
 }
 
 // Proclaim implements topo.LeaderParticipation: one request guarded in the
