@@ -138,6 +138,7 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 		return claims.Entry{}, r.err
 	case !r.owned(s):
 		s.forget(node, 0)
+		c.cleanupGone(ctx, s, q, node)
 		return claims.Entry{}, claims.ErrNotHeld
 	}
 	e := claims.Entry{Token: r.st.Czxid, Key: node, Session: sessionName(s.zk.SessionID()), Contents: contents}
@@ -408,6 +409,9 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 	if c.closed.Load() || s.isLost() || rec == nil || rec.token != e.Token {
 		// Nothing is sent: Close ends the session, and the server deletes
 		// its entries with it.
+		if rec == nil {
+			c.cleanupGone(ctx, s, q, e.Key)
+		}
 		return claims.ErrNotHeld
 	}
 	var err error
@@ -425,9 +429,23 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 		return claims.ErrNotHeld
 	case errors.Is(err, zk.ErrNoNode):
 		s.forget(e.Key, e.Token)
+		c.cleanupGone(ctx, s, q, e.Key)
 		return claims.ErrNotHeld
 	}
 	return err
+}
+
+// cleanupGone removes the directory of node, a lock entry of session s
+// deleted behind its claim's back, when nothing else is left in it (see
+// cleanupDirs), as its release would have: an Unlock of the session that
+// saw node still queued read nothing after its delete (see releaseLock),
+// counting on node's release to. Nothing is sent for an election, or once
+// the session is over or the Conn closed.
+func (c *Conn) cleanupGone(ctx context.Context, s *zkSession, q claims.Queue, node string) {
+	if q.Election || c.closed.Load() || s.isLost() {
+		return
+	}
+	c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
 }
 
 // errNotConnected is the cause of Check's Unavailable while the claim's
