@@ -20,17 +20,10 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, err
 	}
 	s := c.s
-	s.rlock()
-	unlock := s.mu.RUnlock
-	if s.unplaced > 0 { // entries show here: place them
-		s.mu.RUnlock()
-		s.lock()
-		s.placeAll()
-		unlock = s.mu.Unlock
-	}
+	write := s.rlockPlaced(p, true) // entries show here
 	n := s.lookup(c.full(p))
 	if n == nil || len(n.children) == 0 {
-		unlock()
+		s.unlock(write)
 		return nil, topo.NewError(topo.NoNode, p)
 	}
 	out := make([]topo.DirEntry, 0, len(n.children))
@@ -45,7 +38,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		}
 		out = append(out, e)
 	}
-	unlock()
+	s.unlock(write)
 	slices.SortFunc(out, func(a, b topo.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package memorytopo
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/topokit/topokit/topo"
@@ -176,6 +177,20 @@ func (s *store) placeFor(p string) {
 	}
 }
 
+// rlockPlaced takes mu for reading to read p, or for writing when
+// entries not placed yet may lie there (at any path with all) and places
+// them; it reports whether it took mu for writing (see unlock).
+func (s *store) rlockPlaced(p string, all bool) (write bool) {
+	s.rlock()
+	if s.unplaced == 0 || !all && !mayBeEntry(p) {
+		return false
+	}
+	s.mu.RUnlock()
+	s.lock()
+	s.placeAll()
+	return true
+}
+
 // mayBeEntry reports whether the path p may lie in a queue: whether it
 // contains "locks" or "elections" (a superset of the paths with such a
 // segment, which are the only ones, under any root, where entries live).
@@ -183,16 +198,9 @@ func mayBeEntry(p string) bool {
 	return strings.Contains(p, locksDir) || strings.Contains(p, electionsDir)
 }
 
-// seqName names an entry so that names sort in revision order.
-func seqName(seq int64) string {
-	const digits = "0123456789abcdef"
-	var b [16]byte
-	for i := 15; i >= 0; i-- {
-		b[i] = digits[seq&0xf]
-		seq >>= 4
-	}
-	return string(b[:])
-}
+// seqName names an entry so that names sort in revision order: 16 hex
+// digits.
+func seqName(seq int64) string { return fmt.Sprintf("%016x", seq) }
 
 // removeEntry deletes e from the store: it leaves its queue (and the tree
 // when placed), its gone channel closes, its directory's observers wake.

@@ -361,15 +361,8 @@ func (r *rule) matches(op Operation, p string) bool {
 // rule when op is a write of that kind on a matching path (see Fault).
 func (r *rule) matchesTxnOp(op backendkit.TxnOp) bool {
 	as := OpTxn
-	if r.Op != OpAny && r.Op != OpTxn {
-		switch op.Kind {
-		case topo.TxnCreate:
-			as = OpCreate
-		case topo.TxnUpdate:
-			as = OpUpdate
-		case topo.TxnDelete:
-			as = OpDelete
-		}
+	if w, ok := writeOps[op.Kind]; ok && r.Op != OpAny && r.Op != OpTxn {
+		as = w
 	}
 	return r.matches(as, op.Path)
 }
@@ -425,7 +418,7 @@ func (fs *faultState) wait(ctx context.Context, p string, done <-chan struct{}) 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return interruptedOrTimeout(ctx, p)
+			return backendkit.FromContext(ctx, p)
 		case <-done:
 			t.Stop()
 			return topo.NewError(topo.Closed, p)
@@ -435,19 +428,12 @@ func (fs *faultState) wait(ctx context.Context, p string, done <-chan struct{}) 
 		select {
 		case <-fs.hung:
 		case <-ctx.Done():
-			return interruptedOrTimeout(ctx, p)
+			return backendkit.FromContext(ctx, p)
 		case <-done:
 			return topo.NewError(topo.Closed, p)
 		}
 	}
 	return nil
-}
-
-func interruptedOrTimeout(ctx context.Context, p string) error {
-	if err := backendkit.FromContext(ctx, p); err != nil {
-		return err
-	}
-	return topo.NewError(topo.Interrupted, p)
 }
 
 // counter is a striped call counter: increments from many goroutines land

@@ -3,7 +3,6 @@ package memorytopo
 import (
 	"bytes"
 	"context"
-	"errors"
 	"slices"
 	"strings"
 
@@ -11,51 +10,58 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-var errEphemeral = errors.New("path is a lock or election entry")
-
 // Create implements topo.Conn.Create. It returns NodeExists if filePath
 // holds a file or a lock or election entry, InvalidPath or InvalidArgument
 // for bad input (nothing written), and Closed after Close.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
-	p, _, value, err := c.beginWrite(ctx, OpCreate, filePath, contents, nil)
+	op, value, err := c.beginWrite(ctx, topo.TxnCreate, filePath, contents, nil)
 	if err != nil {
 		return nil, err
 	}
+	return c.writeOne(op, value)
+}
+
+// beginWrite starts a write of kind (TxnCreate, TxnUpdate, TxnDelete) as
+// begin does: the call is counted as the Operation of its name, its
+// context, path, contents and version are checked (checkWrite,
+// checkDelete), then enter runs. It returns the write as a transaction's
+// op (Version backendkit.AnyVersion for nil) and the new value, the
+// contents copied outside the store's lock to keep that short.
+func (c *Conn) beginWrite(ctx context.Context, kind topo.TxnOpKind, filePath string, contents []byte, version topo.Version) (backendkit.TxnOp, *fileState, error) {
+	op := backendkit.TxnOp{Kind: kind}
+	p, err := c.begin(ctx, writeOps[kind], filePath, func(raw string) (p string, err error) {
+		if kind == topo.TxnDelete {
+			p, op.Version, err = checkDelete(raw, version)
+		} else {
+			p, op.Version, err = checkWrite(raw, contents, version)
+		}
+		return p, err
+	})
+	if err != nil {
+		return op, nil, err
+	}
+	op.Path = p
+	if kind == topo.TxnDelete {
+		return op, nil, nil
+	}
+	return op, &fileState{contents: bytes.Clone(contents)}, nil
+}
+
+// writeOne runs the write op of Create, Update (when updateInPlace cannot)
+// or Delete under the store's write lock: Closed again, the write's own
+// condition (txnCheck), then the write (apply), as a one-op Txn would.
+func (c *Conn) writeOne(op backendkit.TxnOp, value *fileState) (topo.Version, error) {
 	s := c.s
 	s.lock()
 	defer s.mu.Unlock()
-	if err := c.closedErr(p); err != nil {
+	if err := c.closedErr(op.Path); err != nil {
 		return nil, err
 	}
-	s.placeFor(p)
-	// ensureBelow creates nothing when the node exists (it is new, and holds
-	// nothing, otherwise), so a refused Create leaves the tree as it was.
-	n := ensureBelow(s.ensure(c.root), p)
-	if n.file.Load() != nil || n.entry != nil {
-		return nil, topo.NewError(topo.NodeExists, p)
+	s.placeFor(op.Path)
+	if err := c.txnCheck(op); err != nil {
+		return nil, err
 	}
-	return s.setFile(c.root, p, n, value).ver, nil
-}
-
-// beginWrite starts a Create (version nil) or an Update of filePath as
-// begin does: the call is counted as op, its context, path, contents and
-// version are checked (checkWrite), then enter runs. It returns the
-// canonical path, the version wanted (backendkit.AnyVersion for nil) and
-// the new value, contents copied outside the store's lock to keep that
-// short.
-func (c *Conn) beginWrite(ctx context.Context, op Operation, filePath string, contents []byte, version topo.Version) (string, int64, *fileState, error) {
-	c.f.count(op)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return "", 0, nil, err
-	}
-	p, want, err := checkWrite(filePath, contents, version)
-	if err != nil {
-		return "", 0, nil, err
-	}
-	if err := c.enter(ctx, op, p); err != nil {
-		return "", 0, nil, err
-	}
-	return p, want, &fileState{contents: bytes.Clone(contents)}, nil
+	return c.apply(op, value), nil
 }
 
 // Update implements topo.Conn.Update. With a nil version it writes
@@ -67,36 +73,14 @@ func (c *Conn) beginWrite(ctx context.Context, op Operation, filePath string, co
 // Close. Updates of different existing files do not serialise (see
 // updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
-	p, want, value, err := c.beginWrite(ctx, OpUpdate, filePath, contents, version)
+	op, value, err := c.beginWrite(ctx, topo.TxnUpdate, filePath, contents, version)
 	if err != nil {
 		return nil, err
 	}
-	if v, done, err := c.updateInPlace(p, value, want); done {
+	if v, done, err := c.updateInPlace(op.Path, value, op.Version); done {
 		return v, err
 	}
-	s := c.s
-	s.lock()
-	defer s.mu.Unlock()
-	if err := c.closedErr(p); err != nil {
-		return nil, err
-	}
-	s.placeFor(p)
-	n := c.node(p)
-	if n != nil && n.entry != nil {
-		return nil, backendkit.Wrap(topo.NodeExists, p, errEphemeral)
-	}
-	if want != backendkit.AnyVersion {
-		if n == nil || n.file.Load() == nil {
-			return nil, topo.NewError(topo.NoNode, p)
-		}
-		if n.file.Load().version != want {
-			return nil, topo.NewError(topo.BadVersion, p)
-		}
-	}
-	if n == nil {
-		n = s.ensure(c.full(p))
-	}
-	return s.setFile(c.root, p, n, value).ver, nil
+	return c.writeOne(op, value)
 }
 
 // updateInPlace is Update's hot path: the rewrite of an existing file,
@@ -141,16 +125,7 @@ func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Ver
 // may name an entry not placed yet (entry.go) is read under mu held for
 // writing, once every entry is placed.
 func (c *Conn) load(p string) *fileState {
-	s := c.s
-	s.rlock()
-	if s.unplaced > 0 && mayBeEntry(p) {
-		s.mu.RUnlock()
-		s.lock()
-		defer s.mu.Unlock()
-		s.placeAll()
-	} else {
-		defer s.mu.RUnlock()
-	}
+	defer c.s.unlock(c.s.rlockPlaced(p, false))
 	return stateOf(c.files[p])
 }
 
@@ -293,32 +268,10 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 // so Delete never touches them; Conn.ExpireSession drops them), and Closed
 // after Close.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
-	c.f.count(OpDelete)
-	if err := backendkit.CheckContext(ctx, filePath); err != nil {
-		return err
-	}
-	p, want, err := checkDelete(filePath, version)
+	op, _, err := c.beginWrite(ctx, topo.TxnDelete, filePath, nil, version)
 	if err != nil {
 		return err
 	}
-	if err := c.enter(ctx, OpDelete, p); err != nil {
-		return err
-	}
-	s := c.s
-	s.lock()
-	defer s.mu.Unlock()
-	if err := c.closedErr(p); err != nil {
-		return err
-	}
-	n := c.node(p)
-	switch {
-	case n != nil && n.file.Load() != nil:
-		if want != backendkit.AnyVersion && n.file.Load().version != want {
-			return topo.NewError(topo.BadVersion, p)
-		}
-		s.deleteFile(c.root, p, n)
-	default:
-		return topo.NewError(topo.NoNode, p)
-	}
-	return nil
+	_, err = c.writeOne(op, nil)
+	return err
 }

@@ -49,15 +49,9 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = DefaultSessionTTL
-	}
-	if o.NamedLockTTL <= 0 {
-		o.NamedLockTTL = DefaultNamedLockTTL
-	}
-	if o.History < 1 {
-		o.History = DefaultHistory
-	}
+	o.SessionTTL = backendkit.OrDefault(o.SessionTTL, DefaultSessionTTL)
+	o.NamedLockTTL = backendkit.OrDefault(o.NamedLockTTL, DefaultNamedLockTTL)
+	o.History = backendkit.OrDefault(o.History, DefaultHistory)
 	return o
 }
 
@@ -355,7 +349,7 @@ func (c *Conn) waitCut(ctx context.Context, p string) error {
 	case <-*ch:
 		return nil
 	case <-ctx.Done():
-		return interruptedOrTimeout(ctx, p)
+		return backendkit.FromContext(ctx, p)
 	case <-c.done:
 		return topo.NewError(topo.Closed, p)
 	}

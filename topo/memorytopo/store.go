@@ -338,6 +338,15 @@ func (s *store) rlock() {
 	s.mu.RLock()
 }
 
+// unlock releases mu, held for writing when write is set.
+func (s *store) unlock(write bool) {
+	if write {
+		s.mu.Unlock()
+	} else {
+		s.mu.RUnlock()
+	}
+}
+
 func (s *store) request() {
 	if s.counting.Load() {
 		s.requests.Add(1)

@@ -13,6 +13,13 @@ import (
 // store issued.
 var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of another memorytopo store")
 
+// errEphemeral is the cause of an update of a lock or election entry.
+var errEphemeral = errors.New("path is a lock or election entry")
+
+// writeOps is the Operation of each write kind: the Conn method a fault
+// on that kind of write names (see Fault), and the count of the method.
+var writeOps = map[topo.TxnOpKind]Operation{topo.TxnCreate: OpCreate, topo.TxnUpdate: OpUpdate, topo.TxnDelete: OpDelete}
+
 // Txn implements topo.Conn.Txn under the store's write lock: after the
 // checks (backendkit.CheckTxn, then each IfHeld's Fence must come from a
 // Conn of this store, then Closed, the partition and injected faults, as
@@ -78,71 +85,81 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	for _, op := range checked {
 		if err := c.txnCheck(op); err != nil {
-			return nil, err
+			return nil, backendkit.TxnOpError(op, err)
 		}
 	}
 	out := make([]topo.Version, len(checked))
 	for _, op := range checked {
-		switch op.Kind {
-		case topo.TxnCreate, topo.TxnUpdate:
-			out[op.Index] = s.setFile(c.root, op.Path, s.ensure(c.full(op.Path)), values[op.Index]).ver
-		case topo.TxnDelete:
-			s.deleteFile(c.root, op.Path, s.lookup(c.full(op.Path)))
+		if !op.Kind.IsCondition() {
+			out[op.Index] = c.apply(op, values[op.Index])
 		}
 	}
 	return out, nil
 }
 
 // txnCheck evaluates the condition of one checked op (the explicit one of
-// an If kind, or the implied one of a write) against the store. Call with
-// c.s.mu held for writing.
+// an If kind, or the implied one of a write, the same for Conn.Create,
+// Update and Delete) against the store, returning the *topo.Error it
+// fails with. Call with c.s.mu held for writing.
 func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 	n := c.node(op.Path)
 	switch op.Kind {
 	case topo.TxnIfHeld:
 		if !c.s.held(op.Fence) {
-			return backendkit.TxnFailed(op, topo.LockLost)
+			return topo.NewError(topo.LockLost, op.Path)
 		}
 	case topo.TxnIfVersion:
 		fs := stateOf(n)
 		switch {
 		case fs == nil:
-			return backendkit.TxnFailed(op, topo.NoNode)
+			return topo.NewError(topo.NoNode, op.Path)
 		case fs.version != op.Version:
-			return backendkit.TxnFailed(op, topo.BadVersion)
+			return topo.NewError(topo.BadVersion, op.Path)
 		}
 	case topo.TxnIfAbsent:
 		if stateOf(n) != nil {
-			return backendkit.TxnFailed(op, topo.NodeExists)
+			return topo.NewError(topo.NodeExists, op.Path)
 		}
 	case topo.TxnIfPresent:
 		if stateOf(n) == nil {
-			return backendkit.TxnFailed(op, topo.NoNode)
+			return topo.NewError(topo.NoNode, op.Path)
 		}
 	// The writes: Create, Update and Delete's own conditions.
 	case topo.TxnCreate:
 		if n != nil && (n.file.Load() != nil || n.entry != nil) {
-			return backendkit.TxnFailed(op, topo.NodeExists)
+			return topo.NewError(topo.NodeExists, op.Path)
 		}
 	case topo.TxnUpdate:
 		switch {
 		case n != nil && n.entry != nil:
-			return backendkit.TxnFailed(op, topo.NodeExists)
+			return backendkit.Wrap(topo.NodeExists, op.Path, errEphemeral)
 		case op.Version == backendkit.AnyVersion:
 		case n == nil || n.file.Load() == nil:
-			return backendkit.TxnFailed(op, topo.NoNode)
+			return topo.NewError(topo.NoNode, op.Path)
 		case n.file.Load().version != op.Version:
-			return backendkit.TxnFailed(op, topo.BadVersion)
+			return topo.NewError(topo.BadVersion, op.Path)
 		}
 	case topo.TxnDelete:
 		switch {
 		case n == nil || n.file.Load() == nil:
-			return backendkit.TxnFailed(op, topo.NoNode)
+			return topo.NewError(topo.NoNode, op.Path)
 		case op.Version != backendkit.AnyVersion && n.file.Load().version != op.Version:
-			return backendkit.TxnFailed(op, topo.BadVersion)
+			return topo.NewError(topo.BadVersion, op.Path)
 		}
 	}
 	return nil
+}
+
+// apply makes the write op (Create, Update or Delete, its condition
+// checked) with value, as a new store revision, and returns the new
+// version (nil for a delete). Call with c.s.mu held for writing.
+func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
+	s := c.s
+	if op.Kind == topo.TxnDelete {
+		s.deleteFile(c.root, op.Path, c.node(op.Path))
+		return nil
+	}
+	return s.setFile(c.root, op.Path, s.ensure(c.full(op.Path)), value).ver
 }
 
 // GuardedUpdate implements backendkit.GuardedUpdater (topo.GuardedUpdate

@@ -67,10 +67,39 @@ func (fs *fileState) watchData(rev int64) *topo.WatchData {
 	return &ev.WatchData
 }
 
-// newWatcher returns a watcher of full, whose initial values reflect
-// every change up to the store revision rev.
-func newWatcher(c *Conn, full string, recursive bool, rev int64) *watcher {
-	return &watcher{c: c, full: full, recursive: recursive, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}, last: rev, mark: rev}
+// register registers a watcher of full (a prefix when recursive; direct:
+// see watcher) under the store's write lock, once c is found open and
+// read has read the current state at the store revision rev, which the
+// watcher starts from; read's error (NoNode) registers nothing.
+func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchData, read func(rev int64) error) (*watcher, error) {
+	s := c.s
+	s.lock()
+	defer s.mu.Unlock()
+	if err := c.closedErr(p); err != nil {
+		return nil, err
+	}
+	rev := s.rev.Load()
+	if err := read(rev); err != nil {
+		return nil, err
+	}
+	w := &watcher{c: c, full: full, recursive: recursive, direct: direct, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}, last: rev, mark: rev}
+	if recursive {
+		s.recWatchers[w] = struct{}{}
+		return w, nil
+	}
+	ws := s.fileWatchers[full]
+	if ws == nil {
+		ws = map[*watcher]struct{}{}
+		s.fileWatchers[full] = ws
+	}
+	ws[w] = struct{}{}
+	return w, nil
+}
+
+// recursiveData returns fs, the file at rel, as a WatchRecursive value or
+// event at store revision rev, with a copy of the contents of its own.
+func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursive {
+	return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}}
 }
 
 // push records that the file at full path p now has state fs (nil when
@@ -216,44 +245,28 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if err != nil {
 		return nil, nil, err
 	}
-	full := c.full(p)
-	s := c.s
-	s.lock()
-	if err := c.closedErr(p); err != nil {
-		s.mu.Unlock()
+	out := make(chan *topo.WatchData, 1)
+	var cur *topo.WatchData
+	wr, err := c.register(p, c.full(p), false, out, func(rev int64) error {
+		n := c.s.lookup(c.full(p))
+		if n == nil || n.file.Load() == nil {
+			return topo.NewError(topo.NoNode, p)
+		}
+		cur = n.file.Load().watchData(rev)
+		return nil
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	n := s.lookup(full)
-	if n == nil || n.file.Load() == nil {
-		s.mu.Unlock()
-		return nil, nil, topo.NewError(topo.NoNode, p)
-	}
-	rev := s.rev.Load()
-	cur := n.file.Load().watchData(rev)
-	w := newWatcher(c, full, false, rev)
-	out := make(chan *topo.WatchData, 1)
-	w.direct = out
-	ws := s.fileWatchers[full]
-	if ws == nil {
-		ws = map[*watcher]struct{}{}
-		s.fileWatchers[full] = ws
-	}
-	ws[w] = struct{}{}
-	s.mu.Unlock()
-
-	go w.runFile(ctx, p, out)
-	return cur, out, nil
-}
-
-func (w *watcher) runFile(ctx context.Context, p string, out chan<- *topo.WatchData) {
-	run(ctx, w, out, func(_ string, fs *fileState, rev int64) (*topo.WatchData, bool) {
+	go run(ctx, wr, out, func(_ string, fs *fileState, rev int64) (*topo.WatchData, bool) {
 		if fs == nil {
 			return &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: rev}, true
 		}
 		return fs.watchData(rev), false
 	}, func() *topo.WatchData {
-		return &topo.WatchData{Err: w.interrupted(ctx, p)}
+		return &topo.WatchData{Err: wr.interrupted(ctx, p)}
 	})
+	return cur, out, nil
 }
 
 // run forwards w's events to out until the last one: an event for which
@@ -383,38 +396,26 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	fp := c.fullPrefix(p)
-	s := c.s
-	s.lock()
-	if err := c.closedErr(p); err != nil {
-		s.mu.Unlock()
+	cur := []*topo.WatchDataRecursive{}
+	wr, err := c.register(p, c.fullPrefix(p), true, nil, func(rev int64) error {
+		c.s.walkPrefix(c.fullPrefix(p), func(full string, fs *fileState) {
+			cur = append(cur, recursiveData(c.rel(full), fs, rev))
+		})
+		return nil
+	})
+	if err != nil {
 		return nil, nil, nil, err
 	}
-	cur := []*topo.WatchDataRecursive{}
-	rev := s.rev.Load()
-	s.walkPrefix(fp, func(full string, fs *fileState) {
-		cur = append(cur, &topo.WatchDataRecursive{Path: c.rel(full), WatchData: topo.WatchData{
-			Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}})
-	})
-	w := newWatcher(c, fp, true, rev)
-	s.recWatchers[w] = struct{}{}
-	s.mu.Unlock()
 	slices.SortFunc(cur, func(a, b *topo.WatchDataRecursive) int { return strings.Compare(a.Path, b.Path) })
-
 	out := make(chan *topo.WatchDataRecursive)
-	go w.runRecursive(ctx, p, out)
-	return cur, out, w, nil
-}
-
-func (w *watcher) runRecursive(ctx context.Context, prefix string, out chan<- *topo.WatchDataRecursive) {
-	run(ctx, w, out, func(full string, fs *fileState, rev int64) (*topo.WatchDataRecursive, bool) {
-		p := w.c.rel(full)
+	go run(ctx, wr, out, func(full string, fs *fileState, rev int64) (*topo.WatchDataRecursive, bool) {
 		if fs == nil {
-			return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: rev}}, false
+			rel := c.rel(full)
+			return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel), Revision: rev}}, false
 		}
-		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{
-			Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}}, false
+		return recursiveData(c.rel(full), fs, rev), false
 	}, func() *topo.WatchDataRecursive {
-		return &topo.WatchDataRecursive{Path: prefix, WatchData: topo.WatchData{Err: w.interrupted(ctx, prefix)}}
+		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: wr.interrupted(ctx, p)}}
 	})
+	return cur, out, wr, nil
 }
