@@ -106,7 +106,7 @@ func (e *entry) key() string { return e.q.dir + "/" + seqName(e.seq) }
 
 // entryState is the file an entry reads as: its value, version seq.
 func entryState(e *entry) *fileState {
-	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq), ephemeral: true}
+	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq)}
 }
 
 // lockEntry is a lock's entry allocated together with the room for its

@@ -356,43 +356,32 @@ func (r *rule) matches(op Operation, p string) bool {
 	return true
 }
 
-// matchesTxnOp reports whether r matches one op of a transaction: an
-// OpTxn or OpAny rule by the op's path, an OpCreate, OpUpdate or OpDelete
-// rule when op is a write of that kind on a matching path (see Fault).
-func (r *rule) matchesTxnOp(op backendkit.TxnOp) bool {
-	as := OpTxn
-	if w, ok := writeOps[op.Kind]; ok && r.Op != OpAny && r.Op != OpTxn {
-		as = w
+// match reports whether r matches a call of op on p, and the path its
+// error names. For a transaction (op OpTxn, p "", its ops txn) that is the
+// first op r matches: an OpTxn or OpAny rule by the op's path, an
+// OpCreate, OpUpdate or OpDelete rule a write of that kind on a matching
+// path (see Fault); so a rule is consumed at most once per transaction.
+func (r *rule) match(op Operation, p string, txn []backendkit.TxnOp) (string, bool) {
+	if op != OpTxn {
+		return p, r.matches(op, p)
 	}
-	return r.matches(as, op.Path)
-}
-
-// inject applies the configured faults to one call of op on path p: it
-// waits out the latency and a hang, then returns the first matching error.
-// done is the Conn's close channel.
-func (f *Factory) inject(ctx context.Context, op Operation, p string, done <-chan struct{}) error {
-	return f.faultState.Load().inject(ctx, p, done, func(r *rule) (string, bool) { return p, r.matches(op, p) })
-}
-
-// injectTxn is inject for a transaction of ops: the latency and a hang
-// are waited out once, SetError's error names no path, and a Fault
-// matches when it matches any op (see matchesTxnOp; each rule is consumed
-// at most once per transaction).
-func (f *Factory) injectTxn(ctx context.Context, ops []backendkit.TxnOp, done <-chan struct{}) error {
-	return f.faultState.Load().inject(ctx, "", done, func(r *rule) (string, bool) {
-		for _, op := range ops {
-			if r.matchesTxnOp(op) {
-				return op.Path, true
-			}
+	for _, o := range txn {
+		as := OpTxn
+		if w, ok := writeOps[o.Kind]; ok && r.Op != OpAny && r.Op != OpTxn {
+			as = w
 		}
-		return "", false
-	})
+		if r.matches(as, o.Path) {
+			return o.Path, true
+		}
+	}
+	return "", false
 }
 
-// inject waits out the latency and a hang of fs for a call on p, then
-// returns SetError's error or that of the first rule that match accepts,
-// naming the path match returns. A nil fs (no fault) returns nil at once.
-func (fs *faultState) inject(ctx context.Context, p string, done <-chan struct{}, match func(*rule) (string, bool)) error {
+// inject applies fs to a call of op on p (see match) on a Conn whose
+// close channel is done: it waits out the latency and a hang, then
+// returns SetError's error or that of the first rule that matches. A nil
+// fs (no fault) returns nil at once.
+func (fs *faultState) inject(ctx context.Context, op Operation, p string, txn []backendkit.TxnOp, done <-chan struct{}) error {
 	if fs == nil {
 		return nil
 	}
@@ -403,7 +392,7 @@ func (fs *faultState) inject(ctx context.Context, p string, done <-chan struct{}
 		return faultErr(fs.err, p)
 	}
 	for _, r := range fs.rules {
-		if at, ok := match(r); ok {
+		if at, ok := r.match(op, p, txn); ok {
 			return faultErr(r.Err, at)
 		}
 	}
@@ -527,7 +516,7 @@ func (c *Conn) claimHooks() claims.Hooks {
 			case claims.CallNewLeaderParticipation:
 				if fs := c.f.faultState.Load(); fs != nil {
 					errOnly := &faultState{err: fs.err, rules: fs.rules}
-					return errOnly.inject(ctx, p, c.done, func(r *rule) (string, bool) { return p, r.matches(op, p) })
+					return errOnly.inject(ctx, op, p, nil, c.done)
 				}
 				return nil
 			case claims.CallResumeLeaderParticipation:

@@ -190,19 +190,11 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.file.Load() == nil {
-		return nil, topo.NewError(topo.NoNode, p)
+	contents, code := n.versionAt(version)
+	if code != 0 {
+		return nil, topo.NewError(code, p)
 	}
-	if n.file.Load().version == version {
-		return bytes.Clone(n.file.Load().contents), nil
-	}
-	if contents, ok := n.historic(version); ok {
-		return bytes.Clone(contents), nil
-	}
-	if version <= n.floor() {
-		return nil, topo.NewError(topo.Compacted, p)
-	}
-	return nil, topo.NewError(topo.NoNode, p)
+	return bytes.Clone(contents), nil
 }
 
 // List implements topo.Conn.List: every file whose path starts with

@@ -112,19 +112,14 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 		s.placeAtOnce = true
 		s.placeAll()
 	}
-	files := s.index(r)
-	queues := s.rootQueues[r]
-	if queues == nil {
-		queues = &rootQueues{locks: map[string]*queue{}, elections: map[string]*queue{}}
-		s.rootQueues[r] = queues
-	}
+	idx := s.index(r)
 	s.mu.Unlock()
 	c := &Conn{
 		f:      f,
 		s:      s,
 		root:   r,
-		files:  files,
-		queues: queues,
+		files:  idx.nodes,
+		queues: idx,
 		done:   make(chan struct{}),
 		leases: map[*lease]struct{}{},
 	}
@@ -210,10 +205,10 @@ type Conn struct {
 	f    *Factory
 	s    *store
 	root string
-	// files is root's index (see store.roots), queues the store's queues
-	// used by the Conns of root (driver.queue); guarded by the store's mu.
+	// files and queues are root's index (see store.roots); guarded by the
+	// store's mu.
 	files  map[string]*node
-	queues *rootQueues
+	queues *rootIndex
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -266,12 +261,6 @@ func (c *Conn) Close() {
 func (c *Conn) ExpireSession() {
 	c.s.lock()
 	defer c.s.mu.Unlock()
-	c.endLeases()
-}
-
-// endLeases ends every lease of c. Call with the store's mu held for
-// writing.
-func (c *Conn) endLeases() {
 	for l := range c.leases {
 		c.s.revokeLease(l)
 	}
@@ -407,12 +396,13 @@ func (c *Conn) begin(ctx context.Context, op Operation, raw string, clean func(s
 	return p, c.enter(ctx, op, p)
 }
 
-// enter runs the common prologue of a call of op on the canonical path p,
-// once its context and input were checked (backendkit's check order:
-// context, path, reserved names, value, version, then Closed): the Closed
-// check, then the partition (Conn.Partition), then injected faults, then
-// Closed again (the Conn may have closed while the call waited).
-func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
+// enter runs the common prologue of a call of op on the canonical path p
+// (a transaction: OpTxn, "" and its ops txn), once its context and input
+// were checked (backendkit's check order: context, path, reserved names,
+// value, version, then Closed): the Closed check, then the partition
+// (Conn.Partition), then injected faults, then Closed again (the Conn may
+// have closed while the call waited).
+func (c *Conn) enter(ctx context.Context, op Operation, p string, txn ...backendkit.TxnOp) error {
 	if c.cut.Load() == nil && c.f.faultState.Load() == nil {
 		return c.closedErr(p) // nothing to wait for: the common case
 	}
@@ -422,7 +412,7 @@ func (c *Conn) enter(ctx context.Context, op Operation, p string) error {
 	if err := c.waitCut(ctx, p); err != nil {
 		return err
 	}
-	if err := c.f.inject(ctx, op, p, c.done); err != nil {
+	if err := c.f.faultState.Load().inject(ctx, op, p, txn, c.done); err != nil {
 		return err
 	}
 	return c.closedErr(p)

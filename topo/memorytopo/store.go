@@ -36,21 +36,19 @@ type store struct {
 	// roots holds one index per Conn root in use (made with its first
 	// Conn, kept for the store's lifetime): the node of every file and
 	// placed entry below that root, by path relative to it, so that a
-	// read finds a value with one map lookup (publish keeps them). A
-	// slice, not a map: publish walks it on every new or deleted file, and
-	// a store has few roots.
-	roots []rootIndex
+	// read finds a value with one map lookup (publish keeps them), and the
+	// queues its Conns used. A slice, not a map: publish walks it on every
+	// new or deleted file, and a store has few roots.
+	roots []*rootIndex
 
 	leases       map[*lease]struct{}
 	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
 	recWatchers  map[*watcher]struct{}
 
-	// queues holds every queue used, by full directory (entry.go), and
-	// rootQueues the same by root (driver.queue);
+	// queues holds every queue used, by full directory (entry.go);
 	// unplaced counts the entries not in the tree yet; placeAtOnce is set
 	// once a root that may lie in a queue is in use.
 	queues      map[string]*queue
-	rootQueues  map[string]*rootQueues
 	unplaced    int
 	placeAtOnce bool
 }
@@ -64,28 +62,26 @@ func newStore(f *Factory) *store {
 		fileWatchers: map[string]map[*watcher]struct{}{},
 		recWatchers:  map[*watcher]struct{}{},
 		queues:       map[string]*queue{},
-		rootQueues:   map[string]*rootQueues{},
 	}
 }
 
-// rootQueues holds the queues the Conns of one root used, by canonical
-// path: a lock's directory (locks) or an election's name (elections).
-// Two maps keyed by strings, not one keyed by claims.Queue: a string key
-// is found faster, on every claim call.
-type rootQueues struct{ locks, elections map[string]*queue }
-
-// rootIndex is the index of one root (see store.roots).
+// rootIndex is the index of one root (see store.roots). locks and
+// elections hold the queues its Conns used (driver.queue) by canonical
+// path, a lock's directory or an election's name: two maps keyed by
+// strings, not one keyed by claims.Queue, as a string key is found
+// faster, on every claim call.
 type rootIndex struct {
-	root  string
-	nodes map[string]*node
+	root             string
+	nodes            map[string]*node
+	locks, elections map[string]*queue
 }
 
 // index returns the index of the canonical root r (see roots), making
 // and filling it on first use. Call with mu held for writing.
-func (s *store) index(r string) map[string]*node {
+func (s *store) index(r string) *rootIndex {
 	for _, ri := range s.roots {
 		if ri.root == r {
-			return ri.nodes
+			return ri
 		}
 	}
 	idx := map[string]*node{}
@@ -102,8 +98,9 @@ func (s *store) index(r string) map[string]*node {
 		fill(n, "")
 	}
 	delete(idx, "") // the root itself is no path of its Conns
-	s.roots = append(s.roots, rootIndex{r, idx})
-	return idx
+	ri := &rootIndex{root: r, nodes: idx, locks: map[string]*queue{}, elections: map[string]*queue{}}
+	s.roots = append(s.roots, ri)
+	return ri
 }
 
 // publish adds n (with a value: present) to, or removes it from, every
@@ -144,23 +141,20 @@ func joinRoot(root, rel string) string {
 	return root + "/" + rel
 }
 
-// node is one name in the tree. A node may hold a file, be an ephemeral
-// lock or election entry, have children, or (for files) several of these.
+// node is one name in the tree: a file, an entry, a directory, or a file
+// that is also a directory.
 type node struct {
 	name     string
 	parent   *node
 	children map[string]*node
+	file     atomic.Pointer[fileState] // non-nil for a regular file
+	entry    *entry                    // non-nil for a lock or election entry
 
-	file  atomic.Pointer[fileState] // non-nil for a regular file
-	entry *entry                    // non-nil for a lock or election entry
-
-	// mu guards file and the history when they change with the store's
-	// mu held only for reading (see store).
+	// mu guards file and hist when they change with the store's mu held
+	// only for reading (see store).
 	mu sync.Mutex
-
-	// hist is the file's history, nil until a write replaces a version
-	// (few nodes are rewritten files: entries and directories never are)
-	// and again once the file is deleted.
+	// hist is nil until a write replaces a version (few nodes are
+	// rewritten files) and again once the file is deleted.
 	hist *history
 
 	// files counts the regular files in this subtree, this node included.
@@ -171,28 +165,17 @@ type node struct {
 }
 
 // history holds a file's earlier versions (at most Options.History-1),
-// oldest first. floor is the highest version discarded from it (0 when
-// nothing was discarded).
+// oldest first, and the highest version discarded from it (floor).
 type history struct {
 	entries []histEntry
 	floor   int64
 }
 
-// floor returns the highest version discarded from n's history (0 when
-// none). Call with mu held for writing, or for reading with n.mu held.
-func (n *node) floor() int64 {
-	if n.hist == nil {
-		return 0
-	}
-	return n.hist.floor
-}
-
 // fileState is an immutable snapshot of one file (or entry) value.
 type fileState struct {
-	contents  []byte
-	version   int64
-	ver       topo.Version // topo.NumericVersion(version), boxed once
-	ephemeral bool
+	contents []byte
+	version  int64
+	ver      topo.Version // topo.NumericVersion(version), boxed once
 }
 
 type histEntry struct {
@@ -205,11 +188,8 @@ func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
 // ensure returns the node at full path p, creating it and its parents.
 // Call with mu held for writing.
-func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
-
-// ensureBelow is ensure for the path p relative to the node n.
-// Call with mu held for writing.
-func ensureBelow(n *node, p string) *node {
+func (s *store) ensure(p string) *node {
+	n := s.top
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
 		p = rest
@@ -281,18 +261,32 @@ func (s *store) keep(n *node, old *fileState) {
 	}
 }
 
-// historic returns the contents n's history holds for version, if any.
-// Call with mu held for writing, or for reading with n.mu held.
-func (n *node) historic(version int64) ([]byte, bool) {
-	if n.hist == nil {
-		return nil, false
+// versionAt returns the contents of the file n holds at version, its
+// current or a kept one, or the code GetVersion fails with: Compacted for
+// a version older than the history, NoNode for one n never held (or when
+// n holds no file). Call with mu held for writing, or for reading with
+// n.mu held.
+func (n *node) versionAt(version int64) ([]byte, topo.ErrorCode) {
+	fs := n.file.Load()
+	switch {
+	case fs == nil:
+		return nil, topo.NoNode
+	case fs.version == version:
+		return fs.contents, 0
 	}
-	for _, h := range n.hist.entries {
-		if h.version == version {
-			return h.contents, true
+	var floor int64
+	if n.hist != nil {
+		for _, h := range n.hist.entries {
+			if h.version == version {
+				return h.contents, 0
+			}
 		}
+		floor = n.hist.floor
 	}
-	return nil, false
+	if version <= floor {
+		return nil, topo.Compacted
+	}
+	return nil, topo.NoNode
 }
 
 // deleteFile removes the file at the full path root/rel held by n, with

@@ -64,13 +64,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			values[i] = &fileState{contents: bytes.Clone(op.Contents)}
 		}
 	}
-	if err := c.closedErr(""); err != nil {
-		return nil, err
-	}
-	if err := c.waitCut(ctx, ""); err != nil {
-		return nil, err
-	}
-	if err := c.f.injectTxn(ctx, checked, c.done); err != nil {
+	if err := c.enter(ctx, OpTxn, "", checked...); err != nil {
 		return nil, err
 	}
 	// Under the store's write lock: Close again, every op's condition,
