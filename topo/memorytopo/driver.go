@@ -356,14 +356,10 @@ func (s *store) guard(f topo.Fence) (g claims.Guard, ours, mine bool) {
 
 // held reports whether the claim behind f, which s issued, is still held:
 // its holder has neither released nor lost it, and its entry is in the
-// store on its live lease (IfHeld). Call with s.mu held: every end of a
+// store on its live lease, still its Conn's (IfHeld; a lease adopted by
+// Resume lost the original claim anyway). Call with s.mu held: every end of a
 // claim in the store (revokeLease, driver.Delete) holds it for writing.
 func (s *store) held(f topo.Fence) bool {
 	g, ours, _ := s.guard(f)
-	if !ours || !g.Live() {
-		return false
-	}
-	x, _ := g.Entry().Ref.(*entry)
-	l, _ := g.Session().Ref().(*lease)
-	return x != nil && !x.removed && x.lease == l && !l.revoked
+	return ours && g.Live() && g.Driver().(driver).live(g.Session(), g.Entry()) != nil
 }

@@ -188,8 +188,11 @@ func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
 // ensure returns the node at full path p, creating it and its parents.
 // Call with mu held for writing.
-func (s *store) ensure(p string) *node {
-	n := s.top
+func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
+
+// ensureBelow is ensure for the path p relative to the node n, without
+// building the full path. Call with mu held for writing.
+func ensureBelow(n *node, p string) *node {
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
 		p = rest

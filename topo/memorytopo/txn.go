@@ -96,7 +96,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 // Update and Delete) against the store, returning the *topo.Error it
 // fails with. Call with c.s.mu held for writing.
 func (c *Conn) txnCheck(op backendkit.TxnOp) error {
-	n := c.node(op.Path)
+	n := c.files[op.Path] // the node of every file and placed entry
 	switch op.Kind {
 	case topo.TxnIfHeld:
 		if !c.s.held(op.Fence) {
@@ -148,12 +148,15 @@ func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 // checked) with value, as a new store revision, and returns the new
 // version (nil for a delete). Call with c.s.mu held for writing.
 func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
-	s := c.s
+	s, n := c.s, c.files[op.Path]
 	if op.Kind == topo.TxnDelete {
-		s.deleteFile(c.root, op.Path, c.node(op.Path))
+		s.deleteFile(c.root, op.Path, n)
 		return nil
 	}
-	return s.setFile(c.root, op.Path, s.ensure(c.full(op.Path)), value).ver
+	if n == nil {
+		n = ensureBelow(s.ensure(c.root), op.Path)
+	}
+	return s.setFile(c.root, op.Path, n, value).ver
 }
 
 // GuardedUpdate implements backendkit.GuardedUpdater (topo.GuardedUpdate
