@@ -33,13 +33,10 @@ var (
 // dir is the full store path of q's queue: <dir>/locks for a lock,
 // elections/<name> for an election.
 func (d driver) dir(q claims.Queue) string {
-	switch {
-	case q.Election:
+	if q.Election {
 		return joinRoot(d.c.root, electionsDir+"/"+q.Path)
-	case q.Path == "":
-		return joinRoot(d.c.root, locksDir)
 	}
-	return joinRoot(d.c.root, q.Path+"/"+locksDir)
+	return joinRoot(d.c.root, joinRoot(q.Path, locksDir))
 }
 
 // queue returns q's queue in the store (nil when it has none and create
@@ -54,8 +51,13 @@ func (d driver) queue(q claims.Queue, create bool) *queue {
 	if x := m[q.Path]; x != nil {
 		return x
 	}
-	x := d.c.s.queueAt(d.dir(q), create)
+	dir := d.dir(q)
+	x := d.c.s.queues[dir]
 	if create {
+		if x == nil {
+			x = &queue{dir: dir}
+			d.c.s.queues[dir] = x
+		}
 		m[q.Path] = x
 	}
 	return x

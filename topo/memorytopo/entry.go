@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/claims"
 )
 
@@ -45,18 +44,6 @@ type queue struct {
 	// checks the files below it without walking the tree while the node
 	// is in it (not pruned).
 	lockDir *node
-}
-
-// queueAt returns the queue of the full directory dir, creating it when
-// create is set (else nil when there is none). Call with mu held, for
-// writing to create.
-func (s *store) queueAt(dir string, create bool) *queue {
-	q := s.queues[dir]
-	if q == nil && create {
-		q = &queue{dir: dir}
-		s.queues[dir] = q
-	}
-	return q
 }
 
 // entry is a lock or election entry: an ephemeral value attached to a
@@ -103,11 +90,6 @@ type publication struct {
 
 // key is the entry's full store path.
 func (e *entry) key() string { return e.q.dir + "/" + seqName(e.seq) }
-
-// entryState is the file an entry reads as: its value, version seq.
-func entryState(e *entry) *fileState {
-	return &fileState{contents: []byte(e.value), version: e.seq, ver: topo.NumericVersion(e.seq)}
-}
 
 // lockEntry is a lock's entry allocated together with the room for its
 // descriptor (claims.Roomer): a lock costs one allocation.

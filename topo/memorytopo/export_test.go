@@ -21,7 +21,7 @@ func queueLen(c *Conn, dir string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for e := s.queueAt(dir, false).first(); e != nil; e = e.snext {
+	for e := s.queues[dir].first(); e != nil; e = e.snext {
 		n++
 	}
 	return n
@@ -53,7 +53,7 @@ func Awaited(c *Conn, dir string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for e := s.queueAt(driver{c}.dir(claimsQueue(dir, false)), false).first(); e != nil; e = e.snext {
+	for e := s.queues[driver{c}.dir(claimsQueue(dir, false))].first(); e != nil; e = e.snext {
 		if e.gone != nil {
 			n++
 		}

@@ -86,14 +86,12 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // updateInPlace is Update's hot path: the rewrite of an existing file,
 // with the store's mu held only for reading and the file's node locked,
 // so that writers of different files run in parallel. The tree's shape
-// cannot change meanwhile (that needs mu for writing), so the node stays
-// the file's; the version is a fresh store revision; history, slots and
+// cannot change meanwhile, so the node stays the file's; history and
 // watch events change under the node's lock, in version order per file.
 // It reports done=false, having changed nothing, when Update must take
-// the write lock instead: nothing is published at p (a new file, a
-// directory), p is an entry, or a WatchRecursive is registered (its
-// events of different files must stay in version order, which only the
-// write lock orders).
+// the write lock instead: p holds no file, or a WatchRecursive is
+// registered (its events of different files must stay in version order,
+// which only the write lock orders).
 func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
 	s.rlock()
@@ -121,22 +119,20 @@ func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Ver
 }
 
 // load returns the current snapshot at the canonical path p (a file, or
-// an entry read as one), or nil, under mu held for reading; a path that
-// may name an entry not placed yet (entry.go) is read under mu held for
-// writing, once every entry is placed.
+// an entry read as one), or nil (see rlockPlaced).
 func (c *Conn) load(p string) *fileState {
 	defer c.s.unlock(c.s.rlockPlaced(p, false))
 	return stateOf(c.files[p])
 }
 
 // stateOf returns the value n holds: its file, or its entry read as a
-// file; nil for none. Call with mu held.
+// file (its value, version seq); nil for none. Call with mu held.
 func stateOf(n *node) *fileState {
 	switch {
 	case n == nil:
 		return nil
 	case n.entry != nil:
-		return entryState(n.entry)
+		return &fileState{contents: []byte(n.entry.value), version: n.entry.seq, ver: topo.NumericVersion(n.entry.seq)}
 	}
 	return n.file.Load()
 }
