@@ -102,7 +102,8 @@
 package memorytopo
 
 // Implementation notes. Data: store.go (the tree, the per-root indexes,
-// versions and history), file.go, directory.go, watch.go, txn.go,
+// versions and history, the locking), file.go, directory.go, watch.go,
+// txn.go (whose checks and writes Create, Update and Delete share),
 // path.go. Claims are the claims engine's (topo/claims): driver.go is its
 // Driver, entry.go the queues and their placement in the tree, session.go
 // the leases; Conn.claimHooks (faults.go) counts and faults each claim
@@ -110,6 +111,3 @@ package memorytopo
 // identity on its live lease) or with its lease (revokeLease), which
 // declares the lease's engine Session lost first, under the store's write
 // lock, so no successor is granted before the old holder's claim ended.
-// Get and in-place Updates of existing files hold the store's mu for
-// reading (updateInPlace adds the file's own mutex); Create, Delete, Txn,
-// List, watch set-up and queue changes hold it for writing.

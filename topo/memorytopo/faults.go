@@ -403,26 +403,30 @@ func (fs *faultState) inject(ctx context.Context, op Operation, p string, txn []
 func (fs *faultState) wait(ctx context.Context, p string, done <-chan struct{}) error {
 	if fs.latency > 0 {
 		t := time.NewTimer(fs.latency)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return backendkit.FromContext(ctx, p)
-		case <-done:
-			t.Stop()
-			return topo.NewError(topo.Closed, p)
+		err := await(ctx, t.C, done, p)
+		t.Stop()
+		if err != nil {
+			return err
 		}
 	}
 	if fs.hung != nil {
-		select {
-		case <-fs.hung:
-		case <-ctx.Done():
-			return backendkit.FromContext(ctx, p)
-		case <-done:
-			return topo.NewError(topo.Closed, p)
-		}
+		return await(ctx, fs.hung, done, p)
 	}
 	return nil
+}
+
+// await blocks a call on p until ch delivers or is closed (nil), its
+// context ends (Timeout, Interrupted) or its Conn's done is closed
+// (Closed).
+func await[T any](ctx context.Context, ch <-chan T, done <-chan struct{}, p string) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return backendkit.FromContext(ctx, p)
+	case <-done:
+		return topo.NewError(topo.Closed, p)
+	}
 }
 
 // counter is a striped call counter: increments from many goroutines land

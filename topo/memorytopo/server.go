@@ -330,18 +330,10 @@ func (c *Conn) setPartitioned(on bool) {
 
 // waitCut blocks while c is partitioned.
 func (c *Conn) waitCut(ctx context.Context, p string) error {
-	ch := c.cut.Load()
-	if ch == nil {
-		return nil
+	if ch := c.cut.Load(); ch != nil {
+		return await(ctx, *ch, c.done, p)
 	}
-	select {
-	case <-*ch:
-		return nil
-	case <-ctx.Done():
-		return backendkit.FromContext(ctx, p)
-	case <-c.done:
-		return topo.NewError(topo.Closed, p)
-	}
+	return nil
 }
 
 func (c *Conn) setKeepAlivePaused(paused bool) {

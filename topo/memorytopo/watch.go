@@ -339,7 +339,7 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 // other is still queued, the revision reached before otherwise. Closed
 // after Close.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	cur, out, _, err := c.watchRecursive(ctx, prefix)
+	cur, out, _, err := c.WatchRecursiveSyncRevision(ctx, prefix)
 	return cur, out, err
 }
 
@@ -364,34 +364,6 @@ func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.W
 // queues its events under it, so every change up to that revision is
 // among the n events (topo/cache's RevisionSyncWatcher). Same errors.
 func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, int64, error), error) {
-	cur, out, w, err := c.watchRecursive(ctx, prefix)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	sync := func(sctx context.Context) (uint64, int64, error) {
-		p, err := c.begin(sctx, OpGet, prefix, topo.CleanPrefix)
-		if err != nil {
-			return 0, 0, err
-		}
-		select {
-		case <-w.broken:
-			return 0, 0, w.interrupted(ctx, p)
-		case <-ctx.Done():
-			return 0, 0, w.interrupted(ctx, p)
-		default:
-		}
-		s := c.s
-		s.rlock()
-		defer s.mu.RUnlock()
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.popped + uint64(len(w.order)), s.rev.Load(), nil
-	}
-	return cur, out, sync, nil
-}
-
-// watchRecursive is WatchRecursive, also returning its watcher.
-func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, *watcher, error) {
 	p, err := c.begin(ctx, OpWatchRecursive, prefix, topo.CleanPrefix)
 	if err != nil {
 		return nil, nil, nil, err
@@ -417,5 +389,24 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	}, func() *topo.WatchDataRecursive {
 		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: wr.interrupted(ctx, p)}}
 	})
-	return cur, out, wr, nil
+	sync := func(sctx context.Context) (uint64, int64, error) {
+		p, err := c.begin(sctx, OpGet, prefix, topo.CleanPrefix)
+		if err != nil {
+			return 0, 0, err
+		}
+		select {
+		case <-wr.broken:
+			return 0, 0, wr.interrupted(ctx, p)
+		case <-ctx.Done():
+			return 0, 0, wr.interrupted(ctx, p)
+		default:
+		}
+		s := c.s
+		s.rlock()
+		defer s.mu.RUnlock()
+		wr.mu.Lock()
+		defer wr.mu.Unlock()
+		return wr.popped + uint64(len(wr.order)), s.rev.Load(), nil
+	}
+	return cur, out, sync, nil
 }
