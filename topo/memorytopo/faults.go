@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -183,21 +184,6 @@ type faultState struct {
 	rules   []*rule
 }
 
-func (fs *faultState) blocksKeepAlive() bool {
-	if fs == nil {
-		return false
-	}
-	if fs.err != nil || fs.hung != nil {
-		return true
-	}
-	for _, r := range fs.rules {
-		if r.Op == OpKeepAlive {
-			return true
-		}
-	}
-	return false
-}
-
 // SetError makes every call on every Conn of f fail with err (see
 // Fault.Err for how err is returned) until SetError(nil). Calls fail after
 // the Closed check and input validation, so a closed Conn still returns
@@ -220,12 +206,8 @@ func (f *Factory) AddFault(fault Fault) (remove func()) {
 	f.updateFaults(func(fl *faultState) { fl.rules = append(fl.rules, r) })
 	return func() {
 		f.updateFaults(func(fl *faultState) {
-			for i, o := range fl.rules {
-				if o == r {
-					fl.rules = append(fl.rules[:i:i], fl.rules[i+1:]...)
-					return
-				}
-			}
+			// A copy: the published snapshot's rules do not change.
+			fl.rules = slices.DeleteFunc(slices.Clone(fl.rules), func(o *rule) bool { return o == r })
 		})
 	}
 }
@@ -305,7 +287,7 @@ func (f *Factory) updateFaults(change func(*faultState)) {
 		fs = &next
 	}
 	f.faultState.Store(fs)
-	blocked := fs.blocksKeepAlive()
+	blocked := next.err != nil || next.hung != nil || slices.ContainsFunc(next.rules, func(r *rule) bool { return r.Op == OpKeepAlive })
 	changed := f.keepAliveBlocked.Swap(blocked) != blocked
 	f.faultMu.Unlock()
 	if changed {
@@ -342,18 +324,8 @@ func (r *rule) matches(op Operation, p string) bool {
 			return false
 		}
 	}
-	if r.Times > 0 {
-		for {
-			n := r.remaining.Load()
-			if n <= 0 {
-				return false
-			}
-			if r.remaining.CompareAndSwap(n, n-1) {
-				return true
-			}
-		}
-	}
-	return true
+	// With Times, exactly the first Times matching calls take a count >= 0.
+	return r.Times <= 0 || r.remaining.Add(-1) >= 0
 }
 
 // match reports whether r matches a call of op on p, and the path its

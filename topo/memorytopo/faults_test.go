@@ -388,3 +388,34 @@ func TestWriteFaultsFailTransactions(t *testing.T) {
 	// Transactions count as OpTxn only.
 	require.Zero(t, f.CallCount(memorytopo.OpDelete))
 }
+
+// TestFaultTimesConcurrent checks that a Fault with Times fails exactly
+// that many of the matching calls when they race, and no more.
+func TestFaultTimesConcurrent(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	_, err := c.Create(ctx, "a", []byte("x"))
+	require.NoError(t, err)
+	f.AddFault(memorytopo.Fault{Op: memorytopo.OpGet, Path: "a", Times: 5})
+	errs := make([]error, 40)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, errs[i] = c.Get(ctx, "a")
+		}()
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			requireCode(t, err, topo.Unavailable)
+			failed++
+		}
+	}
+	require.Equal(t, 5, failed)
+	_, _, err = c.Get(ctx, "a")
+	require.NoError(t, err, "the fault is used up")
+}
