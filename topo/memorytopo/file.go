@@ -23,18 +23,14 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 
 // beginWrite starts a write of kind (TxnCreate, TxnUpdate, TxnDelete) as
 // begin does: the call is counted as the Operation of its name, its
-// context, path, contents and version are checked (checkWrite,
-// checkDelete), then enter runs. It returns the write as a transaction's
+// context, path, contents and version are checked (checkWrite), then
+// enter runs. It returns the write as a transaction's
 // op (Version backendkit.AnyVersion for nil) and the new value, the
 // contents copied outside the store's lock to keep that short.
 func (c *Conn) beginWrite(ctx context.Context, kind topo.TxnOpKind, filePath string, contents []byte, version topo.Version) (backendkit.TxnOp, *fileState, error) {
 	op := backendkit.TxnOp{Kind: kind}
 	p, err := c.begin(ctx, writeOps[kind], filePath, func(raw string) (p string, err error) {
-		if kind == topo.TxnDelete {
-			p, op.Version, err = checkDelete(raw, version)
-		} else {
-			p, op.Version, err = checkWrite(raw, contents, version)
-		}
+		p, op.Version, err = checkWrite(kind == topo.TxnDelete, raw, contents, version)
 		return p, err
 	})
 	if err != nil {

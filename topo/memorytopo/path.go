@@ -14,30 +14,19 @@ func cleanFilePath(p string) (string, error) {
 }
 
 // checkWrite is backendkit.CheckUpdate (for Create, with a nil version),
-// through backendkit.CleanPlain.
-func checkWrite(filePath string, contents []byte, version topo.Version) (string, int64, error) {
+// or CheckDelete for a delete (del, contents nil), through
+// backendkit.CleanPlain.
+func checkWrite(del bool, filePath string, contents []byte, version topo.Version) (string, int64, error) {
 	p, ok := backendkit.CleanPlain(filePath)
-	if !ok {
+	switch {
+	case !ok && del:
+		return backendkit.CheckDelete(filePath, version)
+	case !ok:
 		return backendkit.CheckUpdate(filePath, contents, version)
 	}
 	if err := backendkit.CheckValue(p, contents); err != nil {
 		return "", 0, err
 	}
-	return versionArg(p, version)
-}
-
-// checkDelete is backendkit.CheckDelete, through backendkit.CleanPlain.
-func checkDelete(filePath string, version topo.Version) (string, int64, error) {
-	p, ok := backendkit.CleanPlain(filePath)
-	if !ok {
-		return backendkit.CheckDelete(filePath, version)
-	}
-	return versionArg(p, version)
-}
-
-// versionArg returns p with the number of a caller's version for it
-// (backendkit.AnyVersion for nil), or VersionNumber's error.
-func versionArg(p string, version topo.Version) (string, int64, error) {
 	if version == nil {
 		return p, backendkit.AnyVersion, nil
 	}

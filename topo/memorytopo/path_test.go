@@ -51,7 +51,7 @@ func FuzzCleanFilePath(f *testing.F) {
 func checkWriteSame(t *testing.T, p string, contents []byte, version topo.Version) {
 	t.Helper()
 	wp, wv, werr := backendkit.CheckUpdate(p, contents, version)
-	gp, gv, gerr := checkWrite(p, contents, version)
+	gp, gv, gerr := checkWrite(false, p, contents, version)
 	require.Equal(t, wp, gp, "path %q", p)
 	require.Equal(t, wv, gv, "path %q", p)
 	require.Equal(t, fmt.Sprint(werr), fmt.Sprint(gerr), "path %q", p)
@@ -89,12 +89,12 @@ func FuzzCheckWrite(f *testing.F) {
 	})
 }
 
-// checkLockPathSame asserts that checkLockPath gives what
-// backendkit.CheckLockPath gives for p.
+// checkDeleteSame asserts that checkWrite for a delete gives what
+// backendkit.CheckDelete gives for p.
 func checkDeleteSame(t *testing.T, p string, version topo.Version) {
 	t.Helper()
 	wp, wv, werr := backendkit.CheckDelete(p, version)
-	gp, gv, gerr := checkDelete(p, version)
+	gp, gv, gerr := checkWrite(true, p, nil, version)
 	require.Equal(t, wp, gp, "path %q", p)
 	require.Equal(t, wv, gv, "path %q", p)
 	require.Equal(t, fmt.Sprint(werr), fmt.Sprint(gerr), "path %q", p)
