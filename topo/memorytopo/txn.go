@@ -50,15 +50,14 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	s := c.s
 	values := make([]*fileState, len(checked))
-	for i := range checked {
-		op := &checked[i]
+	for i, op := range checked {
 		switch op.Kind {
 		case topo.TxnIfHeld:
 			if _, ours, mine := s.guard(op.Fence); !ours {
 				if mine {
-					return nil, backendkit.TxnOpError(*op, backendkit.Wrap(topo.InvalidArgument, "", errOtherStore))
+					return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, "", errOtherStore))
 				}
-				return nil, backendkit.ForeignFence(*op, Name+"topo")
+				return nil, backendkit.ForeignFence(op, Name+"topo")
 			}
 		case topo.TxnCreate, topo.TxnUpdate:
 			values[i] = &fileState{contents: bytes.Clone(op.Contents)}

@@ -97,8 +97,12 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 }
 
 // recursiveData returns fs, the file at rel, as a WatchRecursive value or
-// event at store revision rev, with a copy of the contents of its own.
+// event at store revision rev, with a copy of the contents of its own; a
+// nil fs (deleted) as the event with Err NoNode.
 func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursive {
+	if fs == nil {
+		return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel), Revision: rev}}
+	}
 	return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}}
 }
 
@@ -381,10 +385,6 @@ func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([
 	slices.SortFunc(cur, func(a, b *topo.WatchDataRecursive) int { return strings.Compare(a.Path, b.Path) })
 	out := make(chan *topo.WatchDataRecursive)
 	go run(ctx, wr, out, func(full string, fs *fileState, rev int64) (*topo.WatchDataRecursive, bool) {
-		if fs == nil {
-			rel := c.rel(full)
-			return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel), Revision: rev}}, false
-		}
 		return recursiveData(c.rel(full), fs, rev), false
 	}, func() *topo.WatchDataRecursive {
 		return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: wr.interrupted(ctx, p)}}
