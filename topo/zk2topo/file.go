@@ -425,14 +425,8 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return nil, first
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	if len(reserved) > 0 {
-		sort.Strings(reserved)
-		return out, backendkit.ReservedFiles(prefix, reserved)
-	}
-	if len(out) == 0 {
-		return nil, topo.NewError(topo.NoNode, prefix)
-	}
-	return out, nil
+	sort.Strings(reserved)
+	return backendkit.ListResult(prefix, out, reserved)
 }
 
 // system reports whether the canonical path p is (or is inside) ZooKeeper's
@@ -459,14 +453,8 @@ func (c *Conn) foreignFile(p string, st *zk.Stat) bool {
 // prefix its children's names must have: "a/b" → ("a", "b"), "a/b/" →
 // ("a/b", ""), "ab" → ("", "ab").
 func splitPrefix(prefix string) (dir, name string) {
-	if strings.HasSuffix(prefix, "/") {
-		return strings.TrimSuffix(prefix, "/"), ""
-	}
-	i := strings.LastIndexByte(prefix, '/')
-	if i < 0 {
-		return "", prefix
-	}
-	return prefix[:i], prefix[i+1:]
+	dir, name = path.Split(prefix)
+	return strings.TrimSuffix(dir, "/"), name
 }
 
 // Delete deletes filePath (with a non-nil version, only at that

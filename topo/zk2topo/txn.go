@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -476,25 +475,23 @@ func DirectoriesAbsent(ctx context.Context, dirs ...string) context.Context {
 // first multi.
 func (t *txn) hints(ctx context.Context) {
 	c := t.c
-	below := func(d string) bool { return strings.HasPrefix(d, c.root+"/") && d != c.zkPath("") }
-	if dirs, _ := ctx.Value(dirHint{}).([]string); len(dirs) > 0 {
-		absent := map[string]bool{}
-		for _, d := range dirs {
-			if p, err := topo.CleanDirPath(d); err == nil && p != "" {
-				absent[c.zkPath(p)] = true
-			}
+	dirs, _ := ctx.Value(dirHint{}).([]string)
+	absent := map[string]bool{} // znodes below the root
+	for _, d := range dirs {
+		if p, err := topo.CleanDirPath(d); err == nil && p != "" {
+			absent[c.zkPath(p)] = true
 		}
-		for i := range t.ops {
-			if t.ops[i].Kind != topo.TxnCreate || !t.createsFile(i) {
-				continue
-			}
-			anc := ancestorsOf(c.zkPath(t.ops[i].Path))
-			for k := len(anc) - 1; k >= 0; k-- { // top down
-				if below(anc[k]) && absent[anc[k]] {
-					for ; k >= 0; k-- {
-						t.st[i].missing = append(t.st[i].missing, anc[k])
-					}
-				}
+	}
+	for i := range t.ops {
+		if len(absent) == 0 || t.ops[i].Kind != topo.TxnCreate || !t.createsFile(i) {
+			continue
+		}
+		anc := ancestorsOf(c.zkPath(t.ops[i].Path))
+		for k := len(anc) - 1; k >= 0; k-- { // top down
+			if absent[anc[k]] { // it and every ancestor below it
+				t.st[i].missing = slices.Clone(anc[:k+1])
+				slices.Reverse(t.st[i].missing)
+				break
 			}
 		}
 	}
@@ -538,16 +535,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			first = append(first, i)
 		}
 	}
-	fails := map[int]error{} // ops known to fail → their TxnError
-	lowest := func() int {
-		low := -1
-		for i := range fails {
-			if low < 0 || i < low {
-				low = i
-			}
-		}
-		return low
-	}
+	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
 	if err := t.stat(ctx, first...); err != nil {
 		return nil, err
 	}
@@ -566,19 +554,15 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			reqs[j] = r.req
 		}
 		s := t.s
-		type multiRes struct {
-			res []zk.MultiResponse
-			err error
-		}
-		answer := make(chan multiRes, 1) // fn may finish after do gave up
+		answer := make(chan []zk.MultiResponse, 1) // fn may finish after do gave up
 		err := c.do(ctx, "", func() error {
 			r, err := s.zk.Multi(reqs...)
-			answer <- multiRes{r, err}
+			answer <- r
 			return err
 		})
 		var res []zk.MultiResponse
 		if topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && topo.CodeOf(err) != topo.Closed {
-			res = (<-answer).res
+			res = <-answer
 		}
 		if err == nil {
 			return t.results(ctx, m, res), nil
@@ -606,19 +590,20 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		if m[j].role == roleEnd {
 			// Every op left in passed: the lowest excluded one is the
 			// first failing op.
-			return nil, fails[lowest()]
+			return nil, lowErr
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
 		if done {
 			if !opFailure(err) {
 				return nil, err
 			}
-			fails[m[j].op] = err
+			if low < 0 || m[j].op < low {
+				low, lowErr = m[j].op, err
+			}
 			// The ops of a lower index than every failing op found must
 			// have passed: each must have all its requests before the
 			// failing one. A write placed after it is not known to pass:
 			// the next multi leaves the failing op out to find out.
-			low := lowest()
 			before := map[int]bool{}
 			for _, r := range m[:j] {
 				before[r.op] = true
@@ -631,7 +616,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 				}
 			}
 			if verified {
-				return nil, fails[low]
+				return nil, lowErr
 			}
 			if t.excluded == nil {
 				t.excluded = map[int]bool{}
@@ -651,8 +636,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			return nil, err
 		}
 	}
-	if len(fails) > 0 {
-		return nil, fails[lowest()]
+	if low >= 0 {
+		return nil, lowErr
 	}
 	return nil, backendkit.Wrap(topo.ResourceExhausted, "", ErrTxnContention)
 }
