@@ -783,12 +783,7 @@ func (t *txn) statAll(ctx context.Context, zps []string) []statRes {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
 	for k, zp := range zps {
-		read := func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) }
-		if len(zps) == 1 {
-			read() // no goroutine for the common case
-		} else {
-			wg.Go(read)
-		}
+		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) })
 	}
 	wg.Wait()
 	return out
@@ -866,34 +861,28 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 	c := t.c
 	seen := map[string]int{} // znode path → index in zps
 	var zps []string
-	add := func(zp string) {
-		if _, ok := seen[zp]; !ok {
-			seen[zp] = len(zps)
-			zps = append(zps, zp)
-		}
-	}
+	var owner []int // the first op whose read needs zps[k], for errors
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
+		read := ancestorsOf(zp)
 		if self {
-			add(zp)
+			read = append([]string{zp}, read...)
 		}
-		for _, d := range ancestorsOf(zp) {
-			add(d)
+		for _, d := range read {
+			if _, ok := seen[d]; !ok {
+				seen[d] = len(zps)
+				zps, owner = append(zps, d), append(owner, i)
+			}
 		}
 	}
 	stats := t.statAll(ctx, zps)
+	for k, r := range stats {
+		if r.err != nil {
+			return t.readErr(owner[k], r.err)
+		}
+	}
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
-		anc := ancestorsOf(zp)
-		read := anc
-		if self {
-			read = append([]string{zp}, anc...)
-		}
-		for _, d := range read {
-			if err := stats[seen[d]].err; err != nil {
-				return t.readErr(i, err)
-			}
-		}
 		s := &t.st[i]
 		s.missing = nil
 		if self {
@@ -903,7 +892,7 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 				continue
 			}
 		}
-		s.missing = missingChain(anc, func(d string) bool { return stats[seen[d]].exists })
+		s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
 	}
 	return nil
 }
