@@ -486,14 +486,11 @@ func (t *txn) hints(ctx context.Context) {
 		if len(absent) == 0 || t.ops[i].Kind != topo.TxnCreate || !t.createsFile(i) {
 			continue
 		}
-		anc := ancestorsOf(c.zkPath(t.ops[i].Path))
-		for k := len(anc) - 1; k >= 0; k-- { // top down
-			if absent[anc[k]] { // it and every ancestor below it
-				t.st[i].missing = slices.Clone(anc[:k+1])
-				slices.Reverse(t.st[i].missing)
-				break
-			}
-		}
+		named := false // the highest named one and every one below it
+		t.st[i].missing = missingChain(ancestorsOf(c.zkPath(t.ops[i].Path)), func(d string) bool {
+			named = named || absent[d]
+			return !named
+		})
 	}
 }
 
@@ -567,14 +564,9 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		if err == nil {
 			return t.results(ctx, m, res), nil
 		}
-		j := -1
+		j := -1 // the failing request
 		if len(res) == len(m) {
-			for k, r := range res {
-				if r.Error != nil {
-					j = k
-					break
-				}
-			}
+			j = slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })
 		}
 		if j < 0 {
 			// No per-op answer: the request itself failed, and may have
@@ -608,14 +600,11 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			for _, r := range m[:j] {
 				before[r.op] = true
 			}
-			verified := true
-			for i := 0; i < low; i++ {
-				if !t.excluded[i] && !before[i] {
-					verified = false
-					break
-				}
+			passed := true
+			for i := range low {
+				passed = passed && (t.excluded[i] || before[i])
 			}
-			if verified {
+			if passed {
 				return nil, lowErr
 			}
 			if t.excluded == nil {
@@ -680,22 +669,14 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	switch r.role {
 	case roleSentinel:
 		return fail(topo.NoNode)
-	case roleCreate:
-		if errors.Is(zerr, zk.ErrNoNode) {
-			return t.parents(ctx) // a parent went meanwhile
+	case roleParent, roleCreate, roleKind, roleDirToFile:
+		if r.role == roleParent || (r.role == roleCreate && errors.Is(zerr, zk.ErrNoNode)) {
+			return t.parents(ctx) // missing higher up, created meanwhile, or a parent went
 		}
-		return restat()
-	case roleKind, roleDirToFile:
 		return restat() // the Stat it was built on is stale
-	case roleParent:
-		// Missing higher up, or created meanwhile.
-		return t.parents(ctx)
 	case roleProbe:
-		if errors.Is(zerr, zk.ErrNoNode) {
-			return t.ancestors(ctx, i)
-		}
-		if len(t.st[i].missing) > 0 {
-			return t.ancestors(ctx, i) // an ancestor appeared
+		if errors.Is(zerr, zk.ErrNoNode) || len(t.st[i].missing) > 0 {
+			return t.ancestors(ctx, i) // missing, or an ancestor appeared
 		}
 		if done, err := restat(); done {
 			return done, err
