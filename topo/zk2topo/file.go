@@ -494,10 +494,15 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 	delErr := <-delRes
 	if errors.Is(delErr, zk.ErrNotEmpty) {
-		return c.unfile(ctx, p, version)
+		return c.unfile(ctx, p, ver)
 	}
 	if errors.Is(delErr, zk.ErrBadVersion) {
-		return c.staleOrDirectory(ctx, p)
+		// ZooKeeper checks the version before the children: NoNode when p
+		// is only a directory, as the contract says.
+		if _, err := c.fileStat(ctx, p); err != nil {
+			return err
+		}
+		return topo.NewError(topo.BadVersion, p)
 	}
 	if delErr != nil {
 		return c.convert(delErr, p)
@@ -512,39 +517,31 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	return nil
 }
 
-// staleOrDirectory is the outcome of a versioned Delete that ZooKeeper
-// refused with a version conflict (it checks the version before the
-// children): NoNode when p is only a directory (no data, children), as
-// the contract says, BadVersion when it is a file at another version.
-func (c *Conn) staleOrDirectory(ctx context.Context, p string) error {
+// fileStat reads the Stat of p, NoNode unless it is a file.
+func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
 	exists, st, err := c.exists(ctx, p, c.zkPath(p))
 	if err != nil {
-		return c.convert(err, p)
+		return nil, c.convert(err, p)
 	}
 	if !exists || !isFile(st) {
-		return topo.NewError(topo.NoNode, p)
+		return nil, topo.NewError(topo.NoNode, p)
 	}
-	return topo.NewError(topo.BadVersion, p)
+	return st, nil
 }
 
 // unfile turns a file that has files below it into a directory (ZooKeeper
-// cannot delete a znode with children): it empties its data.
-func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error {
-	zp := c.zkPath(p)
-	exists, st, err := c.exists(ctx, p, zp)
+// cannot delete a znode with children): it empties its data, when at
+// version ver (-1: any).
+func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
+	st, err := c.fileStat(ctx, p)
 	if err != nil {
-		return c.convert(err, p)
+		return err
 	}
-	if !exists || !isFile(st) {
-		return topo.NewError(topo.NoNode, p)
-	}
-	if version != nil {
-		if n, _ := backendkit.VersionNumber(p, version); n != int64(st.Version) {
-			return topo.NewError(topo.BadVersion, p)
-		}
+	if ver != -1 && ver != st.Version {
+		return topo.NewError(topo.BadVersion, p)
 	}
 	err = c.write(ctx, p, func(z *zk.Conn) error {
-		_, err := z.Set(zp, nil, st.Version)
+		_, err := z.Set(c.zkPath(p), nil, st.Version)
 		return err
 	})
 	return c.convert(err, p)

@@ -162,12 +162,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	t.hints(ctx)
 	m := t.build()
-	if err := t.checkSize(m); err != nil {
-		// A missing directory is known only from DirectoriesAbsent here.
-		if !slices.ContainsFunc(t.st, func(s opState) bool { return len(s.missing) > 0 }) {
-			return nil, err
-		}
-		// Too large with what the hint adds: without it.
+	if t.checkSize(m) != nil {
+		// Too large, perhaps with the creates DirectoriesAbsent adds (the
+		// only missing directories known here): without them.
 		for i := range t.st {
 			t.st[i].missing = nil
 		}
@@ -291,13 +288,10 @@ type mreq struct {
 	role int
 }
 
-// build returns the multi for the current op states: first the
-// requests of every condition (in op order), then those of every write
-// (in op order), so that every condition, as ZooKeeper runs a multi's
-// requests in order, sees the state before the transaction (Txn's
-// contract), and the implied conditions of the writes (distinct paths)
-// see no earlier write of their own path. The excluded ops are left out
-// and a check that always fails ends the multi.
+// build returns the multi for the current op states, in the order Txn's
+// doc explains (every condition, then every write, each in op order),
+// without the excluded ops, ended by a check that always fails when
+// there are any.
 func (t *txn) build() []mreq {
 	c := t.c
 	var out []mreq
