@@ -357,68 +357,54 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		first    error
 		wg       sync.WaitGroup
 		walk     func(p string)
-		failed   = func(err error) {
+	)
+	// failed reports whether a read of p failed, keeping the first error
+	// (a znode deleted meanwhile is none: it is left out).
+	failed := func(err error, p string) bool {
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			mu.Lock()
 			if first == nil {
-				first = err
+				first = c.convert(err, p)
 			}
 			mu.Unlock()
 		}
-	)
+		return err != nil
+	}
 	children := func(p string, filter string) {
 		names, _, err := c.children(ctx, p, c.zkPath(p))
-		if err != nil {
-			if !errors.Is(err, zk.ErrNoNode) {
-				failed(c.convert(err, p))
-			}
+		if failed(err, p) {
 			return
 		}
 		for _, n := range names {
 			if !strings.HasPrefix(n, filter) {
 				continue
 			}
-			cp := backendkit.JoinPath(p, n)
-			if c.system(cp) {
-				continue
+			if cp := backendkit.JoinPath(p, n); !c.system(cp) {
+				wg.Go(func() { walk(cp) })
 			}
-			wg.Add(1)
-			go walk(cp)
 		}
 	}
 	walk = func(p string) {
-		defer wg.Done()
 		data, st, err := c.get(ctx, p, c.zkPath(p))
-		if err != nil {
-			if !errors.Is(err, zk.ErrNoNode) {
-				failed(c.convert(err, p))
-			}
-			return
+		if failed(err, p) || st.EphemeralOwner != 0 {
+			return // or a lock or election entry
 		}
-		if st.EphemeralOwner != 0 {
-			return // a lock or election entry
-		}
+		mu.Lock()
 		switch {
 		case topo.IsReserved(p):
 			if c.foreignFile(p, st) {
-				mu.Lock()
 				reserved = append(reserved, p)
-				mu.Unlock()
 			}
 		case isFile(st):
-			mu.Lock()
 			out = append(out, topo.KVInfo{Path: p, Value: orEmpty(data), Version: topo.NumericVersion(st.Version)})
-			mu.Unlock()
 		}
+		mu.Unlock()
 		if st.NumChildren > 0 {
 			children(p, "")
 		}
 	}
 	if !c.system(dir) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			children(dir, namePrefix)
-		}()
+		wg.Go(func() { children(dir, namePrefix) })
 	}
 	wg.Wait()
 	if first != nil {
