@@ -74,13 +74,11 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 	var made []string
 	defer func() {
 		if rerr != nil && len(made) > 0 && !c.closed.Load() {
-			c.bg.Add(1)
-			go func() {
-				defer c.bg.Done()
+			c.bg.Go(func() {
 				cctx, cancel := freshContext()
 				defer cancel()
 				c.removeMadeDirs(cctx, made)
-			}()
+			})
 		}
 	}()
 	for attempt := 0; ; attempt++ {
