@@ -42,7 +42,11 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, c.convert(err, dp)
 	}
 	if !full {
-		return c.nameEntries(ctx, dp, zp, st, names)
+		entries, err := c.nameEntries(ctx, dp, zp, st, names)
+		if err != nil || len(entries) > 0 {
+			return entries, err
+		}
+		return nil, topo.NewError(topo.NoNode, dp)
 	}
 	inElections := dp == electionsDir
 	var entries []topo.DirEntry
@@ -105,7 +109,8 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 // (znode zp, st the reply's Stat): every name, sorted (or copied from the
 // listCache when the children did not change), but a "locks" child while
 // no lock is held (see lockedEntry) and "zookeeper" at the ZooKeeper root
-// (ZooKeeper's own znodes), both found by a binary search.
+// (ZooKeeper's own znodes), both found by a binary search. ListDir
+// turns no entry into NoNode.
 func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, names []string) ([]topo.DirEntry, error) {
 	if c.internal(dp) { // "elections" too
 		return c.internalEntries(ctx, dp, names)
@@ -136,9 +141,6 @@ func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, name
 		if i, ok := findEntry(entries, "zookeeper"); ok {
 			entries = slices.Delete(entries, i, i+1)
 		}
-	}
-	if len(entries) == 0 {
-		return nil, topo.NewError(topo.NoNode, dp)
 	}
 	return entries, nil
 }
@@ -192,9 +194,6 @@ func (c *Conn) internalEntries(ctx context.Context, dp string, names []string) (
 		if show {
 			entries = append(entries, topo.DirEntry{Name: n})
 		}
-	}
-	if len(entries) == 0 {
-		return nil, topo.NewError(topo.NoNode, dp)
 	}
 	return entries, nil
 }

@@ -223,10 +223,7 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 // then, so that a claim of another ensemble never carries this Conn's
 // writes to that ensemble.
 func sameServers(a, b *Conn) bool {
-	x, y := slices.Clone(a.opts.Servers), slices.Clone(b.opts.Servers)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
+	return slices.Equal(slices.Sorted(slices.Values(a.opts.Servers)), slices.Sorted(slices.Values(b.opts.Servers)))
 }
 
 // opState is what reads showed about one op's path, for the next multi.
@@ -885,10 +882,8 @@ func ancestorsOf(zp string) []string {
 // lost is the error of a Txn whose claims' session is over before a multi
 // was sent: LockLost for its first IfHeld op.
 func (t *txn) lost() error {
-	for _, op := range t.ops {
-		if op.Kind == topo.TxnIfHeld {
-			return backendkit.TxnFailed(op, topo.LockLost)
-		}
+	if i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld }); i >= 0 {
+		return backendkit.TxnFailed(t.ops[i], topo.LockLost)
 	}
 	return topo.NewError(topo.Unavailable, "")
 }
