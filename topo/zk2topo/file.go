@@ -149,8 +149,8 @@ func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string
 	if dir == "/" || dir == "" {
 		return nil
 	}
+	container := c.isContainer(dir)
 	for attempt := 0; attempt < 10; attempt++ {
-		container := c.isContainer(dir)
 		err := c.write(ctx, p, func(z *zk.Conn) error {
 			if container {
 				_, err := z.CreateContainer(dir, nil, zk.FlagContainer, c.acl)
@@ -163,9 +163,7 @@ func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string
 			*made = append(*made, dir)
 		}
 		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, zk.ErrNodeExists):
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := c.makeDirsNoting(ctx, p, zkDir(dir), made); err != nil {
