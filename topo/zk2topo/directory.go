@@ -42,30 +42,30 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		return nil, c.convert(err, dp)
 	}
 	if !full {
-		return c.nameEntries(ctx, dp, zp, st, names)
+		entries, err := c.nameEntries(ctx, dp, zp, st, names)
+		if err != nil || len(entries) > 0 {
+			return entries, err
+		}
+		return nil, topo.NewError(topo.NoNode, dp)
 	}
 	inElections := dp == electionsDir
 	var entries []topo.DirEntry
 	slices.Sort(names)
-	stats := make([]*zk.Stat, len(names))
-	errs := make([]error, len(names))
+	stats := make([]statRes, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Go(func() {
-			ok, st, err := c.exists(ctx, dp, c.zkPath(backendkit.JoinPath(dp, n)))
-			if ok {
-				stats[i] = st
-			}
-			errs[i] = err
+			r := &stats[i]
+			r.exists, r.st, r.err = c.exists(ctx, dp, c.zkPath(backendkit.JoinPath(dp, n)))
 		})
 	}
 	wg.Wait()
 	for i, n := range names {
-		if errs[i] != nil {
-			return nil, c.convert(errs[i], dp)
+		if stats[i].err != nil {
+			return nil, c.convert(stats[i].err, dp)
 		}
-		st := stats[i]
-		if st == nil {
+		st := stats[i].st
+		if !stats[i].exists {
 			continue // deleted meanwhile
 		}
 		cp := backendkit.JoinPath(dp, n)
@@ -105,17 +105,14 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	return entries, nil
 }
 
-// nameEntries is a names-only ListDir's work after the Children read of
-// dp (znode zp, whose Stat in that reply is st): names (in the store's
-// order) sorted, or taken sorted from the listCache when the directory's
-// children did not change since it was last listed, with the
-// reserved-name checks on each child's name. In a directory of files every child is shown but
-// a "locks" child (shown while a lock is held, see lockedEntry) and, at
-// the ZooKeeper root, "zookeeper" (ZooKeeper's own znodes); "elections"
-// at the root is shown. Those two are found by a binary search of the
-// sorted entries, which spares a comparison per child.
+// nameEntries is a names-only ListDir after the Children read of dp
+// (znode zp, st the reply's Stat): every name, sorted (or copied from the
+// listCache when the children did not change), but a "locks" child while
+// no lock is held (see lockedEntry) and "zookeeper" at the ZooKeeper root
+// (ZooKeeper's own znodes), both found by a binary search. ListDir
+// turns no entry into NoNode.
 func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, names []string) ([]topo.DirEntry, error) {
-	if dp == electionsDir || c.internal(dp) {
+	if c.internal(dp) { // "elections" too
 		return c.internalEntries(ctx, dp, names)
 	}
 	var entries []topo.DirEntry
@@ -145,9 +142,6 @@ func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, name
 			entries = slices.Delete(entries, i, i+1)
 		}
 	}
-	if len(entries) == 0 {
-		return nil, topo.NewError(topo.NoNode, dp)
-	}
 	return entries, nil
 }
 
@@ -173,11 +167,8 @@ func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
 // while it has children (a lock entry), and for an election while a
 // candidate runs in it (see electionBusy).
 func (c *Conn) shown(ctx context.Context, dp, cp string, st *zk.Stat) (bool, error) {
-	if st.NumChildren == 0 {
-		return false, nil
-	}
 	if dp != electionsDir {
-		return true, nil
+		return st.NumChildren > 0, nil
 	}
 	return c.electionBusy(ctx, dp, cp, st)
 }
@@ -203,9 +194,6 @@ func (c *Conn) internalEntries(ctx context.Context, dp string, names []string) (
 		if show {
 			entries = append(entries, topo.DirEntry{Name: n})
 		}
-	}
-	if len(entries) == 0 {
-		return nil, topo.NewError(topo.NoNode, dp)
 	}
 	return entries, nil
 }

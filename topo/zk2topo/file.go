@@ -74,13 +74,11 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 	var made []string
 	defer func() {
 		if rerr != nil && len(made) > 0 && !c.closed.Load() {
-			c.bg.Add(1)
-			go func() {
-				defer c.bg.Done()
+			c.bg.Go(func() {
 				cctx, cancel := freshContext()
 				defer cancel()
 				c.removeMadeDirs(cctx, made)
-			}()
+			})
 		}
 	}()
 	for attempt := 0; ; attempt++ {
@@ -151,8 +149,8 @@ func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string
 	if dir == "/" || dir == "" {
 		return nil
 	}
+	container := c.isContainer(dir)
 	for attempt := 0; attempt < 10; attempt++ {
-		container := c.isContainer(dir)
 		err := c.write(ctx, p, func(z *zk.Conn) error {
 			if container {
 				_, err := z.CreateContainer(dir, nil, zk.FlagContainer, c.acl)
@@ -165,9 +163,7 @@ func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string
 			*made = append(*made, dir)
 		}
 		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, zk.ErrNodeExists):
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := c.makeDirsNoting(ctx, p, zkDir(dir), made); err != nil {
@@ -357,82 +353,62 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		first    error
 		wg       sync.WaitGroup
 		walk     func(p string)
-		failed   = func(err error) {
+	)
+	// failed reports whether a read of p failed, keeping the first error
+	// (a znode deleted meanwhile is none: it is left out).
+	failed := func(err error, p string) bool {
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			mu.Lock()
 			if first == nil {
-				first = err
+				first = c.convert(err, p)
 			}
 			mu.Unlock()
 		}
-	)
+		return err != nil
+	}
 	children := func(p string, filter string) {
 		names, _, err := c.children(ctx, p, c.zkPath(p))
-		if err != nil {
-			if !errors.Is(err, zk.ErrNoNode) {
-				failed(c.convert(err, p))
-			}
+		if failed(err, p) {
 			return
 		}
 		for _, n := range names {
 			if !strings.HasPrefix(n, filter) {
 				continue
 			}
-			cp := backendkit.JoinPath(p, n)
-			if c.system(cp) {
-				continue
+			if cp := backendkit.JoinPath(p, n); !c.system(cp) {
+				wg.Go(func() { walk(cp) })
 			}
-			wg.Add(1)
-			go walk(cp)
 		}
 	}
 	walk = func(p string) {
-		defer wg.Done()
 		data, st, err := c.get(ctx, p, c.zkPath(p))
-		if err != nil {
-			if !errors.Is(err, zk.ErrNoNode) {
-				failed(c.convert(err, p))
-			}
-			return
+		if failed(err, p) || st.EphemeralOwner != 0 {
+			return // or a lock or election entry
 		}
-		if st.EphemeralOwner != 0 {
-			return // a lock or election entry
-		}
+		mu.Lock()
 		switch {
 		case topo.IsReserved(p):
 			if c.foreignFile(p, st) {
-				mu.Lock()
 				reserved = append(reserved, p)
-				mu.Unlock()
 			}
 		case isFile(st):
-			mu.Lock()
 			out = append(out, topo.KVInfo{Path: p, Value: orEmpty(data), Version: topo.NumericVersion(st.Version)})
-			mu.Unlock()
 		}
+		mu.Unlock()
 		if st.NumChildren > 0 {
 			children(p, "")
 		}
 	}
 	if !c.system(dir) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			children(dir, namePrefix)
-		}()
+		wg.Go(func() { children(dir, namePrefix) })
 	}
 	wg.Wait()
 	if first != nil {
 		return nil, first
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	if len(reserved) > 0 {
-		sort.Strings(reserved)
-		return out, backendkit.ReservedFiles(prefix, reserved)
-	}
-	if len(out) == 0 {
-		return nil, topo.NewError(topo.NoNode, prefix)
-	}
-	return out, nil
+	sort.Strings(reserved)
+	return backendkit.ListResult(prefix, out, reserved)
 }
 
 // system reports whether the canonical path p is (or is inside) ZooKeeper's
@@ -459,14 +435,8 @@ func (c *Conn) foreignFile(p string, st *zk.Stat) bool {
 // prefix its children's names must have: "a/b" → ("a", "b"), "a/b/" →
 // ("a/b", ""), "ab" → ("", "ab").
 func splitPrefix(prefix string) (dir, name string) {
-	if strings.HasSuffix(prefix, "/") {
-		return strings.TrimSuffix(prefix, "/"), ""
-	}
-	i := strings.LastIndexByte(prefix, '/')
-	if i < 0 {
-		return "", prefix
-	}
-	return prefix[:i], prefix[i+1:]
+	dir, name = path.Split(prefix)
+	return strings.TrimSuffix(dir, "/"), name
 }
 
 // Delete deletes filePath (with a non-nil version, only at that
@@ -506,10 +476,15 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 	delErr := <-delRes
 	if errors.Is(delErr, zk.ErrNotEmpty) {
-		return c.unfile(ctx, p, version)
+		return c.unfile(ctx, p, ver)
 	}
 	if errors.Is(delErr, zk.ErrBadVersion) {
-		return c.staleOrDirectory(ctx, p)
+		// ZooKeeper checks the version before the children: NoNode when p
+		// is only a directory, as the contract says.
+		if _, err := c.fileStat(ctx, p); err != nil {
+			return err
+		}
+		return topo.NewError(topo.BadVersion, p)
 	}
 	if delErr != nil {
 		return c.convert(delErr, p)
@@ -524,39 +499,31 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	return nil
 }
 
-// staleOrDirectory is the outcome of a versioned Delete that ZooKeeper
-// refused with a version conflict (it checks the version before the
-// children): NoNode when p is only a directory (no data, children), as
-// the contract says, BadVersion when it is a file at another version.
-func (c *Conn) staleOrDirectory(ctx context.Context, p string) error {
+// fileStat reads the Stat of p, NoNode unless it is a file.
+func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
 	exists, st, err := c.exists(ctx, p, c.zkPath(p))
 	if err != nil {
-		return c.convert(err, p)
+		return nil, c.convert(err, p)
 	}
 	if !exists || !isFile(st) {
-		return topo.NewError(topo.NoNode, p)
+		return nil, topo.NewError(topo.NoNode, p)
 	}
-	return topo.NewError(topo.BadVersion, p)
+	return st, nil
 }
 
 // unfile turns a file that has files below it into a directory (ZooKeeper
-// cannot delete a znode with children): it empties its data.
-func (c *Conn) unfile(ctx context.Context, p string, version topo.Version) error {
-	zp := c.zkPath(p)
-	exists, st, err := c.exists(ctx, p, zp)
+// cannot delete a znode with children): it empties its data, when at
+// version ver (-1: any).
+func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
+	st, err := c.fileStat(ctx, p)
 	if err != nil {
-		return c.convert(err, p)
+		return err
 	}
-	if !exists || !isFile(st) {
-		return topo.NewError(topo.NoNode, p)
-	}
-	if version != nil {
-		if n, _ := backendkit.VersionNumber(p, version); n != int64(st.Version) {
-			return topo.NewError(topo.BadVersion, p)
-		}
+	if ver != -1 && ver != st.Version {
+		return topo.NewError(topo.BadVersion, p)
 	}
 	err = c.write(ctx, p, func(z *zk.Conn) error {
-		_, err := z.Set(zp, nil, st.Version)
+		_, err := z.Set(c.zkPath(p), nil, st.Version)
 		return err
 	})
 	return c.convert(err, p)

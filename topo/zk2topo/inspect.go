@@ -92,12 +92,9 @@ func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField,
 // "cdrwa" (create, delete, read, write, admin).
 func zkPerms(p int32) string {
 	var b strings.Builder
-	for _, x := range []struct {
-		bit int32
-		c   byte
-	}{{zk.PermCreate, 'c'}, {zk.PermDelete, 'd'}, {zk.PermRead, 'r'}, {zk.PermWrite, 'w'}, {zk.PermAdmin, 'a'}} {
-		if p&x.bit != 0 {
-			b.WriteByte(x.c)
+	for i, bit := range []int32{zk.PermCreate, zk.PermDelete, zk.PermRead, zk.PermWrite, zk.PermAdmin} {
+		if p&bit != 0 {
+			b.WriteByte("cdrwa"[i])
 		}
 	}
 	return b.String()

@@ -144,12 +144,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 			return st, err
 		})
 		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			ri.Value = ""
-		case err != nil:
+		case err != nil && !errors.Is(err, zk.ErrNoNode):
 			return drop(err)
-		case vst.EphemeralOwner != ri.Session || vst.Czxid != r.st.Czxid:
-			ri.Value = ""
+		case err != nil || vst.EphemeralOwner != ri.Session || vst.Czxid != r.st.Czxid:
+			ri.Value = "" // gone, or not this candidacy's
 		}
 	}
 	s.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -163,12 +162,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	t.hints(ctx)
 	m := t.build()
-	if err := t.checkSize(m); err != nil {
-		// A missing directory is known only from DirectoriesAbsent here.
-		if !slices.ContainsFunc(t.st, func(s opState) bool { return len(s.missing) > 0 }) {
-			return nil, err
-		}
-		// Too large with what the hint adds: without it.
+	if t.checkSize(m) != nil {
+		// Too large, perhaps with the creates DirectoriesAbsent adds (the
+		// only missing directories known here): without them.
 		for i := range t.st {
 			t.st[i].missing = nil
 		}
@@ -227,10 +223,7 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 // then, so that a claim of another ensemble never carries this Conn's
 // writes to that ensemble.
 func sameServers(a, b *Conn) bool {
-	x, y := slices.Clone(a.opts.Servers), slices.Clone(b.opts.Servers)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
+	return slices.Equal(slices.Sorted(slices.Values(a.opts.Servers)), slices.Sorted(slices.Values(b.opts.Servers)))
 }
 
 // opState is what reads showed about one op's path, for the next multi.
@@ -292,13 +285,10 @@ type mreq struct {
 	role int
 }
 
-// build returns the multi for the current op states: first the
-// requests of every condition (in op order), then those of every write
-// (in op order), so that every condition, as ZooKeeper runs a multi's
-// requests in order, sees the state before the transaction (Txn's
-// contract), and the implied conditions of the writes (distinct paths)
-// see no earlier write of their own path. The excluded ops are left out
-// and a check that always fails ends the multi.
+// build returns the multi for the current op states, in the order Txn's
+// doc explains (every condition, then every write, each in op order),
+// without the excluded ops, ended by a check that always fails when
+// there are any.
 func (t *txn) build() []mreq {
 	c := t.c
 	var out []mreq
@@ -476,27 +466,22 @@ func DirectoriesAbsent(ctx context.Context, dirs ...string) context.Context {
 // first multi.
 func (t *txn) hints(ctx context.Context) {
 	c := t.c
-	below := func(d string) bool { return strings.HasPrefix(d, c.root+"/") && d != c.zkPath("") }
-	if dirs, _ := ctx.Value(dirHint{}).([]string); len(dirs) > 0 {
-		absent := map[string]bool{}
-		for _, d := range dirs {
-			if p, err := topo.CleanDirPath(d); err == nil && p != "" {
-				absent[c.zkPath(p)] = true
-			}
+	dirs, _ := ctx.Value(dirHint{}).([]string)
+	absent := map[string]bool{} // znodes below the root
+	for _, d := range dirs {
+		if p, err := topo.CleanDirPath(d); err == nil && p != "" {
+			absent[c.zkPath(p)] = true
 		}
-		for i := range t.ops {
-			if t.ops[i].Kind != topo.TxnCreate || !t.createsFile(i) {
-				continue
-			}
-			anc := ancestorsOf(c.zkPath(t.ops[i].Path))
-			for k := len(anc) - 1; k >= 0; k-- { // top down
-				if below(anc[k]) && absent[anc[k]] {
-					for ; k >= 0; k-- {
-						t.st[i].missing = append(t.st[i].missing, anc[k])
-					}
-				}
-			}
+	}
+	for i := range t.ops {
+		if len(absent) == 0 || t.ops[i].Kind != topo.TxnCreate || !t.createsFile(i) {
+			continue
 		}
+		named := false // the highest named one and every one below it
+		t.st[i].missing = missingChain(ancestorsOf(c.zkPath(t.ops[i].Path)), func(d string) bool {
+			named = named || absent[d]
+			return !named
+		})
 	}
 }
 
@@ -538,16 +523,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			first = append(first, i)
 		}
 	}
-	fails := map[int]error{} // ops known to fail → their TxnError
-	lowest := func() int {
-		low := -1
-		for i := range fails {
-			if low < 0 || i < low {
-				low = i
-			}
-		}
-		return low
-	}
+	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
 	if err := t.stat(ctx, first...); err != nil {
 		return nil, err
 	}
@@ -566,31 +542,22 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			reqs[j] = r.req
 		}
 		s := t.s
-		type multiRes struct {
-			res []zk.MultiResponse
-			err error
-		}
-		answer := make(chan multiRes, 1) // fn may finish after do gave up
+		answer := make(chan []zk.MultiResponse, 1) // fn may finish after do gave up
 		err := c.do(ctx, "", func() error {
 			r, err := s.zk.Multi(reqs...)
-			answer <- multiRes{r, err}
+			answer <- r
 			return err
 		})
 		var res []zk.MultiResponse
 		if topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && topo.CodeOf(err) != topo.Closed {
-			res = (<-answer).res
+			res = <-answer
 		}
 		if err == nil {
 			return t.results(ctx, m, res), nil
 		}
-		j := -1
+		j := -1 // the failing request
 		if len(res) == len(m) {
-			for k, r := range res {
-				if r.Error != nil {
-					j = k
-					break
-				}
-			}
+			j = slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })
 		}
 		if j < 0 {
 			// No per-op answer: the request itself failed, and may have
@@ -606,32 +573,30 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		if m[j].role == roleEnd {
 			// Every op left in passed: the lowest excluded one is the
 			// first failing op.
-			return nil, fails[lowest()]
+			return nil, lowErr
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
 		if done {
 			if !opFailure(err) {
 				return nil, err
 			}
-			fails[m[j].op] = err
+			if low < 0 || m[j].op < low {
+				low, lowErr = m[j].op, err
+			}
 			// The ops of a lower index than every failing op found must
 			// have passed: each must have all its requests before the
 			// failing one. A write placed after it is not known to pass:
 			// the next multi leaves the failing op out to find out.
-			low := lowest()
 			before := map[int]bool{}
 			for _, r := range m[:j] {
 				before[r.op] = true
 			}
-			verified := true
-			for i := 0; i < low; i++ {
-				if !t.excluded[i] && !before[i] {
-					verified = false
-					break
-				}
+			passed := true
+			for i := range low {
+				passed = passed && (t.excluded[i] || before[i])
 			}
-			if verified {
-				return nil, fails[low]
+			if passed {
+				return nil, lowErr
 			}
 			if t.excluded == nil {
 				t.excluded = map[int]bool{}
@@ -651,8 +616,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			return nil, err
 		}
 	}
-	if len(fails) > 0 {
-		return nil, fails[lowest()]
+	if low >= 0 {
+		return nil, lowErr
 	}
 	return nil, backendkit.Wrap(topo.ResourceExhausted, "", ErrTxnContention)
 }
@@ -695,22 +660,14 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	switch r.role {
 	case roleSentinel:
 		return fail(topo.NoNode)
-	case roleCreate:
-		if errors.Is(zerr, zk.ErrNoNode) {
-			return t.parents(ctx) // a parent went meanwhile
+	case roleParent, roleCreate, roleKind, roleDirToFile:
+		if r.role == roleParent || (r.role == roleCreate && errors.Is(zerr, zk.ErrNoNode)) {
+			return t.parents(ctx) // missing higher up, created meanwhile, or a parent went
 		}
-		return restat()
-	case roleKind, roleDirToFile:
 		return restat() // the Stat it was built on is stale
-	case roleParent:
-		// Missing higher up, or created meanwhile.
-		return t.parents(ctx)
 	case roleProbe:
-		if errors.Is(zerr, zk.ErrNoNode) {
-			return t.ancestors(ctx, i)
-		}
-		if len(t.st[i].missing) > 0 {
-			return t.ancestors(ctx, i) // an ancestor appeared
+		if errors.Is(zerr, zk.ErrNoNode) || len(t.st[i].missing) > 0 {
+			return t.ancestors(ctx, i) // missing, or an ancestor appeared
 		}
 		if done, err := restat(); done {
 			return done, err
@@ -798,12 +755,7 @@ func (t *txn) statAll(ctx context.Context, zps []string) []statRes {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
 	for k, zp := range zps {
-		read := func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) }
-		if len(zps) == 1 {
-			read() // no goroutine for the common case
-		} else {
-			wg.Go(read)
-		}
+		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) })
 	}
 	wg.Wait()
 	return out
@@ -881,34 +833,28 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 	c := t.c
 	seen := map[string]int{} // znode path → index in zps
 	var zps []string
-	add := func(zp string) {
-		if _, ok := seen[zp]; !ok {
-			seen[zp] = len(zps)
-			zps = append(zps, zp)
-		}
-	}
+	var owner []int // the first op whose read needs zps[k], for errors
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
+		read := ancestorsOf(zp)
 		if self {
-			add(zp)
+			read = append([]string{zp}, read...)
 		}
-		for _, d := range ancestorsOf(zp) {
-			add(d)
+		for _, d := range read {
+			if _, ok := seen[d]; !ok {
+				seen[d] = len(zps)
+				zps, owner = append(zps, d), append(owner, i)
+			}
 		}
 	}
 	stats := t.statAll(ctx, zps)
+	for k, r := range stats {
+		if r.err != nil {
+			return t.readErr(owner[k], r.err)
+		}
+	}
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
-		anc := ancestorsOf(zp)
-		read := anc
-		if self {
-			read = append([]string{zp}, anc...)
-		}
-		for _, d := range read {
-			if err := stats[seen[d]].err; err != nil {
-				return t.readErr(i, err)
-			}
-		}
 		s := &t.st[i]
 		s.missing = nil
 		if self {
@@ -918,7 +864,7 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 				continue
 			}
 		}
-		s.missing = missingChain(anc, func(d string) bool { return stats[seen[d]].exists })
+		s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
 	}
 	return nil
 }
@@ -936,10 +882,8 @@ func ancestorsOf(zp string) []string {
 // lost is the error of a Txn whose claims' session is over before a multi
 // was sent: LockLost for its first IfHeld op.
 func (t *txn) lost() error {
-	for _, op := range t.ops {
-		if op.Kind == topo.TxnIfHeld {
-			return backendkit.TxnFailed(op, topo.LockLost)
-		}
+	if i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld }); i >= 0 {
+		return backendkit.TxnFailed(t.ops[i], topo.LockLost)
 	}
 	return topo.NewError(topo.Unavailable, "")
 }
