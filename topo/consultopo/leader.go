@@ -62,7 +62,7 @@ func errLeaderValueSize(path string) error {
 // nothing new). Each answer is a few names, whatever the queue's length.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
-	if err := c.begin(ctx, q.Path); err != nil {
+	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, false, nil, err
 	}
 	key := d.storeKey(q)
@@ -112,9 +112,9 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	changed := make(chan struct{})
 	go func() {
 		defer close(changed)
-		wctx, cancel := c.callCtx(ctx)
+		wctx, cancel := backendkit.Linked(ctx, c.ctx)
 		defer cancel()
-		_, _, _ = c.kv.Keys(key, "/", c.consistentBlocking(wctx, nextIndex(0, since)))
+		_, _, _ = c.kv.Keys(key, "/", c.blocking(c.consistentOptions(wctx), nextIndex(0, since)))
 	}()
 	return head, lead != nil, changed, nil
 }
