@@ -157,18 +157,13 @@ var ErrVersionUnknown = errors.New("the large value was written but overwritten 
 
 // writeLarge writes a value too large for a transaction through the KV
 // endpoint, whose PUT answers only true or false, never the new
-// ModifyIndex. To return the version of this very write (and never the
-// version of another writer's) it
-//
-//  1. writes with a fresh nonce in Flags: for Create a check-and-set on
-//     index 0, for a conditional Update one on the caller's version, for
-//     an unconditional Update a plain PUT;
-//  2. reads the key back with a consistent read: when it still carries the
-//     nonce (which no other writer uses), its ModifyIndex is this write's
-//     index.
-//
-// When another writer replaced (or deleted) the value in between, it
-// returns Unavailable with ErrVersionUnknown.
+// ModifyIndex. To return the version of this very write (never another
+// writer's) it writes with a fresh nonce in Flags (a check-and-set on
+// index 0 for Create, on the version for a versioned Update, else a plain
+// PUT), then reads the key back consistently: still carrying the nonce,
+// which no other writer uses, its ModifyIndex is this write's. When
+// another writer replaced or deleted the value in between, it returns
+// Unavailable with ErrVersionUnknown.
 func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
 	p, key := op.Path, c.key(op.Path)
 	nonce := writeNonce()

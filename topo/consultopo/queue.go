@@ -81,14 +81,12 @@ func tailOf(key string) string {
 	return strings.TrimSuffix(key[:strings.LastIndex(key, "/")+1], queueDir+"/") + tailName
 }
 
-// enqueue adds an entry for contents at the tail of q's queue, locked by
-// the long-lived session qsess, and returns it. One transaction reads the
-// tail key, moves it to the new entry and creates the entry, so the entry
-// learns its predecessor (the tail before it) without reading the queue
-// (setWaiter; see Ahead). When a lock-delay keeps the tail key (its last
-// session was invalidated), the entry is created alone. value (an
-// election's value to publish, nil for none) rides along in the entry for
-// Acquire; it is not written to the store.
+// enqueue adds an entry for contents at the tail of q's queue, on the
+// long-lived session qsess, in one transaction that also reads and moves
+// the tail key, so the entry learns its predecessor without reading the
+// queue (see Ahead); under a lock-delay on the tail key the entry is
+// created alone. value (an election's value to publish) rides along in
+// the entry for Acquire; it is not written to the store.
 func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents string, value []byte, qsess *session) (claims.Entry, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

@@ -221,22 +221,20 @@ func (o Options) normalized() Options {
 		o.SessionTTL = DefaultSessionTTL
 	}
 	o.SessionTTL = o.clampTTL(o.SessionTTL)
-	switch {
-	case o.LockDelay == 0:
-		o.LockDelay = DefaultLockDelay
-	case o.LockDelay < 0:
-		o.LockDelay = 0
-	}
+	o.LockDelay = orOff(o.LockDelay, DefaultLockDelay)
 	o.WatchPollDuration = backendkit.OrDefault(o.WatchPollDuration, DefaultWatchPollDuration)
 	o.TxnMaxRequestBytes = backendkit.OrDefault(o.TxnMaxRequestBytes, DefaultTxnMaxRequestBytes)
 	o.DialTimeout = backendkit.OrDefault(o.DialTimeout, DefaultDialTimeout)
-	switch {
-	case o.RequestTimeout == 0:
-		o.RequestTimeout = DefaultRequestTimeout
-	case o.RequestTimeout < 0:
-		o.RequestTimeout = 0 // no bound
-	}
+	o.RequestTimeout = orOff(o.RequestTimeout, DefaultRequestTimeout) // 0: no bound
 	return o
+}
+
+// orOff returns def for a zero v, 0 (off) for a negative one, else v.
+func orOff(v, def time.Duration) time.Duration {
+	if v < 0 {
+		return 0
+	}
+	return backendkit.OrDefault(v, def)
 }
 
 // clampTTL rounds ttl up to whole seconds within [o.MinSessionTTL,
@@ -575,9 +573,6 @@ func (b *cancelOnClose) Close() error {
 // above 0) its wait time as Consul applies it (default and cap) plus the
 // jitter Consul adds, 0 for any other request.
 func blockingWait(rawQuery string) time.Duration {
-	if !strings.Contains(rawQuery, "index=") {
-		return 0
-	}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return consulMaxQueryTime + consulMaxQueryTime/consulJitterFraction

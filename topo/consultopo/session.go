@@ -180,13 +180,11 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 }
 
 // renew renews s every half TTL, but at least every half of the Conn's
-// SessionTTL, until it is lost: a long-lived lock session (LockName's 24 h)
-// whose end would otherwise go unnoticed for hours is thus seen gone
-// within seconds, which ends its lock's Done and Check. Failed renewals are
-// retried every second until the deadline timer declares the session lost;
-// Consul saying the session is gone, or an ACL refusal, ends it at once.
-// A session that ended for any reason but the Conn's own destroy is
-// forgotten and destroyed (best effort).
+// SessionTTL, so that the end of a long-lived lock session (LockName's
+// 24 h) is seen within seconds. Failed renewals are retried every second
+// until the deadline timer declares the session lost; Consul saying the
+// session is gone, or an ACL refusal, ends it at once. A session that
+// ended but by the Conn's own destroy is forgotten and destroyed.
 func (c *Conn) renew(s *session) {
 	defer c.wg.Done()
 	every := min(s.ttl, c.opts.SessionTTL) / 2

@@ -335,11 +335,10 @@ func txnResults(verb api.KVOp) bool {
 }
 
 // txnVersions returns, for each op, the new version of a CreateOp or
-// UpdateOp (the ModifyIndex in the result of its write) and nil for the
-// others. Results carry no OpIndex, so they are matched to the operations
-// that return one, in order, and must name their keys; an answer that
-// does not match is Unavailable (the transaction was applied, but its
-// versions are unknown).
+// UpdateOp (the ModifyIndex of its write's result) and nil for the others.
+// Results carry no OpIndex: they are matched in order to the operations
+// that return one, by key; a mismatch is Unavailable (applied, versions
+// unknown).
 func txnVersions(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) ([]topo.Version, error) {
 	out := make([]topo.Version, len(cops))
 	k := 0
