@@ -69,15 +69,9 @@ type acquireReq struct {
 }
 
 // condFor returns the condition under which r may acquire the key as cur
-// shows it (nil: absent), or wait when another session holds it:
-//
-//   - absent: check-not-exists;
-//   - a lock key no session holds (lock flags, e.g. released by the api
-//     package's Unlock): check-index;
-//   - a value without lock flags that no session holds (written by
-//     another tool): NodeExists with a ForeignKeyError, nothing written;
-//   - held by a session, this Conn's own included (another claim of the
-//     Conn, or a release still retried): wait.
+// shows it (nil: absent), or wait while any session holds it, this Conn's
+// own included. A value without lock flags nor session was written by
+// another tool: NodeExists with a ForeignKeyError, nothing written.
 func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err error) {
 	switch {
 	case cur == nil:
@@ -90,16 +84,11 @@ func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err 
 	return nil, true, nil
 }
 
-// send sends one acquire transaction under cond: the check that the queue
-// entry is still queued (first, so that its failure is the operation 0's),
-// the lock of the key for the session with the contents and the lock
-// flags, then an election's value key, the removal of the queue entry
-// with the read of the queue's tail key, and the read of the queue. The
-// request runs detached from ctx (bounded by requestTimeout and the
-// session), so a caller giving up never leaves its outcome unknown; when
-// it fails without an answer, resolve finds out whether the key was taken
-// and gives it back. It holds the key's stripe of the Conn's acquire
-// locks, so that resolve can tell this acquire from another claim's of
+// send sends one acquire transaction under cond (after an entry's check,
+// which fails as operation 0). It runs detached from the caller's context
+// (bounded by requestTimeout and the session), so that a caller giving up
+// never leaves its outcome unknown; an unanswered one is resolved. It holds
+// the key's stripe, so that resolve can tell this acquire from another of
 // the same Conn and session. ok=false with resp is a rollback.
 func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResponse, err error) {
 	var ops api.TxnOps
@@ -112,7 +101,7 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 	}
 	if r.entry != "" {
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.entry}},
-			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tailOf(r.entry[:strings.LastIndex(r.entry, "/")+1])}})
+			&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tailOf(r.entry)}})
 	}
 	if r.queue != "" {
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: r.queue}})
@@ -130,7 +119,7 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 		c.resolve(r)
 		return false, nil, err
 	case ok:
-		if kv := lockResult(resp, r.key); kv != nil {
+		if kv := result(resp, r.key); kv != nil {
 			c.grants.set(kv.ModifyIndex, true)
 		}
 	}
@@ -169,7 +158,7 @@ func (c *Conn) resolve(r acquireReq) {
 	c.spawn(func() {
 		mu := c.stripe(r.key)
 		for wait := 100 * time.Millisecond; ; wait = min(2*wait, watchRetryMax) {
-			if !sleepCtx(r.sess.ctx, wait) || c.ctx.Err() != nil {
+			if !backendkit.Sleep(r.sess.ctx, wait) || c.ctx.Err() != nil {
 				return
 			}
 			mu.Lock()
@@ -189,14 +178,13 @@ func (c *Conn) stripe(key string) *sync.Mutex {
 	return &c.stripes[h.Sum32()%uint32(len(c.stripes))]
 }
 
-// take is Create's attempt without a queue entry: one transaction that
-// acquires the key if it is absent and reads the queue. It returns the
-// granted entry, or errMustQueue when the key is not free or others queue
-// (the key, taken in a release's gap, is given back). With Exclusive
-// (TryLock) it reads the key after a refusal and returns *BusyError naming
-// the holder (a NodeExists error when others queue, or when a lock-delay
-// outlasts the Conn's own plus a second), trying again when the key is
-// free after all.
+// take is Create's attempt without a queue entry: one transaction taking
+// the key if absent and reading the queue. It returns the granted entry,
+// or errMustQueue when the key is not free or others queue (a key taken in
+// a release's gap is given back). With Exclusive (TryLock) a refusal is
+// explained by a read of the key: *BusyError naming the holder, NodeExists
+// when others queue or a lock-delay outlasts the Conn's own plus a second,
+// another try when the key is free after all.
 func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, opts claims.CreateOptions, sess *session) (claims.Entry, error) {
 	c := d.c
 	r := acquireReq{path: q.Path, key: key, contents: contents, sess: sess, election: q.Election,
@@ -210,8 +198,11 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 			return claims.Entry{}, err
 		}
 		if ok {
-			kv := lockResult(resp, key)
-			if kv != nil && !queueBusy(resp, r.queue) {
+			kv := result(resp, key)
+			queued := slices.ContainsFunc(resp.Results, func(x *api.TxnResult) bool {
+				return x.KV != nil && strings.HasPrefix(x.KV.Key, r.queue)
+			})
+			if kv != nil && !queued {
 				return grantedEntry(kv, sess.id, r.contents), nil
 			}
 			// Others queue for the key: give it back at once.
@@ -235,7 +226,7 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 			} else if time.Now().After(delayUntil) {
 				return claims.Entry{}, backendkit.Wrap(topo.NodeExists, q.Path, errors.New("a lock-delay is in effect"))
 			}
-			if !sleepCtx(ctx, wait) {
+			if !backendkit.Sleep(ctx, wait) {
 				return claims.Entry{}, ctx.Err()
 			}
 			wait = min(2*wait, maxRetryWait)
@@ -269,24 +260,21 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 	}
 }
 
-// Acquire implements claims.Acquirer: once e heads the queue, it takes the
-// store key for the claim's session v in one transaction conditioned on
-// the key's state (see condFor) and on e still being queued, that also
-// removes e from the queue, which wakes the next waiter and no other. The
-// first attempt is sent at once, assuming the key absent, unless Ahead
-// has just seen it held by the predecessor. While another session holds
-// the key (the predecessor, a Vitess contender, which does not queue, or a
-// holder that does not queue) it waits with consistent blocking queries on
-// the key, and acquires within one round trip of the release; a
-// lock-delay refusal is retried with a short backoff (at most
-// maxRetryWait apart). It returns the granted entry; ErrNotHeld when the
-// session ended or e is no longer queued; NodeExists with a
-// ForeignKeyError for a key another tool wrote.
+// Acquire implements claims.Acquirer: once e heads the queue, one
+// transaction conditioned on the key's state (condFor) and on e still
+// being queued takes the key for v's session and removes e, which wakes
+// the next waiter and no other. The first attempt assumes the key absent,
+// unless Ahead has just seen it held. While another session holds the key
+// (the predecessor, or a Vitess contender, which does not queue) it waits
+// with consistent blocking queries on it; a lock-delay refusal is retried
+// at most maxRetryWait apart. It returns the granted entry; ErrNotHeld when
+// the session ended or e left the queue; NodeExists with a ForeignKeyError
+// for a key another tool wrote.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
 	c := d.c
 	sess := sessionOf(v)
 	key := d.storeKey(q)
-	actx, cancel := c.callCtx(ctx)
+	actx, cancel := backendkit.Linked(ctx, c.ctx)
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
 	defer stop()
@@ -322,7 +310,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 				}
 				// Held: block until the key changes.
 				index := meta.LastIndex
-				cur, meta, err = c.kv.Get(key, c.consistentBlocking(actx, index))
+				cur, meta, err = c.kv.Get(key, c.blocking(c.consistentOptions(actx), index))
 				if err == nil && meta.LastIndex < index {
 					// The store's index went back (a restarted dev agent):
 					// read afresh.
@@ -338,8 +326,8 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 			return lost(err)
 		}
 		if ok {
-			if kv := lockResult(resp, key); kv != nil {
-				c.dropTail(actx, e.Key, tailResult(resp, e.Key))
+			if kv := result(resp, key); kv != nil {
+				c.dropTail(actx, e.Key, resp)
 				return grantedEntry(kv, sess.id, r.contents), nil
 			}
 			return claims.Entry{}, backendkit.Wrap(topo.Unavailable, q.Path, errors.New("lock transaction returned no result"))
@@ -353,7 +341,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 			// The key changed since it was read: look again.
 		case rollbackLockDelay:
 			// A lock-delay left by an invalidated session is in effect.
-			if !sleepCtx(actx, wait) {
+			if !backendkit.Sleep(actx, wait) {
 				return lost(actx.Err())
 			}
 			wait = min(2*wait, maxRetryWait)
@@ -365,10 +353,10 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	}
 }
 
-// lockResult returns the last result of a successful acquire transaction
-// for key: the lock operation's (a check's comes before it, a value key's
-// or the queue's after it).
-func lockResult(resp *api.TxnResponse, key string) *api.KVPair {
+// result returns the last result of a successful transaction for key, nil
+// for none: for an acquired key the lock operation's (a check's comes
+// before it).
+func result(resp *api.TxnResponse, key string) *api.KVPair {
 	if resp == nil {
 		return nil
 	}
@@ -378,37 +366,4 @@ func lockResult(resp *api.TxnResponse, key string) *api.KVPair {
 		}
 	}
 	return nil
-}
-
-// dirHasEntries reports whether dir has entries other than a lock key and
-// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a
-// <dir>/Lock that is not a lock (a value another tool wrote, which Lock
-// then refuses with a ForeignKeyError rather than NoNode). It reads
-// consistently.
-func (c *Conn) dirHasEntries(ctx context.Context, dir string) (bool, error) {
-	prefix := c.dirPrefix(dir)
-	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))
-	if err != nil {
-		return false, c.convertError(ctx, err, dir)
-	}
-	lockKey := false
-	for _, k := range keys {
-		switch {
-		case k == prefix:
-		case k == prefix+lockName:
-			lockKey = true
-		case k == prefix+valuesDir+"/":
-			// The lock's queue (see queue.go): contenders, not entries.
-		case strings.HasPrefix(k, prefix):
-			return true, nil
-		}
-	}
-	if !lockKey {
-		return false, nil
-	}
-	pair, _, err := c.kv.Get(prefix+lockName, c.consistentOptions(ctx))
-	if err != nil {
-		return false, c.convertError(ctx, err, dir)
-	}
-	return pair != nil && !isLockPair(pair), nil
 }

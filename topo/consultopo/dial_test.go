@@ -274,7 +274,7 @@ func TestRequestTimeoutSparesBlockingQueries(t *testing.T) {
 	require.NoError(t, err)
 	_, meta, err := c.kv.Get(c.key("f"), c.queryOptions(ctx))
 	require.NoError(t, err)
-	_, m, err := c.kv.Get(c.key("f"), c.blockingOptions(ctx, meta.LastIndex))
+	_, m, err := c.kv.Get(c.key("f"), c.blocking(c.queryOptions(ctx), meta.LastIndex))
 	require.NoError(t, err, "a blocking query within its wait time failed")
 	require.Equal(t, meta.LastIndex, m.LastIndex, "the key did not change")
 
@@ -282,7 +282,7 @@ func TestRequestTimeoutSparesBlockingQueries(t *testing.T) {
 	require.NoError(t, err)
 	// Let the watch's blocking query run past RequestTimeout (a blocking
 	// query of the test's own, as above, takes one wait time).
-	_, _, err = c.kv.Get(c.key("f"), c.blockingOptions(ctx, meta.LastIndex))
+	_, _, err = c.kv.Get(c.key("f"), c.blocking(c.queryOptions(ctx), meta.LastIndex))
 	require.NoError(t, err)
 	v, err := c.Update(ctx, "f", []byte("y"), nil)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package consultopo
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/topokit/topokit/topo"
@@ -72,17 +73,12 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	for i, e := range entries {
 		switch {
-		case dir == "" && e.Name == electionsDir && e.Type == topo.TypeDirectory:
-			// As Vitess's backends do: the elections directory is Ephemeral.
-			entries[i].Ephemeral = true
-			continue
-		case inElections && e.Type == topo.TypeDirectory:
-			// An election's directory (its value keys, nested elections).
-			entries[i].Ephemeral = true
-			continue
-		case e.Type == topo.TypeDirectory && (e.Name == valuesDir || inLocks):
-			// A lock's queue (<dir>/locks/queue/, see queue.go): as
-			// etcd's <dir>/locks, it holds only contenders' keys.
+		case e.Type == topo.TypeDirectory && (dir == "" && e.Name == electionsDir || inElections || e.Name == valuesDir || inLocks):
+			// As Vitess's backends do, the elections directory and an
+			// election's (its value keys, nested elections) are
+			// Ephemeral; so is a lock's queue (<dir>/locks/queue/, see
+			// queue.go), which holds only contenders' keys, as etcd's
+			// <dir>/locks.
 			entries[i].Ephemeral = true
 			continue
 		case e.Type != topo.TypeFile || (e.Name != lockName && !inElections && !inLocks):
@@ -100,10 +96,5 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 // hasLocksSegment reports whether a segment of the canonical path p is
 // "locks", where locks' queues and elections' values live.
 func hasLocksSegment(p string) bool {
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == valuesDir {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(strings.Split(p, "/"), valuesDir)
 }

@@ -14,19 +14,15 @@ import (
 )
 
 // driver is the claims engine's view of a Conn's Consul store
-// (claims.Driver, with the optional claims.Acquirer and claims.Monitor
-// steps). The Conn embeds the engine and writes no claims logic itself.
-//
-// A queue is the contenders' queue beside the store key Vitess locks on
-// (see queue.go for the layout): an entry is a key in the queue locked by
-// the Conn's long-lived session, its token its CreateIndex. The store key
-// (<dir>/Lock, elections/<name>) decides who holds: Create takes it at
-// once when it is free and nobody queues (the entry is then granted:
-// Entry.Granted), otherwise it queues, and the head of the queue takes the
-// key in Acquire, in the same transaction that removes its queue entry. A
-// granted entry's token is the key's ModifyIndex at the acquire, its Key
-// the store key with the acquire's LockIndex (grantedKey). Why tokens are
-// monotone: see the package doc, Fencing tokens.
+// (claims.Driver, with the optional Aheader, Acquirer and Monitor steps);
+// the Conn embeds the engine and writes no claims logic itself. A queue
+// entry is a key in the contenders' queue (queue.go) on the Conn's
+// long-lived session, its token its CreateIndex. The store key
+// (<dir>/Lock, elections/<name>) decides who holds: Create takes it when
+// it is free and nobody queues (a granted entry), otherwise the head of
+// the queue takes it in Acquire. A granted entry's token is the key's
+// ModifyIndex at the acquire (monotone: see the package doc), its Key
+// grantedKey's.
 type driver struct{ c *Conn }
 
 var (
@@ -85,7 +81,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if q.Election && len(opts.Value) > maxLeaderValue {
 		return claims.Entry{}, nil, errLeaderValueSize(q.Path)
 	}
-	if err := c.begin(ctx, q.Path); err != nil {
+	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
 	}
 	if opts.RequireFiles {
@@ -109,7 +105,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		}
 		fail := func(err error) (claims.Entry, *claims.Session, error) {
 			if sess.own {
-				c.destroySession(sess)
+				c.destroySession(context.Background(), sess)
 			}
 			return claims.Entry{}, nil, err
 		}
@@ -142,7 +138,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		if errors.Is(err, errInvalidSession) && attempt < 3 {
 			c.forgetSession(qsess, errSessionGone)
 			if qsess != sess {
-				c.destroySession(sess)
+				c.destroySession(context.Background(), sess)
 			}
 			continue
 		}
@@ -153,12 +149,37 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	}
 }
 
-// requireFiles returns nil when the directory dir has files (see
-// dirHasEntries), else the error of backendkit.LockNeedsFiles.
+// requireFiles returns nil when dir has entries other than a lock key and
+// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a
+// <dir>/Lock that is not a lock (a value another tool wrote, which Lock
+// then refuses with a ForeignKeyError rather than NoNode); else the error
+// of backendkit.LockNeedsFiles. It reads consistently.
 func (c *Conn) requireFiles(ctx context.Context, dir string) error {
-	ok, err := c.dirHasEntries(ctx, dir)
-	if err != nil || ok {
-		return err
+	prefix := c.dirPrefix(dir)
+	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))
+	if err != nil {
+		return c.convertError(ctx, err, dir)
+	}
+	lockKey := false
+	for _, k := range keys {
+		switch {
+		case k == prefix:
+		case k == prefix+lockName:
+			lockKey = true
+		case k == prefix+valuesDir+"/":
+			// The lock's queue (see queue.go): contenders, not entries.
+		case strings.HasPrefix(k, prefix):
+			return nil
+		}
+	}
+	if lockKey {
+		pair, _, err := c.kv.Get(prefix+lockName, c.consistentOptions(ctx))
+		switch {
+		case err != nil:
+			return c.convertError(ctx, err, dir)
+		case pair != nil && !isLockPair(pair):
+			return nil
+		}
 	}
 	// Which error: one read, on this error path only.
 	isFile := false
@@ -191,7 +212,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 		return err
 	}
 	if sess.own {
-		c.destroySession(sess)
+		c.destroySession(context.Background(), sess)
 	}
 	return err
 }
@@ -222,10 +243,10 @@ func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) err
 	resp, err := c.checkedTxn(ctx, path, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sessionID}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
-		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tailOf(key[:strings.LastIndex(key, "/")+1])}},
+		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tailOf(key)}},
 	})
 	if err == nil {
-		c.dropTail(ctx, key, tailResult(resp, key))
+		c.dropTail(ctx, key, resp)
 	}
 	return err
 }
@@ -280,17 +301,11 @@ func holds(pair *api.KVPair, sessionID string, token int64) bool {
 // anything else as convertError maps it; a session Consul no longer knows
 // is Unavailable.
 func (d driver) MapError(ctx context.Context, err error, path string) error {
-	if err == nil {
-		return nil
-	}
 	if _, ok := errors.AsType[*topo.Error](err); ok {
 		return err
 	}
 	if errors.Is(err, errInvalidSession) {
 		return backendkit.Wrap(topo.Unavailable, path, err)
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	return d.c.convertError(ctx, err, path)
 }

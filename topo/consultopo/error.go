@@ -13,21 +13,16 @@ import (
 )
 
 // convertError maps an error from the consul api onto a *topo.Error for
-// path:
-//   - ctx ended: Timeout (deadline) or Interrupted (cancelled);
-//   - the Conn was closed during the call: Closed;
-//   - an ACL refusal (HTTP 403, or "Permission denied" in the answer):
-//     PermissionDenied;
-//   - HTTP 404: NoNode; 409: BadVersion; 429: ResourceExhausted;
-//     413 and 400: InvalidArgument;
-//   - anything else (transport errors, 5xx): Unavailable.
-//
-// *topo.Error values pass through unchanged (see backendkit.MapError).
+// path (backendkit.MapError: *topo.Error values pass through, an ended ctx
+// is Timeout or Interrupted, a closed Conn Closed; then codeOf).
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, c.ctx.Err() != nil, codeOf)
 }
 
-// codeOf is the Consul-specific part of convertError's mapping.
+// codeOf is the Consul-specific part of convertError's mapping: an ACL
+// refusal is PermissionDenied, HTTP 404 NoNode, 409 BadVersion, 429
+// ResourceExhausted, 413 and 400 InvalidArgument, anything else
+// (transport errors, 5xx) Unavailable.
 func codeOf(err error) topo.ErrorCode {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return topo.Timeout
@@ -70,10 +65,7 @@ func isPermissionDenied(err error) bool {
 	if err == nil {
 		return false
 	}
-	var se api.StatusError
-	if errors.As(err, &se) && se.Code == http.StatusForbidden {
-		return true
-	}
+	// An api.StatusError's text is "Unexpected response code: 403 (...)".
 	msg := err.Error()
 	return strings.Contains(msg, permissionDenied) || strings.Contains(msg, aclNotFound) || strings.Contains(msg, "response code: 403")
 }
@@ -87,11 +79,8 @@ func isPermanent(err error) bool {
 // isInvalidSession reports whether err is Consul refusing a session that no
 // longer exists (it was destroyed or its TTL lapsed).
 func isInvalidSession(err error) bool {
-	var se api.StatusError
-	if errors.As(err, &se) {
-		return strings.Contains(se.Body, "invalid session") || strings.Contains(se.Body, "Invalid session")
-	}
-	return err != nil && strings.Contains(err.Error(), "invalid session")
+	// An api.StatusError's text holds its body.
+	return err != nil && (strings.Contains(err.Error(), "invalid session") || strings.Contains(err.Error(), "Invalid session"))
 }
 
 // rollback is why Consul rolled a transaction back, read from the
@@ -125,7 +114,12 @@ func classifyRollback(resp *api.TxnResponse) rollback {
 			return rollbackDenied
 		}
 	}
-	what := resp.Errors[0].What
+	return rollbackOf(resp.Errors[0].What)
+}
+
+// rollbackOf returns the kind of one per-operation error, Consul's
+// message what (rollbackUnknown for an ACL refusal too).
+func rollbackOf(what string) rollback {
 	switch {
 	case strings.Contains(what, "index is stale"), strings.Contains(what, "failed index check"):
 		return rollbackStale

@@ -57,15 +57,6 @@ func txnError(resp *api.TxnResponse) error {
 	return fmt.Errorf("transaction rolled back: %s", resp.Errors[0].What)
 }
 
-// lastIndex returns the ModifyIndex in the last result of a successful
-// transaction (the write that ended it; deletes report no result).
-func lastIndex(p string, resp *api.TxnResponse) (topo.Version, error) {
-	if resp == nil || len(resp.Results) == 0 || resp.Results[len(resp.Results)-1].KV == nil {
-		return nil, backendkit.Wrap(topo.Unavailable, p, errors.New("transaction returned no result"))
-	}
-	return topo.NumericVersion(resp.Results[len(resp.Results)-1].KV.ModifyIndex), nil
-}
-
 // maxTxnValue is the largest value written through a transaction. Consul
 // caps a transaction's request body at 512 KiB (txn_max_req_len) and
 // transactions carry values in base64, so larger values (up to
@@ -85,19 +76,35 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	if err != nil {
 		return nil, err
 	}
-	if len(contents) > maxTxnValue {
-		return c.writeLarge(ctx, p, contents, writeCreate, 0)
+	return c.write(ctx, backendkit.TxnOp{Kind: topo.TxnCreate, Path: p, Contents: contents})
+}
+
+// write runs the write op of Create, Update or Delete as the Consul
+// operations Txn plans for it, sent as a plain write (no ?consistent), and
+// explains a rollback as Txn does, without a *topo.TxnError around it.
+// Values above maxTxnValue go through writeLarge instead.
+func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
+	if len(op.Contents) > maxTxnValue {
+		return c.writeLarge(ctx, op)
 	}
-	ok, resp, err := c.txn(ctx, api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: c.key(p), Value: contents, Index: 0}}})
+	cops := []backendkit.TxnOp{op}
+	plan, err := c.planTxn(cops)
+	if err != nil {
+		return nil, err
+	}
+	ok, resp, err := c.txn(ctx, plan.ops)
 	switch {
 	case err != nil:
-		return nil, c.convertError(ctx, err, p)
-	case !ok && classifyRollback(resp) == rollbackStale:
-		return nil, backendkit.Wrap(topo.NodeExists, p, txnError(resp))
+		return nil, c.convertError(ctx, err, op.Path)
 	case !ok:
-		return nil, rollbackError(p, resp)
+		_, err := c.rollbackCause(ctx, cops, plan, resp, op.Path)
+		return nil, err
 	}
-	return lastIndex(p, resp)
+	vs, err := txnVersions(cops, plan, resp)
+	if err != nil {
+		return nil, err
+	}
+	return vs[0], nil
 }
 
 // writeNonce returns the Flags of a file write. Consul skips a write that
@@ -136,36 +143,8 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if version != nil && index == 0 {
 		return nil, c.missingOrBadVersion(ctx, p)
 	}
-	if len(contents) > maxTxnValue {
-		if version == nil {
-			return c.writeLarge(ctx, p, contents, writeAny, 0)
-		}
-		return c.writeLarge(ctx, p, contents, writeCAS, uint64(index))
-	}
-	op := &api.KVTxnOp{Verb: api.KVSet, Key: c.key(p), Value: contents, Flags: writeNonce()}
-	if version != nil {
-		op.Verb, op.Index = api.KVCAS, uint64(index)
-	}
-	ok, resp, err := c.txn(ctx, api.TxnOps{{KV: op}})
-	switch {
-	case err != nil:
-		return nil, c.convertError(ctx, err, p)
-	case !ok && version != nil && classifyRollback(resp) == rollbackStale:
-		return nil, c.missingOrBadVersion(ctx, p)
-	case !ok:
-		return nil, rollbackError(p, resp)
-	}
-	return lastIndex(p, resp)
+	return c.write(ctx, backendkit.TxnOp{Kind: topo.TxnUpdate, Path: p, Contents: contents, Version: index})
 }
-
-// writeKind is the condition of a large write.
-type writeKind int
-
-const (
-	writeCreate writeKind = iota // only if absent
-	writeCAS                     // only at the given index
-	writeAny                     // unconditional
-)
 
 // ErrVersionUnknown is the cause of the Unavailable error of an Update or
 // Create of a value larger than 360 KiB that was applied, but replaced or
@@ -178,34 +157,28 @@ var ErrVersionUnknown = errors.New("the large value was written but overwritten 
 
 // writeLarge writes a value too large for a transaction through the KV
 // endpoint, whose PUT answers only true or false, never the new
-// ModifyIndex. To return the version of this very write (and never the
-// version of another writer's) it
-//
-//  1. writes with a fresh nonce in Flags: for Create a check-and-set on
-//     index 0, for a conditional Update one on the caller's version, for
-//     an unconditional Update a plain PUT;
-//  2. reads the key back with a consistent read: when it still carries the
-//     nonce (which no other writer uses), its ModifyIndex is this write's
-//     index.
-//
-// When another writer replaced (or deleted) the value in between, it
-// returns Unavailable with ErrVersionUnknown.
-func (c *Conn) writeLarge(ctx context.Context, p string, contents []byte, kind writeKind, index uint64) (topo.Version, error) {
-	key := c.key(p)
+// ModifyIndex. To return the version of this very write (never another
+// writer's) it writes with a fresh nonce in Flags (a check-and-set on
+// index 0 for Create, on the version for a versioned Update, else a plain
+// PUT), then reads the key back consistently: still carrying the nonce,
+// which no other writer uses, its ModifyIndex is this write's. When
+// another writer replaced or deleted the value in between, it returns
+// Unavailable with ErrVersionUnknown.
+func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
+	p, key := op.Path, c.key(op.Path)
 	nonce := writeNonce()
-	pair := &api.KVPair{Key: key, Value: contents, Flags: nonce, ModifyIndex: index}
-	var ok bool
+	pair := &api.KVPair{Key: key, Value: op.Contents, Flags: nonce, ModifyIndex: uint64(max(op.Version, 0))}
+	ok := true
 	var err error
-	if kind == writeAny {
+	if op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion {
 		_, err = c.kv.Put(pair, c.writeOptions(ctx))
-		ok = true
 	} else {
 		ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
 	}
 	switch {
 	case err != nil:
 		return nil, c.convertError(ctx, err, p)
-	case !ok && kind == writeCreate:
+	case !ok && op.Kind == topo.TxnCreate:
 		return nil, topo.NewError(topo.NodeExists, p)
 	case !ok:
 		return nil, c.missingOrBadVersion(ctx, p)
@@ -276,25 +249,12 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	if err != nil {
 		return nil, c.convertError(ctx, err, prefix)
 	}
-	files, reserved := c.files(pairs)
-	out := make([]topo.KVInfo, 0, len(files))
+	files, reserved, raw := c.files(pairs)
+	out := make([]topo.KVInfo, 0, len(files)+len(raw))
 	for _, f := range files {
 		out = append(out, topo.KVInfo{Path: f.Path, Value: f.Contents, Version: topo.NumericVersion(f.Version)})
 	}
-	// Keys another tool wrote that are no canonical path ("t/" holding a
-	// value, "a//b") are listed under their raw paths, as etcd2topo lists
-	// them, so that callers can name them instead of losing them. A
-	// "folder" key (ending in "/", no value, as Consul's UI makes) is no
-	// file and stays out.
-	for _, pair := range pairs {
-		p, ok := c.relPath(pair.Key)
-		if !ok || isLockPair(pair) || (strings.HasSuffix(p, "/") && len(pair.Value) == 0) {
-			continue
-		}
-		if _, err := topo.CleanFilePath(p); err != nil {
-			out = append(out, topo.KVInfo{Path: p, Value: value(pair), Version: topo.NumericVersion(pair.ModifyIndex)})
-		}
-	}
+	out = append(out, raw...)
 	if len(out) == 0 && len(reserved) == 0 {
 		return nil, topo.NewError(topo.NoNode, prefix)
 	}
@@ -302,19 +262,23 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 }
 
 // files keeps the pairs that are files under the root (not locks, not
-// election keys, not Consul "folder" keys ending in "/"), sorted by path,
-// and returns apart, sorted, the paths of the files at reserved paths.
-func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved []string) {
+// election keys), sorted by path, and returns apart, sorted, the paths of
+// the files at reserved paths, and the keys another tool wrote that are no
+// canonical path ("t/" holding a value, "a//b"). List lists those under
+// their raw paths, after the files, as etcd2topo lists them, so that
+// callers can name them instead of losing them; a "folder" key (ending in
+// "/", no value, as Consul's UI makes) is no file and stays out.
+func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved []string, raw []topo.KVInfo) {
 	files = make([]backendkit.FileState, 0, len(pairs))
 	for _, pair := range pairs {
-		if isLockPair(pair) {
-			continue
-		}
 		p, ok := c.relPath(pair.Key)
-		if !ok {
+		if !ok || isLockPair(pair) {
 			continue
 		}
 		if _, err := topo.CleanFilePath(p); err != nil {
+			if !strings.HasSuffix(p, "/") || len(pair.Value) > 0 {
+				raw = append(raw, topo.KVInfo{Path: p, Value: value(pair), Version: topo.NumericVersion(pair.ModifyIndex)})
+			}
 			continue
 		}
 		if topo.IsReserved(p) {
@@ -325,7 +289,7 @@ func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved 
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	sort.Strings(reserved)
-	return files, reserved
+	return files, reserved, raw
 }
 
 // Delete implements topo.Conn.Delete. A nil version deletes the key in a
@@ -339,32 +303,9 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if err != nil {
 		return err
 	}
-	key := c.key(p)
-	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVGet, Key: key}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
+	if version != nil && index == 0 {
+		return c.missingOrBadVersion(ctx, p)
 	}
-	if version != nil {
-		if index == 0 {
-			return c.missingOrBadVersion(ctx, p)
-		}
-		ops = api.TxnOps{
-			{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(index)}},
-			{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
-		}
-	}
-	ok, resp, err := c.txn(ctx, ops)
-	switch {
-	case err != nil:
-		return c.convertError(ctx, err, p)
-	case ok:
-		return nil
-	}
-	switch classifyRollback(resp) {
-	case rollbackMissing:
-		return backendkit.Wrap(topo.NoNode, p, txnError(resp))
-	case rollbackStale:
-		return backendkit.Wrap(topo.BadVersion, p, txnError(resp))
-	}
-	return rollbackError(p, resp)
+	_, err = c.write(ctx, backendkit.TxnOp{Kind: topo.TxnDelete, Path: p, Version: index})
+	return err
 }

@@ -3,8 +3,6 @@ package consultopo
 import (
 	"context"
 
-	"github.com/hashicorp/consul/api"
-
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
@@ -21,7 +19,7 @@ func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField,
 		return nil, err
 	}
 	key := c.key(d)
-	pair, _, err := c.kv.Get(key, (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	pair, _, err := c.kv.Get(key, c.consistentOptions(ctx))
 	if err != nil {
 		return nil, c.convertError(ctx, err, d)
 	}

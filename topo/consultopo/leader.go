@@ -47,22 +47,20 @@ func errLeaderValueSize(path string) error {
 	return backendkit.Wrap(topo.InvalidArgument, path, fmt.Errorf("a leader value on Consul is at most %d bytes (it is written in a transaction)", maxLeaderValue))
 }
 
-// Head implements claims.Driver for elections, without reading the
+// Head implements claims.Driver for elections without reading the
 // candidates' queue, so that its cost does not grow with their number: a
-// consistent read of the election key; while a session holds it, one
+// consistent read of the election key, then, while a session holds it, a
 // consistent read-only transaction checking the key's ModifyIndex and
-// reading that session's value key (ValueRev its ModifyIndex), so that
-// the leader and its value are of one Raft index (again from the start
-// when the key changed between the two). With watch, a keys-only read of
-// the prefix elections/<name> up to the next "/" comes first, and changed
-// closes once a consistent blocking keys-only query from its index returns
-// (any change under the prefix: the leader, its value, a candidate joining
-// or leaving the queue, an election whose name starts with this one's; a
-// failure; its wait time passing: the engine then reads again and sends
-// nothing new). Each answer is a few names, whatever the queue's length.
+// reading that session's value key, so that the leader and its value are
+// of one Raft index (again from the start when the key changed between
+// the two). With watch, a keys-only read of the prefix elections/<name>
+// (up to the next "/": a few names) comes first, and changed closes once
+// a consistent blocking keys-only query from its index returns: any change
+// under the prefix, a failure, or its wait time passing (the engine then
+// reads again and sends nothing new).
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
-	if err := c.begin(ctx, q.Path); err != nil {
+	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, false, nil, err
 	}
 	key := d.storeKey(q)
@@ -112,9 +110,9 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	changed := make(chan struct{})
 	go func() {
 		defer close(changed)
-		wctx, cancel := c.callCtx(ctx)
+		wctx, cancel := backendkit.Linked(ctx, c.ctx)
 		defer cancel()
-		_, _, _ = c.kv.Keys(key, "/", c.consistentBlocking(wctx, nextIndex(0, since)))
+		_, _, _ = c.kv.Keys(key, "/", c.blocking(c.consistentOptions(wctx), nextIndex(0, since)))
 	}()
 	return head, lead != nil, changed, nil
 }

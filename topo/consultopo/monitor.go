@@ -4,22 +4,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/claims"
 )
 
 // monitorGrace is how long Monitor leaves its query in flight after the
 // claim ended before cancelling it.
 const monitorGrace = 5 * time.Second
-
-// isDone reports whether done is closed.
-func isDone(done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
 
 // Monitor implements claims.Monitor: until done closes (or the session
 // ends, or the Conn closes), consistent blocking queries on the store key
@@ -34,7 +27,7 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 	sess := sessionOf(v)
 	key, _ := splitGranted(e)
 	c.spawn(func() {
-		ctx, cancel := c.callCtx(sess.ctx)
+		ctx, cancel := backendkit.Linked(sess.ctx, c.ctx)
 		defer cancel()
 		go func() {
 			select {
@@ -54,30 +47,26 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 			}
 			cancel()
 		}()
+		var pair *api.KVPair // the answer to the last query
 		// While held the key keeps the acquire's ModifyIndex, the token, so
 		// the first query blocks.
-		index := uint64(e.Token)
-		retry := 50 * time.Millisecond
-		for {
-			pair, meta, err := c.kv.Get(key, c.consistentBlocking(ctx, index))
-			switch {
-			case ctx.Err() != nil, isDone(done):
-				return
-			case isPermanent(err):
-				slog.Debug("consultopo: the watch of a held key was refused", "key", key, "err", err)
-				return
-			case err != nil:
-				if !sleepCtx(ctx, retry) {
-					return
-				}
-				retry = min(2*retry, watchRetryMax)
-				continue
-			case !holds(pair, sess.id, e.Token):
-				v.LoseEntry(e.Key, e.Token)
-				return
+		c.pollLoop(ctx, uint64(e.Token), func(opts *api.QueryOptions) (meta *api.QueryMeta, err error) {
+			opts.RequireConsistent = true
+			pair, meta, err = c.kv.Get(key, opts)
+			select {
+			case <-done:
+				cancel() // the claim ended: no retry, no loss
+			default:
 			}
-			retry = 50 * time.Millisecond
-			index = nextIndex(index, meta.LastIndex)
-		}
+			return meta, err
+		}, func(uint64) bool {
+			if !holds(pair, sess.id, e.Token) {
+				v.LoseEntry(e.Key, e.Token)
+				return false
+			}
+			return true
+		}, func() {}, func(err error) {
+			slog.Debug("consultopo: the watch of a held key was refused", "key", key, "err", err)
+		})
 	})
 }

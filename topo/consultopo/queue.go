@@ -13,57 +13,41 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The contenders' queue. Consul's acquire is not a queue: every waiter
-// blocks on the lock key and, when it is released, whoever sends its
-// acquire first wins, so a contender that has just unlocked (or one on a
-// fast path) wins again and again. topokit's contenders therefore queue
-// beside the key Vitess locks on, and only the head of the queue tries the
-// acquire (the claims engine's queue, over driver's List, WaitGone and
-// Acquire):
+// The contenders' queue (docs/layout-consul.md). Consul's acquire is not
+// a queue: at a release whoever sends its acquire first wins, so a
+// contender that has just unlocked wins again and again. topokit's
+// contenders therefore queue beside the key Vitess locks on, and only the
+// head of the queue tries the acquire (the claims engine's queue, over
+// driver's List, Ahead, WaitGone and Acquire):
 //
 //   - a contender that cannot take the key at once adds an entry
-//     <queue>/<session id>-<random> locked by the Conn's shared, long-lived
-//     session (also for a lock with a session of its own), so Consul
-//     deletes it when the session ends ("delete" behaviour): a dead
-//     contender's entry blocks the queue for at most twice the Conn's
-//     SessionTTL. Entries are ordered by CreateIndex, the Raft index of the
-//     transaction that created them, so the order is the order in which
-//     they queued. The same transaction moves the tail key (tailName) to
-//     the new entry and reads where it was: the entry queued just before,
-//     the new entry's predecessor, known without reading the queue;
-//   - a waiter blocks (a consistent blocking query) on its predecessor's
-//     entry alone. When that entry goes, the query answers with the index
-//     of the transaction that removed it; when the lock key was acquired at
-//     that same index, the predecessor removed its entry by acquiring, so
-//     nothing is left ahead and the waiter heads the queue (one read of the
-//     key, whatever the queue's length). Otherwise (the predecessor gave
-//     up or lost its session, or released the key before the read) it
-//     reads the queue (List) and either waits for its new predecessor or
-//     is the head (driver.Ahead);
-//   - the head waits for the key (blocking queries on it, from the read
-//     that showed it the head), and its acquire transaction deletes its
-//     entry, which wakes the next waiter and no other: a handover costs a
-//     constant number of requests, of a constant size, whatever the
-//     queue's length;
-//   - a contender that gives up deletes its entry (retried in the
-//     background until it is gone or its session ends). A queue left empty
-//     leaves no key behind: the last entry's acquire or give-up also
-//     deletes the tail key while it names that entry, and a tail key that
-//     outlives its entry goes with its session or the next enqueue.
+//     <queue>/<session id>-<random> on the Conn's long-lived session, so
+//     a dead contender's entry blocks the queue for at most twice the
+//     Conn's SessionTTL. Entries are ordered by CreateIndex (the order in
+//     which they queued); the same transaction moves the tail key to the
+//     new entry and reads where it was: the new entry's predecessor;
+//   - a waiter blocks on its predecessor's entry alone. The answer to its
+//     query carries the index of the transaction that removed the entry;
+//     when the lock key was acquired at that index, the predecessor left
+//     by acquiring and the waiter heads the queue (one read, whatever the
+//     queue's length); otherwise it lists the queue (driver.Ahead);
+//   - the head's acquire transaction deletes its entry, which wakes the
+//     next waiter and no other: a handover costs a constant number of
+//     requests whatever the queue's length;
+//   - a contender that gives up deletes its entry (retried until it is
+//     gone or its session ends); the last entry's acquire or give-up also
+//     deletes the tail key while it names that entry.
 //
-// The queue is an order only: exclusion is still the lock key's acquire
-// transaction, so safety does not depend on it. A contender may first try
-// the key without an entry (see driver.take). Vitess's contenders do not
-// queue: they keep blocking on the key and race the head at each release.
-//
-// The queue of the lock on directory D is <root>/D/locks/queue/, that of
-// election <name> is <root>/elections/<name>/locks/queue/: under a "locks"
-// segment, which topokit reserves at any depth and Vitess reads only on
-// etcd; an election's published values, named by session id, live beside
-// it ("queue" is never one).
+// The queue is an order only: exclusion is the lock key's acquire
+// transaction. Vitess's contenders do not queue: they race the head at
+// each release. The queue lies under a "locks" segment (reserved by
+// topokit at any depth, read by Vitess only on etcd): <root>/D/locks/queue/
+// for the lock on D, <root>/elections/<name>/locks/queue/ for an election,
+// beside the election's values (named by session id; "queue" is never one).
 
 // queueDir is the directory, under a lock's or an election's locks
 // directory, of its contenders' queue.
@@ -84,20 +68,6 @@ func (d driver) queuePrefix(q claims.Queue) string {
 	return key + "/" + valuesDir + "/" + queueDir + "/"
 }
 
-// queueBusy reports whether the results of a transaction that read the
-// queue (get-tree of prefix) show an entry.
-func queueBusy(resp *api.TxnResponse, prefix string) bool {
-	if resp == nil {
-		return false
-	}
-	for _, r := range resp.Results {
-		if r.KV != nil && strings.HasPrefix(r.KV.Key, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
 // tailName is the key, beside a queue (<dir>/locks/tail,
 // elections/<name>/locks/tail), that names the entry queued last: its
 // value is that entry's key, its ModifyIndex that entry's CreateIndex (both
@@ -105,19 +75,18 @@ func queueBusy(resp *api.TxnResponse, prefix string) bool {
 // entry's session, so that Consul deletes it with the session.
 const tailName = "tail"
 
-// tailOf returns the tail key of the queue whose prefix is prefix.
-func tailOf(prefix string) string {
-	return strings.TrimSuffix(prefix, queueDir+"/") + tailName
+// tailOf returns the tail key of the queue holding the entry key (or
+// whose prefix is key).
+func tailOf(key string) string {
+	return strings.TrimSuffix(key[:strings.LastIndex(key, "/")+1], queueDir+"/") + tailName
 }
 
-// enqueue adds an entry for contents at the tail of q's queue, locked by
-// the long-lived session qsess, and returns it. One transaction reads the
-// tail key, moves it to the new entry and creates the entry, so the entry
-// learns its predecessor (the tail before it) without reading the queue
-// (setWaiter; see Ahead). When a lock-delay keeps the tail key (its last
-// session was invalidated), the entry is created alone. value (an
-// election's value to publish, nil for none) rides along in the entry for
-// Acquire; it is not written to the store.
+// enqueue adds an entry for contents at the tail of q's queue, on the
+// long-lived session qsess, in one transaction that also reads and moves
+// the tail key, so the entry learns its predecessor without reading the
+// queue (see Ahead); under a lock-delay on the tail key the entry is
+// created alone. value (an election's value to publish) rides along in
+// the entry for Acquire; it is not written to the store.
 func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents string, value []byte, qsess *session) (claims.Entry, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -148,7 +117,7 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 		}
 		return claims.Entry{}, rollbackError(q.Path, resp)
 	}
-	kv := lockResult(resp, ekey)
+	kv := result(resp, ekey)
 	if kv == nil {
 		d.dropEntry(ekey, qsess)
 		return claims.Entry{}, errors.New("queue transaction returned no entry")
@@ -162,10 +131,11 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 }
 
 // dropTail deletes the tail key of the queue of the entry key when it
-// still names that entry (tail: the tail key as a transaction read it,
-// nil when absent), so that a queue left empty leaves no key behind. A
-// failure is left alone: the tail's session deletes it in the end.
-func (c *Conn) dropTail(ctx context.Context, key string, tail *api.KVPair) {
+// still names that entry as resp (a transaction that read it) shows it, so
+// that a queue left empty leaves no key behind. A failure is left alone:
+// the tail's session deletes it in the end.
+func (c *Conn) dropTail(ctx context.Context, key string, resp *api.TxnResponse) {
+	tail := result(resp, tailOf(key))
 	if tail == nil || string(tail.Value) != key {
 		return
 	}
@@ -173,19 +143,6 @@ func (c *Conn) dropTail(ctx context.Context, key string, tail *api.KVPair) {
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: tail.Key, Index: tail.ModifyIndex}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: tail.Key}},
 	})
-}
-
-// tailResult returns the tail key of the queue of the entry key as the
-// results of a transaction that read it (get-tree) show it, nil when they
-// do not.
-func tailResult(resp *api.TxnResponse, key string) *api.KVPair {
-	tail := tailOf(key[:strings.LastIndex(key, "/")+1])
-	for _, r := range resp.Results {
-		if r.KV != nil && r.KV.Key == tail {
-			return r.KV
-		}
-	}
-	return nil
 }
 
 // dropEntry deletes the queue entry key of sess, retrying in the
@@ -206,7 +163,7 @@ func (d driver) dropEntry(key string, sess *session) {
 				slog.Warn("consultopo: deleting a queue entry", "key", key, "err", err)
 				return
 			}
-			if !sleepCtx(sess.ctx, wait) || c.ctx.Err() != nil {
+			if !backendkit.Sleep(sess.ctx, wait) || c.ctx.Err() != nil {
 				return
 			}
 			wait = min(2*wait, watchRetryMax)
@@ -348,7 +305,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 // session ends, since the waiter's own entry lives on it.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	wctx, cancel := c.callCtx(ctx)
+	wctx, cancel := backendkit.Linked(ctx, c.ctx)
 	defer cancel()
 	if s := c.currentShared(); s != nil {
 		stop := context.AfterFunc(s.ctx, cancel)
@@ -358,7 +315,7 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	// its index is its CreateIndex, the token, so the first query blocks.
 	index := uint64(e.Token)
 	for {
-		pairs, meta, err := c.kv.List(e.Key, c.consistentBlocking(wctx, index))
+		pairs, meta, err := c.kv.List(e.Key, c.blocking(c.consistentOptions(wctx), index))
 		if err != nil {
 			if wctx.Err() != nil && ctx.Err() == nil && c.ctx.Err() == nil {
 				return nil // the shared session ended: look again

@@ -70,7 +70,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	case ri.Session == "" || ri.Token == 0 || terr != nil || ttl < time.Second:
 		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("malformed resume info"))
 	}
-	if err := c.begin(ctx, q.Path); err != nil {
+	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
 	}
 	sess, err := c.adoptSession(ctx, q.Path, ri.Session, ttl)

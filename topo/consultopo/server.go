@@ -173,8 +173,8 @@ type Options struct {
 	// bytes, that Txn sends: set it to the larger of the agent's
 	// limits.txn_max_req_len and kv_max_value_size when they were raised.
 	// Zero means DefaultTxnMaxRequestBytes (Consul's default, 512 KiB); a
-	// transaction estimated larger fails with InvalidArgument before
-	// anything is sent.
+	// transaction whose request body is larger fails with InvalidArgument
+	// before anything is sent.
 	TxnMaxRequestBytes int
 
 	// defect is the claims engine's deliberate defect, set by the
@@ -221,22 +221,20 @@ func (o Options) normalized() Options {
 		o.SessionTTL = DefaultSessionTTL
 	}
 	o.SessionTTL = o.clampTTL(o.SessionTTL)
-	switch {
-	case o.LockDelay == 0:
-		o.LockDelay = DefaultLockDelay
-	case o.LockDelay < 0:
-		o.LockDelay = 0
-	}
+	o.LockDelay = orOff(o.LockDelay, DefaultLockDelay)
 	o.WatchPollDuration = backendkit.OrDefault(o.WatchPollDuration, DefaultWatchPollDuration)
 	o.TxnMaxRequestBytes = backendkit.OrDefault(o.TxnMaxRequestBytes, DefaultTxnMaxRequestBytes)
 	o.DialTimeout = backendkit.OrDefault(o.DialTimeout, DefaultDialTimeout)
-	switch {
-	case o.RequestTimeout == 0:
-		o.RequestTimeout = DefaultRequestTimeout
-	case o.RequestTimeout < 0:
-		o.RequestTimeout = 0 // no bound
-	}
+	o.RequestTimeout = orOff(o.RequestTimeout, DefaultRequestTimeout) // 0: no bound
 	return o
+}
+
+// orOff returns def for a zero v, 0 (off) for a negative one, else v.
+func orOff(v, def time.Duration) time.Duration {
+	if v < 0 {
+		return 0
+	}
+	return backendkit.OrDefault(v, def)
 }
 
 // clampTTL rounds ttl up to whole seconds within [o.MinSessionTTL,
@@ -575,9 +573,6 @@ func (b *cancelOnClose) Close() error {
 // above 0) its wait time as Consul applies it (default and cap) plus the
 // jitter Consul adds, 0 for any other request.
 func blockingWait(rawQuery string) time.Duration {
-	if !strings.Contains(rawQuery, "index=") {
-		return 0
-	}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return consulMaxQueryTime + consulMaxQueryTime/consulJitterFraction
@@ -629,7 +624,7 @@ func (c *Conn) Close() {
 	var wg sync.WaitGroup
 	for _, s := range sessions {
 		s.markLost(errSessionClosed)
-		wg.Go(func() { c.destroySessionCtx(ctx, s) })
+		wg.Go(func() { c.destroySession(ctx, s) })
 	}
 	wg.Wait()
 	cancel()
@@ -642,14 +637,6 @@ func (c *Conn) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closed
-}
-
-// begin runs the last checks of backendkit's check order, once the
-// arguments are validated: ctx is live (again: the first check of every
-// method, before its path), then the Conn is open. path is used in the
-// errors.
-func (c *Conn) begin(ctx context.Context, path string) error {
-	return backendkit.Ready(ctx, path, c.isClosed)
 }
 
 // key returns the KV key of the canonical path p ("" is the root itself).
@@ -690,24 +677,15 @@ func (c *Conn) queryOptions(ctx context.Context) *api.QueryOptions {
 	return (&api.QueryOptions{RequireConsistent: consistent}).WithContext(ctx)
 }
 
-// blockingOptions returns options for a blocking query in the Conn's read
-// mode, waiting for an index above index for at most
-// Options.WatchPollDuration.
-func (c *Conn) blockingOptions(ctx context.Context, index uint64) *api.QueryOptions {
-	q := c.queryOptions(ctx)
-	q.WaitIndex, q.WaitTime = index, c.opts.WatchPollDuration
-	return q
-}
-
 // consistentOptions returns options for a consistent read, whatever the
 // Conn's read mode: every lock and leadership decision is taken on one.
 func (c *Conn) consistentOptions(ctx context.Context) *api.QueryOptions {
 	return (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
 }
 
-// consistentBlocking is blockingOptions in consistent mode.
-func (c *Conn) consistentBlocking(ctx context.Context, index uint64) *api.QueryOptions {
-	q := c.consistentOptions(ctx)
+// blocking makes q a blocking query, waiting for an index above index for
+// at most Options.WatchPollDuration.
+func (c *Conn) blocking(q *api.QueryOptions, index uint64) *api.QueryOptions {
 	q.WaitIndex, q.WaitTime = index, c.opts.WatchPollDuration
 	return q
 }
@@ -715,13 +693,6 @@ func (c *Conn) consistentBlocking(ctx context.Context, index uint64) *api.QueryO
 // writeOptions returns options carrying ctx for a write.
 func (c *Conn) writeOptions(ctx context.Context) *api.WriteOptions {
 	return (&api.WriteOptions{}).WithContext(ctx)
-}
-
-// callCtx returns a context that ends when ctx ends or the Conn closes.
-func (c *Conn) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.ctx, cancel)
-	return cctx, func() { stop(); cancel() }
 }
 
 // spawn runs f in a goroutine that Close waits for. After Close the

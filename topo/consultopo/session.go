@@ -172,19 +172,19 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 	}
 	s, err := c.startSession(path, out.ID, ttl, own, sent)
 	if err != nil {
-		c.destroySessionID(out.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer cancel()
+		_, _ = c.client.Session().Destroy(out.ID, c.writeOptions(ctx))
 	}
 	return s, err
 }
 
 // renew renews s every half TTL, but at least every half of the Conn's
-// SessionTTL, until it is lost: a long-lived lock session (LockName's 24 h)
-// whose end would otherwise go unnoticed for hours is thus seen gone
-// within seconds, which ends its lock's Done and Check. Failed renewals are
-// retried every second until the deadline timer declares the session lost;
-// Consul saying the session is gone, or an ACL refusal, ends it at once.
-// A session that ended for any reason but the Conn's own destroy is
-// forgotten and destroyed (best effort).
+// SessionTTL, so that the end of a long-lived lock session (LockName's
+// 24 h) is seen within seconds. Failed renewals are retried every second
+// until the deadline timer declares the session lost; Consul saying the
+// session is gone, or an ACL refusal, ends it at once. A session that
+// ended but by the Conn's own destroy is forgotten and destroyed.
 func (c *Conn) renew(s *session) {
 	defer c.wg.Done()
 	every := min(s.ttl, c.opts.SessionTTL) / 2
@@ -200,9 +200,7 @@ func (c *Conn) renew(s *session) {
 		case <-s.ctx.Done():
 			switch context.Cause(s.ctx) {
 			case errSessionExpiredLocally, errSessionDenied:
-				ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
-				c.destroySessionCtx(ctx, s)
-				cancel()
+				c.destroySession(c.ctx, s)
 			default:
 				c.forgetSession(s, nil)
 			}
@@ -248,26 +246,14 @@ func (c *Conn) forgetSession(s *session, cause error) {
 }
 
 // destroySession forgets s and destroys it in Consul (best effort, for at
-// most requestTimeout), which deletes the keys it holds.
-func (c *Conn) destroySession(s *session) {
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	c.destroySessionCtx(ctx, s)
-}
-
-func (c *Conn) destroySessionCtx(ctx context.Context, s *session) {
+// most requestTimeout within parent), which deletes the keys it holds.
+func (c *Conn) destroySession(parent context.Context, s *session) {
 	c.forgetSession(s, nil)
+	ctx, cancel := context.WithTimeout(parent, requestTimeout)
+	defer cancel()
 	if _, err := c.client.Session().Destroy(s.id, c.writeOptions(ctx)); err != nil {
 		slog.Debug("consultopo: destroying a session", "session", s.id, "err", err)
 	}
-}
-
-// destroySessionID destroys the session id the Conn does not hold (best
-// effort, for at most requestTimeout).
-func (c *Conn) destroySessionID(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	_, _ = c.client.Session().Destroy(id, c.writeOptions(ctx))
 }
 
 // currentShared returns the Conn's long-lived session, nil when it has
@@ -285,18 +271,9 @@ func (c *Conn) sessionFor(ctx context.Context, path string, ttl time.Duration) (
 	if ttl != c.opts.SessionTTL {
 		return c.newSession(ctx, path, ttl, true)
 	}
-	c.mu.Lock()
-	s := c.shared
-	c.mu.Unlock()
-	if s != nil && s.alive() {
-		return s, nil
-	}
 	c.sessionMu.Lock()
 	defer c.sessionMu.Unlock()
-	c.mu.Lock()
-	s = c.shared
-	c.mu.Unlock()
-	if s != nil && s.alive() {
+	if s := c.currentShared(); s != nil && s.alive() {
 		return s, nil
 	}
 	s, err := c.newSession(ctx, path, ttl, false)

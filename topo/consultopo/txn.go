@@ -2,7 +2,7 @@ package consultopo
 
 import (
 	"context"
-	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,12 +25,6 @@ const (
 	// limits.txn_max_req_len (and of kv_max_value_size; the txn endpoint
 	// takes the larger of the two).
 	DefaultTxnMaxRequestBytes = 512 * 1024
-	// txnOpOverhead bounds the bytes of one Consul transaction operation's
-	// JSON besides its key, value, verb and session: the field names, the
-	// quotes, the null Node, Service and Check of a KV operation, and the
-	// Flags and Index numbers at their longest (151 bytes measured)
-	// (TestTxnSizeEstimate checks it).
-	txnOpOverhead = 192
 )
 
 // Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
@@ -91,7 +85,7 @@ const (
 // and the ops; Closed after Close; InvalidArgument (*topo.TxnError) for an
 // IfHeld Fence not issued by this backend; InvalidArgument
 // (backendkit.TxnTooLarge) when the ops map to more than MaxTxnOps Consul
-// operations or the request's estimated size (values travel in base64, 4/3
+// operations or the request body's size (values travel in base64, 4/3
 // of their size) exceeds Options.TxnMaxRequestBytes (512 KiB by default):
 // a single value above about 380 KiB never fits, so files larger than
 // that, which Update writes through the KV endpoint (see writeLarge),
@@ -120,7 +114,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		return nil, backendkit.TxnTooLarge("consul", n, MaxTxnOps, "Consul transaction operations")
 	}
 	if n := txnRequestBytes(plan.ops); n > c.opts.TxnMaxRequestBytes {
-		return nil, backendkit.TxnTooLarge("consul", n, c.opts.TxnMaxRequestBytes, "request bytes (estimated)")
+		return nil, backendkit.TxnTooLarge("consul", n, c.opts.TxnMaxRequestBytes, "request bytes")
 	}
 	if c.isClosed() {
 		return nil, topo.NewError(topo.Closed, "")
@@ -139,12 +133,11 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 type txnPlan struct {
 	ops   api.TxnOps
 	owner []int // owner[i]: the index in the canonical ops of ops[i]
-	// fences are the IfHeld ops' claims, in op order.
-	fences []txnFence
+	// fences are the IfHeld ops' claims, by op index.
+	fences map[int]txnFence
 }
 
 type txnFence struct {
-	op   int
 	path string // the claim's path, for errors
 	// lostWhy says why the claim was known lost or released when the
 	// transaction was planned ("" if it may be held).
@@ -197,7 +190,10 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 				token = 0
 			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
-			plan.fences = append(plan.fences, txnFence{op: i, path: g.Queue().Path, lostWhy: why})
+			if plan.fences == nil {
+				plan.fences = map[int]txnFence{}
+			}
+			plan.fences[i] = txnFence{path: g.Queue().Path, lostWhy: why}
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
@@ -225,35 +221,11 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 	return plan, nil
 }
 
-// txnRequestBytes bounds the size of the JSON body the api package sends
-// for ops: per operation txnOpOverhead, the verb, the session, the key as
-// JSON escapes it at worst, and the value in base64.
+// txnRequestBytes returns the size of the JSON body the api package sends
+// for ops (its encoder ends it with a newline).
 func txnRequestBytes(ops api.TxnOps) int {
-	n := 2
-	for _, op := range ops {
-		kv := op.KV
-		n += txnOpOverhead + len(kv.Verb) + len(kv.Session) + jsonStringBound(kv.Key) + base64.StdEncoding.EncodedLen(len(kv.Value))
-	}
-	return n
-}
-
-// jsonStringBound bounds the bytes of s as a JSON string without its
-// quotes: encoding/json escapes control characters, <, > and & as \uXXXX
-// and replaces invalid UTF-8 bytes by \ufffd, six bytes each; quotes and
-// backslashes take two.
-func jsonStringBound(s string) int {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		switch b := s[i]; {
-		case b < 0x20 || b == '<' || b == '>' || b == '&' || b >= 0x80:
-			n += 6
-		case b == '"' || b == '\\':
-			n += 2
-		default:
-			n++
-		}
-	}
-	return n
+	b, _ := json.Marshal(ops)
+	return len(b) + 1
 }
 
 // txnSendError maps the error of a transaction request that got no
@@ -276,8 +248,19 @@ func (c *Conn) txnSendError(ctx context.Context, err error) error {
 // Consul operation, PermissionDenied for an ACL refusal, and
 // rollbackError's Unavailable for an error that names no failed condition.
 func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
+	i, err := c.rollbackCause(ctx, cops, plan, resp, "")
+	if i < 0 {
+		return err
+	}
+	return backendkit.TxnOpError(cops[i], err)
+}
+
+// rollbackCause returns the op of cops that made the transaction roll
+// back and its error (see txnFailure), or -1 with an error no op owns
+// (for path).
+func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse, path string) (int, error) {
 	if classifyRollback(resp) == rollbackDenied {
-		return backendkit.Wrap(topo.PermissionDenied, "", txnError(resp))
+		return -1, backendkit.Wrap(topo.PermissionDenied, path, txnError(resp))
 	}
 	// The failed operation of the lowest owner (of a DeleteOp's two, the
 	// earlier), whatever its OpIndex (see Txn).
@@ -292,83 +275,54 @@ func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txn
 		}
 	}
 	if first == nil {
-		return rollbackError("", resp)
+		return -1, rollbackError(path, resp)
 	}
-	op := cops[plan.owner[first.OpIndex]]
+	i := plan.owner[first.OpIndex]
+	op := cops[i]
 	code, ok := failureCode(op.Kind, plan.ops[first.OpIndex].KV.Verb, first.What)
-	path := op.Path
+	path = op.Path
 	if op.Kind == topo.TxnIfHeld {
-		f := plan.fences[fenceIndex(plan, op.Index)]
+		f := plan.fences[op.Index]
 		path = f.path
 		if f.lostWhy != "" {
-			return backendkit.TxnOpError(op, backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy)))
+			return i, backendkit.Wrap(topo.LockLost, path, errors.New(f.lostWhy))
 		}
 	}
 	if !ok {
-		return rollbackError(path, resp)
+		return -1, rollbackError(path, resp)
 	}
 	if code == topo.BadVersion && op.Kind == topo.TxnUpdate && plan.ops[first.OpIndex].KV.Verb == api.KVCAS {
 		// Consul's failed check-and-set does not say whether the key is
 		// absent: a consistent read tells, as for Update.
 		err := c.missingOrBadVersion(ctx, op.Path)
 		if !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.BadVersion) {
-			return err
+			return -1, err
 		}
-		return backendkit.TxnOpError(op, err)
+		return i, err
 	}
-	return backendkit.TxnOpError(op, backendkit.Wrap(code, path, errors.New(first.What)))
-}
-
-// fenceIndex returns the position in plan.fences of the IfHeld op i.
-func fenceIndex(plan txnPlan, i int) int {
-	for j, f := range plan.fences {
-		if f.op == i {
-			return j
-		}
-	}
-	return 0
+	return i, backendkit.Wrap(code, path, errors.New(first.What))
 }
 
 // failureCode is the condition outcome of a Consul operation of verb,
 // generated for an op of kind, failing with Consul's message what (see
-// Consul's state store: "failed index check", "doesn't exist", "exists",
-// "index is stale"). It reports false for a
-// message that names no failed condition (a lock-delay, an internal
-// error).
+// rollbackOf). It reports false for a message that names no failed
+// condition (a lock-delay, an internal error).
 func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCode, bool) {
-	missing := strings.Contains(what, "doesn't exist")
-	switch {
+	switch rb := rollbackOf(what); {
 	case kind == topo.TxnIfHeld:
 		// check-index on the token: gone, or acquired again or written
 		// since the token's acquire.
-		if missing || strings.Contains(what, "failed index check") {
-			return topo.LockLost, true
-		}
-	case verb == api.KVCheckIndex:
-		switch {
-		case missing:
-			return topo.NoNode, true
-		case strings.Contains(what, "failed index check"):
-			return topo.BadVersion, true
-		}
-	case verb == api.KVCheckNotExists:
-		if strings.HasSuffix(what, " exists") {
-			return topo.NodeExists, true
-		}
-	case verb == api.KVGet:
-		if missing {
-			return topo.NoNode, true
-		}
-	case verb == api.KVCAS && kind == topo.TxnCreate:
-		if strings.Contains(what, "index is stale") {
-			return topo.NodeExists, true
-		}
-	case verb == api.KVCAS:
-		// A versioned UpdateOp: absent or at another version; txnFailure
-		// reads which.
-		if strings.Contains(what, "index is stale") {
-			return topo.BadVersion, true
-		}
+		return topo.LockLost, rb == rollbackMissing || rb == rollbackStale
+	case rb == rollbackMissing && (verb == api.KVCheckIndex || verb == api.KVGet):
+		return topo.NoNode, true
+	case rb == rollbackStale && verb == api.KVCAS && kind == topo.TxnCreate:
+		return topo.NodeExists, true
+	case rb == rollbackStale && (verb == api.KVCheckIndex || verb == api.KVCAS):
+		// A versioned UpdateOp's check-and-set: absent or at another
+		// version; rollbackCause reads which.
+		return topo.BadVersion, true
+	case rb == rollbackExists && verb == api.KVCheckNotExists:
+		return topo.NodeExists, true
 	}
 	return 0, false
 }
@@ -381,11 +335,10 @@ func txnResults(verb api.KVOp) bool {
 }
 
 // txnVersions returns, for each op, the new version of a CreateOp or
-// UpdateOp (the ModifyIndex in the result of its write) and nil for the
-// others. Results carry no OpIndex, so they are matched to the operations
-// that return one, in order, and must name their keys; an answer that
-// does not match is Unavailable (the transaction was applied, but its
-// versions are unknown).
+// UpdateOp (the ModifyIndex of its write's result) and nil for the others.
+// Results carry no OpIndex: they are matched in order to the operations
+// that return one, by key; a mismatch is Unavailable (applied, versions
+// unknown).
 func txnVersions(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) ([]topo.Version, error) {
 	out := make([]topo.Version, len(cops))
 	k := 0

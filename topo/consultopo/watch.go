@@ -25,42 +25,15 @@ func nextIndex(prev, last uint64) uint64 {
 	return last
 }
 
-// sleepCtx waits for d or until ctx ends; it reports whether ctx is live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// sendCtx sends v on ch unless ctx ends first; it reports whether v was
-// sent.
-func sendCtx[T any](ctx context.Context, ch chan<- T, v T) bool {
-	select {
-	case ch <- v:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// pollLoop runs the blocking queries behind Watch and WatchRecursive,
-// starting at index, until handle returns false or wctx ends. query issues
-// one query with the options it is given (WaitIndex, WaitTime
-// Options.WatchPollDuration, bound to wctx). A failed query is retried after
-// a backoff that doubles from 50ms up to watchRetryMax and starts over after
-// a success; after each successful query the index moves on (see nextIndex)
-// and handle runs with the query's X-Consul-Index. When wctx ends, pollLoop calls interrupted and returns; a
-// permanent error (an ACL refusal, see isPermanent) is not retried: pollLoop
-// calls fail with it and returns.
+// pollLoop runs the blocking queries behind Watch, WatchRecursive and
+// Monitor from index until handle (given each answer's X-Consul-Index)
+// returns false, or wctx ends (then it calls interrupted). Failed queries
+// are retried after a backoff from 50ms doubling up to watchRetryMax; a
+// permanent error (an ACL refusal, see isPermanent) is not: fail gets it.
 func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func(index uint64) bool, interrupted func(), fail func(error)) {
 	retry := 50 * time.Millisecond
 	for {
-		meta, err := query(c.blockingOptions(wctx, index))
+		meta, err := query(c.blocking(c.queryOptions(wctx), index))
 		if wctx.Err() != nil {
 			interrupted()
 			return
@@ -70,7 +43,7 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 			return
 		}
 		if err != nil {
-			if !sleepCtx(wctx, retry) {
+			if !backendkit.Sleep(wctx, retry) {
 				interrupted()
 				return
 			}
@@ -112,7 +85,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	}
 	current := &topo.WatchData{Contents: value(pair), Version: topo.NumericVersion(pair.ModifyIndex), Revision: int64(meta.LastIndex)}
 
-	wctx, cancel := c.callCtx(ctx)
+	wctx, cancel := backendkit.Linked(ctx, c.ctx)
 	ch := make(chan *topo.WatchData, 1)
 	go func() {
 		defer close(ch)
@@ -131,20 +104,20 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		}, func(index uint64) bool {
 			mark = max(mark, int64(index))
 			if got == nil {
-				sendCtx(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
+				backendkit.Send(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
 				return false
 			}
 			if got.ModifyIndex == version {
 				return true
 			}
 			version = got.ModifyIndex
-			if !sendCtx(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version), Revision: mark}) {
+			if !backendkit.Send(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version), Revision: mark}) {
 				interrupted()
 				return false
 			}
 			return true
 		}, interrupted, func(err error) {
-			sendCtx(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, err, p)})
+			backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, err, p)})
 		})
 	}()
 	return current, ch, nil
@@ -176,13 +149,13 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		return nil, nil, c.convertError(ctx, err, pfx)
 	}
 	known := backendkit.Snapshot{}
-	files, _ := c.files(pairs)
+	files, _, _ := c.files(pairs)
 	initial := known.Diff(files)
 	for _, e := range initial {
 		e.Revision = int64(meta.LastIndex)
 	}
 
-	wctx, cancel := c.callCtx(ctx)
+	wctx, cancel := backendkit.Linked(ctx, c.ctx)
 	ch := make(chan *topo.WatchDataRecursive, 8)
 	go func() {
 		defer close(ch)
@@ -196,20 +169,20 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			got, meta, err = c.kv.List(keyPrefix, q)
 			return meta, err
 		}, func(index uint64) bool {
-			files, _ := c.files(got)
+			files, _, _ := c.files(got)
 			events := known.Diff(files)
 			// The differences of two answers: until the last, the watch
 			// has got no further than mark; the last reaches index.
 			mark = backendkit.Stamp(events, nil, mark, int64(index))
 			for _, e := range events {
-				if !sendCtx(wctx, ch, e) {
+				if !backendkit.Send(wctx, ch, e) {
 					interrupted()
 					return false
 				}
 			}
 			return true
 		}, interrupted, func(err error) {
-			sendCtx(wctx, ch, &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: c.convertError(wctx, err, pfx)}})
+			backendkit.Send(wctx, ch, &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: c.convertError(wctx, err, pfx)}})
 		})
 	}()
 	return initial, ch, nil
