@@ -419,3 +419,56 @@ func TestFaultTimesConcurrent(t *testing.T) {
 	_, _, err = c.Get(ctx, "a")
 	require.NoError(t, err, "the fault is used up")
 }
+
+// TestWritesCountAsTheirOwnOperation checks that Create, Update (in place
+// and not) and Delete each count once as the Operation of their name,
+// refused and failed calls included, that a transaction (GuardedUpdate
+// too) counts once as OpTxn whatever its writes, and a WatchRecursive as
+// OpWatchRecursive only.
+func TestWritesCountAsTheirOwnOperation(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	_, err := c.Create(ctx, "a", nil)
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "a", nil)
+	requireCode(t, err, topo.NodeExists)
+	_, err = c.Create(ctx, "..", nil)
+	requireCode(t, err, topo.InvalidPath)
+	_, err = c.Update(ctx, "a", []byte("in place"), nil)
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "b", []byte("new"), nil)
+	require.NoError(t, err)
+	_, err = c.Update(ctx, "a", nil, topo.NumericVersion(1000))
+	requireCode(t, err, topo.BadVersion)
+	require.NoError(t, c.Delete(ctx, "b", nil))
+	requireCode(t, c.Delete(ctx, "b", nil), topo.NoNode)
+	requireCode(t, c.Delete(ctx, "locks/x", nil), topo.InvalidPath)
+	_, err = c.Txn(ctx, topo.CreateOp("c", nil), topo.UpdateOp("a", nil, nil), topo.DeleteOp("c/d", nil))
+	requireTxnErr(t, err, 2, topo.TxnDelete, topo.NoNode)
+	_, err = c.Txn(ctx, topo.CreateOp("c", nil), topo.UpdateOp("a", nil, nil))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "q/f", nil)
+	require.NoError(t, err)
+	lock, err := c.Lock(ctx, "q", "holder")
+	require.NoError(t, err)
+	_, err = topo.GuardedUpdate(ctx, c, lock, "a", nil, nil)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	_, _, err = c.WatchRecursive(wctx, "")
+	cancel()
+	require.NoError(t, err)
+
+	for op, want := range map[memorytopo.Operation]int64{
+		memorytopo.OpCreate:         4,
+		memorytopo.OpUpdate:         3,
+		memorytopo.OpDelete:         3,
+		memorytopo.OpTxn:            3,
+		memorytopo.OpWatchRecursive: 1,
+		memorytopo.OpGet:            0,
+		memorytopo.OpLock:           1,
+	} {
+		require.Equal(t, want, f.CallCount(op), op.String())
+	}
+	require.Equal(t, int64(15), f.CallCount(memorytopo.OpAny))
+}

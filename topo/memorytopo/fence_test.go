@@ -336,3 +336,34 @@ func TestGuardedWriteOnTerm(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b", string(got))
 }
+
+// TestIfHeldAgreesWithCheckOnceAResumeTookTheSession takes a lock and a
+// candidacy on one Conn's session, then resumes the candidacy on another
+// Conn, which adopts that session (and so the lock's entry with it).
+// The lock's holder has lost it (Check says so, Unlock is refused), so an
+// IfHeld of it must fail too, before Check is asked and after, and write
+// nothing.
+func TestIfHeldAgreesWithCheckOnceAResumeTookTheSession(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c1, c2 := newConn(t, f), newConn(t, f)
+	_, err := c1.Create(ctx, "q/f", []byte("x"))
+	require.NoError(t, err)
+	lock, err := c1.Lock(ctx, "q", "holder")
+	require.NoError(t, err)
+	p := participate(t, c1, "el", "one")
+	_, err = p.Campaign(ctx, []byte("v"))
+	require.NoError(t, err)
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+	_, err = c2.ResumeLeaderParticipation(ctx, "el", "one", info)
+	require.NoError(t, err)
+
+	_, err = c1.Txn(ctx, topo.IfHeld(lock), topo.CreateOp("z", nil))
+	requireTxnErr(t, err, 0, topo.TxnIfHeld, topo.LockLost)
+	requireCode(t, lock.Check(ctx), topo.LockLost)
+	_, err = topo.GuardedUpdate(ctx, c1, lock, "z", nil, nil)
+	requireTxnErr(t, err, 0, topo.TxnIfHeld, topo.LockLost)
+	_, _, err = c1.Get(ctx, "z")
+	requireCode(t, err, topo.NoNode)
+}

@@ -35,13 +35,15 @@ var writeOps = map[topo.TxnOpKind]Operation{topo.TxnCreate: OpCreate, topo.TxnUp
 // Conditions: IfVersion fails with NoNode or BadVersion, IfAbsent with
 // NodeExists, IfPresent with NoNode (a lock or election entry counts as
 // present, as Get reads it), IfHeld with LockLost once the lock was
-// unlocked or dropped or the term ended; CreateOp fails with NodeExists,
-// UpdateOp with NodeExists on an entry and, with a version, NoNode or
-// BadVersion; DeleteOp with NoNode and, with a version, BadVersion. An
-// IfHeld Fence of another backend or store is an InvalidArgument
-// *topo.TxnError. memorytopo has no limit on the number of ops. Injected
-// faults fail a transaction before anything of it is applied, so its
-// outcome is never unknown (see Fault for which faults match).
+// unlocked or dropped or the term ended, or a ResumeLeaderParticipation on
+// another Conn adopted the session it is on (as Check reports then);
+// CreateOp fails with NodeExists, UpdateOp with NodeExists on an entry
+// and, with a version, NoNode or BadVersion; DeleteOp with NoNode and,
+// with a version, BadVersion. An IfHeld Fence of another backend or store
+// is an InvalidArgument *topo.TxnError. memorytopo has no limit on the
+// number of ops. Injected faults fail a transaction before anything of it
+// is applied, so its outcome is never unknown (see Fault for which faults
+// match).
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
 	checked, err := backendkit.CheckTxn(ctx, ops)

@@ -531,3 +531,56 @@ func TestTxnConcurrentWithUpdates(t *testing.T) {
 	require.Equal(t, strconv.Itoa(-workers*incs), string(bx))
 	require.Equal(t, strconv.Itoa(workers*incs), string(by))
 }
+
+// TestEntryWritesFailAsTheirTxnOps writes onto a lock's and a candidate's
+// entry through a Conn rooted at their queue's directory, where an entry
+// reads as a file: Create, Update (with and without a version) and
+// Delete fail with the same error as the same write as a transaction's
+// only op (NodeExists, NoNode for Delete: an entry is no file), and the
+// entry is left as it was.
+func TestEntryWritesFailAsTheirTxnOps(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	_, err := c.Create(ctx, "q/f", []byte("x"))
+	require.NoError(t, err)
+	_, err = c.Lock(ctx, "q", "holder")
+	require.NoError(t, err)
+	_, err = participate(t, c, "el", "one").Campaign(ctx, []byte("v"))
+	require.NoError(t, err)
+	for _, dir := range []string{"/root/q/locks", "/root/elections/el"} {
+		q, err := f.NewConn("mem", dir)
+		require.NoError(t, err)
+		t.Cleanup(q.Close)
+		names, err := q.ListDir(ctx, "", false)
+		require.NoError(t, err)
+		require.Len(t, names, 1, dir)
+		name := names[0].Name
+		want, ver, err := q.Get(ctx, name)
+		require.NoError(t, err)
+		cases := []struct {
+			code  topo.ErrorCode
+			write func() error
+			op    topo.TxnOp
+		}{
+			{topo.NodeExists, func() error { _, err := q.Create(ctx, name, nil); return err }, topo.CreateOp(name, nil)},
+			{topo.NodeExists, func() error { _, err := q.Update(ctx, name, nil, nil); return err }, topo.UpdateOp(name, nil, nil)},
+			{topo.NodeExists, func() error { _, err := q.Update(ctx, name, nil, ver); return err }, topo.UpdateOp(name, nil, ver)},
+			{topo.NoNode, func() error { return q.Delete(ctx, name, nil) }, topo.DeleteOp(name, nil)},
+			{topo.NoNode, func() error { return q.Delete(ctx, name, ver) }, topo.DeleteOp(name, ver)},
+		}
+		for _, tc := range cases {
+			err := tc.write()
+			requireCode(t, err, tc.code)
+			_, txnErr := q.Txn(ctx, tc.op)
+			requireTxnErr(t, txnErr, 0, tc.op.Kind, tc.code)
+			var te *topo.TxnError
+			require.ErrorAs(t, txnErr, &te)
+			require.Equal(t, err.Error(), te.Err.Error(), "%s %v", dir, tc.op.Kind)
+			got, gotVer, err := q.Get(ctx, name)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.Equal(t, ver, gotVer)
+		}
+	}
+}
