@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -67,6 +68,27 @@ func TestListDirNamesMatchFull(t *testing.T) {
 		}
 		if tc.dir == "" && tc.conn == whole {
 			require.NotContains(t, names(plain), "zookeeper")
+		}
+	}
+}
+
+// TestListDirOnlyHiddenChildrenIsNoNode: a directory whose only child is
+// a "locks" znode with no lock held, and "elections" whose only election
+// has no candidate, have no visible entry: both listings return NoNode,
+// as for a missing directory.
+func TestListDirOnlyHiddenChildrenIsNoNode(t *testing.T) {
+	ctx := t.Context()
+	root := freshRoot(t)
+	c := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	for _, zp := range []string{"", "/lk", "/lk/locks", "/elections", "/elections/idle"} {
+		_, err := raw.Create(root+zp, nil, 0, zk.WorldACL(zk.PermAll)) // persistent: never reaped
+		require.NoError(t, err)
+	}
+	for _, dir := range []string{"lk", "elections"} {
+		for _, full := range []bool{false, true} {
+			_, err := c.ListDir(ctx, dir, full)
+			require.ErrorIsf(t, err, topo.NoNode, "ListDir(%q, full=%v)", dir, full)
 		}
 	}
 }

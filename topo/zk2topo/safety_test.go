@@ -3,10 +3,12 @@ package zk2topo
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -311,4 +313,44 @@ func TestCASUpdateOnDirectory(t *testing.T) {
 	require.Equal(t, before.Version, after.Version, "the directory znode was written")
 	_, _, err = c.Get(ctx, "d")
 	require.ErrorIs(t, err, topo.NoNode)
+}
+
+// TestDeleteOfFileWithChildrenKeepsConcurrentUpdate: a versioned Delete of
+// a file with files below it (which ZooKeeper refuses for the children,
+// so the file is emptied instead) whose file another client updates
+// between the refused delete and the emptying fails with BadVersion and
+// leaves the update: the emptying is checked against the caller's
+// version, not the one read after the update.
+func TestDeleteOfFileWithChildrenKeepsConcurrentUpdate(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	var oc opCounter
+	c := openCounted(t, &oc, root)
+	raw := rawConn(t)
+	v0, err := c.Create(ctx, "f", []byte("v0"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "f/c", []byte("child"))
+	require.NoError(t, err)
+	const opcodeDelete = 2
+	var deleted, updated atomic.Bool // set on the client's send goroutine
+	oc.setBefore(func(op int32) {
+		switch {
+		case op == opcodeDelete:
+			deleted.Store(true)
+		case op == opcodeExists && deleted.Load() && updated.CompareAndSwap(false, true):
+			_, err := raw.Set(root+"/f", []byte("meanwhile"), -1)
+			assert.NoError(t, err) // on the client's send goroutine
+		}
+	})
+	err = c.Delete(ctx, "f", v0)
+	oc.setBefore(nil)
+	require.True(t, updated.Load(), "the file was updated between the delete and the emptying")
+	require.ErrorIs(t, err, topo.BadVersion)
+	data, v, err := c.Get(ctx, "f")
+	require.NoError(t, err)
+	require.Equal(t, "meanwhile", string(data))
+	require.Equal(t, topo.NumericVersion(1).String(), v.String())
+	data, _, err = c.Get(ctx, "f/c")
+	require.NoError(t, err)
+	require.Equal(t, "child", string(data))
 }

@@ -581,3 +581,41 @@ func TestTxnDeleteKeepsFileParent(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnHintTooLargeDropped: a DirectoriesAbsent hint naming directories
+// that exist, whose creates would make the first multi larger than
+// Options.MaxTxnBytes while the Txn without them fits, is dropped at once:
+// the Txn succeeds with one multi and no read, and refuses nothing.
+func TestTxnHintTooLargeDropped(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	_, err := openConn(t, []string{testServer}, root).Create(ctx, "x/y/keep", []byte("k"))
+	require.NoError(t, err)
+	data := make([]byte, 200)
+	// The encoded multi of the file's create alone (see checkSize): the
+	// headers, then the path, the data, the flags and the world ACL.
+	alone := sizeRequestHeader + sizeMultiHeader + sizeMultiHeader +
+		4 + len(root+"/x/y/f") + 4 + len(data) + 4 + 4 + 4 + 4 + len("world") + 4 + len("anyone")
+	var oc opCounter
+	c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, Dialer: oc.dial, MaxTxnBytes: alone + 8}, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	oc.reset()
+	vs, err := c.Txn(DirectoriesAbsent(ctx, "x", "x/y"), topo.CreateOp("x/y/f", data))
+	require.NoError(t, err)
+	require.Equal(t, []topo.Version{topo.NumericVersion(0)}, vs)
+	require.Equal(t, 1, oc.count(opcodeMulti), "multis")
+	require.Equal(t, 0, oc.count(opcodeExists), "Stat reads")
+	got, _, err := c.Get(ctx, "x/y/f")
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+
+	// One byte less than the create alone: refused before anything is sent.
+	c2, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, Dialer: oc.dial, MaxTxnBytes: alone - 1}, root)
+	require.NoError(t, err)
+	t.Cleanup(c2.Close)
+	oc.reset()
+	_, err = c2.Txn(DirectoriesAbsent(ctx, "x", "x/y"), topo.CreateOp("x/y/g", data))
+	require.ErrorIs(t, err, topo.InvalidArgument)
+	require.Equal(t, 0, oc.count(opcodeMulti), "multis")
+}
