@@ -115,8 +115,12 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // The request, as encoded, must not exceed Options.MaxTxnBytes (default
 // DefaultMaxTxnBytes, ZooKeeper's default jute.maxbuffer; at most 1.5 MiB,
 // go-zookeeper's buffer): a larger one is an InvalidArgument *topo.Error
-// (backendkit.TxnTooLarge) before anything is sent. There is no op count
-// limit besides that.
+// (backendkit.TxnTooLarge) and writes nothing. It is refused before
+// anything is sent, except when only the creates of missing parent
+// directories make it too large: a DirectoriesAbsent hint's creates are
+// then dropped and the multi without them is sent, and the Txn is
+// refused once that multi failed and the parents were read. There is no
+// op count limit besides that.
 //
 // Errors: those of backendkit.CheckTxn; InvalidPath for ZooKeeper's own
 // znodes (at the ZooKeeper root); ForeignFence for a Fence of another
