@@ -325,18 +325,19 @@ func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w 
 	}
 	var before <-chan zk.Event
 	if w.before != "" {
-		if ok, ch, err := c.existsW(ctx, q.Path, w.before); err == nil && !ok {
+		if r := c.statW(ctx, nil, q.Path, w.before); r.err == nil && !r.exists {
 			look()
-		} else if err == nil {
-			before = ch
+		} else if r.err == nil {
+			before = r.ch
 		}
 	}
 	for gone := false; !gone; {
-		ok, ch, err := c.existsW(ctx, q.Path, e.Key)
-		if err != nil {
-			return err
+		r := c.statW(ctx, nil, q.Path, e.Key)
+		if r.err != nil {
+			return r.err
 		}
-		for gone = !ok; !gone && ch != nil; {
+		ch := r.ch
+		for gone = !r.exists; !gone && ch != nil; {
 			select {
 			case ev := <-ch:
 				gone, ch = ev.Type == zk.EventNodeDeleted, nil
@@ -366,16 +367,6 @@ func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w 
 		c.headed.Store(w.node, struct{}{})
 	}
 	return nil
-}
-
-// existsW sets an exists watch on zp on the current session (see read),
-// reporting whether zp exists.
-func (c *Conn) existsW(ctx context.Context, p, zp string) (bool, <-chan zk.Event, error) {
-	r, err := answerOn(ctx, c, nil, p, func(z *zk.Conn) (statRes, error) {
-		exists, _, ch, err := z.ExistsW(zp)
-		return statRes{exists: exists, ch: ch}, err
-	})
-	return r.exists, r.ch, err
 }
 
 // onlyAhead reports whether the children names (of the parent of node
@@ -518,14 +509,7 @@ func (c *Conn) readHolder(ctx context.Context, s *zkSession, dp, zp string) <-ch
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, abandonWait)
 		defer cancel()
-		type getRes struct {
-			data []byte
-			st   *zk.Stat
-		}
-		r, err := answerOn(ctx, c, s, dp, func(z *zk.Conn) (getRes, error) {
-			data, st, err := z.Get(zp)
-			return getRes{data, st}, err
-		})
+		r, err := c.getOn(ctx, s, dp, zp, false)
 		if err != nil {
 			out <- topo.NewError(topo.NodeExists, dp)
 			return

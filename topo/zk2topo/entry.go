@@ -136,16 +136,7 @@ func (c *Conn) markHead(node string) {
 // only, in the background; the channel yields the answer.
 func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan statRes {
 	out := make(chan statRes, 1)
-	go func() {
-		r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
-			exists, st, ch, err := z.ExistsW(node)
-			return statRes{exists: exists, st: st, ch: ch}, err
-		})
-		if err != nil {
-			r = statRes{err: err}
-		}
-		out <- r
-	}()
+	go func() { out <- c.statW(ctx, s, p, node) }()
 	return out
 }
 

@@ -135,9 +135,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			if !watch {
 				return claims.Entry{}, false, nil, nil
 			}
-			var exists bool
-			exists, dirW, err = c.existsW(ctx, q.Path, dirZp)
-			if err == nil && exists {
+			r := c.statW(ctx, nil, q.Path, dirZp)
+			if dirW, err = r.ch, r.err; err == nil && r.exists {
 				continue
 			}
 		}
@@ -149,20 +148,15 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			return claims.Entry{}, false, c.changed(dirW, nil), nil
 		}
 		node := dirZp + "/" + children[0]
-		var data []byte
-		var cst *zk.Stat
-		err = c.read(ctx, q.Path, func(z *zk.Conn) error {
-			var err error
-			data, cst, err = z.Get(node)
-			return err
-		})
+		cand, err := c.getOn(ctx, nil, q.Path, node, false)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // the leader went meanwhile: read again
 		}
 		if err != nil {
 			return claims.Entry{}, false, nil, err
 		}
-		h := claims.Entry{Token: cst.Czxid, Key: node, Session: sessionName(cst.EphemeralOwner), Contents: string(data)}
+		cst := cand.st
+		h := claims.Entry{Token: cst.Czxid, Key: node, Session: sessionName(cst.EphemeralOwner), Contents: string(cand.data)}
 		if cst.EphemeralOwner == 0 {
 			return h, true, c.changed(dirW, nil), nil
 		}
@@ -179,26 +173,15 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			if !strings.HasPrefix(v, prefix) {
 				continue
 			}
-			var vdata []byte
-			var vst *zk.Stat
-			var w <-chan zk.Event
-			err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-				var err error
-				if watch {
-					vdata, vst, w, err = z.GetW(vdir + "/" + v)
-				} else {
-					vdata, vst, err = z.Get(vdir + "/" + v)
-				}
-				return err
-			})
+			val, err := c.getOn(ctx, nil, q.Path, vdir+"/"+v, watch)
 			if errors.Is(err, zk.ErrNoNode) {
 				continue
 			}
 			if err != nil {
 				return claims.Entry{}, false, nil, err
 			}
-			if vst.Czxid == cst.Czxid && vst.EphemeralOwner == cst.EphemeralOwner {
-				h.Value, h.ValueRev, valW = decodeValue(vdata), vst.Mzxid, w
+			if val.st.Czxid == cst.Czxid && val.st.EphemeralOwner == cst.EphemeralOwner {
+				h.Value, h.ValueRev, valW = decodeValue(val.data), val.st.Mzxid, val.ch
 				break
 			}
 		}

@@ -309,6 +309,39 @@ func (c *Conn) childrenOn(ctx context.Context, s *zkSession, p, zp string, watch
 	return answerOn(ctx, c, s, p, func(z *zk.Conn) (childrenRes, error) { return readChildren(z, zp, watch) })
 }
 
+// statW reads zp's Stat and sets an exists watch on it, on session s
+// (s nil: on the Conn's current session; see answerOn).
+func (c *Conn) statW(ctx context.Context, s *zkSession, p, zp string) statRes {
+	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
+		exists, st, ch, err := z.ExistsW(zp)
+		return statRes{exists: exists, st: st, ch: ch}, err
+	})
+	if err != nil {
+		return statRes{err: err}
+	}
+	return r
+}
+
+// getRes is the answer to a data read.
+type getRes struct {
+	data []byte
+	st   *zk.Stat
+	ch   <-chan zk.Event // its watch, when it set one
+}
+
+// getOn reads zp's data and Stat on session s (s nil: on the Conn's
+// current session; see answerOn), with watch setting a data watch.
+func (c *Conn) getOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (getRes, error) {
+	return answerOn(ctx, c, s, p, func(z *zk.Conn) (r getRes, err error) {
+		if watch {
+			r.data, r.st, r.ch, err = z.GetW(zp)
+		} else {
+			r.data, r.st, err = z.Get(zp)
+		}
+		return r, err
+	})
+}
+
 // onSession runs a read on session s (never on another one), retrying
 // while its connection is re-established; it returns errSessionOver once
 // the session is over.
