@@ -14,14 +14,11 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// driver implements claims.Driver on ZooKeeper: the Conn's Lock, TryLock,
-// LockWithTTL, LockName, NewLeaderParticipation and
-// ResumeLeaderParticipation are the claims engine's (topo/claims), run
-// over it. A queue is the children of a "locks" znode (a lock) or of an
-// election directory; an entry is an ephemeral-sequential child, created
-// on the Conn's current session (see entry.go for what a session knows
-// of its entries). The queue's order is the sequence number; an entry's
-// token is its creation zxid (Stat.Czxid).
+// driver implements claims.Driver on ZooKeeper (see the package doc,
+// Locks and elections): a queue is the children of a "locks" znode or of
+// an election directory, in sequence order; an entry is an
+// ephemeral-sequential child made on the Conn's current session, its
+// token its creation zxid (Stat.Czxid).
 //
 // Why tokens are monotone (the argument every driver makes for its
 // store): zxids are ZooKeeper's global transaction ids, every committed
@@ -34,11 +31,9 @@ import (
 // restarts), after the earlier entry was deleted, which came after its
 // creation. Either way the later holder's Czxid is greater.
 //
-// Requests about an entry (its token's read, the watch behind Done, its
-// removal, Check, Proclaim) run on the entry's own session, never on
-// another: after that session ended a znode of the entry's name may
-// belong to someone else. Reads of the queue (Ahead, WaitGone, Head) run
-// on the Conn's current session: they change nothing.
+// Requests about an entry run on the entry's own session only (a znode
+// of its name may belong to someone else after it); reads of the queue
+// (Ahead, WaitGone, Head) on the current one (see the package doc).
 type driver struct{ c *Conn }
 
 var (
@@ -278,10 +273,11 @@ var errNotRead = errors.New("zk2topo: not read")
 // ahead of that one ("" when none: node is next in line, a candidate).
 type waiter struct{ node, before string }
 
-// WaitGone implements claims.Driver: an exists watch on e (on the current
-// session), so that only e's deletion ends the wait (see waitGone). Once
-// e is gone, the candidate that Ahead found next after it is marked as
-// possibly leading.
+// WaitGone implements claims.Driver: an exists watch on e, on the
+// current session; only e's deletion ends the wait (a watch that ended
+// with its session, which may not be the waiter's: a resumed candidacy,
+// is set again on the next). Once e is gone, the candidate that Ahead
+// found next after it is marked as possibly leading.
 //
 // The lookahead, in a lock's queue: when Ahead found another entry
 // (before) ahead of e, an exists watch is also set on that one, and once it goes the queue is
@@ -300,19 +296,6 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	c := d.c
 	v, _ := c.nextUp.LoadAndDelete(e.Key)
 	w, _ := v.(waiter)
-	err := d.waitGone(ctx, q, e, w)
-	if w.node != "" && w.before == "" && err == nil {
-		c.markHead(w.node)
-	}
-	return err
-}
-
-// waitGone is WaitGone's wait, with the lookahead for w when w.before is
-// set. Only e's deletion ends it: a watch that ended with the session it
-// was set on (the Conn's current one, which may not be the waiter's: a
-// resumed candidacy) is set again on the next.
-func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w waiter) error {
-	c := d.c
 	var kids chan childrenRes // the lookahead's read, once sent
 	var read *childrenRes     // its answer
 	look := func() {
@@ -365,6 +348,9 @@ func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w 
 	}
 	if read != nil && read.err == nil && onlyAhead(read.names, w.node, e.Key) {
 		c.headed.Store(w.node, struct{}{})
+	}
+	if w.node != "" && w.before == "" {
+		c.markHead(w.node)
 	}
 	return nil
 }

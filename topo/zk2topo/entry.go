@@ -182,7 +182,7 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 				// its own delete's, on a children watch.
 				return
 			}
-			r := <-c.statEntry(context.Background(), s, p, node)
+			r := c.statW(context.Background(), s, p, node)
 			if r.err == errSessionOver {
 				return
 			}

@@ -11,28 +11,16 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Leader values.
-//
-// The candidate entry keeps Vitess's layout: an ephemeral-sequential
-// child of <root>/elections/<name>/ holding exactly the participant id.
-// The published value lives in a second ephemeral znode of the same
-// session, created in the same multi as the candidate (so one zxid: the
-// value znode's Czxid equals the candidate's), under the container znode
-// <root>/elections/<name>/values/, named "<session id, 16 hex digits>-"
-// plus a sequence. Its data is one flag byte (0: nothing published, as
-// after WaitForLeadership; 1: a value follows) and the value.
-//
-// Vitess never takes "values" for a candidate: it sorts the children of
-// the election directory and treats the first as the leader and the one
-// before its own as its predecessor; "values" sorts after every
-// ten-digit sequence name, so it is only ever first when no candidate
-// exists, and then Vitess reads its (empty) data as the id "" (nobody
-// leads).
-//
-// A candidate's value is the value znode whose name starts with the
-// candidate's owner session and whose Czxid and EphemeralOwner equal the
-// candidate's. A candidate without one (a Vitess process) has a nil
-// Value.
+// Leader values (layout in the package doc): a candidate's value znode is
+// made in the same multi as the candidate, so its Czxid equals the
+// candidate's; its data is one flag byte (0: nothing published, as after
+// WaitForLeadership; 1: a value follows) and the value. A candidate's
+// value is the value znode named with the candidate's owner session whose
+// Czxid and EphemeralOwner equal the candidate's; a candidate without one
+// (a Vitess process) has a nil Value. Vitess sorts the election's children
+// and takes the first for the leader: "values" sorts after every
+// ten-digit name, so it is first only when no candidate exists, and Vitess
+// then reads its empty data as the id "" (nobody leads).
 
 // valuesDir is the child of an election directory that holds the values.
 const valuesDir = "values"

@@ -132,12 +132,9 @@ func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Co
 	if s.dead.Load() {
 		return nil, errors.New("zk2topo: session over")
 	}
-	d := s.c.opts.Dialer
-	if d == nil {
-		d = net.DialTimeout
-	}
-	nc, err := d(network, address, timeout)
+	nc, err := s.c.opts.Dialer(network, address, timeout) // set by NewConnContext
 	if err != nil {
+		s.c.lastDialErr.Store(&err) // for NewConn's error: the library only logs it
 		return nil, err
 	}
 	if s.dead.Load() {
