@@ -644,14 +644,6 @@ func (o *sessionObserver) noteEvent(ev []byte) {
 	o.mu.Unlock()
 }
 
-// forgetWatches records a session's end: the library clears its table.
-func (o *sessionObserver) forgetWatches() {
-	o.mu.Lock()
-	clear(o.watches)
-	clear(o.watchReqs)
-	o.mu.Unlock()
-}
-
 // release ends the holding: it writes first (the set-watches request, or
 // nil) and then the held requests, in order. The caller holds wmu, so an
 // answer to any of them is matched (frame) after this.
@@ -766,9 +758,12 @@ func (oc *observedConn) frame() {
 	if !oc.handshake {
 		oc.handshake = true
 		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) == 0 {
-			oc.o.forgetWatches() // expired: the library drops its watches
-		}
-		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) != 0 {
+			// Expired: the library clears its table of watches.
+			oc.o.mu.Lock()
+			clear(oc.o.watches)
+			clear(oc.o.watchReqs)
+			oc.o.mu.Unlock()
+		} else if len(oc.body) >= 16 {
 			at = oc.first
 			oc.o.mu.Lock()
 			if ms := int32(binary.BigEndian.Uint32(oc.body[4:8])); ms > 0 {

@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"path"
 	"sort"
 	"strings"
 
@@ -236,7 +237,7 @@ func (w *treeWatch) armBase() error {
 			w.forward(w.base, evBase, kids.ch)
 			for _, n := range kids.names {
 				if strings.HasPrefix(n, w.name) {
-					if err := w.scan(w.join(w.base, n)); err != nil {
+					if err := w.scan(path.Join(w.base, n)); err != nil {
 						return err
 					}
 				}
@@ -256,13 +257,6 @@ func (w *treeWatch) armBase() error {
 		}
 		// Created in between: the exists watch fires too; list it now.
 	}
-}
-
-func (w *treeWatch) join(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
 }
 
 // scan starts watching znode zp (already known to match) and, recursively,
@@ -309,7 +303,7 @@ func (w *treeWatch) scanChildren(zp string) error {
 	}
 	w.forward(zp, evChildren, kids.ch)
 	for _, n := range kids.names {
-		if err := w.scan(w.join(zp, n)); err != nil {
+		if err := w.scan(path.Join(zp, n)); err != nil {
 			return err
 		}
 	}
