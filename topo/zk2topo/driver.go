@@ -174,9 +174,8 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 
 // Ahead implements claims.Aheader: the entries just ahead of e (at most
 // max, oldest first) from one children read of its queue (or the read
-// Create made, when it surely shows e: see stashValid), found in one pass over the names
-// without sorting them or building the whole queue, and whether e is in
-// it; none, without a read, when WaitGone's lookahead showed that e
+// Create made, when it surely shows e: see stashValid), found in one pass
+// over the names without sorting them, and whether e is in it; none, without a read, when WaitGone's lookahead showed that e
 // heads the queue (see WaitGone). A candidate that heads its election is
 // marked as possibly leading (entry.head), so that a dropped connection
 // ends its term (stepDown); one with exactly one entry ahead is marked
@@ -280,8 +279,8 @@ type waiter struct{ node, before string }
 // found next after it is marked as possibly leading.
 //
 // The lookahead, in a lock's queue: when Ahead found another entry
-// (before) ahead of e, an exists watch is also set on that one, and once it goes the queue is
-// read while e is still awaited. When that read shows nothing ahead of
+// (before) ahead of e, an exists watch is also set on that one, and once
+// it goes the queue is read while e is still awaited. When that read shows nothing ahead of
 // the waiter but e, the waiter heads the queue once e is gone (no entry
 // comes ahead of it later: sequence numbers only grow while their
 // parent lives, which it does while the waiter's entry is in it), and
@@ -375,9 +374,9 @@ func onlyAhead(names []string, node, pred string) bool {
 // Delete implements claims.Driver: on e's session only, while that
 // session lives and still knows e with its token (the watch behind Done
 // forgets an entry deleted behind its back, so a znode of the same name
-// made later by anyone is never deleted), and not after Close. A lock's directory is then
-// removed when nothing else is left in it (see releaseLock); a
-// candidate goes with its value znode, in one multi.
+// made later by anyone is never deleted), and not after Close. A lock's
+// directory is then removed when nothing else is left in it (see
+// releaseLock); a candidate goes with its value znode, in one multi.
 func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) error {
 	c := d.c
 	c.headed.Delete(e.Key)

@@ -258,8 +258,8 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, cs *claims.Session
 // drops, ends the claims of the session's candidates that may lead
 // (those an Ahead showed heading their election or next in line) as
 // lost; removeStepped removes their entries (on that session) before the
-// Conn enters the election again, so that the next WaitForLeadership, which enters anew, is not
-// queued behind its own old entry.
+// Conn enters the election again, so that the next WaitForLeadership is
+// not queued behind its own old entry.
 func (s *zkSession) stepDown() {
 	type lost struct {
 		node  string

@@ -129,11 +129,6 @@ func (s *zkSession) createWithStat(parentZp string, data []byte, acl []zk.ACL) (
 	return node, st, err
 }
 
-// create2Keep is how much of each answer's body the connection keeps
-// while a create2 is awaiting its answer: the reply header (16 bytes),
-// the path (length and bytes) and the Stat (68 bytes).
-const create2Keep = 16 + 4 + 1024 + statLen
-
 // statLen is the length of a serialised Stat.
 const statLen = 68
 
@@ -156,7 +151,6 @@ func (oc *observedConn) asCreate2(b []byte) []byte {
 	binary.BigEndian.PutUint32(nb[8:12], opCreate2)
 	oc.wmu.Lock()
 	oc.stat2[xid] = true
-	oc.n2.Add(1)
 	oc.wmu.Unlock()
 	return nb
 }

@@ -303,9 +303,11 @@ const (
 
 	watchEventXid = -1
 	pingXid       = -2
-	// eventKeep is how much of a watch event's body the connection keeps:
-	// the reply header, the type, the state and a path of up to 4 KiB.
-	eventKeep = 16 + 12 + 4096
+	// frameKeep is how much of each frame's body the connection keeps:
+	// the connect response, or the reply header and enough of the body
+	// for a watch event's path of up to 4 KiB (type, state, path: it says
+	// which watches the library drops) or a create2 answer's path and Stat.
+	frameKeep = 16 + 12 + 4096
 )
 
 // reqHeader returns a request frame's xid and opcode (zeros for a frame
@@ -431,7 +433,6 @@ type observedConn struct {
 	first     time.Time           // when the connect request was written
 	sent      map[int32]time.Time // xid → send time, for requests awaiting an answer
 	stat2     map[int32]bool      // xids of creates sent as create2
-	n2        atomic.Int32        // len(stat2), read by the receive side
 	pings     []time.Time         // send times of unanswered pings
 	handshake bool                // the connect response was read
 
@@ -702,8 +703,7 @@ func (oc *observedConn) Read(b []byte) (int, error) {
 const readBuffer = 16 << 10
 
 // scan follows the frames read: 4 bytes of length, then the body, whose
-// first 16 bytes (the connect response's version, timeout and session id;
-// or a reply header's xid) are kept.
+// first frameKeep bytes are kept.
 func (oc *observedConn) scan(b []byte) {
 	for len(b) > 0 {
 		if oc.left == 0 {
@@ -722,25 +722,7 @@ func (oc *observedConn) scan(b []byte) {
 			continue
 		}
 		k := min(len(b), oc.left)
-		keep := 16
-		if !oc.handshake {
-			keep = connectRespKeep
-		} else if oc.n2.Load() > 0 {
-			keep = create2Keep
-		}
-		if oc.handshake && keep < eventKeep {
-			// A watch event (xid -1) is kept whole: its path says which
-			// watches the library drops (noteEvent).
-			var x [4]byte
-			m := copy(x[:], oc.body)
-			if m < 4 {
-				m += copy(x[m:], b[:k])
-			}
-			if m == 4 && int32(binary.BigEndian.Uint32(x[:])) == watchEventXid {
-				keep = eventKeep
-			}
-		}
-		if need := keep - len(oc.body); need > 0 {
+		if need := frameKeep - len(oc.body); need > 0 {
 			oc.body = append(oc.body, b[:min(k, need)]...)
 		}
 		b = b[k:]
@@ -792,7 +774,6 @@ func (oc *observedConn) frame() {
 			}
 			if oc.stat2[xid] {
 				delete(oc.stat2, xid)
-				oc.n2.Add(-1)
 				oc.o.noteCreated(oc.body)
 			}
 		}
