@@ -14,14 +14,11 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// driver implements claims.Driver on ZooKeeper: the Conn's Lock, TryLock,
-// LockWithTTL, LockName, NewLeaderParticipation and
-// ResumeLeaderParticipation are the claims engine's (topo/claims), run
-// over it. A queue is the children of a "locks" znode (a lock) or of an
-// election directory; an entry is an ephemeral-sequential child, created
-// on the Conn's current session (see entry.go for what a session knows
-// of its entries). The queue's order is the sequence number; an entry's
-// token is its creation zxid (Stat.Czxid).
+// driver implements claims.Driver on ZooKeeper (see the package doc,
+// Locks and elections): a queue is the children of a "locks" znode or of
+// an election directory, in sequence order; an entry is an
+// ephemeral-sequential child made on the Conn's current session, its
+// token its creation zxid (Stat.Czxid).
 //
 // Why tokens are monotone (the argument every driver makes for its
 // store): zxids are ZooKeeper's global transaction ids, every committed
@@ -34,11 +31,9 @@ import (
 // restarts), after the earlier entry was deleted, which came after its
 // creation. Either way the later holder's Czxid is greater.
 //
-// Requests about an entry (its token's read, the watch behind Done, its
-// removal, Check, Proclaim) run on the entry's own session, never on
-// another: after that session ended a znode of the entry's name may
-// belong to someone else. Reads of the queue (Ahead, WaitGone, Head) run
-// on the Conn's current session: they change nothing.
+// Requests about an entry run on the entry's own session only (a znode
+// of its name may belong to someone else after it); reads of the queue
+// (Ahead, WaitGone, Head) on the current one (see the package doc).
 type driver struct{ c *Conn }
 
 var (
@@ -179,9 +174,8 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 
 // Ahead implements claims.Aheader: the entries just ahead of e (at most
 // max, oldest first) from one children read of its queue (or the read
-// Create made, when it surely shows e: see stashValid), found in one pass over the names
-// without sorting them or building the whole queue, and whether e is in
-// it; none, without a read, when WaitGone's lookahead showed that e
+// Create made, when it surely shows e: see stashValid), found in one pass
+// over the names without sorting them, and whether e is in it; none, without a read, when WaitGone's lookahead showed that e
 // heads the queue (see WaitGone). A candidate that heads its election is
 // marked as possibly leading (entry.head), so that a dropped connection
 // ends its term (stepDown); one with exactly one entry ahead is marked
@@ -278,14 +272,15 @@ var errNotRead = errors.New("zk2topo: not read")
 // ahead of that one ("" when none: node is next in line, a candidate).
 type waiter struct{ node, before string }
 
-// WaitGone implements claims.Driver: an exists watch on e (on the current
-// session), so that only e's deletion ends the wait (see waitGone). Once
-// e is gone, the candidate that Ahead found next after it is marked as
-// possibly leading.
+// WaitGone implements claims.Driver: an exists watch on e, on the
+// current session; only e's deletion ends the wait (a watch that ended
+// with its session, which may not be the waiter's: a resumed candidacy,
+// is set again on the next). Once e is gone, the candidate that Ahead
+// found next after it is marked as possibly leading.
 //
 // The lookahead, in a lock's queue: when Ahead found another entry
-// (before) ahead of e, an exists watch is also set on that one, and once it goes the queue is
-// read while e is still awaited. When that read shows nothing ahead of
+// (before) ahead of e, an exists watch is also set on that one, and once
+// it goes the queue is read while e is still awaited. When that read shows nothing ahead of
 // the waiter but e, the waiter heads the queue once e is gone (no entry
 // comes ahead of it later: sequence numbers only grow while their
 // parent lives, which it does while the waiter's entry is in it), and
@@ -300,19 +295,6 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	c := d.c
 	v, _ := c.nextUp.LoadAndDelete(e.Key)
 	w, _ := v.(waiter)
-	err := d.waitGone(ctx, q, e, w)
-	if w.node != "" && w.before == "" && err == nil {
-		c.markHead(w.node)
-	}
-	return err
-}
-
-// waitGone is WaitGone's wait, with the lookahead for w when w.before is
-// set. Only e's deletion ends it: a watch that ended with the session it
-// was set on (the Conn's current one, which may not be the waiter's: a
-// resumed candidacy) is set again on the next.
-func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w waiter) error {
-	c := d.c
 	var kids chan childrenRes // the lookahead's read, once sent
 	var read *childrenRes     // its answer
 	look := func() {
@@ -325,18 +307,19 @@ func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w 
 	}
 	var before <-chan zk.Event
 	if w.before != "" {
-		if ok, ch, err := c.existsW(ctx, q.Path, w.before); err == nil && !ok {
+		if r := c.statW(ctx, nil, q.Path, w.before); r.err == nil && !r.exists {
 			look()
-		} else if err == nil {
-			before = ch
+		} else if r.err == nil {
+			before = r.ch
 		}
 	}
 	for gone := false; !gone; {
-		ok, ch, err := c.existsW(ctx, q.Path, e.Key)
-		if err != nil {
-			return err
+		r := c.statW(ctx, nil, q.Path, e.Key)
+		if r.err != nil {
+			return r.err
 		}
-		for gone = !ok; !gone && ch != nil; {
+		ch := r.ch
+		for gone = !r.exists; !gone && ch != nil; {
 			select {
 			case ev := <-ch:
 				gone, ch = ev.Type == zk.EventNodeDeleted, nil
@@ -365,17 +348,10 @@ func (d driver) waitGone(ctx context.Context, q claims.Queue, e claims.Entry, w 
 	if read != nil && read.err == nil && onlyAhead(read.names, w.node, e.Key) {
 		c.headed.Store(w.node, struct{}{})
 	}
+	if w.node != "" && w.before == "" {
+		c.markHead(w.node)
+	}
 	return nil
-}
-
-// existsW sets an exists watch on zp on the current session (see read),
-// reporting whether zp exists.
-func (c *Conn) existsW(ctx context.Context, p, zp string) (bool, <-chan zk.Event, error) {
-	r, err := answerOn(ctx, c, nil, p, func(z *zk.Conn) (statRes, error) {
-		exists, _, ch, err := z.ExistsW(zp)
-		return statRes{exists: exists, ch: ch}, err
-	})
-	return r.exists, r.ch, err
 }
 
 // onlyAhead reports whether the children names (of the parent of node
@@ -398,9 +374,9 @@ func onlyAhead(names []string, node, pred string) bool {
 // Delete implements claims.Driver: on e's session only, while that
 // session lives and still knows e with its token (the watch behind Done
 // forgets an entry deleted behind its back, so a znode of the same name
-// made later by anyone is never deleted), and not after Close. A lock's directory is then
-// removed when nothing else is left in it (see releaseLock); a
-// candidate goes with its value znode, in one multi.
+// made later by anyone is never deleted), and not after Close. A lock's
+// directory is then removed when nothing else is left in it (see
+// releaseLock); a candidate goes with its value znode, in one multi.
 func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) error {
 	c := d.c
 	c.headed.Delete(e.Key)
@@ -518,14 +494,7 @@ func (c *Conn) readHolder(ctx context.Context, s *zkSession, dp, zp string) <-ch
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, abandonWait)
 		defer cancel()
-		type getRes struct {
-			data []byte
-			st   *zk.Stat
-		}
-		r, err := answerOn(ctx, c, s, dp, func(z *zk.Conn) (getRes, error) {
-			data, st, err := z.Get(zp)
-			return getRes{data, st}, err
-		})
+		r, err := c.getOn(ctx, s, dp, zp, false)
 		if err != nil {
 			out <- topo.NewError(topo.NodeExists, dp)
 			return

@@ -18,9 +18,8 @@ type entry struct {
 	value string
 	// election marks a candidate; head, a candidate that an Ahead showed
 	// heading its election or next in line (so possibly leading: see
-	// stepDown); stepped,
-	// a leading candidate given up when its connection dropped, removed
-	// once the session is connected again.
+	// stepDown); stepped, a leading candidate given up when its
+	// connection dropped, removed once the session is connected again.
 	election, head, stepped bool
 	// releasing, while its claim's delete is in flight, closes once that
 	// delete was answered (see watchEntry); deleteSent, once that delete
@@ -136,16 +135,7 @@ func (c *Conn) markHead(node string) {
 // only, in the background; the channel yields the answer.
 func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan statRes {
 	out := make(chan statRes, 1)
-	go func() {
-		r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
-			exists, st, ch, err := z.ExistsW(node)
-			return statRes{exists: exists, st: st, ch: ch}, err
-		})
-		if err != nil {
-			r = statRes{err: err}
-		}
-		out <- r
-	}()
+	go func() { out <- c.statW(ctx, s, p, node) }()
 	return out
 }
 
@@ -157,13 +147,11 @@ func (r statRes) owned(s *zkSession) bool {
 // watchEntry follows the entry node (token token) of session s through
 // the watch ch (an exists watch on it, or a children watch on its queue
 // set after its create: see pipeline.go), re-armed as an exists watch
-// after other events: once it is deleted
-// (by its own claim, or behind the holder's back) or no longer owned by
-// s, s forgets it and its claim, if live, ends as lost
-// (claims.Session.LoseEntry: Done closes, the leadership context is
-// cancelled). The session's end is not this watch's business (the
-// client ends its watches then): lose declares every claim on it lost,
-// and only lose.
+// after other events: once it is deleted (by its own claim, or behind
+// the holder's back) or no longer owned by s, s forgets it and its
+// claim, if live, ends as lost (claims.Session.LoseEntry). The session's
+// end is not this watch's business: lose declares every claim on it
+// lost, and only lose.
 func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan zk.Event) {
 	c.bg.Add(1)
 	go func() {
@@ -191,7 +179,7 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 				// its own delete's, on a children watch.
 				return
 			}
-			r := <-c.statEntry(context.Background(), s, p, node)
+			r := c.statW(context.Background(), s, p, node)
 			if r.err == errSessionOver {
 				return
 			}

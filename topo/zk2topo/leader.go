@@ -11,28 +11,16 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Leader values.
-//
-// The candidate entry keeps Vitess's layout: an ephemeral-sequential
-// child of <root>/elections/<name>/ holding exactly the participant id.
-// The published value lives in a second ephemeral znode of the same
-// session, created in the same multi as the candidate (so one zxid: the
-// value znode's Czxid equals the candidate's), under the container znode
-// <root>/elections/<name>/values/, named "<session id, 16 hex digits>-"
-// plus a sequence. Its data is one flag byte (0: nothing published, as
-// after WaitForLeadership; 1: a value follows) and the value.
-//
-// Vitess never takes "values" for a candidate: it sorts the children of
-// the election directory and treats the first as the leader and the one
-// before its own as its predecessor; "values" sorts after every
-// ten-digit sequence name, so it is only ever first when no candidate
-// exists, and then Vitess reads its (empty) data as the id "" (nobody
-// leads).
-//
-// A candidate's value is the value znode whose name starts with the
-// candidate's owner session and whose Czxid and EphemeralOwner equal the
-// candidate's. A candidate without one (a Vitess process) has a nil
-// Value.
+// Leader values (layout in the package doc): a candidate's value znode is
+// made in the same multi as the candidate, so its Czxid equals the
+// candidate's; its data is one flag byte (0: nothing published, as after
+// WaitForLeadership; 1: a value follows) and the value. A candidate's
+// value is the value znode named with the candidate's owner session whose
+// Czxid and EphemeralOwner equal the candidate's; a candidate without one
+// (a Vitess process) has a nil Value. Vitess sorts the election's children
+// and takes the first for the leader: "values" sorts after every
+// ten-digit name, so it is first only when no candidate exists, and Vitess
+// then reads its empty data as the id "" (nobody leads).
 
 // valuesDir is the child of an election directory that holds the values.
 const valuesDir = "values"
@@ -135,9 +123,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			if !watch {
 				return claims.Entry{}, false, nil, nil
 			}
-			var exists bool
-			exists, dirW, err = c.existsW(ctx, q.Path, dirZp)
-			if err == nil && exists {
+			r := c.statW(ctx, nil, q.Path, dirZp)
+			if dirW, err = r.ch, r.err; err == nil && r.exists {
 				continue
 			}
 		}
@@ -149,20 +136,15 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			return claims.Entry{}, false, c.changed(dirW, nil), nil
 		}
 		node := dirZp + "/" + children[0]
-		var data []byte
-		var cst *zk.Stat
-		err = c.read(ctx, q.Path, func(z *zk.Conn) error {
-			var err error
-			data, cst, err = z.Get(node)
-			return err
-		})
+		cand, err := c.getOn(ctx, nil, q.Path, node, false)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // the leader went meanwhile: read again
 		}
 		if err != nil {
 			return claims.Entry{}, false, nil, err
 		}
-		h := claims.Entry{Token: cst.Czxid, Key: node, Session: sessionName(cst.EphemeralOwner), Contents: string(data)}
+		cst := cand.st
+		h := claims.Entry{Token: cst.Czxid, Key: node, Session: sessionName(cst.EphemeralOwner), Contents: string(cand.data)}
 		if cst.EphemeralOwner == 0 {
 			return h, true, c.changed(dirW, nil), nil
 		}
@@ -179,26 +161,15 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			if !strings.HasPrefix(v, prefix) {
 				continue
 			}
-			var vdata []byte
-			var vst *zk.Stat
-			var w <-chan zk.Event
-			err := c.read(ctx, q.Path, func(z *zk.Conn) error {
-				var err error
-				if watch {
-					vdata, vst, w, err = z.GetW(vdir + "/" + v)
-				} else {
-					vdata, vst, err = z.Get(vdir + "/" + v)
-				}
-				return err
-			})
+			val, err := c.getOn(ctx, nil, q.Path, vdir+"/"+v, watch)
 			if errors.Is(err, zk.ErrNoNode) {
 				continue
 			}
 			if err != nil {
 				return claims.Entry{}, false, nil, err
 			}
-			if vst.Czxid == cst.Czxid && vst.EphemeralOwner == cst.EphemeralOwner {
-				h.Value, h.ValueRev, valW = decodeValue(vdata), vst.Mzxid, w
+			if val.st.Czxid == cst.Czxid && val.st.EphemeralOwner == cst.EphemeralOwner {
+				h.Value, h.ValueRev, valW = decodeValue(val.data), val.st.Mzxid, val.ch
 				break
 			}
 		}
@@ -287,8 +258,8 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, cs *claims.Session
 // drops, ends the claims of the session's candidates that may lead
 // (those an Ahead showed heading their election or next in line) as
 // lost; removeStepped removes their entries (on that session) before the
-// Conn enters the election again, so that the next WaitForLeadership, which enters anew, is not
-// queued behind its own old entry.
+// Conn enters the election again, so that the next WaitForLeadership is
+// not queued behind its own old entry.
 func (s *zkSession) stepDown() {
 	type lost struct {
 		node  string

@@ -129,11 +129,6 @@ func (s *zkSession) createWithStat(parentZp string, data []byte, acl []zk.ACL) (
 	return node, st, err
 }
 
-// create2Keep is how much of each answer's body the connection keeps
-// while a create2 is awaiting its answer: the reply header (16 bytes),
-// the path (length and bytes) and the Stat (68 bytes).
-const create2Keep = 16 + 4 + 1024 + statLen
-
 // statLen is the length of a serialised Stat.
 const statLen = 68
 
@@ -141,15 +136,13 @@ const statLen = 68
 // it is a create registered by createWithStat, and records its xid
 // (caller: Write, before the frame is sent).
 func (oc *observedConn) asCreate2(b []byte) []byte {
-	if len(b) < 16 || int32(binary.BigEndian.Uint32(b[8:12])) != opCreate {
-		return b
-	}
-	l := int(int32(binary.BigEndian.Uint32(b[12:16])))
-	if l < 0 || 16+l > len(b) {
+	xid, op := reqHeader(b)
+	path, _, ok := jString(b, 12)
+	if op != opCreate || !ok {
 		return b
 	}
 	oc.o.mu.Lock()
-	want := oc.o.wantStat[string(b[16:16+l])] > 0
+	want := oc.o.wantStat[string(path)] > 0
 	oc.o.mu.Unlock()
 	if !want {
 		return b
@@ -157,8 +150,7 @@ func (oc *observedConn) asCreate2(b []byte) []byte {
 	nb := append([]byte(nil), b...)
 	binary.BigEndian.PutUint32(nb[8:12], opCreate2)
 	oc.wmu.Lock()
-	oc.stat2[int32(binary.BigEndian.Uint32(b[4:8]))] = true
-	oc.n2.Add(1)
+	oc.stat2[xid] = true
 	oc.wmu.Unlock()
 	return nb
 }
@@ -170,15 +162,15 @@ func (o *sessionObserver) noteCreated(body []byte) {
 	if len(body) < 20 || binary.BigEndian.Uint32(body[12:16]) != 0 {
 		return
 	}
-	l := int(int32(binary.BigEndian.Uint32(body[16:20])))
-	if l < 0 || 20+l+statLen > len(body) {
+	path, end, ok := jString(body, 16)
+	if !ok || end+statLen > len(body) {
 		return
 	}
-	b := body[20+l:] // czxid (8), mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner (at 44)
+	b := body[end:] // czxid (8), mzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner (at 44)
 	st := &zk.Stat{Czxid: int64(binary.BigEndian.Uint64(b)), EphemeralOwner: int64(binary.BigEndian.Uint64(b[44:]))}
 	o.mu.Lock()
 	if o.nStat.Load() > 0 {
-		o.created[string(body[20:20+l])] = st
+		o.created[string(path)] = st
 	}
 	o.mu.Unlock()
 }

@@ -3,7 +3,7 @@ package zk2topo
 import (
 	"context"
 	"errors"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,15 +13,10 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// The queue: lock entries (under <dir>/locks/) and election candidates
-// (under elections/<name>/) are ephemeral-sequential znodes of one
-// session; the lowest sequence holds the lock or leads, and every other
-// entry watches only its predecessor.
-//
-// An entry left behind by a create whose outcome the caller never saw
-// would block other lockers (or stand as a leader nobody is) until its
-// session ends. createEntryWith prevents that in the ways a create's outcome
-// can be lost:
+// Entry creation. An entry left behind by a create whose outcome the
+// caller never saw would block other lockers (or stand as a leader nobody
+// is) until its session ends. createEntryWith prevents that in the ways a
+// create's outcome can be lost:
 //
 //   - the caller's context ends while the create is in flight: the create
 //     finishes in the background and its entry, if made, is deleted (on the
@@ -41,26 +36,13 @@ const seqLen = 10
 // isEntryName reports whether a child name is a sequential entry's (ten
 // digits), as opposed to a nested election's or lock's directory.
 func isEntryName(n string) bool {
-	if len(n) != seqLen {
-		return false
-	}
-	for i := 0; i < len(n); i++ {
-		if n[i] < '0' || n[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return len(n) == seqLen && strings.Trim(n, "0123456789") == ""
 }
 
 // entryNames returns the entry names among children, sorted.
 func entryNames(children []string) []string {
-	out := children[:0:0]
-	for _, n := range children {
-		if isEntryName(n) {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
+	out := slices.DeleteFunc(slices.Clone(children), func(n string) bool { return !isEntryName(n) })
+	slices.Sort(out)
 	return out
 }
 
@@ -189,24 +171,22 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 	if err != nil {
 		return
 	}
+	// unknown: s does not know node, and no create of s there is in flight.
+	unknown := func(node string) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.entries[node] == nil && s.pending[parentZp] == 0
+	}
 	for _, ch := range children.names {
 		node := parentZp + "/" + ch
-		s.mu.Lock()
-		skip := s.entries[node] != nil || s.pending[parentZp] > 0
-		s.mu.Unlock()
-		if skip {
+		if !unknown(node) {
 			continue
 		}
-		if r := c.statOn(ctx, s, p, node); r.err != nil || !r.exists || r.st.EphemeralOwner != s.zk.SessionID() {
+		if r := c.statOn(ctx, s, p, node); r.err != nil || !r.exists || r.st.EphemeralOwner != s.zk.SessionID() || !unknown(node) {
 			continue
 		}
-		s.mu.Lock()
-		skip = s.entries[node] != nil || s.pending[parentZp] > 0
-		s.mu.Unlock()
-		if !skip {
-			c.log.Info("zk2topo: deleting a lock or election entry whose create lost its answer", "znode", node)
-			_ = c.do(ctx, p, func() error { return s.zk.Delete(node, -1) })
-		}
+		c.log.Info("zk2topo: deleting a lock or election entry whose create lost its answer", "znode", node)
+		_ = c.do(ctx, p, func() error { return s.zk.Delete(node, -1) })
 	}
 	c.reapOrphanValues(ctx, s, parentZp)
 }
@@ -307,6 +287,39 @@ func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
 // current session), in the server's order (see answerOn).
 func (c *Conn) childrenOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (childrenRes, error) {
 	return answerOn(ctx, c, s, p, func(z *zk.Conn) (childrenRes, error) { return readChildren(z, zp, watch) })
+}
+
+// statW reads zp's Stat and sets an exists watch on it, on session s
+// (s nil: on the Conn's current session; see answerOn).
+func (c *Conn) statW(ctx context.Context, s *zkSession, p, zp string) statRes {
+	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
+		exists, st, ch, err := z.ExistsW(zp)
+		return statRes{exists: exists, st: st, ch: ch}, err
+	})
+	if err != nil {
+		return statRes{err: err}
+	}
+	return r
+}
+
+// getRes is the answer to a data read.
+type getRes struct {
+	data []byte
+	st   *zk.Stat
+	ch   <-chan zk.Event // its watch, when it set one
+}
+
+// getOn reads zp's data and Stat on session s (s nil: on the Conn's
+// current session; see answerOn), with watch setting a data watch.
+func (c *Conn) getOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (getRes, error) {
+	return answerOn(ctx, c, s, p, func(z *zk.Conn) (r getRes, err error) {
+		if watch {
+			r.data, r.st, r.ch, err = z.GetW(zp)
+		} else {
+			r.data, r.st, err = z.Get(zp)
+		}
+		return r, err
+	})
 }
 
 // onSession runs a read on session s (never on another one), retrying

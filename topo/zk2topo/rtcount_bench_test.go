@@ -43,10 +43,7 @@ type countingConn struct {
 	out, in  packetScanner
 }
 
-const (
-	pingXid  = -2
-	watchXid = -1
-)
+const watchXid = -1
 
 // packetScanner follows a stream of length-prefixed ZooKeeper packets
 // whose first 4 bytes after the length are an xid, except the first

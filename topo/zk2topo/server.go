@@ -265,21 +265,10 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		}
 		auth = strings.TrimSpace(string(b))
 	}
-	// Remember why dials fail, so that NewConn can tell (the client
-	// library only logs it).
-	dial := opts.Dialer
-	if dial == nil {
-		dial = net.DialTimeout
+	if opts.Dialer == nil {
+		opts.Dialer = net.DialTimeout
 	}
-	var c *Conn
-	opts.Dialer = func(network, address string, timeout time.Duration) (net.Conn, error) {
-		nc, err := dial(network, address, timeout)
-		if err != nil {
-			c.lastDialErr.Store(&err)
-		}
-		return nc, err
-	}
-	c = &Conn{
+	c := &Conn{
 		acl:     opts.ACL,
 		opts:    opts,
 		log:     cmp.Or(opts.Logger, slog.Default()),
@@ -582,19 +571,18 @@ func (c *Conn) barrierScoped(ctx context.Context) context.Context {
 	return context.WithValue(ctx, barrierScopeKey{}, &barrierScope{})
 }
 
-// readPair runs read with c.read and returns its two results, which it
-// reads only once read returned (it may still run after c.read gave up).
-func readPair[A, B any](ctx context.Context, c *Conn, p string, read func(z *zk.Conn) (A, B, error)) (a A, b B, err error) {
-	var ra A
-	var rb B
-	if err = c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		ra, rb, err = read(z)
-		return err
-	}); err == nil {
-		a, b = ra, rb
+// readPair runs read on the current session and returns its two results
+// (see answerOn).
+func readPair[A, B any](ctx context.Context, c *Conn, p string, read func(z *zk.Conn) (A, B, error)) (A, B, error) {
+	type pair struct {
+		a A
+		b B
 	}
-	return a, b, err
+	r, err := answerOn(ctx, c, nil, p, func(z *zk.Conn) (pair, error) {
+		a, b, err := read(z)
+		return pair{a, b}, err
+	})
+	return r.a, r.b, err
 }
 
 // exists reads zp's Stat with read (p names the call's path for errors),

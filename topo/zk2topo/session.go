@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,33 +19,26 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// zkSession is one ZooKeeper session, and the one *zk.Conn that carries it.
-// The client library re-establishes a session transparently when the
-// server expired the old one, and sends the requests it had queued on the
-// new one; a zkSession never lets it: once its session is over (the server
-// said it expired, the Conn gave it up, or the Conn closed) its dialer
-// refuses every connection and its *zk.Conn is closed, so every request
-// issued on it fails and none reaches the server on another session. The
-// Conn then opens a new zkSession for later calls.
+// zkSession is one ZooKeeper session and the *zk.Conn that carries it.
+// Once the session is over (expired, given up, or the Conn closed) its
+// dialer refuses every connection and its *zk.Conn is closed, so no
+// request issued on it reaches the server on another session, as the
+// client library would send it (see the package doc, Sessions).
 type zkSession struct {
 	c   *Conn
 	zk  *zk.Conn
 	obs *sessionObserver
 
 	lost chan struct{} // closed when the session is over
-	// claims is the claims engine's view of the session: lose declares it
-	// lost (claims.Session.Lost) just before lost is closed, so every
-	// claim on the session (a lock's Done, the leadership contexts and
-	// their terms' Done) ends within lose itself: whoever sees lost
-	// closed (isLost, Check) sees every claim on the session ended too.
+	// claims is the claims engine's view of the session, declared lost
+	// before lost is closed: whoever sees lost closed (isLost, Check)
+	// sees every claim on the session ended too.
 	claims   *claims.Session
 	ready    chan struct{} // closed once zk is set (lose may run before)
 	dead     atomic.Bool   // set (first) when the session is over: the dialer refuses
 	loseOnce sync.Once
 
-	// dialHold, when set (by tests only), is a channel that every dial
-	// waits on until it is closed: a test that closes the session from
-	// another connection holds the client's redials meanwhile.
+	// dialHold, set by tests only, holds every dial until it is closed.
 	dialHold atomic.Pointer[chan struct{}]
 
 	authMu   sync.Mutex
@@ -53,12 +47,10 @@ type zkSession struct {
 
 	connected atomic.Bool // the library has the session on a live connection
 
-	mu sync.Mutex
-	// entries are the session's live lock and election entries, by
-	// znode path (see entry.go).
-	entries map[string]*entry
+	mu      sync.Mutex
+	entries map[string]*entry // live lock and election entries, by znode (entry.go)
 	creates map[string]uint64 // parent znode → entry creates started under it
-	pending map[string]int
+	pending map[string]int    // parent znode → entry creates in flight under it
 }
 
 // newSessionAs starts a session (the servers are dialled in the
@@ -93,22 +85,16 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	return s, nil
 }
 
-// redialProvider is the client library's HostProvider: its
-// DNSHostProvider, except for when the library pauses. The library sleeps
-// one second before a dial whenever Next says retryStart. The
-// DNSHostProvider says so on coming back round to the server of the last
-// connection, so with one server the library waited a second before
-// redialling it after every disconnection; and a session the server
-// itself ended (closed by another connection or by an operator) is only
-// reported, as StateExpired, on reconnecting: its locks' Done and every
-// other loss signal closed about a second after the server ended it,
-// whatever the session timeout. redialProvider lets every server be tried
-// twice at once after a connection is lost (and at the start), and pauses
-// only before each later round: twice, because the server that ends a
-// session also drops the connection the client may just have re-opened to
-// it (its handshake then fails, and the next one is answered "expired").
-// A dead or quorum-less ensemble is still dialled twice a second per
-// server, not in a busy loop.
+// redialProvider is the client library's DNSHostProvider, pausing less.
+// The library sleeps a second before a dial whenever Next says so, which
+// the DNSHostProvider does on coming back to the last connection's
+// server: with one server every reconnection waited a second, and a
+// session the server ended (reported, as StateExpired, only on
+// reconnecting) ended its claims a second late. redialProvider tries
+// every server twice at once after a lost connection (the server that
+// ends a session also drops the connection the client may just have
+// re-opened to it) and pauses before each later round: a dead ensemble
+// is still dialled at most twice a second per server.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
@@ -138,8 +124,7 @@ func (p *redialProvider) Connected() {
 	p.mu.Unlock()
 }
 
-// dial is the client library's Dialer: it refuses once the session is
-// over, so that the library cannot start a new session on this *zk.Conn.
+// dial is the client library's Dialer; it refuses once the session is over.
 func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Conn, error) {
 	if h := s.dialHold.Load(); h != nil {
 		<-*h
@@ -147,12 +132,9 @@ func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Co
 	if s.dead.Load() {
 		return nil, errors.New("zk2topo: session over")
 	}
-	d := s.c.opts.Dialer
-	if d == nil {
-		d = net.DialTimeout
-	}
-	nc, err := d(network, address, timeout)
+	nc, err := s.c.opts.Dialer(network, address, timeout) // set by NewConnContext
 	if err != nil {
+		s.c.lastDialErr.Store(&err) // for NewConn's error: the library only logs it
 		return nil, err
 	}
 	if s.dead.Load() {
@@ -180,12 +162,9 @@ func (s *zkSession) onEvent(ev zk.Event) {
 	}
 }
 
-// lose ends the session for good: the dialer refuses, the session is
-// declared lost to the claims engine (every claim on it ends: a lock's
-// Done closes, leadership contexts are cancelled, terms end, waiters
-// return LockLost), then lost is closed, all before lose returns; the
-// *zk.Conn is closed in the background (which fails every request issued
-// on it).
+// lose ends the session for good, before it returns: the dialer refuses,
+// every claim on it ends (claims.Session.Lost), then lost is closed. The
+// *zk.Conn is closed in the background, failing every request issued on it.
 func (s *zkSession) lose() {
 	s.dead.Store(true)
 	s.loseOnce.Do(func() {
@@ -217,9 +196,8 @@ func (s *zkSession) isLost() bool {
 }
 
 // safeUntil is the instant until which the session surely lives on the
-// server: the send time of the latest request the server answered, plus
-// the negotiated session timeout, minus the safety margin. Zero before the
-// server first answered.
+// server: the latest answered request's send time + the session timeout -
+// the safety margin. Zero before the server first answered.
 func (s *zkSession) safeUntil() time.Time {
 	proof, timeout := s.obs.lastProof()
 	if proof.IsZero() {
@@ -237,9 +215,8 @@ func (s *zkSession) provablyAlive() bool {
 	return time.Now().Before(s.safeUntil())
 }
 
-// watchdog gives the session up once it is past its safe window: the
-// server may expire it from then on, and let another client take its locks
-// and leadership, so its holders must have stepped down before.
+// watchdog gives the session up once it is past its safe window, before
+// the server may expire it and hand its locks and leadership to another.
 func (s *zkSession) watchdog() {
 	defer s.c.bg.Done()
 	t := time.NewTimer(s.c.opts.SessionTimeout)
@@ -270,7 +247,7 @@ func (s *zkSession) watchdog() {
 }
 
 // ensureAuth adds the configured credentials to the session once (the
-// client library re-sends them after reconnecting within the session).
+// library re-sends them on reconnecting).
 func (s *zkSession) ensureAuth(ctx context.Context, p string) error {
 	c := s.c
 	if c.authScheme == "" || s.authDone.Load() {
@@ -297,16 +274,63 @@ func (c *Conn) margin(timeout time.Duration) time.Duration {
 	return timeout / 5
 }
 
-// ZooKeeper request opcodes the observer recognises.
+// The frames the observer reads: go-zookeeper v1.0.4 writes a request as
+// length, xid, opcode and body (a path request's body starts with the
+// path, length-prefixed); ZooKeeper answers with length, reply header
+// (xid, zxid, error code) and body (a watch event's: type, state, path).
+// The opcodes, event types and xids are ZooKeeper's.
 const (
-	opCreate  = 1
-	opDelete  = 2
-	opExists  = 3
-	opSync    = 9
-	opCheck   = 13
-	opMulti   = 14
-	opCreate2 = 15
+	opCreate       = 1
+	opDelete       = 2
+	opExists       = 3
+	opGetData      = 4
+	opGetChildren  = 8
+	opSync         = 9
+	opGetChildren2 = 12
+	opCheck        = 13
+	opMulti        = 14
+	opCreate2      = 15
+	opSetAuth      = 100 // sends the session's credentials
+	opSetWatches   = 101 // re-sets the library's watches on a new connection
+	opCloseSession = -11
+
+	eventCreated         = 1
+	eventDeleted         = 2
+	eventDataChanged     = 3
+	eventChildrenChanged = 4
+
+	errNoNodeCode = -101
+
+	watchEventXid = -1
+	pingXid       = -2
+	// frameKeep is how much of each frame's body the connection keeps:
+	// the connect response, or the reply header and enough of the body
+	// for a watch event's path of up to 4 KiB (type, state, path: it says
+	// which watches the library drops) or a create2 answer's path and Stat.
+	frameKeep = 16 + 12 + 4096
 )
+
+// reqHeader returns a request frame's xid and opcode (zeros for a frame
+// too short to have them).
+func reqHeader(b []byte) (xid, op int32) {
+	if len(b) < 12 {
+		return 0, 0
+	}
+	return int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12]))
+}
+
+// jString returns the length-prefixed string at b[at:] and the offset
+// just after it; ok is false when b does not hold it whole.
+func jString(b []byte, at int) (str []byte, end int, ok bool) {
+	if len(b) < at+4 {
+		return nil, 0, false
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[at:])))
+	if n < 0 || at+4+n > len(b) {
+		return nil, 0, false
+	}
+	return b[at+4 : at+4+n], at + 4 + n, true
+}
 
 // sessionObserver watches the frames of one session's connections: the
 // requests written (so that a request can be pipelined after another one's
@@ -314,8 +338,6 @@ const (
 // receives them) and the answers read (each answer proves that the server
 // heard from the session no earlier than the answered request was sent).
 type sessionObserver struct {
-	defTimeout time.Duration
-
 	n atomic.Int32 // registered waiters; 0 skips matching
 
 	mu      sync.Mutex
@@ -324,24 +346,20 @@ type sessionObserver struct {
 	timeout time.Duration // negotiated session timeout
 	passwd  []byte        // the session's password, from the connect response
 
-	// resumeID and resumePw, when resumeID is not 0, are the identity of
-	// an existing session that the first connect request adopts (see
-	// Conn.ResumeLeaderParticipation). Set before the first dial.
+	// resumeID (when not 0) and resumePw are the session the first
+	// connect request adopts (see resumeFrame); set before the first dial.
 	resumeID int64
 	resumePw []byte
 
-	// dials counts the session's connections. watches mirrors the keys
-	// of the client library's table of watches (path and kind), kept from
-	// the frames (see noteWatchRequest, noteAnswer, noteEvent), and
-	// watchReqs the watch-setting requests awaiting their answers, by
-	// xid: a reconnection re-sets the watches (see holdRequest).
+	// dials counts the session's connections; watches mirrors the keys of
+	// the library's table of watches, from the frames (noteWatchRequest,
+	// noteAnswer, noteEvent), watchReqs the unanswered ones by xid.
 	dials     atomic.Int32
 	watches   map[watchKey]bool
 	watchReqs map[int32]watchKey
 
-	// Lock entry creates sent as create2 (see createWithStat): wantStat
-	// counts the registered creates by path, created keeps the Stats
-	// their answers carried, by created path; nStat counts registrations.
+	// Creates sent as create2 (createWithStat): registered ones by path,
+	// the Stats their answers carried by created path, and their count.
 	nStat    atomic.Int32
 	wantStat map[string]int
 	created  map[string]*zk.Stat
@@ -353,7 +371,7 @@ type sentKey struct {
 }
 
 func newSessionObserver(def time.Duration) *sessionObserver {
-	return &sessionObserver{defTimeout: def, timeout: def, waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
+	return &sessionObserver{timeout: def, waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
 		watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{}}
 }
 
@@ -395,18 +413,12 @@ func (o *sessionObserver) expect(op int32, path string) (<-chan struct{}, func()
 	return ch, func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		ws := o.waiters[k]
-		for i, w := range ws {
-			if w == ch {
-				ws = append(ws[:i], ws[i+1:]...)
-				o.n.Add(-1)
-				break
-			}
+		if i := slices.Index(o.waiters[k], ch); i >= 0 {
+			o.waiters[k] = slices.Delete(o.waiters[k], i, i+1)
+			o.n.Add(-1)
 		}
-		if len(ws) == 0 {
+		if len(o.waiters[k]) == 0 {
 			delete(o.waiters, k)
-		} else {
-			o.waiters[k] = ws
 		}
 	}
 }
@@ -421,7 +433,6 @@ type observedConn struct {
 	first     time.Time           // when the connect request was written
 	sent      map[int32]time.Time // xid → send time, for requests awaiting an answer
 	stat2     map[int32]bool      // xids of creates sent as create2
-	n2        atomic.Int32        // len(stat2), read by the receive side
 	pings     []time.Time         // send times of unanswered pings
 	handshake bool                // the connect response was read
 
@@ -452,28 +463,21 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	oc.wmu.Unlock()
 	if isFirst {
 		b = oc.o.resumeFrame(b)
-	} else if oc.o.nStat.Load() > 0 {
-		b = oc.asCreate2(b)
-	}
-	if !isFirst {
+	} else {
+		if oc.o.nStat.Load() > 0 {
+			b = oc.asCreate2(b)
+		}
 		oc.o.noteWatchRequest(b)
 	}
-	if held, ok := oc.holdRequest(b); ok {
-		return len(held), nil
+	if oc.holdRequest(b) {
+		return len(b), nil
 	}
 	n, err := oc.Conn.Write(b)
 	oc.wmu.Lock()
-	switch {
-	case oc.first.IsZero():
+	if oc.first.IsZero() {
 		oc.first = now
-	case len(b) >= 8:
-		xid := int32(binary.BigEndian.Uint32(b[4:8]))
-		switch {
-		case xid == -2:
-			oc.pings = append(oc.pings, now)
-		case xid > 0:
-			oc.sent[xid] = now
-		}
+	} else {
+		oc.sentAt(b, now)
 	}
 	oc.wmu.Unlock()
 	if oc.o.n.Load() > 0 {
@@ -482,67 +486,58 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// opSetWatches is the opcode of the request by which the client library
-// re-sets its watches on a new connection of a session, and opSetAuth the
-// one by which it sends the session's credentials.
-const (
-	opSetWatches = 101
-	opSetAuth    = 100
-)
+// sentAt records that the request frame b was written at t, for its
+// answer's proof (caller holds wmu).
+func (oc *observedConn) sentAt(b []byte, t time.Time) {
+	switch xid, _ := reqHeader(b); {
+	case xid == pingXid:
+		oc.pings = append(oc.pings, t)
+	case xid > 0:
+		oc.sent[xid] = t
+	}
+}
 
-// holdRequest keeps a request frame b back while the connection holds
-// requests, and reports whether it did; it writes the held frames behind
-// the set-watches request when that comes.
+// holdRequest keeps the request frame b back while the connection holds,
+// and reports whether it did; the set-watches request, when it comes, is
+// written first and the held frames behind it, in order.
 //
-// Why: go-zookeeper v1.0.4 reads its last seen zxid to build the
-// set-watches request of a reconnection while its receive goroutine
-// already records the zxids of answers, with no synchronisation between
-// the two (upstream go-zookeeper/zk PR #35, unmerged): requests queued
-// while the session was disconnected are sent first and their answers
-// race with that read, which the race detector reports in every program
-// that uses zk2topo. The value either side sees is one whole int64 and
-// either is right for the server, so the race is harmless but for the
-// detector; holding those requests until the set-watches request is
-// written (after the read) and matching every answer under wmu (frame),
-// orders the read before every write. A connection holds only when the
-// library has watches to re-set (as the session observer's mirror of its
-// table says: otherwise it reads nothing, and sends no set-watches
-// request), and only the requests of a reconnection (a first connection
-// has no watch yet). The requests keep their order; pings and
-// authentication requests (which the library re-sends, each awaiting its
-// answer, before any other request of a new connection) are not held, and
-// a request closing the session releases the held ones.
-func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
+// Why: go-zookeeper v1.0.4 reads its last zxid for a reconnection's
+// set-watches request while its receive goroutine records the zxids of
+// answers, unsynchronised (upstream go-zookeeper/zk PR #35, unmerged), so
+// the race detector reports the answers of requests queued during the
+// disconnection in every program using zk2topo. Harmless but for the
+// detector (either whole int64 is right for the server); holding those
+// requests until the set-watches request is written, and matching answers
+// under wmu (frame), orders the read first. Only a reconnection whose
+// library has watches to re-set holds (per the observer's mirror: with
+// none it sends no set-watches request). Pings and the re-sent
+// credentials are not held; a request closing the session releases all.
+func (oc *observedConn) holdRequest(b []byte) bool {
 	oc.wmu.Lock()
 	defer oc.wmu.Unlock()
-	if !oc.holding || len(b) < 12 || int32(binary.BigEndian.Uint32(b[4:8])) <= 0 {
-		return nil, false
+	xid, op := reqHeader(b)
+	if !oc.holding || xid <= 0 {
+		return false
 	}
-	op := int32(binary.BigEndian.Uint32(b[8:12]))
 	if op == opSetAuth && len(oc.held) == 0 {
-		// The library re-sends the session's credentials first, with
-		// xids of their own, and awaits each answer before it sends
-		// anything else: held, they would never be answered. Their
-		// answers carry no zxid (the server answers 0), so they do not
-		// race with the set-watches request's read. (A later AddAuth
-		// behind held requests is held, keeping its place.)
-		return nil, false
+		// The library re-sends the credentials first and awaits each
+		// answer: held, they would never be answered. Their answers carry
+		// no zxid, so they do not race. (A later AddAuth is held in place.)
+		return false
 	}
 	switch op {
 	case opSetWatches:
 		oc.release(b)
-		return b, true
+		return true
 	case opCloseSession:
-		// The session's end goes at once, the held requests before it:
-		// once closing, the library sends no set-watches request, and
-		// the close must reach the server now (the server then deletes
-		// the session's entries), not with the session's expiry. Its
-		// answer is not passed on (see Read): recording its zxid would
-		// race with the set-watches read.
+		// Closing, the library sends no set-watches request: the close
+		// goes now, behind the held requests, so the server deletes the
+		// session's entries at once. Its answer is not passed on (see
+		// Read): recording its zxid would race with the set-watches read.
 		oc.held = append(oc.held, append([]byte(nil), b...))
-		oc.closeXid.Store(int32(binary.BigEndian.Uint32(b[4:8])))
+		oc.closeXid.Store(xid)
 		oc.release(nil)
-		return b, true
+		return true
 	default:
 		if len(oc.held) == 0 {
 			oc.holdLimit = time.AfterFunc(maxHold, func() {
@@ -554,7 +549,7 @@ func (oc *observedConn) holdRequest(b []byte) ([]byte, bool) {
 			})
 		}
 		oc.held = append(oc.held, append([]byte(nil), b...))
-		return b, true
+		return true
 	}
 }
 
@@ -577,50 +572,25 @@ const (
 	watchChild
 )
 
-// Opcodes of the requests that may set a watch, and ZooKeeper's event
-// types, as the client library numbers them.
-const (
-	opGetData      = 4
-	opGetChildren  = 8
-	opGetChildren2 = 12
-
-	eventCreated         = 1
-	eventDeleted         = 2
-	eventDataChanged     = 3
-	eventChildrenChanged = 4
-
-	errNoNodeCode = -101
-
-	opCloseSession = -11
-
-	watchEventXid = -1
-	// eventKeep is how much of a watch event's body the connection keeps:
-	// the reply header, the type, the state and a path of up to 4 KiB.
-	eventKeep = 16 + 12 + 4096
-)
-
 // noteWatchRequest records a request frame b (length, xid, opcode, path,
 // then the watch flag) that asks for a watch.
 func (o *sessionObserver) noteWatchRequest(b []byte) {
-	if len(b) < 16 {
-		return
-	}
-	xid, op := int32(binary.BigEndian.Uint32(b[4:8])), int32(binary.BigEndian.Uint32(b[8:12]))
-	if xid <= 0 || (op != opExists && op != opGetData && op != opGetChildren && op != opGetChildren2) {
-		return
-	}
-	n := int(int32(binary.BigEndian.Uint32(b[12:16])))
-	if n < 0 || 16+n >= len(b) || b[16+n] == 0 {
-		return // no watch asked for
-	}
 	// The kind until the answer comes: an exists is filed as watchExist
 	// here, and as a data watch if its file exists (noteAnswer).
-	k := watchKey{path: string(b[16 : 16+n]), kind: watchData}
+	xid, op := reqHeader(b)
+	path, end, ok := jString(b, 12)
+	if xid <= 0 || !ok || end >= len(b) || b[end] == 0 {
+		return // no watch asked for
+	}
+	k := watchKey{path: string(path), kind: watchData}
 	switch op {
 	case opExists:
 		k.kind = watchExist
 	case opGetChildren, opGetChildren2:
 		k.kind = watchChild
+	case opGetData:
+	default:
+		return
 	}
 	o.mu.Lock()
 	o.watchReqs[xid] = k
@@ -638,15 +608,12 @@ func (o *sessionObserver) noteAnswer(xid, code int32) {
 		return
 	}
 	delete(o.watchReqs, xid)
-	switch {
-	case code == 0:
-		if k.kind == watchExist {
-			k.kind = watchData // an exists of a file that exists
-		}
-		o.watches[k] = true
-	case code == errNoNodeCode && k.kind == watchExist:
-		// An exists answered NoNode: the library files an exists watch (a
-		// get answered NoNode files none, and the server set none).
+	// An exists answered NoNode files an exists watch, one answered OK a
+	// data watch; a get answered NoNode files none (the server set none).
+	if code == 0 && k.kind == watchExist {
+		k.kind = watchData
+	}
+	if code == 0 || code == errNoNodeCode && k.kind == watchExist {
 		o.watches[k] = true
 	}
 }
@@ -655,15 +622,11 @@ func (o *sessionObserver) noteAnswer(xid, code int32) {
 // state, path): the library drops the watches it fires, as
 // go-zookeeper's notifyWatches does.
 func (o *sessionObserver) noteEvent(ev []byte) {
-	if len(ev) < 12 {
+	path, _, ok := jString(ev, 8)
+	if !ok {
 		return
 	}
 	typ := int32(binary.BigEndian.Uint32(ev[0:4]))
-	n := int(int32(binary.BigEndian.Uint32(ev[8:12])))
-	if n < 0 || 12+n > len(ev) {
-		return
-	}
-	path := string(ev[12 : 12+n])
 	var kinds []int8
 	switch typ {
 	case eventCreated:
@@ -677,16 +640,8 @@ func (o *sessionObserver) noteEvent(ev []byte) {
 	}
 	o.mu.Lock()
 	for _, k := range kinds {
-		delete(o.watches, watchKey{path, k})
+		delete(o.watches, watchKey{string(path), k})
 	}
-	o.mu.Unlock()
-}
-
-// forgetWatches records a session's end: the library clears its table.
-func (o *sessionObserver) forgetWatches() {
-	o.mu.Lock()
-	clear(o.watches)
-	clear(o.watchReqs)
 	o.mu.Unlock()
 }
 
@@ -708,7 +663,7 @@ func (oc *observedConn) release(first []byte) {
 		if _, err := oc.Conn.Write(f); err != nil {
 			break // the library sees the connection fail on its next read
 		}
-		oc.sent[int32(binary.BigEndian.Uint32(f[4:8]))] = now
+		oc.sentAt(f, now)
 	}
 	if oc.o.n.Load() > 0 {
 		for _, f := range frames {
@@ -748,8 +703,7 @@ func (oc *observedConn) Read(b []byte) (int, error) {
 const readBuffer = 16 << 10
 
 // scan follows the frames read: 4 bytes of length, then the body, whose
-// first 16 bytes (the connect response's version, timeout and session id;
-// or a reply header's xid) are kept.
+// first frameKeep bytes are kept.
 func (oc *observedConn) scan(b []byte) {
 	for len(b) > 0 {
 		if oc.left == 0 {
@@ -768,25 +722,7 @@ func (oc *observedConn) scan(b []byte) {
 			continue
 		}
 		k := min(len(b), oc.left)
-		keep := 16
-		if !oc.handshake {
-			keep = connectRespKeep
-		} else if oc.n2.Load() > 0 {
-			keep = create2Keep
-		}
-		if oc.handshake && keep < eventKeep {
-			// A watch event (xid -1) is kept whole: its path says which
-			// watches the library drops (noteEvent).
-			var x [4]byte
-			m := copy(x[:], oc.body)
-			if m < 4 {
-				m += copy(x[m:], b[:k])
-			}
-			if m == 4 && int32(binary.BigEndian.Uint32(x[:])) == watchEventXid {
-				keep = eventKeep
-			}
-		}
-		if need := keep - len(oc.body); need > 0 {
+		if need := frameKeep - len(oc.body); need > 0 {
 			oc.body = append(oc.body, b[:min(k, need)]...)
 		}
 		b = b[k:]
@@ -804,9 +740,12 @@ func (oc *observedConn) frame() {
 	if !oc.handshake {
 		oc.handshake = true
 		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) == 0 {
-			oc.o.forgetWatches() // expired: the library drops its watches
-		}
-		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) != 0 {
+			// Expired: the library clears its table of watches.
+			oc.o.mu.Lock()
+			clear(oc.o.watches)
+			clear(oc.o.watchReqs)
+			oc.o.mu.Unlock()
+		} else if len(oc.body) >= 16 {
 			at = oc.first
 			oc.o.mu.Lock()
 			if ms := int32(binary.BigEndian.Uint32(oc.body[4:8])); ms > 0 {
@@ -820,7 +759,7 @@ func (oc *observedConn) frame() {
 	} else if len(oc.body) >= 4 {
 		xid := int32(binary.BigEndian.Uint32(oc.body[:4]))
 		switch {
-		case xid == -2 && len(oc.pings) > 0:
+		case xid == pingXid && len(oc.pings) > 0:
 			at = oc.pings[0]
 			oc.pings = oc.pings[1:]
 		case xid == watchEventXid && len(oc.body) >= 16:
@@ -835,7 +774,6 @@ func (oc *observedConn) frame() {
 			}
 			if oc.stat2[xid] {
 				delete(oc.stat2, xid)
-				oc.n2.Add(-1)
 				oc.o.noteCreated(oc.body)
 			}
 		}
@@ -886,18 +824,15 @@ func (o *sessionObserver) password() []byte {
 // written matches one written frame (length, xid, opcode, then for path
 // requests the path as a length-prefixed string) against the waiters.
 func (o *sessionObserver) written(b []byte) {
-	if len(b) < 16 {
+	xid, op := reqHeader(b)
+	if xid <= 0 { // connect, ping, auth
 		return
-	}
-	if xid := int32(binary.BigEndian.Uint32(b[4:8])); xid <= 0 { // connect, ping, auth
-		return
-	}
-	op := int32(binary.BigEndian.Uint32(b[8:12]))
-	if op == opCreate2 {
-		op = opCreate // a lock entry's create (see asCreate2)
 	}
 	at := 12 // offset of the path's length
-	if op == opMulti {
+	switch op {
+	case opCreate2:
+		op = opCreate // a lock entry's create (see asCreate2)
+	case opMulti:
 		// A multi is matched by its first op when that is a check: the
 		// op's header (type, done, err: 4+1+4 bytes), then its path.
 		if len(b) < 25 || int32(binary.BigEndian.Uint32(b[12:16])) != opCheck {
@@ -905,12 +840,12 @@ func (o *sessionObserver) written(b []byte) {
 		}
 		at = 21
 	}
-	l := int32(binary.BigEndian.Uint32(b[at : at+4]))
-	if l < 0 || at+4+int(l) > len(b) {
+	path, _, ok := jString(b, at)
+	if !ok {
 		return
 	}
 	o.mu.Lock()
-	k := sentKey{op, string(b[at+4 : at+4+int(l)])}
+	k := sentKey{op, string(path)}
 	ws := o.waiters[k]
 	if len(ws) > 0 {
 		delete(o.waiters, k)

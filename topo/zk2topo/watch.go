@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"path"
 	"sort"
 	"strings"
 
@@ -47,21 +48,21 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		return nil, nil, err
 	}
 	zp := c.zkPath(p)
-	data, st, ev, err := c.getW(ctx, p, zp)
+	r, err := c.getW(ctx, p, zp)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !isFile(st) || st.EphemeralOwner != 0 || c.internal(p) {
+	if !isFile(r.st) || r.st.EphemeralOwner != 0 || c.internal(p) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	first := &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version), Revision: st.Mzxid}
+	first := &topo.WatchData{Contents: orEmpty(r.data), Version: topo.NumericVersion(r.st.Version), Revision: r.st.Mzxid}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
 	// draining the channel. It shares nothing with the caller but out: its
 	// reads go to variables of its own.
 	go func() {
 		defer close(out)
-		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, st.Version, ev, out)}
+		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Version, r.ch, out)}
 	}()
 	return first, out, nil
 }
@@ -85,22 +86,22 @@ func (c *Conn) followFile(ctx context.Context, p, zp string, last int32, ev <-ch
 				return topo.NewError(topo.NoNode, p)
 			}
 		}
-		data, st, next, err := c.getW(ctx, p, zp)
+		r, err := c.getW(ctx, p, zp)
 		switch {
-		case topo.IsErrType(err, topo.NoNode), err == nil && !isFile(st):
+		case topo.IsErrType(err, topo.NoNode), err == nil && !isFile(r.st):
 			return topo.NewError(topo.NoNode, p)
 		case err != nil && (c.closed.Load() || ctx.Err() != nil):
 			return interrupted
 		case err != nil:
 			return err
 		}
-		ev = next
-		if st.Version == last {
+		ev = r.ch
+		if r.st.Version == last {
 			continue
 		}
-		last = st.Version
+		last = r.st.Version
 		select {
-		case out <- &topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(st.Version), Revision: st.Mzxid}:
+		case out <- &topo.WatchData{Contents: orEmpty(r.data), Version: topo.NumericVersion(r.st.Version), Revision: r.st.Mzxid}:
 		case <-ctx.Done():
 			return interrupted
 		case <-c.closing:
@@ -120,28 +121,12 @@ func orEmpty(data []byte) []byte {
 
 // getW reads zp and sets a data watch on it, retrying while the connection
 // is re-established.
-func (c *Conn) getW(ctx context.Context, p, zp string) ([]byte, *zk.Stat, <-chan zk.Event, error) {
-	var data []byte
-	var st *zk.Stat
-	var ev <-chan zk.Event
-	err := c.read(ctx, p, func(z *zk.Conn) error {
-		var err error
-		data, st, ev, err = z.GetW(zp)
-		return err
-	})
+func (c *Conn) getW(ctx context.Context, p, zp string) (getRes, error) {
+	r, err := c.getOn(ctx, nil, p, zp, true)
 	if err != nil {
-		return nil, nil, nil, c.convert(err, p)
+		return getRes{}, c.convert(err, p)
 	}
-	return data, st, ev, nil
-}
-
-// childrenW reads zp's children with read (p names the call's path for
-// errors) and sets a child watch on it.
-func childrenW(ctx context.Context, c *Conn, p, zp string) ([]string, <-chan zk.Event, error) {
-	return readPair(ctx, c, p, func(z *zk.Conn) ([]string, <-chan zk.Event, error) {
-		children, _, ch, err := z.ChildrenW(zp)
-		return children, ch, err
-	})
+	return r, nil
 }
 
 // WatchRecursive returns every file whose path starts with prefix, each
@@ -247,12 +232,12 @@ func (w *treeWatch) matches(zp string) bool {
 func (w *treeWatch) armBase() error {
 	c := w.c
 	for {
-		children, ch, err := childrenW(w.ctx, c, w.prefix, w.base)
+		kids, err := c.childrenOn(w.ctx, nil, w.prefix, w.base, true)
 		if err == nil {
-			w.forward(w.base, evBase, ch)
-			for _, n := range children {
+			w.forward(w.base, evBase, kids.ch)
+			for _, n := range kids.names {
 				if strings.HasPrefix(n, w.name) {
-					if err := w.scan(w.join(w.base, n)); err != nil {
+					if err := w.scan(path.Join(w.base, n)); err != nil {
 						return err
 					}
 				}
@@ -262,27 +247,16 @@ func (w *treeWatch) armBase() error {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return c.convert(err, w.prefix)
 		}
-		exists, ch, err := readPair(w.ctx, c, w.prefix, func(z *zk.Conn) (bool, <-chan zk.Event, error) {
-			ok, _, ch, err := z.ExistsW(w.base)
-			return ok, ch, err
-		})
-		if err != nil {
-			return c.convert(err, w.prefix)
+		r := c.statW(w.ctx, nil, w.prefix, w.base)
+		if r.err != nil {
+			return c.convert(r.err, w.prefix)
 		}
-		if !exists {
-			w.forward(w.base, evBase, ch)
+		w.forward(w.base, evBase, r.ch)
+		if !r.exists {
 			return nil
 		}
 		// Created in between: the exists watch fires too; list it now.
-		w.forward(w.base, evBase, ch)
 	}
-}
-
-func (w *treeWatch) join(dir, name string) string {
-	if dir == "/" {
-		return "/" + name
-	}
-	return dir + "/" + name
 }
 
 // scan starts watching znode zp (already known to match) and, recursively,
@@ -296,23 +270,23 @@ func (w *treeWatch) scan(zp string) error {
 	}
 	c := w.c
 	p := c.relPath(zp)
-	data, st, ev, err := c.getW(w.ctx, p, zp)
+	r, err := c.getW(w.ctx, p, zp)
 	if topo.IsErrType(err, topo.NoNode) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if st.EphemeralOwner != 0 {
+	if r.st.EphemeralOwner != 0 {
 		return nil // a lock or election entry
 	}
-	n := &treeNode{file: isFile(st), version: st.Version}
+	n := &treeNode{file: isFile(r.st), version: r.st.Version}
 	if n.file {
-		n.data = orEmpty(data)
+		n.data = orEmpty(r.data)
 	}
 	w.nodes[zp] = n
 	w.added = append(w.added, zp)
-	w.forward(zp, evData, ev)
+	w.forward(zp, evData, r.ch)
 	return w.scanChildren(zp)
 }
 
@@ -320,16 +294,16 @@ func (w *treeWatch) scan(zp string) error {
 // children not yet watched.
 func (w *treeWatch) scanChildren(zp string) error {
 	c := w.c
-	children, ch, err := childrenW(w.ctx, c, c.relPath(zp), zp)
+	kids, err := c.childrenOn(w.ctx, nil, c.relPath(zp), zp, true)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil // its data watch reports the delete
 	}
 	if err != nil {
 		return c.convert(err, c.relPath(zp))
 	}
-	w.forward(zp, evChildren, ch)
-	for _, n := range children {
-		if err := w.scan(w.join(zp, n)); err != nil {
+	w.forward(zp, evChildren, kids.ch)
+	for _, n := range kids.names {
+		if err := w.scan(path.Join(zp, n)); err != nil {
 			return err
 		}
 	}
@@ -445,22 +419,22 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 		if te.ev.Type == zk.EventNodeDeleted {
 			return deleted()
 		}
-		data, st, ev, err := c.getW(w.ctx, p, te.zp)
+		r, err := c.getW(w.ctx, p, te.zp)
 		if topo.IsErrType(err, topo.NoNode) {
 			return deleted()
 		}
 		if err != nil {
 			return nil, err
 		}
-		w.forward(te.zp, evData, ev)
-		file := isFile(st)
+		w.forward(te.zp, evData, r.ch)
+		file := isFile(r.st)
 		switch {
-		case file && (!n.file || st.Version != n.version):
-			out = append(out, fileEvent(p, data, st.Version))
+		case file && (!n.file || r.st.Version != n.version):
+			out = append(out, fileEvent(p, r.data, r.st.Version))
 		case !file && n.file:
 			out = append(out, goneEvent(p))
 		}
-		n.file, n.version = file, st.Version
+		n.file, n.version = file, r.st.Version
 		return out, nil
 	}
 	return nil, nil
