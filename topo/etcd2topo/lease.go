@@ -178,17 +178,28 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	}
 	l := newLease(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
 	l.clusterID = resp.ClusterId
-	c.mu.Lock()
-	if c.isClosed() {
-		c.mu.Unlock()
-		l.markLost()
+	if err := c.keep(l, path); err != nil {
 		c.revokeAsync(l, false)
-		return nil, topo.NewError(topo.Closed, path)
+		return nil, err
 	}
-	c.leases[l] = struct{}{}
-	c.mu.Unlock()
-	go c.keepAlive(l)
 	return l, nil
+}
+
+// keep tracks l and keeps it alive until it is lost; after Close it
+// declares l lost and returns Closed instead.
+func (c *Conn) keep(l *lease, path string) error {
+	c.mu.Lock()
+	closed := c.isClosed()
+	if !closed {
+		c.leases[l] = struct{}{}
+	}
+	c.mu.Unlock()
+	if closed {
+		l.markLost()
+		return topo.NewError(topo.Closed, path)
+	}
+	go c.keepAlive(l)
+	return nil
 }
 
 // keepAlive renews l every third of its TTL, one KeepAliveOnce at a time,

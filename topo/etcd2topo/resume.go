@@ -83,16 +83,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
 	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-	c.mu.Lock()
-	if c.isClosed() {
-		c.mu.Unlock()
+	if err := c.keep(l, q.Path); err != nil {
 		c.freeKey(r.Key)
-		l.markLost()
-		return claims.Entry{}, nil, topo.NewError(topo.Closed, q.Path)
+		return claims.Entry{}, nil, err
 	}
-	c.leases[l] = struct{}{}
-	c.mu.Unlock()
-	go c.keepAlive(l)
 	return e, l.sess, nil
 }
 
