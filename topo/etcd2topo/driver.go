@@ -108,13 +108,13 @@ func stillOurs(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry, l *lease) bo
 	return q.Native || kv.ModRevision == e.Token
 }
 
-// sameEntry reports whether kv, a read of e's key, still shows e (on
-// whatever lease): the same token.
-func sameEntry(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry) bool {
+// tokenOf is the token of kv, an entry of q (or a read of its key):
+// its ModRevision, or its CreateRevision in the native layout.
+func tokenOf(q claims.Queue, kv *mvccpb.KeyValue) int64 {
 	if q.Native {
-		return kv.CreateRevision == e.Token
+		return kv.CreateRevision
 	}
-	return kv.ModRevision == e.Token
+	return kv.ModRevision
 }
 
 // errLeaseGone tells Create that the lease vanished before its keepalive

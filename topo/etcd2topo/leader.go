@@ -46,11 +46,10 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	}
 	var changed chan struct{}
 	var wq, wv clientv3.WatchChan
-	var cancel context.CancelFunc = func() {}
+	cancel := func() {}
 	if watch {
 		var wctx context.Context
-		wctx, cancel = context.WithCancel(clientv3.WithRequireLeader(ctx))
-		stop := context.AfterFunc(c.ctx, cancel)
+		wctx, cancel = c.watchContext(ctx)
 		var ws []clientv3.WatchChan
 		for _, p := range watched {
 			ws = append(ws, c.cli.Watch(wctx, p, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
@@ -58,7 +57,6 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		wq, wv = ws[0], ws[len(ws)-1]
 		for _, w := range ws {
 			if err := c.watchCreated(ctx, w, q.Path); err != nil {
-				stop()
 				cancel()
 				if errors.Is(err, errRewatch) {
 					err = rpctypes.ErrNoLeader
@@ -66,8 +64,6 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 				return claims.Entry{}, false, nil, err
 			}
 		}
-		prev := cancel
-		cancel = func() { stop(); prev() }
 	}
 	var head claims.Entry
 	var ok bool

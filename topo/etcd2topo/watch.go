@@ -68,9 +68,8 @@ func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path stri
 }
 
 func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
-	stop := context.AfterFunc(s.c.ctx, cancel)
-	s.cancel = func() { stop(); cancel() }
+	var wctx context.Context
+	wctx, s.cancel = s.c.watchContext(s.ctx)
 	opts := append([]clientv3.OpOption{clientv3.WithProgressNotify()}, extra...)
 	if s.prefix {
 		opts = append(opts, clientv3.WithPrefix())
