@@ -63,7 +63,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
 	}
-	if _, ok := c.takeKey(r.Key); !ok {
+	if !c.takeKey(r.Key) {
 		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path,
 			errors.New("etcd2topo: resume info: the candidacy is owned by a participation of this Conn"))
 	}

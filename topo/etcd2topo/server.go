@@ -90,7 +90,7 @@
 // Revisions only grow and survive lease loss, Conn and member restarts,
 // and a holder (or leader) is the queue's entry with the lowest
 // ModRevision, so every later holder's token is greater than every
-// earlier one's (see lockDescriptor.Token for the argument).
+// earlier one's (driver.go gives the argument).
 //
 // A lock's Done closes on Unlock, on the loss of its lease (expired or
 // revoked in etcd, or no longer proven alive: see SafetyMargin), on
