@@ -293,7 +293,8 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	}
 	s.rev = resp.Header.Revision
 	ws := newWatchSync(c, s, k, p)
-	s.onProgress = func(rev int64) { ws.advance(rev, ws.sentEvents()) }
+	var sent uint64 // events sent, by the goroutine below (which runs s.next)
+	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
 	known := backendkit.Snapshot{} // file -> ModRevision last reported
 	initial := known.Diff(c.files(resp.Kvs))
 	for _, wd := range initial {
@@ -304,7 +305,6 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		defer close(ws.done)
 		defer close(out)
 		defer s.close()
-		var sent uint64
 		mark := resp.Header.Revision // the Revision of the last value sent
 		// sendAll sends batch, changes made by revisions up to rev (the
 		// i-th at revs[i]; revs nil when not known), stamped (see

@@ -53,14 +53,6 @@ func (w *watchSync) advance(rev int64, sent uint64) {
 	}
 }
 
-// sentEvents returns the number of events sent so far. Called by the
-// watch's goroutine only.
-func (w *watchSync) sentEvents() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sent
-}
-
 // sync implements the sync of cache.RevisionSyncWatcher: a count-only
 // linearizable Get of the watched key gives the store's revision, then
 // it waits until the watch has passed it, asking etcd for a progress
