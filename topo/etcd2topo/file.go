@@ -175,14 +175,11 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		}
 		out = append(out, topo.KVInfo{Path: rel, Value: kv.Value, Version: topo.NumericVersion(kv.ModRevision)})
 	}
-	if len(reserved) > 0 {
-		// etcd returns keys sorted, and rel keeps that order.
-		return out, backendkit.ReservedFiles(p, reserved)
-	}
-	if len(out) == 0 {
+	if len(out) == 0 && len(reserved) == 0 {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
-	return out, nil
+	// etcd returns keys sorted, and rel keeps that order.
+	return out, backendkit.ReservedFiles(p, reserved)
 }
 
 // Delete deletes filePath. A nil version deletes unconditionally; a

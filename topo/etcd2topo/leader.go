@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -24,10 +23,6 @@ const valuesDir = "\x00values"
 func (c *Conn) valuesPrefix(n string) string {
 	return c.key(electionsDir + "/" + valuesDir + "/" + n + "/")
 }
-
-// isValuesName reports whether a ListDir entry of the elections
-// directory is the values directory (never listed).
-func isValuesName(name string) bool { return strings.HasPrefix(name, valuesDir) }
 
 // Head implements claims.Driver: one read, at one revision, of the queue
 // and the values; the head is the entry with the lowest ModRevision, its

@@ -22,7 +22,6 @@ package etcd2topo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -117,13 +116,10 @@ func (c *Conn) checkNativePrefix(prefix string) error {
 // store (List, Head: what Leader.ID reports), and the participant's id
 // for our own entries (Create, Resume: what ResumeInfo carries).
 
-// nativeName returns the name of key under election q's prefix.
-func nativeName(q claims.Queue, key []byte) string { return string(key[len(q.Path)+1:]) }
-
 // nativeEntry is the engine's view of kv, a key under q's prefix.
 func nativeEntry(q claims.Queue, kv *mvccpb.KeyValue) claims.Entry {
 	e := claims.Entry{Token: kv.CreateRevision, Key: string(kv.Key), Session: fmt.Sprintf("lease %x", kv.Lease),
-		Contents: nativeName(q, kv.Key), ValueRev: kv.ModRevision}
+		Contents: string(kv.Key[len(q.Path)+1:]), ValueRev: kv.ModRevision}
 	if len(kv.Value) > 0 {
 		e.Value = kv.Value
 	}
@@ -137,13 +133,6 @@ func nativeHeldCmps(e claims.Entry, l *lease) []clientv3.Cmp {
 		clientv3.Compare(clientv3.CreateRevision(e.Key), "=", e.Token),
 		clientv3.Compare(clientv3.LeaseValue(e.Key), "=", l.id),
 	}
-}
-
-// isNativeResumeInfo reports whether info is a native election's
-// ResumeInfo, for Conn.ResumeLeaderParticipation to route it here.
-func isNativeResumeInfo(info []byte) bool {
-	var r resumeInfo
-	return json.Unmarshal(info, &r) == nil && r.Backend == FactoryName && r.Layout == nativeLayout
 }
 
 // nativeKey returns the key of lease id's candidate under prefix.

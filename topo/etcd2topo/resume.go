@@ -151,7 +151,8 @@ func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, i
 	if err := backendkit.CheckContext(ctx, name); err != nil {
 		return nil, err
 	}
-	if isNativeResumeInfo(info) {
+	var r resumeInfo
+	if json.Unmarshal(info, &r) == nil && r.Backend == FactoryName && r.Layout == nativeLayout {
 		return c.ResumeNativeElection(ctx, name, id, info)
 	}
 	return c.eng.ResumeLeaderParticipation(ctx, name, id, info)

@@ -173,13 +173,17 @@ type failureRead struct {
 	withValues bool // a native term's key: its lease is compared
 }
 
-// op returns the read at revision rev (0: the current one).
-func (r failureRead) op(rev int64) clientv3.Op {
-	opts := []clientv3.OpOption{clientv3.WithRev(rev)}
-	if !r.withValues {
-		opts = append(opts, clientv3.WithKeysOnly())
+// readsAt returns the failure reads at revision rev (0: the current one).
+func (t *txnPlan) readsAt(rev int64) []clientv3.Op {
+	ops := make([]clientv3.Op, len(t.reads))
+	for i, r := range t.reads {
+		opts := []clientv3.OpOption{clientv3.WithRev(rev)}
+		if !r.withValues {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		ops[i] = clientv3.OpGet(r.key, opts...)
 	}
-	return clientv3.OpGet(r.key, opts...)
+	return ops
 }
 
 // build fills in the compares, the writes and the failure reads.
@@ -248,16 +252,9 @@ func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision
 // the current state (see failureNow). Errors of the reads are converted
 // as Txn's own (the transaction was not applied either way).
 func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
-	reads := make([]clientv3.Op, len(t.reads))
-	for i, r := range t.reads {
-		reads[i] = r.op(rev)
-	}
-	resp, err := c.cli.Txn(ctx).Then(reads...).Commit()
+	resp, err := c.cli.Txn(ctx).Then(t.readsAt(rev)...).Commit()
 	if errors.Is(err, rpctypes.ErrCompacted) {
-		for i, r := range t.reads {
-			reads[i] = r.op(0)
-		}
-		if resp, err = c.cli.Txn(ctx).Then(reads...).Commit(); err == nil {
+		if resp, err = c.cli.Txn(ctx).Then(t.readsAt(0)...).Commit(); err == nil {
 			return t.failureNow(resp)
 		}
 	}
