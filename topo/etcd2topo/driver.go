@@ -511,34 +511,23 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 	go func() {
 		defer stop()
 		defer cancel()
-		from, backoff := e.Token+1, 20*time.Millisecond
-		for ctx.Err() == nil {
-			for wr := range c.cli.Watch(clientv3.WithRequireLeader(ctx), e.Key, clientv3.WithRev(from)) {
-				if wr.CompactRevision != 0 {
-					// Compacted past from: read the key instead.
-					resp, err := c.cli.Get(ctx, e.Key)
-					if err == nil && (len(resp.Kvs) != 1 || !stillOurs(q, resp.Kvs[0], e, l)) {
-						l.sess.LoseEntry(e.Key, e.Token)
-						return
-					}
-					if err == nil {
-						from = resp.Header.Revision + 1
-					}
-					break
-				}
-				if isPermanent(wr.Err()) {
-					return // etcd refuses the watch: Done closes on the other causes
-				}
-				for _, ev := range wr.Events {
-					if ev.Type == mvccpb.DELETE || !stillOurs(q, ev.Kv, e, l) {
-						l.sess.LoseEntry(e.Key, e.Token)
-						return
-					}
-					from = ev.Kv.ModRevision + 1
+		w := &stream{c: c, ctx: ctx, key: e.Key, path: q.Path, rev: e.Token}
+		w.open(e.Token + 1)
+		defer w.close()
+		// follow ends with an error (Done closed, the Conn closed, etcd
+		// refused the watch) or once the entry is no longer ours.
+		err := w.follow(func(resp *clientv3.GetResponse) bool {
+			return len(resp.Kvs) == 1 && stillOurs(q, resp.Kvs[0], e, l)
+		}, func(evs []*clientv3.Event) bool {
+			for _, ev := range evs {
+				if ev.Type == mvccpb.DELETE || !stillOurs(q, ev.Kv, e, l) {
+					return false
 				}
 			}
-			c.sleep(ctx, backoff)
-			backoff = min(2*backoff, time.Second)
+			return true
+		})
+		if err == nil {
+			l.sess.LoseEntry(e.Key, e.Token)
 		}
 	}()
 }

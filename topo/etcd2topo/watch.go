@@ -20,8 +20,8 @@ const msgResync = "watch history compacted; re-reading"
 // return.
 const watchBuffer = 16
 
-// errCompacted tells a stream's user that the history it was resuming from
-// was compacted: it must read the current state and call reopen.
+// errCompacted tells follow that the history next was resuming from was
+// compacted: it reads the current state and reopens the watch after it.
 var errCompacted = errors.New("etcd2topo: watch history compacted")
 
 // stream is one etcd watch on a key or a prefix that survives transient
@@ -47,24 +47,37 @@ type stream struct {
 }
 
 // newStream opens a watch on key (or on every key under it, with prefix)
-// at the store's current revision and waits until etcd confirms it, so
-// that every change applied after newStream returns will be delivered.
-// Opening at the current revision rather than at a past one puts the watch
-// in etcd's synced watcher group, which is notified as each write is
-// applied; a watch at a past revision is caught up by a background pass
-// every 100 ms. The caller reads the current state next and calls setRev
-// with the revision of that read.
-func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path string) (*stream, error) {
+// at the store's current revision, waits until etcd confirms it, then
+// reads the current state (returned), from whose revision on the stream
+// delivers every change. Opening at the current revision rather than at a
+// past one puts the watch in etcd's synced watcher group, which is
+// notified as each write is applied; a watch at a past revision is caught
+// up by a background pass every 100 ms.
+func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path string) (*stream, *clientv3.GetResponse, error) {
 	s := &stream{c: c, ctx: ctx, key: key, prefix: prefix, path: path}
 	s.open(0, clientv3.WithCreatedNotify())
 	if err := c.watchCreated(ctx, s.wch, path); err != nil {
 		s.close()
 		if errors.Is(err, errRewatch) {
-			return nil, backendkit.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
+			return nil, nil, backendkit.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return s, nil
+	resp, err := s.get()
+	if err != nil {
+		s.close()
+		return nil, nil, c.convertError(ctx, err, path)
+	}
+	s.rev = resp.Header.Revision
+	return s, resp, nil
+}
+
+// get reads the watched key or prefix.
+func (s *stream) get() (*clientv3.GetResponse, error) {
+	if s.prefix {
+		return s.c.cli.Get(s.ctx, s.key, clientv3.WithPrefix())
+	}
+	return s.c.cli.Get(s.ctx, s.key)
 }
 
 func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
@@ -161,13 +174,13 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 	}
 }
 
-// read performs get (a read of the watched state) until it succeeds,
-// pausing between failures, or returns the ending error, or the
-// PermissionDenied error of a refused read (never retried).
-func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetResponse, error) {
+// read performs get until it succeeds, pausing between failures, or
+// returns the ending error, or the PermissionDenied error of a refused
+// read (never retried).
+func (s *stream) read() (*clientv3.GetResponse, error) {
 	backoff := 20 * time.Millisecond
 	for {
-		resp, err := get()
+		resp, err := s.get()
 		if err == nil {
 			return resp, nil
 		}
@@ -182,6 +195,32 @@ func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetR
 			return nil, e
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// follow hands each batch of events after s.rev to events and, when the
+// history was compacted, a re-read of the current state to resync (the
+// watch then reopens after it), until one of them returns false (nil) or
+// the stream ends (next's or read's error).
+func (s *stream) follow(resync func(*clientv3.GetResponse) bool, events func([]*clientv3.Event) bool) error {
+	for {
+		evs, err := s.next()
+		if errors.Is(err, errCompacted) {
+			var resp *clientv3.GetResponse
+			if resp, err = s.read(); err == nil {
+				if !resync(resp) {
+					return nil
+				}
+				s.reopen(resp.Header.Revision)
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if !events(evs) {
+			return nil
+		}
 	}
 }
 
@@ -200,21 +239,14 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if err != nil {
 		return nil, nil, err
 	}
-	k := c.key(p)
-	s, err := c.newStream(ctx, k, false, p)
+	s, resp, err := c.newStream(ctx, c.key(p), false, p)
 	if err != nil {
 		return nil, nil, err
-	}
-	resp, err := c.cli.Get(ctx, k)
-	if err != nil {
-		s.close()
-		return nil, nil, c.convertError(ctx, err, p)
 	}
 	if len(resp.Kvs) == 0 {
 		s.close()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	s.rev = resp.Header.Revision
 	kv := resp.Kvs[0]
 	cur := &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
 	out := make(chan *topo.WatchData, watchBuffer)
@@ -222,37 +254,29 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		defer close(out)
 		defer s.close()
 		last := kv.ModRevision
-		for {
-			evs, err := s.next()
-			if errors.Is(err, errCompacted) {
-				resp, err := s.read(func() (*clientv3.GetResponse, error) { return c.cli.Get(ctx, k) })
-				if err != nil {
-					out <- &topo.WatchData{Err: err}
-					return
-				}
-				if len(resp.Kvs) == 0 {
-					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: resp.Header.Revision}
-					return
-				}
-				if kv := resp.Kvs[0]; kv.ModRevision > last {
-					last = kv.ModRevision
-					out <- &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
-				}
-				s.reopen(resp.Header.Revision)
-				continue
+		err := s.follow(func(resp *clientv3.GetResponse) bool {
+			if len(resp.Kvs) == 0 {
+				out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: resp.Header.Revision}
+				return false
 			}
-			if err != nil {
-				out <- &topo.WatchData{Err: err}
-				return
+			if kv := resp.Kvs[0]; kv.ModRevision > last {
+				last = kv.ModRevision
+				out <- &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
 			}
+			return true
+		}, func(evs []*clientv3.Event) bool {
 			for _, ev := range evs {
 				if ev.Type == mvccpb.DELETE {
 					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: ev.Kv.ModRevision}
-					return
+					return false
 				}
 				last = ev.Kv.ModRevision
 				out <- &topo.WatchData{Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision), Revision: ev.Kv.ModRevision}
 			}
+			return true
+		})
+		if err != nil {
+			out <- &topo.WatchData{Err: err}
 		}
 	}()
 	return cur, out, nil
@@ -281,17 +305,10 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		return nil, nil, nil, err
 	}
 	k := c.key(p)
-	s, err := c.newStream(ctx, k, true, p)
+	s, resp, err := c.newStream(ctx, k, true, p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	get := func() (*clientv3.GetResponse, error) { return c.cli.Get(ctx, k, clientv3.WithPrefix()) }
-	resp, err := get()
-	if err != nil {
-		s.close()
-		return nil, nil, nil, c.convertError(ctx, err, p)
-	}
-	s.rev = resp.Header.Revision
 	ws := newWatchSync(c, s, k, p)
 	var sent uint64 // events sent, by the goroutine below (which runs s.next)
 	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
@@ -321,25 +338,13 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		add := func(wd *topo.WatchDataRecursive, rev int64) {
 			batch, revs = append(batch, wd), append(revs, rev)
 		}
-		for {
-			evs, err := s.next()
-			if errors.Is(err, errCompacted) {
-				resp, err := s.read(get)
-				if err != nil {
-					out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
-					return
-				}
-				// The differences are not in revision order: until the
-				// last, the watch has got no further than before.
-				sendAll(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
-				s.reopen(resp.Header.Revision)
-				ws.advance(resp.Header.Revision, sent)
-				continue
-			}
-			if err != nil {
-				out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
-				return
-			}
+		err := s.follow(func(resp *clientv3.GetResponse) bool {
+			// The differences are not in revision order: until the
+			// last, the watch has got no further than before.
+			sendAll(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
+			ws.advance(resp.Header.Revision, sent)
+			return true
+		}, func(evs []*clientv3.Event) bool {
 			batch, revs = batch[:0], revs[:0]
 			for _, ev := range evs {
 				rel := c.rel(ev.Kv.Key)
@@ -358,7 +363,10 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			// etcd sends the events of one revision in one response.
 			sendAll(batch, revs, s.rev)
 			ws.advance(s.rev, sent)
-		}
+			return true
+		})
+		// Both handlers go on: follow ends only with an error.
+		out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
 	}()
 	return initial, out, ws, nil
 }
