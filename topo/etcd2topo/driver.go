@@ -162,14 +162,12 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			continue
 		case errors.Is(err, errLeaseGone) && attempt == 0:
-			c.dropLease(l, false)
+			c.untrack(l)
+			c.revokeAsync(l, false)
 			continue
 		}
-		c.mu.Lock()
-		_, live := c.leases[l] // not revoked by put's removal of the entry
-		c.mu.Unlock()
-		if l.own && live {
-			c.dropLease(l, true)
+		if l.own && c.untrack(l) { // not revoked by put's removal of the entry
+			c.revokeAsync(l, true)
 		}
 		if errors.Is(err, errLeaseGone) {
 			return claims.Entry{}, nil, rpctypes.ErrLeaseNotFound
@@ -435,7 +433,7 @@ func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string
 		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return false, err
 		}
-		c.forgetLease(l)
+		c.untrack(l)
 		c.freeKey(key)
 		return err == nil, nil
 	}
