@@ -511,7 +511,7 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 		defer cancel()
 		w := &stream{c: c, ctx: ctx, key: e.Key, path: q.Path, rev: e.Token}
 		w.open(e.Token + 1)
-		defer w.close()
+		defer w.cancel()
 		// follow ends with an error (Done closed, the Conn closed, etcd
 		// refused the watch) or once the entry is no longer ours.
 		err := w.follow(func(resp *clientv3.GetResponse) bool {

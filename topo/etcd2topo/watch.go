@@ -57,7 +57,7 @@ func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path stri
 	s := &stream{c: c, ctx: ctx, key: key, prefix: prefix, path: path}
 	s.open(0, clientv3.WithCreatedNotify())
 	if err := c.watchCreated(ctx, s.wch, path); err != nil {
-		s.close()
+		s.cancel()
 		if errors.Is(err, errRewatch) {
 			return nil, nil, backendkit.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
 		}
@@ -65,7 +65,7 @@ func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path stri
 	}
 	resp, err := s.get()
 	if err != nil {
-		s.close()
+		s.cancel()
 		return nil, nil, c.convertError(ctx, err, path)
 	}
 	s.rev = resp.Header.Revision
@@ -93,16 +93,6 @@ func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
 	s.wch = s.c.cli.Watch(wctx, s.key, opts...)
 }
 
-// reopen replaces the watch with one starting after rev, the revision of
-// a fresh read of the current state.
-func (s *stream) reopen(rev int64) {
-	s.cancel()
-	s.rev = rev
-	s.open(rev + 1)
-}
-
-func (s *stream) close() { s.cancel() }
-
 // ended returns the Interrupted error that ends a watch whose caller's
 // context ended or whose Conn closed, or nil if neither happened.
 func (s *stream) ended() error {
@@ -124,8 +114,7 @@ func (s *stream) pause(d time.Duration) error {
 }
 
 // next returns the next events after s.rev. It returns errCompacted when
-// the history needed to resume was compacted (the caller re-reads and
-// calls reopen), an Interrupted error when the caller's context ended
+// the history needed to resume was compacted (see follow), an Interrupted error when the caller's context ended
 // or the Conn closed, and PermissionDenied (never retried) when etcd
 // cancelled the watch for want of permission. It never returns an empty batch.
 func (s *stream) next() ([]*clientv3.Event, error) {
@@ -211,7 +200,9 @@ func (s *stream) follow(resync func(*clientv3.GetResponse) bool, events func([]*
 				if !resync(resp) {
 					return nil
 				}
-				s.reopen(resp.Header.Revision)
+				s.cancel()
+				s.rev = resp.Header.Revision
+				s.open(s.rev + 1)
 				continue
 			}
 		}
@@ -244,7 +235,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		return nil, nil, err
 	}
 	if len(resp.Kvs) == 0 {
-		s.close()
+		s.cancel()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
 	kv := resp.Kvs[0]
@@ -252,7 +243,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	out := make(chan *topo.WatchData, watchBuffer)
 	go func() {
 		defer close(out)
-		defer s.close()
+		defer s.cancel()
 		last := kv.ModRevision
 		err := s.follow(func(resp *clientv3.GetResponse) bool {
 			if len(resp.Kvs) == 0 {
@@ -309,7 +300,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ws := newWatchSync(c, s, k, p)
+	ws := &watchSync{c: c, s: s, key: k, path: p, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
 	var sent uint64 // events sent, by the goroutine below (which runs s.next)
 	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
 	known := backendkit.Snapshot{} // file -> ModRevision last reported
@@ -321,7 +312,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	go func() {
 		defer close(ws.done)
 		defer close(out)
-		defer s.close()
+		defer s.cancel()
 		mark := resp.Header.Revision // the Revision of the last value sent
 		// sendAll sends batch, changes made by revisions up to rev (the
 		// i-th at revs[i]; revs nil when not known), stamped (see
