@@ -45,8 +45,8 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	out := dirEntries(kvs, len(prefix), full)
 	if d == electionsDir {
-		// The published values of elections (values.go) are no entry.
-		out = slices.DeleteFunc(out, func(e topo.DirEntry) bool { return isValuesName(e.Name) })
+		// The published values of elections (leader.go) are no entry.
+		out = slices.DeleteFunc(out, func(e topo.DirEntry) bool { return strings.HasPrefix(e.Name, valuesDir) })
 	}
 	if len(out) == 0 {
 		return nil, topo.NewError(topo.NoNode, d)

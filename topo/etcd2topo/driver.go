@@ -17,31 +17,20 @@ import (
 )
 
 // The claims driver: the Conn's locks and elections run on the claims
-// engine (topo/claims), over this driver of etcd's primitives.
-//
-// A queue is a key prefix, <root>/<dir>/locks/ for a lock on dir and
-// <root>/elections/<name>/locks/ for an election, as Vitess lays them out.
-// An entry is a key directly under the prefix (no further "/") attached
-// to a lease and named after it (the lease id in decimal), holding the
-// lock's contents or the candidate's id. Keys without a lease and deeper
-// keys (files other tools wrote there) are no entries. The queue is
-// ordered by ModRevision, as Vitess orders it: an entry's token is its
-// ModRevision, which for an entry never rewritten is its CreateRevision;
-// an entry rewritten by someone moves to the back with a new token, and
-// its holder, which knows it by its old token, has lost it.
+// engine (topo/claims), over this driver of etcd's primitives, in the
+// queues and on the leases the package doc describes. Keys without a
+// lease and deeper keys (files other tools wrote under a queue's prefix)
+// are no entries. An entry's token is its ModRevision: one rewritten by
+// someone moves to the back with a new token, and its holder, which knows
+// it by its old token, has lost it.
 //
 // Why tokens only grow (the argument every driver makes for its store):
 // etcd revisions only grow and survive restarts; the engine grants an
 // entry only once it heads its queue, so every older entry has left it,
 // and every later entry is put at a greater revision.
 //
-// A session is a lease (lease.go): one of the Conn's shared leases for
-// Lock, TryLock and elections (the first whose name is free in the queue:
-// a second entry of one queue through one Conn goes on a second one, see
-// sharedLease), or a lease of the entry's own (LockWithTTL with a TTL
-// other than Options.LockTTL, LockName, and entries beyond
-// maxSharedLeases of one queue through one Conn). Removing an entry on a
-// lease of its own revokes the lease.
+// A session is a lease (lease.go): a shared one (see sharedLease), or one
+// of the entry's own, which removing the entry revokes.
 
 // driver implements claims.Driver for c.
 type driver struct{ c *Conn }
@@ -66,6 +55,15 @@ func (c *Conn) electionPrefix(n string) string {
 // election q (see doc.go).
 func (c *Conn) valueKey(q claims.Queue, key string) string {
 	return c.valuesPrefix(q.Path) + key[len(c.electionPrefix(q.Path)):]
+}
+
+// valueKeys returns the keys put and deleted with entry key of q: its
+// value key in a Vitess-layout election, none otherwise.
+func (c *Conn) valueKeys(q claims.Queue, key string) []string {
+	if !q.Election || q.Native {
+		return nil
+	}
+	return []string{c.valueKey(q, key)}
 }
 
 // queueEntry reports whether kv is an entry of the queue prefix: a key
@@ -108,13 +106,13 @@ func stillOurs(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry, l *lease) bo
 	return q.Native || kv.ModRevision == e.Token
 }
 
-// sameEntry reports whether kv, a read of e's key, still shows e (on
-// whatever lease): the same token.
-func sameEntry(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry) bool {
+// tokenOf is the token of kv, an entry of q (or a read of its key):
+// its ModRevision, or its CreateRevision in the native layout.
+func tokenOf(q claims.Queue, kv *mvccpb.KeyValue) int64 {
 	if q.Native {
-		return kv.CreateRevision == e.Token
+		return kv.CreateRevision
 	}
-	return kv.ModRevision == e.Token
+	return kv.ModRevision
 }
 
 // errLeaseGone tells Create that the lease vanished before its keepalive
@@ -164,14 +162,12 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			continue
 		case errors.Is(err, errLeaseGone) && attempt == 0:
-			c.dropLease(l, false)
+			c.untrack(l)
+			c.revokeAsync(l, false)
 			continue
 		}
-		c.mu.Lock()
-		_, live := c.leases[l] // not revoked by put's removal of the entry
-		c.mu.Unlock()
-		if l.own && live {
-			c.dropLease(l, true)
+		if l.own && c.untrack(l) { // not revoked by put's removal of the entry
+			c.revokeAsync(l, true)
 		}
 		if errors.Is(err, errLeaseGone) {
 			return claims.Entry{}, nil, rpctypes.ErrLeaseNotFound
@@ -184,24 +180,21 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions, l *lease) (claims.Entry, error) {
 	c := d.c
 	prefix := c.queuePrefix(q)
-	name := prefix + strconv.FormatInt(int64(l.id), 10)
+	key := prefix + strconv.FormatInt(int64(l.id), 10)
 	if q.Native {
-		name = nativeKey(q.Path, l.id)
+		key = nativeKey(q.Path, l.id)
 	}
-	key, ok := c.takeKey(name)
-	if !ok {
+	if !c.takeKey(key) {
 		return claims.Entry{}, errKeyBusy
 	}
 	bctx, cancel := l.bind(ctx)
 	defer cancel()
-	ops := []clientv3.Op{clientv3.OpPut(key, contents, clientv3.WithLease(l.id))}
-	var with []string
-	switch {
-	case q.Native: // the value in the entry
-		ops = []clientv3.Op{clientv3.OpPut(key, string(opts.Value), clientv3.WithLease(l.id))}
-	case q.Election:
-		vkey := c.valueKey(q, key)
-		with = []string{vkey}
+	value := contents
+	if q.Native { // the value in the entry
+		value = string(opts.Value)
+	}
+	ops := []clientv3.Op{clientv3.OpPut(key, value, clientv3.WithLease(l.id))}
+	for _, vkey := range c.valueKeys(q, key) {
 		ops = append(ops, clientv3.OpPut(vkey, string(opts.Value), clientv3.WithLease(l.id)))
 	}
 	nfiles := len(ops)
@@ -251,7 +244,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			if isPermanent(err) {
 				c.freeKey(key)
 			} else {
-				d.remove(q, l, key, 0, true, with)
+				d.remove(q, l, key, 0, true)
 			}
 			if l.lost() && ctx.Err() == nil {
 				return claims.Entry{}, rpctypes.ErrLeaseNotFound
@@ -278,7 +271,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 		e := claims.Entry{Token: rev, Key: key, Session: leaseName(int64(l.id)), Contents: contents}
 		rs := resp.Responses
 		if opts.RequireFiles && len(rs[nfiles].GetResponseRange().Kvs) == 0 && len(rs[nfiles+1].GetResponseRange().Kvs) == 0 {
-			d.remove(q, l, key, rev, false, with)
+			d.remove(q, l, key, rev, false)
 			// Which error: one read, on this error path only.
 			_, _, gerr := c.Get(ctx, q.Path)
 			return claims.Entry{}, backendkit.LockNeedsFiles(q.Path, q.Path != "" && gerr == nil)
@@ -291,7 +284,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			if err == nil && head.Key == key {
 				e.Granted = true
 			} else {
-				d.remove(q, l, key, rev, false, with)
+				d.remove(q, l, key, rev, false)
 				if err != nil {
 					return claims.Entry{}, err
 				}
@@ -418,13 +411,8 @@ func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry,
 // candidate's value key) in one transaction comparing its ModRevision
 // with its token, or, on a lease of its own, the lease is revoked.
 func (d driver) Delete(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) error {
-	l := s.Ref().(*lease)
-	var with []string
-	if q.Election && !q.Native {
-		with = []string{d.c.valueKey(q, e.Key)}
-	}
 	lost := s.IsLost()
-	ok, err := d.delete(ctx, q, l, e.Key, e.Token, with)
+	ok, err := d.delete(ctx, q, s.Ref().(*lease), e.Key, e.Token)
 	if err != nil {
 		return err
 	}
@@ -435,17 +423,17 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, s *claims.Session, e
 }
 
 // delete removes the entry key (of token rev; any entry of the name on l
-// when rev is 0) and the keys with, or revokes l when it is the entry's
+// when rev is 0) and its value key (valueKeys), or revokes l when it is the entry's
 // own; ok is false when the entry was not there. The key's name is freed
 // unless the outcome is unknown.
-func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string, rev int64, with []string) (ok bool, err error) {
+func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string, rev int64) (ok bool, err error) {
 	c := d.c
 	if l.own {
 		_, err := c.cli.Revoke(ctx, l.id)
 		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return false, err
 		}
-		c.forgetLease(l)
+		c.untrack(l)
 		c.freeKey(key)
 		return err == nil, nil
 	}
@@ -457,7 +445,7 @@ func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string
 		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
 	}
 	var others []clientv3.Op
-	for _, k := range with {
+	for _, k := range c.valueKeys(q, key) {
 		others = append(others, clientv3.OpDelete(k))
 	}
 	resp, err := c.cli.Txn(ctx).If(cmp).
@@ -476,9 +464,9 @@ func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string
 // remove is delete for an entry Create gives up (a failed check, an
 // unknown outcome), retried in the background until it is done (see
 // untilDone); async runs it in the background from the start.
-func (d driver) remove(q claims.Queue, l *lease, key string, rev int64, async bool, with []string) {
+func (d driver) remove(q claims.Queue, l *lease, key string, rev int64, async bool) {
 	d.c.untilDone("deleting "+key, async, func(ctx context.Context) error {
-		_, err := d.delete(ctx, q, l, key, rev, with)
+		_, err := d.delete(ctx, q, l, key, rev)
 		return err
 	})
 }
@@ -521,49 +509,38 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 	go func() {
 		defer stop()
 		defer cancel()
-		from, backoff := e.Token+1, 20*time.Millisecond
-		for ctx.Err() == nil {
-			for wr := range c.cli.Watch(clientv3.WithRequireLeader(ctx), e.Key, clientv3.WithRev(from)) {
-				if wr.CompactRevision != 0 {
-					// Compacted past from: read the key instead.
-					resp, err := c.cli.Get(ctx, e.Key)
-					if err == nil && (len(resp.Kvs) != 1 || !stillOurs(q, resp.Kvs[0], e, l)) {
-						l.sess.LoseEntry(e.Key, e.Token)
-						return
-					}
-					if err == nil {
-						from = resp.Header.Revision + 1
-					}
-					break
-				}
-				if isPermanent(wr.Err()) {
-					return // etcd refuses the watch: Done closes on the other causes
-				}
-				for _, ev := range wr.Events {
-					if ev.Type == mvccpb.DELETE || !stillOurs(q, ev.Kv, e, l) {
-						l.sess.LoseEntry(e.Key, e.Token)
-						return
-					}
-					from = ev.Kv.ModRevision + 1
+		w := &stream{c: c, ctx: ctx, key: e.Key, path: q.Path, rev: e.Token}
+		w.open(e.Token + 1)
+		defer w.cancel()
+		// follow ends with an error (Done closed, the Conn closed, etcd
+		// refused the watch) or once the entry is no longer ours.
+		err := w.follow(func(resp *clientv3.GetResponse) bool {
+			return len(resp.Kvs) == 1 && stillOurs(q, resp.Kvs[0], e, l)
+		}, func(evs []*clientv3.Event) bool {
+			for _, ev := range evs {
+				if ev.Type == mvccpb.DELETE || !stillOurs(q, ev.Kv, e, l) {
+					return false
 				}
 			}
-			c.sleep(ctx, backoff)
-			backoff = min(2*backoff, time.Second)
+			return true
+		})
+		if err == nil {
+			l.sess.LoseEntry(e.Key, e.Token)
 		}
 	}()
 }
 
-// takeKey reserves the entry name key for one entry of this Conn; ok is
-// false if it is taken (two locks of one directory through one Conn at
+// takeKey reserves the entry name key for one entry of this Conn; it
+// returns false if it is taken (two locks of one directory through one Conn at
 // the same time: the second takes the next shared lease).
-func (c *Conn) takeKey(key string) (string, bool) {
+func (c *Conn) takeKey(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, used := c.keysInUse[key]; used {
-		return "", false
+		return false
 	}
 	c.keysInUse[key] = struct{}{}
-	return key, true
+	return true
 }
 
 // freeKey frees the entry name key, once its entry is gone.

@@ -22,17 +22,12 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	k := c.key(p)
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, string(contents))).
-		Commit()
+	rev, err := c.writeIf(ctx, p, clientv3.Compare(clientv3.CreateRevision(k), "=", 0), clientv3.OpPut(k, string(contents)),
+		func() error { return topo.NewError(topo.NodeExists, p) })
 	if err != nil {
-		return nil, c.convertError(ctx, err, p)
+		return nil, err
 	}
-	if !resp.Succeeded {
-		return nil, topo.NewError(topo.NodeExists, p)
-	}
-	return topo.NumericVersion(resp.Header.Revision), nil
+	return topo.NumericVersion(rev), nil
 }
 
 // Update writes contents to filePath. A nil version is a plain put (it
@@ -71,15 +66,19 @@ func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.O
 		// create the file. No file has version 0, so this cannot match.
 		return 0, c.casMismatch(ctx, p)
 	}
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(c.key(p)), "=", want)).
-		Then(op).
-		Commit()
+	return c.writeIf(ctx, p, clientv3.Compare(clientv3.ModRevision(c.key(p)), "=", want), op,
+		func() error { return c.casMismatch(ctx, p) })
+}
+
+// writeIf runs op in one transaction that applies it only if cmp holds,
+// and returns the transaction's revision; failed's error when cmp fails.
+func (c *Conn) writeIf(ctx context.Context, p string, cmp clientv3.Cmp, op clientv3.Op, failed func() error) (int64, error) {
+	resp, err := c.cli.Txn(ctx).If(cmp).Then(op).Commit()
 	if err != nil {
 		return 0, c.convertError(ctx, err, p)
 	}
 	if !resp.Succeeded {
-		return 0, c.casMismatch(ctx, p)
+		return 0, failed()
 	}
 	return resp.Header.Revision, nil
 }
@@ -176,14 +175,11 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		}
 		out = append(out, topo.KVInfo{Path: rel, Value: kv.Value, Version: topo.NumericVersion(kv.ModRevision)})
 	}
-	if len(reserved) > 0 {
-		// etcd returns keys sorted, and rel keeps that order.
-		return out, backendkit.ReservedFiles(p, reserved)
-	}
-	if len(out) == 0 {
+	if len(out) == 0 && len(reserved) == 0 {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
-	return out, nil
+	// etcd returns keys sorted, and rel keeps that order.
+	return out, backendkit.ReservedFiles(p, reserved)
 }
 
 // Delete deletes filePath. A nil version deletes unconditionally; a

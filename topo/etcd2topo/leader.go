@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -25,10 +24,6 @@ func (c *Conn) valuesPrefix(n string) string {
 	return c.key(electionsDir + "/" + valuesDir + "/" + n + "/")
 }
 
-// isValuesName reports whether a ListDir entry of the elections
-// directory is the values directory (never listed).
-func isValuesName(name string) bool { return strings.HasPrefix(name, valuesDir) }
-
 // Head implements claims.Driver: one read, at one revision, of the queue
 // and the values; the head is the entry with the lowest ModRevision, its
 // value the key of the same name under the values prefix when it is on
@@ -46,11 +41,10 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	}
 	var changed chan struct{}
 	var wq, wv clientv3.WatchChan
-	var cancel context.CancelFunc = func() {}
+	cancel := func() {}
 	if watch {
 		var wctx context.Context
-		wctx, cancel = context.WithCancel(clientv3.WithRequireLeader(ctx))
-		stop := context.AfterFunc(c.ctx, cancel)
+		wctx, cancel = c.watchContext(ctx)
 		var ws []clientv3.WatchChan
 		for _, p := range watched {
 			ws = append(ws, c.cli.Watch(wctx, p, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
@@ -58,7 +52,6 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		wq, wv = ws[0], ws[len(ws)-1]
 		for _, w := range ws {
 			if err := c.watchCreated(ctx, w, q.Path); err != nil {
-				stop()
 				cancel()
 				if errors.Is(err, errRewatch) {
 					err = rpctypes.ErrNoLeader
@@ -66,8 +59,6 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 				return claims.Entry{}, false, nil, err
 			}
 		}
-		prev := cancel
-		cancel = func() { stop(); prev() }
 	}
 	var head claims.Entry
 	var ok bool

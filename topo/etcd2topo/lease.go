@@ -178,17 +178,28 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	}
 	l := newLease(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
 	l.clusterID = resp.ClusterId
-	c.mu.Lock()
-	if c.isClosed() {
-		c.mu.Unlock()
-		l.markLost()
+	if err := c.keep(l, path); err != nil {
 		c.revokeAsync(l, false)
-		return nil, topo.NewError(topo.Closed, path)
+		return nil, err
 	}
-	c.leases[l] = struct{}{}
-	c.mu.Unlock()
-	go c.keepAlive(l)
 	return l, nil
+}
+
+// keep tracks l and keeps it alive until it is lost; after Close it
+// declares l lost and returns Closed instead.
+func (c *Conn) keep(l *lease, path string) error {
+	c.mu.Lock()
+	closed := c.isClosed()
+	if !closed {
+		c.leases[l] = struct{}{}
+	}
+	c.mu.Unlock()
+	if closed {
+		l.markLost()
+		return topo.NewError(topo.Closed, path)
+	}
+	go c.keepAlive(l)
+	return nil
 }
 
 // keepAlive renews l every third of its TTL, one KeepAliveOnce at a time,
@@ -205,11 +216,7 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 func (c *Conn) keepAlive(l *lease) {
 	defer func() {
 		l.markLost()
-		c.mu.Lock()
-		_, tracked := c.leases[l]
-		c.untrackLocked(l)
-		c.mu.Unlock()
-		if tracked && !c.isClosed() {
+		if c.untrack(l) && !c.isClosed() {
 			// Given up (not dropped): its entries were given up with it, so
 			// revoke it rather than leave them to block others until etcd
 			// expires it (up to SafetyMargin later).
@@ -218,17 +225,7 @@ func (c *Conn) keepAlive(l *lease) {
 	}()
 	wait := l.ttl / 3
 	backoff := 50 * time.Millisecond
-	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-l.done:
-			t.Stop()
-			return
-		case <-c.ctx.Done():
-			t.Stop()
-			return
-		}
+	for c.sleep(l.lostCtx, wait) {
 		sent := time.Now()
 		ctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(c.ctx), renewDeadline(sent, l.provenUntil()))
 		resp, err := c.cli.KeepAliveOnce(ctx, l.id)
@@ -303,25 +300,16 @@ func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, err
 	return l, nil
 }
 
-// forgetLease declares l lost and stops tracking it, without revoking it
-// (it was revoked, or is gone).
-func (c *Conn) forgetLease(l *lease) {
+// untrack stops tracking l and declares it lost, without revoking it;
+// it reports whether l was tracked (not revoked, dropped or closed yet).
+func (c *Conn) untrack(l *lease) bool {
 	c.mu.Lock()
-	c.untrackLocked(l)
-	c.mu.Unlock()
-	l.markLost()
-}
-
-// untrackLocked stops tracking l; called with c.mu held.
-func (c *Conn) untrackLocked(l *lease) {
+	_, tracked := c.leases[l]
 	delete(c.leases, l)
 	c.shared = slices.DeleteFunc(c.shared, func(x *lease) bool { return x == l })
-}
-
-// dropLease forgets l and revokes it (with async, in the background).
-func (c *Conn) dropLease(l *lease, async bool) {
-	c.forgetLease(l)
-	c.revokeAsync(l, async)
+	c.mu.Unlock()
+	l.markLost()
+	return tracked
 }
 
 // revokeAsync revokes l (with async, in the background), see untilDone.
@@ -357,30 +345,20 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 		}
 		return err
 	}
-	retry := func() {
+	// retry attempts op again after err until it is done.
+	retry := func(err error) {
 		backoff := 50 * time.Millisecond
-		for {
-			if !c.sleep(c.ctx, backoff) {
-				return
-			}
-			if err := attempt(); err == nil || c.isClosed() {
-				return
-			}
+		for err != nil && !c.isClosed() && c.sleep(c.ctx, backoff) {
+			err = attempt()
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
 	if async {
-		go func() {
-			if err := attempt(); err != nil && !c.isClosed() {
-				retry()
-			}
-		}()
+		go func() { retry(attempt()) }()
 		return
 	}
-	err := attempt()
-	if err == nil || c.isClosed() {
-		return
+	if err := attempt(); err != nil && !c.isClosed() {
+		c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
+		go retry(err)
 	}
-	c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
-	go retry()
 }

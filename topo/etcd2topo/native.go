@@ -1,62 +1,27 @@
 package etcd2topo
 
-// Native elections: leader elections in etcd's own layout.
+// Native elections: leader elections in etcd's own layout, that of
+// go.etcd.io/etcd/client/v3/concurrency.Election and `etcdctl elect`
+// (NewNativeElection describes it). What its doc leaves out:
 //
-// NewNativeElection opens an election on an etcd-native prefix, laid out
-// as go.etcd.io/etcd/client/v3/concurrency.Election (and `etcdctl elect`,
-// which uses it) lays out theirs, so that programs using either and
-// topokit take part in one election:
-//
-//   - the prefix is a raw etcd key, the very string given to
-//     concurrency.NewElection or `etcdctl elect NAME`: it is NOT relative
-//     to the Conn's root;
-//   - a candidate is the key <prefix>/<lease id in lowercase hex, as
-//     fmt's %x prints it>, attached to that lease and holding the
-//     candidate's value (what Campaign and Proclaim publish);
 //   - every key under <prefix>/ is a candidate, whatever its depth and
-//     whether or not it is attached to a lease (concurrency.Election
-//     counts them all, so topokit must too, or the two could lead at
-//     once); the key with the lowest CreateRevision leads, every other
-//     candidate waits until no key created before its own is left;
-//   - Proclaim rewrites the leader's key in place (same CreateRevision),
-//     guarded by a compare of its CreateRevision and of its lease;
-//   - Resign deletes the key (compared on its CreateRevision).
-//
-// The participant's id: concurrency.Election has none, so a native
-// candidate is known by its key's name under <prefix>/ (for a candidate
-// of concurrency.Election or topokit, its lease id in hex; for a key put
-// there by hand, what follows <prefix>/). That name is Leader.ID and what
-// GetCurrentLeaderID and WaitForNewLeader report, for topokit's
-// candidates and foreign ones alike. The id given to NewNativeElection is
-// the value WaitForLeadership publishes (there is no key beside the
-// candidate that could hold it, and `etcdctl elect -l` shows the value),
-// and ResumeInfo carries it. Campaign publishes its own value instead.
-//
-// The fencing token of a term (Term, Leader.Token) is the leader key's
-// CreateRevision: the leader is the oldest key, so every later term's key
-// was created later, whoever campaigned with it.
-//
-// Leases: a candidate key rests on one of the Conn's shared leases
-// (Options.LockTTL, see lease.go): the next one when the first already has
-// a key under the prefix (two native participations of one prefix through
-// one Conn). Leadership ends, locally, when the lease's proven-until time
-// passes (see SafetyMargin), before etcd can expire the lease and let a
-// concurrency.Election waiter in, exactly as for the Vitess-layout
-// elections.
-//
-// Prefixes that overlap the Conn's own tree are refused: a prefix whose
-// key range <prefix>/ contains the Conn's root (InvalidArgument: every
-// file and entry of the Conn would be a candidate), and a prefix inside
-// the root whose remainder is a canonical path (InvalidPath: its keys
-// would be files of the Conn, or, under a reserved name, lock and
-// election entries). A prefix inside the root that no canonical path can
-// start with (a leading "/" after the root, an empty segment, ...) and
-// every prefix outside the root are accepted. Other Conns' roots are not
-// known to the Conn: keep native prefixes out of every topokit tree.
+//     whether or not it has a lease: concurrency.Election counts them all,
+//     so topokit must too, or the two could lead at once;
+//   - a key put there by hand is known by what follows <prefix>/; Campaign
+//     publishes its own value instead of the id; Resign deletes the key,
+//     compared on its CreateRevision;
+//   - the token (the leader key's CreateRevision) grows: the leader is the
+//     oldest key, so every later term's key was created later, whoever
+//     campaigned with it;
+//   - a second participation of one prefix through one Conn takes the
+//     next shared lease;
+//   - a prefix inside the root that no canonical path can start with (a
+//     leading "/" after the root, an empty segment, ...) is accepted, as is
+//     every prefix outside the root; other Conns' roots are not known to
+//     the Conn: keep native prefixes out of every topokit tree.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -151,13 +116,10 @@ func (c *Conn) checkNativePrefix(prefix string) error {
 // store (List, Head: what Leader.ID reports), and the participant's id
 // for our own entries (Create, Resume: what ResumeInfo carries).
 
-// nativeName returns the name of key under election q's prefix.
-func nativeName(q claims.Queue, key []byte) string { return string(key[len(q.Path)+1:]) }
-
 // nativeEntry is the engine's view of kv, a key under q's prefix.
 func nativeEntry(q claims.Queue, kv *mvccpb.KeyValue) claims.Entry {
 	e := claims.Entry{Token: kv.CreateRevision, Key: string(kv.Key), Session: fmt.Sprintf("lease %x", kv.Lease),
-		Contents: nativeName(q, kv.Key), ValueRev: kv.ModRevision}
+		Contents: string(kv.Key[len(q.Path)+1:]), ValueRev: kv.ModRevision}
 	if len(kv.Value) > 0 {
 		e.Value = kv.Value
 	}
@@ -171,13 +133,6 @@ func nativeHeldCmps(e claims.Entry, l *lease) []clientv3.Cmp {
 		clientv3.Compare(clientv3.CreateRevision(e.Key), "=", e.Token),
 		clientv3.Compare(clientv3.LeaseValue(e.Key), "=", l.id),
 	}
-}
-
-// isNativeResumeInfo reports whether info is a native election's
-// ResumeInfo, for Conn.ResumeLeaderParticipation to route it here.
-func isNativeResumeInfo(info []byte) bool {
-	var r resumeInfo
-	return json.Unmarshal(info, &r) == nil && r.Backend == FactoryName && r.Layout == nativeLayout
 }
 
 // nativeKey returns the key of lease id's candidate under prefix.

@@ -63,7 +63,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
 	}
-	if _, ok := c.takeKey(r.Key); !ok {
+	if !c.takeKey(r.Key) {
 		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path,
 			errors.New("etcd2topo: resume info: the candidacy is owned by a participation of this Conn"))
 	}
@@ -83,16 +83,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
 	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-	c.mu.Lock()
-	if c.isClosed() {
-		c.mu.Unlock()
+	if err := c.keep(l, q.Path); err != nil {
 		c.freeKey(r.Key)
-		l.markLost()
-		return claims.Entry{}, nil, topo.NewError(topo.Closed, q.Path)
+		return claims.Entry{}, nil, err
 	}
-	c.leases[l] = struct{}{}
-	c.mu.Unlock()
-	go c.keepAlive(l)
 	return e, l.sess, nil
 }
 
@@ -157,7 +151,8 @@ func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, i
 	if err := backendkit.CheckContext(ctx, name); err != nil {
 		return nil, err
 	}
-	if isNativeResumeInfo(info) {
+	var r resumeInfo
+	if json.Unmarshal(info, &r) == nil && r.Backend == FactoryName && r.Layout == nativeLayout {
 		return c.ResumeNativeElection(ctx, name, id, info)
 	}
 	return c.eng.ResumeLeaderParticipation(ctx, name, id, info)

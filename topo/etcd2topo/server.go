@@ -90,7 +90,7 @@
 // Revisions only grow and survive lease loss, Conn and member restarts,
 // and a holder (or leader) is the queue's entry with the lowest
 // ModRevision, so every later holder's token is greater than every
-// earlier one's (see lockDescriptor.Token for the argument).
+// earlier one's (driver.go gives the argument).
 //
 // A lock's Done closes on Unlock, on the loss of its lease (expired or
 // revoked in etcd, or no longer proven alive: see SafetyMargin), on
@@ -116,6 +116,7 @@
 package etcd2topo
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -365,11 +366,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if err := backendkit.CheckContext(ctx, addr); err != nil {
 		return nil, err
 	}
-	lg := opts.Logger
-	if lg == nil {
-		lg = slog.Default()
-	}
-	lg = lg.With("backend", FactoryName, "root", root)
+	lg := cmp.Or(opts.Logger, slog.Default()).With("backend", FactoryName, "root", root)
 
 	var tlsCfg *tls.Config
 	if opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
@@ -534,20 +531,18 @@ func (c *Conn) Close() {
 
 	// Revoke first, with the client still open, so that waiters elsewhere
 	// get the locks now.
-	if len(leases) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		var wg sync.WaitGroup
-		for _, l := range leases {
-			l.markLost()
-			wg.Go(func() {
-				if _, err := c.cli.Revoke(ctx, l.id); err != nil {
-					c.log.Debug("revoking lease at close", "lease", fmt.Sprintf("%x", l.id), "err", err)
-				}
-			})
-		}
-		wg.Wait()
-		cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	var wg sync.WaitGroup
+	for _, l := range leases {
+		l.markLost()
+		wg.Go(func() {
+			if _, err := c.cli.Revoke(ctx, l.id); err != nil {
+				c.log.Debug("revoking lease at close", "lease", fmt.Sprintf("%x", l.id), "err", err)
+			}
+		})
 	}
+	wg.Wait()
+	cancel()
 	c.cancel()
 	if err := c.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		c.log.Debug("closing etcd client", "err", err)

@@ -173,13 +173,17 @@ type failureRead struct {
 	withValues bool // a native term's key: its lease is compared
 }
 
-// op returns the read at revision rev (0: the current one).
-func (r failureRead) op(rev int64) clientv3.Op {
-	opts := []clientv3.OpOption{clientv3.WithRev(rev)}
-	if !r.withValues {
-		opts = append(opts, clientv3.WithKeysOnly())
+// readsAt returns the failure reads at revision rev (0: the current one).
+func (t *txnPlan) readsAt(rev int64) []clientv3.Op {
+	ops := make([]clientv3.Op, len(t.reads))
+	for i, r := range t.reads {
+		opts := []clientv3.OpOption{clientv3.WithRev(rev)}
+		if !r.withValues {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		ops[i] = clientv3.OpGet(r.key, opts...)
 	}
-	return clientv3.OpGet(r.key, opts...)
+	return ops
 }
 
 // build fills in the compares, the writes and the failure reads.
@@ -192,7 +196,6 @@ func (t *txnPlan) build(c *Conn) {
 			k = t.guards[i].key
 		}
 		t.keys[i] = k
-		compared := true
 		switch op.Kind {
 		case topo.TxnIfVersion:
 			t.cmps = append(t.cmps, versionIs(k, op.Version))
@@ -210,9 +213,7 @@ func (t *txnPlan) build(c *Conn) {
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
 			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
 		case topo.TxnUpdate:
-			if op.Version == backendkit.AnyVersion {
-				compared = false
-			} else {
+			if conditional(op) {
 				t.cmps = append(t.cmps, versionIs(k, op.Version))
 			}
 			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
@@ -224,7 +225,7 @@ func (t *txnPlan) build(c *Conn) {
 			}
 			t.then = append(t.then, clientv3.OpDelete(k))
 		}
-		if _, dup := t.read[k]; compared && !dup {
+		if _, dup := t.read[k]; conditional(op) && !dup {
 			t.read[k] = len(t.reads)
 			t.reads = append(t.reads, failureRead{key: k, withValues: t.guards[i] != nil && t.guards[i].withValue})
 		}
@@ -251,16 +252,9 @@ func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision
 // the current state (see failureNow). Errors of the reads are converted
 // as Txn's own (the transaction was not applied either way).
 func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
-	reads := make([]clientv3.Op, len(t.reads))
-	for i, r := range t.reads {
-		reads[i] = r.op(rev)
-	}
-	resp, err := c.cli.Txn(ctx).Then(reads...).Commit()
+	resp, err := c.cli.Txn(ctx).Then(t.readsAt(rev)...).Commit()
 	if errors.Is(err, rpctypes.ErrCompacted) {
-		for i, r := range t.reads {
-			reads[i] = r.op(0)
-		}
-		if resp, err = c.cli.Txn(ctx).Then(reads...).Commit(); err == nil {
+		if resp, err = c.cli.Txn(ctx).Then(t.readsAt(0)...).Commit(); err == nil {
 			return t.failureNow(resp)
 		}
 	}
@@ -283,11 +277,17 @@ func (t *txnPlan) failureNow(resp *clientv3.TxnResponse) error {
 		return err
 	}
 	for i, op := range t.ops {
-		if _, compared := t.read[t.keys[i]]; compared && !(op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion) {
+		if _, compared := t.read[t.keys[i]]; compared && conditional(op) {
 			return backendkit.TxnFailed(op, condCode(op))
 		}
 	}
 	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed with no condition"))
+}
+
+// conditional reports whether op has a condition: all but an UpdateOp
+// without a version.
+func conditional(op backendkit.TxnOp) bool {
+	return op.Kind != topo.TxnUpdate || op.Version != backendkit.AnyVersion
 }
 
 // condCode is the code op fails with when its condition does not hold
@@ -314,7 +314,7 @@ func condCode(op backendkit.TxnOp) topo.ErrorCode {
 func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	for i, op := range t.ops {
 		j, compared := t.read[t.keys[i]]
-		if !compared || (op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion) {
+		if !compared || !conditional(op) {
 			continue
 		}
 		var kv *mvccpb.KeyValue
@@ -335,33 +335,19 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 }
 
 // opFails evaluates the condition of op (not an IfHeld) on kv, its key as
-// the failed transaction read it (nil: absent).
+// the failed transaction read it (nil: absent): an op at a version fails
+// with NoNode on an absent key, otherwise with condCode.
 func opFails(op backendkit.TxnOp, kv *mvccpb.KeyValue) (topo.ErrorCode, bool) {
-	atVersion := func() (topo.ErrorCode, bool) {
-		switch {
-		case kv == nil:
-			return topo.NoNode, true
-		case op.Version == 0 || kv.ModRevision != op.Version:
-			return topo.BadVersion, true
-		}
-		return 0, false
+	switch code := condCode(op); code {
+	case topo.NodeExists:
+		return code, kv != nil
+	case topo.NoNode:
+		return code, kv == nil
 	}
-	switch op.Kind {
-	case topo.TxnIfVersion:
-		return atVersion()
-	case topo.TxnIfAbsent, topo.TxnCreate:
-		return topo.NodeExists, kv != nil
-	case topo.TxnIfPresent:
-		return topo.NoNode, kv == nil
-	case topo.TxnUpdate:
-		return atVersion()
-	case topo.TxnDelete:
-		if op.Version == backendkit.AnyVersion {
-			return topo.NoNode, kv == nil
-		}
-		return atVersion()
+	if kv == nil {
+		return topo.NoNode, true
 	}
-	return 0, false
+	return topo.BadVersion, op.Version == 0 || kv.ModRevision != op.Version
 }
 
 // checkTxnSize returns backendkit.TxnTooLarge's error when t exceeds the

@@ -213,7 +213,7 @@ func (v *queueView) at(ctx context.Context, c *Conn, e claims.Entry, f func() bo
 func (v *queueView) waitGone(ctx context.Context, c *Conn, e claims.Entry) error {
 	return v.at(ctx, c, e, func() bool {
 		kv := v.entries[e.Key]
-		return kv == nil || !sameEntry(v.q, kv, e)
+		return kv == nil || tokenOf(v.q, kv) != e.Token
 	})
 }
 
@@ -223,12 +223,12 @@ func (v *queueView) ahead(ctx context.Context, c *Conn, e claims.Entry, n int) (
 	var near []*mvccpb.KeyValue // the nearest ahead of e, nearest last
 	err = v.at(ctx, c, e, func() bool {
 		kv := v.entries[e.Key]
-		if in = kv != nil && sameEntry(v.q, kv, e); !in {
+		if in = kv != nil && tokenOf(v.q, kv) == e.Token; !in {
 			return true
 		}
 		for _, kv := range v.entries {
-			if t := v.token(kv); t < e.Token && (len(near) < n || t > v.token(near[0])) {
-				i, _ := slices.BinarySearchFunc(near, t, func(x *mvccpb.KeyValue, t int64) int { return cmp.Compare(v.token(x), t) })
+			if t := tokenOf(v.q, kv); t < e.Token && (len(near) < n || t > tokenOf(v.q, near[0])) {
+				i, _ := slices.BinarySearchFunc(near, t, func(x *mvccpb.KeyValue, t int64) int { return cmp.Compare(tokenOf(v.q, x), t) })
 				near = slices.Insert(near, i, kv)
 				if len(near) > n {
 					near = near[1:]
@@ -241,12 +241,4 @@ func (v *queueView) ahead(ctx context.Context, c *Conn, e claims.Entry, n int) (
 		return nil, false, err
 	}
 	return queueEntries(v.q, near, v.prefix), in, nil
-}
-
-// token is the token of the entry kv in v's layout.
-func (v *queueView) token(kv *mvccpb.KeyValue) int64 {
-	if v.q.Native {
-		return kv.CreateRevision
-	}
-	return kv.ModRevision
 }

@@ -87,9 +87,8 @@ var errConnClosed = errors.New("etcd2topo: the Conn is closed")
 
 func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := c.watchContext(ctx)
 	defer cancel()
-	defer context.AfterFunc(c.ctx, cancel)()
 	wch := c.cli.Watch(wctx, e.Key, clientv3.WithCreatedNotify())
 	if err := c.watchCreated(ctx, wch, q.Path); err != nil {
 		return err
@@ -98,7 +97,7 @@ func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry
 	if err != nil {
 		return err
 	}
-	if len(resp.Kvs) != 1 || !sameEntry(q, resp.Kvs[0], e) {
+	if len(resp.Kvs) != 1 || tokenOf(q, resp.Kvs[0]) != e.Token {
 		return nil // gone, or rewritten (behind us) already
 	}
 	readRev := resp.Header.Revision
@@ -110,10 +109,21 @@ func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry
 		for _, ev := range wr.Events {
 			// A deletion's event carries the deletion's revision; events
 			// at or below the read's revision are history it reflects.
-			if ev.Kv.ModRevision > readRev && (ev.Type == mvccpb.DELETE || !sameEntry(q, ev.Kv, e)) {
+			if ev.Kv.ModRevision > readRev && (ev.Type == mvccpb.DELETE || tokenOf(q, ev.Kv) != e.Token) {
 				return nil
 			}
 		}
+	}
+}
+
+// watchContext returns a context for watches made for ctx: it asks for a
+// member with a leader and ends with ctx, with the Conn, or at cancel.
+func (c *Conn) watchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	stop := context.AfterFunc(c.ctx, cancel)
+	return wctx, func() {
+		stop()
+		cancel()
 	}
 }
 

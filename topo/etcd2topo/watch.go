@@ -20,8 +20,8 @@ const msgResync = "watch history compacted; re-reading"
 // return.
 const watchBuffer = 16
 
-// errCompacted tells a stream's user that the history it was resuming from
-// was compacted: it must read the current state and call reopen.
+// errCompacted tells follow that the history next was resuming from was
+// compacted: it reads the current state and reopens the watch after it.
 var errCompacted = errors.New("etcd2topo: watch history compacted")
 
 // stream is one etcd watch on a key or a prefix that survives transient
@@ -47,30 +47,42 @@ type stream struct {
 }
 
 // newStream opens a watch on key (or on every key under it, with prefix)
-// at the store's current revision and waits until etcd confirms it, so
-// that every change applied after newStream returns will be delivered.
-// Opening at the current revision rather than at a past one puts the watch
-// in etcd's synced watcher group, which is notified as each write is
-// applied; a watch at a past revision is caught up by a background pass
-// every 100 ms. The caller reads the current state next and calls setRev
-// with the revision of that read.
-func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path string) (*stream, error) {
+// at the store's current revision, waits until etcd confirms it, then
+// reads the current state (returned), from whose revision on the stream
+// delivers every change. Opening at the current revision rather than at a
+// past one puts the watch in etcd's synced watcher group, which is
+// notified as each write is applied; a watch at a past revision is caught
+// up by a background pass every 100 ms.
+func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path string) (*stream, *clientv3.GetResponse, error) {
 	s := &stream{c: c, ctx: ctx, key: key, prefix: prefix, path: path}
 	s.open(0, clientv3.WithCreatedNotify())
 	if err := c.watchCreated(ctx, s.wch, path); err != nil {
-		s.close()
+		s.cancel()
 		if errors.Is(err, errRewatch) {
-			return nil, backendkit.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
+			return nil, nil, backendkit.Wrap(topo.Unavailable, path, errors.New("etcd refused the watch (no leader?)"))
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	return s, nil
+	resp, err := s.get()
+	if err != nil {
+		s.cancel()
+		return nil, nil, c.convertError(ctx, err, path)
+	}
+	s.rev = resp.Header.Revision
+	return s, resp, nil
+}
+
+// get reads the watched key or prefix.
+func (s *stream) get() (*clientv3.GetResponse, error) {
+	if s.prefix {
+		return s.c.cli.Get(s.ctx, s.key, clientv3.WithPrefix())
+	}
+	return s.c.cli.Get(s.ctx, s.key)
 }
 
 func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
-	stop := context.AfterFunc(s.c.ctx, cancel)
-	s.cancel = func() { stop(); cancel() }
+	var wctx context.Context
+	wctx, s.cancel = s.c.watchContext(s.ctx)
 	opts := append([]clientv3.OpOption{clientv3.WithProgressNotify()}, extra...)
 	if s.prefix {
 		opts = append(opts, clientv3.WithPrefix())
@@ -80,16 +92,6 @@ func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
 	}
 	s.wch = s.c.cli.Watch(wctx, s.key, opts...)
 }
-
-// reopen replaces the watch with one starting after rev, the revision of
-// a fresh read of the current state.
-func (s *stream) reopen(rev int64) {
-	s.cancel()
-	s.rev = rev
-	s.open(rev + 1)
-}
-
-func (s *stream) close() { s.cancel() }
 
 // ended returns the Interrupted error that ends a watch whose caller's
 // context ended or whose Conn closed, or nil if neither happened.
@@ -112,8 +114,7 @@ func (s *stream) pause(d time.Duration) error {
 }
 
 // next returns the next events after s.rev. It returns errCompacted when
-// the history needed to resume was compacted (the caller re-reads and
-// calls reopen), an Interrupted error when the caller's context ended
+// the history needed to resume was compacted (see follow), an Interrupted error when the caller's context ended
 // or the Conn closed, and PermissionDenied (never retried) when etcd
 // cancelled the watch for want of permission. It never returns an empty batch.
 func (s *stream) next() ([]*clientv3.Event, error) {
@@ -162,13 +163,13 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 	}
 }
 
-// read performs get (a read of the watched state) until it succeeds,
-// pausing between failures, or returns the ending error, or the
-// PermissionDenied error of a refused read (never retried).
-func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetResponse, error) {
+// read performs get until it succeeds, pausing between failures, or
+// returns the ending error, or the PermissionDenied error of a refused
+// read (never retried).
+func (s *stream) read() (*clientv3.GetResponse, error) {
 	backoff := 20 * time.Millisecond
 	for {
-		resp, err := get()
+		resp, err := s.get()
 		if err == nil {
 			return resp, nil
 		}
@@ -183,6 +184,34 @@ func (s *stream) read(get func() (*clientv3.GetResponse, error)) (*clientv3.GetR
 			return nil, e
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// follow hands each batch of events after s.rev to events and, when the
+// history was compacted, a re-read of the current state to resync (the
+// watch then reopens after it), until one of them returns false (nil) or
+// the stream ends (next's or read's error).
+func (s *stream) follow(resync func(*clientv3.GetResponse) bool, events func([]*clientv3.Event) bool) error {
+	for {
+		evs, err := s.next()
+		if errors.Is(err, errCompacted) {
+			var resp *clientv3.GetResponse
+			if resp, err = s.read(); err == nil {
+				if !resync(resp) {
+					return nil
+				}
+				s.cancel()
+				s.rev = resp.Header.Revision
+				s.open(s.rev + 1)
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if !events(evs) {
+			return nil
+		}
 	}
 }
 
@@ -201,59 +230,44 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	if err != nil {
 		return nil, nil, err
 	}
-	k := c.key(p)
-	s, err := c.newStream(ctx, k, false, p)
+	s, resp, err := c.newStream(ctx, c.key(p), false, p)
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, err := c.cli.Get(ctx, k)
-	if err != nil {
-		s.close()
-		return nil, nil, c.convertError(ctx, err, p)
-	}
 	if len(resp.Kvs) == 0 {
-		s.close()
+		s.cancel()
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	s.rev = resp.Header.Revision
 	kv := resp.Kvs[0]
 	cur := &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
 	out := make(chan *topo.WatchData, watchBuffer)
 	go func() {
 		defer close(out)
-		defer s.close()
+		defer s.cancel()
 		last := kv.ModRevision
-		for {
-			evs, err := s.next()
-			if errors.Is(err, errCompacted) {
-				resp, err := s.read(func() (*clientv3.GetResponse, error) { return c.cli.Get(ctx, k) })
-				if err != nil {
-					out <- &topo.WatchData{Err: err}
-					return
-				}
-				if len(resp.Kvs) == 0 {
-					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: resp.Header.Revision}
-					return
-				}
-				if kv := resp.Kvs[0]; kv.ModRevision > last {
-					last = kv.ModRevision
-					out <- &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
-				}
-				s.reopen(resp.Header.Revision)
-				continue
+		err := s.follow(func(resp *clientv3.GetResponse) bool {
+			if len(resp.Kvs) == 0 {
+				out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: resp.Header.Revision}
+				return false
 			}
-			if err != nil {
-				out <- &topo.WatchData{Err: err}
-				return
+			if kv := resp.Kvs[0]; kv.ModRevision > last {
+				last = kv.ModRevision
+				out <- &topo.WatchData{Contents: kv.Value, Version: topo.NumericVersion(kv.ModRevision), Revision: resp.Header.Revision}
 			}
+			return true
+		}, func(evs []*clientv3.Event) bool {
 			for _, ev := range evs {
 				if ev.Type == mvccpb.DELETE {
 					out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: ev.Kv.ModRevision}
-					return
+					return false
 				}
 				last = ev.Kv.ModRevision
 				out <- &topo.WatchData{Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision), Revision: ev.Kv.ModRevision}
 			}
+			return true
+		})
+		if err != nil {
+			out <- &topo.WatchData{Err: err}
 		}
 	}()
 	return cur, out, nil
@@ -282,19 +296,13 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		return nil, nil, nil, err
 	}
 	k := c.key(p)
-	s, err := c.newStream(ctx, k, true, p)
+	s, resp, err := c.newStream(ctx, k, true, p)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	get := func() (*clientv3.GetResponse, error) { return c.cli.Get(ctx, k, clientv3.WithPrefix()) }
-	resp, err := get()
-	if err != nil {
-		s.close()
-		return nil, nil, nil, c.convertError(ctx, err, p)
-	}
-	s.rev = resp.Header.Revision
-	ws := newWatchSync(c, s, k, p)
-	s.onProgress = func(rev int64) { ws.advance(rev, ws.sentEvents()) }
+	ws := &watchSync{c: c, s: s, key: k, path: p, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
+	var sent uint64 // events sent, by the goroutine below (which runs s.next)
+	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
 	known := backendkit.Snapshot{} // file -> ModRevision last reported
 	initial := known.Diff(c.files(resp.Kvs))
 	for _, wd := range initial {
@@ -304,8 +312,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	go func() {
 		defer close(ws.done)
 		defer close(out)
-		defer s.close()
-		var sent uint64
+		defer s.cancel()
 		mark := resp.Header.Revision // the Revision of the last value sent
 		// sendAll sends batch, changes made by revisions up to rev (the
 		// i-th at revs[i]; revs nil when not known), stamped (see
@@ -322,25 +329,13 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		add := func(wd *topo.WatchDataRecursive, rev int64) {
 			batch, revs = append(batch, wd), append(revs, rev)
 		}
-		for {
-			evs, err := s.next()
-			if errors.Is(err, errCompacted) {
-				resp, err := s.read(get)
-				if err != nil {
-					out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
-					return
-				}
-				// The differences are not in revision order: until the
-				// last, the watch has got no further than before.
-				sendAll(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
-				s.reopen(resp.Header.Revision)
-				ws.advance(resp.Header.Revision, sent)
-				continue
-			}
-			if err != nil {
-				out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
-				return
-			}
+		err := s.follow(func(resp *clientv3.GetResponse) bool {
+			// The differences are not in revision order: until the
+			// last, the watch has got no further than before.
+			sendAll(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
+			ws.advance(resp.Header.Revision, sent)
+			return true
+		}, func(evs []*clientv3.Event) bool {
 			batch, revs = batch[:0], revs[:0]
 			for _, ev := range evs {
 				rel := c.rel(ev.Kv.Key)
@@ -359,7 +354,10 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			// etcd sends the events of one revision in one response.
 			sendAll(batch, revs, s.rev)
 			ws.advance(s.rev, sent)
-		}
+			return true
+		})
+		// Both handlers go on: follow ends only with an error.
+		out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
 	}()
 	return initial, out, ws, nil
 }

@@ -36,10 +36,6 @@ type watchSync struct {
 	done  chan struct{} // closed when the watch's goroutine ends
 }
 
-func newWatchSync(c *Conn, s *stream, key, path string) *watchSync {
-	return &watchSync{c: c, s: s, key: key, path: path, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
-}
-
 // advance records that every change up to rev was sent, sent events in
 // all. Called by the watch's goroutine only.
 func (w *watchSync) advance(rev int64, sent uint64) {
@@ -51,14 +47,6 @@ func (w *watchSync) advance(rev int64, sent uint64) {
 		close(w.moved)
 		w.moved = make(chan struct{})
 	}
-}
-
-// sentEvents returns the number of events sent so far. Called by the
-// watch's goroutine only.
-func (w *watchSync) sentEvents() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sent
 }
 
 // sync implements the sync of cache.RevisionSyncWatcher: a count-only
