@@ -22,6 +22,25 @@ func closesWithin(t *testing.T, done <-chan struct{}, d time.Duration, what stri
 	}
 }
 
+// lastBeforeClose reads ch until it closes, within d, and returns the
+// last value it sent (the zero value if none).
+func lastBeforeClose[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	var last T
+	timeout := time.After(d)
+	for {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return last
+			}
+			last = v
+		case <-timeout:
+			t.Fatalf("%s did not close", what)
+		}
+	}
+}
+
 // TestClaimEndsWhenItsKeyChanges: a claim's Done closes, without any call
 // of the holder, when another client deletes its key or rewrites it on
 // the same lease (Vitess layout), or deletes a native term's key; the
@@ -71,7 +90,8 @@ func TestClaimEndsWhenItsKeyChanges(t *testing.T) {
 // while its Conn's only member is away, the deletion compacted before the
 // member returns, ends (its Monitor's watch cannot resume and re-reads
 // the key); a lock on the same lease whose key is untouched stays held
-// through the same re-read.
+// through the same re-read. A Watch of a file deleted meanwhile ends the
+// same way, with NoNode.
 func TestClaimEndsWhenItsDeletionWasCompacted(t *testing.T) {
 	cl := etcdtest.StartCluster(t, 3)
 	root := newRoot()
@@ -90,10 +110,14 @@ func TestClaimEndsWhenItsDeletionWasCompacted(t *testing.T) {
 	kept, err := c.Lock(ctx, "kept", "holder")
 	require.NoError(t, err)
 	require.Equal(t, entryBehind(t, gone).lease.id, entryBehind(t, kept).lease.id)
+	_, wch, err := c.Watch(ctx, "gone/f")
+	require.NoError(t, err)
 
 	cl.StopMember(0)
 	raw := rawClient(t, cl.Addr(1)+","+cl.Addr(2))
 	_, err = raw.Delete(ctx, entryBehind(t, gone).key)
+	require.NoError(t, err)
+	_, err = raw.Delete(ctx, root+"/gone/f")
 	require.NoError(t, err)
 	resp, err := raw.Put(ctx, root+"/other", "x")
 	require.NoError(t, err)
@@ -102,6 +126,9 @@ func TestClaimEndsWhenItsDeletionWasCompacted(t *testing.T) {
 	cl.RestartMember(0)
 
 	closesWithin(t, gone.(topo.Fence).Done(), 40*time.Second, "the deleted lock's Done")
+	last := lastBeforeClose(t, wch, 40*time.Second, "the Watch")
+	require.NotNil(t, last)
+	require.ErrorIs(t, last.Err, topo.NoNode, "the Watch of the deleted file")
 	// kept's Monitor re-read its key through the same restart; a write
 	// after the restart, seen by the Conn, orders the check after it.
 	_, err = c.Update(ctx, "kept/f", []byte("y"), nil)
@@ -138,16 +165,10 @@ func TestCloseEndsWatchesAndClaims(t *testing.T) {
 	ids := []clientv3.LeaseID{entryBehind(t, shared).lease.id, entryBehind(t, own).lease.id}
 
 	c.Close()
-	var last *topo.WatchData
-	for wd := range wch {
-		last = wd
-	}
+	last := lastBeforeClose(t, wch, 10*time.Second, "the Watch")
 	require.NotNil(t, last)
 	require.ErrorIs(t, last.Err, topo.Interrupted)
-	var lastR *topo.WatchDataRecursive
-	for wd := range rch {
-		lastR = wd
-	}
+	lastR := lastBeforeClose(t, rch, 10*time.Second, "the WatchRecursive")
 	require.NotNil(t, lastR)
 	require.ErrorIs(t, lastR.Err, topo.Interrupted)
 	closesWithin(t, shared.(topo.Fence).Done(), 10*time.Second, "the shared-lease lock's Done")
@@ -158,4 +179,35 @@ func TestCloseEndsWatchesAndClaims(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, -1, ttl.TTL, "Close must revoke lease %x", id)
 	}
+}
+
+// TestCloseRevokesAResumedLease: a participation resumed on another Conn
+// keeps its lease alive through that Conn, whose Close ends the term and
+// revokes the lease in etcd.
+func TestCloseRevokesAResumedLease(t *testing.T) {
+	root := newRoot()
+	ctx := context.Background()
+	first := openConn(t, serverAddr, root)
+	p, err := first.NewLeaderParticipation("svc", "me")
+	require.NoError(t, err)
+	t.Cleanup(p.Stop)
+	_, err = p.WaitForLeadership()
+	require.NoError(t, err)
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	fresh, err := NewConn(testOptions(serverAddr), root)
+	require.NoError(t, err)
+	q, err := fresh.ResumeLeaderParticipation(ctx, "svc", "me", info)
+	require.NoError(t, err)
+	lctx, err := q.WaitForLeadership()
+	require.NoError(t, err)
+	id := entryBehind(t, q).lease.id
+	require.Contains(t, fresh.leaseIDs(), id)
+
+	fresh.Close()
+	closesWithin(t, lctx.Done(), 10*time.Second, "the resumed leadership context")
+	ttl, err := rawClient(t, serverAddr).TimeToLive(ctx, id)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, ttl.TTL, "Close must revoke the resumed lease")
 }
