@@ -48,25 +48,26 @@ func lastBeforeClose[T any](t *testing.T, ch <-chan T, d time.Duration, what str
 func TestClaimEndsWhenItsKeyChanges(t *testing.T) {
 	ctx := context.Background()
 	raw := rawClient(t, serverAddr)
-	t.Run("LockKeyDeleted", func(t *testing.T) {
+	// lock takes a lock on d through a Conn of its own.
+	lock := func(t *testing.T) topo.LockDescriptor {
 		c := openConn(t, serverAddr, newRoot())
 		_, err := c.Create(ctx, "d/f", []byte("x"))
 		require.NoError(t, err)
 		ld, err := c.Lock(ctx, "d", "holder")
 		require.NoError(t, err)
-		_, err = raw.Delete(ctx, entryBehind(t, ld).key)
+		return ld
+	}
+	t.Run("LockKeyDeleted", func(t *testing.T) {
+		ld := lock(t)
+		_, err := raw.Delete(ctx, entryBehind(t, ld).key)
 		require.NoError(t, err)
 		closesWithin(t, ld.(topo.Fence).Done(), 30*time.Second, "the lock's Done")
 		require.ErrorIs(t, ld.Unlock(ctx), topo.LockLost)
 	})
 	t.Run("LockKeyRewrittenOnItsLease", func(t *testing.T) {
-		c := openConn(t, serverAddr, newRoot())
-		_, err := c.Create(ctx, "d/f", []byte("x"))
-		require.NoError(t, err)
-		ld, err := c.Lock(ctx, "d", "holder")
-		require.NoError(t, err)
+		ld := lock(t)
 		e := entryBehind(t, ld)
-		_, err = raw.Put(ctx, e.key, "someone", clientv3.WithLease(e.lease.id))
+		_, err := raw.Put(ctx, e.key, "someone", clientv3.WithLease(e.lease.id))
 		require.NoError(t, err)
 		closesWithin(t, ld.(topo.Fence).Done(), 30*time.Second, "the lock's Done")
 	})
