@@ -15,6 +15,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/claims"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // lockWaiter starts conn.LockName(wctx, dir, id) in a goroutine; its
@@ -163,6 +164,14 @@ func TestLookaheadWaiterSessionExpires(t *testing.T) {
 	}()
 	kids := queuedEntries(t, raw, locksZp, 3)
 	require.Len(t, kids, 3)
+	// W's queue read may reach the server after H's deletion (another
+	// session's request): then W sees only P ahead and sets no lookahead.
+	// Release H only once the server shows W watching both H and P.
+	ws, err := cw.session("")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return watchedBy(t, ws.zk.SessionID(), locksZp+"/"+kids[0], locksZp+"/"+kids[1])
+	}, time.Minute, time.Millisecond, "W never watched both entries ahead of it")
 	oc.reset()
 	require.NoError(t, h.Unlock(ctx))
 	pr := <-p
@@ -300,4 +309,28 @@ func dump(raw *zk.Conn, zp string) string {
 		out += "; " + dump(raw, zp+"/"+k)
 	}
 	return out
+}
+
+// watchedBy reports whether the server's watch table ("wchp": paths and
+// the sessions watching each) shows session id watching every one of
+// paths.
+func watchedBy(t *testing.T, id int64, paths ...string) bool {
+	out, err := zktest.FourLetter(testServer, "wchp")
+	require.NoError(t, err)
+	watchers := map[string]bool{}
+	cur := ""
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "/"):
+			cur = strings.TrimSpace(line)
+		case strings.TrimSpace(line) == fmt.Sprintf("0x%x", id):
+			watchers[cur] = true
+		}
+	}
+	for _, p := range paths {
+		if !watchers[p] {
+			return false
+		}
+	}
+	return true
 }
