@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
@@ -60,7 +59,7 @@ func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev
 	if ctx.Err() != nil {
 		return next, nil
 	}
-	if errors.Is(werr, rpctypes.ErrPermissionDenied) || errors.Is(werr, rpctypes.ErrGRPCPermissionDenied) {
+	if isPermanent(werr) { // any of etcd's auth refusals (authErrors)
 		return next, backendkit.Wrap(topo.PermissionDenied, "/"+p, werr)
 	}
 	if werr == nil {
