@@ -2,6 +2,8 @@ package zk2topo
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -241,4 +243,15 @@ func TestFactoryOptions(t *testing.T) {
 	got, _, err := c.Get(ctx, "f")
 	require.NoError(t, err)
 	require.Equal(t, "x", string(got))
+}
+
+// TestNewConnErrorNamesTheLastDialError: when no server gives a session
+// within DialTimeout, NewConn's error wraps the latest dial error (the
+// client library only logs it), the custom Dialer's included.
+func TestNewConnErrorNamesTheLastDialError(t *testing.T) {
+	refused := errors.New("dial refused by the test")
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) { return nil, refused }
+	_, err := NewConn(Options{Servers: []string{"127.0.0.1:1"}, DialTimeout: 300 * time.Millisecond, Dialer: dial}, freshRoot(t))
+	require.ErrorIs(t, err, refused)
+	require.ErrorContains(t, err, "last dial")
 }

@@ -247,12 +247,18 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 // answerOn runs read with onSession on session s (s nil: with c.read, on
 // the Conn's current session) and returns its answer: read may finish
 // after onSession gave up (ctx ended), so the answer passes through a
-// channel, never through shared variables.
+// channel, never through shared variables. A read that succeeded is
+// retried when the barrier or sync before it failed afterwards (see
+// firstThen): the later answer replaces the earlier one.
 func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
 	last := make(chan T, 1)
 	fn := func(z *zk.Conn) error {
 		v, err := read(z)
 		if err == nil {
+			select {
+			case <-last:
+			default:
+			}
 			last <- v
 		}
 		return err

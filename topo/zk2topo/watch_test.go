@@ -158,3 +158,38 @@ func TestWatchWhileChanging(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchRecursiveOnAConnAtTheZooKeeperRoot: on a Conn whose root is
+// ZooKeeper's own "/", a prefix without a directory watches "/" itself:
+// the files below the matching top-level znodes are listed, and a file
+// created under them later is reported with its topo path.
+func TestWatchRecursiveOnAConnAtTheZooKeeperRoot(t *testing.T) {
+	top := freshRoot(t) + "-w" // no other test's root starts with it
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := openConn(t, []string{testServer}, "/")
+	name := top[1:]
+	_, err := c.Create(ctx, name+"/a/x", []byte("x"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, name+"/y", []byte("y"))
+	require.NoError(t, err)
+
+	initial, events, err := c.WatchRecursive(ctx, name)
+	require.NoError(t, err)
+	var got []string
+	for _, w := range initial {
+		got = append(got, w.Path)
+	}
+	assert.ElementsMatch(t, []string{name + "/a/x", name + "/y"}, got)
+
+	_, err = c.Create(ctx, name+"/a/b/z", []byte("z"))
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		require.NoError(t, ev.Err)
+		assert.Equal(t, name+"/a/b/z", ev.Path)
+		assert.Equal(t, "z", string(ev.Contents))
+	case <-ctx.Done():
+		t.Fatal("the create below the prefix was not reported")
+	}
+}
