@@ -141,24 +141,18 @@ func rollbackOf(what string) rollback {
 	return rollbackUnknown
 }
 
-// unquoted returns Consul's message what without the Go-quoted strings in
-// it (Consul names the key with %q), so that a key whose name holds the
-// words of a message ("x/index is stale") never reads as that message.
+// unquoted returns Consul's message what without the keys it quotes (Go
+// quoting, %q), so that a key whose name holds the words of a message
+// ("x/index is stale") never reads as that message.
 func unquoted(what string) string {
 	var b strings.Builder
 	for {
 		i := strings.IndexByte(what, '"')
-		if i < 0 {
-			b.WriteString(what)
-			return b.String()
+		q, err := strconv.QuotedPrefix(what[max(i, 0):])
+		if i < 0 || err != nil {
+			return b.String() + what
 		}
-		q, err := strconv.QuotedPrefix(what[i:])
-		if err != nil {
-			b.WriteString(what)
-			return b.String()
-		}
-		b.WriteString(what[:i])
-		b.WriteString(`""`)
+		b.WriteString(what[:i] + `""`)
 		what = what[i+len(q):]
 	}
 }

@@ -45,3 +45,17 @@ func TestFailureCodesOfKeysNamedLikeConsulMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestUnquoted: the keys Consul quotes (%q, escapes included) leave its
+// message; an unterminated quote leaves it as it is.
+func TestUnquoted(t *testing.T) {
+	for in, want := range map[string]string{
+		`key "a/index is stale" doesn't exist`:       `key "" doesn't exist`,
+		`failed to set key "q\"x\\", index is stale`: `failed to set key "", index is stale`,
+		`"a" and "b" exists`:                         `"" and "" exists`,
+		`no quotes`:                                  `no quotes`,
+		`bad "unterminated`:                          `bad "unterminated`,
+	} {
+		require.Equal(t, want, unquoted(in), "unquoted(%q)", in)
+	}
+}
