@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/consul/api"
@@ -110,7 +111,8 @@ func classifyRollback(resp *api.TxnResponse) rollback {
 		return rollbackUnknown
 	}
 	for _, e := range resp.Errors {
-		if strings.Contains(e.What, permissionDenied) || strings.Contains(e.What, aclNotFound) {
+		what := unquoted(e.What)
+		if strings.Contains(what, permissionDenied) || strings.Contains(what, aclNotFound) {
 			return rollbackDenied
 		}
 	}
@@ -120,7 +122,7 @@ func classifyRollback(resp *api.TxnResponse) rollback {
 // rollbackOf returns the kind of one per-operation error, Consul's
 // message what (rollbackUnknown for an ACL refusal too).
 func rollbackOf(what string) rollback {
-	switch {
+	switch what = unquoted(what); {
 	case strings.Contains(what, "index is stale"), strings.Contains(what, "failed index check"):
 		return rollbackStale
 	case strings.Contains(what, "doesn't exist"):
@@ -137,6 +139,22 @@ func rollbackOf(what string) rollback {
 		return rollbackExists
 	}
 	return rollbackUnknown
+}
+
+// unquoted returns Consul's message what without the keys it quotes (Go
+// quoting, %q), so that a key whose name holds the words of a message
+// ("x/index is stale") never reads as that message.
+func unquoted(what string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(what, '"')
+		q, err := strconv.QuotedPrefix(what[max(i, 0):])
+		if i < 0 || err != nil {
+			return b.String() + what
+		}
+		b.WriteString(what[:i] + `""`)
+		what = what[i+len(q):]
+	}
 }
 
 // rollbackError is the error of a rolled-back transaction whose kind is not

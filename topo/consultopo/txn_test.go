@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // requireTxnErr asserts err is a *topo.TxnError for op index with code.
@@ -259,6 +260,59 @@ func TestTxnLimits(t *testing.T) {
 	_, err = lax.Txn(ctx, topo.UpdateOp("h1", big[:200<<10], nil), topo.UpdateOp("h2", big[:200<<10], nil))
 	requireCode(t, err, topo.InvalidArgument)
 	require.Equal(t, before, snapshot(t, root))
+}
+
+// TestTxnRequestOfExactlyTheLimit: a transaction whose request body is
+// exactly Options.TxnMaxRequestBytes, with a key and values JSON escapes
+// heavily (quotes, <, >, &, non-ASCII in the key, invalid UTF-8 and NUL in the values), is
+// sent and applied by the agent (which allows that many bytes); one byte
+// more is InvalidArgument and writes nothing.
+func TestTxnRequestOfExactlyTheLimit(t *testing.T) {
+	root := testRoot(t)
+	c := newTestConn(t, root)
+	ctx := t.Context()
+	limit := c.opts.TxnMaxRequestBytes
+	small := bytes.Repeat([]byte{'"', '<', 0xff, 0}, 1000)
+	txn := func(key string, n int) []topo.TxnOp {
+		return []topo.TxnOp{
+			topo.CreateOp(key+"/a", small),
+			topo.CreateOp(key+"/b", bytes.Repeat([]byte{'&', 0xfe, '\\'}, n/3+1)[:n]),
+		}
+	}
+	size := func(ops []topo.TxnOp) int {
+		cops, err := backendkit.CheckTxn(ctx, ops)
+		require.NoError(t, err)
+		plan, err := c.planTxn(cops)
+		require.NoError(t, err)
+		return txnRequestBytes(plan.ops)
+	}
+	// Values travel in base64, 4 bytes per 3: the key's length sets the
+	// size modulo 4.
+	for pad := range 4 {
+		key := `q"<>&` + "\u00e9\u00ff" + strings.Repeat("x", pad)
+		n := 0
+		for range 4 {
+			n += (limit - size(txn(key, n))) * 3 / 4
+		}
+		for n > 0 && size(txn(key, n)) > limit {
+			n--
+		}
+		if size(txn(key, n)) != limit {
+			continue
+		}
+		before := snapshot(t, root)
+		_, err := c.Txn(ctx, txn(key+"x", n)...)
+		requireCode(t, err, topo.InvalidArgument)
+		require.Equal(t, before, snapshot(t, root))
+		vs, err := c.Txn(ctx, txn(key, n)...)
+		require.NoError(t, err)
+		got, _, err := c.Get(ctx, key+"/b")
+		require.NoError(t, err)
+		require.Equal(t, txn(key, n)[1].Contents, got)
+		require.NotNil(t, vs[1])
+		return
+	}
+	t.Fatal("no key length gives a request of exactly the limit")
 }
 
 // TestTxnSizeEstimate: txnRequestBytes is the size of the body the api
