@@ -152,13 +152,20 @@ func (c *Conn) resolve(r acquireReq) {
 		_, _, err = c.txn(ctx, ops)
 		return err == nil || r.sess.lost()
 	}
+	c.retry(r.sess, r.key, try)
+}
+
+// retry runs try, which reports whether its work is done, and until it is,
+// again in the background with a growing pause, holding key's stripe,
+// until the session sess ends or the Conn closes.
+func (c *Conn) retry(sess *session, key string, try func() bool) {
 	if try() {
 		return
 	}
 	c.spawn(func() {
-		mu := c.stripe(r.key)
+		mu := c.stripe(key)
 		for wait := 100 * time.Millisecond; ; wait = min(2*wait, watchRetryMax) {
-			if !backendkit.Sleep(r.sess.ctx, wait) || c.ctx.Err() != nil {
+			if !backendkit.Sleep(sess.ctx, wait) || c.ctx.Err() != nil {
 				return
 			}
 			mu.Lock()

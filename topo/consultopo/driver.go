@@ -204,6 +204,9 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 	if e.Granted {
 		key, _ := splitGranted(e)
 		err = c.deleteKey(ctx, q, key, uint64(e.Token), sess)
+		if err == claims.ErrNotHeld {
+			c.freeOverwritten(q, key, uint64(e.Token), sess)
+		}
 	} else {
 		c.setWaiter(e.Key, nil)
 		err = c.deleteEntry(ctx, q.Path, e.Key, e.Session)
@@ -233,6 +236,53 @@ func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token 
 		c.grants.set(token, false)
 	}
 	return err
+}
+
+// freeOverwritten frees the store key of a claim of sess (token: its
+// acquire's) whose release found the key written since the acquire:
+// another tool's plain PUT keeps the holder's session on the key (and
+// sets its LockIndex to 0), and with it every later acquire would wait
+// until the session ends. While a consistent read shows the key still
+// bound to sess, created no later than the token (not re-created since)
+// and written since at an index no claim of this Conn acquired it at
+// (no acquire can take a key its own session holds: the key is still the
+// claim's), one transaction checks the index just read and unlocks the
+// key for sess, keeping the value written and
+// marking it a lock key (the lock flags), so that anyone may acquire it
+// (an election's value key of sess goes in the same transaction); a
+// changed index is read again. A key deleted, bound to another session
+// or acquired since is left alone. A read or unlock that fails is retried
+// in the background until the session ends.
+func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *session) {
+	c.retry(sess, key, func() bool {
+		ctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
+		defer cancel()
+		for {
+			pair, _, err := c.kv.Get(key, c.consistentOptions(ctx))
+			if err != nil {
+				return sess.lost()
+			}
+			if pair == nil || pair.Session != sess.id || pair.CreateIndex > token ||
+				pair.ModifyIndex <= token || c.grants.has(pair.ModifyIndex) {
+				return true
+			}
+			ops := api.TxnOps{
+				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: pair.ModifyIndex}},
+				{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: key, Value: pair.Value, Flags: api.LockFlagValue, Session: sess.id}},
+			}
+			if q.Election {
+				ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
+			}
+			ok, resp, err := c.txn(ctx, ops)
+			switch {
+			case err != nil:
+				return sess.lost()
+			case !ok && classifyRollback(resp) == rollbackStale:
+				continue // written again since the read
+			}
+			return true
+		}
+	})
 }
 
 // deleteEntry deletes the queue entry key if the session sessionID holds
