@@ -82,9 +82,11 @@ type term struct{ *claim }
 
 // WaitForLeadership implements topo.LeaderParticipation: it keeps the
 // current candidacy while it lives (a resumed one, or one a concurrent
-// call created) or creates one on the Conn's session, and blocks until it
-// heads the queue. The returned context is cancelled, with the cause, when
-// the term ends: Stop, Resign, the session declared lost. It returns
+// call created) or creates one on the Conn's session (first removing the
+// entry of one that ended lost, as Unlock of a lost lock does), and
+// blocks until it heads the queue. The returned context is cancelled,
+// with the cause, when the term ends: Stop, Resign, the session declared
+// lost. It returns
 // Interrupted after Stop (or when Resign withdrew the candidacy), Closed
 // after the engine's Close, LockLost when the session was lost while
 // waiting, and the same context again while leading.
@@ -197,6 +199,14 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			return lctx, nil
 		}
 	} else {
+		if cl != nil {
+			// The candidacy ended (lost) without Resign or Stop: its
+			// entry may still be in the store (Consul: a key another tool
+			// wrote keeps the session on it), where the new candidacy
+			// would wait behind it. Remove it first, as Unlock of a lost
+			// lock does; Delete goes by the entry's identity.
+			p.withdraw(cl)
+		}
 		c, cancel := context.WithCancelCause(context.Background())
 		opts := CreateOptions{Value: p.defValue}
 		if setValue {
