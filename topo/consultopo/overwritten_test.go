@@ -103,41 +103,59 @@ func TestLockFreedAfterAnotherToolOverwroteItsKey(t *testing.T) {
 
 // TestLeadershipFreedAfterAnotherToolOverwroteItsKey: another tool
 // overwrites the election key of a leader with a plain PUT, which keeps
-// the leader's session on it. The leadership context ends, and Stop frees
-// the key (with the leader's value key), keeping the tool's value: another
-// candidate then leads within seconds.
+// the leader's session on it. The leadership context ends; the same
+// participant campaigning again (without Resign) leads again within
+// seconds, its lost term's key freed first; after a second overwrite,
+// Stop frees the key (with the leader's value key), keeping the tool's
+// value, and another candidate leads within seconds.
 func TestLeadershipFreedAfterAnotherToolOverwroteItsKey(t *testing.T) {
 	root := testRoot(t)
 	c1, c2 := newTestConn(t, root), newTestConn(t, root)
 	kv := rawClient(t).KV()
 	key := root + "/elections/e"
-
 	p1, err := c1.NewLeaderParticipation("e", "one")
 	require.NoError(t, err)
 	defer p1.Stop()
-	lctx, err := p1.Campaign(t.Context(), []byte("v1"))
-	require.NoError(t, err)
-	pair, _, err := kv.Get(key, &api.QueryOptions{RequireConsistent: true})
-	require.NoError(t, err)
-	overwriteKeepingSession(t, kv, key, "other tool", pair.Session)
-	select {
-	case <-lctx.Done():
-	case <-time.After(waitFor):
-		t.Fatal("the leadership context was not cancelled after the key was overwritten")
+
+	// campaign leads through p within a few seconds.
+	campaign := func(p topo.LeaderParticipation, value string) context.Context {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		lctx, err := p.Campaign(wctx, []byte(value))
+		require.NoError(t, err, "Campaign of an election nobody leads")
+		require.NoError(t, lctx.Err())
+		return lctx
 	}
+	// overwrite has another tool overwrite the election key and waits for
+	// the term lctx to end; it returns the leader's session.
+	overwrite := func(lctx context.Context, value string) string {
+		t.Helper()
+		pair, _, err := kv.Get(key, &api.QueryOptions{RequireConsistent: true})
+		require.NoError(t, err)
+		overwriteKeepingSession(t, kv, key, value, pair.Session)
+		select {
+		case <-lctx.Done():
+		case <-time.After(waitFor):
+			t.Fatal("the leadership context was not cancelled after the key was overwritten")
+		}
+		return pair.Session
+	}
+
+	overwrite(campaign(p1, "v1"), "other tool 1")
+	lctx := campaign(p1, "v1 again")
+	waitLeader(t, p1, "one", "v1 again")
+
+	sess := overwrite(lctx, "other tool 2")
 	p1.Stop()
-	requireFreed(t, kv, key, "other tool")
-	value, _, err := kv.Get(valueKey(key, pair.Session), &api.QueryOptions{RequireConsistent: true})
+	requireFreed(t, kv, key, "other tool 2")
+	value, _, err := kv.Get(valueKey(key, sess), &api.QueryOptions{RequireConsistent: true})
 	require.NoError(t, err)
 	require.Nil(t, value, "the lost leader's value key is left")
 
 	p2, err := c2.NewLeaderParticipation("e", "two")
 	require.NoError(t, err)
 	defer p2.Stop()
-	wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	l2, err := p2.Campaign(wctx, []byte("v2"))
-	require.NoError(t, err, "Campaign of an election nobody leads")
-	require.NoError(t, l2.Err())
+	campaign(p2, "v2")
 	waitLeader(t, p2, "two", "v2")
 }
