@@ -71,7 +71,16 @@
 //     whose answer was lost, by the same Conn, for a key its session holds
 //     at an index none of its claims recorded. An election's value key of
 //     a session is deleted only with its election key, in that same
-//     transaction, or by Consul with the session.
+//     transaction, or with its unlock (below), or by Consul with the
+//     session.
+//   - A lock or election key is unlocked by the library only by the
+//     release of a claim that finds it written since the acquire (by
+//     another tool's PUT, which keeps the session) yet still bound to the
+//     claim's session, not re-created since and at no index a claim of
+//     the Conn acquired it at: one transaction checking the index just
+//     read and unlocking it for that session, keeping the value written
+//     (and setting the lock flags), so that the key of a lost claim is
+//     never left bound to a session the Conn renews.
 //   - A queue entry is created only by its contender (a lock operation of
 //     the Conn's long-lived session), and deleted only by its contender's
 //     acquire transaction at the head of the queue (the same transaction

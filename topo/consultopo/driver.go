@@ -193,10 +193,11 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 // Delete implements claims.Driver. A granted entry: one transaction
 // checking that the store key still has the acquire's ModifyIndex (so a
 // key another holder acquired since, or another tool wrote, is never
-// deleted) and deleting it, with an election's value key. A queue entry:
-// one transaction checking that its session still holds it, and deleting
-// it. ErrNotHeld when the check fails. A lock's own session (LockWithTTL,
-// LockName) is destroyed after.
+// deleted) and deleting it, with an election's value key; when the check
+// fails, a key another tool wrote that is still bound to the session is
+// freed (freeOverwritten). A queue entry: one transaction checking that
+// its session still holds it, and deleting it. ErrNotHeld when the check
+// fails. A lock's own session (LockWithTTL, LockName) is destroyed after.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	c := d.c
 	sess := sessionOf(v)
