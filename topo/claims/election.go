@@ -83,7 +83,7 @@ type term struct{ *claim }
 // WaitForLeadership implements topo.LeaderParticipation: it keeps the
 // current candidacy while it lives (a resumed one, or one a concurrent
 // call created) or creates one on the Conn's session (first removing the
-// entry of one that ended lost, as Unlock of a lost lock does), and
+// entry of a term that ended lost, as Unlock of a lost lock does), and
 // blocks until it heads the queue. The returned context is cancelled,
 // with the cause, when the term ends: Stop, Resign, the session declared
 // lost. It returns
@@ -199,12 +199,12 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			return lctx, nil
 		}
 	} else {
-		if cl != nil {
-			// The candidacy ended (lost) without Resign or Stop: its
-			// entry may still be in the store (Consul: a key another tool
-			// wrote keeps the session on it), where the new candidacy
-			// would wait behind it. Remove it first, as Unlock of a lost
-			// lock does; Delete goes by the entry's identity.
+		if cl != nil && (leading || cl.current().Granted) {
+			// The term ended (lost) without Resign or Stop: its entry may
+			// still be in the store (Consul: a key another tool wrote
+			// keeps the session on it), where the new candidacy would
+			// wait behind it. Remove it first, as Unlock of a lost lock
+			// does; Delete goes by the entry's identity.
 			p.withdraw(cl)
 		}
 		c, cancel := context.WithCancelCause(context.Background())
