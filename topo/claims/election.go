@@ -86,10 +86,9 @@ type term struct{ *claim }
 // entry of a term that ended lost, as Unlock of a lost lock does), and
 // blocks until it heads the queue. The returned context is cancelled,
 // with the cause, when the term ends: Stop, Resign, the session declared
-// lost. It returns
-// Interrupted after Stop (or when Resign withdrew the candidacy), Closed
-// after the engine's Close, LockLost when the session was lost while
-// waiting, and the same context again while leading.
+// lost. It returns Interrupted after Stop (or when Resign withdrew the
+// candidacy), Closed after the engine's Close, LockLost when the session
+// was lost while waiting, and the same context again while leading.
 func (p *participation) WaitForLeadership() (context.Context, error) {
 	p.e.count(CallWaitForLeadership)
 	if err := p.e.closedErr(p.q.Path); err != nil {
