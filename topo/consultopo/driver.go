@@ -248,10 +248,9 @@ func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token 
 // and written since at an index no claim of this Conn acquired it at
 // (no acquire can take a key its own session holds: the key is still the
 // claim's), one transaction checks the index just read and unlocks the
-// key for sess, keeping the value written and
-// marking it a lock key (the lock flags), so that anyone may acquire it
-// (an election's value key of sess goes in the same transaction); a
-// changed index is read again. A key deleted, bound to another session
+// key for sess, keeping the value written and marking it a lock key (the
+// lock flags), so that anyone may acquire it (an election's value key of
+// sess goes in the same transaction); a changed index is read again. A key deleted, bound to another session
 // or acquired since is left alone. A read or unlock that fails is retried
 // in the background until the session ends.
 func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *session) {
