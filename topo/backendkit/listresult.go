@@ -7,7 +7,7 @@ import "github.com/topokit/topokit/topo"
 // the files at reserved paths that another tool wrote (reserved, sorted):
 // NoNode when both are empty; files with the PartialResult error of
 // ReservedFiles when reserved is not empty; files and nil otherwise.
-// zk2topo uses it; etcd2topo and consultopo end their List the same way.
+// zk2topo, etcd2topo and consultopo end their List with it.
 func ListResult(prefix string, files []topo.KVInfo, reserved []string) ([]topo.KVInfo, error) {
 	if len(files) == 0 && len(reserved) == 0 {
 		return nil, topo.NewError(topo.NoNode, prefix)

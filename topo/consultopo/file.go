@@ -255,10 +255,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		out = append(out, topo.KVInfo{Path: f.Path, Value: f.Contents, Version: topo.NumericVersion(f.Version)})
 	}
 	out = append(out, raw...)
-	if len(out) == 0 && len(reserved) == 0 {
-		return nil, topo.NewError(topo.NoNode, prefix)
-	}
-	return out, backendkit.ReservedFiles(prefix, reserved)
+	return backendkit.ListResult(prefix, out, reserved)
 }
 
 // files keeps the pairs that are files under the root (not locks, not

@@ -175,11 +175,8 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		}
 		out = append(out, topo.KVInfo{Path: rel, Value: kv.Value, Version: topo.NumericVersion(kv.ModRevision)})
 	}
-	if len(out) == 0 && len(reserved) == 0 {
-		return nil, topo.NewError(topo.NoNode, p)
-	}
 	// etcd returns keys sorted, and rel keeps that order.
-	return out, backendkit.ReservedFiles(p, reserved)
+	return backendkit.ListResult(p, out, reserved)
 }
 
 // Delete deletes filePath. A nil version deletes unconditionally; a
