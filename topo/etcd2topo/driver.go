@@ -187,7 +187,9 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 	if !c.takeKey(key) {
 		return claims.Entry{}, errKeyBusy
 	}
-	bctx, cancel := l.bind(ctx)
+	// Linked to the lease: a request stuck on a cut-off connection must
+	// not outlast it.
+	bctx, cancel := backendkit.Linked(ctx, l.lostCtx)
 	defer cancel()
 	value := contents
 	if q.Native { // the value in the entry
@@ -497,8 +499,7 @@ func (d driver) Held(ctx context.Context, q claims.Queue, s *claims.Session, e c
 // 1 s apart.
 func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done <-chan struct{}) {
 	c, l := d.c, s.Ref().(*lease)
-	ctx, cancel := context.WithCancel(l.lostCtx)
-	stop := context.AfterFunc(c.ctx, cancel)
+	ctx, cancel := backendkit.Linked(l.lostCtx, c.ctx)
 	go func() {
 		select {
 		case <-done:
@@ -507,7 +508,6 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 		cancel()
 	}()
 	go func() {
-		defer stop()
 		defer cancel()
 		w := &stream{c: c, ctx: ctx, key: e.Key, path: q.Path, rev: e.Token}
 		w.open(e.Token + 1)

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/claims"
 )
 
@@ -58,10 +59,11 @@ type lease struct {
 	id   clientv3.LeaseID
 	ttl  time.Duration // as granted by etcd
 	done chan struct{} // closed once the lease is lost
-	// lostCtx is cancelled with done, just before it is closed: bind
-	// waits for it with a context's AfterFunc (no goroutine of its own),
-	// and the claims' contexts (a lock's Done, leadership contexts) are
-	// its children, so they end within markLost.
+	// lostCtx is cancelled with done, just before it is closed: the
+	// requests made on the lease's behalf are linked to it (see
+	// backendkit.Linked: no goroutine of their own), and the claims'
+	// contexts (a lock's Done, leadership contexts) are its children, so
+	// they end within markLost.
 	lostCtx context.Context
 	lostNow context.CancelFunc
 	once    sync.Once
@@ -139,19 +141,6 @@ func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 	if d := sent.Add(ttl - SafetyMargin(ttl)); d.After(l.deadline) {
 		l.deadline = d
 		l.timer.Reset(time.Until(d))
-	}
-}
-
-// bind returns a context derived from ctx that is also cancelled once the
-// lease is lost, for the requests made on the lease's behalf (putting and
-// waiting for an entry): a request stuck on a cut-off connection must not
-// outlast the lease.
-func (l *lease) bind(ctx context.Context) (context.Context, context.CancelFunc) {
-	bctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(l.lostCtx, cancel)
-	return bctx, func() {
-		stop()
-		cancel()
 	}
 }
 
@@ -348,7 +337,7 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 	// retry attempts op again after err until it is done.
 	retry := func(err error) {
 		backoff := 50 * time.Millisecond
-		for err != nil && !c.isClosed() && c.sleep(c.ctx, backoff) {
+		for err != nil && !c.isClosed() && backendkit.Sleep(c.ctx, backoff) {
 			err = attempt()
 			backoff = min(2*backoff, 2*time.Second)
 		}

@@ -71,15 +71,9 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 // sleep waits d; it returns false at once when ctx ends or the Conn
 // closes first.
 func (c *Conn) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	case <-c.ctx.Done():
-	}
-	return false
+	lctx, cancel := backendkit.Linked(ctx, c.ctx)
+	defer cancel()
+	return backendkit.Sleep(lctx, d)
 }
 
 // errConnClosed is what driver requests return once the Conn is closed.
@@ -119,12 +113,7 @@ func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry
 // watchContext returns a context for watches made for ctx: it asks for a
 // member with a leader and ends with ctx, with the Conn, or at cancel.
 func (c *Conn) watchContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	stop := context.AfterFunc(c.ctx, cancel)
-	return wctx, func() {
-		stop()
-		cancel()
-	}
+	return backendkit.Linked(clientv3.WithRequireLeader(ctx), c.ctx)
 }
 
 // errRewatch tells a wait that the watch ended for a reason that a new
