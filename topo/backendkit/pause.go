@@ -8,8 +8,9 @@ import (
 // Sleep waits for d or until ctx ends, whichever comes first, and reports
 // whether ctx is still live (false: it ended, the wait was cut short).
 // Backends use it between the retries of a failed store request
-// (consultopo's watches, lock waits and queue clean-ups). Safe for
-// concurrent use.
+// (consultopo's watches, lock waits and queue clean-ups; etcd2topo's
+// watches, queue waits, keepalives and clean-ups). Safe for concurrent
+// use.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
