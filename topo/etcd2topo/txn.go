@@ -213,7 +213,7 @@ func (t *txnPlan) build(c *Conn) {
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
 			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
 		case topo.TxnUpdate:
-			if conditional(op) {
+			if backendkit.TxnConditioned(op) {
 				t.cmps = append(t.cmps, versionIs(k, op.Version))
 			}
 			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
@@ -225,7 +225,7 @@ func (t *txnPlan) build(c *Conn) {
 			}
 			t.then = append(t.then, clientv3.OpDelete(k))
 		}
-		if _, dup := t.read[k]; conditional(op) && !dup {
+		if _, dup := t.read[k]; backendkit.TxnConditioned(op) && !dup {
 			t.read[k] = len(t.reads)
 			t.reads = append(t.reads, failureRead{key: k, withValues: t.guards[i] != nil && t.guards[i].withValue})
 		}
@@ -271,41 +271,18 @@ func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 // failureNow is the diagnosis after compaction, from the current state
 // in resp: the first op whose condition does not hold now, or, when every
 // one does (the state changed back since), the first op whose condition
-// could have failed, with the code its kind fails with (condCode).
+// could have failed, with the code its kind fails with
+// (backendkit.TxnConditionCode).
 func (t *txnPlan) failureNow(resp *clientv3.TxnResponse) error {
 	if err := t.failure(resp); err != nil {
 		return err
 	}
 	for i, op := range t.ops {
-		if _, compared := t.read[t.keys[i]]; compared && conditional(op) {
-			return backendkit.TxnFailed(op, condCode(op))
+		if _, compared := t.read[t.keys[i]]; compared && backendkit.TxnConditioned(op) {
+			return backendkit.TxnFailed(op, backendkit.TxnConditionCode(op))
 		}
 	}
 	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed with no condition"))
-}
-
-// conditional reports whether op has a condition: all but an UpdateOp
-// without a version.
-func conditional(op backendkit.TxnOp) bool {
-	return op.Kind != topo.TxnUpdate || op.Version != backendkit.AnyVersion
-}
-
-// condCode is the code op fails with when its condition does not hold
-// and the state it failed on is unknown.
-func condCode(op backendkit.TxnOp) topo.ErrorCode {
-	switch op.Kind {
-	case topo.TxnIfAbsent, topo.TxnCreate:
-		return topo.NodeExists
-	case topo.TxnIfPresent:
-		return topo.NoNode
-	case topo.TxnIfHeld:
-		return topo.LockLost
-	case topo.TxnDelete:
-		if op.Version == backendkit.AnyVersion {
-			return topo.NoNode
-		}
-	}
-	return topo.BadVersion
 }
 
 // failure returns the *topo.TxnError of the first op whose condition
@@ -314,12 +291,13 @@ func condCode(op backendkit.TxnOp) topo.ErrorCode {
 func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	for i, op := range t.ops {
 		j, compared := t.read[t.keys[i]]
-		if !compared || !conditional(op) {
+		if !compared || !backendkit.TxnConditioned(op) {
 			continue
 		}
 		var kv *mvccpb.KeyValue
+		var rev int64 // the key's ModRevision, if it is there
 		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
-			kv = kvs[0]
+			kv, rev = kvs[0], kvs[0].ModRevision
 		}
 		if g := t.guards[i]; g != nil {
 			if !g.held || g.gone(kv) {
@@ -327,27 +305,11 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 			}
 			continue
 		}
-		if code, failed := opFails(op, kv); failed {
+		if code, failed := backendkit.TxnConditionFails(op, kv != nil, rev); failed {
 			return backendkit.TxnFailed(op, code)
 		}
 	}
 	return nil
-}
-
-// opFails evaluates the condition of op (not an IfHeld) on kv, its key as
-// the failed transaction read it (nil: absent): an op at a version fails
-// with NoNode on an absent key, otherwise with condCode.
-func opFails(op backendkit.TxnOp, kv *mvccpb.KeyValue) (topo.ErrorCode, bool) {
-	switch code := condCode(op); code {
-	case topo.NodeExists:
-		return code, kv != nil
-	case topo.NoNode:
-		return code, kv == nil
-	}
-	if kv == nil {
-		return topo.NoNode, true
-	}
-	return topo.BadVersion, op.Version == 0 || kv.ModRevision != op.Version
 }
 
 // checkTxnSize returns backendkit.TxnTooLarge's error when t exceeds the
