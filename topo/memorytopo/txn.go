@@ -98,49 +98,24 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 // fails with. Call with c.s.mu held for writing.
 func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 	n := c.files[op.Path] // the node of every file and placed entry
-	switch op.Kind {
-	case topo.TxnIfHeld:
+	fs := stateOf(n)      // an entry counts as present, but for a DeleteOp
+	switch {
+	case op.Kind == topo.TxnIfHeld:
 		if !c.s.held(op.Fence) {
 			return topo.NewError(topo.LockLost, op.Path)
 		}
-	case topo.TxnIfVersion:
-		fs := stateOf(n)
-		switch {
-		case fs == nil:
-			return topo.NewError(topo.NoNode, op.Path)
-		case fs.version != op.Version:
-			return topo.NewError(topo.BadVersion, op.Path)
-		}
-	case topo.TxnIfAbsent:
-		if stateOf(n) != nil {
-			return topo.NewError(topo.NodeExists, op.Path)
-		}
-	case topo.TxnIfPresent:
-		if stateOf(n) == nil {
-			return topo.NewError(topo.NoNode, op.Path)
-		}
-	// The writes: Create, Update and Delete's own conditions.
-	case topo.TxnCreate:
-		if n != nil && (n.file.Load() != nil || n.entry != nil) {
-			return topo.NewError(topo.NodeExists, op.Path)
-		}
-	case topo.TxnUpdate:
-		switch {
-		case n != nil && n.entry != nil:
-			return backendkit.Wrap(topo.NodeExists, op.Path, errEphemeral)
-		case op.Version == backendkit.AnyVersion:
-		case n == nil || n.file.Load() == nil:
-			return topo.NewError(topo.NoNode, op.Path)
-		case n.file.Load().version != op.Version:
-			return topo.NewError(topo.BadVersion, op.Path)
-		}
-	case topo.TxnDelete:
-		switch {
-		case n == nil || n.file.Load() == nil:
-			return topo.NewError(topo.NoNode, op.Path)
-		case op.Version != backendkit.AnyVersion && n.file.Load().version != op.Version:
-			return topo.NewError(topo.BadVersion, op.Path)
-		}
+		return nil
+	case op.Kind == topo.TxnUpdate && n != nil && n.entry != nil:
+		return backendkit.Wrap(topo.NodeExists, op.Path, errEphemeral)
+	case op.Kind == topo.TxnDelete && n != nil:
+		fs = n.file.Load() // DeleteOp deletes files only
+	}
+	var version int64
+	if fs != nil {
+		version = fs.version
+	}
+	if code, failed := backendkit.TxnConditionFails(op, fs != nil, version); failed {
+		return topo.NewError(code, op.Path)
 	}
 	return nil
 }
