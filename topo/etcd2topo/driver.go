@@ -84,18 +84,6 @@ func entryOf(kv *mvccpb.KeyValue) claims.Entry {
 	return claims.Entry{Token: kv.ModRevision, Key: string(kv.Key), Session: leaseName(kv.Lease), Contents: string(kv.Value)}
 }
 
-// entries returns the entries of queue prefix in kvs, oldest first.
-func entries(kvs []*mvccpb.KeyValue, prefix string) []*mvccpb.KeyValue {
-	var out []*mvccpb.KeyValue
-	for _, kv := range kvs {
-		if queueEntry(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	slices.SortFunc(out, func(a, b *mvccpb.KeyValue) int { return int(a.ModRevision - b.ModRevision) })
-	return out
-}
-
 // stillOurs reports whether kv (a read or an event of e's key; nil:
 // absent) still shows e on lease l: created at its token, on l, and, in
 // the Vitess layout, never rewritten since.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -121,10 +122,14 @@ func (d driver) vitessHead(ctx context.Context, q claims.Queue) (head claims.Ent
 	if err != nil {
 		return head, false, 0, err
 	}
-	queue := entries(resp.Responses[0].GetResponseRange().Kvs, prefix)
-	ok = len(queue) > 0
+	var kv *mvccpb.KeyValue // the oldest entry
+	for _, x := range resp.Responses[0].GetResponseRange().Kvs {
+		if queueEntry(x, prefix) && (kv == nil || x.ModRevision < kv.ModRevision) {
+			kv = x
+		}
+	}
+	ok = kv != nil
 	if ok {
-		kv := queue[0]
 		head = entryOf(kv)
 		vkey := c.valueKey(q, head.Key)
 		for _, val := range resp.Responses[1].GetResponseRange().Kvs {
