@@ -538,13 +538,7 @@ func (c *Conn) freeKey(key string) {
 	c.mu.Unlock()
 }
 
-// MapError implements claims.Driver (convertError).
+// MapError implements claims.Driver (convertError; ctx may be nil).
 func (d driver) MapError(ctx context.Context, err error, path string) error {
-	if err == nil {
-		return nil
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	return d.c.convertError(ctx, err, path)
 }
