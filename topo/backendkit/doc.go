@@ -7,7 +7,10 @@
 // pieces that several backends share: OrDefault (Options defaults),
 // MergeEntries (listings of stores of flat keys), Snapshot and Stamp
 // (recursive watches), ConditionsFirst (transactions of stores that run
-// their requests in sequence).
+// their requests in sequence), TxnConditionFails (a transaction op's
+// condition evaluated on its path's state, for backends that read or hold
+// that state), Linked, Sleep and Send (contexts, pauses and sends that
+// end with a Conn).
 //
 // Every backend in this module (memorytopo, etcd2topo, zk2topo,
 // consultopo) and the template under examples/templatetopo use it the same
