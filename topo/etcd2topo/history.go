@@ -21,11 +21,15 @@ import (
 // with PermissionDenied when the user may not read the keys. When the
 // watch breaks (no leader, a member gone) it returns Unavailable with
 // next, the revision to resume from (the one after the last change
-// reported). Safe for concurrent use.
+// reported). Close ends it with Interrupted; on a closed Conn it fails
+// with Closed. Safe for concurrent use.
 func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev int64, fn func(backendkit.RevisionEvent) error) (next int64, err error) {
+	if err := c.closedErr("/" + p); err != nil {
+		return rev, err
+	}
 	key := c.key(p)
 	next = rev
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := c.watchContext(ctx)
 	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithRev(next)}
 	if prefix {
@@ -59,11 +63,14 @@ func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev
 	if ctx.Err() != nil {
 		return next, nil
 	}
+	if c.isClosed() {
+		return next, backendkit.Wrap(topo.Interrupted, "/"+p, errors.New("connection closed"))
+	}
 	if isPermanent(werr) { // any of etcd's auth refusals (authErrors)
 		return next, backendkit.Wrap(topo.PermissionDenied, "/"+p, werr)
 	}
 	if werr == nil {
 		werr = errors.New("the watch channel closed")
 	}
-	return next, backendkit.Wrap(topo.Unavailable, p, werr)
+	return next, backendkit.Wrap(topo.Unavailable, "/"+p, werr)
 }
