@@ -584,3 +584,39 @@ func TestEntryWritesFailAsTheirTxnOps(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryConditions evaluates conditions on a lock's and a candidate's
+// entry through a Conn rooted at their queue's directory: an entry counts
+// as present at the version Get reads (IfPresent and IfVersion at that
+// version hold, and the transaction's write is applied), IfAbsent fails
+// with NodeExists and IfVersion at another version with BadVersion.
+func TestEntryConditions(t *testing.T) {
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	other, err := c.Create(ctx, "q/f", []byte("x"))
+	require.NoError(t, err)
+	_, err = c.Lock(ctx, "q", "holder")
+	require.NoError(t, err)
+	_, err = participate(t, c, "el", "one").Campaign(ctx, []byte("v"))
+	require.NoError(t, err)
+	for _, dir := range []string{"/root/q/locks", "/root/elections/el"} {
+		q, err := f.NewConn("mem", dir)
+		require.NoError(t, err)
+		t.Cleanup(q.Close)
+		names, err := q.ListDir(ctx, "", false)
+		require.NoError(t, err)
+		require.Len(t, names, 1, dir)
+		name := names[0].Name
+		_, ver, err := q.Get(ctx, name)
+		require.NoError(t, err)
+		_, err = q.Txn(ctx, topo.IfPresent(name), topo.IfVersion(name, ver), topo.CreateOp("written", nil))
+		require.NoError(t, err, dir)
+		_, _, err = q.Get(ctx, "written")
+		require.NoError(t, err, dir)
+		_, err = q.Txn(ctx, topo.IfAbsent(name), topo.UpdateOp("written", nil, nil))
+		requireTxnErr(t, err, 0, topo.TxnIfAbsent, topo.NodeExists)
+		_, err = q.Txn(ctx, topo.IfVersion(name, other), topo.UpdateOp("written", nil, nil))
+		requireTxnErr(t, err, 0, topo.TxnIfVersion, topo.BadVersion)
+	}
+}
