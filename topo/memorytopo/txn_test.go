@@ -532,6 +532,45 @@ func TestTxnConcurrentWithUpdates(t *testing.T) {
 	require.Equal(t, strconv.Itoa(workers*incs), string(by))
 }
 
+// queueEntry is a lock's or a candidate's entry seen as a file through a
+// Conn rooted at its queue's directory.
+type queueEntry struct {
+	dir      string // the Conn's root
+	q        *memorytopo.Conn
+	name     string // the entry's path under the root
+	contents []byte
+	ver      topo.Version
+}
+
+// queueEntries locks "q" (which holds the file q/f) and has "one" lead
+// the election "el" on a Conn of a new store, and returns both entries
+// and the version of q/f.
+func queueEntries(t *testing.T, ctx context.Context) ([]queueEntry, topo.Version) {
+	t.Helper()
+	f := memorytopo.NewFactory()
+	c := newConn(t, f)
+	fileVer, err := c.Create(ctx, "q/f", []byte("x"))
+	require.NoError(t, err)
+	_, err = c.Lock(ctx, "q", "holder")
+	require.NoError(t, err)
+	_, err = participate(t, c, "el", "one").Campaign(ctx, []byte("v"))
+	require.NoError(t, err)
+	var out []queueEntry
+	for _, dir := range []string{"/root/q/locks", "/root/elections/el"} {
+		q, err := f.NewConn("mem", dir)
+		require.NoError(t, err)
+		t.Cleanup(q.Close)
+		names, err := q.ListDir(ctx, "", false)
+		require.NoError(t, err)
+		require.Len(t, names, 1, dir)
+		e := queueEntry{dir: dir, q: q, name: names[0].Name}
+		e.contents, e.ver, err = q.Get(ctx, e.name)
+		require.NoError(t, err)
+		out = append(out, e)
+	}
+	return out, fileVer
+}
+
 // TestEntryWritesFailAsTheirTxnOps writes onto a lock's and a candidate's
 // entry through a Conn rooted at their queue's directory, where an entry
 // reads as a file: Create, Update (with and without a version) and
@@ -540,24 +579,9 @@ func TestTxnConcurrentWithUpdates(t *testing.T) {
 // entry is left as it was.
 func TestEntryWritesFailAsTheirTxnOps(t *testing.T) {
 	ctx := testCtx(t)
-	f := memorytopo.NewFactory()
-	c := newConn(t, f)
-	_, err := c.Create(ctx, "q/f", []byte("x"))
-	require.NoError(t, err)
-	_, err = c.Lock(ctx, "q", "holder")
-	require.NoError(t, err)
-	_, err = participate(t, c, "el", "one").Campaign(ctx, []byte("v"))
-	require.NoError(t, err)
-	for _, dir := range []string{"/root/q/locks", "/root/elections/el"} {
-		q, err := f.NewConn("mem", dir)
-		require.NoError(t, err)
-		t.Cleanup(q.Close)
-		names, err := q.ListDir(ctx, "", false)
-		require.NoError(t, err)
-		require.Len(t, names, 1, dir)
-		name := names[0].Name
-		want, ver, err := q.Get(ctx, name)
-		require.NoError(t, err)
+	entries, _ := queueEntries(t, ctx)
+	for _, e := range entries {
+		q, name, ver := e.q, e.name, e.ver
 		cases := []struct {
 			code  topo.ErrorCode
 			write func() error
@@ -576,10 +600,10 @@ func TestEntryWritesFailAsTheirTxnOps(t *testing.T) {
 			requireTxnErr(t, txnErr, 0, tc.op.Kind, tc.code)
 			var te *topo.TxnError
 			require.ErrorAs(t, txnErr, &te)
-			require.Equal(t, err.Error(), te.Err.Error(), "%s %v", dir, tc.op.Kind)
+			require.Equal(t, err.Error(), te.Err.Error(), "%s %v", e.dir, tc.op.Kind)
 			got, gotVer, err := q.Get(ctx, name)
 			require.NoError(t, err)
-			require.Equal(t, want, got)
+			require.Equal(t, e.contents, got)
 			require.Equal(t, ver, gotVer)
 		}
 	}
@@ -592,31 +616,15 @@ func TestEntryWritesFailAsTheirTxnOps(t *testing.T) {
 // with NodeExists and IfVersion at another version with BadVersion.
 func TestEntryConditions(t *testing.T) {
 	ctx := testCtx(t)
-	f := memorytopo.NewFactory()
-	c := newConn(t, f)
-	other, err := c.Create(ctx, "q/f", []byte("x"))
-	require.NoError(t, err)
-	_, err = c.Lock(ctx, "q", "holder")
-	require.NoError(t, err)
-	_, err = participate(t, c, "el", "one").Campaign(ctx, []byte("v"))
-	require.NoError(t, err)
-	for _, dir := range []string{"/root/q/locks", "/root/elections/el"} {
-		q, err := f.NewConn("mem", dir)
-		require.NoError(t, err)
-		t.Cleanup(q.Close)
-		names, err := q.ListDir(ctx, "", false)
-		require.NoError(t, err)
-		require.Len(t, names, 1, dir)
-		name := names[0].Name
-		_, ver, err := q.Get(ctx, name)
-		require.NoError(t, err)
-		_, err = q.Txn(ctx, topo.IfPresent(name), topo.IfVersion(name, ver), topo.CreateOp("written", nil))
-		require.NoError(t, err, dir)
-		_, _, err = q.Get(ctx, "written")
-		require.NoError(t, err, dir)
-		_, err = q.Txn(ctx, topo.IfAbsent(name), topo.UpdateOp("written", nil, nil))
+	entries, other := queueEntries(t, ctx)
+	for _, e := range entries {
+		_, err := e.q.Txn(ctx, topo.IfPresent(e.name), topo.IfVersion(e.name, e.ver), topo.CreateOp("written", nil))
+		require.NoError(t, err, e.dir)
+		_, _, err = e.q.Get(ctx, "written")
+		require.NoError(t, err, e.dir)
+		_, err = e.q.Txn(ctx, topo.IfAbsent(e.name), topo.UpdateOp("written", nil, nil))
 		requireTxnErr(t, err, 0, topo.TxnIfAbsent, topo.NodeExists)
-		_, err = q.Txn(ctx, topo.IfVersion(name, other), topo.UpdateOp("written", nil, nil))
+		_, err = e.q.Txn(ctx, topo.IfVersion(e.name, other), topo.UpdateOp("written", nil, nil))
 		requireTxnErr(t, err, 0, topo.TxnIfVersion, topo.BadVersion)
 	}
 }
