@@ -3,9 +3,7 @@ package consultopo
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -174,28 +172,9 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// consulCPU returns the agent process's CPU time so far (utime+stime of
-// /proc/<pid>/stat, in clock ticks of 10 ms), 0 when it cannot be read.
+// consulCPU returns the agent process's CPU time so far, 0 when it cannot
+// be read.
 func consulCPU() time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", agent.Pid()))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces: fields count from the
-	// closing parenthesis.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	d, _ := agent.CPUTime()
+	return d
 }
