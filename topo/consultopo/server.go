@@ -334,6 +334,10 @@ type Conn struct {
 	// in queues (see waiter).
 	waiters map[string]*waiter
 	preds   map[string]*waiter
+	// tailDrops holds, by the token of the acquire that started it, each
+	// tail drop still running in the background (dropTailLater), closed
+	// when it is over.
+	tailDrops map[uint64]chan struct{}
 }
 
 // keySet is a set of keys, safe for concurrent use; the zero value is
@@ -475,6 +479,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		sessions:  map[*session]struct{}{},
 		waiters:   map[string]*waiter{},
 		preds:     map[string]*waiter{},
+		tailDrops: map[uint64]chan struct{}{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
