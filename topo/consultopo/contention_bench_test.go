@@ -27,6 +27,9 @@ import (
 //     acquisition, all contenders together;
 //   - consul-cpu-us/acq: the agent's CPU time per acquisition, from
 //     /proc/<pid>/stat (0 where that cannot be read);
+//   - rt/acq: HTTP requests to the agent per acquisition, every
+//     contender's (see rtCounter: blocking queries and session renewals
+//     count);
 //   - ever-acquired: how many of the n contenders acquired at least once
 //     in the window (with a fair order, all of them once 3n acquisitions
 //     were counted);
@@ -59,9 +62,11 @@ func contentionRow(b *testing.B, kind string, n int) {
 	opts := testOptions()
 	opts.WatchPollDuration = time.Minute
 	conns := make([]*Conn, n)
+	var rt rtCounter
 	for i := range conns {
 		c, err := NewConn(opts, root)
 		require.NoError(b, err)
+		rt.hook(c.transport)
 		conns[i] = c
 	}
 	defer func() {
@@ -117,7 +122,7 @@ func contentionRow(b *testing.B, kind string, n int) {
 	for i := range counts {
 		base[i] = counts[i].Load()
 	}
-	cpu0, consul0 := selfCPU(), consulCPU()
+	cpu0, consul0, rt0 := selfCPU(), consulCPU(), rt.load()
 	start := time.Now()
 	measuring.Store(true)
 	select {
@@ -126,7 +131,7 @@ func contentionRow(b *testing.B, kind string, n int) {
 	}
 	measuring.Store(false)
 	elapsed := time.Since(start)
-	cpu, consul := selfCPU()-cpu0, consulCPU()-consul0
+	cpu, consul, requests := selfCPU()-cpu0, consulCPU()-consul0, rt.load()-rt0
 	cancel()
 	var sum int64
 	minAcq, ever := int64(-1), 0
@@ -150,6 +155,7 @@ func contentionRow(b *testing.B, kind string, n int) {
 	b.ReportMetric(float64(sum)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(sum), "cpu-us/acq")
 	b.ReportMetric(float64(consul.Microseconds())/float64(sum), "consul-cpu-us/acq")
+	b.ReportMetric(float64(requests)/float64(sum), "rt/acq")
 	b.ReportMetric(float64(ever), "ever-acquired")
 	b.ReportMetric(float64(minAcq), "min-acq")
 }
