@@ -16,21 +16,28 @@ import (
 // sub-benchmark of its own, one after the other in the same run. It
 // reports acquisitions per second (acq/s), the process's CPU time per
 // acquisition (cpu-ms/acq: user and system from getrusage, the embedded
-// etcd included, and on zk the ZooKeeper server's JVM too) and how many
+// etcd included, on zk the ZooKeeper server's JVM and on consul the
+// agent too; server-cpu-ms/acq is the server's part of it) and how many
 // contenders acquired while measured (acquirers). Consul's and zk's
 // Vitess contenders may take long to all acquire once at n = 300: run
 // those rows on their own, e.g. -bench 'Contention/zk'.
 func BenchmarkContention(b *testing.B) {
 	for _, s := range stores() {
 		server := func() time.Duration { return 0 }
-		if s.name == "zk" {
+		switch s.name {
+		case "zk":
 			server = func() time.Duration {
 				d, _ := zkServer.CPUTime()
 				return d
 			}
+		case "consul":
+			server = func() time.Duration {
+				d, _ := consulAgent.CPUTime()
+				return d
+			}
 		}
 		for _, kind := range []string{"lock", "election"} {
-			for _, n := range []int{10, 300} {
+			for _, n := range []int{10, 100, 300} {
 				for _, lib := range []string{"vitess", "topokit"} {
 					b.Run(fmt.Sprintf("%s/%s/n=%d/%s", s.name, kind, n, lib), func(b *testing.B) {
 						vt, tk := s.open(b, 10)
@@ -113,7 +120,8 @@ func contend(b *testing.B, sides []*side, kind string, n int, server func() time
 	}
 	seen := make([]bool, n)
 	acquirers, iters := 0, 0
-	cpu0 := cpuTime() + server()
+	server0 := server()
+	cpu0 := cpuTime() + server0
 	t0 := time.Now()
 	for b.Loop() {
 		i := next()
@@ -123,9 +131,11 @@ func contend(b *testing.B, sides []*side, kind string, n int, server func() time
 			acquirers++
 		}
 	}
-	elapsed, cpu := time.Since(t0), cpuTime()+server()-cpu0
+	serverCPU := server() - server0
+	elapsed, cpu := time.Since(t0), cpuTime()+server0+serverCPU-cpu0
 	b.ReportMetric(float64(iters)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(iters), "cpu-ms/acq")
+	b.ReportMetric(float64(serverCPU.Microseconds())/1000/float64(iters), "server-cpu-ms/acq")
 	b.ReportMetric(float64(acquirers), "acquirers")
 }
 

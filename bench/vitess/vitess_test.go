@@ -49,6 +49,10 @@ var etcdAddr, zkAddr, consulAddr string
 // in BenchmarkContention).
 var zkServer *zktest.Server
 
+// consulAgent is the Consul agent behind consulAddr (its CPU time counts in
+// BenchmarkContention).
+var consulAgent *consultest.Agent
+
 var rootSeq atomic.Int64
 
 func TestMain(m *testing.M) {
@@ -82,6 +86,7 @@ func run(m *testing.M) int {
 	}
 	defer agent.Stop()
 	consulAddr = agent.Addr()
+	consulAgent = agent
 	return m.Run()
 }
 

@@ -334,7 +334,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 		}
 		if ok {
 			if kv := result(resp, key); kv != nil {
-				c.dropTail(actx, e.Key, resp)
+				c.dropTailLater(e.Key, kv.ModifyIndex, resp)
 				return grantedEntry(kv, sess.id, r.contents), nil
 			}
 			return claims.Entry{}, backendkit.Wrap(topo.Unavailable, q.Path, errors.New("lock transaction returned no result"))

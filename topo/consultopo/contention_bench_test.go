@@ -3,9 +3,7 @@ package consultopo
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,6 +27,9 @@ import (
 //     acquisition, all contenders together;
 //   - consul-cpu-us/acq: the agent's CPU time per acquisition, from
 //     /proc/<pid>/stat (0 where that cannot be read);
+//   - rt/acq: HTTP requests to the agent per acquisition, every
+//     contender's (see rtCounter: blocking queries and session renewals
+//     count);
 //   - ever-acquired: how many of the n contenders acquired at least once
 //     in the window (with a fair order, all of them once 3n acquisitions
 //     were counted);
@@ -61,9 +62,11 @@ func contentionRow(b *testing.B, kind string, n int) {
 	opts := testOptions()
 	opts.WatchPollDuration = time.Minute
 	conns := make([]*Conn, n)
+	var rt rtCounter
 	for i := range conns {
 		c, err := NewConn(opts, root)
 		require.NoError(b, err)
+		rt.hook(c.transport)
 		conns[i] = c
 	}
 	defer func() {
@@ -119,7 +122,7 @@ func contentionRow(b *testing.B, kind string, n int) {
 	for i := range counts {
 		base[i] = counts[i].Load()
 	}
-	cpu0, consul0 := selfCPU(), consulCPU()
+	cpu0, consul0, rt0 := selfCPU(), consulCPU(), rt.load()
 	start := time.Now()
 	measuring.Store(true)
 	select {
@@ -128,7 +131,7 @@ func contentionRow(b *testing.B, kind string, n int) {
 	}
 	measuring.Store(false)
 	elapsed := time.Since(start)
-	cpu, consul := selfCPU()-cpu0, consulCPU()-consul0
+	cpu, consul, requests := selfCPU()-cpu0, consulCPU()-consul0, rt.load()-rt0
 	cancel()
 	var sum int64
 	minAcq, ever := int64(-1), 0
@@ -152,6 +155,7 @@ func contentionRow(b *testing.B, kind string, n int) {
 	b.ReportMetric(float64(sum)/elapsed.Seconds(), "acq/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(sum), "cpu-us/acq")
 	b.ReportMetric(float64(consul.Microseconds())/float64(sum), "consul-cpu-us/acq")
+	b.ReportMetric(float64(requests)/float64(sum), "rt/acq")
 	b.ReportMetric(float64(ever), "ever-acquired")
 	b.ReportMetric(float64(minAcq), "min-acq")
 }
@@ -174,28 +178,9 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// consulCPU returns the agent process's CPU time so far (utime+stime of
-// /proc/<pid>/stat, in clock ticks of 10 ms), 0 when it cannot be read.
+// consulCPU returns the agent process's CPU time so far, 0 when it cannot
+// be read.
 func consulCPU() time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", agent.Pid()))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces: fields count from the
-	// closing parenthesis.
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	d, _ := agent.CPUTime()
+	return d
 }

@@ -190,8 +190,8 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	return backendkit.LockNeedsFiles(dir, isFile)
 }
 
-// Delete implements claims.Driver. A granted entry: one transaction
-// checking that the store key still has the acquire's ModifyIndex (so a
+// Delete implements claims.Driver. A granted entry: once the tail drop
+// its acquire started is over (awaitTailDrop), one transaction checking that the store key still has the acquire's ModifyIndex (so a
 // key another holder acquired since, or another tool wrote, is never
 // deleted) and deleting it, with an election's value key; when the check
 // fails, a key another tool wrote that is still bound to the session is
@@ -204,6 +204,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 	var err error
 	if e.Granted {
 		key, _ := splitGranted(e)
+		c.awaitTailDrop(ctx, uint64(e.Token))
 		err = c.deleteKey(ctx, q, key, uint64(e.Token), sess)
 		if err == claims.ErrNotHeld {
 			c.freeOverwritten(q, key, uint64(e.Token), sess)
@@ -296,7 +297,9 @@ func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) err
 		{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tailOf(key)}},
 	})
 	if err == nil {
-		c.dropTail(ctx, key, resp)
+		if tail := namedTail(key, resp); tail != nil {
+			c.dropTail(ctx, tail)
+		}
 	}
 	return err
 }

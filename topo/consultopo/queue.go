@@ -39,8 +39,9 @@ import (
 //     next waiter and no other: a handover costs a constant number of
 //     requests whatever the queue's length;
 //   - a contender that gives up deletes its entry (retried until it is
-//     gone or its session ends); the last entry's acquire or give-up also
-//     deletes the tail key while it names that entry.
+//     gone or its session ends); the last entry's acquire (in the
+//     background, before its release) or give-up also deletes the tail
+//     key while it names that entry.
 //
 // The queue is an order only: exclusion is the lock key's acquire
 // transaction. Vitess's contenders do not queue: they race the head at
@@ -130,19 +131,69 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 	return claims.Entry{Token: int64(kv.CreateIndex), Key: ekey, Session: qsess.id, Contents: contents, Value: value}, nil
 }
 
-// dropTail deletes the tail key of the queue of the entry key when it
-// still names that entry as resp (a transaction that read it) shows it, so
-// that a queue left empty leaves no key behind. A failure is left alone:
-// the tail's session deletes it in the end.
-func (c *Conn) dropTail(ctx context.Context, key string, resp *api.TxnResponse) {
+// namedTail returns the tail key of the queue of the entry key as resp (a
+// transaction that read it) shows it, when it names that entry; nil when
+// it does not.
+func namedTail(key string, resp *api.TxnResponse) *api.KVPair {
 	tail := result(resp, tailOf(key))
 	if tail == nil || string(tail.Value) != key {
-		return
+		return nil
 	}
+	return tail
+}
+
+// dropTail deletes tail (see namedTail) unless it changed since it was
+// read, so that a queue left empty leaves no key behind. A failure is
+// left alone: the tail's session deletes it in the end.
+func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
 	_, _, _ = c.txn(ctx, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: tail.Key, Index: tail.ModifyIndex}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: tail.Key}},
 	})
+}
+
+// dropTailLater runs dropTail, for the tail that the acquire at token of
+// the entry key read (resp) when it names that entry, in the background:
+// sent before the grant returned, it cost a waiter that was last in the
+// queue one round trip more between the release and its Lock's (or
+// WaitForLeadership's) return. The release of that grant waits for it
+// (awaitTailDrop), so that once the claim is released a queue left empty
+// has left no key, as before.
+func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
+	tail := namedTail(key, resp)
+	if tail == nil {
+		return
+	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.tailDrops[token] = done
+	c.mu.Unlock()
+	c.spawn(func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.tailDrops, token)
+			c.mu.Unlock()
+			close(done)
+		}()
+		ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+		defer cancel()
+		c.dropTail(ctx, tail)
+	})
+}
+
+// awaitTailDrop waits until the tail drop that the acquire at token
+// started (dropTailLater), if any, is over, or ctx ends.
+func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
+	c.mu.Lock()
+	done := c.tailDrops[token]
+	c.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // dropEntry deletes the queue entry key of sess, retrying in the

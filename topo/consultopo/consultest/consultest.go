@@ -380,6 +380,41 @@ func (a *Agent) Pid() int {
 	return a.cmd.Process.Pid
 }
 
+// CPUTime returns the CPU time (user and system, in steps of 10 ms, the
+// kernel's USER_HZ clock tick) the running agent process has used so far,
+// read from /proc/<pid>/stat, for benchmarks that count the agent's CPU
+// beside their own. It returns an error while the agent is stopped or when
+// /proc cannot be read (not Linux). It is safe for concurrent use.
+func (a *Agent) CPUTime() (time.Duration, error) {
+	pid := a.Pid()
+	if pid == 0 {
+		return 0, errors.New("consultest: the agent is not running")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields count from the
+	// closing parenthesis (state is field 3, utime 14 and stime 15).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("consultest: unexpected /proc stat")
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0, errors.New("consultest: unexpected /proc stat")
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(string(s), 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
 // HTTPSAddr returns the HTTPS address of an agent started with
 // AgentOptions.TLS, "127.0.0.1:PORT", and "" for any other agent. It stays
 // the same across Restart.
