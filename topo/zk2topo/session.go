@@ -217,9 +217,20 @@ func (s *zkSession) provablyAlive() bool {
 
 // watchdog gives the session up once it is past its safe window, before
 // the server may expire it and hand its locks and leadership to another.
+// Its first deadline comes with the server's first answer, which tells
+// the session timeout granted: it may be shorter than the one asked for
+// (TestHolderCutEarlyInItsSessionGivesUpFirst).
 func (s *zkSession) watchdog() {
 	defer s.c.bg.Done()
-	t := time.NewTimer(s.c.opts.SessionTimeout)
+	select {
+	case <-s.lost:
+		return
+	case <-s.c.closing:
+		return
+	case <-s.obs.answered:
+		// Never answered before: nothing could be held on it.
+	}
+	t := time.NewTimer(time.Until(s.safeUntil()))
 	defer t.Stop()
 	for {
 		select {
@@ -230,11 +241,6 @@ func (s *zkSession) watchdog() {
 		case <-t.C:
 		}
 		until := s.safeUntil()
-		if until.IsZero() {
-			// Never answered yet: nothing can be held on it.
-			t.Reset(s.c.opts.SessionTimeout / 4)
-			continue
-		}
 		if d := time.Until(until); d > 0 {
 			t.Reset(d)
 			continue
@@ -344,7 +350,10 @@ type sessionObserver struct {
 	waiters map[sentKey][]chan struct{}
 	proof   time.Time     // send time of the latest answered request
 	timeout time.Duration // negotiated session timeout
-	passwd  []byte        // the session's password, from the connect response
+	// answered is closed when proof is first set (the negotiated timeout
+	// is known then).
+	answered chan struct{}
+	passwd   []byte // the session's password, from the connect response
 
 	// resumeID (when not 0) and resumePw are the session the first
 	// connect request adopts (see resumeFrame); set before the first dial.
@@ -371,7 +380,7 @@ type sentKey struct {
 }
 
 func newSessionObserver(def time.Duration) *sessionObserver {
-	return &sessionObserver{timeout: def, waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
+	return &sessionObserver{timeout: def, answered: make(chan struct{}), waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
 		watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{}}
 }
 
@@ -395,6 +404,9 @@ func (o *sessionObserver) lastProof() (time.Time, time.Duration) {
 
 func (o *sessionObserver) proved(at time.Time) {
 	o.mu.Lock()
+	if o.proof.IsZero() {
+		close(o.answered)
+	}
 	if at.After(o.proof) {
 		o.proof = at
 	}
