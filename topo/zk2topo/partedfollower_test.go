@@ -12,11 +12,11 @@ import (
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
-// TestHolderOnPartedFollowerGivesUpFirst: a lock holder whose only server
-// is a follower parted from the leader (the client and that follower on
-// one side of a partition, the leader, the rest of the ensemble and a
-// waiter on the other) must see its lock end before the waiter is
-// granted. The follower keeps answering the holder's pings and reads from
+// TestHolderOnPartedFollowerGivesUpFirst: a lock holder and leader whose
+// only server is a follower parted from the leader (the client and that
+// follower on one side of a partition, the leader, the rest of the
+// ensemble and a waiter on the other) must see its lock and its term end
+// before the waiter is granted the lock and the other candidate leads. The follower keeps answering the holder's pings and reads from
 // its own copy until it notices that its leader is gone, while the leader,
 // hearing nothing of the session, expires it and hands the lock on: those
 // answers prove nothing about the session's life on the leader.
@@ -38,19 +38,36 @@ func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	ld, err := holder.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
 	done := ld.Done()
+	leader, err := holder.NewLeaderParticipation("e", "holder")
+	require.NoError(t, err)
+	defer leader.Stop()
+	lctx, err := leader.WaitForLeadership()
+	require.NoError(t, err)
+	// What a grant found of the parted holder's claim, the moment it was
+	// granted.
 	type result struct {
-		ld  topo.LockDescriptor
-		err error
+		ld     topo.LockDescriptor
+		err    error
+		parted bool // the parted holder's claim still live
 	}
 	got := make(chan result, 1)
 	go func() {
 		wl, err := waiter.Lock(ctx, "d", "waiter")
-		got <- result{wl, err}
+		got <- result{wl, err, !isClosed(done)}
+	}()
+	next, err := waiter.NewLeaderParticipation("e", "waiter")
+	require.NoError(t, err)
+	defer next.Stop()
+	led := make(chan result, 1)
+	go func() {
+		_, err := next.WaitForLeadership()
+		led <- result{err: err, parted: lctx.Err() == nil}
 	}()
 	require.Eventually(t, func() bool {
 		es, err := driver{holder}.Describe(ctx, claims.Queue{Path: "d"})
-		return err == nil && len(es) == 2
-	}, time.Minute, 10*time.Millisecond, "the waiter's entry never showed in the holder's follower")
+		cs, cerr := driver{holder}.Describe(ctx, claims.Queue{Path: "e", Election: true})
+		return err == nil && len(es) == 2 && cerr == nil && len(cs) == 2
+	}, time.Minute, 10*time.Millisecond, "the waiters' entries never showed in the holder's follower")
 	// The holder keeps reading, as a busy holder does; the follower
 	// answers from its own copy while it still takes itself for one.
 	reads, stopReads := context.WithCancel(ctx)
@@ -76,8 +93,14 @@ func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the waiter was not granted the lock of a holder parted from the leader")
 	}
-	parted := !isClosed(done)
 	require.NoError(t, r.err)
-	require.False(t, parted, "the waiter was granted the lock while the parted holder's Done was still open")
+	require.False(t, r.parted, "the waiter was granted the lock while the parted holder's Done was still open")
 	require.NoError(t, r.ld.Unlock(ctx))
+	select {
+	case r = <-led:
+	case <-ctx.Done():
+		t.Fatal("the other candidate never led after the parted leader's session ended")
+	}
+	require.NoError(t, r.err)
+	require.False(t, r.parted, "the other candidate led while the parted leader's context was still live")
 }
