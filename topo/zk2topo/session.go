@@ -511,6 +511,9 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 func (oc *observedConn) sentAt(b []byte, t time.Time) {
 	switch xid, op := reqHeader(b); {
 	case xid == pingXid:
+		if op != opSync {
+			t = time.Time{} // a ping pingAsSync did not rewrite: its answer proves nothing
+		}
 		oc.pings = append(oc.pings, t)
 	case xid > 0 && throughLeader(op):
 		oc.sent[xid] = t
