@@ -81,6 +81,13 @@ test-cluster:
 	$(GO) test $(TESTFLAGS) ./etcdcluster/
 	$(GO) test $(TESTFLAGS) -run '^TestServe(Cluster|SymmetricStart)$$' ./topoctl/
 
+## test-churn: contenders for one lock and one election, one cut off at
+## a time, on memorytopo, ZooKeeper and Consul (minutes;
+## not part of make test)
+.PHONY: test-churn
+test-churn: test-deps
+	TOPOKIT_CHURN=1 $(GO) test $(TESTFLAGS) -run '^TestExclusionUnderChurn$$' ./topo/memorytopo/ ./topo/zk2topo/ ./topo/consultopo/
+
 ## lint: gofmt and go vet
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -81,12 +81,20 @@
 //     lock's Done, cancels every leadership context on it and wakes its
 //     waiters, before the session reads as over (Check's LockLost, a
 //     waiting Lock giving up on it);
-//   - a session is given up once its latest answered request was sent more
-//     than (negotiated session timeout - Options.SafetyMargin) ago: from
-//     then on the server may expire it and hand its locks and leadership to
-//     another client, so the holder steps down first. The server heard from
-//     the session no earlier than that request's send time, and expires it
-//     no earlier than one session timeout after last hearing from it.
+//   - a session is given up once its latest request answered through the
+//     ensemble's leader was sent more than (negotiated session timeout -
+//     Options.SafetyMargin) ago: from then on the server may expire it and
+//     hand its locks and leadership to another client, so the holder steps
+//     down first. The leader, which expires sessions, heard from the
+//     session no earlier than that request's send time, and expires it no
+//     earlier than one session timeout after last hearing from it. Only
+//     writes, syncs and multis are answered through the leader (and the
+//     connect handshake, which the leader validates); a follower answers
+//     reads and pings from its own copy, also for a while after it lost
+//     its leader, so the client library's pings are sent as syncs of "/"
+//     (with the ping's xid, whose answer the library ignores). The first
+//     deadline comes with the server's first answer, which tells the
+//     session timeout granted (it may be shorter than the one asked for).
 //     Leadership also ends as soon as the connection drops (stepDown):
 //     the leading candidacy is given up, its entry removed once
 //     reconnected, and WaitForLeadership enters anew;

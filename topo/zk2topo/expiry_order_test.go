@@ -206,3 +206,48 @@ func TestServerClosedSessionReportedWithinMargin(t *testing.T) {
 	}
 	require.ErrorIs(t, l.Check(ctx), topo.LockLost)
 }
+
+// TestHolderCutEarlyInItsSessionGivesUpFirst: a Conn asks for a session
+// timeout longer than the server grants (the server's maximum is 4 s,
+// ZooKeeper's default of 20 ticks), takes a lock on its first session and
+// is cut off at once. The server expires the session one granted timeout after it last
+// heard from it and hands the lock to a waiter; when the waiter gets it,
+// the cut-off holder's Done must already be closed, however young its
+// session was and whatever timeout it asked for.
+func TestHolderCutEarlyInItsSessionGivesUpFirst(t *testing.T) {
+	server := zktest.StartWithMaxSessionTimeout(t, 20*zktest.TickTime)
+	root := freshRoot(t)
+	px, err := faultproxy.New(server)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	holder, err := NewConn(Options{Servers: []string{px.Addr()}, SessionTimeout: 30 * time.Second}, root)
+	require.NoError(t, err)
+	t.Cleanup(holder.Close)
+	t.Cleanup(px.Heal) // runs before holder.Close
+	waiter := openConn(t, []string{server}, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err = waiter.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+
+	ld, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	done := ld.Done()
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, "d", "waiter")
+		if err == nil {
+			defer func() { _ = l.Unlock(ctx) }()
+		}
+		got <- err
+	}()
+	px.Blackhole()
+	select {
+	case err = <-got:
+	case <-ctx.Done():
+		t.Fatal("the waiter never got the lock of the cut-off holder")
+	}
+	open := !isClosed(done)
+	require.NoError(t, err)
+	require.False(t, open, "the waiter got the lock while the cut-off holder's Done was still open")
+}

@@ -118,3 +118,13 @@ func (c *Conn) zkConn() *zk.Conn {
 	defer c.mu.Unlock()
 	return c.cur.zk
 }
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -2,6 +2,7 @@ package zk2topo
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -217,9 +218,20 @@ func (s *zkSession) provablyAlive() bool {
 
 // watchdog gives the session up once it is past its safe window, before
 // the server may expire it and hand its locks and leadership to another.
+// Its first deadline comes with the server's first answer, which tells
+// the session timeout granted: it may be shorter than the one asked for
+// (TestHolderCutEarlyInItsSessionGivesUpFirst).
 func (s *zkSession) watchdog() {
 	defer s.c.bg.Done()
-	t := time.NewTimer(s.c.opts.SessionTimeout)
+	select {
+	case <-s.lost:
+		return
+	case <-s.c.closing:
+		return
+	case <-s.obs.answered:
+		// Never answered before: nothing could be held on it.
+	}
+	t := time.NewTimer(time.Until(s.safeUntil()))
 	defer t.Stop()
 	for {
 		select {
@@ -230,11 +242,6 @@ func (s *zkSession) watchdog() {
 		case <-t.C:
 		}
 		until := s.safeUntil()
-		if until.IsZero() {
-			// Never answered yet: nothing can be held on it.
-			t.Reset(s.c.opts.SessionTimeout / 4)
-			continue
-		}
 		if d := time.Until(until); d > 0 {
 			t.Reset(d)
 			continue
@@ -280,19 +287,23 @@ func (c *Conn) margin(timeout time.Duration) time.Duration {
 // (xid, zxid, error code) and body (a watch event's: type, state, path).
 // The opcodes, event types and xids are ZooKeeper's.
 const (
-	opCreate       = 1
-	opDelete       = 2
-	opExists       = 3
-	opGetData      = 4
-	opGetChildren  = 8
-	opSync         = 9
-	opGetChildren2 = 12
-	opCheck        = 13
-	opMulti        = 14
-	opCreate2      = 15
-	opSetAuth      = 100 // sends the session's credentials
-	opSetWatches   = 101 // re-sets the library's watches on a new connection
-	opCloseSession = -11
+	opCreate          = 1
+	opDelete          = 2
+	opExists          = 3
+	opGetData         = 4
+	opSetData         = 5
+	opGetChildren     = 8
+	opSync            = 9
+	opPing            = 11
+	opGetChildren2    = 12
+	opCheck           = 13
+	opMulti           = 14
+	opCreate2         = 15
+	opCreateContainer = 19
+	opCreateTTL       = 21
+	opSetAuth         = 100 // sends the session's credentials
+	opSetWatches      = 101 // re-sets the library's watches on a new connection
+	opCloseSession    = -11
 
 	eventCreated         = 1
 	eventDeleted         = 2
@@ -344,7 +355,10 @@ type sessionObserver struct {
 	waiters map[sentKey][]chan struct{}
 	proof   time.Time     // send time of the latest answered request
 	timeout time.Duration // negotiated session timeout
-	passwd  []byte        // the session's password, from the connect response
+	// answered is closed when proof is first set (the negotiated timeout
+	// is known then).
+	answered chan struct{}
+	passwd   []byte // the session's password, from the connect response
 
 	// resumeID (when not 0) and resumePw are the session the first
 	// connect request adopts (see resumeFrame); set before the first dial.
@@ -371,7 +385,7 @@ type sentKey struct {
 }
 
 func newSessionObserver(def time.Duration) *sessionObserver {
-	return &sessionObserver{timeout: def, waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
+	return &sessionObserver{timeout: def, answered: make(chan struct{}), waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
 		watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{}}
 }
 
@@ -395,6 +409,9 @@ func (o *sessionObserver) lastProof() (time.Time, time.Duration) {
 
 func (o *sessionObserver) proved(at time.Time) {
 	o.mu.Lock()
+	if o.proof.IsZero() {
+		close(o.answered)
+	}
 	if at.After(o.proof) {
 		o.proof = at
 	}
@@ -461,9 +478,11 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	oc.wmu.Lock()
 	isFirst := oc.first.IsZero()
 	oc.wmu.Unlock()
+	asked := len(b)
 	if isFirst {
 		b = oc.o.resumeFrame(b)
 	} else {
+		b = pingAsSync(b)
 		if oc.o.nStat.Load() > 0 {
 			b = oc.asCreate2(b)
 		}
@@ -483,18 +502,56 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	if oc.o.n.Load() > 0 {
 		oc.o.written(b)
 	}
-	return n, err
+	return min(n, asked), err // a rewritten ping is longer than the library's
 }
 
 // sentAt records that the request frame b was written at t, for its
-// answer's proof (caller holds wmu).
+// answer's proof (caller holds wmu): a ping (sent as a sync, see
+// pingAsSync) or a request the leader answers (throughLeader).
 func (oc *observedConn) sentAt(b []byte, t time.Time) {
-	switch xid, _ := reqHeader(b); {
+	switch xid, op := reqHeader(b); {
 	case xid == pingXid:
+		if op != opSync {
+			t = time.Time{} // a ping pingAsSync did not rewrite: its answer proves nothing
+		}
 		oc.pings = append(oc.pings, t)
-	case xid > 0:
+	case xid > 0 && throughLeader(op):
 		oc.sent[xid] = t
 	}
+}
+
+// throughLeader reports whether a request of opcode op is answered only
+// after it reached the ensemble's leader (writes, sync, multi): only such
+// an answer proves that the session lives on the leader, which decides
+// its expiry. A follower answers reads (and pings) from its own copy,
+// also for a while after it lost its leader, while the leader, hearing
+// nothing of the session, expires it and hands its locks on
+// (TestHolderOnPartedFollowerGivesUpFirst).
+func throughLeader(op int32) bool {
+	switch op {
+	case opCreate, opDelete, opSetData, opSync, opCheck, opMulti, opCreate2, opCreateContainer, opCreateTTL:
+		return true
+	}
+	return false
+}
+
+// pingFrame is the library's ping request (length, xid -2, opcode 11);
+// syncPing is what the connection writes in its place: a sync of "/"
+// with the ping's xid. The server answers it with xid -2 once the leader
+// has (so the answer proves the session lives on the leader: see
+// throughLeader), and the library takes that answer for a ping's, as it
+// ignores every answer with xid -2.
+var (
+	pingFrame = []byte{0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, opPing}
+	syncPing  = []byte{0, 0, 0, 13, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, opSync, 0, 0, 0, 1, '/'}
+)
+
+// pingAsSync returns syncPing for the library's ping frame, b otherwise.
+func pingAsSync(b []byte) []byte {
+	if bytes.Equal(b, pingFrame) {
+		return syncPing
+	}
+	return b
 }
 
 // holdRequest keeps the request frame b back while the connection holds,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/topokit/topokit/internal/freeport"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // Ensemble is a ZooKeeper ensemble (QuorumPeerMain) of n nodes on
@@ -24,6 +25,10 @@ type Ensemble struct {
 	addrs []string // client addresses, by node index
 	peer  []int    // quorum port, by node index
 	elect []int    // leader election port, by node index
+	// links, when not nil, are the proxies node i reaches node j's quorum
+	// port through (links[i][j]; nil for i == j): see
+	// StartEnsembleWithLinks.
+	links [][]*faultproxy.Proxy
 
 	mu    sync.Mutex
 	procs []*process // nil while a node is stopped
@@ -35,6 +40,27 @@ type Ensemble struct {
 // elected), and kills every node in t.Cleanup. It fails the test when
 // ZooKeeper cannot be installed or started.
 func StartEnsemble(t testing.TB, n int) *Ensemble {
+	t.Helper()
+	return startEnsemble(t, n, false)
+}
+
+// StartEnsembleWithLinks is StartEnsemble with every node reaching every
+// other node's quorum port (the one a follower connects to its leader on)
+// through a fault proxy of its own, so that CutLink can part one follower
+// from its leader while both keep serving their clients. Its syncLimit
+// is partedSyncLimit ticks: a follower parted from its leader goes on
+// serving its clients for longer than any session timeout the servers
+// grant (20 ticks), as followers of a production ensemble may (with
+// ZooKeeper's usual 2 s tick and syncLimit 5, for 10 s).
+func StartEnsembleWithLinks(t testing.TB, n int) *Ensemble {
+	t.Helper()
+	return startEnsemble(t, n, true)
+}
+
+// partedSyncLimit is the syncLimit of StartEnsembleWithLinks, in ticks.
+const partedSyncLimit = 30
+
+func startEnsemble(t testing.TB, n int, links bool) *Ensemble {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("zktest: StartEnsemble needs at least one node, got %d", n)
@@ -52,6 +78,23 @@ func StartEnsemble(t testing.TB, n int) *Ensemble {
 		e.addrs = append(e.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])))
 		e.peer = append(e.peer, ports[3*i+1])
 		e.elect = append(e.elect, ports[3*i+2])
+	}
+	if links {
+		e.links = make([][]*faultproxy.Proxy, n)
+		for i := range n {
+			e.links[i] = make([]*faultproxy.Proxy, n)
+			for j := range n {
+				if i == j {
+					continue
+				}
+				p, err := faultproxy.New(net.JoinHostPort("127.0.0.1", strconv.Itoa(e.peer[j])))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = p.Close() })
+				e.links[i][j] = p
+			}
+		}
 	}
 	for i := 0; i < n; i++ {
 		if err := e.writeConfig(i); err != nil {
@@ -84,10 +127,19 @@ func (e *Ensemble) writeConfig(i int) error {
 	}
 	var b strings.Builder
 	b.WriteString(baseConfig(data))
-	fmt.Fprintf(&b, "initLimit=50\nsyncLimit=10\ncnxTimeout=500\n")
+	syncLimit := 10
+	if e.links != nil {
+		syncLimit = partedSyncLimit
+	}
+	fmt.Fprintf(&b, "initLimit=50\nsyncLimit=%d\ncnxTimeout=500\n", syncLimit)
 	fmt.Fprintf(&b, "clientPort=%d\nclientPortAddress=127.0.0.1\n", e.clientPort(i))
 	for j := range e.addrs {
-		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", j+1, e.peer[j], e.elect[j])
+		peer := e.peer[j]
+		if e.links != nil && j != i {
+			_, p, _ := net.SplitHostPort(e.links[i][j].Addr())
+			peer, _ = strconv.Atoi(p)
+		}
+		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", j+1, peer, e.elect[j])
 	}
 	return os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(b.String()), 0o644)
 }
@@ -125,6 +177,21 @@ func (e *Ensemble) killAll() {
 	for i := range e.procs {
 		e.Kill(i)
 	}
+}
+
+// CutLink stops the quorum traffic between nodes i and j, both ways (their
+// leader election traffic and their clients' traffic still flow), as a
+// partition between two members does. Only for an ensemble of
+// StartEnsembleWithLinks.
+func (e *Ensemble) CutLink(i, j int) {
+	e.links[i][j].Blackhole()
+	e.links[j][i].Blackhole()
+}
+
+// HealLink lets the quorum traffic between nodes i and j flow again.
+func (e *Ensemble) HealLink(i, j int) {
+	e.links[i][j].Heal()
+	e.links[j][i].Heal()
 }
 
 // Size returns the number of nodes.

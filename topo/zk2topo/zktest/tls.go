@@ -60,7 +60,7 @@ func StartTLS(t testing.TB, files TLSFiles) *Server {
 	if files.KeyStore == "" || files.TrustStore == "" {
 		t.Fatal("zktest: StartTLS needs a KeyStore and a TrustStore")
 	}
-	s, err := launch(t.TempDir(), false, &files)
+	s, err := launch(t.TempDir(), false, &files, "")
 	if err != nil {
 		t.Fatal(err)
 	}

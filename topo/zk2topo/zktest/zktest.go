@@ -147,7 +147,24 @@ func Start(t testing.TB) string {
 	if err := EnsureInstalled(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := launch(t.TempDir(), false, nil)
+	s, err := launch(t.TempDir(), false, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s.Addr()
+}
+
+// StartWithMaxSessionTimeout is Start with a server that grants session
+// timeouts of at most max (whole milliseconds, at least 2*TickTime), as a
+// production server does (ZooKeeper's default maximum is 20 ticks): a
+// client asking for more gets max.
+func StartWithMaxSessionTimeout(t testing.TB, max time.Duration) string {
+	t.Helper()
+	if err := EnsureInstalled(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := launch(t.TempDir(), false, nil, fmt.Sprintf("maxSessionTimeout=%d\n", max.Milliseconds()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +183,7 @@ func Launch() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := launch(dir, true, nil)
+	s, err := launch(dir, true, nil, "")
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -203,7 +220,9 @@ func (s *Server) Pause() error {
 // Resume lets a paused server run again (SIGCONT).
 func (s *Server) Resume() error { return s.proc.signal(syscall.SIGCONT) }
 
-func launch(dir string, rmDir bool, secure *TLSFiles) (*Server, error) {
+// launch starts a standalone server; extra is appended to its
+// configuration (a later line of a key replaces an earlier one).
+func launch(dir string, rmDir bool, secure *TLSFiles, extra string) (*Server, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port may be taken between probe and bind
 		port, err := freePort()
@@ -215,7 +234,7 @@ func launch(dir string, rmDir bool, secure *TLSFiles) (*Server, error) {
 			return nil, err
 		}
 		cfg := filepath.Join(dir, fmt.Sprintf("zoo-%d.cfg", attempt))
-		conf := baseConfig(data) + fmt.Sprintf("clientPort=%d\nclientPortAddress=127.0.0.1\n", port)
+		conf := baseConfig(data) + fmt.Sprintf("clientPort=%d\nclientPortAddress=127.0.0.1\n", port) + extra
 		sAddr := ""
 		if secure != nil {
 			sPort, err := freePort()

@@ -1,0 +1,106 @@
+package zk2topo
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// TestHolderOnPartedFollowerGivesUpFirst: a lock holder and leader whose
+// only server is a follower parted from the leader (the client and that
+// follower on one side of a partition, the leader, the rest of the
+// ensemble and a waiter on the other) must see its lock and its term end
+// before the waiter is granted the lock and the other candidate leads. The follower keeps answering the holder's pings and reads from
+// its own copy until it notices that its leader is gone, while the leader,
+// hearing nothing of the session, expires it and hands the lock on: those
+// answers prove nothing about the session's life on the leader.
+func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
+	e := zktest.StartEnsembleWithLinks(t, 3)
+	l := e.WaitLeader(zktest.StartTimeout)
+	f, g := (l+1)%3, (l+2)%3
+	root := freshRoot(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	// A wide safety margin: what is checked is which answers count, not
+	// how late the holder's timer fires on a loaded machine.
+	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout, SafetyMargin: testSessionTimeout / 2}, root)
+	require.NoError(t, err)
+	t.Cleanup(holder.Close)
+	waiter := openConn(t, []string{e.Addr(l), e.Addr(g)}, root)
+	_, err = waiter.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	done := ld.Done()
+	leader, err := holder.NewLeaderParticipation("e", "holder")
+	require.NoError(t, err)
+	defer leader.Stop()
+	lctx, err := leader.WaitForLeadership()
+	require.NoError(t, err)
+	// What a grant found of the parted holder's claim, the moment it was
+	// granted.
+	type result struct {
+		ld     topo.LockDescriptor
+		err    error
+		parted bool // the parted holder's claim still live
+	}
+	got := make(chan result, 1)
+	go func() {
+		wl, err := waiter.Lock(ctx, "d", "waiter")
+		got <- result{wl, err, !isClosed(done)}
+	}()
+	next, err := waiter.NewLeaderParticipation("e", "waiter")
+	require.NoError(t, err)
+	defer next.Stop()
+	led := make(chan result, 1)
+	go func() {
+		_, err := next.WaitForLeadership()
+		led <- result{err: err, parted: lctx.Err() == nil}
+	}()
+	require.Eventually(t, func() bool {
+		es, err := driver{holder}.Describe(ctx, claims.Queue{Path: "d"})
+		cs, cerr := driver{holder}.Describe(ctx, claims.Queue{Path: "e", Election: true})
+		return err == nil && len(es) == 2 && cerr == nil && len(cs) == 2
+	}, time.Minute, 10*time.Millisecond, "the waiters' entries never showed in the holder's follower")
+	// The holder keeps reading, as a busy holder does; the follower
+	// answers from its own copy while it still takes itself for one.
+	reads, stopReads := context.WithCancel(ctx)
+	defer stopReads()
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for reads.Err() == nil {
+			rctx, rcancel := context.WithTimeout(reads, time.Second)
+			_, _, _ = holder.Get(rctx, "d/f")
+			rcancel()
+			select {
+			case <-tick.C:
+			case <-reads.Done():
+			}
+		}
+	}()
+	e.CutLink(f, l)
+	defer e.HealLink(f, l)
+	var r result
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		t.Fatal("the waiter was not granted the lock of a holder parted from the leader")
+	}
+	require.NoError(t, r.err)
+	require.False(t, r.parted, "the waiter was granted the lock while the parted holder's Done was still open")
+	require.NoError(t, r.ld.Unlock(ctx))
+	select {
+	case r = <-led:
+	case <-ctx.Done():
+		t.Fatal("the other candidate never led after the parted leader's session ended")
+	}
+	require.NoError(t, r.err)
+	require.False(t, r.parted, "the other candidate led while the parted leader's context was still live")
+}
