@@ -86,7 +86,7 @@ test-cluster:
 ## not part of make test)
 .PHONY: test-churn
 test-churn: test-deps
-	TOPOKIT_CHURN=1 $(GO) test $(TESTFLAGS) -run '^TestExclusionUnderChurn$$' ./topo/memorytopo/ ./topo/zk2topo/ ./topo/consultopo/
+	$(GO) test $(TESTFLAGS) -tags churn -run '^TestExclusionUnderChurn$$' ./topo/memorytopo/ ./topo/zk2topo/ ./topo/consultopo/
 
 ## lint: gofmt and go vet
 lint:

@@ -1,3 +1,5 @@
+//go:build churn
+
 package consultopo
 
 import (

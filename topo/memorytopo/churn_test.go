@@ -1,3 +1,5 @@
+//go:build churn
+
 package memorytopo_test
 
 import (

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,12 +14,6 @@ import (
 
 	"github.com/topokit/topokit/topo"
 )
-
-// ChurnEnv is the environment variable that runs
-// RequireExclusionUnderChurn (make test-churn sets it): a run takes one to
-// four minutes on a real server, too long for make test, and found no
-// violation when it was written.
-const ChurnEnv = "TOPOKIT_CHURN"
 
 // The size of a churn run: contenders, and cuts before it ends.
 const (
@@ -110,12 +103,11 @@ func isDone(ch <-chan struct{}) bool {
 // newer claim was granted, and must find the file's last token no greater
 // than its own. newStore and opts are Run's.
 //
-// It skips unless ChurnEnv is set.
+// A run takes one to four minutes on a real server, too long for make
+// test: the backends' tests that call it are built only with the build
+// tag churn (make test-churn).
 func RequireExclusionUnderChurn(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts Options) {
 	t.Helper()
-	if os.Getenv(ChurnEnv) == "" {
-		t.Skipf("set %s=1 (make test-churn) to run the churn scenario", ChurnEnv)
-	}
 	require.NotNil(t, opts.Partition, "the churn scenario needs Options.Partition")
 	t.Run("Lock", func(t *testing.T) { churn(t, newStore(t), opts, false) })
 	t.Run("Election", func(t *testing.T) { churn(t, newStore(t), opts, true) })

@@ -1,3 +1,5 @@
+//go:build churn
+
 package zk2topo
 
 import (
