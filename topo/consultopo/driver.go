@@ -191,8 +191,9 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 }
 
 // Delete implements claims.Driver. A granted entry: once the tail drop
-// its acquire started is over (awaitTailDrop), one transaction checking that the store key still has the acquire's ModifyIndex (so a
-// key another holder acquired since, or another tool wrote, is never
+// its acquire started is over (awaitTailDrop), one transaction checking
+// that the store key still has the acquire's ModifyIndex (so a key
+// another holder acquired since, or another tool wrote, is never
 // deleted) and deleting it, with an election's value key; when the check
 // fails, a key another tool wrote that is still bound to the session is
 // freed (freeOverwritten). A queue entry: one transaction checking that

@@ -1,0 +1,125 @@
+package consultopo
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// heldTailDrops makes c's tail drops (the check-index and delete of a
+// queue's tail key, see dropTail) wait before they are sent until the
+// returned release is called or their request ends; sent reports each
+// one held.
+func heldTailDrops(c *Conn) (sent <-chan struct{}, release func()) {
+	gate := make(chan struct{})
+	held := make(chan struct{}, 16)
+	c.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+		if r.URL.Path != "/v1/txn" || r.GetBody == nil {
+			return nil, nil
+		}
+		b, err := r.GetBody()
+		if err != nil {
+			return nil, nil
+		}
+		body, _ := io.ReadAll(b)
+		if bytes.Contains(body, []byte(`"check-index"`)) && bytes.Contains(body, []byte("/"+tailName+`"`)) {
+			held <- struct{}{}
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+			}
+		}
+		return nil, nil
+	}
+	return held, func() { close(gate) }
+}
+
+// TestQueueTailDropInFlight: while the tail drop that a lone waiter's
+// acquire leaves running in the background (dropTailLater) is held back,
+// contenders that queue behind the gone entry the tail still names take
+// their turns in order, each woken by the release before it, and leave
+// no key; a release
+// whose context ends while it waits for the drop (awaitTailDrop) is done
+// by the engine in the background once the drop is over, leaving no key
+// either, and a Close with a drop in flight leaves none.
+func TestQueueTailDropInFlight(t *testing.T) {
+	ctx := context.Background()
+	opts := testOptions()
+	// Blocking queries wait for the whole test: a missed wake-up hangs it.
+	opts.WatchPollDuration = 10 * time.Minute
+	for _, end := range []string{"queued", "unlock timeout", "close"} {
+		t.Run(end, func(t *testing.T) {
+			root := testRoot(t)
+			conns := make([]*Conn, 4)
+			for i := range conns {
+				c, err := NewConn(opts, root)
+				require.NoError(t, err)
+				t.Cleanup(c.Close)
+				conns[i] = c
+			}
+			holder, waiter := conns[0], conns[1]
+			_, err := holder.Create(ctx, "d/f", []byte("x"))
+			require.NoError(t, err)
+			key := holder.dirPrefix("d") + lockName
+			first, err := holder.Lock(ctx, "d", "holder")
+			require.NoError(t, err)
+			sent, release := heldTailDrops(waiter)
+			granted := make(chan topo.LockDescriptor, 1)
+			go func() {
+				l, err := waiter.Lock(ctx, "d", "waiter")
+				require.NoError(t, err)
+				granted <- l
+			}()
+			waitQueued(t, holder, key, 1)
+			require.NoError(t, first.Unlock(ctx))
+			<-sent
+			l := <-granted
+			switch end {
+			case "queued":
+				order := make(chan int, 2)
+				locks := make(chan topo.LockDescriptor, 2)
+				for i := 2; i < 4; i++ {
+					go func() {
+						l, err := conns[i].Lock(ctx, "d", "next")
+						require.NoError(t, err)
+						order <- i
+						locks <- l
+					}()
+					waitQueued(t, holder, key, i-1)
+				}
+				release()
+				require.NoError(t, l.Unlock(ctx))
+				for want := 2; want < 4; want++ {
+					require.Equal(t, want, <-order, "contenders must acquire in the order they queued")
+					require.NoError(t, (<-locks).Unlock(ctx))
+				}
+			case "unlock timeout":
+				uctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				err := l.Unlock(uctx)
+				cancel()
+				t.Logf("Unlock while the drop is held back: %v", err)
+				release()
+			case "close":
+				waiter.Close()
+				release()
+			}
+			locks := holder.dirPrefix("d") + "locks/"
+			require.Eventually(t, func() bool {
+				left, _, err := holder.kv.Keys(holder.dirPrefix("d"), "", nil)
+				require.NoError(t, err)
+				return len(left) == 1 // d/f
+			}, 30*time.Second, 5*time.Millisecond, "keys left under %s or %s", key, locks)
+			again, err := holder.Lock(ctx, "d", "again")
+			require.NoError(t, err)
+			require.NoError(t, again.Unlock(ctx))
+		})
+	}
+}
