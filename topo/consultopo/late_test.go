@@ -1,0 +1,220 @@
+package consultopo
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/stretchr/testify/require"
+)
+
+// holdingProxy is an HTTP proxy in front of the test agent that holds
+// back the first request its match accepts, as a network delaying the
+// bytes (or an agent whose RPC is slow) would: it answers nothing, and
+// once the client gave up on the request (it closed the connection) and
+// the test closes release, it sends the request to the agent after all.
+// Every other request passes through. Nothing sleeps: the test drives the
+// order.
+type holdingProxy struct {
+	srv   *httptest.Server
+	match func(r *http.Request, body string) bool
+	// after, set before the hold, reports requests sent after it, to
+	// know that a read the client made after giving up was answered.
+	after func(r *http.Request)
+
+	mu      sync.Mutex
+	claimed bool
+	// gaveUp is closed once the client gave up the held request;
+	// release lets it through; landed gets the agent's status.
+	gaveUp, release chan struct{}
+	landed          chan int
+}
+
+func newHoldingProxy(t *testing.T, match func(r *http.Request, body string) bool) *holdingProxy {
+	t.Helper()
+	p := &holdingProxy{match: match, gaveUp: make(chan struct{}), release: make(chan struct{}), landed: make(chan int, 1)}
+	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(func() {
+		p.mu.Lock()
+		if p.release != nil {
+			select {
+			case <-p.release:
+			default:
+				close(p.release)
+			}
+		}
+		p.mu.Unlock()
+		p.srv.CloseClientConnections()
+		p.srv.Close()
+	})
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *holdingProxy) Addr() string { return strings.TrimPrefix(p.srv.URL, "http://") }
+
+// Release lets the held request through and returns the agent's status.
+func (p *holdingProxy) Release(t *testing.T) int {
+	t.Helper()
+	p.mu.Lock()
+	close(p.release)
+	p.mu.Unlock()
+	select {
+	case code := <-p.landed:
+		return code
+	case <-time.After(waitFor):
+		t.Fatal("the held request did not reach the agent")
+		return 0
+	}
+}
+
+func (p *holdingProxy) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	hold := !p.claimed && p.match(r, string(body))
+	p.claimed = p.claimed || hold
+	after := p.after
+	p.mu.Unlock()
+	if hold {
+		<-r.Context().Done() // the client gave up
+		close(p.gaveUp)
+		<-p.release
+		resp, err := p.forward(context.Background(), r, body)
+		code := 0
+		if err == nil {
+			code = resp.StatusCode
+			_ = resp.Body.Close()
+		}
+		p.landed <- code
+		return
+	}
+	resp, err := p.forward(r.Context(), r, body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	if after != nil {
+		after(r)
+	}
+}
+
+// forward sends r (with body) to the agent.
+func (p *holdingProxy) forward(ctx context.Context, r *http.Request, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+agent.Addr()+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = r.Header.Clone()
+	return http.DefaultClient.Do(req)
+}
+
+// lockOf matches a transaction locking key.
+func lockOf(key string) func(r *http.Request, body string) bool {
+	return func(r *http.Request, body string) bool {
+		return r.URL.Path == "/v1/txn" && strings.Contains(body, `"Verb":"lock","Key":"`+key+`"`)
+	}
+}
+
+// readAfter returns a channel closed once p answered a GET of key sent
+// after the call.
+func (p *holdingProxy) readAfter(key string) <-chan struct{} {
+	read := make(chan struct{})
+	var once sync.Once
+	p.mu.Lock()
+	p.after = func(r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key {
+			once.Do(func() { close(read) })
+		}
+	}
+	p.mu.Unlock()
+	return read
+}
+
+// requireLockable: a Vitess-style api.Lock, then a Lock of c, take the
+// lock key within seconds.
+func requireLockable(t *testing.T, c *Conn, key, dir string) {
+	t.Helper()
+	raw, err := rawClient(t).LockOpts(&api.LockOptions{Key: key, Value: []byte("vitess"),
+		SessionTTL: "10s", LockWaitTime: 15 * time.Second, LockTryOnce: true})
+	require.NoError(t, err)
+	lost, err := raw.Lock(nil)
+	require.NoError(t, err)
+	require.NotNil(t, lost, "a Vitess-style api.Lock waited in vain: the key is left held with no claim on it")
+	require.NoError(t, raw.Unlock())
+	require.NoError(t, raw.Destroy())
+	lctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	l, err := c.Lock(lctx, dir, "next")
+	require.NoError(t, err, "Lock of a lock nobody holds")
+	require.NoError(t, l.Unlock(t.Context()))
+}
+
+// TestLateAcquireFreed: a Lock's acquire transaction is held on its way
+// to the agent until the client gave up on it (RequestTimeout) and
+// resolved it with a read that found the key absent; then it lands and
+// takes the key for the Conn's long-lived session, at an index no claim
+// recorded. The Conn frees it: a Vitess-style api.Lock and another Conn
+// take the lock within seconds, while the first Conn stays open.
+func TestLateAcquireFreed(t *testing.T) {
+	root := testRoot(t)
+	key := root + "/d/Lock"
+	p := newHoldingProxy(t, lockOf(key))
+	opts := testOptions()
+	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
+	c1, err := NewConn(opts, root)
+	require.NoError(t, err)
+	defer c1.Close()
+	c2 := newTestConn(t, root)
+	kv := rawClient(t).KV()
+	_, err = c2.Create(t.Context(), "d/f", []byte("x"))
+	require.NoError(t, err)
+
+	read := p.readAfter(key)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		l, err := c1.Lock(ctx, "d", "late")
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		done <- err
+	}()
+	select {
+	case <-p.gaveUp:
+	case <-time.After(waitFor):
+		t.Fatal("the client did not give up the held acquire")
+	}
+	select {
+	case <-read:
+	case <-time.After(waitFor):
+		t.Fatal("the unanswered acquire was not resolved by a read")
+	}
+	require.Equal(t, http.StatusOK, p.Release(t), "the late acquire did not take the key")
+	pair, _, err := kv.Get(key, &api.QueryOptions{RequireConsistent: true})
+	require.NoError(t, err)
+	t.Logf("after the late acquire: %+v", pair)
+	select {
+	case err := <-done:
+		t.Logf("the first Lock returned %v", err)
+	case <-time.After(waitFor):
+		t.Fatal("the first Lock did not return")
+	}
+	requireLockable(t, c2, key, "d")
+}
