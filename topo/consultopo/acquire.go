@@ -326,16 +326,23 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 }
 
 // release gives back a key an acquire of sess took (kv: its result), with
-// an election's value key, detached from any caller's context.
+// an election's value key, detached from any caller's context. A delete
+// that fails is retried in the background (as resolve's are) until it is
+// done, the key no longer has the acquire's index, or the session ends:
+// given up, the key would stay held by the session with no claim on it.
 func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *session) {
 	if kv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(d.c.ctx, requestTimeout)
-	defer cancel()
-	if err := d.c.deleteKey(ctx, q, key, kv.ModifyIndex, sess); err != nil && err != claims.ErrNotHeld {
-		slog.Debug("consultopo: giving a key back", "key", key, "err", err)
-	}
+	d.c.retry(sess, key, func() bool {
+		ctx, cancel := context.WithTimeout(d.c.ctx, requestTimeout)
+		defer cancel()
+		err := d.c.deleteKey(ctx, q, key, kv.ModifyIndex, sess)
+		if err != nil && err != claims.ErrNotHeld {
+			slog.Debug("consultopo: giving a key back", "key", key, "err", err)
+		}
+		return err == nil || err == claims.ErrNotHeld || isPermanent(err) || sess.lost()
+	})
 }
 
 // Acquire implements claims.Acquirer: once e heads the queue, one

@@ -35,22 +35,17 @@ type holdingProxy struct {
 	// release lets it through; landed gets the agent's status.
 	gaveUp, release chan struct{}
 	landed          chan int
+	// closing ends the test: a request still held is dropped.
+	closing chan struct{}
 }
 
 func newHoldingProxy(t *testing.T, match func(r *http.Request, body string) bool) *holdingProxy {
 	t.Helper()
-	p := &holdingProxy{match: match, gaveUp: make(chan struct{}), release: make(chan struct{}), landed: make(chan int, 1)}
+	p := &holdingProxy{match: match, gaveUp: make(chan struct{}), release: make(chan struct{}),
+		landed: make(chan int, 1), closing: make(chan struct{})}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(func() {
-		p.mu.Lock()
-		if p.release != nil {
-			select {
-			case <-p.release:
-			default:
-				close(p.release)
-			}
-		}
-		p.mu.Unlock()
+		close(p.closing)
 		p.srv.CloseClientConnections()
 		p.srv.Close()
 	})
@@ -61,11 +56,10 @@ func newHoldingProxy(t *testing.T, match func(r *http.Request, body string) bool
 func (p *holdingProxy) Addr() string { return strings.TrimPrefix(p.srv.URL, "http://") }
 
 // Release lets the held request through and returns the agent's status.
+// Without it, the request is dropped: it never reaches the agent.
 func (p *holdingProxy) Release(t *testing.T) int {
 	t.Helper()
-	p.mu.Lock()
 	close(p.release)
-	p.mu.Unlock()
 	select {
 	case code := <-p.landed:
 		return code
@@ -88,7 +82,11 @@ func (p *holdingProxy) serve(w http.ResponseWriter, r *http.Request) {
 	if hold {
 		<-r.Context().Done() // the client gave up
 		close(p.gaveUp)
-		<-p.release
+		select {
+		case <-p.release:
+		case <-p.closing:
+			return
+		}
 		resp, err := p.forward(context.Background(), r, body)
 		code := 0
 		if err == nil {
@@ -122,6 +120,16 @@ func (p *holdingProxy) forward(ctx context.Context, r *http.Request, body []byte
 	}
 	req.Header = r.Header.Clone()
 	return http.DefaultClient.Do(req)
+}
+
+// requireGaveUp waits until the client gave the held request up.
+func (p *holdingProxy) requireGaveUp(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.gaveUp:
+	case <-time.After(waitFor):
+		t.Fatal("the client did not give up the held request")
+	}
 }
 
 // lockOf matches a transaction locking key.
@@ -196,11 +204,7 @@ func TestLateAcquireFreed(t *testing.T) {
 		}
 		done <- err
 	}()
-	select {
-	case <-p.gaveUp:
-	case <-time.After(waitFor):
-		t.Fatal("the client did not give up the held acquire")
-	}
+	p.requireGaveUp(t)
 	select {
 	case <-read:
 	case <-time.After(waitFor):
@@ -215,6 +219,63 @@ func TestLateAcquireFreed(t *testing.T) {
 		t.Logf("the first Lock returned %v", err)
 	case <-time.After(waitFor):
 		t.Fatal("the first Lock did not return")
+	}
+	requireLockable(t, c2, key, "d")
+}
+
+// deleteOf matches a transaction deleting key.
+func deleteOf(key string) func(r *http.Request, body string) bool {
+	return func(r *http.Request, body string) bool {
+		return r.URL.Path == "/v1/txn" && strings.Contains(body, `"Verb":"delete","Key":"`+key+`"`)
+	}
+}
+
+// TestGiveBackRetried: a Lock takes the free key in a release's gap while
+// another contender queues (a queue entry written here with a session of
+// its own) and gives it back, but the give-back's request is lost (held
+// until the client gave up, then dropped). The give-back is retried: once
+// the other contender leaves, the Lock (now queued) takes the lock, then
+// a Vitess-style api.Lock and another Conn take it in turn, within
+// seconds.
+func TestGiveBackRetried(t *testing.T) {
+	root := testRoot(t)
+	key := root + "/d/Lock"
+	p := newHoldingProxy(t, deleteOf(key))
+	opts := testOptions()
+	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
+	c1, err := NewConn(opts, root)
+	require.NoError(t, err)
+	defer c1.Close()
+	c2 := newTestConn(t, root)
+	_, err = c2.Create(t.Context(), "d/f", []byte("x"))
+	require.NoError(t, err)
+	raw := rawClient(t)
+	sess, _, err := raw.Session().Create(&api.SessionEntry{TTL: "30s", Behavior: api.SessionBehaviorDelete}, nil)
+	require.NoError(t, err)
+	defer func() { _, _ = raw.Session().Destroy(sess, nil) }()
+	entry := root + "/d/locks/queue/" + sess + "-0"
+	ok, _, err := raw.KV().Acquire(&api.KVPair{Key: entry, Flags: api.LockFlagValue, Session: sess}, nil)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		l, err := c1.Lock(ctx, "d", "gap")
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		done <- err
+	}()
+	p.requireGaveUp(t)
+	_, err = raw.KV().Delete(entry, nil)
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the Lock that gave the key back, once it headed the queue")
+	case <-time.After(waitFor):
+		t.Fatal("the Lock that gave the key back did not return")
 	}
 	requireLockable(t, c2, key, "d")
 }
