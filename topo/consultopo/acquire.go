@@ -142,13 +142,21 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 // delete that fails is retried in the background until the session ends.
 // Since an unanswered request may still be applied after the read (held
 // on its way, or slow in the agent's RPC or Raft apply), the key is then
-// watched for lateWindow (watchLate).
+// watched for lateWindow (watchLate), freeLate running again under the
+// key's stripe whenever it shows up as an orphan.
 func (c *Conn) resolve(r acquireReq) {
 	until := time.Now().Add(lateWindow)
 	c.retry(r.sess, r.key, func() bool {
 		index, done := c.freeLate(r)
 		if done && index != 0 {
-			c.watchLate(r, index, until)
+			orphan := func(pair *api.KVPair) bool { return c.orphan(pair, r.sess) }
+			c.watchLate(r.sess, r.key, index, until, orphan, func() bool {
+				mu := c.stripe(r.key)
+				mu.Lock()
+				defer mu.Unlock()
+				_, done := c.freeLate(r)
+				return done
+			})
 		}
 		return done
 	})
@@ -189,30 +197,25 @@ func (c *Conn) orphan(pair *api.KVPair, sess *session) bool {
 	return pair != nil && pair.Session == sess.id && !c.grants.has(pair.ModifyIndex)
 }
 
-// watchLate watches r's key, in the background, with consistent blocking
-// queries from index until the time until (or the session's end, or the
-// Conn's close), for r's unanswered acquire landing after resolve's read:
-// whenever the key shows up as an orphan, freeLate runs again under the
-// key's stripe. Without it, a late acquire would leave the key held by
-// the session, renewed for as long as the Conn lives, with no claim on it
-// and every other contender waiting.
-func (c *Conn) watchLate(r acquireReq, index uint64, until time.Time) {
+// watchLate watches key, in the background, with consistent blocking
+// queries from index until the time until (or sess's end, or the Conn's
+// close), for a write of sess that got no answer landing after all:
+// whenever the key as read is stray, free runs (and again at the next
+// answer while it reports not done). Without it, a late acquire or
+// enqueue would leave a key held by sess, renewed for as long as the
+// Conn lives, with no claim or waiter on it and every other contender
+// waiting.
+func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Time, stray func(*api.KVPair) bool, free func() bool) {
 	c.spawn(func() {
-		ctx, cancel := context.WithDeadline(r.sess.ctx, until)
+		ctx, cancel := context.WithDeadline(sess.ctx, until)
 		defer cancel()
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()
-		mu := c.stripe(r.key)
 		wait := 100 * time.Millisecond
 		for ctx.Err() == nil {
-			pair, meta, err := c.kv.Get(r.key, c.blocking(c.consistentOptions(ctx), index))
-			if err == nil && c.orphan(pair, r.sess) {
-				mu.Lock()
-				_, done := c.freeLate(r)
-				mu.Unlock()
-				if !done {
-					err = errors.New("not freed")
-				}
+			pair, meta, err := c.kv.Get(key, c.blocking(c.consistentOptions(ctx), index))
+			if err == nil && stray(pair) && !free() {
+				err = errors.New("not freed")
 			}
 			if err != nil {
 				if !backendkit.Sleep(ctx, wait) {

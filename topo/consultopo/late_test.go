@@ -27,7 +27,7 @@ type holdingProxy struct {
 	match func(r *http.Request, body string) bool
 	// after, set before the hold, reports requests sent after it, to
 	// know that a read the client made after giving up was answered.
-	after func(r *http.Request)
+	after func(r *http.Request, body string)
 
 	mu      sync.Mutex
 	claimed bool
@@ -108,7 +108,7 @@ func (p *holdingProxy) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 	if after != nil {
-		after(r)
+		after(r, string(body))
 	}
 }
 
@@ -132,26 +132,38 @@ func (p *holdingProxy) requireGaveUp(t *testing.T) {
 	}
 }
 
-// lockOf matches a transaction locking key.
-func lockOf(key string) func(r *http.Request, body string) bool {
+// txnOp matches a transaction with a verb operation on a key starting
+// with prefix (end prefix with a double quote for one key exactly).
+func txnOp(verb, prefix string) func(r *http.Request, body string) bool {
 	return func(r *http.Request, body string) bool {
-		return r.URL.Path == "/v1/txn" && strings.Contains(body, `"Verb":"lock","Key":"`+key+`"`)
+		return r.URL.Path == "/v1/txn" && strings.Contains(body, `"Verb":"`+verb+`","Key":"`+prefix)
 	}
 }
 
-// readAfter returns a channel closed once p answered a GET of key sent
-// after the call.
-func (p *holdingProxy) readAfter(key string) <-chan struct{} {
-	read := make(chan struct{})
+// answered returns a channel closed once p answered a request, sent after
+// the call, that match accepts.
+func (p *holdingProxy) answered(match func(r *http.Request, body string) bool) <-chan struct{} {
+	ch := make(chan struct{})
 	var once sync.Once
 	p.mu.Lock()
-	p.after = func(r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key {
-			once.Do(func() { close(read) })
+	p.after = func(r *http.Request, body string) {
+		if match(r, body) {
+			once.Do(func() { close(ch) })
 		}
 	}
 	p.mu.Unlock()
-	return read
+	return ch
+}
+
+// requireClosedWithin waits for ch, failing the test with what after
+// waitFor.
+func requireClosedWithin(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitFor):
+		t.Fatal(what)
+	}
 }
 
 // requireLockable: a Vitess-style api.Lock, then a Lock of c, take the
@@ -182,7 +194,7 @@ func requireLockable(t *testing.T, c *Conn, key, dir string) {
 func TestLateAcquireFreed(t *testing.T) {
 	root := testRoot(t)
 	key := root + "/d/Lock"
-	p := newHoldingProxy(t, lockOf(key))
+	p := newHoldingProxy(t, txnOp("lock", key+`"`))
 	opts := testOptions()
 	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
 	c1, err := NewConn(opts, root)
@@ -193,7 +205,9 @@ func TestLateAcquireFreed(t *testing.T) {
 	_, err = c2.Create(t.Context(), "d/f", []byte("x"))
 	require.NoError(t, err)
 
-	read := p.readAfter(key)
+	read := p.answered(func(r *http.Request, _ string) bool {
+		return r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key
+	})
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -205,11 +219,7 @@ func TestLateAcquireFreed(t *testing.T) {
 		done <- err
 	}()
 	p.requireGaveUp(t)
-	select {
-	case <-read:
-	case <-time.After(waitFor):
-		t.Fatal("the unanswered acquire was not resolved by a read")
-	}
+	requireClosedWithin(t, read, "the unanswered acquire was not resolved by a read")
 	require.Equal(t, http.StatusOK, p.Release(t), "the late acquire did not take the key")
 	pair, _, err := kv.Get(key, &api.QueryOptions{RequireConsistent: true})
 	require.NoError(t, err)
@@ -223,13 +233,6 @@ func TestLateAcquireFreed(t *testing.T) {
 	requireLockable(t, c2, key, "d")
 }
 
-// deleteOf matches a transaction deleting key.
-func deleteOf(key string) func(r *http.Request, body string) bool {
-	return func(r *http.Request, body string) bool {
-		return r.URL.Path == "/v1/txn" && strings.Contains(body, `"Verb":"delete","Key":"`+key+`"`)
-	}
-}
-
 // TestGiveBackRetried: a Lock takes the free key in a release's gap while
 // another contender queues (a queue entry written here with a session of
 // its own) and gives it back, but the give-back's request is lost (held
@@ -240,7 +243,7 @@ func deleteOf(key string) func(r *http.Request, body string) bool {
 func TestGiveBackRetried(t *testing.T) {
 	root := testRoot(t)
 	key := root + "/d/Lock"
-	p := newHoldingProxy(t, deleteOf(key))
+	p := newHoldingProxy(t, txnOp("delete", key+`"`))
 	opts := testOptions()
 	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
 	c1, err := NewConn(opts, root)
@@ -278,4 +281,51 @@ func TestGiveBackRetried(t *testing.T) {
 		t.Fatal("the Lock that gave the key back did not return")
 	}
 	requireLockable(t, c2, key, "d")
+}
+
+// TestLateEnqueueDropped: a Lock's enqueue transaction is held on its way
+// to the agent until the client gave up on it and its clean-up (the
+// delete of the entry) found nothing to delete; then it lands, leaving an
+// entry on the Conn's long-lived session that no contender waits on. The
+// Conn deletes it: once the holder unlocks, another Conn's Lock (which
+// queues behind it) takes the lock within seconds, while the first Conn
+// stays open.
+func TestLateEnqueueDropped(t *testing.T) {
+	root := testRoot(t)
+	key, queue := root+"/d/Lock", root+"/d/locks/queue/"
+	p := newHoldingProxy(t, txnOp("lock", queue))
+	opts := testOptions()
+	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
+	c1, err := NewConn(opts, root)
+	require.NoError(t, err)
+	defer c1.Close()
+	c2, c3 := newTestConn(t, root), newTestConn(t, root)
+	ctx := t.Context()
+	_, err = c2.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	held, err := c2.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+
+	dropped := p.answered(txnOp("delete", queue))
+	done := make(chan error, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		l, err := c1.Lock(lctx, "d", "late")
+		if err == nil {
+			err = l.Unlock(lctx)
+		}
+		done <- err
+	}()
+	p.requireGaveUp(t)
+	requireClosedWithin(t, dropped, "the abandoned entry's delete was not sent")
+	require.Equal(t, http.StatusOK, p.Release(t), "the late enqueue did not land")
+	require.NoError(t, held.Unlock(ctx))
+	requireLockable(t, c3, key, "d")
+	select {
+	case err := <-done:
+		t.Logf("the first Lock returned %v", err)
+	case <-time.After(waitFor):
+		t.Fatal("the first Lock did not return")
+	}
 }
