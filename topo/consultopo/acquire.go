@@ -26,9 +26,9 @@ const (
 	// maxRetryWait caps the backoff between retries of an acquire refused
 	// by a lock-delay.
 	maxRetryWait = 500 * time.Millisecond
-	// lateWindow is how long, after an acquire got no answer, the Conn
-	// watches the key for that acquire landing late (see watchLate). The
-	// agent applies a transaction it received whether or not the client
+	// lateWindow is how long, after an acquire or an enqueue got no
+	// answer, the Conn watches its key for it landing late (see
+	// watchLate). The agent applies a transaction it received whether or not the client
 	// is still there, and a consistent read does not wait for writes in
 	// flight; a Consul 1.13 server enqueues a write into Raft within 30 s
 	// or refuses it. A request held longer (on the network, or a Raft

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,7 +197,7 @@ func TestLateAcquireFreed(t *testing.T) {
 	key := root + "/d/Lock"
 	p := newHoldingProxy(t, txnOp("lock", key+`"`))
 	opts := testOptions()
-	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
+	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
 	c1, err := NewConn(opts, root)
 	require.NoError(t, err)
 	defer c1.Close()
@@ -245,7 +246,7 @@ func TestGiveBackRetried(t *testing.T) {
 	key := root + "/d/Lock"
 	p := newHoldingProxy(t, txnOp("delete", key+`"`))
 	opts := testOptions()
-	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
+	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
 	c1, err := NewConn(opts, root)
 	require.NoError(t, err)
 	defer c1.Close()
@@ -295,7 +296,7 @@ func TestLateEnqueueDropped(t *testing.T) {
 	key, queue := root+"/d/Lock", root+"/d/locks/queue/"
 	p := newHoldingProxy(t, txnOp("lock", queue))
 	opts := testOptions()
-	opts.Address, opts.RequestTimeout = p.Addr(), time.Second
+	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
 	c1, err := NewConn(opts, root)
 	require.NoError(t, err)
 	defer c1.Close()
@@ -328,4 +329,45 @@ func TestLateEnqueueDropped(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the first Lock did not return")
 	}
+}
+
+// TestLateWatchSparesOwnClaim: while the Conn watches the key of an
+// acquire that got no answer (held until the client gave up, then
+// dropped: it never lands), the same Conn takes the lock; the watch sees
+// the key held by the Conn's session and leaves it, since a grant
+// recorded it: once the watch has looked past the acquire, the lock is
+// still held.
+func TestLateWatchSparesOwnClaim(t *testing.T) {
+	root := testRoot(t)
+	key := root + "/d/Lock"
+	p := newHoldingProxy(t, txnOp("lock", key+`"`))
+	opts := testOptions()
+	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
+	c1, err := NewConn(opts, root)
+	require.NoError(t, err)
+	defer c1.Close()
+	ctx := t.Context()
+	_, err = c1.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+
+	read := p.answered(func(r *http.Request, _ string) bool {
+		return r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key
+	})
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = c1.Lock(lctx, "d", "lost")
+	require.Error(t, err, "a Lock whose acquire got no answer")
+	p.requireGaveUp(t)
+	requireClosedWithin(t, read, "the unanswered acquire was not resolved by a read")
+
+	l, err := c1.Lock(lctx, "d", "own")
+	require.NoError(t, err)
+	token := uint64(l.Token())
+	watched := p.answered(func(r *http.Request, _ string) bool {
+		index, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+		return r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key && err == nil && index >= token
+	})
+	requireClosedWithin(t, watched, "the watch of the lost acquire did not look past the grant")
+	require.NoError(t, l.Check(ctx), "the watch of a lost acquire took the Conn's own claim for it")
+	require.NoError(t, l.Unlock(ctx))
 }
