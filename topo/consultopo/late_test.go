@@ -167,21 +167,79 @@ func requireClosedWithin(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// requireLockable: a Vitess-style api.Lock, then a Lock of c, take the
-// lock key within seconds.
-func requireLockable(t *testing.T, c *Conn, key, dir string) {
+// proxiedConn opens a Conn under root through a holdingProxy holding
+// the first request match accepts, with requests bounded at 2 s, and
+// creates d/f through it (so that d can be locked).
+func proxiedConn(t *testing.T, root string, match func(r *http.Request, body string) bool) (*holdingProxy, *Conn) {
+	t.Helper()
+	p := newHoldingProxy(t, match)
+	opts := testOptions()
+	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	_, err = c.Create(t.Context(), "d/f", []byte("x"))
+	require.NoError(t, err)
+	return p, c
+}
+
+// lockAndUnlock runs a Lock of d by c in the background, unlocking at
+// once, and returns its outcome's channel.
+func lockAndUnlock(t *testing.T, c *Conn, contents string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		l, err := c.Lock(ctx, "d", contents)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// returned waits for the outcome of a lockAndUnlock.
+func returned(t *testing.T, done <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(waitFor):
+		t.Fatalf("%s did not return", what)
+		return nil
+	}
+}
+
+// readOf matches a read of key.
+func readOf(key string) func(r *http.Request, body string) bool {
+	return func(r *http.Request, _ string) bool {
+		return r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key
+	}
+}
+
+// requireVitessLockable: a Vitess-style api.Lock of key takes it within
+// 10 s, and releases it.
+func requireVitessLockable(t *testing.T, key string) {
 	t.Helper()
 	raw, err := rawClient(t).LockOpts(&api.LockOptions{Key: key, Value: []byte("vitess"),
-		SessionTTL: "10s", LockWaitTime: 15 * time.Second, LockTryOnce: true})
+		SessionTTL: "10s", LockWaitTime: 10 * time.Second, LockTryOnce: true})
 	require.NoError(t, err)
 	lost, err := raw.Lock(nil)
 	require.NoError(t, err)
-	require.NotNil(t, lost, "a Vitess-style api.Lock waited in vain: the key is left held with no claim on it")
+	require.NotNil(t, lost, "a Vitess-style api.Lock of a lock nobody holds waited in vain")
 	require.NoError(t, raw.Unlock())
 	require.NoError(t, raw.Destroy())
+}
+
+// requireLockable: a Vitess-style api.Lock, then a Lock of c, take the
+// lock on d (key: its lock key) within seconds.
+func requireLockable(t *testing.T, c *Conn, key string) {
+	t.Helper()
+	requireVitessLockable(t, key)
 	lctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	l, err := c.Lock(lctx, dir, "next")
+	l, err := c.Lock(lctx, "d", "next")
 	require.NoError(t, err, "Lock of a lock nobody holds")
 	require.NoError(t, l.Unlock(t.Context()))
 }
@@ -195,43 +253,14 @@ func requireLockable(t *testing.T, c *Conn, key, dir string) {
 func TestLateAcquireFreed(t *testing.T) {
 	root := testRoot(t)
 	key := root + "/d/Lock"
-	p := newHoldingProxy(t, txnOp("lock", key+`"`))
-	opts := testOptions()
-	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
-	c1, err := NewConn(opts, root)
-	require.NoError(t, err)
-	defer c1.Close()
-	c2 := newTestConn(t, root)
-	kv := rawClient(t).KV()
-	_, err = c2.Create(t.Context(), "d/f", []byte("x"))
-	require.NoError(t, err)
-
-	read := p.answered(func(r *http.Request, _ string) bool {
-		return r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key
-	})
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		l, err := c1.Lock(ctx, "d", "late")
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		done <- err
-	}()
+	p, c1 := proxiedConn(t, root, txnOp("lock", key+`"`))
+	read := p.answered(readOf(key))
+	done := lockAndUnlock(t, c1, "late")
 	p.requireGaveUp(t)
 	requireClosedWithin(t, read, "the unanswered acquire was not resolved by a read")
 	require.Equal(t, http.StatusOK, p.Release(t), "the late acquire did not take the key")
-	pair, _, err := kv.Get(key, &api.QueryOptions{RequireConsistent: true})
-	require.NoError(t, err)
-	t.Logf("after the late acquire: %+v", pair)
-	select {
-	case err := <-done:
-		t.Logf("the first Lock returned %v", err)
-	case <-time.After(waitFor):
-		t.Fatal("the first Lock did not return")
-	}
-	requireLockable(t, c2, key, "d")
+	t.Logf("the first Lock returned %v", returned(t, done, "the first Lock"))
+	requireLockable(t, newTestConn(t, root), key)
 }
 
 // TestGiveBackRetried: a Lock takes the free key in a release's gap while
@@ -244,15 +273,7 @@ func TestLateAcquireFreed(t *testing.T) {
 func TestGiveBackRetried(t *testing.T) {
 	root := testRoot(t)
 	key := root + "/d/Lock"
-	p := newHoldingProxy(t, txnOp("delete", key+`"`))
-	opts := testOptions()
-	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
-	c1, err := NewConn(opts, root)
-	require.NoError(t, err)
-	defer c1.Close()
-	c2 := newTestConn(t, root)
-	_, err = c2.Create(t.Context(), "d/f", []byte("x"))
-	require.NoError(t, err)
+	p, c1 := proxiedConn(t, root, txnOp("delete", key+`"`))
 	raw := rawClient(t)
 	sess, _, err := raw.Session().Create(&api.SessionEntry{TTL: "30s", Behavior: api.SessionBehaviorDelete}, nil)
 	require.NoError(t, err)
@@ -262,26 +283,12 @@ func TestGiveBackRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	done := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		l, err := c1.Lock(ctx, "d", "gap")
-		if err == nil {
-			err = l.Unlock(ctx)
-		}
-		done <- err
-	}()
+	done := lockAndUnlock(t, c1, "gap")
 	p.requireGaveUp(t)
 	_, err = raw.KV().Delete(entry, nil)
 	require.NoError(t, err)
-	select {
-	case err := <-done:
-		require.NoError(t, err, "the Lock that gave the key back, once it headed the queue")
-	case <-time.After(waitFor):
-		t.Fatal("the Lock that gave the key back did not return")
-	}
-	requireLockable(t, c2, key, "d")
+	require.NoError(t, returned(t, done, "the Lock that gave the key back"), "the Lock that gave the key back, once it headed the queue")
+	requireLockable(t, newTestConn(t, root), key)
 }
 
 // TestLateEnqueueDropped: a Lock's enqueue transaction is held on its way
@@ -294,41 +301,20 @@ func TestGiveBackRetried(t *testing.T) {
 func TestLateEnqueueDropped(t *testing.T) {
 	root := testRoot(t)
 	key, queue := root+"/d/Lock", root+"/d/locks/queue/"
-	p := newHoldingProxy(t, txnOp("lock", queue))
-	opts := testOptions()
-	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
-	c1, err := NewConn(opts, root)
-	require.NoError(t, err)
-	defer c1.Close()
-	c2, c3 := newTestConn(t, root), newTestConn(t, root)
+	p, c1 := proxiedConn(t, root, txnOp("lock", queue))
+	c2 := newTestConn(t, root)
 	ctx := t.Context()
-	_, err = c2.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
 	held, err := c2.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
 
 	dropped := p.answered(txnOp("delete", queue))
-	done := make(chan error, 1)
-	go func() {
-		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		l, err := c1.Lock(lctx, "d", "late")
-		if err == nil {
-			err = l.Unlock(lctx)
-		}
-		done <- err
-	}()
+	done := lockAndUnlock(t, c1, "late")
 	p.requireGaveUp(t)
 	requireClosedWithin(t, dropped, "the abandoned entry's delete was not sent")
 	require.Equal(t, http.StatusOK, p.Release(t), "the late enqueue did not land")
 	require.NoError(t, held.Unlock(ctx))
-	requireLockable(t, c3, key, "d")
-	select {
-	case err := <-done:
-		t.Logf("the first Lock returned %v", err)
-	case <-time.After(waitFor):
-		t.Fatal("the first Lock did not return")
-	}
+	requireLockable(t, newTestConn(t, root), key)
+	t.Logf("the first Lock returned %v", returned(t, done, "the first Lock"))
 }
 
 // TestLateWatchSparesOwnClaim: while the Conn watches the key of an
@@ -340,32 +326,19 @@ func TestLateEnqueueDropped(t *testing.T) {
 func TestLateWatchSparesOwnClaim(t *testing.T) {
 	root := testRoot(t)
 	key := root + "/d/Lock"
-	p := newHoldingProxy(t, txnOp("lock", key+`"`))
-	opts := testOptions()
-	opts.Address, opts.RequestTimeout = p.Addr(), 2*time.Second
-	c1, err := NewConn(opts, root)
-	require.NoError(t, err)
-	defer c1.Close()
+	p, c1 := proxiedConn(t, root, txnOp("lock", key+`"`))
 	ctx := t.Context()
-	_, err = c1.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
-
-	read := p.answered(func(r *http.Request, _ string) bool {
-		return r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key
-	})
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, err = c1.Lock(lctx, "d", "lost")
-	require.Error(t, err, "a Lock whose acquire got no answer")
+	read := p.answered(readOf(key))
+	require.Error(t, returned(t, lockAndUnlock(t, c1, "lost"), "the first Lock"), "a Lock whose acquire got no answer")
 	p.requireGaveUp(t)
 	requireClosedWithin(t, read, "the unanswered acquire was not resolved by a read")
 
-	l, err := c1.Lock(lctx, "d", "own")
+	l, err := c1.Lock(ctx, "d", "own")
 	require.NoError(t, err)
 	token := uint64(l.Token())
-	watched := p.answered(func(r *http.Request, _ string) bool {
+	watched := p.answered(func(r *http.Request, body string) bool {
 		index, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
-		return r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+key && err == nil && index >= token
+		return readOf(key)(r, body) && err == nil && index >= token
 	})
 	requireClosedWithin(t, watched, "the watch of the lost acquire did not look past the grant")
 	require.NoError(t, l.Check(ctx), "the watch of a lost acquire took the Conn's own claim for it")
