@@ -26,6 +26,15 @@ const (
 	// maxRetryWait caps the backoff between retries of an acquire refused
 	// by a lock-delay.
 	maxRetryWait = 500 * time.Millisecond
+	// lateWindow is how long, after an acquire or an enqueue got no
+	// answer, the Conn watches its key for it landing late (see
+	// watchLate). The agent applies a transaction it received whether or not the client
+	// is still there, and a consistent read does not wait for writes in
+	// flight; a Consul 1.13 server enqueues a write into Raft within 30 s
+	// or refuses it. A request held longer (on the network, or a Raft
+	// entry left uncommitted until a new leader commits it) is not
+	// caught: its key stays held until the Conn's session ends.
+	lateWindow = time.Minute
 )
 
 // errInvalidSession reports that Consul no longer knows the session an
@@ -129,30 +138,95 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 // resolve finds out, after an acquire request of r that got no answer,
 // whether it took the key, and if so deletes it (with an election's value
 // key): the key held by r's session at an index no grant of this Conn
-// recorded is r's. The caller holds the key's stripe. A read or delete
-// that fails is retried in the background until the session ends.
+// recorded is r's (freeLate). The caller holds the key's stripe. A read or
+// delete that fails is retried in the background until the session ends.
+// Since an unanswered request may still be applied after the read (held
+// on its way, or slow in the agent's RPC or Raft apply), the key is then
+// watched for lateWindow (watchLate), freeLate running again under the
+// key's stripe whenever it shows up as an orphan.
 func (c *Conn) resolve(r acquireReq) {
-	try := func() bool {
-		ctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
-		defer cancel()
-		pair, _, err := c.kv.Get(r.key, c.consistentOptions(ctx))
-		if err != nil {
-			return r.sess.lost()
+	until := time.Now().Add(lateWindow)
+	c.retry(r.sess, r.key, func() bool {
+		index, done := c.freeLate(r)
+		if done && index != 0 {
+			orphan := func(pair *api.KVPair) bool { return c.orphan(pair, r.sess) }
+			c.watchLate(r.sess, r.key, index, until, orphan, func() bool {
+				mu := c.stripe(r.key)
+				mu.Lock()
+				defer mu.Unlock()
+				_, done := c.freeLate(r)
+				return done
+			})
 		}
-		if pair == nil || pair.Session != r.sess.id || c.grants.has(pair.ModifyIndex) {
-			return true
-		}
-		ops := api.TxnOps{
-			{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: r.key, Index: pair.ModifyIndex}},
-			{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.key}},
-		}
-		if r.election {
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(r.key, r.sess.id)}})
-		}
-		_, _, err = c.txn(ctx, ops)
-		return err == nil || r.sess.lost()
+		return done
+	})
+}
+
+// freeLate reads r's key (consistent) and, when r's session holds it at
+// an index no grant of this Conn recorded, deletes it in one transaction
+// checking that index (with an election's value key). It reports whether
+// that is done (also when the session ended), and the index of the read
+// when the key was not r's to free (0 otherwise). The caller holds the
+// key's stripe, so that no acquire of the Conn on the key is between its
+// transaction and the record of its grant.
+func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
+	ctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
+	defer cancel()
+	pair, meta, err := c.kv.Get(r.key, c.consistentOptions(ctx))
+	if err != nil {
+		return 0, r.sess.lost()
 	}
-	c.retry(r.sess, r.key, try)
+	if !c.orphan(pair, r.sess) {
+		return meta.LastIndex, true
+	}
+	ops := api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: r.key, Index: pair.ModifyIndex}},
+		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.key}},
+	}
+	if r.election {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(r.key, r.sess.id)}})
+	}
+	_, _, err = c.txn(ctx, ops)
+	return 0, err == nil || r.sess.lost()
+}
+
+// orphan reports whether pair, a lock or election key as read, is held by
+// sess at an index no grant of this Conn recorded: taken by an acquire
+// whose answer was lost, with no claim on it.
+func (c *Conn) orphan(pair *api.KVPair, sess *session) bool {
+	return pair != nil && pair.Session == sess.id && !c.grants.has(pair.ModifyIndex)
+}
+
+// watchLate watches key, in the background, with consistent blocking
+// queries from index until the time until (or sess's end, or the Conn's
+// close), for a write of sess that got no answer landing after all:
+// whenever the key as read is stray, free runs (and again at the next
+// answer while it reports not done). Without it, a late acquire or
+// enqueue would leave a key held by sess, renewed for as long as the
+// Conn lives, with no claim or waiter on it and every other contender
+// waiting.
+func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Time, stray func(*api.KVPair) bool, free func() bool) {
+	c.spawn(func() {
+		ctx, cancel := context.WithDeadline(sess.ctx, until)
+		defer cancel()
+		stop := context.AfterFunc(c.ctx, cancel)
+		defer stop()
+		wait := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			pair, meta, err := c.kv.Get(key, c.blocking(c.consistentOptions(ctx), index))
+			if err == nil && stray(pair) && !free() {
+				err = errors.New("not freed")
+			}
+			if err != nil {
+				if !backendkit.Sleep(ctx, wait) {
+					return
+				}
+				wait = min(2*wait, watchRetryMax)
+				continue
+			}
+			index = nextIndex(index, meta.LastIndex)
+		}
+	})
 }
 
 // retry runs try, which reports whether its work is done, and until it is,
@@ -255,16 +329,23 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 }
 
 // release gives back a key an acquire of sess took (kv: its result), with
-// an election's value key, detached from any caller's context.
+// an election's value key, detached from any caller's context. A delete
+// that fails is retried in the background (as resolve's are) until it is
+// done, the key no longer has the acquire's index, or the session ends:
+// given up, the key would stay held by the session with no claim on it.
 func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *session) {
 	if kv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(d.c.ctx, requestTimeout)
-	defer cancel()
-	if err := d.c.deleteKey(ctx, q, key, kv.ModifyIndex, sess); err != nil && err != claims.ErrNotHeld {
-		slog.Debug("consultopo: giving a key back", "key", key, "err", err)
-	}
+	d.c.retry(sess, key, func() bool {
+		ctx, cancel := context.WithTimeout(d.c.ctx, requestTimeout)
+		defer cancel()
+		err := d.c.deleteKey(ctx, q, key, kv.ModifyIndex, sess)
+		if err != nil && err != claims.ErrNotHeld {
+			slog.Debug("consultopo: giving a key back", "key", key, "err", err)
+		}
+		return err == nil || err == claims.ErrNotHeld || isPermanent(err) || sess.lost()
+	})
 }
 
 // Acquire implements claims.Acquirer: once e heads the queue, one

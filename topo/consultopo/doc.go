@@ -67,12 +67,17 @@
 //     transaction whose first operation checks the claim's token
 //     (check-index on the acquire's ModifyIndex): the release of a claim
 //     (Unlock, Resign, Stop, a give-back of a key taken in a release's
-//     gap) by the Conn that acquired it, or the resolution of an acquire
-//     whose answer was lost, by the same Conn, for a key its session holds
-//     at an index none of its claims recorded. An election's value key of
-//     a session is deleted only with its election key, in that same
-//     transaction, or with its unlock (below), or by Consul with the
-//     session.
+//     gap, retried until done) by the Conn that acquired it, or the
+//     resolution of an acquire whose answer was lost, by the same Conn,
+//     for a key its session holds at an index none of its claims
+//     recorded, decided under the key's stripe (no acquire of the Conn is
+//     then between its transaction and the record of its grant). Since a
+//     lost acquire may land after the resolution's read, the key is
+//     watched for a minute after it: no key is left held by a session of
+//     the Conn with no claim on it, unless a request lands later than
+//     that. An election's value key of a session is deleted only with its
+//     election key, in that same transaction, or with its unlock (below),
+//     or by Consul with the session.
 //   - A lock or election key is unlocked by the library only by the
 //     release of a claim that finds it written since the acquire (by
 //     another tool's PUT, which keeps the session) yet still bound to the
@@ -85,7 +90,9 @@
 //     the Conn's long-lived session), and deleted only by its contender's
 //     acquire transaction at the head of the queue (the same transaction
 //     that acquires the key), by its contender giving up (check-session,
-//     then delete), or by Consul when the session ends. The queue orders
+//     then delete; an entry whose enqueue got no answer is watched for a
+//     minute and deleted if it lands after all), or by Consul when the
+//     session ends. The queue orders
 //     acquires; it never grants one: exclusion and tokens rest on the key's
 //     acquire transaction alone.
 //   - A queue's tail key (<dir>/locks/tail, elections/<name>/locks/tail)

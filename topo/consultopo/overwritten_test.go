@@ -88,14 +88,7 @@ func TestLockFreedAfterAnotherToolOverwroteItsKey(t *testing.T) {
 	lockWithin(c2, "another Conn")
 
 	overwrite("other tool 2")
-	raw, err := rawClient(t).LockOpts(&api.LockOptions{Key: key, Value: []byte("vitess"),
-		SessionTTL: "10s", LockWaitTime: 10 * time.Second, LockTryOnce: true})
-	require.NoError(t, err)
-	lost, err := raw.Lock(nil)
-	require.NoError(t, err)
-	require.NotNil(t, lost, "a Vitess-style api.Lock of a lock nobody holds")
-	require.NoError(t, raw.Unlock())
-	require.NoError(t, raw.Destroy())
+	requireVitessLockable(t, key)
 
 	overwrite("other tool 3")
 	lockWithin(c1, "the holder's Conn")

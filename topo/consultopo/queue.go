@@ -198,18 +198,31 @@ func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
 
 // dropEntry deletes the queue entry key of sess, retrying in the
 // background until it is gone, sess has ended (Consul then deletes it) or
-// the Conn is closed (which destroys sess).
+// the Conn is closed (which destroys sess). An entry not there (yet) is
+// watched for lateWindow (watchLate), for the enqueue that got no answer
+// landing after the delete.
 func (d driver) dropEntry(key string, sess *session) {
 	c := d.c
+	until := time.Now().Add(lateWindow)
+	del := func() error {
+		ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
+		defer cancel()
+		return c.deleteEntry(ctx, key, key, sess.id)
+	}
 	c.spawn(func() {
 		wait := 100 * time.Millisecond
 		for {
-			ctx, cancel := context.WithTimeout(c.ctx, requestTimeout)
-			err := c.deleteEntry(ctx, key, key, sess.id)
-			cancel()
+			err := del()
 			switch {
-			case err == nil, err == claims.ErrNotHeld:
-				return // deleted, or gone already
+			case err == nil:
+				return // deleted: the enqueue landed, and cannot again
+			case err == claims.ErrNotHeld:
+				ours := func(pair *api.KVPair) bool { return pair != nil && pair.Session == sess.id }
+				c.watchLate(sess, key, 0, until, ours, func() bool {
+					err := del()
+					return err == nil || err == claims.ErrNotHeld
+				})
+				return
 			case isPermanent(err):
 				slog.Warn("consultopo: deleting a queue entry", "key", key, "err", err)
 				return
