@@ -27,9 +27,7 @@ func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	root := freshRoot(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	// A wide safety margin: what is checked is which answers count, not
-	// how late the holder's timer fires on a loaded machine.
-	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout, SafetyMargin: testSessionTimeout / 2}, root)
+	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout}, root)
 	require.NoError(t, err)
 	t.Cleanup(holder.Close)
 	waiter := openConn(t, []string{e.Addr(l), e.Addr(g)}, root)

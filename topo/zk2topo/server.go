@@ -81,7 +81,11 @@ type Options struct {
 	// was sent more than (negotiated session timeout - SafetyMargin) ago is
 	// given up (its locks report LockLost, its leadership ends, and a new
 	// session serves later calls). Zero means a fifth of the negotiated
-	// session timeout; it is capped at half of it.
+	// session timeout; it is capped at half of it. An answer proves the
+	// send time of a request a quarter of the session timeout older (see
+	// the package doc, Sessions), for an idle session the previous ping,
+	// a third of the timeout older: a margin of a third of the session
+	// timeout or more gives every idle session up.
 	SafetyMargin time.Duration
 
 	// LinearizableReads makes every read (Get, List, ListDir, the reads

@@ -197,8 +197,8 @@ func (s *zkSession) isLost() bool {
 }
 
 // safeUntil is the instant until which the session surely lives on the
-// server: the latest answered request's send time + the session timeout -
-// the safety margin. Zero before the server first answered.
+// server: the send time of the latest request an answer proved (see
+// heard) + the session timeout - the safety margin. Zero before the server first answered.
 func (s *zkSession) safeUntil() time.Time {
 	proof, timeout := s.obs.lastProof()
 	if proof.IsZero() {
@@ -353,7 +353,7 @@ type sessionObserver struct {
 
 	mu      sync.Mutex
 	waiters map[sentKey][]chan struct{}
-	proof   time.Time     // send time of the latest answered request
+	proof   time.Time     // send time of the latest request proved (see heard)
 	timeout time.Duration // negotiated session timeout
 	// answered is closed when proof is first set (the negotiated timeout
 	// is known then).
@@ -399,7 +399,7 @@ func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
 		holding: reconnect && rewatch, rd: bufio.NewReaderSize(nc, readBuffer)}
 }
 
-// lastProof returns the send time of the latest answered request and the
+// lastProof returns the send time of the latest request proved and the
 // negotiated session timeout.
 func (o *sessionObserver) lastProof() (time.Time, time.Duration) {
 	o.mu.Lock()
@@ -446,12 +446,15 @@ type observedConn struct {
 	net.Conn
 	o *sessionObserver
 
-	wmu       sync.Mutex
-	first     time.Time           // when the connect request was written
-	sent      map[int32]time.Time // xid → send time, for requests awaiting an answer
-	stat2     map[int32]bool      // xids of creates sent as create2
-	pings     []time.Time         // send times of unanswered pings
-	handshake bool                // the connect response was read
+	wmu   sync.Mutex
+	first time.Time           // when the connect request was written
+	sent  map[int32]time.Time // xid → send time, for requests awaiting an answer
+	stat2 map[int32]bool      // xids of creates sent as create2
+	pings []time.Time         // send times of unanswered pings
+	// sends are the send times of the requests written, the connect
+	// request first, at most one per sendGrain (see heard)
+	sends     []time.Time
+	handshake bool // the connect response was read
 
 	// holding: requests are held back until the library's set-watches
 	// request is written (see holdRequest); held are their frames, and
@@ -498,6 +501,7 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	} else {
 		oc.sentAt(b, now)
 	}
+	oc.noteSend(now)
 	oc.wmu.Unlock()
 	if oc.o.n.Load() > 0 {
 		oc.o.written(b)
@@ -518,6 +522,46 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 	case xid > 0 && throughLeader(op):
 		oc.sent[xid] = t
 	}
+}
+
+// sendGrain is how close together two requests' send times may be for
+// the connection to keep only the earlier (see sends): a proof is then
+// at most that much older than it could be.
+const sendGrain = 10 * time.Millisecond
+
+// noteSend records that a request was written at t (caller holds wmu).
+func (oc *observedConn) noteSend(t time.Time) {
+	if n := len(oc.sends); n == 0 || t.Sub(oc.sends[n-1]) >= sendGrain {
+		oc.sends = append(oc.sends, t)
+	}
+}
+
+// heard returns the send time of the latest request written on the
+// connection at least a quarter of the session timeout before t, the send
+// time of a request answered through the leader (zero when there is
+// none); caller holds wmu. That is what the answer proves the leader
+// heard of: a follower tells the leader which of its sessions were active
+// only in its answers to the leader's pings, every half tick (a quarter
+// of the shortest session timeout the server grants, two ticks, by
+// default), so the answered request's own activity, and its
+// predecessors' within the last half tick, may never reach the leader
+// when the follower is parted from it just after answering
+// (TestIdleHolderOnPartedFollowerGivesUpFirst). An idle session's
+// answered ping thus proves the ping before.
+func (oc *observedConn) heard(t time.Time) time.Time {
+	oc.o.mu.Lock()
+	timeout := oc.o.timeout
+	oc.o.mu.Unlock()
+	limit := t.Add(-timeout / 4)
+	i := 0
+	for i+1 < len(oc.sends) && !oc.sends[i+1].After(limit) {
+		i++
+	}
+	if len(oc.sends) == 0 || oc.sends[i].After(limit) {
+		return time.Time{}
+	}
+	oc.sends = oc.sends[i:] // later answers prove no earlier request
+	return oc.sends[0]
 }
 
 // throughLeader reports whether a request of opcode op is answered only
@@ -722,6 +766,7 @@ func (oc *observedConn) release(first []byte) {
 		}
 		oc.sentAt(f, now)
 	}
+	oc.noteSend(now)
 	if oc.o.n.Load() > 0 {
 		for _, f := range frames {
 			oc.o.written(f)
@@ -817,13 +862,13 @@ func (oc *observedConn) frame() {
 		xid := int32(binary.BigEndian.Uint32(oc.body[:4]))
 		switch {
 		case xid == pingXid && len(oc.pings) > 0:
-			at = oc.pings[0]
+			at = oc.heard(oc.pings[0])
 			oc.pings = oc.pings[1:]
 		case xid == watchEventXid && len(oc.body) >= 16:
 			oc.o.noteEvent(oc.body[16:])
 		case xid > 0:
 			if t, ok := oc.sent[xid]; ok {
-				at = t
+				at = oc.heard(t)
 				delete(oc.sent, xid)
 			}
 			if len(oc.body) >= 16 {
