@@ -100,7 +100,9 @@
 //     through the leader proves the send time of the latest request sent
 //     a quarter of the session timeout before the answered one, not the
 //     answered one's: an idle session's answered ping proves the ping
-//     before it.
+//     before it. Only answers without error count: a follower answers a
+//     write its eager ACL check (enableEagerACLCheck) denies, or a request
+//     it throttled, itself.
 //     Leadership also ends as soon as the connection drops (stepDown):
 //     the leading candidacy is given up, its entry removed once
 //     reconnected, and WaitForLeadership enters anew;

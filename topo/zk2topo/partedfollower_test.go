@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -151,6 +152,70 @@ func TestIdleHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	select {
 	case parted := <-granted:
 		require.False(t, parted, "the waiter was granted the lock while the idle parted holder's Done was still open")
+	case <-ctx.Done():
+		t.Fatal("the waiter was not granted the lock of a holder parted from the leader")
+	}
+}
+
+// TestDeniedWritesOnPartedFollowerProveNothing: a follower checking
+// write permissions itself (enableEagerACLCheck) answers a denied write
+// without the leader; a holder whose follower is parted from the leader
+// and who keeps writing where it may not must still see its lock end
+// before a waiter on the leader's side is granted it.
+func TestDeniedWritesOnPartedFollowerProveNothing(t *testing.T) {
+	e := zktest.StartEnsembleWithLinksConfig(t, 3, "enableEagerACLCheck=true\n")
+	l := e.WaitLeader(zktest.StartTimeout)
+	f, g := (l+1)%3, (l+2)%3
+	root := freshRoot(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	waiter := openConn(t, []string{e.Addr(l), e.Addr(g)}, root)
+	_, err := waiter.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	// The owner's ACL covers what it creates: "private" and its file.
+	owner, err := NewConn(Options{Servers: []string{e.Addr(l)}, SessionTimeout: testSessionTimeout,
+		Auth: "digest:alice:secret", ACL: zk.DigestACL(zk.PermAll, "alice", "secret")}, root)
+	require.NoError(t, err)
+	t.Cleanup(owner.Close)
+	_, err = owner.Create(ctx, "private/f", []byte("x"))
+	require.NoError(t, err)
+	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout}, root)
+	require.NoError(t, err)
+	t.Cleanup(holder.Close)
+	ld, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	done := ld.Done()
+	granted := make(chan bool, 1) // whether the holder's Done was open then
+	go func() {
+		wl, err := waiter.Lock(ctx, "d", "waiter")
+		if err == nil {
+			granted <- !isClosed(done)
+			_ = wl.Unlock(ctx)
+		}
+	}()
+	denied := make(chan struct{}, 1)
+	writes, stopWrites := context.WithCancel(ctx)
+	defer stopWrites()
+	go func() {
+		for writes.Err() == nil {
+			wctx, wcancel := context.WithTimeout(writes, time.Second)
+			_, err := holder.Update(wctx, "private/f", []byte("y"), nil)
+			wcancel()
+			if topo.IsErrType(err, topo.PermissionDenied) {
+				select {
+				case denied <- struct{}{}:
+				default:
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // a busy writer's pace
+		}
+	}()
+	<-denied
+	e.CutLink(f, l)
+	defer e.HealLink(f, l)
+	select {
+	case parted := <-granted:
+		require.False(t, parted, "the waiter was granted the lock while the parted holder's Done was still open")
 	case <-ctx.Done():
 		t.Fatal("the waiter was not granted the lock of a holder parted from the leader")
 	}
