@@ -198,7 +198,8 @@ func (s *zkSession) isLost() bool {
 
 // safeUntil is the instant until which the session surely lives on the
 // server: the send time of the latest request an answer proved (see
-// heard) + the session timeout - the safety margin. Zero before the server first answered.
+// heard) + the session timeout - the safety margin. Zero before the
+// server first answered.
 func (s *zkSession) safeUntil() time.Time {
 	proof, timeout := s.obs.lastProof()
 	if proof.IsZero() {
@@ -541,9 +542,9 @@ func (oc *observedConn) noteSend(t time.Time) {
 // time of a request answered through the leader (zero when there is
 // none); caller holds wmu. That is what the answer proves the leader
 // heard of: a follower tells the leader which of its sessions were active
-// only in its answers to the leader's pings, every half tick (a quarter
-// of the shortest session timeout the server grants, two ticks, by
-// default), so the answered request's own activity, and its
+// only in its answers to the leader's pings, every half tick (at most a
+// quarter of the session timeout: by default the server grants no less
+// than two ticks), so the answered request's own activity, and its
 // predecessors' within the last half tick, may never reach the leader
 // when the follower is parted from it just after answering
 // (TestIdleHolderOnPartedFollowerGivesUpFirst). An idle session's
