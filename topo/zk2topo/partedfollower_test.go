@@ -23,40 +23,23 @@ import (
 // answers prove nothing about the session's life on the leader.
 func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	e := zktest.StartEnsembleWithLinks(t, 3)
-	l := e.WaitLeader(zktest.StartTimeout)
-	f, g := (l+1)%3, (l+2)%3
-	root := freshRoot(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout}, root)
-	require.NoError(t, err)
-	t.Cleanup(holder.Close)
-	waiter := openConn(t, []string{e.Addr(l), e.Addr(g)}, root)
-	_, err = waiter.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
-	ld, err := holder.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	done := ld.Done()
+	holder, waiter, f, l, granted := lockOnFollower(ctx, t, e, freshRoot(t))
 	leader, err := holder.NewLeaderParticipation("e", "holder")
 	require.NoError(t, err)
 	defer leader.Stop()
 	lctx, err := leader.WaitForLeadership()
 	require.NoError(t, err)
-	// What a grant found of the parted holder's claim, the moment it was
-	// granted.
-	type result struct {
-		ld     topo.LockDescriptor
-		err    error
-		parted bool // the parted holder's claim still live
-	}
-	got := make(chan result, 1)
-	go func() {
-		wl, err := waiter.Lock(ctx, "d", "waiter")
-		got <- result{wl, err, !isClosed(done)}
-	}()
 	next, err := waiter.NewLeaderParticipation("e", "waiter")
 	require.NoError(t, err)
 	defer next.Stop()
+	// What the other candidate's term found of the parted leader's, the
+	// moment it began.
+	type result struct {
+		err    error
+		parted bool // the parted leader's context still live
+	}
 	led := make(chan result, 1)
 	go func() {
 		_, err := next.WaitForLeadership()
@@ -84,17 +67,8 @@ func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 			}
 		}
 	}()
-	e.CutLink(f, l)
-	defer e.HealLink(f, l)
+	requireGrantAfterCut(ctx, t, e, f, l, granted)
 	var r result
-	select {
-	case r = <-got:
-	case <-ctx.Done():
-		t.Fatal("the waiter was not granted the lock of a holder parted from the leader")
-	}
-	require.NoError(t, r.err)
-	require.False(t, r.parted, "the waiter was granted the lock while the parted holder's Done was still open")
-	require.NoError(t, r.ld.Unlock(ctx))
 	select {
 	case r = <-led:
 	case <-ctx.Done():
@@ -114,28 +88,9 @@ func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 // ping before, one ping interval (a third of the session timeout) older.
 func TestIdleHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	e := zktest.StartEnsembleWithLinks(t, 3)
-	l := e.WaitLeader(zktest.StartTimeout)
-	f, g := (l+1)%3, (l+2)%3
-	root := freshRoot(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout}, root)
-	require.NoError(t, err)
-	t.Cleanup(holder.Close)
-	waiter := openConn(t, []string{e.Addr(l), e.Addr(g)}, root)
-	_, err = waiter.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
-	ld, err := holder.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	done := ld.Done()
-	granted := make(chan bool, 1) // whether the holder's Done was open then
-	go func() {
-		wl, err := waiter.Lock(ctx, "d", "waiter")
-		if err == nil {
-			granted <- !isClosed(done)
-			_ = wl.Unlock(ctx)
-		}
-	}()
+	holder, _, f, l, granted := lockOnFollower(ctx, t, e, freshRoot(t))
 	holder.mu.Lock()
 	s := holder.cur
 	holder.mu.Unlock()
@@ -147,14 +102,7 @@ func TestIdleHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 			time.Sleep(time.Millisecond) // polled: the cut must follow the answer closely
 		}
 	}
-	e.CutLink(f, l)
-	defer e.HealLink(f, l)
-	select {
-	case parted := <-granted:
-		require.False(t, parted, "the waiter was granted the lock while the idle parted holder's Done was still open")
-	case <-ctx.Done():
-		t.Fatal("the waiter was not granted the lock of a holder parted from the leader")
-	}
+	requireGrantAfterCut(ctx, t, e, f, l, granted)
 }
 
 // TestDeniedWritesOnPartedFollowerProveNothing: a follower checking
@@ -164,14 +112,10 @@ func TestIdleHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 // before a waiter on the leader's side is granted it.
 func TestDeniedWritesOnPartedFollowerProveNothing(t *testing.T) {
 	e := zktest.StartEnsembleWithLinksConfig(t, 3, "enableEagerACLCheck=true\n")
-	l := e.WaitLeader(zktest.StartTimeout)
-	f, g := (l+1)%3, (l+2)%3
-	root := freshRoot(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	waiter := openConn(t, []string{e.Addr(l), e.Addr(g)}, root)
-	_, err := waiter.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
+	root := freshRoot(t)
+	holder, _, f, l, granted := lockOnFollower(ctx, t, e, root)
 	// The owner's ACL covers what it creates: "private" and its file.
 	owner, err := NewConn(Options{Servers: []string{e.Addr(l)}, SessionTimeout: testSessionTimeout,
 		Auth: "digest:alice:secret", ACL: zk.DigestACL(zk.PermAll, "alice", "secret")}, root)
@@ -179,20 +123,6 @@ func TestDeniedWritesOnPartedFollowerProveNothing(t *testing.T) {
 	t.Cleanup(owner.Close)
 	_, err = owner.Create(ctx, "private/f", []byte("x"))
 	require.NoError(t, err)
-	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout}, root)
-	require.NoError(t, err)
-	t.Cleanup(holder.Close)
-	ld, err := holder.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	done := ld.Done()
-	granted := make(chan bool, 1) // whether the holder's Done was open then
-	go func() {
-		wl, err := waiter.Lock(ctx, "d", "waiter")
-		if err == nil {
-			granted <- !isClosed(done)
-			_ = wl.Unlock(ctx)
-		}
-	}()
 	denied := make(chan struct{}, 1)
 	writes, stopWrites := context.WithCancel(ctx)
 	defer stopWrites()
@@ -211,8 +141,42 @@ func TestDeniedWritesOnPartedFollowerProveNothing(t *testing.T) {
 		}
 	}()
 	<-denied
+	requireGrantAfterCut(ctx, t, e, f, l, granted)
+}
+
+// lockOnFollower opens a holder Conn on a follower f of e (leader l) and
+// a waiter on the other members, under root; the holder takes lock "d"
+// and the waiter queues behind it. granted tells, once the waiter is
+// granted the lock, whether the holder's Done was still open.
+func lockOnFollower(ctx context.Context, t *testing.T, e *zktest.Ensemble, root string) (holder, waiter *Conn, f, l int, granted <-chan bool) {
+	l = e.WaitLeader(zktest.StartTimeout)
+	f, g := (l+1)%3, (l+2)%3
+	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout}, root)
+	require.NoError(t, err)
+	t.Cleanup(holder.Close)
+	waiter = openConn(t, []string{e.Addr(l), e.Addr(g)}, root)
+	_, err = waiter.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	ld, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	done := ld.Done()
+	got := make(chan bool, 1)
+	go func() {
+		wl, err := waiter.Lock(ctx, "d", "waiter")
+		if err == nil {
+			got <- !isClosed(done)
+			_ = wl.Unlock(ctx)
+		}
+	}()
+	return holder, waiter, f, l, got
+}
+
+// requireGrantAfterCut parts follower f from leader l and fails the test
+// unless the waiter of lockOnFollower is granted the lock, and only once
+// the holder's Done is closed.
+func requireGrantAfterCut(ctx context.Context, t *testing.T, e *zktest.Ensemble, f, l int, granted <-chan bool) {
 	e.CutLink(f, l)
-	defer e.HealLink(f, l)
+	t.Cleanup(func() { e.HealLink(f, l) })
 	select {
 	case parted := <-granted:
 		require.False(t, parted, "the waiter was granted the lock while the parted holder's Done was still open")
