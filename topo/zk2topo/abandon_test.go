@@ -152,7 +152,8 @@ func slowAndOther(t *testing.T, d time.Duration) (context.Context, string, *faul
 }
 
 // slowSessionTimeout is the session timeout of slowAndOther's slow Conn,
-// whose answers the tests delay by a second: an idle session stays proven
-// only while each ping is answered within 2/15 of its timeout (the
-// package doc, Sessions), 533 ms of testSessionTimeout.
+// whose traffic the tests delay by half a second each way, up to a second
+// for a frame that comes while the proxy holds another: a session stays
+// proven while each answer comes within 23/60 of its timeout (the package
+// doc, Sessions), 1.5 s of testSessionTimeout.
 const slowSessionTimeout = 10 * time.Second

@@ -99,8 +99,11 @@
 //     answers to the leader's pings (every half tick), so an answer
 //     through the leader proves the send time of the latest request sent
 //     a quarter of the session timeout before the answered one, not the
-//     answered one's: an idle session's answered ping proves the ping
-//     before it. Only answers without error count: a follower answers a
+//     answered one's: an idle session's answered ping proves an earlier
+//     ping. Each connection also sends a sync of "/" of its own (with the
+//     ping's xid) every twelfth of the session timeout, so that an idle
+//     session's proof lags that much rather than a library ping interval
+//     (a third of the timeout) behind the latest answer. Only answers without error count: a follower answers a
 //     write its eager ACL check (enableEagerACLCheck) denies, or a request
 //     it throttled, itself.
 //     Leadership also ends as soon as the connection drops (stepDown):

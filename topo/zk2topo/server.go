@@ -83,9 +83,9 @@ type Options struct {
 	// session serves later calls). Zero means a fifth of the negotiated
 	// session timeout; it is capped at half of it. An answer proves the
 	// send time of a request a quarter of the session timeout older (see
-	// the package doc, Sessions), for an idle session the previous ping,
-	// a third of the timeout older: a margin of a third of the session
-	// timeout or more gives every idle session up.
+	// the package doc, Sessions), and an idle session sends a sync every
+	// twelfth of the timeout: it is given up when an answer takes longer
+	// than 7/12 of the timeout minus the margin (23/60 with the default).
 	SafetyMargin time.Duration
 
 	// LinearizableReads makes every read (Get, List, ListDir, the reads

@@ -397,7 +397,7 @@ func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
 	rewatch := len(o.watches) > 0
 	o.mu.Unlock()
 	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{},
-		holding: reconnect && rewatch, rd: bufio.NewReaderSize(nc, readBuffer)}
+		holding: reconnect && rewatch, rd: bufio.NewReaderSize(nc, readBuffer), closed: make(chan struct{})}
 }
 
 // lastProof returns the send time of the latest request proved and the
@@ -447,6 +447,12 @@ type observedConn struct {
 	net.Conn
 	o *sessionObserver
 
+	// wrmu orders the writes of pings (the library's and the
+	// connection's own, see pinger) with their records in pings.
+	wrmu      sync.Mutex
+	closed    chan struct{} // closed by Close: pinger returns
+	closeOnce sync.Once
+
 	wmu   sync.Mutex
 	first time.Time           // when the connect request was written
 	sent  map[int32]time.Time // xid → send time, for requests awaiting an answer
@@ -483,6 +489,8 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	isFirst := oc.first.IsZero()
 	oc.wmu.Unlock()
 	asked := len(b)
+	oc.wrmu.Lock()
+	defer oc.wrmu.Unlock()
 	if isFirst {
 		b = oc.o.resumeFrame(b)
 	} else {
@@ -523,6 +531,49 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 	case xid > 0 && throughLeader(op):
 		oc.sent[xid] = t
 	}
+}
+
+// ownPings is how many syncs of "/" per session timeout a connection
+// sends on its own (see pinger), besides the client library's pings (3).
+const ownPings = 12
+
+// pinger writes syncPing every interval until the connection is closed or
+// a write fails. An answer proves a request a quarter of the session
+// timeout older (see heard), so an idle session's proof would otherwise
+// lag a whole library ping interval (a third of the timeout) behind the
+// latest answer, and the session would be given up whenever a ping's
+// answer took more than 2/15 of the timeout (with the default margin);
+// with a sync every twelfth of the timeout, an answer may take 23/60 of it
+// (the 7/15 before the leader-answer proofs, less a twelfth).
+func (oc *observedConn) pinger(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-oc.closed:
+			return
+		case <-t.C:
+		}
+		oc.wrmu.Lock()
+		now := time.Now()
+		_, err := oc.Conn.Write(syncPing)
+		if err == nil {
+			oc.wmu.Lock()
+			oc.sentAt(syncPing, now)
+			oc.noteSend(now)
+			oc.wmu.Unlock()
+		}
+		oc.wrmu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Close closes the connection and stops its pinger.
+func (oc *observedConn) Close() error {
+	oc.closeOnce.Do(func() { close(oc.closed) })
+	return oc.Conn.Close()
 }
 
 // sendGrain is how close together two requests' send times may be for
@@ -853,6 +904,9 @@ func (oc *observedConn) frame() {
 			oc.o.mu.Lock()
 			if ms := int32(binary.BigEndian.Uint32(oc.body[4:8])); ms > 0 {
 				oc.o.timeout = time.Duration(ms) * time.Millisecond
+			}
+			if oc.o.timeout > 0 {
+				go oc.pinger(oc.o.timeout / ownPings)
 			}
 			if len(oc.body) >= connectRespKeep && binary.BigEndian.Uint32(oc.body[16:20]) == passwdLen {
 				oc.o.passwd = append([]byte(nil), oc.body[20:20+passwdLen]...)
