@@ -25,7 +25,7 @@ func TestHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	e := zktest.StartEnsembleWithLinks(t, 3)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	holder, waiter, f, l, granted := lockOnFollower(ctx, t, e, freshRoot(t))
+	holder, waiter, f, l, granted := lockOnFollower(ctx, t, e, freshRoot(t), Options{})
 	leader, err := holder.NewLeaderParticipation("e", "holder")
 	require.NoError(t, err)
 	defer leader.Stop()
@@ -90,7 +90,9 @@ func TestIdleHolderOnPartedFollowerGivesUpFirst(t *testing.T) {
 	e := zktest.StartEnsembleWithLinks(t, 3)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	holder, _, f, l, granted := lockOnFollower(ctx, t, e, freshRoot(t))
+	// The library's pings alone: the Conn's own syncs, three times as
+	// frequent, come well within the test servers' half tick of each other.
+	holder, _, f, l, granted := lockOnFollower(ctx, t, e, freshRoot(t), Options{libraryPingsOnly: true})
 	holder.mu.Lock()
 	s := holder.cur
 	holder.mu.Unlock()
@@ -115,7 +117,7 @@ func TestDeniedWritesOnPartedFollowerProveNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	root := freshRoot(t)
-	holder, _, f, l, granted := lockOnFollower(ctx, t, e, root)
+	holder, _, f, l, granted := lockOnFollower(ctx, t, e, root, Options{})
 	// The owner's ACL covers what it creates: "private" and its file.
 	owner, err := NewConn(Options{Servers: []string{e.Addr(l)}, SessionTimeout: testSessionTimeout,
 		Auth: "digest:alice:secret", ACL: zk.DigestACL(zk.PermAll, "alice", "secret")}, root)
@@ -145,13 +147,15 @@ func TestDeniedWritesOnPartedFollowerProveNothing(t *testing.T) {
 }
 
 // lockOnFollower opens a holder Conn on a follower f of e (leader l) and
-// a waiter on the other members, under root; the holder takes lock "d"
-// and the waiter queues behind it. granted tells, once the waiter is
-// granted the lock, whether the holder's Done was still open.
-func lockOnFollower(ctx context.Context, t *testing.T, e *zktest.Ensemble, root string) (holder, waiter *Conn, f, l int, granted <-chan bool) {
+// a waiter on the other members, under root; the holder (opts, with the
+// follower's address and testSessionTimeout) takes lock "d" and the
+// waiter queues behind it. granted tells, once the waiter is granted the
+// lock, whether the holder's Done was still open.
+func lockOnFollower(ctx context.Context, t *testing.T, e *zktest.Ensemble, root string, opts Options) (holder, waiter *Conn, f, l int, granted <-chan bool) {
 	l = e.WaitLeader(zktest.StartTimeout)
 	f, g := (l+1)%3, (l+2)%3
-	holder, err := NewConn(Options{Servers: []string{e.Addr(f)}, SessionTimeout: testSessionTimeout}, root)
+	opts.Servers, opts.SessionTimeout = []string{e.Addr(f)}, testSessionTimeout
+	holder, err := NewConn(opts, root)
 	require.NoError(t, err)
 	t.Cleanup(holder.Close)
 	waiter = openConn(t, []string{e.Addr(l), e.Addr(g)}, root)

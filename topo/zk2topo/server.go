@@ -113,6 +113,9 @@ type Options struct {
 	// defect is a deliberate defect of the Conn's claims engine, for the
 	// mutation kit only (mutants_test.go).
 	defect claims.Defect
+	// libraryPingsOnly, for tests, stops the connections' own syncs (see
+	// pinger): an idle session then sends the client library's pings alone.
+	libraryPingsOnly bool
 
 	// Dialer, if set, replaces net.DialTimeout for the connections to the
 	// servers.

@@ -70,6 +70,7 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	s.claims = claims.NewSession("", s)
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
 	s.obs.resumeID, s.obs.resumePw = id, passwd
+	s.obs.libraryPingsOnly = c.opts.libraryPingsOnly
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
 		zk.WithLogger(slogLogger{c.log}),
 		zk.WithLogInfo(false),
@@ -360,6 +361,8 @@ type sessionObserver struct {
 	// is known then).
 	answered chan struct{}
 	passwd   []byte // the session's password, from the connect response
+
+	libraryPingsOnly bool // Options.libraryPingsOnly: no pinger
 
 	// resumeID (when not 0) and resumePw are the session the first
 	// connect request adopts (see resumeFrame); set before the first dial.
@@ -905,7 +908,7 @@ func (oc *observedConn) frame() {
 			if ms := int32(binary.BigEndian.Uint32(oc.body[4:8])); ms > 0 {
 				oc.o.timeout = time.Duration(ms) * time.Millisecond
 			}
-			if oc.o.timeout > 0 {
+			if oc.o.timeout > 0 && !oc.o.libraryPingsOnly {
 				go oc.pinger(oc.o.timeout / ownPings)
 			}
 			if len(oc.body) >= connectRespKeep && binary.BigEndian.Uint32(oc.body[16:20]) == passwdLen {
