@@ -135,7 +135,8 @@ func TestInterruptedCreateRemovesItsDirectories(t *testing.T) {
 
 // slowAndOther returns, for a fresh root: a context ending after d, a
 // fault proxy, a Conn through it (slow), one straight to the server
-// (other) and a raw client.
+// (other) and a raw client. The slow Conn's session timeout is
+// slowSessionTimeout.
 func slowAndOther(t *testing.T, d time.Duration) (context.Context, string, *faultproxy.Proxy, *Conn, *Conn, *zk.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -144,5 +145,15 @@ func slowAndOther(t *testing.T, d time.Duration) (context.Context, string, *faul
 	px, err := faultproxy.New(testServer)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = px.Close() })
-	return ctx, root, px, openConn(t, []string{px.Addr()}, root), openConn(t, []string{testServer}, root), openRaw(t)
+	slow, err := NewConn(Options{Servers: []string{px.Addr()}, SessionTimeout: slowSessionTimeout}, root)
+	require.NoError(t, err)
+	t.Cleanup(slow.Close)
+	return ctx, root, px, slow, openConn(t, []string{testServer}, root), openRaw(t)
 }
+
+// slowSessionTimeout is the session timeout of slowAndOther's slow Conn,
+// whose traffic the tests delay by half a second each way, up to a second
+// for a frame that comes while the proxy holds another: a session stays
+// proven while each answer comes within 23/60 of its timeout (the package
+// doc, Sessions), 1.5 s of testSessionTimeout.
+const slowSessionTimeout = 10 * time.Second

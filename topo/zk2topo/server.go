@@ -81,7 +81,11 @@ type Options struct {
 	// was sent more than (negotiated session timeout - SafetyMargin) ago is
 	// given up (its locks report LockLost, its leadership ends, and a new
 	// session serves later calls). Zero means a fifth of the negotiated
-	// session timeout; it is capped at half of it.
+	// session timeout; it is capped at half of it. An answer proves the
+	// send time of a request a quarter of the session timeout older (see
+	// the package doc, Sessions), and an idle session sends a sync every
+	// twelfth of the timeout: it is given up when an answer takes longer
+	// than 7/12 of the timeout minus the margin (23/60 with the default).
 	SafetyMargin time.Duration
 
 	// LinearizableReads makes every read (Get, List, ListDir, the reads
@@ -109,6 +113,9 @@ type Options struct {
 	// defect is a deliberate defect of the Conn's claims engine, for the
 	// mutation kit only (mutants_test.go).
 	defect claims.Defect
+	// libraryPingsOnly, for tests, stops the connections' own syncs (see
+	// pinger): an idle session then sends the client library's pings alone.
+	libraryPingsOnly bool
 
 	// Dialer, if set, replaces net.DialTimeout for the connections to the
 	// servers.

@@ -70,6 +70,7 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	s.claims = claims.NewSession("", s)
 	s.obs = newSessionObserver(c.opts.SessionTimeout)
 	s.obs.resumeID, s.obs.resumePw = id, passwd
+	s.obs.libraryPingsOnly = c.opts.libraryPingsOnly
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
 		zk.WithLogger(slogLogger{c.log}),
 		zk.WithLogInfo(false),
@@ -197,8 +198,9 @@ func (s *zkSession) isLost() bool {
 }
 
 // safeUntil is the instant until which the session surely lives on the
-// server: the latest answered request's send time + the session timeout -
-// the safety margin. Zero before the server first answered.
+// server: the send time of the latest request an answer proved (see
+// heard) + the session timeout - the safety margin. Zero before the
+// server first answered.
 func (s *zkSession) safeUntil() time.Time {
 	proof, timeout := s.obs.lastProof()
 	if proof.IsZero() {
@@ -353,12 +355,14 @@ type sessionObserver struct {
 
 	mu      sync.Mutex
 	waiters map[sentKey][]chan struct{}
-	proof   time.Time     // send time of the latest answered request
+	proof   time.Time     // send time of the latest request proved (see heard)
 	timeout time.Duration // negotiated session timeout
 	// answered is closed when proof is first set (the negotiated timeout
 	// is known then).
 	answered chan struct{}
 	passwd   []byte // the session's password, from the connect response
+
+	libraryPingsOnly bool // Options.libraryPingsOnly: no pinger
 
 	// resumeID (when not 0) and resumePw are the session the first
 	// connect request adopts (see resumeFrame); set before the first dial.
@@ -396,10 +400,10 @@ func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
 	rewatch := len(o.watches) > 0
 	o.mu.Unlock()
 	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{},
-		holding: reconnect && rewatch, rd: bufio.NewReaderSize(nc, readBuffer)}
+		holding: reconnect && rewatch, rd: bufio.NewReaderSize(nc, readBuffer), closed: make(chan struct{})}
 }
 
-// lastProof returns the send time of the latest answered request and the
+// lastProof returns the send time of the latest request proved and the
 // negotiated session timeout.
 func (o *sessionObserver) lastProof() (time.Time, time.Duration) {
 	o.mu.Lock()
@@ -446,12 +450,21 @@ type observedConn struct {
 	net.Conn
 	o *sessionObserver
 
-	wmu       sync.Mutex
-	first     time.Time           // when the connect request was written
-	sent      map[int32]time.Time // xid → send time, for requests awaiting an answer
-	stat2     map[int32]bool      // xids of creates sent as create2
-	pings     []time.Time         // send times of unanswered pings
-	handshake bool                // the connect response was read
+	// wrmu orders the writes of pings (the library's and the
+	// connection's own, see pinger) with their records in pings.
+	wrmu      sync.Mutex
+	closed    chan struct{} // closed by Close: pinger returns
+	closeOnce sync.Once
+
+	wmu   sync.Mutex
+	first time.Time           // when the connect request was written
+	sent  map[int32]time.Time // xid → send time, for requests awaiting an answer
+	stat2 map[int32]bool      // xids of creates sent as create2
+	pings []time.Time         // send times of unanswered pings
+	// sends are the send times of the requests written, the connect
+	// request first, at most one per sendGrain (see heard)
+	sends     []time.Time
+	handshake bool // the connect response was read
 
 	// holding: requests are held back until the library's set-watches
 	// request is written (see holdRequest); held are their frames, and
@@ -479,6 +492,8 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	isFirst := oc.first.IsZero()
 	oc.wmu.Unlock()
 	asked := len(b)
+	oc.wrmu.Lock()
+	defer oc.wrmu.Unlock()
 	if isFirst {
 		b = oc.o.resumeFrame(b)
 	} else {
@@ -498,6 +513,7 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	} else {
 		oc.sentAt(b, now)
 	}
+	oc.noteSend(now)
 	oc.wmu.Unlock()
 	if oc.o.n.Load() > 0 {
 		oc.o.written(b)
@@ -518,6 +534,89 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 	case xid > 0 && throughLeader(op):
 		oc.sent[xid] = t
 	}
+}
+
+// ownPings is how many syncs of "/" per session timeout a connection
+// sends on its own (see pinger), besides the client library's pings (3).
+const ownPings = 12
+
+// pinger writes syncPing every interval until the connection is closed or
+// a write fails. An answer proves a request a quarter of the session
+// timeout older (see heard), so an idle session's proof would otherwise
+// lag a whole library ping interval (a third of the timeout) behind the
+// latest answer, and the session would be given up whenever a ping's
+// answer took more than 2/15 of the timeout (with the default margin);
+// with a sync every twelfth of the timeout, an answer may take 23/60 of it
+// (the 7/15 before the leader-answer proofs, less a twelfth).
+func (oc *observedConn) pinger(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-oc.closed:
+			return
+		case <-t.C:
+		}
+		oc.wrmu.Lock()
+		now := time.Now()
+		_, err := oc.Conn.Write(syncPing)
+		if err == nil {
+			oc.wmu.Lock()
+			oc.sentAt(syncPing, now)
+			oc.noteSend(now)
+			oc.wmu.Unlock()
+		}
+		oc.wrmu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Close closes the connection and stops its pinger.
+func (oc *observedConn) Close() error {
+	oc.closeOnce.Do(func() { close(oc.closed) })
+	return oc.Conn.Close()
+}
+
+// sendGrain is how close together two requests' send times may be for
+// the connection to keep only the earlier (see sends): a proof is then
+// at most that much older than it could be.
+const sendGrain = 10 * time.Millisecond
+
+// noteSend records that a request was written at t (caller holds wmu).
+func (oc *observedConn) noteSend(t time.Time) {
+	if n := len(oc.sends); n == 0 || t.Sub(oc.sends[n-1]) >= sendGrain {
+		oc.sends = append(oc.sends, t)
+	}
+}
+
+// heard returns the send time of the latest request written on the
+// connection at least a quarter of the session timeout before t, the send
+// time of a request answered through the leader (zero when there is
+// none); caller holds wmu. That is what the answer proves the leader
+// heard of: a follower tells the leader which of its sessions were active
+// only in its answers to the leader's pings, every half tick (at most a
+// quarter of the session timeout: by default the server grants no less
+// than two ticks), so the answered request's own activity, and its
+// predecessors' within the last half tick, may never reach the leader
+// when the follower is parted from it just after answering
+// (TestIdleHolderOnPartedFollowerGivesUpFirst). An idle session's
+// answered ping thus proves the ping before.
+func (oc *observedConn) heard(t time.Time) time.Time {
+	oc.o.mu.Lock()
+	timeout := oc.o.timeout
+	oc.o.mu.Unlock()
+	limit := t.Add(-timeout / 4)
+	i := 0
+	for i+1 < len(oc.sends) && !oc.sends[i+1].After(limit) {
+		i++
+	}
+	if len(oc.sends) == 0 || oc.sends[i].After(limit) {
+		return time.Time{}
+	}
+	oc.sends = oc.sends[i:] // later answers prove no earlier request
+	return oc.sends[0]
 }
 
 // throughLeader reports whether a request of opcode op is answered only
@@ -722,6 +821,7 @@ func (oc *observedConn) release(first []byte) {
 		}
 		oc.sentAt(f, now)
 	}
+	oc.noteSend(now)
 	if oc.o.n.Load() > 0 {
 		for _, f := range frames {
 			oc.o.written(f)
@@ -808,6 +908,9 @@ func (oc *observedConn) frame() {
 			if ms := int32(binary.BigEndian.Uint32(oc.body[4:8])); ms > 0 {
 				oc.o.timeout = time.Duration(ms) * time.Millisecond
 			}
+			if oc.o.timeout > 0 && !oc.o.libraryPingsOnly {
+				go oc.pinger(oc.o.timeout / ownPings)
+			}
 			if len(oc.body) >= connectRespKeep && binary.BigEndian.Uint32(oc.body[16:20]) == passwdLen {
 				oc.o.passwd = append([]byte(nil), oc.body[20:20+passwdLen]...)
 			}
@@ -815,15 +918,24 @@ func (oc *observedConn) frame() {
 		}
 	} else if len(oc.body) >= 4 {
 		xid := int32(binary.BigEndian.Uint32(oc.body[:4]))
+		// Only an answer without error proves: a follower answers some
+		// errors itself, without the leader (a write its eager ACL check
+		// denies: TestDeniedWritesOnPartedFollowerProveNothing; a request
+		// it throttled).
+		ok := len(oc.body) >= 16 && binary.BigEndian.Uint32(oc.body[12:16]) == 0
 		switch {
 		case xid == pingXid && len(oc.pings) > 0:
-			at = oc.pings[0]
+			if ok {
+				at = oc.heard(oc.pings[0])
+			}
 			oc.pings = oc.pings[1:]
 		case xid == watchEventXid && len(oc.body) >= 16:
 			oc.o.noteEvent(oc.body[16:])
 		case xid > 0:
-			if t, ok := oc.sent[xid]; ok {
-				at = t
+			if t, sent := oc.sent[xid]; sent {
+				if ok {
+					at = oc.heard(t)
+				}
 				delete(oc.sent, xid)
 			}
 			if len(oc.body) >= 16 {

@@ -29,6 +29,7 @@ type Ensemble struct {
 	// port through (links[i][j]; nil for i == j): see
 	// StartEnsembleWithLinks.
 	links [][]*faultproxy.Proxy
+	extra string // appended to every node's zoo.cfg
 
 	mu    sync.Mutex
 	procs []*process // nil while a node is stopped
@@ -41,7 +42,7 @@ type Ensemble struct {
 // ZooKeeper cannot be installed or started.
 func StartEnsemble(t testing.TB, n int) *Ensemble {
 	t.Helper()
-	return startEnsemble(t, n, false)
+	return startEnsemble(t, n, false, "")
 }
 
 // StartEnsembleWithLinks is StartEnsemble with every node reaching every
@@ -54,13 +55,22 @@ func StartEnsemble(t testing.TB, n int) *Ensemble {
 // ZooKeeper's usual 2 s tick and syncLimit 5, for 10 s).
 func StartEnsembleWithLinks(t testing.TB, n int) *Ensemble {
 	t.Helper()
-	return startEnsemble(t, n, true)
+	return startEnsemble(t, n, true, "")
+}
+
+// StartEnsembleWithLinksConfig is StartEnsembleWithLinks with extra
+// appended to every node's zoo.cfg: lines of key=value, where a key
+// ZooKeeper's configuration does not know sets the Java system property
+// "zookeeper."+key (enableEagerACLCheck=true, for one).
+func StartEnsembleWithLinksConfig(t testing.TB, n int, extra string) *Ensemble {
+	t.Helper()
+	return startEnsemble(t, n, true, extra)
 }
 
 // partedSyncLimit is the syncLimit of StartEnsembleWithLinks, in ticks.
 const partedSyncLimit = 30
 
-func startEnsemble(t testing.TB, n int, links bool) *Ensemble {
+func startEnsemble(t testing.TB, n int, links bool, extra string) *Ensemble {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("zktest: StartEnsemble needs at least one node, got %d", n)
@@ -68,7 +78,7 @@ func startEnsemble(t testing.TB, n int, links bool) *Ensemble {
 	if err := EnsureInstalled(); err != nil {
 		t.Fatal(err)
 	}
-	e := &Ensemble{t: t, dir: t.TempDir(), procs: make([]*process, n)}
+	e := &Ensemble{t: t, dir: t.TempDir(), procs: make([]*process, n), extra: extra}
 	t.Cleanup(e.killAll)
 	ports, err := freeport.Ports(3 * n) // distinct, outside the ephemeral range
 	if err != nil {
@@ -141,6 +151,7 @@ func (e *Ensemble) writeConfig(i int) error {
 		}
 		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", j+1, peer, e.elect[j])
 	}
+	b.WriteString(e.extra)
 	return os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(b.String()), 0o644)
 }
 
