@@ -4,7 +4,8 @@ import "github.com/topokit/topokit/topo"
 
 // TxnConditioned reports whether op has a condition of its own, explicit
 // (the If kinds) or implied by a write: every op but an UpdateOp without
-// a version, which writes whatever the state.
+// a version, which writes whatever the state. It returns no error and is
+// safe for concurrent use.
 func TxnConditioned(op TxnOp) bool {
 	return op.Kind != topo.TxnUpdate || op.Version != AnyVersion
 }
@@ -15,7 +16,7 @@ func TxnConditioned(op TxnOp) bool {
 // IfHeld, BadVersion for the ops at a version (which fail with NoNode
 // instead on an absent path, see TxnConditionFails). A backend that does
 // not know the state the condition failed on (etcd2topo after a
-// compaction) reports this code.
+// compaction) reports this code. Safe for concurrent use.
 func TxnConditionCode(op TxnOp) topo.ErrorCode {
 	switch op.Kind {
 	case topo.TxnIfAbsent, topo.TxnCreate:
