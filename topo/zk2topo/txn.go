@@ -64,7 +64,19 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     that session is over, the server refuses every request of it, so an
 //     entry name that another session reuses later (the "locks" znode was
 //     removed and created again, and its sequence restarted) can never
-//     pass the check. All IfHeld ops of one Txn must be claims of one
+//     pass the check. While the session lives, the entry may still be
+//     deleted behind its back (by an operator, another tool) and its name
+//     reused by another session before the deletion's event reaches the
+//     holder; a check compares only the data version, the same (0) for
+//     both, so before the multi a sync and an exists of every claim's
+//     entry (pipelined, on the claim's session: one round trip more,
+//     beside the Stat reads below when there are any) must show the entry
+//     owned by that session with the claim's token (its Czxid), or the
+//     claim fails as lost locally. The exists is answered after every
+//     event of the session before it and after the sync reached the
+//     leader, so what the check cannot rule out is only a deletion and a
+//     reuse of the name both committed between that sync and the multi
+//     (see verify). All IfHeld ops of one Txn must be claims of one
 //     session (InvalidArgument otherwise). A claim released or lost
 //     locally (Unlock, Stop, its session over, its entry seen deleted, or
 //     an entry of the same name created again by the same session after
@@ -103,9 +115,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // A multi cannot check whether a znode is a file or only a directory, so
 // IfVersion, IfPresent and a versioned UpdateOp read the znode's Stat
 // first (one round trip more, as Update's compare-and-set); the other ops
-// need no read: a transaction of only IfHeld, CreateOp, unversioned
-// UpdateOp, DeleteOp and IfAbsent costs one round trip when nothing is
-// missing. A multi that fails where a Stat is needed to tell why (a
+// need no read: a transaction of only CreateOp, unversioned UpdateOp,
+// DeleteOp and IfAbsent costs one round trip when nothing is missing, two
+// with IfHeld (its entry's read, above). A multi that fails where a Stat is needed to tell why (a
 // missing parent, a directory where a file was expected, a delete refused
 // for children) is followed by one round of reads and a new multi (at
 // most ten in all); CreateOps in new directories cost two multis and one
@@ -201,6 +213,7 @@ type fenceClaim struct {
 	conn  *Conn // the Conn that took the claim
 	sess  *zkSession
 	node  string
+	token int64 // the entry's Czxid
 	ended func() bool
 }
 
@@ -216,7 +229,7 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 		return fenceClaim{}, false
 	}
 	s, e := g.Session().Ref().(*zkSession), g.Entry()
-	return fenceClaim{conn: d.c, sess: s, node: e.Key, ended: func() bool {
+	return fenceClaim{conn: d.c, sess: s, node: e.Key, token: e.Token, ended: func() bool {
 		rec := s.entry(e.Key)
 		return !g.Live() || s.isLost() || rec == nil || rec.token != e.Token
 	}}, true
@@ -528,11 +541,22 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		}
 	}
 	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
-	if err := t.stat(ctx, first...); err != nil {
+	// The claims' entries are read (see verify) beside the Stats, in the
+	// same round trip.
+	verified := make(chan error, 1)
+	go func() { verified <- t.verify(ctx) }()
+	err := t.stat(ctx, first...)
+	if verr := <-verified; verr != nil {
+		return nil, verr
+	}
+	if err != nil {
 		return nil, err
 	}
+	if t.claims[0].dead && t.ops[0].Kind == topo.TxnIfHeld {
+		return nil, backendkit.TxnFailed(t.ops[0], topo.LockLost)
+	}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
-		if attempt > 0 || len(first) > 0 {
+		if attempt > 0 || len(first) > 0 || t.guard != nil {
 			m = t.build()
 			if err := t.checkSize(m); err != nil {
 				return nil, err
@@ -624,6 +648,64 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		return nil, lowErr
 	}
 	return nil, backendkit.Wrap(topo.ResourceExhausted, "", ErrTxnContention)
+}
+
+// verify reads, on the claims' session, a sync and then an exists of each
+// live claim's entry (pipelined: one round trip), and marks dead every
+// claim whose entry is gone, or is not that session's with the claim's
+// token: the multi then checks it with a check that cannot pass.
+//
+// The multi's check of an entry compares only its data version (a
+// ZooKeeper check op reads nothing else of the znode), so it cannot tell
+// the holder's entry from another session's entry of the same name,
+// created on a re-created "locks" znode whose sequence restarted (version
+// 0 as well). The multi runs on the claim's session, whose connection
+// delivers the event of the entry's deletion before any later answer: so
+// the read, answered after the sync reached the leader, shows every
+// deletion committed before that sync. What remains is a deletion and a
+// same-named entry both committed between the sync and the multi (one
+// round trip), which no request of ZooKeeper's multi can rule out.
+func (t *txn) verify(ctx context.Context) error {
+	if t.guard == nil {
+		return nil
+	}
+	s := t.guard
+	var idx []int
+	for i := range t.claims {
+		if t.ops[i].Kind == topo.TxnIfHeld && !t.claims[i].dead {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	stats := make([]*zk.Stat, len(idx))
+	found := make([]bool, len(idx))
+	err := t.c.do(ctx, "", func() error {
+		return s.syncThen(func() error {
+			for k, i := range idx {
+				ok, st, err := s.zk.Exists(t.claims[i].node)
+				if err != nil {
+					return err
+				}
+				found[k], stats[k] = ok, st
+			}
+			return nil
+		})
+	})
+	if s.isLost() {
+		return t.lost()
+	}
+	if err != nil {
+		return t.c.convert(err, "")
+	}
+	for k, i := range idx {
+		cl := &t.claims[i]
+		if !found[k] || stats[k].EphemeralOwner != s.zk.SessionID() || stats[k].Czxid != cl.token {
+			cl.dead = true
+		}
+	}
+	return nil
 }
 
 // opFailure reports whether err is a TxnError of a condition that does
