@@ -130,7 +130,11 @@
 //     its connection dropped, and an entry whose create lost its answer,
 //     found by owner and deleted on the same live session); the server
 //     deletes the rest with their session;
-//   - a file: Delete, at the caller's version when one is given;
+//   - a file: Delete, at the caller's version when one is given. A Conn
+//     rooted at a reserved place (inside a "locks" znode, say) reads the
+//     Stat of what it writes or deletes first and leaves ephemeral znodes
+//     (entries) alone: Update finds one there (NodeExists), Delete finds
+//     no file (NoNode), as memorytopo and etcd2topo answer;
 //   - a directory znode: only when a read on the Conn showed it empty (no
 //     data, no child but an empty "locks" znode), deleted at the data
 //     version read, so a directory re-created meanwhile as a file is kept.

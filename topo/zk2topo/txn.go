@@ -36,6 +36,11 @@ const maxTxnAttempts = 10
 // calling Txn again is safe.
 var ErrTxnContention = errors.New("zk2topo: the transaction lost every attempt to concurrent writers; nothing of it was applied")
 
+// errEntry is the cause of the error of a write, on a Conn rooted at a
+// reserved place, that would land on a lock or election entry (an
+// ephemeral znode): see entryCheck.
+var errEntry = errors.New("zk2topo: the znode is a lock or election entry (ephemeral, at a reserved place): not a file")
+
 // errOwnZnodes is the cause of the InvalidPath of a write to ZooKeeper's
 // own znodes.
 var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written")
@@ -111,6 +116,18 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     can see the znode), but ZooKeeper counts it: the parent's child
 //     version grows, and child watches on the parent (and exists watches
 //     on the path) fire.
+//
+// On a Conn whose root is at a reserved place (topo.IsReserved of the
+// root: inside a "locks" znode, say, where its znodes may be lock or
+// election entries), every UpdateOp and DeleteOp reads its znode's Stat
+// first (with the others' reads) and leaves an ephemeral znode alone:
+// UpdateOp fails with NodeExists, DeleteOp with NoNode (an entry is no
+// file), as on memorytopo and etcd2topo; a write without a version is
+// made at the version read (a changed version reads the Stat again). A
+// multi cannot check that a znode is not ephemeral, so this holds unless
+// the file read is deleted and an entry of its name created at the same
+// data version between the read and the multi. Conns rooted elsewhere (any
+// Vitess root) send what they sent before.
 //
 // A multi cannot check whether a znode is a file or only a directory, so
 // IfVersion, IfPresent and a versioned UpdateOp read the znode's Stat
@@ -293,6 +310,8 @@ const (
 	roleUnfile           // DeleteOp of a file with children: set-data to empty
 	roleCreate           // UpdateOp without version of an absent file: create
 	roleEnd              // the last check of a multi with excluded ops: always fails
+	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
+	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -388,6 +407,10 @@ func (t *txn) build() []mreq {
 			}
 		case topo.TxnUpdate:
 			switch {
+			case t.entryCheck(i) && s.isEntry():
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleEntry})
+			case t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !s.dirOnly():
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			case op.Version != backendkit.AnyVersion && s.dirOnly():
 				kindFail(i, zp)
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists && made[zp]:
@@ -400,7 +423,11 @@ func (t *txn) build() []mreq {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
 		case topo.TxnDelete:
-			if s.statted && s.exists && !s.dirOnly() && s.st.NumChildren > 0 {
+			if t.entryCheck(i) && s.isEntry() {
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleEntry})
+			} else if t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !s.dirOnly() && s.st.NumChildren == 0 {
+				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: s.st.Version}, i, roleAt})
+			} else if s.statted && s.exists && !s.dirOnly() && s.st.NumChildren > 0 {
 				v := s.st.Version
 				if op.Version != backendkit.AnyVersion {
 					v = zkVersion(op.Version)
@@ -516,6 +543,23 @@ func (t *txn) createsFile(i int) bool {
 	return false
 }
 
+// entryCheck reports whether op i is a write (UpdateOp, DeleteOp) of a
+// Conn rooted at a reserved place (Conn.inClaims): its znode's Stat is
+// read first, and an ephemeral znode (a lock or election entry, not a
+// file) is left alone, as memorytopo and etcd2topo do: the op fails with
+// NodeExists (UpdateOp) or NoNode (DeleteOp). A write without a version
+// is then made at the version read, so that it lands only on the znode
+// read (a changed version reads the Stat again).
+func (t *txn) entryCheck(i int) bool {
+	k := t.ops[i].Kind
+	return t.c.inClaims && (k == topo.TxnUpdate || k == topo.TxnDelete)
+}
+
+// isEntry reports whether the Stat read for op i shows an ephemeral znode.
+func (s *opState) isEntry() bool {
+	return s.statted && s.exists && s.st.EphemeralOwner != 0
+}
+
 // needsStat reports whether op i's meaning depends on whether its znode is
 // a file, which only a read shows (see Txn).
 func (t *txn) needsStat(i int) bool {
@@ -536,7 +580,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
 	for i := range t.ops {
-		if t.needsStat(i) {
+		if t.needsStat(i) || t.entryCheck(i) {
 			first = append(first, i)
 		}
 	}
@@ -746,7 +790,12 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	switch r.role {
 	case roleSentinel:
 		return fail(topo.NoNode)
-	case roleParent, roleCreate, roleKind, roleDirToFile:
+	case roleEntry:
+		if op.Kind == topo.TxnUpdate {
+			return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
+		}
+		return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NoNode, op.Path, errEntry))
+	case roleParent, roleCreate, roleKind, roleDirToFile, roleAt:
 		if r.role == roleParent || (r.role == roleCreate && errors.Is(zerr, zk.ErrNoNode)) {
 			return t.parents(ctx) // missing higher up, created meanwhile, or a parent went
 		}
@@ -997,11 +1046,11 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 		switch {
 		case r.role == roleMain && op.Kind == topo.TxnCreate, r.role == roleCreate:
 			out[r.op] = topo.NumericVersion(0)
-		case (r.role == roleMain && op.Kind == topo.TxnUpdate) || r.role == roleDirToFile:
+		case (r.role == roleMain || r.role == roleAt) && op.Kind == topo.TxnUpdate, r.role == roleDirToFile:
 			if st := res[j].Stat; st != nil {
 				out[r.op] = topo.NumericVersion(st.Version)
 			}
-		case r.role == roleMain && op.Kind == topo.TxnDelete:
+		case (r.role == roleMain || r.role == roleAt) && op.Kind == topo.TxnDelete:
 			if parent := zkDir(c.zkPath(op.Path)); parent != c.zkPath("") {
 				cleanup = append(cleanup, parent)
 			}
