@@ -151,7 +151,8 @@ type guardedUpdater interface {
 
 // GuardedUpdate writes contents to filePath only while f is held: one
 // transaction of IfHeld(f) and UpdateOp(filePath, contents, version), one
-// store round trip. It returns the new version. A lost or released claim
+// store round trip (two on ZooKeeper, which reads the claim's entry
+// before the transaction: see zk2topo's Txn). It returns the new version. A lost or released claim
 // gives a *TxnError with Index 0 and LockLost; a stale version gives Index
 // 1 with BadVersion (or NoNode); nothing is written in either case. Other
 // errors are those of Conn.Txn. When conn has a GuardedUpdate method of

@@ -158,7 +158,10 @@ func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
 // queue one round trip more between the release and its Lock's (or
 // WaitForLeadership's) return. The release of that grant waits for it
 // (awaitTailDrop), so that once the claim is released a queue left empty
-// has left no key, as before.
+// has left no key, as before. A drop's record is keyed by token and
+// removed only by that drop when it ends: an acquire given the same index
+// later (a restarted -dev agent reuses indexes) records its own drop,
+// which replaces the record, and the first drop's end leaves it.
 func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	tail := namedTail(key, resp)
 	if tail == nil {
@@ -171,7 +174,13 @@ func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	c.spawn(func() {
 		defer func() {
 			c.mu.Lock()
-			delete(c.tailDrops, token)
+			// Only this drop's record: another acquire may have been given
+			// the same index since (a -dev agent restarted, its indexes
+			// starting over) and recorded its own drop under it, which its
+			// release must still wait for.
+			if c.tailDrops[token] == done {
+				delete(c.tailDrops, token)
+			}
 			c.mu.Unlock()
 			close(done)
 		}()

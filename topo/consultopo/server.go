@@ -336,7 +336,9 @@ type Conn struct {
 	preds   map[string]*waiter
 	// tailDrops holds, by the token of the acquire that started it, each
 	// tail drop still running in the background (dropTailLater), closed
-	// when it is over.
+	// when it is over; a drop removes its record only while the record
+	// is still its own (a later acquire of the same index, after an agent
+	// restart, replaces it).
 	tailDrops map[uint64]chan struct{}
 }
 

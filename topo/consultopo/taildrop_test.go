@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -122,4 +123,75 @@ func TestQueueTailDropInFlight(t *testing.T) {
 			require.NoError(t, again.Unlock(ctx))
 		})
 	}
+}
+
+// TestTailDropRecordKeptForLaterAcquireOfSameIndex: two tail drops
+// recorded under one token (the index of two acquires, possible once a
+// -dev agent restarted and its indexes started over), the first started
+// before the second: when the first ends, the second, still held back,
+// is still the one its release waits for (awaitTailDrop). Unit level: a
+// restart that hands the same index to a second acquire is not
+// reproducible on demand, so the drops are started directly
+// (dropTailLater) for two queues' tails, on the real agent, each held back
+// on its own.
+func TestTailDropRecordKeptForLaterAcquireOfSameIndex(t *testing.T) {
+	ctx := context.Background()
+	c := newTestConn(t, testRoot(t))
+	gates := map[string]chan struct{}{}
+	held := make(chan string, 4)
+	for _, d := range []string{"a", "b"} {
+		gates[tailOf(c.dirPrefix(d)+queueDir+"/x")] = make(chan struct{})
+	}
+	c.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+		if r.URL.Path != "/v1/txn" || r.GetBody == nil {
+			return nil, nil
+		}
+		b, err := r.GetBody()
+		if err != nil {
+			return nil, nil
+		}
+		body, _ := io.ReadAll(b)
+		for tail, gate := range gates {
+			if bytes.Contains(body, []byte(`"check-index"`)) && bytes.Contains(body, []byte(`"`+tail+`"`)) {
+				held <- tail
+				select {
+				case <-gate:
+				case <-r.Context().Done():
+				}
+			}
+		}
+		return nil, nil
+	}
+	const token = 42
+	start := func(d string) (tail string, done chan struct{}) {
+		key := c.dirPrefix(d) + queueDir + "/x"
+		tail = tailOf(key)
+		resp := &api.TxnResponse{Results: api.TxnResults{{KV: &api.KVPair{Key: tail, Value: []byte(key), ModifyIndex: 7}}}}
+		c.dropTailLater(key, token, resp)
+		require.Equal(t, tail, <-held)
+		c.mu.Lock()
+		done = c.tailDrops[token]
+		c.mu.Unlock()
+		require.NotNil(t, done)
+		return tail, done
+	}
+	tailA, doneA := start("a")
+	tailB, doneB := start("b")
+	close(gates[tailA])
+	<-doneA
+	c.mu.Lock()
+	rec := c.tailDrops[token]
+	c.mu.Unlock()
+	require.True(t, rec == doneB, "the first drop's end removed the record of the second, still running")
+	waited := make(chan struct{})
+	go func() {
+		c.awaitTailDrop(ctx, token)
+		close(waited)
+	}()
+	close(gates[tailB])
+	<-doneB
+	<-waited
+	c.mu.Lock()
+	require.Empty(t, c.tailDrops)
+	c.mu.Unlock()
 }

@@ -22,7 +22,7 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 		return nil, err
 	}
 	k := c.key(p)
-	rev, err := c.writeIf(ctx, p, clientv3.Compare(clientv3.CreateRevision(k), "=", 0), clientv3.OpPut(k, string(contents)),
+	rev, err := c.writeIf(ctx, p, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}, clientv3.OpPut(k, string(contents)),
 		func() error { return topo.NewError(topo.NodeExists, p) })
 	if err != nil {
 		return nil, err
@@ -36,13 +36,24 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // ModRevision still equals it: BadVersion if it differs, NoNode if the file
 // is absent; version 0 never matches and never creates the file. It
 // returns the new ModRevision. A failed compare-and-set costs one more
-// read, to tell NoNode from BadVersion.
+// read, to tell NoNode from BadVersion. On a Conn rooted at a reserved
+// place (inside a "locks" directory, say), a key with a lease is a lock or
+// election entry, not a file: Update returns NodeExists and writes
+// nothing (the write is a transaction comparing the lease with none).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
 	k := c.key(p)
+	if version == nil && c.inClaims {
+		rev, err := c.writeIf(ctx, p, []clientv3.Cmp{leaseless(k)}, clientv3.OpPut(k, string(contents)),
+			func() error { return backendkit.Wrap(topo.NodeExists, p, errEntry) })
+		if err != nil {
+			return nil, err
+		}
+		return topo.NumericVersion(rev), nil
+	}
 	if version == nil {
 		resp, err := c.cli.Put(ctx, k, string(contents))
 		if err != nil {
@@ -60,20 +71,38 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // casWrite runs op (a put or a delete of p's key) in one transaction
 // that applies it only if the key's ModRevision is want, and returns the
 // transaction's revision; casMismatch's error when it is not.
+// With the root at a reserved place (Conn.inClaims), the transaction
+// also compares the key's lease with none (leaseless).
 func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.Op) (int64, error) {
 	if want == 0 {
 		// ModRevision 0 means "absent" to etcd: comparing with it would
 		// create the file. No file has version 0, so this cannot match.
-		return 0, c.casMismatch(ctx, p)
+		return 0, c.casMismatch(ctx, p, op.IsDelete())
 	}
-	return c.writeIf(ctx, p, clientv3.Compare(clientv3.ModRevision(c.key(p)), "=", want), op,
-		func() error { return c.casMismatch(ctx, p) })
+	k := c.key(p)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", want)}
+	if c.inClaims {
+		cmps = append(cmps, leaseless(k))
+	}
+	return c.writeIf(ctx, p, cmps, op, func() error { return c.casMismatch(ctx, p, op.IsDelete()) })
 }
 
-// writeIf runs op in one transaction that applies it only if cmp holds,
-// and returns the transaction's revision; failed's error when cmp fails.
-func (c *Conn) writeIf(ctx context.Context, p string, cmp clientv3.Cmp, op clientv3.Op, failed func() error) (int64, error) {
-	resp, err := c.cli.Txn(ctx).If(cmp).Then(op).Commit()
+// errEntry is the cause of the error of a write that would land on a lock
+// or election entry (a leased key at a reserved place: see Conn.inClaims).
+var errEntry = errors.New("etcd2topo: the key is a lock or election entry (it has a lease, at a reserved place): not a file")
+
+// leaseless is the compare that key k has no lease: it holds for an
+// absent key too (etcd compares an absent key's lease as 0). A Conn rooted
+// at a reserved place (Conn.inClaims) adds it to every write, so that a
+// file write never rewrites another holder's entry (a put without a
+// lease would also detach the entry from its lease) nor deletes it, as
+// memorytopo refuses them.
+func leaseless(k string) clientv3.Cmp { return clientv3.Compare(clientv3.LeaseValue(k), "=", 0) }
+
+// writeIf runs op in one transaction that applies it only if cmps hold,
+// and returns the transaction's revision; failed's error when one fails.
+func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op clientv3.Op, failed func() error) (int64, error) {
+	resp, err := c.cli.Txn(ctx).If(cmps...).Then(op).Commit()
 	if err != nil {
 		return 0, c.convertError(ctx, err, p)
 	}
@@ -87,8 +116,26 @@ func (c *Conn) writeIf(ctx context.Context, p string, cmp clientv3.Cmp, op clien
 // match: NoNode if the file is absent, BadVersion otherwise. It costs one
 // more read, on the failure path only: an Else branch in the transaction
 // would answer in the same round trip but measurably slows every
-// successful compare-and-set.
-func (c *Conn) casMismatch(ctx context.Context, p string) error {
+// successful compare-and-set. With the root at a reserved place
+// (Conn.inClaims), a leased key is a lock or election entry, not a file:
+// NodeExists for an update, NoNode for a delete (as memorytopo).
+func (c *Conn) casMismatch(ctx context.Context, p string, del bool) error {
+	if c.inClaims {
+		resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithKeysOnly())
+		if err != nil {
+			return c.convertError(ctx, err, p)
+		}
+		switch {
+		case len(resp.Kvs) == 0 || resp.Kvs[0].Lease != 0 && del:
+			if len(resp.Kvs) > 0 {
+				return backendkit.Wrap(topo.NoNode, p, errEntry)
+			}
+			return topo.NewError(topo.NoNode, p)
+		case resp.Kvs[0].Lease != 0:
+			return backendkit.Wrap(topo.NodeExists, p, errEntry)
+		}
+		return topo.NewError(topo.BadVersion, p)
+	}
 	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithCountOnly())
 	if err != nil {
 		return c.convertError(ctx, err, p)
@@ -181,13 +228,29 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 
 // Delete deletes filePath. A nil version deletes unconditionally; a
 // non-nil one is a transaction on the key's ModRevision (BadVersion if
-// stale; version 0 never matches). It returns NoNode if the file is absent.
+// stale; version 0 never matches). It returns NoNode if the file is absent,
+// and on a Conn rooted at a reserved place for a key with a lease (a lock
+// or election entry, no file; see Update).
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
 		return err
 	}
 	k := c.key(p)
+	if version == nil && c.inClaims {
+		// A leased key there is a lock or election entry: no file.
+		resp, err := c.cli.Txn(ctx).If(leaseless(k)).Then(clientv3.OpDelete(k)).Commit()
+		if err != nil {
+			return c.convertError(ctx, err, p)
+		}
+		if !resp.Succeeded {
+			return backendkit.Wrap(topo.NoNode, p, errEntry)
+		}
+		if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
+			return topo.NewError(topo.NoNode, p)
+		}
+		return nil
+	}
 	if version == nil {
 		resp, err := c.cli.Delete(ctx, k)
 		if err != nil {

@@ -41,7 +41,18 @@
 //   - a file key, only by Delete (or Update's put) of that path, never as
 //     a side effect; the reserved paths (topo.IsReserved) are never
 //     written, locked or campaigned on, so no file is ever taken for, or
-//     removed as, a lock entry or candidate;
+//     removed as, a lock entry or candidate. A Conn whose root is itself
+//     at a reserved place (inside a "locks" directory, say: its keys may
+//     be entries) compares, in every write (Update, Delete, Txn's UpdateOp
+//     and DeleteOp), the key's lease with none, so that it never rewrites
+//     (nor detaches from its lease) or deletes another holder's entry:
+//     a leased key there is no file, and Update finds it there
+//     (NodeExists) while Delete finds no file (NoNode), as memorytopo
+//     answers. The check is per write, not a refusal of such roots at
+//     NewConn: memorytopo accepts them, reads and the leaseless keys
+//     there (files other tools wrote) stay usable, and a root outside
+//     the reserved places (any Vitess root, /vitess/global) is unchanged:
+//     its writes carry no extra compare;
 //   - an entry, only its own (the engine's Driver.Delete): by Unlock,
 //     Resign, Stop, an abandoned or failed wait or claim, always in a
 //     transaction comparing the key's ModRevision (a native key's
@@ -301,6 +312,12 @@ type Conn struct {
 	// root followed by "/", or "" for an empty root.
 	rootPrefix string
 
+	// inClaims says that the root is at a reserved place (topo.IsReserved:
+	// inside a "locks" directory, say), where every key of the Conn may be
+	// a lock or election entry: its writes then leave leased keys alone
+	// (see leaseless).
+	inClaims bool
+
 	// ctx lives as long as the Conn; Close cancels it, which ends watches,
 	// keepalives and waits.
 	ctx    context.Context
@@ -354,7 +371,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if len(opts.Endpoints) == 0 {
 		return nil, backendkit.Wrap(topo.InvalidArgument, root, errors.New("etcd2topo: no endpoint given"))
 	}
-	if _, err := topo.CleanDirPath(root); err != nil {
+	canonRoot, err := topo.CleanDirPath(root)
+	if err != nil {
 		return nil, err
 	}
 	opts.DialTimeout = backendkit.OrDefault(opts.DialTimeout, DefaultDialTimeout)
@@ -437,6 +455,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		opts:       opts,
 		log:        lg,
 		rootPrefix: rootPrefix,
+		inClaims:   topo.IsReserved(canonRoot),
 		ctx:        ctx,
 		cancel:     cancel,
 		leases:     map[*lease]struct{}{},

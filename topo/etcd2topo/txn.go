@@ -63,7 +63,11 @@ const requestOverheadBytes = 64
 // Update and Delete. Every write gets the transaction's revision: the version
 // returned for a CreateOp or UpdateOp is it. The writes are plain etcd
 // puts and deletes, seen by List, Watch and WatchRecursive like those of
-// Create, Update and Delete.
+// Create, Update and Delete. On a Conn rooted at a reserved place (see
+// Update), UpdateOp and DeleteOp also compare their key's lease with none
+// (LeaseValue(k) = 0; these compares count toward MaxTxnOps) and fail on
+// a lock or election entry with NodeExists and NoNode, as Update and
+// Delete do.
 //
 // IfHeld takes a lock descriptor or a leadership term of this backend on
 // the same etcd cluster (through another Conn too, even with another
@@ -158,6 +162,9 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 type txnPlan struct {
 	ops    []backendkit.TxnOp
 	guards []*guard // the guard of each IfHeld op
+	// inClaims: the Conn's root is at a reserved place, and the writes
+	// compare their key's lease with none (see leaseless).
+	inClaims bool
 
 	cmps  []clientv3.Cmp
 	then  []clientv3.Op
@@ -188,6 +195,7 @@ func (t *txnPlan) readsAt(rev int64) []clientv3.Op {
 
 // build fills in the compares, the writes and the failure reads.
 func (t *txnPlan) build(c *Conn) {
+	t.inClaims = c.inClaims
 	t.keys = make([]string, len(t.ops))
 	t.read = make(map[string]int, len(t.ops))
 	for i, op := range t.ops {
@@ -225,7 +233,13 @@ func (t *txnPlan) build(c *Conn) {
 			}
 			t.then = append(t.then, clientv3.OpDelete(k))
 		}
-		if _, dup := t.read[k]; backendkit.TxnConditioned(op) && !dup {
+		// A Conn rooted at a reserved place writes no leased key (a lock
+		// or election entry: see leaseless).
+		entryGuard := c.inClaims && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete)
+		if entryGuard {
+			t.cmps = append(t.cmps, leaseless(k))
+		}
+		if _, dup := t.read[k]; (backendkit.TxnConditioned(op) || entryGuard) && !dup {
 			t.read[k] = len(t.reads)
 			t.reads = append(t.reads, failureRead{key: k, withValues: t.guards[i] != nil && t.guards[i].withValue})
 		}
@@ -291,13 +305,26 @@ func (t *txnPlan) failureNow(resp *clientv3.TxnResponse) error {
 func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	for i, op := range t.ops {
 		j, compared := t.read[t.keys[i]]
-		if !compared || !backendkit.TxnConditioned(op) {
+		if !compared {
 			continue
 		}
 		var kv *mvccpb.KeyValue
 		var rev int64 // the key's ModRevision, if it is there
 		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
 			kv, rev = kvs[0], kvs[0].ModRevision
+		}
+		if t.inClaims && kv != nil && kv.Lease != 0 {
+			// An entry, not a file (see leaseless): as memorytopo, an
+			// update finds it there, a delete finds no file.
+			switch op.Kind {
+			case topo.TxnUpdate:
+				return backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
+			case topo.TxnDelete:
+				return backendkit.TxnOpError(op, backendkit.Wrap(topo.NoNode, op.Path, errEntry))
+			}
+		}
+		if !backendkit.TxnConditioned(op) {
+			continue
 		}
 		if g := t.guards[i]; g != nil {
 			if !g.held || g.gone(kv) {

@@ -130,7 +130,11 @@
 //     its connection dropped, and an entry whose create lost its answer,
 //     found by owner and deleted on the same live session); the server
 //     deletes the rest with their session;
-//   - a file: Delete, at the caller's version when one is given;
+//   - a file: Delete, at the caller's version when one is given. A Conn
+//     rooted at a reserved place (inside a "locks" znode, say) reads the
+//     Stat of what it writes or deletes first and leaves ephemeral znodes
+//     (entries) alone: Update finds one there (NodeExists), Delete finds
+//     no file (NoNode), as memorytopo and etcd2topo answer;
 //   - a directory znode: only when a read on the Conn showed it empty (no
 //     data, no child but an empty "locks" znode), deleted at the data
 //     version read, so a directory re-created meanwhile as a file is kept.
@@ -180,7 +184,17 @@
 // op's requests). IfHeld checks the claim's entry in a multi run on the
 // claim's session, never on another: after that session ends the server
 // refuses its requests, while an entry of the same name may by then
-// belong to another session.
+// belong to another session. No request of a multi can tell the holder's
+// entry from another session's entry of the same name while the holder's
+// session lives (a check compares only the data version, 0 for both;
+// nothing in a multi compares a Czxid or an ephemeral owner), which
+// happens when the entry is deleted behind the holder's back and the
+// re-created "locks" znode restarts its sequence. So the multi follows a
+// sync and an exists of the entry on the claim's session (pipelined, one
+// round trip), which must show the entry the session's with the claim's
+// token: the window left is a deletion and a reuse of the name both
+// committed between that sync and the multi
+// (TestGuardedWriteNameReusedEventInFlight).
 //
 // # Resuming a candidacy
 //

@@ -214,9 +214,13 @@ func zkVersion(n int64) int32 {
 // Stat.Version (two round trips: see casUpdate): BadVersion when it
 // differs, NoNode when the file is absent or the path is only a directory,
 // and then nothing is written or created. It returns the new Stat.Version.
+// On a Conn rooted at a reserved place (inside a "locks" znode, say),
+// Update is a one-op Txn: it reads the Stat first and returns NodeExists
+// for an ephemeral znode (a lock or election entry, not a file), writing
+// nothing, and writes a file at the version read (see Txn).
 // Errors: InvalidPath (including the reserved-name rule), InvalidArgument
-// (value too large, foreign or negative version), NoNode, BadVersion,
-// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// (value too large, foreign or negative version), NoNode, NodeExists,
+// BadVersion, PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
@@ -227,6 +231,13 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
 	zp := c.zkPath(p)
+	if c.inClaims {
+		vs, err := c.Txn(ctx, topo.UpdateOp(p, contents, version))
+		if err != nil {
+			return nil, opErr(err)
+		}
+		return vs[0], nil
+	}
 	if version != nil {
 		return c.casUpdate(ctx, p, zp, contents, ver)
 	}
@@ -446,9 +457,12 @@ func splitPrefix(prefix string) (dir, name string) {
 // entries: the parent's and its "locks" child's Stat reads are pipelined
 // behind the delete, on the same session; a directory is removed only at
 // the data version read, and its data is never written. A file that has
-// files below it becomes a directory. Errors: InvalidPath (including the
-// reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
-// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// files below it becomes a directory. On a Conn rooted at a reserved
+// place, Delete is a one-op Txn that reads the Stat first: an ephemeral
+// znode (a lock or election entry) is no file, NoNode, and is left alone.
+// Errors: InvalidPath (including the reserved-name rule), InvalidArgument
+// (bad version), NoNode, BadVersion, PermissionDenied,
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
@@ -457,6 +471,10 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	ver := zkVersion(n)
 	if c.internal(p) {
 		return topo.NewError(topo.NoNode, p)
+	}
+	if c.inClaims {
+		_, err := c.Txn(ctx, topo.DeleteOp(p, version))
+		return opErr(err)
 	}
 	s, err := c.live(ctx, p)
 	if err != nil {
@@ -527,4 +545,15 @@ func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
 		return err
 	})
 	return c.convert(err, p)
+}
+
+// opErr is the error of a one-op Txn that makes a Conn method (Update,
+// Delete on a Conn rooted at a reserved place): the op's own error rather
+// than the *topo.TxnError naming it; nil for nil.
+func opErr(err error) error {
+	var te *topo.TxnError
+	if errors.As(err, &te) {
+		return te.Err
+	}
+	return err
 }

@@ -186,6 +186,10 @@ func TestRequestCounts(t *testing.T) {
 			_, err := c.Txn(ctx, topo.UpdateOp("d/a", []byte("z"), nil), topo.CreateOp("d/t", nil))
 			must(err)
 		}},
+		"GuardedUpdate": {func() { l, err = c.LockName(ctx, "gu", "x"); must(err) }, func() {
+			_, err := topo.GuardedUpdate(ctx, c, l, "u/a", []byte("g"), nil)
+			must(err)
+		}},
 		"Watch": {nil, func() {
 			wctx, cancel := context.WithCancel(ctx)
 			defer cancel()

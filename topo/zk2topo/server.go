@@ -188,6 +188,12 @@ var _ topo.ContextFactory = Factory{}
 // current session (or the Conn gives it up, see Options.SafetyMargin) the
 // next call starts a new one. It is safe for concurrent use.
 type Conn struct {
+	// inClaims says that the root is at a reserved place (topo.IsReserved:
+	// inside a "locks" znode, say), where the Conn's znodes may be lock or
+	// election entries: its writes read the Stat first and leave
+	// ephemeral znodes alone (see Txn).
+	inClaims bool
+
 	root string // "" for the ZooKeeper root, else "/a/b"
 	acl  []zk.ACL
 	opts Options
@@ -284,6 +290,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if r != "" {
 		c.root = "/" + r
 	}
+	c.inClaims = topo.IsReserved(r)
 	if auth != "" {
 		scheme, a, ok := strings.Cut(auth, ":")
 		if !ok || scheme == "" {

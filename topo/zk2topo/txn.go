@@ -36,6 +36,11 @@ const maxTxnAttempts = 10
 // calling Txn again is safe.
 var ErrTxnContention = errors.New("zk2topo: the transaction lost every attempt to concurrent writers; nothing of it was applied")
 
+// errEntry is the cause of the error of a write, on a Conn rooted at a
+// reserved place, that would land on a lock or election entry (an
+// ephemeral znode): see entryCheck.
+var errEntry = errors.New("zk2topo: the znode is a lock or election entry (ephemeral, at a reserved place): not a file")
+
 // errOwnZnodes is the cause of the InvalidPath of a write to ZooKeeper's
 // own znodes.
 var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written")
@@ -64,7 +69,19 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     that session is over, the server refuses every request of it, so an
 //     entry name that another session reuses later (the "locks" znode was
 //     removed and created again, and its sequence restarted) can never
-//     pass the check. All IfHeld ops of one Txn must be claims of one
+//     pass the check. While the session lives, the entry may still be
+//     deleted behind its back (by an operator, another tool) and its name
+//     reused by another session before the deletion's event reaches the
+//     holder; a check compares only the data version, the same (0) for
+//     both, so before the multi a sync and an exists of every claim's
+//     entry (pipelined, on the claim's session: one round trip more,
+//     beside the Stat reads below when there are any) must show the entry
+//     owned by that session with the claim's token (its Czxid), or the
+//     claim fails as lost locally. The exists is answered after every
+//     event of the session before it and after the sync reached the
+//     leader, so what the check cannot rule out is only a deletion and a
+//     reuse of the name both committed between that sync and the multi
+//     (see verify). All IfHeld ops of one Txn must be claims of one
 //     session (InvalidArgument otherwise). A claim released or lost
 //     locally (Unlock, Stop, its session over, its entry seen deleted, or
 //     an entry of the same name created again by the same session after
@@ -100,12 +117,24 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     version grows, and child watches on the parent (and exists watches
 //     on the path) fire.
 //
+// On a Conn whose root is at a reserved place (topo.IsReserved of the
+// root: inside a "locks" znode, say, where its znodes may be lock or
+// election entries), every UpdateOp and DeleteOp reads its znode's Stat
+// first (with the others' reads) and leaves an ephemeral znode alone:
+// UpdateOp fails with NodeExists, DeleteOp with NoNode (an entry is no
+// file), as on memorytopo and etcd2topo; a write without a version is
+// made at the version read (a changed version reads the Stat again). A
+// multi cannot check that a znode is not ephemeral, so this holds unless
+// the file read is deleted and an entry of its name created at the same
+// data version between the read and the multi. Conns rooted elsewhere (any
+// Vitess root) send what they sent before.
+//
 // A multi cannot check whether a znode is a file or only a directory, so
 // IfVersion, IfPresent and a versioned UpdateOp read the znode's Stat
 // first (one round trip more, as Update's compare-and-set); the other ops
-// need no read: a transaction of only IfHeld, CreateOp, unversioned
-// UpdateOp, DeleteOp and IfAbsent costs one round trip when nothing is
-// missing. A multi that fails where a Stat is needed to tell why (a
+// need no read: a transaction of only CreateOp, unversioned UpdateOp,
+// DeleteOp and IfAbsent costs one round trip when nothing is missing, two
+// with IfHeld (its entry's read, above). A multi that fails where a Stat is needed to tell why (a
 // missing parent, a directory where a file was expected, a delete refused
 // for children) is followed by one round of reads and a new multi (at
 // most ten in all); CreateOps in new directories cost two multis and one
@@ -201,6 +230,7 @@ type fenceClaim struct {
 	conn  *Conn // the Conn that took the claim
 	sess  *zkSession
 	node  string
+	token int64 // the entry's Czxid
 	ended func() bool
 }
 
@@ -216,7 +246,7 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 		return fenceClaim{}, false
 	}
 	s, e := g.Session().Ref().(*zkSession), g.Entry()
-	return fenceClaim{conn: d.c, sess: s, node: e.Key, ended: func() bool {
+	return fenceClaim{conn: d.c, sess: s, node: e.Key, token: e.Token, ended: func() bool {
 		rec := s.entry(e.Key)
 		return !g.Live() || s.isLost() || rec == nil || rec.token != e.Token
 	}}, true
@@ -280,6 +310,8 @@ const (
 	roleUnfile           // DeleteOp of a file with children: set-data to empty
 	roleCreate           // UpdateOp without version of an absent file: create
 	roleEnd              // the last check of a multi with excluded ops: always fails
+	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
+	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -375,6 +407,10 @@ func (t *txn) build() []mreq {
 			}
 		case topo.TxnUpdate:
 			switch {
+			case t.entryCheck(i) && s.isEntry():
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleEntry})
+			case t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !s.dirOnly():
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			case op.Version != backendkit.AnyVersion && s.dirOnly():
 				kindFail(i, zp)
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists && made[zp]:
@@ -387,7 +423,11 @@ func (t *txn) build() []mreq {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
 		case topo.TxnDelete:
-			if s.statted && s.exists && !s.dirOnly() && s.st.NumChildren > 0 {
+			if t.entryCheck(i) && s.isEntry() {
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleEntry})
+			} else if t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !s.dirOnly() && s.st.NumChildren == 0 {
+				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: s.st.Version}, i, roleAt})
+			} else if s.statted && s.exists && !s.dirOnly() && s.st.NumChildren > 0 {
 				v := s.st.Version
 				if op.Version != backendkit.AnyVersion {
 					v = zkVersion(op.Version)
@@ -503,6 +543,23 @@ func (t *txn) createsFile(i int) bool {
 	return false
 }
 
+// entryCheck reports whether op i is a write (UpdateOp, DeleteOp) of a
+// Conn rooted at a reserved place (Conn.inClaims): its znode's Stat is
+// read first, and an ephemeral znode (a lock or election entry, not a
+// file) is left alone, as memorytopo and etcd2topo do: the op fails with
+// NodeExists (UpdateOp) or NoNode (DeleteOp). A write without a version
+// is then made at the version read, so that it lands only on the znode
+// read (a changed version reads the Stat again).
+func (t *txn) entryCheck(i int) bool {
+	k := t.ops[i].Kind
+	return t.c.inClaims && (k == topo.TxnUpdate || k == topo.TxnDelete)
+}
+
+// isEntry reports whether the Stat read for op i shows an ephemeral znode.
+func (s *opState) isEntry() bool {
+	return s.statted && s.exists && s.st.EphemeralOwner != 0
+}
+
 // needsStat reports whether op i's meaning depends on whether its znode is
 // a file, which only a read shows (see Txn).
 func (t *txn) needsStat(i int) bool {
@@ -523,16 +580,27 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
 	for i := range t.ops {
-		if t.needsStat(i) {
+		if t.needsStat(i) || t.entryCheck(i) {
 			first = append(first, i)
 		}
 	}
 	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
-	if err := t.stat(ctx, first...); err != nil {
+	// The claims' entries are read (see verify) beside the Stats, in the
+	// same round trip.
+	verified := make(chan error, 1)
+	go func() { verified <- t.verify(ctx) }()
+	err := t.stat(ctx, first...)
+	if verr := <-verified; verr != nil {
+		return nil, verr
+	}
+	if err != nil {
 		return nil, err
 	}
+	if t.claims[0].dead && t.ops[0].Kind == topo.TxnIfHeld {
+		return nil, backendkit.TxnFailed(t.ops[0], topo.LockLost)
+	}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
-		if attempt > 0 || len(first) > 0 {
+		if attempt > 0 || len(first) > 0 || t.guard != nil {
 			m = t.build()
 			if err := t.checkSize(m); err != nil {
 				return nil, err
@@ -626,6 +694,64 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	return nil, backendkit.Wrap(topo.ResourceExhausted, "", ErrTxnContention)
 }
 
+// verify reads, on the claims' session, a sync and then an exists of each
+// live claim's entry (pipelined: one round trip), and marks dead every
+// claim whose entry is gone, or is not that session's with the claim's
+// token: the multi then checks it with a check that cannot pass.
+//
+// The multi's check of an entry compares only its data version (a
+// ZooKeeper check op reads nothing else of the znode), so it cannot tell
+// the holder's entry from another session's entry of the same name,
+// created on a re-created "locks" znode whose sequence restarted (version
+// 0 as well). The multi runs on the claim's session, whose connection
+// delivers the event of the entry's deletion before any later answer: so
+// the read, answered after the sync reached the leader, shows every
+// deletion committed before that sync. What remains is a deletion and a
+// same-named entry both committed between the sync and the multi (one
+// round trip), which no request of ZooKeeper's multi can rule out.
+func (t *txn) verify(ctx context.Context) error {
+	if t.guard == nil {
+		return nil
+	}
+	s := t.guard
+	var idx []int
+	for i := range t.claims {
+		if t.ops[i].Kind == topo.TxnIfHeld && !t.claims[i].dead {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	stats := make([]*zk.Stat, len(idx))
+	found := make([]bool, len(idx))
+	err := t.c.do(ctx, "", func() error {
+		return s.syncThen(func() error {
+			for k, i := range idx {
+				ok, st, err := s.zk.Exists(t.claims[i].node)
+				if err != nil {
+					return err
+				}
+				found[k], stats[k] = ok, st
+			}
+			return nil
+		})
+	})
+	if s.isLost() {
+		return t.lost()
+	}
+	if err != nil {
+		return t.c.convert(err, "")
+	}
+	for k, i := range idx {
+		cl := &t.claims[i]
+		if !found[k] || stats[k].EphemeralOwner != s.zk.SessionID() || stats[k].Czxid != cl.token {
+			cl.dead = true
+		}
+	}
+	return nil
+}
+
 // opFailure reports whether err is a TxnError of a condition that does
 // not hold (NodeExists, NoNode, BadVersion, LockLost).
 func opFailure(err error) bool {
@@ -664,7 +790,12 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	switch r.role {
 	case roleSentinel:
 		return fail(topo.NoNode)
-	case roleParent, roleCreate, roleKind, roleDirToFile:
+	case roleEntry:
+		if op.Kind == topo.TxnUpdate {
+			return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
+		}
+		return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NoNode, op.Path, errEntry))
+	case roleParent, roleCreate, roleKind, roleDirToFile, roleAt:
 		if r.role == roleParent || (r.role == roleCreate && errors.Is(zerr, zk.ErrNoNode)) {
 			return t.parents(ctx) // missing higher up, created meanwhile, or a parent went
 		}
@@ -915,11 +1046,11 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 		switch {
 		case r.role == roleMain && op.Kind == topo.TxnCreate, r.role == roleCreate:
 			out[r.op] = topo.NumericVersion(0)
-		case (r.role == roleMain && op.Kind == topo.TxnUpdate) || r.role == roleDirToFile:
+		case (r.role == roleMain || r.role == roleAt) && op.Kind == topo.TxnUpdate, r.role == roleDirToFile:
 			if st := res[j].Stat; st != nil {
 				out[r.op] = topo.NumericVersion(st.Version)
 			}
-		case r.role == roleMain && op.Kind == topo.TxnDelete:
+		case (r.role == roleMain || r.role == roleAt) && op.Kind == topo.TxnDelete:
 			if parent := zkDir(c.zkPath(op.Path)); parent != c.zkPath("") {
 				cleanup = append(cleanup, parent)
 			}
