@@ -17,6 +17,10 @@ const removeGrace = 5 * time.Second
 // queue: the store dropped it with its session.
 var errEntryGone = errors.New("claims: the entry left its queue while waiting")
 
+// errSessionLost is the cause when a waiter's session was declared lost
+// (waitSignaled).
+var errSessionLost = errors.New("claims: the session was lost while waiting")
+
 // create adds an entry to q (Driver.Create) and returns its claim, live
 // and new. A *BusyError becomes TryLock's NodeExists naming the holder
 // (backendkit.LockHeld).
@@ -117,7 +121,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	switch {
 	case e.closed.Load():
 		return topo.NewError(topo.Closed, cl.q.Path)
-	case lost || errors.Is(err, errEntryGone):
+	case lost || errors.Is(err, errEntryGone) || err == errSessionLost:
 		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 	case isClosed(stop):
 		return topo.NewError(topo.Interrupted, cl.q.Path)
@@ -193,6 +197,18 @@ func (e *Engine) waitSignaled(ctx context.Context, cl *claim, stop <-chan struct
 		return nil
 	}
 	ent := cl.entry.Entry() // never changes: there is no Acquire step
+	// What else ends the wait: a candidacy ends with its claim (Resign
+	// withdraws it, LoseEntry takes it, its session is lost); a lock's
+	// claim cannot end before it is granted but with its session (Unlock
+	// and Check need the descriptor Lock returns), so a lock's waiter
+	// parks on the session's channel, made once per session, rather than
+	// on the claim's Done, which would be made for this wait alone.
+	var ended <-chan struct{}
+	if cl.q.Election {
+		ended = cl.Done()
+	} else {
+		ended = cl.sess.Done()
+	}
 	for {
 		gone, i, in := e.signaler.GoneAhead(cl.q, ent)
 		switch {
@@ -207,7 +223,12 @@ func (e *Engine) waitSignaled(ctx context.Context, cl *claim, stop <-chan struct
 		case <-gone:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-cl.Done():
+		case <-ended:
+			if !cl.q.Election {
+				// The session was declared lost: its claims end (Lost
+				// may not have ended cl yet).
+				return errSessionLost
+			}
 			return context.Canceled
 		case <-stop:
 			return context.Canceled
@@ -307,13 +328,21 @@ func indexOf(list []Entry, ent Entry) int {
 }
 
 // withdraw ends cl (released, unless it ended already) and removes its
-// entry, within removeGrace even when the caller's context has ended; a
-// removal that fails is retried in the background (removeLater).
+// entry, within removeGrace even when the caller's context has ended (on
+// a GoneSignaler, whose requests never block, with no bound); a removal
+// that fails is retried in the background (removeLater).
 func (e *Engine) withdraw(cl *claim) {
 	cl.end(stateReleased)
-	ctx := newGrace()
-	defer ctx.end()
-	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.current()); err != nil && err != ErrNotHeld {
+	var err error
+	if e.signaler != nil {
+		// A GoneSignaler's requests never block: no grace to bound.
+		err = e.d.Delete(context.Background(), cl.q, cl.sess, cl.current())
+	} else {
+		ctx := newGrace()
+		err = e.d.Delete(ctx, cl.q, cl.sess, cl.current())
+		ctx.end()
+	}
+	if err != nil && err != ErrNotHeld {
 		go e.removeLater(cl)
 	}
 }
