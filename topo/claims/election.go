@@ -70,15 +70,13 @@ type participation struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	mu      sync.Mutex
-	cur     *claim          // the current candidacy (waiting or leading), or nil
-	lctx    context.Context // cur's leadership context
-	leading *claim          // cur, once WaitForLeadership or Campaign returned it
-	term    *term           // leading's Fence, the same value for the whole term
+	mu   sync.Mutex
+	cur  *claim          // the current candidacy (waiting or leading), or nil
+	lctx context.Context // cur's leadership context
+	// leading is cur once WaitForLeadership or Campaign returned it: also
+	// the term's Fence (Term), the same value for the whole term.
+	leading *claim
 }
-
-// term is a leadership term as a topo.Fence (it cannot be unlocked).
-type term struct{ *claim }
 
 // WaitForLeadership implements topo.LeaderParticipation: it keeps the
 // current candidacy while it lives (a resumed one, or one a concurrent
@@ -235,7 +233,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		}
 		lctx = c
 		p.mu.Lock()
-		p.cur, p.lctx, p.leading, p.term = cl, c, nil, nil
+		p.cur, p.lctx, p.leading = cl, c, nil
 		p.mu.Unlock()
 		if isClosed(p.stop) { // Stop ran meanwhile and did not see cl
 			p.withdraw(cl)
@@ -253,7 +251,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		}
 		return nil, err
 	}
-	p.leading, p.term = cl, &term{cl}
+	p.leading = cl
 	cl.monitor()
 	return lctx, nil
 }
@@ -271,7 +269,7 @@ func (p *participation) Term() (topo.Fence, error) {
 	if p.leading == nil || p.leading.err() != nil {
 		return nil, topo.NewError(topo.NotLeader, p.q.Path)
 	}
-	return p.term, nil
+	return p.leading, nil
 }
 
 // Proclaim implements topo.LeaderParticipation: one request guarded in the
@@ -336,7 +334,7 @@ func (p *participation) Resign(ctx context.Context) error {
 func (p *participation) resign() {
 	p.mu.Lock()
 	cl := p.cur
-	p.cur, p.leading, p.term, p.lctx = nil, nil, nil, nil
+	p.cur, p.leading, p.lctx = nil, nil, nil
 	p.mu.Unlock()
 	if cl != nil {
 		p.withdraw(cl)
