@@ -260,13 +260,13 @@ type GoneSignaler interface {
 
 // Aheader is what a Driver may also implement when its store finds the
 // entries just ahead of an entry without reading the whole queue, in one
-// bounded request or without any (in process: a linked queue in memory;
-// etcd: a range sorted by revision, limited; Consul: from how the
-// predecessor that WaitGone saw go went). The engine's wait then reads
-// those instead of Driver.List, so that one handover costs the same
-// whatever the length of the queue; on a driver without the Acquire step,
-// an entry that heads its queue at once is also granted without starting
-// a goroutine.
+// bounded request or without any (etcd: a range sorted by revision,
+// limited; Consul: from how the predecessor that WaitGone saw go went).
+// The engine's wait then reads those instead of Driver.List, so that one
+// handover costs the same whatever the length of the queue; on a driver
+// without the Acquire step, an entry that heads its queue at once is also
+// granted without starting a goroutine. A GoneSignaler's wait (in
+// process) reads through GoneAhead instead.
 type Aheader interface {
 	// Ahead returns, in one read, the entries just ahead of e in q,
 	// oldest first: the one just ahead last, at most max of them (none

@@ -218,7 +218,7 @@ func (s *store) removeEntry(e *entry) {
 	} else {
 		s.unplaced--
 	}
-	if gone, _ := e.gone.Load().(chan struct{}); gone != nil { // a waiter waits on it (driver.Gone)
+	if gone, _ := e.gone.Load().(chan struct{}); gone != nil { // a waiter waits on it (goneOf)
 		close(gone)
 		if s.counting.Load() {
 			s.wakeups.Add(1)
