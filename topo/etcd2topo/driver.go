@@ -471,12 +471,13 @@ const lateWindow = 15 * time.Second
 // out) may have written on l. That put may still be applied AFTER a first
 // removal found nothing: the entry would then head or join the queue, on
 // the Conn's shared lease, with no claim to remove it, and block every
-// later locker for as long as the Conn lives. So when the removal finds
-// nothing, the key is watched from the removal's revision for lateWindow
-// (or until the lease is lost or the Conn closes), and a put of it on l
-// is removed; the name stays taken meanwhile, so that no later entry of
-// the Conn is mistaken for the late one. A lease of the entry's own is
-// revoked instead: a put on it can no longer be applied.
+// later locker for as long as the Conn lives. So the removal is retried
+// until etcd answers it (as untilDone retries, until the lease is lost or
+// the Conn closes), and when it found nothing, the key is watched from
+// its revision for lateWindow and a put of it on l is removed too; the
+// name stays taken meanwhile, so that no later entry of the Conn is
+// mistaken for the late one. A lease of the entry's own is revoked
+// instead: a put on it can no longer be applied.
 func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 	if l.own {
 		d.remove(q, l, key, 0, true)
@@ -487,31 +488,36 @@ func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 		defer c.freeKey(key)
 		lctx, cancel := backendkit.Linked(c.ctx, l.lostCtx)
 		defer cancel()
-		ctx, stop := context.WithTimeout(lctx, lateWindow)
-		defer stop()
-		var rev int64
-		for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-			resp, err := d.deleteTxn(ctx, q, l, key, 0)
-			if err == nil {
-				if resp.Succeeded {
-					return
+		// del deletes the key if it is on l, retried as untilDone does
+		// until etcd answers: the revision of its answer, and whether it
+		// was done (the key deleted, or no answer before the Conn closed
+		// or the lease went).
+		del := func() (rev int64, done bool) {
+			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+				ctx, cancel := context.WithTimeout(lctx, defaultCleanupTimeout)
+				resp, err := d.deleteTxn(ctx, q, l, key, 0)
+				cancel()
+				if err == nil {
+					return resp.Header.Revision, resp.Succeeded
 				}
-				rev = resp.Header.Revision
-				break
-			}
-			if isPermanent(err) || !backendkit.Sleep(ctx, backoff) {
-				return
+				if isPermanent(err) || !backendkit.Sleep(lctx, backoff) {
+					return 0, true
+				}
 			}
 		}
-		for wr := range c.cli.Watch(ctx, key, clientv3.WithRev(rev+1)) {
+		rev, done := del()
+		if done {
+			return
+		}
+		wctx, stop := context.WithTimeout(lctx, lateWindow)
+		defer stop()
+		for wr := range c.cli.Watch(wctx, key, clientv3.WithRev(rev+1)) {
 			late := wr.Err() != nil // compacted or cancelled: look once more
 			for _, ev := range wr.Events {
 				late = late || ev.Type == mvccpb.PUT && ev.Kv.Lease == int64(l.id)
 			}
 			if late {
-				dctx, cancel := context.WithTimeout(lctx, defaultCleanupTimeout)
-				_, _ = d.deleteTxn(dctx, q, l, key, 0)
-				cancel()
+				del()
 				return
 			}
 		}
