@@ -222,3 +222,47 @@ func TestWaitForNewLeaderEveryTerm(t *testing.T) {
 	for range ch {
 	}
 }
+
+// TestResumeEndsOriginalWait: a candidate waiting behind the leader is
+// resumed by another Conn (which adopts its lease): the original's wait
+// ends with LockLost without touching the entry, the resumed candidacy
+// keeps its place and leads once the leader stops, and the original
+// Conn's Close (its engine closing) ends nothing of it.
+func TestResumeEndsOriginalWait(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	l, a, b := newConn(t, f), newConn(t, f), newConn(t, f)
+	lp, err := l.NewLeaderParticipation("el", "leader")
+	require.NoError(t, err)
+	_, err = lp.WaitForLeadership()
+	require.NoError(t, err)
+	ap, err := a.NewLeaderParticipation("el", "cand")
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		_, err := ap.WaitForLeadership()
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return memorytopo.ElectionEntries(l, "el") == 2 }, waitLimit, poll)
+	info, err := ap.ResumeInfo()
+	require.NoError(t, err)
+	bp, err := b.ResumeLeaderParticipation(ctx, "el", "cand", info)
+	require.NoError(t, err)
+	requireCode(t, <-got, topo.LockLost)
+	require.Equal(t, 2, memorytopo.ElectionEntries(l, "el"), "the original's wait removed the resumed entry")
+	a.Close()
+	require.Equal(t, 2, memorytopo.ElectionEntries(l, "el"), "the original's Close removed the resumed entry")
+	lead := make(chan error, 1)
+	go func() {
+		_, err := bp.WaitForLeadership()
+		lead <- err
+	}()
+	lp.Stop()
+	require.NoError(t, <-lead)
+	id, err := lp.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "cand", id)
+	bp.Stop()
+	require.Equal(t, 0, memorytopo.ElectionEntries(l, "el"))
+}
