@@ -266,3 +266,52 @@ func TestResumeEndsOriginalWait(t *testing.T) {
 	bp.Stop()
 	require.Equal(t, 0, memorytopo.ElectionEntries(l, "el"))
 }
+
+// TestLeadWaitersWakeInTurn: calls of one participant queued behind its
+// running WaitForLeadership (on the serialising flag) are each woken in
+// turn once it returns: all return the same term, with no Stop to end
+// them.
+func TestLeadWaitersWakeInTurn(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	a, b := newConn(t, f), newConn(t, f)
+	q, err := b.NewLeaderParticipation("el", "q")
+	require.NoError(t, err)
+	_, err = q.WaitForLeadership()
+	require.NoError(t, err)
+	p, err := a.NewLeaderParticipation("el", "p")
+	require.NoError(t, err)
+	const n = 6
+	got := make(chan leadResult, n)
+	for i := range n {
+		go func() {
+			var r leadResult
+			if i%2 == 0 {
+				r.ctx, r.err = p.WaitForLeadership()
+			} else {
+				r.ctx, r.err = p.Campaign(ctx, nil)
+			}
+			got <- r
+		}()
+	}
+	require.Eventually(t, func() bool { return memorytopo.ElectionEntries(a, "el") == 2 }, waitLimit, poll)
+	require.NoError(t, q.Resign(ctx))
+	var lctx context.Context
+	for range n {
+		r := <-got
+		require.NoError(t, r.err)
+		if lctx == nil {
+			lctx = r.ctx
+		}
+		require.Equal(t, lctx, r.ctx, "two terms")
+	}
+	require.NoError(t, lctx.Err())
+	p.Stop()
+	require.Error(t, lctx.Err())
+}
+
+type leadResult struct {
+	ctx context.Context
+	err error
+}
