@@ -461,9 +461,12 @@ func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key str
 }
 
 // lateWindow is how long removeUnknown watches for a put that comes
-// after the removal of its entry: an abandoned request still in flight is
-// applied within etcd's own request timeout (about 7 s by default) or
-// not at all, so the window covers it with a margin.
+// after the removal of its entry. An abandoned request still in flight is
+// in practice applied within moments (TestCancelledLockLeavesNoEntry sees
+// such puts land after the removal on a single member); etcd itself stops
+// waiting for a proposal after its request timeout (about 7 s by
+// default). A put applied later still (a proposal held up by a leader
+// change) escapes the watch: docs/layout-etcd.md says what it costs.
 const lateWindow = 15 * time.Second
 
 // removeUnknown removes, in the background, the entry key that a put of
