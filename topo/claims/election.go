@@ -40,7 +40,7 @@ func checkElection(name, id string) (string, error) {
 }
 
 func (e *Engine) participation(name, id string) *participation {
-	return &participation{e: e, q: Queue{Path: name, Election: true}, id: id, stop: make(chan struct{}), campaign: make(chan struct{}, 1)}
+	return &participation{e: e, q: Queue{Path: name, Election: true}, id: id, stop: make(chan struct{})}
 }
 
 // Participate returns a participant in the election queue q, for a
@@ -52,7 +52,7 @@ func (e *Engine) participation(name, id string) *participation {
 // Nothing is written.
 func (e *Engine) Participate(q Queue, contents string, value []byte) topo.LeaderParticipation {
 	q.Election = true
-	return &participation{e: e, q: q, id: contents, defValue: value, stop: make(chan struct{}), campaign: make(chan struct{}, 1)}
+	return &participation{e: e, q: q, id: contents, defValue: value, stop: make(chan struct{})}
 }
 
 // participation is one participant of an election.
@@ -64,21 +64,23 @@ type participation struct {
 	// none.
 	defValue []byte
 
-	// campaign (capacity 1) serialises WaitForLeadership and Campaign; a
-	// Campaign waits for it only until its ctx ends.
-	campaign chan struct{}
 	stop     chan struct{}
 	stopOnce sync.Once
 
-	mu      sync.Mutex
-	cur     *claim          // the current candidacy (waiting or leading), or nil
-	lctx    context.Context // cur's leadership context
-	leading *claim          // cur, once WaitForLeadership or Campaign returned it
-	term    *term           // leading's Fence, the same value for the whole term
-}
+	mu sync.Mutex
+	// campaigning serialises WaitForLeadership and Campaign: set while
+	// one runs (enterLead); a Campaign waits for it only until its ctx
+	// ends. campaignFreed, made by the first call that waits (nil while
+	// nobody does), is closed when it is cleared.
+	campaigning   bool
+	campaignFreed chan struct{}
 
-// term is a leadership term as a topo.Fence (it cannot be unlocked).
-type term struct{ *claim }
+	cur  *claim          // the current candidacy (waiting or leading), or nil
+	lctx context.Context // cur's leadership context
+	// leading is cur once WaitForLeadership or Campaign returned it: also
+	// the term's Fence (Term), the same value for the whole term.
+	leading *claim
+}
 
 // WaitForLeadership implements topo.LeaderParticipation: it keeps the
 // current candidacy while it lives (a resumed one, or one a concurrent
@@ -164,21 +166,10 @@ func (p *participation) Campaign(ctx context.Context, value []byte) (context.Con
 // lead is WaitForLeadership (setValue false) and Campaign: keep the live
 // candidacy (publishing value) or create one, then wait for it to lead.
 func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (context.Context, error) {
-	// Closed wins over Interrupted when both hold (Stop after Close), as
-	// the checks below order them; select alone would pick at random.
-	select {
-	case p.campaign <- struct{}{}:
-	case <-ctx.Done():
-		return nil, backendkit.FromContext(ctx, p.q.Path)
-	case <-p.stop:
-		if err := p.e.closedErr(p.q.Path); err != nil {
-			return nil, err
-		}
-		return nil, topo.NewError(topo.Interrupted, p.q.Path)
-	case <-p.e.closing:
-		return nil, topo.NewError(topo.Closed, p.q.Path)
+	if err := p.enterLead(ctx); err != nil {
+		return nil, err
 	}
-	defer func() { <-p.campaign }()
+	defer p.leaveLead()
 	if err := p.e.closedErr(p.q.Path); err != nil {
 		return nil, err
 	}
@@ -235,7 +226,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		}
 		lctx = c
 		p.mu.Lock()
-		p.cur, p.lctx, p.leading, p.term = cl, c, nil, nil
+		p.cur, p.lctx, p.leading = cl, c, nil
 		p.mu.Unlock()
 		if isClosed(p.stop) { // Stop ran meanwhile and did not see cl
 			p.withdraw(cl)
@@ -253,9 +244,56 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		}
 		return nil, err
 	}
-	p.leading, p.term = cl, &term{cl}
+	p.leading = cl
 	cl.monitor()
 	return lctx, nil
+}
+
+// enterLead waits until no other WaitForLeadership or Campaign of p runs
+// and marks this one running (leaveLead ends it), without a channel while
+// none waits. It returns ctx's error (Timeout, Interrupted), Interrupted
+// once stopped and Closed once the engine is closed, when one of those
+// comes first.
+func (p *participation) enterLead(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		if !p.campaigning {
+			p.campaigning = true
+			p.mu.Unlock()
+			return nil
+		}
+		if p.campaignFreed == nil {
+			p.campaignFreed = make(chan struct{})
+		}
+		freed := p.campaignFreed
+		p.mu.Unlock()
+		// Closed wins over Interrupted when both hold (Stop after
+		// Close), as the checks after enterLead order them; select alone
+		// would pick at random.
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return backendkit.FromContext(ctx, p.q.Path)
+		case <-p.stop:
+			if err := p.e.closedErr(p.q.Path); err != nil {
+				return err
+			}
+			return topo.NewError(topo.Interrupted, p.q.Path)
+		case <-p.e.closing:
+			return topo.NewError(topo.Closed, p.q.Path)
+		}
+	}
+}
+
+// leaveLead ends what enterLead began and wakes the calls waiting for it.
+func (p *participation) leaveLead() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.campaigning = false
+	if p.campaignFreed != nil {
+		close(p.campaignFreed)
+		p.campaignFreed = nil
+	}
 }
 
 // Term implements topo.LeaderParticipation.Term: the current term while
@@ -271,7 +309,7 @@ func (p *participation) Term() (topo.Fence, error) {
 	if p.leading == nil || p.leading.err() != nil {
 		return nil, topo.NewError(topo.NotLeader, p.q.Path)
 	}
-	return p.term, nil
+	return p.leading, nil
 }
 
 // Proclaim implements topo.LeaderParticipation: one request guarded in the
@@ -336,7 +374,7 @@ func (p *participation) Resign(ctx context.Context) error {
 func (p *participation) resign() {
 	p.mu.Lock()
 	cl := p.cur
-	p.cur, p.leading, p.term, p.lctx = nil, nil, nil, nil
+	p.cur, p.leading, p.lctx = nil, nil, nil
 	p.mu.Unlock()
 	if cl != nil {
 		p.withdraw(cl)

@@ -21,6 +21,9 @@ type Engine struct {
 	monitor  Monitor
 	signaler GoneSignaler
 	roomer   Roomer
+	// signals is set when the engine waits through signaler: the driver
+	// is a GoneSignaler without the Acquire step.
+	signals bool
 
 	defect    Defect
 	hooks     Hooks
@@ -64,6 +67,7 @@ func New(d Driver, o Options) *Engine {
 	e.monitor, _ = d.(Monitor)
 	e.signaler, _ = d.(GoneSignaler)
 	e.roomer, _ = d.(Roomer)
+	e.signals = e.signaler != nil && e.acquirer == nil
 	return e
 }
 

@@ -17,6 +17,10 @@ const removeGrace = 5 * time.Second
 // queue: the store dropped it with its session.
 var errEntryGone = errors.New("claims: the entry left its queue while waiting")
 
+// errSessionLost is the cause when a waiter's session was declared lost
+// (waitSignaled).
+var errSessionLost = errors.New("claims: the session was lost while waiting")
+
 // create adds an entry to q (Driver.Create) and returns its claim, live
 // and new. A *BusyError becomes TryLock's NodeExists naming the holder
 // (backendkit.LockHeld).
@@ -47,8 +51,9 @@ func (e *Engine) createEntry(ctx context.Context, q Queue, contents string, opts
 }
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a
-// time: the one just ahead of it (waitGone), listing the queue again
-// when that one goes only if the last list showed more ahead. When the wait ends otherwise -- ctx ends, stop
+// time: the one just ahead of it (wait, or waitSignaled on a
+// GoneSignaler), listing the queue again when that one goes only if the
+// last list showed more ahead. When the wait ends otherwise -- ctx ends, stop
 // (nil: never) closes, cl ends (its session was declared lost, or another
 // call withdrew it), the engine closes, or the driver fails -- it withdraws
 // cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
@@ -66,7 +71,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 		case cl.entry.Granted:
 			cl.position = 1
 			return nil
-		case e.aheader != nil:
+		case e.aheader != nil && !e.signals:
 			// Bound to cl: no goroutine ends this read when the session
 			// is lost or Stop withdraws cl (WaitForLeadership's ctx
 			// never ends), and a store cut off from the client may never
@@ -83,8 +88,8 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 		}
 	}
 	var err error
-	if e.signaler != nil && e.acquirer == nil {
-		err = e.wait(ctx, cl, first, stop)
+	if e.signals {
+		err = e.waitSignaled(ctx, cl, stop)
 	} else {
 		// The driver's WaitGone sees only a context: one that also ends
 		// with the claim, stop and the engine.
@@ -98,7 +103,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 			}
 			cancel()
 		}()
-		err = e.wait(wctx, cl, first, stop)
+		err = e.wait(wctx, cl, first)
 		cancel()
 	}
 	if err == nil && !isClosed(stop) && !e.closed.Load() {
@@ -116,7 +121,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	switch {
 	case e.closed.Load():
 		return topo.NewError(topo.Closed, cl.q.Path)
-	case lost || errors.Is(err, errEntryGone):
+	case lost || errors.Is(err, errEntryGone) || err == errSessionLost:
 		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 	case isClosed(stop):
 		return topo.NewError(topo.Interrupted, cl.q.Path)
@@ -136,8 +141,9 @@ type aheadRead struct {
 
 // wait is await's loop: list (first, when not nil, is the first list's
 // answer already), and while cl's entry is not the head, wait for its
-// predecessor to go (waitGone). It returns nil once cl heads the queue.
-func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead, stop <-chan struct{}) error {
+// predecessor to go (Driver.WaitGone). It returns nil once cl heads the
+// queue.
+func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 	if cl.entry.Granted { // the store granted it already
 		cl.position = 1
 		return nil
@@ -164,7 +170,7 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead, stop <-c
 			cl.position = int32(i + 1)
 			return e.acquire(ctx, cl)
 		}
-		if err := e.waitGone(ctx, cl, ahead[i-1], stop); err != nil {
+		if err := e.d.WaitGone(ctx, cl.q, ahead[i-1]); err != nil {
 			return err
 		}
 		if i == 1 {
@@ -177,25 +183,63 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead, stop <-c
 	}
 }
 
-// waitGone waits for pred, the entry just ahead of cl, to go: on a
-// GoneSignaler's channel in a select that also ends with ctx, cl, stop
-// and the engine (then it returns context.Canceled, or ctx's error),
-// else through Driver.WaitGone, with a ctx that await made to end with
-// them.
-func (e *Engine) waitGone(ctx context.Context, cl *claim, pred Entry, stop <-chan struct{}) error {
-	if e.signaler == nil || e.acquirer != nil {
-		return e.d.WaitGone(ctx, cl.q, pred)
-	}
-	select {
-	case <-e.signaler.Gone(cl.q, pred):
+// waitSignaled is await's loop on a GoneSignaler without the Acquire step
+// (e.signals): one read (GoneAhead) tells whether cl heads its queue and,
+// while it does not, gives the channel of the entry just ahead of it, on
+// which the waiter parks in one select that also ends with ctx, cl, stop
+// and the engine (then it returns context.Canceled, or ctx's error). When
+// that entry was the only one ahead, its going makes cl the head, known
+// without another read (tokens only grow); otherwise cl reads again. It
+// returns nil once cl heads the queue.
+func (e *Engine) waitSignaled(ctx context.Context, cl *claim, stop <-chan struct{}) error {
+	if cl.entry.Granted { // the store granted it already
+		cl.position = 1
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-cl.Done():
-	case <-stop:
-	case <-e.closing:
 	}
-	return context.Canceled
+	ent := cl.entry.Entry() // never changes: there is no Acquire step
+	// What else ends the wait: a candidacy ends with its claim (Resign
+	// withdraws it, LoseEntry takes it, its session is lost); a lock's
+	// claim cannot end before it is granted but with its session (Unlock
+	// and Check need the descriptor Lock returns), so a lock's waiter
+	// parks on the session's channel, made once per session, rather than
+	// on the claim's Done, which would be made for this wait alone.
+	var ended <-chan struct{}
+	if cl.q.Election {
+		ended = cl.Done()
+	} else {
+		ended = cl.sess.Done()
+	}
+	for {
+		gone, i, in := e.signaler.GoneAhead(cl.q, ent)
+		switch {
+		case !in:
+			cl.end(stateLost)
+			return errEntryGone
+		case i == 0, i == 1 && e.defect == DefectGrantSecond, e.defect == DefectSkipWait:
+			cl.position = int32(i + 1)
+			return nil
+		}
+		select {
+		case <-gone:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ended:
+			if !cl.q.Election {
+				// The session was declared lost: its claims end (Lost
+				// may not have ended cl yet).
+				return errSessionLost
+			}
+			return context.Canceled
+		case <-stop:
+			return context.Canceled
+		case <-e.closing:
+			return context.Canceled
+		}
+		if i == 1 {
+			cl.position = 1
+			return nil
+		}
+	}
 }
 
 // GoneSignaler is what a Driver may also implement when its store closes
@@ -204,22 +248,25 @@ func (e *Engine) waitGone(ctx context.Context, cl *claim, pred Entry, stop <-cha
 // engine then waits for the entry ahead of a waiter in one select on that
 // channel, the caller's context and the claim's own end, without the
 // goroutine and the context per wait that Driver.WaitGone needs, and
-// calls WaitGone no more.
+// calls neither WaitGone nor List nor Aheader.Ahead in a wait: each
+// look at the queue is one GoneAhead, which also finds the channel.
 type GoneSignaler interface {
-	// Gone returns a channel closed once the entry e of q is gone from the
-	// store (closed already when it is). It does not block.
-	Gone(q Queue, e Entry) <-chan struct{}
+	// GoneAhead returns, in one read, how many entries are ahead of e in
+	// q -- 0 when e heads q, 1, or 2 for two or more -- with the channel
+	// closed once the entry just ahead of e is gone from the store (nil
+	// when e heads q), and whether e is in q at all. It does not block.
+	GoneAhead(q Queue, e Entry) (gone <-chan struct{}, ahead int, in bool)
 }
 
 // Aheader is what a Driver may also implement when its store finds the
 // entries just ahead of an entry without reading the whole queue, in one
-// bounded request or without any (in process: a linked queue in memory;
-// etcd: a range sorted by revision, limited; Consul: from how the
-// predecessor that WaitGone saw go went). The engine's wait then reads
-// those instead of Driver.List, so that one handover costs the same
-// whatever the length of the queue; on a driver without the Acquire step,
-// an entry that heads its queue at once is also granted without starting
-// a goroutine.
+// bounded request or without any (etcd: a range sorted by revision,
+// limited; Consul: from how the predecessor that WaitGone saw go went).
+// The engine's wait then reads those instead of Driver.List, so that one
+// handover costs the same whatever the length of the queue; on a driver
+// without the Acquire step, an entry that heads its queue at once is also
+// granted without starting a goroutine. A GoneSignaler's wait (in
+// process) reads through GoneAhead instead.
 type Aheader interface {
 	// Ahead returns, in one read, the entries just ahead of e in q,
 	// oldest first: the one just ahead last, at most max of them (none
@@ -281,13 +328,21 @@ func indexOf(list []Entry, ent Entry) int {
 }
 
 // withdraw ends cl (released, unless it ended already) and removes its
-// entry, within removeGrace even when the caller's context has ended; a
-// removal that fails is retried in the background (removeLater).
+// entry, within removeGrace even when the caller's context has ended (on
+// a GoneSignaler, whose requests never block, with no bound); a removal
+// that fails is retried in the background (removeLater).
 func (e *Engine) withdraw(cl *claim) {
 	cl.end(stateReleased)
-	ctx := newGrace()
-	defer ctx.end()
-	if err := e.d.Delete(ctx, cl.q, cl.sess, cl.current()); err != nil && err != ErrNotHeld {
+	var err error
+	if e.signaler != nil {
+		// A GoneSignaler's requests never block: no grace to bound.
+		err = e.d.Delete(context.Background(), cl.q, cl.sess, cl.current())
+	} else {
+		ctx := newGrace()
+		err = e.d.Delete(ctx, cl.q, cl.sess, cl.current())
+		ctx.end()
+	}
+	if err != nil && err != ErrNotHeld {
 		go e.removeLater(cl)
 	}
 }

@@ -77,7 +77,7 @@ func (e *Engine) resume(ctx context.Context, p *participation, info []byte) (top
 	if ent.Granted {
 		// The store granted it (a driver with Acquirer): it leads now,
 		// Term included.
-		p.leading, p.term = p.cur, &term{p.cur}
+		p.leading = p.cur
 	}
 	p.cur.monitor()
 	return p, nil

@@ -11,7 +11,7 @@ import (
 )
 
 // signalDriver is the fake driver with claims.GoneSignaler: the engine
-// must wait on Gone's channel, never through WaitGone. It counts the
+// must wait on GoneAhead's channel, never through WaitGone. It counts the
 // entries a waiter waits on in the store's waiting counter.
 type signalDriver struct{ *driver }
 
@@ -19,21 +19,24 @@ func (d signalDriver) WaitGone(ctx context.Context, q claims.Queue, e claims.Ent
 	panic("WaitGone called on a GoneSignaler")
 }
 
-func (d signalDriver) Gone(q claims.Queue, e claims.Entry) <-chan struct{} {
+func (d signalDriver) GoneAhead(q claims.Queue, e claims.Entry) (<-chan struct{}, int, bool) {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, x := d.find(q, e)
-	if x == nil {
-		gone := make(chan struct{})
-		close(gone)
-		return gone
+	i, x := d.find(q, e)
+	switch {
+	case x == nil:
+		return nil, 0, false
+	case i == 0:
+		return nil, 0, true
 	}
 	s.waiting++
-	return x.gone
+	return s.queues[key(q)][i-1].gone, min(i, 2), true
 }
 
-// TestGoneSignalerWaits: on a driver with Gone, waiters are granted in
+var _ claims.GoneSignaler = signalDriver{}
+
+// TestGoneSignalerWaits: on a driver with GoneAhead, waiters are granted in
 // the order they queued, and a waiter ends, its entry withdrawn, when its
 // context ends (Timeout), when its session is declared lost (LockLost)
 // and when its engine closes (Closed).

@@ -227,14 +227,16 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 				c.freeKey(key)
 				return claims.Entry{}, errLeaseGone
 			}
-			// The put may have been applied (a timeout leaves that
-			// unknown): remove the key, or a stale key on the shared lease
-			// would block every later locker for as long as the Conn lives.
-			// A refusal (PermissionDenied) applied nothing.
+			// The put may have been applied, or may be yet (a timeout or
+			// the caller's cancellation leaves that unknown): remove the
+			// key, also when the put comes after the first removal
+			// (removeUnknown), or a stale key on the shared lease would
+			// block every later locker for as long as the Conn lives. A
+			// refusal (PermissionDenied) applied nothing.
 			if isPermanent(err) {
 				c.freeKey(key)
 			} else {
-				d.remove(q, l, key, 0, true)
+				d.removeUnknown(q, l, key)
 			}
 			if l.lost() && ctx.Err() == nil {
 				return claims.Entry{}, rpctypes.ErrLeaseNotFound
@@ -427,20 +429,7 @@ func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string
 		c.freeKey(key)
 		return err == nil, nil
 	}
-	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
-	switch {
-	case rev == 0:
-		cmp = clientv3.Compare(clientv3.LeaseValue(key), "=", l.id)
-	case q.Native:
-		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
-	}
-	var others []clientv3.Op
-	for _, k := range c.valueKeys(q, key) {
-		others = append(others, clientv3.OpDelete(k))
-	}
-	resp, err := c.cli.Txn(ctx).If(cmp).
-		Then(append([]clientv3.Op{clientv3.OpDelete(key)}, others...)...).
-		Else(others...).Commit()
+	resp, err := d.deleteTxn(ctx, q, l, key, rev)
 	if err != nil {
 		if isPermanent(err) {
 			c.freeKey(key)
@@ -449,6 +438,93 @@ func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string
 	}
 	c.freeKey(key)
 	return resp.Succeeded, nil
+}
+
+// deleteTxn is delete's transaction on a shared lease: the entry key (of
+// token rev; any entry of the name on l when rev is 0) and its value keys
+// are deleted; Succeeded says whether the entry was there.
+func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key string, rev int64) (*clientv3.TxnResponse, error) {
+	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
+	switch {
+	case rev == 0:
+		cmp = clientv3.Compare(clientv3.LeaseValue(key), "=", l.id)
+	case q.Native:
+		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
+	}
+	var others []clientv3.Op
+	for _, k := range d.c.valueKeys(q, key) {
+		others = append(others, clientv3.OpDelete(k))
+	}
+	return d.c.cli.Txn(ctx).If(cmp).
+		Then(append([]clientv3.Op{clientv3.OpDelete(key)}, others...)...).
+		Else(others...).Commit()
+}
+
+// lateWindow is how long removeUnknown watches for a put that comes
+// after the removal of its entry. An abandoned request still in flight is
+// in practice applied within moments (TestCancelledLockLeavesNoEntry sees
+// such puts land after the removal on a single member); etcd itself stops
+// waiting for a proposal after its request timeout (about 7 s by
+// default). A put applied later still (a proposal held up by a leader
+// change) escapes the watch: docs/layout-etcd.md says what it costs.
+const lateWindow = 15 * time.Second
+
+// removeUnknown removes, in the background, the entry key that a put of
+// unknown outcome (abandoned when the caller's context ended, or timed
+// out) may have written on l. That put may still be applied AFTER a first
+// removal found nothing: the entry would then head or join the queue, on
+// the Conn's shared lease, with no claim to remove it, and block every
+// later locker for as long as the Conn lives. So the removal is retried
+// until etcd answers it (as untilDone retries, until the lease is lost or
+// the Conn closes), and when it found nothing, the key is watched from
+// its revision for lateWindow and a put of it on l is removed too; the
+// name stays taken meanwhile, so that no later entry of the Conn is
+// mistaken for the late one. A lease of the entry's own is revoked
+// instead: a put on it can no longer be applied.
+func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
+	if l.own {
+		d.remove(q, l, key, 0, true)
+		return
+	}
+	c := d.c
+	go func() {
+		defer c.freeKey(key)
+		lctx, cancel := backendkit.Linked(c.ctx, l.lostCtx)
+		defer cancel()
+		// del deletes the key if it is on l, retried as untilDone does
+		// until etcd answers: the revision of its answer, and whether it
+		// was done (the key deleted, or no answer before the Conn closed
+		// or the lease went).
+		del := func() (rev int64, done bool) {
+			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+				ctx, cancel := context.WithTimeout(lctx, defaultCleanupTimeout)
+				resp, err := d.deleteTxn(ctx, q, l, key, 0)
+				cancel()
+				if err == nil {
+					return resp.Header.Revision, resp.Succeeded
+				}
+				if isPermanent(err) || !backendkit.Sleep(lctx, backoff) {
+					return 0, true
+				}
+			}
+		}
+		rev, done := del()
+		if done {
+			return
+		}
+		wctx, stop := context.WithTimeout(lctx, lateWindow)
+		defer stop()
+		for wr := range c.cli.Watch(wctx, key, clientv3.WithRev(rev+1)) {
+			late := wr.Err() != nil // compacted or cancelled: look once more
+			for _, ev := range wr.Events {
+				late = late || ev.Type == mvccpb.PUT && ev.Kv.Lease == int64(l.id)
+			}
+			if late {
+				del()
+				return
+			}
+		}
+	}()
 }
 
 // remove is delete for an entry Create gives up (a failed check, an

@@ -3,7 +3,6 @@ package memorytopo
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -25,7 +24,6 @@ type driver struct{ c *Conn }
 
 var (
 	_ claims.Driver       = driver{}
-	_ claims.Aheader      = driver{}
 	_ claims.GoneSignaler = driver{}
 	_ claims.Roomer       = driver{}
 )
@@ -169,54 +167,70 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return out, nil
 }
 
-// Ahead implements claims.Aheader: the entries just ahead of e, walking
-// back its queue's links, so that a waiter's turn costs the same whatever
-// the queue's length.
-func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
-	s := d.c.s
-	s.rlock()
-	defer s.mu.RUnlock()
-	x, _ := e.Ref.(*entry)
-	if x == nil || x.removed {
-		return nil, false, nil
-	}
-	var out []claims.Entry
-	for p := x.sprev; p != nil && len(out) < max; p = p.sprev {
-		out = append(out, entryOf(p))
-	}
-	slices.Reverse(out)
-	return out, true, nil
-}
-
 // WaitGone implements claims.Driver: it waits on the entry's own gone
-// channel (Gone), so only that entry's removal wakes it. The engine waits
-// on Gone itself.
+// channel (goneOf), so only that entry's removal wakes it. The engine
+// waits through GoneAhead instead.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
+	s := d.c.s
+	x, _ := e.Ref.(*entry)
+	s.rlock()
+	gone := goneOf(x)
+	s.mu.RUnlock()
 	select {
-	case <-d.Gone(q, e):
+	case <-gone:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// Gone implements claims.GoneSignaler: the entry's own gone channel,
-// closed by its removal (removeEntry), or closed now when it is gone.
-func (d driver) Gone(q claims.Queue, e claims.Entry) <-chan struct{} {
+// GoneAhead implements claims.GoneSignaler: in one read, walking back
+// from e along its queue's links (so that a waiter's turn costs the same
+// whatever the queue's length), how many entries are ahead of it (up to
+// 2) and the gone channel of the one just ahead. A read: the channel is
+// made with mu held for reading, so that a waiter parking does not take
+// the store's lock for writing.
+func (d driver) GoneAhead(q claims.Queue, e claims.Entry) (<-chan struct{}, int, bool) {
 	s := d.c.s
 	x, _ := e.Ref.(*entry)
-	s.lock()
-	defer s.mu.Unlock()
+	s.rlock()
+	defer s.mu.RUnlock()
 	if x == nil || x.removed {
-		gone := make(chan struct{})
-		close(gone)
+		return nil, 0, false
+	}
+	p := x.sprev
+	switch {
+	case p == nil:
+		return nil, 0, true
+	case p.sprev == nil:
+		return goneOf(p), 1, true
+	}
+	return goneOf(p), 2, true
+}
+
+// goneOf returns x's gone channel, closed by its removal (removeEntry),
+// making it on first use; a closed one when x is nil or gone. Call with
+// mu held, for reading at least.
+func goneOf(x *entry) <-chan struct{} {
+	if x == nil || x.removed {
+		return closedChan
+	}
+	if gone, _ := x.gone.Load().(chan struct{}); gone != nil {
 		return gone
 	}
-	if x.gone == nil {
-		x.gone = make(chan struct{})
+	gone := make(chan struct{})
+	if !x.gone.CompareAndSwap(nil, gone) { // another waiter made it first
+		gone = x.gone.Load().(chan struct{})
 	}
-	return x.gone
+	return gone
 }
+
+// closedChan is a closed channel: Gone's answer for an entry that is gone.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // Delete implements claims.Driver: removal by identity (the entry itself,
 // on its live lease), never "the entry at this path".

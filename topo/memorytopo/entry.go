@@ -3,6 +3,7 @@ package memorytopo
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/topokit/topokit/topo/claims"
 )
@@ -71,9 +72,13 @@ type entry struct {
 	// candidate's entry. Not guarded by mu: only the goroutine that
 	// created the entry reads it, right after.
 	room *claims.LockRoom
-	// gone is closed when the entry is removed; made by the first
-	// driver.WaitGone.
-	gone chan struct{}
+	// gone holds the entry's gone channel (a chan struct{}), closed when
+	// the entry is removed; made by the first wait on it (goneOf). It is set
+	// with mu held for reading (a compare-and-swap: waiters of one entry
+	// may make it at once) and read and closed with mu held for writing
+	// (removeEntry), so a waiter that got it before the removal is woken
+	// by it.
+	gone atomic.Value
 	// lprev and lnext link the entry into its lease's list, sprev and
 	// snext into its queue.
 	lprev, lnext *entry
@@ -213,8 +218,8 @@ func (s *store) removeEntry(e *entry) {
 	} else {
 		s.unplaced--
 	}
-	if e.gone != nil { // a waiter waits on it (driver.Gone)
-		close(e.gone)
+	if gone, _ := e.gone.Load().(chan struct{}); gone != nil { // a waiter waits on it (goneOf)
+		close(gone)
 		if s.counting.Load() {
 			s.wakeups.Add(1)
 		}

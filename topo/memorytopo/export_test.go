@@ -54,7 +54,7 @@ func Awaited(c *Conn, dir string) int {
 	defer s.mu.Unlock()
 	n := 0
 	for e := s.queues[driver{c}.dir(claimsQueue(dir, false))].first(); e != nil; e = e.snext {
-		if e.gone != nil {
+		if e.gone.Load() != nil {
 			n++
 		}
 	}

@@ -85,6 +85,28 @@ func TestRoundTrips(t *testing.T) {
 	must(ld.Unlock(ctx))
 	measure("LockName", func() { ld, err = c.LockName(ctx, "n", "x"); must(err) })
 	must(ld.Unlock(ctx))
+	// Lock after a wait: a Lock behind a holder, parked on it, granted by
+	// its Unlock (one request, its own row, left out of this one).
+	holder, err := c.Lock(ctx, "d", "h")
+	must(err)
+	reset()
+	got := make(chan error, 1)
+	go func() {
+		wld, err := c.Lock(ctx, "d", "w")
+		if err == nil {
+			ld = wld
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return memorytopo.Awaited(c, "d") == 1 }, waitLimit, poll)
+	must(holder.Unlock(ctx))
+	must(<-got)
+	n, _ := count()
+	n-- // the holder's Unlock
+	t.Logf("Lock after a wait: %d store requests (table: %d)", n, table["Lock after a wait"])
+	require.LessOrEqual(t, n, table["Lock after a wait"], "Lock after a wait: store requests")
+	measured["Lock after a wait"] = true
+	must(ld.Unlock(ctx))
 
 	var p topo.LeaderParticipation
 	measure("NewLeaderParticipation", func() { p, err = c.NewLeaderParticipation("e", "a"); must(err) })

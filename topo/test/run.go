@@ -57,6 +57,7 @@ func groups() []struct {
 			{"LockName", testLockName},
 			{"SameConnExclusive", testLockSameConn},
 			{"Independent", testLocksIndependent},
+			{"CancelAtGrant", testLockCancelAtGrant},
 		}},
 		{"Watch", []subtest{
 			{"Changes", testWatch},
@@ -85,6 +86,7 @@ func groups() []struct {
 			{"OneLeaderAtATime", testElectionOneLeader},
 			{"Independent", testElectionsIndependent},
 			{"Nested", testNestedElections},
+			{"ConcurrentCalls", testElectionConcurrentCalls},
 		}},
 		{"LeaderValues", []subtest{
 			{"Campaign", testCampaignValue},
