@@ -250,6 +250,12 @@ func (e *Engine) waitSignaled(ctx context.Context, cl *claim, stop <-chan struct
 // goroutine and the context per wait that Driver.WaitGone needs, and
 // calls neither WaitGone nor List nor Aheader.Ahead in a wait: each
 // look at the queue is one GoneAhead, which also finds the channel.
+//
+// A lock's waiter parks on its session's end, not on its own entry's: a
+// GoneSignaler must not remove a waiting lock entry while its session
+// lives (memorytopo removes one only with its session; it ends single
+// entries of elections alone, whose waiters park on the claim's end),
+// else that waiter would wake only when the entry ahead of it goes.
 type GoneSignaler interface {
 	// GoneAhead returns, in one read, how many entries are ahead of e in
 	// q -- 0 when e heads q, 1, or 2 for two or more -- with the channel
