@@ -2,7 +2,9 @@ package consultopo
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,4 +199,85 @@ func plainFilesWritable(t *testing.T, ctx context.Context, q *Conn) {
 	requireCode(t, q.Delete(ctx, "file", nil), topo.NoNode)
 	_, err = q.Update(ctx, "file", []byte("6"), fv)
 	requireCode(t, err, topo.NoNode)
+}
+
+// acquireAfterRead is a RoundTripper that, once the first consistent read
+// of key has been answered, has another session acquire key before it
+// hands the answer back: the guarded write then works from a read that
+// no longer holds.
+type acquireAfterRead struct {
+	base    http.RoundTripper
+	key     string
+	acquire func()
+	fired   atomic.Bool
+}
+
+func (a *acquireAfterRead) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(r)
+	if err == nil && r.Method == http.MethodGet && r.URL.Path == "/v1/kv/"+a.key && a.fired.CompareAndSwap(false, true) {
+		a.acquire()
+	}
+	return resp, err
+}
+
+// TestGuardedWriteAtIndexRead: a key acquired by a session between a
+// guarded write's read (which showed it absent, or a plain file) and its
+// write is left alone: the write, made at the index read, fails, reads
+// again and refuses the key (Update NodeExists, Delete NoNode). A plain
+// set or delete after the read would have rewritten or deleted the held
+// key.
+func TestGuardedWriteAtIndexRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	raw := rawClient(t)
+	kv := raw.KV()
+	root := testRoot(t) + "/elections"
+	sess, _, err := raw.Session().Create(&api.SessionEntry{Behavior: api.SessionBehaviorDelete, TTL: "60s"}, nil)
+	require.NoError(t, err)
+	defer raw.Session().Destroy(sess, nil)
+
+	for _, tc := range []struct {
+		name  string
+		plain bool // a plain file there before the read
+		write func(q *Conn, name string) error
+		code  topo.ErrorCode
+	}{
+		{"update absent", false, func(q *Conn, name string) error { _, err := q.Update(ctx, name, []byte("x"), nil); return err }, topo.NodeExists},
+		{"update file", true, func(q *Conn, name string) error { _, err := q.Update(ctx, name, []byte("x"), nil); return err }, topo.NodeExists},
+		{"txn update", true, func(q *Conn, name string) error {
+			_, err := q.Txn(ctx, topo.UpdateOp(name, []byte("x"), nil))
+			return err
+		}, topo.NodeExists},
+		{"large update", true, func(q *Conn, name string) error {
+			_, err := q.Update(ctx, name, make([]byte, maxTxnValue+1), nil)
+			return err
+		}, topo.NodeExists},
+		{"delete file", true, func(q *Conn, name string) error { return q.Delete(ctx, name, nil) }, topo.NoNode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := strings.ReplaceAll(tc.name, " ", "-")
+			key := root + "/" + name
+			if tc.plain {
+				_, err := kv.Put(&api.KVPair{Key: key, Value: []byte("file")}, nil)
+				require.NoError(t, err)
+			}
+			q := newTestConn(t, root)
+			tr := &acquireAfterRead{base: q.transport, key: key, acquire: func() {
+				ok, _, err := kv.Acquire(&api.KVPair{Key: key, Value: []byte("held"), Flags: api.LockFlagValue, Session: sess}, nil)
+				require.NoError(t, err)
+				require.True(t, ok)
+			}}
+			client, err := api.NewClient(&api.Config{Address: agent.Addr(), HttpClient: &http.Client{Transport: tr}})
+			require.NoError(t, err)
+			q.client, q.kv = client, client.KV()
+
+			requireCode(t, tc.write(q, name), tc.code)
+			require.True(t, tr.fired.Load(), "the write read the key")
+			pair, _, err := kv.Get(key, &api.QueryOptions{RequireConsistent: true})
+			require.NoError(t, err)
+			require.NotNil(t, pair, "the held key was deleted")
+			require.Equal(t, "held", string(pair.Value), "the held key was rewritten")
+			require.Equal(t, sess, pair.Session)
+		})
+	}
 }
