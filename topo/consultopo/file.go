@@ -135,7 +135,13 @@ func writeNonce() uint64 {
 // read back, return Unavailable with ErrVersionUnknown (see writeLarge).
 // Every Update yields a new version, even of identical contents (see
 // writeNonce). Errors as for Create; a foreign or negative version gives
-// InvalidArgument.
+// InvalidArgument. A key at a reserved place (a "locks", "Lock" or
+// "elections" segment in its KV path: a Conn rooted at <root>/elections
+// or inside a "locks" directory, say) is read first: a lock or election
+// key (held by a session, or with the lock flags) is left alone,
+// NodeExists, and any other is written at the ModifyIndex read (one
+// request more; ResourceExhausted, nothing written, when the key changed
+// between every read and write of guardedAttempts; see guard.go).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
@@ -332,8 +338,11 @@ func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved 
 // transaction that first reads it, so an absent key gives NoNode in one
 // round trip; a non-nil one checks the ModifyIndex in the same transaction
 // (BadVersion if it differs, NoNode if the key is absent); Consul's
-// per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
-// the delete vanishes from its parent's listing.
+// per-operation errors tell the two apart. Other errors as for Create.
+// Directories are implicit in Consul, so a directory emptied by the delete
+// vanishes from its parent's listing. A key at a reserved place (see
+// Update) is read first: a lock or election key is no file, NoNode, and
+// is left alone; any other is deleted at the ModifyIndex read.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {

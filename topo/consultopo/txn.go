@@ -67,6 +67,18 @@ const (
 //   - DeleteOp: without a version a get (NoNode) then a delete, with one
 //     a check-index (NoNode, BadVersion) then a delete, as Delete.
 //
+// An UpdateOp or DeleteOp of a key at a reserved place (a "locks", "Lock"
+// or "elections" segment in its KV path; see Update and guard.go) is
+// planned from a consistent read of its key made before the transaction
+// (one request per such key): on a lock or election key it is a
+// check-index on index 0, which always fails, reported as NodeExists
+// (UpdateOp) or NoNode (DeleteOp); otherwise a cas, or a check-index
+// before the delete, at the ModifyIndex read (a versioned op whose
+// version is not that index is NoNode or BadVersion the same way). When
+// such an operation is the first to fail, the key changed since the
+// read, and the keys are read and the transaction sent again (at most
+// guardedAttempts times; then ResourceExhausted, nothing applied).
+//
 // A write is therefore applied exactly as the Conn method of the same name
 // would apply it, and the versions returned are the ModifyIndex of the
 // written keys (the transaction's Raft index). Consul answers a rolled-back
