@@ -53,7 +53,27 @@
 //     and by the CreateOp, UpdateOp and DeleteOp of a Txn, never at a
 //     reserved path (backendkit.CheckCreate, CheckUpdate, CheckDelete,
 //     CheckTxn). A versioned Update or Delete checks the ModifyIndex in
-//     the same transaction or check-and-set request as the write.
+//     the same transaction or check-and-set request as the write. The
+//     path rule works relative to the Conn's root, so a Conn rooted at a
+//     reserved place (<root>/elections, where an election key is the
+//     plain path "name"; inside a "locks" directory, where the queue
+//     entries, the tail and a leader's value key are) or at an ancestor
+//     of another Conn's root (which names that Conn's election key
+//     <x>/elections/name) could still name a lock or election key. A
+//     write of a key whose full KV path has a "locks", "Lock" or
+//     "elections" segment anywhere (Update, Delete, and Txn's UpdateOp
+//     and DeleteOp) therefore reads the key first (consistent, one read
+//     per key) and leaves a key held by a session or carrying the lock
+//     flags alone: Update and UpdateOp fail with NodeExists, Delete and
+//     DeleteOp with NoNode (such a key is no file), as on memorytopo,
+//     etcd2topo and zk2topo, and nothing is written. Its other writes are
+//     made at the ModifyIndex read (a check-and-set, or a check-index
+//     before the delete), which every acquire changes, so the refusal is
+//     atomic on Consul; a key changed meanwhile is read again (at most 10
+//     attempts, then ResourceExhausted, nothing written). Keys without a
+//     session there stay writable files; every other key (any key under
+//     a Vitess root but its claims', which the path rule refuses) is
+//     written with the requests it was written with before (guard.go).
 //   - A lock or election key is acquired only by a transaction whose first
 //     operation checks what a consistent read (or, for the first attempt,
 //     the assumption "absent") said: check-not-exists, or check-index of a

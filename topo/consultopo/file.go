@@ -92,10 +92,11 @@ func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, er
 	if err != nil {
 		return nil, err
 	}
-	ok, resp, err := c.txn(ctx, plan.ops)
+	plan, ok, resp, err := c.runTxn(ctx, cops, plan, func(ops api.TxnOps) (bool, *api.TxnResponse, error) { return c.txn(ctx, ops) },
+		func(err error) error { return c.convertError(ctx, err, op.Path) })
 	switch {
 	case err != nil:
-		return nil, c.convertError(ctx, err, op.Path)
+		return nil, err
 	case !ok:
 		_, err := c.rollbackCause(ctx, cops, plan, resp, op.Path)
 		return nil, err
@@ -134,14 +135,20 @@ func writeNonce() uint64 {
 // read back, return Unavailable with ErrVersionUnknown (see writeLarge).
 // Every Update yields a new version, even of identical contents (see
 // writeNonce). Errors as for Create; a foreign or negative version gives
-// InvalidArgument.
+// InvalidArgument. A key at a reserved place (a "locks", "Lock" or
+// "elections" segment in its KV path: a Conn rooted at <root>/elections
+// or inside a "locks" directory, say) is read first: a lock or election
+// key (held by a session, or with the lock flags) is left alone,
+// NodeExists, and any other is written at the ModifyIndex read (one
+// request more; ResourceExhausted, nothing written, when the key changed
+// between every read and write of guardedAttempts; see guard.go).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
 	if version != nil && index == 0 {
-		return nil, c.missingOrBadVersion(ctx, p)
+		return nil, c.missingOrBadVersion(ctx, p, topo.TxnUpdate)
 	}
 	return c.write(ctx, backendkit.TxnOp{Kind: topo.TxnUpdate, Path: p, Contents: contents, Version: index})
 }
@@ -168,20 +175,26 @@ func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Versio
 	p, key := op.Path, c.key(op.Path)
 	nonce := writeNonce()
 	pair := &api.KVPair{Key: key, Value: op.Contents, Flags: nonce, ModifyIndex: uint64(max(op.Version, 0))}
-	ok := true
-	var err error
-	if op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion {
-		_, err = c.kv.Put(pair, c.writeOptions(ctx))
+	if c.guardedWrite(op) {
+		if err := c.writeLargeGuarded(ctx, op, pair); err != nil {
+			return nil, err
+		}
 	} else {
-		ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
-	}
-	switch {
-	case err != nil:
-		return nil, c.convertError(ctx, err, p)
-	case !ok && op.Kind == topo.TxnCreate:
-		return nil, topo.NewError(topo.NodeExists, p)
-	case !ok:
-		return nil, c.missingOrBadVersion(ctx, p)
+		ok := true
+		var err error
+		if op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion {
+			_, err = c.kv.Put(pair, c.writeOptions(ctx))
+		} else {
+			ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
+		}
+		switch {
+		case err != nil:
+			return nil, c.convertError(ctx, err, p)
+		case !ok && op.Kind == topo.TxnCreate:
+			return nil, topo.NewError(topo.NodeExists, p)
+		case !ok:
+			return nil, c.missingOrBadVersion(ctx, p, op.Kind)
+		}
 	}
 	cur, _, err := c.kv.Get(key, c.consistentOptions(ctx))
 	switch {
@@ -193,15 +206,47 @@ func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Versio
 	return nil, backendkit.Wrap(topo.Unavailable, p, ErrVersionUnknown)
 }
 
-// missingOrBadVersion explains a failed check-and-set on p with a
-// consistent read: NoNode when the key is absent, BadVersion otherwise.
-func (c *Conn) missingOrBadVersion(ctx context.Context, p string) error {
+// writeLargeGuarded is writeLarge's write of pair for a guarded Update
+// (see guardedKey): it reads the key first, refuses a lock or election
+// key (NodeExists), and writes with a check-and-set at the index read
+// (0 when absent), reading again when the key changed in between (see
+// runTxn); a version that is not the index read fails as the
+// check-and-set would (NoNode, BadVersion).
+func (c *Conn) writeLargeGuarded(ctx context.Context, op backendkit.TxnOp, pair *api.KVPair) error {
+	for range guardedAttempts {
+		states, err := c.readGuarded(ctx, []backendkit.TxnOp{op})
+		if err != nil {
+			return err
+		}
+		refused, index := guardedPlan(op, states[pair.Key])
+		if refused != nil {
+			return refused
+		}
+		pair.ModifyIndex = index
+		ok, _, err := c.kv.CAS(pair, c.writeOptions(ctx))
+		if err != nil {
+			return c.convertError(ctx, err, op.Path)
+		}
+		if ok {
+			return nil
+		}
+	}
+	return backendkit.Wrap(topo.ResourceExhausted, op.Path, errGuardedContention)
+}
+
+// missingOrBadVersion explains a failed check-and-set of an op of kind
+// (an update or a delete) on p with a consistent read: NoNode when the key
+// is absent, BadVersion otherwise; for a guarded write (see guardedKey)
+// of a lock or election key, entryError's NodeExists or NoNode.
+func (c *Conn) missingOrBadVersion(ctx context.Context, p string, kind topo.TxnOpKind) error {
 	pair, _, err := c.kv.Get(c.key(p), c.consistentOptions(ctx))
 	switch {
 	case err != nil:
 		return c.convertError(ctx, err, p)
 	case pair == nil:
 		return topo.NewError(topo.NoNode, p)
+	case isLockPair(pair) && guardedKey(c.key(p)):
+		return entryError(kind, p)
 	default:
 		return topo.NewError(topo.BadVersion, p)
 	}
@@ -293,15 +338,18 @@ func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved 
 // transaction that first reads it, so an absent key gives NoNode in one
 // round trip; a non-nil one checks the ModifyIndex in the same transaction
 // (BadVersion if it differs, NoNode if the key is absent); Consul's
-// per-operation errors tell the two apart. Other errors as for Create. Directories are implicit in Consul, so a directory emptied by
-// the delete vanishes from its parent's listing.
+// per-operation errors tell the two apart. Other errors as for Create.
+// Directories are implicit in Consul, so a directory emptied by the delete
+// vanishes from its parent's listing. A key at a reserved place (see
+// Update) is read first: a lock or election key is no file, NoNode, and
+// is left alone; any other is deleted at the ModifyIndex read.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
 		return err
 	}
 	if version != nil && index == 0 {
-		return c.missingOrBadVersion(ctx, p)
+		return c.missingOrBadVersion(ctx, p, topo.TxnDelete)
 	}
 	_, err = c.write(ctx, backendkit.TxnOp{Kind: topo.TxnDelete, Path: p, Version: index})
 	return err

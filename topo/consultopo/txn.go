@@ -67,6 +67,18 @@ const (
 //   - DeleteOp: without a version a get (NoNode) then a delete, with one
 //     a check-index (NoNode, BadVersion) then a delete, as Delete.
 //
+// An UpdateOp or DeleteOp of a key at a reserved place (a "locks", "Lock"
+// or "elections" segment in its KV path; see Update and guard.go) is
+// planned from a consistent read of its key made before the transaction
+// (one request per such key): on a lock or election key it is a
+// check-index on index 0, which always fails, reported as NodeExists
+// (UpdateOp) or NoNode (DeleteOp); otherwise a cas, or a check-index
+// before the delete, at the ModifyIndex read (a versioned op whose
+// version is not that index is NoNode or BadVersion the same way). When
+// such an operation is the first to fail, the key changed since the
+// read, and the keys are read and the transaction sent again (at most
+// guardedAttempts times; then ResourceExhausted, nothing applied).
+//
 // A write is therefore applied exactly as the Conn method of the same name
 // would apply it, and the versions returned are the ModifyIndex of the
 // written keys (the transaction's Raft index). Consul answers a rolled-back
@@ -119,10 +131,13 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if c.isClosed() {
 		return nil, topo.NewError(topo.Closed, "")
 	}
-	ok, resp, _, err := c.client.Txn().Txn(plan.ops, c.consistentOptions(ctx))
+	plan, ok, resp, err := c.runTxn(ctx, cops, plan, func(ops api.TxnOps) (bool, *api.TxnResponse, error) {
+		ok, resp, _, err := c.client.Txn().Txn(ops, c.consistentOptions(ctx))
+		return ok, resp, err
+	}, func(err error) error { return c.txnSendError(ctx, err) })
 	switch {
 	case err != nil:
-		return nil, c.txnSendError(ctx, err)
+		return nil, err
 	case !ok:
 		return nil, c.txnFailure(ctx, cops, plan, resp)
 	}
@@ -135,6 +150,18 @@ type txnPlan struct {
 	owner []int // owner[i]: the index in the canonical ops of ops[i]
 	// fences are the IfHeld ops' claims, by op index.
 	fences map[int]txnFence
+
+	// guarded says that some op is a write at a reserved place (see
+	// guardedKey), which is planned again from a read of its key
+	// (planTxnAt) before the plan is sent.
+	guarded bool
+	// refused holds, by op index, the error of each guarded write its
+	// read refused (a lock or election key, or a version that is not the
+	// index read): the op is a check-index on index 0, which always fails.
+	refused map[int]error
+	// at holds, by op index, the guarded writes made at the index read:
+	// their operation failing means the key changed since (see runTxn).
+	at map[int]bool
 }
 
 type txnFence struct {
@@ -146,8 +173,17 @@ type txnFence struct {
 
 // planTxn maps the canonical ops onto Consul KV operations (see Txn). It
 // returns the *topo.TxnError of ForeignFence for an IfHeld Fence this
-// backend did not issue.
+// backend did not issue. A guarded write (see guardedKey) is planned as
+// any other and marks the plan guarded: runTxn plans it again with
+// planTxnAt from a read of its key.
 func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
+	return c.planTxnAt(cops, nil)
+}
+
+// planTxnAt is planTxn, with the guarded writes planned from states, the
+// pairs readGuarded read of their keys (see guardedPlan), when states is
+// not nil.
+func (c *Conn) planTxnAt(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
 	add := func(i int, op *api.KVTxnOp) {
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
@@ -157,6 +193,32 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
 	for _, i := range backendkit.ConditionsFirst(cops, nil) {
 		op := cops[i]
 		key := c.key(op.Path)
+		if c.guardedWrite(op) {
+			plan.guarded = true
+			if states != nil {
+				refused, index := guardedPlan(op, states[key])
+				switch {
+				case refused != nil:
+					if plan.refused == nil {
+						plan.refused = map[int]error{}
+					}
+					plan.refused[i] = refused
+					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
+				case op.Kind == topo.TxnUpdate:
+					add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: index})
+				default:
+					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index})
+					add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
+				}
+				if refused == nil {
+					if plan.at == nil {
+						plan.at = map[int]bool{}
+					}
+					plan.at[i] = true
+				}
+				continue
+			}
+		}
 		switch op.Kind {
 		case topo.TxnIfVersion:
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(op.Version)})
@@ -262,22 +324,14 @@ func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan 
 	if classifyRollback(resp) == rollbackDenied {
 		return -1, backendkit.Wrap(topo.PermissionDenied, path, txnError(resp))
 	}
-	// The failed operation of the lowest owner (of a DeleteOp's two, the
-	// earlier), whatever its OpIndex (see Txn).
-	var first *api.TxnError
-	for _, e := range resp.Errors {
-		if e == nil || e.OpIndex < 0 || e.OpIndex >= len(plan.ops) {
-			continue
-		}
-		if first == nil || plan.owner[e.OpIndex] < plan.owner[first.OpIndex] ||
-			(plan.owner[e.OpIndex] == plan.owner[first.OpIndex] && e.OpIndex < first.OpIndex) {
-			first = e
-		}
-	}
+	first := firstFailed(plan, resp)
 	if first == nil {
 		return -1, rollbackError(path, resp)
 	}
 	i := plan.owner[first.OpIndex]
+	if err := plan.refused[i]; err != nil {
+		return i, err
+	}
 	op := cops[i]
 	code, ok := failureCode(op.Kind, plan.ops[first.OpIndex].KV.Verb, first.What)
 	path = op.Path
@@ -294,13 +348,30 @@ func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan 
 	if code == topo.BadVersion && op.Kind == topo.TxnUpdate && plan.ops[first.OpIndex].KV.Verb == api.KVCAS {
 		// Consul's failed check-and-set does not say whether the key is
 		// absent: a consistent read tells, as for Update.
-		err := c.missingOrBadVersion(ctx, op.Path)
+		err := c.missingOrBadVersion(ctx, op.Path, op.Kind)
 		if !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.BadVersion) {
 			return -1, err
 		}
 		return i, err
 	}
 	return i, backendkit.Wrap(code, path, errors.New(first.What))
+}
+
+// firstFailed returns the failed operation of resp (a rolled-back
+// transaction of plan) of the lowest owner (of a DeleteOp's two, the
+// earlier), whatever its OpIndex (see Txn), or nil if none names one.
+func firstFailed(plan txnPlan, resp *api.TxnResponse) *api.TxnError {
+	var first *api.TxnError
+	for _, e := range resp.Errors {
+		if e == nil || e.OpIndex < 0 || e.OpIndex >= len(plan.ops) {
+			continue
+		}
+		if first == nil || plan.owner[e.OpIndex] < plan.owner[first.OpIndex] ||
+			(plan.owner[e.OpIndex] == plan.owner[first.OpIndex] && e.OpIndex < first.OpIndex) {
+			first = e
+		}
+	}
+	return first
 }
 
 // failureCode is the condition outcome of a Consul operation of verb,

@@ -1,0 +1,185 @@
+package consultopo
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
+)
+
+// Writes at the claims' places. The reserved-name rule (topo.IsReserved)
+// keeps a Conn from naming a lock or election key by its path, but only
+// relative to the Conn's root: a Conn rooted at <root>/elections names
+// the election key <root>/elections/e as the plain path "e", one rooted
+// at <root>/d/locks names the queue entries and the tail of d's lock, one
+// rooted at <root>/elections/e/locks the leader's value key, and one
+// rooted at an ancestor of <root> (say "" for <root> = "vitess/global")
+// names the election key as "vitess/global/elections/e", whose
+// "elections" segment is not the first. Consul's set and check-and-set
+// keep the session of a key they rewrite, and its delete removes a held
+// key, so such a write would make a lock or election key another
+// holder's session still holds say what the writer wrote (the holder
+// keeps its session, and Check, on a key no longer its own), or free it
+// for a second holder while the first one's context is still live.
+//
+// A write (Update, Delete, and UpdateOp or DeleteOp of a Txn) of a key at
+// such a place, a key with a "locks", "Lock" or "elections" segment
+// anywhere in its full KV path (guardedKey), therefore reads the key
+// first (one consistent read per key) and refuses a key held by a
+// session or carrying the lock flags (isLockPair: a lock or election
+// key, which List does not list as a file): Update and UpdateOp fail with
+// NodeExists, Delete and DeleteOp with NoNode, as on memorytopo, etcd2topo
+// and zk2topo, and nothing is written. Any other write is made at the
+// ModifyIndex read (a check-and-set, or a check-index before the delete;
+// index 0, only if absent, for an Update of an absent key), so the
+// refusal is atomic on Consul: every change of a key's entry (an acquire
+// included) gives it a new ModifyIndex, so a key acquired after the read
+// fails the write, which then reads the key again (guardedAttempts
+// times at most). A versioned write whose version is not the index read
+// fails without writing (NoNode, BadVersion), as it would have.
+// Every other key (every key under a Vitess root such as /vitess/global
+// but its claims', which the path rule refuses) is written with the same
+// requests as before.
+
+// guardedAttempts bounds the reads and writes one guarded write makes
+// when the key keeps changing between its read and its write.
+const guardedAttempts = 10
+
+// errEntry is the cause of the error of a write that would land on a lock
+// or election key (held by a session, or carrying the lock flags).
+var errEntry = errors.New("consultopo: the key is a lock or election key (held by a session, or carrying the lock flags): not a file")
+
+// errGuardedContention is the cause of the ResourceExhausted error of a
+// guarded write that found its key changed after every one of its
+// guardedAttempts reads; nothing of it was applied.
+var errGuardedContention = errors.New("consultopo: the key changed between every read and write of a write at a reserved place; nothing was written")
+
+// guardedKey reports whether the KV key key is at a place where lock or
+// election keys live: one of its segments is "locks", "Lock" or
+// "elections" (see the comment above).
+func guardedKey(key string) bool {
+	start := 0
+	for i := 0; i <= len(key); i++ {
+		if i < len(key) && key[i] != '/' {
+			continue
+		}
+		switch key[start:i] {
+		case "locks", "Lock", "elections":
+			return true
+		}
+		start = i + 1
+	}
+	return false
+}
+
+// guardedWrite reports whether op is a write that must leave lock and
+// election keys alone (see guardedKey).
+func (c *Conn) guardedWrite(op backendkit.TxnOp) bool {
+	return (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) && guardedKey(c.key(op.Path))
+}
+
+// anyGuarded reports whether one of cops is a guarded write.
+func (c *Conn) anyGuarded(cops []backendkit.TxnOp) bool {
+	for _, op := range cops {
+		if c.guardedWrite(op) {
+			return true
+		}
+	}
+	return false
+}
+
+// readGuarded reads, consistently, the key of every guarded write of
+// cops: by KV key, the pair, or nil when the key is absent.
+func (c *Conn) readGuarded(ctx context.Context, cops []backendkit.TxnOp) (map[string]*api.KVPair, error) {
+	out := map[string]*api.KVPair{}
+	for _, op := range cops {
+		if !c.guardedWrite(op) {
+			continue
+		}
+		key := c.key(op.Path)
+		if _, ok := out[key]; ok {
+			continue
+		}
+		pair, _, err := c.kv.Get(key, c.consistentOptions(ctx))
+		if err != nil {
+			return nil, c.convertError(ctx, err, op.Path)
+		}
+		out[key] = pair
+	}
+	return out, nil
+}
+
+// entryError is the error of a write of kind on p refused because the key
+// is a lock or election key: NodeExists for an update (the key is there),
+// NoNode for a delete (it is no file).
+func entryError(kind topo.TxnOpKind, p string) error {
+	if kind == topo.TxnUpdate {
+		return backendkit.Wrap(topo.NodeExists, p, errEntry)
+	}
+	return backendkit.Wrap(topo.NoNode, p, errEntry)
+}
+
+// guardedPlan is how planTxn maps a guarded write given what readGuarded
+// read of its key (pair, nil if absent): the refusal, or the index its
+// write is made at.
+func guardedPlan(op backendkit.TxnOp, pair *api.KVPair) (refused error, index uint64) {
+	switch {
+	case pair != nil && isLockPair(pair):
+		return entryError(op.Kind, op.Path), 0
+	case pair == nil && (op.Kind == topo.TxnDelete || op.Version != backendkit.AnyVersion):
+		return topo.NewError(topo.NoNode, op.Path), 0
+	case pair == nil:
+		return nil, 0 // an Update of an absent key: only if still absent
+	case op.Version != backendkit.AnyVersion && uint64(op.Version) != pair.ModifyIndex:
+		return topo.NewError(topo.BadVersion, op.Path), 0
+	}
+	return nil, pair.ModifyIndex
+}
+
+// runTxn sends plan (planned from cops without reads) with send and
+// returns what it answered; a plan with guarded writes is planned again
+// from readGuarded's reads first, and sent again, after reading again,
+// while a guarded write's own operation is what failed (its key changed
+// since the read), up to guardedAttempts times. The plan returned is the
+// one sent. sendErr converts the error of send; the error returned is
+// final.
+func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan,
+	send func(api.TxnOps) (bool, *api.TxnResponse, error), sendErr func(error) error) (txnPlan, bool, *api.TxnResponse, error) {
+	if !plan.guarded {
+		ok, resp, err := send(plan.ops)
+		if err != nil {
+			return plan, false, nil, sendErr(err)
+		}
+		return plan, ok, resp, nil
+	}
+	for range guardedAttempts {
+		states, err := c.readGuarded(ctx, cops)
+		if err != nil {
+			return plan, false, nil, err
+		}
+		if plan, err = c.planTxnAt(cops, states); err != nil {
+			return plan, false, nil, err
+		}
+		ok, resp, err := send(plan.ops)
+		if err != nil {
+			return plan, false, nil, sendErr(err)
+		}
+		if ok || classifyRollback(resp) == rollbackDenied {
+			return plan, ok, resp, nil
+		}
+		if first := firstFailed(plan, resp); first == nil || !plan.at[plan.owner[first.OpIndex]] {
+			return plan, ok, resp, nil
+		}
+	}
+	path := ""
+	for _, op := range cops {
+		if c.guardedWrite(op) {
+			path = op.Path
+			break
+		}
+	}
+	return plan, false, nil, backendkit.Wrap(topo.ResourceExhausted, path, errGuardedContention)
+}
