@@ -192,9 +192,11 @@
 // re-created "locks" znode restarts its sequence. So the multi follows a
 // sync and an exists of the entry on the claim's session (pipelined, one
 // round trip), which must show the entry the session's with the claim's
-// token: the window left is a deletion and a reuse of the name both
-// committed between that sync and the multi
-// (TestGuardedWriteNameReusedEventInFlight).
+// token, read again with every round of reads before a later multi of
+// the same Txn: the window left is a deletion and a reuse of the name
+// both committed between the last sync and the multi
+// (TestGuardedWriteNameReusedEventInFlight,
+// TestGuardedWriteNameReusedBetweenMultis).
 //
 // # Resuming a candidacy
 //

@@ -75,13 +75,14 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     holder; a check compares only the data version, the same (0) for
 //     both, so before the multi a sync and an exists of every claim's
 //     entry (pipelined, on the claim's session: one round trip more,
-//     beside the Stat reads below when there are any) must show the entry
-//     owned by that session with the claim's token (its Czxid), or the
-//     claim fails as lost locally. The exists is answered after every
-//     event of the session before it and after the sync reached the
-//     leader, so what the check cannot rule out is only a deletion and a
-//     reuse of the name both committed between that sync and the multi
-//     (see verify). All IfHeld ops of one Txn must be claims of one
+//     beside the Stat reads below when there are any, and again beside
+//     the reads before every later multi) must show the entry owned by
+//     that session with the claim's token (its Czxid), or the claim fails
+//     as lost locally. The exists is answered after every event of the
+//     session before it and after the sync reached the leader, so what
+//     the check cannot rule out is only a deletion and a reuse of the
+//     name both committed between the last sync and the multi (see
+//     verify). All IfHeld ops of one Txn must be claims of one
 //     session (InvalidArgument otherwise). A claim released or lost
 //     locally (Unlock, Stop, its session over, its entry seen deleted, or
 //     an entry of the same name created again by the same session after
@@ -586,14 +587,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	}
 	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
 	// The claims' entries are read (see verify) beside the Stats, in the
-	// same round trip.
-	verified := make(chan error, 1)
-	go func() { verified <- t.verify(ctx) }()
-	err := t.stat(ctx, first...)
-	if verr := <-verified; verr != nil {
-		return nil, verr
-	}
-	if err != nil {
+	// same round trip (as before every later multi: see statAll).
+	if err := t.stat(ctx, first...); err != nil {
 		return nil, err
 	}
 	if t.claims[0].dead && t.ops[0].Kind == topo.TxnIfHeld {
@@ -697,7 +692,12 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // verify reads, on the claims' session, a sync and then an exists of each
 // live claim's entry (pipelined: one round trip), and marks dead every
 // claim whose entry is gone, or is not that session's with the claim's
-// token: the multi then checks it with a check that cannot pass.
+// token: the multi then checks it with a check that cannot pass. It runs
+// with every round of reads (statAll), so before the first multi and
+// before every later one of the same Txn (a later multi is always
+// preceded by reads, or ends with a check that always fails): an entry
+// deleted and its name reused while an earlier multi or read was under
+// way is found out too.
 //
 // The multi's check of an entry compares only its data version (a
 // ZooKeeper check op reads nothing else of the znode), so it cannot tell
@@ -707,8 +707,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // delivers the event of the entry's deletion before any later answer: so
 // the read, answered after the sync reached the leader, shows every
 // deletion committed before that sync. What remains is a deletion and a
-// same-named entry both committed between the sync and the multi (one
-// round trip), which no request of ZooKeeper's multi can rule out.
+// same-named entry both committed between the last sync and the multi
+// (one round trip), which no request of ZooKeeper's multi can rule out.
 func (t *txn) verify(ctx context.Context) error {
 	if t.guard == nil {
 		return nil
@@ -874,7 +874,11 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 	for k, i := range idx {
 		zps[k] = t.c.zkPath(t.ops[i].Path)
 	}
-	for k, r := range t.statAll(ctx, zps) {
+	res, err := t.statAll(ctx, zps)
+	if err != nil {
+		return err
+	}
+	for k, r := range res {
 		if r.err != nil {
 			return t.readErr(idx[k], r.err)
 		}
@@ -885,15 +889,21 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 }
 
 // statAll reads the Stats of the znodes zps concurrently (one round
-// trip), on the multi's session.
-func (t *txn) statAll(ctx context.Context, zps []string) []statRes {
+// trip), on the multi's session, and with them the claims' entries (see
+// verify): every round of reads comes before a multi, which must not
+// check a claim whose entry was deleted (and its name perhaps reused)
+// before the reads, even when an earlier read found it. The error is
+// verify's: LockLost for a session over, or the read's.
+func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
+	var verr error
+	wg.Go(func() { verr = t.verify(ctx) })
 	for k, zp := range zps {
 		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) })
 	}
 	wg.Wait()
-	return out
+	return out, verr
 }
 
 // missingChain returns the absent znodes of anc (ancestors, the parent
@@ -982,7 +992,10 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 			}
 		}
 	}
-	stats := t.statAll(ctx, zps)
+	stats, err := t.statAll(ctx, zps)
+	if err != nil {
+		return err
+	}
 	for k, r := range stats {
 		if r.err != nil {
 			return t.readErr(owner[k], r.err)
