@@ -66,3 +66,65 @@ func TestRootInsideLocksLeavesEntries(t *testing.T) {
 	require.NoError(t, l.Check(ctx))
 	require.NoError(t, l.Unlock(ctx))
 }
+
+// TestRootInsideElectionLeavesEntries: a Conn rooted inside an election
+// (at <root>/elections/x, or at <root>/elections) of a Conn rooted
+// elsewhere than the ZooKeeper root sees the candidate entries and their
+// values as plain names: "elections" is a reserved first segment only
+// below the root, so the root <root>/elections/x is not reserved by
+// topo.IsReserved. Its writes must still leave them alone: Update and
+// UpdateOp find them there (NodeExists), Delete and DeleteOp find no file
+// (NoNode). The leader keeps its term, its id and its value; a file there
+// stays writable.
+func TestRootInsideElectionLeavesEntries(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	h := openConn(t, []string{testServer}, root)
+	p, err := h.NewLeaderParticipation("x", "id1")
+	require.NoError(t, err)
+	defer p.Stop()
+	_, err = p.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	term, err := p.Term()
+	require.NoError(t, err)
+	raw := rawConn(t)
+	values, _, err := raw.Children(root + "/elections/x/values")
+	require.NoError(t, err)
+	require.Len(t, values, 1)
+	cand := entryNode(term)[len(root+"/elections/x/"):]
+
+	for at, names := range map[string][]string{
+		"/elections/x": {cand, "values/" + values[0]},
+		"/elections":   {"x/" + cand, "x/values/" + values[0]},
+	} {
+		q := openConn(t, []string{testServer}, root+at)
+		for _, name := range names {
+			what := at + ": " + name
+			_, err = q.Update(ctx, name, []byte("evil"), nil)
+			require.ErrorIs(t, err, topo.NodeExists, "Update %s", what)
+			_, err = q.Update(ctx, name, []byte("evil"), topo.NumericVersion(0))
+			require.ErrorIs(t, err, topo.NodeExists, "Update at the entry's version %s", what)
+			_, err = q.Txn(ctx, topo.UpdateOp(name, []byte("evil"), nil))
+			requireTxnErr(t, err, 0, topo.NodeExists)
+			require.ErrorIs(t, q.Delete(ctx, name, nil), topo.NoNode, "Delete %s", what)
+			require.ErrorIs(t, q.Delete(ctx, name, topo.NumericVersion(0)), topo.NoNode, "Delete at the entry's version %s", what)
+			_, err = q.Txn(ctx, topo.DeleteOp(name, nil))
+			requireTxnErr(t, err, 0, topo.NoNode)
+		}
+		// A file there is written as anywhere else.
+		_, err = q.Create(ctx, "file", []byte("1"))
+		require.NoError(t, err)
+		_, err = q.Update(ctx, "file", []byte("2"), nil)
+		require.NoError(t, err)
+		require.NoError(t, q.Delete(ctx, "file", nil))
+	}
+	require.NoError(t, term.Check(ctx), "the leader keeps its term")
+	id, err := p.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "id1", id)
+	data, st, err := raw.Get(entryNode(term))
+	require.NoError(t, err)
+	require.Equal(t, "id1", string(data))
+	require.EqualValues(t, 0, st.Version)
+	require.NoError(t, p.Resign(ctx))
+}
