@@ -131,7 +131,8 @@
 //     found by owner and deleted on the same live session); the server
 //     deletes the rest with their session;
 //   - a file: Delete, at the caller's version when one is given. A Conn
-//     rooted at a reserved place (inside a "locks" znode, say) reads the
+//     rooted at a reserved place (inside a "locks" znode, say, or below
+//     a segment "elections" at any depth) reads the
 //     Stat of what it writes or deletes first and leaves ephemeral znodes
 //     (entries) alone: Update finds one there (NodeExists), Delete finds
 //     no file (NoNode), as memorytopo and etcd2topo answer;

@@ -214,10 +214,11 @@ func zkVersion(n int64) int32 {
 // Stat.Version (two round trips: see casUpdate): BadVersion when it
 // differs, NoNode when the file is absent or the path is only a directory,
 // and then nothing is written or created. It returns the new Stat.Version.
-// On a Conn rooted at a reserved place (inside a "locks" znode, say),
-// Update is a one-op Txn: it reads the Stat first and returns NodeExists
-// for an ephemeral znode (a lock or election entry, not a file), writing
-// nothing, and writes a file at the version read (see Txn).
+// On a Conn rooted at a reserved place (inside a "locks" znode, say, or
+// below a segment "elections": see Txn), Update is a one-op Txn: it
+// reads the Stat first and returns NodeExists for an ephemeral znode (a
+// lock or election entry, not a file), writing nothing, and writes a
+// file at the version read (see Txn).
 // Errors: InvalidPath (including the reserved-name rule), InvalidArgument
 // (value too large, foreign or negative version), NoNode, NodeExists,
 // BadVersion, PermissionDenied, Timeout/Interrupted, Closed, Unavailable.

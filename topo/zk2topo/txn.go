@@ -119,8 +119,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     on the path) fire.
 //
 // On a Conn whose root is at a reserved place (topo.IsReserved of the
-// root: inside a "locks" znode, say, where its znodes may be lock or
-// election entries), every UpdateOp and DeleteOp reads its znode's Stat
+// root: inside a "locks" znode, say; or a root with a segment "elections"
+// at any depth, inside the elections of a Conn rooted higher up), where
+// its znodes may be lock or election entries, every UpdateOp and DeleteOp reads its znode's Stat
 // first (with the others' reads) and leaves an ephemeral znode alone:
 // UpdateOp fails with NodeExists, DeleteOp with NoNode (an entry is no
 // file), as on memorytopo and etcd2topo; a write without a version is
