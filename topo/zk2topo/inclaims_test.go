@@ -1,6 +1,7 @@
 package zk2topo
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -97,26 +98,7 @@ func TestRootInsideElectionLeavesEntries(t *testing.T) {
 		"/elections/x": {cand, "values/" + values[0]},
 		"/elections":   {"x/" + cand, "x/values/" + values[0]},
 	} {
-		q := openConn(t, []string{testServer}, root+at)
-		for _, name := range names {
-			what := at + ": " + name
-			_, err = q.Update(ctx, name, []byte("evil"), nil)
-			require.ErrorIs(t, err, topo.NodeExists, "Update %s", what)
-			_, err = q.Update(ctx, name, []byte("evil"), topo.NumericVersion(0))
-			require.ErrorIs(t, err, topo.NodeExists, "Update at the entry's version %s", what)
-			_, err = q.Txn(ctx, topo.UpdateOp(name, []byte("evil"), nil))
-			requireTxnErr(t, err, 0, topo.NodeExists)
-			require.ErrorIs(t, q.Delete(ctx, name, nil), topo.NoNode, "Delete %s", what)
-			require.ErrorIs(t, q.Delete(ctx, name, topo.NumericVersion(0)), topo.NoNode, "Delete at the entry's version %s", what)
-			_, err = q.Txn(ctx, topo.DeleteOp(name, nil))
-			requireTxnErr(t, err, 0, topo.NoNode)
-		}
-		// A file there is written as anywhere else.
-		_, err = q.Create(ctx, "file", []byte("1"))
-		require.NoError(t, err)
-		_, err = q.Update(ctx, "file", []byte("2"), nil)
-		require.NoError(t, err)
-		require.NoError(t, q.Delete(ctx, "file", nil))
+		electionWritesRefused(ctx, t, openConn(t, []string{testServer}, root+at), names)
 	}
 	require.NoError(t, term.Check(ctx), "the leader keeps its term")
 	id, err := p.GetCurrentLeaderID(ctx)
@@ -127,4 +109,66 @@ func TestRootInsideElectionLeavesEntries(t *testing.T) {
 	require.Equal(t, "id1", string(data))
 	require.EqualValues(t, 0, st.Version)
 	require.NoError(t, p.Resign(ctx))
+}
+
+// TestRootAboveElectionLeavesEntries: a Conn rooted above another Conn's
+// root (an ordinary root) names that Conn's candidate entries and values
+// <dir>/elections/x/<sequence> and <dir>/elections/x/values/<name>:
+// "elections" is reserved only as a path's first segment, and ZooKeeper's
+// candidates have no "locks" segment (etcd's do: refused there). Its
+// writes must leave them alone too.
+func TestRootAboveElectionLeavesEntries(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	h := openConn(t, []string{testServer}, root+"/vt/global")
+	p, err := h.NewLeaderParticipation("x", "id1")
+	require.NoError(t, err)
+	defer p.Stop()
+	_, err = p.Campaign(ctx, []byte("v1"))
+	require.NoError(t, err)
+	term, err := p.Term()
+	require.NoError(t, err)
+	raw := rawConn(t)
+	el := root + "/vt/global/elections/x"
+	values, _, err := raw.Children(el + "/values")
+	require.NoError(t, err)
+	require.Len(t, values, 1)
+	cand := entryNode(term)[len(el+"/"):]
+	q := openConn(t, []string{testServer}, root)
+	electionWritesRefused(ctx, t, q, []string{"vt/global/elections/x/" + cand, "vt/global/elections/x/values/" + values[0]})
+	require.NoError(t, term.Check(ctx), "the leader keeps its term")
+	id, err := p.GetCurrentLeaderID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "id1", id)
+	data, st, err := raw.Get(entryNode(term))
+	require.NoError(t, err)
+	require.Equal(t, "id1", string(data))
+	require.EqualValues(t, 0, st.Version)
+	require.NoError(t, p.Resign(ctx))
+}
+
+// electionWritesRefused tries every write through q on each of names (a
+// candidate entry or value) and requires each refused; a file next to
+// them stays writable.
+func electionWritesRefused(ctx context.Context, t *testing.T, q *Conn, names []string) {
+	t.Helper()
+	for _, name := range names {
+		what := q.root + ": " + name
+		_, err := q.Update(ctx, name, []byte("evil"), nil)
+		require.ErrorIs(t, err, topo.NodeExists, "Update %s", what)
+		_, err = q.Update(ctx, name, []byte("evil"), topo.NumericVersion(0))
+		require.ErrorIs(t, err, topo.NodeExists, "Update at the entry's version %s", what)
+		_, err = q.Txn(ctx, topo.UpdateOp(name, []byte("evil"), nil))
+		requireTxnErr(t, err, 0, topo.NodeExists)
+		require.ErrorIs(t, q.Delete(ctx, name, nil), topo.NoNode, "Delete %s", what)
+		require.ErrorIs(t, q.Delete(ctx, name, topo.NumericVersion(0)), topo.NoNode, "Delete at the entry's version %s", what)
+		_, err = q.Txn(ctx, topo.DeleteOp(name, nil))
+		requireTxnErr(t, err, 0, topo.NoNode)
+	}
+	// A file next to them is written as anywhere else.
+	_, err := q.Create(ctx, "plainfile", []byte("1"))
+	require.NoError(t, err)
+	_, err = q.Update(ctx, "plainfile", []byte("2"), nil)
+	require.NoError(t, err)
+	require.NoError(t, q.Delete(ctx, "plainfile", nil))
 }
