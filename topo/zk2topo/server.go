@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -690,5 +689,30 @@ var _ topo.Conn = (*Conn)(nil)
 // the elections of a Conn rooted at <a>, whose candidate entries and
 // values are its plain names.
 func claimsPlace(r string) bool {
-	return topo.IsReserved(r) || slices.Contains(strings.Split(r, "/"), electionsDir)
+	return topo.IsReserved(r) || hasSegment(r, electionsDir)
+}
+
+// entriesAt reports whether the znode of p (a canonical file path) may be
+// a lock or election entry, so that a write of it must read its Stat
+// first and leave an ephemeral znode alone (see Txn): on a Conn rooted at
+// a claims place (claimsPlace), or when p has a segment "elections"
+// below its first, inside the elections of a Conn rooted lower down
+// (<dir>/elections/<name>/<sequence>): the reserved-name rule refuses
+// "elections" only as the first segment, and ZooKeeper's candidates,
+// unlike etcd's, have no "locks" segment that it refuses.
+func (c *Conn) entriesAt(p string) bool {
+	return c.inClaims || hasSegment(p, electionsDir)
+}
+
+// hasSegment reports whether the canonical path p has a segment seg
+// (without allocating: entriesAt runs on every Update and Delete).
+func hasSegment(p, seg string) bool {
+	for p != "" {
+		var s string
+		s, p, _ = strings.Cut(p, "/")
+		if s == seg {
+			return true
+		}
+	}
+	return false
 }

@@ -121,15 +121,18 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // On a Conn whose root is at a reserved place (topo.IsReserved of the
 // root: inside a "locks" znode, say; or a root with a segment "elections"
 // at any depth, inside the elections of a Conn rooted higher up), where
-// its znodes may be lock or election entries, every UpdateOp and DeleteOp reads its znode's Stat
+// its znodes may be lock or election entries, every UpdateOp and
+// DeleteOp, and on any Conn those of a path with a segment "elections"
+// (below the first, which the reserved-name rule refuses: the candidates
+// of a Conn rooted lower down), reads its znode's Stat
 // first (with the others' reads) and leaves an ephemeral znode alone:
 // UpdateOp fails with NodeExists, DeleteOp with NoNode (an entry is no
 // file), as on memorytopo and etcd2topo; a write without a version is
 // made at the version read (a changed version reads the Stat again). A
 // multi cannot check that a znode is not ephemeral, so this holds unless
 // the file read is deleted and an entry of its name created at the same
-// data version between the read and the multi. Conns rooted elsewhere (any
-// Vitess root) send what they sent before.
+// data version between the read and the multi. Other writes (any path
+// without such a segment of any Vitess root) send what they sent before.
 //
 // A multi cannot check whether a znode is a file or only a directory, so
 // IfVersion, IfPresent and a versioned UpdateOp read the znode's Stat
@@ -546,7 +549,7 @@ func (t *txn) createsFile(i int) bool {
 }
 
 // entryCheck reports whether op i is a write (UpdateOp, DeleteOp) of a
-// Conn rooted at a reserved place (Conn.inClaims): its znode's Stat is
+// znode that may be an entry (Conn.entriesAt): its znode's Stat is
 // read first, and an ephemeral znode (a lock or election entry, not a
 // file) is left alone, as memorytopo and etcd2topo do: the op fails with
 // NodeExists (UpdateOp) or NoNode (DeleteOp). A write without a version
@@ -554,7 +557,7 @@ func (t *txn) createsFile(i int) bool {
 // read (a changed version reads the Stat again).
 func (t *txn) entryCheck(i int) bool {
 	k := t.ops[i].Kind
-	return t.c.inClaims && (k == topo.TxnUpdate || k == topo.TxnDelete)
+	return (k == topo.TxnUpdate || k == topo.TxnDelete) && t.c.entriesAt(t.ops[i].Path)
 }
 
 // isEntry reports whether the Stat read for op i shows an ephemeral znode.
