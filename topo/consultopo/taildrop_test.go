@@ -170,9 +170,7 @@ func TestTailDropRecordKeptForLaterAcquireOfSameIndex(t *testing.T) {
 		resp := &api.TxnResponse{Results: api.TxnResults{{KV: &api.KVPair{Key: tail, Value: []byte(key), ModifyIndex: 7}}}}
 		c.dropTailLater(key, token, resp)
 		require.Equal(t, tail, <-held)
-		c.mu.Lock()
-		done = c.tailDrops[token]
-		c.mu.Unlock()
+		done = lastTailDrop(c, token)
 		require.NotNil(t, done)
 		return tail, done
 	}
@@ -180,10 +178,8 @@ func TestTailDropRecordKeptForLaterAcquireOfSameIndex(t *testing.T) {
 	tailB, doneB := start("b")
 	close(gates[tailA])
 	<-doneA
-	c.mu.Lock()
-	rec := c.tailDrops[token]
-	c.mu.Unlock()
-	require.True(t, rec == doneB, "the first drop's end removed the record of the second, still running")
+	require.Equal(t, 1, tailDropCount(c, token), "the first drop's end removed the record of the second, still running")
+	require.True(t, lastTailDrop(c, token) == doneB, "the first drop's end removed the record of the second, still running")
 	waited := make(chan struct{})
 	go func() {
 		c.awaitTailDrop(ctx, token)
@@ -322,10 +318,7 @@ func TestTailDropsOfOneIndexConcurrent(t *testing.T) {
 func tailDropCount(c *Conn, token uint64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.tailDrops[token] != nil {
-		return 1
-	}
-	return 0
+	return len(c.tailDrops[token])
 }
 
 // lastTailDrop returns the channel of the tail drop recorded last under
@@ -333,5 +326,6 @@ func tailDropCount(c *Conn, token uint64) int {
 func lastTailDrop(c *Conn, token uint64) chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.tailDrops[token]
+	drops := c.tailDrops[token]
+	return drops[len(drops)-1]
 }
