@@ -172,3 +172,44 @@ func electionWritesRefused(ctx context.Context, t *testing.T, q *Conn, names []s
 	require.NoError(t, err)
 	require.NoError(t, q.Delete(ctx, "plainfile", nil))
 }
+
+// TestRootInsideLocksMixedTxn: on a Conn rooted inside a "locks" znode,
+// a Txn mixing writes of a file, an entry write and a failing condition
+// names the first failing op in the caller's order (the multi puts the
+// conditions first: an entry write before a failing condition is found
+// by the multi that leaves the condition out), and writes nothing; as
+// etcd2topo's test of the same name.
+func TestRootInsideLocksMixedTxn(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	h := openConn(t, []string{testServer}, root)
+	q := openConn(t, []string{testServer}, root+"/d/locks")
+	_, err := h.Create(ctx, "d/f", []byte("0"))
+	require.NoError(t, err)
+	l, err := h.Lock(ctx, "d", "h")
+	require.NoError(t, err)
+	name := entryNode(l)[len(root+"/d/locks/"):]
+	fv, err := q.Create(ctx, "file", []byte("1"))
+	require.NoError(t, err)
+	bad := topo.NumericVersion(7)
+	_, err = q.Txn(ctx, topo.UpdateOp("file", []byte("x"), fv), topo.DeleteOp(name, nil))
+	requireTxnErr(t, err, 1, topo.NoNode)
+	_, err = q.Txn(ctx, topo.UpdateOp(name, []byte("x"), nil), topo.IfVersion("file", bad))
+	requireTxnErr(t, err, 0, topo.NodeExists)
+	_, err = q.Txn(ctx, topo.IfVersion("file", bad), topo.UpdateOp(name, []byte("x"), nil))
+	requireTxnErr(t, err, 0, topo.BadVersion)
+	_, err = q.Txn(ctx, topo.CreateOp("new", []byte("n")), topo.UpdateOp("file", []byte("x"), nil), topo.DeleteOp(name, nil), topo.IfVersion("file", bad))
+	requireTxnErr(t, err, 2, topo.NoNode)
+	_, err = q.Txn(ctx, topo.IfHeld(l), topo.UpdateOp(name, []byte("x"), nil))
+	requireTxnErr(t, err, 1, topo.NodeExists)
+	data, v, err := q.Get(ctx, "file")
+	require.NoError(t, err)
+	require.Equal(t, "1", string(data))
+	require.Equal(t, fv, v)
+	_, _, err = q.Get(ctx, "new")
+	require.ErrorIs(t, err, topo.NoNode)
+	require.NoError(t, l.Check(ctx))
+	_, err = q.Txn(ctx, topo.IfHeld(l), topo.CreateOp("new", []byte("n")), topo.UpdateOp("file", []byte("x"), fv))
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+}
