@@ -902,7 +902,9 @@ func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
 	var verr error
-	wg.Go(func() { verr = t.verify(ctx) })
+	if t.guard != nil {
+		wg.Go(func() { verr = t.verify(ctx) })
+	}
 	for k, zp := range zps {
 		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) })
 	}
