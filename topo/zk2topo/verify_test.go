@@ -335,3 +335,69 @@ func TestGuardedWriteNameReusedBetweenMultis(t *testing.T) {
 	require.False(t, ok, "the stale holder's write landed under another session's entry")
 	requireClosed(t, la.Done(), "entry deleted")
 }
+
+// existsCounter wraps readGate's connections and counts the exists
+// request frames written.
+type existsCounter struct {
+	readGate
+	exists atomic.Int32
+}
+
+func (e *existsCounter) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	nc, err := e.readGate.dial(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &existsCountConn{Conn: nc, e: e}, nil
+}
+
+type existsCountConn struct {
+	net.Conn
+	e *existsCounter
+}
+
+func (c *existsCountConn) Write(b []byte) (int, error) {
+	if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[4:8])) > 0 && int32(binary.BigEndian.Uint32(b[8:12])) == opExists {
+		c.e.exists.Add(1)
+	}
+	return c.Conn.Write(b)
+}
+
+// TestGuardReadsEntriesPipelined: a Txn guarded by several claims of one
+// session reads their entries in one round trip: with the answers held
+// back, the exists of every entry is sent (not one, waiting for its
+// answer before the next), and the Txn passes once they come.
+func TestGuardReadsEntriesPipelined(t *testing.T) {
+	ctx := txnCtx(t)
+	root := freshRoot(t)
+	e := &existsCounter{readGate: readGate{sent: make(chan struct{})}}
+	c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: 30 * time.Second, Dialer: e.dial}, root)
+	require.NoError(t, err)
+	defer c.Close()
+	v, err := c.Create(ctx, "d/f", []byte("0"))
+	require.NoError(t, err)
+	ops := []topo.TxnOp{}
+	for _, n := range []string{"a", "b", "c"} {
+		l, err := c.LockName(ctx, n, n)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Unlock(ctx)) }()
+		ops = append(ops, topo.IfHeld(l))
+	}
+	e.hold()
+	n0 := e.exists.Load()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Txn(ctx, append(ops, topo.UpdateOp("d/f", []byte("1"), v))...)
+		done <- err
+	}()
+	// Bounded well within the session timeout (the answers are held): the
+	// exists frames are written at once or never.
+	deadline := time.Now().Add(10 * time.Second)
+	for e.exists.Load()-n0 < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	got := e.exists.Load() - n0
+	e.release()
+	require.GreaterOrEqual(t, got, int32(3), "the entries' exists were sent one round trip after another")
+	require.NoError(t, <-done)
+}
