@@ -729,14 +729,20 @@ func (t *txn) verify(ctx context.Context) error {
 	}
 	stats := make([]*zk.Stat, len(idx))
 	found := make([]bool, len(idx))
+	errs := make([]error, len(idx))
 	err := t.c.do(ctx, "", func() error {
 		return s.syncThen(func() error {
+			// Every exists at once, behind the sync: one round trip for
+			// any number of claims.
+			var wg sync.WaitGroup
 			for k, i := range idx {
-				ok, st, err := s.zk.Exists(t.claims[i].node)
+				wg.Go(func() { found[k], stats[k], errs[k] = s.zk.Exists(t.claims[i].node) })
+			}
+			wg.Wait()
+			for _, err := range errs {
 				if err != nil {
 					return err
 				}
-				found[k], stats[k] = ok, st
 			}
 			return nil
 		})
