@@ -158,10 +158,11 @@ func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
 // queue one round trip more between the release and its Lock's (or
 // WaitForLeadership's) return. The release of that grant waits for it
 // (awaitTailDrop), so that once the claim is released a queue left empty
-// has left no key, as before. A drop's record is keyed by token and
-// removed only by that drop when it ends: an acquire given the same index
-// later (a restarted -dev agent reuses indexes) records its own drop,
-// which replaces the record, and the first drop's end leaves it.
+// has left no key, as before. Drops are recorded by token, each removing
+// only its own record when it ends: an acquire given the same index
+// later (a restarted -dev agent reuses indexes) records its own drop
+// beside the first, and a release of that token waits for both, whichever
+// ends first.
 func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	tail := namedTail(key, resp)
 	if tail == nil {
@@ -169,17 +170,20 @@ func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	}
 	done := make(chan struct{})
 	c.mu.Lock()
-	c.tailDrops[token] = done
+	c.tailDrops[token] = append(c.tailDrops[token], done)
 	c.mu.Unlock()
 	c.spawn(func() {
 		defer func() {
 			c.mu.Lock()
 			// Only this drop's record: another acquire may have been given
-			// the same index since (a -dev agent restarted, its indexes
-			// starting over) and recorded its own drop under it, which its
-			// release must still wait for.
-			if c.tailDrops[token] == done {
+			// the same index (a -dev agent restarted, its indexes starting
+			// over) and recorded its own drop under it, which its release
+			// must still wait for.
+			rest := slices.DeleteFunc(slices.Clone(c.tailDrops[token]), func(ch chan struct{}) bool { return ch == done })
+			if len(rest) == 0 {
 				delete(c.tailDrops, token)
+			} else {
+				c.tailDrops[token] = rest
 			}
 			c.mu.Unlock()
 			close(done)
@@ -190,18 +194,18 @@ func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	})
 }
 
-// awaitTailDrop waits until the tail drop that the acquire at token
-// started (dropTailLater), if any, is over, or ctx ends.
+// awaitTailDrop waits until the tail drops that the acquires at token
+// started (dropTailLater), if any, are over, or ctx ends.
 func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
 	c.mu.Lock()
-	done := c.tailDrops[token]
+	drops := c.tailDrops[token]
 	c.mu.Unlock()
-	if done == nil {
-		return
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
+	for _, done := range drops {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

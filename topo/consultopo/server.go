@@ -336,10 +336,10 @@ type Conn struct {
 	preds   map[string]*waiter
 	// tailDrops holds, by the token of the acquire that started it, each
 	// tail drop still running in the background (dropTailLater), closed
-	// when it is over; a drop removes its record only while the record
-	// is still its own (a later acquire of the same index, after an agent
-	// restart, replaces it).
-	tailDrops map[uint64]chan struct{}
+	// when it is over; a drop removes only its own record (a later
+	// acquire of the same index, after an agent restart, records its
+	// drop beside it).
+	tailDrops map[uint64][]chan struct{}
 }
 
 // keySet is a set of keys, safe for concurrent use; the zero value is
@@ -481,7 +481,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		sessions:  map[*session]struct{}{},
 		waiters:   map[string]*waiter{},
 		preds:     map[string]*waiter{},
-		tailDrops: map[uint64]chan struct{}{},
+		tailDrops: map[uint64][]chan struct{}{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,9 +170,7 @@ func TestTailDropRecordKeptForLaterAcquireOfSameIndex(t *testing.T) {
 		resp := &api.TxnResponse{Results: api.TxnResults{{KV: &api.KVPair{Key: tail, Value: []byte(key), ModifyIndex: 7}}}}
 		c.dropTailLater(key, token, resp)
 		require.Equal(t, tail, <-held)
-		c.mu.Lock()
-		done = c.tailDrops[token]
-		c.mu.Unlock()
+		done = lastTailDrop(c, token)
 		require.NotNil(t, done)
 		return tail, done
 	}
@@ -179,10 +178,8 @@ func TestTailDropRecordKeptForLaterAcquireOfSameIndex(t *testing.T) {
 	tailB, doneB := start("b")
 	close(gates[tailA])
 	<-doneA
-	c.mu.Lock()
-	rec := c.tailDrops[token]
-	c.mu.Unlock()
-	require.True(t, rec == doneB, "the first drop's end removed the record of the second, still running")
+	require.Equal(t, 1, tailDropCount(c, token), "the first drop's end removed the record of the second, still running")
+	require.True(t, lastTailDrop(c, token) == doneB, "the first drop's end removed the record of the second, still running")
 	waited := make(chan struct{})
 	go func() {
 		c.awaitTailDrop(ctx, token)
@@ -194,4 +191,141 @@ func TestTailDropRecordKeptForLaterAcquireOfSameIndex(t *testing.T) {
 	c.mu.Lock()
 	require.Empty(t, c.tailDrops)
 	c.mu.Unlock()
+}
+
+// gatedDrops holds back c's tail drops of the queues of dirs, each until
+// its gate is closed; held reports each drop held, by tail key.
+func gatedDrops(c *Conn, dirs []string) (gates map[string]chan struct{}, held chan string) {
+	gates = map[string]chan struct{}{}
+	held = make(chan string, len(dirs))
+	for _, d := range dirs {
+		gates[tailOf(c.dirPrefix(d)+queueDir+"/x")] = make(chan struct{})
+	}
+	c.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+		if r.URL.Path != "/v1/txn" || r.GetBody == nil {
+			return nil, nil
+		}
+		b, err := r.GetBody()
+		if err != nil {
+			return nil, nil
+		}
+		body, _ := io.ReadAll(b)
+		for tail, gate := range gates {
+			if bytes.Contains(body, []byte(`"check-index"`)) && bytes.Contains(body, []byte(`"`+tail+`"`)) {
+				held <- tail
+				select {
+				case <-gate:
+				case <-r.Context().Done():
+				}
+			}
+		}
+		return nil, nil
+	}
+	return gates, held
+}
+
+// startDrop starts the tail drop of d's queue as an acquire at token
+// would (dropTailLater) and returns its tail key once it is held.
+func startDrop(t *testing.T, c *Conn, held <-chan string, d string, token uint64) string {
+	t.Helper()
+	key := c.dirPrefix(d) + queueDir + "/x"
+	tail := tailOf(key)
+	resp := &api.TxnResponse{Results: api.TxnResults{{KV: &api.KVPair{Key: tail, Value: []byte(key), ModifyIndex: 7}}}}
+	c.dropTailLater(key, token, resp)
+	require.Equal(t, tail, <-held)
+	return tail
+}
+
+// TestTailDropsOfOneIndexEndInAnyOrder: two tail drops recorded under one
+// token (see TestTailDropRecordKeptForLaterAcquireOfSameIndex), the
+// second ending first: the first, still held back, must still be waited
+// for by a release of that token (awaitTailDrop), or that release returns
+// while its queue's tail key is still there.
+func TestTailDropsOfOneIndexEndInAnyOrder(t *testing.T) {
+	ctx := context.Background()
+	c := newTestConn(t, testRoot(t))
+	gates, held := gatedDrops(c, []string{"a", "b"})
+	const token = 42
+	tailA := startDrop(t, c, held, "a", token)
+	tailB := startDrop(t, c, held, "b", token)
+	doneB := lastTailDrop(c, token)
+	close(gates[tailB])
+	<-doneB
+	require.Equal(t, 1, tailDropCount(c, token), "the second drop's end removed the record of the first, still running")
+	waited := make(chan struct{})
+	go func() {
+		c.awaitTailDrop(ctx, token)
+		close(waited)
+	}()
+	close(gates[tailA])
+	<-waited
+	require.Eventually(t, func() bool { return tailDropCount(c, token) == 0 }, time.Minute, time.Millisecond)
+}
+
+// TestTailDropsOfOneIndexConcurrent: many tail drops under one token,
+// ended in an order of their own while releases of that token wait
+// (awaitTailDrop) concurrently (run with -race): every wait returns only
+// once every drop recorded before it began is over, and no record is
+// left.
+func TestTailDropsOfOneIndexConcurrent(t *testing.T) {
+	ctx := context.Background()
+	c := newTestConn(t, testRoot(t))
+	dirs := []string{"a", "b", "c", "d", "e", "f"}
+	gates, held := gatedDrops(c, dirs)
+	const token = 7
+	var tails []string
+	var dones []chan struct{}
+	for _, d := range dirs {
+		tails = append(tails, startDrop(t, c, held, d, token))
+		dones = append(dones, lastTailDrop(c, token))
+	}
+	var waits []chan struct{}
+	for range 4 {
+		w := make(chan struct{})
+		waits = append(waits, w)
+		go func() {
+			c.awaitTailDrop(ctx, token)
+			close(w)
+		}()
+	}
+	// End them in an order other than their start, the first last.
+	order := []int{3, 1, 5, 2, 4, 0}
+	var wg sync.WaitGroup
+	for k, i := range order {
+		if k == len(order)-1 {
+			wg.Wait() // all others let go
+			for _, j := range order[:k] {
+				<-dones[j]
+			}
+			for _, w := range waits {
+				select {
+				case <-w:
+					t.Fatal("a release of the token returned while a drop of it was still held")
+				default:
+				}
+			}
+		}
+		wg.Go(func() { close(gates[tails[i]]) })
+	}
+	wg.Wait()
+	for _, w := range waits {
+		<-w
+	}
+	require.Eventually(t, func() bool { return tailDropCount(c, token) == 0 }, time.Minute, time.Millisecond)
+}
+
+// tailDropCount returns how many tail drops are recorded under token.
+func tailDropCount(c *Conn, token uint64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.tailDrops[token])
+}
+
+// lastTailDrop returns the channel of the tail drop recorded last under
+// token.
+func lastTailDrop(c *Conn, token uint64) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	drops := c.tailDrops[token]
+	return drops[len(drops)-1]
 }

@@ -104,3 +104,71 @@ func entryWritesRefused(t *testing.T, ctx context.Context, h, q topo.Conn) topo.
 	require.ErrorIs(t, q.Delete(ctx, "file", nil), topo.NoNode)
 	return l
 }
+
+// TestRootInsideLocksMixedTxn: on a Conn rooted inside a "locks"
+// directory, a Txn mixing writes of a file, an entry write and a failing
+// condition names the first failing op in the caller's order, whichever
+// it is, and writes nothing; on memorytopo the same.
+func TestRootInsideLocksMixedTxn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Run("etcd", func(t *testing.T) {
+		root := newRoot()
+		mixedEntryTxns(t, ctx, openConn(t, serverAddr, root), openConn(t, serverAddr, root+"/d/locks"))
+	})
+	t.Run("memorytopo", func(t *testing.T) {
+		f := memorytopo.NewFactory()
+		h, err := f.NewConn("", "/r")
+		require.NoError(t, err)
+		defer h.Close()
+		q, err := f.NewConn("", "/r/d/locks")
+		require.NoError(t, err)
+		defer q.Close()
+		mixedEntryTxns(t, ctx, h, q)
+	})
+}
+
+// mixedEntryTxns locks "d" through h and, through q (rooted at h's
+// d/locks), runs Txns mixing the entry's writes with a file's.
+func mixedEntryTxns(t *testing.T, ctx context.Context, h, q topo.Conn) {
+	t.Helper()
+	_, err := h.Create(ctx, "d/f", []byte("0"))
+	require.NoError(t, err)
+	l, err := h.Lock(ctx, "d", "h")
+	require.NoError(t, err)
+	entries, err := q.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	name := entries[0].Name
+	fv, err := q.Create(ctx, "file", []byte("1"))
+	require.NoError(t, err)
+	bad := topo.NumericVersion(1)
+	requireTxn := func(err error, index int, code topo.ErrorCode) {
+		t.Helper()
+		var te *topo.TxnError
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, index, te.Index, "%v", err)
+		require.ErrorIs(t, err, code)
+	}
+	_, err = q.Txn(ctx, topo.UpdateOp("file", []byte("x"), fv), topo.DeleteOp(name, nil))
+	requireTxn(err, 1, topo.NoNode)
+	_, err = q.Txn(ctx, topo.UpdateOp(name, []byte("x"), nil), topo.IfVersion("file", bad))
+	requireTxn(err, 0, topo.NodeExists)
+	_, err = q.Txn(ctx, topo.IfVersion("file", bad), topo.UpdateOp(name, []byte("x"), nil))
+	requireTxn(err, 0, topo.BadVersion)
+	_, err = q.Txn(ctx, topo.CreateOp("new", []byte("n")), topo.UpdateOp("file", []byte("x"), nil), topo.DeleteOp(name, nil), topo.IfVersion("file", bad))
+	requireTxn(err, 2, topo.NoNode)
+	_, err = q.Txn(ctx, topo.IfHeld(l), topo.UpdateOp(name, []byte("x"), nil))
+	requireTxn(err, 1, topo.NodeExists)
+	data, v, err := q.Get(ctx, "file")
+	require.NoError(t, err)
+	require.Equal(t, "1", string(data))
+	require.Equal(t, fv, v)
+	_, _, err = q.Get(ctx, "new")
+	require.ErrorIs(t, err, topo.NoNode)
+	require.NoError(t, l.Check(ctx))
+	// The same writes without the entry pass.
+	_, err = q.Txn(ctx, topo.IfHeld(l), topo.CreateOp("new", []byte("n")), topo.UpdateOp("file", []byte("x"), fv))
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+}

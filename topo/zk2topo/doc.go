@@ -131,7 +131,8 @@
 //     found by owner and deleted on the same live session); the server
 //     deletes the rest with their session;
 //   - a file: Delete, at the caller's version when one is given. A Conn
-//     rooted at a reserved place (inside a "locks" znode, say) reads the
+//     rooted at a reserved place (inside a "locks" znode, say, or below
+//     a segment "elections" at any depth) reads the
 //     Stat of what it writes or deletes first and leaves ephemeral znodes
 //     (entries) alone: Update finds one there (NodeExists), Delete finds
 //     no file (NoNode), as memorytopo and etcd2topo answer;
@@ -192,9 +193,11 @@
 // re-created "locks" znode restarts its sequence. So the multi follows a
 // sync and an exists of the entry on the claim's session (pipelined, one
 // round trip), which must show the entry the session's with the claim's
-// token: the window left is a deletion and a reuse of the name both
-// committed between that sync and the multi
-// (TestGuardedWriteNameReusedEventInFlight).
+// token, read again with every round of reads before a later multi of
+// the same Txn: the window left is a deletion and a reuse of the name
+// both committed between the last sync and the multi
+// (TestGuardedWriteNameReusedEventInFlight,
+// TestGuardedWriteNameReusedBetweenMultis).
 //
 // # Resuming a candidacy
 //

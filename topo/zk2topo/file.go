@@ -214,10 +214,12 @@ func zkVersion(n int64) int32 {
 // Stat.Version (two round trips: see casUpdate): BadVersion when it
 // differs, NoNode when the file is absent or the path is only a directory,
 // and then nothing is written or created. It returns the new Stat.Version.
-// On a Conn rooted at a reserved place (inside a "locks" znode, say),
-// Update is a one-op Txn: it reads the Stat first and returns NodeExists
-// for an ephemeral znode (a lock or election entry, not a file), writing
-// nothing, and writes a file at the version read (see Txn).
+// On a Conn rooted at a reserved place (inside a "locks" znode, say, or
+// below a segment "elections"), and for a path with a segment
+// "elections" (see Txn), Update is a one-op Txn: it
+// reads the Stat first and returns NodeExists for an ephemeral znode (a
+// lock or election entry, not a file), writing nothing, and writes a
+// file at the version read (see Txn).
 // Errors: InvalidPath (including the reserved-name rule), InvalidArgument
 // (value too large, foreign or negative version), NoNode, NodeExists,
 // BadVersion, PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
@@ -231,7 +233,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, backendkit.Wrap(topo.InvalidPath, p, errOwnZnodes)
 	}
 	zp := c.zkPath(p)
-	if c.inClaims {
+	if c.entriesAt(p) {
 		vs, err := c.Txn(ctx, topo.UpdateOp(p, contents, version))
 		if err != nil {
 			return nil, opErr(err)
@@ -472,7 +474,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if c.internal(p) {
 		return topo.NewError(topo.NoNode, p)
 	}
-	if c.inClaims {
+	if c.entriesAt(p) {
 		_, err := c.Txn(ctx, topo.DeleteOp(p, version))
 		return opErr(err)
 	}
@@ -548,8 +550,8 @@ func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
 }
 
 // opErr is the error of a one-op Txn that makes a Conn method (Update,
-// Delete on a Conn rooted at a reserved place): the op's own error rather
-// than the *topo.TxnError naming it; nil for nil.
+// Delete of a znode that may be an entry: Conn.entriesAt): the op's own
+// error rather than the *topo.TxnError naming it; nil for nil.
 func opErr(err error) error {
 	var te *topo.TxnError
 	if errors.As(err, &te) {

@@ -189,9 +189,10 @@ var _ topo.ContextFactory = Factory{}
 // next call starts a new one. It is safe for concurrent use.
 type Conn struct {
 	// inClaims says that the root is at a reserved place (topo.IsReserved:
-	// inside a "locks" znode, say), where the Conn's znodes may be lock or
-	// election entries: its writes read the Stat first and leave
-	// ephemeral znodes alone (see Txn).
+	// inside a "locks" znode, say) or inside an election of a Conn rooted
+	// higher up (a segment "elections" at any depth: see claimsPlace),
+	// where the Conn's znodes may be lock or election entries: its writes
+	// read the Stat first and leave ephemeral znodes alone (see Txn).
 	inClaims bool
 
 	root string // "" for the ZooKeeper root, else "/a/b"
@@ -290,7 +291,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if r != "" {
 		c.root = "/" + r
 	}
-	c.inClaims = topo.IsReserved(r)
+	c.inClaims = claimsPlace(r)
 	if auth != "" {
 		scheme, a, ok := strings.Cut(auth, ":")
 		if !ok || scheme == "" {
@@ -679,3 +680,39 @@ func freshContext() (context.Context, context.CancelFunc) {
 }
 
 var _ topo.Conn = (*Conn)(nil)
+
+// claimsPlace reports whether a Conn rooted at r (canonical) may find
+// lock or election entries among its znodes: r is reserved
+// (topo.IsReserved), or has a segment "elections" at any depth. The
+// reserved-name rule knows "elections" only as the first segment below a
+// root, but a Conn rooted at <a>/elections/x (or <a>/elections) is inside
+// the elections of a Conn rooted at <a>, whose candidate entries and
+// values are its plain names.
+func claimsPlace(r string) bool {
+	return topo.IsReserved(r) || hasSegment(r, electionsDir)
+}
+
+// entriesAt reports whether the znode of p (a canonical file path) may be
+// a lock or election entry, so that a write of it must read its Stat
+// first and leave an ephemeral znode alone (see Txn): on a Conn rooted at
+// a claims place (claimsPlace), or when p has a segment "elections"
+// below its first, inside the elections of a Conn rooted lower down
+// (<dir>/elections/<name>/<sequence>): the reserved-name rule refuses
+// "elections" only as the first segment, and ZooKeeper's candidates,
+// unlike etcd's, have no "locks" segment that it refuses.
+func (c *Conn) entriesAt(p string) bool {
+	return c.inClaims || hasSegment(p, electionsDir)
+}
+
+// hasSegment reports whether the canonical path p has a segment seg
+// (without allocating: entriesAt runs on every Update and Delete).
+func hasSegment(p, seg string) bool {
+	for p != "" {
+		var s string
+		s, p, _ = strings.Cut(p, "/")
+		if s == seg {
+			return true
+		}
+	}
+	return false
+}

@@ -75,13 +75,14 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     holder; a check compares only the data version, the same (0) for
 //     both, so before the multi a sync and an exists of every claim's
 //     entry (pipelined, on the claim's session: one round trip more,
-//     beside the Stat reads below when there are any) must show the entry
-//     owned by that session with the claim's token (its Czxid), or the
-//     claim fails as lost locally. The exists is answered after every
-//     event of the session before it and after the sync reached the
-//     leader, so what the check cannot rule out is only a deletion and a
-//     reuse of the name both committed between that sync and the multi
-//     (see verify). All IfHeld ops of one Txn must be claims of one
+//     beside the Stat reads below when there are any, and again beside
+//     the reads before every later multi) must show the entry owned by
+//     that session with the claim's token (its Czxid), or the claim fails
+//     as lost locally. The exists is answered after every event of the
+//     session before it and after the sync reached the leader, so what
+//     the check cannot rule out is only a deletion and a reuse of the
+//     name both committed between the last sync and the multi (see
+//     verify). All IfHeld ops of one Txn must be claims of one
 //     session (InvalidArgument otherwise). A claim released or lost
 //     locally (Unlock, Stop, its session over, its entry seen deleted, or
 //     an entry of the same name created again by the same session after
@@ -118,16 +119,20 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     on the path) fire.
 //
 // On a Conn whose root is at a reserved place (topo.IsReserved of the
-// root: inside a "locks" znode, say, where its znodes may be lock or
-// election entries), every UpdateOp and DeleteOp reads its znode's Stat
+// root: inside a "locks" znode, say; or a root with a segment "elections"
+// at any depth, inside the elections of a Conn rooted higher up), where
+// its znodes may be lock or election entries, every UpdateOp and
+// DeleteOp, and on any Conn those of a path with a segment "elections"
+// (below the first, which the reserved-name rule refuses: the candidates
+// of a Conn rooted lower down), reads its znode's Stat
 // first (with the others' reads) and leaves an ephemeral znode alone:
 // UpdateOp fails with NodeExists, DeleteOp with NoNode (an entry is no
 // file), as on memorytopo and etcd2topo; a write without a version is
 // made at the version read (a changed version reads the Stat again). A
 // multi cannot check that a znode is not ephemeral, so this holds unless
 // the file read is deleted and an entry of its name created at the same
-// data version between the read and the multi. Conns rooted elsewhere (any
-// Vitess root) send what they sent before.
+// data version between the read and the multi. Other writes (any path
+// without such a segment of any Vitess root) send what they sent before.
 //
 // A multi cannot check whether a znode is a file or only a directory, so
 // IfVersion, IfPresent and a versioned UpdateOp read the znode's Stat
@@ -544,7 +549,7 @@ func (t *txn) createsFile(i int) bool {
 }
 
 // entryCheck reports whether op i is a write (UpdateOp, DeleteOp) of a
-// Conn rooted at a reserved place (Conn.inClaims): its znode's Stat is
+// znode that may be an entry (Conn.entriesAt): its znode's Stat is
 // read first, and an ephemeral znode (a lock or election entry, not a
 // file) is left alone, as memorytopo and etcd2topo do: the op fails with
 // NodeExists (UpdateOp) or NoNode (DeleteOp). A write without a version
@@ -552,7 +557,7 @@ func (t *txn) createsFile(i int) bool {
 // read (a changed version reads the Stat again).
 func (t *txn) entryCheck(i int) bool {
 	k := t.ops[i].Kind
-	return t.c.inClaims && (k == topo.TxnUpdate || k == topo.TxnDelete)
+	return (k == topo.TxnUpdate || k == topo.TxnDelete) && t.c.entriesAt(t.ops[i].Path)
 }
 
 // isEntry reports whether the Stat read for op i shows an ephemeral znode.
@@ -586,14 +591,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	}
 	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
 	// The claims' entries are read (see verify) beside the Stats, in the
-	// same round trip.
-	verified := make(chan error, 1)
-	go func() { verified <- t.verify(ctx) }()
-	err := t.stat(ctx, first...)
-	if verr := <-verified; verr != nil {
-		return nil, verr
-	}
-	if err != nil {
+	// same round trip (as before every later multi: see statAll).
+	if err := t.stat(ctx, first...); err != nil {
 		return nil, err
 	}
 	if t.claims[0].dead && t.ops[0].Kind == topo.TxnIfHeld {
@@ -697,7 +696,12 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // verify reads, on the claims' session, a sync and then an exists of each
 // live claim's entry (pipelined: one round trip), and marks dead every
 // claim whose entry is gone, or is not that session's with the claim's
-// token: the multi then checks it with a check that cannot pass.
+// token: the multi then checks it with a check that cannot pass. It runs
+// with every round of reads (statAll), so before the first multi and
+// before every later one of the same Txn (a later multi is always
+// preceded by reads, or ends with a check that always fails): an entry
+// deleted and its name reused while an earlier multi or read was under
+// way is found out too.
 //
 // The multi's check of an entry compares only its data version (a
 // ZooKeeper check op reads nothing else of the znode), so it cannot tell
@@ -707,8 +711,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // delivers the event of the entry's deletion before any later answer: so
 // the read, answered after the sync reached the leader, shows every
 // deletion committed before that sync. What remains is a deletion and a
-// same-named entry both committed between the sync and the multi (one
-// round trip), which no request of ZooKeeper's multi can rule out.
+// same-named entry both committed between the last sync and the multi
+// (one round trip), which no request of ZooKeeper's multi can rule out.
 func (t *txn) verify(ctx context.Context) error {
 	if t.guard == nil {
 		return nil
@@ -725,14 +729,20 @@ func (t *txn) verify(ctx context.Context) error {
 	}
 	stats := make([]*zk.Stat, len(idx))
 	found := make([]bool, len(idx))
+	errs := make([]error, len(idx))
 	err := t.c.do(ctx, "", func() error {
 		return s.syncThen(func() error {
+			// Every exists at once, behind the sync: one round trip for
+			// any number of claims.
+			var wg sync.WaitGroup
 			for k, i := range idx {
-				ok, st, err := s.zk.Exists(t.claims[i].node)
+				wg.Go(func() { found[k], stats[k], errs[k] = s.zk.Exists(t.claims[i].node) })
+			}
+			wg.Wait()
+			for _, err := range errs {
 				if err != nil {
 					return err
 				}
-				found[k], stats[k] = ok, st
 			}
 			return nil
 		})
@@ -874,7 +884,11 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 	for k, i := range idx {
 		zps[k] = t.c.zkPath(t.ops[i].Path)
 	}
-	for k, r := range t.statAll(ctx, zps) {
+	res, err := t.statAll(ctx, zps)
+	if err != nil {
+		return err
+	}
+	for k, r := range res {
 		if r.err != nil {
 			return t.readErr(idx[k], r.err)
 		}
@@ -885,15 +899,23 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 }
 
 // statAll reads the Stats of the znodes zps concurrently (one round
-// trip), on the multi's session.
-func (t *txn) statAll(ctx context.Context, zps []string) []statRes {
+// trip), on the multi's session, and with them the claims' entries (see
+// verify): every round of reads comes before a multi, which must not
+// check a claim whose entry was deleted (and its name perhaps reused)
+// before the reads, even when an earlier read found it. The error is
+// verify's: LockLost for a session over, or the read's.
+func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
+	var verr error
+	if t.guard != nil {
+		wg.Go(func() { verr = t.verify(ctx) })
+	}
 	for k, zp := range zps {
 		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) })
 	}
 	wg.Wait()
-	return out
+	return out, verr
 }
 
 // missingChain returns the absent znodes of anc (ancestors, the parent
@@ -982,7 +1004,10 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 			}
 		}
 	}
-	stats := t.statAll(ctx, zps)
+	stats, err := t.statAll(ctx, zps)
+	if err != nil {
+		return err
+	}
 	for k, r := range stats {
 		if r.err != nil {
 			return t.readErr(owner[k], r.err)
