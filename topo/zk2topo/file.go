@@ -219,10 +219,13 @@ func zkVersion(n int64) int32 {
 // "elections" (see Txn), Update is a one-op Txn: it
 // reads the Stat first and returns NodeExists for an ephemeral znode (a
 // lock or election entry, not a file), writing nothing, and writes a
-// file at the version read (see Txn).
+// file at the version read (see Txn); there, concurrent writers that win
+// every attempt make it fail with ResourceExhausted (ErrTxnContention),
+// nothing written.
 // Errors: InvalidPath (including the reserved-name rule), InvalidArgument
 // (value too large, foreign or negative version), NoNode, NodeExists,
-// BadVersion, PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// BadVersion, PermissionDenied, ResourceExhausted (above), Timeout/Interrupted,
+// Closed, Unavailable.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
@@ -460,11 +463,14 @@ func splitPrefix(prefix string) (dir, name string) {
 // behind the delete, on the same session; a directory is removed only at
 // the data version read, and its data is never written. A file that has
 // files below it becomes a directory. On a Conn rooted at a reserved
-// place, Delete is a one-op Txn that reads the Stat first: an ephemeral
-// znode (a lock or election entry) is no file, NoNode, and is left alone.
+// place, or for a path with a segment "elections", Delete is a one-op
+// Txn that reads the Stat first: an ephemeral znode (a lock or election
+// entry) is no file, NoNode, and is left alone; concurrent writers that
+// win every attempt make it fail with ResourceExhausted
+// (ErrTxnContention), nothing deleted.
 // Errors: InvalidPath (including the reserved-name rule), InvalidArgument
-// (bad version), NoNode, BadVersion, PermissionDenied,
-// Timeout/Interrupted, Closed, Unavailable.
+// (bad version), NoNode, BadVersion, PermissionDenied, ResourceExhausted
+// (above), Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
