@@ -429,3 +429,60 @@ func TestDeleteTreeLeavesClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardedWriteSizes: guarded writes of values at the size limits (the
+// largest a transaction carries, the smallest that goes through the plain
+// KV endpoint, topo.MaxValueSize) are made and read back whole, with the
+// version the key has, on a plain file at a reserved place; on a held
+// key they are refused and leave it alone; a value above
+// topo.MaxValueSize is InvalidArgument before any request.
+func TestGuardedWriteSizes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	raw := rawClient(t)
+	root := testRoot(t) + "/elections"
+	q := newTestConn(t, root)
+	heldKey(t, raw, root+"/held")
+	before, _, err := raw.KV().Get(root+"/held", &api.QueryOptions{RequireConsistent: true})
+	require.NoError(t, err)
+	for _, size := range []int{maxTxnValue, maxTxnValue + 1, topo.MaxValueSize} {
+		value := make([]byte, size)
+		for i := range value {
+			value[i] = byte('a' + size%26 + i%7)
+		}
+		for _, txn := range []bool{false, true} {
+			if txn && size > maxTxnValue {
+				continue
+			}
+			t.Run(fmt.Sprint(size, "/txn=", txn), func(t *testing.T) {
+				write := func(p string, version topo.Version) (topo.Version, error) {
+					if !txn {
+						return q.Update(ctx, p, value, version)
+					}
+					vs, err := q.Txn(ctx, topo.UpdateOp(p, value, version))
+					if err != nil {
+						return nil, err
+					}
+					return vs[0], nil
+				}
+				p := fmt.Sprint("f", size, txn)
+				v, err := write(p, nil)
+				require.NoError(t, err)
+				v, err = write(p, v) // at the version the guard reads
+				require.NoError(t, err)
+				got, gv, err := q.Get(ctx, p)
+				require.NoError(t, err)
+				require.Equal(t, v.String(), gv.String())
+				require.Equal(t, value, got)
+				_, err = write("held", nil)
+				requireCode(t, err, topo.NodeExists)
+				require.NoError(t, q.Delete(ctx, p, v))
+			})
+		}
+	}
+	_, err = q.Update(ctx, "f", make([]byte, topo.MaxValueSize+1), nil)
+	requireCode(t, err, topo.InvalidArgument)
+	after, _, err := raw.KV().Get(root+"/held", &api.QueryOptions{RequireConsistent: true})
+	require.NoError(t, err)
+	require.Equal(t, before.ModifyIndex, after.ModifyIndex, "the held key was written")
+}
