@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/copy"
 )
@@ -340,7 +341,8 @@ func TestGuardedWritesRaceAcquires(t *testing.T) {
 
 // TestClaimsThroughReservedRoot: a Conn rooted at a reserved place keeps
 // its own claims working through their APIs (Lock, LockName, an
-// election with Proclaim), and its files beside them stay writable.
+// election with Proclaim, a semaphore), and its files beside them stay
+// writable.
 func TestClaimsThroughReservedRoot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -372,6 +374,25 @@ func TestClaimsThroughReservedRoot(t *testing.T) {
 	require.Equal(t, "v2", string(got.Value))
 	require.NoError(t, lctx.Err())
 	require.NoError(t, p.Resign(ctx))
+
+	// A semaphore of capacity 2 (its record and contender files are
+	// guarded writes there).
+	sem, err := semaphore.New(c, "sem", 2, semaphore.Options{})
+	require.NoError(t, err)
+	a, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	b, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = sem.TryAcquire(ctx)
+	require.Error(t, err, "a third permit of a semaphore of capacity 2")
+	holders, err := sem.Holders(ctx)
+	require.NoError(t, err)
+	require.Len(t, holders, 2)
+	require.NoError(t, a.Unlock(ctx))
+	d, err := sem.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.Unlock(ctx))
+	require.NoError(t, d.Unlock(ctx))
 
 	require.NoError(t, c.Delete(ctx, "d/f", nil))
 }
