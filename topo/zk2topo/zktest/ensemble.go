@@ -78,11 +78,38 @@ func startEnsemble(t testing.TB, n int, links bool, extra string) *Ensemble {
 	if err := EnsureInstalled(); err != nil {
 		t.Fatal(err)
 	}
-	e := &Ensemble{t: t, dir: t.TempDir(), procs: make([]*process, n), extra: extra}
+	// A node that exits during start-up (a free port taken between probe
+	// and bind, as Start also allows for) makes the whole ensemble start
+	// again on new ports, up to three times.
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var e *Ensemble
+		if e, err = tryEnsemble(t, n, links, extra); err == nil {
+			return e
+		}
+		t.Logf("zktest: ensemble start-up attempt %d: %v", attempt+1, err)
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// tryEnsemble is one attempt of startEnsemble: its nodes killed and its
+// proxies closed when it fails.
+func tryEnsemble(t testing.TB, n int, links bool, extra string) (e *Ensemble, err error) {
+	e = &Ensemble{t: t, dir: t.TempDir(), procs: make([]*process, n), extra: extra}
 	t.Cleanup(e.killAll)
+	var proxies []*faultproxy.Proxy
+	defer func() {
+		if err != nil {
+			e.killAll()
+			for _, p := range proxies {
+				_ = p.Close()
+			}
+		}
+	}()
 	ports, err := freeport.Ports(3 * n) // distinct, outside the ephemeral range
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for i := 0; i < n; i++ {
 		e.addrs = append(e.addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])))
@@ -99,29 +126,30 @@ func startEnsemble(t testing.TB, n int, links bool, extra string) *Ensemble {
 				}
 				p, err := faultproxy.New(net.JoinHostPort("127.0.0.1", strconv.Itoa(e.peer[j])))
 				if err != nil {
-					t.Fatal(err)
+					return nil, err
 				}
 				t.Cleanup(func() { _ = p.Close() })
+				proxies = append(proxies, p)
 				e.links[i][j] = p
 			}
 		}
 	}
 	for i := 0; i < n; i++ {
 		if err := e.writeConfig(i); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	for i := 0; i < n; i++ {
 		if err := e.startNode(i); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	for i := 0; i < n; i++ {
 		if err := e.waitNode(i, StartTimeout); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return e
+	return e, nil
 }
 
 func (e *Ensemble) nodeDir(i int) string { return filepath.Join(e.dir, fmt.Sprintf("node%d", i+1)) }

@@ -387,7 +387,8 @@ func (p *process) allThreadsStopped() (bool, error) {
 // kill sends SIGKILL to the JVM's process group and waits for it to exit.
 func (p *process) kill() {
 	p.once.Do(func() {
-		if p.cmd.Process != nil {
+		// Not once it exited: its process group id may be another's by now.
+		if p.cmd.Process != nil && !p.exited() {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) // in case it was paused
 		}
@@ -398,7 +399,7 @@ func (p *process) kill() {
 // stop sends SIGTERM (a clean shutdown) and falls back to SIGKILL.
 func (p *process) stop() {
 	p.once.Do(func() {
-		if p.cmd.Process != nil {
+		if p.cmd.Process != nil && !p.exited() {
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 		}
 		select {
