@@ -231,7 +231,7 @@ func (c *Conn) writeLargeGuarded(ctx context.Context, op backendkit.TxnOp, pair 
 			return nil
 		}
 	}
-	return backendkit.Wrap(topo.ResourceExhausted, op.Path, errGuardedContention)
+	return backendkit.Wrap(topo.ResourceExhausted, op.Path, ErrGuardedContention)
 }
 
 // missingOrBadVersion explains a failed check-and-set of an op of kind

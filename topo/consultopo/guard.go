@@ -52,10 +52,12 @@ const guardedAttempts = 10
 // or election key (held by a session, or carrying the lock flags).
 var errEntry = errors.New("consultopo: the key is a lock or election key (held by a session, or carrying the lock flags): not a file")
 
-// errGuardedContention is the cause of the ResourceExhausted error of a
-// guarded write that found its key changed after every one of its
-// guardedAttempts reads; nothing of it was applied.
-var errGuardedContention = errors.New("consultopo: the key changed between every read and write of a write at a reserved place; nothing was written")
+// ErrGuardedContention is the cause (errors.Is) of the ResourceExhausted
+// error of a write at a reserved place (an Update, Delete or Txn write of
+// a key with a "locks", "Lock" or "elections" segment: see above) whose
+// key changed between each of its reads and its write, ten times;
+// nothing of it was applied, and retrying later may succeed.
+var ErrGuardedContention = errors.New("consultopo: the key changed between every read and write of a write at a reserved place; nothing was written")
 
 // guardedKey reports whether the KV key key is at a place where lock or
 // election keys live: one of its segments is "locks", "Lock" or
@@ -181,5 +183,5 @@ func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan
 			break
 		}
 	}
-	return plan, false, nil, backendkit.Wrap(topo.ResourceExhausted, path, errGuardedContention)
+	return plan, false, nil, backendkit.Wrap(topo.ResourceExhausted, path, ErrGuardedContention)
 }
