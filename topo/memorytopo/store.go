@@ -52,7 +52,8 @@ type store struct {
 	unplaced    int
 	placeAtOnce bool
 
-	// slab holds lock entries not used yet, allocated lockSlab at a time.
+	// slab holds lock entries not used yet, allocated lockSlab at a time
+	// (addEntry); guarded by mu.
 	slab []lockEntry
 }
 
