@@ -82,7 +82,8 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 		return nil, err
 	}
 	q := Queue{Path: p}
-	ent, s, err := e.createEntry(ctx, q, contents, opts)
+	var ent Entry
+	s, err := e.createEntry(ctx, q, contents, opts, &ent)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,8 @@ var errSessionLost = errors.New("claims: the session was lost while waiting")
 // and new. A *BusyError becomes TryLock's NodeExists naming the holder
 // (backendkit.LockHeld).
 func (e *Engine) create(ctx context.Context, q Queue, contents string, opts CreateOptions, cancel context.CancelCauseFunc) (*claim, error) {
-	ent, s, err := e.createEntry(ctx, q, contents, opts)
+	var ent Entry
+	s, err := e.createEntry(ctx, q, contents, opts, &ent)
 	if err != nil {
 		return nil, err
 	}
@@ -35,19 +36,22 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 }
 
 // createEntry is create's request: Driver.Create once the engine is
-// not closed, its error mapped as create says.
-func (e *Engine) createEntry(ctx context.Context, q Queue, contents string, opts CreateOptions) (Entry, *Session, error) {
+// not closed, its entry stored in *ent (not returned: an Entry is large,
+// and a lock's path copies it once), its error mapped as create says.
+func (e *Engine) createEntry(ctx context.Context, q Queue, contents string, opts CreateOptions, ent *Entry) (*Session, error) {
 	if err := e.closedErr(q.Path); err != nil {
-		return Entry{}, nil, err
+		return nil, err
 	}
-	ent, s, err := e.d.Create(ctx, q, contents, opts)
+	var s *Session
+	var err error
+	*ent, s, err = e.d.Create(ctx, q, contents, opts)
 	if err != nil {
 		if be, ok := errors.AsType[*BusyError](err); ok {
-			return Entry{}, nil, backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
+			return nil, backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
 		}
-		return Entry{}, nil, e.d.MapError(ctx, err, q.Path)
+		return nil, e.d.MapError(ctx, err, q.Path)
 	}
-	return ent, s, nil
+	return s, nil
 }
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a

@@ -51,6 +51,10 @@ type store struct {
 	queues      map[string]*queue
 	unplaced    int
 	placeAtOnce bool
+
+	// slab holds lock entries not used yet, allocated lockSlab at a time
+	// (addEntry); guarded by mu.
+	slab []lockEntry
 }
 
 func newStore(f *Factory) *store {
