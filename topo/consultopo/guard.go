@@ -83,16 +83,6 @@ func (c *Conn) guardedWrite(op backendkit.TxnOp) bool {
 	return (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) && guardedKey(c.key(op.Path))
 }
 
-// anyGuarded reports whether one of cops is a guarded write.
-func (c *Conn) anyGuarded(cops []backendkit.TxnOp) bool {
-	for _, op := range cops {
-		if c.guardedWrite(op) {
-			return true
-		}
-	}
-	return false
-}
-
 // readGuarded reads, consistently, the key of every guarded write of
 // cops: by KV key, the pair, or nil when the key is absent.
 func (c *Conn) readGuarded(ctx context.Context, cops []backendkit.TxnOp) (map[string]*api.KVPair, error) {
