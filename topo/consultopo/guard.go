@@ -3,6 +3,8 @@ package consultopo
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/consul/api"
 
@@ -42,18 +44,9 @@ var ErrGuardedContention = errors.New("consultopo: the key changed between every
 // election keys live: one of its segments is "locks", "Lock" or
 // "elections" (see the comment above).
 func guardedKey(key string) bool {
-	start := 0
-	for i := 0; i <= len(key); i++ {
-		if i < len(key) && key[i] != '/' {
-			continue
-		}
-		switch key[start:i] {
-		case "locks", "Lock", "elections":
-			return true
-		}
-		start = i + 1
-	}
-	return false
+	return slices.ContainsFunc(strings.Split(key, "/"), func(seg string) bool {
+		return seg == valuesDir || seg == lockName || seg == electionsDir
+	})
 }
 
 // guardedWrite reports whether op is a write that must leave lock and
