@@ -17,38 +17,18 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The contenders' queue (docs/layout-consul.md). Consul's acquire is not
-// a queue: at a release whoever sends its acquire first wins, so a
+// The contenders' queue (docs/layout-consul.md, "Fair order: the
+// contenders' queue", says each step and what it costs). Consul's acquire
+// is not a queue: at a release whoever sends its acquire first wins, so a
 // contender that has just unlocked wins again and again. topokit's
-// contenders therefore queue beside the key Vitess locks on, and only the
-// head of the queue tries the acquire (the claims engine's queue, over
-// driver's List, Ahead, WaitGone and Acquire):
-//
-//   - a contender that cannot take the key at once adds an entry
-//     <queue>/<session id>-<random> on the Conn's long-lived session, so
-//     a dead contender's entry blocks the queue for at most twice the
-//     Conn's SessionTTL. Entries are ordered by CreateIndex (the order in
-//     which they queued); the same transaction moves the tail key to the
-//     new entry and reads where it was: the new entry's predecessor;
-//   - a waiter blocks on its predecessor's entry alone. The answer to its
-//     query carries the index of the transaction that removed the entry;
-//     when the lock key was acquired at that index, the predecessor left
-//     by acquiring and the waiter heads the queue (one read, whatever the
-//     queue's length); otherwise it lists the queue (driver.Ahead);
-//   - the head's acquire transaction deletes its entry, which wakes the
-//     next waiter and no other: a handover costs a constant number of
-//     requests whatever the queue's length;
-//   - a contender that gives up deletes its entry (retried until it is
-//     gone or its session ends); the last entry's acquire (in the
-//     background, before its release) or give-up also deletes the tail
-//     key while it names that entry.
-//
-// The queue is an order only: exclusion is the lock key's acquire
-// transaction. Vitess's contenders do not queue: they race the head at
-// each release. The queue lies under a "locks" segment (reserved by
-// topokit at any depth, read by Vitess only on etcd): <root>/D/locks/queue/
-// for the lock on D, <root>/elections/<name>/locks/queue/ for an election,
-// beside the election's values (named by session id; "queue" is never one).
+// contenders therefore queue beside the key Vitess locks on, in entries
+// <queue>/<session id>-<random> on the Conn's long-lived session, ordered
+// by CreateIndex, with a tail key naming the entry queued last; each
+// waiter blocks on its predecessor's entry alone, and only the head sends
+// the acquire, whose transaction deletes its entry and so wakes the next
+// waiter and no other. The queue is an order only: exclusion is the key's
+// acquire transaction. Vitess's contenders do not queue: they race the
+// head at each release.
 
 // queueDir is the directory, under a lock's or an election's locks
 // directory, of its contenders' queue.
