@@ -344,30 +344,20 @@ type Conn struct {
 
 // keySet is a set of keys, safe for concurrent use; the zero value is
 // empty.
-type keySet[K comparable] struct {
-	mu sync.Mutex
-	m  map[K]struct{}
-}
+type keySet[K comparable] struct{ m sync.Map }
 
 // set adds k to s (on) or removes it.
 func (s *keySet[K]) set(k K, on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[K]struct{}{}
-	}
 	if on {
-		s.m[k] = struct{}{}
+		s.m.Store(k, nil)
 	} else {
-		delete(s.m, k)
+		s.m.Delete(k)
 	}
 }
 
 // has reports whether k is in s.
 func (s *keySet[K]) has(k K) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[k]
+	_, ok := s.m.Load(k)
 	return ok
 }
 
