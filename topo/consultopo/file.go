@@ -88,7 +88,7 @@ func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, er
 		return c.writeLarge(ctx, op)
 	}
 	cops := []backendkit.TxnOp{op}
-	plan, err := c.planTxn(cops)
+	plan, err := c.planTxn(cops, nil)
 	if err != nil {
 		return nil, err
 	}

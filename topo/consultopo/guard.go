@@ -124,7 +124,7 @@ func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan
 		if err != nil {
 			return plan, false, nil, err
 		}
-		if plan, err = c.planTxnAt(cops, states); err != nil {
+		if plan, err = c.planTxn(cops, states); err != nil {
 			return plan, false, nil, err
 		}
 		ok, resp, err := send(plan.ops)

@@ -118,7 +118,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	// backendkit's order: the ops (CheckTxn), their Fences (planTxn) and
 	// the size limits, and only then whether c is closed.
-	plan, err := c.planTxn(cops)
+	plan, err := c.planTxn(cops, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ type txnPlan struct {
 
 	// guarded says that some op is a write at a reserved place (see
 	// guardedKey), which is planned again from a read of its key
-	// (planTxnAt) before the plan is sent.
+	// (planTxn with states) before the plan is sent.
 	guarded bool
 	// refused holds, by op index, the error of each guarded write its
 	// read refused (a lock or election key, or a version that is not the
@@ -173,17 +173,11 @@ type txnFence struct {
 
 // planTxn maps the canonical ops onto Consul KV operations (see Txn). It
 // returns the *topo.TxnError of ForeignFence for an IfHeld Fence this
-// backend did not issue. A guarded write (see guardedKey) is planned as
-// any other and marks the plan guarded: runTxn plans it again with
-// planTxnAt from a read of its key.
-func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
-	return c.planTxnAt(cops, nil)
-}
-
-// planTxnAt is planTxn, with the guarded writes planned from states, the
-// pairs readGuarded read of their keys (see guardedPlan), when states is
-// not nil.
-func (c *Conn) planTxnAt(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
+// backend did not issue. A guarded write (see guardedKey) marks the plan
+// guarded; with states nil it is planned as any other write (runTxn plans
+// it again), else from states, the pairs readGuarded read of the keys
+// (see guardedPlan).
+func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
 	add := func(i int, op *api.KVTxnOp) {
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
@@ -398,13 +392,6 @@ func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCod
 	return 0, false
 }
 
-// txnResults reports whether a successful Consul operation of verb
-// returns a result (the key, without its value except for get): every
-// verb Txn uses but check-not-exists and delete.
-func txnResults(verb api.KVOp) bool {
-	return verb != api.KVCheckNotExists && verb != api.KVDelete
-}
-
 // txnVersions returns, for each op, the new version of a CreateOp or
 // UpdateOp (the ModifyIndex of its write's result) and nil for the others.
 // Results carry no OpIndex: they are matched in order to the operations
@@ -414,8 +401,8 @@ func txnVersions(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) (
 	out := make([]topo.Version, len(cops))
 	k := 0
 	for i, op := range plan.ops {
-		if !txnResults(op.KV.Verb) {
-			continue
+		if v := op.KV.Verb; v == api.KVCheckNotExists || v == api.KVDelete {
+			continue // the verbs Txn uses that return no result
 		}
 		if k >= len(resp.Results) || resp.Results[k].KV == nil || resp.Results[k].KV.Key != op.KV.Key {
 			return nil, backendkit.Wrap(topo.Unavailable, "", fmt.Errorf("the transaction was applied but its answer does not match its operations (result %d of %d)", k, len(resp.Results)))
