@@ -179,14 +179,7 @@ func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
 	if !c.orphan(pair, r.sess) {
 		return meta.LastIndex, true
 	}
-	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: r.key, Index: pair.ModifyIndex}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.key}},
-	}
-	if r.election {
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(r.key, r.sess.id)}})
-	}
-	_, _, err = c.txn(ctx, ops)
+	_, _, err = c.txn(ctx, claimOps(r.key, pair.ModifyIndex, &api.KVTxnOp{Verb: api.KVDelete, Key: r.key}, r.election, r.sess))
 	return 0, err == nil || r.sess.lost()
 }
 

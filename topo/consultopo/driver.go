@@ -227,18 +227,22 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 // key of sess) in one transaction checking the token; ErrNotHeld when the
 // key no longer has it.
 func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session) error {
-	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: token}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
-	}
-	if q.Election {
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
-	}
-	_, err := c.checkedTxn(ctx, q.Path, ops)
+	_, err := c.checkedTxn(ctx, q.Path, claimOps(key, token, &api.KVTxnOp{Verb: api.KVDelete, Key: key}, q.Election, sess))
 	if err == nil || err == claims.ErrNotHeld {
 		c.grants.set(token, false)
 	}
 	return err
+}
+
+// claimOps is a transaction on a lock or election key: a check that key
+// is at index, then op on it, and for an election the deletion of sess's
+// value key.
+func claimOps(key string, index uint64, op *api.KVTxnOp, election bool, sess *session) api.TxnOps {
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index}}, {KV: op}}
+	if election {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
+	}
+	return ops
 }
 
 // freeOverwritten frees the store key of a claim of sess (token: its
@@ -268,14 +272,8 @@ func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *s
 				pair.ModifyIndex <= token || c.grants.has(pair.ModifyIndex) {
 				return true
 			}
-			ops := api.TxnOps{
-				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: pair.ModifyIndex}},
-				{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: key, Value: pair.Value, Flags: api.LockFlagValue, Session: sess.id}},
-			}
-			if q.Election {
-				ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
-			}
-			ok, resp, err := c.txn(ctx, ops)
+			unlock := &api.KVTxnOp{Verb: api.KVUnlock, Key: key, Value: pair.Value, Flags: api.LockFlagValue, Session: sess.id}
+			ok, resp, err := c.txn(ctx, claimOps(key, pair.ModifyIndex, unlock, q.Election, sess))
 			switch {
 			case err != nil:
 				return sess.lost()
