@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -115,10 +114,9 @@ func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Durat
 	case entry == nil:
 		return nil, claims.ErrNotHeld
 	}
+	// Consul accepts only TTLs that time.ParseDuration reads.
 	if d, err := time.ParseDuration(entry.TTL); err == nil && d >= time.Second {
 		ttl = d
-	} else if s, err := strconv.Atoi(strings.TrimSuffix(entry.TTL, "s")); err == nil && s > 0 {
-		ttl = time.Duration(s) * time.Second
 	}
 	return c.startSession(path, id, ttl, true, sent)
 }
