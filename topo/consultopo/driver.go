@@ -150,10 +150,9 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 }
 
 // requireFiles returns nil when dir has entries other than a lock key and
-// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a
-// <dir>/Lock that is not a lock (a value another tool wrote, which Lock
-// then refuses with a ForeignKeyError rather than NoNode); else the error
-// of backendkit.LockNeedsFiles. It reads consistently.
+// its queue, or a <dir>/Lock that is not a lock (which Lock then refuses
+// with a ForeignKeyError rather than NoNode); else the error of
+// backendkit.LockNeedsFiles. It reads consistently.
 func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	prefix := c.dirPrefix(dir)
 	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))
@@ -246,19 +245,16 @@ func claimOps(key string, index uint64, op *api.KVTxnOp, election bool, sess *se
 }
 
 // freeOverwritten frees the store key of a claim of sess (token: its
-// acquire's) whose release found the key written since the acquire:
-// another tool's plain PUT keeps the holder's session on the key (and
-// sets its LockIndex to 0), and with it every later acquire would wait
-// until the session ends. While a consistent read shows the key still
-// bound to sess, created no later than the token (not re-created since)
-// and written since at an index no claim of this Conn acquired it at
-// (no acquire can take a key its own session holds: the key is still the
-// claim's), one transaction checks the index just read and unlocks the
-// key for sess, keeping the value written and marking it a lock key (the
-// lock flags), so that anyone may acquire it (an election's value key of
-// sess goes in the same transaction); a changed index is read again. A key deleted, bound to another session
-// or acquired since is left alone. A read or unlock that fails is retried
-// in the background until the session ends.
+// acquire's) whose release found it written since the acquire: another
+// tool's plain PUT keeps the holder's session on the key, and every later
+// acquire would wait until the session ends (docs/layout-consul.md). While
+// a consistent read shows the key bound to sess, not re-created since the
+// token and written at an index no claim of this Conn acquired it at (no
+// acquire takes a key its own session holds: it is still the claim's),
+// one transaction checking that index unlocks it for sess, keeping the
+// value and setting the lock flags (read again when the index changed).
+// A read or unlock that fails is retried in the background until the
+// session ends.
 func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *session) {
 	c.retry(sess, key, func() bool {
 		ctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
@@ -286,9 +282,8 @@ func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *s
 }
 
 // deleteEntry deletes the queue entry key if the session sessionID holds
-// it, in one transaction that also reads the queue's tail key, then the
-// tail key if it names the entry (dropTail); ErrNotHeld when the session
-// does not hold the entry.
+// it (else ErrNotHeld), reading the queue's tail key in the same
+// transaction, then the tail key if it names the entry (dropTail).
 func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) error {
 	resp, err := c.checkedTxn(ctx, path, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sessionID}},
@@ -342,9 +337,8 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 }
 
 // holds reports whether pair, a store key as read, is still the acquire
-// with token by the session sessionID. Nothing writes a held key (an
-// acquire never takes a key its own session holds), so while the claim
-// lasts the key keeps the acquire's ModifyIndex.
+// with token by the session sessionID: nothing of topokit writes a held
+// key, so while the claim lasts it keeps the acquire's ModifyIndex.
 func holds(pair *api.KVPair, sessionID string, token int64) bool {
 	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
 }
