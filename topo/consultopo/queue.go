@@ -132,17 +132,15 @@ func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
 	})
 }
 
-// dropTailLater runs dropTail, for the tail that the acquire at token of
-// the entry key read (resp) when it names that entry, in the background:
+// dropTailLater runs dropTail in the background for the tail that the
+// acquire at token of the entry key read (resp), when it names that entry:
 // sent before the grant returned, it cost a waiter that was last in the
-// queue one round trip more between the release and its Lock's (or
-// WaitForLeadership's) return. The release of that grant waits for it
-// (awaitTailDrop), so that once the claim is released a queue left empty
-// has left no key, as before. Drops are recorded by token, each removing
-// only its own record when it ends: an acquire given the same index
-// later (a restarted -dev agent reuses indexes) records its own drop
-// beside the first, and a release of that token waits for both, whichever
-// ends first.
+// queue one round trip more. The release of that grant waits for it
+// (awaitTailDrop), so that a released claim's empty queue has left no
+// key. Drops are recorded by token, each removing only its own record: an
+// acquire given the same index later (a restarted -dev agent reuses
+// indexes) records its own drop beside the first, and a release of that
+// token waits for both, whichever ends first.
 func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	tail := namedTail(key, resp)
 	if tail == nil {
@@ -155,10 +153,6 @@ func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	c.spawn(func() {
 		defer func() {
 			c.mu.Lock()
-			// Only this drop's record: another acquire may have been given
-			// the same index (a -dev agent restarted, its indexes starting
-			// over) and recorded its own drop under it, which its release
-			// must still wait for.
 			rest := slices.DeleteFunc(slices.Clone(c.tailDrops[token]), func(ch chan struct{}) bool { return ch == done })
 			if len(rest) == 0 {
 				delete(c.tailDrops, token)
