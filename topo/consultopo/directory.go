@@ -56,15 +56,11 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if len(entries) == 0 {
 		return nil, topo.NewError(topo.NoNode, dir)
 	}
-	// A name that is both a file ("n") and a directory ("n/x") is one
-	// entry, a directory, as etcd2topo reports it: under elections/, an
-	// election key and the directory of its value keys (or of nested
-	// elections).
+	// A name that is both a file and a directory is one entry, a
+	// directory, as etcd2topo reports it.
 	entries = backendkit.MergeEntries(entries)
 	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
-	// Under a locks directory (a lock's or an election's queue, see
-	// queue.go) every key is a contender's, held by its session.
-	inLocks := hasLocksSegment(dir)
+	inLocks := hasLocksSegment(dir) // a queue: every key is a contender's
 	if !full {
 		for i := range entries {
 			entries[i].Type = 0
@@ -74,12 +70,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	for i, e := range entries {
 		switch {
 		case e.Type == topo.TypeDirectory && (dir == "" && e.Name == electionsDir || inElections || e.Name == valuesDir || inLocks):
-			// As Vitess's backends do, the elections directory and an
-			// election's (its value keys, nested elections) are
-			// Ephemeral; so is a lock's queue (<dir>/locks/queue/, see
-			// queue.go), which holds only contenders' keys, as etcd's
-			// <dir>/locks.
-			entries[i].Ephemeral = true
+			entries[i].Ephemeral = true // see the doc above
 			continue
 		case e.Type != topo.TypeFile || (e.Name != lockName && !inElections && !inLocks):
 			continue
