@@ -615,10 +615,7 @@ func (c *Conn) Close() {
 		return
 	}
 	c.closed = true
-	sessions := make([]*session, 0, len(c.sessions))
-	for s := range c.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := c.sessions // no longer written: c.sessions is a new map
 	c.sessions = map[*session]struct{}{}
 	c.shared = nil
 	c.mu.Unlock()
@@ -628,7 +625,7 @@ func (c *Conn) Close() {
 	// after closeTimeout (Consul then expires them after their TTL).
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	for s := range sessions {
 		s.markLost(errSessionClosed)
 		wg.Go(func() { c.destroySession(ctx, s) })
 	}
