@@ -163,14 +163,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
 
 // writeLarge writes a value too large for a transaction through the KV
-// endpoint, whose PUT answers only true or false, never the new
-// ModifyIndex. To return the version of this very write (never another
-// writer's) it writes with a fresh nonce in Flags (a check-and-set on
-// index 0 for Create, on the version for a versioned Update, else a plain
-// PUT), then reads the key back consistently: still carrying the nonce,
-// which no other writer uses, its ModifyIndex is this write's. When
-// another writer replaced or deleted the value in between, it returns
-// Unavailable with ErrVersionUnknown.
+// endpoint, whose PUT never returns the new ModifyIndex: with a fresh
+// nonce in Flags (cas on index 0 for Create, on the version for a
+// versioned Update, else a plain PUT), then a consistent read-back; a key
+// still carrying the nonce has this write's ModifyIndex, never another
+// writer's (else Unavailable with ErrVersionUnknown; docs/layout-consul.md).
 func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
 	p, key := op.Path, c.key(op.Path)
 	nonce := writeNonce()

@@ -66,8 +66,6 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	key := d.storeKey(q)
 	var since uint64
 	if watch {
-		// The index of the prefix (a keys-only read up to the next "/": a
-		// few names), from which the watch blocks.
 		_, meta, err := c.kv.Keys(key, "/", c.consistentOptions(ctx))
 		if err != nil {
 			return claims.Entry{}, false, nil, err

@@ -32,11 +32,9 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 		go func() {
 			select {
 			case <-done:
-				// The release that ended the claim changes the key at
-				// once, which answers the query in flight; cancelling it
-				// would close its connection (HTTP/1.1), and the next
-				// request would dial a new one, so it gets monitorGrace
-				// to end by itself.
+				// The release answers the query in flight; cancelling it
+				// would close its HTTP/1.1 connection, and the next
+				// request would dial a new one.
 				t := time.NewTimer(monitorGrace)
 				select {
 				case <-t.C:
