@@ -139,7 +139,11 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, c.txnFailure(ctx, cops, plan, resp)
+		i, err := c.rollbackCause(ctx, cops, plan, resp, "")
+		if i >= 0 {
+			err = backendkit.TxnOpError(cops[i], err)
+		}
+		return nil, err
 	}
 	return txnVersions(cops, plan, resp)
 }
@@ -299,27 +303,14 @@ func (c *Conn) txnSendError(ctx context.Context, err error) error {
 	return c.convertError(ctx, err, "")
 }
 
-// txnFailure turns a rolled-back transaction into its error: the
-// *topo.TxnError of the lowest op (in the caller's order) owning a failed
-// Consul operation, PermissionDenied for an ACL refusal, and
-// rollbackError's Unavailable for an error that names no failed condition.
-func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
-	i, err := c.rollbackCause(ctx, cops, plan, resp, "")
-	if i < 0 {
-		return err
-	}
-	return backendkit.TxnOpError(cops[i], err)
-}
-
 // rollbackCause returns the op of cops that made the transaction roll
-// back and its error (see txnFailure), or -1 with an error no op owns
-// (for path).
+// back, the lowest (in the caller's order) owning a failed Consul
+// operation, and its error; or -1 with rollbackError's (for path) for an
+// ACL refusal (PermissionDenied) or an error that names no failed
+// condition (Unavailable).
 func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse, path string) (int, error) {
-	if classifyRollback(resp) == rollbackDenied {
-		return -1, backendkit.Wrap(topo.PermissionDenied, path, txnError(resp))
-	}
 	first := firstFailed(plan, resp)
-	if first == nil {
+	if first == nil || classifyRollback(resp) == rollbackDenied {
 		return -1, rollbackError(path, resp)
 	}
 	i := plan.owner[first.OpIndex]
