@@ -9,11 +9,17 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// lockName is the key, under a locked directory, of its lock.
-const lockName = "Lock"
-
-// electionsDir is the directory, under the root, of the election keys.
-const electionsDir = "elections"
+// The names of the layout (backendkit's, reserved by topo.IsReserved): the
+// key of a directory's lock, the directory of the election keys, and the
+// directory, beside a lock key or under an election key, of its queue
+// (locks/queue/) and of the leaders' values (elections/<name>/locks/<session
+// id>: no election key can be there, CheckElection refusing names with a
+// locks segment, nor a file; Vitess reads only the election key itself).
+const (
+	lockName     = backendkit.ConsulLockName
+	electionsDir = backendkit.ElectionsDirName
+	valuesDir    = backendkit.LocksDirName
+)
 
 // ListDir implements topo.Conn.ListDir with one KV keys query using "/" as
 // separator. Keys directly under dirPath are TypeFile entries, deeper keys

@@ -11,14 +11,6 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// valuesDir is the directory, under an election key, of the leaders'
-// published values: elections/<name>/locks/<session id> (and of the
-// election's queue, locks/queue/). No election key can ever be there
-// (backendkit.CheckElection refuses names with a locks segment), nor a
-// file (the path is reserved), and Vitess reads only the election key
-// itself.
-const valuesDir = "locks"
-
 // maxLeaderValue is the largest published value: values travel in a
 // transaction beside the election key (see maxTxnValue).
 const maxLeaderValue = maxTxnValue
