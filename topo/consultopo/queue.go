@@ -183,11 +183,10 @@ func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
 	}
 }
 
-// dropEntry deletes the queue entry key of sess, retrying in the
-// background until it is gone, sess has ended (Consul then deletes it) or
-// the Conn is closed (which destroys sess). An entry not there (yet) is
-// watched for lateWindow (watchLate), for the enqueue that got no answer
-// landing after the delete.
+// dropEntry deletes the queue entry key of sess in the background,
+// retried until it is gone, sess has ended or the Conn is closed. An entry
+// not there (yet) is watched for lateWindow (watchLate), for an enqueue
+// that got no answer landing after the delete.
 func (d driver) dropEntry(key string, sess *session) {
 	c := d.c
 	until := time.Now().Add(lateWindow)

@@ -62,12 +62,9 @@ const (
 	DefaultRequestTimeout = 30 * time.Second
 )
 
-// TCP keep-alive of the connections to the agent: a first probe after
-// keepAliveIdle without traffic, then every keepAliveInterval, the
-// connection dropped after keepAliveCount unanswered probes. It is meant
-// to notice a vanished host during a long blocking query (not a hung agent
-// process, whose kernel still answers the probes: RequestTimeout bounds
-// that).
+// TCP keep-alive of the connections to the agent, to notice a vanished
+// host during a long blocking query (docs/layout-consul.md, "Opening a
+// Conn"; a hung agent process is RequestTimeout's).
 const (
 	keepAliveIdle     = 15 * time.Second
 	keepAliveInterval = 5 * time.Second

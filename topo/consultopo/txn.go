@@ -155,17 +155,14 @@ type txnPlan struct {
 	// fences are the IfHeld ops' claims, by op index.
 	fences map[int]txnFence
 
-	// guarded says that some op is a write at a reserved place (see
-	// guardedKey), which is planned again from a read of its key
-	// (planTxn with states) before the plan is sent.
+	// guarded: some op is a write at a reserved place (guardedKey). By op
+	// index, refused holds the error of each guarded write its read
+	// refused (sent as a check-index on index 0, which always fails), at
+	// the guarded writes made at the index read (their operation failing
+	// means the key changed since: see runTxn).
 	guarded bool
-	// refused holds, by op index, the error of each guarded write its
-	// read refused (a lock or election key, or a version that is not the
-	// index read): the op is a check-index on index 0, which always fails.
 	refused map[int]error
-	// at holds, by op index, the guarded writes made at the index read:
-	// their operation failing means the key changed since (see runTxn).
-	at map[int]bool
+	at      map[int]bool
 }
 
 type txnFence struct {
