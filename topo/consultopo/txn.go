@@ -179,7 +179,8 @@ type txnFence struct {
 // it again), else from states, the pairs readGuarded read of the keys
 // (see guardedPlan).
 func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
-	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
+	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops)),
+		fences: map[int]txnFence{}, refused: map[int]error{}, at: map[int]bool{}}
 	add := func(i int, op *api.KVTxnOp) {
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
@@ -194,23 +195,16 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 				refused, index := guardedPlan(op, states[key])
 				switch {
 				case refused != nil:
-					if plan.refused == nil {
-						plan.refused = map[int]error{}
-					}
 					plan.refused[i] = refused
 					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
+					continue
 				case op.Kind == topo.TxnUpdate:
 					add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: index})
 				default:
 					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index})
 					add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
 				}
-				if refused == nil {
-					if plan.at == nil {
-						plan.at = map[int]bool{}
-					}
-					plan.at[i] = true
-				}
+				plan.at[i] = true
 				continue
 			}
 		}
@@ -231,25 +225,18 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
 			// check-index on the token alone proves the claim: see Txn.
+			// A claim known lost or released here checks index 0, which no
+			// key is at: the transaction rolls back whatever the store says
+			// of the claim, and Consul still names the first failing op.
 			fkey, _ := splitGranted(g.Entry())
-			token := uint64(g.Entry().Token)
-			why := ""
+			token, why := uint64(g.Entry().Token), ""
 			switch sess := sessionOf(g.Session()); {
 			case !g.Live():
-				why = "the claim was released or lost"
+				token, why = 0, "the claim was released or lost"
 			case !sess.alive():
-				why = "the claim's session ended or was not renewed within its TTL"
-			}
-			if why != "" {
-				// Known lost or released here: no key is at index 0, so
-				// the transaction rolls back whatever the store says of
-				// the claim, and Consul still names the first failing op.
-				token = 0
+				token, why = 0, "the claim's session ended or was not renewed within its TTL"
 			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
-			if plan.fences == nil {
-				plan.fences = map[int]txnFence{}
-			}
 			plan.fences[i] = txnFence{path: g.Queue().Path, lostWhy: why}
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
