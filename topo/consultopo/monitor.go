@@ -15,13 +15,10 @@ import (
 const monitorGrace = 5 * time.Second
 
 // Monitor implements claims.Monitor: until done closes (or the session
-// ends, or the Conn closes), consistent blocking queries on the store key
-// (each waiting up to Options.WatchPollDuration); when one shows the key
-// gone, held by another session or written since the acquire (another
-// ModifyIndex), the claim ends as lost (Session.LoseEntry): a lock's Done
-// closes, a term's leadership context is cancelled. Store errors are
-// retried; an ACL refusal ends the watch, leaving the other causes to end
-// the claim.
+// ends, or the Conn closes), consistent blocking queries on the store key;
+// when one shows the key no longer the acquire's (holds), the claim ends
+// as lost (Session.LoseEntry). Store errors are retried; an ACL refusal
+// ends the watch, leaving the other causes to end the claim.
 func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done <-chan struct{}) {
 	c := d.c
 	sess := sessionOf(v)
