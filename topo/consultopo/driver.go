@@ -124,10 +124,8 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			c.contended.set(key, true)
 		}
-		// The entry lives on the Conn's long-lived session even for a lock
-		// with a session of its own: an entry on LockName's 24 h session
-		// would outlive a crashed waiter, and block the queue, for up to
-		// twice that TTL.
+		// The entry lives on the Conn's long-lived session (see the
+		// package doc: a dead waiter's entry must not last 24 h).
 		qsess := sess
 		if sess.own {
 			if qsess, err = c.sessionFor(ctx, q.Path, c.opts.SessionTTL); err != nil {

@@ -246,9 +246,7 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 				continue
 			}
 			if op.Version == 0 {
-				// No key has ModifyIndex 0, and a check-and-set on 0
-				// would create the key: check the index instead, which
-				// fails with NoNode or BadVersion.
+				// A cas on 0 would create the key: see Txn.
 				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
 				continue
 			}
