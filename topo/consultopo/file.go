@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -47,14 +46,6 @@ func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse,
 		}
 	}
 	return false, nil, err
-}
-
-// txnError describes a rolled-back transaction.
-func txnError(resp *api.TxnResponse) error {
-	if resp == nil || len(resp.Errors) == 0 {
-		return errors.New("transaction rolled back")
-	}
-	return fmt.Errorf("transaction rolled back: %s", resp.Errors[0].What)
 }
 
 // maxTxnValue is the largest value written through a transaction. Consul
