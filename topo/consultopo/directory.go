@@ -66,7 +66,9 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	// directory, as etcd2topo reports it.
 	entries = backendkit.MergeEntries(entries)
 	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
-	inLocks := hasLocksSegment(dir) // a queue: every key is a contender's
+	// Under a locks segment (a queue, or an election's values) every key
+	// is held by a session.
+	inLocks := slices.Contains(strings.Split(dir, "/"), valuesDir)
 	if !full {
 		for i := range entries {
 			entries[i].Type = 0
@@ -88,10 +90,4 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		entries[i].Ephemeral = pair != nil && pair.Session != ""
 	}
 	return entries, nil
-}
-
-// hasLocksSegment reports whether a segment of the canonical path p is
-// "locks", where locks' queues and elections' values live.
-func hasLocksSegment(p string) bool {
-	return slices.Contains(strings.Split(p, "/"), valuesDir)
 }
