@@ -45,7 +45,7 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 		var pair *api.KVPair // the answer to the last query
 		// While held the key keeps the acquire's ModifyIndex, the token, so
 		// the first query blocks.
-		c.pollLoop(ctx, uint64(e.Token), func(opts *api.QueryOptions) (meta *api.QueryMeta, err error) {
+		err := c.pollLoop(ctx, uint64(e.Token), func(opts *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			opts.RequireConsistent = true
 			pair, meta, err = c.kv.Get(key, opts)
 			select {
@@ -60,8 +60,9 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 				return false
 			}
 			return true
-		}, func() {}, func(err error) {
-			slog.Debug("consultopo: the watch of a held key was refused", "key", key, "err", err)
 		})
+		if isPermanent(err) {
+			slog.Debug("consultopo: the watch of a held key was refused", "key", key, "err", err)
+		}
 	})
 }
