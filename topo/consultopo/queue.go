@@ -320,9 +320,6 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 			c.setWaiter(e.Key, &waiter{key: cur})
 			return nil, true, nil
 		case cur == nil || cur.ModifyIndex > w.goneAt:
-			// Released (or taken again) since: by the predecessor, which
-			// took it at goneAt, unless that one gave up or died just
-			// before a handover.
 			c.setWaiter(e.Key, nil)
 			return nil, true, nil
 		}
