@@ -27,13 +27,11 @@ const (
 	// by a lock-delay.
 	maxRetryWait = 500 * time.Millisecond
 	// lateWindow is how long, after an acquire or an enqueue got no
-	// answer, the Conn watches its key for it landing late (see
-	// watchLate). The agent applies a transaction it received whether or not the client
-	// is still there, and a consistent read does not wait for writes in
-	// flight; a Consul 1.13 server enqueues a write into Raft within 30 s
-	// or refuses it. A request held longer (on the network, or a Raft
-	// entry left uncommitted until a new leader commits it) is not
-	// caught: its key stays held until the Conn's session ends.
+	// answer, the Conn watches its key for it landing late (watchLate;
+	// docs/layout-consul.md says why no read can settle it). A Consul
+	// 1.13 server enqueues a write into Raft within 30 s or refuses it; a
+	// request held longer is not caught: its key stays held until the
+	// Conn's session ends.
 	lateWindow = time.Minute
 )
 
@@ -136,14 +134,12 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 }
 
 // resolve finds out, after an acquire request of r that got no answer,
-// whether it took the key, and if so deletes it (with an election's value
-// key): the key held by r's session at an index no grant of this Conn
-// recorded is r's (freeLate). The caller holds the key's stripe. A read or
-// delete that fails is retried in the background until the session ends.
-// Since an unanswered request may still be applied after the read (held
-// on its way, or slow in the agent's RPC or Raft apply), the key is then
+// whether it took the key (held by r's session at an index no grant of
+// this Conn recorded), and if so deletes it (freeLate, retried in the
+// background until the session ends). The caller holds the key's stripe.
+// Since the request may still land after the read, the key is then
 // watched for lateWindow (watchLate), freeLate running again under the
-// key's stripe whenever it shows up as an orphan.
+// stripe whenever the key shows up as an orphan.
 func (c *Conn) resolve(r acquireReq) {
 	until := time.Now().Add(lateWindow)
 	c.retry(r.sess, r.key, func() bool {
@@ -162,12 +158,11 @@ func (c *Conn) resolve(r acquireReq) {
 	})
 }
 
-// freeLate reads r's key (consistent) and, when r's session holds it at
-// an index no grant of this Conn recorded, deletes it in one transaction
-// checking that index (with an election's value key). It reports whether
-// that is done (also when the session ended), and the index of the read
-// when the key was not r's to free (0 otherwise). The caller holds the
-// key's stripe, so that no acquire of the Conn on the key is between its
+// freeLate reads r's key (consistent) and deletes it, checking the index
+// read, when it is an orphan of r's session. It reports whether that is
+// done (also when the session ended), and the index of the read when the
+// key was not r's to free (0 otherwise). The caller holds the key's
+// stripe, so that no acquire of the Conn on the key is between its
 // transaction and the record of its grant.
 func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
 	ctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
@@ -179,14 +174,7 @@ func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
 	if !c.orphan(pair, r.sess) {
 		return meta.LastIndex, true
 	}
-	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: r.key, Index: pair.ModifyIndex}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: r.key}},
-	}
-	if r.election {
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(r.key, r.sess.id)}})
-	}
-	_, _, err = c.txn(ctx, ops)
+	_, _, err = c.txn(ctx, claimOps(r.key, pair.ModifyIndex, &api.KVTxnOp{Verb: api.KVDelete, Key: r.key}, r.election, r.sess))
 	return 0, err == nil || r.sess.lost()
 }
 
@@ -200,11 +188,10 @@ func (c *Conn) orphan(pair *api.KVPair, sess *session) bool {
 // watchLate watches key, in the background, with consistent blocking
 // queries from index until the time until (or sess's end, or the Conn's
 // close), for a write of sess that got no answer landing after all:
-// whenever the key as read is stray, free runs (and again at the next
-// answer while it reports not done). Without it, a late acquire or
-// enqueue would leave a key held by sess, renewed for as long as the
-// Conn lives, with no claim or waiter on it and every other contender
-// waiting.
+// whenever the key as read is stray, free runs (again at the next answer
+// while it reports not done). Else a late acquire or enqueue would leave
+// a key held by sess with no claim or waiter on it, and every other
+// contender waiting, for as long as the Conn lives.
 func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Time, stray func(*api.KVPair) bool, free func() bool) {
 	c.spawn(func() {
 		ctx, cancel := context.WithDeadline(sess.ctx, until)
@@ -262,10 +249,9 @@ func (c *Conn) stripe(key string) *sync.Mutex {
 // take is Create's attempt without a queue entry: one transaction taking
 // the key if absent and reading the queue. It returns the granted entry,
 // or errMustQueue when the key is not free or others queue (a key taken in
-// a release's gap is given back). With Exclusive (TryLock) a refusal is
-// explained by a read of the key: *BusyError naming the holder, NodeExists
-// when others queue or a lock-delay outlasts the Conn's own plus a second,
-// another try when the key is free after all.
+// a release's gap is given back). With Exclusive (TryLock): *BusyError
+// naming the holder a read of the key shows, NodeExists when others queue
+// or a lock-delay outlasts the Conn's own plus a second.
 func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, opts claims.CreateOptions, sess *session) (claims.Entry, error) {
 	c := d.c
 	r := acquireReq{path: q.Path, key: key, contents: contents, sess: sess, election: q.Election,
@@ -329,10 +315,10 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 }
 
 // release gives back a key an acquire of sess took (kv: its result), with
-// an election's value key, detached from any caller's context. A delete
-// that fails is retried in the background (as resolve's are) until it is
-// done, the key no longer has the acquire's index, or the session ends:
-// given up, the key would stay held by the session with no claim on it.
+// an election's value key, detached from any caller's context, retried in
+// the background until done, the key is no longer at the acquire's index,
+// or the session ends: given up, the key would stay held by the session
+// with no claim on it.
 func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *session) {
 	if kv == nil {
 		return

@@ -9,11 +9,17 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// lockName is the key, under a locked directory, of its lock.
-const lockName = "Lock"
-
-// electionsDir is the directory, under the root, of the election keys.
-const electionsDir = "elections"
+// The names of the layout (backendkit's, reserved by topo.IsReserved): the
+// key of a directory's lock, the directory of the election keys, and the
+// directory, beside a lock key or under an election key, of its queue
+// (locks/queue/) and of the leaders' values (elections/<name>/locks/<session
+// id>: no election key can be there, CheckElection refusing names with a
+// locks segment, nor a file; Vitess reads only the election key itself).
+const (
+	lockName     = backendkit.ConsulLockName
+	electionsDir = backendkit.ElectionsDirName
+	valuesDir    = backendkit.LocksDirName
+)
 
 // ListDir implements topo.Conn.ListDir with one KV keys query using "/" as
 // separator. Keys directly under dirPath are TypeFile entries, deeper keys
@@ -56,15 +62,13 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if len(entries) == 0 {
 		return nil, topo.NewError(topo.NoNode, dir)
 	}
-	// A name that is both a file ("n") and a directory ("n/x") is one
-	// entry, a directory, as etcd2topo reports it: under elections/, an
-	// election key and the directory of its value keys (or of nested
-	// elections).
+	// A name that is both a file and a directory is one entry, a
+	// directory, as etcd2topo reports it.
 	entries = backendkit.MergeEntries(entries)
 	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
-	// Under a locks directory (a lock's or an election's queue, see
-	// queue.go) every key is a contender's, held by its session.
-	inLocks := hasLocksSegment(dir)
+	// Under a locks segment (a queue, or an election's values) every key
+	// is held by a session.
+	inLocks := slices.Contains(strings.Split(dir, "/"), valuesDir)
 	if !full {
 		for i := range entries {
 			entries[i].Type = 0
@@ -74,12 +78,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	for i, e := range entries {
 		switch {
 		case e.Type == topo.TypeDirectory && (dir == "" && e.Name == electionsDir || inElections || e.Name == valuesDir || inLocks):
-			// As Vitess's backends do, the elections directory and an
-			// election's (its value keys, nested elections) are
-			// Ephemeral; so is a lock's queue (<dir>/locks/queue/, see
-			// queue.go), which holds only contenders' keys, as etcd's
-			// <dir>/locks.
-			entries[i].Ephemeral = true
+			entries[i].Ephemeral = true // see the doc above
 			continue
 		case e.Type != topo.TypeFile || (e.Name != lockName && !inElections && !inLocks):
 			continue
@@ -91,10 +90,4 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 		entries[i].Ephemeral = pair != nil && pair.Session != ""
 	}
 	return entries, nil
-}
-
-// hasLocksSegment reports whether a segment of the canonical path p is
-// "locks", where locks' queues and elections' values live.
-func hasLocksSegment(p string) bool {
-	return slices.Contains(strings.Split(p, "/"), valuesDir)
 }

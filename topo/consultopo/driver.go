@@ -124,10 +124,8 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			c.contended.set(key, true)
 		}
-		// The entry lives on the Conn's long-lived session even for a lock
-		// with a session of its own: an entry on LockName's 24 h session
-		// would outlive a crashed waiter, and block the queue, for up to
-		// twice that TTL.
+		// The entry lives on the Conn's long-lived session (see the
+		// package doc: a dead waiter's entry must not last 24 h).
 		qsess := sess
 		if sess.own {
 			if qsess, err = c.sessionFor(ctx, q.Path, c.opts.SessionTTL); err != nil {
@@ -150,10 +148,9 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 }
 
 // requireFiles returns nil when dir has entries other than a lock key and
-// its queue: any key under it but <dir>/Lock and <dir>/locks/..., or a
-// <dir>/Lock that is not a lock (a value another tool wrote, which Lock
-// then refuses with a ForeignKeyError rather than NoNode); else the error
-// of backendkit.LockNeedsFiles. It reads consistently.
+// its queue, or a <dir>/Lock that is not a lock (which Lock then refuses
+// with a ForeignKeyError rather than NoNode); else the error of
+// backendkit.LockNeedsFiles. It reads consistently.
 func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	prefix := c.dirPrefix(dir)
 	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))
@@ -227,34 +224,35 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 // key of sess) in one transaction checking the token; ErrNotHeld when the
 // key no longer has it.
 func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session) error {
-	ops := api.TxnOps{
-		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: token}},
-		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}},
-	}
-	if q.Election {
-		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
-	}
-	_, err := c.checkedTxn(ctx, q.Path, ops)
+	_, err := c.checkedTxn(ctx, q.Path, claimOps(key, token, &api.KVTxnOp{Verb: api.KVDelete, Key: key}, q.Election, sess))
 	if err == nil || err == claims.ErrNotHeld {
 		c.grants.set(token, false)
 	}
 	return err
 }
 
+// claimOps is a transaction on a lock or election key: a check that key
+// is at index, then op on it, and for an election the deletion of sess's
+// value key.
+func claimOps(key string, index uint64, op *api.KVTxnOp, election bool, sess *session) api.TxnOps {
+	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index}}, {KV: op}}
+	if election {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
+	}
+	return ops
+}
+
 // freeOverwritten frees the store key of a claim of sess (token: its
-// acquire's) whose release found the key written since the acquire:
-// another tool's plain PUT keeps the holder's session on the key (and
-// sets its LockIndex to 0), and with it every later acquire would wait
-// until the session ends. While a consistent read shows the key still
-// bound to sess, created no later than the token (not re-created since)
-// and written since at an index no claim of this Conn acquired it at
-// (no acquire can take a key its own session holds: the key is still the
-// claim's), one transaction checks the index just read and unlocks the
-// key for sess, keeping the value written and marking it a lock key (the
-// lock flags), so that anyone may acquire it (an election's value key of
-// sess goes in the same transaction); a changed index is read again. A key deleted, bound to another session
-// or acquired since is left alone. A read or unlock that fails is retried
-// in the background until the session ends.
+// acquire's) whose release found it written since the acquire: another
+// tool's plain PUT keeps the holder's session on the key, and every later
+// acquire would wait until the session ends (docs/layout-consul.md). While
+// a consistent read shows the key bound to sess, not re-created since the
+// token and written at an index no claim of this Conn acquired it at (no
+// acquire takes a key its own session holds: it is still the claim's),
+// one transaction checking that index unlocks it for sess, keeping the
+// value and setting the lock flags (read again when the index changed).
+// A read or unlock that fails is retried in the background until the
+// session ends.
 func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *session) {
 	c.retry(sess, key, func() bool {
 		ctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
@@ -268,14 +266,8 @@ func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *s
 				pair.ModifyIndex <= token || c.grants.has(pair.ModifyIndex) {
 				return true
 			}
-			ops := api.TxnOps{
-				{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: pair.ModifyIndex}},
-				{KV: &api.KVTxnOp{Verb: api.KVUnlock, Key: key, Value: pair.Value, Flags: api.LockFlagValue, Session: sess.id}},
-			}
-			if q.Election {
-				ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: valueKey(key, sess.id)}})
-			}
-			ok, resp, err := c.txn(ctx, ops)
+			unlock := &api.KVTxnOp{Verb: api.KVUnlock, Key: key, Value: pair.Value, Flags: api.LockFlagValue, Session: sess.id}
+			ok, resp, err := c.txn(ctx, claimOps(key, pair.ModifyIndex, unlock, q.Election, sess))
 			switch {
 			case err != nil:
 				return sess.lost()
@@ -288,9 +280,8 @@ func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *s
 }
 
 // deleteEntry deletes the queue entry key if the session sessionID holds
-// it, in one transaction that also reads the queue's tail key, then the
-// tail key if it names the entry (dropTail); ErrNotHeld when the session
-// does not hold the entry.
+// it (else ErrNotHeld), reading the queue's tail key in the same
+// transaction, then the tail key if it names the entry (dropTail).
 func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) error {
 	resp, err := c.checkedTxn(ctx, path, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sessionID}},
@@ -344,9 +335,8 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 }
 
 // holds reports whether pair, a store key as read, is still the acquire
-// with token by the session sessionID. Nothing writes a held key (an
-// acquire never takes a key its own session holds), so while the claim
-// lasts the key keeps the acquire's ModifyIndex.
+// with token by the session sessionID: nothing of topokit writes a held
+// key, so while the claim lasts it keeps the acquire's ModifyIndex.
 func holds(pair *api.KVPair, sessionID string, token int64) bool {
 	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
 }

@@ -3,6 +3,7 @@ package consultopo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -161,8 +162,12 @@ func unquoted(what string) string {
 // an outcome the caller expected: PermissionDenied for an ACL refusal,
 // Unavailable (naming Consul's message) otherwise.
 func rollbackError(path string, resp *api.TxnResponse) error {
+	code, err := topo.Unavailable, errors.New("transaction rolled back")
 	if classifyRollback(resp) == rollbackDenied {
-		return backendkit.Wrap(topo.PermissionDenied, path, txnError(resp))
+		code = topo.PermissionDenied
 	}
-	return backendkit.Wrap(topo.Unavailable, path, txnError(resp))
+	if resp != nil && len(resp.Errors) > 0 {
+		err = fmt.Errorf("transaction rolled back: %s", resp.Errors[0].What)
+	}
+	return backendkit.Wrap(code, path, err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"sort"
@@ -49,14 +48,6 @@ func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse,
 	return false, nil, err
 }
 
-// txnError describes a rolled-back transaction.
-func txnError(resp *api.TxnResponse) error {
-	if resp == nil || len(resp.Errors) == 0 {
-		return errors.New("transaction rolled back")
-	}
-	return fmt.Errorf("transaction rolled back: %s", resp.Errors[0].What)
-}
-
 // maxTxnValue is the largest value written through a transaction. Consul
 // caps a transaction's request body at 512 KiB (txn_max_req_len) and
 // transactions carry values in base64, so larger values (up to
@@ -88,7 +79,7 @@ func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, er
 		return c.writeLarge(ctx, op)
 	}
 	cops := []backendkit.TxnOp{op}
-	plan, err := c.planTxn(cops)
+	plan, err := c.planTxn(cops, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -163,14 +154,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
 
 // writeLarge writes a value too large for a transaction through the KV
-// endpoint, whose PUT answers only true or false, never the new
-// ModifyIndex. To return the version of this very write (never another
-// writer's) it writes with a fresh nonce in Flags (a check-and-set on
-// index 0 for Create, on the version for a versioned Update, else a plain
-// PUT), then reads the key back consistently: still carrying the nonce,
-// which no other writer uses, its ModifyIndex is this write's. When
-// another writer replaced or deleted the value in between, it returns
-// Unavailable with ErrVersionUnknown.
+// endpoint, whose PUT never returns the new ModifyIndex: with a fresh
+// nonce in Flags (cas on index 0 for Create, on the version for a
+// versioned Update, else a plain PUT), then a consistent read-back; a key
+// still carrying the nonce has this write's ModifyIndex, never another
+// writer's (else Unavailable with ErrVersionUnknown; docs/layout-consul.md).
 func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
 	p, key := op.Path, c.key(op.Path)
 	nonce := writeNonce()

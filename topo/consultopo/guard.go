@@ -3,6 +3,8 @@ package consultopo
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/consul/api"
 
@@ -10,39 +12,18 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Writes at the claims' places. The reserved-name rule (topo.IsReserved)
-// keeps a Conn from naming a lock or election key by its path, but only
-// relative to the Conn's root: a Conn rooted at <root>/elections names
-// the election key <root>/elections/e as the plain path "e", one rooted
-// at <root>/d/locks names the queue entries and the tail of d's lock, one
-// rooted at <root>/elections/e/locks the leader's value key, and one
-// rooted at an ancestor of <root> (say "" for <root> = "vitess/global")
-// names the election key as "vitess/global/elections/e", whose
-// "elections" segment is not the first. Consul's set and check-and-set
-// keep the session of a key they rewrite, and its delete removes a held
-// key, so such a write would make a lock or election key another
-// holder's session still holds say what the writer wrote (the holder
-// keeps its session, and Check, on a key no longer its own), or free it
-// for a second holder while the first one's context is still live.
-//
-// A write (Update, Delete, and UpdateOp or DeleteOp of a Txn) of a key at
-// such a place, a key with a "locks", "Lock" or "elections" segment
-// anywhere in its full KV path (guardedKey), therefore reads the key
-// first (one consistent read per key) and refuses a key held by a
-// session or carrying the lock flags (isLockPair: a lock or election
-// key, which List does not list as a file): Update and UpdateOp fail with
-// NodeExists, Delete and DeleteOp with NoNode, as on memorytopo, etcd2topo
-// and zk2topo, and nothing is written. Any other write is made at the
-// ModifyIndex read (a check-and-set, or a check-index before the delete;
-// index 0, only if absent, for an Update of an absent key), so the
-// refusal is atomic on Consul: every change of a key's entry (an acquire
-// included) gives it a new ModifyIndex, so a key acquired after the read
-// fails the write, which then reads the key again (guardedAttempts
-// times at most). A versioned write whose version is not the index read
-// fails without writing (NoNode, BadVersion), as it would have.
-// Every other key (every key under a Vitess root such as /vitess/global
-// but its claims', which the path rule refuses) is written with the same
-// requests as before.
+// Writes at the claims' places (the package doc's first invariant;
+// docs/layout-consul.md, "A root at a reserved place"). The path rule
+// (topo.IsReserved) is relative to the Conn's root, so a Conn rooted at
+// <root>/elections, inside a "locks" directory or above another Conn's
+// root can name a lock, election, queue or value key. Consul's set and
+// cas keep the session of a key they rewrite, and its delete removes a
+// held key: such a write would rewrite a claim under its holder (who
+// keeps its session and Check) or free it for a second holder while the
+// first one's context is live. So a write of a key with a "locks", "Lock"
+// or "elections" segment (guardedKey) reads the key first, refuses a lock
+// or election key (isLockPair), and makes any other write at the
+// ModifyIndex read, which every acquire changes: the refusal is atomic.
 
 // guardedAttempts bounds the reads and writes one guarded write makes
 // when the key keeps changing between its read and its write.
@@ -63,34 +44,15 @@ var ErrGuardedContention = errors.New("consultopo: the key changed between every
 // election keys live: one of its segments is "locks", "Lock" or
 // "elections" (see the comment above).
 func guardedKey(key string) bool {
-	start := 0
-	for i := 0; i <= len(key); i++ {
-		if i < len(key) && key[i] != '/' {
-			continue
-		}
-		switch key[start:i] {
-		case "locks", "Lock", "elections":
-			return true
-		}
-		start = i + 1
-	}
-	return false
+	return slices.ContainsFunc(strings.Split(key, "/"), func(seg string) bool {
+		return seg == valuesDir || seg == lockName || seg == electionsDir
+	})
 }
 
 // guardedWrite reports whether op is a write that must leave lock and
 // election keys alone (see guardedKey).
 func (c *Conn) guardedWrite(op backendkit.TxnOp) bool {
 	return (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) && guardedKey(c.key(op.Path))
-}
-
-// anyGuarded reports whether one of cops is a guarded write.
-func (c *Conn) anyGuarded(cops []backendkit.TxnOp) bool {
-	for _, op := range cops {
-		if c.guardedWrite(op) {
-			return true
-		}
-	}
-	return false
 }
 
 // readGuarded reads, consistently, the key of every guarded write of
@@ -162,7 +124,7 @@ func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan
 		if err != nil {
 			return plan, false, nil, err
 		}
-		if plan, err = c.planTxnAt(cops, states); err != nil {
+		if plan, err = c.planTxn(cops, states); err != nil {
 			return plan, false, nil, err
 		}
 		ok, resp, err := send(plan.ops)

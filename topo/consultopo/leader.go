@@ -11,14 +11,6 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// valuesDir is the directory, under an election key, of the leaders'
-// published values: elections/<name>/locks/<session id> (and of the
-// election's queue, locks/queue/). No election key can ever be there
-// (backendkit.CheckElection refuses names with a locks segment), nor a
-// file (the path is reserved), and Vitess reads only the election key
-// itself.
-const valuesDir = "locks"
-
 // maxLeaderValue is the largest published value: values travel in a
 // transaction beside the election key (see maxTxnValue).
 const maxLeaderValue = maxTxnValue
@@ -48,16 +40,12 @@ func errLeaderValueSize(path string) error {
 }
 
 // Head implements claims.Driver for elections without reading the
-// candidates' queue, so that its cost does not grow with their number: a
-// consistent read of the election key, then, while a session holds it, a
-// consistent read-only transaction checking the key's ModifyIndex and
-// reading that session's value key, so that the leader and its value are
-// of one Raft index (again from the start when the key changed between
-// the two). With watch, a keys-only read of the prefix elections/<name>
-// (up to the next "/": a few names) comes first, and changed closes once
-// a consistent blocking keys-only query from its index returns: any change
-// under the prefix, a failure, or its wait time passing (the engine then
-// reads again and sends nothing new).
+// candidates' queue (docs/layout-consul.md, "Leader and Observe"): the
+// election key, then its holder's value key in a read-only transaction
+// checking the key's ModifyIndex (again when it changed), all consistent.
+// With watch, a keys-only read of the prefix elections/<name> comes first,
+// and changed closes once a blocking keys-only query from its index
+// returns (any change under the prefix, a failure, or its wait time).
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
@@ -66,8 +54,6 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	key := d.storeKey(q)
 	var since uint64
 	if watch {
-		// The index of the prefix (a keys-only read up to the next "/": a
-		// few names), from which the watch blocks.
 		_, meta, err := c.kv.Keys(key, "/", c.consistentOptions(ctx))
 		if err != nil {
 			return claims.Entry{}, false, nil, err
@@ -118,11 +104,10 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 }
 
 // SetValue implements claims.Driver (Proclaim): one transaction, a
-// check-index of the election key on the term's token (which fails once
-// the key was deleted, released, taken over or its session ended) and the
-// lock operation writing value at the leader's value key with the term's
-// session. When the check fails the term ends (Session.LoseEntry) and it
-// returns ErrNotHeld; nothing is written.
+// check-index of the election key on the term's token and the lock
+// operation writing the value key with the term's session. When the check
+// fails the term ends (Session.LoseEntry) and it returns ErrNotHeld;
+// nothing is written.
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, val []byte) error {
 	if len(val) > maxLeaderValue {
 		return errLeaderValueSize(q.Path)

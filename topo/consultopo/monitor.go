@@ -15,13 +15,10 @@ import (
 const monitorGrace = 5 * time.Second
 
 // Monitor implements claims.Monitor: until done closes (or the session
-// ends, or the Conn closes), consistent blocking queries on the store key
-// (each waiting up to Options.WatchPollDuration); when one shows the key
-// gone, held by another session or written since the acquire (another
-// ModifyIndex), the claim ends as lost (Session.LoseEntry): a lock's Done
-// closes, a term's leadership context is cancelled. Store errors are
-// retried; an ACL refusal ends the watch, leaving the other causes to end
-// the claim.
+// ends, or the Conn closes), consistent blocking queries on the store key;
+// when one shows the key no longer the acquire's (holds), the claim ends
+// as lost (Session.LoseEntry). Store errors are retried; an ACL refusal
+// ends the watch, leaving the other causes to end the claim.
 func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done <-chan struct{}) {
 	c := d.c
 	sess := sessionOf(v)
@@ -32,11 +29,9 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 		go func() {
 			select {
 			case <-done:
-				// The release that ended the claim changes the key at
-				// once, which answers the query in flight; cancelling it
-				// would close its connection (HTTP/1.1), and the next
-				// request would dial a new one, so it gets monitorGrace
-				// to end by itself.
+				// The release answers the query in flight; cancelling it
+				// would close its HTTP/1.1 connection, and the next
+				// request would dial a new one.
 				t := time.NewTimer(monitorGrace)
 				select {
 				case <-t.C:
@@ -50,7 +45,7 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 		var pair *api.KVPair // the answer to the last query
 		// While held the key keeps the acquire's ModifyIndex, the token, so
 		// the first query blocks.
-		c.pollLoop(ctx, uint64(e.Token), func(opts *api.QueryOptions) (meta *api.QueryMeta, err error) {
+		err := c.pollLoop(ctx, uint64(e.Token), func(opts *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			opts.RequireConsistent = true
 			pair, meta, err = c.kv.Get(key, opts)
 			select {
@@ -65,8 +60,9 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 				return false
 			}
 			return true
-		}, func() {}, func(err error) {
-			slog.Debug("consultopo: the watch of a held key was refused", "key", key, "err", err)
 		})
+		if isPermanent(err) {
+			slog.Debug("consultopo: the watch of a held key was refused", "key", key, "err", err)
+		}
 	})
 }

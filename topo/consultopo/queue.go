@@ -17,38 +17,18 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The contenders' queue (docs/layout-consul.md). Consul's acquire is not
-// a queue: at a release whoever sends its acquire first wins, so a
+// The contenders' queue (docs/layout-consul.md, "Fair order: the
+// contenders' queue", says each step and what it costs). Consul's acquire
+// is not a queue: at a release whoever sends its acquire first wins, so a
 // contender that has just unlocked wins again and again. topokit's
-// contenders therefore queue beside the key Vitess locks on, and only the
-// head of the queue tries the acquire (the claims engine's queue, over
-// driver's List, Ahead, WaitGone and Acquire):
-//
-//   - a contender that cannot take the key at once adds an entry
-//     <queue>/<session id>-<random> on the Conn's long-lived session, so
-//     a dead contender's entry blocks the queue for at most twice the
-//     Conn's SessionTTL. Entries are ordered by CreateIndex (the order in
-//     which they queued); the same transaction moves the tail key to the
-//     new entry and reads where it was: the new entry's predecessor;
-//   - a waiter blocks on its predecessor's entry alone. The answer to its
-//     query carries the index of the transaction that removed the entry;
-//     when the lock key was acquired at that index, the predecessor left
-//     by acquiring and the waiter heads the queue (one read, whatever the
-//     queue's length); otherwise it lists the queue (driver.Ahead);
-//   - the head's acquire transaction deletes its entry, which wakes the
-//     next waiter and no other: a handover costs a constant number of
-//     requests whatever the queue's length;
-//   - a contender that gives up deletes its entry (retried until it is
-//     gone or its session ends); the last entry's acquire (in the
-//     background, before its release) or give-up also deletes the tail
-//     key while it names that entry.
-//
-// The queue is an order only: exclusion is the lock key's acquire
-// transaction. Vitess's contenders do not queue: they race the head at
-// each release. The queue lies under a "locks" segment (reserved by
-// topokit at any depth, read by Vitess only on etcd): <root>/D/locks/queue/
-// for the lock on D, <root>/elections/<name>/locks/queue/ for an election,
-// beside the election's values (named by session id; "queue" is never one).
+// contenders therefore queue beside the key Vitess locks on, in entries
+// <queue>/<session id>-<random> on the Conn's long-lived session, ordered
+// by CreateIndex, with a tail key naming the entry queued last; each
+// waiter blocks on its predecessor's entry alone, and only the head sends
+// the acquire, whose transaction deletes its entry and so wakes the next
+// waiter and no other. The queue is an order only: exclusion is the key's
+// acquire transaction. Vitess's contenders do not queue: they race the
+// head at each release.
 
 // queueDir is the directory, under a lock's or an election's locks
 // directory, of its contenders' queue.
@@ -152,17 +132,15 @@ func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
 	})
 }
 
-// dropTailLater runs dropTail, for the tail that the acquire at token of
-// the entry key read (resp) when it names that entry, in the background:
+// dropTailLater runs dropTail in the background for the tail that the
+// acquire at token of the entry key read (resp), when it names that entry:
 // sent before the grant returned, it cost a waiter that was last in the
-// queue one round trip more between the release and its Lock's (or
-// WaitForLeadership's) return. The release of that grant waits for it
-// (awaitTailDrop), so that once the claim is released a queue left empty
-// has left no key, as before. Drops are recorded by token, each removing
-// only its own record when it ends: an acquire given the same index
-// later (a restarted -dev agent reuses indexes) records its own drop
-// beside the first, and a release of that token waits for both, whichever
-// ends first.
+// queue one round trip more. The release of that grant waits for it
+// (awaitTailDrop), so that a released claim's empty queue has left no
+// key. Drops are recorded by token, each removing only its own record: an
+// acquire given the same index later (a restarted -dev agent reuses
+// indexes) records its own drop beside the first, and a release of that
+// token waits for both, whichever ends first.
 func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	tail := namedTail(key, resp)
 	if tail == nil {
@@ -175,10 +153,6 @@ func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	c.spawn(func() {
 		defer func() {
 			c.mu.Lock()
-			// Only this drop's record: another acquire may have been given
-			// the same index (a -dev agent restarted, its indexes starting
-			// over) and recorded its own drop under it, which its release
-			// must still wait for.
 			rest := slices.DeleteFunc(slices.Clone(c.tailDrops[token]), func(ch chan struct{}) bool { return ch == done })
 			if len(rest) == 0 {
 				delete(c.tailDrops, token)
@@ -209,11 +183,10 @@ func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
 	}
 }
 
-// dropEntry deletes the queue entry key of sess, retrying in the
-// background until it is gone, sess has ended (Consul then deletes it) or
-// the Conn is closed (which destroys sess). An entry not there (yet) is
-// watched for lateWindow (watchLate), for the enqueue that got no answer
-// landing after the delete.
+// dropEntry deletes the queue entry key of sess in the background,
+// retried until it is gone, sess has ended or the Conn is closed. An entry
+// not there (yet) is watched for lateWindow (watchLate), for an enqueue
+// that got no answer landing after the delete.
 func (d driver) dropEntry(key string, sess *session) {
 	c := d.c
 	until := time.Now().Add(lateWindow)
@@ -347,9 +320,6 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 			c.setWaiter(e.Key, &waiter{key: cur})
 			return nil, true, nil
 		case cur == nil || cur.ModifyIndex > w.goneAt:
-			// Released (or taken again) since: by the predecessor, which
-			// took it at goneAt, unless that one gave up or died just
-			// before a handover.
 			c.setWaiter(e.Key, nil)
 			return nil, true, nil
 		}

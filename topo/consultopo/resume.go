@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,18 +39,14 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 		TTL: sess.ttl.String(), Token: uint64(e.Token), LockIndex: lockIndex})
 }
 
-// Resume implements claims.Driver: from info (ResumeInfo's JSON) it renews
-// the session, checks with a consistent read that the election key is
-// still held by that session with the term's ModifyIndex, and returns the
-// term's entry, granted: the participant leads at once with the same term
-// and token. The Conn then renews the session (it is not bound to a
-// connection), and Stop or Resign delete the election and value keys and
-// destroy the session, which also releases whatever else the earlier
-// process held on it. The earlier process must be gone: if it comes back it
-// renews the same session and believes it still leads. InvalidArgument for
-// info that is malformed or names another backend, election (or root) or
-// id; ErrNotHeld when the session ended or no longer holds the key with
-// that term.
+// Resume implements claims.Driver (docs/layout-consul.md, "Resume"): it
+// renews info's session, checks with a consistent read that the election
+// key is still held by it with the term's ModifyIndex, and returns the
+// term's entry, granted; the Conn renews the session from then on, and the
+// participation's end destroys it. InvalidArgument for info that is
+// malformed or names another backend, election (or root) or id;
+// ErrNotHeld when the session ended or no longer holds the key with that
+// term.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	key := d.storeKey(q)
@@ -115,10 +110,9 @@ func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Durat
 	case entry == nil:
 		return nil, claims.ErrNotHeld
 	}
+	// Consul accepts only TTLs that time.ParseDuration reads.
 	if d, err := time.ParseDuration(entry.TTL); err == nil && d >= time.Second {
 		ttl = d
-	} else if s, err := strconv.Atoi(strings.TrimSuffix(entry.TTL, "s")); err == nil && s > 0 {
-		ttl = time.Duration(s) * time.Second
 	}
 	return c.startSession(path, id, ttl, true, sent)
 }

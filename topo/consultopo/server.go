@@ -62,12 +62,9 @@ const (
 	DefaultRequestTimeout = 30 * time.Second
 )
 
-// TCP keep-alive of the connections to the agent: a first probe after
-// keepAliveIdle without traffic, then every keepAliveInterval, the
-// connection dropped after keepAliveCount unanswered probes. It is meant
-// to notice a vanished host during a long blocking query (not a hung agent
-// process, whose kernel still answers the probes: RequestTimeout bounds
-// that).
+// TCP keep-alive of the connections to the agent, to notice a vanished
+// host during a long blocking query (docs/layout-consul.md, "Opening a
+// Conn"; a hung agent process is RequestTimeout's).
 const (
 	keepAliveIdle     = 15 * time.Second
 	keepAliveInterval = 5 * time.Second
@@ -344,30 +341,20 @@ type Conn struct {
 
 // keySet is a set of keys, safe for concurrent use; the zero value is
 // empty.
-type keySet[K comparable] struct {
-	mu sync.Mutex
-	m  map[K]struct{}
-}
+type keySet[K comparable] struct{ m sync.Map }
 
 // set adds k to s (on) or removes it.
 func (s *keySet[K]) set(k K, on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[K]struct{}{}
-	}
 	if on {
-		s.m[k] = struct{}{}
+		s.m.Store(k, nil)
 	} else {
-		delete(s.m, k)
+		s.m.Delete(k)
 	}
 }
 
 // has reports whether k is in s.
 func (s *keySet[K]) has(k K) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[k]
+	_, ok := s.m.Load(k)
 	return ok
 }
 
@@ -625,10 +612,7 @@ func (c *Conn) Close() {
 		return
 	}
 	c.closed = true
-	sessions := make([]*session, 0, len(c.sessions))
-	for s := range c.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := c.sessions // no longer written: c.sessions is a new map
 	c.sessions = map[*session]struct{}{}
 	c.shared = nil
 	c.mu.Unlock()
@@ -638,7 +622,7 @@ func (c *Conn) Close() {
 	// after closeTimeout (Consul then expires them after their TTL).
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	for s := range sessions {
 		s.markLost(errSessionClosed)
 		wg.Go(func() { c.destroySession(ctx, s) })
 	}

@@ -32,22 +32,18 @@ var (
 // session is one Consul session created by a Conn, with the "delete"
 // behaviour: when it ends, Consul deletes the keys it holds.
 //
-// The safety margin: the session is valid for the holder only until its
-// deadline, one TTL after the send time of the last renewal Consul
-// acknowledged (or of the create request). Consul resets its TTL timer when
-// it handles a renewal, which is after that send time, and invalidates an
-// unrenewed session only after twice the TTL (then holds its keys for the
-// lock-delay), so the holder's deadline passes at least one TTL plus the
-// lock-delay before anyone else can acquire what the session held. At the
-// deadline (seen by a timer, or by alive first) the session is declared
-// lost: ctx ends, Check fails, leadership contexts are cancelled, without
-// any request to Consul.
+// The safety margin (docs/layout-consul.md): the session is valid for the
+// holder only until its deadline, one TTL after the send time of the last
+// renewal Consul acknowledged (or of the create request). Consul resets
+// its TTL timer after that send time and invalidates an unrenewed session
+// only after twice the TTL, then holds its keys for the lock-delay, so
+// the deadline passes at least one TTL plus the lock-delay before anyone
+// else can acquire. At the deadline (seen by a timer, or by alive first)
+// the session is declared lost, without any request to Consul.
 //
-// Declaring the session lost (markLost) ends every claim on it before it
-// returns: it declares the engine's view of the session lost
-// (claims.Session.Lost: Done closes, leadership contexts are cancelled)
-// before ctx (which lost reads) ends, so that no one sees the session lost
-// and a claim on it live.
+// Declaring it lost (markLost) ends every claim on it (claims.Session.Lost:
+// Done closes, leadership contexts are cancelled) before ctx, which lost
+// reads, ends: no one sees the session lost and a claim on it live.
 type session struct {
 	id  string
 	ttl time.Duration

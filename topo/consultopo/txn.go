@@ -118,7 +118,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	// backendkit's order: the ops (CheckTxn), their Fences (planTxn) and
 	// the size limits, and only then whether c is closed.
-	plan, err := c.planTxn(cops)
+	plan, err := c.planTxn(cops, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,11 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, c.txnFailure(ctx, cops, plan, resp)
+		i, err := c.rollbackCause(ctx, cops, plan, resp, "")
+		if i >= 0 {
+			err = backendkit.TxnOpError(cops[i], err)
+		}
+		return nil, err
 	}
 	return txnVersions(cops, plan, resp)
 }
@@ -151,17 +155,14 @@ type txnPlan struct {
 	// fences are the IfHeld ops' claims, by op index.
 	fences map[int]txnFence
 
-	// guarded says that some op is a write at a reserved place (see
-	// guardedKey), which is planned again from a read of its key
-	// (planTxnAt) before the plan is sent.
+	// guarded: some op is a write at a reserved place (guardedKey). By op
+	// index, refused holds the error of each guarded write its read
+	// refused (sent as a check-index on index 0, which always fails), at
+	// the guarded writes made at the index read (their operation failing
+	// means the key changed since: see runTxn).
 	guarded bool
-	// refused holds, by op index, the error of each guarded write its
-	// read refused (a lock or election key, or a version that is not the
-	// index read): the op is a check-index on index 0, which always fails.
 	refused map[int]error
-	// at holds, by op index, the guarded writes made at the index read:
-	// their operation failing means the key changed since (see runTxn).
-	at map[int]bool
+	at      map[int]bool
 }
 
 type txnFence struct {
@@ -173,18 +174,13 @@ type txnFence struct {
 
 // planTxn maps the canonical ops onto Consul KV operations (see Txn). It
 // returns the *topo.TxnError of ForeignFence for an IfHeld Fence this
-// backend did not issue. A guarded write (see guardedKey) is planned as
-// any other and marks the plan guarded: runTxn plans it again with
-// planTxnAt from a read of its key.
-func (c *Conn) planTxn(cops []backendkit.TxnOp) (txnPlan, error) {
-	return c.planTxnAt(cops, nil)
-}
-
-// planTxnAt is planTxn, with the guarded writes planned from states, the
-// pairs readGuarded read of their keys (see guardedPlan), when states is
-// not nil.
-func (c *Conn) planTxnAt(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
-	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops))}
+// backend did not issue. A guarded write (see guardedKey) marks the plan
+// guarded; with states nil it is planned as any other write (runTxn plans
+// it again), else from states, the pairs readGuarded read of the keys
+// (see guardedPlan).
+func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
+	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops)),
+		fences: map[int]txnFence{}, refused: map[int]error{}, at: map[int]bool{}}
 	add := func(i int, op *api.KVTxnOp) {
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
@@ -199,23 +195,16 @@ func (c *Conn) planTxnAt(cops []backendkit.TxnOp, states map[string]*api.KVPair)
 				refused, index := guardedPlan(op, states[key])
 				switch {
 				case refused != nil:
-					if plan.refused == nil {
-						plan.refused = map[int]error{}
-					}
 					plan.refused[i] = refused
 					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
+					continue
 				case op.Kind == topo.TxnUpdate:
 					add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: index})
 				default:
 					add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index})
 					add(i, &api.KVTxnOp{Verb: api.KVDelete, Key: key})
 				}
-				if refused == nil {
-					if plan.at == nil {
-						plan.at = map[int]bool{}
-					}
-					plan.at[i] = true
-				}
+				plan.at[i] = true
 				continue
 			}
 		}
@@ -236,25 +225,18 @@ func (c *Conn) planTxnAt(cops []backendkit.TxnOp, states map[string]*api.KVPair)
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
 			// check-index on the token alone proves the claim: see Txn.
+			// A claim known lost or released here checks index 0, which no
+			// key is at: the transaction rolls back whatever the store says
+			// of the claim, and Consul still names the first failing op.
 			fkey, _ := splitGranted(g.Entry())
-			token := uint64(g.Entry().Token)
-			why := ""
+			token, why := uint64(g.Entry().Token), ""
 			switch sess := sessionOf(g.Session()); {
 			case !g.Live():
-				why = "the claim was released or lost"
+				token, why = 0, "the claim was released or lost"
 			case !sess.alive():
-				why = "the claim's session ended or was not renewed within its TTL"
-			}
-			if why != "" {
-				// Known lost or released here: no key is at index 0, so
-				// the transaction rolls back whatever the store says of
-				// the claim, and Consul still names the first failing op.
-				token = 0
+				token, why = 0, "the claim's session ended or was not renewed within its TTL"
 			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
-			if plan.fences == nil {
-				plan.fences = map[int]txnFence{}
-			}
 			plan.fences[i] = txnFence{path: g.Queue().Path, lostWhy: why}
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
@@ -264,9 +246,7 @@ func (c *Conn) planTxnAt(cops []backendkit.TxnOp, states map[string]*api.KVPair)
 				continue
 			}
 			if op.Version == 0 {
-				// No key has ModifyIndex 0, and a check-and-set on 0
-				// would create the key: check the index instead, which
-				// fails with NoNode or BadVersion.
+				// A cas on 0 would create the key: see Txn.
 				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
 				continue
 			}
@@ -305,27 +285,14 @@ func (c *Conn) txnSendError(ctx context.Context, err error) error {
 	return c.convertError(ctx, err, "")
 }
 
-// txnFailure turns a rolled-back transaction into its error: the
-// *topo.TxnError of the lowest op (in the caller's order) owning a failed
-// Consul operation, PermissionDenied for an ACL refusal, and
-// rollbackError's Unavailable for an error that names no failed condition.
-func (c *Conn) txnFailure(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) error {
-	i, err := c.rollbackCause(ctx, cops, plan, resp, "")
-	if i < 0 {
-		return err
-	}
-	return backendkit.TxnOpError(cops[i], err)
-}
-
 // rollbackCause returns the op of cops that made the transaction roll
-// back and its error (see txnFailure), or -1 with an error no op owns
-// (for path).
+// back, the lowest (in the caller's order) owning a failed Consul
+// operation, and its error; or -1 with rollbackError's (for path) for an
+// ACL refusal (PermissionDenied) or an error that names no failed
+// condition (Unavailable).
 func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse, path string) (int, error) {
-	if classifyRollback(resp) == rollbackDenied {
-		return -1, backendkit.Wrap(topo.PermissionDenied, path, txnError(resp))
-	}
 	first := firstFailed(plan, resp)
-	if first == nil {
+	if first == nil || classifyRollback(resp) == rollbackDenied {
 		return -1, rollbackError(path, resp)
 	}
 	i := plan.owner[first.OpIndex]
@@ -398,13 +365,6 @@ func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCod
 	return 0, false
 }
 
-// txnResults reports whether a successful Consul operation of verb
-// returns a result (the key, without its value except for get): every
-// verb Txn uses but check-not-exists and delete.
-func txnResults(verb api.KVOp) bool {
-	return verb != api.KVCheckNotExists && verb != api.KVDelete
-}
-
 // txnVersions returns, for each op, the new version of a CreateOp or
 // UpdateOp (the ModifyIndex of its write's result) and nil for the others.
 // Results carry no OpIndex: they are matched in order to the operations
@@ -414,8 +374,8 @@ func txnVersions(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) (
 	out := make([]topo.Version, len(cops))
 	k := 0
 	for i, op := range plan.ops {
-		if !txnResults(op.KV.Verb) {
-			continue
+		if v := op.KV.Verb; v == api.KVCheckNotExists || v == api.KVDelete {
+			continue // the verbs Txn uses that return no result
 		}
 		if k >= len(resp.Results) || resp.Results[k].KV == nil || resp.Results[k].KV.Key != op.KV.Key {
 			return nil, backendkit.Wrap(topo.Unavailable, "", fmt.Errorf("the transaction was applied but its answer does not match its operations (result %d of %d)", k, len(resp.Results)))

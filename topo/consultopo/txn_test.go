@@ -282,7 +282,7 @@ func TestTxnRequestOfExactlyTheLimit(t *testing.T) {
 	size := func(ops []topo.TxnOp) int {
 		cops, err := backendkit.CheckTxn(ctx, ops)
 		require.NoError(t, err)
-		plan, err := c.planTxn(cops)
+		plan, err := c.planTxn(cops, nil)
 		require.NoError(t, err)
 		return txnRequestBytes(plan.ops)
 	}

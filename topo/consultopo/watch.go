@@ -27,25 +27,21 @@ func nextIndex(prev, last uint64) uint64 {
 
 // pollLoop runs the blocking queries behind Watch, WatchRecursive and
 // Monitor from index until handle (given each answer's X-Consul-Index)
-// returns false, or wctx ends (then it calls interrupted). Failed queries
-// are retried after a backoff from 50ms doubling up to watchRetryMax; a
-// permanent error (an ACL refusal, see isPermanent) is not: fail gets it.
-func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func(index uint64) bool, interrupted func(), fail func(error)) {
+// returns false (nil), or wctx ends (wctx's error). Failed queries are
+// retried after a backoff from 50ms doubling up to watchRetryMax; a
+// permanent error (an ACL refusal, see isPermanent) is not: it is returned.
+func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func(index uint64) bool) error {
 	retry := 50 * time.Millisecond
 	for {
 		meta, err := query(c.blocking(c.queryOptions(wctx), index))
-		if wctx.Err() != nil {
-			interrupted()
-			return
-		}
-		if isPermanent(err) {
-			fail(err)
-			return
-		}
-		if err != nil {
+		switch {
+		case wctx.Err() != nil:
+			return wctx.Err()
+		case isPermanent(err):
+			return err
+		case err != nil:
 			if !backendkit.Sleep(wctx, retry) {
-				interrupted()
-				return
+				return wctx.Err()
 			}
 			retry = min(2*retry, watchRetryMax)
 			continue
@@ -53,7 +49,7 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 		retry = 50 * time.Millisecond
 		index = nextIndex(index, meta.LastIndex)
 		if !handle(meta.LastIndex) {
-			return
+			return nil
 		}
 	}
 }
@@ -90,15 +86,9 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	go func() {
 		defer close(ch)
 		defer cancel()
-		interrupted := func() {
-			// Delivered even though wctx ended: the channel has room or
-			// the reader is draining it, as the contract requires.
-			ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-		}
-		version := pair.ModifyIndex
-		mark := current.Revision
+		version, mark := pair.ModifyIndex, current.Revision
 		var got *api.KVPair // the answer to the last query
-		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
+		err := c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.Get(key, q)
 			return meta, err
 		}, func(index uint64) bool {
@@ -111,14 +101,16 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 				return true
 			}
 			version = got.ModifyIndex
-			if !backendkit.Send(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version), Revision: mark}) {
-				interrupted()
-				return false
-			}
-			return true
-		}, interrupted, func(err error) {
-			backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, err, p)})
+			return backendkit.Send(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version), Revision: mark})
 		})
+		switch {
+		case isPermanent(err):
+			backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, err, p)})
+		case err != nil || got != nil: // wctx ended (else NoNode was the last event)
+			// Delivered even though wctx ended: the channel has room or
+			// the reader is draining it, as the contract requires.
+			ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+		}
 	}()
 	return current, ch, nil
 }
@@ -160,12 +152,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	go func() {
 		defer close(ch)
 		defer cancel()
-		interrupted := func() {
-			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
-		}
 		var got api.KVPairs // the answer to the last query
 		mark := int64(meta.LastIndex)
-		c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
+		err := c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.List(keyPrefix, q)
 			return meta, err
 		}, func(index uint64) bool {
@@ -176,14 +165,16 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			mark = backendkit.Stamp(events, nil, mark, int64(index))
 			for _, e := range events {
 				if !backendkit.Send(wctx, ch, e) {
-					interrupted()
 					return false
 				}
 			}
 			return true
-		}, interrupted, func(err error) {
-			backendkit.Send(wctx, ch, &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: c.convertError(wctx, err, pfx)}})
 		})
+		if isPermanent(err) {
+			backendkit.Send(wctx, ch, &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: c.convertError(wctx, err, pfx)}})
+		} else { // wctx ended
+			ch <- &topo.WatchDataRecursive{Path: pfx, WatchData: topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, pfx, context.Cause(wctx))}}
+		}
 	}()
 	return initial, ch, nil
 }
