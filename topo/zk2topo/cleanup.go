@@ -30,8 +30,8 @@ type statRes struct {
 }
 
 // statOn reads zp's Stat on session s only (see answerOn and onSession:
-// errSessionOver once it is over; p names the operation's path for
-// errors).
+// errSessionOver once it is over; s nil: on the Conn's current session);
+// p names the operation's path for errors.
 func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
 		e, st, err := z.Exists(zp)

@@ -95,13 +95,14 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 			}
 		case errors.Is(err, zk.ErrNodeExists) && attempt < 10:
 			// A directory znode becomes the file; a file stays (NodeExists).
-			exists, st, err := c.exists(ctx, p, zp)
-			if err != nil {
-				return nil, c.convert(err, p)
+			r := c.statOn(ctx, nil, p, zp)
+			if r.err != nil {
+				return nil, c.convert(r.err, p)
 			}
-			if !exists {
+			if !r.exists {
 				continue
 			}
+			st := r.st
 			if isFile(st) {
 				return nil, topo.NewError(topo.NodeExists, p)
 			}
@@ -325,10 +326,11 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err != nil {
 		return nil, nil, err
 	}
-	data, st, err := c.get(ctx, p, c.zkPath(p))
+	r, err := c.getOn(ctx, nil, p, c.zkPath(p), false)
 	if err != nil {
 		return nil, nil, c.convert(err, p)
 	}
+	data, st := r.data, r.st
 	if !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
@@ -383,11 +385,11 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return err != nil
 	}
 	children := func(p string, filter string) {
-		names, _, err := c.children(ctx, p, c.zkPath(p))
+		kids, err := c.childrenOn(ctx, nil, p, c.zkPath(p), false)
 		if failed(err, p) {
 			return
 		}
-		for _, n := range names {
+		for _, n := range kids.names {
 			if !strings.HasPrefix(n, filter) {
 				continue
 			}
@@ -397,7 +399,8 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		}
 	}
 	walk = func(p string) {
-		data, st, err := c.get(ctx, p, c.zkPath(p))
+		r, err := c.getOn(ctx, nil, p, c.zkPath(p), false)
+		data, st := r.data, r.st
 		if failed(err, p) || st.EphemeralOwner != 0 {
 			return // or a lock or election entry
 		}
@@ -527,14 +530,14 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 
 // fileStat reads the Stat of p, NoNode unless it is a file.
 func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
-	exists, st, err := c.exists(ctx, p, c.zkPath(p))
-	if err != nil {
-		return nil, c.convert(err, p)
+	r := c.statOn(ctx, nil, p, c.zkPath(p))
+	if r.err != nil {
+		return nil, c.convert(r.err, p)
 	}
-	if !exists || !isFile(st) {
+	if !r.exists || !isFile(r.st) {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
-	return st, nil
+	return r.st, nil
 }
 
 // unfile turns a file that has files below it into a directory (ZooKeeper

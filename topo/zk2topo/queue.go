@@ -282,9 +282,9 @@ func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
 	var r childrenRes
 	var err error
 	if watch {
-		r.names, _, r.ch, err = z.ChildrenW(zp)
+		r.names, r.st, r.ch, err = z.ChildrenW(zp)
 	} else {
-		r.names, _, err = z.Children(zp)
+		r.names, r.st, err = z.Children(zp)
 	}
 	return r, err
 }

@@ -586,36 +586,6 @@ func (c *Conn) barrierScoped(ctx context.Context) context.Context {
 	return context.WithValue(ctx, barrierScopeKey{}, &barrierScope{})
 }
 
-// readPair runs read on the current session and returns its two results
-// (see answerOn).
-func readPair[A, B any](ctx context.Context, c *Conn, p string, read func(z *zk.Conn) (A, B, error)) (A, B, error) {
-	type pair struct {
-		a A
-		b B
-	}
-	r, err := answerOn(ctx, c, nil, p, func(z *zk.Conn) (pair, error) {
-		a, b, err := read(z)
-		return pair{a, b}, err
-	})
-	return r.a, r.b, err
-}
-
-// exists reads zp's Stat with read (p names the call's path for errors),
-// returning the client's error unconverted.
-func (c *Conn) exists(ctx context.Context, p, zp string) (bool, *zk.Stat, error) {
-	return readPair(ctx, c, p, func(z *zk.Conn) (bool, *zk.Stat, error) { return z.Exists(zp) })
-}
-
-// children reads zp's children and Stat with read (see exists).
-func (c *Conn) children(ctx context.Context, p, zp string) ([]string, *zk.Stat, error) {
-	return readPair(ctx, c, p, func(z *zk.Conn) ([]string, *zk.Stat, error) { return z.Children(zp) })
-}
-
-// get reads zp's data and Stat with read (see exists).
-func (c *Conn) get(ctx context.Context, p, zp string) ([]byte, *zk.Stat, error) {
-	return readPair(ctx, c, p, func(z *zk.Conn) ([]byte, *zk.Stat, error) { return z.Get(zp) })
-}
-
 // syncThen runs a sync and then fn on the session, pipelined (see
 // firstThen).
 func (s *zkSession) syncThen(fn func() error) error {
