@@ -90,7 +90,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 		case err == nil:
 			return topo.NumericVersion(0), nil
 		case errors.Is(err, zk.ErrNoNode) && attempt < 10:
-			if err := c.makeDirsNoting(ctx, p, zkDir(zp), &made); err != nil {
+			if err := c.makeDirs(ctx, p, zkDir(zp), &made); err != nil {
 				return nil, err
 			}
 		case errors.Is(err, zk.ErrNodeExists) && attempt < 10:
@@ -125,7 +125,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 }
 
 // removeMadeDirs deletes the directory znodes made (parents first, as
-// makeDirsNoting noted them), deepest first, each only while it is empty
+// makeDirs noted them), deepest first, each only while it is empty
 // and at its first version, and stops at the first that stays.
 func (c *Conn) removeMadeDirs(ctx context.Context, made []string) {
 	for i := len(made) - 1; i >= 0; i-- {
@@ -138,15 +138,10 @@ func (c *Conn) removeMadeDirs(ctx context.Context, made []string) {
 }
 
 // makeDirs creates the directory znode dir (a znode path) and its missing
-// ancestors. p names the file for errors.
-func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
-	return c.makeDirsNoting(ctx, p, dir, nil)
-}
-
-// makeDirsNoting is makeDirs that also appends to made (when not nil)
-// each directory whose create it sent and that may have been applied
+// ancestors (p names the file for errors), and appends to made (when not
+// nil) each directory whose create it sent and that may have been applied
 // (answered with success, or not answered), ancestors first.
-func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string) error {
+func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) error {
 	if dir == "/" || dir == "" {
 		return nil
 	}
@@ -167,7 +162,7 @@ func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
-			if err := c.makeDirsNoting(ctx, p, zkDir(dir), made); err != nil {
+			if err := c.makeDirs(ctx, p, zkDir(dir), made); err != nil {
 				return err
 			}
 		default:

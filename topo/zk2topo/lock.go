@@ -70,7 +70,7 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 				return created{}, pipelined{}, backendkit.LockNeedsFiles(dp, isFile)
 			}
 		}
-		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
+		if err := c.makeDirs(ctx, dp, locksZp, nil); err != nil {
 			return created{}, pipelined{}, err
 		}
 	}
