@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -103,20 +102,8 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return fail(err)
 	}
 	// Wait for the server's answer: the session, or expired.
-	bound := time.NewTimer(c.opts.DialTimeout)
-	defer bound.Stop()
-	for s.zk.State() != zk.StateHasSession || s.zk.SessionID() != ri.Session {
-		if s.isLost() || s.zk.State() == zk.StateExpired {
-			return drop(claims.ErrNotHeld)
-		}
-		select {
-		case <-ctx.Done():
-			return drop(backendkit.FromContext(ctx, q.Path))
-		case <-bound.C:
-			return drop(backendkit.Wrap(topo.Unavailable, q.Path, c.noSessionError(strings.Join(c.opts.Servers, ","))))
-		case <-s.lost:
-		case <-time.After(2 * time.Millisecond):
-		}
+	if err := c.awaitSession(ctx, s, q.Path, ri.Session); err != nil {
+		return drop(err)
 	}
 	if err := s.ensureAuth(ctx, q.Path); err != nil {
 		return drop(err)

@@ -312,7 +312,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, backendkit.Wrap(topo.InvalidArgument, strings.Join(opts.Servers, ","), err)
 	}
 	c.cur = s
-	if err := c.awaitSession(ctx, s, addr); err != nil {
+	if err := c.awaitSession(ctx, s, addr, 0); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -330,20 +330,25 @@ func (c *Conn) noSessionError(addr string) error {
 }
 
 // awaitSession waits until s has its session, at most DialTimeout and until
-// ctx ends.
-func (c *Conn) awaitSession(ctx context.Context, s *zkSession, addr string) error {
+// ctx ends (p names the call's path for errors). With a resumed session's
+// id, it waits for that session and returns claims.ErrNotHeld once the
+// server answered that it expired.
+func (c *Conn) awaitSession(ctx context.Context, s *zkSession, p string, id int64) error {
 	bound := time.NewTimer(c.opts.DialTimeout)
 	defer bound.Stop()
 	// The client library announces its states through an event callback
 	// that the session already takes; its state is polled here instead,
 	// briefly at first (a local server answers within a millisecond).
 	tick := time.Millisecond
-	for s.zk.State() != zk.StateHasSession {
+	for s.zk.State() != zk.StateHasSession || id != 0 && s.zk.SessionID() != id {
+		if id != 0 && (s.isLost() || s.zk.State() == zk.StateExpired) {
+			return claims.ErrNotHeld
+		}
 		select {
 		case <-ctx.Done():
-			return backendkit.FromContext(ctx, addr)
+			return backendkit.FromContext(ctx, p)
 		case <-bound.C:
-			return backendkit.Wrap(topo.Unavailable, addr, c.noSessionError(addr))
+			return backendkit.Wrap(topo.Unavailable, p, c.noSessionError(strings.Join(c.opts.Servers, ",")))
 		case <-time.After(tick):
 		}
 		tick = min(2*tick, 50*time.Millisecond)
