@@ -183,7 +183,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 				return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, "",
 					errors.New("zk2topo: the claim belongs to a Conn of other ZooKeeper servers")))
 			}
-			if cl.dead = cl.ended(); cl.dead {
+			if cl.dead {
 				t.claims[i] = cl // checked by an op that fails (see build)
 				continue
 			}
@@ -236,7 +236,6 @@ type fenceClaim struct {
 	sess  *zkSession
 	node  string
 	token int64 // the entry's Czxid
-	ended func() bool
 }
 
 // claimOf finds the claims engine's claim behind f (claims.FenceGuard),
@@ -251,10 +250,9 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 		return fenceClaim{}, false
 	}
 	s, e := g.Session().Ref().(*zkSession), g.Entry()
-	return fenceClaim{conn: d.c, sess: s, node: e.Key, token: e.Token, ended: func() bool {
-		rec := s.entry(e.Key)
-		return !g.Live() || s.isLost() || rec == nil || rec.token != e.Token
-	}}, true
+	rec := s.entry(e.Key)
+	dead := !g.Live() || s.isLost() || rec == nil || rec.token != e.Token
+	return fenceClaim{dead: dead, conn: d.c, sess: s, node: e.Key, token: e.Token}, true
 }
 
 // sameServers reports whether a and b were opened on the same server
