@@ -695,22 +695,11 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // live claim's entry (pipelined: one round trip), and marks dead every
 // claim whose entry is gone, or is not that session's with the claim's
 // token: the multi then checks it with a check that cannot pass. It runs
-// with every round of reads (statAll), so before the first multi and
-// before every later one of the same Txn (a later multi is always
-// preceded by reads, or ends with a check that always fails): an entry
-// deleted and its name reused while an earlier multi or read was under
-// way is found out too.
-//
-// The multi's check of an entry compares only its data version (a
-// ZooKeeper check op reads nothing else of the znode), so it cannot tell
-// the holder's entry from another session's entry of the same name,
-// created on a re-created "locks" znode whose sequence restarted (version
-// 0 as well). The multi runs on the claim's session, whose connection
-// delivers the event of the entry's deletion before any later answer: so
-// the read, answered after the sync reached the leader, shows every
-// deletion committed before that sync. What remains is a deletion and a
-// same-named entry both committed between the last sync and the multi
-// (one round trip), which no request of ZooKeeper's multi can rule out.
+// with every round of reads (statAll), so before every multi of the Txn
+// (a later multi is always preceded by reads, or ends with a check that
+// always fails). Why the multi's check alone is not enough, and the
+// window left: the package doc, Transactions, and docs/layout-zookeeper.md
+// ("The guard reads the entry's owner first").
 func (t *txn) verify(ctx context.Context) error {
 	if t.guard == nil {
 		return nil
@@ -898,9 +887,7 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 
 // statAll reads the Stats of the znodes zps concurrently (one round
 // trip), on the multi's session, and with them the claims' entries (see
-// verify): every round of reads comes before a multi, which must not
-// check a claim whose entry was deleted (and its name perhaps reused)
-// before the reads, even when an earlier read found it. The error is
+// verify: every round of reads comes before a multi). The error is
 // verify's: LockLost for a session over, or the read's.
 func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 	out := make([]statRes, len(zps))
