@@ -12,14 +12,9 @@ import (
 // Directories left empty go. A file's Delete, a lock's Unlock (and an
 // abandoned lock entry's removal) and a Txn's deletes remove the
 // directory znodes they emptied, and then their parents while they are
-// empty, best effort. A directory counts as empty when it has no data and
-// no child but an empty "locks" znode (the container of a lock's entries,
-// which the server reaps on its own only some time after its last entry
-// went). A directory is only ever removed by deletes guarded by the
-// versions just read (the server refuses the delete of a znode with
-// children, and of one whose data changed), so a child added or data
-// written meanwhile keeps it; its data is never written, and the root is
-// never removed.
+// empty, best effort, by deletes at the versions just read (when empty
+// and why: the package doc, "Which znodes the library deletes"). The
+// root is never removed.
 
 // statRes is the answer to an exists request.
 type statRes struct {

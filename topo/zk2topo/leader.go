@@ -17,10 +17,8 @@ import (
 // WaitForLeadership; 1: a value follows) and the value. A candidate's
 // value is the value znode named with the candidate's owner session whose
 // Czxid and EphemeralOwner equal the candidate's; a candidate without one
-// (a Vitess process) has a nil Value. Vitess sorts the election's children
-// and takes the first for the leader: "values" sorts after every
-// ten-digit name, so it is first only when no candidate exists, and Vitess
-// then reads its empty data as the id "" (nobody leads).
+// (a Vitess process) has a nil Value. Why "values" never misleads Vitess:
+// the package doc.
 
 // valuesDir is the child of an election directory that holds the values.
 const valuesDir = "values"

@@ -595,14 +595,10 @@ func (oc *observedConn) noteSend(t time.Time) {
 // connection at least a quarter of the session timeout before t, the send
 // time of a request answered through the leader (zero when there is
 // none); caller holds wmu. That is what the answer proves the leader
-// heard of: a follower tells the leader which of its sessions were active
-// only in its answers to the leader's pings, every half tick (at most a
-// quarter of the session timeout: by default the server grants no less
-// than two ticks), so the answered request's own activity, and its
-// predecessors' within the last half tick, may never reach the leader
-// when the follower is parted from it just after answering
-// (TestIdleHolderOnPartedFollowerGivesUpFirst). An idle session's
-// answered ping thus proves the ping before.
+// heard of (the package doc, Sessions: a follower reports its sessions'
+// activity every half tick, at most a quarter of the session timeout as
+// the server grants no less than two ticks;
+// TestIdleHolderOnPartedFollowerGivesUpFirst).
 func (oc *observedConn) heard(t time.Time) time.Time {
 	oc.o.mu.Lock()
 	timeout := oc.o.timeout
@@ -657,17 +653,12 @@ func pingAsSync(b []byte) []byte {
 // and reports whether it did; the set-watches request, when it comes, is
 // written first and the held frames behind it, in order.
 //
-// Why: go-zookeeper v1.0.4 reads its last zxid for a reconnection's
-// set-watches request while its receive goroutine records the zxids of
-// answers, unsynchronised (upstream go-zookeeper/zk PR #35, unmerged), so
-// the race detector reports the answers of requests queued during the
-// disconnection in every program using zk2topo. Harmless but for the
-// detector (either whole int64 is right for the server); holding those
-// requests until the set-watches request is written, and matching answers
-// under wmu (frame), orders the read first. Only a reconnection whose
-// library has watches to re-set holds (per the observer's mirror: with
-// none it sends no set-watches request). Pings and the re-sent
-// credentials are not held; a request closing the session releases all.
+// Why: the package doc, Sessions (go-zookeeper's unsynchronised read of
+// its last zxid, upstream go-zookeeper/zk PR #35, unmerged: harmless but
+// for the race detector). Matching answers under wmu (frame) orders that
+// read first. Only a reconnection whose library has watches to re-set
+// holds; pings and the re-sent credentials are not held; a request
+// closing the session releases all.
 func (oc *observedConn) holdRequest(b []byte) bool {
 	oc.wmu.Lock()
 	defer oc.wmu.Unlock()
