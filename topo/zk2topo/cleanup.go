@@ -25,12 +25,17 @@ type statRes struct {
 }
 
 // statOn reads zp's Stat on session s only (see answerOn and onSession:
-// errSessionOver once it is over; s nil: on the Conn's current session);
-// p names the operation's path for errors.
-func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
-	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
-		e, st, err := z.Exists(zp)
-		return statRes{exists: e, st: st}, err
+// errSessionOver once it is over; s nil: on the Conn's current session),
+// with watch setting an exists watch; p names the operation's path for
+// errors.
+func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string, watch bool) statRes {
+	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (r statRes, err error) {
+		if watch {
+			r.exists, r.st, r.ch, err = z.ExistsW(zp)
+		} else {
+			r.exists, r.st, err = z.Exists(zp)
+		}
+		return r, err
 	})
 	if err != nil {
 		return statRes{err: err}
@@ -45,7 +50,7 @@ func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...string) []<-chan statRes {
 	outs := make([]<-chan statRes, len(zps))
 	for i, zp := range zps {
-		outs[i] = sendFirst(s, opExists, zp, func() statRes { return c.statOn(ctx, s, p, zp) })
+		outs[i] = sendFirst(s, opExists, zp, func() statRes { return c.statOn(ctx, s, p, zp, false) })
 	}
 	return outs
 }
@@ -178,7 +183,7 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 					dstats[k] = statRes{err: err}
 					return
 				}
-				dstats[k] = c.statOn(ctx, s, c.relPath(d), d)
+				dstats[k] = c.statOn(ctx, s, c.relPath(d), d, false)
 				// A directory with one child: is it an empty "locks" znode?
 				if r := dstats[k]; r.err == nil && r.exists && r.st.NumChildren == 1 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0 {
 					rs := c.statsInOrder(ctx, s, c.relPath(d), d+"/"+locksDir, d)

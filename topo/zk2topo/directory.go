@@ -55,7 +55,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	stats := make([]statRes, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
-		wg.Go(func() { stats[i] = c.statOn(ctx, nil, dp, c.zkPath(backendkit.JoinPath(dp, n))) })
+		wg.Go(func() { stats[i] = c.statOn(ctx, nil, dp, c.zkPath(backendkit.JoinPath(dp, n)), false) })
 	}
 	wg.Wait()
 	for i, n := range names {
@@ -153,7 +153,7 @@ func findEntry(entries []topo.DirEntry, name string) (int, bool) {
 // listing shows it (see shown).
 func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
 	cp := backendkit.JoinPath(dp, n)
-	r := c.statOn(ctx, nil, dp, c.zkPath(cp))
+	r := c.statOn(ctx, nil, dp, c.zkPath(cp), false)
 	if r.err != nil || !r.exists {
 		return false, c.convert(r.err, dp)
 	}
@@ -226,7 +226,7 @@ func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bo
 			continue
 		}
 		sub := backendkit.JoinPath(cp, n)
-		r := c.statOn(ctx, nil, dp, c.zkPath(sub))
+		r := c.statOn(ctx, nil, dp, c.zkPath(sub), false)
 		if r.err != nil {
 			return false, c.convert(r.err, dp)
 		}

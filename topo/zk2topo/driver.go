@@ -307,14 +307,14 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	}
 	var before <-chan zk.Event
 	if w.before != "" {
-		if r := c.statW(ctx, nil, q.Path, w.before); r.err == nil && !r.exists {
+		if r := c.statOn(ctx, nil, q.Path, w.before, true); r.err == nil && !r.exists {
 			look()
 		} else if r.err == nil {
 			before = r.ch
 		}
 	}
 	for gone := false; !gone; {
-		r := c.statW(ctx, nil, q.Path, e.Key)
+		r := c.statOn(ctx, nil, q.Path, e.Key, true)
 		if r.err != nil {
 			return r.err
 		}

@@ -135,7 +135,7 @@ func (c *Conn) markHead(node string) {
 // only, in the background; the channel yields the answer.
 func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan statRes {
 	out := make(chan statRes, 1)
-	go func() { out <- c.statW(ctx, s, p, node) }()
+	go func() { out <- c.statOn(ctx, s, p, node, true) }()
 	return out
 }
 
@@ -179,7 +179,7 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 				// its own delete's, on a children watch.
 				return
 			}
-			r := c.statW(context.Background(), s, p, node)
+			r := c.statOn(context.Background(), s, p, node, true)
 			if r.err == errSessionOver {
 				return
 			}

@@ -95,7 +95,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 			}
 		case errors.Is(err, zk.ErrNodeExists) && attempt < 10:
 			// A directory znode becomes the file; a file stays (NodeExists).
-			r := c.statOn(ctx, nil, p, zp)
+			r := c.statOn(ctx, nil, p, zp, false)
 			if r.err != nil {
 				return nil, c.convert(r.err, p)
 			}
@@ -525,7 +525,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 
 // fileStat reads the Stat of p, NoNode unless it is a file.
 func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
-	r := c.statOn(ctx, nil, p, c.zkPath(p))
+	r := c.statOn(ctx, nil, p, c.zkPath(p), false)
 	if r.err != nil {
 		return nil, c.convert(r.err, p)
 	}

@@ -121,7 +121,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			if !watch {
 				return claims.Entry{}, false, nil, nil
 			}
-			r := c.statW(ctx, nil, q.Path, dirZp)
+			r := c.statOn(ctx, nil, q.Path, dirZp, true)
 			if dirW, err = r.ch, r.err; err == nil && r.exists {
 				continue
 			}

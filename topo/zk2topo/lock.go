@@ -56,7 +56,7 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 		}
 		// No locks znode yet.
 		if mustExist {
-			d := c.statOn(ctx, s, dp, dirZp)
+			d := c.statOn(ctx, s, dp, dirZp, false)
 			if d.err != nil {
 				return created{}, pipelined{}, c.convert(d.err, dp)
 			}
@@ -109,7 +109,7 @@ func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) e
 	}
 	var l statRes
 	if d.st.NumChildren == 1 {
-		l = c.statOn(ctx, s, dp, locksZp)
+		l = c.statOn(ctx, s, dp, locksZp, false)
 	}
 	if l.err == nil {
 		c.removeDir(ctx, dirZp, d, l, false)

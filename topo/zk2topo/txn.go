@@ -897,7 +897,7 @@ func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 		wg.Go(func() { verr = t.verify(ctx) })
 	}
 	for k, zp := range zps {
-		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) })
+		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp, false) })
 	}
 	wg.Wait()
 	return out, verr

@@ -247,7 +247,7 @@ func (w *treeWatch) armBase() error {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return c.convert(err, w.prefix)
 		}
-		r := c.statW(w.ctx, nil, w.prefix, w.base)
+		r := c.statOn(w.ctx, nil, w.prefix, w.base, true)
 		if r.err != nil {
 			return c.convert(r.err, w.prefix)
 		}
