@@ -82,7 +82,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	case ri.Value != "" && (zkDir(ri.Value) != dirZp+"/"+valuesDir || !strings.HasPrefix(ri.Value[len(dirZp)+len(valuesDir)+2:], valuePrefix(ri.Session))):
 		return fail(bad("not a value znode of this candidacy"))
 	}
-	if err := c.begin(ctx, q.Path); err != nil {
+	if err := backendkit.Ready(ctx, q.Path, c.closed.Load); err != nil {
 		return fail(err)
 	}
 	s, err := c.newSessionAs(ri.Session, ri.Password)

@@ -190,9 +190,13 @@ var _ topo.ContextFactory = Factory{}
 type Conn struct {
 	// inClaims says that the root is at a reserved place (topo.IsReserved:
 	// inside a "locks" znode, say) or inside an election of a Conn rooted
-	// higher up (a segment "elections" at any depth: see claimsPlace),
-	// where the Conn's znodes may be lock or election entries: its writes
-	// read the Stat first and leave ephemeral znodes alone (see Txn).
+	// higher up, where the Conn's znodes may be lock or election entries:
+	// its writes read the Stat first and leave ephemeral znodes alone (see
+	// Txn). The reserved-name rule knows "elections" only as the first
+	// segment below a root, but a Conn rooted at <a>/elections/x (or
+	// <a>/elections) is inside the elections of a Conn rooted at <a>, whose
+	// candidate entries and values are its plain names: so a segment
+	// "elections" at any depth counts too.
 	inClaims bool
 
 	root string // "" for the ZooKeeper root, else "/a/b"
@@ -291,7 +295,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if r != "" {
 		c.root = "/" + r
 	}
-	c.inClaims = claimsPlace(r)
+	c.inClaims = topo.IsReserved(r) || hasSegment(r, electionsDir)
 	if auth != "" {
 		scheme, a, ok := strings.Cut(auth, ":")
 		if !ok || scheme == "" {
@@ -319,16 +323,6 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	return c, nil
 }
 
-// noSessionError explains why no server at addr gave a session within
-// DialTimeout, with the latest dial error if a dial failed.
-func (c *Conn) noSessionError(addr string) error {
-	err := fmt.Errorf("zk2topo: no ZooKeeper server at %s gave a session within %v", addr, c.opts.DialTimeout)
-	if last := c.lastDialErr.Load(); last != nil {
-		err = fmt.Errorf("%w (last dial: %w)", err, *last)
-	}
-	return err
-}
-
 // awaitSession waits until s has its session, at most DialTimeout and until
 // ctx ends (p names the call's path for errors). With a resumed session's
 // id, it waits for that session and returns claims.ErrNotHeld once the
@@ -348,7 +342,12 @@ func (c *Conn) awaitSession(ctx context.Context, s *zkSession, p string, id int6
 		case <-ctx.Done():
 			return backendkit.FromContext(ctx, p)
 		case <-bound.C:
-			return backendkit.Wrap(topo.Unavailable, p, c.noSessionError(strings.Join(c.opts.Servers, ",")))
+			// Why, with the latest dial error if a dial failed.
+			err := fmt.Errorf("zk2topo: no ZooKeeper server at %s gave a session within %v", strings.Join(c.opts.Servers, ","), c.opts.DialTimeout)
+			if last := c.lastDialErr.Load(); last != nil {
+				err = fmt.Errorf("%w (last dial: %w)", err, *last)
+			}
+			return backendkit.Wrap(topo.Unavailable, p, err)
 		case <-time.After(tick):
 		}
 		tick = min(2*tick, 50*time.Millisecond)
@@ -434,12 +433,6 @@ func (c *Conn) relPath(zp string) string {
 
 // zkDir returns the parent znode path of zp.
 func zkDir(zp string) string { return path.Dir(zp) }
-
-// begin checks ctx and then the Conn before a call touches the store (the
-// last steps of backendkit's check order).
-func (c *Conn) begin(ctx context.Context, p string) error {
-	return backendkit.Ready(ctx, p, c.closed.Load)
-}
 
 // write runs fn (a request that is not retried) on the current session
 // with do.
@@ -656,21 +649,10 @@ func freshContext() (context.Context, context.CancelFunc) {
 
 var _ topo.Conn = (*Conn)(nil)
 
-// claimsPlace reports whether a Conn rooted at r (canonical) may find
-// lock or election entries among its znodes: r is reserved
-// (topo.IsReserved), or has a segment "elections" at any depth. The
-// reserved-name rule knows "elections" only as the first segment below a
-// root, but a Conn rooted at <a>/elections/x (or <a>/elections) is inside
-// the elections of a Conn rooted at <a>, whose candidate entries and
-// values are its plain names.
-func claimsPlace(r string) bool {
-	return topo.IsReserved(r) || hasSegment(r, electionsDir)
-}
-
 // entriesAt reports whether the znode of p (a canonical file path) may be
 // a lock or election entry, so that a write of it must read its Stat
 // first and leave an ephemeral znode alone (see Txn): on a Conn rooted at
-// a claims place (claimsPlace), or when p has a segment "elections"
+// a claims place (Conn.inClaims), or when p has a segment "elections"
 // below its first, inside the elections of a Conn rooted lower down
 // (<dir>/elections/<name>/<sequence>): the reserved-name rule refuses
 // "elections" only as the first segment, and ZooKeeper's candidates,
