@@ -68,9 +68,9 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 		pending: map[string]int{},
 	}
 	s.claims = claims.NewSession("", s)
-	s.obs = newSessionObserver(c.opts.SessionTimeout)
-	s.obs.resumeID, s.obs.resumePw = id, passwd
-	s.obs.libraryPingsOnly = c.opts.libraryPingsOnly
+	s.obs = &sessionObserver{timeout: c.opts.SessionTimeout, answered: make(chan struct{}), waiters: map[sentKey][]chan struct{}{},
+		wantStat: map[string]int{}, created: map[string]*zk.Stat{}, watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{},
+		resumeID: id, resumePw: passwd, libraryPingsOnly: c.opts.libraryPingsOnly}
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
 		zk.WithLogger(slogLogger{c.log}),
 		zk.WithLogInfo(false),
@@ -386,11 +386,6 @@ type sessionObserver struct {
 type sentKey struct {
 	op   int32
 	path string
-}
-
-func newSessionObserver(def time.Duration) *sessionObserver {
-	return &sessionObserver{timeout: def, answered: make(chan struct{}), waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
-		watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{}}
 }
 
 func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
