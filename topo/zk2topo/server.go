@@ -620,20 +620,14 @@ func (s *zkSession) firstThen(op int32, path string, first, fn func() error) err
 const barrierPath = "/"
 
 // barrierThen runs a read barrier and then fn on the session, pipelined
-// (see firstThen). The barrier is a multi whose only op checks that barrierPath
-// exists, at any version. Unlike sync, a multi is a transaction: whichever
-// server the session is on, it goes to the leader, is proposed and
-// committed after every transaction committed before it (ZooKeeper's
-// atomic broadcast delivers in zxid order), and the session's server
-// applies all of those before it answers the multi; ZooKeeper runs one
-// session's requests in order, so fn's read runs after that. A write any
-// client saw acknowledged was committed before the read began, hence
-// before the barrier was proposed, so the read sees it (or a later value).
-// A sync does not give this on the leader: the leader answers its own
-// clients' syncs at once, without waiting for commits it has already sent
-// to the followers (which may have applied and acknowledged them) but not
-// yet applied itself. The barrier costs a transaction (a log write on a
-// quorum) per read: see BenchmarkLinearizableRead.
+// (see firstThen). The barrier is a multi whose only op checks that
+// barrierPath exists, at any version: a transaction, which the session's
+// server answers only after applying every transaction committed before
+// it, so fn's read (a session's requests run in order) sees every write
+// acknowledged before the read began. A sync does not give this on the
+// leader, which answers its own clients' syncs at once (why:
+// docs/layout-zookeeper.md, Reads). The barrier costs a transaction (a log
+// write on a quorum) per read: see BenchmarkLinearizableRead.
 func (s *zkSession) barrierThen(fn func() error) error {
 	return s.firstThen(opMulti, barrierPath, func() error {
 		_, err := s.zk.Multi(&zk.CheckVersionRequest{Path: barrierPath, Version: -1})

@@ -87,16 +87,12 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	return s, nil
 }
 
-// redialProvider is the client library's DNSHostProvider, pausing less.
-// The library sleeps a second before a dial whenever Next says so, which
-// the DNSHostProvider does on coming back to the last connection's
-// server: with one server every reconnection waited a second, and a
-// session the server ended (reported, as StateExpired, only on
-// reconnecting) ended its claims a second late. redialProvider tries
-// every server twice at once after a lost connection (the server that
-// ends a session also drops the connection the client may just have
-// re-opened to it) and pauses before each later round: a dead ensemble
-// is still dialled at most twice a second per server.
+// redialProvider is the client library's DNSHostProvider, pausing less
+// (why: docs/layout-zookeeper.md, Sessions): it tries every server twice
+// at once after a lost connection (the server that ends a session also
+// drops the connection the client may just have re-opened to it) and
+// pauses a second before each later round, as the library's did before
+// every redial of the last server.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
@@ -536,13 +532,9 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 const ownPings = 12
 
 // pinger writes syncPing every interval until the connection is closed or
-// a write fails. An answer proves a request a quarter of the session
-// timeout older (see heard), so an idle session's proof would otherwise
-// lag a whole library ping interval (a third of the timeout) behind the
-// latest answer, and the session would be given up whenever a ping's
-// answer took more than 2/15 of the timeout (with the default margin);
-// with a sync every twelfth of the timeout, an answer may take 23/60 of it
-// (the 7/15 before the leader-answer proofs, less a twelfth).
+// a write fails, so that an idle session's proof (see heard) lags an
+// interval behind the latest answer, not a library ping interval (the
+// arithmetic: docs/layout-zookeeper.md, Sessions).
 func (oc *observedConn) pinger(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -613,10 +605,8 @@ func (oc *observedConn) heard(t time.Time) time.Time {
 // throughLeader reports whether a request of opcode op is answered only
 // after it reached the ensemble's leader (writes, sync, multi): only such
 // an answer proves that the session lives on the leader, which decides
-// its expiry. A follower answers reads (and pings) from its own copy,
-// also for a while after it lost its leader, while the leader, hearing
-// nothing of the session, expires it and hands its locks on
-// (TestHolderOnPartedFollowerGivesUpFirst).
+// its expiry; a follower answers reads and pings itself, also after it
+// lost its leader (TestHolderOnPartedFollowerGivesUpFirst).
 func throughLeader(op int32) bool {
 	switch op {
 	case opCreate, opDelete, opSetData, opSync, opCheck, opMulti, opCreate2, opCreateContainer, opCreateTTL:
