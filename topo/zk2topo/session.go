@@ -91,8 +91,9 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 // (why: docs/layout-zookeeper.md, Sessions): it tries every server twice
 // at once after a lost connection (the server that ends a session also
 // drops the connection the client may just have re-opened to it) and
-// pauses a second before each later round, as the library's did before
-// every redial of the last server.
+// pauses a second before each later round (the library's paused before
+// every redial of the last server): a dead ensemble is still dialled at
+// most twice a second per server.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
