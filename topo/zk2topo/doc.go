@@ -85,27 +85,16 @@
 //     ensemble's leader prove (see below) was sent more than (negotiated
 //     session timeout - Options.SafetyMargin) ago: from then on the server
 //     may expire it and hand its locks and leadership to another client, so
-//     the holder steps down first. The leader, which expires sessions, heard
-//     from the session no earlier than that request's send time, and expires
-//     it no earlier than one session timeout after last hearing from it.
-//     Only writes, syncs and multis are answered through the leader (and the
-//     connect handshake, which the leader validates); a follower answers
-//     reads and pings from its own copy, also for a while after it lost its
-//     leader, so the client library's pings are sent as syncs of "/" (with
-//     the ping's xid, whose answer the library ignores). The first deadline
-//     comes with the server's first answer, which tells the session timeout
-//     granted (it may be shorter than the one asked for). A follower reports
-//     its sessions' activity to the leader only in its answers to the
-//     leader's pings (every half tick), so an answer through the leader
+//     the holder steps down first. Only writes, syncs, multis and the
+//     connect handshake are answered through the leader (so the client
+//     library's pings are sent as syncs of "/", and each connection sends
+//     one of its own every twelfth of the session timeout); an answer
 //     proves the send time of the latest request sent a quarter of the
-//     session timeout before the answered one, not the answered one's: an
-//     idle session's answered ping proves an earlier ping. Each connection
-//     also sends a sync of "/" of its own (with the ping's xid) every
-//     twelfth of the session timeout, so that an idle session's proof lags
-//     that much rather than a library ping interval (a third of the timeout)
-//     behind the latest answer. Only answers without error count: a follower
-//     answers a write its eager ACL check (enableEagerACLCheck) denies, or a
-//     request it throttled, itself.
+//     session timeout before the answered one (a follower reports its
+//     sessions' activity to the leader every half tick); only answers
+//     without error count; the first deadline comes with the server's
+//     first answer, which tells the session timeout granted. Why each:
+//     docs/layout-zookeeper.md, Sessions.
 //     Leadership also ends as soon as the connection drops (stepDown):
 //     the leading candidacy is given up, its entry removed once
 //     reconnected, and WaitForLeadership enters anew;

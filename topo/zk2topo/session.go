@@ -583,9 +583,9 @@ func (oc *observedConn) noteSend(t time.Time) {
 // connection at least a quarter of the session timeout before t, the send
 // time of a request answered through the leader (zero when there is
 // none); caller holds wmu. That is what the answer proves the leader
-// heard of (the package doc, Sessions: a follower reports its sessions'
-// activity every half tick, at most a quarter of the session timeout as
-// the server grants no less than two ticks;
+// heard of (docs/layout-zookeeper.md, Sessions: a follower reports its
+// sessions' activity every half tick, at most a quarter of the session
+// timeout as the server grants no less than two ticks;
 // TestIdleHolderOnPartedFollowerGivesUpFirst).
 func (oc *observedConn) heard(t time.Time) time.Time {
 	oc.o.mu.Lock()
