@@ -26,18 +26,7 @@ func isFile(st *zk.Stat) bool {
 // internal reports whether the canonical path p is (or is inside) a lock or
 // election znode rather than a file or directory.
 func (c *Conn) internal(p string) bool {
-	if p == electionsDir || strings.HasPrefix(p, electionsDir+"/") {
-		return true
-	}
-	if c.system(p) {
-		return true
-	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == locksDir {
-			return true
-		}
-	}
-	return false
+	return p == electionsDir || strings.HasPrefix(p, electionsDir+"/") || c.system(p) || hasSegment(p, locksDir)
 }
 
 // Create creates filePath holding contents, creating missing parent
