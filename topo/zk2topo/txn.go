@@ -547,12 +547,9 @@ func (t *txn) createsFile(i int) bool {
 }
 
 // entryCheck reports whether op i is a write (UpdateOp, DeleteOp) of a
-// znode that may be an entry (Conn.entriesAt): its znode's Stat is
-// read first, and an ephemeral znode (a lock or election entry, not a
-// file) is left alone, as memorytopo and etcd2topo do: the op fails with
-// NodeExists (UpdateOp) or NoNode (DeleteOp). A write without a version
-// is then made at the version read, so that it lands only on the znode
-// read (a changed version reads the Stat again).
+// znode that may be an entry (Conn.entriesAt): its Stat is read first, an
+// ephemeral znode is left alone and a write without a version is made at
+// the version read (see Txn).
 func (t *txn) entryCheck(i int) bool {
 	k := t.ops[i].Kind
 	return (k == topo.TxnUpdate || k == topo.TxnDelete) && t.c.entriesAt(t.ops[i].Path)
