@@ -137,15 +137,10 @@ func (c *Conn) removable(dir string) bool {
 const cleanupAttempts = 3
 
 // cleanupDirs removes the directory znodes dirs while they are empty,
-// and then their parents, a level at a time for all of them at once: the
-// Stats of the level's directories (concurrent reads, one round trip;
-// for a directory with one child, the Stats of its "locks" znode and then
-// of the directory again, pipelined in that order, one more round trip),
-// then one multi deleting every directory of the level that is empty.
-// When that multi fails (something changed meanwhile; it deleted
-// nothing), each of its directories is cleaned up alone, reading its
-// Stats again, cleanupAttempts times at most. The parents of the deleted
-// ones are the next level.
+// and then their parents, a level at a time for all of them at once (the
+// requests: docs/layout-zookeeper.md, Transactions, "Directories left
+// empty"); when a level's multi fails, each of its directories is cleaned
+// up alone, cleanupAttempts times at most.
 func (c *Conn) cleanupDirs(ctx context.Context, dirs []string) {
 	c.cleanupLevels(ctx, dirs, cleanupAttempts)
 }

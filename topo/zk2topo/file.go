@@ -162,17 +162,11 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) erro
 }
 
 // isContainer reports whether the library creates the directory znode dir
-// as a container znode (which the server deletes once its last child is
-// gone): the "locks" znodes that hold lock entries, and the "values"
-// znode of an election directory (elections/<name>/values), whose
-// ephemeral value znodes leave with their candidates. The election
-// directories themselves ("elections", elections/<name> and its parents)
-// are persistent, as Vitess creates them: Vitess creates an election's
-// znode once (NewLeaderParticipation) and its candidates without parents,
-// so a container reaped after topokit's last candidate left would break a
-// Vitess participant. Directories of files stay persistent too: a file
-// may be created at a directory's path, and the server would delete that
-// file's data with the container.
+// as a container znode: a "locks" znode, or the "values" znode of an
+// election directory (elections/<name>/values). Election directories stay
+// persistent for Vitess (see the package doc), directories of files
+// because a file may be created at a directory's path, and the server
+// would delete that file's data with the container.
 func (c *Conn) isContainer(dir string) bool {
 	if path.Base(dir) == locksDir {
 		return true

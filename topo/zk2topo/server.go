@@ -647,10 +647,9 @@ var _ topo.Conn = (*Conn)(nil)
 // a lock or election entry, so that a write of it must read its Stat
 // first and leave an ephemeral znode alone (see Txn): on a Conn rooted at
 // a claims place (Conn.inClaims), or when p has a segment "elections"
-// below its first, inside the elections of a Conn rooted lower down
-// (<dir>/elections/<name>/<sequence>): the reserved-name rule refuses
-// "elections" only as the first segment, and ZooKeeper's candidates,
-// unlike etcd's, have no "locks" segment that it refuses.
+// (below its first, which the reserved-name rule refuses: the candidates
+// of a Conn rooted lower down, which unlike etcd's have no "locks"
+// segment that it refuses).
 func (c *Conn) entriesAt(p string) bool {
 	return c.inClaims || hasSegment(p, electionsDir)
 }
