@@ -153,14 +153,10 @@
 // leader changes (a new epoch) and restarts, and a lock (or leadership)
 // passes from entry to entry only in creation order, so every later
 // holder's token is greater (the argument is in driver.go). A lock
-// entry's create is sent as ZooKeeper's create2, whose answer carries the
-// entry's Stat (go-zookeeper has no create2: the session's connection
-// rewrites the opcode and keeps the Stat), and the watch behind Done is
-// the children watch of the read pipelined behind it (see pipeline.go).
-// Otherwise (a candidate, made by a multi; another entry of the session
-// in the queue) the token is read on the entry's session with an exists
-// request that also sets the watch behind Done, sent when the create
-// returns.
+// entry's create learns its token (create2) and the watch behind Done
+// (the children read pipelined behind it) without a request of its own
+// when it can (see pipeline.go); otherwise the token is read on the
+// entry's session with an exists that also sets that watch.
 //
 // Done closes on Unlock (Stop or Resign for a term), when the claim's
 // session ends (expired, given up, Close: within the declaration, see
