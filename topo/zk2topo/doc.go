@@ -168,20 +168,15 @@
 // Conn.Txn is one ZooKeeper multi, conditions first, then writes, so that
 // every condition sees the state before the transaction (see Txn for each
 // op's requests). IfHeld checks the claim's entry in a multi run on the
-// claim's session, never on another: after that session ends the server
-// refuses its requests, while an entry of the same name may by then
-// belong to another session. No request of a multi can tell the holder's
-// entry from another session's entry of the same name while the holder's
-// session lives (a check compares only the data version, 0 for both;
-// nothing in a multi compares a Czxid or an ephemeral owner), which
-// happens when the entry is deleted behind the holder's back and the
-// re-created "locks" znode restarts its sequence. So the multi follows a
-// sync and an exists of the entry on the claim's session (pipelined, one
-// round trip), which must show the entry the session's with the claim's
-// token, read again with every round of reads before a later multi of
-// the same Txn: the window left is a deletion and a reuse of the name
-// both committed between the last sync and the multi
-// (TestGuardedWriteNameReusedEventInFlight,
+// claim's session, never on another (after that session ends the server
+// refuses its requests, while an entry of the same name may belong to
+// another session), behind a sync and an exists of the entry there, read
+// again before every multi, that must show it the session's with the
+// claim's token: no request of a multi can tell it from another
+// session's entry of the same name (a check compares only the data
+// version; nothing compares a Czxid or an ephemeral owner). The window
+// left: a deletion and a reuse of the name both committed between the
+// last sync and the multi (TestGuardedWriteNameReusedEventInFlight,
 // TestGuardedWriteNameReusedBetweenMultis).
 //
 // # Resuming a candidacy
