@@ -115,25 +115,19 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if r.err != nil {
 		return drop(r.err)
 	}
-	data, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) ([]byte, error) {
-		data, _, err := z.Get(ri.Entry)
-		return data, err
-	})
+	cand, err := c.getOn(ctx, s, q.Path, ri.Entry, false)
 	switch {
-	case err == errSessionOver, errors.Is(err, zk.ErrNoNode), err == nil && (!r.owned(s) || string(data) != id):
+	case err == errSessionOver, errors.Is(err, zk.ErrNoNode), err == nil && (!r.owned(s) || string(cand.data) != id):
 		return drop(claims.ErrNotHeld)
 	case err != nil:
 		return drop(err)
 	}
 	if ri.Value != "" {
-		vst, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) (*zk.Stat, error) {
-			_, st, err := z.Get(ri.Value)
-			return st, err
-		})
+		val, err := c.getOn(ctx, s, q.Path, ri.Value, false)
 		switch {
 		case err != nil && !errors.Is(err, zk.ErrNoNode):
 			return drop(err)
-		case err != nil || vst.EphemeralOwner != ri.Session || vst.Czxid != r.st.Czxid:
+		case err != nil || val.st.EphemeralOwner != ri.Session || val.st.Czxid != r.st.Czxid:
 			ri.Value = "" // gone, or not this candidacy's
 		}
 	}
