@@ -104,13 +104,11 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 	defer pl.drain()
 	name := node[len(parent)+1:]
 	k, listed := pl.children(name)
-	var stat <-chan statRes
+	stat := make(chan statRes, 1)
 	if listed && k.ch != nil && cr.st != nil {
-		ch := make(chan statRes, 1)
-		ch <- statRes{exists: true, st: cr.st, ch: k.ch}
-		stat = ch
+		stat <- statRes{exists: true, st: cr.st, ch: k.ch}
 	} else {
-		stat = c.statEntry(ctx, s, q.Path, node)
+		go func() { stat <- c.statOn(ctx, s, q.Path, node, true) }() // beside the children read
 	}
 	kids := make(chan childrenRes, 1)
 	if listed {

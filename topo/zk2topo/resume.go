@@ -108,7 +108,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := s.ensureAuth(ctx, q.Path); err != nil {
 		return drop(err)
 	}
-	r := <-c.statEntry(ctx, s, q.Path, ri.Entry)
+	r := c.statOn(ctx, s, q.Path, ri.Entry, true)
 	if r.err == errSessionOver {
 		return drop(claims.ErrNotHeld)
 	}
