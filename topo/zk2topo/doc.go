@@ -103,7 +103,8 @@
 //     re-setting the watches: go-zookeeper v1.0.4 reads its last zxid for
 //     that request while recording the zxids of answers, unsynchronised
 //     (a data race the race detector reports in programs that use
-//     zk2topo), and that order, with every answer matched under the
+//     zk2topo, harmless but for it: either whole int64 is right for the
+//     server), and that order, with every answer matched under the
 //     connection's lock, makes the read come first. The session's
 //     observer mirrors the client's table of watches from the frames to
 //     know whether that request will come. The credentials the client
@@ -155,8 +156,10 @@
 // holder's token is greater (the argument is in driver.go). A lock
 // entry's create learns its token (create2) and the watch behind Done
 // (the children read pipelined behind it) without a request of its own
-// when it can (see pipeline.go); otherwise the token is read on the
-// entry's session with an exists that also sets that watch.
+// when it can (see pipeline.go); otherwise (a candidate, made by a
+// multi; another entry of the session in the queue) the token is read on
+// the entry's session with an exists that also sets that watch, sent when
+// the create returns.
 //
 // Done closes on Unlock (Stop or Resign for a term), when the claim's
 // session ends (expired, given up, Close: within the declaration, see
