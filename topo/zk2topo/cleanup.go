@@ -12,14 +12,9 @@ import (
 // Directories left empty go. A file's Delete, a lock's Unlock (and an
 // abandoned lock entry's removal) and a Txn's deletes remove the
 // directory znodes they emptied, and then their parents while they are
-// empty, best effort. A directory counts as empty when it has no data and
-// no child but an empty "locks" znode (the container of a lock's entries,
-// which the server reaps on its own only some time after its last entry
-// went). A directory is only ever removed by deletes guarded by the
-// versions just read (the server refuses the delete of a znode with
-// children, and of one whose data changed), so a child added or data
-// written meanwhile keeps it; its data is never written, and the root is
-// never removed.
+// empty, best effort, by deletes at the versions just read (when empty
+// and why: the package doc, "Which znodes the library deletes"). The
+// root is never removed.
 
 // statRes is the answer to an exists request.
 type statRes struct {
@@ -30,12 +25,17 @@ type statRes struct {
 }
 
 // statOn reads zp's Stat on session s only (see answerOn and onSession:
-// errSessionOver once it is over; p names the operation's path for
-// errors).
-func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
-	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
-		e, st, err := z.Exists(zp)
-		return statRes{exists: e, st: st}, err
+// errSessionOver once it is over; s nil: on the Conn's current session),
+// with watch setting an exists watch; p names the operation's path for
+// errors.
+func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string, watch bool) statRes {
+	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (r statRes, err error) {
+		if watch {
+			r.exists, r.st, r.ch, err = z.ExistsW(zp)
+		} else {
+			r.exists, r.st, err = z.Exists(zp)
+		}
+		return r, err
 	})
 	if err != nil {
 		return statRes{err: err}
@@ -50,7 +50,7 @@ func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...string) []<-chan statRes {
 	outs := make([]<-chan statRes, len(zps))
 	for i, zp := range zps {
-		outs[i] = sendFirst(s, opExists, zp, func() statRes { return c.statOn(ctx, s, p, zp) })
+		outs[i] = sendFirst(s, opExists, zp, func() statRes { return c.statOn(ctx, s, p, zp, false) })
 	}
 	return outs
 }
@@ -137,15 +137,10 @@ func (c *Conn) removable(dir string) bool {
 const cleanupAttempts = 3
 
 // cleanupDirs removes the directory znodes dirs while they are empty,
-// and then their parents, a level at a time for all of them at once: the
-// Stats of the level's directories (concurrent reads, one round trip;
-// for a directory with one child, the Stats of its "locks" znode and then
-// of the directory again, pipelined in that order, one more round trip),
-// then one multi deleting every directory of the level that is empty.
-// When that multi fails (something changed meanwhile; it deleted
-// nothing), each of its directories is cleaned up alone, reading its
-// Stats again, cleanupAttempts times at most. The parents of the deleted
-// ones are the next level.
+// and then their parents, a level at a time for all of them at once (the
+// requests: docs/layout-zookeeper.md, Transactions, "Directories left
+// empty"); when a level's multi fails, each of its directories is cleaned
+// up alone, cleanupAttempts times at most.
 func (c *Conn) cleanupDirs(ctx context.Context, dirs []string) {
 	c.cleanupLevels(ctx, dirs, cleanupAttempts)
 }
@@ -183,7 +178,7 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 					dstats[k] = statRes{err: err}
 					return
 				}
-				dstats[k] = c.statOn(ctx, s, c.relPath(d), d)
+				dstats[k] = c.statOn(ctx, s, c.relPath(d), d, false)
 				// A directory with one child: is it an empty "locks" znode?
 				if r := dstats[k]; r.err == nil && r.exists && r.st.NumChildren == 1 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0 {
 					rs := c.statsInOrder(ctx, s, c.relPath(d), d+"/"+locksDir, d)

@@ -37,12 +37,13 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	}
 	ctx = c.barrierScoped(ctx) // the reads after the first start after it answered
 	zp := c.zkPath(dp)
-	names, st, err := c.children(ctx, dp, zp)
+	kids, err := c.childrenOn(ctx, nil, dp, zp, false)
 	if err != nil {
 		return nil, c.convert(err, dp)
 	}
+	names := kids.names
 	if !full {
-		entries, err := c.nameEntries(ctx, dp, zp, st, names)
+		entries, err := c.nameEntries(ctx, dp, zp, kids.st, names)
 		if err != nil || len(entries) > 0 {
 			return entries, err
 		}
@@ -54,10 +55,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	stats := make([]statRes, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
-		wg.Go(func() {
-			r := &stats[i]
-			r.exists, r.st, r.err = c.exists(ctx, dp, c.zkPath(backendkit.JoinPath(dp, n)))
-		})
+		wg.Go(func() { stats[i] = c.statOn(ctx, nil, dp, c.zkPath(backendkit.JoinPath(dp, n)), false) })
 	}
 	wg.Wait()
 	for i, n := range names {
@@ -155,11 +153,11 @@ func findEntry(entries []topo.DirEntry, name string) (int, bool) {
 // listing shows it (see shown).
 func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
 	cp := backendkit.JoinPath(dp, n)
-	exists, st, err := c.exists(ctx, dp, c.zkPath(cp))
-	if err != nil || !exists {
-		return false, c.convert(err, dp)
+	r := c.statOn(ctx, nil, dp, c.zkPath(cp), false)
+	if r.err != nil || !r.exists {
+		return false, c.convert(r.err, dp)
 	}
-	return c.shown(ctx, dp, cp, st)
+	return c.shown(ctx, dp, cp, r.st)
 }
 
 // shown reports whether a listing shows dp's child cp (with Stat st), a
@@ -210,13 +208,14 @@ func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bo
 	if st == nil || st.NumChildren == 0 {
 		return false, nil
 	}
-	children, _, err := c.children(ctx, dp, c.zkPath(cp))
+	kids, err := c.childrenOn(ctx, nil, dp, c.zkPath(cp), false)
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}
 	if err != nil {
 		return false, c.convert(err, dp)
 	}
+	children := kids.names
 	for _, n := range children {
 		if isEntryName(n) {
 			return true, nil
@@ -227,14 +226,14 @@ func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bo
 			continue
 		}
 		sub := backendkit.JoinPath(cp, n)
-		exists, sst, err := c.exists(ctx, dp, c.zkPath(sub))
-		if err != nil {
-			return false, c.convert(err, dp)
+		r := c.statOn(ctx, nil, dp, c.zkPath(sub), false)
+		if r.err != nil {
+			return false, c.convert(r.err, dp)
 		}
-		if !exists {
+		if !r.exists {
 			continue
 		}
-		busy, err := c.electionBusy(ctx, dp, sub, sst)
+		busy, err := c.electionBusy(ctx, dp, sub, r.st)
 		if err != nil || busy {
 			return busy, err
 		}

@@ -85,27 +85,16 @@
 //     ensemble's leader prove (see below) was sent more than (negotiated
 //     session timeout - Options.SafetyMargin) ago: from then on the server
 //     may expire it and hand its locks and leadership to another client, so
-//     the holder steps down first. The leader, which expires sessions, heard
-//     from the session no earlier than that request's send time, and expires
-//     it no earlier than one session timeout after last hearing from it.
-//     Only writes, syncs and multis are answered through the leader (and the
-//     connect handshake, which the leader validates); a follower answers
-//     reads and pings from its own copy, also for a while after it lost its
-//     leader, so the client library's pings are sent as syncs of "/" (with
-//     the ping's xid, whose answer the library ignores). The first deadline
-//     comes with the server's first answer, which tells the session timeout
-//     granted (it may be shorter than the one asked for). A follower reports
-//     its sessions' activity to the leader only in its answers to the
-//     leader's pings (every half tick), so an answer through the leader
+//     the holder steps down first. Only writes, syncs, multis and the
+//     connect handshake are answered through the leader (so the client
+//     library's pings are sent as syncs of "/", and each connection sends
+//     one of its own every twelfth of the session timeout); an answer
 //     proves the send time of the latest request sent a quarter of the
-//     session timeout before the answered one, not the answered one's: an
-//     idle session's answered ping proves an earlier ping. Each connection
-//     also sends a sync of "/" of its own (with the ping's xid) every
-//     twelfth of the session timeout, so that an idle session's proof lags
-//     that much rather than a library ping interval (a third of the timeout)
-//     behind the latest answer. Only answers without error count: a follower
-//     answers a write its eager ACL check (enableEagerACLCheck) denies, or a
-//     request it throttled, itself.
+//     session timeout before the answered one (a follower reports its
+//     sessions' activity to the leader every half tick); only answers
+//     without error count; the first deadline comes with the server's
+//     first answer, which tells the session timeout granted. Why each:
+//     docs/layout-zookeeper.md, Sessions.
 //     Leadership also ends as soon as the connection drops (stepDown):
 //     the leading candidacy is given up, its entry removed once
 //     reconnected, and WaitForLeadership enters anew;
@@ -114,7 +103,8 @@
 //     re-setting the watches: go-zookeeper v1.0.4 reads its last zxid for
 //     that request while recording the zxids of answers, unsynchronised
 //     (a data race the race detector reports in programs that use
-//     zk2topo), and that order, with every answer matched under the
+//     zk2topo, harmless but for it: either whole int64 is right for the
+//     server), and that order, with every answer matched under the
 //     connection's lock, makes the read come first. The session's
 //     observer mirrors the client's table of watches from the frames to
 //     know whether that request will come. The credentials the client
@@ -164,14 +154,12 @@
 // leader changes (a new epoch) and restarts, and a lock (or leadership)
 // passes from entry to entry only in creation order, so every later
 // holder's token is greater (the argument is in driver.go). A lock
-// entry's create is sent as ZooKeeper's create2, whose answer carries the
-// entry's Stat (go-zookeeper has no create2: the session's connection
-// rewrites the opcode and keeps the Stat), and the watch behind Done is
-// the children watch of the read pipelined behind it (see pipeline.go).
-// Otherwise (a candidate, made by a multi; another entry of the session
-// in the queue) the token is read on the entry's session with an exists
-// request that also sets the watch behind Done, sent when the create
-// returns.
+// entry's create learns its token (create2) and the watch behind Done
+// (the children read pipelined behind it) without a request of its own
+// when it can (see pipeline.go); otherwise (a candidate, made by a
+// multi; another entry of the session in the queue) the token is read on
+// the entry's session with an exists that also sets that watch, sent when
+// the create returns.
 //
 // Done closes on Unlock (Stop or Resign for a term), when the claim's
 // session ends (expired, given up, Close: within the declaration, see
@@ -183,20 +171,15 @@
 // Conn.Txn is one ZooKeeper multi, conditions first, then writes, so that
 // every condition sees the state before the transaction (see Txn for each
 // op's requests). IfHeld checks the claim's entry in a multi run on the
-// claim's session, never on another: after that session ends the server
-// refuses its requests, while an entry of the same name may by then
-// belong to another session. No request of a multi can tell the holder's
-// entry from another session's entry of the same name while the holder's
-// session lives (a check compares only the data version, 0 for both;
-// nothing in a multi compares a Czxid or an ephemeral owner), which
-// happens when the entry is deleted behind the holder's back and the
-// re-created "locks" znode restarts its sequence. So the multi follows a
-// sync and an exists of the entry on the claim's session (pipelined, one
-// round trip), which must show the entry the session's with the claim's
-// token, read again with every round of reads before a later multi of
-// the same Txn: the window left is a deletion and a reuse of the name
-// both committed between the last sync and the multi
-// (TestGuardedWriteNameReusedEventInFlight,
+// claim's session, never on another (after that session ends the server
+// refuses its requests, while an entry of the same name may belong to
+// another session), behind a sync and an exists of the entry there, read
+// again before every multi, that must show it the session's with the
+// claim's token: no request of a multi can tell it from another
+// session's entry of the same name (a check compares only the data
+// version; nothing compares a Czxid or an ephemeral owner). The window
+// left: a deletion and a reuse of the name both committed between the
+// last sync and the multi (TestGuardedWriteNameReusedEventInFlight,
 // TestGuardedWriteNameReusedBetweenMultis).
 //
 // # Resuming a candidacy

@@ -104,13 +104,11 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 	defer pl.drain()
 	name := node[len(parent)+1:]
 	k, listed := pl.children(name)
-	var stat <-chan statRes
+	stat := make(chan statRes, 1)
 	if listed && k.ch != nil && cr.st != nil {
-		ch := make(chan statRes, 1)
-		ch <- statRes{exists: true, st: cr.st, ch: k.ch}
-		stat = ch
+		stat <- statRes{exists: true, st: cr.st, ch: k.ch}
 	} else {
-		stat = c.statEntry(ctx, s, q.Path, node)
+		go func() { stat <- c.statOn(ctx, s, q.Path, node, true) }() // beside the children read
 	}
 	kids := make(chan childrenRes, 1)
 	if listed {
@@ -307,14 +305,14 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	}
 	var before <-chan zk.Event
 	if w.before != "" {
-		if r := c.statW(ctx, nil, q.Path, w.before); r.err == nil && !r.exists {
+		if r := c.statOn(ctx, nil, q.Path, w.before, true); r.err == nil && !r.exists {
 			look()
 		} else if r.err == nil {
 			before = r.ch
 		}
 	}
 	for gone := false; !gone; {
-		r := c.statW(ctx, nil, q.Path, e.Key)
+		r := c.statOn(ctx, nil, q.Path, e.Key, true)
 		if r.err != nil {
 			return r.err
 		}

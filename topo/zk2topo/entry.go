@@ -131,14 +131,6 @@ func (c *Conn) markHead(node string) {
 	}
 }
 
-// statEntry reads the entry's Stat with a watch (ExistsW), on session s
-// only, in the background; the channel yields the answer.
-func (c *Conn) statEntry(ctx context.Context, s *zkSession, p, node string) <-chan statRes {
-	out := make(chan statRes, 1)
-	go func() { out <- c.statW(ctx, s, p, node) }()
-	return out
-}
-
 // owned reports whether the exists answer shows the entry owned by s.
 func (r statRes) owned(s *zkSession) bool {
 	return r.err == nil && r.exists && r.st.EphemeralOwner == s.zk.SessionID() && r.st.Czxid > 0
@@ -179,7 +171,7 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 				// its own delete's, on a children watch.
 				return
 			}
-			r := c.statW(context.Background(), s, p, node)
+			r := c.statOn(context.Background(), s, p, node, true)
 			if r.err == errSessionOver {
 				return
 			}

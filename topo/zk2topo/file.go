@@ -26,18 +26,7 @@ func isFile(st *zk.Stat) bool {
 // internal reports whether the canonical path p is (or is inside) a lock or
 // election znode rather than a file or directory.
 func (c *Conn) internal(p string) bool {
-	if p == electionsDir || strings.HasPrefix(p, electionsDir+"/") {
-		return true
-	}
-	if c.system(p) {
-		return true
-	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == locksDir {
-			return true
-		}
-	}
-	return false
+	return p == electionsDir || strings.HasPrefix(p, electionsDir+"/") || c.system(p) || hasSegment(p, locksDir)
 }
 
 // Create creates filePath holding contents, creating missing parent
@@ -90,18 +79,19 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 		case err == nil:
 			return topo.NumericVersion(0), nil
 		case errors.Is(err, zk.ErrNoNode) && attempt < 10:
-			if err := c.makeDirsNoting(ctx, p, zkDir(zp), &made); err != nil {
+			if err := c.makeDirs(ctx, p, zkDir(zp), &made); err != nil {
 				return nil, err
 			}
 		case errors.Is(err, zk.ErrNodeExists) && attempt < 10:
 			// A directory znode becomes the file; a file stays (NodeExists).
-			exists, st, err := c.exists(ctx, p, zp)
-			if err != nil {
-				return nil, c.convert(err, p)
+			r := c.statOn(ctx, nil, p, zp, false)
+			if r.err != nil {
+				return nil, c.convert(r.err, p)
 			}
-			if !exists {
+			if !r.exists {
 				continue
 			}
+			st := r.st
 			if isFile(st) {
 				return nil, topo.NewError(topo.NodeExists, p)
 			}
@@ -124,7 +114,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 }
 
 // removeMadeDirs deletes the directory znodes made (parents first, as
-// makeDirsNoting noted them), deepest first, each only while it is empty
+// makeDirs noted them), deepest first, each only while it is empty
 // and at its first version, and stops at the first that stays.
 func (c *Conn) removeMadeDirs(ctx context.Context, made []string) {
 	for i := len(made) - 1; i >= 0; i-- {
@@ -137,15 +127,10 @@ func (c *Conn) removeMadeDirs(ctx context.Context, made []string) {
 }
 
 // makeDirs creates the directory znode dir (a znode path) and its missing
-// ancestors. p names the file for errors.
-func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
-	return c.makeDirsNoting(ctx, p, dir, nil)
-}
-
-// makeDirsNoting is makeDirs that also appends to made (when not nil)
-// each directory whose create it sent and that may have been applied
+// ancestors (p names the file for errors), and appends to made (when not
+// nil) each directory whose create it sent and that may have been applied
 // (answered with success, or not answered), ancestors first.
-func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string) error {
+func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) error {
 	if dir == "/" || dir == "" {
 		return nil
 	}
@@ -166,7 +151,7 @@ func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
-			if err := c.makeDirsNoting(ctx, p, zkDir(dir), made); err != nil {
+			if err := c.makeDirs(ctx, p, zkDir(dir), made); err != nil {
 				return err
 			}
 		default:
@@ -177,17 +162,11 @@ func (c *Conn) makeDirsNoting(ctx context.Context, p, dir string, made *[]string
 }
 
 // isContainer reports whether the library creates the directory znode dir
-// as a container znode (which the server deletes once its last child is
-// gone): the "locks" znodes that hold lock entries, and the "values"
-// znode of an election directory (elections/<name>/values), whose
-// ephemeral value znodes leave with their candidates. The election
-// directories themselves ("elections", elections/<name> and its parents)
-// are persistent, as Vitess creates them: Vitess creates an election's
-// znode once (NewLeaderParticipation) and its candidates without parents,
-// so a container reaped after topokit's last candidate left would break a
-// Vitess participant. Directories of files stay persistent too: a file
-// may be created at a directory's path, and the server would delete that
-// file's data with the container.
+// as a container znode: a "locks" znode, or the "values" znode of an
+// election directory (elections/<name>/values). Election directories stay
+// persistent for Vitess (see the package doc), directories of files
+// because a file may be created at a directory's path, and the server
+// would delete that file's data with the container.
 func (c *Conn) isContainer(dir string) bool {
 	if path.Base(dir) == locksDir {
 		return true
@@ -325,10 +304,11 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err != nil {
 		return nil, nil, err
 	}
-	data, st, err := c.get(ctx, p, c.zkPath(p))
+	r, err := c.getOn(ctx, nil, p, c.zkPath(p), false)
 	if err != nil {
 		return nil, nil, c.convert(err, p)
 	}
+	data, st := r.data, r.st
 	if !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
@@ -383,11 +363,11 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		return err != nil
 	}
 	children := func(p string, filter string) {
-		names, _, err := c.children(ctx, p, c.zkPath(p))
+		kids, err := c.childrenOn(ctx, nil, p, c.zkPath(p), false)
 		if failed(err, p) {
 			return
 		}
-		for _, n := range names {
+		for _, n := range kids.names {
 			if !strings.HasPrefix(n, filter) {
 				continue
 			}
@@ -397,7 +377,8 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		}
 	}
 	walk = func(p string) {
-		data, st, err := c.get(ctx, p, c.zkPath(p))
+		r, err := c.getOn(ctx, nil, p, c.zkPath(p), false)
+		data, st := r.data, r.st
 		if failed(err, p) || st.EphemeralOwner != 0 {
 			return // or a lock or election entry
 		}
@@ -527,14 +508,14 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 
 // fileStat reads the Stat of p, NoNode unless it is a file.
 func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
-	exists, st, err := c.exists(ctx, p, c.zkPath(p))
-	if err != nil {
-		return nil, c.convert(err, p)
+	r := c.statOn(ctx, nil, p, c.zkPath(p), false)
+	if r.err != nil {
+		return nil, c.convert(r.err, p)
 	}
-	if !exists || !isFile(st) {
+	if !r.exists || !isFile(r.st) {
 		return nil, topo.NewError(topo.NoNode, p)
 	}
-	return st, nil
+	return r.st, nil
 }
 
 // unfile turns a file that has files below it into a directory (ZooKeeper

@@ -17,10 +17,8 @@ import (
 // WaitForLeadership; 1: a value follows) and the value. A candidate's
 // value is the value znode named with the candidate's owner session whose
 // Czxid and EphemeralOwner equal the candidate's; a candidate without one
-// (a Vitess process) has a nil Value. Vitess sorts the election's children
-// and takes the first for the leader: "values" sorts after every
-// ten-digit name, so it is first only when no candidate exists, and Vitess
-// then reads its empty data as the id "" (nobody leads).
+// (a Vitess process) has a nil Value. Why "values" never misleads Vitess:
+// the package doc.
 
 // valuesDir is the child of an election directory that holds the values.
 const valuesDir = "values"
@@ -97,7 +95,7 @@ func (c *Conn) enterElection(ctx context.Context, s *zkSession, p, dirZp, id str
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
 			return "", c.convert(err, p)
 		}
-		if err := c.makeDirs(ctx, p, dirZp+"/"+valuesDir); err != nil {
+		if err := c.makeDirs(ctx, p, dirZp+"/"+valuesDir, nil); err != nil {
 			return "", err
 		}
 	}
@@ -123,7 +121,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			if !watch {
 				return claims.Entry{}, false, nil, nil
 			}
-			r := c.statW(ctx, nil, q.Path, dirZp)
+			r := c.statOn(ctx, nil, q.Path, dirZp, true)
 			if dirW, err = r.ch, r.err; err == nil && r.exists {
 				continue
 			}

@@ -56,7 +56,7 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 		}
 		// No locks znode yet.
 		if mustExist {
-			d := c.statOn(ctx, s, dp, dirZp)
+			d := c.statOn(ctx, s, dp, dirZp, false)
 			if d.err != nil {
 				return created{}, pipelined{}, c.convert(d.err, dp)
 			}
@@ -70,7 +70,7 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 				return created{}, pipelined{}, backendkit.LockNeedsFiles(dp, isFile)
 			}
 		}
-		if err := c.makeDirs(ctx, dp, locksZp); err != nil {
+		if err := c.makeDirs(ctx, dp, locksZp, nil); err != nil {
 			return created{}, pipelined{}, err
 		}
 	}
@@ -109,7 +109,7 @@ func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) e
 	}
 	var l statRes
 	if d.st.NumChildren == 1 {
-		l = c.statOn(ctx, s, dp, locksZp)
+		l = c.statOn(ctx, s, dp, locksZp, false)
 	}
 	if l.err == nil {
 		c.removeDir(ctx, dirZp, d, l, false)

@@ -38,6 +38,7 @@ import (
 // childrenRes is the answer to a children read.
 type childrenRes struct {
 	names []string // the names (entry names, sorted, once read for a queue)
+	st    *zk.Stat // the parent's Stat
 	ch    <-chan zk.Event
 	err   error
 }

@@ -182,7 +182,7 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 		if !unknown(node) {
 			continue
 		}
-		if r := c.statOn(ctx, s, p, node); r.err != nil || !r.exists || r.st.EphemeralOwner != s.zk.SessionID() || !unknown(node) {
+		if r := c.statOn(ctx, s, p, node, false); r.err != nil || !r.exists || r.st.EphemeralOwner != s.zk.SessionID() || !unknown(node) {
 			continue
 		}
 		c.log.Info("zk2topo: deleting a lock or election entry whose create lost its answer", "znode", node)
@@ -218,7 +218,7 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 		return
 	}
 	for _, n := range nodes {
-		r := c.statOn(ctx, s, p, n)
+		r := c.statOn(ctx, s, p, n, false)
 		if r.err != nil {
 			return
 		}
@@ -231,7 +231,7 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 			continue
 		}
 		vp := vdir + "/" + v
-		r := c.statOn(ctx, s, p, vp)
+		r := c.statOn(ctx, s, p, vp, false)
 		if r.err != nil {
 			return
 		}
@@ -282,9 +282,9 @@ func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
 	var r childrenRes
 	var err error
 	if watch {
-		r.names, _, r.ch, err = z.ChildrenW(zp)
+		r.names, r.st, r.ch, err = z.ChildrenW(zp)
 	} else {
-		r.names, _, err = z.Children(zp)
+		r.names, r.st, err = z.Children(zp)
 	}
 	return r, err
 }
@@ -293,19 +293,6 @@ func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
 // current session), in the server's order (see answerOn).
 func (c *Conn) childrenOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (childrenRes, error) {
 	return answerOn(ctx, c, s, p, func(z *zk.Conn) (childrenRes, error) { return readChildren(z, zp, watch) })
-}
-
-// statW reads zp's Stat and sets an exists watch on it, on session s
-// (s nil: on the Conn's current session; see answerOn).
-func (c *Conn) statW(ctx context.Context, s *zkSession, p, zp string) statRes {
-	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (statRes, error) {
-		exists, st, ch, err := z.ExistsW(zp)
-		return statRes{exists: exists, st: st, ch: ch}, err
-	})
-	if err != nil {
-		return statRes{err: err}
-	}
-	return r
 }
 
 // getRes is the answer to a data read.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -83,7 +82,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	case ri.Value != "" && (zkDir(ri.Value) != dirZp+"/"+valuesDir || !strings.HasPrefix(ri.Value[len(dirZp)+len(valuesDir)+2:], valuePrefix(ri.Session))):
 		return fail(bad("not a value znode of this candidacy"))
 	}
-	if err := c.begin(ctx, q.Path); err != nil {
+	if err := backendkit.Ready(ctx, q.Path, c.closed.Load); err != nil {
 		return fail(err)
 	}
 	s, err := c.newSessionAs(ri.Session, ri.Password)
@@ -103,50 +102,32 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return fail(err)
 	}
 	// Wait for the server's answer: the session, or expired.
-	bound := time.NewTimer(c.opts.DialTimeout)
-	defer bound.Stop()
-	for s.zk.State() != zk.StateHasSession || s.zk.SessionID() != ri.Session {
-		if s.isLost() || s.zk.State() == zk.StateExpired {
-			return drop(claims.ErrNotHeld)
-		}
-		select {
-		case <-ctx.Done():
-			return drop(backendkit.FromContext(ctx, q.Path))
-		case <-bound.C:
-			return drop(backendkit.Wrap(topo.Unavailable, q.Path, c.noSessionError(strings.Join(c.opts.Servers, ","))))
-		case <-s.lost:
-		case <-time.After(2 * time.Millisecond):
-		}
+	if err := c.awaitSession(ctx, s, q.Path, ri.Session); err != nil {
+		return drop(err)
 	}
 	if err := s.ensureAuth(ctx, q.Path); err != nil {
 		return drop(err)
 	}
-	r := <-c.statEntry(ctx, s, q.Path, ri.Entry)
+	r := c.statOn(ctx, s, q.Path, ri.Entry, true)
 	if r.err == errSessionOver {
 		return drop(claims.ErrNotHeld)
 	}
 	if r.err != nil {
 		return drop(r.err)
 	}
-	data, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) ([]byte, error) {
-		data, _, err := z.Get(ri.Entry)
-		return data, err
-	})
+	cand, err := c.getOn(ctx, s, q.Path, ri.Entry, false)
 	switch {
-	case err == errSessionOver, errors.Is(err, zk.ErrNoNode), err == nil && (!r.owned(s) || string(data) != id):
+	case err == errSessionOver, errors.Is(err, zk.ErrNoNode), err == nil && (!r.owned(s) || string(cand.data) != id):
 		return drop(claims.ErrNotHeld)
 	case err != nil:
 		return drop(err)
 	}
 	if ri.Value != "" {
-		vst, err := answerOn(ctx, c, s, q.Path, func(z *zk.Conn) (*zk.Stat, error) {
-			_, st, err := z.Get(ri.Value)
-			return st, err
-		})
+		val, err := c.getOn(ctx, s, q.Path, ri.Value, false)
 		switch {
 		case err != nil && !errors.Is(err, zk.ErrNoNode):
 			return drop(err)
-		case err != nil || vst.EphemeralOwner != ri.Session || vst.Czxid != r.st.Czxid:
+		case err != nil || val.st.EphemeralOwner != ri.Session || val.st.Czxid != r.st.Czxid:
 			ri.Value = "" // gone, or not this candidacy's
 		}
 	}

@@ -190,9 +190,13 @@ var _ topo.ContextFactory = Factory{}
 type Conn struct {
 	// inClaims says that the root is at a reserved place (topo.IsReserved:
 	// inside a "locks" znode, say) or inside an election of a Conn rooted
-	// higher up (a segment "elections" at any depth: see claimsPlace),
-	// where the Conn's znodes may be lock or election entries: its writes
-	// read the Stat first and leave ephemeral znodes alone (see Txn).
+	// higher up, where the Conn's znodes may be lock or election entries:
+	// its writes read the Stat first and leave ephemeral znodes alone (see
+	// Txn). The reserved-name rule knows "elections" only as the first
+	// segment below a root, but a Conn rooted at <a>/elections/x (or
+	// <a>/elections) is inside the elections of a Conn rooted at <a>, whose
+	// candidate entries and values are its plain names: so a segment
+	// "elections" at any depth counts too.
 	inClaims bool
 
 	root string // "" for the ZooKeeper root, else "/a/b"
@@ -291,7 +295,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if r != "" {
 		c.root = "/" + r
 	}
-	c.inClaims = claimsPlace(r)
+	c.inClaims = topo.IsReserved(r) || hasSegment(r, electionsDir)
 	if auth != "" {
 		scheme, a, ok := strings.Cut(auth, ":")
 		if !ok || scheme == "" {
@@ -312,38 +316,38 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, backendkit.Wrap(topo.InvalidArgument, strings.Join(opts.Servers, ","), err)
 	}
 	c.cur = s
-	if err := c.awaitSession(ctx, s, addr); err != nil {
+	if err := c.awaitSession(ctx, s, addr, 0); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// noSessionError explains why no server at addr gave a session within
-// DialTimeout, with the latest dial error if a dial failed.
-func (c *Conn) noSessionError(addr string) error {
-	err := fmt.Errorf("zk2topo: no ZooKeeper server at %s gave a session within %v", addr, c.opts.DialTimeout)
-	if last := c.lastDialErr.Load(); last != nil {
-		err = fmt.Errorf("%w (last dial: %w)", err, *last)
-	}
-	return err
-}
-
 // awaitSession waits until s has its session, at most DialTimeout and until
-// ctx ends.
-func (c *Conn) awaitSession(ctx context.Context, s *zkSession, addr string) error {
+// ctx ends (p names the call's path for errors). With a resumed session's
+// id, it waits for that session and returns claims.ErrNotHeld once the
+// server answered that it expired.
+func (c *Conn) awaitSession(ctx context.Context, s *zkSession, p string, id int64) error {
 	bound := time.NewTimer(c.opts.DialTimeout)
 	defer bound.Stop()
 	// The client library announces its states through an event callback
 	// that the session already takes; its state is polled here instead,
 	// briefly at first (a local server answers within a millisecond).
 	tick := time.Millisecond
-	for s.zk.State() != zk.StateHasSession {
+	for s.zk.State() != zk.StateHasSession || id != 0 && s.zk.SessionID() != id {
+		if id != 0 && (s.isLost() || s.zk.State() == zk.StateExpired) {
+			return claims.ErrNotHeld
+		}
 		select {
 		case <-ctx.Done():
-			return backendkit.FromContext(ctx, addr)
+			return backendkit.FromContext(ctx, p)
 		case <-bound.C:
-			return backendkit.Wrap(topo.Unavailable, addr, c.noSessionError(addr))
+			// Why, with the latest dial error if a dial failed.
+			err := fmt.Errorf("zk2topo: no ZooKeeper server at %s gave a session within %v", strings.Join(c.opts.Servers, ","), c.opts.DialTimeout)
+			if last := c.lastDialErr.Load(); last != nil {
+				err = fmt.Errorf("%w (last dial: %w)", err, *last)
+			}
+			return backendkit.Wrap(topo.Unavailable, p, err)
 		case <-time.After(tick):
 		}
 		tick = min(2*tick, 50*time.Millisecond)
@@ -429,12 +433,6 @@ func (c *Conn) relPath(zp string) string {
 
 // zkDir returns the parent znode path of zp.
 func zkDir(zp string) string { return path.Dir(zp) }
-
-// begin checks ctx and then the Conn before a call touches the store (the
-// last steps of backendkit's check order).
-func (c *Conn) begin(ctx context.Context, p string) error {
-	return backendkit.Ready(ctx, p, c.closed.Load)
-}
 
 // write runs fn (a request that is not retried) on the current session
 // with do.
@@ -586,36 +584,6 @@ func (c *Conn) barrierScoped(ctx context.Context) context.Context {
 	return context.WithValue(ctx, barrierScopeKey{}, &barrierScope{})
 }
 
-// readPair runs read on the current session and returns its two results
-// (see answerOn).
-func readPair[A, B any](ctx context.Context, c *Conn, p string, read func(z *zk.Conn) (A, B, error)) (A, B, error) {
-	type pair struct {
-		a A
-		b B
-	}
-	r, err := answerOn(ctx, c, nil, p, func(z *zk.Conn) (pair, error) {
-		a, b, err := read(z)
-		return pair{a, b}, err
-	})
-	return r.a, r.b, err
-}
-
-// exists reads zp's Stat with read (p names the call's path for errors),
-// returning the client's error unconverted.
-func (c *Conn) exists(ctx context.Context, p, zp string) (bool, *zk.Stat, error) {
-	return readPair(ctx, c, p, func(z *zk.Conn) (bool, *zk.Stat, error) { return z.Exists(zp) })
-}
-
-// children reads zp's children and Stat with read (see exists).
-func (c *Conn) children(ctx context.Context, p, zp string) ([]string, *zk.Stat, error) {
-	return readPair(ctx, c, p, func(z *zk.Conn) ([]string, *zk.Stat, error) { return z.Children(zp) })
-}
-
-// get reads zp's data and Stat with read (see exists).
-func (c *Conn) get(ctx context.Context, p, zp string) ([]byte, *zk.Stat, error) {
-	return readPair(ctx, c, p, func(z *zk.Conn) ([]byte, *zk.Stat, error) { return z.Get(zp) })
-}
-
 // syncThen runs a sync and then fn on the session, pipelined (see
 // firstThen).
 func (s *zkSession) syncThen(fn func() error) error {
@@ -652,20 +620,14 @@ func (s *zkSession) firstThen(op int32, path string, first, fn func() error) err
 const barrierPath = "/"
 
 // barrierThen runs a read barrier and then fn on the session, pipelined
-// (see firstThen). The barrier is a multi whose only op checks that barrierPath
-// exists, at any version. Unlike sync, a multi is a transaction: whichever
-// server the session is on, it goes to the leader, is proposed and
-// committed after every transaction committed before it (ZooKeeper's
-// atomic broadcast delivers in zxid order), and the session's server
-// applies all of those before it answers the multi; ZooKeeper runs one
-// session's requests in order, so fn's read runs after that. A write any
-// client saw acknowledged was committed before the read began, hence
-// before the barrier was proposed, so the read sees it (or a later value).
-// A sync does not give this on the leader: the leader answers its own
-// clients' syncs at once, without waiting for commits it has already sent
-// to the followers (which may have applied and acknowledged them) but not
-// yet applied itself. The barrier costs a transaction (a log write on a
-// quorum) per read: see BenchmarkLinearizableRead.
+// (see firstThen). The barrier is a multi whose only op checks that
+// barrierPath exists, at any version: a transaction, which the session's
+// server answers only after applying every transaction committed before
+// it, so fn's read (a session's requests run in order) sees every write
+// acknowledged before the read began. A sync does not give this on the
+// leader, which answers its own clients' syncs at once (why:
+// docs/layout-zookeeper.md, Reads). The barrier costs a transaction (a log
+// write on a quorum) per read: see BenchmarkLinearizableRead.
 func (s *zkSession) barrierThen(fn func() error) error {
 	return s.firstThen(opMulti, barrierPath, func() error {
 		_, err := s.zk.Multi(&zk.CheckVersionRequest{Path: barrierPath, Version: -1})
@@ -681,25 +643,13 @@ func freshContext() (context.Context, context.CancelFunc) {
 
 var _ topo.Conn = (*Conn)(nil)
 
-// claimsPlace reports whether a Conn rooted at r (canonical) may find
-// lock or election entries among its znodes: r is reserved
-// (topo.IsReserved), or has a segment "elections" at any depth. The
-// reserved-name rule knows "elections" only as the first segment below a
-// root, but a Conn rooted at <a>/elections/x (or <a>/elections) is inside
-// the elections of a Conn rooted at <a>, whose candidate entries and
-// values are its plain names.
-func claimsPlace(r string) bool {
-	return topo.IsReserved(r) || hasSegment(r, electionsDir)
-}
-
 // entriesAt reports whether the znode of p (a canonical file path) may be
 // a lock or election entry, so that a write of it must read its Stat
 // first and leave an ephemeral znode alone (see Txn): on a Conn rooted at
-// a claims place (claimsPlace), or when p has a segment "elections"
-// below its first, inside the elections of a Conn rooted lower down
-// (<dir>/elections/<name>/<sequence>): the reserved-name rule refuses
-// "elections" only as the first segment, and ZooKeeper's candidates,
-// unlike etcd's, have no "locks" segment that it refuses.
+// a claims place (Conn.inClaims), or when p has a segment "elections"
+// (below its first, which the reserved-name rule refuses: the candidates
+// of a Conn rooted lower down, which unlike etcd's have no "locks"
+// segment that it refuses).
 func (c *Conn) entriesAt(p string) bool {
 	return c.inClaims || hasSegment(p, electionsDir)
 }

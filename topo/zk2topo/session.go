@@ -68,9 +68,9 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 		pending: map[string]int{},
 	}
 	s.claims = claims.NewSession("", s)
-	s.obs = newSessionObserver(c.opts.SessionTimeout)
-	s.obs.resumeID, s.obs.resumePw = id, passwd
-	s.obs.libraryPingsOnly = c.opts.libraryPingsOnly
+	s.obs = &sessionObserver{timeout: c.opts.SessionTimeout, answered: make(chan struct{}), waiters: map[sentKey][]chan struct{}{},
+		wantStat: map[string]int{}, created: map[string]*zk.Stat{}, watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{},
+		resumeID: id, resumePw: passwd, libraryPingsOnly: c.opts.libraryPingsOnly}
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
 		zk.WithLogger(slogLogger{c.log}),
 		zk.WithLogInfo(false),
@@ -87,16 +87,13 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	return s, nil
 }
 
-// redialProvider is the client library's DNSHostProvider, pausing less.
-// The library sleeps a second before a dial whenever Next says so, which
-// the DNSHostProvider does on coming back to the last connection's
-// server: with one server every reconnection waited a second, and a
-// session the server ended (reported, as StateExpired, only on
-// reconnecting) ended its claims a second late. redialProvider tries
-// every server twice at once after a lost connection (the server that
-// ends a session also drops the connection the client may just have
-// re-opened to it) and pauses before each later round: a dead ensemble
-// is still dialled at most twice a second per server.
+// redialProvider is the client library's DNSHostProvider, pausing less
+// (why: docs/layout-zookeeper.md, Sessions): it tries every server twice
+// at once after a lost connection (the server that ends a session also
+// drops the connection the client may just have re-opened to it) and
+// pauses a second before each later round (the library's paused before
+// every redial of the last server): a dead ensemble is still dialled at
+// most twice a second per server.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
@@ -388,11 +385,6 @@ type sentKey struct {
 	path string
 }
 
-func newSessionObserver(def time.Duration) *sessionObserver {
-	return &sessionObserver{timeout: def, answered: make(chan struct{}), waiters: map[sentKey][]chan struct{}{}, wantStat: map[string]int{}, created: map[string]*zk.Stat{},
-		watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{}}
-}
-
 func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
 	reconnect := o.dials.Add(1) > 1
 	o.mu.Lock()
@@ -541,13 +533,9 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 const ownPings = 12
 
 // pinger writes syncPing every interval until the connection is closed or
-// a write fails. An answer proves a request a quarter of the session
-// timeout older (see heard), so an idle session's proof would otherwise
-// lag a whole library ping interval (a third of the timeout) behind the
-// latest answer, and the session would be given up whenever a ping's
-// answer took more than 2/15 of the timeout (with the default margin);
-// with a sync every twelfth of the timeout, an answer may take 23/60 of it
-// (the 7/15 before the leader-answer proofs, less a twelfth).
+// a write fails, so that an idle session's proof (see heard) lags an
+// interval behind the latest answer, not a library ping interval (the
+// arithmetic: docs/layout-zookeeper.md, Sessions).
 func (oc *observedConn) pinger(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -595,14 +583,10 @@ func (oc *observedConn) noteSend(t time.Time) {
 // connection at least a quarter of the session timeout before t, the send
 // time of a request answered through the leader (zero when there is
 // none); caller holds wmu. That is what the answer proves the leader
-// heard of: a follower tells the leader which of its sessions were active
-// only in its answers to the leader's pings, every half tick (at most a
-// quarter of the session timeout: by default the server grants no less
-// than two ticks), so the answered request's own activity, and its
-// predecessors' within the last half tick, may never reach the leader
-// when the follower is parted from it just after answering
-// (TestIdleHolderOnPartedFollowerGivesUpFirst). An idle session's
-// answered ping thus proves the ping before.
+// heard of (docs/layout-zookeeper.md, Sessions: a follower reports its
+// sessions' activity every half tick, at most a quarter of the session
+// timeout as the server grants no less than two ticks;
+// TestIdleHolderOnPartedFollowerGivesUpFirst).
 func (oc *observedConn) heard(t time.Time) time.Time {
 	oc.o.mu.Lock()
 	timeout := oc.o.timeout
@@ -622,10 +606,8 @@ func (oc *observedConn) heard(t time.Time) time.Time {
 // throughLeader reports whether a request of opcode op is answered only
 // after it reached the ensemble's leader (writes, sync, multi): only such
 // an answer proves that the session lives on the leader, which decides
-// its expiry. A follower answers reads (and pings) from its own copy,
-// also for a while after it lost its leader, while the leader, hearing
-// nothing of the session, expires it and hands its locks on
-// (TestHolderOnPartedFollowerGivesUpFirst).
+// its expiry; a follower answers reads and pings itself, also after it
+// lost its leader (TestHolderOnPartedFollowerGivesUpFirst).
 func throughLeader(op int32) bool {
 	switch op {
 	case opCreate, opDelete, opSetData, opSync, opCheck, opMulti, opCreate2, opCreateContainer, opCreateTTL:
@@ -657,17 +639,12 @@ func pingAsSync(b []byte) []byte {
 // and reports whether it did; the set-watches request, when it comes, is
 // written first and the held frames behind it, in order.
 //
-// Why: go-zookeeper v1.0.4 reads its last zxid for a reconnection's
-// set-watches request while its receive goroutine records the zxids of
-// answers, unsynchronised (upstream go-zookeeper/zk PR #35, unmerged), so
-// the race detector reports the answers of requests queued during the
-// disconnection in every program using zk2topo. Harmless but for the
-// detector (either whole int64 is right for the server); holding those
-// requests until the set-watches request is written, and matching answers
-// under wmu (frame), orders the read first. Only a reconnection whose
-// library has watches to re-set holds (per the observer's mirror: with
-// none it sends no set-watches request). Pings and the re-sent
-// credentials are not held; a request closing the session releases all.
+// Why: the package doc, Sessions (go-zookeeper's unsynchronised read of
+// its last zxid, upstream go-zookeeper/zk PR #35, unmerged: harmless but
+// for the race detector). Matching answers under wmu (frame) orders that
+// read first. Only a reconnection whose library has watches to re-set
+// holds; pings and the re-sent credentials are not held; a request
+// closing the session releases all.
 func (oc *observedConn) holdRequest(b []byte) bool {
 	oc.wmu.Lock()
 	defer oc.wmu.Unlock()

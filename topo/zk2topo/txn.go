@@ -183,7 +183,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 				return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidArgument, "",
 					errors.New("zk2topo: the claim belongs to a Conn of other ZooKeeper servers")))
 			}
-			if cl.dead = cl.ended(); cl.dead {
+			if cl.dead {
 				t.claims[i] = cl // checked by an op that fails (see build)
 				continue
 			}
@@ -236,7 +236,6 @@ type fenceClaim struct {
 	sess  *zkSession
 	node  string
 	token int64 // the entry's Czxid
-	ended func() bool
 }
 
 // claimOf finds the claims engine's claim behind f (claims.FenceGuard),
@@ -251,10 +250,9 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 		return fenceClaim{}, false
 	}
 	s, e := g.Session().Ref().(*zkSession), g.Entry()
-	return fenceClaim{conn: d.c, sess: s, node: e.Key, token: e.Token, ended: func() bool {
-		rec := s.entry(e.Key)
-		return !g.Live() || s.isLost() || rec == nil || rec.token != e.Token
-	}}, true
+	rec := s.entry(e.Key)
+	dead := !g.Live() || s.isLost() || rec == nil || rec.token != e.Token
+	return fenceClaim{dead: dead, conn: d.c, sess: s, node: e.Key, token: e.Token}, true
 }
 
 // sameServers reports whether a and b were opened on the same server
@@ -549,12 +547,9 @@ func (t *txn) createsFile(i int) bool {
 }
 
 // entryCheck reports whether op i is a write (UpdateOp, DeleteOp) of a
-// znode that may be an entry (Conn.entriesAt): its znode's Stat is
-// read first, and an ephemeral znode (a lock or election entry, not a
-// file) is left alone, as memorytopo and etcd2topo do: the op fails with
-// NodeExists (UpdateOp) or NoNode (DeleteOp). A write without a version
-// is then made at the version read, so that it lands only on the znode
-// read (a changed version reads the Stat again).
+// znode that may be an entry (Conn.entriesAt): its Stat is read first, an
+// ephemeral znode is left alone and a write without a version is made at
+// the version read (see Txn).
 func (t *txn) entryCheck(i int) bool {
 	k := t.ops[i].Kind
 	return (k == topo.TxnUpdate || k == topo.TxnDelete) && t.c.entriesAt(t.ops[i].Path)
@@ -697,22 +692,11 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // live claim's entry (pipelined: one round trip), and marks dead every
 // claim whose entry is gone, or is not that session's with the claim's
 // token: the multi then checks it with a check that cannot pass. It runs
-// with every round of reads (statAll), so before the first multi and
-// before every later one of the same Txn (a later multi is always
-// preceded by reads, or ends with a check that always fails): an entry
-// deleted and its name reused while an earlier multi or read was under
-// way is found out too.
-//
-// The multi's check of an entry compares only its data version (a
-// ZooKeeper check op reads nothing else of the znode), so it cannot tell
-// the holder's entry from another session's entry of the same name,
-// created on a re-created "locks" znode whose sequence restarted (version
-// 0 as well). The multi runs on the claim's session, whose connection
-// delivers the event of the entry's deletion before any later answer: so
-// the read, answered after the sync reached the leader, shows every
-// deletion committed before that sync. What remains is a deletion and a
-// same-named entry both committed between the last sync and the multi
-// (one round trip), which no request of ZooKeeper's multi can rule out.
+// with every round of reads (statAll), so before every multi of the Txn
+// (a later multi is always preceded by reads, or ends with a check that
+// always fails). Why the multi's check alone is not enough, and the
+// window left: the package doc, Transactions, and docs/layout-zookeeper.md
+// ("The guard reads the entry's owner first").
 func (t *txn) verify(ctx context.Context) error {
 	if t.guard == nil {
 		return nil
@@ -900,9 +884,7 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 
 // statAll reads the Stats of the znodes zps concurrently (one round
 // trip), on the multi's session, and with them the claims' entries (see
-// verify): every round of reads comes before a multi, which must not
-// check a claim whose entry was deleted (and its name perhaps reused)
-// before the reads, even when an earlier read found it. The error is
+// verify: every round of reads comes before a multi). The error is
 // verify's: LockLost for a session over, or the read's.
 func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 	out := make([]statRes, len(zps))
@@ -912,7 +894,7 @@ func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 		wg.Go(func() { verr = t.verify(ctx) })
 	}
 	for k, zp := range zps {
-		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp) })
+		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp, false) })
 	}
 	wg.Wait()
 	return out, verr

@@ -221,12 +221,6 @@ func (w *treeWatch) forward(zp string, kind int, ch <-chan zk.Event) {
 	}()
 }
 
-// matches reports whether znode zp (below base) is under the prefix.
-func (w *treeWatch) matches(zp string) bool {
-	p := w.c.relPath(zp)
-	return strings.HasPrefix(p, w.prefix) && !w.c.internal(p)
-}
-
 // armBase watches the base directory: its children if it exists, its
 // creation otherwise.
 func (w *treeWatch) armBase() error {
@@ -247,7 +241,7 @@ func (w *treeWatch) armBase() error {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return c.convert(err, w.prefix)
 		}
-		r := c.statW(w.ctx, nil, w.prefix, w.base)
+		r := c.statOn(w.ctx, nil, w.prefix, w.base, true)
 		if r.err != nil {
 			return c.convert(r.err, w.prefix)
 		}
@@ -262,14 +256,11 @@ func (w *treeWatch) armBase() error {
 // scan starts watching znode zp (already known to match) and, recursively,
 // its children. Nodes already watched are only re-read by their own events.
 func (w *treeWatch) scan(zp string) error {
-	if _, ok := w.nodes[zp]; ok {
-		return nil
-	}
-	if !w.matches(zp) {
-		return nil
-	}
 	c := w.c
 	p := c.relPath(zp)
+	if _, ok := w.nodes[zp]; ok || !strings.HasPrefix(p, w.prefix) || c.internal(p) {
+		return nil // watched already, or not under the prefix
+	}
 	r, err := c.getW(w.ctx, p, zp)
 	if topo.IsErrType(err, topo.NoNode) {
 		return nil
