@@ -56,14 +56,12 @@ func SafetyMargin(ttl time.Duration) time.Duration {
 // lease is an etcd lease renewed by the Conn until it is revoked, it
 // expires, the Conn gives it up, or the Conn closes.
 type lease struct {
-	id   clientv3.LeaseID
-	ttl  time.Duration // as granted by etcd
-	done chan struct{} // closed once the lease is lost
-	// lostCtx is cancelled with done, just before it is closed: the
-	// requests made on the lease's behalf are linked to it (see
-	// backendkit.Linked: no goroutine of their own), and the claims'
-	// contexts (a lock's Done, leadership contexts) are its children, so
-	// they end within markLost.
+	id  clientv3.LeaseID
+	ttl time.Duration // as granted by etcd
+	// lostCtx is cancelled once the lease is lost: the requests made on
+	// the lease's behalf are linked to it (see backendkit.Linked: no
+	// goroutine of their own), and the claims' contexts (a lock's Done,
+	// leadership contexts) are its children, so they end within markLost.
 	lostCtx context.Context
 	lostNow context.CancelFunc
 	once    sync.Once
@@ -85,7 +83,7 @@ type lease struct {
 // newLease returns the lease id granted with ttl by a grant request sent
 // at sent, proven until sent+ttl-margin.
 func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
-	l := &lease{id: id, ttl: ttl, done: make(chan struct{})}
+	l := &lease{id: id, ttl: ttl}
 	l.sess = claims.NewSession(leaseName(int64(id)), l)
 	l.lostCtx, l.lostNow = context.WithCancel(context.Background())
 	l.deadline = sent.Add(ttl - SafetyMargin(ttl))
@@ -101,7 +99,7 @@ func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 // expired, given up, past its proven-until time, or its Conn closed.
 func (l *lease) lost() bool {
 	select {
-	case <-l.done:
+	case <-l.lostCtx.Done():
 		return true
 	default:
 	}
@@ -120,11 +118,10 @@ func (l *lease) markLost() {
 		l.mu.Lock()
 		l.timer.Stop()
 		l.mu.Unlock()
-		// Claims and contexts first: whoever sees done closed (lost,
-		// Check) sees every claim on the lease ended too.
+		// Claims first: whoever sees lostCtx ended (lost, Check) sees
+		// every claim on the lease ended too.
 		l.sess.Lost()
 		l.lostNow()
-		close(l.done)
 	})
 }
 
@@ -134,7 +131,7 @@ func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
-	case <-l.done:
+	case <-l.lostCtx.Done():
 		return
 	default:
 	}
