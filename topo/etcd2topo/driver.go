@@ -475,8 +475,8 @@ const lateWindow = 15 * time.Second
 // removal found nothing: the entry would then head or join the queue, on
 // the Conn's shared lease, with no claim to remove it, and block every
 // later locker for as long as the Conn lives. So the removal is retried
-// until etcd answers it (as untilDone retries, until the lease is lost or
-// the Conn closes), and when it found nothing, the key is watched from
+// until etcd answers it (Conn.retry, until the lease is lost or the Conn
+// closes), and when it found nothing, the key is watched from
 // its revision for lateWindow and a put of it on l is removed too; the
 // name stays taken meanwhile, so that no later entry of the Conn is
 // mistaken for the late one. A lease of the entry's own is revoked
@@ -491,22 +491,20 @@ func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 		defer c.freeKey(key)
 		lctx, cancel := backendkit.Linked(c.ctx, l.lostCtx)
 		defer cancel()
-		// del deletes the key if it is on l, retried as untilDone does
-		// until etcd answers: the revision of its answer, and whether it
-		// was done (the key deleted, or no answer before the Conn closed
-		// or the lease went).
+		// del deletes the key if it is on l, retried until etcd answers:
+		// the revision of its answer, and whether it was done (the key
+		// deleted, or no answer before the Conn closed or the lease went).
 		del := func() (rev int64, done bool) {
-			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-				ctx, cancel := context.WithTimeout(lctx, defaultCleanupTimeout)
+			done = true
+			op := func(ctx context.Context) error {
 				resp, err := d.deleteTxn(ctx, q, l, key, 0)
-				cancel()
 				if err == nil {
-					return resp.Header.Revision, resp.Succeeded
+					rev, done = resp.Header.Revision, resp.Succeeded
 				}
-				if isPermanent(err) || !backendkit.Sleep(lctx, backoff) {
-					return 0, true
-				}
+				return err
 			}
+			c.retry(lctx, "deleting "+key, op, c.attempt(lctx, "deleting "+key, op))
+			return rev, done
 		}
 		rev, done := del()
 		if done {

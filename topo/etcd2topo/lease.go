@@ -314,37 +314,41 @@ func (c *Conn) revokeAsync(l *lease, async bool) {
 const defaultCleanupTimeout = 2 * time.Second
 
 // untilDone runs a cleanup op (a delete or a revoke) at once (or, with
-// async, in the background) and, if it fails, again in the background,
-// pausing 50 ms to 2 s between attempts, until it succeeds, fails for good
-// (PermissionDenied: logged, never retried) or the Conn closes (Close
+// async, in the background) and, if it fails, again in the background
+// (see retry) until it succeeds, fails for good or the Conn closes (Close
 // revokes every lease, which cleans up anyway). Otherwise a transient
 // failure could leave a stale key on the shared lease that blocks other
 // lockers for the Conn's lifetime.
 func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error) {
-	attempt := func() error {
-		ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
-		defer cancel()
-		err := op(ctx)
-		if isPermanent(err) {
-			c.log.Warn("cleanup refused; not retrying", "op", what, "err", err)
-			return nil
-		}
-		return err
-	}
-	// retry attempts op again after err until it is done.
-	retry := func(err error) {
-		backoff := 50 * time.Millisecond
-		for err != nil && !c.isClosed() && backendkit.Sleep(c.ctx, backoff) {
-			err = attempt()
-			backoff = min(2*backoff, 2*time.Second)
-		}
-	}
 	if async {
-		go func() { retry(attempt()) }()
+		go func() { c.retry(c.ctx, what, op, c.attempt(c.ctx, what, op)) }()
 		return
 	}
-	if err := attempt(); err != nil && !c.isClosed() {
+	if err := c.attempt(c.ctx, what, op); err != nil && !c.isClosed() {
 		c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
-		go retry(err)
+		go c.retry(c.ctx, what, op, err)
+	}
+}
+
+// attempt runs op once, bounded by defaultCleanupTimeout; a refusal for
+// good (PermissionDenied) is logged, never retried: nil.
+func (c *Conn) attempt(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, defaultCleanupTimeout)
+	defer cancel()
+	err := op(actx)
+	if isPermanent(err) {
+		c.log.Warn("cleanup refused; not retrying", "op", what, "err", err)
+		return nil
+	}
+	return err
+}
+
+// retry attempts op again after err (nil: done), pausing 50 ms to 2 s
+// between attempts, until it is done, ctx ends or the Conn closes.
+func (c *Conn) retry(ctx context.Context, what string, op func(ctx context.Context) error, err error) {
+	backoff := 50 * time.Millisecond
+	for err != nil && !c.isClosed() && backendkit.Sleep(ctx, backoff) {
+		err = c.attempt(ctx, what, op)
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }
