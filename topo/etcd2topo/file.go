@@ -48,7 +48,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	k := c.key(p)
 	if version == nil && c.inClaims {
 		rev, err := c.writeIf(ctx, p, []clientv3.Cmp{leaseless(k)}, clientv3.OpPut(k, string(contents)),
-			func() error { return backendkit.Wrap(topo.NodeExists, p, errEntry) })
+			func() error { return entryError(p, false) })
 		if err != nil {
 			return nil, err
 		}
@@ -91,6 +91,16 @@ func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.O
 // or election entry (a leased key at a reserved place: see Conn.inClaims).
 var errEntry = errors.New("etcd2topo: the key is a lock or election entry (it has a lease, at a reserved place): not a file")
 
+// entryError is the error of a write of p (a delete, with del) that would
+// land on a lock or election entry: as memorytopo, an update finds it
+// there (NodeExists), a delete finds no file (NoNode).
+func entryError(p string, del bool) error {
+	if del {
+		return backendkit.Wrap(topo.NoNode, p, errEntry)
+	}
+	return backendkit.Wrap(topo.NodeExists, p, errEntry)
+}
+
 // leaseless is the compare that key k has no lease: it holds for an
 // absent key too (etcd compares an absent key's lease as 0). A Conn rooted
 // at a reserved place (Conn.inClaims) adds it to every write, so that a
@@ -126,13 +136,10 @@ func (c *Conn) casMismatch(ctx context.Context, p string, del bool) error {
 			return c.convertError(ctx, err, p)
 		}
 		switch {
-		case len(resp.Kvs) == 0 || resp.Kvs[0].Lease != 0 && del:
-			if len(resp.Kvs) > 0 {
-				return backendkit.Wrap(topo.NoNode, p, errEntry)
-			}
+		case len(resp.Kvs) == 0:
 			return topo.NewError(topo.NoNode, p)
 		case resp.Kvs[0].Lease != 0:
-			return backendkit.Wrap(topo.NodeExists, p, errEntry)
+			return entryError(p, del)
 		}
 		return topo.NewError(topo.BadVersion, p)
 	}
@@ -244,7 +251,7 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			return c.convertError(ctx, err, p)
 		}
 		if !resp.Succeeded {
-			return backendkit.Wrap(topo.NoNode, p, errEntry)
+			return entryError(p, true)
 		}
 		if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
 			return topo.NewError(topo.NoNode, p)

@@ -313,15 +313,8 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
 			kv, rev = kvs[0], kvs[0].ModRevision
 		}
-		if t.inClaims && kv != nil && kv.Lease != 0 {
-			// An entry, not a file (see leaseless): as memorytopo, an
-			// update finds it there, a delete finds no file.
-			switch op.Kind {
-			case topo.TxnUpdate:
-				return backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
-			case topo.TxnDelete:
-				return backendkit.TxnOpError(op, backendkit.Wrap(topo.NoNode, op.Path, errEntry))
-			}
+		if t.inClaims && kv != nil && kv.Lease != 0 && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) {
+			return backendkit.TxnOpError(op, entryError(op.Path, op.Kind == topo.TxnDelete)) // see leaseless
 		}
 		if !backendkit.TxnConditioned(op) {
 			continue
