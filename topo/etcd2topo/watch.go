@@ -300,7 +300,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ws := &watchSync{c: c, s: s, key: k, path: p, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
+	ws := &watchSync{s: s, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
 	var sent uint64 // events sent, by the goroutine below (which runs s.next)
 	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
 	known := backendkit.Snapshot{} // file -> ModRevision last reported
