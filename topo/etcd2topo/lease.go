@@ -17,23 +17,15 @@ import (
 )
 
 // The lease: what a lock or candidacy rests on, and how long the Conn may
-// believe it still holds.
-//
-// etcd sets a lease's expiry when it applies a grant or a renewal, to that
-// moment plus the TTL. That moment comes after the client sent the
-// request, so (request sent + TTL) is a time before which etcd cannot
-// have expired the lease, whatever became of the reply. The Conn keeps,
-// for each lease, a proven-until time: the send time of the last renewal
-// (or the grant) etcd acknowledged with a positive TTL, plus that TTL,
-// minus SafetyMargin(TTL). At that time, unless a later renewal was
-// acknowledged, the lease is declared lost: every lock on it fails Check
-// with LockLost and has its Done closed, every leadership on it is
-// cancelled (all of it before the declaration returns, so no caller sees
-// the lease lost and a claim on it live), every wait on it returns
-// LockLost. Holders thus give up before etcd can hand their locks
-// and leaderships on. The margin absorbs the delay between the Conn's
-// timer and the caller seeing the loss, and differences in clock rate
-// between client and server.
+// believe it still holds. etcd sets a lease's expiry when it applies a
+// grant or a renewal, to that moment plus the TTL; that moment comes after
+// the client sent the request, so (request sent + TTL) is a time before
+// which etcd cannot have expired the lease, whatever became of the reply.
+// Hence the proven-until time, and the losses it declares, of the package
+// doc ("When a holder believes it holds") and docs/layout-etcd.md ("How
+// long a lease is believed alive"): no caller sees the lease lost and a
+// claim on it live, and holders give up before etcd can hand their locks
+// and leaderships on.
 
 // MinSafetyMargin is the smallest safety margin (see SafetyMargin).
 const MinSafetyMargin = 500 * time.Millisecond
