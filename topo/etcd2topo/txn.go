@@ -335,14 +335,11 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 // checkTxnSize returns backendkit.TxnTooLarge's error when t exceeds the
 // Conn's MaxTxnOps or MaxRequestBytes.
 func (c *Conn) checkTxnSize(t *txnPlan) error {
-	limit := c.opts.MaxTxnOps
-	for _, n := range []struct {
-		n    int
-		unit string
-	}{{len(t.cmps), "compares"}, {len(t.then), "writes"}} {
-		if n.n > limit {
-			return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n.n, limit, n.unit)
-		}
+	if n := len(t.cmps); n > c.opts.MaxTxnOps {
+		return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n, c.opts.MaxTxnOps, "compares")
+	}
+	if n := len(t.then); n > c.opts.MaxTxnOps {
+		return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n, c.opts.MaxTxnOps, "writes")
 	}
 	size := requestOverheadBytes + len(c.opts.Username) + txnRequestSize(t)
 	if size > c.opts.MaxRequestBytes {
