@@ -382,21 +382,11 @@ const (
 	compareKey       = 3 // Compare.key
 	compareUnion     = 4 // Compare.version, the first of target_union
 	compareValue     = 7 // Compare.value
-	requestOpRange   = 1 // RequestOp.request_range
 	requestOpPut     = 2 // RequestOp.request_put
 	requestOpDelete  = 3 // RequestOp.request_delete_range
 	putRequestKey    = 1 // PutRequest.key
 	putRequestValue  = 2 // PutRequest.value
 	deleteRequestKey = 1 // DeleteRangeRequest.key
-	deleteRequestEnd = 2 // DeleteRangeRequest.range_end
-	rangeRequestKey  = 1 // RangeRequest.key
-	rangeRequestEnd  = 2 // RangeRequest.range_end
-
-	// rangeRequestScalars bounds RangeRequest's scalar fields (limit,
-	// revision, sort order and target, the five flags and the four
-	// revision bounds), each a tag of at most 2 bytes and a varint of at
-	// most 10.
-	rangeRequestScalars = 13 * 12
 )
 
 // embeddedSize is the encoded size of a length-delimited field number num
@@ -419,10 +409,9 @@ func cmpSizeBound(cmp *clientv3.Cmp) int {
 	return n
 }
 
-// requestOpSize returns the encoded size of the RequestOp of op exactly
-// for a put of a key and a value (no lease, no other option: this
-// package's puts) and for a delete of a key or a range; a range read
-// (which this package never puts in a branch it sizes) is bounded.
+// requestOpSize returns the encoded size of the RequestOp of op, a put of
+// a key and a value (no lease, no other option) or a delete of one key:
+// the only ops build puts in a branch.
 func requestOpSize(op clientv3.Op) int {
 	optional := func(num protowire.Number, b []byte) int {
 		if len(b) == 0 {
@@ -430,17 +419,11 @@ func requestOpSize(op clientv3.Op) int {
 		}
 		return embeddedSize(num, len(b))
 	}
-	switch {
-	case op.IsPut():
+	if op.IsPut() {
 		return embeddedSize(requestOpPut,
 			optional(putRequestKey, op.KeyBytes())+optional(putRequestValue, op.ValueBytes()))
-	case op.IsDelete():
-		return embeddedSize(requestOpDelete,
-			optional(deleteRequestKey, op.KeyBytes())+optional(deleteRequestEnd, op.RangeBytes()))
-	default:
-		return embeddedSize(requestOpRange,
-			optional(rangeRequestKey, op.KeyBytes())+optional(rangeRequestEnd, op.RangeBytes())+rangeRequestScalars)
 	}
+	return embeddedSize(requestOpDelete, optional(deleteRequestKey, op.KeyBytes()))
 }
 
 // sameCluster returns nil when g, an entry put through another Conn, is
