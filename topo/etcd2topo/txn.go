@@ -263,14 +263,16 @@ func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision
 // It reads every compared key at rev, in one read-only etcd Txn: the
 // snapshot etcd evaluated the compares on, so the op named is the one
 // that failed. When rev was compacted meanwhile, the diagnosis is from
-// the current state (see failureNow). Errors of the reads are converted
-// as Txn's own (the transaction was not applied either way).
+// the current state: the first op whose condition does not hold now, or,
+// when every one does (the state changed back since), the first op whose
+// condition could have failed, with the code its kind fails with
+// (backendkit.TxnConditionCode). Errors of the reads are converted as
+// Txn's own (the transaction was not applied either way).
 func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 	resp, err := c.cli.Txn(ctx).Then(t.readsAt(rev)...).Commit()
-	if errors.Is(err, rpctypes.ErrCompacted) {
-		if resp, err = c.cli.Txn(ctx).Then(t.readsAt(0)...).Commit(); err == nil {
-			return t.failureNow(resp)
-		}
+	now := errors.Is(err, rpctypes.ErrCompacted)
+	if now {
+		resp, err = c.cli.Txn(ctx).Then(t.readsAt(0)...).Commit()
 	}
 	if err != nil {
 		return c.convertError(ctx, err, "")
@@ -278,25 +280,14 @@ func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 	if err := t.failure(resp); err != nil {
 		return err
 	}
-	// Unreachable as long as the reads and the compares agree.
-	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed but every condition held in its failure reads"))
-}
-
-// failureNow is the diagnosis after compaction, from the current state
-// in resp: the first op whose condition does not hold now, or, when every
-// one does (the state changed back since), the first op whose condition
-// could have failed, with the code its kind fails with
-// (backendkit.TxnConditionCode).
-func (t *txnPlan) failureNow(resp *clientv3.TxnResponse) error {
-	if err := t.failure(resp); err != nil {
-		return err
-	}
 	for i, op := range t.ops {
-		if _, compared := t.read[t.keys[i]]; compared && backendkit.TxnConditioned(op) {
+		if _, compared := t.read[t.keys[i]]; now && compared && backendkit.TxnConditioned(op) {
 			return backendkit.TxnFailed(op, backendkit.TxnConditionCode(op))
 		}
 	}
-	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed with no condition"))
+	// Reached only if the reads and the compares disagree, or after
+	// compaction when no compared op has a condition.
+	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed but every condition held in its failure reads"))
 }
 
 // failure returns the *topo.TxnError of the first op whose condition
