@@ -98,14 +98,6 @@ func (s *stream) ended() error {
 	return nil
 }
 
-// pause waits d, or returns the ending error if the watch ends meanwhile.
-func (s *stream) pause(d time.Duration) error {
-	if s.c.sleep(s.ctx, d) {
-		return nil
-	}
-	return s.ended()
-}
-
 // next returns the next events after s.rev. It returns errCompacted when
 // the history needed to resume was compacted (see follow), an Interrupted error when the caller's context ended
 // or the Conn closed, and PermissionDenied (never retried) when etcd
@@ -148,8 +140,8 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 		if ok {
 			s.c.log.Debug("watch ended; resuming", "path", s.path, "rev", s.rev, "err", wr.Err())
 		}
-		if err := s.pause(backoff); err != nil {
-			return nil, err
+		if !s.c.sleep(s.ctx, backoff) { // the caller's ctx ended, or the Conn closed
+			return nil, s.ended()
 		}
 		backoff = min(2*backoff, time.Second)
 		s.open(s.rev + 1)
@@ -173,8 +165,8 @@ func (s *stream) read() (*clientv3.GetResponse, error) {
 			return nil, s.c.convertError(s.ctx, err, s.path)
 		}
 		s.c.log.Debug("re-reading a watched path", "path", s.path, "err", err)
-		if e := s.pause(backoff); e != nil {
-			return nil, e
+		if !s.c.sleep(s.ctx, backoff) {
+			return nil, s.ended()
 		}
 		backoff = min(2*backoff, time.Second)
 	}
