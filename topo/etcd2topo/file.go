@@ -46,22 +46,19 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	k := c.key(p)
-	if version == nil && c.inClaims {
-		rev, err := c.writeIf(ctx, p, []clientv3.Cmp{leaseless(k)}, clientv3.OpPut(k, string(contents)),
-			func() error { return entryError(p, false) })
-		if err != nil {
-			return nil, err
-		}
-		return topo.NumericVersion(rev), nil
-	}
-	if version == nil {
-		resp, err := c.cli.Put(ctx, k, string(contents))
-		if err != nil {
+	var rev int64
+	switch op := clientv3.OpPut(k, string(contents)); {
+	case version != nil:
+		rev, err = c.casWrite(ctx, p, want, op)
+	case c.inClaims:
+		rev, err = c.writeIf(ctx, p, []clientv3.Cmp{leaseless(k)}, op, func() error { return entryError(p, false) })
+	default:
+		var resp *clientv3.PutResponse
+		if resp, err = c.cli.Put(ctx, k, string(contents)); err != nil {
 			return nil, c.convertError(ctx, err, p)
 		}
-		return topo.NumericVersion(resp.Header.Revision), nil
+		rev = resp.Header.Revision
 	}
-	rev, err := c.casWrite(ctx, p, want, clientv3.OpPut(k, string(contents)))
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +241,12 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return err
 	}
 	k := c.key(p)
-	if version == nil && c.inClaims {
+	if version != nil {
+		_, err = c.casWrite(ctx, p, want, clientv3.OpDelete(k))
+		return err
+	}
+	var deleted int64
+	if c.inClaims {
 		// A leased key there is a lock or election entry: no file.
 		resp, err := c.cli.Txn(ctx).If(leaseless(k)).Then(clientv3.OpDelete(k)).Commit()
 		if err != nil {
@@ -253,23 +255,18 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		if !resp.Succeeded {
 			return entryError(p, true)
 		}
-		if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
-			return topo.NewError(topo.NoNode, p)
-		}
-		return nil
-	}
-	if version == nil {
+		deleted = resp.Responses[0].GetResponseDeleteRange().Deleted
+	} else {
 		resp, err := c.cli.Delete(ctx, k)
 		if err != nil {
 			return c.convertError(ctx, err, p)
 		}
-		if resp.Deleted == 0 {
-			return topo.NewError(topo.NoNode, p)
-		}
-		return nil
+		deleted = resp.Deleted
 	}
-	_, err = c.casWrite(ctx, p, want, clientv3.OpDelete(k))
-	return err
+	if deleted == 0 {
+		return topo.NewError(topo.NoNode, p)
+	}
+	return nil
 }
 
 // locksDir is the name of the directory, under a locked directory or an
