@@ -128,7 +128,8 @@ func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op cl
 // NodeExists for an update, NoNode for a delete (as memorytopo).
 func (c *Conn) casMismatch(ctx context.Context, p string, del bool) error {
 	if c.inClaims {
-		resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithKeysOnly())
+		// Values included: etcd 3.7 leaves the Lease out of keys-only reads.
+		resp, err := c.cli.Get(ctx, c.key(p))
 		if err != nil {
 			return c.convertError(ctx, err, p)
 		}

@@ -34,9 +34,10 @@ const requestOverheadBytes = 64
 // conditions (and the implied conditions of the writes) are the
 // transaction's compares and the writes its Success branch; it has no
 // Failure branch. When a compare fails, a second request reads every
-// compared key (keys only; a native term's key with its value) at the
-// failed transaction's revision, the snapshot etcd evaluated the compares
-// on, and the first op whose condition does not hold there is reported.
+// compared key (keys only; a native term's key, and every key of a Conn
+// rooted at a reserved place, with its value) at the failed
+// transaction's revision, the snapshot etcd evaluated the compares on,
+// and the first op whose condition does not hold there is reported.
 // If that revision was compacted before the read, the diagnosis after
 // compaction is from the current state: the first op whose condition
 // does not hold now, or, if every one holds now, the first op that has a
@@ -176,8 +177,11 @@ type txnPlan struct {
 // failureRead is the read of one compared key after a failed
 // transaction.
 type failureRead struct {
-	key        string
-	withValues bool // a native term's key: its lease is compared
+	key string
+	// withValues: a native term's key, or any key at a root at a reserved
+	// place: its lease is compared, and etcd 3.7 leaves the Lease out of
+	// keys-only reads.
+	withValues bool
 }
 
 // readsAt returns the failure reads at revision rev (0: the current one).
@@ -241,7 +245,7 @@ func (t *txnPlan) build(c *Conn) {
 		}
 		if _, dup := t.read[k]; (backendkit.TxnConditioned(op) || entryGuard) && !dup {
 			t.read[k] = len(t.reads)
-			t.reads = append(t.reads, failureRead{key: k, withValues: t.guards[i] != nil && t.guards[i].withValue})
+			t.reads = append(t.reads, failureRead{key: k, withValues: c.inClaims || t.guards[i] != nil && t.guards[i].withValue})
 		}
 	}
 }
