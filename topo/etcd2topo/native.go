@@ -104,11 +104,13 @@ func (c *Conn) checkNative(prefix, id string) error {
 // is ours while its CreateRevision and lease are (its ModRevision moves).
 // An entry's Contents is its name under the prefix when read from the
 // store (List, Head: what Leader.ID reports), and the participant's id
-// for our own entries (Create, Resume: what ResumeInfo carries).
+// for our own entries (Create, Resume: what ResumeInfo carries). Its
+// Session is leaseName of its lease (decimal, though the key names the
+// lease in hexadecimal), as for every other entry: SessionTTL reads it.
 
 // nativeEntry is the engine's view of kv, a key under q's prefix.
 func nativeEntry(q claims.Queue, kv *mvccpb.KeyValue) claims.Entry {
-	e := claims.Entry{Token: kv.CreateRevision, Key: string(kv.Key), Session: fmt.Sprintf("lease %x", kv.Lease),
+	e := claims.Entry{Token: kv.CreateRevision, Key: string(kv.Key), Session: leaseName(kv.Lease),
 		Contents: string(kv.Key[len(q.Path)+1:]), ValueRev: kv.ModRevision}
 	if len(kv.Value) > 0 {
 		e.Value = kv.Value
