@@ -243,9 +243,16 @@ func (t *txnPlan) build(c *Conn) {
 		if entryGuard {
 			t.cmps = append(t.cmps, leaseless(k))
 		}
-		if _, dup := t.read[k]; (backendkit.TxnConditioned(op) || entryGuard) && !dup {
-			t.read[k] = len(t.reads)
-			t.reads = append(t.reads, failureRead{key: k, withValues: c.inClaims || t.guards[i] != nil && t.guards[i].withValue})
+		if backendkit.TxnConditioned(op) || entryGuard {
+			// One read per key, with values if any op on it needs them (a
+			// native term's key may also be a file of the Conn).
+			withValues := c.inClaims || t.guards[i] != nil && t.guards[i].withValue
+			if j, dup := t.read[k]; dup {
+				t.reads[j].withValues = t.reads[j].withValues || withValues
+			} else {
+				t.read[k] = len(t.reads)
+				t.reads = append(t.reads, failureRead{key: k, withValues: withValues})
+			}
 		}
 	}
 }
