@@ -363,7 +363,7 @@ func TestLeaseSurvivesOneUnreachableEndpoint(t *testing.T) {
 	target := time.Now().Add(4 * l.ttl)
 	require.Eventually(t, func() bool {
 		select {
-		case <-l.done:
+		case <-l.lostCtx.Done():
 			return true
 		default:
 		}

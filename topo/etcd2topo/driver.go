@@ -57,15 +57,6 @@ func (c *Conn) valueKey(q claims.Queue, key string) string {
 	return c.valuesPrefix(q.Path) + key[len(c.electionPrefix(q.Path)):]
 }
 
-// valueKeys returns the keys put and deleted with entry key of q: its
-// value key in a Vitess-layout election, none otherwise.
-func (c *Conn) valueKeys(q claims.Queue, key string) []string {
-	if !q.Election || q.Native {
-		return nil
-	}
-	return []string{c.valueKey(q, key)}
-}
-
 // queueEntry reports whether kv is an entry of the queue prefix: a key
 // directly under it, attached to a lease.
 func queueEntry(kv *mvccpb.KeyValue, prefix string) bool {
@@ -184,8 +175,8 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 		value = string(opts.Value)
 	}
 	ops := []clientv3.Op{clientv3.OpPut(key, value, clientv3.WithLease(l.id))}
-	for _, vkey := range c.valueKeys(q, key) {
-		ops = append(ops, clientv3.OpPut(vkey, string(opts.Value), clientv3.WithLease(l.id)))
+	if q.Election && !q.Native {
+		ops = append(ops, clientv3.OpPut(c.valueKey(q, key), string(opts.Value), clientv3.WithLease(l.id)))
 	}
 	nfiles := len(ops)
 	if opts.RequireFiles {
@@ -272,15 +263,21 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 		queue := queueEntries(q, rr.Kvs, prefix)
 		e.Granted = len(queue) == 1 && queue[0].Key == key && !rr.More
 		if opts.Exclusive && !e.Granted {
-			head, err := d.head(ctx, q, queue, rr.More)
-			if err == nil && head.Key == key {
+			var err error
+			if len(queue) == 0 && rr.More { // non-entry keys filled the limit
+				queue, err = d.List(ctx, q)
+			}
+			if err == nil && len(queue) > 0 && queue[0].Key == key {
 				e.Granted = true
 			} else {
 				d.remove(q, l, key, rev, false)
+				if err == nil && len(queue) == 0 {
+					err = claims.ErrNotHeld
+				}
 				if err != nil {
 					return claims.Entry{}, err
 				}
-				return claims.Entry{}, &claims.BusyError{Head: head}
+				return claims.Entry{}, &claims.BusyError{Head: queue[0]}
 			}
 		}
 		return e, nil
@@ -321,22 +318,6 @@ func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claim
 		}
 	}
 	return out
-}
-
-// head returns the head of q from queue, the entries of a read of its
-// oldest keys, reading the whole queue when that read was cut short
-// (more) before it showed one.
-func (d driver) head(ctx context.Context, q claims.Queue, queue []claims.Entry, more bool) (claims.Entry, error) {
-	if len(queue) == 0 && more {
-		var err error
-		if queue, err = d.List(ctx, q); err != nil {
-			return claims.Entry{}, err
-		}
-	}
-	if len(queue) == 0 {
-		return claims.Entry{}, claims.ErrNotHeld
-	}
-	return queue[0], nil
 }
 
 // Ahead implements claims.Aheader: from the Conn's view of q when waiters
@@ -415,7 +396,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, s *claims.Session, e
 }
 
 // delete removes the entry key (of token rev; any entry of the name on l
-// when rev is 0) and its value key (valueKeys), or revokes l when it is the entry's
+// when rev is 0) and a candidate's value key, or revokes l when it is the entry's
 // own; ok is false when the entry was not there. The key's name is freed
 // unless the outcome is unknown.
 func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string, rev int64) (ok bool, err error) {
@@ -451,9 +432,9 @@ func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key str
 	case q.Native:
 		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
 	}
-	var others []clientv3.Op
-	for _, k := range d.c.valueKeys(q, key) {
-		others = append(others, clientv3.OpDelete(k))
+	var others []clientv3.Op // a candidate's value key
+	if q.Election && !q.Native {
+		others = append(others, clientv3.OpDelete(d.c.valueKey(q, key)))
 	}
 	return d.c.cli.Txn(ctx).If(cmp).
 		Then(append([]clientv3.Op{clientv3.OpDelete(key)}, others...)...).
@@ -475,8 +456,8 @@ const lateWindow = 15 * time.Second
 // removal found nothing: the entry would then head or join the queue, on
 // the Conn's shared lease, with no claim to remove it, and block every
 // later locker for as long as the Conn lives. So the removal is retried
-// until etcd answers it (as untilDone retries, until the lease is lost or
-// the Conn closes), and when it found nothing, the key is watched from
+// until etcd answers it (Conn.retry, until the lease is lost or the Conn
+// closes), and when it found nothing, the key is watched from
 // its revision for lateWindow and a put of it on l is removed too; the
 // name stays taken meanwhile, so that no later entry of the Conn is
 // mistaken for the late one. A lease of the entry's own is revoked
@@ -491,22 +472,20 @@ func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 		defer c.freeKey(key)
 		lctx, cancel := backendkit.Linked(c.ctx, l.lostCtx)
 		defer cancel()
-		// del deletes the key if it is on l, retried as untilDone does
-		// until etcd answers: the revision of its answer, and whether it
-		// was done (the key deleted, or no answer before the Conn closed
-		// or the lease went).
+		// del deletes the key if it is on l, retried until etcd answers:
+		// the revision of its answer, and whether it was done (the key
+		// deleted, or no answer before the Conn closed or the lease went).
 		del := func() (rev int64, done bool) {
-			for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-				ctx, cancel := context.WithTimeout(lctx, defaultCleanupTimeout)
+			done = true
+			op := func(ctx context.Context) error {
 				resp, err := d.deleteTxn(ctx, q, l, key, 0)
-				cancel()
 				if err == nil {
-					return resp.Header.Revision, resp.Succeeded
+					rev, done = resp.Header.Revision, resp.Succeeded
 				}
-				if isPermanent(err) || !backendkit.Sleep(lctx, backoff) {
-					return 0, true
-				}
+				return err
 			}
+			c.retry(lctx, "deleting "+key, op, c.attempt(lctx, "deleting "+key, op))
+			return rev, done
 		}
 		rev, done := del()
 		if done {

@@ -46,22 +46,19 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		return nil, err
 	}
 	k := c.key(p)
-	if version == nil && c.inClaims {
-		rev, err := c.writeIf(ctx, p, []clientv3.Cmp{leaseless(k)}, clientv3.OpPut(k, string(contents)),
-			func() error { return backendkit.Wrap(topo.NodeExists, p, errEntry) })
-		if err != nil {
-			return nil, err
-		}
-		return topo.NumericVersion(rev), nil
-	}
-	if version == nil {
-		resp, err := c.cli.Put(ctx, k, string(contents))
-		if err != nil {
+	var rev int64
+	switch op := clientv3.OpPut(k, string(contents)); {
+	case version != nil:
+		rev, err = c.casWrite(ctx, p, want, op)
+	case c.inClaims:
+		rev, err = c.writeIf(ctx, p, []clientv3.Cmp{leaseless(k)}, op, func() error { return entryError(p, false) })
+	default:
+		var resp *clientv3.PutResponse
+		if resp, err = c.cli.Put(ctx, k, string(contents)); err != nil {
 			return nil, c.convertError(ctx, err, p)
 		}
-		return topo.NumericVersion(resp.Header.Revision), nil
+		rev = resp.Header.Revision
 	}
-	rev, err := c.casWrite(ctx, p, want, clientv3.OpPut(k, string(contents)))
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +87,16 @@ func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.O
 // errEntry is the cause of the error of a write that would land on a lock
 // or election entry (a leased key at a reserved place: see Conn.inClaims).
 var errEntry = errors.New("etcd2topo: the key is a lock or election entry (it has a lease, at a reserved place): not a file")
+
+// entryError is the error of a write of p (a delete, with del) that would
+// land on a lock or election entry: as memorytopo, an update finds it
+// there (NodeExists), a delete finds no file (NoNode).
+func entryError(p string, del bool) error {
+	if del {
+		return backendkit.Wrap(topo.NoNode, p, errEntry)
+	}
+	return backendkit.Wrap(topo.NodeExists, p, errEntry)
+}
 
 // leaseless is the compare that key k has no lease: it holds for an
 // absent key too (etcd compares an absent key's lease as 0). A Conn rooted
@@ -121,18 +128,16 @@ func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op cl
 // NodeExists for an update, NoNode for a delete (as memorytopo).
 func (c *Conn) casMismatch(ctx context.Context, p string, del bool) error {
 	if c.inClaims {
-		resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithKeysOnly())
+		// Values included: etcd 3.7 leaves the Lease out of keys-only reads.
+		resp, err := c.cli.Get(ctx, c.key(p))
 		if err != nil {
 			return c.convertError(ctx, err, p)
 		}
 		switch {
-		case len(resp.Kvs) == 0 || resp.Kvs[0].Lease != 0 && del:
-			if len(resp.Kvs) > 0 {
-				return backendkit.Wrap(topo.NoNode, p, errEntry)
-			}
+		case len(resp.Kvs) == 0:
 			return topo.NewError(topo.NoNode, p)
 		case resp.Kvs[0].Lease != 0:
-			return backendkit.Wrap(topo.NodeExists, p, errEntry)
+			return entryError(p, del)
 		}
 		return topo.NewError(topo.BadVersion, p)
 	}
@@ -237,32 +242,32 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		return err
 	}
 	k := c.key(p)
-	if version == nil && c.inClaims {
+	if version != nil {
+		_, err = c.casWrite(ctx, p, want, clientv3.OpDelete(k))
+		return err
+	}
+	var deleted int64
+	if c.inClaims {
 		// A leased key there is a lock or election entry: no file.
 		resp, err := c.cli.Txn(ctx).If(leaseless(k)).Then(clientv3.OpDelete(k)).Commit()
 		if err != nil {
 			return c.convertError(ctx, err, p)
 		}
 		if !resp.Succeeded {
-			return backendkit.Wrap(topo.NoNode, p, errEntry)
+			return entryError(p, true)
 		}
-		if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
-			return topo.NewError(topo.NoNode, p)
-		}
-		return nil
-	}
-	if version == nil {
+		deleted = resp.Responses[0].GetResponseDeleteRange().Deleted
+	} else {
 		resp, err := c.cli.Delete(ctx, k)
 		if err != nil {
 			return c.convertError(ctx, err, p)
 		}
-		if resp.Deleted == 0 {
-			return topo.NewError(topo.NoNode, p)
-		}
-		return nil
+		deleted = resp.Deleted
 	}
-	_, err = c.casWrite(ctx, p, want, clientv3.OpDelete(k))
-	return err
+	if deleted == 0 {
+		return topo.NewError(topo.NoNode, p)
+	}
+	return nil
 }
 
 // locksDir is the name of the directory, under a locked directory or an

@@ -35,22 +35,18 @@ func (c *Conn) valuesPrefix(n string) string {
 // the engine reads again then).
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
-	prefix, vprefix := c.queuePrefix(q), c.valuesPrefix(q.Path)
-	watched := []string{prefix, vprefix}
-	if q.Native {
-		watched = watched[:1] // the values are in the entries
-	}
-	var changed chan struct{}
-	var wq, wv clientv3.WatchChan
+	var ws []clientv3.WatchChan
 	cancel := func() {}
 	if watch {
 		var wctx context.Context
 		wctx, cancel = c.watchContext(ctx)
-		var ws []clientv3.WatchChan
+		watched := []string{c.queuePrefix(q), c.valuesPrefix(q.Path)}
+		if q.Native {
+			watched = watched[:1] // the values are in the entries
+		}
 		for _, p := range watched {
 			ws = append(ws, c.cli.Watch(wctx, p, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
 		}
-		wq, wv = ws[0], ws[len(ws)-1]
 		for _, w := range ws {
 			if err := c.watchCreated(ctx, w, q.Path); err != nil {
 				cancel()
@@ -61,60 +57,52 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 			}
 		}
 	}
-	var head claims.Entry
-	var ok bool
-	var rev int64
+	head, ok, rev, err := d.readHead(ctx, q)
+	if err != nil || !watch {
+		cancel()
+		return head, ok, nil, err
+	}
+	changed := make(chan struct{})
+	go func() {
+		defer cancel()
+		defer close(changed)
+		for {
+			var wr clientv3.WatchResponse
+			var open bool
+			select {
+			case wr, open = <-ws[0]:
+			case wr, open = <-ws[len(ws)-1]:
+			}
+			if !open || wr.Canceled || wr.Err() != nil {
+				return
+			}
+			for _, ev := range wr.Events {
+				if ev.Kv.ModRevision > rev {
+					return
+				}
+			}
+		}
+	}()
+	return head, ok, changed, nil
+}
+
+// readHead is Head's read, at one revision (rev): in the native layout
+// the first-created key, value included (concurrency.Election's Leader
+// read); otherwise the queue and the values.
+func (d driver) readHead(ctx context.Context, q claims.Queue) (head claims.Entry, ok bool, rev int64, err error) {
+	c := d.c
+	prefix, vprefix := c.queuePrefix(q), c.valuesPrefix(q.Path)
 	if q.Native {
-		// The first-created key, value included (concurrency.Election's
-		// Leader read).
 		resp, err := c.cli.Get(ctx, prefix, clientv3.WithFirstCreate()...)
 		if err != nil {
-			cancel()
-			return claims.Entry{}, false, nil, err
+			return head, false, 0, err
 		}
 		if ok = len(resp.Kvs) > 0; ok {
 			head = nativeEntry(q, resp.Kvs[0])
 			head.Value = bytes.Clone(head.Value)
 		}
-		rev = resp.Header.Revision
-	} else {
-		var err error
-		if head, ok, rev, err = d.vitessHead(ctx, q); err != nil {
-			cancel()
-			return claims.Entry{}, false, nil, err
-		}
+		return head, ok, resp.Header.Revision, nil
 	}
-	if watch {
-		changed = make(chan struct{})
-		go func() {
-			defer cancel()
-			defer close(changed)
-			for {
-				var wr clientv3.WatchResponse
-				var open bool
-				select {
-				case wr, open = <-wq:
-				case wr, open = <-wv:
-				}
-				if !open || wr.Canceled || wr.Err() != nil {
-					return
-				}
-				for _, ev := range wr.Events {
-					if ev.Kv.ModRevision > rev {
-						return
-					}
-				}
-			}
-		}()
-	}
-	return head, ok, changed, nil
-}
-
-// vitessHead is Head's read of a Vitess-layout election: its queue and its
-// values, at one revision (rev).
-func (d driver) vitessHead(ctx context.Context, q claims.Queue) (head claims.Entry, ok bool, rev int64, err error) {
-	c := d.c
-	prefix, vprefix := c.queuePrefix(q), c.valuesPrefix(q.Path)
 	resp, err := c.cli.Txn(ctx).Then(
 		clientv3.OpGet(prefix, clientv3.WithPrefix()),
 		clientv3.OpGet(vprefix, clientv3.WithPrefix()),

@@ -17,23 +17,15 @@ import (
 )
 
 // The lease: what a lock or candidacy rests on, and how long the Conn may
-// believe it still holds.
-//
-// etcd sets a lease's expiry when it applies a grant or a renewal, to that
-// moment plus the TTL. That moment comes after the client sent the
-// request, so (request sent + TTL) is a time before which etcd cannot
-// have expired the lease, whatever became of the reply. The Conn keeps,
-// for each lease, a proven-until time: the send time of the last renewal
-// (or the grant) etcd acknowledged with a positive TTL, plus that TTL,
-// minus SafetyMargin(TTL). At that time, unless a later renewal was
-// acknowledged, the lease is declared lost: every lock on it fails Check
-// with LockLost and has its Done closed, every leadership on it is
-// cancelled (all of it before the declaration returns, so no caller sees
-// the lease lost and a claim on it live), every wait on it returns
-// LockLost. Holders thus give up before etcd can hand their locks
-// and leaderships on. The margin absorbs the delay between the Conn's
-// timer and the caller seeing the loss, and differences in clock rate
-// between client and server.
+// believe it still holds. etcd sets a lease's expiry when it applies a
+// grant or a renewal, to that moment plus the TTL; that moment comes after
+// the client sent the request, so (request sent + TTL) is a time before
+// which etcd cannot have expired the lease, whatever became of the reply.
+// Hence the proven-until time, and the losses it declares, of the package
+// doc ("When a holder believes it holds") and docs/layout-etcd.md ("How
+// long a lease is believed alive"): no caller sees the lease lost and a
+// claim on it live, and holders give up before etcd can hand their locks
+// and leaderships on.
 
 // MinSafetyMargin is the smallest safety margin (see SafetyMargin).
 const MinSafetyMargin = 500 * time.Millisecond
@@ -56,14 +48,12 @@ func SafetyMargin(ttl time.Duration) time.Duration {
 // lease is an etcd lease renewed by the Conn until it is revoked, it
 // expires, the Conn gives it up, or the Conn closes.
 type lease struct {
-	id   clientv3.LeaseID
-	ttl  time.Duration // as granted by etcd
-	done chan struct{} // closed once the lease is lost
-	// lostCtx is cancelled with done, just before it is closed: the
-	// requests made on the lease's behalf are linked to it (see
-	// backendkit.Linked: no goroutine of their own), and the claims'
-	// contexts (a lock's Done, leadership contexts) are its children, so
-	// they end within markLost.
+	id  clientv3.LeaseID
+	ttl time.Duration // as granted by etcd
+	// lostCtx is cancelled once the lease is lost: the requests made on
+	// the lease's behalf are linked to it (see backendkit.Linked: no
+	// goroutine of their own), and the claims' contexts (a lock's Done,
+	// leadership contexts) are its children, so they end within markLost.
 	lostCtx context.Context
 	lostNow context.CancelFunc
 	once    sync.Once
@@ -85,7 +75,7 @@ type lease struct {
 // newLease returns the lease id granted with ttl by a grant request sent
 // at sent, proven until sent+ttl-margin.
 func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
-	l := &lease{id: id, ttl: ttl, done: make(chan struct{})}
+	l := &lease{id: id, ttl: ttl}
 	l.sess = claims.NewSession(leaseName(int64(id)), l)
 	l.lostCtx, l.lostNow = context.WithCancel(context.Background())
 	l.deadline = sent.Add(ttl - SafetyMargin(ttl))
@@ -101,7 +91,7 @@ func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 // expired, given up, past its proven-until time, or its Conn closed.
 func (l *lease) lost() bool {
 	select {
-	case <-l.done:
+	case <-l.lostCtx.Done():
 		return true
 	default:
 	}
@@ -120,11 +110,10 @@ func (l *lease) markLost() {
 		l.mu.Lock()
 		l.timer.Stop()
 		l.mu.Unlock()
-		// Claims and contexts first: whoever sees done closed (lost,
-		// Check) sees every claim on the lease ended too.
+		// Claims first: whoever sees lostCtx ended (lost, Check) sees
+		// every claim on the lease ended too.
 		l.sess.Lost()
 		l.lostNow()
-		close(l.done)
 	})
 }
 
@@ -134,7 +123,7 @@ func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
-	case <-l.done:
+	case <-l.lostCtx.Done():
 		return
 	default:
 	}
@@ -317,37 +306,41 @@ func (c *Conn) revokeAsync(l *lease, async bool) {
 const defaultCleanupTimeout = 2 * time.Second
 
 // untilDone runs a cleanup op (a delete or a revoke) at once (or, with
-// async, in the background) and, if it fails, again in the background,
-// pausing 50 ms to 2 s between attempts, until it succeeds, fails for good
-// (PermissionDenied: logged, never retried) or the Conn closes (Close
+// async, in the background) and, if it fails, again in the background
+// (see retry) until it succeeds, fails for good or the Conn closes (Close
 // revokes every lease, which cleans up anyway). Otherwise a transient
 // failure could leave a stale key on the shared lease that blocks other
 // lockers for the Conn's lifetime.
 func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error) {
-	attempt := func() error {
-		ctx, cancel := context.WithTimeout(c.ctx, defaultCleanupTimeout)
-		defer cancel()
-		err := op(ctx)
-		if isPermanent(err) {
-			c.log.Warn("cleanup refused; not retrying", "op", what, "err", err)
-			return nil
-		}
-		return err
-	}
-	// retry attempts op again after err until it is done.
-	retry := func(err error) {
-		backoff := 50 * time.Millisecond
-		for err != nil && !c.isClosed() && backendkit.Sleep(c.ctx, backoff) {
-			err = attempt()
-			backoff = min(2*backoff, 2*time.Second)
-		}
-	}
 	if async {
-		go func() { retry(attempt()) }()
+		go func() { c.retry(c.ctx, what, op, c.attempt(c.ctx, what, op)) }()
 		return
 	}
-	if err := attempt(); err != nil && !c.isClosed() {
+	if err := c.attempt(c.ctx, what, op); err != nil && !c.isClosed() {
 		c.log.Warn("cleanup failed; retrying in the background", "op", what, "err", err)
-		go retry(err)
+		go c.retry(c.ctx, what, op, err)
+	}
+}
+
+// attempt runs op once, bounded by defaultCleanupTimeout; a refusal for
+// good (PermissionDenied) is logged, never retried: nil.
+func (c *Conn) attempt(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, defaultCleanupTimeout)
+	defer cancel()
+	err := op(actx)
+	if isPermanent(err) {
+		c.log.Warn("cleanup refused; not retrying", "op", what, "err", err)
+		return nil
+	}
+	return err
+}
+
+// retry attempts op again after err (nil: done), pausing 50 ms to 2 s
+// between attempts, until it is done, ctx ends or the Conn closes.
+func (c *Conn) retry(ctx context.Context, what string, op func(ctx context.Context) error, err error) {
+	backoff := 50 * time.Millisecond
+	for err != nil && !c.isClosed() && backendkit.Sleep(ctx, backoff) {
+		err = c.attempt(ctx, what, op)
+		backoff = min(2*backoff, 2*time.Second)
 	}
 }

@@ -70,21 +70,10 @@ func (c *Conn) NewNativeElection(prefix, id string) (topo.LeaderParticipation, e
 	return c.eng.Participate(claims.Queue{Path: prefix, Native: true}, id, []byte(id)), nil
 }
 
-// checkNative runs NewNativeElection's checks: the prefix, the id, then
-// Closed.
+// checkNative runs NewNativeElection's checks: the prefix (refused when
+// empty or overlapping the Conn's own tree, see the head of native.go),
+// the id, then Closed.
 func (c *Conn) checkNative(prefix, id string) error {
-	if err := c.checkNativePrefix(prefix); err != nil {
-		return err
-	}
-	if id == "" {
-		return backendkit.Wrap(topo.InvalidArgument, prefix, errors.New("etcd2topo: empty participant id"))
-	}
-	return c.closedErr(prefix)
-}
-
-// checkNativePrefix refuses prefixes that are empty or overlap the Conn's
-// own tree (see the package doc of native.go).
-func (c *Conn) checkNativePrefix(prefix string) error {
 	if prefix == "" {
 		return backendkit.Wrap(topo.InvalidArgument, prefix, errors.New("etcd2topo: empty native election prefix"))
 	}
@@ -93,19 +82,20 @@ func (c *Conn) checkNativePrefix(prefix string) error {
 		return backendkit.Wrap(topo.InvalidArgument, prefix,
 			fmt.Errorf("etcd2topo: native election prefix %q covers the Conn's root %q", prefix, rp))
 	}
-	if !strings.HasPrefix(kp, rp) {
-		return nil
-	}
-	rel := prefix[len(rp):]
-	if p, err := topo.CleanFilePath(rel); err == nil && p == rel {
-		why := "its keys would be files of the Conn"
-		if topo.IsReserved(p) {
-			why = "its keys would be lock or election entries of the Conn (reserved name)"
+	if rel, inside := strings.CutPrefix(prefix, rp); inside {
+		if p, err := topo.CleanFilePath(rel); err == nil && p == rel {
+			why := "its keys would be files of the Conn"
+			if topo.IsReserved(p) {
+				why = "its keys would be lock or election entries of the Conn (reserved name)"
+			}
+			return backendkit.Wrap(topo.InvalidPath, prefix,
+				fmt.Errorf("etcd2topo: native election prefix %q is inside the Conn's root %q: %s", prefix, rp, why))
 		}
-		return backendkit.Wrap(topo.InvalidPath, prefix,
-			fmt.Errorf("etcd2topo: native election prefix %q is inside the Conn's root %q: %s", prefix, rp, why))
 	}
-	return nil
+	if id == "" {
+		return backendkit.Wrap(topo.InvalidArgument, prefix, errors.New("etcd2topo: empty participant id"))
+	}
+	return c.closedErr(prefix)
 }
 
 // The native variant of the driver: its entries are every key under
@@ -114,11 +104,13 @@ func (c *Conn) checkNativePrefix(prefix string) error {
 // is ours while its CreateRevision and lease are (its ModRevision moves).
 // An entry's Contents is its name under the prefix when read from the
 // store (List, Head: what Leader.ID reports), and the participant's id
-// for our own entries (Create, Resume: what ResumeInfo carries).
+// for our own entries (Create, Resume: what ResumeInfo carries). Its
+// Session is leaseName of its lease (decimal, though the key names the
+// lease in hexadecimal), as for every other entry: SessionTTL reads it.
 
 // nativeEntry is the engine's view of kv, a key under q's prefix.
 func nativeEntry(q claims.Queue, kv *mvccpb.KeyValue) claims.Entry {
-	e := claims.Entry{Token: kv.CreateRevision, Key: string(kv.Key), Session: fmt.Sprintf("lease %x", kv.Lease),
+	e := claims.Entry{Token: kv.CreateRevision, Key: string(kv.Key), Session: leaseName(kv.Lease),
 		Contents: string(kv.Key[len(q.Path)+1:]), ValueRev: kv.ModRevision}
 	if len(kv.Value) > 0 {
 		e.Value = kv.Value

@@ -38,3 +38,33 @@ func TestNativeIfHeld(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "3", string(got))
 }
+
+// TestNativeIfHeldSharedRead: when a Txn's IfHeld names a native term
+// whose key is also a file of the Conn (the election's prefix, chosen
+// through another Conn, is inside this Conn's root), the one failure read
+// of that key includes its value whichever op comes first, so the term's
+// lease is seen (etcd 3.7 leaves it out of keys-only reads) and the op
+// that failed is named: here the IfAbsent, not the IfHeld. Run against
+// etcd 3.7 (TOPOKIT_ETCDTEST_SERVER=v3.7.3) to see the difference.
+func TestNativeIfHeldSharedRead(t *testing.T) {
+	ctx := testCtx(t)
+	a := openConn(t, serverAddr, newRoot())
+	rootB := newRoot()
+	b := openConn(t, serverAddr, rootB)
+	p := native(t, a, rootB+"/x", "tk")
+	_, err := p.Campaign(ctx, []byte("v"))
+	require.NoError(t, err)
+	term, err := p.Term()
+	require.NoError(t, err)
+	entries, err := b.ListDir(ctx, "x", false)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	_, err = b.Create(ctx, "other", []byte("1"))
+	require.NoError(t, err)
+
+	_, err = b.Txn(ctx, topo.IfPresent("x/"+entries[0].Name), topo.IfHeld(term), topo.IfAbsent("other"))
+	var te *topo.TxnError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, 2, te.Index, "%v", err)
+	require.True(t, topo.IsErrType(err, topo.NodeExists), "%v", err)
+}

@@ -607,9 +607,6 @@ func (s slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 func (s slogCore) Sync() error { return nil }
 
 func fieldsToAttrs(fields []zapcore.Field) []any {
-	if len(fields) == 0 {
-		return nil
-	}
 	enc := zapcore.NewMapObjectEncoder()
 	for _, f := range fields {
 		f.AddTo(enc)

@@ -34,9 +34,10 @@ const requestOverheadBytes = 64
 // conditions (and the implied conditions of the writes) are the
 // transaction's compares and the writes its Success branch; it has no
 // Failure branch. When a compare fails, a second request reads every
-// compared key (keys only; a native term's key with its value) at the
-// failed transaction's revision, the snapshot etcd evaluated the compares
-// on, and the first op whose condition does not hold there is reported.
+// compared key (keys only; a native term's key, and every key of a Conn
+// rooted at a reserved place, with its value) at the failed
+// transaction's revision, the snapshot etcd evaluated the compares on,
+// and the first op whose condition does not hold there is reported.
 // If that revision was compacted before the read, the diagnosis after
 // compaction is from the current state: the first op whose condition
 // does not hold now, or, if every one holds now, the first op that has a
@@ -176,8 +177,11 @@ type txnPlan struct {
 // failureRead is the read of one compared key after a failed
 // transaction.
 type failureRead struct {
-	key        string
-	withValues bool // a native term's key: its lease is compared
+	key string
+	// withValues: a native term's key, or any key at a root at a reserved
+	// place: its lease is compared, and etcd 3.7 leaves the Lease out of
+	// keys-only reads.
+	withValues bool
 }
 
 // readsAt returns the failure reads at revision rev (0: the current one).
@@ -239,9 +243,16 @@ func (t *txnPlan) build(c *Conn) {
 		if entryGuard {
 			t.cmps = append(t.cmps, leaseless(k))
 		}
-		if _, dup := t.read[k]; (backendkit.TxnConditioned(op) || entryGuard) && !dup {
-			t.read[k] = len(t.reads)
-			t.reads = append(t.reads, failureRead{key: k, withValues: t.guards[i] != nil && t.guards[i].withValue})
+		if backendkit.TxnConditioned(op) || entryGuard {
+			// One read per key, with values if any op on it needs them (a
+			// native term's key may also be a file of the Conn).
+			withValues := c.inClaims || t.guards[i] != nil && t.guards[i].withValue
+			if j, dup := t.read[k]; dup {
+				t.reads[j].withValues = t.reads[j].withValues || withValues
+			} else {
+				t.read[k] = len(t.reads)
+				t.reads = append(t.reads, failureRead{key: k, withValues: withValues})
+			}
 		}
 	}
 }
@@ -263,14 +274,16 @@ func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision
 // It reads every compared key at rev, in one read-only etcd Txn: the
 // snapshot etcd evaluated the compares on, so the op named is the one
 // that failed. When rev was compacted meanwhile, the diagnosis is from
-// the current state (see failureNow). Errors of the reads are converted
-// as Txn's own (the transaction was not applied either way).
+// the current state: the first op whose condition does not hold now, or,
+// when every one does (the state changed back since), the first op whose
+// condition could have failed, with the code its kind fails with
+// (backendkit.TxnConditionCode). Errors of the reads are converted as
+// Txn's own (the transaction was not applied either way).
 func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 	resp, err := c.cli.Txn(ctx).Then(t.readsAt(rev)...).Commit()
-	if errors.Is(err, rpctypes.ErrCompacted) {
-		if resp, err = c.cli.Txn(ctx).Then(t.readsAt(0)...).Commit(); err == nil {
-			return t.failureNow(resp)
-		}
+	now := errors.Is(err, rpctypes.ErrCompacted)
+	if now {
+		resp, err = c.cli.Txn(ctx).Then(t.readsAt(0)...).Commit()
 	}
 	if err != nil {
 		return c.convertError(ctx, err, "")
@@ -278,25 +291,14 @@ func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 	if err := t.failure(resp); err != nil {
 		return err
 	}
-	// Unreachable as long as the reads and the compares agree.
-	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed but every condition held in its failure reads"))
-}
-
-// failureNow is the diagnosis after compaction, from the current state
-// in resp: the first op whose condition does not hold now, or, when every
-// one does (the state changed back since), the first op whose condition
-// could have failed, with the code its kind fails with
-// (backendkit.TxnConditionCode).
-func (t *txnPlan) failureNow(resp *clientv3.TxnResponse) error {
-	if err := t.failure(resp); err != nil {
-		return err
-	}
 	for i, op := range t.ops {
-		if _, compared := t.read[t.keys[i]]; compared && backendkit.TxnConditioned(op) {
+		if _, compared := t.read[t.keys[i]]; now && compared && backendkit.TxnConditioned(op) {
 			return backendkit.TxnFailed(op, backendkit.TxnConditionCode(op))
 		}
 	}
-	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed with no condition"))
+	// Reached only if the reads and the compares disagree, or after
+	// compaction when no compared op has a condition.
+	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed but every condition held in its failure reads"))
 }
 
 // failure returns the *topo.TxnError of the first op whose condition
@@ -313,15 +315,8 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
 			kv, rev = kvs[0], kvs[0].ModRevision
 		}
-		if t.inClaims && kv != nil && kv.Lease != 0 {
-			// An entry, not a file (see leaseless): as memorytopo, an
-			// update finds it there, a delete finds no file.
-			switch op.Kind {
-			case topo.TxnUpdate:
-				return backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
-			case topo.TxnDelete:
-				return backendkit.TxnOpError(op, backendkit.Wrap(topo.NoNode, op.Path, errEntry))
-			}
+		if t.inClaims && kv != nil && kv.Lease != 0 && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) {
+			return backendkit.TxnOpError(op, entryError(op.Path, op.Kind == topo.TxnDelete)) // see leaseless
 		}
 		if !backendkit.TxnConditioned(op) {
 			continue
@@ -342,14 +337,11 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 // checkTxnSize returns backendkit.TxnTooLarge's error when t exceeds the
 // Conn's MaxTxnOps or MaxRequestBytes.
 func (c *Conn) checkTxnSize(t *txnPlan) error {
-	limit := c.opts.MaxTxnOps
-	for _, n := range []struct {
-		n    int
-		unit string
-	}{{len(t.cmps), "compares"}, {len(t.then), "writes"}} {
-		if n.n > limit {
-			return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n.n, limit, n.unit)
-		}
+	if n := len(t.cmps); n > c.opts.MaxTxnOps {
+		return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n, c.opts.MaxTxnOps, "compares")
+	}
+	if n := len(t.then); n > c.opts.MaxTxnOps {
+		return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n, c.opts.MaxTxnOps, "writes")
 	}
 	size := requestOverheadBytes + len(c.opts.Username) + txnRequestSize(t)
 	if size > c.opts.MaxRequestBytes {
@@ -392,21 +384,11 @@ const (
 	compareKey       = 3 // Compare.key
 	compareUnion     = 4 // Compare.version, the first of target_union
 	compareValue     = 7 // Compare.value
-	requestOpRange   = 1 // RequestOp.request_range
 	requestOpPut     = 2 // RequestOp.request_put
 	requestOpDelete  = 3 // RequestOp.request_delete_range
 	putRequestKey    = 1 // PutRequest.key
 	putRequestValue  = 2 // PutRequest.value
 	deleteRequestKey = 1 // DeleteRangeRequest.key
-	deleteRequestEnd = 2 // DeleteRangeRequest.range_end
-	rangeRequestKey  = 1 // RangeRequest.key
-	rangeRequestEnd  = 2 // RangeRequest.range_end
-
-	// rangeRequestScalars bounds RangeRequest's scalar fields (limit,
-	// revision, sort order and target, the five flags and the four
-	// revision bounds), each a tag of at most 2 bytes and a varint of at
-	// most 10.
-	rangeRequestScalars = 13 * 12
 )
 
 // embeddedSize is the encoded size of a length-delimited field number num
@@ -429,10 +411,9 @@ func cmpSizeBound(cmp *clientv3.Cmp) int {
 	return n
 }
 
-// requestOpSize returns the encoded size of the RequestOp of op exactly
-// for a put of a key and a value (no lease, no other option: this
-// package's puts) and for a delete of a key or a range; a range read
-// (which this package never puts in a branch it sizes) is bounded.
+// requestOpSize returns the encoded size of the RequestOp of op, a put of
+// a key and a value (no lease, no other option) or a delete of one key:
+// the only ops build puts in a branch.
 func requestOpSize(op clientv3.Op) int {
 	optional := func(num protowire.Number, b []byte) int {
 		if len(b) == 0 {
@@ -440,17 +421,11 @@ func requestOpSize(op clientv3.Op) int {
 		}
 		return embeddedSize(num, len(b))
 	}
-	switch {
-	case op.IsPut():
+	if op.IsPut() {
 		return embeddedSize(requestOpPut,
 			optional(putRequestKey, op.KeyBytes())+optional(putRequestValue, op.ValueBytes()))
-	case op.IsDelete():
-		return embeddedSize(requestOpDelete,
-			optional(deleteRequestKey, op.KeyBytes())+optional(deleteRequestEnd, op.RangeBytes()))
-	default:
-		return embeddedSize(requestOpRange,
-			optional(rangeRequestKey, op.KeyBytes())+optional(rangeRequestEnd, op.RangeBytes())+rangeRequestScalars)
 	}
+	return embeddedSize(requestOpDelete, optional(deleteRequestKey, op.KeyBytes()))
 }
 
 // sameCluster returns nil when g, an entry put through another Conn, is

@@ -14,13 +14,9 @@ import (
 
 // The queue view: while waiters of a Conn wait in one queue, the Conn
 // keeps the queue's entries in memory, from one read of its prefix and
-// one watch of it from the read's revision on. A handover then costs the
-// store one event sent to each Conn with waiters, whatever the number of
-// waiters: the waiter behind the leaver is woken in process, and where it
-// now stands is found in the view, not by a read that etcd answers by
-// visiting every entry of the queue (a range sorted by revision, or
-// bounded by one, reads the whole range from the backend, however small
-// its limit).
+// one watch of it from the read's revision on, so that a handover costs
+// the store one event per Conn with waiters, not a read of the queue
+// (docs/layout-etcd.md, "Wait", says why a read would cost more).
 //
 // Why a view is as good as a read: the view shows the queue as it was at
 // its revision (every event up to it applied, in order). An entry absent

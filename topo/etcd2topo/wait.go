@@ -15,11 +15,7 @@ import (
 
 // Waiting for an entry to go (the driver's WaitGone): a waiter waits for
 // its predecessor only, so a handover wakes the one waiter behind the
-// holder and an entry joining the queue wakes nobody. A lone waiter of a
-// Conn watches its predecessor's key; where a Conn has several waiters in
-// one queue, they wait in the Conn's view of it (view.go), which costs
-// the store one event per change of the queue for all of them, and
-// answers their Ahead without a read.
+// holder and an entry joining the queue wakes nobody.
 
 // WaitGone implements claims.Driver: it returns once e is gone from q, or
 // rewritten. In the Conn's view of q when the Conn keeps one or has

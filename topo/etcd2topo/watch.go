@@ -3,6 +3,7 @@ package etcd2topo
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -30,11 +31,11 @@ var errCompacted = errors.New("etcd2topo: watch history compacted")
 // opens a new watch from the next revision, pausing between attempts.
 // Events at or below that revision are dropped, so nothing is seen twice.
 type stream struct {
-	c      *Conn
-	ctx    context.Context // the caller's
-	key    string
-	prefix bool
-	path   string
+	c    *Conn
+	ctx  context.Context // the caller's
+	key  string
+	opts []clientv3.OpOption // WithPrefix() for a prefix, none for a key
+	path string
 
 	wch    clientv3.WatchChan
 	cancel context.CancelFunc
@@ -54,7 +55,10 @@ type stream struct {
 // notified as each write is applied; a watch at a past revision is caught
 // up by a background pass every 100 ms.
 func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path string) (*stream, *clientv3.GetResponse, error) {
-	s := &stream{c: c, ctx: ctx, key: key, prefix: prefix, path: path}
+	s := &stream{c: c, ctx: ctx, key: key, path: path}
+	if prefix {
+		s.opts = []clientv3.OpOption{clientv3.WithPrefix()}
+	}
 	s.open(0, clientv3.WithCreatedNotify())
 	if err := c.watchCreated(ctx, s.wch, path); err != nil {
 		s.cancel()
@@ -63,7 +67,7 @@ func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path stri
 		}
 		return nil, nil, err
 	}
-	resp, err := s.get()
+	resp, err := s.c.cli.Get(s.ctx, s.key, s.opts...)
 	if err != nil {
 		s.cancel()
 		return nil, nil, c.convertError(ctx, err, path)
@@ -72,21 +76,10 @@ func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path stri
 	return s, resp, nil
 }
 
-// get reads the watched key or prefix.
-func (s *stream) get() (*clientv3.GetResponse, error) {
-	if s.prefix {
-		return s.c.cli.Get(s.ctx, s.key, clientv3.WithPrefix())
-	}
-	return s.c.cli.Get(s.ctx, s.key)
-}
-
 func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
 	var wctx context.Context
 	wctx, s.cancel = s.c.watchContext(s.ctx)
-	opts := append([]clientv3.OpOption{clientv3.WithProgressNotify()}, extra...)
-	if s.prefix {
-		opts = append(opts, clientv3.WithPrefix())
-	}
+	opts := slices.Concat([]clientv3.OpOption{clientv3.WithProgressNotify()}, extra, s.opts)
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
@@ -103,14 +96,6 @@ func (s *stream) ended() error {
 		return backendkit.Wrap(topo.Interrupted, s.path, errors.New("connection closed"))
 	}
 	return nil
-}
-
-// pause waits d, or returns the ending error if the watch ends meanwhile.
-func (s *stream) pause(d time.Duration) error {
-	if s.c.sleep(s.ctx, d) {
-		return nil
-	}
-	return s.ended()
 }
 
 // next returns the next events after s.rev. It returns errCompacted when
@@ -155,21 +140,21 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 		if ok {
 			s.c.log.Debug("watch ended; resuming", "path", s.path, "rev", s.rev, "err", wr.Err())
 		}
-		if err := s.pause(backoff); err != nil {
-			return nil, err
+		if !s.c.sleep(s.ctx, backoff) { // the caller's ctx ended, or the Conn closed
+			return nil, s.ended()
 		}
 		backoff = min(2*backoff, time.Second)
 		s.open(s.rev + 1)
 	}
 }
 
-// read performs get until it succeeds, pausing between failures, or
-// returns the ending error, or the PermissionDenied error of a refused
-// read (never retried).
+// read reads the watched key or prefix until it succeeds, pausing between
+// failures, or returns the ending error, or the PermissionDenied error of
+// a refused read (never retried).
 func (s *stream) read() (*clientv3.GetResponse, error) {
 	backoff := 20 * time.Millisecond
 	for {
-		resp, err := s.get()
+		resp, err := s.c.cli.Get(s.ctx, s.key, s.opts...)
 		if err == nil {
 			return resp, nil
 		}
@@ -180,8 +165,8 @@ func (s *stream) read() (*clientv3.GetResponse, error) {
 			return nil, s.c.convertError(s.ctx, err, s.path)
 		}
 		s.c.log.Debug("re-reading a watched path", "path", s.path, "err", err)
-		if e := s.pause(backoff); e != nil {
-			return nil, e
+		if !s.c.sleep(s.ctx, backoff) {
+			return nil, s.ended()
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -300,7 +285,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ws := &watchSync{c: c, s: s, key: k, path: p, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
+	ws := &watchSync{s: s, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
 	var sent uint64 // events sent, by the goroutine below (which runs s.next)
 	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
 	known := backendkit.Snapshot{} // file -> ModRevision last reported

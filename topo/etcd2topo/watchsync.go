@@ -24,11 +24,7 @@ const progressRetry = 500 * time.Millisecond
 // sends a watch once it has sent every event up to the notified
 // revision).
 type watchSync struct {
-	c    *Conn
-	s    *stream
-	key  string
-	path string
-
+	s     *stream // the watch's (its Conn, key and path)
 	mu    sync.Mutex
 	rev   int64
 	sent  uint64
@@ -55,9 +51,9 @@ func (w *watchSync) advance(rev int64, sent uint64) {
 // notification when it has not yet. It returns the number of events sent
 // and the revision the watch had passed with them (at least the one read).
 func (w *watchSync) sync(ctx context.Context) (uint64, int64, error) {
-	resp, err := w.c.cli.Get(ctx, w.key, clientv3.WithCountOnly())
+	resp, err := w.s.c.cli.Get(ctx, w.s.key, clientv3.WithCountOnly())
 	if err != nil {
-		return 0, 0, w.c.convertError(ctx, err, w.path)
+		return 0, 0, w.s.c.convertError(ctx, err, w.s.path)
 	}
 	target := resp.Header.Revision
 	var retry <-chan time.Time
@@ -72,8 +68,8 @@ func (w *watchSync) sync(ctx context.Context) (uint64, int64, error) {
 			// The request goes on the watch's gRPC stream (chosen by the
 			// metadata of the watch's context); etcd answers once every
 			// watch on that stream is up to date.
-			if err := w.c.cli.RequestProgress(clientv3.WithRequireLeader(w.s.ctx)); err != nil {
-				return 0, 0, w.c.convertError(ctx, err, w.path)
+			if err := w.s.c.cli.RequestProgress(clientv3.WithRequireLeader(w.s.ctx)); err != nil {
+				return 0, 0, w.s.c.convertError(ctx, err, w.s.path)
 			}
 			retry = time.After(progressRetry)
 		}
@@ -82,9 +78,9 @@ func (w *watchSync) sync(ctx context.Context) (uint64, int64, error) {
 		case <-retry:
 			retry = nil
 		case <-w.done:
-			return 0, 0, backendkit.Wrap(topo.Interrupted, w.path, errors.New("watch ended"))
+			return 0, 0, backendkit.Wrap(topo.Interrupted, w.s.path, errors.New("watch ended"))
 		case <-ctx.Done():
-			return 0, 0, w.c.convertError(ctx, ctx.Err(), w.path)
+			return 0, 0, w.s.c.convertError(ctx, ctx.Err(), w.s.path)
 		}
 	}
 }

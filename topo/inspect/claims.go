@@ -17,10 +17,10 @@ type Lock struct {
 	// description (see LockHolder).
 	Dir, Holder string
 	// Token is the holder's fencing token (topo.Fence.Token) and Session
-	// the store's name of its session or lease (etcd: the lease id in
-	// hexadecimal; ZooKeeper: the owner session; Consul: the session id;
-	// memorytopo: ""). Both are zero when the Conn does not read its
-	// queue (QueueReader; a custom backend).
+	// the store's name of its session or lease (etcd: "lease " and the
+	// lease id in decimal; ZooKeeper: the owner session; Consul: the
+	// session id; memorytopo: ""). Both are zero when the Conn does not
+	// read its queue (QueueReader; a custom backend).
 	Token   int64
 	Session string
 	// Waiters are the contenders queued behind the holder, next to be
