@@ -216,12 +216,23 @@ func TestHandoverCostFlat(t *testing.T) {
 			// Every Conn with waiters keeps a view of the queue (view.go),
 			// which sees the entry put and the entry deleted by each
 			// handover: two events per Conn, whatever n.
+			// Elections measured 8 to 12.8 events per acquisition at n = 20
+			// (fewer at 200) on a quiet machine: the views' two per Conn,
+			// the predecessor's deletion, and, as terms end and begin
+			// again, more puts and deletes in the views' range; a herd
+			// adds about one per waiter (18 at n = 20, 198 at 200), which
+			// the bounds below still catch.
 			for i := 1; i < len(reqs); i++ {
 				require.LessOrEqual(t, reqs[i], reqs[0]+6, "requests per handover grow with the number of waiters: %v", reqs)
-				require.LessOrEqual(t, events[i], events[0]+2*nconns+3, "watch events per handover grow with the number of waiters: %v", events)
+				require.LessOrEqual(t, events[i], events[0]+2*nconns+6, "watch events per handover grow with the number of waiters: %v", events)
 			}
 			require.LessOrEqual(t, reqs[2], 1.25*reqs[1], "requests per handover grow with the number of waiters: %v", reqs)
-			require.LessOrEqual(t, events[2], events[1]+1, "watch events per handover grow with the number of waiters: %v", events)
+			// Between n = 20 and 200 the views' events vary with how many
+			// Conns have waiters at each handover (every one at 200, most
+			// at 20): under load 11.4 to 12.4 per acquisition were seen at
+			// either n. A herd would add about one event per waiter (180
+			// more at 200); a quarter more is well short of that.
+			require.LessOrEqual(t, events[2], 1.25*events[1], "watch events per handover grow with the number of waiters: %v", events)
 		})
 	}
 }
