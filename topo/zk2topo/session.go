@@ -871,9 +871,10 @@ const (
 // library, as the library reads it: b is a piece of the body of an
 // answer (from body offset at, its earlier bytes in oc.body), whose zxid
 // bytes it zeroes; the library records no zero zxid. frame then records
-// the zxid as the session's last (see lastZxid). go-zookeeper v1.0.4 records the zxid of
-// every answer in its receive goroutine while its connection goroutine
-// reads it, unsynchronised, for a reconnection's set-watches request
+// the zxid as the session's last (see lastZxid). Why: go-zookeeper
+// v1.0.4 records the zxid of every answer in its receive goroutine while
+// its connection goroutine reads it, unsynchronised, for a
+// reconnection's set-watches request
 // (upstream go-zookeeper/zk PR #35, unmerged): the race detector
 // reported that in programs using zk2topo, on a connection closed while
 // its requests were held (TestSessionGivenUpWhileHolding) or whenever
