@@ -104,13 +104,17 @@
 //     that request while recording the zxids of answers, unsynchronised
 //     (a data race the race detector reports in programs that use
 //     zk2topo, harmless but for it: either whole int64 is right for the
-//     server), and that order, with every answer matched under the
-//     connection's lock, makes the read come first. The session's
-//     observer mirrors the client's table of watches from the frames to
-//     know whether that request will come. The credentials the client
-//     re-sends first (and awaits) are not held. Tests:
+//     server). The connection hides the zxids of answers from the client
+//     and writes the session's last zxid into its connect and set-watches
+//     requests itself, so that the race cannot happen (the order above
+//     prevented it only when the set-watches request came: not after a
+//     close or maxHold, nor on a connection that holds nothing). The
+//     session's observer mirrors the client's table of watches from the
+//     frames to know whether that request will come. The credentials the
+//     client re-sends first (and awaits) are not held. Tests:
 //     TestRequestsQueuedDuringDisconnection, TestReconnectionWithCredentials,
-//     TestWatchMirrorOfMissingFile.
+//     TestWatchMirrorOfMissingFile, TestSessionGivenUpWhileHolding,
+//     TestReconnectionZxids.
 //
 // # Which znodes the library deletes, and when
 //
