@@ -280,9 +280,10 @@ func (s *zkSession) stepDown() {
 // removeStepped removes the entries stepDown gave up on session s under
 // the election directory dirZp, on s: before the Conn enters that
 // election again (Create). Stop and Resign remove them too (the engine
-// withdraws the lost candidacy). Not at reconnection: a request answered
-// while the client re-registers its watches races in go-zookeeper
-// v1.0.4 (its lastZxid).
+// withdraws the lost candidacy). Not at reconnection: that was chosen
+// to keep clear of go-zookeeper v1.0.4's lastZxid race, which hideZxid
+// now prevents on every path; removing them there too would be a change
+// of its own (it adds requests to a reconnection).
 func (c *Conn) removeStepped(s *zkSession, dirZp string) {
 	s.mu.Lock()
 	var nodes []string
