@@ -2,29 +2,20 @@ package consultopo
 
 import (
 	"context"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/stacks"
 	"github.com/topokit/topokit/topo"
 )
 
 // sendBlocked reports whether a goroutine of fn (a watch's, named by its
 // function) is blocked sending an event to a full channel.
 func sendBlocked(fn string) bool {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range stacks.All() {
 		if strings.Contains(g, "[select") && strings.Contains(g, "backendkit.Send") && strings.Contains(g, fn) {
 			return true
 		}

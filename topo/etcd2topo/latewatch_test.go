@@ -2,7 +2,6 @@ package etcd2topo
 
 import (
 	"context"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/topokit/topokit/internal/stacks"
 	"github.com/topokit/topokit/topo/claims"
 )
 
@@ -19,16 +19,7 @@ import (
 // and of those, the ones waiting on their watch's channel (past the
 // first removal, which found nothing).
 func lateWatches() (running, watching int) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range stacks.All() {
 		if !strings.Contains(g, "etcd2topo.driver.removeUnknown.func1(") {
 			continue
 		}

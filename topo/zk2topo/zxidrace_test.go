@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/internal/stacks"
 )
 
 // TestSessionGivenUpWhileHolding gives a session up (as its watchdog does)
@@ -82,7 +83,7 @@ func TestSessionGivenUpWhileHolding(t *testing.T) {
 	close(resumeConnect)
 	waitClosed(t, sending, "the client library never sent the held requests")
 	require.Eventually(t, func() bool {
-		st := goroutines()
+		st := strings.Join(stacks.All(), "\n\n")
 		return strings.Contains(st, "(*Conn).loop(") && strings.Contains(st, "sync.(*WaitGroup).Wait") &&
 			!strings.Contains(st, "(*Conn).sendSetWatches.func1")
 	}, 30*time.Second, time.Millisecond, "the client library's set-watches goroutine never ended")
@@ -99,19 +100,6 @@ func waitClosed(t *testing.T, ch <-chan struct{}, msg string) {
 	case <-ch:
 	case <-time.After(hangGuard):
 		t.Fatal(msg)
-	}
-}
-
-// goroutines returns the stacks of all goroutines (reading them orders
-// nothing, for the race detector).
-func goroutines() string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return string(buf[:n])
-		}
-		buf = make([]byte, 2*len(buf))
 	}
 }
 
