@@ -6,7 +6,7 @@ const $ = (sel) => document.querySelector(sel);
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 const writable = document.body.dataset.writable === "true";
 
-const state = { dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null };
+const state = { dir: null, dirSeq: 0, next: -1, file: null, editing: false, events: null, reloadTimer: null };
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -122,8 +122,12 @@ function renderDiff(target, a, b) {
 }
 
 // ---- browsing ----
+// state.dirSeq counts the directories asked for: an answer for an older
+// ask (a slow listing, a live reload) is dropped, so that the page shows
+// the directory opened last.
 async function openDir(p, keepFile) {
   p = cleanDir(p);
+  const seq = ++state.dirSeq;
   showError("");
   $("#search-results").hidden = true;
   $("#entries").hidden = false;
@@ -131,6 +135,7 @@ async function openDir(p, keepFile) {
   try {
     data = await api("GET", "/api/dir?" + q({ path: p }));
   } catch (e) {
+    if (seq !== state.dirSeq) return;
     if (e.status === 404 && p !== "/") {
       // A file, not a directory: open it in its parent.
       try {
@@ -142,6 +147,7 @@ async function openDir(p, keepFile) {
     showError(e.message);
     return;
   }
+  if (seq !== state.dirSeq) return;
   const changedDir = state.dir !== data.path;
   state.dir = data.path;
   state.next = data.next;
@@ -390,9 +396,11 @@ async function applyChanges() {
   }
   state.pendingMore = false;
   if ($("#search-results").hidden === false) return;
-  // Reload the open page of the directory, marking changed rows.
+  // Reload the open page of the directory, marking changed rows (unless
+  // another directory was asked for meanwhile: see openDir).
+  const seq = state.dirSeq;
   const data = await api("GET", "/api/dir?" + q({ path: state.dir })).catch(() => null);
-  if (!data) return;
+  if (!data || seq !== state.dirSeq) return;
   const flash = new Set();
   const prefix = state.dir === "/" ? "/" : state.dir + "/";
   for (const p of changed) {
