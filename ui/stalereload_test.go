@@ -9,66 +9,143 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/memorytopo/memtest"
 	"github.com/topokit/topokit/ui"
 )
+
+// Tests of answers that arrive late: the page's fetches of chosen URLs are
+// sent at once (the server answers with the store as it is then), but
+// their answers are handed to the page only when the test lets them go,
+// after the user did something else. See holdJS.
+
+// stalePage opens the page over a new memorytopo store holding files
+// (value "v" each), with the options changed by edit (nil: the defaults),
+// and returns it with the store and its global cell.
+func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *memtest.Store, topo.Conn) {
+	t.Helper()
+	store := memtest.New(t, memtest.Options{})
+	conn := store.Server.GlobalCell()
+	for _, f := range files {
+		_, err := conn.Create(context.Background(), f, []byte("v"))
+		require.NoError(t, err)
+	}
+	opts := ui.Options{Conn: conn, Name: "memory"}
+	if edit != nil {
+		edit(&opts)
+	}
+	s, err := ui.New(opts)
+	require.NoError(t, err)
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	p := &page{t: t, ctx: newTab(t)}
+	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
+	p.wait("the page to load", `document.body.dataset.ready === "true"`)
+	return p, store, conn
+}
+
+// holdJS makes the page's fetches whose "METHOD URL" contains one of
+// window.holds.match wait: the request is sent at once, its answer is
+// kept in window.holds.held until the test lets it go. window.holds.used
+// counts the answers let go that the page has used: it is raised by a
+// task queued behind the promise callbacks that read the answer.
+const holdJS = `(() => {
+	if (window.holds) return true;
+	const orig = window.fetch;
+	const h = window.holds = { match: [], held: [], used: 0 };
+	const used = () => setTimeout(() => { h.used++; }, 0);
+	window.fetch = (u, o) => {
+		const key = ((o && o.method) || "GET") + " " + String(u);
+		const sent = orig(u, o);
+		if (!h.match.some((m) => key.includes(m))) return sent;
+		return new Promise((res, rej) => h.held.push({ key, go: () => sent.then((r) => {
+			const json = r.json.bind(r);
+			r.json = () => json().finally(used);
+			res(r);
+		}, (e) => { used(); rej(e); }) }));
+	};
+	return true;
+})()`
+
+// run evaluates the JavaScript expression js (which returns true).
+func (p *page) run(what, js string) {
+	p.t.Helper()
+	_, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](js))
+	require.NoError(p.t, err, what)
+}
+
+// hold makes the answers to the page's fetches whose "METHOD URL"
+// contains match wait for release.
+func (p *page) hold(match string) {
+	p.t.Helper()
+	p.run("install the holds", holdJS)
+	p.run("hold "+match, `(window.holds.match.push(`+strconv.Quote(match)+`), true)`)
+}
+
+// unhold stops holding new fetches matching match; those held stay held.
+func (p *page) unhold(match string) {
+	p.t.Helper()
+	p.run("unhold "+match, `(window.holds.match = window.holds.match.filter((m) => m !== `+strconv.Quote(match)+`), true)`)
+}
+
+// waitHeld waits until n answers matching match are held.
+func (p *page) waitHeld(what, match string, n int) {
+	p.t.Helper()
+	p.wait(what+" held", `window.holds.held.filter((x) => x.key.includes(`+strconv.Quote(match)+`)).length === `+strconv.Itoa(n))
+}
+
+// release stops holding fetches matching match, lets the held answers
+// matching it go (in the order they were asked for) and waits until the
+// page has used them.
+func (p *page) release(match string) {
+	p.t.Helper()
+	p.unhold(match)
+	m := strconv.Quote(match)
+	want, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`(() => {
+		const h = window.holds;
+		const go = h.held.filter((x) => x.key.includes(`+m+`));
+		h.held = h.held.filter((x) => !x.key.includes(`+m+`));
+		const want = h.used + go.length;
+		go.forEach((x) => x.go());
+		return want;
+	})()`))
+	require.NoError(p.t, err, "release "+match)
+	p.wait("the answers to "+match+" used", `window.holds.used >= `+strconv.Itoa(want))
+}
+
+// open opens the directory dir from the path bar and waits until it is
+// shown.
+func (p *page) open(dir string) {
+	p.t.Helper()
+	p.fill("#path", dir)
+	p.click("#pathbar button[type=submit]")
+	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`)`)
+}
+
+// rows are the paths of the directory entries the page lists, in order.
+func (p *page) rows() []string {
+	p.t.Helper()
+	r, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#entries tbody tr")].map((r) => r.dataset.path)`))
+	require.NoError(p.t, err)
+	return r
+}
 
 // TestBrowserStaleReloadKeepsNavigation: a live reload of the directory the
 // page showed, answered only after the user opened another directory,
 // leaves the other directory shown. It used to draw the old directory's
 // listing over the new one (a clean-clone CI run under load saw
 // TestBrowserEtcd stay on "/ui (3 entries)" after opening a lock's
-// directory). The page's fetch of the old directory is held until the new
-// one is shown, then let go.
+// directory).
 func TestBrowserStaleReloadKeepsNavigation(t *testing.T) {
-	store := memtest.New(t, memtest.Options{})
-	conn := store.Server.GlobalCell()
-	ctx := context.Background()
-	for _, f := range []string{"stale-a/x", "fresh-b/y"} {
-		_, err := conn.Create(ctx, f, []byte("v"))
-		require.NoError(t, err)
-	}
-	s, err := ui.New(ui.Options{Conn: conn, Name: "memory"})
-	require.NoError(t, err)
-	ts := httptest.NewServer(s)
-	t.Cleanup(ts.Close)
-
-	p := &page{t: t, ctx: newTab(t)}
-	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
-	p.wait("the page to load", `document.body.dataset.ready === "true"`)
-	open := func(dir string) {
-		p.fill("#path", dir)
-		p.click("#pathbar button[type=submit]")
-		p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`)`)
-	}
-	run := func(what, js string) {
-		_, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](js))
-		require.NoError(t, err, what)
-	}
-	open("/stale-a")
+	p, _, conn := stalePage(t, []string{"stale-a/x", "fresh-b/y"}, nil)
+	p.open("/stale-a")
 	p.wait("the live stream", has("#live", "live"))
-	// From now on a listing of stale-a waits for the test; once answered,
-	// window.applied is set after the page has used the answer (a task
-	// queued behind the promise callbacks that use it).
-	run("hold stale-a's listings", `(() => {
-		window.held = []; window.applied = false;
-		const orig = window.fetch;
-		window.fetch = (u, o) => {
-			if (!String(u).includes("/api/dir?") || !String(u).includes("stale-a")) return orig(u, o);
-			return new Promise((res) => window.held.push(() => res(orig(u, o).then((r) => {
-				const j = r.json.bind(r);
-				r.json = () => j().then((v) => { setTimeout(() => { window.applied = true; }, 0); return v; });
-				return r;
-			}))));
-		};
-		return true;
-	})()`)
-	_, err = conn.Create(ctx, "stale-a/z", []byte("v"))
+	p.hold("stale-a")
+	_, err := conn.Create(context.Background(), "stale-a/z", []byte("v"))
 	require.NoError(t, err)
-	p.wait("the live reload of stale-a", `window.held.length === 1`)
-	open("/fresh-b")
-	run("answer the reload", `(() => { window.held.forEach((f) => f()); return true; })()`)
-	p.wait("the reload's answer used", `window.applied === true`)
+	p.waitHeld("the live reload of stale-a", "stale-a", 1)
+	p.open("/fresh-b")
+	p.release("stale-a")
 	require.Equal(t, "/fresh-b (1 entries)", p.text("#dir-title"), "the page shows the directory opened last")
 	require.Contains(t, p.text("#entries"), "y")
 	require.NotContains(t, p.text("#entries"), "stale-a")
