@@ -6,7 +6,53 @@ const $ = (sel) => document.querySelector(sel);
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 const writable = document.body.dataset.writable === "true";
 
-const state = { dir: null, dirSeq: 0, next: -1, file: null, editing: false, events: null, reloadTimer: null };
+// Answers arrive in any order, and after the user did other things: each
+// one is drawn only if it is still wanted. A Pane (the listing, the file)
+// shows what was opened in it last, kept fresh by reloads; every ask for
+// it takes a number from its seq:
+//   - an open's answer is drawn only if nothing was opened in the pane
+//     (nor the pane closed, nor its content taken over) since it was
+//     asked for;
+//   - a reload's answer only if the pane still shows what was opened when
+//     the reload was asked for, and nothing asked for later was drawn.
+// shown is the number of the answer drawn: it changes whenever the pane
+// is drawn again (More checks it).
+class Pane {
+  constructor() { this.seq = 0; this.asked = 0; this.opened = 0; this.shown = 0; }
+  // open numbers an open; drawOpen(n) says whether its answer may be
+  // drawn, and if so records it as drawn.
+  open() { return (this.asked = ++this.seq); }
+  latest(n) { return n === this.asked; }
+  drawOpen(n) {
+    if (n !== this.asked) return false;
+    this.opened = this.shown = n;
+    return true;
+  }
+  // reload numbers a reload; drawReload(r) says whether its answer may be
+  // drawn, and if so records it as drawn.
+  reload() { return { n: ++this.seq, base: this.opened }; }
+  drawReload(r) {
+    if (r.base !== this.opened || r.n < this.shown) return false;
+    this.shown = r.n;
+    return true;
+  }
+  // takeOver drops the opens asked for so far (the user went on with what
+  // the pane shows: began to edit it); close drops every answer asked for
+  // so far (the pane was closed).
+  takeOver() { this.asked = ++this.seq; }
+  close() { this.asked = this.opened = this.shown = ++this.seq; }
+}
+
+// list is the listing pane (a directory's entries, or a search's files),
+// file the file pane; editSeq counts the editors opened and closed (a
+// save's answer is for the editor it was asked from); coordSeq,
+// compareSeq and cacheSeq number the asks of the coordination tables, the
+// comparison and the cache badge (the last asked for, or for the badge
+// the newest, is drawn).
+const state = {
+  dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
+  list: new Pane(), filePane: new Pane(), editSeq: 0, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
+};
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -122,12 +168,12 @@ function renderDiff(target, a, b) {
 }
 
 // ---- browsing ----
-// state.dirSeq counts the directories asked for: an answer for an older
-// ask (a slow listing, a live reload) is dropped, so that the page shows
-// the directory opened last.
+// openDir shows the directory p (a file: its parent, then the file). An
+// answer for a directory (or search) asked for before the last one is
+// dropped (see Pane). It returns whether p (or its parent) was shown.
 async function openDir(p, keepFile) {
   p = cleanDir(p);
-  const seq = ++state.dirSeq;
+  const seq = state.list.open();
   showError("");
   $("#search-results").hidden = true;
   $("#entries").hidden = false;
@@ -135,19 +181,19 @@ async function openDir(p, keepFile) {
   try {
     data = await api("GET", "/api/dir?" + q({ path: p }));
   } catch (e) {
-    if (seq !== state.dirSeq) return;
+    if (!state.list.latest(seq)) return false;
     if (e.status === 404 && p !== "/") {
       // A file, not a directory: open it in its parent.
       try {
-        await openDir(parentOf(p), true);
+        if (!(await openDir(parentOf(p), true))) return false;
         await openFile(p);
-        return;
+        return true;
       } catch (_) { /* fall through */ }
     }
     showError(e.message);
-    return;
+    return false;
   }
-  if (seq !== state.dirSeq) return;
+  if (!state.list.drawOpen(seq)) return false;
   const changedDir = state.dir !== data.path;
   state.dir = data.path;
   state.next = data.next;
@@ -159,7 +205,15 @@ async function openDir(p, keepFile) {
   $("#more").hidden = data.next < 0;
   if (location.hash !== "#" + data.path) history.replaceState(null, "", "#" + data.path);
   if (changedDir) watch(data.path);
-  if (!keepFile && changedDir && !state.editing) $("#file").hidden = true;
+  if (!keepFile && changedDir && !state.editing) closeFile();
+  return true;
+}
+
+// closeFile hides the file pane; answers for it asked for before are
+// dropped.
+function closeFile() {
+  $("#file").hidden = true;
+  state.filePane.close();
 }
 
 function appendEntries(entries, flash) {
@@ -178,18 +232,34 @@ function appendEntries(entries, flash) {
   }
 }
 
+// more appends the next page of the listing shown. The page is dropped
+// when the listing was drawn again since it was asked for (another
+// directory, a search, a reload: it would not continue what is shown) or
+// another press of More appended it already.
 async function more() {
   if (state.next < 0) return;
-  const data = await api("GET", "/api/dir?" + q({ path: state.dir, offset: state.next }));
+  const shown = state.list.shown, offset = state.next;
+  let data;
+  try {
+    data = await api("GET", "/api/dir?" + q({ path: state.dir, offset }));
+  } catch (e) {
+    if (shown === state.list.shown && offset === state.next) showError(e.message);
+    return;
+  }
+  if (shown !== state.list.shown || offset !== state.next) return;
   state.next = data.next;
   appendEntries(data.entries);
   $("#more").hidden = data.next < 0;
 }
 
+// search shows the files under a prefix in place of the listing (an open
+// of the listing pane: see Pane).
 async function search(prefix) {
   showError("");
+  const seq = state.list.open();
   try {
     const data = await api("GET", "/api/search?" + q({ prefix }));
+    if (!state.list.drawOpen(seq)) return;
     const box = $("#search-results");
     box.replaceChildren(el("div", { class: "pane-head" }, data.files.length + " files under prefix " + data.prefix + (data.truncated ? " (first ones)" : "")));
     const t = el("table", {});
@@ -201,7 +271,7 @@ async function search(prefix) {
     box.hidden = false;
     $("#entries").hidden = true;
     $("#more").hidden = true;
-  } catch (e) { showError(e.message); }
+  } catch (e) { if (state.list.latest(seq)) showError(e.message); }
 }
 
 function show(which) {
@@ -218,12 +288,35 @@ function hexDump(h) {
   return out.join("\n");
 }
 
+// openFile shows the file p; an answer for a file asked for before the
+// last one (or before the pane was closed, or its file taken to edit) is
+// dropped (see Pane).
 async function openFile(p, keepEditor) {
   showError("");
+  const seq = state.filePane.open();
   let f;
   try {
     f = await api("GET", "/api/file?" + q({ path: p }));
-  } catch (e) { showError(e.message); return; }
+  } catch (e) { if (state.filePane.latest(seq)) showError(e.message); return; }
+  if (!state.filePane.drawOpen(seq)) return;
+  drawFile(f, keepEditor);
+}
+
+// reloadFile reads the file shown again and draws it, unless another file
+// was opened meanwhile, or an editor is open: then the page only says
+// that the file changed.
+async function reloadFile() {
+  const f = state.file;
+  if (state.editing) { toast(f.path + " changed in the store"); return; }
+  const r = state.filePane.reload();
+  let nf;
+  try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (_) { return; }
+  if (r.base !== state.filePane.opened) return;
+  if (state.editing) { toast(f.path + " changed in the store"); return; }
+  if (state.filePane.drawReload(r)) drawFile(nf);
+}
+
+function drawFile(f, keepEditor) {
   state.file = f;
   $("#file").hidden = false;
   $("#file-path").textContent = f.path;
@@ -247,6 +340,8 @@ function currentAs(f, format) {
 
 function openEditor(fromFile) {
   const f = fromFile || state.file;
+  state.filePane.takeOver();
+  state.editSeq++;
   state.editing = true;
   state.base = f;
   const format = f.jsonEdit ? "json" : f.text != null ? "text" : "hex";
@@ -259,6 +354,7 @@ function openEditor(fromFile) {
 }
 
 function closeEditor() {
+  state.editSeq++;
   state.editing = false;
   if ($("#editor-box")) $("#editor-box").hidden = true;
 }
@@ -268,16 +364,23 @@ function review() {
   $("#save").disabled = !changed;
 }
 
+// save writes the editor's value over the version it was edited from.
+// When the editor was closed (or another opened) before the answer came,
+// the answer is only told: it never touches another file's editor.
 async function save() {
   const base = state.base;
+  const edit = state.editSeq;
   const body = { path: base.path, version: base.version, format: $("#format").value, value: $("#editor").value };
   try {
     const r = await api("PUT", "/api/file", body);
     toast("saved " + r.path + " at version " + r.version);
+    if (edit !== state.editSeq) return;
     closeEditor();
     await openFile(r.path);
   } catch (e) {
-    if (e.status === 409 && e.data && e.data.current) {
+    if (edit !== state.editSeq) {
+      showError(e.status === 409 ? "Not saved: another writer changed " + base.path + " since version " + base.version + ". Nothing was overwritten." : base.path + " not saved: " + e.message);
+    } else if (e.status === 409 && e.data && e.data.current) {
       const cur = e.data.current;
       $("#conflict").hidden = false;
       $("#conflict-msg").textContent = "Not saved: another writer changed " + cur.path + " since version " + base.version + ". Nothing was overwritten.";
@@ -321,7 +424,9 @@ async function deleteFile() {
   try {
     await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }));
     toast("deleted " + f.path);
-    $("#file").hidden = true;
+    // The pane is closed only if it still shows f (not a file opened
+    // since).
+    if (state.file && state.file.path === f.path && !$("#file").hidden) closeFile();
     await openDir(state.dir);
   } catch (e) { showError(e.message); }
 }
@@ -337,14 +442,19 @@ async function deleteTree() {
   } catch (e) { showError(e.message); }
 }
 
+// showVersion shows an earlier version of the file shown, unless another
+// file was opened before the answer came.
 async function showVersion(ev) {
   ev.preventDefault();
+  const opened = state.filePane.opened;
+  let text;
   try {
     const f = await api("GET", "/api/version?" + q({ path: state.file.path, version: $("#history-version").value }));
-    $("#history-value").textContent = f.decoded || f.text || hexDump(f.hex);
+    text = f.decoded || f.text || hexDump(f.hex);
   } catch (e) {
-    $("#history-value").textContent = e.status === 501 ? "this store keeps no history (only etcd does)" : e.message;
+    text = e.status === 501 ? "this store keeps no history (only etcd does)" : e.message;
   }
+  if (opened === state.filePane.opened) $("#history-value").textContent = text;
 }
 
 // ---- live updates ----
@@ -390,17 +500,15 @@ async function applyChanges() {
   const changed = state.pending || new Set();
   state.pending = new Set();
   const f = state.file;
-  if (f && (changed.has(f.path) || state.pendingMore) && !$("#file").hidden) {
-    if (state.editing) toast(f.path + " changed in the store");
-    else await openFile(f.path).catch(() => {});
-  }
+  if (f && (changed.has(f.path) || state.pendingMore) && !$("#file").hidden) await reloadFile();
   state.pendingMore = false;
   if ($("#search-results").hidden === false) return;
   // Reload the open page of the directory, marking changed rows (unless
-  // another directory was asked for meanwhile: see openDir).
-  const seq = state.dirSeq;
+  // another directory was opened meanwhile, or a newer reload drawn: see
+  // Pane).
+  const r = state.list.reload();
   const data = await api("GET", "/api/dir?" + q({ path: state.dir })).catch(() => null);
-  if (!data || seq !== state.dirSeq) return;
+  if (!data || !state.list.drawReload(r)) return;
   const flash = new Set();
   const prefix = state.dir === "/" ? "/" : state.dir + "/";
   for (const p of changed) {
@@ -415,11 +523,15 @@ async function applyChanges() {
 }
 
 // ---- coordination ----
+// coordination fills the tables for the path asked for last (an older
+// ask's answer is dropped).
 async function coordination(ev) {
   if (ev) ev.preventDefault();
   showError("");
+  const seq = ++state.coordSeq;
   try {
     const c = await api("GET", "/api/coordination?" + q({ path: cleanDir($("#coord-path").value) }));
+    if (seq !== state.coordSeq) return;
     const fill = (sel, rows) => { const b = $(sel + " tbody"); b.replaceChildren(); for (const r of rows) b.append(el("tr", {}, ...r.map((v) => el("td", {}, v)))); };
     // A waiter or a candidate: its description (or id), else its session
     // (a Consul waiter's entry carries none), and its token.
@@ -430,17 +542,21 @@ async function coordination(ev) {
       !l.age && !l.ttl ? NOT_SHOWN : "age " + (l.age ? l.age + " (since " + l.since + ")" : NOT_SHOWN) + "; TTL " + (l.ttl || NOT_SHOWN), queue(l.waiters)]));
     fill("#elections", c.elections.map((e) => [e.name, e.leaderId || "(nobody)", e.value || "", e.leaderId ? e.token : "", queue(e.candidates)]));
     fill("#semaphores", c.semaphores.map((s) => [s.dir, s.limit, s.holders.map((h, i) => h + " (" + s.tokens[i] + ")").join(", ")]));
-  } catch (e) { showError(e.message); }
+  } catch (e) { if (seq === state.coordSeq) showError(e.message); }
 }
 
 // ---- compare ----
+// compare shows the comparison asked for last (an older ask's answer is
+// dropped).
 async function compare(ev) {
   ev.preventDefault();
   showError("");
+  const seq = ++state.compareSeq;
   const res = $("#compare-results");
   res.replaceChildren();
   try {
     const c = await api("GET", "/api/compare?" + q({ a: cleanDir($("#compare-a").value), b: cleanDir($("#compare-b").value), store: $("#compare-store").value }));
+    if (seq !== state.compareSeq) return;
     $("#compare-summary").textContent = c.differences.length + " differences between " + c.a + " (" + c.filesA + " files) and " + c.b + " (" + c.filesB + " files)" + (c.truncated ? ", first ones shown" : "");
     for (const d of c.differences) {
       const side = (f) => el("pre", { class: "value" }, f ? (f.decoded || f.text || hexDump(f.hex)) : "(absent)");
@@ -448,16 +564,20 @@ async function compare(ev) {
         el("div", {}, el("span", { class: "kind-" + d.kind }, d.kind), " ", el("code", {}, d.path)),
         el("div", { class: "cmp-sides" }, side(d.a), side(d.b))));
     }
-  } catch (e) { showError(e.message); }
+  } catch (e) { if (seq === state.compareSeq) showError(e.message); }
 }
 
 // ---- read cache ----
 // cacheBadge shows the health of the read cache the page's files come
 // from (healthy, resyncing, stale or over-limit, and since when); the
-// badge stays hidden when there is no cache.
+// badge stays hidden when there is no cache. An answer older than the
+// one shown (the badge asks every second) is dropped.
 async function cacheBadge() {
+  const seq = ++state.cacheSeq;
   let c;
   try { c = await api("GET", "/api/cache"); } catch (_) { return; }
+  if (seq < state.cacheShown) return;
+  state.cacheShown = seq;
   const b = $("#cache");
   b.hidden = !c.cache;
   if (!c.cache) return;
