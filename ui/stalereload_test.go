@@ -41,28 +41,37 @@ func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *me
 	p := &page{t: t, ctx: newTab(t)}
 	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
 	p.wait("the page to load", `document.body.dataset.ready === "true"`)
+	p.run("install the holds", holdJS)
 	return p, store, conn
 }
 
 // holdJS makes the page's fetches whose "METHOD URL" contains one of
 // window.holds.match wait: the request is sent at once, its answer is
 // kept in window.holds.held until the test lets it go. window.holds.used
-// counts the answers let go that the page has used: it is raised by a
-// task queued behind the promise callbacks that read the answer.
+// counts the answers let go that the page has used, window.holds.busy the
+// fetches not held whose answers the page has not used yet: an answer is
+// used when a task queued behind the promise callbacks that read it runs
+// (a fetch those callbacks start is counted before that).
 const holdJS = `(() => {
 	if (window.holds) return true;
 	const orig = window.fetch;
-	const h = window.holds = { match: [], held: [], used: 0 };
-	const used = () => setTimeout(() => { h.used++; }, 0);
+	const h = window.holds = { match: [], held: [], used: 0, busy: 0 };
+	const track = (sent, used) => sent.then((r) => {
+		const json = r.json.bind(r);
+		r.json = () => json().finally(() => setTimeout(used, 0));
+		return r;
+	}, (e) => { setTimeout(used, 0); throw e; });
 	window.fetch = (u, o) => {
 		const key = ((o && o.method) || "GET") + " " + String(u);
 		const sent = orig(u, o);
-		if (!h.match.some((m) => key.includes(m))) return sent;
-		return new Promise((res, rej) => h.held.push({ key, go: () => sent.then((r) => {
-			const json = r.json.bind(r);
-			r.json = () => json().finally(used);
-			res(r);
-		}, (e) => { used(); rej(e); }) }));
+		if (!h.match.some((m) => key.includes(m))) {
+			h.busy++;
+			return track(sent, () => { h.busy--; });
+		}
+		return new Promise((res, rej) => h.held.push({ key, go: () => {
+			h.busy++;
+			track(sent, () => { h.busy--; h.used++; }).then(res, rej);
+		} }));
 	};
 	return true;
 })()`
@@ -96,7 +105,8 @@ func (p *page) waitHeld(what, match string, n int) {
 
 // release stops holding fetches matching match, lets the held answers
 // matching it go (in the order they were asked for) and waits until the
-// page has used them.
+// page has used them and the answers to the fetches it made since (none
+// held).
 func (p *page) release(match string) {
 	p.t.Helper()
 	p.unhold(match)
@@ -110,7 +120,7 @@ func (p *page) release(match string) {
 		return want;
 	})()`))
 	require.NoError(p.t, err, "release "+match)
-	p.wait("the answers to "+match+" used", `window.holds.used >= `+strconv.Itoa(want))
+	p.wait("the answers to "+match+" used", `window.holds.used >= `+strconv.Itoa(want)+` && window.holds.busy === 0`)
 }
 
 // open opens the directory dir from the path bar and waits until it is
