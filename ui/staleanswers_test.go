@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
 	"github.com/topokit/topokit/ui"
 )
@@ -390,4 +391,74 @@ func TestBrowserStaleCacheBadge(t *testing.T) {
 	p.release("/api/cache")
 	require.Contains(t, p.text("#cache"), "cache stale since ", "the older, healthy answer was shown")
 	store.Client.Heal()
+}
+
+// TestBrowserDeleteKeepsNavigation: the answer to a delete of a file,
+// arriving while another directory is being opened, reloads the directory
+// shown without dropping the one being opened (it opened the directory
+// shown again, which superseded the other).
+func TestBrowserDeleteKeepsNavigation(t *testing.T) {
+	p, _, _ := stalePage(t, []string{"d/x", "d/y", "e/z"}, asWritable)
+	p.open("/d")
+	p.click(`a[data-path="/d/x"]`)
+	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
+	p.hold("DELETE /api/file")
+	p.click("#delete-file")
+	p.wait("the confirmation", has("#modal-text", "Delete the file /d/x"))
+	p.click("#modal-ok")
+	p.waitHeld("the delete of x", "DELETE /api/file", 1)
+	p.hold("path=%2Fe")
+	p.fill("#path", "/e")
+	p.click("#pathbar button[type=submit]")
+	p.waitHeld("e's listing", "path=%2Fe", 1)
+	p.release("DELETE /api/file")
+	p.wait("x gone from the listing", `!document.querySelector('a[data-path="/d/x"]')`)
+	p.release("path=%2Fe")
+	require.Equal(t, "/e (1 entries)", p.text("#dir-title"), "the delete's reload of /d superseded the opening of /e")
+	require.Equal(t, []string{"/e/z"}, p.rows())
+}
+
+// TestBrowserStaleCreate: the answer to a creation, arriving after the
+// user opened another file, lists the new file but leaves the other
+// open.
+func TestBrowserStaleCreate(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x", "d/y"}, asWritable)
+	p.open("/d")
+	p.hold("PUT /api/file")
+	p.click("#new-file")
+	p.wait("the path question", has("#modal-text", "Create a file"))
+	p.fill("#modal-input", "n")
+	p.click("#modal-ok")
+	p.wait("the contents question", has("#modal-text", "Contents of /d/n"))
+	p.fill("#modal-input", "new")
+	p.click("#modal-ok")
+	p.waitHeld("the creation", "PUT /api/file", 1)
+	p.click(`a[data-path="/d/y"]`)
+	p.wait("y", `document.querySelector("#file-path").textContent === "/d/y"`)
+	p.release("PUT /api/file")
+	p.wait("n listed", `!!document.querySelector('a[data-path="/d/n"]')`)
+	p.wait("the toast", toastSays("created /d/n"))
+	require.Equal(t, "/d/y", p.text("#file-path"), "n was shown over y")
+	n, _, err := conn.Get(context.Background(), "d/n")
+	require.NoError(t, err)
+	require.Equal(t, "new", string(n))
+}
+
+// TestBrowserStaleDeleteTree: the answer to a recursive delete, arriving
+// after the user opened another directory, leaves that directory shown
+// (it opened the deleted directory's parent).
+func TestBrowserStaleDeleteTree(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"t/x", "t/y", "e/z"}, asWritable)
+	p.open("/t")
+	p.hold("POST /api/delete-tree")
+	p.click("#delete-tree")
+	p.wait("the confirmation", has("#modal-text", "Delete 2 files at or under /t?"))
+	p.click("#modal-ok")
+	p.waitHeld("the delete", "POST /api/delete-tree", 1)
+	p.open("/e")
+	p.release("POST /api/delete-tree")
+	p.wait("the toast", toastSays("deleted 2 files under /t"))
+	require.Equal(t, "/e (1 entries)", p.text("#dir-title"), "the delete opened /t's parent over /e")
+	_, err := conn.List(context.Background(), "t/")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "the subtree is gone: %v", err)
 }

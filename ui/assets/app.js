@@ -410,11 +410,14 @@ async function newFile() {
   const p = name.startsWith("/") ? name : (state.dir === "/" ? "/" : state.dir + "/") + name;
   const value = await ask("Contents of " + p + " (text)", true);
   if (value == null) return;
+  // The new file is shown unless another was opened (or the pane closed,
+  // or an editor opened) before the answer came.
+  const asked = state.filePane.asked;
   try {
     await api("PUT", "/api/file", { path: p, version: "", format: "text", value });
     toast("created " + p);
-    await openDir(state.dir, true);
-    await openFile(p);
+    await reloadDir();
+    if (state.filePane.asked === asked) await openFile(p);
   } catch (e) { showError(e.message); }
 }
 
@@ -427,18 +430,21 @@ async function deleteFile() {
     // The pane is closed only if it still shows f (not a file opened
     // since).
     if (state.file && state.file.path === f.path && !$("#file").hidden) closeFile();
-    await openDir(state.dir);
+    await reloadDir();
   } catch (e) { showError(e.message); }
 }
 
+// deleteTree deletes the directory shown and everything under it, then
+// opens its parent (unless another directory was asked for meanwhile).
 async function deleteTree() {
   const p = state.dir;
+  const asked = state.list.asked;
   try {
     const c = await api("GET", "/api/count?" + q({ path: p }));
     if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone."))) return;
     const r = await api("POST", "/api/delete-tree", { path: p, count: c.files });
     toast("deleted " + r.deleted + " files under " + p);
-    await openDir(parentOf(p));
+    if (state.list.asked === asked) await openDir(parentOf(p));
   } catch (e) { showError(e.message); }
 }
 
@@ -502,16 +508,21 @@ async function applyChanges() {
   const f = state.file;
   if (f && (changed.has(f.path) || state.pendingMore) && !$("#file").hidden) await reloadFile();
   state.pendingMore = false;
+  await reloadDir(changed);
+}
+
+// reloadDir reads the first page of the directory shown again and draws
+// it, marking the rows of the paths in changed (a Set, or nothing), unless
+// search results are shown, another directory (or search) was opened
+// meanwhile or a newer reload drawn (see Pane).
+async function reloadDir(changed) {
   if ($("#search-results").hidden === false) return;
-  // Reload the open page of the directory, marking changed rows (unless
-  // another directory was opened meanwhile, or a newer reload drawn: see
-  // Pane).
   const r = state.list.reload();
   const data = await api("GET", "/api/dir?" + q({ path: state.dir })).catch(() => null);
   if (!data || !state.list.drawReload(r)) return;
   const flash = new Set();
   const prefix = state.dir === "/" ? "/" : state.dir + "/";
-  for (const p of changed) {
+  for (const p of changed || []) {
     const rest = p.slice(prefix.length);
     flash.add(prefix + rest.split("/")[0]);
   }
