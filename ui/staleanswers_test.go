@@ -462,3 +462,22 @@ func TestBrowserStaleDeleteTree(t *testing.T) {
 	_, err := conn.List(context.Background(), "t/")
 	require.True(t, topo.IsErrType(err, topo.NoNode), "the subtree is gone: %v", err)
 }
+
+// TestBrowserStaleChangeMarks: changes streamed for a directory, applied
+// after the user opened another, mark no row of the other (a change of
+// /d/x marked /e/x).
+func TestBrowserStaleChangeMarks(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x", "e/x"}, nil)
+	p.open("/d")
+	p.wait("the live stream", has("#live", "live"))
+	p.click(`a[data-path="/d/x"]`)
+	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
+	p.hold("GET /api/file?path=%2Fd%2Fx")
+	_, err := conn.Update(context.Background(), "d/x", []byte("changed"), nil)
+	require.NoError(t, err)
+	p.waitHeld("the live reload of x", "GET /api/file?path=%2Fd%2Fx", 1)
+	p.open("/e")
+	p.release("GET /api/file?path=%2Fd%2Fx")
+	require.Equal(t, []string{"/e/x"}, p.rows())
+	require.Empty(t, p.text(`#entries tr.changed`), "/d/x's change marked /e/x")
+}

@@ -512,9 +512,9 @@ async function applyChanges() {
 }
 
 // reloadDir reads the first page of the directory shown again and draws
-// it, marking the rows of the paths in changed (a Set, or nothing), unless
-// search results are shown, another directory (or search) was opened
-// meanwhile or a newer reload drawn (see Pane).
+// it, marking the rows of the paths in changed (a Set, or nothing) that
+// are in it, unless search results are shown, another directory (or
+// search) was opened meanwhile or a newer reload drawn (see Pane).
 async function reloadDir(changed) {
   if ($("#search-results").hidden === false) return;
   const r = state.list.reload();
@@ -523,6 +523,8 @@ async function reloadDir(changed) {
   const flash = new Set();
   const prefix = state.dir === "/" ? "/" : state.dir + "/";
   for (const p of changed || []) {
+    // (changes streamed for a directory shown before mark nothing here)
+    if (!p.startsWith(prefix)) continue;
     const rest = p.slice(prefix.length);
     flash.add(prefix + rest.split("/")[0]);
   }
