@@ -316,6 +316,8 @@ async function reloadFile() {
   if (state.filePane.drawReload(r)) drawFile(nf);
 }
 
+// drawFile shows f (an answer of /api/file) in the file pane, closing the
+// editor unless keepEditor.
 function drawFile(f, keepEditor) {
   state.file = f;
   $("#file").hidden = false;
