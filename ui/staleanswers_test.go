@@ -481,3 +481,29 @@ func TestBrowserStaleChangeMarks(t *testing.T) {
 	require.Equal(t, []string{"/e/x"}, p.rows())
 	require.Empty(t, p.text(`#entries tr.changed`), "/d/x's change marked /e/x")
 }
+
+// TestBrowserSaveTwice: Save pressed twice before the answer writes x once
+// and reports no conflict (the second press raced the page's own write:
+// it was refused, and the page said another writer had changed x).
+func TestBrowserSaveTwice(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
+	p.open("/d")
+	p.click(`a[data-path="/d/x"]`)
+	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
+	p.click("#edit")
+	p.fill("#editor", "x by the page")
+	p.click("#review")
+	p.wait("x's diff", has("#diff .add", "+ x by the page"))
+	p.hold("PUT /api/file")
+	p.click("#save")
+	p.waitHeld("the save of x", "PUT /api/file", 1)
+	p.click("#save")
+	p.release("PUT /api/file")
+	p.wait("the toast", toastSays("saved /d/x"))
+	p.wait("x's new value", has("#show-text", "x by the page"))
+	require.True(t, p.hidden("#error"), "the page said: %s", p.text("#error"))
+	require.True(t, p.hidden("#editor-box"), "the editor stayed open")
+	x, _, err := conn.Get(context.Background(), "d/x")
+	require.NoError(t, err)
+	require.Equal(t, "x by the page", string(x))
+}

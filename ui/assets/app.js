@@ -45,13 +45,14 @@ class Pane {
 
 // list is the listing pane (a directory's entries, or a search's files),
 // file the file pane; editSeq counts the editors opened and closed (a
-// save's answer is for the editor it was asked from); coordSeq,
+// save's answer is for the editor it was asked from), saving is the
+// editSeq of the editor whose save is being asked (null: none); coordSeq,
 // compareSeq and cacheSeq number the asks of the coordination tables, the
 // comparison and the cache badge (the last asked for, or for the badge
 // the newest, is drawn).
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
-  list: new Pane(), filePane: new Pane(), editSeq: 0, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
+  list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
 };
 
 function el(tag, attrs, ...kids) {
@@ -363,15 +364,21 @@ function closeEditor() {
 
 function review() {
   const changed = renderDiff($("#diff"), currentAs(state.base, $("#format").value), $("#editor").value);
-  $("#save").disabled = !changed;
+  $("#save").disabled = !changed || state.saving === state.editSeq;
 }
 
 // save writes the editor's value over the version it was edited from.
 // When the editor was closed (or another opened) before the answer came,
 // the answer is only told: it never touches another file's editor.
+// One save of an editor is asked at a time: Save is disabled until the
+// answer (a second press wrote nothing, as its version was gone, and was
+// told as another writer's change).
 async function save() {
   const base = state.base;
   const edit = state.editSeq;
+  if (state.saving === edit) return;
+  state.saving = edit;
+  $("#save").disabled = true;
   const body = { path: base.path, version: base.version, format: $("#format").value, value: $("#editor").value };
   try {
     const r = await api("PUT", "/api/file", body);
@@ -393,7 +400,11 @@ async function save() {
       $("#save").disabled = true;
     } else {
       showError(e.message);
+      // (again, unless the text was changed since: review it first)
+      $("#save").disabled = $("#editor").value !== body.value || $("#format").value !== body.format;
     }
+  } finally {
+    if (state.saving === edit) state.saving = null;
   }
 }
 
