@@ -507,3 +507,24 @@ func TestBrowserSaveTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "x by the page", string(x))
 }
+
+// TestBrowserDeleteKeepsLaterOpen: the answer to a delete of x, arriving
+// while y (clicked after the delete) is being opened, does not drop y.
+func TestBrowserDeleteKeepsLaterOpen(t *testing.T) {
+	p, _, _ := stalePage(t, []string{"d/x", "d/y"}, asWritable)
+	p.open("/d")
+	p.click(`a[data-path="/d/x"]`)
+	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
+	p.hold("DELETE /api/file")
+	p.click("#delete-file")
+	p.wait("the confirmation", has("#modal-text", "Delete the file /d/x"))
+	p.click("#modal-ok")
+	p.waitHeld("the delete of x", "DELETE /api/file", 1)
+	p.hold("GET /api/file?path=%2Fd%2Fy")
+	p.click(`a[data-path="/d/y"]`)
+	p.waitHeld("y", "GET /api/file?path=%2Fd%2Fy", 1)
+	p.release("DELETE /api/file")
+	p.release("GET /api/file?path=%2Fd%2Fy")
+	require.False(t, p.hidden("#file"), "y, clicked after the delete, was not shown")
+	require.Equal(t, "/d/y", p.text("#file-path"))
+}

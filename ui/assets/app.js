@@ -37,10 +37,12 @@ class Pane {
     return true;
   }
   // takeOver drops the opens asked for so far (the user went on with what
-  // the pane shows: began to edit it); close drops every answer asked for
-  // so far (the pane was closed).
+  // the pane shows: began to edit it); clear drops the answers for what
+  // the pane shows (it is gone), not the opens asked for since; close
+  // drops every answer asked for so far (the pane was closed).
   takeOver() { this.asked = ++this.seq; }
-  close() { this.asked = this.opened = this.shown = ++this.seq; }
+  clear() { this.opened = this.shown = ++this.seq; }
+  close() { this.asked = ++this.seq; this.clear(); }
 }
 
 // list is the listing pane (a directory's entries, or a search's files),
@@ -440,9 +442,12 @@ async function deleteFile() {
   try {
     await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }));
     toast("deleted " + f.path);
-    // The pane is closed only if it still shows f (not a file opened
-    // since).
-    if (state.file && state.file.path === f.path && !$("#file").hidden) closeFile();
+    // The pane is hidden only if it still shows f; a file opened since
+    // (asked for, not yet drawn) is still shown when it comes.
+    if (state.file && state.file.path === f.path && !$("#file").hidden) {
+      $("#file").hidden = true;
+      state.filePane.clear();
+    }
     await reloadDir();
   } catch (e) { showError(e.message); }
 }
