@@ -528,3 +528,35 @@ func TestBrowserDeleteKeepsLaterOpen(t *testing.T) {
 	require.False(t, p.hidden("#file"), "y, clicked after the delete, was not shown")
 	require.Equal(t, "/d/y", p.text("#file-path"))
 }
+
+// TestBrowserReopenDuringChange: the directory shown, opened again while
+// a file is added to it, ends up listing the file whichever answer comes
+// last: the open's (asked before the change) or the live reload's.
+func TestBrowserReopenDuringChange(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, nil)
+	ctx := context.Background()
+	p.open("/d")
+	p.wait("the live stream", has("#live", "live"))
+	const dir = "GET /api/dir?path=%2Fd"
+
+	// The open's answer first, then the reload's.
+	p.hold(dir)
+	p.open("/d")
+	p.waitHeld("the open of /d", dir, 1)
+	_, err := conn.Create(ctx, "d/n1", []byte("v"))
+	require.NoError(t, err)
+	p.waitHeld("the live reload of /d", dir, 2)
+	p.release(dir)
+	require.Equal(t, []string{"/d/n1", "/d/x"}, p.rows(), "the reload's answer was dropped")
+
+	// The reload's answer first, then the open's.
+	p.hold(dir)
+	p.open("/d")
+	p.waitHeld("the open of /d again", dir, 1)
+	p.unhold(dir)
+	_, err = conn.Create(ctx, "d/n2", []byte("v"))
+	require.NoError(t, err)
+	p.wait("the live reload", `!!document.querySelector('tr[data-path="/d/n2"]')`)
+	p.release(dir)
+	require.Equal(t, []string{"/d/n1", "/d/n2", "/d/x"}, p.rows(), "the open's older answer was drawn over the reload's")
+}

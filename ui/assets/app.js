@@ -8,31 +8,38 @@ const writable = document.body.dataset.writable === "true";
 
 // Answers arrive in any order, and after the user did other things: each
 // one is drawn only if it is still wanted. A Pane (the listing, the file)
-// shows what was opened in it last, kept fresh by reloads; every ask for
-// it takes a number from its seq:
+// shows what was opened in it last (its key: a path, or a search), kept
+// fresh by reloads; every ask for it takes a number from its seq, and an
+// answer is as new as its ask:
 //   - an open's answer is drawn only if nothing was opened in the pane
 //     (nor the pane closed, nor its content taken over) since it was
-//     asked for;
-//   - a reload's answer only if the pane still shows what was opened when
-//     the reload was asked for, and nothing asked for later was drawn.
+//     asked for, and (see behind) it is not older than what the pane
+//     shows of the same key;
+//   - a reload's answer only if the pane still shows the key it was asked
+//     for, and nothing asked for later was drawn.
 // shown is the number of the answer drawn: it changes whenever the pane
-// is drawn again (More checks it).
+// is drawn again (More checks it); opened that of the open drawn.
 class Pane {
-  constructor() { this.seq = 0; this.asked = 0; this.opened = 0; this.shown = 0; }
-  // open numbers an open; drawOpen(n) says whether its answer may be
-  // drawn, and if so records it as drawn.
+  constructor() { this.seq = 0; this.asked = 0; this.opened = 0; this.shown = 0; this.key = null; }
+  // open numbers an open; drawOpen(n, key) says whether its answer (for
+  // key) may be drawn, and if so records it as drawn.
   open() { return (this.asked = ++this.seq); }
   latest(n) { return n === this.asked; }
-  drawOpen(n) {
+  drawOpen(n, key) {
     if (n !== this.asked) return false;
     this.opened = this.shown = n;
+    this.key = key;
     return true;
   }
-  // reload numbers a reload; drawReload(r) says whether its answer may be
-  // drawn, and if so records it as drawn.
-  reload() { return { n: ++this.seq, base: this.opened }; }
+  // behind says whether the answer to open n (for key) is older than what
+  // the pane shows: a reload of the same key asked after it was drawn
+  // first. Such an answer is not drawn (the open is done all the same).
+  behind(n, key) { return key === this.key && n < this.shown; }
+  // reload numbers a reload of what the pane shows; drawReload(r) says
+  // whether its answer may be drawn, and if so records it as drawn.
+  reload() { return { n: ++this.seq, key: this.key }; }
   drawReload(r) {
-    if (r.base !== this.opened || r.n < this.shown) return false;
+    if (r.key === null || r.key !== this.key || r.n < this.shown) return false;
     this.shown = r.n;
     return true;
   }
@@ -41,7 +48,7 @@ class Pane {
   // the pane shows (it is gone), not the opens asked for since; close
   // drops every answer asked for so far (the pane was closed).
   takeOver() { this.asked = ++this.seq; }
-  clear() { this.opened = this.shown = ++this.seq; }
+  clear() { this.key = null; this.opened = this.shown = ++this.seq; }
   close() { this.asked = ++this.seq; this.clear(); }
 }
 
@@ -196,7 +203,9 @@ async function openDir(p, keepFile) {
     showError(e.message);
     return false;
   }
-  if (!state.list.drawOpen(seq)) return false;
+  // (a reload of p asked after this open and drawn first is newer)
+  if (state.list.latest(seq) && state.list.behind(seq, data.path)) return true;
+  if (!state.list.drawOpen(seq, data.path)) return false;
   const changedDir = state.dir !== data.path;
   state.dir = data.path;
   state.next = data.next;
@@ -262,7 +271,7 @@ async function search(prefix) {
   const seq = state.list.open();
   try {
     const data = await api("GET", "/api/search?" + q({ prefix }));
-    if (!state.list.drawOpen(seq)) return;
+    if (!state.list.drawOpen(seq, "?" + data.prefix)) return;
     const box = $("#search-results");
     box.replaceChildren(el("div", { class: "pane-head" }, data.files.length + " files under prefix " + data.prefix + (data.truncated ? " (first ones)" : "")));
     const t = el("table", {});
@@ -301,7 +310,9 @@ async function openFile(p, keepEditor) {
   try {
     f = await api("GET", "/api/file?" + q({ path: p }));
   } catch (e) { if (state.filePane.latest(seq)) showError(e.message); return; }
-  if (!state.filePane.drawOpen(seq)) return;
+  // (a reload of p asked after this open and drawn first is newer)
+  if (state.filePane.latest(seq) && state.filePane.behind(seq, f.path)) return;
+  if (!state.filePane.drawOpen(seq, f.path)) return;
   drawFile(f, keepEditor);
 }
 
@@ -314,7 +325,7 @@ async function reloadFile() {
   const r = state.filePane.reload();
   let nf;
   try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (_) { return; }
-  if (r.base !== state.filePane.opened) return;
+  if (r.key !== state.filePane.key) return;
   if (state.editing) { toast(f.path + " changed in the store"); return; }
   if (state.filePane.drawReload(r)) drawFile(nf);
 }
