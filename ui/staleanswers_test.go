@@ -47,6 +47,53 @@ func (p *page) moreUntil(n int) {
 	p.wait(fmt.Sprintf("%d rows", n), fmt.Sprintf(`document.querySelectorAll("#entries tbody tr").length === %d`, n))
 }
 
+// openFile clicks the listed file path and waits until the file pane
+// shows it.
+func (p *page) openFile(path string) {
+	p.t.Helper()
+	p.click(`a[data-path=` + strconv.Quote(path) + `]`)
+	p.wait(path, `!document.querySelector("#file").hidden && document.querySelector("#file-path").textContent === `+strconv.Quote(path))
+}
+
+// editReviewed opens the editor on the file shown, replaces its text with
+// value and reviews the change (which enables Save).
+func (p *page) editReviewed(value string) {
+	p.t.Helper()
+	p.click("#edit")
+	p.fill("#editor", value)
+	p.click("#review")
+	p.wait("the diff", has("#diff .add", "+ "+value))
+}
+
+// saveHeld presses Save and waits until the save is asked, its answer
+// held (release "PUT /api/file" lets it go).
+func (p *page) saveHeld() {
+	p.t.Helper()
+	p.hold("PUT /api/file")
+	p.click("#save")
+	p.waitHeld("the save", "PUT /api/file", 1)
+}
+
+// deleteHeld deletes the file shown, path, confirming the question that
+// names it, and waits until the delete is asked, its answer held (release
+// "DELETE /api/file" lets it go).
+func (p *page) deleteHeld(path string) {
+	p.t.Helper()
+	p.hold("DELETE /api/file")
+	p.click("#delete-file")
+	p.wait("the confirmation", has("#modal-text", "Delete the file "+path))
+	p.click("#modal-ok")
+	p.waitHeld("the delete of "+path, "DELETE /api/file", 1)
+}
+
+// requireValue checks that the store holds want at path.
+func requireValue(t *testing.T, conn topo.Conn, path, want string) {
+	t.Helper()
+	got, _, err := conn.Get(context.Background(), path)
+	require.NoError(t, err)
+	require.Equal(t, want, string(got), path)
+}
+
 // TestBrowserStaleMoreDropped: a page of a directory asked for with More,
 // answered after the user opened another directory, is not appended to
 // the other one; More then gives the other directory's pages, each once.
@@ -149,8 +196,7 @@ func TestBrowserStaleFile(t *testing.T) {
 	p.hold("path=%2Fd%2Fx")
 	p.click(`a[data-path="/d/x"]`)
 	p.waitHeld("x", "path=%2Fd%2Fx", 1)
-	p.click(`a[data-path="/d/y"]`)
-	p.wait("y", `document.querySelector("#file-path").textContent === "/d/y"`)
+	p.openFile("/d/y")
 	p.release("path=%2Fd%2Fx")
 	require.Equal(t, "/d/y", p.text("#file-path"), "x was shown over y")
 
@@ -282,29 +328,20 @@ func TestBrowserStaleSave(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x", "d/y"}, asWritable)
 	ctx := context.Background()
 	p.open("/d")
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
-	p.click("#edit")
-	p.fill("#editor", "x by the page")
-	p.click("#review")
-	p.wait("x's diff", has("#diff .add", "+ x by the page"))
+	p.openFile("/d/x")
+	p.editReviewed("x by the page")
 	_, err := conn.Update(ctx, "d/x", []byte("x by another writer"), nil)
 	require.NoError(t, err)
-	p.hold("PUT /api/file")
-	p.click("#save")
-	p.waitHeld("the save of x", "PUT /api/file", 1)
+	p.saveHeld()
 	p.click("#cancel-edit")
-	p.click(`a[data-path="/d/y"]`)
-	p.wait("y", `document.querySelector("#file-path").textContent === "/d/y"`)
+	p.openFile("/d/y")
 	p.click("#edit")
 	p.fill("#editor", "y by the page")
 	p.release("PUT /api/file")
 	require.True(t, p.hidden("#conflict"), "x's conflict was shown in y's editor")
 	require.False(t, p.hidden("#editor-box"), "y's editor was closed")
 	require.Contains(t, p.text("#error"), "/d/x", "the page says x was not saved")
-	x, _, err := conn.Get(ctx, "d/x")
-	require.NoError(t, err)
-	require.Equal(t, "x by another writer", string(x))
+	requireValue(t, conn, "d/x", "x by another writer")
 }
 
 // TestBrowserStaleSaved: the answer to a save of x that succeeded, arriving
@@ -313,26 +350,17 @@ func TestBrowserStaleSave(t *testing.T) {
 func TestBrowserStaleSaved(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x", "d/y"}, asWritable)
 	p.open("/d")
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
-	p.click("#edit")
-	p.fill("#editor", "x by the page")
-	p.click("#review")
-	p.wait("x's diff", has("#diff .add", "+ x by the page"))
-	p.hold("PUT /api/file")
-	p.click("#save")
-	p.waitHeld("the save of x", "PUT /api/file", 1)
+	p.openFile("/d/x")
+	p.editReviewed("x by the page")
+	p.saveHeld()
 	p.click("#cancel-edit")
-	p.click(`a[data-path="/d/y"]`)
-	p.wait("y", `document.querySelector("#file-path").textContent === "/d/y"`)
+	p.openFile("/d/y")
 	p.click("#edit")
 	p.release("PUT /api/file")
 	p.wait("the toast", toastSays("saved /d/x"))
 	require.Equal(t, "/d/y", p.text("#file-path"), "x was shown over y")
 	require.False(t, p.hidden("#editor-box"), "y's editor was closed")
-	x, _, err := conn.Get(context.Background(), "d/x")
-	require.NoError(t, err)
-	require.Equal(t, "x by the page", string(x))
+	requireValue(t, conn, "d/x", "x by the page")
 }
 
 // TestBrowserStaleVersion: an earlier version of x, answered after the
@@ -340,15 +368,13 @@ func TestBrowserStaleSaved(t *testing.T) {
 func TestBrowserStaleVersion(t *testing.T) {
 	p, _, _ := stalePage(t, []string{"d/x", "d/y"}, nil)
 	p.open("/d")
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
+	p.openFile("/d/x")
 	p.click(`.subtab[data-show="history"]`)
 	p.hold("/api/version")
 	p.fill("#history-version", "1")
 	p.click("#history-form button[type=submit]")
 	p.waitHeld("x's version", "/api/version", 1)
-	p.click(`a[data-path="/d/y"]`)
-	p.wait("y", `document.querySelector("#file-path").textContent === "/d/y"`)
+	p.openFile("/d/y")
 	p.release("/api/version")
 	require.Empty(t, p.text("#history-value"), "x's version was shown under y")
 }
@@ -358,15 +384,9 @@ func TestBrowserStaleVersion(t *testing.T) {
 func TestBrowserStaleDelete(t *testing.T) {
 	p, _, _ := stalePage(t, []string{"d/x", "d/y"}, asWritable)
 	p.open("/d")
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
-	p.hold("DELETE /api/file")
-	p.click("#delete-file")
-	p.wait("the confirmation", has("#modal-text", "Delete the file /d/x"))
-	p.click("#modal-ok")
-	p.waitHeld("the delete of x", "DELETE /api/file", 1)
-	p.click(`a[data-path="/d/y"]`)
-	p.wait("y", `document.querySelector("#file-path").textContent === "/d/y"`)
+	p.openFile("/d/x")
+	p.deleteHeld("/d/x")
+	p.openFile("/d/y")
 	p.release("DELETE /api/file")
 	p.wait("x gone from the listing", `!document.querySelector('a[data-path="/d/x"]')`)
 	require.False(t, p.hidden("#file"), "the delete of x closed y")
@@ -400,13 +420,8 @@ func TestBrowserStaleCacheBadge(t *testing.T) {
 func TestBrowserDeleteKeepsNavigation(t *testing.T) {
 	p, _, _ := stalePage(t, []string{"d/x", "d/y", "e/z"}, asWritable)
 	p.open("/d")
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
-	p.hold("DELETE /api/file")
-	p.click("#delete-file")
-	p.wait("the confirmation", has("#modal-text", "Delete the file /d/x"))
-	p.click("#modal-ok")
-	p.waitHeld("the delete of x", "DELETE /api/file", 1)
+	p.openFile("/d/x")
+	p.deleteHeld("/d/x")
 	p.hold("path=%2Fe")
 	p.fill("#path", "/e")
 	p.click("#pathbar button[type=submit]")
@@ -433,15 +448,12 @@ func TestBrowserStaleCreate(t *testing.T) {
 	p.fill("#modal-input", "new")
 	p.click("#modal-ok")
 	p.waitHeld("the creation", "PUT /api/file", 1)
-	p.click(`a[data-path="/d/y"]`)
-	p.wait("y", `document.querySelector("#file-path").textContent === "/d/y"`)
+	p.openFile("/d/y")
 	p.release("PUT /api/file")
 	p.wait("n listed", `!!document.querySelector('a[data-path="/d/n"]')`)
 	p.wait("the toast", toastSays("created /d/n"))
 	require.Equal(t, "/d/y", p.text("#file-path"), "n was shown over y")
-	n, _, err := conn.Get(context.Background(), "d/n")
-	require.NoError(t, err)
-	require.Equal(t, "new", string(n))
+	requireValue(t, conn, "d/n", "new")
 }
 
 // TestBrowserStaleDeleteTree: the answer to a recursive delete, arriving
@@ -470,8 +482,7 @@ func TestBrowserStaleChangeMarks(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x", "e/x"}, nil)
 	p.open("/d")
 	p.wait("the live stream", has("#live", "live"))
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
+	p.openFile("/d/x")
 	p.hold("GET /api/file?path=%2Fd%2Fx")
 	_, err := conn.Update(context.Background(), "d/x", []byte("changed"), nil)
 	require.NoError(t, err)
@@ -488,24 +499,16 @@ func TestBrowserStaleChangeMarks(t *testing.T) {
 func TestBrowserSaveTwice(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
 	p.open("/d")
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
-	p.click("#edit")
-	p.fill("#editor", "x by the page")
-	p.click("#review")
-	p.wait("x's diff", has("#diff .add", "+ x by the page"))
-	p.hold("PUT /api/file")
-	p.click("#save")
-	p.waitHeld("the save of x", "PUT /api/file", 1)
+	p.openFile("/d/x")
+	p.editReviewed("x by the page")
+	p.saveHeld()
 	p.click("#save")
 	p.release("PUT /api/file")
 	p.wait("the toast", toastSays("saved /d/x"))
 	p.wait("x's new value", has("#show-text", "x by the page"))
 	require.True(t, p.hidden("#error"), "the page said: %s", p.text("#error"))
 	require.True(t, p.hidden("#editor-box"), "the editor stayed open")
-	x, _, err := conn.Get(context.Background(), "d/x")
-	require.NoError(t, err)
-	require.Equal(t, "x by the page", string(x))
+	requireValue(t, conn, "d/x", "x by the page")
 }
 
 // TestBrowserDeleteKeepsLaterOpen: the answer to a delete of x, arriving
@@ -513,13 +516,8 @@ func TestBrowserSaveTwice(t *testing.T) {
 func TestBrowserDeleteKeepsLaterOpen(t *testing.T) {
 	p, _, _ := stalePage(t, []string{"d/x", "d/y"}, asWritable)
 	p.open("/d")
-	p.click(`a[data-path="/d/x"]`)
-	p.wait("x", `document.querySelector("#file-path").textContent === "/d/x"`)
-	p.hold("DELETE /api/file")
-	p.click("#delete-file")
-	p.wait("the confirmation", has("#modal-text", "Delete the file /d/x"))
-	p.click("#modal-ok")
-	p.waitHeld("the delete of x", "DELETE /api/file", 1)
+	p.openFile("/d/x")
+	p.deleteHeld("/d/x")
 	p.hold("GET /api/file?path=%2Fd%2Fy")
 	p.click(`a[data-path="/d/y"]`)
 	p.waitHeld("y", "GET /api/file?path=%2Fd%2Fy", 1)
