@@ -102,7 +102,14 @@ type Driver interface {
 	WaitGone(ctx context.Context, q Queue, e Entry) error
 
 	// Delete removes e from q only while its session s still holds it, in
-	// one request. It returns ErrNotHeld when e is gone or s ended.
+	// one request. It returns ErrNotHeld when e is gone or s ended. The
+	// engine calls it for every claim released or given up, but not for
+	// one it finds lost as its wait ends (lost as it was granted: the
+	// wait returns LockLost without withdrawing it, and such a Lock
+	// leaves no descriptor to unlock), nor for a lost lock never
+	// unlocked: a driver that tidies up after an entry deleted behind its
+	// claim's back (ZooKeeper: the lock's emptied directory) does so when
+	// it sees the deletion, not only in Delete.
 	Delete(ctx context.Context, q Queue, s *Session, e Entry) error
 
 	// Held reports, in one read, whether e still heads q on its live

@@ -10,8 +10,9 @@ import (
 )
 
 // Directories left empty go. A file's Delete, a lock's Unlock (and an
-// abandoned lock entry's removal) and a Txn's deletes remove the
-// directory znodes they emptied, and then their parents while they are
+// abandoned lock entry's removal, and a lock entry deleted behind its
+// back once its session sees it go: cleanupGone) and a Txn's deletes
+// remove the directory znodes they emptied, and then their parents while they are
 // empty, best effort, by deletes at the versions just read (when empty
 // and why: the package doc, "Which znodes the library deletes"). The
 // root is never removed.

@@ -131,7 +131,7 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 		return claims.Entry{}, r.err
 	case !r.owned(s):
 		s.forget(node, 0)
-		c.cleanupGone(ctx, s, q, node)
+		c.cleanupGone(ctx, s, q.Election, node)
 		return claims.Entry{}, claims.ErrNotHeld
 	}
 	e := claims.Entry{Token: r.st.Czxid, Key: node, Session: sessionName(s.zk.SessionID()), Contents: contents}
@@ -384,7 +384,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 		// Nothing is sent: Close ends the session, and the server deletes
 		// its entries with it.
 		if rec == nil {
-			c.cleanupGone(ctx, s, q, e.Key)
+			c.cleanupGone(ctx, s, q.Election, e.Key)
 		}
 		return claims.ErrNotHeld
 	}
@@ -403,7 +403,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 		return claims.ErrNotHeld
 	case errors.Is(err, zk.ErrNoNode):
 		s.forget(e.Key, e.Token)
-		c.cleanupGone(ctx, s, q, e.Key)
+		c.cleanupGone(ctx, s, q.Election, e.Key)
 		return claims.ErrNotHeld
 	}
 	return err
@@ -413,10 +413,15 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 // deleted behind its claim's back, when nothing else is left in it (see
 // cleanupDirs), as its release would have: an Unlock of the session that
 // saw node still queued read nothing after its delete (see releaseLock),
-// counting on node's release to. Nothing is sent for an election, or once
-// the session is over or the Conn closed.
-func (c *Conn) cleanupGone(ctx context.Context, s *zkSession, q claims.Queue, node string) {
-	if q.Election || c.closed.Load() || s.isLost() {
+// counting on node's end to. It runs where the session forgets such an
+// entry: when the watch behind Done sees it go (lostEntry, whether or
+// not its claim ever calls Delete), when admit finds it gone, and in a
+// Delete that finds it gone (again, harmlessly, when the watch saw it
+// first: a read of a directory already removed). Nothing is sent for an
+// election (election is true), or once the session is over or the Conn
+// closed.
+func (c *Conn) cleanupGone(ctx context.Context, s *zkSession, election bool, node string) {
+	if election || c.closed.Load() || s.isLost() {
 		return
 	}
 	c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})

@@ -106,6 +106,27 @@ func (s *zkSession) setToken(node string, token int64) {
 	}
 }
 
+// forgetGone drops node, seen deleted or no longer owned by s, from the
+// session's entries when it is recorded with token, and reports whether
+// the session is to clean up after it (cleanupGone): a lock entry whose
+// claim was not deleting it (entry.releasing), so deleted behind its
+// back. A release of the session that saw it still known read nothing
+// after its delete, counting on this one's end to (see releaseLock); its
+// claim may never call Delete (a waiter the engine finds lost as its
+// wait ends, a lost lock never unlocked), so the clean-up comes when the
+// session learns of the deletion. A deletion by the claim's own release
+// cleans up in that release.
+func (s *zkSession) forgetGone(node string, token int64) (cleanup bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[node]
+	if e == nil || e.token != token {
+		return false
+	}
+	delete(s.entries, node)
+	return !e.election && e.releasing == nil
+}
+
 // forget drops node from the session's entries, unless it was recorded
 // with another token than token (0: whatever its token).
 func (s *zkSession) forget(node string, token int64) {
@@ -141,9 +162,10 @@ func (r statRes) owned(s *zkSession) bool {
 // set after its create: see pipeline.go), re-armed as an exists watch
 // after other events: once it is deleted (by its own claim, or behind
 // the holder's back) or no longer owned by s, s forgets it and its
-// claim, if live, ends as lost (claims.Session.LoseEntry). The session's
-// end is not this watch's business: lose declares every claim on it
-// lost, and only lose.
+// claim, if live, ends as lost (claims.Session.LoseEntry); a lock entry
+// deleted behind its back then has its directory cleaned up (see
+// forgetGone). The session's end is not this watch's business: lose
+// declares every claim on it lost, and only lose.
 func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan zk.Event) {
 	c.bg.Add(1)
 	go func() {
@@ -157,8 +179,7 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 					// and lose has ended the claims on it.
 					return
 				case zk.EventNodeDeleted:
-					s.forget(node, token)
-					s.claims.LoseEntry(node, token)
+					c.lostEntry(s, node, token)
 					return
 				}
 			case <-s.lost:
@@ -176,11 +197,25 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 				return
 			}
 			if !r.owned(s) || r.st.Czxid != token {
-				s.forget(node, token)
-				s.claims.LoseEntry(node, token)
+				c.lostEntry(s, node, token)
 				return
 			}
 			ch = r.ch
 		}
 	}()
+}
+
+// lostEntry is watchEntry's end for the entry node (token token) of
+// session s seen deleted or no longer owned by s: s forgets it, its
+// claim ends as lost, and then, for a lock entry deleted behind its back,
+// the lock's directory is removed when nothing else is left in it
+// (forgetGone, cleanupGone).
+func (c *Conn) lostEntry(s *zkSession, node string, token int64) {
+	cleanup := s.forgetGone(node, token)
+	s.claims.LoseEntry(node, token)
+	if cleanup {
+		ctx, cancel := freshContext()
+		defer cancel()
+		c.cleanupGone(ctx, s, false, node)
+	}
 }

@@ -88,8 +88,9 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 // not: the locks znode is not left empty, and the last of them reads,
 // after every earlier delete of the session (it runs its requests in
 // order; an abandoned entry is forgotten before its delete and its own
-// clean-up are sent; one deleted behind its back cleans up once it is
-// seen gone: see cleanupGone).
+// clean-up are sent; one deleted behind its back is forgotten when the
+// session sees it gone, which then cleans up: see forgetGone and
+// cleanupGone).
 func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
 	locksZp := zkDir(node)
 	dirZp := zkDir(locksZp)

@@ -98,8 +98,13 @@ func TestLockWithdrawnLastOnSessionRemovesDirectory(t *testing.T) {
 // TestLockQueuedEntryDeletedBehindItsBackRemovesDirectory: a holder and
 // a waiter of a named lock share one Conn; the waiter's entry is deleted
 // by another client and the holder unlocks at once (before or after its
-// Conn learnt of the deletion). Once the waiter's Lock failed, the named
-// lock's directory is gone: nothing is left behind.
+// Conn learnt of the deletion). Once the waiter's Lock failed (or its
+// lock, granted before the deletion was seen, ended), the named lock's
+// directory is gone within a few seconds: nothing is left behind. The
+// clean-up may come after Lock returns: the session does it when it sees
+// the entry deleted (see forgetGone), whether or not the engine then
+// calls Delete for the waiter's claim (it does not when it finds the
+// claim lost as its wait ends).
 func TestLockQueuedEntryDeletedBehindItsBackRemovesDirectory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -124,11 +129,57 @@ func TestLockQueuedEntryDeletedBehindItsBackRemovesDirectory(t *testing.T) {
 			}
 			_ = r.l.Unlock(ctx)
 		}
-		require.Eventually(t, func() bool {
-			exists, _, err := raw.Exists(c.zkPath(fmt.Sprintf("n%d", round)))
-			return err == nil && !exists
-		}, 10*time.Second, 10*time.Millisecond, "round %d left the lock's directory: %s", round, dump(raw, c.zkPath(fmt.Sprintf("n%d", round))))
+		requireGone(t, raw, c.zkPath(fmt.Sprintf("n%d", round)), fmt.Sprintf("round %d left the lock's directory", round))
 	}
+}
+
+// TestLockEntryDeletedBehindItsBackCleansUpWithoutDelete: two entries of
+// one session queue for a named lock, H ahead of W. W's entry is deleted
+// by another client while the session's reads are held back, and H is
+// released meanwhile: H's release sees W still known and reads nothing
+// (W's release is to clean up: see releaseLock). W's claim never calls
+// Delete, as when the engine finds the claim lost as its wait ends
+// (claims' await, "lost as it was granted") or a lost holder never
+// unlocks. Once the session has seen W deleted, the lock's directory is
+// gone all the same: the session cleans up for an entry deleted behind
+// its back when it learns of the deletion, not when the claim comes
+// back. (Before, only the claim's Delete did, and
+// TestLockQueuedEntryDeletedBehindItsBackRemovesDirectory failed about
+// once in 80 runs.)
+func TestLockEntryDeletedBehindItsBackCleansUpWithoutDelete(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	g := &readGate{sent: make(chan struct{})}
+	c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: 20 * time.Second, Dialer: g.dial}, root)
+	require.NoError(t, err)
+	defer c.Close()
+	raw := rawConn(t)
+	d := driver{c}
+	q := claims.Queue{Path: "n/x"}
+	h, hs, err := d.Create(ctx, q, "h", claims.CreateOptions{})
+	require.NoError(t, err)
+	w, ws, err := d.Create(ctx, q, "w", claims.CreateOptions{})
+	require.NoError(t, err)
+	require.Same(t, hs, ws, "the test needs both entries on one session")
+	s := hs.Ref().(*zkSession)
+
+	g.hold()
+	require.NoError(t, raw.Delete(w.Key, -1))
+	released := make(chan error, 1)
+	go func() { released <- d.Delete(ctx, q, hs, h) }()
+	// H's delete was sent and its release looked for other entries of
+	// the session (entry.deleteSent): W, its deletion's event held back,
+	// was one, so nothing was read behind the delete.
+	require.Eventually(t, func() bool {
+		e := s.entry(h.Key)
+		return e != nil && e.deleteSent
+	}, hangGuard, time.Millisecond, "H's delete never sent")
+	require.NotNil(t, s.entry(w.Key), "the session saw W's deletion with its reads held")
+	g.release()
+	require.NoError(t, <-released)
+	require.Eventually(t, func() bool { return s.entry(w.Key) == nil }, hangGuard, time.Millisecond, "the session never saw W deleted")
+	requireGone(t, raw, c.zkPath("n"), "the lock's directory was left")
 }
 
 // TestLookaheadWaiterSessionExpires: W waits behind P behind H; H's
@@ -296,6 +347,23 @@ func TestLockHandoverWithLargeFrames(t *testing.T) {
 	kids, _, err := raw.Children(driver{c}.parent(claims.Queue{Path: "d"}))
 	if err == nil {
 		require.Empty(t, kids, "lock entries left behind")
+	}
+}
+
+// requireGone waits until the znode zp is gone, and otherwise fails
+// with msg and what is left below zp when the wait ends.
+func requireGone(t *testing.T, raw *zk.Conn, zp, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		exists, _, err := raw.Exists(zp)
+		if err == nil && !exists {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", msg, dump(raw, zp))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
