@@ -57,8 +57,17 @@ test-packages:
 	@echo "every package below with $$($(ETCDCLIENT)) (the main module's go.mod)"
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
 
-# test-side: zk2topo, etcd2topo's conformance suite against
-# etcd server v3.7.3, then the interop modules (etcd2topo's tests again
+# ETCD37SKIP: the tests of etcd2topo that its run against etcd server
+# v3.7.3 (test-side) leaves out: each takes 2 s or more (fault scenarios:
+# partitions, lagging members, compaction, unreachable endpoints; the
+# mutation kit; handover counts), about 250 s together. Every other test
+# runs against 3.7 too, conformance suite included, and a new test joins
+# them unless named here. The whole package against 3.7, by hand:
+#   TOPOKIT_ETCDTEST_SERVER=v3.7.3 go test -race -count=1 ./topo/etcd2topo/...
+ETCD37SKIP := ^(TestMutants|TestTokensIncreaseAcrossHandovers|TestConditionOnlyTxnThroughLaggingMember|TestLockWaitThroughLaggingMember|TestPartitionedLeaderGivesUpWhileLeaseLives|TestPartitionedWaiterFailsPromptly|TestLeaseSurvivesOneUnreachableEndpoint|TestWatchSurvivesCompaction|TestClaimEndsWhenItsDeletionWasCompacted|TestPartitionedHolderGivesUpFirst|TestHandoverCostFlat|TestLockOutlivesCallerContext|TestUnlockWhileUnreachable|TestStaleGuardedWritePausedHolder|TestNativePartitionedLeaderGivesUpFirst|TestStaleGuardedWriteAfterPartition|TestDialDeadAddress|TestNativeWaitForNewLeader|TestStopAfterClose|TestAutoSyncFollowsMembers|TestCheckNeedsProof|TestClusterLeaderStops)$$
+
+# test-side: zk2topo, etcd2topo's tests against etcd server v3.7.3 (all
+# but ETCD37SKIP), then the interop modules (etcd2topo's tests again
 # from interop/etcd37, with etcd client v3.7.3)
 test-side:
 	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
@@ -66,8 +75,8 @@ test-side:
 		echo "$(GO) test $(TESTFLAGS) $(ZKPKG)"; \
 		$(GO) test $(TESTFLAGS) $(ZKPKG); \
 	fi
-	@echo "$(ETCDPKG)'s conformance suite against etcd server v3.7.3 (etcdtest), with $$($(ETCDCLIENT))"
-	TOPOKIT_ETCDTEST_SERVER=v3.7.3 $(GO) test $(TESTFLAGS) -run '^TestConformance$$' $(ETCDPKG)
+	@echo "$(ETCDPKG)'s tests but ETCD37SKIP against etcd server v3.7.3 (etcdtest), with $$($(ETCDCLIENT))"
+	TOPOKIT_ETCDTEST_SERVER=v3.7.3 $(GO) test $(TESTFLAGS) -skip '$(ETCD37SKIP)' $(ETCDPKG)
 	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
 	@echo "interop/etcd37 and $(ETCDPKG) with $$(cd interop/etcd37 && $(ETCDCLIENT)) (interop/etcd37's go.mod)"
 	cd interop/etcd37 && $(GO) test $(TESTFLAGS) ./...

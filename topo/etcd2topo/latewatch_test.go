@@ -130,3 +130,44 @@ func TestLateWatchEndsOnClose(t *testing.T) {
 	_, err = cli.Put(ctx, key, "late", clientv3.WithLease(l.id))
 	require.Error(t, err, "a put on the lease after Close: Close revokes it")
 }
+
+// TestLatePutFoundByLock: a Lock whose put finds its entry name already
+// put on its own lease (a late put of an earlier attempt of this Conn,
+// applied after every removal) deletes that entry and puts its own: it is
+// granted, and its entry is the only one in the queue. The transaction's
+// failure read of the name includes the value because the entry is known
+// by its lease, which etcd 3.7 leaves out of keys-only reads: read
+// keys-only there, the stale entry would head the queue and the Lock
+// would wait on it for as long as the Conn lives. Run against etcd 3.7
+// (TOPOKIT_ETCDTEST_SERVER=v3.7.3) to see the difference.
+func TestLatePutFoundByLock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := newRoot()
+	c := openConn(t, serverAddr, root)
+	cli := rawClient(t, serverAddr)
+	_, err := c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	first, err := c.Lock(ctx, "d", "first")
+	require.NoError(t, err)
+	was := entryBehind(t, first)
+	require.False(t, was.own, "the Lock is on a shared lease")
+	require.NoError(t, first.Unlock(ctx))
+
+	// The late put: the entry name again, on the same shared lease.
+	_, err = cli.Put(ctx, was.key, "late", clientv3.WithLease(was.lease.id))
+	require.NoError(t, err)
+
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer lcancel()
+	ld, err := c.Lock(lctx, "d", "second")
+	require.NoError(t, err, "the Lock waited on its own late put")
+	now := entryBehind(t, ld)
+	require.Equal(t, was.key, now.key, "the Lock took its entry name back")
+	resp, err := cli.Get(ctx, root+"/d/locks/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1, "entries in the queue")
+	require.Equal(t, "second", string(resp.Kvs[0].Value))
+	require.EqualValues(t, was.lease.id, resp.Kvs[0].Lease)
+	require.NoError(t, ld.Unlock(ctx))
+}

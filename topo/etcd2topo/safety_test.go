@@ -241,6 +241,24 @@ func (v vitess) leaderID(ctx context.Context, name string) (string, error) {
 	return string(resp.Kvs[0].Value), nil
 }
 
+// keysOnlyLease reports whether the etcd server cli talks to includes
+// the Lease in keys-only ranges: 3.6 does, 3.7 does not
+// (etcd-io/etcd#22209). It fails the test on any other server version.
+func keysOnlyLease(t testing.TB, cli *clientv3.Client) bool {
+	t.Helper()
+	ep := cli.Endpoints()[0]
+	st, err := cli.Status(context.Background(), ep)
+	require.NoError(t, err)
+	switch {
+	case strings.HasPrefix(st.Version, "3.6."):
+		return true
+	case strings.HasPrefix(st.Version, "3.7."):
+		return false
+	}
+	t.Fatalf("etcd server %s: which keys-only ranges carry the Lease is not known", st.Version)
+	return false
+}
+
 // TestVitessInterop: a Vitess process (played by vitess) and topokit on
 // one etcd never hold one lock at the same time, nor lead one election:
 // each waits for the other's entry, and topokit's entries are where and
@@ -260,12 +278,22 @@ func TestVitessInterop(t *testing.T) {
 		cl := entryBehind(t, ld)
 		require.Equal(t, root+"/d/locks/"+strconv.FormatInt(int64(cl.lease.id), 10), cl.key, "Vitess's entry name")
 
-		// Vitess's TryLock sees the lock held (on the embedded etcd the
-		// test servers and topoctl serve run, keys-only ranges carry the
-		// Lease; etcd 3.7's do not, etcd-io/etcd#22209).
+		// Vitess's TryLock sees the lock held on etcd 3.6, whose keys-only
+		// ranges carry the Lease. etcd 3.7 answers them from its index,
+		// without the Lease (etcd-io/etcd#22209): Vitess's TryLock there
+		// takes the lock for free and queues behind topokit's entry
+		// (below) instead of failing fast, though the entry is leased.
 		held, err := v.lockHeld(ctx, "d")
 		require.NoError(t, err)
-		require.True(t, held, "Vitess's TryLock must see topokit's lock")
+		if keysOnlyLease(t, v.cli) {
+			require.True(t, held, "Vitess's TryLock must see topokit's lock")
+		} else {
+			require.False(t, held, "etcd-io/etcd#22209 fixed? update this test and docs/compatibility.md")
+			resp, err := v.cli.Get(ctx, cl.key)
+			require.NoError(t, err)
+			require.Len(t, resp.Kvs, 1)
+			require.Equal(t, int64(cl.lease.id), resp.Kvs[0].Lease, "read with its value, the entry shows its lease")
+		}
 
 		blocked := make(chan string, 10)
 		vlease := make(chan clientv3.LeaseID, 1)
