@@ -47,7 +47,8 @@ func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *me
 
 // holdJS makes the page's fetches whose "METHOD URL" contains one of
 // window.holds.match wait: the request is sent at once, its answer is
-// kept in window.holds.held until the test lets it go. window.holds.used
+// kept in window.holds.held until the test lets it go (arrived says
+// when the server has answered it: the store was read). window.holds.used
 // counts the answers let go that the page has used, window.holds.busy the
 // fetches not held whose answers the page has not used yet: an answer is
 // used when a task queued behind the promise callbacks that read it runs
@@ -68,10 +69,14 @@ const holdJS = `(() => {
 			h.busy++;
 			return track(sent, () => { h.busy--; });
 		}
-		return new Promise((res, rej) => h.held.push({ key, go: () => {
-			h.busy++;
-			track(sent, () => { h.busy--; h.used++; }).then(res, rej);
-		} }));
+		return new Promise((res, rej) => {
+			const x = { key, arrived: false, go: () => {
+				h.busy++;
+				track(sent, () => { h.busy--; h.used++; }).then(res, rej);
+			} };
+			sent.then(() => { x.arrived = true; }, () => { x.arrived = true; });
+			h.held.push(x);
+		});
 	};
 	return true;
 })()`
@@ -97,10 +102,12 @@ func (p *page) unhold(match string) {
 	p.run("unhold "+match, `(window.holds.match = window.holds.match.filter((m) => m !== `+strconv.Quote(match)+`), true)`)
 }
 
-// waitHeld waits until n answers matching match are held.
+// waitHeld waits until n answers matching match are held, each answered
+// by the server (so the store was read for them before what the test
+// does next).
 func (p *page) waitHeld(what, match string, n int) {
 	p.t.Helper()
-	p.wait(what+" held", `window.holds.held.filter((x) => x.key.includes(`+strconv.Quote(match)+`)).length === `+strconv.Itoa(n))
+	p.wait(what+" held", `window.holds.held.filter((x) => x.key.includes(`+strconv.Quote(match)+`) && x.arrived).length === `+strconv.Itoa(n))
 }
 
 // release stops holding fetches matching match, lets the held answers
@@ -129,7 +136,7 @@ func (p *page) open(dir string) {
 	p.t.Helper()
 	p.fill("#path", dir)
 	p.click("#pathbar button[type=submit]")
-	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`)`)
+	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`))
 }
 
 // rows are the paths of the directory entries the page lists, in order.
