@@ -40,7 +40,7 @@ func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *me
 	t.Cleanup(ts.Close)
 	p := &page{t: t, ctx: newTab(t)}
 	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
-	p.wait("the page to load", `document.body.dataset.ready === "true"`)
+	p.wait("the page to load, live", `document.body.dataset.ready === "true" && `+has("#live", "live"))
 	p.run("install the holds", holdJS)
 	return p, store, conn
 }
@@ -131,12 +131,13 @@ func (p *page) release(match string) {
 }
 
 // open opens the directory dir from the path bar and waits until it is
-// shown.
+// shown and live (the page reads it again once its live stream started,
+// drawing its rows again: a row clicked before may be gone).
 func (p *page) open(dir string) {
 	p.t.Helper()
 	p.fill("#path", dir)
 	p.click("#pathbar button[type=submit]")
-	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`))
+	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`) && `+has("#live", "live"))
 }
 
 // rows are the paths of the directory entries the page lists, in order.

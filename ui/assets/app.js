@@ -58,10 +58,16 @@ class Pane {
 // editSeq of the editor whose save is being asked (null: none); coordSeq,
 // compareSeq and cacheSeq number the asks of the coordination tables, the
 // comparison and the cache badge (the last asked for, or for the badge
-// the newest, is drawn).
+// the newest, is drawn). changeNo numbers what the live stream told
+// (each change event, each start of the stream); changedAt maps a path to
+// the number of the last event that named it, allChangedAt is the number
+// of the last event after which anything may have changed (a stream
+// (re)started, an event naming too many paths): a file asked for before
+// such a number is read again once drawn (see openFile).
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
+  changeNo: 0, changedAt: new Map(), allChangedAt: 0,
 };
 
 function el(tag, attrs, ...kids) {
@@ -302,10 +308,14 @@ function hexDump(h) {
 
 // openFile shows the file p; an answer for a file asked for before the
 // last one (or before the pane was closed, or its file taken to edit) is
-// dropped (see Pane).
-async function openFile(p, keepEditor) {
+// dropped (see Pane). A change streamed while the answer was awaited may
+// be missing from it (the store was read at some point in between), and
+// the live reload it caused found another file shown: once drawn, the
+// file is read again.
+async function openFile(p) {
   showError("");
   const seq = state.filePane.open();
+  const since = state.changeNo;
   let f;
   try {
     f = await api("GET", "/api/file?" + q({ path: p }));
@@ -313,20 +323,23 @@ async function openFile(p, keepEditor) {
   // (a reload of p asked after this open and drawn first is newer)
   if (state.filePane.latest(seq) && state.filePane.behind(seq, f.path)) return;
   if (!state.filePane.drawOpen(seq, f.path)) return;
-  drawFile(f, keepEditor);
+  drawFile(f);
+  if ((state.changedAt.get(f.path) || 0) > since || state.allChangedAt > since) await reloadFile();
 }
 
 // reloadFile reads the file shown again and draws it, unless another file
 // was opened meanwhile, or an editor is open: then the page only says
-// that the file changed.
+// that the file changed (if its version is not the one shown).
 async function reloadFile() {
   const f = state.file;
-  if (state.editing) { toast(f.path + " changed in the store"); return; }
   const r = state.filePane.reload();
   let nf;
   try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (_) { return; }
   if (r.key !== state.filePane.key) return;
-  if (state.editing) { toast(f.path + " changed in the store"); return; }
+  if (state.editing) {
+    if (nf.version !== state.file.version) toast(f.path + " changed in the store");
+    return;
+  }
   if (state.filePane.drawReload(r)) drawFile(nf);
 }
 
@@ -508,23 +521,27 @@ function watch(dir) {
   const es = new EventSource("/api/events?" + q({ path: dir }));
   state.events = es;
   setLive(false, "connecting…");
-  let connected = false;
-  es.addEventListener("ready", () => {
-    setLive(true, "live");
-    // After a reconnection, changes made while the stream was down were
-    // not streamed: reload what the page shows.
-    if (connected) {
-      state.pendingMore = true;
-      if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 0);
-    }
-    connected = true;
+  // The stream tells the changes made once it is ready: those made before
+  // (after the listing and the file shown were read, or while a stream was
+  // down) were not streamed. So on each "ready" the page reads what it
+  // shows again (and files asked for before are read again once drawn),
+  // then says "live".
+  es.addEventListener("ready", async () => {
+    state.allChangedAt = ++state.changeNo;
+    state.changedAt.clear();
+    state.pendingMore = true;
+    clearTimeout(state.reloadTimer);
+    await applyChanges();
+    if (state.events === es && es.readyState === EventSource.OPEN) setLive(true, "live");
   });
   es.onerror = () => setLive(false, "reconnecting…");
   es.addEventListener("change", (ev) => {
     const c = JSON.parse(ev.data);
     state.pending = state.pending || new Set();
-    for (const p of c.paths) state.pending.add(p);
-    if (c.more) state.pendingMore = true;
+    state.changeNo++;
+    if (state.changedAt.size > 1000) { state.changedAt.clear(); state.allChangedAt = state.changeNo; }
+    for (const p of c.paths) { state.pending.add(p); state.changedAt.set(p, state.changeNo); }
+    if (c.more) { state.pendingMore = true; state.allChangedAt = state.changeNo; }
     // Coalesce again on the page side: one reload per 300 ms at most.
     if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 300);
   });

@@ -1,0 +1,51 @@
+package ui_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Faults of state the page kept too long: what the live stream could not
+// tell (changes made before it started). These use the holds of holdJS.
+
+// TestBrowserListingBeforeStream: a file created after the listing of a
+// directory was read, but before the page's live stream of the directory
+// started, is listed. The stream was opened once the listing was drawn
+// and tells only the changes made once it is set: the page showed the
+// listing without the file, said "live", and never showed it.
+func TestBrowserListingBeforeStream(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, nil)
+	p.wait("the live stream of /", has("#live", "live"))
+	const dir = "GET /api/dir?path=%2Fd"
+	p.hold(dir)
+	p.fill("#path", "/d")
+	p.click("#pathbar button[type=submit]")
+	p.waitHeld("the listing of /d", dir, 1)
+	_, err := conn.Create(context.Background(), "d/n", []byte("v"))
+	require.NoError(t, err)
+	p.release(dir)
+	p.wait("/d, live", has("#dir-title", "/d (")+" && "+has("#live", "live"))
+	p.wait("n listed", `!!document.querySelector('tr[data-path="/d/n"]')`)
+	require.Equal(t, []string{"/d/n", "/d/x"}, p.rows())
+}
+
+// TestBrowserFileBeforeReload: a change of a file streamed while the file
+// was being opened (its answer read before the change, drawn after the
+// live reload the change caused, which found no file shown) is shown: the
+// page showed the old value for good.
+func TestBrowserFileBeforeReload(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, nil)
+	p.open("/d")
+	p.wait("the live stream", has("#live", "live"))
+	const file = "GET /api/file?path=%2Fd%2Fx"
+	p.hold(file)
+	p.click(`a[data-path="/d/x"]`)
+	p.waitHeld("x", file, 1)
+	_, err := conn.Update(context.Background(), "d/x", []byte("changed"), nil)
+	require.NoError(t, err)
+	p.wait("the live reload of /d", `!!document.querySelector('#entries tr.changed[data-path="/d/x"]')`)
+	p.release(file)
+	p.wait("x's new value", has("#show-text", "changed"))
+}
