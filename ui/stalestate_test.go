@@ -4,11 +4,21 @@ import (
 	"context"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 )
 
 // Faults of state the page kept too long: what the live stream could not
-// tell (changes made before it started). These use the holds of holdJS.
+// tell (changes made before it started), text typed while a save was
+// asked. These use the holds of holdJS.
+
+// editorValue is the text in the editor.
+func (p *page) editorValue() string {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector("#editor").value`))
+	require.NoError(p.t, err)
+	return v
+}
 
 // TestBrowserListingBeforeStream: a file created after the listing of a
 // directory was read, but before the page's live stream of the directory
@@ -48,4 +58,29 @@ func TestBrowserFileBeforeReload(t *testing.T) {
 	p.wait("the live reload of /d", `!!document.querySelector('#entries tr.changed[data-path="/d/x"]')`)
 	p.release(file)
 	p.wait("x's new value", has("#show-text", "changed"))
+}
+
+// TestBrowserTypedDuringSave: text typed while a save is asked is kept
+// when the save succeeds (the editor was closed and the text lost): the
+// editor stays open on the version written, says the text is not saved,
+// and the next Save writes it over that version.
+func TestBrowserTypedDuringSave(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
+	p.open("/d")
+	p.openFile("/d/x")
+	p.editReviewed("first")
+	p.saveHeld()
+	p.fill("#editor", "second")
+	p.release("PUT /api/file")
+	p.wait("the toast", toastSays("saved /d/x"))
+	requireValue(t, conn, "d/x", "first")
+	require.False(t, p.hidden("#editor-box"), "the editor was closed: what was typed since is lost")
+	require.Equal(t, "second", p.editorValue())
+	require.Contains(t, p.text("#unsaved"), "not saved")
+	p.wait("x as saved", has("#show-text", "first"))
+	p.wait("Save enabled", `!document.querySelector("#save").disabled`)
+	p.click("#save")
+	p.wait("the second save shown", has("#show-text", "second")+` && document.querySelector("#editor-box").hidden`)
+	require.True(t, p.hidden("#error"), "the page said: %s", p.text("#error"))
+	requireValue(t, conn, "d/x", "second")
 }

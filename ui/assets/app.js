@@ -343,8 +343,9 @@ async function reloadFile() {
   if (state.filePane.drawReload(r)) drawFile(nf);
 }
 
-// drawFile shows f (an answer of /api/file) in the file pane, closing the
-// editor unless keepEditor.
+// drawFile shows f (an answer of /api/file, or of a save) in the file
+// pane, closing the editor unless keepEditor (a save that keeps what was
+// typed since).
 function drawFile(f, keepEditor) {
   state.file = f;
   $("#file").hidden = false;
@@ -379,6 +380,7 @@ function openEditor(fromFile) {
   $("#editor-box").hidden = false;
   $("#diff").replaceChildren();
   $("#conflict").hidden = true;
+  $("#unsaved").hidden = true;
   $("#save").disabled = true;
 }
 
@@ -398,18 +400,38 @@ function review() {
 // the answer is only told: it never touches another file's editor.
 // One save of an editor is asked at a time: Save is disabled until the
 // answer (a second press wrote nothing, as its version was gone, and was
-// told as another writer's change).
+// told as another writer's change). Text typed while the save was asked
+// is kept: the editor stays open on the version written (the answer
+// carries it), says that the text is not saved, and the next Save writes
+// it over that version.
 async function save() {
   const base = state.base;
   const edit = state.editSeq;
   if (state.saving === edit) return;
   state.saving = edit;
   $("#save").disabled = true;
+  const asked = state.filePane.asked;
   const body = { path: base.path, version: base.version, format: $("#format").value, value: $("#editor").value };
   try {
     const r = await api("PUT", "/api/file", body);
     toast("saved " + r.path + " at version " + r.version);
     if (edit !== state.editSeq) return;
+    // (another file asked for meanwhile is shown when it comes, and
+    // closes the editor)
+    if (state.filePane.asked !== asked) return;
+    if ($("#editor").value !== body.value || $("#format").value !== body.format) {
+      const n = state.filePane.open();
+      state.filePane.drawOpen(n, r.path);
+      drawFile(r, true);
+      $("#show-meta").textContent = "(shown when the file is opened again)";
+      state.base = r;
+      $("#conflict").hidden = true;
+      $("#unsaved").textContent = "Saved version " + r.version + " (what you had when you pressed Save). What you typed since is not saved: Save writes it over version " + r.version + ".";
+      $("#unsaved").hidden = false;
+      state.saving = null;
+      review();
+      return;
+    }
     closeEditor();
     await openFile(r.path);
   } catch (e) {
