@@ -2,15 +2,18 @@ package ui_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
 )
 
 // Faults of state the page kept too long: what the live stream could not
 // tell (changes made before it started), text typed while a save was
-// asked. These use the holds of holdJS.
+// asked, the editor of a file deleted. These use the holds of holdJS.
 
 // editorValue is the text in the editor.
 func (p *page) editorValue() string {
@@ -18,6 +21,14 @@ func (p *page) editorValue() string {
 	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector("#editor").value`))
 	require.NoError(p.t, err)
 	return v
+}
+
+// held is the number of answers matching match held now.
+func (p *page) held(match string) int {
+	p.t.Helper()
+	n, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`window.holds.held.filter((x) => x.key.includes(`+strconv.Quote(match)+`)).length`))
+	require.NoError(p.t, err)
+	return n
 }
 
 // TestBrowserListingBeforeStream: a file created after the listing of a
@@ -83,4 +94,38 @@ func TestBrowserTypedDuringSave(t *testing.T) {
 	p.wait("the second save shown", has("#show-text", "second")+` && document.querySelector("#editor-box").hidden`)
 	require.True(t, p.hidden("#error"), "the page said: %s", p.text("#error"))
 	requireValue(t, conn, "d/x", "second")
+}
+
+// TestBrowserDeleteClosesEditor: deleting the file being edited closes
+// its editor (it stayed open, the pane hidden, Save enabled, until another
+// file was opened); nothing the page still holds writes the file again. A
+// Save pressed while the delete is asked is refused by the store (the
+// version it writes over is gone), which creates nothing.
+func TestBrowserDeleteClosesEditor(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x", "d/y"}, asWritable)
+	ctx := context.Background()
+	p.open("/d")
+	p.openFile("/d/x")
+	p.editReviewed("mine")
+	p.deleteHeld("/d/x")
+	p.click("#save")
+	p.wait("the save refused", `!document.querySelector("#error").hidden`)
+	_, _, err := conn.Get(ctx, "d/x")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "the save created x again: %v", err)
+	p.release("DELETE /api/file")
+	p.wait("x gone from the listing", `!document.querySelector('a[data-path="/d/x"]')`)
+	require.True(t, p.hidden("#file"))
+	require.True(t, p.hidden("#editor-box"), "the editor of the deleted file stayed open")
+	p.wait("Save disabled", `document.querySelector("#save").disabled`)
+
+	// Even a press of the (hidden) Save sends nothing.
+	p.hold("PUT /api/file")
+	p.run("press Save", `(document.querySelector("#save").disabled = false, document.querySelector("#save").click(), true)`)
+	require.Zero(t, p.held("PUT /api/file"), "a save of the deleted file was sent")
+	_, _, err = conn.Get(ctx, "d/x")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "x was created again: %v", err)
+
+	// The next file opened is shown without an editor.
+	p.openFile("/d/y")
+	require.True(t, p.hidden("#editor-box"))
 }

@@ -387,7 +387,9 @@ function openEditor(fromFile) {
 function closeEditor() {
   state.editSeq++;
   state.editing = false;
+  state.base = null;
   if ($("#editor-box")) $("#editor-box").hidden = true;
+  if ($("#save")) $("#save").disabled = true;
 }
 
 function review() {
@@ -407,7 +409,7 @@ function review() {
 async function save() {
   const base = state.base;
   const edit = state.editSeq;
-  if (state.saving === edit) return;
+  if (!state.editing || !base || state.saving === edit) return;
   state.saving = edit;
   $("#save").disabled = true;
   const asked = state.filePane.asked;
@@ -489,10 +491,12 @@ async function deleteFile() {
     await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }));
     toast("deleted " + f.path);
     // The pane is hidden only if it still shows f; a file opened since
-    // (asked for, not yet drawn) is still shown when it comes.
+    // (asked for, not yet drawn) is still shown when it comes. An editor
+    // of f is closed with it: it edited a file that is gone.
     if (state.file && state.file.path === f.path && !$("#file").hidden) {
       $("#file").hidden = true;
       state.filePane.clear();
+      if (state.editing && state.base && state.base.path === f.path) closeEditor();
     }
     await reloadDir();
   } catch (e) { showError(e.message); }
