@@ -24,6 +24,14 @@ import (
 // and returns it with the store and its global cell.
 func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *memtest.Store, topo.Conn) {
 	t.Helper()
+	p, store, conn, _ := stalePageServer(t, files, edit)
+	return p, store, conn
+}
+
+// stalePageServer is stalePage that also returns the page's HTTP server
+// (CloseClientConnections breaks the page's live stream).
+func stalePageServer(t *testing.T, files []string, edit func(*ui.Options)) (*page, *memtest.Store, topo.Conn, *httptest.Server) {
+	t.Helper()
 	store := memtest.New(t, memtest.Options{})
 	conn := store.Server.GlobalCell()
 	for _, f := range files {
@@ -42,7 +50,7 @@ func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *me
 	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
 	p.wait("the page to load, live", `document.body.dataset.ready === "true" && `+has("#live", "live"))
 	p.run("install the holds", holdJS)
-	return p, store, conn
+	return p, store, conn, ts
 }
 
 // holdJS makes the page's fetches whose "METHOD URL" contains one of

@@ -129,3 +129,39 @@ func TestBrowserDeleteClosesEditor(t *testing.T) {
 	p.openFile("/d/y")
 	require.True(t, p.hidden("#editor-box"))
 }
+
+// TestBrowserLiveAfterLastRead: when the live stream restarts again
+// before the page read what it shows after the previous start, the badge
+// says "live" only once the read after the last start is drawn. The read
+// after the first start was drawn with a file created before the second
+// start missing, and the badge said "live" over it.
+func TestBrowserLiveAfterLastRead(t *testing.T) {
+	p, _, conn, ts := stalePageServer(t, []string{"d/x"}, nil)
+	p.open("/d")
+	const dir = "GET /api/dir?path=%2Fd"
+	p.hold(dir)
+	p.run("forget the badge's states", `(window.liveStates = [], true)`)
+	ts.CloseClientConnections()
+	p.waitHeld("the read after the first restart", dir, 1)
+	// n is created after that read: streamed, and read again (held).
+	_, err := conn.Create(context.Background(), "d/n", []byte("v"))
+	require.NoError(t, err)
+	p.waitHeld("the read after n streamed", dir, 2)
+	p.run("forget the badge's states", `(window.liveStates = [], true)`)
+	ts.CloseClientConnections()
+	p.wait("the stream restarted", `window.liveStates.includes("connecting…") || window.liveStates.includes("reconnecting…")`)
+	p.waitHeld("the read after the second restart", dir, 3)
+	// Only the read after the first restart, which misses n, is let go.
+	want, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`(() => {
+		const h = window.holds;
+		const x = h.held.shift();
+		x.go();
+		return h.used + 1;
+	})()`))
+	require.NoError(t, err)
+	p.wait("the first read used", `window.holds.used >= `+strconv.Itoa(want)+` && window.holds.busy === 0`)
+	require.NotContains(t, p.rows(), "/d/n")
+	require.NotEqual(t, "live", p.text("#live"), "the badge says live over a listing read before the stream's last start")
+	p.release(dir)
+	p.wait("n listed, live", `!!document.querySelector('tr[data-path="/d/n"]') && `+has("#live", "live"))
+}

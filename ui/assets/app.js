@@ -63,11 +63,13 @@ class Pane {
 // the number of the last event that named it, allChangedAt is the number
 // of the last event after which anything may have changed (a stream
 // (re)started, an event naming too many paths): a file asked for before
-// such a number is read again once drawn (see openFile).
+// such a number is read again once drawn (see openFile). streamStarts
+// counts the starts of live streams ("ready"): the badge says "live" once
+// the read after the last one is drawn.
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
-  changeNo: 0, changedAt: new Map(), allChangedAt: 0,
+  changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
 };
 
 function el(tag, attrs, ...kids) {
@@ -551,14 +553,16 @@ function watch(dir) {
   // (after the listing and the file shown were read, or while a stream was
   // down) were not streamed. So on each "ready" the page reads what it
   // shows again (and files asked for before are read again once drawn),
-  // then says "live".
+  // then says "live": only after the read that followed the last start (a
+  // read after an earlier start may miss changes made before the last).
   es.addEventListener("ready", async () => {
+    const start = ++state.streamStarts;
     state.allChangedAt = ++state.changeNo;
     state.changedAt.clear();
     state.pendingMore = true;
     clearTimeout(state.reloadTimer);
     await applyChanges();
-    if (state.events === es && es.readyState === EventSource.OPEN) setLive(true, "live");
+    if (start === state.streamStarts && state.events === es && es.readyState === EventSource.OPEN) setLive(true, "live");
   });
   es.onerror = () => setLive(false, "reconnecting…");
   es.addEventListener("change", (ev) => {
