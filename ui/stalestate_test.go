@@ -165,3 +165,17 @@ func TestBrowserLiveAfterLastRead(t *testing.T) {
 	p.release(dir)
 	p.wait("n listed, live", `!!document.querySelector('tr[data-path="/d/n"]') && `+has("#live", "live"))
 }
+
+// TestBrowserLiveDeletes: a file shown and the last file of the directory
+// shown, deleted by another writer, are gone from the page once the
+// change streamed: their reads answered 404, which the page dropped,
+// showing both for good under "live".
+func TestBrowserLiveDeletes(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, nil)
+	p.open("/d")
+	p.openFile("/d/x")
+	require.NoError(t, conn.Delete(context.Background(), "d/x", nil))
+	p.wait("x gone from the listing", `!document.querySelector('a[data-path="/d/x"]')`)
+	p.wait("x's pane closed", `document.querySelector("#file").hidden`)
+	require.Equal(t, "/d (0 entries)", p.text("#dir-title"))
+}

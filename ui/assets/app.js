@@ -329,14 +329,26 @@ async function openFile(p) {
   if ((state.changedAt.get(f.path) || 0) > since || state.allChangedAt > since) await reloadFile();
 }
 
-// reloadFile reads the file shown again and draws it, unless another file
-// was opened meanwhile, or an editor is open: then the page only says
-// that the file changed (if its version is not the one shown).
+// reloadFile reads the file shown again and draws it (or closes the pane
+// when the file is gone), unless another file was opened meanwhile, or an
+// editor is open: then the page only says that the file changed (if its
+// version is not the one shown) or was deleted.
 async function reloadFile() {
   const f = state.file;
   const r = state.filePane.reload();
   let nf;
-  try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (_) { return; }
+  try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (e) {
+    // A file deleted in the store is no longer shown (an editor of it
+    // stays open, told: its Save is refused, creating nothing).
+    if (e.status !== 404 || r.key !== state.filePane.key) return;
+    if (state.editing) { toast(f.path + " was deleted in the store"); return; }
+    if (state.filePane.drawReload(r)) {
+      $("#file").hidden = true;
+      state.filePane.clear();
+      toast(f.path + " was deleted in the store");
+    }
+    return;
+  }
   if (r.key !== state.filePane.key) return;
   if (state.editing) {
     if (nf.version !== state.file.version) toast(f.path + " changed in the store");
@@ -594,7 +606,9 @@ async function applyChanges() {
 async function reloadDir(changed) {
   if ($("#search-results").hidden === false) return;
   const r = state.list.reload();
-  const data = await api("GET", "/api/dir?" + q({ path: state.dir })).catch(() => null);
+  // (a directory whose last file was deleted is gone: it lists nothing)
+  const dir = state.dir;
+  const data = await api("GET", "/api/dir?" + q({ path: dir })).catch((e) => e.status === 404 ? { path: dir, entries: [], next: -1, total: 0 } : null);
   if (!data || !state.list.drawReload(r)) return;
   const flash = new Set();
   const prefix = state.dir === "/" ? "/" : state.dir + "/";
