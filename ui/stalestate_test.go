@@ -179,3 +179,26 @@ func TestBrowserLiveDeletes(t *testing.T) {
 	p.wait("x's pane closed", `document.querySelector("#file").hidden`)
 	require.Equal(t, "/d (0 entries)", p.text("#dir-title"))
 }
+
+// TestBrowserTypedDuringSaveConflict: the text kept after a save is
+// written over the version that save wrote, as a compare-and-set: when
+// another writer changed the file since, Save writes nothing and shows
+// the conflict.
+func TestBrowserTypedDuringSaveConflict(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
+	p.open("/d")
+	p.openFile("/d/x")
+	p.editReviewed("first")
+	p.saveHeld()
+	p.fill("#editor", "second")
+	p.release("PUT /api/file")
+	p.wait("the text kept", `!document.querySelector("#unsaved").hidden && !document.querySelector("#save").disabled`)
+	_, err := conn.Update(context.Background(), "d/x", []byte("other"), nil)
+	require.NoError(t, err)
+	p.wait("the change told", toastSays("/d/x changed in the store"))
+	p.click("#save")
+	p.wait("the conflict", `!document.querySelector("#conflict").hidden`)
+	require.Contains(t, p.text("#conflict-value"), "other")
+	requireValue(t, conn, "d/x", "other")
+	require.Equal(t, "second", p.editorValue())
+}
