@@ -202,3 +202,36 @@ func TestBrowserTypedDuringSaveConflict(t *testing.T) {
 	requireValue(t, conn, "d/x", "other")
 	require.Equal(t, "second", p.editorValue())
 }
+
+// TestBrowserSavedWhileOtherOpenFailed: a save answered while another
+// file was being opened, whose open then failed (the editor stays open),
+// leaves the editor on the version it wrote: the next Save writes over
+// it. The editor stayed on the version before the save, so the next Save
+// lost to the page's own write and said another writer changed the file.
+func TestBrowserSavedWhileOtherOpenFailed(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x", "d/y"}, asWritable)
+	p.open("/d")
+	p.openFile("/d/x")
+	p.editReviewed("first")
+	p.saveHeld()
+	// y is deleted, the live reload of the listing held: y is still
+	// listed, and its open answers 404.
+	p.hold("GET /api/dir")
+	require.NoError(t, conn.Delete(context.Background(), "d/y", nil))
+	p.waitHeld("the live reload", "GET /api/dir", 1)
+	p.click(`a[data-path="/d/y"]`)
+	p.wait("y's open failed", `!document.querySelector("#error").hidden`)
+	p.release("PUT /api/file")
+	p.wait("the toast", toastSays("saved /d/x"))
+	requireValue(t, conn, "d/x", "first")
+	require.False(t, p.hidden("#editor-box"))
+	p.fill("#editor", "second")
+	p.click("#review")
+	p.wait("Save enabled", `!document.querySelector("#save").disabled`)
+	p.click("#save")
+	p.wait("the second save answered", `!document.querySelector("#conflict").hidden || document.querySelector("#editor-box").hidden`)
+	require.True(t, p.hidden("#conflict"), "the page's own save was told as another writer's: %s", p.text("#conflict-msg"))
+	p.wait("x saved", has("#show-text", "second"))
+	requireValue(t, conn, "d/x", "second")
+	p.release("GET /api/dir")
+}

@@ -432,18 +432,19 @@ async function save() {
     const r = await api("PUT", "/api/file", body);
     toast("saved " + r.path + " at version " + r.version);
     if (edit !== state.editSeq) return;
-    // (another file asked for meanwhile is shown when it comes, and
-    // closes the editor)
-    if (state.filePane.asked !== asked) return;
-    if ($("#editor").value !== body.value || $("#format").value !== body.format) {
-      const n = state.filePane.open();
-      state.filePane.drawOpen(n, r.path);
+    // Another file asked for meanwhile is shown when it comes, and closes
+    // the editor; until then (or if its open fails) the editor edits on
+    // the version written, as when text was typed since.
+    const other = state.filePane.asked !== asked;
+    const typed = $("#editor").value !== body.value || $("#format").value !== body.format;
+    if (other || typed) {
+      if (!other) state.filePane.drawOpen(state.filePane.open(), r.path);
       drawFile(r, true);
       $("#show-meta").textContent = "(shown when the file is opened again)";
       state.base = r;
       $("#conflict").hidden = true;
       $("#unsaved").textContent = "Saved version " + r.version + " (what you had when you pressed Save). What you typed since is not saved: Save writes it over version " + r.version + ".";
-      $("#unsaved").hidden = false;
+      $("#unsaved").hidden = !typed;
       state.saving = null;
       review();
       return;
