@@ -71,11 +71,10 @@ func TestBrowserFileBeforeReload(t *testing.T) {
 	p.wait("x's new value", has("#show-text", "changed"))
 }
 
-// TestBrowserTypedDuringSave: text typed while a save is asked is kept
-// when the save succeeds (the editor was closed and the text lost): the
-// editor stays open on the version written, says the text is not saved,
-// and the next Save writes it over that version.
-func TestBrowserTypedDuringSave(t *testing.T) {
+// typedDuringSave opens a writable page on d/x, saves "first" and types
+// "second" while the save is asked, and waits until the save is answered.
+func typedDuringSave(t *testing.T) (*page, topo.Conn) {
+	t.Helper()
 	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
 	p.open("/d")
 	p.openFile("/d/x")
@@ -84,6 +83,15 @@ func TestBrowserTypedDuringSave(t *testing.T) {
 	p.fill("#editor", "second")
 	p.release("PUT /api/file")
 	p.wait("the toast", toastSays("saved /d/x"))
+	return p, conn
+}
+
+// TestBrowserTypedDuringSave: text typed while a save is asked is kept
+// when the save succeeds (the editor was closed and the text lost): the
+// editor stays open on the version written, says the text is not saved,
+// and the next Save writes it over that version.
+func TestBrowserTypedDuringSave(t *testing.T) {
+	p, conn := typedDuringSave(t)
 	requireValue(t, conn, "d/x", "first")
 	require.False(t, p.hidden("#editor-box"), "the editor was closed: what was typed since is lost")
 	require.Equal(t, "second", p.editorValue())
@@ -185,13 +193,7 @@ func TestBrowserLiveDeletes(t *testing.T) {
 // another writer changed the file since, Save writes nothing and shows
 // the conflict.
 func TestBrowserTypedDuringSaveConflict(t *testing.T) {
-	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
-	p.open("/d")
-	p.openFile("/d/x")
-	p.editReviewed("first")
-	p.saveHeld()
-	p.fill("#editor", "second")
-	p.release("PUT /api/file")
+	p, conn := typedDuringSave(t)
 	p.wait("the text kept", `!document.querySelector("#unsaved").hidden && !document.querySelector("#save").disabled`)
 	_, err := conn.Update(context.Background(), "d/x", []byte("other"), nil)
 	require.NoError(t, err)
