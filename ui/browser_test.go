@@ -217,6 +217,7 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 	p.fill("#path", "/keyspaces/commerce/shards/0")
 	p.click("#pathbar button[type=submit]")
 	p.wait("the shard's entries", `!!document.querySelector('a[data-path="/keyspaces/commerce/shards/0/Shard"]')`)
+	p.wait("the listing read again once live (its rows drawn again)", has("#live", "live"))
 	p.click(`a[data-path="/keyspaces/commerce/shards/0/Shard"]`)
 	p.wait("the decoded Shard", has("#show-decoded", `"primaryAlias"`))
 	p.wait("the decoded Shard's cell", has("#show-decoded", `"zone1"`))
@@ -251,6 +252,7 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 	p.fill("#path", "/ui")
 	p.click("#pathbar button[type=submit]")
 	p.wait("the ui directory", `!!document.querySelector('a[data-path="/ui/note"]')`)
+	p.wait("the listing read again once live (its rows drawn again)", has("#live", "live"))
 	p.click(`a[data-path="/ui/note"]`)
 	p.wait("the note", has("#show-text", "two"))
 	p.click("#edit")
@@ -356,6 +358,7 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 		p.fill("#path", "/keyspaces/commerce/locks")
 		p.click("#pathbar button[type=submit]")
 		p.wait("the lock's entries", `!!document.querySelector('a[data-path^="/keyspaces/commerce/locks/"]')`)
+		p.wait("the listing read again once live (its rows drawn again)", has("#live", "live"))
 		p.click(`a[data-path^="/keyspaces/commerce/locks/"]`)
 		p.wait("the lock entry decoded", has("#show-decoded", `"ui-test `))
 	}

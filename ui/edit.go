@@ -80,6 +80,9 @@ func (s *Server) encode(p string, req writeRequest) ([]byte, error) {
 // put writes a file: PUT /api/file with a writeRequest. An update is a
 // compare-and-set on the version the page showed; when another writer got
 // there first it answers 409 with the current value and writes nothing.
+// A write that succeeded answers the file as written (a fileJSON without
+// Meta: the value stored and its new version, not read again), which the
+// page edits on when the user typed on while the write was asked.
 func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	var req writeRequest
 	if err := decodeBody(r, &req); err != nil {
@@ -115,7 +118,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		s.conflict(w, r, p, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "version": nv.String()})
+	writeJSON(w, http.StatusOK, s.describe(p, value, nv))
 }
 
 // shownVersion returns the store's Version of p if its String is shown,

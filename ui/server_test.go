@@ -357,6 +357,13 @@ func TestEditCompareAndSet(t *testing.T) {
 	v := h.put("a/b", "one")
 	status, body := h.write("PUT", "/api/file", `{"path":"/a/b","version":"`+v.String()+`","format":"text","value":"two"}`)
 	require.Equal(t, http.StatusOK, status, body)
+	// The answer is the file as written: its value and new version.
+	saved := decodeJSON(t, body)
+	assert.Equal(t, "/a/b", saved["path"])
+	assert.Equal(t, "two", saved["text"])
+	_, sv, err := h.conn.Get(context.Background(), "a/b")
+	require.NoError(t, err)
+	assert.Equal(t, sv.String(), saved["version"])
 	// A second save on the version the page showed loses: 409 with the
 	// current value, and the store keeps "two".
 	status, body = h.write("PUT", "/api/file", `{"path":"/a/b","version":"`+v.String()+`","format":"text","value":"three"}`)

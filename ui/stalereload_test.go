@@ -24,6 +24,14 @@ import (
 // and returns it with the store and its global cell.
 func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *memtest.Store, topo.Conn) {
 	t.Helper()
+	p, store, conn, _ := stalePageServer(t, files, edit)
+	return p, store, conn
+}
+
+// stalePageServer is stalePage that also returns the page's HTTP server
+// (CloseClientConnections breaks the page's live stream).
+func stalePageServer(t *testing.T, files []string, edit func(*ui.Options)) (*page, *memtest.Store, topo.Conn, *httptest.Server) {
+	t.Helper()
 	store := memtest.New(t, memtest.Options{})
 	conn := store.Server.GlobalCell()
 	for _, f := range files {
@@ -40,14 +48,15 @@ func stalePage(t *testing.T, files []string, edit func(*ui.Options)) (*page, *me
 	t.Cleanup(ts.Close)
 	p := &page{t: t, ctx: newTab(t)}
 	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
-	p.wait("the page to load", `document.body.dataset.ready === "true"`)
+	p.wait("the page to load, live", `document.body.dataset.ready === "true" && `+has("#live", "live"))
 	p.run("install the holds", holdJS)
-	return p, store, conn
+	return p, store, conn, ts
 }
 
 // holdJS makes the page's fetches whose "METHOD URL" contains one of
 // window.holds.match wait: the request is sent at once, its answer is
-// kept in window.holds.held until the test lets it go. window.holds.used
+// kept in window.holds.held until the test lets it go (arrived says
+// when the server has answered it: the store was read). window.holds.used
 // counts the answers let go that the page has used, window.holds.busy the
 // fetches not held whose answers the page has not used yet: an answer is
 // used when a task queued behind the promise callbacks that read it runs
@@ -68,10 +77,14 @@ const holdJS = `(() => {
 			h.busy++;
 			return track(sent, () => { h.busy--; });
 		}
-		return new Promise((res, rej) => h.held.push({ key, go: () => {
-			h.busy++;
-			track(sent, () => { h.busy--; h.used++; }).then(res, rej);
-		} }));
+		return new Promise((res, rej) => {
+			const x = { key, arrived: false, go: () => {
+				h.busy++;
+				track(sent, () => { h.busy--; h.used++; }).then(res, rej);
+			} };
+			sent.then(() => { x.arrived = true; }, () => { x.arrived = true; });
+			h.held.push(x);
+		});
 	};
 	return true;
 })()`
@@ -97,10 +110,12 @@ func (p *page) unhold(match string) {
 	p.run("unhold "+match, `(window.holds.match = window.holds.match.filter((m) => m !== `+strconv.Quote(match)+`), true)`)
 }
 
-// waitHeld waits until n answers matching match are held.
+// waitHeld waits until n answers matching match are held, each answered
+// by the server (so the store was read for them before what the test
+// does next).
 func (p *page) waitHeld(what, match string, n int) {
 	p.t.Helper()
-	p.wait(what+" held", `window.holds.held.filter((x) => x.key.includes(`+strconv.Quote(match)+`)).length === `+strconv.Itoa(n))
+	p.wait(what+" held", `window.holds.held.filter((x) => x.key.includes(`+strconv.Quote(match)+`) && x.arrived).length === `+strconv.Itoa(n))
 }
 
 // release stops holding fetches matching match, lets the held answers
@@ -124,12 +139,13 @@ func (p *page) release(match string) {
 }
 
 // open opens the directory dir from the path bar and waits until it is
-// shown.
+// shown and live (the page reads it again once its live stream started,
+// drawing its rows again: a row clicked before may be gone).
 func (p *page) open(dir string) {
 	p.t.Helper()
 	p.fill("#path", dir)
 	p.click("#pathbar button[type=submit]")
-	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`)`)
+	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`) && `+has("#live", "live"))
 }
 
 // rows are the paths of the directory entries the page lists, in order.

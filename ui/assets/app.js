@@ -58,10 +58,18 @@ class Pane {
 // editSeq of the editor whose save is being asked (null: none); coordSeq,
 // compareSeq and cacheSeq number the asks of the coordination tables, the
 // comparison and the cache badge (the last asked for, or for the badge
-// the newest, is drawn).
+// the newest, is drawn). changeNo numbers what the live stream told
+// (each change event, each start of the stream); changedAt maps a path to
+// the number of the last event that named it, allChangedAt is the number
+// of the last event after which anything may have changed (a stream
+// (re)started, an event naming too many paths): a file asked for before
+// such a number is read again once drawn (see openFile). streamStarts
+// counts the starts of live streams ("ready"): the badge says "live" once
+// the read after the last one is drawn.
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
+  changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
 };
 
 function el(tag, attrs, ...kids) {
@@ -302,10 +310,14 @@ function hexDump(h) {
 
 // openFile shows the file p; an answer for a file asked for before the
 // last one (or before the pane was closed, or its file taken to edit) is
-// dropped (see Pane).
-async function openFile(p, keepEditor) {
+// dropped (see Pane). A change streamed while the answer was awaited may
+// be missing from it (the store was read at some point in between), and
+// the live reload it caused found another file shown: once drawn, the
+// file is read again.
+async function openFile(p) {
   showError("");
   const seq = state.filePane.open();
+  const since = state.changeNo;
   let f;
   try {
     f = await api("GET", "/api/file?" + q({ path: p }));
@@ -313,25 +325,41 @@ async function openFile(p, keepEditor) {
   // (a reload of p asked after this open and drawn first is newer)
   if (state.filePane.latest(seq) && state.filePane.behind(seq, f.path)) return;
   if (!state.filePane.drawOpen(seq, f.path)) return;
-  drawFile(f, keepEditor);
+  drawFile(f);
+  if ((state.changedAt.get(f.path) || 0) > since || state.allChangedAt > since) await reloadFile();
 }
 
-// reloadFile reads the file shown again and draws it, unless another file
-// was opened meanwhile, or an editor is open: then the page only says
-// that the file changed.
+// reloadFile reads the file shown again and draws it (or closes the pane
+// when the file is gone), unless another file was opened meanwhile, or an
+// editor is open: then the page only says that the file changed (if its
+// version is not the one shown) or was deleted.
 async function reloadFile() {
   const f = state.file;
-  if (state.editing) { toast(f.path + " changed in the store"); return; }
   const r = state.filePane.reload();
   let nf;
-  try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (_) { return; }
+  try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (e) {
+    // A file deleted in the store is no longer shown (an editor of it
+    // stays open, told: its Save is refused, creating nothing).
+    if (e.status !== 404 || r.key !== state.filePane.key) return;
+    if (state.editing) { toast(f.path + " was deleted in the store"); return; }
+    if (state.filePane.drawReload(r)) {
+      $("#file").hidden = true;
+      state.filePane.clear();
+      toast(f.path + " was deleted in the store");
+    }
+    return;
+  }
   if (r.key !== state.filePane.key) return;
-  if (state.editing) { toast(f.path + " changed in the store"); return; }
+  if (state.editing) {
+    if (nf.version !== state.file.version) toast(f.path + " changed in the store");
+    return;
+  }
   if (state.filePane.drawReload(r)) drawFile(nf);
 }
 
-// drawFile shows f (an answer of /api/file) in the file pane, closing the
-// editor unless keepEditor.
+// drawFile shows f (an answer of /api/file, or of a save) in the file
+// pane, closing the editor unless keepEditor (a save that keeps what was
+// typed since).
 function drawFile(f, keepEditor) {
   state.file = f;
   $("#file").hidden = false;
@@ -366,13 +394,16 @@ function openEditor(fromFile) {
   $("#editor-box").hidden = false;
   $("#diff").replaceChildren();
   $("#conflict").hidden = true;
+  $("#unsaved").hidden = true;
   $("#save").disabled = true;
 }
 
 function closeEditor() {
   state.editSeq++;
   state.editing = false;
+  state.base = null;
   if ($("#editor-box")) $("#editor-box").hidden = true;
+  if ($("#save")) $("#save").disabled = true;
 }
 
 function review() {
@@ -385,18 +416,39 @@ function review() {
 // the answer is only told: it never touches another file's editor.
 // One save of an editor is asked at a time: Save is disabled until the
 // answer (a second press wrote nothing, as its version was gone, and was
-// told as another writer's change).
+// told as another writer's change). Text typed while the save was asked
+// is kept: the editor stays open on the version written (the answer
+// carries it), says that the text is not saved, and the next Save writes
+// it over that version.
 async function save() {
   const base = state.base;
   const edit = state.editSeq;
-  if (state.saving === edit) return;
+  if (!state.editing || !base || state.saving === edit) return;
   state.saving = edit;
   $("#save").disabled = true;
+  const asked = state.filePane.asked;
   const body = { path: base.path, version: base.version, format: $("#format").value, value: $("#editor").value };
   try {
     const r = await api("PUT", "/api/file", body);
     toast("saved " + r.path + " at version " + r.version);
     if (edit !== state.editSeq) return;
+    // Another file asked for meanwhile is shown when it comes, and closes
+    // the editor; until then (or if its open fails) the editor edits on
+    // the version written, as when text was typed since.
+    const other = state.filePane.asked !== asked;
+    const typed = $("#editor").value !== body.value || $("#format").value !== body.format;
+    if (other || typed) {
+      if (!other) state.filePane.drawOpen(state.filePane.open(), r.path);
+      drawFile(r, true);
+      $("#show-meta").textContent = "(shown when the file is opened again)";
+      state.base = r;
+      $("#conflict").hidden = true;
+      $("#unsaved").textContent = "Saved version " + r.version + " (what you had when you pressed Save). What you typed since is not saved: Save writes it over version " + r.version + ".";
+      $("#unsaved").hidden = !typed;
+      state.saving = null;
+      review();
+      return;
+    }
     closeEditor();
     await openFile(r.path);
   } catch (e) {
@@ -454,10 +506,12 @@ async function deleteFile() {
     await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }));
     toast("deleted " + f.path);
     // The pane is hidden only if it still shows f; a file opened since
-    // (asked for, not yet drawn) is still shown when it comes.
+    // (asked for, not yet drawn) is still shown when it comes. An editor
+    // of f is closed with it: it edited a file that is gone.
     if (state.file && state.file.path === f.path && !$("#file").hidden) {
       $("#file").hidden = true;
       state.filePane.clear();
+      if (state.editing && state.base && state.base.path === f.path) closeEditor();
     }
     await reloadDir();
   } catch (e) { showError(e.message); }
@@ -508,23 +562,29 @@ function watch(dir) {
   const es = new EventSource("/api/events?" + q({ path: dir }));
   state.events = es;
   setLive(false, "connecting…");
-  let connected = false;
-  es.addEventListener("ready", () => {
-    setLive(true, "live");
-    // After a reconnection, changes made while the stream was down were
-    // not streamed: reload what the page shows.
-    if (connected) {
-      state.pendingMore = true;
-      if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 0);
-    }
-    connected = true;
+  // The stream tells the changes made once it is ready: those made before
+  // (after the listing and the file shown were read, or while a stream was
+  // down) were not streamed. So on each "ready" the page reads what it
+  // shows again (and files asked for before are read again once drawn),
+  // then says "live": only after the read that followed the last start (a
+  // read after an earlier start may miss changes made before the last).
+  es.addEventListener("ready", async () => {
+    const start = ++state.streamStarts;
+    state.allChangedAt = ++state.changeNo;
+    state.changedAt.clear();
+    state.pendingMore = true;
+    clearTimeout(state.reloadTimer);
+    await applyChanges();
+    if (start === state.streamStarts && state.events === es && es.readyState === EventSource.OPEN) setLive(true, "live");
   });
   es.onerror = () => setLive(false, "reconnecting…");
   es.addEventListener("change", (ev) => {
     const c = JSON.parse(ev.data);
     state.pending = state.pending || new Set();
-    for (const p of c.paths) state.pending.add(p);
-    if (c.more) state.pendingMore = true;
+    state.changeNo++;
+    if (state.changedAt.size > 1000) { state.changedAt.clear(); state.allChangedAt = state.changeNo; }
+    for (const p of c.paths) { state.pending.add(p); state.changedAt.set(p, state.changeNo); }
+    if (c.more) { state.pendingMore = true; state.allChangedAt = state.changeNo; }
     // Coalesce again on the page side: one reload per 300 ms at most.
     if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 300);
   });
@@ -547,7 +607,9 @@ async function applyChanges() {
 async function reloadDir(changed) {
   if ($("#search-results").hidden === false) return;
   const r = state.list.reload();
-  const data = await api("GET", "/api/dir?" + q({ path: state.dir })).catch(() => null);
+  // (a directory whose last file was deleted is gone: it lists nothing)
+  const dir = state.dir;
+  const data = await api("GET", "/api/dir?" + q({ path: dir })).catch((e) => e.status === 404 ? { path: dir, entries: [], next: -1, total: 0 } : null);
   if (!data || !state.list.drawReload(r)) return;
   const flash = new Set();
   const prefix = state.dir === "/" ? "/" : state.dir + "/";
