@@ -251,7 +251,10 @@ func (c *Conn) stripe(key string) *sync.Mutex {
 // or errMustQueue when the key is not free or others queue (a key taken in
 // a release's gap is given back). With Exclusive (TryLock): *BusyError
 // naming the holder a read of the key shows, NodeExists when others queue
-// or a lock-delay outlasts the Conn's own plus a second.
+// or a lock-delay outlasts the Conn's own plus a second. An Exclusive
+// take whose condition failed reads the key and tries again, under the
+// condition the read gives, when the key turns out free after all
+// (released since the transaction, or held by no session).
 func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, opts claims.CreateOptions, sess *session) (claims.Entry, error) {
 	c := d.c
 	r := acquireReq{path: q.Path, key: key, contents: contents, sess: sess, election: q.Election,
