@@ -60,7 +60,9 @@ func stalePageServer(t *testing.T, files []string, edit func(*ui.Options)) (*pag
 // counts the answers let go that the page has used, window.holds.busy the
 // fetches not held whose answers the page has not used yet: an answer is
 // used when a task queued behind the promise callbacks that read it runs
-// (a fetch those callbacks start is counted before that).
+// (a fetch those callbacks start is counted before that). A held answer's
+// fail(status, error) hands the page an answer of that status and error
+// instead (status 0: the fetch fails, as when the server is unreachable).
 const holdJS = `(() => {
 	if (window.holds) return true;
 	const orig = window.fetch;
@@ -81,6 +83,11 @@ const holdJS = `(() => {
 			const x = { key, arrived: false, go: () => {
 				h.busy++;
 				track(sent, () => { h.busy--; h.used++; }).then(res, rej);
+			}, fail: (status, error) => {
+				h.busy++;
+				const r = status ? Promise.resolve(new Response(JSON.stringify({ error }), { status, headers: { "Content-Type": "application/json" } }))
+					: Promise.reject(new TypeError(error));
+				track(r, () => { h.busy--; h.used++; }).then(res, rej);
 			} };
 			sent.then(() => { x.arrived = true; }, () => { x.arrived = true; });
 			h.held.push(x);
@@ -124,17 +131,37 @@ func (p *page) waitHeld(what, match string, n int) {
 // held).
 func (p *page) release(match string) {
 	p.t.Helper()
-	p.unhold(match)
+	p.letGo("release", match, "x.go()", false)
+}
+
+// failHeld hands the page, for each held answer matching match, one of
+// status with the error message error instead (status 0: the fetch fails,
+// as when the server cannot be reached), and waits as release does; new
+// fetches matching match stay held.
+func (p *page) failHeld(match string, status int, error string) {
+	p.t.Helper()
+	p.letGo("fail", match, "x.fail("+strconv.Itoa(status)+", "+strconv.Quote(error)+")", true)
+}
+
+// letGo stops holding fetches matching match (unless keep), runs the JavaScript
+// statement do on each held answer x matching it (in the order they were
+// asked for) and waits until the page has used them and the answers to
+// the fetches it made since (none held).
+func (p *page) letGo(what, match, do string, keep bool) {
+	p.t.Helper()
+	if !keep {
+		p.unhold(match)
+	}
 	m := strconv.Quote(match)
 	want, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`(() => {
 		const h = window.holds;
 		const go = h.held.filter((x) => x.key.includes(`+m+`));
 		h.held = h.held.filter((x) => !x.key.includes(`+m+`));
 		const want = h.used + go.length;
-		go.forEach((x) => x.go());
+		go.forEach((x) => { `+do+`; });
 		return want;
 	})()`))
-	require.NoError(p.t, err, "release "+match)
+	require.NoError(p.t, err, what+" "+match)
 	p.wait("the answers to "+match+" used", `window.holds.used >= `+strconv.Itoa(want)+` && window.holds.busy === 0`)
 }
 
