@@ -65,8 +65,17 @@ func dirParam(r *http.Request, name string) (string, error) {
 	return topo.CleanDirPath(r.URL.Query().Get(name))
 }
 
+// maxDirLimit bounds the entries one answer of /api/dir carries when the
+// page asks for more than a page (limit), unless Options.PageSize is
+// larger.
+const maxDirLimit = 10000
+
 // dir answers one page of a directory's entries: GET
-// /api/dir?path=DIR&offset=N. Files of the page carry their version and
+// /api/dir?path=DIR&offset=N&limit=L. A page holds L entries from offset
+// N (both optional: 0 and Options.PageSize; L at most the larger of
+// maxDirLimit and PageSize, more is cut to that); "next" is the offset of
+// the entry after the page, -1 after the last. The page asks for as many
+// entries as it shows when it reads a listing again. Files of the page carry their version and
 // size (one Get each, several at a time), ephemeral ones (a lock's or an
 // election's entries) also their owner, as stat shows them; directories
 // do not.
@@ -83,6 +92,14 @@ func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	limit := s.opts.PageSize
+	if l := r.URL.Query().Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 {
+			s.fail(w, r, badRequest("limit: want a number >= 1"))
+			return
+		}
+		limit = min(limit, max(maxDirLimit, s.opts.PageSize))
+	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
 	entries, err := tree.Entries(ctx, s.opts.Files, p, tree.EntriesOptions{})
@@ -94,7 +111,7 @@ func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total := len(entries)
-	end := min(total, offset+s.opts.PageSize)
+	end := min(total, offset+limit)
 	page := entries[min(offset, total):end]
 	out := make([]entryJSON, len(page))
 	var wg sync.WaitGroup

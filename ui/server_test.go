@@ -221,6 +221,19 @@ func TestDirPagesWithStat(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, status)
 	status, _ = h.do("GET", "/api/dir?path=/d&offset=-1", "", nil)
 	assert.Equal(t, http.StatusBadRequest, status)
+	// limit asks for more (or fewer) entries than a page; 0 is refused.
+	status, body = h.do("GET", "/api/dir?path=/d&limit=3", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	m = decodeJSON(t, body)
+	assert.Len(t, m["entries"], 3)
+	assert.EqualValues(t, -1, m["next"])
+	status, body = h.do("GET", "/api/dir?path=/d&offset=1&limit=1", "", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	m = decodeJSON(t, body)
+	assert.Equal(t, "/d/b", m["entries"].([]any)[0].(map[string]any)["path"])
+	assert.EqualValues(t, 2, m["next"])
+	status, _ = h.do("GET", "/api/dir?path=/d&limit=0", "", nil)
+	assert.Equal(t, http.StatusBadRequest, status)
 }
 
 func TestCoordinationView(t *testing.T) {
