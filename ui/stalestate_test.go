@@ -108,7 +108,8 @@ func TestBrowserTypedDuringSave(t *testing.T) {
 // its editor (it stayed open, the pane hidden, Save enabled, until another
 // file was opened); nothing the page still holds writes the file again. A
 // Save pressed while the delete is asked is refused by the store (the
-// version it writes over is gone), which creates nothing.
+// version it writes over is gone), which creates nothing: the page says
+// the file was deleted.
 func TestBrowserDeleteClosesEditor(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x", "d/y"}, asWritable)
 	ctx := context.Background()
@@ -117,7 +118,7 @@ func TestBrowserDeleteClosesEditor(t *testing.T) {
 	p.editReviewed("mine")
 	p.deleteHeld("/d/x")
 	p.click("#save")
-	p.wait("the save refused", `!document.querySelector("#error").hidden`)
+	p.wait("the save refused, x told deleted", `!document.querySelector("#conflict-deleted").hidden`)
 	_, _, err := conn.Get(ctx, "d/x")
 	require.True(t, topo.IsErrType(err, topo.NoNode), "the save created x again: %v", err)
 	p.release("DELETE /api/file")

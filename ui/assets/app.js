@@ -64,12 +64,19 @@ class Pane {
 // of the last event after which anything may have changed (a stream
 // (re)started, an event naming too many paths): a file asked for before
 // such a number is read again once drawn (see openFile). streamStarts
-// counts the starts of live streams ("ready"): the badge says "live" once
-// the read after the last one is drawn.
+// counts the starts of live streams ("ready"). readNo numbers the re-reads
+// (applyChanges); the badge says "live" once a re-read of all the page
+// shows, numbered liveFrom or later, succeeded: liveFrom is the number of
+// the read after the stream's last start, or of a read after the last
+// re-read that failed (Infinity while no stream started). A failed re-read
+// is tried again after retryDelay ms (doubling, at most 30 s) unless a
+// change or a restart of the stream reads first. pageSize is the server's
+// page of directory entries.
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
+  readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, pageSize: 200,
 };
 
 function el(tag, attrs, ...kids) {
@@ -329,32 +336,49 @@ async function openFile(p) {
   if ((state.changedAt.get(f.path) || 0) > since || state.allChangedAt > since) await reloadFile();
 }
 
+// readFailed says on the badge that what the page shows may be stale: a
+// re-read of it failed (msg says why). Everything is read again at the
+// next change, restart of the stream, or after a delay; the badge says
+// "live" again after such a read succeeds.
+function readFailed(msg) {
+  state.liveFrom = Math.max(state.liveFrom, state.readNo + 1);
+  state.pendingMore = true;
+  setLive(false, "not live: a re-read failed (" + msg + "), trying again");
+  clearTimeout(state.retryTimer);
+  state.retryDelay = Math.min(30000, state.retryDelay ? state.retryDelay * 2 : 1000);
+  state.retryTimer = setTimeout(applyChanges, state.retryDelay);
+}
+
 // reloadFile reads the file shown again and draws it (or closes the pane
 // when the file is gone), unless another file was opened meanwhile, or an
 // editor is open: then the page only says that the file changed (if its
-// version is not the one shown) or was deleted.
+// version is not the one shown) or was deleted. It returns false when the
+// read failed (not a 404) while the pane still shows the file: the badge
+// says so (readFailed).
 async function reloadFile() {
   const f = state.file;
   const r = state.filePane.reload();
   let nf;
   try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (e) {
+    if (r.key !== state.filePane.key) return true;
+    if (e.status !== 404) { readFailed(e.message); return false; }
     // A file deleted in the store is no longer shown (an editor of it
-    // stays open, told: its Save is refused, creating nothing).
-    if (e.status !== 404 || r.key !== state.filePane.key) return;
-    if (state.editing) { toast(f.path + " was deleted in the store"); return; }
+    // stays open, told: its Save says the file was deleted).
+    if (state.editing) { toast(f.path + " was deleted in the store"); return true; }
     if (state.filePane.drawReload(r)) {
       $("#file").hidden = true;
       state.filePane.clear();
       toast(f.path + " was deleted in the store");
     }
-    return;
+    return true;
   }
-  if (r.key !== state.filePane.key) return;
+  if (r.key !== state.filePane.key) return true;
   if (state.editing) {
     if (nf.version !== state.file.version) toast(f.path + " changed in the store");
-    return;
+    return true;
   }
   if (state.filePane.drawReload(r)) drawFile(nf);
+  return true;
 }
 
 // drawFile shows f (an answer of /api/file, or of a save) in the file
@@ -419,15 +443,20 @@ function review() {
 // told as another writer's change). Text typed while the save was asked
 // is kept: the editor stays open on the version written (the answer
 // carries it), says that the text is not saved, and the next Save writes
-// it over that version.
-async function save() {
+// it over that version. A save of a file another writer deleted (409
+// with no current value) says so and offers to create the file again
+// with the text (recreate: save with create, which the store refuses if
+// the file exists again) or to discard it (discard); nothing is written
+// until the user chooses.
+async function save(create) {
+  create = create === true;
   const base = state.base;
   const edit = state.editSeq;
   if (!state.editing || !base || state.saving === edit) return;
   state.saving = edit;
   $("#save").disabled = true;
   const asked = state.filePane.asked;
-  const body = { path: base.path, version: base.version, format: $("#format").value, value: $("#editor").value };
+  const body = { path: base.path, version: create ? "" : base.version, format: $("#format").value, value: $("#editor").value };
   try {
     const r = await api("PUT", "/api/file", body);
     toast("saved " + r.path + " at version " + r.version);
@@ -457,11 +486,22 @@ async function save() {
     } else if (e.status === 409 && e.data && e.data.current) {
       const cur = e.data.current;
       $("#conflict").hidden = false;
-      $("#conflict-msg").textContent = "Not saved: another writer changed " + cur.path + " since version " + base.version + ". Nothing was overwritten.";
+      $("#conflict-current").hidden = false;
+      $("#conflict-deleted").hidden = true;
+      $("#conflict-msg").textContent = create ? "Not created: another writer created " + cur.path + " again meanwhile. Nothing was overwritten."
+        : "Not saved: another writer changed " + cur.path + " since version " + base.version + ". Nothing was overwritten.";
       $("#conflict-version").textContent = cur.version;
       $("#conflict-value").textContent = currentAs(cur, $("#format").value);
       renderDiff($("#conflict-diff"), currentAs(cur, $("#format").value), $("#editor").value);
       state.conflict = cur;
+      $("#save").disabled = true;
+    } else if (e.status === 409 && !create) {
+      // (no current value: the file is gone)
+      $("#conflict").hidden = false;
+      $("#conflict-current").hidden = true;
+      $("#conflict-deleted").hidden = false;
+      $("#conflict-msg").textContent = "Not saved: another writer deleted " + base.path + " (it was at version " + base.version + " when you began). Nothing was written. Create it again with your text, or discard your text.";
+      state.conflict = null;
       $("#save").disabled = true;
     } else {
       showError(e.message);
@@ -471,6 +511,26 @@ async function save() {
   } finally {
     if (state.saving === edit) state.saving = null;
   }
+}
+
+// recreate creates the file whose save found it deleted, with the text
+// typed; discard drops the text, closing the editor (and the file, if
+// still shown: it is gone).
+function recreate() {
+  if ($("#conflict").hidden || $("#conflict-deleted").hidden) return;
+  $("#conflict").hidden = true;
+  save(true);
+}
+
+function discard() {
+  const base = state.base;
+  $("#conflict").hidden = true;
+  closeEditor();
+  if (base && state.file && state.file.path === base.path && !$("#file").hidden) {
+    $("#file").hidden = true;
+    state.filePane.clear();
+  }
+  reloadDir();
 }
 
 function rebase() {
@@ -568,14 +628,16 @@ function watch(dir) {
   // shows again (and files asked for before are read again once drawn),
   // then says "live": only after the read that followed the last start (a
   // read after an earlier start may miss changes made before the last).
+  state.liveFrom = Infinity;
   es.addEventListener("ready", async () => {
-    const start = ++state.streamStarts;
+    if (state.events !== es) return;
+    ++state.streamStarts;
     state.allChangedAt = ++state.changeNo;
     state.changedAt.clear();
     state.pendingMore = true;
     clearTimeout(state.reloadTimer);
+    state.liveFrom = state.readNo + 1;
     await applyChanges();
-    if (start === state.streamStarts && state.events === es && es.readyState === EventSource.OPEN) setLive(true, "live");
   });
   es.onerror = () => setLive(false, "reconnecting…");
   es.addEventListener("change", (ev) => {
@@ -590,27 +652,51 @@ function watch(dir) {
   });
 }
 
+// applyChanges reads again what changed (all the page shows after a
+// start of the stream, or a failed read); a read of all of it that
+// succeeded, numbered liveFrom or later, makes the badge say "live" (see
+// state).
 async function applyChanges() {
   state.reloadTimer = null;
+  clearTimeout(state.retryTimer);
+  const n = ++state.readNo;
+  const all = state.pendingMore;
   const changed = state.pending || new Set();
   state.pending = new Set();
   const f = state.file;
-  if (f && (changed.has(f.path) || state.pendingMore) && !$("#file").hidden) await reloadFile();
-  state.pendingMore = false;
-  await reloadDir(changed);
+  let ok = true;
+  if (f && (changed.has(f.path) || state.pendingMore) && !$("#file").hidden) ok = await reloadFile();
+  state.pendingMore = state.pendingMore && !ok;
+  ok = (await reloadDir(changed)) && ok;
+  if (ok && all && n >= state.liveFrom && state.events && state.events.readyState === EventSource.OPEN) {
+    state.retryDelay = 0;
+    setLive(true, "live");
+  }
 }
 
-// reloadDir reads the first page of the directory shown again and draws
-// it, marking the rows of the paths in changed (a Set, or nothing) that
-// are in it, unless search results are shown, another directory (or
-// search) was opened meanwhile or a newer reload drawn (see Pane).
+// reloadDir reads the directory shown again, as many entries as it shows
+// (a page more when it shows them all), and draws them, marking the rows
+// of the paths in changed (a Set, or nothing) that are in it, unless
+// search results are shown, another directory (or search) was opened
+// meanwhile or a newer reload drawn (see Pane). It returns false when
+// the read failed (not a 404) while the pane still shows the directory:
+// the badge says so (readFailed).
 async function reloadDir(changed) {
-  if ($("#search-results").hidden === false) return;
+  if ($("#search-results").hidden === false) return true;
   const r = state.list.reload();
   // (a directory whose last file was deleted is gone: it lists nothing)
   const dir = state.dir;
-  const data = await api("GET", "/api/dir?" + q({ path: dir })).catch((e) => e.status === 404 ? { path: dir, entries: [], next: -1, total: 0 } : null);
-  if (!data || !state.list.drawReload(r)) return;
+  const rows = $("#entries tbody").children.length;
+  const limit = state.next < 0 ? rows + state.pageSize : rows;
+  const params = { path: dir };
+  if (limit > state.pageSize) params.limit = limit;
+  let data;
+  try { data = await api("GET", "/api/dir?" + q(params)); } catch (e) {
+    if (e.status === 404) data = { path: dir, entries: [], next: -1, total: 0 };
+    else if (r.key !== state.list.key) return true;
+    else { readFailed(e.message); return false; }
+  }
+  if (!state.list.drawReload(r)) return true;
   const flash = new Set();
   const prefix = state.dir === "/" ? "/" : state.dir + "/";
   for (const p of changed || []) {
@@ -624,6 +710,7 @@ async function reloadDir(changed) {
   state.next = data.next;
   $("#more").hidden = data.next < 0;
   $("#dir-title").textContent = data.path + " (" + data.total + " entries)";
+  return true;
 }
 
 // ---- coordination ----
@@ -716,7 +803,9 @@ document.addEventListener("DOMContentLoaded", async () => {
     $("#edit").addEventListener("click", () => openEditor());
     $("#cancel-edit").addEventListener("click", closeEditor);
     $("#review").addEventListener("click", review);
-    $("#save").addEventListener("click", save);
+    $("#save").addEventListener("click", () => save(false));
+    $("#recreate").addEventListener("click", recreate);
+    $("#discard").addEventListener("click", discard);
     $("#rebase").addEventListener("click", rebase);
     $("#format").addEventListener("change", () => { $("#editor").value = currentAs(state.base, $("#format").value); review(); });
     $("#editor").addEventListener("input", () => { $("#save").disabled = true; });
@@ -726,6 +815,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   }
   try {
     const info = await api("GET", "/api/info");
+    if (info.pageSize > 0) state.pageSize = info.pageSize;
     for (const n of info.stores) $("#compare-store").append(el("option", { value: n }, n));
   } catch (e) { showError(e.message); }
   cacheBadge();

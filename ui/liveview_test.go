@@ -1,0 +1,134 @@
+package ui_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// What the page shows after its re-reads: one that failed, one of a
+// listing the user extended with More, a save of a file another writer
+// deleted. These use the holds of holdJS.
+
+// TestBrowserLiveReadFails: a re-read that fails for another reason than
+// 404 (the server answers 500, or the fetch itself fails) leaves the badge
+// saying the view is not live, and why; the page reads again, and says
+// "live" only once a read succeeded. The page dropped the error and the
+// badge said "live" over a listing that missed a change.
+func TestBrowserLiveReadFails(t *testing.T) {
+	p, _, conn, ts := stalePageServer(t, []string{"d/x"}, nil)
+	ctx := context.Background()
+	p.open("/d")
+	const dir = "GET /api/dir?path=%2Fd"
+
+	// A live reload after a change answers 500.
+	p.hold(dir)
+	_, err := conn.Create(ctx, "d/n", []byte("v"))
+	require.NoError(t, err)
+	p.waitHeld("the live reload", dir, 1)
+	p.failHeld(dir, 500, "store unreachable")
+	require.NotContains(t, p.rows(), "/d/n")
+	require.Contains(t, p.text("#live"), "not live", "the badge says live over a listing whose re-read failed")
+	require.Contains(t, p.text("#live"), "store unreachable")
+	p.waitHeld("the read tried again", dir, 1)
+	require.Contains(t, p.text("#live"), "not live")
+	p.release(dir)
+	p.wait("n listed, live", `!!document.querySelector('tr[data-path="/d/n"]') && `+has("#live", "live"))
+
+	// The read after the stream restarted fails to be fetched.
+	p.hold(dir)
+	ts.CloseClientConnections()
+	p.waitHeld("the read after the restart", dir, 1)
+	p.failHeld(dir, 0, "Failed to fetch")
+	require.Contains(t, p.text("#live"), "not live", "the badge says live after the read that followed the restart failed")
+	p.waitHeld("the read tried again", dir, 1)
+	require.Contains(t, p.text("#live"), "not live")
+	p.release(dir)
+	p.wait("live", has("#live", "live"))
+	require.Equal(t, []string{"/d/n", "/d/x"}, p.rows())
+}
+
+// TestBrowserReloadKeepsMorePages: a live reload of a listing the user
+// extended with More shows as many entries as were shown, with no gap and
+// no duplicate, More continuing after them. The reload drew only the
+// first page: the pages added with More were gone.
+func TestBrowserReloadKeepsMorePages(t *testing.T) {
+	files := pageOf("long", "f", 5)
+	p, _, conn := stalePage(t, files, pageSize2)
+	ctx := context.Background()
+	p.open("/long")
+	p.moreUntil(4)
+	_, err := conn.Create(ctx, "long/a-new", []byte("v"))
+	require.NoError(t, err)
+	p.wait("the live reload", `!!document.querySelector('tr[data-path="/long/a-new"]')`)
+	all := append([]string{"/long/a-new"}, paths(files)...)
+	require.Equal(t, all[:4], p.rows(), "the reload dropped the pages added with More")
+	require.False(t, p.hidden("#more"))
+
+	require.NoError(t, conn.Delete(ctx, "long/f0", nil))
+	p.wait("the live reload", `!document.querySelector('tr[data-path="/long/f0"]')`)
+	all = append([]string{"/long/a-new"}, paths(files[1:])...)
+	require.Equal(t, all[:4], p.rows())
+	p.moreUntil(5)
+	require.Equal(t, all, p.rows())
+	p.wait("More hidden at the end", `document.querySelector("#more").hidden`)
+
+	// All shown: a file added is shown too.
+	_, err = conn.Create(ctx, "long/z-new", []byte("v"))
+	require.NoError(t, err)
+	p.wait("the live reload", `!!document.querySelector('tr[data-path="/long/z-new"]')`)
+	require.Equal(t, append(all, "/long/z-new"), p.rows())
+	require.True(t, p.hidden("#more"))
+}
+
+// TestBrowserSaveDeletedFile: a save of a file another writer deleted
+// while it was edited says so and offers to create the file again with the
+// text typed, or to discard it; nothing is written until the user chooses.
+// The page showed a plain error.
+func TestBrowserSaveDeletedFile(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x", "d/y"}, asWritable)
+	ctx := context.Background()
+	p.open("/d")
+	p.openFile("/d/x")
+	p.editReviewed("mine")
+	require.NoError(t, conn.Delete(ctx, "d/x", nil))
+	p.wait("the delete told", toastSays("/d/x was deleted in the store"))
+	p.click("#save")
+	p.wait("the conflict", `!document.querySelector("#conflict").hidden`)
+	require.Contains(t, p.text("#conflict-msg"), "deleted", "the page said: %s", p.text("#error"))
+	require.False(t, p.hidden("#conflict-deleted"))
+	_, _, err := conn.Get(ctx, "d/x")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "written before the user chose: %v", err)
+	p.click("#recreate")
+	p.wait("x created again", has("#show-text", "mine")+` && document.querySelector("#editor-box").hidden`)
+	requireValue(t, conn, "d/x", "mine")
+
+	// Created again by another writer meanwhile: the create is refused,
+	// the conflict shows that writer's value.
+	p.editReviewed("again")
+	require.NoError(t, conn.Delete(ctx, "d/x", nil))
+	p.wait("the delete told", toastSays("/d/x was deleted in the store"))
+	p.click("#save")
+	p.wait("the conflict", `!document.querySelector("#conflict-deleted").hidden`)
+	_, err = conn.Create(ctx, "d/x", []byte("theirs"))
+	require.NoError(t, err)
+	p.click("#recreate")
+	p.wait("the conflict with their value", has("#conflict-value", "theirs"))
+	require.True(t, p.hidden("#conflict-deleted"))
+	requireValue(t, conn, "d/x", "theirs")
+
+	// Discard: the editor closes, nothing is written.
+	p.openFile("/d/y")
+	p.editReviewed("gone")
+	require.NoError(t, conn.Delete(ctx, "d/y", nil))
+	p.wait("the delete told", toastSays("/d/y was deleted in the store"))
+	p.click("#save")
+	p.wait("the conflict", `!document.querySelector("#conflict-deleted").hidden`)
+	p.click("#discard")
+	p.wait("the editor closed", `document.querySelector("#editor-box").hidden`)
+	_, _, err = conn.Get(ctx, "d/y")
+	require.True(t, topo.IsErrType(err, topo.NoNode), "discard wrote y: %v", err)
+}
