@@ -111,8 +111,11 @@ func (s *Server) dir(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	total := len(entries)
-	end := min(total, offset+limit)
-	page := entries[min(offset, total):end]
+	// (offset+limit may overflow an int: the page is counted from where
+	// it starts, at most the end)
+	start := min(offset, total)
+	end := start + min(limit, total-start)
+	page := entries[start:end]
 	out := make([]entryJSON, len(page))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, getParallel)
