@@ -36,6 +36,10 @@ type writeRequest struct {
 type conflictJSON struct {
 	apiError
 	Current *fileJSON `json:"current,omitempty"`
+	// Gone says the file is absent: the read of its current value found
+	// no file (NoNode). A conflict with neither Current nor Gone could not
+	// read the current value (the store failed): the file may be there.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // decodeBody reads r's JSON body into v, rejecting unknown fields.
@@ -141,7 +145,8 @@ func (s *Server) shownVersion(ctx context.Context, p, shown string) (topo.Versio
 }
 
 // conflict answers a failed write; a lost compare-and-set (BadVersion,
-// NodeExists, NoNode) carries the file's current value.
+// NodeExists, NoNode) carries the file's current value, or gone when the
+// file is absent (neither when that read failed).
 func (s *Server) conflict(w http.ResponseWriter, r *http.Request, p string, err error) {
 	err = tree.WithPath(err, p)
 	if !topo.IsErrType(err, topo.BadVersion) && !topo.IsErrType(err, topo.NodeExists) && !topo.IsErrType(err, topo.NoNode) {
@@ -154,6 +159,8 @@ func (s *Server) conflict(w http.ResponseWriter, r *http.Request, p string, err 
 	if value, v, gerr := s.opts.Conn.Get(ctx, p); gerr == nil {
 		f := s.describe(p, value, v)
 		out.Current = &f
+	} else if topo.IsErrType(gerr, topo.NoNode) {
+		out.Gone = true
 	}
 	writeJSON(w, http.StatusConflict, out)
 }

@@ -444,7 +444,7 @@ function review() {
 // is kept: the editor stays open on the version written (the answer
 // carries it), says that the text is not saved, and the next Save writes
 // it over that version. A save of a file another writer deleted (409
-// with no current value) says so and offers to create the file again
+// with gone) says so and offers to create the file again
 // with the text (recreate: save with create, which the store refuses if
 // the file exists again) or to discard it (discard); nothing is written
 // until the user chooses.
@@ -495,8 +495,9 @@ async function save(create) {
       renderDiff($("#conflict-diff"), currentAs(cur, $("#format").value), $("#editor").value);
       state.conflict = cur;
       $("#save").disabled = true;
-    } else if (e.status === 409 && !create) {
-      // (no current value: the file is gone)
+    } else if (e.status === 409 && !create && e.data && e.data.gone) {
+      // (no current value: the file is gone; a 409 with neither could not
+      // read the current value, the file may be there: an error below)
       $("#conflict").hidden = false;
       $("#conflict-current").hidden = true;
       $("#conflict-deleted").hidden = false;
