@@ -139,6 +139,10 @@ func (p *page) wait(what, cond string) {
 }
 
 // has is the JavaScript condition "an element matching sel holds text".
+// isLive is true when the badge says exactly "live" (has("#live",
+// "live") also matched "not live: ...").
+const isLive = `document.querySelector("#live").textContent === "live"`
+
 func has(sel, text string) string {
 	return `[...document.querySelectorAll(` + strconv.Quote(sel) + `)].some(e => e.offsetParent !== null && e.textContent.includes(` + strconv.Quote(text) + `))`
 }
@@ -211,13 +215,13 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 	// Open with the token; the page is live.
 	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
 	p.wait("the page to load", `document.body.dataset.ready === "true"`)
-	p.wait("the live state", has("#live", "live"))
+	p.wait("the live state", isLive)
 
 	// Browse to a shard and open its decoded record.
 	p.fill("#path", "/keyspaces/commerce/shards/0")
 	p.click("#pathbar button[type=submit]")
 	p.wait("the shard's entries", `!!document.querySelector('a[data-path="/keyspaces/commerce/shards/0/Shard"]')`)
-	p.wait("the listing read again once live (its rows drawn again)", has("#live", "live"))
+	p.wait("the listing read again once live (its rows drawn again)", isLive)
 	p.click(`a[data-path="/keyspaces/commerce/shards/0/Shard"]`)
 	p.wait("the decoded Shard", has("#show-decoded", `"primaryAlias"`))
 	p.wait("the decoded Shard's cell", has("#show-decoded", `"zone1"`))
@@ -252,7 +256,7 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 	p.fill("#path", "/ui")
 	p.click("#pathbar button[type=submit]")
 	p.wait("the ui directory", `!!document.querySelector('a[data-path="/ui/note"]')`)
-	p.wait("the listing read again once live (its rows drawn again)", has("#live", "live"))
+	p.wait("the listing read again once live (its rows drawn again)", isLive)
 	p.click(`a[data-path="/ui/note"]`)
 	p.wait("the note", has("#show-text", "two"))
 	p.click("#edit")
@@ -358,7 +362,7 @@ func browse(t *testing.T, impl, addr, shots string, asTopoctl bool) {
 		p.fill("#path", "/keyspaces/commerce/locks")
 		p.click("#pathbar button[type=submit]")
 		p.wait("the lock's entries", `!!document.querySelector('a[data-path^="/keyspaces/commerce/locks/"]')`)
-		p.wait("the listing read again once live (its rows drawn again)", has("#live", "live"))
+		p.wait("the listing read again once live (its rows drawn again)", isLive)
 		p.click(`a[data-path^="/keyspaces/commerce/locks/"]`)
 		p.wait("the lock entry decoded", has("#show-decoded", `"ui-test `))
 	}

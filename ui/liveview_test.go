@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -36,7 +37,7 @@ func TestBrowserLiveReadFails(t *testing.T) {
 	p.waitHeld("the read tried again", dir, 1)
 	require.Contains(t, p.text("#live"), "not live")
 	p.release(dir)
-	p.wait("n listed, live", `!!document.querySelector('tr[data-path="/d/n"]') && `+has("#live", "live"))
+	p.wait("n listed, live", `!!document.querySelector('tr[data-path="/d/n"]') && `+isLive)
 
 	// The read after the stream restarted fails to be fetched.
 	p.hold(dir)
@@ -47,7 +48,7 @@ func TestBrowserLiveReadFails(t *testing.T) {
 	p.waitHeld("the read tried again", dir, 1)
 	require.Contains(t, p.text("#live"), "not live")
 	p.release(dir)
-	p.wait("live", has("#live", "live"))
+	p.wait("live", isLive)
 	require.Equal(t, []string{"/d/n", "/d/x"}, p.rows())
 }
 
@@ -131,4 +132,54 @@ func TestBrowserSaveDeletedFile(t *testing.T) {
 	p.wait("the editor closed", `document.querySelector("#editor-box").hidden`)
 	_, _, err = conn.Get(ctx, "d/y")
 	require.True(t, topo.IsErrType(err, topo.NoNode), "discard wrote y: %v", err)
+}
+
+// retryJS keeps the page's retries of failed re-reads (timeouts that
+// call applyChanges after 1 s or more) from running: window.retries maps
+// each one scheduled and not cleared to its delay in ms.
+const retryJS = `(() => {
+	window.retries = new Map();
+	const set = window.setTimeout, clear = window.clearTimeout;
+	let id = -1;
+	window.setTimeout = (fn, ms, ...args) => {
+		if (fn && fn.name === "applyChanges" && ms >= 1000) { window.retries.set(--id, ms); return id; }
+		return set(fn, ms, ...args);
+	};
+	window.clearTimeout = (t) => { window.retries.delete(t); return clear(t); };
+	return true;
+})()`
+
+// retries are the delays (ms) of the retries scheduled (see retryJS).
+func (p *page) retries() []int {
+	p.t.Helper()
+	r, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]int](`[...window.retries.values()]`))
+	require.NoError(p.t, err)
+	return r
+}
+
+// TestBrowserRetryOncePerReadNotAfterLeaving: a re-read whose file and
+// listing both fail is tried again after 1 s (the backoff began at 2 s:
+// each failure of the one read doubled it); once another directory is
+// open and live, no retry of the one left is scheduled.
+func TestBrowserRetryOncePerReadNotAfterLeaving(t *testing.T) {
+	p, _, conn := stalePage(t, []string{"d/x", "e/y"}, nil)
+	ctx := context.Background()
+	p.open("/d")
+	p.openFile("/d/x")
+	p.run("hold the retries", retryJS)
+	const file, dir = "GET /api/file?path=%2Fd%2Fx", "GET /api/dir?path=%2Fd"
+	p.hold(file)
+	p.hold(dir)
+	_, err := conn.Update(ctx, "d/x", []byte("2"), nil)
+	require.NoError(t, err)
+	p.waitHeld("the live reload of x", file, 1)
+	p.failHeld(file, 500, "store unreachable")
+	p.waitHeld("the live reload of d", dir, 1)
+	p.failHeld(dir, 500, "store unreachable")
+	require.Contains(t, p.text("#live"), "not live")
+	require.Equal(t, []int{1000}, p.retries(), "one read that failed twice doubled the backoff")
+	p.unhold(file)
+	p.unhold(dir)
+	p.open("/e")
+	require.Empty(t, p.retries(), "the retry of /d stayed scheduled after /e was opened")
 }

@@ -122,7 +122,7 @@ func TestBrowserMoreAcrossReload(t *testing.T) {
 	files := pageOf("long", "f", 5)
 	p, _, conn := stalePage(t, files, pageSize2)
 	p.open("/long")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	p.hold("offset=")
 	p.click("#more")
 	p.waitHeld("the second page", "offset=", 1)
@@ -151,7 +151,7 @@ func TestBrowserMoreAcrossReload(t *testing.T) {
 func TestBrowserReloadDuringNavigation(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"stale-a/x", "fresh-b/y"}, nil)
 	p.open("/stale-a")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	p.hold("fresh-b")
 	p.fill("#path", "/fresh-b")
 	p.click("#pathbar button[type=submit]")
@@ -174,7 +174,7 @@ func TestBrowserReloadsOutOfOrder(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x"}, nil)
 	ctx := context.Background()
 	p.open("/d")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	p.hold("/api/dir?path=%2Fd")
 	_, err := conn.Create(ctx, "d/n1", []byte("v"))
 	require.NoError(t, err)
@@ -245,7 +245,7 @@ func asWritable(o *ui.Options) { o.Writable = true }
 func TestBrowserFileReloadKeepsEditor(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x"}, asWritable)
 	p.open("/d")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	p.click(`a[data-path="/d/x"]`)
 	p.wait("x", has("#show-text", "v"))
 	p.hold("GET /api/file?path=%2Fd%2Fx")
@@ -481,7 +481,7 @@ func TestBrowserStaleDeleteTree(t *testing.T) {
 func TestBrowserStaleChangeMarks(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x", "e/x"}, nil)
 	p.open("/d")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	p.openFile("/d/x")
 	p.hold("GET /api/file?path=%2Fd%2Fx")
 	_, err := conn.Update(context.Background(), "d/x", []byte("changed"), nil)
@@ -534,7 +534,7 @@ func TestBrowserReopenDuringChange(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x"}, nil)
 	ctx := context.Background()
 	p.open("/d")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	const dir = "GET /api/dir?path=%2Fd"
 
 	// The open's answer first, then the reload's.

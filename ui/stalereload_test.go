@@ -48,7 +48,7 @@ func stalePageServer(t *testing.T, files []string, edit func(*ui.Options)) (*pag
 	t.Cleanup(ts.Close)
 	p := &page{t: t, ctx: newTab(t)}
 	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
-	p.wait("the page to load, live", `document.body.dataset.ready === "true" && `+has("#live", "live"))
+	p.wait("the page to load, live", `document.body.dataset.ready === "true" && `+isLive)
 	p.run("install the holds", holdJS)
 	return p, store, conn, ts
 }
@@ -172,7 +172,7 @@ func (p *page) open(dir string) {
 	p.t.Helper()
 	p.fill("#path", dir)
 	p.click("#pathbar button[type=submit]")
-	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`) && `+has("#live", "live"))
+	p.wait(dir, `document.querySelector("#dir-title").textContent.startsWith(`+strconv.Quote(dir+" (")+`) && `+isLive)
 }
 
 // rows are the paths of the directory entries the page lists, in order.
@@ -192,7 +192,7 @@ func (p *page) rows() []string {
 func TestBrowserStaleReloadKeepsNavigation(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"stale-a/x", "fresh-b/y"}, nil)
 	p.open("/stale-a")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	p.hold("stale-a")
 	_, err := conn.Create(context.Background(), "stale-a/z", []byte("v"))
 	require.NoError(t, err)

@@ -38,7 +38,7 @@ func (p *page) held(match string) int {
 // listing without the file, said "live", and never showed it.
 func TestBrowserListingBeforeStream(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x"}, nil)
-	p.wait("the live stream of /", has("#live", "live"))
+	p.wait("the live stream of /", isLive)
 	const dir = "GET /api/dir?path=%2Fd"
 	p.hold(dir)
 	p.fill("#path", "/d")
@@ -47,7 +47,7 @@ func TestBrowserListingBeforeStream(t *testing.T) {
 	_, err := conn.Create(context.Background(), "d/n", []byte("v"))
 	require.NoError(t, err)
 	p.release(dir)
-	p.wait("/d, live", has("#dir-title", "/d (")+" && "+has("#live", "live"))
+	p.wait("/d, live", has("#dir-title", "/d (")+" && "+isLive)
 	p.wait("n listed", `!!document.querySelector('tr[data-path="/d/n"]')`)
 	require.Equal(t, []string{"/d/n", "/d/x"}, p.rows())
 }
@@ -59,7 +59,7 @@ func TestBrowserListingBeforeStream(t *testing.T) {
 func TestBrowserFileBeforeReload(t *testing.T) {
 	p, _, conn := stalePage(t, []string{"d/x"}, nil)
 	p.open("/d")
-	p.wait("the live stream", has("#live", "live"))
+	p.wait("the live stream", isLive)
 	const file = "GET /api/file?path=%2Fd%2Fx"
 	p.hold(file)
 	p.click(`a[data-path="/d/x"]`)
@@ -172,7 +172,7 @@ func TestBrowserLiveAfterLastRead(t *testing.T) {
 	require.NotContains(t, p.rows(), "/d/n")
 	require.NotEqual(t, "live", p.text("#live"), "the badge says live over a listing read before the stream's last start")
 	p.release(dir)
-	p.wait("n listed, live", `!!document.querySelector('tr[data-path="/d/n"]') && `+has("#live", "live"))
+	p.wait("n listed, live", `!!document.querySelector('tr[data-path="/d/n"]') && `+isLive)
 }
 
 // TestBrowserLiveDeletes: a file shown and the last file of the directory

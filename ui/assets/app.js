@@ -70,13 +70,14 @@ class Pane {
 // the read after the stream's last start, or of a read after the last
 // re-read that failed (Infinity while no stream started). A failed re-read
 // is tried again after retryDelay ms (doubling, at most 30 s) unless a
-// change or a restart of the stream reads first. pageSize is the server's
+// change or a restart of the stream reads first (retryRound: the readNo
+// whose failure set the delay). pageSize is the server's
 // page of directory entries.
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
-  readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, pageSize: 200,
+  readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, retryRound: -1, pageSize: 200,
 };
 
 function el(tag, attrs, ...kids) {
@@ -340,12 +341,17 @@ async function openFile(p) {
 // re-read of it failed (msg says why). Everything is read again at the
 // next change, restart of the stream, or after a delay; the badge says
 // "live" again after such a read succeeds.
+// The delay doubles once per round of reads that failed (a file and a
+// listing that both failed wait as one failure).
 function readFailed(msg) {
   state.liveFrom = Math.max(state.liveFrom, state.readNo + 1);
   state.pendingMore = true;
   setLive(false, "not live: a re-read failed (" + msg + "), trying again");
   clearTimeout(state.retryTimer);
-  state.retryDelay = Math.min(30000, state.retryDelay ? state.retryDelay * 2 : 1000);
+  if (state.retryRound !== state.readNo) {
+    state.retryRound = state.readNo;
+    state.retryDelay = Math.min(30000, state.retryDelay ? state.retryDelay * 2 : 1000);
+  }
   state.retryTimer = setTimeout(applyChanges, state.retryDelay);
 }
 
