@@ -168,17 +168,17 @@ func (cl *claim) end(st claimState) {
 	cl.sess.remove(cl)
 }
 
-// release is end(stateReleased) for a live claim, returning its entry;
-// for an ended one it returns the claim's error and changes nothing.
-func (cl *claim) release() (Entry, error) {
+// release is end(stateReleased) for a live claim; for an ended one it
+// returns the claim's error and changes nothing.
+func (cl *claim) release() error {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	if err := cl.errLocked(); err != nil {
-		return cl.entry.Entry(), err
+		return err
 	}
 	cl.endLocked(stateReleased)
 	cl.sess.remove(cl)
-	return cl.entry.Entry(), nil
+	return nil
 }
 
 // stateNow returns the claim's state.

@@ -87,7 +87,7 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 	if err != nil {
 		return nil, err
 	}
-	ld := e.lockRoom(ent)
+	ld := e.lockRoom(ent.Ref)
 	ld.claim.init(e, q, &ent, s, nil)
 	if err := e.await(ctx, &ld.claim, nil); err != nil {
 		return nil, err
@@ -104,19 +104,20 @@ type LockRoom struct{ ld lockDescriptor }
 // Roomer is what a Driver may also implement when it allocates a
 // LockRoom with each lock entry it creates (memorytopo: with the entry's
 // record in its store). The engine asks once per lock, right after the
-// Create that returned e.
+// Create that returned the entry.
 type Roomer interface {
-	// Room returns the LockRoom allocated with e, the entry of a lock
-	// that Create has just returned, or nil (the engine then allocates
-	// the descriptor itself). It never returns the same LockRoom twice.
-	Room(e Entry) *LockRoom
+	// Room returns the LockRoom allocated with the entry whose Ref is
+	// ref, the entry of a lock that Create has just returned, or nil (the
+	// engine then allocates the descriptor itself). It never returns the
+	// same LockRoom twice.
+	Room(ref any) *LockRoom
 }
 
-// lockRoom returns the descriptor for the lock entry ent: in the room
-// the driver allocated with it (Roomer), else a new one.
-func (e *Engine) lockRoom(ent Entry) *lockDescriptor {
+// lockRoom returns the descriptor for the lock entry whose Ref is ref: in
+// the room the driver allocated with it (Roomer), else a new one.
+func (e *Engine) lockRoom(ref any) *lockDescriptor {
 	if e.roomer != nil {
-		if r := e.roomer.Room(ent); r != nil {
+		if r := e.roomer.Room(ref); r != nil {
 			return &r.ld
 		}
 	}
@@ -170,20 +171,21 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if l.unlocked.Swap(true) {
 		return topo.NewError(topo.Interrupted, l.q.Path)
 	}
-	ent, err := l.release()
-	if err != nil {
+	// A lock's entry no longer changes once Lock returned it (Acquire
+	// runs before): it is read without sess.mu.
+	if err := l.release(); err != nil {
 		if topo.IsErrType(err, topo.LockLost) {
 			// The store may still have the entry (its session not ended
 			// there yet): remove it now, within removeGrace, rather than
 			// leave it to block others until the session ends. Delete
 			// goes by the entry's identity, so nothing else is removed.
 			dctx, cancel := context.WithTimeout(ctx, removeGrace)
-			_ = l.eng.d.Delete(dctx, l.q, l.sess, ent)
+			_ = l.eng.d.Delete(dctx, l.q, l.sess, l.entry.Entry())
 			cancel()
 		}
 		return err
 	}
-	err = l.eng.d.Delete(ctx, l.q, l.sess, ent)
+	err := l.eng.d.Delete(ctx, l.q, l.sess, l.entry.Entry())
 	switch {
 	case err == nil:
 		return nil

@@ -1,6 +1,7 @@
 package claims_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,17 +10,23 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// roomDriver is the fake driver with the Roomer step: it hands out a new
-// LockRoom per asked entry (none when nilRooms is set) and records the
-// tokens it was asked for.
+// roomDriver is the fake driver with the Roomer step: its entries' Ref is
+// their token; it hands out a new LockRoom per asked entry (none when
+// nilRooms is set) and records the tokens it was asked for.
 type roomDriver struct {
 	*driver
 	nilRooms bool
 	asked    []int64
 }
 
-func (d *roomDriver) Room(e claims.Entry) *claims.LockRoom {
-	d.asked = append(d.asked, e.Token)
+func (d *roomDriver) Create(ctx context.Context, q claims.Queue, contents string, o claims.CreateOptions) (claims.Entry, *claims.Session, error) {
+	e, s, err := d.driver.Create(ctx, q, contents, o)
+	e.Ref = e.Token
+	return e, s, err
+}
+
+func (d *roomDriver) Room(ref any) *claims.LockRoom {
+	d.asked = append(d.asked, ref.(int64))
 	if d.nilRooms {
 		return nil
 	}

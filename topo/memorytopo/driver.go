@@ -142,11 +142,11 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 }
 
 // Room implements claims.Roomer: the room for the descriptor allocated
-// with the lock entry e (lockEntry), handed over once. It is no request
-// to the store: the engine asks from the goroutine whose Create made e,
-// right after it, and nothing else reads an entry's room.
-func (d driver) Room(e claims.Entry) *claims.LockRoom {
-	x, _ := e.Ref.(*entry)
+// with the lock entry ref (lockEntry), handed over once. It is no request
+// to the store: the engine asks from the goroutine whose Create made the
+// entry, right after it, and nothing else reads an entry's room.
+func (d driver) Room(ref any) *claims.LockRoom {
+	x, _ := ref.(*entry)
 	if x == nil {
 		return nil
 	}
