@@ -19,6 +19,16 @@ const (
 	stateLost
 )
 
+// sharedBit, in claim.state beside a live claimState, marks a claim that
+// is on its session's list (Session.add): Session.Lost and LoseEntry end
+// it, and it ends under sess.mu. A claim without it (unshared: see
+// Engine.lock) is a granted lock that no goroutine but its holder's knows
+// of, with no Done channel: it is lost when its session is (stateOf), and
+// Unlock releases it with one compare-and-swap, without sess.mu. Done
+// sets the bit, under sess.mu, by a compare-and-swap from live, so a
+// release and a Done never both win.
+const sharedBit = 1 << 7
+
 // claim is one entry of a queue together with its holder's view of it:
 // what a lock descriptor and a leadership term are. Its state is guarded
 // by sess.mu.
@@ -38,8 +48,10 @@ type claim struct {
 	abort context.CancelFunc
 	// monitorOnce starts the driver's Monitor of the claim (see monitor).
 	monitorOnce sync.Once
-	// state is a claimState, written with sess.mu held and read with
-	// or without it (err needs no lock: every Lock reads it).
+	// state is a claimState, with sharedBit while live and shared,
+	// written with sess.mu held (an unshared claim's release excepted:
+	// see sharedBit) and read with or without it (err needs no lock:
+	// every Lock reads it); read it through stateNow.
 	state atomic.Uint32
 	// position is the entry's place in its queue when it was granted
 	// (1: the head), for DefectTokenIsPosition only. An int32 beside
@@ -101,30 +113,34 @@ func (cl *claim) monitor() {
 
 func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {
 	cl := &claim{}
-	cl.init(eng, q, &e, s, cancel)
+	cl.init(eng, q, &e, s, cancel, true)
 	return cl
 }
 
-// init sets up cl, a new claim, and registers it on s. The fields are
-// set one by one, and e comes by pointer: an Entry is large, and a
-// parallel assignment would copy it twice.
-func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc) {
+// init sets up cl, a new claim, and registers it on s when shared is
+// set (else it is unshared: see sharedBit). The fields are set one by
+// one, and e comes by pointer: an Entry is large, and a parallel
+// assignment would copy it twice.
+func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc, shared bool) {
 	cl.eng = eng
 	cl.q = q
 	cl.entry.keep(e)
 	cl.sess = s
 	cl.cancel = cancel
-	s.add(cl)
+	if shared {
+		s.add(cl)
+	}
 }
 
 // endLocked moves a live claim to st: Done closes and a leadership context
 // is cancelled with the reason. A claim that already ended stays as it is.
 // Called with sess.mu held.
 func (cl *claim) endLocked(st claimState) {
-	if cl.stateNow() != stateLive {
+	old := cl.state.Load()
+	// A compare-and-swap: an unshared claim's release takes no lock.
+	if cl.stateOf(old) != stateLive || !cl.state.CompareAndSwap(old, uint32(st)) {
 		return
 	}
-	cl.state.Store(uint32(st))
 	if cl.done != nil {
 		close(cl.done)
 	}
@@ -169,8 +185,19 @@ func (cl *claim) end(st claimState) {
 }
 
 // release is end(stateReleased) for a live claim; for an ended one it
-// returns the claim's error and changes nothing.
+// returns the claim's error and changes nothing. An unshared claim (see
+// sharedBit) is released by one compare-and-swap, without sess.mu: it
+// has no Done channel to close and is on no list. A loss of its session
+// between the check and the swap orders the release first.
 func (cl *claim) release() error {
+	if old := cl.state.Load(); old == uint32(stateLive) {
+		if err := cl.errLocked(); err != nil { // its session was lost
+			return err
+		}
+		if cl.state.CompareAndSwap(old, uint32(stateReleased)) {
+			return nil
+		}
+	}
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	if err := cl.errLocked(); err != nil {
@@ -182,7 +209,19 @@ func (cl *claim) release() error {
 }
 
 // stateNow returns the claim's state.
-func (cl *claim) stateNow() claimState { return claimState(cl.state.Load()) }
+func (cl *claim) stateNow() claimState { return cl.stateOf(cl.state.Load()) }
+
+// stateOf is the claim's state for raw, a value of cl.state: live
+// becomes lost once the session was declared lost (an unshared claim,
+// which Session.Lost does not see, ends so; a shared one is ended by
+// Lost before Lost says so), except under DefectLossKeepsClaims.
+func (cl *claim) stateOf(raw uint32) claimState {
+	st := claimState(raw &^ sharedBit)
+	if st == stateLive && cl.sess.ended.Load() && cl.eng.defect != DefectLossKeepsClaims {
+		return stateLost
+	}
+	return st
+}
 
 // errLocked is the error of an ended claim (nil while live): Interrupted
 // once released, LockLost once lost. It needs no lock (err is the same):
@@ -212,14 +251,25 @@ func (cl *claim) Token() int64 {
 }
 
 // Done implements topo.Fence: closed when the claim is released and when
-// its session is declared lost (before the declaration returns).
+// its session is declared lost (before the declaration returns). An
+// unshared claim becomes shared here (see sharedBit), so that Lost
+// closes the channel.
 func (cl *claim) Done() <-chan struct{} {
-	cl.sess.mu.Lock()
-	defer cl.sess.mu.Unlock()
+	s := cl.sess
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if cl.done == nil {
 		cl.done = make(chan struct{})
-		if cl.stateNow() != stateLive {
+		old := cl.state.Load()
+		switch {
+		case cl.stateOf(old) != stateLive:
 			close(cl.done)
+		case old&sharedBit == 0:
+			if !cl.state.CompareAndSwap(old, old|sharedBit) { // released meanwhile
+				close(cl.done)
+				break
+			}
+			s.link(cl)
 		}
 	}
 	return cl.done

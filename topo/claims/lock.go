@@ -88,7 +88,11 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 		return nil, err
 	}
 	ld := e.lockRoom(ent.Ref)
-	ld.claim.init(e, q, &ent, s, nil)
+	// A lock the store granted at once, on an in-process store whose
+	// driver ends its lock entries only by Delete or with their session
+	// (a GoneSignaler without Monitor), is unshared (see sharedBit): no
+	// sess.mu in Lock, nor in Unlock unless Done was called.
+	ld.claim.init(e, q, &ent, s, nil, !(ent.Granted && e.lazyLocks))
 	if err := e.await(ctx, &ld.claim, nil); err != nil {
 		return nil, err
 	}

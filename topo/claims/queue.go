@@ -31,7 +31,7 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 		return nil, err
 	}
 	cl := &claim{}
-	cl.init(e, q, &ent, s, cancel)
+	cl.init(e, q, &ent, s, cancel, true)
 	return cl, nil
 }
 
@@ -260,6 +260,12 @@ func (e *Engine) waitSignaled(ctx context.Context, cl *claim, stop <-chan struct
 // lives (memorytopo removes one only with its session; it ends single
 // entries of elections alone, whose waiters park on the claim's end),
 // else that waiter would wake only when the entry ahead of it goes.
+//
+// Nor may it end a lock's entry by Session.LoseEntry (memorytopo calls it
+// for candidates only): without Monitor, a lock granted at Create is
+// unshared (on no session's list until Done is called, see Engine.lock),
+// and LoseEntry would not find it. Its session's loss ends it all the
+// same.
 type GoneSignaler interface {
 	// GoneAhead returns, in one read, how many entries are ahead of e in
 	// q -- 0 when e heads q, 1, or 2 for two or more -- with the channel
