@@ -29,6 +29,11 @@ const (
 // release and a Done never both win.
 const sharedBit = 1 << 7
 
+// unlockedBit, in claim.state, marks a lock whose Unlock was called
+// (lockDescriptor.Unlock, claim.unlock); it stays whatever the state
+// becomes.
+const unlockedBit = 1 << 6
+
 // claim is one entry of a queue together with its holder's view of it:
 // what a lock descriptor and a leadership term are. Its state is guarded
 // by sess.mu.
@@ -122,9 +127,15 @@ func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCa
 // one, and e comes by pointer: an Entry is large, and a parallel
 // assignment would copy it twice.
 func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc, shared bool) {
+	cl.entry.keep(e)
+	cl.initKept(eng, q, s, cancel, shared)
+}
+
+// initKept is init for a claim whose entry is set already
+// (LockRoom.SetEntry).
+func (cl *claim) initKept(eng *Engine, q Queue, s *Session, cancel context.CancelCauseFunc, shared bool) {
 	cl.eng = eng
 	cl.q = q
-	cl.entry.keep(e)
 	cl.sess = s
 	cl.cancel = cancel
 	if shared {
@@ -137,8 +148,9 @@ func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context
 // Called with sess.mu held.
 func (cl *claim) endLocked(st claimState) {
 	old := cl.state.Load()
-	// A compare-and-swap: an unshared claim's release takes no lock.
-	if cl.stateOf(old) != stateLive || !cl.state.CompareAndSwap(old, uint32(st)) {
+	// A compare-and-swap: an unshared claim's release and an Unlock's
+	// unlockedBit take no lock.
+	if cl.stateOf(old) != stateLive || !cl.state.CompareAndSwap(old, uint32(st)|old&unlockedBit) {
 		return
 	}
 	if cl.done != nil {
@@ -208,6 +220,26 @@ func (cl *claim) release() error {
 	return nil
 }
 
+// unlock is Unlock's release: again when an Unlock came before (nothing
+// changes then), else release's error, with unlockedBit set. A live
+// unshared claim goes to released, unlockedBit set, in one
+// compare-and-swap.
+func (cl *claim) unlock() (again bool, err error) {
+	if old := cl.state.Load(); old == uint32(stateLive) && cl.errLocked() == nil &&
+		cl.state.CompareAndSwap(old, uint32(stateReleased)|unlockedBit) {
+		return false, nil
+	}
+	for {
+		old := cl.state.Load()
+		if old&unlockedBit != 0 {
+			return true, nil
+		}
+		if cl.state.CompareAndSwap(old, old|unlockedBit) {
+			return false, cl.release()
+		}
+	}
+}
+
 // stateNow returns the claim's state.
 func (cl *claim) stateNow() claimState { return cl.stateOf(cl.state.Load()) }
 
@@ -216,7 +248,7 @@ func (cl *claim) stateNow() claimState { return cl.stateOf(cl.state.Load()) }
 // which Session.Lost does not see, ends so; a shared one is ended by
 // Lost before Lost says so), except under DefectLossKeepsClaims.
 func (cl *claim) stateOf(raw uint32) claimState {
-	st := claimState(raw &^ sharedBit)
+	st := claimState(raw &^ (sharedBit | unlockedBit))
 	if st == stateLive && cl.sess.ended.Load() && cl.eng.defect != DefectLossKeepsClaims {
 		return stateLost
 	}

@@ -46,12 +46,17 @@ func (e *Engine) createEntry(ctx context.Context, q Queue, contents string, opts
 	var err error
 	*ent, s, err = e.d.Create(ctx, q, contents, opts)
 	if err != nil {
-		if be, ok := errors.AsType[*BusyError](err); ok {
-			return nil, backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
-		}
-		return nil, e.d.MapError(ctx, err, q.Path)
+		return nil, e.createErr(ctx, q, err)
 	}
 	return s, nil
+}
+
+// createErr maps err, a Create's error, as create says.
+func (e *Engine) createErr(ctx context.Context, q Queue, err error) error {
+	if be, ok := errors.AsType[*BusyError](err); ok {
+		return backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
+	}
+	return e.d.MapError(ctx, err, q.Path)
 }
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a
@@ -393,6 +398,9 @@ func (e *Engine) removeLater(cl *claim) {
 
 // isClosed reports whether ch (possibly nil) is closed.
 func isClosed(ch <-chan struct{}) bool {
+	if ch == nil { // no select (a lock's await has no stop)
+		return false
+	}
 	select {
 	case <-ch:
 		return ch != nil
