@@ -147,11 +147,18 @@ func (cl *claim) initKept(eng *Engine, q Queue, s *Session, cancel context.Cance
 // is cancelled with the reason. A claim that already ended stays as it is.
 // Called with sess.mu held.
 func (cl *claim) endLocked(st claimState) {
-	old := cl.state.Load()
-	// A compare-and-swap: an unshared claim's release and an Unlock's
-	// unlockedBit take no lock.
-	if cl.stateOf(old) != stateLive || !cl.state.CompareAndSwap(old, uint32(st)|old&unlockedBit) {
-		return
+	// Compare-and-swaps: an unshared claim's release and an Unlock's
+	// unlockedBit take no lock. The latter leaves the claim live: try
+	// again then (else Lost would leave a shared claim live, its Done
+	// open).
+	for {
+		old := cl.state.Load()
+		if cl.stateOf(old) != stateLive {
+			return
+		}
+		if cl.state.CompareAndSwap(old, uint32(st)|old&unlockedBit) {
+			break
+		}
 	}
 	if cl.done != nil {
 		close(cl.done)
