@@ -34,6 +34,9 @@ const sharedBit = 1 << 7
 // becomes.
 const unlockedBit = 1 << 6
 
+// stateBits are the bits of claim.state that hold its claimState.
+const stateBits = 3
+
 // claim is one entry of a queue together with its holder's view of it:
 // what a lock descriptor and a leadership term are. Its state is guarded
 // by sess.mu.
@@ -255,24 +258,43 @@ func (cl *claim) stateNow() claimState { return cl.stateOf(cl.state.Load()) }
 // which Session.Lost does not see, ends so; a shared one is ended by
 // Lost before Lost says so), except under DefectLossKeepsClaims.
 func (cl *claim) stateOf(raw uint32) claimState {
-	st := claimState(raw &^ (sharedBit | unlockedBit))
-	if st == stateLive && cl.sess.ended.Load() && cl.eng.defect != DefectLossKeepsClaims {
-		return stateLost
+	st := claimState(raw & stateBits)
+	if st == stateLive && cl.sess.ended.Load() {
+		return cl.lostState()
 	}
 	return st
+}
+
+// lostState is stateOf's state of a live claim on a lost session.
+func (cl *claim) lostState() claimState {
+	if cl.eng.defect == DefectLossKeepsClaims {
+		return stateLive
+	}
+	return stateLost
 }
 
 // errLocked is the error of an ended claim (nil while live): Interrupted
 // once released, LockLost once lost. It needs no lock (err is the same):
 // the name says that the callers hold sess.mu to act on the answer.
 func (cl *claim) errLocked() error {
-	switch cl.stateNow() {
+	// The live claim's answer first, small enough to inline.
+	if claimState(cl.state.Load()&stateBits) == stateLive && !cl.sess.ended.Load() {
+		return nil
+	}
+	return cl.endErr()
+}
+
+// endErr is errLocked past its first test: nil while live (a live claim
+// on a lost session under DefectLossKeepsClaims), else the end's error.
+func (cl *claim) endErr() error {
+	st := cl.stateNow()
+	switch st {
+	case stateLive:
+		return nil
 	case stateReleased:
 		return topo.NewError(topo.Interrupted, cl.q.Path)
-	case stateLost:
-		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 	}
-	return nil
+	return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 }
 
 // err is errLocked, for callers that do not hold sess.mu: the state at
