@@ -153,10 +153,11 @@ func (cl *claim) endLocked(st claimState) {
 	// Compare-and-swaps: an unshared claim's release and an Unlock's
 	// unlockedBit take no lock. The latter leaves the claim live: try
 	// again then (else Lost would leave a shared claim live, its Done
-	// open).
+	// open). The raw state decides, not stateOf: a claim added to a lost
+	// session still ends here (its leadership context is cancelled).
 	for {
 		old := cl.state.Load()
-		if cl.stateOf(old) != stateLive {
+		if claimState(old&stateBits) != stateLive {
 			return
 		}
 		if cl.state.CompareAndSwap(old, uint32(st)|old&unlockedBit) {
@@ -253,16 +254,15 @@ func (cl *claim) unlock() (again bool, err error) {
 // stateNow returns the claim's state.
 func (cl *claim) stateNow() claimState { return cl.stateOf(cl.state.Load()) }
 
-// stateOf is the claim's state for raw, a value of cl.state: live
-// becomes lost once the session was declared lost (an unshared claim,
-// which Session.Lost does not see, ends so; a shared one is ended by
-// Lost before Lost says so), except under DefectLossKeepsClaims.
+// stateOf is the claim's state for raw, a value of cl.state: an
+// unshared live claim, which Session.Lost does not see, is lost once its
+// session was declared lost, except under DefectLossKeepsClaims (a
+// shared one is ended by Lost before Lost says so).
 func (cl *claim) stateOf(raw uint32) claimState {
-	st := claimState(raw & stateBits)
-	if st == stateLive && cl.sess.ended.Load() {
+	if raw&(stateBits|sharedBit) == uint32(stateLive) && cl.sess.ended.Load() {
 		return cl.lostState()
 	}
-	return st
+	return claimState(raw & stateBits)
 }
 
 // lostState is stateOf's state of a live claim on a lost session.
@@ -277,8 +277,8 @@ func (cl *claim) lostState() claimState {
 // once released, LockLost once lost. It needs no lock (err is the same):
 // the name says that the callers hold sess.mu to act on the answer.
 func (cl *claim) errLocked() error {
-	// The live claim's answer first, small enough to inline.
-	if claimState(cl.state.Load()&stateBits) == stateLive && !cl.sess.ended.Load() {
+	// The live claim's answer first (stateOf's, in short).
+	if raw := cl.state.Load(); raw&stateBits == uint32(stateLive) && (raw&sharedBit != 0 || !cl.sess.ended.Load()) {
 		return nil
 	}
 	return cl.endErr()
