@@ -153,11 +153,11 @@ func (cl *claim) endLocked(st claimState) {
 	// Compare-and-swaps: an unshared claim's release and an Unlock's
 	// unlockedBit take no lock. The latter leaves the claim live: try
 	// again then (else Lost would leave a shared claim live, its Done
-	// open). The raw state decides, not stateOf: a claim added to a lost
-	// session still ends here (its leadership context is cancelled).
+	// open). stateOf decides: an unshared claim on a lost session has
+	// ended already (a Done taken since is closed).
 	for {
 		old := cl.state.Load()
-		if claimState(old&stateBits) != stateLive {
+		if cl.stateOf(old) != stateLive {
 			return
 		}
 		if cl.state.CompareAndSwap(old, uint32(st)|old&unlockedBit) {

@@ -101,11 +101,13 @@ func (s *Session) LoseEntry(key string, token int64) {
 func (s *Session) add(cl *claim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Shared first: on a lost session, endLocked then ends it (its
+	// leadership context cancelled), not taking it for ended already.
+	cl.state.Store(uint32(stateLive) | sharedBit)
 	if s.lost {
 		cl.endLocked(stateLost)
 		return
 	}
-	cl.state.Store(uint32(stateLive) | sharedBit)
 	s.link(cl)
 }
 
