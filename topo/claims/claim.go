@@ -208,19 +208,10 @@ func (cl *claim) end(st claimState) {
 }
 
 // release is end(stateReleased) for a live claim; for an ended one it
-// returns the claim's error and changes nothing. An unshared claim (see
-// sharedBit) is released by one compare-and-swap, without sess.mu: it
-// has no Done channel to close and is on no list. A loss of its session
-// between the check and the swap orders the release first.
+// returns the claim's error and changes nothing. Its only caller, unlock,
+// has set unlockedBit already: an unshared claim's lock-free release is
+// unlock's own.
 func (cl *claim) release() error {
-	if old := cl.state.Load(); old == uint32(stateLive) {
-		if err := cl.errLocked(); err != nil { // its session was lost
-			return err
-		}
-		if cl.state.CompareAndSwap(old, uint32(stateReleased)) {
-			return nil
-		}
-	}
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	if err := cl.errLocked(); err != nil {
@@ -233,8 +224,11 @@ func (cl *claim) release() error {
 
 // unlock is Unlock's release: again when an Unlock came before (nothing
 // changes then), else release's error, with unlockedBit set. A live
-// unshared claim goes to released, unlockedBit set, in one
-// compare-and-swap.
+// unshared claim (see sharedBit) goes to released, unlockedBit set, in
+// one compare-and-swap, without sess.mu: it has no Done channel to close
+// and is on no list. A loss of its session between the check and the
+// swap orders the release first (the store then refuses the Delete:
+// LockLost).
 func (cl *claim) unlock() (again bool, err error) {
 	if old := cl.state.Load(); old == uint32(stateLive) && cl.errLocked() == nil &&
 		cl.state.CompareAndSwap(old, uint32(stateReleased)|unlockedBit) {
