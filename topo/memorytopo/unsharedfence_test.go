@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -128,5 +129,53 @@ func isClosed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestUnsharedLocksLapse: Lock, LockName and LockWithTTL locks granted at
+// once (unshared) lapse with their leases when their Conn is partitioned:
+// another Conn gets each lock only after the holder's Done (taken before
+// the partition) closed, a Done taken afterwards is closed at once, and
+// after Heal Check says LockLost, an IfHeld write fails, Unlock says
+// LockLost, then Interrupted.
+func TestUnsharedLocksLapse(t *testing.T) {
+	ctx := testCtx(t)
+	const ttl = 20 * time.Millisecond
+	f := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: ttl, NamedLockTTL: ttl})
+	a, b := newConn(t, f), newConn(t, f)
+	for _, d := range []string{"l", "t"} {
+		_, err := a.Create(ctx, d+"/f", nil)
+		require.NoError(t, err)
+	}
+	lock, err := a.Lock(ctx, "l", "a")
+	require.NoError(t, err)
+	named, err := a.LockName(ctx, "n", "a")
+	require.NoError(t, err)
+	withTTL, err := a.LockWithTTL(ctx, "t", "a", ttl)
+	require.NoError(t, err)
+	before := named.Done()
+
+	a.Partition()
+	// b is granted each lock once a's lease lapsed (no sleep: Lock waits).
+	for _, take := range []func() (topo.LockDescriptor, error){
+		func() (topo.LockDescriptor, error) { return b.Lock(ctx, "l", "b") },
+		func() (topo.LockDescriptor, error) { return b.LockName(ctx, "n", "b") },
+		func() (topo.LockDescriptor, error) { return b.LockWithTTL(ctx, "t", "b", time.Minute) },
+	} {
+		ld, err := take()
+		require.NoError(t, err)
+		defer func() { require.NoError(t, ld.Unlock(ctx)) }()
+	}
+	require.True(t, isClosed(before), "Done taken before the lapse is open while another holds")
+	for _, ld := range []topo.LockDescriptor{lock, named, withTTL} {
+		require.True(t, isClosed(ld.Done()), "Done taken after the lapse is open")
+	}
+	a.Heal()
+	for _, ld := range []topo.LockDescriptor{lock, named, withTTL} {
+		requireCode(t, ld.Check(ctx), topo.LockLost)
+		_, err := a.Txn(ctx, topo.IfHeld(ld), topo.UpdateOp("l/f", []byte("a"), nil))
+		require.Error(t, err)
+		requireCode(t, ld.Unlock(ctx), topo.LockLost)
+		requireCode(t, ld.Unlock(ctx), topo.Interrupted)
 	}
 }
