@@ -25,7 +25,9 @@ type Engine struct {
 	// is a GoneSignaler without the Acquire step.
 	signals bool
 	// lazyLocks is set when a lock granted at Create may be unshared
-	// (see sharedBit): the driver is a GoneSignaler without Monitor.
+	// (see sharedBit): the driver is a GoneSignaler without Monitor (nor
+	// Acquire). Only a Roomer's locks read it (Engine.lock): another
+	// driver's locks are all shared.
 	lazyLocks bool
 
 	defect    Defect
