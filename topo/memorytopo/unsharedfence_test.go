@@ -116,6 +116,7 @@ func TestUnsharedLockFencedWrites(t *testing.T) {
 		require.GreaterOrEqual(t, tok, last, "two holders' writes interleaved: %s", data)
 		last = tok
 	}
+	t.Logf("history: %d writes, last token %d", strings.Count(string(data), ","), last)
 	// Every lock was handed on: the directory is free.
 	ld, err := cs[0].TryLock(ctx, "d", "z")
 	require.NoError(t, err)
