@@ -19,6 +19,24 @@ const (
 	stateLost
 )
 
+// sharedBit, in claim.state beside a live claimState, marks a claim that
+// is on its session's list (Session.add): Session.Lost and LoseEntry end
+// it, and it ends under sess.mu. A claim without it (unshared: see
+// Engine.lock) is a granted lock that no goroutine but its holder's knows
+// of, with no Done channel: it is lost when its session is (stateOf), and
+// Unlock releases it with one compare-and-swap, without sess.mu. Done
+// sets the bit, under sess.mu, by a compare-and-swap from live, so a
+// release and a Done never both win.
+const sharedBit = 1 << 7
+
+// unlockedBit, in claim.state, marks a lock whose Unlock was called
+// (lockDescriptor.Unlock, claim.unlock); it stays whatever the state
+// becomes.
+const unlockedBit = 1 << 6
+
+// stateBits are the bits of claim.state that hold its claimState.
+const stateBits = 3
+
 // claim is one entry of a queue together with its holder's view of it:
 // what a lock descriptor and a leadership term are. Its state is guarded
 // by sess.mu.
@@ -38,8 +56,10 @@ type claim struct {
 	abort context.CancelFunc
 	// monitorOnce starts the driver's Monitor of the claim (see monitor).
 	monitorOnce sync.Once
-	// state is a claimState, written with sess.mu held and read with
-	// or without it (err needs no lock: every Lock reads it).
+	// state is a claimState, with sharedBit while live and shared,
+	// written with sess.mu held (an unshared claim's release excepted:
+	// see sharedBit) and read with or without it (err needs no lock:
+	// every Lock reads it); read it through stateNow.
 	state atomic.Uint32
 	// position is the entry's place in its queue when it was granted
 	// (1: the head), for DefectTokenIsPosition only. An int32 beside
@@ -101,30 +121,49 @@ func (cl *claim) monitor() {
 
 func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {
 	cl := &claim{}
-	cl.init(eng, q, &e, s, cancel)
+	cl.init(eng, q, &e, s, cancel, true)
 	return cl
 }
 
-// init sets up cl, a new claim, and registers it on s. The fields are
-// set one by one, and e comes by pointer: an Entry is large, and a
-// parallel assignment would copy it twice.
-func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc) {
+// init sets up cl, a new claim, and registers it on s when shared is
+// set (else it is unshared: see sharedBit). The fields are set one by
+// one, and e comes by pointer: an Entry is large, and a parallel
+// assignment would copy it twice.
+func (cl *claim) init(eng *Engine, q Queue, e *Entry, s *Session, cancel context.CancelCauseFunc, shared bool) {
+	cl.entry.keep(e)
+	cl.initKept(eng, q, s, cancel, shared)
+}
+
+// initKept is init for a claim whose entry is set already
+// (LockRoom.SetEntry).
+func (cl *claim) initKept(eng *Engine, q Queue, s *Session, cancel context.CancelCauseFunc, shared bool) {
 	cl.eng = eng
 	cl.q = q
-	cl.entry.keep(e)
 	cl.sess = s
 	cl.cancel = cancel
-	s.add(cl)
+	if shared {
+		s.add(cl)
+	}
 }
 
 // endLocked moves a live claim to st: Done closes and a leadership context
 // is cancelled with the reason. A claim that already ended stays as it is.
 // Called with sess.mu held.
 func (cl *claim) endLocked(st claimState) {
-	if cl.stateNow() != stateLive {
-		return
+	// Compare-and-swaps: an unshared claim's release and an Unlock's
+	// unlockedBit take no lock. The latter leaves the claim live: try
+	// again then (else Lost would leave a shared claim live, its Done
+	// open). stateOf decides: an unshared claim on a lost session has
+	// ended already (a Done taken since is closed).
+	for {
+		old := cl.state.Load()
+		if cl.stateOf(old) != stateLive {
+			return
+		}
+		if cl.state.CompareAndSwap(old, uint32(st)|old&unlockedBit) {
+			break
+		}
 	}
-	cl.state.Store(uint32(st))
 	if cl.done != nil {
 		close(cl.done)
 	}
@@ -168,33 +207,88 @@ func (cl *claim) end(st claimState) {
 	cl.sess.remove(cl)
 }
 
-// release is end(stateReleased) for a live claim, returning its entry;
-// for an ended one it returns the claim's error and changes nothing.
-func (cl *claim) release() (Entry, error) {
+// release is end(stateReleased) for a live claim; for an ended one it
+// returns the claim's error and changes nothing. Its only caller, unlock,
+// has set unlockedBit already: an unshared claim's lock-free release is
+// unlock's own.
+func (cl *claim) release() error {
 	cl.sess.mu.Lock()
 	defer cl.sess.mu.Unlock()
 	if err := cl.errLocked(); err != nil {
-		return cl.entry.Entry(), err
+		return err
 	}
 	cl.endLocked(stateReleased)
 	cl.sess.remove(cl)
-	return cl.entry.Entry(), nil
+	return nil
+}
+
+// unlock is Unlock's release: again when an Unlock came before (nothing
+// changes then), else release's error, with unlockedBit set. A live
+// unshared claim (see sharedBit) goes to released, unlockedBit set, in
+// one compare-and-swap, without sess.mu: it has no Done channel to close
+// and is on no list. A loss of its session between the check and the
+// swap orders the release first (the store then refuses the Delete:
+// LockLost).
+func (cl *claim) unlock() (again bool, err error) {
+	if old := cl.state.Load(); old == uint32(stateLive) && cl.errLocked() == nil &&
+		cl.state.CompareAndSwap(old, uint32(stateReleased)|unlockedBit) {
+		return false, nil
+	}
+	for {
+		old := cl.state.Load()
+		if old&unlockedBit != 0 {
+			return true, nil
+		}
+		if cl.state.CompareAndSwap(old, old|unlockedBit) {
+			return false, cl.release()
+		}
+	}
 }
 
 // stateNow returns the claim's state.
-func (cl *claim) stateNow() claimState { return claimState(cl.state.Load()) }
+func (cl *claim) stateNow() claimState { return cl.stateOf(cl.state.Load()) }
+
+// stateOf is the claim's state for raw, a value of cl.state: an
+// unshared live claim, which Session.Lost does not see, is lost once its
+// session was declared lost, except under DefectLossKeepsClaims (a
+// shared one is ended by Lost before Lost says so).
+func (cl *claim) stateOf(raw uint32) claimState {
+	if raw&(stateBits|sharedBit) == uint32(stateLive) && cl.sess.ended.Load() {
+		return cl.lostState()
+	}
+	return claimState(raw & stateBits)
+}
+
+// lostState is stateOf's state of a live claim on a lost session.
+func (cl *claim) lostState() claimState {
+	if cl.eng.defect == DefectLossKeepsClaims {
+		return stateLive
+	}
+	return stateLost
+}
 
 // errLocked is the error of an ended claim (nil while live): Interrupted
 // once released, LockLost once lost. It needs no lock (err is the same):
 // the name says that the callers hold sess.mu to act on the answer.
 func (cl *claim) errLocked() error {
-	switch cl.stateNow() {
+	// The live claim's answer first (stateOf's, in short).
+	if raw := cl.state.Load(); raw&stateBits == uint32(stateLive) && (raw&sharedBit != 0 || !cl.sess.ended.Load()) {
+		return nil
+	}
+	return cl.endErr()
+}
+
+// endErr is errLocked past its first test: nil while live (a live claim
+// on a lost session under DefectLossKeepsClaims), else the end's error.
+func (cl *claim) endErr() error {
+	st := cl.stateNow()
+	switch st {
+	case stateLive:
+		return nil
 	case stateReleased:
 		return topo.NewError(topo.Interrupted, cl.q.Path)
-	case stateLost:
-		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 	}
-	return nil
+	return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 }
 
 // err is errLocked, for callers that do not hold sess.mu: the state at
@@ -212,14 +306,25 @@ func (cl *claim) Token() int64 {
 }
 
 // Done implements topo.Fence: closed when the claim is released and when
-// its session is declared lost (before the declaration returns).
+// its session is declared lost (before the declaration returns). An
+// unshared claim becomes shared here (see sharedBit), so that Lost
+// closes the channel.
 func (cl *claim) Done() <-chan struct{} {
-	cl.sess.mu.Lock()
-	defer cl.sess.mu.Unlock()
+	s := cl.sess
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if cl.done == nil {
 		cl.done = make(chan struct{})
-		if cl.stateNow() != stateLive {
+		old := cl.state.Load()
+		switch {
+		case cl.stateOf(old) != stateLive:
 			close(cl.done)
+		case old&sharedBit == 0:
+			if !cl.state.CompareAndSwap(old, old|sharedBit) { // released meanwhile
+				close(cl.done)
+				break
+			}
+			s.link(cl)
 		}
 	}
 	return cl.done

@@ -24,6 +24,11 @@ type Engine struct {
 	// signals is set when the engine waits through signaler: the driver
 	// is a GoneSignaler without the Acquire step.
 	signals bool
+	// lazyLocks is set when a lock granted at Create may be unshared
+	// (see sharedBit): the driver is a GoneSignaler without Monitor (nor
+	// Acquire). Only a Roomer's locks read it (Engine.lock): another
+	// driver's locks are all shared.
+	lazyLocks bool
 
 	defect    Defect
 	hooks     Hooks
@@ -68,6 +73,7 @@ func New(d Driver, o Options) *Engine {
 	e.signaler, _ = d.(GoneSignaler)
 	e.roomer, _ = d.(Roomer)
 	e.signals = e.signaler != nil && e.acquirer == nil
+	e.lazyLocks = e.signals && e.monitor == nil
 	return e
 }
 

@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -82,13 +81,31 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 		return nil, err
 	}
 	q := Queue{Path: p}
-	var ent Entry
-	s, err := e.createEntry(ctx, q, contents, opts, &ent)
-	if err != nil {
-		return nil, err
+	var ld *lockDescriptor
+	if e.roomer != nil {
+		if err := e.closedErr(q.Path); err != nil {
+			return nil, err
+		}
+		r, s, err := e.roomer.CreateLock(ctx, q, contents, opts)
+		if err != nil {
+			return nil, e.createErr(ctx, q, err)
+		}
+		ld = &r.ld
+		// A lock the store granted at once, on an in-process store whose
+		// driver ends its lock entries only by Delete or with their
+		// session (a GoneSignaler without Monitor), is unshared (see
+		// sharedBit): no sess.mu in Lock, nor in Unlock unless Done was
+		// called.
+		ld.claim.initKept(e, q, s, nil, !(ld.entry.Granted && e.lazyLocks))
+	} else {
+		var ent Entry
+		s, err := e.createEntry(ctx, q, contents, opts, &ent)
+		if err != nil {
+			return nil, err
+		}
+		ld = &lockDescriptor{}
+		ld.claim.init(e, q, &ent, s, nil, true)
 	}
-	ld := e.lockRoom(ent)
-	ld.claim.init(e, q, &ent, s, nil)
 	if err := e.await(ctx, &ld.claim, nil); err != nil {
 		return nil, err
 	}
@@ -98,37 +115,37 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 // LockRoom is room for one lock descriptor, which a driver may allocate
 // together with its own record of a lock's entry (see Roomer), so that a
 // lock costs one allocation, not two. Its zero value is what a driver
-// hands over; the engine alone uses it from then on.
+// allocates; the driver sets its entry (SetEntry) and hands it over once,
+// and the engine alone uses it from then on.
 type LockRoom struct{ ld lockDescriptor }
+
+// SetEntry records in r the lock's entry, as Driver.Create would return
+// it: Token, Key, Session, Contents, Granted and Ref (a lock's entry has
+// no Value). Roomer.CreateLock calls it once, before it returns r.
+func (r *LockRoom) SetEntry(token int64, key, session, contents string, granted bool, ref any) {
+	ce := &r.ld.entry
+	ce.Token, ce.Key, ce.Session, ce.Contents, ce.Granted, ce.Ref = token, key, session, contents, granted, ref
+}
 
 // Roomer is what a Driver may also implement when it allocates a
 // LockRoom with each lock entry it creates (memorytopo: with the entry's
-// record in its store). The engine asks once per lock, right after the
-// Create that returned e.
+// record in its store). The engine then creates every lock's entry
+// through CreateLock, not Create: the entry goes into the descriptor's
+// room where it was allocated, not through an Entry copied from call to
+// call.
 type Roomer interface {
-	// Room returns the LockRoom allocated with e, the entry of a lock
-	// that Create has just returned, or nil (the engine then allocates
-	// the descriptor itself). It never returns the same LockRoom twice.
-	Room(e Entry) *LockRoom
+	// CreateLock is Driver.Create for the lock queue q (its contract,
+	// its options and errors unchanged), with the new entry written into
+	// the LockRoom allocated with it (LockRoom.SetEntry) instead of
+	// returned. It never returns the same LockRoom twice.
+	CreateLock(ctx context.Context, q Queue, contents string, opts CreateOptions) (*LockRoom, *Session, error)
 }
 
-// lockRoom returns the descriptor for the lock entry ent: in the room
-// the driver allocated with it (Roomer), else a new one.
-func (e *Engine) lockRoom(ent Entry) *lockDescriptor {
-	if e.roomer != nil {
-		if r := e.roomer.Room(ent); r != nil {
-			return &r.ld
-		}
-	}
-	return &lockDescriptor{}
-}
-
-// lockDescriptor is a held lock: its claim, in the same allocation.
+// lockDescriptor is a held lock: its claim, in the same allocation. The
+// first Unlock sets unlockedBit in the claim's state: every later one
+// returns Interrupted (or Closed), whatever the first returned.
 type lockDescriptor struct {
 	claim
-	// unlocked is set by the first Unlock: every later one returns
-	// Interrupted (or Closed), whatever the first returned.
-	unlocked atomic.Bool
 }
 
 // Done implements topo.Fence: the claim's Done; the first call also starts
@@ -167,10 +184,12 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 	if err := l.eng.closedErr(l.q.Path); err != nil {
 		return err
 	}
-	if l.unlocked.Swap(true) {
+	again, err := l.unlock()
+	if again {
 		return topo.NewError(topo.Interrupted, l.q.Path)
 	}
-	ent, err := l.release()
+	// A lock's entry no longer changes once Lock returned it (Acquire
+	// runs before): it is read without sess.mu.
 	if err != nil {
 		if topo.IsErrType(err, topo.LockLost) {
 			// The store may still have the entry (its session not ended
@@ -178,12 +197,12 @@ func (l *lockDescriptor) Unlock(ctx context.Context) error {
 			// leave it to block others until the session ends. Delete
 			// goes by the entry's identity, so nothing else is removed.
 			dctx, cancel := context.WithTimeout(ctx, removeGrace)
-			_ = l.eng.d.Delete(dctx, l.q, l.sess, ent)
+			_ = l.eng.d.Delete(dctx, l.q, l.sess, l.entry.Entry())
 			cancel()
 		}
 		return err
 	}
-	err = l.eng.d.Delete(ctx, l.q, l.sess, ent)
+	err = l.eng.d.Delete(ctx, l.q, l.sess, l.entry.Entry())
 	switch {
 	case err == nil:
 		return nil

@@ -31,7 +31,7 @@ func (e *Engine) create(ctx context.Context, q Queue, contents string, opts Crea
 		return nil, err
 	}
 	cl := &claim{}
-	cl.init(e, q, &ent, s, cancel)
+	cl.init(e, q, &ent, s, cancel, true)
 	return cl, nil
 }
 
@@ -46,12 +46,17 @@ func (e *Engine) createEntry(ctx context.Context, q Queue, contents string, opts
 	var err error
 	*ent, s, err = e.d.Create(ctx, q, contents, opts)
 	if err != nil {
-		if be, ok := errors.AsType[*BusyError](err); ok {
-			return nil, backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
-		}
-		return nil, e.d.MapError(ctx, err, q.Path)
+		return nil, e.createErr(ctx, q, err)
 	}
 	return s, nil
+}
+
+// createErr maps err, a Create's error, as create says.
+func (e *Engine) createErr(ctx context.Context, q Queue, err error) error {
+	if be, ok := errors.AsType[*BusyError](err); ok {
+		return backendkit.LockHeld(q.Path, []byte(be.Head.Contents), be.Head.Session)
+	}
+	return e.d.MapError(ctx, err, q.Path)
 }
 
 // await blocks until cl's entry heads its queue, waiting for ONE entry at a
@@ -260,6 +265,12 @@ func (e *Engine) waitSignaled(ctx context.Context, cl *claim, stop <-chan struct
 // lives (memorytopo removes one only with its session; it ends single
 // entries of elections alone, whose waiters park on the claim's end),
 // else that waiter would wake only when the entry ahead of it goes.
+//
+// Nor may it end a lock's entry by Session.LoseEntry (memorytopo calls it
+// for candidates only): without Monitor, a lock granted at Create is
+// unshared (on no session's list until Done is called, see Engine.lock),
+// and LoseEntry would not find it. Its session's loss ends it all the
+// same.
 type GoneSignaler interface {
 	// GoneAhead returns, in one read, how many entries are ahead of e in
 	// q -- 0 when e heads q, 1, or 2 for two or more -- with the channel
@@ -387,6 +398,9 @@ func (e *Engine) removeLater(cl *claim) {
 
 // isClosed reports whether ch (possibly nil) is closed.
 func isClosed(ch <-chan struct{}) bool {
+	if ch == nil { // no select (a lock's await has no stop)
+		return false
+	}
 	select {
 	case <-ch:
 		return ch != nil

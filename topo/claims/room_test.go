@@ -1,6 +1,7 @@
 package claims_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,32 +10,34 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// roomDriver is the fake driver with the Roomer step: it hands out a new
-// LockRoom per asked entry (none when nilRooms is set) and records the
-// tokens it was asked for.
+// roomDriver is the fake driver with the Roomer step: CreateLock is its
+// Create, the entry set in a new LockRoom; it records the tokens of the
+// entries it created so.
 type roomDriver struct {
 	*driver
-	nilRooms bool
-	asked    []int64
+	asked []int64
 }
 
-func (d *roomDriver) Room(e claims.Entry) *claims.LockRoom {
-	d.asked = append(d.asked, e.Token)
-	if d.nilRooms {
-		return nil
+func (d *roomDriver) CreateLock(ctx context.Context, q claims.Queue, contents string, o claims.CreateOptions) (*claims.LockRoom, *claims.Session, error) {
+	e, s, err := d.driver.Create(ctx, q, contents, o)
+	if err != nil {
+		return nil, nil, err
 	}
-	return &claims.LockRoom{}
+	d.asked = append(d.asked, e.Token)
+	r := &claims.LockRoom{}
+	r.SetEntry(e.Token, e.Key, e.Session, e.Contents, e.Granted, e.Ref)
+	return r, s, nil
 }
 
 // TestRoomerHoldsEachLock: with a Roomer driver, each lock (Lock,
-// TryLock, LockName, LockWithTTL) asks for the room of its own new entry
+// TryLock, LockName, LockWithTTL) creates its entry through CreateLock
 // once, and each descriptor works as one the engine allocated, a waiter's
-// included; a driver with no room for an entry (nil) gets the engine's.
+// included; a TryLock of a held lock fails as with Create.
 func TestRoomerHoldsEachLock(t *testing.T) {
 	ctx := t.Context()
-	for _, nilRooms := range []bool{false, true} {
+	{
 		s := newStore()
-		d := &roomDriver{driver: &driver{s: s}, nilRooms: nilRooms}
+		d := &roomDriver{driver: &driver{s: s}}
 		e := claims.New(d, claims.Options{})
 		var lds []topo.LockDescriptor
 		ld, err := e.Lock(ctx, "a", "x")
@@ -49,6 +52,9 @@ func TestRoomerHoldsEachLock(t *testing.T) {
 		ld, err = e.LockWithTTL(ctx, "d", "x", 1<<40)
 		require.NoError(t, err)
 		lds = append(lds, ld)
+		require.Equal(t, []int64{1, 2, 3, 4}, d.asked)
+		_, err = e.TryLock(ctx, "a", "z")
+		require.True(t, topo.IsErrType(err, topo.NodeExists), "%v", err)
 		require.Equal(t, []int64{1, 2, 3, 4}, d.asked)
 
 		// A waiter's descriptor, granted once the holder unlocks.

@@ -1,6 +1,9 @@
 package claims
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Session is the engine's view of one store session (etcd: a lease;
 // ZooKeeper: the client session; Consul: a session; in process: whatever
@@ -15,6 +18,9 @@ type Session struct {
 	mu     sync.Mutex
 	lost   bool
 	lostCh chan struct{}
+	// ended is lost, set once Lost has ended the claims on its list, read
+	// without mu (claim.stateOf: how an unshared claim learns of it).
+	ended atomic.Bool
 	// claims is the first of the live claims registered on s, linked
 	// through claim.snext and sprev (a list, not a map: a claim joins and
 	// leaves it once per Lock, the uncontended path).
@@ -69,11 +75,14 @@ func (s *Session) Lost() {
 		s.remove(cl)
 		cl = next
 	}
+	s.ended.Store(true)
 }
 
 // LoseEntry ends, as lost, the claim on s whose entry has the given key
 // and token, if there is one: the driver calls it when its store gave the
-// entry to another Conn (Resume). Other claims on s are untouched.
+// entry to another Conn (Resume). Other claims on s are untouched. It
+// does not find a lock granted at Create by a GoneSignaler without
+// Monitor whose Done was never called (see GoneSignaler).
 func (s *Session) LoseEntry(key string, token int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,14 +96,23 @@ func (s *Session) LoseEntry(key string, token int64) {
 	}
 }
 
-// add registers cl on s; a claim added to a lost session is lost at once.
+// add registers cl, a new live claim, on s (it is shared: see
+// sharedBit); a claim added to a lost session is lost at once.
 func (s *Session) add(cl *claim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Shared first: on a lost session, endLocked then ends it (its
+	// leadership context cancelled), not taking it for ended already.
+	cl.state.Store(uint32(stateLive) | sharedBit)
 	if s.lost {
 		cl.endLocked(stateLost)
 		return
 	}
+	s.link(cl)
+}
+
+// link puts cl on s's claims. Called with s.mu held.
+func (s *Session) link(cl *claim) {
 	cl.snext, cl.linked = s.claims, true
 	if s.claims != nil {
 		s.claims.sprev = cl

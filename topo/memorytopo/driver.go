@@ -103,24 +103,55 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 // candidates, on a lease of its own for LockWithTTL (its ttl) and
 // LockName (Options.NamedLockTTL).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
-	c, s := d.c, d.c.s
+	s := d.c.s
 	s.lock()
 	defer s.mu.Unlock()
-	if err := c.closedErr(q.Path); err != nil {
+	e, v, err := d.create(q, contents, &opts)
+	if err != nil {
 		return claims.Entry{}, nil, err
+	}
+	ent := entryOf(e)
+	// Heading its queue, it holds: no entry can come ahead of it later.
+	ent.Granted = e.sprev == nil
+	return ent, v, nil
+}
+
+// CreateLock implements claims.Roomer: Create for a lock, its entry set
+// in the room allocated with it (lockEntry), handed over once.
+func (d driver) CreateLock(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (*claims.LockRoom, *claims.Session, error) {
+	s := d.c.s
+	s.lock()
+	defer s.mu.Unlock()
+	e, v, err := d.create(q, contents, &opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := e.room
+	e.room = nil
+	// Heading its queue, it holds: no entry can come ahead of it later.
+	r.SetEntry(e.seq, e.q.dir, "", e.value, e.sprev == nil, e)
+	return r, v, nil
+}
+
+// create is Create's step, with mu held for writing: the checks and the
+// entry, and the session it is on.
+func (d driver) create(q claims.Queue, contents string, opts *claims.CreateOptions) (*entry, *claims.Session, error) {
+	c, s := d.c, d.c.s
+	if err := c.closedErr(q.Path); err != nil {
+		return nil, nil, err
 	}
 	x := d.queue(q, false)
 	if opts.RequireFiles {
 		n := d.lockDir(x, q)
 		if !filesBelow(n) {
-			return claims.Entry{}, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file.Load() != nil)
+			return nil, nil, backendkit.LockNeedsFiles(q.Path, n != nil && n.file.Load() != nil)
 		}
 	}
 	if x == nil {
 		x = d.queue(q, true)
 	}
 	if h := x.head; opts.Exclusive && h != nil {
-		return claims.Entry{}, nil, &claims.BusyError{Head: entryOf(h)}
+		return nil, nil, &claims.BusyError{Head: entryOf(h)}
 	}
 	var l *lease
 	switch {
@@ -135,24 +166,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if q.Election && opts.Value != nil {
 		e.pub = &publication{value: opts.Value}
 	}
-	ent := entryOf(e)
-	// Heading its queue, it holds: no entry can come ahead of it later.
-	ent.Granted = e.sprev == nil
-	return ent, l.view, nil
-}
-
-// Room implements claims.Roomer: the room for the descriptor allocated
-// with the lock entry e (lockEntry), handed over once. It is no request
-// to the store: the engine asks from the goroutine whose Create made e,
-// right after it, and nothing else reads an entry's room.
-func (d driver) Room(e claims.Entry) *claims.LockRoom {
-	x, _ := e.Ref.(*entry)
-	if x == nil {
-		return nil
-	}
-	r := x.room
-	x.room = nil
-	return r
+	return e, l.view, nil
 }
 
 // List implements claims.Driver: the queue, oldest first.

@@ -48,7 +48,7 @@ type queue struct {
 }
 
 // entry is a lock or election entry: an ephemeral value attached to a
-// lease. All fields but room are guarded by the store's mu.
+// lease. Its fields are guarded by the store's mu.
 type entry struct {
 	// seq is the store revision at the entry's creation: its name, its
 	// version and the claim's fencing token.
@@ -68,9 +68,8 @@ type entry struct {
 	// if renewal resumes in time.
 	election, removed, noticed bool
 	// room is the room for a lock's descriptor allocated with the entry
-	// (lockEntry), until the engine takes it (driver.Room); nil for a
-	// candidate's entry. Not guarded by mu: only the goroutine that
-	// created the entry reads it, right after.
+	// (lockEntry), until driver.CreateLock hands it to the engine; nil
+	// for a candidate's entry, and for a lock's created through Create.
 	room *claims.LockRoom
 	// gone holds the entry's gone channel (a chan struct{}), closed when
 	// the entry is removed; made by the first wait on it (goneOf). It is set

@@ -244,9 +244,14 @@ func TestResumeEndsOriginalWait(t *testing.T) {
 		_, err := ap.WaitForLeadership()
 		got <- err
 	}()
-	require.Eventually(t, func() bool { return memorytopo.ElectionEntries(l, "el") == 2 }, waitLimit, poll)
-	info, err := ap.ResumeInfo()
-	require.NoError(t, err)
+	// The entry is in the store before the participation records its
+	// claim: ResumeInfo says NoNode until then (1 run in 300 did).
+	var info []byte
+	require.Eventually(t, func() bool {
+		var err error
+		info, err = ap.ResumeInfo()
+		return memorytopo.ElectionEntries(l, "el") == 2 && err == nil
+	}, waitLimit, poll)
 	bp, err := b.ResumeLeaderParticipation(ctx, "el", "cand", info)
 	require.NoError(t, err)
 	requireCode(t, <-got, topo.LockLost)
