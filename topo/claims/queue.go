@@ -125,7 +125,11 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	switch {
 	case e.closed.Load():
 		return topo.NewError(topo.Closed, cl.q.Path)
-	case lost || errors.Is(err, errEntryGone) || err == errSessionLost:
+	// An entry seen gone (errEntryGone) is a loss only when the claim
+	// was still live then (the wait ended it lost: lostBefore tells): one
+	// that Stop or Resign had released went with that withdrawal, which
+	// the reads of the wait may see before they see the claim's end.
+	case lost || err == errSessionLost:
 		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 	case isClosed(stop):
 		return topo.NewError(topo.Interrupted, cl.q.Path)
