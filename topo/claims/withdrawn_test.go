@@ -64,12 +64,32 @@ func (d lateGone) GoneAhead(q claims.Queue, e claims.Entry) (<-chan struct{}, in
 	return d.signalDriver.GoneAhead(q, e)
 }
 
+// lateAcquire is the fake driver with an Acquire step (Consul's) held:
+// once released, it grants the entry if it is still in the store, and
+// answers ErrNotHeld if it is gone.
+type lateAcquire struct {
+	*driver
+	lateGate
+}
+
+func (d lateAcquire) Acquire(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) (claims.Entry, error) {
+	d.hold()
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	if _, x := d.find(q, e); x == nil {
+		return claims.Entry{}, claims.ErrNotHeld
+	}
+	e.Granted = true
+	return e, nil
+}
+
 // TestWithdrawnWaiterInterrupted: a candidate whose look at the queue is
 // answered only after Stop (or Resign) withdrew its entry finds the entry
 // gone; that is the withdrawal's doing, not a lost session, so its
 // WaitForLeadership returns Interrupted, as Stop and Resign document,
-// never LockLost. On each kind of driver's wait: List and WaitGone (zk),
-// Ahead (etcd, Consul), GoneAhead (memorytopo). (memorytopo's
+// never LockLost. On each kind of driver's wait: List and WaitGone, Ahead
+// (etcd, zk, Consul), the Acquire step answering ErrNotHeld (Consul),
+// GoneAhead (memorytopo). (memorytopo's
 // TestLeadWaitersStopAndClose got LockLost about once in 200 runs.)
 func TestWithdrawnWaiterInterrupted(t *testing.T) {
 	drivers := []struct {
@@ -83,6 +103,10 @@ func TestWithdrawnWaiterInterrupted(t *testing.T) {
 		{"Ahead", func(g lateGate) (claims.Driver, *driver) {
 			d := &driver{s: newStore()}
 			return lateAhead{aheadDriver{d}, g}, d
+		}},
+		{"Acquire", func(g lateGate) (claims.Driver, *driver) {
+			d := &driver{s: newStore()}
+			return lateAcquire{d, g}, d
 		}},
 		{"GoneAhead", func(g lateGate) (claims.Driver, *driver) {
 			d := &driver{s: newStore()}
