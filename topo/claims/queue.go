@@ -123,14 +123,19 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 	}
 	lostBefore := cl.err()
 	e.withdraw(cl)
-	var lost bool
+	var lost, withdrawn bool
 	if lostBefore != nil {
 		lost = topo.IsErrType(lostBefore, topo.LockLost)
+		withdrawn = topo.IsErrType(lostBefore, topo.Interrupted)
 	}
 	switch {
 	case e.closed.Load():
 		return topo.NewError(topo.Closed, cl.q.Path)
-	case lost || errors.Is(err, errEntryGone) || err == errSessionLost:
+	// An entry seen gone (errEntryGone) is no loss when the claim had
+	// been released already (withdrawn: Stop, Resign): the entry went
+	// with that withdrawal, which the wait's read may see before it sees
+	// the claim's end. Stop's and Resign's answer follows.
+	case lost || errors.Is(err, errEntryGone) && !withdrawn || err == errSessionLost:
 		return backendkit.Wrap(topo.LockLost, cl.q.Path, ErrNotHeld)
 	case isClosed(stop):
 		return topo.NewError(topo.Interrupted, cl.q.Path)

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,6 +111,41 @@ func testElectionStopWhileWaiting(s *store) {
 
 	p1.Stop()
 	requireLeader(t, ctx, p2, "", "after the leader stopped with the only other participant stopped")
+}
+
+// stopRaceRounds is how many times testElectionStopRacesWait races Stop
+// against a starting WaitForLeadership.
+const stopRaceRounds = 40
+
+// testElectionStopRacesWait: Stop racing a WaitForLeadership queued
+// behind a leader -- before, during and just after the creation of its
+// candidacy, as its wait looks at the queue -- makes it return
+// Interrupted, as Stop documents, never LockLost: a waiter that sees its
+// entry gone (withdrawn by Stop) before it sees its candidacy ended has
+// lost no session. Nothing is left behind: once the
+// leader stops, nobody leads. Stop's moment varies by a growing number of
+// yields, not by sleeps: no round is sure to hit the window, all rounds
+// must give Interrupted.
+func testElectionStopRacesWait(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+	p1 := participate(t, c1, "elec", "leader")
+	_, err := p1.WaitForLeadership()
+	require.NoError(t, err)
+	for i := range stopRaceRounds {
+		p := participate(t, c2, "elec", fmt.Sprint("waiter", i))
+		got := leadAsync(p)
+		for range 1 << (i % 13) {
+			runtime.Gosched()
+		}
+		p.Stop()
+		what := fmt.Sprintf("round %d: a WaitForLeadership racing Stop", i)
+		r, _ := recv(t, got, what)
+		requireCode(t, r.err, topo.Interrupted, what)
+	}
+	requireLeader(t, ctx, p1, "leader", "after the waiters stopped")
+	p1.Stop()
+	requireLeader(t, ctx, participate(t, c2, "elec", "observer"), "", "after the leader stopped: a stopped waiter's entry was left behind")
 }
 
 // testWaitForNewLeader: the stream starts with the current leader and then

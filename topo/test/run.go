@@ -81,6 +81,7 @@ func groups() []struct {
 			{"InvalidArgument", testElectionInvalid},
 			{"Handover", testElectionHandover},
 			{"StopWhileWaiting", testElectionStopWhileWaiting},
+			{"StopRacesWait", testElectionStopRacesWait},
 			{"WaitForNewLeader", testWaitForNewLeader},
 			{"WaitForNewLeaderReelected", testWaitForNewLeaderReelected},
 			{"OneLeaderAtATime", testElectionOneLeader},
