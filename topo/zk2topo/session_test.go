@@ -482,6 +482,65 @@ func TestWatchMirrorOfMissingFile(t *testing.T) {
 	require.Equal(t, map[watchKey]bool{{path: zp, kind: watchExist}: true}, mirror())
 }
 
+// TestWatchStartedWhileDisconnected: a Watch of a file the session
+// already watches, started while the session is disconnected and the file
+// changes, answers the changed contents once the session reconnects and
+// then sends only later changes, whether its read goes out before or
+// after the client library's request re-setting the watches: before it,
+// the re-set watch reports the change to the new watch too, which must
+// not send it again. The watch set before the disconnection reports the
+// change once.
+func TestWatchStartedWhileDisconnected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConn(t, root)
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "f", []byte("v0"))
+	require.NoError(t, err)
+	s, before := watchSet(ctx, t, c, "f")
+
+	ps.Blackhole()
+	ps.Reset()
+	require.Eventually(t, func() bool { return !s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the session never saw the connection drop")
+	_, err = other.Update(ctx, "f", []byte("v1"), nil)
+	require.NoError(t, err)
+	type started struct {
+		first   *topo.WatchData
+		changes <-chan *topo.WatchData
+		err     error
+	}
+	res := make(chan started, 1)
+	go func() {
+		first, changes, err := c.Watch(ctx, "f")
+		res <- started{first, changes, err}
+	}()
+	queue := libraryField(s.zk, "sendChan")
+	require.Eventually(t, func() bool { return queue.Len() > 0 }, 30*time.Second, time.Millisecond, "the Watch's read never waited for the connection")
+	ps.Heal()
+	w := <-res
+	require.NoError(t, w.err)
+	require.Equal(t, "v1", string(w.first.Contents))
+	requireNextValue(t, before, "v1")
+	_, err = other.Update(ctx, "f", []byte("v2"), nil)
+	require.NoError(t, err)
+	requireNextValue(t, before, "v2")
+	requireNextValue(t, w.changes, "v2")
+}
+
+// requireNextValue requires the next value on changes to be want.
+func requireNextValue(t *testing.T, changes <-chan *topo.WatchData, want string) {
+	t.Helper()
+	select {
+	case wd := <-changes:
+		require.NotNil(t, wd, "the watch ended")
+		require.NoError(t, wd.Err)
+		require.Equal(t, want, string(wd.Contents))
+	case <-time.After(hangGuard):
+		t.Fatalf("no value %q came", want)
+	}
+}
+
 // watchSet watches file on c and returns c's session once its observer
 // has seen the watch set, with the watch's channel.
 func watchSet(ctx context.Context, t *testing.T, c *Conn, file string) (*zkSession, <-chan *topo.WatchData) {
