@@ -98,23 +98,23 @@
 //     Leadership also ends as soon as the connection drops (stepDown):
 //     the leading candidacy is given up, its entry removed once
 //     reconnected, and WaitForLeadership enters anew;
-//   - when the client reconnects a session that has watches, the
-//     requests it queued meanwhile go out only after its request
-//     re-setting the watches: go-zookeeper v1.0.4 reads its last zxid for
-//     that request while recording the zxids of answers, unsynchronised
-//     (a data race the race detector reports in programs that use
-//     zk2topo, harmless but for it: either whole int64 is right for the
-//     server). The connection hides the zxids of answers from the client
-//     and writes the session's last zxid into its connect and set-watches
-//     requests itself, so that the race cannot happen (the order above
-//     prevented it only when the set-watches request came: not after a
-//     close or maxHold, nor on a connection that holds nothing). The
-//     session's observer mirrors the client's table of watches from the
-//     frames to know whether that request will come. The credentials the
-//     client re-sends first (and awaits) are not held. Tests:
+//   - go-zookeeper v1.0.4 reads its last zxid, for the request re-setting
+//     a reconnected session's watches, while recording the zxids of
+//     answers, unsynchronised (a data race the race detector reports in
+//     programs that use zk2topo, harmless but for it: either whole int64
+//     is right for the server). The connection hides the zxids of answers
+//     from the client and writes the session's last zxid into its connect
+//     and set-watches requests itself, so that the race cannot happen.
+//     Requests queued while the session was disconnected may go out
+//     before the set-watches request, which changes nothing: the server
+//     reports every change of a watched znode made after the zxid that
+//     request carries, whatever it ran first; a watch set again by such a
+//     request may get one more event, for a change (not a deletion) its
+//     read already saw, on which every watcher of the package reads again
+//     (Watch sends nothing for it). Tests:
 //     TestRequestsQueuedDuringDisconnection, TestReconnectionWithCredentials,
-//     TestWatchMirrorOfMissingFile, TestSessionGivenUpWhileHolding,
-//     TestReconnectionZxids.
+//     TestSessionGivenUpWhileReconnecting, TestReconnectionZxids,
+//     TestWatchStartedWhileDisconnected.
 //
 // # Which znodes the library deletes, and when
 //
