@@ -156,6 +156,63 @@ func TestReconnectionZxids(t *testing.T) {
 	}
 }
 
+// TestChangeReportedAfterQueuedAnswers: a change of a watched file made
+// while the session was disconnected is reported even when requests
+// queued meanwhile are answered before the client library writes its
+// set-watches request (nothing orders it before them): the request
+// carries the zxid the session had when the connection was made, not a
+// later one of those answers (which is past the change). Here the
+// library's send goroutine waits, before the second queued request, until
+// the first (a Watch's read of the file, whose answer's zxid is past the
+// change) was answered.
+func TestChangeReportedAfterQueuedAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConn(t, root)
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "f", []byte("v0"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "g", []byte("g"))
+	require.NoError(t, err)
+	s, before := watchSet(ctx, t, c, "f")
+
+	watched := make(chan struct{})
+	hook := func(b []byte) {
+		if path, _, ok := jString(b, 12); ok && string(path) == c.zkPath("g") {
+			select {
+			case <-watched:
+			case <-ctx.Done():
+			}
+		}
+	}
+	s.obs.writeHook.Store(&hook)
+	ps.Blackhole()
+	ps.Reset()
+	require.Eventually(t, func() bool { return !s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the session never saw the connection drop")
+	_, err = other.Update(ctx, "f", []byte("v1"), nil)
+	require.NoError(t, err)
+	queue := libraryField(s.zk, "sendChan")
+	watchErr := make(chan error, 1)
+	go func() {
+		_, _, err := c.Watch(ctx, "f")
+		close(watched)
+		watchErr <- err
+	}()
+	require.Eventually(t, func() bool { return queue.Len() == 1 }, 30*time.Second, time.Millisecond, "the Watch's read never waited for the connection")
+	getErr := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(ctx, "g")
+		getErr <- err
+	}()
+	require.Eventually(t, func() bool { return queue.Len() == 2 }, 30*time.Second, time.Millisecond, "the Get never waited for the connection")
+	ps.Heal()
+	require.NoError(t, <-watchErr)
+	require.NoError(t, <-getErr)
+	s.obs.writeHook.Store(nil)
+	requireNextValue(t, before, "v1")
+}
+
 // libraryField returns the client library's unexported field name of zc.
 func libraryField(zc *zk.Conn, name string) reflect.Value {
 	v := reflect.ValueOf(zc).Elem().FieldByName(name)
