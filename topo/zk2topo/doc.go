@@ -114,7 +114,7 @@
 //     (Watch sends nothing for it). Tests:
 //     TestRequestsQueuedDuringDisconnection, TestReconnectionWithCredentials,
 //     TestSessionGivenUpWhileReconnecting, TestReconnectionZxids,
-//     TestWatchStartedWhileDisconnected.
+//     TestWatchStartedWhileDisconnected, TestChangeReportedAfterQueuedAnswers.
 //
 // # Which znodes the library deletes, and when
 //

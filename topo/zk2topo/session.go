@@ -667,8 +667,10 @@ func (oc *observedConn) hideZxid(b []byte, at int) {
 // 0 (see hideZxid). The connect request carries the session's last zxid
 // (the server refuses a client that saw a later one than it has); a
 // set-watches request the one when its connection was made, before any
-// answer on it: the server reports the changes after it of the watched
-// znodes, those made while the session was disconnected included.
+// answer on it (requests queued during a disconnection may be answered
+// before the library writes it: TestChangeReportedAfterQueuedAnswers):
+// the server reports the changes after it of the watched znodes, those
+// made while the session was disconnected included.
 func withZxid(b []byte, at int, zxid int64) []byte {
 	if zxid <= 0 || len(b) < at+8 || int64(binary.BigEndian.Uint64(b[at:])) == zxid {
 		return b
