@@ -399,8 +399,13 @@ func (o *sessionObserver) proved(at time.Time) {
 	o.mu.Unlock()
 }
 
-// expect returns a channel closed once a request with opcode op on path has
-// been written, and a function that unregisters it.
+// expect returns a channel closed once a request with opcode op on path is
+// being written, and a function that unregisters it. It is closed just
+// before the frame is written: the library writes every request from one
+// goroutine, so a request queued once it is closed goes out after that
+// frame; closed after the write, it could come after the request's answer
+// (the writing goroutine not run on yet), once the waiter was given up
+// (TestPipelinedReadAfterLateWrite).
 func (o *sessionObserver) expect(op int32, path string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	k := sentKey{op, path}
@@ -479,6 +484,9 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	if h := oc.o.writeHook.Load(); h != nil {
 		(*h)(b)
 	}
+	if oc.o.n.Load() > 0 {
+		oc.o.written(b) // before the write: see expect
+	}
 	n, err := oc.Conn.Write(b)
 	oc.wmu.Lock()
 	if oc.first.IsZero() {
@@ -488,9 +496,6 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	}
 	oc.noteSend(now)
 	oc.wmu.Unlock()
-	if oc.o.n.Load() > 0 {
-		oc.o.written(b)
-	}
 	return min(n, asked), err // a rewritten ping is longer than the library's
 }
 
