@@ -93,6 +93,9 @@ func TestQueuedRequestsAfterCredentials(t *testing.T) {
 // credentials.
 const opSetAuthTest = 100
 
+// opGetDataTest is ZooKeeper's opcode of a data read.
+const opGetDataTest = 4
+
 // TestSetWatchesInSeveralFrames cuts the connection of a session watching
 // more files than one set-watches request holds (the client library
 // splits them at 128 KiB of paths and sends the parts one after the
@@ -159,4 +162,59 @@ func TestSetWatchesInSeveralFrames(t *testing.T) {
 	for i := range files {
 		requireNextValue(t, watches[i], "v2")
 	}
+}
+
+// TestAnswerToRequestZeroHidden: the client library numbers requests
+// modulo 2^31, so every 2^31st request has xid 0; the zxid of its answer
+// is hidden from the library too (see hideZxid), else the library records
+// it while reading its last zxid for a reconnection's set-watches request
+// (the data race the race detector reports), and the session records it
+// as its last. Here the xid 0 request is a read queued while the session,
+// which watches a file, is disconnected.
+func TestAnswerToRequestZeroHidden(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConn(t, root)
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "f", []byte("v0"))
+	require.NoError(t, err)
+	s, changes := watchSet(ctx, t, c, "f")
+
+	ps.Blackhole()
+	ps.Reset()
+	require.Eventually(t, func() bool { return !s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the session never saw the connection drop")
+	// The next request gets xid (0x7fffffff+1) & 0x7fffffff = 0.
+	atomic.StoreUint32(libraryField(s.zk, "xid").Addr().Interface().(*uint32), 0x7fffffff)
+	var xids []int32
+	var mu sync.Mutex
+	hook := func(b []byte) {
+		if xid, op := reqHeader(b); op == opGetDataTest {
+			mu.Lock()
+			xids = append(xids, xid)
+			mu.Unlock()
+		}
+	}
+	s.obs.writeHook.Store(&hook)
+	defer s.obs.writeHook.Store(nil)
+	_, err = other.Update(ctx, "f", []byte("v1"), nil)
+	require.NoError(t, err)
+	before := s.obs.lastZxid.Load()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(ctx, "f")
+		errc <- err
+	}()
+	queue := libraryField(s.zk, "sendChan")
+	require.Eventually(t, func() bool { return queue.Len() > 0 }, 30*time.Second, time.Millisecond, "the read never waited for the connection")
+	ps.Heal()
+	require.NoError(t, <-errc)
+	mu.Lock()
+	// (The watch's own read of the change may follow.)
+	require.NotEmpty(t, xids)
+	require.Zero(t, xids[0], "the read's xid")
+	mu.Unlock()
+	require.Zero(t, libraryField(s.zk, "lastZxid").Int(), "the client library recorded a zxid")
+	require.Greater(t, s.obs.lastZxid.Load(), before, "the session did not record the answer's zxid")
+	waitWatched(t, changes, "v1")
 }

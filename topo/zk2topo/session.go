@@ -509,7 +509,7 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 			t = time.Time{} // a ping pingAsSync did not rewrite: its answer proves nothing
 		}
 		oc.pings = append(oc.pings, t)
-	case xid > 0 && throughLeader(op):
+	case xid >= 0 && throughLeader(op):
 		oc.sent[xid] = t
 	}
 }
@@ -658,8 +658,10 @@ const (
 // reads its last zxid for nothing else but the connect request; the
 // connection writes the session's into both (withZxid), and the library's
 // callers never see an answer's zxid (go-zookeeper v1.0.4 drops it).
+// The library numbers requests modulo 2^31, so every 2^31st has xid 0:
+// answers with xid 0 are answers too (TestAnswerToRequestZeroHidden).
 func (oc *observedConn) hideZxid(b []byte, at int) {
-	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) <= 0 {
+	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) < 0 {
 		return // the connect response, or not an answer to a request
 	}
 	for i := max(at, replyZxid); i < min(at+len(b), replyZxid+8); i++ {
@@ -760,7 +762,7 @@ func (oc *observedConn) frame() {
 				at = oc.heard(oc.pings[0])
 			}
 			oc.pings = oc.pings[1:]
-		case xid > 0:
+		case xid >= 0: // an answer (xid 0: see hideZxid)
 			if len(oc.body) >= replyZxid+8 {
 				if z := int64(binary.BigEndian.Uint64(oc.body[replyZxid:])); z > 0 {
 					oc.o.lastZxid.Store(z) // as the library would (see hideZxid)
