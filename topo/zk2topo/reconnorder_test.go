@@ -218,3 +218,46 @@ func TestAnswerToRequestZeroHidden(t *testing.T) {
 	require.Greater(t, s.obs.lastZxid.Load(), before, "the session did not record the answer's zxid")
 	waitWatched(t, changes, "v1")
 }
+
+// TestWatchOfFileRecreatedWhileDisconnected deletes a watched file and
+// creates it again (at version 0, as the watch last saw it) while the
+// watching session is disconnected: the request re-setting the watches
+// then reports a change (the file exists, changed since), not the
+// deletion, and the watch must send the new contents (a Version equal to
+// the last one sent is no proof that nothing changed: the Revision, the
+// Mzxid, is). Recursive watches likewise.
+func TestWatchOfFileRecreatedWhileDisconnected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConn(t, root)
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "d/f", []byte("v0"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "d/keep", []byte("k"))
+	require.NoError(t, err)
+	s, changes := watchSet(ctx, t, c, "d/f")
+	_, tree, err := c.WatchRecursive(ctx, "d")
+	require.NoError(t, err)
+
+	ps.Blackhole()
+	ps.Reset()
+	require.Eventually(t, func() bool { return !s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the session never saw the connection drop")
+	require.NoError(t, other.Delete(ctx, "d/f", nil))
+	_, err = other.Create(ctx, "d/f", []byte("v1"))
+	require.NoError(t, err)
+	ps.Heal()
+	requireNextValue(t, changes, "v1")
+	for {
+		select {
+		case wd := <-tree:
+			require.NotNil(t, wd, "the recursive watch ended")
+			require.NoError(t, wd.Err)
+			if wd.Path == "d/f" && string(wd.Contents) == "v1" {
+				return
+			}
+		case <-time.After(hangGuard):
+			t.Fatal("the recursive watch never sent d/f's new contents")
+		}
+	}
+}
