@@ -261,3 +261,82 @@ func TestWatchOfFileRecreatedWhileDisconnected(t *testing.T) {
 		}
 	}
 }
+
+// TestLockWaiterAcrossReconnection cuts the connection of a session whose
+// Lock waits behind another holder's: the waiter's entry stays (its
+// session survives), the reconnection (watches re-set, with requests
+// queued meanwhile) gives it the lock neither while the holder still
+// holds it nor never: once the holder unlocks, while the waiter is
+// disconnected again, the waiter holds it through its one entry, its
+// guarded writes are applied and the former holder's refused.
+func TestLockWaiterAcrossReconnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConn(t, root)
+	holder := openConn(t, []string{testServer}, root)
+	raw := rawConn(t)
+	_, err := holder.Create(ctx, "d/f", []byte("0"))
+	require.NoError(t, err)
+	lh, err := holder.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	type locked struct {
+		l   topo.LockDescriptor
+		err error
+	}
+	got := make(chan locked, 1)
+	go func() {
+		l, err := c.Lock(ctx, "d", "waiter")
+		got <- locked{l, err}
+	}()
+	entries := func() []string {
+		names, _, err := raw.Children(root + "/d/locks")
+		require.NoError(t, err)
+		return names
+	}
+	require.Eventually(t, func() bool { return len(entries()) == 2 }, 30*time.Second, 5*time.Millisecond, "the waiter never queued")
+	s, err := c.session("")
+	require.NoError(t, err)
+
+	cut := func() {
+		ps.Blackhole()
+		ps.Reset()
+		require.Eventually(t, func() bool { return !s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the session never saw the connection drop")
+	}
+	// A reconnection with requests queued: the waiter still waits.
+	cut()
+	errc := make(chan error, 20)
+	for range cap(errc) {
+		go func() {
+			_, _, err := c.Get(ctx, "d/f")
+			errc <- err
+		}()
+	}
+	ps.Heal()
+	for range cap(errc) {
+		require.NoError(t, <-errc)
+	}
+	_, err = topo.GuardedUpdate(ctx, holder, lh, "d/f", []byte("1"), nil)
+	require.NoError(t, err)
+	select {
+	case r := <-got:
+		t.Fatalf("the waiter locked while the holder held (err %v)", r.err)
+	default:
+	}
+
+	// The holder unlocks while the waiter is disconnected.
+	cut()
+	require.NoError(t, lh.Unlock(ctx))
+	ps.Heal()
+	r := <-got
+	require.NoError(t, r.err)
+	require.Len(t, entries(), 1, "the waiter's entry")
+	_, err = topo.GuardedUpdate(ctx, c, r.l, "d/f", []byte("2"), nil)
+	require.NoError(t, err)
+	_, err = topo.GuardedUpdate(ctx, holder, lh, "d/f", []byte("3"), nil)
+	require.Error(t, err)
+	data, _, err := holder.Get(ctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "2", string(data))
+	require.NoError(t, r.l.Unlock(ctx))
+}
