@@ -109,12 +109,21 @@
 //     before the set-watches request, which changes nothing: the server
 //     reports every change of a watched znode made after the zxid that
 //     request carries, whatever it ran first; a watch set again by such a
-//     request may get one more event, for a change (not a deletion) its
-//     read already saw, on which every watcher of the package reads again
-//     (Watch sends nothing for it). Tests:
+//     request may get one more event for what its read already saw: a
+//     change, or, for an exists watch of an absent znode, a deletion (the
+//     library fires every watch of a path on one), on which every watcher
+//     of the package reads again (Watch and WatchRecursive tell a change
+//     by the Mzxid read, and send nothing for it). The deletion is
+//     reported only of a znode absent when the set-watches request ran; a
+//     file deleted and created again meanwhile is reported changed. The
+//     client library re-sends the credentials, and awaits their answers,
+//     before any queued request. Tests:
 //     TestRequestsQueuedDuringDisconnection, TestReconnectionWithCredentials,
+//     TestQueuedRequestsAfterCredentials, TestSetWatchesInSeveralFrames,
 //     TestSessionGivenUpWhileReconnecting, TestReconnectionZxids,
-//     TestWatchStartedWhileDisconnected, TestChangeReportedAfterQueuedAnswers.
+//     TestWatchStartedWhileDisconnected, TestChangeReportedAfterQueuedAnswers,
+//     TestWatchOfFileRecreatedWhileDisconnected, TestAnswerToRequestZeroHidden,
+//     TestLockWaiterAcrossReconnection.
 //
 // # Which znodes the library deletes, and when
 //
