@@ -58,9 +58,10 @@ func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...
 
 // sendFirst runs req, which sends one request of opcode op on zp on
 // session s, in the background, and returns once that request's frame is
-// written (or req returned), so that the requests sent on s after it are
-// run after it by the server, which runs a session's requests in the
-// order it receives them. The channel yields req's result.
+// being written (see expect) or req returned, so that the requests sent
+// on s after it are run after it by the server, which runs a session's
+// requests in the order it receives them. The channel yields req's
+// result.
 func sendFirst[T any](s *zkSession, op int32, zp string, req func() T) <-chan T {
 	sent, unregister := s.obs.expect(op, zp)
 	defer unregister()

@@ -98,23 +98,32 @@
 //     Leadership also ends as soon as the connection drops (stepDown):
 //     the leading candidacy is given up, its entry removed once
 //     reconnected, and WaitForLeadership enters anew;
-//   - when the client reconnects a session that has watches, the
-//     requests it queued meanwhile go out only after its request
-//     re-setting the watches: go-zookeeper v1.0.4 reads its last zxid for
-//     that request while recording the zxids of answers, unsynchronised
-//     (a data race the race detector reports in programs that use
-//     zk2topo, harmless but for it: either whole int64 is right for the
-//     server). The connection hides the zxids of answers from the client
-//     and writes the session's last zxid into its connect and set-watches
-//     requests itself, so that the race cannot happen (the order above
-//     prevented it only when the set-watches request came: not after a
-//     close or maxHold, nor on a connection that holds nothing). The
-//     session's observer mirrors the client's table of watches from the
-//     frames to know whether that request will come. The credentials the
-//     client re-sends first (and awaits) are not held. Tests:
+//   - go-zookeeper v1.0.4 reads its last zxid, for the request re-setting
+//     a reconnected session's watches, while recording the zxids of
+//     answers, unsynchronised (a data race the race detector reports in
+//     programs that use zk2topo, harmless but for it: either whole int64
+//     is right for the server). The connection hides the zxids of answers
+//     from the client and writes the session's last zxid into its connect
+//     and set-watches requests itself, so that the race cannot happen.
+//     Requests queued while the session was disconnected may go out
+//     before the set-watches request, which changes nothing: the server
+//     reports every change of a watched znode made after the zxid that
+//     request carries, whatever it ran first; a watch set again by such a
+//     request may get one more event for what its read already saw: a
+//     change, or, for an exists watch of an absent znode, a deletion (the
+//     library fires every watch of a path on one), on which every watcher
+//     of the package reads again (Watch and WatchRecursive tell a change
+//     by the Mzxid read, and send nothing for it). The deletion is
+//     reported only of a znode absent when the set-watches request ran; a
+//     file deleted and created again meanwhile is reported changed. The
+//     client library re-sends the credentials, and awaits their answers,
+//     before any queued request. Tests:
 //     TestRequestsQueuedDuringDisconnection, TestReconnectionWithCredentials,
-//     TestWatchMirrorOfMissingFile, TestSessionGivenUpWhileHolding,
-//     TestReconnectionZxids.
+//     TestQueuedRequestsAfterCredentials, TestSetWatchesInSeveralFrames,
+//     TestSessionGivenUpWhileReconnecting, TestReconnectionZxids,
+//     TestWatchStartedWhileDisconnected, TestChangeReportedAfterQueuedAnswers,
+//     TestWatchOfFileRecreatedWhileDisconnected, TestAnswerToRequestZeroHidden,
+//     TestLockWaiterAcrossReconnection.
 //
 // # Which znodes the library deletes, and when
 //

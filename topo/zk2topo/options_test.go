@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,13 +204,18 @@ func TestNoOrphanEntries(t *testing.T) {
 		ps = append(ps, p)
 		addrs = append(addrs, p.Addr())
 	}
-	fresh, err := NewConn(Options{Servers: addrs, SessionTimeout: 30 * time.Second}, root)
+	sent := make(chan struct{})
+	var sentOnce sync.Once
+	wrote := func(b []byte) { // after the write: the frame left
+		if _, op := reqHeader(b); op == opCreate2 {
+			sentOnce.Do(func() { close(sent) })
+		}
+	}
+	fresh, err := NewConn(Options{Servers: addrs, SessionTimeout: 30 * time.Second, Dialer: afterWriteDialer(wrote)}, root)
 	require.NoError(t, err)
 	t.Cleanup(fresh.Close)
 	_, _, err = fresh.Get(ctx, "d/f") // connected
 	require.NoError(t, err)
-	sent, unregister := fresh.cur.obs.expect(opCreate, fresh.zkPath("d/locks")+"/")
-	defer unregister()
 	done := make(chan error, 1)
 	go func() {
 		_, err := fresh.Lock(ctx, "d", "cut off")

@@ -2,6 +2,7 @@ package zk2topo
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,16 +49,24 @@ func TestResumedWaiterOutlivesCurrentSession(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// watching reports whether c's current session has an exists watch on the
-// existing znode zp (as its session observer sees the watches set).
+// watching reports whether c's current session has a data watch (an
+// exists watch on an existing znode files one) on zp in the client
+// library's table of watches.
 func watching(c *Conn, zp string) bool {
 	s, err := c.session("")
 	if err != nil {
 		return false
 	}
-	s.obs.mu.Lock()
-	defer s.obs.mu.Unlock()
-	return s.obs.watches[watchKey{path: zp, kind: watchData}]
+	mu := libraryField(s.zk, "watchersLock").Addr().Interface().(*sync.Mutex)
+	mu.Lock()
+	defer mu.Unlock()
+	for it := libraryField(s.zk, "watchers").MapRange(); it.Next(); {
+		// The key is the library's watchPathType: path, then kind (0: data).
+		if k := it.Key(); k.Field(0).String() == zp && k.Field(1).Int() == 0 && it.Value().Len() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitWatchedFirst waits until c's current session watches zp, failing

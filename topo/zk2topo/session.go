@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"slices"
 	"sync"
@@ -69,7 +68,7 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	}
 	s.claims = claims.NewSession("", s)
 	s.obs = &sessionObserver{timeout: c.opts.SessionTimeout, answered: make(chan struct{}), waiters: map[sentKey][]chan struct{}{},
-		wantStat: map[string]int{}, created: map[string]*zk.Stat{}, watches: map[watchKey]bool{}, watchReqs: map[int32]watchKey{},
+		wantStat: map[string]int{}, created: map[string]*zk.Stat{},
 		resumeID: id, resumePw: passwd, libraryPingsOnly: c.opts.libraryPingsOnly}
 	zc, _, err := zk.Connect(c.opts.Servers, c.opts.SessionTimeout,
 		zk.WithLogger(slogLogger{c.log}),
@@ -283,13 +282,11 @@ func (c *Conn) margin(timeout time.Duration) time.Duration {
 // The frames the observer reads: go-zookeeper v1.0.4 writes a request as
 // length, xid, opcode and body (a path request's body starts with the
 // path, length-prefixed); ZooKeeper answers with length, reply header
-// (xid, zxid, error code) and body (a watch event's: type, state, path).
-// The opcodes, event types and xids are ZooKeeper's.
+// (xid, zxid, error code) and body. The opcodes and xids are ZooKeeper's.
 const (
 	opCreate          = 1
 	opDelete          = 2
 	opExists          = 3
-	opGetData         = 4
 	opSetData         = 5
 	opGetChildren     = 8
 	opSync            = 9
@@ -300,23 +297,12 @@ const (
 	opCreate2         = 15
 	opCreateContainer = 19
 	opCreateTTL       = 21
-	opSetAuth         = 100 // sends the session's credentials
 	opSetWatches      = 101 // re-sets the library's watches on a new connection
-	opCloseSession    = -11
 
-	eventCreated         = 1
-	eventDeleted         = 2
-	eventDataChanged     = 3
-	eventChildrenChanged = 4
-
-	errNoNodeCode = -101
-
-	watchEventXid = -1
-	pingXid       = -2
+	pingXid = -2
 	// frameKeep is how much of each frame's body the connection keeps:
 	// the connect response, or the reply header and enough of the body
-	// for a watch event's path of up to 4 KiB (type, state, path: it says
-	// which watches the library drops) or a create2 answer's path and Stat.
+	// for a create2 answer's path (up to 4 KiB) and Stat.
 	frameKeep = 16 + 12 + 4096
 )
 
@@ -366,19 +352,14 @@ type sessionObserver struct {
 	resumeID int64
 	resumePw []byte
 
-	// dials counts the session's connections; watches mirrors the keys of
-	// the library's table of watches, from the frames (noteWatchRequest,
-	// noteAnswer, noteEvent), watchReqs the unanswered ones by xid.
-	dials     atomic.Int32
-	watches   map[watchKey]bool
-	watchReqs map[int32]watchKey
+	dials atomic.Int32 // the session's connections (tests wait on it)
 
 	// lastZxid is the zxid of the latest answer read on the session's
 	// connections, which the client library does not see (see hideZxid).
 	lastZxid atomic.Int64
 
 	// writeHook, set by tests only, sees every frame the library writes,
-	// as the connection writes (or holds) it, in the writing goroutine.
+	// as the connection writes it, in the writing goroutine.
 	writeHook atomic.Pointer[func(b []byte)]
 
 	// Creates sent as create2 (createWithStat): registered ones by path,
@@ -394,14 +375,9 @@ type sentKey struct {
 }
 
 func (o *sessionObserver) wrap(nc net.Conn) net.Conn {
-	reconnect := o.dials.Add(1) > 1
-	o.mu.Lock()
-	clear(o.watchReqs) // the library failed them with the connection
-	rewatch := len(o.watches) > 0
-	o.mu.Unlock()
+	o.dials.Add(1)
 	return &observedConn{Conn: nc, o: o, sent: map[int32]time.Time{}, stat2: map[int32]bool{},
-		holding: reconnect && rewatch, rd: bufio.NewReaderSize(nc, readBuffer), closed: make(chan struct{}),
-		watchZxid: o.lastZxid.Load()}
+		rd: bufio.NewReaderSize(nc, readBuffer), closed: make(chan struct{}), watchZxid: o.lastZxid.Load()}
 }
 
 // lastProof returns the send time of the latest request proved and the
@@ -423,8 +399,13 @@ func (o *sessionObserver) proved(at time.Time) {
 	o.mu.Unlock()
 }
 
-// expect returns a channel closed once a request with opcode op on path has
-// been written, and a function that unregisters it.
+// expect returns a channel closed once a request with opcode op on path is
+// being written, and a function that unregisters it. It is closed just
+// before the frame is written: the library writes every request from one
+// goroutine, so a request queued once it is closed goes out after that
+// frame; closed after the write, it could come after the request's answer
+// (the writing goroutine not run on yet), once the waiter was given up
+// (TestPipelinedReadAfterLateWrite).
 func (o *sessionObserver) expect(op int32, path string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	k := sentKey{op, path}
@@ -467,17 +448,6 @@ type observedConn struct {
 	sends     []time.Time
 	handshake bool // the connect response was read
 
-	// holding: requests are held back until the library's set-watches
-	// request is written (see holdRequest); held are their frames, and
-	// holdLimit writes them anyway after maxHold.
-	holding   bool
-	held      [][]byte
-	holdLimit *time.Timer
-	// closeXid is the xid of a close request sent while holding, whose
-	// answer ends the connection instead (see Read).
-	closeXid atomic.Int32
-	ended    bool // read side: the connection ended at that answer
-
 	// watchZxid is the session's last zxid when the connection was made,
 	// which its set-watches requests carry (see hideZxid).
 	watchZxid int64
@@ -510,13 +480,12 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 		if oc.o.nStat.Load() > 0 {
 			b = oc.asCreate2(b)
 		}
-		oc.o.noteWatchRequest(b)
 	}
 	if h := oc.o.writeHook.Load(); h != nil {
 		(*h)(b)
 	}
-	if oc.holdRequest(b) {
-		return len(b), nil
+	if oc.o.n.Load() > 0 {
+		oc.o.written(b) // before the write: see expect
 	}
 	n, err := oc.Conn.Write(b)
 	oc.wmu.Lock()
@@ -527,9 +496,6 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	}
 	oc.noteSend(now)
 	oc.wmu.Unlock()
-	if oc.o.n.Load() > 0 {
-		oc.o.written(b)
-	}
 	return min(n, asked), err // a rewritten ping is longer than the library's
 }
 
@@ -543,7 +509,7 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 			t = time.Time{} // a ping pingAsSync did not rewrite: its answer proves nothing
 		}
 		oc.pings = append(oc.pings, t)
-	case xid > 0 && throughLeader(op):
+	case xid >= 0 && throughLeader(op):
 		oc.sent[xid] = t
 	}
 }
@@ -655,204 +621,12 @@ func pingAsSync(b []byte) []byte {
 	return b
 }
 
-// holdRequest keeps the request frame b back while the connection holds,
-// and reports whether it did; the set-watches request, when it comes, is
-// written first and the held frames behind it, in order.
-//
-// Why: the package doc, Sessions (go-zookeeper's unsynchronised read of
-// its last zxid, upstream go-zookeeper/zk PR #35, unmerged: harmless but
-// for the race detector). The connection now hides answers' zxids from
-// the library (hideZxid), which ends that race on every path. Matching
-// answers under wmu (frame) ordered the read first only when the release
-// came from the set-watches request: not from a close request queued
-// before the read, nor from maxHold, nor on a connection that does not
-// hold (TestSessionGivenUpWhileHolding). The hold stays: it keeps the
-// requests queued during the disconnection behind the watches'
-// re-registration. Only a reconnection whose library has watches to
-// re-set holds; pings and the re-sent credentials are not held; a
-// request closing the session releases all.
-func (oc *observedConn) holdRequest(b []byte) bool {
-	oc.wmu.Lock()
-	defer oc.wmu.Unlock()
-	xid, op := reqHeader(b)
-	if !oc.holding || xid <= 0 {
-		return false
-	}
-	if op == opSetAuth && len(oc.held) == 0 {
-		// The library re-sends the credentials first and awaits each
-		// answer: held, they would never be answered. Their answers carry
-		// no zxid, so they do not race. (A later AddAuth is held in place.)
-		return false
-	}
-	switch op {
-	case opSetWatches:
-		oc.release(b)
-		return true
-	case opCloseSession:
-		// Closing, the library sends no set-watches request: the close
-		// goes now, behind the held requests, so the server deletes the
-		// session's entries at once. Its answer is not passed on (see
-		// Read): the connection ends there.
-		oc.held = append(oc.held, append([]byte(nil), b...))
-		oc.closeXid.Store(xid)
-		oc.release(nil)
-		return true
-	default:
-		if len(oc.held) == 0 {
-			oc.holdLimit = time.AfterFunc(maxHold, func() {
-				oc.wmu.Lock()
-				defer oc.wmu.Unlock()
-				if oc.holding {
-					oc.release(nil)
-				}
-			})
-		}
-		oc.held = append(oc.held, append([]byte(nil), b...))
-		return true
-	}
-}
-
-// maxHold bounds how long a connection holds requests back for a
-// set-watches request that does not come (were the mirror of the
-// library's watches ever wrong): then they go without it.
-const maxHold = 2 * time.Second
-
-// watchKey is a key of the client library's table of watches: a path and
-// a kind of watch.
-type watchKey struct {
-	path string
-	kind int8
-}
-
-// The kinds of watches, as the client library files them.
-const (
-	watchData int8 = iota
-	watchExist
-	watchChild
-)
-
-// noteWatchRequest records a request frame b (length, xid, opcode, path,
-// then the watch flag) that asks for a watch.
-func (o *sessionObserver) noteWatchRequest(b []byte) {
-	// The kind until the answer comes: an exists is filed as watchExist
-	// here, and as a data watch if its file exists (noteAnswer).
-	xid, op := reqHeader(b)
-	path, end, ok := jString(b, 12)
-	if xid <= 0 || !ok || end >= len(b) || b[end] == 0 {
-		return // no watch asked for
-	}
-	k := watchKey{path: string(path), kind: watchData}
-	switch op {
-	case opExists:
-		k.kind = watchExist
-	case opGetChildren, opGetChildren2:
-		k.kind = watchChild
-	case opGetData:
-	default:
-		return
-	}
-	o.mu.Lock()
-	o.watchReqs[xid] = k
-	o.mu.Unlock()
-}
-
-// noteAnswer records the answer (xid, error code) to a request: the
-// library files a watch as its answer comes, as go-zookeeper's ExistsW,
-// GetW and ChildrenW do (an exists answered NoNode files an exists watch).
-func (o *sessionObserver) noteAnswer(xid, code int32) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	k, ok := o.watchReqs[xid]
-	if !ok {
-		return
-	}
-	delete(o.watchReqs, xid)
-	// An exists answered NoNode files an exists watch, one answered OK a
-	// data watch; a get answered NoNode files none (the server set none).
-	if code == 0 && k.kind == watchExist {
-		k.kind = watchData
-	}
-	if code == 0 || code == errNoNodeCode && k.kind == watchExist {
-		o.watches[k] = true
-	}
-}
-
-// noteEvent records a watch event (its body after the reply header: type,
-// state, path): the library drops the watches it fires, as
-// go-zookeeper's notifyWatches does.
-func (o *sessionObserver) noteEvent(ev []byte) {
-	path, _, ok := jString(ev, 8)
-	if !ok {
-		return
-	}
-	typ := int32(binary.BigEndian.Uint32(ev[0:4]))
-	var kinds []int8
-	switch typ {
-	case eventCreated:
-		kinds = []int8{watchExist}
-	case eventDataChanged:
-		kinds = []int8{watchExist, watchData}
-	case eventChildrenChanged:
-		kinds = []int8{watchChild}
-	case eventDeleted:
-		kinds = []int8{watchExist, watchData, watchChild}
-	}
-	o.mu.Lock()
-	for _, k := range kinds {
-		delete(o.watches, watchKey{string(path), k})
-	}
-	o.mu.Unlock()
-}
-
-// release ends the holding: it writes first (the set-watches request, or
-// nil) and then the held requests, in order. The caller holds wmu, so an
-// answer to any of them is matched (frame) after this.
-func (oc *observedConn) release(first []byte) {
-	oc.holding = false
-	if oc.holdLimit != nil {
-		oc.holdLimit.Stop()
-	}
-	frames := oc.held
-	if first != nil {
-		frames = append([][]byte{first}, frames...)
-	}
-	oc.held = nil
-	now := time.Now()
-	for _, f := range frames {
-		if _, err := oc.Conn.Write(f); err != nil {
-			break // the library sees the connection fail on its next read
-		}
-		oc.sentAt(f, now)
-	}
-	oc.noteSend(now)
-	if oc.o.n.Load() > 0 {
-		for _, f := range frames {
-			oc.o.written(f)
-		}
-	}
-}
-
 func (oc *observedConn) Read(b []byte) (int, error) {
-	if oc.ended {
-		return 0, io.ErrUnexpectedEOF
-	}
 	// The library reads a frame's length and then its body, each with
-	// its own reads (a read at the start of a body begins with the xid),
-	// through rd: one read of the connection takes what has come, often
-	// several frames, rather than two reads or more per frame.
-	x := oc.closeXid.Load()
-	bodyStart := oc.handshake && oc.left > 0 && len(oc.body) == 0
-	var n int
-	var err error
-	if x != 0 && bodyStart && len(b) >= 4 {
-		n, err = io.ReadAtLeast(oc.rd, b, 4) // the xid whole
-	} else {
-		n, err = oc.rd.Read(b)
-	}
-	if x != 0 && n >= 4 && bodyStart && int32(binary.BigEndian.Uint32(b[:4])) == x {
-		oc.ended = true // the session is closed; the server ends the connection
-		return 0, io.ErrUnexpectedEOF
-	}
+	// its own reads, through rd: one read of the connection takes what
+	// has come, often several frames, rather than two reads or more per
+	// frame.
+	n, err := oc.rd.Read(b)
 	oc.scan(b[:n])
 	return n, err
 }
@@ -874,17 +648,20 @@ const (
 // the zxid as the session's last (see lastZxid). Why: go-zookeeper
 // v1.0.4 records the zxid of every answer in its receive goroutine while
 // its connection goroutine reads it, unsynchronised, for a
-// reconnection's set-watches request
-// (upstream go-zookeeper/zk PR #35, unmerged): the race detector
-// reported that in programs using zk2topo, on a connection closed while
-// its requests were held (TestSessionGivenUpWhileHolding) or whenever
-// the connection goroutine was late (a first connection whose watch was
-// answered before it re-set the watches it then had). The library reads
-// its last zxid for nothing else but the connect request; the connection
-// writes the session's into both (withZxid), and the library's callers
-// never see an answer's zxid (go-zookeeper v1.0.4 drops it).
+// reconnection's set-watches request (upstream go-zookeeper/zk PR #35,
+// unmerged): the race detector reported that in programs using zk2topo
+// whenever answers were read on a connection while the library built that
+// request (to requests queued during a disconnection:
+// TestRequestsQueuedDuringDisconnection,
+// TestSessionGivenUpWhileReconnecting; a first connection's watch
+// answered before the library looked for watches to re-set). The library
+// reads its last zxid for nothing else but the connect request; the
+// connection writes the session's into both (withZxid), and the library's
+// callers never see an answer's zxid (go-zookeeper v1.0.4 drops it).
+// The library numbers requests modulo 2^31, so every 2^31st has xid 0:
+// answers with xid 0 are answers too (TestAnswerToRequestZeroHidden).
 func (oc *observedConn) hideZxid(b []byte, at int) {
-	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) <= 0 {
+	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) < 0 {
 		return // the connect response, or not an answer to a request
 	}
 	for i := max(at, replyZxid); i < min(at+len(b), replyZxid+8); i++ {
@@ -897,8 +674,10 @@ func (oc *observedConn) hideZxid(b []byte, at int) {
 // 0 (see hideZxid). The connect request carries the session's last zxid
 // (the server refuses a client that saw a later one than it has); a
 // set-watches request the one when its connection was made, before any
-// answer on it: the server reports the changes after it of the watched
-// znodes, those made while the session was disconnected included.
+// answer on it (requests queued during a disconnection may be answered
+// before the library writes it: TestChangeReportedAfterQueuedAnswers):
+// the server reports the changes after it of the watched znodes, those
+// made while the session was disconnected included.
 func withZxid(b []byte, at int, zxid int64) []byte {
 	if zxid <= 0 || len(b) < at+8 || int64(binary.BigEndian.Uint64(b[at:])) == zxid {
 		return b
@@ -955,13 +734,7 @@ func (oc *observedConn) frame() {
 	if !oc.handshake {
 		oc.handshake = true
 		if len(oc.body) >= 16 && binary.BigEndian.Uint64(oc.body[8:16]) == 0 {
-			// Expired: the library clears its table of watches (and
-			// its last zxid).
-			oc.o.lastZxid.Store(0)
-			oc.o.mu.Lock()
-			clear(oc.o.watches)
-			clear(oc.o.watchReqs)
-			oc.o.mu.Unlock()
+			oc.o.lastZxid.Store(0) // expired: as the library clears its own
 		} else if len(oc.body) >= 16 {
 			at = oc.first
 			oc.o.mu.Lock()
@@ -989,9 +762,7 @@ func (oc *observedConn) frame() {
 				at = oc.heard(oc.pings[0])
 			}
 			oc.pings = oc.pings[1:]
-		case xid == watchEventXid && len(oc.body) >= 16:
-			oc.o.noteEvent(oc.body[16:])
-		case xid > 0:
+		case xid >= 0: // an answer (xid 0: see hideZxid)
 			if len(oc.body) >= replyZxid+8 {
 				if z := int64(binary.BigEndian.Uint64(oc.body[replyZxid:])); z > 0 {
 					oc.o.lastZxid.Store(z) // as the library would (see hideZxid)
@@ -1002,9 +773,6 @@ func (oc *observedConn) frame() {
 					at = oc.heard(t)
 				}
 				delete(oc.sent, xid)
-			}
-			if len(oc.body) >= 16 {
-				oc.o.noteAnswer(xid, int32(binary.BigEndian.Uint32(oc.body[12:16])))
 			}
 			if oc.stat2[xid] {
 				delete(oc.stat2, xid)

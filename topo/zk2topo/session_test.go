@@ -3,7 +3,6 @@ package zk2topo
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -381,11 +380,10 @@ func TestDisconnectEndsLeadershipAfterHandover(t *testing.T) {
 // go on, and (under the race detector, as make test runs this package)
 // nothing races: the client library's set-watches request reads its last
 // zxid while the answers of requests queued before it would be recording
-// theirs (holdRequest). Without the hold, -race reported that in this
-// test, and in others that cut a connection, at random in CI. Two hundred
-// requests wait, more than the library's send queue holds, so that its
-// set-watches request goes out behind answered ones: that made the report
-// certain here before the hold.
+// theirs (see hideZxid). -race reported that in this test, and in others
+// that cut a connection, at random in CI. Two hundred requests wait, more
+// than the library's send queue holds, so that its set-watches request
+// goes out behind answered ones: that made the report certain here.
 func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -423,10 +421,11 @@ func TestRequestsQueuedDuringDisconnection(t *testing.T) {
 // credentials (Options.Auth), an open watch and a lock: on the new
 // connection the client library re-sends the credentials, and waits for
 // their answer, before it sends anything else, set-watches request
-// included. Held back behind that set-watches request (holdRequest), the
-// credentials never went out: the connection then failed for want of
-// traffic (the session timeout here is short enough for that), again on
-// every later connection, until the session was lost.
+// included. Held back behind that set-watches request (by a hold that
+// zk2topo's connection once kept), the credentials never went out: the
+// connection then failed for want of traffic (the session timeout here is
+// short enough for that), again on every later connection, until the
+// session was lost.
 func TestReconnectionWithCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -453,48 +452,75 @@ func TestReconnectionWithCredentials(t *testing.T) {
 	require.False(t, s.isLost(), "the session was lost")
 }
 
-// TestWatchMirrorOfMissingFile: a watch of a file that does not exist
-// (a get with a watch, answered NoNode) leaves no watch in the client
-// library's table, nor in the session observer's mirror of it; an exists
-// answered NoNode leaves an exists watch in both. A watch only the mirror
-// had made every later reconnection hold its requests back for a
-// set-watches request that never came (until maxHold).
-func TestWatchMirrorOfMissingFile(t *testing.T) {
+// TestWatchStartedWhileDisconnected: a Watch of a file the session
+// already watches, started while the session is disconnected and the file
+// changes, answers the changed contents once the session reconnects and
+// then sends only later changes, whether its read goes out before or
+// after the client library's request re-setting the watches: before it,
+// the re-set watch reports the change to the new watch too, which must
+// not send it again. The watch set before the disconnection reports the
+// change once.
+func TestWatchStartedWhileDisconnected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root := freshRoot(t)
-	c := openConn(t, []string{testServer}, root)
-	_, _, err := c.Watch(ctx, "missing")
-	require.True(t, topo.IsErrType(err, topo.NoNode), "%v", err)
-	s, err := c.session("")
+	c, ps := proxiedConn(t, root)
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "f", []byte("v0"))
 	require.NoError(t, err)
-	mirror := func() map[watchKey]bool {
-		s.obs.mu.Lock()
-		defer s.obs.mu.Unlock()
-		return maps.Clone(s.obs.watches)
-	}
-	require.Empty(t, mirror())
+	s, before := watchSet(ctx, t, c, "f")
 
-	zp := root + "/absent"
-	exists, _, _, err := s.zk.ExistsW(zp)
+	ps.Blackhole()
+	ps.Reset()
+	require.Eventually(t, func() bool { return !s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the session never saw the connection drop")
+	_, err = other.Update(ctx, "f", []byte("v1"), nil)
 	require.NoError(t, err)
-	require.False(t, exists)
-	require.Equal(t, map[watchKey]bool{{path: zp, kind: watchExist}: true}, mirror())
+	type started struct {
+		first   *topo.WatchData
+		changes <-chan *topo.WatchData
+		err     error
+	}
+	res := make(chan started, 1)
+	go func() {
+		first, changes, err := c.Watch(ctx, "f")
+		res <- started{first, changes, err}
+	}()
+	queue := libraryField(s.zk, "sendChan")
+	require.Eventually(t, func() bool { return queue.Len() > 0 }, 30*time.Second, time.Millisecond, "the Watch's read never waited for the connection")
+	ps.Heal()
+	w := <-res
+	require.NoError(t, w.err)
+	require.Equal(t, "v1", string(w.first.Contents))
+	requireNextValue(t, before, "v1")
+	_, err = other.Update(ctx, "f", []byte("v2"), nil)
+	require.NoError(t, err)
+	requireNextValue(t, before, "v2")
+	requireNextValue(t, w.changes, "v2")
 }
 
-// watchSet watches file on c and returns c's session once its observer
-// has seen the watch set, with the watch's channel.
+// requireNextValue requires the next value on changes to be want.
+func requireNextValue(t *testing.T, changes <-chan *topo.WatchData, want string) {
+	t.Helper()
+	select {
+	case wd := <-changes:
+		require.NotNil(t, wd, "the watch ended")
+		require.NoError(t, wd.Err)
+		require.Equal(t, want, string(wd.Contents))
+	case <-time.After(hangGuard):
+		t.Fatalf("no value %q came", want)
+	}
+}
+
+// watchSet watches file on c and returns c's session, whose client
+// library has filed the watch (it does before the read returns), with the
+// watch's channel.
 func watchSet(ctx context.Context, t *testing.T, c *Conn, file string) (*zkSession, <-chan *topo.WatchData) {
 	t.Helper()
 	_, changes, err := c.Watch(ctx, file)
 	require.NoError(t, err)
 	s, err := c.session("")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s.obs.mu.Lock()
-		defer s.obs.mu.Unlock()
-		return len(s.obs.watches) > 0
-	}, 30*time.Second, 5*time.Millisecond, "the session's observer never saw the watch set")
+	require.True(t, watching(c, c.zkPath(file)), "the client library has no watch of %s", file)
 	return s, changes
 }
 

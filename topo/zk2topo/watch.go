@@ -62,15 +62,21 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	// reads go to variables of its own.
 	go func() {
 		defer close(out)
-		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Version, r.ch, out)}
+		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Mzxid, r.ch, out)}
 	}()
 	return first, out, nil
 }
 
-// followFile sends the later values of the file p (znode zp, at version
-// last, with the data watch ev) on out until the watch ends, and returns
-// the error it ends with (see Watch).
-func (c *Conn) followFile(ctx context.Context, p, zp string, last int32, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
+// followFile sends the later values of the file p (znode zp, last read
+// at Mzxid last, with the data watch ev) on out until the watch ends, and
+// returns the error it ends with (see Watch). A read at the same Mzxid
+// sends nothing: an event for a change already read (a watch set again
+// while the session was disconnected, reported again by the request
+// re-setting the watches). A Version is no such proof: a file deleted and
+// created again while the session was disconnected may be back at the
+// version last read, and the request re-setting the watches reports it
+// changed, not deleted (TestWatchOfFileRecreatedWhileDisconnected).
+func (c *Conn) followFile(ctx context.Context, p, zp string, last int64, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
 	interrupted := topo.NewError(topo.Interrupted, p)
 	for {
 		select {
@@ -96,10 +102,10 @@ func (c *Conn) followFile(ctx context.Context, p, zp string, last int32, ev <-ch
 			return err
 		}
 		ev = r.ch
-		if r.st.Version == last {
+		if r.st.Mzxid == last {
 			continue
 		}
-		last = r.st.Version
+		last = r.st.Mzxid
 		select {
 		case out <- &topo.WatchData{Contents: orEmpty(r.data), Version: topo.NumericVersion(r.st.Version), Revision: r.st.Mzxid}:
 		case <-ctx.Done():
@@ -192,7 +198,12 @@ type treeWatch struct {
 type treeNode struct {
 	file    bool
 	version int32
-	data    []byte // initial contents, until reported
+	// mzxid is the Stat.Mzxid read with version: a file deleted and
+	// created again while the session was disconnected has a version
+	// that may equal the last one read, never the same Mzxid (see
+	// followFile).
+	mzxid int64
+	data  []byte // initial contents, until reported
 }
 
 type treeEvent struct {
@@ -271,7 +282,7 @@ func (w *treeWatch) scan(zp string) error {
 	if r.st.EphemeralOwner != 0 {
 		return nil // a lock or election entry
 	}
-	n := &treeNode{file: isFile(r.st), version: r.st.Version}
+	n := &treeNode{file: isFile(r.st), version: r.st.Version, mzxid: r.st.Mzxid}
 	if n.file {
 		n.data = orEmpty(r.data)
 	}
@@ -420,12 +431,12 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 		w.forward(te.zp, evData, r.ch)
 		file := isFile(r.st)
 		switch {
-		case file && (!n.file || r.st.Version != n.version):
+		case file && (!n.file || r.st.Mzxid != n.mzxid):
 			out = append(out, fileEvent(p, r.data, r.st.Version))
 		case !file && n.file:
 			out = append(out, goneEvent(p))
 		}
-		n.file, n.version = file, r.st.Version
+		n.file, n.version, n.mzxid = file, r.st.Version, r.st.Mzxid
 		return out, nil
 	}
 	return nil, nil

@@ -17,21 +17,21 @@ import (
 	"github.com/topokit/topokit/internal/stacks"
 )
 
-// TestSessionGivenUpWhileHolding gives a session up (as its watchdog does)
-// while it reconnects with watches to re-set and requests queued during
-// the disconnection: the close request the client library then sends goes
-// out with the held requests (holdRequest), and no set-watches request.
-// Their answers must not race (under the race detector, as make test runs
-// this package) with the library's read of its last zxid for that
-// set-watches request, which nothing orders before them when the close
-// request was queued first: the race detector reported it under load in
-// TestConformance/Partition/Waiter. Here the reconnection's connect
-// request waits until the close request is queued, behind a full send
-// queue, and the library's send goroutine waits at the first held request
-// until the library's set-watches goroutine has given up (seeing the
-// Conn closed, with no room in the queue): waiting on it any other way
-// would order its read before the answers.
-func TestSessionGivenUpWhileHolding(t *testing.T) {
+// TestSessionGivenUpWhileReconnecting gives a session up (as its
+// watchdog does) while it reconnects with watches to re-set and requests
+// queued during the disconnection: the close request the client library
+// then sends goes out behind the queued requests, and no set-watches
+// request. Their answers must not race (under the race detector, as make
+// test runs this package) with the library's read of its last zxid for
+// that set-watches request, which nothing orders before them: the race
+// detector reported it under load in TestConformance/Partition/Waiter
+// (see hideZxid). Here the reconnection's connect request waits until the
+// close request is queued, behind a full send queue, and the library's
+// send goroutine waits at the first queued request until the library's
+// set-watches goroutine has given up (seeing the Conn closed, with no
+// room in the queue): waiting on it any other way would order its read
+// before the answers.
+func TestSessionGivenUpWhileReconnecting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root := freshRoot(t)
@@ -81,7 +81,7 @@ func TestSessionGivenUpWhileHolding(t *testing.T) {
 	s.lose() // closes the client library in the background
 	require.Eventually(t, func() bool { return atomic.LoadUint32(xid) > queued }, 30*time.Second, time.Millisecond, "the client library never queued its close request")
 	close(resumeConnect)
-	waitClosed(t, sending, "the client library never sent the held requests")
+	waitClosed(t, sending, "the client library never sent the queued requests")
 	require.Eventually(t, func() bool {
 		st := strings.Join(stacks.All(), "\n\n")
 		return strings.Contains(st, "(*Conn).loop(") && strings.Contains(st, "sync.(*WaitGroup).Wait") &&
@@ -90,7 +90,7 @@ func TestSessionGivenUpWhileHolding(t *testing.T) {
 	close(resumeSend)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	waitClosed(t, done, "requests held at the close never returned")
+	waitClosed(t, done, "requests queued before the close never returned")
 }
 
 // waitClosed waits until ch is closed, failing after hangGuard.
@@ -154,6 +154,63 @@ func TestReconnectionZxids(t *testing.T) {
 		require.GreaterOrEqual(t, z, m0, "a set-watches request's relative zxid")
 		require.Less(t, z, m1, "a set-watches request's relative zxid")
 	}
+}
+
+// TestChangeReportedAfterQueuedAnswers: a change of a watched file made
+// while the session was disconnected is reported even when requests
+// queued meanwhile are answered before the client library writes its
+// set-watches request (nothing orders it before them): the request
+// carries the zxid the session had when the connection was made, not a
+// later one of those answers (which is past the change). Here the
+// library's send goroutine waits, before the second queued request, until
+// the first (a Watch's read of the file, whose answer's zxid is past the
+// change) was answered.
+func TestChangeReportedAfterQueuedAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	c, ps := proxiedConn(t, root)
+	other := openConn(t, []string{testServer}, root)
+	_, err := c.Create(ctx, "f", []byte("v0"))
+	require.NoError(t, err)
+	_, err = c.Create(ctx, "g", []byte("g"))
+	require.NoError(t, err)
+	s, before := watchSet(ctx, t, c, "f")
+
+	watched := make(chan struct{})
+	hook := func(b []byte) {
+		if path, _, ok := jString(b, 12); ok && string(path) == c.zkPath("g") {
+			select {
+			case <-watched:
+			case <-ctx.Done():
+			}
+		}
+	}
+	s.obs.writeHook.Store(&hook)
+	ps.Blackhole()
+	ps.Reset()
+	require.Eventually(t, func() bool { return !s.connected.Load() }, 30*time.Second, 5*time.Millisecond, "the session never saw the connection drop")
+	_, err = other.Update(ctx, "f", []byte("v1"), nil)
+	require.NoError(t, err)
+	queue := libraryField(s.zk, "sendChan")
+	watchErr := make(chan error, 1)
+	go func() {
+		_, _, err := c.Watch(ctx, "f")
+		close(watched)
+		watchErr <- err
+	}()
+	require.Eventually(t, func() bool { return queue.Len() == 1 }, 30*time.Second, time.Millisecond, "the Watch's read never waited for the connection")
+	getErr := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(ctx, "g")
+		getErr <- err
+	}()
+	require.Eventually(t, func() bool { return queue.Len() == 2 }, 30*time.Second, time.Millisecond, "the Get never waited for the connection")
+	ps.Heal()
+	require.NoError(t, <-watchErr)
+	require.NoError(t, <-getErr)
+	s.obs.writeHook.Store(nil)
+	requireNextValue(t, before, "v1")
 }
 
 // libraryField returns the client library's unexported field name of zc.
