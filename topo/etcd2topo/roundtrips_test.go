@@ -28,7 +28,14 @@ func TestRoundTrips(t *testing.T) {
 	c, err := NewConn(o, root)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	other := openConn(t, serverAddr, root) // uncounted
+	// other is uncounted; its lease is as long as c's, so that under load
+	// neither lapses (a lapsed holder's entry going first would let "Lock
+	// after a wait" be granted without waiting).
+	oo := testOptions(serverAddr)
+	oo.LockTTL = o.LockTTL
+	other, err := NewConn(oo, root)
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
 	ctx := context.Background()
 	seen := map[string]bool{}
 	count := func(op string, f func()) {
