@@ -121,6 +121,38 @@ func BenchmarkUpdate(b *testing.B) {
 		})
 }
 
+// BenchmarkUpdateCAS compares a compare-and-set Update (a version given)
+// with the raw api's transaction of one cas at the ModifyIndex, which
+// answers with the new one: issue 30's "Update with version" row.
+func BenchmarkUpdateCAS(b *testing.B) {
+	c, raw, root, rt := benchSetup(b)
+	ctx := context.Background()
+	mustWrite(b, c, "upd/raw", "x")
+	mustWrite(b, c, "upd/tk", "x")
+	version := func(f string) topo.Version {
+		_, v, err := c.Get(ctx, f)
+		require.NoError(b, err)
+		return v
+	}
+	rawIdx, tkV := uint64(version("upd/raw").(topo.NumericVersion)), version("upd/tk")
+	kv := raw.KV()
+	pairedBench(b, rt,
+		func(i int) {
+			ok, resp, _, err := kv.Txn(api.KVTxnOps{{Verb: api.KVCAS, Key: root + "/upd/raw", Value: []byte("value " + strconv.Itoa(i)), Index: rawIdx}}, nil)
+			if err != nil || !ok || resp.Results[0].ModifyIndex == 0 {
+				b.Fatal(ok, err)
+			}
+			rawIdx = resp.Results[0].ModifyIndex
+		},
+		func(i int) {
+			v, err := c.Update(ctx, "upd/tk", []byte("value "+strconv.Itoa(i)), tkV)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tkV = v
+		})
+}
+
 func BenchmarkUpdateVsKV(b *testing.B) {
 	c, raw, root, rt := benchSetup(b)
 	ctx := context.Background()
