@@ -2,7 +2,7 @@ package memorytopo_test
 
 import (
 	"context"
-		"strconv"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -251,7 +251,7 @@ func TestWatchFanoutRace(t *testing.T) {
 	const watchers, writes = 100, 200
 	type watch struct {
 		cancel    context.CancelFunc
-		cancelled bool // during the writes
+		cancelled bool     // during the writes
 		values    []string // the current value, then the changes
 		end       error
 	}
