@@ -42,7 +42,7 @@ type store struct {
 	roots []*rootIndex
 
 	leases       map[*lease]struct{}
-	fileWatchers map[string]map[*watcher]struct{} // full path -> watchers
+	fileWatchers map[string]*fileWatches // full path -> its Watches (watch.go)
 	recWatchers  map[*watcher]struct{}
 
 	// queues holds every queue used, by full directory (entry.go);
@@ -63,7 +63,7 @@ func newStore(f *Factory) *store {
 		id:           rand.Uint64(),
 		top:          &node{},
 		leases:       map[*lease]struct{}{},
-		fileWatchers: map[string]map[*watcher]struct{}{},
+		fileWatchers: map[string]*fileWatches{},
 		recWatchers:  map[*watcher]struct{}{},
 		queues:       map[string]*queue{},
 	}

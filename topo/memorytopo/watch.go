@@ -16,10 +16,11 @@ import (
 // under the store's mu without ever blocking; one goroutine per watcher
 // forwards them to the caller's channel, coalescing per file while the
 // caller is slow, and exits when the file is deleted (Watch), ctx ends or
-// the Conn closes. A Watch's change is sent by push itself, straight into
-// the caller's channel (one slot), when that has room and the goroutine
-// has nothing pending or in flight: so one change reaches many watchers
-// without waking a goroutine per watcher in between.
+// the Conn closes. A Watch's change is sent by the writer itself, straight
+// into the caller's channel (one slot), when that has room and the
+// goroutine has nothing pending or in flight (see fileWatches): so one
+// change reaches many watchers without waking a goroutine per watcher in
+// between.
 type watcher struct {
 	c         *Conn
 	full      string // full path (Watch) or full prefix (WatchRecursive)
@@ -36,10 +37,16 @@ type watcher struct {
 	// event it has not sent yet.
 	direct chan *topo.WatchData
 	busy   bool
+	// slot is a Watch's index in its file's fileWatches.slots, kept
+	// under the store's mu held for writing.
+	slot   int
 	popped uint64 // events the goroutine has taken (each is sent)
 	// last is the store revision of the last change pushed, mark the
 	// Revision of the last event taken (topo.WatchData.Revision): last
-	// once nothing older is pending, unchanged until then.
+	// once nothing older is pending, unchanged until then. A Watch's
+	// change sent by fileWatches.notify without push sets neither: a
+	// Watch has one file, so its goroutine only reads mark right after
+	// the push that set last.
 	last, mark int64
 }
 
@@ -67,6 +74,72 @@ func (fs *fileState) watchData(rev int64) *topo.WatchData {
 	return &ev.WatchData
 }
 
+// fileWatches is the Watches of one file, one slot each in a slice that
+// a write walks without touching the watchers themselves: the slot holds
+// what the writer needs to send a change straight into the caller's
+// channel, so that a change reaching many idle watchers costs each a
+// channel send and its event, with no lock and no read of the watcher.
+// slots changes under the store's mu held for writing; a slot's queued
+// changes with the pushes to its file, which the store's mu (for writing,
+// or for reading plus the file node's mu: updateInPlace) serialises.
+type fileWatches struct {
+	slots []fileWatch
+}
+
+// fileWatch is one Watch's slot in its file's fileWatches.
+type fileWatch struct {
+	out chan *topo.WatchData // the caller's channel: w.direct
+	w   *watcher
+	// queued reports that the last change for w went through w.push
+	// and was not sent by it: w may have events pending or in flight, so
+	// the next change goes through push too (in order). While it is
+	// false, w has nothing pending nor in flight: every change since
+	// the last push that found w idle was sent straight into out.
+	queued bool
+}
+
+// notify tells the Watches of the file at full path p about its new state
+// fs (nil when deleted), written at store revision rev. Never blocks.
+func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
+	for i := range fw.slots {
+		sl := &fw.slots[i]
+		// len of a channel is a hint read without its lock: a full
+		// channel skips the copy, which push would only drop.
+		if !sl.queued && fs != nil && len(sl.out) < cap(sl.out) {
+			select {
+			case sl.out <- fs.watchData(rev):
+				continue
+			default:
+			}
+		}
+		sl.queued = !sl.w.push(p, fs, rev)
+	}
+}
+
+// add registers the Watch w in a slot of its own. Call with the store's
+// mu held for writing.
+func (fw *fileWatches) add(w *watcher) {
+	w.slot = len(fw.slots)
+	fw.slots = append(fw.slots, fileWatch{out: w.direct, w: w})
+}
+
+// remove unregisters the Watch w, moving the last slot into its place,
+// and reports whether no slot is left. It does nothing when w has no slot
+// here (its file was deleted, its watches broken). Call with the store's
+// mu held for writing.
+func (fw *fileWatches) remove(w *watcher) (empty bool) {
+	last := len(fw.slots) - 1
+	if w.slot > last || fw.slots[w.slot].w != w {
+		return false
+	}
+	moved := fw.slots[last]
+	fw.slots[w.slot] = moved
+	moved.w.slot = w.slot
+	fw.slots[last] = fileWatch{}
+	fw.slots = fw.slots[:last]
+	return last == 0
+}
+
 // register registers a watcher of full (a prefix when recursive; direct:
 // see watcher) under the store's write lock, once c is found open and
 // read has read the current state at the store revision rev, which the
@@ -87,12 +160,12 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 		s.recWatchers[w] = struct{}{}
 		return w, nil
 	}
-	ws := s.fileWatchers[full]
-	if ws == nil {
-		ws = map[*watcher]struct{}{}
-		s.fileWatchers[full] = ws
+	fw := s.fileWatchers[full]
+	if fw == nil {
+		fw = &fileWatches{}
+		s.fileWatchers[full] = fw
 	}
-	ws[w] = struct{}{}
+	fw.add(w)
 	return w, nil
 }
 
@@ -107,8 +180,9 @@ func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursiv
 }
 
 // push records that the file at full path p now has state fs (nil when
-// deleted), written at store revision rev. Never blocks.
-func (w *watcher) push(p string, fs *fileState, rev int64) {
+// deleted), written at store revision rev, and reports whether it sent it
+// straight into a Watch's channel. Never blocks.
+func (w *watcher) push(p string, fs *fileState, rev int64) (sent bool) {
 	w.mu.Lock()
 	w.last = rev
 	if w.direct != nil && fs != nil && len(w.order) == 0 && !w.busy {
@@ -119,7 +193,7 @@ func (w *watcher) push(p string, fs *fileState, rev int64) {
 		case w.direct <- fs.watchData(rev):
 			w.mark = rev
 			w.mu.Unlock()
-			return
+			return true
 		default:
 		}
 	}
@@ -132,6 +206,7 @@ func (w *watcher) push(p string, fs *fileState, rev int64) {
 	case w.notify <- struct{}{}:
 	default:
 	}
+	return false
 }
 
 // pop takes the oldest pending event, with the revision the watch has
@@ -163,10 +238,8 @@ func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 // held for writing, or (from updateInPlace, never with fs nil nor with a
 // recursive watcher) for reading with the file's node locked.
 func (s *store) notifyFile(p string, fs *fileState, rev int64) {
-	if len(s.fileWatchers) > 0 {
-		for w := range s.fileWatchers[p] {
-			w.push(p, fs, rev)
-		}
+	if fw := s.fileWatchers[p]; fw != nil {
+		fw.notify(p, fs, rev)
 		if fs == nil {
 			// A Watch ends with the delete; it takes no further events.
 			delete(s.fileWatchers, p)
@@ -193,9 +266,9 @@ func (s *store) breakWatchers(err error) int {
 		close(w.broken)
 		n++
 	}
-	for p, ws := range s.fileWatchers {
-		for w := range ws {
-			end(w)
+	for p, fw := range s.fileWatchers {
+		for _, sl := range fw.slots {
+			end(sl.w)
 		}
 		delete(s.fileWatchers, p)
 	}
@@ -213,11 +286,8 @@ func (s *store) unregister(w *watcher) {
 		delete(s.recWatchers, w)
 		return
 	}
-	if ws := s.fileWatchers[w.full]; ws != nil {
-		delete(ws, w)
-		if len(ws) == 0 {
-			delete(s.fileWatchers, w.full)
-		}
+	if fw := s.fileWatchers[w.full]; fw != nil && fw.remove(w) {
+		delete(s.fileWatchers, w.full)
 	}
 }
 
