@@ -84,7 +84,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fileChanges = fc
+		// (this runs before the drain of the directory's watch: it cancels
+		// too, or it would wait for ever when that watch ended first)
 		defer func() {
+			cancel()
 			for range fc { // drain until the watch closes
 			}
 		}()
