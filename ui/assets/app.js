@@ -74,21 +74,26 @@ class Pane {
 // whose failure set the delay). pageSize is the server's
 // page of directory entries. watchFile is the file the live stream
 // follows besides the directory (one shown that lies outside it, opened
-// from a search; null: none). wrote maps "path version" to the value (hex)
-// the page's saves wrote at that version, or wrote over (the version a
-// save replaced, read by a re-read asked before the save was answered): a
-// file read at such a version with that value is the page's own doing,
-// not another writer's change (versions are compared, not times; the
-// value too, as a store may number the versions of a file created again
-// from the start). seenDuringSave
-// holds the versions of the file edited read while its save was asked,
-// told as changes once the save answered unless that save wrote them.
+// from a search; null: none). saves counts the page's saves answered
+// (written). wrote maps "path version" to { hex, until }: the value the
+// page's saves wrote at that version, or wrote over (the version a save
+// replaced, read by a re-read asked before the save was answered); a file
+// read at such a version with that value, by a read asked while saves was
+// below until, is the page's own doing, not another writer's change
+// (versions are compared, not times; the value too, and the time of the
+// ask, as a store may number the versions of a file created again from
+// the start: ZooKeeper). A version replaced is the page's for the reads
+// asked before the save that replaced it was answered, a version written
+// until the next save of the file was. seenDuringSave holds the versions
+// of the file edited read while its save was asked (with the saves count
+// when asked), told as changes once the save answered unless that save
+// wrote them.
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
   readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, retryRound: -1, pageSize: 200,
-  watchFile: null, wrote: new Map(), seenDuringSave: [],
+  watchFile: null, saves: 0, wrote: new Map(), seenDuringSave: [],
 };
 
 function el(tag, attrs, ...kids) {
@@ -402,6 +407,7 @@ function readFailed(msg) {
 async function reloadFile() {
   const f = state.file;
   const r = state.filePane.reload();
+  const saves = state.saves;
   let nf;
   try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (e) {
     if (r.key !== state.filePane.key) return true;
@@ -421,8 +427,8 @@ async function reloadFile() {
     // (a version this page wrote, or wrote over, is its own; one read
     // while a save is asked is told once the save answered, unless that
     // save wrote it)
-    if (nf.version === state.file.version || ownWrite(nf)) return true;
-    if (state.saving === state.editSeq && state.base && state.base.path === nf.path) state.seenDuringSave.push(nf);
+    if (nf.version === state.file.version || ownWrite(nf, saves)) return true;
+    if (state.saving === state.editSeq && state.base && state.base.path === nf.path) state.seenDuringSave.push({ nf, saves });
     else toast(f.path + " changed in the store");
     return true;
   }
@@ -430,10 +436,24 @@ async function reloadFile() {
   return true;
 }
 
-// ownWrite says whether f (an answer of /api/file) is a version a save of
-// this page wrote (or wrote over), with that value (see state.wrote).
-function ownWrite(f) {
-  return state.wrote.get(f.path + " " + f.version) === f.hex;
+// ownWrite says whether f (an answer of /api/file, asked for when
+// state.saves was saves) is a version a save of this page wrote (or wrote
+// over), with that value, and still the page's when f was asked for (see
+// state.wrote).
+function ownWrite(f, saves) {
+  const w = state.wrote.get(f.path + " " + f.version);
+  return !!w && w.hex === f.hex && saves < w.until;
+}
+
+// wroteFile records the answer r of a save of the file base (the version
+// it replaced, null for a create) in state.wrote: the save numbered
+// state.saves (see state).
+function wroteFile(r, base) {
+  const n = ++state.saves;
+  if (state.wrote.size > 1000) state.wrote.clear();
+  for (const [k, w] of state.wrote) if (k.startsWith(r.path + " ") && w.until === Infinity) w.until = n;
+  if (base) state.wrote.set(base.path + " " + base.version, { hex: base.hex, until: n });
+  state.wrote.set(r.path + " " + r.version, { hex: r.hex, until: Infinity });
 }
 
 // drawFile shows f (an answer of /api/file, or of a save) in the file
@@ -518,13 +538,11 @@ async function save(create) {
   const tellSeen = () => {
     const seen = state.seenDuringSave;
     state.seenDuringSave = [];
-    if (seen.some((nf) => !ownWrite(nf))) toast(base.path + " changed in the store");
+    if (seen.some((s) => !ownWrite(s.nf, s.saves))) toast(base.path + " changed in the store");
   };
   try {
     const r = await api("PUT", "/api/file", body);
-    if (state.wrote.size > 1000) state.wrote.clear();
-    state.wrote.set(r.path + " " + r.version, r.hex);
-    if (!create) state.wrote.set(base.path + " " + base.version, base.hex);
+    wroteFile(r, create ? null : base);
     toast("saved " + r.path + " at version " + r.version);
     tellSeen();
     if (edit !== state.editSeq) return;

@@ -1,0 +1,48 @@
+package ui_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo/connect"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// TestBrowserZooKeeperRecreateNotOwn: on ZooKeeper a file deleted and
+// created again numbers its versions from 0 again. Another writer that
+// deletes the file the page saved, text typed meanwhile (the editor stays
+// open), and creates it again with the value the page's save replaced, at
+// the version it replaced, is told. It was taken for the page's own save
+// (the version and value it wrote over) and never told.
+func TestBrowserZooKeeperRecreateNotOwn(t *testing.T) {
+	ctx := context.Background()
+	srv, err := connect.Settings{}.Open(ctx, "zk2", zktest.Start(t), "/vui4")
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	conn := srv.GlobalCell()
+	p, _ := stalePageOn(t, conn, []string{"d/x"}, asWritable)
+	p.open("/d")
+	p.openFile("/d/x")
+	p.wait("version 0", has("#file-info", "version 0 "))
+
+	p.editReviewed("mine")
+	p.saveHeld()
+	p.fill("#editor", "typed")
+	p.release("PUT /api/file")
+	p.wait("the text kept", `!document.querySelector("#unsaved").hidden`)
+	requireValue(t, conn, "d/x", "mine")
+
+	// Another writer deletes x (told), then creates it again with "v",
+	// at version 0 again.
+	require.NoError(t, conn.Delete(ctx, "d/x", nil))
+	p.wait("the delete told", toastSays("/d/x was deleted in the store"))
+	const file = "GET /api/file?path=%2Fd%2Fx"
+	p.hold(file)
+	_, err = conn.Create(ctx, "d/x", []byte("v"))
+	require.NoError(t, err)
+	p.waitHeld("the re-read of x", file, 1)
+	p.release(file)
+	require.Contains(t, p.toasts(), "/d/x changed in the store", "another writer's change was taken for the page's own save")
+}
