@@ -14,8 +14,10 @@ import (
 // created again numbers its versions from 0 again. Another writer that
 // deletes the file the page saved, text typed meanwhile (the editor stays
 // open), and creates it again with the value the page's save replaced, at
-// the version it replaced, is told. It was taken for the page's own save
-// (the version and value it wrote over) and never told.
+// the version it replaced, is told; so is one that writes, while the
+// page edits that file, the value the page's save wrote at the version it
+// wrote. Both were taken for the page's own save (a version and value it
+// wrote over, or wrote) and never told.
 func TestBrowserZooKeeperRecreateNotOwn(t *testing.T) {
 	ctx := context.Background()
 	srv, err := connect.Settings{}.Open(ctx, "zk2", zktest.Start(t), "/vui4")
@@ -45,4 +47,18 @@ func TestBrowserZooKeeperRecreateNotOwn(t *testing.T) {
 	p.waitHeld("the re-read of x", file, 1)
 	p.release(file)
 	require.Contains(t, p.toasts(), "/d/x changed in the store", "another writer's change was taken for the page's own save")
+
+	// x is opened again (version 0) and edited; another writer writes
+	// "mine" at version 1, the version and value the page's save wrote
+	// before: told too.
+	p.click("#cancel-edit")
+	p.click(`a[data-path="/d/x"]`)
+	p.wait("version 0", has("#file-info", "version 0 "))
+	p.click("#edit")
+	p.hold(file)
+	_, err = conn.Update(ctx, "d/x", []byte("mine"), nil)
+	require.NoError(t, err)
+	p.waitHeld("the re-read of x", file, 1)
+	p.release(file)
+	require.Equal(t, 2, countOf(p.toasts(), "/d/x changed in the store"), "another writer's change was taken for the page's own save")
 }

@@ -82,9 +82,10 @@ class Pane {
 // below until, is the page's own doing, not another writer's change
 // (versions are compared, not times; the value too, and the time of the
 // ask, as a store may number the versions of a file created again from
-// the start: ZooKeeper). A version replaced is the page's for the reads
-// asked before the save that replaced it was answered, a version written
-// until the next save of the file was. seenDuringSave holds the versions
+// the start: ZooKeeper). Both are the page's only for the reads asked
+// before that save was answered (until: its number in saves): a read
+// asked later of the version written, while the editor edits on it, is
+// the version shown (see reloadFile). seenDuringSave holds the versions
 // of the file edited read while its save was asked (with the saves count
 // when asked), told as changes once the save answered unless that save
 // wrote them.
@@ -451,9 +452,8 @@ function ownWrite(f, saves) {
 function wroteFile(r, base) {
   const n = ++state.saves;
   if (state.wrote.size > 1000) state.wrote.clear();
-  for (const [k, w] of state.wrote) if (k.startsWith(r.path + " ") && w.until === Infinity) w.until = n;
   if (base) state.wrote.set(base.path + " " + base.version, { hex: base.hex, until: n });
-  state.wrote.set(r.path + " " + r.version, { hex: r.hex, until: Infinity });
+  state.wrote.set(r.path + " " + r.version, { hex: r.hex, until: n });
 }
 
 // drawFile shows f (an answer of /api/file, or of a save) in the file
