@@ -2,6 +2,8 @@ package ui_test
 
 import (
 	"context"
+	"encoding/hex"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,7 +19,9 @@ import (
 // the version it replaced, is told; so is one that writes, while the
 // page edits that file, the value the page's save wrote at the version it
 // wrote. Both were taken for the page's own save (a version and value it
-// wrote over, or wrote) and never told.
+// wrote over, or wrote) and never told. Another writer's value at the
+// version edited is told and not overwritten: the editor's save
+// overwrote it, never shown.
 func TestBrowserZooKeeperRecreateNotOwn(t *testing.T) {
 	ctx := context.Background()
 	srv, err := connect.Settings{}.Open(ctx, "zk2", zktest.Start(t), "/vui4")
@@ -61,4 +65,36 @@ func TestBrowserZooKeeperRecreateNotOwn(t *testing.T) {
 	p.waitHeld("the re-read of x", file, 1)
 	p.release(file)
 	require.Equal(t, 2, countOf(p.toasts(), "/d/x changed in the store"), "another writer's change was taken for the page's own save")
+
+	// Another writer deletes x and creates it again with "w", at version
+	// 0, the version edited, with another value: told, and a save of the
+	// editor is refused (it overwrote "w", never shown).
+	require.NoError(t, conn.Delete(ctx, "d/x", nil))
+	p.wait("the delete told", `window.toasts.filter((m) => m === "/d/x was deleted in the store").length === 2`)
+	p.hold(file)
+	_, err = conn.Create(ctx, "d/x", []byte("w"))
+	require.NoError(t, err)
+	p.waitHeld("the re-read of x", file, 1)
+	p.release(file)
+	require.Equal(t, 3, countOf(p.toasts(), "/d/x changed in the store"), "a change at the version edited was not told")
+	p.fill("#editor", "typed")
+	p.click("#review")
+	p.click("#save")
+	p.wait("the conflict", `!document.querySelector("#conflict").hidden`)
+	requireValue(t, conn, "d/x", "w")
+}
+
+// TestPutBaseValue: a write with base (the value the page edited, hex) is
+// refused as a conflict, writing nothing, when the file holds another
+// value at the version given.
+func TestPutBaseValue(t *testing.T) {
+	h := newHarness(t, true)
+	v := h.put("a/b", "theirs").String()
+	status, body := h.write("PUT", "/api/file", `{"path":"/a/b","version":"`+v+`","base":"6d696e65","format":"text","value":"y"}`)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Contains(t, body, `"current"`)
+	require.Equal(t, "theirs", h.value("a/b"))
+	status, body = h.write("PUT", "/api/file", `{"path":"/a/b","version":"`+v+`","base":"`+hex.EncodeToString([]byte("theirs"))+`","format":"text","value":"y"}`)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "y", h.value("a/b"))
 }

@@ -428,7 +428,9 @@ async function reloadFile() {
     // (a version this page wrote, or wrote over, is its own; one read
     // while a save is asked is told once the save answered, unless that
     // save wrote it)
-    if (nf.version === state.file.version || ownWrite(nf, saves)) return true;
+    // (the value too: a ZooKeeper file created again numbers its
+    // versions from 0 again)
+    if ((nf.version === state.file.version && nf.hex === state.file.hex) || ownWrite(nf, saves)) return true;
     if (state.saving === state.editSeq && state.base && state.base.path === nf.path) state.seenDuringSave.push({ nf, saves });
     else toast(f.path + " changed in the store");
     return true;
@@ -532,7 +534,10 @@ async function save(create) {
   state.seenDuringSave = [];
   $("#save").disabled = true;
   const asked = state.filePane.asked;
+  // (base: the value edited, refused if the store holds another at that
+  // version: a ZooKeeper file created again numbers its versions from 0)
   const body = { path: base.path, version: create ? "" : base.version, format: $("#format").value, value: $("#editor").value };
+  if (!create) body.base = base.hex;
   // tellSeen tells the versions of the file read while the save was asked
   // that it did not write: another writer's.
   const tellSeen = () => {
