@@ -178,7 +178,9 @@ func (s *Server) conflict(w http.ResponseWriter, r *http.Request, p string, err 
 }
 
 // del deletes a file: DELETE /api/file?path=FILE&version=V, a
-// compare-and-set on V (required).
+// compare-and-set on V (required). An optional JSON body {"base": HEX},
+// the value shown, refuses the delete as a conflict when the file holds
+// another value at V (see writeRequest.Base).
 func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	p, err := topo.CleanFilePath(r.URL.Query().Get("path"))
 	if err != nil {
@@ -190,9 +192,19 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("no version: a delete is a compare-and-set on the version shown")})
 		return
 	}
+	var body struct {
+		// Base, when set, is the value shown (hex), as for a write.
+		Base *string `json:"base,omitempty"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &body); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	v, err := s.shownVersion(ctx, p, shown, nil)
+	v, err := s.shownVersion(ctx, p, shown, body.Base)
 	if err == nil {
 		err = s.opts.Files.Delete(ctx, p, v)
 	}

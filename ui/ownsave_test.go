@@ -21,7 +21,8 @@ import (
 // wrote. Both were taken for the page's own save (a version and value it
 // wrote over, or wrote) and never told. Another writer's value at the
 // version edited is told and not overwritten: the editor's save
-// overwrote it, never shown.
+// overwrote it, never shown; nor is it deleted by a delete of the value
+// shown.
 func TestBrowserZooKeeperRecreateNotOwn(t *testing.T) {
 	ctx := context.Background()
 	srv, err := connect.Settings{}.Open(ctx, "zk2", zktest.Start(t), "/vui4")
@@ -82,11 +83,27 @@ func TestBrowserZooKeeperRecreateNotOwn(t *testing.T) {
 	p.click("#save")
 	p.wait("the conflict", `!document.querySelector("#conflict").hidden`)
 	requireValue(t, conn, "d/x", "w")
+
+	// x is shown ("w", version 0); another writer deletes it and creates
+	// it again with "z", at version 0 (the page's re-reads held): the
+	// page's delete of what it shows is refused (it deleted "z", never
+	// shown).
+	p.click("#cancel-edit")
+	p.click(`a[data-path="/d/x"]`)
+	p.wait("w at version 0", has("#file-info", "version 0 ")+" && "+has("#show-text", "w"))
+	p.hold(file)
+	require.NoError(t, conn.Delete(ctx, "d/x", nil))
+	_, err = conn.Create(ctx, "d/x", []byte("z"))
+	require.NoError(t, err)
+	p.deleteHeld("/d/x")
+	p.release("DELETE /api/file")
+	p.wait("the refusal", `!document.querySelector("#error").hidden`)
+	requireValue(t, conn, "d/x", "z")
 }
 
-// TestPutBaseValue: a write with base (the value the page edited, hex) is
-// refused as a conflict, writing nothing, when the file holds another
-// value at the version given.
+// TestPutBaseValue: a write (or a delete) with base (the value the page
+// edited or showed, hex) is refused as a conflict, writing nothing, when
+// the file holds another value at the version given.
 func TestPutBaseValue(t *testing.T) {
 	h := newHarness(t, true)
 	v := h.put("a/b", "theirs").String()
@@ -97,4 +114,12 @@ func TestPutBaseValue(t *testing.T) {
 	status, body = h.write("PUT", "/api/file", `{"path":"/a/b","version":"`+v+`","base":"`+hex.EncodeToString([]byte("theirs"))+`","format":"text","value":"y"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	require.Equal(t, "y", h.value("a/b"))
+
+	// So is a delete with base.
+	v = h.put("a/b", "theirs").String()
+	status, body = h.write("DELETE", "/api/file?path=/a/b&version="+v, `{"base":"79"}`)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Equal(t, "theirs", h.value("a/b"))
+	status, body = h.write("DELETE", "/api/file?path=/a/b&version="+v, `{"base":"`+hex.EncodeToString([]byte("theirs"))+`"}`)
+	require.Equal(t, http.StatusOK, status, body)
 }

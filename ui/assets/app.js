@@ -655,7 +655,8 @@ async function deleteFile() {
   const f = state.file;
   if (!(await ask("Delete the file " + f.path + " (version " + f.version + ")?"))) return;
   try {
-    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }));
+    // (base: the value shown, as for a save)
+    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }), { base: f.hex });
     toast("deleted " + f.path);
     // The pane is hidden only if it still shows f; a file opened since
     // (asked for, not yet drawn) is still shown when it comes. An editor
