@@ -25,6 +25,12 @@ type writeRequest struct {
 	// compare-and-set on it. Empty creates the file (NodeExists when it
 	// exists).
 	Version string `json:"version"`
+	// Base, when set, is the value the page showed at Version (hex): the
+	// write is refused as a conflict unless the file holds it, so that a
+	// file deleted and created again by another writer at the same
+	// version (ZooKeeper numbers the versions of a file created again
+	// from 0) is not overwritten unseen.
+	Base *string `json:"base,omitempty"`
 	// Format says how Value is written: "text" (as it is), "hex", or
 	// "json" (the record's message type, encoded as protobuf).
 	Format string `json:"format"`
@@ -114,7 +120,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 		nv, err = s.opts.Files.Create(ctx, p, value)
 	} else {
 		var v topo.Version
-		if v, err = s.shownVersion(ctx, p, req.Version); err == nil {
+		if v, err = s.shownVersion(ctx, p, req.Version, req.Base); err == nil {
 			nv, err = s.opts.Files.Update(ctx, p, value, v)
 		}
 	}
@@ -132,14 +138,20 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 // topo.NumericVersion). A file changed since is BadVersion, a file gone
 // NoNode, as the store's own compare-and-set would answer; the write that
 // follows is still a compare-and-set, so a change between this read and
-// it is refused by the store too.
-func (s *Server) shownVersion(ctx context.Context, p, shown string) (topo.Version, error) {
-	_, v, err := s.opts.Conn.Get(ctx, p)
+// it is refused by the store too. When base is not nil it is the value
+// the page showed (hex): a file holding another value at that version
+// (created again since, on a store that numbers its versions from the
+// start again: ZooKeeper) is BadVersion too.
+func (s *Server) shownVersion(ctx context.Context, p, shown string, base *string) (topo.Version, error) {
+	value, v, err := s.opts.Conn.Get(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if v.String() != shown {
 		return nil, &topo.Error{Code: topo.BadVersion, Path: p, Err: fmt.Errorf("the page showed version %s; the file is at version %s now", shown, v)}
+	}
+	if base != nil && *base != hex.EncodeToString(value) {
+		return nil, &topo.Error{Code: topo.BadVersion, Path: p, Err: fmt.Errorf("the page showed another value at version %s: the file was created again since", shown)}
 	}
 	return v, nil
 }
@@ -166,7 +178,9 @@ func (s *Server) conflict(w http.ResponseWriter, r *http.Request, p string, err 
 }
 
 // del deletes a file: DELETE /api/file?path=FILE&version=V, a
-// compare-and-set on V (required).
+// compare-and-set on V (required). An optional JSON body {"base": HEX},
+// the value shown, refuses the delete as a conflict when the file holds
+// another value at V (see writeRequest.Base).
 func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	p, err := topo.CleanFilePath(r.URL.Query().Get("path"))
 	if err != nil {
@@ -178,9 +192,19 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &topo.Error{Code: topo.InvalidArgument, Path: p, Err: errors.New("no version: a delete is a compare-and-set on the version shown")})
 		return
 	}
+	var body struct {
+		// Base, when set, is the value shown (hex), as for a write.
+		Base *string `json:"base,omitempty"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &body); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	v, err := s.shownVersion(ctx, p, shown)
+	v, err := s.shownVersion(ctx, p, shown, body.Base)
 	if err == nil {
 		err = s.opts.Files.Delete(ctx, p, v)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -30,11 +31,13 @@ type changeEvent struct {
 }
 
 // events streams the changes under a directory as Server-Sent Events:
-// GET /api/events?path=DIR. It watches the directory with
-// WatchRecursive, sends "ready" once the watch is set, then one "change"
-// event (a changeEvent) per Options.Coalesce at most, and ends when the
-// client goes away or the watch ends (the page's EventSource then
-// reconnects).
+// GET /api/events?path=DIR&file=FILE. It watches the directory with
+// WatchRecursive and, when FILE is given and lies outside DIR, that file
+// too (the file the page shows, opened from a search: a WatchRecursive
+// of its path, whose events for other paths are dropped), sends "ready"
+// once the watches are set, then one "change" event (a changeEvent) per
+// Options.Coalesce at most, and ends when the client goes away or a watch
+// ends (the page's EventSource then reconnects).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	p, err := dirParam(r, "path")
 	if err != nil {
@@ -50,6 +53,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if prefix != "" {
 		prefix += "/"
 	}
+	file := ""
+	if f := r.URL.Query().Get("file"); f != "" {
+		if file, err = topo.CleanFilePath(f); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if strings.HasPrefix(file, prefix) {
+			file = "" // the directory's watch tells its changes
+		}
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	_, changes, err := s.opts.Files.WatchRecursive(ctx, prefix)
@@ -62,6 +75,23 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		for range changes { // drain until the watch closes
 		}
 	}()
+	// fileChanges stays nil (never ready) without a file to follow.
+	var fileChanges <-chan *topo.WatchDataRecursive
+	if file != "" {
+		var fc <-chan *topo.WatchDataRecursive
+		if _, fc, err = s.filesFor(file).WatchRecursive(ctx, file); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		fileChanges = fc
+		// (this runs before the drain of the directory's watch: it cancels
+		// too, or it would wait for ever when that watch ended first)
+		defer func() {
+			cancel()
+			for range fc { // drain until the watch closes
+			}
+		}()
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
@@ -92,25 +122,40 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 		return true
 	}
+	// note records one event of a watch; it returns false when the watch
+	// closed (what is pending is sent, and the page reconnects).
+	note := func(wd *topo.WatchDataRecursive, ok bool) bool {
+		if !ok {
+			if count > 0 {
+				send()
+			}
+			return false
+		}
+		if wd.Err != nil && !topo.IsErrType(wd.Err, topo.NoNode) {
+			// The watch ends (Interrupted, or the store went away):
+			// report what is pending and let the page reconnect.
+			return true
+		}
+		pending["/"+wd.Path] = true
+		count++
+		if flush == nil {
+			timer = time.NewTimer(s.opts.Coalesce)
+			flush = timer.C
+		}
+		return true
+	}
 	for {
 		select {
 		case wd, ok := <-changes:
-			if !ok {
-				if count > 0 {
-					send()
-				}
+			if !note(wd, ok) {
 				return
 			}
-			if wd.Err != nil && !topo.IsErrType(wd.Err, topo.NoNode) {
-				// The watch ends (Interrupted, or the store went away):
-				// report what is pending and let the page reconnect.
-				continue
+		case wd, ok := <-fileChanges:
+			if ok && wd.Path != file {
+				continue // another path with the file's path as prefix
 			}
-			pending["/"+wd.Path] = true
-			count++
-			if flush == nil {
-				timer = time.NewTimer(s.opts.Coalesce)
-				flush = timer.C
+			if !note(wd, ok) {
+				return
 			}
 		case <-flush:
 			flush = nil

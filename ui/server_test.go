@@ -513,20 +513,23 @@ func TestCompareSubtreesAndStores(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, status)
 }
 
-func TestEventsStreamCoalescedChanges(t *testing.T) {
-	h := newHarness(t, false)
-	h.put("w/a", "0")
-	req, err := http.NewRequest("GET", h.ts.URL+"/api/events?path=/w", nil)
+// events opens GET url (an /api/events stream) and returns its next
+// event's name and data, read one at a time; the stream ends with the
+// test, or after a minute (an event that never comes fails the test, not
+// hangs it).
+func (h *harness) events(t *testing.T, url string) func() (string, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", h.ts.URL+url, nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+h.srv.Token())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	resp, err := h.ts.Client().Do(req.WithContext(ctx))
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 	r := bufio.NewReader(resp.Body)
-	next := func() (string, string) {
+	return func() (string, string) {
 		var ev, data string
 		for {
 			line, err := r.ReadString('\n')
@@ -542,6 +545,12 @@ func TestEventsStreamCoalescedChanges(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestEventsStreamCoalescedChanges(t *testing.T) {
+	h := newHarness(t, false)
+	h.put("w/a", "0")
+	next := h.events(t, "/api/events?path=/w")
 	ev, _ := next()
 	require.Equal(t, "ready", ev)
 	// A burst of changes arrives folded into few events, naming each file
@@ -568,6 +577,36 @@ func TestEventsStreamCoalescedChanges(t *testing.T) {
 		events++
 	}
 	assert.Less(t, events, 51, "changes are coalesced")
+}
+
+// TestEventsFollowFile: the stream of a directory also tells the changes
+// of the file named by "file" when it lies outside the directory (the
+// page shows it, opened from a search), and of no other file outside it,
+// not even one whose path begins with the file's.
+func TestEventsFollowFile(t *testing.T) {
+	h := newHarness(t, false)
+	h.put("o/f", "0")
+	next := h.events(t, "/api/events?path=/w&file=/o/f")
+	ev, _ := next()
+	require.Equal(t, "ready", ev)
+	h.put("o/f2", "sibling")
+	h.put("o/f/under", "under")
+	h.put("w/a", "in the directory")
+	h.put("o/f", "1")
+	seen := map[string]bool{}
+	for !seen["/o/f"] || !seen["/w/a"] {
+		ev, data := next()
+		require.Equal(t, "change", ev)
+		var c struct{ Paths []string }
+		require.NoError(t, json.Unmarshal([]byte(data), &c))
+		for _, p := range c.Paths {
+			seen[p] = true
+		}
+	}
+	assert.Equal(t, map[string]bool{"/o/f": true, "/w/a": true}, seen)
+
+	code, body := h.do("GET", "/api/events?path=/w&file=/o/", "", nil)
+	assert.Equal(t, http.StatusBadRequest, code, body)
 }
 
 func TestCheckListen(t *testing.T) {

@@ -34,11 +34,18 @@ func stalePageServer(t *testing.T, files []string, edit func(*ui.Options)) (*pag
 	t.Helper()
 	store := memtest.New(t, memtest.Options{})
 	conn := store.Server.GlobalCell()
+	p, ts := stalePageOn(t, conn, files, edit)
+	return p, store, conn, ts
+}
+
+// stalePageOn is stalePageServer over conn (a real server's, say).
+func stalePageOn(t *testing.T, conn topo.Conn, files []string, edit func(*ui.Options)) (*page, *httptest.Server) {
+	t.Helper()
 	for _, f := range files {
 		_, err := conn.Create(context.Background(), f, []byte("v"))
 		require.NoError(t, err)
 	}
-	opts := ui.Options{Conn: conn, Name: "memory"}
+	opts := ui.Options{Conn: conn, Name: "store"}
 	if edit != nil {
 		edit(&opts)
 	}
@@ -50,7 +57,7 @@ func stalePageServer(t *testing.T, files []string, edit func(*ui.Options)) (*pag
 	p.do("open the page", chromedp.Navigate(s.URL(ts.URL)))
 	p.wait("the page to load, live", `document.body.dataset.ready === "true" && `+isLive)
 	p.run("install the holds", holdJS)
-	return p, store, conn, ts
+	return p, ts
 }
 
 // holdJS makes the page's fetches whose "METHOD URL" contains one of

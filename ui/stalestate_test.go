@@ -89,7 +89,8 @@ func typedDuringSave(t *testing.T) (*page, topo.Conn) {
 // TestBrowserTypedDuringSave: text typed while a save is asked is kept
 // when the save succeeds (the editor was closed and the text lost): the
 // editor stays open on the version written, says the text is not saved,
-// and the next Save writes it over that version.
+// and the next Save writes it over that version. The Store tab shows the
+// version written (it said "(shown when the file is opened again)").
 func TestBrowserTypedDuringSave(t *testing.T) {
 	p, conn := typedDuringSave(t)
 	requireValue(t, conn, "d/x", "first")
@@ -97,6 +98,11 @@ func TestBrowserTypedDuringSave(t *testing.T) {
 	require.Equal(t, "second", p.editorValue())
 	require.Contains(t, p.text("#unsaved"), "not saved")
 	p.wait("x as saved", has("#show-text", "first"))
+	// The Store tab tells the version written (from the save's answer).
+	_, v, err := conn.Get(context.Background(), "d/x")
+	require.NoError(t, err)
+	p.click(`.subtab[data-show="meta"]`)
+	require.Contains(t, p.text("#show-meta"), "version: "+v.String(), "the Store tab after a save")
 	p.wait("Save enabled", `!document.querySelector("#save").disabled`)
 	p.click("#save")
 	p.wait("the second save shown", has("#show-text", "second")+` && document.querySelector("#editor-box").hidden`)

@@ -72,12 +72,29 @@ class Pane {
 // is tried again after retryDelay ms (doubling, at most 30 s) unless a
 // change or a restart of the stream reads first (retryRound: the readNo
 // whose failure set the delay). pageSize is the server's
-// page of directory entries.
+// page of directory entries. watchFile is the file the live stream
+// follows besides the directory (one shown that lies outside it, opened
+// from a search; null: none). saves counts the page's saves answered
+// (written). wrote maps "path version" to { hex, until }: the value the
+// page's saves wrote at that version, or wrote over (the version a save
+// replaced, read by a re-read asked before the save was answered); a file
+// read at such a version with that value, by a read asked while saves was
+// below until, is the page's own doing, not another writer's change
+// (versions are compared, not times; the value too, and the time of the
+// ask, as a store may number the versions of a file created again from
+// the start: ZooKeeper). Both are the page's only for the reads asked
+// before that save was answered (until: its number in saves): a read
+// asked later of the version written, while the editor edits on it, is
+// the version shown (see reloadFile). seenDuringSave holds the versions
+// of the file edited read while its save was asked (with the saves count
+// when asked), told as changes once the save answered unless that save
+// wrote them.
 const state = {
   dir: null, next: -1, file: null, editing: false, events: null, reloadTimer: null,
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
   readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, retryRound: -1, pageSize: 200,
+  watchFile: null, saves: 0, wrote: new Map(), seenDuringSave: [],
 };
 
 function el(tag, attrs, ...kids) {
@@ -115,7 +132,11 @@ function showError(msg) {
   e.hidden = !msg;
 }
 
+// toasts records every message toasted, in order (tests read it).
+window.toasts = [];
+
 function toast(msg) {
+  window.toasts.push(msg);
   const t = $("#toast");
   t.textContent = msg;
   t.hidden = false;
@@ -232,9 +253,17 @@ async function openDir(p, keepFile) {
   appendEntries(data.entries);
   $("#more").hidden = data.next < 0;
   if (location.hash !== "#" + data.path) history.replaceState(null, "", "#" + data.path);
-  if (changedDir) watch(data.path);
   if (!keepFile && changedDir && !state.editing) closeFile();
+  if (changedDir) watch(data.path, outsideFile(data.path));
   return true;
+}
+
+// outsideFile is the path of the file shown when it lies outside the
+// directory dir (the live stream must follow it too), else null.
+function outsideFile(dir) {
+  const f = state.file;
+  if (!f || $("#file").hidden || dir == null) return null;
+  return f.path.startsWith(dir === "/" ? "/" : dir + "/") ? null : f.path;
 }
 
 // closeFile hides the file pane; answers for it asked for before are
@@ -320,8 +349,12 @@ function hexDump(h) {
 // last one (or before the pane was closed, or its file taken to edit) is
 // dropped (see Pane). A change streamed while the answer was awaited may
 // be missing from it (the store was read at some point in between), and
-// the live reload it caused found another file shown: once drawn, the
-// file is read again.
+// the live reload it caused found another file shown; so may a change
+// made before the stream's last start, when the stream restarted while
+// the answer was awaited: once drawn, the file is read again, and the
+// badge does not say "live" until that read succeeded. A file outside
+// the directory shown (opened from a search) is followed by the live
+// stream too: the stream restarts with it (see watch).
 async function openFile(p) {
   showError("");
   const seq = state.filePane.open();
@@ -334,7 +367,18 @@ async function openFile(p) {
   if (state.filePane.latest(seq) && state.filePane.behind(seq, f.path)) return;
   if (!state.filePane.drawOpen(seq, f.path)) return;
   drawFile(f);
-  if ((state.changedAt.get(f.path) || 0) > since || state.allChangedAt > since) await reloadFile();
+  const outside = outsideFile(state.dir);
+  if (outside && outside !== state.watchFile) {
+    watch(state.dir, outside); // (its start reads the file again)
+    return;
+  }
+  if ((state.changedAt.get(f.path) || 0) > since || state.allChangedAt > since) {
+    state.liveFrom = Math.max(state.liveFrom, state.readNo + 1);
+    state.pendingMore = true;
+    clearTimeout(state.reloadTimer);
+    if (state.liveFrom !== Infinity) setLive(false, "reading " + f.path + " again…");
+    await applyChanges();
+  }
 }
 
 // readFailed says on the badge that what the page shows may be stale: a
@@ -364,6 +408,7 @@ function readFailed(msg) {
 async function reloadFile() {
   const f = state.file;
   const r = state.filePane.reload();
+  const saves = state.saves;
   let nf;
   try { nf = await api("GET", "/api/file?" + q({ path: f.path })); } catch (e) {
     if (r.key !== state.filePane.key) return true;
@@ -380,11 +425,37 @@ async function reloadFile() {
   }
   if (r.key !== state.filePane.key) return true;
   if (state.editing) {
-    if (nf.version !== state.file.version) toast(f.path + " changed in the store");
+    // (a version this page wrote, or wrote over, is its own; one read
+    // while a save is asked is told once the save answered, unless that
+    // save wrote it)
+    // (the value too: a ZooKeeper file created again numbers its
+    // versions from 0 again)
+    if ((nf.version === state.file.version && nf.hex === state.file.hex) || ownWrite(nf, saves)) return true;
+    if (state.saving === state.editSeq && state.base && state.base.path === nf.path) state.seenDuringSave.push({ nf, saves });
+    else toast(f.path + " changed in the store");
     return true;
   }
   if (state.filePane.drawReload(r)) drawFile(nf);
   return true;
+}
+
+// ownWrite says whether f (an answer of /api/file, asked for when
+// state.saves was saves) is a version a save of this page wrote (or wrote
+// over), with that value, and still the page's when f was asked for (see
+// state.wrote).
+function ownWrite(f, saves) {
+  const w = state.wrote.get(f.path + " " + f.version);
+  return !!w && w.hex === f.hex && saves < w.until;
+}
+
+// wroteFile records the answer r of a save of the file base (the version
+// it replaced, null for a create) in state.wrote: the save numbered
+// state.saves (see state).
+function wroteFile(r, base) {
+  const n = ++state.saves;
+  if (state.wrote.size > 1000) state.wrote.clear();
+  if (base) state.wrote.set(base.path + " " + base.version, { hex: base.hex, until: n });
+  state.wrote.set(r.path + " " + r.version, { hex: r.hex, until: n });
 }
 
 // drawFile shows f (an answer of /api/file, or of a save) in the file
@@ -460,12 +531,25 @@ async function save(create) {
   const edit = state.editSeq;
   if (!state.editing || !base || state.saving === edit) return;
   state.saving = edit;
+  state.seenDuringSave = [];
   $("#save").disabled = true;
   const asked = state.filePane.asked;
+  // (base: the value edited, refused if the store holds another at that
+  // version: a ZooKeeper file created again numbers its versions from 0)
   const body = { path: base.path, version: create ? "" : base.version, format: $("#format").value, value: $("#editor").value };
+  if (!create) body.base = base.hex;
+  // tellSeen tells the versions of the file read while the save was asked
+  // that it did not write: another writer's.
+  const tellSeen = () => {
+    const seen = state.seenDuringSave;
+    state.seenDuringSave = [];
+    if (seen.some((s) => !ownWrite(s.nf, s.saves))) toast(base.path + " changed in the store");
+  };
   try {
     const r = await api("PUT", "/api/file", body);
+    wroteFile(r, create ? null : base);
     toast("saved " + r.path + " at version " + r.version);
+    tellSeen();
     if (edit !== state.editSeq) return;
     // Another file asked for meanwhile is shown when it comes, and closes
     // the editor; until then (or if its open fails) the editor edits on
@@ -475,7 +559,7 @@ async function save(create) {
     if (other || typed) {
       if (!other) state.filePane.drawOpen(state.filePane.open(), r.path);
       drawFile(r, true);
-      $("#show-meta").textContent = "(shown when the file is opened again)";
+      $("#show-meta").textContent = "version: " + r.version + " (written by this page)\nsize: " + r.size + " bytes";
       state.base = r;
       $("#conflict").hidden = true;
       $("#unsaved").textContent = "Saved version " + r.version + " (what you had when you pressed Save). What you typed since is not saved: Save writes it over version " + r.version + ".";
@@ -487,6 +571,7 @@ async function save(create) {
     closeEditor();
     await openFile(r.path);
   } catch (e) {
+    tellSeen();
     if (edit !== state.editSeq) {
       showError(e.status === 409 ? "Not saved: another writer changed " + base.path + " since version " + base.version + ". Nothing was overwritten." : base.path + " not saved: " + e.message);
     } else if (e.status === 409 && e.data && e.data.current) {
@@ -570,7 +655,8 @@ async function deleteFile() {
   const f = state.file;
   if (!(await ask("Delete the file " + f.path + " (version " + f.version + ")?"))) return;
   try {
-    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }));
+    // (base: the value shown, as for a save)
+    await api("DELETE", "/api/file?" + q({ path: f.path, version: f.version }), { base: f.hex });
     toast("deleted " + f.path);
     // The pane is hidden only if it still shows f; a file opened since
     // (asked for, not yet drawn) is still shown when it comes. An editor
@@ -624,10 +710,13 @@ function setLive(on, text) {
   b.className = "badge " + (on ? "live-on" : "live-off");
 }
 
-function watch(dir) {
+// watch starts the live stream of the directory dir and, if not null,
+// of the file file (shown, outside dir), closing the one before.
+function watch(dir, file) {
   if (state.events) state.events.close();
-  const es = new EventSource("/api/events?" + q({ path: dir }));
+  const es = new EventSource("/api/events?" + q(file ? { path: dir, file } : { path: dir }));
   state.events = es;
+  state.watchFile = file || null;
   setLive(false, "connecting…");
   // The stream tells the changes made once it is ready: those made before
   // (after the listing and the file shown were read, or while a stream was
