@@ -97,6 +97,8 @@ func groups() []struct {
 			{"Resign", testResign},
 			{"ObserveHandovers", testObserveHandovers},
 			{"Resume", testResume},
+			{"ResumeEndStop", testResumeEndStop},
+			{"ResumeEndResign", testResumeEndResign},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
 		{"Semaphore", []subtest{

@@ -455,6 +455,89 @@ func testResume(s *store) {
 	requireCode(t, err, topo.LockLost, "Resume after the session ended")
 }
 
+// testResumeEndStop and testResumeEndResign: Conn A holds lock d, leads
+// election elec2 and campaigns on elec, all on its one session; its
+// process "restarts" (A's traffic is cut, as in testResume: on ZooKeeper
+// a live A would take the session back when it reconnects) and Conn B
+// resumes the elec candidacy, adopting that session. While the resumed
+// participation lives, nobody else gets d (the session, A's entries
+// included, is alive). Its end (Stop, or Resign) ends the adopted
+// session, and with it everything the earlier process had on it: a Lock
+// of d queued on Conn C is granted, and D, waiting in elec2, leads,
+// without B's Conn closing or a TTL lapsing (the context deadline of
+// C's Lock, far above a handover's latency, is the failure signal). A,
+// healed, then finds its lock lost: every guarded write with it is
+// refused and writes nothing, while C's succeed (never two holders).
+func testResumeEndStop(s *store) {
+	testResumeEnd(s, "Stop", func(ctx context.Context, r topo.LeaderParticipation) error {
+		r.Stop()
+		return nil
+	})
+}
+
+func testResumeEndResign(s *store) {
+	testResumeEnd(s, "Resign", func(ctx context.Context, r topo.LeaderParticipation) error {
+		return r.Resign(ctx)
+	})
+}
+
+// testResumeEnd is testResumeEndStop and testResumeEndResign, ending the
+// resumed participation with end.
+func testResumeEnd(s *store, how string, end func(context.Context, topo.LeaderParticipation) error) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, c, d := s.conn(), s.conn(), s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	fx.guardedWrites(t, ctx, a, la, "by-a")
+	campaign(t, ctx, participate(t, a, "elec2", "id1"), "w1")
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	tok := termToken(t, p)
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+	next := leadAsync(participate(t, d, "elec2", "id2"))
+
+	// The process "restarts": A goes silent, B resumes the candidacy.
+	part.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err, "Resume while the session is alive")
+	stopOnCleanup(t, r)
+	lctx, err := r.WaitForLeadership()
+	require.NoError(t, err, "the resumed participation leads at once")
+	require.Equal(t, tok, termToken(t, r), "a resumed leader keeps its term")
+
+	// C's deadline is the failure signal: a backend that keeps the adopted
+	// session until B's Conn closes (or its TTL lapses) never grants it.
+	wctx := shortCtx(t, longWait)
+	got := lockAsync(t, func() (topo.LockDescriptor, error) { return c.Lock(wctx, "d", "successor") })
+	requireNothing(t, got, "C's Lock of d while the resumed participation lives on the session holding it")
+	requireNothing(t, next, "D's candidacy in elec2 while the resumed participation lives on the session leading it")
+
+	require.NoErrorf(t, end(ctx, r), "%s of the resumed participation", how)
+	requireDone(t, lctx, "the resumed leader's context after its "+how)
+	rl := <-got
+	require.NoErrorf(t, rl.err, "C's Lock of d after the resumed participation's %s: the adopted session, holding the earlier process's lock, was not ended", how)
+	requireDoneOpen(t, rl.l, "C's lock")
+	lead := <-next
+	require.NoErrorf(t, lead.err, "D in elec2 after the resumed participation's %s", how)
+	require.NoError(t, lead.ctx.Err(), "D leads elec2")
+	fx.guardedWrites(t, ctx, c, rl.l, "by-c")
+
+	// A comes back: its lock is lost, and its guarded writes harm nobody.
+	part.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	fx.requireStaleRefused(t, ctx, a, la, "A's lock after the resumed participation's "+how)
+	requireCode(t, la.Unlock(ctx), topo.LockLost, "A's Unlock after the heal")
+	require.NoError(t, rl.l.Check(ctx), "C still holds d")
+	fx.guardedWrites(t, ctx, c, rl.l, "by-c-after-a")
+	require.NoError(t, rl.l.Unlock(ctx))
+}
+
 // testElectionDirsEphemeral: every backend marks the top-level elections
 // directory, and an election's directory, Ephemeral in a full ListDir
 // while only candidates are below it (as Vitess's backends do), and the
