@@ -247,7 +247,9 @@ var closedChan = func() chan struct{} {
 }()
 
 // Delete implements claims.Driver: removal by identity (the entry itself,
-// on its live lease), never "the entry at this path".
+// on its live lease), never "the entry at this path". On a lease adopted
+// by Resume it revokes the lease too: a resumed participation's end ends
+// the earlier Conn's session.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
 	s.lock()
@@ -257,6 +259,11 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 		return claims.ErrNotHeld
 	}
 	s.removeEntry(x)
+	if x.lease.adopted {
+		// A resumed participation ended: so does the lease it adopted,
+		// and every entry the earlier Conn left on it (see Resume).
+		s.revokeLease(x.lease)
+	}
 	return nil
 }
 
@@ -331,9 +338,13 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 
 // Resume implements claims.Driver: a Conn of the same store and root takes
 // the candidacy back by adopting the lease it is on (adoptLease: the lease
-// is renewed through this Conn from now on, and ends with its Close or
+// is renewed through this Conn from now on, and ends with the resumed
+// participation's Stop or Resign, or with this Conn's Close or
 // ExpireSession), and the claim the original participant had on the
-// entry is lost. InvalidArgument for malformed info or info of another
+// entry is lost. The original Conn's other entries on the lease (its
+// Lock and TryLock entries, its other candidacies) stay in the store
+// until the lease ends, their claims lost (Check, Unlock: LockLost: the
+// lease is no longer that Conn's). InvalidArgument for malformed info or info of another
 // backend, store, root, election or id; ErrNotHeld when the entry is
 // gone; Closed after Close.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
