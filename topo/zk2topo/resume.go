@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -51,8 +52,12 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 // a client reconnect to a session with its id and password; the connect
 // request of the new client asks for it, see resumeFrame), checks that
 // the candidate entry is the session's and holds id, and returns it on
-// that session, which the Conn keeps alive until Close (or expiry). The
-// server moves the session to the new client and drops the old one's
+// that session, which the Conn keeps alive until the resumed
+// participation ends (Stop, Resign: Delete closes the session, see
+// endResumed), the Conn's Close, or expiry. Whatever else the earlier
+// process had on the session (its locks, its other candidacies) stays
+// until then, its claims lost to that process: ZooKeeper moves the whole
+// session. The server moves the session to the new client and drops the old one's
 // connection: the old process must be gone, or it steals the session
 // back when it reconnects. InvalidArgument for malformed info or info of
 // another backend, election or id (before anything is sent); ErrNotHeld
@@ -136,4 +141,22 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	s.mu.Unlock()
 	c.watchEntry(s, q.Path, ri.Entry, r.st.Czxid, r.ch)
 	return claims.Entry{Token: r.st.Czxid, Key: ri.Entry, Session: sessionName(ri.Session), Contents: id}, s.claims, nil
+}
+
+// endResumed closes s when it is a session Resume adopted, once its
+// resumed participation withdrew its candidacy (Delete): the server
+// deletes the session's ephemerals at once, the earlier process's locks
+// and candidacies on it included, as etcd's revoked lease and Consul's
+// destroyed session do. A no-op for the Conn's own sessions, and for a
+// resumed one already ended.
+func (c *Conn) endResumed(s *zkSession) {
+	c.mu.Lock()
+	i := slices.Index(c.resumed, s)
+	if i >= 0 {
+		c.resumed = slices.Delete(c.resumed, i, i+1)
+	}
+	c.mu.Unlock()
+	if i >= 0 {
+		s.lose() // closes the client: closeSession
+	}
 }
