@@ -153,6 +153,31 @@ type Conn interface {
 	// entry is gone), InvalidArgument for info that is malformed or was
 	// issued for another election, id or backend, and the errors of
 	// NewLeaderParticipation.
+	//
+	// What is adopted is the whole session or lease, not the entry alone
+	// (etcd: the lease; ZooKeeper: the session, which the server moves to
+	// this Conn's new client; Consul: the session; memorytopo: the
+	// lease). Whatever else the earlier participant's Conn had on it (its
+	// Lock and TryLock entries, its other candidacies) stays in the store
+	// while the resumed participation lives, so nobody else gets those
+	// locks or leads those elections meanwhile. The resumed
+	// participation's Stop or Resign end the adopted session or lease
+	// (etcd: revoked; ZooKeeper: closed; Consul: destroyed; memorytopo:
+	// revoked), and every entry on it goes at once: the locks and
+	// elections pass on without waiting for this Conn's Close or for a
+	// TTL (Campaign again after Resign campaigns on this Conn's own
+	// session). This Conn's Close or the session's expiry end it too.
+	// The earlier Conn's claims on that session never share a holder:
+	// until the end, a backend may still report them held (etcd,
+	// Consul: they are in the store on a live session) or already
+	// LockLost (memorytopo: the lease is no longer that Conn's); from the
+	// end on, Check and Unlock say LockLost and their guarded writes are
+	// refused everywhere. The earlier process must be gone (ZooKeeper: a
+	// client that reconnects with the session takes it back). Hence: run
+	// a candidacy you mean to resume on a Conn of its own, with no locks
+	// and no other candidacies, and resume at most one candidacy per
+	// session (Consul refuses a second with NodeExists). Conformance:
+	// LeaderValues/Resume, ResumeEndStop, ResumeEndResign.
 	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (LeaderParticipation, error)
 
 	// Close releases the connection. Active watches end with Interrupted;
@@ -349,9 +374,10 @@ type LeaderParticipation interface {
 	// A process that restarts can pass them, with the same election name
 	// and id, to Conn.ResumeLeaderParticipation to take the candidacy
 	// back, in its place in the queue, while the session or lease is still
-	// alive, instead of waiting for it to expire. Store them durably. It
-	// returns a NoNode *Error when the participant has no entry (it is not
-	// campaigning).
+	// alive, instead of waiting for it to expire (the resuming Conn adopts
+	// the whole session: see ResumeLeaderParticipation). Store them
+	// durably. It returns a NoNode *Error when the participant has no
+	// entry (it is not campaigning).
 	ResumeInfo() ([]byte, error)
 
 	// Stop withdraws from the election, giving up leadership if held. It is

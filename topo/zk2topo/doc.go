@@ -203,7 +203,9 @@
 // that session (go-zookeeper has no option for it; the session's dialer
 // rewrites the request's session id and password, and the client adopts
 // the server's answer: the session, or expiry). The participation then
-// campaigns on that session while it lives; Close closes it.
+// campaigns on that session while it lives; its Stop or Resign close the
+// session (the server deletes every ephemeral of it, the earlier
+// process's lock entries and other candidates included), as does Close.
 //
 // # Reads
 //
