@@ -382,7 +382,9 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 	c := d.c
 	c.headed.Delete(e.Key)
 	s := cs.Ref().(*zkSession)
-	defer c.endResumed(s)
+	if s.obs.resumeID != 0 { // set once, at newSessionAs: a session Resume adopted
+		defer c.endResumed(s)
+	}
 	rec := s.entry(e.Key)
 	if c.closed.Load() || s.isLost() || rec == nil || rec.token != e.Token {
 		// Nothing is sent: Close ends the session, and the server deletes
