@@ -507,8 +507,9 @@ func testResumeEnd(s *store, how string, end func(context.Context, topo.LeaderPa
 	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
 	require.NoError(t, err, "Resume while the session is alive")
 	stopOnCleanup(t, r)
-	lctx, err := r.WaitForLeadership()
-	require.NoError(t, err, "the resumed participation leads at once")
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err, "the resumed participation leads at once")
+	lctx := res.ctx
 	require.Equal(t, tok, termToken(t, r), "a resumed leader keeps its term")
 
 	// C's deadline is the failure signal: a backend that keeps the adopted
@@ -520,10 +521,10 @@ func testResumeEnd(s *store, how string, end func(context.Context, topo.LeaderPa
 
 	require.NoErrorf(t, end(ctx, r), "%s of the resumed participation", how)
 	requireDone(t, lctx, "the resumed leader's context after its "+how)
-	rl := <-got
+	rl := recvWithin(t, got, 2*longWait, "C's Lock of d (its context ends after longWait)")
 	require.NoErrorf(t, rl.err, "C's Lock of d after the resumed participation's %s: the adopted session, holding the earlier process's lock, was not ended", how)
 	requireDoneOpen(t, rl.l, "C's lock")
-	lead := <-next
+	lead := recvWithin(t, next, longWait, "D's WaitForLeadership in elec2 after the resumed participation's "+how)
 	require.NoErrorf(t, lead.err, "D in elec2 after the resumed participation's %s", how)
 	require.NoError(t, lead.ctx.Err(), "D leads elec2")
 	fx.guardedWrites(t, ctx, c, rl.l, "by-c")
