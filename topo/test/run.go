@@ -99,6 +99,8 @@ func groups() []struct {
 			{"Resume", testResume},
 			{"ResumeEndStop", testResumeEndStop},
 			{"ResumeEndResign", testResumeEndResign},
+			{"ResumeOwnSession", testResumeOwnSession},
+			{"ResumeTwoOnOneSession", testResumeTwoOnOneSession},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
 		{"Semaphore", []subtest{

@@ -561,3 +561,106 @@ func testElectionDirsEphemeral(s *store) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"f"}, kvPaths(kvs), "a published value must not be listed as a file")
 }
+
+// testResumeOwnSession: a Conn resumes a candidacy of its own (the
+// ResumeInfo of one of its participations, as a component of a process
+// that did not restart might). A backend may refuse it (etcd:
+// InvalidArgument; Consul: NodeExists) or resume it; either way the
+// Conn's own session is not the earlier process's to end: the Conn's
+// lock d and its leadership of elec2 outlive the resumed participation's
+// Stop (and the refused attempt), and nobody else gets d meanwhile.
+func testResumeOwnSession(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	a, c := s.conn(), s.conn()
+	mustCreate(t, ctx, c, "d/f", "x")
+	la, err := a.Lock(ctx, "d", "own")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p2 := participate(t, a, "elec2", "id1")
+	lctx2 := campaign(t, ctx, p2, "w1")
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	r, err := a.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	if err == nil {
+		stopOnCleanup(t, r)
+		res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+		require.NoError(t, res.err, "the resumed participation leads at once")
+		r.Stop()
+		requireDone(t, res.ctx, "the resumed leader's context after its Stop")
+	} else {
+		code := topo.CodeOf(err)
+		require.Truef(t, code == topo.InvalidArgument || code == topo.NodeExists, "Resume of the Conn's own candidacy: %v", err)
+	}
+	require.NoError(t, la.Check(ctx), "the Conn's lock d after it resumed (and stopped) a candidacy of its own session")
+	require.NoError(t, lctx2.Err(), "the Conn's lead of elec2 after it resumed (and stopped) a candidacy of its own session")
+	_, err = p2.Term()
+	require.NoError(t, err, "the Conn's term in elec2")
+	_, err = c.TryLock(ctx, "d", "other")
+	require.Error(t, err, "C's TryLock of d while the Conn holds it")
+	require.NoError(t, la.Unlock(ctx))
+	require.NoError(t, p2.Resign(ctx))
+}
+
+// testResumeTwoOnOneSession: Conn A leads elec and elec3 on its one
+// session; its process "restarts" and Conn B resumes both candidacies.
+// A backend may refuse the second (ZooKeeper, Consul: NodeExists: the
+// Conn holds that session already); when it resumes it, both resumed
+// participations live on the one adopted session, and the first's Stop
+// ends that session: the second's term ends too (LockLost, its context
+// cancelled, its guarded writes refused), D, waiting in elec3, leads, and
+// the second never acts as leader beside D.
+func testResumeTwoOnOneSession(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, d := s.conn(), s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+	p1 := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p1, "v1")
+	p3 := participate(t, a, "elec3", "id1")
+	campaign(t, ctx, p3, "w1")
+	info1, err := p1.ResumeInfo()
+	require.NoError(t, err)
+	info3, err := p3.ResumeInfo()
+	require.NoError(t, err)
+	next := leadAsync(participate(t, d, "elec3", "id2"))
+
+	part.Cut()
+	r1, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info1)
+	require.NoError(t, err, "Resume of the first candidacy")
+	stopOnCleanup(t, r1)
+	res1 := recvWithin(t, leadAsync(r1), longWait, "WaitForLeadership of the first resumed participation")
+	require.NoError(t, res1.err)
+	r3, err := b.ResumeLeaderParticipation(ctx, "elec3", "id1", info3)
+	var ctx3 context.Context
+	var term3 topo.Fence
+	if err != nil {
+		requireCode(t, err, topo.NodeExists, "Resume of a second candidacy on the session B adopted")
+	} else {
+		stopOnCleanup(t, r3)
+		res3 := recvWithin(t, leadAsync(r3), longWait, "WaitForLeadership of the second resumed participation")
+		require.NoError(t, res3.err)
+		ctx3 = res3.ctx
+		term3, err = r3.Term()
+		require.NoError(t, err)
+		fx.guardedWrites(t, ctx, b, term3, "by-r3")
+	}
+	requireNothing(t, next, "D's candidacy in elec3 while the session leading it lives")
+
+	r1.Stop()
+	requireDone(t, res1.ctx, "the first resumed leader's context after its Stop")
+	lead := recvWithin(t, next, longWait, "D's WaitForLeadership in elec3 after the first resumed participation's Stop")
+	require.NoError(t, lead.err, "D in elec3")
+	if ctx3 != nil {
+		requireDone(t, ctx3, "the second resumed leader's context once the adopted session ended")
+		_, err = r3.Term()
+		requireCode(t, err, topo.NotLeader, "the second resumed participation's Term once the adopted session ended")
+		fx.requireStaleRefused(t, ctx, b, term3, "the second resumed term after the adopted session ended")
+	}
+	dterm, err := lead.ctx, nil
+	require.NoError(t, dterm.Err(), "D leads elec3")
+	part.Heal()
+}

@@ -60,8 +60,14 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 // session. The server moves the session to the new client and drops the old one's
 // connection: the old process must be gone, or it steals the session
 // back when it reconnects. InvalidArgument for malformed info or info of
-// another backend, election or id (before anything is sent); ErrNotHeld
-// when the session ended or the entry is gone; Closed after Close.
+// another backend, election or id (before anything is sent); NodeExists
+// when this Conn holds that session already, its own current one or one
+// it resumed for another candidacy (a second client would take the
+// session from the first, and one participation's end would end the
+// other's session: resume one candidacy per session, on another Conn than
+// the one that made it); ErrNotHeld when the session ended or the entry
+// is gone; Closed after Close. A Resume that fails after the client
+// attached the session closes it.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	dirZp := d.parent(q)
@@ -90,15 +96,25 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := backendkit.Ready(ctx, q.Path, c.closed.Load); err != nil {
 		return fail(err)
 	}
-	s, err := c.newSessionAs(ri.Session, ri.Password)
-	if err != nil {
-		return fail(backendkit.Wrap(topo.Unavailable, q.Path, err))
-	}
+	// Under c.mu, as the session is started (in the background), so that
+	// Close sees it in c.resumed or it sees Close, and a concurrent Resume
+	// of the same session sees it.
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
-		s.lose()
 		return fail(topo.NewError(topo.Closed, q.Path))
+	}
+	if c.holdsSession(ri.Session) {
+		// A second client on the session would take it from the first,
+		// and the first take it back on reconnecting; and one
+		// participation's end would end the other's session.
+		c.mu.Unlock()
+		return fail(backendkit.Wrap(topo.NodeExists, q.Path, errors.New("zk2topo: this Conn holds the session already")))
+	}
+	s, err := c.newSessionAs(ri.Session, ri.Password)
+	if err != nil {
+		c.mu.Unlock()
+		return fail(backendkit.Wrap(topo.Unavailable, q.Path, err))
 	}
 	c.resumed = append(c.resumed, s)
 	c.mu.Unlock()
@@ -141,6 +157,21 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	s.mu.Unlock()
 	c.watchEntry(s, q.Path, ri.Entry, r.st.Czxid, r.ch)
 	return claims.Entry{Token: r.st.Czxid, Key: ri.Entry, Session: sessionName(ri.Session), Contents: id}, s.claims, nil
+}
+
+// holdsSession reports whether the live session id is c's already: its
+// current session, or one a Resume adopted (or is adopting). Call with
+// c.mu held.
+func (c *Conn) holdsSession(id int64) bool {
+	if !c.cur.isLost() && c.cur.zk.SessionID() == id {
+		return true
+	}
+	for _, s := range c.resumed {
+		if !s.isLost() && s.obs.resumeID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // endResumed closes s when it is a session Resume adopted, once its
