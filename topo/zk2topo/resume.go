@@ -119,7 +119,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	c.resumed = append(c.resumed, s)
 	c.mu.Unlock()
 	drop := func(err error) (claims.Entry, *claims.Session, error) {
-		s.lose()
+		c.endResumed(s) // off c.resumed, and closed
 		return fail(err)
 	}
 	// Wait for the server's answer: the session, or expired.
