@@ -101,6 +101,7 @@ func groups() []struct {
 			{"ResumeEndResign", testResumeEndResign},
 			{"ResumeOwnSession", testResumeOwnSession},
 			{"ResumeTwoOnOneSession", testResumeTwoOnOneSession},
+			{"ResumeEndCut", testResumeEndCut},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
 		{"Semaphore", []subtest{

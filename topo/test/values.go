@@ -664,3 +664,59 @@ func testResumeTwoOnOneSession(s *store) {
 	require.NoError(t, dterm.Err(), "D leads elec3")
 	part.Heal()
 }
+
+// testResumeEndCut: as testResumeEndStop, but the resuming Conn B is
+// itself cut off from the store when its resumed participation stops, so
+// the end of the adopted session may not reach the store. The session
+// must not be leaked (kept alive) for all that: the resumed leader's
+// context ends at Stop, C's Lock of d (held by the earlier process on
+// that session) is granted within the session bound, and once B and then
+// A heal, nothing of the session comes back: C still holds d, A's lock
+// is lost and its guarded writes are refused, and E leads elec.
+func testResumeEndCut(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	partA, partB := s.partitioned(), s.partitioned()
+	a, b := partA.Conn, partB.Conn
+	c, e := s.conn(), s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	partA.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err, "Resume while the session is alive")
+	stopOnCleanup(t, r)
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err)
+
+	partB.Cut()
+	stopped := make(chan struct{})
+	go func() {
+		r.Stop()
+		close(stopped)
+	}()
+	recvWithin(t, stopped, longWait, "Stop of the resumed participation while its Conn is cut off")
+	requireDone(t, res.ctx, "the resumed leader's context after its Stop")
+	wctx := s.partitionCtx()
+	lc, err := c.Lock(wctx, "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the resumed participation stopped, its Conn cut off: the adopted session was kept alive")
+	unlockOnCleanup(t, lc)
+	fx.guardedWrites(t, ctx, c, lc, "by-c")
+
+	partB.Heal()
+	pe := participate(t, e, "elec", "id2")
+	campaign(t, ctx, pe, "v2")
+	partA.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	fx.requireStaleRefused(t, ctx, a, la, "A's lock after the resumed participation stopped")
+	_, err = r.Term()
+	requireCode(t, err, topo.NotLeader, "the stopped resumed participation")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
+	fx.guardedWrites(t, ctx, c, lc, "by-c-after-heal")
+}
