@@ -102,6 +102,8 @@ func groups() []struct {
 			{"ResumeOwnSession", testResumeOwnSession},
 			{"ResumeTwoOnOneSession", testResumeTwoOnOneSession},
 			{"ResumeEndCut", testResumeEndCut},
+			{"ResumeRecampaign", testResumeRecampaign},
+			{"ResumeStopRacesClose", testResumeStopRacesClose},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
 		{"Semaphore", []subtest{

@@ -720,3 +720,88 @@ func testResumeEndCut(s *store) {
 	require.NoError(t, lc.Check(ctx), "C still holds d")
 	fx.guardedWrites(t, ctx, c, lc, "by-c-after-heal")
 }
+
+// testResumeRecampaign: after the resumed participation resigns (ending
+// the adopted session: the earlier process's lock d passes to C), it
+// campaigns again: its new candidacy is on the resuming Conn B's own
+// session, with a greater token, and its later Stop ends nothing else of
+// B's: B's own lock e, taken before the Resume, is still held.
+func testResumeRecampaign(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, c := s.conn(), s.conn()
+	mustCreate(t, ctx, c, "d/f", "x")
+	mustCreate(t, ctx, c, "e/f", "x")
+	le, err := b.Lock(ctx, "e", "B's own")
+	require.NoError(t, err)
+	unlockOnCleanup(t, le)
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	tok := termToken(t, p)
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	part.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err)
+	stopOnCleanup(t, r)
+	require.NoError(t, r.Resign(ctx))
+	wctx := shortCtx(t, longWait)
+	lc, err := c.Lock(wctx, "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the resumed participation's Resign")
+	unlockOnCleanup(t, lc)
+
+	lctx := campaign(t, ctx, r, "v2")
+	require.Greater(t, termToken(t, r), tok, "the new term of the resumed participation")
+	require.NoError(t, le.Check(ctx), "B's own lock e while its participation campaigns again")
+	r.Stop()
+	requireDone(t, lctx, "the new term's context after Stop")
+	require.NoError(t, le.Check(ctx), "B's own lock e after the participation's new candidacy stopped")
+	_, err = c.TryLock(ctx, "e", "other")
+	require.Error(t, err, "C's TryLock of e while B holds it")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
+	require.NoError(t, le.Unlock(ctx))
+	part.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+}
+
+// testResumeStopRacesClose: the resumed participation's Stop and its
+// Conn's Close run at once; both return, the adopted session ends
+// either way (C gets d, the earlier process's lock), and the earlier
+// process's lock is lost when it heals.
+func testResumeStopRacesClose(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, c := s.conn(), s.conn()
+	mustCreate(t, ctx, c, "d/f", "x")
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	part.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err)
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err)
+	done := make(chan struct{}, 2)
+	go func() { r.Stop(); done <- struct{}{} }()
+	go func() { b.Close(); done <- struct{}{} }()
+	recvWithin(t, done, longWait, "Stop or Close")
+	recvWithin(t, done, longWait, "Stop or Close")
+	requireDone(t, res.ctx, "the resumed leader's context")
+	lc, err := c.Lock(shortCtx(t, longWait), "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the resumed participation's Stop and its Conn's Close")
+	unlockOnCleanup(t, lc)
+	part.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
+}
