@@ -167,17 +167,38 @@ type Conn interface {
 	// elections pass on without waiting for this Conn's Close or for a
 	// TTL (Campaign again after Resign campaigns on this Conn's own
 	// session). This Conn's Close or the session's expiry end it too.
-	// The earlier Conn's claims on that session never share a holder:
-	// until the end, a backend may still report them held (etcd,
-	// Consul: they are in the store on a live session) or already
-	// LockLost (memorytopo: the lease is no longer that Conn's); from the
-	// end on, Check and Unlock say LockLost and their guarded writes are
-	// refused everywhere. The earlier process must be gone (ZooKeeper: a
-	// client that reconnects with the session takes it back). Hence: run
-	// a candidacy you mean to resume on a Conn of its own, with no locks
-	// and no other candidacies, and resume at most one candidacy per
-	// session (Consul refuses a second with NodeExists). Conformance:
-	// LeaderValues/Resume, ResumeEndStop, ResumeEndResign.
+	//
+	// Precondition, checked by nothing: the earlier participation's
+	// process must be gone, that is exited (or crashed) without closing
+	// its Conn, never to use that Conn again. (A process that closed its
+	// Conn ended the session with it: Resume then returns LockLost.) If
+	// the earlier process still runs, what happens differs per backend,
+	// and is never what you want: memorytopo (and the templatetopo
+	// example) take the resumed candidacy from it (its term ends,
+	// LockLost); on etcd and Consul nothing tells it, and both it and the
+	// resumed participation act as leader of the same term, Check and
+	// IfHeld passing for both (two leaders), until the resumed
+	// participation's end ends the session; on ZooKeeper its client,
+	// reconnecting with the session, takes the session back from this
+	// Conn's client, which takes it back in turn. With the earlier process
+	// gone, its claims on the session never share a holder: until the
+	// end, a backend may still report them held (etcd, Consul: they are
+	// in the store on a live session) or already LockLost (memorytopo:
+	// the lease is no longer that Conn's); from the end on, Check and
+	// Unlock say LockLost and their guarded writes are refused everywhere.
+	//
+	// Hence: run a candidacy you mean to resume on a Conn of its own, with
+	// no locks and no other candidacies; resume it on another Conn than
+	// the one that made it, and at most one candidacy per session.
+	// ZooKeeper and Consul refuse a candidacy on a session this Conn holds
+	// already (its own, or one it resumed) with NodeExists, etcd one that
+	// a participation of this Conn owns with InvalidArgument; where a
+	// second candidacy of one session is resumed (etcd, memorytopo, the
+	// template), the
+	// first's end ends the second's term too (LockLost). Conformance:
+	// LeaderValues/Resume, ResumeEndStop, ResumeEndResign, ResumeEndCut,
+	// ResumeOwnSession, ResumeTwoOnOneSession, ResumeRecampaign,
+	// ResumeStopRacesClose.
 	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (LeaderParticipation, error)
 
 	// Close releases the connection. Active watches end with Interrupted;

@@ -141,8 +141,13 @@ func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string)
 // ResumeLeaderParticipation implements topo.Conn: the info of a native
 // election (ResumeInfo of NewNativeElection) goes to ResumeNativeElection
 // with name as the prefix; any other to the claims engine (see
-// claims.Engine.ResumeLeaderParticipation and driver.Resume). It returns
-// LockLost when the lease or entry is gone; InvalidArgument for info that
+// claims.Engine.ResumeLeaderParticipation and driver.Resume). The process
+// of the earlier participation must be gone (exited without closing its
+// Conn, whose Close would have revoked the lease): nothing tells a live
+// one, which keeps renewing the lease and leading, so that both it and
+// the resumed participation pass Check and IfHeld for the same term (two
+// leaders) until the resumed participation's Stop or Resign revoke the
+// lease. It returns LockLost when the lease or entry is gone; InvalidArgument for info that
 // is malformed or was issued for another election, id or backend, or
 // whose entry a participation of this Conn owns; the errors of
 // NewLeaderParticipation; Timeout, Interrupted, Unavailable,

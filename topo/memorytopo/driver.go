@@ -344,7 +344,11 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 // entry is lost. The original Conn's other entries on the lease (its
 // Lock and TryLock entries, its other candidacies) stay in the store
 // until the lease ends, their claims lost (Check, Unlock: LockLost: the
-// lease is no longer that Conn's). InvalidArgument for malformed info or info of another
+// lease is no longer that Conn's). The original Conn's process should be
+// gone (topo.Conn.ResumeLeaderParticipation); if the Conn is still in
+// use, its claims on the lease are LockLost from then on (the resumed
+// candidacy's term ends at once) and its next claims go on a new lease.
+// InvalidArgument for malformed info or info of another
 // backend, store, root, election or id; ErrNotHeld when the entry is
 // gone; Closed after Close.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {

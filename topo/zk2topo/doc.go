@@ -206,7 +206,9 @@
 // campaigns on that session while it lives; its Stop or Resign close the
 // session (the server deletes every ephemeral of it, the earlier
 // process's lock entries and other candidates included), as does Close.
-// A Conn holds a session once: Resume of a candidacy on its own current
+// The earlier process must be gone: its client, if it still runs, takes
+// the session back on reconnecting (see driver.Resume). A Conn holds a
+// session once: Resume of a candidacy on its own current
 // session, or on one it resumed already, is NodeExists (nothing sent).
 //
 // # Reads

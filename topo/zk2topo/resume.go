@@ -58,8 +58,11 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 // process had on the session (its locks, its other candidacies) stays
 // until then, its claims lost to that process: ZooKeeper moves the whole
 // session. The server moves the session to the new client and drops the old one's
-// connection: the old process must be gone, or it steals the session
-// back when it reconnects. InvalidArgument for malformed info or info of
+// connection: the old process must be gone (exited without closing its
+// Conn, whose Close would have closed the session), or its client, still
+// running, takes the session back when it reconnects (and this Conn's
+// client takes it back in turn: the term is then held by two processes
+// by turns). InvalidArgument for malformed info or info of
 // another backend, election or id (before anything is sent); NodeExists
 // when this Conn holds that session already, its own current one or one
 // it resumed for another candidacy (a second client would take the
