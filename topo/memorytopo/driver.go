@@ -248,21 +248,27 @@ var closedChan = func() chan struct{} {
 
 // Delete implements claims.Driver: removal by identity (the entry itself,
 // on its live lease), never "the entry at this path". On a lease adopted
-// by Resume it revokes the lease too: a resumed participation's end ends
-// the earlier Conn's session.
+// by Resume (and still this Conn's) it revokes the lease too, also when
+// the entry is gone already (its term given up at a partition's notice,
+// the lease healed since): a resumed participation's end ends the earlier
+// Conn's session.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
 	s.lock()
 	defer s.mu.Unlock()
 	x := d.live(v, e)
+	if x != nil {
+		s.removeEntry(x)
+	}
+	if l, _ := v.Ref().(*lease); l != nil && l.adopted && l.c == d.c {
+		// A resumed participation ended: so does the lease it adopted,
+		// and every entry the earlier Conn left on it (see Resume). Only
+		// resumed participations have claims on a lease this Conn
+		// adopted: the Conn's own go on its session (sessionLease).
+		s.revokeLease(l)
+	}
 	if x == nil {
 		return claims.ErrNotHeld
-	}
-	s.removeEntry(x)
-	if x.lease.adopted {
-		// A resumed participation ended: so does the lease it adopted,
-		// and every entry the earlier Conn left on it (see Resume).
-		s.revokeLease(x.lease)
 	}
 	return nil
 }

@@ -104,6 +104,7 @@ func groups() []struct {
 			{"ResumeEndCut", testResumeEndCut},
 			{"ResumeRecampaign", testResumeRecampaign},
 			{"ResumeStopRacesClose", testResumeStopRacesClose},
+			{"ResumeEndAfterLoss", testResumeEndAfterLoss},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
 		{"Semaphore", []subtest{

@@ -805,3 +805,51 @@ func testResumeStopRacesClose(s *store) {
 	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
 	require.NoError(t, lc.Check(ctx), "C still holds d")
 }
+
+// testResumeEndAfterLoss: the resumed participation's term ends while
+// the adopted session may still live (its Conn B is cut off long enough
+// to give the term up, memorytopo's partition notice, then heals before
+// the store lapses the session, or the session lapses). Its Stop must
+// still end the adopted session (the earlier process's lock d passes to
+// C) though its own entry is already gone: a Stop that ends the session
+// only when it deletes the entry leaves the session renewed by B, with
+// the earlier process's lock on it, until B's Close.
+func testResumeEndAfterLoss(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	partA, partB := s.partitioned(), s.partitioned()
+	a, b := partA.Conn, partB.Conn
+	c := s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	partA.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err, "Resume while the session is alive")
+	stopOnCleanup(t, r)
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err)
+
+	partB.Cut()
+	select {
+	case <-res.ctx.Done():
+	case <-time.After(2 * (s.opts.SessionBound + longWait)):
+		t.Fatal("the resumed leader's term outlived its Conn's partition")
+	}
+	partB.Heal()
+	r.Stop()
+	lc, err := c.Lock(s.partitionCtx(), "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the lost resumed participation's Stop: the adopted session was kept")
+	unlockOnCleanup(t, lc)
+	fx.guardedWrites(t, ctx, c, lc, "by-c")
+	partA.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	fx.requireStaleRefused(t, ctx, a, la, "A's lock after the resumed participation ended")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
+}
