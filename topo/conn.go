@@ -190,15 +190,15 @@ type Conn interface {
 	// Hence: run a candidacy you mean to resume on a Conn of its own, with
 	// no locks and no other candidacies; resume it on another Conn than
 	// the one that made it, and at most one candidacy per session.
-	// ZooKeeper and Consul refuse a candidacy on a session this Conn holds
-	// already (its own, or one it resumed) with NodeExists, etcd one that
-	// a participation of this Conn owns with InvalidArgument; where a
-	// second candidacy of one session is resumed (etcd, memorytopo, the
-	// template), the
-	// first's end ends the second's term too (LockLost). Conformance:
+	// etcd, ZooKeeper and Consul refuse a candidacy on a session or lease
+	// this Conn holds already (its own, or one it resumed) with
+	// NodeExists (etcd: InvalidArgument for a candidacy a participation
+	// of this Conn owns); memorytopo and the template resume a second
+	// candidacy of one session, and the first's end ends the second's
+	// term (LockLost) before the session's entries go. Conformance:
 	// LeaderValues/Resume, ResumeEndStop, ResumeEndResign, ResumeEndCut,
-	// ResumeOwnSession, ResumeTwoOnOneSession, ResumeRecampaign,
-	// ResumeStopRacesClose.
+	// ResumeEndAfterLoss, ResumeOwnSession, ResumeTwoOnOneSession,
+	// ResumeRecampaign, ResumeStopRacesClose.
 	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (LeaderParticipation, error)
 
 	// Close releases the connection. Active watches end with Interrupted;

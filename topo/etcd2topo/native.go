@@ -146,7 +146,8 @@ func nativeKey(prefix string, id clientv3.LeaseID) string {
 // the same term until the lease is revoked (see ResumeLeaderParticipation). It
 // returns LockLost when the lease or key is gone; InvalidArgument for
 // info that is malformed or was issued for another prefix, id, backend
-// or layout, or whose key another participation of this Conn owns; the
+// or layout, or whose key another participation of this Conn owns;
+// NodeExists when this Conn holds the lease already; the
 // errors of NewNativeElection; Timeout, Interrupted, Unavailable,
 // PermissionDenied from etcd.
 func (c *Conn) ResumeNativeElection(ctx context.Context, prefix, id string, info []byte) (topo.LeaderParticipation, error) {
