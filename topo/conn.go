@@ -153,6 +153,52 @@ type Conn interface {
 	// entry is gone), InvalidArgument for info that is malformed or was
 	// issued for another election, id or backend, and the errors of
 	// NewLeaderParticipation.
+	//
+	// What is adopted is the whole session or lease, not the entry alone
+	// (etcd: the lease; ZooKeeper: the session, which the server moves to
+	// this Conn's new client; Consul: the session; memorytopo: the
+	// lease). Whatever else the earlier participant's Conn had on it (its
+	// Lock and TryLock entries, its other candidacies) stays in the store
+	// while the resumed participation lives, so nobody else gets those
+	// locks or leads those elections meanwhile. The resumed
+	// participation's Stop or Resign end the adopted session or lease
+	// (etcd: revoked; ZooKeeper: closed; Consul: destroyed; memorytopo:
+	// revoked), and every entry on it goes at once: the locks and
+	// elections pass on without waiting for this Conn's Close or for a
+	// TTL (Campaign again after Resign campaigns on this Conn's own
+	// session). This Conn's Close or the session's expiry end it too.
+	//
+	// Precondition, checked by nothing: the earlier participation's
+	// process must be gone, that is exited (or crashed) without closing
+	// its Conn, never to use that Conn again. (A process that closed its
+	// Conn ended the session with it: Resume then returns LockLost.) If
+	// the earlier process still runs, what happens differs per backend,
+	// and is never what you want: memorytopo (and the templatetopo
+	// example) take the resumed candidacy from it (its term ends,
+	// LockLost); on etcd and Consul nothing tells it, and both it and the
+	// resumed participation act as leader of the same term, Check and
+	// IfHeld passing for both (two leaders), until the resumed
+	// participation's end ends the session; on ZooKeeper its client,
+	// reconnecting with the session, takes the session back from this
+	// Conn's client, which takes it back in turn. With the earlier process
+	// gone, its claims on the session never share a holder: until the
+	// end, a backend may still report them held (etcd, Consul: they are
+	// in the store on a live session) or already LockLost (memorytopo:
+	// the lease is no longer that Conn's); from the end on, Check and
+	// Unlock say LockLost and their guarded writes are refused everywhere.
+	//
+	// Hence: run a candidacy you mean to resume on a Conn of its own, with
+	// no locks and no other candidacies; resume it on another Conn than
+	// the one that made it, and at most one candidacy per session.
+	// etcd, ZooKeeper and Consul refuse a candidacy on a session or lease
+	// this Conn holds already (its own, or one it resumed) with
+	// NodeExists (etcd: InvalidArgument for a candidacy a participation
+	// of this Conn owns); memorytopo and the template resume a second
+	// candidacy of one session, and the first's end ends the second's
+	// term (LockLost) before the session's entries go. Conformance:
+	// LeaderValues/Resume, ResumeEndStop, ResumeEndResign, ResumeEndCut,
+	// ResumeEndAfterLoss, ResumeOwnSession, ResumeTwoOnOneSession,
+	// ResumeRecampaign, ResumeStopRacesClose.
 	ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (LeaderParticipation, error)
 
 	// Close releases the connection. Active watches end with Interrupted;
@@ -349,9 +395,10 @@ type LeaderParticipation interface {
 	// A process that restarts can pass them, with the same election name
 	// and id, to Conn.ResumeLeaderParticipation to take the candidacy
 	// back, in its place in the queue, while the session or lease is still
-	// alive, instead of waiting for it to expire. Store them durably. It
-	// returns a NoNode *Error when the participant has no entry (it is not
-	// campaigning).
+	// alive, instead of waiting for it to expire (the resuming Conn adopts
+	// the whole session: see ResumeLeaderParticipation). Store them
+	// durably. It returns a NoNode *Error when the participant has no
+	// entry (it is not campaigning).
 	ResumeInfo() ([]byte, error)
 
 	// Stop withdraws from the election, giving up leadership if held. It is

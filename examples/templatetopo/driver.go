@@ -123,7 +123,9 @@ func (d driver) live(s *Store, q claims.Queue, v *claims.Session, e claims.Entry
 }
 
 // Delete implements claims.Driver: removal by identity (the entry's token
-// on its session), never "the entry at this path".
+// on its session), never "the entry at this path". On a session this Conn
+// adopted (Resume), the resumed participation's end (Stop, Resign) ends
+// the session too, with every entry the earlier Conn had on it.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	return d.c.do(func(s *Store) error {
 		x := d.live(s, q, v, e)
@@ -131,6 +133,10 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 			return claims.ErrNotHeld
 		}
 		s.remove(x)
+		if _, ok := d.c.adopted[x.sess]; ok {
+			delete(d.c.adopted, x.sess)
+			s.endSession(x.sess)
+		}
 		return nil
 	})
 }
@@ -211,8 +217,10 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 }
 
 // Resume implements claims.Driver: in one request, c adopts the session
-// (c's Close, Cut and ExpireSession now end it) and the engines of the
-// other Conns with a view of it lose their claim on the entry.
+// (the resumed participation's Stop or Resign, see Delete, and c's Close,
+// Cut and ExpireSession now end it) and the engines of the other Conns
+// with a view of it lose their claim on the entry. Their other entries on
+// the session stay until it ends.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	var ri resumeInfo
 	if err := json.Unmarshal(info, &ri); err != nil {

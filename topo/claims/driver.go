@@ -133,7 +133,11 @@ type Driver interface {
 	// Resume takes back the candidacy info describes (from ResumeInfo) in
 	// election q for id: it adopts its session (this Conn now ends it)
 	// and returns the entry and the session as this Conn sees it. The
-	// holder it was taken from must be told (Session.LoseEntry). It
+	// holder it was taken from must be told (Session.LoseEntry). The
+	// adopted session ends with the resumed participation: Delete of its
+	// entry (Stop, Resign) ends the session in the store too, so that
+	// every other entry the earlier holder had on it goes at once
+	// (conformance LeaderValues/ResumeEndStop, ResumeEndResign). It
 	// returns ErrNotHeld when the session or the entry is gone, and an
 	// InvalidArgument *topo.Error for info that is malformed or names
 	// another store, election or id.

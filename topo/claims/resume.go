@@ -26,7 +26,9 @@ func (p *participation) ResumeInfo() ([]byte, error) {
 // ResumeLeaderParticipation implements topo.Conn.ResumeLeaderParticipation: the checks of
 // backendkit.CheckContext and backendkit.CheckElection, then the driver
 // takes the candidacy back (Driver.Resume: the Conn adopts its session,
-// the previous holder's claim on it is lost). The new participant's
+// the previous holder's claim on it is lost; the participation's Stop or
+// Resign then end that session, through Driver.Delete, and with it every
+// other entry the previous holder had on it). The new participant's
 // candidacy keeps its place in the queue and its token: if it led,
 // WaitForLeadership and Campaign return at once with the same Token (and
 // when the driver resumes a granted entry, Entry.Granted, it leads at

@@ -43,7 +43,15 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 // renews info's session, checks with a consistent read that the election
 // key is still held by it with the term's ModifyIndex, and returns the
 // term's entry, granted; the Conn renews the session from then on, and the
-// participation's end destroys it. InvalidArgument for info that is
+// participation's end (Stop, Resign: driver.Delete) destroys it, releasing
+// whatever else the earlier process held on it (its locks, its other
+// terms) at once. The earlier process must be gone (exited without
+// closing its Conn, whose Close would have destroyed the session): a live
+// one is not told and keeps renewing the session, and both it and the
+// resumed participation hold the key with the same term, Check and
+// IfHeld passing for both (two leaders), until the session is destroyed.
+// NodeExists when this Conn holds the session already (adoptSession).
+// InvalidArgument for info that is
 // malformed or names another backend, election (or root) or id;
 // ErrNotHeld when the session ended or no longer holds the key with that
 // term.

@@ -141,10 +141,13 @@ func nativeKey(prefix string, id clientv3.LeaseID) string {
 // key: WaitForLeadership and Campaign wait from the key's place (or
 // return at once, with the same term token, if it leads), Resign and
 // Stop revoke the lease (everything else the old process had on that
-// lease goes with it; until then this Conn keeps all of it alive). It
+// lease goes with it; until then this Conn keeps all of it alive). The
+// earlier process must be gone: a live one is not told, and leads with
+// the same term until the lease is revoked (see ResumeLeaderParticipation). It
 // returns LockLost when the lease or key is gone; InvalidArgument for
 // info that is malformed or was issued for another prefix, id, backend
-// or layout, or whose key another participation of this Conn owns; the
+// or layout, or whose key another participation of this Conn owns;
+// NodeExists when this Conn holds the lease already; the
 // errors of NewNativeElection; Timeout, Interrupted, Unavailable,
 // PermissionDenied from etcd.
 func (c *Conn) ResumeNativeElection(ctx context.Context, prefix, id string, info []byte) (topo.LeaderParticipation, error) {

@@ -53,7 +53,9 @@ func (d driver) ResumeInfo(q claims.Queue, s *claims.Session, e claims.Entry) ([
 // goes too), after one read shows the entry still there, created at the
 // same revision, on that lease, holding id. InvalidArgument for info that
 // is malformed or was issued for another election, id or backend, or
-// whose entry a participation of this Conn owns.
+// whose entry a participation of this Conn owns; NodeExists when this
+// Conn keeps the lease alive already (its own, or one it resumed for
+// another candidacy: keepAdopted).
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	r, err := c.parseResume(q, id, info)
@@ -62,6 +64,9 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	}
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
+	}
+	if c.holdsLease(clientv3.LeaseID(r.Lease)) {
+		return claims.Entry{}, nil, errLeaseHeld(q.Path)
 	}
 	if !c.takeKey(r.Key) {
 		return claims.Entry{}, nil, backendkit.Wrap(topo.InvalidArgument, q.Path,
@@ -83,11 +88,61 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
 	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-	if err := c.keep(l, q.Path); err != nil {
+	if err := c.keepAdopted(l, q.Path); err != nil {
 		c.freeKey(r.Key)
 		return claims.Entry{}, nil, err
 	}
 	return e, l.sess, nil
+}
+
+// errLeaseHeld is Resume's NodeExists for a lease this Conn holds already.
+func errLeaseHeld(path string) error {
+	return backendkit.Wrap(topo.NodeExists, path, errors.New("etcd2topo: this Conn holds the lease already"))
+}
+
+// holdsLease reports whether c keeps lease id alive already: one of its
+// own leases, or one it resumed for another candidacy.
+func (c *Conn) holdsLease(id clientv3.LeaseID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.holdsLeaseLocked(id)
+}
+
+// holdsLeaseLocked is holdsLease with c.mu held. A lease not yet declared
+// lost counts (lost() is not called here: it may declare the loss, which
+// ends claims, under c.mu).
+func (c *Conn) holdsLeaseLocked(id clientv3.LeaseID) bool {
+	for x := range c.leases {
+		if x.id == id && x.lostCtx.Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// keepAdopted is keep for a lease Resume adopted, refused (NodeExists)
+// when c holds that lease already: two resumed participations on one
+// lease each revoke it as they end, and the first's revocation would
+// hand the second's election on before the second's term ended (two
+// leaders). The check and the tracking are one step under c.mu, so that
+// of two Resumes of one lease at once, one is refused.
+func (c *Conn) keepAdopted(l *lease, path string) error {
+	c.mu.Lock()
+	closed, held := c.isClosed(), c.holdsLeaseLocked(l.id)
+	if !closed && !held {
+		c.leases[l] = struct{}{}
+	}
+	c.mu.Unlock()
+	switch {
+	case closed:
+		l.markLost()
+		return topo.NewError(topo.Closed, path)
+	case held:
+		l.markLost() // not revoked: the lease is the other holder's
+		return errLeaseHeld(path)
+	}
+	go c.keepAlive(l)
+	return nil
 }
 
 // parseResume checks info, a ResumeInfo, for election (or native
@@ -141,10 +196,17 @@ func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string)
 // ResumeLeaderParticipation implements topo.Conn: the info of a native
 // election (ResumeInfo of NewNativeElection) goes to ResumeNativeElection
 // with name as the prefix; any other to the claims engine (see
-// claims.Engine.ResumeLeaderParticipation and driver.Resume). It returns
-// LockLost when the lease or entry is gone; InvalidArgument for info that
+// claims.Engine.ResumeLeaderParticipation and driver.Resume). The process
+// of the earlier participation must be gone (exited without closing its
+// Conn, whose Close would have revoked the lease): nothing tells a live
+// one, which keeps renewing the lease and leading, so that both it and
+// the resumed participation pass Check and IfHeld for the same term (two
+// leaders) until the resumed participation's Stop or Resign revoke the
+// lease. It returns LockLost when the lease or entry is gone; InvalidArgument for info that
 // is malformed or was issued for another election, id or backend, or
-// whose entry a participation of this Conn owns; the errors of
+// whose entry a participation of this Conn owns; NodeExists when this
+// Conn holds the lease already (its own, or one it resumed for another
+// candidacy: resume one candidacy per lease); the errors of
 // NewLeaderParticipation; Timeout, Interrupted, Unavailable,
 // PermissionDenied from etcd.
 func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {

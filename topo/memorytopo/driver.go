@@ -247,16 +247,29 @@ var closedChan = func() chan struct{} {
 }()
 
 // Delete implements claims.Driver: removal by identity (the entry itself,
-// on its live lease), never "the entry at this path".
+// on its live lease), never "the entry at this path". On a lease adopted
+// by Resume (and still this Conn's) it revokes the lease too, also when
+// the entry is gone already (its term given up at a partition's notice,
+// the lease healed since): a resumed participation's end ends the earlier
+// Conn's session.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
 	s.lock()
 	defer s.mu.Unlock()
 	x := d.live(v, e)
+	if x != nil {
+		s.removeEntry(x)
+	}
+	if l, _ := v.Ref().(*lease); l != nil && l.adopted && l.c == d.c {
+		// A resumed participation ended: so does the lease it adopted,
+		// and every entry the earlier Conn left on it (see Resume). Only
+		// resumed participations have claims on a lease this Conn
+		// adopted: the Conn's own go on its session (sessionLease).
+		s.revokeLease(l)
+	}
 	if x == nil {
 		return claims.ErrNotHeld
 	}
-	s.removeEntry(x)
 	return nil
 }
 
@@ -331,9 +344,17 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 
 // Resume implements claims.Driver: a Conn of the same store and root takes
 // the candidacy back by adopting the lease it is on (adoptLease: the lease
-// is renewed through this Conn from now on, and ends with its Close or
+// is renewed through this Conn from now on, and ends with the resumed
+// participation's Stop or Resign, or with this Conn's Close or
 // ExpireSession), and the claim the original participant had on the
-// entry is lost. InvalidArgument for malformed info or info of another
+// entry is lost. The original Conn's other entries on the lease (its
+// Lock and TryLock entries, its other candidacies) stay in the store
+// until the lease ends, their claims lost (Check, Unlock: LockLost: the
+// lease is no longer that Conn's). The original Conn's process should be
+// gone (topo.Conn.ResumeLeaderParticipation); if the Conn is still in
+// use, its claims on the lease are LockLost from then on (the resumed
+// candidacy's term ends at once) and its next claims go on a new lease.
+// InvalidArgument for malformed info or info of another
 // backend, store, root, election or id; ErrNotHeld when the entry is
 // gone; Closed after Close.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {

@@ -34,6 +34,12 @@ type lease struct {
 	// notice is the client-side lapse of a partitioned Conn's lease
 	// (partitionNotice): it fires before timer.
 	notice *time.Timer
+
+	// adopted is set once ResumeLeaderParticipation moved the lease to
+	// another Conn (adoptLease): the resumed participation's end (its
+	// entry's Delete: Stop, Resign) revokes it, with every other entry
+	// the earlier Conn had on it.
+	adopted bool
 }
 
 // partitionNotice is how long before the store lapses a partitioned
@@ -151,12 +157,14 @@ func (s *store) revokeLease(l *lease) {
 }
 
 // adoptLease makes c renew l from now on, in place of the Conn that held
-// it (ResumeLeaderParticipation). Call with mu held for writing.
+// it (ResumeLeaderParticipation), until the resumed participation ends
+// (adopted: driver.Delete then revokes l). Call with mu held for writing.
 func (s *store) adoptLease(l *lease, c *Conn) {
 	old := l.c
 	if old == c {
 		return
 	}
+	l.adopted = true
 	delete(old.leases, l)
 	if old.session == l {
 		old.session = nil

@@ -455,6 +455,90 @@ func testResume(s *store) {
 	requireCode(t, err, topo.LockLost, "Resume after the session ended")
 }
 
+// testResumeEndStop and testResumeEndResign: Conn A holds lock d, leads
+// election elec2 and campaigns on elec, all on its one session; its
+// process "restarts" (A's traffic is cut, as in testResume: on ZooKeeper
+// a live A would take the session back when it reconnects) and Conn B
+// resumes the elec candidacy, adopting that session. While the resumed
+// participation lives, nobody else gets d (the session, A's entries
+// included, is alive). Its end (Stop, or Resign) ends the adopted
+// session, and with it everything the earlier process had on it: a Lock
+// of d queued on Conn C is granted, and D, waiting in elec2, leads,
+// without B's Conn closing or a TTL lapsing (the context deadline of
+// C's Lock, far above a handover's latency, is the failure signal). A,
+// healed, then finds its lock lost: every guarded write with it is
+// refused and writes nothing, while C's succeed (never two holders).
+func testResumeEndStop(s *store) {
+	testResumeEnd(s, "Stop", func(ctx context.Context, r topo.LeaderParticipation) error {
+		r.Stop()
+		return nil
+	})
+}
+
+func testResumeEndResign(s *store) {
+	testResumeEnd(s, "Resign", func(ctx context.Context, r topo.LeaderParticipation) error {
+		return r.Resign(ctx)
+	})
+}
+
+// testResumeEnd is testResumeEndStop and testResumeEndResign, ending the
+// resumed participation with end.
+func testResumeEnd(s *store, how string, end func(context.Context, topo.LeaderParticipation) error) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, c, d := s.conn(), s.conn(), s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	fx.guardedWrites(t, ctx, a, la, "by-a")
+	campaign(t, ctx, participate(t, a, "elec2", "id1"), "w1")
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	tok := termToken(t, p)
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+	next := leadAsync(participate(t, d, "elec2", "id2"))
+
+	// The process "restarts": A goes silent, B resumes the candidacy.
+	part.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err, "Resume while the session is alive")
+	stopOnCleanup(t, r)
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err, "the resumed participation leads at once")
+	lctx := res.ctx
+	require.Equal(t, tok, termToken(t, r), "a resumed leader keeps its term")
+
+	// C's deadline is the failure signal: a backend that keeps the adopted
+	// session until B's Conn closes (or its TTL lapses) never grants it.
+	wctx := shortCtx(t, longWait)
+	got := lockAsync(t, func() (topo.LockDescriptor, error) { return c.Lock(wctx, "d", "successor") })
+	requireNothing(t, got, "C's Lock of d while the resumed participation lives on the session holding it")
+	requireNothing(t, next, "D's candidacy in elec2 while the resumed participation lives on the session leading it")
+
+	require.NoErrorf(t, end(ctx, r), "%s of the resumed participation", how)
+	requireDone(t, lctx, "the resumed leader's context after its "+how)
+	rl := recvWithin(t, got, 2*longWait, "C's Lock of d (its context ends after longWait)")
+	require.NoErrorf(t, rl.err, "C's Lock of d after the resumed participation's %s: the adopted session, holding the earlier process's lock, was not ended", how)
+	requireDoneOpen(t, rl.l, "C's lock")
+	lead := recvWithin(t, next, longWait, "D's WaitForLeadership in elec2 after the resumed participation's "+how)
+	require.NoErrorf(t, lead.err, "D in elec2 after the resumed participation's %s", how)
+	require.NoError(t, lead.ctx.Err(), "D leads elec2")
+	fx.guardedWrites(t, ctx, c, rl.l, "by-c")
+
+	// A comes back: its lock is lost, and its guarded writes harm nobody.
+	part.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	fx.requireStaleRefused(t, ctx, a, la, "A's lock after the resumed participation's "+how)
+	requireCode(t, la.Unlock(ctx), topo.LockLost, "A's Unlock after the heal")
+	require.NoError(t, rl.l.Check(ctx), "C still holds d")
+	fx.guardedWrites(t, ctx, c, rl.l, "by-c-after-a")
+	require.NoError(t, rl.l.Unlock(ctx))
+}
+
 // testElectionDirsEphemeral: every backend marks the top-level elections
 // directory, and an election's directory, Ephemeral in a full ListDir
 // while only candidates are below it (as Vitess's backends do), and the
@@ -476,4 +560,300 @@ func testElectionDirsEphemeral(s *store) {
 	kvs, err := c.List(ctx, "")
 	require.NoError(t, err)
 	require.Equal(t, []string{"f"}, kvPaths(kvs), "a published value must not be listed as a file")
+}
+
+// testResumeOwnSession: a Conn resumes a candidacy of its own (the
+// ResumeInfo of one of its participations, as a component of a process
+// that did not restart might). A backend may refuse it (etcd:
+// InvalidArgument; Consul: NodeExists) or resume it; either way the
+// Conn's own session is not the earlier process's to end: the Conn's
+// lock d and its leadership of elec2 outlive the resumed participation's
+// Stop (and the refused attempt), and nobody else gets d meanwhile.
+func testResumeOwnSession(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	a, c := s.conn(), s.conn()
+	mustCreate(t, ctx, c, "d/f", "x")
+	la, err := a.Lock(ctx, "d", "own")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p2 := participate(t, a, "elec2", "id1")
+	lctx2 := campaign(t, ctx, p2, "w1")
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	r, err := a.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	if err == nil {
+		stopOnCleanup(t, r)
+		res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+		require.NoError(t, res.err, "the resumed participation leads at once")
+		r.Stop()
+		requireDone(t, res.ctx, "the resumed leader's context after its Stop")
+	} else {
+		code := topo.CodeOf(err)
+		require.Truef(t, code == topo.InvalidArgument || code == topo.NodeExists, "Resume of the Conn's own candidacy: %v", err)
+	}
+	require.NoError(t, la.Check(ctx), "the Conn's lock d after it resumed (and stopped) a candidacy of its own session")
+	require.NoError(t, lctx2.Err(), "the Conn's lead of elec2 after it resumed (and stopped) a candidacy of its own session")
+	_, err = p2.Term()
+	require.NoError(t, err, "the Conn's term in elec2")
+	_, err = c.TryLock(ctx, "d", "other")
+	require.Error(t, err, "C's TryLock of d while the Conn holds it")
+	require.NoError(t, la.Unlock(ctx))
+	require.NoError(t, p2.Resign(ctx))
+}
+
+// testResumeTwoOnOneSession: Conn A leads elec and elec3 on its one
+// session; its process "restarts" and Conn B resumes both candidacies.
+// A backend may refuse the second (etcd, ZooKeeper, Consul: NodeExists: the
+// Conn holds that session already); when it resumes it, both resumed
+// participations live on the one adopted session, and the first's Stop
+// ends that session: the second's term ends too (LockLost, its context
+// cancelled, its guarded writes refused) before D, waiting in elec3,
+// leads: the second never acts as leader beside D.
+func testResumeTwoOnOneSession(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, d := s.conn(), s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+	p1 := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p1, "v1")
+	p3 := participate(t, a, "elec3", "id1")
+	campaign(t, ctx, p3, "w1")
+	info1, err := p1.ResumeInfo()
+	require.NoError(t, err)
+	info3, err := p3.ResumeInfo()
+	require.NoError(t, err)
+	next := leadAsync(participate(t, d, "elec3", "id2"))
+
+	part.Cut()
+	r1, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info1)
+	require.NoError(t, err, "Resume of the first candidacy")
+	stopOnCleanup(t, r1)
+	res1 := recvWithin(t, leadAsync(r1), longWait, "WaitForLeadership of the first resumed participation")
+	require.NoError(t, res1.err)
+	r3, err := b.ResumeLeaderParticipation(ctx, "elec3", "id1", info3)
+	var ctx3 context.Context
+	var term3 topo.Fence
+	if err != nil {
+		requireCode(t, err, topo.NodeExists, "Resume of a second candidacy on the session B adopted")
+	} else {
+		stopOnCleanup(t, r3)
+		res3 := recvWithin(t, leadAsync(r3), longWait, "WaitForLeadership of the second resumed participation")
+		require.NoError(t, res3.err)
+		ctx3 = res3.ctx
+		term3, err = r3.Term()
+		require.NoError(t, err)
+		fx.guardedWrites(t, ctx, b, term3, "by-r3")
+	}
+	requireNothing(t, next, "D's candidacy in elec3 while the session leading it lives")
+
+	r1.Stop()
+	requireDone(t, res1.ctx, "the first resumed leader's context after its Stop")
+	lead := recvWithin(t, next, longWait, "D's WaitForLeadership in elec3 after the first resumed participation's Stop")
+	require.NoError(t, lead.err, "D in elec3")
+	if ctx3 != nil {
+		select {
+		case <-ctx3.Done():
+		default:
+			t.Fatal("D leads elec3 while the second resumed participation's term has not ended: two leaders")
+		}
+		_, err = r3.Term()
+		requireCode(t, err, topo.NotLeader, "the second resumed participation's Term once the adopted session ended")
+		fx.requireStaleRefused(t, ctx, b, term3, "the second resumed term after the adopted session ended")
+	}
+	dterm, err := lead.ctx, nil
+	require.NoError(t, dterm.Err(), "D leads elec3")
+	part.Heal()
+}
+
+// testResumeEndCut: as testResumeEndStop, but the resuming Conn B is
+// itself cut off from the store when its resumed participation stops, so
+// the end of the adopted session may not reach the store. The session
+// must not be leaked (kept alive) for all that: the resumed leader's
+// context ends at Stop, C's Lock of d (held by the earlier process on
+// that session) is granted within the session bound, and once B and then
+// A heal, nothing of the session comes back: C still holds d, A's lock
+// is lost and its guarded writes are refused, and E leads elec.
+func testResumeEndCut(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	partA, partB := s.partitioned(), s.partitioned()
+	a, b := partA.Conn, partB.Conn
+	c, e := s.conn(), s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	partA.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err, "Resume while the session is alive")
+	stopOnCleanup(t, r)
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err)
+
+	partB.Cut()
+	stopped := make(chan struct{})
+	go func() {
+		r.Stop()
+		close(stopped)
+	}()
+	recvWithin(t, stopped, longWait, "Stop of the resumed participation while its Conn is cut off")
+	requireDone(t, res.ctx, "the resumed leader's context after its Stop")
+	wctx := s.partitionCtx()
+	lc, err := c.Lock(wctx, "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the resumed participation stopped, its Conn cut off: the adopted session was kept alive")
+	unlockOnCleanup(t, lc)
+	fx.guardedWrites(t, ctx, c, lc, "by-c")
+
+	partB.Heal()
+	pe := participate(t, e, "elec", "id2")
+	campaign(t, ctx, pe, "v2")
+	partA.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	fx.requireStaleRefused(t, ctx, a, la, "A's lock after the resumed participation stopped")
+	_, err = r.Term()
+	requireCode(t, err, topo.NotLeader, "the stopped resumed participation")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
+	fx.guardedWrites(t, ctx, c, lc, "by-c-after-heal")
+}
+
+// testResumeRecampaign: after the resumed participation resigns (ending
+// the adopted session: the earlier process's lock d passes to C), it
+// campaigns again: its new candidacy is on the resuming Conn B's own
+// session, with a greater token, and its later Stop ends nothing else of
+// B's: B's own lock e, taken before the Resume, is still held.
+func testResumeRecampaign(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, c := s.conn(), s.conn()
+	mustCreate(t, ctx, c, "d/f", "x")
+	mustCreate(t, ctx, c, "e/f", "x")
+	le, err := b.Lock(ctx, "e", "B's own")
+	require.NoError(t, err)
+	unlockOnCleanup(t, le)
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	tok := termToken(t, p)
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	part.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err)
+	stopOnCleanup(t, r)
+	require.NoError(t, r.Resign(ctx))
+	wctx := shortCtx(t, longWait)
+	lc, err := c.Lock(wctx, "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the resumed participation's Resign")
+	unlockOnCleanup(t, lc)
+
+	lctx := campaign(t, ctx, r, "v2")
+	require.Greater(t, termToken(t, r), tok, "the new term of the resumed participation")
+	require.NoError(t, le.Check(ctx), "B's own lock e while its participation campaigns again")
+	r.Stop()
+	requireDone(t, lctx, "the new term's context after Stop")
+	require.NoError(t, le.Check(ctx), "B's own lock e after the participation's new candidacy stopped")
+	_, err = c.TryLock(ctx, "e", "other")
+	require.Error(t, err, "C's TryLock of e while B holds it")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
+	require.NoError(t, le.Unlock(ctx))
+	part.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+}
+
+// testResumeStopRacesClose: the resumed participation's Stop and its
+// Conn's Close run at once; both return, the adopted session ends
+// either way (C gets d, the earlier process's lock), and the earlier
+// process's lock is lost when it heals.
+func testResumeStopRacesClose(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	part := s.partitioned()
+	a := part.Conn
+	b, c := s.conn(), s.conn()
+	mustCreate(t, ctx, c, "d/f", "x")
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	part.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err)
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err)
+	done := make(chan struct{}, 2)
+	go func() { r.Stop(); done <- struct{}{} }()
+	go func() { b.Close(); done <- struct{}{} }()
+	recvWithin(t, done, longWait, "Stop or Close")
+	recvWithin(t, done, longWait, "Stop or Close")
+	requireDone(t, res.ctx, "the resumed leader's context")
+	lc, err := c.Lock(shortCtx(t, longWait), "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the resumed participation's Stop and its Conn's Close")
+	unlockOnCleanup(t, lc)
+	part.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
+}
+
+// testResumeEndAfterLoss: the resumed participation's term ends while
+// the adopted session may still live (its Conn B is cut off long enough
+// to give the term up, memorytopo's partition notice, then heals before
+// the store lapses the session, or the session lapses). Its Stop must
+// still end the adopted session (the earlier process's lock d passes to
+// C) though its own entry is already gone: a Stop that ends the session
+// only when it deletes the entry leaves the session renewed by B, with
+// the earlier process's lock on it, until B's Close.
+func testResumeEndAfterLoss(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	partA, partB := s.partitioned(), s.partitioned()
+	a, b := partA.Conn, partB.Conn
+	c := s.conn()
+	fx := newStaleFixture(t, ctx, s.conn())
+
+	la, err := a.Lock(ctx, "d", "earlier process")
+	require.NoError(t, err)
+	unlockOnCleanup(t, la)
+	p := participate(t, a, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+
+	partA.Cut()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err, "Resume while the session is alive")
+	stopOnCleanup(t, r)
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
+	require.NoError(t, res.err)
+
+	partB.Cut()
+	select {
+	case <-res.ctx.Done():
+	case <-time.After(2 * (s.opts.SessionBound + longWait)):
+		t.Fatal("the resumed leader's term outlived its Conn's partition")
+	}
+	partB.Heal()
+	r.Stop()
+	lc, err := c.Lock(s.partitionCtx(), "d", "successor")
+	require.NoError(t, err, "C's Lock of d after the lost resumed participation's Stop: the adopted session was kept")
+	unlockOnCleanup(t, lc)
+	fx.guardedWrites(t, ctx, c, lc, "by-c")
+	partA.Heal()
+	requireLostAfterHeal(t, ctx, la, "A (the earlier process)")
+	fx.requireStaleRefused(t, ctx, a, la, "A's lock after the resumed participation ended")
+	require.NoError(t, lc.Check(ctx), "C still holds d")
 }

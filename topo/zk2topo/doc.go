@@ -203,7 +203,13 @@
 // that session (go-zookeeper has no option for it; the session's dialer
 // rewrites the request's session id and password, and the client adopts
 // the server's answer: the session, or expiry). The participation then
-// campaigns on that session while it lives; Close closes it.
+// campaigns on that session while it lives; its Stop or Resign close the
+// session (the server deletes every ephemeral of it, the earlier
+// process's lock entries and other candidates included), as does Close.
+// The earlier process must be gone: its client, if it still runs, takes
+// the session back on reconnecting (see driver.Resume). A Conn holds a
+// session once: Resume of a candidacy on its own current
+// session, or on one it resumed already, is NodeExists (nothing sent).
 //
 // # Reads
 //

@@ -374,11 +374,17 @@ func onlyAhead(names []string, node, pred string) bool {
 // forgets an entry deleted behind its back, so a znode of the same name
 // made later by anyone is never deleted), and not after Close. A lock's
 // directory is then removed when nothing else is left in it (see
-// releaseLock); a candidate goes with its value znode, in one multi.
+// releaseLock); a candidate goes with its value znode, in one multi. On a
+// session adopted by Resume (the resumed candidacy's: Stop, Resign), the
+// session is then closed (endResumed), with whatever else the earlier
+// process had on it.
 func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) error {
 	c := d.c
 	c.headed.Delete(e.Key)
 	s := cs.Ref().(*zkSession)
+	if s.obs.resumeID != 0 { // set once, at newSessionAs: a session Resume adopted
+		defer c.endResumed(s)
+	}
 	rec := s.entry(e.Key)
 	if c.closed.Load() || s.isLost() || rec == nil || rec.token != e.Token {
 		// Nothing is sent: Close ends the session, and the server deletes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -51,12 +52,25 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 // a client reconnect to a session with its id and password; the connect
 // request of the new client asks for it, see resumeFrame), checks that
 // the candidate entry is the session's and holds id, and returns it on
-// that session, which the Conn keeps alive until Close (or expiry). The
-// server moves the session to the new client and drops the old one's
-// connection: the old process must be gone, or it steals the session
-// back when it reconnects. InvalidArgument for malformed info or info of
-// another backend, election or id (before anything is sent); ErrNotHeld
-// when the session ended or the entry is gone; Closed after Close.
+// that session, which the Conn keeps alive until the resumed
+// participation ends (Stop, Resign: Delete closes the session, see
+// endResumed), the Conn's Close, or expiry. Whatever else the earlier
+// process had on the session (its locks, its other candidacies) stays
+// until then, its claims lost to that process: ZooKeeper moves the whole
+// session. The server moves the session to the new client and drops the old one's
+// connection: the old process must be gone (exited without closing its
+// Conn, whose Close would have closed the session), or its client, still
+// running, takes the session back when it reconnects (and this Conn's
+// client takes it back in turn: the term is then held by two processes
+// by turns). InvalidArgument for malformed info or info of
+// another backend, election or id (before anything is sent); NodeExists
+// when this Conn holds that session already, its own current one or one
+// it resumed for another candidacy (a second client would take the
+// session from the first, and one participation's end would end the
+// other's session: resume one candidacy per session, on another Conn than
+// the one that made it); ErrNotHeld when the session ended or the entry
+// is gone; Closed after Close. A Resume that fails after the client
+// attached the session closes it.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	dirZp := d.parent(q)
@@ -85,20 +99,30 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := backendkit.Ready(ctx, q.Path, c.closed.Load); err != nil {
 		return fail(err)
 	}
-	s, err := c.newSessionAs(ri.Session, ri.Password)
-	if err != nil {
-		return fail(backendkit.Wrap(topo.Unavailable, q.Path, err))
-	}
+	// Under c.mu, as the session is started (in the background), so that
+	// Close sees it in c.resumed or it sees Close, and a concurrent Resume
+	// of the same session sees it.
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
-		s.lose()
 		return fail(topo.NewError(topo.Closed, q.Path))
+	}
+	if c.holdsSession(ri.Session) {
+		// A second client on the session would take it from the first,
+		// and the first take it back on reconnecting; and one
+		// participation's end would end the other's session.
+		c.mu.Unlock()
+		return fail(backendkit.Wrap(topo.NodeExists, q.Path, errors.New("zk2topo: this Conn holds the session already")))
+	}
+	s, err := c.newSessionAs(ri.Session, ri.Password)
+	if err != nil {
+		c.mu.Unlock()
+		return fail(backendkit.Wrap(topo.Unavailable, q.Path, err))
 	}
 	c.resumed = append(c.resumed, s)
 	c.mu.Unlock()
 	drop := func(err error) (claims.Entry, *claims.Session, error) {
-		s.lose()
+		c.endResumed(s) // off c.resumed, and closed
 		return fail(err)
 	}
 	// Wait for the server's answer: the session, or expired.
@@ -136,4 +160,37 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	s.mu.Unlock()
 	c.watchEntry(s, q.Path, ri.Entry, r.st.Czxid, r.ch)
 	return claims.Entry{Token: r.st.Czxid, Key: ri.Entry, Session: sessionName(ri.Session), Contents: id}, s.claims, nil
+}
+
+// holdsSession reports whether the live session id is c's already: its
+// current session, or one a Resume adopted (or is adopting). Call with
+// c.mu held.
+func (c *Conn) holdsSession(id int64) bool {
+	if !c.cur.isLost() && c.cur.zk.SessionID() == id {
+		return true
+	}
+	for _, s := range c.resumed {
+		if !s.isLost() && s.obs.resumeID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// endResumed closes s when it is a session Resume adopted, once its
+// resumed participation withdrew its candidacy (Delete): the server
+// deletes the session's ephemerals at once, the earlier process's locks
+// and candidacies on it included, as etcd's revoked lease and Consul's
+// destroyed session do. A no-op for the Conn's own sessions, and for a
+// resumed one already ended.
+func (c *Conn) endResumed(s *zkSession) {
+	c.mu.Lock()
+	i := slices.Index(c.resumed, s)
+	if i >= 0 {
+		c.resumed = slices.Delete(c.resumed, i, i+1)
+	}
+	c.mu.Unlock()
+	if i >= 0 {
+		s.lose() // closes the client: closeSession
+	}
 }

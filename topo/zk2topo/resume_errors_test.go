@@ -49,7 +49,8 @@ func resumableCandidate(ctx context.Context, t *testing.T, root string) ([]byte,
 
 // TestResumeCandidateGoneOrNotItsID: Resume on a live session whose
 // candidate entry was deleted behind its back, or holds another id, is
-// LockLost (claims.ErrNotHeld), and the session it attached is let go.
+// LockLost (claims.ErrNotHeld), and the session it attached is let go
+// (also off the Conn's resumed sessions: see requireNoResumed).
 func TestResumeCandidateGoneOrNotItsID(t *testing.T) {
 	ctx := valuesCtx(t)
 	raw, _, err := zk.Connect([]string{testServer}, testSessionTimeout)
@@ -63,6 +64,7 @@ func TestResumeCandidateGoneOrNotItsID(t *testing.T) {
 		c3 := openConn(t, []string{testServer}, root)
 		_, err := c3.ResumeLeaderParticipation(ctx, "elec", "id2", info)
 		require.True(t, topo.IsErrType(err, topo.LockLost), "got %v", err)
+		requireNoResumed(t, c3)
 	})
 	t.Run("other id", func(t *testing.T) {
 		root := freshRoot(t)
@@ -72,6 +74,7 @@ func TestResumeCandidateGoneOrNotItsID(t *testing.T) {
 		c3 := openConn(t, []string{testServer}, root)
 		_, err = c3.ResumeLeaderParticipation(ctx, "elec", "id2", info)
 		require.True(t, topo.IsErrType(err, topo.LockLost), "got %v", err)
+		requireNoResumed(t, c3)
 	})
 	t.Run("value gone", func(t *testing.T) {
 		root := freshRoot(t)
@@ -109,6 +112,7 @@ func TestResumeWaitBounds(t *testing.T) {
 	require.True(t, topo.IsErrType(err, topo.Unavailable), "got %v", err)
 	require.ErrorIs(t, err, refused)
 	require.ErrorContains(t, err, "no ZooKeeper server at "+testServer+" gave a session within 500ms")
+	requireNoResumed(t, c)
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -121,8 +125,20 @@ func TestResumeWaitBounds(t *testing.T) {
 	_, err = c.ResumeLeaderParticipation(tctx, "elec", "id2", info)
 	t.Logf("deadline while waiting: %v", err)
 	require.True(t, topo.IsErrType(err, topo.Timeout), "got %v", err)
+	requireNoResumed(t, c)
 
 	c.Close()
 	_, err = c.ResumeLeaderParticipation(ctx, "elec", "id2", info)
 	require.True(t, topo.IsErrType(err, topo.Closed), "got %v", err)
+}
+
+// requireNoResumed fails t unless c keeps no resumed session: a Resume
+// that failed took the session it attached off c.resumed (a lost one
+// left there would be kept until Close, and would keep the Conn's lock
+// queues off their stashed listings: stashValid).
+func requireNoResumed(t *testing.T, c *Conn) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Empty(t, c.resumed, "a failed Resume left its session on the Conn")
 }

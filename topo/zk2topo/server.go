@@ -217,7 +217,8 @@ type Conn struct {
 	mu  sync.Mutex
 	cur *zkSession // the current session; replaced once lost
 	// resumed are the sessions adopted by ResumeLeaderParticipation, each
-	// on its own client; Close closes them with cur.
+	// on its own client; the resumed participation's end closes its
+	// session and takes it off (endResumed), Close closes them with cur.
 	resumed []*zkSession
 
 	listCache listCache // sorted names of large directories, see listCache
