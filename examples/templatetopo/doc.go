@@ -40,12 +40,9 @@
 // the old holder has always learned its loss when the next one wins: true
 // here because the notice is a function call; a networked backend gets
 // the same order from its session safety margin. ResumeLeaderParticipation
-// makes a Conn adopt another Conn's session; the resumed participation's
-// Stop or Resign end it. The earlier Conn must be out of use (its process
-// gone, see topo.Conn.ResumeLeaderParticipation); if it is not, it loses
-// the resumed candidacy's claim (LockLost) and opens a new session for
-// its next claim, its other claims on the adopted one staying until that
-// ends. File reads and writes use no session.
+// makes a Conn adopt another Conn's session, which the resumed
+// participation's Stop or Resign end (topo.Conn.ResumeLeaderParticipation
+// states the rules). File reads and writes use no session.
 //
 // # Claims
 //

@@ -123,9 +123,8 @@ func (d driver) live(s *Store, q claims.Queue, v *claims.Session, e claims.Entry
 }
 
 // Delete implements claims.Driver: removal by identity (the entry's token
-// on its session), never "the entry at this path". On a session this Conn
-// adopted (Resume), the resumed participation's end (Stop, Resign) ends
-// the session too, with every entry the earlier Conn had on it.
+// on its session), never "the entry at this path"; on a session c adopted
+// (Resume), it ends the session too, with every entry on it.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	return d.c.do(func(s *Store) error {
 		x := d.live(s, q, v, e)
@@ -217,10 +216,8 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 }
 
 // Resume implements claims.Driver: in one request, c adopts the session
-// (the resumed participation's Stop or Resign, see Delete, and c's Close,
-// Cut and ExpireSession now end it) and the engines of the other Conns
-// with a view of it lose their claim on the entry. Their other entries on
-// the session stay until it ends.
+// (its end: Delete, c's Close, Cut, ExpireSession) and the engines of the
+// other Conns with a view of it lose their claim on the entry.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	var ri resumeInfo
 	if err := json.Unmarshal(info, &ri); err != nil {
