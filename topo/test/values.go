@@ -455,6 +455,56 @@ func testResume(s *store) {
 	requireCode(t, err, topo.LockLost, "Resume after the session ended")
 }
 
+// The resume tests below share one set-up: Conn A, the earlier process,
+// locks d and leads elec (as id1, with value v1) on its one session; its
+// process "restarts" (A's traffic is cut) and Conn B resumes the
+// candidacy from its ResumeInfo. These helpers are its steps, so that a
+// test can put its own steps between them (A's lock of d: mustLock).
+
+// leadElec campaigns on c as id1 in elec with value v1 and returns the
+// candidacy's ResumeInfo, and, with withToken, its term's token (read
+// before the ResumeInfo; 0 without).
+func leadElec(t *testing.T, ctx context.Context, c topo.Conn, withToken bool) (int64, []byte) {
+	t.Helper()
+	p := participate(t, c, "elec", "id1")
+	campaign(t, ctx, p, "v1")
+	var tok int64
+	if withToken {
+		tok = termToken(t, p)
+	}
+	info, err := p.ResumeInfo()
+	require.NoError(t, err)
+	return tok, info
+}
+
+// resumeElec resumes id1's candidacy in elec on b from info, requires it
+// to succeed and stops the resumed participation when the subtest ends.
+func resumeElec(t *testing.T, ctx context.Context, b topo.Conn, info []byte) topo.LeaderParticipation {
+	t.Helper()
+	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
+	require.NoError(t, err, "Resume while the session is alive")
+	stopOnCleanup(t, r)
+	return r
+}
+
+// resumedLeads requires the resumed participation r (named what) to lead
+// at once (within longWait).
+func resumedLeads(t *testing.T, r topo.LeaderParticipation, what string) leadResult {
+	t.Helper()
+	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of "+what)
+	require.NoErrorf(t, res.err, "%s leads at once", what)
+	return res
+}
+
+// restart is the earlier process's restart: A's traffic is cut (part),
+// and b resumes id1's candidacy in elec from info, which leads at once.
+func restart(t *testing.T, ctx context.Context, part Partitioned, b topo.Conn, info []byte) (topo.LeaderParticipation, leadResult) {
+	t.Helper()
+	part.Cut()
+	r := resumeElec(t, ctx, b, info)
+	return r, resumedLeads(t, r, "the resumed participation")
+}
+
 // testResumeEndStop and testResumeEndResign: Conn A holds lock d, leads
 // election elec2 and campaigns on elec, all on its one session; its
 // process "restarts" (A's traffic is cut, as in testResume: on ZooKeeper
@@ -490,25 +540,14 @@ func testResumeEnd(s *store, how string, end func(context.Context, topo.LeaderPa
 	b, c, d := s.conn(), s.conn(), s.conn()
 	fx := newStaleFixture(t, ctx, s.conn())
 
-	la, err := a.Lock(ctx, "d", "earlier process")
-	require.NoError(t, err)
-	unlockOnCleanup(t, la)
+	la := mustLock(t, ctx, a, "d", "earlier process")
 	fx.guardedWrites(t, ctx, a, la, "by-a")
 	campaign(t, ctx, participate(t, a, "elec2", "id1"), "w1")
-	p := participate(t, a, "elec", "id1")
-	campaign(t, ctx, p, "v1")
-	tok := termToken(t, p)
-	info, err := p.ResumeInfo()
-	require.NoError(t, err)
+	tok, info := leadElec(t, ctx, a, true)
 	next := leadAsync(participate(t, d, "elec2", "id2"))
 
 	// The process "restarts": A goes silent, B resumes the candidacy.
-	part.Cut()
-	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
-	require.NoError(t, err, "Resume while the session is alive")
-	stopOnCleanup(t, r)
-	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
-	require.NoError(t, res.err, "the resumed participation leads at once")
+	r, res := restart(t, ctx, part, b, info)
 	lctx := res.ctx
 	require.Equal(t, tok, termToken(t, r), "a resumed leader keeps its term")
 
@@ -573,21 +612,15 @@ func testResumeOwnSession(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	a, c := s.conn(), s.conn()
 	mustCreate(t, ctx, c, "d/f", "x")
-	la, err := a.Lock(ctx, "d", "own")
-	require.NoError(t, err)
-	unlockOnCleanup(t, la)
+	la := mustLock(t, ctx, a, "d", "own")
 	p2 := participate(t, a, "elec2", "id1")
 	lctx2 := campaign(t, ctx, p2, "w1")
-	p := participate(t, a, "elec", "id1")
-	campaign(t, ctx, p, "v1")
-	info, err := p.ResumeInfo()
-	require.NoError(t, err)
+	_, info := leadElec(t, ctx, a, false)
 
 	r, err := a.ResumeLeaderParticipation(ctx, "elec", "id1", info)
 	if err == nil {
 		stopOnCleanup(t, r)
-		res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
-		require.NoError(t, res.err, "the resumed participation leads at once")
+		res := resumedLeads(t, r, "the resumed participation")
 		r.Stop()
 		requireDone(t, res.ctx, "the resumed leader's context after its Stop")
 	} else {
@@ -632,8 +665,7 @@ func testResumeTwoOnOneSession(s *store) {
 	r1, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info1)
 	require.NoError(t, err, "Resume of the first candidacy")
 	stopOnCleanup(t, r1)
-	res1 := recvWithin(t, leadAsync(r1), longWait, "WaitForLeadership of the first resumed participation")
-	require.NoError(t, res1.err)
+	res1 := resumedLeads(t, r1, "the first resumed participation")
 	r3, err := b.ResumeLeaderParticipation(ctx, "elec3", "id1", info3)
 	var ctx3 context.Context
 	var term3 topo.Fence
@@ -641,8 +673,7 @@ func testResumeTwoOnOneSession(s *store) {
 		requireCode(t, err, topo.NodeExists, "Resume of a second candidacy on the session B adopted")
 	} else {
 		stopOnCleanup(t, r3)
-		res3 := recvWithin(t, leadAsync(r3), longWait, "WaitForLeadership of the second resumed participation")
-		require.NoError(t, res3.err)
+		res3 := resumedLeads(t, r3, "the second resumed participation")
 		ctx3 = res3.ctx
 		term3, err = r3.Term()
 		require.NoError(t, err)
@@ -684,20 +715,9 @@ func testResumeEndCut(s *store) {
 	c, e := s.conn(), s.conn()
 	fx := newStaleFixture(t, ctx, s.conn())
 
-	la, err := a.Lock(ctx, "d", "earlier process")
-	require.NoError(t, err)
-	unlockOnCleanup(t, la)
-	p := participate(t, a, "elec", "id1")
-	campaign(t, ctx, p, "v1")
-	info, err := p.ResumeInfo()
-	require.NoError(t, err)
-
-	partA.Cut()
-	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
-	require.NoError(t, err, "Resume while the session is alive")
-	stopOnCleanup(t, r)
-	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
-	require.NoError(t, res.err)
+	la := mustLock(t, ctx, a, "d", "earlier process")
+	_, info := leadElec(t, ctx, a, false)
+	r, res := restart(t, ctx, partA, b, info)
 
 	partB.Cut()
 	stopped := make(chan struct{})
@@ -737,22 +757,12 @@ func testResumeRecampaign(s *store) {
 	b, c := s.conn(), s.conn()
 	mustCreate(t, ctx, c, "d/f", "x")
 	mustCreate(t, ctx, c, "e/f", "x")
-	le, err := b.Lock(ctx, "e", "B's own")
-	require.NoError(t, err)
-	unlockOnCleanup(t, le)
-	la, err := a.Lock(ctx, "d", "earlier process")
-	require.NoError(t, err)
-	unlockOnCleanup(t, la)
-	p := participate(t, a, "elec", "id1")
-	campaign(t, ctx, p, "v1")
-	tok := termToken(t, p)
-	info, err := p.ResumeInfo()
-	require.NoError(t, err)
+	le := mustLock(t, ctx, b, "e", "B's own")
+	la := mustLock(t, ctx, a, "d", "earlier process")
+	tok, info := leadElec(t, ctx, a, true)
 
 	part.Cut()
-	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
-	require.NoError(t, err)
-	stopOnCleanup(t, r)
+	r := resumeElec(t, ctx, b, info)
 	require.NoError(t, r.Resign(ctx))
 	wctx := shortCtx(t, longWait)
 	lc, err := c.Lock(wctx, "d", "successor")
@@ -783,19 +793,14 @@ func testResumeStopRacesClose(s *store) {
 	a := part.Conn
 	b, c := s.conn(), s.conn()
 	mustCreate(t, ctx, c, "d/f", "x")
-	la, err := a.Lock(ctx, "d", "earlier process")
-	require.NoError(t, err)
-	unlockOnCleanup(t, la)
-	p := participate(t, a, "elec", "id1")
-	campaign(t, ctx, p, "v1")
-	info, err := p.ResumeInfo()
-	require.NoError(t, err)
+	la := mustLock(t, ctx, a, "d", "earlier process")
+	_, info := leadElec(t, ctx, a, false)
 
 	part.Cut()
+	// Not resumeElec: no Stop at cleanup besides the one racing Close.
 	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
-	require.NoError(t, err)
-	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
-	require.NoError(t, res.err)
+	require.NoError(t, err, "Resume while the session is alive")
+	res := resumedLeads(t, r, "the resumed participation")
 	done := make(chan struct{}, 2)
 	go func() { r.Stop(); done <- struct{}{} }()
 	go func() { b.Close(); done <- struct{}{} }()
@@ -825,20 +830,9 @@ func testResumeEndAfterLoss(s *store) {
 	c := s.conn()
 	fx := newStaleFixture(t, ctx, s.conn())
 
-	la, err := a.Lock(ctx, "d", "earlier process")
-	require.NoError(t, err)
-	unlockOnCleanup(t, la)
-	p := participate(t, a, "elec", "id1")
-	campaign(t, ctx, p, "v1")
-	info, err := p.ResumeInfo()
-	require.NoError(t, err)
-
-	partA.Cut()
-	r, err := b.ResumeLeaderParticipation(ctx, "elec", "id1", info)
-	require.NoError(t, err, "Resume while the session is alive")
-	stopOnCleanup(t, r)
-	res := recvWithin(t, leadAsync(r), longWait, "WaitForLeadership of the resumed participation")
-	require.NoError(t, res.err)
+	la := mustLock(t, ctx, a, "d", "earlier process")
+	_, info := leadElec(t, ctx, a, false)
+	r, res := restart(t, ctx, partA, b, info)
 
 	partB.Cut()
 	select {
