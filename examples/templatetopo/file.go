@@ -86,11 +86,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if err != nil {
 		return nil, err
 	}
-	data, _, err := c.read(ctx, p, version)
-	if err != nil {
-		return nil, err
-	}
-	return data, nil
+	data, _, err := c.read(ctx, p, version) // nil data with an error
+	return data, err
 }
 
 // read returns a copy of the contents of the file at p at version (the

@@ -98,13 +98,10 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	go func() {
 		defer close(ch)
 		defer c.unwatch(w)
-		end := func() {
-			ch <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.Interrupted, p)}}
-		}
 		for {
 			changes, ok := c.take(ctx, w)
 			if !ok {
-				end()
+				ch <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.Interrupted, p)}}
 				return
 			}
 			for _, full := range slices.Sorted(maps.Keys(changes)) {
