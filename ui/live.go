@@ -37,7 +37,9 @@ type changeEvent struct {
 // of its path, whose events for other paths are dropped), sends "ready"
 // once the watches are set, then one "change" event (a changeEvent) per
 // Options.Coalesce at most, and ends when the client goes away or a watch
-// ends (the page's EventSource then reconnects).
+// ends (the page's EventSource then reconnects). A watch that cannot be
+// set is answered as an error, as other requests are (503 when the store
+// is unavailable); the page then starts the stream again after a delay.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	p, err := dirParam(r, "path")
 	if err != nil {

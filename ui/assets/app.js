@@ -71,7 +71,10 @@ class Pane {
 // re-read that failed (Infinity while no stream started). A failed re-read
 // is tried again after retryDelay ms (doubling, at most 30 s) unless a
 // change or a restart of the stream reads first (retryRound: the readNo
-// whose failure set the delay). pageSize is the server's
+// whose failure set the delay). A stream the server refused (an HTTP
+// error: the browser's EventSource then gives up for good) is started
+// again after streamDelay ms (streamTimer; the same backoff, reset when a
+// stream starts). pageSize is the server's
 // page of directory entries. watchFile is the file the live stream
 // follows besides the directory (one shown that lies outside it, opened
 // from a search; null: none). saves counts the page's saves answered
@@ -94,6 +97,7 @@ const state = {
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
   readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, retryRound: -1, pageSize: 200,
+  streamTimer: null, streamDelay: 0,
   watchFile: null, saves: 0, wrote: new Map(), seenDuringSave: [],
 };
 
@@ -394,9 +398,15 @@ function readFailed(msg) {
   clearTimeout(state.retryTimer);
   if (state.retryRound !== state.readNo) {
     state.retryRound = state.readNo;
-    state.retryDelay = Math.min(30000, state.retryDelay ? state.retryDelay * 2 : 1000);
+    state.retryDelay = backoff(state.retryDelay);
   }
   state.retryTimer = setTimeout(applyChanges, state.retryDelay);
+}
+
+// backoff is the delay (ms) of the next try after one that waited ms
+// (0: none yet): 1 s, doubling, at most 30 s.
+function backoff(ms) {
+  return Math.min(30000, ms ? ms * 2 : 1000);
 }
 
 // reloadFile reads the file shown again and draws it (or closes the pane
@@ -714,7 +724,9 @@ function setLive(on, text) {
 // of the file file (shown, outside dir), closing the one before.
 function watch(dir, file) {
   if (state.events) state.events.close();
-  const es = new EventSource("/api/events?" + q(file ? { path: dir, file } : { path: dir }));
+  clearTimeout(state.streamTimer);
+  const url = "/api/events?" + q(file ? { path: dir, file } : { path: dir });
+  const es = new EventSource(url);
   state.events = es;
   state.watchFile = file || null;
   setLive(false, "connecting…");
@@ -728,6 +740,7 @@ function watch(dir, file) {
   es.addEventListener("ready", async () => {
     if (state.events !== es) return;
     ++state.streamStarts;
+    state.streamDelay = 0;
     state.allChangedAt = ++state.changeNo;
     state.changedAt.clear();
     state.pendingMore = true;
@@ -735,7 +748,11 @@ function watch(dir, file) {
     state.liveFrom = state.readNo + 1;
     await applyChanges();
   });
-  es.onerror = () => setLive(false, "reconnecting…");
+  es.onerror = () => {
+    if (state.events !== es) return;
+    if (es.readyState === EventSource.CLOSED) streamRefused(es, url, dir, file);
+    else setLive(false, "reconnecting…");
+  };
   es.addEventListener("change", (ev) => {
     const c = JSON.parse(ev.data);
     state.pending = state.pending || new Set();
@@ -746,6 +763,37 @@ function watch(dir, file) {
     // Coalesce again on the page side: one reload per 300 ms at most.
     if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 300);
   });
+}
+
+// streamRefused starts the live stream es (of url, dir and file) again
+// after a delay (see backoff): the server answered it with an HTTP error,
+// after which the browser does not reconnect by itself. The badge says
+// why: the error of the same request asked again (an EventSource does not
+// tell the answer), unless that one is answered (then the stream is
+// simply started again at the end of the delay).
+function streamRefused(es, url, dir, file) {
+  state.streamDelay = backoff(state.streamDelay);
+  clearTimeout(state.streamTimer);
+  state.streamTimer = setTimeout(() => { if (state.events === es) watch(dir, file); }, state.streamDelay);
+  const say = (why) => {
+    if (state.events === es) setLive(false, "not live: the live stream failed" + (why ? " (" + why + ")" : "") + ", trying again");
+  };
+  say("");
+  // (an XMLHttpRequest, not fetch: its answer, a stream when the server
+  // accepts it, is not read but dropped at its status)
+  const x = new XMLHttpRequest();
+  let told = false;
+  x.onreadystatechange = () => {
+    if (told || x.readyState < XMLHttpRequest.HEADERS_RECEIVED) return;
+    if (x.status === 200) { told = true; x.abort(); return; }
+    if (x.readyState !== XMLHttpRequest.DONE) return;
+    told = true;
+    let why = x.status ? x.status + " " + x.statusText : "the server cannot be reached";
+    try { why = JSON.parse(x.responseText).error || why; } catch (e) { /* not JSON: the status says why */ }
+    say(why);
+  };
+  x.open("GET", url);
+  x.send();
 }
 
 // applyChanges reads again what changed (all the page shows after a
