@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -134,4 +135,55 @@ func (p *page) retriesOfStream() []int {
 	r, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]int](`window.streamRetries`))
 	require.NoError(p.t, err)
 	return r
+}
+
+// scriptConn answers the next WatchRecursive calls of Conn as script
+// says, one step each: "refuse" fails the call (Unavailable), "hang"
+// blocks it until its context ends (hung counts those blocked); then
+// calls go to Conn.
+type scriptConn struct {
+	topo.Conn
+	mu     sync.Mutex
+	script []string
+	hung   atomic.Int64
+}
+
+func (c *scriptConn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
+	c.mu.Lock()
+	step := ""
+	if len(c.script) > 0 {
+		step, c.script = c.script[0], c.script[1:]
+	}
+	c.mu.Unlock()
+	switch step {
+	case "refuse":
+		return nil, nil, &topo.Error{Code: topo.Unavailable, Err: errors.New("refused by the test")}
+	case "hang":
+		c.hung.Add(1)
+		defer c.hung.Add(-1)
+		<-ctx.Done()
+		return nil, nil, &topo.Error{Code: topo.Interrupted, Err: ctx.Err()}
+	}
+	return c.Conn.WatchRecursive(ctx, prefix)
+}
+
+// TestBrowserStreamProbeDropped: the request the page asks again to learn
+// why its live stream was refused, still unanswered when the page starts
+// the stream again (the store hangs on it), is dropped then: it stayed
+// open, holding one of the browser's few connections to the server and a
+// request on the server, until the store answered it.
+func TestBrowserStreamProbeDropped(t *testing.T) {
+	store := memtest.New(t, memtest.Options{})
+	conn := store.Server.GlobalCell()
+	sc := &scriptConn{Conn: conn}
+	p, _ := stalePageOn(t, conn, []string{"d/x"}, func(o *ui.Options) { o.Files = sc })
+	p.open("/d")
+	p.run("forget the badge's states", `(window.liveStates = [], true)`)
+	sc.mu.Lock()
+	sc.script = []string{"refuse", "hang"} // the reconnection, then the probe
+	sc.mu.Unlock()
+	store.Factory.BreakWatches(nil)
+	p.wait("refused, then live again", `window.liveStates.some((s) => s.startsWith("not live: the live stream failed")) && `+isLive)
+	require.Eventually(t, func() bool { return sc.hung.Load() == 0 }, 20*time.Second, 10*time.Millisecond,
+		"the probe is still asked after the stream started again")
 }
