@@ -74,7 +74,8 @@ class Pane {
 // whose failure set the delay). A stream the server refused (an HTTP
 // error: the browser's EventSource then gives up for good) is started
 // again after streamDelay ms (streamTimer; the same backoff, reset when a
-// stream starts). pageSize is the server's
+// stream starts; streamProbe: the request asked to learn why, dropped
+// when the stream is started again). pageSize is the server's
 // page of directory entries. watchFile is the file the live stream
 // follows besides the directory (one shown that lies outside it, opened
 // from a search; null: none). saves counts the page's saves answered
@@ -97,7 +98,7 @@ const state = {
   list: new Pane(), filePane: new Pane(), editSeq: 0, saving: null, coordSeq: 0, compareSeq: 0, cacheSeq: 0, cacheShown: 0,
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
   readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, retryRound: -1, pageSize: 200,
-  streamTimer: null, streamDelay: 0,
+  streamTimer: null, streamDelay: 0, streamProbe: null,
   watchFile: null, saves: 0, wrote: new Map(), seenDuringSave: [],
 };
 
@@ -725,6 +726,10 @@ function setLive(on, text) {
 function watch(dir, file) {
   if (state.events) state.events.close();
   clearTimeout(state.streamTimer);
+  // (its answer no longer matters; unanswered, it would hold one of the
+  // browser's few connections to the server)
+  if (state.streamProbe) { state.streamProbe.onreadystatechange = null; state.streamProbe.abort(); }
+  state.streamProbe = null;
   const url = "/api/events?" + q(file ? { path: dir, file } : { path: dir });
   const es = new EventSource(url);
   state.events = es;
@@ -781,7 +786,7 @@ function streamRefused(es, url, dir, file) {
   say("");
   // (an XMLHttpRequest, not fetch: its answer, a stream when the server
   // accepts it, is not read but dropped at its status)
-  const x = new XMLHttpRequest();
+  const x = state.streamProbe = new XMLHttpRequest();
   let told = false;
   x.onreadystatechange = () => {
     if (told || x.readyState < XMLHttpRequest.HEADERS_RECEIVED) return;
