@@ -61,7 +61,9 @@
 //     otherwise).
 //   - Only an admission (by the contender itself, with its lock held)
 //     adds a holder; only the holder's Unlock, or a contender holding the
-//     holder's lock after a successful probe, removes it.
+//     holder's lock after a successful probe (or finding the holder's
+//     info file gone, which its Unlock deletes once the record no longer
+//     lists it), removes it.
 //   - Each admission increments the record's sequence number, which is the
 //     holder's fencing token: strictly greater for every later admission of
 //     the same semaphore, for as long as dir/holders is not deleted (this
@@ -293,9 +295,9 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 		}
 		holders := r.Holders
 		var probes []topo.LockDescriptor
-		var dead []string
+		var infos []string
 		if len(holders) >= s.limit {
-			holders, dead, probes, err = s.prune(ctx, holders)
+			holders, infos, probes, err = s.prune(ctx, holders)
 			if err != nil {
 				return nil, err
 			}
@@ -314,7 +316,7 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 			} else {
 				ops = append(ops, topo.UpdateOp(s.recordPath(), data, v))
 			}
-			for _, d := range dead {
+			for _, d := range infos {
 				ops = append(ops, topo.DeleteOp(s.infoPath(d), nil))
 			}
 			_, err = s.conn.Txn(ctx, ops...)
@@ -350,28 +352,45 @@ func (s *Semaphore) lock(ctx context.Context, dir, desc string) (topo.LockDescri
 }
 
 // prune probes the locks of holders and returns the live ones, the ids of
-// the dead ones, and the probe locks taken on the dead ones' contender
-// directories (to be released once the record no longer lists them).
-func (s *Semaphore) prune(ctx context.Context, holders []Holder) (live []Holder, dead []string, probes []topo.LockDescriptor, err error) {
+// the dead ones whose info file is to be deleted with their removal from
+// the record, and the probe locks taken on those dead ones' contender
+// directories (to be released once the record no longer lists them). A
+// holder whose contender directory holds no info file is dead too, with
+// nothing to delete: it is left out of live and of infos.
+func (s *Semaphore) prune(ctx context.Context, holders []Holder) (live []Holder, infos []string, probes []topo.LockDescriptor, err error) {
 	for _, h := range holders {
 		probe, err := s.conn.TryLock(ctx, s.contenderDir(h.ID), "semaphore probe")
+		if topo.IsErrType(err, topo.InvalidArgument) {
+			// The contender directory is taken for a file: on ZooKeeper,
+			// an empty directory znode that its clean-up has not removed
+			// yet (its "locks" container reaped first) reads as an empty
+			// file. Without its info file, h is gone (below); else the
+			// error stands.
+			if _, _, gerr := s.conn.Get(ctx, s.infoPath(h.ID)); topo.IsErrType(gerr, topo.NoNode) {
+				err = gerr
+			}
+		}
 		switch {
 		case err == nil:
 			// Nobody holds h's lock: its session is gone.
-			dead = append(dead, h.ID)
+			infos = append(infos, h.ID)
 			probes = append(probes, probe)
 		case topo.IsErrType(err, topo.NodeExists):
 			live = append(live, h)
 		case topo.IsErrType(err, topo.NoNode):
-			// Its info file is gone (removed by an earlier pruner whose
-			// admission then failed): it cannot be alive.
-			dead = append(dead, h.ID)
+			// Its info file is gone: a holder's Unlock removes it from
+			// the record first (so the admission's compare-and-set on
+			// the record fails and the record is read again), and an
+			// acquisition that failed after its admission was applied
+			// deletes it too. It cannot be alive, and there is nothing
+			// to delete: a delete of the absent file would fail every
+			// admission.
 		default:
 			releaseProbes(ctx, probes)
 			return nil, nil, nil, err
 		}
 	}
-	return live, dead, probes, nil
+	return live, infos, probes, nil
 }
 
 func releaseProbes(ctx context.Context, probes []topo.LockDescriptor) {
