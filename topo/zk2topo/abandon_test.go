@@ -60,77 +60,68 @@ func TestAbandonedLockRemovesEmptyDirectory(t *testing.T) {
 // errLockTaken says that a Lock the test meant to abandon was taken.
 var errLockTaken = topo.NewError(topo.NodeExists, "the lock was taken before its context ended")
 
-// TestInterruptedCreateRemovesItsDirectories: a Create whose context ends
-// after it created the file's missing parent directories, but before the
-// file's own create was sent, removes those directories again. Before,
-// they stayed, empty, and ListDir listed them (a semaphore contender
-// cancelled while it registered left its contender directory so, seen in
-// CI).
-func TestInterruptedCreateRemovesItsDirectories(t *testing.T) {
+// TestInterruptedCreateLeavesNoDirectories: a Create below missing
+// directories whose context ends at any point leaves the file with its
+// directories, or nothing: never an empty directory (ListDir would list
+// it, a reader would take it for an empty file). Before, the directories
+// were created first, one request each, and an interrupted Create left
+// them (removed again in the background, while a reader could see them; a
+// semaphore contender cancelled while it registered left its contender
+// directory so, seen in CI). An empty file found on the path stays.
+func TestInterruptedCreateLeavesNoDirectories(t *testing.T) {
 	ctx, root, px, slow, other, raw := slowAndOther(t, 2*time.Minute)
 	_, err := other.Create(ctx, "keep", []byte("x"))
 	require.NoError(t, err)
-
-	// Answers to the slow Conn take half a second: the test sees the
-	// Create's first directory on the server, and cancels the Create, well
-	// before the Create hears of it and sends the next request.
-	px.SetDelay(500 * time.Millisecond)
-	defer px.SetDelay(0)
-	// interrupted runs Create(file) on the slow Conn, cancelled when
-	// first (a znode path below root) appears, until an attempt is
-	// interrupted; it returns the znode path of the attempt's first.
-	interrupted := func(first, file string) string {
-		t.Helper()
-		for attempt := range 5 {
-			f, fp := fmt.Sprintf(first, attempt), fmt.Sprintf(file, attempt)
-			_, _, created, err := raw.ExistsW(root + "/" + f)
-			require.NoError(t, err)
-			cctx, cancel := context.WithCancel(ctx)
-			go func() {
-				select {
-				case <-created:
-					cancel()
-				case <-cctx.Done():
-				}
-			}()
-			_, err = slow.Create(cctx, fp, []byte("x"))
-			cancel()
-			if err == nil {
-				continue // the file was created before the cancel arrived: again
-			}
-			require.ErrorIs(t, err, topo.Interrupted)
-			return root + "/" + f
-		}
-		t.Fatal("no Create was interrupted after it created a directory")
-		return ""
-	}
-	gone := func(zp, what string) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			ok, _, err := raw.Exists(zp)
-			return err == nil && !ok
-		}, 30*time.Second, 10*time.Millisecond, what)
-	}
-
-	gone(interrupted("d%d", "d%d/sub/file"), "the directories of the interrupted Create stayed")
-	entries, err := other.ListDir(ctx, "", false)
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "only the file created before is listed")
-
-	// An empty file the Create found on its path is not a directory it
-	// made: it stays.
-	for i := range 5 {
+	for i := range 4 {
 		_, err := other.Create(ctx, fmt.Sprintf("e%d", i), nil)
 		require.NoError(t, err)
 	}
-	made := interrupted("e%d/x", "e%d/x/y")
-	px.SetDelay(0) // the clean-up goes on at once
-	gone(made, "the directory of the interrupted Create stayed")
-	file := strings.TrimPrefix(zkDir(made), root+"/")
-	require.Never(t, func() bool {
-		_, _, err := other.Get(ctx, file)
-		return err != nil
-	}, 2*time.Second, 20*time.Millisecond, "the empty file above the Create's directory was deleted")
+	exists := func(p string) bool {
+		t.Helper()
+		ok, _, err := raw.Exists(root + "/" + p)
+		require.NoError(t, err)
+		return ok
+	}
+
+	// Answers to the slow Conn take a quarter of a second each way: a
+	// cancel every 150 ms lands at each step of the Create in turn (its
+	// first create, its multi, their answers).
+	px.SetDelay(250 * time.Millisecond)
+	defer px.SetDelay(0)
+	interrupted := 0
+	for i := range 12 {
+		dir, file := fmt.Sprintf("d%d/sub", i), fmt.Sprintf("d%d/sub/file", i)
+		if i >= 8 {
+			dir, file = fmt.Sprintf("e%d/x", i-8), fmt.Sprintf("e%d/x/y", i-8)
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Duration(i%4+1)*150*time.Millisecond)
+		_, err := slow.Create(cctx, file, []byte("x"))
+		cancel()
+		if err != nil {
+			require.True(t, topo.IsErrType(err, topo.Timeout), "Create: %v", err)
+			interrupted++
+		}
+		// A read on the slow Conn's session is answered after every
+		// request the Create sent: what they did is done.
+		_, _, err = slow.Get(ctx, "keep")
+		require.NoError(t, err)
+		require.Equal(t, exists(file), exists(dir), "%s: the directory without the file, or the file without it", file)
+		if i < 8 {
+			require.Equal(t, exists(file), exists(zkDirOf(dir)), "%s: the top directory without the file", file)
+		}
+	}
+	require.NotZero(t, interrupted, "no Create was interrupted")
+	for i := range 4 {
+		require.True(t, exists(fmt.Sprintf("e%d", i)), "the empty file above the Create's directories went")
+	}
+}
+
+// zkDirOf is the parent of the relative path p ("" at the top).
+func zkDirOf(p string) string {
+	if i := strings.LastIndex(p, "/"); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }
 
 // slowAndOther returns, for a fresh root: a context ending after d, a

@@ -3,8 +3,10 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -33,10 +35,11 @@ func (c *Conn) internal(p string) bool {
 // directories, and returns version 0 (ZooKeeper's first Stat.Version). It
 // costs one round trip when the parent exists. It returns NodeExists when
 // the file exists; a znode that is only a directory (empty, with children)
-// becomes the file instead. When it fails after creating missing parent
-// directories (its ctx ended, say), it removes them again while they are
-// empty, in the background: an interrupted Create leaves no directory
-// that ListDir would list. Errors: InvalidPath (including the
+// becomes the file instead. Missing parent directories are created with
+// the file, in one multi: no reader sees them before the file is in them,
+// and a Create that fails or is interrupted leaves no directory behind
+// (one missing level costs two round trips, the failed create and the
+// multi; k missing levels about 2+log2(k)). Errors: InvalidPath (including the
 // reserved-name rule, backendkit.CheckCreate), InvalidArgument (value too large),
 // NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
 // Timeout/Interrupted (ctx), Closed, Unavailable.
@@ -51,44 +54,44 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return c.create(ctx, p, contents)
 }
 
-func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Version, rerr error) {
+func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Version, error) {
 	zp := c.zkPath(p)
-	// Directories this call created are removed again (while empty, in
-	// the background, so that a Create whose ctx ended returns at once)
-	// when the file's create then fails: an interrupted Create leaves no
-	// empty directory behind, as on the stores without directories. Only
-	// those: a directory or empty file that was there before stays. A
-	// create sent before ctx ended may still be applied; its file keeps
-	// them (a znode with children is never deleted).
-	var made []string
-	defer func() {
-		if rerr != nil && len(made) > 0 && !c.closed.Load() {
-			c.bg.Go(func() {
-				cctx, cancel := freshContext()
-				defer cancel()
-				c.removeMadeDirs(cctx, made)
-			})
-		}
-	}()
+	// Missing parent directories are created in one multi with the file,
+	// never before it: a reader never sees a new directory znode without
+	// its file (an empty znode without children reads as an empty file),
+	// and a Create that fails or is interrupted leaves no directory. A
+	// failed create says that the parent is missing; missing counts the
+	// ancestors the next multi creates, doubled while the highest of them
+	// is missing too, and cut down to those below an ancestor found
+	// existing.
+	missing, depth := 0, strings.Count(zp, "/")-1
 	for attempt := 0; ; attempt++ {
 		err := c.write(ctx, p, func(z *zk.Conn) error {
-			_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
-			return err
+			if missing == 0 {
+				_, err := z.Create(zp, contents, zk.FlagPersistent, c.acl)
+				return err
+			}
+			return createUnder(z, zp, missing, contents, c.acl)
 		})
+		var at *opFailed // a multi's failing op
+		if errors.As(err, &at) {
+			err = at.err
+		}
 		switch {
 		case err == nil:
 			return topo.NumericVersion(0), nil
-		case errors.Is(err, zk.ErrNoNode) && attempt < 10:
-			if err := c.makeDirs(ctx, p, zkDir(zp), &made); err != nil {
-				return nil, err
-			}
-		case errors.Is(err, zk.ErrNodeExists) && attempt < 10:
+		case errors.Is(err, zk.ErrNoNode) && attempt < 20 && missing < depth:
+			missing = min(max(2*missing, 1), depth)
+		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing && attempt < 20:
+			missing -= at.op + 1 // that ancestor exists: create those below it
+		case errors.Is(err, zk.ErrNodeExists) && attempt < 20:
 			// A directory znode becomes the file; a file stays (NodeExists).
 			r := c.statOn(ctx, nil, p, zp, false)
 			if r.err != nil {
 				return nil, c.convert(r.err, p)
 			}
 			if !r.exists {
+				missing = 0
 				continue
 			}
 			st := r.st
@@ -113,17 +116,33 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (_ topo.Ve
 	}
 }
 
-// removeMadeDirs deletes the directory znodes made (parents first, as
-// makeDirs noted them), deepest first, each only while it is empty
-// and at its first version, and stops at the first that stays.
-func (c *Conn) removeMadeDirs(ctx context.Context, made []string) {
-	for i := len(made) - 1; i >= 0; i-- {
-		d := made[i]
-		err := c.write(ctx, c.relPath(d), func(z *zk.Conn) error { return z.Delete(d, 0) })
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return
+// opFailed is the error of a multi whose op number op failed with err.
+type opFailed struct {
+	op  int
+	err error
+}
+
+func (e *opFailed) Error() string { return fmt.Sprintf("op %d: %v", e.op, e.err) }
+func (e *opFailed) Unwrap() error { return e.err }
+
+// createUnder sends one multi creating the n directory znodes above the
+// file znode zp (the highest first) and then the file; a failed op comes
+// back as an *opFailed.
+func createUnder(z *zk.Conn, zp string, n int, contents []byte, acl []zk.ACL) error {
+	ops := make([]any, n+1)
+	d := zp
+	for i := n - 1; i >= 0; i-- {
+		d = zkDir(d)
+		ops[i] = &zk.CreateRequest{Path: d, Acl: acl, Flags: zk.FlagPersistent}
+	}
+	ops[n] = &zk.CreateRequest{Path: zp, Data: contents, Acl: acl, Flags: zk.FlagPersistent}
+	res, err := z.Multi(ops...)
+	if err != nil && len(res) == len(ops) {
+		if i := slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil }); i >= 0 {
+			return &opFailed{op: i, err: res[i].Error}
 		}
 	}
+	return err
 }
 
 // makeDirs creates the directory znode dir (a znode path) and its missing

@@ -1,0 +1,73 @@
+package zk2topo
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test/faultproxy"
+)
+
+// TestCreateInNewDirectoriesIsAtomic: a Create below missing directories
+// makes them and the file in one multi, so no reader ever sees a new
+// directory znode before its file is in it (an empty znode without
+// children reads as an empty file). The writer's Conn is behind a proxy
+// that delays its traffic, which leaves a reader all the time it needs
+// between two requests of the writer: before, a WatchRecursive reported
+// the new directory "a/b" as an empty file, and a Get read it as one.
+func TestCreateInNewDirectoriesIsAtomic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	reader := openConn(t, []string{testServer}, root)
+	p, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	writer := openConn(t, []string{p.Addr()}, root)
+	_, err = reader.Create(ctx, "w/x", []byte("x"))
+	require.NoError(t, err)
+
+	initial, events, err := reader.WatchRecursive(ctx, "w")
+	require.NoError(t, err)
+	require.Len(t, initial, 1)
+	// A child watch of "w" straight on ZooKeeper: once it fires, read
+	// what "w" holds at once, as any reader of the store may.
+	zr, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer zr.Close()
+	_, _, childCh, err := zr.ChildrenW(reader.zkPath("w"))
+	require.NoError(t, err)
+
+	p.SetDelay(100 * time.Millisecond)
+	created := make(chan error, 1)
+	go func() {
+		_, err := writer.Create(ctx, "w/a/b/z", []byte("z"))
+		created <- err
+	}()
+	select {
+	case <-childCh:
+	case <-ctx.Done():
+		t.Fatal("no child event on w")
+	}
+	for _, d := range []string{"w/a", "w/a/b"} {
+		data, st, err := zr.Get(reader.zkPath(d))
+		require.NoError(t, err)
+		assert.False(t, isFile(st), "%s read as a file (%q) while the Create ran", d, data)
+	}
+	_, _, err = reader.Get(ctx, "w/a")
+	assert.True(t, topo.IsErrType(err, topo.NoNode), "Get(w/a) = %v, want NoNode (a directory)", err)
+	require.NoError(t, <-created)
+	select {
+	case ev := <-events:
+		require.NoError(t, ev.Err)
+		assert.Equal(t, "w/a/b/z", ev.Path)
+		assert.Equal(t, "z", string(ev.Contents))
+	case <-ctx.Done():
+		t.Fatal("the create below the prefix was not reported")
+	}
+}
