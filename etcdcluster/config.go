@@ -89,7 +89,7 @@ type Config struct {
 	// symmetric start, of every node of a new cluster (this node's own
 	// URL may be among them). Empty with no member data in DataDir
 	// bootstraps a new one-member cluster. With seeds and no member data
-	// Start waits (bounded by its ctx, logging every 5 s what it waits
+	// Start waits (bounded by its ctx, logging a warning every 5 s of what it waits
 	// for) until an etcd member answers at a seed, then joins as a
 	// volunteer; see BootstrapExpect for a cluster that does not exist
 	// yet.

@@ -104,6 +104,9 @@ volunteers to be a member, and an elected decider adds it as a learner and
 promotes it while the cluster is below its ideal size ("topoctl cluster
 size N", default 3); --client-only never becomes a member. While no member
 answers at the seeds the node waits, saying every 5s what it waits for.
+A cluster node prints its warnings on stderr (seeds where no member
+answers, ports it cannot bind, a volunteer the decider passes over) even
+at the default --log-level; a --log-level given sets its level instead.
 To start a new cluster of N nodes symmetrically, start every node with the
 same --seeds (the client URLs of all N, each node's own included) and
 --bootstrap-expect N: once N of them see each other exactly one
