@@ -38,12 +38,15 @@ func TestServeCluster(t *testing.T) {
 	// With no --log-level, a node still says why it waits or does not
 	// volunteer (on stderr): seeds where no member answers, ports it
 	// cannot bind (its peer address is n1's client address).
-	more, err := etcdembed.FreeAddrs(4)
+	more, err := etcdembed.FreeAddrs(5)
 	require.NoError(t, err)
 	waiting := startProcess(t, env, "serve", "--seeds", "http://"+more[0], "--name", "w1", "--data-dir", t.TempDir(),
 		"--listen-client-address", more[1], "--listen-peer-address", more[2])
 	unbound := startProcess(t, env, "serve", "--seeds", "http://"+addrs[0], "--name", "b1", "--data-dir", t.TempDir(),
 		"--listen-client-address", more[3], "--listen-peer-address", addrs[0])
+	// And a node given n1's peer address, which the member n1 has.
+	notN1 := startProcess(t, env, "serve", "--seeds", "http://"+addrs[0], "--name", "b2", "--data-dir", t.TempDir(),
+		"--listen-client-address", more[4], "--listen-peer-address", addrs[1])
 
 	status := func() clusterStatusJSON {
 		var st clusterStatusJSON
@@ -100,6 +103,7 @@ func TestServeCluster(t *testing.T) {
 	}{
 		{waiting, "waiting for a cluster: no etcd member answers at the seeds"},
 		{unbound, "not volunteering: this node cannot bind its ports"},
+		{notN1, `not volunteering: a member of another name has this node's peer URL; waiting until it is removed (if that node still runs, give this one another peer address)" node=b2 member=n1`},
 	} {
 		require.Eventually(t, func() bool { return strings.Contains(w.p.errb.String(), w.says) }, time.Minute, 50*time.Millisecond,
 			"a node at the default --log-level did not say %q; its stderr: %s", w.says, w.p.errb.String())
