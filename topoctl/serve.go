@@ -77,9 +77,10 @@ func newServeCmd(stores *connector, in *input, out *printer) *cobra.Command {
   topoctl serve --cluster --name n1 --data-dir /var/lib/n1 --listen-client-address 10.0.0.1:2379 --listen-peer-address 10.0.0.1:2380 \
     --cert-file n1.pem --key-file n1-key.pem --trusted-ca-file ca.pem --client-cert-auth \
     --peer-cert-file n1-peer.pem --peer-key-file n1-peer-key.pem --peer-trusted-ca-file ca.pem --peer-client-cert-auth`,
-		Short: "Run a single-member embedded etcd for topoctl and other clients",
+		Short: "Run an embedded etcd: one member, or a node of a self-managing cluster",
 		Long: `Run a single-member etcd inside topoctl until interrupted (Ctrl-C or
-SIGTERM), then stop it cleanly. Its data lives in --data-dir and survives
+SIGTERM), then stop it cleanly (--cluster or --seeds: a node of a
+self-managing cluster instead, below). Its data lives in --data-dir and survives
 restarts. The default data directory is $` + envDataDir + `, else
 $XDG_DATA_HOME/topokit/etcd, else ~/.local/share/topokit/etcd.
 
