@@ -54,6 +54,14 @@ const (
 // written then.
 var ErrNameTaken = errors.New("etcdcluster: node name taken")
 
+// ErrFormerMember is wrapped by Start's error for a node given no seeds
+// whose DataDir holds no member data but the data of a member that left
+// or was removed (DataDir/member.removed-<ns>): bootstrapping would make
+// a second cluster beside the one it was a member of. Give Seeds (client
+// URLs of running members) to join that cluster again, or remove the
+// moved-aside data to bootstrap a new one. Nothing is started then.
+var ErrFormerMember = errors.New("etcdcluster: the data directory is a former member's")
+
 // ErrInvalidConfig is wrapped by the errors of Start and Run for a Config
 // they refuse; nothing is started or written then.
 var ErrInvalidConfig = errors.New("etcdcluster: invalid config")

@@ -114,6 +114,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			}
 		default:
 			bootstrap := len(eps) == 0
+			if removed := removedData(cfg.DataDir); bootstrap && len(removed) > 0 {
+				return nil, fmt.Errorf("%w: %s holds no member data but %s, the data of a member that left or was removed: "+
+					"not bootstrapping a second cluster beside that one; give seeds (client URLs of running members) to join it again, "+
+					"or remove %s to bootstrap a new cluster", ErrFormerMember, cfg.DataDir, strings.Join(removed, ", "), strings.Join(removed, ", "))
+			}
 			if !bootstrap {
 				found, err := n.awaitCluster(ctx, eps)
 				if err != nil {
@@ -774,6 +779,13 @@ func stopped(e *embed.Etcd) bool {
 	default:
 		return false
 	}
+}
+
+// removedData returns the member data directories that moveDataAside
+// left in dir (nil when none).
+func removedData(dir string) []string {
+	ds, _ := filepath.Glob(filepath.Join(dir, "member.removed-*"))
+	return ds
 }
 
 func hasMemberData(dir string) bool {

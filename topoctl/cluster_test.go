@@ -96,6 +96,15 @@ func TestServeCluster(t *testing.T) {
 	tg.fails(t, 2, []string{"--client-only needs --seeds"}, "serve", "--client-only", "--name", "x", "--data-dir", t.TempDir())
 	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--cluster", "--bootstrap-expect", "3", "--name", "x", "--data-dir", t.TempDir())
 	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--seeds", "http://127.0.0.1:1", "--bootstrap-expect", "9", "--name", "x", "--data-dir", t.TempDir())
+	// A former member's data directory (moved aside when it left) does
+	// not bootstrap a second cluster (etcdcluster's
+	// TestLeftBootstrapNodeNoSecondCluster runs the whole story).
+	former := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(former, "member.removed-1"), 0o700))
+	fa, err := etcdembed.FreeAddrs(2)
+	require.NoError(t, err)
+	tg.fails(t, 1, []string{"the data directory is a former member's", "give seeds"}, "serve", "--cluster", "--name", "x", "--data-dir", former,
+		"--listen-client-address", fa[0], "--listen-peer-address", fa[1])
 
 	for _, w := range []struct {
 		p    *proc

@@ -122,7 +122,11 @@ cluster status". Every bootstrap makes a cluster with a new cluster ID: a
 node that lost its data directory and is run again with --cluster makes a
 new, separate cluster at its old addresses, never a second copy of the old
 one; clients and nodes given addresses of both refuse them. To bring such a
-node back into its cluster, run it with --seeds instead. --name must be
+node back into its cluster, run it with --seeds instead. A node that left
+(Ctrl-C) or was removed keeps its old data moved aside in
+DIR/member.removed-<time>: run again with --cluster and no seeds it
+refuses to bootstrap a second cluster beside its old one; give --seeds to
+rejoin, or remove that data to start a new cluster. --name must be
 unique in the cluster: a node started with the name of a running node
 (other addresses) exits with an error naming that node's URLs.
 
