@@ -327,6 +327,7 @@ func TestServeTLSCluster(t *testing.T) {
 	assert.NotEqual(t, 0, outsider.cmd.ProcessState.ExitCode(), "a node without the cluster's credentials cannot even connect")
 	assert.NotContains(t, outsider.errb.String(), "embedded etcd server started")
 	assert.Contains(t, outsider.errb.String(), "is not signed by the CA of --trusted-ca-file", "it says why")
+	assert.NotContains(t, outsider.errb.String(), "/https://", "the seed is named as its URL, not as a path")
 
 	// Rotation: a new certificate for n1, written over the old files, is
 	// what n1 serves on the next handshake, without a restart.
