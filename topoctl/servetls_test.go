@@ -53,6 +53,7 @@ func TestTLSCreate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	tlsToolFails(t, 1, filepath.Join(dir, "ca.pem"), "cert", "create", "--server", "n1", "--dir", dir)
+	tlsToolFails(t, 1, `no CA in `+dir+`: make one first with "topoctl tls ca create --dir `+dir+`"`, "cert", "create", "--server", "n1", "--dir", dir)
 	tlsTool(t, "ca", "create", "--dir", dir)
 	out := tlsTool(t, "cert", "create", "--server", "n1", "--ip", "10.1.2.3", "--dns", "n1.example.com", "--dir", dir)
 	assert.Contains(t, out, "10.1.2.3")
