@@ -80,8 +80,9 @@ type Config struct {
 	// DataDir holds the node's etcd member data (DataDir/member). A
 	// directory that holds member data restarts that member. A member that
 	// was removed from the cluster moves its data aside to
-	// DataDir/member.removed-<unix nanoseconds>. Required unless
-	// ClientOnly.
+	// DataDir/member.removed-<unix nanoseconds>; with such data and no
+	// member data, a node given no Seeds does not bootstrap
+	// (ErrFormerMember). Required unless ClientOnly.
 	DataDir string
 
 	// ClientURL and PeerURL are the URLs the embedded etcd server listens
