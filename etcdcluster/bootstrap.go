@@ -135,10 +135,10 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 					names = append(names, c.Name)
 				}
 				slices.Sort(names)
-				n.log.Info("waiting for a cluster: no etcd member answers at the seeds; bootstrapping once enough nodes with the same --bootstrap-expect see each other",
+				n.log.Warn("waiting for a cluster: no etcd member answers at the seeds; bootstrapping once enough nodes with the same --bootstrap-expect see each other",
 					"seeds", strings.Join(others, ","), "candidates", strings.Join(names, ","), "expect", expect, "endorsing", self.Vote)
 			} else {
-				n.log.Info("waiting for a cluster: no etcd member answers at the seeds (give --bootstrap-expect to form a new cluster)", "seeds", strings.Join(others, ","))
+				n.log.Warn("waiting for a cluster: no etcd member answers at the seeds (give --bootstrap-expect to form a new cluster)", "seeds", strings.Join(others, ","))
 			}
 		}
 		select {

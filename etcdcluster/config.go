@@ -54,6 +54,14 @@ const (
 // written then.
 var ErrNameTaken = errors.New("etcdcluster: node name taken")
 
+// ErrFormerMember is wrapped by Start's error for a node given no seeds
+// whose DataDir holds no member data but the data of a member that left
+// or was removed (DataDir/member.removed-<ns>): bootstrapping would make
+// a second cluster beside the one it was a member of. Give Seeds (client
+// URLs of running members) to join that cluster again, or remove the
+// moved-aside data to bootstrap a new one. Nothing is started then.
+var ErrFormerMember = errors.New("etcdcluster: the data directory is a former member's")
+
 // ErrInvalidConfig is wrapped by the errors of Start and Run for a Config
 // they refuse; nothing is started or written then.
 var ErrInvalidConfig = errors.New("etcdcluster: invalid config")
@@ -72,8 +80,9 @@ type Config struct {
 	// DataDir holds the node's etcd member data (DataDir/member). A
 	// directory that holds member data restarts that member. A member that
 	// was removed from the cluster moves its data aside to
-	// DataDir/member.removed-<unix nanoseconds>. Required unless
-	// ClientOnly.
+	// DataDir/member.removed-<unix nanoseconds>; with such data and no
+	// member data, a node given no Seeds does not bootstrap
+	// (ErrFormerMember). Required unless ClientOnly.
 	DataDir string
 
 	// ClientURL and PeerURL are the URLs the embedded etcd server listens
@@ -89,7 +98,7 @@ type Config struct {
 	// symmetric start, of every node of a new cluster (this node's own
 	// URL may be among them). Empty with no member data in DataDir
 	// bootstraps a new one-member cluster. With seeds and no member data
-	// Start waits (bounded by its ctx, logging every 5 s what it waits
+	// Start waits (bounded by its ctx, logging a warning every 5 s of what it waits
 	// for) until an etcd member answers at a seed, then joins as a
 	// volunteer; see BootstrapExpect for a cluster that does not exist
 	// yet.

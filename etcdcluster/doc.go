@@ -51,7 +51,10 @@
 // derives the cluster ID and the first member's ID: no two bootstraps
 // share them. A bootstrap node that lost its data and is started again
 // without seeds therefore makes a new, separate cluster at its old URLs,
-// whose peers and clients the old cluster's members refuse. Clients
+// whose peers and clients the old cluster's members refuse. A node that
+// left or was removed (its data moved aside, DataDir/member.removed-<ns>)
+// and is started again without seeds does not bootstrap: Start fails with
+// ErrFormerMember. Clients
 // (NewClientWith, OpenConn, a node's own client, and etcd2topo.NewConn)
 // given several endpoints ask each for its cluster ID at open and refuse
 // endpoints of different clusters (etcd2topo.ErrClusterMismatch), writing

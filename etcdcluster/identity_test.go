@@ -157,3 +157,67 @@ func TestDuplicateNameRefused(t *testing.T) {
 	require.Contains(t, string(resp.Kvs[0].Value), b.cfg.PeerURL)
 	waitVoters(t, cli, bound, "a", "b")
 }
+
+// TestLeftBootstrapNodeNoSecondCluster: the bootstrap node of a two-node
+// cluster leaves gracefully (Ctrl-C in topoctl serve), which moves its
+// data aside, and is run again with the same configuration (no seeds).
+// It must not bootstrap a second cluster at its old URLs: Start fails
+// with ErrFormerMember, naming the moved-aside data and what to do, and
+// starts nothing.
+func TestLeftBootstrapNodeNoSecondCluster(t *testing.T) {
+	acfg := localConfig(t, "a")
+	a := startCfg(t, acfg)
+	bcfg := localConfig(t, "b")
+	bcfg.Seeds = []string{acfg.ClientURL}
+	b := startCfg(t, bcfg)
+	ctx := context.Background()
+	eventually(t, bound, "a and b are started voters", func() (bool, string) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		ml, err := b.Client().MemberList(cctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		started := 0
+		for _, m := range ml.Members {
+			if m.Name != "" && !m.IsLearner {
+				started++
+			}
+		}
+		return started == 2, fmt.Sprint(ml.Members)
+	})
+	lctx, cancel := context.WithTimeout(ctx, DefaultLeaveTimeout)
+	defer cancel()
+	require.NoError(t, a.Leave(lctx))
+	removed := removedData(acfg.DataDir)
+	require.Len(t, removed, 1, "a's data was moved aside when it left")
+
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	n, err := Start(sctx, acfg)
+	if err == nil {
+		n.Close()
+	}
+	require.ErrorIs(t, err, ErrFormerMember)
+	require.ErrorContains(t, err, removed[0])
+	require.ErrorContains(t, err, "give seeds")
+	require.False(t, hasMemberData(acfg.DataDir), "a started a member again")
+
+	// Given b's URL as a seed, it volunteers and joins b's cluster again.
+	acfg.Seeds = []string{bcfg.ClientURL}
+	startCfg(t, acfg)
+	eventually(t, bound, "a is b's cluster's member again", func() (bool, string) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		ml, err := b.Client().MemberList(cctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range ml.Members {
+			if m.Name == "a" && !m.IsLearner {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(ml.Members)
+	})
+}

@@ -64,6 +64,9 @@ type Node struct {
 	// portsBusy is set while the node cannot bind its ports and so does
 	// not volunteer.
 	portsBusy atomic.Bool
+	// peerTaken is set while a listed member of another name has this
+	// node's peer URL, once that has been logged.
+	peerTaken atomic.Bool
 }
 
 type participationStopper interface{ Stop() }
@@ -111,6 +114,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			}
 		default:
 			bootstrap := len(eps) == 0
+			if removed := removedData(cfg.DataDir); bootstrap && len(removed) > 0 {
+				return nil, fmt.Errorf("%w: %s holds no member data but %s, the data of a member that left or was removed: "+
+					"not bootstrapping a second cluster beside that one; give seeds (client URLs of running members) to join it again, "+
+					"or remove %s to bootstrap a new cluster", ErrFormerMember, cfg.DataDir, strings.Join(removed, ", "), strings.Join(removed, ", "))
+			}
 			if !bootstrap {
 				found, err := n.awaitCluster(ctx, eps)
 				if err != nil {
@@ -413,9 +421,9 @@ func (n *Node) memberStep() {
 	if n.cfg.ClientOnly || n.leaving.Load() {
 		return
 	}
-	if srv == nil && slices.ContainsFunc(ml.Members, func(m *etcdserverpb.Member) bool {
+	if i := slices.IndexFunc(ml.Members, func(m *etcdserverpb.Member) bool {
 		return m.Name != "" && slices.Contains(m.PeerURLs, n.cfg.AdvertisePeerURL)
-	}) {
+	}); srv == nil && i >= 0 {
 		// A started member with our peer URL, and no data here: this
 		// node's earlier member, whose data is gone. It can never run
 		// again, so withdraw the volunteer key until the decider removes
@@ -424,8 +432,15 @@ func (n *Node) memberStep() {
 		if err == nil && resp.Deleted > 0 {
 			n.log.Warn("this node's earlier member is still listed but its data is gone: withdrawing until it is removed")
 		}
+		if m := ml.Members[i]; m.Name != n.cfg.Name && !n.peerTaken.Swap(true) {
+			// Or another node's peer URL was given to this one: then
+			// it waits for good, so say so.
+			n.log.Warn("not volunteering: a member of another name has this node's peer URL; waiting until it is removed (if that node still runs, give this one another peer address)",
+				"member", m.Name, "id", fmt.Sprintf("%x", m.ID), "peer", n.cfg.AdvertisePeerURL)
+		}
 		return
 	}
+	n.peerTaken.Store(false)
 	if srv == nil {
 		// Volunteer only while this node could start its server: a
 		// nominee that cannot bind its ports would only hold the
@@ -764,6 +779,13 @@ func stopped(e *embed.Etcd) bool {
 	default:
 		return false
 	}
+}
+
+// removedData returns the member data directories that moveDataAside
+// left in dir (nil when none).
+func removedData(dir string) []string {
+	ds, _ := filepath.Glob(filepath.Join(dir, "member.removed-*"))
+	return ds
 }
 
 func hasMemberData(dir string) bool {

@@ -55,6 +55,10 @@ func TestEtcdAuth(t *testing.T) {
 	assert.NotContains(t, r.stdout, "v")
 	r = tg.run(t, "", "--timeout", "5s", "--etcd-user", "root:wrong", "get", "a")
 	assert.Equal(t, 1, r.code, r.stderr)
+	// The refusal names the store as IMPL:ADDR:ROOT, not the address as
+	// if it were a path ("/127.0.0.1:...").
+	assert.Contains(t, r.stderr, "topoctl: PermissionDenied: permission denied: etcd2:"+addr+":/"+t.Name()+": etcd2topo: connecting to "+addr+": ")
+	assert.NotContains(t, r.stderr, "/"+addr)
 }
 
 // ZooKeeper digest auth: --zk-auth (or TOPOCTL_ZK_AUTH) adds the session's

@@ -155,7 +155,7 @@ with NoNode. Cells aliases naming the cell are left as they are.`,
 				err := probe(cmd.Context(), stores.timeout, func(c context.Context) error {
 					conn, err := st.srv.ConnForCell(c, name)
 					if err != nil {
-						return err
+						return namedStore(err, spec{impl: st.spec.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()})
 					}
 					tl, err = tree.List(c, conn, "")
 					return err

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 // cell get prints one cell's row; cell rm removes a cell's CellInfo only
@@ -40,4 +42,14 @@ func TestCellGetRm(t *testing.T) {
 	assert.Empty(t, tg.ok(t, "cell", "ls"))
 	assert.Equal(t, "tab", cell.ok(t, "get", "tablets/t1/Tablet"), "--force leaves the cell's data")
 	tg.fails(t, 1, []string{"NoNode"}, "cell", "rm", "zone1")
+}
+
+// cell rm of a cell whose store does not answer names that store as
+// IMPL:ADDR:ROOT, not as the path "/ADDR".
+func TestCellRmUnreachableNamed(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/" + t.Name()}
+	tg.ok(t, "cell", "set", "zone9", "--server-address", "127.0.0.1:1", "--root", "/z9")
+	r := tg.fails(t, 1, []string{"cell zone9: cannot read its store", "etcd2:127.0.0.1:1:/z9: "}, "--timeout", "20s", "cell", "rm", "zone9")
+	assert.NotContains(t, r.stderr, "/127.0.0.1:1")
 }

@@ -138,6 +138,9 @@ it tolerates no more failed members than the odd size below it.`,
 			if err := etcdcluster.SetSizeForce(ctx, cc.cli, *prefix, n); err != nil {
 				return err
 			}
+			if st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts); err == nil && st.Decider == "" && len(st.Volunteers) == 0 {
+				out.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds): nothing acts on this size\n")
+			}
 			if out.jsonOut() {
 				return out.printJSON(map[string]any{"ideal_size": n})
 			}

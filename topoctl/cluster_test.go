@@ -35,6 +35,19 @@ func TestServeCluster(t *testing.T) {
 	n1.waitLine(t, "cluster node n1 running")
 	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
 
+	// With no --log-level, a node still says why it waits or does not
+	// volunteer (on stderr): seeds where no member answers, ports it
+	// cannot bind (its peer address is n1's client address).
+	more, err := etcdembed.FreeAddrs(5)
+	require.NoError(t, err)
+	waiting := startProcess(t, env, "serve", "--seeds", "http://"+more[0], "--name", "w1", "--data-dir", t.TempDir(),
+		"--listen-client-address", more[1], "--listen-peer-address", more[2])
+	unbound := startProcess(t, env, "serve", "--seeds", "http://"+addrs[0], "--name", "b1", "--data-dir", t.TempDir(),
+		"--listen-client-address", more[3], "--listen-peer-address", addrs[0])
+	// And a node given n1's peer address, which the member n1 has.
+	notN1 := startProcess(t, env, "serve", "--seeds", "http://"+addrs[0], "--name", "b2", "--data-dir", t.TempDir(),
+		"--listen-client-address", more[4], "--listen-peer-address", addrs[1])
+
 	status := func() clusterStatusJSON {
 		var st clusterStatusJSON
 		out := tg.ok(t, "-o", "json", "cluster", "status")
@@ -83,6 +96,28 @@ func TestServeCluster(t *testing.T) {
 	tg.fails(t, 2, []string{"--client-only needs --seeds"}, "serve", "--client-only", "--name", "x", "--data-dir", t.TempDir())
 	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--cluster", "--bootstrap-expect", "3", "--name", "x", "--data-dir", t.TempDir())
 	tg.fails(t, 2, []string{"--bootstrap-expect needs --seeds"}, "serve", "--seeds", "http://127.0.0.1:1", "--bootstrap-expect", "9", "--name", "x", "--data-dir", t.TempDir())
+	// A former member's data directory (moved aside when it left) does
+	// not bootstrap a second cluster (etcdcluster's
+	// TestLeftBootstrapNodeNoSecondCluster runs the whole story).
+	former := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(former, "member.removed-1"), 0o700))
+	fa, err := etcdembed.FreeAddrs(2)
+	require.NoError(t, err)
+	tg.fails(t, 1, []string{"the data directory is a former member's", "give seeds"}, "serve", "--cluster", "--name", "x", "--data-dir", former,
+		"--listen-client-address", fa[0], "--listen-peer-address", fa[1])
+
+	for _, w := range []struct {
+		p    *proc
+		says string
+	}{
+		{waiting, "waiting for a cluster: no etcd member answers at the seeds"},
+		{unbound, "not volunteering: this node cannot bind its ports"},
+		{notN1, `not volunteering: a member of another name has this node's peer URL; waiting until it is removed (if that node still runs, give this one another peer address)" node=b2 member=n1`},
+	} {
+		require.Eventually(t, func() bool { return strings.Contains(w.p.errb.String(), w.says) }, time.Minute, 50*time.Millisecond,
+			"a node at the default --log-level did not say %q; its stderr: %s", w.says, w.p.errb.String())
+		w.p.signalAndWait(t, syscall.SIGINT)
+	}
 
 	assert.Equal(t, 0, c.signalAndWait(t, syscall.SIGINT), c.errb.String())
 	assert.Equal(t, 0, n1.signalAndWait(t, syscall.SIGINT), n1.errb.String())

@@ -84,7 +84,7 @@ func (o *connector) openSpec(ctx context.Context, sp spec, cell string) (*store,
 	}
 	srv, err := o.openServer(ctx, sp)
 	if err != nil {
-		return nil, err
+		return nil, namedStore(err, sp)
 	}
 	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String(), spec: sp}
 	if sp.impl != "memory" {
@@ -121,6 +121,22 @@ func (o *connector) openSpec(ctx context.Context, sp spec, cell string) (*store,
 		}
 	}
 	return st, nil
+}
+
+// namedStore returns err, an error of opening sp, with sp named as
+// IMPL:ADDR:ROOT where the backend put sp's address in the place of a
+// path (errorLine would show it as the path "/ADDR").
+func namedStore(err error, sp spec) error {
+	var te *topo.Error
+	if sp.addr != "" && errors.As(err, &te) && te.Path == sp.addr {
+		te.Path = ""
+		if te.Err == nil {
+			te.Err = errors.New(sp.String())
+		} else {
+			te.Err = fmt.Errorf("%s: %w", sp, te.Err)
+		}
+	}
+	return err
 }
 
 // dialTimeout bounds the TCP probe of a store's addresses (see

@@ -204,8 +204,10 @@ func slashPaths(err error) string {
 		olds[i] = te.Error()
 	}
 	for _, te := range chain {
-		// NoImplementation's "path" is the implementation's name.
-		if te.Path != "" && !strings.HasPrefix(te.Path, "/") && te.Code != topo.NoImplementation {
+		// NoImplementation's "path" is the implementation's name; a
+		// connection error's may be a URL (never a path: "//" is an
+		// empty segment).
+		if te.Path != "" && !strings.HasPrefix(te.Path, "/") && te.Code != topo.NoImplementation && !strings.Contains(te.Path, "://") {
 			te.Path = "/" + te.Path
 		}
 	}

@@ -30,6 +30,9 @@ type printer struct {
 	// log is topoctl's logger (stderr, at --log-level); it discards until
 	// the flags are resolved.
 	log *slog.Logger
+	// logLevelGiven reports whether --log-level was given (serve's cluster
+	// node then logs at that level; without it, at warn).
+	logLevelGiven bool
 	// stores names the stores opened, for the connection errors' lines
 	// (see errorLine).
 	stores []string

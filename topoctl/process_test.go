@@ -232,6 +232,10 @@ func TestServeBusyStopRestartWatch(t *testing.T) {
 	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
 	// A plain serve is no self-managing cluster, and cluster status says so.
 	assert.Contains(t, tg.run(t, "", "cluster", "status").stderr, "not a self-managing cluster")
+	// Nor does cluster size pretend that a size set there does anything.
+	sz := tg.run(t, "", "cluster", "size", "3")
+	assert.Equal(t, 0, sz.code, sz.stderr)
+	assert.Contains(t, sz.stderr, "not a self-managing cluster (started without serve --cluster or --seeds): nothing acts on this size")
 	v1 := strings.TrimSpace(tg.ok(t, "put", "w", "one"))
 	w := startProcess(t, env, "watch", "w")
 	w.waitLine(t, "/w "+v1+` "one"`)

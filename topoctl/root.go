@@ -229,6 +229,7 @@ func resolve(fs *pflag.FlagSet, c *connector, out *printer, logLevel string, set
 		return usagef("--log-level %q: want debug, info, warn or error", logLevel)
 	}
 	out.log = slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: level}))
+	out.logLevelGiven = fs.Changed("log-level")
 	if setDefault {
 		slog.SetDefault(out.log)
 	}

@@ -77,9 +77,10 @@ func newServeCmd(stores *connector, in *input, out *printer) *cobra.Command {
   topoctl serve --cluster --name n1 --data-dir /var/lib/n1 --listen-client-address 10.0.0.1:2379 --listen-peer-address 10.0.0.1:2380 \
     --cert-file n1.pem --key-file n1-key.pem --trusted-ca-file ca.pem --client-cert-auth \
     --peer-cert-file n1-peer.pem --peer-key-file n1-peer-key.pem --peer-trusted-ca-file ca.pem --peer-client-cert-auth`,
-		Short: "Run a single-member embedded etcd for topoctl and other clients",
+		Short: "Run an embedded etcd: one member, or a node of a self-managing cluster",
 		Long: `Run a single-member etcd inside topoctl until interrupted (Ctrl-C or
-SIGTERM), then stop it cleanly. Its data lives in --data-dir and survives
+SIGTERM), then stop it cleanly (--cluster or --seeds: a node of a
+self-managing cluster instead, below). Its data lives in --data-dir and survives
 restarts. The default data directory is $` + envDataDir + `, else
 $XDG_DATA_HOME/topokit/etcd, else ~/.local/share/topokit/etcd.
 
@@ -104,6 +105,9 @@ volunteers to be a member, and an elected decider adds it as a learner and
 promotes it while the cluster is below its ideal size ("topoctl cluster
 size N", default 3); --client-only never becomes a member. While no member
 answers at the seeds the node waits, saying every 5s what it waits for.
+A cluster node prints its warnings on stderr (seeds where no member
+answers, ports it cannot bind, a volunteer the decider passes over) even
+at the default --log-level; a --log-level given sets its level instead.
 To start a new cluster of N nodes symmetrically, start every node with the
 same --seeds (the client URLs of all N, each node's own included) and
 --bootstrap-expect N: once N of them see each other exactly one
@@ -118,7 +122,11 @@ cluster status". Every bootstrap makes a cluster with a new cluster ID: a
 node that lost its data directory and is run again with --cluster makes a
 new, separate cluster at its old addresses, never a second copy of the old
 one; clients and nodes given addresses of both refuse them. To bring such a
-node back into its cluster, run it with --seeds instead. --name must be
+node back into its cluster, run it with --seeds instead. A node that left
+(Ctrl-C) or was removed keeps its old data moved aside in
+DIR/member.removed-<time>: run again with --cluster and no seeds it
+refuses to bootstrap a second cluster beside its old one; give --seeds to
+rejoin, or remove that data to start a new cluster. --name must be
 unique in the cluster: a node started with the name of a running node
 (other addresses) exits with an error naming that node's URLs.
 

@@ -2,6 +2,7 @@ package topoctl
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 
@@ -66,6 +67,13 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 		return usagef("--bootstrap-expect needs --seeds, a node that is not --client-only, and a number of nodes from 1 to %d", etcdcluster.MaxVoters)
 	}
 	co := sec.clientOptions()
+	lg := out.log
+	if !out.logLevelGiven {
+		// What an operator must see even at the default level (error):
+		// seeds where no member answers, ports the node cannot bind, a
+		// volunteer the decider passes over (etcdcluster's warnings).
+		lg = slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	cfg := etcdcluster.Config{
 		Name:               name,
 		DataDir:            dataDir,
@@ -76,7 +84,7 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 		ClientOnly:         c.clientOnly,
 		BootstrapExpect:    c.expect,
 		Prefix:             c.prefix,
-		Logger:             out.log,
+		Logger:             lg,
 		ClientTLS:          sec.clientInfo(),
 		PeerTLS:            sec.peerInfo(),
 		Username:           co.Username,

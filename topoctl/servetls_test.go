@@ -53,6 +53,7 @@ func TestTLSCreate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	tlsToolFails(t, 1, filepath.Join(dir, "ca.pem"), "cert", "create", "--server", "n1", "--dir", dir)
+	tlsToolFails(t, 1, `no CA in `+dir+`: make one first with "topoctl tls ca create --dir `+dir+`"`, "cert", "create", "--server", "n1", "--dir", dir)
 	tlsTool(t, "ca", "create", "--dir", dir)
 	out := tlsTool(t, "cert", "create", "--server", "n1", "--ip", "10.1.2.3", "--dns", "n1.example.com", "--dir", dir)
 	assert.Contains(t, out, "10.1.2.3")
@@ -327,6 +328,7 @@ func TestServeTLSCluster(t *testing.T) {
 	assert.NotEqual(t, 0, outsider.cmd.ProcessState.ExitCode(), "a node without the cluster's credentials cannot even connect")
 	assert.NotContains(t, outsider.errb.String(), "embedded etcd server started")
 	assert.Contains(t, outsider.errb.String(), "is not signed by the CA of --trusted-ca-file", "it says why")
+	assert.NotContains(t, outsider.errb.String(), "/https://", "the seed is named as its URL, not as a path")
 
 	// Rotation: a new certificate for n1, written over the old files, is
 	// what n1 serves on the next handshake, without a restart.

@@ -221,3 +221,29 @@ func TestTLSConsul(t *testing.T) {
 		{name: "server not trusted", args: []string{"--consul-ca-file", pki.path("other-ca.pem"), "--consul-cert-file", crt, "--consul-key-file", key}},
 	})
 }
+
+// TestUITLSFlagsChecked: ui's TLS certificate and key are checked before
+// anything is opened or printed: one without the other, a missing file
+// and a key of another certificate are usage errors naming the flags,
+// not a URL printed and then "open : no such file or directory".
+func TestUITLSFlagsChecked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
+	testpki.Write(t, dir, "server", ca, caKey)
+	testpki.Write(t, dir, "other", ca, caKey)
+	cert, key, otherKey := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "other-key.pem")
+	tg := target{impl: "memory", addr: "ui-tlsflags", root: defaultRoot}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--tls-cert-file", cert}, []string{"--tls-cert-file and --tls-key-file"}},
+		{[]string{"--tls-key-file", key}, []string{"--tls-cert-file and --tls-key-file"}},
+		{[]string{"--tls-cert-file", filepath.Join(dir, "absent.pem"), "--tls-key-file", key}, []string{"--tls-cert-file", "absent.pem"}},
+		{[]string{"--tls-cert-file", cert, "--tls-key-file", otherKey}, []string{"--tls-cert-file", "--tls-key-file", "does not match"}},
+	} {
+		r := tg.fails(t, 2, c.want, append([]string{"ui", "--listen", "127.0.0.1:0"}, c.args...)...)
+		assert.Empty(t, r.stdout, "%v: nothing is served, so no URL is printed", c.args)
+	}
+}

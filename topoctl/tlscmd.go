@@ -2,7 +2,10 @@ package topoctl
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -137,6 +140,9 @@ are never overwritten.`,
 				caDir = dir
 			}
 			f, err := certs.CreateCert(dir, caDir, name, kind, ips, dnsFlags, certs.Options{Algorithm: alg, Days: days})
+			if _, serr := os.Stat(certs.CAFiles(caDir).Cert); err != nil && errors.Is(serr, fs.ErrNotExist) {
+				return fmt.Errorf("%w (no CA in %s: make one first with \"topoctl tls ca create --dir %s\", or give --ca-dir)", err, caDir, caDir)
+			}
 			if err != nil {
 				return tlsError(err)
 			}

@@ -1,6 +1,7 @@
 package topoctl
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,15 @@ stores to the compare view. Runs until interrupted.`,
 			useTLS := certFile != "" || keyFile != ""
 			if err := ui.CheckListen(listen, useTLS, insecure); err != nil {
 				return usageError{err}
+			}
+			if useTLS {
+				// Checked before anything is opened or printed.
+				if certFile == "" || keyFile == "" {
+					return usagef("--tls-cert-file and --tls-key-file go together: give both to serve the page over https")
+				}
+				if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+					return usagef("--tls-cert-file %s, --tls-key-file %s: %v", certFile, keyFile, err)
+				}
 			}
 			reg := decode.Builtin()
 			if protoset != "" {

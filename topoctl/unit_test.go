@@ -2,6 +2,7 @@ package topoctl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/topokit/topokit/topo"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -96,4 +99,14 @@ func TestEveryCommandHasExamples(t *testing.T) {
 		}
 	}
 	walk(root)
+}
+
+// TestSlashPathsLeavesURLs: a connection error whose path is a URL (the
+// seed a serve --seeds node could not reach) is not shown as the path
+// "/https://..."; a store path gets its leading "/".
+func TestSlashPathsLeavesURLs(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", &topo.Error{Code: topo.Unavailable, Path: "https://127.0.0.1:1", Err: errors.New("no answer")})
+	assert.Equal(t, "wrapped: unavailable: https://127.0.0.1:1: no answer", slashPaths(err))
+	err = &topo.Error{Code: topo.NoNode, Path: "ks/Keyspace"}
+	assert.Equal(t, "node doesn't exist: /ks/Keyspace", slashPaths(err))
 }

@@ -229,6 +229,11 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	if meta, err := inspect.StoreMeta(ctx, s.opts.Conn, p); err == nil && len(meta) > 0 {
 		f.Meta = map[string]any{}
 		for _, m := range meta {
+			if u, ok := m.Value.(uint64); ok {
+				// Consul's flags: beyond what a JavaScript number holds exactly.
+				f.Meta[m.Name] = strconv.FormatUint(u, 10)
+				continue
+			}
 			f.Meta[m.Name] = m.Value
 		}
 	}

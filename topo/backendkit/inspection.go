@@ -5,7 +5,8 @@ import "fmt"
 // MetaField is one item of what a store itself keeps about a path, beyond
 // the topology interface's version, in the store's own terms (etcd's
 // revisions, ZooKeeper's zxids and ACL, Consul's indexes): Name is its
-// snake_case name, Value an int64, a string or a []string. Backends return
+// snake_case name, Value an int64, a uint64 (Consul's flags), a string or
+// a []string. Backends return
 // them from a StoreMeta method (see topo/inspect.StoreMeta).
 type MetaField struct {
 	Name  string

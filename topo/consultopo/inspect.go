@@ -31,7 +31,7 @@ func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField,
 		{Name: "create_index", Value: int64(pair.CreateIndex)},
 		{Name: "modify_index", Value: int64(pair.ModifyIndex)},
 		{Name: "lock_index", Value: int64(pair.LockIndex)},
-		{Name: "flags", Value: int64(pair.Flags)},
+		{Name: "flags", Value: pair.Flags}, // a uint64, as Consul keeps it
 		{Name: "session", Value: pair.Session},
 	}, nil
 }

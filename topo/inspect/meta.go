@@ -8,7 +8,7 @@ import (
 )
 
 // MetaField is one item of StoreMeta: a snake_case name and an int64, a
-// string or a []string.
+// uint64 (Consul's flags), a string or a []string.
 type MetaField = backendkit.MetaField
 
 // MetaReader is implemented by a backend's Conn that can say what its
