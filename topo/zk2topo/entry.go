@@ -167,9 +167,7 @@ func (r statRes) owned(s *zkSession) bool {
 // forgetGone). The session's end is not this watch's business: lose
 // declares every claim on it lost, and only lose.
 func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan zk.Event) {
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
+	c.goBG(func() { // not started once Close waits: the session ends with it
 		for {
 			select {
 			case ev := <-ch:
@@ -202,7 +200,7 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 			}
 			ch = r.ch
 		}
-	}()
+	})
 }
 
 // lostEntry is watchEntry's end for the entry node (token token) of

@@ -189,20 +189,16 @@ func (c *Conn) changed(a, b <-chan zk.Event) <-chan struct{} {
 		return nil
 	}
 	out := make(chan struct{})
-	if c.closed.Load() {
-		close(out)
-		return out
-	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
+	if !c.goBG(func() {
 		defer close(out)
 		select {
 		case <-a:
 		case <-b:
 		case <-c.closing:
 		}
-	}()
+	}) {
+		close(out)
+	}
 	return out
 }
 

@@ -79,9 +79,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	}
 	results := make(chan result) // unbuffered: a result is either taken or handled as abandoned
 	abandoned := make(chan struct{})
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
+	started := c.goBG(func() {
 		cr, err := create()
 		node := cr.node
 		<-c.sem
@@ -104,7 +102,17 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 				c.dropEntry(s, node, !lock)
 			}
 		}
-	}()
+	})
+	if !started {
+		<-c.sem
+		s.mu.Lock()
+		s.pending[parentZp]--
+		if s.pending[parentZp] == 0 {
+			delete(s.pending, parentZp)
+		}
+		s.mu.Unlock()
+		return created{}, topo.NewError(topo.Closed, p)
+	}
 	select {
 	case r := <-results:
 		return r.created, r.err

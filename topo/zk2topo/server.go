@@ -213,6 +213,11 @@ type Conn struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	bg        sync.WaitGroup // workers, background deletes, leader streams, watchdogs
+	// bgMu guards bgShut: goBG adds to bg holding it shared, Close sets
+	// bgShut holding it before bg.Wait, so that no goroutine is added
+	// once the count may have reached zero (sync.WaitGroup's rule).
+	bgMu   sync.RWMutex
+	bgShut bool
 
 	mu  sync.Mutex
 	cur *zkSession // the current session; replaced once lost
@@ -409,6 +414,9 @@ func (c *Conn) Close() {
 			s.zk.Close() // sends closeSession: the session's entries go at once
 			s.lose()
 		}
+		c.bgMu.Lock()
+		c.bgShut = true
+		c.bgMu.Unlock()
 		c.bg.Wait()
 	})
 }
@@ -467,8 +475,10 @@ func (c *Conn) do(ctx context.Context, p string, fn func() error) error {
 	select {
 	case c.jobs <- j: // an idle worker took it
 	default:
-		c.bg.Add(1)
-		go c.worker(j)
+		if !c.goBG(func() { c.worker(j) }) {
+			<-c.sem
+			return topo.NewError(topo.Closed, p)
+		}
 	}
 	select {
 	case err := <-j.done:
@@ -476,6 +486,23 @@ func (c *Conn) do(ctx context.Context, p string, fn func() error) error {
 	case <-ctx.Done():
 		return backendkit.FromContext(ctx, p)
 	}
+}
+
+// goBG runs f in a goroutine that Close waits for, and reports whether it
+// started: none starts once Close has begun waiting (the Conn is closed
+// then, and what f would do is moot or done by Close).
+func (c *Conn) goBG(f func()) bool {
+	c.bgMu.RLock()
+	defer c.bgMu.RUnlock()
+	if c.bgShut {
+		return false
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+	return true
 }
 
 // job is one call handed to a worker by do.
@@ -490,7 +517,6 @@ type job struct {
 // them spares a goroutine start and a fresh goroutine's stack growth on
 // every call (a few percent of a call's latency).
 func (c *Conn) worker(j job) {
-	defer c.bg.Done()
 	for {
 		err := j.fn()
 		<-c.sem

@@ -81,8 +81,7 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.bg.Add(1)
-	go s.watchdog()
+	c.goBG(s.watchdog) // not started once Close waits: the session is closed then
 	return s, nil
 }
 
@@ -172,14 +171,15 @@ func (s *zkSession) lose() {
 		s.mu.Unlock()
 		s.claims.Lost() // the claims first: see claims
 		close(s.lost)
-		s.c.bg.Add(1)
-		go func() {
-			defer s.c.bg.Done()
+		closeZK := func() {
 			<-s.ready
 			if s.zk != nil {
 				s.zk.Close()
 			}
-		}()
+		}
+		if !s.c.goBG(closeZK) {
+			go closeZK() // Close waits no more; the client is closed all the same
+		}
 	})
 }
 
@@ -220,7 +220,6 @@ func (s *zkSession) provablyAlive() bool {
 // the session timeout granted: it may be shorter than the one asked for
 // (TestHolderCutEarlyInItsSessionGivesUpFirst).
 func (s *zkSession) watchdog() {
-	defer s.c.bg.Done()
 	select {
 	case <-s.lost:
 		return
