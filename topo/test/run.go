@@ -38,11 +38,15 @@ func groups() []struct {
 			{"ErrorsNamePath", testErrorsNamePath},
 			{"ReservedNames", testReservedNames},
 			{"FileAndDirectory", testFileAndDirectory},
+			{"FileWithChildren", testFileWithChildren},
+			{"GetVersionEdges", testGetVersionEdges},
+			{"RootLevel", testRootLevel},
 		}},
 		{"Directory", []subtest{
 			{"ListDir", testListDir},
 			{"EmptyDirectoriesDisappear", testEmptyDirsDisappear},
 			{"EmptyDirectoryDisappearsAfterLock", testEmptyDirAfterLock},
+			{"NeverAFile", testDirectoryNeverAFile},
 		}},
 		{"Lock", []subtest{
 			{"NoNode", testLockNoNode},
@@ -67,6 +71,7 @@ func groups() []struct {
 			{"Converges", testWatchConverges},
 			{"TwoWatchers", testWatchTwoWatchers},
 			{"Revision", testWatchRevision},
+			{"VersionsIncrease", testWatchVersionsIncrease},
 		}},
 		{"WatchRecursive", []subtest{
 			{"Events", testWatchRecursive},
