@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -24,7 +25,11 @@ func heldAfterApplied(t *testing.T, root string, write func(ctx context.Context,
 	px, err := faultproxy.New(testServer)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = px.Close() })
-	w := openConn(t, []string{px.Addr()}, root)
+	// A session timeout well above the held answers, on a loaded machine
+	// too.
+	w, err := NewConn(Options{Servers: []string{px.Addr()}, SessionTimeout: 20 * time.Second}, root)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	_, err = w.ListDir(ctx, "", false) // the session is up, its first sync done
@@ -113,4 +118,131 @@ func TestDeleteLastFileNoPhantomFile(t *testing.T) {
 	entries, err = r.ListDir(ctx, "a", false)
 	require.NoError(t, err)
 	require.Equal(t, []topo.DirEntry{{Name: "keep"}}, entries)
+}
+
+// slowWriter opens a Conn at root behind a proxy that delays every chunk
+// of bytes by delay, in both directions: between two of its requests
+// that depend on each other (one sent after the other's answer) the store
+// stays as the first left it for at least twice delay, long enough for
+// pollNotFiles to see it.
+func slowWriter(t *testing.T, root string, delay time.Duration) *Conn {
+	t.Helper()
+	px, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = px.Close() })
+	// A session timeout well above the delayed round trips, on a loaded
+	// machine too.
+	w, err := NewConn(Options{Servers: []string{px.Addr()}, SessionTimeout: 20 * time.Second}, root)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	_, err = w.ListDir(t.Context(), "", false) // the session is up, its first sync done
+	if !topo.IsErrType(err, topo.NoNode) {
+		require.NoError(t, err)
+	}
+	px.SetDelay(delay)
+	return w
+}
+
+// pollNotFiles reads the directory paths dirs with Get on r, over and
+// over, until the returned stop is called, which returns what it saw:
+// each path that Get read as a file at some point.
+func pollNotFiles(t *testing.T, r *Conn, dirs ...string) (stop func() []string) {
+	t.Helper()
+	done := make(chan struct{})
+	seen := make(chan []string, 1)
+	go func() {
+		got := map[string]bool{}
+		for {
+			select {
+			case <-done:
+				var out []string
+				for p := range got {
+					out = append(out, p)
+				}
+				seen <- out
+				return
+			default:
+			}
+			for _, d := range dirs {
+				if _, _, err := r.Get(t.Context(), d); err == nil {
+					got[d] = true
+				}
+			}
+		}
+	}()
+	return func() []string {
+		close(done)
+		return <-seen
+	}
+}
+
+// TestCleanupNoPhantomFile: every clean-up of emptied directories removes
+// a directory together with the parents it empties, so that no reader
+// sees one of them empty and childless (an empty file) in between: the
+// Unlock of a named lock on a new path, a Txn deleting a directory's last
+// file, a Delete whose parent holds an empty "locks" znode besides the
+// file. The writer is slow (its requests and answers delayed), so that
+// a window between two of its requests lasts long enough for a polling
+// reader to see it.
+func TestCleanupNoPhantomFile(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var named topo.LockDescriptor
+	for _, tc := range []struct {
+		name  string
+		setup func(c *Conn)
+		write func(w *Conn) error
+		dirs  []string
+	}{
+		{"UnlockNamed", func(c *Conn) {
+			var err error
+			named, err = c.LockName(ctx, "x/y/z", "holder")
+			require.NoError(t, err)
+		}, func(*Conn) error {
+			return named.Unlock(ctx)
+		}, []string{"x", "x/y"}},
+		{"TxnDelete", func(c *Conn) {
+			_, err := c.Create(ctx, "a/d/e/f", []byte("f"))
+			require.NoError(t, err)
+		}, func(w *Conn) error {
+			_, err := w.Txn(ctx, topo.DeleteOp("a/d/e/f", nil))
+			return err
+		}, []string{"a", "a/d", "a/d/e"}},
+		{"DeleteBesideLocks", func(c *Conn) {
+			_, err := c.Create(ctx, "b/d/e/f", []byte("f"))
+			require.NoError(t, err)
+			// An empty "locks" container, as a lock leaves it until the
+			// server reaps it.
+			_, err = c.zkConn().CreateContainer(c.zkPath("b/d/e/locks"), nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+			require.NoError(t, err)
+		}, func(w *Conn) error {
+			return w.Delete(ctx, "b/d/e/f", nil)
+		}, []string{"b", "b/d", "b/d/e"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "TxnDelete" {
+				// The Txn's multi deletes the file; the directory it
+				// empties goes with the clean-up's multi after it (the
+				// directories above it with that one now). Removing it
+				// in the Txn's own multi needs the parents' Stats read
+				// before it, a round trip more for every Txn that
+				// deletes: left to decide.
+				t.Skip("known: a Txn's DeleteOp leaves the directory it empties for the clean-up's multi")
+			}
+			root := freshRoot(t)
+			r := openConn(t, []string{testServer}, root)
+			_, err := r.Create(ctx, "keep", []byte("k"))
+			require.NoError(t, err)
+			w := slowWriter(t, root, delay)
+			tc.setup(w)
+			stop := pollNotFiles(t, r, tc.dirs...)
+			require.NoError(t, tc.write(w))
+			require.Empty(t, stop(), "directories read as files while the writer cleaned up")
+			for _, d := range tc.dirs {
+				_, err := r.ListDir(ctx, d, false)
+				require.Truef(t, topo.IsErrType(err, topo.NoNode), "ListDir(%s) after the clean-up: %v", d, err)
+			}
+		})
+	}
 }

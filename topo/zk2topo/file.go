@@ -552,10 +552,14 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 // on session s: one round trip); the directories it deletes are those,
 // nearest first, holding one child (the file, or the directory below)
 // and no data, each at the version read, so that a directory that became
-// a file or gained an entry since fails the multi and is kept. It
-// reports done false, having written nothing, when the parent keeps
-// other entries or the multi failed on a directory (changed since the
-// read): Delete then deletes the file alone and cleans up after it.
+// a file or gained an entry since fails the multi and is kept. Pipelined
+// behind the multi, the Stats of the next ancestor's "locks" znode and of
+// that ancestor are read, as Delete reads its parent's: one that another
+// client's Delete emptied meanwhile, or that holds nothing but an empty
+// "locks" znode, is removed after (removeDir). It reports done false,
+// having written nothing, when the parent keeps other entries or the
+// multi failed on a directory (changed since the read): Delete then
+// deletes the file alone and cleans up after it.
 func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, ver int32) (done bool, err error) {
 	var chain []string
 	for d := zkDir(zp); c.removable(d); d = zkDir(d) {
@@ -563,16 +567,12 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 	}
 	stats := c.statsInOrder(ctx, s, p, chain...)
 	reqs := []any{&zk.DeleteRequest{Path: zp, Version: ver}}
-	kept := "" // the nearest directory kept, when it may hold only an empty "locks" znode then
 	for i := range chain {
 		r := <-stats[i]
 		if r.err != nil {
 			return true, c.convert(r.err, p)
 		}
 		if !r.exists || r.st.NumChildren != 1 || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
-			if r.exists && r.st.NumChildren == 2 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0 {
-				kept = chain[i]
-			}
 			break
 		}
 		reqs = append(reqs, &zk.DeleteRequest{Path: chain[i], Version: r.st.Version})
@@ -580,22 +580,31 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 	if len(reqs) == 1 {
 		return false, nil
 	}
-	answer := make(chan []zk.MultiResponse, 1) // the multi may finish after do gave up
-	err = c.do(ctx, p, func() error {
-		res, err := s.zk.Multi(reqs...)
-		answer <- res
-		return err
+	above := zkDir(reqs[len(reqs)-1].(*zk.DeleteRequest).Path)
+	var res []zk.MultiResponse
+	multi := sendFirst(s, opMulti, zp, func() error {
+		return c.do(ctx, p, func() error {
+			var err error
+			res, err = s.zk.Multi(reqs...)
+			return err
+		})
 	})
+	var after []<-chan statRes
+	if c.removable(above) {
+		after = c.statsInOrder(ctx, s, p, above+"/"+locksDir, above)
+	}
+	err = <-multi
 	if err == nil {
-		if kept != "" {
-			c.cleanupDirs(ctx, []string{kept}) // its other child may be an empty "locks" znode
+		if after != nil {
+			if lr, ar := <-after[0], <-after[1]; lr.err == nil {
+				c.removeDir(ctx, above, ar, lr, true)
+			}
 		}
 		return true, nil
 	}
 	if code := topo.CodeOf(err); code == topo.Timeout || code == topo.Interrupted || code == topo.Closed {
 		return true, err
 	}
-	res := <-answer
 	if len(res) != len(reqs) {
 		return true, c.convert(err, p) // no per-op answer: the outcome is unknown
 	}
