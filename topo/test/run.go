@@ -176,6 +176,7 @@ func groups() []struct {
 			{"Failures", testTxnFailures},
 			{"StateBefore", testTxnStateBefore},
 			{"FileAndDirectory", testTxnFileAndDirectory},
+			{"FileAndChild", testTxnFileAndChild},
 			{"BadInput", testTxnBadInput},
 			{"Atomicity", testTxnAtomicity},
 			{"AtomicityUnderFault", testTxnAtomicityUnderFault},

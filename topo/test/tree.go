@@ -314,3 +314,42 @@ func testRootLevel(s *store) {
 		return wd.Path == "z"
 	})
 }
+
+// testTxnFileAndChild: one Txn creates a file and a file below it (in
+// either order), another deletes both: both exist after the first, with
+// the versions it returned, and after the second neither does, nor does
+// any directory of theirs; a Txn deleting a directory's last file leaves
+// no directory behind either.
+func testTxnFileAndChild(s *store) {
+	t, ctx, c, r := s.t, ctxFor(s.t), s.conn(), s.conn()
+	mustCreate(t, ctx, c, "keep", "k")
+	for i, ops := range [][]topo.TxnOp{
+		{topo.CreateOp("n/a", []byte("a")), topo.CreateOp("n/a/b", []byte("b"))},
+		{topo.CreateOp("n/a/b", []byte("b")), topo.CreateOp("n/a", []byte("a"))},
+	} {
+		vs, err := c.Txn(ctx, ops...)
+		require.NoErrorf(t, err, "Txn %d creating a file and a file below it", i)
+		for j, op := range ops {
+			requireFile(t, ctx, r, op.Path, string(op.Contents), vs[j])
+		}
+		entries, err := r.ListDir(ctx, "n", true)
+		require.NoError(t, err)
+		requireSortedNames(t, entries, []string{"a"}, "ListDir(n)")
+		require.Equal(t, topo.TypeDirectory, entries[0].Type)
+		_, err = c.Txn(ctx, topo.DeleteOp("n/a", nil), topo.DeleteOp("n/a/b", nil))
+		require.NoErrorf(t, err, "Txn %d deleting a file and the file below it", i)
+		requireNoFile(t, ctx, r, "n/a")
+		requireNoFile(t, ctx, r, "n/a/b")
+		_, err = r.ListDir(ctx, "n", false)
+		requireCode(t, err, topo.NoNode, "ListDir(n) after a Txn deleted every file below it")
+		kvs, err := r.List(ctx, "")
+		require.NoError(t, err)
+		require.Equal(t, []string{"keep"}, kvPaths(kvs))
+	}
+	mustCreate(t, ctx, c, "m/d/e/f", "f")
+	_, err := c.Txn(ctx, topo.DeleteOp("m/d/e/f", nil))
+	require.NoError(t, err)
+	entries, err := r.ListDir(ctx, "", false)
+	require.NoError(t, err)
+	requireSortedNames(t, entries, []string{"keep"}, "ListDir of the root after a Txn deleted the last file of m/d/e")
+}
