@@ -81,6 +81,7 @@ func groups() []struct {
 			{"Converges", testWatchRecursiveConverges},
 			{"Recreate", testWatchRecursiveRecreate},
 			{"Revision", testWatchRecursiveRevision},
+			{"ExcludesLocksAndElections", testWatchRecursiveExcludesInternals},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},

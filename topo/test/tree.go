@@ -353,3 +353,45 @@ func testTxnFileAndChild(s *store) {
 	require.NoError(t, err)
 	requireSortedNames(t, entries, []string{"keep"}, "ListDir of the root after a Txn deleted the last file of m/d/e")
 }
+
+// testWatchRecursiveExcludesInternals: a WatchRecursive of the root (and
+// of a directory being locked) reports files only: locks taken and
+// released (Lock, TryLock, LockName), a leader elected and stopped, and
+// their entries and directories coming and going send no event, and
+// neither does the clean-up of what they leave.
+func testWatchRecursiveExcludesInternals(s *store) {
+	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+	mustCreate(t, ctx, c, "d/f", "f")
+	_, root := mustWatchRecursive(t, ctx, c2, "", "WatchRecursive of the root")
+	_, dir := mustWatchRecursive(t, ctx, c2, "d", "WatchRecursive(d)")
+
+	l := mustLock(t, ctx, c, "d", "holder")
+	require.NoError(t, l.Unlock(ctx))
+	tl, err := c.TryLock(ctx, "d", "holder")
+	require.NoError(t, err)
+	require.NoError(t, tl.Unlock(ctx))
+	ln, err := c.LockName(ctx, "named/x", "holder")
+	require.NoError(t, err)
+	require.NoError(t, ln.Unlock(ctx))
+	p := participate(t, c, "elec", "id1")
+	_, err = p.WaitForLeadership()
+	require.NoError(t, err)
+	p.Stop()
+	l = mustLock(t, ctx, c, "d", "holder")
+	require.NoError(t, c.Delete(ctx, "d/f", nil)) // d's last file goes while it is locked
+	require.NoError(t, l.Unlock(ctx))
+
+	mustCreate(t, ctx, c, "z", "end")
+	mustCreate(t, ctx, c, "d/end", "end")
+	for _, w := range []struct {
+		prefix string
+		ch     <-chan *topo.WatchDataRecursive
+		last   string
+	}{{"", root, "d/end"}, {"d", dir, "d/end"}} {
+		waitRecursive(t, w.ch, w.prefix, "WatchRecursive("+w.prefix+")", func(wd *topo.WatchDataRecursive) bool {
+			require.Truef(t, wd.Path == "d/f" || wd.Path == "z" || wd.Path == "d/end",
+				"WatchRecursive(%q) sent an event of %q (err %v): locks and elections are no files", w.prefix, wd.Path, wd.Err)
+			return wd.Path == w.last
+		})
+	}
+}
