@@ -82,6 +82,7 @@ func groups() []struct {
 			{"Recreate", testWatchRecursiveRecreate},
 			{"Revision", testWatchRecursiveRevision},
 			{"ExcludesLocksAndElections", testWatchRecursiveExcludesInternals},
+			{"BaseGoesAndComesBack", testWatchRecursiveBaseGoes},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},

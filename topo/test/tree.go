@@ -395,3 +395,43 @@ func testWatchRecursiveExcludesInternals(s *store) {
 		})
 	}
 }
+
+// testWatchRecursiveBaseGoes: a WatchRecursive of a directory's prefix
+// ("a/d/") keeps reporting when the directory itself goes (its last file
+// deleted) and comes back, again and again, and when the prefix names a
+// directory only in part ("a/d", also matching "a/dx").
+func testWatchRecursiveBaseGoes(s *store) {
+	t, ctx, c, w := s.t, ctxFor(s.t), s.conn(), s.conn()
+	mustCreate(t, ctx, c, "a/keep", "k")
+	mustCreate(t, ctx, c, "a/d/f", "0")
+	_, full := mustWatchRecursive(t, ctx, w, "a/d/", "WatchRecursive(a/d/)")
+	_, part := mustWatchRecursive(t, ctx, w, "a/d", "WatchRecursive(a/d)")
+	for i := range 3 {
+		require.NoError(t, c.Delete(ctx, "a/d/f", nil))
+		for _, ch := range []<-chan *topo.WatchDataRecursive{full, part} {
+			waitRecursive(t, ch, "a/d", "the delete of the base's last file", func(wd *topo.WatchDataRecursive) bool {
+				require.Equalf(t, "a/d/f", wd.Path, "event %+v", wd)
+				return topo.IsErrType(wd.Err, topo.NoNode)
+			})
+		}
+		val := fmt.Sprint(i + 1)
+		v := mustCreate(t, ctx, c, "a/d/f", val)
+		mustCreate(t, ctx, c, "a/dx/g", val)
+		wd := waitRecursive(t, full, "a/d/", "the base's file again", func(wd *topo.WatchDataRecursive) bool {
+			require.Equalf(t, "a/d/f", wd.Path, "event %+v", wd)
+			return wd.Err == nil && string(wd.Contents) == val
+		})
+		require.Equal(t, v.String(), wd.Version.String())
+		seen := map[string]bool{}
+		waitRecursive(t, part, "a/d", "the base's file again, and a/dx/g", func(wd *topo.WatchDataRecursive) bool {
+			require.Containsf(t, []string{"a/d/f", "a/dx/g"}, wd.Path, "event %+v", wd)
+			seen[wd.Path] = seen[wd.Path] || (wd.Err == nil && string(wd.Contents) == val)
+			return seen["a/d/f"] && seen["a/dx/g"]
+		})
+		require.NoError(t, c.Delete(ctx, "a/dx/g", nil))
+		waitRecursive(t, part, "a/d", "the delete of a/dx/g", func(wd *topo.WatchDataRecursive) bool {
+			require.Equalf(t, "a/dx/g", wd.Path, "event %+v", wd)
+			return topo.IsErrType(wd.Err, topo.NoNode)
+		})
+	}
+}
