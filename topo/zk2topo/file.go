@@ -458,11 +458,11 @@ func splitPrefix(prefix string) (dir, name string) {
 // Delete deletes filePath (with a non-nil version, only at that
 // Stat.Version: BadVersion otherwise) and the parent directories it
 // leaves empty (a directory holding only an empty "locks" znode counts
-// as empty). It first reads the Stats of the file's ancestors below the
-// root (pipelined: one round trip); when its delete empties directories,
-// they go in one multi with the file (deleteEmptying), since an empty
-// directory znode without children would read as an empty file in
-// between. When the parent keeps other entries, the delete follows
+// as empty). It first reads the Stat of the file's parent (one round
+// trip; the ancestors above too, in one more, when the parent holds
+// nothing but the file); when its delete empties directories, they go in
+// one multi with the file (deleteEmptying), since an empty directory
+// znode without children would read as an empty file in between. When the parent keeps other entries, the delete follows
 // (another round trip), with the parent's and its "locks" child's Stat
 // reads pipelined behind it, on the same session, to remove a parent
 // that another client's Delete emptied meanwhile (best effort; only
@@ -548,8 +548,9 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 // with the directory znodes that its delete empties, in one multi, so
 // that no reader ever sees one of them empty and childless (which reads
 // as an empty file: see isFile) between the file's delete and theirs.
-// It reads the Stats of zp's ancestors below the root first (pipelined
-// on session s: one round trip); the directories it deletes are those,
+// It reads the Stat of zp's parent first, and when the parent holds
+// nothing but the file, those of the ancestors above (pipelined on
+// session s: one round trip each); the directories it deletes are those,
 // nearest first, holding one child (the file, or the directory below)
 // and no data, each at the version read, so that a directory that became
 // a file or gained an entry since fails the multi and is kept. Pipelined
@@ -565,9 +566,15 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 	for d := zkDir(zp); c.removable(d); d = zkDir(d) {
 		chain = append(chain, d)
 	}
-	stats := c.statsInOrder(ctx, s, p, chain...)
+	// The parent first: when it keeps other entries (the common case),
+	// nothing above it matters, and a deep path costs one read, not one
+	// per level.
+	stats := c.statsInOrder(ctx, s, p, chain[0])
 	reqs := []any{&zk.DeleteRequest{Path: zp, Version: ver}}
 	for i := range chain {
+		if i == 1 {
+			stats = append(stats, c.statsInOrder(ctx, s, p, chain[1:]...)...)
+		}
 		r := <-stats[i]
 		if r.err != nil {
 			return true, c.convert(r.err, p)
