@@ -178,8 +178,10 @@ func testFileWithChildren(s *store) {
 // older value after a newer one), and the last value is the last write.
 func testWatchVersionsIncrease(s *store) {
 	t, ctx, c, w := s.t, ctxFor(s.t), s.conn(), s.conn()
-	v := mustCreate(t, ctx, w, "o/f", "0")
-	mustCreate(t, ctx, w, "o/g", "0")
+	// Created through the watching connection (a Cache knows its own
+	// writes at once), written through the other.
+	v := mustCreate(t, ctx, c, "o/f", "0")
+	mustCreate(t, ctx, c, "o/g", "0")
 	_, ch := mustWatch(t, ctx, c, "o/f", "Watch(o/f)")
 	_, rch := mustWatchRecursive(t, ctx, c, "o/", "WatchRecursive(o/)")
 	const n = 60
@@ -402,10 +404,14 @@ func testWatchRecursiveExcludesInternals(s *store) {
 // directory only in part ("a/d", also matching "a/dx").
 func testWatchRecursiveBaseGoes(s *store) {
 	t, ctx, c, w := s.t, ctxFor(s.t), s.conn(), s.conn()
-	mustCreate(t, ctx, c, "a/keep", "k")
-	mustCreate(t, ctx, c, "a/d/f", "0")
-	_, full := mustWatchRecursive(t, ctx, w, "a/d/", "WatchRecursive(a/d/)")
-	_, part := mustWatchRecursive(t, ctx, w, "a/d", "WatchRecursive(a/d)")
+	// Written through the watching connection: a Conn that serves reads
+	// from a cache (topo/cache) knows its own writes at once.
+	mustCreate(t, ctx, w, "a/keep", "k")
+	mustCreate(t, ctx, w, "a/d/f", "0")
+	init, full := mustWatchRecursive(t, ctx, w, "a/d/", "WatchRecursive(a/d/)")
+	require.Equal(t, map[string]string{"a/d/f": "0"}, recursiveInitial(t, ctx, w, init))
+	init, part := mustWatchRecursive(t, ctx, w, "a/d", "WatchRecursive(a/d)")
+	require.Equal(t, map[string]string{"a/d/f": "0"}, recursiveInitial(t, ctx, w, init))
 	for i := range 3 {
 		require.NoError(t, c.Delete(ctx, "a/d/f", nil))
 		for _, ch := range []<-chan *topo.WatchDataRecursive{full, part} {
