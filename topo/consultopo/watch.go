@@ -58,7 +58,9 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // (each waiting up to Options.WatchPollDuration). The current value comes
 // back at once (NoNode, with no channel, when the key is absent). A change
 // of ModifyIndex sends the new value; a delete sends NoNode and closes the
-// channel; ctx ending or Close sends Interrupted and closes it. Store errors
+// channel, also when the key was created again before the next answer (a
+// new CreateIndex: as on etcd and memorytopo, the watch ends with the file
+// it watched); ctx ending or Close sends Interrupted and closes it. Store errors
 // (agent unreachable or restarting) are retried with backoff; a restarted
 // dev agent comes back empty, which the watch reports as a delete. An ACL
 // refusal is permanent: it is sent as a PermissionDenied event and the
@@ -86,13 +88,18 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	go func() {
 		defer close(ch)
 		defer cancel()
-		version, mark := pair.ModifyIndex, current.Revision
+		version, created, mark := pair.ModifyIndex, pair.CreateIndex, current.Revision
 		var got *api.KVPair // the answer to the last query
 		err := c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.Get(key, q)
 			return meta, err
 		}, func(index uint64) bool {
 			mark = max(mark, int64(index))
+			if got != nil && got.CreateIndex != created {
+				// Deleted and created again between two answers: the
+				// file watched is gone (the new one is another file).
+				got = nil
+			}
 			if got == nil {
 				backendkit.Send(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
 				return false

@@ -38,11 +38,15 @@ func groups() []struct {
 			{"ErrorsNamePath", testErrorsNamePath},
 			{"ReservedNames", testReservedNames},
 			{"FileAndDirectory", testFileAndDirectory},
+			{"FileWithChildren", testFileWithChildren},
+			{"GetVersionEdges", testGetVersionEdges},
+			{"RootLevel", testRootLevel},
 		}},
 		{"Directory", []subtest{
 			{"ListDir", testListDir},
 			{"EmptyDirectoriesDisappear", testEmptyDirsDisappear},
 			{"EmptyDirectoryDisappearsAfterLock", testEmptyDirAfterLock},
+			{"NeverAFile", testDirectoryNeverAFile},
 		}},
 		{"Lock", []subtest{
 			{"NoNode", testLockNoNode},
@@ -67,6 +71,7 @@ func groups() []struct {
 			{"Converges", testWatchConverges},
 			{"TwoWatchers", testWatchTwoWatchers},
 			{"Revision", testWatchRevision},
+			{"VersionsIncrease", testWatchVersionsIncrease},
 		}},
 		{"WatchRecursive", []subtest{
 			{"Events", testWatchRecursive},
@@ -76,6 +81,8 @@ func groups() []struct {
 			{"Converges", testWatchRecursiveConverges},
 			{"Recreate", testWatchRecursiveRecreate},
 			{"Revision", testWatchRecursiveRevision},
+			{"ExcludesLocksAndElections", testWatchRecursiveExcludesInternals},
+			{"BaseGoesAndComesBack", testWatchRecursiveBaseGoes},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},
@@ -171,6 +178,7 @@ func groups() []struct {
 			{"Failures", testTxnFailures},
 			{"StateBefore", testTxnStateBefore},
 			{"FileAndDirectory", testTxnFileAndDirectory},
+			{"FileAndChild", testTxnFileAndChild},
 			{"BadInput", testTxnBadInput},
 			{"Atomicity", testTxnAtomicity},
 			{"AtomicityUnderFault", testTxnAtomicityUnderFault},

@@ -2,6 +2,7 @@ package zk2topo
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -117,6 +118,10 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 		}
 		return
 	}
+	reqs, top, ok := c.withEmptied(ctx, dir, reqs, nil)
+	if !ok {
+		return
+	}
 	err := c.write(ctx, c.relPath(dir), func(z *zk.Conn) error {
 		_, err := z.Multi(reqs...)
 		return err
@@ -125,7 +130,49 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 		c.cleanupDirs(ctx, []string{dir})
 		return
 	}
-	c.cleanupDirs(ctx, []string{zkDir(dir)})
+	c.cleanupDirs(ctx, []string{zkDir(top)})
+}
+
+// withEmptied extends reqs, the deletes of a multi that removes the
+// directory znode dir, with the deletes of the ancestors of dir below the
+// root that removing dir empties, so that they go in that one multi: an
+// empty directory znode without children reads as an empty file, and no
+// reader may see one between two multis. It reads the ancestors' Stats
+// (pipelined on one session: one round trip) and adds, nearest first,
+// each that holds one child (dir's branch) and no data, at the version
+// read (a directory that gained an entry or became a file since fails the
+// multi, which then removes nothing). It stops at an ancestor in skip (a
+// directory the caller removes otherwise). top is the highest directory
+// the multi removes (dir when no ancestor is added): its parent is the
+// one to read again after the multi, which another client's concurrent
+// clean-up may have emptied too. ok is false when the reads failed (the
+// caller then gives the clean-up up, as best effort).
+func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any, skip map[string]bool) (_ []any, top string, ok bool) {
+	top = dir
+	var chain []string
+	for d := zkDir(dir); c.removable(d) && !skip[d]; d = zkDir(d) {
+		chain = append(chain, d)
+	}
+	if len(chain) == 0 {
+		return reqs, top, true
+	}
+	s, err := c.live(ctx, c.relPath(dir))
+	if err != nil {
+		return nil, "", false
+	}
+	stats := c.statsInOrder(ctx, s, c.relPath(dir), chain...)
+	for i, d := range chain {
+		r := <-stats[i]
+		if r.err != nil {
+			return nil, "", false
+		}
+		if !r.exists || r.st.NumChildren != 1 || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
+			break
+		}
+		reqs = append(reqs, &zk.DeleteRequest{Path: d, Version: r.st.Version})
+		top = d
+	}
+	return reqs, top, true
 }
 
 // removable reports whether the directory znode dir is below the root,
@@ -171,8 +218,29 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 			}
 		}
 		slices.Sort(ds)
+		// The ancestors of the level's directories below the root (but
+		// the level's own) are read with them: those the multi empties go
+		// in it, so that none is seen empty (an empty file) in between.
+		ancSet := map[string]bool{}
+		for _, d := range ds {
+			for a := zkDir(d); c.removable(a) && !level[a] && !ancSet[a]; a = zkDir(a) {
+				ancSet[a] = true
+			}
+		}
+		anc := slices.Collect(maps.Keys(ancSet))
+		// Deepest first: a directory's children before it.
+		slices.SortFunc(anc, func(a, b string) int {
+			if n := strings.Count(b, "/") - strings.Count(a, "/"); n != 0 {
+				return n
+			}
+			return strings.Compare(a, b)
+		})
 		ls, dstats := make([]statRes, len(ds)), make([]statRes, len(ds))
+		astats := make([]statRes, len(anc))
 		var wg sync.WaitGroup
+		for k, a := range anc {
+			wg.Go(func() { astats[k] = c.statOn(ctx, nil, c.relPath(a), a, false) })
+		}
 		for k, d := range ds {
 			wg.Go(func() {
 				s, err := c.live(ctx, c.relPath(d))
@@ -191,10 +259,28 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 		wg.Wait()
 		var reqs []any
 		var removed []string
+		gone := map[string]bool{} // the directories the multi removes
 		for k, d := range ds {
 			if r, _ := dirDeletes(d, dstats[k], ls[k], true); r != nil {
 				reqs = append(reqs, r...)
 				removed = append(removed, d)
+				gone[d] = true
+			}
+		}
+		for k, a := range anc {
+			r := astats[k]
+			if r.err != nil || !r.exists || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
+				continue
+			}
+			n := int32(0)
+			for g := range gone {
+				if zkDir(g) == a {
+					n++
+				}
+			}
+			if n > 0 && n == r.st.NumChildren {
+				reqs = append(reqs, &zk.DeleteRequest{Path: a, Version: r.st.Version})
+				gone[a] = true
 			}
 		}
 		if len(reqs) == 0 {
@@ -221,8 +307,8 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 				next[d] = true // waited for its descendants
 			}
 		}
-		for _, d := range removed {
-			if p := zkDir(d); c.removable(p) {
+		for d := range gone {
+			if p := zkDir(d); c.removable(p) && !gone[p] {
 				next[p] = true
 			}
 		}

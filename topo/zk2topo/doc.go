@@ -140,7 +140,11 @@
 //     (entries) alone: Update finds one there (NodeExists), Delete finds
 //     no file (NoNode), as memorytopo and etcd2topo answer;
 //   - a directory znode: only when a read on the Conn showed it empty (no
-//     data, no child but an empty "locks" znode), deleted at the data
+//     data, no child but an empty "locks" znode), or holding nothing but
+//     what the same multi deletes (no data, every child deleted with it:
+//     a Delete removes the directories it empties in its own multi, a
+//     clean-up the parents its removal empties, since an empty directory
+//     znode without children reads as an empty file), deleted at the data
 //     version read, so a directory re-created meanwhile as a file is kept.
 //     The library never writes a directory's data (only Create over a
 //     directory, which turns it into the caller's file, and Delete of a

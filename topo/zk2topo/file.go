@@ -456,11 +456,19 @@ func splitPrefix(prefix string) (dir, name string) {
 }
 
 // Delete deletes filePath (with a non-nil version, only at that
-// Stat.Version: BadVersion otherwise) and then the parent directories it
-// left empty (best effort; a directory holding only an empty "locks" znode
-// counts as empty). It costs one round trip when the parent keeps other
-// entries: the parent's and its "locks" child's Stat reads are pipelined
-// behind the delete, on the same session; a directory is removed only at
+// Stat.Version: BadVersion otherwise) and the parent directories it
+// leaves empty (a directory holding only an empty "locks" znode counts
+// as empty). It first reads the Stat of the file's parent (one round
+// trip; the ancestors above too, in one more, when the parent holds
+// nothing but the file); when its delete empties directories, they go in
+// one multi with the file (deleteEmptying), since an empty directory
+// znode without children would read as an empty file in between. When the parent keeps other entries, the delete follows
+// (another round trip), with the parent's and its "locks" child's Stat
+// reads pipelined behind it, on the same session, to remove a parent
+// that another client's Delete emptied meanwhile (best effort; only
+// then, and for a directory left with an empty "locks" znode, may a
+// reader see an emptied directory for a round trip). A file directly
+// under the root costs the delete alone. A directory is removed only at
 // the data version read, and its data is never written. A file that has
 // files below it becomes a directory. On a Conn rooted at a reserved
 // place, or for a path with a segment "elections", Delete is a one-op
@@ -490,7 +498,13 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 	zp := c.zkPath(p)
 	parent := zkDir(zp)
-	// The delete, then (once its frame is written, so that the server runs
+	if c.removable(parent) {
+		if done, err := c.deleteEmptying(ctx, s, p, zp, ver); done {
+			return err
+		}
+	}
+	// The parent keeps other entries (or changed since it was read): the
+	// delete, then (once its frame is written, so that the server runs
 	// them after the delete, on the same session) Stat reads of the
 	// parent's "locks" child and then of the parent, in that order (see
 	// statsInOrder), pipelined so that they add no round trip; an emptied
@@ -500,20 +514,8 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	if c.removable(parent) {
 		stats = c.statsInOrder(ctx, s, p, parent+"/"+locksDir, parent)
 	}
-	delErr := <-delRes
-	if errors.Is(delErr, zk.ErrNotEmpty) {
-		return c.unfile(ctx, p, ver)
-	}
-	if errors.Is(delErr, zk.ErrBadVersion) {
-		// ZooKeeper checks the version before the children: NoNode when p
-		// is only a directory, as the contract says.
-		if _, err := c.fileStat(ctx, p); err != nil {
-			return err
-		}
-		return topo.NewError(topo.BadVersion, p)
-	}
-	if delErr != nil {
-		return c.convert(delErr, p)
+	if delErr := <-delRes; delErr != nil {
+		return c.deleteFailed(ctx, p, ver, delErr)
 	}
 	if stats == nil {
 		return nil // directly under the root: nothing to clean up
@@ -523,6 +525,100 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 		c.removeDir(ctx, parent, pr, lr, true)
 	}
 	return nil
+}
+
+// deleteFailed is the error of Delete(p) at version ver (-1: any) whose
+// delete of the file's znode failed with err.
+func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error) error {
+	switch {
+	case errors.Is(err, zk.ErrNotEmpty):
+		return c.unfile(ctx, p, ver)
+	case errors.Is(err, zk.ErrBadVersion):
+		// ZooKeeper checks the version before the children: NoNode when p
+		// is only a directory, as the contract says.
+		if _, err := c.fileStat(ctx, p); err != nil {
+			return err
+		}
+		return topo.NewError(topo.BadVersion, p)
+	}
+	return c.convert(err, p)
+}
+
+// deleteEmptying deletes the file p (znode zp, at version ver) together
+// with the directory znodes that its delete empties, in one multi, so
+// that no reader ever sees one of them empty and childless (which reads
+// as an empty file: see isFile) between the file's delete and theirs.
+// It reads the Stat of zp's parent first, and when the parent holds
+// nothing but the file, those of the ancestors above (pipelined on
+// session s: one round trip each); the directories it deletes are those,
+// nearest first, holding one child (the file, or the directory below)
+// and no data, each at the version read, so that a directory that became
+// a file or gained an entry since fails the multi and is kept. Pipelined
+// behind the multi, the Stats of the next ancestor's "locks" znode and of
+// that ancestor are read, as Delete reads its parent's: one that another
+// client's Delete emptied meanwhile, or that holds nothing but an empty
+// "locks" znode, is removed after (removeDir). It reports done false,
+// having written nothing, when the parent keeps other entries or the
+// multi failed on a directory (changed since the read): Delete then
+// deletes the file alone and cleans up after it.
+func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, ver int32) (done bool, err error) {
+	var chain []string
+	for d := zkDir(zp); c.removable(d); d = zkDir(d) {
+		chain = append(chain, d)
+	}
+	// The parent first: when it keeps other entries (the common case),
+	// nothing above it matters, and a deep path costs one read, not one
+	// per level.
+	stats := c.statsInOrder(ctx, s, p, chain[0])
+	reqs := []any{&zk.DeleteRequest{Path: zp, Version: ver}}
+	for i := range chain {
+		if i == 1 {
+			stats = append(stats, c.statsInOrder(ctx, s, p, chain[1:]...)...)
+		}
+		r := <-stats[i]
+		if r.err != nil {
+			return true, c.convert(r.err, p)
+		}
+		if !r.exists || r.st.NumChildren != 1 || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
+			break
+		}
+		reqs = append(reqs, &zk.DeleteRequest{Path: chain[i], Version: r.st.Version})
+	}
+	if len(reqs) == 1 {
+		return false, nil
+	}
+	above := zkDir(reqs[len(reqs)-1].(*zk.DeleteRequest).Path)
+	var res []zk.MultiResponse
+	multi := sendFirst(s, opMulti, zp, func() error {
+		return c.do(ctx, p, func() error {
+			var err error
+			res, err = s.zk.Multi(reqs...)
+			return err
+		})
+	})
+	var after []<-chan statRes
+	if c.removable(above) {
+		after = c.statsInOrder(ctx, s, p, above+"/"+locksDir, above)
+	}
+	err = <-multi
+	if err == nil {
+		if after != nil {
+			if lr, ar := <-after[0], <-after[1]; lr.err == nil {
+				c.removeDir(ctx, above, ar, lr, true)
+			}
+		}
+		return true, nil
+	}
+	if code := topo.CodeOf(err); code == topo.Timeout || code == topo.Interrupted || code == topo.Closed {
+		return true, err
+	}
+	if len(res) != len(reqs) {
+		return true, c.convert(err, p) // no per-op answer: the outcome is unknown
+	}
+	if res[0].Error != nil {
+		return true, c.deleteFailed(ctx, p, ver, res[0].Error)
+	}
+	return false, nil
 }
 
 // fileStat reads the Stat of p, NoNode unless it is a file.

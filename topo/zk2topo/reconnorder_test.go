@@ -223,9 +223,12 @@ func TestAnswerToRequestZeroHidden(t *testing.T) {
 // creates it again (at version 0, as the watch last saw it) while the
 // watching session is disconnected: the request re-setting the watches
 // then reports a change (the file exists, changed since), not the
-// deletion, and the watch must send the new contents (a Version equal to
-// the last one sent is no proof that nothing changed: the Revision, the
-// Mzxid, is). Recursive watches likewise.
+// deletion. A Version equal to the last one sent is no proof that nothing
+// changed (the Mzxid is), and the file is another one (its Czxid): the
+// Watch ends with NoNode, as etcd's, Consul's and memorytopo's do (it
+// used to send the new file's contents as a change of the old). A
+// recursive watch sends the new contents (a delete and a create may be
+// coalesced there).
 func TestWatchOfFileRecreatedWhileDisconnected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -247,7 +250,13 @@ func TestWatchOfFileRecreatedWhileDisconnected(t *testing.T) {
 	_, err = other.Create(ctx, "d/f", []byte("v1"))
 	require.NoError(t, err)
 	ps.Heal()
-	requireNextValue(t, changes, "v1")
+	select {
+	case wd := <-changes:
+		require.NotNil(t, wd, "the watch ended without an event")
+		require.Truef(t, topo.IsErrType(wd.Err, topo.NoNode), "the Watch of a file deleted and created again: got %q (err %v), want NoNode", wd.Contents, wd.Err)
+	case <-time.After(hangGuard):
+		t.Fatal("the Watch sent nothing after the file was deleted and created again")
+	}
 	for {
 		select {
 		case wd := <-tree:

@@ -834,9 +834,13 @@ func (o *sessionObserver) written(b []byte) {
 	case opCreate2:
 		op = opCreate // a lock entry's create (see asCreate2)
 	case opMulti:
-		// A multi is matched by its first op when that is a check: the
-		// op's header (type, done, err: 4+1+4 bytes), then its path.
-		if len(b) < 25 || int32(binary.BigEndian.Uint32(b[12:16])) != opCheck {
+		// A multi is matched by its first op when that is a check or a
+		// delete: the op's header (type, done, err: 4+1+4 bytes), then
+		// its path.
+		if len(b) < 25 {
+			return
+		}
+		if first := int32(binary.BigEndian.Uint32(b[12:16])); first != opCheck && first != opDelete {
 			return
 		}
 		at = 21

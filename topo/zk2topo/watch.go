@@ -33,7 +33,9 @@ func (c *Conn) endError(p string, err error) error {
 // Watch returns filePath's current contents and a channel of its later
 // values, from a data watch re-armed (with a read) after every event, so
 // rapid changes may be coalesced but the last value sent is the latest. A
-// delete sends NoNode and closes the channel; cancelling ctx or closing the
+// delete sends NoNode and closes the channel (also a delete followed by a
+// create while the session was disconnected, which the server reports as
+// a change: the znode's new Czxid tells); cancelling ctx or closing the
 // Conn sends Interrupted and closes it; when the session ends it sends
 // Unavailable and closes it (a new Watch then works on the new session); a
 // permission refusal while re-arming sends PermissionDenied and closes it.
@@ -62,21 +64,24 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	// reads go to variables of its own.
 	go func() {
 		defer close(out)
-		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Mzxid, r.ch, out)}
+		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Czxid, r.st.Mzxid, r.ch, out)}
 	}()
 	return first, out, nil
 }
 
-// followFile sends the later values of the file p (znode zp, last read
-// at Mzxid last, with the data watch ev) on out until the watch ends, and
-// returns the error it ends with (see Watch). A read at the same Mzxid
-// sends nothing: an event for a change already read (a watch set again
-// while the session was disconnected, reported again by the request
-// re-setting the watches). A Version is no such proof: a file deleted and
-// created again while the session was disconnected may be back at the
-// version last read, and the request re-setting the watches reports it
-// changed, not deleted (TestWatchOfFileRecreatedWhileDisconnected).
-func (c *Conn) followFile(ctx context.Context, p, zp string, last int64, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
+// followFile sends the later values of the file p (znode zp, created at
+// Czxid created, last read at Mzxid last, with the data watch ev) on out
+// until the watch ends, and returns the error it ends with (see Watch). A
+// read at the same Mzxid sends nothing: an event for a change already
+// read (a watch set again while the session was disconnected, reported
+// again by the request re-setting the watches). A Version is no such
+// proof: a file deleted and created again while the session was
+// disconnected may be back at the version last read, and the request
+// re-setting the watches reports it changed, not deleted; its Czxid
+// tells: the watch then ends with NoNode, the file it watched being gone,
+// as on etcd, Consul and memorytopo
+// (TestWatchOfFileRecreatedWhileDisconnected).
+func (c *Conn) followFile(ctx context.Context, p, zp string, created, last int64, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
 	interrupted := topo.NewError(topo.Interrupted, p)
 	for {
 		select {
@@ -94,7 +99,7 @@ func (c *Conn) followFile(ctx context.Context, p, zp string, last int64, ev <-ch
 		}
 		r, err := c.getW(ctx, p, zp)
 		switch {
-		case topo.IsErrType(err, topo.NoNode), err == nil && !isFile(r.st):
+		case topo.IsErrType(err, topo.NoNode), err == nil && (!isFile(r.st) || r.st.Czxid != created):
 			return topo.NewError(topo.NoNode, p)
 		case err != nil && (c.closed.Load() || ctx.Err() != nil):
 			return interrupted
