@@ -1,6 +1,7 @@
 package etcd2topo
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,9 @@ func TestListDirKeyOrder(t *testing.T) {
 	ctx := t.Context()
 	lease, err := cli.Grant(ctx, 60)
 	require.NoError(t, err)
+	// Revoked at the end: left to expire, it would delete its keys in
+	// whichever test runs a minute later.
+	t.Cleanup(func() { _, _ = cli.Revoke(context.Background(), lease.ID) })
 	for _, k := range []string{"a", "n", "n-b", "n.c/y", "n/x", "n/z/w", "z"} {
 		_, err := cli.Put(ctx, c.key("d/"+k), "v")
 		require.NoError(t, err)

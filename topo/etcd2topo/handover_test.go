@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -239,12 +240,21 @@ func TestHandoverCostFlat(t *testing.T) {
 
 // fairConns opens k Conns on one fresh root, and the test.Queued function
 // that counts the entries of the lock of "d" or of election "e" there.
+// Their leases last 30 s, not the tests' 3 s: a lease that lapses under
+// load takes its Conn's entries with it, and the count the checks wait
+// for is never reached (ElectionRotation waited a minute for 10 entries
+// once, in a whole-package run at load ~65).
 func fairConns(t *testing.T, k int) ([]topo.Conn, test.Queued) {
 	t.Helper()
 	root := newRoot()
 	conns := make([]topo.Conn, k)
 	for i := range conns {
-		conns[i] = openConn(t, serverAddr, root)
+		o := testOptions(serverAddr)
+		o.LockTTL = 30 * time.Second // no lapse under load
+		c, err := NewConn(o, root)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		conns[i] = c
 	}
 	cli := rawClient(t, serverAddr)
 	return conns, func(t *testing.T, kind string, n int) {
@@ -253,10 +263,17 @@ func fairConns(t *testing.T, k int) ([]topo.Conn, test.Queued) {
 		if kind == "election" {
 			prefix = root + "/elections/e/locks/"
 		}
-		require.Eventually(t, func() bool {
+		var last atomic.Int64 // the count last read, for the failure message
+		last.Store(-1)
+		if !assert.Eventually(t, func() bool {
 			resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err == nil {
+				last.Store(resp.Count)
+			}
 			return err == nil && resp.Count == int64(n)
-		}, time.Minute, time.Millisecond)
+		}, time.Minute, time.Millisecond) {
+			t.Fatalf("%s: never %d entries queued (last count %d)", kind, n, last.Load())
+		}
 	}
 }
 

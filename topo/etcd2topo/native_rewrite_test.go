@@ -1,6 +1,7 @@
 package etcd2topo
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -60,6 +61,7 @@ func TestNativeProclaimGuard(t *testing.T) {
 		key := prefix + "/" + me.ID
 		lr, err := cli.Grant(ctx, 30)
 		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = cli.Revoke(context.Background(), lr.ID) })
 		_, err = cli.Put(ctx, key, "theirs", clientv3.WithLease(lr.ID))
 		require.NoError(t, err)
 		require.True(t, topo.IsErrType(p.Proclaim(ctx, []byte("mine")), topo.NotLeader))

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -26,7 +27,10 @@ func TestHandoverCostFlat(t *testing.T) {
 				root := freshRoot(t)
 				conns := make([]*Conn, 4)
 				for i := range conns {
-					c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: testSessionTimeout, Dialer: rc.dial}, root)
+					// Long sessions: a session given up under load ends
+					// its contenders' claims (LockLost), and nothing here
+					// is about sessions (etcd2topo's twin uses 30 s leases).
+					c, err := NewConn(Options{Servers: []string{testServer}, SessionTimeout: 30 * time.Second, Dialer: rc.dial}, root)
 					require.NoError(t, err)
 					t.Cleanup(c.Close)
 					conns[i] = c

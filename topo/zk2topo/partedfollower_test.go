@@ -151,7 +151,7 @@ func TestDeniedWritesOnPartedFollowerProveNothing(t *testing.T) {
 // follower's address and testSessionTimeout) takes lock "d" and the
 // waiter queues behind it. granted tells, once the waiter is granted the
 // lock, whether the holder's Done was still open.
-func lockOnFollower(ctx context.Context, t *testing.T, e *zktest.Ensemble, root string, opts Options) (holder, waiter *Conn, f, l int, granted <-chan bool) {
+func lockOnFollower(ctx context.Context, t *testing.T, e *zktest.Ensemble, root string, opts Options) (holder, waiter *Conn, f, l int, granted <-chan grant) {
 	l = e.WaitLeader(zktest.StartTimeout)
 	f, g := (l+1)%3, (l+2)%3
 	opts.Servers, opts.SessionTimeout = []string{e.Addr(f)}, testSessionTimeout
@@ -164,26 +164,36 @@ func lockOnFollower(ctx context.Context, t *testing.T, e *zktest.Ensemble, root 
 	ld, err := holder.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
 	done := ld.Done()
-	got := make(chan bool, 1)
+	got := make(chan grant, 1)
 	go func() {
 		wl, err := waiter.Lock(ctx, "d", "waiter")
-		if err == nil {
-			got <- !isClosed(done)
-			_ = wl.Unlock(ctx)
+		if err != nil {
+			got <- grant{err: err}
+			return
 		}
+		got <- grant{parted: !isClosed(done)}
+		_ = wl.Unlock(ctx)
 	}()
 	return holder, waiter, f, l, got
+}
+
+// grant is how the waiter's Lock of lockOnFollower ended: with an error,
+// or granted while the holder's Done was still open (parted) or not.
+type grant struct {
+	parted bool
+	err    error
 }
 
 // requireGrantAfterCut parts follower f from leader l and fails the test
 // unless the waiter of lockOnFollower is granted the lock, and only once
 // the holder's Done is closed.
-func requireGrantAfterCut(ctx context.Context, t *testing.T, e *zktest.Ensemble, f, l int, granted <-chan bool) {
+func requireGrantAfterCut(ctx context.Context, t *testing.T, e *zktest.Ensemble, f, l int, granted <-chan grant) {
 	e.CutLink(f, l)
 	t.Cleanup(func() { e.HealLink(f, l) })
 	select {
-	case parted := <-granted:
-		require.False(t, parted, "the waiter was granted the lock while the parted holder's Done was still open")
+	case g := <-granted:
+		require.NoError(t, g.err, "the waiter's Lock of the parted holder's lock")
+		require.False(t, g.parted, "the waiter was granted the lock while the parted holder's Done was still open")
 	case <-ctx.Done():
 		t.Fatal("the waiter was not granted the lock of a holder parted from the leader")
 	}

@@ -301,11 +301,19 @@ func TestLockWaiterAcrossReconnection(t *testing.T) {
 	entries := func() []string {
 		names, _, err := raw.Children(root + "/d/locks")
 		require.NoError(t, err)
-		return names
+		return entryNames(names)
 	}
-	require.Eventually(t, func() bool { return len(entries()) == 2 }, 30*time.Second, 5*time.Millisecond, "the waiter never queued")
 	s, err := c.session("")
 	require.NoError(t, err)
+	// The waiter has queued once its entry is on the server AND its
+	// create's answer has arrived (the session knows the entry): the
+	// connection cut below would otherwise lose that answer, and the Lock
+	// fail with it, as a create of unknown outcome does (see queue.go).
+	// Later reads of the wait are retried across the reconnection.
+	require.Eventually(t, func() bool {
+		names := entries()
+		return len(names) == 2 && s.entry(root+"/d/locks/"+names[1]) != nil
+	}, 30*time.Second, 5*time.Millisecond, "the waiter never queued")
 
 	cut := func() {
 		ps.Blackhole()
