@@ -105,6 +105,7 @@ func groups() []struct {
 			{"ResumeRecampaign", testResumeRecampaign},
 			{"ResumeStopRacesClose", testResumeStopRacesClose},
 			{"ResumeEndAfterLoss", testResumeEndAfterLoss},
+			{"ObserveOnlyGrantedTerms", testObserveOnlyGrantedTerms},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
 		{"Semaphore", []subtest{
@@ -130,6 +131,7 @@ func groups() []struct {
 			{"Leader", testPartitionLeader},
 			{"Waiter", testPartitionWaiter},
 			{"Reuse", testPartitionReuse},
+			{"UnlockGivenUp", testPartitionUnlockGivenUp},
 		}},
 		{"BadInput", []subtest{
 			{"Paths", testBadPaths},
