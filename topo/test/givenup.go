@@ -127,3 +127,32 @@ func testObserveOnlyGrantedTerms(s *store) {
 		require.Equalf(t, id, l.ID, "Observe reported the term of token %d led by %q; it was %q's", l.Token, l.ID, id)
 	}
 }
+
+// testSemaphoreUnlockGivenUp: a holder's Unlock whose context has ended
+// (or that fails otherwise before the record is written) returns that
+// error, and a second Unlock says Interrupted, so the caller cannot try
+// again: the slot must free all the same. The holder's own lock is
+// released, and the next contender's probe finds it free and takes the
+// slot. Before, the lock stayed held, the probe found the holder alive,
+// and the slot was lost for as long as the holder's Conn lived.
+func testSemaphoreUnlockGivenUp(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+	held, err := newSemaphore(s, c1, "sem", 1).Acquire(ctx)
+	require.NoError(t, err)
+	requireOneOf(t, held.Unlock(cancelledCtx(t)), "an Unlock with an ended context", topo.Interrupted)
+	requireCode(t, held.Unlock(ctx), topo.Interrupted, "a second Unlock")
+	requireClosed(t, held.Done(), "the holder's Done after its Unlock")
+
+	got := make(chan error, 1)
+	var next topo.LockDescriptor
+	go func() {
+		var err error
+		next, err = newSemaphore(s, c2, "sem", 1).Acquire(ctx)
+		got <- err
+	}()
+	err, _ = recv(t, got, "Acquire after the holder's given-up Unlock")
+	require.NoError(t, err)
+	require.Greater(t, next.Token(), held.Token())
+	require.NoError(t, next.Unlock(ctx))
+}

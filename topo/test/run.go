@@ -112,6 +112,7 @@ func groups() []struct {
 			{"Limit", testSemaphoreLimit},
 			{"SessionLoss", testSemaphoreSessionLoss},
 			{"NeverMoreThanLimit", testSemaphoreNeverMore},
+			{"UnlockGivenUp", testSemaphoreUnlockGivenUp},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
