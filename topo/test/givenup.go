@@ -2,10 +2,13 @@ package test
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/claims"
+	"github.com/topokit/topokit/topo/inspect"
 )
 
 // testPartitionUnlockGivenUp: the holder's Conn is cut off, and its
@@ -47,21 +50,23 @@ func testPartitionUnlockGivenUp(s *store) {
 }
 
 // testObserveOnlyGrantedTerms: two candidates take turns, each resigning
-// as soon as it leads and campaigning again at once (before the other,
-// queued, is granted), while a third participant observes. Every leader
+// as soon as it leads (once the other shows queued, through the Conn's
+// inspect.QueueReader) and campaigning again at once (before the other
+// is granted), while a third participant observes. Every leader
 // Observe reports is one of the terms Campaign granted, with that term's
 // id and token: a release's gap must not show anyone as the leader of a
 // term nobody was granted. On Consul, a Conn that had just resigned took
 // the free election key in the gap before the waiter's acquire, then gave
 // it back (the order held), and an observer could read it as a new term
 // of the resigned candidate (an id seen twice in a row, with a token no
-// term had).
+// term had: 9 runs of 20 before the fix).
 func testObserveOnlyGrantedTerms(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	const turns = 30
+	conns := s.conns(2)
 	ps := []topo.LeaderParticipation{
-		participate(t, s.conn(), "e", "A"),
-		participate(t, s.conn(), "e", "B"),
+		participate(t, conns[0], "e", "A"),
+		participate(t, conns[1], "e", "B"),
 	}
 	obs := participate(t, s.conn(), "e", "observer")
 	octx, ocancel := context.WithCancel(ctx)
@@ -104,10 +109,26 @@ func testObserveOnlyGrantedTerms(s *store) {
 		granted[tm.token] = ids[tm.who]
 		return tm.who
 	}
+	// Before each Resign the other candidate is queued (where the Conn
+	// reads its queues: inspect.QueueReader), so that the release's gap
+	// is the only moment the key is free: a contender that arrives in
+	// that gap, with nothing to tell it that others queue, may still
+	// take a Consul key and give it back (the take reads the queue).
+	queued := func(what string) {
+		r, ok := topo.ConnAs[inspect.QueueReader](conns[0])
+		if !ok {
+			return
+		}
+		require.Truef(t, eventually(func() bool {
+			st, err := r.Inspect(ctx, claims.Queue{Path: "e", Election: true})
+			return err == nil && len(st.Waiting) == 1
+		}), "%s: the other candidate never showed queued", what)
+	}
 	campaign(0)
 	cur := next("A's first Campaign")
 	campaign(1)
 	for i := range turns {
+		queued(fmt.Sprintf("turn %d", i))
 		require.NoError(t, ps[cur].Resign(ctx), "turn %d: the leader's Resign", i)
 		campaign(cur)
 		cur = next("the next term")
