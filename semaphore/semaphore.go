@@ -514,8 +514,14 @@ func (p *permit) Check(ctx context.Context) error {
 // Unlock releases the slot: it removes the holder from the record, deletes
 // its info file and releases its lock. A second Unlock returns
 // Interrupted; LockLost when the holder's lock had been lost (the slot is
-// freed anyway when it is still listed).
-func (p *permit) Unlock(ctx context.Context) error {
+// freed anyway when it is still listed). When ctx has ended (also before
+// the call) or the store fails before the record no longer lists the
+// holder, Unlock returns that error (Interrupted, Timeout, Unavailable,
+// ...) but still releases the holder's lock, within a few seconds'
+// grace: the slot then frees when a contender's probe finds that lock
+// free, as for a crashed holder (see the package doc), since no second
+// Unlock can try again.
+func (p *permit) Unlock(ctx context.Context) (err error) {
 	p.mu.Lock()
 	if p.released {
 		p.mu.Unlock()
@@ -525,6 +531,20 @@ func (p *permit) Unlock(ctx context.Context) error {
 	p.mu.Unlock()
 	defer p.closeDone()
 	s := p.s
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Free the holder's lock (unless done already: Interrupted), so
+		// that while the record still lists the holder a probe finds it
+		// gone (its info file goes with the prune).
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+		defer cancel()
+		_ = p.lock.Unlock(cctx)
+	}()
+	if ctx.Err() != nil {
+		return ctxErr(ctx, s.dir)
+	}
 	var lost bool
 	for {
 		r, v, err := s.read(ctx)

@@ -177,8 +177,21 @@ func (l *lockDescriptor) Check(ctx context.Context) error {
 // removing the entry in the background until it is gone or its session
 // ends. A second Unlock returns Interrupted (Closed once the engine is
 // closed), also after one that said LockLost.
+//
+// A context that ends while Hooks.Enter holds the call (memorytopo: its
+// Conn partitioned) is a request given up in flight, as it is on the
+// other backends: the lock is released all the same and removed in the
+// background, and Unlock returns Timeout or Interrupted. (An error
+// Hooks.Enter returns otherwise, an injected fault, leaves the lock held.)
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
+	live := ctx.Err() == nil
 	if err := l.eng.prologue(ctx, CallUnlock, l.q.Path); err != nil {
+		if !live || ctx.Err() == nil || l.eng.closed.Load() {
+			return err
+		}
+		if again, _ := l.unlock(); !again {
+			go l.eng.removeLater(&l.claim)
+		}
 		return err
 	}
 	if err := l.eng.closedErr(l.q.Path); err != nil {

@@ -329,7 +329,7 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 	d.c.retry(sess, key, func() bool {
 		ctx, cancel := context.WithTimeout(d.c.ctx, requestTimeout)
 		defer cancel()
-		err := d.c.deleteKey(ctx, q, key, kv.ModifyIndex, sess)
+		err := d.c.deleteKey(ctx, q, key, kv.ModifyIndex, sess, "")
 		if err != nil && err != claims.ErrNotHeld {
 			slog.Debug("consultopo: giving a key back", "key", key, "err", err)
 		}

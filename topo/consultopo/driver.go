@@ -3,6 +3,7 @@ package consultopo
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -191,10 +192,16 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 // its acquire started is over (awaitTailDrop), one transaction checking
 // that the store key still has the acquire's ModifyIndex (so a key
 // another holder acquired since, or another tool wrote, is never
-// deleted) and deleting it, with an election's value key; when the check
-// fails, a key another tool wrote that is still bound to the session is
-// freed (freeOverwritten). A queue entry: one transaction checking that
-// its session still holds it, and deleting it. ErrNotHeld when the check
+// deleted) and deleting it, with an election's value key, and reading
+// the queue's tail key: when there is one, others queue (or did until
+// lately), and the key is marked contended, so that the Conn's next
+// contender queues behind them rather than take the key in the gap
+// before the head's acquire (a take there was given back, but meanwhile
+// the store named it the holder, or the leader of a term nobody was
+// granted: TestReleaseThenRetryQueues). When the check fails, a key
+// another tool wrote that is still bound to the session is freed
+// (freeOverwritten). A queue entry: one transaction checking that its
+// session still holds it, and deleting it. ErrNotHeld when the check
 // fails. A lock's own session (LockWithTTL, LockName) is destroyed after.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	c := d.c
@@ -203,7 +210,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 	if e.Granted {
 		key, _ := splitGranted(e)
 		c.awaitTailDrop(ctx, uint64(e.Token))
-		err = c.deleteKey(ctx, q, key, uint64(e.Token), sess)
+		err = c.deleteKey(ctx, q, key, uint64(e.Token), sess, tailOf(d.queuePrefix(q)))
 		if err == claims.ErrNotHeld {
 			c.freeOverwritten(q, key, uint64(e.Token), sess)
 		}
@@ -222,11 +229,22 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 
 // deleteKey deletes the store key of q at token (with an election's value
 // key of sess) in one transaction checking the token; ErrNotHeld when the
-// key no longer has it.
-func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session) error {
-	_, err := c.checkedTxn(ctx, q.Path, claimOps(key, token, &api.KVTxnOp{Verb: api.KVDelete, Key: key}, q.Election, sess))
+// key no longer has it. With a tail ("" for none), the queue's tail key,
+// the transaction also reads it, and when it exists the key is marked
+// contended (see Delete).
+func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session, tail string) error {
+	ops := claimOps(key, token, &api.KVTxnOp{Verb: api.KVDelete, Key: key}, q.Election, sess)
+	if tail != "" {
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tail}})
+	}
+	resp, err := c.checkedTxn(ctx, q.Path, ops)
 	if err == nil || err == claims.ErrNotHeld {
 		c.grants.set(token, false)
+	}
+	if err == nil && tail != "" && slices.ContainsFunc(resp.Results, func(r *api.TxnResult) bool {
+		return r.KV != nil && r.KV.Key == tail
+	}) {
+		c.contended.set(key, true)
 	}
 	return err
 }

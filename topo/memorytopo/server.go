@@ -295,7 +295,10 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // below),
 // and every call on c, its lock descriptors and its participations that
 // starts from now on blocks until Heal (it then proceeds), its context ends
-// (Timeout or Interrupted, nothing done) or c is closed (Closed). Calls
+// (Timeout or Interrupted, nothing done; but an Unlock so given up
+// releases its lock all the same, its removal from the store retried in
+// the background, as a real backend's Unlock does when its request gets
+// no answer) or c is closed (Closed). Calls
 // already past their start, and established Watch, WatchRecursive,
 // WaitForNewLeader and Observe streams, are not affected. A quarter of
 // the TTL before the store lapses a session of c, c notices: the

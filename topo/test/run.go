@@ -112,12 +112,14 @@ func groups() []struct {
 			{"ResumeRecampaign", testResumeRecampaign},
 			{"ResumeStopRacesClose", testResumeStopRacesClose},
 			{"ResumeEndAfterLoss", testResumeEndAfterLoss},
+			{"ObserveOnlyGrantedTerms", testObserveOnlyGrantedTerms},
 			{"DirectoriesEphemeral", testElectionDirsEphemeral},
 		}},
 		{"Semaphore", []subtest{
 			{"Limit", testSemaphoreLimit},
 			{"SessionLoss", testSemaphoreSessionLoss},
 			{"NeverMoreThanLimit", testSemaphoreNeverMore},
+			{"UnlockGivenUp", testSemaphoreUnlockGivenUp},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
@@ -137,6 +139,7 @@ func groups() []struct {
 			{"Leader", testPartitionLeader},
 			{"Waiter", testPartitionWaiter},
 			{"Reuse", testPartitionReuse},
+			{"UnlockGivenUp", testPartitionUnlockGivenUp},
 		}},
 		{"BadInput", []subtest{
 			{"Paths", testBadPaths},
