@@ -106,7 +106,7 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 		ld = &lockDescriptor{}
 		ld.claim.init(e, q, &ent, s, nil, true)
 	}
-	if err := e.await(ctx, &ld.claim, nil); err != nil {
+	if err := e.await(ctx, &ld.claim, nil, ld.turn); err != nil {
 		return nil, err
 	}
 	return ld, nil
@@ -118,6 +118,12 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 // allocates; the driver sets its entry (SetEntry) and hands it over once,
 // and the engine alone uses it from then on.
 type LockRoom struct{ ld lockDescriptor }
+
+// SetTurn records in r the channel on which the lock's waiter parks (see
+// TurnSignaler): closed once the entry heads its queue or leaves it. A
+// TurnSignaler's CreateLock calls it, before it returns r, for an entry
+// it did not grant at once; the engine ignores it on any other driver.
+func (r *LockRoom) SetTurn(turn <-chan struct{}) { r.ld.turn = turn }
 
 // SetEntry records in r the lock's entry, as Driver.Create would return
 // it: Token, Key, Session, Contents, Granted and Ref (a lock's entry has
@@ -146,6 +152,9 @@ type Roomer interface {
 // returns Interrupted (or Closed), whatever the first returned.
 type lockDescriptor struct {
 	claim
+	// turn is the channel its waiter parks on (LockRoom.SetTurn; nil:
+	// none), read once, by Lock.
+	turn <-chan struct{}
 }
 
 // Done implements topo.Fence: the claim's Done; the first call also starts
