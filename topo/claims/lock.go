@@ -91,12 +91,17 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 			return nil, e.createErr(ctx, q, err)
 		}
 		ld = &r.ld
+		if ld.turn != nil && (e.turns == nil || e.defect == DefectGrantSecond || e.defect == DefectSkipWait) {
+			ld.turn = nil // waits through waitSignaled
+		}
 		// A lock the store granted at once, on an in-process store whose
 		// driver ends its lock entries only by Delete or with their
 		// session (a GoneSignaler without Monitor), is unshared (see
 		// sharedBit): no sess.mu in Lock, nor in Unlock unless Done was
-		// called.
-		ld.claim.initKept(e, q, s, nil, !(ld.entry.Granted && e.lazyLocks))
+		// called. So is one that waits on its turn (TurnSignaler): its
+		// session's loss ends the wait by removing its entry, and is read
+		// from the session's flag once granted, as for the former.
+		ld.claim.initKept(e, q, s, nil, !(e.lazyLocks && (ld.entry.Granted || ld.turn != nil)))
 	} else {
 		var ent Entry
 		s, err := e.createEntry(ctx, q, contents, opts, &ent)

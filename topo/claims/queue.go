@@ -67,7 +67,8 @@ func (e *Engine) createErr(ctx context.Context, q Queue, err error) error {
 // call withdrew it), the engine closes, or the driver fails -- it withdraws
 // cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
 // withdrawn), ctx's Timeout or Interrupted, or the driver's error. turn
-// (nil: none) is a lock's channel from a TurnSignaler (LockRoom.SetTurn).
+// (nil: none) is a lock's channel from a TurnSignaler (LockRoom.SetTurn),
+// on an engine without a defect of the wait.
 func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}, turn <-chan struct{}) error {
 	// The uncontended case first: an entry the store granted already
 	// (Entry.Granted), or, on a driver that finds the entries ahead in one
@@ -99,7 +100,7 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}, tur
 	}
 	var err error
 	switch {
-	case turn != nil && e.turns != nil && e.defect != DefectGrantSecond && e.defect != DefectSkipWait:
+	case turn != nil:
 		err = e.waitTurn(ctx, cl, turn)
 	case e.signals:
 		err = e.waitSignaled(ctx, cl, stop)
