@@ -420,3 +420,88 @@ func TestTurnProbePartitionedWaiter(t *testing.T) {
 		require.Equal(t, 0, memorytopo.LockEntries(c0, "d"))
 	}
 }
+
+// TestTurnProbeFaultsWhileWaiting: faults on every call and broken
+// watches while a Lock waits do not end or disturb the wait (it makes no
+// call); once they clear, the holder's release hands the lock over.
+func TestTurnProbeFaultsWhileWaiting(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c0, c1 := newConn(t, f), newConn(t, f)
+	_, err := c0.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	holder, err := c0.Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	type res struct {
+		ld  topo.LockDescriptor
+		err error
+	}
+	a := make(chan res, 1)
+	go func() { ld, err := c1.Lock(ctx, "d", "a"); a <- res{ld, err} }()
+	require.Eventually(t, func() bool { return memorytopo.Awaited(c0, "d") == 1 }, waitLimit, poll)
+	remove := f.AddFault(memorytopo.Fault{Op: memorytopo.OpAny, Err: topo.Unavailable})
+	f.BreakWatches(nil)
+	requireCode(t, holder.Unlock(ctx), topo.Unavailable)
+	select {
+	case r := <-a:
+		t.Fatalf("the wait ended under faults: %v", r.err)
+	default:
+	}
+	remove()
+	require.NoError(t, holder.Unlock(ctx))
+	r := <-a
+	require.NoError(t, r.err)
+	require.NoError(t, r.ld.Check(ctx))
+	require.NoError(t, r.ld.Unlock(ctx))
+}
+
+// TestTurnProbeMiddleAndHeadExpire: with a holder and three waiters, the
+// middle waiter's session expires (its Lock returns LockLost, nobody is
+// granted), then the holder's: the first waiter gets the lock (the
+// holder's Done closed first), and its release hands it to the last.
+func TestTurnProbeMiddleAndHeadExpire(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	ctx := testCtx(t)
+	f := memorytopo.NewFactory()
+	c := []*memorytopo.Conn{newConn(t, f), newConn(t, f), newConn(t, f), newConn(t, f)}
+	_, err := c[0].Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	holder, err := c[0].Lock(ctx, "d", "holder")
+	require.NoError(t, err)
+	hdone := holder.Done()
+	type res struct {
+		ld  topo.LockDescriptor
+		err error
+	}
+	var out [4]chan res
+	for i := 1; i < 4; i++ {
+		out[i] = make(chan res, 1)
+		go func() { ld, err := c[i].Lock(ctx, "d", fmt.Sprint(i)); out[i] <- res{ld, err} }()
+		require.Eventually(t, func() bool { return memorytopo.Awaited(c[0], "d") == i }, waitLimit, poll)
+	}
+	c[2].ExpireSession()
+	requireCode(t, (<-out[2]).err, topo.LockLost)
+	select {
+	case r := <-out[1]:
+		t.Fatalf("the first waiter ended while the holder holds: %v", r.err)
+	case r := <-out[3]:
+		t.Fatalf("the last waiter ended while the holder holds: %v", r.err)
+	default:
+	}
+	require.NoError(t, holder.Check(ctx))
+	c[0].ExpireSession()
+	r1 := <-out[1]
+	require.NoError(t, r1.err)
+	select {
+	case <-hdone:
+	default:
+		t.Fatal("the holder's Done is open after the next waiter was granted")
+	}
+	require.NoError(t, r1.ld.Check(ctx))
+	require.NoError(t, r1.ld.Unlock(ctx))
+	r3 := <-out[3]
+	require.NoError(t, r3.err)
+	require.NoError(t, r3.ld.Unlock(ctx))
+	require.Equal(t, 0, memorytopo.LockEntries(c[0], "d"))
+}
