@@ -505,3 +505,62 @@ func TestTurnProbeMiddleAndHeadExpire(t *testing.T) {
 	require.NoError(t, r3.ld.Unlock(ctx))
 	require.Equal(t, 0, memorytopo.LockEntries(c[0], "d"))
 }
+
+// TestTurnProbeTTLHolderLapses: a LockWithTTL holder, and then a LockName
+// holder, whose Conn stopped renewing: their lease lapses while two
+// waiters wait; the first waiter gets the lock once the holder's Done
+// closed, the second once the first released.
+func TestTurnProbeTTLHolderLapses(t *testing.T) {
+	checkNoGoroutineLeak(t)
+	ctx := testCtx(t)
+	f := memorytopo.NewFactoryWithOptions(memorytopo.Options{NamedLockTTL: 50 * time.Millisecond})
+	c0, c1, c2 := newConn(t, f), newConn(t, f), newConn(t, f)
+	_, err := c0.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	for _, named := range []bool{false, true} {
+		var holder topo.LockDescriptor
+		var err error
+		if named {
+			holder, err = c0.LockName(ctx, "d", "holder")
+		} else {
+			holder, err = c0.LockWithTTL(ctx, "d", "holder", 50*time.Millisecond)
+		}
+		require.NoError(t, err)
+		hdone := holder.Done()
+		type res struct {
+			ld  topo.LockDescriptor
+			err error
+		}
+		a, b := make(chan res, 1), make(chan res, 1)
+		lock := func(c *memorytopo.Conn, who string) (topo.LockDescriptor, error) {
+			if named {
+				return c.LockName(ctx, "d", who)
+			}
+			return c.Lock(ctx, "d", who)
+		}
+		go func() { ld, err := lock(c1, "a"); a <- res{ld, err} }()
+		require.Eventually(t, func() bool { return memorytopo.Awaited(c0, "d") == 1 }, waitLimit, poll)
+		go func() { ld, err := lock(c2, "b"); b <- res{ld, err} }()
+		require.Eventually(t, func() bool { return memorytopo.Awaited(c0, "d") == 2 }, waitLimit, poll)
+		c0.PauseKeepAlive()
+		ra := <-a
+		require.NoError(t, ra.err, "named %v", named)
+		select {
+		case <-hdone:
+		default:
+			t.Fatal("a granted while the lapsed holder's Done is open")
+		}
+		requireCode(t, holder.Check(ctx), topo.LockLost)
+		select {
+		case r := <-b:
+			t.Fatalf("b ended while a holds: %v", r.err)
+		default:
+		}
+		require.NoError(t, ra.ld.Unlock(ctx))
+		rb := <-b
+		require.NoError(t, rb.err)
+		require.NoError(t, rb.ld.Unlock(ctx))
+		c0.ResumeKeepAlive()
+		require.Equal(t, 0, memorytopo.LockEntries(c0, "d"))
+	}
+}
