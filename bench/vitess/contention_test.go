@@ -18,7 +18,10 @@ import (
 // acquisition (cpu-ms/acq: user and system from getrusage, the embedded
 // etcd included, on zk the ZooKeeper server's JVM and on consul the
 // agent too; server-cpu-ms/acq is the server's part of it) and how many
-// contenders acquired while measured (acquirers). Consul's and zk's
+// contenders acquired while measured (acquirers), and the most
+// acquisitions between two turns of one contender, divided by n
+// (max-gap/n: 1 for a FIFO queue whose contenders queue again at once,
+// far more when some pass others; 0 when none acquired twice). Consul's and zk's
 // Vitess contenders may take long to all acquire once at n = 300: run
 // those rows on their own, e.g. -bench 'Contention/zk'.
 func BenchmarkContention(b *testing.B) {
@@ -119,6 +122,13 @@ func contend(b *testing.B, sides []*side, kind string, n int, server func() time
 		next()
 	}
 	seen := make([]bool, n)
+	// last holds each contender's last turn (its acquisition's number,
+	// from 1; 0: none yet), maxGap the most acquisitions between two
+	// turns of one contender: n for a FIFO lock whose contenders queue
+	// again at once, far more when some pass others (a count of
+	// acquirers alone would not show that).
+	last := make([]int, n)
+	maxGap := 0
 	acquirers, iters := 0, 0
 	server0 := server()
 	cpu0 := cpuTime() + server0
@@ -126,6 +136,10 @@ func contend(b *testing.B, sides []*side, kind string, n int, server func() time
 	for b.Loop() {
 		i := next()
 		iters++
+		if last[i] > 0 {
+			maxGap = max(maxGap, iters-last[i])
+		}
+		last[i] = iters
 		if !seen[i] {
 			seen[i] = true
 			acquirers++
@@ -137,6 +151,7 @@ func contend(b *testing.B, sides []*side, kind string, n int, server func() time
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(iters), "cpu-ms/acq")
 	b.ReportMetric(float64(serverCPU.Microseconds())/1000/float64(iters), "server-cpu-ms/acq")
 	b.ReportMetric(float64(acquirers), "acquirers")
+	b.ReportMetric(float64(maxGap)/float64(n), "max-gap/n")
 }
 
 // cpuTime is the process's CPU time so far, user and system.

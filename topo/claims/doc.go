@@ -20,7 +20,9 @@
 //   - queue.go: joining a queue and waiting for the head, one predecessor
 //     at a time, and the optional driver steps of that wait, Aheader and
 //     GoneSignaler (a waiter parks on the store's own channel, with no
-//     goroutine per wait: in process);
+//     goroutine per wait: in process) and TurnSignaler (a lock's waiter
+//     parks on its own entry's channel, closed by the release that hands
+//     it the lock);
 //   - lock.go: Lock, TryLock, LockWithTTL, LockName and the descriptor,
 //     and the optional driver step Roomer (the driver allocates the
 //     descriptor's room with its entry: one allocation per lock, in

@@ -233,7 +233,7 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			return nil, topo.NewError(topo.Interrupted, p.q.Path)
 		}
 	}
-	if err := p.e.await(ctx, cl, p.stop); err != nil {
+	if err := p.e.await(ctx, cl, p.stop, nil); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()

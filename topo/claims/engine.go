@@ -21,6 +21,10 @@ type Engine struct {
 	monitor  Monitor
 	signaler GoneSignaler
 	roomer   Roomer
+	// turns is set when a lock's waiter parks on the channel its entry
+	// was created with (TurnSignaler): the driver is a Roomer and a
+	// signals driver, with no Monitor.
+	turns TurnSignaler
 	// signals is set when the engine waits through signaler: the driver
 	// is a GoneSignaler without the Acquire step.
 	signals bool
@@ -74,6 +78,9 @@ func New(d Driver, o Options) *Engine {
 	e.roomer, _ = d.(Roomer)
 	e.signals = e.signaler != nil && e.acquirer == nil
 	e.lazyLocks = e.signals && e.monitor == nil
+	if t, ok := d.(TurnSignaler); ok && e.lazyLocks && e.roomer != nil {
+		e.turns = t
+	}
 	return e
 }
 

@@ -91,12 +91,17 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 			return nil, e.createErr(ctx, q, err)
 		}
 		ld = &r.ld
+		if ld.turn != nil && (e.turns == nil || e.defect == DefectGrantSecond || e.defect == DefectSkipWait) {
+			ld.turn = nil // waits through waitSignaled
+		}
 		// A lock the store granted at once, on an in-process store whose
 		// driver ends its lock entries only by Delete or with their
 		// session (a GoneSignaler without Monitor), is unshared (see
 		// sharedBit): no sess.mu in Lock, nor in Unlock unless Done was
-		// called.
-		ld.claim.initKept(e, q, s, nil, !(ld.entry.Granted && e.lazyLocks))
+		// called. So is one that waits on its turn (TurnSignaler): its
+		// session's loss ends the wait by removing its entry, and is read
+		// from the session's flag once granted, as for the former.
+		ld.claim.initKept(e, q, s, nil, !(e.lazyLocks && (ld.entry.Granted || ld.turn != nil)))
 	} else {
 		var ent Entry
 		s, err := e.createEntry(ctx, q, contents, opts, &ent)
@@ -106,7 +111,7 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 		ld = &lockDescriptor{}
 		ld.claim.init(e, q, &ent, s, nil, true)
 	}
-	if err := e.await(ctx, &ld.claim, nil); err != nil {
+	if err := e.await(ctx, &ld.claim, nil, ld.turn); err != nil {
 		return nil, err
 	}
 	return ld, nil
@@ -118,6 +123,12 @@ func (e *Engine) lock(ctx context.Context, call Call, p, contents string, opts C
 // allocates; the driver sets its entry (SetEntry) and hands it over once,
 // and the engine alone uses it from then on.
 type LockRoom struct{ ld lockDescriptor }
+
+// SetTurn records in r the channel on which the lock's waiter parks (see
+// TurnSignaler): closed once the entry heads its queue or leaves it. A
+// TurnSignaler's CreateLock calls it, before it returns r, for an entry
+// it did not grant at once; the engine ignores it on any other driver.
+func (r *LockRoom) SetTurn(turn <-chan struct{}) { r.ld.turn = turn }
 
 // SetEntry records in r the lock's entry, as Driver.Create would return
 // it: Token, Key, Session, Contents, Granted and Ref (a lock's entry has
@@ -146,6 +157,9 @@ type Roomer interface {
 // returns Interrupted (or Closed), whatever the first returned.
 type lockDescriptor struct {
 	claim
+	// turn is the channel its waiter parks on (LockRoom.SetTurn; nil:
+	// none), read once, by Lock.
+	turn <-chan struct{}
 }
 
 // Done implements topo.Fence: the claim's Done; the first call also starts

@@ -66,8 +66,10 @@ func (e *Engine) createErr(ctx context.Context, q Queue, err error) error {
 // (nil: never) closes, cl ends (its session was declared lost, or another
 // call withdrew it), the engine closes, or the driver fails -- it withdraws
 // cl's own entry and returns why: Closed, LockLost, Interrupted (stop, or
-// withdrawn), ctx's Timeout or Interrupted, or the driver's error.
-func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) error {
+// withdrawn), ctx's Timeout or Interrupted, or the driver's error. turn
+// (nil: none) is a lock's channel from a TurnSignaler (LockRoom.SetTurn),
+// on an engine without a defect of the wait.
+func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}, turn <-chan struct{}) error {
 	// The uncontended case first: an entry the store granted already
 	// (Entry.Granted), or, on a driver that finds the entries ahead in one
 	// bounded read (Aheader) and has no Acquire step, an entry that heads
@@ -97,9 +99,12 @@ func (e *Engine) await(ctx context.Context, cl *claim, stop <-chan struct{}) err
 		}
 	}
 	var err error
-	if e.signals {
+	switch {
+	case turn != nil:
+		err = e.waitTurn(ctx, cl, turn)
+	case e.signals:
 		err = e.waitSignaled(ctx, cl, stop)
-	} else {
+	default:
 		// The driver's WaitGone sees only a context: one that also ends
 		// with the claim, stop and the engine.
 		wctx, cancel := context.WithCancel(ctx)
@@ -254,6 +259,52 @@ func (e *Engine) waitSignaled(ctx context.Context, cl *claim, stop <-chan struct
 			return nil
 		}
 	}
+}
+
+// waitTurn is await's wait for a lock on a TurnSignaler: the waiter parks
+// on turn, its entry's own channel, and its context alone (a plain
+// receive when the context never ends), and then asks the driver, with no
+// request, whether the channel closed because the entry heads its queue
+// (granted) or because it left it. Nothing else needs waking: the driver
+// closes turn when the entry goes with its session (whose loss it declares
+// first) and when its Conn closes (see TurnSignaler).
+func (e *Engine) waitTurn(ctx context.Context, cl *claim, turn <-chan struct{}) error {
+	if done := ctx.Done(); done == nil {
+		<-turn
+	} else {
+		select {
+		case <-turn:
+		case <-done:
+			return ctx.Err()
+		}
+	}
+	if !e.turns.Turn(cl.entry.Ref) {
+		cl.end(stateLost)
+		return errEntryGone
+	}
+	cl.position = 1
+	return nil
+}
+
+// TurnSignaler is what a Driver may also implement when it is a Roomer and
+// a GoneSignaler without Monitor or Acquire (in process: memorytopo), and
+// it grants a lock's entry in place: CreateLock gives an entry that does
+// not head its queue a channel of its own (LockRoom.SetTurn), which the
+// driver closes, once, when the entry comes to head its queue (its
+// predecessors all gone: the release hands the lock over directly) or
+// when the entry leaves the queue (withdrawn, or gone with its session)
+// -- whichever comes first. The driver must close it for every lock
+// entry of a Conn once that Conn's engine is closed (memorytopo's Close
+// ends the Conn's sessions), and for an entry whose session it declares
+// lost after Session.Lost returned. A lock's waiter then parks on that
+// channel and its context alone, and learns its turn without another
+// read of the queue: one store request per handover (the release), one
+// goroutine woken.
+type TurnSignaler interface {
+	// Turn reports, once the channel of the entry whose Entry.Ref is ref
+	// closed, whether the entry was granted (true) or left its queue
+	// first (false). It reads no store and never blocks.
+	Turn(ref any) bool
 }
 
 // GoneSignaler is what a Driver may also implement when its store closes

@@ -26,6 +26,7 @@ var (
 	_ claims.Driver       = driver{}
 	_ claims.GoneSignaler = driver{}
 	_ claims.Roomer       = driver{}
+	_ claims.TurnSignaler = driver{}
 )
 
 // dir is the full store path of q's queue: <dir>/locks for a lock,
@@ -129,8 +130,21 @@ func (d driver) CreateLock(ctx context.Context, q claims.Queue, contents string,
 	r := e.room
 	e.room = nil
 	// Heading its queue, it holds: no entry can come ahead of it later.
-	r.SetEntry(e.seq, e.q.dir, "", e.value, e.sprev == nil, e)
+	granted := e.sprev == nil
+	r.SetEntry(e.seq, e.q.dir, "", e.value, granted, e)
+	if !granted {
+		e.wake = make(chan struct{})
+		r.SetTurn(e.wake)
+	}
 	return r, v, nil
+}
+
+// Turn implements claims.TurnSignaler: whether the lock entry ref, whose
+// wake channel closed, was granted (it heads its queue) rather than
+// removed first. The entry's turn was set before the close.
+func (d driver) Turn(ref any) bool {
+	x, _ := ref.(*entry)
+	return x != nil && x.turn.Load() == turnGranted
 }
 
 // create is Create's step, with mu held for writing: the checks and the

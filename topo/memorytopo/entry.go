@@ -78,6 +78,14 @@ type entry struct {
 	// (removeEntry), so a waiter that got it before the removal is woken
 	// by it.
 	gone atomic.Value
+	// wake is a lock waiter's turn channel (claims.TurnSignaler), made by
+	// CreateLock for an entry that does not head its queue, closed and
+	// cleared when the entry comes to head it or leaves it, whichever
+	// comes first (wakeTurn); turn says which (turnGranted, turnGone), set
+	// before the close, so that the woken waiter reads it without mu.
+	// wake is guarded by mu.
+	wake chan struct{}
+	turn atomic.Int32
 	// lprev and lnext link the entry into its lease's list, sprev and
 	// snext into its queue.
 	lprev, lnext *entry
@@ -104,11 +112,11 @@ type lockEntry struct {
 }
 
 // lockSlab is how many lock entries one allocation holds (store.slab):
-// 24 of 336 bytes fill an 8 KiB size class (16 would take 6 KiB for
+// 23 of 352 bytes fill an 8 KiB size class (16 would take 6 KiB for
 // 5.3). Each is used once: a slab is freed once none of its entries and
 // descriptors is referred to any more (a lock held for long keeps its
 // slab's lockSlab-1 others in memory).
-const lockSlab = 24
+const lockSlab = 23
 
 // addEntry appends a new entry, holding value and attached to l, to q: a
 // candidate's when election is set, else a lock's, with its descriptor's
@@ -211,6 +219,14 @@ func (s *store) removeEntry(e *entry) {
 	e.removed = true
 	e.lease.unlink(e)
 	q := e.q
+	if e.wake != nil { // its waiter parks on it: the wait ends, not granted
+		s.wakeTurn(e, turnGone)
+	}
+	if next := e.snext; e.sprev == nil && next != nil && next.wake != nil {
+		// The head goes: the entry behind it holds now, handed over
+		// directly to its waiter.
+		s.wakeTurn(next, turnGranted)
+	}
 	if e.sprev != nil {
 		e.sprev.snext = e.snext
 	} else {
@@ -238,6 +254,25 @@ func (s *store) removeEntry(e *entry) {
 	q.changedNow()
 	if l := e.lease; l.nentries == 0 && l != l.c.session && !l.revoked {
 		s.revokeLease(l)
+	}
+}
+
+// The turns of a lock waiter's entry (entry.turn).
+const (
+	turnWaiting int32 = iota
+	turnGranted
+	turnGone
+)
+
+// wakeTurn ends the wait of e's waiter: e's turn becomes turn, then its
+// wake channel closes, and is cleared. Call with mu held for writing and
+// e.wake set.
+func (s *store) wakeTurn(e *entry, turn int32) {
+	e.turn.Store(turn)
+	close(e.wake)
+	e.wake = nil
+	if s.counting.Load() {
+		s.wakeups.Add(1)
 	}
 }
 

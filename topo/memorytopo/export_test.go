@@ -46,15 +46,16 @@ func CountRequests(c *Conn) (count func() (requests, wakeups int64), reset func(
 }
 
 // Awaited returns how many entries of the lock of dir (relative to c's
-// root) a waiter waits on (driver.WaitGone made their gone channel): once
-// it equals the number of waiters, each is parked on its predecessor.
+// root) a waiter waits on (driver.WaitGone made their gone channel, or
+// CreateLock their wake channel): once it equals the number of waiters,
+// each has queued behind its predecessor and needs no further request.
 func Awaited(c *Conn, dir string) int {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for e := s.queues[driver{c}.dir(claimsQueue(dir, false))].first(); e != nil; e = e.snext {
-		if e.gone.Load() != nil {
+		if e.gone.Load() != nil || e.wake != nil {
 			n++
 		}
 	}

@@ -165,6 +165,16 @@ func (s *store) adoptLease(l *lease, c *Conn) {
 		return
 	}
 	l.adopted = true
+	for e := l.entries; e != nil; e = e.lnext {
+		if e.wake != nil {
+			// A lock the earlier Conn waits for on l: its claim is lost
+			// (l is no longer that Conn's), its wait ends now rather than
+			// when the lock comes to it (or never, once that Conn closed:
+			// its Close no longer ends l). The entry stays until l ends,
+			// as that Conn's other entries on l do.
+			s.wakeTurn(e, turnGone)
+		}
+	}
 	delete(old.leases, l)
 	if old.session == l {
 		old.session = nil

@@ -23,8 +23,10 @@ import (
 // acquisitions per second (acq/s), the process's CPU time (user and
 // system, from getrusage: an embedded server counts) per acquisition in
 // milliseconds (cpu-ms/acq), and how many contenders acquired at least
-// once while measured (acquirers). b.Loop bounds it in time as any
-// benchmark.
+// once while measured (acquirers), and the most acquisitions between two
+// turns of one contender while measured, divided by n (max-gap/n: 1 for
+// a FIFO queue whose contenders queue again at once; 0 when no contender
+// acquired twice). b.Loop bounds it in time as any benchmark.
 func BenchContention(b *testing.B, conns []topo.Conn, kind string, n int) {
 	BenchContentionServer(b, conns, kind, n, nil)
 }
@@ -69,6 +71,13 @@ func BenchContentionServer(b *testing.B, conns []topo.Conn, kind string, n int, 
 		<-acquired
 	}
 	seen := make([]bool, n)
+	// last holds each contender's last turn (its acquisition's number,
+	// from 1; 0: none yet), maxGap the most acquisitions between two
+	// turns of one contender: n for a FIFO lock whose contenders queue
+	// again at once, far more when some pass others (a count of
+	// acquirers alone would not show that).
+	last := make([]int, n)
+	maxGap := 0
 	acquirers := 0
 	srv0 := server()
 	cpu0 := cpuTime() + srv0
@@ -77,6 +86,10 @@ func BenchContentionServer(b *testing.B, conns []topo.Conn, kind string, n int, 
 	for b.Loop() {
 		i := <-acquired
 		iters++
+		if last[i] > 0 {
+			maxGap = max(maxGap, iters-last[i])
+		}
+		last[i] = iters
 		if !seen[i] {
 			seen[i] = true
 			acquirers++
@@ -90,6 +103,7 @@ func BenchContentionServer(b *testing.B, conns []topo.Conn, kind string, n int, 
 		b.ReportMetric(float64((srv-srv0).Microseconds())/1000/float64(iters), "srv-cpu-ms/acq")
 	}
 	b.ReportMetric(float64(acquirers), "acquirers")
+	b.ReportMetric(float64(maxGap)/float64(n), "max-gap/n")
 }
 
 // cpuTime is the process's CPU time so far, user and system.

@@ -120,6 +120,45 @@ func testLockInterrupted(s *store) {
 	requireNothingLeftBehind(s, ctx, l1, "a cancelled waiter")
 }
 
+// testLockWaiterLeavesMidQueue: with the lock held and three waiters
+// queued behind it, the middle one gives up (its context cancelled): that
+// grants nobody (the one behind it must not take its place as holder
+// while the head still holds), and the others then acquire in queue
+// order, each only once the one before released.
+func testLockWaiterLeavesMidQueue(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	cs := s.conns(4)
+	mustCreate(t, ctx, cs[0], "d/f", "x")
+
+	l0 := mustLock(t, ctx, cs[0], "d", "holder")
+	a := lockAsync(t, func() (topo.LockDescriptor, error) { return cs[1].Lock(ctx, "d", "a") })
+	requireNothing(t, a, "the first waiter while the lock is held")
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b := lockAsync(t, func() (topo.LockDescriptor, error) { return cs[2].Lock(bctx, "d", "b") })
+	requireNothing(t, b, "the second waiter while the lock is held")
+	c := lockAsync(t, func() (topo.LockDescriptor, error) { return cs[3].Lock(ctx, "d", "c") })
+	requireNothing(t, c, "the third waiter while the lock is held")
+
+	cancel()
+	rb, _ := recv(t, b, "the second waiter after its context was cancelled")
+	requireCode(t, rb.err, topo.Interrupted, "the second waiter after its context was cancelled")
+	requireNothing(t, c, "the third waiter once the second left, the lock still held")
+	requireNothing(t, a, "the first waiter once the second left, the lock still held")
+	require.NoError(t, l0.Check(ctx), "the holder keeps the lock when a waiter leaves")
+
+	require.NoError(t, l0.Unlock(ctx))
+	ra, _ := recv(t, a, "the first waiter after Unlock")
+	require.NoError(t, ra.err, "the first waiter after Unlock")
+	require.NoError(t, ra.l.Check(ctx))
+	requireNothing(t, c, "the third waiter while the first holds")
+	require.NoError(t, ra.l.Unlock(ctx))
+	rc, _ := recv(t, c, "the third waiter after the first's Unlock")
+	require.NoError(t, rc.err, "the third waiter after the first's Unlock")
+	require.NoError(t, rc.l.Check(ctx))
+	require.NoError(t, rc.l.Unlock(ctx))
+}
+
 // testLockOutlivesContext: the lock stays held after the context passed to
 // Lock ends.
 func testLockOutlivesContext(s *store) {

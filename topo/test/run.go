@@ -54,6 +54,7 @@ func groups() []struct {
 			{"Blocks", testLockBlocks},
 			{"Timeout", testLockTimeout},
 			{"Interrupted", testLockInterrupted},
+			{"WaiterLeavesMidQueue", testLockWaiterLeavesMidQueue},
 			{"OutlivesContext", testLockOutlivesContext},
 			{"Ephemeral", testLockEphemeral},
 			{"TryLock", testTryLock},
