@@ -215,7 +215,9 @@ func testWatchVersionsIncrease(s *store) {
 		}
 	}
 	prevs := map[string]int64{}
-	gv, _, err := c.Get(ctx, "o/g")
+	// Read through the writer: a Cache's reads may lag another
+	// connection's writes (only its own are seen at once).
+	gv, _, err := w.Get(ctx, "o/g")
 	require.NoError(t, err)
 	done := map[string]bool{}
 	waitRecursive(t, rch, "o/", "WatchRecursive(o/)", func(wd *topo.WatchDataRecursive) bool {
