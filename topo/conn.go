@@ -398,7 +398,10 @@ type LeaderParticipation interface {
 	// alive, instead of waiting for it to expire (the resuming Conn adopts
 	// the whole session: see ResumeLeaderParticipation). Store them
 	// durably. It returns a NoNode *Error when the participant has no
-	// entry (it is not campaigning).
+	// entry (it is not campaigning); on consultopo also while it waits,
+	// not yet leading (there only the leader holds a resumable entry, the
+	// election key: a waiting candidate's place in the queue is not
+	// resumed).
 	ResumeInfo() ([]byte, error)
 
 	// Stop withdraws from the election, giving up leadership if held. It is
