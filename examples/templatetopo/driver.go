@@ -17,7 +17,7 @@ import (
 // (claims.Claims) and writes no claims logic; driver is the engine's view
 // of this store (see the package doc for the layout, sessions and who may
 // delete what). This store has no leases: LockWithTTL's lock lives as long
-// as its session (ttl is in effect rounded up to SessionTimeout).
+// as its session (ttl is in effect SessionTimeout, shorter or longer).
 //
 // Why tokens are monotone here (the argument every driver must make for
 // its store): an entry's token is the store revision of its creation; the
