@@ -102,34 +102,26 @@ func (op Operation) String() string {
 // OpAny) whose path matches fail with Err instead of running.
 //
 // A call is matched on the canonical path it was given, relative to the
-// Conn's root (ListDir and locks: the directory; List and WatchRecursive:
-// the prefix; LockDescriptor methods: the locked directory;
-// LeaderParticipation methods: the election name). Path, when set, is a
-// path.Match pattern (* does not cross "/"); Prefix, when set, a string
-// prefix; both must match.
+// Conn's root: for locks, ListDir and LockDescriptor methods the
+// directory, for List and WatchRecursive the prefix, for
+// LeaderParticipation methods the election name.
 //
-// A Fault on OpCreate, OpUpdate or OpDelete targets the write, whichever
-// call makes it: it also fails every transaction with a CreateOp,
-// UpdateOp or DeleteOp on a matching path (Conn.Txn, topo.GuardedUpdate,
-// topo.GuardedDelete), before anything of it is applied, with Err naming
-// that path. A Fault on OpTxn or OpAny matches a transaction when it
-// matches the path of any of its ops (an IfHeld op's is ""); an OpGet or
-// OpCheck Fault never does. A transaction counts as OpTxn only.
+// A Fault on OpCreate, OpUpdate or OpDelete also fails every transaction
+// with a CreateOp, UpdateOp or DeleteOp on a matching path (Conn.Txn,
+// topo.GuardedUpdate, topo.GuardedDelete), before anything of it is
+// applied, with Err naming that path. One on OpTxn or OpAny matches a
+// transaction when it matches the path of any of its ops (an IfHeld op's
+// is ""); an OpGet or OpCheck Fault never does.
 type Fault struct {
-	// Op is the operation that fails, or OpAny for all of them.
-	Op Operation
-	// Path is a path.Match pattern the call's path must match ("" = any).
-	Path string
-	// Prefix is a string prefix the call's path must have ("" = any).
-	Prefix string
+	Op     Operation // the operation that fails, or OpAny
+	Path   string    // a path.Match pattern (* does not cross "/"); "": any
+	Prefix string    // a string prefix of the path; "": any
 	// Err is the error returned: a topo.ErrorCode as a *topo.Error with
 	// that code and the call's path; a *topo.Error as is; any other error
 	// wrapped in a *topo.Error with code Unavailable (errors.Is holds for
 	// both); nil means topo.Unavailable.
-	Err error
-	// Times limits the fault to the next Times matching calls; 0 means
-	// until it is removed.
-	Times int
+	Err   error
+	Times int // the fault ends after Times matching calls; 0: never
 }
 
 type rule struct {
