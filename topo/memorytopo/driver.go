@@ -61,7 +61,6 @@ func (d driver) queue(q claims.Queue, create bool) *queue {
 
 // lockDir returns the node of the directory lock queue q (x, or nil)
 // locks, or nil: the one x remembers while not pruned, else the tree's.
-// Call with mu held for writing.
 func (d driver) lockDir(x *queue, q claims.Queue) *node {
 	if x != nil && x.lockDir != nil && !x.lockDir.pruned {
 		return x.lockDir

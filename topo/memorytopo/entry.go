@@ -97,8 +97,7 @@ type lockEntry struct {
 const lockSlab = 23
 
 // addEntry appends a new entry holding value, on l, to q: a candidate's
-// when election is set, else a lock's with its room. Call with mu held
-// for writing.
+// when election is set, else a lock's with its room.
 func (s *store) addEntry(q *queue, value string, l *lease, election bool) *entry {
 	var e *entry
 	if election {
@@ -129,8 +128,7 @@ func (s *store) addEntry(q *queue, value string, l *lease, election bool) *entry
 }
 
 // place puts e into the tree; placeAll every entry not placed yet;
-// placeFor every one when p (canonical or full) may name one. Call with
-// mu held for writing.
+// placeFor every one when p (canonical or full) may name one.
 func (s *store) place(e *entry) {
 	p := e.key()
 	n := s.ensure(p)
@@ -182,8 +180,7 @@ func mayBeEntry(p string) bool {
 func seqName(seq int64) string { return fmt.Sprintf("%016x", seq) }
 
 // removeEntry deletes e from the store: from its queue and the tree, its
-// waiters and observers woken; a lease of its own ends with it. Call with
-// mu held for writing.
+// waiters and observers woken; a lease of its own ends with it.
 func (s *store) removeEntry(e *entry) {
 	if e.removed {
 		return
@@ -234,8 +231,7 @@ const (
 	turnGone
 )
 
-// wakeTurn sets e's turn, then closes and clears e.wake. Call with mu
-// held for writing and e.wake set.
+// wakeTurn sets e's turn, then closes and clears e.wake (set).
 func (s *store) wakeTurn(e *entry, turn int32) {
 	e.turn.Store(turn)
 	close(e.wake)
@@ -254,7 +250,7 @@ func (x *queue) first() *entry {
 }
 
 // changedNow wakes q's observers; watch returns a channel closed at q's
-// next change. Call with mu held for writing.
+// next change.
 func (q *queue) changedNow() {
 	if q.changed != nil {
 		close(q.changed)

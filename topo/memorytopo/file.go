@@ -200,7 +200,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 }
 
 // walkPrefix calls fn for every regular file whose full path starts with
-// prefix, in any order. Call with mu held for writing.
+// prefix, in any order.
 func (s *store) walkPrefix(prefix string, fn func(full string, fs *fileState)) {
 	dir, rest := "", prefix
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {

@@ -242,8 +242,7 @@ func (c *Conn) ExpireSession() {
 	c.session = nil
 }
 
-// refreshLeases re-evaluates the renewal of c's leases. Call with s.mu
-// held for writing.
+// refreshLeases re-evaluates the renewal of c's leases.
 func (c *Conn) refreshLeases() {
 	for l := range c.leases {
 		c.s.refreshLease(l)

@@ -37,7 +37,7 @@ type lease struct {
 // before the store lapses it (see Conn.Partition).
 func partitionNotice(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 
-// newLease returns a lease for c with ttl. Call with mu held for writing.
+// newLease returns a lease for c with ttl.
 func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
 	l := &lease{c: c, ttl: ttl}
 	l.view = claims.NewSession("", l)
@@ -48,7 +48,7 @@ func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
 }
 
 // sessionLease returns c's session, starting a new one if the last was
-// lost. Call with mu held for writing.
+// lost.
 func (s *store) sessionLease(c *Conn) *lease {
 	if c.session == nil || c.session.revoked {
 		c.session = s.newLease(c, s.f.opts.SessionTTL)
@@ -58,7 +58,7 @@ func (s *store) sessionLease(c *Conn) *lease {
 
 // refreshLease starts or stops l's timers as its renewal is blocked or
 // not. When renewal resumes, the entries given up at the partition
-// notice are removed: nobody holds them. Call with mu held for writing.
+// notice are removed: nobody holds them.
 func (s *store) refreshLease(l *lease) {
 	if l.revoked {
 		return
@@ -117,8 +117,7 @@ func (l *lease) stopTimers() {
 }
 
 // revokeLease ends l: first every claim on it (Session.Lost), then its
-// entries, handing their locks and leadership on. Call with mu held for
-// writing.
+// entries, handing their locks and leadership on.
 func (s *store) revokeLease(l *lease) {
 	if l.revoked {
 		return
@@ -139,8 +138,7 @@ func (s *store) revokeLease(l *lease) {
 	}
 }
 
-// adoptLease moves l to c (see driver.Resume). Call with mu held for
-// writing.
+// adoptLease moves l to c (see driver.Resume).
 func (s *store) adoptLease(l *lease, c *Conn) {
 	old := l.c
 	if old == c {
@@ -164,8 +162,7 @@ func (s *store) adoptLease(l *lease, c *Conn) {
 	s.refreshLease(l)
 }
 
-// link and unlink add e to and take it off l's entries. Call with the
-// store's mu held for writing.
+// link and unlink add e to and take it off l's entries.
 func (l *lease) link(e *entry) {
 	e.lnext = l.entries
 	if l.entries != nil {

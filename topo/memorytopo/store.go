@@ -15,6 +15,8 @@ import (
 // Locking. mu guards the tree's shape (nodes, children, files counts,
 // entries), the queues, leases and watcher registrations: changes of
 // those, transactions and List hold it for writing, reads for reading.
+// The helpers that touch them need mu held for writing, unless their
+// comment says "Call with mu held" (for reading suffices).
 // An existing file's value and history may also change under mu for
 // reading plus the node's mu (updateInPlace), so that writers of
 // different files do not serialise: the value is an atomic pointer to an
@@ -76,7 +78,6 @@ type rootIndex struct {
 }
 
 // index returns the index of the canonical root r, made on first use.
-// Call with mu held for writing.
 func (s *store) index(r string) *rootIndex {
 	for _, ri := range s.roots {
 		if ri.root == r {
@@ -104,7 +105,6 @@ func (s *store) index(r string) *rootIndex {
 
 // publish adds n to (present) or removes it from every root index
 // covering the full path root/rel (built only for another root's index).
-// Call with mu held for writing.
 func (s *store) publish(root, rel string, n *node, present bool) {
 	full := ""
 	for _, ri := range s.roots {
@@ -182,7 +182,6 @@ type histEntry struct {
 func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
 // ensure returns the node at full path p, creating it and its parents.
-// Call with mu held for writing.
 func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
 
 // ensureBelow is ensure for the path p relative to the node n.
@@ -220,8 +219,8 @@ func (n *node) addFiles(d int32) {
 
 // setFile makes the new snapshot fs, versioned with a new store
 // revision, the value of the file root/rel held by n, and returns it.
-// Call with mu held for writing, or for reading with n.mu held when the
-// file exists (updateInPlace).
+// When the file exists, mu held for reading and n.mu suffice
+// (updateInPlace); the same holds for keep, versionAt and notifyFile.
 func (s *store) setFile(root, rel string, n *node, fs *fileState) *fileState {
 	v := s.rev.Add(1)
 	fs.version, fs.ver = v, topo.NumericVersion(v)
@@ -242,7 +241,7 @@ func (s *store) setFile(root, rel string, n *node, fs *fileState) *fileState {
 func (s *store) watched() bool { return len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 }
 
 // keep adds the replaced snapshot old to n's history, dropping versions
-// beyond Options.History-1 (raising the floor). Call as setFile.
+// beyond Options.History-1 (raising the floor).
 func (s *store) keep(n *node, old *fileState) {
 	if n.hist == nil {
 		n.hist = &history{}
@@ -257,7 +256,7 @@ func (s *store) keep(n *node, old *fileState) {
 
 // versionAt returns the contents of n's file at version, or the code
 // GetVersion fails with: Compacted when older than the history, NoNode
-// when never held (or no file). Call as setFile.
+// when never held (or no file).
 func (n *node) versionAt(version int64) ([]byte, topo.ErrorCode) {
 	fs := n.file.Load()
 	switch {
@@ -282,7 +281,7 @@ func (n *node) versionAt(version int64) ([]byte, topo.ErrorCode) {
 }
 
 // deleteFile removes the file root/rel held by n, with its history, as a
-// new store revision. Call with mu held for writing.
+// new store revision.
 func (s *store) deleteFile(root, rel string, n *node) {
 	rev := s.rev.Add(1)
 	n.file.Store(nil)

@@ -84,7 +84,6 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 
 // txnCheck evaluates the condition of one checked op (an If kind's, or
 // the one a write implies), returning the *topo.Error it fails with.
-// Call with c.s.mu held for writing.
 func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 	n := c.files[op.Path] // the node of every file and placed entry
 	fs := stateOf(n)      // an entry counts as present, but for a DeleteOp
@@ -110,7 +109,7 @@ func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 }
 
 // apply makes the write op with value and returns the new version (nil
-// for a delete). Call with c.s.mu held for writing.
+// for a delete).
 func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
 	s, n := c.s, c.files[op.Path]
 	if op.Kind == topo.TxnDelete {

@@ -99,15 +99,14 @@ func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
 	}
 }
 
-// add registers the Watch w in a slot. Call with the store's mu held for
-// writing.
+// add registers the Watch w in a slot.
 func (fw *fileWatches) add(w *watcher) {
 	w.slot = len(fw.slots)
 	fw.slots = append(fw.slots, fileWatch{out: w.direct, w: w})
 }
 
 // remove unregisters the Watch w, if it has a slot here, and reports
-// whether no slot is left. Call with the store's mu held for writing.
+// whether no slot is left.
 func (fw *fileWatches) remove(w *watcher) (empty bool) {
 	last := len(fw.slots) - 1
 	if w.slot > last || fw.slots[w.slot].w != w {
@@ -211,7 +210,7 @@ func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 }
 
 // notifyFile tells the watchers of the file at full path p about its new
-// state fs (nil: deleted) at store revision rev. Call as setFile.
+// state fs (nil: deleted) at store revision rev.
 func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 	if fw := s.fileWatchers[p]; fw != nil {
 		fw.notify(p, fs, rev)
