@@ -12,12 +12,10 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// watcher is one Watch or WatchRecursive. The store pushes events into it
-// under the store's mu without blocking; its goroutine (run) forwards them
-// to the caller's channel, coalescing per file while the caller is slow.
-// A writer sends a Watch's change straight into the caller's channel when
-// it has room and nothing is pending or in flight (see fileWatches), so
-// one change reaches many watchers without waking their goroutines.
+// watcher is one Watch or WatchRecursive. Writers push events into it
+// without blocking; its goroutine (run) forwards them, coalescing per
+// file while the caller is slow. A writer sends a Watch's change straight
+// into the caller's channel when nothing is pending or in flight.
 type watcher struct {
 	c         *Conn
 	full      string // full path (Watch) or full prefix (WatchRecursive)
@@ -29,16 +27,14 @@ type watcher struct {
 	mu      sync.Mutex
 	pending map[string]*fileState // full path -> latest state (nil = deleted)
 	order   []string              // paths in pending, in first-pushed order
-	// direct is a Watch's channel (nil for WatchRecursive); busy is set
-	// while the goroutine has popped an event it has not sent yet.
-	direct chan *topo.WatchData
-	busy   bool
-	slot   int    // a Watch's index in fileWatches.slots (store's mu)
-	popped uint64 // events the goroutine has taken (each is sent)
+	direct  chan *topo.WatchData  // a Watch's channel; nil for WatchRecursive
+	busy    bool                  // the goroutine holds a popped event
+	slot    int                   // a Watch's index in fileWatches.slots
+	popped  uint64                // events the goroutine has taken
 	// last is the revision of the last change pushed, mark the Revision
 	// of the last event taken: last once nothing older is pending. A
-	// change sent by fileWatches.notify sets neither: a Watch has one
-	// file, so its goroutine reads mark only right after a push.
+	// direct send sets neither: a Watch has one file, so its goroutine
+	// reads mark only right after a push.
 	last, mark int64
 }
 
@@ -51,8 +47,7 @@ type watchEvent struct {
 	small [smallContents]byte
 }
 
-// watchData returns fs as a Watch value or event at store revision rev,
-// with its own copy of the contents.
+// watchData returns fs as a Watch value or event at revision rev.
 func (fs *fileState) watchData(rev int64) *topo.WatchData {
 	if fs.contents == nil || len(fs.contents) > smallContents {
 		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}
@@ -64,26 +59,23 @@ func (fs *fileState) watchData(rev int64) *topo.WatchData {
 }
 
 // fileWatches is the Watches of one file, one slot each, holding what a
-// writer needs to send a change straight into the caller's channel
-// without a lock or a read of the watcher. slots changes under the
-// store's mu held for writing; a slot's queued with the pushes to its
-// file, which the store's locking serialises (see store).
+// writer needs to send a change without a lock or a read of the watcher.
+// A slot's queued changes with the pushes to its file, which the store's
+// locking serialises.
 type fileWatches struct {
 	slots []fileWatch
 }
 
-// fileWatch is one Watch's slot in its file's fileWatches.
 type fileWatch struct {
-	out chan *topo.WatchData // the caller's channel: w.direct
+	out chan *topo.WatchData // w.direct
 	w   *watcher
-	// queued reports that the last change for w was queued by w.push:
-	// w may have events pending or in flight, so the next one goes
-	// through push too, in order.
+	// queued: the last change for w was queued by w.push, so the next
+	// one goes through push too, in order.
 	queued bool
 }
 
-// notify tells the Watches of the file at full path p about its new state
-// fs (nil when deleted), written at store revision rev. Never blocks.
+// notify tells the Watches of the file at full path p its new state fs
+// (nil: deleted) at revision rev. Never blocks.
 func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
 	for i := range fw.slots {
 		sl := &fw.slots[i]
@@ -99,14 +91,13 @@ func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
 	}
 }
 
-// add registers the Watch w in a slot.
 func (fw *fileWatches) add(w *watcher) {
 	w.slot = len(fw.slots)
 	fw.slots = append(fw.slots, fileWatch{out: w.direct, w: w})
 }
 
-// remove unregisters the Watch w, if it has a slot here, and reports
-// whether no slot is left.
+// remove unregisters w, if it has a slot here, and reports whether no
+// slot is left.
 func (fw *fileWatches) remove(w *watcher) (empty bool) {
 	last := len(fw.slots) - 1
 	if w.slot > last || fw.slots[w.slot].w != w {
@@ -120,10 +111,9 @@ func (fw *fileWatches) remove(w *watcher) (empty bool) {
 	return last == 0
 }
 
-// register registers a watcher of full (a prefix when recursive) under
-// the store's write lock, once c is open and read has read the current
-// state at the store revision rev, which it starts from; read's error
-// registers nothing.
+// register registers a watcher of full (a prefix when recursive) once c
+// is open and read has read the current state at revision rev, where it
+// starts; read's error registers nothing.
 func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchData, read func(rev int64) error) (*watcher, error) {
 	s := c.s
 	s.lock()
@@ -150,8 +140,7 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 }
 
 // recursiveData returns fs, the file at rel, as a WatchRecursive value or
-// event at store revision rev, with its own copy of the contents; a nil
-// fs (deleted) as an event with Err NoNode.
+// event at revision rev; a nil fs (deleted) as an event with Err NoNode.
 func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursive {
 	if fs == nil {
 		return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel), Revision: rev}}
@@ -159,15 +148,14 @@ func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursiv
 	return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}}
 }
 
-// push records that the file at full path p now has state fs (nil:
-// deleted) at store revision rev, and reports whether it sent it straight
-// into a Watch's channel. Never blocks.
+// push records the state fs (nil: deleted) of the file at full path p at
+// revision rev, and reports whether it sent it straight to the caller.
+// Never blocks.
 func (w *watcher) push(p string, fs *fileState, rev int64) (sent bool) {
 	w.mu.Lock()
 	w.last = rev
 	if w.direct != nil && fs != nil && len(w.order) == 0 && !w.busy {
-		// Nothing is pending or in flight. The channel is open: run
-		// closes it only after unregistering w.
+		// The channel is open: run closes it only after unregistering w.
 		select {
 		case w.direct <- fs.watchData(rev):
 			w.mark = rev
@@ -209,8 +197,8 @@ func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 	return p, fs, w.mark, true
 }
 
-// notifyFile tells the watchers of the file at full path p about its new
-// state fs (nil: deleted) at store revision rev.
+// notifyFile tells the watchers of the file at full path p its new state
+// fs (nil: deleted) at revision rev.
 func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 	if fw := s.fileWatchers[p]; fw != nil {
 		fw.notify(p, fs, rev)
@@ -229,8 +217,6 @@ func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 	}
 }
 
-// breakWatchers ends every watcher of the store with err and returns how
-// many there were.
 func (s *store) breakWatchers(err error) int {
 	s.lock()
 	defer s.mu.Unlock()
@@ -280,12 +266,12 @@ func (w *watcher) interrupted(ctx context.Context, p string) error {
 	return backendkit.Wrap(topo.Interrupted, p, cause)
 }
 
-// Watch implements topo.Conn.Watch. It returns NoNode when filePath
-// holds no file. Each Watch runs one goroutine, which exits after the
-// last event (delete: Err NoNode; ctx ended or Close: Interrupted) is
-// received; the caller must drain the channel. Rapid changes are
-// coalesced, the latest value always delivered. Revision is the store's
-// for the current value, the change's for an event. Closed after Close.
+// Watch implements topo.Conn.Watch: NoNode when filePath holds no file.
+// Its goroutine exits after the last event (delete: NoNode; ctx ended or
+// Close: Interrupted) is received; the caller must drain the channel.
+// Rapid changes are coalesced, the latest value always delivered.
+// Revision is the store's for the current value, the change's for an
+// event. Closed after Close.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := c.begin(ctx, OpWatch, filePath, topo.CleanFilePath)
 	if err != nil {
@@ -315,9 +301,9 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	return cur, out, nil
 }
 
-// run forwards w's events to out until the last one (for which event
-// reports last), or, once ctx ends, the Conn closes or w breaks, the
-// pending events and interrupted's. Then it closes out.
+// run forwards w's events to out until one event reports last or, once
+// ctx ends, the Conn closes or w breaks, the pending ones and
+// interrupted's. Then it closes out.
 func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full string, fs *fileState, rev int64) (T, bool), interrupted func() T) {
 	defer close(out)
 	stopped := false
@@ -371,14 +357,14 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 }
 
 // WatchRecursive implements topo.Conn.WatchRecursive. The initial list
-// holds every file under prefix (no lock or election entries), sorted by
-// path, possibly empty. Each change is then an event with the file's new
-// value, each delete one with Err NoNode. Events of one file may be
-// coalesced, the last one carrying its latest state. Its goroutine exits
-// after the final Interrupted event (ctx ended or Close) is received; the
-// caller must drain the channel. Revision is the store's for the initial
-// list; for an event, that of the last change queued once no other is
-// queued, the one reached before otherwise. Closed after Close.
+// holds every file under prefix (no entries), sorted by path, maybe none.
+// Each change is an event with the new value, each delete one with Err
+// NoNode; events of one file may be coalesced, the last carrying its
+// latest state. Its goroutine exits after the final Interrupted event
+// (ctx ended or Close) is received; the caller must drain the channel.
+// Revision is the store's for the initial list; for an event, that of
+// the last change queued once no other is queued, the one reached before
+// otherwise. Closed after Close.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	cur, out, _, err := c.WatchRecursiveSyncRevision(ctx, prefix)
 	return cur, out, err
