@@ -164,7 +164,10 @@ func (d driver) create(q claims.Queue, contents string, opts *claims.CreateOptio
 	case !q.Election && !opts.RequireFiles:
 		l = s.newLease(c, s.f.opts.NamedLockTTL)
 	default:
-		l = s.sessionLease(c)
+		if c.session == nil || c.session.revoked {
+			c.session = s.newLease(c, s.f.opts.SessionTTL)
+		}
+		l = c.session
 	}
 	e := s.addEntry(x, contents, l, q.Election)
 	if q.Election && opts.Value != nil {

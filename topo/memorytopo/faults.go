@@ -299,21 +299,6 @@ func (fs *faultState) inject(ctx context.Context, op Operation, p string, txn []
 	if fs == nil {
 		return nil
 	}
-	if err := fs.wait(ctx, p, done); err != nil {
-		return err
-	}
-	if fs.err != nil {
-		return faultErr(fs.err, p)
-	}
-	for _, r := range fs.rules {
-		if at, ok := r.match(op, p, txn); ok {
-			return faultErr(r.Err, at)
-		}
-	}
-	return nil
-}
-
-func (fs *faultState) wait(ctx context.Context, p string, done <-chan struct{}) error {
 	if fs.latency > 0 {
 		t := time.NewTimer(fs.latency)
 		err := await(ctx, t.C, done, p)
@@ -323,7 +308,17 @@ func (fs *faultState) wait(ctx context.Context, p string, done <-chan struct{}) 
 		}
 	}
 	if fs.hung != nil {
-		return await(ctx, fs.hung, done, p)
+		if err := await(ctx, fs.hung, done, p); err != nil {
+			return err
+		}
+	}
+	if fs.err != nil {
+		return faultErr(fs.err, p)
+	}
+	for _, r := range fs.rules {
+		if at, ok := r.match(op, p, txn); ok {
+			return faultErr(r.Err, at)
+		}
 	}
 	return nil
 }

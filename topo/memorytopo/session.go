@@ -47,15 +47,6 @@ func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
 	return l
 }
 
-// sessionLease returns c's session, starting a new one if the last was
-// lost.
-func (s *store) sessionLease(c *Conn) *lease {
-	if c.session == nil || c.session.revoked {
-		c.session = s.newLease(c, s.f.opts.SessionTTL)
-	}
-	return c.session
-}
-
 // refreshLease starts or stops l's timers as its renewal is blocked or
 // not. When renewal resumes, the entries given up at the partition
 // notice are removed: nobody holds them.

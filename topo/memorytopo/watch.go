@@ -91,11 +91,6 @@ func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
 	}
 }
 
-func (fw *fileWatches) add(w *watcher) {
-	w.slot = len(fw.slots)
-	fw.slots = append(fw.slots, fileWatch{out: w.direct, w: w})
-}
-
 // remove unregisters w, if it has a slot here, and reports whether no
 // slot is left.
 func (fw *fileWatches) remove(w *watcher) (empty bool) {
@@ -135,7 +130,8 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 		fw = &fileWatches{}
 		s.fileWatchers[full] = fw
 	}
-	fw.add(w)
+	w.slot = len(fw.slots)
+	fw.slots = append(fw.slots, fileWatch{out: w.direct, w: w})
 	return w, nil
 }
 
