@@ -165,12 +165,10 @@ func NewServerAndFactoryWithOptions(ctx context.Context, opts Options, cells []s
 	}
 	ts := topo.NewServer(f, global, append([]topo.ServerOption{topo.WithImplementationName(Name)}, sopts...)...)
 	ctx = context.WithoutCancel(ctx)
-	seen := map[string]bool{}
-	for _, cell := range cells {
-		if seen[cell] {
+	for i, cell := range cells {
+		if slices.Contains(cells[:i], cell) {
 			continue
 		}
-		seen[cell] = true
 		if err := ts.CreateCellInfo(ctx, cell, &topodatapb.CellInfo{ServerAddress: "", Root: "/" + cell}); err != nil {
 			panic("memorytopo: NewServer: cell " + cell + ": " + err.Error())
 		}
@@ -295,14 +293,6 @@ func (c *Conn) setPartitioned(on bool) {
 	c.refreshLeases()
 }
 
-// waitCut blocks while c is partitioned.
-func (c *Conn) waitCut(ctx context.Context, p string) error {
-	if ch := c.cut.Load(); ch != nil {
-		return await(ctx, *ch, c.done, p)
-	}
-	return nil
-}
-
 func (c *Conn) setKeepAlivePaused(paused bool) {
 	c.s.lock()
 	defer c.s.mu.Unlock()
@@ -364,8 +354,10 @@ func (c *Conn) enter(ctx context.Context, op Operation, p string, txn ...backend
 	if err := c.closedErr(p); err != nil {
 		return err
 	}
-	if err := c.waitCut(ctx, p); err != nil {
-		return err
+	if ch := c.cut.Load(); ch != nil {
+		if err := await(ctx, *ch, c.done, p); err != nil {
+			return err
+		}
 	}
 	if err := c.f.faultState.Load().inject(ctx, op, p, txn, c.done); err != nil {
 		return err
