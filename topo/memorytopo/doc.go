@@ -28,41 +28,24 @@
 //
 // # Faults
 //
-// Faults are set on a Factory and apply at once to every Conn it created,
+// Faults are set on a Factory (AddFault, SetError, SetLatency, Hang,
+// BreakWatches; ClearFaults) and apply at once to every Conn it created,
 // until removed; a fault acts when a call starts (an established watch
-// keeps delivering). Injected errors are *topo.Error values naming the
-// call's path, topo.Unavailable by default (see Fault.Err).
-//
-//   - AddFault(Fault{Op, Path, Prefix, Err, Times}): calls of one
-//     Operation (OpAny: all) on matching paths fail, optionally only the
-//     next Times of them. A fault on OpCreate, OpUpdate or OpDelete also
-//     fails the guarded and transactional forms of that write.
-//   - SetError(err): every call fails.
-//   - SetLatency(d): every call waits d first.
-//   - Hang(), Unhang(): calls block until their context ends.
-//   - BreakWatches(err): established watches end with err.
-//   - ClearFaults removes all of them; CallCount(op) counts calls.
-//
-// A call checks, in this order: its context (Timeout, Interrupted), its
-// input (InvalidPath, InvalidArgument), Closed, the partition of its Conn,
-// then the faults (latency, hang, SetError, the Faults in the order they
-// were added; the first match wins).
+// keeps delivering). CallCount counts calls. A call checks, in this
+// order: its context (Timeout, Interrupted), its input (InvalidPath,
+// InvalidArgument), Closed, the partition of its Conn, then the faults
+// (latency, hang, SetError, the Faults in the order they were added; the
+// first match wins).
 //
 // # Sessions, leases and partitions
 //
 // Each Conn is one client with its own session, which holds its Lock and
 // TryLock locks and its election entries; LockWithTTL and LockName locks
-// have leases of their own. Leases are renewed continuously until:
-//
-//   - Conn.ExpireSession drops every lock and election entry of the Conn
-//     at once; the Conn continues under a new session.
-//   - Conn.PauseKeepAlive (a frozen process), a Fault on OpKeepAlive,
-//     SetError or Hang stops renewal: each lease lapses its TTL later
-//     (Options.SessionTTL, the ttl of LockWithTTL, Options.NamedLockTTL).
-//   - Conn.Partition cuts the Conn off until Conn.Heal: renewal stops
-//     and its new calls block. Its leadership contexts end a quarter of
-//     the TTL before the store lapses its session, as a real client steps
-//     down before its lease can expire; lock descriptors have no margin.
+// have leases of their own. Leases are renewed continuously until
+// Conn.PauseKeepAlive (a frozen process), Conn.Partition, a Fault on
+// OpKeepAlive, SetError or Hang stops renewal: each lease then lapses its
+// TTL later (Options.SessionTTL, the ttl of LockWithTTL,
+// Options.NamedLockTTL). Conn.ExpireSession drops them at once.
 //
 // A lost claim behaves as on the real backends: its Done closes when the
 // store drops it, Check returns LockLost, leadership contexts are
@@ -91,11 +74,10 @@
 // Server, assert topo.GetFactory(memorytopo.Name) to *Factory.
 package memorytopo
 
-// Implementation notes. Data: store.go (tree, root indexes, versions,
-// locking), file.go, directory.go, watch.go, txn.go, path.go. Claims are
-// the engine's (topo/claims): driver.go is its Driver, entry.go the
-// queues, session.go the leases; faults.go counts and faults each claim
-// call (Conn.claimHooks). A queue entry is removed only by its own claim
+// Implementation notes. Data: store.go (tree, indexes, versions,
+// locking), file.go, directory.go, watch.go, txn.go. Claims are the
+// engine's (topo/claims): driver.go is its Driver, entry.go the queues,
+// session.go the leases. A queue entry is removed only by its own claim
 // (driver.Delete, by identity on its live lease) or with its lease
 // (revokeLease), which declares the lease's engine Session lost first,
 // under the store's write lock, so no successor is granted before the old
