@@ -177,28 +177,23 @@ func NewServerAndFactoryWithOptions(ctx context.Context, opts Options, cells []s
 	return ts, f
 }
 
-// Conn is a connection to one in-memory store, implementing topo.Conn,
-// with its own session (see the package doc, Sessions). Safe for
-// concurrent use.
+// Conn is a topo.Conn: a client of one in-memory store with its own
+// session (see the package doc). Safe for concurrent use.
 type Conn struct {
-	f    *Factory
-	s    *store
-	root string
-	// files and queues are root's index (store.roots); guarded by s.mu.
-	files  map[string]*node
+	f      *Factory
+	s      *store
+	root   string
+	files  map[string]*node // root's index (store.roots); s.mu
 	queues *rootIndex
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 
-	// cut is non-nil while c is partitioned (Partition); closed by Heal.
-	cut atomic.Pointer[chan struct{}]
+	cut atomic.Pointer[chan struct{}] // while partitioned; Heal closes it
 
-	// Claims are c's locks and elections: the engine eng over c's driver,
-	// each call counted and faulted as its Operation (claimHooks).
-	claims.Claims
-	eng *claims.Engine
+	claims.Claims // the locks and elections of eng, over driver{c}
+	eng           *claims.Engine
 
 	// Guarded by s.mu.
 	session         *lease
@@ -258,19 +253,17 @@ func (c *Conn) PauseKeepAlive() { c.setKeepAlivePaused(true) }
 // not lapsed yet are kept. Safe for concurrent use.
 func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 
-// Partition cuts c off from its store, as a network partition would:
-// renewal of c's leases stops as with PauseKeepAlive (at each lapse the
-// store hands c's locks on as c's descriptors report LockLost), and every
-// call on c, its lock descriptors and participations that starts from now
-// on blocks until Heal (then proceeds), its context ends (Timeout or
-// Interrupted, nothing done; but an Unlock so given up still releases,
-// retried in the background as a real backend's is) or c is closed
-// (Closed). Calls already started and established Watch, WatchRecursive,
-// WaitForNewLeader and Observe streams are not affected. A quarter of the
-// TTL before a session of c lapses, the leadership contexts of c's terms
-// on it are cancelled (the client-side safety margin of real backends);
-// the entries stay in the store until the lapse. Idempotent; safe for
-// concurrent use.
+// Partition cuts c off from its store as a network partition would:
+// renewal of c's leases stops as with PauseKeepAlive, and every call on
+// c, its lock descriptors and participations that starts from now on
+// blocks until Heal (then proceeds), its context ends (Timeout or
+// Interrupted, nothing done; an Unlock so given up still releases, in
+// the background, as a real backend's does) or c closes (Closed). Calls
+// already started and established Watch, WatchRecursive,
+// WaitForNewLeader and Observe streams are not affected. The leadership
+// contexts of c's terms end a quarter of the TTL before their lease
+// lapses (the client-side safety margin of real backends); lock
+// descriptors end at the lapse. Idempotent; safe for concurrent use.
 func (c *Conn) Partition() { c.setPartitioned(true) }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases
