@@ -203,9 +203,6 @@ func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 			delete(s.fileWatchers, p)
 		}
 	}
-	if len(s.recWatchers) == 0 {
-		return
-	}
 	for w := range s.recWatchers {
 		if strings.HasPrefix(p, w.full) {
 			w.push(p, fs, rev)
