@@ -23,28 +23,20 @@ type Operation int
 
 // The operations: each OpX names the method X of Conn, LockDescriptor
 // (OpCheck, OpUnlock) or LeaderParticipation (OpWaitForLeadership through
-// OpWaitForNewLeader, OpCampaign through OpObserve), with these
-// exceptions and details:
+// OpWaitForNewLeader, OpCampaign through OpObserve), except:
 //
-//   - OpAny matches every operation in a Fault (OpKeepAlive excepted) and
-//     has no counter of its own.
-//   - A Fault on OpCreate, OpUpdate or OpDelete also fails every Txn
-//     writing a matching path that way (see Fault); only the Conn method
-//     counts as that operation.
+//   - OpAny matches every operation but OpKeepAlive in a Fault, and has
+//     no counter of its own.
+//   - OpKeepAlive is the renewal of leases, never counted. A Fault on it
+//     (Path, Prefix and Times ignored) blocks renewal, as SetError and
+//     Hang do: every live lease lapses its TTL later unless it resumes.
+//   - OpTxn counts Conn.Txn, topo.GuardedUpdate and topo.GuardedDelete;
+//     Create, Update and Delete count only their own method (see Fault).
 //   - OpNewLeaderParticipation meets only error faults (it does not touch
-//     the store): no latency, no hang.
-//   - Latency and a hang end early for OpWaitForLeadership when the
-//     participation is stopped, for OpCampaign also when its context ends;
-//     for OpResign with a cancelled context they are waited out for the
-//     bounded grace only.
-//   - OpKeepAlive is the renewal of sessions and lock leases, never
-//     counted. A Fault on it (Path, Prefix and Times ignored), SetError or
-//     Hang blocks renewal: every live lease lapses its TTL later unless
-//     renewal resumes first.
-//   - OpTxn is Conn.Txn, topo.GuardedUpdate and topo.GuardedDelete
-//     included; see Fault for which faults match a transaction.
-//   - OpResumeLeaderParticipation is matched on the election name
-//     (ResumeInfo is not counted and meets no faults).
+//     the store). Latency and a hang end early for OpWaitForLeadership
+//     when the participation is stopped, for OpCampaign also when its
+//     context ends; OpResign with a cancelled context waits them out for
+//     the bounded grace only. ResumeInfo is not counted, meets no faults.
 const (
 	OpAny Operation = iota
 	OpListDir
@@ -396,7 +388,6 @@ func (f *Factory) ResetCallCounts() {
 
 func (f *Factory) count(op Operation) { f.counters[op].add() }
 
-// claimOps is the Operation of each of the engine's claim calls.
 var claimOps = [...]Operation{
 	claims.CallLock: OpLock, claims.CallLockWithTTL: OpLockWithTTL, claims.CallLockName: OpLockName,
 	claims.CallTryLock: OpTryLock, claims.CallCheck: OpCheck, claims.CallUnlock: OpUnlock,
