@@ -96,7 +96,8 @@ func (op Operation) String() string {
 // A call is matched on the canonical path it was given, relative to the
 // Conn's root: for locks, ListDir and LockDescriptor methods the
 // directory, for List and WatchRecursive the prefix, for
-// LeaderParticipation methods the election name.
+// LeaderParticipation methods and ResumeLeaderParticipation the election
+// name.
 //
 // A Fault on OpCreate, OpUpdate or OpDelete also fails every transaction
 // with a CreateOp, UpdateOp or DeleteOp on a matching path (Conn.Txn,
