@@ -19,12 +19,9 @@
 //
 // docs/testing.md has recipes for each kind of test.
 //
-// Without memtest, NewServerAndFactory(ctx, cells...) returns a
-// topo.Server and the Factory that injects faults into it. The global
-// cell is the store address "" rooted at "/global", cell C is rooted at
-// "/C", so Factory.NewConn("", "/global") opens another client of the
-// global cell with its own session. ConnOf finds the *Conn behind a
-// Server's Conn, decorated or not, for its session controls.
+// Without memtest, NewServerAndFactory returns a topo.Server and the
+// Factory that injects faults into it; Factory.NewConn opens more clients
+// of its cells, and ConnOf finds the *Conn behind a Server's Conn.
 //
 // # Faults
 //

@@ -36,9 +36,8 @@ func (d driver) dir(q claims.Queue) string {
 	return joinRoot(d.c.root, joinRoot(q.Path, locksDir))
 }
 
-// queue returns q's queue (nil when it has none and create is not set),
-// through the root index so that its path is built on first use only.
-// Call with mu held, for writing to create.
+// queue returns q's queue through the root index, nil when it has none
+// and create is not set. Call with mu held, for writing to create.
 func (d driver) queue(q claims.Queue, create bool) *queue {
 	m := d.c.queues.locks
 	if q.Election {
@@ -82,8 +81,7 @@ func entryOf(e *entry) claims.Entry {
 }
 
 // live returns the entry behind e while it is in the store on the live
-// lease behind v, still this Conn's (see Resume), or nil. Call with mu
-// held.
+// lease v, still this Conn's (see Resume), else nil. Call with mu held.
 func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 	x, _ := e.Ref.(*entry)
 	if l, _ := v.Ref().(*lease); x == nil || x.removed || x.lease != l || l.revoked || l.c != d.c {
@@ -270,8 +268,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 	return nil
 }
 
-// Held implements claims.Driver: the entry heads its queue on its live
-// lease.
+// Held implements claims.Driver: the entry is live and heads its queue.
 func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
 	s := d.c.s
 	s.rlock()
@@ -303,8 +300,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 }
 
 // SetValue implements claims.Driver, guarded on the entry being live
-// (the engine proclaims only for a granted claim, which stays the head
-// while it lives).
+// (the engine proclaims only for a granted claim, the head while live).
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, value []byte) error {
 	s := d.c.s
 	s.lock()
@@ -322,7 +318,6 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	return nil
 }
 
-// resumeInfo is what ResumeInfo encodes (JSON).
 type resumeInfo struct {
 	Backend  string `json:"backend"`
 	Store    uint64 `json:"store"`
@@ -332,7 +327,7 @@ type resumeInfo struct {
 	Rev      int64  `json:"rev"`   // the entry's revision (its term token)
 }
 
-// ResumeInfo implements claims.Driver: resumeInfo as JSON.
+// ResumeInfo implements claims.Driver: resumeInfo in JSON.
 func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([]byte, error) {
 	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key + "/" + seqName(e.Token), Rev: e.Token})
 }

@@ -80,7 +80,6 @@ type publication struct {
 	rev   int64
 }
 
-// key is the entry's full store path.
 func (e *entry) key() string { return e.q.dir + "/" + seqName(e.seq) }
 
 // lockEntry is a lock's entry with the room for its descriptor
@@ -241,7 +240,6 @@ func (s *store) wakeTurn(e *entry, turn int32) {
 	}
 }
 
-// first returns the oldest entry of x (nil: none).
 func (x *queue) first() *entry {
 	if x == nil {
 		return nil

@@ -242,11 +242,10 @@ func (c *Conn) refreshLeases() {
 	}
 }
 
-// PauseKeepAlive stops the renewal of c's session and lock leases, as
-// when c's process freezes: each lease lapses its TTL later (see the
-// package doc, Sessions) unless ResumeKeepAlive comes first, with the
-// effects of ExpireSession on its claims. Calls on c keep working. Safe
-// for concurrent use.
+// PauseKeepAlive stops the renewal of c's leases, as when c's process
+// freezes: each lapses its TTL later (see the package doc) unless
+// ResumeKeepAlive comes first, with ExpireSession's effects on its
+// claims. Calls on c keep working. Safe for concurrent use.
 func (c *Conn) PauseKeepAlive() { c.setKeepAlivePaused(true) }
 
 // ResumeKeepAlive restarts the renewal stopped by PauseKeepAlive; leases
@@ -322,8 +321,7 @@ func (c *Conn) closedErr(p string) error {
 }
 
 // begin starts a call of op on the caller's path raw: it counts it,
-// checks its context, cleans raw (clean) and runs enter, failing at the
-// first step that fails.
+// checks its context, cleans raw and runs enter, in that order.
 func (c *Conn) begin(ctx context.Context, op Operation, raw string, clean func(string) (string, error)) (string, error) {
 	c.f.count(op)
 	if err := backendkit.CheckContext(ctx, raw); err != nil {
