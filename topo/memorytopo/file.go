@@ -10,9 +10,8 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Create implements topo.Conn.Create. It returns NodeExists if filePath
-// holds a file or an entry, InvalidPath or InvalidArgument for bad input,
-// and Closed after Close.
+// Create implements topo.Conn.Create; NodeExists also when filePath is a
+// lock or election entry.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	op, value, err := c.beginWrite(ctx, topo.TxnCreate, filePath, contents, nil)
 	if err != nil {
@@ -56,13 +55,9 @@ func (c *Conn) writeOne(op backendkit.TxnOp, value *fileState) (topo.Version, er
 	return c.apply(op, value), nil
 }
 
-// Update implements topo.Conn.Update. A nil version writes
-// unconditionally, creating the file if absent; a version is a
-// compare-and-set returning BadVersion when stale and NoNode when the
-// file is absent. It returns NodeExists when filePath is an entry,
-// InvalidArgument for a foreign or negative version or an oversized
-// value, and Closed after Close. Updates of different existing files do
-// not serialise (updateInPlace).
+// Update implements topo.Conn.Update; NodeExists when filePath is an
+// entry, InvalidArgument for a foreign or negative version. Updates of
+// different existing files do not serialise (updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	op, value, err := c.beginWrite(ctx, topo.TxnUpdate, filePath, contents, version)
 	if err != nil {
@@ -123,8 +118,8 @@ func stateOf(n *node) *fileState {
 	return n.file.Load()
 }
 
-// Get implements topo.Conn.Get. An entry reads as a file holding its
-// contents. It returns NoNode when absent and Closed after Close.
+// Get implements topo.Conn.Get; an entry reads as a file holding its
+// contents.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := c.begin(ctx, OpGet, filePath, cleanFilePath)
 	if err != nil {
@@ -138,10 +133,8 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 }
 
 // GetVersion implements topo.Conn.GetVersion from the last
-// Options.History versions (a delete discards them). It returns NoNode
-// when the file does not exist or never held version, Compacted when
-// version is older than the history, InvalidArgument for a negative
-// version, and Closed after Close.
+// Options.History versions (a delete discards them): Compacted before
+// them, InvalidArgument for a negative version.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	p, err := c.begin(ctx, OpGetVersion, filePath, func(raw string) (string, error) {
 		p, err := cleanFilePath(raw)
@@ -176,10 +169,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	return bytes.Clone(contents), nil
 }
 
-// List implements topo.Conn.List: every file (no entries) whose path
-// starts with filePathPrefix, sorted by path, as one snapshot (under the
-// write lock). It returns NoNode when no file matches and Closed after
-// Close.
+// List implements topo.Conn.List, as one snapshot (under the write
+// lock).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	p, err := c.begin(ctx, OpList, filePathPrefix, topo.CleanPrefix)
 	if err != nil {
@@ -229,12 +220,9 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 	}
 }
 
-// Delete implements topo.Conn.Delete. A nil version deletes
-// unconditionally; a version is a compare-and-set returning BadVersion
-// when stale. It returns NoNode when filePath holds no file (a directory
-// is not one), InvalidArgument for a foreign or negative version,
-// InvalidPath for a malformed or reserved path (entries live at reserved
-// paths), and Closed after Close.
+// Delete implements topo.Conn.Delete; NoNode also for a directory,
+// InvalidArgument for a foreign or negative version, InvalidPath for a
+// reserved path (where entries live).
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	op, _, err := c.beginWrite(ctx, topo.TxnDelete, filePath, nil, version)
 	if err != nil {

@@ -207,10 +207,8 @@ var _ topo.Conn = (*Conn)(nil)
 // Factory returns the Factory that created c.
 func (c *Conn) Factory() *Factory { return c.f }
 
-// Close implements topo.Conn.Close: it ends c's session and leases at
-// once, releasing its locks (Check then returns Closed) and election
-// entries (cancelling leadership contexts), ends watches with Interrupted
-// and makes every later call return Closed. Idempotent.
+// Close implements topo.Conn.Close, ending c's session and leases at
+// once (see ExpireSession); Check then returns Closed.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		c.eng.Close()

@@ -19,23 +19,15 @@ var errEphemeral = errors.New("path is a lock or election entry")
 // writeOps is the Operation of each write kind (see Fault).
 var writeOps = map[topo.TxnOpKind]Operation{topo.TxnCreate: OpCreate, topo.TxnUpdate: OpUpdate, topo.TxnDelete: OpDelete}
 
-// Txn implements topo.Conn.Txn under the store's write lock: after the
-// checks (backendkit.CheckTxn, each IfHeld's Fence from this store, then
-// Closed, the partition and faults, see Fault), it evaluates every op's
-// condition against the store as before the transaction, in op order,
-// and returns the first failing one's *topo.TxnError; only when all hold
-// does it apply every write, in op order, each as the Conn method of the
-// same name, all or none visible to readers. It returns the new version
-// of each CreateOp and UpdateOp, nil for the other ops.
-//
-// Conditions: IfVersion fails with NoNode or BadVersion, IfAbsent with
-// NodeExists, IfPresent with NoNode (an entry counts as present), IfHeld
+// Txn implements topo.Conn.Txn in one step under the store's write lock,
+// after the checks (backendkit.CheckTxn, each IfHeld's Fence from this
+// store, then Closed, the partition and faults, see Fault): injected
+// faults fail it before anything is applied, so it never returns
+// Unavailable with an unknown outcome. An entry counts as present
+// (IfPresent) and an UpdateOp of one fails with NodeExists; IfHeld fails
 // with LockLost once the claim was released or lost (to a Resume on
-// another Conn too); CreateOp with NodeExists, UpdateOp with NodeExists
-// on an entry and, with a version, NoNode or BadVersion;
-// DeleteOp with NoNode and, with a version, BadVersion. An IfHeld Fence
-// of another backend or store is an InvalidArgument *topo.TxnError.
-// There is no limit on the number of ops.
+// another Conn too). An IfHeld Fence of another backend or store is an
+// InvalidArgument *topo.TxnError. There is no limit on the number of ops.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
 	checked, err := backendkit.CheckTxn(ctx, ops)

@@ -259,12 +259,9 @@ func (w *watcher) interrupted(ctx context.Context, p string) error {
 	return backendkit.Wrap(topo.Interrupted, p, cause)
 }
 
-// Watch implements topo.Conn.Watch: NoNode when filePath holds no file.
-// Its goroutine exits after the last event (delete: NoNode; ctx ended or
-// Close: Interrupted) is received; the caller must drain the channel.
-// Rapid changes are coalesced, the latest value always delivered.
-// Revision is the store's for the current value, the change's for an
-// event. Closed after Close.
+// Watch implements topo.Conn.Watch with one goroutine, which exits once
+// the last event is received. Revision is the store's for the current
+// value, the change's for an event.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := c.begin(ctx, OpWatch, filePath, topo.CleanFilePath)
 	if err != nil {
@@ -349,15 +346,12 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 	}
 }
 
-// WatchRecursive implements topo.Conn.WatchRecursive. The initial list
-// holds every file under prefix (no entries), sorted by path, maybe none.
-// Each change is an event with the new value, each delete one with Err
-// NoNode; events of one file may be coalesced, the last carrying its
-// latest state. Its goroutine exits after the final Interrupted event
-// (ctx ended or Close) is received; the caller must drain the channel.
-// Revision is the store's for the initial list; for an event, that of
-// the last change queued once no other is queued, the one reached before
-// otherwise. Closed after Close.
+// WatchRecursive implements topo.Conn.WatchRecursive with one goroutine,
+// which exits once the final event is received. The initial list is
+// sorted by path, maybe empty; events of one file may be coalesced, the
+// last carrying its latest state. Revision is the store's for the initial
+// list; for an event, that of the last change queued once no other is
+// queued, the one reached before otherwise.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	cur, out, _, err := c.WatchRecursiveSyncRevision(ctx, prefix)
 	return cur, out, err
