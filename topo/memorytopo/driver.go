@@ -90,9 +90,8 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 	return x
 }
 
-// Create implements claims.Driver: in one step, the checks (a file below
-// a lock's directory; an empty queue for TryLock) and the entry, granted
-// when it heads its queue, on the lease create picks.
+// Create implements claims.Driver; the entry is granted when it heads
+// its queue.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	s := d.c.s
 	s.lock()
@@ -174,7 +173,7 @@ func (d driver) create(q claims.Queue, contents string, opts *claims.CreateOptio
 	return e, l.view, nil
 }
 
-// List implements claims.Driver: the queue, oldest first.
+// List implements claims.Driver.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	s := d.c.s
 	s.rlock()
@@ -186,8 +185,7 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return out, nil
 }
 
-// WaitGone implements claims.Driver on the entry's own gone channel
-// (goneOf). The engine waits through GoneAhead instead.
+// WaitGone implements claims.Driver on the entry's gone channel (goneOf).
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	s := d.c.s
 	x, _ := e.Ref.(*entry)
@@ -245,10 +243,10 @@ var closedChan = func() chan struct{} {
 	return ch
 }()
 
-// Delete implements claims.Driver: removal by identity (the entry itself,
-// on its live lease), never "the entry at this path". On a lease this
-// Conn adopted (Resume) it revokes the lease too, even when the entry is
-// gone already (given up at a partition's notice, healed since).
+// Delete implements claims.Driver by identity (the entry itself, on its
+// live lease), never "the entry at this path". On a lease this Conn
+// adopted it revokes the lease even when the entry is gone already (given
+// up at a partition's notice, healed since).
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
 	s.lock()
@@ -277,8 +275,7 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 	return x != nil && x.sprev == nil, nil
 }
 
-// Head implements claims.Driver; with watch, changed closes at the
-// queue's next change (queue.changed).
+// Head implements claims.Driver.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	s := d.c.s
 	var changed <-chan struct{}
@@ -332,15 +329,11 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key + "/" + seqName(e.Token), Rev: e.Token})
 }
 
-// Resume implements claims.Driver: a Conn of the same store and root
-// takes the candidacy back by adopting its lease (adoptLease), renewed
-// through this Conn from now on and ended by the resumed participation's
-// Stop or Resign, or this Conn's Close or ExpireSession. The original
-// Conn (whose process should be gone) loses every claim on the lease
-// (LockLost; its entries stay until the lease ends) and puts its next
-// claims on a new lease. InvalidArgument for malformed info or info of
-// another backend, store, root, election or id; ErrNotHeld when the
-// entry is gone; Closed after Close.
+// Resume implements claims.Driver for a Conn of the same store and root
+// (else InvalidArgument) by adopting the entry's lease (adoptLease),
+// which this Conn's Close and ExpireSession also end. The original Conn
+// loses every claim on the lease (LockLost; its entries stay until the
+// lease ends) and puts its next claims on a new lease.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	var ri resumeInfo
 	if err := json.Unmarshal(info, &ri); err != nil {
@@ -372,8 +365,8 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return entryOf(x), x.lease.view, nil
 }
 
-// MapError implements claims.Driver: the driver's errors are *topo.Error
-// values or the context's.
+// MapError implements claims.Driver; the driver's own errors are
+// *topo.Error values already.
 func (d driver) MapError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, d.c.closed.Load(), func(error) topo.ErrorCode { return topo.Unavailable })
 }
