@@ -100,7 +100,6 @@ func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Ver
 	return s.setFile(c.root, p, n, value).ver, true, nil
 }
 
-// load returns the current snapshot at the canonical path p, or nil.
 func (c *Conn) load(p string) *fileState {
 	defer c.s.unlock(c.s.rlockPlaced(p, false))
 	return stateOf(c.files[p])

@@ -233,7 +233,6 @@ func (c *Conn) ExpireSession() {
 	c.session = nil
 }
 
-// refreshLeases re-evaluates the renewal of c's leases.
 func (c *Conn) refreshLeases() {
 	for l := range c.leases {
 		c.s.refreshLease(l)

@@ -37,7 +37,6 @@ type lease struct {
 // before the store lapses it (see Conn.Partition).
 func partitionNotice(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 
-// newLease returns a lease for c with ttl.
 func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
 	l := &lease{c: c, ttl: ttl}
 	l.view = claims.NewSession("", l)

@@ -184,7 +184,6 @@ func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 // ensure returns the node at full path p, creating it and its parents.
 func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
 
-// ensureBelow is ensure for the path p relative to the node n.
 func ensureBelow(n *node, p string) *node {
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
@@ -202,7 +201,6 @@ func ensureBelow(n *node, p string) *node {
 	return n
 }
 
-// prune removes n and its ancestors while they hold nothing.
 func (s *store) prune(n *node) {
 	for n != nil && n != s.top && n.file.Load() == nil && n.entry == nil && len(n.children) == 0 {
 		delete(n.parent.children, n.name)
@@ -280,8 +278,6 @@ func (n *node) versionAt(version int64) ([]byte, topo.ErrorCode) {
 	return nil, topo.NoNode
 }
 
-// deleteFile removes the file root/rel held by n, with its history, as a
-// new store revision.
 func (s *store) deleteFile(root, rel string, n *node) {
 	rev := s.rev.Add(1)
 	n.file.Store(nil)

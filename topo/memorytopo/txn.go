@@ -9,14 +9,10 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// errOtherStore is the cause of an IfHeld whose Fence another memorytopo
-// store issued.
 var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of another memorytopo store")
 
-// errEphemeral is the cause of an update of a lock or election entry.
 var errEphemeral = errors.New("path is a lock or election entry")
 
-// writeOps is the Operation of each write kind (see Fault).
 var writeOps = map[topo.TxnOpKind]Operation{topo.TxnCreate: OpCreate, topo.TxnUpdate: OpUpdate, topo.TxnDelete: OpDelete}
 
 // Txn implements topo.Conn.Txn in one step under the store's write lock,
@@ -100,8 +96,6 @@ func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 	return nil
 }
 
-// apply makes the write op with value and returns the new version (nil
-// for a delete).
 func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
 	s, n := c.s, c.files[op.Path]
 	if op.Kind == topo.TxnDelete {

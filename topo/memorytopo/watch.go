@@ -47,7 +47,6 @@ type watchEvent struct {
 	small [smallContents]byte
 }
 
-// watchData returns fs as a Watch value or event at revision rev.
 func (fs *fileState) watchData(rev int64) *topo.WatchData {
 	if fs.contents == nil || len(fs.contents) > smallContents {
 		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}
@@ -135,8 +134,6 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 	return w, nil
 }
 
-// recursiveData returns fs, the file at rel, as a WatchRecursive value or
-// event at revision rev; a nil fs (deleted) as an event with Err NoNode.
 func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursive {
 	if fs == nil {
 		return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel), Revision: rev}}
