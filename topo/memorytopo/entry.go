@@ -218,7 +218,7 @@ func (s *store) removeEntry(e *entry) {
 		}
 	}
 	q.changedNow()
-	if l := e.lease; l.nentries == 0 && l != l.c.session && !l.revoked {
+	if l := e.lease; l.entries == nil && l != l.c.session && !l.revoked {
 		s.revokeLease(l)
 	}
 }

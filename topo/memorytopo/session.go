@@ -19,14 +19,13 @@ type lease struct {
 	// view is the engine's Session of this lease: revokeLease declares it
 	// lost before it removes the entries, so every claim on the lease
 	// ends before anyone else can be granted.
-	view     *claims.Session
-	entries  *entry // live entries, linked by lprev, lnext
-	nentries int
-	revoked  bool
-	blocked  bool
-	gen      uint64
-	timer    *time.Timer
-	notice   *time.Timer // partitionNotice's, fires before timer
+	view    *claims.Session
+	entries *entry // live entries, linked by lprev, lnext
+	revoked bool
+	blocked bool
+	gen     uint64
+	timer   *time.Timer
+	notice  *time.Timer // partitionNotice's, fires before timer
 	// adopted is set by adoptLease: the resumed participation's end (its
 	// entry's Delete) revokes the lease, with the earlier Conn's entries.
 	adopted bool
@@ -159,7 +158,6 @@ func (l *lease) link(e *entry) {
 		l.entries.lprev = e
 	}
 	l.entries = e
-	l.nentries++
 }
 
 func (l *lease) unlink(e *entry) {
@@ -172,5 +170,4 @@ func (l *lease) unlink(e *entry) {
 		e.lnext.lprev = e.lprev
 	}
 	e.lprev, e.lnext = nil, nil
-	l.nentries--
 }
