@@ -56,8 +56,8 @@ func (c *Conn) writeOne(op backendkit.TxnOp, value *fileState) (topo.Version, er
 }
 
 // Update implements topo.Conn.Update; NodeExists when filePath is an
-// entry, InvalidArgument for a foreign or negative version. Updates of
-// different existing files do not serialise (updateInPlace).
+// entry. Updates of different existing files do not serialise
+// (updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	op, value, err := c.beginWrite(ctx, topo.TxnUpdate, filePath, contents, version)
 	if err != nil {
@@ -133,7 +133,7 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 
 // GetVersion implements topo.Conn.GetVersion from the last
 // Options.History versions (a delete discards them): Compacted before
-// them, InvalidArgument for a negative version.
+// them.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	p, err := c.begin(ctx, OpGetVersion, filePath, func(raw string) (string, error) {
 		p, err := cleanFilePath(raw)
@@ -220,8 +220,7 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 }
 
 // Delete implements topo.Conn.Delete; NoNode also for a directory,
-// InvalidArgument for a foreign or negative version, InvalidPath for a
-// reserved path (where entries live).
+// InvalidPath for a reserved path (where entries live).
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	op, _, err := c.beginWrite(ctx, topo.TxnDelete, filePath, nil, version)
 	if err != nil {
