@@ -54,8 +54,8 @@ type entry struct {
 	// noticed is set when the holder gave the entry up at the partition
 	// notice: it is removed if renewal resumes in time.
 	election, removed, noticed bool
-	// room is a lock's descriptor room (lockEntry) until CreateLock hands
-	// it to the engine; nil otherwise.
+	// room is a lock entry's descriptor room (lockEntry), until
+	// CreateLock hands it to the engine; nil for a candidate's.
 	room *claims.LockRoom
 	// gone holds the entry's gone channel (a chan struct{}), made by the
 	// first wait on it (goneOf) with mu held for reading (compare-and-swap:
