@@ -39,7 +39,8 @@
 // Each Conn is one client with its own session, which holds its Lock and
 // TryLock locks and its election entries; LockWithTTL and LockName locks
 // have leases of their own. Leases are renewed continuously until
-// Conn.PauseKeepAlive (a frozen process), Conn.Partition, a Fault on
+// Conn.PauseKeepAlive (a frozen process), Conn.Partition (which also
+// blocks calls and ends leadership early: see there), a Fault on
 // OpKeepAlive, SetError or Hang stops renewal: each lease then lapses its
 // TTL later (Options.SessionTTL, the ttl of LockWithTTL,
 // Options.NamedLockTTL). Conn.ExpireSession drops them at once.

@@ -108,7 +108,7 @@ func (op Operation) String() string {
 type Fault struct {
 	Op     Operation // the operation that fails, or OpAny
 	Path   string    // a path.Match pattern (* does not cross "/"); "": any
-	Prefix string    // a string prefix of the path; "": any
+	Prefix string    // a string prefix of the path, also required; "": any
 	// Err is the error returned: a topo.ErrorCode as a *topo.Error with
 	// that code and the call's path; a *topo.Error as is; any other error
 	// wrapped in a *topo.Error with code Unavailable (errors.Is holds for

@@ -70,10 +70,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 }
 
 // updateInPlace rewrites an existing file with the store's mu held for
-// reading and the file's node locked (see store). It reports done=false,
-// having changed nothing, when p holds no file or a WatchRecursive is
-// registered (its events of different files must stay in version order,
-// which only the write lock gives).
+// reading (the tree's shape cannot change, so n stays the file's) and the
+// file's node locked (its history and Watch events stay in version
+// order). It reports done=false, having changed nothing, when p holds no
+// file or a WatchRecursive is registered (its events of different files
+// must stay in version order, which only the write lock gives).
 func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
 	s.rlock()

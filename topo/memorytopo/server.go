@@ -156,7 +156,7 @@ func NewServerAndFactory(ctx context.Context, cells ...string) (*topo.Server, *F
 // configured by opts and the Server by sopts (e.g. topo.WithMiddleware,
 // which decorates the global cell and every cell; the Server names its
 // backend Name to its middlewares). Do not pass topo.WithFactory: the
-// cells would open from another store.
+// cells would open from another store. It panics as NewServer does.
 func NewServerAndFactoryWithOptions(ctx context.Context, opts Options, cells []string, sopts ...topo.ServerOption) (*topo.Server, *Factory) {
 	f := NewFactoryWithOptions(opts)
 	global, err := f.Create(topo.GlobalCell, "", "/"+topo.GlobalCell)
@@ -258,8 +258,9 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // already started and established Watch, WatchRecursive,
 // WaitForNewLeader and Observe streams are not affected. The leadership
 // contexts of c's terms end a quarter of the TTL before their lease
-// lapses (the client-side safety margin of real backends); lock
-// descriptors end at the lapse. Idempotent; safe for concurrent use.
+// lapses (the client-side safety margin of real backends), their entries
+// staying until then; lock descriptors end at the lapse. Idempotent; safe
+// for concurrent use.
 func (c *Conn) Partition() { c.setPartitioned(true) }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases

@@ -19,9 +19,10 @@ import (
 // comment says "Call with mu held" (for reading suffices).
 // An existing file's value and history may also change under mu for
 // reading plus the node's mu (updateInPlace), so that writers of
-// different files do not serialise: the value is an atomic pointer to an
-// immutable snapshot, and readers of the history hold mu for writing, or
-// mu for reading and the node's mu.
+// different files do not serialise (hence List, a snapshot, holds mu for
+// writing): the value is an atomic pointer to an immutable snapshot,
+// and readers of the history hold mu for writing, or mu for reading and
+// the node's mu.
 type store struct {
 	f  *Factory
 	id uint64 // random, names the store in ResumeInfo

@@ -69,7 +69,8 @@ type fileWatch struct {
 	out chan *topo.WatchData // w.direct
 	w   *watcher
 	// queued: the last change for w was queued by w.push, so the next
-	// one goes through push too, in order.
+	// one goes through push too, in order. While false, w has nothing
+	// pending nor in flight, so a direct send keeps the order.
 	queued bool
 }
 
@@ -191,7 +192,8 @@ func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 }
 
 // notifyFile tells the watchers of the file at full path p its new state
-// fs (nil: deleted) at revision rev.
+// fs (nil: deleted) at revision rev. With mu held only for reading
+// (updateInPlace), fs is never nil and no WatchRecursive is registered.
 func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 	if fw := s.fileWatchers[p]; fw != nil {
 		fw.notify(p, fs, rev)
