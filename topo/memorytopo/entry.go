@@ -230,7 +230,7 @@ const (
 	turnGone
 )
 
-// wakeTurn sets e's turn, then closes and clears e.wake (set).
+// wakeTurn sets e's turn, then closes and clears e.wake (non-nil).
 func (s *store) wakeTurn(e *entry, turn int32) {
 	e.turn.Store(turn)
 	close(e.wake)

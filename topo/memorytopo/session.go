@@ -7,8 +7,8 @@ import (
 )
 
 // lease is a session (or per-lock lease) that keeps entries alive,
-// renewed while renewal is neither paused on its Conn nor blocked by a
-// fault, lapsing ttl after it stops. A Conn's session (Conn.session)
+// renewed unless its Conn is paused or cut off or a fault blocks it,
+// lapsing ttl after renewal stops. A Conn's session (Conn.session)
 // holds its Lock and TryLock entries and its candidates; each LockWithTTL
 // and LockName entry has a lease of its own, ending with the entry. A
 // lease belongs to one Conn (c) until ResumeLeaderParticipation moves it
@@ -137,8 +137,8 @@ func (s *store) adoptLease(l *lease, c *Conn) {
 	for e := l.entries; e != nil; e = e.lnext {
 		if e.wake != nil {
 			// The earlier Conn's wait for a lock on l ends now, its claim
-			// lost, not when the lock comes to it (or never, that Conn
-			// closed). The entry stays until l ends.
+			// lost, not when the lock comes to it (or never: that Conn's
+			// Close no longer ends l). The entry stays until l ends.
 			s.wakeTurn(e, turnGone)
 		}
 	}
@@ -151,7 +151,7 @@ func (s *store) adoptLease(l *lease, c *Conn) {
 	s.refreshLease(l)
 }
 
-// link and unlink add e to and take it off l's entries.
+// link and unlink add e to and take it off l's entries, each once per e.
 func (l *lease) link(e *entry) {
 	e.lnext = l.entries
 	if l.entries != nil {
