@@ -8,12 +8,10 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-// ListDir implements topo.Conn.ListDir. An entry with entries under it is a
-// TypeDirectory (even if it also holds a value); any other is a TypeFile.
-// With full, entries whose subtree holds no regular file (lock and election
-// entries, and the "locks" and "elections" directories holding only those)
-// are marked Ephemeral. It returns NoNode when nothing is under dirPath and
-// Closed after Close.
+// ListDir implements topo.Conn.ListDir. A name with names under it is a
+// TypeDirectory, even if it also holds a value. With full, those whose
+// subtree holds no regular file (entries, and the "locks" and "elections"
+// directories holding only entries) are Ephemeral.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
 	p, err := c.begin(ctx, OpListDir, dirPath, topo.CleanDirPath)
 	if err != nil {

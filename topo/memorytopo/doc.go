@@ -9,75 +9,47 @@
 //
 // Package memtest (topo/memorytopo/memtest) sets a store up in one call,
 // with your cells, TTLs and middleware, closes it when the test ends, and
-// gives clients (each a topo.Server of its own, with its own sessions)
-// whose sessions the test can expire, freeze and cut off:
+// gives clients (each a topo.Server with its own sessions) whose sessions
+// the test can expire, freeze and cut off:
 //
 //	s := memtest.New(t, memtest.Options{Cells: []string{"zone1"}})
 //	run(s.Server)             // the code under test gets a *topo.Server
 //	s.Client.ExpireSession()  // it lost its session: does it step down?
 //	s.Factory.AddFault(memorytopo.Fault{Op: memorytopo.OpUpdate, Path: "config/*"})
 //
-// docs/testing.md has recipes for each kind of test (compare-and-set
-// conflict, contention, watch, fault, session loss, partition and fencing,
-// a lease that lapses, a leader that is cut off).
+// docs/testing.md has recipes for each kind of test.
 //
-// Without memtest, NewServerAndFactory(ctx, cells...) returns a
-// topo.Server and the Factory that injects faults into it;
-// NewServerAndFactoryWithOptions also takes Options (SessionTTL,
-// NamedLockTTL, History) and topo.ServerOptions (topo.WithMiddleware). The
-// global cell is the store address "" rooted at "/global", and cell C is
-// rooted at "/C", so Factory.NewConn("", "/global") opens another client
-// of the global cell with its own session. ConnOf finds the *Conn behind a
-// Server's Conn, decorated or not, for its session controls.
+// Without memtest, NewServerAndFactory returns a topo.Server and the
+// Factory that injects faults into it; Factory.NewConn opens more clients
+// of its cells, and ConnOf finds the *Conn behind a Server's Conn.
 //
 // # Faults
 //
-// Faults are set on a Factory and apply at once to every Conn it created,
+// Faults are set on a Factory (AddFault, SetError, SetLatency, Hang,
+// BreakWatches; ClearFaults) and apply at once to every Conn it created,
 // until removed; a fault acts when a call starts (an established watch
-// keeps delivering). Injected errors are *topo.Error values naming the
-// call's path: topo.Unavailable by default (see Fault.Err).
-//
-//   - AddFault(Fault{Op, Path, Prefix, Err, Times}): calls of one
-//     Operation (OpAny: all) on matching paths fail, optionally only the
-//     next Times of them. A fault on OpCreate, OpUpdate or OpDelete also
-//     fails the guarded and transactional forms of that write
-//     (topo.GuardedUpdate, topo.GuardedDelete, a Txn writing the path).
-//   - SetError(err): every call fails.
-//   - SetLatency(d): every call waits d first.
-//   - Hang(), Unhang(): calls block until their context ends.
-//   - BreakWatches(err): established watches end with err, to test
-//     re-watching.
-//   - ClearFaults removes all of them; CallCount(op) counts calls.
-//
-// A call checks, in this order: its context (Timeout, Interrupted), its
-// input (InvalidPath, InvalidArgument), Closed, the partition of its Conn,
-// then the faults (latency, hang, SetError, the Faults in the order they
-// were added; the first match wins).
+// keeps delivering). CallCount counts calls. A call checks, in this
+// order: its context (Timeout, Interrupted), its input (InvalidPath,
+// InvalidArgument), Closed, the partition of its Conn, then the faults
+// (latency, hang, SetError, the Faults in the order they were added; the
+// first match wins).
 //
 // # Sessions, leases and partitions
 //
-// Each Conn is one client with its own session, which holds its locks
-// (Lock, TryLock) and election entries; LockWithTTL and LockName locks
-// have leases of their own. They are renewed continuously until something
-// stops it:
+// Each Conn is one client with its own session, which holds its Lock and
+// TryLock locks and its election entries; LockWithTTL and LockName locks
+// have leases of their own. Leases are renewed continuously until
+// Conn.PauseKeepAlive (a frozen process), Conn.Partition (which also
+// blocks calls and ends leadership early: see there), a Fault on
+// OpKeepAlive, SetError or Hang stops renewal: each lease then lapses its
+// TTL later (Options.SessionTTL, the ttl of LockWithTTL,
+// Options.NamedLockTTL). Conn.ExpireSession drops them at once.
 //
-//   - Conn.ExpireSession drops every lock and election entry of the Conn
-//     at once, as a store expiring the session would; the Conn continues
-//     under a new session.
-//   - Conn.PauseKeepAlive (a frozen process), a Fault on OpKeepAlive,
-//     SetError and Hang stop renewal: each lease lapses its TTL later
-//     (Options.SessionTTL, the ttl of LockWithTTL, Options.NamedLockTTL).
-//   - Conn.Partition cuts the Conn off until Conn.Heal: renewal stops
-//     and its new calls block. Its leadership contexts end a quarter of
-//     the TTL before the store lapses its session, as a real client steps
-//     down before its lease can expire; lock descriptors have no margin.
-//
-// A lost claim behaves as on the real backends: its Done closes at the
-// moment the store drops it, Check returns LockLost, leadership contexts
-// are cancelled, IfHeld (topo.GuardedUpdate) refuses the old holder's
-// writes, and the next holder's fencing token is greater. Lapses take real
-// time (there is no fake clock): test them with a short SessionTTL and
-// wait on channels.
+// A lost claim behaves as on the real backends: its Done closes when the
+// store drops it, Check returns LockLost, leadership contexts are
+// cancelled, IfHeld (topo.GuardedUpdate) refuses the old holder's writes,
+// and the next holder's fencing token is greater. Lapses take real time
+// (there is no fake clock): use a short SessionTTL and wait on channels.
 //
 // # Behaviour worth knowing
 //
@@ -91,9 +63,8 @@
 // (topo.WatchData.Revision); GetVersion returns the last Options.History
 // versions of a file (Compacted before). A fencing token is that counter's
 // value when the lock or candidate entry was created. A Txn is one atomic
-// step (readers see all its writes or none); faults fail it before
-// anything is applied, so its outcome is never unknown. Values are copied
-// in and out.
+// step; faults fail it before anything is applied, so its outcome is
+// never unknown. Values are copied in and out.
 //
 // The package registers a process-wide Factory as Name ("memory"), so
 // topo.OpenServer("memory", addr, root) works; each distinct address is a
@@ -101,13 +72,11 @@
 // Server, assert topo.GetFactory(memorytopo.Name) to *Factory.
 package memorytopo
 
-// Implementation notes. Data: store.go (the tree, the per-root indexes,
-// versions and history, the locking), file.go, directory.go, watch.go,
-// txn.go (whose checks and writes Create, Update and Delete share),
-// path.go. Claims are the claims engine's (topo/claims): driver.go is its
-// Driver, entry.go the queues and their placement in the tree, session.go
-// the leases; Conn.claimHooks (faults.go) counts and faults each claim
-// call. A queue entry is removed only by its own claim (driver.Delete, by
-// identity on its live lease) or with its lease (revokeLease), which
-// declares the lease's engine Session lost first, under the store's write
-// lock, so no successor is granted before the old holder's claim ended.
+// Implementation notes. Data: store.go (tree, indexes, versions,
+// locking), file.go, directory.go, watch.go, txn.go. Claims are the
+// engine's (topo/claims): driver.go is its Driver, entry.go the queues,
+// session.go the leases. A queue entry is removed only by its own claim
+// (driver.Delete, by identity on its live lease) or with its lease
+// (revokeLease), which declares the lease's engine Session lost first,
+// under the store's write lock, so no successor is granted before the old
+// holder's claim ended.

@@ -10,16 +10,14 @@ import (
 )
 
 // driver implements claims.Driver on c's store: each method is one step
-// under the store's mu, as one request would be against a networked
-// store. It counts nothing and meets no faults: the engine's hooks do
-// that once per call (Conn.claimHooks), before it reaches the driver.
+// under the store's mu, as one request to a networked store. Counting and
+// faults are the engine's hooks' (Conn.claimHooks).
 //
-// Why tokens are monotone (the argument every driver must make for its
-// store): an entry's token is the store revision of its creation, from
-// one counter per store that only grows (ExpireSession, Partition, Close
-// and faults drop entries but never touch it). The engine grants an entry
-// only once it heads its queue, so every entry created before it has left
-// the queue, and an entry created later has a greater revision.
+// Tokens are monotone: an entry's token is the store revision of its
+// creation, from a counter that only grows (nothing that drops entries
+// touches it). The engine grants an entry only once it heads its queue,
+// so every entry created before it has left, and later ones have greater
+// revisions.
 type driver struct{ c *Conn }
 
 var (
@@ -38,10 +36,8 @@ func (d driver) dir(q claims.Queue) string {
 	return joinRoot(d.c.root, joinRoot(q.Path, locksDir))
 }
 
-// queue returns q's queue in the store (nil when it has none and create
-// is not set), through the root index's map of the queues its Conns
-// used, so that the queue's path is built on first use only. Call with mu
-// held, for writing to create.
+// queue returns q's queue through the root index, nil when it has none
+// and create is not set. Call with mu held, for writing to create.
 func (d driver) queue(q claims.Queue, create bool) *queue {
 	m := d.c.queues.locks
 	if q.Election {
@@ -62,10 +58,8 @@ func (d driver) queue(q claims.Queue, create bool) *queue {
 	return x
 }
 
-// lockDir returns the node of the directory that lock queue q (x in the
-// store, nil when it has none yet) locks, or nil when there is none: the
-// node x remembers while it is in the tree, else the tree's, remembered.
-// Call with mu held for writing.
+// lockDir returns the node of the directory lock queue q (x, or nil)
+// locks, or nil: the one x remembers while not pruned, else the tree's.
 func (d driver) lockDir(x *queue, q claims.Queue) *node {
 	if x != nil && x.lockDir != nil && !x.lockDir.pruned {
 		return x.lockDir
@@ -77,8 +71,7 @@ func (d driver) lockDir(x *queue, q claims.Queue) *node {
 	return n
 }
 
-// entryOf is the engine's view of e: Key is its queue's directory (the
-// token tells its entries apart), Ref the entry itself.
+// entryOf is the engine's view of e: Key is its queue's directory, Ref e.
 func entryOf(e *entry) claims.Entry {
 	ent := claims.Entry{Token: e.seq, Key: e.q.dir, Contents: e.value, Ref: e}
 	if p := e.pub; p != nil {
@@ -88,8 +81,7 @@ func entryOf(e *entry) claims.Entry {
 }
 
 // live returns the entry behind e while it is in the store on the live
-// lease behind v, and that lease is still this Conn's (not adopted by
-// another since: see Resume), or nil. Call with mu held.
+// lease v, still this Conn's (see Resume), else nil. Call with mu held.
 func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 	x, _ := e.Ref.(*entry)
 	if l, _ := v.Ref().(*lease); x == nil || x.removed || x.lease != l || l.revoked || l.c != d.c {
@@ -98,11 +90,8 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 	return x
 }
 
-// Create implements claims.Driver: in one step, the checks (a file below
-// a lock's directory; an empty queue for TryLock) and the entry, granted
-// when it heads its queue, on c's session for Lock, TryLock and
-// candidates, on a lease of its own for LockWithTTL (its ttl) and
-// LockName (Options.NamedLockTTL).
+// Create implements claims.Driver; the entry is granted when it heads
+// its queue.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	s := d.c.s
 	s.lock()
@@ -112,13 +101,12 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		return claims.Entry{}, nil, err
 	}
 	ent := entryOf(e)
-	// Heading its queue, it holds: no entry can come ahead of it later.
-	ent.Granted = e.sprev == nil
+	ent.Granted = e.sprev == nil // no entry can come ahead of it later
 	return ent, v, nil
 }
 
 // CreateLock implements claims.Roomer: Create for a lock, its entry set
-// in the room allocated with it (lockEntry), handed over once.
+// in the room allocated with it (lockEntry).
 func (d driver) CreateLock(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (*claims.LockRoom, *claims.Session, error) {
 	s := d.c.s
 	s.lock()
@@ -129,7 +117,6 @@ func (d driver) CreateLock(ctx context.Context, q claims.Queue, contents string,
 	}
 	r := e.room
 	e.room = nil
-	// Heading its queue, it holds: no entry can come ahead of it later.
 	granted := e.sprev == nil
 	r.SetEntry(e.seq, e.q.dir, "", e.value, granted, e)
 	if !granted {
@@ -140,15 +127,15 @@ func (d driver) CreateLock(ctx context.Context, q claims.Queue, contents string,
 }
 
 // Turn implements claims.TurnSignaler: whether the lock entry ref, whose
-// wake channel closed, was granted (it heads its queue) rather than
-// removed first. The entry's turn was set before the close.
+// wake channel closed, was granted rather than removed (wakeTurn).
 func (d driver) Turn(ref any) bool {
 	x, _ := ref.(*entry)
 	return x != nil && x.turn.Load() == turnGranted
 }
 
-// create is Create's step, with mu held for writing: the checks and the
-// entry, and the session it is on.
+// create is Create's step, with mu held for writing: the checks, then the
+// entry, on c's session for Lock, TryLock and candidates, on a lease of
+// its own for LockWithTTL (its ttl) and LockName (NamedLockTTL).
 func (d driver) create(q claims.Queue, contents string, opts *claims.CreateOptions) (*entry, *claims.Session, error) {
 	c, s := d.c, d.c.s
 	if err := c.closedErr(q.Path); err != nil {
@@ -174,7 +161,10 @@ func (d driver) create(q claims.Queue, contents string, opts *claims.CreateOptio
 	case !q.Election && !opts.RequireFiles:
 		l = s.newLease(c, s.f.opts.NamedLockTTL)
 	default:
-		l = s.sessionLease(c)
+		if c.session == nil || c.session.revoked {
+			c.session = s.newLease(c, s.f.opts.SessionTTL)
+		}
+		l = c.session
 	}
 	e := s.addEntry(x, contents, l, q.Election)
 	if q.Election && opts.Value != nil {
@@ -183,7 +173,7 @@ func (d driver) create(q claims.Queue, contents string, opts *claims.CreateOptio
 	return e, l.view, nil
 }
 
-// List implements claims.Driver: the queue, oldest first.
+// List implements claims.Driver.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	s := d.c.s
 	s.rlock()
@@ -195,9 +185,7 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return out, nil
 }
 
-// WaitGone implements claims.Driver: it waits on the entry's own gone
-// channel (goneOf), so only that entry's removal wakes it. The engine
-// waits through GoneAhead instead.
+// WaitGone implements claims.Driver on the entry's gone channel (goneOf).
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	s := d.c.s
 	x, _ := e.Ref.(*entry)
@@ -212,12 +200,9 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	}
 }
 
-// GoneAhead implements claims.GoneSignaler: in one read, walking back
-// from e along its queue's links (so that a waiter's turn costs the same
-// whatever the queue's length), how many entries are ahead of it (up to
-// 2) and the gone channel of the one just ahead. A read: the channel is
-// made with mu held for reading, so that a waiter parking does not take
-// the store's lock for writing.
+// GoneAhead implements claims.GoneSignaler: in one read, whatever the
+// queue's length, how many entries are ahead of e (up to 2) and the gone
+// channel of the one just ahead.
 func (d driver) GoneAhead(q claims.Queue, e claims.Entry) (<-chan struct{}, int, bool) {
 	s := d.c.s
 	x, _ := e.Ref.(*entry)
@@ -236,9 +221,8 @@ func (d driver) GoneAhead(q claims.Queue, e claims.Entry) (<-chan struct{}, int,
 	return goneOf(p), 2, true
 }
 
-// goneOf returns x's gone channel, closed by its removal (removeEntry),
-// making it on first use; a closed one when x is nil or gone. Call with
-// mu held, for reading at least.
+// goneOf returns x's gone channel (see entry.gone), a closed one when x
+// is nil or gone. Call with mu held, for reading at least.
 func goneOf(x *entry) <-chan struct{} {
 	if x == nil || x.removed {
 		return closedChan
@@ -253,19 +237,16 @@ func goneOf(x *entry) <-chan struct{} {
 	return gone
 }
 
-// closedChan is a closed channel: Gone's answer for an entry that is gone.
 var closedChan = func() chan struct{} {
 	ch := make(chan struct{})
 	close(ch)
 	return ch
 }()
 
-// Delete implements claims.Driver: removal by identity (the entry itself,
-// on its live lease), never "the entry at this path". On a lease adopted
-// by Resume (and still this Conn's) it revokes the lease too, also when
-// the entry is gone already (its term given up at a partition's notice,
-// the lease healed since): a resumed participation's end ends the earlier
-// Conn's session.
+// Delete implements claims.Driver by identity (the entry itself, on its
+// live lease), never "the entry at this path". On a lease this Conn
+// adopted it revokes the lease even when the entry is gone already (given
+// up at a partition's notice, healed since).
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	s := d.c.s
 	s.lock()
@@ -275,10 +256,8 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 		s.removeEntry(x)
 	}
 	if l, _ := v.Ref().(*lease); l != nil && l.adopted && l.c == d.c {
-		// A resumed participation ended: so does the lease it adopted,
-		// and every entry the earlier Conn left on it (see Resume). Only
-		// resumed participations have claims on a lease this Conn
-		// adopted: the Conn's own go on its session (sessionLease).
+		// Only resumed participations have claims on an adopted lease:
+		// the Conn's own go on its session.
 		s.revokeLease(l)
 	}
 	if x == nil {
@@ -287,8 +266,7 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 	return nil
 }
 
-// Held implements claims.Driver: the entry heads its queue on its live
-// lease.
+// Held implements claims.Driver: the entry is live and heads its queue.
 func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
 	s := d.c.s
 	s.rlock()
@@ -297,8 +275,7 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 	return x != nil && x.sprev == nil, nil
 }
 
-// Head implements claims.Driver; with watch, changed is closed by the
-// next change of the queue's entries or of a published value.
+// Head implements claims.Driver.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	s := d.c.s
 	var changed <-chan struct{}
@@ -319,9 +296,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	return claims.Entry{}, false, changed, nil
 }
 
-// SetValue implements claims.Driver: guarded on the entry being in its
-// queue on its live lease (the engine proclaims only for a granted claim,
-// and a granted entry stays the head while it lives).
+// SetValue implements claims.Driver, guarded on the entry being live
+// (the engine proclaims only for a granted claim, the head while live).
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, value []byte) error {
 	s := d.c.s
 	s.lock()
@@ -339,7 +315,6 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	return nil
 }
 
-// resumeInfo is what ResumeInfo encodes (JSON).
 type resumeInfo struct {
 	Backend  string `json:"backend"`
 	Store    uint64 `json:"store"`
@@ -349,28 +324,16 @@ type resumeInfo struct {
 	Rev      int64  `json:"rev"`   // the entry's revision (its term token)
 }
 
-// ResumeInfo implements claims.Driver: JSON naming the backend, the
-// in-process store, the election, the id, the entry's store path and
-// revision.
+// ResumeInfo implements claims.Driver: resumeInfo in JSON.
 func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([]byte, error) {
 	return json.Marshal(resumeInfo{Backend: Name, Store: d.c.s.id, Election: q.Path, ID: e.Contents, Entry: e.Key + "/" + seqName(e.Token), Rev: e.Token})
 }
 
-// Resume implements claims.Driver: a Conn of the same store and root takes
-// the candidacy back by adopting the lease it is on (adoptLease: the lease
-// is renewed through this Conn from now on, and ends with the resumed
-// participation's Stop or Resign, or with this Conn's Close or
-// ExpireSession), and the claim the original participant had on the
-// entry is lost. The original Conn's other entries on the lease (its
-// Lock and TryLock entries, its other candidacies) stay in the store
-// until the lease ends, their claims lost (Check, Unlock: LockLost: the
-// lease is no longer that Conn's). The original Conn's process should be
-// gone (topo.Conn.ResumeLeaderParticipation); if the Conn is still in
-// use, its claims on the lease are LockLost from then on (the resumed
-// candidacy's term ends at once) and its next claims go on a new lease.
-// InvalidArgument for malformed info or info of another
-// backend, store, root, election or id; ErrNotHeld when the entry is
-// gone; Closed after Close.
+// Resume implements claims.Driver for a Conn of the same store and root
+// (else InvalidArgument) by adopting the entry's lease (adoptLease),
+// which this Conn's Close and ExpireSession also end. The original Conn
+// loses every claim on the lease (LockLost; its entries stay until the
+// lease ends) and puts its next claims on a new lease.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	var ri resumeInfo
 	if err := json.Unmarshal(info, &ri); err != nil {
@@ -402,8 +365,8 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return entryOf(x), x.lease.view, nil
 }
 
-// MapError implements claims.Driver: the driver's errors are *topo.Error
-// values already, or the context's.
+// MapError implements claims.Driver; the driver's own errors are
+// *topo.Error values already.
 func (d driver) MapError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, d.c.closed.Load(), func(error) topo.ErrorCode { return topo.Unavailable })
 }
@@ -419,11 +382,9 @@ func (s *store) guard(f topo.Fence) (g claims.Guard, ours, mine bool) {
 	return g, mine && d.c.s == s, mine
 }
 
-// held reports whether the claim behind f, which s issued, is still held:
-// its holder has neither released nor lost it, and its entry is in the
-// store on its live lease, still its Conn's (IfHeld; a lease adopted by
-// Resume lost the original claim anyway). Call with s.mu held: every end of a
-// claim in the store (revokeLease, driver.Delete) holds it for writing.
+// held reports whether the claim behind f, which s issued, is still held
+// (IfHeld): neither released nor lost, its entry live. Call with s.mu
+// held: every end of a claim in the store holds it for writing.
 func (s *store) held(f topo.Fence) bool {
 	g, ours, _ := s.guard(f)
 	return ours && g.Live() && g.Driver().(driver).live(g.Session(), g.Entry()) != nil

@@ -8,13 +8,9 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The store's queue entries. A lock of directory D is the queue of
-// ephemeral entries under D/locks/, an election N the queue under
-// elections/N/ (the layout of etcd2topo and zk2topo). Each entry is named
-// by its revision (seqName), holds the lock's contents or the candidate's
-// id, and is attached to a lease (session.go). The claims engine decides
-// who holds; the store keeps the entries in order and removes them only by
-// their own claim (driver.Delete) or with their lease (revokeLease).
+// The store's queue entries (layout: see the package doc). Each entry is
+// named by its revision (seqName), holds the lock's contents or the
+// candidate's id, and is on a lease (session.go).
 //
 // Placement. A queue lives in store.queues by its directory, for the
 // store's lifetime. Its entries join the tree (a node at <dir>/<seq>, in
@@ -26,11 +22,8 @@ import (
 // creation (TestLazyPlacementMatchesEager).
 
 const (
-	// locksDir is the directory, under a locked directory, that holds the
-	// lock entries.
-	locksDir = "locks"
-	// electionsDir is the root directory of leader elections.
-	electionsDir = "elections"
+	locksDir     = "locks"     // under a locked directory, its entries
+	electionsDir = "elections" // under the root, the elections
 )
 
 // queue is the entries of one lock or election, oldest first.
@@ -40,88 +33,70 @@ type queue struct {
 	// changed is closed, and cleared, at the next change of the queue's
 	// entries or of a published value (driver.Head with watch).
 	changed chan struct{}
-	// lockDir is the node of a lock's directory as the last Lock found
-	// it (nil: not looked up, or there was none), so that the next one
-	// checks the files below it without walking the tree while the node
-	// is in it (not pruned).
+	// lockDir is a lock's directory node as the last Lock found it, so
+	// that the next one need not walk the tree (driver.lockDir).
 	lockDir *node
 }
 
-// entry is a lock or election entry: an ephemeral value attached to a
-// lease. Its fields are guarded by the store's mu.
+// entry is a lock or election entry: an ephemeral value on a lease.
+// Guarded by the store's mu.
 type entry struct {
 	// seq is the store revision at the entry's creation: its name, its
 	// version and the claim's fencing token.
-	seq int64
-	// value is a lock's contents or a candidate's id.
-	value string
+	seq   int64
+	value string // a lock's contents or a candidate's id
 	q     *queue
-	// pub is a candidate's published value (Campaign, Proclaim; nil
-	// for none), never a file: a pointer, so that a lock's entry, which
-	// never has one, is a smaller allocation.
+	// pub is a candidate's published value (nil: none), a pointer to keep
+	// a lock's entry small.
 	pub   *publication
 	lease *lease
-	// n is the entry's node once placed, nil before.
-	n *node
-	// election marks a candidate's entry. noticed is set when the entry's
-	// holder gave it up ahead of a lapse (partitionNotice): it is removed
-	// if renewal resumes in time.
+	n     *node // once placed
+	// noticed is set when the holder gave the entry up at the partition
+	// notice: it is removed if renewal resumes in time.
 	election, removed, noticed bool
-	// room is the room for a lock's descriptor allocated with the entry
-	// (lockEntry), until driver.CreateLock hands it to the engine; nil
-	// for a candidate's entry, and for a lock's created through Create.
+	// room is a lock entry's descriptor room (lockEntry), until
+	// CreateLock hands it to the engine; nil for a candidate's.
 	room *claims.LockRoom
-	// gone holds the entry's gone channel (a chan struct{}), closed when
-	// the entry is removed; made by the first wait on it (goneOf). It is set
-	// with mu held for reading (a compare-and-swap: waiters of one entry
-	// may make it at once) and read and closed with mu held for writing
-	// (removeEntry), so a waiter that got it before the removal is woken
-	// by it.
+	// gone holds the entry's gone channel (a chan struct{}), made by the
+	// first wait on it (goneOf) with mu held for reading (compare-and-swap:
+	// waiters may race), closed by removeEntry with mu held for writing,
+	// so a waiter that got it before the removal is woken.
 	gone atomic.Value
 	// wake is a lock waiter's turn channel (claims.TurnSignaler), made by
-	// CreateLock for an entry that does not head its queue, closed and
-	// cleared when the entry comes to head it or leaves it, whichever
-	// comes first (wakeTurn); turn says which (turnGranted, turnGone), set
-	// before the close, so that the woken waiter reads it without mu.
-	// wake is guarded by mu.
+	// CreateLock when the entry is not the head, closed and cleared when
+	// it becomes the head or leaves (wakeTurn); turn says which, set
+	// before the close so that the waiter reads it without mu.
 	wake chan struct{}
 	turn atomic.Int32
-	// lprev and lnext link the entry into its lease's list, sprev and
-	// snext into its queue.
+	// lprev, lnext link the entry into its lease, sprev, snext its queue.
 	lprev, lnext *entry
 	sprev, snext *entry
 }
 
-// publication is a candidate's published value and the number of its
-// changes (Entry.Value, Entry.ValueRev). It is never changed: SetValue
-// replaces it.
+// publication is a candidate's published value and its change count
+// (Entry.Value, Entry.ValueRev); SetValue replaces it whole.
 type publication struct {
 	value []byte
 	rev   int64
 }
 
-// key is the entry's full store path.
 func (e *entry) key() string { return e.q.dir + "/" + seqName(e.seq) }
 
-// lockEntry is a lock's entry together with the room for its descriptor
-// (claims.Roomer), taken from a slab of them (store.slab): a lock
-// allocates nothing of its own, one in lockSlab locks allocates a slab.
+// lockEntry is a lock's entry with the room for its descriptor
+// (claims.Roomer), taken from store.slab: one allocation per lockSlab
+// locks.
 type lockEntry struct {
 	entry
 	room claims.LockRoom
 }
 
-// lockSlab is how many lock entries one allocation holds (store.slab):
-// 23 of 352 bytes fill an 8 KiB size class (16 would take 6 KiB for
-// 5.3). Each is used once: a slab is freed once none of its entries and
-// descriptors is referred to any more (a lock held for long keeps its
-// slab's lockSlab-1 others in memory).
+// lockSlab is how many lock entries one slab holds: 23 of 352 bytes fill
+// an 8 KiB size class. Each is used once; a slab is freed when none of
+// its entries is referred to (a lock held long keeps lockSlab-1 others).
 const lockSlab = 23
 
-// addEntry appends a new entry, holding value and attached to l, to q: a
-// candidate's when election is set, else a lock's, with its descriptor's
-// room. Its revision is greater than that of every entry before it. Call
-// with mu held for writing.
+// addEntry appends a new entry holding value, on l, to q: a candidate's
+// when election is set, else a lock's with its room.
 func (s *store) addEntry(q *queue, value string, l *lease, election bool) *entry {
 	var e *entry
 	if election {
@@ -151,7 +126,8 @@ func (s *store) addEntry(q *queue, value string, l *lease, election bool) *entry
 	return e
 }
 
-// place puts e into the tree. Call with mu held for writing.
+// place puts e into the tree; placeAll every entry not placed yet;
+// placeFor every one when p (canonical or full) may name one.
 func (s *store) place(e *entry) {
 	p := e.key()
 	n := s.ensure(p)
@@ -160,8 +136,6 @@ func (s *store) place(e *entry) {
 	s.unplaced--
 }
 
-// placeAll places every entry not placed yet. Call with mu held for
-// writing.
 func (s *store) placeAll() {
 	if s.unplaced == 0 {
 		return
@@ -175,8 +149,6 @@ func (s *store) placeAll() {
 	}
 }
 
-// placeFor places every entry when p (a canonical or full path) may name
-// one. Call with mu held for writing.
 func (s *store) placeFor(p string) {
 	if s.unplaced > 0 && mayBeEntry(p) {
 		s.placeAll()
@@ -184,8 +156,8 @@ func (s *store) placeFor(p string) {
 }
 
 // rlockPlaced takes mu for reading to read p, or for writing when
-// entries not placed yet may lie there (at any path with all) and places
-// them; it reports whether it took mu for writing (see unlock).
+// unplaced entries may lie there (anywhere, with all) and places them;
+// it reports whether it took mu for writing.
 func (s *store) rlockPlaced(p string, all bool) (write bool) {
 	s.rlock()
 	if s.unplaced == 0 || !all && !mayBeEntry(p) {
@@ -197,21 +169,17 @@ func (s *store) rlockPlaced(p string, all bool) (write bool) {
 	return true
 }
 
-// mayBeEntry reports whether the path p may lie in a queue: whether it
-// contains "locks" or "elections" (a superset of the paths with such a
-// segment, which are the only ones, under any root, where entries live).
+// mayBeEntry reports whether the path p may lie in a queue: it contains
+// "locks" or "elections" (a superset of the paths with such a segment).
 func mayBeEntry(p string) bool {
 	return strings.Contains(p, locksDir) || strings.Contains(p, electionsDir)
 }
 
-// seqName names an entry so that names sort in revision order: 16 hex
-// digits.
+// seqName names an entry in 16 hex digits, sorting in revision order.
 func seqName(seq int64) string { return fmt.Sprintf("%016x", seq) }
 
-// removeEntry deletes e from the store: it leaves its queue (and the tree
-// when placed), its gone channel closes, its directory's observers wake.
-// A lease made for this one lock (LockWithTTL, LockName) ends with it.
-// Call with mu held for writing.
+// removeEntry deletes e from the store: from its queue and the tree, its
+// waiters and observers woken; a lease of its own ends with it.
 func (s *store) removeEntry(e *entry) {
 	if e.removed {
 		return
@@ -219,13 +187,11 @@ func (s *store) removeEntry(e *entry) {
 	e.removed = true
 	e.lease.unlink(e)
 	q := e.q
-	if e.wake != nil { // its waiter parks on it: the wait ends, not granted
+	if e.wake != nil {
 		s.wakeTurn(e, turnGone)
 	}
 	if next := e.snext; e.sprev == nil && next != nil && next.wake != nil {
-		// The head goes: the entry behind it holds now, handed over
-		// directly to its waiter.
-		s.wakeTurn(next, turnGranted)
+		s.wakeTurn(next, turnGranted) // the head goes: next holds now
 	}
 	if e.sprev != nil {
 		e.sprev.snext = e.snext
@@ -245,14 +211,14 @@ func (s *store) removeEntry(e *entry) {
 	} else {
 		s.unplaced--
 	}
-	if gone, _ := e.gone.Load().(chan struct{}); gone != nil { // a waiter waits on it (goneOf)
+	if gone, _ := e.gone.Load().(chan struct{}); gone != nil {
 		close(gone)
 		if s.counting.Load() {
 			s.wakeups.Add(1)
 		}
 	}
 	q.changedNow()
-	if l := e.lease; l.nentries == 0 && l != l.c.session && !l.revoked {
+	if l := e.lease; l.entries == nil && l != l.c.session && !l.revoked {
 		s.revokeLease(l)
 	}
 }
@@ -264,9 +230,7 @@ const (
 	turnGone
 )
 
-// wakeTurn ends the wait of e's waiter: e's turn becomes turn, then its
-// wake channel closes, and is cleared. Call with mu held for writing and
-// e.wake set.
+// wakeTurn sets e's turn, then closes and clears e.wake (non-nil).
 func (s *store) wakeTurn(e *entry, turn int32) {
 	e.turn.Store(turn)
 	close(e.wake)
@@ -276,7 +240,6 @@ func (s *store) wakeTurn(e *entry, turn int32) {
 	}
 }
 
-// first returns the oldest entry of x (nil: none).
 func (x *queue) first() *entry {
 	if x == nil {
 		return nil
@@ -284,7 +247,8 @@ func (x *queue) first() *entry {
 	return x.head
 }
 
-// changedNow wakes q's observers. Call with mu held for writing.
+// changedNow wakes q's observers; watch returns a channel closed at q's
+// next change.
 func (q *queue) changedNow() {
 	if q.changed != nil {
 		close(q.changed)
@@ -292,8 +256,6 @@ func (q *queue) changedNow() {
 	}
 }
 
-// watch returns a channel closed at q's next change (see changed). Call
-// with mu held for writing.
 func (q *queue) watch() <-chan struct{} {
 	if q.changed == nil {
 		q.changed = make(chan struct{})
@@ -301,9 +263,8 @@ func (q *queue) watch() <-chan struct{} {
 	return q.changed
 }
 
-// filesBelow reports whether a regular file lies strictly below the node d
-// (nil: none). A file that has files below it is also a directory that
-// holds files. Call with mu held.
+// filesBelow reports whether a regular file lies strictly below the node
+// d (nil: none). Call with mu held.
 func filesBelow(d *node) bool {
 	if d == nil {
 		return false

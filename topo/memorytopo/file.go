@@ -10,9 +10,8 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Create implements topo.Conn.Create. It returns NodeExists if filePath
-// holds a file or a lock or election entry, InvalidPath or InvalidArgument
-// for bad input (nothing written), and Closed after Close.
+// Create implements topo.Conn.Create; NodeExists also when filePath is a
+// lock or election entry.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	op, value, err := c.beginWrite(ctx, topo.TxnCreate, filePath, contents, nil)
 	if err != nil {
@@ -21,12 +20,9 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return c.writeOne(op, value)
 }
 
-// beginWrite starts a write of kind (TxnCreate, TxnUpdate, TxnDelete) as
-// begin does: the call is counted as the Operation of its name, its
-// context, path, contents and version are checked (checkWrite), then
-// enter runs. It returns the write as a transaction's
-// op (Version backendkit.AnyVersion for nil) and the new value, the
-// contents copied outside the store's lock to keep that short.
+// beginWrite is begin for a write of kind, checked by checkWrite. It
+// returns the write as a transaction's op and the new value, copied
+// outside the store's lock.
 func (c *Conn) beginWrite(ctx context.Context, kind topo.TxnOpKind, filePath string, contents []byte, version topo.Version) (backendkit.TxnOp, *fileState, error) {
 	op := backendkit.TxnOp{Kind: kind}
 	p, err := c.begin(ctx, writeOps[kind], filePath, func(raw string) (p string, err error) {
@@ -43,9 +39,8 @@ func (c *Conn) beginWrite(ctx context.Context, kind topo.TxnOpKind, filePath str
 	return op, &fileState{contents: bytes.Clone(contents)}, nil
 }
 
-// writeOne runs the write op of Create, Update (when updateInPlace cannot)
-// or Delete under the store's write lock: Closed again, the write's own
-// condition (txnCheck), then the write (apply), as a one-op Txn would.
+// writeOne runs the write op under the store's write lock as a one-op Txn
+// would: Closed again, its condition, then the write.
 func (c *Conn) writeOne(op backendkit.TxnOp, value *fileState) (topo.Version, error) {
 	s := c.s
 	s.lock()
@@ -60,14 +55,9 @@ func (c *Conn) writeOne(op backendkit.TxnOp, value *fileState) (topo.Version, er
 	return c.apply(op, value), nil
 }
 
-// Update implements topo.Conn.Update. With a nil version it writes
-// unconditionally, creating the file if absent; with a version (a
-// topo.NumericVersion from this store) it is a compare-and-set returning
-// BadVersion when stale and NoNode when the file is absent. It returns
-// NodeExists when filePath is a lock or election entry, InvalidArgument for
-// a foreign or negative version or an oversized value, and Closed after
-// Close. Updates of different existing files do not serialise (see
-// updateInPlace).
+// Update implements topo.Conn.Update; NodeExists when filePath is an
+// entry. Updates of different existing files do not serialise
+// (updateInPlace).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	op, value, err := c.beginWrite(ctx, topo.TxnUpdate, filePath, contents, version)
 	if err != nil {
@@ -79,15 +69,12 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	return c.writeOne(op, value)
 }
 
-// updateInPlace is Update's hot path: the rewrite of an existing file,
-// with the store's mu held only for reading and the file's node locked,
-// so that writers of different files run in parallel. The tree's shape
-// cannot change meanwhile, so the node stays the file's; history and
-// watch events change under the node's lock, in version order per file.
-// It reports done=false, having changed nothing, when Update must take
-// the write lock instead: p holds no file, or a WatchRecursive is
-// registered (its events of different files must stay in version order,
-// which only the write lock orders).
+// updateInPlace rewrites an existing file with the store's mu held for
+// reading (the tree's shape cannot change, so n stays the file's) and the
+// file's node locked (its history and Watch events stay in version
+// order). It reports done=false, having changed nothing, when p holds no
+// file or a WatchRecursive is registered (its events of different files
+// must stay in version order, which only the write lock gives).
 func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Version, done bool, err error) {
 	s := c.s
 	s.rlock()
@@ -114,15 +101,13 @@ func (c *Conn) updateInPlace(p string, value *fileState, want int64) (v topo.Ver
 	return s.setFile(c.root, p, n, value).ver, true, nil
 }
 
-// load returns the current snapshot at the canonical path p (a file, or
-// an entry read as one), or nil (see rlockPlaced).
 func (c *Conn) load(p string) *fileState {
 	defer c.s.unlock(c.s.rlockPlaced(p, false))
 	return stateOf(c.files[p])
 }
 
-// stateOf returns the value n holds: its file, or its entry read as a
-// file (its value, version seq); nil for none. Call with mu held.
+// stateOf returns n's file, or its entry read as one; nil for none. Call
+// with mu held.
 func stateOf(n *node) *fileState {
 	switch {
 	case n == nil:
@@ -133,10 +118,8 @@ func stateOf(n *node) *fileState {
 	return n.file.Load()
 }
 
-// Get implements topo.Conn.Get: it reads the file's current immutable
-// snapshot under the store's mu held for reading. The returned slice is the caller's
-// own copy. A lock or election entry reads as a file holding its contents.
-// It returns NoNode when absent and Closed after Close.
+// Get implements topo.Conn.Get; an entry reads as a file holding its
+// contents.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := c.begin(ctx, OpGet, filePath, cleanFilePath)
 	if err != nil {
@@ -149,11 +132,9 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	return bytes.Clone(fs.contents), fs.ver, nil
 }
 
-// GetVersion implements topo.Conn.GetVersion from the file's kept history
-// (Options.History versions, the current one included). It returns NoNode
-// when the file does not exist or never held version, Compacted when
-// version is older than the kept history, InvalidArgument for a negative
-// version, and Closed after Close. Deleting a file discards its history.
+// GetVersion implements topo.Conn.GetVersion from the last
+// Options.History versions (a delete discards them): Compacted before
+// them.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	p, err := c.begin(ctx, OpGetVersion, filePath, func(raw string) (string, error) {
 		p, err := cleanFilePath(raw)
@@ -172,7 +153,6 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	if fs.version == version {
 		return bytes.Clone(fs.contents), nil
 	}
-	// An earlier version: the history lives in the tree, under the locks.
 	s := c.s
 	s.rlock()
 	defer s.mu.RUnlock()
@@ -189,11 +169,8 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	return bytes.Clone(contents), nil
 }
 
-// List implements topo.Conn.List: every file whose path starts with
-// filePathPrefix, sorted by path, each with its own version; lock and
-// election entries are left out. It returns NoNode when no file matches and
-// Closed after Close. It is one snapshot: it holds the store's write lock
-// (see updateInPlace), so no write lands while it collects.
+// List implements topo.Conn.List, as one snapshot (under the write
+// lock).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	p, err := c.begin(ctx, OpList, filePathPrefix, topo.CleanPrefix)
 	if err != nil {
@@ -214,7 +191,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 }
 
 // walkPrefix calls fn for every regular file whose full path starts with
-// prefix, in no particular order. Call with mu held for writing.
+// prefix, in any order.
 func (s *store) walkPrefix(prefix string, fn func(full string, fs *fileState)) {
 	dir, rest := "", prefix
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
@@ -243,14 +220,8 @@ func walkFiles(n *node, full string, fn func(string, *fileState)) {
 	}
 }
 
-// Delete implements topo.Conn.Delete. A nil version deletes
-// unconditionally; a version (a topo.NumericVersion from this store) is a
-// compare-and-set returning BadVersion when stale. It returns NoNode when
-// filePath holds no file (a directory is not a file), InvalidArgument for a
-// foreign or negative version, InvalidPath for a malformed or reserved
-// path (backendkit.CheckDelete: lock and election entries live at reserved paths,
-// so Delete never touches them; Conn.ExpireSession drops them), and Closed
-// after Close.
+// Delete implements topo.Conn.Delete; NoNode also for a directory,
+// InvalidPath for a reserved path (where entries live).
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	op, _, err := c.beginWrite(ctx, topo.TxnDelete, filePath, nil, version)
 	if err != nil {

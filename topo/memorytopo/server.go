@@ -17,34 +17,28 @@ import (
 // Name is the name memorytopo registers its process-wide Factory under.
 const Name = "memory"
 
-// Default option values, used for zero fields of Options.
+// Defaults for zero fields of Options.
 const (
-	// DefaultSessionTTL is the TTL of a Conn's session, which Lock and
-	// elections use: 30 s.
-	DefaultSessionTTL = 30 * time.Second
-	// DefaultNamedLockTTL is the TTL of LockName locks: 24 h.
-	DefaultNamedLockTTL = 24 * time.Hour
-	// DefaultHistory is how many versions of each file GetVersion can
-	// return (the current one included): 16.
-	DefaultHistory = 16
+	DefaultSessionTTL   = 30 * time.Second // Options.SessionTTL
+	DefaultNamedLockTTL = 24 * time.Hour   // Options.NamedLockTTL
+	DefaultHistory      = 16               // Options.History
 )
 
 func init() { topo.MustRegisterFactory(Name, NewFactory()) }
 
-// Options configures a Factory. Zero fields take the defaults above.
+// Options configures a Factory. Zero fields take the Default values.
 type Options struct {
 	// SessionTTL is how long after renewal stops (see OpKeepAlive and
-	// Conn.PauseKeepAlive) a Conn's session lapses, dropping the locks taken
-	// with Lock and TryLock and its election entries.
+	// Conn.PauseKeepAlive) a Conn's session lapses, dropping its Lock and
+	// TryLock locks and its election entries.
 	SessionTTL time.Duration
 	// NamedLockTTL is the TTL of locks taken with LockName.
 	NamedLockTTL time.Duration
-	// History is how many versions of each file are kept for GetVersion,
-	// the current one included (at least 1). Older versions report
-	// Compacted.
+	// History is how many versions of each file GetVersion can return,
+	// the current one included (at least 1); older ones are Compacted.
 	History int
-	// Defect makes the claims engine of every Conn deliberately wrong in
-	// one way, for the mutation kit (topo/test/mutation) only. Zero: none.
+	// Defect breaks the claims engine of every Conn in one way, for the
+	// mutation kit (topo/test/mutation) only. Zero: none.
 	Defect claims.Defect
 }
 
@@ -56,10 +50,9 @@ func (o Options) withDefaults() Options {
 }
 
 // Factory creates Conns to in-memory stores. Each distinct serverAddress
-// passed to Create is a separate store, created on first use and kept for
-// the Factory's lifetime; root prefixes every path within it. Fault
-// injection and call counters set on a Factory apply to all its Conns. A
-// Factory is safe for concurrent use.
+// is a separate store, created on first use and kept for the Factory's
+// lifetime. Faults and call counters of a Factory apply to all its Conns.
+// Safe for concurrent use.
 type Factory struct {
 	opts Options
 
@@ -75,23 +68,20 @@ type Factory struct {
 // NewFactory returns a Factory with default Options and no stores.
 func NewFactory() *Factory { return NewFactoryWithOptions(Options{}) }
 
-// NewFactoryWithOptions returns a Factory configured by opts (zero fields
-// take the defaults).
+// NewFactoryWithOptions returns a Factory configured by opts.
 func NewFactoryWithOptions(opts Options) *Factory {
 	return &Factory{opts: opts.withDefaults(), stores: map[string]*store{}}
 }
 
-// Create implements topo.Factory: it returns a new Conn, with its own
-// simulated session, to the store named serverAddress (any string; "" is a
-// valid name), rooted at root. cell is only informative. It returns
-// InvalidPath when root is not a valid directory path (topo.CleanDirPath).
+// Create implements topo.Factory: a new Conn, with its own session, to the
+// store named serverAddress (any string, "" included), rooted at root;
+// cell is ignored. InvalidPath when root is not a valid directory path.
 func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 	return f.NewConn(serverAddress, root)
 }
 
-// NewConn is Create with a concrete result type, for tests that need
-// Conn's extra methods (ExpireSession, PauseKeepAlive, Partition). Each
-// call opens a new client with its own session; NewServer's global cell is
+// NewConn is Create returning *Conn, for its session controls
+// (ExpireSession, PauseKeepAlive, Partition). NewServer's global cell is
 // NewConn("", "/global"), its cells NewConn("", "/<cell>").
 func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
@@ -107,7 +97,7 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	f.mu.Unlock()
 	s.lock()
 	// A root inside a queue sees entries at paths without a locks or
-	// elections segment: its store places every entry at once.
+	// elections segment (see entry.go, Placement).
 	if mayBeEntry(r) {
 		s.placeAtOnce = true
 		s.placeAll()
@@ -128,7 +118,6 @@ func (f *Factory) NewConn(serverAddress, root string) (*Conn, error) {
 	return c, nil
 }
 
-// allStores returns f's stores.
 func (f *Factory) allStores() []*store {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -146,34 +135,28 @@ func (f *Factory) refreshLeases() {
 	}
 }
 
-// NewServer returns a topo.Server over a fresh in-memory store (its own
-// Factory, with default Options): the global cell is the store address ""
-// rooted at "/global" and, for each name in cells, a CellInfo record
-// (server address "", root "/<cell>") makes ConnForCell work. So
-// f.NewConn("", "/global") opens one more client of the global cell, with
-// its own session (package memtest does that, and more, for a test).
-// Duplicate cell names are created once. It panics if a cell name is
-// invalid (empty, containing "/", or "global"), as a test setup error. ctx
-// is used only for its values; the setup is never cancelled.
+// NewServer returns a topo.Server over a fresh store (its own Factory,
+// default Options): the global cell is the store address "" rooted at
+// "/global", and each name in cells gets a CellInfo record (address "",
+// root "/<cell>"); duplicates are created once. It panics on an invalid
+// cell name (empty, containing "/", or "global"). ctx is used only for
+// its values; the setup is never cancelled.
 func NewServer(ctx context.Context, cells ...string) *topo.Server {
 	ts, _ := NewServerAndFactory(ctx, cells...)
 	return ts
 }
 
-// NewServerAndFactory is NewServer that also returns the Factory, for fault
-// injection and call counters. The counters start at zero once the cells'
-// records are written, so they count only the caller's calls.
+// NewServerAndFactory is NewServer that also returns the Factory, for
+// faults and call counters; the counters start at zero after the setup.
 func NewServerAndFactory(ctx context.Context, cells ...string) (*topo.Server, *Factory) {
 	return NewServerAndFactoryWithOptions(ctx, Options{}, cells)
 }
 
 // NewServerAndFactoryWithOptions is NewServerAndFactory with the Factory
-// configured by opts (as NewFactoryWithOptions: SessionTTL, NamedLockTTL,
-// History; zero fields take the defaults) and the Server by sopts, for
-// example topo.WithMiddleware, which decorates the global cell and every
-// cell. The Server names its backend Name ("memory") to its middlewares.
-// A topo.WithFactory in sopts would open the cells from another store:
-// do not pass one. It panics on an invalid cell name, as NewServer does.
+// configured by opts and the Server by sopts (e.g. topo.WithMiddleware,
+// which decorates the global cell and every cell; the Server names its
+// backend Name to its middlewares). Do not pass topo.WithFactory: the
+// cells would open from another store. It panics as NewServer does.
 func NewServerAndFactoryWithOptions(ctx context.Context, opts Options, cells []string, sopts ...topo.ServerOption) (*topo.Server, *Factory) {
 	f := NewFactoryWithOptions(opts)
 	global, err := f.Create(topo.GlobalCell, "", "/"+topo.GlobalCell)
@@ -182,47 +165,35 @@ func NewServerAndFactoryWithOptions(ctx context.Context, opts Options, cells []s
 	}
 	ts := topo.NewServer(f, global, append([]topo.ServerOption{topo.WithImplementationName(Name)}, sopts...)...)
 	ctx = context.WithoutCancel(ctx)
-	seen := map[string]bool{}
-	for _, cell := range cells {
-		if seen[cell] {
+	for i, cell := range cells {
+		if slices.Contains(cells[:i], cell) {
 			continue
 		}
-		seen[cell] = true
 		if err := ts.CreateCellInfo(ctx, cell, &topodatapb.CellInfo{ServerAddress: "", Root: "/" + cell}); err != nil {
 			panic("memorytopo: NewServer: cell " + cell + ": " + err.Error())
 		}
 	}
-	// The caller counts its own calls, not the set-up's.
 	f.ResetCallCounts()
 	return ts, f
 }
 
-// Conn is a connection to one in-memory store; it implements topo.Conn
-// (see there for the contract). Each Conn has its own simulated session,
-// which holds its locks (Lock, TryLock) and election entries. Safe for
-// concurrent use.
+// Conn is a topo.Conn: a client of one in-memory store with its own
+// session (see the package doc). Safe for concurrent use.
 type Conn struct {
-	f    *Factory
-	s    *store
-	root string
-	// files and queues are root's index (see store.roots); guarded by the
-	// store's mu.
-	files  map[string]*node
+	f      *Factory
+	s      *store
+	root   string
+	files  map[string]*node // root's index (store.roots); s.mu
 	queues *rootIndex
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 
-	// cut is non-nil while c is partitioned (Partition); closed by Heal.
-	cut atomic.Pointer[chan struct{}]
+	cut atomic.Pointer[chan struct{}] // while partitioned; Heal closes it
 
-	// Claims are c's locks and elections: those of eng, the claims
-	// engine over c's driver (driver.go), whose hooks count each call and
-	// inject faults (claimHooks). Each call meets the faults of its
-	// Operation (OpLock, OpUnlock, OpCampaign, ...).
-	claims.Claims
-	eng *claims.Engine
+	claims.Claims // the locks and elections of eng, over driver{c}
+	eng           *claims.Engine
 
 	// Guarded by s.mu.
 	session         *lease
@@ -236,10 +207,8 @@ var _ topo.Conn = (*Conn)(nil)
 // Factory returns the Factory that created c.
 func (c *Conn) Factory() *Factory { return c.f }
 
-// Close implements topo.Conn.Close: it ends c's session and leases at once,
-// releasing its locks (their Check then returns Closed) and election entries
-// (cancelling leadership contexts), ends active watches with Interrupted and
-// makes every later call return Closed. Idempotent.
+// Close implements topo.Conn.Close, ending c's session and leases at
+// once (see ExpireSession); Check then returns Closed.
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() {
 		c.eng.Close()
@@ -249,15 +218,12 @@ func (c *Conn) Close() {
 	})
 }
 
-// ExpireSession simulates the loss of c's session, as when a store expires
-// a client that stopped answering: every lock c holds or waits for (Lock,
-// TryLock, LockWithTTL, LockName) and every election entry of c is dropped
-// at once; their Done channels close, their Check returns LockLost, their
-// Unlock returns LockLost, IfHeld on them fails with LockLost, leadership
-// contexts are cancelled (Term then returns NotLeader) and other
-// participants take over. c
-// itself keeps working: later calls start a new session. Safe for concurrent
-// use; a no-op on a closed Conn.
+// ExpireSession simulates the store expiring c's session: every lock c
+// holds or waits for (of any kind) and every election entry of c is
+// dropped at once; their Done channels close, Check, Unlock and IfHeld
+// fail with LockLost, leadership contexts are cancelled (Term then
+// returns NotLeader) and others take over. c keeps working: later calls
+// start a new session. Safe for concurrent use; a no-op once closed.
 func (c *Conn) ExpireSession() {
 	c.s.lock()
 	defer c.s.mu.Unlock()
@@ -267,54 +233,40 @@ func (c *Conn) ExpireSession() {
 	c.session = nil
 }
 
-// refreshLeases re-evaluates the renewal of every lease of c. Call with
-// the store's mu held for writing.
 func (c *Conn) refreshLeases() {
 	for l := range c.leases {
 		c.s.refreshLease(l)
 	}
 }
 
-// PauseKeepAlive stops the simulated renewal of c's session and lock
-// leases, as when c's process freezes: each lease lapses its TTL later
-// (SessionTTL for Lock, TryLock and elections; the ttl of LockWithTTL;
-// NamedLockTTL for LockName) unless ResumeKeepAlive comes first. When a
-// lease lapses its locks report LockLost and its leadership is cancelled,
-// as with ExpireSession. Calls on c keep working. Safe for concurrent use.
+// PauseKeepAlive stops the renewal of c's leases, as when c's process
+// freezes: each lapses its TTL later (see the package doc) unless
+// ResumeKeepAlive comes first, with ExpireSession's effects on its
+// claims. Calls on c keep working. Safe for concurrent use.
 func (c *Conn) PauseKeepAlive() { c.setKeepAlivePaused(true) }
 
 // ResumeKeepAlive restarts the renewal stopped by PauseKeepAlive; leases
-// that have not lapsed yet are kept. Safe for concurrent use.
+// not lapsed yet are kept. Safe for concurrent use.
 func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 
-// Partition cuts c off from its store, as a network partition between one
-// client and its server would: renewal of c's session and lock leases stops
-// (each lapses its TTL later, exactly as with PauseKeepAlive, and the store
-// then hands c's locks and leadership to others at the same moment c's
-// descriptors report LockLost; its leadership contexts end earlier, see
-// below),
-// and every call on c, its lock descriptors and its participations that
-// starts from now on blocks until Heal (it then proceeds), its context ends
-// (Timeout or Interrupted, nothing done; but an Unlock so given up
-// releases its lock all the same, its removal from the store retried in
-// the background, as a real backend's Unlock does when its request gets
-// no answer) or c is closed (Closed). Calls
-// already past their start, and established Watch, WatchRecursive,
-// WaitForNewLeader and Observe streams, are not affected. A quarter of
-// the TTL before the store lapses a session of c, c notices: the
-// leadership contexts of c's terms on it are cancelled then, before the
-// store hands leadership over (the client-side safety margin of real
-// backends); the entries stay in the store until the lapse. Idempotent;
-// safe for concurrent use.
+// Partition cuts c off from its store as a network partition would:
+// renewal of c's leases stops as with PauseKeepAlive, and every call on
+// c, its lock descriptors and participations that starts from now on
+// blocks until Heal (then proceeds), its context ends (Timeout or
+// Interrupted, nothing done; an Unlock so given up still releases, in
+// the background, as a real backend's does) or c closes (Closed). Calls
+// already started and established Watch, WatchRecursive,
+// WaitForNewLeader and Observe streams are not affected. The leadership
+// contexts of c's terms end a quarter of the TTL before their lease
+// lapses (the client-side safety margin of real backends), their entries
+// staying until then; lock descriptors end at the lapse. Idempotent; safe
+// for concurrent use.
 func (c *Conn) Partition() { c.setPartitioned(true) }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases
-// that have not lapsed yet are kept. Idempotent; safe for concurrent use.
+// not lapsed yet are kept. Idempotent; safe for concurrent use.
 func (c *Conn) Heal() { c.setPartitioned(false) }
 
-// setPartitioned starts (on) or ends a partition of c, unless it already
-// is in that state: the cut calls wait on, closed when it ends, and the
-// renewal of c's leases.
 func (c *Conn) setPartitioned(on bool) {
 	c.s.lock()
 	defer c.s.mu.Unlock()
@@ -331,14 +283,6 @@ func (c *Conn) setPartitioned(on bool) {
 	c.refreshLeases()
 }
 
-// waitCut blocks while c is partitioned.
-func (c *Conn) waitCut(ctx context.Context, p string) error {
-	if ch := c.cut.Load(); ch != nil {
-		return await(ctx, *ch, c.done, p)
-	}
-	return nil
-}
-
 func (c *Conn) setKeepAlivePaused(paused bool) {
 	c.s.lock()
 	defer c.s.mu.Unlock()
@@ -346,10 +290,10 @@ func (c *Conn) setKeepAlivePaused(paused bool) {
 	c.refreshLeases()
 }
 
-// full returns the store path of the canonical path p.
+// full and fullPrefix return the store path of the canonical path or
+// prefix p; rel is the inverse.
 func (c *Conn) full(p string) string { return joinRoot(c.root, p) }
 
-// fullPrefix returns the store prefix of the canonical prefix p.
 func (c *Conn) fullPrefix(p string) string {
 	if c.root == "" {
 		return p
@@ -357,7 +301,6 @@ func (c *Conn) fullPrefix(p string) string {
 	return c.root + "/" + p
 }
 
-// rel returns the canonical path of the store path full.
 func (c *Conn) rel(full string) string {
 	if c.root == "" {
 		return full
@@ -368,7 +311,6 @@ func (c *Conn) rel(full string) string {
 	return full[len(c.root)+1:]
 }
 
-// closedErr returns Closed for p once c is closed.
 func (c *Conn) closedErr(p string) error {
 	if c.closed.Load() {
 		return topo.NewError(topo.Closed, p)
@@ -376,9 +318,8 @@ func (c *Conn) closedErr(p string) error {
 	return nil
 }
 
-// begin starts a call of op on the caller's path raw: it is counted, its
-// context is checked, clean checks raw and returns the canonical path, then
-// enter runs. Its errors are those of the steps, in that order.
+// begin starts a call of op on the caller's path raw: it counts it,
+// checks its context, cleans raw and runs enter, in that order.
 func (c *Conn) begin(ctx context.Context, op Operation, raw string, clean func(string) (string, error)) (string, error) {
 	c.f.count(op)
 	if err := backendkit.CheckContext(ctx, raw); err != nil {
@@ -391,11 +332,9 @@ func (c *Conn) begin(ctx context.Context, op Operation, raw string, clean func(s
 	return p, c.enter(ctx, op, p)
 }
 
-// enter runs the common prologue of a call of op on the canonical path p
-// (a transaction: OpTxn, "" and its ops txn), once its context and input
-// were checked (backendkit's check order: context, path, reserved names,
-// value, version, then Closed): the Closed check, then the partition
-// (Conn.Partition), then injected faults, then Closed again (the Conn may
+// enter is the prologue of a call of op on the canonical path p (a
+// transaction: OpTxn, "" and its ops txn), after its context and input
+// checks: Closed, the partition, the faults, then Closed again (c may
 // have closed while the call waited).
 func (c *Conn) enter(ctx context.Context, op Operation, p string, txn ...backendkit.TxnOp) error {
 	if c.cut.Load() == nil && c.f.faultState.Load() == nil {
@@ -404,8 +343,10 @@ func (c *Conn) enter(ctx context.Context, op Operation, p string, txn ...backend
 	if err := c.closedErr(p); err != nil {
 		return err
 	}
-	if err := c.waitCut(ctx, p); err != nil {
-		return err
+	if ch := c.cut.Load(); ch != nil {
+		if err := await(ctx, *ch, c.done, p); err != nil {
+			return err
+		}
 	}
 	if err := c.f.faultState.Load().inject(ctx, op, p, txn, c.done); err != nil {
 		return err

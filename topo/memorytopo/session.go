@@ -6,51 +6,36 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// lease is the simulated session (or per-lock lease) that keeps entries
-// alive. It is renewed continuously while its Conn is open and renewal is
-// neither paused on the Conn nor blocked by a fault; once renewal stops, it
-// lapses ttl later. Its fields are guarded by the store's mu.
-//
-// Which session holds what: a Conn's session (Conn.session) holds its
-// Lock and TryLock entries and its candidates; LockWithTTL and LockName
-// entries each have a lease of their own, which ends with the entry. A
-// lease belongs to one Conn at a time (c); ResumeLeaderParticipation moves
-// it to another (adoptLease). The claims engine sees a lease as view.
+// lease is a session (or per-lock lease) that keeps entries alive,
+// renewed unless its Conn is paused or cut off or a fault blocks it,
+// lapsing ttl after renewal stops. A Conn's session (Conn.session)
+// holds its Lock and TryLock entries and its candidates; each LockWithTTL
+// and LockName entry has a lease of its own, ending with the entry. A
+// lease belongs to one Conn (c) until ResumeLeaderParticipation moves it
+// (adoptLease). Guarded by the store's mu.
 type lease struct {
 	c   *Conn
 	ttl time.Duration
 	// view is the engine's Session of this lease: revokeLease declares it
 	// lost before it removes the entries, so every claim on the lease
 	// ends before anyone else can be granted.
-	view *claims.Session
-	// entries lists the lease's live entries (entry.lprev, lnext);
-	// nentries counts them.
-	entries  *entry
-	nentries int
-	revoked  bool
-	blocked  bool
-	gen      uint64
-	timer    *time.Timer
-	// notice is the client-side lapse of a partitioned Conn's lease
-	// (partitionNotice): it fires before timer.
-	notice *time.Timer
-
-	// adopted is set once ResumeLeaderParticipation moved the lease to
-	// another Conn (adoptLease): the resumed participation's end (its
-	// entry's Delete: Stop, Resign) revokes it, with every other entry
-	// the earlier Conn had on it.
+	view    *claims.Session
+	entries *entry // live entries, linked by lprev, lnext
+	revoked bool
+	blocked bool
+	gen     uint64
+	timer   *time.Timer
+	notice  *time.Timer // partitionNotice's, fires before timer
+	// adopted is set by adoptLease: the resumed participation's end (its
+	// entry's Delete) revokes the lease, with the earlier Conn's entries.
 	adopted bool
 }
 
-// partitionNotice is how long before the store lapses a partitioned
-// Conn's lease the Conn itself notices that renewal failed and gives up
-// the leadership of the elections it leads on that lease, as a real
-// client steps down a safety margin before the store can expire its
-// session: a quarter of the lease's TTL before. Lock descriptors have no
-// margin: they end at the lapse.
+// partitionNotice is when, after a partition stops renewal, a Conn gives
+// up the leadership of its terms on the lease: a quarter of the TTL
+// before the store lapses it (see Conn.Partition).
 func partitionNotice(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 
-// newLease returns a lease for c with ttl. Call with mu held for writing.
 func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
 	l := &lease{c: c, ttl: ttl}
 	l.view = claims.NewSession("", l)
@@ -60,19 +45,9 @@ func (s *store) newLease(c *Conn, ttl time.Duration) *lease {
 	return l
 }
 
-// sessionLease returns c's current session, starting a new one if the last
-// was lost. Call with mu held for writing.
-func (s *store) sessionLease(c *Conn) *lease {
-	if c.session == nil || c.session.revoked {
-		c.session = s.newLease(c, s.f.opts.SessionTTL)
-	}
-	return c.session
-}
-
-// refreshLease starts or stops l's lapse timer according to whether its
-// renewal is currently blocked. When renewal resumes, the entries whose
-// holders gave them up at the partition notice are removed: nobody holds
-// them any more. Call with mu held for writing.
+// refreshLease starts or stops l's timers as its renewal is blocked or
+// not. When renewal resumes, the entries given up at the partition
+// notice are removed: nobody holds them.
 func (s *store) refreshLease(l *lease) {
 	if l.revoked {
 		return
@@ -119,8 +94,6 @@ func (s *store) refreshLease(l *lease) {
 	}
 }
 
-// stopTimers stops l's lapse and notice timers. Call with mu held for
-// writing.
 func (l *lease) stopTimers() {
 	if l.timer != nil {
 		l.timer.Stop()
@@ -132,10 +105,8 @@ func (l *lease) stopTimers() {
 	}
 }
 
-// revokeLease ends l: first every claim on it (the engine's Session.Lost:
-// Done channels close, leadership contexts are cancelled), then its
-// entries go, handing their locks and leadership on. Call with mu held
-// for writing.
+// revokeLease ends l: first every claim on it (Session.Lost), then its
+// entries, handing their locks and leadership on.
 func (s *store) revokeLease(l *lease) {
 	if l.revoked {
 		return
@@ -156,9 +127,7 @@ func (s *store) revokeLease(l *lease) {
 	}
 }
 
-// adoptLease makes c renew l from now on, in place of the Conn that held
-// it (ResumeLeaderParticipation), until the resumed participation ends
-// (adopted: driver.Delete then revokes l). Call with mu held for writing.
+// adoptLease moves l to c (see driver.Resume).
 func (s *store) adoptLease(l *lease, c *Conn) {
 	old := l.c
 	if old == c {
@@ -167,11 +136,9 @@ func (s *store) adoptLease(l *lease, c *Conn) {
 	l.adopted = true
 	for e := l.entries; e != nil; e = e.lnext {
 		if e.wake != nil {
-			// A lock the earlier Conn waits for on l: its claim is lost
-			// (l is no longer that Conn's), its wait ends now rather than
-			// when the lock comes to it (or never, once that Conn closed:
-			// its Close no longer ends l). The entry stays until l ends,
-			// as that Conn's other entries on l do.
+			// The earlier Conn's wait for a lock on l ends now, its claim
+			// lost, not when the lock comes to it (or never: that Conn's
+			// Close no longer ends l). The entry stays until l ends.
 			s.wakeTurn(e, turnGone)
 		}
 	}
@@ -184,18 +151,15 @@ func (s *store) adoptLease(l *lease, c *Conn) {
 	s.refreshLease(l)
 }
 
-// link adds e to l's entries. Call with the store's mu held for writing.
+// link and unlink add e to and take it off l's entries, each once per e.
 func (l *lease) link(e *entry) {
 	e.lnext = l.entries
 	if l.entries != nil {
 		l.entries.lprev = e
 	}
 	l.entries = e
-	l.nentries++
 }
 
-// unlink takes e off l's entries. Call with the store's mu held for
-// writing, once per linked entry.
 func (l *lease) unlink(e *entry) {
 	if e.lprev != nil {
 		e.lprev.lnext = e.lnext
@@ -206,5 +170,4 @@ func (l *lease) unlink(e *entry) {
 		e.lnext.lprev = e.lprev
 	}
 	e.lprev, e.lnext = nil, nil
-	l.nentries--
 }

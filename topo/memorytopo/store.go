@@ -9,51 +9,51 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-// store is one in-memory coordination store: everything a Factory holds
-// for one serverAddress.
+// store is one in-memory store: what a Factory holds for one
+// serverAddress.
 //
-// Locking. mu guards the tree's shape (which nodes exist, their children,
-// files counts and entries), the queues and leases and the watcher
-// registrations: every change of those, every transaction and List hold
-// it for writing, reads for reading. The value and history of one
-// existing file may also change with mu held for reading plus that
-// node's own mutex (updateInPlace), so that writers of different files do
-// not serialise: the value is an atomic pointer to an immutable snapshot,
-// which Get loads under mu held for reading, and whoever reads the
-// history holds mu for writing, or mu for reading and the node's mu.
+// Locking. mu guards the tree's shape (nodes, children, files counts,
+// entries), the queues, leases and watcher registrations: changes of
+// those, transactions and List hold it for writing, reads for reading.
+// The helpers that touch them need mu held for writing, unless their
+// comment says "Call with mu held" (for reading suffices).
+// An existing file's value and history may also change under mu for
+// reading plus the node's mu (updateInPlace), so that writers of
+// different files do not serialise (hence List, a snapshot, holds mu for
+// writing): the value is an atomic pointer to an immutable snapshot,
+// and readers of the history hold mu for writing, or mu for reading and
+// the node's mu.
 type store struct {
 	f  *Factory
 	id uint64 // random, names the store in ResumeInfo
 
 	mu  sync.RWMutex // taken through lock and rlock, which count requests
 	rev atomic.Int64 // last revision handed out, store-wide: a file version, an entry, a delete
-	// While counting is set, requests counts the acquisitions of mu and
-	// wakeups the waiters driver.WaitGone woke (tests only).
+	// While counting is set (tests), requests counts the acquisitions of
+	// mu, wakeups the waiters woken.
 	counting          atomic.Bool
 	requests, wakeups atomic.Int64
 	top               *node // the store's root node (no name)
 
-	// roots holds one index per Conn root in use (made with its first
-	// Conn, kept for the store's lifetime): the node of every file and
-	// placed entry below that root, by path relative to it, so that a
-	// read finds a value with one map lookup (publish keeps them), and the
-	// queues its Conns used. A slice, not a map: publish walks it on every
-	// new or deleted file, and a store has few roots.
+	// roots holds one index per Conn root in use, kept for the store's
+	// lifetime: the node of every file and placed entry below the root by
+	// relative path (one map lookup per read; publish keeps them), and
+	// the queues its Conns used. A slice: publish walks it on every new or
+	// deleted file, and a store has few roots.
 	roots []*rootIndex
 
 	leases       map[*lease]struct{}
 	fileWatchers map[string]*fileWatches // full path -> its Watches (watch.go)
 	recWatchers  map[*watcher]struct{}
 
-	// queues holds every queue used, by full directory (entry.go);
-	// unplaced counts the entries not in the tree yet; placeAtOnce is set
-	// once a root that may lie in a queue is in use.
+	// queues holds every queue used, by full directory; unplaced counts
+	// the entries not in the tree yet; placeAtOnce is set once a root that
+	// may lie in a queue is in use (entry.go, Placement).
 	queues      map[string]*queue
 	unplaced    int
 	placeAtOnce bool
 
-	// slab holds lock entries not used yet, allocated lockSlab at a time
-	// (addEntry); guarded by mu.
+	// slab holds lock entries not used yet (addEntry).
 	slab []lockEntry
 }
 
@@ -69,19 +69,16 @@ func newStore(f *Factory) *store {
 	}
 }
 
-// rootIndex is the index of one root (see store.roots). locks and
-// elections hold the queues its Conns used (driver.queue) by canonical
-// path, a lock's directory or an election's name: two maps keyed by
-// strings, not one keyed by claims.Queue, as a string key is found
-// faster, on every claim call.
+// rootIndex is the index of one root (store.roots). locks and elections
+// hold the queues its Conns used by canonical path (driver.queue): two
+// maps with string keys, faster than one keyed by claims.Queue.
 type rootIndex struct {
 	root             string
 	nodes            map[string]*node
 	locks, elections map[string]*queue
 }
 
-// index returns the index of the canonical root r (see roots), making
-// and filling it on first use. Call with mu held for writing.
+// index returns the index of the canonical root r, made on first use.
 func (s *store) index(r string) *rootIndex {
 	for _, ri := range s.roots {
 		if ri.root == r {
@@ -101,15 +98,14 @@ func (s *store) index(r string) *rootIndex {
 	if n := s.lookup(r); n != nil {
 		fill(n, "")
 	}
-	delete(idx, "") // the root itself is no path of its Conns
+	delete(idx, "") // not a path of its Conns
 	ri := &rootIndex{root: r, nodes: idx, locks: map[string]*queue{}, elections: map[string]*queue{}}
 	s.roots = append(s.roots, ri)
 	return ri
 }
 
-// publish adds n (with a value: present) to, or removes it from, every
-// root index covering the full path root/rel (see joinRoot; built only
-// for an index of another root). Call with mu held for writing.
+// publish adds n to (present) or removes it from every root index
+// covering the full path root/rel (built only for another root's index).
 func (s *store) publish(root, rel string, n *node, present bool) {
 	full := ""
 	for _, ri := range s.roots {
@@ -134,7 +130,7 @@ func (s *store) publish(root, rel string, n *node, present bool) {
 }
 
 // joinRoot returns the full path of the canonical path rel under the
-// canonical root (either may be ""): Conn.full.
+// canonical root (either may be "").
 func joinRoot(root, rel string) string {
 	switch {
 	case root == "":
@@ -154,22 +150,18 @@ type node struct {
 	file     atomic.Pointer[fileState] // non-nil for a regular file
 	entry    *entry                    // non-nil for a lock or election entry
 
-	// mu guards file and hist when they change with the store's mu held
-	// only for reading (see store).
+	// mu guards file and hist while the store's mu is held for reading
+	// (see store).
 	mu sync.Mutex
-	// hist is nil until a write replaces a version (few nodes are
-	// rewritten files) and again once the file is deleted.
+	// hist is nil until a write replaces a version, and after a delete.
 	hist *history
 
-	// files counts the regular files in this subtree, this node included.
-	files int32
-	// pruned is set when prune takes the node out of the tree: a new
-	// node stands for its path from then on (see queue.lockDir).
-	pruned bool
+	files  int32 // regular files in this subtree, this node included
+	pruned bool  // out of the tree: a new node stands for its path
 }
 
 // history holds a file's earlier versions (at most Options.History-1),
-// oldest first, and the highest version discarded from it (floor).
+// oldest first, and the highest version discarded (floor).
 type history struct {
 	entries []histEntry
 	floor   int64
@@ -191,11 +183,8 @@ type histEntry struct {
 func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
 // ensure returns the node at full path p, creating it and its parents.
-// Call with mu held for writing.
 func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
 
-// ensureBelow is ensure for the path p relative to the node n, without
-// building the full path. Call with mu held for writing.
 func ensureBelow(n *node, p string) *node {
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
@@ -213,7 +202,6 @@ func ensureBelow(n *node, p string) *node {
 	return n
 }
 
-// prune removes n and its ancestors while they hold nothing.
 func (s *store) prune(n *node) {
 	for n != nil && n != s.top && n.file.Load() == nil && n.entry == nil && len(n.children) == 0 {
 		delete(n.parent.children, n.name)
@@ -228,11 +216,10 @@ func (n *node) addFiles(d int32) {
 	}
 }
 
-// setFile makes fs (a new snapshot) the new value of the file at the
-// full path root/rel (see joinRoot; built only when a watcher needs it)
-// held by n, with a new store revision as its version, and returns it.
-// Call with mu held for writing, or for reading with n.mu held
-// (updateInPlace: the file exists).
+// setFile makes the new snapshot fs, versioned with a new store
+// revision, the value of the file root/rel held by n, and returns it.
+// When the file exists, mu held for reading and n.mu suffice
+// (updateInPlace); the same holds for keep, versionAt and notifyFile.
 func (s *store) setFile(root, rel string, n *node, fs *fileState) *fileState {
 	v := s.rev.Add(1)
 	fs.version, fs.ver = v, topo.NumericVersion(v)
@@ -249,13 +236,11 @@ func (s *store) setFile(root, rel string, n *node, fs *fileState) *fileState {
 	return fs
 }
 
-// watched reports whether any Watch or WatchRecursive is registered.
-// Call with mu held (for reading, only from updateInPlace).
+// watched reports whether any watch is registered. Call with mu held.
 func (s *store) watched() bool { return len(s.fileWatchers) > 0 || len(s.recWatchers) > 0 }
 
-// keep adds the replaced snapshot old to n's history, dropping the
-// oldest version (and raising the floor) beyond Options.History-1 kept
-// versions. Call with mu held for writing, or for reading with n.mu held.
+// keep adds the replaced snapshot old to n's history, dropping versions
+// beyond Options.History-1 (raising the floor).
 func (s *store) keep(n *node, old *fileState) {
 	if n.hist == nil {
 		n.hist = &history{}
@@ -268,11 +253,9 @@ func (s *store) keep(n *node, old *fileState) {
 	}
 }
 
-// versionAt returns the contents of the file n holds at version, its
-// current or a kept one, or the code GetVersion fails with: Compacted for
-// a version older than the history, NoNode for one n never held (or when
-// n holds no file). Call with mu held for writing, or for reading with
-// n.mu held.
+// versionAt returns the contents of n's file at version, or the code
+// GetVersion fails with: Compacted when older than the history, NoNode
+// when never held (or no file).
 func (n *node) versionAt(version int64) ([]byte, topo.ErrorCode) {
 	fs := n.file.Load()
 	switch {
@@ -296,9 +279,6 @@ func (n *node) versionAt(version int64) ([]byte, topo.ErrorCode) {
 	return nil, topo.NoNode
 }
 
-// deleteFile removes the file at the full path root/rel held by n, with
-// its history, as a new store revision (which watch events report). Call
-// with mu held for writing.
 func (s *store) deleteFile(root, rel string, n *node) {
 	rev := s.rev.Add(1)
 	n.file.Store(nil)
@@ -311,12 +291,12 @@ func (s *store) deleteFile(root, rel string, n *node) {
 	}
 }
 
-// node returns the node at the canonical path p of c, or nil, without
-// building its full path. Call with mu held.
+// node returns the node at c's canonical path p, or nil. Call with mu
+// held.
 func (c *Conn) node(p string) *node { return lookupBelow(c.s.lookup(c.root), p) }
 
-// lookupBelow returns the node at the path p relative to the node n, or
-// nil (also for a nil n), without building the path. Call with mu held.
+// lookupBelow returns the node at the path p relative to n (which may be
+// nil), or nil. Call with mu held.
 func lookupBelow(n *node, p string) *node {
 	for n != nil && p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
@@ -327,8 +307,7 @@ func lookupBelow(n *node, p string) *node {
 }
 
 // lock and rlock take mu for writing and for reading: each is one store
-// request (docs/roundtrips.md), counted while requests are counted
-// (counting, for tests).
+// request (docs/roundtrips.md), counted while counting is set.
 func (s *store) lock() {
 	s.request()
 	s.mu.Lock()
@@ -339,7 +318,6 @@ func (s *store) rlock() {
 	s.mu.RLock()
 }
 
-// unlock releases mu, held for writing when write is set.
 func (s *store) unlock(write bool) {
 	if write {
 		s.mu.Unlock()

@@ -9,41 +9,21 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// errOtherStore is the cause of an IfHeld whose Fence another memorytopo
-// store issued.
 var errOtherStore = errors.New("if-held: the Fence was issued by a Conn of another memorytopo store")
 
-// errEphemeral is the cause of an update of a lock or election entry.
 var errEphemeral = errors.New("path is a lock or election entry")
 
-// writeOps is the Operation of each write kind: the Conn method a fault
-// on that kind of write names (see Fault), and the count of the method.
 var writeOps = map[topo.TxnOpKind]Operation{topo.TxnCreate: OpCreate, topo.TxnUpdate: OpUpdate, topo.TxnDelete: OpDelete}
 
-// Txn implements topo.Conn.Txn under the store's write lock: after the
-// checks (backendkit.CheckTxn, then each IfHeld's Fence must come from a
-// Conn of this store, then Closed, the partition and injected faults, as
-// for every call, see OpTxn), it evaluates every op's condition against
-// the store as it was before the transaction, in op order, and returns
-// the first failing one's *topo.TxnError; only when all hold does it apply
-// every write, in op order, each exactly as the Conn method of the same
-// name (new store revision, history, parents created, watch events), and
-// no reader sees some of the writes without the others (Get, List and
-// watches see none or all). It returns the new version of each CreateOp
-// and UpdateOp, nil for the other ops.
-//
-// Conditions: IfVersion fails with NoNode or BadVersion, IfAbsent with
-// NodeExists, IfPresent with NoNode (a lock or election entry counts as
-// present, as Get reads it), IfHeld with LockLost once the lock was
-// unlocked or dropped or the term ended, or a ResumeLeaderParticipation on
-// another Conn adopted the session it is on (as Check reports then);
-// CreateOp fails with NodeExists, UpdateOp with NodeExists on an entry
-// and, with a version, NoNode or BadVersion; DeleteOp with NoNode and,
-// with a version, BadVersion. An IfHeld Fence of another backend or store
-// is an InvalidArgument *topo.TxnError. memorytopo has no limit on the
-// number of ops. Injected faults fail a transaction before anything of it
-// is applied, so its outcome is never unknown (see Fault for which faults
-// match).
+// Txn implements topo.Conn.Txn in one step under the store's write lock,
+// after the checks (backendkit.CheckTxn, each IfHeld's Fence from this
+// store, then Closed, the partition and faults, see Fault): injected
+// faults fail it before anything is applied, so it never returns
+// Unavailable with an unknown outcome. An entry counts as present
+// (IfPresent) and an UpdateOp of one fails with NodeExists; IfHeld fails
+// with LockLost once the claim was released or lost (to a Resume on
+// another Conn too). An IfHeld Fence of another backend or store is an
+// InvalidArgument *topo.TxnError. There is no limit on the number of ops.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	c.f.count(OpTxn)
 	checked, err := backendkit.CheckTxn(ctx, ops)
@@ -68,8 +48,6 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err := c.enter(ctx, OpTxn, "", checked...); err != nil {
 		return nil, err
 	}
-	// Under the store's write lock: Close again, every op's condition,
-	// then the writes.
 	s.lock()
 	defer s.mu.Unlock()
 	if err := c.closedErr(""); err != nil {
@@ -92,10 +70,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	return out, nil
 }
 
-// txnCheck evaluates the condition of one checked op (the explicit one of
-// an If kind, or the implied one of a write, the same for Conn.Create,
-// Update and Delete) against the store, returning the *topo.Error it
-// fails with. Call with c.s.mu held for writing.
+// txnCheck evaluates the condition of one checked op (an If kind's, or
+// the one a write implies), returning the *topo.Error it fails with.
 func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 	n := c.files[op.Path] // the node of every file and placed entry
 	fs := stateOf(n)      // an entry counts as present, but for a DeleteOp
@@ -120,9 +96,6 @@ func (c *Conn) txnCheck(op backendkit.TxnOp) error {
 	return nil
 }
 
-// apply makes the write op (Create, Update or Delete, its condition
-// checked) with value, as a new store revision, and returns the new
-// version (nil for a delete). Call with c.s.mu held for writing.
 func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
 	s, n := c.s, c.files[op.Path]
 	if op.Kind == topo.TxnDelete {
@@ -135,10 +108,9 @@ func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
 	return s.setFile(c.root, op.Path, n, value).ver
 }
 
-// GuardedUpdate implements backendkit.GuardedUpdater (topo.GuardedUpdate
-// calls it): exactly Txn(ctx, topo.IfHeld(f), topo.UpdateOp(filePath,
-// contents, version)), counted as OpTxn, returning the version Txn returns
-// at index 1.
+// GuardedUpdate implements backendkit.GuardedUpdater: Txn(ctx,
+// topo.IfHeld(f), topo.UpdateOp(filePath, contents, version)), counted as
+// OpTxn, returning the update's version.
 func (c *Conn) GuardedUpdate(ctx context.Context, f topo.Fence, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	vs, err := c.Txn(ctx, topo.IfHeld(f), topo.UpdateOp(filePath, contents, version))
 	if err != nil {

@@ -12,15 +12,10 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// watcher is one Watch or WatchRecursive. The store pushes events into it
-// under the store's mu without ever blocking; one goroutine per watcher
-// forwards them to the caller's channel, coalescing per file while the
-// caller is slow, and exits when the file is deleted (Watch), ctx ends or
-// the Conn closes. A Watch's change is sent by the writer itself, straight
-// into the caller's channel (one slot), when that has room and the
-// goroutine has nothing pending or in flight (see fileWatches): so one
-// change reaches many watchers without waking a goroutine per watcher in
-// between.
+// watcher is one Watch or WatchRecursive. Writers push events into it
+// without blocking; its goroutine (run) forwards them, coalescing per
+// file while the caller is slow. A writer sends a Watch's change straight
+// into the caller's channel when nothing is pending or in flight.
 type watcher struct {
 	c         *Conn
 	full      string // full path (Watch) or full prefix (WatchRecursive)
@@ -32,38 +27,26 @@ type watcher struct {
 	mu      sync.Mutex
 	pending map[string]*fileState // full path -> latest state (nil = deleted)
 	order   []string              // paths in pending, in first-pushed order
-	// direct is a Watch's channel, which push may send a change to (nil
-	// for WatchRecursive); busy is set while the goroutine has popped an
-	// event it has not sent yet.
-	direct chan *topo.WatchData
-	busy   bool
-	// slot is a Watch's index in its file's fileWatches.slots, kept
-	// under the store's mu held for writing.
-	slot   int
-	popped uint64 // events the goroutine has taken (each is sent)
-	// last is the store revision of the last change pushed, mark the
-	// Revision of the last event taken (topo.WatchData.Revision): last
-	// once nothing older is pending, unchanged until then. A Watch's
-	// change sent by fileWatches.notify without push sets neither: a
-	// Watch has one file, so its goroutine only reads mark right after
-	// the push that set last.
+	direct  chan *topo.WatchData  // a Watch's channel; nil for WatchRecursive
+	busy    bool                  // the goroutine holds a popped event
+	slot    int                   // a Watch's index in fileWatches.slots
+	popped  uint64                // events the goroutine has taken
+	// last is the revision of the last change pushed, mark the Revision
+	// of the last event taken: last once nothing older is pending. A
+	// direct send sets neither: a Watch has one file, so its goroutine
+	// reads mark only right after a push.
 	last, mark int64
 }
 
-// smallContents is the size up to which a Watch event's copy of the
-// contents shares the event's allocation.
+// smallContents is the size up to which a Watch event's contents share
+// its allocation (watchEvent): one allocation per watcher, not two.
 const smallContents = 64
 
-// watchEvent is a Watch event with room for small contents, so that one
-// change reaching many watchers costs one allocation per watcher, not
-// two.
 type watchEvent struct {
 	topo.WatchData
 	small [smallContents]byte
 }
 
-// watchData returns fs as a Watch value or event at store revision rev,
-// with a copy of the contents of its own.
 func (fs *fileState) watchData(rev int64) *topo.WatchData {
 	if fs.contents == nil || len(fs.contents) > smallContents {
 		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}
@@ -74,37 +57,29 @@ func (fs *fileState) watchData(rev int64) *topo.WatchData {
 	return &ev.WatchData
 }
 
-// fileWatches is the Watches of one file, one slot each in a slice that
-// a write walks without touching the watchers themselves: the slot holds
-// what the writer needs to send a change straight into the caller's
-// channel, so that a change reaching many idle watchers costs each a
-// channel send and its event, with no lock and no read of the watcher.
-// slots changes under the store's mu held for writing; a slot's queued
-// changes with the pushes to its file, which the store's mu (for writing,
-// or for reading plus the file node's mu: updateInPlace) serialises.
+// fileWatches is the Watches of one file, one slot each, holding what a
+// writer needs to send a change without a lock or a read of the watcher.
+// A slot's queued changes with the pushes to its file, which the store's
+// locking serialises.
 type fileWatches struct {
 	slots []fileWatch
 }
 
-// fileWatch is one Watch's slot in its file's fileWatches.
 type fileWatch struct {
-	out chan *topo.WatchData // the caller's channel: w.direct
+	out chan *topo.WatchData // w.direct
 	w   *watcher
-	// queued reports that the last change for w went through w.push
-	// and was not sent by it: w may have events pending or in flight, so
-	// the next change goes through push too (in order). While it is
-	// false, w has nothing pending nor in flight: every change since
-	// the last push that found w idle was sent straight into out.
+	// queued: the last change for w was queued by w.push, so the next
+	// one goes through push too, in order. While false, w has nothing
+	// pending nor in flight, so a direct send keeps the order.
 	queued bool
 }
 
-// notify tells the Watches of the file at full path p about its new state
-// fs (nil when deleted), written at store revision rev. Never blocks.
+// notify tells the Watches of the file at full path p its new state fs
+// (nil: deleted) at revision rev. Never blocks.
 func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
 	for i := range fw.slots {
 		sl := &fw.slots[i]
-		// len of a channel is a hint read without its lock: a full
-		// channel skips the copy, which push would only drop.
+		// len is a hint: a full channel skips the copy.
 		if !sl.queued && fs != nil && len(sl.out) < cap(sl.out) {
 			select {
 			case sl.out <- fs.watchData(rev):
@@ -116,17 +91,8 @@ func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
 	}
 }
 
-// add registers the Watch w in a slot of its own. Call with the store's
-// mu held for writing.
-func (fw *fileWatches) add(w *watcher) {
-	w.slot = len(fw.slots)
-	fw.slots = append(fw.slots, fileWatch{out: w.direct, w: w})
-}
-
-// remove unregisters the Watch w, moving the last slot into its place,
-// and reports whether no slot is left. It does nothing when w has no slot
-// here (its file was deleted, its watches broken). Call with the store's
-// mu held for writing.
+// remove unregisters w, if it has a slot here, and reports whether no
+// slot is left.
 func (fw *fileWatches) remove(w *watcher) (empty bool) {
 	last := len(fw.slots) - 1
 	if w.slot > last || fw.slots[w.slot].w != w {
@@ -140,10 +106,9 @@ func (fw *fileWatches) remove(w *watcher) (empty bool) {
 	return last == 0
 }
 
-// register registers a watcher of full (a prefix when recursive; direct:
-// see watcher) under the store's write lock, once c is found open and
-// read has read the current state at the store revision rev, which the
-// watcher starts from; read's error (NoNode) registers nothing.
+// register registers a watcher of full (a prefix when recursive) once c
+// is open and read has read the current state at revision rev, where it
+// starts; read's error registers nothing.
 func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchData, read func(rev int64) error) (*watcher, error) {
 	s := c.s
 	s.lock()
@@ -165,13 +130,11 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 		fw = &fileWatches{}
 		s.fileWatchers[full] = fw
 	}
-	fw.add(w)
+	w.slot = len(fw.slots)
+	fw.slots = append(fw.slots, fileWatch{out: w.direct, w: w})
 	return w, nil
 }
 
-// recursiveData returns fs, the file at rel, as a WatchRecursive value or
-// event at store revision rev, with a copy of the contents of its own; a
-// nil fs (deleted) as the event with Err NoNode.
 func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursive {
 	if fs == nil {
 		return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel), Revision: rev}}
@@ -179,16 +142,14 @@ func recursiveData(rel string, fs *fileState, rev int64) *topo.WatchDataRecursiv
 	return &topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}}
 }
 
-// push records that the file at full path p now has state fs (nil when
-// deleted), written at store revision rev, and reports whether it sent it
-// straight into a Watch's channel. Never blocks.
+// push records the state fs (nil: deleted) of the file at full path p at
+// revision rev, and reports whether it sent it straight to the caller.
+// Never blocks.
 func (w *watcher) push(p string, fs *fileState, rev int64) (sent bool) {
 	w.mu.Lock()
 	w.last = rev
 	if w.direct != nil && fs != nil && len(w.order) == 0 && !w.busy {
-		// In order: nothing is pending or in flight before this change.
-		// The channel is open: run closes it only after the watcher was
-		// unregistered (and a Watch's delete, its last event, is queued).
+		// The channel is open: run closes it only after unregistering w.
 		select {
 		case w.direct <- fs.watchData(rev):
 			w.mark = rev
@@ -210,8 +171,7 @@ func (w *watcher) push(p string, fs *fileState, rev int64) (sent bool) {
 }
 
 // pop takes the oldest pending event, with the revision the watch has
-// reached with it (see watcher.mark); the goroutine is busy with it until
-// the next pop that finds none.
+// reached (mark); w is busy until a pop finds none.
 func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -226,27 +186,21 @@ func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 	fs = w.pending[p]
 	delete(w.pending, p)
 	if len(w.order) == 0 {
-		// Every change pushed has been taken; while some are pending, an
-		// older change of another file may still be among them.
 		w.mark = w.last
 	}
 	return p, fs, w.mark, true
 }
 
-// notifyFile tells the watchers of the file at full path p about its new
-// state fs (nil when deleted), written at store revision rev. Call with mu
-// held for writing, or (from updateInPlace, never with fs nil nor with a
-// recursive watcher) for reading with the file's node locked.
+// notifyFile tells the watchers of the file at full path p its new state
+// fs (nil: deleted) at revision rev. With mu held only for reading
+// (updateInPlace), fs is never nil and no WatchRecursive is registered.
 func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 	if fw := s.fileWatchers[p]; fw != nil {
 		fw.notify(p, fs, rev)
 		if fs == nil {
-			// A Watch ends with the delete; it takes no further events.
+			// A Watch ends with the delete.
 			delete(s.fileWatchers, p)
 		}
-	}
-	if len(s.recWatchers) == 0 {
-		return
 	}
 	for w := range s.recWatchers {
 		if strings.HasPrefix(p, w.full) {
@@ -255,8 +209,6 @@ func (s *store) notifyFile(p string, fs *fileState, rev int64) {
 	}
 }
 
-// breakWatchers ends every watcher of the store with err and returns how
-// many there were.
 func (s *store) breakWatchers(err error) int {
 	s.lock()
 	defer s.mu.Unlock()
@@ -291,8 +243,8 @@ func (s *store) unregister(w *watcher) {
 	}
 }
 
-// interrupted returns the Err of the last event of a watch on p that was
-// stopped: the error given to BreakWatches, or Interrupted.
+// interrupted returns the Err of a stopped watch's last event: the error
+// given to BreakWatches, or Interrupted.
 func (w *watcher) interrupted(ctx context.Context, p string) error {
 	select {
 	case <-w.broken:
@@ -306,14 +258,9 @@ func (w *watcher) interrupted(ctx context.Context, p string) error {
 	return backendkit.Wrap(topo.Interrupted, p, cause)
 }
 
-// Watch implements topo.Conn.Watch. It returns NoNode (and no channel) when
-// filePath holds no file. Each Watch runs one goroutine, which exits after
-// the last event (delete: Err NoNode; ctx ended or Close: Err Interrupted)
-// is received; the caller must drain the channel until it closes. Rapid
-// changes are coalesced: the channel always ends up carrying the latest
-// value. Revision (see topo.WatchData) is the store's revision for the
-// current value, the change's (a delete's own) for an event. Closed after
-// Close.
+// Watch implements topo.Conn.Watch with one goroutine, which exits once
+// the last event is received. Revision is the store's for the current
+// value, the change's for an event.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := c.begin(ctx, OpWatch, filePath, topo.CleanFilePath)
 	if err != nil {
@@ -343,19 +290,17 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	return cur, out, nil
 }
 
-// run forwards w's events to out until the last one: an event for which
-// event reports last (a Watch's delete), or, once ctx ends or the Conn
-// closes, the pending events followed by interrupted's. Then it closes out.
+// run forwards w's events to out until one event reports last or, once
+// ctx ends, the Conn closes or w breaks, the pending ones and
+// interrupted's. Then it closes out.
 func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full string, fs *fileState, rev int64) (T, bool), interrupted func() T) {
 	defer close(out)
 	stopped := false
 	stop := func() {
 		stopped = true
-		// No event is pushed after this; the pending ones are still sent.
 		w.c.s.unregister(w)
 	}
-	// send delivers ev; when w stops first (ctx ended, the Conn closed,
-	// the watch broken), it stops w, then still delivers ev.
+	// send delivers ev, stopping w first if it stops while blocked.
 	send := func(ev T) {
 		if !stopped {
 			select {
@@ -400,30 +345,22 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 	}
 }
 
-// WatchRecursive implements topo.Conn.WatchRecursive. The initial list
-// holds every file under prefix (lock and election entries excluded),
-// sorted by path, and may be empty. Then each change is an event carrying
-// the file's new value, and each delete an event with Err NoNode (the
-// channel stays open). Events of one file may be coalesced, never lost: the
-// last event of each file carries its latest state. It runs one goroutine,
-// which exits after the final Interrupted event (ctx ended or Close) is
-// received; the caller must drain the channel until it closes. Revision
-// (see topo.WatchData) is the store's revision for the initial list; for
-// an event, the revision of the last change queued for the watch if no
-// other is still queued, the revision reached before otherwise. Closed
-// after Close.
+// WatchRecursive implements topo.Conn.WatchRecursive with one goroutine,
+// which exits once the final event is received. The initial list is
+// sorted by path, maybe empty; events of one file may be coalesced, the
+// last carrying its latest state. Revision is the store's for the initial
+// list; for an event, that of the last change queued once no other is
+// queued, the one reached before otherwise.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	cur, out, _, err := c.WatchRecursiveSyncRevision(ctx, prefix)
 	return cur, out, err
 }
 
 // WatchRecursiveSync is WatchRecursive plus sync, as topo/cache's
-// SyncWatcher describes. Every write queues its events to the watchers
-// before it returns, so sync reads nothing: it returns the number of
-// events the watch has taken from its queue plus those queued. sync is
-// counted, partitioned and faulted as a Get of prefix (Unavailable and
-// the other injected errors, Closed after Close); it returns Interrupted
-// once the watch has ended.
+// SyncWatcher describes. Writes queue their events before they return,
+// so sync returns the events taken plus those queued. sync is counted,
+// partitioned and faulted as a Get of prefix (Closed after Close), and
+// returns Interrupted once the watch has ended.
 func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error) {
 	cur, out, sync, err := c.WatchRecursiveSyncRevision(ctx, prefix)
 	if err != nil {
@@ -432,11 +369,11 @@ func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.W
 	return cur, out, backendkit.SyncCount(sync), nil
 }
 
-// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also returns
-// the store's revision, read under the store's lock for reading: while a
-// WatchRecursive is registered every write takes the lock for writing and
-// queues its events under it, so every change up to that revision is
-// among the n events (topo/cache's RevisionSyncWatcher). Same errors.
+// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also
+// returns the store's revision (topo/cache's RevisionSyncWatcher): while
+// a WatchRecursive is registered every write queues its events under the
+// write lock, so every change up to that revision is among the n events.
+// Same errors.
 func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, int64, error), error) {
 	p, err := c.begin(ctx, OpWatchRecursive, prefix, topo.CleanPrefix)
 	if err != nil {
