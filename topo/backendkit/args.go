@@ -79,8 +79,11 @@ func CheckGetVersion(filePath string, version int64) (string, error) {
 }
 
 // cleanWritePath is topo.CleanFilePath followed by CheckReserved: the path
-// checks of every write.
+// checks of every write, in one pass (CleanPlain) for a plain path.
 func cleanWritePath(filePath string) (string, error) {
+	if p, ok := CleanPlain(filePath); ok {
+		return p, nil
+	}
 	p, err := topo.CleanFilePath(filePath)
 	if err != nil {
 		return "", err

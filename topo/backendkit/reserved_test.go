@@ -128,3 +128,43 @@ func FuzzCheckLockPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p string) { checkLockPathSame(t, p) })
 }
+
+// checkWritePathSame asserts that CheckCreate and CheckDelete, whose
+// plain paths take CleanPlain's one pass, give for p what the full checks
+// of a write (topo.CleanFilePath, then CheckReserved) give.
+func checkWritePathSame(t *testing.T, p string) {
+	t.Helper()
+	want, wantErr := topo.CleanFilePath(p)
+	if wantErr == nil {
+		if err := backendkit.CheckReserved(want); err != nil {
+			want, wantErr = "", err
+		}
+	}
+	got, err := backendkit.CheckCreate(p, []byte("x"))
+	require.Equal(t, want, got, "path %q", p)
+	require.Equal(t, wantErr, err, "path %q", p)
+	got, _, err = backendkit.CheckDelete(p, nil)
+	require.Equal(t, want, got, "path %q", p)
+	require.Equal(t, wantErr, err, "path %q", p)
+}
+
+func TestCheckWritePathMatchesFullChecks(t *testing.T) {
+	for _, p := range []string{
+		"", "/", "//", "a", "/a", "//a", "a/", "/a/", "a//b", "a/b", "/a/b/c",
+		".", "..", "...", "/.", "/..", "a/.", "a/..", "a/...", "./a", "../a", ".a", "a..",
+		"a\x00b", "a\x1fb", "a\x7fb", "é", "a/é/b", "\xff", "a b", "é/locks",
+		strings.Repeat("a", topo.MaxPathLength), strings.Repeat("a", topo.MaxPathLength+1),
+		"locks", "a/locks", "a/locks/b", "Lock", "a/Lock", "lock", "a/Locks", "xlocks", "locksx",
+		"elections", "elections/x", "/elections", "a/elections", "electionsx/y", "a/b/locks",
+		"keyspaces/ks/shards/0/Shard",
+	} {
+		checkWritePathSame(t, p)
+	}
+}
+
+func FuzzCheckWritePath(f *testing.F) {
+	for _, p := range []string{"a/b", "/a", "a/", "a/../b", "a//b", "./", "x/locks", "elections/e", "\x01", "é"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) { checkWritePathSame(t, p) })
+}

@@ -20,13 +20,18 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return c.writeOne(op, value)
 }
 
-// beginWrite is begin for a write of kind, checked by checkWrite. It
+// beginWrite is begin for a write of kind, checked as Update (Create with
+// a nil version) or Delete is by backendkit. It
 // returns the write as a transaction's op and the new value, copied
 // outside the store's lock.
 func (c *Conn) beginWrite(ctx context.Context, kind topo.TxnOpKind, filePath string, contents []byte, version topo.Version) (backendkit.TxnOp, *fileState, error) {
 	op := backendkit.TxnOp{Kind: kind}
 	p, err := c.begin(ctx, writeOps[kind], filePath, func(raw string) (p string, err error) {
-		p, op.Version, err = checkWrite(kind == topo.TxnDelete, raw, contents, version)
+		if kind == topo.TxnDelete {
+			p, op.Version, err = backendkit.CheckDelete(raw, version)
+		} else {
+			p, op.Version, err = backendkit.CheckUpdate(raw, contents, version)
+		}
 		return p, err
 	})
 	if err != nil {
