@@ -145,18 +145,26 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	return l, nil
 }
 
-// keep tracks l and keeps it alive until it is lost; after Close it
-// declares l lost and returns Closed instead.
+// keep tracks l and keeps it alive until it is lost. Instead it declares
+// l lost and returns Closed after Close, and NodeExists when c keeps l's
+// id alive already (a lease Resume adopted twice): the first of two
+// participations on one lease to end would revoke it, handing the other's
+// election on while it still leads. Check and tracking are one step
+// under c.mu, so of two Resumes at once one is refused.
 func (c *Conn) keep(l *lease, path string) error {
 	c.mu.Lock()
-	closed := c.isClosed()
-	if !closed {
+	closed, held := c.isClosed(), c.holdsLease(l.id)
+	if !closed && !held {
 		c.leases[l] = struct{}{}
 	}
 	c.mu.Unlock()
-	if closed {
+	switch {
+	case closed:
 		l.markLost()
 		return topo.NewError(topo.Closed, path)
+	case held:
+		l.markLost() // not revoked: the lease is the other holder's
+		return errLeaseHeld(path)
 	}
 	go c.keepAlive(l)
 	return nil

@@ -54,7 +54,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
 	}
-	if c.holdsLease(clientv3.LeaseID(r.Lease)) {
+	c.mu.Lock()
+	held := c.holdsLease(clientv3.LeaseID(r.Lease))
+	c.mu.Unlock()
+	if held {
 		return claims.Entry{}, nil, errLeaseHeld(q.Path)
 	}
 	if !c.takeKey(r.Key) {
@@ -77,7 +80,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
 	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-	if err := c.keepAdopted(l, q.Path); err != nil {
+	if err := c.keep(l, q.Path); err != nil {
 		c.freeKey(r.Key)
 		return claims.Entry{}, nil, err
 	}
@@ -88,46 +91,15 @@ func errLeaseHeld(path string) error {
 	return backendkit.Wrap(topo.NodeExists, path, errors.New("etcd2topo: this Conn holds the lease already"))
 }
 
-// holdsLease reports whether c keeps lease id alive already.
+// holdsLease reports whether c keeps lease id alive already; c.mu held.
+// It does not call lost(), which may declare the loss, ending claims.
 func (c *Conn) holdsLease(id clientv3.LeaseID) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holdsLeaseLocked(id)
-}
-
-// holdsLeaseLocked is holdsLease with c.mu held. It does not call lost(),
-// which may declare the loss, ending claims, under c.mu.
-func (c *Conn) holdsLeaseLocked(id clientv3.LeaseID) bool {
 	for x := range c.leases {
 		if x.id == id && x.lostCtx.Err() == nil {
 			return true
 		}
 	}
 	return false
-}
-
-// keepAdopted is keep for a lease Resume adopted, refused (NodeExists)
-// when c holds it already: the first of two participations on one lease
-// to end would revoke it, handing the other's election on while it still
-// leads. Check and tracking are one step under c.mu, so of two Resumes
-// at once one is refused.
-func (c *Conn) keepAdopted(l *lease, path string) error {
-	c.mu.Lock()
-	closed, held := c.isClosed(), c.holdsLeaseLocked(l.id)
-	if !closed && !held {
-		c.leases[l] = struct{}{}
-	}
-	c.mu.Unlock()
-	switch {
-	case closed:
-		l.markLost()
-		return topo.NewError(topo.Closed, path)
-	case held:
-		l.markLost() // not revoked: the lease is the other holder's
-		return errLeaseHeld(path)
-	}
-	go c.keepAlive(l)
-	return nil
 }
 
 // parseResume checks info, a ResumeInfo, for q and id.
