@@ -107,25 +107,19 @@ func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op cl
 // BadVersion, or entryError's at a reserved root. It reads once more, on
 // the failure path only: an Else branch measurably slows every success.
 func (c *Conn) casMismatch(ctx context.Context, p string, del bool) error {
+	opts := []clientv3.OpOption{clientv3.WithCountOnly()}
 	if c.inClaims {
-		resp, err := c.cli.Get(ctx, c.key(p)) // with values: the Lease
-		if err != nil {
-			return c.convertError(ctx, err, p)
-		}
-		switch {
-		case len(resp.Kvs) == 0:
-			return topo.NewError(topo.NoNode, p)
-		case resp.Kvs[0].Lease != 0:
-			return entryError(p, del)
-		}
-		return topo.NewError(topo.BadVersion, p)
+		opts = nil // with values: the Lease
 	}
-	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithCountOnly())
+	resp, err := c.cli.Get(ctx, c.key(p), opts...)
 	if err != nil {
 		return c.convertError(ctx, err, p)
 	}
-	if resp.Count == 0 {
+	switch {
+	case resp.Count == 0:
 		return topo.NewError(topo.NoNode, p)
+	case len(resp.Kvs) > 0 && resp.Kvs[0].Lease != 0:
+		return entryError(p, del)
 	}
 	return topo.NewError(topo.BadVersion, p)
 }
