@@ -119,13 +119,15 @@ import (
 // FactoryName is the name the backend registers under.
 const FactoryName = "etcd2"
 
-// DefaultLockTTL is the lease TTL of locks taken with Lock and TryLock and
-// of election candidacies, when Options.LockTTL is zero.
-const DefaultLockTTL = 30 * time.Second
-
-// DefaultNamedLockTTL is the lease TTL of locks taken with LockName, when
-// Options.NamedLockTTL is zero.
-const DefaultNamedLockTTL = 24 * time.Hour
+// The defaults of Options' zero fields; the Txn limits are etcd's own
+// defaults (--max-txn-ops, --max-request-bytes: 1.5 MiB).
+const (
+	DefaultLockTTL         = 30 * time.Second // Options.LockTTL
+	DefaultNamedLockTTL    = 24 * time.Hour   // Options.NamedLockTTL
+	DefaultDialTimeout     = 5 * time.Second  // Options.DialTimeout
+	DefaultMaxTxnOps       = 128              // Options.MaxTxnOps
+	DefaultMaxRequestBytes = 3 << 19          // Options.MaxRequestBytes
+)
 
 // ErrClusterMismatch is wrapped (with code InvalidArgument) by the error
 // of NewConn and NewConnContext when the endpoints given belong to
@@ -135,10 +137,6 @@ var ErrClusterMismatch = errors.New("etcd2topo: endpoints belong to different et
 
 // clusterCheckTimeout bounds each endpoint's status request at open.
 const clusterCheckTimeout = 2 * time.Second
-
-// DefaultDialTimeout is the time allowed to connect to an endpoint, when
-// Options.DialTimeout is zero.
-const DefaultDialTimeout = 5 * time.Second
 
 // Options are the settings of a Conn. The zero value of every field but
 // Endpoints selects a default.
@@ -313,7 +311,6 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			TrustedCAFile: opts.TLSCAFile,
 			ServerName:    opts.TLSServerName,
 		}
-		var err error
 		if tlsCfg, err = info.ClientConfig(); err != nil {
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}

@@ -13,14 +13,6 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// DefaultMaxTxnOps is Options.MaxTxnOps's default: etcd's default
-// --max-txn-ops.
-const DefaultMaxTxnOps = 128
-
-// DefaultMaxRequestBytes is Options.MaxRequestBytes's default: etcd's
-// default --max-request-bytes (1.5 MiB).
-const DefaultMaxRequestBytes = 3 << 19
-
 // requestOverheadBytes bounds the Raft header etcd adds to a request
 // before checking --max-request-bytes (the user name comes apart).
 const requestOverheadBytes = 64

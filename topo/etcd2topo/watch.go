@@ -16,8 +16,7 @@ import (
 // msgResync is logged when a watch re-reads after a compaction.
 const msgResync = "watch history compacted; re-reading"
 
-// watchBuffer is the capacity of Watch's and WatchRecursive's channels.
-const watchBuffer = 16
+const watchBuffer = 16 // capacity of Watch's and WatchRecursive's channels
 
 // errCompacted: the history next resumes from was compacted.
 var errCompacted = errors.New("etcd2topo: watch history compacted")
