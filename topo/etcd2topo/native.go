@@ -1,22 +1,5 @@
 package etcd2topo
 
-// Native elections: etcd's own layout, that of concurrency.Election and
-// `etcdctl elect`. Beyond NewNativeElection's doc:
-//
-//   - every key under <prefix>/ is a candidate, at any depth, leased or
-//     not: concurrency.Election counts them all, so must topokit, or two
-//     could lead at once; a hand-put key's Leader.ID is its name;
-//   - Campaign publishes its value instead of the id; Resign deletes the
-//     key, compared on its CreateRevision;
-//   - the token grows: the leader is the oldest key, so every later
-//     term's key was created later;
-//   - a second participation of one prefix through one Conn takes the
-//     next shared lease;
-//   - a prefix inside the root that no canonical path starts with (a
-//     leading "/" after the root, an empty segment) is accepted, as is any
-//     outside it; other Conns' roots are unknown: keep native prefixes out
-//     of every topokit tree.
-
 import (
 	"context"
 	"errors"
@@ -35,22 +18,30 @@ const nativeLayout = "etcd-native"
 
 // NewNativeElection joins the election on prefix, a raw etcd key (as
 // given to concurrency.NewElection or `etcdctl elect`, not under the
-// root), as participant id. The layout is etcd's own: a candidate is the
-// key <prefix>/<lease id in hex> on that lease, holding its value; the
-// key with the lowest CreateRevision leads, so concurrency.Election's
-// campaigners and observers and topokit's see one leader and value.
+// root), as participant id, in etcd's own layout: a candidate is the key
+// <prefix>/<lease id in hex> on that lease, holding its value. Every key
+// under <prefix>/ is a candidate, at any depth, leased or not (as
+// concurrency.Election counts them, or two could lead at once), and the
+// oldest (lowest CreateRevision) leads, so its campaigners and observers
+// and topokit's see one leader and value, and tokens grow.
+//
 // It differs from NewLeaderParticipation in: Leader.ID (GetCurrentLeaderID,
 // WaitForNewLeader) is the leader key's name under <prefix>/, not id;
-// WaitForLeadership publishes id as the value; Token is the key's
-// CreateRevision; Proclaim rewrites the key in place, guarded on its
-// CreateRevision and lease; ResumeInfo goes to ResumeNativeElection.
-// Leases and their loss are as for NewLeaderParticipation.
+// WaitForLeadership publishes id as the value, Campaign its value; Token
+// is the key's CreateRevision; Proclaim rewrites the key in place and
+// Resign deletes it, guarded on its CreateRevision (and lease); ResumeInfo
+// goes to ResumeNativeElection. Leases, their loss, and a second
+// participation of one prefix through one Conn (the next shared lease)
+// are as for NewLeaderParticipation.
 //
 // It returns InvalidArgument for an empty prefix or id, or a prefix whose
 // range contains the root; InvalidPath for a prefix inside the root whose
 // rest is a canonical path (its keys would be the Conn's files or
-// entries); Closed after Close. Nothing is written until WaitForLeadership
-// or Campaign. The participation is safe for concurrent use.
+// entries); Closed after Close. Other prefixes inside the root (a leading
+// "/" after it, an empty segment) and outside it are accepted, but other
+// Conns' roots are unknown: keep native prefixes out of every topokit
+// tree. Nothing is written until WaitForLeadership or Campaign. The
+// participation is safe for concurrent use.
 func (c *Conn) NewNativeElection(prefix, id string) (topo.LeaderParticipation, error) {
 	if err := c.checkNative(prefix, id); err != nil {
 		return nil, err
