@@ -24,10 +24,7 @@
 // goes.
 //
 // Locks and elections, native ones included, are the claims engine's
-// (topo/claims), run over a driver of etcd's primitives: lease.go (the
-// lease, the engine's session), driver.go (entries), wait.go and view.go
-// (waiting for the entry ahead), leader.go (heads and values), resume.go,
-// native.go (etcd's own election layout), fence.go and txn.go (Txn).
+// (topo/claims), run over a driver of etcd's primitives (driver.go).
 //
 // # Invariants
 //

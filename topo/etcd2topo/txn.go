@@ -43,11 +43,10 @@ const requestOverheadBytes = 64
 // key as the Success branch: etcd answers a transaction without writes
 // from the member's own, possibly lagging, state. Version 0 never
 // matches, as in Update and Delete. The version returned for CreateOp and
-// UpdateOp is the transaction's revision. The writes are plain puts and
-// deletes, seen by List and the watches like Create's, Update's, Delete's.
-// At a reserved root (package doc, Invariants), UpdateOp and DeleteOp
-// also compare LeaseValue(k) = 0 (counted toward MaxTxnOps) and fail on
-// an entry with NodeExists and NoNode, as Update and Delete.
+// UpdateOp is the transaction's revision. At a reserved root (package
+// doc, Invariants), UpdateOp and DeleteOp also compare LeaseValue(k) = 0
+// (counted toward MaxTxnOps) and fail on an entry with NodeExists and
+// NoNode, as Update and Delete.
 //
 // IfHeld takes a lock descriptor or term of this backend on the same
 // etcd cluster (through any Conn or root); another backend's or cluster's
