@@ -172,11 +172,10 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 			clientv3.OpGet(dirPrefix+locksDir+"0", clientv3.WithRange(clientv3.GetPrefixRangeEnd(dirPrefix)),
 				clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
 	}
-	// Whether the entry heads the queue: for TryLock the oldest keys (the
-	// head, named when busy); otherwise any few by key, read without
-	// visiting the rest of the queue: the entry alone there heads it.
-	// Values included: etcd 3.7 leaves the Lease out of keys-only ranges
-	// (etcd-io/etcd#22209).
+	// Whether it heads the queue: for TryLock the oldest keys (the head is
+	// named when busy); otherwise any two, unsorted so etcd visits no more
+	// (alone there, it heads). Values included: etcd 3.7 leaves the Lease
+	// out of keys-only ranges (etcd-io/etcd#22209).
 	nqueue := len(ops)
 	if opts.Exclusive {
 		ops = append(ops, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithLimit(4),
@@ -401,10 +400,8 @@ func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key str
 		Else(others...).Commit()
 }
 
-// lateWindow is how long removeUnknown watches for a late put. Abandoned
-// puts land within moments in practice (TestCancelledLockLeavesNoEntry);
-// etcd gives up a proposal after its request timeout (about 7 s). A later
-// one (held up by a leader change) escapes: docs/layout-etcd.md.
+// lateWindow is how long removeUnknown watches for a late put: etcd gives
+// up a proposal after about 7 s; a later one escapes (docs/layout-etcd.md).
 const lateWindow = 15 * time.Second
 
 // removeUnknown removes, in the background, the entry key a put of

@@ -145,12 +145,11 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	return l, nil
 }
 
-// keep tracks l and keeps it alive until it is lost. Instead it declares
-// l lost and returns Closed after Close, and NodeExists when c keeps l's
-// id alive already (a lease Resume adopted twice): the first of two
-// participations on one lease to end would revoke it, handing the other's
-// election on while it still leads. Check and tracking are one step
-// under c.mu, so of two Resumes at once one is refused.
+// keep tracks l and keeps it alive until it is lost; else it declares l
+// lost and returns Closed after Close, or NodeExists when c keeps l's id
+// alive already (Resume twice): the first of two participations on one
+// lease to end would revoke it while the other leads. Check and tracking
+// are one step under c.mu.
 func (c *Conn) keep(l *lease, path string) error {
 	c.mu.Lock()
 	closed, held := c.isClosed(), c.holdsLease(l.id)
