@@ -20,10 +20,9 @@ const nativeLayout = "etcd-native"
 // given to concurrency.NewElection or `etcdctl elect`, not under the
 // root), as participant id, in etcd's own layout: a candidate is the key
 // <prefix>/<lease id in hex> on that lease, holding its value. Every key
-// under <prefix>/ is a candidate, at any depth, leased or not (as
-// concurrency.Election counts them, or two could lead at once), and the
-// oldest (lowest CreateRevision) leads, so its campaigners and observers
-// and topokit's see one leader and value, and tokens grow.
+// under <prefix>/, at any depth, leased or not, is a candidate (as for
+// concurrency.Election, or two could lead at once); the oldest leads, so
+// both see one leader and value, and tokens grow.
 //
 // It differs from NewLeaderParticipation in: Leader.ID (GetCurrentLeaderID,
 // WaitForNewLeader) is the leader key's name under <prefix>/, not id;

@@ -29,15 +29,13 @@
 // # Invariants
 //
 // Which keys the library deletes, and when:
-//   - a file key, only by Delete (or Update's put) of that path. Reserved
-//     paths (topo.IsReserved) are never written, locked or campaigned on,
-//     so no file is taken for, or removed as, an entry. A Conn whose root
-//     is itself at a reserved place (inside a "locks" directory, say: its
-//     keys may be entries) compares, in every write (Update, Delete, Txn's
-//     UpdateOp and DeleteOp), the key's lease with none: a leased key there
-//     is no file, so Update finds it there (NodeExists) and Delete finds no
-//     file (NoNode), as memorytopo answers. Other roots (any Vitess root)
-//     carry no extra compare;
+//   - a file key, only by Delete (or Update's put) of that path; reserved
+//     paths (topo.IsReserved) are never written, so no file is taken for,
+//     or removed as, an entry. A Conn rooted at a reserved place (inside a
+//     "locks" directory, say) compares in every write (Update, Delete,
+//     Txn's UpdateOp, DeleteOp) the key's lease with none: a leased key is
+//     no file there, so Update finds it (NodeExists) and Delete does not
+//     (NoNode), as memorytopo. Other roots carry no extra compare;
 //   - an entry, only its own (Driver.Delete): by Unlock, Resign, Stop, an
 //     abandoned or failed wait or claim, in a transaction comparing its
 //     ModRevision (a native key's CreateRevision) with the revision the
