@@ -30,8 +30,8 @@
 //
 // Which keys the library deletes, and when:
 //   - a file key, only by Delete (or Update's put) of that path; reserved
-//     paths (topo.IsReserved) are never written, so no file is taken for,
-//     or removed as, an entry. A Conn rooted at a reserved place (inside a
+//     paths (topo.IsReserved) are never written, locked or campaigned on,
+//     so no file is taken for, or removed as, an entry. A Conn rooted at a reserved place (inside a
 //     "locks" directory, say) compares in every write (Update, Delete,
 //     Txn's UpdateOp, DeleteOp) the key's lease with none: a leased key is
 //     no file there, so Update finds it (NodeExists) and Delete does not
