@@ -31,8 +31,8 @@ package etcd2topo
 //   - Files: "elections" is reserved, so no file collides with a value;
 //     List and WatchRecursive skip reserved paths, and ListDir of
 //     "elections" leaves "\x00values" out (leased, so a full ListDir
-//     still shows "elections" Ephemeral; Vitess's ListDir would show it,
-//     but Vitess lists elections nowhere).
+//     still shows "elections" Ephemeral; Vitess's ListDir would show
+//     "\x00values", but Vitess lists elections nowhere).
 //
 // A value key belongs to the entry of its name when it is on the entry's
 // lease and written at or after the entry's revision (Leader and Observe

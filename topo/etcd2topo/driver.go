@@ -400,8 +400,8 @@ func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key str
 		Else(others...).Commit()
 }
 
-// lateWindow is how long removeUnknown watches for a late put: etcd gives
-// up a proposal after about 7 s; a later one escapes (docs/layout-etcd.md).
+// lateWindow is how long removeUnknown watches for a late put (etcd stops
+// waiting after about 7 s; a put applied later escapes: docs/layout-etcd.md).
 const lateWindow = 15 * time.Second
 
 // removeUnknown removes, in the background, the entry key a put of

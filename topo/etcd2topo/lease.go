@@ -27,8 +27,8 @@ const MinSafetyMargin = 500 * time.Millisecond
 // SafetyMargin returns how long before the earliest possible expiry of a
 // lease of ttl the Conn gives up the claims on it: a fifth of the TTL, at
 // least MinSafetyMargin, and less than the TTL. With the default 30 s it
-// is 6 s: a lease last renewed at t is lost from t+24 s on. Renewals come
-// every third of the TTL, so about two in a row must go unanswered.
+// is 6 s: lost 24 s after its last acknowledged renewal was sent; renewals
+// come every third of the TTL, so about two in a row must go unanswered.
 func SafetyMargin(ttl time.Duration) time.Duration {
 	m := max(ttl/5, MinSafetyMargin)
 	if m >= ttl {

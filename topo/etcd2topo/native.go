@@ -27,11 +27,11 @@ const nativeLayout = "etcd-native"
 // It differs from NewLeaderParticipation in: Leader.ID (GetCurrentLeaderID,
 // WaitForNewLeader) is the leader key's name under <prefix>/, not id;
 // WaitForLeadership publishes id as the value, Campaign its value; Token
-// is the key's CreateRevision; Proclaim rewrites the key in place and
-// Resign deletes it, guarded on its CreateRevision (and lease); ResumeInfo
-// goes to ResumeNativeElection. Leases, their loss, and a second
-// participation of one prefix through one Conn (the next shared lease)
-// are as for NewLeaderParticipation.
+// is the key's CreateRevision; Proclaim rewrites the key in place, guarded
+// on its CreateRevision and lease, and Resign deletes it, on its
+// CreateRevision; ResumeInfo goes to ResumeNativeElection. Leases, their
+// loss, and a second participation of one prefix through one Conn (the
+// next shared lease) are as for NewLeaderParticipation.
 //
 // It returns InvalidArgument for an empty prefix or id, or a prefix whose
 // range contains the root; InvalidPath for a prefix inside the root whose
