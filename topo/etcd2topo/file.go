@@ -152,7 +152,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 		return nil, err
 	}
 	if version == 0 {
-		return nil, topo.NewError(topo.NoNode, p)
+		return nil, topo.NewError(topo.NoNode, p) // WithRev(0) reads the latest
 	}
 	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithRev(version))
 	if err != nil {

@@ -91,8 +91,8 @@ func errLeaseHeld(path string) error {
 	return backendkit.Wrap(topo.NodeExists, path, errors.New("etcd2topo: this Conn holds the lease already"))
 }
 
-// holdsLease reports whether c keeps lease id alive already; c.mu held.
-// It does not call lost(), which may declare the loss, ending claims.
+// holdsLease reports whether c keeps lease id alive already; c.mu held,
+// so it does not call lost(), which may declare the loss, ending claims.
 func (c *Conn) holdsLease(id clientv3.LeaseID) bool {
 	for x := range c.leases {
 		if x.id == id && x.lostCtx.Err() == nil {

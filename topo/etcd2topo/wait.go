@@ -89,7 +89,8 @@ func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry
 			return c.watchEnded(ctx, wr.Err(), q.Path)
 		}
 		for _, ev := range wr.Events {
-			// Events up to the read's revision are history it shows.
+			// Events up to the read's revision are history it shows (a
+			// deletion's event carries the deletion's revision).
 			if ev.Kv.ModRevision > readRev && (ev.Type == mvccpb.DELETE || tokenOf(q, ev.Kv) != e.Token) {
 				return nil
 			}

@@ -28,7 +28,8 @@ type watchSync struct {
 	done  chan struct{} // closed when the watch's goroutine ends
 }
 
-// advance records that every change up to rev is among the sent events.
+// advance records that every change up to rev is among the first sent
+// events. Called by the watch's goroutine only.
 func (w *watchSync) advance(rev int64, sent uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
