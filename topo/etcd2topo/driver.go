@@ -16,23 +16,10 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The claims driver: the Conn's locks and elections run on the claims
-// engine (topo/claims), over this driver of etcd's primitives, in the
-// queues and on the leases the package doc describes. Keys without a
-// lease and deeper keys (files other tools wrote under a queue's prefix)
-// are no entries. An entry's token is its ModRevision: one rewritten by
-// someone moves to the back with a new token, and its holder, which knows
-// it by its old token, has lost it.
-//
-// Why tokens only grow (the argument every driver makes for its store):
-// etcd revisions only grow and survive restarts; the engine grants an
-// entry only once it heads its queue, so every older entry has left it,
-// and every later entry is put at a greater revision.
-//
-// A session is a lease (lease.go): a shared one (see sharedLease), or one
-// of the entry's own, which removing the entry revokes.
-
-// driver implements claims.Driver for c.
+// driver implements claims.Driver for c, over the queues and leases of the
+// package doc. An entry's token is its ModRevision: an entry someone
+// rewrote moves to the back with a new token, and its holder has lost it.
+// A session is a lease: a shared one or the entry's own.
 type driver struct{ c *Conn }
 
 // queuePrefix returns the key prefix of q's entries.
@@ -51,33 +38,29 @@ func (c *Conn) electionPrefix(n string) string {
 	return c.key(electionsDir + "/" + n + "/" + locksDir + "/")
 }
 
-// valueKey returns the key of the value published beside candidate key of
-// election q (see doc.go).
+// valueKey returns the value key of candidate key of election q (doc.go).
 func (c *Conn) valueKey(q claims.Queue, key string) string {
 	return c.valuesPrefix(q.Path) + key[len(c.electionPrefix(q.Path)):]
 }
 
-// queueEntry reports whether kv is an entry of the queue prefix: a key
-// directly under it, attached to a lease.
+// queueEntry reports whether kv is an entry of the queue prefix.
 func queueEntry(kv *mvccpb.KeyValue, prefix string) bool {
 	return kv.Lease != 0 && len(kv.Key) > len(prefix) && !strings.Contains(string(kv.Key[len(prefix):]), "/")
 }
 
-// leaseName is how an entry's lease is named in errors (LockHeldError's
-// Session): "lease " and its id in decimal.
+// leaseName names an entry's lease in errors (LockHeldError's Session)
+// and to SessionTTL: "lease " and its id in decimal.
 func leaseName(id int64) string { return leaseNamePrefix + strconv.FormatInt(id, 10) }
 
-// leaseNamePrefix starts every leaseName.
 const leaseNamePrefix = "lease "
 
-// entryOf is the engine's view of kv, an entry.
 func entryOf(kv *mvccpb.KeyValue) claims.Entry {
 	return claims.Entry{Token: kv.ModRevision, Key: string(kv.Key), Session: leaseName(kv.Lease), Contents: string(kv.Value)}
 }
 
-// stillOurs reports whether kv (a read or an event of e's key; nil:
-// absent) still shows e on lease l: created at its token, on l, and, in
-// the Vitess layout, never rewritten since.
+// stillOurs reports whether kv (e's key read or in an event; nil: absent)
+// still shows e on lease l: created at its token, on l, and (Vitess
+// layout) never rewritten since.
 func stillOurs(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry, l *lease) bool {
 	if kv == nil || kv.CreateRevision != e.Token || kv.Lease != int64(l.id) {
 		return false
@@ -85,8 +68,8 @@ func stillOurs(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry, l *lease) bo
 	return q.Native || kv.ModRevision == e.Token
 }
 
-// tokenOf is the token of kv, an entry of q (or a read of its key):
-// its ModRevision, or its CreateRevision in the native layout.
+// tokenOf is the token of kv, an entry of q: its ModRevision, or
+// CreateRevision in the native layout.
 func tokenOf(q claims.Queue, kv *mvccpb.KeyValue) int64 {
 	if q.Native {
 		return kv.CreateRevision
@@ -94,22 +77,19 @@ func tokenOf(q claims.Queue, kv *mvccpb.KeyValue) int64 {
 	return kv.ModRevision
 }
 
-// errLeaseGone tells Create that the lease vanished before its keepalive
-// noticed: a new lease may succeed.
+// errLeaseGone: the lease vanished before its keepalive noticed.
 var errLeaseGone = errors.New("etcd2topo: lease gone")
 
-// errKeyBusy tells Create that the lease's name in the queue is taken: it
-// tries the next shared lease.
+// errKeyBusy: the lease's name in the queue is taken.
 var errKeyBusy = errors.New("etcd2topo: entry name in use")
 
 // Create implements claims.Driver: one transaction puts the entry on the
-// lease if its key does not exist (a candidate's value key with it, on
-// the same lease) and reads what the options need (files below the
-// directory; the oldest entries for Exclusive, a few others otherwise).
-// The lease is a shared one, or one of the entry's own (see above).
+// lease if its key does not exist (a candidate's value key with it) and
+// reads what the options need (files below the directory; the oldest
+// entries for Exclusive, a few others otherwise).
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
-	ttl := int64(0) // a shared lease: the shared-th
+	ttl := int64(0) // 0: the shared-th shared lease
 	shared := 0
 	switch {
 	case !q.Election && !opts.RequireFiles && !opts.Exclusive && opts.TTL == 0: // LockName
@@ -145,7 +125,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			c.revokeAsync(l, false)
 			continue
 		}
-		if l.own && c.untrack(l) { // not revoked by put's removal of the entry
+		if l.own && c.untrack(l) { // put's removal did not revoke it
 			c.revokeAsync(l, true)
 		}
 		if errors.Is(err, errLeaseGone) {
@@ -166,8 +146,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 	if !c.takeKey(key) {
 		return claims.Entry{}, errKeyBusy
 	}
-	// Linked to the lease: a request stuck on a cut-off connection must
-	// not outlast it.
+	// A request stuck on a cut-off connection must not outlast the lease.
 	bctx, cancel := backendkit.Linked(ctx, l.lostCtx)
 	defer cancel()
 	value := contents
@@ -180,26 +159,23 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 	}
 	nfiles := len(ops)
 	if opts.RequireFiles {
-		// The directory holds a file when some key is under it outside
-		// its locks/ directory: in [dir/, dir/locks/) or in [dir/locks0,
-		// end of dir/) ('0' follows '/'). Keys-only reads limited to one
-		// key are answered from etcd's index in constant time.
+		// A file is a key in [dir/, dir/locks/) or [dir/locks0, end of
+		// dir/) ('0' follows '/'); keys-only reads of one key are answered
+		// from etcd's index in constant time.
 		dirPrefix := c.dirPrefix(q.Path)
 		start := dirPrefix
 		if start == "" {
-			start = "\x00" // the lowest key (an empty root): etcd rejects ""
+			start = "\x00" // an empty root: etcd rejects ""
 		}
 		ops = append(ops,
 			clientv3.OpGet(start, clientv3.WithRange(prefix), clientv3.WithKeysOnly(), clientv3.WithLimit(1)),
 			clientv3.OpGet(dirPrefix+locksDir+"0", clientv3.WithRange(clientv3.GetPrefixRangeEnd(dirPrefix)),
 				clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
 	}
-	// Whether the new entry heads the queue, read in the same request:
-	// for TryLock the oldest keys (the head, which it names when busy);
-	// otherwise any few, by key, which etcd reads without visiting the
-	// rest of the queue: the entry alone there heads it. Values
-	// included: etcd 3.7 leaves the Lease out of keys-only ranges
-	// (etcd-io/etcd#22209), and an entry is known by it.
+	// Whether it heads the queue: for TryLock the oldest keys (the head is
+	// named when busy); otherwise any two, unsorted so etcd visits no more
+	// (alone there, it heads). Values included: etcd 3.7 leaves the Lease
+	// out of keys-only ranges (etcd-io/etcd#22209).
 	nqueue := len(ops)
 	if opts.Exclusive {
 		ops = append(ops, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithLimit(4),
@@ -218,12 +194,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 				c.freeKey(key)
 				return claims.Entry{}, errLeaseGone
 			}
-			// The put may have been applied, or may be yet (a timeout or
-			// the caller's cancellation leaves that unknown): remove the
-			// key, also when the put comes after the first removal
-			// (removeUnknown), or a stale key on the shared lease would
-			// block every later locker for as long as the Conn lives. A
-			// refusal (PermissionDenied) applied nothing.
+			// Outcome unknown unless refused: see removeUnknown.
 			if isPermanent(err) {
 				c.freeKey(key)
 			} else {
@@ -237,7 +208,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 		if !resp.Succeeded {
 			kvs := resp.Responses[0].GetResponseRange().Kvs
 			if attempt == 0 && len(kvs) == 1 && kvs[0].Lease == int64(l.id) {
-				// A late put of one of our own earlier attempts: delete it.
+				// A late put of our own earlier attempt: delete it.
 				if _, err := c.cli.Txn(bctx).
 					If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
 					Then(clientv3.OpDelete(key)).Commit(); err != nil {
@@ -255,7 +226,6 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 		rs := resp.Responses
 		if opts.RequireFiles && len(rs[nfiles].GetResponseRange().Kvs) == 0 && len(rs[nfiles+1].GetResponseRange().Kvs) == 0 {
 			d.remove(q, l, key, rev, false)
-			// Which error: one read, on this error path only.
 			_, _, gerr := c.Get(ctx, q.Path)
 			return claims.Entry{}, backendkit.LockNeedsFiles(q.Path, q.Path != "" && gerr == nil)
 		}
@@ -284,9 +254,8 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 	}
 }
 
-// List implements claims.Driver: one read of the queue prefix, sorted by
-// the queue's order. Values included: etcd 3.7 leaves the Lease out of
-// keys-only ranges.
+// List implements claims.Driver: one read of the queue prefix, in the
+// queue's order (values included, see put).
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	prefix := d.c.queuePrefix(q)
 	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(orderOf(q), clientv3.SortAscend))
@@ -305,8 +274,7 @@ func orderOf(q claims.Queue) clientv3.SortTarget {
 	return clientv3.SortByModRevision
 }
 
-// queueEntries returns the entries of q among kvs, a read of its prefix,
-// in kvs' order. In the native layout every key under the prefix is one.
+// queueEntries returns the entries of q among kvs, in kvs' order.
 func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claims.Entry {
 	var out []claims.Entry
 	for _, kv := range kvs {
@@ -320,16 +288,12 @@ func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claim
 	return out
 }
 
-// Ahead implements claims.Aheader: from the Conn's view of q when waiters
-// of the Conn keep one (view.go), without a request; otherwise one read
-// of the newest entries of q not newer than e, newest first and limited, which etcd answers without
-// sending the rest of the queue: e first (else it is gone), then the ones
-// just ahead of it. When non-entry keys filled the limit, the whole queue
-// is read instead.
+// Ahead implements claims.Aheader: from the Conn's view of q if it keeps
+// one (no request); else one limited read of the entries not newer than
+// e, newest first (e first, else it is gone); the whole queue when
+// non-entry keys filled the limit.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	if v := d.c.liveView(q); v != nil {
-		// A view that has not seen e within viewWait (its watch lags or
-		// is stuck) gives way to the read.
 		vctx, cancel := context.WithTimeout(ctx, viewWait)
 		ahead, in, err := v.ahead(vctx, d.c, e, max)
 		cancel()
@@ -363,11 +327,9 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	return ahead, true, nil
 }
 
-// viewWait bounds how long Ahead waits for the Conn's view of a queue to
-// show the entry, before it reads the queue instead.
+// viewWait bounds Ahead's wait for a (lagging) view to show the entry.
 const viewWait = time.Second
 
-// aheadInList is Ahead from a read of the whole queue.
 func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {
 	list, err := d.List(ctx, q)
 	if err != nil {
@@ -380,9 +342,8 @@ func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry,
 	return list[max(0, i-n):i], true, nil
 }
 
-// Delete implements claims.Driver: the entry is deleted (with a
-// candidate's value key) in one transaction comparing its ModRevision
-// with its token, or, on a lease of its own, the lease is revoked.
+// Delete implements claims.Driver: one transaction comparing the entry's
+// token deletes it and a candidate's value key; an own lease is revoked.
 func (d driver) Delete(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) error {
 	lost := s.IsLost()
 	ok, err := d.delete(ctx, q, s.Ref().(*lease), e.Key, e.Token)
@@ -395,10 +356,9 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, s *claims.Session, e
 	return nil
 }
 
-// delete removes the entry key (of token rev; any entry of the name on l
-// when rev is 0) and a candidate's value key, or revokes l when it is the entry's
-// own; ok is false when the entry was not there. The key's name is freed
-// unless the outcome is unknown.
+// delete is Delete of key at token rev (0: any entry of the name on l);
+// ok is false when it was not there. The name is freed unless the
+// outcome is unknown.
 func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string, rev int64) (ok bool, err error) {
 	c := d.c
 	if l.own {
@@ -421,9 +381,8 @@ func (d driver) delete(ctx context.Context, q claims.Queue, l *lease, key string
 	return resp.Succeeded, nil
 }
 
-// deleteTxn is delete's transaction on a shared lease: the entry key (of
-// token rev; any entry of the name on l when rev is 0) and its value keys
-// are deleted; Succeeded says whether the entry was there.
+// deleteTxn is delete's transaction on a shared lease; Succeeded says
+// whether the entry was there.
 func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key string, rev int64) (*clientv3.TxnResponse, error) {
 	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", rev)
 	switch {
@@ -432,7 +391,7 @@ func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key str
 	case q.Native:
 		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
 	}
-	var others []clientv3.Op // a candidate's value key
+	var others []clientv3.Op
 	if q.Election && !q.Native {
 		others = append(others, clientv3.OpDelete(d.c.valueKey(q, key)))
 	}
@@ -441,27 +400,19 @@ func (d driver) deleteTxn(ctx context.Context, q claims.Queue, l *lease, key str
 		Else(others...).Commit()
 }
 
-// lateWindow is how long removeUnknown watches for a put that comes
-// after the removal of its entry. An abandoned request still in flight is
-// in practice applied within moments (TestCancelledLockLeavesNoEntry sees
-// such puts land after the removal on a single member); etcd itself stops
-// waiting for a proposal after its request timeout (about 7 s by
-// default). A put applied later still (a proposal held up by a leader
-// change) escapes the watch: docs/layout-etcd.md says what it costs.
+// lateWindow is how long removeUnknown watches for a late put (etcd stops
+// waiting after about 7 s; a put applied later escapes: docs/layout-etcd.md).
 const lateWindow = 15 * time.Second
 
-// removeUnknown removes, in the background, the entry key that a put of
-// unknown outcome (abandoned when the caller's context ended, or timed
-// out) may have written on l. That put may still be applied AFTER a first
-// removal found nothing: the entry would then head or join the queue, on
-// the Conn's shared lease, with no claim to remove it, and block every
-// later locker for as long as the Conn lives. So the removal is retried
-// until etcd answers it (Conn.retry, until the lease is lost or the Conn
-// closes), and when it found nothing, the key is watched from
-// its revision for lateWindow and a put of it on l is removed too; the
-// name stays taken meanwhile, so that no later entry of the Conn is
-// mistaken for the late one. A lease of the entry's own is revoked
-// instead: a put on it can no longer be applied.
+// removeUnknown removes, in the background, the entry key a put of
+// unknown outcome (timed out or abandoned) may have written on l. The put
+// may be applied after a first removal found nothing, leaving on the
+// shared lease an entry no claim removes, blocking later lockers for the
+// Conn's life. So the removal is retried until etcd answers (or the lease
+// or Conn goes), and if it found nothing, the key is watched for
+// lateWindow and a put on l removed too; the name stays taken meanwhile,
+// so no later entry of the Conn is mistaken for the late one. An own
+// lease is revoked instead: no put on it can be applied after.
 func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 	if l.own {
 		d.remove(q, l, key, 0, true)
@@ -472,9 +423,8 @@ func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 		defer c.freeKey(key)
 		lctx, cancel := backendkit.Linked(c.ctx, l.lostCtx)
 		defer cancel()
-		// del deletes the key if it is on l, retried until etcd answers:
-		// the revision of its answer, and whether it was done (the key
-		// deleted, or no answer before the Conn closed or the lease went).
+		// del deletes the key if on l, retried until etcd answers; done:
+		// deleted, or no answer before the Conn or the lease went.
 		del := func() (rev int64, done bool) {
 			done = true
 			op := func(ctx context.Context) error {
@@ -506,9 +456,7 @@ func (d driver) removeUnknown(q claims.Queue, l *lease, key string) {
 	}()
 }
 
-// remove is delete for an entry Create gives up (a failed check, an
-// unknown outcome), retried in the background until it is done (see
-// untilDone); async runs it in the background from the start.
+// remove is delete for an entry Create gives up, through untilDone.
 func (d driver) remove(q claims.Queue, l *lease, key string, rev int64, async bool) {
 	d.c.untilDone("deleting "+key, async, func(ctx context.Context) error {
 		_, err := d.delete(ctx, q, l, key, rev)
@@ -516,16 +464,14 @@ func (d driver) remove(q claims.Queue, l *lease, key string, rev int64, async bo
 	})
 }
 
-// Held implements claims.Driver: the lease still proven alive (see
-// SafetyMargin) before and after one linearizable read that shows the
-// entry unchanged since it was put, on its lease.
+// Held implements claims.Driver: the lease proven alive before and after
+// one read showing the entry unchanged since its put, on its lease.
 func (d driver) Held(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) (bool, error) {
 	l := s.Ref().(*lease)
 	if l.lost() {
 		return false, nil
 	}
-	// Values included: etcd 3.7 leaves the Lease out of keys-only reads.
-	resp, err := d.c.cli.Get(ctx, e.Key)
+	resp, err := d.c.cli.Get(ctx, e.Key) // with values, see put
 	if err != nil {
 		return false, err
 	}
@@ -533,13 +479,11 @@ func (d driver) Held(ctx context.Context, q claims.Queue, s *claims.Session, e c
 }
 
 // Monitor implements claims.Monitor: a watch of e's key from just after
-// its token, until done closes, the lease is lost or the Conn closes. An
-// event showing the key deleted, or no longer e on its lease (see
-// stillOurs), ends the claim (Session.LoseEntry): an entry deleted behind
-// its holder's back (or with its lease) ends the lock or the term at
-// once, also when that happened before Monitor began. Past a compaction
-// it reads the key instead; a watch etcd ends is opened again, 20 ms to
-// 1 s apart.
+// its token (no read needed), until done closes or the lease or Conn
+// goes. An event showing the key deleted or no longer e (stillOurs) ends
+// the claim at once (Session.LoseEntry), also for one before Monitor
+// began. Past a compaction it reads the key; a watch etcd ends is opened
+// again, 20 ms to 1 s apart.
 func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done <-chan struct{}) {
 	c, l := d.c, s.Ref().(*lease)
 	ctx, cancel := backendkit.Linked(l.lostCtx, c.ctx)
@@ -555,8 +499,7 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 		w := &stream{c: c, ctx: ctx, key: e.Key, path: q.Path, rev: e.Token}
 		w.open(e.Token + 1)
 		defer w.cancel()
-		// follow ends with an error (Done closed, the Conn closed, etcd
-		// refused the watch) or once the entry is no longer ours.
+		// nil: the entry is no longer ours.
 		err := w.follow(func(resp *clientv3.GetResponse) bool {
 			return len(resp.Kvs) == 1 && stillOurs(q, resp.Kvs[0], e, l)
 		}, func(evs []*clientv3.Event) bool {
@@ -573,9 +516,8 @@ func (d driver) Monitor(q claims.Queue, s *claims.Session, e claims.Entry, done 
 	}()
 }
 
-// takeKey reserves the entry name key for one entry of this Conn; it
-// returns false if it is taken (two locks of one directory through one Conn at
-// the same time: the second takes the next shared lease).
+// takeKey reserves the entry name key for one entry of this Conn; false
+// if taken (the second of two entries in one queue takes another lease).
 func (c *Conn) takeKey(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -586,7 +528,6 @@ func (c *Conn) takeKey(key string) bool {
 	return true
 }
 
-// freeKey frees the entry name key, once its entry is gone.
 func (c *Conn) freeKey(key string) {
 	c.mu.Lock()
 	delete(c.keysInUse, key)

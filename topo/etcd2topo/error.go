@@ -13,31 +13,14 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// convertError maps an error from the etcd client onto a *topo.Error for
-// path. A finished ctx wins (Timeout or Interrupted), then a closed Conn
-// (Closed); etcd's own errors map as follows:
-//
-//	compacted revision          -> Compacted
-//	auth refusals (see authErrors) -> PermissionDenied
-//	lease not found             -> LockLost
-//	too many requests, no space -> ResourceExhausted
-//	request too large, too many
-//	operations in a transaction -> InvalidArgument
-//	no leader, unavailable      -> Unavailable
-//	deadline exceeded           -> Timeout
-//	cancelled                   -> Interrupted
-//
-// and anything else to Unavailable (the store failed the call).
-// *topo.Error values pass through unchanged (see backendkit.MapError).
+// convertError maps an etcd client error onto a *topo.Error for path
+// (backendkit.MapError: an ended ctx first, then Closed, then codeOf).
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, c.isClosed(), codeOf)
 }
 
-// authErrors are etcd's refusals of a request for want of authentication
-// or permission: a missing or invalid token, bad credentials, a user,
-// role or permission that does not exist or was not granted, or auth not
-// enabled for a user. They map to PermissionDenied, which every retry
-// loop of the package treats as permanent.
+// authErrors are etcd's refusals for want of authentication or
+// permission: PermissionDenied.
 var authErrors = []error{
 	rpctypes.ErrPermissionDenied,
 	rpctypes.ErrInvalidAuthToken,
@@ -50,22 +33,23 @@ var authErrors = []error{
 	rpctypes.ErrInvalidAuthMgmt,
 }
 
-// isPermanent reports whether err is an etcd error that no retry can
-// cure: an auth refusal (PermissionDenied). Retry loops stop on it.
+// isPermanent reports whether err is one no retry cures (PermissionDenied).
 func isPermanent(err error) bool {
 	return err != nil && codeOf(err) == topo.PermissionDenied
 }
 
-// codeOf is the etcd-specific part of convertError's mapping; NewConn
-// also uses it.
+// codeOf maps an etcd error to its code: auth refusals PermissionDenied,
+// compacted Compacted, lease not found LockLost, too many requests or no
+// space ResourceExhausted, too large or too many ops InvalidArgument,
+// deadline Timeout, cancelled Interrupted, anything else (no leader
+// included) Unavailable. A *topo.Error keeps its code.
 func codeOf(err error) topo.ErrorCode {
 	var te *topo.Error
 	if errors.As(err, &te) {
 		return te.Code
 	}
 	for _, ae := range authErrors {
-		// A cancelled watch reports its cause as plain text ("rpc error:
-		// code = PermissionDenied desc = etcdserver: permission denied").
+		// A cancelled watch's cause is plain text.
 		if errors.Is(err, ae) || strings.Contains(err.Error(), ae.Error()) {
 			return topo.PermissionDenied
 		}

@@ -8,36 +8,22 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// guard is what Txn's IfHeld compares in the store for a lock descriptor
-// or a leadership term of this backend, in either layout.
+// guard is what Txn's IfHeld compares for a claim of this backend.
 type guard struct {
-	// conn is the Conn that put the entry, clusterID the etcd cluster it
-	// is on (for Txn's same-cluster check of a Fence of another Conn).
-	conn      *Conn
-	clusterID uint64
+	conn      *Conn  // that put the entry
+	clusterID uint64 // the entry's cluster
 	path      string // for errors
 	key       string // the entry's key
-	// cmps hold exactly while the claim is held in the store: the
-	// entry's ModRevision is its token (Vitess layout); its
-	// CreateRevision is its token and its lease the claim's (native
-	// layout, where Proclaim moves the ModRevision).
+	// cmps hold exactly while the claim is held in the store.
 	cmps []clientv3.Cmp
 	// gone reports whether the failure read of key (nil: absent) shows
-	// the claim gone: the IfHeld op then fails with LockLost.
-	gone func(kv *mvccpb.KeyValue) bool
-	// withValue: the failure read of key includes its value (a native
-	// term's lease is compared, and etcd 3.7 leaves the lease out of
-	// keys-only reads).
-	withValue bool
-	// held is false when the claim is known to have ended here (released,
-	// Done closed, its lease lost or no longer proven alive): Txn then
-	// fails the op with LockLost without relying on the store.
-	held bool
+	// the claim gone.
+	gone      func(kv *mvccpb.KeyValue) bool
+	withValue bool // the failure read needs the value (the lease)
+	held      bool // false when the claim is known ended here
 }
 
-// guardOf returns the guard of f when it is a claim (see
-// claims.FenceGuard) put by an etcd2topo Conn: ok is false for any other
-// Fence.
+// guardOf returns the guard of f if it is a claim of an etcd2topo Conn.
 func guardOf(f topo.Fence) (*guard, bool) {
 	g, ok := claims.FenceGuard(f)
 	if !ok {

@@ -11,11 +11,9 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Create creates filePath (key <root>/<filePath>) holding contents, in one
-// transaction that writes only if the key has no CreateRevision. It returns
-// the new ModRevision as the version; NodeExists if the file exists;
-// InvalidPath, InvalidArgument (value too large), Timeout, Interrupted,
-// Closed, Unavailable as documented on topo.Conn.
+// Create creates filePath holding contents, in one transaction writing
+// only if the key has no CreateRevision, and returns the new ModRevision.
+// NodeExists if the file exists; other errors as on topo.Conn.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, func(fp string) (string, error) { return backendkit.CheckCreate(fp, contents) }, c.isClosed)
 	if err != nil {
@@ -30,16 +28,11 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return topo.NumericVersion(rev), nil
 }
 
-// Update writes contents to filePath. A nil version is a plain put (it
-// creates the file if absent). A non-nil version (a topo.NumericVersion,
-// the file's ModRevision) is a transaction that writes only if the key's
-// ModRevision still equals it: BadVersion if it differs, NoNode if the file
-// is absent; version 0 never matches and never creates the file. It
-// returns the new ModRevision. A failed compare-and-set costs one more
-// read, to tell NoNode from BadVersion. On a Conn rooted at a reserved
-// place (inside a "locks" directory, say), a key with a lease is a lock or
-// election entry, not a file: Update returns NodeExists and writes
-// nothing (the write is a transaction comparing the lease with none).
+// Update writes contents to filePath and returns the new ModRevision. A
+// nil version is a plain put (creating the file if absent); otherwise a
+// transaction on the key's ModRevision: BadVersion if it differs, NoNode
+// if the file is absent (one more read tells which); version 0 never
+// matches. At a reserved root, a leased key is NodeExists (package doc).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
@@ -65,15 +58,12 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	return topo.NumericVersion(rev), nil
 }
 
-// casWrite runs op (a put or a delete of p's key) in one transaction
-// that applies it only if the key's ModRevision is want, and returns the
-// transaction's revision; casMismatch's error when it is not.
-// With the root at a reserved place (Conn.inClaims), the transaction
-// also compares the key's lease with none (leaseless).
+// casWrite applies op (a put or delete of p's key) if the key's
+// ModRevision is want (and, at a reserved root, it has no lease), and
+// returns the transaction's revision.
 func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.Op) (int64, error) {
 	if want == 0 {
-		// ModRevision 0 means "absent" to etcd: comparing with it would
-		// create the file. No file has version 0, so this cannot match.
+		// ModRevision 0 means "absent": no file has it.
 		return 0, c.casMismatch(ctx, p, op.IsDelete())
 	}
 	k := c.key(p)
@@ -84,13 +74,10 @@ func (c *Conn) casWrite(ctx context.Context, p string, want int64, op clientv3.O
 	return c.writeIf(ctx, p, cmps, op, func() error { return c.casMismatch(ctx, p, op.IsDelete()) })
 }
 
-// errEntry is the cause of the error of a write that would land on a lock
-// or election entry (a leased key at a reserved place: see Conn.inClaims).
 var errEntry = errors.New("etcd2topo: the key is a lock or election entry (it has a lease, at a reserved place): not a file")
 
 // entryError is the error of a write of p (a delete, with del) that would
-// land on a lock or election entry: as memorytopo, an update finds it
-// there (NodeExists), a delete finds no file (NoNode).
+// land on an entry: NodeExists, or NoNode for a delete (package doc).
 func entryError(p string, del bool) error {
 	if del {
 		return backendkit.Wrap(topo.NoNode, p, errEntry)
@@ -98,16 +85,13 @@ func entryError(p string, del bool) error {
 	return backendkit.Wrap(topo.NodeExists, p, errEntry)
 }
 
-// leaseless is the compare that key k has no lease: it holds for an
-// absent key too (etcd compares an absent key's lease as 0). A Conn rooted
-// at a reserved place (Conn.inClaims) adds it to every write, so that a
-// file write never rewrites another holder's entry (a put without a
-// lease would also detach the entry from its lease) nor deletes it, as
-// memorytopo refuses them.
+// leaseless is the compare that k has no lease (absent keys included),
+// which every write adds at a reserved root: a put would also detach an
+// entry from its lease.
 func leaseless(k string) clientv3.Cmp { return clientv3.Compare(clientv3.LeaseValue(k), "=", 0) }
 
-// writeIf runs op in one transaction that applies it only if cmps hold,
-// and returns the transaction's revision; failed's error when one fails.
+// writeIf applies op if cmps hold and returns the revision; failed's
+// error when one does not.
 func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op clientv3.Op, failed func() error) (int64, error) {
 	resp, err := c.cli.Txn(ctx).If(cmps...).Then(op).Commit()
 	if err != nil {
@@ -119,34 +103,23 @@ func (c *Conn) writeIf(ctx context.Context, p string, cmps []clientv3.Cmp, op cl
 	return resp.Header.Revision, nil
 }
 
-// casMismatch returns the error of a compare-and-set that failed or cannot
-// match: NoNode if the file is absent, BadVersion otherwise. It costs one
-// more read, on the failure path only: an Else branch in the transaction
-// would answer in the same round trip but measurably slows every
-// successful compare-and-set. With the root at a reserved place
-// (Conn.inClaims), a leased key is a lock or election entry, not a file:
-// NodeExists for an update, NoNode for a delete (as memorytopo).
+// casMismatch returns the error of a failed compare-and-set: NoNode,
+// BadVersion, or entryError's at a reserved root. It reads once more, on
+// the failure path only: an Else branch measurably slows every success.
 func (c *Conn) casMismatch(ctx context.Context, p string, del bool) error {
+	opts := []clientv3.OpOption{clientv3.WithCountOnly()}
 	if c.inClaims {
-		// Values included: etcd 3.7 leaves the Lease out of keys-only reads.
-		resp, err := c.cli.Get(ctx, c.key(p))
-		if err != nil {
-			return c.convertError(ctx, err, p)
-		}
-		switch {
-		case len(resp.Kvs) == 0:
-			return topo.NewError(topo.NoNode, p)
-		case resp.Kvs[0].Lease != 0:
-			return entryError(p, del)
-		}
-		return topo.NewError(topo.BadVersion, p)
+		opts = nil // with values: the Lease
 	}
-	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithCountOnly())
+	resp, err := c.cli.Get(ctx, c.key(p), opts...)
 	if err != nil {
 		return c.convertError(ctx, err, p)
 	}
-	if resp.Count == 0 {
+	switch {
+	case resp.Count == 0:
 		return topo.NewError(topo.NoNode, p)
+	case len(resp.Kvs) > 0 && resp.Kvs[0].Lease != 0:
+		return entryError(p, del)
 	}
 	return topo.NewError(topo.BadVersion, p)
 }
@@ -169,19 +142,17 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	return kv.Value, topo.NumericVersion(kv.ModRevision), nil
 }
 
-// GetVersion returns the contents filePath held at version, a ModRevision
-// it was written at, by reading the key at that revision. It returns NoNode
-// if the key was not written at that revision (or version is 0 or in the
-// future), Compacted if etcd compacted that revision away, and
-// InvalidArgument for a negative version.
+// GetVersion returns the contents filePath was written with at version,
+// a ModRevision, reading the key at that revision. It returns NoNode if
+// the key was not written then (or version is 0 or in the future),
+// Compacted if etcd compacted it away, InvalidArgument if negative.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	p, err := backendkit.Begin(ctx, filePath, func(fp string) (string, error) { return backendkit.CheckGetVersion(fp, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
 	if version == 0 {
-		// Revision 0 would read the latest value.
-		return nil, topo.NewError(topo.NoNode, p)
+		return nil, topo.NewError(topo.NoNode, p) // WithRev(0) reads the latest
 	}
 	resp, err := c.cli.Get(ctx, c.key(p), clientv3.WithRev(version))
 	if err != nil {
@@ -197,15 +168,11 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 }
 
 // List returns every file whose path starts with filePathPrefix, with its
-// ModRevision, sorted by path (one linearizable range read over the
-// prefix). It returns NoNode when no file matches. Keys at reserved paths
-// (topo.IsReserved) are never listed as files: those attached to a lease
-// (lock entries, election candidates, other tools' ephemeral keys) are
-// left out silently; those without one are files another tool wrote where
-// topokit keeps its locks and elections, and List reports them: it returns
-// every other matching file together with the PartialResult error of
-// backendkit.ReservedFiles naming them (NoNode is then not returned, even when
-// no other file matches).
+// ModRevision, sorted by path (one range read), or NoNode. Keys at
+// reserved paths are no files: leased ones are left out; leaseless ones,
+// which another tool wrote there, make List return the other files with
+// backendkit.ReservedFiles's PartialResult error naming them (not
+// NoNode).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	p, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
@@ -227,15 +194,12 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		}
 		out = append(out, topo.KVInfo{Path: rel, Value: kv.Value, Version: topo.NumericVersion(kv.ModRevision)})
 	}
-	// etcd returns keys sorted, and rel keeps that order.
 	return backendkit.ListResult(p, out, reserved)
 }
 
-// Delete deletes filePath. A nil version deletes unconditionally; a
-// non-nil one is a transaction on the key's ModRevision (BadVersion if
-// stale; version 0 never matches). It returns NoNode if the file is absent,
-// and on a Conn rooted at a reserved place for a key with a lease (a lock
-// or election entry, no file; see Update).
+// Delete deletes filePath: unconditionally for a nil version, else as
+// Update's compare-and-set. NoNode if the file is absent, and at a
+// reserved root for a leased key (package doc).
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, want, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
@@ -248,7 +212,6 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	}
 	var deleted int64
 	if c.inClaims {
-		// A leased key there is a lock or election entry: no file.
 		resp, err := c.cli.Txn(ctx).If(leaseless(k)).Then(clientv3.OpDelete(k)).Commit()
 		if err != nil {
 			return c.convertError(ctx, err, p)
@@ -270,10 +233,8 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	return nil
 }
 
-// locksDir is the name of the directory, under a locked directory or an
-// election, that holds the queue of entries; electionsDir is the
-// top-level directory of leader elections. Both are Vitess's names (and
-// topo's reserved names).
+// Vitess's (and topo's reserved) names: the directory of a queue, and
+// the top directory of elections.
 const (
 	locksDir     = backendkit.LocksDirName
 	electionsDir = backendkit.ElectionsDirName

@@ -12,17 +12,14 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// WatchFromRevision calls fn with every change of the file p (or, with
-// prefix, of every file whose path starts with p) from etcd's history,
-// from revision rev on, then with the live changes, until ctx ends (nil)
-// or fn returns an error (returned as is). Lock and election entries are
-// left out. It fails with Compacted (wrapping a
-// *backendkit.CompactedError) when revision rev was compacted, and
-// with PermissionDenied when the user may not read the keys. When the
-// watch breaks (no leader, a member gone) it returns Unavailable with
-// next, the revision to resume from (the one after the last change
-// reported). Close ends it with Interrupted; on a closed Conn it fails
-// with Closed. Safe for concurrent use.
+// WatchFromRevision calls fn with every change of file p (with prefix,
+// of every file under p) from revision rev on, history then live, until
+// ctx ends (nil) or fn fails (its error). Entries are left out. It fails
+// with Compacted (wrapping *backendkit.CompactedError) when rev was
+// compacted, PermissionDenied when the keys may not be read, and, when
+// the watch breaks, Unavailable with next, the revision to resume from.
+// Close ends it with Interrupted; a closed Conn fails with Closed. Safe
+// for concurrent use.
 func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev int64, fn func(backendkit.RevisionEvent) error) (next int64, err error) {
 	if err := c.closedErr("/" + p); err != nil {
 		return rev, err
@@ -47,7 +44,7 @@ func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev
 			rel := strings.TrimPrefix(string(ev.Kv.Key), c.rootPrefix)
 			next = ev.Kv.ModRevision + 1
 			if topo.IsReserved(rel) {
-				continue // lock and election entries are not files
+				continue
 			}
 			re := backendkit.RevisionEvent{Path: rel, Revision: ev.Kv.ModRevision}
 			if ev.Type == mvccpb.DELETE {
@@ -66,7 +63,7 @@ func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev
 	if c.isClosed() {
 		return next, backendkit.Wrap(topo.Interrupted, "/"+p, errors.New("connection closed"))
 	}
-	if isPermanent(werr) { // any of etcd's auth refusals (authErrors)
+	if isPermanent(werr) {
 		return next, backendkit.Wrap(topo.PermissionDenied, "/"+p, werr)
 	}
 	if werr == nil {

@@ -13,12 +13,11 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// StoreMeta returns what etcd keeps about the key of the file p
-// (canonical path, the key <root>/p of docs/layout-etcd.md): the key, its
-// create and mod revisions, its version and its lease (hexadecimal, "" for
-// none). It returns nil for the root and when there is no such key (an
-// implicit directory), InvalidPath for a bad p, and the errors of a read.
-// Safe for concurrent use; topo/inspect calls it.
+// StoreMeta returns what etcd keeps about the key <root>/p: the key, its
+// create and mod revisions, version and lease (hex, "" for none). It
+// returns nil for the root and when there is no such key (an implicit
+// directory), InvalidPath for a bad p, and a read's errors. Safe for
+// concurrent use; topo/inspect calls it.
 func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField, error) {
 	d, err := topo.CleanDirPath(p)
 	if err != nil || d == "" {
@@ -46,14 +45,11 @@ func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField,
 	}, nil
 }
 
-// SessionTTL returns the time left, in etcd's whole seconds, on the lease
-// that session names as a lock or election entry's Session shows it
-// ("lease N", see leaseName), one LeaseTimeToLive request. The lease's
-// holder keeps renewing it, so this is how long the store would keep the
-// entry if its holder stopped now. ok is false when session names no
-// lease or the lease has expired. Errors are the request's (Unavailable,
-// Timeout, Interrupted, ...). Safe for concurrent use; topo/inspect calls
-// it.
+// SessionTTL returns the time left, in whole seconds, on the lease an
+// entry's Session names ("lease N"), with one LeaseTimeToLive request:
+// how long the entry would outlive its holder stopping now. ok is false
+// when session names no lease or it expired. Errors are the request's.
+// Safe for concurrent use; topo/inspect calls it.
 func (c *Conn) SessionTTL(ctx context.Context, session string) (ttl time.Duration, ok bool, err error) {
 	s, found := strings.CutPrefix(session, leaseNamePrefix)
 	id, perr := strconv.ParseInt(s, 10, 64)

@@ -12,12 +12,8 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Leaders and their published values (the driver's Head and SetValue), in
-// the layout doc.go describes.
-
-// valuesDir is the segment under <root>/elections/ holding the published
-// values: a NUL byte, which no election name or canonical path contains,
-// then "values".
+// valuesDir is the segment of the published values under
+// <root>/elections/ (doc.go).
 const valuesDir = "\x00values"
 
 // valuesPrefix returns the prefix of election n's published values.
@@ -25,14 +21,10 @@ func (c *Conn) valuesPrefix(n string) string {
 	return c.key(electionsDir + "/" + valuesDir + "/" + n + "/")
 }
 
-// Head implements claims.Driver: one read, at one revision, of the queue
-// and the values; the head is the entry with the lowest ModRevision, its
-// value the key of the same name under the values prefix when it is on
-// the entry's lease and was written at or after the entry (a stale key
-// of an earlier entry of the name is older). With watch, two watches on
-// the queue and the values, opened at the current revision before the
-// read, close changed at their first event after it (or when they end:
-// the engine reads again then).
+// Head implements claims.Driver: one read of the queue and the values at
+// one revision (doc.go says which value is the head's). With watch, two
+// watches of them, opened before the read, close changed at their first
+// event after it, or when they end (the engine reads again).
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
 	var ws []clientv3.WatchChan
@@ -42,7 +34,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		wctx, cancel = c.watchContext(ctx)
 		watched := []string{c.queuePrefix(q), c.valuesPrefix(q.Path)}
 		if q.Native {
-			watched = watched[:1] // the values are in the entries
+			watched = watched[:1] // values are in the entries
 		}
 		for _, p := range watched {
 			ws = append(ws, c.cli.Watch(wctx, p, clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
@@ -86,9 +78,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	return head, ok, changed, nil
 }
 
-// readHead is Head's read, at one revision (rev): in the native layout
-// the first-created key, value included (concurrency.Election's Leader
-// read); otherwise the queue and the values.
+// readHead is Head's read, at revision rev; native: the first-created
+// key, as concurrency.Election's Leader reads it.
 func (d driver) readHead(ctx context.Context, q claims.Queue) (head claims.Entry, ok bool, rev int64, err error) {
 	c := d.c
 	prefix, vprefix := c.queuePrefix(q), c.valuesPrefix(q.Path)
@@ -133,17 +124,14 @@ func (d driver) readHead(ctx context.Context, q claims.Queue) (head claims.Entry
 }
 
 // SetValue implements claims.Driver: one transaction puts the value key
-// on the entry's lease if the entry's ModRevision is still its token. That
-// one compare is the whole guard: the key was last written by the entry's
-// own put (one revision is one transaction), so it is this term's entry,
-// never rewritten, on the lease that put gave it; a deleted or expired
-// entry has ModRevision 0. The put fails with ErrLeaseNotFound once the
-// lease is gone.
+// on the entry's lease if the entry's ModRevision is its token, the whole
+// guard: then the key was last written by the entry's own put (one
+// revision, one transaction), on that lease; a deleted entry has
+// ModRevision 0, and a gone lease fails the put.
 func (d driver) SetValue(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry, value []byte) error {
 	l := s.Ref().(*lease)
 	txn := d.c.cli.Txn(ctx)
 	if q.Native {
-		// Rewritten in place, guarded on its CreateRevision and lease.
 		txn = txn.If(nativeHeldCmps(e, l)...).Then(clientv3.OpPut(e.Key, string(value), clientv3.WithLease(l.id)))
 	} else {
 		txn = txn.If(clientv3.Compare(clientv3.ModRevision(e.Key), "=", e.Token)).

@@ -16,27 +16,19 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The lease: what a lock or candidacy rests on, and how long the Conn may
-// believe it still holds. etcd sets a lease's expiry when it applies a
-// grant or a renewal, to that moment plus the TTL; that moment comes after
-// the client sent the request, so (request sent + TTL) is a time before
-// which etcd cannot have expired the lease, whatever became of the reply.
-// Hence the proven-until time, and the losses it declares, of the package
-// doc ("When a holder believes it holds") and docs/layout-etcd.md ("How
-// long a lease is believed alive"): no caller sees the lease lost and a
-// claim on it live, and holders give up before etcd can hand their locks
-// and leaderships on.
+// etcd sets a lease's expiry, when it applies a grant or renewal, to that
+// moment plus the TTL; the moment comes after the request was sent, so
+// etcd cannot have expired the lease before (send time + TTL), whatever
+// became of the reply: the proven-until time of the package doc.
 
 // MinSafetyMargin is the smallest safety margin (see SafetyMargin).
 const MinSafetyMargin = 500 * time.Millisecond
 
 // SafetyMargin returns how long before the earliest possible expiry of a
-// lease of ttl the Conn gives up the locks and leaderships on it: a fifth
-// of the TTL, at least MinSafetyMargin (500 ms), and less than the TTL.
-// With the default 30 s TTL it is 6 s: a lease whose last acknowledged
-// renewal was sent at t counts as lost from t+24 s on. The Conn renews a
-// lease every third of its TTL, so a lease is declared lost only after
-// about two renewals in a row went unanswered.
+// lease of ttl the Conn gives up the claims on it: a fifth of the TTL, at
+// least MinSafetyMargin, and less than the TTL. With the default 30 s it
+// is 6 s: lost 24 s after its last acknowledged renewal was sent; renewals
+// come every third of the TTL, so about two in a row must go unanswered.
 func SafetyMargin(ttl time.Duration) time.Duration {
 	m := max(ttl/5, MinSafetyMargin)
 	if m >= ttl {
@@ -50,22 +42,15 @@ func SafetyMargin(ttl time.Duration) time.Duration {
 type lease struct {
 	id  clientv3.LeaseID
 	ttl time.Duration // as granted by etcd
-	// lostCtx is cancelled once the lease is lost: the requests made on
-	// the lease's behalf are linked to it (see backendkit.Linked: no
-	// goroutine of their own), and the claims' contexts (a lock's Done,
-	// leadership contexts) are its children, so they end within markLost.
+	// lostCtx ends once the lease is lost; requests on its behalf are
+	// linked to it, and the claims' contexts are its children.
 	lostCtx context.Context
 	lostNow context.CancelFunc
 	once    sync.Once
 
-	// sess is the claims engine's view of the lease: markLost declares
-	// it lost, which ends every claim on the lease first.
-	sess *claims.Session
-	// own is set for a lease of one entry's own (see driver.go): removing
-	// the entry revokes it.
-	own bool
-	// clusterID is the id of the etcd cluster that granted the lease.
-	clusterID uint64
+	sess      *claims.Session // the engine's view; markLost declares it lost
+	own       bool            // one entry's own: removing the entry revokes it
+	clusterID uint64          // of the cluster that granted it
 
 	mu       sync.Mutex
 	deadline time.Time   // proven-until: lost from then on unless renewed
@@ -79,16 +64,15 @@ func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 	l.sess = claims.NewSession(leaseName(int64(id)), l)
 	l.lostCtx, l.lostNow = context.WithCancel(context.Background())
 	l.deadline = sent.Add(ttl - SafetyMargin(ttl))
-	// Under mu: a grant slower than the proven time fires the timer at
-	// once, and markLost reads l.timer.
+	// Under mu: a slow grant fires the timer at once, and markLost reads it.
 	l.mu.Lock()
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.markLost)
 	l.mu.Unlock()
 	return l
 }
 
-// lost reports whether the lease is known or presumed gone: revoked,
-// expired, given up, past its proven-until time, or its Conn closed.
+// lost reports whether the lease is known or presumed gone (past its
+// proven-until time included).
 func (l *lease) lost() bool {
 	select {
 	case <-l.lostCtx.Done():
@@ -110,8 +94,7 @@ func (l *lease) markLost() {
 		l.mu.Lock()
 		l.timer.Stop()
 		l.mu.Unlock()
-		// Claims first: whoever sees lostCtx ended (lost, Check) sees
-		// every claim on the lease ended too.
+		// Claims first: whoever sees lostCtx ended sees them ended too.
 		l.sess.Lost()
 		l.lostNow()
 	})
@@ -133,7 +116,6 @@ func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 	}
 }
 
-// provenUntil returns the lease's proven-until time.
 func (l *lease) provenUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,8 +128,8 @@ func ttlSeconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
-// grant creates a lease of ttl seconds and keeps it alive from a goroutine
-// tied to the Conn's lifetime, not to ctx (which bounds only the grant).
+// grant creates a lease of ttl seconds, kept alive for the Conn's life
+// (ctx bounds only the grant).
 func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error) {
 	sent := time.Now()
 	resp, err := c.cli.Grant(ctx, ttl)
@@ -163,41 +145,42 @@ func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error
 	return l, nil
 }
 
-// keep tracks l and keeps it alive until it is lost; after Close it
-// declares l lost and returns Closed instead.
+// keep tracks l and keeps it alive until it is lost; else it declares l
+// lost and returns Closed after Close, or NodeExists when c keeps l's id
+// alive already (Resume twice): the first of two participations on one
+// lease to end would revoke it while the other leads. Check and tracking
+// are one step under c.mu.
 func (c *Conn) keep(l *lease, path string) error {
 	c.mu.Lock()
-	closed := c.isClosed()
-	if !closed {
+	closed, held := c.isClosed(), c.holdsLease(l.id)
+	if !closed && !held {
 		c.leases[l] = struct{}{}
 	}
 	c.mu.Unlock()
-	if closed {
+	switch {
+	case closed:
 		l.markLost()
 		return topo.NewError(topo.Closed, path)
+	case held:
+		l.markLost() // not revoked: the lease is the other holder's
+		return errLeaseHeld(path)
 	}
 	go c.keepAlive(l)
 	return nil
 }
 
 // keepAlive renews l every third of its TTL, one KeepAliveOnce at a time,
-// recording the send time of every acknowledged renewal (see renewed).
-// A failed renewal is retried 50 ms to 1 s apart. Each attempt is bounded
-// by a third of the time left before the lease's proven-until time (at
-// least minRenewAttempt, never past it), and asks for a member with a
-// leader, so that an attempt stuck on one member (a connection cut off
-// without being closed, a member without a leader) leaves time for
-// attempts through the others. It ends when the lease is lost: etcd
-// answers that it is gone (TTL <= 0, lease not found) or refuses the
-// renewal for good (PermissionDenied), the proven-until time passes, the
-// lease is dropped, or the Conn closes.
+// retrying failures 50 ms to 1 s apart. Each attempt asks for a member
+// with a leader and gets a third of the proven time left (renewDeadline),
+// so one stuck on a cut-off connection or a leaderless member leaves time
+// for others. It ends when the lease is lost: gone in etcd, refused for
+// good, past its proven-until time, dropped, or the Conn closed.
 func (c *Conn) keepAlive(l *lease) {
 	defer func() {
 		l.markLost()
 		if c.untrack(l) && !c.isClosed() {
-			// Given up (not dropped): its entries were given up with it, so
-			// revoke it rather than leave them to block others until etcd
-			// expires it (up to SafetyMargin later).
+			// Given up, not dropped: revoke it rather than leave its
+			// entries to block others until etcd expires it.
 			c.revokeAsync(l, true)
 		}
 	}()
@@ -221,13 +204,11 @@ func (c *Conn) keepAlive(l *lease) {
 	}
 }
 
-// minRenewAttempt is the least time a renewal attempt is given (unless
-// the lease's proven-until time comes first).
+// minRenewAttempt is the least time a renewal attempt is given.
 const minRenewAttempt = 100 * time.Millisecond
 
-// renewDeadline returns the deadline of a renewal attempt sent at now for
-// a lease proven until provenUntil: a third of the time left, at least
-// minRenewAttempt, and never past provenUntil.
+// renewDeadline returns the deadline of a renewal sent at now: a third of
+// the proven time left, at least minRenewAttempt, never past provenUntil.
 func renewDeadline(now, provenUntil time.Time) time.Time {
 	d := now.Add(max(provenUntil.Sub(now)/3, minRenewAttempt))
 	if d.After(provenUntil) {
@@ -236,15 +217,12 @@ func renewDeadline(now, provenUntil time.Time) time.Time {
 	return d
 }
 
-// maxSharedLeases bounds how many leases a Conn shares between its Lock,
-// TryLock and election entries (see sharedLease).
+// maxSharedLeases bounds the Conn's shared leases (package doc).
 const maxSharedLeases = 32
 
-// sharedLease returns the i-th of the Conn's shared leases (the first
-// whose entry name is free in a queue: one lease names one entry per
-// queue), granting a new one (appended) if there is no live i-th one. So
-// contenders of one queue through one Conn each take a lease once, not a
-// grant and a revoke per lock.
+// sharedLease returns the i-th of the Conn's shared leases, granting one
+// if there is no live i-th: contenders of one queue through one Conn each
+// take a lease once, not a grant and a revoke per lock.
 func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, error) {
 	live := func() *lease {
 		c.mu.Lock()
@@ -258,8 +236,7 @@ func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, err
 		return l, nil
 	}
 	if i == 0 {
-		// Serialize first grants so that concurrent first lockers share
-		// one lease.
+		// Concurrent first lockers share one lease.
 		c.grantMu.Lock()
 		defer c.grantMu.Unlock()
 		if l := live(); l != nil {
@@ -279,7 +256,7 @@ func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, err
 }
 
 // untrack stops tracking l and declares it lost, without revoking it;
-// it reports whether l was tracked (not revoked, dropped or closed yet).
+// it reports whether l was tracked.
 func (c *Conn) untrack(l *lease) bool {
 	c.mu.Lock()
 	_, tracked := c.leases[l]
@@ -290,7 +267,7 @@ func (c *Conn) untrack(l *lease) bool {
 	return tracked
 }
 
-// revokeAsync revokes l (with async, in the background), see untilDone.
+// revokeAsync revokes l through untilDone.
 func (c *Conn) revokeAsync(l *lease, async bool) {
 	c.untilDone(fmt.Sprintf("revoking lease %d", int64(l.id)), async, func(ctx context.Context) error {
 		_, err := c.cli.Revoke(ctx, l.id)
@@ -301,16 +278,13 @@ func (c *Conn) revokeAsync(l *lease, async bool) {
 	})
 }
 
-// defaultCleanupTimeout bounds one attempt at removing a key or lease that
-// is no longer wanted (abandoned lock waits, Stop, Unlock of an own lease).
+// defaultCleanupTimeout bounds one attempt at a cleanup (delete, revoke).
 const defaultCleanupTimeout = 2 * time.Second
 
-// untilDone runs a cleanup op (a delete or a revoke) at once (or, with
-// async, in the background) and, if it fails, again in the background
-// (see retry) until it succeeds, fails for good or the Conn closes (Close
-// revokes every lease, which cleans up anyway). Otherwise a transient
-// failure could leave a stale key on the shared lease that blocks other
-// lockers for the Conn's lifetime.
+// untilDone runs a cleanup op now (with async, in the background) and,
+// if it fails, retries in the background until it succeeds, fails for
+// good or the Conn closes (Close revokes every lease anyway): a stale key
+// on the shared lease would block other lockers for the Conn's life.
 func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) error) {
 	if async {
 		go func() { c.retry(c.ctx, what, op, c.attempt(c.ctx, what, op)) }()
@@ -323,7 +297,7 @@ func (c *Conn) untilDone(what string, async bool, op func(ctx context.Context) e
 }
 
 // attempt runs op once, bounded by defaultCleanupTimeout; a refusal for
-// good (PermissionDenied) is logged, never retried: nil.
+// good is logged and counts as done (nil).
 func (c *Conn) attempt(ctx context.Context, what string, op func(ctx context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, defaultCleanupTimeout)
 	defer cancel()
@@ -335,8 +309,8 @@ func (c *Conn) attempt(ctx context.Context, what string, op func(ctx context.Con
 	return err
 }
 
-// retry attempts op again after err (nil: done), pausing 50 ms to 2 s
-// between attempts, until it is done, ctx ends or the Conn closes.
+// retry attempts op again after err (nil: done), 50 ms to 2 s apart,
+// until it is done, ctx ends or the Conn closes.
 func (c *Conn) retry(ctx context.Context, what string, op func(ctx context.Context) error, err error) {
 	backoff := 50 * time.Millisecond
 	for err != nil && !c.isClosed() && backendkit.Sleep(ctx, backoff) {

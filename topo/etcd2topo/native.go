@@ -1,25 +1,5 @@
 package etcd2topo
 
-// Native elections: leader elections in etcd's own layout, that of
-// go.etcd.io/etcd/client/v3/concurrency.Election and `etcdctl elect`
-// (NewNativeElection describes it). What its doc leaves out:
-//
-//   - every key under <prefix>/ is a candidate, whatever its depth and
-//     whether or not it has a lease: concurrency.Election counts them all,
-//     so topokit must too, or the two could lead at once;
-//   - a key put there by hand is known by what follows <prefix>/; Campaign
-//     publishes its own value instead of the id; Resign deletes the key,
-//     compared on its CreateRevision;
-//   - the token (the leader key's CreateRevision) grows: the leader is the
-//     oldest key, so every later term's key was created later, whoever
-//     campaigned with it;
-//   - a second participation of one prefix through one Conn takes the
-//     next shared lease;
-//   - a prefix inside the root that no canonical path can start with (a
-//     leading "/" after the root, an empty segment, ...) is accepted, as is
-//     every prefix outside the root; other Conns' roots are not known to
-//     the Conn: keep native prefixes out of every topokit tree.
-
 import (
 	"context"
 	"errors"
@@ -34,34 +14,32 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// nativeLayout names the layout in ResumeInfo.
 const nativeLayout = "etcd-native"
 
-// NewNativeElection joins the election on the etcd-native prefix prefix
-// (the raw etcd key given to concurrency.NewElection or `etcdctl elect`,
-// not relative to the Conn's root) as a participant that publishes id
-// when it joins with WaitForLeadership. The layout is etcd's own: a
-// candidate is the key <prefix>/<lease id in hex> on that lease, holding
-// the value; every key under <prefix>/ is a candidate and the one with the
-// lowest CreateRevision leads; so concurrency.Election campaigners and
-// observers, and topokit's, see one leader and one value and never lead
-// at once. The returned participation is the claims engine's (see
-// claims.Engine.Participate: the same driver as the Vitess layout, in its
-// native variant), with these differences from the Vitess layout:
-// Leader.ID (and GetCurrentLeaderID, WaitForNewLeader) is the leader
-// key's name under <prefix>/ (its lease id in hex), not id;
-// WaitForLeadership publishes id as the value (Leader.Value is then id,
-// not nil); Token is the key's CreateRevision; Proclaim rewrites the key
-// in place, guarded on its CreateRevision and lease; ResumeInfo is taken
-// back with ResumeNativeElection. The candidate key rests on the Conn's
-// shared lease (or one of its own), and leadership ends when the lease
-// can no longer be proven alive, as for NewLeaderParticipation.
+// NewNativeElection joins the election on prefix, a raw etcd key (as
+// given to concurrency.NewElection or `etcdctl elect`, not under the
+// root), as participant id, in etcd's own layout: a candidate is the key
+// <prefix>/<lease id in hex> on that lease, holding its value. Every key
+// under <prefix>/, at any depth, leased or not, is a candidate (as for
+// concurrency.Election, or two could lead at once); the oldest leads, so
+// both see one leader and value, and tokens grow.
+//
+// It differs from NewLeaderParticipation in: Leader.ID (GetCurrentLeaderID,
+// WaitForNewLeader) is the leader key's name under <prefix>/, not id;
+// WaitForLeadership publishes id as the value, Campaign its value; Token
+// is the key's CreateRevision; Proclaim rewrites the key in place, guarded
+// on its CreateRevision and lease, and Resign deletes it, on its
+// CreateRevision; ResumeInfo goes to ResumeNativeElection. Leases, their
+// loss, and a second participation of one prefix through one Conn (the
+// next shared lease) are as for NewLeaderParticipation.
 //
 // It returns InvalidArgument for an empty prefix or id, or a prefix whose
-// range contains the Conn's root; InvalidPath for a prefix inside the
-// root whose remainder is a canonical path (reserved or not: its keys
-// would be the Conn's files or lock and election entries); Closed after
-// Close. Nothing is written until WaitForLeadership or Campaign. The
+// range contains the root; InvalidPath for a prefix inside the root whose
+// rest is a canonical path (its keys would be the Conn's files or
+// entries); Closed after Close. Other prefixes inside the root (a leading
+// "/" after it, an empty segment) and outside it are accepted, but other
+// Conns' roots are unknown: keep native prefixes out of every topokit
+// tree. Nothing is written until WaitForLeadership or Campaign. The
 // participation is safe for concurrent use.
 func (c *Conn) NewNativeElection(prefix, id string) (topo.LeaderParticipation, error) {
 	if err := c.checkNative(prefix, id); err != nil {
@@ -70,9 +48,7 @@ func (c *Conn) NewNativeElection(prefix, id string) (topo.LeaderParticipation, e
 	return c.eng.Participate(claims.Queue{Path: prefix, Native: true}, id, []byte(id)), nil
 }
 
-// checkNative runs NewNativeElection's checks: the prefix (refused when
-// empty or overlapping the Conn's own tree, see the head of native.go),
-// the id, then Closed.
+// checkNative runs NewNativeElection's checks.
 func (c *Conn) checkNative(prefix, id string) error {
 	if prefix == "" {
 		return backendkit.Wrap(topo.InvalidArgument, prefix, errors.New("etcd2topo: empty native election prefix"))
@@ -98,17 +74,12 @@ func (c *Conn) checkNative(prefix, id string) error {
 	return c.closedErr(prefix)
 }
 
-// The native variant of the driver: its entries are every key under
-// <prefix>/ (any depth, with a lease or not), ordered by CreateRevision,
-// which is the token; a Proclaim rewrites the entry in place, so an entry
-// is ours while its CreateRevision and lease are (its ModRevision moves).
-// An entry's Contents is its name under the prefix when read from the
-// store (List, Head: what Leader.ID reports), and the participant's id
-// for our own entries (Create, Resume: what ResumeInfo carries). Its
-// Session is leaseName of its lease (decimal, though the key names the
-// lease in hexadecimal), as for every other entry: SessionTTL reads it.
-
-// nativeEntry is the engine's view of kv, a key under q's prefix.
+// nativeEntry is the engine's view of kv, a key under q's prefix. Native
+// entries are ordered by CreateRevision, the token; Proclaim moves the
+// ModRevision, so an entry is ours while its CreateRevision and lease
+// are. Contents is the key's name under the prefix (Leader.ID) when read
+// from the store, the participant's id for our own entries (Create,
+// Resume); Session is leaseName (decimal, though the key is hex).
 func nativeEntry(q claims.Queue, kv *mvccpb.KeyValue) claims.Entry {
 	e := claims.Entry{Token: kv.CreateRevision, Key: string(kv.Key), Session: leaseName(kv.Lease),
 		Contents: string(kv.Key[len(q.Path)+1:]), ValueRev: kv.ModRevision}
@@ -118,8 +89,7 @@ func nativeEntry(q claims.Queue, kv *mvccpb.KeyValue) claims.Entry {
 	return e
 }
 
-// nativeHeldCmps are the compares that hold exactly while the native
-// entry e lives in the store: its key created at its token, on lease l.
+// nativeHeldCmps hold exactly while native entry e lives, on lease l.
 func nativeHeldCmps(e claims.Entry, l *lease) []clientv3.Cmp {
 	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(e.Key), "=", e.Token),
@@ -132,24 +102,12 @@ func nativeKey(prefix string, id clientv3.LeaseID) string {
 	return fmt.Sprintf("%s/%x", prefix, int64(id))
 }
 
-// ResumeNativeElection takes back, through this Conn, the candidacy that a
-// native participation (of prefix and id, typically in a process that
-// restarted) described with ResumeInfo, like concurrency.ResumeElection:
-// it renews the candidacy's lease once (and from then on keeps it alive
-// from this Conn), checks that the key still exists with the same
-// CreateRevision on that lease, and returns a participation that owns the
-// key: WaitForLeadership and Campaign wait from the key's place (or
-// return at once, with the same term token, if it leads), Resign and
-// Stop revoke the lease (everything else the old process had on that
-// lease goes with it; until then this Conn keeps all of it alive). The
-// earlier process must be gone: a live one is not told, and leads with
-// the same term until the lease is revoked (see ResumeLeaderParticipation). It
-// returns LockLost when the lease or key is gone; InvalidArgument for
-// info that is malformed or was issued for another prefix, id, backend
-// or layout, or whose key another participation of this Conn owns;
-// NodeExists when this Conn holds the lease already; the
-// errors of NewNativeElection; Timeout, Interrupted, Unavailable,
-// PermissionDenied from etcd.
+// ResumeNativeElection takes back through this Conn the candidacy a
+// native participation of prefix and id described with ResumeInfo, like
+// concurrency.ResumeElection, as ResumeLeaderParticipation does in the
+// Vitess layout (see there: the precondition, what is kept alive and
+// revoked, and the errors); info issued for another layout is
+// InvalidArgument. Other errors are NewNativeElection's.
 func (c *Conn) ResumeNativeElection(ctx context.Context, prefix, id string, info []byte) (topo.LeaderParticipation, error) {
 	if err := c.checkNative(prefix, id); err != nil {
 		return nil, err

@@ -15,14 +15,11 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Resuming a candidacy (the driver's ResumeInfo and Resume).
-
 // vitessLayout names the default layout in ResumeInfo.
 const vitessLayout = "vitess"
 
-// resumeInfo is what ResumeInfo returns, as JSON: Election in the Vitess
-// layout, Prefix in the native one (the other is left out, so each
-// layout's JSON keeps its fields and their order).
+// resumeInfo is ResumeInfo's JSON: Election in the Vitess layout, Prefix
+// in the native one (each layout's JSON keeps its fields and order).
 type resumeInfo struct {
 	Backend  string `json:"backend"`
 	Layout   string `json:"layout"`
@@ -34,10 +31,7 @@ type resumeInfo struct {
 	Rev      int64  `json:"create_revision"`
 }
 
-// ResumeInfo implements claims.Driver: JSON naming the backend, the layout
-// ("vitess", or "etcd-native" with the prefix for a native election), the
-// election, the id, the candidate entry's key, its lease id and its
-// CreateRevision.
+// ResumeInfo implements claims.Driver.
 func (d driver) ResumeInfo(q claims.Queue, s *claims.Session, e claims.Entry) ([]byte, error) {
 	r := resumeInfo{Backend: FactoryName, Layout: vitessLayout, Election: q.Path, ID: e.Contents,
 		Key: e.Key, Lease: int64(s.Ref().(*lease).id), Rev: e.Token}
@@ -47,15 +41,10 @@ func (d driver) ResumeInfo(q claims.Queue, s *claims.Session, e claims.Entry) ([
 	return json.Marshal(r)
 }
 
-// Resume implements claims.Driver: it renews the entry's lease and keeps
-// it alive from this Conn from then on (as a lease of the entry's own:
-// Resign and Stop revoke it, and anything else the old process had on it
-// goes too), after one read shows the entry still there, created at the
-// same revision, on that lease, holding id. InvalidArgument for info that
-// is malformed or was issued for another election, id or backend, or
-// whose entry a participation of this Conn owns; NodeExists when this
-// Conn keeps the lease alive already (its own, or one it resumed for
-// another candidacy: keepAdopted).
+// Resume implements claims.Driver: it renews the entry's lease once,
+// reads the entry (created at the same revision, on that lease, holding
+// id), and keeps the lease alive from this Conn as the entry's own (see
+// ResumeLeaderParticipation).
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	r, err := c.parseResume(q, id, info)
@@ -65,7 +54,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
 		return claims.Entry{}, nil, err
 	}
-	if c.holdsLease(clientv3.LeaseID(r.Lease)) {
+	c.mu.Lock()
+	held := c.holdsLease(clientv3.LeaseID(r.Lease))
+	c.mu.Unlock()
+	if held {
 		return claims.Entry{}, nil, errLeaseHeld(q.Path)
 	}
 	if !c.takeKey(r.Key) {
@@ -88,30 +80,20 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		return claims.Entry{}, nil, claims.ErrNotHeld
 	}
 	c.clusterID.CompareAndSwap(0, resp.Header.ClusterId)
-	if err := c.keepAdopted(l, q.Path); err != nil {
+	if err := c.keep(l, q.Path); err != nil {
 		c.freeKey(r.Key)
 		return claims.Entry{}, nil, err
 	}
 	return e, l.sess, nil
 }
 
-// errLeaseHeld is Resume's NodeExists for a lease this Conn holds already.
 func errLeaseHeld(path string) error {
 	return backendkit.Wrap(topo.NodeExists, path, errors.New("etcd2topo: this Conn holds the lease already"))
 }
 
-// holdsLease reports whether c keeps lease id alive already: one of its
-// own leases, or one it resumed for another candidacy.
+// holdsLease reports whether c keeps lease id alive already; c.mu held,
+// so it does not call lost(), which may declare the loss, ending claims.
 func (c *Conn) holdsLease(id clientv3.LeaseID) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holdsLeaseLocked(id)
-}
-
-// holdsLeaseLocked is holdsLease with c.mu held. A lease not yet declared
-// lost counts (lost() is not called here: it may declare the loss, which
-// ends claims, under c.mu).
-func (c *Conn) holdsLeaseLocked(id clientv3.LeaseID) bool {
 	for x := range c.leases {
 		if x.id == id && x.lostCtx.Err() == nil {
 			return true
@@ -120,33 +102,7 @@ func (c *Conn) holdsLeaseLocked(id clientv3.LeaseID) bool {
 	return false
 }
 
-// keepAdopted is keep for a lease Resume adopted, refused (NodeExists)
-// when c holds that lease already: two resumed participations on one
-// lease each revoke it as they end, and the first's revocation would
-// hand the second's election on before the second's term ended (two
-// leaders). The check and the tracking are one step under c.mu, so that
-// of two Resumes of one lease at once, one is refused.
-func (c *Conn) keepAdopted(l *lease, path string) error {
-	c.mu.Lock()
-	closed, held := c.isClosed(), c.holdsLeaseLocked(l.id)
-	if !closed && !held {
-		c.leases[l] = struct{}{}
-	}
-	c.mu.Unlock()
-	switch {
-	case closed:
-		l.markLost()
-		return topo.NewError(topo.Closed, path)
-	case held:
-		l.markLost() // not revoked: the lease is the other holder's
-		return errLeaseHeld(path)
-	}
-	go c.keepAlive(l)
-	return nil
-}
-
-// parseResume checks info, a ResumeInfo, for election (or native
-// prefix) q and id.
+// parseResume checks info, a ResumeInfo, for q and id.
 func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (resumeInfo, error) {
 	bad := func(why string) error {
 		return backendkit.Wrap(topo.InvalidArgument, q.Path, errors.New("etcd2topo: resume info: "+why))
@@ -173,9 +129,8 @@ func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (resumeInfo, 
 	return r, nil
 }
 
-// adoptLease renews lease id once and, if etcd still has it, returns it
-// (as the entry's own) without keeping it alive yet. LockLost when the
-// lease is gone.
+// adoptLease renews lease id once and returns it as an entry's own, not
+// kept alive yet; claims.ErrNotHeld when it is gone.
 func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string) (*lease, error) {
 	sent := time.Now()
 	ka, err := c.cli.KeepAliveOnce(ctx, id)
@@ -193,21 +148,18 @@ func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string)
 	return l, nil
 }
 
-// ResumeLeaderParticipation implements topo.Conn: the info of a native
-// election (ResumeInfo of NewNativeElection) goes to ResumeNativeElection
-// with name as the prefix; any other to the claims engine (see
-// claims.Engine.ResumeLeaderParticipation and driver.Resume). The process
-// of the earlier participation must be gone (exited without closing its
-// Conn, whose Close would have revoked the lease): nothing tells a live
-// one, which keeps renewing the lease and leading, so that both it and
-// the resumed participation pass Check and IfHeld for the same term (two
-// leaders) until the resumed participation's Stop or Resign revoke the
-// lease. It returns LockLost when the lease or entry is gone; InvalidArgument for info that
-// is malformed or was issued for another election, id or backend, or
-// whose entry a participation of this Conn owns; NodeExists when this
-// Conn holds the lease already (its own, or one it resumed for another
-// candidacy: resume one candidacy per lease); the errors of
-// NewLeaderParticipation; Timeout, Interrupted, Unavailable,
+// ResumeLeaderParticipation implements topo.Conn; a native election's
+// info goes to ResumeNativeElection with name as the prefix. It renews
+// the candidacy's lease once, checks that the entry is still there, and
+// keeps the lease alive from this Conn until Stop or Resign revokes it,
+// with everything else the old process had on it. That process must be
+// gone: nothing tells a live one, and both pass Check and IfHeld for the
+// same term until the lease is revoked. It returns LockLost when the
+// lease or entry is gone; InvalidArgument for info malformed or issued
+// for another election, id, backend or layout, or whose entry a
+// participation of this Conn owns; NodeExists when this Conn holds the
+// lease already (resume one candidacy per lease); the errors of
+// NewLeaderParticipation; Timeout, Interrupted, Unavailable and
 // PermissionDenied from etcd.
 func (c *Conn) ResumeLeaderParticipation(ctx context.Context, name, id string, info []byte) (topo.LeaderParticipation, error) {
 	if err := backendkit.CheckContext(ctx, name); err != nil {

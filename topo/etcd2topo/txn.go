@@ -13,38 +13,21 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Transactions: Conn.Txn as one etcd Txn.
-
-// DefaultMaxTxnOps is the most compares, and the most requests in each
-// branch, of one transaction when Options.MaxTxnOps is zero: etcd's
-// default --max-txn-ops.
-const DefaultMaxTxnOps = 128
-
-// DefaultMaxRequestBytes is the largest transaction request, in bytes,
-// when Options.MaxRequestBytes is zero: etcd's default
-// --max-request-bytes (1.5 MiB).
-const DefaultMaxRequestBytes = 3 << 19
-
-// requestOverheadBytes bounds what etcd adds to a transaction before it
-// compares its size with --max-request-bytes (the Raft request's header:
-// request id, auth revision, field tags; the user name is added apart).
+// requestOverheadBytes bounds the Raft header etcd adds to a request
+// before checking --max-request-bytes (the user name comes apart).
 const requestOverheadBytes = 64
 
 // Txn applies ops as one etcd transaction, in one round trip: the
-// conditions (and the implied conditions of the writes) are the
-// transaction's compares and the writes its Success branch; it has no
-// Failure branch. When a compare fails, a second request reads every
-// compared key (keys only; a native term's key, and every key of a Conn
-// rooted at a reserved place, with its value) at the failed
-// transaction's revision, the snapshot etcd evaluated the compares on,
-// and the first op whose condition does not hold there is reported.
-// If that revision was compacted before the read, the diagnosis after
-// compaction is from the current state: the first op whose condition
-// does not hold now, or, if every one holds now, the first op that has a
-// condition, with the code of its kind (BadVersion, NoNode, NodeExists or
-// LockLost). Either way the transaction was not applied and is never
-// re-sent. The ops map as follows,
-// k being the file's key and e the key of a Fence's entry:
+// conditions (and those the writes imply) are its compares, the writes
+// its Success branch; no Failure branch. When a compare fails, a second
+// request reads every compared key (keys only; with values for a native
+// term's key and at a reserved root) at the failed transaction's
+// revision, and the first op whose condition does not hold there is
+// reported. If that revision was compacted meanwhile, the current state
+// is read: the first op failing now, or, if all hold now, the first op
+// with a condition, with its kind's code (BadVersion, NoNode, NodeExists
+// or LockLost). Either way nothing was applied, and nothing is re-sent.
+// With k the file's key and e the key of a Fence's entry:
 //
 //	IfVersion(p, v)    ModRevision(k) = v
 //	IfAbsent(p)        CreateRevision(k) = 0
@@ -56,49 +39,37 @@ const requestOverheadBytes = 64
 //	DeleteOp(p, nil)   CreateRevision(k) > 0; delete k
 //	DeleteOp(p, v)     ModRevision(k) = v; delete k
 //
-// A transaction of conditions only carries one linearizable count-only
-// range of its first key as its Success branch, so that etcd evaluates it
-// on the cluster's latest state (without it, etcd answers a transaction
-// with no writes from the answering member's own, possibly lagging,
-// state). Version 0 never matches (etcd reads it as "absent"), as in
-// Update and Delete. Every write gets the transaction's revision: the version
-// returned for a CreateOp or UpdateOp is it. The writes are plain etcd
-// puts and deletes, seen by List, Watch and WatchRecursive like those of
-// Create, Update and Delete. On a Conn rooted at a reserved place (see
-// Update), UpdateOp and DeleteOp also compare their key's lease with none
-// (LeaseValue(k) = 0; these compares count toward MaxTxnOps) and fail on
-// a lock or election entry with NodeExists and NoNode, as Update and
-// Delete do.
+// Conditions alone carry a linearizable count-only range of the first
+// key as the Success branch: etcd answers a transaction without writes
+// from the member's own, possibly lagging, state. Version 0 never
+// matches, as in Update and Delete. The version returned for CreateOp and
+// UpdateOp is the transaction's revision. At a reserved root (package
+// doc, Invariants), UpdateOp and DeleteOp also compare LeaseValue(k) = 0
+// (counted toward MaxTxnOps) and fail on an entry with NodeExists and
+// NoNode, as Update and Delete.
 //
-// IfHeld takes a lock descriptor or a leadership term of this backend on
-// the same etcd cluster (through another Conn too, even with another
-// root); a Fence of another backend, or of another etcd cluster, is a
-// *topo.TxnError wrapping InvalidArgument. A claim already known to have
-// ended here (Unlock or Stop called, Done closed, its lease lost or past
-// its proven-until time) fails with LockLost: at once, without sending
-// anything, when it is the first op; otherwise its compare is sent as one
-// that never holds, so that an earlier failing op is still reported
-// first.
+// IfHeld takes a lock descriptor or term of this backend on the same
+// etcd cluster (through any Conn or root); another backend's or cluster's
+// Fence is a *topo.TxnError wrapping InvalidArgument. A claim known to
+// have ended here (released, Done closed, its lease lost or unproven)
+// fails with LockLost: at once, sending nothing, as the first op;
+// otherwise as a compare that never holds, so an earlier failing op is
+// reported first.
 //
-// Limits, checked before anything is sent (InvalidArgument, from
-// backendkit.TxnTooLarge): at most Options.MaxTxnOps (default 128, etcd's
-// --max-txn-ops) compares and writes each (the failure reads, one per
-// distinct compared key, are never more than the compares); and at most
-// Options.MaxRequestBytes (default 1.5 MiB, etcd's
-// --max-request-bytes) for the encoded request (its writes counted
-// exactly, each compare at its largest: up to 15 bytes more than it
-// takes) plus 64 bytes and the user name for etcd's header. Other
-// errors: those of backendkit.CheckTxn, then Closed; Timeout,
-// Interrupted or Unavailable when etcd's answer is lost (the transaction
-// may have been applied), or when the answer of the failure reads is
-// lost (it was not); PermissionDenied when etcd refuses it.
+// Limits, checked before sending (InvalidArgument, backendkit.TxnTooLarge):
+// Options.MaxTxnOps compares and writes each (the failure reads are never
+// more than the compares); Options.MaxRequestBytes for the encoded
+// request (writes counted exactly, each compare at most 15 bytes over)
+// plus 64 bytes and the user name for etcd's header. Other errors:
+// backendkit.CheckTxn's, then Closed; Timeout, Interrupted or Unavailable
+// when etcd's answer is lost (the transaction may have been applied) or
+// that of the failure reads (it was not); PermissionDenied when refused.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	return c.txn(ctx, nil, ops...)
 }
 
-// txn is Txn; afterFail, when not nil, is called with the failed
-// transaction's revision before its failure reads are sent (a test seam:
-// tests compact the store there).
+// txn is Txn; afterFail, if set, gets the failed transaction's revision
+// before the failure reads (tests compact there).
 func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.TxnOp) ([]topo.Version, error) {
 	ck, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
@@ -133,10 +104,7 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 	}
 	then := t.then
 	if len(then) == 0 {
-		// etcd answers a transaction without writes, whose branches hold
-		// no linearizable range, from the member's own state, which may
-		// lag behind the cluster's (a serializable read): one linearizable
-		// count-only range makes it wait for the cluster's latest writes.
+		// Linearizable, not the member's own state: see Txn.
 		then = []clientv3.Op{clientv3.OpGet(t.keys[0], clientv3.WithCountOnly())}
 	}
 	resp, err := c.cli.Txn(ctx).If(t.cmps...).Then(then...).Commit()
@@ -161,11 +129,9 @@ func (c *Conn) txn(ctx context.Context, afterFail func(rev int64), ops ...topo.T
 
 // txnPlan is a transaction translated into etcd's terms.
 type txnPlan struct {
-	ops    []backendkit.TxnOp
-	guards []*guard // the guard of each IfHeld op
-	// inClaims: the Conn's root is at a reserved place, and the writes
-	// compare their key's lease with none (see leaseless).
-	inClaims bool
+	ops      []backendkit.TxnOp
+	guards   []*guard // the guard of each IfHeld op
+	inClaims bool     // Conn.inClaims
 
 	cmps  []clientv3.Cmp
 	then  []clientv3.Op
@@ -175,12 +141,10 @@ type txnPlan struct {
 }
 
 // failureRead is the read of one compared key after a failed
-// transaction.
+// transaction; withValues when its lease is compared (etcd 3.7 leaves the
+// Lease out of keys-only reads).
 type failureRead struct {
-	key string
-	// withValues: a native term's key, or any key at a root at a reserved
-	// place: its lease is compared, and etcd 3.7 leaves the Lease out of
-	// keys-only reads.
+	key        string
 	withValues bool
 }
 
@@ -237,15 +201,12 @@ func (t *txnPlan) build(c *Conn) {
 			}
 			t.then = append(t.then, clientv3.OpDelete(k))
 		}
-		// A Conn rooted at a reserved place writes no leased key (a lock
-		// or election entry: see leaseless).
 		entryGuard := c.inClaims && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete)
 		if entryGuard {
 			t.cmps = append(t.cmps, leaseless(k))
 		}
 		if backendkit.TxnConditioned(op) || entryGuard {
-			// One read per key, with values if any op on it needs them (a
-			// native term's key may also be a file of the Conn).
+			// One read per key, with values if any op on it needs them.
 			withValues := c.inClaims || t.guards[i] != nil && t.guards[i].withValue
 			if j, dup := t.read[k]; dup {
 				t.reads[j].withValues = t.reads[j].withValues || withValues
@@ -257,8 +218,7 @@ func (t *txnPlan) build(c *Conn) {
 	}
 }
 
-// versionIs is the compare of a file at version v: its ModRevision; 0,
-// which etcd reads as "absent", never matches.
+// versionIs compares k's ModRevision with v; 0 ("absent") never matches.
 func versionIs(k string, v int64) clientv3.Cmp {
 	if v == 0 {
 		return never(k)
@@ -269,16 +229,8 @@ func versionIs(k string, v int64) clientv3.Cmp {
 // never is a compare on k that never holds.
 func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision(k), "<", 0) }
 
-// diagnose returns the *topo.TxnError of the first op of t whose
-// condition did not hold in the transaction that failed at revision rev.
-// It reads every compared key at rev, in one read-only etcd Txn: the
-// snapshot etcd evaluated the compares on, so the op named is the one
-// that failed. When rev was compacted meanwhile, the diagnosis is from
-// the current state: the first op whose condition does not hold now, or,
-// when every one does (the state changed back since), the first op whose
-// condition could have failed, with the code its kind fails with
-// (backendkit.TxnConditionCode). Errors of the reads are converted as
-// Txn's own (the transaction was not applied either way).
+// diagnose returns the *topo.TxnError of t, failed at revision rev, from
+// one read-only Txn of the compared keys (see Txn).
 func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 	resp, err := c.cli.Txn(ctx).Then(t.readsAt(rev)...).Commit()
 	now := errors.Is(err, rpctypes.ErrCompacted)
@@ -296,14 +248,13 @@ func (c *Conn) diagnose(ctx context.Context, t *txnPlan, rev int64) error {
 			return backendkit.TxnFailed(op, backendkit.TxnConditionCode(op))
 		}
 	}
-	// Reached only if the reads and the compares disagree, or after
-	// compaction when no compared op has a condition.
+	// The reads and the compares disagree, or, after compaction, no
+	// compared op has a condition.
 	return backendkit.Wrap(topo.Unavailable, "", errors.New("etcd2topo: transaction failed but every condition held in its failure reads"))
 }
 
 // failure returns the *topo.TxnError of the first op whose condition
-// does not hold in resp, the answer of t's failure reads, and nil when
-// every condition holds there.
+// does not hold in resp, t's failure reads; nil if none.
 func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	for i, op := range t.ops {
 		j, compared := t.read[t.keys[i]]
@@ -316,7 +267,7 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 			kv, rev = kvs[0], kvs[0].ModRevision
 		}
 		if t.inClaims && kv != nil && kv.Lease != 0 && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) {
-			return backendkit.TxnOpError(op, entryError(op.Path, op.Kind == topo.TxnDelete)) // see leaseless
+			return backendkit.TxnOpError(op, entryError(op.Path, op.Kind == topo.TxnDelete))
 		}
 		if !backendkit.TxnConditioned(op) {
 			continue
@@ -334,8 +285,7 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	return nil
 }
 
-// checkTxnSize returns backendkit.TxnTooLarge's error when t exceeds the
-// Conn's MaxTxnOps or MaxRequestBytes.
+// checkTxnSize checks t against MaxTxnOps and MaxRequestBytes.
 func (c *Conn) checkTxnSize(t *txnPlan) error {
 	if n := len(t.cmps); n > c.opts.MaxTxnOps {
 		return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n, c.opts.MaxTxnOps, "compares")
@@ -350,19 +300,12 @@ func (c *Conn) checkTxnSize(t *txnPlan) error {
 	return nil
 }
 
-// txnRequestSize returns a bound, in bytes, on the encoded size of the
-// TxnRequest that t sends, computed from the public client API only
-// (clientv3.Cmp's and clientv3.Op's accessors, and the protobuf wire
-// format of etcd's rpc.proto, which is stable across etcd 3.6 and 3.7),
-// never from the generated request types, whose layout differs between
-// client versions. The writes are counted exactly; a compare, whose target
-// and operator the public API does not show, is counted at its largest:
-// both enums set and a 10-byte revision, or its value if longer. A
-// compare's bound exceeds its encoded size by at most 15 bytes (about 2
-// KiB for 128 compares, against etcd's 1.5 MiB default), so a transaction
-// within a few bytes of Options.MaxRequestBytes may be refused here that
-// etcd would take. TestTxnRequestSizeBound checks the bound against the
-// bytes gRPC sends.
+// txnRequestSize bounds, in bytes, the encoded TxnRequest of t, from the
+// public client API and rpc.proto's wire format only (the generated types
+// differ between client versions). Writes are counted exactly; a compare,
+// whose target and operator the API hides, at its largest (at most 15
+// bytes over), so a Txn within bytes of MaxRequestBytes may be refused
+// that etcd would take. TestTxnRequestSizeBound checks it against gRPC.
 func txnRequestSize(t *txnPlan) int {
 	n := 0
 	for i := range t.cmps {
@@ -391,18 +334,14 @@ const (
 	deleteRequestKey = 1 // DeleteRangeRequest.key
 )
 
-// embeddedSize is the encoded size of a length-delimited field number num
-// holding n bytes.
+// embeddedSize is the size of length-delimited field num holding n bytes.
 func embeddedSize(num protowire.Number, n int) int {
 	return protowire.SizeTag(num) + protowire.SizeBytes(n)
 }
 
-// cmpSizeBound bounds the encoded size of one Compare: the two enums at
-// their largest (a tag and a 1-byte varint each), its key, and its target
-// value, a revision (at most a 10-byte varint) or the value compared. A
-// compare on a range (WithRange, WithPrefix), whose range end the public
-// API does not show, is not bounded: this package never sends one. It
-// never reads the generated type behind cmp.
+// cmpSizeBound bounds one Compare: both enums (tag and 1-byte varint
+// each), its key, and a 10-byte revision or the value compared. Ranges
+// (never sent here) are not bounded.
 func cmpSizeBound(cmp *clientv3.Cmp) int {
 	n := protowire.SizeTag(compareResult) + 1 + protowire.SizeTag(compareTarget) + 1
 	n += embeddedSize(compareKey, len(cmp.KeyBytes()))
@@ -411,9 +350,8 @@ func cmpSizeBound(cmp *clientv3.Cmp) int {
 	return n
 }
 
-// requestOpSize returns the encoded size of the RequestOp of op, a put of
-// a key and a value (no lease, no other option) or a delete of one key:
-// the only ops build puts in a branch.
+// requestOpSize is the size of op's RequestOp: a plain put or a delete
+// of one key, the only ops build makes.
 func requestOpSize(op clientv3.Op) int {
 	optional := func(num protowire.Number, b []byte) int {
 		if len(b) == 0 {
@@ -428,10 +366,9 @@ func requestOpSize(op clientv3.Op) int {
 	return embeddedSize(requestOpDelete, optional(deleteRequestKey, op.KeyBytes()))
 }
 
-// sameCluster returns nil when g, an entry put through another Conn, is
-// on this Conn's etcd cluster, and an InvalidArgument *topo.TxnError for
-// op otherwise. The Conn learns its cluster's id from its first answer
-// (one read, once, if nothing else told it yet).
+// sameCluster returns an InvalidArgument *topo.TxnError for op unless g,
+// put through another Conn, is on this Conn's cluster (learnt, if no
+// answer told it yet, with one read).
 func (c *Conn) sameCluster(ctx context.Context, op backendkit.TxnOp, g *guard) error {
 	id := c.clusterID.Load()
 	if id == 0 {

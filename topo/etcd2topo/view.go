@@ -12,20 +12,13 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The queue view: while waiters of a Conn wait in one queue, the Conn
-// keeps the queue's entries in memory, from one read of its prefix and
-// one watch of it from the read's revision on, so that a handover costs
-// the store one event per Conn with waiters, not a read of the queue
-// (docs/layout-etcd.md, "Wait", says why a read would cost more).
-//
-// Why a view is as good as a read: the view shows the queue as it was at
-// its revision (every event up to it applied, in order). An entry absent
-// from the view at a revision at or past its token is gone for good (its
-// key and token never come back), and when no entry older than e is left
-// at a revision at or past e's token, none ever will be (tokens only
-// grow): so the engine grants no earlier than a read would.
-
-// queueView is the view of one queue's entries.
+// queueView is the Conn's view of one queue's entries while its waiters
+// wait there: one read of the prefix, then one watch from the read's
+// revision, so a handover costs one event per Conn with waiters, not a
+// read (docs/layout-etcd.md, "Wait"). It is as good as a read: it shows
+// the queue at its revision, an entry absent at or past its token is gone
+// for good, and once no entry older than e is left at or past e's token
+// none will be (tokens only grow).
 type queueView struct {
 	q         claims.Queue
 	prefix    string
@@ -37,16 +30,14 @@ type queueView struct {
 	mu      sync.Mutex
 	rev     int64                       // every event up to rev is applied
 	entries map[string]*mvccpb.KeyValue // the entries at rev, by key
-	// waits holds, for each key someone waits on, a channel closed at
-	// the key's next event: a change wakes only the waiters of its key.
+	// waits: per awaited key, a channel closed at its next event.
 	waits  map[string]chan struct{}
 	broken chan struct{} // closed when the watch ended: use a new view
 	err    error         // why the read or the watch failed
 }
 
-// openView returns the Conn's view of q, starting one if there is none,
-// once its first read is in; release it with closeView. It fails as
-// watchEnded says when ctx ends or the view broke first.
+// openView returns the Conn's view of q, started if need be, once its
+// first read is in; release it with closeView. Errors are watchEnded's.
 func (c *Conn) openView(ctx context.Context, q claims.Queue) (*queueView, error) {
 	prefix := c.queuePrefix(q)
 	c.mu.Lock()
@@ -71,8 +62,7 @@ func (c *Conn) openView(ctx context.Context, q claims.Queue) (*queueView, error)
 	return v, nil
 }
 
-// liveView returns the Conn's view of q when one is in use and sound
-// (release it with closeView), else nil.
+// liveView is openView of a view in use and sound only, else nil.
 func (c *Conn) liveView(q claims.Queue) *queueView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -105,8 +95,7 @@ func (c *Conn) closeView(v *queueView) {
 }
 
 // run reads the queue, then applies the watch's events until the watch
-// ends, which breaks the view (and takes it out of the Conn's, so that the
-// next waiter starts another).
+// ends, which breaks the view (the next waiter starts another).
 func (v *queueView) run(ctx context.Context, c *Conn) {
 	defer func() {
 		c.mu.Lock()
@@ -162,8 +151,7 @@ func (v *queueView) apply(kv *mvccpb.KeyValue) {
 	}
 }
 
-// failure returns nil while v is sound and ctx lives, else the error
-// watchEnded makes of it.
+// failure returns nil while v is sound and ctx lives, else watchEnded's.
 func (v *queueView) failure(ctx context.Context, c *Conn) error {
 	select {
 	case <-v.broken:
@@ -178,9 +166,8 @@ func (v *queueView) failure(ctx context.Context, c *Conn) error {
 	return c.watchEnded(ctx, err, v.q.Path)
 }
 
-// at calls f with the view, under v.mu, once it shows key's token (e's
-// put is in) and at every event of key after, until f returns true. It
-// fails as watchEnded says when ctx ends or the view breaks first.
+// at calls f under v.mu once the view shows e's put and at every later
+// event of its key, until f returns true. Errors are watchEnded's.
 func (v *queueView) at(ctx context.Context, c *Conn, e claims.Entry, f func() bool) error {
 	for {
 		v.mu.Lock()
@@ -213,8 +200,7 @@ func (v *queueView) waitGone(ctx context.Context, c *Conn, e claims.Entry) error
 	})
 }
 
-// ahead is Ahead from v: the n entries just ahead of e, in one pass over
-// the view.
+// ahead is Ahead from v, in one pass.
 func (v *queueView) ahead(ctx context.Context, c *Conn, e claims.Entry, n int) (ahead []claims.Entry, in bool, err error) {
 	var near []*mvccpb.KeyValue // the nearest ahead of e, nearest last
 	err = v.at(ctx, c, e, func() bool {

@@ -13,18 +13,12 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Waiting for an entry to go (the driver's WaitGone): a waiter waits for
-// its predecessor only, so a handover wakes the one waiter behind the
-// holder and an entry joining the queue wakes nobody.
-
-// WaitGone implements claims.Driver: it returns once e is gone from q, or
-// rewritten. In the Conn's view of q when the Conn keeps one or has
-// another waiter in q; otherwise it opens a watch on e's key at the
-// current revision (which etcd serves from its synced watcher group, as
-// events are applied), then reads the key: gone or rewritten (no longer
-// e) it returns at once, otherwise at the first event of the key after
-// the read. A watch etcd ends (no leader, member gone, compacted) is
-// opened again, 20 ms to 1 s apart.
+// WaitGone implements claims.Driver: it returns once e is gone from q or
+// rewritten. A waiter waits on its predecessor only, so a handover wakes
+// one waiter and a joiner none. With a view of q, or another waiter in q,
+// it waits in the view; otherwise it watches e's key from the current
+// revision, then reads it. A watch etcd ends is opened again, 20 ms to
+// 1 s apart.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	prefix := c.queuePrefix(q)
@@ -64,15 +58,13 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	}
 }
 
-// sleep waits d; it returns false at once when ctx ends or the Conn
-// closes first.
+// sleep waits d; false at once when ctx or the Conn ends first.
 func (c *Conn) sleep(ctx context.Context, d time.Duration) bool {
 	lctx, cancel := backendkit.Linked(ctx, c.ctx)
 	defer cancel()
 	return backendkit.Sleep(lctx, d)
 }
 
-// errConnClosed is what driver requests return once the Conn is closed.
 var errConnClosed = errors.New("etcd2topo: the Conn is closed")
 
 func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry) error {
@@ -88,7 +80,7 @@ func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry
 		return err
 	}
 	if len(resp.Kvs) != 1 || tokenOf(q, resp.Kvs[0]) != e.Token {
-		return nil // gone, or rewritten (behind us) already
+		return nil
 	}
 	readRev := resp.Header.Revision
 	for {
@@ -97,8 +89,8 @@ func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry
 			return c.watchEnded(ctx, wr.Err(), q.Path)
 		}
 		for _, ev := range wr.Events {
-			// A deletion's event carries the deletion's revision; events
-			// at or below the read's revision are history it reflects.
+			// Events up to the read's revision are history it shows (a
+			// deletion's event carries the deletion's revision).
 			if ev.Kv.ModRevision > readRev && (ev.Type == mvccpb.DELETE || tokenOf(q, ev.Kv) != e.Token) {
 				return nil
 			}
@@ -106,18 +98,16 @@ func (d driver) waitGoneOnce(ctx context.Context, q claims.Queue, e claims.Entry
 	}
 }
 
-// watchContext returns a context for watches made for ctx: it asks for a
-// member with a leader and ends with ctx, with the Conn, or at cancel.
+// watchContext returns a context for watches for ctx: it requires a
+// leader and ends with ctx, the Conn, or cancel.
 func (c *Conn) watchContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return backendkit.Linked(clientv3.WithRequireLeader(ctx), c.ctx)
 }
 
-// errRewatch tells a wait that the watch ended for a reason that a new
-// watch may fix.
+// errRewatch: the watch ended; a new one may do.
 var errRewatch = errors.New("etcd2topo: watch ended, watching again")
 
-// watchCreated waits for the created notification of a watch opened with
-// WithCreatedNotify.
+// watchCreated waits for a watch's created notification.
 func (c *Conn) watchCreated(ctx context.Context, wch clientv3.WatchChan, path string) error {
 	wr, ok := <-wch
 	if !ok || wr.Canceled || wr.Err() != nil || !wr.Created {
@@ -126,9 +116,8 @@ func (c *Conn) watchCreated(ctx context.Context, wch clientv3.WatchChan, path st
 	return nil
 }
 
-// watchEnded returns the error for a watch channel that closed or was
-// cancelled with err: the context's error, Closed, PermissionDenied when
-// etcd refused the watch for good, or errRewatch.
+// watchEnded is the error of a watch ended with err: ctx's, Closed,
+// PermissionDenied, or errRewatch.
 func (c *Conn) watchEnded(ctx context.Context, err error, path string) error {
 	if ctx.Err() != nil {
 		return backendkit.FromContext(ctx, path)

@@ -13,23 +13,17 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// msgResync is the debug message logged each time a watch finds its
-// history compacted and re-reads the current state.
+// msgResync is logged when a watch re-reads after a compaction.
 const msgResync = "watch history compacted; re-reading"
 
-// watchBuffer is the capacity of the channels Watch and WatchRecursive
-// return.
-const watchBuffer = 16
+const watchBuffer = 16 // capacity of Watch's and WatchRecursive's channels
 
-// errCompacted tells follow that the history next was resuming from was
-// compacted: it reads the current state and reopens the watch after it.
+// errCompacted: the history next resumes from was compacted.
 var errCompacted = errors.New("etcd2topo: watch history compacted")
 
-// stream is one etcd watch on a key or a prefix that survives transient
-// failures: it remembers the last revision it saw and, when the etcd
-// client's watch channel ends (no leader, member gone for good, ...),
-// opens a new watch from the next revision, pausing between attempts.
-// Events at or below that revision are dropped, so nothing is seen twice.
+// stream is an etcd watch on a key or prefix that survives transient
+// failures: when the client's channel ends it opens a new watch after the
+// last revision seen, pausing between attempts; nothing is seen twice.
 type stream struct {
 	c    *Conn
 	ctx  context.Context // the caller's
@@ -41,19 +35,16 @@ type stream struct {
 	cancel context.CancelFunc
 	rev    int64 // every change up to rev is known to the user
 
-	// onProgress, if set, is called with s.rev on each progress
-	// notification, from next (every event next returned before was
-	// handled by then).
+	// onProgress, if set, is called by next with s.rev on each progress
+	// notification (every event returned before was handled by then).
 	onProgress func(rev int64)
 }
 
-// newStream opens a watch on key (or on every key under it, with prefix)
-// at the store's current revision, waits until etcd confirms it, then
-// reads the current state (returned), from whose revision on the stream
-// delivers every change. Opening at the current revision rather than at a
-// past one puts the watch in etcd's synced watcher group, which is
-// notified as each write is applied; a watch at a past revision is caught
-// up by a background pass every 100 ms.
+// newStream opens a watch on key (with prefix, every key under it) at the
+// current revision, waits for etcd to confirm it, then reads the current
+// state (returned); the stream delivers every change after the read. At
+// the current revision the watch is in etcd's synced group, notified as
+// each write is applied; one at a past revision is caught up every 100 ms.
 func (c *Conn) newStream(ctx context.Context, key string, prefix bool, path string) (*stream, *clientv3.GetResponse, error) {
 	s := &stream{c: c, ctx: ctx, key: key, path: path}
 	if prefix {
@@ -86,8 +77,7 @@ func (s *stream) open(rev int64, extra ...clientv3.OpOption) {
 	s.wch = s.c.cli.Watch(wctx, s.key, opts...)
 }
 
-// ended returns the Interrupted error that ends a watch whose caller's
-// context ended or whose Conn closed, or nil if neither happened.
+// ended returns Interrupted once the caller's context or the Conn ended.
 func (s *stream) ended() error {
 	if err := s.ctx.Err(); err != nil {
 		return backendkit.Wrap(topo.Interrupted, s.path, err)
@@ -98,10 +88,8 @@ func (s *stream) ended() error {
 	return nil
 }
 
-// next returns the next events after s.rev. It returns errCompacted when
-// the history needed to resume was compacted (see follow), an Interrupted error when the caller's context ended
-// or the Conn closed, and PermissionDenied (never retried) when etcd
-// cancelled the watch for want of permission. It never returns an empty batch.
+// next returns the next events after s.rev, never none; errCompacted,
+// ended's error, or PermissionDenied (never retried).
 func (s *stream) next() ([]*clientv3.Event, error) {
 	backoff := 20 * time.Millisecond
 	for {
@@ -148,9 +136,7 @@ func (s *stream) next() ([]*clientv3.Event, error) {
 	}
 }
 
-// read reads the watched key or prefix until it succeeds, pausing between
-// failures, or returns the ending error, or the PermissionDenied error of
-// a refused read (never retried).
+// read reads the watched key or prefix, retrying as next does.
 func (s *stream) read() (*clientv3.GetResponse, error) {
 	backoff := 20 * time.Millisecond
 	for {
@@ -172,10 +158,9 @@ func (s *stream) read() (*clientv3.GetResponse, error) {
 	}
 }
 
-// follow hands each batch of events after s.rev to events and, when the
-// history was compacted, a re-read of the current state to resync (the
-// watch then reopens after it), until one of them returns false (nil) or
-// the stream ends (next's or read's error).
+// follow hands each batch of events to events and, after a compaction,
+// a re-read to resync (the watch reopens after it), until one returns
+// false (nil) or the stream ends (next's or read's error).
 func (s *stream) follow(resync func(*clientv3.GetResponse) bool, events func([]*clientv3.Event) bool) error {
 	for {
 		evs, err := s.next()
@@ -200,16 +185,11 @@ func (s *stream) follow(resync func(*clientv3.GetResponse) bool, events func([]*
 	}
 }
 
-// Watch returns the current contents and ModRevision of filePath and a
-// channel of its later changes. It opens an etcd watch at the current
-// revision first and reads the file second, so that no change is missed
-// and changes arrive as soon as etcd applies them. The watch resumes from
-// the last revision it saw after transient failures and member changes;
-// if that history was compacted, it re-reads the file and sends its
-// current value (or NoNode if it was deleted meanwhile). It returns NoNode
-// (and no channel) if the file does not exist. Revision (see
-// topo.WatchData) is the read's header revision for the current value and
-// a re-read, the change's revision for an event.
+// Watch returns the current contents and ModRevision of filePath, or
+// NoNode, and a channel of its later changes (see newStream: none missed).
+// After a compaction it re-reads the file and sends its value, or NoNode
+// if it was deleted meanwhile. Revision (topo.WatchData) is the read's
+// header revision for a read value, the change's revision for an event.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
@@ -258,23 +238,20 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	return cur, out, nil
 }
 
-// WatchRecursive returns every file whose path starts with prefix, each
-// with its own ModRevision, and a channel of per-file changes and deletes
-// (Err NoNode). Lock and election keys are left out. Like Watch, it opens
-// the etcd watch at the current revision before reading, and resumes after
-// transient failures; if the history was compacted it re-reads the prefix
-// and reports every file that changed, appeared or disappeared meanwhile.
-// Revision (see topo.WatchData) is the listing's header revision for the
-// initial values; for an event, its change's revision if it is the last
-// event of that revision, the revision before otherwise; after a re-read,
-// the read's header revision on the last difference.
+// WatchRecursive returns every file under prefix, each with its own
+// ModRevision, and a channel of per-file changes and deletes (Err
+// NoNode); lock and election keys are left out. Like Watch, after a
+// compaction it re-reads and reports every file changed, added or gone.
+// Revision (topo.WatchData) is the listing's header revision for the
+// initial values; an event's revision on the last event of a revision,
+// the one before otherwise; a re-read's header revision on its last
+// difference.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	init, out, _, err := c.watchRecursive(ctx, prefix)
 	return init, out, err
 }
 
-// watchRecursive is WatchRecursive, also returning how far its channel
-// has got.
+// watchRecursive is WatchRecursive, also returning its watchSync.
 func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, *watchSync, error) {
 	p, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
@@ -286,7 +263,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		return nil, nil, nil, err
 	}
 	ws := &watchSync{s: s, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
-	var sent uint64 // events sent, by the goroutine below (which runs s.next)
+	var sent uint64 // events sent, by the goroutine running s.next
 	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
 	known := backendkit.Snapshot{} // file -> ModRevision last reported
 	initial := known.Diff(c.files(resp.Kvs))
@@ -299,9 +276,8 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		defer close(out)
 		defer s.cancel()
 		mark := resp.Header.Revision // the Revision of the last value sent
-		// sendAll sends batch, changes made by revisions up to rev (the
-		// i-th at revs[i]; revs nil when not known), stamped (see
-		// backendkit.Stamp).
+		// sendAll sends batch (up to rev; the i-th at revs[i], or nil),
+		// stamped by backendkit.Stamp.
 		sendAll := func(batch []*topo.WatchDataRecursive, revs []int64, rev int64) {
 			mark = backendkit.Stamp(batch, revs, mark, rev)
 			for _, wd := range batch {
@@ -315,8 +291,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			batch, revs = append(batch, wd), append(revs, rev)
 		}
 		err := s.follow(func(resp *clientv3.GetResponse) bool {
-			// The differences are not in revision order: until the
-			// last, the watch has got no further than before.
+			// Not in revision order: only the last moves the mark.
 			sendAll(known.Diff(c.files(resp.Kvs)), nil, resp.Header.Revision)
 			ws.advance(resp.Header.Revision, sent)
 			return true
@@ -347,8 +322,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	return initial, out, ws, nil
 }
 
-// files returns the files among kvs, a read of a prefix, in kvs' order:
-// keys at reserved paths (lock and election keys) are left out.
+// files returns the files among kvs, in kvs' order.
 func (c *Conn) files(kvs []*mvccpb.KeyValue) []backendkit.FileState {
 	var out []backendkit.FileState
 	for _, kv := range kvs {
