@@ -29,12 +29,7 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 			case <-done:
 				// The release answers the query: cancelling it would
 				// close its HTTP/1.1 connection.
-				t := time.NewTimer(monitorGrace)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
+				backendkit.Sleep(ctx, monitorGrace)
 			case <-ctx.Done():
 			}
 			cancel()
