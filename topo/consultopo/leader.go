@@ -80,10 +80,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		if !ok {
 			continue // the key changed between the two reads
 		}
-		for _, r := range resp.Results {
-			if kv := r.KV; kv != nil && kv.Key == vk && kv.Session == lead.Session {
-				head.Value, head.ValueRev = value(kv), int64(kv.ModifyIndex)
-			}
+		if kv := result(resp, vk); kv != nil && kv.Session == lead.Session {
+			head.Value, head.ValueRev = value(kv), int64(kv.ModifyIndex)
 		}
 		break
 	}
