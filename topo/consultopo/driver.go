@@ -293,8 +293,7 @@ func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) err
 // checkedTxn runs ops, whose first is a check: ErrNotHeld when it fails.
 func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*api.TxnResponse, error) {
 	ok, resp, err := c.txn(ctx, ops)
-	switch {
-	case err != nil || ok:
+	if err != nil || ok {
 		return resp, err
 	}
 	switch classifyRollback(resp) {

@@ -192,16 +192,14 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
-			if op.Version == backendkit.AnyVersion {
+			switch op.Version {
+			case backendkit.AnyVersion:
 				add(i, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: op.Contents, Flags: writeNonce()})
-				continue
-			}
-			if op.Version == 0 {
-				// A cas on 0 would create the key.
+			case 0: // a cas on 0 would create the key
 				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
-				continue
+			default:
+				add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
 			}
-			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
 		case topo.TxnDelete:
 			if op.Version == backendkit.AnyVersion {
 				add(i, &api.KVTxnOp{Verb: api.KVGet, Key: key})
