@@ -22,6 +22,8 @@ const (
 	// requestTimeout bounds the requests detached from the caller's
 	// context: acquires, releases, session renewals and destroys.
 	requestTimeout = 10 * time.Second
+	// closeTimeout bounds Close's destroy of the sessions.
+	closeTimeout = 5 * time.Second
 	// maxRetryWait caps the backoff of an acquire refused by a lock-delay.
 	maxRetryWait = 500 * time.Millisecond
 	// lateWindow is how long the key of an acquire or enqueue that got no

@@ -43,7 +43,6 @@ const (
 	// DefaultWatchPollDuration is the wait time of the blocking queries
 	// behind Watch, WatchRecursive and lock waits.
 	DefaultWatchPollDuration = 30 * time.Second
-	closeTimeout             = 5 * time.Second // Close's bound on destroying sessions
 	// DefaultAddress is the agent address used when Options.Address is
 	// empty.
 	DefaultAddress = "127.0.0.1:8500"
