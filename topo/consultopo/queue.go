@@ -41,8 +41,11 @@ func (d driver) queuePrefix(q claims.Queue) string {
 }
 
 // tailName is the key beside a queue naming the entry queued last: its
-// value is the entry's key, its ModifyIndex the entry's CreateIndex (one
-// enqueue writes both), and the entry's session holds it.
+// value is the entry's key, its ModifyIndex the entry's CreateIndex (an
+// enqueue, and only it, writes both), and the entry's session holds it.
+// It is deleted only while it names an entry that has just left the
+// queue (checking its index), or with its session. Safety never rests on
+// it.
 const tailName = "tail"
 
 // tailOf returns the tail key of the queue of the entry (or prefix) key.
