@@ -33,8 +33,7 @@ const (
 	lateWindow = time.Minute
 )
 
-// errInvalidSession reports that Consul no longer knows the session an
-// acquire was sent with.
+// errInvalidSession: Consul no longer knows an acquire's session.
 var errInvalidSession = errors.New("consul session no longer exists")
 
 // ForeignKeyError is the cause of the NodeExists error of Lock, TryLock,
@@ -71,9 +70,8 @@ type acquireReq struct {
 	entry, entrySession, queue string
 }
 
-// condFor returns the condition under which r may acquire the key as cur
-// shows it (nil: absent), wait when any session holds it, or NodeExists
-// with a ForeignKeyError.
+// condFor returns the condition to acquire the key as cur shows it (nil:
+// absent), wait when a session holds it, or the ForeignKeyError.
 func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err error) {
 	switch {
 	case cur == nil:
@@ -87,8 +85,7 @@ func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err 
 }
 
 // send sends one acquire transaction under cond (after an entry's check,
-// operation 0), detached from the caller's context so that a caller
-// giving up never leaves its outcome unknown; an unanswered one is
+// operation 0), detached from the caller's context; an unanswered one is
 // resolved. It holds the key's stripe, so that resolve can tell this
 // acquire from another of the Conn. ok=false with resp is a rollback.
 func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResponse, err error) {
@@ -149,11 +146,10 @@ func (c *Conn) resolve(r acquireReq) {
 	})
 }
 
-// freeLate reads r's key and deletes it at the index read when it is an
-// orphan of r's session. It reports whether that is done (or the session
-// ended), and the read's index when the key was not r's to free (else 0).
-// The caller holds the key's stripe: no acquire of the Conn is between its
-// transaction and the record of its grant.
+// freeLate deletes r's key at the index read when it is an orphan of r's
+// session. It reports whether that is done (or the session ended), and
+// the read's index when the key was not r's to free (else 0). The caller
+// holds the key's stripe.
 func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
 	ctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
 	defer cancel()
@@ -174,11 +170,9 @@ func (c *Conn) orphan(pair *api.KVPair, sess *session) bool {
 	return pair != nil && pair.Session == sess.id && !c.grants.has(pair.ModifyIndex)
 }
 
-// watchLate watches key in the background, from index until until (or
-// sess's end, or Close), for a write of sess that got no answer landing
-// after all, which would leave the key held with no claim on it and every
-// other contender waiting: whenever it reads stray, free runs (again
-// while it reports not done).
+// watchLate watches key in the background from index until until (or
+// sess's end, or Close), for an unanswered write of sess landing after
+// all: whenever the key reads stray, free runs (again while not done).
 func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Time, stray func(*api.KVPair) bool, free func() bool) {
 	c.spawn(func() {
 		ctx, cancel := context.WithDeadline(sess.ctx, until)
@@ -225,7 +219,7 @@ func (c *Conn) retry(sess *session, key string, try func() bool) {
 	})
 }
 
-// stripe returns the Conn's acquire lock of key (see send).
+// stripe returns the Conn's acquire lock of key.
 func (c *Conn) stripe(key string) *sync.Mutex {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
@@ -301,8 +295,7 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 }
 
 // release gives back a key an acquire of sess took (kv: its result),
-// retried in the background until done, not at the acquire's index, or
-// the session ends: else the key would stay held with no claim on it.
+// retried in the background until done or the session ends.
 func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *session) {
 	if kv == nil {
 		return
@@ -318,15 +311,13 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 	})
 }
 
-// Acquire implements claims.Acquirer: once e heads the queue, one
-// transaction conditioned on the key's state (condFor) and on e still
-// queued takes the key for v's session and removes e, waking the next
-// waiter alone. The first attempt assumes the key absent, unless Ahead
-// has just seen it held. While another session (the predecessor, or a
-// Vitess contender) holds the key it waits with consistent blocking
-// queries; a lock-delay refusal is retried at most maxRetryWait apart.
-// ErrNotHeld when the session ended or e left the queue; NodeExists with
-// a ForeignKeyError for another tool's key.
+// Acquire implements claims.Acquirer: one transaction conditioned on the
+// key's state (condFor; at first "absent", unless Ahead saw it held) and
+// on e still queued takes the key and removes e, waking the next waiter
+// alone. While another session holds the key (the predecessor, or a
+// Vitess contender) it waits with consistent blocking queries; a
+// lock-delay is retried at most maxRetryWait apart. ErrNotHeld when the
+// session ended or e left the queue; NodeExists with a ForeignKeyError.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
 	c := d.c
 	sess := sessionOf(v)
@@ -407,8 +398,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	}
 }
 
-// result returns the last result for key of a successful transaction
-// (an acquire's lock operation, not its check), nil for none.
+// result returns the last result for key (after a check's), or nil.
 func result(resp *api.TxnResponse, key string) *api.KVPair {
 	if resp == nil {
 		return nil

@@ -15,11 +15,10 @@ import (
 )
 
 // driver is the claims engine's view of a Conn's Consul store. A queue
-// entry is a key in the contenders' queue (queue.go), its token its
-// CreateIndex. The store key (<dir>/Lock, elections/<name>) decides who
-// holds: Create takes it when it is free and nobody queues, otherwise the
-// head of the queue takes it in Acquire. A granted entry's token is the
-// key's ModifyIndex at the acquire, its Key grantedKey's.
+// entry's token is its CreateIndex. The store key decides who holds:
+// Create takes it when free and nobody queues, else the queue's head in
+// Acquire; a granted entry's token is the key's ModifyIndex at the
+// acquire.
 type driver struct{ c *Conn }
 
 var (
@@ -29,8 +28,7 @@ var (
 	_ claims.Monitor  = driver{}
 )
 
-// storeKey returns the KV key that decides who holds q: <dir>/Lock for a
-// lock, elections/<name> for an election.
+// storeKey returns q's key: <dir>/Lock, or elections/<name>.
 func (d driver) storeKey(q claims.Queue) string {
 	if q.Election {
 		return d.c.key(backendkit.JoinPath(electionsDir, q.Path))
@@ -52,8 +50,8 @@ func splitGranted(e claims.Entry) (string, uint64) {
 	return key, n
 }
 
-// grantedEntry is the entry of a store key pair acquired by the session
-// sessionID with contents (a transaction's lock result carries no value).
+// grantedEntry is the entry of a key pair acquired by sessionID (a lock
+// result carries no value: contents).
 func grantedEntry(pair *api.KVPair, sessionID, contents string) claims.Entry {
 	return claims.Entry{Token: int64(pair.ModifyIndex), Key: grantedKey(pair.Key, pair.LockIndex),
 		Session: sessionID, Contents: contents, Granted: true}
@@ -65,10 +63,9 @@ func sessionOf(v *claims.Session) *session {
 	return s
 }
 
-// Create implements claims.Driver: with RequireFiles, requireFiles; then
-// the session (see the package doc); then, unless this Conn recently found
-// the key contended (Exclusive always), take; otherwise (or when take says
-// errMustQueue) enqueue, on the long-lived session.
+// Create implements claims.Driver: requireFiles (with RequireFiles), the
+// session, then take, unless this Conn recently found the key contended
+// (Exclusive always takes); else, or on errMustQueue, enqueue.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	if q.Election && len(opts.Value) > maxLeaderValue {
@@ -139,9 +136,8 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 }
 
 // requireFiles returns nil when dir has entries other than its lock key
-// and queue, or a <dir>/Lock that is not a lock (which Lock then refuses
-// with a ForeignKeyError); else backendkit.LockNeedsFiles' error, one more
-// read deciding which. It reads consistently.
+// and queue, or a <dir>/Lock that is not a lock (for the ForeignKeyError);
+// else backendkit.LockNeedsFiles' error. It reads consistently.
 func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	prefix := c.dirPrefix(dir)
 	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))
@@ -176,10 +172,9 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	return backendkit.LockNeedsFiles(dir, isFile)
 }
 
-// Delete implements claims.Driver. A granted entry: after awaitTailDrop,
-// deleteKey with the queue's tail; when its check fails, freeOverwritten.
-// A queue entry: deleteEntry. ErrNotHeld when the check fails. A lock's
-// own session (LockWithTTL, LockName) is destroyed after.
+// Delete implements claims.Driver: deleteKey (after awaitTailDrop; on
+// ErrNotHeld, freeOverwritten) or deleteEntry, then the destroy of a
+// claim's own session.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	c := d.c
 	sess := sessionOf(v)
@@ -204,15 +199,12 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 	return err
 }
 
-// deleteKey deletes the store key of q (with an election's value key of
-// sess) in one transaction checking that it is still at token, so that a
-// key acquired or written since is never deleted; ErrNotHeld when it is
-// not. With a tail (the queue's tail key; "" for none) the transaction
-// reads it too: a tail means others queue (or did lately), so the key is
-// marked contended and the Conn's next contender queues behind them
-// rather than take the key in the gap before the head's acquire, where
-// the store would name it holder, or leader of a term nobody was granted
-// (TestReleaseThenRetryQueues).
+// deleteKey deletes the key of q (with an election's value key) in one
+// transaction checking that it is still at token; ErrNotHeld when not.
+// With a tail ("" for none) it reads the tail key too: a tail means
+// others queue, so the key is marked contended and the Conn's next
+// contender queues rather than take the key in the gap before the head's
+// acquire, naming a holder nobody was granted (TestReleaseThenRetryQueues).
 func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session, tail string) error {
 	ops := claimOps(key, token, &api.KVTxnOp{Verb: api.KVDelete, Key: key}, q.Election, sess)
 	if tail != "" {
@@ -240,14 +232,11 @@ func claimOps(key string, index uint64, op *api.KVTxnOp, election bool, sess *se
 	return ops
 }
 
-// freeOverwritten frees the store key of a claim of sess (token: its
-// acquire's) whose release found it written since: another tool's PUT
-// keeps the session on the key, and every later acquire would wait until
-// the session ends (docs/layout-consul.md). While a consistent read shows
-// it bound to sess, not re-created since token and at an index no claim
-// of this Conn acquired it at, one transaction checking that index unlocks
-// it for sess, keeping the value, with the lock flags. Failures are
-// retried in the background until the session ends.
+// freeOverwritten frees a claim's key that another tool's PUT rewrote,
+// which keeps sess on it (docs/layout-consul.md): while a consistent read
+// shows it bound to sess, not re-created since token and at an index no
+// claim of the Conn acquired, one transaction checking that index unlocks
+// it, keeping the value, with the lock flags. Retried until sess ends.
 func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *session) {
 	c.retry(sess, key, func() bool {
 		ctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
@@ -303,9 +292,9 @@ func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*ap
 	return nil, rollbackError(path, resp)
 }
 
-// Held implements claims.Driver: the session is within its deadline (see
-// session) and a consistent read, bounded by it, shows holds. A failed
-// read is an error (Unavailable, PermissionDenied), not a loss.
+// Held implements claims.Driver: the session is alive and a consistent
+// read, bounded by its deadline, shows holds. A failed read is an error
+// (Unavailable, PermissionDenied), not a loss.
 func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
 	sess := sessionOf(v)
 	if !e.Granted || !sess.alive() {
@@ -324,9 +313,7 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 	return holds(pair, sess.id, e.Token), nil
 }
 
-// holds reports whether pair, a store key as read, is still the acquire
-// with token by the session sessionID (nothing of topokit writes a held
-// key).
+// holds reports whether pair is still the acquire at token by sessionID.
 func holds(pair *api.KVPair, sessionID string, token int64) bool {
 	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
 }
