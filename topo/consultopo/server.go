@@ -24,15 +24,13 @@ import (
 const FactoryName = "consul"
 
 const (
-	// DefaultSessionTTL is the TTL of a Conn's long-lived session, which
-	// carries default-TTL locks and elections.
+	// DefaultSessionTTL is Options.SessionTTL's default.
 	DefaultSessionTTL = 15 * time.Second
-	// MinSessionTTL is Consul's default minimum session TTL (the servers'
-	// session_ttl_min); shorter TTLs are rounded up to it unless
-	// Options.MinSessionTTL says the servers allow less.
+	// MinSessionTTL is Consul's default session_ttl_min (see
+	// Options.MinSessionTTL).
 	MinSessionTTL = 10 * time.Second
-	// MaxSessionTTL is Consul's maximum session TTL; longer TTLs are rounded
-	// down to it. LockName uses it.
+	// MaxSessionTTL is Consul's longest session TTL, LockName's; longer
+	// TTLs are cut to it.
 	MaxSessionTTL = 24 * time.Hour
 	// DefaultLockDelay is the lock-delay of the sessions this backend
 	// creates: after a session holding a lock is invalidated, Consul hands
@@ -40,11 +38,9 @@ const (
 	// delay every failover; holders here notice a loss within a round trip
 	// or one TTL without renewal, so one second covers requests in flight.
 	DefaultLockDelay = time.Second
-	// DefaultWatchPollDuration is the wait time of the blocking queries
-	// behind Watch, WatchRecursive and lock waits.
+	// DefaultWatchPollDuration is Options.WatchPollDuration's default.
 	DefaultWatchPollDuration = 30 * time.Second
-	// DefaultAddress is the agent address used when Options.Address is
-	// empty.
+	// DefaultAddress is Options.Address's default.
 	DefaultAddress = "127.0.0.1:8500"
 	// DefaultDialTimeout is Options.DialTimeout when it is zero.
 	DefaultDialTimeout = 5 * time.Second
@@ -91,10 +87,9 @@ type Options struct {
 	TLSServerName string
 
 	// SessionTTL is the TTL of the Conn's long-lived session (of Lock,
-	// TryLock and elections). Zero means DefaultSessionTTL; it is rounded
-	// up to whole seconds within [MinSessionTTL, MaxSessionTTL]. A holder
-	// that cannot renew for this long considers its claims lost; Consul
-	// invalidates the session later (after up to twice the TTL).
+	// TryLock and elections), rounded up to whole seconds within
+	// [MinSessionTTL, MaxSessionTTL]; zero means DefaultSessionTTL. A
+	// holder that cannot renew for this long considers its claims lost.
 	SessionTTL time.Duration
 
 	// MinSessionTTL is the servers' session_ttl_min, the shortest TTL
@@ -126,13 +121,11 @@ type Options struct {
 	DialTimeout time.Duration
 
 	// RequestTimeout bounds each request's wait for the agent's answer
-	// (its response headers), Client()'s included: without one, a request
-	// fails with Unavailable after RequestTimeout, a blocking query after
-	// its wait time plus Consul's jitter (a sixteenth) plus RequestTimeout,
-	// or earlier when its context ends. Such a request may still have been
-	// applied, as after a deadline. Zero means DefaultRequestTimeout (30 s,
-	// above Consul's 7 s rpc_hold_timeout, the longest a healthy agent
-	// holds a request while its servers elect a leader); negative, no bound.
+	// (Client()'s too): Unavailable after RequestTimeout, for a blocking
+	// query after its wait time plus Consul's jitter (a sixteenth) plus
+	// RequestTimeout; such a request may still have been applied. Zero
+	// means DefaultRequestTimeout (30 s, above the 7 s a healthy agent
+	// holds a request while its servers elect a leader); negative, none.
 	RequestTimeout time.Duration
 
 	// TxnMaxRequestBytes is the largest request body, in bytes, that Txn
@@ -149,15 +142,12 @@ type Options struct {
 type ReadMode int
 
 const (
-	// ReadConsistent (the default) sends every read with ?consistent: the
-	// leader confirms its leadership with a quorum and has applied every
-	// committed write, so a read never misses a write acknowledged before
-	// it started, by any Conn (cost: docs/layout-consul.md).
+	// ReadConsistent (the default) sends reads with ?consistent: a read
+	// never misses a write acknowledged before it started, by any Conn
+	// (cost: docs/layout-consul.md).
 	ReadConsistent ReadMode = iota
-	// ReadDefault is Consul's default mode: the leader answers from its
-	// state unconfirmed, which after a restart or a leader change may lag
-	// behind committed writes (stale data, or NoNode for a file that
-	// exists, even after this Conn's own write).
+	// ReadDefault is Consul's default mode: after a restart or a leader
+	// change a read may miss committed writes, even this Conn's own.
 	ReadDefault
 )
 
@@ -196,12 +186,11 @@ func orOff(v, def time.Duration) time.Duration {
 }
 
 // clampTTL rounds ttl up to whole seconds within [o.MinSessionTTL,
-// MaxSessionTTL] (o normalized).
+// MaxSessionTTL].
 func (o Options) clampTTL(ttl time.Duration) time.Duration {
 	return min(max(wholeSeconds(ttl), o.MinSessionTTL), MaxSessionTTL)
 }
 
-// wholeSeconds rounds d up to whole seconds.
 func wholeSeconds(d time.Duration) time.Duration {
 	return (d + time.Second - 1).Truncate(time.Second)
 }
@@ -240,9 +229,8 @@ var _ topo.ContextFactory = (*Factory)(nil)
 
 func init() { topo.MustRegisterFactory(FactoryName, NewFactory(Options{})) }
 
-// Conn is a topo.Conn on one Consul agent, rooted at a key prefix. It is
-// safe for concurrent use. Create Conns with NewConn or through the
-// "consul" factory.
+// Conn is a topo.Conn on one Consul agent, rooted at a key prefix, safe
+// for concurrent use. Create it with NewConn or the "consul" factory.
 type Conn struct {
 	// Claims: the claims engine over this store's driver (driver.go).
 	claims.Claims
@@ -281,7 +269,6 @@ type Conn struct {
 // keySet is a set, safe for concurrent use; the zero value is empty.
 type keySet[K comparable] struct{ m sync.Map }
 
-// set adds k to s (on) or removes it.
 func (s *keySet[K]) set(k K, on bool) {
 	if on {
 		s.m.Store(k, nil)
@@ -290,7 +277,6 @@ func (s *keySet[K]) set(k K, on bool) {
 	}
 }
 
-// has reports whether k is in s.
 func (s *keySet[K]) has(k K) bool {
 	_, ok := s.m.Load(k)
 	return ok
@@ -361,10 +347,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
 	cfg.Transport.DialContext = dialer.DialContext
-	// No gzip: the agent compresses answers of 1400 bytes or more (claims'
-	// transactions with long keys), which on a nearby agent costs more CPU
-	// than it saves (a tenth of agent's and client's CPU per term with 300
-	// candidates).
+	// No gzip: compressing answers (claims' transactions) costs a nearby
+	// agent and client more CPU than it saves.
 	cfg.Transport.DisableCompression = true
 	cfg.Transport.TLSHandshakeTimeout = opts.DialTimeout
 	httpClient, err := api.NewHttpClient(cfg.Transport, cfg.TLSConfig)
@@ -430,13 +414,11 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err))
 }
 
-// errNoAnswer is the cancellation cause of a request that boundedTransport
-// gave up on.
+// errNoAnswer is boundedTransport's cancellation cause.
 var errNoAnswer = errors.New("no answer")
 
-// noAnswerError is the error of a request the agent did not answer within
-// its bound. It wraps no context error: convertError maps it to
-// Unavailable.
+// noAnswerError is a request's error past its bound: it wraps no context
+// error, so it is Unavailable.
 type noAnswerError struct {
 	addr  string
 	bound time.Duration
@@ -519,9 +501,8 @@ func blockingWait(rawQuery string) time.Duration {
 func (c *Conn) Client() *api.Client { return c.client }
 
 // Close implements topo.Conn.Close: it ends every watch (Interrupted) and
-// claim, and destroys the Conn's sessions, deleting the keys they hold
-// (others may take them after the lock-delay), trying for at most 5 s. It
-// waits for background goroutines and is idempotent.
+// claim and destroys the Conn's sessions, deleting their keys (trying for
+// at most 5 s). It waits for background goroutines and is idempotent.
 func (c *Conn) Close() {
 	c.eng.Close()
 	c.mu.Lock()
@@ -549,7 +530,6 @@ func (c *Conn) Close() {
 	c.transport.CloseIdleConnections()
 }
 
-// isClosed reports whether Close was called.
 func (c *Conn) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -567,8 +547,7 @@ func (c *Conn) key(p string) string {
 	return c.root + "/" + p
 }
 
-// dirPrefix returns the KV prefix of the entries under the canonical
-// directory dir.
+// dirPrefix returns the KV prefix of the directory dir's entries.
 func (c *Conn) dirPrefix(dir string) string {
 	if k := c.key(dir); k != "" {
 		return k + "/"
@@ -576,8 +555,7 @@ func (c *Conn) dirPrefix(dir string) string {
 	return ""
 }
 
-// relPath returns the canonical path of key, relative to the root, and
-// false when key is not under the root.
+// relPath returns key's path relative to the root, false when outside.
 func (c *Conn) relPath(key string) (string, bool) {
 	if c.root == "" {
 		return key, key != ""
@@ -598,8 +576,7 @@ func (c *Conn) consistentOptions(ctx context.Context) *api.QueryOptions {
 	return (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
 }
 
-// blocking makes q a blocking query, waiting for an index above index for
-// at most Options.WatchPollDuration.
+// blocking makes q a blocking query for an index above index.
 func (c *Conn) blocking(q *api.QueryOptions, index uint64) *api.QueryOptions {
 	q.WaitIndex, q.WaitTime = index, c.opts.WatchPollDuration
 	return q
