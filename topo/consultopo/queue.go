@@ -23,14 +23,13 @@ import (
 // predecessor's entry alone; only the head sends the acquire, whose
 // transaction deletes its entry and so wakes the next waiter alone.
 
-// queueDir is the queue's directory, under a lock's or election's locks
-// directory.
+// queueDir is the queue's directory, in a locks directory.
 const queueDir = "queue"
 
 // errMustQueue reports that a take found the key held or others queued.
 var errMustQueue = errors.New("the key is held or contended: queue")
 
-// queuePrefix returns the prefix of q's queue: <dir>/locks/queue/ or
+// queuePrefix returns q's queue's prefix: <dir>/locks/queue/ or
 // elections/<name>/locks/queue/.
 func (d driver) queuePrefix(q claims.Queue) string {
 	key := d.storeKey(q)
@@ -101,8 +100,7 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 	return claims.Entry{Token: int64(kv.CreateIndex), Key: ekey, Session: qsess.id, Contents: contents, Value: value}, nil
 }
 
-// namedTail returns the tail key of the entry key's queue as resp read
-// it, when it names that entry, else nil.
+// namedTail returns the tail key resp read, if it names the entry key.
 func namedTail(key string, resp *api.TxnResponse) *api.KVPair {
 	tail := result(resp, tailOf(key))
 	if tail == nil || string(tail.Value) != key {
@@ -230,8 +228,7 @@ func (c *Conn) setWaiter(key string, w *waiter) {
 	}
 }
 
-// waiterOf returns the waiter of the entry key (zero: none); take forgets
-// it.
+// waiterOf returns the entry key's waiter (zero: none); take forgets it.
 func (c *Conn) waiterOf(key string, take bool) waiter {
 	c.mu.Lock()
 	var w waiter
@@ -245,8 +242,7 @@ func (c *Conn) waiterOf(key string, take bool) waiter {
 	return w
 }
 
-// List implements claims.Driver: the queue's entries by CreateIndex, in
-// one consistent read.
+// List implements claims.Driver: one consistent read, by CreateIndex.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	pairs, _, err := d.c.kv.List(d.queuePrefix(q), d.c.consistentOptions(ctx))
 	if err != nil {

@@ -49,18 +49,12 @@ const (
 //     BadVersion), then a delete.
 //
 // An UpdateOp or DeleteOp at a reserved place is planned from a read of
-// its key (one request per key; see guard.go): on a lock or election key
-// it is a check-index on 0, which always fails (NodeExists for UpdateOp,
-// NoNode for DeleteOp); otherwise made at the index read, and sent again,
-// after reading again, when its key changed in between (at most
-// guardedAttempts times, then ResourceExhausted).
+// its key, one request per key, as Update and Delete are (guard.go).
 //
-// So a write is applied as the Conn method of its name would apply it;
-// versions are the written keys' ModifyIndex. Consul 1.13 reports every
+// Versions are the written keys' ModifyIndex. Consul 1.13 reports every
 // failed operation of a rolled-back transaction; the op reported is the
-// first in the caller's order owning one (whatever the OpIndex), its code
-// read from Consul's message. An ACL refusal of any operation is
-// PermissionDenied.
+// first in the caller's order owning one, its code read from Consul's
+// message. An ACL refusal of any operation is PermissionDenied.
 //
 // Before anything is sent, in this order: CheckTxn's checks; for an IfHeld
 // Fence of another backend, InvalidArgument (*topo.TxnError); for more
@@ -212,8 +206,7 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 	return plan, nil
 }
 
-// txnRequestBytes returns the size of the JSON body the api package sends
-// for ops (its encoder ends it with a newline).
+// txnRequestBytes returns the size of the api package's body for ops.
 func txnRequestBytes(ops api.TxnOps) int {
 	b, _ := json.Marshal(ops)
 	return len(b) + 1
@@ -304,10 +297,9 @@ func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCod
 	return 0, false
 }
 
-// txnVersions returns, for each op, the new version of a CreateOp or
-// UpdateOp, nil for the others. Results carry no OpIndex: they are
-// matched in order, by key, to the operations that return one; a mismatch
-// is Unavailable (applied, versions unknown).
+// txnVersions returns each CreateOp's and UpdateOp's new version. Results
+// carry no OpIndex: they are matched in order, by key; a mismatch is
+// Unavailable (applied, versions unknown).
 func txnVersions(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) ([]topo.Version, error) {
 	out := make([]topo.Version, len(cops))
 	k := 0
