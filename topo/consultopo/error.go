@@ -14,14 +14,12 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// convertError maps a consul api error onto a *topo.Error for path
-// (backendkit.MapError, then codeOf).
+// convertError maps a consul api error onto a *topo.Error for path.
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, c.ctx.Err() != nil, codeOf)
 }
 
-// codeOf is the Consul part of convertError; transport errors and 5xx
-// are Unavailable.
+// codeOf is convertError's Consul part (backendkit.MapError's).
 func codeOf(err error) topo.ErrorCode {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return topo.Timeout
@@ -68,8 +66,7 @@ func isPermanent(err error) bool {
 	return isPermissionDenied(err) || topo.IsErrType(err, topo.PermissionDenied)
 }
 
-// isInvalidSession reports whether err refuses a session that no longer
-// exists.
+// isInvalidSession reports whether err refuses a session as gone.
 func isInvalidSession(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "invalid session") || strings.Contains(err.Error(), "Invalid session"))
 }
@@ -106,8 +103,8 @@ func classifyRollback(resp *api.TxnResponse) rollback {
 	return rollbackOf(resp.Errors[0].What)
 }
 
-// rollbackOf returns the kind of Consul's message what (an ACL refusal's
-// too is rollbackUnknown).
+// rollbackOf returns the kind of Consul's message what (for an ACL
+// refusal, rollbackUnknown).
 func rollbackOf(what string) rollback {
 	switch what = unquoted(what); {
 	case strings.Contains(what, "index is stale"), strings.Contains(what, "failed index check"):

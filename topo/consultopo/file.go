@@ -15,8 +15,7 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// isLockPair reports whether pair is a lock or election key (lock flags,
-// or a session), not a file.
+// isLockPair reports whether pair is a lock or election key, not a file.
 func isLockPair(pair *api.KVPair) bool {
 	return pair.Flags == api.LockFlagValue || pair.Session != ""
 }
@@ -47,8 +46,8 @@ func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse,
 	return false, nil, err
 }
 
-// maxTxnValue is the largest value written through a transaction (512 KiB
-// bodies, values in base64); larger ones go through writeLarge.
+// maxTxnValue is the largest value written in a transaction (512 KiB
+// bodies, base64 values); larger ones go through writeLarge.
 const maxTxnValue = 360 * 1024
 
 // Create implements topo.Conn.Create: a transaction with a check-and-set
@@ -194,8 +193,7 @@ func (c *Conn) writeLargeGuarded(ctx context.Context, op backendkit.TxnOp, pair 
 }
 
 // missingOrBadVersion explains a failed check-and-set of kind on p with a
-// consistent read: NoNode, BadVersion, or for a guarded lock or election
-// key entryError's.
+// consistent read: NoNode, BadVersion, or entryError's.
 func (c *Conn) missingOrBadVersion(ctx context.Context, p string, kind topo.TxnOpKind) error {
 	pair, _, err := c.kv.Get(c.key(p), c.consistentOptions(ctx))
 	switch {
@@ -257,11 +255,10 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	return backendkit.ListResult(prefix, out, reserved)
 }
 
-// files returns the pairs that are files under the root, sorted by path;
-// apart, the sorted reserved paths; and the keys that are no canonical
-// path ("t/" holding a value, "a//b"), which List lists raw, as etcd2topo
-// does. An empty "folder" key (ending in "/", as Consul's UI makes) is no
-// file.
+// files returns the files under the root, sorted by path; the sorted
+// reserved paths; and the keys that are no canonical path ("t/" holding a
+// value, "a//b"), which List lists raw, as etcd2topo does. An empty
+// "folder" key (as Consul's UI makes) is no file.
 func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved []string, raw []topo.KVInfo) {
 	files = make([]backendkit.FileState, 0, len(pairs))
 	for _, pair := range pairs {

@@ -47,8 +47,7 @@ func (c *Conn) guardedWrite(op backendkit.TxnOp) bool {
 	return (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) && guardedKey(c.key(op.Path))
 }
 
-// readGuarded reads consistently the key of every guarded write of cops
-// (by KV key; nil when absent).
+// readGuarded reads the key of every guarded write of cops, by KV key.
 func (c *Conn) readGuarded(ctx context.Context, cops []backendkit.TxnOp) (map[string]*api.KVPair, error) {
 	out := map[string]*api.KVPair{}
 	for _, op := range cops {
@@ -68,8 +67,7 @@ func (c *Conn) readGuarded(ctx context.Context, cops []backendkit.TxnOp) (map[st
 	return out, nil
 }
 
-// entryError is the error of a write of kind on p refused on a lock or
-// election key.
+// entryError is the error of a write of kind refused on a lock key.
 func entryError(kind topo.TxnOpKind, p string) error {
 	if kind == topo.TxnUpdate {
 		return backendkit.Wrap(topo.NodeExists, p, errEntry)

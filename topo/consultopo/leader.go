@@ -11,12 +11,10 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// maxLeaderValue is the largest published value (it travels in a
-// transaction).
+// maxLeaderValue is the largest published value (sent in a transaction).
 const maxLeaderValue = maxTxnValue
 
-// valueKey returns the key of the value the leader on sessionID publishes
-// in the election key.
+// valueKey returns the value key of sessionID in the election key.
 func valueKey(key, sessionID string) string { return key + "/" + valuesDir + "/" + sessionID }
 
 // valueOp publishes value at key, locked by sess so that it goes with the

@@ -82,9 +82,9 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return e, sess.view, nil
 }
 
-// adoptSession renews the session id (of a process that restarted) and
-// makes it this Conn's, own. ErrNotHeld when Consul no longer knows it,
-// NodeExists when this Conn holds it already.
+// adoptSession renews the session id and makes it this Conn's, own.
+// ErrNotHeld when Consul no longer knows it, NodeExists when this Conn
+// holds it already.
 func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Duration) (*session, error) {
 	c.mu.Lock()
 	for s := range c.sessions {

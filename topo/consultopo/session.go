@@ -49,9 +49,8 @@ type session struct {
 	timer    *time.Timer // fires at deadline
 }
 
-// startSession makes the session id, whose create or renewal was sent at
-// sent, a session of the Conn, renewed in the background; Closed after
-// Close.
+// startSession makes the session id, created or renewed at sent, the
+// Conn's, renewed in the background; Closed after Close.
 func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent time.Time) (*session, error) {
 	s := &session{id: id, ttl: ttl, own: own, deadline: sent.Add(ttl)}
 	s.view = claims.NewSession(id, s)
@@ -217,8 +216,7 @@ func (c *Conn) forgetSession(s *session, cause error) {
 	c.mu.Unlock()
 }
 
-// destroySession forgets s and destroys it in Consul (best effort, within
-// requestTimeout), which deletes the keys it holds.
+// destroySession forgets s and destroys it in Consul (best effort).
 func (c *Conn) destroySession(parent context.Context, s *session) {
 	c.forgetSession(s, nil)
 	ctx, cancel := context.WithTimeout(parent, requestTimeout)

@@ -14,8 +14,7 @@ import (
 const watchRetryMax = 2 * time.Second
 
 // nextIndex returns the WaitIndex after a query on prev that returned
-// last: last, or 0 (answered at once) when the index went back (a
-// restarted dev agent).
+// last: 0 (answered at once) when the index went back (a restarted agent).
 func nextIndex(prev, last uint64) uint64 {
 	if last < prev {
 		return 0
