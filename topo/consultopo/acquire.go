@@ -29,7 +29,7 @@ const (
 	// lateWindow is how long the key of an acquire or enqueue that got no
 	// answer is watched for it landing late (watchLate; no read settles
 	// it: docs/layout-consul.md). Consul 1.13 enqueues a write into Raft
-	// within 30 s or refuses it.
+	// within 30 s or refuses it; one held longer is not caught.
 	lateWindow = time.Minute
 )
 

@@ -208,7 +208,8 @@ type waiter struct {
 	goneAt uint64       // the index that removed pred, once WaitGone saw it
 	fresh  bool         // pred was read from the tail key by enqueue
 	// key is the store key as Ahead read it when the waiter became the
-	// head by its predecessor's acquire (nil: not known).
+	// head by its predecessor's acquire: Acquire blocks on its index
+	// first (nil: not known).
 	key *api.KVPair
 }
 

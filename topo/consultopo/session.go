@@ -26,9 +26,10 @@ var (
 //
 // It is valid for the holder until its deadline, one TTL after the send
 // time of the last renewal Consul acknowledged (or of the create). Consul
-// invalidates an unrenewed session only after twice the TTL, then keeps
-// its keys for the lock-delay, so the deadline passes at least a TTL plus
-// the lock-delay before anyone else can acquire (docs/layout-consul.md).
+// resets its timer after that time, invalidates an unrenewed session only
+// after twice the TTL, then keeps its keys for the lock-delay, so the
+// deadline passes at least a TTL plus the lock-delay before anyone else
+// can acquire (docs/layout-consul.md).
 // At the deadline the session is declared lost, without a request.
 //
 // Declaring it lost (markLost) ends every claim on it before ctx, which
@@ -73,7 +74,8 @@ func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent t
 
 // markLost declares the session lost with cause (the first call's wins):
 // it ends every claim on it, then ctx. When it returns, in every caller,
-// every claim on the session has ended.
+// every claim on the session has ended (concurrent calls wait for the
+// first, and Lost returns once the claims' contexts are cancelled).
 func (s *session) markLost(cause error) {
 	s.lostOnce.Do(func() {
 		s.view.Lost()
