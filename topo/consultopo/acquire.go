@@ -85,7 +85,8 @@ func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err 
 }
 
 // send sends one acquire transaction under cond (after an entry's check,
-// operation 0), detached from the caller's context; an unanswered one is
+// operation 0), detached from the caller's context, so that a caller
+// giving up never leaves its outcome unknown; an unanswered one is
 // resolved. It holds the key's stripe, so that resolve can tell this
 // acquire from another of the Conn. ok=false with resp is a rollback.
 func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResponse, err error) {
@@ -149,7 +150,8 @@ func (c *Conn) resolve(r acquireReq) {
 // freeLate deletes r's key at the index read when it is an orphan of r's
 // session. It reports whether that is done (or the session ended), and
 // the read's index when the key was not r's to free (else 0). The caller
-// holds the key's stripe.
+// holds the key's stripe: no acquire of the Conn is between its
+// transaction and the record of its grant.
 func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
 	ctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
 	defer cancel()
@@ -172,7 +174,8 @@ func (c *Conn) orphan(pair *api.KVPair, sess *session) bool {
 
 // watchLate watches key in the background from index until until (or
 // sess's end, or Close), for an unanswered write of sess landing after
-// all: whenever the key reads stray, free runs (again while not done).
+// all, which would leave the key held with no claim on it while the Conn
+// lives: whenever it reads stray, free runs (again while not done).
 func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Time, stray func(*api.KVPair) bool, free func() bool) {
 	c.spawn(func() {
 		ctx, cancel := context.WithDeadline(sess.ctx, until)
@@ -295,7 +298,8 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 }
 
 // release gives back a key an acquire of sess took (kv: its result),
-// retried in the background until done or the session ends.
+// retried in the background until done or the session ends (else the key
+// would stay held with no claim on it).
 func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *session) {
 	if kv == nil {
 		return

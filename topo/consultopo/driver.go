@@ -200,7 +200,8 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 }
 
 // deleteKey deletes the key of q (with an election's value key) in one
-// transaction checking that it is still at token; ErrNotHeld when not.
+// transaction checking that it is still at token, so that a key
+// acquired or written since is never deleted; ErrNotHeld when not.
 // With a tail ("" for none) it reads the tail key too: a tail means
 // others queue, so the key is marked contended and the Conn's next
 // contender queues rather than take the key in the gap before the head's

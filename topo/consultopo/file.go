@@ -109,9 +109,10 @@ func writeNonce() uint64 {
 // Up to 360 KiB it is one transaction; larger values take two or three
 // requests (see writeLarge: Unavailable with ErrVersionUnknown). Errors
 // as for Create; InvalidArgument for a foreign or negative version. A key
-// at a reserved place (guard.go) is read first: a lock or election key is
-// NodeExists, left alone; any other is written at the ModifyIndex read
-// (ResourceExhausted with ErrGuardedContention when it keeps changing).
+// at a reserved place (guard.go) is read first, one request more: a lock
+// or election key is NodeExists, left alone; any other is written at the
+// index read (ResourceExhausted with ErrGuardedContention when it keeps
+// changing).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
@@ -124,9 +125,10 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 }
 
 // ErrVersionUnknown is the cause of the Unavailable error of an Update or
-// Create of a value over 360 KiB that was applied but overwritten before
-// its version could be read back (Consul's KV PUT returns no index, and
-// it keeps no history). No version is made up for it.
+// Create of a value over 360 KiB that was applied but already
+// overwritten when its version was read back (Consul's KV PUT returns no
+// index, and it keeps no history): like a timeout, an indeterminate
+// outcome. No version is made up, so none is returned for two writes.
 var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
 
 // writeLarge writes through the KV endpoint with a fresh nonce in Flags
