@@ -236,7 +236,8 @@ func claimOps(key string, index uint64, op *api.KVTxnOp, election bool, sess *se
 // freeOverwritten frees a claim's key that another tool's PUT rewrote,
 // which keeps sess on it (docs/layout-consul.md): while a consistent read
 // shows it bound to sess, not re-created since token and at an index no
-// claim of the Conn acquired, one transaction checking that index unlocks
+// claim of the Conn acquired (so still the claim's: no acquire takes a
+// key its own session holds), one transaction checking that index unlocks
 // it, keeping the value, with the lock flags. Retried until sess ends.
 func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *session) {
 	c.retry(sess, key, func() bool {
@@ -293,9 +294,9 @@ func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*ap
 	return nil, rollbackError(path, resp)
 }
 
-// Held implements claims.Driver: the session is alive and a consistent
-// read, bounded by its deadline, shows holds. A failed read is an error
-// (Unavailable, PermissionDenied), not a loss.
+// Held implements claims.Driver: the session is alive and holds is true
+// of a consistent read bounded by its deadline. A failed read is an
+// error (Unavailable, PermissionDenied), not a loss.
 func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
 	sess := sessionOf(v)
 	if !e.Granted || !sess.alive() {
@@ -314,7 +315,8 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 	return holds(pair, sess.id, e.Token), nil
 }
 
-// holds reports whether pair is still the acquire at token by sessionID.
+// holds reports whether pair is still the acquire at token by sessionID:
+// no topokit request writes a held key, so it keeps that ModifyIndex.
 func holds(pair *api.KVPair, sessionID string, token int64) bool {
 	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
 }

@@ -93,7 +93,8 @@ func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, er
 // writeNonce returns the Flags of a file write: a random nonce (never
 // api.LockFlagValue), since Consul keeps the ModifyIndex of a write that
 // changes neither value nor flags, and every Update must yield a new
-// version. writeLarge also recognises its own write by it.
+// version (a repeated nonce, a 2^-64 chance, rewrites an identical
+// state). writeLarge also recognises its own write by it.
 func writeNonce() uint64 {
 	for {
 		if n := rand.Uint64(); n != api.LockFlagValue {
@@ -238,7 +239,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // (a d/Lock without lock flags or session) are named by the PartialResult
 // error of backendkit.ReservedFiles returned with the other files; keys
 // that are no canonical path are listed under their raw paths. NoNode
-// when no file matches; other errors as for Get.
+// when no file matches and none is reserved; other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {

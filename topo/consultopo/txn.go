@@ -49,7 +49,8 @@ const (
 //     BadVersion), then a delete.
 //
 // An UpdateOp or DeleteOp at a reserved place is planned from a read of
-// its key, one request per key, as Update and Delete are (guard.go).
+// its key, one request per key, and fails as Update and Delete do there
+// (NodeExists, NoNode, ResourceExhausted; guard.go).
 //
 // Versions are the written keys' ModifyIndex. Consul 1.13 reports every
 // failed operation of a rolled-back transaction; the op reported is the
@@ -206,7 +207,8 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 	return plan, nil
 }
 
-// txnRequestBytes returns the size of the api package's body for ops.
+// txnRequestBytes returns the size of the api package's body for ops:
+// its JSON and a newline.
 func txnRequestBytes(ops api.TxnOps) int {
 	b, _ := json.Marshal(ops)
 	return len(b) + 1
