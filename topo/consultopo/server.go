@@ -144,8 +144,9 @@ type ReadMode int
 
 const (
 	// ReadConsistent (the default) sends reads with ?consistent: a read
-	// never misses a write acknowledged before it started, by any Conn
-	// (cost: docs/layout-consul.md).
+	// never misses a write acknowledged before it started, by any Conn;
+	// right after a leader election Consul refuses it until the new leader
+	// has applied every committed write (cost: docs/layout-consul.md).
 	ReadConsistent ReadMode = iota
 	// ReadDefault is Consul's default mode: after a restart or a leader
 	// change a read may miss committed writes, even this Conn's own.
