@@ -19,33 +19,29 @@ import (
 )
 
 const (
-	// requestTimeout bounds the store requests that run detached from the
-	// caller's context: acquire transactions, releases, session renewals
-	// and destroys.
+	// requestTimeout bounds the requests detached from the caller's
+	// context: acquires, releases, session renewals and destroys.
 	requestTimeout = 10 * time.Second
-	// maxRetryWait caps the backoff between retries of an acquire refused
-	// by a lock-delay.
+	// closeTimeout bounds Close's destroy of the sessions.
+	closeTimeout = 5 * time.Second
+	// maxRetryWait caps the backoff of an acquire refused by a lock-delay.
 	maxRetryWait = 500 * time.Millisecond
-	// lateWindow is how long, after an acquire or an enqueue got no
-	// answer, the Conn watches its key for it landing late (watchLate;
-	// docs/layout-consul.md says why no read can settle it). A Consul
-	// 1.13 server enqueues a write into Raft within 30 s or refuses it; a
-	// request held longer is not caught: its key stays held until the
-	// Conn's session ends.
+	// lateWindow is how long the key of an acquire or enqueue that got no
+	// answer is watched for it landing late (watchLate; no read settles
+	// it: docs/layout-consul.md). Consul 1.13 enqueues a write into Raft
+	// within 30 s or refuses it; one held longer is not caught.
 	lateWindow = time.Minute
 )
 
-// errInvalidSession reports that Consul no longer knows the session an
-// acquire was sent with.
+// errInvalidSession: Consul no longer knows an acquire's session.
 var errInvalidSession = errors.New("consul session no longer exists")
 
-// ForeignKeyError is the cause of the NodeExists error that Lock, TryLock,
-// LockWithTTL, LockName and WaitForLeadership return when the key their
-// lock or election lives in (<dir>/Lock, elections/<name>) holds a value
-// another tool wrote: no session holds it and it lacks the lock flags
-// (api.LockFlagValue). topokit never takes such a key over, overwrites or
-// deletes it; List reports it with backendkit.ReservedFiles. Remove it with
-// another tool to use the lock.
+// ForeignKeyError is the cause of the NodeExists error of Lock, TryLock,
+// LockWithTTL, LockName and WaitForLeadership when their key (<dir>/Lock,
+// elections/<name>) holds another tool's value: no session and no lock
+// flags (api.LockFlagValue). topokit never takes over, overwrites or
+// deletes it (List reports it with backendkit.ReservedFiles); remove it
+// with another tool to use the lock.
 type ForeignKeyError struct {
 	// Key is the full Consul KV key (with the Conn's root).
 	Key string
@@ -62,23 +58,20 @@ type acquireReq struct {
 	key      string
 	contents string
 	sess     *session
-	// election: the acquire also writes the session's value key (publish,
-	// with value) or deletes it, so that a leader is never seen without
-	// its value nor with an older one.
+	// election: the acquire also writes (publish) or deletes the session's
+	// value key, so a leader is never seen without its value or with an
+	// older one.
 	election bool
 	publish  bool
 	value    []byte
-	// entry is the queue entry the acquire removes ("" for none), first
-	// checking that its session entrySession still holds it, and queue
-	// the queue's prefix, read in the same transaction, after the removal
-	// ("" not to read it).
+	// entry: the queue entry the acquire removes, checking that
+	// entrySession holds it; queue: the queue's prefix, read after (""
+	// for none).
 	entry, entrySession, queue string
 }
 
-// condFor returns the condition under which r may acquire the key as cur
-// shows it (nil: absent), or wait while any session holds it, this Conn's
-// own included. A value without lock flags nor session was written by
-// another tool: NodeExists with a ForeignKeyError, nothing written.
+// condFor returns the condition to acquire the key as cur shows it (nil:
+// absent), wait when a session holds it, or the ForeignKeyError.
 func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err error) {
 	switch {
 	case cur == nil:
@@ -92,11 +85,10 @@ func (r acquireReq) condFor(cur *api.KVPair) (cond *api.KVTxnOp, wait bool, err 
 }
 
 // send sends one acquire transaction under cond (after an entry's check,
-// which fails as operation 0). It runs detached from the caller's context
-// (bounded by requestTimeout and the session), so that a caller giving up
-// never leaves its outcome unknown; an unanswered one is resolved. It holds
-// the key's stripe, so that resolve can tell this acquire from another of
-// the same Conn and session. ok=false with resp is a rollback.
+// operation 0), detached from the caller's context, so that a caller
+// giving up never leaves its outcome unknown; an unanswered one is
+// resolved. It holds the key's stripe, so that resolve can tell this
+// acquire from another of the Conn. ok=false with resp is a rollback.
 func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResponse, err error) {
 	var ops api.TxnOps
 	if r.entry != "" {
@@ -133,13 +125,10 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 	return ok, resp, nil
 }
 
-// resolve finds out, after an acquire request of r that got no answer,
-// whether it took the key (held by r's session at an index no grant of
-// this Conn recorded), and if so deletes it (freeLate, retried in the
-// background until the session ends). The caller holds the key's stripe.
-// Since the request may still land after the read, the key is then
-// watched for lateWindow (watchLate), freeLate running again under the
-// stripe whenever the key shows up as an orphan.
+// resolve frees the key an unanswered acquire of r may have taken
+// (freeLate, retried until the session ends), then, since the request may
+// land after the read, watches it for lateWindow, freeing it whenever it
+// shows up an orphan. The caller holds the key's stripe.
 func (c *Conn) resolve(r acquireReq) {
 	until := time.Now().Add(lateWindow)
 	c.retry(r.sess, r.key, func() bool {
@@ -158,11 +147,10 @@ func (c *Conn) resolve(r acquireReq) {
 	})
 }
 
-// freeLate reads r's key (consistent) and deletes it, checking the index
-// read, when it is an orphan of r's session. It reports whether that is
-// done (also when the session ended), and the index of the read when the
-// key was not r's to free (0 otherwise). The caller holds the key's
-// stripe, so that no acquire of the Conn on the key is between its
+// freeLate deletes r's key at the index read when it is an orphan of r's
+// session. It reports whether that is done (or the session ended), and
+// the read's index when the key was not r's to free (else 0). The caller
+// holds the key's stripe: no acquire of the Conn is between its
 // transaction and the record of its grant.
 func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
 	ctx, cancel := context.WithTimeout(r.sess.ctx, requestTimeout)
@@ -178,20 +166,16 @@ func (c *Conn) freeLate(r acquireReq) (index uint64, done bool) {
 	return 0, err == nil || r.sess.lost()
 }
 
-// orphan reports whether pair, a lock or election key as read, is held by
-// sess at an index no grant of this Conn recorded: taken by an acquire
-// whose answer was lost, with no claim on it.
+// orphan reports whether pair is held by sess at an index no grant of
+// this Conn recorded: an acquire whose answer was lost.
 func (c *Conn) orphan(pair *api.KVPair, sess *session) bool {
 	return pair != nil && pair.Session == sess.id && !c.grants.has(pair.ModifyIndex)
 }
 
-// watchLate watches key, in the background, with consistent blocking
-// queries from index until the time until (or sess's end, or the Conn's
-// close), for a write of sess that got no answer landing after all:
-// whenever the key as read is stray, free runs (again at the next answer
-// while it reports not done). Else a late acquire or enqueue would leave
-// a key held by sess with no claim or waiter on it, and every other
-// contender waiting, for as long as the Conn lives.
+// watchLate watches key in the background from index until until (or
+// sess's end, or Close), for an unanswered write of sess landing after
+// all, which would leave the key held with no claim on it while the Conn
+// lives: whenever it reads stray, free runs (again while not done).
 func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Time, stray func(*api.KVPair) bool, free func() bool) {
 	c.spawn(func() {
 		ctx, cancel := context.WithDeadline(sess.ctx, until)
@@ -216,9 +200,8 @@ func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Tim
 	})
 }
 
-// retry runs try, which reports whether its work is done, and until it is,
-// again in the background with a growing pause, holding key's stripe,
-// until the session sess ends or the Conn closes.
+// retry runs try until it reports done: at once, then in the background
+// with a growing pause, under key's stripe, until sess ends or Close.
 func (c *Conn) retry(sess *session, key string, try func() bool) {
 	if try() {
 		return
@@ -239,7 +222,7 @@ func (c *Conn) retry(sess *session, key string, try func() bool) {
 	})
 }
 
-// stripe returns the Conn's acquire lock of key (see send).
+// stripe returns the Conn's acquire lock of key.
 func (c *Conn) stripe(key string) *sync.Mutex {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
@@ -248,13 +231,10 @@ func (c *Conn) stripe(key string) *sync.Mutex {
 
 // take is Create's attempt without a queue entry: one transaction taking
 // the key if absent and reading the queue. It returns the granted entry,
-// or errMustQueue when the key is not free or others queue (a key taken in
-// a release's gap is given back). With Exclusive (TryLock): *BusyError
-// naming the holder a read of the key shows, NodeExists when others queue
-// or a lock-delay outlasts the Conn's own plus a second. An Exclusive
-// take whose condition failed reads the key and tries again, under the
-// condition the read gives, when the key turns out free after all
-// (released since the transaction, or held by no session).
+// or errMustQueue when the key is held or others queue (a key so taken is
+// given back). With Exclusive (TryLock): *BusyError naming the holder a
+// read shows, NodeExists when others queue or a lock-delay outlasts the
+// Conn's own plus a second; a key the read shows free is tried again.
 func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, opts claims.CreateOptions, sess *session) (claims.Entry, error) {
 	c := d.c
 	r := acquireReq{path: q.Path, key: key, contents: contents, sess: sess, election: q.Election,
@@ -275,7 +255,7 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 			if kv != nil && !queued {
 				return grantedEntry(kv, sess.id, r.contents), nil
 			}
-			// Others queue for the key: give it back at once.
+			// Others queue: give it back.
 			d.release(q, key, kv, sess)
 			if opts.Exclusive {
 				return claims.Entry{}, backendkit.Wrap(topo.NodeExists, q.Path, errors.New("other contenders queue for the lock"))
@@ -317,11 +297,9 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 	}
 }
 
-// release gives back a key an acquire of sess took (kv: its result), with
-// an election's value key, detached from any caller's context, retried in
-// the background until done, the key is no longer at the acquire's index,
-// or the session ends: given up, the key would stay held by the session
-// with no claim on it.
+// release gives back a key an acquire of sess took (kv: its result),
+// retried in the background until done or the session ends (else the key
+// would stay held with no claim on it).
 func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *session) {
 	if kv == nil {
 		return
@@ -337,16 +315,13 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 	})
 }
 
-// Acquire implements claims.Acquirer: once e heads the queue, one
-// transaction conditioned on the key's state (condFor) and on e still
-// being queued takes the key for v's session and removes e, which wakes
-// the next waiter and no other. The first attempt assumes the key absent,
-// unless Ahead has just seen it held. While another session holds the key
-// (the predecessor, or a Vitess contender, which does not queue) it waits
-// with consistent blocking queries on it; a lock-delay refusal is retried
-// at most maxRetryWait apart. It returns the granted entry; ErrNotHeld when
-// the session ended or e left the queue; NodeExists with a ForeignKeyError
-// for a key another tool wrote.
+// Acquire implements claims.Acquirer: one transaction conditioned on the
+// key's state (condFor; at first "absent", unless Ahead saw it held) and
+// on e still queued takes the key and removes e, waking the next waiter
+// alone. While another session holds the key (the predecessor, or a
+// Vitess contender) it waits with consistent blocking queries; a
+// lock-delay is retried at most maxRetryWait apart. ErrNotHeld when the
+// session ended or e left the queue; NodeExists with a ForeignKeyError.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
 	c := d.c
 	sess := sessionOf(v)
@@ -385,12 +360,10 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 				if !held {
 					break
 				}
-				// Held: block until the key changes.
 				index := meta.LastIndex
 				cur, meta, err = c.kv.Get(key, c.blocking(c.consistentOptions(actx), index))
 				if err == nil && meta.LastIndex < index {
-					// The store's index went back (a restarted dev agent):
-					// read afresh.
+					// The index went back (a restarted dev agent).
 					cur, meta, err = c.kv.Get(key, c.consistentOptions(actx))
 				}
 			}
@@ -415,9 +388,8 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 		}
 		switch classifyRollback(resp) {
 		case rollbackStale, rollbackMissing, rollbackExists, rollbackHeld:
-			// The key changed since it was read: look again.
+			// The key changed since it was read.
 		case rollbackLockDelay:
-			// A lock-delay left by an invalidated session is in effect.
 			if !backendkit.Sleep(actx, wait) {
 				return lost(actx.Err())
 			}
@@ -430,9 +402,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	}
 }
 
-// result returns the last result of a successful transaction for key, nil
-// for none: for an acquired key the lock operation's (a check's comes
-// before it).
+// result returns the last result for key (after a check's), or nil.
 func result(resp *api.TxnResponse, key string) *api.KVPair {
 	if resp == nil {
 		return nil

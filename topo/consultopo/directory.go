@@ -9,31 +9,23 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// The names of the layout (backendkit's, reserved by topo.IsReserved): the
-// key of a directory's lock, the directory of the election keys, and the
-// directory, beside a lock key or under an election key, of its queue
-// (locks/queue/) and of the leaders' values (elections/<name>/locks/<session
-// id>: no election key can be there, CheckElection refusing names with a
-// locks segment, nor a file; Vitess reads only the election key itself).
+// The layout's names (reserved by topo.IsReserved): a directory's lock
+// key, the election keys' directory, and the directory, beside a lock key
+// or under an election key, of its queue and leaders' values.
 const (
 	lockName     = backendkit.ConsulLockName
 	electionsDir = backendkit.ElectionsDirName
 	valuesDir    = backendkit.LocksDirName
 )
 
-// ListDir implements topo.Conn.ListDir with one KV keys query using "/" as
-// separator. Keys directly under dirPath are TypeFile entries, deeper keys
-// give TypeDirectory entries. With full set, the entries that may be lock
-// or election keys (named Lock, or under elections/) are read to set
-// Ephemeral on those held by a session, and, as Vitess's backends do, the
-// top-level elections directory and every directory under it (the
-// elections' value keys, nested elections) are marked Ephemeral; under
-// elections/ a name that is both an election key and a directory is one
-// TypeDirectory entry. A lock's queue, the directory locks (see queue.go),
-// is a TypeDirectory entry, Ephemeral when full, as etcd's locks
-// directories are; the keys under it are Ephemeral files. It returns NoNode when nothing is
-// under dirPath, InvalidPath for a bad path, Timeout/Interrupted when ctx
-// ends, Closed after Close and Unavailable when the agent cannot be reached.
+// ListDir implements topo.Conn.ListDir with one keys query using "/" as
+// separator: keys directly under dirPath are files, deeper ones give
+// directories; a name that is both is one directory. With full, possible
+// lock and election keys (Lock, under elections/ or a locks directory)
+// are read to mark those a session holds Ephemeral, and, as on Vitess,
+// the elections directory and every directory under it are Ephemeral, as
+// is a locks directory (as on etcd). NoNode when nothing is under dirPath;
+// other errors as for Get.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
 	dir, err := backendkit.Begin(ctx, dirPath, topo.CleanDirPath, c.isClosed)
 	if err != nil {
@@ -62,12 +54,8 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	if len(entries) == 0 {
 		return nil, topo.NewError(topo.NoNode, dir)
 	}
-	// A name that is both a file and a directory is one entry, a
-	// directory, as etcd2topo reports it.
 	entries = backendkit.MergeEntries(entries)
 	inElections := dir == electionsDir || strings.HasPrefix(dir, electionsDir+"/")
-	// Under a locks segment (a queue, or an election's values) every key
-	// is held by a session.
 	inLocks := slices.Contains(strings.Split(dir, "/"), valuesDir)
 	if !full {
 		for i := range entries {
@@ -78,7 +66,7 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	for i, e := range entries {
 		switch {
 		case e.Type == topo.TypeDirectory && (dir == "" && e.Name == electionsDir || inElections || e.Name == valuesDir || inLocks):
-			entries[i].Ephemeral = true // see the doc above
+			entries[i].Ephemeral = true
 			continue
 		case e.Type != topo.TypeFile || (e.Name != lockName && !inElections && !inLocks):
 			continue

@@ -14,16 +14,11 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// driver is the claims engine's view of a Conn's Consul store
-// (claims.Driver, with the optional Aheader, Acquirer and Monitor steps);
-// the Conn embeds the engine and writes no claims logic itself. A queue
-// entry is a key in the contenders' queue (queue.go) on the Conn's
-// long-lived session, its token its CreateIndex. The store key
-// (<dir>/Lock, elections/<name>) decides who holds: Create takes it when
-// it is free and nobody queues (a granted entry), otherwise the head of
-// the queue takes it in Acquire. A granted entry's token is the key's
-// ModifyIndex at the acquire (monotone: see the package doc), its Key
-// grantedKey's.
+// driver is the claims engine's view of a Conn's Consul store. A queue
+// entry's token is its CreateIndex. The store key decides who holds:
+// Create takes it when free and nobody queues, else the queue's head in
+// Acquire; a granted entry's token is the key's ModifyIndex at the
+// acquire.
 type driver struct{ c *Conn }
 
 var (
@@ -33,8 +28,7 @@ var (
 	_ claims.Monitor  = driver{}
 )
 
-// storeKey returns the KV key that decides who holds q: <dir>/Lock for a
-// lock, elections/<name> for an election.
+// storeKey returns q's key: <dir>/Lock, or elections/<name>.
 func (d driver) storeKey(q claims.Queue) string {
 	if q.Election {
 		return d.c.key(backendkit.JoinPath(electionsDir, q.Path))
@@ -42,9 +36,9 @@ func (d driver) storeKey(q claims.Queue) string {
 	return d.c.dirPrefix(q.Path) + lockName
 }
 
-// grantedKey is the Entry.Key of a granted entry: the store key and the
-// LockIndex of the acquire (kept for ResumeInfo, which older releases
-// check), separated by a NUL, which no Consul key holds.
+// grantedKey is the Entry.Key of a granted entry: the store key, a NUL
+// (which no Consul key holds) and the acquire's LockIndex (for ResumeInfo,
+// which older releases check).
 func grantedKey(key string, lockIndex uint64) string {
 	return key + "\x00" + strconv.FormatUint(lockIndex, 10)
 }
@@ -56,8 +50,8 @@ func splitGranted(e claims.Entry) (string, uint64) {
 	return key, n
 }
 
-// grantedEntry is the entry of a store key pair acquired by the session
-// sessionID with contents (a transaction's lock result carries no value).
+// grantedEntry is the entry of a key pair acquired by sessionID (a lock
+// result carries no value: contents).
 func grantedEntry(pair *api.KVPair, sessionID, contents string) claims.Entry {
 	return claims.Entry{Token: int64(pair.ModifyIndex), Key: grantedKey(pair.Key, pair.LockIndex),
 		Session: sessionID, Contents: contents, Granted: true}
@@ -69,14 +63,9 @@ func sessionOf(v *claims.Session) *session {
 	return s
 }
 
-// Create implements claims.Driver: for a lock with RequireFiles, a
-// consistent read that the directory has files (else
-// backendkit.LockNeedsFiles' error, one more read deciding which); then
-// the session (the Conn's long-lived one; LockWithTTL with another TTL and
-// LockName one of their own); then, unless this Conn recently found the key
-// contended (Exclusive always), one transaction taking the free key when
-// nobody queues (a granted entry); otherwise an entry at the tail of the
-// queue, on the long-lived session.
+// Create implements claims.Driver: requireFiles (with RequireFiles), the
+// session, then take, unless this Conn recently found the key contended
+// (Exclusive always takes); else, or on errMustQueue, enqueue.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	if q.Election && len(opts.Value) > maxLeaderValue {
@@ -116,8 +105,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			case err == nil:
 				return e, sess.view, nil
 			case errors.Is(err, errInvalidSession) && attempt < 3:
-				// The session ended before this call could use it (a
-				// shared session that expired while idle): a new one.
+				// A shared session that expired while idle: a new one.
 				c.forgetSession(sess, errSessionGone)
 				continue
 			case !errors.Is(err, errMustQueue):
@@ -125,8 +113,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 			c.contended.set(key, true)
 		}
-		// The entry lives on the Conn's long-lived session (see the
-		// package doc: a dead waiter's entry must not last 24 h).
+		// The entry lives on the long-lived session (see the package doc).
 		qsess := sess
 		if sess.own {
 			if qsess, err = c.sessionFor(ctx, q.Path, c.opts.SessionTTL); err != nil {
@@ -148,10 +135,9 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	}
 }
 
-// requireFiles returns nil when dir has entries other than a lock key and
-// its queue, or a <dir>/Lock that is not a lock (which Lock then refuses
-// with a ForeignKeyError rather than NoNode); else the error of
-// backendkit.LockNeedsFiles. It reads consistently.
+// requireFiles returns nil when dir has entries other than its lock key
+// and queue, or a <dir>/Lock that is not a lock (for the ForeignKeyError);
+// else backendkit.LockNeedsFiles' error. It reads consistently.
 func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	prefix := c.dirPrefix(dir)
 	keys, _, err := c.kv.Keys(prefix, "/", c.consistentOptions(ctx))
@@ -164,8 +150,7 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 		case k == prefix:
 		case k == prefix+lockName:
 			lockKey = true
-		case k == prefix+valuesDir+"/":
-			// The lock's queue (see queue.go): contenders, not entries.
+		case k == prefix+valuesDir+"/": // the lock's queue
 		case strings.HasPrefix(k, prefix):
 			return nil
 		}
@@ -179,7 +164,6 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 			return nil
 		}
 	}
-	// Which error: one read, on this error path only.
 	isFile := false
 	if dir != "" {
 		_, _, gerr := c.Get(ctx, dir)
@@ -188,21 +172,9 @@ func (c *Conn) requireFiles(ctx context.Context, dir string) error {
 	return backendkit.LockNeedsFiles(dir, isFile)
 }
 
-// Delete implements claims.Driver. A granted entry: once the tail drop
-// its acquire started is over (awaitTailDrop), one transaction checking
-// that the store key still has the acquire's ModifyIndex (so a key
-// another holder acquired since, or another tool wrote, is never
-// deleted) and deleting it, with an election's value key, and reading
-// the queue's tail key: when there is one, others queue (or did until
-// lately), and the key is marked contended, so that the Conn's next
-// contender queues behind them rather than take the key in the gap
-// before the head's acquire (a take there was given back, but meanwhile
-// the store named it the holder, or the leader of a term nobody was
-// granted: TestReleaseThenRetryQueues). When the check fails, a key
-// another tool wrote that is still bound to the session is freed
-// (freeOverwritten). A queue entry: one transaction checking that its
-// session still holds it, and deleting it. ErrNotHeld when the check
-// fails. A lock's own session (LockWithTTL, LockName) is destroyed after.
+// Delete implements claims.Driver: deleteKey (after awaitTailDrop; on
+// ErrNotHeld, freeOverwritten) or deleteEntry, then the destroy of a
+// claim's own session.
 func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) error {
 	c := d.c
 	sess := sessionOf(v)
@@ -227,11 +199,13 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 	return err
 }
 
-// deleteKey deletes the store key of q at token (with an election's value
-// key of sess) in one transaction checking the token; ErrNotHeld when the
-// key no longer has it. With a tail ("" for none), the queue's tail key,
-// the transaction also reads it, and when it exists the key is marked
-// contended (see Delete).
+// deleteKey deletes the key of q (with an election's value key) in one
+// transaction checking that it is still at token, so that a key
+// acquired or written since is never deleted; ErrNotHeld when not.
+// With a tail ("" for none) it reads the tail key too: a tail means
+// others queue, so the key is marked contended and the Conn's next
+// contender queues rather than take the key in the gap before the head's
+// acquire, naming a holder nobody was granted (TestReleaseThenRetryQueues).
 func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session, tail string) error {
 	ops := claimOps(key, token, &api.KVTxnOp{Verb: api.KVDelete, Key: key}, q.Election, sess)
 	if tail != "" {
@@ -249,9 +223,8 @@ func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token 
 	return err
 }
 
-// claimOps is a transaction on a lock or election key: a check that key
-// is at index, then op on it, and for an election the deletion of sess's
-// value key.
+// claimOps is a check that key is at index, then op on it, and for an
+// election the deletion of sess's value key.
 func claimOps(key string, index uint64, op *api.KVTxnOp, election bool, sess *session) api.TxnOps {
 	ops := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: index}}, {KV: op}}
 	if election {
@@ -260,17 +233,12 @@ func claimOps(key string, index uint64, op *api.KVTxnOp, election bool, sess *se
 	return ops
 }
 
-// freeOverwritten frees the store key of a claim of sess (token: its
-// acquire's) whose release found it written since the acquire: another
-// tool's plain PUT keeps the holder's session on the key, and every later
-// acquire would wait until the session ends (docs/layout-consul.md). While
-// a consistent read shows the key bound to sess, not re-created since the
-// token and written at an index no claim of this Conn acquired it at (no
-// acquire takes a key its own session holds: it is still the claim's),
-// one transaction checking that index unlocks it for sess, keeping the
-// value and setting the lock flags (read again when the index changed).
-// A read or unlock that fails is retried in the background until the
-// session ends.
+// freeOverwritten frees a claim's key that another tool's PUT rewrote,
+// which keeps sess on it (docs/layout-consul.md): while a consistent read
+// shows it bound to sess, not re-created since token and at an index no
+// claim of the Conn acquired (so still the claim's: no acquire takes a
+// key its own session holds), one transaction checking that index unlocks
+// it, keeping the value, with the lock flags. Retried until sess ends.
 func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *session) {
 	c.retry(sess, key, func() bool {
 		ctx, cancel := context.WithTimeout(sess.ctx, requestTimeout)
@@ -298,8 +266,7 @@ func (c *Conn) freeOverwritten(q claims.Queue, key string, token uint64, sess *s
 }
 
 // deleteEntry deletes the queue entry key if the session sessionID holds
-// it (else ErrNotHeld), reading the queue's tail key in the same
-// transaction, then the tail key if it names the entry (dropTail).
+// it (else ErrNotHeld), then the tail key if it names the entry.
 func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) error {
 	resp, err := c.checkedTxn(ctx, path, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sessionID}},
@@ -314,12 +281,10 @@ func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) err
 	return err
 }
 
-// checkedTxn runs ops, whose first is a check, and returns the results:
-// ErrNotHeld when the check fails.
+// checkedTxn runs ops, whose first is a check: ErrNotHeld when it fails.
 func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*api.TxnResponse, error) {
 	ok, resp, err := c.txn(ctx, ops)
-	switch {
-	case err != nil || ok:
+	if err != nil || ok {
 		return resp, err
 	}
 	switch classifyRollback(resp) {
@@ -329,11 +294,9 @@ func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*ap
 	return nil, rollbackError(path, resp)
 }
 
-// Held implements claims.Driver: the session is within its safety margin
-// (see session) and a consistent read, bounded by that margin, shows the
-// store key held by the session with the acquire's ModifyIndex. A read
-// that fails within the margin is an error (Unavailable,
-// PermissionDenied): holding cannot be proven, but the claim is not lost.
+// Held implements claims.Driver: the session is alive and holds is true
+// of a consistent read bounded by its deadline. A failed read is an
+// error (Unavailable, PermissionDenied), not a loss.
 func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (bool, error) {
 	sess := sessionOf(v)
 	if !e.Granted || !sess.alive() {
@@ -352,16 +315,14 @@ func (d driver) Held(ctx context.Context, q claims.Queue, v *claims.Session, e c
 	return holds(pair, sess.id, e.Token), nil
 }
 
-// holds reports whether pair, a store key as read, is still the acquire
-// with token by the session sessionID: nothing of topokit writes a held
-// key, so while the claim lasts it keeps the acquire's ModifyIndex.
+// holds reports whether pair is still the acquire at token by sessionID:
+// no topokit request writes a held key, so it keeps that ModifyIndex.
 func holds(pair *api.KVPair, sessionID string, token int64) bool {
 	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
 }
 
-// MapError implements claims.Driver: a *topo.Error is returned as it is,
-// anything else as convertError maps it; a session Consul no longer knows
-// is Unavailable.
+// MapError implements claims.Driver: a *topo.Error as it is, a session
+// Consul no longer knows Unavailable, anything else as convertError.
 func (d driver) MapError(ctx context.Context, err error, path string) error {
 	if _, ok := errors.AsType[*topo.Error](err); ok {
 		return err

@@ -14,17 +14,12 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// convertError maps an error from the consul api onto a *topo.Error for
-// path (backendkit.MapError: *topo.Error values pass through, an ended ctx
-// is Timeout or Interrupted, a closed Conn Closed; then codeOf).
+// convertError maps a consul api error onto a *topo.Error for path.
 func (c *Conn) convertError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, c.ctx.Err() != nil, codeOf)
 }
 
-// codeOf is the Consul-specific part of convertError's mapping: an ACL
-// refusal is PermissionDenied, HTTP 404 NoNode, 409 BadVersion, 429
-// ResourceExhausted, 413 and 400 InvalidArgument, anything else
-// (transport errors, 5xx) Unavailable.
+// codeOf is convertError's Consul part (backendkit.MapError's).
 func codeOf(err error) topo.ErrorCode {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return topo.Timeout
@@ -51,45 +46,34 @@ func codeOf(err error) topo.ErrorCode {
 	return topo.Unavailable
 }
 
-// permissionDenied is the text of Consul's ACL refusals (acl.ErrPermissionDenied),
-// in HTTP 403 bodies and in the per-operation errors of a transaction.
+// Consul's ACL refusals (HTTP 403 bodies, transactions' per-operation
+// errors): a refused operation, and an unknown token.
 const permissionDenied = "Permission denied"
-
-// aclNotFound is Consul's refusal of a token it does not know (deleted, or
-// never created), also answered with HTTP 403.
 const aclNotFound = "ACL not found"
 
-// isPermissionDenied reports whether err is an ACL refusal: HTTP 403, or
-// Consul's "Permission denied" or "ACL not found" text in the error (the
-// api package reports some refusals, e.g. of a KV PUT, as "Unexpected
-// response code: 403").
+// isPermissionDenied reports whether err is an ACL refusal (some come as
+// "Unexpected response code: 403").
 func isPermissionDenied(err error) bool {
 	if err == nil {
 		return false
 	}
-	// An api.StatusError's text is "Unexpected response code: 403 (...)".
 	msg := err.Error()
 	return strings.Contains(msg, permissionDenied) || strings.Contains(msg, aclNotFound) || strings.Contains(msg, "response code: 403")
 }
 
-// isPermanent reports whether a retry loop must give up on err at once:
-// retrying with the same credentials fails again.
+// isPermanent reports whether a retry loop must give up on err at once.
 func isPermanent(err error) bool {
 	return isPermissionDenied(err) || topo.IsErrType(err, topo.PermissionDenied)
 }
 
-// isInvalidSession reports whether err is Consul refusing a session that no
-// longer exists (it was destroyed or its TTL lapsed).
+// isInvalidSession reports whether err refuses a session as gone.
 func isInvalidSession(err error) bool {
-	// An api.StatusError's text holds its body.
 	return err != nil && (strings.Contains(err.Error(), "invalid session") || strings.Contains(err.Error(), "Invalid session"))
 }
 
-// rollback is why Consul rolled a transaction back, read from the
-// per-operation errors it returns (see agent/consul/state/txn.go and the
-// transaction endpoint's ACL and lock-delay checks). Only the kinds that
-// name a failed condition are compare-and-set outcomes; a refusal or an
-// unknown error never is.
+// rollback is why Consul rolled a transaction back, read from its
+// per-operation errors (agent/consul/state/txn.go, the endpoint's ACL and
+// lock-delay checks).
 type rollback int
 
 const (
@@ -104,9 +88,8 @@ const (
 	rollbackBadSession                 // lock: the session does not exist
 )
 
-// classifyRollback returns the kind of a rolled-back transaction: denied
-// when any operation was refused by an ACL, else the kind of the first
-// per-operation error.
+// classifyRollback returns rollbackDenied when any operation was refused
+// by an ACL, else the kind of the first per-operation error.
 func classifyRollback(resp *api.TxnResponse) rollback {
 	if resp == nil || len(resp.Errors) == 0 {
 		return rollbackUnknown
@@ -120,8 +103,8 @@ func classifyRollback(resp *api.TxnResponse) rollback {
 	return rollbackOf(resp.Errors[0].What)
 }
 
-// rollbackOf returns the kind of one per-operation error, Consul's
-// message what (rollbackUnknown for an ACL refusal too).
+// rollbackOf returns the kind of Consul's message what (for an ACL
+// refusal, rollbackUnknown).
 func rollbackOf(what string) rollback {
 	switch what = unquoted(what); {
 	case strings.Contains(what, "index is stale"), strings.Contains(what, "failed index check"):
@@ -142,9 +125,8 @@ func rollbackOf(what string) rollback {
 	return rollbackUnknown
 }
 
-// unquoted returns Consul's message what without the keys it quotes (Go
-// quoting, %q), so that a key whose name holds the words of a message
-// ("x/index is stale") never reads as that message.
+// unquoted returns what without the keys it quotes (%q), so that a key
+// named like a message ("x/index is stale") never reads as one.
 func unquoted(what string) string {
 	var b strings.Builder
 	for {
@@ -158,9 +140,8 @@ func unquoted(what string) string {
 	}
 }
 
-// rollbackError is the error of a rolled-back transaction whose kind is not
-// an outcome the caller expected: PermissionDenied for an ACL refusal,
-// Unavailable (naming Consul's message) otherwise.
+// rollbackError is the error of an unexpected rollback: PermissionDenied
+// for an ACL refusal, else Unavailable naming Consul's message.
 func rollbackError(path string, resp *api.TxnResponse) error {
 	code, err := topo.Unavailable, errors.New("transaction rolled back")
 	if classifyRollback(resp) == rollbackDenied {

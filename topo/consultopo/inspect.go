@@ -7,12 +7,11 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// StoreMeta returns what Consul keeps about the key of the file p
-// (canonical path, the key <root>/p of docs/layout-consul.md): the key,
-// its create, modify and lock indexes, its flags and its session ("" for
-// none), read consistently. It returns nil for the root and when there is
-// no such key (an implicit directory), InvalidPath for a bad p, and the
-// errors of a read. Safe for concurrent use; topo/inspect calls it.
+// StoreMeta returns what Consul keeps about the key of the file p: the
+// key, its create, modify and lock indexes, flags and session ("" for
+// none), read consistently; nil for the root and for no key (an implicit
+// directory); InvalidPath for a bad p, else a read's errors. Safe for
+// concurrent use; topo/inspect calls it.
 func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField, error) {
 	d, err := topo.CleanDirPath(p)
 	if err != nil || d == "" {

@@ -11,17 +11,14 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// maxLeaderValue is the largest published value: values travel in a
-// transaction beside the election key (see maxTxnValue).
+// maxLeaderValue is the largest published value (sent in a transaction).
 const maxLeaderValue = maxTxnValue
 
-// valueKey returns the key of the value published by the leader on
-// session sessionID in the election whose key is key.
+// valueKey returns the value key of sessionID in the election key.
 func valueKey(key, sessionID string) string { return key + "/" + valuesDir + "/" + sessionID }
 
-// valueOp is the transaction operation that publishes value at key for
-// sess (a lock operation, so that Consul deletes the key when the session
-// ends), or, without publish, deletes it.
+// valueOp publishes value at key, locked by sess so that it goes with the
+// session, or, without publish, deletes it.
 func valueOp(key string, value []byte, publish bool, sess *session) *api.TxnOp {
 	if !publish {
 		return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: key}}
@@ -32,20 +29,18 @@ func valueOp(key string, value []byte, publish bool, sess *session) *api.TxnOp {
 	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: key, Value: value, Flags: api.LockFlagValue, Session: sess.id}}
 }
 
-// errLeaderValueSize is the InvalidArgument error of a value Campaign or
-// Proclaim cannot publish: larger than the 360 KiB a Consul transaction
-// carries beside the election key (topo.MaxValueSize is larger).
+// errLeaderValueSize is the InvalidArgument error of a value over
+// maxLeaderValue (360 KiB; topo.MaxValueSize is larger).
 func errLeaderValueSize(path string) error {
 	return backendkit.Wrap(topo.InvalidArgument, path, fmt.Errorf("a leader value on Consul is at most %d bytes (it is written in a transaction)", maxLeaderValue))
 }
 
-// Head implements claims.Driver for elections without reading the
-// candidates' queue (docs/layout-consul.md, "Leader and Observe"): the
-// election key, then its holder's value key in a read-only transaction
-// checking the key's ModifyIndex (again when it changed), all consistent.
-// With watch, a keys-only read of the prefix elections/<name> comes first,
-// and changed closes once a blocking keys-only query from its index
-// returns (any change under the prefix, a failure, or its wait time).
+// Head implements claims.Driver without reading the queue
+// (docs/layout-consul.md, "Leader and Observe"): the election key, then
+// its holder's value key in a transaction checking the key's ModifyIndex
+// (again when it changed), all consistent. With watch, a keys-only read
+// of the prefix comes first, and changed closes when a blocking keys-only
+// query from its index returns.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
@@ -83,10 +78,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 		if !ok {
 			continue // the key changed between the two reads
 		}
-		for _, r := range resp.Results {
-			if kv := r.KV; kv != nil && kv.Key == vk && kv.Session == lead.Session {
-				head.Value, head.ValueRev = value(kv), int64(kv.ModifyIndex)
-			}
+		if kv := result(resp, vk); kv != nil && kv.Session == lead.Session {
+			head.Value, head.ValueRev = value(kv), int64(kv.ModifyIndex)
 		}
 		break
 	}
@@ -103,11 +96,9 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	return head, lead != nil, changed, nil
 }
 
-// SetValue implements claims.Driver (Proclaim): one transaction, a
-// check-index of the election key on the term's token and the lock
-// operation writing the value key with the term's session. When the check
-// fails the term ends (Session.LoseEntry) and it returns ErrNotHeld;
-// nothing is written.
+// SetValue implements claims.Driver (Proclaim): one transaction checking
+// the election key's token and writing the value key. A failed check ends
+// the term (Session.LoseEntry): ErrNotHeld, nothing written.
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, val []byte) error {
 	if len(val) > maxLeaderValue {
 		return errLeaderValueSize(q.Path)
@@ -125,7 +116,6 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	case err != nil:
 		return err
 	case !ok && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0:
-		// The election key is no longer the term's acquire.
 		v.LoseEntry(e.Key, e.Token)
 		return claims.ErrNotHeld
 	case !ok:

@@ -10,15 +10,13 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// monitorGrace is how long Monitor leaves its query in flight after the
-// claim ended before cancelling it.
+// monitorGrace is how long Monitor's query may outlive its claim.
 const monitorGrace = 5 * time.Second
 
-// Monitor implements claims.Monitor: until done closes (or the session
-// ends, or the Conn closes), consistent blocking queries on the store key;
-// when one shows the key no longer the acquire's (holds), the claim ends
-// as lost (Session.LoseEntry). Store errors are retried; an ACL refusal
-// ends the watch, leaving the other causes to end the claim.
+// Monitor implements claims.Monitor: consistent blocking queries on the
+// store key until done, the session's end or Close; when the key is no
+// longer the acquire's (holds), the claim is lost (Session.LoseEntry).
+// Errors are retried; an ACL refusal ends the watch, not the claim.
 func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done <-chan struct{}) {
 	c := d.c
 	sess := sessionOf(v)
@@ -29,22 +27,15 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 		go func() {
 			select {
 			case <-done:
-				// The release answers the query in flight; cancelling it
-				// would close its HTTP/1.1 connection, and the next
-				// request would dial a new one.
-				t := time.NewTimer(monitorGrace)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
+				// The release answers the query: cancelling it would
+				// close its HTTP/1.1 connection.
+				backendkit.Sleep(ctx, monitorGrace)
 			case <-ctx.Done():
 			}
 			cancel()
 		}()
 		var pair *api.KVPair // the answer to the last query
-		// While held the key keeps the acquire's ModifyIndex, the token, so
-		// the first query blocks.
+		// While held the key is at the token: the first query blocks.
 		err := c.pollLoop(ctx, uint64(e.Token), func(opts *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			opts.RequireConsistent = true
 			pair, meta, err = c.kv.Get(key, opts)

@@ -17,30 +17,20 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// The contenders' queue (docs/layout-consul.md, "Fair order: the
-// contenders' queue", says each step and what it costs). Consul's acquire
-// is not a queue: at a release whoever sends its acquire first wins, so a
-// contender that has just unlocked wins again and again. topokit's
-// contenders therefore queue beside the key Vitess locks on, in entries
-// <queue>/<session id>-<random> on the Conn's long-lived session, ordered
-// by CreateIndex, with a tail key naming the entry queued last; each
-// waiter blocks on its predecessor's entry alone, and only the head sends
-// the acquire, whose transaction deletes its entry and so wakes the next
-// waiter and no other. The queue is an order only: exclusion is the key's
-// acquire transaction. Vitess's contenders do not queue: they race the
-// head at each release.
+// The contenders' queue (docs/layout-consul.md, "Fair order"): Consul's
+// acquire is not fair (at a release the fastest acquire wins), so topokit's
+// contenders queue in entries ordered by CreateIndex, each waiting on its
+// predecessor's entry alone; only the head sends the acquire, whose
+// transaction deletes its entry and so wakes the next waiter alone.
 
-// queueDir is the directory, under a lock's or an election's locks
-// directory, of its contenders' queue.
+// queueDir is the queue's directory, in a locks directory.
 const queueDir = "queue"
 
-// errMustQueue reports that a contender's attempt to take a key without
-// queueing found it held, or found others queued: it must queue.
+// errMustQueue reports that a take found the key held or others queued.
 var errMustQueue = errors.New("the key is held or contended: queue")
 
-// queuePrefix returns the prefix of q's queue, beside its store key:
-// <dir>/locks/queue/ for a lock, elections/<name>/locks/queue/ for an
-// election.
+// queuePrefix returns q's queue's prefix: <dir>/locks/queue/ or
+// elections/<name>/locks/queue/.
 func (d driver) queuePrefix(q claims.Queue) string {
 	key := d.storeKey(q)
 	if !q.Election {
@@ -49,25 +39,24 @@ func (d driver) queuePrefix(q claims.Queue) string {
 	return key + "/" + valuesDir + "/" + queueDir + "/"
 }
 
-// tailName is the key, beside a queue (<dir>/locks/tail,
-// elections/<name>/locks/tail), that names the entry queued last: its
-// value is that entry's key, its ModifyIndex that entry's CreateIndex (both
-// are written by the one enqueue transaction), and it is locked by that
-// entry's session, so that Consul deletes it with the session.
+// tailName is the key beside a queue naming the entry queued last: its
+// value is the entry's key, its ModifyIndex the entry's CreateIndex (an
+// enqueue, and only it, writes both), and the entry's session holds it.
+// It is deleted only while it names an entry that has just left the
+// queue (checking its index), or with its session. Safety never rests on
+// it.
 const tailName = "tail"
 
-// tailOf returns the tail key of the queue holding the entry key (or
-// whose prefix is key).
+// tailOf returns the tail key of the queue of the entry (or prefix) key.
 func tailOf(key string) string {
 	return strings.TrimSuffix(key[:strings.LastIndex(key, "/")+1], queueDir+"/") + tailName
 }
 
-// enqueue adds an entry for contents at the tail of q's queue, on the
-// long-lived session qsess, in one transaction that also reads and moves
-// the tail key, so the entry learns its predecessor without reading the
-// queue (see Ahead); under a lock-delay on the tail key the entry is
-// created alone. value (an election's value to publish) rides along in
-// the entry for Acquire; it is not written to the store.
+// enqueue adds an entry for contents to q's queue on the long-lived
+// session qsess, in one transaction that also reads and moves the tail
+// key, so the entry learns its predecessor without a read (under a
+// lock-delay on the tail, the entry alone). value, an election's value,
+// rides in the entry for Acquire.
 func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents string, value []byte, qsess *session) (claims.Entry, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -89,7 +78,7 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 		if isInvalidSession(err) {
 			return claims.Entry{}, errInvalidSession
 		}
-		// The entry may have been written: delete it.
+		// The entry may have been written.
 		d.dropEntry(ekey, qsess)
 		return claims.Entry{}, err
 	case !ok:
@@ -111,9 +100,7 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 	return claims.Entry{Token: int64(kv.CreateIndex), Key: ekey, Session: qsess.id, Contents: contents, Value: value}, nil
 }
 
-// namedTail returns the tail key of the queue of the entry key as resp (a
-// transaction that read it) shows it, when it names that entry; nil when
-// it does not.
+// namedTail returns the tail key resp read, if it names the entry key.
 func namedTail(key string, resp *api.TxnResponse) *api.KVPair {
 	tail := result(resp, tailOf(key))
 	if tail == nil || string(tail.Value) != key {
@@ -122,9 +109,8 @@ func namedTail(key string, resp *api.TxnResponse) *api.KVPair {
 	return tail
 }
 
-// dropTail deletes tail (see namedTail) unless it changed since it was
-// read, so that a queue left empty leaves no key behind. A failure is
-// left alone: the tail's session deletes it in the end.
+// dropTail deletes tail unless it changed since it was read, so that an
+// empty queue leaves no key behind (else its session deletes it).
 func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
 	_, _, _ = c.txn(ctx, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: tail.Key, Index: tail.ModifyIndex}},
@@ -132,15 +118,11 @@ func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
 	})
 }
 
-// dropTailLater runs dropTail in the background for the tail that the
-// acquire at token of the entry key read (resp), when it names that entry:
-// sent before the grant returned, it cost a waiter that was last in the
-// queue one round trip more. The release of that grant waits for it
-// (awaitTailDrop), so that a released claim's empty queue has left no
-// key. Drops are recorded by token, each removing only its own record: an
-// acquire given the same index later (a restarted -dev agent reuses
-// indexes) records its own drop beside the first, and a release of that
-// token waits for both, whichever ends first.
+// dropTailLater runs dropTail in the background (not to delay the grant)
+// for the tail the acquire at token of the entry key read, when it names
+// that entry. The release at token waits for it (awaitTailDrop). Drops are
+// recorded by token, each removing only its own record: a restarted -dev
+// agent may give a later acquire the same index.
 func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	tail := namedTail(key, resp)
 	if tail == nil {
@@ -168,8 +150,7 @@ func (c *Conn) dropTailLater(key string, token uint64, resp *api.TxnResponse) {
 	})
 }
 
-// awaitTailDrop waits until the tail drops that the acquires at token
-// started (dropTailLater), if any, are over, or ctx ends.
+// awaitTailDrop waits for the tail drops of the acquires at token, or ctx.
 func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
 	c.mu.Lock()
 	drops := c.tailDrops[token]
@@ -184,9 +165,8 @@ func (c *Conn) awaitTailDrop(ctx context.Context, token uint64) {
 }
 
 // dropEntry deletes the queue entry key of sess in the background,
-// retried until it is gone, sess has ended or the Conn is closed. An entry
-// not there (yet) is watched for lateWindow (watchLate), for an enqueue
-// that got no answer landing after the delete.
+// retried until done, sess ends or Close; an entry not there (yet) is
+// watched for lateWindow, for an unanswered enqueue landing late.
 func (d driver) dropEntry(key string, sess *session) {
 	c := d.c
 	until := time.Now().Add(lateWindow)
@@ -224,22 +204,16 @@ func (d driver) dropEntry(key string, sess *session) {
 // waiter is what a Conn knows of one of its entries waiting in a queue
 // (Conn.waiters, by the entry's key; Conn.preds, by its predecessor's).
 type waiter struct {
-	// pred is the entry just ahead of the waiter as last known (Key ""
-	// for none), which it waits for; goneAt is the index of the
-	// transaction that removed it, once WaitGone saw it go (0 before).
-	// fresh: pred is what enqueue read from the tail key, and nothing is
-	// known of the entries ahead of it.
-	pred   claims.Entry
-	goneAt uint64
-	fresh  bool
+	pred   claims.Entry // the entry just ahead, waited for (Key "": none)
+	goneAt uint64       // the index that removed pred, once WaitGone saw it
+	fresh  bool         // pred was read from the tail key by enqueue
 	// key is the store key as Ahead read it when the waiter became the
-	// head by its predecessor's acquire: held by the predecessor, at the
-	// index Acquire first blocks on. nil when not known.
+	// head by its predecessor's acquire: Acquire blocks on its index
+	// first (nil: not known).
 	key *api.KVPair
 }
 
-// setWaiter records w as what the Conn knows of its waiting entry key
-// (nil: nothing).
+// setWaiter records w for the entry key (nil: forget it).
 func (c *Conn) setWaiter(key string, w *waiter) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -255,8 +229,7 @@ func (c *Conn) setWaiter(key string, w *waiter) {
 	}
 }
 
-// waiterOf returns what the Conn knows of its waiting entry key (the zero
-// waiter: nothing), and with take forgets it.
+// waiterOf returns the entry key's waiter (zero: none); take forgets it.
 func (c *Conn) waiterOf(key string, take bool) waiter {
 	c.mu.Lock()
 	var w waiter
@@ -270,8 +243,7 @@ func (c *Conn) waiterOf(key string, take bool) waiter {
 	return w
 }
 
-// List implements claims.Driver: the queue's entries by CreateIndex, in
-// one consistent read.
+// List implements claims.Driver: one consistent read, by CreateIndex.
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	pairs, _, err := d.c.kv.List(d.queuePrefix(q), d.c.consistentOptions(ctx))
 	if err != nil {
@@ -285,22 +257,16 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return out, nil
 }
 
-// Ahead implements claims.Aheader. A granted entry has nothing ahead.
-// Right after enqueue found a predecessor in the tail key, it is that
-// predecessor behind an Entry with no Key (no read; see claims.Aheader):
-// what is ahead of the predecessor is not known, so the engine asks again
-// once it goes. Once WaitGone saw the predecessor go, at index goneAt, one
-// consistent read of the store key decides: acquired at goneAt, or
-// released or acquired again since (absent, or a later ModifyIndex), the
-// predecessor went by its acquire, which only the head sends, so nothing
-// is left ahead; a key unchanged since before goneAt shows that the
-// predecessor gave up or lost its session while others held the key.
-// Then, and the first time without a predecessor, it is the entries List
-// shows ahead of e. (A predecessor that gave up or died just before a
-// handover is taken for an acquirer: its successor may then overtake the
-// entries that were ahead of it, once; exclusion never rests on the
-// order.) A list that shows e alone in the queue clears the key's
-// contended mark (see Conn.contended).
+// Ahead implements claims.Aheader. Right after enqueue found a
+// predecessor in the tail key, it is that predecessor behind an Entry with
+// no Key (no read; see claims.Aheader). Once WaitGone saw the predecessor
+// go at goneAt, one read of the store key decides: acquired at goneAt, or
+// absent or acquired since, the predecessor went by its acquire, which
+// only the head sends, so nothing is left ahead (one that gave up just
+// before a handover is taken for an acquirer: its successor may overtake
+// once; exclusion never rests on the order). Otherwise it is the entries
+// List shows ahead of e; a list of e alone clears the key's contended
+// mark.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
 	if e.Granted {
 		return nil, true, nil
@@ -332,8 +298,6 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 	in := i >= 0
 	ahead := list[:max(i, 0)]
 	if in && len(list) == 1 {
-		// Nobody else queues: the Conn's next contender may try the key
-		// at once again.
 		c.contended.set(d.storeKey(q), false)
 	}
 	var w *waiter
@@ -344,12 +308,10 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 	return ahead[max(0, len(ahead)-most):], in, nil
 }
 
-// WaitGone implements claims.Driver: consistent blocking queries on e's
-// key alone (listing its own name, so that the answer once it is gone
-// carries the index of the transaction that removed it, which Ahead
-// compares with the store key's), until it is gone. The wait also ends
-// (with nil, the caller then lists again) when the Conn's long-lived
-// session ends, since the waiter's own entry lives on it.
+// WaitGone implements claims.Driver: consistent blocking queries listing
+// e's key (so that the answer once it is gone carries the index that
+// removed it, for Ahead) until it is gone, or (nil) until the long-lived
+// session, on which the waiter's own entry lives, ends.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	wctx, cancel := backendkit.Linked(ctx, c.ctx)
@@ -358,8 +320,7 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 		stop := context.AfterFunc(s.ctx, cancel)
 		defer stop()
 	}
-	// A queue entry is never written after its creation: while it lives,
-	// its index is its CreateIndex, the token, so the first query blocks.
+	// An entry is never rewritten: the first query blocks.
 	index := uint64(e.Token)
 	for {
 		pairs, meta, err := c.kv.List(e.Key, c.blocking(c.consistentOptions(wctx), index))

@@ -24,11 +24,8 @@ type resumeInfo struct {
 	LockIndex uint64 `json:"lock_index"` // and its LockIndex
 }
 
-// ResumeInfo implements claims.Driver: JSON naming the backend, the
-// election key, the id, the session id and TTL, and the term's token and
-// LockIndex. Only the leader holds the election key (a waiting candidate
-// holds a queue entry, which names no term), so it returns NoNode unless
-// the participant leads.
+// ResumeInfo implements claims.Driver: resumeInfo as JSON. Only the
+// leader holds the election key, so NoNode unless the participant leads.
 func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([]byte, error) {
 	if !e.Granted {
 		return nil, backendkit.Wrap(topo.NoNode, q.Path, errors.New("the participant does not lead: on Consul only the leader has an entry"))
@@ -40,21 +37,13 @@ func (d driver) ResumeInfo(q claims.Queue, v *claims.Session, e claims.Entry) ([
 }
 
 // Resume implements claims.Driver (docs/layout-consul.md, "Resume"): it
-// renews info's session, checks with a consistent read that the election
-// key is still held by it with the term's ModifyIndex, and returns the
-// term's entry, granted; the Conn renews the session from then on, and the
-// participation's end (Stop, Resign: driver.Delete) destroys it, releasing
-// whatever else the earlier process held on it (its locks, its other
-// terms) at once. The earlier process must be gone (exited without
-// closing its Conn, whose Close would have destroyed the session): a live
-// one is not told and keeps renewing the session, and both it and the
-// resumed participation hold the key with the same term, Check and
-// IfHeld passing for both (two leaders), until the session is destroyed.
-// NodeExists when this Conn holds the session already (adoptSession).
-// InvalidArgument for info that is
-// malformed or names another backend, election (or root) or id;
-// ErrNotHeld when the session ended or no longer holds the key with that
-// term.
+// adopts info's session and checks (Held) that the election key is still
+// the term's; the participation's end destroys the session, releasing all
+// the earlier process held on it. That process must be gone: a live one
+// keeps renewing the session, and both lead the same term (two leaders)
+// until it is destroyed. InvalidArgument for malformed info, or info of
+// another backend, election, root or id; NodeExists when this Conn holds
+// the session already; ErrNotHeld when the term is over.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	key := d.storeKey(q)
@@ -93,12 +82,9 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return e, sess.view, nil
 }
 
-// adoptSession renews the existing session id (another Conn's, typically
-// of a process that restarted) and makes this Conn renew it from now on,
-// as a session of its own (own: destroyed when the participation that
-// adopted it ends). It returns ErrNotHeld when Consul no longer knows the
-// session, NodeExists when this Conn holds it already (another
-// participation resumed it).
+// adoptSession renews the session id and makes it this Conn's, own.
+// ErrNotHeld when Consul no longer knows it, NodeExists when this Conn
+// holds it already.
 func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Duration) (*session, error) {
 	c.mu.Lock()
 	for s := range c.sessions {
@@ -118,7 +104,6 @@ func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Durat
 	case entry == nil:
 		return nil, claims.ErrNotHeld
 	}
-	// Consul accepts only TTLs that time.ParseDuration reads.
 	if d, err := time.ParseDuration(entry.TTL); err == nil && d >= time.Second {
 		ttl = d
 	}

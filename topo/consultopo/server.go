@@ -24,105 +24,79 @@ import (
 const FactoryName = "consul"
 
 const (
-	// DefaultSessionTTL is the TTL of a Conn's long-lived session, which
-	// carries default-TTL locks and elections.
+	// DefaultSessionTTL is Options.SessionTTL's default.
 	DefaultSessionTTL = 15 * time.Second
-	// MinSessionTTL is Consul's default minimum session TTL (the servers'
-	// session_ttl_min); shorter TTLs are rounded up to it unless
-	// Options.MinSessionTTL says the servers allow less.
+	// MinSessionTTL is Consul's default session_ttl_min (see
+	// Options.MinSessionTTL).
 	MinSessionTTL = 10 * time.Second
-	// MaxSessionTTL is Consul's maximum session TTL; longer TTLs are rounded
-	// down to it. LockName uses it.
+	// MaxSessionTTL is Consul's longest session TTL, LockName's; longer
+	// TTLs are cut to it.
 	MaxSessionTTL = 24 * time.Hour
 	// DefaultLockDelay is the lock-delay of the sessions this backend
-	// creates: after a session holding a lock is invalidated, Consul refuses
-	// to hand that lock to anyone else for this long, giving the old holder
-	// time to notice the loss. Consul's own default (15 s) would make every
-	// failover wait 15 s; holders here notice loss within a round trip
-	// (Check reads the lock key, leaders watch theirs with a blocking query)
-	// or declare it themselves after one TTL without renewal, so one second
-	// covers operations already in flight.
+	// creates: after a session holding a lock is invalidated, Consul hands
+	// the lock to no one else for this long. Consul's default (15 s) would
+	// delay every failover; holders here notice a loss within a round trip
+	// or one TTL without renewal, so one second covers requests in flight.
 	DefaultLockDelay = time.Second
-	// DefaultWatchPollDuration is the wait time of the blocking queries
-	// behind Watch, WatchRecursive and lock waits.
+	// DefaultWatchPollDuration is Options.WatchPollDuration's default.
 	DefaultWatchPollDuration = 30 * time.Second
-	// closeTimeout bounds how long Close tries to destroy the Conn's
-	// sessions.
-	closeTimeout = 5 * time.Second
-	// DefaultAddress is the agent address used when Options.Address is
-	// empty.
+	// DefaultAddress is Options.Address's default.
 	DefaultAddress = "127.0.0.1:8500"
-	// DefaultDialTimeout is Options.DialTimeout when it is zero: the bound
-	// of NewConn's first request, and of each TCP connect and TLS
-	// handshake to the agent.
+	// DefaultDialTimeout is Options.DialTimeout when it is zero.
 	DefaultDialTimeout = 5 * time.Second
-	// DefaultRequestTimeout is Options.RequestTimeout when it is zero: how
-	// long a request waits for the agent's answer beyond a blocking
-	// query's wait time.
+	// DefaultRequestTimeout is Options.RequestTimeout when it is zero.
 	DefaultRequestTimeout = 30 * time.Second
 )
 
 // TCP keep-alive of the connections to the agent, to notice a vanished
-// host during a long blocking query (docs/layout-consul.md, "Opening a
-// Conn"; a hung agent process is RequestTimeout's).
+// host during a blocking query (docs/layout-consul.md, "Opening a Conn").
 const (
 	keepAliveIdle     = 15 * time.Second
 	keepAliveInterval = 5 * time.Second
 	keepAliveCount    = 3
 )
 
-// Consul's blocking-query limits (its default_query_time and
-// max_query_time defaults): a blocking query without a wait time waits
-// consulDefaultQueryTime, a longer wait time is cut to consulMaxQueryTime,
-// and the servers add up to a sixteenth of the wait as jitter.
+// Consul's blocking-query limits: default_query_time, max_query_time, and
+// the jitter it adds, up to a sixteenth of the wait.
 const (
 	consulDefaultQueryTime = 5 * time.Minute
 	consulMaxQueryTime     = 10 * time.Minute
 	consulJitterFraction   = 16
 )
 
-// Options are the connection settings that do not fit in a factory's
-// serverAddress. The zero value is usable: it connects to DefaultAddress
-// without ACL token or TLS, with the defaults documented on each field.
+// Options are a Conn's settings. The zero value connects to
+// DefaultAddress without ACL token or TLS, with each field's default.
 type Options struct {
-	// Address is the agent's HTTP address, "host:port". When it lists
-	// several comma-separated addresses only the first is used (a Consul
-	// client talks to one agent, usually the local one). Empty means
-	// DefaultAddress, or CONSUL_HTTP_ADDR when set in the environment.
+	// Address is the agent's HTTP address, "host:port"; of a
+	// comma-separated list only the first is used (a client talks to one
+	// agent). Empty means CONSUL_HTTP_ADDR when set, else DefaultAddress.
 	Address string
 
-	// Token is the ACL token sent with every request. TokenFile names a
-	// file holding the token (read once, when the Conn is created); Token
-	// wins when both are set. When both are empty the api package's
-	// environment (CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE) applies.
+	// Token is the ACL token sent with every request; TokenFile names a
+	// file holding it (read once, by NewConn). Token wins over TokenFile;
+	// with neither, CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE apply.
 	Token     string
 	TokenFile string
 
-	// CAFile, CertFile and KeyFile configure TLS: the CA bundle verifying
-	// the agent's certificate and the client certificate and key.
-	// TLSServerName is the name the agent's certificate must hold (empty:
-	// the host of Address). Setting any of the four switches the scheme
-	// to https.
+	// CAFile (verifying the agent), CertFile and KeyFile (the client's)
+	// and TLSServerName (the name the agent's certificate must hold;
+	// empty: Address's host) configure TLS; any of them means https.
 	CAFile        string
 	CertFile      string
 	KeyFile       string
 	TLSServerName string
 
-	// SessionTTL is the TTL of the Conn's long-lived session (and hence of
-	// Lock, TryLock and elections). Zero means DefaultSessionTTL; values are
-	// rounded up to whole seconds and clamped to [Options.MinSessionTTL,
-	// MaxSessionTTL]. A holder that cannot renew its session for this long
-	// considers its locks lost; Consul itself invalidates the session
-	// somewhat later (it allows up to twice the TTL).
+	// SessionTTL is the TTL of the Conn's long-lived session (of Lock,
+	// TryLock and elections), rounded up to whole seconds within
+	// [MinSessionTTL, MaxSessionTTL]; zero means DefaultSessionTTL. A
+	// holder that cannot renew for this long considers its claims lost;
+	// Consul may keep its keys for twice the TTL, plus the lock-delay.
 	SessionTTL time.Duration
 
-	// MinSessionTTL is the shortest session TTL the Consul servers accept:
-	// their session_ttl_min setting. Zero or negative means MinSessionTTL (10 s,
-	// Consul's default); values are rounded up to whole seconds, and to at
-	// least one second. Every TTL this Conn asks for (SessionTTL,
-	// LockWithTTL) is raised to it, since Consul refuses to create a
-	// session with a shorter TTL. Set it only when the servers were
-	// configured with a smaller session_ttl_min.
+	// MinSessionTTL is the servers' session_ttl_min, the shortest TTL
+	// they accept: every TTL this Conn asks for is raised to it. Zero or
+	// negative means MinSessionTTL (10 s, Consul's default); it is rounded
+	// up to whole seconds, at least one.
 	MinSessionTTL time.Duration
 
 	// LockDelay is the lock-delay of the sessions this Conn creates (see
@@ -130,52 +104,38 @@ type Options struct {
 	// disables it. Consul caps it at 60 s.
 	LockDelay time.Duration
 
-	// Reads selects the consistency mode of Get, List, ListDir, Watch,
-	// WatchRecursive, GetCurrentLeaderID and WaitForNewLeader. The zero
-	// value, ReadConsistent, is linearizable. Lock, Check and leadership
-	// decisions always use consistent reads, whatever this says, and so do
-	// reads under a context of topo.WithLinearizableRead.
+	// Reads is the consistency mode of Get, List, ListDir, Watch,
+	// WatchRecursive, GetCurrentLeaderID and WaitForNewLeader; reads under
+	// topo.WithLinearizableRead and lock and leadership decisions are
+	// consistent whatever it says.
 	Reads ReadMode
 
-	// WatchPollDuration is the wait time of each blocking query (Watch,
-	// WatchRecursive, lock and leadership waits). Zero means
-	// DefaultWatchPollDuration; Consul caps it at 10 minutes. Shorter
-	// values notice a restarted (emptied) agent sooner at the cost of more
-	// requests.
+	// WatchPollDuration is the wait time of each blocking query (watches,
+	// lock and leadership waits). Zero means DefaultWatchPollDuration;
+	// Consul caps it at 10 minutes. Shorter values notice a restarted
+	// (emptied) agent sooner, with more requests.
 	WatchPollDuration time.Duration
 
-	// DialTimeout bounds how long NewConn (and the Factory) waits for the
-	// agent's answer to its first request (see NewConnContext), and each
-	// TCP connect and TLS handshake of the Conn's later connections to the
-	// agent. Zero or negative means DefaultDialTimeout (5 s).
+	// DialTimeout bounds NewConn's first request (see NewConnContext) and
+	// each TCP connect and TLS handshake to the agent. Zero or negative
+	// means DefaultDialTimeout (5 s).
 	DialTimeout time.Duration
 
-	// RequestTimeout bounds how long each request to the agent waits for
-	// the answer (its response headers) when the caller's context has not
-	// ended first: a request that is not a blocking query fails with
-	// Unavailable after RequestTimeout without an answer, a blocking query
-	// (Watch, WatchRecursive, lock and leadership waits) after its wait
-	// time (Options.WatchPollDuration), plus the sixteenth Consul may add
-	// to it, plus RequestTimeout. It applies whether or not the caller's
-	// context has a deadline (the earlier of the two ends the call), and to
-	// the requests of Client() too. Zero means DefaultRequestTimeout
-	// (30 s), comfortably above Consul's 7 s rpc_hold_timeout, the longest
-	// a healthy agent holds an ordinary request while its servers elect a
-	// leader; a negative value removes the bound, leaving calls bounded by
-	// their context alone. A request that fails so may still have been
-	// applied, as after a deadline.
+	// RequestTimeout bounds each request's wait for the agent's answer
+	// (Client()'s too): Unavailable after RequestTimeout, for a blocking
+	// query after its wait time plus Consul's jitter (a sixteenth) plus
+	// RequestTimeout; such a request may still have been applied. Zero
+	// means DefaultRequestTimeout (30 s, above the 7 s a healthy agent
+	// holds a request while its servers elect a leader); negative, none.
 	RequestTimeout time.Duration
 
-	// TxnMaxRequestBytes is the largest transaction request body, in
-	// bytes, that Txn sends: set it to the larger of the agent's
-	// limits.txn_max_req_len and kv_max_value_size when they were raised.
-	// Zero means DefaultTxnMaxRequestBytes (Consul's default, 512 KiB); a
-	// transaction whose request body is larger fails with InvalidArgument
-	// before anything is sent.
+	// TxnMaxRequestBytes is the largest request body, in bytes, that Txn
+	// sends (larger: InvalidArgument, nothing sent); set it to the larger
+	// of the agent's limits.txn_max_req_len and kv_max_value_size when
+	// they were raised. Zero means DefaultTxnMaxRequestBytes.
 	TxnMaxRequestBytes int
 
-	// defect is the claims engine's deliberate defect, set by the
-	// package's mutation test only.
+	// defect is the claims engine's deliberate defect (mutation test).
 	defect claims.Defect
 }
 
@@ -183,20 +143,13 @@ type Options struct {
 type ReadMode int
 
 const (
-	// ReadConsistent (the default) sends every read with ?consistent: the
-	// leader confirms with a quorum that it still leads, and answers only
-	// once it has applied every committed write (Consul refuses consistent
-	// reads right after a leader election until then). A read therefore
-	// never returns data older than a write acknowledged before it started,
-	// by this Conn or any other. On a single-server dev agent it costs
-	// little (see docs/layout-consul.md for the measured numbers).
+	// ReadConsistent (the default) sends reads with ?consistent: a read
+	// never misses a write acknowledged before it started, by any Conn;
+	// right after a leader election Consul refuses it until the new leader
+	// has applied every committed write (cost: docs/layout-consul.md).
 	ReadConsistent ReadMode = iota
-	// ReadDefault uses Consul's default mode: the leader answers from its
-	// own state without confirming its leadership. Right after a server
-	// restart or a leader change that state can lag behind committed
-	// writes, so a read may return data older than a write this Conn had
-	// already acknowledged, or NoNode for a file that exists. Choose it only
-	// when such stale answers are acceptable.
+	// ReadDefault is Consul's default mode: after a restart or a leader
+	// change a read may miss committed writes, even this Conn's own.
 	ReadDefault
 )
 
@@ -235,23 +188,18 @@ func orOff(v, def time.Duration) time.Duration {
 }
 
 // clampTTL rounds ttl up to whole seconds within [o.MinSessionTTL,
-// MaxSessionTTL] (o normalized).
+// MaxSessionTTL].
 func (o Options) clampTTL(ttl time.Duration) time.Duration {
 	return min(max(wholeSeconds(ttl), o.MinSessionTTL), MaxSessionTTL)
 }
 
-// wholeSeconds rounds d up to whole seconds.
 func wholeSeconds(d time.Duration) time.Duration {
 	return (d + time.Second - 1).Truncate(time.Second)
 }
 
-// Factory creates Conns with a fixed set of Options; the serverAddress
-// given to Create replaces Options.Address. The factory registered as
-// "consul" uses the zero Options (consistent reads); register or use
-// NewFactory(Options{Reads: ReadDefault, ...}) for other settings. It
-// implements topo.ContextFactory, so OpenServerContext and
-// Server.ConnForCell hand it their context. It is safe for concurrent
-// use.
+// Factory creates Conns with fixed Options, a non-empty serverAddress
+// replacing Options.Address; the one registered as "consul" uses the zero
+// Options. It is a topo.ContextFactory and safe for concurrent use.
 type Factory struct {
 	opts Options
 }
@@ -265,12 +213,8 @@ func (f *Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 	return f.CreateContext(context.Background(), cell, serverAddress, root)
 }
 
-// CreateContext implements topo.ContextFactory: it returns NewConnContext
-// with the factory's options and serverAddress (when not empty) as the
-// agent address, so it fails with Unavailable naming the address when no
-// agent answers there within Options.DialTimeout, PermissionDenied when
-// Consul does not know the ACL token, and Timeout or Interrupted when ctx
-// ends first (see NewConnContext). cell is not used.
+// CreateContext implements topo.ContextFactory: NewConnContext with the
+// factory's options (errors: see there). cell is not used.
 func (f *Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.opts
 	if serverAddress != "" {
@@ -287,13 +231,10 @@ var _ topo.ContextFactory = (*Factory)(nil)
 
 func init() { topo.MustRegisterFactory(FactoryName, NewFactory(Options{})) }
 
-// Conn is a topo.Conn on one Consul agent, rooted at a key prefix. It is
-// safe for concurrent use. Create Conns with NewConn or through the
-// "consul" factory.
+// Conn is a topo.Conn on one Consul agent, rooted at a key prefix, safe
+// for concurrent use. Create it with NewConn or the "consul" factory.
 type Conn struct {
-	// Claims are Lock, LockWithTTL, LockName, TryLock,
-	// NewLeaderParticipation and ResumeLeaderParticipation: the claims
-	// engine over this store's driver (driver.go).
+	// Claims: the claims engine over this store's driver (driver.go).
 	claims.Claims
 	eng *claims.Engine
 
@@ -303,47 +244,33 @@ type Conn struct {
 	root      string // canonical, "" for the whole KV store
 	opts      Options
 
-	// ctx ends when the Conn is closed; background work (session renewal,
-	// watches, leadership monitors) runs under it.
+	// ctx ends at Close; background work runs under it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	sessionMu sync.Mutex // serialises creating the shared session
 
-	// stripes serialise the acquire requests of one key within the Conn
-	// (see send).
-	stripes [64]sync.Mutex
+	stripes [64]sync.Mutex // see send
 
-	// grants holds the tokens of the keys this Conn's claims acquired and
-	// have not released (see resolve).
-	grants keySet[uint64]
-	// contended holds the lock and election keys a contender of this Conn
-	// recently found held or queued for (see queue.go): the next one
-	// queues at once.
+	// grants: the tokens of the keys this Conn's claims acquired and have
+	// not released (see resolve). contended: the keys a contender of this
+	// Conn recently found held or queued for; the next one queues at once.
+	grants    keySet[uint64]
 	contended keySet[string]
 
-	mu       sync.Mutex
-	closed   bool
-	shared   *session              // the long-lived session, nil until needed
-	sessions map[*session]struct{} // every live session, destroyed by Close
-	// waiters and preds hold what the Conn knows of its entries waiting
-	// in queues (see waiter).
-	waiters map[string]*waiter
-	preds   map[string]*waiter
-	// tailDrops holds, by the token of the acquire that started it, each
-	// tail drop still running in the background (dropTailLater), closed
-	// when it is over; a drop removes only its own record (a later
-	// acquire of the same index, after an agent restart, records its
-	// drop beside it).
-	tailDrops map[uint64][]chan struct{}
+	mu        sync.Mutex
+	closed    bool
+	shared    *session                   // the long-lived session, nil until needed
+	sessions  map[*session]struct{}      // every live session, destroyed by Close
+	waiters   map[string]*waiter         // see waiter
+	preds     map[string]*waiter         // see waiter
+	tailDrops map[uint64][]chan struct{} // see dropTailLater
 }
 
-// keySet is a set of keys, safe for concurrent use; the zero value is
-// empty.
+// keySet is a set, safe for concurrent use; the zero value is empty.
 type keySet[K comparable] struct{ m sync.Map }
 
-// set adds k to s (on) or removes it.
 func (s *keySet[K]) set(k K, on bool) {
 	if on {
 		s.m.Store(k, nil)
@@ -352,7 +279,6 @@ func (s *keySet[K]) set(k K, on bool) {
 	}
 }
 
-// has reports whether k is in s.
 func (s *keySet[K]) has(k K) bool {
 	_, ok := s.m.Load(k)
 	return ok
@@ -368,27 +294,19 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // live under the key prefix root ("" or "/" for the whole KV store; "/a/b"
 // and "a/b" are the same root).
 //
-// It sends the agent one cheap request that needs no ACL permission, so
-// that a read-only token opens: with an ACL token (Options.Token,
-// TokenFile, or the api environment) GET /v1/acl/token/self, which also
-// checks that Consul knows the token (an agent without ACLs answers it
-// "ACL support disabled", which is fine) and is answered by the servers'
-// leader; without a token GET /v1/status/leader, which the agent answers
-// even while its datacenter has no leader. The request, its TCP connect
-// and TLS handshake are bounded by opts.DialTimeout (default 5 s) and by
-// ctx.
+// It sends one request that needs no ACL permission, bounded by ctx and
+// opts.DialTimeout: with a token, GET /v1/acl/token/self, answered by the
+// servers' leader, which checks that Consul knows it (an agent without
+// ACLs answers "ACL support disabled", which is fine); without, GET
+// /v1/status/leader, answered even while the datacenter has no leader.
 //
 // It returns InvalidPath for a malformed root; InvalidArgument for an
 // unknown read mode, an empty address, an unreadable token file or
-// unusable TLS settings; Timeout or Interrupted (naming the address) when
-// ctx has ended or ends during the request; PermissionDenied (naming the
-// address) when Consul refuses the token ("ACL not found"); and
-// Unavailable naming the address when no answer comes within the bound
-// (nothing listens, the agent accepts connections but does not answer, the
-// TLS handshake fails, a plain-HTTP Conn meets an agent serving only
-// HTTPS) or the agent answers with an error. Once it returned, an agent
-// that goes away shows up as Unavailable or Timeout errors from the
-// Conn's calls, each bounded as Options.RequestTimeout says.
+// unusable TLS settings; and, naming the address, Timeout or Interrupted
+// when ctx ends, PermissionDenied when Consul refuses the token, and
+// Unavailable when no answer comes within the bound (nothing listens, no
+// answer, a failed TLS handshake, plain HTTP to an HTTPS agent) or the
+// agent answers with an error.
 func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
 	if err != nil {
@@ -426,20 +344,14 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if err := backendkit.CheckContext(ctx, cfg.Address); err != nil {
 		return nil, err
 	}
-	// Blocking queries park connections; keep enough idle ones that
-	// ordinary calls do not dial each time.
+	// Blocking queries park connections: keep enough idle ones.
 	cfg.Transport.MaxIdleConnsPerHost = 64
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
 	cfg.Transport.DialContext = dialer.DialContext
-	// No gzip: the agent compresses every answer of 1400 bytes or more
-	// that the client accepts gzipped (a lock's or election's
-	// transaction answers reach that with long key paths), and
-	// decompressing costs the client too. The HTTP API is meant for an
-	// agent on the same host or network, where compressing costs more
-	// CPU than it saves in transfer: with 300 candidates on one election
-	// under 50-byte roots it was about a tenth of the agent's and of the
-	// client's CPU per term.
+	// No gzip: compressing answers (claims' transactions) costs a nearby
+	// agent and client more CPU than it saves (a tenth of both's CPU per
+	// term, 300 candidates on one election).
 	cfg.Transport.DisableCompression = true
 	cfg.Transport.TLSHandshakeTimeout = opts.DialTimeout
 	httpClient, err := api.NewHttpClient(cfg.Transport, cfg.TLSConfig)
@@ -475,10 +387,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	return c, nil
 }
 
-// probe sends NewConnContext's first request (see there) to the agent at
-// addr, bounded by ctx and dialTimeout, and classifies its failure: ctx's
-// Timeout or Interrupted, PermissionDenied for a refused token, Unavailable
-// otherwise; all name addr.
+// probe sends NewConnContext's first request and classifies its failure
+// (see there).
 func probe(ctx context.Context, client *api.Client, addr string, withToken bool, dialTimeout time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
@@ -507,13 +417,11 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err))
 }
 
-// errNoAnswer is the cancellation cause of a request that boundedTransport
-// gave up on.
+// errNoAnswer is boundedTransport's cancellation cause.
 var errNoAnswer = errors.New("no answer")
 
-// noAnswerError is the error of a request the agent did not answer within
-// its bound (see Options.RequestTimeout). It wraps no context error, so
-// that convertError maps it to Unavailable.
+// noAnswerError is a request's error past its bound: it wraps no context
+// error, so it is Unavailable.
 type noAnswerError struct {
 	addr  string
 	bound time.Duration
@@ -523,10 +431,9 @@ func (e *noAnswerError) Error() string {
 	return fmt.Sprintf("consultopo: the Consul agent at %s sent no answer within %v", e.addr, e.bound)
 }
 
-// boundedTransport bounds each request's wait for its response headers:
-// timeout for an ordinary request, timeout plus the wait time and Consul's
-// jitter for a blocking query (see Options.RequestTimeout). The body is
-// not bounded (Consul sends it with the headers). timeout 0: no bound.
+// boundedTransport bounds each request's wait for its response headers
+// (Options.RequestTimeout; timeout 0: no bound). Consul sends the body
+// with the headers.
 type boundedTransport struct {
 	base    http.RoundTripper
 	addr    string
@@ -543,8 +450,7 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	timer := time.AfterFunc(bound, func() { cancel(errNoAnswer) })
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if !timer.Stop() && context.Cause(ctx) == errNoAnswer {
-		// The bound passed (an answer that came at the same moment is
-		// dropped: its body may already be cut off).
+		// The bound passed (an answer just then may be cut off: dropped).
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
@@ -571,10 +477,9 @@ func (b *cancelOnClose) Close() error {
 	return err
 }
 
-// blockingWait returns how long Consul may hold the request whose URL
-// query is rawQuery before answering: for a blocking query (an index
-// above 0) its wait time as Consul applies it (default and cap) plus the
-// jitter Consul adds, 0 for any other request.
+// blockingWait returns how long Consul may hold a request with the URL
+// query rawQuery: a blocking query's (index above 0) wait time, as Consul
+// applies it, plus jitter; 0 for any other request.
 func blockingWait(rawQuery string) time.Duration {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
@@ -593,17 +498,15 @@ func blockingWait(rawQuery string) time.Duration {
 	return wait + wait/consulJitterFraction
 }
 
-// Client returns the Conn's consul api client, for callers that need
-// Consul features beyond topo.Conn. Its requests are bounded as the
-// Conn's are (Options.DialTimeout, Options.RequestTimeout). It is safe for
+// Client returns the Conn's consul api client, for Consul features beyond
+// topo.Conn, bounded as the Conn's requests are. It is safe for
 // concurrent use.
 func (c *Conn) Client() *api.Client { return c.client }
 
-// Close implements topo.Conn.Close: it ends every watch (Interrupted),
-// cancels leadership contexts, and destroys the Conn's sessions, which
-// deletes the lock and election keys they hold (other clients may take them
-// after the lock-delay). It waits for background goroutines and is
-// idempotent.
+// Close implements topo.Conn.Close: it ends every watch (Interrupted) and
+// claim and destroys the Conn's sessions, deleting their keys (trying for
+// at most 5 s; others may take them after the lock-delay). It waits for
+// background goroutines and is idempotent.
 func (c *Conn) Close() {
 	c.eng.Close()
 	c.mu.Lock()
@@ -618,8 +521,7 @@ func (c *Conn) Close() {
 	c.mu.Unlock()
 
 	c.cancel()
-	// Destroy the sessions in parallel, giving up on an unreachable agent
-	// after closeTimeout (Consul then expires them after their TTL).
+	// Past closeTimeout, Consul expires them after their TTL.
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	var wg sync.WaitGroup
 	for s := range sessions {
@@ -632,7 +534,6 @@ func (c *Conn) Close() {
 	c.transport.CloseIdleConnections()
 }
 
-// isClosed reports whether Close was called.
 func (c *Conn) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -650,8 +551,7 @@ func (c *Conn) key(p string) string {
 	return c.root + "/" + p
 }
 
-// dirPrefix returns the KV prefix of the entries under the canonical
-// directory dir.
+// dirPrefix returns the KV prefix of the directory dir's entries.
 func (c *Conn) dirPrefix(dir string) string {
 	if k := c.key(dir); k != "" {
 		return k + "/"
@@ -659,8 +559,7 @@ func (c *Conn) dirPrefix(dir string) string {
 	return ""
 }
 
-// relPath returns the canonical path of key, relative to the root, and
-// false when key is not under the root.
+// relPath returns key's path relative to the root, false when outside.
 func (c *Conn) relPath(key string) (string, bool) {
 	if c.root == "" {
 		return key, key != ""
@@ -670,34 +569,29 @@ func (c *Conn) relPath(key string) (string, bool) {
 }
 
 // queryOptions returns options carrying ctx for a read in the Conn's read
-// mode (Options.Reads), or in consistent mode when ctx is of
-// topo.WithLinearizableRead.
+// mode, consistent under topo.WithLinearizableRead.
 func (c *Conn) queryOptions(ctx context.Context) *api.QueryOptions {
 	consistent := c.opts.Reads != ReadDefault || topo.LinearizableRead(ctx)
 	return (&api.QueryOptions{RequireConsistent: consistent}).WithContext(ctx)
 }
 
-// consistentOptions returns options for a consistent read, whatever the
-// Conn's read mode: every lock and leadership decision is taken on one.
+// consistentOptions returns options for a consistent read.
 func (c *Conn) consistentOptions(ctx context.Context) *api.QueryOptions {
 	return (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
 }
 
-// blocking makes q a blocking query, waiting for an index above index for
-// at most Options.WatchPollDuration.
+// blocking makes q a blocking query for an index above index.
 func (c *Conn) blocking(q *api.QueryOptions, index uint64) *api.QueryOptions {
 	q.WaitIndex, q.WaitTime = index, c.opts.WatchPollDuration
 	return q
 }
 
-// writeOptions returns options carrying ctx for a write.
 func (c *Conn) writeOptions(ctx context.Context) *api.WriteOptions {
 	return (&api.WriteOptions{}).WithContext(ctx)
 }
 
-// spawn runs f in a goroutine that Close waits for. After Close the
-// goroutine is not tracked (f then finishes quickly: the Conn's context is
-// cancelled).
+// spawn runs f in a goroutine that Close waits for (after Close, untracked:
+// the Conn's context is cancelled).
 func (c *Conn) spawn(f func()) {
 	c.mu.Lock()
 	if c.closed {

@@ -16,57 +16,42 @@ import (
 
 // Causes of a session's end (context.Cause of session.ctx).
 var (
-	// errSessionExpiredLocally: no renewal was acknowledged within the
-	// safety margin (one TTL since the last acknowledged renewal was sent).
 	errSessionExpiredLocally = errors.New("consul session not renewed within its TTL; given up before Consul can invalidate it")
-	// errSessionGone: Consul says the session no longer exists (destroyed
-	// by someone, or invalidated).
-	errSessionGone = errors.New("consul session no longer exists")
-	// errSessionDenied: the ACL token may not renew the session.
-	errSessionDenied = errors.New("consul session renewal refused by ACL")
-	// errSessionClosed: the Conn destroyed the session (Unlock of a lock's
-	// own session, Close).
-	errSessionClosed = errors.New("consul session destroyed by its connection")
+	errSessionGone           = errors.New("consul session no longer exists")
+	errSessionDenied         = errors.New("consul session renewal refused by ACL")
+	errSessionClosed         = errors.New("consul session destroyed by its connection")
 )
 
-// session is one Consul session created by a Conn, with the "delete"
-// behaviour: when it ends, Consul deletes the keys it holds.
+// session is one Consul session of a Conn ("delete" behaviour).
 //
-// The safety margin (docs/layout-consul.md): the session is valid for the
-// holder only until its deadline, one TTL after the send time of the last
-// renewal Consul acknowledged (or of the create request). Consul resets
-// its TTL timer after that send time and invalidates an unrenewed session
-// only after twice the TTL, then holds its keys for the lock-delay, so
-// the deadline passes at least one TTL plus the lock-delay before anyone
-// else can acquire. At the deadline (seen by a timer, or by alive first)
-// the session is declared lost, without any request to Consul.
+// It is valid for the holder until its deadline, one TTL after the send
+// time of the last renewal Consul acknowledged (or of the create). Consul
+// resets its timer after that time, invalidates an unrenewed session only
+// after twice the TTL, then keeps its keys for the lock-delay, so the
+// deadline passes at least a TTL plus the lock-delay before anyone else
+// can acquire (docs/layout-consul.md).
+// At the deadline the session is declared lost, without a request.
 //
-// Declaring it lost (markLost) ends every claim on it (claims.Session.Lost:
-// Done closes, leadership contexts are cancelled) before ctx, which lost
-// reads, ends: no one sees the session lost and a claim on it live.
+// Declaring it lost (markLost) ends every claim on it before ctx, which
+// lost reads, ends: no one sees the session lost and a claim on it live.
 type session struct {
-	id  string
-	ttl time.Duration
-	own bool // carries a single lock; destroyed by its Unlock
+	id   string
+	ttl  time.Duration
+	own  bool            // carries a single claim; destroyed by its release
+	view *claims.Session // the claims engine's view
 
-	// view is the claims engine's view of the session.
-	view *claims.Session
-
-	// ctx ends, with one of the errSession* causes, when the session is
-	// known or declared lost (or the Conn closed), once claims has ended.
+	// ctx ends, with an errSession* cause, once the session's claims ended.
 	ctx      context.Context
 	endCtx   context.CancelCauseFunc
 	lostOnce sync.Once // markLost's
 
 	mu       sync.Mutex
-	deadline time.Time   // see the type's doc
+	deadline time.Time
 	timer    *time.Timer // fires at deadline
 }
 
-// startSession makes the session id, whose create (or renewal) request
-// was sent at sent, a session of the Conn: valid until sent+ttl, renewed in
-// the background, its claims ended when the Conn closes. It returns Closed
-// (and declares it lost) when the Conn is closed.
+// startSession makes the session id, created or renewed at sent, the
+// Conn's, renewed in the background; Closed after Close.
 func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent time.Time) (*session, error) {
 	s := &session{id: id, ttl: ttl, own: own, deadline: sent.Add(ttl)}
 	s.view = claims.NewSession(id, s)
@@ -87,12 +72,10 @@ func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent t
 	return s, nil
 }
 
-// markLost declares the session lost with cause (the first call's cause
-// wins): it ends every claim on the session, then ctx. When it returns,
-// in every caller, every claim on the session has ended: concurrent calls
-// wait for the first, and cancelling claims returns only once its
-// children (the claims' contexts) are cancelled, even when the Conn's
-// context is cancelling it at the same time.
+// markLost declares the session lost with cause (the first call's wins):
+// it ends every claim on it, then ctx. When it returns, in every caller,
+// every claim on the session has ended (concurrent calls wait for the
+// first, and Lost returns once the claims' contexts are cancelled).
 func (s *session) markLost(cause error) {
 	s.lostOnce.Do(func() {
 		s.view.Lost()
@@ -102,17 +85,16 @@ func (s *session) markLost(cause error) {
 
 func (s *session) lost() bool { return s.ctx.Err() != nil }
 
-// validUntil returns the session's deadline (see the type's doc).
+// validUntil returns the session's deadline.
 func (s *session) validUntil() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.deadline
 }
 
-// alive reports whether the holder may still act on the session: it is not
-// known lost and its deadline has not passed. A passed deadline declares
-// the session lost at once (the timer may not have fired yet), so that a
-// caller answering "lost" never leaves a claim on the session live.
+// alive reports whether the holder may still act on the session. A
+// passed deadline declares it lost at once (before the timer may), so
+// that a caller answering "lost" never leaves a claim on it live.
 func (s *session) alive() bool {
 	if s.lost() {
 		return false
@@ -124,8 +106,7 @@ func (s *session) alive() bool {
 	return false
 }
 
-// renewed moves the deadline to sent+TTL, sent being the send time of a
-// renewal Consul acknowledged.
+// renewed moves the deadline to sent+TTL after an acknowledged renewal.
 func (s *session) renewed(sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,8 +116,7 @@ func (s *session) renewed(sent time.Time) {
 	}
 }
 
-// expire runs at the deadline timer: it declares the session lost unless a
-// renewal moved the deadline meanwhile.
+// expire runs at the deadline timer: lost, unless a renewal moved it.
 func (s *session) expire() {
 	s.mu.Lock()
 	left := time.Until(s.deadline)
@@ -149,10 +129,9 @@ func (s *session) expire() {
 	}
 }
 
-// newSession creates a session with ttl and the Conn's lock-delay and
-// starts renewing it in the background, independently of ctx (which bounds
-// only the creation). It returns PermissionDenied when the ACL token may
-// not create sessions.
+// newSession creates a session with ttl and the Conn's lock-delay, renewed
+// in the background (ctx bounds only the creation). PermissionDenied when
+// the ACL token may not create sessions.
 func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, own bool) (*session, error) {
 	body := map[string]any{
 		"Name":       "topokit",
@@ -175,12 +154,11 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 	return s, err
 }
 
-// renew renews s every half TTL, but at least every half of the Conn's
-// SessionTTL, so that the end of a long-lived lock session (LockName's
-// 24 h) is seen within seconds. Failed renewals are retried every second
-// until the deadline timer declares the session lost; Consul saying the
-// session is gone, or an ACL refusal, ends it at once. A session that
-// ended but by the Conn's own destroy is forgotten and destroyed.
+// renew renews s every half TTL, at least every half SessionTTL (so that
+// the end of LockName's 24 h session is seen within seconds), retrying
+// failures every second until the deadline. Consul saying the session is
+// gone, or an ACL refusal, ends it at once. A session that expired
+// locally or was refused is destroyed.
 func (c *Conn) renew(s *session) {
 	defer c.wg.Done()
 	every := min(s.ttl, c.opts.SessionTTL) / 2
@@ -226,8 +204,7 @@ func (c *Conn) renew(s *session) {
 	}
 }
 
-// forgetSession marks s lost (with cause, or errSessionClosed when nil) and
-// drops it from the Conn.
+// forgetSession marks s lost (cause nil: errSessionClosed) and drops it.
 func (c *Conn) forgetSession(s *session, cause error) {
 	if cause == nil {
 		cause = errSessionClosed
@@ -241,8 +218,7 @@ func (c *Conn) forgetSession(s *session, cause error) {
 	c.mu.Unlock()
 }
 
-// destroySession forgets s and destroys it in Consul (best effort, for at
-// most requestTimeout within parent), which deletes the keys it holds.
+// destroySession forgets s and destroys it in Consul (best effort).
 func (c *Conn) destroySession(parent context.Context, s *session) {
 	c.forgetSession(s, nil)
 	ctx, cancel := context.WithTimeout(parent, requestTimeout)
@@ -252,17 +228,15 @@ func (c *Conn) destroySession(parent context.Context, s *session) {
 	}
 }
 
-// currentShared returns the Conn's long-lived session, nil when it has
-// none now.
+// currentShared returns the Conn's long-lived session, or nil.
 func (c *Conn) currentShared() *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.shared
 }
 
-// sessionFor returns the session a lock with ttl uses: the Conn's shared
-// long-lived session for the Conn's SessionTTL (created on first use, and
-// again after it is lost), otherwise a new session of its own.
+// sessionFor returns the session of a claim with ttl: for SessionTTL the
+// long-lived one (created when there is none alive), else a new one.
 func (c *Conn) sessionFor(ctx context.Context, path string, ttl time.Duration) (*session, error) {
 	if ttl != c.opts.SessionTTL {
 		return c.newSession(ctx, path, ttl, true)

@@ -15,109 +15,65 @@ import (
 )
 
 const (
-	// MaxTxnOps is the most operations Consul takes in one transaction
-	// (fixed in Consul 1.13's /v1/txn endpoint). Txn counts the Consul
-	// operations its ops map to (see Conn.Txn): a DeleteOp takes two,
-	// every other op one.
+	// MaxTxnOps is the most operations Consul 1.13 takes in one
+	// transaction. Txn's DeleteOp takes two, every other op one.
 	MaxTxnOps = 64
 	// DefaultTxnMaxRequestBytes is the default of
-	// Options.TxnMaxRequestBytes: 512 KiB, the default of Consul's
-	// limits.txn_max_req_len (and of kv_max_value_size; the txn endpoint
-	// takes the larger of the two).
+	// Options.TxnMaxRequestBytes: 512 KiB, Consul's default
+	// limits.txn_max_req_len and kv_max_value_size.
 	DefaultTxnMaxRequestBytes = 512 * 1024
 )
 
 // Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
-// round trip. Each op becomes one KV operation (a DeleteOp two). Consul
-// evaluates its operations in order, each on the state the earlier ones
-// left, so the transaction holds first the operations of the conditions
-// (IfVersion, IfAbsent, IfPresent, IfHeld), in op order, then those of
-// the writes (CreateOp, UpdateOp, DeleteOp), in op order: no condition
-// sees a write of the transaction, and no write's implied condition does
-// either, since each write touches its own key only (CheckTxn refuses two
-// writes of one path) and a DeleteOp's check comes right before its
-// delete. Every condition is thus evaluated against the state before the
-// transaction, as topo.Conn.Txn says. The operations are:
+// round trip. Consul evaluates operations in order, so the conditions
+// come first, then the writes, each in op order: every condition sees the
+// state before the transaction (each write touches its own key, and a
+// DeleteOp's check comes right before its delete). The operations:
 //
-//   - IfVersion: check-index on the key (NoNode when absent, BadVersion
-//     when its ModifyIndex differs);
+//   - IfVersion: check-index (NoNode when absent, BadVersion);
 //   - IfAbsent: check-not-exists (NodeExists);
-//   - IfPresent: get (NoNode; Consul has no existence check, so the
-//     file's value travels back in the answer);
-//   - IfHeld: check-index on the lock (or election) key with the claim's
-//     fencing token, its ModifyIndex at the acquire (LockLost when it
-//     fails). That alone proves the claim: Consul gives a key a new
-//     ModifyIndex (the Raft index of the write) on every change of its
-//     entry, the session included (an unlock, a release by an ending
-//     session, another acquire), and a key deleted (by Unlock, or by
-//     Consul when the session ends) and created again gets a new one; so
-//     a key still at the token is the entry the claim's acquire wrote,
-//     held by its session. A stale descriptor of the same session (an
-//     earlier lock of the same directory through the same Conn) never
-//     passes: every acquire writes the key (see acquire). A check-session
-//     would add nothing but a Consul operation, which costs latency
-//     (BenchmarkGuardedUpdate; docs/layout-consul.md);
-//   - CreateOp: a check-and-set on index 0 with Flags 0, as Create
-//     (NodeExists);
-//   - UpdateOp: without a version a set, with one a check-and-set on it
-//     (version 0, which no key has, a check-index instead); both store a
-//     fresh nonce in Flags, as Update does, so every update yields a new
-//     version. A failed check-and-set says neither NoNode nor BadVersion:
-//     as for Update, a consistent read after the rollback tells which;
-//   - DeleteOp: without a version a get (NoNode) then a delete, with one
-//     a check-index (NoNode, BadVersion) then a delete, as Delete.
+//   - IfPresent: get (NoNode; Consul has no existence check, so the value
+//     travels back);
+//   - IfHeld: check-index of the lock or election key on the claim's
+//     token (LockLost). That alone proves the claim: every change of a
+//     key's entry, its session included, and every re-creation gives it a
+//     new ModifyIndex, and every acquire writes the key, so a key at the
+//     token is the claim's acquire, held by its session; a check-session
+//     would only add latency (BenchmarkGuardedUpdate);
+//   - CreateOp: check-and-set on index 0 (NodeExists);
+//   - UpdateOp: a set, or a check-and-set on the version (on version 0, a
+//     check-index), with a fresh write nonce (see writeNonce); a failed
+//     check-and-set is explained by a consistent read (NoNode or
+//     BadVersion), as for Update;
+//   - DeleteOp: a get (NoNode), or a check-index on the version (NoNode,
+//     BadVersion), then a delete.
 //
-// An UpdateOp or DeleteOp of a key at a reserved place (a "locks", "Lock"
-// or "elections" segment in its KV path; see Update and guard.go) is
-// planned from a consistent read of its key made before the transaction
-// (one request per such key): on a lock or election key it is a
-// check-index on index 0, which always fails, reported as NodeExists
-// (UpdateOp) or NoNode (DeleteOp); otherwise a cas, or a check-index
-// before the delete, at the ModifyIndex read (a versioned op whose
-// version is not that index is NoNode or BadVersion the same way). When
-// such an operation is the first to fail, the key changed since the
-// read, and the keys are read and the transaction sent again (at most
-// guardedAttempts times; then ResourceExhausted, nothing applied).
+// An UpdateOp or DeleteOp at a reserved place is planned from a read of
+// its key, one request per key, and fails as Update and Delete do there
+// (NodeExists, NoNode, ResourceExhausted; guard.go).
 //
-// A write is therefore applied exactly as the Conn method of the same name
-// would apply it, and the versions returned are the ModifyIndex of the
-// written keys (the transaction's Raft index). Consul answers a rolled-back
-// transaction with per-operation errors carrying their OpIndex, one for
-// every failed operation (Consul 1.13's state store evaluates them all
-// before rolling back), each evaluated on the state before the
-// transaction by the order above. The first failing op in the caller's
-// order is the op owning a failed operation that comes first in op order,
-// whatever its OpIndex (an IfPresent after a failing CreateOp has the
-// lower OpIndex, but the CreateOp is reported); that operation's message
-// gives the code, without another read (but for the failed check-and-set
-// above, read after the rollback). An ACL refusal of any operation is
-// PermissionDenied.
+// Versions are the written keys' ModifyIndex. Consul 1.13 reports every
+// failed operation of a rolled-back transaction; the op reported is the
+// first in the caller's order owning one, its code read from Consul's
+// message. An ACL refusal of any operation is PermissionDenied.
 //
-// Before anything is sent, in this order: CheckTxn's checks of the context
-// and the ops; Closed after Close; InvalidArgument (*topo.TxnError) for an
-// IfHeld Fence not issued by this backend; InvalidArgument
-// (backendkit.TxnTooLarge) when the ops map to more than MaxTxnOps Consul
-// operations or the request body's size (values travel in base64, 4/3
-// of their size) exceeds Options.TxnMaxRequestBytes (512 KiB by default):
-// a single value above about 380 KiB never fits, so files larger than
-// that, which Update writes through the KV endpoint (see writeLarge),
-// cannot be written in a transaction. An IfHeld claim already released,
-// lost, or past its session's deadline (see session) here is sent as a
-// check-index on index 0, which no key has: the transaction cannot apply
-// whatever the store still says of the claim, and Consul's answer names
-// the first failing op in op order, that one (LockLost) or an earlier one.
+// Before anything is sent, in this order: CheckTxn's checks; for an IfHeld
+// Fence of another backend, InvalidArgument (*topo.TxnError); for more
+// than MaxTxnOps operations or a body (values in base64) above
+// Options.TxnMaxRequestBytes, InvalidArgument (backendkit.TxnTooLarge: a
+// value above about 380 KiB never fits); Closed after Close. An IfHeld
+// claim known released, lost or past its session's deadline is sent as a
+// check-index on 0: the transaction fails, reporting that op (LockLost) or
+// an earlier one.
 //
-// A transaction whose answer is lost returns Unavailable (Timeout or
-// Interrupted when ctx ended): it may have been applied. Reads within the
-// transaction are consistent (a transaction of conditions only is sent
-// with ?consistent; one with writes goes through Raft).
+// A lost answer is Unavailable (Timeout or Interrupted when ctx ended): it
+// may have been applied. Reads within the transaction are consistent.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	cops, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
-	// backendkit's order: the ops (CheckTxn), their Fences (planTxn) and
-	// the size limits, and only then whether c is closed.
+	// backendkit's order: ops, Fences, sizes, then Closed.
 	plan, err := c.planTxn(cops, nil)
 	if err != nil {
 		return nil, err
@@ -156,28 +112,22 @@ type txnPlan struct {
 	fences map[int]txnFence
 
 	// guarded: some op is a write at a reserved place (guardedKey). By op
-	// index, refused holds the error of each guarded write its read
-	// refused (sent as a check-index on index 0, which always fails), at
-	// the guarded writes made at the index read (their operation failing
-	// means the key changed since: see runTxn).
+	// index, refused: the error of each guarded write refused (sent as a
+	// check-index on 0); at: the guarded writes made at the index read.
 	guarded bool
 	refused map[int]error
 	at      map[int]bool
 }
 
 type txnFence struct {
-	path string // the claim's path, for errors
-	// lostWhy says why the claim was known lost or released when the
-	// transaction was planned ("" if it may be held).
-	lostWhy string
+	path    string // the claim's path, for errors
+	lostWhy string // why the claim was known lost when planned ("": may be held)
 }
 
-// planTxn maps the canonical ops onto Consul KV operations (see Txn). It
-// returns the *topo.TxnError of ForeignFence for an IfHeld Fence this
-// backend did not issue. A guarded write (see guardedKey) marks the plan
-// guarded; with states nil it is planned as any other write (runTxn plans
-// it again), else from states, the pairs readGuarded read of the keys
-// (see guardedPlan).
+// planTxn maps the canonical ops onto Consul KV operations (see Txn);
+// ForeignFence's error for another backend's Fence. A guarded write is
+// planned from states (readGuarded's), or as any other write when states
+// is nil (runTxn plans it again).
 func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (txnPlan, error) {
 	plan := txnPlan{ops: make(api.TxnOps, 0, 2*len(cops)), owner: make([]int, 0, 2*len(cops)),
 		fences: map[int]txnFence{}, refused: map[int]error{}, at: map[int]bool{}}
@@ -185,7 +135,6 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 		plan.ops = append(plan.ops, &api.TxnOp{KV: op})
 		plan.owner = append(plan.owner, i)
 	}
-	// The conditions first, then the writes, each in op order (see Txn).
 	for _, i := range backendkit.ConditionsFirst(cops, nil) {
 		op := cops[i]
 		key := c.key(op.Path)
@@ -224,10 +173,7 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 				// Another backend's engine's claim.
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
-			// check-index on the token alone proves the claim: see Txn.
-			// A claim known lost or released here checks index 0, which no
-			// key is at: the transaction rolls back whatever the store says
-			// of the claim, and Consul still names the first failing op.
+			// See Txn: the token, or 0 for a claim known lost.
 			fkey, _ := splitGranted(g.Entry())
 			token, why := uint64(g.Entry().Token), ""
 			switch sess := sessionOf(g.Session()); {
@@ -241,16 +187,14 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
 		case topo.TxnUpdate:
-			if op.Version == backendkit.AnyVersion {
+			switch op.Version {
+			case backendkit.AnyVersion:
 				add(i, &api.KVTxnOp{Verb: api.KVSet, Key: key, Value: op.Contents, Flags: writeNonce()})
-				continue
-			}
-			if op.Version == 0 {
-				// A cas on 0 would create the key: see Txn.
+			case 0: // a cas on 0 would create the key
 				add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: 0})
-				continue
+			default:
+				add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
 			}
-			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Flags: writeNonce(), Index: uint64(op.Version)})
 		case topo.TxnDelete:
 			if op.Version == backendkit.AnyVersion {
 				add(i, &api.KVTxnOp{Verb: api.KVGet, Key: key})
@@ -263,18 +207,16 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 	return plan, nil
 }
 
-// txnRequestBytes returns the size of the JSON body the api package sends
-// for ops (its encoder ends it with a newline).
+// txnRequestBytes returns the size of the api package's body for ops:
+// its JSON and a newline.
 func txnRequestBytes(ops api.TxnOps) int {
 	b, _ := json.Marshal(ops)
 	return len(b) + 1
 }
 
-// txnSendError maps the error of a transaction request that got no
-// per-operation answer: Consul's refusal of an oversized transaction (HTTP
-// 413: its limits are lower than the Conn's Options say) is
-// InvalidArgument; everything else as convertError (Unavailable for a
-// lost answer: the outcome is unknown).
+// txnSendError maps the error of a transaction that got no per-operation
+// answer: Consul refusing it as too large (its limits are lower than
+// Options says) is InvalidArgument, the rest as convertError.
 func (c *Conn) txnSendError(ctx context.Context, err error) error {
 	if ctx.Err() == nil && c.ctx.Err() == nil {
 		msg := err.Error()
@@ -286,10 +228,8 @@ func (c *Conn) txnSendError(ctx context.Context, err error) error {
 }
 
 // rollbackCause returns the op of cops that made the transaction roll
-// back, the lowest (in the caller's order) owning a failed Consul
-// operation, and its error; or -1 with rollbackError's (for path) for an
-// ACL refusal (PermissionDenied) or an error that names no failed
-// condition (Unavailable).
+// back (see firstFailed) and its error; or -1 with rollbackError's for an
+// ACL refusal or a message that names no failed condition.
 func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse, path string) (int, error) {
 	first := firstFailed(plan, resp)
 	if first == nil || classifyRollback(resp) == rollbackDenied {
@@ -313,8 +253,7 @@ func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan 
 		return -1, rollbackError(path, resp)
 	}
 	if code == topo.BadVersion && op.Kind == topo.TxnUpdate && plan.ops[first.OpIndex].KV.Verb == api.KVCAS {
-		// Consul's failed check-and-set does not say whether the key is
-		// absent: a consistent read tells, as for Update.
+		// Absent, or at another version: a consistent read tells.
 		err := c.missingOrBadVersion(ctx, op.Path, op.Kind)
 		if !topo.IsErrType(err, topo.NoNode) && !topo.IsErrType(err, topo.BadVersion) {
 			return -1, err
@@ -324,9 +263,8 @@ func (c *Conn) rollbackCause(ctx context.Context, cops []backendkit.TxnOp, plan 
 	return i, backendkit.Wrap(code, path, errors.New(first.What))
 }
 
-// firstFailed returns the failed operation of resp (a rolled-back
-// transaction of plan) of the lowest owner (of a DeleteOp's two, the
-// earlier), whatever its OpIndex (see Txn), or nil if none names one.
+// firstFailed returns the failed operation of resp (a rolled-back plan)
+// with the lowest owner (of a DeleteOp's two, the earlier), or nil.
 func firstFailed(plan txnPlan, resp *api.TxnResponse) *api.TxnError {
 	var first *api.TxnError
 	for _, e := range resp.Errors {
@@ -341,23 +279,19 @@ func firstFailed(plan txnPlan, resp *api.TxnResponse) *api.TxnError {
 	return first
 }
 
-// failureCode is the condition outcome of a Consul operation of verb,
-// generated for an op of kind, failing with Consul's message what (see
-// rollbackOf). It reports false for a message that names no failed
-// condition (a lock-delay, an internal error).
+// failureCode is the outcome of an operation of verb for an op of kind
+// that failed with Consul's message what; false for a message that names
+// no failed condition (a lock-delay, an internal error).
 func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCode, bool) {
 	switch rb := rollbackOf(what); {
 	case kind == topo.TxnIfHeld:
-		// check-index on the token: gone, or acquired again or written
-		// since the token's acquire.
 		return topo.LockLost, rb == rollbackMissing || rb == rollbackStale
 	case rb == rollbackMissing && (verb == api.KVCheckIndex || verb == api.KVGet):
 		return topo.NoNode, true
 	case rb == rollbackStale && verb == api.KVCAS && kind == topo.TxnCreate:
 		return topo.NodeExists, true
 	case rb == rollbackStale && (verb == api.KVCheckIndex || verb == api.KVCAS):
-		// A versioned UpdateOp's check-and-set: absent or at another
-		// version; rollbackCause reads which.
+		// A versioned UpdateOp's cas: rollbackCause reads which.
 		return topo.BadVersion, true
 	case rb == rollbackExists && verb == api.KVCheckNotExists:
 		return topo.NodeExists, true
@@ -365,11 +299,9 @@ func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCod
 	return 0, false
 }
 
-// txnVersions returns, for each op, the new version of a CreateOp or
-// UpdateOp (the ModifyIndex of its write's result) and nil for the others.
-// Results carry no OpIndex: they are matched in order to the operations
-// that return one, by key; a mismatch is Unavailable (applied, versions
-// unknown).
+// txnVersions returns each CreateOp's and UpdateOp's new version. Results
+// carry no OpIndex: they are matched in order, by key; a mismatch is
+// Unavailable (applied, versions unknown).
 func txnVersions(cops []backendkit.TxnOp, plan txnPlan, resp *api.TxnResponse) ([]topo.Version, error) {
 	out := make([]topo.Version, len(cops))
 	k := 0

@@ -10,14 +10,11 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// watchRetryMax caps the backoff between blocking queries that failed (for
-// example while the agent restarts).
+// watchRetryMax caps the backoff between failed blocking queries.
 const watchRetryMax = 2 * time.Second
 
-// nextIndex returns the WaitIndex for the blocking query after one that
-// waited on prev and returned last: last, or 0 when the index went backwards
-// (the agent lost its state, e.g. a restarted dev agent), which makes the
-// next query return at once.
+// nextIndex returns the WaitIndex after a query on prev that returned
+// last: 0 (answered at once) when the index went back (a restarted agent).
 func nextIndex(prev, last uint64) uint64 {
 	if last < prev {
 		return 0
@@ -25,11 +22,9 @@ func nextIndex(prev, last uint64) uint64 {
 	return last
 }
 
-// pollLoop runs the blocking queries behind Watch, WatchRecursive and
-// Monitor from index until handle (given each answer's X-Consul-Index)
-// returns false (nil), or wctx ends (wctx's error). Failed queries are
-// retried after a backoff from 50ms doubling up to watchRetryMax; a
-// permanent error (an ACL refusal, see isPermanent) is not: it is returned.
+// pollLoop runs blocking queries from index until handle (given each
+// answer's X-Consul-Index) returns false (nil), wctx ends (its error), or
+// a permanent error (returned). Other failures are retried with backoff.
 func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func(index uint64) bool) error {
 	retry := 50 * time.Millisecond
 	for {
@@ -54,20 +49,14 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 	}
 }
 
-// Watch implements topo.Conn.Watch with blocking queries on the file's key
-// (each waiting up to Options.WatchPollDuration). The current value comes
-// back at once (NoNode, with no channel, when the key is absent). A change
-// of ModifyIndex sends the new value; a delete sends NoNode and closes the
-// channel, also when the key was created again before the next answer (a
-// new CreateIndex: as on etcd and memorytopo, the watch ends with the file
-// it watched); ctx ending or Close sends Interrupted and closes it. Store errors
-// (agent unreachable or restarting) are retried with backoff; a restarted
-// dev agent comes back empty, which the watch reports as a delete. An ACL
-// refusal is permanent: it is sent as a PermissionDenied event and the
-// channel closes. Other errors as for Get. Revision (see topo.WatchData) is
-// the X-Consul-Index of the read that delivered the value (a read of a key
-// that exists returns its ModifyIndex; of an absent key, the KV table's
-// index), or the highest one seen before if that is lower.
+// Watch implements topo.Conn.Watch with blocking queries on the file's
+// key. The current value comes back at once (NoNode, no channel, when
+// absent). A new ModifyIndex sends the new value; a delete, also one
+// followed by a re-creation (a new CreateIndex, as on etcd), sends NoNode
+// and closes the channel; ctx ending or Close sends Interrupted. Store
+// errors are retried with backoff (a restarted dev agent, empty, shows as
+// a delete); an ACL refusal sends PermissionDenied and closes. Other
+// errors as for Get. Revision is the highest X-Consul-Index seen.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
@@ -96,8 +85,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		}, func(index uint64) bool {
 			mark = max(mark, int64(index))
 			if got != nil && got.CreateIndex != created {
-				// Deleted and created again between two answers: the
-				// file watched is gone (the new one is another file).
+				// Re-created between two answers: another file.
 				got = nil
 			}
 			if got == nil {
@@ -114,29 +102,21 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		case isPermanent(err):
 			backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, err, p)})
 		case err != nil || got != nil: // wctx ended (else NoNode was the last event)
-			// Delivered even though wctx ended: the channel has room or
-			// the reader is draining it, as the contract requires.
+			// Sent though wctx ended: the contract has the reader drain.
 			ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
 		}
 	}()
 	return current, ch, nil
 }
 
-// WatchRecursive implements topo.Conn.WatchRecursive with blocking queries
-// over the key prefix (each waiting up to Options.WatchPollDuration). Each
-// answer is compared with the previous one, file by file
-// (backendkit.Snapshot): new files and
-// files whose ModifyIndex changed are sent with their value, vanished files
-// with Err NoNode, in path order; so every file present when the channel
-// closes was reported with its last value. Lock and election keys are left
-// out, and so are files at reserved paths written by other tools (List
-// reports those). ctx ending or Close sends Interrupted and closes the
-// channel. Store errors are retried with backoff; an ACL refusal is sent as
-// a PermissionDenied event and closes the channel. An empty prefix result
-// is not an error. Revision (see topo.WatchData) is the listing's
-// X-Consul-Index (the prefix's index) for the initial values and for the
-// last difference of each later answer; the other differences of an
-// answer carry the Revision reached before it.
+// WatchRecursive implements topo.Conn.WatchRecursive with blocking
+// queries over the prefix, each answer compared with the previous one
+// (backendkit.Snapshot): new and changed files are sent with their value,
+// vanished ones with NoNode, in path order. Lock and election keys and
+// other tools' files at reserved paths are left out; an empty prefix is
+// no error. Interrupted, retries and ACL refusals as for Watch. Revision
+// is the listing's X-Consul-Index for the initial values and the last
+// difference of an answer; the others carry the one reached before.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	pfx, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
@@ -167,8 +147,6 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		}, func(index uint64) bool {
 			files, _, _ := c.files(got)
 			events := known.Diff(files)
-			// The differences of two answers: until the last, the watch
-			// has got no further than mark; the last reaches index.
 			mark = backendkit.Stamp(events, nil, mark, int64(index))
 			for _, e := range events {
 				if !backendkit.Send(wctx, ch, e) {
