@@ -28,17 +28,13 @@
 //
 // # Locks and elections: the claims engine
 //
-// Lock, TryLock, LockWithTTL, LockName, NewLeaderParticipation and
-// ResumeLeaderParticipation are the claims engine's (topo/claims), run over
-// a driver in ZooKeeper's primitives: an entry is an ephemeral-sequential
-// znode of the Conn's session, the queue is its parent's children in
-// sequence order, a waiter watches the entry just ahead of it, and every
-// claim of a session ends when the driver declares the session lost
-// (zkSession.lose, the only place). Files: driver.go (the queue), entry.go
-// (what a session knows of its entries, the watch behind Done), lock.go,
-// pipeline.go (what a lock entry's create learns without a request of its
-// own), leader.go (candidates, values, stepping down), resume.go, queue.go
-// (creates whose outcome may be lost, orphan reaping), session.go.
+// Locks and leader participations are the claims engine's (topo/claims),
+// run over a driver (driver.go) whose entries are ephemeral-sequential
+// znodes; every claim of a session ends when the session is declared lost
+// (zkSession.lose, the only place). Files: entry.go (what a session knows
+// of its entries, the watch behind Done), lock.go, pipeline.go, leader.go
+// (candidates, values, stepping down), resume.go, queue.go (creates whose
+// outcome may be lost), session.go.
 //
 // # Sessions
 //
@@ -80,21 +76,16 @@
 //     the server's first answer (the timeout granted). Why each:
 //     docs/layout-zookeeper.md, Sessions. Leadership also ends as soon as
 //     the connection drops (stepDown);
-//   - go-zookeeper v1.0.4 races on its last zxid (read for a reconnection's
-//     set-watches request while answers are recorded): the connection hides
-//     answers' zxids from the library and writes the session's last zxid
-//     into connect and set-watches requests itself (see hideZxid). Requests
-//     queued while disconnected may go out before set-watches; the server
-//     still reports every change after the zxid it carries, and a watch set
-//     again may get one more event for what its read already saw, on which
-//     every watcher reads again (Watch and WatchRecursive compare Mzxids and
-//     send nothing for it). Tests: TestRequestsQueuedDuringDisconnection,
-//     TestReconnectionWithCredentials, TestQueuedRequestsAfterCredentials,
-//     TestSetWatchesInSeveralFrames, TestSessionGivenUpWhileReconnecting,
-//     TestReconnectionZxids, TestWatchStartedWhileDisconnected,
-//     TestChangeReportedAfterQueuedAnswers,
-//     TestWatchOfFileRecreatedWhileDisconnected,
-//     TestAnswerToRequestZeroHidden, TestLockWaiterAcrossReconnection.
+//   - the connection writes the session's last zxid into connect and
+//     set-watches requests itself (go-zookeeper v1.0.4 races on it: see
+//     hideZxid). Requests queued while disconnected may go out before
+//     set-watches: the server still reports every change after its zxid,
+//     and a watch set again may get an event for what its read already
+//     saw, which every watcher reads again and ignores (Watch and
+//     WatchRecursive compare Mzxids). Tests: TestReconnection*,
+//     TestRequestsQueuedDuringDisconnection, TestSetWatchesInSeveralFrames,
+//     TestQueuedRequestsAfterCredentials, TestWatchStartedWhileDisconnected,
+//     TestChangeReportedAfterQueuedAnswers, TestLockWaiterAcrossReconnection.
 //
 // # Which znodes the library deletes, and when
 //
@@ -116,8 +107,6 @@
 //     kept. The library never writes a directory's data, except Create over
 //     a directory (it becomes the file), Delete of a file with children (it
 //     empties the data), and the same ops in a Txn;
-//   - IfAbsent in a Txn creates and deletes the path (or its highest
-//     missing ancestor) in the same multi: nothing of it remains;
 //   - "locks" znodes and election "values" znodes are containers: the
 //     server deletes them once empty (znode.container.checkIntervalMs, 60 s
 //     by default), and the library removes an empty "locks" znode with its
@@ -127,18 +116,12 @@
 //
 // # Fencing tokens, Done and terms
 //
-// A lock's token (LockDescriptor.Token) is the Czxid of its entry; a term's
-// (LeaderParticipation.Term), the Czxid of the leading candidate. Zxids grow
-// with every committed write, across sessions, leader changes and restarts,
-// and a claim passes between entries only in creation order, so every
-// later holder's token is greater (the argument: driver). A lock entry's
-// create learns its token and the watch behind Done without a request of
-// its own when it can (pipeline.go); otherwise an exists with a watch is
-// sent on the entry's session once the create returns.
-//
-// Done closes on Unlock (Stop or Resign for a term), when the claim's
-// session ends (see Sessions), and when the watch sees the entry deleted or
-// owned by another session. A term also ends when its connection drops.
+// A lock's token is the Czxid of its entry; a term's, the Czxid of the
+// leading candidate: every later holder's is greater (the argument:
+// driver). Done closes on Unlock (Stop or Resign for a term), when the
+// claim's session ends, and when the watch behind it (pipeline.go,
+// watchEntry) sees the entry deleted or another session's. A term also
+// ends when its connection drops.
 //
 // # Transactions
 //
@@ -153,14 +136,10 @@
 //
 // # Resuming a candidacy
 //
-// ResumeInfo carries the candidate's session id and password.
-// ResumeLeaderParticipation opens a new client whose first connect request
-// asks for that session (the session's dialer rewrites it: see
-// resumeFrame), and campaigns on it while it lives; Stop, Resign and Close
-// close the session (the server deletes every ephemeral of it, the earlier
-// process's other claims included). The earlier process must be gone: its
-// client takes the session back on reconnecting (see driver.Resume).
-// Resuming onto a session the Conn holds already is NodeExists.
+// ResumeInfo carries the candidate's session id and password;
+// ResumeLeaderParticipation opens a new client on that session and
+// campaigns on it, and its end closes the session, with the earlier
+// process's other claims on it. That process must be gone (driver.Resume).
 //
 // # Reads
 //
