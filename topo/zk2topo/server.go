@@ -29,12 +29,10 @@ const FactoryName = "zk2"
 // minSessionTimeout and maxSessionTimeout (by default 2 and 20 tickTimes).
 const DefaultSessionTimeout = 30 * time.Second
 
-// DefaultDialTimeout is how long NewConn waits for the first session when
-// Options.DialTimeout is zero.
+// DefaultDialTimeout is the default of Options.DialTimeout.
 const DefaultDialTimeout = 5 * time.Second
 
-// DefaultMaxConcurrency is the number of requests a Conn keeps in flight at
-// once when Options.MaxConcurrency is zero.
+// DefaultMaxConcurrency is the default of Options.MaxConcurrency.
 const DefaultMaxConcurrency = 64
 
 const (
@@ -72,23 +70,19 @@ type Options struct {
 	MaxConcurrency int
 
 	// SafetyMargin is how long before the server may expire the session
-	// the Conn gives it up (its locks report LockLost, its leadership
-	// ends, a new session serves later calls; see the package doc,
-	// Sessions). Zero means a fifth of the negotiated session timeout; it
-	// is capped at half. An idle session is so given up when an answer
-	// takes longer than 7/12 of the timeout minus the margin (23/60 with
-	// the default).
+	// the Conn gives it up: its claims end, a new session serves later
+	// calls (see the package doc, Sessions). Zero means a fifth of the
+	// negotiated timeout; it is capped at half. An idle session is given
+	// up when an answer takes over 7/12 of the timeout minus the margin.
 	SafetyMargin time.Duration
 
-	// LinearizableReads makes every read (Get, List, ListDir, watches,
-	// lock and election reads) send a read barrier first, pipelined: a
-	// multi checking "/" at any version, so that the read sees every write
-	// any client had acknowledged before it started (a sync does not, on
-	// the leader). Each read is then a transaction (a log write on a
-	// quorum) and needs READ permission on "/". Without it a Conn sees its
-	// own writes but may miss another client's very recent one
-	// (ZooKeeper's default). A context of topo.WithLinearizableRead sends
-	// the barrier whatever this says.
+	// LinearizableReads makes every read (lock and election reads and
+	// watches included) send a read barrier first (see barrierThen), so
+	// that it sees every write any client had acknowledged before it
+	// started; each read is then a transaction (a log write on a quorum)
+	// and needs READ permission on "/". Without it a Conn sees its own
+	// writes but may miss another client's latest (ZooKeeper's default).
+	// A context of topo.WithLinearizableRead sends the barrier anyway.
 	LinearizableReads bool
 
 	// MaxTxnBytes is the largest Txn request sent, in encoded bytes: set
@@ -100,8 +94,7 @@ type Options struct {
 	defect           claims.Defect // the mutation kit's (mutants_test.go)
 	libraryPingsOnly bool          // tests: no pinger
 
-	// Dialer, if set, replaces net.DialTimeout for the connections to the
-	// servers.
+	// Dialer, if set, replaces net.DialTimeout.
 	Dialer func(network, address string, timeout time.Duration) (net.Conn, error)
 
 	// DialTimeout bounds how long NewConn (and the Factory) waits for the
@@ -120,8 +113,8 @@ type Options struct {
 	// means each server address's host.
 	TLSServerName string
 
-	// Logger receives the client library's and the Conn's log messages; nil
-	// means slog.Default().
+	// Logger receives the library's and the Conn's logs; nil means
+	// slog.Default().
 	Logger *slog.Logger
 }
 

@@ -13,14 +13,11 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// DefaultMaxTxnBytes is the largest transaction request, in bytes, a Conn
-// sends when Options.MaxTxnBytes is zero: ZooKeeper's default
-// jute.maxbuffer (0xfffff), above which the server drops the connection.
+// DefaultMaxTxnBytes is the default of Options.MaxTxnBytes: ZooKeeper's
+// default jute.maxbuffer, above which the server drops the connection.
 const DefaultMaxTxnBytes = 0xfffff
 
-// clientMaxRequest is the largest request go-zookeeper v1.0.4 can encode
-// (its send buffer, 1.5 MiB, less the length prefix): no Options value
-// raises the limit above it.
+// clientMaxRequest is the largest request go-zookeeper v1.0.4 can encode.
 const clientMaxRequest = 1536*1024 - 4
 
 // maxTxnAttempts bounds the multis one Txn sends.
@@ -52,17 +49,14 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // more round trip, on that failure only), so that the *topo.TxnError names
 // the first failing op in the caller's order. Per op:
 //
-//   - IfHeld(f): a check (any version) of the claim's entry, with the
-//     multi run on the claim's session (whose requests the server refuses
-//     once it is over). Since a check compares only the data version (0 for
-//     any entry), a sync and an exists of every claim's entry, pipelined on
-//     that session (one round trip more, beside any Stat reads, before
-//     every multi), must show the entry the session's with the claim's
-//     token, or the claim fails as lost (see verify). All IfHeld ops must
-//     be claims of one session, and of a Conn on the same server addresses
-//     (InvalidArgument otherwise). A claim already released or lost
-//     locally fails with LockLost: at once as the first op, otherwise as a
-//     check that cannot pass, so that an earlier failing op is still named.
+//   - IfHeld(f): a check (any version) of the claim's entry, the multi
+//     run on the claim's session, behind a sync and an exists of the entry
+//     (one round trip more, before every multi) that must show it the
+//     session's with the claim's token (see verify). All IfHeld ops must be
+//     claims of one session, of a Conn on the same server addresses
+//     (InvalidArgument otherwise). A claim released or lost locally fails
+//     with LockLost: at once as the first op, otherwise as a check that
+//     cannot pass, so that an earlier failing op is still named.
 //   - IfVersion(p, v), IfPresent(p): a check at v (any version for
 //     IfPresent). UpdateOp(p, c, v): a set-data at v.
 //   - UpdateOp(p, c, nil): a set-data at any version, or a create (with
@@ -79,13 +73,12 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     highest missing ancestor. Nothing remains, but the parent's child
 //     version grows and child watches on it (and exists watches on p) fire.
 //
-// Where znodes may be lock or election entries (Conn.entriesAt: a Conn
-// rooted at a reserved place, or a path with a segment "elections" below
-// its first), UpdateOp and DeleteOp read their Stat first and leave an
-// ephemeral znode alone (UpdateOp NodeExists, DeleteOp NoNode, as on
-// memorytopo and etcd2topo); an unversioned write is made at the version
-// read. This holds unless the file is deleted and an entry of its name
-// created at the same version between the read and the multi.
+// Where znodes may be lock or election entries (a Conn rooted at a
+// reserved place, a path with a segment "elections" below its first),
+// UpdateOp and DeleteOp read their Stat first and leave an ephemeral
+// znode alone (UpdateOp NodeExists, DeleteOp NoNode), writing at the
+// version read: unless the file is replaced by an entry at the same
+// version between the read and the multi.
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
 // a versioned UpdateOp read the Stat first (one round trip more); a Txn of
