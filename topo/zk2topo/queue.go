@@ -70,10 +70,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		node := cr.node
 		<-c.sem
 		s.mu.Lock()
-		s.pending[parentZp]--
-		if s.pending[parentZp] == 0 {
-			delete(s.pending, parentZp)
-		}
+		s.createEnded(parentZp)
 		if err == nil && !s.isLost() {
 			s.entries[node] = &entry{election: !lock, value: cr.extra}
 		}
@@ -92,10 +89,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	if !started {
 		<-c.sem
 		s.mu.Lock()
-		s.pending[parentZp]--
-		if s.pending[parentZp] == 0 {
-			delete(s.pending, parentZp)
-		}
+		s.createEnded(parentZp)
 		s.mu.Unlock()
 		return created{}, topo.NewError(topo.Closed, p)
 	}
@@ -112,6 +106,13 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		default:
 		}
 		return created{}, backendkit.FromContext(ctx, p)
+	}
+}
+
+// createEnded records that a create under parentZp ended (s.mu held).
+func (s *zkSession) createEnded(parentZp string) {
+	if s.pending[parentZp]--; s.pending[parentZp] == 0 {
+		delete(s.pending, parentZp)
 	}
 }
 
