@@ -218,6 +218,9 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, err
 	}
 	opts.DialTimeout = backendkit.OrDefault(opts.DialTimeout, DefaultDialTimeout)
+	if opts.Dialer == nil {
+		opts.Dialer = net.DialTimeout
+	}
 	if opts.TLSCAFile != "" || opts.TLSCertFile != "" || opts.TLSKeyFile != "" {
 		cfg, err := tlsConfig(opts)
 		if err != nil {
@@ -232,9 +235,6 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			return nil, backendkit.Wrap(topo.InvalidArgument, opts.AuthFile, err)
 		}
 		auth = strings.TrimSpace(string(b))
-	}
-	if opts.Dialer == nil {
-		opts.Dialer = net.DialTimeout
 	}
 	c := &Conn{
 		acl:     opts.ACL,
