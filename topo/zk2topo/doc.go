@@ -59,7 +59,7 @@
 //     LockLost or end the leadership, and never touch the entry's name on
 //     another session (a znode of that name may belong to someone else).
 //     Reads of a queue (List, the watch on a waiter's predecessor, Leader,
-//     Observe) run on the Conn's current session;
+//     Observe) run on the Conn's current session: they change nothing;
 //   - when a session is declared over (lose), claims.Session.Lost closes
 //     every lock's Done, cancels every leadership context and wakes its
 //     waiters before the session reads as over;
@@ -82,10 +82,12 @@
 //     set-watches: the server still reports every change after its zxid,
 //     and a watch set again may get an event for what its read already
 //     saw, which every watcher reads again and ignores (Watch and
-//     WatchRecursive compare Mzxids). Tests: TestReconnection*,
-//     TestRequestsQueuedDuringDisconnection, TestSetWatchesInSeveralFrames,
-//     TestQueuedRequestsAfterCredentials, TestWatchStartedWhileDisconnected,
-//     TestChangeReportedAfterQueuedAnswers, TestLockWaiterAcrossReconnection.
+//     WatchRecursive compare Mzxids). The library re-sends the credentials,
+//     awaiting their answers, before any queued request. Tests:
+//     TestReconnection*, TestRequestsQueuedDuringDisconnection,
+//     TestSetWatchesInSeveralFrames, TestQueuedRequestsAfterCredentials,
+//     TestWatchStartedWhileDisconnected, TestChangeReportedAfterQueuedAnswers,
+//     TestLockWaiterAcrossReconnection.
 //
 // # Which znodes the library deletes, and when
 //
@@ -127,12 +129,15 @@
 //
 // Conn.Txn is one multi, conditions first, then writes, so that every
 // condition sees the state before the transaction. IfHeld runs the multi on
-// the claim's session, behind a sync and an exists of the entry (read again
-// before every multi) that must show it the session's with the claim's
-// token: a multi's check compares only the data version. The window left: a
-// deletion and a reuse of the name both committed between the last sync and
-// the multi (TestGuardedWriteNameReusedEventInFlight,
-// TestGuardedWriteNameReusedBetweenMultis). See Txn.
+// the claim's session (once it ends, the server refuses its requests, while
+// the entry's name may be another session's), behind a sync and an exists
+// of the entry (read again before every multi) that must show it the
+// session's with the claim's token: a multi's check compares only the data
+// version. The window left: a deletion and a reuse of the name both
+// committed between the last sync and the multi
+// (TestGuardedWriteNameReusedEventInFlight,
+// TestGuardedWriteNameReusedBetweenMultis). See Txn, and
+// docs/layout-zookeeper.md, Transactions.
 //
 // # Resuming a candidacy
 //

@@ -47,7 +47,7 @@ func (d driver) parent(q claims.Queue) string {
 // znode, in one multi) on the current session, creating parents when
 // needed; then, in one round trip, its Stat and the queue's children (see
 // admit). A create failed by its session's end is retried on a new
-// session, three times at most.
+// session (nothing of it outlives the ended one), three times at most.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	if !q.Election && c.internal(q.Path) {
@@ -257,10 +257,10 @@ type waiter struct{ node, before string }
 // e, a watch on it too, and once it goes the queue is read while e is
 // awaited. When that shows nothing ahead of the waiter but e, the waiter
 // heads the queue once e goes (sequences only grow while the parent
-// lives), and the next Ahead says so without a read (Conn.headed): the
-// read comes one handover early, off the release-to-grant path. (In an
-// election the extra read delayed Stop's multi: BenchmarkContention in
-// bench/vitess.)
+// lives, as it does while the waiter's entry is in it), and the next Ahead
+// says so without a read (Conn.headed): the read comes one handover
+// early, off the release-to-grant path. (In an election the extra read
+// delayed Stop's multi: BenchmarkContention in bench/vitess.)
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	v, _ := c.nextUp.LoadAndDelete(e.Key)
@@ -343,9 +343,10 @@ func onlyAhead(names []string, node, pred string) bool {
 
 // Delete implements claims.Driver: on e's session only, while it lives
 // and still knows e with its token (so a later znode of the same name is
-// never deleted), and not after Close. A lock's emptied directory goes
-// too (releaseLock); a candidate goes with its value znode in one multi.
-// A session Resume adopted is then closed (endResumed).
+// never deleted), and not after Close (the server deletes the session's
+// entries with it). A lock's emptied directory goes too (releaseLock); a
+// candidate goes with its value znode in one multi. A session Resume
+// adopted is then closed (endResumed).
 func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) error {
 	c := d.c
 	c.headed.Delete(e.Key)

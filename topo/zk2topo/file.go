@@ -202,7 +202,7 @@ func zkVersion(n int64) int32 {
 // the reserved-name rule), InvalidArgument (value too large, foreign or
 // negative version), NoNode, NodeExists, BadVersion, PermissionDenied,
 // ResourceExhausted, Timeout/Interrupted, Closed, Unavailable; nothing is
-// written on any of them.
+// written on any but the last three (outcome unknown).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
@@ -281,13 +281,13 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 	return topo.NumericVersion(nst.Version), nil
 }
 
-// Get returns filePath's contents and Stat.Version in one round trip (see
-// Conn.read for the sync or barrier before it). A persistent znode another
-// tool wrote at a reserved path (foreignFile) is returned like any file;
-// the znodes of the lock and election layout and ZooKeeper's own
-// "/zookeeper" are not files. Errors: NoNode (absent, only a directory, or
-// such a znode), InvalidPath, PermissionDenied, Timeout/Interrupted,
-// Closed, Unavailable.
+// Get returns filePath's contents and Stat.Version in one round trip (a
+// sync or read barrier may be pipelined before it: the package doc,
+// Reads). A persistent znode another tool wrote at a reserved path
+// (foreignFile) is returned like any file; the znodes of the lock and
+// election layout and ZooKeeper's own "/zookeeper" are not files. Errors:
+// NoNode (absent, only a directory, or such a znode), InvalidPath,
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
@@ -484,7 +484,8 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 	case errors.Is(err, zk.ErrNotEmpty):
 		return c.unfile(ctx, p, ver)
 	case errors.Is(err, zk.ErrBadVersion):
-		// Checked before the children: NoNode when p is only a directory.
+		// ZooKeeper checks the version before the children: NoNode when p
+		// is only a directory.
 		if _, err := c.fileStat(ctx, p); err != nil {
 			return err
 		}

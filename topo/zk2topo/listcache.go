@@ -16,10 +16,10 @@ const listCacheSize = 8
 const listCacheMin = 64
 
 // listCache keeps the sorted entries of the last names-only ListDir of a
-// few large directories, keyed by the Stat of the same children reply:
-// Czxid (the incarnation), Cversion (one more per child created or
-// deleted) and NumChildren, which within one incarnation identify one set
-// of children. Safe for concurrent use.
+// few large directories (before hiding "locks" or "zookeeper"), keyed by
+// the Stat of the same children reply: Czxid (the incarnation), Cversion
+// (one more per child created or deleted) and NumChildren, which within
+// one incarnation identify one set of children. Safe for concurrent use.
 type listCache struct {
 	mu      sync.Mutex
 	entries map[string]listCacheEntry // directory's znode path -> entry

@@ -20,10 +20,11 @@ const abandonWait = time.Second
 // enqueue creates a lock entry holding contents under locksZp (directory
 // dp's "locks") on s, creating it (and a named lock's directory) when
 // needed. With mustExist it creates nothing when no file lies below dp
-// (backendkit.LockNeedsFiles). With read, the queue's children are read
-// pipelined behind the create (with watch, a children watch), except on a
-// first attempt in a "locks" znode the session never used (maybe absent).
-// The caller drains the pipelined read.
+// (backendkit.LockNeedsFiles; one more read, on that error path only).
+// With read, the queue's children are read pipelined behind the create
+// (with watch, a children watch), except on a first attempt in a "locks"
+// znode the session never used (maybe absent). The caller drains the
+// pipelined read.
 func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist, read, watch bool) (created, pipelined, error) {
 	dirZp := zkDir(locksZp)
 	for attempt := 0; ; attempt++ {
@@ -70,11 +71,12 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 }
 
 // releaseLock deletes s's lock entry node and, pipelined behind it, reads
-// the directory's Stat; only when that shows no data and at most the
-// locks znode is that read too, and the directory removed when nothing
-// else is left (removeDir). Nothing is read when s has another entry in
-// the queue whose delete was not sent: the last of them reads (an entry
-// deleted behind its back cleans up when s sees it gone: forgetGone).
+// the directory's Stat; only when that shows no data and no child but the
+// locks znode is that znode's Stat read too, and the directory removed
+// when nothing else is left (removeDir). Nothing is read when s has another
+// entry in the queue whose delete was not sent: the last of them reads,
+// after every earlier delete of s (run in order; an entry deleted behind
+// its back cleans up when s sees it gone: forgetGone).
 func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
 	locksZp := zkDir(node)
 	dirZp := zkDir(locksZp)

@@ -15,9 +15,9 @@ import (
 //     whose answer carries the Stat; go-zookeeper has none, so the
 //     connection rewrites the opcode of registered creates and keeps the
 //     Stat of their answers;
-//   - the queue: the "locks" znode's children, read pipelined behind the
-//     create (answered after it: a snapshot showing the new entry was read
-//     after its create);
+//   - the queue: the "locks" znode's children, read pipelined behind a
+//     create there (answered after it: a snapshot showing the new entry
+//     was read after its create, whichever create's frame it followed);
 //   - the watch behind Done: when the session has no other entry there,
 //     that read sets a children watch, which sees every change after the
 //     create (watchEntry then moves to an exists watch). Otherwise, or
@@ -41,9 +41,9 @@ type pipelined struct {
 }
 
 // pipeline registers, before a create under parent on s, the children
-// read sent once that create's frame is written. Call stop once the
-// create returned; kids yields the answer, or nothing when the read was
-// not sent or failed.
+// read sent once a create's frame under parent is written (any create's).
+// Call stop once the create returned; kids yields the answer, or nothing
+// when the read was not sent or failed.
 func (c *Conn) pipeline(s *zkSession, p, parent string, watch bool) pipelined {
 	sent, unregister := s.obs.expect(opCreate, parent+"/")
 	out := make(chan childrenRes, 1)
@@ -86,7 +86,8 @@ func (pl pipelined) children(name string) (childrenRes, bool) {
 	return k, ok && k.err == nil && slices.Contains(k.names, name)
 }
 
-// drain waits for the pipelined read, if sent.
+// drain waits for the pipelined read, if sent, so that none is written
+// after Create returned.
 func (pl pipelined) drain() {
 	if pl.kids != nil {
 		for range pl.kids {

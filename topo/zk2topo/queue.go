@@ -18,8 +18,8 @@ import (
 // during the create, its entry, if made, is deleted on the same session;
 // when the connection drops after the send, the session's entries under
 // the parent that it does not know are reaped once reconnected (unless
-// another create there is in flight); when the session ends, its entries
-// end with it.
+// another create there is in flight: its entry would look the same); when
+// the session ends, its entries end with it.
 
 // seqLen is the length of a sequential znode's suffix ("%010d").
 const seqLen = 10
@@ -191,7 +191,8 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 	prefix := valuePrefix(s.zk.SessionID())
 	live := map[int64]bool{} // the Czxids of the session's entries under parentZp
 	s.mu.Lock()
-	// No create there may start or be in flight until each delete.
+	// No create there may start or be in flight until each delete: the
+	// entries read are then all of s's live ones.
 	started, inFlight := s.creates[parentZp], s.pending[parentZp]
 	var nodes []string
 	for n := range s.entries {

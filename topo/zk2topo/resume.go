@@ -55,9 +55,11 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 // back on reconnecting (and the two hold the term by turns). Errors:
 // InvalidArgument for malformed info or another backend's, election's or
 // id's (nothing sent); NodeExists when this Conn holds the session
-// already (resume one candidacy per session, on another Conn than the
-// one that made it); ErrNotHeld when the session ended or the entry is
-// gone; Closed. A failed Resume closes a session it attached.
+// already (two clients would take it from each other, and one
+// participation's end would end the other's session: resume one
+// candidacy per session, on another Conn than the one that made it);
+// ErrNotHeld when the session ended or the entry is gone; Closed. A
+// failed Resume closes a session it attached.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	dirZp := d.parent(q)
@@ -144,7 +146,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 }
 
 // holdsSession reports whether the live session id is c's current one or
-// one a Resume adopted. Call with c.mu held.
+// one a Resume adopted (or is adopting). Call with c.mu held.
 func (c *Conn) holdsSession(id int64) bool {
 	if !c.cur.isLost() && c.cur.zk.SessionID() == id {
 		return true

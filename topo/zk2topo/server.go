@@ -70,19 +70,21 @@ type Options struct {
 	MaxConcurrency int
 
 	// SafetyMargin is how long before the server may expire the session
-	// the Conn gives it up: its claims end, a new session serves later
-	// calls (see the package doc, Sessions). Zero means a fifth of the
-	// negotiated timeout; it is capped at half. An idle session is given
-	// up when an answer takes over 7/12 of the timeout minus the margin.
+	// the Conn gives it up: its locks report LockLost, its leadership ends,
+	// a new session serves later calls (see the package doc, Sessions).
+	// Zero means a fifth of the negotiated timeout; it is capped at half.
+	// An idle session is given up when an answer takes over 7/12 of the
+	// timeout minus the margin.
 	SafetyMargin time.Duration
 
 	// LinearizableReads makes every read (lock and election reads and
-	// watches included) send a read barrier first (see barrierThen), so
-	// that it sees every write any client had acknowledged before it
-	// started; each read is then a transaction (a log write on a quorum)
-	// and needs READ permission on "/". Without it a Conn sees its own
-	// writes but may miss another client's latest (ZooKeeper's default).
-	// A context of topo.WithLinearizableRead sends the barrier anyway.
+	// watches included) send a read barrier first, pipelined (no round trip
+	// more, but the read waits for it; see barrierThen), so that it sees
+	// every write any client had acknowledged before it started; each read
+	// is then a transaction (a log write on a quorum) and needs READ
+	// permission on "/". Without it a Conn sees its own writes but may miss
+	// another client's latest (ZooKeeper's default). A context of
+	// topo.WithLinearizableRead sends the barrier anyway.
 	LinearizableReads bool
 
 	// MaxTxnBytes is the largest Txn request sent, in encoded bytes: set
@@ -124,7 +126,7 @@ type Options struct {
 // (registered as "zk2") uses the defaults. It implements
 // topo.ContextFactory and is safe for concurrent use.
 type Factory struct {
-	Options Options
+	Options Options // every Conn's; Servers replaced by Create's address
 }
 
 // NewFactory returns a Factory that opens every Conn with opts.
@@ -427,7 +429,8 @@ func (c *Conn) do(ctx context.Context, p string, fn func() error) error {
 }
 
 // goBG runs f in a goroutine that Close waits for, and reports whether it
-// started: none starts once Close has begun waiting.
+// started: none starts once Close has begun waiting (what f would do is
+// then moot or done by Close).
 func (c *Conn) goBG(f func()) bool {
 	c.bgMu.RLock()
 	defer c.bgMu.RUnlock()
@@ -450,7 +453,7 @@ type job struct {
 
 // worker runs jobs for do until the Conn closes; started when none is
 // idle and kept (about MaxConcurrency at most), sparing a goroutine start
-// per call.
+// per call (a few percent of its latency).
 func (c *Conn) worker(j job) {
 	for {
 		err := j.fn()
@@ -529,8 +532,8 @@ type barrierScope struct {
 type barrierScopeKey struct{}
 
 // barrierScoped returns ctx with a barrierScope when its reads must be
-// linearizable, for a call whose later reads start after its first read
-// answered.
+// linearizable; only for a call whose later reads start after its first
+// read answered.
 func (c *Conn) barrierScoped(ctx context.Context) context.Context {
 	if !c.opts.LinearizableReads && !topo.LinearizableRead(ctx) {
 		return ctx
@@ -593,7 +596,8 @@ var _ topo.Conn = (*Conn)(nil)
 // entriesAt reports whether the znode of p may be a lock or election
 // entry, which writes must leave alone (see Txn): on a Conn with inClaims,
 // or when p has a segment "elections" (a Conn rooted lower down's
-// candidates).
+// candidates: unlike etcd's, no "locks" segment the reserved-name rule
+// refuses marks them).
 func (c *Conn) entriesAt(p string) bool {
 	return c.inClaims || hasSegment(p, electionsDir)
 }

@@ -79,8 +79,9 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 
 // redialProvider is the library's DNSHostProvider, pausing less (why:
 // docs/layout-zookeeper.md, Sessions): it tries every server twice at once
-// after a lost connection, then pauses a second before each later round,
-// so a dead ensemble is dialled at most twice a second per server.
+// after a lost connection (the server ending a session also drops the
+// connection just re-opened to it), then pauses a second before each later
+// round, so a dead ensemble is dialled at most twice a second per server.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
@@ -598,7 +599,8 @@ const (
 // it: TestRequestsQueuedDuringDisconnection,
 // TestSessionGivenUpWhileReconnecting). The library reads it for nothing
 // else but the connect request, and withZxid writes the session's into
-// both. Xid 0 is an answer too (TestAnswerToRequestZeroHidden).
+// both; its callers never see a zxid (v1.0.4 drops it). Xids wrap modulo
+// 2^31: xid 0 is an answer too (TestAnswerToRequestZeroHidden).
 func (oc *observedConn) hideZxid(b []byte, at int) {
 	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) < 0 {
 		return // the connect response, or not an answer to a request
@@ -610,10 +612,10 @@ func (oc *observedConn) hideZxid(b []byte, at int) {
 
 // withZxid returns the request frame b with zxid at offset at (a copy,
 // when it differs: the library's is always 0, see hideZxid). The connect
-// request carries the session's last zxid; a set-watches request the one
-// when its connection was made, before any answer on it, so that the
-// changes made while disconnected are reported
-// (TestChangeReportedAfterQueuedAnswers).
+// request carries the session's last zxid (a server behind it refuses the
+// client: reads stay monotonic); a set-watches request the one when its
+// connection was made, before any answer on it, so that the changes made
+// while disconnected are reported (TestChangeReportedAfterQueuedAnswers).
 func withZxid(b []byte, at int, zxid int64) []byte {
 	if zxid <= 0 || len(b) < at+8 || int64(binary.BigEndian.Uint64(b[at:])) == zxid {
 		return b
@@ -764,7 +766,7 @@ func (o *sessionObserver) written(b []byte) {
 	case opCreate2:
 		op = opCreate // a lock entry's create (see asCreate2)
 	case opMulti:
-		// Matched by its first op, a check or a delete (after its
+		// Matched by its first op when a check or a delete (after its
 		// 9-byte header).
 		if len(b) < 25 {
 			return

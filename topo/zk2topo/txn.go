@@ -44,19 +44,21 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // A multi runs its requests in order, each seeing the ones before it, so
 // the multi holds every condition first, then every write (each in op
 // order): every condition sees the state before the transaction. When the
-// multi fails at a condition placed after a write of lower index, the next
-// multi leaves that op out and ends with a check that always fails (one
-// more round trip, on that failure only), so that the *topo.TxnError names
-// the first failing op in the caller's order. Per op:
+// multi fails at a condition while a write of lower index comes after it,
+// the next multi leaves that op out and ends with a check that always
+// fails (one more round trip, on that failure only), so that the
+// *topo.TxnError names the first failing op in the caller's order. Per op:
 //
 //   - IfHeld(f): a check (any version) of the claim's entry, the multi
 //     run on the claim's session, behind a sync and an exists of the entry
-//     (one round trip more, before every multi) that must show it the
-//     session's with the claim's token (see verify). All IfHeld ops must be
-//     claims of one session, of a Conn on the same server addresses
-//     (InvalidArgument otherwise). A claim released or lost locally fails
-//     with LockLost: at once as the first op, otherwise as a check that
-//     cannot pass, so that an earlier failing op is still named.
+//     (one round trip more, beside any Stat reads, and again beside the
+//     reads before every later multi) that must show it the session's with
+//     the claim's token (see verify). All IfHeld ops must be claims of one
+//     session, of a Conn on the same server addresses (InvalidArgument
+//     otherwise). A claim released or lost locally fails with LockLost: at
+//     once as the first op, otherwise as a check that cannot pass (on the
+//     current session when no claim is live), so that an earlier failing
+//     op is still named.
 //   - IfVersion(p, v), IfPresent(p): a check at v (any version for
 //     IfPresent). UpdateOp(p, c, v): a set-data at v.
 //   - UpdateOp(p, c, nil): a set-data at any version, or a create (with

@@ -36,8 +36,9 @@ func (c *Conn) endError(p string, err error) error {
 // and create while disconnected: the new Czxid tells), Interrupted when
 // ctx ends or the Conn closes, Unavailable when the session ends (a new
 // Watch then works), PermissionDenied when re-arming is refused. Revision
-// is the value's Stat.Mzxid (0 on errors). Errors: NoNode (file absent),
-// InvalidPath, PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// is the value's Stat.Mzxid (the value holds every change up to it; 0 on
+// errors). Errors: NoNode (file absent), InvalidPath, PermissionDenied,
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
@@ -54,7 +55,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	first := &topo.WatchData{Contents: orEmpty(r.data), Version: topo.NumericVersion(r.st.Version), Revision: r.st.Mzxid}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
-	// draining out.
+	// draining out. It shares only out with the caller.
 	go func() {
 		defer close(out)
 		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Czxid, r.st.Mzxid, r.ch, out)}
@@ -163,7 +164,8 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	return initial, out, nil
 }
 
-// treeWatch is the state of one WatchRecursive, owned by its goroutine.
+// treeWatch is the state of one WatchRecursive, owned by its goroutine
+// (by WatchRecursive before it runs).
 type treeWatch struct {
 	c      *Conn
 	ctx    context.Context
