@@ -10,13 +10,10 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Directories left empty go. A file's Delete, a lock's Unlock (and an
-// abandoned lock entry's removal, and a lock entry deleted behind its
-// back once its session sees it go: cleanupGone) and a Txn's deletes
-// remove the directory znodes they emptied, and then their parents while they are
-// empty, best effort, by deletes at the versions just read (when empty
-// and why: the package doc, "Which znodes the library deletes"). The
-// root is never removed.
+// Directories left empty go: Delete, Unlock (and an abandoned or gone
+// lock entry's removal) and Txn's deletes remove the directories they
+// emptied and then their parents, best effort, at the versions just read
+// (the package doc, "Which znodes the library deletes"). Never the root.
 
 // statRes is the answer to an exists request.
 type statRes struct {
@@ -26,10 +23,8 @@ type statRes struct {
 	err    error
 }
 
-// statOn reads zp's Stat on session s only (see answerOn and onSession:
-// errSessionOver once it is over; s nil: on the Conn's current session),
-// with watch setting an exists watch; p names the operation's path for
-// errors.
+// statOn reads zp's Stat on session s (see answerOn), with watch setting
+// an exists watch.
 func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string, watch bool) statRes {
 	r, err := answerOn(ctx, c, s, p, func(z *zk.Conn) (r statRes, err error) {
 		if watch {
@@ -46,9 +41,8 @@ func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string, watch boo
 }
 
 // statsInOrder sends the Stat reads of zps on session s, each once the
-// frame of the one before it is written (see sendFirst), so that the
-// server runs them in that order, pipelined: together they wait for one
-// round trip. The channels yield the answers, in the order of zps.
+// one before it is being written (sendFirst): run in that order, in one
+// round trip. The channels yield the answers.
 func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...string) []<-chan statRes {
 	outs := make([]<-chan statRes, len(zps))
 	for i, zp := range zps {
@@ -57,12 +51,10 @@ func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...
 	return outs
 }
 
-// sendFirst runs req, which sends one request of opcode op on zp on
-// session s, in the background, and returns once that request's frame is
-// being written (see expect) or req returned, so that the requests sent
-// on s after it are run after it by the server, which runs a session's
-// requests in the order it receives them. The channel yields req's
-// result.
+// sendFirst runs req (one request of opcode op on zp on session s) in the
+// background and returns once its frame is being written (see expect) or
+// req returned, so that the server runs requests sent on s after it
+// after it. The channel yields req's result.
 func sendFirst[T any](s *zkSession, op int32, zp string, req func() T) <-chan T {
 	sent, unregister := s.obs.expect(op, zp)
 	defer unregister()
@@ -78,13 +70,11 @@ func sendFirst[T any](s *zkSession, op int32, zp string, req func() T) <-chan T 
 	return out
 }
 
-// dirDeletes returns the deletes (for one multi) that remove the
-// directory znode dir given its Stat d and its "locks" znode's Stat l,
-// nil when they show that it is not empty. With locksFirst, l was read
-// before d, on one session, so a directory counting one child while its
-// locks znode was absent holds another child; otherwise (or when l was
-// not read) that child may be a locks container reaped between the
-// reads, and reread says that dir must be read again.
+// dirDeletes returns the deletes that remove the directory dir given its
+// Stat d and its "locks" znode's Stat l, nil when it is not empty. With
+// locksFirst, l was read before d on one session, so one child with no
+// locks znode is another child; otherwise that child may be a locks
+// container reaped between the reads: reread says to read dir again.
 func dirDeletes(dir string, d, l statRes, locksFirst bool) (reqs []any, reread bool) {
 	if d.err != nil || !d.exists || d.st.DataLength > 0 || d.st.EphemeralOwner != 0 {
 		return nil, false
@@ -102,11 +92,10 @@ func dirDeletes(dir string, d, l statRes, locksFirst bool) (reqs []any, reread b
 	return nil, !l.exists && !locksFirst
 }
 
-// removeDir removes the directory znode dir when the Stats d and l (see
-// dirDeletes) show it empty, in one multi, and then its parents while
-// they are empty (cleanupDirs). When the multi fails (something changed
-// since the reads: a locks container reaped, a child added) or the reads
-// cannot tell, dir is read again and cleaned up by cleanupDirs.
+// removeDir removes dir when d and l (see dirDeletes) show it empty, with
+// the ancestors that empties (withEmptied), then the parents above
+// (cleanupDirs). When the multi fails or the reads cannot tell,
+// cleanupDirs reads dir again.
 func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFirst bool) {
 	if !c.removable(dir) {
 		return
@@ -133,20 +122,13 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 	c.cleanupDirs(ctx, []string{zkDir(top)})
 }
 
-// withEmptied extends reqs, the deletes of a multi that removes the
-// directory znode dir, with the deletes of the ancestors of dir below the
-// root that removing dir empties, so that they go in that one multi: an
-// empty directory znode without children reads as an empty file, and no
-// reader may see one between two multis. It reads the ancestors' Stats
-// (pipelined on one session: one round trip) and adds, nearest first,
-// each that holds one child (dir's branch) and no data, at the version
-// read (a directory that gained an entry or became a file since fails the
-// multi, which then removes nothing). It stops at an ancestor in skip (a
-// directory the caller removes otherwise). top is the highest directory
-// the multi removes (dir when no ancestor is added): its parent is the
-// one to read again after the multi, which another client's concurrent
-// clean-up may have emptied too. ok is false when the reads failed (the
-// caller then gives the clean-up up, as best effort).
+// withEmptied extends reqs, the deletes removing dir, with those of the
+// ancestors that removing dir empties, so that none is left empty (an
+// empty file) between two multis. It reads their Stats (one round trip)
+// and adds, nearest first, each holding one child and no data, at the
+// version read, stopping at one in skip. top is the highest directory
+// removed, whose parent is to be read again after. ok is false when the
+// reads failed (the clean-up is then given up).
 func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any, skip map[string]bool) (_ []any, top string, ok bool) {
 	top = dir
 	var chain []string
@@ -175,8 +157,7 @@ func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any, skip map
 	return reqs, top, true
 }
 
-// removable reports whether the directory znode dir is below the root,
-// so that the clean-up may remove it.
+// removable reports whether the directory znode dir is below the root.
 func (c *Conn) removable(dir string) bool {
 	return dir != c.zkPath("") && dir != "/" && strings.HasPrefix(dir, c.root+"/")
 }
@@ -185,11 +166,10 @@ func (c *Conn) removable(dir string) bool {
 // whose removal failed again.
 const cleanupAttempts = 3
 
-// cleanupDirs removes the directory znodes dirs while they are empty,
-// and then their parents, a level at a time for all of them at once (the
-// requests: docs/layout-zookeeper.md, Transactions, "Directories left
-// empty"); when a level's multi fails, each of its directories is cleaned
-// up alone, cleanupAttempts times at most.
+// cleanupDirs removes the directories dirs while empty, then their
+// parents, a level at a time for all (docs/layout-zookeeper.md,
+// "Directories left empty"); when a level's multi fails, each directory
+// is cleaned up alone, cleanupAttempts times at most.
 func (c *Conn) cleanupDirs(ctx context.Context, dirs []string) {
 	c.cleanupLevels(ctx, dirs, cleanupAttempts)
 }
@@ -203,8 +183,7 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 		}
 	}
 	for len(level) > 0 {
-		// A directory above another one of the level waits for the next
-		// levels: it is not empty before that one is removed.
+		// A directory above another of the level waits for a later level.
 		above := map[string]bool{}
 		for e := range level {
 			for d := zkDir(e); c.removable(d) && !above[d]; d = zkDir(d) {
@@ -218,9 +197,7 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 			}
 		}
 		slices.Sort(ds)
-		// The ancestors of the level's directories below the root (but
-		// the level's own) are read with them: those the multi empties go
-		// in it, so that none is seen empty (an empty file) in between.
+		// Their ancestors are read too: those the multi empties go in it.
 		ancSet := map[string]bool{}
 		for _, d := range ds {
 			for a := zkDir(d); c.removable(a) && !level[a] && !ancSet[a]; a = zkDir(a) {
@@ -291,8 +268,6 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 			return err
 		})
 		if err != nil {
-			// Something changed meanwhile (or the answer was lost): each
-			// directory on its own, reading its Stats again.
 			if attempts > 1 {
 				for _, d := range removed {
 					wg.Go(func() { c.cleanupLevels(ctx, []string{d}, attempts-1) })

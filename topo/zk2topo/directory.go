@@ -13,23 +13,17 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// ListDir lists the znodes directly under dirPath, sorted by name. A plain
-// listing costs one round trip (plus one when a "locks" child must be
-// checked); a full one adds one pipelined Stat read per entry, and reports
-// TypeDirectory for znodes with children, TypeFile otherwise. The "locks"
-// znode of a locked directory and the entries under "elections" are shown
-// as Ephemeral directories while a lock is held or a candidate runs, and
-// hidden otherwise (an election directory with children costs one more
-// read of its children, and of each nested election's directory: see
-// electionBusy). A full listing also marks the top-level "elections"
-// directory Ephemeral while a candidate runs below it, as every backend
-// does (one more read of its children, and of each election's directory
-// until a running one is found). Election directories are
-// persistent, as Vitess creates them, and outlive their candidates, so
-// "elections" stays in the root's listing once an election ran. The
-// arguments are checked in backendkit's order (ctx first, then the path).
-// It returns NoNode when dirPath does not exist or has no visible entry,
-// and InvalidPath, Timeout/Interrupted, Closed or Unavailable.
+// ListDir lists the znodes directly under dirPath, sorted by name: one
+// round trip (one more when a "locks" child must be checked); a full
+// listing adds a concurrent Stat read per entry and reports TypeDirectory
+// for znodes with children. A "locks" znode and the entries under
+// "elections" are shown as Ephemeral directories while a lock is held or
+// a candidate runs (electionBusy reads an election's children, and its
+// nested elections'), hidden otherwise; a full listing also marks the
+// top-level "elections" Ephemeral while a candidate runs below it. It
+// stays listed once an election ran (its directories are persistent).
+// Errors: NoNode (absent, or no visible entry), InvalidPath,
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
 	dp, err := backendkit.Begin(ctx, dirPath, topo.CleanDirPath, c.closed.Load)
 	if err != nil {
@@ -82,10 +76,6 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 			}
 			e.Ephemeral = true
 		case cp == electionsDir:
-			// Like every lock and election directory (and as Vitess's
-			// backends list it), the top-level elections directory is
-			// Ephemeral while elections run below it. ZooKeeper keeps it
-			// once they ended: then it is a plain, persistent directory.
 			busy, err := c.electionBusy(ctx, dp, cp, st)
 			if err != nil {
 				return nil, err
@@ -103,12 +93,9 @@ func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.D
 	return entries, nil
 }
 
-// nameEntries is a names-only ListDir after the Children read of dp
-// (znode zp, st the reply's Stat): every name, sorted (or copied from the
-// listCache when the children did not change), but a "locks" child while
-// no lock is held (see lockedEntry) and "zookeeper" at the ZooKeeper root
-// (ZooKeeper's own znodes), both found by a binary search. ListDir
-// turns no entry into NoNode.
+// nameEntries is a names-only ListDir after the children read of dp
+// (znode zp, Stat st): every name, sorted (or from the listCache), but an
+// unlocked "locks" child and "zookeeper" at the ZooKeeper root.
 func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, names []string) ([]topo.DirEntry, error) {
 	if c.internal(dp) { // "elections" too
 		return c.internalEntries(ctx, dp, names)
@@ -143,14 +130,12 @@ func (c *Conn) nameEntries(ctx context.Context, dp, zp string, st *zk.Stat, name
 	return entries, nil
 }
 
-// findEntry returns the index of the entry named name in entries (sorted
-// by name, each name once) and whether it is there.
+// findEntry binary-searches entries (sorted by name) for name.
 func findEntry(entries []topo.DirEntry, name string) (int, bool) {
 	return slices.BinarySearchFunc(entries, name, func(e topo.DirEntry, n string) int { return strings.Compare(e.Name, n) })
 }
 
-// lockedEntry reads dp's child n and reports whether a names-only
-// listing shows it (see shown).
+// lockedEntry reads dp's child n and reports whether it is shown.
 func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
 	cp := backendkit.JoinPath(dp, n)
 	r := c.statOn(ctx, nil, dp, c.zkPath(cp), false)
@@ -160,10 +145,9 @@ func (c *Conn) lockedEntry(ctx context.Context, dp, n string) (bool, error) {
 	return c.shown(ctx, dp, cp, r.st)
 }
 
-// shown reports whether a listing shows dp's child cp (with Stat st), a
-// "locks" directory or (when dp is "elections") an election's directory:
-// while it has children (a lock entry), and for an election while a
-// candidate runs in it (see electionBusy).
+// shown reports whether a listing shows dp's child cp (Stat st), a
+// "locks" znode while it has children, or an election's directory while
+// electionBusy.
 func (c *Conn) shown(ctx context.Context, dp, cp string, st *zk.Stat) (bool, error) {
 	if dp != electionsDir {
 		return st.NumChildren > 0, nil
@@ -171,10 +155,8 @@ func (c *Conn) shown(ctx context.Context, dp, cp string, st *zk.Stat) (bool, err
 	return c.electionBusy(ctx, dp, cp, st)
 }
 
-// internalEntries is nameEntries in "elections" or an internal directory
-// (under a locks or elections directory), whose children are internal,
-// but for the "locks" children and the children of "elections" that
-// lockedEntry shows. They are read in sorted order.
+// internalEntries is nameEntries in "elections" or an internal directory:
+// only the "locks" children and the elections that lockedEntry shows.
 func (c *Conn) internalEntries(ctx context.Context, dp string, names []string) ([]topo.DirEntry, error) {
 	inElections := dp == electionsDir
 	if inElections {
@@ -196,14 +178,9 @@ func (c *Conn) internalEntries(ctx context.Context, dp string, names []string) (
 	return entries, nil
 }
 
-// electionBusy reports whether the election directory cp (below
-// "elections", Stat st) has a candidate entry, in it or in a nested
-// election's directory below it. Election directories are persistent and
-// outlive their candidates (see isContainer), so a directory with
-// children may be idle: its children are read (one round trip per
-// directory with children), the "values" container is ignored (a value
-// znode lives only with its candidate), and any other child is a nested
-// election's directory, read in turn.
+// electionBusy reports whether the election directory cp (Stat st) or a
+// nested election below it has a candidate, reading the children of each
+// (one round trip per directory with children; "values" ignored).
 func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bool, error) {
 	if st == nil || st.NumChildren == 0 {
 		return false, nil

@@ -14,26 +14,16 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// driver implements claims.Driver on ZooKeeper (see the package doc,
-// Locks and elections): a queue is the children of a "locks" znode or of
-// an election directory, in sequence order; an entry is an
-// ephemeral-sequential child made on the Conn's current session, its
-// token its creation zxid (Stat.Czxid).
+// driver implements claims.Driver on ZooKeeper (see the package doc): a
+// queue is the children of a "locks" znode or an election directory in
+// sequence order; an entry is an ephemeral-sequential child, its token
+// its Czxid.
 //
-// Why tokens are monotone (the argument every driver makes for its
-// store): zxids are ZooKeeper's global transaction ids, every committed
-// write getting one greater than all before it, across sessions, leader
-// changes (the epoch in the high 32 bits grows) and server restarts. The
-// engine grants an entry only once it heads its queue, so every entry
-// created before it in the same parent is gone; a later holder's entry
-// was created after the earlier holder's (a later transaction), or, when
-// the parent was removed and created again in between (its sequence
-// restarts), after the earlier entry was deleted, which came after its
-// creation. Either way the later holder's Czxid is greater.
-//
-// Requests about an entry run on the entry's own session only (a znode
-// of its name may belong to someone else after it); reads of the queue
-// (Ahead, WaitGone, Head) on the current one (see the package doc).
+// Tokens are monotone: every committed write gets a zxid greater than all
+// before it (across sessions, leader changes and restarts), and the engine
+// grants an entry only once it heads its queue, so a later holder's entry
+// was created after the earlier holder's, or (its parent re-created, the
+// sequence restarted) after that entry's deletion.
 type driver struct{ c *Conn }
 
 var (
@@ -53,13 +43,11 @@ func (d driver) parent(q claims.Queue) string {
 	return "/" + locksDir
 }
 
-// Create implements claims.Driver: the entry (an election's with its
-// value znode, in one multi), on the Conn's current session, creating the
-// parents when needed; then, in one round trip, its Stat (the token, and
-// the watch behind Done) and the queue's children (for TryLock, and kept
-// for the engine's first Ahead). An entry whose create fails because its
-// session ended is entered again on a new session (nothing of it outlives
-// the ended one), three times at most.
+// Create implements claims.Driver: the entry (a candidate with its value
+// znode, in one multi) on the current session, creating parents when
+// needed; then, in one round trip, its Stat and the queue's children (see
+// admit). A create failed by its session's end is retried on a new
+// session (nothing of it outlives the ended one), three times at most.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	if !q.Election && c.internal(q.Path) {
@@ -91,14 +79,12 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	}
 }
 
-// admit takes the token of the new entry cr.node from its create's
-// Stat and its watch behind Done from the children read pipelined behind
-// its create (pl, see pipeline.go) when they are there, and otherwise
-// reads the entry's Stat with a watch, on the entry's session; it reads
-// the queue's children unless pl answered them, and records the token.
-// With exclusive, when another entry is ahead, it deletes the entry and
-// returns a *claims.BusyError naming the head (read while the entry is
-// deleted), or a plain NodeExists when the head could not be read.
+// admit takes the new entry's token and watch behind Done from its create
+// and the pipelined children read (pipeline.go) when they are there, and
+// otherwise reads its Stat with a watch on its session; it reads the
+// queue's children unless pl did. With exclusive, when another entry is
+// ahead, it deletes the entry and returns a *claims.BusyError naming the
+// head (or a plain NodeExists when the head could not be read).
 func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent string, cr created, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
 	c, node := d.c, cr.node
 	defer pl.drain()
@@ -154,31 +140,26 @@ func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent 
 	return e, nil
 }
 
-// listing is the children of a queue read right after the Conn created
-// an entry in it, kept for the engine's first Ahead of that entry (see
-// driver.Ahead).
+// listing is a queue's children read right after the Conn created node
+// in it, kept for the engine's first Ahead.
 type listing struct {
 	sess  *zkSession
 	node  string
 	names []string
 }
 
-// List implements claims.Driver: Describe's answer (each entry with its
-// token, session and contents). The engine reads the queue through Ahead
-// and Describe on ZooKeeper, never through List.
+// List implements claims.Driver: Describe's answer (the engine uses Ahead
+// and Describe here, never List).
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	return d.Describe(ctx, q)
 }
 
 // Ahead implements claims.Aheader: the entries just ahead of e (at most
-// max, oldest first) from one children read of its queue (or the read
-// Create made, when it surely shows e: see stashValid), found in one pass
-// over the names without sorting them, and whether e is in it; none, without a read, when WaitGone's lookahead showed that e
-// heads the queue (see WaitGone). A candidate that heads its election is
-// marked as possibly leading (entry.head), so that a dropped connection
-// ends its term (stepDown); one with exactly one entry ahead is marked
-// so by WaitGone once that entry went, since the engine then grants it
-// without another read.
+// max, oldest first) and whether e is in the queue, from one children read
+// (or Create's, when stashValid), in one pass without sorting; none,
+// without a read, when WaitGone's lookahead showed e heading the queue. A
+// candidate heading its election is marked as possibly leading (markHead,
+// for stepDown); one with one entry ahead, by WaitGone once that went.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	c := d.c
 	parent := d.parent(q)
@@ -232,12 +213,10 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	return out, in, nil
 }
 
-// stashValid reports whether l is still valid for the queue under
-// parent: l's session is the Conn's current one and l's entry is its
-// only entry there, with no create in flight there (soleEntry). Then
-// every caller of Ahead with a live entry in the queue is l's entry's
-// claim (the only live entries of the Conn's earlier sessions are the
-// resumed ones, which it then does not have), and l shows it.
+// stashValid reports whether l is valid for the queue under parent: l's
+// session is the current one, the Conn resumed none, and l's entry is the
+// session's sole entry there (soleEntry). Then Ahead's caller is l's
+// entry's claim, and l shows it.
 func (c *Conn) stashValid(l listing, parent string) bool {
 	c.mu.Lock()
 	cur, resumed := c.cur, len(c.resumed)
@@ -246,8 +225,7 @@ func (c *Conn) stashValid(l listing, parent string) bool {
 }
 
 // soleEntry reports whether node is the session's only entry under
-// parent (node "": whether it has none there), with no create in flight
-// there.
+// parent (node "": none), with no create in flight there.
 func (s *zkSession) soleEntry(parent, node string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,29 +244,23 @@ func (s *zkSession) soleEntry(parent, node string) bool {
 var errNotRead = errors.New("zk2topo: not read")
 
 // waiter is what Ahead leaves, by the key of the entry just ahead of
-// node, for the WaitGone on that entry: node, and before, the entry
-// ahead of that one ("" when none: node is next in line, a candidate).
+// node, for WaitGone: node, and before, the entry ahead of that one (""
+// for a candidate next in line).
 type waiter struct{ node, before string }
 
-// WaitGone implements claims.Driver: an exists watch on e, on the
-// current session; only e's deletion ends the wait (a watch that ended
-// with its session, which may not be the waiter's: a resumed candidacy,
-// is set again on the next). Once e is gone, the candidate that Ahead
-// found next after it is marked as possibly leading.
+// WaitGone implements claims.Driver: an exists watch on e on the current
+// session, set again on the next session when it ends; only e's deletion
+// ends the wait. Then the candidate Ahead found next is marked as
+// possibly leading.
 //
-// The lookahead, in a lock's queue: when Ahead found another entry
-// (before) ahead of e, an exists watch is also set on that one, and once
-// it goes the queue is read while e is still awaited. When that read shows nothing ahead of
-// the waiter but e, the waiter heads the queue once e is gone (no entry
-// comes ahead of it later: sequence numbers only grow while their
-// parent lives, which it does while the waiter's entry is in it), and
-// the engine's next Ahead says so without a read (Conn.headed). In a
-// queue of waiters the read so comes one handover early, off the path
-// from a release to the next grant: a release wakes the next waiter,
-// granted at once, and the one after it, which reads the queue. (Not in
-// an election's: there the read, one more request, delayed the next
-// Stop's multi behind it on the server and handovers came slower:
-// BenchmarkContention in bench/vitess.)
+// The lookahead, in a lock's queue only: with an entry (before) ahead of
+// e, a watch on it too, and once it goes the queue is read while e is
+// awaited. When that shows nothing ahead of the waiter but e, the waiter
+// heads the queue once e goes (sequences only grow while the parent
+// lives, as it does while the waiter's entry is in it), and the next Ahead
+// says so without a read (Conn.headed): the read comes one handover
+// early, off the release-to-grant path. (In an election the extra read
+// delayed Stop's multi: BenchmarkContention in bench/vitess.)
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	v, _ := c.nextUp.LoadAndDelete(e.Key)
@@ -369,15 +341,12 @@ func onlyAhead(names []string, node, pred string) bool {
 	return in
 }
 
-// Delete implements claims.Driver: on e's session only, while that
-// session lives and still knows e with its token (the watch behind Done
-// forgets an entry deleted behind its back, so a znode of the same name
-// made later by anyone is never deleted), and not after Close. A lock's
-// directory is then removed when nothing else is left in it (see
-// releaseLock); a candidate goes with its value znode, in one multi. On a
-// session adopted by Resume (the resumed candidacy's: Stop, Resign), the
-// session is then closed (endResumed), with whatever else the earlier
-// process had on it.
+// Delete implements claims.Driver: on e's session only, while it lives
+// and still knows e with its token (so a later znode of the same name is
+// never deleted), and not after Close (the server deletes the session's
+// entries with it). A lock's emptied directory goes too (releaseLock); a
+// candidate goes with its value znode in one multi. A session Resume
+// adopted is then closed (endResumed).
 func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) error {
 	c := d.c
 	c.headed.Delete(e.Key)
@@ -387,8 +356,6 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 	}
 	rec := s.entry(e.Key)
 	if c.closed.Load() || s.isLost() || rec == nil || rec.token != e.Token {
-		// Nothing is sent: Close ends the session, and the server deletes
-		// its entries with it.
 		if rec == nil {
 			c.cleanupGone(ctx, s, q.Election, e.Key)
 		}
@@ -416,16 +383,11 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 }
 
 // cleanupGone removes the directory of node, a lock entry of session s
-// deleted behind its claim's back, when nothing else is left in it (see
-// cleanupDirs), as its release would have: an Unlock of the session that
-// saw node still queued read nothing after its delete (see releaseLock),
-// counting on node's end to. It runs where the session forgets such an
-// entry: when the watch behind Done sees it go (lostEntry, whether or
-// not its claim ever calls Delete), when admit finds it gone, and in a
-// Delete that finds it gone (again, harmlessly, when the watch saw it
-// first: a read of a directory already removed). Nothing is sent for an
-// election (election is true), or once the session is over or the Conn
-// closed.
+// deleted behind its claim's back, when nothing else is left in it, as
+// its release would have (an Unlock of s that saw node still queued read
+// nothing: see releaseLock). It runs wherever s forgets such an entry
+// (lostEntry, admit, Delete). Nothing is sent for an election, once s is
+// over or after Close.
 func (c *Conn) cleanupGone(ctx context.Context, s *zkSession, election bool, node string) {
 	if election || c.closed.Load() || s.isLost() {
 		return
@@ -438,11 +400,9 @@ func (c *Conn) cleanupGone(ctx context.Context, s *zkSession, election bool, nod
 var errNotConnected = errors.New("zk2topo: the session of the lock or term is not connected")
 
 // Held implements claims.Driver (Check): false once e's session ended;
-// Unavailable while it is not provably alive (connected, and within the
-// safe window: session timeout minus Options.SafetyMargin); otherwise a
-// consistent read on that session (a sync, then an exists, pipelined)
-// says whether e is there, owned by the session, with its token. A held
-// entry heads its queue until it goes, so that is enough.
+// Unavailable while it is not provablyAlive; otherwise a sync and an
+// exists, pipelined on that session, say whether e is there, the
+// session's, with its token (a held entry heads its queue until it goes).
 func (d driver) Held(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry) (bool, error) {
 	c := d.c
 	s := cs.Ref().(*zkSession)
@@ -474,9 +434,8 @@ func (d driver) Held(ctx context.Context, q claims.Queue, cs *claims.Session, e 
 	return true, nil
 }
 
-// MapError implements claims.Driver: ErrNotHeld (an entry gone with its
-// session before it was admitted) is LockLost; the rest as convert does,
-// with ctx's end as Timeout or Interrupted.
+// MapError implements claims.Driver: ErrNotHeld is LockLost; the rest as
+// convert, ctx's end as Timeout or Interrupted.
 func (d driver) MapError(ctx context.Context, err error, path string) error {
 	if errors.Is(err, claims.ErrNotHeld) {
 		return backendkit.Wrap(topo.LockLost, path, err)
@@ -484,8 +443,7 @@ func (d driver) MapError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, false, d.c.classify)
 }
 
-// sessionName is a session id as topo.LockHeldError reports it: "0x" and
-// hex digits, ZooKeeper's own form.
+// sessionName is a session id as "0x" and hex digits, ZooKeeper's form.
 func sessionName(id int64) string {
 	if id == 0 {
 		return ""
@@ -493,11 +451,10 @@ func sessionName(id int64) string {
 	return fmt.Sprintf("0x%x", id)
 }
 
-// readHolder reads the lock entry zp (the holder, the lowest entry) on
-// session s, and yields TryLock's error: a *claims.BusyError naming the
-// holder by its entry's data (the contents it locked with) and its
-// session, or a plain NodeExists when the entry could not be read within
-// a second (the holder left meanwhile, the session or ctx ended).
+// readHolder reads the holder's entry zp on session s and yields TryLock's
+// error: a *claims.BusyError naming the holder (its contents and
+// session), or a plain NodeExists when it could not be read within
+// abandonWait.
 func (c *Conn) readHolder(ctx context.Context, s *zkSession, dp, zp string) <-chan error {
 	out := make(chan error, 1)
 	go func() {

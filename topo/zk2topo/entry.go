@@ -6,31 +6,21 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// entry is what a session knows of one of its lock or election entries
-// (zkSession.entries, by znode path): recorded when its create returns,
-// its token once its Stat was read, forgotten when it is deleted (by its
-// claim, or behind its back: see watchEntry) and with the session.
+// entry is what a session knows of one of its entries (zkSession.entries,
+// by znode): recorded when its create returns, forgotten when it is
+// deleted (see watchEntry) and with the session.
 type entry struct {
-	// token is the entry's Czxid, 0 until read.
-	token int64
-	// value is an election entry's value znode, "" for none (see
-	// leader.go).
-	value string
-	// election marks a candidate; head, a candidate that an Ahead showed
-	// heading its election or next in line (so possibly leading: see
-	// stepDown); stepped, a leading candidate given up when its
-	// connection dropped, removed once the session is connected again.
+	token int64  // Czxid, 0 until read
+	value string // a candidate's value znode, "" for none
+	// election marks a candidate; head, one possibly leading (markHead);
+	// stepped, one stepDown gave up, removed before the Conn re-enters.
 	election, head, stepped bool
-	// releasing, while its claim's delete is in flight, closes once that
-	// delete was answered (see watchEntry); deleteSent, once that delete
-	// was sent (see releaseLock).
-	releasing  chan struct{}
-	deleteSent bool
+	releasing               chan struct{} // while its claim's delete is in flight (see known)
+	deleteSent              bool          // see releaseLock
 }
 
-// releasing marks node as being deleted by its claim until the function
-// it returns is called: a watch woken by that delete then waits for its
-// outcome instead of reading the entry (see known).
+// releasing marks node as being deleted by its claim until the returned
+// function is called (see known).
 func (s *zkSession) releasing(node string) func() {
 	ch := make(chan struct{})
 	s.mu.Lock()
@@ -48,9 +38,8 @@ func (s *zkSession) releasing(node string) func() {
 	}
 }
 
-// deleteSent records that the delete of node, an entry of session s
-// under parent, was sent, and reports whether s has another entry there
-// whose delete was not (see releaseLock).
+// deleteSent records that node's delete was sent, and reports whether s
+// has another entry under parent whose delete was not (see releaseLock).
 func (s *zkSession) deleteSent(parent, node string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -65,8 +54,8 @@ func (s *zkSession) deleteSent(parent, node string) bool {
 	return false
 }
 
-// known reports whether session s still knows node with token, once no
-// delete of it by its claim is in flight.
+// known reports whether s still knows node with token, once no delete of
+// it by its claim is in flight.
 func (c *Conn) known(s *zkSession, node string, token int64) bool {
 	for {
 		rec := s.entry(node)
@@ -86,7 +75,7 @@ func (c *Conn) known(s *zkSession, node string, token int64) bool {
 	}
 }
 
-// entry returns the session's record of node, nil when it has none.
+// entry returns a copy of the session's record of node, or nil.
 func (s *zkSession) entry(node string) *entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -106,16 +95,10 @@ func (s *zkSession) setToken(node string, token int64) {
 	}
 }
 
-// forgetGone drops node, seen deleted or no longer owned by s, from the
-// session's entries when it is recorded with token, and reports whether
-// the session is to clean up after it (cleanupGone): a lock entry whose
-// claim was not deleting it (entry.releasing), so deleted behind its
-// back. A release of the session that saw it still known read nothing
-// after its delete, counting on this one's end to (see releaseLock); its
-// claim may never call Delete (a waiter the engine finds lost as its
-// wait ends, a lost lock never unlocked), so the clean-up comes when the
-// session learns of the deletion. A deletion by the claim's own release
-// cleans up in that release.
+// forgetGone drops node (seen deleted or not s's) when recorded with
+// token, and reports whether s is to clean up after it (cleanupGone): a
+// lock entry deleted behind its claim's back, whose claim may never call
+// Delete; a claim's own release cleans up itself.
 func (s *zkSession) forgetGone(node string, token int64) (cleanup bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -127,8 +110,7 @@ func (s *zkSession) forgetGone(node string, token int64) (cleanup bool) {
 	return !e.election && e.releasing == nil
 }
 
-// forget drops node from the session's entries, unless it was recorded
-// with another token than token (0: whatever its token).
+// forget drops node unless recorded with another token (0: any).
 func (s *zkSession) forget(node string, token int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,8 +119,8 @@ func (s *zkSession) forget(node string, token int64) {
 	}
 }
 
-// markHead marks the candidate entry node of one of c's sessions as
-// possibly leading its election (see entry.head).
+// markHead marks the candidate node, of any of c's sessions, as
+// possibly leading (see stepDown).
 func (c *Conn) markHead(node string) {
 	c.mu.Lock()
 	ss := append([]*zkSession{c.cur}, c.resumed...)
@@ -157,15 +139,10 @@ func (r statRes) owned(s *zkSession) bool {
 	return r.err == nil && r.exists && r.st.EphemeralOwner == s.zk.SessionID() && r.st.Czxid > 0
 }
 
-// watchEntry follows the entry node (token token) of session s through
-// the watch ch (an exists watch on it, or a children watch on its queue
-// set after its create: see pipeline.go), re-armed as an exists watch
-// after other events: once it is deleted (by its own claim, or behind
-// the holder's back) or no longer owned by s, s forgets it and its
-// claim, if live, ends as lost (claims.Session.LoseEntry); a lock entry
-// deleted behind its back then has its directory cleaned up (see
-// forgetGone). The session's end is not this watch's business: lose
-// declares every claim on it lost, and only lose.
+// watchEntry follows s's entry node through the watch ch (an exists
+// watch, or the children watch of pipeline.go), re-armed as an exists
+// watch after other events, until it is deleted or not s's: then
+// lostEntry. The session's end is lose's business, not this watch's.
 func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan zk.Event) {
 	c.goBG(func() { // not started once Close waits: the session ends with it
 		for {
@@ -173,8 +150,7 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 			case ev := <-ch:
 				switch ev.Type {
 				case zk.EventNotWatching:
-					// The client ended its watches: its session is over,
-					// and lose has ended the claims on it.
+					// The session is over: lose's business.
 					return
 				case zk.EventNodeDeleted:
 					c.lostEntry(s, node, token)
@@ -186,8 +162,6 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 				return
 			}
 			if !c.known(s, node, token) {
-				// Released by its claim (or forgotten): the event was
-				// its own delete's, on a children watch.
 				return
 			}
 			r := c.statOn(context.Background(), s, p, node, true)
@@ -203,11 +177,9 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 	})
 }
 
-// lostEntry is watchEntry's end for the entry node (token token) of
-// session s seen deleted or no longer owned by s: s forgets it, its
-// claim ends as lost, and then, for a lock entry deleted behind its back,
-// the lock's directory is removed when nothing else is left in it
-// (forgetGone, cleanupGone).
+// lostEntry ends s's entry node seen deleted or not s's: s forgets it,
+// its claim ends as lost, and a lock's emptied directory is removed
+// (forgetGone).
 func (c *Conn) lostEntry(s *zkSession, node string, token int64) {
 	cleanup := s.forgetGone(node, token)
 	s.claims.LoseEntry(node, token)

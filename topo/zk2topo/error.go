@@ -9,22 +9,16 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// convert maps an error from the ZooKeeper client onto a *topo.Error for p
-// (a canonical topo path) with backendkit.MapError (nil stays nil,
-// *topo.Error values pass through) and classify. It gives MapError no
-// context and closed=false: the client's calls take no context, and
-// Closed is decided per error (classify).
+// convert maps a client error onto a *topo.Error for p with
+// backendkit.MapError and classify (nil stays nil).
 func (c *Conn) convert(err error, p string) error {
 	return backendkit.MapError(nil, err, p, false, c.classify)
 }
 
-// classify is the ZooKeeper-specific part of convert: the code of one
-// client error. ErrInvalidPath is InvalidPath (ZooKeeper refuses some
-// characters topo paths allow, e.g. U+0080–U+009F); ErrNoAuth and
-// ErrAuthFailed are PermissionDenied, permanent (nothing retries them);
-// requests that cannot succeed as given (a bad ACL, a file below a lock
-// entry) are InvalidArgument; a lost connection or session is
-// Unavailable, or Closed once the Conn is closed.
+// classify is the code of one client error. ZooKeeper refuses some
+// characters topo paths allow (U+0080–U+009F): InvalidPath; requests that
+// cannot succeed as given (a bad ACL, a file below a lock entry) are
+// InvalidArgument; a lost connection is Unavailable, or Closed after Close.
 func (c *Conn) classify(err error) topo.ErrorCode {
 	switch {
 	case errors.Is(err, zk.ErrNoNode):

@@ -18,9 +18,7 @@ import (
 )
 
 // isFile reports whether a znode is a file: it holds data, or has no
-// children. An empty znode with children is only a directory (that is how
-// intermediate directories are created), so an empty file that also has
-// files below it is seen as a directory.
+// children (an empty znode with children is only a directory).
 func isFile(st *zk.Stat) bool {
 	return st.NumChildren == 0 || st.DataLength > 0
 }
@@ -31,18 +29,14 @@ func (c *Conn) internal(p string) bool {
 	return p == electionsDir || strings.HasPrefix(p, electionsDir+"/") || c.system(p) || hasSegment(p, locksDir)
 }
 
-// Create creates filePath holding contents, creating missing parent
-// directories, and returns version 0 (ZooKeeper's first Stat.Version). It
-// costs one round trip when the parent exists. It returns NodeExists when
-// the file exists; a znode that is only a directory (empty, with children)
-// becomes the file instead. Missing parent directories are created with
-// the file, in one multi: no reader sees them before the file is in them,
-// and a Create that fails or is interrupted leaves no directory behind
-// (one missing level costs two round trips, the failed create and the
-// multi; k missing levels about 2+log2(k)). Errors: InvalidPath (including the
-// reserved-name rule, backendkit.CheckCreate), InvalidArgument (value too large),
-// NodeExists, PermissionDenied (the ACLs refuse the Conn's identity),
-// Timeout/Interrupted (ctx), Closed, Unavailable.
+// Create creates filePath holding contents and returns version 0, in one
+// round trip when the parent exists. A znode that is only a directory
+// becomes the file. Missing parents are created in one multi with the
+// file, so no reader sees them without it and a failed Create leaves none
+// (k missing levels cost about 2+log2(k) round trips). Errors: InvalidPath
+// (including the reserved-name rule, backendkit.CheckCreate),
+// InvalidArgument (value too large), NodeExists, PermissionDenied,
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) }, c.closed.Load)
 	if err != nil {
@@ -56,14 +50,8 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 
 func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Version, error) {
 	zp := c.zkPath(p)
-	// Missing parent directories are created in one multi with the file,
-	// never before it: a reader never sees a new directory znode without
-	// its file (an empty znode without children reads as an empty file),
-	// and a Create that fails or is interrupted leaves no directory. A
-	// failed create says that the parent is missing; missing counts the
-	// ancestors the next multi creates, doubled while the highest of them
-	// is missing too, and cut down to those below an ancestor found
-	// existing.
+	// missing counts the ancestors the next multi creates: doubled while
+	// the highest is missing too, cut to those below one found existing.
 	missing, depth := 0, strings.Count(zp, "/")-1
 	for attempt := 0; ; attempt++ {
 		err := c.write(ctx, p, func(z *zk.Conn) error {
@@ -145,10 +133,9 @@ func createUnder(z *zk.Conn, zp string, n int, contents []byte, acl []zk.ACL) er
 	return err
 }
 
-// makeDirs creates the directory znode dir (a znode path) and its missing
-// ancestors (p names the file for errors), and appends to made (when not
-// nil) each directory whose create it sent and that may have been applied
-// (answered with success, or not answered), ancestors first.
+// makeDirs creates the directory znode dir and its missing ancestors, and
+// appends to made (when not nil) each one whose create may have been
+// applied, ancestors first.
 func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) error {
 	if dir == "/" || dir == "" {
 		return nil
@@ -180,12 +167,11 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) erro
 	return topo.NewError(topo.Unavailable, p)
 }
 
-// isContainer reports whether the library creates the directory znode dir
-// as a container znode: a "locks" znode, or the "values" znode of an
-// election directory (elections/<name>/values). Election directories stay
-// persistent for Vitess (see the package doc), directories of files
-// because a file may be created at a directory's path, and the server
-// would delete that file's data with the container.
+// isContainer reports whether the directory znode dir is created as a
+// container: a "locks" znode, or an election's "values" znode. Election
+// directories stay persistent for Vitess, directories of files because a
+// file may be created at their path (the server would delete it with the
+// container).
 func (c *Conn) isContainer(dir string) bool {
 	if path.Base(dir) == locksDir {
 		return true
@@ -194,10 +180,8 @@ func (c *Conn) isContainer(dir string) bool {
 	return path.Base(rel) == valuesDir && strings.HasPrefix(rel, electionsDir+"/") && strings.Count(rel, "/") >= 2
 }
 
-// zkVersion is the ZooKeeper version of a checked version number (see
-// backendkit.CheckUpdate): -1 ("any version") for backendkit.AnyVersion,
-// and -2, which no znode has (a compare-and-set at it fails with
-// BadVersion, or NoNode), for one larger than any int32.
+// zkVersion is the ZooKeeper version of a checked version number: -1
+// (any) for backendkit.AnyVersion, -2 (which no znode has) above int32.
 func zkVersion(n int64) int32 {
 	if n > math.MaxInt32 {
 		return -2
@@ -205,25 +189,20 @@ func zkVersion(n int64) int32 {
 	return int32(n)
 }
 
-// Update writes contents to filePath. A nil version writes
-// unconditionally (one round trip when the file exists), creating the file
-// and its parents when absent, and turning a znode that is only a
-// directory into the file; a non-nil version is a compare-and-set against
-// Stat.Version (two round trips: see casUpdate): BadVersion when it
-// differs, NoNode when the file is absent or the path is only a directory,
-// and then nothing is written or created. It returns the new Stat.Version.
-// On a Conn rooted at a reserved place (inside a "locks" znode, say, or
-// below a segment "elections"), and for a path with a segment
-// "elections" (see Txn), Update is a one-op Txn: it
-// reads the Stat first and returns NodeExists for an ephemeral znode (a
-// lock or election entry, not a file), writing nothing, and writes a
-// file at the version read (see Txn); there, concurrent writers that win
-// every attempt make it fail with ResourceExhausted (ErrTxnContention),
-// nothing written.
-// Errors: InvalidPath (including the reserved-name rule), InvalidArgument
-// (value too large, foreign or negative version), NoNode, NodeExists,
-// BadVersion, PermissionDenied, ResourceExhausted (above), Timeout/Interrupted,
-// Closed, Unavailable.
+// Update writes contents to filePath and returns the new Stat.Version. A
+// nil version writes unconditionally (one round trip when the file
+// exists), creating the file and its parents when absent and turning a
+// directory-only znode into the file; a non-nil version is a
+// compare-and-set (two round trips, see casUpdate): BadVersion when it
+// differs, NoNode when the file is absent or only a directory. Where
+// znodes may be lock or election entries (a Conn rooted at a reserved
+// place, a path with a segment "elections"), Update is a one-op Txn: an
+// entry is NodeExists, and ResourceExhausted (ErrTxnContention) when
+// concurrent writers win every attempt. Errors: InvalidPath (including
+// the reserved-name rule), InvalidArgument (value too large, foreign or
+// negative version), NoNode, NodeExists, BadVersion, PermissionDenied,
+// ResourceExhausted, Timeout/Interrupted, Closed, Unavailable; nothing is
+// written on any but the last three (outcome unknown).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
@@ -265,16 +244,10 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	}
 }
 
-// casUpdate is a compare-and-set Update: a Stat read and then the write at
-// that version, on one session (so the write is ordered after the read). A
-// znode that is only a directory (empty, with children) is not a file:
-// NoNode, and nothing is written. ZooKeeper's multi can check a znode's
-// data version but not its kind, so the two requests are not one atomic
-// operation; the write is still conditional on the version read, so it
-// lands only on the znode that was read unless that znode was deleted and
-// re-created as a directory at the same data version in between (only a
-// new directory, version 0, can match a file's version 0), a window of one
-// round trip.
+// casUpdate is a compare-and-set Update: a Stat read (a directory-only
+// znode is NoNode) and the write at that version, on one session. The
+// window: the file deleted and re-created as a directory at the same
+// version (0) between the two, one round trip.
 func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
 	s, err := c.live(ctx, p)
 	if err != nil {
@@ -308,16 +281,13 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 	return topo.NumericVersion(nst.Version), nil
 }
 
-// Get returns filePath's contents and Stat.Version in one round trip (with
-// a sync pipelined before it with Options.LinearizableReads, and on the
-// first read of a session). Reads are not refused at reserved paths: a
-// persistent znode another tool wrote there (one List reports as a
-// reserved file, see foreignFile) is returned like any file, while the
-// znodes of the lock and election layout (locks znodes, lock entries,
-// election directories, candidates, values) and ZooKeeper's own
-// "/zookeeper" znodes are not files. It returns NoNode when the file is
-// absent or is only a directory or such a znode, and InvalidPath,
-// PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
+// Get returns filePath's contents and Stat.Version in one round trip (a
+// sync or read barrier may be pipelined before it: the package doc,
+// Reads). A persistent znode another tool wrote at a reserved path
+// (foreignFile) is returned like any file; the znodes of the lock and
+// election layout and ZooKeeper's own "/zookeeper" are not files. Errors:
+// NoNode (absent, only a directory, or such a znode), InvalidPath,
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
@@ -334,26 +304,22 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	return orEmpty(data), topo.NumericVersion(st.Version), nil
 }
 
-// GetVersion always returns NoImplementation, after the checks of
-// backendkit.CheckGetVersion (InvalidPath for a bad path, InvalidArgument
-// for a negative version) and Closed: ZooKeeper keeps no history of a
-// znode's values.
+// GetVersion returns NoImplementation (ZooKeeper keeps no history) after
+// backendkit.CheckGetVersion's checks (InvalidPath, InvalidArgument) and
+// Closed.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	return nil, backendkit.NoHistory(ctx, filePath, version, c.closed.Load, "zk2topo: ZooKeeper keeps no history")
 }
 
-// List returns every file whose path starts with filePathPrefix (a plain
-// string prefix), with its contents and Stat.Version, sorted by path. It
-// walks the znodes below the prefix's directory with concurrent requests
-// (at most MaxConcurrency in flight), skipping lock and election entries
-// (ephemeral znodes) and the znodes of their layout. Persistent znodes
-// that other tools wrote at reserved paths (topo.IsReserved: a znode with
-// data under a "locks" znode, say) are files topokit cannot hold: they are
-// not listed, and List returns the other files together with the
-// PartialResult error of backendkit.ReservedFiles naming them. The result is not
-// a snapshot: files changed during the walk may show their old or new
-// state. It returns NoNode when no file matches, and InvalidPath,
-// PermissionDenied, Timeout/Interrupted, Closed or Unavailable.
+// List returns every file whose path starts with filePathPrefix (a string
+// prefix), with contents and Stat.Version, sorted by path, walking the
+// znodes below the prefix's directory concurrently (MaxConcurrency) and
+// skipping the lock and election layout. Files other tools wrote at
+// reserved paths are left out and named by the PartialResult error of
+// backendkit.ReservedFiles, returned with the others. Not a snapshot:
+// files changed during the walk may show either state. Errors: NoNode (no
+// match), InvalidPath, PermissionDenied, Timeout/Interrupted, Closed,
+// Unavailable.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.closed.Load)
 	if err != nil {
@@ -370,7 +336,7 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 		walk     func(p string)
 	)
 	// failed reports whether a read of p failed, keeping the first error
-	// (a znode deleted meanwhile is none: it is left out).
+	// but NoNode (deleted meanwhile).
 	failed := func(err error, p string) bool {
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			mu.Lock()
@@ -427,15 +393,13 @@ func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, 
 	return backendkit.ListResult(prefix, out, reserved)
 }
 
-// system reports whether the canonical path p is (or is inside) ZooKeeper's
-// own "/zookeeper" znode, which exists when the root is the ZooKeeper root.
+// system reports whether p is (inside) ZooKeeper's own "/zookeeper".
 func (c *Conn) system(p string) bool {
 	return c.root == "" && (p == "zookeeper" || strings.HasPrefix(p, "zookeeper/"))
 }
 
-// foreignFile reports whether the persistent znode at the reserved path p,
-// with Stat st, is a file another tool wrote rather than part of the lock
-// and election layout: it holds data, or it is an empty leaf that is
+// foreignFile reports whether the persistent znode at the reserved path p
+// is a file another tool wrote: it holds data, or is an empty leaf that is
 // neither a "locks" znode nor an election directory.
 func (c *Conn) foreignFile(p string, st *zk.Stat) bool {
 	if st.DataLength > 0 {
@@ -455,30 +419,20 @@ func splitPrefix(prefix string) (dir, name string) {
 	return strings.TrimSuffix(dir, "/"), name
 }
 
-// Delete deletes filePath (with a non-nil version, only at that
-// Stat.Version: BadVersion otherwise) and the parent directories it
-// leaves empty (a directory holding only an empty "locks" znode counts
-// as empty). It first reads the Stat of the file's parent (one round
-// trip; the ancestors above too, in one more, when the parent holds
-// nothing but the file); when its delete empties directories, they go in
-// one multi with the file (deleteEmptying), since an empty directory
-// znode without children would read as an empty file in between. When the parent keeps other entries, the delete follows
-// (another round trip), with the parent's and its "locks" child's Stat
-// reads pipelined behind it, on the same session, to remove a parent
-// that another client's Delete emptied meanwhile (best effort; only
-// then, and for a directory left with an empty "locks" znode, may a
-// reader see an emptied directory for a round trip). A file directly
-// under the root costs the delete alone. A directory is removed only at
-// the data version read, and its data is never written. A file that has
-// files below it becomes a directory. On a Conn rooted at a reserved
-// place, or for a path with a segment "elections", Delete is a one-op
-// Txn that reads the Stat first: an ephemeral znode (a lock or election
-// entry) is no file, NoNode, and is left alone; concurrent writers that
-// win every attempt make it fail with ResourceExhausted
-// (ErrTxnContention), nothing deleted.
-// Errors: InvalidPath (including the reserved-name rule), InvalidArgument
-// (bad version), NoNode, BadVersion, PermissionDenied, ResourceExhausted
-// (above), Timeout/Interrupted, Closed, Unavailable.
+// Delete deletes filePath (at version, when not nil: BadVersion
+// otherwise) and the parent directories it leaves empty (holding at most
+// an empty "locks" znode). It reads the parent's Stat first (and the
+// ancestors', one round trip more, when the parent holds only the file):
+// directories the delete empties go in one multi with it
+// (deleteEmptying). Otherwise the delete follows, with Stat reads of the
+// parent and its "locks" child pipelined behind it to remove a parent
+// another client's Delete emptied meanwhile (best effort). A file under
+// the root costs the delete alone. A file with files below it becomes a
+// directory. Where znodes may be entries (see Update), Delete is a one-op
+// Txn: an entry is NoNode, left alone. Errors: InvalidPath (including the
+// reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
+// PermissionDenied, ResourceExhausted (ErrTxnContention),
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
@@ -503,12 +457,8 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			return err
 		}
 	}
-	// The parent keeps other entries (or changed since it was read): the
-	// delete, then (once its frame is written, so that the server runs
-	// them after the delete, on the same session) Stat reads of the
-	// parent's "locks" child and then of the parent, in that order (see
-	// statsInOrder), pipelined so that they add no round trip; an emptied
-	// parent is then removed (see removeDir).
+	// The delete, then pipelined behind it the Stats of the parent's
+	// "locks" child and of the parent (statsInOrder): see removeDir.
 	delRes := sendFirst(s, opDelete, zp, func() error { return c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) })
 	var stats []<-chan statRes
 	if c.removable(parent) {
@@ -535,7 +485,7 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 		return c.unfile(ctx, p, ver)
 	case errors.Is(err, zk.ErrBadVersion):
 		// ZooKeeper checks the version before the children: NoNode when p
-		// is only a directory, as the contract says.
+		// is only a directory.
 		if _, err := c.fileStat(ctx, p); err != nil {
 			return err
 		}
@@ -544,31 +494,20 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 	return c.convert(err, p)
 }
 
-// deleteEmptying deletes the file p (znode zp, at version ver) together
-// with the directory znodes that its delete empties, in one multi, so
-// that no reader ever sees one of them empty and childless (which reads
-// as an empty file: see isFile) between the file's delete and theirs.
-// It reads the Stat of zp's parent first, and when the parent holds
-// nothing but the file, those of the ancestors above (pipelined on
-// session s: one round trip each); the directories it deletes are those,
-// nearest first, holding one child (the file, or the directory below)
-// and no data, each at the version read, so that a directory that became
-// a file or gained an entry since fails the multi and is kept. Pipelined
-// behind the multi, the Stats of the next ancestor's "locks" znode and of
-// that ancestor are read, as Delete reads its parent's: one that another
-// client's Delete emptied meanwhile, or that holds nothing but an empty
-// "locks" znode, is removed after (removeDir). It reports done false,
-// having written nothing, when the parent keeps other entries or the
-// multi failed on a directory (changed since the read): Delete then
-// deletes the file alone and cleans up after it.
+// deleteEmptying deletes the file p (znode zp, at version ver) and, in
+// the same multi, the directories its delete empties (nearest first, each
+// with one child and no data, at the version read: one changed since fails
+// the multi), read on session s, the parent first and the ancestors above
+// only when the parent holds nothing but the file. Behind the multi it
+// reads the next ancestor as Delete reads its parent (removeDir). done is
+// false, nothing written, when the parent keeps other entries or the
+// multi failed on a directory: Delete then deletes the file alone.
 func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, ver int32) (done bool, err error) {
 	var chain []string
 	for d := zkDir(zp); c.removable(d); d = zkDir(d) {
 		chain = append(chain, d)
 	}
-	// The parent first: when it keeps other entries (the common case),
-	// nothing above it matters, and a deep path costs one read, not one
-	// per level.
+	// The parent first: usually it keeps other entries, and that is all.
 	stats := c.statsInOrder(ctx, s, p, chain[0])
 	reqs := []any{&zk.DeleteRequest{Path: zp, Version: ver}}
 	for i := range chain {
@@ -633,9 +572,8 @@ func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
 	return r.st, nil
 }
 
-// unfile turns a file that has files below it into a directory (ZooKeeper
-// cannot delete a znode with children): it empties its data, when at
-// version ver (-1: any).
+// unfile turns a file with files below it into a directory by emptying
+// its data, when at version ver (-1: any).
 func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
 	st, err := c.fileStat(ctx, p)
 	if err != nil {
@@ -651,9 +589,7 @@ func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
 	return c.convert(err, p)
 }
 
-// opErr is the error of a one-op Txn that makes a Conn method (Update,
-// Delete of a znode that may be an entry: Conn.entriesAt): the op's own
-// error rather than the *topo.TxnError naming it; nil for nil.
+// opErr is the op's own error of a one-op Txn's *topo.TxnError.
 func opErr(err error) error {
 	var te *topo.TxnError
 	if errors.As(err, &te) {

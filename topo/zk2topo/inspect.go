@@ -14,13 +14,10 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// LockHolder returns the contents of the entry that holds the lock on the
-// directory dir: the data of the entry of <root>/<dir>/locks with the
-// lowest sequence number that has any (Get does not return lock entries:
-// ephemeral znodes are not files), read as Describe reads the queue. It
-// returns NoNode when the lock has no readable entry, InvalidPath for a
-// bad dir, and the errors of a read. Safe for concurrent use; topo/inspect
-// calls it.
+// LockHolder returns the contents of the lowest entry with data of the
+// lock on directory dir (read as Describe reads the queue). It returns
+// NoNode when the lock has no readable entry, InvalidPath for a bad dir,
+// and the errors of a read. Safe for concurrent use; topo/inspect calls it.
 func (c *Conn) LockHolder(ctx context.Context, dir string) (string, error) {
 	d, err := topo.CleanDirPath(dir)
 	if err != nil {
@@ -38,13 +35,11 @@ func (c *Conn) LockHolder(ctx context.Context, dir string) (string, error) {
 	return "", topo.NewError(topo.NoNode, backendkit.JoinPath(d, backendkit.LocksDirName))
 }
 
-// StoreMeta returns what ZooKeeper keeps about the znode of p (canonical
-// path, "" for the root's own znode): its zxids (hexadecimal, as
-// ZooKeeper's tools show them), times, data and child versions, number of
-// children, ephemeral owner (session, hexadecimal) and ACL (as zkCli
-// shows it). It returns nil when there is no such znode, InvalidPath for a
-// bad p, and the errors of a read. Safe for concurrent use; topo/inspect
-// calls it.
+// StoreMeta returns what ZooKeeper keeps about p's znode ("" for the
+// root): zxids and ephemeral owner in hexadecimal, times, versions,
+// children and ACL, as zkCli shows them. It returns nil for no such znode,
+// InvalidPath for a bad p, and the errors of a read. Safe for concurrent
+// use; topo/inspect calls it.
 func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField, error) {
 	d, err := topo.CleanDirPath(p)
 	if err != nil {
@@ -88,8 +83,7 @@ func (c *Conn) StoreMeta(ctx context.Context, p string) ([]backendkit.MetaField,
 	return fields, nil
 }
 
-// zkPerms renders ZooKeeper permission bits as zkCli does: a subset of
-// "cdrwa" (create, delete, read, write, admin).
+// zkPerms renders permission bits as zkCli does ("cdrwa").
 func zkPerms(p int32) string {
 	var b strings.Builder
 	for i, bit := range []int32{zk.PermCreate, zk.PermDelete, zk.PermRead, zk.PermWrite, zk.PermAdmin} {
@@ -102,12 +96,10 @@ func zkPerms(p int32) string {
 
 var _ claims.Describer = driver{}
 
-// Describe implements claims.Describer: the queue's children, sorted by
-// their sequence (List's order), then each entry's data and Stat (token:
-// its creation zxid; session: its ephemeral owner; contents: its data;
-// created: its ctime, by the server's clock),
-// one read each, on the Conn's own session. An entry deleted between the
-// two reads is left out; an absent parent is an empty queue.
+// Describe implements claims.Describer: the queue's children in sequence
+// order, then each entry's data and Stat (token: Czxid; session: owner;
+// created: ctime, the server's clock), on the current session. An entry
+// deleted meanwhile is left out; an absent parent is an empty queue.
 func (d driver) Describe(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	parent := d.parent(q)
 	var out []claims.Entry

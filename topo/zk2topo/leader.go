@@ -11,14 +11,10 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Leader values (layout in the package doc): a candidate's value znode is
-// made in the same multi as the candidate, so its Czxid equals the
-// candidate's; its data is one flag byte (0: nothing published, as after
-// WaitForLeadership; 1: a value follows) and the value. A candidate's
-// value is the value znode named with the candidate's owner session whose
-// Czxid and EphemeralOwner equal the candidate's; a candidate without one
-// (a Vitess process) has a nil Value. Why "values" never misleads Vitess:
-// the package doc.
+// Leader values (layout: the package doc): a value znode's data is a flag
+// byte (0: nothing published; 1: a value follows) and the value. A
+// candidate's value is the one named with its session whose Czxid and
+// EphemeralOwner equal the candidate's; a Vitess candidate has none (nil).
 
 // valuesDir is the child of an election directory that holds the values.
 const valuesDir = "values"
@@ -43,9 +39,8 @@ func decodeValue(d []byte) []byte {
 // valuePrefix is the name prefix of session sid's value znodes.
 func valuePrefix(sid int64) string { return fmt.Sprintf("%016x-", uint64(sid)) }
 
-// deleteCandidate deletes the candidate entry node and its value znode
-// val (if any) of session s in one multi, on that session. The error is
-// ZooKeeper's (ErrNoNode when the entry is gone).
+// deleteCandidate deletes s's candidate node and its value znode val (if
+// any) in one multi on s. The error is ZooKeeper's.
 func (c *Conn) deleteCandidate(ctx context.Context, s *zkSession, node, val string) error {
 	if s.isLost() {
 		return errSessionOver
@@ -56,22 +51,19 @@ func (c *Conn) deleteCandidate(ctx context.Context, s *zkSession, node, val stri
 		}
 		res, err := s.zk.Multi(&zk.DeleteRequest{Path: val, Version: -1}, &zk.DeleteRequest{Path: node, Version: -1})
 		if err != nil && len(res) == 2 && errors.Is(res[0].Error, zk.ErrNoNode) {
-			// The value znode is gone (deleted behind our back): the entry
-			// alone.
+			// The value znode is gone: the entry alone.
 			return s.zk.Delete(node, -1)
 		}
 		return err
 	})
 }
 
-// enterElection creates the candidate entry of id in the election p (its
-// entries under dirZp) with its value znode, on session s, creating the
-// election's directory and "values" container when needed. value is the
-// published value (nil: nothing published yet).
+// enterElection creates the candidate of id under dirZp with its value
+// znode (value nil: nothing published) on session s, creating the
+// directory and "values" container when needed.
 func (c *Conn) enterElection(ctx context.Context, s *zkSession, p, dirZp, id string, value []byte) (string, error) {
 	enc := encodeValue(value, value != nil)
 	for attempt := 0; ; attempt++ {
-		// The candidate and its value znode, in one multi.
 		cr, err := c.createEntryWith(ctx, s, p, dirZp, false, func() (created, error) {
 			res, err := s.zk.Multi(
 				&zk.CreateRequest{Path: dirZp + "/", Data: []byte(id), Acl: c.acl, Flags: zk.FlagEphemeralSequential},
@@ -101,15 +93,12 @@ func (c *Conn) enterElection(ctx context.Context, s *zkSession, p, dirZp, id str
 	}
 }
 
-// Head implements claims.Driver (Leader, GetCurrentLeaderID, Observe): a
-// children read of the election directory, the lowest candidate's data
-// and Stat (its id and token), and its value znode, re-checked to belong
-// to that candidate (same owner session and creation zxid), and then a
-// second children read to check that the candidate still leads (it may
-// have left while its value was read, and its value with it). Reads run
-// on the Conn's current session, retried on a new one. With watch, the
-// children read and the value's read set watches, and changed is closed
-// when either fires (or the Conn closes).
+// Head implements claims.Driver (Leader, GetCurrentLeaderID, Observe) on
+// the current session: the election's children, the lowest candidate's
+// data and Stat, its value znode (same owner and Czxid), then the children
+// again to check it still leads (it may have left, its value with it,
+// meanwhile). With watch, the first children read and the value read set
+// watches, and changed closes when either fires (or the Conn closes).
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
 	dirZp := d.parent(q)
@@ -183,7 +172,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 }
 
 // changed returns a channel closed once either watch fires or the Conn
-// closes; nil when both are nil (Head without watch).
+// closes; nil when both are nil.
 func (c *Conn) changed(a, b <-chan zk.Event) <-chan struct{} {
 	if a == nil && b == nil {
 		return nil
@@ -202,11 +191,10 @@ func (c *Conn) changed(a, b <-chan zk.Event) <-chan struct{} {
 	return out
 }
 
-// SetValue implements claims.Driver (Proclaim, and Campaign on a
-// candidacy it keeps): one multi on the candidacy's session, a check of
-// the candidate entry (at version 0: its data never changes) and a set of
-// its value znode. The server refuses it once the session ended, and the
-// entry's deletion fails the check: ErrNotHeld for both.
+// SetValue implements claims.Driver (Proclaim, Campaign): one multi on
+// the candidacy's session, a check of the entry (version 0: its data
+// never changes) and a set of its value znode; ErrNotHeld once the session
+// ended or the entry is gone.
 func (d driver) SetValue(ctx context.Context, q claims.Queue, cs *claims.Session, e claims.Entry, value []byte) error {
 	c := d.c
 	s := cs.Ref().(*zkSession)
@@ -246,14 +234,9 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, cs *claims.Session
 	return err
 }
 
-// Leadership ends as soon as the connection drops: from then on the
-// server may expire the session (and let another candidate lead) without
-// this process knowing. stepDown, run when the session's connection
-// drops, ends the claims of the session's candidates that may lead
-// (those an Ahead showed heading their election or next in line) as
-// lost; removeStepped removes their entries (on that session) before the
-// Conn enters the election again, so that the next WaitForLeadership is
-// not queued behind its own old entry.
+// stepDown, run when the connection drops (the server may then expire the
+// session unbeknown to us), ends as lost the claims of the session's
+// candidates that may lead (markHead).
 func (s *zkSession) stepDown() {
 	type lost struct {
 		node  string
@@ -273,13 +256,10 @@ func (s *zkSession) stepDown() {
 	}
 }
 
-// removeStepped removes the entries stepDown gave up on session s under
-// the election directory dirZp, on s: before the Conn enters that
-// election again (Create). Stop and Resign remove them too (the engine
-// withdraws the lost candidacy). Not at reconnection: that was chosen
-// to keep clear of go-zookeeper v1.0.4's lastZxid race, which hideZxid
-// now prevents on every path; removing them there too would be a change
-// of its own (it adds requests to a reconnection).
+// removeStepped removes, on s, the entries stepDown gave up under dirZp,
+// before the Conn enters that election again, so that it is not queued
+// behind its own old entry (Stop and Resign remove them too; not at
+// reconnection, which would add requests to every reconnection).
 func (c *Conn) removeStepped(s *zkSession, dirZp string) {
 	s.mu.Lock()
 	var nodes []string

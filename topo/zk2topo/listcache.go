@@ -15,18 +15,11 @@ const listCacheSize = 8
 // names are kept.
 const listCacheMin = 64
 
-// listCache keeps, for a few large directories (listCacheMin
-// children or more), the sorted entries a names-only ListDir last built there (before
-// hiding "locks" or "zookeeper"), keyed by the directory's child state, so
-// that listing an unchanged directory again copies them instead of
-// sorting its names again.
-//
-// The key is the directory's Czxid (which incarnation of the znode),
-// Cversion (ZooKeeper adds one on every creation or deletion of a child)
-// and NumChildren, all from the Stat of the same Children reply as the
-// names: within one incarnation a given Cversion is one set of children,
-// so a hit holds exactly the names of the reply, in order. Safe for
-// concurrent use.
+// listCache keeps the sorted entries of the last names-only ListDir of a
+// few large directories (before hiding "locks" or "zookeeper"), keyed by
+// the Stat of the same children reply: Czxid (the incarnation), Cversion
+// (one more per child created or deleted) and NumChildren, which within
+// one incarnation identify one set of children. Safe for concurrent use.
 type listCache struct {
 	mu      sync.Mutex
 	entries map[string]listCacheEntry // directory's znode path -> entry
@@ -39,8 +32,8 @@ type listCacheEntry struct {
 	sorted   []topo.DirEntry // never changed once stored
 }
 
-// get returns the sorted entries stored for the znode zp with the child
-// state of st, or nil; the caller must not change them.
+// get returns the entries stored for zp in st's child state, or nil; the
+// caller must not change them.
 func (lc *listCache) get(zp string, st *zk.Stat) []topo.DirEntry {
 	if st == nil {
 		return nil
@@ -54,9 +47,8 @@ func (lc *listCache) get(zp string, st *zk.Stat) []topo.DirEntry {
 	return e.sorted
 }
 
-// put stores sorted (the caller gives up changing it) as the entries of
-// zp in the child state of st, making room by dropping another directory
-// when full.
+// put stores sorted (no longer the caller's) for zp in st's child state,
+// dropping another directory when full.
 func (lc *listCache) put(zp string, st *zk.Stat, sorted []topo.DirEntry) {
 	if st == nil || len(sorted) != int(st.NumChildren) {
 		return

@@ -10,26 +10,21 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Lock entries: an ephemeral-sequential child of <dir>/locks/ holding the
-// lock's contents (Vitess's layout). Every ZooKeeper lock lives as long as
-// the session it was taken on: LockWithTTL's ttl is in effect the session
-// timeout (TTL znodes are not used: they outlive a lost session), and
-// LockName's lock has no other limit.
+// Every ZooKeeper lock lives as long as its session: LockWithTTL's ttl is
+// in effect the session timeout (TTL znodes would outlive a lost session),
+// and LockName's lock has no other limit.
 
 // abandonWait bounds how long TryLock waits to read the holder's entry.
 const abandonWait = time.Second
 
-// enqueue creates a lock entry holding contents under locksZp (the
-// "locks" znode of directory dp) on session s, creating the "locks"
-// container znode (and, for a named lock, the directory) when needed.
-// With mustExist (Lock, TryLock, LockWithTTL) it creates nothing when no
-// file lies below dp, and returns backendkit.LockNeedsFiles' error
-// (decided with one more read, on this error path only). With read, the
-// queue's children are read pipelined behind the create (see pipeline;
-// with watch, setting a children watch), except behind a first attempt
-// on a "locks" znode the session never created an entry in, which may
-// well be absent: that read would be wasted. The pipelined read is
-// returned with the entry; the caller drains it.
+// enqueue creates a lock entry holding contents under locksZp (directory
+// dp's "locks") on s, creating it (and a named lock's directory) when
+// needed. With mustExist it creates nothing when no file lies below dp
+// (backendkit.LockNeedsFiles; one more read, on that error path only).
+// With read, the queue's children are read pipelined behind the create
+// (with watch, a children watch), except on a first attempt in a "locks"
+// znode the session never used (maybe absent). The caller drains the
+// pipelined read.
 func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist, read, watch bool) (created, pipelined, error) {
 	dirZp := zkDir(locksZp)
 	for attempt := 0; ; attempt++ {
@@ -61,7 +56,6 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 				return created{}, pipelined{}, c.convert(d.err, dp)
 			}
 			if !d.exists || d.st.NumChildren == 0 {
-				// Which error: one read, on this error path only.
 				isFile := false
 				if d.exists && dp != "" {
 					_, _, gerr := c.Get(ctx, dp)
@@ -76,21 +70,13 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 	}
 }
 
-// releaseLock deletes the lock entry node of session s (dp is the
-// lock's directory, for errors), then (pipelined behind the delete, on the
-// same session) reads the directory's Stat; only when that shows no data
-// and at most one child (the locks znode, when the directory's files are
-// gone or it is a named lock) is the locks znode's Stat read too, and the
-// directory removed when nothing but an empty locks znode is left (see
-// removeDir). A directory that still holds files (the common case) so
-// costs the delete and one read. Nothing is read when, once the delete
-// was sent, the session has another entry in the queue whose delete was
-// not: the locks znode is not left empty, and the last of them reads,
-// after every earlier delete of the session (it runs its requests in
-// order; an abandoned entry is forgotten before its delete and its own
-// clean-up are sent; one deleted behind its back is forgotten when the
-// session sees it gone, which then cleans up: see forgetGone and
-// cleanupGone).
+// releaseLock deletes s's lock entry node and, pipelined behind it, reads
+// the directory's Stat; only when that shows no data and no child but the
+// locks znode is that znode's Stat read too, and the directory removed
+// when nothing else is left (removeDir). Nothing is read when s has another
+// entry in the queue whose delete was not sent: the last of them reads,
+// after every earlier delete of s (run in order; an entry deleted behind
+// its back cleans up when s sees it gone: forgetGone).
 func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
 	locksZp := zkDir(node)
 	dirZp := zkDir(locksZp)
@@ -104,8 +90,6 @@ func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) e
 	}
 	d := <-dr
 	if d.err != nil || !d.exists || d.st.DataLength > 0 || d.st.EphemeralOwner != 0 || d.st.NumChildren > 1 {
-		// Gone, a file, or holding more than its locks znode: kept
-		// whatever the locks znode's Stat.
 		return nil
 	}
 	var l statRes

@@ -9,31 +9,22 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// What a lock entry's create learns without a request of its own.
+// What a lock entry's create learns without a request of its own:
 //
-//   - Its Stat: the create is sent as ZooKeeper's create2 (the same
-//     request, opcode 15), whose answer carries the new znode's Stat after
-//     its path. go-zookeeper has no create2; the session's connection
-//     rewrites the opcode of the registered creates as it writes them and
-//     keeps the Stat of their answers (the library reads the path and
-//     ignores the rest). The Stat gives the token (Czxid).
-//   - The queue: the children of the "locks" znode are read pipelined
-//     behind the create (ZooKeeper runs one session's requests in the
-//     order it receives them, so a read sent once the create's frame is
-//     written is answered after it, without a round trip of its own). A
-//     snapshot that shows the new entry was read after its create,
-//     whichever create's frame it followed.
-//   - The watch behind Done: when the session has no other entry in the
-//     queue, that read sets a children watch, and a snapshot that shows
-//     the new entry watches every change after its create: its deletion,
-//     or another entry coming, after which watchEntry puts an exists
-//     watch on the entry itself. Otherwise (another entry of the session
-//     there, whose watch the children watch would wake at every change,
-//     or an answer without a Stat) an exists with a watch is sent once
-//     the create returned, one more round trip.
+//   - its Stat (the token): the create is sent as create2 (opcode 15),
+//     whose answer carries the Stat; go-zookeeper has none, so the
+//     connection rewrites the opcode of registered creates and keeps the
+//     Stat of their answers;
+//   - the queue: the "locks" znode's children, read pipelined behind a
+//     create there (answered after it: a snapshot showing the new entry
+//     was read after its create, whichever create's frame it followed);
+//   - the watch behind Done: when the session has no other entry there,
+//     that read sets a children watch, which sees every change after the
+//     create (watchEntry then moves to an exists watch). Otherwise, or
+//     without a Stat, an exists with a watch follows the create.
 //
 // An uncontended Lock so costs the create and one pipelined read
-// (BenchmarkLockUnlock, TestRequestCounts).
+// (TestRequestCounts).
 
 // childrenRes is the answer to a children read.
 type childrenRes struct {
@@ -49,12 +40,10 @@ type pipelined struct {
 	stop func()
 }
 
-// pipeline registers the children read (with a watch when watch is set)
-// of a lock entry's create under parent on session s, before the create
-// is sent: it is sent once a create's frame under parent was written
-// there. stop must be called once the create returned; kids yields the
-// answer, or nothing when the read was not sent (stop came first) or
-// failed.
+// pipeline registers, before a create under parent on s, the children
+// read sent once a create's frame under parent is written (any create's).
+// Call stop once the create returned; kids yields the answer, or nothing
+// when the read was not sent or failed.
 func (c *Conn) pipeline(s *zkSession, p, parent string, watch bool) pipelined {
 	sent, unregister := s.obs.expect(opCreate, parent+"/")
 	out := make(chan childrenRes, 1)
@@ -97,8 +86,8 @@ func (pl pipelined) children(name string) (childrenRes, bool) {
 	return k, ok && k.err == nil && slices.Contains(k.names, name)
 }
 
-// drain waits for the pipelined read if it was sent (one that was not is
-// closed by stop), so that none is written after Create returned.
+// drain waits for the pipelined read, if sent, so that none is written
+// after Create returned.
 func (pl pipelined) drain() {
 	if pl.kids != nil {
 		for range pl.kids {
@@ -107,9 +96,8 @@ func (pl pipelined) drain() {
 }
 
 // createWithStat creates an ephemeral-sequential entry under parentZp on
-// session s, sent as create2, and returns its path and its Stat's Czxid
-// and EphemeralOwner (nil when the answer carried none: then the caller
-// reads the Stat).
+// s as create2, and returns its path and its Stat's Czxid and
+// EphemeralOwner (nil when the answer carried none).
 func (s *zkSession) createWithStat(parentZp string, data []byte, acl []zk.ACL) (string, *zk.Stat, error) {
 	o, key := s.obs, parentZp+"/"
 	o.mu.Lock()
@@ -133,9 +121,8 @@ func (s *zkSession) createWithStat(parentZp string, data []byte, acl []zk.ACL) (
 // statLen is the length of a serialised Stat.
 const statLen = 68
 
-// asCreate2 returns the request frame b with the opcode of create2 when
-// it is a create registered by createWithStat, and records its xid
-// (caller: Write, before the frame is sent).
+// asCreate2 returns the request frame b as a create2 when it is a create
+// createWithStat registered, and records its xid.
 func (oc *observedConn) asCreate2(b []byte) []byte {
 	xid, op := reqHeader(b)
 	path, _, ok := jString(b, 12)
@@ -156,9 +143,8 @@ func (oc *observedConn) asCreate2(b []byte) []byte {
 	return nb
 }
 
-// noteCreated keeps the Czxid and EphemeralOwner (all the caller uses of
-// the Stat) of a successful create2's answer (body: the reply header, then
-// the path and the Stat), by path.
+// noteCreated keeps, by path, the Czxid and EphemeralOwner of a
+// successful create2's answer (body: reply header, path, Stat).
 func (o *sessionObserver) noteCreated(body []byte) {
 	if len(body) < 20 || binary.BigEndian.Uint32(body[12:16]) != 0 {
 		return

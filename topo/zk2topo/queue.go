@@ -13,28 +13,18 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
-// Entry creation. An entry left behind by a create whose outcome the
-// caller never saw would block other lockers (or stand as a leader nobody
-// is) until its session ends. createEntryWith prevents that in the ways a
-// create's outcome can be lost:
-//
-//   - the caller's context ends while the create is in flight: the create
-//     finishes in the background and its entry, if made, is deleted (on the
-//     same session);
-//   - the connection drops after the request was sent (ErrConnectionClosed):
-//     the entry may or may not exist; entries under the parent owned by the
-//     session and unknown to it are deleted once reconnected (unless another
-//     create of the session under the same parent is in flight, which would
-//     make them indistinguishable);
-//   - the session ends: its entries end with it, on the server, and no
-//     request issued on it is ever sent on another session (see zkSession).
+// Entry creation. An entry whose create's outcome the caller never saw
+// would block others (or lead) until its session ends. So: when ctx ends
+// during the create, its entry, if made, is deleted on the same session;
+// when the connection drops after the send, the session's entries under
+// the parent that it does not know are reaped once reconnected (unless
+// another create there is in flight: its entry would look the same); when
+// the session ends, its entries end with it.
 
-// seqLen is the length of the sequence suffix ZooKeeper gives a sequential
-// znode ("%010d").
+// seqLen is the length of a sequential znode's suffix ("%010d").
 const seqLen = 10
 
-// isEntryName reports whether a child name is a sequential entry's (ten
-// digits), as opposed to a nested election's or lock's directory.
+// isEntryName reports whether a child name is an entry's (ten digits).
 func isEntryName(n string) bool {
 	return len(n) == seqLen && strings.Trim(n, "0123456789") == ""
 }
@@ -46,21 +36,17 @@ func entryNames(children []string) []string {
 	return out
 }
 
-// created is what an entry's create made: the entry's path, an election
-// candidate's value znode, and the entry's Stat when its answer carried
-// one (see createWithStat).
+// created is what an entry's create made: its path, a candidate's value
+// znode, and its Stat when the answer carried one (createWithStat).
 type created struct {
 	node, extra string
 	st          *zk.Stat
 }
 
-// createEntryWith runs create (which makes one entry under parentZp on
-// session s and, optionally, a second ephemeral znode of the session in
-// the same multi: extra, an election candidate's value znode, deleted
-// with the entry when the create is abandoned) honouring ctx, and records
-// the entry. lock says that the entry is a lock's (parentZp is a "locks"
-// znode): an abandoned one is deleted as Unlock deletes it, removing the
-// directories it leaves empty (see deleteLockEntry).
+// createEntryWith runs create (one entry under parentZp on session s,
+// with a candidate's value znode in the same multi) honouring ctx, and
+// records the entry; an abandoned one is deleted (dropEntry). lock says
+// that it is a lock's.
 func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (created, error)) (created, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -84,10 +70,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		node := cr.node
 		<-c.sem
 		s.mu.Lock()
-		s.pending[parentZp]--
-		if s.pending[parentZp] == 0 {
-			delete(s.pending, parentZp)
-		}
+		s.createEnded(parentZp)
 		if err == nil && !s.isLost() {
 			s.entries[node] = &entry{election: !lock, value: cr.extra}
 		}
@@ -106,10 +89,7 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	if !started {
 		<-c.sem
 		s.mu.Lock()
-		s.pending[parentZp]--
-		if s.pending[parentZp] == 0 {
-			delete(s.pending, parentZp)
-		}
+		s.createEnded(parentZp)
 		s.mu.Unlock()
 		return created{}, topo.NewError(topo.Closed, p)
 	}
@@ -118,7 +98,6 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 		return r.created, r.err
 	case <-ctx.Done():
 		close(abandoned)
-		// The result may have been ready already.
 		select {
 		case r := <-results:
 			if r.err == nil {
@@ -130,8 +109,15 @@ func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp st
 	}
 }
 
-// dropEntry deletes an abandoned entry node of session s (a candidate's
-// with its value znode) with a fresh context.
+// createEnded records that a create under parentZp ended (s.mu held).
+func (s *zkSession) createEnded(parentZp string) {
+	if s.pending[parentZp]--; s.pending[parentZp] == 0 {
+		delete(s.pending, parentZp)
+	}
+}
+
+// dropEntry deletes an abandoned entry of session s (a candidate with
+// its value znode) with a fresh context.
 func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
 	if !election {
 		c.deleteLockEntry(s, node)
@@ -148,14 +134,9 @@ func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
 	}
 }
 
-// deleteLockEntry deletes the entry of a lock that was never taken
-// (abandoned) of session s, with a fresh context, and forgets it; then
-// comes the clean-up Unlock does: the lock's directory, and then its
-// parents, are removed while they hold nothing but an empty "locks" znode
-// (see cleanupDirs). Without it, a directory whose last file was deleted
-// while the abandoned entry was still there (a named lock's, or a
-// semaphore contender's) stayed behind, empty. Nothing is sent once the
-// session is over (the server deleted the entry with it).
+// deleteLockEntry forgets and deletes an abandoned lock entry of session
+// s with a fresh context, then cleans up the directories it leaves empty
+// as Unlock does. Nothing is sent once s is over.
 func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	s.forget(node, 0)
 	if c.closed.Load() || s.isLost() {
@@ -169,8 +150,8 @@ func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	}
 }
 
-// reapOrphans deletes the entries under parentZp that belong to session s
-// but that it does not know (made by a create whose answer was lost).
+// reapOrphans deletes the entries under parentZp that are session s's but
+// unknown to it (a create whose answer was lost).
 func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 	ctx, cancel := freshContext()
 	defer cancel()
@@ -179,7 +160,6 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 	if err != nil {
 		return
 	}
-	// unknown: s does not know node, and no create of s there is in flight.
 	unknown := func(node string) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -199,9 +179,8 @@ func (c *Conn) reapOrphans(s *zkSession, parentZp string) {
 	c.reapOrphanValues(ctx, s, parentZp)
 }
 
-// reapOrphanValues deletes the value znodes of session s under the
-// election directory parentZp whose candidate is not a live entry of s
-// (a candidate create whose answer was lost made both; see leader.go).
+// reapOrphanValues deletes session s's value znodes under the election
+// directory parentZp whose candidate is not a live entry of s.
 func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp string) {
 	p := c.relPath(parentZp)
 	vdir := parentZp + "/" + valuesDir
@@ -212,8 +191,8 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 	prefix := valuePrefix(s.zk.SessionID())
 	live := map[int64]bool{} // the Czxids of the session's entries under parentZp
 	s.mu.Lock()
-	// No create under parentZp may start or be in flight from here to each
-	// delete: the entries read are then all the session's live ones.
+	// No create there may start or be in flight until each delete: the
+	// entries read are then all of s's live ones.
 	started, inFlight := s.creates[parentZp], s.pending[parentZp]
 	var nodes []string
 	for n := range s.entries {
@@ -253,11 +232,9 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 }
 
 // answerOn runs read with onSession on session s (s nil: with c.read, on
-// the Conn's current session) and returns its answer: read may finish
-// after onSession gave up (ctx ended), so the answer passes through a
-// channel, never through shared variables. A read that succeeded is
-// retried when the barrier or sync before it failed afterwards (see
-// firstThen): the later answer replaces the earlier one.
+// the current session) and returns its answer, passed through a channel
+// (read may finish after ctx ended); a retried read's answer replaces the
+// earlier one.
 func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
 	last := make(chan T, 1)
 	fn := func(z *zk.Conn) error {
@@ -284,8 +261,7 @@ func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read 
 	return <-last, nil
 }
 
-// readChildren reads zp's children with z, in the server's order (with
-// watch, setting a children watch).
+// readChildren reads zp's children, unsorted, with watch a children watch.
 func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
 	var r childrenRes
 	var err error
@@ -297,8 +273,7 @@ func readChildren(z *zk.Conn, zp string, watch bool) (childrenRes, error) {
 	return r, err
 }
 
-// childrenOn reads zp's children on session s (s nil: on the Conn's
-// current session), in the server's order (see answerOn).
+// childrenOn is readChildren on session s (see answerOn).
 func (c *Conn) childrenOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (childrenRes, error) {
 	return answerOn(ctx, c, s, p, func(z *zk.Conn) (childrenRes, error) { return readChildren(z, zp, watch) })
 }
@@ -310,8 +285,8 @@ type getRes struct {
 	ch   <-chan zk.Event // its watch, when it set one
 }
 
-// getOn reads zp's data and Stat on session s (s nil: on the Conn's
-// current session; see answerOn), with watch setting a data watch.
+// getOn reads zp's data and Stat on session s (see answerOn), with watch
+// a data watch.
 func (c *Conn) getOn(ctx context.Context, s *zkSession, p, zp string, watch bool) (getRes, error) {
 	return answerOn(ctx, c, s, p, func(z *zk.Conn) (r getRes, err error) {
 		if watch {
@@ -323,9 +298,8 @@ func (c *Conn) getOn(ctx context.Context, s *zkSession, p, zp string, watch bool
 	})
 }
 
-// onSession runs a read on session s (never on another one), retrying
-// while its connection is re-established; it returns errSessionOver once
-// the session is over.
+// onSession runs a read on session s only, retrying while it reconnects;
+// errSessionOver once it is over.
 func (c *Conn) onSession(ctx context.Context, s *zkSession, p string, fn func(z *zk.Conn) error) error {
 	for {
 		if s.isLost() {

@@ -29,8 +29,7 @@ const resumeBackend = "zk2"
 
 // ResumeInfo implements claims.Driver: JSON naming the election, id,
 // candidate and value znodes, and the session's id and password (a
-// secret: whoever has it can act as the session). Unavailable when the
-// session's password is not known (the server never answered).
+// secret). Unavailable before the server first answered.
 func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) ([]byte, error) {
 	s := cs.Ref().(*zkSession)
 	pw := s.obs.password()
@@ -47,30 +46,20 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 	})
 }
 
-// Resume implements claims.Driver (ResumeLeaderParticipation): it
-// attaches a new client to the candidacy's live session (ZooKeeper lets
-// a client reconnect to a session with its id and password; the connect
-// request of the new client asks for it, see resumeFrame), checks that
-// the candidate entry is the session's and holds id, and returns it on
-// that session, which the Conn keeps alive until the resumed
-// participation ends (Stop, Resign: Delete closes the session, see
-// endResumed), the Conn's Close, or expiry. Whatever else the earlier
-// process had on the session (its locks, its other candidacies) stays
-// until then, its claims lost to that process: ZooKeeper moves the whole
-// session. The server moves the session to the new client and drops the old one's
-// connection: the old process must be gone (exited without closing its
-// Conn, whose Close would have closed the session), or its client, still
-// running, takes the session back when it reconnects (and this Conn's
-// client takes it back in turn: the term is then held by two processes
-// by turns). InvalidArgument for malformed info or info of
-// another backend, election or id (before anything is sent); NodeExists
-// when this Conn holds that session already, its own current one or one
-// it resumed for another candidacy (a second client would take the
-// session from the first, and one participation's end would end the
-// other's session: resume one candidacy per session, on another Conn than
-// the one that made it); ErrNotHeld when the session ended or the entry
-// is gone; Closed after Close. A Resume that fails after the client
-// attached the session closes it.
+// Resume implements claims.Driver (ResumeLeaderParticipation): a new
+// client asks for the candidacy's session (resumeFrame), checks that the
+// entry is the session's and holds id, and returns it on that session,
+// kept until the participation ends (Delete closes it: endResumed), Close
+// or expiry. The whole session moves, the earlier process's other claims
+// with it; that process must be gone, or its client takes the session
+// back on reconnecting (and the two hold the term by turns). Errors:
+// InvalidArgument for malformed info or another backend's, election's or
+// id's (nothing sent); NodeExists when this Conn holds the session
+// already (two clients would take it from each other, and one
+// participation's end would end the other's session: resume one
+// candidacy per session, on another Conn than the one that made it);
+// ErrNotHeld when the session ended or the entry is gone; Closed. A
+// failed Resume closes a session it attached.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	dirZp := d.parent(q)
@@ -99,18 +88,13 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	if err := backendkit.Ready(ctx, q.Path, c.closed.Load); err != nil {
 		return fail(err)
 	}
-	// Under c.mu, as the session is started (in the background), so that
-	// Close sees it in c.resumed or it sees Close, and a concurrent Resume
-	// of the same session sees it.
+	// Under c.mu, so that Close and a concurrent Resume see it.
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
 		return fail(topo.NewError(topo.Closed, q.Path))
 	}
 	if c.holdsSession(ri.Session) {
-		// A second client on the session would take it from the first,
-		// and the first take it back on reconnecting; and one
-		// participation's end would end the other's session.
 		c.mu.Unlock()
 		return fail(backendkit.Wrap(topo.NodeExists, q.Path, errors.New("zk2topo: this Conn holds the session already")))
 	}
@@ -125,7 +109,6 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		c.endResumed(s) // off c.resumed, and closed
 		return fail(err)
 	}
-	// Wait for the server's answer: the session, or expired.
 	if err := c.awaitSession(ctx, s, q.Path, ri.Session); err != nil {
 		return drop(err)
 	}
@@ -162,9 +145,8 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return claims.Entry{Token: r.st.Czxid, Key: ri.Entry, Session: sessionName(ri.Session), Contents: id}, s.claims, nil
 }
 
-// holdsSession reports whether the live session id is c's already: its
-// current session, or one a Resume adopted (or is adopting). Call with
-// c.mu held.
+// holdsSession reports whether the live session id is c's current one or
+// one a Resume adopted (or is adopting). Call with c.mu held.
 func (c *Conn) holdsSession(id int64) bool {
 	if !c.cur.isLost() && c.cur.zk.SessionID() == id {
 		return true
@@ -177,12 +159,9 @@ func (c *Conn) holdsSession(id int64) bool {
 	return false
 }
 
-// endResumed closes s when it is a session Resume adopted, once its
-// resumed participation withdrew its candidacy (Delete): the server
-// deletes the session's ephemerals at once, the earlier process's locks
-// and candidacies on it included, as etcd's revoked lease and Consul's
-// destroyed session do. A no-op for the Conn's own sessions, and for a
-// resumed one already ended.
+// endResumed closes s when Resume adopted it (the server deletes its
+// ephemerals at once, as etcd's revoked lease and Consul's destroyed
+// session do); a no-op for other sessions.
 func (c *Conn) endResumed(s *zkSession) {
 	c.mu.Lock()
 	i := slices.Index(c.resumed, s)

@@ -19,23 +19,17 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// zkSession is one ZooKeeper session and the *zk.Conn that carries it.
-// Once the session is over (expired, given up, or the Conn closed) its
-// dialer refuses every connection and its *zk.Conn is closed, so no
-// request issued on it reaches the server on another session, as the
-// client library would send it (see the package doc, Sessions).
+// zkSession is one ZooKeeper session and the *zk.Conn that carries it
+// (see the package doc, Sessions).
 type zkSession struct {
 	c   *Conn
 	zk  *zk.Conn
 	obs *sessionObserver
 
-	lost chan struct{} // closed when the session is over
-	// claims is the claims engine's view of the session, declared lost
-	// before lost is closed: whoever sees lost closed (isLost, Check)
-	// sees every claim on the session ended too.
-	claims   *claims.Session
-	ready    chan struct{} // closed once zk is set (lose may run before)
-	dead     atomic.Bool   // set (first) when the session is over: the dialer refuses
+	lost     chan struct{}   // closed when the session is over, after claims.Lost
+	claims   *claims.Session // the claims engine's view of the session
+	ready    chan struct{}   // closed once zk is set (lose may run before)
+	dead     atomic.Bool     // set (first) when the session is over: the dialer refuses
 	loseOnce sync.Once
 
 	// dialHold, set by tests only, holds every dial until it is closed.
@@ -53,10 +47,8 @@ type zkSession struct {
 	pending map[string]int    // parent znode → entry creates in flight under it
 }
 
-// newSessionAs starts a session (the servers are dialled in the
-// background); with a non-zero id it asks the server to attach the
-// existing session id (password passwd) instead of making a new one (see
-// resumeFrame).
+// newSessionAs starts a session (dialling in the background); a non-zero
+// id asks for that existing session, password passwd (see resumeFrame).
 func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	s := &zkSession{
 		c:       c,
@@ -85,13 +77,11 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 	return s, nil
 }
 
-// redialProvider is the client library's DNSHostProvider, pausing less
-// (why: docs/layout-zookeeper.md, Sessions): it tries every server twice
-// at once after a lost connection (the server that ends a session also
-// drops the connection the client may just have re-opened to it) and
-// pauses a second before each later round (the library's paused before
-// every redial of the last server): a dead ensemble is still dialled at
-// most twice a second per server.
+// redialProvider is the library's DNSHostProvider, pausing less (why:
+// docs/layout-zookeeper.md, Sessions): it tries every server twice at once
+// after a lost connection (the server ending a session also drops the
+// connection just re-opened to it), then pauses a second before each later
+// round, so a dead ensemble is dialled at most twice a second per server.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
@@ -148,9 +138,7 @@ func (s *zkSession) onEvent(ev zk.Event) {
 	}
 	switch ev.State {
 	case zk.StateExpired:
-		// Synchronously, before the library can dial again: the dialer
-		// refuses from now on.
-		s.lose()
+		s.lose() // before the library can dial again
 	case zk.StateHasSession:
 		s.connected.Store(true)
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
@@ -159,9 +147,9 @@ func (s *zkSession) onEvent(ev zk.Event) {
 	}
 }
 
-// lose ends the session for good, before it returns: the dialer refuses,
-// every claim on it ends (claims.Session.Lost), then lost is closed. The
-// *zk.Conn is closed in the background, failing every request issued on it.
+// lose ends the session for good before it returns: the dialer refuses,
+// every claim on it ends (claims.Session.Lost), then lost is closed; the
+// *zk.Conn is closed in the background.
 func (s *zkSession) lose() {
 	s.dead.Store(true)
 	s.loseOnce.Do(func() {
@@ -194,9 +182,8 @@ func (s *zkSession) isLost() bool {
 }
 
 // safeUntil is the instant until which the session surely lives on the
-// server: the send time of the latest request an answer proved (see
-// heard) + the session timeout - the safety margin. Zero before the
-// server first answered.
+// server: the latest proof (see heard) + session timeout - safety margin;
+// zero before the server first answered.
 func (s *zkSession) safeUntil() time.Time {
 	proof, timeout := s.obs.lastProof()
 	if proof.IsZero() {
@@ -214,19 +201,16 @@ func (s *zkSession) provablyAlive() bool {
 	return time.Now().Before(s.safeUntil())
 }
 
-// watchdog gives the session up once it is past its safe window, before
-// the server may expire it and hand its locks and leadership to another.
-// Its first deadline comes with the server's first answer, which tells
-// the session timeout granted: it may be shorter than the one asked for
-// (TestHolderCutEarlyInItsSessionGivesUpFirst).
+// watchdog gives the session up once it is past safeUntil. Its first
+// deadline comes with the server's first answer, which tells the timeout
+// granted (TestHolderCutEarlyInItsSessionGivesUpFirst).
 func (s *zkSession) watchdog() {
 	select {
 	case <-s.lost:
 		return
 	case <-s.c.closing:
 		return
-	case <-s.obs.answered:
-		// Never answered before: nothing could be held on it.
+	case <-s.obs.answered: // nothing could be held before
 	}
 	t := time.NewTimer(time.Until(s.safeUntil()))
 	defer t.Stop()
@@ -278,10 +262,9 @@ func (c *Conn) margin(timeout time.Duration) time.Duration {
 	return timeout / 5
 }
 
-// The frames the observer reads: go-zookeeper v1.0.4 writes a request as
-// length, xid, opcode and body (a path request's body starts with the
-// path, length-prefixed); ZooKeeper answers with length, reply header
-// (xid, zxid, error code) and body. The opcodes and xids are ZooKeeper's.
+// ZooKeeper's opcodes and xids. A request frame is length, xid, opcode and
+// body (a path request's starts with the length-prefixed path); an answer,
+// length, reply header (xid, zxid, error code) and body.
 const (
 	opCreate          = 1
 	opDelete          = 2
@@ -300,8 +283,7 @@ const (
 
 	pingXid = -2
 	// frameKeep is how much of each frame's body the connection keeps:
-	// the connect response, or the reply header and enough of the body
-	// for a create2 answer's path (up to 4 KiB) and Stat.
+	// enough for a create2 answer's header, path (up to 4 KiB) and Stat.
 	frameKeep = 16 + 12 + 4096
 )
 
@@ -328,38 +310,30 @@ func jString(b []byte, at int) (str []byte, end int, ok bool) {
 }
 
 // sessionObserver watches the frames of one session's connections: the
-// requests written (so that a request can be pipelined after another one's
-// frame went out: ZooKeeper runs one session's requests in the order it
-// receives them) and the answers read (each answer proves that the server
-// heard from the session no earlier than the answered request was sent).
+// requests written (so that a request can be pipelined after another's
+// frame: a session's requests run in the order received) and the answers
+// read (each proves the session alive when a request was sent: see heard).
 type sessionObserver struct {
 	n atomic.Int32 // registered waiters; 0 skips matching
 
-	mu      sync.Mutex
-	waiters map[sentKey][]chan struct{}
-	proof   time.Time     // send time of the latest request proved (see heard)
-	timeout time.Duration // negotiated session timeout
-	// answered is closed when proof is first set (the negotiated timeout
-	// is known then).
-	answered chan struct{}
-	passwd   []byte // the session's password, from the connect response
+	mu       sync.Mutex
+	waiters  map[sentKey][]chan struct{}
+	proof    time.Time     // send time of the latest request proved (see heard)
+	timeout  time.Duration // negotiated session timeout
+	answered chan struct{} // closed when proof is first set
+	passwd   []byte        // the session's password, from the connect response
 
 	libraryPingsOnly bool // Options.libraryPingsOnly: no pinger
 
 	// resumeID (when not 0) and resumePw are the session the first
-	// connect request adopts (see resumeFrame); set before the first dial.
+	// connect request asks for (see resumeFrame).
 	resumeID int64
 	resumePw []byte
 
 	dials atomic.Int32 // the session's connections (tests wait on it)
 
-	// lastZxid is the zxid of the latest answer read on the session's
-	// connections, which the client library does not see (see hideZxid).
-	lastZxid atomic.Int64
-
-	// writeHook, set by tests only, sees every frame the library writes,
-	// as the connection writes it, in the writing goroutine.
-	writeHook atomic.Pointer[func(b []byte)]
+	lastZxid  atomic.Int64                   // of the latest answer read (see hideZxid)
+	writeHook atomic.Pointer[func(b []byte)] // tests only: sees every frame written
 
 	// Creates sent as create2 (createWithStat): registered ones by path,
 	// the Stats their answers carried by created path, and their count.
@@ -398,12 +372,10 @@ func (o *sessionObserver) proved(at time.Time) {
 	o.mu.Unlock()
 }
 
-// expect returns a channel closed once a request with opcode op on path is
-// being written, and a function that unregisters it. It is closed just
-// before the frame is written: the library writes every request from one
-// goroutine, so a request queued once it is closed goes out after that
-// frame; closed after the write, it could come after the request's answer
-// (the writing goroutine not run on yet), once the waiter was given up
+// expect returns a channel closed just before a request with opcode op on
+// path is written, and a function that unregisters it. The library writes
+// from one goroutine, so a request queued once it is closed goes out after
+// that frame; closed after the write, it could come after the answer
 // (TestPipelinedReadAfterLateWrite).
 func (o *sessionObserver) expect(op int32, path string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
@@ -431,28 +403,20 @@ type observedConn struct {
 	net.Conn
 	o *sessionObserver
 
-	// wrmu orders the writes of pings (the library's and the
-	// connection's own, see pinger) with their records in pings.
-	wrmu      sync.Mutex
+	wrmu      sync.Mutex    // orders ping writes (see pinger) with their records
 	closed    chan struct{} // closed by Close: pinger returns
 	closeOnce sync.Once
 
-	wmu   sync.Mutex
-	first time.Time           // when the connect request was written
-	sent  map[int32]time.Time // xid → send time, for requests awaiting an answer
-	stat2 map[int32]bool      // xids of creates sent as create2
-	pings []time.Time         // send times of unanswered pings
-	// sends are the send times of the requests written, the connect
-	// request first, at most one per sendGrain (see heard)
-	sends     []time.Time
-	handshake bool // the connect response was read
+	wmu       sync.Mutex
+	first     time.Time           // when the connect request was written
+	sent      map[int32]time.Time // xid → send time, for requests awaiting an answer
+	stat2     map[int32]bool      // xids of creates sent as create2
+	pings     []time.Time         // send times of unanswered pings
+	sends     []time.Time         // send times, at most one per sendGrain (see heard)
+	handshake bool                // the connect response was read
+	watchZxid int64               // lastZxid at dial, for set-watches (see withZxid)
 
-	// watchZxid is the session's last zxid when the connection was made,
-	// which its set-watches requests carry (see hideZxid).
-	watchZxid int64
-
-	// read side, used only by the library's receive goroutine: rd
-	// buffers the connection (see Read)
+	// read side, used only by the library's receive goroutine
 	rd   *bufio.Reader
 	hdr  [4]byte
 	nhdr int
@@ -499,8 +463,7 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 }
 
 // sentAt records that the request frame b was written at t, for its
-// answer's proof (caller holds wmu): a ping (sent as a sync, see
-// pingAsSync) or a request the leader answers (throughLeader).
+// answer's proof, when a ping or throughLeader (caller holds wmu).
 func (oc *observedConn) sentAt(b []byte, t time.Time) {
 	switch xid, op := reqHeader(b); {
 	case xid == pingXid:
@@ -514,13 +477,12 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 }
 
 // ownPings is how many syncs of "/" per session timeout a connection
-// sends on its own (see pinger), besides the client library's pings (3).
+// sends on its own, besides the library's pings (3).
 const ownPings = 12
 
 // pinger writes syncPing every interval until the connection is closed or
-// a write fails, so that an idle session's proof (see heard) lags an
-// interval behind the latest answer, not a library ping interval (the
-// arithmetic: docs/layout-zookeeper.md, Sessions).
+// a write fails, so that an idle session's proof lags an interval behind
+// (the arithmetic: docs/layout-zookeeper.md, Sessions).
 func (oc *observedConn) pinger(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -552,9 +514,8 @@ func (oc *observedConn) Close() error {
 	return oc.Conn.Close()
 }
 
-// sendGrain is how close together two requests' send times may be for
-// the connection to keep only the earlier (see sends): a proof is then
-// at most that much older than it could be.
+// sendGrain is how close two send times may be for only the earlier to
+// be kept: a proof is at most that much older than it could be.
 const sendGrain = 10 * time.Millisecond
 
 // noteSend records that a request was written at t (caller holds wmu).
@@ -564,14 +525,12 @@ func (oc *observedConn) noteSend(t time.Time) {
 	}
 }
 
-// heard returns the send time of the latest request written on the
-// connection at least a quarter of the session timeout before t, the send
-// time of a request answered through the leader (zero when there is
-// none); caller holds wmu. That is what the answer proves the leader
-// heard of (docs/layout-zookeeper.md, Sessions: a follower reports its
-// sessions' activity every half tick, at most a quarter of the session
-// timeout as the server grants no less than two ticks;
-// TestIdleHolderOnPartedFollowerGivesUpFirst).
+// heard returns the send time of the latest request written at least a
+// quarter of the session timeout before t, the send time of a request
+// answered through the leader (zero when none; caller holds wmu): what the
+// answer proves the leader heard of, as a follower reports its sessions'
+// activity every half tick, at most a quarter of the timeout
+// (TestIdleHolderOnPartedFollowerGivesUpFirst).
 func (oc *observedConn) heard(t time.Time) time.Time {
 	oc.o.mu.Lock()
 	timeout := oc.o.timeout
@@ -589,10 +548,9 @@ func (oc *observedConn) heard(t time.Time) time.Time {
 }
 
 // throughLeader reports whether a request of opcode op is answered only
-// after it reached the ensemble's leader (writes, sync, multi): only such
-// an answer proves that the session lives on the leader, which decides
-// its expiry; a follower answers reads and pings itself, also after it
-// lost its leader (TestHolderOnPartedFollowerGivesUpFirst).
+// after it reached the leader, which decides expiry (writes, sync, multi);
+// a follower answers reads and pings itself, also after it lost its leader
+// (TestHolderOnPartedFollowerGivesUpFirst).
 func throughLeader(op int32) bool {
 	switch op {
 	case opCreate, opDelete, opSetData, opSync, opCheck, opMulti, opCreate2, opCreateContainer, opCreateTTL:
@@ -601,12 +559,9 @@ func throughLeader(op int32) bool {
 	return false
 }
 
-// pingFrame is the library's ping request (length, xid -2, opcode 11);
-// syncPing is what the connection writes in its place: a sync of "/"
-// with the ping's xid. The server answers it with xid -2 once the leader
-// has (so the answer proves the session lives on the leader: see
-// throughLeader), and the library takes that answer for a ping's, as it
-// ignores every answer with xid -2.
+// pingFrame is the library's ping request; syncPing, written in its
+// place, is a sync of "/" with the ping's xid (-2), answered through the
+// leader, and ignored by the library as every answer with xid -2 is.
 var (
 	pingFrame = []byte{0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, opPing}
 	syncPing  = []byte{0, 0, 0, 13, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, opSync, 0, 0, 0, 1, '/'}
@@ -621,44 +576,31 @@ func pingAsSync(b []byte) []byte {
 }
 
 func (oc *observedConn) Read(b []byte) (int, error) {
-	// The library reads a frame's length and then its body, each with
-	// its own reads, through rd: one read of the connection takes what
-	// has come, often several frames, rather than two reads or more per
-	// frame.
+	// Buffered: the library reads length and body separately.
 	n, err := oc.rd.Read(b)
 	oc.scan(b[:n])
 	return n, err
 }
 
-// The zxids in frames: an answer's (after the xid in the reply header:
-// xid, zxid, error code), the connect request's last zxid seen (after
-// length and protocol version), a set-watches request's relative zxid
-// (after length, xid and opcode).
+// Offsets of the zxids in an answer's body, a connect request and a
+// set-watches request.
 const (
 	replyZxid      = 4
 	connectReqZxid = 8
 	setWatchesZxid = 12
 )
 
-// hideZxid keeps the zxid of an answer to a request from the client
-// library, as the library reads it: b is a piece of the body of an
-// answer (from body offset at, its earlier bytes in oc.body), whose zxid
-// bytes it zeroes; the library records no zero zxid. frame then records
-// the zxid as the session's last (see lastZxid). Why: go-zookeeper
-// v1.0.4 records the zxid of every answer in its receive goroutine while
-// its connection goroutine reads it, unsynchronised, for a
-// reconnection's set-watches request (upstream go-zookeeper/zk PR #35,
-// unmerged): the race detector reported that in programs using zk2topo
-// whenever answers were read on a connection while the library built that
-// request (to requests queued during a disconnection:
-// TestRequestsQueuedDuringDisconnection,
-// TestSessionGivenUpWhileReconnecting; a first connection's watch
-// answered before the library looked for watches to re-set). The library
-// reads its last zxid for nothing else but the connect request; the
-// connection writes the session's into both (withZxid), and the library's
-// callers never see an answer's zxid (go-zookeeper v1.0.4 drops it).
-// The library numbers requests modulo 2^31, so every 2^31st has xid 0:
-// answers with xid 0 are answers too (TestAnswerToRequestZeroHidden).
+// hideZxid zeroes the zxid of an answer to a request as the library reads
+// it (b: a piece of the answer's body from offset at; the library records
+// no zero zxid); frame records it as lastZxid instead. go-zookeeper v1.0.4
+// records answers' zxids in its receive goroutine while its connection
+// goroutine reads the last one, unsynchronised, for a reconnection's
+// set-watches request (upstream PR #35, unmerged; the race detector saw
+// it: TestRequestsQueuedDuringDisconnection,
+// TestSessionGivenUpWhileReconnecting). The library reads it for nothing
+// else but the connect request, and withZxid writes the session's into
+// both; its callers never see a zxid (v1.0.4 drops it). Xids wrap modulo
+// 2^31: xid 0 is an answer too (TestAnswerToRequestZeroHidden).
 func (oc *observedConn) hideZxid(b []byte, at int) {
 	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) < 0 {
 		return // the connect response, or not an answer to a request
@@ -668,15 +610,12 @@ func (oc *observedConn) hideZxid(b []byte, at int) {
 	}
 }
 
-// withZxid returns the request frame b with zxid at offset at, rewritten
-// (a copy) when the library's differs: the library's last zxid is always
-// 0 (see hideZxid). The connect request carries the session's last zxid
-// (the server refuses a client that saw a later one than it has); a
-// set-watches request the one when its connection was made, before any
-// answer on it (requests queued during a disconnection may be answered
-// before the library writes it: TestChangeReportedAfterQueuedAnswers):
-// the server reports the changes after it of the watched znodes, those
-// made while the session was disconnected included.
+// withZxid returns the request frame b with zxid at offset at (a copy,
+// when it differs: the library's is always 0, see hideZxid). The connect
+// request carries the session's last zxid (a server behind it refuses the
+// client: reads stay monotonic); a set-watches request the one when its
+// connection was made, before any answer on it, so that the changes made
+// while disconnected are reported (TestChangeReportedAfterQueuedAnswers).
 func withZxid(b []byte, at int, zxid int64) []byte {
 	if zxid <= 0 || len(b) < at+8 || int64(binary.BigEndian.Uint64(b[at:])) == zxid {
 		return b
@@ -686,9 +625,8 @@ func withZxid(b []byte, at int, zxid int64) []byte {
 	return nb
 }
 
-// readBuffer is the size of a connection's read buffer: a few answers
-// and events of lock and election queues (a children read of a queue of
-// 300 entries is about 4 KiB); a larger frame is read through it.
+// readBuffer is a connection's read buffer size (a children read of a
+// 300-entry queue is about 4 KiB).
 const readBuffer = 16 << 10
 
 // scan follows the frames read: 4 bytes of length, then the body, whose
@@ -751,9 +689,7 @@ func (oc *observedConn) frame() {
 	} else if len(oc.body) >= 4 {
 		xid := int32(binary.BigEndian.Uint32(oc.body[:4]))
 		// Only an answer without error proves: a follower answers some
-		// errors itself, without the leader (a write its eager ACL check
-		// denies: TestDeniedWritesOnPartedFollowerProveNothing; a request
-		// it throttled).
+		// errors itself (TestDeniedWritesOnPartedFollowerProveNothing).
 		ok := len(oc.body) >= 16 && binary.BigEndian.Uint32(oc.body[12:16]) == 0
 		switch {
 		case xid == pingXid && len(oc.pings) > 0:
@@ -785,11 +721,9 @@ func (oc *observedConn) frame() {
 	}
 }
 
-// The connect request and response, as go-zookeeper v1.0.4 writes and
-// ZooKeeper answers them: request = length, protocolVersion (4),
-// lastZxidSeen (8), timeOut (4), sessionId (8), passwd (4-byte length,
-// then 16 bytes); response = protocolVersion (4), timeOut (4),
-// sessionId (8), passwd (length, 16 bytes), readOnly (1).
+// The connect request: length, protocolVersion (4), lastZxidSeen (8),
+// timeOut (4), sessionId (8), passwd (4-byte length, 16 bytes); the
+// response: protocolVersion, timeOut, sessionId, passwd, readOnly (1).
 const (
 	passwdLen       = 16
 	connectReqSID   = 4 + 4 + 8 + 4 // offset of sessionId in the framed request
@@ -797,11 +731,9 @@ const (
 	connectRespKeep = 4 + 4 + 8 + 4 + passwdLen
 )
 
-// resumeFrame returns the connect request b, rewritten to ask for the
-// session being resumed when there is one and the library asks for a new
-// session (sessionId 0, as before its first session). The library then
-// adopts whatever the server answers: the resumed session, or, when it
-// has ended, sessionId 0, which the library reports as expired.
+// resumeFrame returns the connect request b rewritten to ask for the
+// session being resumed, when there is one and b asks for a new session.
+// The library adopts the answer: that session, or expiry.
 func (o *sessionObserver) resumeFrame(b []byte) []byte {
 	if o.resumeID == 0 || len(b) < connectReqLen ||
 		binary.BigEndian.Uint64(b[connectReqSID:]) != 0 ||
@@ -829,14 +761,13 @@ func (o *sessionObserver) written(b []byte) {
 	if xid <= 0 { // connect, ping, auth
 		return
 	}
-	at := 12 // offset of the path's length
+	at := 12 // the path
 	switch op {
 	case opCreate2:
 		op = opCreate // a lock entry's create (see asCreate2)
 	case opMulti:
-		// A multi is matched by its first op when that is a check or a
-		// delete: the op's header (type, done, err: 4+1+4 bytes), then
-		// its path.
+		// Matched by its first op when a check or a delete (after its
+		// 9-byte header).
 		if len(b) < 25 {
 			return
 		}

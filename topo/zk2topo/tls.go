@@ -37,13 +37,9 @@ func tlsConfig(opts Options) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// tlsDialer returns a dialer that connects with base (net.DialTimeout when
-// nil) and runs a TLS handshake with cfg over the connection, the whole
-// within timeout.
+// tlsDialer returns a dialer that connects with base and runs a TLS
+// handshake with cfg over the connection, the whole within timeout.
 func tlsDialer(cfg *tls.Config, base func(network, address string, timeout time.Duration) (net.Conn, error)) func(network, address string, timeout time.Duration) (net.Conn, error) {
-	if base == nil {
-		base = net.DialTimeout
-	}
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		deadline := time.Now().Add(timeout)
 		raw, err := base(network, address, timeout)

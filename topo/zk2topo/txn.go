@@ -13,160 +13,99 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// DefaultMaxTxnBytes is the largest transaction request, in bytes, a Conn
-// sends when Options.MaxTxnBytes is zero: ZooKeeper's default
-// jute.maxbuffer (0xfffff), above which the server drops the connection.
+// DefaultMaxTxnBytes is the default of Options.MaxTxnBytes: ZooKeeper's
+// default jute.maxbuffer, above which the server drops the connection.
 const DefaultMaxTxnBytes = 0xfffff
 
-// clientMaxRequest is the largest request go-zookeeper v1.0.4 can encode
-// (its send buffer, 1.5 MiB, less the length prefix): no Options value
-// raises the limit above it.
+// clientMaxRequest is the largest request go-zookeeper v1.0.4 can encode.
 const clientMaxRequest = 1536*1024 - 4
 
-// maxTxnAttempts bounds the multis one Txn sends (each after a failed one
-// that showed what the next must express: a missing parent, a directory).
+// maxTxnAttempts bounds the multis one Txn sends.
 const maxTxnAttempts = 10
 
 // ErrTxnContention is the cause (errors.Is) of the ResourceExhausted
-// *topo.Error of a Txn that gave up after maxTxnAttempts multis, each
-// refused because another client changed a znode it depends on between
-// the reads it was built on and the multi (a directory turned into a file
-// and back, a parent created or removed meanwhile). Every one of those
-// multis failed as a whole, so nothing of the transaction was applied:
-// calling Txn again is safe.
+// error of a Txn that gave up after ten multis, each refused because
+// another client changed a znode it depends on (a parent created or
+// removed, a directory turned into a file) since the reads it was built
+// on. Nothing of the transaction was applied: calling Txn again is safe.
 var ErrTxnContention = errors.New("zk2topo: the transaction lost every attempt to concurrent writers; nothing of it was applied")
 
-// errEntry is the cause of the error of a write, on a Conn rooted at a
-// reserved place, that would land on a lock or election entry (an
-// ephemeral znode): see entryCheck.
+// errEntry is the cause of the error of a write that would land on a lock
+// or election entry (see entryCheck).
 var errEntry = errors.New("zk2topo: the znode is a lock or election entry (ephemeral, at a reserved place): not a file")
 
 // errOwnZnodes is the cause of the InvalidPath of a write to ZooKeeper's
 // own znodes.
 var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written")
 
-// Txn applies ops as one ZooKeeper multi: all of its operations or none,
-// in one atomic transaction on the server. It returns the new version of
-// each CreateOp and UpdateOp, nil for the other ops.
+// Txn applies ops as one ZooKeeper multi: all of them or none. It returns
+// the new version of each CreateOp and UpdateOp, nil for the other ops.
 //
-// ZooKeeper runs a multi's requests in order, each seeing the writes of
-// the ones before it. So that every condition (and every implied
-// condition of a write) is evaluated against the state before the
-// transaction, as topo.Conn.Txn requires, the multi holds the requests of
-// every condition first (in op order), then those of every write (in op
-// order; a Txn never writes one path twice, so no write's implied
-// condition sees another's write of its path). When the multi fails at a
-// condition while a write of a lower index came after it (and so was not
-// evaluated), the next multi leaves the failing op out and ends with a
-// check that always fails: it writes nothing and tells whether that write
-// fails too (one more round trip, only on that failure), so that the
-// *topo.TxnError names the first failing op in the caller's order. For
-// each op, the multi holds:
+// A multi runs its requests in order, each seeing the ones before it, so
+// the multi holds every condition first, then every write (each in op
+// order): every condition sees the state before the transaction. When the
+// multi fails at a condition while a write of lower index comes after it,
+// the next multi leaves that op out and ends with a check that always
+// fails (one more round trip, on that failure only), so that the
+// *topo.TxnError names the first failing op in the caller's order. Per op:
 //
-//   - IfHeld(f): a check op (any version) that the lock entry (or the
-//     leading candidate entry) exists. The multi then runs on the claim's
-//     session (which owns the entry), not on the Conn's current one: once
-//     that session is over, the server refuses every request of it, so an
-//     entry name that another session reuses later (the "locks" znode was
-//     removed and created again, and its sequence restarted) can never
-//     pass the check. While the session lives, the entry may still be
-//     deleted behind its back (by an operator, another tool) and its name
-//     reused by another session before the deletion's event reaches the
-//     holder; a check compares only the data version, the same (0) for
-//     both, so before the multi a sync and an exists of every claim's
-//     entry (pipelined, on the claim's session: one round trip more,
-//     beside the Stat reads below when there are any, and again beside
-//     the reads before every later multi) must show the entry owned by
-//     that session with the claim's token (its Czxid), or the claim fails
-//     as lost locally. The exists is answered after every event of the
-//     session before it and after the sync reached the leader, so what
-//     the check cannot rule out is only a deletion and a reuse of the
-//     name both committed between the last sync and the multi (see
-//     verify). All IfHeld ops of one Txn must be claims of one
-//     session (InvalidArgument otherwise). A claim released or lost
-//     locally (Unlock, Stop, its session over, its entry seen deleted, or
-//     an entry of the same name created again by the same session after
-//     the first was deleted behind its back) fails with LockLost: at once
-//     when it is the first op, otherwise as a check that cannot pass
-//     (sent on the current session when the claim's is over), so that an
-//     earlier failing op is still the one named.
-//     A claim of another Conn opened on the same server addresses is
-//     fine: the multi runs on that Conn's session (with its credentials);
-//     a claim of a Conn of other addresses is InvalidArgument (it could
-//     be another ensemble's).
-//   - IfVersion(p, v), IfPresent(p): a check-version op (version -1 for
-//     IfPresent). UpdateOp(p, c, v) with a version: a set-data op at v.
-//   - UpdateOp(p, c, nil): a set-data op at any version; when the file is
-//     absent, a create instead (with its missing parents).
-//   - CreateOp(p, c): the creates of the missing parent directories (a
-//     missing parent that another write of the Txn creates as a file is
-//     created once, with that write's contents), then the create of p;
-//     over a znode that is only a directory, a set-data op at the
-//     directory's version instead (as Create turns a directory into the
-//     file).
-//   - DeleteOp(p, v): a delete op (at v if given); a file that has files
-//     below it gets a set-data op emptying it instead (as Delete does).
-//     Parent directories left empty are removed after the multi, best
-//     effort, as Delete does, a level at a time for all of them: one
-//     round of Stat reads, then one multi of guarded deletes (see
-//     cleanupDirs).
-//   - IfAbsent(p): a create of p and a delete of it, back to back (a
-//     multi has no "absent" check): the create fails when p exists. When
-//     p's parent is absent, the same pair on the highest missing
-//     ancestor. Nothing is left of the pair after the multi (no reader
-//     can see the znode), but ZooKeeper counts it: the parent's child
-//     version grows, and child watches on the parent (and exists watches
-//     on the path) fire.
+//   - IfHeld(f): a check (any version) of the claim's entry, the multi
+//     run on the claim's session, behind a sync and an exists of the entry
+//     (one round trip more, beside any Stat reads, and again beside the
+//     reads before every later multi) that must show it the session's with
+//     the claim's token (see verify). All IfHeld ops must be claims of one
+//     session, of a Conn on the same server addresses (InvalidArgument
+//     otherwise). A claim released or lost locally fails with LockLost: at
+//     once as the first op, otherwise as a check that cannot pass (on the
+//     current session when no claim is live), so that an earlier failing
+//     op is still named.
+//   - IfVersion(p, v), IfPresent(p): a check at v (any version for
+//     IfPresent). UpdateOp(p, c, v): a set-data at v.
+//   - UpdateOp(p, c, nil): a set-data at any version, or a create (with
+//     missing parents) when the file is absent.
+//   - CreateOp(p, c): creates of the missing parents (one another write
+//     creates as a file is created once, with that write's contents), then
+//     of p; over a znode that is only a directory, a set-data at its
+//     version (as Create).
+//   - DeleteOp(p, v): a delete (at v if given); a file with files below it
+//     is emptied by a set-data instead (as Delete). Parents left empty are
+//     removed after the multi, best effort (cleanupDirs).
+//   - IfAbsent(p): a create of p and its delete, back to back (the create
+//     fails when p exists); for an absent parent, the same pair on the
+//     highest missing ancestor. Nothing remains, but the parent's child
+//     version grows and child watches on it (and exists watches on p) fire.
 //
-// On a Conn whose root is at a reserved place (topo.IsReserved of the
-// root: inside a "locks" znode, say; or a root with a segment "elections"
-// at any depth, inside the elections of a Conn rooted higher up), where
-// its znodes may be lock or election entries, every UpdateOp and
-// DeleteOp, and on any Conn those of a path with a segment "elections"
-// (below the first, which the reserved-name rule refuses: the candidates
-// of a Conn rooted lower down), reads its znode's Stat
-// first (with the others' reads) and leaves an ephemeral znode alone:
-// UpdateOp fails with NodeExists, DeleteOp with NoNode (an entry is no
-// file), as on memorytopo and etcd2topo; a write without a version is
-// made at the version read (a changed version reads the Stat again). A
-// multi cannot check that a znode is not ephemeral, so this holds unless
-// the file read is deleted and an entry of its name created at the same
-// data version between the read and the multi. Other writes (any path
-// without such a segment of any Vitess root) send what they sent before.
+// Where znodes may be lock or election entries (a Conn rooted at a
+// reserved place, a path with a segment "elections" below its first),
+// UpdateOp and DeleteOp read their Stat first and leave an ephemeral
+// znode alone (UpdateOp NodeExists, DeleteOp NoNode), writing at the
+// version read: unless the file is replaced by an entry at the same
+// version between the read and the multi.
 //
-// A multi cannot check whether a znode is a file or only a directory, so
-// IfVersion, IfPresent and a versioned UpdateOp read the znode's Stat
-// first (one round trip more, as Update's compare-and-set); the other ops
-// need no read: a transaction of only CreateOp, unversioned UpdateOp,
-// DeleteOp and IfAbsent costs one round trip when nothing is missing, two
-// with IfHeld (its entry's read, above). A multi that fails where a Stat is needed to tell why (a
-// missing parent, a directory where a file was expected, a delete refused
-// for children) is followed by one round of reads and a new multi (at
-// most ten in all); CreateOps in new directories cost two multis and one
-// round of reads, or one multi with DirectoriesAbsent's hint in ctx (a
-// wrong hint costs a failed multi, never a different result).
+// A multi cannot tell a file from a directory, so IfVersion, IfPresent and
+// a versioned UpdateOp read the Stat first (one round trip more); a Txn of
+// only CreateOp, unversioned UpdateOp, DeleteOp and IfAbsent costs one
+// round trip when nothing is missing, two with IfHeld. A multi failing
+// where only a Stat tells why (a missing parent, a directory where a file
+// was expected, a delete refused for children) is followed by reads and a
+// new multi, at most ten multis in all; CreateOps in new directories
+// cost two multis and a round of reads, or one multi with a right
+// DirectoriesAbsent hint.
 //
-// The request, as encoded, must not exceed Options.MaxTxnBytes (default
-// DefaultMaxTxnBytes, ZooKeeper's default jute.maxbuffer; at most 1.5 MiB,
-// go-zookeeper's buffer): a larger one is an InvalidArgument *topo.Error
-// (backendkit.TxnTooLarge) and writes nothing. It is refused before
-// anything is sent, except when only the creates of missing parent
-// directories make it too large: a DirectoriesAbsent hint's creates are
-// then dropped and the multi without them is sent, and the Txn is
-// refused once that multi failed and the parents were read. There is no
-// op count limit besides that.
+// The encoded request must not exceed Options.MaxTxnBytes (at most
+// go-zookeeper's 1.5 MiB buffer): a larger one is InvalidArgument
+// (backendkit.TxnTooLarge), refused before anything is sent unless only
+// the creates of missing parents make it too large (then refused once a
+// multi without them failed and the parents were read). No op count limit.
 //
 // Errors: those of backendkit.CheckTxn; InvalidPath for ZooKeeper's own
-// znodes (at the ZooKeeper root); ForeignFence for a Fence of another
-// backend; Closed; a *topo.TxnError naming the first failing op with
-// NodeExists, NoNode, BadVersion or LockLost (nothing written); a
-// *topo.TxnError wrapping PermissionDenied or InvalidArgument (a file
-// below a lock entry, say) for an op the server refused; Unavailable when
-// the answer to the multi was lost (it may have been applied); Timeout or
-// Interrupted when ctx ends first (the multi may still be applied);
-// ResourceExhausted wrapping ErrTxnContention when concurrent writers
-// kept changing what the multi depends on (ten multis, each refused as a
-// whole: nothing was applied, and the Txn may be retried).
+// znodes; ForeignFence for another backend's Fence; Closed; a
+// *topo.TxnError naming the first failing op with NodeExists, NoNode,
+// BadVersion or LockLost (nothing written), or wrapping PermissionDenied
+// or InvalidArgument for an op the server refused; Unavailable when the
+// multi's answer was lost, Timeout or Interrupted when ctx ended first
+// (either way it may have been applied); ResourceExhausted wrapping
+// ErrTxnContention (nothing applied; retrying is safe).
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	tops, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
@@ -201,8 +140,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	t.hints(ctx)
 	m := t.build()
 	if t.checkSize(m) != nil {
-		// Too large, perhaps with the creates DirectoriesAbsent adds (the
-		// only missing directories known here): without them.
+		// Without the creates DirectoriesAbsent adds.
 		for i := range t.st {
 			t.st[i].missing = nil
 		}
@@ -214,10 +152,6 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if c.closed.Load() {
 		return nil, topo.NewError(topo.Closed, "")
 	}
-	// A claim that already ended locally fails without the store's word:
-	// at once when it is the first op, otherwise as a check that cannot
-	// pass (version -2), so that the multi still names the first failing
-	// op, which may come before it.
 	if tops[0].Kind == topo.TxnIfHeld && t.claims[0].dead {
 		return nil, backendkit.TxnFailed(tops[0], topo.LockLost)
 	}
@@ -256,9 +190,8 @@ func claimOf(f topo.Fence) (fenceClaim, bool) {
 }
 
 // sameServers reports whether a and b were opened on the same server
-// addresses (in any order): a claim of another Conn guards a Txn only
-// then, so that a claim of another ensemble never carries this Conn's
-// writes to that ensemble.
+// addresses (in any order): only then may a claim of another Conn guard a
+// Txn, so that no Txn is carried to another ensemble.
 func sameServers(a, b *Conn) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a.opts.Servers)), slices.Sorted(slices.Values(b.opts.Servers)))
 }
@@ -287,19 +220,14 @@ func (s *opState) onlyDir() bool {
 
 // txn is one Txn call.
 type txn struct {
-	c      *Conn
-	ops    []backendkit.TxnOp
-	st     []opState
-	claims []fenceClaim
-	guard  *zkSession // the claims' session, nil when no IfHeld
-	s      *zkSession // the session the multi runs on
-	// excluded are the ops left out of the next multi: they are known to
-	// fail, and the multi (ending with a check that always fails) finds
-	// out whether an op of a lower index fails too (see run).
-	excluded map[int]bool
-	// parentsRead says that the last failure was handled by parents: the
-	// next multi needs no refresh.
-	parentsRead bool
+	c           *Conn
+	ops         []backendkit.TxnOp
+	st          []opState
+	claims      []fenceClaim
+	guard       *zkSession   // the claims' session, nil when no IfHeld
+	s           *zkSession   // the session the multi runs on
+	excluded    map[int]bool // ops known to fail, left out of the next multi (see run)
+	parentsRead bool         // the last failure was handled by parents: no refresh
 }
 
 // Roles of the requests of a multi.
@@ -324,18 +252,14 @@ type mreq struct {
 	role int
 }
 
-// build returns the multi for the current op states, in the order Txn's
-// doc explains (every condition, then every write, each in op order),
-// without the excluded ops, ended by a check that always fails when
-// there are any.
+// build returns the multi for the current op states (see Txn), without
+// the excluded ops, ended by a check that always fails when there are any.
 func (t *txn) build() []mreq {
 	c := t.c
 	var out []mreq
 	made := map[string]bool{} // znodes this multi creates
-	// The znodes the writes create as files: a missing parent of one
-	// write that another write creates as a file is created with that
-	// write's contents (and counts as that write), not as an empty
-	// directory that the other write's create would then find in its way.
+	// The znodes the writes create as files: a missing parent of one write
+	// that another creates as a file is created once, as that write.
 	files := map[string]int{}
 	for i, op := range t.ops {
 		if !t.excluded[i] && t.createsFile(i) {
@@ -490,21 +414,14 @@ func (t *txn) checkSize(m []mreq) error {
 // Txn as absent (DirectoriesAbsent).
 type dirHint struct{}
 
-// DirectoriesAbsent returns a copy of ctx that tells a Txn called with it
-// that the directories dirs (canonical paths, below the Conn's root) are
-// believed absent: the first multi of the Txn creates the ones above each
-// CreateOp's file (from the highest one named down to the file's parent)
-// before the file, instead of failing for want of them and then reading
-// the Stat of every ancestor (two round trips more). A directory named
-// absent implies every directory below it absent too. It is only a hint,
-// checked by the multi itself: a directory that exists after all (or is
-// created by another client meanwhile) makes the multi fail at its
-// create, writing nothing, and the Txn goes on as without the hint (it
-// reads the Stats of the ancestors and sends another multi); one that is
-// absent but not named is found out the same way. The result of Txn never
-// depends on it. Other backends, and zk2topo's other calls, ignore it.
-// topoctl's import and copy name the directories of the files they write
-// that the destination did not hold when they listed it.
+// DirectoriesAbsent returns a copy of ctx telling a Txn that the
+// directories dirs (canonical paths below the Conn's root, each implying
+// those below it) are believed absent: the first multi creates the ones
+// above each CreateOp's file before the file, instead of failing for want
+// of them and reading every ancestor's Stat (two round trips more). It is
+// only a hint: a wrong one costs a failed multi (nothing written), never a
+// different result. Other backends and zk2topo's other calls ignore it;
+// topoctl's import and copy use it.
 func DirectoriesAbsent(ctx context.Context, dirs ...string) context.Context {
 	return context.WithValue(ctx, dirHint{}, dirs)
 }
@@ -532,9 +449,9 @@ func (t *txn) hints(ctx context.Context) {
 	}
 }
 
-// createsFile reports whether op i's multi request creates its znode (as
-// a file): a CreateOp not known to be over a directory, an UpdateOp
-// without version of a file the Stat read showed absent.
+// createsFile reports whether op i's multi creates its znode as a file: a
+// CreateOp not known to be over a directory, an unversioned UpdateOp of a
+// file read absent.
 func (t *txn) createsFile(i int) bool {
 	op, s := t.ops[i], &t.st[i]
 	switch op.Kind {
@@ -546,10 +463,8 @@ func (t *txn) createsFile(i int) bool {
 	return false
 }
 
-// entryCheck reports whether op i is a write (UpdateOp, DeleteOp) of a
-// znode that may be an entry (Conn.entriesAt): its Stat is read first, an
-// ephemeral znode is left alone and a write without a version is made at
-// the version read (see Txn).
+// entryCheck reports whether op i is an UpdateOp or DeleteOp of a znode
+// that may be an entry (Conn.entriesAt; see Txn).
 func (t *txn) entryCheck(i int) bool {
 	k := t.ops[i].Kind
 	return (k == topo.TxnUpdate || k == topo.TxnDelete) && t.c.entriesAt(t.ops[i].Path)
@@ -573,9 +488,8 @@ func (t *txn) needsStat(i int) bool {
 	return false
 }
 
-// run sends the multi, reading Stats where a failure needs them, until it
-// succeeds or fails for good.
-// m is the multi built before any read.
+// run sends the multi (m, built before any read), reading Stats where a
+// failure needs them, until it succeeds or fails for good.
 func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
@@ -585,8 +499,6 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		}
 	}
 	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
-	// The claims' entries are read (see verify) beside the Stats, in the
-	// same round trip (as before every later multi: see statAll).
 	if err := t.stat(ctx, first...); err != nil {
 		return nil, err
 	}
@@ -626,19 +538,15 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			j = slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })
 		}
 		if j < 0 {
-			// No per-op answer: the request itself failed, and may have
-			// been applied (Unavailable), or ctx ended (Timeout or
-			// Interrupted: the same). The client library fails with
-			// ErrNoServer only the requests it never sent: a guarded one
-			// whose session is over then surely changed nothing.
+			// No per-op answer: the outcome is unknown, unless the library
+			// never sent it (ErrNoServer) on a guard session now over.
 			if errors.Is(err, zk.ErrNoServer) && t.guard != nil && t.guard.isLost() {
 				return nil, t.lost()
 			}
 			return nil, c.convert(err, "")
 		}
 		if m[j].role == roleEnd {
-			// Every op left in passed: the lowest excluded one is the
-			// first failing op.
+			// Every op left in passed: the lowest excluded one failed first.
 			return nil, lowErr
 		}
 		done, err := t.failed(ctx, m[j], res[j].Error)
@@ -649,10 +557,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			if low < 0 || m[j].op < low {
 				low, lowErr = m[j].op, err
 			}
-			// The ops of a lower index than every failing op found must
-			// have passed: each must have all its requests before the
-			// failing one. A write placed after it is not known to pass:
-			// the next multi leaves the failing op out to find out.
+			// Done when every op below the lowest failing one had all its
+			// requests before request j; otherwise leave it out and retry.
 			before := map[int]bool{}
 			for _, r := range m[:j] {
 				before[r.op] = true
@@ -670,10 +576,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			t.excluded[m[j].op] = true
 			continue
 		}
-		// The next multi is built from fresh Stats of every op, so that a
-		// transaction of many absent files is not found out one op per
-		// attempt; after a missing parent, parents read the ancestors of
-		// every file the multi creates instead.
+		// Fresh Stats of every op (not one op per attempt), unless parents
+		// read the ancestors already.
 		if t.parentsRead {
 			t.parentsRead = false
 			continue
@@ -690,13 +594,9 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 
 // verify reads, on the claims' session, a sync and then an exists of each
 // live claim's entry (pipelined: one round trip), and marks dead every
-// claim whose entry is gone, or is not that session's with the claim's
-// token: the multi then checks it with a check that cannot pass. It runs
-// with every round of reads (statAll), so before every multi of the Txn
-// (a later multi is always preceded by reads, or ends with a check that
-// always fails). Why the multi's check alone is not enough, and the
-// window left: the package doc, Transactions, and docs/layout-zookeeper.md
-// ("The guard reads the entry's owner first").
+// claim whose entry is gone or not that session's with the claim's token.
+// It runs with every round of reads (statAll), so before every multi that
+// can succeed. Why: the package doc, Transactions.
 func (t *txn) verify(ctx context.Context) error {
 	if t.guard == nil {
 		return nil
@@ -716,8 +616,6 @@ func (t *txn) verify(ctx context.Context) error {
 	errs := make([]error, len(idx))
 	err := t.c.do(ctx, "", func() error {
 		return s.syncThen(func() error {
-			// Every exists at once, behind the sync: one round trip for
-			// any number of claims.
 			var wg sync.WaitGroup
 			for k, i := range idx {
 				wg.Go(func() { found[k], stats[k], errs[k] = s.zk.Exists(t.claims[i].node) })
@@ -760,9 +658,9 @@ func opFailure(err error) bool {
 	return false
 }
 
-// failed handles the failure zerr of request r of a multi (the first that
-// failed: every request before it passed). It returns done with the Txn's
-// error, or false after updating the op states for another attempt.
+// failed handles zerr, the failure of request r, the first that failed in
+// a multi. It returns done with the Txn's error, or false after updating
+// the op states for another attempt.
 func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	c := t.c
 	op := t.ops[r.op]
@@ -882,10 +780,8 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 	return nil
 }
 
-// statAll reads the Stats of the znodes zps concurrently (one round
-// trip), on the multi's session, and with them the claims' entries (see
-// verify: every round of reads comes before a multi). The error is
-// verify's: LockLost for a session over, or the read's.
+// statAll reads the Stats of zps concurrently on the multi's session (one
+// round trip), and verifies the claims beside them; the error is verify's.
 func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
@@ -900,10 +796,9 @@ func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 	return out, verr
 }
 
-// missingChain returns the absent znodes of anc (ancestors, the parent
-// first), top down, as long as they form a chain: one that exists below
-// an absent one appeared meanwhile (the next multi fails there and they
-// are read again).
+// missingChain returns the absent znodes of anc (ancestors, parent first),
+// top down, while they form a chain (an existing one below an absent one
+// appeared meanwhile: the next multi fails there and reads again).
 func missingChain(anc []string, exists func(zp string) bool) []string {
 	var missing []string
 	for k := len(anc) - 1; k >= 0; k-- {
@@ -929,9 +824,8 @@ func (t *txn) readErr(i int, err error) error {
 	return t.c.convert(err, t.ops[i].Path)
 }
 
-// refresh reads the Stat of every op's path (every op sees the state
-// before the transaction), and of the ancestors of the absent ones, and
-// records them for the next multi (see readAncestors).
+// refresh reads the Stat of every op's path and the ancestors of the
+// absent ones for the next multi (see readAncestors).
 func (t *txn) refresh(ctx context.Context) error {
 	var idx []int
 	for i, op := range t.ops {
@@ -942,13 +836,10 @@ func (t *txn) refresh(ctx context.Context) error {
 	return t.readAncestors(ctx, idx, true)
 }
 
-// parents reads which ancestors of the znodes that the multi creates as
-// files (see createsFile) are absent, and records them (readAncestors):
-// the next multi creates them. It handles the failure of a multi at a
-// create for want of a parent (or at a parent's create, when another
-// client created it meanwhile, or removed one above it): a transaction
-// of many files in new directories is found out in one round trip,
-// without the Stat of every op's path that refresh reads.
+// parents reads which ancestors of the files the multi creates are
+// absent, for the next multi to create (one round trip for any number of
+// files), after a multi failed at a create for want of a parent or at a
+// parent's create.
 func (t *txn) parents(ctx context.Context) (bool, error) {
 	var idx []int
 	for i := range t.ops {
@@ -963,11 +854,9 @@ func (t *txn) parents(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// readAncestors reads the Stats of the ancestors of the paths of ops idx
-// (with self, of the paths too) all at once (one round trip: the reads
-// run concurrently, each znode once), and records in each op's missing
-// its absent ancestors, top down (see missingChain), and with self its
-// Stat (missing then only when it is absent).
+// readAncestors reads, in one round trip, the Stats of the ancestors of
+// the paths of ops idx (with self, of the paths too), and records each
+// op's absent ancestors (missingChain) and, with self, its Stat.
 func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 	c := t.c
 	seen := map[string]int{} // znode path → index in zps

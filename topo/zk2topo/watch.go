@@ -17,9 +17,8 @@ import (
 // return.
 const watchBuffer = 16
 
-// endError is the error a watch ends with when the client library stops
-// watching: Interrupted once the Conn is closed, Unavailable (wrapping
-// zk.ErrSessionExpired) when the session expired.
+// endError is a watch's error when the library stops watching:
+// Interrupted after Close, else Unavailable (the session expired).
 func (c *Conn) endError(p string, err error) error {
 	if c.closed.Load() {
 		return topo.NewError(topo.Interrupted, p)
@@ -30,20 +29,16 @@ func (c *Conn) endError(p string, err error) error {
 	return backendkit.Wrap(topo.Unavailable, p, err)
 }
 
-// Watch returns filePath's current contents and a channel of its later
-// values, from a data watch re-armed (with a read) after every event, so
-// rapid changes may be coalesced but the last value sent is the latest. A
-// delete sends NoNode and closes the channel (also a delete followed by a
-// create while the session was disconnected, which the server reports as
-// a change: the znode's new Czxid tells); cancelling ctx or closing the
-// Conn sends Interrupted and closes it; when the session ends it sends
-// Unavailable and closes it (a new Watch then works on the new session); a
-// permission refusal while re-arming sends PermissionDenied and closes it.
-// Errors: NoNode (no channel) when the file is absent, InvalidPath,
-// PermissionDenied, Timeout/Interrupted, Closed, Unavailable. Revision
-// (see topo.WatchData) is the value's Stat.Mzxid, read with it: every
-// change of the file up to that zxid is in the value; the deletion and
-// the other errors carry 0.
+// Watch returns filePath's contents and a channel of its later values,
+// from a data watch re-armed with a read after every event (rapid changes
+// may be coalesced; the last value sent is the latest). The channel's last
+// value, before it closes, is an error: NoNode on a delete (also a delete
+// and create while disconnected: the new Czxid tells), Interrupted when
+// ctx ends or the Conn closes, Unavailable when the session ends (a new
+// Watch then works), PermissionDenied when re-arming is refused. Revision
+// is the value's Stat.Mzxid (the value holds every change up to it; 0 on
+// errors). Errors: NoNode (file absent), InvalidPath, PermissionDenied,
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
@@ -60,8 +55,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	first := &topo.WatchData{Contents: orEmpty(r.data), Version: topo.NumericVersion(r.st.Version), Revision: r.st.Mzxid}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
-	// draining the channel. It shares nothing with the caller but out: its
-	// reads go to variables of its own.
+	// draining out. It shares only out with the caller.
 	go func() {
 		defer close(out)
 		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Czxid, r.st.Mzxid, r.ch, out)}
@@ -69,18 +63,11 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	return first, out, nil
 }
 
-// followFile sends the later values of the file p (znode zp, created at
-// Czxid created, last read at Mzxid last, with the data watch ev) on out
-// until the watch ends, and returns the error it ends with (see Watch). A
-// read at the same Mzxid sends nothing: an event for a change already
-// read (a watch set again while the session was disconnected, reported
-// again by the request re-setting the watches). A Version is no such
-// proof: a file deleted and created again while the session was
-// disconnected may be back at the version last read, and the request
-// re-setting the watches reports it changed, not deleted; its Czxid
-// tells: the watch then ends with NoNode, the file it watched being gone,
-// as on etcd, Consul and memorytopo
-// (TestWatchOfFileRecreatedWhileDisconnected).
+// followFile sends the later values of the file p (znode zp, Czxid
+// created, last read at Mzxid last, watch ev) on out and returns the error
+// the watch ends with. A read at the same Mzxid sends nothing (an event
+// re-reported by set-watches); a new Czxid ends it with NoNode, as on the
+// other backends (TestWatchOfFileRecreatedWhileDisconnected).
 func (c *Conn) followFile(ctx context.Context, p, zp string, created, last int64, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
 	interrupted := topo.NewError(topo.Interrupted, p)
 	for {
@@ -121,8 +108,7 @@ func (c *Conn) followFile(ctx context.Context, p, zp string, created, last int64
 	}
 }
 
-// orEmpty returns data, or an empty slice for nil (a file's contents are
-// never nil).
+// orEmpty returns data, or an empty slice for nil.
 func orEmpty(data []byte) []byte {
 	if data == nil {
 		return []byte{}
@@ -130,8 +116,7 @@ func orEmpty(data []byte) []byte {
 	return data
 }
 
-// getW reads zp and sets a data watch on it, retrying while the connection
-// is re-established.
+// getW reads zp with a data watch.
 func (c *Conn) getW(ctx context.Context, p, zp string) (getRes, error) {
 	r, err := c.getOn(ctx, nil, p, zp, true)
 	if err != nil {
@@ -140,21 +125,16 @@ func (c *Conn) getW(ctx context.Context, p, zp string) (getRes, error) {
 	return r, nil
 }
 
-// WatchRecursive returns every file whose path starts with prefix, each
-// with its own Stat.Version, and a channel of later per-file events. It is
-// built from ZooKeeper's one-shot watches: a data watch and a child watch on
-// every znode below the prefix's directory (and an exists watch on that
-// directory while it is absent), each re-armed by the read that follows its
-// event, so no change is lost: files created while the watch starts, and
-// every later create, change and delete, are reported (a file's rapid
-// changes may be coalesced into its latest value). A delete sends Err NoNode
-// for that file and the channel stays open. Cancelling ctx or closing the
-// Conn sends Interrupted and closes the channel; session expiry sends
-// Unavailable and closes it. It costs two reads per znode to start. Errors:
-// InvalidPath, Timeout/Interrupted, Closed, Unavailable. Revision (see
-// topo.WatchData) is 0 throughout: each znode's events come through a
-// forwarding goroutine of their own, so when one arrives nothing says that
-// every other file's earlier changes have arrived too.
+// WatchRecursive returns every file whose path starts with prefix, with
+// its Stat.Version, and a channel of later per-file events, from a data
+// and a child watch on every znode below the prefix's directory (an
+// exists watch on it while absent), each re-armed by the read after its
+// event: every create, change and delete is reported (rapid changes may be
+// coalesced). A delete sends NoNode for that file, the channel staying
+// open; ctx's end or Close sends Interrupted, session expiry Unavailable,
+// and closes it. Two reads per znode to start. Revision is 0: events come
+// through one goroutine per znode, unordered across files. Errors:
+// InvalidPath, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	pp, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.closed.Load)
 	if err != nil {
@@ -185,7 +165,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 }
 
 // treeWatch is the state of one WatchRecursive, owned by its goroutine
-// (and by start before that goroutine runs).
+// (by WatchRecursive before it runs).
 type treeWatch struct {
 	c      *Conn
 	ctx    context.Context
@@ -203,12 +183,8 @@ type treeWatch struct {
 type treeNode struct {
 	file    bool
 	version int32
-	// mzxid is the Stat.Mzxid read with version: a file deleted and
-	// created again while the session was disconnected has a version
-	// that may equal the last one read, never the same Mzxid (see
-	// followFile).
-	mzxid int64
-	data  []byte // initial contents, until reported
+	mzxid   int64  // read with version, which a re-created file may repeat
+	data    []byte // initial contents, until reported
 }
 
 type treeEvent struct {
@@ -265,12 +241,12 @@ func (w *treeWatch) armBase() error {
 		if !r.exists {
 			return nil
 		}
-		// Created in between: the exists watch fires too; list it now.
+		// Created in between: list it now.
 	}
 }
 
-// scan starts watching znode zp (already known to match) and, recursively,
-// its children. Nodes already watched are only re-read by their own events.
+// scan starts watching znode zp and, recursively, its children, unless
+// watched already or outside the prefix.
 func (w *treeWatch) scan(zp string) error {
 	c := w.c
 	p := c.relPath(zp)
@@ -297,8 +273,7 @@ func (w *treeWatch) scan(zp string) error {
 	return w.scanChildren(zp)
 }
 
-// scanChildren re-arms the child watch of a watched znode and scans
-// children not yet watched.
+// scanChildren re-arms zp's child watch and scans its children.
 func (w *treeWatch) scanChildren(zp string) error {
 	c := w.c
 	kids, err := c.childrenOn(w.ctx, nil, c.relPath(zp), zp, true)
@@ -317,9 +292,7 @@ func (w *treeWatch) scanChildren(zp string) error {
 	return nil
 }
 
-// run processes watch events until ctx ends, the Conn closes or the
-// session expires, and sends the error the watch ends with: Interrupted
-// once ctx ended or the Conn closed.
+// run follows the watch and sends the error it ends with.
 func (w *treeWatch) run(out chan<- *topo.WatchDataRecursive) {
 	defer close(out)
 	defer close(w.done)
@@ -330,8 +303,8 @@ func (w *treeWatch) run(out chan<- *topo.WatchDataRecursive) {
 	out <- &topo.WatchDataRecursive{Path: w.prefix, WatchData: topo.WatchData{Err: err}}
 }
 
-// follow handles fired watches and sends their events on out until the
-// watch ends, and returns why (see run).
+// follow handles fired watches, sending their events on out, until the
+// watch ends, and returns why.
 func (w *treeWatch) follow(out chan<- *topo.WatchDataRecursive) error {
 	c := w.c
 	interrupted := topo.NewError(topo.Interrupted, w.prefix)
@@ -363,9 +336,8 @@ func (w *treeWatch) follow(out chan<- *topo.WatchDataRecursive) error {
 	}
 }
 
-// newFiles returns the events of the files among the znodes scanned since
-// its last call (their first contents), sorted by path, and forgets those
-// contents.
+// newFiles returns the first contents of the files scanned since its last
+// call, sorted by path.
 func (w *treeWatch) newFiles() []*topo.WatchDataRecursive {
 	var out []*topo.WatchDataRecursive
 	for _, zp := range w.added {
@@ -379,13 +351,12 @@ func (w *treeWatch) newFiles() []*topo.WatchDataRecursive {
 	return out
 }
 
-// fileEvent is WatchRecursive's event of the file p's contents data at
-// version v.
+// fileEvent is the event of file p's contents data at version v.
 func fileEvent(p string, data []byte, v int32) *topo.WatchDataRecursive {
 	return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Contents: orEmpty(data), Version: topo.NumericVersion(v)}}
 }
 
-// goneEvent is WatchRecursive's event of the file p's deletion.
+// goneEvent is the event of file p's deletion.
 func goneEvent(p string) *topo.WatchDataRecursive {
 	return &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, p)}}
 }
@@ -419,8 +390,7 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 			if n.file {
 				out = append(out, goneEvent(p))
 			}
-			// It may have been created again already (its parent's child
-			// event may have been handled while it was still listed).
+			// It may be back already.
 			return scanNew(func() error { return w.scan(te.zp) })
 		}
 		if te.ev.Type == zk.EventNodeDeleted {
