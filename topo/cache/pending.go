@@ -67,12 +67,13 @@ func (c *Cache) begin(p string) uint64 {
 // end records the answer of a write begun on p: ok with the version written
 // (nil for a deletion), or !ok when it failed (nothing to wait for: a
 // failed write wrote nothing, or its outcome is unknown to the writer too).
-// Call with c.mu held.
-func (c *Cache) end(p string, start uint64, v topo.Version, ok bool) {
+// synced says that memory already holds the write (a barrier passed after
+// it: nothing to wait for either). Call with c.mu held.
+func (c *Cache) end(p string, start uint64, v topo.Version, ok, synced bool) {
 	pd := c.pending[p]
 	pd.inflight--
 	c.writeSeq++
-	if ok {
+	if ok && !synced {
 		w := want{version: v, seq: c.writeSeq, start: start}
 		if !pd.hasLast || !w.deliveredBy(pd.last, pd.lastOrdered) {
 			pd.wants = append(pd.wants, w)
