@@ -407,13 +407,16 @@ func TestConsistentLinearizableAcrossCompactionEtcd(t *testing.T) {
 
 // TestCachedModeReadsOwnWritesInOrder: in Cached mode a writer that reads
 // after each of its writes never reads an older value, while another
-// writer writes the same file, on memorytopo and a real etcd.
+// writer writes the same file, on memorytopo and a real etcd, ZooKeeper
+// and Consul.
 func TestCachedModeReadsOwnWritesInOrder(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		_, open := memoryStore(t)
 		requireReadsOwnWrites(t, open, 500)
 	})
 	t.Run("etcd", func(t *testing.T) { requireReadsOwnWrites(t, etcdOpen(t, etcdtest.Start(t), newRoot()), 100) })
+	t.Run("zk", func(t *testing.T) { requireReadsOwnWrites(t, zkOpen(t, zktest.Start(t), newRoot(), false), 100) })
+	t.Run("consul", func(t *testing.T) { requireReadsOwnWrites(t, consulOpen(t, consultest.Start(t), newRoot()), 100) })
 }
 
 // requireReadsOwnWrites makes n writes through a Cache, each read back at

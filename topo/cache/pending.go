@@ -14,9 +14,11 @@ type pending struct {
 	wants    []want // completed writes the watch has not delivered yet
 	// last is the last event of the path delivered while a write was in
 	// flight (nil entry: a deletion), so that a write whose event came
-	// before its answer is not waited for.
-	last    *entry
-	hasLast bool
+	// before its answer is not waited for; lastOrdered is its ordered (see
+	// deliveredBy).
+	last        *entry
+	hasLast     bool
+	lastOrdered bool
 }
 
 // want is one completed write: the version it wrote, or nil for a
@@ -29,10 +31,16 @@ type want struct {
 }
 
 // deliveredBy reports whether an event of the path (nil e: a deletion)
-// shows w or a later write: the same version, a greater NumericVersion
-// (versions only grow for a file on every bundled backend; on ZooKeeper
-// within one life of the file), or a deletion for a deletion.
-func (w want) deliveredBy(e *entry) bool {
+// shows w or a later write: the same version, a deletion for a deletion,
+// or, when ordered, a greater NumericVersion. ordered says that the event
+// carries a store revision (topo.WatchData.Revision > 0: etcd, Consul,
+// memorytopo), whose versions are store-wide revisions that only grow,
+// across a file's deletion and re-creation too. ZooKeeper's events carry
+// none, and its versions start again at 0 in each life of a file: there a
+// greater version may be an earlier life's (an update's event still on
+// its way when the Cache deleted and re-created the file), so only the
+// same version counts.
+func (w want) deliveredBy(e *entry, ordered bool) bool {
 	if w.version == nil || e == nil {
 		return w.version == nil && e == nil
 	}
@@ -41,7 +49,7 @@ func (w want) deliveredBy(e *entry) bool {
 	}
 	a, ok1 := w.version.(topo.NumericVersion)
 	b, ok2 := e.version.(topo.NumericVersion)
-	return ok1 && ok2 && b > a
+	return ordered && ok1 && ok2 && b > a
 }
 
 // begin marks p as written by this Cache, before the write is sent, and
@@ -59,19 +67,20 @@ func (c *Cache) begin(p string) uint64 {
 // end records the answer of a write begun on p: ok with the version written
 // (nil for a deletion), or !ok when it failed (nothing to wait for: a
 // failed write wrote nothing, or its outcome is unknown to the writer too).
-// Call with c.mu held.
-func (c *Cache) end(p string, start uint64, v topo.Version, ok bool) {
+// synced says that memory already holds the write (a barrier passed after
+// it: nothing to wait for either). Call with c.mu held.
+func (c *Cache) end(p string, start uint64, v topo.Version, ok, synced bool) {
 	pd := c.pending[p]
 	pd.inflight--
 	c.writeSeq++
-	if ok {
+	if ok && !synced {
 		w := want{version: v, seq: c.writeSeq, start: start}
-		if !pd.hasLast || !w.deliveredBy(pd.last) {
+		if !pd.hasLast || !w.deliveredBy(pd.last, pd.lastOrdered) {
 			pd.wants = append(pd.wants, w)
 		}
 	}
 	if pd.inflight == 0 {
-		pd.last, pd.hasLast = nil, false
+		pd.last, pd.hasLast, pd.lastOrdered = nil, false, false
 		if len(pd.wants) == 0 {
 			delete(c.pending, p)
 		}
@@ -79,15 +88,16 @@ func (c *Cache) end(p string, start uint64, v topo.Version, ok bool) {
 	c.signal()
 }
 
-// settle applies an event of the store watch to p's pending writes. Call
+// settle applies an event of the store watch to p's pending writes;
+// ordered says whether it carries a store revision (see deliveredBy). Call
 // with c.mu held.
-func (c *Cache) settle(p string, e *entry) {
+func (c *Cache) settle(p string, e *entry, ordered bool) {
 	pd := c.pending[p]
 	if pd == nil {
 		return
 	}
 	if pd.inflight > 0 {
-		pd.last, pd.hasLast = e, true
+		pd.last, pd.hasLast, pd.lastOrdered = e, true, ordered
 	}
 	// Each write the event shows is delivered, and so is every write of
 	// the path answered before one of those was sent (it came earlier in
@@ -96,11 +106,11 @@ func (c *Cache) settle(p string, e *entry) {
 	// are not: they may reach the store in another order.
 	var upTo uint64
 	for _, w := range pd.wants {
-		if w.deliveredBy(e) {
+		if w.deliveredBy(e, ordered) {
 			upTo = max(upTo, w.start)
 		}
 	}
-	pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.deliveredBy(e) || w.seq <= upTo })
+	pd.wants = slices.DeleteFunc(pd.wants, func(w want) bool { return w.deliveredBy(e, ordered) || w.seq <= upTo })
 	if pd.inflight == 0 && len(pd.wants) == 0 {
 		delete(c.pending, p)
 	}

@@ -288,10 +288,13 @@ func TestLockSessions(t *testing.T) {
 
 // TestAgentRestartDuringWatch restarts a dev agent (which comes back empty)
 // under open watches: Watch ends with NoNode, WatchRecursive reports the
-// delete and keeps going, held locks are lost, and new calls work.
+// delete and keeps going, held locks are lost, and new calls work. The
+// watches' blocking queries wait far longer than the test does: a watch
+// must see the restart when the agent answers again, not at the end of a
+// query waiting for an index the new agent has not reached.
 func TestAgentRestartDuringWatch(t *testing.T) {
 	a := consultest.StartAgent(t)
-	opts := Options{Address: a.Addr(), WatchPollDuration: time.Second}
+	opts := Options{Address: a.Addr(), WatchPollDuration: time.Hour}
 	c, err := NewConn(opts, "restart")
 	require.NoError(t, err)
 	defer c.Close()

@@ -35,6 +35,10 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 		case isPermanent(err):
 			return err
 		case err != nil:
+			// The agent may come back empty, its index lower (a restarted
+			// dev agent): ask for the state at once, not for a change
+			// past an index it may not reach for a WatchPollDuration.
+			index = 0
 			if !backendkit.Sleep(wctx, retry) {
 				return wctx.Err()
 			}
