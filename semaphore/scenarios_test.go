@@ -2,6 +2,8 @@ package semaphore_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -159,6 +161,106 @@ func TestPartitionedHolderStepsDownFirst(t *testing.T) {
 			require.Len(t, hs, 1)
 			require.Equal(t, next.Token(), hs[0].Token)
 			require.NoError(t, next.Unlock(ctx))
+		})
+	}
+}
+
+// TestFencedWritesInTokenOrder: holders of a one-slot semaphore keep
+// writing, each guarded by its own holder (IfHeld) and by the version it
+// read (compare-and-set), while they release or crash (close their Conn);
+// no write of a holder is applied after a write of a later holder (a
+// greater token): the slot's fences never overlap.
+func TestFencedWritesInTokenOrder(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			b.start(t, &b)
+			ctx := testCtx(t, 2*time.Minute)
+			d := dir(t)
+			data := d + "-data"
+			reader := b.open(t)
+			const workers, rounds = 3, 6
+			var wg sync.WaitGroup
+			errs := make(chan error, workers*rounds*2)
+			for w := range workers {
+				wg.Go(func() {
+					conn := b.open(t)
+					for r := range rounds {
+						s, err := semaphore.New(conn, d, 1, semaphore.Options{ProbeInterval: 50 * time.Millisecond})
+						if err != nil {
+							errs <- err
+							return
+						}
+						ld, err := s.Acquire(ctx)
+						if err != nil {
+							errs <- fmt.Errorf("worker %d round %d: %w", w, r, err)
+							return
+						}
+						writes, wrote := make(chan int, 1), make(chan struct{})
+						go func() {
+							n := 0
+							var last error
+							defer func() {
+								if n == 0 {
+									errs <- fmt.Errorf("token %d: no guarded write while held: %v", ld.Token(), last)
+									close(wrote)
+								}
+								writes <- n
+							}()
+							for {
+								cur, v, err := conn.Get(ctx, data)
+								var prev int64
+								switch {
+								case topo.IsErrType(err, topo.NoNode):
+									v = nil
+								case err != nil:
+									last = err
+									return
+								default:
+									prev, _ = strconv.ParseInt(string(cur), 10, 64)
+								}
+								op := topo.CreateOp(data, []byte(strconv.FormatInt(ld.Token(), 10)))
+								if v != nil {
+									op = topo.UpdateOp(data, []byte(strconv.FormatInt(ld.Token(), 10)), v)
+								}
+								_, err = conn.Txn(ctx, topo.IfHeld(ld), op)
+								if n == 0 && err == nil {
+									close(wrote)
+								}
+								if err != nil {
+									if topo.IsErrType(err, topo.BadVersion) || topo.IsErrType(err, topo.NodeExists) {
+										continue
+									}
+									last = err
+									return
+								}
+								if prev > ld.Token() {
+									errs <- fmt.Errorf("holder of token %d wrote after holder of token %d", ld.Token(), prev)
+								}
+								n++
+							}
+						}()
+						<-wrote // the holder has written; now it goes, writing on
+						if (w+r)%4 == 3 {
+							conn.Close() // a crash: the slot frees by a probe
+							<-writes
+							conn = b.open(t)
+							continue
+						}
+						// Release while the writer goes on.
+						if err := ld.Unlock(ctx); err != nil {
+							errs <- fmt.Errorf("worker %d round %d unlock: %w", w, r, err)
+						}
+						<-writes
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			_, _, err := reader.Get(ctx, data)
+			require.NoError(t, err)
 		})
 	}
 }
