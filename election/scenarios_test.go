@@ -311,6 +311,38 @@ func TestScenarios(t *testing.T) {
 				require.ErrorIs(t, err, topo.Closed, "Await after the master's Conn closed: %v", err)
 			})
 
+			t.Run("ErrorCodes", func(t *testing.T) {
+				ctx, r := ctxT(t), res()
+				a := advElection(t, ctx, open(t), r, "a")
+				require.ErrorIs(t, a.Proclaim(ctx, []byte("x")), topo.NotLeader, "Proclaim before Await")
+				_, err := a.Term()
+				require.ErrorIs(t, err, topo.NotLeader, "Term before Await")
+				_, err = a.LeaderInfo(ctx)
+				require.ErrorIs(t, err, topo.NoLeader, "LeaderInfo with nobody master")
+				require.NoError(t, a.Resign(ctx), "Resign with nothing to resign")
+				require.NoError(t, a.Await(ctx))
+				require.NoError(t, a.Proclaim(ctx, []byte("x")))
+				li, err := a.LeaderInfo(ctx)
+				require.NoError(t, err)
+				f, err := a.Term()
+				require.NoError(t, err)
+				require.Equal(t, topo.Leader{ID: "a", Value: []byte("x"), Token: f.Token()}, li)
+				require.NoError(t, a.Close(ctx))
+				require.NoError(t, a.Close(ctx), "a second Close")
+				require.ErrorIs(t, a.Await(ctx), topo.Closed)
+				require.ErrorIs(t, a.Resign(ctx), topo.Closed)
+				require.ErrorIs(t, a.Proclaim(ctx, []byte("y")), topo.Closed)
+				_, err = a.Term()
+				require.ErrorIs(t, err, topo.Closed)
+				mctx, err := a.WithMastership(ctx)
+				require.ErrorIs(t, err, topo.Closed)
+				require.Error(t, mctx.Err())
+				requireDone(t, f.Done(), "the term after Close")
+				id, err := a.Leader(ctx)
+				require.NoError(t, err)
+				require.Equal(t, "", id, "Leader after the master's Close")
+			})
+
 			t.Run("ProclaimRacesResign", func(t *testing.T) {
 				ctx, r := ctxT(t), res()
 				a := advElection(t, ctx, open(t), r, "a")
@@ -402,5 +434,14 @@ func waitCampaign(t *testing.T, ctx context.Context, c *campaignConn) {
 	case <-c.campaigning:
 	case <-ctx.Done():
 		t.Fatal("no campaign started")
+	}
+}
+
+func requireDone(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	default:
+		t.Fatalf("%s: not done", what)
 	}
 }

@@ -264,3 +264,50 @@ func TestFencedWritesInTokenOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestClosedConnCodes: a holder whose Conn is closed sees Done closed,
+// Unlock and Check say Closed or LockLost, and a later Acquire on that
+// Conn says Closed; the slot goes to another contender.
+func TestClosedConnCodes(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			b.start(t, &b)
+			ctx := testCtx(t, time.Minute)
+			d := dir(t)
+			c1 := b.open(t)
+			s1, err := semaphore.New(c1, d, 1, semaphore.Options{ProbeInterval: 50 * time.Millisecond})
+			require.NoError(t, err)
+			held, err := s1.Acquire(ctx)
+			require.NoError(t, err)
+			s2, err := semaphore.New(b.open(t), d, 1, semaphore.Options{ProbeInterval: 50 * time.Millisecond})
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			var next topo.LockDescriptor
+			go func() {
+				var err error
+				next, err = s2.Acquire(ctx)
+				got <- err
+			}()
+			c1.Close()
+			select {
+			case <-held.Done():
+			case <-ctx.Done():
+				t.Fatal("Done of a holder whose Conn closed")
+			}
+			require.NoError(t, <-got)
+			err = held.Check(ctx)
+			require.True(t, topo.IsErrType(err, topo.Closed) || topo.IsErrType(err, topo.LockLost), "Check: %v", err)
+			err = held.Unlock(ctx)
+			require.True(t, topo.IsErrType(err, topo.Closed), "Unlock: %v", err)
+			_, err = s1.Acquire(ctx)
+			require.True(t, topo.IsErrType(err, topo.Closed), "Acquire on a closed Conn: %v", err)
+			_, err = s1.TryAcquire(ctx)
+			require.True(t, topo.IsErrType(err, topo.Closed), "TryAcquire on a closed Conn: %v", err)
+			hs, err := s2.Holders(ctx)
+			require.NoError(t, err)
+			require.Len(t, hs, 1)
+			require.Equal(t, next.Token(), hs[0].Token)
+			require.NoError(t, next.Unlock(ctx))
+		})
+	}
+}
