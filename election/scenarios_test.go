@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/election"
 	"github.com/topokit/topokit/topo"
@@ -443,5 +444,61 @@ func requireDone(t *testing.T, ch <-chan struct{}, what string) {
 	case <-ch:
 	default:
 		t.Fatalf("%s: not done", what)
+	}
+}
+
+// TestObserveAcrossCompactionOnEtcd: an Observe that runs while the
+// leader changes and etcd compacts its history (physically) keeps
+// reporting each new leader, and its tokens never go back.
+func TestObserveAcrossCompactionOnEtcd(t *testing.T) {
+	addr := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	open := func() *etcd2topo.Conn {
+		c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/adv-compact")
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	r := fmt.Sprintf("r%d", time.Now().UnixNano())
+	oc := open()
+	obs := advElection(t, ctx, oc, r, "obs")
+	leaders, err := obs.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "", (<-leaders).ID)
+	a := advElection(t, ctx, open(), r, "a")
+	bb := advElection(t, ctx, open(), r, "b")
+	var last int64
+	next := func(id string) {
+		t.Helper()
+		for l := range leaders {
+			if l.ID != "" {
+				require.GreaterOrEqual(t, l.Token, last, "tokens go back: %+v", l)
+				last = l.Token
+			}
+			if l.ID == id {
+				return
+			}
+		}
+		t.Fatalf("Observe closed before %s led", id)
+	}
+	for round := range 4 {
+		e, id := a, "a"
+		if round%2 == 1 {
+			e, id = bb, "b"
+		}
+		require.NoError(t, e.Await(ctx))
+		require.NoError(t, e.Proclaim(ctx, []byte(id)))
+		// Churn and compact while the observer waits.
+		for i := range 20 {
+			_, err := oc.Client().Put(ctx, fmt.Sprintf("/adv-compact/churn/%d", i), "x")
+			require.NoError(t, err)
+		}
+		resp, err := oc.Client().Get(ctx, "/adv-compact/churn/0")
+		require.NoError(t, err)
+		_, err = oc.Client().Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+		require.NoError(t, err)
+		next(id)
+		require.NoError(t, e.Resign(ctx))
 	}
 }
