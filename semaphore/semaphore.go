@@ -105,7 +105,8 @@ type Options struct {
 	// store, its slot frees about TTL later (plus ProbeInterval). Zero
 	// uses the backend's default lock TTL (topo.Conn.Lock); a positive
 	// TTL uses topo.Conn.LockWithTTL, which backends round up to their
-	// minimum (Consul: 10 s; ZooKeeper: the session timeout).
+	// minimum (Consul: 10 s). On ZooKeeper the TTL is in effect the
+	// Conn's session timeout, shorter or longer.
 	TTL time.Duration
 
 	// ProbeInterval is how often a waiting contender probes the holders'
