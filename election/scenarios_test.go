@@ -502,3 +502,71 @@ func TestObserveAcrossCompactionOnEtcd(t *testing.T) {
 		require.NoError(t, e.Resign(ctx))
 	}
 }
+
+// TestRunnerAcrossPartition: a Runner whose Conn is cut off ends its
+// term (Work's context is cancelled) before another Runner's Work starts,
+// and after the partition heals it becomes master again once the other
+// stops; the two Works never overlap.
+func TestRunnerAcrossPartition(t *testing.T) {
+	for _, b := range advBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			open, openCut := b.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r := fmt.Sprintf("r%d", time.Now().UnixNano())
+			cutConn, cut, heal := openCut(t)
+			t.Cleanup(heal)
+			var mu sync.Mutex
+			var overlaps []string
+			current := map[string]context.Context{}
+			started := map[string]chan struct{}{"a": make(chan struct{}, 8), "b": make(chan struct{}, 8)}
+			work := func(id string) func(context.Context) error {
+				return func(wctx context.Context) error {
+					mu.Lock()
+					for other, octx := range current {
+						if other != id && octx.Err() == nil {
+							overlaps = append(overlaps, fmt.Sprintf("%s's Work started while %s's term was live", id, other))
+						}
+					}
+					current[id] = wctx
+					mu.Unlock()
+					started[id] <- struct{}{}
+					<-wctx.Done()
+					return nil
+				}
+			}
+			run := func(conn topo.Conn, id string) (stop func()) {
+				e := advElection(t, ctx, conn, r, id)
+				rctx, rcancel := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() {
+					done <- (&election.Runner{Election: e, Work: work(id), InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}).Run(rctx)
+				}()
+				return func() {
+					rcancel()
+					require.NoError(t, <-done)
+				}
+			}
+			stopA := run(cutConn, "a")
+			defer stopA()
+			<-started["a"]
+			stopB := run(open(t), "b")
+			cut()
+			select {
+			case <-started["b"]:
+			case <-ctx.Done():
+				t.Fatal("b never became master after a was cut off")
+			}
+			heal()
+			stopB()
+			select {
+			case <-started["a"]:
+			case <-ctx.Done():
+				t.Fatal("a never became master again after the partition healed and b stopped")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			require.Empty(t, overlaps)
+		})
+	}
+}
