@@ -199,7 +199,8 @@ func (s *Semaphore) read(ctx context.Context) (record, topo.Version, error) {
 
 // Holders returns the semaphore's admitted holders, in admission order.
 // It may list holders whose session has ended but whose slot no
-// contender has reclaimed yet. It returns the store's errors, and
+// contender has reclaimed yet, and a holder whose Unlock has released its
+// lock but not yet removed it. It returns the store's errors, and
 // InvalidArgument when the record was written with another limit.
 func (s *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
 	r, _, err := s.read(ctx)
