@@ -60,10 +60,13 @@
 //     contender of one semaphore must use the same limit (InvalidArgument
 //     otherwise).
 //   - Only an admission (by the contender itself, with its lock held)
-//     adds a holder; only the holder's Unlock, or a contender holding the
-//     holder's lock after a successful probe (or finding the holder's
-//     info file gone, which its Unlock deletes once the record no longer
-//     lists it), removes it.
+//     adds a holder; only the holder's Unlock (once it has released the
+//     holder's lock, which ends the holder's fence), or a contender
+//     holding the holder's lock after a successful probe (or finding the
+//     holder's info file gone, which its Unlock deletes once the record no
+//     longer lists it), removes it. So a slot is never given to another
+//     contender while its holder's lock, and with it IfHeld(holder), is
+//     held.
 //   - Each admission increments the record's sequence number, which is the
 //     holder's fencing token: strictly greater for every later admission of
 //     the same semaphore, for as long as dir/holders is not deleted (this
@@ -102,7 +105,8 @@ type Options struct {
 	// store, its slot frees about TTL later (plus ProbeInterval). Zero
 	// uses the backend's default lock TTL (topo.Conn.Lock); a positive
 	// TTL uses topo.Conn.LockWithTTL, which backends round up to their
-	// minimum (Consul: 10 s; ZooKeeper: the session timeout).
+	// minimum (Consul: 10 s). On ZooKeeper the TTL is in effect the
+	// Conn's session timeout, shorter or longer.
 	TTL time.Duration
 
 	// ProbeInterval is how often a waiting contender probes the holders'
@@ -195,7 +199,8 @@ func (s *Semaphore) read(ctx context.Context) (record, topo.Version, error) {
 
 // Holders returns the semaphore's admitted holders, in admission order.
 // It may list holders whose session has ended but whose slot no
-// contender has reclaimed yet. It returns the store's errors, and
+// contender has reclaimed yet, and a holder whose Unlock has released its
+// lock but not yet removed it. It returns the store's errors, and
 // InvalidArgument when the record was written with another limit.
 func (s *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
 	r, _, err := s.read(ctx)
@@ -511,17 +516,22 @@ func (p *permit) Check(ctx context.Context) error {
 	return nil
 }
 
-// Unlock releases the slot: it removes the holder from the record, deletes
-// its info file and releases its lock. A second Unlock returns
+// Unlock releases the slot: it releases the holder's lock, which ends the
+// holder's fence (IfHeld(descriptor) fails from then on), then removes the
+// holder from the record and deletes its info file. The lock goes first
+// so that no contender is admitted to the slot while a write guarded by
+// this holder could still be applied. A second Unlock returns
 // Interrupted; LockLost when the holder's lock had been lost (the slot is
 // freed anyway when it is still listed). When ctx has ended (also before
-// the call) or the store fails before the record no longer lists the
-// holder, Unlock returns that error (Interrupted, Timeout, Unavailable,
-// ...) but still releases the holder's lock, within a few seconds'
-// grace: the slot then frees when a contender's probe finds that lock
-// free, as for a crashed holder (see the package doc), since no second
-// Unlock can try again.
-func (p *permit) Unlock(ctx context.Context) (err error) {
+// the call) or the store fails while releasing the lock, Unlock returns
+// that error (Interrupted, Timeout, Unavailable, ...) after trying the
+// release again within a few seconds' grace, and leaves the record alone:
+// the slot then frees when a contender's probe finds the lock free, as for
+// a crashed holder (see the package doc), since no second Unlock can try
+// again. When the store fails after the lock was released, Unlock returns
+// that error and the slot frees the same way. Closed when the Conn was
+// closed (which released the lock).
+func (p *permit) Unlock(ctx context.Context) error {
 	p.mu.Lock()
 	if p.released {
 		p.mu.Unlock()
@@ -531,21 +541,22 @@ func (p *permit) Unlock(ctx context.Context) (err error) {
 	p.mu.Unlock()
 	defer p.closeDone()
 	s := p.s
-	defer func() {
-		if err == nil {
-			return
-		}
-		// Free the holder's lock (unless done already: Interrupted), so
-		// that while the record still lists the holder a probe finds it
-		// gone (its info file goes with the prune).
+	var lost bool
+	switch err := p.lock.Unlock(ctx); {
+	case err == nil:
+	case topo.IsErrType(err, topo.LockLost):
+		lost = true // the store dropped the lock: free the slot if listed
+	case topo.IsErrType(err, topo.Closed):
+		return err
+	default:
+		// The release may not have happened: try again within a grace
+		// (Interrupted when the first attempt did release it), and leave
+		// the slot to a probe, which finds it once the lock is free.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
 		defer cancel()
 		_ = p.lock.Unlock(cctx)
-	}()
-	if ctx.Err() != nil {
-		return ctxErr(ctx, s.dir)
+		return err
 	}
-	var lost bool
 	for {
 		r, v, err := s.read(ctx)
 		if err != nil {
@@ -553,7 +564,8 @@ func (p *permit) Unlock(ctx context.Context) (err error) {
 		}
 		i := slices.IndexFunc(r.Holders, func(h Holder) bool { return h.ID == p.id })
 		if i < 0 {
-			lost = true // a contender found our lock free and removed us
+			// A contender's probe found the lock free (ours released, or
+			// lost) and removed us, with the info file.
 			break
 		}
 		r.Holders = slices.Delete(slices.Clone(r.Holders), i, i+1)
@@ -571,9 +583,6 @@ func (p *permit) Unlock(ctx context.Context) (err error) {
 		break
 	}
 	if err := s.conn.Delete(ctx, s.infoPath(p.id), nil); err != nil && !topo.IsErrType(err, topo.NoNode) {
-		return err
-	}
-	if err := p.lock.Unlock(ctx); err != nil {
 		return err
 	}
 	if lost {

@@ -76,8 +76,8 @@ type Conn interface {
 	// LockWithTTL is Lock with a time to live: if the holder stops renewing
 	// (its process dies or it loses the store), the lock lapses about ttl
 	// later. ttl must be positive (InvalidArgument); backends round it up to
-	// their minimum (Consul: 10 s; ZooKeeper: the session timeout unless TTL
-	// nodes are enabled). dirPath is checked as for Lock (InvalidArgument
+	// their minimum (Consul: 10 s); on ZooKeeper it is in effect the
+	// session timeout, whatever the ttl (TTL znodes are not used). dirPath is checked as for Lock (InvalidArgument
 	// for a file, NoNode for a directory without files).
 	LockWithTTL(ctx context.Context, dirPath, contents string, ttl time.Duration) (LockDescriptor, error)
 

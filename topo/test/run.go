@@ -121,6 +121,7 @@ func groups() []struct {
 			{"SessionLoss", testSemaphoreSessionLoss},
 			{"NeverMoreThanLimit", testSemaphoreNeverMore},
 			{"UnlockGivenUp", testSemaphoreUnlockGivenUp},
+			{"UnlockEndsFenceFirst", testSemaphoreUnlockEndsFenceFirst},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,4 +232,73 @@ func testSemaphoreHandoverCost(s *store) {
 	for i := 1; i < len(perAcq); i++ {
 		require.LessOrEqual(t, perAcq[i], 1.25*perAcq[0]+2, "Conn calls per handover grow with the number of waiters: %v", perAcq)
 	}
+}
+
+// pauseDeleteConn is a Conn whose Delete of a path with the given suffix
+// waits until release is closed (after reporting on entered), to stop a
+// semaphore holder's Unlock at the step that deletes its info file.
+type pauseDeleteConn struct {
+	topo.Conn
+	suffix  string
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (c *pauseDeleteConn) Delete(ctx context.Context, filePath string, version topo.Version) error {
+	if strings.HasSuffix(filePath, c.suffix) {
+		c.once.Do(func() { close(c.entered) })
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+		}
+	}
+	return c.Conn.Delete(ctx, filePath, version)
+}
+
+// testSemaphoreUnlockEndsFenceFirst: a holder's slot goes to the next
+// contender only once the holder's fence has ended. The holder's Unlock is
+// stopped midway (at its info file's Delete); if another contender was
+// admitted by then, a write guarded by the releasing holder must be
+// refused, or with a limit of 1 two writers would be fenced in at once.
+func testSemaphoreUnlockEndsFenceFirst(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c1, c2 := s.conn(), s.conn()
+	pc := &pauseDeleteConn{Conn: c1, suffix: "/info", entered: make(chan struct{}), release: make(chan struct{})}
+	held, err := newSemaphore(s, pc, "sem", 1).Acquire(ctx)
+	require.NoError(t, err)
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- held.Unlock(ctx) }()
+	resumed := false
+	defer func() {
+		if !resumed {
+			close(pc.release)
+			<-unlocked
+		}
+	}()
+	_, _ = recv(t, pc.entered, "the Unlock reaching its info file's Delete")
+
+	got := make(chan error, 1)
+	var next topo.LockDescriptor
+	go func() {
+		var err error
+		next, err = newSemaphore(s, c2, "sem", 1).TryAcquire(ctx)
+		got <- err
+	}()
+	err, _ = recv(t, got, "TryAcquire while the holder's Unlock is paused")
+	if err != nil {
+		// Not admitted yet: nothing to check in this order.
+		requireCode(t, err, topo.NodeExists, "TryAcquire while the holder's Unlock is paused")
+		return
+	}
+	_, err = topo.GuardedUpdate(ctx, c1, held, "data", []byte("released holder"), nil)
+	require.Error(t, err, "a write guarded by a holder whose slot went to another contender")
+	requireNoFile(t, ctx, c2, "data")
+	_, err = topo.GuardedUpdate(ctx, c2, next, "data", []byte("next holder"), nil)
+	require.NoError(t, err)
+	resumed = true
+	close(pc.release)
+	err, _ = recv(t, unlocked, "the Unlock once resumed")
+	require.NoError(t, err)
+	require.NoError(t, next.Unlock(ctx))
 }
