@@ -2,6 +2,7 @@ package copy_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -281,7 +282,8 @@ func TestRealExportFileAtItsOwnDirectory(t *testing.T) {
 // Scenarios around the copy that hold on every store: lock and election
 // entries are neither copied, listed as skipped, nor deleted by --delete;
 // a batch larger than the store's transactions is written one file at a
-// time; an overwrite that lost to a concurrent writer reverts the run and
+// time; a run interrupted midway reverts every write, its overwrite
+// included; an overwrite that lost to a concurrent writer reverts the run and
 // keeps the writer's value.
 func TestRealCopyAroundOthers(t *testing.T) {
 	for _, be := range realBackends(t) {
@@ -313,6 +315,27 @@ func TestRealCopyAroundOthers(t *testing.T) {
 				_, err = dst.TryLock(t.Context(), "ks", "other")
 				assert.Error(t, err, "the lock is still held")
 			})
+			for _, batch := range []int{1, 8} {
+				t.Run(fmt.Sprint("interrupted-batch", batch), func(t *testing.T) {
+					dst := be.open(t)
+					put(t, dst, "keep/x", "old")
+					var files []topo.KVInfo
+					for i := range 200 {
+						files = append(files, topo.KVInfo{Path: fmt.Sprintf("keep/%03d/s/%d", i/3, i), Value: []byte("v")})
+					}
+					files = append(files, topo.KVInfo{Path: "keep/x", Value: []byte("new")})
+					plan, err := copy.PlanWrites(t.Context(), dst, "", files, copy.PlanOptions{Overwrite: true})
+					require.NoError(t, err)
+					ctx, cancel := context.WithCancel(t.Context())
+					defer cancel()
+					p := &cancelAt{at: 50, cancel: cancel}
+					err = copy.Execute(ctx, dst, plan, "copying", copy.ExecOptions{Batch: batch, Parallel: 8, Progress: p})
+					var ee *copy.ExecError
+					require.ErrorAs(t, err, &ee)
+					assert.True(t, ee.Interrupted)
+					assert.Equal(t, map[string]string{"keep/x": "old"}, files2(t, dst))
+				})
+			}
 			t.Run("big-batch", func(t *testing.T) {
 				dst := be.open(t)
 				var files []topo.KVInfo
@@ -338,3 +361,17 @@ func TestRealCopyAroundOthers(t *testing.T) {
 		})
 	}
 }
+
+// cancelAt cancels a run at its at-th write.
+type cancelAt struct {
+	n      atomic.Int32
+	at     int32
+	cancel func()
+}
+
+func (c *cancelAt) Step() {
+	if c.n.Add(1) == c.at {
+		c.cancel()
+	}
+}
+func (c *cancelAt) Done(bool) {}
