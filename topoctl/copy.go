@@ -37,8 +37,10 @@ Everything is checked first, before anything is written: every path against
 the reserved-name rule, every size, and the destination. Files the
 destination already holds byte for byte are skipped. If a file exists in
 the destination with other contents nothing is written (NodeExists) unless
---overwrite. --delete also deletes the destination's files under PATH that
-the source does not have. --dry-run prints what would be created,
+--overwrite. An empty file with files below it cannot be stored on
+ZooKeeper (it reads as a directory): copy to ZooKeeper refuses one
+(InvalidArgument) before writing anything. --delete also deletes the
+destination's files under PATH that the source does not have. --dry-run prints what would be created,
 overwritten, deleted or skipped as identical, and writes nothing.
 
 Writes run --parallel at a time, --batch of them (32) in one transaction
