@@ -27,7 +27,11 @@ after the last one, so the address may hold host:port pairs, e.g.
 --from defaults to the store named by the shared flags (and --cell). An
 empty etcd2 address means the embedded etcd's.
 
-Only files are copied (lock and election entries are not). Files that
+The source is read once (one List): on etcd, Consul and memory a
+snapshot; on ZooKeeper a walk, not a snapshot, so a copy made while others
+write the source may hold some files as they were and others as they
+became (diff afterwards to check). Only files are copied (lock and
+election entries are not). Files that
 another tool wrote at reserved paths (a "locks" or "Lock" segment, or a
 first segment "elections") cannot be copied: each is named on stderr and
 copy exits 1 after copying the rest. A source with no files under PATH is
