@@ -21,6 +21,7 @@ import (
 	"github.com/topokit/topokit/topo/etcd2topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/middleware"
 	"github.com/topokit/topokit/topo/tree"
 	"github.com/topokit/topokit/topo/zk2topo"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
@@ -171,6 +172,11 @@ func TestRealEmptyFileWithFilesBelow(t *testing.T) {
 					assert.True(t, topo.IsErrType(err, topo.InvalidArgument), "%v", err)
 					assert.ErrorContains(t, err, "/e: an empty file with files below it")
 					assert.Empty(t, files2(t, dst), "nothing written")
+
+					// Also through a decorator (Unwrap() topo.Conn).
+					wrapped := middleware.New(topo.ConnInfo{}, dst, middleware.Hooks{})
+					err = copyAll(t, wrapped, "", files, copy.PlanOptions{}, eo)
+					assert.True(t, topo.IsErrType(err, topo.InvalidArgument), "%v", err)
 
 					// Nor below a file the destination holds, nor by an
 					// overwrite.
