@@ -129,7 +129,7 @@ func (e *ExecError) Summary(fmtErr func(error) string) string {
 		for i, l := range e.Left {
 			left[i] = "/" + l.Path + " (" + fmtErr(l.Err) + ")"
 		}
-		msg += fmt.Sprintf("; reverting failed, %s left as this run wrote them: %s", plural(len(left), "file"), strings.Join(left, ", "))
+		msg += fmt.Sprintf("; reverting failed, %s not reverted (holding this run's write, or a later writer's: see each error): %s", plural(len(left), "file"), strings.Join(left, ", "))
 	case e.Reverted:
 		msg += "; everything this run wrote was reverted, nothing of it is left"
 	default:

@@ -381,3 +381,45 @@ func (c *cancelAt) Step() {
 	}
 }
 func (c *cancelAt) Done(bool) {}
+
+// onFirstWrite runs fn at a run's first write.
+type onFirstWrite struct {
+	n  atomic.Int32
+	fn func()
+}
+
+func (o *onFirstWrite) Step() {
+	if o.n.Add(1) == 1 {
+		o.fn()
+	}
+}
+func (o *onFirstWrite) Done(bool) {}
+
+// A revert leaves alone a file that another writer deleted and created
+// anew after this run created it, and says so. On ZooKeeper the new file
+// has the version this run's had (versions start at 0 again), and the
+// revert deleted it at that version, reporting everything reverted.
+func TestRealRevertLeavesRecreatedFile(t *testing.T) {
+	for _, be := range realBackends(t) {
+		t.Run(be.name, func(t *testing.T) {
+			dst := be.open(t)
+			plan, err := copy.PlanWrites(t.Context(), dst, "", kvs("a", "mine", "b", "mine", "z", "mine"), copy.PlanOptions{Overwrite: true})
+			require.NoError(t, err)
+			put(t, dst, "z", "theirs") // the run fails at z
+			p := &onFirstWrite{fn: func() {
+				// Between the run's write of a and its revert.
+				assert.NoError(t, dst.Delete(t.Context(), "a", nil))
+				_, err := dst.Create(t.Context(), "a", []byte("theirs"))
+				assert.NoError(t, err)
+			}}
+			err = copy.Execute(t.Context(), dst, plan, "copying", copy.ExecOptions{Batch: 1, Parallel: 1, Progress: p})
+			var ee *copy.ExecError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, map[string]string{"a": "theirs", "z": "theirs"}, files2(t, dst))
+			require.Len(t, ee.Left, 1, "%v", err)
+			assert.Equal(t, "a", ee.Left[0].Path)
+			assert.True(t, topo.IsErrType(ee.Left[0].Err, topo.BadVersion), "%v", ee.Left[0].Err)
+			assert.Contains(t, err.Error(), "1 file not reverted")
+		})
+	}
+}

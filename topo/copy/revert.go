@@ -15,7 +15,11 @@ import (
 // written, an overwritten one gets its old value back, a deleted one is
 // created again. A write whose outcome is unknown is first read back: it
 // is undone only if the file holds exactly what this run wrote. It returns
-// the changes it could not undo, sorted by path.
+// the changes it could not undo, sorted by path. On ZooKeeper, whose
+// versions start again at 0 when a file is deleted and created anew, a
+// write whose version is known is read back too, and undone only if the
+// file still holds this run's bytes at that version (BadVersion
+// otherwise).
 func revert(ctx context.Context, dst topo.Conn, done []undo, parallel int, opts ExecOptions) []RevertFailure {
 	var mu sync.Mutex
 	var left []RevertFailure
@@ -61,6 +65,18 @@ func revertOne(ctx context.Context, dst topo.Conn, u undo) error {
 			return nil
 		}
 		v = cv
+	} else if u.op.Kind != Delete && isZooKeeper(dst) {
+		// ZooKeeper numbers a file's versions from 0 again when it is
+		// deleted and created anew: another writer's file at the
+		// version this run wrote would be reverted in its place. Only a
+		// file that still holds this run's bytes is.
+		cur, cv, err := dst.Get(ctx, u.op.Path)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(cur, u.op.Value) || cv.String() != v.String() {
+			return topo.NewError(topo.BadVersion, u.op.Path)
+		}
 	}
 	switch u.op.Kind {
 	case Create:
