@@ -1,10 +1,12 @@
 package topoctl
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +25,7 @@ func TestVitessTopologyCopyChain(t *testing.T) {
 	etcd := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/chain"}
 	zk := target{impl: "zk2", addr: zktest.Start(t), root: "/chain"}
 	consul := target{impl: "consul", addr: consultest.Start(t), root: "chain"}
-	mem := target{impl: "memory", addr: t.Name(), root: "/"}
+	mem := target{impl: "memory", addr: fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), root: "/"}
 	for _, cell := range []string{"global", "zone1"} {
 		t.Run(cell, func(t *testing.T) {
 			orig := mem.withRoot("/" + cell)
@@ -62,7 +64,7 @@ func TestZkEmptyFileWithFilesBelowRefused(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "e"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "e", "f"), []byte("F"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "g"), []byte("G"), 0o644))
-	mem := target{impl: "memory", addr: t.Name(), root: "/src"}
+	mem := target{impl: "memory", addr: fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano()), root: "/src"}
 	mem.ok(t, "import", dir)
 	mem.ok(t, "put", "/e", "")
 
