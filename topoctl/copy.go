@@ -27,7 +27,11 @@ after the last one, so the address may hold host:port pairs, e.g.
 --from defaults to the store named by the shared flags (and --cell). An
 empty etcd2 address means the embedded etcd's.
 
-Only files are copied (lock and election entries are not). Files that
+The source is read once (one List): on etcd, Consul and memory a
+snapshot; on ZooKeeper a walk, not a snapshot, so a copy made while others
+write the source may hold some files as they were and others as they
+became (diff afterwards to check). Only files are copied (lock and
+election entries are not). Files that
 another tool wrote at reserved paths (a "locks" or "Lock" segment, or a
 first segment "elections") cannot be copied: each is named on stderr and
 copy exits 1 after copying the rest. A source with no files under PATH is
@@ -37,8 +41,10 @@ Everything is checked first, before anything is written: every path against
 the reserved-name rule, every size, and the destination. Files the
 destination already holds byte for byte are skipped. If a file exists in
 the destination with other contents nothing is written (NodeExists) unless
---overwrite. --delete also deletes the destination's files under PATH that
-the source does not have. --dry-run prints what would be created,
+--overwrite. An empty file with files below it cannot be stored on
+ZooKeeper (it reads as a directory): copy to ZooKeeper refuses one
+(InvalidArgument) before writing anything. --delete also deletes the
+destination's files under PATH that the source does not have. --dry-run prints what would be created,
 overwritten, deleted or skipped as identical, and writes nothing.
 
 Writes run --parallel at a time, --batch of them (32) in one transaction

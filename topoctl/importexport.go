@@ -42,7 +42,9 @@ Everything is checked first, before anything is written: paths (including
 the reserved-name rule: no "locks" or "Lock" segment, no first segment
 "elections"), sizes up to 512 KiB, symbolic links refused. Files the store
 already holds byte for byte are skipped; if a file exists with other
-contents nothing is written (NodeExists) unless --overwrite. --delete also
+contents nothing is written (NodeExists) unless --overwrite. An empty file
+that would have files below it in the store is refused on ZooKeeper, which
+cannot store one (it reads as a directory). --delete also
 deletes the store's files under PATH that DIR does not have. --dry-run
 prints what would be created, overwritten, deleted or skipped. A DIR with
 no files in it is an error (exit 1), as copy of an empty source is.
@@ -112,7 +114,8 @@ Lock and election entries are not files and are not exported.
 
 DIR must be absent or empty unless --overwrite. A store may hold both a file
 "a" and a file "a/b", which a file system cannot; export then fails before
-writing anything. Files at reserved paths (written by another tool) are
+writing anything (also when "a" is PATH itself). A PATH that is a lone file
+is written at DIR/<its name>. Files at reserved paths (written by another tool) are
 not exported: each is named on stderr and export exits 1 after writing the
 rest. A PATH with no files under it is an error (the root is empty or
 absent). Files are read in one List and written --parallel at a time.

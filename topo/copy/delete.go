@@ -33,7 +33,8 @@ func (e *DeleteError) Unwrap() error { return e.Err }
 // DeleteTree deletes files (as tree.List returns them) from conn, whatever
 // their version, opts.Parallel requests at a time and opts.Batch deletes
 // to a transaction (a refused batch is deleted one file at a time; a file
-// already gone counts as done, not deleted). It returns how many files it
+// already gone counts as done, not deleted; a file with files below it is
+// deleted after those of them that are in files). It returns how many files it
 // deleted. When a delete fails (a batch whose answer was lost included) or
 // ctx ends, no new delete starts and the *DeleteError says how many were
 // deleted; deletes are not reverted.
@@ -64,11 +65,9 @@ func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts E
 			firstErr = tree.WithPath(err, p)
 		}
 	}
-	ops := make([]Op, len(files))
-	for i, kv := range files {
-		ops[i] = Op{Kind: Delete, Path: kv.Path}
-	}
-	forEach(batches(ops, opts.Batch), opts.Parallel, stopped, func(_ int, b []Op) {
+	// batch deletes the files b in one transaction, or one by one when
+	// it is refused.
+	batch := func(b []Op) {
 		if len(b) == 1 {
 			one(b[0].Path)
 			return
@@ -104,7 +103,20 @@ func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts E
 				one(w.Path)
 			}
 		}
-	})
+	}
+	// run deletes ops (one phase): opts.Batch to a transaction,
+	// opts.Parallel at a time.
+	run := func(ops []Op) {
+		forEach(batches(ops, opts.Batch), opts.Parallel, stopped, func(_ int, b []Op) { batch(b) })
+	}
+	// Files below a file are deleted before it (see phases).
+	for _, ph := range phases(len(files), func(i int) string { return files[i].Path }, func(int) bool { return true }) {
+		ops := make([]Op, len(ph))
+		for j, i := range ph {
+			ops[j] = Op{Kind: Delete, Path: files[i].Path}
+		}
+		run(ops)
+	}
 	opts.done(firstErr == nil && ctx.Err() == nil)
 	if firstErr != nil {
 		return deleted, &DeleteError{Deleted: deleted, Total: len(files), Err: firstErr}

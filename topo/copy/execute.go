@@ -129,7 +129,7 @@ func (e *ExecError) Summary(fmtErr func(error) string) string {
 		for i, l := range e.Left {
 			left[i] = "/" + l.Path + " (" + fmtErr(l.Err) + ")"
 		}
-		msg += fmt.Sprintf("; reverting failed, %s left as this run wrote them: %s", plural(len(left), "file"), strings.Join(left, ", "))
+		msg += fmt.Sprintf("; reverting failed, %s not reverted (holding this run's write, or a later writer's: see each error): %s", plural(len(left), "file"), strings.Join(left, ", "))
 	case e.Reverted:
 		msg += "; everything this run wrote was reverted, nothing of it is left"
 	default:
@@ -163,7 +163,9 @@ type undo struct {
 // with at most opts.Parallel requests in flight, opts.Batch writes to a
 // transaction. Files are created and overwritten only if unchanged since
 // planning (a versioned Update, a Create that fails if someone created the
-// file meanwhile); deletes are versioned too. A batch the store refuses
+// file meanwhile); deletes are versioned too, and a file with files below
+// it is deleted after those of them that the plan deletes (as the revert
+// deletes a file it created after the files it created below it). A batch the store refuses
 // (a condition failed, too large, no transactions) is written one file at
 // a time. When a write fails or ctx ends, no new write starts, the writes
 // in flight run to their answer, and everything written is reverted --
@@ -223,13 +225,9 @@ func Execute(ctx context.Context, dst topo.Conn, plan *Plan, what string, opts E
 		inFlight--
 		record(w, v, err)
 	}
-	bs := batches(ops, opts.Batch)
-	absent := plan.absentDirs(bs)
-	forEach(bs, parallel, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return stopped()
-	}, func(bi int, b []Op) {
+	// batch makes the writes b in one transaction (absent: the
+	// directory hint of its creates), or one by one when it is refused.
+	batch := func(b []Op, absent []string) {
 		mu.Lock()
 		inFlight += len(b)
 		mu.Unlock()
@@ -238,7 +236,7 @@ func Execute(ctx context.Context, dst topo.Conn, plan *Plan, what string, opts E
 			return
 		}
 		wctx, cancel := opts.writeCtx(ctx)
-		vs, err := dst.Txn(zk2topo.DirectoriesAbsent(wctx, absent[bi]...), txnOps(b)...)
+		vs, err := dst.Txn(zk2topo.DirectoriesAbsent(wctx, absent...), txnOps(b)...)
 		cancel()
 		if err == nil || Ambiguous(err) {
 			// Applied, or maybe: each write is recorded (as unknown
@@ -270,7 +268,23 @@ func Execute(ctx context.Context, dst topo.Conn, plan *Plan, what string, opts E
 			mu.Unlock()
 			one(w)
 		}
-	})
+	}
+	// Files are written, and the deletes of files with no deleted file
+	// below them made, in the first phase; a file with deleted files
+	// below it is deleted after them (see phases).
+	for _, ph := range phases(len(ops), func(i int) string { return ops[i].Path }, func(i int) bool { return ops[i].Kind == Delete }) {
+		pops := make([]Op, len(ph))
+		for j, i := range ph {
+			pops[j] = ops[i]
+		}
+		bs := batches(pops, opts.Batch)
+		absent := plan.absentDirs(bs)
+		forEach(bs, parallel, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return stopped()
+		}, func(bi int, b []Op) { batch(b, absent[bi]) })
+	}
 	interrupted := firstErr == nil && ctx.Err() != nil
 	opts.done(firstErr == nil && !interrupted)
 	if firstErr == nil && !interrupted {

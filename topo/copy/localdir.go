@@ -95,7 +95,8 @@ func (e *ExportError) Unwrap() error { return e.Err }
 // dir/<path relative to under>, holding their bytes exactly, and returns
 // how many bytes it wrote. A store may hold both a file "a" and a file
 // "a/b", which a file system cannot: Export then fails with InvalidPath
-// before writing anything. When a write fails or ctx ends, no new write
+// before writing anything (also when "a" is under itself and files are
+// below it). A lone file at under is written at dir/<its last segment>. When a write fails or ctx ends, no new write
 // starts and *ExportError says how many files were written completely.
 func Export(ctx context.Context, files []topo.KVInfo, under, dir string, opts ExportOptions) (int, error) {
 	rels := make([]string, len(files))
@@ -105,7 +106,16 @@ func Export(ctx context.Context, files []topo.KVInfo, under, dir string, opts Ex
 		if under == "" {
 			rel = f.Path
 		} else if f.Path == under {
+			if len(files) > 1 {
+				// Its files would land beside it: under/x at dir/x and
+				// under itself at dir/<base>, the same place as
+				// under/<base>.
+				return 0, backendkit.Wrap(topo.InvalidPath, under, fmt.Errorf("is both a file and a directory in the store; nothing was exported"))
+			}
 			rel = path.Base(f.Path)
+		}
+		if isFile[rel] {
+			return 0, backendkit.Wrap(topo.InvalidPath, f.Path, fmt.Errorf("would be exported at %s, as another file is; nothing was exported", rel))
 		}
 		rels[i] = rel
 		isFile[rel] = true

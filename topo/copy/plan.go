@@ -9,6 +9,7 @@ import (
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/tree"
+	"github.com/topokit/topokit/topo/zk2topo"
 )
 
 // Kind is what a plan does to one path.
@@ -106,7 +107,11 @@ type PlanOptions struct {
 // value at most topo.MaxValueSize (InvalidArgument, see CheckValue);
 // without opts.Overwrite, a destination file that differs fails the whole
 // plan with NodeExists (wrapping a *ClashError). Files dst already holds byte for byte become
-// Identical ops. It reads dst (one List) and writes nothing.
+// Identical ops. On ZooKeeper, an empty file that has files below it (in
+// files, or in dst) fails the plan with InvalidArgument naming it:
+// ZooKeeper cannot store one (the znode reads as a directory), and the
+// write would succeed without the file being there. It reads dst (one
+// List) and writes nothing.
 func PlanWrites(ctx context.Context, dst topo.Conn, dir string, files []topo.KVInfo, opts PlanOptions) (*Plan, error) {
 	for _, f := range files {
 		p, err := topo.CleanFilePath(f.Path)
@@ -163,10 +168,60 @@ func PlanWrites(ctx context.Context, dst topo.Conn, dir string, files []topo.KVI
 			}
 		}
 	}
+	if err := plan.checkEmptyParents(dst, have.Files); err != nil {
+		return nil, err
+	}
 	if len(clash) > 0 && !opts.Overwrite {
 		return nil, backendkit.Wrap(topo.NodeExists, "/"+clash[0], &ClashError{Paths: clash, Files: len(files)})
 	}
 	return plan, nil
+}
+
+// checkEmptyParents returns the InvalidArgument error of PlanWrites when
+// dst is a ZooKeeper store (through any Unwrap() topo.Conn decorators) and
+// the plan writes an empty file that has files below it, in the plan or
+// in the destination when listed (also files the plan deletes: the
+// deletes may land after the write, and the last one removes the emptied
+// directory with it). ZooKeeper cannot hold such a file -- an empty znode
+// with children is only a directory (docs/layout-zookeeper.md) -- so its
+// write would succeed and the file would not be there.
+func (p *Plan) checkEmptyParents(dst topo.Conn, have []topo.KVInfo) error {
+	if !isZooKeeper(dst) {
+		return nil
+	}
+	parents := map[string]bool{}
+	for _, o := range p.Ops {
+		for _, d := range tree.AncestorDirs(o.Path) {
+			parents[d] = true
+		}
+	}
+	for _, kv := range have {
+		for _, d := range tree.AncestorDirs(kv.Path) {
+			parents[d] = true
+		}
+	}
+	for _, o := range p.Ops {
+		if (o.Kind == Create || o.Kind == Overwrite) && len(o.Value) == 0 && parents[o.Path] {
+			return backendkit.Wrap(topo.InvalidArgument, "/"+o.Path, fmt.Errorf("an empty file with files below it cannot be stored on ZooKeeper, where it reads as a directory (docs/layout-zookeeper.md); nothing was written"))
+		}
+	}
+	return nil
+}
+
+// isZooKeeper reports whether c is a zk2topo Conn, directly or under
+// decorators that return the Conn they wrap from Unwrap() topo.Conn.
+func isZooKeeper(c topo.Conn) bool {
+	for c != nil {
+		if _, ok := c.(*zk2topo.Conn); ok {
+			return true
+		}
+		u, ok := c.(interface{ Unwrap() topo.Conn })
+		if !ok {
+			return false
+		}
+		c = u.Unwrap()
+	}
+	return false
 }
 
 // ClashError is PlanWrites's error (wrapped in a NodeExists *topo.Error

@@ -15,20 +15,29 @@ import (
 // written, an overwritten one gets its old value back, a deleted one is
 // created again. A write whose outcome is unknown is first read back: it
 // is undone only if the file holds exactly what this run wrote. It returns
-// the changes it could not undo, sorted by path.
+// the changes it could not undo, sorted by path. On ZooKeeper, whose
+// versions start again at 0 when a file is deleted and created anew, a
+// write whose version is known is read back too, and undone only if the
+// file still holds this run's bytes at that version (BadVersion
+// otherwise).
 func revert(ctx context.Context, dst topo.Conn, done []undo, parallel int, opts ExecOptions) []RevertFailure {
 	var mu sync.Mutex
 	var left []RevertFailure
-	forEach(done, parallel, func() bool { return false }, func(_ int, u undo) {
-		wctx, cancel := opts.writeCtx(ctx)
-		defer cancel()
-		if err := revertOne(wctx, dst, u); err != nil {
-			opts.log().Warn("revert failed", "path", "/"+u.op.Path, "err", err)
-			mu.Lock()
-			left = append(left, RevertFailure{Path: u.op.Path, Err: err})
-			mu.Unlock()
-		}
-	})
+	// A created file is deleted only after the created files below it
+	// (see phases).
+	for _, ph := range phases(len(done), func(i int) string { return done[i].op.Path }, func(i int) bool { return done[i].op.Kind == Create }) {
+		forEach(ph, parallel, func() bool { return false }, func(_ int, i int) {
+			u := done[i]
+			wctx, cancel := opts.writeCtx(ctx)
+			defer cancel()
+			if err := revertOne(wctx, dst, u); err != nil {
+				opts.log().Warn("revert failed", "path", "/"+u.op.Path, "err", err)
+				mu.Lock()
+				left = append(left, RevertFailure{Path: u.op.Path, Err: err})
+				mu.Unlock()
+			}
+		})
+	}
 	slices.SortFunc(left, func(a, b RevertFailure) int { return strings.Compare(a.Path, b.Path) })
 	return left
 }
@@ -56,6 +65,18 @@ func revertOne(ctx context.Context, dst topo.Conn, u undo) error {
 			return nil
 		}
 		v = cv
+	} else if u.op.Kind != Delete && isZooKeeper(dst) {
+		// ZooKeeper numbers a file's versions from 0 again when it is
+		// deleted and created anew: another writer's file at the
+		// version this run wrote would be reverted in its place. Only a
+		// file that still holds this run's bytes is.
+		cur, cv, err := dst.Get(ctx, u.op.Path)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(cur, u.op.Value) || cv.String() != v.String() {
+			return topo.NewError(topo.BadVersion, u.op.Path)
+		}
 	}
 	switch u.op.Kind {
 	case Create:
