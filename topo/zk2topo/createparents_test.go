@@ -71,3 +71,56 @@ func TestCreateInNewDirectoriesIsAtomic(t *testing.T) {
 		t.Fatal("the create below the prefix was not reported")
 	}
 }
+
+// TestLockNameNewDirectoryNeverAFile: LockName on a path whose directories
+// are missing creates them with the "locks" znode in one multi, so that no
+// reader sees a new directory as an empty file (an empty znode without
+// children is one, in Vitess's layout) before its child is made. The
+// writer sits behind the fault proxy's delay, and a reader straight on
+// ZooKeeper reads what the first new directory holds as soon as its
+// parent's child watch fires.
+func TestLockNameNewDirectoryNeverAFile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := freshRoot(t)
+	reader := openConn(t, []string{testServer}, root)
+	p, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	writer := openConn(t, []string{p.Addr()}, root)
+	_, err = reader.Create(ctx, "w/x", []byte("x"))
+	require.NoError(t, err)
+
+	zr, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	defer zr.Close()
+	_, _, childCh, err := zr.ChildrenW(reader.zkPath("w"))
+	require.NoError(t, err)
+
+	p.SetDelay(100 * time.Millisecond)
+	locked := make(chan error, 1)
+	var l topo.LockDescriptor
+	go func() {
+		var err error
+		l, err = writer.LockName(ctx, "w/named/x", "holder")
+		locked <- err
+	}()
+	select {
+	case <-childCh:
+	case <-ctx.Done():
+		t.Fatal("no child event on w")
+	}
+	for _, d := range []string{"w/named", "w/named/x"} {
+		data, st, err := zr.Get(reader.zkPath(d))
+		require.NoError(t, err)
+		assert.False(t, isFile(st), "%s read as a file (%q) while LockName ran", d, data)
+	}
+	_, _, err = reader.Get(ctx, "w/named")
+	assert.True(t, topo.IsErrType(err, topo.NoNode), "Get(w/named) = %v, want NoNode (a directory)", err)
+	require.NoError(t, <-locked)
+	p.SetDelay(0)
+	require.NoError(t, l.Unlock(ctx))
+	entries, err := reader.ListDir(ctx, "w", false)
+	require.NoError(t, err)
+	assert.Equal(t, []topo.DirEntry{{Name: "x"}}, entries, "Unlock removes the directories LockName made")
+}

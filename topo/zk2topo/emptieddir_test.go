@@ -2,10 +2,12 @@ package zk2topo
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
@@ -243,5 +245,33 @@ func TestCleanupNoPhantomFile(t *testing.T) {
 				require.Truef(t, topo.IsErrType(err, topo.NoNode), "ListDir(%s) after the clean-up: %v", d, err)
 			}
 		})
+	}
+}
+
+// TestDeleteFileWithChildrenRacingLastChild: Delete of a file that has
+// files below it empties its data (it stays a directory); when the delete
+// of its last child runs at the same time, the emptied znode is left with
+// no child and would read as an empty file nobody wrote. Both deletes, on
+// one Conn, at once, again and again: afterwards neither path is a file.
+func TestDeleteFileWithChildrenRacingLastChild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := openConn(t, []string{testServer}, freshRoot(t))
+	_, err := c.Create(ctx, "keep", []byte("k"))
+	require.NoError(t, err)
+	for i := range 30 {
+		_, err := c.Create(ctx, "a/b", []byte("b"))
+		require.NoError(t, err)
+		_, err = c.Update(ctx, "a", []byte("a"), nil) // a file with a file below it
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for _, p := range []string{"a", "a/b"} {
+			wg.Go(func() { assert.NoError(t, c.Delete(ctx, p, nil), "Delete(%s)", p) })
+		}
+		wg.Wait()
+		for _, p := range []string{"a", "a/b"} {
+			data, _, err := c.Get(ctx, p)
+			require.Truef(t, topo.IsErrType(err, topo.NoNode), "round %d: Get(%s) = %q, %v after both deletes", i, p, data, err)
+		}
 	}
 }

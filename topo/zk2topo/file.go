@@ -582,11 +582,32 @@ func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
 	if ver != -1 && ver != st.Version {
 		return topo.NewError(topo.BadVersion, p)
 	}
-	err = c.write(ctx, p, func(z *zk.Conn) error {
-		_, err := z.Set(c.zkPath(p), nil, st.Version)
+	s, err := c.live(ctx, p)
+	if err != nil {
 		return err
+	}
+	// The files below may all go meanwhile (another Delete, at once): then
+	// the emptied znode, childless, would read as an empty file. So its
+	// Stat and its "locks" child's follow the set, pipelined on the same
+	// session, and an emptied directory goes as Delete's parent does
+	// (removeDir; TestDeleteFileWithChildrenRacingLastChild).
+	zp := c.zkPath(p)
+	setRes := sendFirst(s, opSetData, zp, func() error {
+		return c.do(ctx, p, func() error { _, err := s.zk.Set(zp, nil, st.Version); return err })
 	})
-	return c.convert(err, p)
+	var stats []<-chan statRes
+	if c.removable(zp) {
+		stats = c.statsInOrder(ctx, s, p, zp+"/"+locksDir, zp)
+	}
+	if err := <-setRes; err != nil {
+		return c.convert(err, p)
+	}
+	if stats != nil {
+		if lr, dr := <-stats[0], <-stats[1]; lr.err == nil {
+			c.removeDir(ctx, zp, dr, lr, true)
+		}
+	}
+	return nil
 }
 
 // opErr is the op's own error of a one-op Txn's *topo.TxnError.

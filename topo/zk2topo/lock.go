@@ -3,10 +3,12 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 )
 
@@ -64,10 +66,47 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 				return created{}, pipelined{}, backendkit.LockNeedsFiles(dp, isFile)
 			}
 		}
-		if err := c.makeDirs(ctx, dp, locksZp, nil); err != nil {
+		if err := c.makeLocks(ctx, dp, locksZp); err != nil {
 			return created{}, pipelined{}, err
 		}
 	}
+}
+
+// makeLocks creates the "locks" znode locksZp: a container when its
+// directory exists. When the directory is missing too (LockName on a new
+// path), one multi creates it, its missing ancestors and locksZp, which is
+// then persistent (a multi cannot create a container; Vitess's "locks"
+// znodes are persistent too) and goes at Unlock's clean-up: made one at a
+// time, each new directory would read as an empty file until its child
+// came (TestLockNameNewDirectoryNeverAFile).
+func (c *Conn) makeLocks(ctx context.Context, dp, locksZp string) error {
+	missing, depth := 0, strings.Count(locksZp, "/")-1
+	for attempt := 0; attempt < 20; attempt++ {
+		err := c.write(ctx, dp, func(z *zk.Conn) error {
+			if missing == 0 {
+				_, err := z.CreateContainer(locksZp, nil, zk.FlagContainer, c.acl)
+				return err
+			}
+			return createUnder(z, locksZp, missing, nil, c.acl)
+		})
+		var at *opFailed
+		if errors.As(err, &at) {
+			err = at.err
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrNoNode) && missing < depth:
+			missing = min(max(2*missing, 1), depth)
+		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing:
+			missing -= at.op + 1 // that ancestor exists: create those below it
+		case errors.Is(err, zk.ErrNodeExists):
+			return nil
+		default:
+			return c.convert(err, dp)
+		}
+	}
+	return topo.NewError(topo.Unavailable, dp)
 }
 
 // releaseLock deletes s's lock entry node and, pipelined behind it, reads
