@@ -35,7 +35,8 @@ election entries are not). Files that
 another tool wrote at reserved paths (a "locks" or "Lock" segment, or a
 first segment "elections") cannot be copied: each is named on stderr and
 copy exits 1 after copying the rest. A source with no files under PATH is
-an error (the root is empty or absent).
+an error (the root is empty or absent), and so, with --delete, is one that
+holds only such reserved files (it would empty the destination).
 
 Everything is checked first, before anything is written: every path against
 the reserved-name rule, every size, and the destination. Files the
@@ -76,6 +77,11 @@ is a terminal, or with --progress.`,
 			}
 			if len(tl.Files) == 0 && !tl.Skipped() {
 				return emptyTree(under, src.name)
+			}
+			if len(tl.Files) == 0 && po.Delete {
+				// Only files at reserved paths, which are never copied:
+				// --delete would empty the destination under PATH.
+				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files to copy under %s in %s (only files at reserved paths, which are not copied): with --delete this would delete every file under %s in %s; nothing was written", displayPath(under), src.name, displayPath(under), dst.name))
 			}
 			plan, err := run.plan(ctx, dst.conn, under, tl.Files, po)
 			if err != nil {

@@ -108,6 +108,17 @@ func testReservedFiles(t *testing.T, tg target, rel string, plant func(t *testin
 	require.NoError(t, os.WriteFile(filepath.Join(in, "elections", "e"), []byte("v"), 0o600))
 	src.fails(t, 1, []string{"InvalidPath", "/elections/e", "nothing was written"}, "import", in)
 	src.fails(t, 1, []string{"NoNode"}, "get", "a/Keyspace")
+
+	// A source holding only a reserved file under PATH: copy --delete
+	// refuses, rather than deleting every destination file under PATH.
+	plant(t, "only/"+rel)
+	dst.ok(t, "put", "only/keep", "kept")
+	r = src.run(t, "", "copy", "--delete", "--to", dst.spec(), "only")
+	assert.Equal(t, "kept", dst.ok(t, "get", "only/keep"), "copy --delete of a source with only reserved files deleted the destination's file")
+	require.Equal(t, 1, r.code, r.stderr)
+	for _, w := range []string{"NoNode", "only files at reserved paths", "nothing was written"} {
+		require.Contains(t, r.stderr, w)
+	}
 }
 
 func TestReservedFilesMemory(t *testing.T) {
