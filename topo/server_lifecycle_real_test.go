@@ -9,12 +9,6 @@ import (
 
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/consultopo/consultest"
-	"github.com/topokit/topokit/topo/etcd2topo"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
-	"github.com/topokit/topokit/topo/zk2topo"
-	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // testCellRecordLifecycle: another Server (another process) moves, deletes
@@ -102,43 +96,13 @@ func testCellRecordLifecycle(t *testing.T, b partitionedGlobal) {
 }
 
 func TestCellRecordLifecycleEtcd(t *testing.T) {
-	testCellRecordLifecycle(t, partitionedGlobal{
-		start: func(t *testing.T) string { return etcdtest.Start(t) },
-		open: func(t *testing.T, addr, root string) topo.Conn {
-			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, root)
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		},
-		factory: etcd2topo.Factory{},
-		root:    func(name string) string { return "/life/" + name },
-	})
+	testCellRecordLifecycle(t, etcdGlobal("life/"))
 }
 
 func TestCellRecordLifecycleZooKeeper(t *testing.T) {
-	testCellRecordLifecycle(t, partitionedGlobal{
-		start: func(t *testing.T) string { return zktest.Start(t) },
-		open: func(t *testing.T, addr, root string) topo.Conn {
-			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, root)
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		},
-		factory: zk2topo.Factory{},
-		root:    func(name string) string { return "/life/" + name },
-	})
+	testCellRecordLifecycle(t, zkGlobal("life/"))
 }
 
 func TestCellRecordLifecycleConsul(t *testing.T) {
-	testCellRecordLifecycle(t, partitionedGlobal{
-		start: func(t *testing.T) string { return consultest.Start(t) },
-		open: func(t *testing.T, addr, root string) topo.Conn {
-			c, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		},
-		factory: consultopo.NewFactory(consultopo.Options{}),
-		root:    func(name string) string { return "life/" + name },
-	})
+	testCellRecordLifecycle(t, consulGlobal("life/"))
 }

@@ -91,8 +91,10 @@ func testPartitionedGlobal(t *testing.T, b partitionedGlobal) {
 	requireCodeT(t, err, topo.NoNode)
 }
 
-func TestConnForCellEtcdPartitionedGlobal(t *testing.T) {
-	testPartitionedGlobal(t, partitionedGlobal{
+// etcdGlobal, zkGlobal and consulGlobal are the real stores of the
+// partitionedGlobal tests, each cell's root named under prefix.
+func etcdGlobal(prefix string) partitionedGlobal {
+	return partitionedGlobal{
 		start: func(t *testing.T) string { return etcdtest.Start(t) },
 		open: func(t *testing.T, addr, root string) topo.Conn {
 			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, root)
@@ -101,12 +103,12 @@ func TestConnForCellEtcdPartitionedGlobal(t *testing.T) {
 			return c
 		},
 		factory: etcd2topo.Factory{},
-		root:    func(name string) string { return "/srv/" + name },
-	})
+		root:    func(name string) string { return "/" + prefix + name },
+	}
 }
 
-func TestConnForCellZooKeeperPartitionedGlobal(t *testing.T) {
-	testPartitionedGlobal(t, partitionedGlobal{
+func zkGlobal(prefix string) partitionedGlobal {
+	return partitionedGlobal{
 		start: func(t *testing.T) string { return zktest.Start(t) },
 		open: func(t *testing.T, addr, root string) topo.Conn {
 			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, root)
@@ -114,14 +116,14 @@ func TestConnForCellZooKeeperPartitionedGlobal(t *testing.T) {
 			t.Cleanup(c.Close)
 			return c
 		},
-		factory:         zk2topo.Factory{},
-		root:            func(name string) string { return "/srv/" + name },
-		deleteNotChange: true,
-	})
+		factory: zk2topo.Factory{},
+		root:    func(name string) string { return "/" + prefix + name },
+	}
 }
 
-func TestConnForCellConsulPartitionedGlobal(t *testing.T) {
-	testPartitionedGlobal(t, partitionedGlobal{
+// consulGlobal's roots have no leading "/", as Vitess's Consul roots.
+func consulGlobal(prefix string) partitionedGlobal {
+	return partitionedGlobal{
 		start: func(t *testing.T) string { return consultest.Start(t) },
 		open: func(t *testing.T, addr, root string) topo.Conn {
 			c, err := consultopo.NewConn(consultopo.Options{Address: addr}, root)
@@ -130,8 +132,22 @@ func TestConnForCellConsulPartitionedGlobal(t *testing.T) {
 			return c
 		},
 		factory: consultopo.NewFactory(consultopo.Options{}),
-		root:    func(name string) string { return "srv/" + name },
-	})
+		root:    func(name string) string { return prefix + name },
+	}
+}
+
+func TestConnForCellEtcdPartitionedGlobal(t *testing.T) {
+	testPartitionedGlobal(t, etcdGlobal("srv/"))
+}
+
+func TestConnForCellZooKeeperPartitionedGlobal(t *testing.T) {
+	g := zkGlobal("srv/")
+	g.deleteNotChange = true
+	testPartitionedGlobal(t, g)
+}
+
+func TestConnForCellConsulPartitionedGlobal(t *testing.T) {
+	testPartitionedGlobal(t, consulGlobal("srv/"))
 }
 
 // zkWatched reports whether the ZooKeeper server at addr has a watch on
