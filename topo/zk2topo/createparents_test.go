@@ -23,25 +23,10 @@ import (
 func TestCreateInNewDirectoriesIsAtomic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	root := freshRoot(t)
-	reader := openConn(t, []string{testServer}, root)
-	p, err := faultproxy.New(testServer)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	writer := openConn(t, []string{p.Addr()}, root)
-	_, err = reader.Create(ctx, "w/x", []byte("x"))
-	require.NoError(t, err)
-
+	reader, writer, p, newDirs := delayedWriter(ctx, t)
 	initial, events, err := reader.WatchRecursive(ctx, "w")
 	require.NoError(t, err)
 	require.Len(t, initial, 1)
-	// A child watch of "w" straight on ZooKeeper: once it fires, read
-	// what "w" holds at once, as any reader of the store may.
-	zr, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false))
-	require.NoError(t, err)
-	defer zr.Close()
-	_, _, childCh, err := zr.ChildrenW(reader.zkPath("w"))
-	require.NoError(t, err)
 
 	p.SetDelay(100 * time.Millisecond)
 	created := make(chan error, 1)
@@ -49,16 +34,7 @@ func TestCreateInNewDirectoriesIsAtomic(t *testing.T) {
 		_, err := writer.Create(ctx, "w/a/b/z", []byte("z"))
 		created <- err
 	}()
-	select {
-	case <-childCh:
-	case <-ctx.Done():
-		t.Fatal("no child event on w")
-	}
-	for _, d := range []string{"w/a", "w/a/b"} {
-		data, st, err := zr.Get(reader.zkPath(d))
-		require.NoError(t, err)
-		assert.False(t, isFile(st), "%s read as a file (%q) while the Create ran", d, data)
-	}
+	newDirs("while the Create ran", "w/a", "w/a/b")
 	_, _, err = reader.Get(ctx, "w/a")
 	assert.True(t, topo.IsErrType(err, topo.NoNode), "Get(w/a) = %v, want NoNode (a directory)", err)
 	require.NoError(t, <-created)
@@ -82,21 +58,7 @@ func TestCreateInNewDirectoriesIsAtomic(t *testing.T) {
 func TestLockNameNewDirectoryNeverAFile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	root := freshRoot(t)
-	reader := openConn(t, []string{testServer}, root)
-	p, err := faultproxy.New(testServer)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	writer := openConn(t, []string{p.Addr()}, root)
-	_, err = reader.Create(ctx, "w/x", []byte("x"))
-	require.NoError(t, err)
-
-	zr, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false))
-	require.NoError(t, err)
-	defer zr.Close()
-	_, _, childCh, err := zr.ChildrenW(reader.zkPath("w"))
-	require.NoError(t, err)
-
+	reader, writer, p, newDirs := delayedWriter(ctx, t)
 	p.SetDelay(100 * time.Millisecond)
 	locked := make(chan error, 1)
 	var l topo.LockDescriptor
@@ -105,17 +67,8 @@ func TestLockNameNewDirectoryNeverAFile(t *testing.T) {
 		l, err = writer.LockName(ctx, "w/named/x", "holder")
 		locked <- err
 	}()
-	select {
-	case <-childCh:
-	case <-ctx.Done():
-		t.Fatal("no child event on w")
-	}
-	for _, d := range []string{"w/named", "w/named/x"} {
-		data, st, err := zr.Get(reader.zkPath(d))
-		require.NoError(t, err)
-		assert.False(t, isFile(st), "%s read as a file (%q) while LockName ran", d, data)
-	}
-	_, _, err = reader.Get(ctx, "w/named")
+	newDirs("while LockName ran", "w/named", "w/named/x")
+	_, _, err := reader.Get(ctx, "w/named")
 	assert.True(t, topo.IsErrType(err, topo.NoNode), "Get(w/named) = %v, want NoNode (a directory)", err)
 	require.NoError(t, <-locked)
 	p.SetDelay(0)
@@ -123,4 +76,40 @@ func TestLockNameNewDirectoryNeverAFile(t *testing.T) {
 	entries, err := reader.ListDir(ctx, "w", false)
 	require.NoError(t, err)
 	assert.Equal(t, []topo.DirEntry{{Name: "x"}}, entries, "Unlock removes the directories LockName made")
+}
+
+// delayedWriter opens, on a fresh root holding the file w/x, a reader on the
+// server and a writer behind a fault proxy (returned, for its delay), and
+// a child watch of "w" straight on ZooKeeper. newDirs waits for that watch
+// to fire and then reads each of dirs at once, as any reader of the store
+// may, asserting it is no file (an empty znode without children is one).
+func delayedWriter(ctx context.Context, t *testing.T) (reader, writer *Conn, p *faultproxy.Proxy, newDirs func(when string, dirs ...string)) {
+	t.Helper()
+	root := freshRoot(t)
+	reader = openConn(t, []string{testServer}, root)
+	p, err := faultproxy.New(testServer)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	writer = openConn(t, []string{p.Addr()}, root)
+	_, err = reader.Create(ctx, "w/x", []byte("x"))
+	require.NoError(t, err)
+	zr, _, err := zk.Connect([]string{testServer}, testSessionTimeout, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	t.Cleanup(zr.Close)
+	_, _, childCh, err := zr.ChildrenW(reader.zkPath("w"))
+	require.NoError(t, err)
+	newDirs = func(when string, dirs ...string) {
+		t.Helper()
+		select {
+		case <-childCh:
+		case <-ctx.Done():
+			t.Fatal("no child event on w")
+		}
+		for _, d := range dirs {
+			data, st, err := zr.Get(reader.zkPath(d))
+			require.NoError(t, err)
+			assert.False(t, isFile(st), "%s read as a file (%q) %s", d, data, when)
+		}
+	}
+	return reader, writer, p, newDirs
 }
