@@ -397,6 +397,7 @@ func TestOptions(t *testing.T) {
 	require.Equal(t, time.Duration(0), o.LockDelay)
 	require.Equal(t, 21*time.Second, Options{SessionTTL: 20100 * time.Millisecond}.normalized().SessionTTL)
 	require.Equal(t, MaxSessionTTL, Options{SessionTTL: 100 * time.Hour}.normalized().SessionTTL)
+	require.Equal(t, DefaultSessionTTL, Options{SessionTTL: -time.Second}.normalized().SessionTTL, "negative: the default, as on the other backends")
 	o = Options{SessionTTL: 1500 * time.Millisecond, MinSessionTTL: 300 * time.Millisecond}.normalized()
 	require.Equal(t, time.Second, o.MinSessionTTL, "rounded up to whole seconds, at least one")
 	require.Equal(t, 2*time.Second, o.SessionTTL)

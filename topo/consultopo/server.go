@@ -88,7 +88,8 @@ type Options struct {
 
 	// SessionTTL is the TTL of the Conn's long-lived session (of Lock,
 	// TryLock and elections), rounded up to whole seconds within
-	// [MinSessionTTL, MaxSessionTTL]; zero means DefaultSessionTTL. A
+	// [MinSessionTTL, MaxSessionTTL]; zero or negative means
+	// DefaultSessionTTL (as the other backends' session options do). A
 	// holder that cannot renew for this long considers its claims lost;
 	// Consul may keep its keys for twice the TTL, plus the lock-delay.
 	SessionTTL time.Duration
@@ -167,10 +168,7 @@ func (m ReadMode) String() string {
 func (o Options) normalized() Options {
 	o.MinSessionTTL = backendkit.OrDefault(o.MinSessionTTL, MinSessionTTL)
 	o.MinSessionTTL = max(wholeSeconds(o.MinSessionTTL), time.Second)
-	if o.SessionTTL == 0 {
-		o.SessionTTL = DefaultSessionTTL
-	}
-	o.SessionTTL = o.clampTTL(o.SessionTTL)
+	o.SessionTTL = o.clampTTL(backendkit.OrDefault(o.SessionTTL, DefaultSessionTTL))
 	o.LockDelay = orOff(o.LockDelay, DefaultLockDelay)
 	o.WatchPollDuration = backendkit.OrDefault(o.WatchPollDuration, DefaultWatchPollDuration)
 	o.TxnMaxRequestBytes = backendkit.OrDefault(o.TxnMaxRequestBytes, DefaultTxnMaxRequestBytes)
