@@ -2,6 +2,7 @@ package topoctl
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -222,8 +223,10 @@ per difference: "only in from: PATH", "only in to: PATH" or "differs: PATH
 the same files with the same bytes. Versions are not compared (each store
 numbers its own). Files at reserved paths (written by another tool) cannot
 be compared: each is named on stderr and diff exits 1. Two trees with no
-files at all under PATH are an error (exit 1): the roots are empty or absent. With --output json it prints {"identical","files",
-"differences"}.
+files at all under PATH are an error (exit 1): the roots are empty or absent. With --output json it prints {"identical", "from", "to",
+"from_files", "to_files", "differences", "not_compared"}: "identical" is
+true only when nothing differs and every file was compared;
+"not_compared" lists the skipped paths.
 
 --decode (bare, or --decode json) shows what differs in a file that
 differs: both values decoded as get --decode shows them (the type chosen
@@ -265,8 +268,13 @@ wire dumps. With --output json such a difference gets "from_decoded" and
 				if diffs == nil {
 					diffs = []difference{}
 				}
-				if err := out.printJSON(map[string]any{"identical": len(diffs) == 0, "from": a.name, "to": b.name,
-					"from_files": len(af), "to_files": len(bf), "differences": diffs}); err != nil {
+				skipped := slices.Concat(ta.Reserved, ta.Odd, tb.Reserved, tb.Odd)
+				notCompared := make([]string, 0, len(skipped))
+				for _, p := range skipped {
+					notCompared = append(notCompared, displayPath(p))
+				}
+				if err := out.printJSON(map[string]any{"identical": len(diffs) == 0 && len(notCompared) == 0, "from": a.name, "to": b.name,
+					"from_files": len(af), "to_files": len(bf), "differences": diffs, "not_compared": notCompared}); err != nil {
 					return err
 				}
 			} else {

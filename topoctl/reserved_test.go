@@ -2,6 +2,7 @@ package topoctl
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,15 @@ func testReservedFiles(t *testing.T, tg target, rel string, plant func(t *testin
 
 	r = src.fails(t, 1, []string{"not compared: " + shown, "PartialResult"}, "diff", "--to", dst.spec())
 	assert.Contains(t, r.stdout, "identical: 2 files")
+	// With -o json a file not compared keeps "identical" false.
+	r = src.fails(t, 1, []string{"not compared: " + shown}, "diff", "--to", dst.spec(), "-o", "json")
+	var d struct {
+		Identical   bool     `json:"identical"`
+		NotCompared []string `json:"not_compared"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &d))
+	assert.False(t, d.Identical)
+	assert.Equal(t, []string{shown}, d.NotCompared)
 
 	exp := filepath.Join(t.TempDir(), "exp")
 	src.fails(t, 1, []string{"not exported: " + shown, "PartialResult"}, "export", exp)
