@@ -2,6 +2,7 @@ package topoctl
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func (c foreignConn) List(ctx context.Context, prefix string) ([]topo.KVInfo, er
 // anything.
 func testReservedFiles(t *testing.T, tg target, rel string, plant func(t *testing.T, path string)) {
 	src := tg.withRoot(tg.root + "/src")
-	dst := target{impl: "memory", addr: t.Name() + "-dst", root: "/"}
+	dst := target{impl: "memory", addr: runName(t) + "-dst", root: "/"}
 	src.ok(t, "put", "ks/Keyspace", "k")
 	src.ok(t, "put", "ks/shards/0/Shard", "s")
 	plant(t, "ks/"+rel)
@@ -131,9 +132,15 @@ func testReservedFiles(t *testing.T, tg target, rel string, plant func(t *testin
 	}
 }
 
+// runName is t's name made unique per run, so that -count=2 finds no
+// store or root left by the run before.
+func runName(t *testing.T) string {
+	return t.Name() + "-" + rand.Text()[:8]
+}
+
 func TestReservedFilesMemory(t *testing.T) {
 	t.Parallel()
-	tg := target{impl: foreignImpl, addr: t.Name(), root: "/r"}
+	tg := target{impl: foreignImpl, addr: runName(t), root: "/r"}
 	testReservedFiles(t, tg, "foreign-locks/cfg", func(t *testing.T, p string) {
 		tg.withRoot(tg.root+"/src").ok(t, "put", p, "foreign")
 	})
@@ -143,7 +150,7 @@ func TestReservedFilesMemory(t *testing.T) {
 func TestReservedFilesEtcd(t *testing.T) {
 	t.Parallel()
 	addr := etcdtest.Start(t)
-	tg := target{impl: "etcd2", addr: addr, root: "/" + t.Name()}
+	tg := target{impl: "etcd2", addr: addr, root: "/" + runName(t)}
 	testReservedFiles(t, tg, "locks/cfg", func(t *testing.T, p string) {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}})
 		require.NoError(t, err)
@@ -158,7 +165,7 @@ func TestReservedFilesEtcd(t *testing.T) {
 func TestReservedFilesConsul(t *testing.T) {
 	t.Parallel()
 	addr := consultest.Start(t)
-	tg := target{impl: "consul", addr: addr, root: "/" + t.Name()}
+	tg := target{impl: "consul", addr: addr, root: "/" + runName(t)}
 	testReservedFiles(t, tg, "Lock", func(t *testing.T, p string) {
 		cli, err := api.NewClient(&api.Config{Address: addr})
 		require.NoError(t, err)
@@ -172,7 +179,7 @@ func TestReservedFilesConsul(t *testing.T) {
 func TestReservedFilesZooKeeper(t *testing.T) {
 	t.Parallel()
 	addr := zktest.Start(t)
-	tg := target{impl: "zk2", addr: addr, root: "/" + t.Name()}
+	tg := target{impl: "zk2", addr: addr, root: "/" + runName(t)}
 	testReservedFiles(t, tg, "locks/cfg", func(t *testing.T, p string) {
 		c, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
 		require.NoError(t, err)
