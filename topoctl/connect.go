@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path"
 	"strings"
 	"time"
 
@@ -24,6 +25,9 @@ type store struct {
 	// spec the store it is in, for connectivity checks.
 	addr string
 	spec spec
+	// tree is the store and root conn reads: spec, or the selected cell's
+	// (impl "" when unknown), for copy's overlap check.
+	tree spec
 }
 
 func (s *store) Close() { s.srv.Close() }
@@ -86,7 +90,7 @@ func (o *connector) openSpec(ctx context.Context, sp spec, cell string) (*store,
 	if err != nil {
 		return nil, namedStore(err, sp)
 	}
-	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String(), spec: sp}
+	st := &store{srv: srv, conn: srv.GlobalCell(), name: sp.String(), spec: sp, tree: sp}
 	if sp.impl != "memory" {
 		st.addr = sp.addr
 	}
@@ -97,8 +101,10 @@ func (o *connector) openSpec(ctx context.Context, sp spec, cell string) (*store,
 		// The cell's address gets the dial guard the global one got: a
 		// dead one fails at once, naming the cell's store, rather than
 		// after --timeout. A missing CellInfo is left to ConnForCell.
+		st.tree = spec{}
 		if ci, err := srv.GetCellInfo(cctx, cell); err == nil {
 			csp := spec{impl: sp.impl, addr: ci.GetServerAddress(), root: ci.GetRoot()}
+			st.tree = csp
 			if err := o.checkListening(ctx, csp); err != nil {
 				srv.Close()
 				return nil, fmt.Errorf("cell %s: %w", cell, err)
@@ -354,4 +360,18 @@ func at(err error, canonical string) error {
 		return &topo.Error{Code: te.Code, Path: displayPath(canonical), Err: te.Err}
 	}
 	return err
+}
+
+// nested reports whether the tree under PATH (under) in dst lies inside
+// the one in src (dstInside) or the other way round (srcInside): both
+// stores named by the same implementation and address, one's root plus
+// under strictly below the other's. Addresses are compared as written
+// (two spellings of one server are not caught).
+func nested(src, dst *store, under string) (dstInside, srcInside bool) {
+	a, b := src.tree, dst.tree
+	if a.impl == "" || a.impl != b.impl || a.addr != b.addr {
+		return false, false
+	}
+	from, to := path.Join("/", a.root, under), path.Join("/", b.root, under)
+	return strings.HasPrefix(to, strings.TrimSuffix(from, "/")+"/"), strings.HasPrefix(from, strings.TrimSuffix(to, "/")+"/")
 }

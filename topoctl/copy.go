@@ -46,7 +46,10 @@ the destination with other contents nothing is written (NodeExists) unless
 --overwrite. An empty file with files below it cannot be stored on
 ZooKeeper (it reads as a directory): copy to ZooKeeper refuses one
 (InvalidArgument) before writing anything. --delete also deletes the
-destination's files under PATH that the source does not have. --dry-run prints what would be created,
+destination's files under PATH that the source does not have. A
+destination inside the source's tree (the same IMPL:ADDR, its root plus
+PATH below the source's) is refused (InvalidArgument), and so, with
+--delete, is a source inside the destination's tree. --dry-run prints what would be created,
 overwritten, deleted or skipped as identical, and writes nothing.
 
 Writes run --parallel at a time, --batch of them (32) in one transaction
@@ -71,6 +74,13 @@ is a terminal, or with --progress.`,
 			}
 			defer src.Close()
 			defer dst.Close()
+			switch dstInside, srcInside := nested(src, dst, under); {
+			case dstInside:
+				// Each run would copy the last run's copy again, one level deeper.
+				return backendkit.Wrap(topo.InvalidArgument, displayPath(under), fmt.Errorf("the destination %s is inside the source %s under %s: a copy into its own tree; nothing was written", dst.name, src.name, displayPath(under)))
+			case srcInside && po.Delete:
+				return backendkit.Wrap(topo.InvalidArgument, displayPath(under), fmt.Errorf("the source %s is inside the destination %s under %s: --delete would delete the source's own files; nothing was written", src.name, dst.name, displayPath(under)))
+			}
 
 			tl, err := run.list(ctx, src.conn, under)
 			if err != nil {

@@ -542,6 +542,15 @@ func testCopyDiff(t *testing.T, tg target, _ capabilities) {
 	empty.fails(t, 1, []string{"NoNode", "empty or absent"}, "diff", "--to", tg.withRoot(tg.root+"/nothing2").spec())
 	empty.fails(t, 1, []string{"NoNode", "empty or absent"}, "export", filepath.Join(t.TempDir(), "e"))
 
+	// A destination inside the source's tree is refused (each run would
+	// copy the last run's copy again, one level deeper); with --delete so
+	// is a source inside the destination's (it would delete its own files).
+	before := tg.ok(t, "ls", "-R")
+	src.fails(t, 1, []string{"InvalidArgument", "inside the source", "nothing was written"}, "copy", "--to", src.withRoot(src.root+"/backup").spec())
+	src.fails(t, 1, []string{"InvalidArgument", "inside the source", "nothing was written"}, "copy", "--to", src.withRoot(src.root+"/ks").spec(), "ks")
+	tg.withRoot(src.root+"/ks").fails(t, 1, []string{"InvalidArgument", "--delete would delete the source's own files", "nothing was written"}, "copy", "--delete", "--to", src.spec())
+	assert.Equal(t, before, tg.ok(t, "ls", "-R"))
+
 	holder.stop(t)
 	el.stop(t)
 }
