@@ -3,6 +3,7 @@ package election_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -567,6 +568,121 @@ func TestRunnerAcrossPartition(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			require.Empty(t, overlaps)
+		})
+	}
+}
+
+// heldConn is a Conn whose leadership contexts run the callbacks
+// registered on them (context.AfterFunc) only once release is closed, so
+// that a test sees the moment between a term's end and those callbacks.
+type heldConn struct {
+	topo.Conn
+	release chan struct{}
+	lctx    chan context.Context
+}
+
+func (c *heldConn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	lp, err := c.Conn.NewLeaderParticipation(name, id)
+	if err != nil {
+		return nil, err
+	}
+	return &heldLP{LeaderParticipation: lp, c: c}, nil
+}
+
+type heldLP struct {
+	topo.LeaderParticipation
+	c *heldConn
+}
+
+func (p *heldLP) WaitForLeadership() (context.Context, error) {
+	ctx, err := p.LeaderParticipation.WaitForLeadership()
+	if err != nil {
+		return ctx, err
+	}
+	h := &heldCtx{Context: ctx, done: make(chan struct{}), release: p.c.release}
+	context.AfterFunc(ctx, func() { close(h.done) })
+	p.c.lctx <- h
+	return h, nil
+}
+
+// heldCtx is a leadership context whose Done channel is its own (so that
+// the context package schedules callbacks through AfterFunc below) and
+// whose callbacks wait for release.
+type heldCtx struct {
+	context.Context
+	done    chan struct{}
+	release <-chan struct{}
+}
+
+func (h *heldCtx) Done() <-chan struct{} { return h.done }
+
+func (h *heldCtx) Err() error {
+	select {
+	case <-h.done:
+		return h.Context.Err()
+	default:
+		return nil
+	}
+}
+
+func (h *heldCtx) AfterFunc(f func()) func() bool {
+	stop := make(chan struct{})
+	var once sync.Once
+	go func() {
+		select {
+		case <-h.done:
+		case <-stop:
+			return
+		}
+		select {
+		case <-h.release:
+			f()
+		case <-stop:
+		}
+	}()
+	return func() bool {
+		stopped := false
+		once.Do(func() { close(stop); stopped = true })
+		return stopped
+	}
+}
+
+// TestMastershipAfterTermEnded: once the leadership context of a term is
+// done, WithMastership hands out only done contexts and Await does not
+// report mastership, even before the callbacks registered on that context
+// have run (they are held back here). Before, both answered from state
+// those callbacks update, and for that moment an instance whose term had
+// ended could act as master beside the next one.
+func TestMastershipAfterTermEnded(t *testing.T) {
+	for _, b := range advBackends()[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, openCut := b.start(t)
+			conn, cut, heal := openCut(t)
+			hc := &heldConn{Conn: conn, release: make(chan struct{}), lctx: make(chan context.Context, 4)}
+			defer close(hc.release)
+			e := advElection(t, ctx, hc, "held-"+strconv.FormatInt(advSeq.Add(1), 10), "a")
+			require.NoError(t, e.Await(ctx))
+			lctx := <-hc.lctx
+			mctx, err := e.WithMastership(ctx)
+			require.NoError(t, err)
+			require.NoError(t, mctx.Err())
+
+			cut() // the session lapses: the term ends
+			defer heal()
+			select {
+			case <-lctx.Done():
+			case <-ctx.Done():
+				t.Fatal("the term did not end")
+			}
+			late, err := e.WithMastership(ctx)
+			require.NoError(t, err)
+			require.Error(t, late.Err(), "a mastership context handed out after the term ended")
+			require.Error(t, mctx.Err(), "the term's mastership context")
+			actx, acancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer acancel()
+			require.Error(t, e.Await(actx), "Await reported mastership of an ended term")
 		})
 	}
 }

@@ -113,6 +113,11 @@ type candidacy struct {
 	// leadership is lost or the candidacy is stopped.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// lctx is WaitForLeadership's context and lost ends c for its end
+	// (both set before done closes); master ends c itself when lctx is
+	// done before lost's callback has run.
+	lctx context.Context
+	lost func()
 
 	// subs cancels the contexts WithMastership returned, synchronously
 	// when the candidacy ends.
@@ -149,9 +154,10 @@ func (e *TopoElection) newCandidacy() (*candidacy, error) {
 			return
 		}
 		name := e.name
-		context.AfterFunc(lctx, func() {
+		c.lctx, c.lost = lctx, func() {
 			c.end(&topo.Error{Code: topo.LockLost, Path: name, Err: context.Cause(lctx)})
-		})
+		}
+		context.AfterFunc(lctx, c.lost)
 		close(c.done)
 	}()
 	return c, nil
@@ -205,7 +211,13 @@ func isClosed(ch <-chan struct{}) bool {
 
 // master reports whether c won and still leads.
 func (c *candidacy) master() bool {
-	return isClosed(c.done) && c.err == nil && c.ctx.Err() == nil
+	if !isClosed(c.done) || c.err != nil {
+		return false
+	}
+	if c.lctx.Err() != nil {
+		c.lost() // the term ended; its callback may not have run yet
+	}
+	return c.ctx.Err() == nil
 }
 
 // stop cancels c's mastership context with cause, then withdraws from the
@@ -298,7 +310,7 @@ func (e *TopoElection) Await(ctx context.Context) error {
 			}
 			e.mu.Unlock()
 			return c.err
-		case c.ctx.Err() == nil:
+		case c.master():
 			e.mu.Unlock()
 			return nil
 		case c.resigned:
@@ -342,6 +354,7 @@ func (e *TopoElection) WithMastership(ctx context.Context) (context.Context, err
 	}
 	unsubscribe := c.subscribe(cancel)
 	context.AfterFunc(mctx, unsubscribe)
+	c.master() // a term that ended since the check above cancels mctx now
 	return mctx, nil
 }
 
