@@ -150,6 +150,7 @@ func groups() []struct {
 			{"Versions", testBadVersions},
 			{"CancelledContext", testCancelledContext},
 			{"ExpiredContext", testExpiredContext},
+			{"LongPaths", testLongPaths},
 		}},
 		{"CheckOrder", []subtest{
 			{"OpenConn", testCheckOrderOpen},
@@ -171,6 +172,7 @@ func groups() []struct {
 			{"Tokens", testFenceTokens},
 			{"Terms", testFenceTerms},
 			{"Done", testFenceDone},
+			{"GuardedRacesUnlock", testFenceGuardedRacesUnlock},
 			{"TokensUnderFault", testFenceTokensUnderFault},
 		}},
 		{"Stale", []subtest{
@@ -184,6 +186,7 @@ func groups() []struct {
 			{"StateBefore", testTxnStateBefore},
 			{"FileAndDirectory", testTxnFileAndDirectory},
 			{"FileAndChild", testTxnFileAndChild},
+			{"Shapes", testTxnShapes},
 			{"BadInput", testTxnBadInput},
 			{"Atomicity", testTxnAtomicity},
 			{"AtomicityUnderFault", testTxnAtomicityUnderFault},
