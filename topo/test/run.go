@@ -151,6 +151,7 @@ func groups() []struct {
 			{"CancelledContext", testCancelledContext},
 			{"ExpiredContext", testExpiredContext},
 			{"LongPaths", testLongPaths},
+			{"HolderDescriptionSize", testHolderDescriptionSize},
 		}},
 		{"CheckOrder", []subtest{
 			{"OpenConn", testCheckOrderOpen},
@@ -173,6 +174,7 @@ func groups() []struct {
 			{"Terms", testFenceTerms},
 			{"Done", testFenceDone},
 			{"GuardedRacesUnlock", testFenceGuardedRacesUnlock},
+			{"OtherConn", testFenceOtherConn},
 			{"TokensUnderFault", testFenceTokensUnderFault},
 		}},
 		{"Stale", []subtest{
