@@ -189,6 +189,7 @@ func groups() []struct {
 			{"FileAndDirectory", testTxnFileAndDirectory},
 			{"FileAndChild", testTxnFileAndChild},
 			{"Shapes", testTxnShapes},
+			{"ConditionsInvisible", testTxnConditionsInvisible},
 			{"BadInput", testTxnBadInput},
 			{"Atomicity", testTxnAtomicity},
 			{"AtomicityUnderFault", testTxnAtomicityUnderFault},
