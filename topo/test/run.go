@@ -175,6 +175,7 @@ func groups() []struct {
 			{"Done", testFenceDone},
 			{"GuardedRacesUnlock", testFenceGuardedRacesUnlock},
 			{"OtherConn", testFenceOtherConn},
+			{"TermAcrossValues", testTermGuardsAcrossValues},
 			{"TokensUnderFault", testFenceTokensUnderFault},
 		}},
 		{"Stale", []subtest{
