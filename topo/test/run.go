@@ -150,6 +150,7 @@ func groups() []struct {
 			{"Versions", testBadVersions},
 			{"CancelledContext", testCancelledContext},
 			{"ExpiredContext", testExpiredContext},
+			{"DeadContextClaims", testDeadContextClaims},
 			{"LongPaths", testLongPaths},
 			{"HolderDescriptionSize", testHolderDescriptionSize},
 		}},
