@@ -192,6 +192,7 @@ func groups() []struct {
 			{"FileAndChild", testTxnFileAndChild},
 			{"Shapes", testTxnShapes},
 			{"ConditionsInvisible", testTxnConditionsInvisible},
+			{"EmptiesLockedDirectory", testTxnEmptiesLockedDirectory},
 			{"BadInput", testTxnBadInput},
 			{"Atomicity", testTxnAtomicity},
 			{"AtomicityUnderFault", testTxnAtomicityUnderFault},
