@@ -132,10 +132,11 @@ type Conn interface {
 	// oversized contents, bad or missing version, nil or foreign Fence,
 	// two writes of one path) is a *TxnError wrapping InvalidPath or
 	// InvalidArgument. Unavailable means the outcome is unknown: the store
-	// may have applied the transaction. ResourceExhausted means the store
-	// refused it and nothing was applied, so it is safe to send again (a
-	// quota, or zk2topo's Txn losing every attempt to concurrent writers:
-	// zk2topo.ErrTxnContention).
+	// may have applied the transaction; so do Timeout and Interrupted when
+	// ctx ended during the call, and Closed when the Conn was closed during
+	// it. ResourceExhausted means the store refused it and nothing was
+	// applied, so it is safe to send again (a quota, or zk2topo's Txn
+	// losing every attempt to concurrent writers: zk2topo.ErrTxnContention).
 	Txn(ctx context.Context, ops ...TxnOp) ([]Version, error)
 
 	// NewLeaderParticipation joins the leader election called name (a single
