@@ -66,6 +66,9 @@ type Conn interface {
 	// a directory with no file (LockName locks any name), both worded by
 	// backendkit.LockNeedsFiles and identical on every backend; a file
 	// that has files below it is also a directory and is locked like one.
+	// contents is at most MaxValueSize bytes (InvalidArgument); Consul
+	// refuses above about 380 KiB, its transaction body limit
+	// (InvalidArgument, nothing written: docs/layout-consul.md).
 	// It returns Timeout when ctx's deadline
 	// passes and Interrupted when ctx is cancelled first; ctx bounds only the
 	// wait: the lock stays held after ctx ends, until Unlock or until the
@@ -129,16 +132,19 @@ type Conn interface {
 	// oversized contents, bad or missing version, nil or foreign Fence,
 	// two writes of one path) is a *TxnError wrapping InvalidPath or
 	// InvalidArgument. Unavailable means the outcome is unknown: the store
-	// may have applied the transaction. ResourceExhausted means the store
-	// refused it and nothing was applied, so it is safe to send again (a
-	// quota, or zk2topo's Txn losing every attempt to concurrent writers:
-	// zk2topo.ErrTxnContention).
+	// may have applied the transaction; so do Timeout and Interrupted when
+	// ctx ended during the call, and Closed when the Conn was closed during
+	// it. ResourceExhausted means the store refused it and nothing was
+	// applied, so it is safe to send again (a quota, or zk2topo's Txn
+	// losing every attempt to concurrent writers: zk2topo.ErrTxnContention).
 	Txn(ctx context.Context, ops ...TxnOp) ([]Version, error)
 
 	// NewLeaderParticipation joins the leader election called name (a single
 	// path segment, or a path) as the participant id. It returns
-	// InvalidArgument for an empty name or id. Nothing happens in the store
-	// until WaitForLeadership is called.
+	// InvalidArgument for an empty name or id, or an id larger than
+	// MaxValueSize (Consul's WaitForLeadership and Campaign refuse ids
+	// above about 380 KiB with InvalidArgument, as Lock's contents).
+	// Nothing happens in the store until WaitForLeadership is called.
 	NewLeaderParticipation(name, id string) (LeaderParticipation, error)
 
 	// ResumeLeaderParticipation takes back a candidacy that an earlier

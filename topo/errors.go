@@ -44,7 +44,9 @@ const (
 	// version, a value larger than MaxValueSize, a non-positive TTL, an empty
 	// name or id.
 	InvalidArgument
-	// Closed: the Conn (or Server) was closed before or during the call.
+	// Closed: the Conn (or Server) was closed before or during the call. A
+	// write (or Txn) that Close interrupted may have been applied: its
+	// outcome is unknown, as after Timeout, Interrupted or Unavailable.
 	Closed
 	// Compacted: the store discarded the requested history (etcd compaction).
 	Compacted
