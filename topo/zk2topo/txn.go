@@ -68,8 +68,11 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     of p; over a znode that is only a directory, a set-data at its
 //     version (as Create).
 //   - DeleteOp(p, v): a delete (at v if given); a file with files below it
-//     is emptied by a set-data instead (as Delete). Parents left empty are
-//     removed after the multi, best effort (cleanupDirs).
+//     is emptied by a set-data instead (as Delete), with the Stats of its
+//     "locks" child and of it pipelined behind the multi (two requests, no
+//     round trip), which remove it when its files went meanwhile, so that
+//     it is not left as an empty file (unfiledPaths). Parents left empty
+//     are removed after the multi, best effort (cleanupDirs).
 //   - IfAbsent(p): a create of p and its delete, back to back (the create
 //     fails when p exists); for an absent parent, the same pair on the
 //     highest missing ancestor. Nothing remains, but the parent's child
@@ -521,17 +524,32 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		}
 		s := t.s
 		answer := make(chan []zk.MultiResponse, 1) // fn may finish after do gave up
-		err := c.do(ctx, "", func() error {
-			r, err := s.zk.Multi(reqs...)
-			answer <- r
-			return err
-		})
+		send := func() error {
+			return c.do(ctx, "", func() error {
+				r, err := s.zk.Multi(reqs...)
+				answer <- r
+				return err
+			})
+		}
+		// The Stats of every file the multi empties (a DeleteOp of a file
+		// with files below it) follow it, pipelined: see unfiledStats.
+		var unfiled []unfiledStat
+		var err error
+		if zps := unfiledPaths(m); len(zps) > 0 {
+			multi := sendFirst(s, opMulti, reqPath(reqs[0]), send)
+			for _, zp := range zps {
+				unfiled = append(unfiled, unfiledStat{zp, c.statsInOrder(ctx, s, c.relPath(zp), zp+"/"+locksDir, zp)})
+			}
+			err = <-multi
+		} else {
+			err = send()
+		}
 		var res []zk.MultiResponse
 		if topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && topo.CodeOf(err) != topo.Closed {
 			res = <-answer
 		}
 		if err == nil {
-			return t.results(ctx, m, res), nil
+			return t.results(ctx, m, res, unfiled), nil
 		}
 		j := -1 // the failing request
 		if len(res) == len(m) {
@@ -931,9 +949,52 @@ func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
 	return false, nil
 }
 
+// unfiledStat is the Stat reads pipelined behind a multi that empties the
+// file zp (roleUnfile): of its "locks" child, then of zp.
+type unfiledStat struct {
+	zp    string
+	stats []<-chan statRes
+}
+
+// unfiledPaths returns the znodes whose data the multi m empties because
+// they have children (DeleteOps of files with files below them). Every
+// child of one may go at the same moment (another client's Delete): the
+// emptied znode, childless, would then read as an empty file nobody wrote.
+// So, as Delete does (unfile), the Stats of the znode's "locks" child and
+// of the znode are sent behind the multi on its session, and whichever of
+// the two writes comes last sees the znode empty and removes it
+// (TestTxnDeleteFileWithChildrenRacingLastChild).
+func unfiledPaths(m []mreq) []string {
+	var out []string
+	for _, r := range m {
+		if r.role == roleUnfile {
+			out = append(out, r.req.(*zk.SetDataRequest).Path)
+		}
+	}
+	return out
+}
+
+// reqPath is the path of a multi's request.
+func reqPath(req any) string {
+	switch q := req.(type) {
+	case *zk.CreateRequest:
+		return q.Path
+	case *zk.SetDataRequest:
+		return q.Path
+	case *zk.DeleteRequest:
+		return q.Path
+	case *zk.CheckVersionRequest:
+		return q.Path
+	}
+	return ""
+}
+
 // results turns a successful multi's answers into Txn's versions, and
-// removes the directories the deletes left empty (best effort, as Delete).
-func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []topo.Version {
+// removes the directories the deletes left empty (best effort, as
+// Delete): the parents of the deleted files, and the files it emptied
+// whose Stats, read behind the multi (unfiled), show them without
+// children.
+func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unfiled []unfiledStat) []topo.Version {
 	c := t.c
 	out := make([]topo.Version, len(t.ops))
 	var cleanup []string
@@ -950,6 +1011,12 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 			if parent := zkDir(c.zkPath(op.Path)); parent != c.zkPath("") {
 				cleanup = append(cleanup, parent)
 			}
+		}
+	}
+	for _, u := range unfiled {
+		lr, dr := <-u.stats[0], <-u.stats[1]
+		if lr.err == nil && !slices.Contains(cleanup, u.zp) { // else cleanupDirs reads it
+			c.removeDir(ctx, u.zp, dr, lr, true)
 		}
 	}
 	c.cleanupDirs(ctx, cleanup)
