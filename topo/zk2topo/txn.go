@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"path"
 	"slices"
 	"sync"
 
@@ -73,6 +74,18 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     round trip), which remove it when its files went meanwhile, so that
 //     it is not left as an empty file (unfiledPaths). Parents left empty
 //     are removed after the multi, best effort (cleanupDirs).
+//   - A CreateOp or UpdateOp of empty contents that would leave an empty
+//     znode with children, which reads as a directory (the file not there,
+//     or gone), fails with a *topo.TxnError wrapping InvalidArgument and
+//     ErrEmptyFileWithChildren, nothing written: at once when another
+//     CreateOp or UpdateOp of the Txn writes a file below its path (a
+//     DeleteOp of every child is not counted: still refused while the
+//     Stat shows children); otherwise once a Stat shows a znode with
+//     children (a CreateOp over a directory, read after its create failed
+//     with NodeExists; an unconditional UpdateOp of empty contents reads
+//     its Stat before the multi, one round trip more, and writes at the
+//     version read; a versioned one reads it anyway). A file created below
+//     the path between that read and the multi is not seen (see Update).
 //   - IfAbsent(p): a create of p and its delete, back to back (the create
 //     fails when p exists); for an absent parent, the same pair on the
 //     highest missing ancestor. Nothing remains, but the parent's child
@@ -86,9 +99,10 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // version between the read and the multi.
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
-// a versioned UpdateOp read the Stat first (one round trip more); a Txn of
-// only CreateOp, unversioned UpdateOp, DeleteOp and IfAbsent costs one
-// round trip when nothing is missing, two with IfHeld. A multi failing
+// a versioned UpdateOp read the Stat first (one round trip more), and so
+// does an unversioned UpdateOp of empty contents (see above); a Txn of
+// only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp and
+// IfAbsent costs one round trip when nothing is missing, two with IfHeld. A multi failing
 // where only a Stat tells why (a missing parent, a directory where a file
 // was expected, a delete refused for children) is followed by reads and a
 // new multi, at most ten multis in all; CreateOps in new directories
@@ -105,7 +119,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // znodes; ForeignFence for another backend's Fence; Closed; a
 // *topo.TxnError naming the first failing op with NodeExists, NoNode,
 // BadVersion or LockLost (nothing written), or wrapping PermissionDenied
-// or InvalidArgument for an op the server refused; Unavailable when the
+// or InvalidArgument for an op the server refused, or InvalidArgument
+// with ErrEmptyFileWithChildren (nothing written; it names the op found,
+// not necessarily the first failing one); Unavailable when the
 // multi's answer was lost, Timeout or Interrupted when ctx ended first
 // (either way it may have been applied); ResourceExhausted wrapping
 // ErrTxnContention (nothing applied; retrying is safe).
@@ -139,6 +155,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		if c.internal(op.Path) {
 			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes))
 		}
+	}
+	if err := emptyUnderWrites(tops); err != nil {
+		return nil, err
 	}
 	t.hints(ctx)
 	m := t.build()
@@ -349,6 +368,12 @@ func (t *txn) build() []mreq {
 				parents(i)
 				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleCreate})
+			case op.Version == backendkit.AnyVersion && t.emptyWrite(i) && s.statted && s.exists:
+				// Empty contents onto a znode read without children
+				// (emptyOntoChildren): at the version read, so that one
+				// written or re-created since fails the multi and is read
+				// again.
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			default:
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
@@ -466,6 +491,58 @@ func (t *txn) createsFile(i int) bool {
 	return false
 }
 
+// emptyWrite reports whether op i is a CreateOp or UpdateOp of empty
+// contents, which ZooKeeper holds as a file only in a znode without
+// children (ErrEmptyFileWithChildren).
+func (t *txn) emptyWrite(i int) bool {
+	k := t.ops[i].Kind
+	return (k == topo.TxnCreate || k == topo.TxnUpdate) && len(t.ops[i].Contents) == 0
+}
+
+// emptyOntoChildren returns the error (ErrEmptyFileWithChildren) of the
+// first op not excluded that writes empty contents onto a znode its Stat
+// showed with children and that the multi would otherwise write: a
+// CreateOp over a znode that is only a directory, an unversioned UpdateOp
+// of one with children, a versioned UpdateOp of a file with children at
+// that version (at another, or of a directory, it fails in the multi with
+// BadVersion or NoNode as before). nil when there is none.
+func (t *txn) emptyOntoChildren() error {
+	for i, op := range t.ops {
+		s := &t.st[i]
+		if t.excluded[i] || !t.emptyWrite(i) || !s.statted || !s.exists || s.st.NumChildren == 0 || s.st.EphemeralOwner != 0 {
+			continue
+		}
+		switch {
+		case op.Kind == topo.TxnCreate && !s.onlyDir(): // NodeExists in the multi
+		case op.Kind == topo.TxnUpdate && op.Version != backendkit.AnyVersion && (s.dirOnly() || s.st.Version != zkVersion(op.Version)):
+		default:
+			return backendkit.TxnOpError(op, emptyWithChildren(op.Path))
+		}
+	}
+	return nil
+}
+
+// emptyUnderWrites returns the error (ErrEmptyFileWithChildren) of the
+// first CreateOp or UpdateOp of empty contents whose path another
+// CreateOp or UpdateOp of ops writes a file below: the multi would leave
+// an empty znode with children. nil when there is none.
+func emptyUnderWrites(ops []backendkit.TxnOp) error {
+	above := map[string]bool{} // the directories above the writes' files
+	for _, op := range ops {
+		if op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate {
+			for d := path.Dir(op.Path); d != "." && d != "/" && d != "" && !above[d]; d = path.Dir(d) {
+				above[d] = true
+			}
+		}
+	}
+	for _, op := range ops {
+		if (op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate) && len(op.Contents) == 0 && above[op.Path] {
+			return backendkit.TxnOpError(op, emptyWithChildren(op.Path))
+		}
+	}
+	return nil
+}
+
 // entryCheck reports whether op i is an UpdateOp or DeleteOp of a znode
 // that may be an entry (Conn.entriesAt; see Txn).
 func (t *txn) entryCheck(i int) bool {
@@ -497,7 +574,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
 	for i := range t.ops {
-		if t.needsStat(i) || t.entryCheck(i) {
+		if t.needsStat(i) || t.entryCheck(i) || (t.ops[i].Kind == topo.TxnUpdate && t.emptyWrite(i)) {
 			first = append(first, i)
 		}
 	}
@@ -509,6 +586,9 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		return nil, backendkit.TxnFailed(t.ops[0], topo.LockLost)
 	}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
+		if err := t.emptyOntoChildren(); err != nil {
+			return nil, err
+		}
 		if attempt > 0 || len(first) > 0 || t.guard != nil {
 			m = t.build()
 			if err := t.checkSize(m); err != nil {
