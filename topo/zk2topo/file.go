@@ -318,8 +318,9 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 // absent file is created, as by Update. The window: a file created below
 // p between the read and the write (one round trip) leaves p empty with
 // children, a directory, as that create would have made it had it come
-// just after this Update; the Stat the write answers shows it, and the
-// write is kept (no request can take it back atomically).
+// just after this Update (only a reader in between can tell): no request
+// of ZooKeeper but a delete fails on children, and a write cannot be
+// taken back atomically, so the write is kept and reported done.
 func (c *Conn) emptyUpdate(ctx context.Context, p, zp string) (topo.Version, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := c.live(ctx, p)

@@ -102,12 +102,12 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // a versioned UpdateOp read the Stat first (one round trip more), and so
 // does an unversioned UpdateOp of empty contents (see above); a Txn of
 // only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp and
-// IfAbsent costs one round trip when nothing is missing, two with IfHeld. A multi failing
-// where only a Stat tells why (a missing parent, a directory where a file
-// was expected, a delete refused for children) is followed by reads and a
-// new multi, at most ten multis in all; CreateOps in new directories
-// cost two multis and a round of reads, or one multi with a right
-// DirectoriesAbsent hint.
+// IfAbsent costs one round trip when nothing is missing, two with IfHeld.
+// A multi failing where only a Stat tells why (a missing parent, a
+// directory where a file was expected, a delete refused for children) is
+// followed by reads and a new multi, at most ten multis in all; CreateOps
+// in new directories cost two multis and a round of reads, or one multi
+// with a right DirectoriesAbsent hint.
 //
 // The encoded request must not exceed Options.MaxTxnBytes (at most
 // go-zookeeper's 1.5 MiB buffer): a larger one is InvalidArgument
@@ -612,7 +612,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			})
 		}
 		// The Stats of every file the multi empties (a DeleteOp of a file
-		// with files below it) follow it, pipelined: see unfiledStats.
+		// with files below it) follow it, pipelined: see unfiledPaths.
 		var unfiled []unfiledStat
 		var err error
 		if zps := unfiledPaths(m); len(zps) > 0 {
