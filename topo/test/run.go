@@ -39,6 +39,7 @@ func groups() []struct {
 			{"ReservedNames", testReservedNames},
 			{"FileAndDirectory", testFileAndDirectory},
 			{"FileWithChildren", testFileWithChildren},
+			{"EmptyFileWithFilesBelow", testEmptyFileWithFilesBelow},
 			{"GetVersionEdges", testGetVersionEdges},
 			{"RootLevel", testRootLevel},
 		}},

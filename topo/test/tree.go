@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -442,4 +443,86 @@ func testWatchRecursiveBaseGoes(s *store) {
 			return topo.IsErrType(wd.Err, topo.NoNode)
 		})
 	}
+}
+
+// testEmptyFileWithFilesBelow: a write of empty contents that would make
+// an empty file with files below it is never reported done and lost. A
+// store either holds such a file (memorytopo, etcd, Consul: Get returns
+// the empty contents, the file below stays) or cannot (ZooKeeper, where an
+// empty znode with children reads as a directory) and refuses the write
+// with InvalidArgument (inside a *topo.TxnError for a Txn), writing
+// nothing. Each case runs on its own paths: Create and Update (with and
+// without a version) onto a directory or a file with a file below it, the
+// same as Txn ops, and a Txn writing an empty file and a file below it.
+func testEmptyFileWithFilesBelow(s *store) {
+	t, ctx, c, c2 := s.t, ctxFor(s.t), s.conn(), s.conn()
+	type outcome struct {
+		name   string
+		p      string
+		before string // "" when p is only a directory (or absent) before
+		write  func() (topo.Version, error)
+	}
+	var cases []outcome
+	dir := func(name, p string, write func(p string) (topo.Version, error)) {
+		mustCreate(t, ctx, c, p+"/x", "x")
+		cases = append(cases, outcome{name, p, "", func() (topo.Version, error) { return write(p) }})
+	}
+	file := func(name, p string, write func(p string, v topo.Version) (topo.Version, error)) {
+		mustCreate(t, ctx, c, p+"/x", "x")
+		v := mustUpdate(t, ctx, c, p, "v", nil)
+		cases = append(cases, outcome{name, p, "v", func() (topo.Version, error) { return write(p, v) }})
+	}
+	txnVersion := func(vs []topo.Version, err error) (topo.Version, error) {
+		if err != nil {
+			return nil, err
+		}
+		return vs[0], nil
+	}
+	dir("Create onto a directory", "d1", func(p string) (topo.Version, error) { return c.Create(ctx, p, nil) })
+	dir("Update onto a directory", "d2", func(p string) (topo.Version, error) { return c.Update(ctx, p, nil, nil) })
+	file("Update of a file with a file below", "f3", func(p string, _ topo.Version) (topo.Version, error) { return c.Update(ctx, p, nil, nil) })
+	file("compare-and-set Update of a file with a file below", "f4", func(p string, v topo.Version) (topo.Version, error) { return c.Update(ctx, p, nil, v) })
+	dir("Txn CreateOp onto a directory", "d5", func(p string) (topo.Version, error) { return txnVersion(c.Txn(ctx, topo.CreateOp(p, nil))) })
+	dir("Txn UpdateOp onto a directory", "d6", func(p string) (topo.Version, error) {
+		return txnVersion(c.Txn(ctx, topo.UpdateOp(p, nil, nil)))
+	})
+	file("Txn UpdateOp of a file with a file below", "f7", func(p string, _ topo.Version) (topo.Version, error) {
+		return txnVersion(c.Txn(ctx, topo.UpdateOp(p, nil, nil)))
+	})
+	file("Txn compare-and-set UpdateOp of a file with a file below", "f8", func(p string, v topo.Version) (topo.Version, error) {
+		return txnVersion(c.Txn(ctx, topo.UpdateOp(p, nil, v)))
+	})
+	for _, k := range cases {
+		v, err := k.write()
+		if err == nil {
+			t.Logf("%s: stored", k.name)
+			requireFile(t, ctx, c2, k.p, "", v)
+		} else {
+			var te *topo.TxnError
+			if errors.As(err, &te) {
+				err = te.Err
+			}
+			requireCode(t, err, topo.InvalidArgument, k.name+": the write either succeeds, the empty file there, or is InvalidArgument")
+			t.Logf("%s: refused (%v)", k.name, err)
+			if k.before == "" {
+				requireNoFile(t, ctx, c2, k.p)
+			} else {
+				requireFile(t, ctx, c2, k.p, k.before, nil)
+			}
+		}
+		requireFile(t, ctx, c2, k.p+"/x", "x", nil)
+	}
+
+	// One Txn writing an empty file and a file below it.
+	_, err := c.Txn(ctx, topo.CreateOp("n", nil), topo.CreateOp("n/x", []byte("x")))
+	if err == nil {
+		requireFile(t, ctx, c2, "n", "", nil)
+		requireFile(t, ctx, c2, "n/x", "x", nil)
+		return
+	}
+	var te *topo.TxnError
+	require.ErrorAs(t, err, &te)
+	requireCode(t, te.Err, topo.InvalidArgument, "Txn(CreateOp(n, empty), CreateOp(n/x))")
+	requireNoFile(t, ctx, c2, "n")
+	requireNoFile(t, ctx, c2, "n/x")
 }

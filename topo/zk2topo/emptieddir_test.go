@@ -275,3 +275,33 @@ func TestDeleteFileWithChildrenRacingLastChild(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnDeleteFileWithChildrenRacingLastChild is
+// TestDeleteFileWithChildrenRacingLastChild through Txn: a DeleteOp of a
+// file that has files below it empties its data (roleUnfile) while a
+// Delete of its last child runs at the same time; the emptied znode must
+// not be left childless, reading as an empty file nobody wrote.
+func TestTxnDeleteFileWithChildrenRacingLastChild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := openConn(t, []string{testServer}, freshRoot(t))
+	_, err := c.Create(ctx, "keep", []byte("k"))
+	require.NoError(t, err)
+	for i := range 60 {
+		_, err := c.Create(ctx, "a/b", []byte("b"))
+		require.NoError(t, err)
+		_, err = c.Update(ctx, "a", []byte("a"), nil) // a file with a file below it
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, err := c.Txn(ctx, topo.DeleteOp("a", nil))
+			assert.NoError(t, err, "Txn(DeleteOp(a))")
+		})
+		wg.Go(func() { assert.NoError(t, c.Delete(ctx, "a/b", nil), "Delete(a/b)") })
+		wg.Wait()
+		for _, p := range []string{"a", "a/b"} {
+			data, _, err := c.Get(ctx, p)
+			require.Truef(t, topo.IsErrType(err, topo.NoNode), "round %d: Get(%s) = %q, %v after both deletes", i, p, data, err)
+		}
+	}
+}

@@ -31,12 +31,17 @@ func (c *Conn) internal(p string) bool {
 
 // Create creates filePath holding contents and returns version 0, in one
 // round trip when the parent exists. A znode that is only a directory
-// becomes the file. Missing parents are created in one multi with the
+// becomes the file, unless contents are empty: ZooKeeper cannot hold an
+// empty file with files below it (it reads as a directory), so that is
+// InvalidArgument wrapping ErrEmptyFileWithChildren, nothing written (no
+// request more: the Stat read that finds the directory tells). NodeExists
+// would say a file is there, and there is none; other backends create the
+// file. Missing parents are created in one multi with the
 // file, so no reader sees them without it and a failed Create leaves none
 // (k missing levels cost about 2+log2(k) round trips). Errors: InvalidPath
 // (including the reserved-name rule, backendkit.CheckCreate),
-// InvalidArgument (value too large), NodeExists, PermissionDenied,
-// Timeout/Interrupted, Closed, Unavailable.
+// InvalidArgument (value too large, ErrEmptyFileWithChildren), NodeExists,
+// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) }, c.closed.Load)
 	if err != nil {
@@ -85,6 +90,9 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			st := r.st
 			if isFile(st) {
 				return nil, topo.NewError(topo.NodeExists, p)
+			}
+			if len(contents) == 0 {
+				return nil, emptyWithChildren(p) // it would stay a directory
 			}
 			var nst *zk.Stat
 			err = c.write(ctx, p, func(z *zk.Conn) error {
@@ -200,9 +208,24 @@ func zkVersion(n int64) int32 {
 // entry is NodeExists, and ResourceExhausted (ErrTxnContention) when
 // concurrent writers win every attempt. Errors: InvalidPath (including
 // the reserved-name rule), InvalidArgument (value too large, foreign or
-// negative version), NoNode, NodeExists, BadVersion, PermissionDenied,
-// ResourceExhausted, Timeout/Interrupted, Closed, Unavailable; nothing is
-// written on any but the last three (outcome unknown).
+// negative version, ErrEmptyFileWithChildren), NoNode, NodeExists,
+// BadVersion, PermissionDenied, ResourceExhausted, Timeout/Interrupted,
+// Closed, Unavailable; nothing is written on any but the last three
+// (outcome unknown).
+//
+// Empty contents: ZooKeeper cannot hold an empty file with files below
+// it (an empty znode with children reads as a directory), so an Update of
+// empty contents on a znode with children (only a directory, or a file
+// with files below it, which the write would make vanish) is
+// InvalidArgument wrapping ErrEmptyFileWithChildren, nothing written. An
+// unconditional one reads the Stat first and writes at the version read
+// (two round trips instead of one, for empty contents only: emptyUpdate);
+// a compare-and-set reads it anyway (no request more). What is not
+// guaranteed: a file created below filePath between that read and the
+// write (one round trip) is not seen, and leaves filePath empty with
+// children, a directory, the state that create would have left had it
+// come just after the Update; and a file created below an empty file
+// later makes it read as a directory whatever wrote it.
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
@@ -222,6 +245,9 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	}
 	if version != nil {
 		return c.casUpdate(ctx, p, zp, contents, ver)
+	}
+	if len(contents) == 0 {
+		return c.emptyUpdate(ctx, p, zp)
 	}
 	for attempt := 0; ; attempt++ {
 		var st *zk.Stat
@@ -269,6 +295,9 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 	if st.Version != ver {
 		return nil, topo.NewError(topo.BadVersion, p)
 	}
+	if len(contents) == 0 && st.NumChildren > 0 {
+		return nil, emptyWithChildren(p) // the file would vanish
+	}
 	var nst *zk.Stat
 	err = c.do(ctx, p, func() error {
 		var err error
@@ -279,6 +308,73 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 		return nil, c.convert(err, p)
 	}
 	return topo.NumericVersion(nst.Version), nil
+}
+
+// emptyUpdate is an unconditional Update of empty contents, which
+// ZooKeeper can hold only in a znode without children: a Stat read, then
+// the write at the version read on the same session (two round trips),
+// ErrEmptyFileWithChildren when the znode has children (only a directory,
+// or a file with files below it, which the write would make vanish). An
+// absent file is created, as by Update. The window: a file created below
+// p between the read and the write (one round trip) leaves p empty with
+// children, a directory, as that create would have made it had it come
+// just after this Update (only a reader in between can tell): no request
+// of ZooKeeper but a delete fails on children, and a write cannot be
+// taken back atomically, so the write is kept and reported done.
+func (c *Conn) emptyUpdate(ctx context.Context, p, zp string) (topo.Version, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := c.live(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		var exists bool
+		var st *zk.Stat
+		err = c.do(ctx, p, func() error {
+			var err error
+			exists, st, err = s.zk.Exists(zp)
+			return err
+		})
+		if err != nil {
+			return nil, c.convert(err, p)
+		}
+		if !exists {
+			v, err := c.create(ctx, p, nil)
+			if err == nil || !topo.IsErrType(err, topo.NodeExists) || attempt >= 10 {
+				return v, err
+			}
+			continue // created concurrently by someone else: read it
+		}
+		if st.NumChildren > 0 {
+			return nil, emptyWithChildren(p)
+		}
+		var nst *zk.Stat
+		err = c.do(ctx, p, func() error {
+			var err error
+			nst, err = s.zk.Set(zp, nil, st.Version)
+			return err
+		})
+		if err == nil {
+			return topo.NumericVersion(nst.Version), nil
+		}
+		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
+			return nil, c.convert(err, p)
+		}
+		if attempt >= 10 {
+			return nil, backendkit.Wrap(topo.ResourceExhausted, p, errEmptyUpdateContention)
+		}
+		// Written or deleted since the read: read it again.
+	}
+}
+
+// errEmptyUpdateContention is the cause of the ResourceExhausted error of
+// an Update of empty contents whose file other writers changed between
+// its read and its write at every attempt.
+var errEmptyUpdateContention = errors.New("zk2topo: concurrent writers changed the file between the read and the write of every attempt; nothing was written")
+
+// emptyWithChildren is the InvalidArgument error of a write of empty
+// contents to p, a znode with children (ErrEmptyFileWithChildren).
+func emptyWithChildren(p string) error {
+	return backendkit.Wrap(topo.InvalidArgument, p, ErrEmptyFileWithChildren)
 }
 
 // Get returns filePath's contents and Stat.Version in one round trip (a

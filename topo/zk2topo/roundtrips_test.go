@@ -131,7 +131,7 @@ func TestRequestCounts(t *testing.T) {
 			must(err)
 		}
 	}
-	create("d/a", "d/b", "del/a", "del/b", "last/a", "l/a", "ld/a", "ld/b", "u/a", "u/b")
+	create("d/a", "d/b", "del/a", "del/b", "last/a", "l/a", "ld/a", "ld/b", "u/a", "u/b", "empty/a")
 	_, _, err = c.Get(ctx, "d/a") // the session's first read syncs: done
 	must(err)
 	var (
@@ -170,7 +170,8 @@ func TestRequestCounts(t *testing.T) {
 			_, err := c.Update(ctx, "d/b", []byte("x"), ver)
 			must(err)
 		}},
-		"Create": {nil, func() { create("d/c") }},
+		"Update of empty contents": {nil, func() { _, err := c.Update(ctx, "empty/a", nil, nil); must(err) }},
+		"Create":                   {nil, func() { create("d/c") }},
 		"Create two levels deep in new directories": {nil, func() { create("n/m/c") }},
 		"Delete, the directory keeps other files":   {nil, func() { must(c.Delete(ctx, "del/a", nil)) }},
 		"Delete of a directory's last file":         {func() { must(c.Delete(ctx, "last/a", nil)); create("last/a") }, func() { must(c.Delete(ctx, "last/a", nil)) }},

@@ -766,12 +766,15 @@ func (o *sessionObserver) written(b []byte) {
 	case opCreate2:
 		op = opCreate // a lock entry's create (see asCreate2)
 	case opMulti:
-		// Matched by its first op when a check or a delete (after its
-		// 9-byte header).
+		// Matched by the path of its first op (after its 9-byte header):
+		// a check, a delete, a set-data or a create, each starting with
+		// its path.
 		if len(b) < 25 {
 			return
 		}
-		if first := int32(binary.BigEndian.Uint32(b[12:16])); first != opCheck && first != opDelete {
+		switch int32(binary.BigEndian.Uint32(b[12:16])) {
+		case opCheck, opDelete, opSetData, opCreate:
+		default:
 			return
 		}
 		at = 21

@@ -3,6 +3,7 @@ package zk2topo
 import (
 	"context"
 	"errors"
+	"path"
 	"slices"
 	"sync"
 
@@ -68,8 +69,23 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     of p; over a znode that is only a directory, a set-data at its
 //     version (as Create).
 //   - DeleteOp(p, v): a delete (at v if given); a file with files below it
-//     is emptied by a set-data instead (as Delete). Parents left empty are
-//     removed after the multi, best effort (cleanupDirs).
+//     is emptied by a set-data instead (as Delete), with the Stats of its
+//     "locks" child and of it pipelined behind the multi (two requests, no
+//     round trip), which remove it when its files went meanwhile, so that
+//     it is not left as an empty file (unfiledPaths). Parents left empty
+//     are removed after the multi, best effort (cleanupDirs).
+//   - A CreateOp or UpdateOp of empty contents that would leave an empty
+//     znode with children, which reads as a directory (the file not there,
+//     or gone), fails with a *topo.TxnError wrapping InvalidArgument and
+//     ErrEmptyFileWithChildren, nothing written: at once when another
+//     CreateOp or UpdateOp of the Txn writes a file below its path (a
+//     DeleteOp of every child is not counted: still refused while the
+//     Stat shows children); otherwise once a Stat shows a znode with
+//     children (a CreateOp over a directory, read after its create failed
+//     with NodeExists; an unconditional UpdateOp of empty contents reads
+//     its Stat before the multi, one round trip more, and writes at the
+//     version read; a versioned one reads it anyway). A file created below
+//     the path between that read and the multi is not seen (see Update).
 //   - IfAbsent(p): a create of p and its delete, back to back (the create
 //     fails when p exists); for an absent parent, the same pair on the
 //     highest missing ancestor. Nothing remains, but the parent's child
@@ -83,14 +99,15 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // version between the read and the multi.
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
-// a versioned UpdateOp read the Stat first (one round trip more); a Txn of
-// only CreateOp, unversioned UpdateOp, DeleteOp and IfAbsent costs one
-// round trip when nothing is missing, two with IfHeld. A multi failing
-// where only a Stat tells why (a missing parent, a directory where a file
-// was expected, a delete refused for children) is followed by reads and a
-// new multi, at most ten multis in all; CreateOps in new directories
-// cost two multis and a round of reads, or one multi with a right
-// DirectoriesAbsent hint.
+// a versioned UpdateOp read the Stat first (one round trip more), and so
+// does an unversioned UpdateOp of empty contents (see above); a Txn of
+// only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp and
+// IfAbsent costs one round trip when nothing is missing, two with IfHeld.
+// A multi failing where only a Stat tells why (a missing parent, a
+// directory where a file was expected, a delete refused for children) is
+// followed by reads and a new multi, at most ten multis in all; CreateOps
+// in new directories cost two multis and a round of reads, or one multi
+// with a right DirectoriesAbsent hint.
 //
 // The encoded request must not exceed Options.MaxTxnBytes (at most
 // go-zookeeper's 1.5 MiB buffer): a larger one is InvalidArgument
@@ -102,7 +119,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // znodes; ForeignFence for another backend's Fence; Closed; a
 // *topo.TxnError naming the first failing op with NodeExists, NoNode,
 // BadVersion or LockLost (nothing written), or wrapping PermissionDenied
-// or InvalidArgument for an op the server refused; Unavailable when the
+// or InvalidArgument for an op the server refused, or InvalidArgument
+// with ErrEmptyFileWithChildren (nothing written; it names the op found,
+// not necessarily the first failing one); Unavailable when the
 // multi's answer was lost, Timeout or Interrupted when ctx ended first
 // (either way it may have been applied); ResourceExhausted wrapping
 // ErrTxnContention (nothing applied; retrying is safe).
@@ -136,6 +155,9 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 		if c.internal(op.Path) {
 			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes))
 		}
+	}
+	if err := emptyUnderWrites(tops); err != nil {
+		return nil, err
 	}
 	t.hints(ctx)
 	m := t.build()
@@ -346,6 +368,12 @@ func (t *txn) build() []mreq {
 				parents(i)
 				made[zp] = true
 				out = append(out, mreq{&zk.CreateRequest{Path: zp, Data: op.Contents, Acl: c.acl, Flags: zk.FlagPersistent}, i, roleCreate})
+			case op.Version == backendkit.AnyVersion && t.emptyWrite(i) && s.statted && s.exists:
+				// Empty contents onto a znode read without children
+				// (emptyOntoChildren): at the version read, so that one
+				// written or re-created since fails the multi and is read
+				// again.
+				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			default:
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
@@ -463,6 +491,58 @@ func (t *txn) createsFile(i int) bool {
 	return false
 }
 
+// emptyWrite reports whether op i is a CreateOp or UpdateOp of empty
+// contents, which ZooKeeper holds as a file only in a znode without
+// children (ErrEmptyFileWithChildren).
+func (t *txn) emptyWrite(i int) bool {
+	k := t.ops[i].Kind
+	return (k == topo.TxnCreate || k == topo.TxnUpdate) && len(t.ops[i].Contents) == 0
+}
+
+// emptyOntoChildren returns the error (ErrEmptyFileWithChildren) of the
+// first op not excluded that writes empty contents onto a znode its Stat
+// showed with children and that the multi would otherwise write: a
+// CreateOp over a znode that is only a directory, an unversioned UpdateOp
+// of one with children, a versioned UpdateOp of a file with children at
+// that version (at another, or of a directory, it fails in the multi with
+// BadVersion or NoNode as before). nil when there is none.
+func (t *txn) emptyOntoChildren() error {
+	for i, op := range t.ops {
+		s := &t.st[i]
+		if t.excluded[i] || !t.emptyWrite(i) || !s.statted || !s.exists || s.st.NumChildren == 0 || s.st.EphemeralOwner != 0 {
+			continue
+		}
+		switch {
+		case op.Kind == topo.TxnCreate && !s.onlyDir(): // NodeExists in the multi
+		case op.Kind == topo.TxnUpdate && op.Version != backendkit.AnyVersion && (s.dirOnly() || s.st.Version != zkVersion(op.Version)):
+		default:
+			return backendkit.TxnOpError(op, emptyWithChildren(op.Path))
+		}
+	}
+	return nil
+}
+
+// emptyUnderWrites returns the error (ErrEmptyFileWithChildren) of the
+// first CreateOp or UpdateOp of empty contents whose path another
+// CreateOp or UpdateOp of ops writes a file below: the multi would leave
+// an empty znode with children. nil when there is none.
+func emptyUnderWrites(ops []backendkit.TxnOp) error {
+	above := map[string]bool{} // the directories above the writes' files
+	for _, op := range ops {
+		if op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate {
+			for d := path.Dir(op.Path); d != "." && d != "/" && d != "" && !above[d]; d = path.Dir(d) {
+				above[d] = true
+			}
+		}
+	}
+	for _, op := range ops {
+		if (op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate) && len(op.Contents) == 0 && above[op.Path] {
+			return backendkit.TxnOpError(op, emptyWithChildren(op.Path))
+		}
+	}
+	return nil
+}
+
 // entryCheck reports whether op i is an UpdateOp or DeleteOp of a znode
 // that may be an entry (Conn.entriesAt; see Txn).
 func (t *txn) entryCheck(i int) bool {
@@ -494,7 +574,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
 	for i := range t.ops {
-		if t.needsStat(i) || t.entryCheck(i) {
+		if t.needsStat(i) || t.entryCheck(i) || (t.ops[i].Kind == topo.TxnUpdate && t.emptyWrite(i)) {
 			first = append(first, i)
 		}
 	}
@@ -506,6 +586,9 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		return nil, backendkit.TxnFailed(t.ops[0], topo.LockLost)
 	}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
+		if err := t.emptyOntoChildren(); err != nil {
+			return nil, err
+		}
 		if attempt > 0 || len(first) > 0 || t.guard != nil {
 			m = t.build()
 			if err := t.checkSize(m); err != nil {
@@ -521,17 +604,32 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		}
 		s := t.s
 		answer := make(chan []zk.MultiResponse, 1) // fn may finish after do gave up
-		err := c.do(ctx, "", func() error {
-			r, err := s.zk.Multi(reqs...)
-			answer <- r
-			return err
-		})
+		send := func() error {
+			return c.do(ctx, "", func() error {
+				r, err := s.zk.Multi(reqs...)
+				answer <- r
+				return err
+			})
+		}
+		// The Stats of every file the multi empties (a DeleteOp of a file
+		// with files below it) follow it, pipelined: see unfiledPaths.
+		var unfiled []unfiledStat
+		var err error
+		if zps := unfiledPaths(m); len(zps) > 0 {
+			multi := sendFirst(s, opMulti, reqPath(reqs[0]), send)
+			for _, zp := range zps {
+				unfiled = append(unfiled, unfiledStat{zp, c.statsInOrder(ctx, s, c.relPath(zp), zp+"/"+locksDir, zp)})
+			}
+			err = <-multi
+		} else {
+			err = send()
+		}
 		var res []zk.MultiResponse
 		if topo.CodeOf(err) != topo.Timeout && topo.CodeOf(err) != topo.Interrupted && topo.CodeOf(err) != topo.Closed {
 			res = <-answer
 		}
 		if err == nil {
-			return t.results(ctx, m, res), nil
+			return t.results(ctx, m, res, unfiled), nil
 		}
 		j := -1 // the failing request
 		if len(res) == len(m) {
@@ -931,9 +1029,52 @@ func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
 	return false, nil
 }
 
+// unfiledStat is the Stat reads pipelined behind a multi that empties the
+// file zp (roleUnfile): of its "locks" child, then of zp.
+type unfiledStat struct {
+	zp    string
+	stats []<-chan statRes
+}
+
+// unfiledPaths returns the znodes whose data the multi m empties because
+// they have children (DeleteOps of files with files below them). Every
+// child of one may go at the same moment (another client's Delete): the
+// emptied znode, childless, would then read as an empty file nobody wrote.
+// So, as Delete does (unfile), the Stats of the znode's "locks" child and
+// of the znode are sent behind the multi on its session, and whichever of
+// the two writes comes last sees the znode empty and removes it
+// (TestTxnDeleteFileWithChildrenRacingLastChild).
+func unfiledPaths(m []mreq) []string {
+	var out []string
+	for _, r := range m {
+		if r.role == roleUnfile {
+			out = append(out, r.req.(*zk.SetDataRequest).Path)
+		}
+	}
+	return out
+}
+
+// reqPath is the path of a multi's request.
+func reqPath(req any) string {
+	switch q := req.(type) {
+	case *zk.CreateRequest:
+		return q.Path
+	case *zk.SetDataRequest:
+		return q.Path
+	case *zk.DeleteRequest:
+		return q.Path
+	case *zk.CheckVersionRequest:
+		return q.Path
+	}
+	return ""
+}
+
 // results turns a successful multi's answers into Txn's versions, and
-// removes the directories the deletes left empty (best effort, as Delete).
-func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []topo.Version {
+// removes the directories the deletes left empty (best effort, as
+// Delete): the parents of the deleted files, and the files it emptied
+// whose Stats, read behind the multi (unfiled), show them without
+// children.
+func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unfiled []unfiledStat) []topo.Version {
 	c := t.c
 	out := make([]topo.Version, len(t.ops))
 	var cleanup []string
@@ -950,6 +1091,12 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse) []t
 			if parent := zkDir(c.zkPath(op.Path)); parent != c.zkPath("") {
 				cleanup = append(cleanup, parent)
 			}
+		}
+	}
+	for _, u := range unfiled {
+		lr, dr := <-u.stats[0], <-u.stats[1]
+		if lr.err == nil && !slices.Contains(cleanup, u.zp) { // else cleanupDirs reads it
+			c.removeDir(ctx, u.zp, dr, lr, true)
 		}
 	}
 	c.cleanupDirs(ctx, cleanup)
