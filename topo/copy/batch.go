@@ -1,6 +1,8 @@
 package copy
 
 import (
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/topokit/topokit/topo"
@@ -114,4 +116,47 @@ func forEach[T any](items []T, parallel int, stop func() bool, fn func(i int, it
 		}()
 	}
 	wg.Wait()
+}
+
+// phases groups the indexes 0..n-1 of items into phases to run one after
+// the other, so that a file is deleted only once every file below it that
+// is deleted too is gone: phase 0 holds the items that delete nothing
+// (isDelete false) and the deletes with no deleted file below them, phase
+// k the deletes whose deleted descendants are all in earlier phases. A
+// tree without a file that has files below it is one phase. On ZooKeeper
+// a file with files below it is a znode with children: its delete only
+// empties its data, and a concurrent delete of its last child could then
+// leave it behind as an empty znode, which reads as an empty file. Each
+// phase keeps the order of items.
+func phases(n int, path func(i int) string, isDelete func(i int) bool) [][]int {
+	height := map[string]int{}
+	var dels []int
+	for i := range n {
+		if isDelete(i) {
+			dels = append(dels, i)
+		}
+	}
+	// Deepest first: a path's height is final before its ancestors'.
+	byDepth := slices.Clone(dels)
+	slices.SortStableFunc(byDepth, func(a, b int) int {
+		return strings.Count(path(b), "/") - strings.Count(path(a), "/")
+	})
+	for _, i := range byDepth {
+		h := height[path(i)]
+		for _, d := range tree.AncestorDirs(path(i)) {
+			height[d] = max(height[d], h+1)
+		}
+	}
+	var out [][]int
+	for i := range n {
+		h := 0
+		if isDelete(i) {
+			h = height[path(i)]
+		}
+		for len(out) <= h {
+			out = append(out, nil)
+		}
+		out[h] = append(out[h], i)
+	}
+	return out
 }

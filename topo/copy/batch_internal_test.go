@@ -34,3 +34,15 @@ func TestBatches(t *testing.T) {
 	assert.Equal(t, [][]string{{"a", "b"}, {"big"}, {"c", "d"}}, got)
 	assert.Len(t, batches(ops, 1), 5, "no batching below 2")
 }
+
+// phases puts a delete after the deletes below it, and everything else
+// (and a tree without files below files) in the first phase, in order.
+func TestPhases(t *testing.T) {
+	ps := []string{"a", "a/b", "a/b/c", "x", "a/d", "w/v"}
+	del := []bool{true, true, true, true, false, true}
+	got := phases(len(ps), func(i int) string { return ps[i] }, func(i int) bool { return del[i] })
+	assert.Equal(t, [][]int{{2, 3, 4, 5}, {1}, {0}}, got)
+	flat := phases(3, func(i int) string { return []string{"a/x", "b", "a/y"}[i] }, func(int) bool { return true })
+	assert.Equal(t, [][]int{{0, 1, 2}}, flat)
+	assert.Empty(t, phases(0, nil, nil))
+}

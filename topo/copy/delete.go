@@ -33,10 +33,9 @@ func (e *DeleteError) Unwrap() error { return e.Err }
 // DeleteTree deletes files (as tree.List returns them) from conn, whatever
 // their version, opts.Parallel requests at a time and opts.Batch deletes
 // to a transaction (a refused batch is deleted one file at a time; a file
-// already gone counts as done, not deleted). Files with files below them
-// are deleted with those in any order, at once: on ZooKeeper the Conn
-// removes a file's emptied znode when its last child goes meanwhile
-// (zk2topo's Delete and Txn). It returns how many files it deleted. When a delete fails (a batch whose answer was lost included) or
+// already gone counts as done, not deleted; a file with files below it is
+// deleted after those of them that are in files). It returns how many files it
+// deleted. When a delete fails (a batch whose answer was lost included) or
 // ctx ends, no new delete starts and the *DeleteError says how many were
 // deleted; deletes are not reverted.
 func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts ExecOptions) (int, error) {
@@ -105,11 +104,19 @@ func DeleteTree(ctx context.Context, conn topo.Conn, files []topo.KVInfo, opts E
 			}
 		}
 	}
-	ops := make([]Op, len(files))
-	for i, kv := range files {
-		ops[i] = Op{Kind: Delete, Path: kv.Path}
+	// run deletes ops (one phase): opts.Batch to a transaction,
+	// opts.Parallel at a time.
+	run := func(ops []Op) {
+		forEach(batches(ops, opts.Batch), opts.Parallel, stopped, func(_ int, b []Op) { batch(b) })
 	}
-	forEach(batches(ops, opts.Batch), opts.Parallel, stopped, func(_ int, b []Op) { batch(b) })
+	// Files below a file are deleted before it (see phases).
+	for _, ph := range phases(len(files), func(i int) string { return files[i].Path }, func(int) bool { return true }) {
+		ops := make([]Op, len(ph))
+		for j, i := range ph {
+			ops[j] = Op{Kind: Delete, Path: files[i].Path}
+		}
+		run(ops)
+	}
 	opts.done(firstErr == nil && ctx.Err() == nil)
 	if firstErr != nil {
 		return deleted, &DeleteError{Deleted: deleted, Total: len(files), Err: firstErr}

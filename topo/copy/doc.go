@@ -19,6 +19,9 @@
 // distinct arguments. Backend differences are handled inside: on
 // ZooKeeper a batch also creates the directories of its files that the
 // destination did not hold when planned (zk2topo.DirectoriesAbsent), in
-// the same multi; and an empty file with files below it, which ZooKeeper
-// cannot store, fails the plan.
+// the same multi; an empty file with files below it, which ZooKeeper
+// cannot store, fails the plan; and a file with files below it is deleted
+// (rm -R, PlanOptions.Delete, a revert) only once the files below it that
+// go too are gone, so that no emptied znode is left behind to read as an
+// empty file.
 package copy

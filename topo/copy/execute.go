@@ -163,7 +163,9 @@ type undo struct {
 // with at most opts.Parallel requests in flight, opts.Batch writes to a
 // transaction. Files are created and overwritten only if unchanged since
 // planning (a versioned Update, a Create that fails if someone created the
-// file meanwhile); deletes are versioned too. A batch the store refuses
+// file meanwhile); deletes are versioned too, and a file with files below
+// it is deleted after those of them that the plan deletes (as the revert
+// deletes a file it created after the files it created below it). A batch the store refuses
 // (a condition failed, too large, no transactions) is written one file at
 // a time. When a write fails or ctx ends, no new write starts, the writes
 // in flight run to their answer, and everything written is reverted --
@@ -267,13 +269,22 @@ func Execute(ctx context.Context, dst topo.Conn, plan *Plan, what string, opts E
 			one(w)
 		}
 	}
-	bs := batches(ops, opts.Batch)
-	absent := plan.absentDirs(bs)
-	forEach(bs, parallel, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return stopped()
-	}, func(bi int, b []Op) { batch(b, absent[bi]) })
+	// Files are written, and the deletes of files with no deleted file
+	// below them made, in the first phase; a file with deleted files
+	// below it is deleted after them (see phases).
+	for _, ph := range phases(len(ops), func(i int) string { return ops[i].Path }, func(i int) bool { return ops[i].Kind == Delete }) {
+		pops := make([]Op, len(ph))
+		for j, i := range ph {
+			pops[j] = ops[i]
+		}
+		bs := batches(pops, opts.Batch)
+		absent := plan.absentDirs(bs)
+		forEach(bs, parallel, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return stopped()
+		}, func(bi int, b []Op) { batch(b, absent[bi]) })
+	}
 	interrupted := firstErr == nil && ctx.Err() != nil
 	opts.done(firstErr == nil && !interrupted)
 	if firstErr == nil && !interrupted {

@@ -218,12 +218,11 @@ func nested(n int) []topo.KVInfo {
 // leaves nothing behind. On ZooKeeper such a file is a znode with
 // children, whose delete only empties it: deleted concurrently with its
 // last child it was left as an empty znode, which reads as an empty file,
-// after a run that reported every file deleted or reverted. Batches of 2
+// after a run that reported every file deleted or reverted. copy deletes
+// a file after the files below it (phases); zk2topo's Delete and Txn also
+// clean up an emptied znode whose last child went meanwhile. Batches of 2
 // split each nested tree (pr/NN, pr/NN/c, pr/NN/c/d) across two
-// transactions, so that a Txn's DeleteOp races another Txn's delete of
-// its last child (it left pr/NN/c behind as an empty file before the Txn
-// cleaned up after its DeleteOps as Delete does); 1 runs Deletes, 3 keeps
-// each tree in one transaction.
+// transactions; 1 runs Deletes, 3 keeps each tree in one transaction.
 func TestRealDeleteFilesWithFilesBelow(t *testing.T) {
 	for _, be := range realBackends(t) {
 		t.Run(be.name, func(t *testing.T) {

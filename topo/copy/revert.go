@@ -23,16 +23,21 @@ import (
 func revert(ctx context.Context, dst topo.Conn, done []undo, parallel int, opts ExecOptions) []RevertFailure {
 	var mu sync.Mutex
 	var left []RevertFailure
-	forEach(done, parallel, func() bool { return false }, func(_ int, u undo) {
-		wctx, cancel := opts.writeCtx(ctx)
-		defer cancel()
-		if err := revertOne(wctx, dst, u); err != nil {
-			opts.log().Warn("revert failed", "path", "/"+u.op.Path, "err", err)
-			mu.Lock()
-			left = append(left, RevertFailure{Path: u.op.Path, Err: err})
-			mu.Unlock()
-		}
-	})
+	// A created file is deleted only after the created files below it
+	// (see phases).
+	for _, ph := range phases(len(done), func(i int) string { return done[i].op.Path }, func(i int) bool { return done[i].op.Kind == Create }) {
+		forEach(ph, parallel, func() bool { return false }, func(_ int, i int) {
+			u := done[i]
+			wctx, cancel := opts.writeCtx(ctx)
+			defer cancel()
+			if err := revertOne(wctx, dst, u); err != nil {
+				opts.log().Warn("revert failed", "path", "/"+u.op.Path, "err", err)
+				mu.Lock()
+				left = append(left, RevertFailure{Path: u.op.Path, Err: err})
+				mu.Unlock()
+			}
+		})
+	}
 	slices.SortFunc(left, func(a, b RevertFailure) int { return strings.Compare(a.Path, b.Path) })
 	return left
 }
