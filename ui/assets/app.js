@@ -151,6 +151,16 @@ function toast(msg) {
 
 function q(params) { return new URLSearchParams(params).toString(); }
 
+// pathHash is the address fragment that keeps the directory p shown
+// (#PATH, percent-encoded but for its "/": a path may hold "%" or "#"),
+// hashPath the path of a fragment (one typed or bookmarked unencoded,
+// whose "%" starts no escape, is taken as it is).
+function pathHash(p) { return "#" + encodeURIComponent(p).replace(/%2F/g, "/"); }
+function hashPath(h) {
+  h = h.replace(/^#/, "");
+  try { return decodeURIComponent(h); } catch (_) { return h; }
+}
+
 function cleanDir(p) {
   p = (p || "/").trim();
   if (!p.startsWith("/")) p = "/" + p;
@@ -257,7 +267,7 @@ async function openDir(p, keepFile) {
   body.replaceChildren();
   appendEntries(data.entries);
   $("#more").hidden = data.next < 0;
-  if (location.hash !== "#" + data.path) history.replaceState(null, "", "#" + data.path);
+  if (location.hash !== pathHash(data.path)) history.replaceState(null, "", pathHash(data.path));
   if (!keepFile && changedDir && !state.editing) closeFile();
   if (changedDir) watch(data.path, outsideFile(data.path));
   return true;
@@ -969,7 +979,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   } catch (e) { showError(e.message); }
   cacheBadge();
   setInterval(cacheBadge, 1000);
-  const start = decodeURIComponent(location.hash.slice(1)) || "/";
+  const start = hashPath(location.hash) || "/";
   await openDir(start);
   document.body.dataset.ready = "true";
 });
