@@ -907,9 +907,19 @@ async function compare(ev) {
   try {
     const c = await api("GET", "/api/compare?" + q({ a: cleanDir($("#compare-a").value), b: cleanDir($("#compare-b").value), store: $("#compare-store").value }));
     if (seq !== state.compareSeq) return;
-    $("#compare-summary").textContent = c.differences.length + " differences between " + c.a + " (" + c.filesA + " files) and " + c.b + " (" + c.filesB + " files)" + (c.truncated ? ", first ones shown" : "");
+    // Files that cannot be compared (at reserved paths, or under keys
+    // that are no canonical path) are named, as topoctl diff names them.
+    const skipped = (c.notComparedA || []).concat(c.notComparedB || []);
+    $("#compare-summary").textContent = c.differences.length + " differences between " + c.a + " (" + c.filesA + " files) and " + c.b + " (" + c.filesB + " files)" + (c.truncated ? ", first ones shown" : "") +
+      (skipped.length ? "; " + skipped.length + " files not compared (at reserved paths, or under keys that are no canonical path)" : "") +
+      (c.filesA === 0 && c.filesB === 0 && !skipped.length ? ": neither holds any file (check the paths)" : "");
+    for (const p of skipped) {
+      res.append(el("div", { class: "cmp-item", "data-path": p },
+        el("div", {}, el("span", { class: "kind-not-compared" }, "not compared"), " ", el("code", {}, p))));
+    }
     for (const d of c.differences) {
-      const side = (f) => el("pre", { class: "value" }, f ? (f.decoded || f.text || hexDump(f.hex)) : "(absent)");
+      const side = (f) => el("pre", { class: "value" }, !f ? "(absent)" :
+        f.decoded || (f.size === 0 ? "(empty)" : f.text != null ? f.text : hexDump(f.hex)));
       res.append(el("div", { class: "cmp-item", "data-path": d.path },
         el("div", {}, el("span", { class: "kind-" + d.kind }, d.kind), " ", el("code", {}, d.path)),
         el("div", { class: "cmp-sides" }, side(d.a), side(d.b))));
