@@ -486,8 +486,11 @@ function drawFile(f, keepEditor) {
   state.file = f;
   $("#file").hidden = false;
   $("#file-path").textContent = f.path;
-  $("#file-info").textContent = "version " + f.version + " · " + f.size + " bytes" + (f.type ? " · " + f.type : "");
-  $("#show-decoded").textContent = f.decoded || (f.decodeError ? "not decoded: " + f.decodeError : "(no record type for this path: see Text or Hex)");
+  // A record that does not decode is shown raw (Text or Hex): the note
+  // saying so and why is in the line above the tabs, always seen.
+  const undecoded = f.decodeError ? "not decoded: " + f.decodeError + " (shown raw)" : "";
+  $("#file-info").textContent = "version " + f.version + " · " + f.size + " bytes" + (f.type ? " · " + f.type : "") + (undecoded ? " · " + undecoded : "");
+  $("#show-decoded").textContent = f.decoded || undecoded || "(no record type for this path: see Text or Hex)";
   $("#show-text").textContent = f.text != null ? f.text : "(not printable text: see Hex)";
   $("#show-hex").textContent = hexDump(f.hex) || "(empty)";
   $("#show-meta").textContent = f.meta ? Object.entries(f.meta).map(([k, v]) => k + ": " + v).join("\n") : "(the store keeps nothing more)";
