@@ -19,7 +19,7 @@ import (
 func TestBrowserMarkupShownAsText(t *testing.T) {
 	const img = `"><img src=x onerror="window.pwned=1">`
 	const script = `<script>window.pwned=2</script>` // in values
-	const svg = `<svg onload="window.pwned=4">`       // in names (no "/")
+	const svg = `<svg onload="window.pwned=4">`      // in names (no "/")
 	const link = `javascript:window.pwned=3`
 	store := memtest.New(t, memtest.Options{})
 	conn := store.Server.GlobalCell()
