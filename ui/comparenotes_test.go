@@ -77,3 +77,17 @@ func TestBrowserCompareNotes(t *testing.T) {
 	p.click("#compare-form button[type=submit]")
 	p.wait("no files on either side", has("#compare-summary", "neither holds any file"))
 }
+
+// TestBrowserDeleteTreeNamesWhatStays: a recursive delete cannot delete
+// files at reserved paths that another tool wrote (topoctl rm -R names
+// them and exits 1); the page's confirmation and its report of the
+// delete say how many stay, rather than promising the whole subtree.
+func TestBrowserDeleteTreeNamesWhatStays(t *testing.T) {
+	conn := foreignList{memtest.New(t, memtest.Options{}).Server.GlobalCell()}
+	p, _ := stalePageOn(t, conn, []string{"ks/Keyspace", "ks/shards/0/Shard", "ks/foreign-locks/cfg"}, asWritable)
+	p.open("/ks")
+	p.click("#delete-tree")
+	p.wait("the confirmation", has("#modal-text", "Delete 2 files at or under /ks?")+" && "+has("#modal-text", "1 other file there cannot be deleted from the page"))
+	p.click("#modal-ok")
+	p.wait("the report of the delete", `window.toasts.some((m) => m.includes("deleted 2 files under /ks") && m.includes("1 file stays"))`)
+}

@@ -351,6 +351,12 @@ function show(which) {
   for (const k of ["decoded", "text", "hex", "meta", "history"]) $("#show-" + k).hidden = k !== which;
 }
 
+// valueText is the value of f (an answer of /api/file) as one text:
+// decoded, else as text, else as hex; "(empty)" for no bytes.
+function valueText(f) {
+  return f.decoded || (f.size === 0 ? "(empty)" : f.text != null ? f.text : hexDump(f.hex));
+}
+
 function hexDump(h) {
   const out = [];
   for (let i = 0; i < h.length; i += 32) {
@@ -701,9 +707,14 @@ async function deleteTree() {
   const asked = state.list.asked;
   try {
     const c = await api("GET", "/api/count?" + q({ path: p }));
-    if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone."))) return;
+    // Files at reserved paths (another tool's) or under keys that are no
+    // canonical path cannot be deleted from here: they stay, and are told.
+    const stay = (n) => n + (n === 1 ? " file stays" : " files stay");
+    const other = c.skipped ? " " + c.skipped + (c.skipped === 1 ? " other file there cannot" : " other files there cannot") +
+      " be deleted from the page (at reserved paths, written by another tool, or under keys that are no canonical path): " + stay(c.skipped) + "." : "";
+    if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone." + other))) return;
     const r = await api("POST", "/api/delete-tree", { path: p, count: c.files });
-    toast("deleted " + r.deleted + " files under " + p);
+    toast("deleted " + r.deleted + " files under " + p + (r.skipped ? "; " + stay(r.skipped) + " (not deletable from the page)" : ""));
     if (state.list.asked === asked) await openDir(parentOf(p));
   } catch (e) { showError(e.message); }
 }
@@ -716,7 +727,7 @@ async function showVersion(ev) {
   let text;
   try {
     const f = await api("GET", "/api/version?" + q({ path: state.file.path, version: $("#history-version").value }));
-    text = f.decoded || f.text || hexDump(f.hex);
+    text = valueText(f);
   } catch (e) {
     text = e.status === 501 ? "this store keeps no history (only etcd does)" : e.message;
   }
@@ -921,8 +932,7 @@ async function compare(ev) {
         el("div", {}, el("span", { class: "kind-not-compared" }, "not compared"), " ", el("code", {}, p))));
     }
     for (const d of c.differences) {
-      const side = (f) => el("pre", { class: "value" }, !f ? "(absent)" :
-        f.decoded || (f.size === 0 ? "(empty)" : f.text != null ? f.text : hexDump(f.hex)));
+      const side = (f) => el("pre", { class: "value" }, f ? valueText(f) : "(absent)");
       res.append(el("div", { class: "cmp-item", "data-path": d.path },
         el("div", {}, el("span", { class: "kind-" + d.kind }, d.kind), " ", el("code", {}, d.path)),
         el("div", { class: "cmp-sides" }, side(d.a), side(d.b))));
