@@ -11,15 +11,16 @@ import (
 // the address (#PATH), so that a reload (or a bookmark) opens it again.
 // A path may hold "%" (the library's rules allow it): a reload opens the
 // same directory, not the one its "%41" spells once percent-decoded
-// ("/aA"), and a "%" that starts no escape ("/100%", "/50%zz") does not
-// stop the page from loading.
+// ("/aA"; "/%2e%2e" is not ".."), and a "%" that starts no escape
+// ("/100%", "/50%zz") does not stop the page from loading.
 func TestBrowserReloadKeepsDirWithPercent(t *testing.T) {
-	p, _, _ := stalePage(t, []string{"a%41/x", "aA/y", "100%/z", "50%zz/w", "sp ace#h/v"}, nil)
+	p, _, _ := stalePage(t, []string{"a%41/x", "aA/y", "100%/z", "50%zz/w", "sp ace#h/v", "%2e%2e/u"}, nil)
 	for _, c := range []struct{ dir, row string }{
 		{"/a%41", "/a%41/x"},
 		{"/100%", "/100%/z"},
 		{"/50%zz", "/50%zz/w"},
 		{"/sp ace#h", "/sp ace#h/v"},
+		{"/%2e%2e", "/%2e%2e/u"}, // not ".." once decoded
 	} {
 		p.open(c.dir)
 		p.do("reload the page", chromedp.Reload())
