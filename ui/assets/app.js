@@ -78,7 +78,8 @@ class Pane {
 // when the stream is started again). pageSize is the server's
 // page of directory entries. watchFile is the file the live stream
 // follows besides the directory (one shown that lies outside it, opened
-// from a search; null: none). saves counts the page's saves answered
+// from a search; null: none); watching is the last stream asked for
+// ({ dir, file }: started again when a hidden tab is shown). saves counts the page's saves answered
 // (written). wrote maps "path version" to { hex, until }: the value the
 // page's saves wrote at that version, or wrote over (the version a save
 // replaced, read by a re-read asked before the save was answered); a file
@@ -99,7 +100,7 @@ const state = {
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
   readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, retryRound: -1, pageSize: 200,
   streamTimer: null, streamDelay: 0, streamProbe: null,
-  watchFile: null, saves: 0, wrote: new Map(), seenDuringSave: [],
+  watchFile: null, watching: null, saves: 0, wrote: new Map(), seenDuringSave: [],
 };
 
 function el(tag, attrs, ...kids) {
@@ -745,19 +746,30 @@ function setLive(on, text) {
   b.className = "badge " + (on ? "live-on" : "live-off");
 }
 
+// PAUSED is what the badge says while the tab is hidden (see watch).
+const PAUSED = "paused while the tab is hidden";
+
 // watch starts the live stream of the directory dir and, if not null,
-// of the file file (shown, outside dir), closing the one before.
+// of the file file (shown, outside dir), closing the one before. While
+// the tab is hidden no stream is started (the badge says PAUSED), and a
+// stream open when the tab is hidden is closed: an open stream holds one
+// of the few connections (six over HTTP/1.1) a browser opens to a
+// server, so pages left open in other tabs would leave none to the page
+// in front, whose requests would wait for ever. When the tab is shown
+// again the stream starts again, and with it a read of what the page
+// shows (see "ready").
 function watch(dir, file) {
-  if (state.events) state.events.close();
-  clearTimeout(state.streamTimer);
-  // (its answer no longer matters; unanswered, it would hold one of the
-  // browser's few connections to the server)
-  if (state.streamProbe) { state.streamProbe.onreadystatechange = null; state.streamProbe.abort(); }
-  state.streamProbe = null;
+  stopStream();
+  state.watching = { dir, file: file || null };
+  state.watchFile = file || null;
+  if (document.visibilityState === "hidden") {
+    state.liveFrom = Infinity;
+    setLive(false, PAUSED);
+    return;
+  }
   const url = "/api/events?" + q(file ? { path: dir, file } : { path: dir });
   const es = new EventSource(url);
   state.events = es;
-  state.watchFile = file || null;
   setLive(false, "connecting…");
   // The stream tells the changes made once it is ready: those made before
   // (after the listing and the file shown were read, or while a stream was
@@ -792,6 +804,26 @@ function watch(dir, file) {
     // Coalesce again on the page side: one reload per 300 ms at most.
     if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 300);
   });
+}
+
+// stopStream closes the live stream, and drops its retry and its probe.
+function stopStream() {
+  if (state.events) state.events.close();
+  state.events = null;
+  clearTimeout(state.streamTimer);
+  // (its answer no longer matters; unanswered, it would hold one of the
+  // browser's few connections to the server)
+  if (state.streamProbe) { state.streamProbe.onreadystatechange = null; state.streamProbe.abort(); }
+  state.streamProbe = null;
+}
+
+// visibilityChanged pauses the live stream while the tab is hidden and
+// starts it again when the tab is shown (see watch).
+function visibilityChanged() {
+  if (!state.watching) return;
+  const hidden = document.visibilityState === "hidden";
+  if (hidden && state.events) watch(state.watching.dir, state.watching.file);
+  else if (!hidden && !state.events) watch(state.watching.dir, state.watching.file);
 }
 
 // streamRefused starts the live stream es (of url, dir and file) again
@@ -970,6 +1002,7 @@ function switchView(v) {
 document.addEventListener("DOMContentLoaded", async () => {
   for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", () => switchView(b.dataset.view));
   for (const b of document.querySelectorAll(".subtab")) b.addEventListener("click", () => show(b.dataset.show));
+  document.addEventListener("visibilitychange", visibilityChanged);
   $("#pathbar").addEventListener("submit", (ev) => { ev.preventDefault(); openDir($("#path").value); });
   $("#searchbar").addEventListener("submit", (ev) => { ev.preventDefault(); search($("#search").value); });
   $("#up").addEventListener("click", () => openDir(parentOf(state.dir)));
