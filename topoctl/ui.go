@@ -3,7 +3,6 @@ package topoctl
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/cache"
-	"github.com/topokit/topokit/topo/decode"
 	"github.com/topokit/topokit/ui"
 )
 
@@ -52,12 +50,14 @@ stores to the compare view. Runs until interrupted.`,
 					return usagef("--tls-cert-file %s, --tls-key-file %s: %v", certFile, keyFile, err)
 				}
 			}
-			reg := decode.Builtin()
-			if protoset != "" {
-				var err error
-				if reg, err = decode.ReadProtoset(protoset); err != nil {
-					return usageError{fmt.Errorf("--protoset: %w", err)}
-				}
+			// As get --decode: --protoset, else $TOPOCTL_PROTOSET, else
+			// the types built in.
+			if protoset == "" {
+				protoset = stores.getenv(envProtoset)
+			}
+			reg, err := loadSchema(protoset)
+			if err != nil {
+				return err
 			}
 			st, err := stores.open(cmd.Context())
 			if err != nil {
@@ -116,7 +116,7 @@ stores to the compare view. Runs until interrupted.`,
 	f.StringVar(&certFile, "tls-cert-file", "", "PEM certificate to serve the page over https")
 	f.StringVar(&keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
 	f.StringArrayVar(&compareWith, "compare-with", nil, "another store IMPL:ADDR:ROOT the compare view can diff against, read only (repeatable)")
-	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: the types built in)")
+	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: $`+envProtoset+`, else the types built in)")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/topokit/topokit/topo"
@@ -26,7 +27,9 @@ type differenceJSON struct {
 // compare answers the differences of two subtrees: GET
 // /api/compare?a=DIR&b=DIR[&store=NAME], b in the store NAME of
 // Options.Stores when given, else in the main store (topo/copy's Compare
-// on what tree.List reads). Versions are not compared.
+// on what tree.List reads). Versions are not compared. Files that cannot
+// be compared (tree.Listing's Reserved and Odd) are named, per side, in
+// notComparedA and notComparedB, as topoctl diff names them.
 func (s *Server) compare(w http.ResponseWriter, r *http.Request) {
 	a, err := dirParam(r, "a")
 	if err != nil {
@@ -94,7 +97,24 @@ func (s *Server) compare(w http.ResponseWriter, r *http.Request) {
 		out = append(out, dj)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"a": "/" + a, "b": "/" + b, "filesA": len(fa), "filesB": len(fb),
-		"differences": out, "truncated": len(diffs) > maxCompare})
+		"differences": out, "truncated": len(diffs) > maxCompare,
+		"notComparedA": notCompared(la), "notComparedB": notCompared(lb)})
+}
+
+// notCompared are the files of l that cannot be compared, as topoctl
+// diff names them ("not compared: PATH"): those at reserved paths that
+// another tool wrote, and those under keys that are no canonical path;
+// sorted, each with a leading "/".
+func notCompared(l tree.Listing) []string {
+	out := []string{}
+	for _, p := range l.Reserved {
+		out = append(out, "/"+p)
+	}
+	for _, p := range l.Odd {
+		out = append(out, "/"+p)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // relative returns files with paths relative to dir (canonical), still

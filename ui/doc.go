@@ -17,7 +17,8 @@
 //
 // Every request must carry the access token (Server.Token): as the
 // "token" query parameter of the first visit, which sets an HttpOnly,
-// SameSite=Strict cookie, as that cookie afterwards, or as an
+// SameSite=Strict cookie (named for the server: Server.CookieName), as
+// that cookie afterwards, or as an
 // "Authorization: Bearer" header. Writing requests (PUT, POST, DELETE) are
 // refused with 403 unless Options.Writable is set, and must carry the
 // page's CSRF token in the X-Topokit-CSRF header, with no foreign Origin.

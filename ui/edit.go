@@ -226,7 +226,10 @@ type deleteTreeRequest struct {
 
 // deleteTree deletes every file at or under a directory: POST
 // /api/delete-tree. It answers 409 with the current count, deleting
-// nothing, when the count differs from the one confirmed.
+// nothing, when the count differs from the one confirmed. The answer
+// says how many files it deleted ("deleted") and how many it could not
+// ("skipped": at reserved paths, or under keys that are no canonical
+// path; GET /api/count tells them beforehand).
 func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 	var req deleteTreeRequest
 	if err := decodeBody(r, &req); err != nil {
@@ -248,5 +251,5 @@ func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "deleted": n})
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "deleted": n, "skipped": len(l.Reserved) + len(l.Odd)})
 }

@@ -1,7 +1,9 @@
 package ui
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -10,9 +12,23 @@ import (
 	"strings"
 )
 
-// CookieName is the cookie that carries the access token after the first
-// visit.
+// CookieName begins the name of the cookie that carries the access token
+// after the first visit: CookieName, "_" and 16 hex digits of the
+// token's SHA-256 (Server.CookieName). Browsers do not tell cookies apart
+// by port, so each server's cookie has a name of its own: opening a
+// second page (another topoctl ui on another port of the same host) does
+// not replace the first one's cookie.
 const CookieName = "topokit_ui"
+
+// CookieName returns the name of the cookie that carries this server's
+// access token (see the constant CookieName).
+func (s *Server) CookieName() string { return s.cookie }
+
+// cookieName is the name of the cookie of token.
+func cookieName(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return CookieName + "_" + hex.EncodeToString(sum[:8])
+}
 
 // CSRFHeader is the header every writing request carries the page's CSRF
 // token in.
@@ -28,7 +44,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 			writeJSON(w, http.StatusUnauthorized, apiError{Error: "wrong access token", Code: "Unauthorized"})
 			return false
 		}
-		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.opts.Token, Path: "/", HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.opts.Token, Path: "/", HttpOnly: true,
 			SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 		if r.Method == http.MethodGet && r.URL.Path == "/" {
 			u := *r.URL
@@ -40,7 +56,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		}
 		return true
 	}
-	if c, err := r.Cookie(CookieName); err == nil && same(c.Value, s.opts.Token) {
+	if c, err := r.Cookie(s.cookie); err == nil && same(c.Value, s.opts.Token) {
 		return true
 	}
 	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && same(b, s.opts.Token) {

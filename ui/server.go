@@ -82,11 +82,12 @@ type Options struct {
 // Server serves the page and its API. It implements http.Handler and is
 // safe for concurrent use.
 type Server struct {
-	opts  Options
-	csrf  string
-	mux   *http.ServeMux
-	page  *template.Template
-	files http.Handler
+	opts   Options
+	csrf   string
+	cookie string // the name of the token's cookie (cookieName)
+	mux    *http.ServeMux
+	page   *template.Template
+	files  http.Handler
 }
 
 // New returns a Server for opts. It fails (InvalidArgument) when opts.Conn
@@ -138,7 +139,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, csrf: csrf, mux: http.NewServeMux(), page: page,
+	s := &Server{opts: opts, csrf: csrf, cookie: cookieName(opts.Token), mux: http.NewServeMux(), page: page,
 		files: http.StripPrefix("/static/", http.FileServer(http.FS(static)))}
 	s.routes()
 	return s, nil

@@ -113,7 +113,7 @@ func TestAuthRequiresToken(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	req, _ := http.NewRequest("GET", h.ts.URL+"/api/info", nil)
-	req.AddCookie(&http.Cookie{Name: ui.CookieName, Value: "wrong"})
+	req.AddCookie(&http.Cookie{Name: h.srv.CookieName(), Value: "wrong"})
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()

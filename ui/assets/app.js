@@ -78,7 +78,8 @@ class Pane {
 // when the stream is started again). pageSize is the server's
 // page of directory entries. watchFile is the file the live stream
 // follows besides the directory (one shown that lies outside it, opened
-// from a search; null: none). saves counts the page's saves answered
+// from a search; null: none); watching is the last stream asked for
+// ({ dir, file }: started again when a hidden tab is shown). saves counts the page's saves answered
 // (written). wrote maps "path version" to { hex, until }: the value the
 // page's saves wrote at that version, or wrote over (the version a save
 // replaced, read by a re-read asked before the save was answered); a file
@@ -99,7 +100,7 @@ const state = {
   changeNo: 0, changedAt: new Map(), allChangedAt: 0, streamStarts: 0,
   readNo: 0, liveFrom: Infinity, retryTimer: null, retryDelay: 0, retryRound: -1, pageSize: 200,
   streamTimer: null, streamDelay: 0, streamProbe: null,
-  watchFile: null, saves: 0, wrote: new Map(), seenDuringSave: [],
+  watchFile: null, watching: null, saves: 0, wrote: new Map(), seenDuringSave: [],
 };
 
 function el(tag, attrs, ...kids) {
@@ -150,6 +151,16 @@ function toast(msg) {
 }
 
 function q(params) { return new URLSearchParams(params).toString(); }
+
+// pathHash is the address fragment that keeps the directory p shown
+// (#PATH, percent-encoded but for its "/": a path may hold "%" or "#"),
+// hashPath the path of a fragment (one typed or bookmarked unencoded,
+// whose "%" starts no escape, is taken as it is).
+function pathHash(p) { return "#" + encodeURIComponent(p).replace(/%2F/g, "/"); }
+function hashPath(h) {
+  h = h.replace(/^#/, "");
+  try { return decodeURIComponent(h); } catch (_) { return h; }
+}
 
 function cleanDir(p) {
   p = (p || "/").trim();
@@ -257,7 +268,7 @@ async function openDir(p, keepFile) {
   body.replaceChildren();
   appendEntries(data.entries);
   $("#more").hidden = data.next < 0;
-  if (location.hash !== "#" + data.path) history.replaceState(null, "", "#" + data.path);
+  if (location.hash !== pathHash(data.path)) history.replaceState(null, "", pathHash(data.path));
   if (!keepFile && changedDir && !state.editing) closeFile();
   if (changedDir) watch(data.path, outsideFile(data.path));
   return true;
@@ -339,6 +350,12 @@ async function search(prefix) {
 function show(which) {
   for (const b of document.querySelectorAll(".subtab")) b.classList.toggle("active", b.dataset.show === which);
   for (const k of ["decoded", "text", "hex", "meta", "history"]) $("#show-" + k).hidden = k !== which;
+}
+
+// valueText is the value of f (an answer of /api/file) as one text:
+// decoded, else as text, else as hex; "(empty)" for no bytes.
+function valueText(f) {
+  return f.decoded || (f.size === 0 ? "(empty)" : f.text != null ? f.text : hexDump(f.hex));
 }
 
 function hexDump(h) {
@@ -476,8 +493,11 @@ function drawFile(f, keepEditor) {
   state.file = f;
   $("#file").hidden = false;
   $("#file-path").textContent = f.path;
-  $("#file-info").textContent = "version " + f.version + " · " + f.size + " bytes" + (f.type ? " · " + f.type : "");
-  $("#show-decoded").textContent = f.decoded || (f.decodeError ? "not decoded: " + f.decodeError : "(no record type for this path: see Text or Hex)");
+  // A record that does not decode is shown raw (Text or Hex): the note
+  // saying so and why is in the line above the tabs, always seen.
+  const undecoded = f.decodeError ? "not decoded: " + f.decodeError + " (shown raw)" : "";
+  $("#file-info").textContent = "version " + f.version + " · " + f.size + " bytes" + (f.type ? " · " + f.type : "") + (undecoded ? " · " + undecoded : "");
+  $("#show-decoded").textContent = f.decoded || undecoded || "(no record type for this path: see Text or Hex)";
   $("#show-text").textContent = f.text != null ? f.text : "(not printable text: see Hex)";
   $("#show-hex").textContent = hexDump(f.hex) || "(empty)";
   $("#show-meta").textContent = f.meta ? Object.entries(f.meta).map(([k, v]) => k + ": " + v).join("\n") : "(the store keeps nothing more)";
@@ -688,9 +708,14 @@ async function deleteTree() {
   const asked = state.list.asked;
   try {
     const c = await api("GET", "/api/count?" + q({ path: p }));
-    if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone."))) return;
+    // Files at reserved paths (another tool's) or under keys that are no
+    // canonical path cannot be deleted from here: they stay, and are told.
+    const stay = (n) => n + (n === 1 ? " file stays" : " files stay");
+    const other = c.skipped ? " " + c.skipped + (c.skipped === 1 ? " other file there cannot" : " other files there cannot") +
+      " be deleted from the page (at reserved paths, written by another tool, or under keys that are no canonical path): " + stay(c.skipped) + "." : "";
+    if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone." + other))) return;
     const r = await api("POST", "/api/delete-tree", { path: p, count: c.files });
-    toast("deleted " + r.deleted + " files under " + p);
+    toast("deleted " + r.deleted + " files under " + p + (r.skipped ? "; " + stay(r.skipped) + " (not deletable from the page)" : ""));
     if (state.list.asked === asked) await openDir(parentOf(p));
   } catch (e) { showError(e.message); }
 }
@@ -703,7 +728,7 @@ async function showVersion(ev) {
   let text;
   try {
     const f = await api("GET", "/api/version?" + q({ path: state.file.path, version: $("#history-version").value }));
-    text = f.decoded || f.text || hexDump(f.hex);
+    text = valueText(f);
   } catch (e) {
     text = e.status === 501 ? "this store keeps no history (only etcd does)" : e.message;
   }
@@ -721,19 +746,30 @@ function setLive(on, text) {
   b.className = "badge " + (on ? "live-on" : "live-off");
 }
 
+// PAUSED is what the badge says while the tab is hidden (see watch).
+const PAUSED = "paused while the tab is hidden";
+
 // watch starts the live stream of the directory dir and, if not null,
-// of the file file (shown, outside dir), closing the one before.
+// of the file file (shown, outside dir), closing the one before. While
+// the tab is hidden no stream is started (the badge says PAUSED), and a
+// stream open when the tab is hidden is closed: an open stream holds one
+// of the few connections (six over HTTP/1.1) a browser opens to a
+// server, so pages left open in other tabs would leave none to the page
+// in front, whose requests would wait for ever. When the tab is shown
+// again the stream starts again, and with it a read of what the page
+// shows (see "ready").
 function watch(dir, file) {
-  if (state.events) state.events.close();
-  clearTimeout(state.streamTimer);
-  // (its answer no longer matters; unanswered, it would hold one of the
-  // browser's few connections to the server)
-  if (state.streamProbe) { state.streamProbe.onreadystatechange = null; state.streamProbe.abort(); }
-  state.streamProbe = null;
+  stopStream();
+  state.watching = { dir, file: file || null };
+  state.watchFile = file || null;
+  if (document.visibilityState === "hidden") {
+    state.liveFrom = Infinity;
+    setLive(false, PAUSED);
+    return;
+  }
   const url = "/api/events?" + q(file ? { path: dir, file } : { path: dir });
   const es = new EventSource(url);
   state.events = es;
-  state.watchFile = file || null;
   setLive(false, "connecting…");
   // The stream tells the changes made once it is ready: those made before
   // (after the listing and the file shown were read, or while a stream was
@@ -768,6 +804,26 @@ function watch(dir, file) {
     // Coalesce again on the page side: one reload per 300 ms at most.
     if (!state.reloadTimer) state.reloadTimer = setTimeout(applyChanges, 300);
   });
+}
+
+// stopStream closes the live stream, and drops its retry and its probe.
+function stopStream() {
+  if (state.events) state.events.close();
+  state.events = null;
+  clearTimeout(state.streamTimer);
+  // (its answer no longer matters; unanswered, it would hold one of the
+  // browser's few connections to the server)
+  if (state.streamProbe) { state.streamProbe.onreadystatechange = null; state.streamProbe.abort(); }
+  state.streamProbe = null;
+}
+
+// visibilityChanged pauses the live stream while the tab is hidden and
+// starts it again when the tab is shown (see watch).
+function visibilityChanged() {
+  if (!state.watching) return;
+  const hidden = document.visibilityState === "hidden";
+  if (hidden && state.events) watch(state.watching.dir, state.watching.file);
+  else if (!hidden && !state.events) watch(state.watching.dir, state.watching.file);
 }
 
 // streamRefused starts the live stream es (of url, dir and file) again
@@ -897,9 +953,18 @@ async function compare(ev) {
   try {
     const c = await api("GET", "/api/compare?" + q({ a: cleanDir($("#compare-a").value), b: cleanDir($("#compare-b").value), store: $("#compare-store").value }));
     if (seq !== state.compareSeq) return;
-    $("#compare-summary").textContent = c.differences.length + " differences between " + c.a + " (" + c.filesA + " files) and " + c.b + " (" + c.filesB + " files)" + (c.truncated ? ", first ones shown" : "");
+    // Files that cannot be compared (at reserved paths, or under keys
+    // that are no canonical path) are named, as topoctl diff names them.
+    const skipped = (c.notComparedA || []).concat(c.notComparedB || []);
+    $("#compare-summary").textContent = c.differences.length + " differences between " + c.a + " (" + c.filesA + " files) and " + c.b + " (" + c.filesB + " files)" + (c.truncated ? ", first ones shown" : "") +
+      (skipped.length ? "; " + skipped.length + " files not compared (at reserved paths, or under keys that are no canonical path)" : "") +
+      (c.filesA === 0 && c.filesB === 0 && !skipped.length ? ": neither holds any file (check the paths)" : "");
+    for (const p of skipped) {
+      res.append(el("div", { class: "cmp-item", "data-path": p },
+        el("div", {}, el("span", { class: "kind-not-compared" }, "not compared"), " ", el("code", {}, p))));
+    }
     for (const d of c.differences) {
-      const side = (f) => el("pre", { class: "value" }, f ? (f.decoded || f.text || hexDump(f.hex)) : "(absent)");
+      const side = (f) => el("pre", { class: "value" }, f ? valueText(f) : "(absent)");
       res.append(el("div", { class: "cmp-item", "data-path": d.path },
         el("div", {}, el("span", { class: "kind-" + d.kind }, d.kind), " ", el("code", {}, d.path)),
         el("div", { class: "cmp-sides" }, side(d.a), side(d.b))));
@@ -937,6 +1002,7 @@ function switchView(v) {
 document.addEventListener("DOMContentLoaded", async () => {
   for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", () => switchView(b.dataset.view));
   for (const b of document.querySelectorAll(".subtab")) b.addEventListener("click", () => show(b.dataset.show));
+  document.addEventListener("visibilitychange", visibilityChanged);
   $("#pathbar").addEventListener("submit", (ev) => { ev.preventDefault(); openDir($("#path").value); });
   $("#searchbar").addEventListener("submit", (ev) => { ev.preventDefault(); search($("#search").value); });
   $("#up").addEventListener("click", () => openDir(parentOf(state.dir)));
@@ -969,7 +1035,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   } catch (e) { showError(e.message); }
   cacheBadge();
   setInterval(cacheBadge, 1000);
-  const start = decodeURIComponent(location.hash.slice(1)) || "/";
+  const start = hashPath(location.hash) || "/";
   await openDir(start);
   document.body.dataset.ready = "true";
 });
