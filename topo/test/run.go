@@ -142,6 +142,7 @@ func groups() []struct {
 			{"Waiter", testPartitionWaiter},
 			{"Reuse", testPartitionReuse},
 			{"UnlockGivenUp", testPartitionUnlockGivenUp},
+			{"Watches", testPartitionWatches},
 		}},
 		{"BadInput", []subtest{
 			{"Paths", testBadPaths},
