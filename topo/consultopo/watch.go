@@ -64,7 +64,8 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // agent, wrote it again at indexes it reached again); ctx ending or Close
 // sends Interrupted. Store errors are retried with backoff (a restarted
 // dev agent, empty, shows as a delete); an ACL refusal sends
-// PermissionDenied and closes. Other errors as for Get. Revision is the highest X-Consul-Index seen.
+// PermissionDenied and closes. Other errors as for Get. Revision is the
+// highest X-Consul-Index seen.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
