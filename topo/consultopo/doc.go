@@ -81,6 +81,16 @@
 // keeps nothing). No acquire takes a key its own session holds, so every
 // acquire writes the key.
 //
+// # Connections
+//
+// Every Watch, WatchRecursive, waiting Lock and leadership wait keeps a
+// blocking query, so one HTTP connection, open to the agent, which caps
+// the connections of one client address (limits.http_max_conns_per_client,
+// default 200). Past the cap calls fail with ResourceExhausted and a
+// running watch delivers nothing until a connection frees (it retries, then
+// catches up): raise the cap for processes with many watches or waiters
+// (docs/layout-consul.md, "Watches").
+//
 // # Errors
 //
 // An ACL refusal is PermissionDenied and ends every retry loop at once. A

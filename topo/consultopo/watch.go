@@ -1,7 +1,9 @@
 package consultopo
 
 import (
+	"bytes"
 	"context"
+	"hash/maphash"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -57,10 +59,13 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // key. The current value comes back at once (NoNode, no channel, when
 // absent). A new ModifyIndex sends the new value; a delete, also one
 // followed by a re-creation (a new CreateIndex, as on etcd), sends NoNode
-// and closes the channel; ctx ending or Close sends Interrupted. Store
-// errors are retried with backoff (a restarted dev agent, empty, shows as
-// a delete); an ACL refusal sends PermissionDenied and closes. Other
-// errors as for Get. Revision is the highest X-Consul-Index seen.
+// and closes the channel, and so does a file at the indexes last seen but
+// with other contents (an agent that lost its state, a restarted dev
+// agent, wrote it again at indexes it reached again); ctx ending or Close
+// sends Interrupted. Store errors are retried with backoff (a restarted
+// dev agent, empty, shows as a delete); an ACL refusal sends
+// PermissionDenied and closes. Other errors as for Get. Revision is the
+// highest X-Consul-Index seen.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
@@ -82,14 +87,18 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		defer close(ch)
 		defer cancel()
 		version, created, mark := pair.ModifyIndex, pair.CreateIndex, current.Revision
-		var got *api.KVPair // the answer to the last query
+		contents := current.Contents // of the last value sent
+		var got *api.KVPair          // the answer to the last query
 		err := c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.Get(key, q)
 			return meta, err
 		}, func(index uint64) bool {
 			mark = max(mark, int64(index))
-			if got != nil && got.CreateIndex != created {
-				// Re-created between two answers: another file.
+			if got != nil && (got.CreateIndex != created ||
+				got.ModifyIndex == version && !bytes.Equal(value(got), contents)) {
+				// Another file: re-created between two answers, or
+				// written by an agent that lost its state (a
+				// restarted dev agent) at indexes the lost file had.
 				got = nil
 			}
 			if got == nil {
@@ -99,8 +108,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			if got.ModifyIndex == version {
 				return true
 			}
-			version = got.ModifyIndex
-			return backendkit.Send(wctx, ch, &topo.WatchData{Contents: value(got), Version: topo.NumericVersion(version), Revision: mark})
+			version, contents = got.ModifyIndex, value(got)
+			return backendkit.Send(wctx, ch, &topo.WatchData{Contents: contents, Version: topo.NumericVersion(version), Revision: mark})
 		})
 		switch {
 		case isPermanent(err):
@@ -115,7 +124,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 
 // WatchRecursive implements topo.Conn.WatchRecursive with blocking
 // queries over the prefix, each answer compared with the previous one
-// (backendkit.Snapshot): new and changed files are sent with their value,
+// (backendkit.Snapshot, and a hash of each file's contents: see
+// contentSums): new and changed files are sent with their value,
 // vanished ones with NoNode, in path order. Lock and election keys and
 // other tools' files at reserved paths are left out; an empty prefix is
 // no error. Interrupted, retries and ACL refusals as for Watch. Revision
@@ -132,7 +142,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		return nil, nil, c.convertError(ctx, err, pfx)
 	}
 	known := backendkit.Snapshot{}
+	sums := contentSums{seed: maphash.MakeSeed(), m: map[string]uint64{}}
 	files, _, _ := c.files(pairs)
+	sums.check(known, files)
 	initial := known.Diff(files)
 	for _, e := range initial {
 		e.Revision = int64(meta.LastIndex)
@@ -150,6 +162,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 			return meta, err
 		}, func(index uint64) bool {
 			files, _, _ := c.files(got)
+			sums.check(known, files)
 			events := known.Diff(files)
 			mark = backendkit.Stamp(events, nil, mark, int64(index))
 			for _, e := range events {
@@ -166,4 +179,34 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		}
 	}()
 	return initial, ch, nil
+}
+
+// contentSums is a hash of the contents of every file a WatchRecursive
+// knows, by path. Indexes alone cannot tell every change: an agent that
+// lost its state (a restarted dev agent) starts its indexes over, and may
+// write a file again, with other contents, at the very ModifyIndex the
+// watch last reported for it.
+type contentSums struct {
+	seed maphash.Seed
+	m    map[string]uint64
+}
+
+// check records the contents of files, a whole answer, and marks in known
+// (as version -1, which no file has) every file that has the version known
+// but other contents, so that known.Diff reports it.
+func (cs *contentSums) check(known backendkit.Snapshot, files []backendkit.FileState) {
+	seen := make(map[string]bool, len(files))
+	for _, f := range files {
+		seen[f.Path] = true
+		sum := maphash.Bytes(cs.seed, f.Contents)
+		if v, ok := known[f.Path]; ok && v == f.Version && cs.m[f.Path] != sum {
+			known[f.Path] = -1
+		}
+		cs.m[f.Path] = sum
+	}
+	for p := range cs.m {
+		if !seen[p] {
+			delete(cs.m, p)
+		}
+	}
 }

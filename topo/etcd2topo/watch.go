@@ -188,7 +188,8 @@ func (s *stream) follow(resync func(*clientv3.GetResponse) bool, events func([]*
 // Watch returns the current contents and ModRevision of filePath, or
 // NoNode, and a channel of its later changes (see newStream: none missed).
 // After a compaction it re-reads the file and sends its value, or NoNode
-// if it was deleted meanwhile. Revision (topo.WatchData) is the read's
+// if it was deleted meanwhile (also when it was re-created since: its
+// CreateRevision tells). Revision (topo.WatchData) is the read's
 // header revision for a read value, the change's revision for an event.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
@@ -209,9 +210,11 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	go func() {
 		defer close(out)
 		defer s.cancel()
-		last := kv.ModRevision
+		last, created := kv.ModRevision, kv.CreateRevision
 		err := s.follow(func(resp *clientv3.GetResponse) bool {
-			if len(resp.Kvs) == 0 {
+			// Another CreateRevision: the file was deleted (and
+			// re-created) in the compacted history.
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != created {
 				out <- &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: resp.Header.Revision}
 				return false
 			}

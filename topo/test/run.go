@@ -143,6 +143,7 @@ func groups() []struct {
 			{"Waiter", testPartitionWaiter},
 			{"Reuse", testPartitionReuse},
 			{"UnlockGivenUp", testPartitionUnlockGivenUp},
+			{"Watches", testPartitionWatches},
 		}},
 		{"BadInput", []subtest{
 			{"Paths", testBadPaths},

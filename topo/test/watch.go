@@ -311,3 +311,70 @@ func testWatchRecursiveConverges(s *store) {
 		return maps.Equal(seen, want)
 	})
 }
+
+// testPartitionWatches: a Watch of a file updated, a Watch of a file
+// deleted and re-created, and a WatchRecursive, on a Conn cut off from the
+// store while another Conn writes, catch up once the partition heals or
+// end with an error: none keeps running on a value the store no longer
+// holds. The first delivers the latest value (or ends Unavailable: the
+// store may have ended the Conn's session meanwhile), the second ends with
+// NoNode (or Unavailable), never with the new file's value as a change;
+// the third reports every file's latest state (or ends).
+func testPartitionWatches(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	a := s.partitioned()
+	b := s.conn()
+
+	for _, f := range []string{"w/f", "w/g", "w/old"} {
+		mustCreate(t, ctx, b, f, "v0")
+	}
+	_, chF := mustWatch(t, ctx, a.Conn, "w/f", "Watch(w/f) on the Conn to cut")
+	_, chG := mustWatch(t, ctx, a.Conn, "w/g", "Watch(w/g) on the Conn to cut")
+	init, chR := mustWatchRecursive(t, ctx, a.Conn, "w/", "WatchRecursive(w/) on the Conn to cut")
+	files := recursiveInitial(t, ctx, b, init)
+
+	a.Cut()
+	mustUpdate(t, ctx, b, "w/f", "v1", nil)
+	mustUpdate(t, ctx, b, "w/f", "v2", nil)
+	require.NoError(t, b.Delete(ctx, "w/g", nil))
+	mustCreate(t, ctx, b, "w/g", "another")
+	require.NoError(t, b.Delete(ctx, "w/old", nil))
+	mustCreate(t, ctx, b, "w/new", "n")
+	a.Heal()
+
+	// w/f: the latest value, or an end other than a deletion.
+	for f := "v0"; f != "v2"; {
+		wd, ok := recv(t, chF, "Watch(w/f) after the partition healed")
+		require.True(t, ok, "Watch(w/f) closed without an error after the partition healed")
+		if wd.Err != nil {
+			requireCode(t, wd.Err, topo.Unavailable, "the end of Watch(w/f), whose file was never deleted, after the partition")
+			break
+		}
+		f = string(wd.Contents)
+	}
+	// w/g: its deletion, whatever came after it.
+	for {
+		wd, ok := recv(t, chG, "Watch(w/g) after the partition healed")
+		require.True(t, ok, "Watch(w/g) closed without an error after the partition healed")
+		if wd.Err != nil {
+			requireOneOf(t, wd.Err, "the end of Watch(w/g), deleted and re-created during the partition", topo.NoNode, topo.Unavailable)
+			break
+		}
+		require.NotEqualf(t, "another", string(wd.Contents), "Watch(w/g) sent the re-created file's value as a change of the deleted one")
+	}
+	// w/: every file's latest state.
+	want := map[string]string{"w/f": "v2", "w/g": "another", "w/new": "n"}
+	for !maps.Equal(files, want) {
+		wd, ok := recv(t, chR, "WatchRecursive(w/) after the partition healed")
+		require.True(t, ok, "WatchRecursive(w/) closed without an error after the partition healed")
+		switch {
+		case topo.IsErrType(wd.Err, topo.NoNode):
+			delete(files, wd.Path)
+		case wd.Err != nil:
+			requireCode(t, wd.Err, topo.Unavailable, "the end of WatchRecursive(w/) after the partition")
+			return
+		default:
+			files[wd.Path] = string(wd.Contents)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package etcd2topo
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/test/faultproxy"
+)
+
+// TestWatchOfFileRecreatedAcrossCompaction: a Watch whose file is deleted
+// and re-created while its Conn is cut off, the deletion compacted away
+// before the watch can resume, ends with NoNode, as it does when it sees
+// the deletion (and as on ZooKeeper and Consul, which tell a re-created
+// file by its creation's zxid or index): the re-read after the compaction
+// finds another file, not a change of the watched one.
+func TestWatchOfFileRecreatedAcrossCompaction(t *testing.T) {
+	addr := etcdtest.Start(t)
+	root := newRoot()
+	ctx := context.Background()
+	c := openConn(t, addr, root)
+	_, err := c.Create(ctx, "f", []byte("first"))
+	require.NoError(t, err)
+	p, err := faultproxy.New(addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	w := openConn(t, p.Addr(), root)
+	_, ch, err := w.Watch(ctx, "f")
+	require.NoError(t, err)
+
+	p.Blackhole()
+	require.NoError(t, c.Delete(ctx, "f", nil))
+	_, err = c.Create(ctx, "f", []byte("second"))
+	require.NoError(t, err)
+	resp, err := rawClient(t, addr).Put(ctx, root+"/other", "x")
+	require.NoError(t, err)
+	_, err = rawClient(t, addr).Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	require.NoError(t, err)
+	// The watch's stream breaks; it resumes past the compacted revision.
+	p.Reset()
+	p.Heal()
+
+	var got []*topo.WatchData
+	seen := func() (out []string) {
+		for _, wd := range got {
+			out = append(out, fmt.Sprintf("%q %v", wd.Contents, wd.Err))
+		}
+		return out
+	}
+	timeout := time.After(40 * time.Second)
+	for done := false; !done; {
+		select {
+		case wd, ok := <-ch:
+			if !ok {
+				done = true
+				break
+			}
+			got = append(got, wd)
+		case <-timeout:
+			t.Fatalf("the Watch did not close; it sent %v", seen())
+		}
+	}
+	require.Lenf(t, got, 1, "the Watch sent more than its end: %v", seen())
+	require.ErrorIs(t, got[0].Err, topo.NoNode, "the Watch of the deleted file")
+}
