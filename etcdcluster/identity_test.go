@@ -1,13 +1,20 @@
 package etcdcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
 	"os"
-	"time"
-
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -220,4 +227,95 @@ func TestLeftBootstrapNodeNoSecondCluster(t *testing.T) {
 		}
 		return false, fmt.Sprint(ml.Members)
 	})
+}
+
+// TestCopiedDataDirRefused: a node started with a copy of another
+// node's data directory (a cloned disk, or the wrong --data-dir) would
+// run as that node's member: with a one-member cluster, a second copy of
+// the cluster (same cluster ID, so clients' guards cannot tell) that
+// accepts writes the original never sees. Start refuses it with
+// ErrForeignData, naming the member and what to do, before its server
+// runs; also for data written before the data directory recorded its
+// member (no record: the membership stored in the data is read). The
+// original keeps its data and serves, also restarted from data without
+// a record (an older layout).
+func TestCopiedDataDirRefused(t *testing.T) {
+	acfg := localConfig(t, "a")
+	a := startCfg(t, acfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := a.Client().Put(ctx, "before", "1")
+	require.NoError(t, err)
+	a.Close()
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	require.NoError(t, os.CopyFS(copyDir, os.DirFS(acfg.DataDir)))
+	// a restarts from data without a record, as written by an older
+	// topokit: its own membership passes.
+	dropRecord(t, acfg.DataDir)
+	a = startCfg(t, acfg)
+
+	bcfg := localConfig(t, "b")
+	bcfg.DataDir = copyDir
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	bcfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	for _, record := range []bool{true, false} {
+		if !record {
+			dropRecord(t, copyDir)
+		}
+		n, err := Start(ctx, bcfg)
+		if err == nil {
+			// Show what the copy does: it takes writes a never sees.
+			_, perr := n.Client().Put(ctx, "copy-only", "x")
+			n.Close()
+			resp, _ := a.Client().Get(ctx, "copy-only")
+			t.Fatalf("record %v: the copy of a's data started (its write: %v; a has it: %v)", record, perr, resp != nil && len(resp.Kvs) > 0)
+		}
+		require.ErrorIs(t, err, ErrForeignData, "record %v", record)
+		require.ErrorContains(t, err, acfg.PeerURL)
+		require.ErrorContains(t, err, "give this node its own data directory")
+		mu.Lock()
+		require.NotContains(t, logs.String(), "server started", "record %v: the copy's server ran", record)
+		mu.Unlock()
+		ln, lerr := net.Listen("tcp", strings.TrimPrefix(bcfg.ClientURL, "http://"))
+		require.NoError(t, lerr, "record %v: the refused node still listens", record)
+		ln.Close()
+	}
+
+	resp, err := a.Client().Get(ctx, "before")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	_, err = a.Client().Put(ctx, "after", "2")
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(acfg.DataDir, "member", memberRecordFile), "a's restart recorded its member")
+
+	// a's own data, with other peer TLS settings (https instead of
+	// http): refused with that said.
+	tlsCfg := acfg
+	tlsCfg.PeerURL = strings.Replace(acfg.PeerURL, "http://", "https://", 1)
+	tlsCfg.AdvertisePeerURL = tlsCfg.PeerURL
+	err = checkMemberRecord(tlsCfg)
+	require.ErrorIs(t, err, ErrForeignData)
+	require.ErrorContains(t, err, "same peer TLS settings")
+}
+
+// dropRecord removes the member record from dataDir's member data, if
+// any, as data written by an older topokit has none.
+func dropRecord(t *testing.T, dataDir string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dataDir, "member", memberRecordFile)); !errors.Is(err, fs.ErrNotExist) {
+		require.NoError(t, err)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

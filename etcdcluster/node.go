@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -98,7 +99,21 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		switch {
 		case hasMemberData(cfg.DataDir):
 			n.log.Info("restarting the member from its data", "dir", cfg.DataDir)
+			// Refuse another member's data before its server runs a
+			// single raft message under that member's ID.
+			if err := checkMemberRecord(cfg); err != nil {
+				return nil, err
+			}
+			if err := checkDataMembers(cfg); err != nil {
+				return nil, err
+			}
 			if err := n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, true); err != nil {
+				return nil, err
+			}
+			// Data written before the record existed: check the
+			// membership it holds instead.
+			if err := n.checkOwnMember(); err != nil {
+				n.closeServer()
 				return nil, err
 			}
 			// Also reach the cluster through the members recorded in the
@@ -703,8 +718,141 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	n.mu.Lock()
 	n.srv, n.srvID, n.gate = e, uint64(e.Server.MemberID()), gate
 	n.mu.Unlock()
+	if m := e.Server.Cluster().Member(e.Server.MemberID()); m != nil && slices.Contains(m.PeerURLs, cfg.AdvertisePeerURL) {
+		if err := writeMemberRecord(cfg.DataDir, memberRecord{Name: cfg.Name, ID: fmt.Sprintf("%x", n.srvID), PeerURL: cfg.AdvertisePeerURL}); err != nil {
+			n.log.Warn("recording the member's identity in its data directory", "err", err)
+		}
+	}
 	n.log.Info("embedded etcd server started", "member", fmt.Sprintf("%x", n.srvID), "client", cfg.AdvertiseClientURL, "peer", cfg.AdvertisePeerURL)
 	return nil
+}
+
+// memberRecordFile is the file in DataDir/member that records whose
+// member data it is (memberRecord as JSON). It moves aside with the data.
+const memberRecordFile = "topokit-member.json"
+
+// memberRecord says which node's member the data in DataDir/member is:
+// the node's name, the member ID (hex) and the peer URL it was started
+// with.
+type memberRecord struct {
+	Name    string `json:"name"`
+	ID      string `json:"id"`
+	PeerURL string `json:"peerURL"`
+}
+
+func writeMemberRecord(dataDir string, r memberRecord) error {
+	p := filepath.Join(dataDir, "member", memberRecordFile)
+	if b, err := os.ReadFile(p); err == nil {
+		var old memberRecord
+		if json.Unmarshal(b, &old) == nil && old == r {
+			return nil
+		}
+	}
+	b, _ := json.Marshal(r)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// checkMemberRecord returns an error wrapping ErrForeignData when the
+// member data in cfg.DataDir records another peer URL than the node's.
+// Data without a record (written by an older topokit) passes; Start then
+// checks the membership the started server holds (checkOwnMember).
+func checkMemberRecord(cfg Config) error {
+	b, err := os.ReadFile(filepath.Join(cfg.DataDir, "member", memberRecordFile))
+	if err != nil {
+		return nil
+	}
+	var r memberRecord
+	if json.Unmarshal(b, &r) != nil || r.PeerURL == "" || r.PeerURL == cfg.AdvertisePeerURL {
+		return nil
+	}
+	return foreignDataError(cfg, fmt.Sprintf("member %s (ID %s) with peer URL %s", r.Name, r.ID, r.PeerURL), []string{r.PeerURL})
+}
+
+// checkDataMembers returns an error wrapping ErrForeignData when the
+// membership stored in the member data's backend (read-only, before any
+// server runs) lists members none of which has the node's peer URL: the
+// data cannot be this node's member's. It checks data without a member
+// record (written by an older topokit); data it cannot read passes.
+func checkDataMembers(cfg Config) error {
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "member", memberRecordFile)); err == nil {
+		return nil
+	}
+	db, err := bolt.Open(filepath.Join(cfg.DataDir, "member", "snap", "db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	var found, peers []string
+	mine := false
+	_ = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("members"))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var m struct {
+				Name     string   `json:"name"`
+				PeerURLs []string `json:"peerURLs"`
+			}
+			if json.Unmarshal(v, &m) != nil {
+				return nil
+			}
+			mine = mine || slices.Contains(m.PeerURLs, cfg.AdvertisePeerURL)
+			peers = append(peers, m.PeerURLs...)
+			name := m.Name
+			if name == "" {
+				name = "(unstarted)"
+			}
+			found = append(found, name+" "+strings.Join(m.PeerURLs, ","))
+			return nil
+		})
+	})
+	if mine || len(found) == 0 {
+		return nil
+	}
+	slices.Sort(found)
+	return foreignDataError(cfg, "a member of a cluster whose members ("+strings.Join(found, "; ")+") have other peer URLs", peers)
+}
+
+// checkOwnMember returns an error wrapping ErrForeignData when the
+// running server's member, as its data records it, does not have the
+// node's peer URL.
+func (n *Node) checkOwnMember() error {
+	n.mu.Lock()
+	e, id := n.srv, n.srvID
+	n.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	m := e.Server.Cluster().Member(e.Server.MemberID())
+	if m == nil || slices.Contains(m.PeerURLs, n.cfg.AdvertisePeerURL) {
+		return nil
+	}
+	return foreignDataError(n.cfg, fmt.Sprintf("member %s (ID %x) with peer URL %s", m.Name, id, strings.Join(m.PeerURLs, ",")), m.PeerURLs)
+}
+
+// foreignDataError says whose data cfg.DataDir holds (whose, a member
+// with peer URLs peers), and what to do.
+func foreignDataError(cfg Config, whose string, peers []string) error {
+	own, err := url.Parse(cfg.AdvertisePeerURL)
+	if err == nil && slices.ContainsFunc(peers, func(p string) bool {
+		u, err := url.Parse(p)
+		return err == nil && u.Host == own.Host && u.Scheme != own.Scheme
+	}) {
+		return fmt.Errorf("%w: %s holds the data of %s, but this node (%s) has peer URL %s: "+
+			"only the scheme differs, so this node was started with other peer TLS settings than its member had; "+
+			"start it with the same peer TLS settings (certificate, key and CA: https peer URLs) as before",
+			ErrForeignData, cfg.DataDir, whose, cfg.Name, cfg.AdvertisePeerURL)
+	}
+	return fmt.Errorf("%w: %s holds the data of %s, but this node (%s) has peer URL %s; "+
+		"two processes running one member can lose acknowledged writes, so it is not started. "+
+		"If the directory is another node's (copied, or given by mistake), give this node its own data directory; "+
+		"if this node's peer address changed, start it with its old one, or move %s aside and start it with seeds (client URLs of running members) to join as a new member",
+		ErrForeignData, cfg.DataDir, whose, cfg.Name, cfg.AdvertisePeerURL, filepath.Join(cfg.DataDir, "member"))
 }
 
 // removalRaceHook is the embedded server's panic hook. etcd v3.7 panics

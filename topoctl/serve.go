@@ -116,7 +116,11 @@ later, or restarted without data, with the same command joins the running
 cluster. Restarted with its data it rejoins as the member it was; if the
 cluster removed that member meanwhile, it finds out through the members
 its data records (even when started with --cluster and no seeds), moves
-its data aside and volunteers again. Ctrl-C leaves gracefully: the node
+its data aside and volunteers again. A data directory is one node's: a
+node given a copy of another node's, or restarted with another
+--listen-peer-address (or --advertise-peer-url) than its data's member
+has, exits with an error saying what to do instead of running a second
+process as that member. Ctrl-C leaves gracefully: the node
 withdraws, hands raft leadership on, is removed, and stops. See "topoctl
 cluster status". Every bootstrap makes a cluster with a new cluster ID: a
 node that lost its data directory and is run again with --cluster makes a
