@@ -238,7 +238,8 @@ func TestLeftBootstrapNodeNoSecondCluster(t *testing.T) {
 // runs; also for data written before the data directory recorded its
 // member (no record: the membership stored in the data is read). The
 // original keeps its data and serves, also restarted from data without
-// a record (an older layout).
+// a record (an older layout). Restarted with other peer TLS settings, or
+// with seeds of another cluster, it is refused with what to do.
 func TestCopiedDataDirRefused(t *testing.T) {
 	acfg := localConfig(t, "a")
 	a := startCfg(t, acfg)
@@ -297,6 +298,25 @@ func TestCopiedDataDirRefused(t *testing.T) {
 	err = checkMemberRecord(tlsCfg)
 	require.ErrorIs(t, err, ErrForeignData)
 	require.ErrorContains(t, err, "same peer TLS settings")
+
+	// a restarted with seeds of another cluster (seeds changed between
+	// runs): refused, saying which cluster its data is of and what to
+	// do; restarted with its own seeds it serves its data.
+	c := startLocal(t, "c")
+	a.Close()
+	other := acfg
+	other.Seeds = []string{c.cfg.ClientURL}
+	n, err := Start(ctx, other)
+	if err == nil {
+		n.Close()
+	}
+	require.ErrorIs(t, err, etcd2topo.ErrClusterMismatch)
+	require.ErrorContains(t, err, "give seeds of its own cluster")
+	require.ErrorContains(t, err, filepath.Join(acfg.DataDir, "member")+" aside")
+	a = startCfg(t, acfg)
+	resp, err = a.Client().Get(ctx, "after")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
 }
 
 // dropRecord removes the member record from dataDir's member data, if

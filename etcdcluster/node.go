@@ -159,6 +159,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Username: cfg.Username, Password: cfg.Password,
 	}, cfg.Prefix)
 	if err != nil {
+		if id := n.clusterID(); id != 0 && len(cfg.Seeds) > 0 && errors.Is(err, etcd2topo.ErrClusterMismatch) {
+			// The seeds changed between runs: they are another cluster's.
+			err = fmt.Errorf("%w; this node's data in %s is a member of cluster %x, and seeds %s include members of another cluster: "+
+				"give seeds of its own cluster (or none: it reaches its cluster through the members its data records), "+
+				"or, to leave its cluster and join the seeds' one as a new member, move %s aside",
+				err, cfg.DataDir, id, strings.Join(cfg.Seeds, ","), filepath.Join(cfg.DataDir, "member"))
+		}
 		n.closeServer()
 		return nil, err
 	}
@@ -889,6 +896,16 @@ func (n *Node) recordedClientURLs() []string {
 	}
 	slices.Sort(urls)
 	return urls
+}
+
+// clusterID returns the cluster ID of the running server, 0 when none.
+func (n *Node) clusterID() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.srv == nil {
+		return 0
+	}
+	return uint64(n.srv.Server.Cluster().ID())
 }
 
 // closeServer stops the embedded server, if any, releasing its ports.
