@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -30,6 +29,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 
+	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
 
@@ -788,36 +788,18 @@ func checkDataMembers(cfg Config) error {
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "member", memberRecordFile)); err == nil {
 		return nil
 	}
-	db, err := bolt.Open(filepath.Join(cfg.DataDir, "member", "snap", "db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return nil
-	}
-	defer db.Close()
+	ms, _ := etcdembed.DataMembers(cfg.DataDir)
 	var found, peers []string
 	mine := false
-	_ = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("members"))
-		if b == nil {
-			return nil
+	for _, m := range ms {
+		mine = mine || slices.Contains(m.PeerURLs, cfg.AdvertisePeerURL)
+		peers = append(peers, m.PeerURLs...)
+		name := m.Name
+		if name == "" {
+			name = "(unstarted)"
 		}
-		return b.ForEach(func(_, v []byte) error {
-			var m struct {
-				Name     string   `json:"name"`
-				PeerURLs []string `json:"peerURLs"`
-			}
-			if json.Unmarshal(v, &m) != nil {
-				return nil
-			}
-			mine = mine || slices.Contains(m.PeerURLs, cfg.AdvertisePeerURL)
-			peers = append(peers, m.PeerURLs...)
-			name := m.Name
-			if name == "" {
-				name = "(unstarted)"
-			}
-			found = append(found, name+" "+strings.Join(m.PeerURLs, ","))
-			return nil
-		})
-	})
+		found = append(found, name+" "+strings.Join(m.PeerURLs, ","))
+	}
 	if mine || len(found) == 0 {
 		return nil
 	}

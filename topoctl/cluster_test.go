@@ -1,6 +1,7 @@
 package topoctl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -240,4 +241,54 @@ func TestTwoClustersRefused(t *testing.T) {
 		one.fails(t, 1, []string{"NoNode"}, "get", "/k")
 	}
 	_ = target{impl: "etcd2", addr: a + "," + a, root: defaultRoot}.ok(t, "put", "/k", "v")
+}
+
+// TestPlainServeRefusesClusterData: a plain serve given the data
+// directory of a member of a two-member cluster (a "serve --cluster"
+// node's, run without --cluster by mistake) refuses it, saying what to
+// run instead, and starts nothing: run alone it would be a second
+// process of that member, with another peer address, beside its
+// cluster. The directory of a one-member etcd still serves.
+func TestPlainServeRefusesClusterData(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(6)
+	require.NoError(t, err)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	initial := "a=http://" + addrs[1] + ",b=http://" + addrs[3]
+	var ms []*etcdembed.Member
+	for i, name := range []string{"a", "b"} {
+		m, err := etcdembed.Start(etcdembed.Config{Name: name, Dir: dirs[i], ClientURL: "http://" + addrs[2*i], PeerURL: "http://" + addrs[2*i+1],
+			InitialCluster: initial, TickMs: 10, ElectionMs: 100, NoFsync: true})
+		require.NoError(t, err)
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		require.NoError(t, m.WaitReady(ctx))
+		cancel()
+	}
+	for _, m := range ms {
+		m.Close()
+	}
+
+	env := []string{envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "=", envDataDir + "="}
+	p := startProcess(t, env, "serve", "--data-dir", dirs[1], "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		require.FailNow(t, "serve runs a member of a two-member cluster alone", p.errb.String())
+	}
+	assert.Equal(t, 1, p.cmd.ProcessState.ExitCode(), p.errb.String())
+	for _, want := range []string{"holds a member of a 2-member etcd cluster", "a http://" + addrs[1], "b http://" + addrs[3], "serve --cluster", "its own --data-dir"} {
+		assert.Contains(t, p.errb.String(), want)
+	}
+
+	// A one-member etcd's data directory serves as before.
+	one := t.TempDir()
+	p = startProcess(t, env, "serve", "--data-dir", one, "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
+	p.waitLine(t, "Stop it with Ctrl-C")
+	assert.Equal(t, 0, p.signalAndWait(t, syscall.SIGTERM), p.errb.String())
+	p = startProcess(t, env, "serve", "--data-dir", one, "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
+	p.waitLine(t, "Stop it with Ctrl-C")
+	assert.Equal(t, 0, p.signalAndWait(t, syscall.SIGTERM), p.errb.String())
 }
