@@ -22,7 +22,11 @@
 //     another node's directory, or a changed peer address -- is refused
 //     (ErrForeignData), since two processes running one member could
 //     lose acknowledged writes and a copy of a one-member cluster would
-//     accept writes of its own;
+//     accept writes of its own. Start returns once the member serves
+//     again or its server stopped: after an outage the first members
+//     restarted wait, logging which members they wait for, until a
+//     majority of the voters runs, so members can be started one at a
+//     time;
 //   - no data and no seeds: it bootstraps a new one-member cluster;
 //   - seeds: it waits until a member answers at a seed, then is a client
 //     of the cluster and, unless ClientOnly, volunteers to be a member.

@@ -339,3 +339,94 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestRestartOneByOneAfterOutage: every member of a two-voter cluster
+// stops (a power cut), and the members are started again one at a time,
+// as an operator or a service manager does. The first one cannot serve
+// before a quorum runs: its Start waits for the others (saying so),
+// instead of failing after the client's dial timeout -- which left no
+// moment when a quorum ran -- and stopping it meanwhile (its ctx ending,
+// Ctrl-C in serve) returns at once instead of hanging in etcd's Close of
+// a server that never became ready. Once the second one starts both
+// serve, with the data written before the outage.
+func TestRestartOneByOneAfterOutage(t *testing.T) {
+	acfg := localConfig(t, "a")
+	a := startCfg(t, acfg)
+	bcfg := localConfig(t, "b")
+	bcfg.Seeds = []string{acfg.ClientURL}
+	b := startCfg(t, bcfg)
+	waitVoters(t, a.Client(), bound, "a", "b")
+	ctx := context.Background()
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := a.Client().Put(pctx, "before", "1")
+	pcancel()
+	require.NoError(t, err)
+	a.Close()
+	b.Close()
+
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	saw := func(s string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), s)
+	}
+	acfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	type started struct {
+		n   *Node
+		err error
+	}
+	startBg := func(ctx context.Context, cfg Config) chan started {
+		c := make(chan started, 1)
+		go func() {
+			n, err := Start(ctx, cfg)
+			c <- started{n, err}
+		}()
+		return c
+	}
+	waitsSaid := func() (bool, string) { return saw("waiting for a quorum"), "" }
+
+	// a alone, stopped while it waits.
+	sctx, scancel := context.WithCancel(ctx)
+	ac := startBg(sctx, acfg)
+	eventually(t, bound, "a says it waits for a quorum", func() (bool, string) {
+		select {
+		case r := <-ac:
+			t.Fatalf("a's Start returned while no quorum runs: %v", r.err)
+		default:
+		}
+		return waitsSaid()
+	})
+	scancel()
+	select {
+	case r := <-ac:
+		require.ErrorIs(t, r.err, context.Canceled)
+	case <-time.After(bound):
+		t.Fatal("a's Start did not return once its ctx ended")
+	}
+
+	// a alone again, then b: both run.
+	mu.Lock()
+	logs.Reset()
+	mu.Unlock()
+	ac = startBg(ctx, acfg)
+	eventually(t, bound, "a says it waits for a quorum", func() (bool, string) { return waitsSaid() })
+	bc := startBg(ctx, bcfg)
+	for _, c := range []chan started{ac, bc} {
+		select {
+		case r := <-c:
+			require.NoError(t, r.err)
+			t.Cleanup(r.n.Close)
+			if r.n.cfg.Name == "a" {
+				a = r.n
+			}
+		case <-time.After(bound):
+			t.Fatal("a restarted member did not start once a quorum ran")
+		}
+	}
+	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer gcancel()
+	resp, err := a.Client().Get(gctx, "before")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+}

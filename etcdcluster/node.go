@@ -74,7 +74,11 @@ type participationStopper interface{ Stop() }
 
 // Start starts a node as cfg describes (see Config and the package doc)
 // and returns once it runs: when it bootstraps a new cluster, once that
-// one-member cluster serves clients (bounded by ctx). It returns an error
+// one-member cluster serves clients; when it restarts a member from its
+// data, once that member serves again (a quorum of its cluster runs: the
+// first members restarted after an outage wait for the others, logging
+// which) or its server stopped (removed meanwhile); both bounded by ctx,
+// whose error it returns when ctx ends first. It returns an error
 // wrapping ErrInvalidConfig for a refused Config, and the embedded
 // server's error when it cannot start (a taken port shows as "address
 // already in use"). The caller must call Leave or Close.
@@ -113,6 +117,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			// Data written before the record existed: check the
 			// membership it holds instead.
 			if err := n.checkOwnMember(); err != nil {
+				n.closeServer()
+				return nil, err
+			}
+			// After an outage the first members restarted wait here for
+			// the others: a node giving up would leave no quorum.
+			if err := n.awaitRejoined(ctx); err != nil {
 				n.closeServer()
 				return nil, err
 			}
@@ -890,6 +900,67 @@ func (n *Node) clusterID() uint64 {
 	return uint64(n.srv.Server.Cluster().ID())
 }
 
+// awaitRejoined waits until the member restarted from its data serves
+// (it rejoined a quorum of its cluster) or its server stopped (e.g. the
+// cluster removed it while it was down: the node then finds out through
+// the other members), logging after a second, then every waitSayEvery,
+// which members it waits for. It returns ctx's error when ctx ends
+// first.
+func (n *Node) awaitRejoined(ctx context.Context) error {
+	n.mu.Lock()
+	e := n.srv
+	n.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	// First said after a second (a member of a running cluster is ready
+	// sooner), then every waitSayEvery.
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.Server.ReadyNotify():
+			return nil
+		case <-e.Server.StopNotify():
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("etcdcluster: waiting for a quorum of the cluster this member's data records (%s): %w", strings.Join(n.recordedPeers(), ", "), ctx.Err())
+		case <-t.C:
+			t.Reset(waitSayEvery)
+			n.log.Warn("waiting for a quorum: this member, restarted from its data, serves once a majority of its cluster's voters runs; start its other members (with their data)",
+				"members", strings.Join(n.recordedPeers(), ", "))
+		}
+	}
+}
+
+// recordedPeers describes the other members the running server's data
+// records, as "name peerURL".
+func (n *Node) recordedPeers() []string {
+	n.mu.Lock()
+	e, id := n.srv, n.srvID
+	n.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range e.Server.Cluster().Members() {
+		if uint64(m.ID) != id {
+			out = append(out, dashName(m.Name, m.ID.String())+" "+strings.Join(m.PeerURLs, ","))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dashName is a member's name, or for a member never started
+// "(unstarted ID)".
+func dashName(name, id string) string {
+	if name == "" {
+		return "(unstarted " + id + ")"
+	}
+	return name
+}
+
 // closeServer stops the embedded server, if any, releasing its ports.
 func (n *Node) closeServer() {
 	n.mu.Lock()
@@ -900,7 +971,7 @@ func (n *Node) closeServer() {
 		// End the clients' watches and keepalives first: the graceful
 		// stop of the gRPC server would wait for them.
 		g.endStreams()
-		e.Close()
+		etcdembed.CloseEtcd(e)
 	}
 }
 

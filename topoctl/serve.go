@@ -116,7 +116,9 @@ same --seeds (the client URLs of all N, each node's own included) and
 --bootstrap-expect N: once N of them see each other exactly one
 bootstraps, the others join it, and the ideal size is N; a node started
 later, or restarted without data, with the same command joins the running
-cluster. Restarted with its data it rejoins as the member it was; if the
+cluster. Restarted with its data it rejoins as the member it was (after
+an outage, start the members one at a time in any order: the first ones
+wait, saying for which members, until a majority runs); if the
 cluster removed that member meanwhile, it finds out through the members
 its data records (even when started with --cluster and no seeds), moves
 its data aside and volunteers again. A data directory is one node's: a

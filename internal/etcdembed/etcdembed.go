@@ -215,7 +215,21 @@ func Start(cfg Config) (*Member, error) {
 		}
 		return nil, fmt.Errorf("etcdembed: starting member %s: %w", cfg.Name, err)
 	}
-	return &Member{Etcd: e, cfg: cfg, close: sync.OnceFunc(e.Close)}, nil
+	return &Member{Etcd: e, cfg: cfg, close: sync.OnceFunc(func() { CloseEtcd(e) })}, nil
+}
+
+// CloseEtcd closes e (embed.Etcd.Close, once only: a second call
+// panics), also when it never became ready: etcd's Close first waits for
+// the client servers, which start only once the server is ready or
+// stopping, so the Close of a member that never found a quorum waits
+// forever. Such a server is stopped first.
+func CloseEtcd(e *embed.Etcd) {
+	select {
+	case <-e.Server.ReadyNotify():
+	default:
+		e.Server.HardStop()
+	}
+	e.Close()
 }
 
 // advertisedPeerURL is the URL peers reach the member at.
