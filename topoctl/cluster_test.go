@@ -248,17 +248,21 @@ func TestTwoClustersRefused(t *testing.T) {
 // node's, run without --cluster by mistake) refuses it, saying what to
 // run instead, and starts nothing: run alone it would be a second
 // process of that member, with another peer address, beside its
-// cluster. The directory of a one-member etcd still serves.
+// cluster. The directory of a one-member etcd still serves. With a
+// alone running, "cluster status" reports the lost quorum at once.
 func TestPlainServeRefusesClusterData(t *testing.T) {
 	t.Parallel()
 	addrs, err := etcdembed.FreeAddrs(6)
 	require.NoError(t, err)
 	dirs := []string{t.TempDir(), t.TempDir()}
 	initial := "a=http://" + addrs[1] + ",b=http://" + addrs[3]
+	member := func(i int) etcdembed.Config {
+		return etcdembed.Config{Name: []string{"a", "b"}[i], Dir: dirs[i], ClientURL: "http://" + addrs[2*i], PeerURL: "http://" + addrs[2*i+1],
+			InitialCluster: initial, TickMs: 10, ElectionMs: 100, NoFsync: true}
+	}
 	var ms []*etcdembed.Member
-	for i, name := range []string{"a", "b"} {
-		m, err := etcdembed.Start(etcdembed.Config{Name: name, Dir: dirs[i], ClientURL: "http://" + addrs[2*i], PeerURL: "http://" + addrs[2*i+1],
-			InitialCluster: initial, TickMs: 10, ElectionMs: 100, NoFsync: true})
+	for i := range 2 {
+		m, err := etcdembed.Start(member(i))
 		require.NoError(t, err)
 		ms = append(ms, m)
 	}
@@ -267,9 +271,7 @@ func TestPlainServeRefusesClusterData(t *testing.T) {
 		require.NoError(t, m.WaitReady(ctx))
 		cancel()
 	}
-	for _, m := range ms {
-		m.Close()
-	}
+	ms[1].Close()
 
 	env := []string{envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "=", envDataDir + "="}
 	p := startProcess(t, env, "serve", "--data-dir", dirs[1], "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
@@ -282,6 +284,23 @@ func TestPlainServeRefusesClusterData(t *testing.T) {
 	for _, want := range []string{"holds a member of a 2-member etcd cluster", "a http://" + addrs[1], "b http://" + addrs[3], "serve --cluster", "its own --data-dir"} {
 		assert.Contains(t, p.errb.String(), want)
 	}
+
+	// a alone has no quorum: "cluster status" says so and what to do,
+	// showing what answers, instead of waiting out --timeout for the
+	// member list and printing only "context deadline exceeded".
+	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
+	r := tg.fails(t, 1, []string{"no quorum: 1 of 2 voters answer (not answering: b)", "start the members that stopped"}, "--timeout", "20s", "cluster", "status")
+	assert.Contains(t, r.stdout, "(no quorum: the member list and the keys above are what an answering member knows")
+	assert.Regexp(t, `\na +\S+ +voter +true +true `, r.stdout)
+
+	// a restarted alone serves nothing until a quorum runs: the error
+	// says why nothing answers. Its Close returns (etcd's Close of a
+	// server that never became ready waits forever).
+	ms[0].Close()
+	m, err := etcdembed.Start(member(0))
+	require.NoError(t, err)
+	tg.fails(t, 1, []string{"no member answered", "start its other members"}, "--timeout", "3s", "cluster", "status")
+	m.Close()
 
 	// A one-member etcd's data directory serves as before.
 	one := t.TempDir()
