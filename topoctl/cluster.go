@@ -180,6 +180,9 @@ type clusterStatusJSON struct {
 	// Quorum: a quorum of the voters answered and one leads.
 	Quorum    bool   `json:"quorum"`
 	Shortfall string `json:"shortfall,omitempty"`
+	// Stale: without a quorum, the member list and the keys are what an
+	// answering member knows.
+	Stale bool `json:"stale,omitempty"`
 }
 
 type memberStatusJSON struct {
@@ -210,6 +213,7 @@ func clusterJSON(st *etcdcluster.ClusterStatus) clusterStatusJSON {
 	out := clusterStatusJSON{
 		Members: []memberStatusJSON{}, Leader: st.Leader, Decider: st.Decider,
 		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy && st.Shortfall == "", Quorum: st.Healthy, Shortfall: st.Shortfall, ClusterID: st.ClusterID,
+		Stale: st.Stale,
 	}
 	for _, m := range st.Members {
 		out.Members = append(out.Members, memberStatusJSON{

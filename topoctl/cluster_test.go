@@ -292,6 +292,11 @@ func TestPlainServeRefusesClusterData(t *testing.T) {
 	r := tg.fails(t, 1, []string{"no quorum: 1 of 2 voters answer (not answering: b)", "start the members that stopped"}, "--timeout", "20s", "cluster", "status")
 	assert.Contains(t, r.stdout, "(no quorum: the member list and the keys above are what an answering member knows")
 	assert.Regexp(t, `\na +\S+ +voter +true +true `, r.stdout)
+	r = tg.fails(t, 1, []string{"no quorum: 1 of 2 voters answer"}, "-o", "json", "cluster", "status")
+	var st clusterStatusJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
+	assert.True(t, st.Stale)
+	assert.False(t, st.Quorum)
 
 	// a restarted alone serves nothing until a quorum runs: the error
 	// says why nothing answers. Its Close returns (etcd's Close of a
