@@ -249,7 +249,8 @@ func TestTwoClustersRefused(t *testing.T) {
 // run instead, and starts nothing: run alone it would be a second
 // process of that member, with another peer address, beside its
 // cluster. The directory of a one-member etcd still serves. With a
-// alone running, "cluster status" reports the lost quorum at once.
+// alone running, "cluster status" reports the lost quorum at once, and
+// a cluster node given a's client address says its port is taken.
 func TestPlainServeRefusesClusterData(t *testing.T) {
 	t.Parallel()
 	addrs, err := etcdembed.FreeAddrs(6)
@@ -297,6 +298,10 @@ func TestPlainServeRefusesClusterData(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
 	assert.True(t, st.Stale)
 	assert.False(t, st.Quorum)
+
+	// A cluster node on a taken port says what to do, as a plain serve does.
+	tg.fails(t, 1, []string{"address already in use", "pick other ports"}, "serve", "--cluster", "--name", "c", "--data-dir", t.TempDir(),
+		"--listen-client-address", addrs[0], "--listen-peer-address", addrs[5])
 
 	// a restarted alone serves nothing until a quorum runs: the error
 	// says why nothing answers. Its Close returns (etcd's Close of a
