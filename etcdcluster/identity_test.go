@@ -155,6 +155,7 @@ func TestDuplicateNameRefused(t *testing.T) {
 	}
 	require.Error(t, dup.err)
 	require.True(t, dup.logHas(ErrNameTaken.Error(), b.cfg.ClientURL, b.cfg.PeerURL), "the refusal names the holder's URLs")
+	require.True(t, dup.logHas("this node's own earlier run", "start it again then"), "the refusal says what to do when the holder is this node's earlier run")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

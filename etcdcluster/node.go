@@ -590,8 +590,9 @@ func (n *Node) checkNameFree(ctx context.Context) error {
 	if v.PeerURL == n.cfg.AdvertisePeerURL && v.ClientURL == n.cfg.AdvertiseClientURL {
 		return nil
 	}
-	return fmt.Errorf("%w: %q is held by a running node with client URL %s and peer URL %s (this node: %s, %s); give this node another --name",
-		ErrNameTaken, n.cfg.Name, v.ClientURL, v.PeerURL, n.cfg.AdvertiseClientURL, n.cfg.AdvertisePeerURL)
+	return fmt.Errorf("%w: %q is held by a running node with client URL %s and peer URL %s (this node: %s, %s); give this node another --name "+
+		"(if that was this node's own earlier run, stopped without leaving and restarted with other addresses, its key expires within %s of its stop: start it again then)",
+		ErrNameTaken, n.cfg.Name, v.ClientURL, v.PeerURL, n.cfg.AdvertiseClientURL, n.cfg.AdvertisePeerURL, time.Duration(ttlSeconds(n.cfg.VolunteerTTL))*time.Second)
 }
 
 // keepVolunteer makes sure the volunteer key (and, for a member, the
