@@ -62,6 +62,17 @@ var ErrNameTaken = errors.New("etcdcluster: node name taken")
 // moved-aside data to bootstrap a new one. Nothing is started then.
 var ErrFormerMember = errors.New("etcdcluster: the data directory is a former member's")
 
+// ErrForeignData is wrapped by Start's error for a node whose DataDir
+// holds the data of a member whose peer URL is not the node's
+// AdvertisePeerURL: a copy of another node's data directory, another
+// node's directory given by mistake, or a node whose peer address
+// changed. Running it would make two processes one raft member (the
+// leader counting one's acknowledgement for the other's log can lose
+// acknowledged writes), so nothing is started: give the node its own
+// data directory, or its old peer address; or, to rejoin under the new
+// address, move DataDir/member aside and start the node with Seeds.
+var ErrForeignData = errors.New("etcdcluster: the data directory holds another member's data")
+
 // ErrInvalidConfig is wrapped by the errors of Start and Run for a Config
 // they refuse; nothing is started or written then.
 var ErrInvalidConfig = errors.New("etcdcluster: invalid config")
@@ -78,7 +89,8 @@ type Config struct {
 	Name string
 
 	// DataDir holds the node's etcd member data (DataDir/member). A
-	// directory that holds member data restarts that member. A member that
+	// directory that holds member data restarts that member, unless that
+	// member's peer URL is not AdvertisePeerURL (ErrForeignData). A member that
 	// was removed from the cluster moves its data aside to
 	// DataDir/member.removed-<unix nanoseconds>; with such data and no
 	// member data, a node given no Seeds does not bootstrap

@@ -14,7 +14,19 @@
 //     (and is a client of the cluster through it, the seeds, and the
 //     other members its data records, so that a member removed while it
 //     was down learns so, moves its data aside and volunteers again
-//     whatever seeds it was given);
+//     whatever seeds it was given). The data records whose member it
+//     is (DataDir/member/topokit-member.json; for older data, the
+//     membership stored in the data is read, and once the server runs
+//     its own member is checked): data of a member with another peer
+//     URL than the node's -- a copy of another node's data directory,
+//     another node's directory, or a changed peer address -- is refused
+//     (ErrForeignData), since two processes running one member could
+//     lose acknowledged writes and a copy of a one-member cluster would
+//     accept writes of its own. Start returns once the member serves
+//     again or its server stopped: after an outage the first members
+//     restarted wait, logging which members they wait for, until a
+//     majority of the voters runs, so members can be started one at a
+//     time;
 //   - no data and no seeds: it bootstraps a new one-member cluster;
 //   - seeds: it waits until a member answers at a seed, then is a client
 //     of the cluster and, unless ClientOnly, volunteers to be a member.

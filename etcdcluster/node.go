@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 
+	"github.com/topokit/topokit/internal/etcdembed"
 	"github.com/topokit/topokit/topo/etcd2topo"
 )
 
@@ -73,7 +74,11 @@ type participationStopper interface{ Stop() }
 
 // Start starts a node as cfg describes (see Config and the package doc)
 // and returns once it runs: when it bootstraps a new cluster, once that
-// one-member cluster serves clients (bounded by ctx). It returns an error
+// one-member cluster serves clients; when it restarts a member from its
+// data, once that member serves again (a quorum of its cluster runs: the
+// first members restarted after an outage wait for the others, logging
+// which) or its server stopped (removed meanwhile); both bounded by ctx,
+// whose error it returns when ctx ends first. It returns an error
 // wrapping ErrInvalidConfig for a refused Config, and the embedded
 // server's error when it cannot start (a taken port shows as "address
 // already in use"). The caller must call Leave or Close.
@@ -98,7 +103,27 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		switch {
 		case hasMemberData(cfg.DataDir):
 			n.log.Info("restarting the member from its data", "dir", cfg.DataDir)
+			// Refuse another member's data before its server runs a
+			// single raft message under that member's ID.
+			if err := checkMemberRecord(cfg); err != nil {
+				return nil, err
+			}
+			if err := checkDataMembers(cfg); err != nil {
+				return nil, err
+			}
 			if err := n.startServer(cfg.Name+"="+cfg.AdvertisePeerURL, true); err != nil {
+				return nil, err
+			}
+			// Data written before the record existed: check the
+			// membership it holds instead.
+			if err := n.checkOwnMember(); err != nil {
+				n.closeServer()
+				return nil, err
+			}
+			// After an outage the first members restarted wait here for
+			// the others: a node giving up would leave no quorum.
+			if err := n.awaitRejoined(ctx); err != nil {
+				n.closeServer()
 				return nil, err
 			}
 			// Also reach the cluster through the members recorded in the
@@ -144,6 +169,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Username: cfg.Username, Password: cfg.Password,
 	}, cfg.Prefix)
 	if err != nil {
+		if id := n.clusterID(); id != 0 && len(cfg.Seeds) > 0 && errors.Is(err, etcd2topo.ErrClusterMismatch) {
+			// The seeds changed between runs: they are another cluster's.
+			err = fmt.Errorf("%w; this node's data in %s is a member of cluster %x, and seeds %s include members of another cluster: "+
+				"give seeds of its own cluster (or none: it reaches its cluster through the members its data records), "+
+				"or, to leave its cluster and join the seeds' one as a new member, move %s aside",
+				err, cfg.DataDir, id, strings.Join(cfg.Seeds, ","), filepath.Join(cfg.DataDir, "member"))
+		}
 		n.closeServer()
 		return nil, err
 	}
@@ -558,8 +590,9 @@ func (n *Node) checkNameFree(ctx context.Context) error {
 	if v.PeerURL == n.cfg.AdvertisePeerURL && v.ClientURL == n.cfg.AdvertiseClientURL {
 		return nil
 	}
-	return fmt.Errorf("%w: %q is held by a running node with client URL %s and peer URL %s (this node: %s, %s); give this node another --name",
-		ErrNameTaken, n.cfg.Name, v.ClientURL, v.PeerURL, n.cfg.AdvertiseClientURL, n.cfg.AdvertisePeerURL)
+	return fmt.Errorf("%w: %q is held by a running node with client URL %s and peer URL %s (this node: %s, %s); give this node another --name "+
+		"(if that was this node's own earlier run, stopped without leaving and restarted with other addresses, its key expires within %s of its stop: start it again then)",
+		ErrNameTaken, n.cfg.Name, v.ClientURL, v.PeerURL, n.cfg.AdvertiseClientURL, n.cfg.AdvertisePeerURL, time.Duration(ttlSeconds(n.cfg.VolunteerTTL))*time.Second)
 }
 
 // keepVolunteer makes sure the volunteer key (and, for a member, the
@@ -703,8 +736,123 @@ func (n *Node) startServer(initialCluster string, existing bool) error {
 	n.mu.Lock()
 	n.srv, n.srvID, n.gate = e, uint64(e.Server.MemberID()), gate
 	n.mu.Unlock()
+	if m := e.Server.Cluster().Member(e.Server.MemberID()); m != nil && slices.Contains(m.PeerURLs, cfg.AdvertisePeerURL) {
+		if err := writeMemberRecord(cfg.DataDir, memberRecord{Name: cfg.Name, ID: fmt.Sprintf("%x", n.srvID), PeerURL: cfg.AdvertisePeerURL}); err != nil {
+			n.log.Warn("recording the member's identity in its data directory", "err", err)
+		}
+	}
 	n.log.Info("embedded etcd server started", "member", fmt.Sprintf("%x", n.srvID), "client", cfg.AdvertiseClientURL, "peer", cfg.AdvertisePeerURL)
 	return nil
+}
+
+// memberRecordFile is the file in DataDir/member that records whose
+// member data it is (memberRecord as JSON). It moves aside with the data.
+const memberRecordFile = "topokit-member.json"
+
+// memberRecord says which node's member the data in DataDir/member is:
+// the node's name, the member ID (hex) and the peer URL it was started
+// with.
+type memberRecord struct {
+	Name    string `json:"name"`
+	ID      string `json:"id"`
+	PeerURL string `json:"peerURL"`
+}
+
+func writeMemberRecord(dataDir string, r memberRecord) error {
+	p := filepath.Join(dataDir, "member", memberRecordFile)
+	if b, err := os.ReadFile(p); err == nil {
+		var old memberRecord
+		if json.Unmarshal(b, &old) == nil && old == r {
+			return nil
+		}
+	}
+	b, _ := json.Marshal(r)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// checkMemberRecord returns an error wrapping ErrForeignData when the
+// member data in cfg.DataDir records another peer URL than the node's.
+// Data without a record (written by an older topokit) passes; Start then
+// checks the membership the started server holds (checkOwnMember).
+func checkMemberRecord(cfg Config) error {
+	b, err := os.ReadFile(filepath.Join(cfg.DataDir, "member", memberRecordFile))
+	if err != nil {
+		return nil
+	}
+	var r memberRecord
+	if json.Unmarshal(b, &r) != nil || r.PeerURL == "" || r.PeerURL == cfg.AdvertisePeerURL {
+		return nil
+	}
+	return foreignDataError(cfg, fmt.Sprintf("member %s (ID %s) with peer URL %s", r.Name, r.ID, r.PeerURL), []string{r.PeerURL})
+}
+
+// checkDataMembers returns an error wrapping ErrForeignData when the
+// membership stored in the member data's backend (read-only, before any
+// server runs) lists members none of which has the node's peer URL: the
+// data cannot be this node's member's. It checks data without a member
+// record (written by an older topokit); data it cannot read passes.
+func checkDataMembers(cfg Config) error {
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "member", memberRecordFile)); err == nil {
+		return nil
+	}
+	ms, _ := etcdembed.DataMembers(cfg.DataDir)
+	var found, peers []string
+	mine := false
+	for _, m := range ms {
+		mine = mine || slices.Contains(m.PeerURLs, cfg.AdvertisePeerURL)
+		peers = append(peers, m.PeerURLs...)
+		name := m.Name
+		if name == "" {
+			name = "(unstarted)"
+		}
+		found = append(found, name+" "+strings.Join(m.PeerURLs, ","))
+	}
+	if mine || len(found) == 0 {
+		return nil
+	}
+	slices.Sort(found)
+	return foreignDataError(cfg, "a member of a cluster whose members ("+strings.Join(found, "; ")+") have other peer URLs", peers)
+}
+
+// checkOwnMember returns an error wrapping ErrForeignData when the
+// running server's member, as its data records it, does not have the
+// node's peer URL.
+func (n *Node) checkOwnMember() error {
+	n.mu.Lock()
+	e, id := n.srv, n.srvID
+	n.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	m := e.Server.Cluster().Member(e.Server.MemberID())
+	if m == nil || slices.Contains(m.PeerURLs, n.cfg.AdvertisePeerURL) {
+		return nil
+	}
+	return foreignDataError(n.cfg, fmt.Sprintf("member %s (ID %x) with peer URL %s", m.Name, id, strings.Join(m.PeerURLs, ",")), m.PeerURLs)
+}
+
+// foreignDataError says whose data cfg.DataDir holds (whose, a member
+// with peer URLs peers), and what to do.
+func foreignDataError(cfg Config, whose string, peers []string) error {
+	own, err := url.Parse(cfg.AdvertisePeerURL)
+	if err == nil && slices.ContainsFunc(peers, func(p string) bool {
+		u, err := url.Parse(p)
+		return err == nil && u.Host == own.Host && u.Scheme != own.Scheme
+	}) {
+		return fmt.Errorf("%w: %s holds the data of %s, but this node (%s) has peer URL %s: "+
+			"only the scheme differs, so this node was started with other peer TLS settings than its member had; "+
+			"start it with the same peer TLS settings (certificate, key and CA: https peer URLs) as before",
+			ErrForeignData, cfg.DataDir, whose, cfg.Name, cfg.AdvertisePeerURL)
+	}
+	return fmt.Errorf("%w: %s holds the data of %s, but this node (%s) has peer URL %s; "+
+		"two processes running one member can lose acknowledged writes, so it is not started. "+
+		"If the directory is another node's (copied, or given by mistake), give this node its own data directory; "+
+		"if this node's peer address changed, start it with its old one, or move %s aside and start it with seeds (client URLs of running members) to join as a new member",
+		ErrForeignData, cfg.DataDir, whose, cfg.Name, cfg.AdvertisePeerURL, filepath.Join(cfg.DataDir, "member"))
 }
 
 // removalRaceHook is the embedded server's panic hook. etcd v3.7 panics
@@ -743,6 +891,77 @@ func (n *Node) recordedClientURLs() []string {
 	return urls
 }
 
+// clusterID returns the cluster ID of the running server, 0 when none.
+func (n *Node) clusterID() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.srv == nil {
+		return 0
+	}
+	return uint64(n.srv.Server.Cluster().ID())
+}
+
+// awaitRejoined waits until the member restarted from its data serves
+// (it rejoined a quorum of its cluster) or its server stopped (e.g. the
+// cluster removed it while it was down: the node then finds out through
+// the other members), logging after a second, then every waitSayEvery,
+// which members it waits for. It returns ctx's error when ctx ends
+// first.
+func (n *Node) awaitRejoined(ctx context.Context) error {
+	n.mu.Lock()
+	e := n.srv
+	n.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	// First said after a second (a member of a running cluster is ready
+	// sooner), then every waitSayEvery.
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.Server.ReadyNotify():
+			return nil
+		case <-e.Server.StopNotify():
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("etcdcluster: waiting for a quorum of the cluster this member's data records (%s): %w", strings.Join(n.recordedPeers(), ", "), ctx.Err())
+		case <-t.C:
+			t.Reset(waitSayEvery)
+			n.log.Warn("waiting for a quorum: this member, restarted from its data, serves once a majority of its cluster's voters runs; start its other members (with their data)",
+				"members", strings.Join(n.recordedPeers(), ", "))
+		}
+	}
+}
+
+// recordedPeers describes the other members the running server's data
+// records, as "name peerURL".
+func (n *Node) recordedPeers() []string {
+	n.mu.Lock()
+	e, id := n.srv, n.srvID
+	n.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range e.Server.Cluster().Members() {
+		if uint64(m.ID) != id {
+			out = append(out, dashName(m.Name, m.ID.String())+" "+strings.Join(m.PeerURLs, ","))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dashName is a member's name, or for a member never started
+// "(unstarted ID)".
+func dashName(name, id string) string {
+	if name == "" {
+		return "(unstarted " + id + ")"
+	}
+	return name
+}
+
 // closeServer stops the embedded server, if any, releasing its ports.
 func (n *Node) closeServer() {
 	n.mu.Lock()
@@ -753,7 +972,7 @@ func (n *Node) closeServer() {
 		// End the clients' watches and keepalives first: the graceful
 		// stop of the gRPC server would wait for them.
 		g.endStreams()
-		e.Close()
+		etcdembed.CloseEtcd(e)
 	}
 }
 

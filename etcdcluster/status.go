@@ -100,7 +100,51 @@ type ClusterStatus struct {
 	// (fewer volunteers, members included, than IdealSize), "" when it
 	// can.
 	Shortfall string `json:"shortfall,omitempty"`
+	// Stale is true when the member list and the keys could not be read
+	// through a quorum (within quorumWait) and were read from whichever
+	// member answered (serializable reads, possibly out of date): a
+	// cluster without a quorum. Healthy is then false unless the members'
+	// own answers show a leader and a quorum.
+	Stale bool `json:"stale,omitempty"`
 }
+
+// NoQuorum, when the status shows no quorum of answering voters with a
+// leader, says so and what to do; "" otherwise.
+func (s *ClusterStatus) NoQuorum() string {
+	if s.Healthy {
+		return ""
+	}
+	voters, answering := 0, 0
+	var down []string
+	for _, m := range s.Members {
+		if m.Learner {
+			continue
+		}
+		voters++
+		if m.Healthy {
+			answering++
+		} else {
+			down = append(down, dashName(m.Name, m.ID))
+		}
+	}
+	if answering >= voters/2+1 && s.Leader != "" {
+		return ""
+	}
+	what := fmt.Sprintf("%d of %d voters answer", answering, voters)
+	if answering >= voters/2+1 {
+		what += " but none leads (an election may be under way)"
+	}
+	if len(down) == 0 {
+		return "no quorum: " + what + ": writes and linearizable reads wait until a majority of the voters runs with a leader"
+	}
+	return fmt.Sprintf("no quorum: %s (not answering: %s): writes and linearizable reads wait until a majority of the voters runs; "+
+		"start the members that stopped with their data directories (a member whose data is lost cannot count: then restore the cluster from a snapshot, etcd's disaster recovery)",
+		what, strings.Join(down, ", "))
+}
+
+// quorumWait bounds Status's linearizable member list before it reads
+// from any member instead (a cluster without a quorum answers none).
+const quorumWait = 2 * time.Second
 
 // Voters returns the names of the started voting members, sorted.
 func (s *ClusterStatus) Voters() []string {
@@ -116,10 +160,13 @@ func (s *ClusterStatus) Voters() []string {
 
 // Status reads the cluster's state through cli: the member list, each
 // member's own status (asked at its first client URL, within a second),
-// and the cluster's keys under prefix (DefaultPrefix when empty). It
-// returns an error only when the member list or the keys cannot be read
-// (e.g. no quorum); an unreachable member is reported in its
-// MemberStatus. The members are asked without credentials: StatusWith
+// and the cluster's keys under prefix (DefaultPrefix when empty). When
+// the member list cannot be read through a quorum within 2 s (no
+// quorum), the list and the keys are read from any member that answers
+// (ClusterStatus.Stale; NoQuorum says what is wrong). It returns an error
+// only when no member answers (a member restarted after an outage serves
+// nothing until a quorum runs; the error says so); an unreachable member
+// is reported in its MemberStatus. The members are asked without credentials: StatusWith
 // takes those of a cluster with TLS or auth.
 func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterStatus, error) {
 	return StatusWith(ctx, cli, prefix, ClientOptions{})
@@ -129,13 +176,25 @@ func Status(ctx context.Context, cli *clientv3.Client, prefix string) (*ClusterS
 // credentials of opts (those cli was opened with, see NewClientWith).
 func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts ClientOptions) (*ClusterStatus, error) {
 	k := keys{prefix: cleanPrefix(prefix)}
-	ml, err := cli.MemberList(ctx)
+	qctx, cancel := context.WithTimeout(ctx, quorumWait)
+	ml, err := cli.MemberList(qctx)
+	cancel()
+	stale := false
+	if err != nil && ctx.Err() == nil {
+		// No quorum (or none within quorumWait): what any member knows.
+		if sml, serr := cli.MemberList(ctx, clientv3.WithSerializable()); serr == nil {
+			ml, err, stale = sml, nil, true
+		}
+	}
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("etcdcluster: member list: %w (no member answered: a member restarted from its data serves clients only once a majority of its cluster's voters runs, so start its other members)", err)
+		}
 		return nil, fmt.Errorf("etcdcluster: member list: %w", err)
 	}
 	ecs := endpointClients{opts: opts}
 	defer ecs.close()
-	st := &ClusterStatus{IdealSize: DefaultIdealSize, Volunteers: []string{}}
+	st := &ClusterStatus{IdealSize: DefaultIdealSize, Volunteers: []string{}, Stale: stale}
 	var clusterID uint64
 	if ml.Header != nil {
 		clusterID = ml.Header.ClusterId
@@ -179,11 +238,17 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
 	st.Healthy = leaderSeen && healthyVoters >= voters/2+1
 
+	var ser []clientv3.OpOption
+	if stale {
+		// A transaction of serializable reads is answered by the member
+		// itself, without a quorum.
+		ser = append(ser, clientv3.WithSerializable())
+	}
 	resp, err := cli.Txn(ctx).Then(
-		clientv3.OpGet(k.size()),
-		clientv3.OpGet(k.volunteers(), clientv3.WithPrefix()),
-		clientv3.OpGet(k.nominee()),
-		clientv3.OpGet(k.deciderPrefix(), clientv3.WithFirstCreate()...),
+		clientv3.OpGet(k.size(), ser...),
+		clientv3.OpGet(k.volunteers(), append([]clientv3.OpOption{clientv3.WithPrefix()}, ser...)...),
+		clientv3.OpGet(k.nominee(), ser...),
+		clientv3.OpGet(k.deciderPrefix(), append(clientv3.WithFirstCreate(), ser...)...),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("etcdcluster: reading cluster keys: %w", err)

@@ -78,8 +78,17 @@ func newClusterStatusCmd(stores *connector, out *printer, prefix *string) *cobra
 			if err != nil {
 				return err
 			}
+			// Without a quorum the status is printed all the same (read
+			// from the members that answer), then the command fails.
+			var noQuorum error
+			if nq := st.NoQuorum(); nq != "" {
+				noQuorum = fmt.Errorf("%s", nq)
+			}
 			if out.jsonOut() {
-				return out.printJSON(clusterJSON(st))
+				if err := out.printJSON(clusterJSON(st)); err != nil {
+					return err
+				}
+				return noQuorum
 			}
 			if st.Decider == "" && len(st.Volunteers) == 0 {
 				out.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds), so nothing manages its membership\n")
@@ -101,7 +110,10 @@ func newClusterStatusCmd(stores *connector, out *printer, prefix *string) *cobra
 				}
 				out.printf("%-16s %-17s %-8s %-8t %-7t %-7t %8d %10d  %s\n", dash(m.Name), m.ID, role, m.Started, m.Healthy, m.Leader, m.RaftTerm, m.RaftIndex, strings.Join(m.ClientURLs, ","))
 			}
-			return nil
+			if st.Stale {
+				out.printf("(no quorum: the member list and the keys above are what an answering member knows, possibly out of date)\n")
+			}
+			return noQuorum
 		},
 	}
 }
@@ -168,6 +180,9 @@ type clusterStatusJSON struct {
 	// Quorum: a quorum of the voters answered and one leads.
 	Quorum    bool   `json:"quorum"`
 	Shortfall string `json:"shortfall,omitempty"`
+	// Stale: without a quorum, the member list and the keys are what an
+	// answering member knows.
+	Stale bool `json:"stale,omitempty"`
 }
 
 type memberStatusJSON struct {
@@ -198,6 +213,7 @@ func clusterJSON(st *etcdcluster.ClusterStatus) clusterStatusJSON {
 	out := clusterStatusJSON{
 		Members: []memberStatusJSON{}, Leader: st.Leader, Decider: st.Decider,
 		Volunteers: append([]string{}, st.Volunteers...), IdealSize: st.IdealSize, Healthy: st.Healthy && st.Shortfall == "", Quorum: st.Healthy, Shortfall: st.Shortfall, ClusterID: st.ClusterID,
+		Stale: st.Stale,
 	}
 	for _, m := range st.Members {
 		out.Members = append(out.Members, memberStatusJSON{

@@ -1,6 +1,7 @@
 package topoctl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -240,4 +241,83 @@ func TestTwoClustersRefused(t *testing.T) {
 		one.fails(t, 1, []string{"NoNode"}, "get", "/k")
 	}
 	_ = target{impl: "etcd2", addr: a + "," + a, root: defaultRoot}.ok(t, "put", "/k", "v")
+}
+
+// TestPlainServeRefusesClusterData: a plain serve given the data
+// directory of a member of a two-member cluster (a "serve --cluster"
+// node's, run without --cluster by mistake) refuses it, saying what to
+// run instead, and starts nothing: run alone it would be a second
+// process of that member, with another peer address, beside its
+// cluster. The directory of a one-member etcd still serves. With a
+// alone running, "cluster status" reports the lost quorum at once, and
+// a cluster node given a's client address says its port is taken.
+func TestPlainServeRefusesClusterData(t *testing.T) {
+	t.Parallel()
+	addrs, err := etcdembed.FreeAddrs(6)
+	require.NoError(t, err)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	initial := "a=http://" + addrs[1] + ",b=http://" + addrs[3]
+	member := func(i int) etcdembed.Config {
+		return etcdembed.Config{Name: []string{"a", "b"}[i], Dir: dirs[i], ClientURL: "http://" + addrs[2*i], PeerURL: "http://" + addrs[2*i+1],
+			InitialCluster: initial, TickMs: 10, ElectionMs: 100, NoFsync: true}
+	}
+	var ms []*etcdembed.Member
+	for i := range 2 {
+		m, err := etcdembed.Start(member(i))
+		require.NoError(t, err)
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		require.NoError(t, m.WaitReady(ctx))
+		cancel()
+	}
+	ms[1].Close()
+
+	env := []string{envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "=", envDataDir + "="}
+	p := startProcess(t, env, "serve", "--data-dir", dirs[1], "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		require.FailNow(t, "serve runs a member of a two-member cluster alone", p.errb.String())
+	}
+	assert.Equal(t, 1, p.cmd.ProcessState.ExitCode(), p.errb.String())
+	for _, want := range []string{"holds a member of a 2-member etcd cluster", "a http://" + addrs[1], "b http://" + addrs[3], "serve --cluster", "its own --data-dir"} {
+		assert.Contains(t, p.errb.String(), want)
+	}
+
+	// a alone has no quorum: "cluster status" says so and what to do,
+	// showing what answers, instead of waiting out --timeout for the
+	// member list and printing only "context deadline exceeded".
+	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
+	r := tg.fails(t, 1, []string{"no quorum: 1 of 2 voters answer (not answering: b)", "start the members that stopped"}, "--timeout", "20s", "cluster", "status")
+	assert.Contains(t, r.stdout, "(no quorum: the member list and the keys above are what an answering member knows")
+	assert.Regexp(t, `\na +\S+ +voter +true +true `, r.stdout)
+	r = tg.fails(t, 1, []string{"no quorum: 1 of 2 voters answer"}, "-o", "json", "cluster", "status")
+	var st clusterStatusJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
+	assert.True(t, st.Stale)
+	assert.False(t, st.Quorum)
+
+	// A cluster node on a taken port says what to do, as a plain serve does.
+	tg.fails(t, 1, []string{"address already in use", "pick other ports"}, "serve", "--cluster", "--name", "c", "--data-dir", t.TempDir(),
+		"--listen-client-address", addrs[0], "--listen-peer-address", addrs[5])
+
+	// a restarted alone serves nothing until a quorum runs: the error
+	// says why nothing answers. Its Close returns (etcd's Close of a
+	// server that never became ready waits forever).
+	ms[0].Close()
+	m, err := etcdembed.Start(member(0))
+	require.NoError(t, err)
+	tg.fails(t, 1, []string{"no member answered", "start its other members"}, "--timeout", "3s", "cluster", "status")
+	m.Close()
+
+	// A one-member etcd's data directory serves as before.
+	one := t.TempDir()
+	p = startProcess(t, env, "serve", "--data-dir", one, "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
+	p.waitLine(t, "Stop it with Ctrl-C")
+	assert.Equal(t, 0, p.signalAndWait(t, syscall.SIGTERM), p.errb.String())
+	p = startProcess(t, env, "serve", "--data-dir", one, "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
+	p.waitLine(t, "Stop it with Ctrl-C")
+	assert.Equal(t, 0, p.signalAndWait(t, syscall.SIGTERM), p.errb.String())
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +95,9 @@ serve" is running, instead of waiting for --timeout. With --output json it
 prints that as one JSON object.
 
 Only one serve may use a data directory: a second one refuses at once,
-naming the process (from the lock file topoctl-serve.pid there). Once told
+naming the process (from the lock file topoctl-serve.pid there). Nor does
+serve run the data directory of a member of a cluster of several members
+(a "serve --cluster" node's): run that with --cluster. Once told
 to stop, serve says so and stops within about 1s, disconnecting attached
 clients; a new serve can bind the same addresses right after.
 
@@ -113,10 +116,16 @@ same --seeds (the client URLs of all N, each node's own included) and
 --bootstrap-expect N: once N of them see each other exactly one
 bootstraps, the others join it, and the ideal size is N; a node started
 later, or restarted without data, with the same command joins the running
-cluster. Restarted with its data it rejoins as the member it was; if the
+cluster. Restarted with its data it rejoins as the member it was (after
+an outage, start the members one at a time in any order: the first ones
+wait, saying for which members, until a majority runs); if the
 cluster removed that member meanwhile, it finds out through the members
 its data records (even when started with --cluster and no seeds), moves
-its data aside and volunteers again. Ctrl-C leaves gracefully: the node
+its data aside and volunteers again. A data directory is one node's: a
+node given a copy of another node's, or restarted with another
+--listen-peer-address (or --advertise-peer-url) than its data's member
+has, exits with an error saying what to do instead of running a second
+process as that member. Ctrl-C leaves gracefully: the node
 withdraws, hands raft leadership on, is removed, and stops. See "topoctl
 cluster status". Every bootstrap makes a cluster with a new cluster ID: a
 node that lost its data directory and is run again with --cluster makes a
@@ -199,6 +208,9 @@ it before it starts. See docs/security.md.`,
 			defer unlock()
 			if cl.enabled() {
 				return serveCluster(ctx, out, cl, &sec, serveNode{name, dataDir, clientAddr, peerAddr, tickMs, electionMs, etcdLogs})
+			}
+			if err := checkPlainData(dataDir); err != nil {
+				return err
 			}
 			var lg *zap.Logger
 			if etcdLogs {
@@ -299,6 +311,30 @@ it before it starts. See docs/security.md.`,
 	cl.register(f)
 	sec.register(f)
 	return cmd
+}
+
+// checkPlainData refuses, for a plain serve, a data directory holding a
+// member of a cluster of several members (a node of "serve --cluster", or
+// of another etcd cluster): run alone, outside that cluster's management,
+// it would be a second process of that member, or be removed by the
+// cluster's decider while serving.
+func checkPlainData(dataDir string) error {
+	ms, ok := etcdembed.DataMembers(dataDir)
+	if !ok || len(ms) < 2 {
+		return nil
+	}
+	names := make([]string, 0, len(ms))
+	for _, m := range ms {
+		n := m.Name
+		if n == "" {
+			n = "(unstarted)"
+		}
+		names = append(names, n+" "+strings.Join(m.PeerURLs, ","))
+	}
+	slices.Sort(names)
+	return fmt.Errorf("data directory %s holds a member of a %d-member etcd cluster (%s); a plain \"topoctl serve\" runs one member alone: "+
+		"to run this node of a self-managing cluster again, use \"topoctl serve --cluster\" with its --name, addresses and TLS flags of before; "+
+		"else give serve its own --data-dir", dataDir, len(ms), strings.Join(names, "; "))
 }
 
 // printServe tells the user how other commands reach the embedded etcd.

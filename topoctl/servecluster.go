@@ -2,9 +2,12 @@ package topoctl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -115,6 +118,9 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 	}
 	n, err := etcdcluster.Start(ctx, cfg)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w (is another \"topoctl serve\" or etcd running? pick other ports with --listen-client-address/--listen-peer-address)", err)
+		}
 		if len(cfg.Seeds) > 0 {
 			// Say why a seed refused this node's TLS, when it did.
 			err = explainDial(cfg.Seeds[0], transport.TLSInfo{CertFile: sec.cert, KeyFile: sec.key, TrustedCAFile: sec.ca}, serveTLSFlags, err)

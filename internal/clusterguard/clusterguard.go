@@ -12,10 +12,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -77,7 +79,9 @@ func (g *Guard) DialOption() grpc.DialOption {
 
 // CheckEndpoints asks each of endpoints, when there are several, for its
 // status through cli (each request bounded by timeout; an endpoint that
-// does not answer in time is not checked) and compares the cluster IDs
+// does not answer in time is not checked, nor one that refuses TCP
+// connections, which is not waited for: gRPC would dial it again until
+// the timeout) and compares the cluster IDs
 // of the answers. When they agree it pins g to that cluster ID and
 // returns "". When they differ it returns a description naming each
 // cluster ID with its endpoints, sorted ("cluster 1a at a,b and cluster
@@ -93,6 +97,9 @@ func (g *Guard) CheckEndpoints(ctx context.Context, cli *clientv3.Client, endpoi
 	var wg sync.WaitGroup
 	for i, ep := range endpoints {
 		wg.Go(func() {
+			if refuses(ctx, ep) {
+				return
+			}
 			if sr, err := cli.Status(ctx, ep); err == nil && sr.Header != nil {
 				ids[i] = sr.Header.ClusterId
 			}
@@ -124,4 +131,29 @@ func (g *Guard) CheckEndpoints(ctx context.Context, cli *clientv3.Client, endpoi
 		parts = append(parts, fmt.Sprintf("cluster %x at %s", id, strings.Join(eps, ",")))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// refuses reports whether a TCP connection to endpoint's host:port
+// (a URL, or host:port) fails at once, bounded by ctx: nothing listens
+// there. Endpoints of other schemes (unix sockets) are not tried.
+func refuses(ctx context.Context, endpoint string) bool {
+	host := endpoint
+	if i := strings.Index(host, "://"); i >= 0 {
+		scheme := host[:i]
+		if scheme != "http" && scheme != "https" {
+			return false
+		}
+		host = host[i+3:]
+	}
+	host, _, _ = strings.Cut(host, "/")
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		return false
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	_ = c.Close()
+	return false
 }

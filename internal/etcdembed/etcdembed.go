@@ -20,15 +20,19 @@ package etcdembed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/topokit/topokit/internal/freeport"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -211,7 +215,21 @@ func Start(cfg Config) (*Member, error) {
 		}
 		return nil, fmt.Errorf("etcdembed: starting member %s: %w", cfg.Name, err)
 	}
-	return &Member{Etcd: e, cfg: cfg, close: sync.OnceFunc(e.Close)}, nil
+	return &Member{Etcd: e, cfg: cfg, close: sync.OnceFunc(func() { CloseEtcd(e) })}, nil
+}
+
+// CloseEtcd closes e (embed.Etcd.Close, once only: a second call
+// panics), also when it never became ready: etcd's Close first waits for
+// the client servers, which start only once the server is ready or
+// stopping, so the Close of a member that never found a quorum waits
+// forever. Such a server is stopped first.
+func CloseEtcd(e *embed.Etcd) {
+	select {
+	case <-e.Server.ReadyNotify():
+	default:
+		e.Server.HardStop()
+	}
+	e.Close()
 }
 
 // advertisedPeerURL is the URL peers reach the member at.
@@ -322,4 +340,38 @@ func EnableAuth(ctx context.Context, cli *clientv3.Client, rootPassword string) 
 		return fmt.Errorf("etcdembed: enabling auth: %w", err)
 	}
 	return nil
+}
+
+// DataMember is a member as the membership stored in a data directory
+// records it.
+type DataMember struct {
+	Name     string   `json:"name"`
+	PeerURLs []string `json:"peerURLs"`
+}
+
+// DataMembers reads the membership stored in the member data of dir
+// (dir/member/snap/db, opened read-only, waiting at most a second for a
+// process that holds it) without starting anything. ok is false when
+// there is none or it cannot be read. Not for a directory a running
+// member of this process uses.
+func DataMembers(dir string) (members []DataMember, ok bool) {
+	db, err := bolt.Open(filepath.Join(dir, "member", "snap", "db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil, false
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("members"))
+		if b == nil {
+			return errors.New("no members bucket")
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var m DataMember
+			if json.Unmarshal(v, &m) == nil {
+				members = append(members, m)
+			}
+			return nil
+		})
+	})
+	return members, err == nil && len(members) > 0
 }
