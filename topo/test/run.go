@@ -195,6 +195,7 @@ func groups() []struct {
 			{"Shapes", testTxnShapes},
 			{"ConditionsInvisible", testTxnConditionsInvisible},
 			{"EmptiesLockedDirectory", testTxnEmptiesLockedDirectory},
+			{"WriteBelowDeletedFile", testTxnWriteBelowDeletedFile},
 			{"BadInput", testTxnBadInput},
 			{"Atomicity", testTxnAtomicity},
 			{"AtomicityUnderFault", testTxnAtomicityUnderFault},

@@ -155,3 +155,34 @@ func opIndex(ops []topo.TxnOp, path string) int {
 	}
 	return -1
 }
+
+// testTxnWriteBelowDeletedFile: a transaction deleting a file (with no
+// file below it) and writing a file below its name, in either order,
+// succeeds: the file is gone, the one below it holds what was written,
+// and the path is a directory.
+func testTxnWriteBelowDeletedFile(s *store) {
+	t, ctx, c, r := s.t, ctxFor(s.t), s.conn(), s.conn()
+	for i, ops := range [][]topo.TxnOp{
+		{topo.DeleteOp("a", nil), topo.CreateOp("a/b", []byte("b"))},
+		{topo.CreateOp("a/b", []byte("b")), topo.DeleteOp("a", nil)},
+		{topo.DeleteOp("a", nil), topo.UpdateOp("a/b", []byte("b"), nil)},
+		{topo.UpdateOp("a/b/c", []byte("b"), nil), topo.DeleteOp("a", nil)},
+	} {
+		mustCreate(t, ctx, c, "a", "a")
+		w := ops[0]
+		if w.Kind == topo.TxnDelete {
+			w = ops[1]
+		}
+		what := fmt.Sprintf("transaction %d: %s(%s), %s(%s)", i, ops[0].Kind, ops[0].Path, ops[1].Kind, ops[1].Path)
+		vs, err := c.Txn(ctx, ops...)
+		require.NoError(t, err, what)
+		requireNoFile(t, ctx, r, "a")
+		requireFile(t, ctx, r, w.Path, "b", vs[opIndex(ops, w.Path)])
+		entries, err := r.ListDir(ctx, "", true)
+		require.NoError(t, err)
+		require.Equal(t, topo.TypeDirectory, entry(t, entries, "a").Type, what+": a is a directory")
+		require.NoError(t, c.Delete(ctx, w.Path, nil))
+		_, err = r.ListDir(ctx, "a", false)
+		requireCode(t, err, topo.NoNode, what+": ListDir(a) once the file below it went")
+	}
+}

@@ -131,7 +131,7 @@ func TestRequestCounts(t *testing.T) {
 			must(err)
 		}
 	}
-	create("d/a", "d/b", "del/a", "del/b", "last/a", "l/a", "ld/a", "ld/b", "u/a", "u/b", "empty/a")
+	create("d/a", "d/b", "del/a", "del/b", "last/a", "l/a", "ld/a", "ld/b", "u/a", "u/b", "empty/a", "wb/a")
 	_, _, err = c.Get(ctx, "d/a") // the session's first read syncs: done
 	must(err)
 	var (
@@ -188,6 +188,10 @@ func TestRequestCounts(t *testing.T) {
 		}},
 		"Txn of an update and a create": {nil, func() {
 			_, err := c.Txn(ctx, topo.UpdateOp("d/a", []byte("z"), nil), topo.CreateOp("d/t", nil))
+			must(err)
+		}},
+		"Txn deleting a file and creating one below it": {nil, func() {
+			_, err := c.Txn(ctx, topo.DeleteOp("wb/a", nil), topo.CreateOp("wb/a/b", []byte("b")))
 			must(err)
 		}},
 		"GuardedUpdate": {func() { l, err = c.LockName(ctx, "gu", "x"); must(err) }, func() {

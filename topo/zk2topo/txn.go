@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -72,8 +73,13 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     is emptied by a set-data instead (as Delete), with the Stats of its
 //     "locks" child and of it pipelined behind the multi (two requests, no
 //     round trip), which remove it when its files went meanwhile, so that
-//     it is not left as an empty file (unfiledPaths). Parents left empty
-//     are removed after the multi, best effort (cleanupDirs).
+//     it is not left as an empty file (unfiledPaths). So is a file that
+//     another CreateOp or UpdateOp of the Txn writes below (keepsDir): it
+//     stays as that file's directory. Its Stat is read before the first
+//     multi (one round trip, with the Stats of the unversioned UpdateOps
+//     below it), and the directories between, missing when it had no
+//     children, are created in that multi (belowEmptied). Parents left
+//     empty are removed after the multi, best effort (cleanupDirs).
 //   - A CreateOp or UpdateOp of empty contents that would leave an empty
 //     znode with children, which reads as a directory (the file not there,
 //     or gone), fails with a *topo.TxnError wrapping InvalidArgument and
@@ -100,8 +106,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
 // a versioned UpdateOp read the Stat first (one round trip more), and so
-// does an unversioned UpdateOp of empty contents (see above); a Txn of
-// only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp and
+// does an unversioned UpdateOp of empty contents (see above) and a
+// DeleteOp with a write below it; a Txn of only CreateOp, unversioned
+// UpdateOp of non-empty contents, DeleteOp (with no write below it) and
 // IfAbsent costs one round trip when nothing is missing, two with IfHeld.
 // A multi failing where only a Stat tells why (a missing parent, a
 // directory where a file was expected, a delete refused for children) is
@@ -156,7 +163,8 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 			return nil, backendkit.TxnOpError(op, backendkit.Wrap(topo.InvalidPath, op.Path, errOwnZnodes))
 		}
 	}
-	if err := emptyUnderWrites(tops); err != nil {
+	t.above = writeParents(tops)
+	if err := emptyUnderWrites(tops, t.above); err != nil {
 		return nil, err
 	}
 	t.hints(ctx)
@@ -246,10 +254,11 @@ type txn struct {
 	ops         []backendkit.TxnOp
 	st          []opState
 	claims      []fenceClaim
-	guard       *zkSession   // the claims' session, nil when no IfHeld
-	s           *zkSession   // the session the multi runs on
-	excluded    map[int]bool // ops known to fail, left out of the next multi (see run)
-	parentsRead bool         // the last failure was handled by parents: no refresh
+	guard       *zkSession      // the claims' session, nil when no IfHeld
+	s           *zkSession      // the session the multi runs on
+	excluded    map[int]bool    // ops known to fail, left out of the next multi (see run)
+	above       map[string]bool // the paths above the files the CreateOps and UpdateOps write (writeParents)
+	parentsRead bool            // the last failure was handled by parents: no refresh
 }
 
 // Roles of the requests of a multi.
@@ -378,11 +387,16 @@ func (t *txn) build() []mreq {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: zkVersion(op.Version)}, i, roleMain})
 			}
 		case topo.TxnDelete:
+			// A file another write of the Txn writes below (keepsDir) is
+			// emptied as one with children: deleted, the write below
+			// would fail for want of its parent (or the delete, after it,
+			// for its child), on every attempt.
+			unfile := s.statted && s.exists && !s.dirOnly() && (s.st.NumChildren > 0 || t.keepsDir(i))
 			if t.entryCheck(i) && s.isEntry() {
 				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleEntry})
-			} else if t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !s.dirOnly() && s.st.NumChildren == 0 {
+			} else if t.entryCheck(i) && op.Version == backendkit.AnyVersion && s.statted && s.exists && !unfile {
 				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: s.st.Version}, i, roleAt})
-			} else if s.statted && s.exists && !s.dirOnly() && s.st.NumChildren > 0 {
+			} else if unfile {
 				v := s.st.Version
 				if op.Version != backendkit.AnyVersion {
 					v = zkVersion(op.Version)
@@ -522,12 +536,10 @@ func (t *txn) emptyOntoChildren() error {
 	return nil
 }
 
-// emptyUnderWrites returns the error (ErrEmptyFileWithChildren) of the
-// first CreateOp or UpdateOp of empty contents whose path another
-// CreateOp or UpdateOp of ops writes a file below: the multi would leave
-// an empty znode with children. nil when there is none.
-func emptyUnderWrites(ops []backendkit.TxnOp) error {
-	above := map[string]bool{} // the directories above the writes' files
+// writeParents returns the paths above the files that the CreateOps and
+// UpdateOps of ops write: the directories the Txn leaves (or makes) there.
+func writeParents(ops []backendkit.TxnOp) map[string]bool {
+	above := map[string]bool{}
 	for _, op := range ops {
 		if op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate {
 			for d := path.Dir(op.Path); d != "." && d != "/" && d != "" && !above[d]; d = path.Dir(d) {
@@ -535,12 +547,67 @@ func emptyUnderWrites(ops []backendkit.TxnOp) error {
 			}
 		}
 	}
+	return above
+}
+
+// emptyUnderWrites returns the error (ErrEmptyFileWithChildren) of the
+// first CreateOp or UpdateOp of empty contents whose path another
+// CreateOp or UpdateOp of ops writes a file below (above, writeParents):
+// the multi would leave an empty znode with children. nil when there is
+// none.
+func emptyUnderWrites(ops []backendkit.TxnOp, above map[string]bool) error {
 	for _, op := range ops {
 		if (op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate) && len(op.Contents) == 0 && above[op.Path] {
 			return backendkit.TxnOpError(op, emptyWithChildren(op.Path))
 		}
 	}
 	return nil
+}
+
+// keepsDir reports whether op i is a DeleteOp of a path another
+// CreateOp or UpdateOp of the Txn writes a file below: its znode stays,
+// a directory, and the DeleteOp empties its data (see build).
+func (t *txn) keepsDir(i int) bool {
+	return t.ops[i].Kind == topo.TxnDelete && t.above[t.ops[i].Path]
+}
+
+// belowKept reports whether op i is an unversioned UpdateOp of a path
+// below a keepsDir DeleteOp's: its Stat is read with that one's, so that
+// the first multi creates it when absent.
+func (t *txn) belowKept(i int) bool {
+	op := t.ops[i]
+	if op.Kind != topo.TxnUpdate || op.Version != backendkit.AnyVersion {
+		return false
+	}
+	return slices.ContainsFunc(t.ops, func(d backendkit.TxnOp) bool {
+		return d.Kind == topo.TxnDelete && t.above[d.Path] && strings.HasPrefix(op.Path, d.Path+"/")
+	})
+}
+
+// belowEmptied records, for each write that creates its file below a
+// keepsDir DeleteOp's file read without children, the directories
+// between the two as missing (nothing can be below a znode without
+// children): the first multi creates them, instead of failing for want of
+// them and reading every ancestor. Only a hint, as DirectoriesAbsent: one
+// created meanwhile fails its create, and the Txn reads the ancestors.
+func (t *txn) belowEmptied() {
+	c := t.c
+	for d, del := range t.ops {
+		s := &t.st[d]
+		if !t.keepsDir(d) || !s.statted || !s.exists || s.dirOnly() || s.st.NumChildren != 0 {
+			continue
+		}
+		for i, op := range t.ops {
+			if !t.createsFile(i) || t.st[i].missing != nil || !strings.HasPrefix(op.Path, del.Path+"/") {
+				continue
+			}
+			var missing []string
+			for p := path.Dir(op.Path); p != del.Path; p = path.Dir(p) {
+				missing = append([]string{c.zkPath(p)}, missing...)
+			}
+			t.st[i].missing = missing
+		}
+	}
 }
 
 // entryCheck reports whether op i is an UpdateOp or DeleteOp of a znode
@@ -574,7 +641,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	c := t.c
 	var first []int
 	for i := range t.ops {
-		if t.needsStat(i) || t.entryCheck(i) || (t.ops[i].Kind == topo.TxnUpdate && t.emptyWrite(i)) {
+		if t.needsStat(i) || t.entryCheck(i) || (t.ops[i].Kind == topo.TxnUpdate && t.emptyWrite(i)) || t.keepsDir(i) || t.belowKept(i) {
 			first = append(first, i)
 		}
 	}
@@ -582,6 +649,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 	if err := t.stat(ctx, first...); err != nil {
 		return nil, err
 	}
+	t.belowEmptied()
 	if t.claims[0].dead && t.ops[0].Kind == topo.TxnIfHeld {
 		return nil, backendkit.TxnFailed(t.ops[0], topo.LockLost)
 	}
