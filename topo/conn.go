@@ -18,10 +18,13 @@ import (
 // them.
 type Conn interface {
 	// ListDir lists the entries directly under dirPath, sorted by name.
-	// Intermediate directories appear as TypeDirectory entries. Type and
-	// Ephemeral are filled only when full is true; lock and election entries
-	// (see Lock, NewLeaderParticipation) are Ephemeral. It returns NoNode when
-	// nothing is under dirPath.
+	// Intermediate directories appear as TypeDirectory entries, a name that
+	// is a file with files below it too. Type and Ephemeral are filled only
+	// when full is true; lock and election entries (see Lock,
+	// NewLeaderParticipation) are Ephemeral, and so is a directory with
+	// only such entries below it (a locked directory's "locks", "elections"
+	// and an election's directory while only candidates are below it).
+	// It returns NoNode when nothing is under dirPath.
 	ListDir(ctx context.Context, dirPath string, full bool) ([]DirEntry, error)
 
 	// Create creates filePath holding contents and returns its version.
@@ -99,7 +102,10 @@ type Conn interface {
 	// channel) and a channel of later changes. A delete sends a WatchData with
 	// Err NoNode and closes the channel; cancelling ctx sends Interrupted and
 	// closes it; Close on the Conn sends Interrupted and closes it. Rapid
-	// changes may be coalesced, but the last value sent is always the latest.
+	// changes may be coalesced, but the last value sent is always the latest,
+	// and a deletion is never coalesced away: a file deleted and re-created
+	// meanwhile (as across a partition) ends the channel with NoNode,
+	// not a change to the new file's value.
 	// The channel must be drained until it closes.
 	Watch(ctx context.Context, filePath string) (current *WatchData, changes <-chan *WatchData, err error)
 

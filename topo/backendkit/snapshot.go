@@ -20,6 +20,13 @@ type FileState struct {
 // by reading the whole prefix again (consultopo at every blocking query;
 // etcd2topo could after a compaction) turns each read into events with
 // Diff. It is not safe for concurrent use.
+//
+// Two reads cannot show a file created and deleted between them, so
+// Diff reports nothing for it. The conformance suite's
+// WatchRecursive/Converges writes a burst and then deletes one of its
+// files, and wants that deletion reported: a watch whose next read may
+// come only after the whole burst (an in-process store, where the writer
+// never waits) must add such deletions from a record of its own.
 type Snapshot map[string]int64
 
 // Diff records files, a whole read of the prefix, as what the watcher

@@ -381,7 +381,9 @@ func FenceGuard(f topo.Fence) (Guard, bool) {
 }
 
 // Driver returns the driver of the engine that issued the claim: a
-// backend refuses a Fence of another store.
+// backend refuses a Fence of another store. Call it only on a Guard that
+// FenceGuard reported true for: the zero Guard has no claim, and Driver
+// panics on it.
 func (g Guard) Driver() Driver { return g.cl.eng.d }
 
 // Queue returns the claim's queue.

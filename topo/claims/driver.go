@@ -123,8 +123,10 @@ type Driver interface {
 	Head(ctx context.Context, q Queue, watch bool) (head Entry, ok bool, changed <-chan struct{}, err error)
 
 	// SetValue replaces the published value of e, in one request guarded
-	// in the store on e heading q on its live session s (Proclaim). It
-	// returns ErrNotHeld when the guard fails.
+	// in the store on e still being in q on its live session s. e need
+	// not head q: Proclaim calls it for a leader, WaitForLeadership and
+	// Campaign for a candidate that keeps its candidacy. It returns
+	// ErrNotHeld when the guard fails.
 	SetValue(ctx context.Context, q Queue, s *Session, e Entry, value []byte) error
 
 	// ResumeInfo describes e on s, for Resume, as opaque bytes.
@@ -140,7 +142,10 @@ type Driver interface {
 	// (conformance LeaderValues/ResumeEndStop, ResumeEndResign). It
 	// returns ErrNotHeld when the session or the entry is gone, and an
 	// InvalidArgument *topo.Error for info that is malformed or names
-	// another store, election or id.
+	// another store, election or id. A candidacy on the Conn's own live
+	// session adopts nothing: its Delete removes the entry alone and
+	// leaves the session and the Conn's other claims on it (conformance
+	// LeaderValues/ResumeOwnSession).
 	Resume(ctx context.Context, q Queue, id string, info []byte) (Entry, *Session, error)
 
 	// MapError maps a store error for path onto a *topo.Error (see
