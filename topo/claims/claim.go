@@ -381,10 +381,16 @@ func FenceGuard(f topo.Fence) (Guard, bool) {
 }
 
 // Driver returns the driver of the engine that issued the claim: a
-// backend refuses a Fence of another store. Call it only on a Guard that
-// FenceGuard reported true for: the zero Guard has no claim, and Driver
-// panics on it.
-func (g Guard) Driver() Driver { return g.cl.eng.d }
+// backend refuses a Fence of another store. It returns nil for the zero
+// Guard (FenceGuard's answer for a fence it does not know), so that
+// `g.Driver() != d` refuses that too; the other methods of the zero
+// Guard panic.
+func (g Guard) Driver() Driver {
+	if g.cl == nil {
+		return nil
+	}
+	return g.cl.eng.d
+}
 
 // Queue returns the claim's queue.
 func (g Guard) Queue() Queue { return g.cl.q }

@@ -266,3 +266,18 @@ func TestSecondUnlockAfterLoss(t *testing.T) {
 	require.True(t, topo.IsErrType(ld.Unlock(ctx), topo.LockLost), "first Unlock of a lost lock")
 	require.True(t, topo.IsErrType(ld.Unlock(ctx), topo.Interrupted), "second Unlock")
 }
+
+// TestFenceGuardOfForeignFence: a Fence no engine issued has no Guard, and
+// the zero Guard's Driver is nil (a backend's `g.Driver() != d` refuses
+// it rather than panicking).
+func TestFenceGuardOfForeignFence(t *testing.T) {
+	g, ok := claims.FenceGuard(foreignFence{})
+	require.False(t, ok)
+	require.Nil(t, g.Driver())
+}
+
+type foreignFence struct{}
+
+func (foreignFence) Token() int64                { return 1 }
+func (foreignFence) Done() <-chan struct{}       { return nil }
+func (foreignFence) Check(context.Context) error { return nil }
