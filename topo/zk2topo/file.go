@@ -279,15 +279,9 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 	if err != nil {
 		return nil, err
 	}
-	var exists bool
-	var st *zk.Stat
-	err = c.do(ctx, p, func() error {
-		var err error
-		exists, st, err = s.zk.Exists(zp)
-		return err
-	})
+	exists, st, err := c.statAt(ctx, s, p, zp)
 	if err != nil {
-		return nil, c.convert(err, p)
+		return nil, err
 	}
 	if !exists || !isFile(st) || st.EphemeralOwner != 0 {
 		return nil, topo.NewError(topo.NoNode, p)
@@ -310,6 +304,19 @@ func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver
 	return topo.NumericVersion(nst.Version), nil
 }
 
+// statAt reads zp's Stat on session s, its error converted.
+func (c *Conn) statAt(ctx context.Context, s *zkSession, p, zp string) (exists bool, st *zk.Stat, err error) {
+	err = c.do(ctx, p, func() error {
+		var err error
+		exists, st, err = s.zk.Exists(zp)
+		return err
+	})
+	if err != nil {
+		return false, nil, c.convert(err, p)
+	}
+	return exists, st, nil
+}
+
 // emptyUpdate is an unconditional Update of empty contents, which
 // ZooKeeper can hold only in a znode without children: a Stat read, then
 // the write at the version read on the same session (two round trips),
@@ -327,15 +334,9 @@ func (c *Conn) emptyUpdate(ctx context.Context, p, zp string) (topo.Version, err
 		if err != nil {
 			return nil, err
 		}
-		var exists bool
-		var st *zk.Stat
-		err = c.do(ctx, p, func() error {
-			var err error
-			exists, st, err = s.zk.Exists(zp)
-			return err
-		})
+		exists, st, err := c.statAt(ctx, s, p, zp)
 		if err != nil {
-			return nil, c.convert(err, p)
+			return nil, err
 		}
 		if !exists {
 			v, err := c.create(ctx, p, nil)
