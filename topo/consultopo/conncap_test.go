@@ -1,0 +1,108 @@
+package consultopo
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+)
+
+// TestWatchesLeaveRoomUnderConnCap runs more watches on one Conn than its
+// agent allows connections per client address: the Conn's bound on
+// blocking queries keeps a plain Update and a Lock of the same Conn from
+// being refused (429, ResourceExhausted), and the watches queued for a
+// slot still deliver the change once they get one.
+func TestWatchesLeaveRoomUnderConnCap(t *testing.T) {
+	const connCap, bound, files, recursive = 30, 20, 35, 5
+	a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{MaxConnsPerClient: connCap})
+	opts := testOptions()
+	opts.Address, opts.MaxBlockingQueries = a.Addr(), bound
+	c, err := NewConn(opts, testRoot(t))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx := t.Context()
+
+	v0, err := c.Create(ctx, "d/f", []byte("v0"))
+	require.NoError(t, err)
+	var chans []<-chan *topo.WatchData
+	for range files {
+		cur, ch, err := c.Watch(ctx, "d/f")
+		require.NoError(t, err)
+		require.Equal(t, "v0", string(cur.Contents))
+		chans = append(chans, ch)
+	}
+	var rchans []<-chan *topo.WatchDataRecursive
+	for range recursive {
+		_, ch, err := c.WatchRecursive(ctx, "d")
+		require.NoError(t, err)
+		rchans = append(rchans, ch)
+	}
+	// Poll until the bound's worth of blocking queries is out.
+	require.Eventually(t, func() bool { held, _ := c.slots.usage(); return held >= bound }, waitFor, tick)
+
+	_, err = c.Update(ctx, "d/f", []byte("v1"), v0)
+	require.NoError(t, err, "a plain Update past the blocking queries")
+	l, err := c.Lock(ctx, "d", "conncap")
+	require.NoError(t, err, "a Lock past the blocking queries")
+	require.NoError(t, l.Unlock(ctx))
+
+	for i, ch := range chans {
+		wd := <-ch
+		require.NotNil(t, wd, "watch %d closed", i)
+		require.NoError(t, wd.Err, "watch %d", i)
+		require.Equal(t, "v1", string(wd.Contents), "watch %d", i)
+	}
+	for i, ch := range rchans {
+		wd := <-ch
+		require.NotNil(t, wd, "recursive watch %d closed", i)
+		require.NoError(t, wd.Err, "recursive watch %d", i)
+		require.Equal(t, "d/f", wd.Path, "recursive watch %d", i)
+		require.Equal(t, "v1", string(wd.Contents), "recursive watch %d", i)
+	}
+	held, waiting := c.slots.usage()
+	require.LessOrEqual(t, held, bound)
+	t.Logf("after the change: %d blocking queries out, %d waiting", held, waiting)
+}
+
+// TestQuerySlotsOrder checks the bound's semaphore: slots go to waiters in
+// the order they asked, and a waiter whose context ends holds nothing.
+func TestQuerySlotsOrder(t *testing.T) {
+	s := newQuerySlots(1)
+	require.NoError(t, s.acquire(context.Background()))
+	cctx, cancel := context.WithCancel(context.Background())
+	gave := make(chan int, 3)
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- s.acquire(cctx) }()
+	waitWaiting(t, s, 1)
+	for i := range 2 {
+		go func() {
+			if s.acquire(context.Background()) == nil {
+				gave <- i
+			}
+		}()
+		waitWaiting(t, s, i+2)
+	}
+	cancel()
+	require.ErrorIs(t, <-cancelled, context.Canceled)
+	s.release()
+	require.Equal(t, 0, <-gave)
+	s.release()
+	require.Equal(t, 1, <-gave)
+	s.release()
+	held, waiting := s.usage()
+	require.Equal(t, [2]int{0, 0}, [2]int{held, waiting})
+
+	// No bound: never waits.
+	u := newQuerySlots(-1)
+	for range 1000 {
+		require.NoError(t, u.acquire(context.Background()))
+	}
+}
+
+// waitWaiting polls until s has n waiters.
+func waitWaiting(t *testing.T, s *querySlots, n int) {
+	require.Eventually(t, func() bool { _, w := s.usage(); return w == n }, waitFor, tick)
+}
