@@ -320,7 +320,10 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 // on e still queued takes the key and removes e, waking the next waiter
 // alone. While another session holds the key (the predecessor, or a
 // Vitess contender) it waits with consistent blocking queries; a
-// lock-delay is retried at most maxRetryWait apart. ErrNotHeld when the
+// lock-delay is retried at most maxRetryWait apart; past the Conn's bound
+// on blocking queries (Options.MaxBlockingQueries) a query waits for a
+// slot first and then asks from the index last seen, so a release made
+// meanwhile answers it at once. ErrNotHeld when the
 // session ended or e left the queue; NodeExists with a ForeignKeyError.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
 	c := d.c

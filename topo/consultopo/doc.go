@@ -83,13 +83,20 @@
 //
 // # Connections
 //
-// Every Watch, WatchRecursive, waiting Lock and leadership wait keeps a
-// blocking query, so one HTTP connection, open to the agent, which caps
-// the connections of one client address (limits.http_max_conns_per_client,
-// default 200). Past the cap calls fail with ResourceExhausted and a
-// running watch delivers nothing until a connection frees (it retries, then
-// catches up): raise the cap for processes with many watches or waiters
-// (docs/layout-consul.md, "Watches").
+// Every Watch, WatchRecursive, waiting Lock and leadership wait, and the
+// watch of each held lock and term, keeps a blocking query, so one HTTP
+// connection, open to the agent, which caps the connections of one client
+// address (limits.http_max_conns_per_client, default 200): past the cap
+// every request of the address fails with ResourceExhausted. A Conn keeps
+// at most Options.MaxBlockingQueries (default 100) blocking queries open,
+// so its other requests always find room under a default cap; more wait
+// for a slot, first come first served, holding no connection. A watch or
+// waiter queued for a slot sees nothing lost, only late: its query goes
+// out from the index it last saw when a slot frees (a query answers at a
+// change of its key or after WatchPollDuration), so a change reaches it,
+// and a waiting Lock its handover, up to about one WatchPollDuration per
+// bound's worth of queries ahead of it later (docs/layout-consul.md,
+// "Watches").
 //
 // # Errors
 //

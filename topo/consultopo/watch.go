@@ -65,7 +65,11 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // sends Interrupted. Store errors are retried with backoff (a restarted
 // dev agent, empty, shows as a delete); an ACL refusal sends
 // PermissionDenied and closes. Other errors as for Get. Revision is the
-// highest X-Consul-Index seen.
+// highest X-Consul-Index seen. Each blocking query takes one of the Conn's
+// Options.MaxBlockingQueries slots: past the bound it waits for one (first
+// come, first served) and then asks from the index last seen, so a change
+// made meanwhile is delivered late, never lost (package doc,
+// "Connections").
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
@@ -128,7 +132,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // contentSums): new and changed files are sent with their value,
 // vanished ones with NoNode, in path order. Lock and election keys and
 // other tools' files at reserved paths are left out; an empty prefix is
-// no error. Interrupted, retries and ACL refusals as for Watch. Revision
+// no error. Interrupted, retries, ACL refusals and the bound on blocking
+// queries (a late delivery past it) as for Watch. Revision
 // is the listing's X-Consul-Index for the initial values and the last
 // difference of an answer; the others carry the one reached before.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
