@@ -2,6 +2,7 @@ package consultopo
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,11 +26,16 @@ func TestWatchesLeaveRoomUnderConnCap(t *testing.T) {
 	t.Cleanup(c.Close)
 	ctx := t.Context()
 
-	v0, err := c.Create(ctx, "d/f", []byte("v0"))
-	require.NoError(t, err)
+	// A file per watch: the watches of one file share a query.
+	var versions []topo.Version
+	for i := range files {
+		v, err := c.Create(ctx, fmt.Sprintf("d/f%d", i), []byte("v0"))
+		require.NoError(t, err)
+		versions = append(versions, v)
+	}
 	var chans []<-chan *topo.WatchData
-	for range files {
-		cur, ch, err := c.Watch(ctx, "d/f")
+	for i := range files {
+		cur, ch, err := c.Watch(ctx, fmt.Sprintf("d/f%d", i))
 		require.NoError(t, err)
 		require.Equal(t, "v0", string(cur.Contents))
 		chans = append(chans, ch)
@@ -43,8 +49,10 @@ func TestWatchesLeaveRoomUnderConnCap(t *testing.T) {
 	// Poll until the bound's worth of blocking queries is out.
 	require.Eventually(t, func() bool { held, _ := c.slots.usage(); return held >= bound }, waitFor, tick)
 
-	_, err = c.Update(ctx, "d/f", []byte("v1"), v0)
-	require.NoError(t, err, "a plain Update past the blocking queries")
+	for i, v := range versions {
+		_, err := c.Update(ctx, fmt.Sprintf("d/f%d", i), []byte("v1"), v)
+		require.NoError(t, err, "a plain Update past the blocking queries")
+	}
 	l, err := c.Lock(ctx, "d", "conncap")
 	require.NoError(t, err, "a Lock past the blocking queries")
 	require.NoError(t, l.Unlock(ctx))
@@ -56,11 +64,14 @@ func TestWatchesLeaveRoomUnderConnCap(t *testing.T) {
 		require.Equal(t, "v1", string(wd.Contents), "watch %d", i)
 	}
 	for i, ch := range rchans {
-		wd := <-ch
-		require.NotNil(t, wd, "recursive watch %d closed", i)
-		require.NoError(t, wd.Err, "recursive watch %d", i)
-		require.Equal(t, "d/f", wd.Path, "recursive watch %d", i)
-		require.Equal(t, "v1", string(wd.Contents), "recursive watch %d", i)
+		changed := map[string]bool{}
+		for len(changed) < files {
+			wd := <-ch
+			require.NotNil(t, wd, "recursive watch %d closed", i)
+			require.NoError(t, wd.Err, "recursive watch %d", i)
+			require.Equal(t, "v1", string(wd.Contents), "recursive watch %d: %s", i, wd.Path)
+			changed[wd.Path] = true
+		}
 	}
 	held, waiting := c.slots.usage()
 	require.LessOrEqual(t, held, bound)

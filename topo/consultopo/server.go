@@ -291,6 +291,9 @@ type Conn struct {
 	waiters   map[string]*waiter         // see waiter
 	preds     map[string]*waiter         // see waiter
 	tailDrops map[uint64][]chan struct{} // see dropTailLater
+	// keyWatches: the blocking queries shared by the Watch calls of a key
+	// (see keyWatch).
+	keyWatches map[string]*keyWatch
 }
 
 // keySet is a set, safe for concurrent use; the zero value is empty.
@@ -410,6 +413,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		waiters:   map[string]*waiter{},
 		preds:     map[string]*waiter{},
 		tailDrops: map[uint64][]chan struct{}{},
+
+		keyWatches: map[string]*keyWatch{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng
