@@ -95,8 +95,8 @@
 // out from the index it last saw when a slot frees (a query answers at a
 // change of its key or after WatchPollDuration), so a change reaches it,
 // and a waiting Lock its handover, up to about one WatchPollDuration per
-// bound's worth of queries ahead of it later (docs/layout-consul.md,
-// "Watches").
+// bound's worth of queries ahead of it later. Watch calls of one file
+// share one blocking query (docs/layout-consul.md, "Watches").
 //
 // # Errors
 //

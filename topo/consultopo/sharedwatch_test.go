@@ -44,9 +44,8 @@ func TestWatchesOfAFileShareAQuery(t *testing.T) {
 		chans, cancels = append(chans, ch), append(cancels, cancel)
 	}
 	require.Equal(t, n, c.keyWatchSubs("f"))
+	// One blocking query out for them all (none between two answers).
 	require.Eventually(t, func() bool { held, _ := c.slots.usage(); return held == 1 }, waitFor, tick)
-	held, waiting := c.slots.usage()
-	require.Equal(t, [2]int{1, 0}, [2]int{held, waiting}, "one blocking query for every watch")
 
 	// Cancelling one ends it alone.
 	cancels[0]()
