@@ -73,10 +73,7 @@ type Conn interface {
 	// passes and Interrupted when ctx is cancelled first; ctx bounds only the
 	// wait: the lock stays held after ctx ends, until Unlock or until the
 	// store drops it (session or lease loss). The lock's time to live is the
-	// backend's default (see each backend's options). On Consul a wait
-	// for a held lock is a blocking query, one of the Conn's bounded
-	// number (consultopo Options.MaxBlockingQueries): past the bound it
-	// queues for a slot, and the handover reaches it late, never lost.
+	// backend's default (see each backend's options).
 	Lock(ctx context.Context, dirPath, contents string) (LockDescriptor, error)
 
 	// LockWithTTL is Lock with a time to live: if the holder stops renewing

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -116,4 +117,50 @@ func TestQuerySlotsOrder(t *testing.T) {
 // waitWaiting polls until s has n waiters.
 func waitWaiting(t *testing.T, s *querySlots, n int) {
 	require.Eventually(t, func() bool { _, w := s.usage(); return w == n }, waitFor, tick)
+}
+
+// TestClaimsTakeNoSlot: with every slot of the Conn's bound held by idle
+// watches (whose queries would not answer for WatchPollDuration, here far
+// beyond the test's deadline), a Lock waiting on the same Conn still gets
+// its handover, and a second one after it: a claim's own blocking queries
+// (the wait for the predecessor and the key, the watch of the held key)
+// take no slot.
+func TestClaimsTakeNoSlot(t *testing.T) {
+	const bound = 2
+	opts := testOptions()
+	opts.MaxBlockingQueries, opts.WatchPollDuration = bound, 10*time.Minute
+	c, err := NewConn(opts, testRoot(t))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	for i := range bound {
+		p := fmt.Sprintf("d/f%d", i)
+		_, err := c.Create(ctx, p, []byte("v0"))
+		require.NoError(t, err)
+		_, _, err = c.Watch(ctx, p)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { held, _ := c.slots.usage(); return held >= bound }, waitFor, tick)
+
+	first, err := c.Lock(ctx, "d", "first")
+	require.NoError(t, err)
+	got := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			l, err := c.Lock(ctx, "d", fmt.Sprint("waiter", i))
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- err
+		}()
+	}
+	waitQueued(t, c, c.key("d/"+lockName), 2)
+	require.NoError(t, first.Unlock(ctx))
+	for range 2 {
+		require.NoError(t, <-got, "a handover waited for a slot held by idle watches")
+	}
+	_, waiting := c.slots.usage()
+	require.Zero(t, waiting, "no claim query queued for a slot")
 }

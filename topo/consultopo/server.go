@@ -131,10 +131,12 @@ type Options struct {
 	RequestTimeout time.Duration
 
 	// MaxBlockingQueries bounds how many blocking queries (a number of
-	// HTTP requests) the Conn has open to the agent at once: those of
-	// Watch and WatchRecursive, of a Lock, LockWithTTL, LockName or
-	// leadership wait waiting for its key, of the watch on each held lock
-	// and term, and those sent through Client(). Each holds an HTTP
+	// HTTP requests) of its watches the Conn has open to the agent at
+	// once: those of Watch, WatchRecursive, WaitForNewLeader and Observe,
+	// and those sent through Client(). A claim's own queries (a Lock,
+	// LockWithTTL, LockName or leadership wait waiting for its
+	// predecessor or its key, the watch on each held lock and term) are
+	// not counted: a handover never waits for a slot. Each holds an HTTP
 	// connection while open, and Consul refuses every request of a client
 	// address past limits.http_max_conns_per_client connections (default
 	// 200) with 429, ResourceExhausted here, however urgent; the bound
@@ -142,8 +144,8 @@ type Options struct {
 	// acquire, session renewals) below that cap, so its own blocking
 	// queries never refuse them. A blocking query past the bound waits,
 	// holding no connection, for a slot, granted in the order the queries
-	// asked, and is sent when it gets one, from the index its watch or
-	// waiter last saw, so nothing is missed, only delayed: a slot frees
+	// asked, and is sent when it gets one, from the index its watch last
+	// saw, so nothing is missed, only delayed: a slot frees
 	// when a query is answered (a change of its key, or after
 	// WatchPollDuration plus Consul's jitter), so a query behind k others
 	// past the bound waits up to about ceil(k/bound) WatchPollDurations.

@@ -84,10 +84,24 @@ func (s *querySlots) usage() (held, waiting int) {
 	return s.held, s.waiting.Len()
 }
 
+// claimQuery marks the context of a claim's own blocking query (see
+// claimContext).
+type claimQuery struct{}
+
+// claimContext marks ctx's blocking queries as a claim's own: a waiter's
+// wait for its predecessor or for the key, and the watch on a held key.
+// They take no slot: a handover must not wait behind idle watches for a
+// slot (up to a WatchPollDuration each), and their number is bounded by
+// the Conn's contenders and claims, not by its watches.
+func claimContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, claimQuery{}, true)
+}
+
 // slotTransport holds one of slots for each blocking query (a request with
-// an index above 0, see blockingWait) from before it is sent until its
-// answer has been read or its body closed, so that a query waiting for a
-// slot holds no connection. Other requests pass straight through.
+// an index above 0, see blockingWait) but a claim's own (claimContext)
+// from before it is sent until its answer has been read or its body
+// closed, so that a query waiting for a slot holds no connection. Other
+// requests pass straight through.
 type slotTransport struct {
 	base  http.RoundTripper
 	slots *querySlots
@@ -95,7 +109,7 @@ type slotTransport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *slotTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if blockingWait(req.URL.RawQuery) == 0 {
+	if blockingWait(req.URL.RawQuery) == 0 || req.Context().Value(claimQuery{}) != nil {
 		return t.base.RoundTrip(req)
 	}
 	if err := t.slots.acquire(req.Context()); err != nil {
