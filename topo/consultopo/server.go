@@ -130,6 +130,31 @@ type Options struct {
 	// holds a request while its servers elect a leader); negative, none.
 	RequestTimeout time.Duration
 
+	// MaxBlockingQueries bounds how many blocking queries (a number of
+	// HTTP requests) of its watches the Conn has open to the agent at
+	// once: those of Watch, WatchRecursive, WaitForNewLeader and Observe,
+	// and those sent through Client(). A claim's own queries (a Lock,
+	// LockWithTTL, LockName or leadership wait waiting for its
+	// predecessor or its key, the watch on each held lock and term) are
+	// not counted: a handover never waits for a slot. Each holds an HTTP
+	// connection while open, and Consul refuses every request of a client
+	// address past limits.http_max_conns_per_client connections (default
+	// 200) with 429, ResourceExhausted here, however urgent; the bound
+	// keeps the Conn's other requests (Get, Update, Txn, a Lock's
+	// acquire, session renewals) below that cap, so its own blocking
+	// queries never refuse them. A blocking query past the bound waits,
+	// holding no connection, for a slot, granted in the order the queries
+	// asked, and is sent when it gets one, from the index its watch last
+	// saw, so nothing is missed, only delayed: a slot frees
+	// when a query is answered (a change of its key, or after
+	// WatchPollDuration plus Consul's jitter), so a query behind k others
+	// past the bound waits up to about ceil(k/bound) WatchPollDurations.
+	// Zero means DefaultMaxBlockingQueries (100, leaving half of Consul's
+	// default cap to the rest); a negative value, no bound. Keep the sum
+	// of the bounds of all Conns (and other clients) of one host below the
+	// agent's cap, with room for their other requests.
+	MaxBlockingQueries int
+
 	// TxnMaxRequestBytes is the largest request body, in bytes, that Txn
 	// sends (larger: InvalidArgument, nothing sent); set it to the larger
 	// of the agent's limits.txn_max_req_len and kv_max_value_size when
@@ -173,6 +198,9 @@ func (o Options) normalized() Options {
 	o.WatchPollDuration = backendkit.OrDefault(o.WatchPollDuration, DefaultWatchPollDuration)
 	o.TxnMaxRequestBytes = backendkit.OrDefault(o.TxnMaxRequestBytes, DefaultTxnMaxRequestBytes)
 	o.DialTimeout = backendkit.OrDefault(o.DialTimeout, DefaultDialTimeout)
+	if o.MaxBlockingQueries == 0 {
+		o.MaxBlockingQueries = DefaultMaxBlockingQueries // negative: no bound
+	}
 	o.RequestTimeout = orOff(o.RequestTimeout, DefaultRequestTimeout) // 0: no bound
 	return o
 }
@@ -238,6 +266,7 @@ type Conn struct {
 
 	client    *api.Client
 	transport *http.Transport
+	slots     *querySlots // of blocking queries (Options.MaxBlockingQueries)
 	kv        *api.KV
 	root      string // canonical, "" for the whole KV store
 	opts      Options
@@ -264,6 +293,9 @@ type Conn struct {
 	waiters   map[string]*waiter         // see waiter
 	preds     map[string]*waiter         // see waiter
 	tailDrops map[uint64][]chan struct{} // see dropTailLater
+	// keyWatches: the blocking queries shared by the Watch calls of a key
+	// (see keyWatch).
+	keyWatches map[string]*keyWatch
 }
 
 // keySet is a set, safe for concurrent use; the zero value is empty.
@@ -356,7 +388,10 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	if err != nil {
 		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)
 	}
-	httpClient.Transport = &boundedTransport{base: cfg.Transport, addr: cfg.Address, timeout: opts.RequestTimeout}
+	// A blocking query waits for its slot before RequestTimeout starts.
+	slots := newQuerySlots(opts.MaxBlockingQueries)
+	httpClient.Transport = &slotTransport{slots: slots,
+		base: &boundedTransport{base: cfg.Transport, addr: cfg.Address, timeout: opts.RequestTimeout}}
 	cfg.HttpClient = httpClient
 	client, err := api.NewClient(cfg)
 	if err != nil {
@@ -370,6 +405,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	c := &Conn{
 		client:    client,
 		transport: cfg.Transport,
+		slots:     slots,
 		kv:        client.KV(),
 		root:      r,
 		opts:      opts,
@@ -379,6 +415,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		waiters:   map[string]*waiter{},
 		preds:     map[string]*waiter{},
 		tailDrops: map[uint64][]chan struct{}{},
+
+		keyWatches: map[string]*keyWatch{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
 	c.Claims = c.eng

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"hash/maphash"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -56,7 +57,10 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 }
 
 // Watch implements topo.Conn.Watch with blocking queries on the file's
-// key. The current value comes back at once (NoNode, no channel, when
+// key, shared by the Conn's watches of the key that saw the same value at
+// the same index (a keyWatch: several Watch calls of a file cost one
+// connection, and each still gets its own first value, NoNode and
+// cancellation). The current value comes back at once (NoNode, no channel, when
 // absent). A new ModifyIndex sends the new value; a delete, also one
 // followed by a re-creation (a new CreateIndex, as on etcd), sends NoNode
 // and closes the channel, and so does a file at the indexes last seen but
@@ -65,7 +69,11 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 // sends Interrupted. Store errors are retried with backoff (a restarted
 // dev agent, empty, shows as a delete); an ACL refusal sends
 // PermissionDenied and closes. Other errors as for Get. Revision is the
-// highest X-Consul-Index seen.
+// highest X-Consul-Index seen. Each blocking query takes one of the Conn's
+// Options.MaxBlockingQueries slots: past the bound it waits for one (first
+// come, first served) and then asks from the index last seen, so a change
+// made meanwhile is delivered late, never lost (package doc,
+// "Connections").
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
@@ -83,16 +91,19 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 
 	wctx, cancel := backendkit.Linked(ctx, c.ctx)
 	ch := make(chan *topo.WatchData, 1)
+	sub := &keySub{notify: make(chan struct{}, 1)}
+	kw := c.joinKeyWatch(key, pair, meta.LastIndex, sub)
 	go func() {
 		defer close(ch)
 		defer cancel()
+		defer kw.leave(sub)
 		version, created, mark := pair.ModifyIndex, pair.CreateIndex, current.Revision
 		contents := current.Contents // of the last value sent
-		var got *api.KVPair          // the answer to the last query
-		err := c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
-			got, meta, err = c.kv.Get(key, q)
-			return meta, err
-		}, func(index uint64) bool {
+		// handle applies an answer of the shared query to this watch, as
+		// a query of its own would (answers it missed while its reader
+		// was slow are older states, which its own query would have
+		// skipped too); false ends the watch.
+		handle := func(got *api.KVPair, index uint64) bool {
 			mark = max(mark, int64(index))
 			if got != nil && (got.CreateIndex != created ||
 				got.ModifyIndex == version && !bytes.Equal(value(got), contents)) {
@@ -109,14 +120,34 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 				return true
 			}
 			version, contents = got.ModifyIndex, value(got)
-			return backendkit.Send(wctx, ch, &topo.WatchData{Contents: contents, Version: topo.NumericVersion(version), Revision: mark})
-		})
-		switch {
-		case isPermanent(err):
-			backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, err, p)})
-		case err != nil || got != nil: // wctx ended (else NoNode was the last event)
-			// Sent though wctx ended: the contract has the reader drain.
-			ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+			if !backendkit.Send(wctx, ch, &topo.WatchData{Contents: contents, Version: topo.NumericVersion(version), Revision: mark}) {
+				// Sent though wctx ended: the contract has the reader drain.
+				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+				return false
+			}
+			return true
+		}
+		for {
+			select {
+			case <-wctx.Done():
+				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+				return
+			case <-sub.notify:
+			}
+			a := sub.take()
+			switch {
+			case a == nil:
+			case isPermanent(a.err):
+				backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, a.err, p)})
+				return
+			case a.err != nil:
+				// The query ended with the Conn: so does wctx.
+				<-wctx.Done()
+				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+				return
+			case !handle(a.got, a.index):
+				return
+			}
 		}
 	}()
 	return current, ch, nil
@@ -128,7 +159,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // contentSums): new and changed files are sent with their value,
 // vanished ones with NoNode, in path order. Lock and election keys and
 // other tools' files at reserved paths are left out; an empty prefix is
-// no error. Interrupted, retries and ACL refusals as for Watch. Revision
+// no error. Interrupted, retries, ACL refusals and the bound on blocking
+// queries (a late delivery past it) as for Watch. Revision
 // is the listing's X-Consul-Index for the initial values and the last
 // difference of an answer; the others carry the one reached before.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
@@ -208,5 +240,153 @@ func (cs *contentSums) check(known backendkit.Snapshot, files []backendkit.FileS
 		if !seen[p] {
 			delete(cs.m, p)
 		}
+	}
+}
+
+// keyWatch is the blocking queries on one file's key shared by the Conn's
+// Watch calls of it (its subscribers), each answer handed to every one.
+// It runs until its last subscriber leaves, the Conn closes, or a
+// permanent error (handed on as the final answer).
+type keyWatch struct {
+	c      *Conn
+	key    string
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	index uint64      // of the last answer
+	pair  *api.KVPair // the last answer; read-only once published
+	subs  map[*keySub]struct{}
+	done  bool // no more answers: no new subscriber
+}
+
+// keyAnswer is one answer of a keyWatch's query, or (err set) its end.
+type keyAnswer struct {
+	got   *api.KVPair
+	index uint64
+	err   error
+}
+
+// keySub is one Watch's place on a keyWatch: the latest answer not yet
+// taken (an older one is replaced, as a watch whose reader is slow would
+// ask for the state only when it is ready, and a final one stays).
+type keySub struct {
+	mu     sync.Mutex
+	a      *keyAnswer
+	notify chan struct{} // capacity 1
+}
+
+func (s *keySub) put(a *keyAnswer) {
+	s.mu.Lock()
+	if s.a == nil || s.a.err == nil {
+		s.a = a
+	}
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *keySub) take() *keyAnswer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.a
+	s.a = nil
+	return a
+}
+
+// joinKeyWatch adds s to the Conn's keyWatch of key when its last answer
+// is pair at index (what the joining Watch read: the watch then goes on
+// exactly as a query of its own from index would), else starts a keyWatch
+// from there.
+func (c *Conn) joinKeyWatch(key string, pair *api.KVPair, index uint64, s *keySub) *keyWatch {
+	c.mu.Lock()
+	kw := c.keyWatches[key]
+	c.mu.Unlock()
+	if kw != nil && kw.join(pair, index, s) {
+		return kw
+	}
+	pctx, cancel := context.WithCancel(c.ctx)
+	kw = &keyWatch{c: c, key: key, cancel: cancel, index: index, pair: pair, subs: map[*keySub]struct{}{s: {}}}
+	c.mu.Lock()
+	c.keyWatches[key] = kw
+	c.mu.Unlock()
+	go kw.run(pctx)
+	return kw
+}
+
+func (kw *keyWatch) join(pair *api.KVPair, index uint64, s *keySub) bool {
+	kw.mu.Lock()
+	defer kw.mu.Unlock()
+	last := kw.pair
+	if kw.done || last == nil || kw.index != index || last.ModifyIndex != pair.ModifyIndex ||
+		last.CreateIndex != pair.CreateIndex || !bytes.Equal(value(last), value(pair)) {
+		return false
+	}
+	kw.subs[s] = struct{}{}
+	return true
+}
+
+// leave removes s; the last subscriber to leave ends the queries.
+func (kw *keyWatch) leave(s *keySub) {
+	kw.mu.Lock()
+	delete(kw.subs, s)
+	last := len(kw.subs) == 0 && !kw.done
+	if last {
+		kw.done = true
+	}
+	kw.mu.Unlock()
+	if last {
+		kw.drop()
+		kw.cancel()
+	}
+}
+
+// drop removes kw from the Conn's keyWatches, if still there.
+func (kw *keyWatch) drop() {
+	kw.c.mu.Lock()
+	if kw.c.keyWatches[kw.key] == kw {
+		delete(kw.c.keyWatches, kw.key)
+	}
+	kw.c.mu.Unlock()
+}
+
+// run polls the key from kw.index, handing every answer to the
+// subscribers, until ctx ends or a permanent error.
+func (kw *keyWatch) run(ctx context.Context) {
+	defer kw.cancel()
+	var got *api.KVPair // the answer to the last query
+	err := kw.c.pollLoop(ctx, kw.index, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
+		got, meta, err = kw.c.kv.Get(kw.key, q)
+		return meta, err
+	}, func(index uint64) bool {
+		kw.publish(&keyAnswer{got: got, index: index})
+		return true
+	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	kw.publish(&keyAnswer{err: err})
+}
+
+// publish records a and hands it to every subscriber; an error answer is
+// the last.
+func (kw *keyWatch) publish(a *keyAnswer) {
+	kw.mu.Lock()
+	if a.err != nil {
+		kw.done = true
+	} else {
+		kw.index, kw.pair = a.index, a.got
+	}
+	subs := make([]*keySub, 0, len(kw.subs))
+	for s := range kw.subs {
+		subs = append(subs, s)
+	}
+	kw.mu.Unlock()
+	if a.err != nil {
+		kw.drop()
+	}
+	for _, s := range subs {
+		s.put(a)
 	}
 }

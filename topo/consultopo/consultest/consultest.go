@@ -102,6 +102,13 @@ type AgentOptions struct {
 	// the CA in CAFile (verify_incoming). The plain HTTP port (Addr)
 	// stays open: the readiness check uses it.
 	TLS *TLSFiles
+
+	// MaxConnsPerClient is the agent's limits.http_max_conns_per_client:
+	// past this many HTTP connections from one client address it refuses
+	// every request of that address with 429. Zero means 4096, room for
+	// the hundreds of waiting lockers of the fairness tests (Consul's own
+	// default is 200); tests of the cap set a small one.
+	MaxConnsPerClient int
 }
 
 // TLSFiles are the PEM files of a TLS agent (AgentOptions.TLS).
@@ -297,6 +304,10 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	maxConns := opts.MaxConnsPerClient
+	if maxConns <= 0 {
+		maxConns = 4096
+	}
 	a := &Agent{
 		bin:      bin,
 		dir:      dir,
@@ -319,7 +330,7 @@ func newAgent(bin string, opts AgentOptions) (*Agent, error) {
 			// Hundreds of waiting lockers (each blocking query holds an
 			// HTTP connection) run from one address in the fairness tests
 			// and benchmarks; Consul's default allows 200 per client.
-			"-hcl", "limits { http_max_conns_per_client = 4096 }",
+			"-hcl", fmt.Sprintf("limits { http_max_conns_per_client = %d }", maxConns),
 		},
 	}
 	if opts.Persistent {
