@@ -1,9 +1,9 @@
 package topoctl
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/json"
+	topotest "github.com/topokit/topokit/topo/test"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
@@ -41,29 +40,10 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return foreignConn{c}, nil
+		return topotest.ForeignReservedConn{Conn: c}, nil
 	})); err != nil {
 		panic(err)
 	}
-}
-
-type foreignConn struct{ topo.Conn }
-
-func (c foreignConn) List(ctx context.Context, prefix string) ([]topo.KVInfo, error) {
-	kvs, err := c.Conn.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var rest []topo.KVInfo
-	var reserved []string
-	for _, kv := range kvs {
-		if strings.Contains("/"+kv.Path+"/", "/foreign-locks/") {
-			reserved = append(reserved, strings.ReplaceAll(kv.Path, "foreign-locks", backendkit.LocksDirName))
-			continue
-		}
-		rest = append(rest, kv)
-	}
-	return rest, backendkit.ReservedFiles(prefix, reserved)
 }
 
 // testReservedFiles: files at reserved paths that another tool wrote

@@ -2,49 +2,23 @@ package ui_test
 
 import (
 	"context"
+	topotest "github.com/topokit/topokit/topo/test"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/memorytopo/memtest"
 	"github.com/topokit/topokit/ui"
 )
-
-// foreignList is a Conn whose List follows the contract for files at
-// reserved paths that another tool wrote: a file with a "foreign-locks"
-// segment stands for one at the same path with "locks" (which topokit
-// refuses to write), left out of the answer and reported in a
-// PartialResult wrapping *topo.ReservedFilesError.
-type foreignList struct{ topo.Conn }
-
-func (c foreignList) List(ctx context.Context, prefix string) ([]topo.KVInfo, error) {
-	kvs, err := c.Conn.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var rest []topo.KVInfo
-	var reserved []string
-	for _, kv := range kvs {
-		if strings.Contains("/"+kv.Path+"/", "/foreign-locks/") {
-			reserved = append(reserved, strings.ReplaceAll(kv.Path, "foreign-locks", "locks"))
-			continue
-		}
-		rest = append(rest, kv)
-	}
-	return rest, backendkit.ReservedFiles(prefix, reserved)
-}
 
 // TestCompareNamesFilesNotCompared: files at reserved paths that another
 // tool wrote cannot be compared; topoctl diff names them (and exits 1)
 // rather than calling the trees identical, and so does the compare view:
 // the answer lists them per side.
 func TestCompareNamesFilesNotCompared(t *testing.T) {
-	h := newHarness(t, false, func(o *ui.Options) { o.Conn = foreignList{o.Conn} })
+	h := newHarness(t, false, func(o *ui.Options) { o.Conn = topotest.ForeignReservedConn{Conn: o.Conn} })
 	h.put("a/same", "s")
 	h.put("b/same", "s")
 	h.put("a/foreign-locks/cfg", "foreign")
@@ -61,7 +35,7 @@ func TestCompareNamesFilesNotCompared(t *testing.T) {
 // same), shows an empty side as "(empty)", not as nothing, and says when
 // neither tree holds any file (a mistyped path).
 func TestBrowserCompareNotes(t *testing.T) {
-	conn := foreignList{memtest.New(t, memtest.Options{}).Server.GlobalCell()}
+	conn := topotest.ForeignReservedConn{Conn: memtest.New(t, memtest.Options{}).Server.GlobalCell()}
 	_, err := conn.Create(context.Background(), "a/empty", nil)
 	require.NoError(t, err)
 	p, _ := stalePageOn(t, conn, []string{"a/same", "b/same", "b/empty", "a/foreign-locks/cfg"}, nil)
@@ -83,7 +57,7 @@ func TestBrowserCompareNotes(t *testing.T) {
 // them and exits 1); the page's confirmation and its report of the
 // delete say how many stay, rather than promising the whole subtree.
 func TestBrowserDeleteTreeNamesWhatStays(t *testing.T) {
-	conn := foreignList{memtest.New(t, memtest.Options{}).Server.GlobalCell()}
+	conn := topotest.ForeignReservedConn{Conn: memtest.New(t, memtest.Options{}).Server.GlobalCell()}
 	p, _ := stalePageOn(t, conn, []string{"ks/Keyspace", "ks/shards/0/Shard", "ks/foreign-locks/cfg"}, asWritable)
 	p.open("/ks")
 	p.click("#delete-tree")
