@@ -19,25 +19,31 @@ type lockDescriptor struct {
 	acquired time.Time
 
 	once      sync.Once
-	unlocking atomic.Bool // Unlock was called: it reports the end
+	unlocking atomic.Int32 // Unlock calls under way: they report the end
 }
 
 // watchEnd reports the end of a lock that ends without Unlock: when its
-// Done closes before Unlock was called, the store dropped it (LockLost) or
-// its Conn was closed (Closed). It runs in a goroutine of its own per held
-// lock, only when an OnLockReleased hook is set, so that gauges of held
-// locks come down when a session or lease is lost even if the holder never
-// calls Check or Unlock again.
+// Done closes while no Unlock is under way, the store dropped it (LockLost)
+// or its Conn was closed (Closed). It runs in a goroutine of its own per
+// held lock, only when an OnLockReleased hook is set, so that gauges of
+// held locks come down when a session or lease is lost even if the holder
+// never calls Check or Unlock again.
 func (l *lockDescriptor) watchEnd() {
 	<-l.next.Done()
-	if l.unlocking.Load() {
-		return // Unlock closed Done, and reports the end with its result
+	if l.unlocking.Load() > 0 {
+		return // an Unlock is under way: it reports the end with its result
 	}
+	l.ended(l.endErr())
+}
+
+// endErr is the error reported for a lock whose Done closed without a
+// successful Unlock: Closed after its Conn's Close, LockLost otherwise.
+func (l *lockDescriptor) endErr() error {
 	code := topo.LockLost
 	if l.c.closing.Load() {
 		code = topo.Closed
 	}
-	l.ended(&topo.Error{Code: code, Path: l.call.Path, Err: errLockEnded})
+	return &topo.Error{Code: code, Path: l.call.Path, Err: errLockEnded}
 }
 
 var errLockEnded = errors.New("the lock ended without Unlock")
@@ -61,12 +67,25 @@ func (l *lockDescriptor) Done() <-chan struct{} { return l.next.Done() }
 func (l *lockDescriptor) Unwrap() topo.Fence { return l.next }
 
 func (l *lockDescriptor) Unlock(ctx context.Context) error {
-	l.unlocking.Store(true)
+	l.unlocking.Add(1)
 	err := l.c.around(ctx, OpUnlock, l.call.Path, l.next.Unlock)
-	// A second Unlock (Interrupted) does not end the lock again; any other
-	// outcome means it is no longer held by us.
-	if !topo.IsErrType(err, topo.Interrupted) {
+	if err == nil || topo.IsErrType(err, topo.LockLost) || topo.IsErrType(err, topo.Closed) {
+		// Released by this call, or already dropped by the store or Close.
 		l.ended(err)
+		l.unlocking.Add(-1)
+		return err
+	}
+	// A second Unlock (Interrupted), or one that did not release the
+	// lock (its ctx ended first, the store could not be reached): the
+	// lock may still be held, and its end is reported when its Done
+	// closes. If it closed while Unlock calls were under way, watchEnd
+	// left the report to them: the last one reports it.
+	if l.unlocking.Add(-1) == 0 {
+		select {
+		case <-l.next.Done():
+			l.ended(l.endErr())
+		default:
+		}
 	}
 	return err
 }

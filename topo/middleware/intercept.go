@@ -119,10 +119,14 @@ type Hooks struct {
 	OnLockAcquired func(c Call, wait time.Duration)
 	// OnLockReleased is called once per acquired lock, with how long it
 	// was held and the error that ended it (nil for a clean Unlock): when
-	// Unlock returns, when Check first reports LockLost, or when the lock's
-	// Done closes before Unlock is called (a LockLost *topo.Error: the
-	// store dropped it; Closed: the Conn was closed). Setting it makes the
-	// decorator watch each held lock's Done from a goroutine of its own.
+	// Unlock returns having released it (nil) or found it gone (LockLost,
+	// Closed), when Check first reports LockLost, or when the lock's Done
+	// closes while no Unlock is under way (a LockLost *topo.Error: the
+	// store dropped it; Closed: the Conn was closed). An Unlock that fails
+	// otherwise (Interrupted or Timeout for its ctx, Unavailable, ...) did
+	// not end the lock for this hook: the lock's later end is reported
+	// instead. Setting it makes the decorator watch each held lock's Done
+	// from a goroutine of its own.
 	OnLockReleased func(c Call, held time.Duration, err error)
 
 	// OnWatchStart is called when Watch or WatchRecursive returns a channel.

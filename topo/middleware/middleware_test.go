@@ -437,3 +437,39 @@ func TestMetricsCodes(t *testing.T) {
 	require.Equal(t, uint64(2*len(codes)+4), histCount(t, reg, "topo_call_duration_seconds", map[string]string{"op": "Get"}))
 	require.Equal(t, 0.0, gauge(t, reg, "topo_calls_in_flight", map[string]string{"op": "Get"}))
 }
+
+// An Unlock that did not release the lock (its ctx was cancelled) leaves
+// it counted as held; its later end is still reported: the store dropping
+// it, or an Unlock that does release it.
+func TestMetricsUnlockFailedThenLockEnds(t *testing.T) {
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
+	f := memorytopo.NewFactory()
+	raw, err := f.NewConn("", "/t")
+	require.NoError(t, err)
+	c := topo.Decorate(info, raw, m.Middleware())
+	defer c.Close()
+	ctx := ctxT(t)
+	_, err = c.Create(ctx, "d/f", []byte("x"))
+	require.NoError(t, err)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+
+	l, err := c.Lock(ctx, "d", "unlocked later")
+	require.NoError(t, err)
+	require.ErrorIs(t, l.Unlock(cancelled), topo.Interrupted)
+	require.NoError(t, l.Check(ctx), "the lock is still held")
+	require.Equal(t, 1.0, gauge(t, reg, "topo_locks_held", nil), "a lock still held is counted")
+	require.NoError(t, l.Unlock(ctx))
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil))
+	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "unlock"}))
+
+	l, err = c.Lock(ctx, "d", "dropped later")
+	require.NoError(t, err)
+	require.ErrorIs(t, l.Unlock(cancelled), topo.Interrupted)
+	raw.ExpireSession()
+	<-l.Done()
+	require.Eventually(t, func() bool {
+		return histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}) == 1
+	}, 5*time.Second, time.Millisecond, "the end of a lock dropped after a failed Unlock is not reported")
+	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil), "a dropped lock is still counted as held")
+}
