@@ -14,7 +14,7 @@ import (
 // its watch) instead of reading the file through; other Conns keep
 // reading through. The Cache looks for it on the Conn it is given only,
 // not through wrappers: a decorator that forwards WatchRecursive must
-// implement it too for its Cache to use it.
+// implement it too for its Cache to use it (topo/middleware's do).
 //
 // Implemented by etcd2topo (a count-only linearizable Get gives the
 // store revision; the watch passes it with its events or an etcd progress

@@ -14,6 +14,11 @@
 // never alters what a forwarded call returns. Watch channels are passed
 // through untouched unless a hook needs to see them end (OnWatchEnd), in
 // which case events are forwarded by one goroutine per watch, in order.
+// The optional interfaces of the wrapped Conn that change what a caller
+// gets are kept: backendkit.GuardedUpdater (topo.GuardedUpdate's fast
+// path) and cache.SyncWatcher and cache.RevisionSyncWatcher (a read
+// cache's revision barrier); the others are found behind the decorator
+// through its Unwrap method (topo.ConnAs).
 package middleware
 
 import (
@@ -23,6 +28,7 @@ import (
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
+	"github.com/topokit/topokit/topo/cache"
 )
 
 // Op names a Conn operation, as decorators see it.
@@ -342,14 +348,67 @@ func (c *conn) WatchRecursive(ctx context.Context, prefix string) (cur []*topo.W
 	if err != nil {
 		return nil, nil, err
 	}
-	// A recursive watch's NoNode events report deletions, not its end.
-	last := func(d *topo.WatchDataRecursive) error {
-		if topo.IsErrType(d.Err, topo.NoNode) {
-			return nil
+	return cur, forward(c, c.call(OpWatchRecursive, prefix), changes, recursiveEnd), nil
+}
+
+// WatchRecursiveSyncRevision implements cache.RevisionSyncWatcher, so that
+// a topo/cache Cache over a decorated Conn keeps the wrapped backend's
+// revision barrier (etcd2topo's, memorytopo's): without it, its Consistent
+// Gets would all read through the store and its Deletes would lose their
+// barrier. The watch is exactly WatchRecursive's as the hooks see it (one
+// OpWatchRecursive call on prefix, then its start and end). It forwards
+// to the wrapped Conn's WatchRecursiveSyncRevision, or WatchRecursiveSync
+// (the sync then returns revision 0), when it has one; otherwise the sync
+// is nil, as a Cache takes it for a Conn with neither. The sync's own
+// store reads go to the wrapped Conn without passing through the hooks.
+func (c *conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) (cur []*topo.WatchDataRecursive, changes <-chan *topo.WatchDataRecursive, sync func(context.Context) (uint64, int64, error), err error) {
+	err = c.around(ctx, OpWatchRecursive, prefix, func(ctx context.Context) error {
+		var ierr error
+		switch n := c.next.(type) {
+		case cache.RevisionSyncWatcher:
+			cur, changes, sync, ierr = n.WatchRecursiveSyncRevision(ctx, prefix)
+		case cache.SyncWatcher:
+			var s func(context.Context) (uint64, error)
+			cur, changes, s, ierr = n.WatchRecursiveSync(ctx, prefix)
+			if s != nil {
+				sync = func(ctx context.Context) (uint64, int64, error) {
+					k, err := s(ctx)
+					return k, 0, err
+				}
+			}
+		default:
+			cur, changes, ierr = c.next.WatchRecursive(ctx, prefix)
 		}
-		return d.Err
+		return ierr
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return cur, forward(c, c.call(OpWatchRecursive, prefix), changes, last), nil
+	return cur, forward(c, c.call(OpWatchRecursive, prefix), changes, recursiveEnd), sync, nil
+}
+
+// WatchRecursiveSync implements cache.SyncWatcher: it is
+// WatchRecursiveSyncRevision without the revision.
+func (c *conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, error), error) {
+	cur, changes, sync, err := c.WatchRecursiveSyncRevision(ctx, prefix)
+	if sync == nil {
+		return cur, changes, nil, err
+	}
+	return cur, changes, func(ctx context.Context) (uint64, error) {
+		n, _, err := sync(ctx)
+		return n, err
+	}, err
+}
+
+var _ cache.RevisionSyncWatcher = (*conn)(nil)
+
+// recursiveEnd is the error a recursive watch ends with, as OnWatchEnd
+// reports it: its NoNode events report deletions, not its end.
+func recursiveEnd(d *topo.WatchDataRecursive) error {
+	if topo.IsErrType(d.Err, topo.NoNode) {
+		return nil
+	}
+	return d.Err
 }
 
 // forward reports a watch's start and end to the hooks. Without an

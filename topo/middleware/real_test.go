@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/cache"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo"
@@ -435,4 +437,64 @@ func TestMetricsLockLostOnEtcd(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "the end of a lock lost with its lease is not reported")
 	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", labels), "a lock lost with its lease is still counted as held")
 	require.Equal(t, uint64(1), histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}))
+}
+
+// A read cache (topo/cache) over a decorated Conn keeps the backend's
+// revision barrier: a Consistent Get is answered from memory (a Hit), with
+// the store revision the barrier read, as over the undecorated Conn;
+// without it every Consistent Get read through (a Miss). ZooKeeper has
+// no barrier: the decorated Conn reads through as the raw one does.
+func TestCacheBarrierThroughMiddlewareOnEtcd(t *testing.T) {
+	testCacheBarrierThroughMiddleware(t, etcdStore(t), true)
+}
+func TestCacheBarrierThroughMiddlewareOnMemory(t *testing.T) {
+	testCacheBarrierThroughMiddleware(t, memoryStore(t), true)
+}
+func TestCacheBarrierThroughMiddlewareOnZooKeeper(t *testing.T) {
+	testCacheBarrierThroughMiddleware(t, zkStore(t), false)
+}
+
+func testCacheBarrierThroughMiddleware(t *testing.T, st realStore, barrier bool) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	m, _ := registeredMetrics(t, middleware.MetricsOptions{})
+	var watchEnds atomic.Int32
+	ends := middleware.Middleware(func(topo.ConnInfo) middleware.Hooks {
+		return middleware.Hooks{OnWatchEnd: func(middleware.Call, error) { watchEnds.Add(1) }}
+	})
+	ts, err := topo.OpenServerContext(ctx, st.impl, st.addr, st.root("cachebarrier"), topo.WithFactory(st.factory()),
+		topo.WithMiddleware(m.Middleware(), ends))
+	require.NoError(t, err)
+	defer ts.Close()
+	conn := ts.GlobalCell()
+	_, err = conn.Create(ctx, "c/f", []byte("v1"))
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var outcomes []cache.Outcome
+	c, err := cache.New(conn, "c/", cache.Options{LeaveConnOpen: true, Hooks: cache.Hooks{OnRead: func(_ string, o cache.Outcome) {
+		mu.Lock()
+		outcomes = append(outcomes, o)
+		mu.Unlock()
+	}}})
+	require.NoError(t, err)
+	_, err = conn.Update(ctx, "c/f", []byte("v2"), nil)
+	require.NoError(t, err)
+	b, _, info, err := c.GetWithInfo(cache.WithMode(ctx, cache.Consistent), "c/f")
+	require.NoError(t, err)
+	require.Equal(t, "v2", string(b), "a Consistent Get reflects the write before it")
+	mu.Lock()
+	got := slices.Clone(outcomes)
+	mu.Unlock()
+	if barrier {
+		require.Equal(t, []cache.Outcome{cache.Hit}, got, "a Consistent Get over a decorated %s Conn reads through: the revision barrier was lost", st.impl)
+		if st.impl == etcd2topo.FactoryName {
+			require.NotZero(t, info.Revision, "the barrier's revision")
+		}
+	} else {
+		require.Equal(t, []cache.Outcome{cache.Miss}, got, "without a barrier a Consistent Get reads through")
+	}
+	c.Close()
+	require.Eventually(t, func() bool { return watchEnds.Load() == 1 }, 10*time.Second, time.Millisecond,
+		"the cache's store watch ends through the decorators")
 }
