@@ -104,8 +104,14 @@ type participation struct {
 	name string
 	next topo.LeaderParticipation
 
-	mu      sync.Mutex
-	leading context.Context // the leadership context already reported
+	mu      sync.Mutex // orders the OnLeadership reports of this participation
+	leading *term      // the last term reported, nil before the first
+}
+
+// term is one leadership context reported to OnLeadership.
+type term struct {
+	ctx   context.Context
+	ended bool // its end was reported; guarded by participation.mu
 }
 
 func (p *participation) WaitForLeadership() (context.Context, error) {
@@ -125,21 +131,36 @@ func (p *participation) WaitForLeadership() (context.Context, error) {
 }
 
 // report calls OnLeadership(true) for a new leadership context, and
-// OnLeadership(false) once it ends. A repeated WaitForLeadership that
-// returns the same context is not a new term.
+// OnLeadership(false) once it ends. A repeated WaitForLeadership or
+// Campaign that returns the same context is not a new term. The reports
+// of one participation are made one at a time, in order: a term's end is
+// reported before the next term's start, also when the next began before
+// the goroutine that waits for the end saw it (a Campaign right after
+// Resign).
 func (p *participation) report(lctx context.Context) {
+	call := p.c.call(OpWaitForLeadership, p.name)
 	p.mu.Lock()
-	if p.leading == lctx {
+	prev := p.leading
+	if prev != nil && prev.ctx == lctx {
 		p.mu.Unlock()
 		return
 	}
-	p.leading = lctx
-	p.mu.Unlock()
-	call := p.c.call(OpWaitForLeadership, p.name)
+	if prev != nil && !prev.ended {
+		prev.ended = true
+		p.c.h.OnLeadership(call, false)
+	}
+	t := &term{ctx: lctx}
+	p.leading = t
 	p.c.h.OnLeadership(call, true)
+	p.mu.Unlock()
 	go func() {
 		<-lctx.Done()
-		p.c.h.OnLeadership(call, false)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !t.ended {
+			t.ended = true
+			p.c.h.OnLeadership(call, false)
+		}
 	}()
 }
 

@@ -142,8 +142,12 @@ type Hooks struct {
 	// forward the watch's events through a goroutine of its own.
 	OnWatchEnd func(c Call, err error)
 
-	// OnLeadership is called with true when WaitForLeadership returns
-	// leadership, and with false once the leadership context ends.
+	// OnLeadership is called with true when WaitForLeadership or
+	// Campaign returns leadership, and with false once the leadership
+	// context ends. The calls for one participation are made one at a
+	// time and in order (a term's end before the next term's start), so
+	// the hook must not call that participation's WaitForLeadership or
+	// Campaign.
 	OnLeadership func(c Call, leading bool)
 }
 

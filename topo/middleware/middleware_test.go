@@ -473,3 +473,45 @@ func TestMetricsUnlockFailedThenLockEnds(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "the end of a lock dropped after a failed Unlock is not reported")
 	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil), "a dropped lock is still counted as held")
 }
+
+// OnLeadership reports one participation's terms in order: the end of a
+// term (false) before the start of the next (true), even when the next
+// begins at once after a Resign, so that topo_leadership_held is 1 while
+// the participant leads.
+func TestLeadershipReportsInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var events []bool
+	hooks := middleware.Middleware(func(topo.ConnInfo) middleware.Hooks {
+		return middleware.Hooks{OnLeadership: func(_ middleware.Call, leading bool) {
+			mu.Lock()
+			events = append(events, leading)
+			mu.Unlock()
+		}}
+	})
+	m, reg := registeredMetrics(t, middleware.MetricsOptions{})
+	c, _ := newConn(t, hooks, m.Middleware())
+	ctx := ctxT(t)
+	p, err := c.NewLeaderParticipation("e", "me")
+	require.NoError(t, err)
+	defer p.Stop()
+	const terms = 50
+	for i := range terms {
+		_, err := p.Campaign(ctx, nil)
+		require.NoError(t, err)
+		if i < terms-1 {
+			require.NoError(t, p.Resign(ctx))
+		}
+	}
+	labels := map[string]string{"election": "e"}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(events) == 2*terms-1
+	}, 10*time.Second, time.Millisecond, "every term's start and end is reported")
+	mu.Lock()
+	for i, e := range events {
+		require.Equal(t, i%2 == 0, e, "event %d of %v: a term's end reported after the next term's start", i, events)
+	}
+	mu.Unlock()
+	require.Equal(t, 1.0, gauge(t, reg, "topo_leadership_held", labels), "the participant leads")
+}
