@@ -1,7 +1,9 @@
 package inspect_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,6 +58,7 @@ func TestRealBackends(t *testing.T) {
 			assert.Equal(t, "holder on "+tc.impl, locks[0].Holder)
 			assert.Equal(t, ld.Token(), locks[0].Token)
 			require.NoError(t, ld.Unlock(t.Context()))
+			checkHolderWithWaiter(t, holder, open(), other)
 
 			lp, err := holder.NewLeaderParticipation("primary", "candidate-"+tc.impl)
 			require.NoError(t, err)
@@ -82,5 +85,35 @@ func TestRealBackends(t *testing.T) {
 
 			checkQueues(t, open, tc.queues)
 		})
+	}
+}
+
+// checkHolderWithWaiter checks that LockHolder names the holder, not a
+// contender queued behind it, also when the holder's description is
+// empty.
+func checkHolderWithWaiter(t *testing.T, holder, waiter, other topo.Conn) {
+	t.Helper()
+	for _, contents := range []string{"the holder", ""} {
+		ld, err := holder.Lock(t.Context(), "ks", contents)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			l, err := waiter.Lock(ctx, "ks", "a waiter")
+			if err == nil {
+				err = l.Unlock(context.WithoutCancel(ctx))
+			}
+			done <- err
+		}()
+		require.Eventually(t, func() bool {
+			l, err := inspect.LockOf(t.Context(), other, "ks")
+			return err == nil && len(l.Waiters) == 1
+		}, 30*time.Second, 5*time.Millisecond, "the waiter queues")
+		h, err := inspect.LockHolder(t.Context(), other, "ks")
+		require.NoError(t, err)
+		assert.Equal(t, contents, h, "LockHolder names the holder, not the waiter")
+		cancel()
+		require.Error(t, <-done, "the waiter gave up")
+		require.NoError(t, ld.Unlock(t.Context()))
 	}
 }
