@@ -7,7 +7,8 @@ import "context"
 // sync of topo/cache's RevisionSyncWatcher), into one that returns the
 // count only (the sync of topo/cache's SyncWatcher), with the same errors.
 // Used by etcd2topo and memorytopo, whose WatchRecursiveSync is their
-// WatchRecursiveSyncRevision without the revision. The returned func is
+// WatchRecursiveSyncRevision without the revision, and by topo/middleware's
+// decorators. The returned func is
 // safe for concurrent use if sync is.
 func SyncCount(sync func(context.Context) (uint64, int64, error)) func(context.Context) (uint64, error) {
 	return func(ctx context.Context) (uint64, error) {

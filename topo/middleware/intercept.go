@@ -398,10 +398,7 @@ func (c *conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.W
 	if sync == nil {
 		return cur, changes, nil, err
 	}
-	return cur, changes, func(ctx context.Context) (uint64, error) {
-		n, _, err := sync(ctx)
-		return n, err
-	}, err
+	return cur, changes, backendkit.SyncCount(sync), err
 }
 
 var _ cache.RevisionSyncWatcher = (*conn)(nil)
