@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/cache"
 	"github.com/topokit/topokit/topo/memorytopo"
 	"github.com/topokit/topokit/topo/middleware"
 )
@@ -515,3 +516,31 @@ func TestLeadershipReportsInOrder(t *testing.T) {
 	mu.Unlock()
 	require.Equal(t, 1.0, gauge(t, reg, "topo_leadership_held", labels), "the participant leads")
 }
+
+// A decorated Conn is a cache.SyncWatcher (and RevisionSyncWatcher) like
+// the backend's: the sync counts the events that hold every write before
+// it. Over a Conn without one, the sync is nil.
+func TestDecoratedSyncWatcher(t *testing.T) {
+	c, _ := newConn(t, middleware.Logging(slog.New(slog.DiscardHandler)))
+	ctx := ctxT(t)
+	sw, ok := c.(cache.SyncWatcher)
+	require.True(t, ok)
+	_, ch, sync, err := sw.WatchRecursiveSync(ctx, "s/")
+	require.NoError(t, err)
+	require.NotNil(t, sync)
+	_, err = c.Create(ctx, "s/a", []byte("1"))
+	require.NoError(t, err)
+	n, err := sync(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n)
+	ev := <-ch
+	require.Equal(t, "s/a", ev.Path)
+
+	bare := topo.Decorate(info, watchOnly{c}, middleware.Logging(slog.New(slog.DiscardHandler)))
+	_, _, sync, err = bare.(cache.SyncWatcher).WatchRecursiveSync(ctx, "s/")
+	require.NoError(t, err)
+	require.Nil(t, sync, "no sync over a Conn that has none")
+}
+
+// watchOnly is a Conn with none of its backend's optional interfaces.
+type watchOnly struct{ topo.Conn }
