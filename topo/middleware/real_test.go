@@ -2,6 +2,8 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -497,4 +499,60 @@ func testCacheBarrierThroughMiddleware(t *testing.T, st realStore, barrier bool)
 	c.Close()
 	require.Eventually(t, func() bool { return watchEnds.Load() == 1 }, 10*time.Second, time.Millisecond,
 		"the cache's store watch ends through the decorators")
+}
+
+// A claim taken through a decorated Conn guards a transaction made through
+// the decorated Conn and through the raw one alike (IfHeld finds the
+// backend's own descriptor behind the decorator), a claim taken through the
+// raw Conn guards one made through the decorated Conn, and once released
+// both refuse with the same *topo.TxnError (Index 0, LockLost).
+func TestIfHeldThroughMiddlewareOnEtcd(t *testing.T) { testIfHeldThroughMiddleware(t, etcdStore(t)) }
+func TestIfHeldThroughMiddlewareOnZooKeeper(t *testing.T) {
+	testIfHeldThroughMiddleware(t, zkStore(t))
+}
+func TestIfHeldThroughMiddlewareOnConsul(t *testing.T) {
+	testIfHeldThroughMiddleware(t, consulStore(t))
+}
+
+func testIfHeldThroughMiddleware(t *testing.T, st realStore) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	m, _ := registeredMetrics(t, middleware.MetricsOptions{})
+	raw, err := st.factory().Create(topo.GlobalCell, st.addr, st.root("ifheld"))
+	require.NoError(t, err)
+	defer raw.Close()
+	dec := topo.Decorate(topo.ConnInfo{Implementation: st.impl, Cell: topo.GlobalCell}, raw,
+		m.Middleware(), middleware.Logging(slog.New(slog.DiscardHandler)))
+	_, err = dec.Create(ctx, "d/f", []byte("v0"))
+	require.NoError(t, err)
+
+	lockedDec, err := dec.Lock(ctx, "d", "through the decorator")
+	require.NoError(t, err)
+	for name, c := range map[string]topo.Conn{"decorated": dec, "raw": raw} {
+		_, err = c.Txn(ctx, topo.IfHeld(lockedDec), topo.UpdateOp("d/f", []byte(name), nil))
+		require.NoErrorf(t, err, "IfHeld(a decorated lock) through the %s Conn", name)
+		_, err = topo.GuardedUpdate(ctx, c, lockedDec, "d/f", []byte(name), nil)
+		require.NoErrorf(t, err, "GuardedUpdate(a decorated lock) through the %s Conn", name)
+	}
+	require.NoError(t, lockedDec.Unlock(ctx))
+	for name, c := range map[string]topo.Conn{"decorated": dec, "raw": raw} {
+		_, err = c.Txn(ctx, topo.IfHeld(lockedDec), topo.UpdateOp("d/f", []byte("late"), nil))
+		var te *topo.TxnError
+		require.Truef(t, errors.As(err, &te), "%s: %v", name, err)
+		require.Equal(t, 0, te.Index)
+		require.ErrorIsf(t, err, topo.LockLost, "%s", name)
+		_, err = topo.GuardedUpdate(ctx, c, lockedDec, "d/f", []byte("late"), nil)
+		require.ErrorIsf(t, err, topo.LockLost, "%s: GuardedUpdate", name)
+	}
+
+	lockedRaw, err := raw.Lock(ctx, "d", "through the raw Conn")
+	require.NoError(t, err)
+	_, err = dec.Txn(ctx, topo.IfHeld(lockedRaw), topo.UpdateOp("d/f", []byte("raw lock"), nil))
+	require.NoError(t, err)
+	require.NoError(t, lockedRaw.Unlock(ctx))
+	_, err = dec.Txn(ctx, topo.IfHeld(lockedRaw), topo.UpdateOp("d/f", []byte("late"), nil))
+	require.ErrorIs(t, err, topo.LockLost)
+	b, _, err := raw.Get(ctx, "d/f")
+	require.NoError(t, err)
+	require.Equal(t, "raw lock", string(b), "no refused write landed")
 }
