@@ -180,35 +180,96 @@ type Election struct {
 // entries of the reserved "elections" directory of the layout, see
 // docs/layout-*.md), each with its leader (see Leader) and its
 // candidates (through the Conn's QueueReader, one more read, two on
-// Consul), in ListDir's order. The leader and the candidates are two
-// reads, not one snapshot: a change of leader between them may show.
-// A store with no election has none. Errors are the store's.
+// Consul), parents before the names nested in them. Every entry of the
+// directory is listed, as before nested names existed (on ZooKeeper an
+// election's directory stays after its last candidate left, and such an
+// election is listed with no leader). A nested election name ("svc/a", an
+// election of its own: see NewLeaderParticipation) is found by walking
+// the directories below and is listed when it has candidates, read
+// through the QueueReader (on a Conn without one, when it has a leader);
+// this costs one ListDir per directory and one queue read per entry
+// below the top level. On ZooKeeper, whose ListDir shows nothing below
+// elections/<name>, nested names are not found (read one with Leader). The leader and the candidates are two reads, not
+// one snapshot: a change of leader between them may show. A store with no
+// election has none. Errors are the store's.
 func Elections(ctx context.Context, conn topo.Conn) ([]Election, error) {
-	des, err := conn.ListDir(ctx, backendkit.ElectionsDirName, false)
-	if topo.IsErrType(err, topo.NoNode) {
-		return nil, nil
+	r, queues := topo.ConnAs[QueueReader](conn)
+	var out []Election
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		des, err := conn.ListDir(ctx, backendkit.JoinPath(backendkit.ElectionsDirName, dir), true)
+		if topo.IsErrType(err, topo.NoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, de := range des {
+			if de.Name == backendkit.LocksDirName || de.Name == backendkit.ConsulLockName {
+				continue // a queue or a lock key of the layout, never a name
+			}
+			name := backendkit.JoinPath(dir, de.Name)
+			el, found, err := electionOf(ctx, conn, r, queues, name, dir == "")
+			if err != nil {
+				return err
+			}
+			if found {
+				out = append(out, el)
+			}
+			if de.Type == topo.TypeDirectory {
+				if err := walk(name); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
-	if err != nil {
+	if err := walk(""); err != nil {
 		return nil, err
 	}
-	var out []Election
-	for _, de := range des {
-		l, err := Leader(ctx, conn, de.Name)
-		if err != nil {
-			return nil, err
-		}
-		el := Election{Name: de.Name, Leader: l}
-		if r, ok := topo.ConnAs[QueueReader](conn); ok {
-			st, err := r.Inspect(ctx, claims.Queue{Path: de.Name, Election: true})
-			if err != nil {
-				return nil, err
-			}
+	return out, nil
+}
+
+// electionOf reads the election name: its candidates through r (when
+// queues) and its leader. Unless always, found is false for a name with
+// no candidate (no leader, on a Conn without a QueueReader), which is
+// then not read further.
+func electionOf(ctx context.Context, conn topo.Conn, r QueueReader, queues bool, name string, always bool) (el Election, found bool, err error) {
+	el.Name = name
+	if queues {
+		st, err := r.Inspect(ctx, claims.Queue{Path: name, Election: true})
+		switch {
+		case err == nil:
 			if st.Held {
 				el.Candidates = entriesOf([]claims.Entry{st.Holder})
 			}
 			el.Candidates = append(el.Candidates, entriesOf(st.Waiting)...)
+		case always || !notAnElection(err):
+			return el, false, err
+		default:
+			// Not an election's name on this layout (a candidate's
+			// or a value's entry): nothing to list.
+			return el, false, nil
 		}
-		out = append(out, el)
+		if !always && len(el.Candidates) == 0 {
+			return el, false, nil
+		}
 	}
-	return out, nil
+	el.Leader, err = Leader(ctx, conn, name)
+	if err != nil {
+		if !always && !queues && notAnElection(err) {
+			return el, false, nil
+		}
+		return el, false, err
+	}
+	if !always && !queues && el.Leader.ID == "" {
+		return el, false, nil
+	}
+	return el, true, nil
+}
+
+// notAnElection reports whether err, from reading a name below the top
+// level of the elections directory, says that the name is no election's.
+func notAnElection(err error) bool {
+	return topo.IsErrType(err, topo.NoNode) || topo.IsErrType(err, topo.InvalidPath) || topo.IsErrType(err, topo.InvalidArgument)
 }

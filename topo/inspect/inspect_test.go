@@ -166,3 +166,15 @@ func TestStoreMetaMemory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, m)
 }
+
+// Elections finds nested election names on memorytopo.
+func TestNestedElectionsMemory(t *testing.T) {
+	f := memorytopo.NewFactory()
+	open := func() topo.Conn {
+		c, err := f.NewConn("", "/r")
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	checkNestedElections(t, open(), open(), open(), true)
+}

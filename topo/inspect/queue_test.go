@@ -24,6 +24,9 @@ type queueStore struct {
 	since bool
 	// ttl: the holder's remaining session TTL is shown (etcd's lease).
 	ttl bool
+	// nested: Elections finds nested election names (zk2topo's ListDir
+	// shows nothing below elections/<name>, so they are not found there).
+	nested bool
 }
 
 // checkQueues holds a lock on ks with two clients queued behind it, and

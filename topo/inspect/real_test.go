@@ -2,6 +2,7 @@ package inspect_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,9 +27,9 @@ func TestRealBackends(t *testing.T) {
 		start                func(testing.TB) string
 		queues               queueStore
 	}{
-		{"etcd2", "/inspect", "key", etcdtest.Start, queueStore{sessions: true, waiterContents: true, ttl: true}},
+		{"etcd2", "/inspect", "key", etcdtest.Start, queueStore{sessions: true, waiterContents: true, ttl: true, nested: true}},
 		{"zk2", "/inspect", "znode", zktest.Start, queueStore{sessions: true, waiterContents: true, since: true}},
-		{"consul", "inspect", "key", consultest.Start, queueStore{sessions: true}},
+		{"consul", "inspect", "key", consultest.Start, queueStore{sessions: true, nested: true}},
 	} {
 		t.Run(tc.impl, func(t *testing.T) {
 			t.Parallel()
@@ -84,6 +85,7 @@ func TestRealBackends(t *testing.T) {
 			assert.Nil(t, meta, "no key, no metadata")
 
 			checkQueues(t, open, tc.queues)
+			checkNestedElections(t, open(), open(), open(), tc.queues.nested)
 		})
 	}
 }
@@ -115,5 +117,50 @@ func checkHolderWithWaiter(t *testing.T, holder, waiter, other topo.Conn) {
 		cancel()
 		require.Error(t, <-done, "the waiter gave up")
 		require.NoError(t, ld.Unlock(t.Context()))
+	}
+}
+
+// checkNestedElections checks that Elections finds elections with nested
+// names ("grp/primary", "svc/a" beside "svc") with their leaders and
+// candidates (where the backend's ListDir shows them: nested), and lists
+// no entry of the layout as an election.
+func checkNestedElections(t *testing.T, leader, waiter, other topo.Conn, nested bool) {
+	t.Helper()
+	lead := func(c topo.Conn, name, id string) topo.LeaderParticipation {
+		lp, err := c.NewLeaderParticipation(name, id)
+		require.NoError(t, err)
+		t.Cleanup(lp.Stop)
+		_, err = lp.Campaign(t.Context(), []byte("v-"+id))
+		require.NoError(t, err)
+		return lp
+	}
+	lead(leader, "grp/primary", "p1")
+	lead(leader, "svc", "s1")
+	lead(leader, "svc/a", "a1")
+	w, err := waiter.NewLeaderParticipation("svc", "s2")
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	go func() { _, _ = w.WaitForLeadership() }()
+	leaders := func() map[string]string {
+		es, err := inspect.Elections(t.Context(), other)
+		require.NoError(t, err)
+		m := map[string]string{}
+		for _, e := range es {
+			m[e.Name] = fmt.Sprintf("%s/%d", e.Leader.ID, len(e.Candidates))
+		}
+		return m
+	}
+	require.Eventually(t, func() bool { return leaders()["svc"] == "s1/2" }, 30*time.Second, 5*time.Millisecond, "the waiter queues")
+	got := leaders()
+	if nested {
+		assert.Equal(t, "p1/1", got["grp/primary"], "%v", got)
+		assert.Equal(t, "a1/1", got["svc/a"], "%v", got)
+	}
+	for name, l := range got {
+		switch name {
+		case "grp", "grp/primary", "svc", "svc/a", "primary", "queued":
+		default:
+			t.Errorf("%s listed as an election (%s): %v", name, l, got)
+		}
 	}
 }
