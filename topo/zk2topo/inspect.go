@@ -14,10 +14,12 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// LockHolder returns the contents of the lowest entry with data of the
-// lock on directory dir (read as Describe reads the queue). It returns
-// NoNode when the lock has no readable entry, InvalidPath for a bad dir,
-// and the errors of a read. Safe for concurrent use; topo/inspect calls it.
+// LockHolder returns the contents of the lowest entry of the lock on
+// directory dir, its holder (read as Describe reads the queue), empty
+// when the holder locked with empty contents. It returns NoNode when the
+// lock has no entry, InvalidPath for a bad dir, and the errors of a read.
+// Safe for concurrent use; topo/inspect calls it on Conns without a
+// queue reader.
 func (c *Conn) LockHolder(ctx context.Context, dir string) (string, error) {
 	d, err := topo.CleanDirPath(dir)
 	if err != nil {
@@ -27,10 +29,8 @@ func (c *Conn) LockHolder(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", c.convert(err, d)
 	}
-	for _, e := range entries {
-		if e.Contents != "" {
-			return e.Contents, nil
-		}
+	if len(entries) > 0 {
+		return entries[0].Contents, nil
 	}
 	return "", topo.NewError(topo.NoNode, backendkit.JoinPath(d, backendkit.LocksDirName))
 }
