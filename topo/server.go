@@ -277,6 +277,12 @@ func checkCellName(cell string) error {
 // cached.
 func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if cell == GlobalCell {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, NewError(Closed, cell)
+		}
 		return s.global, nil
 	}
 	if err := checkCellName(cell); err != nil {

@@ -368,6 +368,8 @@ func TestServerClose(t *testing.T) {
 
 	_, err = ts.ConnForCell(ctx, "zone1")
 	requireCodeT(t, err, topo.Closed)
+	_, err = ts.ConnForCell(ctx, topo.GlobalCell)
+	requireCodeT(t, err, topo.Closed)
 	_, _, err = c1.Get(ctx, "x")
 	requireCodeT(t, err, topo.Closed)
 	_, _, err = global.Get(ctx, "x")
