@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -87,29 +86,9 @@ type plainConn struct{ topo.Conn }
 // waiter behind it, also when the holder's description is empty.
 func TestLockHolderFallbackWithWaiter(t *testing.T) {
 	holder, waiter := newConns(t)
-	other := plainConn{holder}
 	_, err := holder.Create(t.Context(), "ks/f", []byte("x"))
 	require.NoError(t, err)
-	for _, contents := range []string{"the holder", ""} {
-		ld, err := holder.Lock(t.Context(), "ks", contents)
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() {
-			_, err := waiter.Lock(ctx, "ks", "a waiter")
-			done <- err
-		}()
-		require.Eventually(t, func() bool {
-			l, err := inspect.LockOf(t.Context(), holder, "ks")
-			return err == nil && len(l.Waiters) == 1
-		}, 30*time.Second, time.Millisecond, "the waiter queues")
-		h, err := inspect.LockHolder(t.Context(), other, "ks")
-		require.NoError(t, err)
-		assert.Equal(t, contents, h, "LockHolder names the holder, not the waiter")
-		cancel()
-		require.Error(t, <-done)
-		require.NoError(t, ld.Unlock(t.Context()))
-	}
+	checkHolderWithWaiter(t, holder, waiter, holder, plainConn{holder})
 }
 
 // Leader names the participant that leads, and nobody before.

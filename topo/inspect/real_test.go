@@ -59,7 +59,7 @@ func TestRealBackends(t *testing.T) {
 			assert.Equal(t, "holder on "+tc.impl, locks[0].Holder)
 			assert.Equal(t, ld.Token(), locks[0].Token)
 			require.NoError(t, ld.Unlock(t.Context()))
-			checkHolderWithWaiter(t, holder, open(), other)
+			checkHolderWithWaiter(t, holder, open(), other, other)
 
 			lp, err := holder.NewLeaderParticipation("primary", "candidate-"+tc.impl)
 			require.NoError(t, err)
@@ -90,10 +90,10 @@ func TestRealBackends(t *testing.T) {
 	}
 }
 
-// checkHolderWithWaiter checks that LockHolder names the holder, not a
-// contender queued behind it, also when the holder's description is
-// empty.
-func checkHolderWithWaiter(t *testing.T, holder, waiter, other topo.Conn) {
+// checkHolderWithWaiter checks that LockHolder through other names the
+// holder, not a contender queued behind it, also when the holder's
+// description is empty (queues: a Conn whose LockOf shows the waiter).
+func checkHolderWithWaiter(t *testing.T, holder, waiter, queues, other topo.Conn) {
 	t.Helper()
 	for _, contents := range []string{"the holder", ""} {
 		ld, err := holder.Lock(t.Context(), "ks", contents)
@@ -108,7 +108,7 @@ func checkHolderWithWaiter(t *testing.T, holder, waiter, other topo.Conn) {
 			done <- err
 		}()
 		require.Eventually(t, func() bool {
-			l, err := inspect.LockOf(t.Context(), other, "ks")
+			l, err := inspect.LockOf(t.Context(), queues, "ks")
 			return err == nil && len(l.Waiters) == 1
 		}, 30*time.Second, 5*time.Millisecond, "the waiter queues")
 		h, err := inspect.LockHolder(t.Context(), other, "ks")
