@@ -274,7 +274,11 @@ func (o *connector) parseSpec(flag, s string) (spec, error) {
 func (o *connector) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
 	cs := o.sec.settings(o.explainEtcdDial)
 	cs.ClaimTTL = o.claimTTL
-	return cs.Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
+	ts, err := cs.Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
+	if err != nil {
+		return nil, o.explainOtherDial(sp.impl, sp.addr, err)
+	}
+	return ts, nil
 }
 
 // middlewares returns the decorators of every connection this command

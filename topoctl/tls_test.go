@@ -39,6 +39,8 @@ func newTestPKI(t *testing.T) *testPKI {
 	p.issue(t, "client", p.cert, p.key)
 	oc, ok := p.issue(t, "other-ca", nil, nil)
 	p.issue(t, "other", oc, ok)
+	testpki.WriteValidity(t, p.dir, "expired", p.cert, p.key, time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	testpki.WriteValidity(t, p.dir, "future", p.cert, p.key, time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour))
 	return p
 }
 
@@ -57,6 +59,7 @@ type tlsCase struct {
 	args []string          // flags
 	env  map[string]string // environment
 	conf string            // a --config file's lines
+	want string            // a refused setting: what its message says
 }
 
 // checkTLS runs put, get, ls and lock --try (naming the holder) over TLS
@@ -91,6 +94,8 @@ func checkTLS(t *testing.T, base target, good, bad []tlsCase) {
 			// consultopo's open reports a refused TLS handshake, and
 			// plain HTTP on Consul's HTTPS port, as Unavailable.
 			assert.Regexp(t, `^topoctl: (Unavailable|Timeout): `, r.stderr)
+			// The message names the problem and what to do.
+			assert.Contains(t, r.stderr, c.want)
 		})
 	}
 	// Nothing was written by the refused runs.
@@ -145,11 +150,13 @@ func TestTLSEtcd(t *testing.T) {
 		{name: "etcdctl env", env: map[string]string{"ETCDCTL_CACERT": ca, "ETCDCTL_CERT": crt, "ETCDCTL_KEY": key}},
 		{name: "config", conf: "etcd-ca-file = " + ca + "\netcd-cert-file = " + crt + "\netcd-key-file = " + key + "\netcd-server-name = localhost\n"},
 	}, []tlsCase{
-		{name: "no TLS"},
-		{name: "no client certificate", args: []string{"--etcd-ca-file", ca}},
-		{name: "untrusted client certificate", args: []string{"--etcd-ca-file", ca, "--etcd-cert-file", pki.path("other.pem"), "--etcd-key-file", pki.path("other-key.pem")}},
-		{name: "server not trusted", args: []string{"--etcd-ca-file", pki.path("other-ca.pem"), "--etcd-cert-file", crt, "--etcd-key-file", key}},
-		{name: "wrong server name", args: append(flags, "--etcd-server-name", "not-the-server.example")},
+		{name: "no TLS", want: "speaks TLS and this client plaintext: give --etcd-ca-file"},
+		{name: "no client certificate", args: []string{"--etcd-ca-file", ca}, want: "requires a client certificate: give --etcd-cert-file and --etcd-key-file"},
+		{name: "untrusted client certificate", args: []string{"--etcd-ca-file", ca, "--etcd-cert-file", pki.path("other.pem"), "--etcd-key-file", pki.path("other-key.pem")}, want: "refused this client's certificate (--etcd-cert-file): it is not signed by a CA the server trusts"},
+		{name: "expired client certificate", args: []string{"--etcd-ca-file", ca, "--etcd-cert-file", pki.path("expired.pem"), "--etcd-key-file", pki.path("expired-key.pem")}, want: "this client's certificate (--etcd-cert-file) expired at "},
+		{name: "future client certificate", args: []string{"--etcd-ca-file", ca, "--etcd-cert-file", pki.path("future.pem"), "--etcd-key-file", pki.path("future-key.pem")}, want: "this client's certificate (--etcd-cert-file) is not valid before "},
+		{name: "server not trusted", args: []string{"--etcd-ca-file", pki.path("other-ca.pem"), "--etcd-cert-file", crt, "--etcd-key-file", key}, want: "is not signed by the CA of --etcd-ca-file"},
+		{name: "wrong server name", args: append(flags, "--etcd-server-name", "not-the-server.example"), want: "is not valid for that address"},
 	})
 }
 
@@ -175,11 +182,13 @@ func TestTLSZooKeeper(t *testing.T) {
 		{name: "env", env: map[string]string{"TOPOCTL_ZK_CA_FILE": ca, "TOPOCTL_ZK_CERT_FILE": crt, "TOPOCTL_ZK_KEY_FILE": key, "TOPOCTL_ZK_SERVER_NAME": "localhost"}},
 		{name: "config", conf: "zk-ca-file = " + ca + "\nzk-cert-file = " + crt + "\nzk-key-file = " + key + "\nzk-server-name = localhost\n"},
 	}, []tlsCase{
-		{name: "no TLS"},
-		{name: "no client certificate", args: []string{"--zk-ca-file", ca}},
-		{name: "untrusted client certificate", args: []string{"--zk-ca-file", ca, "--zk-cert-file", pki.path("other.pem"), "--zk-key-file", pki.path("other-key.pem")}},
-		{name: "server not trusted", args: []string{"--zk-ca-file", pki.path("other-ca.pem"), "--zk-cert-file", crt, "--zk-key-file", key}},
-		{name: "wrong server name", args: append(flags, "--zk-server-name", "not-the-server.example")},
+		{name: "no TLS", want: "speaks TLS and this client plaintext: give --zk-ca-file"},
+		{name: "no client certificate", args: []string{"--zk-ca-file", ca}, want: "requires a client certificate: give --zk-cert-file and --zk-key-file"},
+		{name: "untrusted client certificate", args: []string{"--zk-ca-file", ca, "--zk-cert-file", pki.path("other.pem"), "--zk-key-file", pki.path("other-key.pem")}, want: "refused this client's certificate (--zk-cert-file): it is not signed by a CA the server trusts"},
+		{name: "expired client certificate", args: []string{"--zk-ca-file", ca, "--zk-cert-file", pki.path("expired.pem"), "--zk-key-file", pki.path("expired-key.pem")}, want: "this client's certificate (--zk-cert-file) expired at "},
+		{name: "future client certificate", args: []string{"--zk-ca-file", ca, "--zk-cert-file", pki.path("future.pem"), "--zk-key-file", pki.path("future-key.pem")}, want: "this client's certificate (--zk-cert-file) is not valid before "},
+		{name: "server not trusted", args: []string{"--zk-ca-file", pki.path("other-ca.pem"), "--zk-cert-file", crt, "--zk-key-file", key}, want: "is not signed by the CA of --zk-ca-file"},
+		{name: "wrong server name", args: append(flags, "--zk-server-name", "not-the-server.example"), want: "is not valid for that address"},
 	})
 }
 
@@ -214,11 +223,13 @@ func TestTLSConsul(t *testing.T) {
 		{name: "server name", args: append(flags, "--consul-server-name", "localhost")},
 		{name: "server name env", args: flags, env: map[string]string{"CONSUL_TLS_SERVER_NAME": "localhost"}},
 	}, []tlsCase{
-		{name: "no TLS"},
-		{name: "wrong server name", args: append(flags, "--consul-server-name", "not-the-server.example")},
-		{name: "no client certificate", args: []string{"--consul-ca-file", ca}},
-		{name: "untrusted client certificate", args: []string{"--consul-ca-file", ca, "--consul-cert-file", pki.path("other.pem"), "--consul-key-file", pki.path("other-key.pem")}},
-		{name: "server not trusted", args: []string{"--consul-ca-file", pki.path("other-ca.pem"), "--consul-cert-file", crt, "--consul-key-file", key}},
+		{name: "no TLS", want: "speaks TLS and this client plaintext: give --consul-ca-file"},
+		{name: "wrong server name", args: append(flags, "--consul-server-name", "not-the-server.example"), want: "is not valid for that address"},
+		{name: "no client certificate", args: []string{"--consul-ca-file", ca}, want: "requires a client certificate: give --consul-cert-file and --consul-key-file"},
+		{name: "untrusted client certificate", args: []string{"--consul-ca-file", ca, "--consul-cert-file", pki.path("other.pem"), "--consul-key-file", pki.path("other-key.pem")}, want: "refused this client's certificate (--consul-cert-file): it is not signed by a CA the server trusts"},
+		{name: "expired client certificate", args: []string{"--consul-ca-file", ca, "--consul-cert-file", pki.path("expired.pem"), "--consul-key-file", pki.path("expired-key.pem")}, want: "this client's certificate (--consul-cert-file) expired at "},
+		{name: "future client certificate", args: []string{"--consul-ca-file", ca, "--consul-cert-file", pki.path("future.pem"), "--consul-key-file", pki.path("future-key.pem")}, want: "this client's certificate (--consul-cert-file) is not valid before "},
+		{name: "server not trusted", args: []string{"--consul-ca-file", pki.path("other-ca.pem"), "--consul-cert-file", crt, "--consul-key-file", key}, want: "is not signed by the CA of --consul-ca-file"},
 	})
 }
 

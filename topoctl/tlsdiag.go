@@ -3,10 +3,12 @@ package topoctl
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -25,15 +27,38 @@ func (o *connector) explainEtcdDial(addr string, err error) error {
 	return explainDial(addr, transport.TLSInfo{CertFile: s.etcdCert, KeyFile: s.etcdKey, TrustedCAFile: s.etcdCA, ServerName: s.etcdServerName}, clientTLSFlags, err)
 }
 
-// tlsFlagNames are the flags a TLS diagnosis tells the user to give.
-type tlsFlagNames struct{ ca, cert, key string }
+// explainOtherDial is explainEtcdDial for zk2 and consul connections
+// (their clients report a refused handshake no better: a session that
+// never came, "broken pipe", "client conn could not be established"),
+// with their TLS flags; errors of other implementations are returned
+// unchanged.
+func (o *connector) explainOtherDial(impl, addr string, err error) error {
+	s := o.sec
+	switch impl {
+	case "zk2":
+		return explainDial(addr, transport.TLSInfo{CertFile: s.zkCert, KeyFile: s.zkKey, TrustedCAFile: s.zkCA, ServerName: s.zkServerName}, zkTLSFlags, err)
+	case "consul":
+		if s.consulServerName != "" && s.consulCA == "" && s.consulCert == "" && s.consulKey == "" {
+			addr = "https://" + strings.TrimPrefix(addr, "https://")
+		}
+		return explainDial(addr, transport.TLSInfo{CertFile: s.consulCert, KeyFile: s.consulKey, TrustedCAFile: s.consulCA, ServerName: s.consulServerName}, consulTLSFlags, err)
+	}
+	return err
+}
+
+// tlsFlagNames are the flags a TLS diagnosis tells the user to give
+// (serverName "" when there is none).
+type tlsFlagNames struct{ ca, cert, key, serverName string }
 
 var (
 	// clientTLSFlags are the client TLS flags of topoctl's commands.
-	clientTLSFlags = tlsFlagNames{"--etcd-ca-file", "--etcd-cert-file", "--etcd-key-file"}
+	clientTLSFlags = tlsFlagNames{"--etcd-ca-file", "--etcd-cert-file", "--etcd-key-file", "--etcd-server-name"}
+	// zkTLSFlags and consulTLSFlags are those of the other stores.
+	zkTLSFlags     = tlsFlagNames{"--zk-ca-file", "--zk-cert-file", "--zk-key-file", "--zk-server-name"}
+	consulTLSFlags = tlsFlagNames{"--consul-ca-file", "--consul-cert-file", "--consul-key-file", "--consul-server-name"}
 	// serveTLSFlags are serve's, which a cluster node also uses as a
 	// client.
-	serveTLSFlags = tlsFlagNames{"--trusted-ca-file", "--cert-file", "--key-file"}
+	serveTLSFlags = tlsFlagNames{"--trusted-ca-file", "--cert-file", "--key-file", ""}
 )
 
 // explainDial is explainEtcdDial with the client TLS settings info (TLS
@@ -55,7 +80,7 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 		}
 		cfg = c
 	}
-	hint := tlsDiagnosis(ep, cfg, flags)
+	hint := tlsDiagnosis(ep, cfg, info.CertFile, flags)
 	if hint == "" {
 		return err
 	}
@@ -66,8 +91,9 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 
 // tlsDiagnosis probes the TLS handshake with ep (host:port), with cfg or,
 // when cfg is nil (a plaintext client), with any TLS, and says what is
-// wrong; "" when it finds nothing or cannot connect at all.
-func tlsDiagnosis(ep string, cfg *tls.Config, f tlsFlagNames) string {
+// wrong; "" when it finds nothing or cannot connect at all. certFile is
+// the client certificate's file ("" when none is given).
+func tlsDiagnosis(ep string, cfg *tls.Config, certFile string, f tlsFlagNames) string {
 	const bound = 2 * time.Second
 	d := &net.Dialer{Timeout: bound}
 	if cfg == nil {
@@ -104,6 +130,20 @@ func tlsDiagnosis(ep string, cfg *tls.Config, f tlsFlagNames) string {
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return "" // nothing listens: the caller's error says so
 	}
+	// A server refuses an expired or not yet valid client certificate
+	// with an alert that does not say which (Go's says "expired" for
+	// both, Java's "unknown certificate"): look at it here.
+	if certFile != "" {
+		if leaf, ok := certValidity(certFile); ok {
+			now := time.Now()
+			if now.After(leaf.NotAfter) {
+				return fmt.Sprintf("this client's certificate (%s) expired at %s: issue a new one (the TLS handshake with %s failed: %s)", f.cert, leaf.NotAfter.UTC().Format(time.RFC3339), ep, err)
+			}
+			if now.Before(leaf.NotBefore) {
+				return fmt.Sprintf("this client's certificate (%s) is not valid before %s: check this machine's clock or issue a new one (the TLS handshake with %s failed: %s)", f.cert, leaf.NotBefore.UTC().Format(time.RFC3339), ep, err)
+			}
+		}
+	}
 	var ua x509.UnknownAuthorityError
 	var he x509.HostnameError
 	var ce x509.CertificateInvalidError
@@ -112,15 +152,42 @@ func tlsDiagnosis(ep string, cfg *tls.Config, f tlsFlagNames) string {
 	case errors.As(err, &ua):
 		return fmt.Sprintf("the certificate of the server at %s is not signed by the CA of %s (%s)", ep, f.ca, err)
 	case errors.As(err, &he):
-		return fmt.Sprintf("the certificate of the server at %s is not valid for that address (%s): reach it at a name or IP its certificate holds, or give --etcd-server-name", ep, err)
+		hint := "reach it at a name or IP its certificate holds"
+		if f.serverName != "" {
+			hint += ", or give " + f.serverName
+		}
+		return fmt.Sprintf("the certificate of the server at %s is not valid for that address (%s): %s", ep, err, hint)
 	case errors.As(err, &ce):
 		return fmt.Sprintf("the certificate of the server at %s is not valid (%s)", ep, err)
 	case strings.Contains(msg, "certificate required"):
 		return fmt.Sprintf("the server at %s requires a client certificate: give %s and %s with a certificate of its CA", ep, f.cert, f.key)
-	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "certificate unknown"):
+	case certFile == "" && (strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate")):
+		// ZooKeeper (Java) refuses a missing certificate so.
+		return fmt.Sprintf("the server at %s requires a client certificate: give %s and %s with a certificate of its CA (%s)", ep, f.cert, f.key, msg)
+	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate") || strings.Contains(msg, "certificate unknown"):
 		return fmt.Sprintf("the server at %s refused this client's certificate (%s): it is not signed by a CA the server trusts (%s)", ep, f.cert, msg)
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
 		return fmt.Sprintf("the server at %s speaks plaintext, not TLS: drop %s, %s and %s", ep, f.ca, f.cert, f.key)
 	}
 	return fmt.Sprintf("the TLS handshake with %s failed: %s", ep, msg)
+}
+
+// certValidity reads the first certificate of the PEM file (false when it
+// has none or cannot be read).
+func certValidity(file string) (*x509.Certificate, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, false
+	}
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return nil, false
+		}
+		if blk.Type == "CERTIFICATE" {
+			c, err := x509.ParseCertificate(blk.Bytes)
+			return c, err == nil
+		}
+	}
 }

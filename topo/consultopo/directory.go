@@ -25,15 +25,16 @@ const (
 // are read to mark those a session holds Ephemeral, and, as on Vitess,
 // the elections directory and every directory under it are Ephemeral, as
 // is a locks directory (as on etcd). NoNode when nothing is under dirPath;
-// other errors as for Get.
+// PermissionDenied when the ACL token may not read every key under it
+// (Consul would leave those out), as for List; other errors as for Get.
 func (c *Conn) ListDir(ctx context.Context, dirPath string, full bool) ([]topo.DirEntry, error) {
 	dir, err := backendkit.Begin(ctx, dirPath, topo.CleanDirPath, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
 	prefix := c.dirPrefix(dir)
-	keys, _, err := c.kv.Keys(prefix, "/", c.queryOptions(ctx))
-	if err != nil {
+	keys, meta, err := c.kv.Keys(prefix, "/", c.queryOptions(ctx))
+	if err := unfiltered(meta, err); err != nil {
 		return nil, c.convertError(ctx, err, dir)
 	}
 	entries := make([]topo.DirEntry, 0, len(keys))

@@ -61,6 +61,22 @@ func isPermissionDenied(err error) bool {
 	return strings.Contains(msg, permissionDenied) || strings.Contains(msg, aclNotFound) || strings.Contains(msg, "response code: 403")
 }
 
+// errFilteredByACLs stands for a listing from which Consul left out keys
+// the token may not read (X-Consul-Results-Filtered-By-ACLs): Consul
+// answers such a listing without an error, as if those keys did not
+// exist, where etcd and ZooKeeper refuse the read. Its text holds
+// permissionDenied, so it maps to PermissionDenied and is permanent.
+var errFilteredByACLs = errors.New(permissionDenied + ": the ACL token may not read some keys under this prefix (Consul left them out of the listing)")
+
+// unfiltered is err, or errFilteredByACLs when the listing meta answers
+// left keys out for the token.
+func unfiltered(meta *api.QueryMeta, err error) error {
+	if err == nil && meta != nil && meta.ResultsFilteredByACLs {
+		return errFilteredByACLs
+	}
+	return err
+}
+
 // isPermanent reports whether a retry loop must give up on err at once.
 func isPermanent(err error) bool {
 	return isPermissionDenied(err) || topo.IsErrType(err, topo.PermissionDenied)

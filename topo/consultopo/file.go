@@ -239,14 +239,17 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // (a d/Lock without lock flags or session) are named by the PartialResult
 // error of backendkit.ReservedFiles returned with the other files; keys
 // that are no canonical path are listed under their raw paths. NoNode
-// when no file matches and none is reserved; other errors as for Get.
+// when no file matches and none is reserved; PermissionDenied when the
+// ACL token may not read every key under the prefix (Consul would leave
+// those out of the answer; etcd refuses such a range too); other errors
+// as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
 		return nil, err
 	}
-	pairs, _, err := c.kv.List(c.dirPrefix("")+prefix, c.queryOptions(ctx))
-	if err != nil {
+	pairs, meta, err := c.kv.List(c.dirPrefix("")+prefix, c.queryOptions(ctx))
+	if err := unfiltered(meta, err); err != nil {
 		return nil, c.convertError(ctx, err, prefix)
 	}
 	files, reserved, raw := c.files(pairs)

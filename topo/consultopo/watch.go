@@ -159,8 +159,10 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // contentSums): new and changed files are sent with their value,
 // vanished ones with NoNode, in path order. Lock and election keys and
 // other tools' files at reserved paths are left out; an empty prefix is
-// no error. Interrupted, retries, ACL refusals and the bound on blocking
-// queries (a late delivery past it) as for Watch. Revision
+// no error; a prefix with keys the token may not read is PermissionDenied,
+// at the start or when an answer leaves keys out (as for List), never
+// reported as deletions. Interrupted, retries, ACL refusals and the bound
+// on blocking queries (a late delivery past it) as for Watch. Revision
 // is the listing's X-Consul-Index for the initial values and the last
 // difference of an answer; the others carry the one reached before.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
@@ -170,7 +172,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	}
 	keyPrefix := c.dirPrefix("") + pfx
 	pairs, meta, err := c.kv.List(keyPrefix, c.queryOptions(ctx))
-	if err != nil {
+	if err := unfiltered(meta, err); err != nil {
 		return nil, nil, c.convertError(ctx, err, pfx)
 	}
 	known := backendkit.Snapshot{}
@@ -191,7 +193,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		mark := int64(meta.LastIndex)
 		err := c.pollLoop(wctx, meta.LastIndex, func(q *api.QueryOptions) (meta *api.QueryMeta, err error) {
 			got, meta, err = c.kv.List(keyPrefix, q)
-			return meta, err
+			return meta, unfiltered(meta, err)
 		}, func(index uint64) bool {
 			files, _, _ := c.files(got)
 			sums.check(known, files)
