@@ -26,6 +26,19 @@ import (
 // with distinct names.
 func Write(t testing.TB, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
+	return write(t, dir, name, parent, parentKey, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// WriteValidity is Write with the certificate valid from notBefore to
+// notAfter (for an expired or a not yet valid certificate); parent must
+// not be nil.
+func WriteValidity(t testing.TB, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, notBefore, notAfter time.Time) {
+	t.Helper()
+	write(t, dir, name, parent, parentKey, notBefore, notAfter)
+}
+
+func write(t testing.TB, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, notBefore, notAfter time.Time) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	check(t, err)
 	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
@@ -33,8 +46,8 @@ func Write(t testing.TB, dir, name string, parent *x509.Certificate, parentKey *
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
