@@ -130,7 +130,7 @@ func (s *store) addEntry(q *queue, value string, l *lease, election bool) *entry
 // placeFor every one when p (canonical or full) may name one.
 func (s *store) place(e *entry) {
 	p := e.key()
-	n := s.ensure(p)
+	n := ensureBelow(s.top, p)
 	n.entry, e.n = e, n
 	s.publish("", p, n, true)
 	s.unplaced--

@@ -163,7 +163,7 @@ type node struct {
 // history holds a file's earlier versions (at most Options.History-1),
 // oldest first, and the highest version discarded (floor).
 type history struct {
-	entries []histEntry
+	entries []*fileState
 	floor   int64
 }
 
@@ -174,17 +174,11 @@ type fileState struct {
 	ver      topo.Version // topo.NumericVersion(version), boxed once
 }
 
-type histEntry struct {
-	version  int64
-	contents []byte
-}
-
 // lookup returns the node at full path p, or nil. Call with mu held.
 func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
-// ensure returns the node at full path p, creating it and its parents.
-func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
-
+// ensureBelow returns the node at the path p relative to n, creating it
+// and its parents.
 func ensureBelow(n *node, p string) *node {
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
@@ -246,7 +240,7 @@ func (s *store) keep(n *node, old *fileState) {
 		n.hist = &history{}
 	}
 	hs := n.hist
-	hs.entries = append(hs.entries, histEntry{old.version, old.contents})
+	hs.entries = append(hs.entries, old)
 	if extra := len(hs.entries) - (s.f.opts.History - 1); extra > 0 {
 		hs.floor = max(hs.floor, hs.entries[extra-1].version)
 		hs.entries = hs.entries[extra:]

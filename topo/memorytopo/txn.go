@@ -103,7 +103,7 @@ func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
 		return nil
 	}
 	if n == nil {
-		n = ensureBelow(s.ensure(c.root), op.Path)
+		n = ensureBelow(ensureBelow(s.top, c.root), op.Path)
 	}
 	return s.setFile(c.root, op.Path, n, value).ver
 }
