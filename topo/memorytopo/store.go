@@ -13,16 +13,15 @@ import (
 // serverAddress.
 //
 // Locking. mu guards the tree's shape (nodes, children, files counts,
-// entries), the queues, leases and watcher registrations: changes of
-// those, transactions and List hold it for writing, reads for reading.
-// The helpers that touch them need mu held for writing, unless their
-// comment says "Call with mu held" (for reading suffices).
-// An existing file's value and history may also change under mu for
-// reading plus the node's mu (updateInPlace), so that writers of
-// different files do not serialise (hence List, a snapshot, holds mu for
-// writing): the value is an atomic pointer to an immutable snapshot,
-// and readers of the history hold mu for writing, or mu for reading and
-// the node's mu.
+// entries), the queues, leases and watcher registrations: their changes,
+// transactions and List hold it for writing, reads for reading. Helpers
+// need it held for writing unless their comment says "Call with mu held"
+// (reading suffices). An existing file's value and history may also
+// change under mu for reading plus the node's mu (updateInPlace), so that
+// writers of different files do not serialise (hence List, a snapshot,
+// holds mu for writing): the value is an atomic pointer to an immutable
+// snapshot; readers of the history hold mu for writing, or for reading
+// and the node's mu.
 type store struct {
 	f  *Factory
 	id uint64 // random, names the store in ResumeInfo
@@ -35,11 +34,9 @@ type store struct {
 	requests, wakeups atomic.Int64
 	top               *node // the store's root node (no name)
 
-	// roots holds one index per Conn root in use, kept for the store's
-	// lifetime: the node of every file and placed entry below the root by
-	// relative path (one map lookup per read; publish keeps them), and
-	// the queues its Conns used. A slice: publish walks it on every new or
-	// deleted file, and a store has few roots.
+	// roots holds one index per Conn root in use, for the store's
+	// lifetime. A slice: publish walks it on every new or deleted file,
+	// and a store has few roots.
 	roots []*rootIndex
 
 	leases       map[*lease]struct{}
@@ -69,9 +66,11 @@ func newStore(f *Factory) *store {
 	}
 }
 
-// rootIndex is the index of one root (store.roots). locks and elections
-// hold the queues its Conns used by canonical path (driver.queue): two
-// maps with string keys, faster than one keyed by claims.Queue.
+// rootIndex is the index of one root: nodes maps the relative path of
+// every file and placed entry below it to its node (one map lookup per
+// read; publish keeps it), locks and elections the canonical path of
+// every queue its Conns used to the queue (driver.queue; two maps with
+// string keys are faster than one keyed by claims.Queue).
 type rootIndex struct {
 	root             string
 	nodes            map[string]*node
