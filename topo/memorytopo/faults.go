@@ -248,10 +248,7 @@ func faultErr(err error, p string) error {
 }
 
 func (r *rule) matches(op Operation, p string) bool {
-	if r.Op != OpAny && r.Op != op {
-		return false
-	}
-	if r.Op == OpAny && op == OpKeepAlive {
+	if r.Op != op && (r.Op != OpAny || op == OpKeepAlive) {
 		return false
 	}
 	if r.Prefix != "" && !strings.HasPrefix(p, r.Prefix) {
@@ -293,10 +290,7 @@ func (fs *faultState) inject(ctx context.Context, op Operation, p string, txn []
 		return nil
 	}
 	if fs.latency > 0 {
-		t := time.NewTimer(fs.latency)
-		err := await(ctx, t.C, done, p)
-		t.Stop()
-		if err != nil {
+		if err := await(ctx, time.After(fs.latency), done, p); err != nil {
 			return err
 		}
 	}
