@@ -55,8 +55,6 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	for _, op := range checked {
 		s.placeFor(op.Path)
-	}
-	for _, op := range checked {
 		if err := c.txnCheck(op); err != nil {
 			return nil, backendkit.TxnOpError(op, err)
 		}
