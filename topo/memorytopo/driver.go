@@ -58,8 +58,8 @@ func (d driver) queue(q claims.Queue, create bool) *queue {
 	return x
 }
 
-// lockDir returns the node of the directory lock queue q (x, or nil)
-// locks, or nil: the one x remembers while not pruned, else the tree's.
+// lockDir returns the node of the directory q locks, or nil: the one its
+// queue x (nil: none yet) remembers while not pruned, else the tree's.
 func (d driver) lockDir(x *queue, q claims.Queue) *node {
 	if x != nil && x.lockDir != nil && !x.lockDir.pruned {
 		return x.lockDir

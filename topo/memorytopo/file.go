@@ -20,10 +20,9 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return c.writeOne(op, value)
 }
 
-// beginWrite is begin for a write of kind, checked as Update (Create with
-// a nil version) or Delete is by backendkit. It
-// returns the write as a transaction's op and the new value, copied
-// outside the store's lock.
+// beginWrite is begin for a write of kind, checked as backendkit checks
+// Update (Create: with a nil version) or Delete. It returns the write as
+// a transaction's op and the new value, copied outside the store's lock.
 func (c *Conn) beginWrite(ctx context.Context, kind topo.TxnOpKind, filePath string, contents []byte, version topo.Version) (backendkit.TxnOp, *fileState, error) {
 	op := backendkit.TxnOp{Kind: kind}
 	p, err := c.begin(ctx, writeOps[kind], filePath, func(raw string) (p string, err error) {

@@ -253,14 +253,13 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // renewal of c's leases stops as with PauseKeepAlive, and every call on
 // c, its lock descriptors and participations that starts from now on
 // blocks until Heal (then proceeds), its context ends (Timeout or
-// Interrupted, nothing done; an Unlock so given up still releases, in
-// the background, as a real backend's does) or c closes (Closed). Calls
-// already started and established Watch, WatchRecursive,
-// WaitForNewLeader and Observe streams are not affected. The leadership
-// contexts of c's terms end a quarter of the TTL before their lease
-// lapses (the client-side safety margin of real backends), their entries
-// staying until then; lock descriptors end at the lapse. Idempotent; safe
-// for concurrent use.
+// Interrupted, nothing done; an Unlock so given up still releases in the
+// background, as a real backend's does) or c closes (Closed). Calls
+// already started and established Watch, WatchRecursive, WaitForNewLeader
+// and Observe streams are unaffected. The leadership contexts of c's
+// terms end a quarter of the TTL before their lease lapses (the real
+// backends' client-side safety margin), their entries staying until then;
+// lock descriptors end at the lapse. Idempotent; safe for concurrent use.
 func (c *Conn) Partition() { c.setPartitioned(true) }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases

@@ -284,8 +284,7 @@ func (s *store) deleteFile(root, rel string, n *node) {
 	}
 }
 
-// node returns the node at c's canonical path p, or nil. Call with mu
-// held.
+// node returns the node at c's canonical path p, or nil. Call with mu held.
 func (c *Conn) node(p string) *node { return lookupBelow(c.s.lookup(c.root), p) }
 
 // lookupBelow returns the node at the path p relative to n (which may be
