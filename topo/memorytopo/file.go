@@ -122,6 +122,14 @@ func stateOf(n *node) *fileState {
 	return n.file.Load()
 }
 
+// cleanFilePath is topo.CleanFilePath, through backendkit.CleanPlain.
+func cleanFilePath(p string) (string, error) {
+	if c, ok := backendkit.CleanPlain(p); ok {
+		return c, nil
+	}
+	return topo.CleanFilePath(p)
+}
+
 // Get implements topo.Conn.Get; an entry reads as a file holding its
 // contents.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
