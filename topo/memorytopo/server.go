@@ -196,7 +196,7 @@ type Conn struct {
 	eng           *claims.Engine
 
 	// Guarded by s.mu.
-	session         *lease
+	session         *lease // one of leases (revokeLease clears it)
 	leases          map[*lease]struct{}
 	keepAlivePaused bool
 	partitioned     bool
@@ -238,9 +238,8 @@ func (c *Conn) ExpireSession() {
 	c.s.lock()
 	defer c.s.mu.Unlock()
 	for l := range c.leases {
-		c.s.revokeLease(l)
+		c.s.revokeLease(l) // c.session among them
 	}
-	c.session = nil
 }
 
 func (c *Conn) refreshLeases() {
