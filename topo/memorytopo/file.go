@@ -130,8 +130,7 @@ func cleanFilePath(p string) (string, error) {
 	return topo.CleanFilePath(p)
 }
 
-// Get implements topo.Conn.Get; an entry reads as a file holding its
-// contents.
+// Get implements topo.Conn.Get; an entry reads as a file of its contents.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := c.begin(ctx, OpGet, filePath, cleanFilePath)
 	if err != nil {
@@ -144,9 +143,8 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	return bytes.Clone(fs.contents), fs.ver, nil
 }
 
-// GetVersion implements topo.Conn.GetVersion from the last
-// Options.History versions (a delete discards them): Compacted before
-// them.
+// GetVersion implements topo.Conn.GetVersion from the last Options.History
+// versions (a delete discards them): Compacted before them.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	p, err := c.begin(ctx, OpGetVersion, filePath, func(raw string) (string, error) {
 		p, err := cleanFilePath(raw)
@@ -181,8 +179,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	return bytes.Clone(contents), nil
 }
 
-// List implements topo.Conn.List, as one snapshot (under the write
-// lock).
+// List implements topo.Conn.List as one snapshot (under the write lock).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	p, err := c.begin(ctx, OpList, filePathPrefix, topo.CleanPrefix)
 	if err != nil {
