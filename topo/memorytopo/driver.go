@@ -90,8 +90,7 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 	return x
 }
 
-// Create implements claims.Driver; the entry is granted when it heads
-// its queue.
+// Create implements claims.Driver; the entry is granted if it heads its queue.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	s := d.c.s
 	s.lock()
@@ -365,8 +364,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return entryOf(x), x.lease.view, nil
 }
 
-// MapError implements claims.Driver; the driver's own errors are
-// *topo.Error values already.
+// MapError implements claims.Driver; the driver's own errors are *topo.Errors.
 func (d driver) MapError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, d.c.closed.Load(), func(error) topo.ErrorCode { return topo.Unavailable })
 }

@@ -82,9 +82,8 @@ type publication struct {
 
 func (e *entry) key() string { return e.q.dir + "/" + seqName(e.seq) }
 
-// lockEntry is a lock's entry with the room for its descriptor
-// (claims.Roomer), taken from store.slab: one allocation per lockSlab
-// locks.
+// lockEntry is a lock's entry with its descriptor's room (claims.Roomer),
+// taken from store.slab: one allocation per lockSlab locks.
 type lockEntry struct {
 	entry
 	room claims.LockRoom
