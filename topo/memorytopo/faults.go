@@ -93,11 +93,10 @@ func (op Operation) String() string {
 // Fault is one injected failure: calls of Op (or of every operation, with
 // OpAny) whose path matches fail with Err instead of running.
 //
-// A call is matched on the canonical path it was given, relative to the
-// Conn's root: for locks, ListDir and LockDescriptor methods the
-// directory, for List and WatchRecursive the prefix, for
-// LeaderParticipation methods and ResumeLeaderParticipation the election
-// name.
+// A call is matched on its canonical path, relative to the Conn's root:
+// the directory for locks, ListDir and LockDescriptor methods, the prefix
+// for List and WatchRecursive, the election name for LeaderParticipation
+// methods and ResumeLeaderParticipation.
 //
 // A Fault on OpCreate, OpUpdate or OpDelete also fails every transaction
 // with a CreateOp, UpdateOp or DeleteOp on a matching path (Conn.Txn,
@@ -373,8 +372,7 @@ func (f *Factory) CallCount(op Operation) int64 {
 	return f.counters[op].load()
 }
 
-// ResetCallCounts zeroes every call counter of f. Safe for concurrent
-// use.
+// ResetCallCounts zeroes every call counter of f. Safe for concurrent use.
 func (f *Factory) ResetCallCounts() {
 	for i := range f.counters {
 		f.counters[i].reset()

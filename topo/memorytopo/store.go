@@ -9,8 +9,7 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-// store is one in-memory store: what a Factory holds for one
-// serverAddress.
+// store is one in-memory store: what a Factory holds for one serverAddress.
 //
 // Locking. mu guards the tree's shape (nodes, children, files counts,
 // entries), the queues, leases and watcher registrations: their changes,
@@ -149,8 +148,7 @@ type node struct {
 	file     atomic.Pointer[fileState] // non-nil for a regular file
 	entry    *entry                    // non-nil for a lock or election entry
 
-	// mu guards file and hist while the store's mu is held for reading
-	// (see store).
+	// mu guards file and hist under the store's mu for reading (see store).
 	mu sync.Mutex
 	// hist is nil until a write replaces a version, and after a delete.
 	hist *history
@@ -176,8 +174,8 @@ type fileState struct {
 // lookup returns the node at full path p, or nil. Call with mu held.
 func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
-// ensureBelow returns the node at the path p relative to n, creating it
-// and its parents.
+// ensureBelow returns the node at the path p below n, creating it and
+// its parents.
 func ensureBelow(n *node, p string) *node {
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
