@@ -74,10 +74,8 @@ func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 // lost reports whether the lease is known or presumed gone (past its
 // proven-until time included).
 func (l *lease) lost() bool {
-	select {
-	case <-l.lostCtx.Done():
+	if l.lostCtx.Err() != nil {
 		return true
-	default:
 	}
 	l.mu.Lock()
 	past := !time.Now().Before(l.deadline)
@@ -105,10 +103,8 @@ func (l *lease) markLost() {
 func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	select {
-	case <-l.lostCtx.Done():
+	if l.lostCtx.Err() != nil {
 		return
-	default:
 	}
 	if d := sent.Add(ttl - SafetyMargin(ttl)); d.After(l.deadline) {
 		l.deadline = d
@@ -124,8 +120,7 @@ func (l *lease) provenUntil() time.Time {
 
 // ttlSeconds rounds d up to whole seconds, the unit of etcd lease TTLs.
 func ttlSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	return max(s, 1)
+	return max(int64((d+time.Second-1)/time.Second), 1)
 }
 
 // grant creates a lease of ttl seconds, kept alive for the Conn's life
