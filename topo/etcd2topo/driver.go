@@ -101,10 +101,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		var l *lease
 		var err error
 		if ttl != 0 {
-			l, err = c.grant(ctx, ttl, q.Path)
-			if l != nil {
-				l.own = true
-			}
+			l, err = c.grant(ctx, ttl, q.Path, true)
 		} else {
 			l, err = c.sharedLease(ctx, q.Path, shared)
 		}

@@ -123,16 +123,16 @@ func ttlSeconds(d time.Duration) int64 {
 	return max(int64((d+time.Second-1)/time.Second), 1)
 }
 
-// grant creates a lease of ttl seconds, kept alive for the Conn's life
-// (ctx bounds only the grant).
-func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error) {
+// grant creates a lease of ttl seconds (with own, an entry's own), kept
+// alive for the Conn's life (ctx bounds only the grant).
+func (c *Conn) grant(ctx context.Context, ttl int64, path string, own bool) (*lease, error) {
 	sent := time.Now()
 	resp, err := c.cli.Grant(ctx, ttl)
 	if err != nil {
 		return nil, c.convertError(ctx, err, path)
 	}
 	l := newLease(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
-	l.clusterID = resp.ClusterId
+	l.own, l.clusterID = own, resp.ClusterId
 	if err := c.keep(l, path); err != nil {
 		c.revokeAsync(l, false)
 		return nil, err
@@ -238,7 +238,7 @@ func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, err
 			return l, nil
 		}
 	}
-	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path)
+	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path, false)
 	if err != nil {
 		return nil, err
 	}
