@@ -172,33 +172,22 @@ func (t *txnPlan) build(c *Conn) {
 			k = t.guards[i].key
 		}
 		t.keys[i] = k
-		switch op.Kind {
-		case topo.TxnIfVersion:
-			t.cmps = append(t.cmps, versionIs(k, op.Version))
-		case topo.TxnIfAbsent:
+		switch kind := op.Kind; {
+		case kind == topo.TxnIfHeld && t.guards[i].held:
+			t.cmps = append(t.cmps, t.guards[i].cmps...)
+		case kind == topo.TxnIfHeld:
+			t.cmps = append(t.cmps, never(k))
+		case kind == topo.TxnIfAbsent || kind == topo.TxnCreate:
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
-		case topo.TxnIfPresent:
+		case kind == topo.TxnIfPresent || kind == topo.TxnDelete && op.Version == backendkit.AnyVersion:
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
-		case topo.TxnIfHeld:
-			if t.guards[i].held {
-				t.cmps = append(t.cmps, t.guards[i].cmps...)
-			} else {
-				t.cmps = append(t.cmps, never(k))
-			}
-		case topo.TxnCreate:
-			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
-			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
-		case topo.TxnUpdate:
-			if backendkit.TxnConditioned(op) {
-				t.cmps = append(t.cmps, versionIs(k, op.Version))
-			}
+		case backendkit.TxnConditioned(op): // IfVersion, a write at a version
+			t.cmps = append(t.cmps, versionIs(k, op.Version))
+		}
+		switch op.Kind {
+		case topo.TxnCreate, topo.TxnUpdate:
 			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
 		case topo.TxnDelete:
-			if op.Version == backendkit.AnyVersion {
-				t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
-			} else {
-				t.cmps = append(t.cmps, versionIs(k, op.Version))
-			}
 			t.then = append(t.then, clientv3.OpDelete(k))
 		}
 		entryGuard := c.inClaims && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete)
