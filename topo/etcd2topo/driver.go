@@ -289,10 +289,10 @@ func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claim
 // one (no request); else one limited read of the entries not newer than
 // e, newest first (e first, else it is gone); the whole queue when
 // non-entry keys filled the limit.
-func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {
 	if v := d.c.liveView(q); v != nil {
 		vctx, cancel := context.WithTimeout(ctx, viewWait)
-		ahead, in, err := v.ahead(vctx, d.c, e, max)
+		ahead, in, err := v.ahead(vctx, d.c, e, n)
 		cancel()
 		d.c.closeView(v)
 		if err == nil || ctx.Err() != nil {
@@ -304,40 +304,34 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	if q.Native {
 		atMost = clientv3.WithMaxCreateRev(e.Token)
 	}
-	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), atMost, clientv3.WithLimit(int64(max)+2),
+	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), atMost, clientv3.WithLimit(int64(n)+2),
 		clientv3.WithSort(orderOf(q), clientv3.SortDescend))
 	if err != nil {
 		return nil, false, err
 	}
 	queue := queueEntries(q, resp.Kvs, prefix)
-	if len(queue) == 0 || queue[0].Key != e.Key || queue[0].Token != e.Token {
-		if len(queue) == 0 && resp.More {
-			return d.aheadInList(ctx, q, e, max)
+	in := len(queue) > 0 && queue[0].Key == e.Key && queue[0].Token == e.Token
+	if resp.More && (len(queue) == 0 || in && len(queue) <= n) {
+		queue, err = d.List(ctx, q)
+		if err != nil {
+			return nil, false, err
 		}
+		i := slices.IndexFunc(queue, func(x claims.Entry) bool { return x.Key == e.Key && x.Token == e.Token })
+		if i < 0 {
+			return nil, false, nil
+		}
+		return queue[max(0, i-n):i], true, nil
+	}
+	if !in {
 		return nil, false, nil
 	}
-	ahead := queue[1:min(len(queue), max+1)]
-	if len(ahead) < max && resp.More {
-		return d.aheadInList(ctx, q, e, max)
-	}
+	ahead := queue[1:min(len(queue), n+1)]
 	slices.Reverse(ahead)
 	return ahead, true, nil
 }
 
 // viewWait bounds Ahead's wait for a (lagging) view to show the entry.
 const viewWait = time.Second
-
-func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {
-	list, err := d.List(ctx, q)
-	if err != nil {
-		return nil, false, err
-	}
-	i := slices.IndexFunc(list, func(x claims.Entry) bool { return x.Key == e.Key && x.Token == e.Token })
-	if i < 0 {
-		return nil, false, nil
-	}
-	return list[max(0, i-n):i], true, nil
-}
 
 // Delete implements claims.Driver: one transaction comparing the entry's
 // token deletes it and a candidate's value key; an own lease is revoked.
