@@ -310,13 +310,13 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
-	dialOptions := append(slices.Clone(opts.DialOptions), opts.dialOptions...)
+	dialOptions := slices.Concat(opts.DialOptions, opts.dialOptions)
 	if tlsCfg != nil && opts.TLSServerName != "" {
 		// grpc checks certificates against the authority, not ServerName.
-		dialOptions = append(slices.Clone(dialOptions), grpc.WithAuthority(opts.TLSServerName))
+		dialOptions = append(dialOptions, grpc.WithAuthority(opts.TLSServerName))
 	}
 	guard := new(clusterguard.Guard)
-	dialOptions = append(slices.Clone(dialOptions), guard.DialOption())
+	dialOptions = append(dialOptions, guard.DialOption())
 	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancelDial()
 	dialTimeout := opts.DialTimeout
