@@ -319,13 +319,10 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	dialOptions = append(dialOptions, guard.DialOption())
 	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancelDial()
-	dialTimeout := opts.DialTimeout
-	if dl, ok := dctx.Deadline(); ok {
-		dialTimeout = max(time.Until(dl), time.Millisecond)
-	}
+	dl, _ := dctx.Deadline() // ctx's or DialTimeout's, whichever is first
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            opts.Endpoints,
-		DialTimeout:          dialTimeout,
+		DialTimeout:          max(time.Until(dl), time.Millisecond),
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		AutoSyncInterval:     opts.AutoSyncInterval,
