@@ -62,10 +62,8 @@ func entryOf(kv *mvccpb.KeyValue) claims.Entry {
 // still shows e on lease l: created at its token, on l, and (Vitess
 // layout) never rewritten since.
 func stillOurs(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry, l *lease) bool {
-	if kv == nil || kv.CreateRevision != e.Token || kv.Lease != int64(l.id) {
-		return false
-	}
-	return q.Native || kv.ModRevision == e.Token
+	return kv != nil && kv.CreateRevision == e.Token && kv.Lease == int64(l.id) &&
+		(q.Native || kv.ModRevision == e.Token)
 }
 
 // tokenOf is the token of kv, an entry of q: its ModRevision, or
