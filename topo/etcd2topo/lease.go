@@ -205,11 +205,8 @@ const minRenewAttempt = 100 * time.Millisecond
 // renewDeadline returns the deadline of a renewal sent at now: a third of
 // the proven time left, at least minRenewAttempt, never past provenUntil.
 func renewDeadline(now, provenUntil time.Time) time.Time {
-	d := now.Add(max(provenUntil.Sub(now)/3, minRenewAttempt))
-	if d.After(provenUntil) {
-		return provenUntil
-	}
-	return d
+	left := provenUntil.Sub(now)
+	return now.Add(min(max(left/3, minRenewAttempt), left))
 }
 
 // maxSharedLeases bounds the Conn's shared leases (package doc).
