@@ -134,14 +134,11 @@ func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (resumeInfo, 
 func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string) (*lease, error) {
 	sent := time.Now()
 	ka, err := c.cli.KeepAliveOnce(ctx, id)
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, claims.ErrNotHeld
-		}
-		return nil, err
-	}
-	if ka.TTL <= 0 {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && ka.TTL <= 0 {
 		return nil, claims.ErrNotHeld
+	}
+	if err != nil {
+		return nil, err
 	}
 	l := newLease(id, time.Duration(ka.TTL)*time.Second, sent)
 	l.own, l.clusterID = true, ka.ClusterId
