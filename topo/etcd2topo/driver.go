@@ -66,8 +66,6 @@ func stillOurs(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry, l *lease) bo
 		(q.Native || kv.ModRevision == e.Token)
 }
 
-// tokenOf is the token of kv, an entry of q: its ModRevision, or
-// CreateRevision in the native layout.
 func tokenOf(q claims.Queue, kv *mvccpb.KeyValue) int64 {
 	if q.Native {
 		return kv.CreateRevision
@@ -260,8 +258,6 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return queueEntries(q, resp.Kvs, prefix), nil
 }
 
-// orderOf is the order of q's entries: ModRevision in the Vitess layout,
-// CreateRevision in the native one.
 func orderOf(q claims.Queue) clientv3.SortTarget {
 	if q.Native {
 		return clientv3.SortByCreateRevision
@@ -269,7 +265,6 @@ func orderOf(q claims.Queue) clientv3.SortTarget {
 	return clientv3.SortByModRevision
 }
 
-// queueEntries returns the entries of q among kvs, in kvs' order.
 func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claims.Entry {
 	var out []claims.Entry
 	for _, kv := range kvs {

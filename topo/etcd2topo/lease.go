@@ -259,7 +259,6 @@ func (c *Conn) untrack(l *lease) bool {
 	return tracked
 }
 
-// revokeAsync revokes l through untilDone.
 func (c *Conn) revokeAsync(l *lease, async bool) {
 	c.untilDone(fmt.Sprintf("revoking lease %d", int64(l.id)), async, func(ctx context.Context) error {
 		_, err := c.cli.Revoke(ctx, l.id)

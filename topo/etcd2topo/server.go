@@ -423,7 +423,6 @@ func (c *Conn) rel(key []byte) string { return string(key[len(c.rootPrefix):]) }
 
 func (c *Conn) isClosed() bool { return c.closed.Load() }
 
-// closedErr returns a Closed error for path once Close was called.
 func (c *Conn) closedErr(path string) error {
 	if c.isClosed() {
 		return topo.NewError(topo.Closed, path)

@@ -215,7 +215,6 @@ func versionIs(k string, v int64) clientv3.Cmp {
 	return clientv3.Compare(clientv3.ModRevision(k), "=", v)
 }
 
-// never is a compare on k that never holds.
 func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision(k), "<", 0) }
 
 // diagnose returns the *topo.TxnError of t, failed at revision rev, from
@@ -274,7 +273,6 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	return nil
 }
 
-// checkTxnSize checks t against MaxTxnOps and MaxRequestBytes.
 func (c *Conn) checkTxnSize(t *txnPlan) error {
 	if n := len(t.cmps); n > c.opts.MaxTxnOps {
 		return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n, c.opts.MaxTxnOps, "compares")
