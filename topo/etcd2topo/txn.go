@@ -289,10 +289,9 @@ func (c *Conn) checkTxnSize(t *txnPlan) error {
 
 // txnRequestSize bounds, in bytes, the encoded TxnRequest of t, from the
 // public client API and rpc.proto's wire format only (the generated types
-// differ between client versions). Writes are counted exactly; a compare,
-// whose target and operator the API hides, at its largest (at most 15
-// bytes over), so a Txn within bytes of MaxRequestBytes may be refused
-// that etcd would take. TestTxnRequestSizeBound checks it against gRPC.
+// differ between client versions): writes exactly, a compare (the API
+// hides its target and operator) at its largest, at most 15 bytes over.
+// TestTxnRequestSizeBound checks it against gRPC.
 func txnRequestSize(t *txnPlan) int {
 	n := 0
 	for i := range t.cmps {
