@@ -16,11 +16,6 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// etcd sets a lease's expiry, when it applies a grant or renewal, to that
-// moment plus the TTL; the moment comes after the request was sent, so
-// etcd cannot have expired the lease before (send time + TTL), whatever
-// became of the reply: the proven-until time of the package doc.
-
 // MinSafetyMargin is the smallest safety margin (see SafetyMargin).
 const MinSafetyMargin = 500 * time.Millisecond
 
@@ -58,7 +53,10 @@ type lease struct {
 }
 
 // newLease returns the lease id granted with ttl by a grant request sent
-// at sent, proven until sent+ttl-margin.
+// at sent, proven until sent+ttl-margin: etcd sets a lease's expiry, when
+// it applies a grant or renewal, to that moment plus the TTL, and the
+// moment comes after the request was sent, so etcd cannot have expired
+// the lease before sent+ttl, whatever became of the reply.
 func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 	l := &lease{id: id, ttl: ttl}
 	l.sess = claims.NewSession(leaseName(int64(id)), l)
