@@ -107,7 +107,7 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 		}
 		return
 	}
-	reqs, top, ok := c.withEmptied(ctx, dir, reqs, nil)
+	reqs, top, ok := c.withEmptied(ctx, dir, reqs)
 	if !ok {
 		return
 	}
@@ -126,13 +126,13 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 // ancestors that removing dir empties, so that none is left empty (an
 // empty file) between two multis. It reads their Stats (one round trip)
 // and adds, nearest first, each holding one child and no data, at the
-// version read, stopping at one in skip. top is the highest directory
+// version read. top is the highest directory
 // removed, whose parent is to be read again after. ok is false when the
 // reads failed (the clean-up is then given up).
-func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any, skip map[string]bool) (_ []any, top string, ok bool) {
+func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any) (_ []any, top string, ok bool) {
 	top = dir
 	var chain []string
-	for d := zkDir(dir); c.removable(d) && !skip[d]; d = zkDir(d) {
+	for d := zkDir(dir); c.removable(d); d = zkDir(d) {
 		chain = append(chain, d)
 	}
 	if len(chain) == 0 {
