@@ -70,6 +70,34 @@ func sendFirst[T any](s *zkSession, op int32, zp string, req func() T) <-chan T 
 	return out
 }
 
+// emptiedReads are the Stat reads of dir's "locks" child and of dir, sent
+// behind a write on its session that may leave dir empty (statsInOrder):
+// of two writes emptying dir at once, the later one's reads see it empty.
+type emptiedReads struct {
+	dir   string
+	stats []<-chan statRes // nil when dir is the root or above
+}
+
+// readBehind sends the emptiedReads of dir on s, once the write's frame is
+// being written (sendFirst).
+func (c *Conn) readBehind(ctx context.Context, s *zkSession, p, dir string) emptiedReads {
+	if !c.removable(dir) {
+		return emptiedReads{dir: dir}
+	}
+	return emptiedReads{dir, c.statsInOrder(ctx, s, p, dir+"/"+locksDir, dir)}
+}
+
+// removeIfEmpty waits for e's reads and, unless skip, removes e.dir when
+// they show it empty (removeDir; best effort).
+func (c *Conn) removeIfEmpty(ctx context.Context, e emptiedReads, skip bool) {
+	if e.stats == nil {
+		return
+	}
+	if lr, dr := <-e.stats[0], <-e.stats[1]; lr.err == nil && !skip {
+		c.removeDir(ctx, e.dir, dr, lr, true)
+	}
+}
+
 // dirDeletes returns the deletes that remove the directory dir given its
 // Stat d and its "locks" znode's Stat l, nil when it is not empty. With
 // locksFirst, l was read before d on one session, so one child with no

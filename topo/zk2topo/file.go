@@ -554,23 +554,12 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			return err
 		}
 	}
-	// The delete, then pipelined behind it the Stats of the parent's
-	// "locks" child and of the parent (statsInOrder): see removeDir.
 	delRes := sendFirst(s, opDelete, zp, func() error { return c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) })
-	var stats []<-chan statRes
-	if c.removable(parent) {
-		stats = c.statsInOrder(ctx, s, p, parent+"/"+locksDir, parent)
-	}
+	behind := c.readBehind(ctx, s, p, parent)
 	if delErr := <-delRes; delErr != nil {
 		return c.deleteFailed(ctx, p, ver, delErr)
 	}
-	if stats == nil {
-		return nil // directly under the root: nothing to clean up
-	}
-	lr, pr := <-stats[0], <-stats[1]
-	if lr.err == nil { // else best effort: the file is deleted
-		c.removeDir(ctx, parent, pr, lr, true)
-	}
+	c.removeIfEmpty(ctx, behind, false)
 	return nil
 }
 
@@ -632,17 +621,9 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 			return err
 		})
 	})
-	var after []<-chan statRes
-	if c.removable(above) {
-		after = c.statsInOrder(ctx, s, p, above+"/"+locksDir, above)
-	}
-	err = <-multi
-	if err == nil {
-		if after != nil {
-			if lr, ar := <-after[0], <-after[1]; lr.err == nil {
-				c.removeDir(ctx, above, ar, lr, true)
-			}
-		}
+	behind := c.readBehind(ctx, s, p, above)
+	if err = <-multi; err == nil {
+		c.removeIfEmpty(ctx, behind, false)
 		return true, nil
 	}
 	if code := topo.CodeOf(err); code == topo.Timeout || code == topo.Interrupted || code == topo.Closed {
@@ -684,26 +665,18 @@ func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
 		return err
 	}
 	// The files below may all go meanwhile (another Delete, at once): then
-	// the emptied znode, childless, would read as an empty file. So its
-	// Stat and its "locks" child's follow the set, pipelined on the same
-	// session, and an emptied directory goes as Delete's parent does
-	// (removeDir; TestDeleteFileWithChildrenRacingLastChild).
+	// the emptied znode, childless, would read as an empty file. So it is
+	// read behind the set and removed when empty, as Delete's parent
+	// (TestDeleteFileWithChildrenRacingLastChild).
 	zp := c.zkPath(p)
 	setRes := sendFirst(s, opSetData, zp, func() error {
 		return c.do(ctx, p, func() error { _, err := s.zk.Set(zp, nil, st.Version); return err })
 	})
-	var stats []<-chan statRes
-	if c.removable(zp) {
-		stats = c.statsInOrder(ctx, s, p, zp+"/"+locksDir, zp)
-	}
+	behind := c.readBehind(ctx, s, p, zp)
 	if err := <-setRes; err != nil {
 		return c.convert(err, p)
 	}
-	if stats != nil {
-		if lr, dr := <-stats[0], <-stats[1]; lr.err == nil {
-			c.removeDir(ctx, zp, dr, lr, true)
-		}
-	}
+	c.removeIfEmpty(ctx, behind, false)
 	return nil
 }
 

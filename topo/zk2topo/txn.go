@@ -679,14 +679,13 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 				return err
 			})
 		}
-		// The Stats of every file the multi empties (a DeleteOp of a file
-		// with files below it) follow it, pipelined: see unfiledPaths.
-		var unfiled []unfiledStat
+		// Every file the multi empties is read behind it: see unfiledPaths.
+		var unfiled []emptiedReads
 		var err error
 		if zps := unfiledPaths(m); len(zps) > 0 {
 			multi := sendFirst(s, opMulti, reqPath(reqs[0]), send)
 			for _, zp := range zps {
-				unfiled = append(unfiled, unfiledStat{zp, c.statsInOrder(ctx, s, c.relPath(zp), zp+"/"+locksDir, zp)})
+				unfiled = append(unfiled, c.readBehind(ctx, s, c.relPath(zp), zp))
 			}
 			err = <-multi
 		} else {
@@ -1097,20 +1096,12 @@ func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
 	return false, nil
 }
 
-// unfiledStat is the Stat reads pipelined behind a multi that empties the
-// file zp (roleUnfile): of its "locks" child, then of zp.
-type unfiledStat struct {
-	zp    string
-	stats []<-chan statRes
-}
-
 // unfiledPaths returns the znodes whose data the multi m empties because
 // they have children (DeleteOps of files with files below them). Every
 // child of one may go at the same moment (another client's Delete): the
 // emptied znode, childless, would then read as an empty file nobody wrote.
-// So, as Delete does (unfile), the Stats of the znode's "locks" child and
-// of the znode are sent behind the multi on its session, and whichever of
-// the two writes comes last sees the znode empty and removes it
+// So, as Delete does (unfile), the znode is read behind the multi
+// (readBehind) and removed when empty
 // (TestTxnDeleteFileWithChildrenRacingLastChild).
 func unfiledPaths(m []mreq) []string {
 	var out []string
@@ -1142,7 +1133,7 @@ func reqPath(req any) string {
 // Delete): the parents of the deleted files, and the files it emptied
 // whose Stats, read behind the multi (unfiled), show them without
 // children.
-func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unfiled []unfiledStat) []topo.Version {
+func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unfiled []emptiedReads) []topo.Version {
 	c := t.c
 	out := make([]topo.Version, len(t.ops))
 	var cleanup []string
@@ -1162,10 +1153,7 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unf
 		}
 	}
 	for _, u := range unfiled {
-		lr, dr := <-u.stats[0], <-u.stats[1]
-		if lr.err == nil && !slices.Contains(cleanup, u.zp) { // else cleanupDirs reads it
-			c.removeDir(ctx, u.zp, dr, lr, true)
-		}
+		c.removeIfEmpty(ctx, u, slices.Contains(cleanup, u.dir)) // cleanupDirs reads it
 	}
 	c.cleanupDirs(ctx, cleanup)
 	return out
