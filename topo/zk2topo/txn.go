@@ -431,19 +431,15 @@ func (t *txn) checkSize(m []mreq) error {
 	n := sizeRequestHeader + sizeMultiHeader
 	str := func(s string) int { return 4 + len(s) }
 	for _, r := range m {
-		n += sizeMultiHeader
+		n += sizeMultiHeader + str(reqPath(r.req)) + 4 // path, version or flags
 		switch q := r.req.(type) {
 		case *zk.CreateRequest:
-			n += str(q.Path) + 4 + len(q.Data) + 4 + 4
+			n += 4 + len(q.Data) + 4
 			for _, a := range q.Acl {
 				n += 4 + str(a.Scheme) + str(a.ID)
 			}
 		case *zk.SetDataRequest:
-			n += str(q.Path) + 4 + len(q.Data) + 4
-		case *zk.DeleteRequest:
-			n += str(q.Path) + 4
-		case *zk.CheckVersionRequest:
-			n += str(q.Path) + 4
+			n += 4 + len(q.Data)
 		}
 	}
 	if n > limit {
