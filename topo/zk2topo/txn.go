@@ -1072,12 +1072,11 @@ func ancestorsOf(zp string) []string {
 }
 
 // lost is the error of a Txn whose claims' session is over before a multi
-// was sent: LockLost for its first IfHeld op.
+// was sent: LockLost for its first IfHeld op (there is one: t.guard is
+// set).
 func (t *txn) lost() error {
-	if i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld }); i >= 0 {
-		return backendkit.TxnFailed(t.ops[i], topo.LockLost)
-	}
-	return topo.NewError(topo.Unavailable, "")
+	i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld })
+	return backendkit.TxnFailed(t.ops[i], topo.LockLost)
 }
 
 // ancestors reads which ancestors of op i's znode are absent (one round
