@@ -43,78 +43,68 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // Txn applies ops as one ZooKeeper multi: all of them or none. It returns
 // the new version of each CreateOp and UpdateOp, nil for the other ops.
 //
-// A multi runs its requests in order, each seeing the ones before it, so
-// the multi holds every condition first, then every write (each in op
-// order): every condition sees the state before the transaction. When the
-// multi fails at a condition while a write of lower index comes after it,
-// the next multi leaves that op out and ends with a check that always
-// fails (one more round trip, on that failure only), so that the
+// The multi holds every condition first, then every write (each in op
+// order), so that every condition sees the state before the transaction.
+// When it fails at a condition while a write of lower index comes after
+// it, the next multi leaves that op out and ends with a check that always
+// fails (one round trip more, on that failure only), so that the
 // *topo.TxnError names the first failing op in the caller's order. Per op:
 //
-//   - IfHeld(f): a check (any version) of the claim's entry, the multi
-//     run on the claim's session, behind a sync and an exists of the entry
-//     (one round trip more, beside any Stat reads, and again beside the
-//     reads before every later multi) that must show it the session's with
-//     the claim's token (see verify). All IfHeld ops must be claims of one
-//     session, of a Conn on the same server addresses (InvalidArgument
-//     otherwise). A claim released or lost locally fails with LockLost: at
-//     once as the first op, otherwise as a check that cannot pass (on the
-//     current session when no claim is live), so that an earlier failing
-//     op is still named.
+//   - IfHeld(f): a check (any version) of the claim's entry, the multi run
+//     on the claim's session behind a sync and an exists of the entry (one
+//     round trip more, beside any Stat reads, and again before every later
+//     multi) that must show it the session's with the claim's token
+//     (verify). All IfHeld ops must be claims of one session, of a Conn on
+//     the same server addresses (InvalidArgument otherwise). A claim
+//     released or lost locally fails with LockLost: at once as the first
+//     op, otherwise as a check that cannot pass (on the current session
+//     when no claim is live), so that an earlier failing op is named.
 //   - IfVersion(p, v), IfPresent(p): a check at v (any version for
 //     IfPresent). UpdateOp(p, c, v): a set-data at v.
 //   - UpdateOp(p, c, nil): a set-data at any version, or a create (with
 //     missing parents) when the file is absent.
-//   - CreateOp(p, c): creates of the missing parents (one another write
-//     creates as a file is created once, with that write's contents), then
-//     of p; over a znode that is only a directory, a set-data at its
-//     version (as Create).
-//   - DeleteOp(p, v): a delete (at v if given); a file with files below it
-//     is emptied by a set-data instead (as Delete), with the Stats of its
-//     "locks" child and of it pipelined behind the multi (two requests, no
-//     round trip), which remove it when its files went meanwhile, so that
-//     it is not left as an empty file (unfiledPaths). So is a file that
-//     another CreateOp or UpdateOp of the Txn writes below (keepsDir): it
-//     stays as that file's directory. Its Stat is read before the first
-//     multi (one round trip, with the Stats of the unversioned UpdateOps
-//     below it), and the directories between, missing when it had no
-//     children, are created in that multi (belowEmptied). Parents left
-//     empty are removed after the multi, best effort (cleanupDirs).
-//   - A CreateOp or UpdateOp of empty contents that would leave an empty
-//     znode with children, which reads as a directory (the file not there,
-//     or gone), fails with a *topo.TxnError wrapping InvalidArgument and
-//     ErrEmptyFileWithChildren, nothing written: at once when another
-//     CreateOp or UpdateOp of the Txn writes a file below its path (a
-//     DeleteOp of every child is not counted: still refused while the
-//     Stat shows children); otherwise once a Stat shows a znode with
-//     children (a CreateOp over a directory, read after its create failed
-//     with NodeExists; an unconditional UpdateOp of empty contents reads
-//     its Stat before the multi, one round trip more, and writes at the
-//     version read; a versioned one reads it anyway). A file created below
-//     the path between that read and the multi is not seen (see Update).
+//   - CreateOp(p, c): creates of the missing parents (one that another
+//     write creates as a file is created once, as that file), then of p;
+//     over a znode that is only a directory, a set-data at its version (as
+//     Create).
+//   - DeleteOp(p, v): a delete (at v if given). A file with files below
+//     it, or that another CreateOp or UpdateOp writes below (keepsDir),
+//     is emptied by a set-data instead (as Delete) and read behind the
+//     multi, no round trip more (unfiledPaths). For keepsDir, its Stat is
+//     read before the first multi (one round trip, with the Stats of the
+//     unversioned UpdateOps below it), which creates the directories
+//     between (belowEmptied). Parents left empty are removed after the
+//     multi, best effort (cleanupDirs).
 //   - IfAbsent(p): a create of p and its delete, back to back (the create
 //     fails when p exists); for an absent parent, the same pair on the
 //     highest missing ancestor. Nothing remains, but the parent's child
 //     version grows and child watches on it (and exists watches on p) fire.
 //
-// Where znodes may be lock or election entries (a Conn rooted at a
-// reserved place, a path with a segment "elections" below its first),
-// UpdateOp and DeleteOp read their Stat first and leave an ephemeral
-// znode alone (UpdateOp NodeExists, DeleteOp NoNode), writing at the
-// version read: unless the file is replaced by an entry at the same
-// version between the read and the multi.
+// A CreateOp or UpdateOp of empty contents that would leave an empty
+// znode with children (it reads as a directory) fails with a
+// *topo.TxnError wrapping InvalidArgument and ErrEmptyFileWithChildren,
+// nothing written: at once when another CreateOp or UpdateOp writes a
+// file below its path; otherwise once a Stat shows the znode with
+// children, even if a DeleteOp of the Txn removes them (an unconditional
+// UpdateOp of empty contents reads its Stat before the multi, one round
+// trip more, and writes at the version read). A file created below the
+// path between that read and the multi is not seen (see Update).
+//
+// Where znodes may be lock or election entries (Conn.entriesAt), UpdateOp
+// and DeleteOp read their Stat first and leave an ephemeral znode alone
+// (UpdateOp NodeExists, DeleteOp NoNode), writing at the version read;
+// the window: the file replaced by an entry at the same version between
+// the read and the multi.
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
-// a versioned UpdateOp read the Stat first (one round trip more), and so
-// does an unversioned UpdateOp of empty contents (see above) and a
-// DeleteOp with a write below it; a Txn of only CreateOp, unversioned
-// UpdateOp of non-empty contents, DeleteOp (with no write below it) and
-// IfAbsent costs one round trip when nothing is missing, two with IfHeld.
-// A multi failing where only a Stat tells why (a missing parent, a
-// directory where a file was expected, a delete refused for children) is
-// followed by reads and a new multi, at most ten multis in all; CreateOps
-// in new directories cost two multis and a round of reads, or one multi
-// with a right DirectoriesAbsent hint.
+// a versioned UpdateOp read the Stat first (one round trip more). A Txn of
+// only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp
+// (with no write below it) and IfAbsent costs one round trip when nothing
+// is missing, two with IfHeld. A multi failing where only a Stat tells why
+// (a missing parent, a directory where a file was expected, a delete
+// refused for children) is followed by reads and a new multi, at most ten
+// multis in all; CreateOps in new directories cost two multis and a round
+// of reads, or one multi with a right DirectoriesAbsent hint.
 //
 // The encoded request must not exceed Options.MaxTxnBytes (at most
 // go-zookeeper's 1.5 MiB buffer): a larger one is InvalidArgument
@@ -128,9 +118,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // BadVersion or LockLost (nothing written), or wrapping PermissionDenied
 // or InvalidArgument for an op the server refused, or InvalidArgument
 // with ErrEmptyFileWithChildren (nothing written; it names the op found,
-// not necessarily the first failing one); Unavailable when the
-// multi's answer was lost, Timeout or Interrupted when ctx ended first
-// (either way it may have been applied); ResourceExhausted wrapping
+// not necessarily the first failing one); Unavailable when the multi's
+// answer was lost, Timeout or Interrupted when ctx ended first (either
+// way it may have been applied); ResourceExhausted wrapping
 // ErrTxnContention (nothing applied; retrying is safe).
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	tops, err := backendkit.CheckTxn(ctx, ops)
