@@ -84,8 +84,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 				missing = 0
 				continue
 			}
-			st := r.st
-			if isFile(st) {
+			if isFile(r.st) {
 				return nil, topo.NewError(topo.NodeExists, p)
 			}
 			if len(contents) == 0 {
@@ -94,7 +93,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			var nst *zk.Stat
 			err = c.write(ctx, p, func(z *zk.Conn) error {
 				var err error
-				nst, err = z.Set(zp, contents, st.Version)
+				nst, err = z.Set(zp, contents, r.st.Version)
 				return err
 			})
 			if err == nil {
@@ -378,11 +377,10 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err != nil {
 		return nil, nil, c.convert(err, p)
 	}
-	data, st := r.data, r.st
-	if !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
+	if st := r.st; !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	return orEmpty(data), topo.NumericVersion(st.Version), nil
+	return orEmpty(r.data), topo.NumericVersion(r.st.Version), nil
 }
 
 // GetVersion returns NoImplementation (ZooKeeper keeps no history) after
