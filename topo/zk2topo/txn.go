@@ -29,7 +29,7 @@ const maxTxnAttempts = 10
 // error of a Txn that gave up after ten multis, each refused because
 // another client changed a znode it depends on (a parent created or
 // removed, a directory turned into a file) since the reads it was built
-// on. Nothing of the transaction was applied: calling Txn again is safe.
+// on. Nothing was applied: calling Txn again is safe.
 var ErrTxnContention = errors.New("zk2topo: the transaction lost every attempt to concurrent writers; nothing of it was applied")
 
 // errEntry is the cause of the error of a write that would land on a lock
@@ -492,8 +492,7 @@ func (t *txn) createsFile(i int) bool {
 }
 
 // emptyWrite reports whether op i is a CreateOp or UpdateOp of empty
-// contents, which ZooKeeper holds as a file only in a znode without
-// children (ErrEmptyFileWithChildren).
+// contents (see ErrEmptyFileWithChildren).
 func (t *txn) emptyWrite(i int) bool {
 	k := t.ops[i].Kind
 	return (k == topo.TxnCreate || k == topo.TxnUpdate) && len(t.ops[i].Contents) == 0
@@ -502,10 +501,9 @@ func (t *txn) emptyWrite(i int) bool {
 // emptyOntoChildren returns the error (ErrEmptyFileWithChildren) of the
 // first op not excluded that writes empty contents onto a znode its Stat
 // showed with children and that the multi would otherwise write: a
-// CreateOp over a znode that is only a directory, an unversioned UpdateOp
-// of one with children, a versioned UpdateOp of a file with children at
-// that version (at another, or of a directory, it fails in the multi with
-// BadVersion or NoNode as before). nil when there is none.
+// CreateOp over a directory-only znode, an unversioned UpdateOp, a
+// versioned UpdateOp of a file at that version (otherwise the multi fails
+// it with BadVersion or NoNode).
 func (t *txn) emptyOntoChildren() error {
 	for i, op := range t.ops {
 		s := &t.st[i]
@@ -537,10 +535,8 @@ func writeParents(ops []backendkit.TxnOp) map[string]bool {
 }
 
 // emptyUnderWrites returns the error (ErrEmptyFileWithChildren) of the
-// first CreateOp or UpdateOp of empty contents whose path another
-// CreateOp or UpdateOp of ops writes a file below (above, writeParents):
-// the multi would leave an empty znode with children. nil when there is
-// none.
+// first CreateOp or UpdateOp of empty contents whose path another one
+// writes a file below (above, writeParents).
 func emptyUnderWrites(ops []backendkit.TxnOp, above map[string]bool) error {
 	for _, op := range ops {
 		if (op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate) && len(op.Contents) == 0 && above[op.Path] {
@@ -572,10 +568,9 @@ func (t *txn) belowKept(i int) bool {
 
 // belowEmptied records, for each write that creates its file below a
 // keepsDir DeleteOp's file read without children, the directories
-// between the two as missing (nothing can be below a znode without
-// children): the first multi creates them, instead of failing for want of
-// them and reading every ancestor. Only a hint, as DirectoriesAbsent: one
-// created meanwhile fails its create, and the Txn reads the ancestors.
+// between the two as missing, for the first multi to create. Only a hint,
+// as DirectoriesAbsent: one created meanwhile fails its create, and the
+// Txn reads the ancestors.
 func (t *txn) belowEmptied() {
 	c := t.c
 	for d, del := range t.ops {
@@ -746,8 +741,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // verify reads, on the claims' session, a sync and then an exists of each
 // live claim's entry (pipelined: one round trip), and marks dead every
 // claim whose entry is gone or not that session's with the claim's token.
-// It runs with every round of reads (statAll), so before every multi that
-// can succeed. Why: the package doc, Transactions.
+// It runs with every round of reads (statAll). Why: the package doc,
+// Transactions.
 func (t *txn) verify(ctx context.Context) error {
 	if t.guard == nil {
 		return nil
@@ -989,8 +984,7 @@ func (t *txn) refresh(ctx context.Context) error {
 
 // parents reads which ancestors of the files the multi creates are
 // absent, for the next multi to create (one round trip for any number of
-// files), after a multi failed at a create for want of a parent or at a
-// parent's create.
+// files), after a multi failed at a create or a parent's create.
 func (t *txn) parents(ctx context.Context) (bool, error) {
 	var idx []int
 	for i := range t.ops {
@@ -1081,12 +1075,10 @@ func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
 	return false, nil
 }
 
-// unfiledPaths returns the znodes whose data the multi m empties because
-// they have children (DeleteOps of files with files below them). Every
-// child of one may go at the same moment (another client's Delete): the
-// emptied znode, childless, would then read as an empty file nobody wrote.
-// So, as Delete does (unfile), the znode is read behind the multi
-// (readBehind) and removed when empty
+// unfiledPaths returns the znodes whose data the multi m empties
+// (roleUnfile). Their children may all go at the same moment (another
+// client's Delete), leaving an empty file nobody wrote; so, as in unfile,
+// each is read behind the multi and removed when empty
 // (TestTxnDeleteFileWithChildrenRacingLastChild).
 func unfiledPaths(m []mreq) []string {
 	var out []string
@@ -1114,10 +1106,8 @@ func reqPath(req any) string {
 }
 
 // results turns a successful multi's answers into Txn's versions, and
-// removes the directories the deletes left empty (best effort, as
-// Delete): the parents of the deleted files, and the files it emptied
-// whose Stats, read behind the multi (unfiled), show them without
-// children.
+// removes, best effort, the parents the deletes left empty and the files
+// it emptied that unfiled shows without children.
 func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unfiled []emptiedReads) []topo.Version {
 	c := t.c
 	out := make([]topo.Version, len(t.ops))
