@@ -197,14 +197,14 @@ func zkVersion(n int64) int32 {
 // nil version writes unconditionally (one round trip when the file
 // exists), creating the file and its parents when absent and turning a
 // directory-only znode into the file; a non-nil version is a
-// compare-and-set (two round trips, see casUpdate): BadVersion when it
-// differs, NoNode when the file is absent or only a directory. Empty
-// contents on a znode with children (only a directory, or a file with
-// files below it, which would vanish) are ErrEmptyFileWithChildren,
-// nothing written; an unconditional Update of empty contents costs a Stat
-// read more, and misses a file created below between the two
-// (emptyUpdate). Where znodes may be lock or election entries
-// (Conn.entriesAt), Update is a one-op Txn: an entry is NodeExists, and
+// compare-and-set (two round trips): BadVersion when it differs, NoNode
+// when the file is absent or only a directory. Empty contents on a znode
+// with children (only a directory, or a file with files below it, which
+// would vanish) are ErrEmptyFileWithChildren, nothing written; an
+// unconditional Update of empty contents costs a Stat read more, and
+// misses a file created below between the two (readThenSet). Where
+// znodes may be lock or election entries (Conn.entriesAt), Update is a
+// one-op Txn: an entry is NodeExists, and
 // ResourceExhausted (ErrTxnContention) when concurrent writers win every
 // attempt. Errors: InvalidPath (including the reserved-name rule),
 // InvalidArgument (value too large, foreign or negative version,
@@ -229,11 +229,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		}
 		return vs[0], nil
 	}
-	if version != nil {
-		return c.casUpdate(ctx, p, zp, contents, ver)
-	}
-	if len(contents) == 0 {
-		return c.emptyUpdate(ctx, p, zp)
+	if version != nil || len(contents) == 0 {
+		if version == nil {
+			contents = nil // sent as a null buffer (length -1)
+		}
+		return c.readThenSet(ctx, p, zp, contents, ver)
 	}
 	for attempt := 0; ; attempt++ {
 		var st *zk.Stat
@@ -256,38 +256,62 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	}
 }
 
-// casUpdate is a compare-and-set Update: a Stat read (a directory-only
-// znode is NoNode) and the write at that version, on one session. The
-// window: the file deleted and re-created as a directory at the same
-// version (0) between the two.
-func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
-	s, err := c.live(ctx, p)
-	if err != nil {
-		return nil, err
+// readThenSet is a compare-and-set Update at ver, or with ver -1 an
+// unconditional Update of empty contents: a Stat read, then the write at
+// the version read on the same session (two round trips). A
+// compare-and-set finds NoNode when the znode is absent, only a
+// directory or an entry, BadVersion at another version. Empty contents on
+// a znode with children are ErrEmptyFileWithChildren (the file would
+// vanish). An unconditional one creates an absent file, and reads again
+// when the znode changed before its write. The windows: for a
+// compare-and-set, the file deleted and re-created as a directory at the
+// same version (0) between the two requests; for empty contents, a file
+// created below p between them leaves p empty with children, a directory,
+// as that create would have made it had it come just after this Update:
+// no ZooKeeper request but a delete fails on children, so the write is
+// kept and reported done (docs/layout-zookeeper.md, Files and
+// directories).
+func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
+	cas := ver != -1
+	for attempt := 0; ; attempt++ {
+		s, err := c.live(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		exists, st, err := c.statAt(ctx, s, p, zp)
+		switch {
+		case err != nil:
+			return nil, err
+		case cas && (!exists || !isFile(st) || st.EphemeralOwner != 0):
+			return nil, topo.NewError(topo.NoNode, p)
+		case cas && st.Version != ver:
+			return nil, topo.NewError(topo.BadVersion, p)
+		case !exists:
+			v, err := c.create(ctx, p, nil)
+			if err == nil || !topo.IsErrType(err, topo.NodeExists) || attempt >= 10 {
+				return v, err
+			}
+			continue // created concurrently by someone else: read it
+		case len(contents) == 0 && st.NumChildren > 0:
+			return nil, emptyWithChildren(p)
+		}
+		var nst *zk.Stat
+		err = c.do(ctx, p, func() error {
+			var err error
+			nst, err = s.zk.Set(zp, contents, st.Version)
+			return err
+		})
+		if err == nil {
+			return topo.NumericVersion(nst.Version), nil
+		}
+		if cas || !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
+			return nil, c.convert(err, p)
+		}
+		if attempt >= 10 {
+			return nil, backendkit.Wrap(topo.ResourceExhausted, p, errEmptyUpdateContention)
+		}
+		// Written or deleted since the read: read it again.
 	}
-	exists, st, err := c.statAt(ctx, s, p, zp)
-	if err != nil {
-		return nil, err
-	}
-	if !exists || !isFile(st) || st.EphemeralOwner != 0 {
-		return nil, topo.NewError(topo.NoNode, p)
-	}
-	if st.Version != ver {
-		return nil, topo.NewError(topo.BadVersion, p)
-	}
-	if len(contents) == 0 && st.NumChildren > 0 {
-		return nil, emptyWithChildren(p) // the file would vanish
-	}
-	var nst *zk.Stat
-	err = c.do(ctx, p, func() error {
-		var err error
-		nst, err = s.zk.Set(zp, contents, ver)
-		return err
-	})
-	if err != nil {
-		return nil, c.convert(err, p)
-	}
-	return topo.NumericVersion(nst.Version), nil
 }
 
 // statAt reads zp's Stat on session s, its error converted.
@@ -301,53 +325,6 @@ func (c *Conn) statAt(ctx context.Context, s *zkSession, p, zp string) (exists b
 		return false, nil, c.convert(err, p)
 	}
 	return exists, st, nil
-}
-
-// emptyUpdate is an unconditional Update of empty contents: a Stat read,
-// then the write at the version read on the same session (two round
-// trips), ErrEmptyFileWithChildren when the znode has children. An absent
-// file is created. The window: a file created below p between the read
-// and the write leaves p empty with children, a directory, as that create
-// would have made it had it come just after this Update: no ZooKeeper
-// request but a delete fails on children, so the write is kept and
-// reported done (docs/layout-zookeeper.md, Files and directories).
-func (c *Conn) emptyUpdate(ctx context.Context, p, zp string) (topo.Version, error) {
-	for attempt := 0; ; attempt++ {
-		s, err := c.live(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		exists, st, err := c.statAt(ctx, s, p, zp)
-		if err != nil {
-			return nil, err
-		}
-		if !exists {
-			v, err := c.create(ctx, p, nil)
-			if err == nil || !topo.IsErrType(err, topo.NodeExists) || attempt >= 10 {
-				return v, err
-			}
-			continue // created concurrently by someone else: read it
-		}
-		if st.NumChildren > 0 {
-			return nil, emptyWithChildren(p)
-		}
-		var nst *zk.Stat
-		err = c.do(ctx, p, func() error {
-			var err error
-			nst, err = s.zk.Set(zp, nil, st.Version)
-			return err
-		})
-		if err == nil {
-			return topo.NumericVersion(nst.Version), nil
-		}
-		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-			return nil, c.convert(err, p)
-		}
-		if attempt >= 10 {
-			return nil, backendkit.Wrap(topo.ResourceExhausted, p, errEmptyUpdateContention)
-		}
-		// Written or deleted since the read: read it again.
-	}
 }
 
 // errEmptyUpdateContention is the cause of the ResourceExhausted error of
