@@ -10,10 +10,10 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Directories left empty go: Delete, Unlock (and an abandoned or gone
-// lock entry's removal) and Txn's deletes remove the directories they
-// emptied and then their parents, best effort, at the versions just read
-// (the package doc, "Which znodes the library deletes"). Never the root.
+// Delete, Unlock (and an abandoned or gone lock entry's removal) and Txn's
+// deletes remove the directories they emptied, then their parents, best
+// effort, at the versions just read (the package doc, "Which znodes the
+// library deletes"). Never the root.
 
 // statRes is the answer to an exists request.
 type statRes struct {
@@ -42,7 +42,7 @@ func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string, watch boo
 
 // statsInOrder sends the Stat reads of zps on session s, each once the
 // one before it is being written (sendFirst): run in that order, in one
-// round trip. The channels yield the answers.
+// round trip.
 func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...string) []<-chan statRes {
 	outs := make([]<-chan statRes, len(zps))
 	for i, zp := range zps {
@@ -154,9 +154,8 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 // ancestors that removing dir empties, so that none is left empty (an
 // empty file) between two multis. It reads their Stats (one round trip)
 // and adds, nearest first, each holding one child and no data, at the
-// version read. top is the highest directory
-// removed, whose parent is to be read again after. ok is false when the
-// reads failed (the clean-up is then given up).
+// version read. top is the highest directory removed. ok is false when
+// the reads failed (the clean-up is then given up).
 func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any) (_ []any, top string, ok bool) {
 	top = dir
 	var chain []string
