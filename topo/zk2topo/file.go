@@ -204,9 +204,8 @@ func zkVersion(n int64) int32 {
 // unconditional Update of empty contents costs a Stat read more, and
 // misses a file created below between the two (readThenSet). Where
 // znodes may be lock or election entries (Conn.entriesAt), Update is a
-// one-op Txn: an entry is NodeExists, and
-// ResourceExhausted (ErrTxnContention) when concurrent writers win every
-// attempt. Errors: InvalidPath (including the reserved-name rule),
+// one-op Txn: an entry is NodeExists, and ResourceExhausted
+// (ErrTxnContention) when concurrent writers win every attempt. Errors: InvalidPath (including the reserved-name rule),
 // InvalidArgument (value too large, foreign or negative version,
 // ErrEmptyFileWithChildren), NoNode, NodeExists, BadVersion,
 // PermissionDenied, ResourceExhausted, Timeout/Interrupted, Closed,
@@ -256,20 +255,19 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	}
 }
 
-// readThenSet is a compare-and-set Update at ver, or with ver -1 an
+// readThenSet is a compare-and-set Update at ver, or (ver -1) an
 // unconditional Update of empty contents: a Stat read, then the write at
 // the version read on the same session (two round trips). A
-// compare-and-set finds NoNode when the znode is absent, only a
-// directory or an entry, BadVersion at another version. Empty contents on
-// a znode with children are ErrEmptyFileWithChildren (the file would
-// vanish). An unconditional one creates an absent file, and reads again
-// when the znode changed before its write. The windows: for a
-// compare-and-set, the file deleted and re-created as a directory at the
-// same version (0) between the two requests; for empty contents, a file
-// created below p between them leaves p empty with children, a directory,
-// as that create would have made it had it come just after this Update:
-// no ZooKeeper request but a delete fails on children, so the write is
-// kept and reported done (docs/layout-zookeeper.md, Files and
+// compare-and-set is NoNode when the znode is absent, only a directory or
+// an entry, BadVersion at another version; an unconditional one creates
+// an absent file and reads again when the znode changed before its write.
+// Empty contents on a znode with children are ErrEmptyFileWithChildren.
+// The windows, between the two requests: for a compare-and-set, the file
+// deleted and re-created as a directory at the same version (0); for
+// empty contents, a file created below p, which leaves p empty with
+// children, a directory, as that create would have made it had it come
+// just after this Update (no ZooKeeper request but a delete fails on
+// children, so the write is kept: docs/layout-zookeeper.md, Files and
 // directories).
 func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
 	cas := ver != -1
@@ -342,9 +340,9 @@ func emptyWithChildren(p string) error {
 // sync or read barrier may be pipelined before it: the package doc,
 // Reads). A persistent znode another tool wrote at a reserved path
 // (foreignFile) is a file; the lock and election layout and ZooKeeper's
-// own "/zookeeper" are not. Errors:
-// NoNode (absent, only a directory, or such a znode), InvalidPath,
-// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// own "/zookeeper" are not. Errors: NoNode (absent, only a directory, or
+// such a znode), InvalidPath, PermissionDenied, Timeout/Interrupted,
+// Closed, Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
