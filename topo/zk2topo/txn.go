@@ -248,7 +248,7 @@ type txn struct {
 	s           *zkSession      // the session the multi runs on
 	excluded    map[int]bool    // ops known to fail, left out of the next multi (see run)
 	above       map[string]bool // the paths above the files the CreateOps and UpdateOps write (writeParents)
-	parentsRead bool            // the last failure was handled by parents: no refresh
+	parentsRead bool            // the last failure was handled by parents: no new reads
 }
 
 // Roles of the requests of a multi.
@@ -722,13 +722,19 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			t.excluded[m[j].op] = true
 			continue
 		}
-		// Fresh Stats of every op (not one op per attempt), unless parents
-		// read the ancestors already.
+		// Fresh Stats of every op (not one op per attempt) and the
+		// ancestors of the absent ones, unless parents read them already.
 		if t.parentsRead {
 			t.parentsRead = false
 			continue
 		}
-		if err := t.refresh(ctx); err != nil {
+		var idx []int
+		for i, op := range t.ops {
+			if op.Kind != topo.TxnIfHeld {
+				idx = append(idx, i)
+			}
+		}
+		if err := t.readAncestors(ctx, idx, true); err != nil {
 			return nil, err
 		}
 	}
@@ -968,18 +974,6 @@ func (t *txn) readErr(i int, err error) error {
 		return backendkit.Wrap(topo.Unavailable, t.ops[i].Path, err)
 	}
 	return t.c.convert(err, t.ops[i].Path)
-}
-
-// refresh reads the Stat of every op's path and the ancestors of the
-// absent ones for the next multi (see readAncestors).
-func (t *txn) refresh(ctx context.Context) error {
-	var idx []int
-	for i, op := range t.ops {
-		if op.Kind != topo.TxnIfHeld {
-			idx = append(idx, i)
-		}
-	}
-	return t.readAncestors(ctx, idx, true)
 }
 
 // parents reads which ancestors of the files the multi creates are
