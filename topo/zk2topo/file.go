@@ -276,10 +276,16 @@ func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, v
 		if err != nil {
 			return nil, err
 		}
-		exists, st, err := c.statAt(ctx, s, p, zp)
+		var exists bool
+		var st *zk.Stat
+		err = c.do(ctx, p, func() error {
+			var err error
+			exists, st, err = s.zk.Exists(zp)
+			return err
+		})
 		switch {
 		case err != nil:
-			return nil, err
+			return nil, c.convert(err, p)
 		case cas && (!exists || !isFile(st) || st.EphemeralOwner != 0):
 			return nil, topo.NewError(topo.NoNode, p)
 		case cas && st.Version != ver:
@@ -310,19 +316,6 @@ func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, v
 		}
 		// Written or deleted since the read: read it again.
 	}
-}
-
-// statAt reads zp's Stat on session s, its error converted.
-func (c *Conn) statAt(ctx context.Context, s *zkSession, p, zp string) (exists bool, st *zk.Stat, err error) {
-	err = c.do(ctx, p, func() error {
-		var err error
-		exists, st, err = s.zk.Exists(zp)
-		return err
-	})
-	if err != nil {
-		return false, nil, c.convert(err, p)
-	}
-	return exists, st, nil
 }
 
 // errEmptyUpdateContention is the cause of the ResourceExhausted error of
