@@ -323,14 +323,10 @@ func (t *txn) build() []mreq {
 			}
 			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: v}, i, roleMain})
 		case topo.TxnIfVersion, topo.TxnIfPresent:
-			v := int32(-1)
-			if op.Kind == topo.TxnIfVersion {
-				v = zkVersion(op.Version)
-			}
 			if s.dirOnly() {
 				kindFail(i, zp)
-			} else {
-				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: v}, i, roleMain})
+			} else { // IfPresent's Version is AnyVersion: -1
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: zkVersion(op.Version)}, i, roleMain})
 			}
 		case topo.TxnIfAbsent:
 			switch {
