@@ -127,7 +127,7 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err != nil {
 		return nil, err
 	}
-	t := &txn{c: c, ops: tops, st: make([]opState, len(tops)), claims: make([]fenceClaim, len(tops))}
+	t := &txn{c: c, ops: tops, st: make([]opState, len(tops)), claims: make([]fenceClaim, len(tops)), excluded: map[int]bool{}}
 	for i, op := range tops {
 		if op.Kind == topo.TxnIfHeld {
 			cl, ok := claimOf(op.Fence)
@@ -711,9 +711,6 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			}
 			if passed {
 				return nil, lowErr
-			}
-			if t.excluded == nil {
-				t.excluded = map[int]bool{}
 			}
 			t.excluded[m[j].op] = true
 			continue
