@@ -911,14 +911,11 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 	for k, i := range idx {
 		zps[k] = t.c.zkPath(t.ops[i].Path)
 	}
-	res, err := t.statAll(ctx, zps)
+	res, err := t.statAll(ctx, zps, idx)
 	if err != nil {
 		return err
 	}
 	for k, r := range res {
-		if r.err != nil {
-			return t.readErr(idx[k], r.err)
-		}
 		i := idx[k]
 		t.st[i].statted, t.st[i].exists, t.st[i].st = true, r.exists, r.st
 	}
@@ -926,8 +923,9 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 }
 
 // statAll reads the Stats of zps concurrently on the multi's session (one
-// round trip), and verifies the claims beside them; the error is verify's.
-func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
+// round trip), and verifies the claims beside them. The error is verify's,
+// else the first failed read's, for the path of op owner[k].
+func (t *txn) statAll(ctx context.Context, zps []string, owner []int) ([]statRes, error) {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
 	var verr error
@@ -938,7 +936,21 @@ func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp, false) })
 	}
 	wg.Wait()
-	return out, verr
+	if verr != nil {
+		return nil, verr
+	}
+	for k, r := range out {
+		p := t.ops[owner[k]].Path
+		switch {
+		case r.err == errSessionOver && t.guard != nil:
+			return nil, t.lost() // nothing of the Txn was applied: its multis failed
+		case r.err == errSessionOver:
+			return nil, backendkit.Wrap(topo.Unavailable, p, r.err)
+		case r.err != nil:
+			return nil, t.c.convert(r.err, p)
+		}
+	}
+	return out, nil
 }
 
 // missingChain returns the absent znodes of anc (ancestors, parent first),
@@ -956,17 +968,6 @@ func missingChain(anc []string, exists func(zp string) bool) []string {
 		missing = append(missing, anc[k])
 	}
 	return missing
-}
-
-// readErr converts the error of a read for op i.
-func (t *txn) readErr(i int, err error) error {
-	if err == errSessionOver {
-		if t.guard != nil {
-			return t.lost() // nothing of the Txn was applied: its multis failed
-		}
-		return backendkit.Wrap(topo.Unavailable, t.ops[i].Path, err)
-	}
-	return t.c.convert(err, t.ops[i].Path)
 }
 
 // parents reads which ancestors of the files the multi creates are
@@ -1007,14 +1008,9 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 			}
 		}
 	}
-	stats, err := t.statAll(ctx, zps)
+	stats, err := t.statAll(ctx, zps, owner)
 	if err != nil {
 		return err
-	}
-	for k, r := range stats {
-		if r.err != nil {
-			return t.readErr(owner[k], r.err)
-		}
 	}
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
