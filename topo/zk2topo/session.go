@@ -205,26 +205,20 @@ func (s *zkSession) provablyAlive() bool {
 // deadline comes with the server's first answer, which tells the timeout
 // granted (TestHolderCutEarlyInItsSessionGivesUpFirst).
 func (s *zkSession) watchdog() {
-	select {
-	case <-s.lost:
-		return
-	case <-s.c.closing:
-		return
-	case <-s.obs.answered: // nothing could be held before
-	}
-	t := time.NewTimer(time.Until(s.safeUntil()))
-	defer t.Stop()
+	answered := s.obs.answered // nothing could be held before
+	var deadline <-chan time.Time
 	for {
 		select {
 		case <-s.lost:
 			return
 		case <-s.c.closing:
 			return
-		case <-t.C:
+		case <-answered:
+			answered = nil
+		case <-deadline:
 		}
-		until := s.safeUntil()
-		if d := time.Until(until); d > 0 {
-			t.Reset(d)
+		if d := time.Until(s.safeUntil()); d > 0 {
+			deadline = time.After(d)
 			continue
 		}
 		s.c.log.Warn("zk2topo: no answer from ZooKeeper within the session timeout minus the safety margin: giving the session up",
