@@ -363,56 +363,49 @@ func goneEvent(p string) *topo.WatchDataRecursive {
 
 // handle processes one fired watch and returns the events to send.
 func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
-	c := w.c
-	var out []*topo.WatchDataRecursive
-	// scanNew scans new znodes and reports the files among them.
-	scanNew := func(f func() error) ([]*topo.WatchDataRecursive, error) {
-		w.added = w.added[:0]
-		err := f()
-		return append(out, w.newFiles()...), err
+	n, ok := w.nodes[te.zp]
+	switch {
+	case te.kind == evBase:
+		return w.scanNew(nil, w.armBase)
+	case !ok:
+		return nil, nil
+	case te.kind == evChildren:
+		return w.scanNew(nil, func() error { return w.scanChildren(te.zp) })
 	}
-	switch te.kind {
-	case evBase:
-		return scanNew(w.armBase)
-	case evChildren:
-		if _, ok := w.nodes[te.zp]; !ok {
-			return nil, nil
-		}
-		return scanNew(func() error { return w.scanChildren(te.zp) })
-	case evData:
-		n, ok := w.nodes[te.zp]
-		if !ok {
-			return nil, nil
-		}
-		p := c.relPath(te.zp)
-		deleted := func() ([]*topo.WatchDataRecursive, error) {
-			delete(w.nodes, te.zp)
-			if n.file {
-				out = append(out, goneEvent(p))
-			}
-			// It may be back already.
-			return scanNew(func() error { return w.scan(te.zp) })
-		}
-		if te.ev.Type == zk.EventNodeDeleted {
-			return deleted()
-		}
-		r, err := c.getW(w.ctx, p, te.zp)
-		if topo.IsErrType(err, topo.NoNode) {
-			return deleted()
-		}
-		if err != nil {
-			return nil, err
-		}
-		w.forward(te.zp, evData, r.ch)
-		file := isFile(r.st)
-		switch {
-		case file && (!n.file || r.st.Mzxid != n.mzxid):
-			out = append(out, fileEvent(p, r.data, r.st.Version))
-		case !file && n.file:
+	p := w.c.relPath(te.zp)
+	var r getRes
+	var err error
+	if te.ev.Type != zk.EventNodeDeleted {
+		r, err = w.c.getW(w.ctx, p, te.zp)
+	}
+	if te.ev.Type == zk.EventNodeDeleted || topo.IsErrType(err, topo.NoNode) {
+		delete(w.nodes, te.zp)
+		var out []*topo.WatchDataRecursive
+		if n.file {
 			out = append(out, goneEvent(p))
 		}
-		n.file, n.version, n.mzxid = file, r.st.Version, r.st.Mzxid
-		return out, nil
+		// It may be back already.
+		return w.scanNew(out, func() error { return w.scan(te.zp) })
 	}
-	return nil, nil
+	if err != nil {
+		return nil, err
+	}
+	w.forward(te.zp, evData, r.ch)
+	var out []*topo.WatchDataRecursive
+	file := isFile(r.st)
+	switch {
+	case file && (!n.file || r.st.Mzxid != n.mzxid):
+		out = append(out, fileEvent(p, r.data, r.st.Version))
+	case !file && n.file:
+		out = append(out, goneEvent(p))
+	}
+	n.file, n.version, n.mzxid = file, r.st.Version, r.st.Mzxid
+	return out, nil
+}
+
+// scanNew runs scan (which scans new znodes) and appends the files among
+// them to out.
+func (w *treeWatch) scanNew(out []*topo.WatchDataRecursive, scan func() error) ([]*topo.WatchDataRecursive, error) {
+	err := scan()
+	return append(out, w.newFiles()...), err
 }
