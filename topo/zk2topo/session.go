@@ -430,7 +430,9 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 		b = oc.o.resumeFrame(b)
 		b = withZxid(b, connectReqZxid, oc.o.lastZxid.Load())
 	} else {
-		b = pingAsSync(b)
+		if bytes.Equal(b, pingFrame) {
+			b = syncPing
+		}
 		if _, op := reqHeader(b); op == opSetWatches {
 			b = withZxid(b, setWatchesZxid, oc.watchZxid)
 		}
@@ -462,7 +464,7 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 	switch xid, op := reqHeader(b); {
 	case xid == pingXid:
 		if op != opSync {
-			t = time.Time{} // a ping pingAsSync did not rewrite: its answer proves nothing
+			t = time.Time{} // a ping not sent as syncPing: its answer proves nothing
 		}
 		oc.pings = append(oc.pings, t)
 	case xid >= 0 && throughLeader(op):
@@ -560,14 +562,6 @@ var (
 	pingFrame = []byte{0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, opPing}
 	syncPing  = []byte{0, 0, 0, 13, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, opSync, 0, 0, 0, 1, '/'}
 )
-
-// pingAsSync returns syncPing for the library's ping frame, b otherwise.
-func pingAsSync(b []byte) []byte {
-	if bytes.Equal(b, pingFrame) {
-		return syncPing
-	}
-	return b
-}
 
 func (oc *observedConn) Read(b []byte) (int, error) {
 	// Buffered: the library reads length and body separately.
