@@ -94,7 +94,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		c.mu.Unlock()
 		return fail(topo.NewError(topo.Closed, q.Path))
 	}
-	if c.holdsSession(ri.Session) {
+	// Held already: c's live current session, or one a Resume adopted (or
+	// is adopting).
+	if !c.cur.isLost() && c.cur.zk.SessionID() == ri.Session ||
+		slices.ContainsFunc(c.resumed, func(s *zkSession) bool { return !s.isLost() && s.obs.resumeID == ri.Session }) {
 		c.mu.Unlock()
 		return fail(backendkit.Wrap(topo.NodeExists, q.Path, errors.New("zk2topo: this Conn holds the session already")))
 	}
@@ -143,20 +146,6 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	s.mu.Unlock()
 	c.watchEntry(s, q.Path, ri.Entry, r.st.Czxid, r.ch)
 	return claims.Entry{Token: r.st.Czxid, Key: ri.Entry, Session: sessionName(ri.Session), Contents: id}, s.claims, nil
-}
-
-// holdsSession reports whether the live session id is c's current one or
-// one a Resume adopted (or is adopting). Call with c.mu held.
-func (c *Conn) holdsSession(id int64) bool {
-	if !c.cur.isLost() && c.cur.zk.SessionID() == id {
-		return true
-	}
-	for _, s := range c.resumed {
-		if !s.isLost() && s.obs.resumeID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // endResumed closes s when Resume adopted it (the server deletes its
