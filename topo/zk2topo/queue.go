@@ -116,34 +116,23 @@ func (s *zkSession) createEnded(parentZp string) {
 	}
 }
 
-// dropEntry deletes an abandoned entry of session s (a candidate with
-// its value znode) with a fresh context.
+// dropEntry forgets and deletes an abandoned entry of session s (a
+// candidate with its value znode) with a fresh context; a lock's emptied
+// directories are cleaned up as Unlock does. Nothing is sent for a lock
+// entry once s is over.
 func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
-	if !election {
-		c.deleteLockEntry(s, node)
-		return
-	}
-	rec := s.entry(node)
-	if rec == nil {
-		return
-	}
 	ctx, cancel := freshContext()
 	defer cancel()
-	if c.deleteCandidate(ctx, s, node, rec.value) == nil {
-		s.forget(node, 0)
+	if election {
+		if rec := s.entry(node); rec != nil && c.deleteCandidate(ctx, s, node, rec.value) == nil {
+			s.forget(node, 0)
+		}
+		return
 	}
-}
-
-// deleteLockEntry forgets and deletes an abandoned lock entry of session
-// s with a fresh context, then cleans up the directories it leaves empty
-// as Unlock does. Nothing is sent once s is over.
-func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	s.forget(node, 0)
 	if c.closed.Load() || s.isLost() {
 		return
 	}
-	ctx, cancel := freshContext()
-	defer cancel()
 	_ = c.do(ctx, c.relPath(node), func() error { return s.zk.Delete(node, -1) })
 	if !c.closed.Load() && !s.isLost() {
 		c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
