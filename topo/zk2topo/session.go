@@ -78,10 +78,10 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 }
 
 // redialProvider is the library's DNSHostProvider, pausing less (why:
-// docs/layout-zookeeper.md, Sessions): it tries every server twice at once
-// after a lost connection (the server ending a session also drops the
+// docs/layout-zookeeper.md, Sessions): after a lost connection it tries
+// every server twice at once (the server ending a session also drops the
 // connection just re-opened to it), then pauses a second before each later
-// round, so a dead ensemble is dialled at most twice a second per server.
+// round.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
@@ -131,7 +131,7 @@ func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Co
 	return s.obs.wrap(nc), nil
 }
 
-// onEvent runs in the client library's goroutine (it must not block).
+// onEvent runs in the library's goroutine (it must not block).
 func (s *zkSession) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
@@ -304,9 +304,8 @@ func jString(b []byte, at int) (str []byte, end int, ok bool) {
 }
 
 // sessionObserver watches the frames of one session's connections: the
-// requests written (so that a request can be pipelined after another's
-// frame: a session's requests run in the order received) and the answers
-// read (each proves the session alive when a request was sent: see heard).
+// requests written (a request can be pipelined after another's frame: a
+// session's requests run in order) and the answers read (see heard).
 type sessionObserver struct {
 	n atomic.Int32 // registered waiters; 0 skips matching
 
@@ -319,18 +318,16 @@ type sessionObserver struct {
 
 	libraryPingsOnly bool // Options.libraryPingsOnly: no pinger
 
-	// resumeID (when not 0) and resumePw are the session the first
-	// connect request asks for (see resumeFrame).
-	resumeID int64
-	resumePw []byte
+	resumeID int64  // with resumePw, the session to resume (0: none)
+	resumePw []byte // (see resumeFrame)
 
 	dials atomic.Int32 // the session's connections (tests wait on it)
 
 	lastZxid  atomic.Int64                   // of the latest answer read (see hideZxid)
 	writeHook atomic.Pointer[func(b []byte)] // tests only: sees every frame written
 
-	// Creates sent as create2 (createWithStat): registered ones by path,
-	// the Stats their answers carried by created path, and their count.
+	// Creates sent as create2 (createWithStat): their count, the
+	// registered ones by path, their answers' Stats by created path.
 	nStat    atomic.Int32
 	wantStat map[string]int
 	created  map[string]*zk.Stat
@@ -369,8 +366,8 @@ func (o *sessionObserver) proved(at time.Time) {
 // expect returns a channel closed just before a request with opcode op on
 // path is written, and a function that unregisters it. The library writes
 // from one goroutine, so a request queued once it is closed goes out after
-// that frame; closed after the write, it could come after the answer
-// (TestPipelinedReadAfterLateWrite).
+// that frame (closed after the write, it could come after the answer:
+// TestPipelinedReadAfterLateWrite).
 func (o *sessionObserver) expect(op int32, path string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	k := sentKey{op, path}
@@ -458,8 +455,8 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 	return min(n, asked), err // a rewritten ping is longer than the library's
 }
 
-// sentAt records that the request frame b was written at t, for its
-// answer's proof, when a ping or throughLeader (caller holds wmu).
+// sentAt records the send time t of request frame b, a ping or
+// throughLeader, for its answer's proof (caller holds wmu).
 func (oc *observedConn) sentAt(b []byte, t time.Time) {
 	switch xid, op := reqHeader(b); {
 	case xid == pingXid:
@@ -477,8 +474,8 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 const ownPings = 12
 
 // pinger writes syncPing every interval until the connection is closed or
-// a write fails, so that an idle session's proof lags an interval behind
-// (the arithmetic: docs/layout-zookeeper.md, Sessions).
+// a write fails: an idle session's proof lags an interval behind
+// (docs/layout-zookeeper.md, Sessions).
 func (oc *observedConn) pinger(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -521,11 +518,11 @@ func (oc *observedConn) noteSend(t time.Time) {
 	}
 }
 
-// heard returns the send time of the latest request written at least a
-// quarter of the session timeout before t, the send time of a request
-// answered through the leader (zero when none; caller holds wmu): what the
-// answer proves the leader heard of, as a follower reports its sessions'
-// activity every half tick, at most a quarter of the timeout
+// heard returns what an answer through the leader to a request sent at t
+// proves the leader heard of (caller holds wmu): the send time of the
+// latest request written at least a quarter of the session timeout before
+// t (zero when none), as a follower reports its sessions' activity every
+// half tick, at most a quarter of the timeout
 // (TestIdleHolderOnPartedFollowerGivesUpFirst).
 func (oc *observedConn) heard(t time.Time) time.Time {
 	oc.o.mu.Lock()
@@ -581,14 +578,13 @@ const (
 // hideZxid zeroes the zxid of an answer to a request as the library reads
 // it (b: a piece of the answer's body from offset at; the library records
 // no zero zxid); frame records it as lastZxid instead. go-zookeeper v1.0.4
-// records answers' zxids in its receive goroutine while its connection
-// goroutine reads the last one, unsynchronised, for a reconnection's
-// set-watches request (upstream PR #35, unmerged; the race detector saw
-// it: TestRequestsQueuedDuringDisconnection,
-// TestSessionGivenUpWhileReconnecting). The library reads it for nothing
-// else but the connect request, and withZxid writes the session's into
-// both; its callers never see a zxid (v1.0.4 drops it). Xids wrap modulo
-// 2^31: xid 0 is an answer too (TestAnswerToRequestZeroHidden).
+// writes answers' zxids in its receive goroutine and reads the last one,
+// unsynchronised, in its connection goroutine for a set-watches request
+// (upstream PR #35, unmerged; TestRequestsQueuedDuringDisconnection,
+// TestSessionGivenUpWhileReconnecting under -race). It reads it only for
+// that and the connect request, and withZxid writes the session's into
+// both; callers never see a zxid. Xids wrap modulo 2^31: xid 0 is an
+// answer too (TestAnswerToRequestZeroHidden).
 func (oc *observedConn) hideZxid(b []byte, at int) {
 	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) < 0 {
 		return // the connect response, or not an answer to a request
@@ -598,12 +594,12 @@ func (oc *observedConn) hideZxid(b []byte, at int) {
 	}
 }
 
-// withZxid returns the request frame b with zxid at offset at (a copy,
-// when it differs: the library's is always 0, see hideZxid). The connect
+// withZxid returns the request frame b with zxid at offset at (a copy
+// when it differs; the library's is always 0, see hideZxid). A connect
 // request carries the session's last zxid (a server behind it refuses the
-// client: reads stay monotonic); a set-watches request the one when its
-// connection was made, before any answer on it, so that the changes made
-// while disconnected are reported (TestChangeReportedAfterQueuedAnswers).
+// client: reads stay monotonic); a set-watches request the one at its
+// connection's dial, so that changes made while disconnected are reported
+// (TestChangeReportedAfterQueuedAnswers).
 func withZxid(b []byte, at int, zxid int64) []byte {
 	if zxid <= 0 || len(b) < at+8 || int64(binary.BigEndian.Uint64(b[at:])) == zxid {
 		return b
@@ -742,8 +738,7 @@ func (o *sessionObserver) password() []byte {
 	return append([]byte(nil), o.passwd...)
 }
 
-// written matches one written frame (length, xid, opcode, then for path
-// requests the path as a length-prefixed string) against the waiters.
+// written matches one written request frame against the waiters.
 func (o *sessionObserver) written(b []byte) {
 	xid, op := reqHeader(b)
 	if xid <= 0 { // connect, ping, auth
