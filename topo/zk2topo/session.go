@@ -444,21 +444,26 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 		oc.o.written(b) // before the write: see expect
 	}
 	n, err := oc.Conn.Write(b)
-	oc.wmu.Lock()
-	if oc.first.IsZero() {
-		oc.first = now
-	} else {
-		oc.sentAt(b, now)
-	}
-	oc.noteSend(now)
-	oc.wmu.Unlock()
+	oc.record(b, now)
 	return min(n, asked), err // a rewritten ping is longer than the library's
 }
 
-// sentAt records the send time t of request frame b, a ping or
-// throughLeader, for its answer's proof (caller holds wmu).
-func (oc *observedConn) sentAt(b []byte, t time.Time) {
+// sendGrain is how close two send times may be for only the earlier to
+// be kept: a proof is at most that much older than it could be.
+const sendGrain = 10 * time.Millisecond
+
+// record records that request frame b was written at t: the connect
+// request's time as first; every send time (see heard); a ping's or a
+// throughLeader request's for its answer's proof.
+func (oc *observedConn) record(b []byte, t time.Time) {
+	oc.wmu.Lock()
+	defer oc.wmu.Unlock()
+	if n := len(oc.sends); n == 0 || t.Sub(oc.sends[n-1]) >= sendGrain {
+		oc.sends = append(oc.sends, t)
+	}
 	switch xid, op := reqHeader(b); {
+	case oc.first.IsZero():
+		oc.first = t
 	case xid == pingXid:
 		if op != opSync {
 			t = time.Time{} // a ping not sent as syncPing: its answer proves nothing
@@ -489,10 +494,7 @@ func (oc *observedConn) pinger(interval time.Duration) {
 		now := time.Now()
 		_, err := oc.Conn.Write(syncPing)
 		if err == nil {
-			oc.wmu.Lock()
-			oc.sentAt(syncPing, now)
-			oc.noteSend(now)
-			oc.wmu.Unlock()
+			oc.record(syncPing, now)
 		}
 		oc.wrmu.Unlock()
 		if err != nil {
@@ -505,17 +507,6 @@ func (oc *observedConn) pinger(interval time.Duration) {
 func (oc *observedConn) Close() error {
 	oc.closeOnce.Do(func() { close(oc.closed) })
 	return oc.Conn.Close()
-}
-
-// sendGrain is how close two send times may be for only the earlier to
-// be kept: a proof is at most that much older than it could be.
-const sendGrain = 10 * time.Millisecond
-
-// noteSend records that a request was written at t (caller holds wmu).
-func (oc *observedConn) noteSend(t time.Time) {
-	if n := len(oc.sends); n == 0 || t.Sub(oc.sends[n-1]) >= sendGrain {
-		oc.sends = append(oc.sends, t)
-	}
 }
 
 // heard returns what an answer through the leader to a request sent at t
