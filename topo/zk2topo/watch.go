@@ -55,7 +55,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	first := &topo.WatchData{Contents: orEmpty(r.data), Version: topo.NumericVersion(r.st.Version), Revision: r.st.Mzxid}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
-	// draining out. It shares only out with the caller.
+	// draining out.
 	go func() {
 		defer close(out)
 		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Czxid, r.st.Mzxid, r.ch, out)}
@@ -65,8 +65,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 
 // followFile sends the later values of the file p (znode zp, Czxid
 // created, last read at Mzxid last, watch ev) on out and returns the error
-// the watch ends with. A read at the same Mzxid sends nothing (an event
-// re-reported by set-watches); a new Czxid ends it with NoNode, as on the
+// the watch ends with. A read at the same Mzxid (an event re-reported by
+// set-watches) sends nothing; a new Czxid ends it with NoNode, as on the
 // other backends (TestWatchOfFileRecreatedWhileDisconnected).
 func (c *Conn) followFile(ctx context.Context, p, zp string, created, last int64, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
 	interrupted := topo.NewError(topo.Interrupted, p)
@@ -129,8 +129,8 @@ func (c *Conn) getW(ctx context.Context, p, zp string) (getRes, error) {
 // its Stat.Version, and a channel of later per-file events, from a data
 // and a child watch on every znode below the prefix's directory (an
 // exists watch on it while absent), each re-armed by the read after its
-// event: every create, change and delete is reported (rapid changes may be
-// coalesced). A delete sends NoNode for that file, the channel staying
+// event: every create, change and delete is reported (rapid changes may
+// be coalesced). A delete sends NoNode for that file, the channel staying
 // open; ctx's end or Close sends Interrupted, session expiry Unavailable,
 // and closes it. Two reads per znode to start. Revision is 0: events come
 // through one goroutine per znode, unordered across files. Errors:
@@ -164,8 +164,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	return initial, out, nil
 }
 
-// treeWatch is the state of one WatchRecursive, owned by its goroutine
-// (by WatchRecursive before it runs).
+// treeWatch is the state of one WatchRecursive, owned by its goroutine.
 type treeWatch struct {
 	c      *Conn
 	ctx    context.Context
@@ -213,8 +212,7 @@ func (w *treeWatch) forward(zp string, kind int, ch <-chan zk.Event) {
 	}()
 }
 
-// armBase watches the base directory: its children if it exists, its
-// creation otherwise.
+// armBase watches the base directory's children, or its creation.
 func (w *treeWatch) armBase() error {
 	c := w.c
 	for {
@@ -245,8 +243,7 @@ func (w *treeWatch) armBase() error {
 	}
 }
 
-// scan starts watching znode zp and, recursively, its children, unless
-// watched already or outside the prefix.
+// scan starts watching znode zp and, recursively, its children.
 func (w *treeWatch) scan(zp string) error {
 	c := w.c
 	p := c.relPath(zp)
@@ -304,7 +301,7 @@ func (w *treeWatch) run(out chan<- *topo.WatchDataRecursive) {
 }
 
 // follow handles fired watches, sending their events on out, until the
-// watch ends, and returns why.
+// watch ends; it returns why.
 func (w *treeWatch) follow(out chan<- *topo.WatchDataRecursive) error {
 	c := w.c
 	interrupted := topo.NewError(topo.Interrupted, w.prefix)
