@@ -18,8 +18,7 @@ import (
 // during the create, its entry, if made, is deleted on the same session;
 // when the connection drops after the send, the session's entries under
 // the parent that it does not know are reaped once reconnected (unless
-// another create there is in flight: its entry would look the same); when
-// the session ends, its entries end with it.
+// another create there is in flight: its entry would look the same).
 
 // seqLen is the length of a sequential znode's suffix ("%010d").
 const seqLen = 10
@@ -43,10 +42,10 @@ type created struct {
 	st          *zk.Stat
 }
 
-// createEntryWith runs create (one entry under parentZp on session s,
-// with a candidate's value znode in the same multi) honouring ctx, and
-// records the entry; an abandoned one is deleted (dropEntry). lock says
-// that it is a lock's.
+// createEntryWith runs create (one entry under parentZp on session s, a
+// candidate with its value znode in the same multi; lock: a lock's)
+// honouring ctx, and records the entry; an abandoned one is deleted
+// (dropEntry).
 func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (created, error)) (created, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -220,10 +219,9 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 	}
 }
 
-// answerOn runs read with onSession on session s (s nil: with c.read, on
+// answerOn runs read with onSession on session s (nil: with c.read, on
 // the current session) and returns its answer, passed through a channel
-// (read may finish after ctx ended); a retried read's answer replaces the
-// earlier one.
+// (read may finish after ctx ended; a retry's answer replaces the last).
 func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
 	last := make(chan T, 1)
 	fn := func(z *zk.Conn) error {
