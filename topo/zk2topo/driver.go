@@ -37,10 +37,7 @@ func (d driver) parent(q claims.Queue) string {
 	if q.Election {
 		return d.c.zkPath(electionsDir + "/" + q.Path)
 	}
-	if dirZp := d.c.zkPath(q.Path); dirZp != "/" {
-		return dirZp + "/" + locksDir
-	}
-	return "/" + locksDir
+	return strings.TrimSuffix(d.c.zkPath(q.Path), "/") + "/" + locksDir
 }
 
 // Create implements claims.Driver: the entry (a candidate with its value
