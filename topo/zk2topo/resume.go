@@ -52,14 +52,13 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 // kept until the participation ends (Delete closes it: endResumed), Close
 // or expiry. The whole session moves, the earlier process's other claims
 // with it; that process must be gone, or its client takes the session
-// back on reconnecting (and the two hold the term by turns). Errors:
+// back on reconnecting (the two then hold the term by turns). Errors:
 // InvalidArgument for malformed info or another backend's, election's or
-// id's (nothing sent); NodeExists when this Conn holds the session
-// already (two clients would take it from each other, and one
-// participation's end would end the other's session: resume one
-// candidacy per session, on another Conn than the one that made it);
-// ErrNotHeld when the session ended or the entry is gone; Closed. A
-// failed Resume closes a session it attached.
+// id's (nothing sent); NodeExists when this Conn holds the session already
+// (two clients would take it from each other, and one participation's end
+// would end the other's: resume one candidacy per session, on another
+// Conn than the one that made it); ErrNotHeld when the session ended or
+// the entry is gone; Closed. A failed Resume closes a session it attached.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	dirZp := d.parent(q)
