@@ -44,7 +44,8 @@
 //
 //   - a request runs on the session it was issued on, or nowhere: once a
 //     session is over (expired, given up, Close) its dialer refuses every
-//     connection and its client is closed, failing its requests;
+//     connection and its client is closed, failing every request issued
+//     on it, sent or queued;
 //   - the next call starts a new session; reads are retried on it, writes
 //     are not (their outcome is unknown: Unavailable);
 //   - a lock, a waiting Lock and a candidate belong to the session that
