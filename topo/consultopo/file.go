@@ -66,6 +66,9 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // write runs the write op of Create, Update or Delete as Txn would, but
 // without ?consistent nor a *topo.TxnError; large values via writeLarge.
 func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
+	if op.Kind != topo.TxnCreate && op.Version == 0 {
+		return nil, c.missingOrBadVersion(ctx, op.Path, op.Kind) // no key is at index 0
+	}
 	if len(op.Contents) > maxTxnValue {
 		return c.writeLarge(ctx, op)
 	}
@@ -118,9 +121,6 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.isClosed)
 	if err != nil {
 		return nil, err
-	}
-	if version != nil && index == 0 {
-		return nil, c.missingOrBadVersion(ctx, p, topo.TxnUpdate)
 	}
 	return c.write(ctx, backendkit.TxnOp{Kind: topo.TxnUpdate, Path: p, Contents: contents, Version: index})
 }
@@ -299,9 +299,6 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
 		return err
-	}
-	if version != nil && index == 0 {
-		return c.missingOrBadVersion(ctx, p, topo.TxnDelete)
 	}
 	_, err = c.write(ctx, backendkit.TxnOp{Kind: topo.TxnDelete, Path: p, Version: index})
 	return err
