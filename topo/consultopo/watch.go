@@ -99,12 +99,31 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		defer kw.leave(sub)
 		version, created, mark := pair.ModifyIndex, pair.CreateIndex, current.Revision
 		contents := current.Contents // of the last value sent
-		// handle applies an answer of the shared query to this watch, as
-		// a query of its own would (answers it missed while its reader
-		// was slow are older states, which its own query would have
-		// skipped too); false ends the watch.
-		handle := func(got *api.KVPair, index uint64) bool {
-			mark = max(mark, int64(index))
+		for {
+			select {
+			case <-wctx.Done():
+				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+				return
+			case <-sub.notify:
+			}
+			// An answer of the shared query applies as one of the watch's
+			// own would (answers missed while the reader was slow are
+			// older states, which its own query would have skipped too).
+			a := sub.take()
+			switch {
+			case a == nil:
+				continue
+			case isPermanent(a.err):
+				backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, a.err, p)})
+				return
+			case a.err != nil:
+				// The query ended with the Conn: so does wctx.
+				<-wctx.Done()
+				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+				return
+			}
+			mark = max(mark, int64(a.index))
+			got := a.got
 			if got != nil && (got.CreateIndex != created ||
 				got.ModifyIndex == version && !bytes.Equal(value(got), contents)) {
 				// Another file: re-created between two answers, or
@@ -114,38 +133,15 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			}
 			if got == nil {
 				backendkit.Send(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
-				return false
+				return
 			}
 			if got.ModifyIndex == version {
-				return true
+				continue
 			}
 			version, contents = got.ModifyIndex, value(got)
 			if !backendkit.Send(wctx, ch, &topo.WatchData{Contents: contents, Version: topo.NumericVersion(version), Revision: mark}) {
 				// Sent though wctx ended: the contract has the reader drain.
 				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return false
-			}
-			return true
-		}
-		for {
-			select {
-			case <-wctx.Done():
-				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return
-			case <-sub.notify:
-			}
-			a := sub.take()
-			switch {
-			case a == nil:
-			case isPermanent(a.err):
-				backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, a.err, p)})
-				return
-			case a.err != nil:
-				// The query ended with the Conn: so does wctx.
-				<-wctx.Done()
-				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return
-			case !handle(a.got, a.index):
 				return
 			}
 		}
