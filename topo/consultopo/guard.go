@@ -97,38 +97,29 @@ func guardedPlan(op backendkit.TxnOp, pair *api.KVPair) (refused error, index ui
 // read), at most guardedAttempts times. sendErr converts send's error.
 func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan,
 	send func(api.TxnOps) (bool, *api.TxnResponse, error), sendErr func(error) error) (txnPlan, bool, *api.TxnResponse, error) {
-	if !plan.guarded {
+	for attempt := 0; ; attempt++ {
+		if plan.guarded {
+			if attempt == guardedAttempts {
+				path := cops[slices.IndexFunc(cops, c.guardedWrite)].Path
+				return plan, false, nil, backendkit.Wrap(topo.ResourceExhausted, path, ErrGuardedContention)
+			}
+			states, err := c.readGuarded(ctx, cops)
+			if err != nil {
+				return plan, false, nil, err
+			}
+			if plan, err = c.planTxn(cops, states); err != nil {
+				return plan, false, nil, err
+			}
+		}
 		ok, resp, err := send(plan.ops)
-		if err != nil {
+		switch {
+		case err != nil:
 			return plan, false, nil, sendErr(err)
-		}
-		return plan, ok, resp, nil
-	}
-	for range guardedAttempts {
-		states, err := c.readGuarded(ctx, cops)
-		if err != nil {
-			return plan, false, nil, err
-		}
-		if plan, err = c.planTxn(cops, states); err != nil {
-			return plan, false, nil, err
-		}
-		ok, resp, err := send(plan.ops)
-		if err != nil {
-			return plan, false, nil, sendErr(err)
-		}
-		if ok || classifyRollback(resp) == rollbackDenied {
+		case !plan.guarded || ok || classifyRollback(resp) == rollbackDenied:
 			return plan, ok, resp, nil
 		}
 		if first := firstFailed(plan, resp); first == nil || !plan.at[plan.owner[first.OpIndex]] {
 			return plan, ok, resp, nil
 		}
 	}
-	path := ""
-	for _, op := range cops {
-		if c.guardedWrite(op) {
-			path = op.Path
-			break
-		}
-	}
-	return plan, false, nil, backendkit.Wrap(topo.ResourceExhausted, path, ErrGuardedContention)
 }
