@@ -166,11 +166,11 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 			add(i, &api.KVTxnOp{Verb: api.KVGet, Key: key})
 		case topo.TxnIfHeld:
 			g, ok := claims.FenceGuard(op.Fence)
-			if !ok {
-				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
+			if ok {
+				// Another backend's engine's claim has no storeKey.
+				_, ok = g.Driver().(interface{ storeKey(claims.Queue) string })
 			}
-			if _, ok := g.Driver().(interface{ storeKey(claims.Queue) string }); !ok || !g.Entry().Granted {
-				// Another backend's engine's claim.
+			if !ok || !g.Entry().Granted {
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
 			// See Txn: the token, or 0 for a claim known lost.
