@@ -259,7 +259,7 @@ type Conn struct {
 
 	client    *api.Client
 	transport *http.Transport
-	slots     *querySlots // of blocking queries (Options.MaxBlockingQueries)
+	slots     *querySlots // Options.MaxBlockingQueries
 	kv        *api.KV
 	root      string // canonical, "" for the whole KV store
 	opts      Options
@@ -279,16 +279,14 @@ type Conn struct {
 	grants    keySet[uint64]
 	contended keySet[string]
 
-	mu        sync.Mutex
-	closed    bool
-	shared    *session                   // the long-lived session, nil until needed
-	sessions  map[*session]struct{}      // every live session, destroyed by Close
-	waiters   map[string]*waiter         // see waiter
-	preds     map[string]*waiter         // see waiter
-	tailDrops map[uint64][]chan struct{} // see dropTailLater
-	// keyWatches: the blocking queries shared by the Watch calls of a key
-	// (see keyWatch).
-	keyWatches map[string]*keyWatch
+	mu         sync.Mutex
+	closed     bool
+	shared     *session                   // the long-lived session, nil until needed
+	sessions   map[*session]struct{}      // every live session, destroyed by Close
+	waiters    map[string]*waiter         // see waiter
+	preds      map[string]*waiter         // see waiter
+	tailDrops  map[uint64][]chan struct{} // see dropTailLater
+	keyWatches map[string]*keyWatch       // by key; see keyWatch
 }
 
 // keySet is a set, safe for concurrent use; the zero value is empty.
@@ -396,19 +394,18 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		client:    client,
-		transport: cfg.Transport,
-		slots:     slots,
-		kv:        client.KV(),
-		root:      r,
-		opts:      opts,
-		ctx:       cctx,
-		cancel:    cancel,
-		sessions:  map[*session]struct{}{},
-		waiters:   map[string]*waiter{},
-		preds:     map[string]*waiter{},
-		tailDrops: map[uint64][]chan struct{}{},
-
+		client:     client,
+		transport:  cfg.Transport,
+		slots:      slots,
+		kv:         client.KV(),
+		root:       r,
+		opts:       opts,
+		ctx:        cctx,
+		cancel:     cancel,
+		sessions:   map[*session]struct{}{},
+		waiters:    map[string]*waiter{},
+		preds:      map[string]*waiter{},
+		tailDrops:  map[uint64][]chan struct{}{},
 		keyWatches: map[string]*keyWatch{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
