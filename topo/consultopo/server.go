@@ -620,15 +620,10 @@ func (c *Conn) writeOptions(ctx context.Context) *api.WriteOptions {
 // the Conn's context is cancelled).
 func (c *Conn) spawn(f func()) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		go f()
 		return
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
+	c.wg.Go(f)
 }

@@ -66,9 +66,8 @@ func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent t
 		return nil, topo.NewError(topo.Closed, path)
 	}
 	c.sessions[s] = struct{}{}
-	c.wg.Add(1)
+	c.wg.Go(func() { c.renew(s) })
 	c.mu.Unlock()
-	go c.renew(s)
 	return s, nil
 }
 
@@ -160,7 +159,6 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 // gone, or an ACL refusal, ends it at once. A session that expired
 // locally or was refused is destroyed.
 func (c *Conn) renew(s *session) {
-	defer c.wg.Done()
 	every := min(s.ttl, c.opts.SessionTTL) / 2
 	t := time.NewTimer(every)
 	defer t.Stop()
