@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -369,10 +371,7 @@ func (kw *keyWatch) publish(a *keyAnswer) {
 	} else {
 		kw.index, kw.pair = a.index, a.got
 	}
-	subs := make([]*keySub, 0, len(kw.subs))
-	for s := range kw.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(kw.subs))
 	kw.mu.Unlock()
 	if a.err != nil {
 		kw.drop()
