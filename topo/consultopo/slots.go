@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 )
@@ -15,27 +16,27 @@ const DefaultMaxBlockingQueries = 100
 
 // querySlots is a Conn's bound on its concurrent blocking queries
 // (Options.MaxBlockingQueries): a counting semaphore granting slots in the
-// order asked. The zero value never blocks.
+// order asked.
 type querySlots struct {
 	mu      sync.Mutex
 	free    int       // slots not held, while waiting is empty
 	waiting list.List // of chan struct{}, closed when granted, oldest first
 	held    int       // slots held (a test hook reads it)
-	bounded bool      // false: no bound
 }
 
+// newQuerySlots returns n slots; negative n, no bound.
 func newQuerySlots(n int) *querySlots {
 	if n < 0 {
-		return &querySlots{}
+		n = math.MaxInt
 	}
-	return &querySlots{free: n, bounded: true}
+	return &querySlots{free: n}
 }
 
 // acquire takes a slot, waiting behind earlier callers while none is
 // free, or returns ctx's error (holding nothing).
 func (s *querySlots) acquire(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.bounded || s.free > 0 && s.waiting.Len() == 0 {
+	if s.free > 0 && s.waiting.Len() == 0 {
 		s.free--
 		s.held++
 		s.mu.Unlock()
@@ -65,7 +66,7 @@ func (s *querySlots) acquire(ctx context.Context) error {
 func (s *querySlots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.waiting.Front(); e != nil && s.bounded {
+	if e := s.waiting.Front(); e != nil {
 		s.waiting.Remove(e)
 		close(e.Value.(chan struct{})) // the slot passes on: held unchanged
 		return
