@@ -174,7 +174,7 @@ func (c *Conn) renew(s *session) {
 			case errSessionExpiredLocally, errSessionDenied:
 				c.destroySession(c.ctx, s)
 			default:
-				c.forgetSession(s, nil)
+				c.forgetSession(s, errSessionClosed)
 			}
 			return
 		case <-t.C:
@@ -202,11 +202,8 @@ func (c *Conn) renew(s *session) {
 	}
 }
 
-// forgetSession marks s lost (cause nil: errSessionClosed) and drops it.
+// forgetSession marks s lost with cause and drops it.
 func (c *Conn) forgetSession(s *session, cause error) {
-	if cause == nil {
-		cause = errSessionClosed
-	}
 	s.markLost(cause)
 	c.mu.Lock()
 	delete(c.sessions, s)
@@ -218,7 +215,7 @@ func (c *Conn) forgetSession(s *session, cause error) {
 
 // destroySession forgets s and destroys it in Consul (best effort).
 func (c *Conn) destroySession(parent context.Context, s *session) {
-	c.forgetSession(s, nil)
+	c.forgetSession(s, errSessionClosed)
 	ctx, cancel := context.WithTimeout(parent, requestTimeout)
 	defer cancel()
 	if _, err := c.client.Session().Destroy(s.id, c.writeOptions(ctx)); err != nil {
