@@ -77,16 +77,8 @@ func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, er
 	if err != nil {
 		return nil, err
 	}
-	plan, ok, resp, err := c.runTxn(ctx, cops, plan, func(ops api.TxnOps) (bool, *api.TxnResponse, error) { return c.txn(ctx, ops) },
+	vs, _, err := c.runTxn(ctx, cops, plan, op.Path, func(ops api.TxnOps) (bool, *api.TxnResponse, error) { return c.txn(ctx, ops) },
 		func(err error) error { return c.convertError(ctx, err, op.Path) })
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		_, err := c.rollbackCause(ctx, cops, plan, resp, op.Path)
-		return nil, err
-	}
-	vs, err := txnVersions(cops, plan, resp)
 	if err != nil {
 		return nil, err
 	}

@@ -87,21 +87,14 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if c.isClosed() {
 		return nil, topo.NewError(topo.Closed, "")
 	}
-	plan, ok, resp, err := c.runTxn(ctx, cops, plan, func(ops api.TxnOps) (bool, *api.TxnResponse, error) {
+	vs, i, err := c.runTxn(ctx, cops, plan, "", func(ops api.TxnOps) (bool, *api.TxnResponse, error) {
 		ok, resp, _, err := c.client.Txn().Txn(ops, c.consistentOptions(ctx))
 		return ok, resp, err
 	}, func(err error) error { return c.txnSendError(ctx, err) })
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		i, err := c.rollbackCause(ctx, cops, plan, resp, "")
-		if i >= 0 {
-			err = backendkit.TxnOpError(cops[i], err)
-		}
-		return nil, err
+	if i >= 0 {
+		err = backendkit.TxnOpError(cops[i], err)
 	}
-	return txnVersions(cops, plan, resp)
+	return vs, err
 }
 
 // txnPlan is a transaction mapped onto Consul operations.
