@@ -29,11 +29,8 @@ var (
 // resets its timer after that time, invalidates an unrenewed session only
 // after twice the TTL, then keeps its keys for the lock-delay, so the
 // deadline passes at least a TTL plus the lock-delay before anyone else
-// can acquire (docs/layout-consul.md).
-// At the deadline the session is declared lost, without a request.
-//
-// Declaring it lost (markLost) ends every claim on it before ctx, which
-// lost reads, ends: no one sees the session lost and a claim on it live.
+// can acquire (docs/layout-consul.md). At the deadline the session is
+// declared lost (markLost), without a request.
 type session struct {
 	id   string
 	ttl  time.Duration

@@ -73,7 +73,6 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if err != nil {
 		return nil, err
 	}
-	// backendkit's order: ops, Fences, sizes, then Closed.
 	plan, err := c.planTxn(cops, nil)
 	if err != nil {
 		return nil, err

@@ -151,14 +151,14 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // WatchRecursive implements topo.Conn.WatchRecursive with blocking
 // queries over the prefix, each answer compared with the previous one
 // (backendkit.Snapshot, and contentSums): new and changed files are sent
-// with their value, vanished ones with NoNode, in path order. Lock and election keys and
-// other tools' files at reserved paths are left out; an empty prefix is
-// no error; a prefix with keys the token may not read is PermissionDenied,
-// at the start or when an answer leaves keys out (as for List), never
-// reported as deletions. Interrupted, retries, ACL refusals and the bound
-// on blocking queries (a late delivery past it) as for Watch. Revision
-// is the listing's X-Consul-Index for the initial values and the last
-// difference of an answer; the others carry the one reached before.
+// with their value, vanished ones with NoNode, in path order. Lock and
+// election keys and other tools' files at reserved paths are left out; an
+// empty prefix is no error; a prefix with keys the token may not read is
+// PermissionDenied, at the start or when an answer leaves keys out (as for
+// List), never reported as deletions. Interrupted, retries, ACL refusals
+// and the bound on blocking queries as for Watch. Revision is the
+// listing's X-Consul-Index for the initial values and the last difference
+// of an answer; the others carry the one reached before.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	pfx, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
