@@ -130,22 +130,18 @@ type Options struct {
 	// holds a request while its servers elect a leader); negative, none.
 	RequestTimeout time.Duration
 
-	// MaxBlockingQueries bounds how many blocking queries of its watches
-	// (Watch, WatchRecursive, WaitForNewLeader, Observe, Client()'s) the
-	// Conn keeps open at once, each holding an HTTP connection, so that
-	// its other requests (Get, Update, Txn, a Lock's acquire, session
-	// renewals) stay below the agent's per-address cap (package doc,
-	// "Connections"). A claim's own queries (a Lock's or leadership wait
-	// for its predecessor or its key, the watch on each held lock and
-	// term) take no slot. A query past the bound waits, holding no
-	// connection, for a slot, first come first served, then asks from the
-	// index its watch last saw: nothing is missed, only delayed. A slot
-	// frees when a query is answered (a change of its key, or after
-	// WatchPollDuration plus Consul's jitter), so a query behind k others
-	// waits up to about ceil(k/bound) WatchPollDurations. Zero means
-	// DefaultMaxBlockingQueries; negative, no bound. Keep the sum of the
-	// bounds of all clients of one host below the agent's cap, with room
-	// for their other requests.
+	// MaxBlockingQueries bounds the blocking queries of the Conn's watches
+	// (Watch, WatchRecursive, WaitForNewLeader, Observe, Client()'s) open
+	// at once, each holding an HTTP connection, so that its other requests
+	// stay below the agent's per-address cap (package doc, "Connections");
+	// a claim's own queries take no slot. A query past the bound waits,
+	// holding no connection, for a slot, first come first served, then
+	// asks from the index its watch last saw: nothing is missed, only
+	// delayed, behind k others by up to about ceil(k/bound)
+	// WatchPollDurations (a slot frees when a query is answered). Zero
+	// means DefaultMaxBlockingQueries; negative, no bound. Keep the sum of
+	// the bounds of all clients of one host below the agent's cap, with
+	// room for their other requests.
 	MaxBlockingQueries int
 
 	// TxnMaxRequestBytes is the largest request body, in bytes, that Txn
