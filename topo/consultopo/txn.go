@@ -25,10 +25,10 @@ const (
 )
 
 // Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
-// round trip. Consul evaluates operations in order, so the conditions
-// come first, then the writes, each in op order: every condition sees the
-// state before the transaction (each write touches its own key, and a
-// DeleteOp's check comes right before its delete). The operations:
+// round trip, reading consistently. Consul evaluates operations in order,
+// so the conditions come first, then the writes, each in op order: every
+// condition sees the state before the transaction (each write touches its
+// own key, and a DeleteOp's check comes right before its delete):
 //
 //   - IfVersion: check-index (NoNode when absent, BadVersion);
 //   - IfAbsent: check-not-exists (NodeExists);
@@ -38,8 +38,10 @@ const (
 //     token (LockLost). That alone proves the claim: every change of a
 //     key's entry, its session included, and every re-creation gives it a
 //     new ModifyIndex, and every acquire writes the key, so a key at the
-//     token is the claim's acquire, held by its session; a check-session
-//     would only add latency (BenchmarkGuardedUpdate);
+//     token is the claim's acquire, held by its session (a check-session
+//     would only add latency: BenchmarkGuardedUpdate). A claim known
+//     released, lost or past its session's deadline is checked on index
+//     0: the transaction fails on that op (LockLost) or an earlier one;
 //   - CreateOp: check-and-set on index 0 (NodeExists);
 //   - UpdateOp: a set, or a check-and-set on the version (on version 0, a
 //     check-index), with a fresh write nonce (see writeNonce); a failed
@@ -61,13 +63,9 @@ const (
 // Fence of another backend, InvalidArgument (*topo.TxnError); for more
 // than MaxTxnOps operations or a body (values in base64) above
 // Options.TxnMaxRequestBytes, InvalidArgument (backendkit.TxnTooLarge: a
-// value above about 380 KiB never fits); Closed after Close. An IfHeld
-// claim known released, lost or past its session's deadline is sent as a
-// check-index on 0: the transaction fails, reporting that op (LockLost) or
-// an earlier one.
-//
-// A lost answer is Unavailable (Timeout or Interrupted when ctx ended): it
-// may have been applied. Reads within the transaction are consistent.
+// value above about 380 KiB never fits); Closed after Close. A lost answer
+// is Unavailable (Timeout or Interrupted when ctx ended): it may have been
+// applied.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	cops, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
