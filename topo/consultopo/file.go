@@ -233,8 +233,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // that are no canonical path are listed under their raw paths. NoNode
 // when no file matches and none is reserved; PermissionDenied when the
 // ACL token may not read every key under the prefix (Consul would leave
-// those out of the answer; etcd refuses such a range too); other errors
-// as for Get.
+// those out; etcd refuses such a range too); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
