@@ -125,31 +125,44 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
 
 // writeLarge writes through the KV endpoint with a fresh nonce in Flags
-// (cas for Create and a versioned Update, else a PUT), then reads back
+// (cas for Create, a versioned Update and a guarded one, at the index
+// read and read again when the key changed; else a PUT), then reads back
 // consistently: a key still carrying the nonce has this write's
 // ModifyIndex (else ErrVersionUnknown; docs/layout-consul.md).
 func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
 	p, key := op.Path, c.key(op.Path)
 	nonce := writeNonce()
 	pair := &api.KVPair{Key: key, Value: op.Contents, Flags: nonce, ModifyIndex: uint64(max(op.Version, 0))}
-	if c.guardedWrite(op) {
-		if err := c.writeLargeGuarded(ctx, op, pair); err != nil {
-			return nil, err
+	guarded, ok := c.guardedWrite(op), false
+	for attempt := 0; !ok; attempt++ {
+		if guarded {
+			if attempt == guardedAttempts {
+				return nil, backendkit.Wrap(topo.ResourceExhausted, p, ErrGuardedContention)
+			}
+			states, err := c.readGuarded(ctx, []backendkit.TxnOp{op})
+			if err != nil {
+				return nil, err
+			}
+			refused, index := guardedPlan(op, states[key])
+			if refused != nil {
+				return nil, refused
+			}
+			pair.ModifyIndex = index
 		}
-	} else {
-		ok := true
 		var err error
-		if op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion {
+		if !guarded && op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion {
 			_, err = c.kv.Put(pair, c.writeOptions(ctx))
+			ok = true
 		} else {
 			ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
 		}
 		switch {
 		case err != nil:
 			return nil, c.convertError(ctx, err, p)
-		case !ok && op.Kind == topo.TxnCreate:
+		case ok, guarded: // written, or to read again
+		case op.Kind == topo.TxnCreate:
 			return nil, topo.NewError(topo.NodeExists, p)
-		case !ok:
+		default:
 			return nil, c.missingOrBadVersion(ctx, p, op.Kind)
 		}
 	}
@@ -161,30 +174,6 @@ func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Versio
 		return topo.NumericVersion(cur.ModifyIndex), nil
 	}
 	return nil, backendkit.Wrap(topo.Unavailable, p, ErrVersionUnknown)
-}
-
-// writeLargeGuarded is writeLarge's write of pair for a guarded Update: a
-// cas at the index read (guardedPlan), read again when the key changed.
-func (c *Conn) writeLargeGuarded(ctx context.Context, op backendkit.TxnOp, pair *api.KVPair) error {
-	for range guardedAttempts {
-		states, err := c.readGuarded(ctx, []backendkit.TxnOp{op})
-		if err != nil {
-			return err
-		}
-		refused, index := guardedPlan(op, states[pair.Key])
-		if refused != nil {
-			return refused
-		}
-		pair.ModifyIndex = index
-		ok, _, err := c.kv.CAS(pair, c.writeOptions(ctx))
-		if err != nil {
-			return c.convertError(ctx, err, op.Path)
-		}
-		if ok {
-			return nil
-		}
-	}
-	return backendkit.Wrap(topo.ResourceExhausted, op.Path, ErrGuardedContention)
 }
 
 // missingOrBadVersion explains a failed check-and-set of kind on p with a
