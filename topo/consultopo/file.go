@@ -125,8 +125,8 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
 
 // writeLarge writes through the KV endpoint with a fresh nonce in Flags
-// (cas for Create, a versioned Update and a guarded one, at the index
-// read and read again when the key changed; else a PUT), then reads back
+// (cas for Create, a versioned Update, and a guarded Update at the index
+// read, read again when the key changed; else a PUT), then reads back
 // consistently: a key still carrying the nonce has this write's
 // ModifyIndex (else ErrVersionUnknown; docs/layout-consul.md).
 func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
