@@ -11,7 +11,8 @@ import (
 )
 
 // DefaultCloseGrace is how long Close keeps waiting for the store to remove
-// the candidate's entry when the context passed to Close has already ended.
+// the candidate's entry when the context passed to Close has already ended,
+// and how long Await waits for it once Await's context has ended.
 const DefaultCloseGrace = 5 * time.Second
 
 // TopoFactory is the Factory over a topo.Conn: each Election it creates is a
@@ -242,7 +243,8 @@ func (e *TopoElection) interrupted(msg string) error {
 // Await implements Election. It returns nil once this instance leads (at
 // once if it already does); Interrupted or Timeout (for ctx) when ctx ends
 // first, withdrawing the candidacy unless another Await is still waiting on
-// it; Interrupted when a concurrent Resign or Close withdrew the candidacy;
+// it (it returns once the entry is gone from the store, or after
+// DefaultCloseGrace when the store does not answer); Interrupted when a concurrent Resign or Close withdrew the candidacy;
 // Closed after Close; and the backend's error when campaigning fails (for
 // example Closed when the Conn is closed, Unavailable when the store cannot
 // be reached). When mastership is lost right after being won, Await
@@ -295,11 +297,18 @@ func (e *TopoElection) Await(ctx context.Context) error {
 		c.waiters--
 		if !isClosed(c.done) {
 			// ctx ended first.
+			var stopped <-chan struct{}
 			if c.waiters == 0 && e.cur == c {
 				e.cur = nil
-				c.stop(e.interrupted("campaign abandoned"))
+				stopped = c.stop(e.interrupted("campaign abandoned"))
 			}
 			e.mu.Unlock()
+			if stopped != nil {
+				// Withdraw before returning, as Resign does: an entry
+				// left queued could lead (for observers) after Await
+				// said it did not.
+				e.waitStopped(ctx, stopped)
+			}
 			return backendkit.FromContext(ctx, e.name)
 		}
 		switch {
@@ -322,6 +331,17 @@ func (e *TopoElection) Await(ctx context.Context) error {
 		if err := backendkit.CheckContext(ctx, e.name); err != nil {
 			return err
 		}
+	}
+}
+
+// waitStopped waits for a candidacy's withdrawal that Await began once its
+// ctx had ended: for up to closeGrace, as Close does.
+func (e *TopoElection) waitStopped(ctx context.Context, stopped <-chan struct{}) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.closeGrace)
+	defer cancel()
+	select {
+	case <-stopped:
+	case <-wctx.Done():
 	}
 }
 

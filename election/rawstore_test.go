@@ -1,0 +1,343 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	consulapi "github.com/hashicorp/consul/api"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
+	"github.com/topokit/topokit/topo/etcd2topo"
+	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
+	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
+)
+
+// rawBackend opens Conns on one real store and reads the store directly,
+// with the store's own client, bypassing topokit.
+type rawBackend struct {
+	name string
+	open func(t *testing.T) topo.Conn
+	// entries lists the keys (znodes) under the Conn root's elections/<res>
+	// that live on a session or lease: the candidates' entries. nil for
+	// memorytopo (no raw client).
+	entries func(t *testing.T, res string) []string
+	// kill ends, behind its Conn's back, the session or lease on which the
+	// current leader's entry of res lives; nil where the test cannot.
+	kill func(t *testing.T, res string)
+}
+
+func rawBackends(t *testing.T) []rawBackend {
+	mf := memorytopo.NewFactory()
+	out := []rawBackend{{name: "memory", open: func(t *testing.T) topo.Conn {
+		c, err := mf.NewConn("", "/adv")
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}}}
+	out = append(out, rawBackend{name: "etcd"})
+	out = append(out, rawBackend{name: "zookeeper"})
+	out = append(out, rawBackend{name: "consul"})
+	return out
+}
+
+// startRaw fills in b's functions, starting its server.
+func startRaw(t *testing.T, b *rawBackend) {
+	switch b.name {
+	case "etcd":
+		addr := etcdtest.Start(t)
+		b.open = func(t *testing.T) topo.Conn {
+			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/adv")
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return c
+		}
+		raw, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = raw.Close() })
+		b.entries = func(t *testing.T, res string) []string {
+			resp, err := raw.Get(context.Background(), "/adv/elections/"+res+"/", clientv3.WithPrefix())
+			require.NoError(t, err)
+			var out []string
+			for _, kv := range resp.Kvs {
+				if kv.Lease != 0 {
+					out = append(out, fmt.Sprintf("%s lease=%x", kv.Key, kv.Lease))
+				}
+			}
+			return out
+		}
+		b.kill = func(t *testing.T, res string) {
+			resp, err := raw.Get(context.Background(), "/adv/elections/"+res+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+			require.NoError(t, err)
+			for _, kv := range resp.Kvs {
+				if kv.Lease != 0 {
+					_, err := raw.Revoke(context.Background(), clientv3.LeaseID(kv.Lease))
+					require.NoError(t, err)
+					return
+				}
+			}
+			t.Fatal("no leader entry to kill")
+		}
+	case "zookeeper":
+		addr := zktest.Start(t)
+		b.open = func(t *testing.T) topo.Conn {
+			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, "/adv")
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return c
+		}
+		raw, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
+		require.NoError(t, err)
+		t.Cleanup(raw.Close)
+		var walk func(p string, out *[]string)
+		walk = func(p string, out *[]string) {
+			kids, st, err := raw.Children(p)
+			if err == zk.ErrNoNode {
+				return
+			}
+			require.NoError(t, err)
+			if st.EphemeralOwner != 0 && !strings.Contains(p, "/values") {
+				*out = append(*out, fmt.Sprintf("%s session=%x", p, st.EphemeralOwner))
+			}
+			for _, k := range kids {
+				walk(path.Join(p, k), out)
+			}
+		}
+		b.entries = func(t *testing.T, res string) []string {
+			var out []string
+			walk("/adv/elections/"+res, &out)
+			return out
+		}
+	case "consul":
+		addr := consultest.Start(t)
+		b.open = func(t *testing.T) topo.Conn {
+			c, err := consultopo.NewConn(consultopo.Options{Address: addr, MinSessionTTL: consultest.SessionTTLMin}, "adv")
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			return c
+		}
+		raw, err := consulapi.NewClient(&consulapi.Config{Address: addr})
+		require.NoError(t, err)
+		b.entries = func(t *testing.T, res string) []string {
+			pairs, _, err := raw.KV().List("adv/elections/"+res, nil)
+			require.NoError(t, err)
+			var out []string
+			for _, p := range pairs {
+				if p.Session != "" && (p.Key == "adv/elections/"+res || strings.HasPrefix(p.Key, "adv/elections/"+res+"/locks/queue/")) {
+					out = append(out, fmt.Sprintf("%s session=%s", p.Key, p.Session))
+				}
+			}
+			return out
+		}
+		b.kill = func(t *testing.T, res string) {
+			p, _, err := raw.KV().Get("adv/elections/"+res, nil)
+			require.NoError(t, err)
+			require.NotNil(t, p)
+			require.NotEmpty(t, p.Session)
+			_, err = raw.Session().Destroy(p.Session, nil)
+			require.NoError(t, err)
+		}
+	}
+}
+
+// TestRawStore runs election scenarios on each real store and checks the
+// store itself with its own client: WatchLeader across terms (a re-elected
+// id included), the entries an abandoned Await and Close leave (none), and
+// a leader whose session or lease is ended behind its back (etcd: lease
+// revoked; Consul: session destroyed).
+func TestRawStore(t *testing.T) {
+	for _, b := range rawBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			startRaw(t, &b)
+			res := func() string { return fmt.Sprintf("p%d-%d", time.Now().UnixNano(), advSeq.Add(1)) }
+			ctxT := func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				t.Cleanup(cancel)
+				return ctx
+			}
+			recv := func(t *testing.T, ctx context.Context, ch <-chan string) string {
+				t.Helper()
+				select {
+				case id, ok := <-ch:
+					require.True(t, ok, "WatchLeader closed")
+					return id
+				case <-ctx.Done():
+					t.Fatal("no leader sent")
+					return ""
+				}
+			}
+
+			// WatchLeader sends every new term, the same id re-elected
+			// included; when it sends the next leader, the previous
+			// master's mastership context is done.
+			t.Run("WatchLeaderTerms", func(t *testing.T) {
+				ctx, r := ctxT(t), res()
+				a := advElection(t, ctx, b.open(t), r, "a")
+				bb := advElection(t, ctx, b.open(t), r, "b")
+				obs := advElection(t, ctx, b.open(t), r, "obs")
+				ch, err := obs.WatchLeader(ctx)
+				require.NoError(t, err)
+				require.NoError(t, a.Await(ctx))
+				require.Equal(t, "a", recv(t, ctx, ch))
+				require.NoError(t, a.Resign(ctx))
+				require.NoError(t, a.Await(ctx))
+				require.Equal(t, "a", recv(t, ctx, ch), "a re-elected")
+				am, err := a.WithMastership(ctx)
+				require.NoError(t, err)
+				f1, err := a.Term()
+				require.NoError(t, err)
+				got := make(chan error, 1)
+				go func() { got <- bb.Await(ctx) }()
+				if b.entries != nil {
+					require.Eventually(t, func() bool { return len(b.entries(t, r)) >= 2 }, 20*time.Second, 10*time.Millisecond)
+				}
+				go func() { _ = a.Resign(ctx) }()
+				require.Equal(t, "b", recv(t, ctx, ch))
+				requireDone(t, am.Done(), "a's mastership when b is sent")
+				require.NoError(t, <-got)
+				f2, err := bb.Term()
+				require.NoError(t, err)
+				require.Greater(t, f2.Token(), f1.Token())
+			})
+
+			// An Await cancelled while waiting leaves no entry behind, and
+			// neither does Close of the master.
+			t.Run("CancelledAwaitLeavesNothing", func(t *testing.T) {
+				if b.entries == nil {
+					t.Skip("no raw client")
+				}
+				ctx, r := ctxT(t), res()
+				a := advElection(t, ctx, b.open(t), r, "a")
+				bb := advElection(t, ctx, b.open(t), r, "b")
+				require.NoError(t, a.Await(ctx))
+				bctx, cancel := context.WithCancel(ctx)
+				got := make(chan error, 1)
+				go func() { got <- bb.Await(bctx) }()
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) >= 2 }, 20*time.Second, 10*time.Millisecond)
+				cancel()
+				require.ErrorIs(t, <-got, topo.Interrupted)
+				t.Logf("right after Await returned: %v", b.entries(t, r))
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) == 1 }, 20*time.Second, 10*time.Millisecond, "b's entry stays")
+				require.NoError(t, a.Close(ctx))
+				require.Empty(t, b.entries(t, r), "after the master's Close")
+			})
+
+			// An Await whose ctx ends while it waits returns only once its
+			// candidacy's entry is gone from the store, as etcd's Campaign
+			// and Resign do; it returned while the entry was still queued,
+			// so that when the master resigned then, a third process saw
+			// the instance lead (Leader, WatchLeader) after its Await had
+			// said Interrupted.
+			t.Run("AwaitCancelledWithdrawsFirst", func(t *testing.T) {
+				if b.entries == nil {
+					t.Skip("no raw client")
+				}
+				ctx, r := ctxT(t), res()
+				a := advElection(t, ctx, b.open(t), r, "a")
+				sc := &stopConn{Conn: b.open(t), stopping: make(chan struct{}, 1), release: make(chan struct{})}
+				var once sync.Once
+				free := func() { once.Do(func() { close(sc.release) }) }
+				t.Cleanup(free)
+				bb := advElection(t, ctx, sc, r, "b")
+				require.NoError(t, a.Await(ctx))
+				bctx, bcancel := context.WithCancel(ctx)
+				got := make(chan error, 1)
+				go func() { got <- bb.Await(bctx) }()
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) == 2 }, 20*time.Second, 10*time.Millisecond)
+				bcancel()
+				<-sc.stopping
+				select {
+				case err := <-got:
+					t.Fatalf("Await returned %v before its candidacy was withdrawn; store: %v", err, b.entries(t, r))
+				default:
+				}
+				free()
+				require.ErrorIs(t, <-got, topo.Interrupted)
+				require.Len(t, b.entries(t, r), 1, "b's entry left after Await returned")
+			})
+
+			// The leader's session or lease ended behind its back: its
+			// mastership ends (LockLost), the other candidate leads with a
+			// greater token, and the first leads again later on its Conn.
+			t.Run("SessionKilled", func(t *testing.T) {
+				if b.kill == nil {
+					t.Skip("no raw kill")
+				}
+				ctx, r := ctxT(t), res()
+				a := advElection(t, ctx, b.open(t), r, "a")
+				bb := advElection(t, ctx, b.open(t), r, "b")
+				require.NoError(t, a.Await(ctx))
+				am, err := a.WithMastership(ctx)
+				require.NoError(t, err)
+				f1, err := a.Term()
+				require.NoError(t, err)
+				got := make(chan error, 1)
+				go func() { got <- bb.Await(ctx) }()
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) >= 2 }, 20*time.Second, 10*time.Millisecond)
+				b.kill(t, r)
+				require.NoError(t, <-got)
+				select {
+				case <-am.Done():
+				case <-ctx.Done():
+					t.Fatal("a's mastership never ended")
+				}
+				require.ErrorIs(t, context.Cause(am), topo.LockLost)
+				require.Error(t, f1.Check(ctx))
+				f2, err := bb.Term()
+				require.NoError(t, err)
+				require.Greater(t, f2.Token(), f1.Token())
+				_, err = a.Term()
+				require.ErrorIs(t, err, topo.NotLeader)
+				ga := make(chan error, 1)
+				go func() { ga <- a.Await(ctx) }()
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) >= 2 }, 20*time.Second, 10*time.Millisecond)
+				require.NoError(t, bb.Resign(ctx))
+				require.NoError(t, <-ga)
+				f3, err := a.Term()
+				require.NoError(t, err)
+				require.Greater(t, f3.Token(), f2.Token())
+				require.NoError(t, a.Close(ctx))
+				require.NoError(t, bb.Close(ctx))
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) == 0 }, 20*time.Second, 10*time.Millisecond, "entries left")
+			})
+		})
+	}
+}
+
+// stopConn is a Conn whose participations report when Stop begins and
+// finish it only once released.
+type stopConn struct {
+	topo.Conn
+	stopping chan struct{}
+	release  chan struct{}
+}
+
+func (c *stopConn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	lp, err := c.Conn.NewLeaderParticipation(name, id)
+	if err != nil {
+		return nil, err
+	}
+	return &stopLP{LeaderParticipation: lp, c: c}, nil
+}
+
+type stopLP struct {
+	topo.LeaderParticipation
+	c *stopConn
+}
+
+func (p *stopLP) Stop() {
+	p.c.stopping <- struct{}{}
+	<-p.c.release
+	p.LeaderParticipation.Stop()
+}
