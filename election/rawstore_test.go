@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/topokit/topokit/election"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
@@ -340,4 +341,119 @@ func (p *stopLP) Stop() {
 	p.c.stopping <- struct{}{}
 	<-p.c.release
 	p.LeaderParticipation.Stop()
+}
+
+// TestServerRestart: the store restarts (keeping its data) under a master,
+// a waiting candidate and an observer: the observer's WatchLeader and
+// Observe keep going; the next master leads only once the first's
+// mastership has ended, with a greater token; the observer sees it.
+func TestServerRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) (open func(t *testing.T) topo.Conn, restart func())
+	}{
+		{"etcd", func(t *testing.T) (func(t *testing.T) topo.Conn, func()) {
+			c := etcdtest.StartCluster(t, 1)
+			open := func(t *testing.T) topo.Conn {
+				conn, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{c.Addr(0)}}, "/adv")
+				require.NoError(t, err)
+				t.Cleanup(conn.Close)
+				return conn
+			}
+			return open, func() { c.StopMember(0); c.RestartMember(0) }
+		}},
+		{"consul", func(t *testing.T) (func(t *testing.T) topo.Conn, func()) {
+			a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
+			open := func(t *testing.T) topo.Conn {
+				conn, err := consultopo.NewConn(consultopo.Options{Address: a.Addr(), MinSessionTTL: consultest.SessionTTLMin}, "adv")
+				require.NoError(t, err)
+				t.Cleanup(conn.Close)
+				return conn
+			}
+			return open, func() { a.Restart(t) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			open, restart := tc.start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r := fmt.Sprintf("restart%d", time.Now().UnixNano())
+			a := advElection(t, ctx, open(t), r, "a")
+			bb := advElection(t, ctx, open(t), r, "b")
+			obs := advElection(t, ctx, open(t), r, "obs")
+			ids, err := obs.WatchLeader(ctx)
+			require.NoError(t, err)
+			leaders, err := obs.Observe(ctx)
+			require.NoError(t, err)
+			var seen []topo.Leader
+			var mu sync.Mutex
+			sawB := make(chan struct{})
+			go func() {
+				for l := range leaders {
+					mu.Lock()
+					seen = append(seen, l)
+					mu.Unlock()
+					if l.ID == "b" && sawB != nil {
+						close(sawB)
+						sawB = nil
+					}
+				}
+			}()
+			sawBCh := sawB
+			require.NoError(t, a.Await(ctx))
+			am, err := a.WithMastership(ctx)
+			require.NoError(t, err)
+			fa, err := a.Term()
+			require.NoError(t, err)
+			var aEndedFirst bool
+			got := make(chan error, 1)
+			go func() {
+				err := bb.Await(ctx)
+				for err != nil && !election.IsPermanent(err) && ctx.Err() == nil {
+					err = bb.Await(ctx) // the store restarted as it campaigned
+				}
+				aEndedFirst = am.Err() != nil
+				got <- err
+			}()
+			next := func() string {
+				select {
+				case id, ok := <-ids:
+					require.True(t, ok)
+					return id
+				case <-ctx.Done():
+					t.Fatal("no leader sent")
+					return ""
+				}
+			}
+			require.Equal(t, "a", next())
+			restart()
+			t.Logf("after the restart: a's mastership %v", context.Cause(am))
+			_ = a.Resign(ctx)
+			require.NoError(t, <-got)
+			require.True(t, aEndedFirst, "b became master while a's mastership was live")
+			fb, err := bb.Term()
+			require.NoError(t, err)
+			require.Greater(t, fb.Token(), fa.Token())
+			for id := next(); id != "b"; id = next() {
+				require.Equal(t, "a", id, "only a or b lead")
+			}
+			select {
+			case <-sawBCh:
+			case <-ctx.Done():
+				mu.Lock()
+				t.Fatalf("Observe never sent b: %v", seen)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var last int64
+			for _, l := range seen {
+				if l.ID == "" {
+					continue
+				}
+				require.GreaterOrEqual(t, l.Token, last, "Observe went back: %v", seen)
+				last = l.Token
+			}
+			t.Logf("observed: %v", seen)
+		})
+	}
 }
