@@ -2,6 +2,7 @@ package election_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -456,4 +457,114 @@ func TestServerRestart(t *testing.T) {
 			t.Logf("observed: %v", seen)
 		})
 	}
+}
+
+// recordConn is a Conn that keeps the participations it created.
+type recordConn struct {
+	topo.Conn
+	mu  sync.Mutex
+	lps []topo.LeaderParticipation
+}
+
+func (c *recordConn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
+	lp, err := c.Conn.NewLeaderParticipation(name, id)
+	if err == nil {
+		c.mu.Lock()
+		c.lps = append(c.lps, lp)
+		c.mu.Unlock()
+	}
+	return lp, err
+}
+
+// TestZooKeeperSessionExpired: the master's ZooKeeper session is expired by
+// the server (zktest.ExpireSession with the session's id and password): its
+// mastership ends with LockLost, the waiting candidate leads with a greater
+// token, and the first leads again on its Conn's new session.
+func TestZooKeeperSessionExpired(t *testing.T) {
+	addr := zktest.Start(t)
+	open := func(t *testing.T) topo.Conn {
+		// A short session timeout: after the take-over, a's client may
+		// wait for its read timeout (2/3 of it) before it reconnects and
+		// learns of the expiry, and a's next candidacy waits with it.
+		c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}, SessionTimeout: 4 * time.Second}, "/adv")
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := fmt.Sprintf("exp%d", time.Now().UnixNano())
+	rc := &recordConn{Conn: open(t)}
+	a := advElection(t, ctx, rc, r, "a")
+	bb := advElection(t, ctx, open(t), r, "b")
+	obs := advElection(t, ctx, open(t), r, "obs")
+	ids, err := obs.WatchLeader(ctx)
+	require.NoError(t, err)
+	next := func() string {
+		select {
+		case id, ok := <-ids:
+			require.True(t, ok)
+			return id
+		case <-ctx.Done():
+			t.Fatal("no leader sent")
+			return ""
+		}
+	}
+	require.NoError(t, a.Await(ctx))
+	require.Equal(t, "a", next())
+	am, err := a.WithMastership(ctx)
+	require.NoError(t, err)
+	fa, err := a.Term()
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	var aEndedFirst bool
+	go func() {
+		err := bb.Await(ctx)
+		aEndedFirst = am.Err() != nil
+		got <- err
+	}()
+	rc.mu.Lock()
+	lp := rc.lps[len(rc.lps)-1]
+	rc.mu.Unlock()
+	info, err := lp.ResumeInfo()
+	require.NoError(t, err)
+	var ri struct {
+		Session  int64  `json:"session"`
+		Password []byte `json:"password"`
+	}
+	require.NoError(t, json.Unmarshal(info, &ri))
+	t0 := time.Now()
+	// The server may drop the take-over's connection unanswered (EOF):
+	// try again until the session is gone.
+	require.Eventually(t, func() bool {
+		err := zktest.ExpireSession(addr, ri.Session, ri.Password)
+		return err == nil || strings.Contains(err.Error(), "already expired")
+	}, 20*time.Second, 50*time.Millisecond)
+	t.Logf("expired after %v", time.Since(t0))
+	require.NoError(t, <-got)
+	t.Logf("b leads after %v", time.Since(t0))
+	// The server told a's client at once here (the expiry is the server's
+	// own act, not a cut link), so a learns of it too; b may lead before
+	// a's callback ran: what must hold is the fence.
+	select {
+	case <-am.Done():
+	case <-ctx.Done():
+		t.Fatal("a's mastership never ended")
+	}
+	t.Logf("a's mastership had ended when b's Await returned: %v", aEndedFirst)
+	require.ErrorIs(t, context.Cause(am), topo.LockLost)
+	require.Error(t, fa.Check(ctx))
+	fb, err := bb.Term()
+	require.NoError(t, err)
+	require.Greater(t, fb.Token(), fa.Token())
+	require.Equal(t, "b", next())
+	ga := make(chan error, 1)
+	go func() { ga <- a.Await(ctx) }()
+	require.NoError(t, bb.Resign(ctx))
+	require.NoError(t, <-ga)
+	t.Logf("a leads again after %v", time.Since(t0))
+	fa2, err := a.Term()
+	require.NoError(t, err)
+	require.Greater(t, fa2.Token(), fb.Token())
+	require.Equal(t, "a", next())
 }
