@@ -269,6 +269,87 @@ func TestRawStore(t *testing.T) {
 				require.Len(t, b.entries(t, r), 1, "b's entry left after Await returned")
 			})
 
+			// Leader values seen by an observer (Observe, LeaderInfo)
+			// while the master proclaims in a loop and then hands over:
+			// every value is one its term's master proclaimed, a term's
+			// values come in the order proclaimed, and tokens never go
+			// back.
+			t.Run("ProclaimOrderAcrossHandover", func(t *testing.T) {
+				ctx, r := ctxT(t), res()
+				conn := b.open(t)
+				a, err := conn.NewLeaderParticipation(r, "a")
+				require.NoError(t, err)
+				defer a.Stop()
+				bp, err := b.open(t).NewLeaderParticipation(r, "b")
+				require.NoError(t, err)
+				defer bp.Stop()
+				obs, err := b.open(t).NewLeaderParticipation(r, "obs")
+				require.NoError(t, err)
+				octx, ocancel := context.WithCancel(ctx)
+				defer ocancel()
+				leaders, err := obs.Observe(octx)
+				require.NoError(t, err)
+				_, err = a.Campaign(ctx, []byte("a-0"))
+				require.NoError(t, err)
+				const n = 30
+				got := make(chan error, 1)
+				go func() {
+					_, err := bp.Campaign(ctx, []byte("b-0"))
+					got <- err
+				}()
+				polls := make(chan []topo.Leader, 1)
+				go func() {
+					var ls []topo.Leader
+					for octx.Err() == nil {
+						l, err := obs.Leader(octx)
+						if err == nil {
+							ls = append(ls, l)
+						}
+					}
+					polls <- ls
+				}()
+				for i := 1; i <= n; i++ {
+					require.NoError(t, a.Proclaim(ctx, []byte(fmt.Sprintf("a-%d", i))))
+				}
+				require.NoError(t, a.Resign(ctx))
+				require.NoError(t, <-got)
+				for i := 1; i <= n; i++ {
+					require.NoError(t, bp.Proclaim(ctx, []byte(fmt.Sprintf("b-%d", i))))
+				}
+				var seen []topo.Leader
+				for l := range leaders {
+					seen = append(seen, l)
+					if string(l.Value) == fmt.Sprintf("b-%d", n) {
+						break
+					}
+				}
+				ocancel()
+				for range leaders {
+				}
+				check := func(what string, ls []topo.Leader) {
+					var tok int64
+					idx := map[string]int{}
+					for _, l := range ls {
+						if l.ID == "" {
+							continue
+						}
+						require.GreaterOrEqual(t, l.Token, tok, "%s: token went back: %v", what, ls)
+						if l.Token > tok {
+							tok = l.Token
+						}
+						var id string
+						var i int
+						_, err := fmt.Sscanf(string(l.Value), "%1s-%d", &id, &i)
+						require.NoError(t, err, "%s: value %q", what, l.Value)
+						require.Equal(t, l.ID, id, "%s: %s shown with a value of %s: %v", what, l.ID, id, ls)
+						require.GreaterOrEqual(t, i, idx[id], "%s: an older value of %s after a newer", what, id)
+						idx[id] = i
+					}
+				}
+				check("Observe", seen)
+				check("Leader", <-polls)
+			})
+
 			// The leader's session or lease ended behind its back: its
 			// mastership ends (LockLost), the other candidate leads with a
 			// greater token, and the first leads again later on its Conn.
