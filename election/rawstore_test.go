@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path"
 	"strings"
 	"sync"
@@ -348,6 +349,68 @@ func TestRawStore(t *testing.T) {
 				}
 				check("Observe", seen)
 				check("Leader", <-polls)
+			})
+
+			// Two Runners; the master's session or lease is ended behind
+			// its back: its Work ends (LockLost), the other's Work runs,
+			// the first campaigns again and leads once the other's Work
+			// returns; both Runs end on their ctx and leave no entry.
+			t.Run("RunnersAfterKill", func(t *testing.T) {
+				if b.kill == nil {
+					t.Skip("no raw kill")
+				}
+				ctx, r := ctxT(t), res()
+				type start struct {
+					id   string
+					ctx  context.Context
+					stop chan struct{}
+				}
+				starts := make(chan start, 16)
+				run := func(id string) (func(), <-chan error) {
+					e := advElection(t, ctx, b.open(t), r, id)
+					rctx, cancel := context.WithCancel(ctx)
+					done := make(chan error, 1)
+					rn := &election.Runner{Election: e, InitialBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+						Work: func(wctx context.Context) error {
+							st := start{id, wctx, make(chan struct{})}
+							starts <- st
+							select {
+							case <-wctx.Done():
+							case <-st.stop:
+							}
+							return nil
+						}}
+					go func() { done <- rn.Run(rctx) }()
+					return cancel, done
+				}
+				nextStart := func() start {
+					select {
+					case s := <-starts:
+						return s
+					case <-ctx.Done():
+						t.Fatal("no Work started")
+						return start{}
+					}
+				}
+				cancelA, doneA := run("a")
+				first := nextStart()
+				cancelB, doneB := run("b")
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) >= 2 }, 20*time.Second, 10*time.Millisecond)
+				b.kill(t, r)
+				second := nextStart()
+				require.NotEqual(t, first.id, second.id)
+				<-first.ctx.Done()
+				require.ErrorIs(t, context.Cause(first.ctx), topo.LockLost)
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) >= 2 }, 20*time.Second, 10*time.Millisecond, "the first Runner campaigns again")
+				close(second.stop) // the second's Work returns: it resigns
+				third := nextStart()
+				require.Equal(t, first.id, third.id)
+				requireDone(t, second.ctx.Done(), "the second's Work context")
+				cancelA()
+				cancelB()
+				require.NoError(t, <-doneA)
+				require.NoError(t, <-doneB)
+				require.Empty(t, b.entries(t, r))
 			})
 
 			// The leader's session or lease ended behind its back: its
