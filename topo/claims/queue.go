@@ -195,11 +195,37 @@ func (e *Engine) wait(ctx context.Context, cl *claim, first *aheadRead) error {
 		if i == 1 {
 			// The one entry ahead is gone, and no entry can have come
 			// ahead since (tokens only grow): cl heads the queue, known
-			// without another read.
+			// without another read of it, if its own entry is still there.
 			cl.position = 1
+			if err := e.confirmHead(ctx, cl); err != nil {
+				return err
+			}
 			return e.acquire(ctx, cl)
 		}
 	}
+}
+
+// confirmHead checks, on a driver whose store may take an entry away
+// while its session lives (a Monitor: etcd, where a lease can be revoked
+// or a key deleted behind the client's back) and that has no Acquire step
+// (which checks the entry in the store itself), that cl's entry is still
+// held (Driver.Held, one read) before the wait grants it: a waiter whose
+// predecessor went does not know that its own entry is still there, and
+// one granted without it would hold a lock the next waiter takes too.
+// errEntryGone when it is not.
+func (e *Engine) confirmHead(ctx context.Context, cl *claim) error {
+	if e.monitor == nil || e.acquirer != nil {
+		return nil
+	}
+	held, err := e.d.Held(ctx, cl.q, cl.sess, cl.entry.Entry())
+	if err != nil {
+		return err
+	}
+	if !held {
+		cl.end(stateLost)
+		return errEntryGone
+	}
+	return nil
 }
 
 // waitSignaled is await's loop on a GoneSignaler without the Acquire step
