@@ -84,7 +84,7 @@ func TestServeCluster(t *testing.T) {
 	st = status()
 	assert.True(t, st.Quorum)
 	assert.False(t, st.Healthy, "one volunteer for an ideal size of 5")
-	assert.Contains(t, st.Shortfall, "only 1 nodes volunteer")
+	assert.Contains(t, st.Shortfall, "only 1 node volunteers (1 voter now): start 4 more nodes")
 	text = tg.ok(t, "cluster", "status")
 	assert.Contains(t, text, "healthy: false")
 	assert.Contains(t, text, "below ideal size")
