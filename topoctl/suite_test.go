@@ -736,6 +736,14 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 	for _, cmd := range []string{"get", "rm"} {
 		r := tg.fails(t, 1, nil, cmd, "d")
 		assert.Regexp(t, `^topoctl: NoNode: /d is a directory, not a file \(ls /d lists it`, r.stderr)
+		// Each says the command's own form for a directory: get's reads
+		// (it named rm -R --force, which deletes, to a user who wanted
+		// to read).
+		want := map[string]string{"get": "get -R /d prints every file under it", "rm": "rm -R --force /d deletes every file under it"}[cmd]
+		assert.Contains(t, r.stderr, want)
+		if cmd == "get" {
+			assert.NotContains(t, r.stderr, "rm -R")
+		}
 		assert.NotContains(t, r.stderr, "doesn't exist")
 	}
 	// A file given where a lock directory is wanted: the line says it is
