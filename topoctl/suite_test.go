@@ -292,7 +292,12 @@ func testBadInput(t *testing.T, tg target, _ capabilities) {
 }
 
 func testWatch(t *testing.T, tg target, _ capabilities) {
-	tg.fails(t, 1, []string{"NoNode", "w"}, "watch", "w")
+	// A file not created yet, or a directory: the line says what to run
+	// instead (it said only "node doesn't exist").
+	tg.fails(t, 1, []string{"NoNode: /w does not exist (watch --wait /w waits for it to be created)"}, "watch", "w")
+	tg.ok(t, "put", "wd/f", "v")
+	tg.fails(t, 1, []string{"NoNode: /wd is a directory, not a file (ls /wd lists it; watch -R /wd follows every file under it)"}, "watch", "wd")
+	tg.ok(t, "rm", "wd/f")
 	// --wait waits for the file to be created, then watches it.
 	waiting := tg.start(t, "watch", "--wait", "later")
 	require.Eventually(t, func() bool { return strings.Contains(waiting.stderr.String(), "waiting for it to be created") }, time.Minute, 5*time.Millisecond)
