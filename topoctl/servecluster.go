@@ -169,11 +169,11 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 }
 
 // leaveFailed is serve's error when the node named name stopped without
-// being removed from the cluster within timeout (err is Leave's): it says
-// what state the node is left in and how to bring it back, as stopping
-// every node at once, or a cluster without a quorum, ends so.
+// seeing itself removed from the cluster within timeout (err is Leave's):
+// it says what state the node may be left in and how to bring it back, as
+// stopping every node at once, or a cluster without a quorum, ends so.
 func leaveFailed(name, dataDir string, timeout time.Duration, err error) error {
-	return fmt.Errorf("node %s stopped without leaving the cluster: no member removed it within %s (as when the other members stop too, or have no quorum): it stays a member, with its data in %s; run the same command again to bring it back (as that member, or as a new one if the cluster removed it meanwhile) (%w)", name, timeout, dataDir, err)
+	return fmt.Errorf("node %s stopped without leaving the cluster: it saw no member remove it within %s (as when the other members stop too, or have no quorum), so it may still be a member; its data stays in %s: run the same command again to bring it back (as the member it was, or as a new one if the cluster removed it meanwhile) (%w)", name, timeout, dataDir, err)
 }
 
 // flagsText joins flags with a trailing space, "" when none.
