@@ -271,10 +271,23 @@ func StatusWith(ctx context.Context, cli *clientv3.Client, prefix string, opts C
 		st.Decider = string(kvs[0].Value)
 	}
 	if len(st.Volunteers) < st.IdealSize {
-		st.Shortfall = fmt.Sprintf("the ideal size is %d voters but only %d nodes volunteer (%d voters now): start %d more nodes or lower the size",
-			st.IdealSize, len(st.Volunteers), len(st.Voters()), st.IdealSize-len(st.Volunteers))
+		st.Shortfall = shortfall(st.IdealSize, len(st.Volunteers), len(st.Voters()))
 	}
 	return st, nil
+}
+
+// shortfall is Status.Shortfall of a cluster of the given ideal size with
+// fewer volunteers than that.
+func shortfall(ideal, volunteers, voters int) string {
+	plural := func(n int, one, many string) string {
+		if n == 1 {
+			return fmt.Sprintf("%d %s", n, one)
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	return fmt.Sprintf("the ideal size is %d voters but only %s (%s now): start %s or lower the size",
+		ideal, plural(volunteers, "node volunteers", "nodes volunteer"), plural(voters, "voter", "voters"),
+		plural(ideal-volunteers, "more node", "more nodes"))
 }
 
 // SetSize stores n as the cluster's ideal number of voting members; the

@@ -153,7 +153,8 @@ func TestStatusAndSetSize(t *testing.T) {
 	require.ErrorIs(t, SetSize(ctx, cli, "", MaxVoters+1), ErrSizeTooLarge)
 	st, _ = statusOf(cli)
 	require.Equal(t, DefaultIdealSize, st.IdealSize, "a refused size writes nothing")
-	require.NotEmpty(t, st.Shortfall, "one volunteer for an ideal size of 3")
+	require.Equal(t, "the ideal size is 3 voters but only 1 node volunteers (1 voter now): start 2 more nodes or lower the size", st.Shortfall,
+		"one volunteer for an ideal size of 3")
 	require.NoError(t, SetSize(ctx, cli, "", 5))
 	st, _ = statusOf(cli)
 	require.Equal(t, 5, st.IdealSize)

@@ -25,7 +25,9 @@ type Factory interface {
 	// that dial lazily report an unreachable store on the first call.
 	// Create takes no context: OpenServerContext and Server.ConnForCell
 	// stop waiting for it when their context ends (and close the Conn it
-	// returns later), but only the backend can stop the dial itself, by
+	// returns later without an error; with an error, the Conn is ignored,
+	// so a nil pointer of the backend's Conn type is harmless there), but
+	// only the backend can stop the dial itself, by
 	// implementing ContextFactory, and only the backend's constructor can
 	// fail fast on an address where nothing answers.
 	Create(cell, serverAddress, root string) (Conn, error)
@@ -71,9 +73,7 @@ func createConn(ctx context.Context, f Factory, cell, serverAddress, root string
 		select {
 		case done <- result{conn, err}:
 		case <-abandoned:
-			if conn != nil {
-				conn.Close()
-			}
+			closeDialled(conn, err)
 		}
 	}()
 	select {
@@ -85,12 +85,20 @@ func createConn(ctx context.Context, f Factory, cell, serverAddress, root string
 		// goroutine or here, never leaked.
 		select {
 		case r := <-done:
-			if r.conn != nil {
-				r.conn.Close()
-			}
+			closeDialled(r.conn, r.err)
 		default:
 		}
 		return nil, fromContext(ctx, serverAddress)
+	}
+}
+
+// closeDialled closes the Conn of an abandoned dial that succeeded. A
+// failed dial's Conn is not one: a factory may return a nil pointer of its
+// own Conn type with its error (a non-nil Conn holding nil), whose Close
+// would panic, in a goroutine of the caller's process.
+func closeDialled(conn Conn, err error) {
+	if err == nil && conn != nil {
+		conn.Close()
 	}
 }
 

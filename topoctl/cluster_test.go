@@ -84,7 +84,7 @@ func TestServeCluster(t *testing.T) {
 	st = status()
 	assert.True(t, st.Quorum)
 	assert.False(t, st.Healthy, "one volunteer for an ideal size of 5")
-	assert.Contains(t, st.Shortfall, "only 1 nodes volunteer")
+	assert.Contains(t, st.Shortfall, "only 1 node volunteers (1 voter now): start 4 more nodes")
 	text = tg.ok(t, "cluster", "status")
 	assert.Contains(t, text, "healthy: false")
 	assert.Contains(t, text, "below ideal size")
@@ -320,4 +320,69 @@ func TestPlainServeRefusesClusterData(t *testing.T) {
 	p = startProcess(t, env, "serve", "--data-dir", one, "--listen-client-address", addrs[4], "--listen-peer-address", addrs[5])
 	p.waitLine(t, "Stop it with Ctrl-C")
 	assert.Equal(t, 0, p.signalAndWait(t, syscall.SIGTERM), p.errb.String())
+}
+
+// TestServeClusterStopWithoutQuorum: Ctrl-C given to a node whose
+// cluster has lost its quorum (the other member of two was killed). No
+// member can remove it, so it stops after the leave timeout without
+// leaving; serve then says so, that the node may still be a member, where
+// its data is, and to run the same command again (it said only
+// "interrupted: etcdcluster: waiting for removal: context deadline
+// exceeded"). Run again with the same commands, the nodes form the same
+// cluster again, with its data.
+func TestServeClusterStopWithoutQuorum(t *testing.T) {
+	t.Parallel()
+	env := []string{envImplementation + "=", envServerAddress + "=", envRoot + "=", envCell + "=", envDataDir + "="}
+	addrs, err := etcdembed.FreeAddrs(4)
+	require.NoError(t, err)
+	seeds := "http://" + addrs[0] + ",http://" + addrs[2]
+	dirs := []string{t.TempDir(), t.TempDir()}
+	start := func() []*proc {
+		procs := make([]*proc, 2)
+		for i := range procs {
+			procs[i] = startProcess(t, env, "serve", "--seeds", seeds, "--bootstrap-expect", "2",
+				"--name", fmt.Sprintf("n%d", i+1), "--data-dir", dirs[i],
+				"--listen-client-address", addrs[2*i], "--listen-peer-address", addrs[2*i+1])
+		}
+		return procs
+	}
+	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
+	formed := func() clusterStatusJSON {
+		var st clusterStatusJSON
+		require.Eventually(t, func() bool {
+			r := tg.run(t, "", "-o", "json", "cluster", "status")
+			st = clusterStatusJSON{}
+			return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Quorum && voters(st) == 2
+		}, 3*time.Minute, 200*time.Millisecond)
+		return st
+	}
+	procs := start()
+	first := formed()
+	_ = tg.ok(t, "put", "/k", "v")
+
+	procs[1].signalAndWait(t, syscall.SIGKILL)
+	require.NoError(t, procs[0].cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case <-procs[0].done:
+	case <-time.After(2 * etcdcluster.DefaultLeaveTimeout):
+		require.FailNow(t, "serve did not stop after SIGINT", "stderr: %s", procs[0].errb.String())
+	}
+	stderr := procs[0].errb.String()
+	assert.Equal(t, ExitInterrupted, procs[0].cmd.ProcessState.ExitCode(), stderr)
+	for _, want := range []string{
+		"node n1 stopped without leaving the cluster",
+		"so it may still be a member; its data stays in " + dirs[0],
+		"run the same command again",
+	} {
+		assert.Contains(t, stderr, want)
+	}
+
+	// As the message says: the same commands bring the cluster back.
+	procs = start()
+	again := formed()
+	assert.Equal(t, first.ClusterID, again.ClusterID)
+	assert.Equal(t, "v", tg.ok(t, "get", "/k"))
+	for _, p := range procs {
+		p.signalAndWait(t, syscall.SIGKILL)
+	}
 }

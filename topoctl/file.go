@@ -195,7 +195,7 @@ get -R shows values, with a note on stderr saying why (exit 0). With
 				}
 			}
 			if err != nil {
-				return notADirectory(ctx, st.conn, p, err)
+				return notADirectory(ctx, st.conn, p, err, "get -R %s prints every file under it")
 			}
 
 			var decoded any
@@ -430,7 +430,7 @@ named on stderr and rm -R exits 1.`,
 			}
 			defer done()
 			if err := st.conn.Delete(ctx, p, cas); err != nil {
-				return notADirectory(ctx, st.conn, p, err)
+				return notADirectory(ctx, st.conn, p, err, "rm -R --force %s deletes every file under it")
 			}
 			if out.jsonOut() {
 				return out.printJSON(map[string]any{"path": displayPath(p), "deleted": 1})
@@ -487,14 +487,17 @@ func displayPaths(ps []string) []string {
 }
 
 // notADirectory turns the NoNode error of a file operation on p into one
-// that says p is a directory, when it is one; other errors pass unchanged.
-func notADirectory(ctx context.Context, conn topo.Conn, p string, err error) error {
+// that says p is a directory, when it is one, and what to run instead:
+// ls, and the command's own form for a directory, hint, whose %s is p
+// (get: "get -R %s prints ..."; rm: "rm -R --force %s deletes ...").
+// Other errors pass unchanged.
+func notADirectory(ctx context.Context, conn topo.Conn, p string, err error, hint string) error {
 	if !topo.IsErrType(err, topo.NoNode) {
 		return err
 	}
 	if des, lerr := conn.ListDir(ctx, p, false); lerr == nil && len(des) > 0 {
 		return &kindError{
-			msg: fmt.Sprintf("%s is a directory, not a file (ls %s lists it; rm -R --force %s deletes every file under it)", displayPath(p), displayPath(p), displayPath(p)),
+			msg: fmt.Sprintf("%s is a directory, not a file (ls %s lists it; %s)", displayPath(p), displayPath(p), fmt.Sprintf(hint, displayPath(p))),
 			err: err,
 		}
 	}

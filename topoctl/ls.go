@@ -97,7 +97,8 @@ func entriesOf(es []*tree.Entry) []*entry {
 
 // listOrFile lists dir; when dir is a file rather than a directory it
 // returns that file as the only entry, as ls does.
-func listOrFile(ctx context.Context, out *printer, conn topo.Conn, timeout time.Duration, arg string, long, recursive bool) ([]*entry, error) {
+func listOrFile(ctx context.Context, out *printer, st *store, timeout time.Duration, arg string, long, recursive bool) ([]*entry, error) {
+	conn := st.conn
 	dir, err := topo.CleanDirPath(arg)
 	if err != nil {
 		return nil, err
@@ -106,11 +107,11 @@ func listOrFile(ctx context.Context, out *printer, conn topo.Conn, timeout time.
 	if dir == "" && topo.IsErrType(err, topo.NoNode) {
 		// An empty store is an empty root, not an error; but say so, as a
 		// wrong root or address looks the same.
-		out.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
+		out.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address%s\n", memoryHint(st.name))
 		return []*entry{}, nil
 	}
 	if err == nil && dir == "" && len(entries) == 0 {
-		out.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address\n")
+		out.eprintf("note: the root is empty or absent (nothing under it); check --topo-global-root and the address%s\n", memoryHint(st.name))
 	}
 	if err == nil || !topo.IsErrType(err, topo.NoNode) {
 		return entries, err
@@ -168,7 +169,7 @@ version. With --output json it prints one JSON array of entries.`,
 				return err
 			}
 			defer st.Close()
-			entries, err := listOrFile(cmd.Context(), out, st.conn, stores.timeout, argOr(args, 0, "/"), long, recursive)
+			entries, err := listOrFile(cmd.Context(), out, st, stores.timeout, argOr(args, 0, "/"), long, recursive)
 			if err != nil {
 				return err
 			}
@@ -218,7 +219,7 @@ one JSON array of entries, each with its children.`,
 			}
 			defer st.Close()
 			arg := argOr(args, 0, "/")
-			entries, err := listOrFile(cmd.Context(), out, st.conn, stores.timeout, arg, long, true)
+			entries, err := listOrFile(cmd.Context(), out, st, stores.timeout, arg, long, true)
 			if err != nil {
 				return err
 			}

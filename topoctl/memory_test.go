@@ -151,3 +151,34 @@ func TestRmTreeBatchLost(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "deleted 2 files under /rmbatchlost")
 }
+
+// TestMemoryStoreIsPerProcess: a memory store lives in its topoctl
+// process only. Written by one topoctl command and read by the next, it
+// is empty; ls, stat and export say why, not only "check the root and
+// the address", which sent a user who had imported into it looking for
+// a wrong root.
+func TestMemoryStoreIsPerProcess(t *testing.T) {
+	t.Parallel()
+	env := []string{envImplementation + "=memory", envServerAddress + "=", envRoot + "=", envCell + "=", envTimeout + "="}
+	run := func(args ...string) (int, string) {
+		p := startProcess(t, env, args...)
+		<-p.done
+		return p.cmd.ProcessState.ExitCode(), p.errb.String()
+	}
+	code, stderr := run("put", "/hello", "world")
+	require.Equal(t, 0, code, stderr)
+	const why = "a memory store lives only as long as its topoctl process: each command starts with an empty one"
+	code, stderr = run("ls", "/")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "note: the root is empty or absent")
+	assert.Contains(t, stderr, why)
+	code, stderr = run("stat", "/")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, why)
+	code, stderr = run("export", t.TempDir())
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, why)
+
+	// Other stores' notes do not mention it.
+	assert.Empty(t, memoryHint("etcd2:127.0.0.1:2379:/vitess/global"))
+}

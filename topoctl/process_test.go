@@ -103,8 +103,9 @@ func (p *proc) signalAndWait(t *testing.T, sig os.Signal) int {
 }
 
 // The binary's signal handling: serve stops cleanly on SIGTERM and SIGINT,
-// watch ends with status 0 on SIGINT, and lock passes SIGTERM on to its
-// command, releases the lock and exits with the command's status.
+// watch and lock without a command end with status 0 on SIGINT, and lock
+// passes SIGTERM on to its command, releases the lock and exits with the
+// command's status.
 func TestProcessSignals(t *testing.T) {
 	t.Parallel()
 	addrs, err := etcdembed.FreeAddrs(2)
@@ -125,6 +126,13 @@ func TestProcessSignals(t *testing.T) {
 	l.waitLine(t, "held")
 	tg.fails(t, 1, []string{"NodeExists"}, "lock", "--try", "ks", "--", "true")
 	assert.Equal(t, ExitInterrupted, l.signalAndWait(t, syscall.SIGTERM), l.errb.String())
+	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
+
+	// lock without a command holds the lock until Ctrl-C, its normal way
+	// to stop: status 0, the lock released.
+	l = startProcess(t, env, "lock", "ks")
+	l.waitLine(t, "holding the lock on /ks")
+	assert.Equal(t, 0, l.signalAndWait(t, syscall.SIGINT), l.errb.String())
 	assert.Equal(t, "free\n", tg.ok(t, "lock", "--try", "ks", "--", "echo", "free"))
 
 	assert.Equal(t, 0, srv.signalAndWait(t, syscall.SIGTERM), srv.errb.String())

@@ -126,8 +126,9 @@ at reserved paths that a tree command could not carry over), 2 usage error,
 3 LockLost (lock, elect), 130 interrupted (Ctrl-C or SIGTERM before a
 command finished: while connecting, reading or listing, during an import,
 copy, export, rm -R, a lock wait or lock's command); "lock" exits with its
-command's status otherwise; watch, serve, elect and leader --observe end
-with 0 on Ctrl-C, their normal way to stop.`,
+command's status otherwise; watch, serve, elect, leader --observe and lock
+without a command end with 0 on Ctrl-C, their normal way to stop (a serve
+--cluster node that stopped without leaving its cluster: 130).`,
 		Example: `  topoctl serve                 # in one terminal: an embedded etcd
   topoctl put /hello world      # in another
   topoctl ls -R /

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -159,12 +160,20 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 	err = n.Leave(lctx)
 	n.Close()
 	if err != nil {
-		return err
+		return leaveFailed(name, dataDir, etcdcluster.DefaultLeaveTimeout, err)
 	}
 	if !out.jsonOut() {
 		out.printf("node %s stopped (data directory %s)\n", name, dataDir)
 	}
 	return nil
+}
+
+// leaveFailed is serve's error when the node named name stopped without
+// seeing itself removed from the cluster within timeout (err is Leave's):
+// it says what state the node may be left in and how to bring it back, as
+// stopping every node at once, or a cluster without a quorum, ends so.
+func leaveFailed(name, dataDir string, timeout time.Duration, err error) error {
+	return fmt.Errorf("node %s stopped without leaving the cluster: it saw no member remove it within %s (as when the other members stop too, or have no quorum), so it may still be a member; its data stays in %s: run the same command again to bring it back (as the member it was, or as a new one if the cluster removed it meanwhile) (%w)", name, timeout, dataDir, err)
 }
 
 // flagsText joins flags with a trailing space, "" when none.

@@ -90,7 +90,7 @@ both). With --output json it prints one object {"path","type","version",
 			}
 			if len(types) == 0 {
 				if p == "" {
-					return backendkit.Wrap(topo.NoNode, "/", fmt.Errorf("the root is empty or absent in %s", st.name))
+					return backendkit.Wrap(topo.NoNode, "/", fmt.Errorf("the root is empty or absent in %s%s", st.name, memoryHint(st.name)))
 				}
 				return topo.NewError(topo.NoNode, displayPath(p))
 			}

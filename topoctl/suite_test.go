@@ -292,7 +292,12 @@ func testBadInput(t *testing.T, tg target, _ capabilities) {
 }
 
 func testWatch(t *testing.T, tg target, _ capabilities) {
-	tg.fails(t, 1, []string{"NoNode", "w"}, "watch", "w")
+	// A file not created yet, or a directory: the line says what to run
+	// instead (it said only "node doesn't exist").
+	tg.fails(t, 1, []string{"NoNode: /w does not exist (watch --wait /w waits for it to be created)"}, "watch", "w")
+	tg.ok(t, "put", "wd/f", "v")
+	tg.fails(t, 1, []string{"NoNode: /wd is a directory, not a file (ls /wd lists it; watch -R /wd follows every file under it)"}, "watch", "wd")
+	tg.ok(t, "rm", "wd/f")
 	// --wait waits for the file to be created, then watches it.
 	waiting := tg.start(t, "watch", "--wait", "later")
 	require.Eventually(t, func() bool { return strings.Contains(waiting.stderr.String(), "waiting for it to be created") }, time.Minute, 5*time.Millisecond)
@@ -736,6 +741,14 @@ func testErrors(t *testing.T, tg target, caps capabilities) {
 	for _, cmd := range []string{"get", "rm"} {
 		r := tg.fails(t, 1, nil, cmd, "d")
 		assert.Regexp(t, `^topoctl: NoNode: /d is a directory, not a file \(ls /d lists it`, r.stderr)
+		// Each says the command's own form for a directory: get's reads
+		// (it named rm -R --force, which deletes, to a user who wanted
+		// to read).
+		want := map[string]string{"get": "get -R /d prints every file under it", "rm": "rm -R --force /d deletes every file under it"}[cmd]
+		assert.Contains(t, r.stderr, want)
+		if cmd == "get" {
+			assert.NotContains(t, r.stderr, "rm -R")
+		}
 		assert.NotContains(t, r.stderr, "doesn't exist")
 	}
 	// A file given where a lock directory is wanted: the line says it is

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,7 +173,17 @@ func subtreePrefix(arg string, raw bool) (string, error) {
 // under dir in store: the root is empty or absent, which is surely not
 // what the user meant.
 func emptyTree(dir, store string) error {
-	return backendkit.Wrap(topo.NoNode, displayPath(dir), fmt.Errorf("no files under %s in %s: the root is empty or absent (check the root and the address)", displayPath(dir), store))
+	return backendkit.Wrap(topo.NoNode, displayPath(dir), fmt.Errorf("no files under %s in %s: the root is empty or absent (check the root and the address)%s", displayPath(dir), store, memoryHint(store)))
+}
+
+// memoryHint ends the note or error that a store's root is empty when the
+// store, named IMPL:ADDR:ROOT, is a memory one: such a store lives in
+// its topoctl process only, so what an earlier command wrote to it is gone.
+func memoryHint(store string) string {
+	if !strings.HasPrefix(store, "memory:") {
+		return ""
+	}
+	return "; a memory store lives only as long as its topoctl process: each command starts with an empty one, so nothing an earlier command wrote is there (use an etcd, such as topoctl serve's, to keep data)"
 }
 
 // progress draws a progress bar on stderr, redrawn at most every

@@ -327,10 +327,18 @@ on stderr saying why. With --output json each change's object gets
 			}
 			st, wctx, cancel, err := o.openWatch(ctx, func(c context.Context, conn topo.Conn) error {
 				_, _, err := conn.Get(c, p)
-				if wait && topo.IsErrType(err, topo.NoNode) {
+				if !topo.IsErrType(err, topo.NoNode) {
+					return err
+				}
+				if wait {
 					return nil
 				}
-				return err
+				// Say what to run instead: -R for a directory,
+				// --wait for a file not created yet.
+				if derr := notADirectory(c, conn, p, err, "watch -R %s follows every file under it"); derr != err {
+					return derr
+				}
+				return &kindError{msg: fmt.Sprintf("%s does not exist (watch --wait %s waits for it to be created)", displayPath(p), displayPath(p)), err: err}
 			})
 			if err != nil {
 				return err

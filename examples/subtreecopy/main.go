@@ -21,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -58,8 +59,10 @@ type Result struct {
 	// Locks are the locks held in the source's subtree, each with its
 	// holder, parents first.
 	Locks []inspect.Lock
-	// Holder is the holder of the lock asked about ("" when nobody holds
-	// it or none was asked about).
+	// Held says whether the lock asked about is held, and Holder is its
+	// holder's description ("" when the holder gave none, nobody holds it
+	// or none was asked about).
+	Held   bool
 	Holder string
 }
 
@@ -105,12 +108,31 @@ func copySubtree(ctx context.Context, settings connect.Settings, src, dst Store,
 		h, err := inspect.LockHolder(ctx, from.GlobalCell(), lockDir)
 		switch {
 		case err == nil:
-			res.Holder = h
+			res.Held, res.Holder = true, h
 		case !topo.IsErrType(err, topo.NoNode):
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// report prints res, the result of a copy that was asked about the lock
+// on lockDir ("" for none).
+func report(w io.Writer, res Result, lockDir string) {
+	fmt.Fprintf(w, "copied %d new and %d overwritten files (%d bytes); %d already identical\n", res.Created, res.Overwritten, res.Bytes, res.Identical)
+	for _, p := range res.Skipped {
+		fmt.Fprintf(w, "not copied: /%s\n", p)
+	}
+	for _, l := range res.Locks {
+		fmt.Fprintf(w, "lock on /%s: held by %q\n", l.Dir, l.Holder)
+	}
+	switch {
+	case lockDir == "":
+	case res.Held:
+		fmt.Fprintf(w, "lock on %s: held by %q\n", lockDir, res.Holder)
+	default:
+		fmt.Fprintf(w, "lock on %s: not held\n", lockDir)
+	}
 }
 
 func main() {
@@ -130,16 +152,7 @@ func main() {
 			var res Result
 			res, err = copySubtree(ctx, connect.Settings{}, src, dst, *dir, *lockDir, *overwrite)
 			if err == nil {
-				fmt.Printf("copied %d new and %d overwritten files (%d bytes); %d already identical\n", res.Created, res.Overwritten, res.Bytes, res.Identical)
-				for _, p := range res.Skipped {
-					fmt.Printf("not copied: /%s\n", p)
-				}
-				for _, l := range res.Locks {
-					fmt.Printf("lock on /%s: held by %q\n", l.Dir, l.Holder)
-				}
-				if *lockDir != "" {
-					fmt.Printf("lock on %s: held by %q\n", *lockDir, res.Holder)
-				}
+				report(os.Stdout, res, *lockDir)
 				return
 			}
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,6 +39,7 @@ func TestCopySubtree(t *testing.T) {
 	res, err := copySubtree(ctx, settings, src, dst, "/keyspaces", "/keyspaces/commerce", false)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Created)
+	assert.True(t, res.Held)
 	assert.Equal(t, "resharding job 7", res.Holder)
 	var held []inspect.Lock
 	for _, l := range res.Locks {
@@ -62,6 +64,17 @@ func TestCopySubtree(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Identical, "a second run has nothing to write")
 	assert.Zero(t, res.Created)
+
+	// A lock nobody holds is reported as not held (it printed
+	// `held by ""`, as for a holder that gave no description).
+	require.NoError(t, ld.Unlock(ctx))
+	res, err = copySubtree(ctx, settings, src, dst, "/keyspaces", "/keyspaces/commerce", false)
+	require.NoError(t, err)
+	assert.False(t, res.Held)
+	var out strings.Builder
+	report(&out, res, "/keyspaces/commerce")
+	assert.Contains(t, out.String(), "lock on /keyspaces/commerce: not held\n")
+	assert.NotContains(t, out.String(), "lock on /keyspaces/commerce: held")
 }
 
 func TestParseStore(t *testing.T) {
