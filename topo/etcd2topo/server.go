@@ -222,7 +222,11 @@ func (f Factory) Create(cell, serverAddress, root string) (topo.Conn, error) {
 func (f Factory) CreateContext(ctx context.Context, cell, serverAddress, root string) (topo.Conn, error) {
 	opts := f.Options
 	opts.Endpoints = backendkit.SplitAddresses(serverAddress)
-	return NewConnContext(ctx, opts, root)
+	c, err := NewConnContext(ctx, opts, root)
+	if err != nil {
+		return nil, err // no typed nil *Conn in a topo.Conn
+	}
+	return c, nil
 }
 
 var _ topo.ContextFactory = Factory{}
