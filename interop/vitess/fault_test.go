@@ -38,6 +38,10 @@ type faultStore struct {
 	// short opens a topokit Conn on root through addr with a short
 	// session or lease (seconds), closed at the end of t.
 	short func(t *testing.T, root, addr string) topo.Conn
+	// via opens a topokit Conn on root through addr with the default
+	// session or lease (Consul: a session_ttl_min of the test agent's, so
+	// that LockWithTTL may ask for seconds), closed at the end of t.
+	via func(t *testing.T, root, addr string) topo.Conn
 	// kill ends, with a raw client, the session or lease that holds the
 	// lock entry of dir under root whose contents are holder. nil where
 	// no raw client can (ZooKeeper: ending a session needs its password;
@@ -70,6 +74,12 @@ func faultStores() []faultStore {
 					t.Cleanup(c.Close)
 					return c
 				},
+				via: func(t *testing.T, root, addr string) topo.Conn {
+					c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, root)
+					require.NoError(t, err)
+					t.Cleanup(c.Close)
+					return c
+				},
 				kill:  etcdKill,
 				owned: etcdOwned,
 			})
@@ -78,6 +88,14 @@ func faultStores() []faultStore {
 				store: s,
 				addr:  zkAddr,
 				short: func(t *testing.T, root, addr string) topo.Conn {
+					c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}, SessionTimeout: shortTTL}, root)
+					require.NoError(t, err)
+					t.Cleanup(c.Close)
+					return c
+				},
+				via: func(t *testing.T, root, addr string) topo.Conn {
+					// LockWithTTL's TTL is the session timeout on
+					// ZooKeeper: a short one, as the ttl asks.
 					c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}, SessionTimeout: shortTTL}, root)
 					require.NoError(t, err)
 					t.Cleanup(c.Close)
@@ -96,6 +114,16 @@ func faultStores() []faultStore {
 						MinSessionTTL: consultest.SessionTTLMin,
 						// Request timeouts shorter than the TTL, so that a
 						// partitioned renewal fails and is retried.
+						RequestTimeout: shortTTL / 2,
+					}, root)
+					require.NoError(t, err)
+					t.Cleanup(c.Close)
+					return c
+				},
+				via: func(t *testing.T, root, addr string) topo.Conn {
+					c, err := consultopo.NewConn(consultopo.Options{
+						Address:        addr,
+						MinSessionTTL:  consultest.SessionTTLMin,
 						RequestTimeout: shortTTL / 2,
 					}, root)
 					require.NoError(t, err)
@@ -311,98 +339,126 @@ func doneClosed(f topo.Fence) bool {
 // Vitess holds, inspect names Vitess's holder. Nothing is left owned at
 // the end.
 func TestPartitionedHolderVitessTakesOver(t *testing.T) {
+	type kind struct {
+		name string
+		// conn opens the partitioned Conn.
+		conn func(s faultStore, t *testing.T, root, addr string) topo.Conn
+		lock func(ctx context.Context, c topo.Conn) (topo.LockDescriptor, error)
+	}
+	kinds := []kind{
+		{"Lock", func(s faultStore, t *testing.T, root, addr string) topo.Conn { return s.short(t, root, addr) },
+			func(ctx context.Context, c topo.Conn) (topo.LockDescriptor, error) {
+				return c.Lock(ctx, "d", "topokit-holder")
+			}},
+		// A lock of its own lease or session, shorter than the Conn's.
+		{"LockWithTTL", func(s faultStore, t *testing.T, root, addr string) topo.Conn { return s.via(t, root, addr) },
+			func(ctx context.Context, c topo.Conn) (topo.LockDescriptor, error) {
+				return c.LockWithTTL(ctx, "d", "topokit-holder", shortTTL)
+			}},
+		// etcd's NamedLockTTL and ZooKeeper's session are short on this
+		// Conn; Consul's LockName session lives 24 h (not tested here).
+		{"LockName", func(s faultStore, t *testing.T, root, addr string) topo.Conn { return s.short(t, root, addr) },
+			func(ctx context.Context, c topo.Conn) (topo.LockDescriptor, error) {
+				return c.LockName(ctx, "d", "topokit-holder")
+			}},
+	}
 	for _, s := range faultStores() {
-		t.Run(s.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			root := s.root(t)
-			var before []string
-			if s.sessions != nil {
-				before = s.sessions(t)
+		for _, k := range kinds {
+			if k.name == "LockName" && s.name == "consul" {
+				continue
 			}
-			proxy, err := faultproxy.New(s.addr)
-			require.NoError(t, err)
-			defer proxy.Close()
-			vc, obs := s.vitess(t, root), s.topokit(t, root)
-			tc := s.short(t, root, proxy.Addr())
-			_, err = obs.Create(ctx, "d/f", []byte("x"))
-			require.NoError(t, err)
-			var iv intervals
+			t.Run(s.name+"/"+k.name, func(t *testing.T) {
+				ctx := testCtx(t)
+				root := s.root(t)
+				var before []string
+				if s.sessions != nil {
+					before = s.sessions(t)
+				}
+				proxy, err := faultproxy.New(s.addr)
+				require.NoError(t, err)
+				defer proxy.Close()
+				vc, obs := s.vitess(t, root), s.topokit(t, root)
+				tc := k.conn(s, t, root, proxy.Addr())
+				_, err = obs.Create(ctx, "d/f", []byte("x"))
+				require.NoError(t, err)
+				var iv intervals
 
-			tld, err := tc.Lock(ctx, "d", "topokit-holder")
-			require.NoError(t, err)
-			tStart := time.Now()
-			tEnd := make(chan time.Time, 1)
-			go func() {
-				<-tld.Done()
-				tEnd <- time.Now()
-			}()
-			h, err := inspect.LockHolder(ctx, obs, "d")
-			require.NoError(t, err)
-			require.Equal(t, "topokit-holder", h)
+				tld, err := k.lock(ctx, tc)
+				require.NoError(t, err)
+				tStart := time.Now()
+				tEnd := make(chan time.Time, 1)
+				go func() {
+					<-tld.Done()
+					tEnd <- time.Now()
+				}()
+				h, err := inspect.LockHolder(ctx, obs, "d")
+				require.NoError(t, err)
+				require.Equal(t, "topokit-holder", h)
 
-			type won struct {
-				ld         vtopo.LockDescriptor
-				err        error
-				at         time.Time
-				doneClosed bool
-				checkErr   error
-			}
-			vwon := make(chan won, 1)
-			go func() {
-				ld, err := vc.Lock(ctx, "d", "vitess-holder")
-				w := won{ld: ld, err: err, at: time.Now(), doneClosed: doneClosed(tld)}
-				cctx, cancel := context.WithTimeout(ctx, time.Second)
-				w.checkErr = tld.Check(cctx)
-				cancel()
-				vwon <- w
-			}()
-			s.waitLockers(ctx, t, root, "d", 2)
-			proxy.Blackhole()
-			w := <-vwon
-			require.NoError(t, w.err)
-			require.True(t, w.doneClosed, "Vitess took the lock while the partitioned topokit holder's Done was open")
-			require.True(t, topo.IsErrType(w.checkErr, topo.LockLost), "the partitioned topokit holder's Check once Vitess holds: %v", w.checkErr)
-			iv.add("topokit-holder", tStart, <-tEnd)
-			proxy.Heal()
+				type won struct {
+					ld         vtopo.LockDescriptor
+					err        error
+					at         time.Time
+					doneClosed bool
+					checkErr   error
+				}
+				vwon := make(chan won, 1)
+				go func() {
+					ld, err := vc.Lock(ctx, "d", "vitess-holder")
+					w := won{ld: ld, err: err, at: time.Now(), doneClosed: doneClosed(tld)}
+					cctx, cancel := context.WithTimeout(ctx, time.Second)
+					w.checkErr = tld.Check(cctx)
+					cancel()
+					vwon <- w
+				}()
+				s.waitLockers(ctx, t, root, "d", 2)
+				proxy.Blackhole()
+				w := <-vwon
+				require.NoError(t, w.err)
+				require.True(t, w.doneClosed, "Vitess took the lock while the partitioned topokit holder's Done was open")
+				require.True(t, topo.IsErrType(w.checkErr, topo.LockLost), "the partitioned topokit holder's Check once Vitess holds: %v", w.checkErr)
+				iv.add("topokit-holder", tStart, <-tEnd)
+				proxy.Heal()
 
-			// Vitess holds: topokit sees it and cannot act on its old lock.
-			h, err = inspect.LockHolder(ctx, obs, "d")
-			require.NoError(t, err)
-			require.Equal(t, "vitess-holder", h, "inspect while Vitess holds")
-			_, err = tc.Txn(ctx, topo.IfHeld(tld), topo.UpdateOp("d/f", []byte("stale"), nil))
-			require.Error(t, err, "a guarded write on the lost lock")
-			err = tld.Unlock(ctx)
-			require.True(t, topo.IsErrType(err, topo.LockLost), "Unlock of the lost lock: %v", err)
-			require.NoError(t, w.ld.Check(ctx), "Vitess's lock after topokit's stale Unlock")
-			_, err = obs.TryLock(ctx, "d", "topokit-try")
-			require.True(t, topo.IsErrType(err, topo.NodeExists), "TryLock while Vitess holds: %v", err)
-			_, err = tc.TryLock(ctx, "d", "topokit-try")
-			require.True(t, topo.IsErrType(err, topo.NodeExists), "TryLock of the healed Conn while Vitess holds: %v", err)
-			got, _, err := obs.Get(ctx, "d/f")
-			require.NoError(t, err)
-			require.Equal(t, "x", string(got))
+				// Vitess holds: topokit sees it and cannot act on its old lock.
+				h, err = inspect.LockHolder(ctx, obs, "d")
+				require.NoError(t, err)
+				require.Equal(t, "vitess-holder", h, "inspect while Vitess holds")
+				_, err = tc.Txn(ctx, topo.IfHeld(tld), topo.UpdateOp("d/f", []byte("stale"), nil))
+				require.Error(t, err, "a guarded write on the lost lock")
+				err = tld.Unlock(ctx)
+				require.True(t, topo.IsErrType(err, topo.LockLost), "Unlock of the lost lock: %v", err)
+				require.NoError(t, w.ld.Check(ctx), "Vitess's lock after topokit's stale Unlock")
+				_, err = obs.TryLock(ctx, "d", "topokit-try")
+				require.True(t, topo.IsErrType(err, topo.NodeExists), "TryLock while Vitess holds: %v", err)
+				_, err = tc.TryLock(ctx, "d", "topokit-try")
+				require.True(t, topo.IsErrType(err, topo.NodeExists), "TryLock of the healed Conn while Vitess holds: %v", err)
+				got, _, err := obs.Get(ctx, "d/f")
+				require.NoError(t, err)
+				require.Equal(t, "x", string(got))
 
-			// A healed topokit Conn queues behind Vitess and gets it next.
-			tgot := make(chan topo.LockDescriptor, 1)
-			go func() {
-				ld, err := tc.Lock(ctx, "d", "topokit-after")
-				assert.NoError(t, err)
-				tgot <- ld
-			}()
-			s.waitLockers(ctx, t, root, "d", 2)
-			vEnd := time.Now()
-			require.NoError(t, w.ld.Unlock(ctx))
-			iv.add("vitess-holder", w.at, vEnd)
-			tld2 := <-tgot
-			require.NotNil(t, tld2)
-			iv.add("topokit-after", time.Now(), time.Now())
-			require.NoError(t, tld2.Unlock(ctx))
-			iv.check(t)
-			s.requireNothingOwned(ctx, t, root)
-			tc.Close()
-			obs.Close()
-			s.requireSessionsGone(ctx, t, before)
-		})
+				// A healed topokit Conn queues behind Vitess and gets it next.
+				tgot := make(chan topo.LockDescriptor, 1)
+				go func() {
+					ld, err := tc.Lock(ctx, "d", "topokit-after")
+					assert.NoError(t, err)
+					tgot <- ld
+				}()
+				s.waitLockers(ctx, t, root, "d", 2)
+				vEnd := time.Now()
+				require.NoError(t, w.ld.Unlock(ctx))
+				iv.add("vitess-holder", w.at, vEnd)
+				tld2 := <-tgot
+				require.NotNil(t, tld2)
+				iv.add("topokit-after", time.Now(), time.Now())
+				require.NoError(t, tld2.Unlock(ctx))
+				iv.check(t)
+				s.requireNothingOwned(ctx, t, root)
+				tc.Close()
+				obs.Close()
+				s.requireSessionsGone(ctx, t, before)
+			})
+		}
 	}
 }
 
@@ -439,6 +495,7 @@ func TestKilledHolderVitessTakesOver(t *testing.T) {
 			s.kill(t, root, "d", "topokit-holder")
 			vld := <-vgot
 			require.NotNil(t, vld)
+			t.Logf("PROBE Check right after Vitess acquired: %v (Done closed: %v)", tld.Check(ctx), doneClosed(tld))
 			// The holder learns it (the store dropped it behind its
 			// back: Done closes once the Conn hears of it).
 			select {
@@ -612,8 +669,12 @@ func TestNamedAndTTLLocksAcrossLibraries(t *testing.T) {
 			}
 			kinds := []kind{
 				{"LockName", func(dir, who string) (vtopo.LockDescriptor, error) { return vc.LockName(ctx, dir, who) },
-					func(ctx context.Context, dir, who string) (topo.LockDescriptor, error) { return tc.LockName(ctx, dir, who) }, "named/n1"},
-				{"LockWithTTL", func(dir, who string) (vtopo.LockDescriptor, error) { return vc.LockWithTTL(ctx, dir, who, 10*time.Second) },
+					func(ctx context.Context, dir, who string) (topo.LockDescriptor, error) {
+						return tc.LockName(ctx, dir, who)
+					}, "named/n1"},
+				{"LockWithTTL", func(dir, who string) (vtopo.LockDescriptor, error) {
+					return vc.LockWithTTL(ctx, dir, who, 10*time.Second)
+				},
 					func(ctx context.Context, dir, who string) (topo.LockDescriptor, error) {
 						return tc.LockWithTTL(ctx, dir, who, 10*time.Second)
 					}, "d"},
