@@ -29,14 +29,32 @@ import (
 func TestStaleUnlockAcrossIndexReuse(t *testing.T) {
 	a := consultest.StartAgent(t)
 	for attempt := range 3 {
-		if staleUnlockAcrossIndexReuse(t, a, attempt) {
+		if staleAcrossIndexReuse(t, a, attempt, func(ctx context.Context, c *Conn, ld topo.LockDescriptor) error { return ld.Unlock(ctx) }) {
 			return
 		}
 	}
 	t.Fatal("the agent's own writes moved the index in every attempt")
 }
 
-func staleUnlockAcrossIndexReuse(t *testing.T, a *consultest.Agent, attempt int) bool {
+// TestStaleGuardAcrossIndexReuse is TestStaleUnlockAcrossIndexReuse with
+// a write guarded on the lock (IfHeld) in place of the Unlock: it must be
+// refused with LockLost, not applied while another holds the lock.
+func TestStaleGuardAcrossIndexReuse(t *testing.T) {
+	a := consultest.StartAgent(t)
+	for attempt := range 3 {
+		if staleAcrossIndexReuse(t, a, attempt, func(ctx context.Context, c *Conn, ld topo.LockDescriptor) error {
+			_, err := c.Txn(ctx, topo.IfHeld(ld), topo.UpdateOp("d/f", []byte("stale"), nil))
+			return err
+		}) {
+			return
+		}
+	}
+	t.Fatal("the agent's own writes moved the index in every attempt")
+}
+
+// staleAcrossIndexReuse runs one attempt: act is the stale holder's
+// request once it gets through again.
+func staleAcrossIndexReuse(t *testing.T, a *consultest.Agent, attempt int, act func(context.Context, *Conn, topo.LockDescriptor) error) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	root := fmt.Sprintf("stale%d", attempt)
@@ -93,12 +111,15 @@ func staleUnlockAcrossIndexReuse(t *testing.T, a *consultest.Agent, attempt int)
 	}
 	px.Heal()
 
-	unlockErr := ld.Unlock(ctx)
+	unlockErr := act(ctx, c, ld)
 	p, _, err = raw.KV().Get(key, &api.QueryOptions{RequireConsistent: true})
 	require.NoError(t, err)
-	require.NotNil(t, p, "topokit's stale Unlock (%v) deleted the other holder's lock key", unlockErr)
+	require.NotNil(t, p, "topokit's stale request (%v) deleted the other holder's lock key", unlockErr)
 	require.Equal(t, sid, p.Session, "the other holder's lock key lost its session")
 	requireCode(t, unlockErr, topo.LockLost)
+	f, _, err := raw.KV().Get(root+"/d/f", &api.QueryOptions{RequireConsistent: true})
+	require.NoError(t, err)
+	require.Equal(t, "x", string(f.Value), "a write guarded on the stale lock was applied")
 	_, err = c.TryLock(ctx, "d", "third")
 	requireCode(t, err, topo.NodeExists)
 	return true
