@@ -495,7 +495,10 @@ func TestKilledHolderVitessTakesOver(t *testing.T) {
 			s.kill(t, root, "d", "topokit-holder")
 			vld := <-vgot
 			require.NotNil(t, vld)
-			t.Logf("PROBE Check right after Vitess acquired: %v (Done closed: %v)", tld.Check(ctx), doneClosed(tld))
+			// Check asks the store: LockLost as soon as Vitess holds,
+			// whether or not the Conn has heard of the loss yet.
+			err = tld.Check(ctx)
+			require.True(t, topo.IsErrType(err, topo.LockLost), "Check once Vitess holds: %v", err)
 			// The holder learns it (the store dropped it behind its
 			// back: Done closes once the Conn hears of it).
 			select {
