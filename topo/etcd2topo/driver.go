@@ -62,14 +62,10 @@ func entryOf(kv *mvccpb.KeyValue) claims.Entry {
 // still shows e on lease l: created at its token, on l, and (Vitess
 // layout) never rewritten since.
 func stillOurs(q claims.Queue, kv *mvccpb.KeyValue, e claims.Entry, l *lease) bool {
-	if kv == nil || kv.CreateRevision != e.Token || kv.Lease != int64(l.id) {
-		return false
-	}
-	return q.Native || kv.ModRevision == e.Token
+	return kv != nil && kv.CreateRevision == e.Token && kv.Lease == int64(l.id) &&
+		(q.Native || kv.ModRevision == e.Token)
 }
 
-// tokenOf is the token of kv, an entry of q: its ModRevision, or
-// CreateRevision in the native layout.
 func tokenOf(q claims.Queue, kv *mvccpb.KeyValue) int64 {
 	if q.Native {
 		return kv.CreateRevision
@@ -101,10 +97,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 		var l *lease
 		var err error
 		if ttl != 0 {
-			l, err = c.grant(ctx, ttl, q.Path)
-			if l != nil {
-				l.own = true
-			}
+			l, err = c.grant(ctx, ttl, q.Path, true)
 		} else {
 			l, err = c.sharedLease(ctx, q.Path, shared)
 		}
@@ -265,8 +258,6 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 	return queueEntries(q, resp.Kvs, prefix), nil
 }
 
-// orderOf is the order of q's entries: ModRevision in the Vitess layout,
-// CreateRevision in the native one.
 func orderOf(q claims.Queue) clientv3.SortTarget {
 	if q.Native {
 		return clientv3.SortByCreateRevision
@@ -274,7 +265,6 @@ func orderOf(q claims.Queue) clientv3.SortTarget {
 	return clientv3.SortByModRevision
 }
 
-// queueEntries returns the entries of q among kvs, in kvs' order.
 func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claims.Entry {
 	var out []claims.Entry
 	for _, kv := range kvs {
@@ -292,10 +282,10 @@ func queueEntries(q claims.Queue, kvs []*mvccpb.KeyValue, prefix string) []claim
 // one (no request); else one limited read of the entries not newer than
 // e, newest first (e first, else it is gone); the whole queue when
 // non-entry keys filled the limit.
-func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
+func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {
 	if v := d.c.liveView(q); v != nil {
 		vctx, cancel := context.WithTimeout(ctx, viewWait)
-		ahead, in, err := v.ahead(vctx, d.c, e, max)
+		ahead, in, err := v.ahead(vctx, d.c, e, n)
 		cancel()
 		d.c.closeView(v)
 		if err == nil || ctx.Err() != nil {
@@ -307,40 +297,34 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 	if q.Native {
 		atMost = clientv3.WithMaxCreateRev(e.Token)
 	}
-	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), atMost, clientv3.WithLimit(int64(max)+2),
+	resp, err := d.c.cli.Get(ctx, prefix, clientv3.WithPrefix(), atMost, clientv3.WithLimit(int64(n)+2),
 		clientv3.WithSort(orderOf(q), clientv3.SortDescend))
 	if err != nil {
 		return nil, false, err
 	}
 	queue := queueEntries(q, resp.Kvs, prefix)
-	if len(queue) == 0 || queue[0].Key != e.Key || queue[0].Token != e.Token {
-		if len(queue) == 0 && resp.More {
-			return d.aheadInList(ctx, q, e, max)
+	in := len(queue) > 0 && queue[0].Key == e.Key && queue[0].Token == e.Token
+	if resp.More && (len(queue) == 0 || in && len(queue) <= n) {
+		queue, err = d.List(ctx, q)
+		if err != nil {
+			return nil, false, err
 		}
+		i := slices.IndexFunc(queue, func(x claims.Entry) bool { return x.Key == e.Key && x.Token == e.Token })
+		if i < 0 {
+			return nil, false, nil
+		}
+		return queue[max(0, i-n):i], true, nil
+	}
+	if !in {
 		return nil, false, nil
 	}
-	ahead := queue[1:min(len(queue), max+1)]
-	if len(ahead) < max && resp.More {
-		return d.aheadInList(ctx, q, e, max)
-	}
+	ahead := queue[1:min(len(queue), n+1)]
 	slices.Reverse(ahead)
 	return ahead, true, nil
 }
 
 // viewWait bounds Ahead's wait for a (lagging) view to show the entry.
 const viewWait = time.Second
-
-func (d driver) aheadInList(ctx context.Context, q claims.Queue, e claims.Entry, n int) ([]claims.Entry, bool, error) {
-	list, err := d.List(ctx, q)
-	if err != nil {
-		return nil, false, err
-	}
-	i := slices.IndexFunc(list, func(x claims.Entry) bool { return x.Key == e.Key && x.Token == e.Token })
-	if i < 0 {
-		return nil, false, nil
-	}
-	return list[max(0, i-n):i], true, nil
-}
 
 // Delete implements claims.Driver: one transaction comparing the entry's
 // token deletes it and a candidate's value key; an own lease is revoked.

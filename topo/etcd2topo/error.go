@@ -38,11 +38,9 @@ func isPermanent(err error) bool {
 	return err != nil && codeOf(err) == topo.PermissionDenied
 }
 
-// codeOf maps an etcd error to its code: auth refusals PermissionDenied,
-// compacted Compacted, lease not found LockLost, too many requests or no
-// space ResourceExhausted, too large or too many ops InvalidArgument,
-// deadline Timeout, cancelled Interrupted, anything else (no leader
-// included) Unavailable. A *topo.Error keeps its code.
+// codeOf maps an etcd error to its code, as authErrors and the cases
+// below list; a *topo.Error keeps its code, and anything else (no leader
+// included) is Unavailable.
 func codeOf(err error) topo.ErrorCode {
 	var te *topo.Error
 	if errors.As(err, &te) {

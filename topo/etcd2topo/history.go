@@ -3,7 +3,6 @@ package etcd2topo
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -41,7 +40,7 @@ func (c *Conn) WatchFromRevision(ctx context.Context, p string, prefix bool, rev
 			break
 		}
 		for _, ev := range wr.Events {
-			rel := strings.TrimPrefix(string(ev.Kv.Key), c.rootPrefix)
+			rel := c.rel(ev.Kv.Key)
 			next = ev.Kv.ModRevision + 1
 			if topo.IsReserved(rel) {
 				continue

@@ -138,14 +138,8 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, s *claims.Session,
 			Then(clientv3.OpPut(d.c.valueKey(q, e.Key), string(value), clientv3.WithLease(l.id)))
 	}
 	resp, err := txn.Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && !resp.Succeeded {
 		return claims.ErrNotHeld
 	}
-	if err != nil {
-		return err
-	}
-	if !resp.Succeeded {
-		return claims.ErrNotHeld
-	}
-	return nil
+	return err
 }

@@ -16,11 +16,6 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// etcd sets a lease's expiry, when it applies a grant or renewal, to that
-// moment plus the TTL; the moment comes after the request was sent, so
-// etcd cannot have expired the lease before (send time + TTL), whatever
-// became of the reply: the proven-until time of the package doc.
-
 // MinSafetyMargin is the smallest safety margin (see SafetyMargin).
 const MinSafetyMargin = 500 * time.Millisecond
 
@@ -58,7 +53,10 @@ type lease struct {
 }
 
 // newLease returns the lease id granted with ttl by a grant request sent
-// at sent, proven until sent+ttl-margin.
+// at sent, proven until sent+ttl-margin: etcd sets a lease's expiry, when
+// it applies a grant or renewal, to that moment plus the TTL, and the
+// moment comes after the request was sent, so etcd cannot have expired
+// the lease before sent+ttl, whatever became of the reply.
 func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 	l := &lease{id: id, ttl: ttl}
 	l.sess = claims.NewSession(leaseName(int64(id)), l)
@@ -74,10 +72,8 @@ func newLease(id clientv3.LeaseID, ttl time.Duration, sent time.Time) *lease {
 // lost reports whether the lease is known or presumed gone (past its
 // proven-until time included).
 func (l *lease) lost() bool {
-	select {
-	case <-l.lostCtx.Done():
+	if l.lostCtx.Err() != nil {
 		return true
-	default:
 	}
 	l.mu.Lock()
 	past := !time.Now().Before(l.deadline)
@@ -105,10 +101,8 @@ func (l *lease) markLost() {
 func (l *lease) renewed(sent time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	select {
-	case <-l.lostCtx.Done():
+	if l.lostCtx.Err() != nil {
 		return
-	default:
 	}
 	if d := sent.Add(ttl - SafetyMargin(ttl)); d.After(l.deadline) {
 		l.deadline = d
@@ -124,20 +118,19 @@ func (l *lease) provenUntil() time.Time {
 
 // ttlSeconds rounds d up to whole seconds, the unit of etcd lease TTLs.
 func ttlSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	return max(s, 1)
+	return max(int64((d+time.Second-1)/time.Second), 1)
 }
 
-// grant creates a lease of ttl seconds, kept alive for the Conn's life
-// (ctx bounds only the grant).
-func (c *Conn) grant(ctx context.Context, ttl int64, path string) (*lease, error) {
+// grant creates a lease of ttl seconds (with own, an entry's own), kept
+// alive for the Conn's life (ctx bounds only the grant).
+func (c *Conn) grant(ctx context.Context, ttl int64, path string, own bool) (*lease, error) {
 	sent := time.Now()
 	resp, err := c.cli.Grant(ctx, ttl)
 	if err != nil {
 		return nil, c.convertError(ctx, err, path)
 	}
 	l := newLease(resp.ID, time.Duration(resp.TTL)*time.Second, sent)
-	l.clusterID = resp.ClusterId
+	l.own, l.clusterID = own, resp.ClusterId
 	if err := c.keep(l, path); err != nil {
 		c.revokeAsync(l, false)
 		return nil, err
@@ -210,11 +203,8 @@ const minRenewAttempt = 100 * time.Millisecond
 // renewDeadline returns the deadline of a renewal sent at now: a third of
 // the proven time left, at least minRenewAttempt, never past provenUntil.
 func renewDeadline(now, provenUntil time.Time) time.Time {
-	d := now.Add(max(provenUntil.Sub(now)/3, minRenewAttempt))
-	if d.After(provenUntil) {
-		return provenUntil
-	}
-	return d
+	left := provenUntil.Sub(now)
+	return now.Add(min(max(left/3, minRenewAttempt), left))
 }
 
 // maxSharedLeases bounds the Conn's shared leases (package doc).
@@ -243,7 +233,7 @@ func (c *Conn) sharedLease(ctx context.Context, path string, i int) (*lease, err
 			return l, nil
 		}
 	}
-	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path)
+	l, err := c.grant(ctx, ttlSeconds(c.opts.LockTTL), path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +257,6 @@ func (c *Conn) untrack(l *lease) bool {
 	return tracked
 }
 
-// revokeAsync revokes l through untilDone.
 func (c *Conn) revokeAsync(l *lease, async bool) {
 	c.untilDone(fmt.Sprintf("revoking lease %d", int64(l.id)), async, func(ctx context.Context) error {
 		_, err := c.cli.Revoke(ctx, l.id)

@@ -97,7 +97,6 @@ func nativeHeldCmps(e claims.Entry, l *lease) []clientv3.Cmp {
 	}
 }
 
-// nativeKey returns the key of lease id's candidate under prefix.
 func nativeKey(prefix string, id clientv3.LeaseID) string {
 	return fmt.Sprintf("%s/%x", prefix, int64(id))
 }

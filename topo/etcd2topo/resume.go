@@ -112,15 +112,14 @@ func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (resumeInfo, 
 		return r, bad(err.Error())
 	}
 	layout, name, key, what := vitessLayout, r.Election, c.electionPrefix(q.Path)+strconv.FormatInt(r.Lease, 10), "election"
+	whose := "an etcd election's"
 	if q.Native {
 		layout, name, key, what = nativeLayout, r.Prefix, nativeKey(q.Path, clientv3.LeaseID(r.Lease)), "prefix"
+		whose = "a native etcd election's"
 	}
 	switch {
 	case r.Backend != FactoryName || r.Layout != layout:
-		if q.Native {
-			return r, bad("not a native etcd election's")
-		}
-		return r, bad("not an etcd election's")
+		return r, bad("not " + whose)
 	case name != q.Path || r.ID != id:
 		return r, bad("issued for another " + what + " or id")
 	case r.Lease <= 0 || r.Rev <= 0 || r.Key != key:
@@ -134,14 +133,11 @@ func (c *Conn) parseResume(q claims.Queue, id string, info []byte) (resumeInfo, 
 func (c *Conn) adoptLease(ctx context.Context, id clientv3.LeaseID, path string) (*lease, error) {
 	sent := time.Now()
 	ka, err := c.cli.KeepAliveOnce(ctx, id)
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, claims.ErrNotHeld
-		}
-		return nil, err
-	}
-	if ka.TTL <= 0 {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && ka.TTL <= 0 {
 		return nil, claims.ErrNotHeld
+	}
+	if err != nil {
+		return nil, err
 	}
 	l := newLease(id, time.Duration(ka.TTL)*time.Second, sent)
 	l.own, l.clusterID = true, ka.ClusterId

@@ -310,22 +310,19 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
-	dialOptions := append(slices.Clone(opts.DialOptions), opts.dialOptions...)
+	dialOptions := slices.Concat(opts.DialOptions, opts.dialOptions)
 	if tlsCfg != nil && opts.TLSServerName != "" {
 		// grpc checks certificates against the authority, not ServerName.
-		dialOptions = append(slices.Clone(dialOptions), grpc.WithAuthority(opts.TLSServerName))
+		dialOptions = append(dialOptions, grpc.WithAuthority(opts.TLSServerName))
 	}
 	guard := new(clusterguard.Guard)
-	dialOptions = append(slices.Clone(dialOptions), guard.DialOption())
+	dialOptions = append(dialOptions, guard.DialOption())
 	dctx, cancelDial := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancelDial()
-	dialTimeout := opts.DialTimeout
-	if dl, ok := dctx.Deadline(); ok {
-		dialTimeout = max(time.Until(dl), time.Millisecond)
-	}
+	dl, _ := dctx.Deadline() // ctx's or DialTimeout's, whichever is first
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            opts.Endpoints,
-		DialTimeout:          dialTimeout,
+		DialTimeout:          max(time.Until(dl), time.Millisecond),
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		AutoSyncInterval:     opts.AutoSyncInterval,
@@ -426,7 +423,6 @@ func (c *Conn) rel(key []byte) string { return string(key[len(c.rootPrefix):]) }
 
 func (c *Conn) isClosed() bool { return c.closed.Load() }
 
-// closedErr returns a Closed error for path once Close was called.
 func (c *Conn) closedErr(path string) error {
 	if c.isClosed() {
 		return topo.NewError(topo.Closed, path)

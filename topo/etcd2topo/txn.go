@@ -172,33 +172,22 @@ func (t *txnPlan) build(c *Conn) {
 			k = t.guards[i].key
 		}
 		t.keys[i] = k
-		switch op.Kind {
-		case topo.TxnIfVersion:
-			t.cmps = append(t.cmps, versionIs(k, op.Version))
-		case topo.TxnIfAbsent:
+		switch kind := op.Kind; {
+		case kind == topo.TxnIfHeld && t.guards[i].held:
+			t.cmps = append(t.cmps, t.guards[i].cmps...)
+		case kind == topo.TxnIfHeld:
+			t.cmps = append(t.cmps, never(k))
+		case kind == topo.TxnIfAbsent || kind == topo.TxnCreate:
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
-		case topo.TxnIfPresent:
+		case kind == topo.TxnIfPresent || kind == topo.TxnDelete && op.Version == backendkit.AnyVersion:
 			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
-		case topo.TxnIfHeld:
-			if t.guards[i].held {
-				t.cmps = append(t.cmps, t.guards[i].cmps...)
-			} else {
-				t.cmps = append(t.cmps, never(k))
-			}
-		case topo.TxnCreate:
-			t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
-			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
-		case topo.TxnUpdate:
-			if backendkit.TxnConditioned(op) {
-				t.cmps = append(t.cmps, versionIs(k, op.Version))
-			}
+		case backendkit.TxnConditioned(op): // IfVersion, a write at a version
+			t.cmps = append(t.cmps, versionIs(k, op.Version))
+		}
+		switch op.Kind {
+		case topo.TxnCreate, topo.TxnUpdate:
 			t.then = append(t.then, clientv3.OpPut(k, string(op.Contents)))
 		case topo.TxnDelete:
-			if op.Version == backendkit.AnyVersion {
-				t.cmps = append(t.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
-			} else {
-				t.cmps = append(t.cmps, versionIs(k, op.Version))
-			}
 			t.then = append(t.then, clientv3.OpDelete(k))
 		}
 		entryGuard := c.inClaims && (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete)
@@ -226,7 +215,6 @@ func versionIs(k string, v int64) clientv3.Cmp {
 	return clientv3.Compare(clientv3.ModRevision(k), "=", v)
 }
 
-// never is a compare on k that never holds.
 func never(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision(k), "<", 0) }
 
 // diagnose returns the *topo.TxnError of t, failed at revision rev, from
@@ -285,7 +273,6 @@ func (t *txnPlan) failure(resp *clientv3.TxnResponse) error {
 	return nil
 }
 
-// checkTxnSize checks t against MaxTxnOps and MaxRequestBytes.
 func (c *Conn) checkTxnSize(t *txnPlan) error {
 	if n := len(t.cmps); n > c.opts.MaxTxnOps {
 		return backendkit.TxnTooLarge("etcd (--max-txn-ops)", n, c.opts.MaxTxnOps, "compares")
@@ -302,10 +289,9 @@ func (c *Conn) checkTxnSize(t *txnPlan) error {
 
 // txnRequestSize bounds, in bytes, the encoded TxnRequest of t, from the
 // public client API and rpc.proto's wire format only (the generated types
-// differ between client versions). Writes are counted exactly; a compare,
-// whose target and operator the API hides, at its largest (at most 15
-// bytes over), so a Txn within bytes of MaxRequestBytes may be refused
-// that etcd would take. TestTxnRequestSizeBound checks it against gRPC.
+// differ between client versions): writes exactly, a compare (the API
+// hides its target and operator) at its largest, at most 15 bytes over.
+// TestTxnRequestSizeBound checks it against gRPC.
 func txnRequestSize(t *txnPlan) int {
 	n := 0
 	for i := range t.cmps {

@@ -107,7 +107,6 @@ func (c *Conn) watchContext(ctx context.Context) (context.Context, context.Cance
 // errRewatch: the watch ended; a new one may do.
 var errRewatch = errors.New("etcd2topo: watch ended, watching again")
 
-// watchCreated waits for a watch's created notification.
 func (c *Conn) watchCreated(ctx context.Context, wch clientv3.WatchChan, path string) error {
 	wr, ok := <-wch
 	if !ok || wr.Canceled || wr.Err() != nil || !wr.Created {

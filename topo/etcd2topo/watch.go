@@ -325,7 +325,6 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	return initial, out, ws, nil
 }
 
-// files returns the files among kvs, in kvs' order.
 func (c *Conn) files(kvs []*mvccpb.KeyValue) []backendkit.FileState {
 	var out []backendkit.FileState
 	for _, kv := range kvs {

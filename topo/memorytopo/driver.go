@@ -58,8 +58,8 @@ func (d driver) queue(q claims.Queue, create bool) *queue {
 	return x
 }
 
-// lockDir returns the node of the directory lock queue q (x, or nil)
-// locks, or nil: the one x remembers while not pruned, else the tree's.
+// lockDir returns the node of the directory q locks, or nil: the one its
+// queue x (nil: none yet) remembers while not pruned, else the tree's.
 func (d driver) lockDir(x *queue, q claims.Queue) *node {
 	if x != nil && x.lockDir != nil && !x.lockDir.pruned {
 		return x.lockDir
@@ -90,8 +90,7 @@ func (d driver) live(v *claims.Session, e claims.Entry) *entry {
 	return x
 }
 
-// Create implements claims.Driver; the entry is granted when it heads
-// its queue.
+// Create implements claims.Driver; the entry is granted if it heads its queue.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	s := d.c.s
 	s.lock()
@@ -365,8 +364,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	return entryOf(x), x.lease.view, nil
 }
 
-// MapError implements claims.Driver; the driver's own errors are
-// *topo.Error values already.
+// MapError implements claims.Driver; the driver's own errors are *topo.Errors.
 func (d driver) MapError(ctx context.Context, err error, path string) error {
 	return backendkit.MapError(ctx, err, path, d.c.closed.Load(), func(error) topo.ErrorCode { return topo.Unavailable })
 }

@@ -82,9 +82,8 @@ type publication struct {
 
 func (e *entry) key() string { return e.q.dir + "/" + seqName(e.seq) }
 
-// lockEntry is a lock's entry with the room for its descriptor
-// (claims.Roomer), taken from store.slab: one allocation per lockSlab
-// locks.
+// lockEntry is a lock's entry with its descriptor's room (claims.Roomer),
+// taken from store.slab: one allocation per lockSlab locks.
 type lockEntry struct {
 	entry
 	room claims.LockRoom
@@ -130,7 +129,7 @@ func (s *store) addEntry(q *queue, value string, l *lease, election bool) *entry
 // placeFor every one when p (canonical or full) may name one.
 func (s *store) place(e *entry) {
 	p := e.key()
-	n := s.ensure(p)
+	n := ensureBelow(s.top, p)
 	n.entry, e.n = e, n
 	s.publish("", p, n, true)
 	s.unplaced--

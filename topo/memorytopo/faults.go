@@ -93,11 +93,10 @@ func (op Operation) String() string {
 // Fault is one injected failure: calls of Op (or of every operation, with
 // OpAny) whose path matches fail with Err instead of running.
 //
-// A call is matched on the canonical path it was given, relative to the
-// Conn's root: for locks, ListDir and LockDescriptor methods the
-// directory, for List and WatchRecursive the prefix, for
-// LeaderParticipation methods and ResumeLeaderParticipation the election
-// name.
+// A call is matched on its canonical path, relative to the Conn's root:
+// the directory for locks, ListDir and LockDescriptor methods, the prefix
+// for List and WatchRecursive, the election name for LeaderParticipation
+// methods and ResumeLeaderParticipation.
 //
 // A Fault on OpCreate, OpUpdate or OpDelete also fails every transaction
 // with a CreateOp, UpdateOp or DeleteOp on a matching path (Conn.Txn,
@@ -248,10 +247,7 @@ func faultErr(err error, p string) error {
 }
 
 func (r *rule) matches(op Operation, p string) bool {
-	if r.Op != OpAny && r.Op != op {
-		return false
-	}
-	if r.Op == OpAny && op == OpKeepAlive {
+	if r.Op != op && (r.Op != OpAny || op == OpKeepAlive) {
 		return false
 	}
 	if r.Prefix != "" && !strings.HasPrefix(p, r.Prefix) {
@@ -293,10 +289,7 @@ func (fs *faultState) inject(ctx context.Context, op Operation, p string, txn []
 		return nil
 	}
 	if fs.latency > 0 {
-		t := time.NewTimer(fs.latency)
-		err := await(ctx, t.C, done, p)
-		t.Stop()
-		if err != nil {
+		if err := await(ctx, time.After(fs.latency), done, p); err != nil {
 			return err
 		}
 	}
@@ -379,8 +372,7 @@ func (f *Factory) CallCount(op Operation) int64 {
 	return f.counters[op].load()
 }
 
-// ResetCallCounts zeroes every call counter of f. Safe for concurrent
-// use.
+// ResetCallCounts zeroes every call counter of f. Safe for concurrent use.
 func (f *Factory) ResetCallCounts() {
 	for i := range f.counters {
 		f.counters[i].reset()

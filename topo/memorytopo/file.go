@@ -20,10 +20,9 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 	return c.writeOne(op, value)
 }
 
-// beginWrite is begin for a write of kind, checked as Update (Create with
-// a nil version) or Delete is by backendkit. It
-// returns the write as a transaction's op and the new value, copied
-// outside the store's lock.
+// beginWrite is begin for a write of kind, checked as backendkit checks
+// Update (Create: with a nil version) or Delete. It returns the write as
+// a transaction's op and the new value, copied outside the store's lock.
 func (c *Conn) beginWrite(ctx context.Context, kind topo.TxnOpKind, filePath string, contents []byte, version topo.Version) (backendkit.TxnOp, *fileState, error) {
 	op := backendkit.TxnOp{Kind: kind}
 	p, err := c.begin(ctx, writeOps[kind], filePath, func(raw string) (p string, err error) {
@@ -123,8 +122,15 @@ func stateOf(n *node) *fileState {
 	return n.file.Load()
 }
 
-// Get implements topo.Conn.Get; an entry reads as a file holding its
-// contents.
+// cleanFilePath is topo.CleanFilePath, through backendkit.CleanPlain.
+func cleanFilePath(p string) (string, error) {
+	if c, ok := backendkit.CleanPlain(p); ok {
+		return c, nil
+	}
+	return topo.CleanFilePath(p)
+}
+
+// Get implements topo.Conn.Get; an entry reads as a file of its contents.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := c.begin(ctx, OpGet, filePath, cleanFilePath)
 	if err != nil {
@@ -137,9 +143,8 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	return bytes.Clone(fs.contents), fs.ver, nil
 }
 
-// GetVersion implements topo.Conn.GetVersion from the last
-// Options.History versions (a delete discards them): Compacted before
-// them.
+// GetVersion implements topo.Conn.GetVersion from the last Options.History
+// versions (a delete discards them): Compacted before them.
 func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) ([]byte, error) {
 	p, err := c.begin(ctx, OpGetVersion, filePath, func(raw string) (string, error) {
 		p, err := cleanFilePath(raw)
@@ -174,8 +179,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 	return bytes.Clone(contents), nil
 }
 
-// List implements topo.Conn.List, as one snapshot (under the write
-// lock).
+// List implements topo.Conn.List as one snapshot (under the write lock).
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	p, err := c.begin(ctx, OpList, filePathPrefix, topo.CleanPrefix)
 	if err != nil {

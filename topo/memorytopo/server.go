@@ -196,13 +196,23 @@ type Conn struct {
 	eng           *claims.Engine
 
 	// Guarded by s.mu.
-	session         *lease
+	session         *lease // one of leases (revokeLease clears it)
 	leases          map[*lease]struct{}
 	keepAlivePaused bool
 	partitioned     bool
 }
 
 var _ topo.Conn = (*Conn)(nil)
+
+// ConnOf finds the *Conn behind conn, itself or wrapped by decorators
+// with Unwrap() topo.Conn methods (see topo.Middleware), for its test
+// controls (ExpireSession, PauseKeepAlive, Partition, Heal):
+//
+//	c, ok := memorytopo.ConnOf(ts.GlobalCell())
+//
+// It reports false when conn is of another backend or a decorator on the
+// way has no Unwrap method. Safe for concurrent use.
+func ConnOf(conn topo.Conn) (*Conn, bool) { return topo.ConnAs[*Conn](conn) }
 
 // Factory returns the Factory that created c.
 func (c *Conn) Factory() *Factory { return c.f }
@@ -228,9 +238,8 @@ func (c *Conn) ExpireSession() {
 	c.s.lock()
 	defer c.s.mu.Unlock()
 	for l := range c.leases {
-		c.s.revokeLease(l)
+		c.s.revokeLease(l) // c.session among them
 	}
-	c.session = nil
 }
 
 func (c *Conn) refreshLeases() {
@@ -253,14 +262,13 @@ func (c *Conn) ResumeKeepAlive() { c.setKeepAlivePaused(false) }
 // renewal of c's leases stops as with PauseKeepAlive, and every call on
 // c, its lock descriptors and participations that starts from now on
 // blocks until Heal (then proceeds), its context ends (Timeout or
-// Interrupted, nothing done; an Unlock so given up still releases, in
-// the background, as a real backend's does) or c closes (Closed). Calls
-// already started and established Watch, WatchRecursive,
-// WaitForNewLeader and Observe streams are not affected. The leadership
-// contexts of c's terms end a quarter of the TTL before their lease
-// lapses (the client-side safety margin of real backends), their entries
-// staying until then; lock descriptors end at the lapse. Idempotent; safe
-// for concurrent use.
+// Interrupted, nothing done; an Unlock so given up still releases in the
+// background, as a real backend's does) or c closes (Closed). Calls
+// already started and established Watch, WatchRecursive, WaitForNewLeader
+// and Observe streams are unaffected. The leadership contexts of c's
+// terms end a quarter of the TTL before their lease lapses (the real
+// backends' client-side safety margin), their entries staying until then;
+// lock descriptors end at the lapse. Idempotent; safe for concurrent use.
 func (c *Conn) Partition() { c.setPartitioned(true) }
 
 // Heal ends Partition: blocked calls proceed and renewal resumes; leases

@@ -97,11 +97,9 @@ func (s *store) refreshLease(l *lease) {
 func (l *lease) stopTimers() {
 	if l.timer != nil {
 		l.timer.Stop()
-		l.timer = nil
 	}
 	if l.notice != nil {
 		l.notice.Stop()
-		l.notice = nil
 	}
 }
 

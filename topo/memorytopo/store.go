@@ -9,20 +9,18 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-// store is one in-memory store: what a Factory holds for one
-// serverAddress.
+// store is one in-memory store: what a Factory holds for one serverAddress.
 //
 // Locking. mu guards the tree's shape (nodes, children, files counts,
-// entries), the queues, leases and watcher registrations: changes of
-// those, transactions and List hold it for writing, reads for reading.
-// The helpers that touch them need mu held for writing, unless their
-// comment says "Call with mu held" (for reading suffices).
-// An existing file's value and history may also change under mu for
-// reading plus the node's mu (updateInPlace), so that writers of
-// different files do not serialise (hence List, a snapshot, holds mu for
-// writing): the value is an atomic pointer to an immutable snapshot,
-// and readers of the history hold mu for writing, or mu for reading and
-// the node's mu.
+// entries), the queues, leases and watcher registrations: their changes,
+// transactions and List hold it for writing, reads for reading. Helpers
+// need it held for writing unless their comment says "Call with mu held"
+// (reading suffices). An existing file's value and history may also
+// change under mu for reading plus the node's mu (updateInPlace), so that
+// writers of different files do not serialise (hence List, a snapshot,
+// holds mu for writing): the value is an atomic pointer to an immutable
+// snapshot; readers of the history hold mu for writing, or for reading
+// and the node's mu.
 type store struct {
 	f  *Factory
 	id uint64 // random, names the store in ResumeInfo
@@ -35,11 +33,9 @@ type store struct {
 	requests, wakeups atomic.Int64
 	top               *node // the store's root node (no name)
 
-	// roots holds one index per Conn root in use, kept for the store's
-	// lifetime: the node of every file and placed entry below the root by
-	// relative path (one map lookup per read; publish keeps them), and
-	// the queues its Conns used. A slice: publish walks it on every new or
-	// deleted file, and a store has few roots.
+	// roots holds one index per Conn root in use, for the store's
+	// lifetime. A slice: publish walks it on every new or deleted file,
+	// and a store has few roots.
 	roots []*rootIndex
 
 	leases       map[*lease]struct{}
@@ -69,9 +65,11 @@ func newStore(f *Factory) *store {
 	}
 }
 
-// rootIndex is the index of one root (store.roots). locks and elections
-// hold the queues its Conns used by canonical path (driver.queue): two
-// maps with string keys, faster than one keyed by claims.Queue.
+// rootIndex is the index of one root: nodes maps the relative path of
+// every file and placed entry below it to its node (one map lookup per
+// read; publish keeps it), locks and elections the canonical path of
+// every queue its Conns used to the queue (driver.queue; two maps with
+// string keys are faster than one keyed by claims.Queue).
 type rootIndex struct {
 	root             string
 	nodes            map[string]*node
@@ -150,8 +148,7 @@ type node struct {
 	file     atomic.Pointer[fileState] // non-nil for a regular file
 	entry    *entry                    // non-nil for a lock or election entry
 
-	// mu guards file and hist while the store's mu is held for reading
-	// (see store).
+	// mu guards file and hist under the store's mu for reading (see store).
 	mu sync.Mutex
 	// hist is nil until a write replaces a version, and after a delete.
 	hist *history
@@ -163,7 +160,7 @@ type node struct {
 // history holds a file's earlier versions (at most Options.History-1),
 // oldest first, and the highest version discarded (floor).
 type history struct {
-	entries []histEntry
+	entries []*fileState
 	floor   int64
 }
 
@@ -174,17 +171,11 @@ type fileState struct {
 	ver      topo.Version // topo.NumericVersion(version), boxed once
 }
 
-type histEntry struct {
-	version  int64
-	contents []byte
-}
-
 // lookup returns the node at full path p, or nil. Call with mu held.
 func (s *store) lookup(p string) *node { return lookupBelow(s.top, p) }
 
-// ensure returns the node at full path p, creating it and its parents.
-func (s *store) ensure(p string) *node { return ensureBelow(s.top, p) }
-
+// ensureBelow returns the node at the path p below n, creating it and
+// its parents.
 func ensureBelow(n *node, p string) *node {
 	for p != "" {
 		seg, rest, _ := strings.Cut(p, "/")
@@ -246,7 +237,7 @@ func (s *store) keep(n *node, old *fileState) {
 		n.hist = &history{}
 	}
 	hs := n.hist
-	hs.entries = append(hs.entries, histEntry{old.version, old.contents})
+	hs.entries = append(hs.entries, old)
 	if extra := len(hs.entries) - (s.f.opts.History - 1); extra > 0 {
 		hs.floor = max(hs.floor, hs.entries[extra-1].version)
 		hs.entries = hs.entries[extra:]
@@ -291,8 +282,7 @@ func (s *store) deleteFile(root, rel string, n *node) {
 	}
 }
 
-// node returns the node at c's canonical path p, or nil. Call with mu
-// held.
+// node returns the node at c's canonical path p, or nil. Call with mu held.
 func (c *Conn) node(p string) *node { return lookupBelow(c.s.lookup(c.root), p) }
 
 // lookupBelow returns the node at the path p relative to n (which may be

@@ -55,8 +55,6 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	}
 	for _, op := range checked {
 		s.placeFor(op.Path)
-	}
-	for _, op := range checked {
 		if err := c.txnCheck(op); err != nil {
 			return nil, backendkit.TxnOpError(op, err)
 		}
@@ -103,7 +101,7 @@ func (c *Conn) apply(op backendkit.TxnOp, value *fileState) topo.Version {
 		return nil
 	}
 	if n == nil {
-		n = ensureBelow(s.ensure(c.root), op.Path)
+		n = ensureBelow(ensureBelow(s.top, c.root), op.Path)
 	}
 	return s.setFile(c.root, op.Path, n, value).ver
 }

@@ -91,8 +91,7 @@ func (fw *fileWatches) notify(p string, fs *fileState, rev int64) {
 	}
 }
 
-// remove unregisters w, if it has a slot here, and reports whether no
-// slot is left.
+// remove unregisters w, if slotted here, and reports whether no slot is left.
 func (fw *fileWatches) remove(w *watcher) (empty bool) {
 	last := len(fw.slots) - 1
 	if w.slot > last || fw.slots[w.slot].w != w {

@@ -10,10 +10,10 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Directories left empty go: Delete, Unlock (and an abandoned or gone
-// lock entry's removal) and Txn's deletes remove the directories they
-// emptied and then their parents, best effort, at the versions just read
-// (the package doc, "Which znodes the library deletes"). Never the root.
+// Delete, Unlock (and an abandoned or gone lock entry's removal) and Txn's
+// deletes remove the directories they emptied, then their parents, best
+// effort, at the versions just read (the package doc, "Which znodes the
+// library deletes"). Never the root.
 
 // statRes is the answer to an exists request.
 type statRes struct {
@@ -42,7 +42,7 @@ func (c *Conn) statOn(ctx context.Context, s *zkSession, p, zp string, watch boo
 
 // statsInOrder sends the Stat reads of zps on session s, each once the
 // one before it is being written (sendFirst): run in that order, in one
-// round trip. The channels yield the answers.
+// round trip.
 func (c *Conn) statsInOrder(ctx context.Context, s *zkSession, p string, zps ...string) []<-chan statRes {
 	outs := make([]<-chan statRes, len(zps))
 	for i, zp := range zps {
@@ -68,6 +68,34 @@ func sendFirst[T any](s *zkSession, op int32, zp string, req func() T) <-chan T 
 	case <-done:
 	}
 	return out
+}
+
+// emptiedReads are the Stat reads of dir's "locks" child and of dir, sent
+// behind a write on its session that may leave dir empty (statsInOrder):
+// of two writes emptying dir at once, the later one's reads see it empty.
+type emptiedReads struct {
+	dir   string
+	stats []<-chan statRes // nil when dir is the root or above
+}
+
+// readBehind sends the emptiedReads of dir on s, once the write's frame is
+// being written (sendFirst).
+func (c *Conn) readBehind(ctx context.Context, s *zkSession, p, dir string) emptiedReads {
+	if !c.removable(dir) {
+		return emptiedReads{dir: dir}
+	}
+	return emptiedReads{dir, c.statsInOrder(ctx, s, p, dir+"/"+locksDir, dir)}
+}
+
+// removeIfEmpty waits for e's reads and, unless skip, removes e.dir when
+// they show it empty (removeDir; best effort).
+func (c *Conn) removeIfEmpty(ctx context.Context, e emptiedReads, skip bool) {
+	if e.stats == nil {
+		return
+	}
+	if lr, dr := <-e.stats[0], <-e.stats[1]; lr.err == nil && !skip {
+		c.removeDir(ctx, e.dir, dr, lr, true)
+	}
 }
 
 // dirDeletes returns the deletes that remove the directory dir given its
@@ -107,7 +135,7 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 		}
 		return
 	}
-	reqs, top, ok := c.withEmptied(ctx, dir, reqs, nil)
+	reqs, top, ok := c.withEmptied(ctx, dir, reqs)
 	if !ok {
 		return
 	}
@@ -126,13 +154,12 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 // ancestors that removing dir empties, so that none is left empty (an
 // empty file) between two multis. It reads their Stats (one round trip)
 // and adds, nearest first, each holding one child and no data, at the
-// version read, stopping at one in skip. top is the highest directory
-// removed, whose parent is to be read again after. ok is false when the
-// reads failed (the clean-up is then given up).
-func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any, skip map[string]bool) (_ []any, top string, ok bool) {
+// version read. top is the highest directory removed. ok is false when
+// the reads failed (the clean-up is then given up).
+func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any) (_ []any, top string, ok bool) {
 	top = dir
 	var chain []string
-	for d := zkDir(dir); c.removable(d) && !skip[d]; d = zkDir(d) {
+	for d := zkDir(dir); c.removable(d); d = zkDir(d) {
 		chain = append(chain, d)
 	}
 	if len(chain) == 0 {

@@ -158,13 +158,10 @@ func (c *Conn) shown(ctx context.Context, dp, cp string, st *zk.Stat) (bool, err
 // internalEntries is nameEntries in "elections" or an internal directory:
 // only the "locks" children and the elections that lockedEntry shows.
 func (c *Conn) internalEntries(ctx context.Context, dp string, names []string) ([]topo.DirEntry, error) {
-	inElections := dp == electionsDir
-	if inElections {
-		slices.Sort(names)
-	}
+	slices.Sort(names)
 	var entries []topo.DirEntry
 	for _, n := range names {
-		if n != locksDir && !inElections {
+		if n != locksDir && dp != electionsDir {
 			continue // lock and election entries
 		}
 		show, err := c.lockedEntry(ctx, dp, n)
@@ -192,13 +189,12 @@ func (c *Conn) electionBusy(ctx context.Context, dp, cp string, st *zk.Stat) (bo
 	if err != nil {
 		return false, c.convert(err, dp)
 	}
-	children := kids.names
-	for _, n := range children {
+	for _, n := range kids.names {
 		if isEntryName(n) {
 			return true, nil
 		}
 	}
-	for _, n := range children {
+	for _, n := range kids.names {
 		if n == valuesDir {
 			continue
 		}

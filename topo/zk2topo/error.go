@@ -47,12 +47,10 @@ func (c *Conn) classify(err error) topo.ErrorCode {
 }
 
 // ErrEmptyFileWithChildren is the cause (errors.Is) of the InvalidArgument
-// error of a write of empty contents that would leave an empty file with
-// files below it: Create, Update, or a Txn's CreateOp or UpdateOp, of
-// empty contents on a path that is only a directory or a file with files
-// below it, or in a Txn that also writes a file below that path.
-// ZooKeeper cannot hold such a file: an empty znode with children reads as
-// a directory (docs/layout-zookeeper.md), so the write would succeed and
-// the file not be there (or a file would vanish). Nothing was written.
-// Other backends store such a file.
+// error of a Create, Update, or Txn CreateOp or UpdateOp of empty contents
+// on a path that is only a directory or a file with files below it, or in
+// a Txn that also writes a file below that path. ZooKeeper cannot hold
+// such a file: an empty znode with children reads as a directory
+// (docs/layout-zookeeper.md), so the file would not be there (or would
+// vanish). Nothing was written. Other backends store such a file.
 var ErrEmptyFileWithChildren = errors.New("zk2topo: an empty file with files below it cannot be stored on ZooKeeper, where it reads as a directory (docs/layout-zookeeper.md); nothing was written")

@@ -31,17 +31,14 @@ func (c *Conn) internal(p string) bool {
 
 // Create creates filePath holding contents and returns version 0, in one
 // round trip when the parent exists. A znode that is only a directory
-// becomes the file, unless contents are empty: ZooKeeper cannot hold an
-// empty file with files below it (it reads as a directory), so that is
-// InvalidArgument wrapping ErrEmptyFileWithChildren, nothing written (no
-// request more: the Stat read that finds the directory tells). NodeExists
-// would say a file is there, and there is none; other backends create the
-// file. Missing parents are created in one multi with the
-// file, so no reader sees them without it and a failed Create leaves none
-// (k missing levels cost about 2+log2(k) round trips). Errors: InvalidPath
-// (including the reserved-name rule, backendkit.CheckCreate),
-// InvalidArgument (value too large, ErrEmptyFileWithChildren), NodeExists,
-// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// becomes the file (a Stat read and a set-data more), unless contents are
+// empty (ErrEmptyFileWithChildren, nothing written). Missing parents are
+// created in one multi with the file, so no reader sees them without it
+// and a failed Create leaves none (k missing levels cost about 2+log2(k)
+// round trips). Errors: InvalidPath (including the reserved-name rule,
+// backendkit.CheckCreate), InvalidArgument (value too large,
+// ErrEmptyFileWithChildren), NodeExists, PermissionDenied,
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, func(p string) (string, error) { return backendkit.CheckCreate(p, contents) }, c.closed.Load)
 	if err != nil {
@@ -87,8 +84,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 				missing = 0
 				continue
 			}
-			st := r.st
-			if isFile(st) {
+			if isFile(r.st) {
 				return nil, topo.NewError(topo.NodeExists, p)
 			}
 			if len(contents) == 0 {
@@ -97,7 +93,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			var nst *zk.Stat
 			err = c.write(ctx, p, func(z *zk.Conn) error {
 				var err error
-				nst, err = z.Set(zp, contents, st.Version)
+				nst, err = z.Set(zp, contents, r.st.Version)
 				return err
 			})
 			if err == nil {
@@ -177,7 +173,7 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) erro
 
 // isContainer reports whether the directory znode dir is created as a
 // container: a "locks" znode, or an election's "values" znode. Election
-// directories stay persistent for Vitess, directories of files because a
+// directories stay persistent for Vitess; directories of files too, as a
 // file may be created at their path (the server would delete it with the
 // container).
 func (c *Conn) isContainer(dir string) bool {
@@ -201,31 +197,20 @@ func zkVersion(n int64) int32 {
 // nil version writes unconditionally (one round trip when the file
 // exists), creating the file and its parents when absent and turning a
 // directory-only znode into the file; a non-nil version is a
-// compare-and-set (two round trips, see casUpdate): BadVersion when it
-// differs, NoNode when the file is absent or only a directory. Where
-// znodes may be lock or election entries (a Conn rooted at a reserved
-// place, a path with a segment "elections"), Update is a one-op Txn: an
-// entry is NodeExists, and ResourceExhausted (ErrTxnContention) when
-// concurrent writers win every attempt. Errors: InvalidPath (including
-// the reserved-name rule), InvalidArgument (value too large, foreign or
-// negative version, ErrEmptyFileWithChildren), NoNode, NodeExists,
-// BadVersion, PermissionDenied, ResourceExhausted, Timeout/Interrupted,
-// Closed, Unavailable; nothing is written on any but the last three
-// (outcome unknown).
-//
-// Empty contents: ZooKeeper cannot hold an empty file with files below
-// it (an empty znode with children reads as a directory), so an Update of
-// empty contents on a znode with children (only a directory, or a file
-// with files below it, which the write would make vanish) is
-// InvalidArgument wrapping ErrEmptyFileWithChildren, nothing written. An
-// unconditional one reads the Stat first and writes at the version read
-// (two round trips instead of one, for empty contents only: emptyUpdate);
-// a compare-and-set reads it anyway (no request more). What is not
-// guaranteed: a file created below filePath between that read and the
-// write (one round trip) is not seen, and leaves filePath empty with
-// children, a directory, the state that create would have left had it
-// come just after the Update; and a file created below an empty file
-// later makes it read as a directory whatever wrote it.
+// compare-and-set (two round trips): BadVersion when it differs, NoNode
+// when the file is absent or only a directory. Empty contents on a znode
+// with children (only a directory, or a file with files below it, which
+// would vanish) are ErrEmptyFileWithChildren, nothing written; an
+// unconditional Update of empty contents costs a Stat read more, and
+// misses a file created below between the two (readThenSet). Where
+// znodes may be lock or election entries (Conn.entriesAt), Update is a
+// one-op Txn: an entry is NodeExists, and ResourceExhausted
+// (ErrTxnContention) when concurrent writers win every attempt. Errors:
+// InvalidPath (including the reserved-name rule), InvalidArgument (value
+// too large, foreign or negative version, ErrEmptyFileWithChildren),
+// NoNode, NodeExists, BadVersion, PermissionDenied, ResourceExhausted,
+// Timeout/Interrupted, Closed, Unavailable; nothing is written on any but
+// the last three (outcome unknown).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
@@ -243,11 +228,11 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 		}
 		return vs[0], nil
 	}
-	if version != nil {
-		return c.casUpdate(ctx, p, zp, contents, ver)
-	}
-	if len(contents) == 0 {
-		return c.emptyUpdate(ctx, p, zp)
+	if version != nil || len(contents) == 0 {
+		if version == nil {
+			contents = nil // sent as a null buffer (length -1)
+		}
+		return c.readThenSet(ctx, p, zp, contents, ver)
 	}
 	for attempt := 0; ; attempt++ {
 		var st *zk.Stat
@@ -270,94 +255,60 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	}
 }
 
-// casUpdate is a compare-and-set Update: a Stat read (a directory-only
-// znode is NoNode) and the write at that version, on one session. The
-// window: the file deleted and re-created as a directory at the same
-// version (0) between the two, one round trip.
-func (c *Conn) casUpdate(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
-	s, err := c.live(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	exists, st, err := c.statAt(ctx, s, p, zp)
-	if err != nil {
-		return nil, err
-	}
-	if !exists || !isFile(st) || st.EphemeralOwner != 0 {
-		return nil, topo.NewError(topo.NoNode, p)
-	}
-	if st.Version != ver {
-		return nil, topo.NewError(topo.BadVersion, p)
-	}
-	if len(contents) == 0 && st.NumChildren > 0 {
-		return nil, emptyWithChildren(p) // the file would vanish
-	}
-	var nst *zk.Stat
-	err = c.do(ctx, p, func() error {
-		var err error
-		nst, err = s.zk.Set(zp, contents, ver)
-		return err
-	})
-	if err != nil {
-		return nil, c.convert(err, p)
-	}
-	return topo.NumericVersion(nst.Version), nil
-}
-
-// statAt reads zp's Stat on session s, its error converted.
-func (c *Conn) statAt(ctx context.Context, s *zkSession, p, zp string) (exists bool, st *zk.Stat, err error) {
-	err = c.do(ctx, p, func() error {
-		var err error
-		exists, st, err = s.zk.Exists(zp)
-		return err
-	})
-	if err != nil {
-		return false, nil, c.convert(err, p)
-	}
-	return exists, st, nil
-}
-
-// emptyUpdate is an unconditional Update of empty contents, which
-// ZooKeeper can hold only in a znode without children: a Stat read, then
-// the write at the version read on the same session (two round trips),
-// ErrEmptyFileWithChildren when the znode has children (only a directory,
-// or a file with files below it, which the write would make vanish). An
-// absent file is created, as by Update. The window: a file created below
-// p between the read and the write (one round trip) leaves p empty with
+// readThenSet is a compare-and-set Update at ver, or (ver -1) an
+// unconditional Update of empty contents: a Stat read, then the write at
+// the version read on the same session (two round trips). A
+// compare-and-set is NoNode when the znode is absent, only a directory or
+// an entry, BadVersion at another version; an unconditional one creates
+// an absent file and reads again when the znode changed before its write.
+// Empty contents on a znode with children are ErrEmptyFileWithChildren.
+// The windows, between the two requests: for a compare-and-set, the file
+// deleted and re-created as a directory at the same version (0); for
+// empty contents, a file created below p, which leaves p empty with
 // children, a directory, as that create would have made it had it come
-// just after this Update (only a reader in between can tell): no request
-// of ZooKeeper but a delete fails on children, and a write cannot be
-// taken back atomically, so the write is kept and reported done.
-func (c *Conn) emptyUpdate(ctx context.Context, p, zp string) (topo.Version, error) {
+// just after this Update (no ZooKeeper request but a delete fails on
+// children, so the write is kept: docs/layout-zookeeper.md, Files and
+// directories).
+func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
+	cas := ver != -1
 	for attempt := 0; ; attempt++ {
 		s, err := c.live(ctx, p)
 		if err != nil {
 			return nil, err
 		}
-		exists, st, err := c.statAt(ctx, s, p, zp)
-		if err != nil {
-			return nil, err
-		}
-		if !exists {
+		var exists bool
+		var st *zk.Stat
+		err = c.do(ctx, p, func() error {
+			var err error
+			exists, st, err = s.zk.Exists(zp)
+			return err
+		})
+		switch {
+		case err != nil:
+			return nil, c.convert(err, p)
+		case cas && (!exists || !isFile(st) || st.EphemeralOwner != 0):
+			return nil, topo.NewError(topo.NoNode, p)
+		case cas && st.Version != ver:
+			return nil, topo.NewError(topo.BadVersion, p)
+		case !exists:
 			v, err := c.create(ctx, p, nil)
 			if err == nil || !topo.IsErrType(err, topo.NodeExists) || attempt >= 10 {
 				return v, err
 			}
 			continue // created concurrently by someone else: read it
-		}
-		if st.NumChildren > 0 {
+		case len(contents) == 0 && st.NumChildren > 0:
 			return nil, emptyWithChildren(p)
 		}
 		var nst *zk.Stat
 		err = c.do(ctx, p, func() error {
 			var err error
-			nst, err = s.zk.Set(zp, nil, st.Version)
+			nst, err = s.zk.Set(zp, contents, st.Version)
 			return err
 		})
 		if err == nil {
 			return topo.NumericVersion(nst.Version), nil
 		}
-		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
+		if cas || !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
 			return nil, c.convert(err, p)
 		}
 		if attempt >= 10 {
@@ -381,10 +332,10 @@ func emptyWithChildren(p string) error {
 // Get returns filePath's contents and Stat.Version in one round trip (a
 // sync or read barrier may be pipelined before it: the package doc,
 // Reads). A persistent znode another tool wrote at a reserved path
-// (foreignFile) is returned like any file; the znodes of the lock and
-// election layout and ZooKeeper's own "/zookeeper" are not files. Errors:
-// NoNode (absent, only a directory, or such a znode), InvalidPath,
-// PermissionDenied, Timeout/Interrupted, Closed, Unavailable.
+// (foreignFile) is a file; the lock and election layout and ZooKeeper's
+// own "/zookeeper" are not. Errors: NoNode (absent, only a directory, or
+// such a znode), InvalidPath, PermissionDenied, Timeout/Interrupted,
+// Closed, Unavailable.
 func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.closed.Load)
 	if err != nil {
@@ -394,11 +345,10 @@ func (c *Conn) Get(ctx context.Context, filePath string) ([]byte, topo.Version, 
 	if err != nil {
 		return nil, nil, c.convert(err, p)
 	}
-	data, st := r.data, r.st
-	if !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
+	if st := r.st; !isFile(st) || st.EphemeralOwner != 0 || c.system(p) || (c.internal(p) && !c.foreignFile(p, st)) {
 		return nil, nil, topo.NewError(topo.NoNode, p)
 	}
-	return orEmpty(data), topo.NumericVersion(st.Version), nil
+	return orEmpty(r.data), topo.NumericVersion(r.st.Version), nil
 }
 
 // GetVersion returns NoImplementation (ZooKeeper keeps no history) after
@@ -521,12 +471,12 @@ func splitPrefix(prefix string) (dir, name string) {
 // an empty "locks" znode). It reads the parent's Stat first (and the
 // ancestors', one round trip more, when the parent holds only the file):
 // directories the delete empties go in one multi with it
-// (deleteEmptying). Otherwise the delete follows, with Stat reads of the
-// parent and its "locks" child pipelined behind it to remove a parent
-// another client's Delete emptied meanwhile (best effort). A file under
-// the root costs the delete alone. A file with files below it becomes a
-// directory. Where znodes may be entries (see Update), Delete is a one-op
-// Txn: an entry is NoNode, left alone. Errors: InvalidPath (including the
+// (deleteEmptying). Otherwise the delete follows, with the parent read
+// behind it to remove it when another client's Delete emptied it
+// meanwhile (readBehind, best effort). A file under the root costs the
+// delete alone. A file with files below it becomes a directory (unfile).
+// Where znodes may be entries (see Update), Delete is a one-op Txn: an
+// entry is NoNode, left alone. Errors: InvalidPath (including the
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
 // PermissionDenied, ResourceExhausted (ErrTxnContention),
 // Timeout/Interrupted, Closed, Unavailable.
@@ -554,23 +504,12 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 			return err
 		}
 	}
-	// The delete, then pipelined behind it the Stats of the parent's
-	// "locks" child and of the parent (statsInOrder): see removeDir.
 	delRes := sendFirst(s, opDelete, zp, func() error { return c.do(ctx, p, func() error { return s.zk.Delete(zp, ver) }) })
-	var stats []<-chan statRes
-	if c.removable(parent) {
-		stats = c.statsInOrder(ctx, s, p, parent+"/"+locksDir, parent)
-	}
+	behind := c.readBehind(ctx, s, p, parent)
 	if delErr := <-delRes; delErr != nil {
 		return c.deleteFailed(ctx, p, ver, delErr)
 	}
-	if stats == nil {
-		return nil // directly under the root: nothing to clean up
-	}
-	lr, pr := <-stats[0], <-stats[1]
-	if lr.err == nil { // else best effort: the file is deleted
-		c.removeDir(ctx, parent, pr, lr, true)
-	}
+	c.removeIfEmpty(ctx, behind, false)
 	return nil
 }
 
@@ -595,10 +534,10 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 // the same multi, the directories its delete empties (nearest first, each
 // with one child and no data, at the version read: one changed since fails
 // the multi), read on session s, the parent first and the ancestors above
-// only when the parent holds nothing but the file. Behind the multi it
-// reads the next ancestor as Delete reads its parent (removeDir). done is
-// false, nothing written, when the parent keeps other entries or the
-// multi failed on a directory: Delete then deletes the file alone.
+// only when the parent holds nothing but the file. The next ancestor is
+// read behind the multi (readBehind). done is false, nothing written,
+// when the parent keeps other entries or the multi failed on a
+// directory: Delete then deletes the file alone.
 func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, ver int32) (done bool, err error) {
 	var chain []string
 	for d := zkDir(zp); c.removable(d); d = zkDir(d) {
@@ -632,17 +571,9 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 			return err
 		})
 	})
-	var after []<-chan statRes
-	if c.removable(above) {
-		after = c.statsInOrder(ctx, s, p, above+"/"+locksDir, above)
-	}
-	err = <-multi
-	if err == nil {
-		if after != nil {
-			if lr, ar := <-after[0], <-after[1]; lr.err == nil {
-				c.removeDir(ctx, above, ar, lr, true)
-			}
-		}
+	behind := c.readBehind(ctx, s, p, above)
+	if err = <-multi; err == nil {
+		c.removeIfEmpty(ctx, behind, false)
 		return true, nil
 	}
 	if code := topo.CodeOf(err); code == topo.Timeout || code == topo.Interrupted || code == topo.Closed {
@@ -684,26 +615,18 @@ func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
 		return err
 	}
 	// The files below may all go meanwhile (another Delete, at once): then
-	// the emptied znode, childless, would read as an empty file. So its
-	// Stat and its "locks" child's follow the set, pipelined on the same
-	// session, and an emptied directory goes as Delete's parent does
-	// (removeDir; TestDeleteFileWithChildrenRacingLastChild).
+	// the emptied znode, childless, would read as an empty file. So it is
+	// read behind the set and removed when empty, as Delete's parent
+	// (TestDeleteFileWithChildrenRacingLastChild).
 	zp := c.zkPath(p)
 	setRes := sendFirst(s, opSetData, zp, func() error {
 		return c.do(ctx, p, func() error { _, err := s.zk.Set(zp, nil, st.Version); return err })
 	})
-	var stats []<-chan statRes
-	if c.removable(zp) {
-		stats = c.statsInOrder(ctx, s, p, zp+"/"+locksDir, zp)
-	}
+	behind := c.readBehind(ctx, s, p, zp)
 	if err := <-setRes; err != nil {
 		return c.convert(err, p)
 	}
-	if stats != nil {
-		if lr, dr := <-stats[0], <-stats[1]; lr.err == nil {
-			c.removeDir(ctx, zp, dr, lr, true)
-		}
-	}
+	c.removeIfEmpty(ctx, behind, false)
 	return nil
 }
 

@@ -28,8 +28,7 @@ type listCache struct {
 type listCacheEntry struct {
 	czxid    int64
 	cversion int32
-	n        int32
-	sorted   []topo.DirEntry // never changed once stored
+	sorted   []topo.DirEntry // never changed once stored; one per child
 }
 
 // get returns the entries stored for zp in st's child state, or nil; the
@@ -41,7 +40,7 @@ func (lc *listCache) get(zp string, st *zk.Stat) []topo.DirEntry {
 	lc.mu.Lock()
 	e, ok := lc.entries[zp]
 	lc.mu.Unlock()
-	if !ok || e.czxid != st.Czxid || e.cversion != st.Cversion || e.n != st.NumChildren || len(e.sorted) != int(st.NumChildren) {
+	if !ok || e.czxid != st.Czxid || e.cversion != st.Cversion || len(e.sorted) != int(st.NumChildren) {
 		return nil
 	}
 	return e.sorted
@@ -64,5 +63,5 @@ func (lc *listCache) put(zp string, st *zk.Stat, sorted []topo.DirEntry) {
 			break
 		}
 	}
-	lc.entries[zp] = listCacheEntry{czxid: st.Czxid, cversion: st.Cversion, n: st.NumChildren, sorted: sorted}
+	lc.entries[zp] = listCacheEntry{czxid: st.Czxid, cversion: st.Cversion, sorted: sorted}
 }

@@ -12,18 +12,18 @@ import (
 // What a lock entry's create learns without a request of its own:
 //
 //   - its Stat (the token): the create is sent as create2 (opcode 15),
-//     whose answer carries the Stat; go-zookeeper has none, so the
+//     whose answer carries the Stat; go-zookeeper has no create2, so the
 //     connection rewrites the opcode of registered creates and keeps the
 //     Stat of their answers;
 //   - the queue: the "locks" znode's children, read pipelined behind a
-//     create there (answered after it: a snapshot showing the new entry
-//     was read after its create, whichever create's frame it followed);
+//     create there (a snapshot showing the new entry was read after its
+//     create, whichever create's frame it followed);
 //   - the watch behind Done: when the session has no other entry there,
 //     that read sets a children watch, which sees every change after the
 //     create (watchEntry then moves to an exists watch). Otherwise, or
 //     without a Stat, an exists with a watch follows the create.
 //
-// An uncontended Lock so costs the create and one pipelined read
+// An uncontended Lock costs the create and one pipelined read
 // (TestRequestCounts).
 
 // childrenRes is the answer to a children read.

@@ -29,7 +29,7 @@ const maxTxnAttempts = 10
 // error of a Txn that gave up after ten multis, each refused because
 // another client changed a znode it depends on (a parent created or
 // removed, a directory turned into a file) since the reads it was built
-// on. Nothing of the transaction was applied: calling Txn again is safe.
+// on. Nothing was applied: calling Txn again is safe.
 var ErrTxnContention = errors.New("zk2topo: the transaction lost every attempt to concurrent writers; nothing of it was applied")
 
 // errEntry is the cause of the error of a write that would land on a lock
@@ -43,78 +43,68 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // Txn applies ops as one ZooKeeper multi: all of them or none. It returns
 // the new version of each CreateOp and UpdateOp, nil for the other ops.
 //
-// A multi runs its requests in order, each seeing the ones before it, so
-// the multi holds every condition first, then every write (each in op
-// order): every condition sees the state before the transaction. When the
-// multi fails at a condition while a write of lower index comes after it,
-// the next multi leaves that op out and ends with a check that always
-// fails (one more round trip, on that failure only), so that the
+// The multi holds every condition first, then every write (each in op
+// order), so that every condition sees the state before the transaction.
+// When it fails at a condition while a write of lower index comes after
+// it, the next multi leaves that op out and ends with a check that always
+// fails (one round trip more, on that failure only), so that the
 // *topo.TxnError names the first failing op in the caller's order. Per op:
 //
-//   - IfHeld(f): a check (any version) of the claim's entry, the multi
-//     run on the claim's session, behind a sync and an exists of the entry
-//     (one round trip more, beside any Stat reads, and again beside the
-//     reads before every later multi) that must show it the session's with
-//     the claim's token (see verify). All IfHeld ops must be claims of one
-//     session, of a Conn on the same server addresses (InvalidArgument
-//     otherwise). A claim released or lost locally fails with LockLost: at
-//     once as the first op, otherwise as a check that cannot pass (on the
-//     current session when no claim is live), so that an earlier failing
-//     op is still named.
+//   - IfHeld(f): a check (any version) of the claim's entry, the multi run
+//     on the claim's session behind a sync and an exists of the entry (one
+//     round trip more, beside any Stat reads, and again before every later
+//     multi) that must show it the session's with the claim's token
+//     (verify). All IfHeld ops must be claims of one session, of a Conn on
+//     the same server addresses (InvalidArgument otherwise). A claim
+//     released or lost locally fails with LockLost: at once as the first
+//     op, otherwise as a check that cannot pass (on the current session
+//     when no claim is live), so that an earlier failing op is named.
 //   - IfVersion(p, v), IfPresent(p): a check at v (any version for
 //     IfPresent). UpdateOp(p, c, v): a set-data at v.
 //   - UpdateOp(p, c, nil): a set-data at any version, or a create (with
 //     missing parents) when the file is absent.
-//   - CreateOp(p, c): creates of the missing parents (one another write
-//     creates as a file is created once, with that write's contents), then
-//     of p; over a znode that is only a directory, a set-data at its
-//     version (as Create).
-//   - DeleteOp(p, v): a delete (at v if given); a file with files below it
-//     is emptied by a set-data instead (as Delete), with the Stats of its
-//     "locks" child and of it pipelined behind the multi (two requests, no
-//     round trip), which remove it when its files went meanwhile, so that
-//     it is not left as an empty file (unfiledPaths). So is a file that
-//     another CreateOp or UpdateOp of the Txn writes below (keepsDir): it
-//     stays as that file's directory. Its Stat is read before the first
-//     multi (one round trip, with the Stats of the unversioned UpdateOps
-//     below it), and the directories between, missing when it had no
-//     children, are created in that multi (belowEmptied). Parents left
-//     empty are removed after the multi, best effort (cleanupDirs).
-//   - A CreateOp or UpdateOp of empty contents that would leave an empty
-//     znode with children, which reads as a directory (the file not there,
-//     or gone), fails with a *topo.TxnError wrapping InvalidArgument and
-//     ErrEmptyFileWithChildren, nothing written: at once when another
-//     CreateOp or UpdateOp of the Txn writes a file below its path (a
-//     DeleteOp of every child is not counted: still refused while the
-//     Stat shows children); otherwise once a Stat shows a znode with
-//     children (a CreateOp over a directory, read after its create failed
-//     with NodeExists; an unconditional UpdateOp of empty contents reads
-//     its Stat before the multi, one round trip more, and writes at the
-//     version read; a versioned one reads it anyway). A file created below
-//     the path between that read and the multi is not seen (see Update).
+//   - CreateOp(p, c): creates of the missing parents (one that another
+//     write creates as a file is created once, as that file), then of p;
+//     over a znode that is only a directory, a set-data at its version (as
+//     Create).
+//   - DeleteOp(p, v): a delete (at v if given). A file with files below
+//     it, or that another CreateOp or UpdateOp writes below (keepsDir),
+//     is emptied by a set-data instead (as Delete) and read behind the
+//     multi, no round trip more (unfiledPaths). For keepsDir, its Stat is
+//     read before the first multi (one round trip, with the Stats of the
+//     unversioned UpdateOps below it), which creates the directories
+//     between (belowEmptied). Parents left empty are removed after the
+//     multi, best effort (cleanupDirs).
 //   - IfAbsent(p): a create of p and its delete, back to back (the create
 //     fails when p exists); for an absent parent, the same pair on the
 //     highest missing ancestor. Nothing remains, but the parent's child
 //     version grows and child watches on it (and exists watches on p) fire.
 //
-// Where znodes may be lock or election entries (a Conn rooted at a
-// reserved place, a path with a segment "elections" below its first),
-// UpdateOp and DeleteOp read their Stat first and leave an ephemeral
-// znode alone (UpdateOp NodeExists, DeleteOp NoNode), writing at the
-// version read: unless the file is replaced by an entry at the same
-// version between the read and the multi.
+// A CreateOp or UpdateOp of empty contents that would leave an empty
+// znode with children (it reads as a directory) fails with a
+// *topo.TxnError wrapping InvalidArgument and ErrEmptyFileWithChildren,
+// nothing written: at once when another CreateOp or UpdateOp writes a
+// file below its path; otherwise once a Stat shows the znode with
+// children, even if a DeleteOp of the Txn removes them (an unconditional
+// UpdateOp of empty contents reads its Stat before the multi, one round
+// trip more, and writes at the version read). A file created below the
+// path between that read and the multi is not seen (see Update).
+//
+// Where znodes may be lock or election entries (Conn.entriesAt), UpdateOp
+// and DeleteOp read their Stat first and leave an ephemeral znode alone
+// (UpdateOp NodeExists, DeleteOp NoNode), writing at the version read;
+// the window: the file replaced by an entry at the same version between
+// the read and the multi.
 //
 // A multi cannot tell a file from a directory, so IfVersion, IfPresent and
-// a versioned UpdateOp read the Stat first (one round trip more), and so
-// does an unversioned UpdateOp of empty contents (see above) and a
-// DeleteOp with a write below it; a Txn of only CreateOp, unversioned
-// UpdateOp of non-empty contents, DeleteOp (with no write below it) and
-// IfAbsent costs one round trip when nothing is missing, two with IfHeld.
-// A multi failing where only a Stat tells why (a missing parent, a
-// directory where a file was expected, a delete refused for children) is
-// followed by reads and a new multi, at most ten multis in all; CreateOps
-// in new directories cost two multis and a round of reads, or one multi
-// with a right DirectoriesAbsent hint.
+// a versioned UpdateOp read the Stat first (one round trip more). A Txn of
+// only CreateOp, unversioned UpdateOp of non-empty contents, DeleteOp
+// (with no write below it) and IfAbsent costs one round trip when nothing
+// is missing, two with IfHeld. A multi failing where only a Stat tells why
+// (a missing parent, a directory where a file was expected, a delete
+// refused for children) is followed by reads and a new multi, at most ten
+// multis in all; CreateOps in new directories cost two multis and a round
+// of reads, or one multi with a right DirectoriesAbsent hint.
 //
 // The encoded request must not exceed Options.MaxTxnBytes (at most
 // go-zookeeper's 1.5 MiB buffer): a larger one is InvalidArgument
@@ -128,16 +118,16 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // BadVersion or LockLost (nothing written), or wrapping PermissionDenied
 // or InvalidArgument for an op the server refused, or InvalidArgument
 // with ErrEmptyFileWithChildren (nothing written; it names the op found,
-// not necessarily the first failing one); Unavailable when the
-// multi's answer was lost, Timeout or Interrupted when ctx ended first
-// (either way it may have been applied); ResourceExhausted wrapping
+// not necessarily the first failing one); Unavailable when the multi's
+// answer was lost, Timeout or Interrupted when ctx ended first (either
+// way it may have been applied); ResourceExhausted wrapping
 // ErrTxnContention (nothing applied; retrying is safe).
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	tops, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
-	t := &txn{c: c, ops: tops, st: make([]opState, len(tops)), claims: make([]fenceClaim, len(tops))}
+	t := &txn{c: c, ops: tops, st: make([]opState, len(tops)), claims: make([]fenceClaim, len(tops)), excluded: map[int]bool{}}
 	for i, op := range tops {
 		if op.Kind == topo.TxnIfHeld {
 			cl, ok := claimOf(op.Fence)
@@ -258,7 +248,7 @@ type txn struct {
 	s           *zkSession      // the session the multi runs on
 	excluded    map[int]bool    // ops known to fail, left out of the next multi (see run)
 	above       map[string]bool // the paths above the files the CreateOps and UpdateOps write (writeParents)
-	parentsRead bool            // the last failure was handled by parents: no refresh
+	parentsRead bool            // the last failure was handled by parents: no new reads
 }
 
 // Roles of the requests of a multi.
@@ -333,14 +323,10 @@ func (t *txn) build() []mreq {
 			}
 			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: v}, i, roleMain})
 		case topo.TxnIfVersion, topo.TxnIfPresent:
-			v := int32(-1)
-			if op.Kind == topo.TxnIfVersion {
-				v = zkVersion(op.Version)
-			}
 			if s.dirOnly() {
 				kindFail(i, zp)
-			} else {
-				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: v}, i, roleMain})
+			} else { // IfPresent's Version is AnyVersion: -1
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: zkVersion(op.Version)}, i, roleMain})
 			}
 		case topo.TxnIfAbsent:
 			switch {
@@ -431,19 +417,15 @@ func (t *txn) checkSize(m []mreq) error {
 	n := sizeRequestHeader + sizeMultiHeader
 	str := func(s string) int { return 4 + len(s) }
 	for _, r := range m {
-		n += sizeMultiHeader
+		n += sizeMultiHeader + str(reqPath(r.req)) + 4 // path, version or flags
 		switch q := r.req.(type) {
 		case *zk.CreateRequest:
-			n += str(q.Path) + 4 + len(q.Data) + 4 + 4
+			n += 4 + len(q.Data) + 4
 			for _, a := range q.Acl {
 				n += 4 + str(a.Scheme) + str(a.ID)
 			}
 		case *zk.SetDataRequest:
-			n += str(q.Path) + 4 + len(q.Data) + 4
-		case *zk.DeleteRequest:
-			n += str(q.Path) + 4
-		case *zk.CheckVersionRequest:
-			n += str(q.Path) + 4
+			n += 4 + len(q.Data)
 		}
 	}
 	if n > limit {
@@ -506,8 +488,7 @@ func (t *txn) createsFile(i int) bool {
 }
 
 // emptyWrite reports whether op i is a CreateOp or UpdateOp of empty
-// contents, which ZooKeeper holds as a file only in a znode without
-// children (ErrEmptyFileWithChildren).
+// contents (see ErrEmptyFileWithChildren).
 func (t *txn) emptyWrite(i int) bool {
 	k := t.ops[i].Kind
 	return (k == topo.TxnCreate || k == topo.TxnUpdate) && len(t.ops[i].Contents) == 0
@@ -516,10 +497,9 @@ func (t *txn) emptyWrite(i int) bool {
 // emptyOntoChildren returns the error (ErrEmptyFileWithChildren) of the
 // first op not excluded that writes empty contents onto a znode its Stat
 // showed with children and that the multi would otherwise write: a
-// CreateOp over a znode that is only a directory, an unversioned UpdateOp
-// of one with children, a versioned UpdateOp of a file with children at
-// that version (at another, or of a directory, it fails in the multi with
-// BadVersion or NoNode as before). nil when there is none.
+// CreateOp over a directory-only znode, an unversioned UpdateOp, a
+// versioned UpdateOp of a file at that version (otherwise the multi fails
+// it with BadVersion or NoNode).
 func (t *txn) emptyOntoChildren() error {
 	for i, op := range t.ops {
 		s := &t.st[i]
@@ -551,10 +531,8 @@ func writeParents(ops []backendkit.TxnOp) map[string]bool {
 }
 
 // emptyUnderWrites returns the error (ErrEmptyFileWithChildren) of the
-// first CreateOp or UpdateOp of empty contents whose path another
-// CreateOp or UpdateOp of ops writes a file below (above, writeParents):
-// the multi would leave an empty znode with children. nil when there is
-// none.
+// first CreateOp or UpdateOp of empty contents whose path another one
+// writes a file below (above, writeParents).
 func emptyUnderWrites(ops []backendkit.TxnOp, above map[string]bool) error {
 	for _, op := range ops {
 		if (op.Kind == topo.TxnCreate || op.Kind == topo.TxnUpdate) && len(op.Contents) == 0 && above[op.Path] {
@@ -586,10 +564,9 @@ func (t *txn) belowKept(i int) bool {
 
 // belowEmptied records, for each write that creates its file below a
 // keepsDir DeleteOp's file read without children, the directories
-// between the two as missing (nothing can be below a znode without
-// children): the first multi creates them, instead of failing for want of
-// them and reading every ancestor. Only a hint, as DirectoriesAbsent: one
-// created meanwhile fails its create, and the Txn reads the ancestors.
+// between the two as missing, for the first multi to create. Only a hint,
+// as DirectoriesAbsent: one created meanwhile fails its create, and the
+// Txn reads the ancestors.
 func (t *txn) belowEmptied() {
 	c := t.c
 	for d, del := range t.ops {
@@ -679,14 +656,13 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 				return err
 			})
 		}
-		// The Stats of every file the multi empties (a DeleteOp of a file
-		// with files below it) follow it, pipelined: see unfiledPaths.
-		var unfiled []unfiledStat
+		// Every file the multi empties is read behind it: see unfiledPaths.
+		var unfiled []emptiedReads
 		var err error
 		if zps := unfiledPaths(m); len(zps) > 0 {
 			multi := sendFirst(s, opMulti, reqPath(reqs[0]), send)
 			for _, zp := range zps {
-				unfiled = append(unfiled, unfiledStat{zp, c.statsInOrder(ctx, s, c.relPath(zp), zp+"/"+locksDir, zp)})
+				unfiled = append(unfiled, c.readBehind(ctx, s, c.relPath(zp), zp))
 			}
 			err = <-multi
 		} else {
@@ -736,19 +712,22 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			if passed {
 				return nil, lowErr
 			}
-			if t.excluded == nil {
-				t.excluded = map[int]bool{}
-			}
 			t.excluded[m[j].op] = true
 			continue
 		}
-		// Fresh Stats of every op (not one op per attempt), unless parents
-		// read the ancestors already.
+		// Fresh Stats of every op (not one op per attempt) and the
+		// ancestors of the absent ones, unless parents read them already.
 		if t.parentsRead {
 			t.parentsRead = false
 			continue
 		}
-		if err := t.refresh(ctx); err != nil {
+		var idx []int
+		for i, op := range t.ops {
+			if op.Kind != topo.TxnIfHeld {
+				idx = append(idx, i)
+			}
+		}
+		if err := t.readAncestors(ctx, idx, true); err != nil {
 			return nil, err
 		}
 	}
@@ -761,8 +740,8 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 // verify reads, on the claims' session, a sync and then an exists of each
 // live claim's entry (pipelined: one round trip), and marks dead every
 // claim whose entry is gone or not that session's with the claim's token.
-// It runs with every round of reads (statAll), so before every multi that
-// can succeed. Why: the package doc, Transactions.
+// It runs with every round of reads (statAll). Why: the package doc,
+// Transactions.
 func (t *txn) verify(ctx context.Context) error {
 	if t.guard == nil {
 		return nil
@@ -932,14 +911,11 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 	for k, i := range idx {
 		zps[k] = t.c.zkPath(t.ops[i].Path)
 	}
-	res, err := t.statAll(ctx, zps)
+	res, err := t.statAll(ctx, zps, idx)
 	if err != nil {
 		return err
 	}
 	for k, r := range res {
-		if r.err != nil {
-			return t.readErr(idx[k], r.err)
-		}
 		i := idx[k]
 		t.st[i].statted, t.st[i].exists, t.st[i].st = true, r.exists, r.st
 	}
@@ -947,8 +923,9 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 }
 
 // statAll reads the Stats of zps concurrently on the multi's session (one
-// round trip), and verifies the claims beside them; the error is verify's.
-func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
+// round trip), and verifies the claims beside them. The error is verify's,
+// else the first failed read's, for the path of op owner[k].
+func (t *txn) statAll(ctx context.Context, zps []string, owner []int) ([]statRes, error) {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
 	var verr error
@@ -959,7 +936,21 @@ func (t *txn) statAll(ctx context.Context, zps []string) ([]statRes, error) {
 		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp, false) })
 	}
 	wg.Wait()
-	return out, verr
+	if verr != nil {
+		return nil, verr
+	}
+	for k, r := range out {
+		p := t.ops[owner[k]].Path
+		switch {
+		case r.err == errSessionOver && t.guard != nil:
+			return nil, t.lost() // nothing of the Txn was applied: its multis failed
+		case r.err == errSessionOver:
+			return nil, backendkit.Wrap(topo.Unavailable, p, r.err)
+		case r.err != nil:
+			return nil, t.c.convert(r.err, p)
+		}
+	}
+	return out, nil
 }
 
 // missingChain returns the absent znodes of anc (ancestors, parent first),
@@ -979,33 +970,9 @@ func missingChain(anc []string, exists func(zp string) bool) []string {
 	return missing
 }
 
-// readErr converts the error of a read for op i.
-func (t *txn) readErr(i int, err error) error {
-	if err == errSessionOver {
-		if t.guard != nil {
-			return t.lost() // nothing of the Txn was applied: its multis failed
-		}
-		return backendkit.Wrap(topo.Unavailable, t.ops[i].Path, err)
-	}
-	return t.c.convert(err, t.ops[i].Path)
-}
-
-// refresh reads the Stat of every op's path and the ancestors of the
-// absent ones for the next multi (see readAncestors).
-func (t *txn) refresh(ctx context.Context) error {
-	var idx []int
-	for i, op := range t.ops {
-		if op.Kind != topo.TxnIfHeld {
-			idx = append(idx, i)
-		}
-	}
-	return t.readAncestors(ctx, idx, true)
-}
-
 // parents reads which ancestors of the files the multi creates are
 // absent, for the next multi to create (one round trip for any number of
-// files), after a multi failed at a create for want of a parent or at a
-// parent's create.
+// files), after a multi failed at a create or a parent's create.
 func (t *txn) parents(ctx context.Context) (bool, error) {
 	var idx []int
 	for i := range t.ops {
@@ -1041,14 +1008,9 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 			}
 		}
 	}
-	stats, err := t.statAll(ctx, zps)
+	stats, err := t.statAll(ctx, zps, owner)
 	if err != nil {
 		return err
-	}
-	for k, r := range stats {
-		if r.err != nil {
-			return t.readErr(owner[k], r.err)
-		}
 	}
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
@@ -1077,12 +1039,11 @@ func ancestorsOf(zp string) []string {
 }
 
 // lost is the error of a Txn whose claims' session is over before a multi
-// was sent: LockLost for its first IfHeld op.
+// was sent: LockLost for its first IfHeld op (there is one: t.guard is
+// set).
 func (t *txn) lost() error {
-	if i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld }); i >= 0 {
-		return backendkit.TxnFailed(t.ops[i], topo.LockLost)
-	}
-	return topo.NewError(topo.Unavailable, "")
+	i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld })
+	return backendkit.TxnFailed(t.ops[i], topo.LockLost)
 }
 
 // ancestors reads which ancestors of op i's znode are absent (one round
@@ -1097,20 +1058,10 @@ func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
 	return false, nil
 }
 
-// unfiledStat is the Stat reads pipelined behind a multi that empties the
-// file zp (roleUnfile): of its "locks" child, then of zp.
-type unfiledStat struct {
-	zp    string
-	stats []<-chan statRes
-}
-
-// unfiledPaths returns the znodes whose data the multi m empties because
-// they have children (DeleteOps of files with files below them). Every
-// child of one may go at the same moment (another client's Delete): the
-// emptied znode, childless, would then read as an empty file nobody wrote.
-// So, as Delete does (unfile), the Stats of the znode's "locks" child and
-// of the znode are sent behind the multi on its session, and whichever of
-// the two writes comes last sees the znode empty and removes it
+// unfiledPaths returns the znodes whose data the multi m empties
+// (roleUnfile). Their children may all go at the same moment (another
+// client's Delete), leaving an empty file nobody wrote; so, as in unfile,
+// each is read behind the multi and removed when empty
 // (TestTxnDeleteFileWithChildrenRacingLastChild).
 func unfiledPaths(m []mreq) []string {
 	var out []string
@@ -1138,11 +1089,9 @@ func reqPath(req any) string {
 }
 
 // results turns a successful multi's answers into Txn's versions, and
-// removes the directories the deletes left empty (best effort, as
-// Delete): the parents of the deleted files, and the files it emptied
-// whose Stats, read behind the multi (unfiled), show them without
-// children.
-func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unfiled []unfiledStat) []topo.Version {
+// removes, best effort, the parents the deletes left empty and the files
+// it emptied that unfiled shows without children.
+func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unfiled []emptiedReads) []topo.Version {
 	c := t.c
 	out := make([]topo.Version, len(t.ops))
 	var cleanup []string
@@ -1162,10 +1111,7 @@ func (t *txn) results(ctx context.Context, m []mreq, res []zk.MultiResponse, unf
 		}
 	}
 	for _, u := range unfiled {
-		lr, dr := <-u.stats[0], <-u.stats[1]
-		if lr.err == nil && !slices.Contains(cleanup, u.zp) { // else cleanupDirs reads it
-			c.removeDir(ctx, u.zp, dr, lr, true)
-		}
+		c.removeIfEmpty(ctx, u, slices.Contains(cleanup, u.dir)) // cleanupDirs reads it
 	}
 	c.cleanupDirs(ctx, cleanup)
 	return out
