@@ -14,6 +14,19 @@
 //     ZooKeeper and Consul).
 //   - Locks (lock_test.go): Lock and TryLock of each library against the
 //     other's holder, both ways, and under concurrent churn.
+//   - Faults (fault_test.go, restart_test.go): Vitess and topokit
+//     contenders on one lock while a topokit Conn is partitioned (a
+//     faultproxy blackhole outliving its session or lease: Lock,
+//     LockWithTTL, LockName), while its session or lease is ended behind
+//     it (Consul session destroyed, etcd lease revoked), while a Vitess
+//     holder's is, and while the server (a member, node or persistent
+//     agent of the test's own) restarts; a churn of both libraries with
+//     partitions in between. Whenever one acquires, no other holds but a
+//     topokit holder that already knows it lost (Done closed, Check
+//     LockLost); a lost holder's Unlock says LockLost and leaves the new
+//     holder alone, its IfHeld write is refused; inspect names Vitess's
+//     holder; and nothing is left that a session or lease owns (raw
+//     clients list lock and queue entries, tail keys and sessions).
 //   - Files (file_test.go): bytes, versions and compare-and-set across
 //     libraries, watches, ListDir and List with Vitess's lock and election
 //     entries in the tree (topokitView lists the documented differences),

@@ -208,6 +208,10 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, v *claims.Session, e
 // acquire, naming a holder nobody was granted (TestReleaseThenRetryQueues).
 func (c *Conn) deleteKey(ctx context.Context, q claims.Queue, key string, token uint64, sess *session, tail string) error {
 	ops := claimOps(key, token, &api.KVTxnOp{Verb: api.KVDelete, Key: key}, q.Election, sess)
+	// The index alone does not prove the key is the claim's: an agent
+	// that lost its state counts indexes again, and another's acquire can
+	// land at the token (TestStaleUnlockAcrossIndexReuse).
+	ops = slices.Insert(ops, 1, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: key, Session: sess.id}})
 	if tail != "" {
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVGetTree, Key: tail}})
 	}

@@ -35,13 +35,16 @@ const (
 //   - IfPresent: get (NoNode; Consul has no existence check, so the value
 //     travels back);
 //   - IfHeld: check-index of the lock or election key on the claim's
-//     token (LockLost). That alone proves the claim: every change of a
-//     key's entry, its session included, and every re-creation gives it a
-//     new ModifyIndex, and every acquire writes the key, so a key at the
-//     token is the claim's acquire, held by its session (a check-session
-//     would only add latency: BenchmarkGuardedUpdate). A claim known
-//     released, lost or past its session's deadline is checked on index
-//     0: the transaction fails on that op (LockLost) or an earlier one;
+//     token, then check-session of the claim's session (LockLost, two
+//     operations). Every change of a key's entry, its session included,
+//     and every re-creation gives it a new ModifyIndex, and every acquire
+//     writes the key, so a key at the token is the claim's acquire, held
+//     by its session, as long as the agent keeps its state; one that
+//     lost it counts indexes again, and another's acquire can land at the
+//     token: the session, never reused, tells them apart
+//     (TestStaleGuardAcrossIndexReuse). A claim known released, lost or
+//     past its session's deadline is checked on index 0: the transaction
+//     fails on that op (LockLost) or an earlier one;
 //   - CreateOp: check-and-set on index 0 (NodeExists);
 //   - UpdateOp: a set, or a check-and-set on the version (on version 0, a
 //     check-index), with a fresh write nonce (see writeNonce); a failed
@@ -173,6 +176,7 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 				token, why = 0, "the claim's session ended or was not renewed within its TTL"
 			}
 			add(i, &api.KVTxnOp{Verb: api.KVCheckIndex, Key: fkey, Index: token})
+			add(i, &api.KVTxnOp{Verb: api.KVCheckSession, Key: fkey, Session: sessionOf(g.Session()).id})
 			plan.fences[i] = txnFence{path: g.Queue().Path, lostWhy: why}
 		case topo.TxnCreate:
 			add(i, &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: op.Contents, Index: 0})
@@ -275,7 +279,7 @@ func firstFailed(plan txnPlan, resp *api.TxnResponse) *api.TxnError {
 func failureCode(kind topo.TxnOpKind, verb api.KVOp, what string) (topo.ErrorCode, bool) {
 	switch rb := rollbackOf(what); {
 	case kind == topo.TxnIfHeld:
-		return topo.LockLost, rb == rollbackMissing || rb == rollbackStale
+		return topo.LockLost, rb == rollbackMissing || rb == rollbackStale || rb == rollbackNotHeld
 	case rb == rollbackMissing && (verb == api.KVCheckIndex || verb == api.KVGet):
 		return topo.NoNode, true
 	case rb == rollbackStale && verb == api.KVCAS && kind == topo.TxnCreate:

@@ -14,11 +14,12 @@ import (
 
 // BenchmarkGuardedUpdate compares, on the same agent, a guarded update
 // (topo.GuardedUpdate: IfHeld on a held lock plus a compare-and-set
-// UpdateOp, one /v1/txn of a check-index on the lock key and a cas on the
-// file) with a plain compare-and-set Update (one /v1/txn of one cas), with
-// the raw api transaction of the guarded update's shape, and with the raw
-// transaction that adds a check-session on the lock key and a check-index
-// on the file (the shape Txn does not send, see Conn.Txn). Each iteration
+// UpdateOp, one /v1/txn of a check-index and a check-session on the lock
+// key and a cas on the file) with a plain compare-and-set Update (one
+// /v1/txn of one cas), with the raw api transaction of a check-index on
+// the lock key and the cas (IfHeld's shape before its check-session), and
+// with the raw transaction that adds a check-session on the lock key and a
+// check-index on the file. Each iteration
 // runs the four in a rotating order, so that drift on a shared machine
 // hits them alike; it reports each p50 in ns and the ratios
 // guarded/update (the goal: at most 1.1), guarded/raw and
