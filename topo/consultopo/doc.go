@@ -84,22 +84,12 @@
 // # Connections
 //
 // Every Watch, WatchRecursive, waiting Lock and leadership wait, and the
-// watch of each held lock and term, keeps a blocking query, so one HTTP
-// connection, open to the agent, which caps the connections of one client
-// address (limits.http_max_conns_per_client, default 200): past the cap
-// every request of the address fails with ResourceExhausted. A Conn keeps
-// at most Options.MaxBlockingQueries (default 100) blocking queries of
-// its watches (Watch, WatchRecursive, leader observation, Client()'s)
-// open, so its other requests find room under a default cap; more wait
-// for a slot, first come first served, holding no connection. A watch
-// queued for a slot sees nothing lost, only late: its query goes out from
-// the index it last saw when a slot frees (a query answers at a change of
-// its key or after WatchPollDuration), so a change reaches it up to about
-// one WatchPollDuration per bound's worth of queries ahead of it later.
-// A claim's own queries (a waiter's wait for its predecessor or the key,
-// the watch of a held lock or term) take no slot: a handover never waits
-// behind idle watches, and their number is that of the Conn's contenders
-// and claims. Watch calls of one file share one blocking query
+// watch of each held lock and term, keeps a blocking query open, holding
+// an HTTP connection to the agent, which refuses every request of a client
+// address past limits.http_max_conns_per_client connections (default 200)
+// with ResourceExhausted. Options.MaxBlockingQueries bounds the Conn's
+// open queries of watches (not a claim's own, so a handover never waits
+// behind idle watches); Watch calls of one file share one query
 // (docs/layout-consul.md, "Watches").
 //
 // # Errors

@@ -68,7 +68,7 @@ func sessionOf(v *claims.Session) *session {
 // (Exclusive always takes); else, or on errMustQueue, enqueue.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
-	if q.Election && len(opts.Value) > maxLeaderValue {
+	if q.Election && len(opts.Value) > maxTxnValue {
 		return claims.Entry{}, nil, errLeaderValueSize(q.Path)
 	}
 	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {

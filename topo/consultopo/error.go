@@ -61,11 +61,10 @@ func isPermissionDenied(err error) bool {
 	return strings.Contains(msg, permissionDenied) || strings.Contains(msg, aclNotFound) || strings.Contains(msg, "response code: 403")
 }
 
-// errFilteredByACLs stands for a listing from which Consul left out keys
-// the token may not read (X-Consul-Results-Filtered-By-ACLs): Consul
-// answers such a listing without an error, as if those keys did not
-// exist, where etcd and ZooKeeper refuse the read. Its text holds
-// permissionDenied, so it maps to PermissionDenied and is permanent.
+// errFilteredByACLs stands for a listing Consul answered without error but
+// without the keys the token may not read, as if they did not exist
+// (X-Consul-Results-Filtered-By-ACLs), where etcd and ZooKeeper refuse the
+// read. Its text holds permissionDenied: PermissionDenied, permanent.
 var errFilteredByACLs = errors.New(permissionDenied + ": the ACL token may not read some keys under this prefix (Consul left them out of the listing)")
 
 // unfiltered is err, or errFilteredByACLs when the listing meta answers

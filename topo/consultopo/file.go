@@ -66,6 +66,9 @@ func (c *Conn) Create(ctx context.Context, filePath string, contents []byte) (to
 // write runs the write op of Create, Update or Delete as Txn would, but
 // without ?consistent nor a *topo.TxnError; large values via writeLarge.
 func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
+	if op.Kind != topo.TxnCreate && op.Version == 0 {
+		return nil, c.missingOrBadVersion(ctx, op.Path, op.Kind) // no key is at index 0
+	}
 	if len(op.Contents) > maxTxnValue {
 		return c.writeLarge(ctx, op)
 	}
@@ -74,16 +77,8 @@ func (c *Conn) write(ctx context.Context, op backendkit.TxnOp) (topo.Version, er
 	if err != nil {
 		return nil, err
 	}
-	plan, ok, resp, err := c.runTxn(ctx, cops, plan, func(ops api.TxnOps) (bool, *api.TxnResponse, error) { return c.txn(ctx, ops) },
+	vs, _, err := c.runTxn(ctx, cops, plan, op.Path, func(ops api.TxnOps) (bool, *api.TxnResponse, error) { return c.txn(ctx, ops) },
 		func(err error) error { return c.convertError(ctx, err, op.Path) })
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		_, err := c.rollbackCause(ctx, cops, plan, resp, op.Path)
-		return nil, err
-	}
-	vs, err := txnVersions(cops, plan, resp)
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +114,6 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 	if err != nil {
 		return nil, err
 	}
-	if version != nil && index == 0 {
-		return nil, c.missingOrBadVersion(ctx, p, topo.TxnUpdate)
-	}
 	return c.write(ctx, backendkit.TxnOp{Kind: topo.TxnUpdate, Path: p, Contents: contents, Version: index})
 }
 
@@ -133,31 +125,44 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 var ErrVersionUnknown = errors.New("the large value was written but overwritten by another writer before its version could be read; consul keeps no history")
 
 // writeLarge writes through the KV endpoint with a fresh nonce in Flags
-// (cas for Create and a versioned Update, else a PUT), then reads back
+// (cas for Create, a versioned Update, and a guarded Update at the index
+// read, read again when the key changed; else a PUT), then reads back
 // consistently: a key still carrying the nonce has this write's
 // ModifyIndex (else ErrVersionUnknown; docs/layout-consul.md).
 func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Version, error) {
 	p, key := op.Path, c.key(op.Path)
 	nonce := writeNonce()
 	pair := &api.KVPair{Key: key, Value: op.Contents, Flags: nonce, ModifyIndex: uint64(max(op.Version, 0))}
-	if c.guardedWrite(op) {
-		if err := c.writeLargeGuarded(ctx, op, pair); err != nil {
-			return nil, err
+	guarded, ok := c.guardedWrite(op), false
+	for attempt := 0; !ok; attempt++ {
+		if guarded {
+			if attempt == guardedAttempts {
+				return nil, backendkit.Wrap(topo.ResourceExhausted, p, ErrGuardedContention)
+			}
+			states, err := c.readGuarded(ctx, []backendkit.TxnOp{op})
+			if err != nil {
+				return nil, err
+			}
+			refused, index := guardedPlan(op, states[key])
+			if refused != nil {
+				return nil, refused
+			}
+			pair.ModifyIndex = index
 		}
-	} else {
-		ok := true
 		var err error
-		if op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion {
+		if !guarded && op.Kind == topo.TxnUpdate && op.Version == backendkit.AnyVersion {
 			_, err = c.kv.Put(pair, c.writeOptions(ctx))
+			ok = true
 		} else {
 			ok, _, err = c.kv.CAS(pair, c.writeOptions(ctx))
 		}
 		switch {
 		case err != nil:
 			return nil, c.convertError(ctx, err, p)
-		case !ok && op.Kind == topo.TxnCreate:
+		case ok, guarded: // written, or to read again
+		case op.Kind == topo.TxnCreate:
 			return nil, topo.NewError(topo.NodeExists, p)
-		case !ok:
+		default:
 			return nil, c.missingOrBadVersion(ctx, p, op.Kind)
 		}
 	}
@@ -169,30 +174,6 @@ func (c *Conn) writeLarge(ctx context.Context, op backendkit.TxnOp) (topo.Versio
 		return topo.NumericVersion(cur.ModifyIndex), nil
 	}
 	return nil, backendkit.Wrap(topo.Unavailable, p, ErrVersionUnknown)
-}
-
-// writeLargeGuarded is writeLarge's write of pair for a guarded Update: a
-// cas at the index read (guardedPlan), read again when the key changed.
-func (c *Conn) writeLargeGuarded(ctx context.Context, op backendkit.TxnOp, pair *api.KVPair) error {
-	for range guardedAttempts {
-		states, err := c.readGuarded(ctx, []backendkit.TxnOp{op})
-		if err != nil {
-			return err
-		}
-		refused, index := guardedPlan(op, states[pair.Key])
-		if refused != nil {
-			return refused
-		}
-		pair.ModifyIndex = index
-		ok, _, err := c.kv.CAS(pair, c.writeOptions(ctx))
-		if err != nil {
-			return c.convertError(ctx, err, op.Path)
-		}
-		if ok {
-			return nil
-		}
-	}
-	return backendkit.Wrap(topo.ResourceExhausted, op.Path, ErrGuardedContention)
 }
 
 // missingOrBadVersion explains a failed check-and-set of kind on p with a
@@ -241,8 +222,7 @@ func (c *Conn) GetVersion(ctx context.Context, filePath string, version int64) (
 // that are no canonical path are listed under their raw paths. NoNode
 // when no file matches and none is reserved; PermissionDenied when the
 // ACL token may not read every key under the prefix (Consul would leave
-// those out of the answer; etcd refuses such a range too); other errors
-// as for Get.
+// those out; etcd refuses such a range too); other errors as for Get.
 func (c *Conn) List(ctx context.Context, filePathPrefix string) ([]topo.KVInfo, error) {
 	prefix, err := backendkit.Begin(ctx, filePathPrefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
@@ -299,9 +279,6 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 	p, index, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.isClosed)
 	if err != nil {
 		return err
-	}
-	if version != nil && index == 0 {
-		return c.missingOrBadVersion(ctx, p, topo.TxnDelete)
 	}
 	_, err = c.write(ctx, backendkit.TxnOp{Kind: topo.TxnDelete, Path: p, Version: index})
 	return err

@@ -91,44 +91,42 @@ func guardedPlan(op backendkit.TxnOp, pair *api.KVPair) (refused error, index ui
 	return nil, pair.ModifyIndex
 }
 
-// runTxn sends plan with send and returns the plan sent and the answer; a
-// guarded plan is planned again from readGuarded first, and again while a
-// guarded write's own operation is what failed (its key changed since the
-// read), at most guardedAttempts times. sendErr converts send's error.
-func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan,
-	send func(api.TxnOps) (bool, *api.TxnResponse, error), sendErr func(error) error) (txnPlan, bool, *api.TxnResponse, error) {
-	if !plan.guarded {
+// runTxn sends plan with send and returns the versions (txnVersions), or
+// an error and the index in cops of the op it is about (-1: none; path
+// names a rollback no op explains, see rollbackCause). A guarded plan is
+// planned again from readGuarded first, and again while a guarded write's
+// own operation is what failed (its key changed since the read), at most
+// guardedAttempts times. sendErr converts send's error.
+func (c *Conn) runTxn(ctx context.Context, cops []backendkit.TxnOp, plan txnPlan, path string,
+	send func(api.TxnOps) (bool, *api.TxnResponse, error), sendErr func(error) error) ([]topo.Version, int, error) {
+	for attempt := 0; ; attempt++ {
+		if plan.guarded {
+			if attempt == guardedAttempts {
+				p := cops[slices.IndexFunc(cops, c.guardedWrite)].Path
+				return nil, -1, backendkit.Wrap(topo.ResourceExhausted, p, ErrGuardedContention)
+			}
+			states, err := c.readGuarded(ctx, cops)
+			if err != nil {
+				return nil, -1, err
+			}
+			if plan, err = c.planTxn(cops, states); err != nil {
+				return nil, -1, err
+			}
+		}
 		ok, resp, err := send(plan.ops)
 		if err != nil {
-			return plan, false, nil, sendErr(err)
+			return nil, -1, sendErr(err)
 		}
-		return plan, ok, resp, nil
+		if ok {
+			vs, err := txnVersions(cops, plan, resp)
+			return vs, -1, err
+		}
+		if plan.guarded && classifyRollback(resp) != rollbackDenied {
+			if first := firstFailed(plan, resp); first != nil && plan.at[plan.owner[first.OpIndex]] {
+				continue
+			}
+		}
+		i, err := c.rollbackCause(ctx, cops, plan, resp, path)
+		return nil, i, err
 	}
-	for range guardedAttempts {
-		states, err := c.readGuarded(ctx, cops)
-		if err != nil {
-			return plan, false, nil, err
-		}
-		if plan, err = c.planTxn(cops, states); err != nil {
-			return plan, false, nil, err
-		}
-		ok, resp, err := send(plan.ops)
-		if err != nil {
-			return plan, false, nil, sendErr(err)
-		}
-		if ok || classifyRollback(resp) == rollbackDenied {
-			return plan, ok, resp, nil
-		}
-		if first := firstFailed(plan, resp); first == nil || !plan.at[plan.owner[first.OpIndex]] {
-			return plan, ok, resp, nil
-		}
-	}
-	path := ""
-	for _, op := range cops {
-		if c.guardedWrite(op) {
-			path = op.Path
-			break
-		}
-	}
-	return plan, false, nil, backendkit.Wrap(topo.ResourceExhausted, path, ErrGuardedContention)
 }

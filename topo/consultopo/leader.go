@@ -11,9 +11,6 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// maxLeaderValue is the largest published value (sent in a transaction).
-const maxLeaderValue = maxTxnValue
-
 // valueKey returns the value key of sessionID in the election key.
 func valueKey(key, sessionID string) string { return key + "/" + valuesDir + "/" + sessionID }
 
@@ -29,10 +26,10 @@ func valueOp(key string, value []byte, publish bool, sess *session) *api.TxnOp {
 	return &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVLock, Key: key, Value: value, Flags: api.LockFlagValue, Session: sess.id}}
 }
 
-// errLeaderValueSize is the InvalidArgument error of a value over
-// maxLeaderValue (360 KiB; topo.MaxValueSize is larger).
+// errLeaderValueSize is the InvalidArgument error of a published value
+// over maxTxnValue (360 KiB; topo.MaxValueSize is larger).
 func errLeaderValueSize(path string) error {
-	return backendkit.Wrap(topo.InvalidArgument, path, fmt.Errorf("a leader value on Consul is at most %d bytes (it is written in a transaction)", maxLeaderValue))
+	return backendkit.Wrap(topo.InvalidArgument, path, fmt.Errorf("a leader value on Consul is at most %d bytes (it is written in a transaction)", maxTxnValue))
 }
 
 // Head implements claims.Driver without reading the queue
@@ -100,7 +97,7 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 // the election key's token and writing the value key. A failed check ends
 // the term (Session.LoseEntry): ErrNotHeld, nothing written.
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, val []byte) error {
-	if len(val) > maxLeaderValue {
+	if len(val) > maxTxnValue {
 		return errLeaderValueSize(q.Path)
 	}
 	sess := sessionOf(v)

@@ -72,7 +72,7 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	e := claims.Entry{Token: int64(ri.Token), Key: grantedKey(key, ri.LockIndex), Session: sess.id, Contents: id, Granted: true}
 	held, err := d.Held(ctx, q, sess.view, e)
 	if err != nil || !held {
-		c.forgetSession(sess, nil) // not destroyed: it may hold other keys of the earlier process
+		c.forgetSession(sess, errSessionClosed) // not destroyed: it may hold other keys of the earlier process
 		if err == nil {
 			err = claims.ErrNotHeld
 		}

@@ -89,9 +89,9 @@ type Options struct {
 	// SessionTTL is the TTL of the Conn's long-lived session (of Lock,
 	// TryLock and elections), rounded up to whole seconds within
 	// [MinSessionTTL, MaxSessionTTL]; zero or negative means
-	// DefaultSessionTTL (as the other backends' session options do). A
-	// holder that cannot renew for this long considers its claims lost;
-	// Consul may keep its keys for twice the TTL, plus the lock-delay.
+	// DefaultSessionTTL. A holder that cannot renew for this long
+	// considers its claims lost; Consul may keep its keys for twice the
+	// TTL, plus the lock-delay.
 	SessionTTL time.Duration
 
 	// MinSessionTTL is the servers' session_ttl_min, the shortest TTL
@@ -130,29 +130,18 @@ type Options struct {
 	// holds a request while its servers elect a leader); negative, none.
 	RequestTimeout time.Duration
 
-	// MaxBlockingQueries bounds how many blocking queries (a number of
-	// HTTP requests) of its watches the Conn has open to the agent at
-	// once: those of Watch, WatchRecursive, WaitForNewLeader and Observe,
-	// and those sent through Client(). A claim's own queries (a Lock,
-	// LockWithTTL, LockName or leadership wait waiting for its
-	// predecessor or its key, the watch on each held lock and term) are
-	// not counted: a handover never waits for a slot. Each holds an HTTP
-	// connection while open, and Consul refuses every request of a client
-	// address past limits.http_max_conns_per_client connections (default
-	// 200) with 429, ResourceExhausted here, however urgent; the bound
-	// keeps the Conn's other requests (Get, Update, Txn, a Lock's
-	// acquire, session renewals) below that cap, so its own blocking
-	// queries never refuse them. A blocking query past the bound waits,
-	// holding no connection, for a slot, granted in the order the queries
-	// asked, and is sent when it gets one, from the index its watch last
-	// saw, so nothing is missed, only delayed: a slot frees
-	// when a query is answered (a change of its key, or after
-	// WatchPollDuration plus Consul's jitter), so a query behind k others
-	// past the bound waits up to about ceil(k/bound) WatchPollDurations.
-	// Zero means DefaultMaxBlockingQueries (100, leaving half of Consul's
-	// default cap to the rest); a negative value, no bound. Keep the sum
-	// of the bounds of all Conns (and other clients) of one host below the
-	// agent's cap, with room for their other requests.
+	// MaxBlockingQueries bounds the blocking queries of the Conn's watches
+	// (Watch, WatchRecursive, WaitForNewLeader, Observe, Client()'s) open
+	// at once, each holding an HTTP connection, so that its other requests
+	// stay below the agent's per-address cap (package doc, "Connections");
+	// a claim's own queries take no slot. A query past the bound waits,
+	// holding no connection, for a slot, first come first served, then
+	// asks from the index its watch last saw: nothing is missed, only
+	// delayed, behind k others by up to about ceil(k/bound)
+	// WatchPollDurations (a slot frees when a query is answered). Zero
+	// means DefaultMaxBlockingQueries; negative, no bound. Keep the sum of
+	// the bounds of all clients of one host below the agent's cap, with
+	// room for their other requests.
 	MaxBlockingQueries int
 
 	// TxnMaxRequestBytes is the largest request body, in bytes, that Txn
@@ -266,7 +255,7 @@ type Conn struct {
 
 	client    *api.Client
 	transport *http.Transport
-	slots     *querySlots // of blocking queries (Options.MaxBlockingQueries)
+	slots     *querySlots // Options.MaxBlockingQueries
 	kv        *api.KV
 	root      string // canonical, "" for the whole KV store
 	opts      Options
@@ -286,16 +275,14 @@ type Conn struct {
 	grants    keySet[uint64]
 	contended keySet[string]
 
-	mu        sync.Mutex
-	closed    bool
-	shared    *session                   // the long-lived session, nil until needed
-	sessions  map[*session]struct{}      // every live session, destroyed by Close
-	waiters   map[string]*waiter         // see waiter
-	preds     map[string]*waiter         // see waiter
-	tailDrops map[uint64][]chan struct{} // see dropTailLater
-	// keyWatches: the blocking queries shared by the Watch calls of a key
-	// (see keyWatch).
-	keyWatches map[string]*keyWatch
+	mu         sync.Mutex
+	closed     bool
+	shared     *session                   // the long-lived session, nil until needed
+	sessions   map[*session]struct{}      // every live session, destroyed by Close
+	waiters    map[string]*waiter         // see waiter
+	preds      map[string]*waiter         // see waiter
+	tailDrops  map[uint64][]chan struct{} // see dropTailLater
+	keyWatches map[string]*keyWatch       // by key; see keyWatch
 }
 
 // keySet is a set, safe for concurrent use; the zero value is empty.
@@ -326,8 +313,8 @@ func NewConn(opts Options, root string) (*Conn, error) {
 //
 // It sends one request that needs no ACL permission, bounded by ctx and
 // opts.DialTimeout: with a token, GET /v1/acl/token/self, answered by the
-// servers' leader, which checks that Consul knows it (an agent without
-// ACLs answers "ACL support disabled", which is fine); without, GET
+// servers' leader, checking that Consul knows the token (an agent without
+// ACLs answers "ACL support disabled": fine); without, GET
 // /v1/status/leader, answered even while the datacenter has no leader.
 //
 // It returns InvalidPath for a malformed root; InvalidArgument for an
@@ -403,19 +390,18 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
-		client:    client,
-		transport: cfg.Transport,
-		slots:     slots,
-		kv:        client.KV(),
-		root:      r,
-		opts:      opts,
-		ctx:       cctx,
-		cancel:    cancel,
-		sessions:  map[*session]struct{}{},
-		waiters:   map[string]*waiter{},
-		preds:     map[string]*waiter{},
-		tailDrops: map[uint64][]chan struct{}{},
-
+		client:     client,
+		transport:  cfg.Transport,
+		slots:      slots,
+		kv:         client.KV(),
+		root:       r,
+		opts:       opts,
+		ctx:        cctx,
+		cancel:     cancel,
+		sessions:   map[*session]struct{}{},
+		waiters:    map[string]*waiter{},
+		preds:      map[string]*waiter{},
+		tailDrops:  map[uint64][]chan struct{}{},
 		keyWatches: map[string]*keyWatch{},
 	}
 	c.eng = claims.New(driver{c}, claims.Options{Defect: opts.defect})
@@ -630,15 +616,10 @@ func (c *Conn) writeOptions(ctx context.Context) *api.WriteOptions {
 // the Conn's context is cancelled).
 func (c *Conn) spawn(f func()) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		go f()
 		return
 	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
+	c.wg.Go(f)
 }

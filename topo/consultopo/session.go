@@ -29,11 +29,8 @@ var (
 // resets its timer after that time, invalidates an unrenewed session only
 // after twice the TTL, then keeps its keys for the lock-delay, so the
 // deadline passes at least a TTL plus the lock-delay before anyone else
-// can acquire (docs/layout-consul.md).
-// At the deadline the session is declared lost, without a request.
-//
-// Declaring it lost (markLost) ends every claim on it before ctx, which
-// lost reads, ends: no one sees the session lost and a claim on it live.
+// can acquire (docs/layout-consul.md). At the deadline the session is
+// declared lost (markLost), without a request.
 type session struct {
 	id   string
 	ttl  time.Duration
@@ -66,9 +63,8 @@ func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent t
 		return nil, topo.NewError(topo.Closed, path)
 	}
 	c.sessions[s] = struct{}{}
-	c.wg.Add(1)
+	c.wg.Go(func() { c.renew(s) })
 	c.mu.Unlock()
-	go c.renew(s)
 	return s, nil
 }
 
@@ -160,7 +156,6 @@ func (c *Conn) newSession(ctx context.Context, path string, ttl time.Duration, o
 // gone, or an ACL refusal, ends it at once. A session that expired
 // locally or was refused is destroyed.
 func (c *Conn) renew(s *session) {
-	defer c.wg.Done()
 	every := min(s.ttl, c.opts.SessionTTL) / 2
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -176,7 +171,7 @@ func (c *Conn) renew(s *session) {
 			case errSessionExpiredLocally, errSessionDenied:
 				c.destroySession(c.ctx, s)
 			default:
-				c.forgetSession(s, nil)
+				c.forgetSession(s, errSessionClosed)
 			}
 			return
 		case <-t.C:
@@ -204,11 +199,8 @@ func (c *Conn) renew(s *session) {
 	}
 }
 
-// forgetSession marks s lost (cause nil: errSessionClosed) and drops it.
+// forgetSession marks s lost with cause and drops it.
 func (c *Conn) forgetSession(s *session, cause error) {
-	if cause == nil {
-		cause = errSessionClosed
-	}
 	s.markLost(cause)
 	c.mu.Lock()
 	delete(c.sessions, s)
@@ -220,7 +212,7 @@ func (c *Conn) forgetSession(s *session, cause error) {
 
 // destroySession forgets s and destroys it in Consul (best effort).
 func (c *Conn) destroySession(parent context.Context, s *session) {
-	c.forgetSession(s, nil)
+	c.forgetSession(s, errSessionClosed)
 	ctx, cancel := context.WithTimeout(parent, requestTimeout)
 	defer cancel()
 	if _, err := c.client.Session().Destroy(s.id, c.writeOptions(ctx)); err != nil {

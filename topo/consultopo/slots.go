@@ -4,41 +4,39 @@ import (
 	"container/list"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 )
 
 // DefaultMaxBlockingQueries is Options.MaxBlockingQueries's default: half
-// of Consul's default limits.http_max_conns_per_client (200), so that the
-// other half stays for the Conn's ordinary requests (reads, writes,
-// transactions, session renewals, several at a time when its callers run
-// concurrently) and for other clients on the same address.
+// of Consul's default limits.http_max_conns_per_client (200), the other
+// half left to the Conn's other requests and other clients of the address.
 const DefaultMaxBlockingQueries = 100
 
 // querySlots is a Conn's bound on its concurrent blocking queries
-// (Options.MaxBlockingQueries): a counting semaphore that grants slots in
-// the order they were asked for. The zero value, and a nil one, never
-// blocks.
+// (Options.MaxBlockingQueries): a counting semaphore granting slots in the
+// order asked.
 type querySlots struct {
 	mu      sync.Mutex
 	free    int       // slots not held, while waiting is empty
 	waiting list.List // of chan struct{}, closed when granted, oldest first
 	held    int       // slots held (a test hook reads it)
-	bounded bool      // false: no bound
 }
 
+// newQuerySlots returns n slots; negative n, no bound.
 func newQuerySlots(n int) *querySlots {
 	if n < 0 {
-		return &querySlots{}
+		n = math.MaxInt
 	}
-	return &querySlots{free: n, bounded: true}
+	return &querySlots{free: n}
 }
 
 // acquire takes a slot, waiting behind earlier callers while none is
 // free, or returns ctx's error (holding nothing).
 func (s *querySlots) acquire(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.bounded || s.free > 0 && s.waiting.Len() == 0 {
+	if s.free > 0 && s.waiting.Len() == 0 {
 		s.free--
 		s.held++
 		s.mu.Unlock()
@@ -68,7 +66,7 @@ func (s *querySlots) acquire(ctx context.Context) error {
 func (s *querySlots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.waiting.Front(); e != nil && s.bounded {
+	if e := s.waiting.Front(); e != nil {
 		s.waiting.Remove(e)
 		close(e.Value.(chan struct{})) // the slot passes on: held unchanged
 		return
@@ -88,20 +86,19 @@ func (s *querySlots) usage() (held, waiting int) {
 // claimContext).
 type claimQuery struct{}
 
-// claimContext marks ctx's blocking queries as a claim's own: a waiter's
-// wait for its predecessor or for the key, and the watch on a held key.
-// They take no slot: a handover must not wait behind idle watches for a
-// slot (up to a WatchPollDuration each), and their number is bounded by
-// the Conn's contenders and claims, not by its watches.
+// claimContext marks ctx's blocking queries as a claim's own (a waiter's
+// wait for its predecessor or the key, the watch on a held key): they take
+// no slot, since a handover must not wait behind idle watches (up to a
+// WatchPollDuration each), and their number is bounded by the Conn's
+// contenders and claims.
 func claimContext(ctx context.Context) context.Context {
 	return context.WithValue(ctx, claimQuery{}, true)
 }
 
-// slotTransport holds one of slots for each blocking query (a request with
-// an index above 0, see blockingWait) but a claim's own (claimContext)
-// from before it is sent until its answer has been read or its body
-// closed, so that a query waiting for a slot holds no connection. Other
-// requests pass straight through.
+// slotTransport holds a slot for each blocking query (index above 0; see
+// blockingWait) but a claim's own (claimContext) from before it is sent
+// until its answer is read or its body closed, so that a query waiting for
+// a slot holds no connection. Other requests pass straight through.
 type slotTransport struct {
 	base  http.RoundTripper
 	slots *querySlots

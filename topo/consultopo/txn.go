@@ -25,10 +25,10 @@ const (
 )
 
 // Txn implements topo.Conn.Txn as one Consul transaction (/v1/txn), one
-// round trip. Consul evaluates operations in order, so the conditions
-// come first, then the writes, each in op order: every condition sees the
-// state before the transaction (each write touches its own key, and a
-// DeleteOp's check comes right before its delete). The operations:
+// round trip, reading consistently. Consul evaluates operations in order,
+// so the conditions come first, then the writes, each in op order: every
+// condition sees the state before the transaction (each write touches its
+// own key, and a DeleteOp's check comes right before its delete):
 //
 //   - IfVersion: check-index (NoNode when absent, BadVersion);
 //   - IfAbsent: check-not-exists (NodeExists);
@@ -38,8 +38,10 @@ const (
 //     token (LockLost). That alone proves the claim: every change of a
 //     key's entry, its session included, and every re-creation gives it a
 //     new ModifyIndex, and every acquire writes the key, so a key at the
-//     token is the claim's acquire, held by its session; a check-session
-//     would only add latency (BenchmarkGuardedUpdate);
+//     token is the claim's acquire, held by its session (a check-session
+//     would only add latency: BenchmarkGuardedUpdate). A claim known
+//     released, lost or past its session's deadline is checked on index
+//     0: the transaction fails on that op (LockLost) or an earlier one;
 //   - CreateOp: check-and-set on index 0 (NodeExists);
 //   - UpdateOp: a set, or a check-and-set on the version (on version 0, a
 //     check-index), with a fresh write nonce (see writeNonce); a failed
@@ -61,19 +63,14 @@ const (
 // Fence of another backend, InvalidArgument (*topo.TxnError); for more
 // than MaxTxnOps operations or a body (values in base64) above
 // Options.TxnMaxRequestBytes, InvalidArgument (backendkit.TxnTooLarge: a
-// value above about 380 KiB never fits); Closed after Close. An IfHeld
-// claim known released, lost or past its session's deadline is sent as a
-// check-index on 0: the transaction fails, reporting that op (LockLost) or
-// an earlier one.
-//
-// A lost answer is Unavailable (Timeout or Interrupted when ctx ended): it
-// may have been applied. Reads within the transaction are consistent.
+// value above about 380 KiB never fits); Closed after Close. A lost answer
+// is Unavailable (Timeout or Interrupted when ctx ended): it may have been
+// applied.
 func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	cops, err := backendkit.CheckTxn(ctx, ops)
 	if err != nil {
 		return nil, err
 	}
-	// backendkit's order: ops, Fences, sizes, then Closed.
 	plan, err := c.planTxn(cops, nil)
 	if err != nil {
 		return nil, err
@@ -87,21 +84,14 @@ func (c *Conn) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, erro
 	if c.isClosed() {
 		return nil, topo.NewError(topo.Closed, "")
 	}
-	plan, ok, resp, err := c.runTxn(ctx, cops, plan, func(ops api.TxnOps) (bool, *api.TxnResponse, error) {
+	vs, i, err := c.runTxn(ctx, cops, plan, "", func(ops api.TxnOps) (bool, *api.TxnResponse, error) {
 		ok, resp, _, err := c.client.Txn().Txn(ops, c.consistentOptions(ctx))
 		return ok, resp, err
 	}, func(err error) error { return c.txnSendError(ctx, err) })
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		i, err := c.rollbackCause(ctx, cops, plan, resp, "")
-		if i >= 0 {
-			err = backendkit.TxnOpError(cops[i], err)
-		}
-		return nil, err
+	if i >= 0 {
+		err = backendkit.TxnOpError(cops[i], err)
 	}
-	return txnVersions(cops, plan, resp)
+	return vs, err
 }
 
 // txnPlan is a transaction mapped onto Consul operations.
@@ -166,11 +156,11 @@ func (c *Conn) planTxn(cops []backendkit.TxnOp, states map[string]*api.KVPair) (
 			add(i, &api.KVTxnOp{Verb: api.KVGet, Key: key})
 		case topo.TxnIfHeld:
 			g, ok := claims.FenceGuard(op.Fence)
-			if !ok {
-				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
+			if ok {
+				// Another backend's engine's claim has no storeKey.
+				_, ok = g.Driver().(interface{ storeKey(claims.Queue) string })
 			}
-			if _, ok := g.Driver().(interface{ storeKey(claims.Queue) string }); !ok || !g.Entry().Granted {
-				// Another backend's engine's claim.
+			if !ok || !g.Entry().Granted {
 				return txnPlan{}, backendkit.ForeignFence(op, FactoryName)
 			}
 			// See Txn: the token, or 0 for a claim known lost.

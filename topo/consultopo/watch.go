@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,7 +29,7 @@ func nextIndex(prev, last uint64) uint64 {
 
 // pollLoop runs blocking queries from index until handle (given each
 // answer's X-Consul-Index) returns false (nil), wctx ends (its error), or
-// a permanent error (returned). Other failures are retried with backoff.
+// a permanent error (returned); others are retried with backoff.
 func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.QueryOptions) (*api.QueryMeta, error), handle func(index uint64) bool) error {
 	retry := 50 * time.Millisecond
 	for {
@@ -38,9 +40,9 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 		case isPermanent(err):
 			return err
 		case err != nil:
-			// The agent may come back empty, its index lower (a restarted
-			// dev agent): ask for the state at once, not for a change
-			// past an index it may not reach for a WatchPollDuration.
+			// The agent may come back empty, its index lower (a
+			// restarted dev agent): ask for the state at once, not past
+			// an index it may not reach for a WatchPollDuration.
 			index = 0
 			if !backendkit.Sleep(wctx, retry) {
 				return wctx.Err()
@@ -58,22 +60,19 @@ func (c *Conn) pollLoop(wctx context.Context, index uint64, query func(*api.Quer
 
 // Watch implements topo.Conn.Watch with blocking queries on the file's
 // key, shared by the Conn's watches of the key that saw the same value at
-// the same index (a keyWatch: several Watch calls of a file cost one
-// connection, and each still gets its own first value, NoNode and
-// cancellation). The current value comes back at once (NoNode, no channel, when
-// absent). A new ModifyIndex sends the new value; a delete, also one
-// followed by a re-creation (a new CreateIndex, as on etcd), sends NoNode
-// and closes the channel, and so does a file at the indexes last seen but
-// with other contents (an agent that lost its state, a restarted dev
-// agent, wrote it again at indexes it reached again); ctx ending or Close
-// sends Interrupted. Store errors are retried with backoff (a restarted
-// dev agent, empty, shows as a delete); an ACL refusal sends
-// PermissionDenied and closes. Other errors as for Get. Revision is the
-// highest X-Consul-Index seen. Each blocking query takes one of the Conn's
-// Options.MaxBlockingQueries slots: past the bound it waits for one (first
-// come, first served) and then asks from the index last seen, so a change
-// made meanwhile is delivered late, never lost (package doc,
-// "Connections").
+// the same index (a keyWatch: one connection for several Watch calls,
+// each still with its own first value, NoNode and cancellation). The
+// current value comes back at once (NoNode, no channel, when absent). A
+// new ModifyIndex sends the new value; a delete, also one followed by a
+// re-creation (a new CreateIndex, as on etcd), sends NoNode and closes the
+// channel, and so does a file at the indexes last seen but with other
+// contents (written again by an agent that lost its state, a restarted
+// dev agent); ctx ending or Close sends Interrupted. Store errors are
+// retried with backoff (a restarted dev agent, empty, shows as a delete);
+// an ACL refusal sends PermissionDenied and closes. Other errors as for
+// Get. Revision is the highest X-Consul-Index seen. The query takes one
+// of Options.MaxBlockingQueries' slots: past the bound a change arrives
+// late, never lost.
 func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-chan *topo.WatchData, error) {
 	p, err := backendkit.Begin(ctx, filePath, topo.CleanFilePath, c.isClosed)
 	if err != nil {
@@ -99,12 +98,31 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 		defer kw.leave(sub)
 		version, created, mark := pair.ModifyIndex, pair.CreateIndex, current.Revision
 		contents := current.Contents // of the last value sent
-		// handle applies an answer of the shared query to this watch, as
-		// a query of its own would (answers it missed while its reader
-		// was slow are older states, which its own query would have
-		// skipped too); false ends the watch.
-		handle := func(got *api.KVPair, index uint64) bool {
-			mark = max(mark, int64(index))
+		for {
+			select {
+			case <-wctx.Done():
+				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+				return
+			case <-sub.notify:
+			}
+			// An answer of the shared query applies as one of the watch's
+			// own would (answers missed while the reader was slow are
+			// older states, which its own query would have skipped too).
+			a := sub.take()
+			switch {
+			case a == nil:
+				continue
+			case isPermanent(a.err):
+				backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, a.err, p)})
+				return
+			case a.err != nil:
+				// The query ended with the Conn: so does wctx.
+				<-wctx.Done()
+				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
+				return
+			}
+			mark = max(mark, int64(a.index))
+			got := a.got
 			if got != nil && (got.CreateIndex != created ||
 				got.ModifyIndex == version && !bytes.Equal(value(got), contents)) {
 				// Another file: re-created between two answers, or
@@ -114,38 +132,15 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 			}
 			if got == nil {
 				backendkit.Send(wctx, ch, &topo.WatchData{Err: topo.NewError(topo.NoNode, p), Revision: mark})
-				return false
+				return
 			}
 			if got.ModifyIndex == version {
-				return true
+				continue
 			}
 			version, contents = got.ModifyIndex, value(got)
 			if !backendkit.Send(wctx, ch, &topo.WatchData{Contents: contents, Version: topo.NumericVersion(version), Revision: mark}) {
 				// Sent though wctx ended: the contract has the reader drain.
 				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return false
-			}
-			return true
-		}
-		for {
-			select {
-			case <-wctx.Done():
-				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return
-			case <-sub.notify:
-			}
-			a := sub.take()
-			switch {
-			case a == nil:
-			case isPermanent(a.err):
-				backendkit.Send(wctx, ch, &topo.WatchData{Err: c.convertError(wctx, a.err, p)})
-				return
-			case a.err != nil:
-				// The query ended with the Conn: so does wctx.
-				<-wctx.Done()
-				ch <- &topo.WatchData{Err: backendkit.Wrap(topo.Interrupted, p, context.Cause(wctx))}
-				return
-			case !handle(a.got, a.index):
 				return
 			}
 		}
@@ -155,16 +150,15 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 
 // WatchRecursive implements topo.Conn.WatchRecursive with blocking
 // queries over the prefix, each answer compared with the previous one
-// (backendkit.Snapshot, and a hash of each file's contents: see
-// contentSums): new and changed files are sent with their value,
-// vanished ones with NoNode, in path order. Lock and election keys and
-// other tools' files at reserved paths are left out; an empty prefix is
-// no error; a prefix with keys the token may not read is PermissionDenied,
-// at the start or when an answer leaves keys out (as for List), never
-// reported as deletions. Interrupted, retries, ACL refusals and the bound
-// on blocking queries (a late delivery past it) as for Watch. Revision
-// is the listing's X-Consul-Index for the initial values and the last
-// difference of an answer; the others carry the one reached before.
+// (backendkit.Snapshot, and contentSums): new and changed files are sent
+// with their value, vanished ones with NoNode, in path order. Lock and
+// election keys and other tools' files at reserved paths are left out; an
+// empty prefix is no error; a prefix with keys the token may not read is
+// PermissionDenied, at the start or when an answer leaves keys out (as for
+// List), never reported as deletions. Interrupted, retries, ACL refusals
+// and the bound on blocking queries as for Watch. Revision is the
+// listing's X-Consul-Index for the initial values and the last difference
+// of an answer; the others carry the one reached before.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	pfx, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
@@ -216,10 +210,9 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 }
 
 // contentSums is a hash of the contents of every file a WatchRecursive
-// knows, by path. Indexes alone cannot tell every change: an agent that
-// lost its state (a restarted dev agent) starts its indexes over, and may
-// write a file again, with other contents, at the very ModifyIndex the
-// watch last reported for it.
+// knows, by path: an agent that lost its state (a restarted dev agent)
+// starts its indexes over, and may write a file again, with other
+// contents, at the very ModifyIndex the watch last reported for it.
 type contentSums struct {
 	seed maphash.Seed
 	m    map[string]uint64
@@ -269,8 +262,8 @@ type keyAnswer struct {
 }
 
 // keySub is one Watch's place on a keyWatch: the latest answer not yet
-// taken (an older one is replaced, as a watch whose reader is slow would
-// ask for the state only when it is ready, and a final one stays).
+// taken (replacing an older one, as a slow reader's own query would ask
+// only when it is ready; a final one stays).
 type keySub struct {
 	mu     sync.Mutex
 	a      *keyAnswer
@@ -298,9 +291,8 @@ func (s *keySub) take() *keyAnswer {
 }
 
 // joinKeyWatch adds s to the Conn's keyWatch of key when its last answer
-// is pair at index (what the joining Watch read: the watch then goes on
-// exactly as a query of its own from index would), else starts a keyWatch
-// from there.
+// is pair at index, what the joining Watch read (so it goes on exactly as
+// a query of its own from index would), else starts a keyWatch there.
 func (c *Conn) joinKeyWatch(key string, pair *api.KVPair, index uint64, s *keySub) *keyWatch {
 	c.mu.Lock()
 	kw := c.keyWatches[key]
@@ -371,8 +363,7 @@ func (kw *keyWatch) run(ctx context.Context) {
 	kw.publish(&keyAnswer{err: err})
 }
 
-// publish records a and hands it to every subscriber; an error answer is
-// the last.
+// publish records a and hands it to every subscriber; an error is last.
 func (kw *keyWatch) publish(a *keyAnswer) {
 	kw.mu.Lock()
 	if a.err != nil {
@@ -380,10 +371,7 @@ func (kw *keyWatch) publish(a *keyAnswer) {
 	} else {
 		kw.index, kw.pair = a.index, a.got
 	}
-	subs := make([]*keySub, 0, len(kw.subs))
-	for s := range kw.subs {
-		subs = append(subs, s)
-	}
+	subs := slices.Collect(maps.Keys(kw.subs))
 	kw.mu.Unlock()
 	if a.err != nil {
 		kw.drop()
