@@ -29,65 +29,60 @@
 // # Locks and elections: the claims engine
 //
 // Locks and leader participations are the claims engine's (topo/claims),
-// run over a driver (driver.go) whose entries are ephemeral-sequential
-// znodes; every claim of a session ends when the session is declared lost
-// (zkSession.lose, the only place). Files: entry.go (what a session knows
-// of its entries, the watch behind Done), lock.go, pipeline.go, leader.go
-// (candidates, values, stepping down), resume.go, queue.go (creates whose
-// outcome may be lost), session.go.
+// over a driver (driver.go) whose entries are ephemeral-sequential znodes;
+// every claim of a session ends when the session is declared lost
+// (zkSession.lose, the only place). Files: entry.go (a session's record
+// of its entries, the watch behind Done), lock.go, pipeline.go, leader.go,
+// resume.go, queue.go (creates whose outcome may be lost), session.go.
 //
 // # Sessions
 //
 // A Conn runs one ZooKeeper session at a time, each on its own client
-// (*zk.Conn). Left alone, the client library starts a new session when the
-// old one expired and sends on it the requests queued for the old one: a
-// stale Unlock could delete the next holder's entry, a stale create leave
-// an entry nobody owns. So:
+// (*zk.Conn). Left alone, the library would send an expired session's
+// queued requests on its next session: a stale Unlock could delete the
+// next holder's entry, a stale create leave an entry nobody owns. So:
 //
 //   - a request runs on the session it was issued on, or nowhere: once a
 //     session is over (expired, given up, Close) its dialer refuses every
-//     connection and its client is closed, failing every request issued on
-//     it, sent or queued;
-//   - the next call starts a new session; reads issued on an ended session
-//     are retried on the new one; writes are not (their outcome is unknown:
-//     Unavailable);
+//     connection and its client is closed, failing every request issued
+//     on it, sent or queued;
+//   - the next call starts a new session; reads are retried on it, writes
+//     are not (their outcome is unknown: Unavailable);
 //   - a lock, a waiting Lock and a candidate belong to the session that
-//     created their entry (claims.Session), and every request that reads or
-//     changes the entry (its token's read and the watch behind Done, Check,
+//     created their entry (claims.Session); every request that reads or
+//     changes the entry (its token's read, the watch behind Done, Check,
 //     Unlock, Stop, Resign, Proclaim, a waiter giving up, a Txn guarded by
-//     IfHeld) runs on that session only: once it is over they report
-//     LockLost or end the leadership, and never touch the entry's name on
-//     another session (a znode of that name may belong to someone else).
-//     Reads of a queue (List, the watch on a waiter's predecessor, Leader,
-//     Observe) run on the Conn's current session: they change nothing;
+//     IfHeld) runs on that session only, so once it is over they report
+//     LockLost or end the leadership, never touching the entry's name on
+//     another session (a znode of that name may be someone else's). Reads
+//     of a queue (List, the watch on a waiter's predecessor, Leader,
+//     Observe) change nothing and run on the current session;
 //   - when a session is declared over (lose), claims.Session.Lost closes
 //     every lock's Done, cancels every leadership context and wakes its
 //     waiters before the session reads as over;
 //   - a session is given up once the latest request its answers through
 //     the ensemble's leader prove was sent more than (negotiated session
-//     timeout - Options.SafetyMargin) ago: from then on the server may
-//     expire it and hand its claims to another client, so the holder steps
-//     down first. Only writes, syncs, multis and the connect handshake are
-//     answered through the leader (so the library's pings are sent as syncs
-//     of "/", and each connection sends one of its own every twelfth of the
-//     session timeout); an answer proves the send time of the latest
-//     request sent a quarter of the session timeout before the answered
-//     one; only answers without error count; the first deadline comes with
-//     the server's first answer (the timeout granted). Why each:
-//     docs/layout-zookeeper.md, Sessions. Leadership also ends as soon as
-//     the connection drops (stepDown);
+//     timeout - Options.SafetyMargin) ago: the server may then expire it
+//     and hand its claims on, so the holder steps down first. Only writes,
+//     syncs, multis and the connect handshake are answered through the
+//     leader (so the library's pings go as syncs of "/", and each
+//     connection sends its own every twelfth of the timeout); an answer
+//     proves the send time of the latest request sent a quarter of the
+//     timeout before the answered one; only answers without error count;
+//     the first deadline comes with the server's first answer (the timeout
+//     granted). Why each: docs/layout-zookeeper.md, Sessions. Leadership
+//     also ends as soon as the connection drops (stepDown);
 //   - the connection writes the session's last zxid into connect and
-//     set-watches requests itself (go-zookeeper v1.0.4 races on it: see
-//     hideZxid). Requests queued while disconnected may go out before
-//     set-watches: the server still reports every change after its zxid,
-//     and a watch set again may get an event for what its read already
-//     saw, which every watcher reads again and ignores (Watch and
-//     WatchRecursive compare Mzxids). The library re-sends the credentials,
-//     awaiting their answers, before any queued request. Tests:
-//     TestReconnection*, TestRequestsQueuedDuringDisconnection,
-//     TestSetWatchesInSeveralFrames, TestQueuedRequestsAfterCredentials,
-//     TestWatchStartedWhileDisconnected, TestChangeReportedAfterQueuedAnswers,
-//     TestLockWaiterAcrossReconnection.
+//     set-watches requests itself (see hideZxid). Requests queued while
+//     disconnected may go out before set-watches: the server still reports
+//     every change after its zxid, and an event for what a read already
+//     saw is read again and ignored (Watch and WatchRecursive compare
+//     Mzxids). The library re-sends the credentials, awaiting their
+//     answers, before any queued request (TestReconnection*,
+//     TestRequestsQueuedDuringDisconnection, TestSetWatchesInSeveralFrames,
+//     TestQueuedRequestsAfterCredentials, TestLockWaiterAcrossReconnection,
+//     TestWatchStartedWhileDisconnected,
+//     TestChangeReportedAfterQueuedAnswers).
 //
 // # Which znodes the library deletes, and when
 //
@@ -103,15 +98,15 @@
 //     Delete NoNode, as on memorytopo and etcd2topo;
 //   - a directory znode: only when a read showed it empty (no data, no child
 //     but an empty "locks" znode), or holding nothing but what the same
-//     multi deletes (an empty childless directory znode reads as an empty
-//     file, so it must never be left between two multis), at the data
-//     version read, so that a directory re-created meanwhile as a file is
-//     kept. The library never writes a directory's data, except Create over
-//     a directory (it becomes the file), Delete of a file with children (it
-//     empties the data), and the same ops in a Txn;
-//   - "locks" znodes and election "values" znodes are containers: the
-//     server deletes them once empty (znode.container.checkIntervalMs, 60 s
-//     by default), and the library removes an empty "locks" znode with its
+//     multi deletes (an empty childless directory reads as an empty file,
+//     so it must never be left between two multis), at the data version
+//     read, so that a directory re-created meanwhile as a file is kept. The
+//     library writes a directory's data only in Create over a directory (it
+//     becomes the file), Delete of a file with children (it empties the
+//     data), and the same ops in a Txn;
+//   - "locks" and election "values" znodes are containers: the server
+//     deletes them once empty (znode.container.checkIntervalMs, 60 s by
+//     default); the library removes an empty "locks" znode with its
 //     directory;
 //   - election directories ("elections", elections/<name>) are persistent
 //     and outlive their candidates, as Vitess creates them.
@@ -119,11 +114,11 @@
 // # Fencing tokens, Done and terms
 //
 // A lock's token is the Czxid of its entry; a term's, the Czxid of the
-// leading candidate: every later holder's is greater (the argument:
-// driver). Done closes on Unlock (Stop or Resign for a term), when the
-// claim's session ends, and when the watch behind it (pipeline.go,
-// watchEntry) sees the entry deleted or another session's. A term also
-// ends when its connection drops.
+// leading candidate: every later holder's is greater (why: driver). Done
+// closes on Unlock (Stop or Resign for a term), when the claim's session
+// ends, and when the watch behind it (pipeline.go, watchEntry) sees the
+// entry deleted or another session's. A term also ends when its
+// connection drops.
 //
 // # Transactions
 //
@@ -131,20 +126,19 @@
 // condition sees the state before the transaction. IfHeld runs the multi on
 // the claim's session (once it ends, the server refuses its requests, while
 // the entry's name may be another session's), behind a sync and an exists
-// of the entry (read again before every multi) that must show it the
-// session's with the claim's token: a multi's check compares only the data
-// version. The window left: a deletion and a reuse of the name both
-// committed between the last sync and the multi
-// (TestGuardedWriteNameReusedEventInFlight,
+// of the entry (before every multi) that must show it the session's with
+// the claim's token: a multi's check compares only the data version. The
+// window left: a deletion and a reuse of the name both committed between
+// the last sync and the multi (TestGuardedWriteNameReusedEventInFlight,
 // TestGuardedWriteNameReusedBetweenMultis). See Txn, and
 // docs/layout-zookeeper.md, Transactions.
 //
 // # Resuming a candidacy
 //
 // ResumeInfo carries the candidate's session id and password;
-// ResumeLeaderParticipation opens a new client on that session and
-// campaigns on it, and its end closes the session, with the earlier
-// process's other claims on it. That process must be gone (driver.Resume).
+// ResumeLeaderParticipation opens a client on that session, and its end
+// closes the session with the earlier process's other claims on it. That
+// process must be gone (driver.Resume).
 //
 // # Reads
 //

@@ -37,16 +37,13 @@ func (d driver) parent(q claims.Queue) string {
 	if q.Election {
 		return d.c.zkPath(electionsDir + "/" + q.Path)
 	}
-	if dirZp := d.c.zkPath(q.Path); dirZp != "/" {
-		return dirZp + "/" + locksDir
-	}
-	return "/" + locksDir
+	return strings.TrimSuffix(d.c.zkPath(q.Path), "/") + "/" + locksDir
 }
 
 // Create implements claims.Driver: the entry (a candidate with its value
 // znode, in one multi) on the current session, creating parents when
-// needed; then, in one round trip, its Stat and the queue's children (see
-// admit). A create failed by its session's end is retried on a new
+// needed; then, in one round trip, its Stat and the queue's children
+// (admit). A create failed by its session's end is retried on a new
 // session (nothing of it outlives the ended one), three times at most.
 func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opts claims.CreateOptions) (claims.Entry, *claims.Session, error) {
 	c := d.c
@@ -80,11 +77,10 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 }
 
 // admit takes the new entry's token and watch behind Done from its create
-// and the pipelined children read (pipeline.go) when they are there, and
-// otherwise reads its Stat with a watch on its session; it reads the
-// queue's children unless pl did. With exclusive, when another entry is
-// ahead, it deletes the entry and returns a *claims.BusyError naming the
-// head (or a plain NodeExists when the head could not be read).
+// and the pipelined children read (pipeline.go) when there, else reads its
+// Stat with a watch on its session; it reads the queue's children unless
+// pl did. With exclusive, when another entry is ahead, it deletes the
+// entry and returns readHolder's error.
 func (d driver) admit(ctx context.Context, s *zkSession, q claims.Queue, parent string, cr created, contents string, exclusive bool, pl pipelined) (claims.Entry, error) {
 	c, node := d.c, cr.node
 	defer pl.drain()
@@ -148,8 +144,8 @@ type listing struct {
 	names []string
 }
 
-// List implements claims.Driver: Describe's answer (the engine uses Ahead
-// and Describe here, never List).
+// List implements claims.Driver as Describe (the engine never calls it
+// here: it uses Ahead and Describe).
 func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error) {
 	return d.Describe(ctx, q)
 }
@@ -159,7 +155,7 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // (or Create's, when stashValid), in one pass without sorting; none,
 // without a read, when WaitGone's lookahead showed e heading the queue. A
 // candidate heading its election is marked as possibly leading (markHead,
-// for stepDown); one with one entry ahead, by WaitGone once that went.
+// for stepDown); one next in line, by WaitGone once the entry ahead went.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max int) ([]claims.Entry, bool, error) {
 	c := d.c
 	parent := d.parent(q)
@@ -215,8 +211,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, max i
 
 // stashValid reports whether l is valid for the queue under parent: l's
 // session is the current one, the Conn resumed none, and l's entry is the
-// session's sole entry there (soleEntry). Then Ahead's caller is l's
-// entry's claim, and l shows it.
+// session's sole entry there, so Ahead's caller is that entry's claim.
 func (c *Conn) stashValid(l listing, parent string) bool {
 	c.mu.Lock()
 	cur, resumed := c.cur, len(c.resumed)
@@ -253,14 +248,14 @@ type waiter struct{ node, before string }
 // ends the wait. Then the candidate Ahead found next is marked as
 // possibly leading.
 //
-// The lookahead, in a lock's queue only: with an entry (before) ahead of
-// e, a watch on it too, and once it goes the queue is read while e is
-// awaited. When that shows nothing ahead of the waiter but e, the waiter
-// heads the queue once e goes (sequences only grow while the parent
-// lives, as it does while the waiter's entry is in it), and the next Ahead
-// says so without a read (Conn.headed): the read comes one handover
-// early, off the release-to-grant path. (In an election the extra read
-// delayed Stop's multi: BenchmarkContention in bench/vitess.)
+// The lookahead, in a lock's queue only (in an election the extra read
+// delayed Stop's multi: BenchmarkContention in bench/vitess): with an
+// entry (before) ahead of e, a watch on it too, and once it goes the
+// queue is read while e is awaited. When that shows nothing ahead of the
+// waiter but e, the waiter heads the queue once e goes (sequences only
+// grow while the parent lives, as it does while the waiter's entry is in
+// it), and the next Ahead says so without a read (Conn.headed): the read
+// comes one handover early, off the release-to-grant path.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	v, _ := c.nextUp.LoadAndDelete(e.Key)
@@ -342,7 +337,7 @@ func onlyAhead(names []string, node, pred string) bool {
 }
 
 // Delete implements claims.Driver: on e's session only, while it lives
-// and still knows e with its token (so a later znode of the same name is
+// and still knows e with its token (a later znode of the same name is
 // never deleted), and not after Close (the server deletes the session's
 // entries with it). A lock's emptied directory goes too (releaseLock); a
 // candidate goes with its value znode in one multi. A session Resume
@@ -385,9 +380,9 @@ func (d driver) Delete(ctx context.Context, q claims.Queue, cs *claims.Session, 
 // cleanupGone removes the directory of node, a lock entry of session s
 // deleted behind its claim's back, when nothing else is left in it, as
 // its release would have (an Unlock of s that saw node still queued read
-// nothing: see releaseLock). It runs wherever s forgets such an entry
-// (lostEntry, admit, Delete). Nothing is sent for an election, once s is
-// over or after Close.
+// nothing: releaseLock). Wherever s forgets such an entry (lostEntry,
+// admit, Delete); nothing is sent for an election, once s is over or
+// after Close.
 func (c *Conn) cleanupGone(ctx context.Context, s *zkSession, election bool, node string) {
 	if election || c.closed.Load() || s.isLost() {
 		return
@@ -452,9 +447,8 @@ func sessionName(id int64) string {
 }
 
 // readHolder reads the holder's entry zp on session s and yields TryLock's
-// error: a *claims.BusyError naming the holder (its contents and
-// session), or a plain NodeExists when it could not be read within
-// abandonWait.
+// error: a *claims.BusyError naming the holder (contents and session), or
+// a plain NodeExists when it could not be read within abandonWait.
 func (c *Conn) readHolder(ctx context.Context, s *zkSession, dp, zp string) <-chan error {
 	out := make(chan error, 1)
 	go func() {

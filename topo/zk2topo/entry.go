@@ -97,8 +97,8 @@ func (s *zkSession) setToken(node string, token int64) {
 
 // forgetGone drops node (seen deleted or not s's) when recorded with
 // token, and reports whether s is to clean up after it (cleanupGone): a
-// lock entry deleted behind its claim's back, whose claim may never call
-// Delete; a claim's own release cleans up itself.
+// lock entry deleted behind its claim's back (whose claim may never call
+// Delete), not one its claim is releasing.
 func (s *zkSession) forgetGone(node string, token int64) (cleanup bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,15 +142,14 @@ func (r statRes) owned(s *zkSession) bool {
 // watchEntry follows s's entry node through the watch ch (an exists
 // watch, or the children watch of pipeline.go), re-armed as an exists
 // watch after other events, until it is deleted or not s's: then
-// lostEntry. The session's end is lose's business, not this watch's.
+// lostEntry. The session's end is lose's business.
 func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan zk.Event) {
 	c.goBG(func() { // not started once Close waits: the session ends with it
 		for {
 			select {
 			case ev := <-ch:
 				switch ev.Type {
-				case zk.EventNotWatching:
-					// The session is over: lose's business.
+				case zk.EventNotWatching: // the session is over
 					return
 				case zk.EventNodeDeleted:
 					c.lostEntry(s, node, token)
@@ -177,9 +176,8 @@ func (c *Conn) watchEntry(s *zkSession, p, node string, token int64, ch <-chan z
 	})
 }
 
-// lostEntry ends s's entry node seen deleted or not s's: s forgets it,
-// its claim ends as lost, and a lock's emptied directory is removed
-// (forgetGone).
+// lostEntry ends s's entry node, seen deleted or not s's: s forgets it,
+// its claim ends as lost, a lock's emptied directory goes (forgetGone).
 func (c *Conn) lostEntry(s *zkSession, node string, token int64) {
 	cleanup := s.forgetGone(node, token)
 	s.claims.LoseEntry(node, token)

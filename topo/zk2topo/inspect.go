@@ -15,11 +15,11 @@ import (
 )
 
 // LockHolder returns the contents of the lowest entry of the lock on
-// directory dir, its holder (read as Describe reads the queue), empty
-// when the holder locked with empty contents. It returns NoNode when the
-// lock has no entry, InvalidPath for a bad dir, and the errors of a read.
-// Safe for concurrent use; topo/inspect calls it on Conns without a
-// queue reader.
+// directory dir, its holder (read as Describe reads the queue; empty when
+// the holder locked with empty contents). It returns NoNode when the lock
+// has no entry, InvalidPath for a bad dir, and the errors of a read. Safe
+// for concurrent use; topo/inspect calls it on Conns without a queue
+// reader.
 func (c *Conn) LockHolder(ctx context.Context, dir string) (string, error) {
 	d, err := topo.CleanDirPath(dir)
 	if err != nil {

@@ -96,9 +96,9 @@ func (c *Conn) enterElection(ctx context.Context, s *zkSession, p, dirZp, id str
 // Head implements claims.Driver (Leader, GetCurrentLeaderID, Observe) on
 // the current session: the election's children, the lowest candidate's
 // data and Stat, its value znode (same owner and Czxid), then the children
-// again to check it still leads (it may have left, its value with it,
-// meanwhile). With watch, the first children read and the value read set
-// watches, and changed closes when either fires (or the Conn closes).
+// again to check it still leads (it may have left meanwhile, its value
+// with it). With watch, the first children read and the value read set
+// watches, and changed closes when either fires or the Conn closes.
 func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.Entry, bool, <-chan struct{}, error) {
 	c := d.c
 	dirZp := d.parent(q)
@@ -235,8 +235,8 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, cs *claims.Session
 }
 
 // stepDown, run when the connection drops (the server may then expire the
-// session unbeknown to us), ends as lost the claims of the session's
-// candidates that may lead (markHead).
+// session unseen), ends as lost the claims of the session's candidates
+// that may lead (markHead).
 func (s *zkSession) stepDown() {
 	type lost struct {
 		node  string
@@ -258,8 +258,8 @@ func (s *zkSession) stepDown() {
 
 // removeStepped removes, on s, the entries stepDown gave up under dirZp,
 // before the Conn enters that election again, so that it is not queued
-// behind its own old entry (Stop and Resign remove them too; not at
-// reconnection, which would add requests to every reconnection).
+// behind its own old entry (Stop and Resign remove them too; reconnection
+// does not, which would cost requests on every reconnection).
 func (c *Conn) removeStepped(s *zkSession, dirZp string) {
 	s.mu.Lock()
 	var nodes []string

@@ -24,9 +24,8 @@ const abandonWait = time.Second
 // needed. With mustExist it creates nothing when no file lies below dp
 // (backendkit.LockNeedsFiles; one more read, on that error path only).
 // With read, the queue's children are read pipelined behind the create
-// (with watch, a children watch), except on a first attempt in a "locks"
-// znode the session never used (maybe absent). The caller drains the
-// pipelined read.
+// (with watch, a children watch; the caller drains it), except on a first
+// attempt in a "locks" znode the session never used (maybe absent).
 func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents string, mustExist, read, watch bool) (created, pipelined, error) {
 	dirZp := zkDir(locksZp)
 	for attempt := 0; ; attempt++ {
@@ -74,11 +73,11 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 
 // makeLocks creates the "locks" znode locksZp: a container when its
 // directory exists. When the directory is missing too (LockName on a new
-// path), one multi creates it, its missing ancestors and locksZp, which is
-// then persistent (a multi cannot create a container; Vitess's "locks"
-// znodes are persistent too) and goes at Unlock's clean-up: made one at a
-// time, each new directory would read as an empty file until its child
-// came (TestLockNameNewDirectoryNeverAFile).
+// path), one multi creates it, its missing ancestors and locksZp (made one
+// at a time, each new directory would read as an empty file until its
+// child came: TestLockNameNewDirectoryNeverAFile); locksZp is then
+// persistent (a multi cannot create a container; Vitess's are persistent
+// too) and goes at Unlock's clean-up.
 func (c *Conn) makeLocks(ctx context.Context, dp, locksZp string) error {
 	missing, depth := 0, strings.Count(locksZp, "/")-1
 	for attempt := 0; attempt < 20; attempt++ {
@@ -112,10 +111,10 @@ func (c *Conn) makeLocks(ctx context.Context, dp, locksZp string) error {
 // releaseLock deletes s's lock entry node and, pipelined behind it, reads
 // the directory's Stat; only when that shows no data and no child but the
 // locks znode is that znode's Stat read too, and the directory removed
-// when nothing else is left (removeDir). Nothing is read when s has another
-// entry in the queue whose delete was not sent: the last of them reads,
-// after every earlier delete of s (run in order; an entry deleted behind
-// its back cleans up when s sees it gone: forgetGone).
+// when nothing else is left (removeDir). Nothing is read when s has
+// another entry in the queue whose delete was not sent: the last of them
+// reads, after every earlier delete of s (an entry deleted behind its back
+// cleans up when s sees it gone: forgetGone).
 func (c *Conn) releaseLock(ctx context.Context, s *zkSession, dp, node string) error {
 	locksZp := zkDir(node)
 	dirZp := zkDir(locksZp)

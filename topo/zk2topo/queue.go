@@ -18,8 +18,7 @@ import (
 // during the create, its entry, if made, is deleted on the same session;
 // when the connection drops after the send, the session's entries under
 // the parent that it does not know are reaped once reconnected (unless
-// another create there is in flight: its entry would look the same); when
-// the session ends, its entries end with it.
+// another create there is in flight: its entry would look the same).
 
 // seqLen is the length of a sequential znode's suffix ("%010d").
 const seqLen = 10
@@ -43,10 +42,10 @@ type created struct {
 	st          *zk.Stat
 }
 
-// createEntryWith runs create (one entry under parentZp on session s,
-// with a candidate's value znode in the same multi) honouring ctx, and
-// records the entry; an abandoned one is deleted (dropEntry). lock says
-// that it is a lock's.
+// createEntryWith runs create (one entry under parentZp on session s, a
+// candidate with its value znode in the same multi; lock: a lock's)
+// honouring ctx, and records the entry; an abandoned one is deleted
+// (dropEntry).
 func (c *Conn) createEntryWith(ctx context.Context, s *zkSession, p, parentZp string, lock bool, create func() (created, error)) (created, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -116,34 +115,23 @@ func (s *zkSession) createEnded(parentZp string) {
 	}
 }
 
-// dropEntry deletes an abandoned entry of session s (a candidate with
-// its value znode) with a fresh context.
+// dropEntry forgets and deletes an abandoned entry of session s (a
+// candidate with its value znode) with a fresh context; a lock's emptied
+// directories are cleaned up as Unlock does. Nothing is sent for a lock
+// entry once s is over.
 func (c *Conn) dropEntry(s *zkSession, node string, election bool) {
-	if !election {
-		c.deleteLockEntry(s, node)
-		return
-	}
-	rec := s.entry(node)
-	if rec == nil {
-		return
-	}
 	ctx, cancel := freshContext()
 	defer cancel()
-	if c.deleteCandidate(ctx, s, node, rec.value) == nil {
-		s.forget(node, 0)
+	if election {
+		if rec := s.entry(node); rec != nil && c.deleteCandidate(ctx, s, node, rec.value) == nil {
+			s.forget(node, 0)
+		}
+		return
 	}
-}
-
-// deleteLockEntry forgets and deletes an abandoned lock entry of session
-// s with a fresh context, then cleans up the directories it leaves empty
-// as Unlock does. Nothing is sent once s is over.
-func (c *Conn) deleteLockEntry(s *zkSession, node string) {
 	s.forget(node, 0)
 	if c.closed.Load() || s.isLost() {
 		return
 	}
-	ctx, cancel := freshContext()
-	defer cancel()
 	_ = c.do(ctx, c.relPath(node), func() error { return s.zk.Delete(node, -1) })
 	if !c.closed.Load() && !s.isLost() {
 		c.cleanupDirs(ctx, []string{zkDir(zkDir(node))})
@@ -231,10 +219,9 @@ func (c *Conn) reapOrphanValues(ctx context.Context, s *zkSession, parentZp stri
 	}
 }
 
-// answerOn runs read with onSession on session s (s nil: with c.read, on
+// answerOn runs read with onSession on session s (nil: with c.read, on
 // the current session) and returns its answer, passed through a channel
-// (read may finish after ctx ended); a retried read's answer replaces the
-// earlier one.
+// (read may finish after ctx ended; a retry's answer replaces the last).
 func answerOn[T any](ctx context.Context, c *Conn, s *zkSession, p string, read func(z *zk.Conn) (T, error)) (T, error) {
 	last := make(chan T, 1)
 	fn := func(z *zk.Conn) error {

@@ -52,14 +52,13 @@ func (d driver) ResumeInfo(q claims.Queue, cs *claims.Session, e claims.Entry) (
 // kept until the participation ends (Delete closes it: endResumed), Close
 // or expiry. The whole session moves, the earlier process's other claims
 // with it; that process must be gone, or its client takes the session
-// back on reconnecting (and the two hold the term by turns). Errors:
+// back on reconnecting (the two then hold the term by turns). Errors:
 // InvalidArgument for malformed info or another backend's, election's or
-// id's (nothing sent); NodeExists when this Conn holds the session
-// already (two clients would take it from each other, and one
-// participation's end would end the other's session: resume one
-// candidacy per session, on another Conn than the one that made it);
-// ErrNotHeld when the session ended or the entry is gone; Closed. A
-// failed Resume closes a session it attached.
+// id's (nothing sent); NodeExists when this Conn holds the session already
+// (two clients would take it from each other, and one participation's end
+// would end the other's: resume one candidacy per session, on another
+// Conn than the one that made it); ErrNotHeld when the session ended or
+// the entry is gone; Closed. A failed Resume closes a session it attached.
 func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []byte) (claims.Entry, *claims.Session, error) {
 	c := d.c
 	dirZp := d.parent(q)
@@ -94,7 +93,10 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 		c.mu.Unlock()
 		return fail(topo.NewError(topo.Closed, q.Path))
 	}
-	if c.holdsSession(ri.Session) {
+	// Held already: c's live current session, or one a Resume adopted (or
+	// is adopting).
+	if !c.cur.isLost() && c.cur.zk.SessionID() == ri.Session ||
+		slices.ContainsFunc(c.resumed, func(s *zkSession) bool { return !s.isLost() && s.obs.resumeID == ri.Session }) {
 		c.mu.Unlock()
 		return fail(backendkit.Wrap(topo.NodeExists, q.Path, errors.New("zk2topo: this Conn holds the session already")))
 	}
@@ -143,20 +145,6 @@ func (d driver) Resume(ctx context.Context, q claims.Queue, id string, info []by
 	s.mu.Unlock()
 	c.watchEntry(s, q.Path, ri.Entry, r.st.Czxid, r.ch)
 	return claims.Entry{Token: r.st.Czxid, Key: ri.Entry, Session: sessionName(ri.Session), Contents: id}, s.claims, nil
-}
-
-// holdsSession reports whether the live session id is c's current one or
-// one a Resume adopted (or is adopting). Call with c.mu held.
-func (c *Conn) holdsSession(id int64) bool {
-	if !c.cur.isLost() && c.cur.zk.SessionID() == id {
-		return true
-	}
-	for _, s := range c.resumed {
-		if !s.isLost() && s.obs.resumeID == id {
-			return true
-		}
-	}
-	return false
 }
 
 // endResumed closes s when Resume adopted it (the server deletes its

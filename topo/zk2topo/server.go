@@ -71,20 +71,20 @@ type Options struct {
 
 	// SafetyMargin is how long before the server may expire the session
 	// the Conn gives it up: its locks report LockLost, its leadership ends,
-	// a new session serves later calls (see the package doc, Sessions).
-	// Zero means a fifth of the negotiated timeout; it is capped at half.
-	// An idle session is given up when an answer takes over 7/12 of the
-	// timeout minus the margin.
+	// a new session serves later calls (package doc, Sessions). Zero means
+	// a fifth of the negotiated timeout; it is capped at half. An idle
+	// session is given up when an answer takes over 7/12 of the timeout
+	// minus the margin.
 	SafetyMargin time.Duration
 
 	// LinearizableReads makes every read (lock and election reads and
-	// watches included) send a read barrier first, pipelined (no round trip
-	// more, but the read waits for it; see barrierThen), so that it sees
-	// every write any client had acknowledged before it started; each read
-	// is then a transaction (a log write on a quorum) and needs READ
+	// watches included) send a read barrier first, pipelined (no extra
+	// round trip, but the read waits for it; see barrierThen), so that it
+	// sees every write any client had acknowledged before it started; each
+	// read is then a transaction (a log write on a quorum) and needs READ
 	// permission on "/". Without it a Conn sees its own writes but may miss
-	// another client's latest (ZooKeeper's default). A context of
-	// topo.WithLinearizableRead sends the barrier anyway.
+	// another client's latest. A context of topo.WithLinearizableRead sends
+	// the barrier anyway.
 	LinearizableReads bool
 
 	// MaxTxnBytes is the largest Txn request sent, in encoded bytes: set
@@ -153,9 +153,8 @@ var _ topo.ContextFactory = Factory{}
 // Conn is a topo.Conn over a sequence of ZooKeeper sessions, one at a
 // time (see the package doc, Sessions). It is safe for concurrent use.
 type Conn struct {
-	// inClaims says that the root is at a reserved place or has a segment
-	// "elections" at any depth (inside a Conn rooted higher up's
-	// elections), where its znodes may be entries (see entriesAt).
+	// inClaims: the root is at a reserved place or has a segment
+	// "elections" (see entriesAt).
 	inClaims bool
 
 	root string // "" for the ZooKeeper root, else "/a/b"
@@ -181,10 +180,9 @@ type Conn struct {
 
 	listCache listCache // sorted names of large directories, see listCache
 
-	// stash: per queue, the latest Create's children read (a listing);
-	// nextUp: by the key of the entry ahead of it, a waiter; headed: the
-	// waiting entries WaitGone's lookahead showed heading their queue.
-	// See driver.Ahead and driver.WaitGone.
+	// For driver.Ahead and WaitGone: stash, by queue, the latest Create's
+	// children read (a listing); nextUp, by the key of the entry ahead of
+	// it, a waiter; headed, the entries WaitGone showed heading their queue.
 	stash          sync.Map
 	nextUp, headed sync.Map
 
@@ -276,8 +274,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 }
 
 // awaitSession waits until s has its session, at most DialTimeout and until
-// ctx ends. With a resumed session's id, it waits for that session and
-// returns claims.ErrNotHeld once the server said it expired.
+// ctx ends; with a resumed session's id, for that session, returning
+// claims.ErrNotHeld once the server said it expired.
 func (c *Conn) awaitSession(ctx context.Context, s *zkSession, p string, id int64) error {
 	bound := time.NewTimer(c.opts.DialTimeout)
 	defer bound.Stop()
@@ -385,8 +383,7 @@ func (c *Conn) relPath(zp string) string {
 // zkDir returns the parent znode path of zp.
 func zkDir(zp string) string { return path.Dir(zp) }
 
-// write runs fn (a request that is not retried) on the current session
-// with do.
+// write runs fn (a request, not retried) with do on the current session.
 func (c *Conn) write(ctx context.Context, p string, fn func(z *zk.Conn) error) error {
 	s, err := c.live(ctx, p)
 	if err != nil {
@@ -429,8 +426,8 @@ func (c *Conn) do(ctx context.Context, p string, fn func() error) error {
 }
 
 // goBG runs f in a goroutine that Close waits for, and reports whether it
-// started: none starts once Close has begun waiting (what f would do is
-// then moot or done by Close).
+// started: none starts once Close has begun waiting (f's work is then moot
+// or done by Close).
 func (c *Conn) goBG(f func()) bool {
 	c.bgMu.RLock()
 	defer c.bgMu.RUnlock()
@@ -452,8 +449,8 @@ type job struct {
 }
 
 // worker runs jobs for do until the Conn closes; started when none is
-// idle and kept (about MaxConcurrency at most), sparing a goroutine start
-// per call (a few percent of its latency).
+// idle and kept (about MaxConcurrency at most): a goroutine start per call
+// cost a few percent of its latency.
 func (c *Conn) worker(j job) {
 	for {
 		err := j.fn()
@@ -533,7 +530,7 @@ type barrierScopeKey struct{}
 
 // barrierScoped returns ctx with a barrierScope when its reads must be
 // linearizable; only for a call whose later reads start after its first
-// read answered.
+// answered.
 func (c *Conn) barrierScoped(ctx context.Context) context.Context {
 	if !c.opts.LinearizableReads && !topo.LinearizableRead(ctx) {
 		return ctx
@@ -551,7 +548,7 @@ func (s *zkSession) syncThen(fn func() error) error {
 
 // firstThen runs first (one request of opcode op on path) and then fn on
 // the session, pipelined: fn's request is queued once first's frame was
-// written (sendFirst). first's error wins over fn's.
+// written (sendFirst). first's error wins.
 func (s *zkSession) firstThen(op int32, path string, first, fn func() error) error {
 	res := sendFirst(s, op, path, first)
 	select {
@@ -572,12 +569,11 @@ func (s *zkSession) firstThen(op int32, path string, first, fn func() error) err
 // barrierPath is the znode a read barrier checks: it always exists.
 const barrierPath = "/"
 
-// barrierThen runs a read barrier and then fn on the session, pipelined.
-// The barrier is a multi checking barrierPath at any version: a
-// transaction, answered once the server applied every transaction
-// committed before it, so fn's read sees every write acknowledged before
-// it began (a sync does not on the leader: docs/layout-zookeeper.md,
-// Reads). Cost: BenchmarkLinearizableRead.
+// barrierThen runs a read barrier and then fn on the session, pipelined:
+// a multi checking barrierPath at any version, a transaction answered once
+// the server applied every one committed before it, so fn sees every write
+// acknowledged before it began (a sync does not on the leader:
+// docs/layout-zookeeper.md, Reads). Cost: BenchmarkLinearizableRead.
 func (s *zkSession) barrierThen(fn func() error) error {
 	return s.firstThen(opMulti, barrierPath, func() error {
 		_, err := s.zk.Multi(&zk.CheckVersionRequest{Path: barrierPath, Version: -1})
@@ -594,10 +590,10 @@ func freshContext() (context.Context, context.CancelFunc) {
 var _ topo.Conn = (*Conn)(nil)
 
 // entriesAt reports whether the znode of p may be a lock or election
-// entry, which writes must leave alone (see Txn): on a Conn with inClaims,
-// or when p has a segment "elections" (a Conn rooted lower down's
-// candidates: unlike etcd's, no "locks" segment the reserved-name rule
-// refuses marks them).
+// entry, which writes must leave alone (see Txn): on a Conn with inClaims
+// (rooted inside another's claims), or when p has a segment "elections" (a
+// Conn rooted lower down's candidates: unlike etcd's, no "locks" segment
+// the reserved-name rule refuses marks them).
 func (c *Conn) entriesAt(p string) bool {
 	return c.inClaims || hasSegment(p, electionsDir)
 }

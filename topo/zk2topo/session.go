@@ -78,10 +78,10 @@ func (c *Conn) newSessionAs(id int64, passwd []byte) (*zkSession, error) {
 }
 
 // redialProvider is the library's DNSHostProvider, pausing less (why:
-// docs/layout-zookeeper.md, Sessions): it tries every server twice at once
-// after a lost connection (the server ending a session also drops the
+// docs/layout-zookeeper.md, Sessions): after a lost connection it tries
+// every server twice at once (the server ending a session also drops the
 // connection just re-opened to it), then pauses a second before each later
-// round, so a dead ensemble is dialled at most twice a second per server.
+// round.
 type redialProvider struct {
 	*zk.DNSHostProvider
 
@@ -131,7 +131,7 @@ func (s *zkSession) dial(network, address string, timeout time.Duration) (net.Co
 	return s.obs.wrap(nc), nil
 }
 
-// onEvent runs in the client library's goroutine (it must not block).
+// onEvent runs in the library's goroutine (it must not block).
 func (s *zkSession) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
@@ -205,26 +205,20 @@ func (s *zkSession) provablyAlive() bool {
 // deadline comes with the server's first answer, which tells the timeout
 // granted (TestHolderCutEarlyInItsSessionGivesUpFirst).
 func (s *zkSession) watchdog() {
-	select {
-	case <-s.lost:
-		return
-	case <-s.c.closing:
-		return
-	case <-s.obs.answered: // nothing could be held before
-	}
-	t := time.NewTimer(time.Until(s.safeUntil()))
-	defer t.Stop()
+	answered := s.obs.answered // nothing could be held before
+	var deadline <-chan time.Time
 	for {
 		select {
 		case <-s.lost:
 			return
 		case <-s.c.closing:
 			return
-		case <-t.C:
+		case <-answered:
+			answered = nil
+		case <-deadline:
 		}
-		until := s.safeUntil()
-		if d := time.Until(until); d > 0 {
-			t.Reset(d)
+		if d := time.Until(s.safeUntil()); d > 0 {
+			deadline = time.After(d)
 			continue
 		}
 		s.c.log.Warn("zk2topo: no answer from ZooKeeper within the session timeout minus the safety margin: giving the session up",
@@ -310,9 +304,8 @@ func jString(b []byte, at int) (str []byte, end int, ok bool) {
 }
 
 // sessionObserver watches the frames of one session's connections: the
-// requests written (so that a request can be pipelined after another's
-// frame: a session's requests run in the order received) and the answers
-// read (each proves the session alive when a request was sent: see heard).
+// requests written (a request can be pipelined after another's frame: a
+// session's requests run in order) and the answers read (see heard).
 type sessionObserver struct {
 	n atomic.Int32 // registered waiters; 0 skips matching
 
@@ -325,18 +318,16 @@ type sessionObserver struct {
 
 	libraryPingsOnly bool // Options.libraryPingsOnly: no pinger
 
-	// resumeID (when not 0) and resumePw are the session the first
-	// connect request asks for (see resumeFrame).
-	resumeID int64
-	resumePw []byte
+	resumeID int64  // with resumePw, the session to resume (0: none)
+	resumePw []byte // (see resumeFrame)
 
 	dials atomic.Int32 // the session's connections (tests wait on it)
 
 	lastZxid  atomic.Int64                   // of the latest answer read (see hideZxid)
 	writeHook atomic.Pointer[func(b []byte)] // tests only: sees every frame written
 
-	// Creates sent as create2 (createWithStat): registered ones by path,
-	// the Stats their answers carried by created path, and their count.
+	// Creates sent as create2 (createWithStat): their count, the
+	// registered ones by path, their answers' Stats by created path.
 	nStat    atomic.Int32
 	wantStat map[string]int
 	created  map[string]*zk.Stat
@@ -375,8 +366,8 @@ func (o *sessionObserver) proved(at time.Time) {
 // expect returns a channel closed just before a request with opcode op on
 // path is written, and a function that unregisters it. The library writes
 // from one goroutine, so a request queued once it is closed goes out after
-// that frame; closed after the write, it could come after the answer
-// (TestPipelinedReadAfterLateWrite).
+// that frame (closed after the write, it could come after the answer:
+// TestPipelinedReadAfterLateWrite).
 func (o *sessionObserver) expect(op int32, path string) (<-chan struct{}, func()) {
 	ch := make(chan struct{})
 	k := sentKey{op, path}
@@ -436,7 +427,9 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 		b = oc.o.resumeFrame(b)
 		b = withZxid(b, connectReqZxid, oc.o.lastZxid.Load())
 	} else {
-		b = pingAsSync(b)
+		if bytes.Equal(b, pingFrame) {
+			b = syncPing
+		}
 		if _, op := reqHeader(b); op == opSetWatches {
 			b = withZxid(b, setWatchesZxid, oc.watchZxid)
 		}
@@ -451,24 +444,29 @@ func (oc *observedConn) Write(b []byte) (int, error) {
 		oc.o.written(b) // before the write: see expect
 	}
 	n, err := oc.Conn.Write(b)
-	oc.wmu.Lock()
-	if oc.first.IsZero() {
-		oc.first = now
-	} else {
-		oc.sentAt(b, now)
-	}
-	oc.noteSend(now)
-	oc.wmu.Unlock()
+	oc.record(b, now)
 	return min(n, asked), err // a rewritten ping is longer than the library's
 }
 
-// sentAt records that the request frame b was written at t, for its
-// answer's proof, when a ping or throughLeader (caller holds wmu).
-func (oc *observedConn) sentAt(b []byte, t time.Time) {
+// sendGrain is how close two send times may be for only the earlier to
+// be kept: a proof is at most that much older than it could be.
+const sendGrain = 10 * time.Millisecond
+
+// record records that request frame b was written at t: the connect
+// request's time as first; every send time (see heard); a ping's or a
+// throughLeader request's for its answer's proof.
+func (oc *observedConn) record(b []byte, t time.Time) {
+	oc.wmu.Lock()
+	defer oc.wmu.Unlock()
+	if n := len(oc.sends); n == 0 || t.Sub(oc.sends[n-1]) >= sendGrain {
+		oc.sends = append(oc.sends, t)
+	}
 	switch xid, op := reqHeader(b); {
+	case oc.first.IsZero():
+		oc.first = t
 	case xid == pingXid:
 		if op != opSync {
-			t = time.Time{} // a ping pingAsSync did not rewrite: its answer proves nothing
+			t = time.Time{} // a ping not sent as syncPing: its answer proves nothing
 		}
 		oc.pings = append(oc.pings, t)
 	case xid >= 0 && throughLeader(op):
@@ -481,8 +479,8 @@ func (oc *observedConn) sentAt(b []byte, t time.Time) {
 const ownPings = 12
 
 // pinger writes syncPing every interval until the connection is closed or
-// a write fails, so that an idle session's proof lags an interval behind
-// (the arithmetic: docs/layout-zookeeper.md, Sessions).
+// a write fails: an idle session's proof lags an interval behind
+// (docs/layout-zookeeper.md, Sessions).
 func (oc *observedConn) pinger(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -496,10 +494,7 @@ func (oc *observedConn) pinger(interval time.Duration) {
 		now := time.Now()
 		_, err := oc.Conn.Write(syncPing)
 		if err == nil {
-			oc.wmu.Lock()
-			oc.sentAt(syncPing, now)
-			oc.noteSend(now)
-			oc.wmu.Unlock()
+			oc.record(syncPing, now)
 		}
 		oc.wrmu.Unlock()
 		if err != nil {
@@ -514,22 +509,11 @@ func (oc *observedConn) Close() error {
 	return oc.Conn.Close()
 }
 
-// sendGrain is how close two send times may be for only the earlier to
-// be kept: a proof is at most that much older than it could be.
-const sendGrain = 10 * time.Millisecond
-
-// noteSend records that a request was written at t (caller holds wmu).
-func (oc *observedConn) noteSend(t time.Time) {
-	if n := len(oc.sends); n == 0 || t.Sub(oc.sends[n-1]) >= sendGrain {
-		oc.sends = append(oc.sends, t)
-	}
-}
-
-// heard returns the send time of the latest request written at least a
-// quarter of the session timeout before t, the send time of a request
-// answered through the leader (zero when none; caller holds wmu): what the
-// answer proves the leader heard of, as a follower reports its sessions'
-// activity every half tick, at most a quarter of the timeout
+// heard returns what an answer through the leader to a request sent at t
+// proves the leader heard of (caller holds wmu): the send time of the
+// latest request written at least a quarter of the session timeout before
+// t (zero when none), as a follower reports its sessions' activity every
+// half tick, at most a quarter of the timeout
 // (TestIdleHolderOnPartedFollowerGivesUpFirst).
 func (oc *observedConn) heard(t time.Time) time.Time {
 	oc.o.mu.Lock()
@@ -567,14 +551,6 @@ var (
 	syncPing  = []byte{0, 0, 0, 13, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, opSync, 0, 0, 0, 1, '/'}
 )
 
-// pingAsSync returns syncPing for the library's ping frame, b otherwise.
-func pingAsSync(b []byte) []byte {
-	if bytes.Equal(b, pingFrame) {
-		return syncPing
-	}
-	return b
-}
-
 func (oc *observedConn) Read(b []byte) (int, error) {
 	// Buffered: the library reads length and body separately.
 	n, err := oc.rd.Read(b)
@@ -593,14 +569,13 @@ const (
 // hideZxid zeroes the zxid of an answer to a request as the library reads
 // it (b: a piece of the answer's body from offset at; the library records
 // no zero zxid); frame records it as lastZxid instead. go-zookeeper v1.0.4
-// records answers' zxids in its receive goroutine while its connection
-// goroutine reads the last one, unsynchronised, for a reconnection's
-// set-watches request (upstream PR #35, unmerged; the race detector saw
-// it: TestRequestsQueuedDuringDisconnection,
-// TestSessionGivenUpWhileReconnecting). The library reads it for nothing
-// else but the connect request, and withZxid writes the session's into
-// both; its callers never see a zxid (v1.0.4 drops it). Xids wrap modulo
-// 2^31: xid 0 is an answer too (TestAnswerToRequestZeroHidden).
+// writes answers' zxids in its receive goroutine and reads the last one,
+// unsynchronised, in its connection goroutine for a set-watches request
+// (upstream PR #35, unmerged; TestRequestsQueuedDuringDisconnection,
+// TestSessionGivenUpWhileReconnecting under -race). It reads it only for
+// that and the connect request, and withZxid writes the session's into
+// both; callers never see a zxid. Xids wrap modulo 2^31: xid 0 is an
+// answer too (TestAnswerToRequestZeroHidden).
 func (oc *observedConn) hideZxid(b []byte, at int) {
 	if !oc.handshake || len(oc.body) < 4 || int32(binary.BigEndian.Uint32(oc.body[:4])) < 0 {
 		return // the connect response, or not an answer to a request
@@ -610,12 +585,12 @@ func (oc *observedConn) hideZxid(b []byte, at int) {
 	}
 }
 
-// withZxid returns the request frame b with zxid at offset at (a copy,
-// when it differs: the library's is always 0, see hideZxid). The connect
+// withZxid returns the request frame b with zxid at offset at (a copy
+// when it differs; the library's is always 0, see hideZxid). A connect
 // request carries the session's last zxid (a server behind it refuses the
-// client: reads stay monotonic); a set-watches request the one when its
-// connection was made, before any answer on it, so that the changes made
-// while disconnected are reported (TestChangeReportedAfterQueuedAnswers).
+// client: reads stay monotonic); a set-watches request the one at its
+// connection's dial, so that changes made while disconnected are reported
+// (TestChangeReportedAfterQueuedAnswers).
 func withZxid(b []byte, at int, zxid int64) []byte {
 	if zxid <= 0 || len(b) < at+8 || int64(binary.BigEndian.Uint64(b[at:])) == zxid {
 		return b
@@ -754,8 +729,7 @@ func (o *sessionObserver) password() []byte {
 	return append([]byte(nil), o.passwd...)
 }
 
-// written matches one written frame (length, xid, opcode, then for path
-// requests the path as a length-prefixed string) against the waiters.
+// written matches one written request frame against the waiters.
 func (o *sessionObserver) written(b []byte) {
 	xid, op := reqHeader(b)
 	if xid <= 0 { // connect, ping, auth

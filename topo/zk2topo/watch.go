@@ -55,7 +55,7 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 	first := &topo.WatchData{Contents: orEmpty(r.data), Version: topo.NumericVersion(r.st.Version), Revision: r.st.Mzxid}
 	out := make(chan *topo.WatchData, watchBuffer)
 	// Not tracked by c.bg: Close must not wait on a consumer that stopped
-	// draining out. It shares only out with the caller.
+	// draining out.
 	go func() {
 		defer close(out)
 		out <- &topo.WatchData{Err: c.followFile(ctx, p, zp, r.st.Czxid, r.st.Mzxid, r.ch, out)}
@@ -65,8 +65,8 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 
 // followFile sends the later values of the file p (znode zp, Czxid
 // created, last read at Mzxid last, watch ev) on out and returns the error
-// the watch ends with. A read at the same Mzxid sends nothing (an event
-// re-reported by set-watches); a new Czxid ends it with NoNode, as on the
+// the watch ends with. A read at the same Mzxid (an event re-reported by
+// set-watches) sends nothing; a new Czxid ends it with NoNode, as on the
 // other backends (TestWatchOfFileRecreatedWhileDisconnected).
 func (c *Conn) followFile(ctx context.Context, p, zp string, created, last int64, ev <-chan zk.Event, out chan<- *topo.WatchData) error {
 	interrupted := topo.NewError(topo.Interrupted, p)
@@ -129,8 +129,8 @@ func (c *Conn) getW(ctx context.Context, p, zp string) (getRes, error) {
 // its Stat.Version, and a channel of later per-file events, from a data
 // and a child watch on every znode below the prefix's directory (an
 // exists watch on it while absent), each re-armed by the read after its
-// event: every create, change and delete is reported (rapid changes may be
-// coalesced). A delete sends NoNode for that file, the channel staying
+// event: every create, change and delete is reported (rapid changes may
+// be coalesced). A delete sends NoNode for that file, the channel staying
 // open; ctx's end or Close sends Interrupted, session expiry Unavailable,
 // and closes it. Two reads per znode to start. Revision is 0: events come
 // through one goroutine per znode, unordered across files. Errors:
@@ -164,8 +164,7 @@ func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 	return initial, out, nil
 }
 
-// treeWatch is the state of one WatchRecursive, owned by its goroutine
-// (by WatchRecursive before it runs).
+// treeWatch is the state of one WatchRecursive, owned by its goroutine.
 type treeWatch struct {
 	c      *Conn
 	ctx    context.Context
@@ -213,8 +212,7 @@ func (w *treeWatch) forward(zp string, kind int, ch <-chan zk.Event) {
 	}()
 }
 
-// armBase watches the base directory: its children if it exists, its
-// creation otherwise.
+// armBase watches the base directory's children, or its creation.
 func (w *treeWatch) armBase() error {
 	c := w.c
 	for {
@@ -245,8 +243,7 @@ func (w *treeWatch) armBase() error {
 	}
 }
 
-// scan starts watching znode zp and, recursively, its children, unless
-// watched already or outside the prefix.
+// scan starts watching znode zp and, recursively, its children.
 func (w *treeWatch) scan(zp string) error {
 	c := w.c
 	p := c.relPath(zp)
@@ -304,7 +301,7 @@ func (w *treeWatch) run(out chan<- *topo.WatchDataRecursive) {
 }
 
 // follow handles fired watches, sending their events on out, until the
-// watch ends, and returns why.
+// watch ends; it returns why.
 func (w *treeWatch) follow(out chan<- *topo.WatchDataRecursive) error {
 	c := w.c
 	interrupted := topo.NewError(topo.Interrupted, w.prefix)
@@ -363,56 +360,49 @@ func goneEvent(p string) *topo.WatchDataRecursive {
 
 // handle processes one fired watch and returns the events to send.
 func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
-	c := w.c
-	var out []*topo.WatchDataRecursive
-	// scanNew scans new znodes and reports the files among them.
-	scanNew := func(f func() error) ([]*topo.WatchDataRecursive, error) {
-		w.added = w.added[:0]
-		err := f()
-		return append(out, w.newFiles()...), err
+	n, ok := w.nodes[te.zp]
+	switch {
+	case te.kind == evBase:
+		return w.scanNew(nil, w.armBase)
+	case !ok:
+		return nil, nil
+	case te.kind == evChildren:
+		return w.scanNew(nil, func() error { return w.scanChildren(te.zp) })
 	}
-	switch te.kind {
-	case evBase:
-		return scanNew(w.armBase)
-	case evChildren:
-		if _, ok := w.nodes[te.zp]; !ok {
-			return nil, nil
-		}
-		return scanNew(func() error { return w.scanChildren(te.zp) })
-	case evData:
-		n, ok := w.nodes[te.zp]
-		if !ok {
-			return nil, nil
-		}
-		p := c.relPath(te.zp)
-		deleted := func() ([]*topo.WatchDataRecursive, error) {
-			delete(w.nodes, te.zp)
-			if n.file {
-				out = append(out, goneEvent(p))
-			}
-			// It may be back already.
-			return scanNew(func() error { return w.scan(te.zp) })
-		}
-		if te.ev.Type == zk.EventNodeDeleted {
-			return deleted()
-		}
-		r, err := c.getW(w.ctx, p, te.zp)
-		if topo.IsErrType(err, topo.NoNode) {
-			return deleted()
-		}
-		if err != nil {
-			return nil, err
-		}
-		w.forward(te.zp, evData, r.ch)
-		file := isFile(r.st)
-		switch {
-		case file && (!n.file || r.st.Mzxid != n.mzxid):
-			out = append(out, fileEvent(p, r.data, r.st.Version))
-		case !file && n.file:
+	p := w.c.relPath(te.zp)
+	var r getRes
+	var err error
+	if te.ev.Type != zk.EventNodeDeleted {
+		r, err = w.c.getW(w.ctx, p, te.zp)
+	}
+	if te.ev.Type == zk.EventNodeDeleted || topo.IsErrType(err, topo.NoNode) {
+		delete(w.nodes, te.zp)
+		var out []*topo.WatchDataRecursive
+		if n.file {
 			out = append(out, goneEvent(p))
 		}
-		n.file, n.version, n.mzxid = file, r.st.Version, r.st.Mzxid
-		return out, nil
+		// It may be back already.
+		return w.scanNew(out, func() error { return w.scan(te.zp) })
 	}
-	return nil, nil
+	if err != nil {
+		return nil, err
+	}
+	w.forward(te.zp, evData, r.ch)
+	var out []*topo.WatchDataRecursive
+	file := isFile(r.st)
+	switch {
+	case file && (!n.file || r.st.Mzxid != n.mzxid):
+		out = append(out, fileEvent(p, r.data, r.st.Version))
+	case !file && n.file:
+		out = append(out, goneEvent(p))
+	}
+	n.file, n.version, n.mzxid = file, r.st.Version, r.st.Mzxid
+	return out, nil
+}
+
+// scanNew runs scan (which scans new znodes) and appends the files among
+// them to out.
+func (w *treeWatch) scanNew(out []*topo.WatchDataRecursive, scan func() error) ([]*topo.WatchDataRecursive, error) {
+	err := scan()
+	return append(out, w.newFiles()...), err
 }
