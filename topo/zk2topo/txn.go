@@ -90,7 +90,7 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // trip more, and writes at the version read). A file created below the
 // path between that read and the multi is not seen (see Update).
 //
-// Where znodes may be lock or election entries (Conn.entriesAt), UpdateOp
+// Where znodes may be lock or election entries (see Update), UpdateOp
 // and DeleteOp read their Stat first and leave an ephemeral znode alone
 // (UpdateOp NodeExists, DeleteOp NoNode), writing at the version read;
 // the window: the file replaced by an entry at the same version between
