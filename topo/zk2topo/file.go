@@ -268,8 +268,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // empty contents, a file created below p, which leaves p empty with
 // children, a directory, as that create would have made it had it come
 // just after this Update (no ZooKeeper request but a delete fails on
-// children, so the write is kept: docs/layout-zookeeper.md, Files and
-// directories).
+// children, so the write is kept: docs/layout-zookeeper.md, Directories).
 func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
 	cas := ver != -1
 	for attempt := 0; ; attempt++ {

@@ -73,8 +73,8 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     multi, no round trip more (unfiledPaths). For keepsDir, its Stat is
 //     read before the first multi (one round trip, with the Stats of the
 //     unversioned UpdateOps below it), which creates the directories
-//     between (belowEmptied). Parents left empty are removed after the
-//     multi, best effort (cleanupDirs).
+//     between when it had no children (belowEmptied). Parents left empty
+//     are removed after the multi, best effort (cleanupDirs).
 //   - IfAbsent(p): a create of p and its delete, back to back (the create
 //     fails when p exists); for an absent parent, the same pair on the
 //     highest missing ancestor. Nothing remains, but the parent's child
