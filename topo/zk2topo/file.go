@@ -203,14 +203,15 @@ func zkVersion(n int64) int32 {
 // would vanish) are ErrEmptyFileWithChildren, nothing written; an
 // unconditional Update of empty contents costs a Stat read more, and
 // misses a file created below between the two (readThenSet). Where
-// znodes may be lock or election entries (Conn.entriesAt), Update is a
-// one-op Txn: an entry is NodeExists, and ResourceExhausted
-// (ErrTxnContention) when concurrent writers win every attempt. Errors:
-// InvalidPath (including the reserved-name rule), InvalidArgument (value
-// too large, foreign or negative version, ErrEmptyFileWithChildren),
-// NoNode, NodeExists, BadVersion, PermissionDenied, ResourceExhausted,
-// Timeout/Interrupted, Closed, Unavailable; nothing is written on any but
-// the last three (outcome unknown).
+// znodes may be lock or election entries (a Conn rooted at a reserved
+// place, a path with a segment "elections"), Update is a one-op Txn: an
+// entry is NodeExists, and ResourceExhausted (ErrTxnContention) when
+// concurrent writers win every attempt. Errors: InvalidPath (including the
+// reserved-name rule), InvalidArgument (value too large, foreign or
+// negative version, ErrEmptyFileWithChildren), NoNode, NodeExists,
+// BadVersion, PermissionDenied, ResourceExhausted, Timeout/Interrupted,
+// Closed, Unavailable; nothing is written on any but the last three
+// (outcome unknown).
 func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, version topo.Version) (topo.Version, error) {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckUpdate(p, contents, version) }, c.closed.Load)
 	if err != nil {
@@ -267,8 +268,7 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // empty contents, a file created below p, which leaves p empty with
 // children, a directory, as that create would have made it had it come
 // just after this Update (no ZooKeeper request but a delete fails on
-// children, so the write is kept: docs/layout-zookeeper.md, Files and
-// directories).
+// children, so the write is kept: docs/layout-zookeeper.md, Directories).
 func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, ver int32) (topo.Version, error) {
 	cas := ver != -1
 	for attempt := 0; ; attempt++ {

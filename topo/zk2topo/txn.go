@@ -73,8 +73,8 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     multi, no round trip more (unfiledPaths). For keepsDir, its Stat is
 //     read before the first multi (one round trip, with the Stats of the
 //     unversioned UpdateOps below it), which creates the directories
-//     between (belowEmptied). Parents left empty are removed after the
-//     multi, best effort (cleanupDirs).
+//     between when it had no children (belowEmptied). Parents left empty
+//     are removed after the multi, best effort (cleanupDirs).
 //   - IfAbsent(p): a create of p and its delete, back to back (the create
 //     fails when p exists); for an absent parent, the same pair on the
 //     highest missing ancestor. Nothing remains, but the parent's child
@@ -90,7 +90,7 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 // trip more, and writes at the version read). A file created below the
 // path between that read and the multi is not seen (see Update).
 //
-// Where znodes may be lock or election entries (Conn.entriesAt), UpdateOp
+// Where znodes may be lock or election entries (see Update), UpdateOp
 // and DeleteOp read their Stat first and leave an ephemeral znode alone
 // (UpdateOp NodeExists, DeleteOp NoNode), writing at the version read;
 // the window: the file replaced by an entry at the same version between
