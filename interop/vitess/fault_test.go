@@ -178,6 +178,12 @@ func etcdOwned(t *testing.T, root string) []string {
 func zkOwned(t *testing.T, root string) []string {
 	z := rawZK(t)
 	defer z.Close()
+	return zkOwnedOn(t, z, root)
+}
+
+// zkOwnedOn lists, through z, the ephemeral znodes below root, each with
+// its session.
+func zkOwnedOn(t *testing.T, z *zk.Conn, root string) []string {
 	var out []string
 	var walk func(p string)
 	walk = func(p string) {
@@ -244,6 +250,27 @@ func consulSessions(t *testing.T) []string {
 		ids = append(ids, s.ID)
 	}
 	return ids
+}
+
+// begin starts a scenario on s: the test's context, a fresh root, and the
+// Consul sessions there before it (nil on the other stores), for end.
+func (s faultStore) begin(t *testing.T) (context.Context, string, []string) {
+	ctx, root := testCtx(t), s.root(t)
+	var before []string
+	if s.sessions != nil {
+		before = s.sessions(t)
+	}
+	return ctx, root, before
+}
+
+// end fails t if anything under root is still owned, closes conns, then
+// fails t if a Consul session made since before is left.
+func (s faultStore) end(ctx context.Context, t *testing.T, root string, before []string, conns ...topo.Conn) {
+	s.requireNothingOwned(ctx, t, root)
+	for _, c := range conns {
+		c.Close()
+	}
+	s.requireSessionsGone(ctx, t, before)
 }
 
 // requireNothingOwned fails t unless nothing under root is owned by a
@@ -368,12 +395,7 @@ func TestPartitionedHolderVitessTakesOver(t *testing.T) {
 				continue
 			}
 			t.Run(s.name+"/"+k.name, func(t *testing.T) {
-				ctx := testCtx(t)
-				root := s.root(t)
-				var before []string
-				if s.sessions != nil {
-					before = s.sessions(t)
-				}
+				ctx, root, before := s.begin(t)
 				proxy, err := faultproxy.New(s.addr)
 				require.NoError(t, err)
 				defer proxy.Close()
@@ -453,10 +475,7 @@ func TestPartitionedHolderVitessTakesOver(t *testing.T) {
 				iv.add("topokit-after", time.Now(), time.Now())
 				require.NoError(t, tld2.Unlock(ctx))
 				iv.check(t)
-				s.requireNothingOwned(ctx, t, root)
-				tc.Close()
-				obs.Close()
-				s.requireSessionsGone(ctx, t, before)
+				s.end(ctx, t, root, before, tc, obs)
 			})
 		}
 	}
@@ -474,12 +493,7 @@ func TestKilledHolderVitessTakesOver(t *testing.T) {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			root := s.root(t)
-			var before []string
-			if s.sessions != nil {
-				before = s.sessions(t)
-			}
+			ctx, root, before := s.begin(t)
 			vc, tc := s.vitess(t, root), s.topokit(t, root)
 			_, err := tc.Create(ctx, "d/f", []byte("x"))
 			require.NoError(t, err)
@@ -534,9 +548,7 @@ func TestKilledHolderVitessTakesOver(t *testing.T) {
 			_, err = vc.TryLock(ctx, "d", "vitess-try")
 			require.True(t, vtopo.IsErrType(err, vtopo.NodeExists), "Vitess TryLock while topokit holds again: %v", err)
 			require.NoError(t, tld2.Unlock(ctx))
-			s.requireNothingOwned(ctx, t, root)
-			tc.Close()
-			s.requireSessionsGone(ctx, t, before)
+			s.end(ctx, t, root, before, tc)
 		})
 	}
 }
@@ -550,12 +562,7 @@ func TestKilledHolderVitessTakesOver(t *testing.T) {
 func TestPartitionedWaiterBehindVitess(t *testing.T) {
 	for _, s := range faultStores() {
 		t.Run(s.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			root := s.root(t)
-			var before []string
-			if s.sessions != nil {
-				before = s.sessions(t)
-			}
+			ctx, root, before := s.begin(t)
 			proxy, err := faultproxy.New(s.addr)
 			require.NoError(t, err)
 			defer proxy.Close()
@@ -625,10 +632,7 @@ func TestPartitionedWaiterBehindVitess(t *testing.T) {
 			require.NotNil(t, vld)
 			require.NoError(t, vld.Unlock(ctx))
 			proxy.Heal()
-			s.requireNothingOwned(ctx, t, root)
-			tc.Close()
-			tc2.Close()
-			s.requireSessionsGone(ctx, t, before)
+			s.end(ctx, t, root, before, tc, tc2)
 		})
 	}
 }
@@ -783,12 +787,7 @@ func (h *holders) count() int {
 func TestMixedChurnUnderPartition(t *testing.T) {
 	for _, s := range faultStores() {
 		t.Run(s.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			root := s.root(t)
-			var before []string
-			if s.sessions != nil {
-				before = s.sessions(t)
-			}
+			ctx, root, before := s.begin(t)
 			proxy, err := faultproxy.New(s.addr)
 			require.NoError(t, err)
 			defer proxy.Close()
@@ -897,10 +896,7 @@ func TestMixedChurnUnderPartition(t *testing.T) {
 			close(stop)
 			wg.Wait()
 			t.Logf("%d acquisitions", h.count())
-			s.requireNothingOwned(ctx, t, root)
-			tc.Close()
-			pc.Close()
-			s.requireSessionsGone(ctx, t, before)
+			s.end(ctx, t, root, before, tc, pc)
 		})
 	}
 }

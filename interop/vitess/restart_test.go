@@ -125,24 +125,7 @@ func startRestartable(t *testing.T, name string) restartable {
 			owned: func() []string {
 				z := raw()
 				defer z.Close()
-				var out []string
-				var walk func(p string)
-				walk = func(p string) {
-					ch, _, err := z.Children(p)
-					if errors.Is(err, zk.ErrNoNode) {
-						return
-					}
-					require.NoError(t, err)
-					for _, c := range ch {
-						_, st, err := z.Get(p + "/" + c)
-						if err == nil && st.EphemeralOwner != 0 {
-							out = append(out, p+"/"+c)
-						}
-						walk(p + "/" + c)
-					}
-				}
-				walk("/restart")
-				return out
+				return zkOwnedOn(t, z, "/restart")
 			},
 		}
 	default:
