@@ -244,10 +244,10 @@ func (e *TopoElection) interrupted(msg string) error {
 // once if it already does); Interrupted or Timeout (for ctx) when ctx ends
 // first, withdrawing the candidacy unless another Await is still waiting on
 // it (it returns once the entry is gone from the store, or after
-// DefaultCloseGrace when the store does not answer); Interrupted when a concurrent Resign or Close withdrew the candidacy;
-// Closed after Close; and the backend's error when campaigning fails (for
-// example Closed when the Conn is closed, Unavailable when the store cannot
-// be reached). When mastership is lost right after being won, Await
+// DefaultCloseGrace when the store does not answer); Interrupted when a
+// concurrent Resign or Close withdrew the candidacy; Closed after Close;
+// and the backend's error when campaigning fails (for example Closed when
+// the Conn is closed, Unavailable when the store cannot be reached). When mastership is lost right after being won, Await
 // campaigns again instead of returning. Safe for concurrent use.
 func (e *TopoElection) Await(ctx context.Context) error {
 	if err := backendkit.CheckContext(ctx, e.name); err != nil {
