@@ -196,7 +196,7 @@ type Conn struct {
 	eng           *claims.Engine
 
 	// Guarded by s.mu.
-	session         *lease // one of leases (revokeLease clears it)
+	session         *lease
 	leases          map[*lease]struct{}
 	keepAlivePaused bool
 	partitioned     bool
@@ -238,8 +238,9 @@ func (c *Conn) ExpireSession() {
 	c.s.lock()
 	defer c.s.mu.Unlock()
 	for l := range c.leases {
-		c.s.revokeLease(l) // c.session among them
+		c.s.revokeLease(l)
 	}
+	c.session = nil
 }
 
 func (c *Conn) refreshLeases() {
