@@ -125,9 +125,17 @@ func TestRoundTrips(t *testing.T) {
 	count("Leader", func() { _, err = p.Leader(ctx); require.NoError(t, err) })
 	count("GetCurrentLeaderID", func() { _, err = p.GetCurrentLeaderID(ctx); require.NoError(t, err) })
 	octx, ocancel := context.WithCancel(ctx)
-	count("Observe", func() { _, err = p.Observe(octx); require.NoError(t, err) })
-	count("WaitForNewLeader", func() { _, err = p.WaitForNewLeader(octx); require.NoError(t, err) })
+	var observed <-chan topo.Leader
+	var newLeaders <-chan string
+	count("Observe", func() { observed, err = p.Observe(octx); require.NoError(t, err) })
+	count("WaitForNewLeader", func() { newLeaders, err = p.WaitForNewLeader(octx); require.NoError(t, err) })
 	ocancel()
+	// Both end in the background: wait until they have (their channels
+	// close), so that nothing they send lands in a later count.
+	for range observed {
+	}
+	for range newLeaders {
+	}
 	count("ResumeInfo", func() { _, err = p.ResumeInfo(); require.NoError(t, err) })
 	count("Resign", func() { require.NoError(t, p.Resign(ctx)) })
 	count("Campaign", func() { _, err = p.Campaign(ctx, []byte("v")); require.NoError(t, err) })
