@@ -137,10 +137,10 @@ func createUnder(z *zk.Conn, zp string, n int, contents []byte, acl []zk.ACL) er
 	return err
 }
 
-// makeDirs creates the directory znode dir and its missing ancestors, and
-// appends to made (when not nil) each one whose create may have been
-// applied, ancestors first.
-func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) error {
+// makeDirs creates the directory znode dir and its missing ancestors (a
+// container for isContainer, persistent otherwise), one create at a time,
+// the ancestors after a create of dir failed with NoNode.
+func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 	if dir == "/" || dir == "" {
 		return nil
 	}
@@ -154,14 +154,11 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) erro
 			_, err := z.Create(dir, nil, zk.FlagPersistent, c.acl)
 			return err
 		})
-		if made != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
-			*made = append(*made, dir)
-		}
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
-			if err := c.makeDirs(ctx, p, zkDir(dir), made); err != nil {
+			if err := c.makeDirs(ctx, p, zkDir(dir)); err != nil {
 				return err
 			}
 		default:
