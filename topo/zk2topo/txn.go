@@ -804,8 +804,10 @@ func opFailure(err error) bool {
 }
 
 // failed handles zerr, the failure of request r, the first that failed in
-// a multi. It returns done with the Txn's error, or false after updating
-// the op states for another attempt.
+// a multi. It returns done with the Txn's error, or false for another
+// attempt: run then reads every op's Stat and ancestors (one round trip),
+// unless parents just read what the next multi needs. So failed reads
+// only where its decision depends on the read.
 func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	c := t.c
 	op := t.ops[r.op]
@@ -836,10 +838,10 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		if r.role == roleParent || (r.role == roleCreate && errors.Is(zerr, zk.ErrNoNode)) {
 			return t.parents(ctx) // missing higher up, created meanwhile, or a parent went
 		}
-		return restat() // the Stat it was built on is stale
+		return false, nil // the Stat it was built on is stale: run reads again
 	case roleProbe:
 		if errors.Is(zerr, zk.ErrNoNode) || len(t.st[i].missing) > 0 {
-			return t.ancestors(ctx, i) // missing, or an ancestor appeared
+			return false, nil // missing, or an ancestor appeared: run reads the ancestors
 		}
 		if done, err := restat(); done {
 			return done, err
@@ -855,7 +857,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return fail(topo.NoNode)
 		}
-		return restat()
+		return false, nil // written meanwhile: run reads it again
 	}
 	// roleMain
 	switch {
@@ -878,12 +880,8 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		}
 		return false, nil
 	case op.Kind == topo.TxnUpdate:
-		if done, err := restat(); done { // absent: create it next
-			return done, err
-		}
-		if !t.st[i].exists {
-			return t.ancestors(ctx, i)
-		}
+		// Absent (the multi creates it next, with the missing ancestors run
+		// reads), or re-created since.
 		return false, nil
 	case op.Kind == topo.TxnDelete:
 		if errors.Is(zerr, zk.ErrNoNode) {
@@ -1044,18 +1042,6 @@ func ancestorsOf(zp string) []string {
 func (t *txn) lost() error {
 	i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld })
 	return backendkit.TxnFailed(t.ops[i], topo.LockLost)
-}
-
-// ancestors reads which ancestors of op i's znode are absent (one round
-// trip) and records them for the next multi (see readAncestors).
-func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
-	if err := t.readAncestors(ctx, []int{i}, false); err != nil {
-		return true, err
-	}
-	if t.ops[i].Kind == topo.TxnIfAbsent {
-		t.st[i].statted = false
-	}
-	return false, nil
 }
 
 // unfiledPaths returns the znodes whose data the multi m empties
