@@ -39,6 +39,7 @@ func groups() []struct {
 			{"ReservedNames", testReservedNames},
 			{"FileAndDirectory", testFileAndDirectory},
 			{"FileWithChildren", testFileWithChildren},
+			{"ReplacedByDirectory", testReplacedByDirectory},
 			{"EmptyFileWithFilesBelow", testEmptyFileWithFilesBelow},
 			{"GetVersionEdges", testGetVersionEdges},
 			{"RootLevel", testRootLevel},

@@ -15,12 +15,14 @@ import (
 // effort, at the versions just read (the package doc, "Which znodes the
 // library deletes"). Never the root.
 
-// statRes is the answer to an exists request.
+// statRes is the answer to an exists request (or, from kindOn, a
+// children request).
 type statRes struct {
 	exists bool
 	st     *zk.Stat
 	ch     <-chan zk.Event // its watch, when it set one
 	err    error
+	child  string // from kindOn: a child's name, "" when none
 }
 
 // statOn reads zp's Stat on session s (see answerOn), with watch setting

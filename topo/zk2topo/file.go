@@ -31,8 +31,10 @@ func (c *Conn) internal(p string) bool {
 
 // Create creates filePath holding contents and returns version 0, in one
 // round trip when the parent exists. A znode that is only a directory
-// becomes the file (a Stat read and a set-data more), unless contents are
-// empty (ErrEmptyFileWithChildren, nothing written). Missing parents are
+// becomes the file (a read of its Stat and children, then a multi of the
+// set-data and a check of a child, setChecked: the znode read, not a file
+// created since), unless contents are empty (ErrEmptyFileWithChildren,
+// nothing written). Missing parents are
 // created in one multi with the file, so no reader sees them without it
 // and a failed Create leaves none (k missing levels cost about 2+log2(k)
 // round trips). Errors: InvalidPath (including the reserved-name rule,
@@ -76,7 +78,7 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			missing -= at.op + 1 // that ancestor exists: create those below it
 		case errors.Is(err, zk.ErrNodeExists) && attempt < 20:
 			// A directory znode becomes the file; a file stays (NodeExists).
-			r := c.statOn(ctx, nil, p, zp, false)
+			r := c.kindOn(ctx, nil, p, zp)
 			if r.err != nil {
 				return nil, c.convert(r.err, p)
 			}
@@ -90,10 +92,13 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			if len(contents) == 0 {
 				return nil, emptyWithChildren(p) // it would stay a directory
 			}
+			// Checked to be the directory read (setChecked): one deleted
+			// since and re-created as a file at the same version is that
+			// file, which Create must not overwrite.
 			var nst *zk.Stat
 			err = c.write(ctx, p, func(z *zk.Conn) error {
 				var err error
-				nst, err = z.Set(zp, contents, r.st.Version)
+				nst, err = setChecked(z, zp, contents, r.st.Version, r.child)
 				return err
 			})
 			if err == nil {
@@ -106,6 +111,63 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			return nil, c.convert(err, p)
 		}
 	}
+}
+
+// kindOn reads zp's Stat and its children's names on session s (nil: as
+// a read, see answerOn) in one request, as an exists would, and keeps a
+// child's name for setChecked (anyChild). An absent znode is !exists.
+func (c *Conn) kindOn(ctx context.Context, s *zkSession, p, zp string) statRes {
+	kids, err := c.childrenOn(ctx, s, p, zp, false)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return statRes{}
+	case err != nil:
+		return statRes{err: err}
+	}
+	return statRes{exists: true, st: kids.st, child: anyChild(kids.names)}
+}
+
+// anyChild returns the child setChecked checks: the least name but a
+// "locks" znode (a container: the server deletes it once it is empty,
+// failing the check for nothing), else "locks"; "" when there is none.
+func anyChild(names []string) string {
+	child := ""
+	for _, n := range names {
+		if child == "" || child == locksDir || n != locksDir && n < child {
+			child = n
+		}
+	}
+	return child
+}
+
+// setChecked writes data to the znode zp at version ver and, in the same
+// multi when child is not "", checks that zp's child named child exists:
+// it existed when the Stat of version ver was read (kindOn), and ZooKeeper
+// deletes no znode that has children, so while it stays zp is the znode
+// read. The data version alone cannot tell: zp deleted and re-created
+// since (a file where a directory was, or the reverse) starts again at
+// version 0, and directories stay at theirs. A child gone since (zp
+// perhaps with it) is ErrBadVersion: read again. What it cannot tell: zp
+// and that child both deleted and re-created in between.
+func setChecked(z *zk.Conn, zp string, data []byte, ver int32, child string) (*zk.Stat, error) {
+	if child == "" {
+		return z.Set(zp, data, ver)
+	}
+	res, err := z.Multi(&zk.SetDataRequest{Path: zp, Data: data, Version: ver},
+		&zk.CheckVersionRequest{Path: zp + "/" + child, Version: -1})
+	switch {
+	case err == nil:
+		return res[0].Stat, nil
+	case len(res) != 2:
+		return nil, err // no per-op answer
+	case res[0].Error != nil:
+		return nil, res[0].Error
+	case errors.Is(res[1].Error, zk.ErrNoNode):
+		return nil, zk.ErrBadVersion
+	case res[1].Error != nil:
+		return nil, res[1].Error
+	}
+	return nil, err
 }
 
 // opFailed is the error of a multi whose op number op failed with err.
@@ -137,10 +199,10 @@ func createUnder(z *zk.Conn, zp string, n int, contents []byte, acl []zk.ACL) er
 	return err
 }
 
-// makeDirs creates the directory znode dir and its missing ancestors, and
-// appends to made (when not nil) each one whose create may have been
-// applied, ancestors first.
-func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) error {
+// makeDirs creates the directory znode dir and its missing ancestors (a
+// container for isContainer, persistent otherwise), one create at a time,
+// the ancestors after a create of dir failed with NoNode.
+func (c *Conn) makeDirs(ctx context.Context, p, dir string) error {
 	if dir == "/" || dir == "" {
 		return nil
 	}
@@ -154,14 +216,11 @@ func (c *Conn) makeDirs(ctx context.Context, p, dir string, made *[]string) erro
 			_, err := z.Create(dir, nil, zk.FlagPersistent, c.acl)
 			return err
 		})
-		if made != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
-			*made = append(*made, dir)
-		}
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
-			if err := c.makeDirs(ctx, p, zkDir(dir), made); err != nil {
+			if err := c.makeDirs(ctx, p, zkDir(dir)); err != nil {
 				return err
 			}
 		default:
@@ -477,9 +536,11 @@ func splitPrefix(prefix string) (dir, name string) {
 // delete alone. A file with files below it becomes a directory (unfile).
 // Where znodes may be entries (see Update), Delete is a one-op Txn: an
 // entry is NoNode, left alone. Errors: InvalidPath (including the
-// reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion,
-// PermissionDenied, ResourceExhausted (ErrTxnContention),
-// Timeout/Interrupted, Closed, Unavailable.
+// reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion
+// (only with a version), PermissionDenied, ResourceExhausted
+// (ErrTxnContention; for a file with files below it, writers that
+// changed it between unfile's read and write ten times), Timeout/Interrupted,
+// Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
@@ -601,34 +662,58 @@ func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
 }
 
 // unfile turns a file with files below it into a directory by emptying
-// its data, when at version ver (-1: any).
+// its data, when at version ver (-1: any): a Stat read (kindOn), then
+// the set-data at the version read, checked to be that znode
+// (setChecked). A file deleted or written meanwhile is read again: NoNode
+// once it is no file, BadVersion when ver no longer matches.
 func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
-	st, err := c.fileStat(ctx, p)
-	if err != nil {
-		return err
-	}
-	if ver != -1 && ver != st.Version {
-		return topo.NewError(topo.BadVersion, p)
-	}
-	s, err := c.live(ctx, p)
-	if err != nil {
-		return err
-	}
-	// The files below may all go meanwhile (another Delete, at once): then
-	// the emptied znode, childless, would read as an empty file. So it is
-	// read behind the set and removed when empty, as Delete's parent
-	// (TestDeleteFileWithChildrenRacingLastChild).
 	zp := c.zkPath(p)
-	setRes := sendFirst(s, opSetData, zp, func() error {
-		return c.do(ctx, p, func() error { _, err := s.zk.Set(zp, nil, st.Version); return err })
-	})
-	behind := c.readBehind(ctx, s, p, zp)
-	if err := <-setRes; err != nil {
-		return c.convert(err, p)
+	for attempt := 0; ; attempt++ {
+		r := c.kindOn(ctx, nil, p, zp)
+		if r.err != nil {
+			return c.convert(r.err, p)
+		}
+		if !r.exists || !isFile(r.st) {
+			return topo.NewError(topo.NoNode, p)
+		}
+		if ver != -1 && ver != r.st.Version {
+			return topo.NewError(topo.BadVersion, p)
+		}
+		if attempt >= 10 {
+			return backendkit.Wrap(topo.ResourceExhausted, p, errDeleteContention)
+		}
+		s, err := c.live(ctx, p)
+		if err != nil {
+			return err
+		}
+		// The files below may all go meanwhile (another Delete, at once):
+		// then the emptied znode, childless, would read as an empty file.
+		// So it is read behind the set and removed when empty, as Delete's
+		// parent (TestDeleteFileWithChildrenRacingLastChild).
+		op := int32(opSetData)
+		if r.child != "" {
+			op = opMulti // setChecked's, whose first path is zp
+		}
+		setRes := sendFirst(s, op, zp, func() error {
+			return c.do(ctx, p, func() error { _, err := setChecked(s.zk, zp, nil, r.st.Version, r.child); return err })
+		})
+		behind := c.readBehind(ctx, s, p, zp)
+		err = <-setRes
+		if err == nil {
+			c.removeIfEmpty(ctx, behind, false)
+			return nil
+		}
+		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
+			return c.convert(err, p)
+		}
+		// Written, deleted or re-created since the read: read it again.
 	}
-	c.removeIfEmpty(ctx, behind, false)
-	return nil
 }
+
+// errDeleteContention is the cause of the ResourceExhausted error of a
+// Delete of a file with files below it that other writers changed between
+// its read and its write at every attempt.
+var errDeleteContention = errors.New("zk2topo: concurrent writers changed the file between the read and the write of every attempt; nothing was deleted")
 
 // opErr is the op's own error of a one-op Txn's *topo.TxnError.
 func opErr(err error) error {

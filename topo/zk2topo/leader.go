@@ -87,7 +87,7 @@ func (c *Conn) enterElection(ctx context.Context, s *zkSession, p, dirZp, id str
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 10 {
 			return "", c.convert(err, p)
 		}
-		if err := c.makeDirs(ctx, p, dirZp+"/"+valuesDir, nil); err != nil {
+		if err := c.makeDirs(ctx, p, dirZp+"/"+valuesDir); err != nil {
 			return "", err
 		}
 	}

@@ -66,10 +66,12 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //   - CreateOp(p, c): creates of the missing parents (one that another
 //     write creates as a file is created once, as that file), then of p;
 //     over a znode that is only a directory, a set-data at its version (as
-//     Create).
+//     Create), and at the head of the multi a check that a child the
+//     read showed exists (roleSame, see setChecked).
 //   - DeleteOp(p, v): a delete (at v if given). A file with files below
 //     it, or that another CreateOp or UpdateOp writes below (keepsDir),
-//     is emptied by a set-data instead (as Delete) and read behind the
+//     is emptied by a set-data instead (as Delete; with a check of a
+//     child, as CreateOp's over a directory) and read behind the
 //     multi, no round trip more (unfiledPaths). For keepsDir, its Stat is
 //     read before the first multi (one round trip, with the Stats of the
 //     unversioned UpdateOps below it), which creates the directories
@@ -221,6 +223,9 @@ type opState struct {
 	statted bool
 	exists  bool
 	st      *zk.Stat
+	// child is a child's name the read showed, for CreateOp and DeleteOp
+	// (kindOn), "" when none.
+	child string
 	// missing lists the absent ancestors of the path (znode paths, top
 	// down), read after a create failed with NoNode.
 	missing []string
@@ -264,6 +269,7 @@ const (
 	roleEnd              // the last check of a multi with excluded ops: always fails
 	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
 	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
+	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see setChecked)
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -278,6 +284,15 @@ type mreq struct {
 func (t *txn) build() []mreq {
 	c := t.c
 	var out []mreq
+	// pre holds the checks of roleSame, first in the multi: of the
+	// state before it, as conditions (a DeleteOp of the Txn may delete the
+	// child checked).
+	var pre []mreq
+	same := func(i int, zp string) {
+		if child := t.st[i].child; child != "" {
+			pre = append(pre, mreq{&zk.CheckVersionRequest{Path: zp + "/" + child, Version: -1}, i, roleSame})
+		}
+	}
 	made := map[string]bool{} // znodes this multi creates
 	// The znodes the writes create as files: a missing parent of one write
 	// that another creates as a file is created once, as that write.
@@ -343,6 +358,7 @@ func (t *txn) build() []mreq {
 			}
 		case topo.TxnCreate:
 			if s.onlyDir() {
+				same(i, zp) // not a file re-created since at that version
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleDirToFile})
 			} else if !made[zp] { // else created already, as another write's parent
 				parents(i)
@@ -387,6 +403,7 @@ func (t *txn) build() []mreq {
 				if op.Version != backendkit.AnyVersion {
 					v = zkVersion(op.Version)
 				}
+				same(i, zp) // not a directory re-created since at that version
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: nil, Version: v}, i, roleUnfile})
 			} else {
 				out = append(out, mreq{&zk.DeleteRequest{Path: zp, Version: zkVersion(op.Version)}, i, roleMain})
@@ -396,7 +413,7 @@ func (t *txn) build() []mreq {
 	if len(t.excluded) > 0 {
 		out = append(out, mreq{&zk.CheckVersionRequest{Path: "/", Version: -2}, -1, roleEnd})
 	}
-	return out
+	return append(pre, out...)
 }
 
 // Encoded sizes of the parts of a multi request (jute: int32 lengths,
@@ -703,7 +720,9 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 			// requests before request j; otherwise leave it out and retry.
 			before := map[int]bool{}
 			for _, r := range m[:j] {
-				before[r.op] = true
+				if r.role != roleSame { // a check before the op's own requests
+					before[r.op] = true
+				}
 			}
 			passed := true
 			for i := range low {
@@ -804,8 +823,10 @@ func opFailure(err error) bool {
 }
 
 // failed handles zerr, the failure of request r, the first that failed in
-// a multi. It returns done with the Txn's error, or false after updating
-// the op states for another attempt.
+// a multi. It returns done with the Txn's error, or false for another
+// attempt: run then reads every op's Stat and ancestors (one round trip),
+// unless parents just read what the next multi needs. So failed reads
+// only where its decision depends on the read.
 func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	c := t.c
 	op := t.ops[r.op]
@@ -832,14 +853,14 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 			return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
 		}
 		return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NoNode, op.Path, errEntry))
-	case roleParent, roleCreate, roleKind, roleDirToFile, roleAt:
+	case roleParent, roleCreate, roleKind, roleDirToFile, roleAt, roleSame:
 		if r.role == roleParent || (r.role == roleCreate && errors.Is(zerr, zk.ErrNoNode)) {
 			return t.parents(ctx) // missing higher up, created meanwhile, or a parent went
 		}
-		return restat() // the Stat it was built on is stale
+		return false, nil // the Stat it was built on is stale: run reads again
 	case roleProbe:
 		if errors.Is(zerr, zk.ErrNoNode) || len(t.st[i].missing) > 0 {
-			return t.ancestors(ctx, i) // missing, or an ancestor appeared
+			return false, nil // missing, or an ancestor appeared: run reads the ancestors
 		}
 		if done, err := restat(); done {
 			return done, err
@@ -855,7 +876,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return fail(topo.NoNode)
 		}
-		return restat()
+		return false, nil // written meanwhile: run reads it again
 	}
 	// roleMain
 	switch {
@@ -878,12 +899,8 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		}
 		return false, nil
 	case op.Kind == topo.TxnUpdate:
-		if done, err := restat(); done { // absent: create it next
-			return done, err
-		}
-		if !t.st[i].exists {
-			return t.ancestors(ctx, i)
-		}
+		// Absent (the multi creates it next, with the missing ancestors run
+		// reads), or re-created since.
 		return false, nil
 	case op.Kind == topo.TxnDelete:
 		if errors.Is(zerr, zk.ErrNoNode) {
@@ -911,21 +928,35 @@ func (t *txn) stat(ctx context.Context, idx ...int) error {
 	for k, i := range idx {
 		zps[k] = t.c.zkPath(t.ops[i].Path)
 	}
-	res, err := t.statAll(ctx, zps, idx)
+	kids := make([]bool, len(idx))
+	for k, i := range idx {
+		kids[k] = t.kindRead(i)
+	}
+	res, err := t.statAll(ctx, zps, idx, kids)
 	if err != nil {
 		return err
 	}
 	for k, r := range res {
 		i := idx[k]
-		t.st[i].statted, t.st[i].exists, t.st[i].st = true, r.exists, r.st
+		t.st[i].statted, t.st[i].exists, t.st[i].st, t.st[i].child = true, r.exists, r.st, r.child
 	}
 	return nil
 }
 
+// kindRead reports whether op i's Stat is read with its children's names
+// (kindOn, the cost of an exists): a CreateOp or DeleteOp may write the
+// data of a znode read with children (roleDirToFile, roleUnfile), checked
+// to be that znode by one of them (roleSame).
+func (t *txn) kindRead(i int) bool {
+	k := t.ops[i].Kind
+	return k == topo.TxnCreate || k == topo.TxnDelete
+}
+
 // statAll reads the Stats of zps concurrently on the multi's session (one
-// round trip), and verifies the claims beside them. The error is verify's,
-// else the first failed read's, for the path of op owner[k].
-func (t *txn) statAll(ctx context.Context, zps []string, owner []int) ([]statRes, error) {
+// round trip), with their children's names where kids says so (kindOn),
+// and verifies the claims beside them. The error is verify's, else the
+// first failed read's, for the path of op owner[k].
+func (t *txn) statAll(ctx context.Context, zps []string, owner []int, kids []bool) ([]statRes, error) {
 	out := make([]statRes, len(zps))
 	var wg sync.WaitGroup
 	var verr error
@@ -933,6 +964,10 @@ func (t *txn) statAll(ctx context.Context, zps []string, owner []int) ([]statRes
 		wg.Go(func() { verr = t.verify(ctx) })
 	}
 	for k, zp := range zps {
+		if kids != nil && kids[k] {
+			wg.Go(func() { out[k] = t.c.kindOn(ctx, t.s, t.c.relPath(zp), zp) })
+			continue
+		}
 		wg.Go(func() { out[k] = t.c.statOn(ctx, t.s, t.c.relPath(zp), zp, false) })
 	}
 	wg.Wait()
@@ -995,6 +1030,7 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 	seen := map[string]int{} // znode path → index in zps
 	var zps []string
 	var owner []int // the first op whose read needs zps[k], for errors
+	var kids []bool // read with the children's names (kindRead)
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
 		read := ancestorsOf(zp)
@@ -1004,11 +1040,14 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 		for _, d := range read {
 			if _, ok := seen[d]; !ok {
 				seen[d] = len(zps)
-				zps, owner = append(zps, d), append(owner, i)
+				zps, owner, kids = append(zps, d), append(owner, i), append(kids, false)
 			}
 		}
+		if self && t.kindRead(i) {
+			kids[seen[zp]] = true
+		}
 	}
-	stats, err := t.statAll(ctx, zps, owner)
+	stats, err := t.statAll(ctx, zps, owner, kids)
 	if err != nil {
 		return err
 	}
@@ -1018,7 +1057,7 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 		s.missing = nil
 		if self {
 			r := stats[seen[zp]]
-			s.statted, s.exists, s.st = true, r.exists, r.st
+			s.statted, s.exists, s.st, s.child = true, r.exists, r.st, r.child
 			if r.exists {
 				continue
 			}
@@ -1044,18 +1083,6 @@ func ancestorsOf(zp string) []string {
 func (t *txn) lost() error {
 	i := slices.IndexFunc(t.ops, func(op backendkit.TxnOp) bool { return op.Kind == topo.TxnIfHeld })
 	return backendkit.TxnFailed(t.ops[i], topo.LockLost)
-}
-
-// ancestors reads which ancestors of op i's znode are absent (one round
-// trip) and records them for the next multi (see readAncestors).
-func (t *txn) ancestors(ctx context.Context, i int) (bool, error) {
-	if err := t.readAncestors(ctx, []int{i}, false); err != nil {
-		return true, err
-	}
-	if t.ops[i].Kind == topo.TxnIfAbsent {
-		t.st[i].statted = false
-	}
-	return false, nil
 }
 
 // unfiledPaths returns the znodes whose data the multi m empties

@@ -18,8 +18,9 @@ import (
 
 // ZooKeeper opcodes the tests of this file count.
 const (
-	opcodeExists = 3
-	opcodeMulti  = 14
+	opcodeExists       = 3
+	opcodeGetChildren2 = 12 // a Stat read with the children's names (kindOn)
+	opcodeMulti        = 14
 )
 
 // opCounter is a Dialer (Options.Dialer) whose connections count the
