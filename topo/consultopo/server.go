@@ -365,7 +365,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	cfg.Transport.MaxIdleConnsPerHost = 64
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
-	cfg.Transport.DialContext = dialer.DialContext
+	cfg.Transport.DialContext = trackedDial(dialer.DialContext)
 	// No gzip: compressing answers (claims' transactions) costs a nearby
 	// agent and client more CPU than it saves (a tenth of both's CPU per
 	// term, 300 candidates on one election).
@@ -454,8 +454,9 @@ func (e *noAnswerError) Error() string {
 }
 
 // boundedTransport bounds each request's wait for its response headers
-// (Options.RequestTimeout; timeout 0: no bound). Consul sends the body
-// with the headers.
+// (Options.RequestTimeout; timeout 0: no bound; Consul sends the body
+// with the headers) and aborts a request whose context ends without
+// closing a connection another request took meanwhile (requestGate).
 type boundedTransport struct {
 	base    http.RoundTripper
 	addr    string
@@ -464,38 +465,57 @@ type boundedTransport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.timeout <= 0 {
-		return t.base.RoundTrip(req)
+	if req.Context().Err() != nil {
+		if req.Body != nil {
+			_ = req.Body.Close() // as a RoundTripper must, even on error
+		}
+		return nil, context.Cause(req.Context())
 	}
+	g, ctx := newRequestGate(req.Context())
+	stop := context.AfterFunc(req.Context(), func() { g.abort(context.Cause(req.Context()), false) })
 	bound := t.timeout + blockingWait(req.URL.RawQuery)
-	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(bound, func() { cancel(errNoAnswer) })
+	var timer *time.Timer
+	if t.timeout > 0 {
+		timer = time.AfterFunc(bound, func() { g.abort(errNoAnswer, true) })
+	}
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() && context.Cause(ctx) == errNoAnswer {
-		// The bound passed (an answer just then may be cut off: dropped).
+	if timer != nil {
+		timer.Stop()
+	}
+	cause := g.roundTripped()
+	if cause != nil {
+		// Aborted (an answer just then may be cut off: dropped).
+		stop()
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		cancel(nil)
-		return nil, &noAnswerError{addr: t.addr, bound: bound}
+		g.cancel(nil)
+		if cause == errNoAnswer {
+			return nil, &noAnswerError{addr: t.addr, bound: bound}
+		}
+		return nil, cause
 	}
 	if err != nil {
-		cancel(nil)
+		stop()
+		g.cancel(nil)
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() {
+		stop()
+		g.cancel(nil)
+	}}
 	return resp, nil
 }
 
 // cancelOnClose releases a request's context when its body is closed.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelCauseFunc
+	cancel func()
 }
 
 func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel(nil)
+	b.cancel()
 	return err
 }
 
