@@ -87,7 +87,7 @@ func TestAbortSparesReusedConnection(t *testing.T) {
 			})
 		},
 	}
-	actx := httptrace.WithClientTrace(claimContext(s.ctx), aTrace)
+	actx := httptrace.WithClientTrace(claimContext(s.ctx, prioClaimOther), aTrace)
 	_, _, _ = c.kv.Get(c.key("missing"), c.consistentOptions(actx))
 	var bErr error
 	select {

@@ -322,7 +322,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 // session, on which the waiter's own entry lives, ends.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	wctx, cancel := backendkit.Linked(claimContext(ctx), c.ctx)
+	wctx, cancel := backendkit.Linked(claimContext(ctx, uint64(e.Token)), c.ctx)
 	defer cancel()
 	if s := c.currentShared(); s != nil {
 		stop := context.AfterFunc(s.ctx, cancel)

@@ -133,15 +133,19 @@ type Options struct {
 	// MaxBlockingQueries bounds the blocking queries of the Conn's watches
 	// (Watch, WatchRecursive, WaitForNewLeader, Observe, Client()'s) open
 	// at once, each holding an HTTP connection, so that its other requests
-	// stay below the agent's per-address cap (package doc, "Connections");
-	// a claim's own queries take no slot. A query past the bound waits,
-	// holding no connection, for a slot, first come first served, then
-	// asks from the index its watch last saw: nothing is missed, only
-	// delayed, behind k others by up to about ceil(k/bound)
-	// WatchPollDurations (a slot frees when a query is answered). Zero
-	// means DefaultMaxBlockingQueries; negative, no bound. Keep the sum of
-	// the bounds of all clients of one host below the agent's cap, with
-	// room for their other requests.
+	// stay below the agent's per-address cap (package doc, "Connections").
+	// A claim's own queries (waits of Lock and leadership, the watch of a
+	// held lock or term) have a bound of their own, half of it and at least
+	// two, so that a handover never waits behind idle watches. A query past
+	// a bound waits, holding no connection, for a slot (watches first come
+	// first served; claims' the nearest the head of its queue first, one
+	// slot kept for the heads' waits for the key), then asks from the index
+	// it last saw: nothing is missed, only delayed, behind k others by up
+	// to about ceil(k/bound) WatchPollDurations (a slot frees when a query
+	// is answered). Zero means DefaultMaxBlockingQueries; negative, no
+	// bound. Keep the sum of one and a half times the bounds of all clients
+	// of one host below the agent's cap, with room for their other
+	// requests.
 	MaxBlockingQueries int
 
 	// TxnMaxRequestBytes is the largest request body, in bytes, that Txn
@@ -253,12 +257,13 @@ type Conn struct {
 	claims.Claims
 	eng *claims.Engine
 
-	client    *api.Client
-	transport *http.Transport
-	slots     *querySlots // Options.MaxBlockingQueries
-	kv        *api.KV
-	root      string // canonical, "" for the whole KV store
-	opts      Options
+	client     *api.Client
+	transport  *http.Transport
+	slots      *querySlots // Options.MaxBlockingQueries, of watches
+	claimSlots *querySlots // of claims' own queries (claimSlotsFor)
+	kv         *api.KV
+	root       string // canonical, "" for the whole KV store
+	opts       Options
 
 	// ctx ends at Close; background work runs under it.
 	ctx    context.Context
@@ -376,8 +381,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)
 	}
 	// A blocking query waits for its slot before RequestTimeout starts.
-	slots := newQuerySlots(opts.MaxBlockingQueries)
-	httpClient.Transport = &slotTransport{slots: slots,
+	slots, claimSlots := newQuerySlots(opts.MaxBlockingQueries, 0), claimSlotsFor(opts.MaxBlockingQueries)
+	httpClient.Transport = &slotTransport{watches: slots, claims: claimSlots,
 		base: &boundedTransport{base: cfg.Transport, addr: cfg.Address, timeout: opts.RequestTimeout}}
 	cfg.HttpClient = httpClient
 	client, err := api.NewClient(cfg)
@@ -393,6 +398,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		client:     client,
 		transport:  cfg.Transport,
 		slots:      slots,
+		claimSlots: claimSlots,
 		kv:         client.KV(),
 		root:       r,
 		opts:       opts,
