@@ -178,7 +178,7 @@ func (c *Conn) orphan(pair *api.KVPair, sess *session) bool {
 // lives: whenever it reads stray, free runs (again while not done).
 func (c *Conn) watchLate(sess *session, key string, index uint64, until time.Time, stray func(*api.KVPair) bool, free func() bool) {
 	c.spawn(func() {
-		ctx, cancel := context.WithDeadline(claimContext(sess.ctx), until)
+		ctx, cancel := context.WithDeadline(claimContext(sess.ctx, prioClaimOther), until)
 		defer cancel()
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()
@@ -320,14 +320,14 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 // on e still queued takes the key and removes e, waking the next waiter
 // alone. While another session holds the key (the predecessor, or a
 // Vitess contender) it waits with consistent blocking queries; a
-// lock-delay is retried at most maxRetryWait apart; its queries take no
-// slot of Options.MaxBlockingQueries (claimContext). ErrNotHeld when the
+// lock-delay is retried at most maxRetryWait apart; its queries take a
+// slot of the claims' bound, ahead of waiters (claimContext). ErrNotHeld when the
 // session ended or e left the queue; NodeExists with a ForeignKeyError.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
 	c := d.c
 	sess := sessionOf(v)
 	key := d.storeKey(q)
-	actx, cancel := backendkit.Linked(claimContext(ctx), c.ctx)
+	actx, cancel := backendkit.Linked(claimContext(ctx, prioAcquire), c.ctx)
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
 	defer stop()

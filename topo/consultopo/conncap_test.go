@@ -79,19 +79,21 @@ func TestWatchesLeaveRoomUnderConnCap(t *testing.T) {
 	t.Logf("after the change: %d blocking queries out, %d waiting", held, waiting)
 }
 
-// TestQuerySlotsOrder checks the bound's semaphore: slots go to waiters in
-// the order they asked, and a waiter whose context ends holds nothing.
+// TestQuerySlotsOrder checks the bound's semaphore: slots go to waiters
+// by priority, in the order they asked within one, and a waiter whose
+// context ends holds nothing.
 func TestQuerySlotsOrder(t *testing.T) {
-	s := newQuerySlots(1)
-	require.NoError(t, s.acquire(context.Background()))
-	cctx, cancel := context.WithCancel(context.Background())
+	bg := context.Background()
+	s := newQuerySlots(1, 0)
+	require.NoError(t, s.acquire(bg, prioWatch))
+	cctx, cancel := context.WithCancel(bg)
 	gave := make(chan int, 3)
 	cancelled := make(chan error, 1)
-	go func() { cancelled <- s.acquire(cctx) }()
+	go func() { cancelled <- s.acquire(cctx, prioWatch) }()
 	waitWaiting(t, s, 1)
-	for i := range 2 {
+	for i, p := range []uint64{prioWatch, prioWatch, 7} {
 		go func() {
-			if s.acquire(context.Background()) == nil {
+			if s.acquire(bg, p) == nil {
 				gave <- i
 			}
 		}()
@@ -99,19 +101,45 @@ func TestQuerySlotsOrder(t *testing.T) {
 	}
 	cancel()
 	require.ErrorIs(t, <-cancelled, context.Canceled)
-	s.release()
-	require.Equal(t, 0, <-gave)
-	s.release()
-	require.Equal(t, 1, <-gave)
+	var order []int
+	for range 3 {
+		s.release()
+		order = append(order, <-gave)
+	}
+	require.Equal(t, []int{2, 0, 1}, order)
 	s.release()
 	held, waiting := s.usage()
 	require.Equal(t, [2]int{0, 0}, [2]int{held, waiting})
 
 	// No bound: never waits.
-	u := newQuerySlots(-1)
+	u := newQuerySlots(-1, 1)
 	for range 1000 {
-		require.NoError(t, u.acquire(context.Background()))
+		require.NoError(t, u.acquire(bg, prioWatch))
 	}
+}
+
+// TestQuerySlotsReserve: the claim bound's last free slot goes to a
+// head's wait for the key alone, also past waiters that asked first.
+func TestQuerySlotsReserve(t *testing.T) {
+	bg := context.Background()
+	s := claimSlotsFor(3) // two slots, one kept
+	require.NoError(t, s.acquire(bg, 5))
+	gave := make(chan uint64, 2)
+	for _, p := range []uint64{6, prioAcquire} {
+		go func() {
+			if s.acquire(bg, p) == nil {
+				gave <- p
+			}
+		}()
+		if p == 6 {
+			waitWaiting(t, s, 1)
+		}
+	}
+	require.Equal(t, uint64(prioAcquire), <-gave) // the waiter of 6 still waits
+	s.release()                                   // the query of 5's: the one free slot is still kept
+	waitWaiting(t, s, 1)
+	s.release() // the acquire's
+	require.Equal(t, uint64(6), <-gave)
 }
 
 // waitWaiting polls until s has n waiters.
@@ -124,7 +152,7 @@ func waitWaiting(t *testing.T, s *querySlots, n int) {
 // beyond the test's deadline), a Lock waiting on the same Conn still gets
 // its handover, and a second one after it: a claim's own blocking queries
 // (the wait for the predecessor and the key, the watch of the held key)
-// take no slot.
+// take no slot of the watches' bound.
 func TestClaimsTakeNoSlot(t *testing.T) {
 	const bound = 2
 	opts := testOptions()

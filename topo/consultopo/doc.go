@@ -88,9 +88,10 @@
 // an HTTP connection to the agent, which refuses every request of a client
 // address past limits.http_max_conns_per_client connections (default 200)
 // with ResourceExhausted. Options.MaxBlockingQueries bounds the Conn's
-// open queries of watches, not a claim's own (waits, held locks' and
-// terms' watches), so a handover never waits behind idle watches; Watch
-// calls of one file share one query (docs/layout-consul.md, "Watches").
+// open queries of watches, and half of it those of claims (waits, held
+// locks' and terms' watches), apart, so a handover never waits behind
+// idle watches; Watch calls of one file share one query
+// (docs/layout-consul.md, "Watches").
 //
 // # Errors
 //

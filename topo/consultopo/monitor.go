@@ -22,7 +22,7 @@ func (d driver) Monitor(q claims.Queue, v *claims.Session, e claims.Entry, done 
 	sess := sessionOf(v)
 	key, _ := splitGranted(e)
 	c.spawn(func() {
-		ctx, cancel := backendkit.Linked(claimContext(sess.ctx), c.ctx)
+		ctx, cancel := backendkit.Linked(claimContext(sess.ctx, prioClaimOther), c.ctx)
 		defer cancel()
 		go func() {
 			select {

@@ -110,12 +110,20 @@ func namedTail(key string, resp *api.TxnResponse) *api.KVPair {
 }
 
 // dropTail deletes tail unless it changed since it was read, so that an
-// empty queue leaves no key behind (else its session deletes it).
+// empty queue leaves no key behind (else its session deletes it). The
+// index alone does not prove the key is the one read: an agent that lost
+// its state counts indexes again, and another client's write can land at
+// it; the key's session is checked too (TestStaleTailDropAcrossIndexReuse).
 func (c *Conn) dropTail(ctx context.Context, tail *api.KVPair) {
-	_, _, _ = c.txn(ctx, api.TxnOps{
+	ops := api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: tail.Key, Index: tail.ModifyIndex}},
+		{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: tail.Key, Session: tail.Session}},
 		{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: tail.Key}},
-	})
+	}
+	if tail.Session == "" { // not written by an enqueue: the index alone
+		ops = slices.Delete(ops, 1, 2)
+	}
+	_, _, _ = c.txn(ctx, ops)
 }
 
 // dropTailLater runs dropTail in the background (not to delay the grant)
@@ -314,7 +322,7 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 // session, on which the waiter's own entry lives, ends.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
-	wctx, cancel := backendkit.Linked(claimContext(ctx), c.ctx)
+	wctx, cancel := backendkit.Linked(claimContext(ctx, uint64(e.Token)), c.ctx)
 	defer cancel()
 	if s := c.currentShared(); s != nil {
 		stop := context.AfterFunc(s.ctx, cancel)

@@ -133,15 +133,19 @@ type Options struct {
 	// MaxBlockingQueries bounds the blocking queries of the Conn's watches
 	// (Watch, WatchRecursive, WaitForNewLeader, Observe, Client()'s) open
 	// at once, each holding an HTTP connection, so that its other requests
-	// stay below the agent's per-address cap (package doc, "Connections");
-	// a claim's own queries take no slot. A query past the bound waits,
-	// holding no connection, for a slot, first come first served, then
-	// asks from the index its watch last saw: nothing is missed, only
-	// delayed, behind k others by up to about ceil(k/bound)
-	// WatchPollDurations (a slot frees when a query is answered). Zero
-	// means DefaultMaxBlockingQueries; negative, no bound. Keep the sum of
-	// the bounds of all clients of one host below the agent's cap, with
-	// room for their other requests.
+	// stay below the agent's per-address cap (package doc, "Connections").
+	// A claim's own queries (waits of Lock and leadership, the watch of a
+	// held lock or term) have a bound of their own, half of it and at least
+	// two, so that a handover never waits behind idle watches. A query past
+	// a bound waits, holding no connection, for a slot (watches first come
+	// first served; claims' the nearest the head of its queue first, one
+	// slot kept for the heads' waits for the key), then asks from the index
+	// it last saw: nothing is missed, only delayed, behind k others by up
+	// to about ceil(k/bound) WatchPollDurations (a slot frees when a query
+	// is answered). Zero means DefaultMaxBlockingQueries; negative, no
+	// bound. Keep the sum of one and a half times the bounds of all clients
+	// of one host below the agent's cap, with room for their other
+	// requests.
 	MaxBlockingQueries int
 
 	// TxnMaxRequestBytes is the largest request body, in bytes, that Txn
@@ -253,12 +257,13 @@ type Conn struct {
 	claims.Claims
 	eng *claims.Engine
 
-	client    *api.Client
-	transport *http.Transport
-	slots     *querySlots // Options.MaxBlockingQueries
-	kv        *api.KV
-	root      string // canonical, "" for the whole KV store
-	opts      Options
+	client     *api.Client
+	transport  *http.Transport
+	slots      *querySlots // Options.MaxBlockingQueries, of watches
+	claimSlots *querySlots // of claims' own queries (claimSlotsFor)
+	kv         *api.KV
+	root       string // canonical, "" for the whole KV store
+	opts       Options
 
 	// ctx ends at Close; background work runs under it.
 	ctx    context.Context
@@ -365,7 +370,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	cfg.Transport.MaxIdleConnsPerHost = 64
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
-	cfg.Transport.DialContext = dialer.DialContext
+	cfg.Transport.DialContext = trackedDial(dialer.DialContext)
 	// No gzip: compressing answers (claims' transactions) costs a nearby
 	// agent and client more CPU than it saves (a tenth of both's CPU per
 	// term, 300 candidates on one election).
@@ -376,8 +381,8 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		return nil, backendkit.Wrap(topo.InvalidArgument, cfg.Address, err)
 	}
 	// A blocking query waits for its slot before RequestTimeout starts.
-	slots := newQuerySlots(opts.MaxBlockingQueries)
-	httpClient.Transport = &slotTransport{slots: slots,
+	slots, claimSlots := newQuerySlots(opts.MaxBlockingQueries, 0), claimSlotsFor(opts.MaxBlockingQueries)
+	httpClient.Transport = &slotTransport{watches: slots, claims: claimSlots,
 		base: &boundedTransport{base: cfg.Transport, addr: cfg.Address, timeout: opts.RequestTimeout}}
 	cfg.HttpClient = httpClient
 	client, err := api.NewClient(cfg)
@@ -393,6 +398,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		client:     client,
 		transport:  cfg.Transport,
 		slots:      slots,
+		claimSlots: claimSlots,
 		kv:         client.KV(),
 		root:       r,
 		opts:       opts,
@@ -454,8 +460,9 @@ func (e *noAnswerError) Error() string {
 }
 
 // boundedTransport bounds each request's wait for its response headers
-// (Options.RequestTimeout; timeout 0: no bound). Consul sends the body
-// with the headers.
+// (Options.RequestTimeout; timeout 0: no bound; Consul sends the body
+// with the headers) and aborts a request whose context ends without
+// closing a connection another request took meanwhile (requestGate).
 type boundedTransport struct {
 	base    http.RoundTripper
 	addr    string
@@ -464,38 +471,57 @@ type boundedTransport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.timeout <= 0 {
-		return t.base.RoundTrip(req)
+	if req.Context().Err() != nil {
+		if req.Body != nil {
+			_ = req.Body.Close() // as a RoundTripper must, even on error
+		}
+		return nil, context.Cause(req.Context())
 	}
+	g, ctx := newRequestGate(req.Context())
+	stop := context.AfterFunc(req.Context(), func() { g.abort(context.Cause(req.Context()), false) })
 	bound := t.timeout + blockingWait(req.URL.RawQuery)
-	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(bound, func() { cancel(errNoAnswer) })
+	var timer *time.Timer
+	if t.timeout > 0 {
+		timer = time.AfterFunc(bound, func() { g.abort(errNoAnswer, true) })
+	}
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() && context.Cause(ctx) == errNoAnswer {
-		// The bound passed (an answer just then may be cut off: dropped).
+	if timer != nil {
+		timer.Stop()
+	}
+	cause := g.roundTripped()
+	if cause != nil {
+		// Aborted (an answer just then may be cut off: dropped).
+		stop()
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		cancel(nil)
-		return nil, &noAnswerError{addr: t.addr, bound: bound}
+		g.cancel(nil)
+		if cause == errNoAnswer {
+			return nil, &noAnswerError{addr: t.addr, bound: bound}
+		}
+		return nil, cause
 	}
 	if err != nil {
-		cancel(nil)
+		stop()
+		g.cancel(nil)
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() {
+		stop()
+		g.cancel(nil)
+	}}
 	return resp, nil
 }
 
 // cancelOnClose releases a request's context when its body is closed.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelCauseFunc
+	cancel func()
 }
 
 func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel(nil)
+	b.cancel()
 	return err
 }
 

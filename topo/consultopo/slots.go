@@ -1,115 +1,164 @@
 package consultopo
 
 import (
-	"container/list"
 	"context"
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 )
 
-// DefaultMaxBlockingQueries is Options.MaxBlockingQueries's default: half
-// of Consul's default limits.http_max_conns_per_client (200), the other
-// half left to the Conn's other requests and other clients of the address.
+// DefaultMaxBlockingQueries is Options.MaxBlockingQueries's default: with
+// the claims' bound (half of it) 150 of Consul's default
+// limits.http_max_conns_per_client (200), the rest left to the Conn's
+// other requests and other clients of the address.
 const DefaultMaxBlockingQueries = 100
 
-// querySlots is a Conn's bound on its concurrent blocking queries
-// (Options.MaxBlockingQueries): a counting semaphore granting slots in the
-// order asked.
+// querySlots is a bound on concurrent blocking queries: a counting
+// semaphore granting slots by priority (the smallest first; claimContext),
+// in the order asked within one. The last reserved free slots go to
+// prioAcquire queries alone.
 type querySlots struct {
-	mu      sync.Mutex
-	free    int       // slots not held, while waiting is empty
-	waiting list.List // of chan struct{}, closed when granted, oldest first
-	held    int       // slots held (a test hook reads it)
+	mu       sync.Mutex
+	free     int
+	reserved int
+	waiting  []*slotWait // in the order asked
+	held     int         // slots held (a test hook reads it)
 }
 
-// newQuerySlots returns n slots; negative n, no bound.
-func newQuerySlots(n int) *querySlots {
+// slotWait is a query's wait for a slot.
+type slotWait struct {
+	prio    uint64
+	granted chan struct{} // closed once the slot is the query's
+}
+
+// Query priorities (claimContext): the head's wait for the key first,
+// then waiters by their predecessor's token (the earlier, the nearer the
+// head), then the claims' other queries (a held key's watch, a late
+// write's), then watches.
+const (
+	prioAcquire    = 0
+	prioClaimOther = math.MaxUint64 - 1
+	prioWatch      = math.MaxUint64
+)
+
+// newQuerySlots returns n slots, the last reserved of them for
+// prioAcquire queries; negative n, no bound.
+func newQuerySlots(n, reserved int) *querySlots {
 	if n < 0 {
-		n = math.MaxInt
+		n, reserved = math.MaxInt, 0
 	}
-	return &querySlots{free: n}
+	return &querySlots{free: n, reserved: reserved}
 }
 
-// acquire takes a slot, waiting behind earlier callers while none is
-// free, or returns ctx's error (holding nothing).
-func (s *querySlots) acquire(ctx context.Context) error {
+// acquire takes a slot for a query of priority prio, waiting while none is
+// free to it or better queries wait, or returns ctx's error (holding
+// nothing).
+func (s *querySlots) acquire(ctx context.Context, prio uint64) error {
+	w := &slotWait{prio: prio, granted: make(chan struct{})}
 	s.mu.Lock()
-	if s.free > 0 && s.waiting.Len() == 0 {
-		s.free--
-		s.held++
-		s.mu.Unlock()
-		return nil
-	}
-	ch := make(chan struct{})
-	e := s.waiting.PushBack(ch)
+	s.waiting = append(s.waiting, w)
+	s.dispatch()
 	s.mu.Unlock()
 	select {
-	case <-ch:
+	case <-w.granted:
 		return nil
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
 	select {
-	case <-ch: // granted meanwhile: hand it on
+	case <-w.granted: // granted meanwhile: hand it on
 		s.mu.Unlock()
 		s.release()
 	default:
-		s.waiting.Remove(e)
+		s.waiting = slices.DeleteFunc(s.waiting, func(o *slotWait) bool { return o == w })
 		s.mu.Unlock()
 	}
 	return ctx.Err()
 }
 
-// release returns a slot, granting it to the oldest waiter if any.
+// dispatch grants free slots to the best waiters they may go to. s.mu is
+// held.
+func (s *querySlots) dispatch() {
+	for s.free > 0 {
+		best := -1
+		for i, w := range s.waiting {
+			if (w.prio == prioAcquire || s.free > s.reserved) && (best < 0 || w.prio < s.waiting[best].prio) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		w := s.waiting[best]
+		s.waiting = slices.Delete(s.waiting, best, best+1)
+		s.free--
+		s.held++
+		close(w.granted)
+	}
+}
+
+// release returns a slot, granting it to the best waiter if any.
 func (s *querySlots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.waiting.Front(); e != nil {
-		s.waiting.Remove(e)
-		close(e.Value.(chan struct{})) // the slot passes on: held unchanged
-		return
-	}
 	s.free++
 	s.held--
+	s.dispatch()
 }
 
-// usage returns the slots held and the callers waiting for one.
+// usage returns the slots held and the queries waiting for one.
 func (s *querySlots) usage() (held, waiting int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.held, s.waiting.Len()
+	return s.held, len(s.waiting)
 }
 
 // claimQuery marks the context of a claim's own blocking query (see
 // claimContext).
 type claimQuery struct{}
 
-// claimContext marks ctx's blocking queries as a claim's own (a waiter's
-// wait for its predecessor or the key, the watch on a held key): they take
-// no slot, since a handover must not wait behind idle watches (up to a
-// WatchPollDuration each), and their number is bounded by the Conn's
-// contenders and claims.
-func claimContext(ctx context.Context) context.Context {
-	return context.WithValue(ctx, claimQuery{}, true)
+// claimContext marks ctx's blocking queries as a claim's own, of priority
+// prio (prioAcquire, a waiter's predecessor's token, prioClaimOther): they
+// take a slot of the Conn's claim bound, not of its watches' (a handover
+// must not wait behind idle watches, up to a WatchPollDuration each), the
+// nearest the head first, a slot kept for the heads' waits for the key.
+func claimContext(ctx context.Context, prio uint64) context.Context {
+	return context.WithValue(ctx, claimQuery{}, prio)
+}
+
+// claimSlotsFor returns the claim bound of a Conn whose watches' bound is
+// n (Options.MaxBlockingQueries): half of it, at least two, one of them
+// kept for the heads' waits for the key; negative n, no bound.
+func claimSlotsFor(n int) *querySlots {
+	if n < 0 {
+		return newQuerySlots(-1, 0)
+	}
+	return newQuerySlots(max(2, n/2), 1)
 }
 
 // slotTransport holds a slot for each blocking query (index above 0; see
-// blockingWait) but a claim's own (claimContext) from before it is sent
-// until its answer is read or its body closed, so that a query waiting for
-// a slot holds no connection. Other requests pass straight through.
+// blockingWait), of claims for a claim's own (claimContext), else of
+// watches, from before it is sent until its answer is read or its body
+// closed, so that a query waiting for a slot holds no connection. Other
+// requests pass straight through.
 type slotTransport struct {
-	base  http.RoundTripper
-	slots *querySlots
+	base    http.RoundTripper
+	watches *querySlots
+	claims  *querySlots
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *slotTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if blockingWait(req.URL.RawQuery) == 0 || req.Context().Value(claimQuery{}) != nil {
+	if blockingWait(req.URL.RawQuery) == 0 {
 		return t.base.RoundTrip(req)
 	}
-	if err := t.slots.acquire(req.Context()); err != nil {
+	slots, prio := t.watches, uint64(prioWatch)
+	if p, ok := req.Context().Value(claimQuery{}).(uint64); ok {
+		slots, prio = t.claims, p
+	}
+	if err := slots.acquire(req.Context(), prio); err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close() // as a RoundTripper must, even on error
 		}
@@ -117,10 +166,10 @@ func (t *slotTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
-		t.slots.release()
+		slots.release()
 		return nil, err
 	}
-	resp.Body = &releaseOnEOF{ReadCloser: resp.Body, release: t.slots.release}
+	resp.Body = &releaseOnEOF{ReadCloser: resp.Body, release: slots.release}
 	return resp, nil
 }
 
