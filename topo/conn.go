@@ -347,7 +347,13 @@ type LeaderParticipation interface {
 	// WaitForLeadership blocks until this participant leads, then returns a
 	// context that is cancelled when leadership is lost or Stop is called.
 	// After Stop it returns Interrupted. Calling it again while leading
-	// returns the same context.
+	// returns the same context. On etcd and Consul, whose stores can take
+	// a term away while its session lives (its key deleted or written by
+	// another client), the leader's watch of its key starts at its first
+	// look (a method of the context, Term or Proclaim), after one read of
+	// the key that makes that look see a term already taken away ended; it
+	// waits for that read (at most 2 s). A term its leader never looks at
+	// costs no watch.
 	WaitForLeadership() (context.Context, error)
 
 	// Term returns the participant's current leadership term as a Fence:

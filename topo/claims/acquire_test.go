@@ -18,6 +18,7 @@ type acquirer struct {
 	mu       sync.Mutex
 	acquired []claims.Entry
 	watched  []claims.Entry
+	gone     bool // Held reports every entry taken away
 }
 
 func (a *acquirer) Acquire(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) (claims.Entry, error) {
@@ -60,9 +61,14 @@ func TestAcquireStepGrantsAndMonitors(t *testing.T) {
 
 	p, err := e.NewLeaderParticipation("el", "id")
 	require.NoError(t, err)
-	_, err = p.WaitForLeadership()
+	lctx, err := p.WaitForLeadership()
 	require.NoError(t, err)
-	require.Len(t, a.watched, 2, "Monitor at once for a term")
+	require.Len(t, a.watched, 1, "no Monitor before the term's first look")
+	_ = lctx.Done()
+	require.NoError(t, lctx.Err())
+	_, err = p.Term()
+	require.NoError(t, err)
+	require.Len(t, a.watched, 2, "Monitor once, at the term's first look")
 	p.Stop()
 
 	// An entry granted by Create: no List, no Acquire.
@@ -88,6 +94,71 @@ func (g *grantingDriver) Create(ctx context.Context, q claims.Queue, contents st
 	e, s, err := g.acquirer.Create(ctx, q, contents, o)
 	e.Granted = true
 	return e, s, err
+}
+
+// Held reads the queue entry behind a granted one; false once taken
+// away (gone).
+func (a *acquirer) Held(ctx context.Context, q claims.Queue, s *claims.Session, e claims.Entry) (bool, error) {
+	a.mu.Lock()
+	gone := a.gone
+	a.mu.Unlock()
+	if gone {
+		return false, nil
+	}
+	if e.Token > 1000 {
+		e.Token -= 1000
+	}
+	return a.driver.Held(ctx, q, s, e)
+}
+
+// TestTermLookReadsFirst: on a driver with a Monitor, a term whose entry
+// the store took away before its leader first looked is seen ended at
+// that look, whichever it is (the leadership context's Err, Done, a
+// derived context, Term, Proclaim), and no Monitor starts for it.
+func TestTermLookReadsFirst(t *testing.T) {
+	type proclaimer interface {
+		Proclaim(context.Context, []byte) error
+	}
+	looks := map[string]func(t *testing.T, lctx context.Context, p proclaimer, term func() error){
+		"Err": func(t *testing.T, lctx context.Context, _ proclaimer, _ func() error) {
+			require.Error(t, lctx.Err())
+		},
+		"Done": func(t *testing.T, lctx context.Context, _ proclaimer, _ func() error) {
+			<-lctx.Done()
+		},
+		"derived": func(t *testing.T, lctx context.Context, _ proclaimer, _ func() error) {
+			c, cancel := context.WithCancel(lctx)
+			defer cancel()
+			require.Error(t, c.Err())
+		},
+		"Term": func(t *testing.T, _ context.Context, _ proclaimer, term func() error) {
+			require.Error(t, term())
+		},
+		"Proclaim": func(t *testing.T, _ context.Context, p proclaimer, _ func() error) {
+			require.Error(t, p.Proclaim(t.Context(), []byte("v")))
+		},
+	}
+	for name, look := range looks {
+		t.Run(name, func(t *testing.T) {
+			a := &acquirer{driver: &driver{s: newStore()}}
+			e := claims.New(a, claims.Options{})
+			p, err := e.NewLeaderParticipation("el", "id")
+			require.NoError(t, err)
+			defer p.Stop()
+			lctx, err := p.WaitForLeadership()
+			require.NoError(t, err)
+			a.mu.Lock()
+			a.gone = true
+			a.mu.Unlock()
+			look(t, lctx, p, func() error { _, err := p.Term(); return err })
+			require.Error(t, lctx.Err(), "the term taken away is ended at its first look")
+			_, err = p.Term()
+			require.Error(t, err)
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			require.Empty(t, a.watched, "no Monitor for a term found ended")
+		})
+	}
 }
 
 // Delete removes the queue entry behind a granted one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
@@ -118,6 +119,51 @@ func (cl *claim) monitor() {
 		cl.monitorOnce.Do(func() { m.Monitor(cl.q, cl.sess, cl.current(), cl.Done()) })
 	}
 }
+
+// lookTimeout bounds the read of a term's first look (see look).
+const lookTimeout = 2 * time.Second
+
+// look is a granted term's first look by its leader (its leadership
+// context used, Term, Proclaim): on a driver with a Monitor the watch
+// starts then, not at the grant, so a term nobody looks at (its leader
+// steps down at once) costs no watch. First one read (Driver.Held, at
+// most lookTimeout) tells whether the store took the term away since the
+// grant, and ends it lost if so: the look then already sees it ended,
+// which a watch only started could not promise. A read that fails leaves
+// that to the watch. Concurrent first looks wait for the read; later
+// looks cost an atomic load.
+func (cl *claim) look() {
+	m := cl.eng.monitor
+	if m == nil {
+		return
+	}
+	cl.monitorOnce.Do(func() {
+		if cl.err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), lookTimeout)
+		held, err := cl.eng.d.Held(ctx, cl.q, cl.sess, cl.current())
+		cancel()
+		if err == nil && !held {
+			cl.end(stateLost)
+			return
+		}
+		m.Monitor(cl.q, cl.sess, cl.current(), cl.Done())
+	})
+}
+
+// termContext is a term's leadership context on a driver with a Monitor:
+// the context WaitForLeadership and Campaign return, whose every method
+// first runs the term's look.
+type termContext struct {
+	context.Context
+	cl *claim
+}
+
+func (c *termContext) Deadline() (time.Time, bool) { c.cl.look(); return c.Context.Deadline() }
+func (c *termContext) Done() <-chan struct{}       { c.cl.look(); return c.Context.Done() }
+func (c *termContext) Err() error                  { c.cl.look(); return c.Context.Err() }
+func (c *termContext) Value(key any) any           { c.cl.look(); return c.Context.Value(key) }
 
 func newClaim(eng *Engine, q Queue, e Entry, s *Session, cancel context.CancelCauseFunc) *claim {
 	cl := &claim{}

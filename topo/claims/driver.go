@@ -170,8 +170,9 @@ type Acquirer interface {
 // Monitor is an optional part of a Driver whose store can take a granted
 // entry away while its session lives (Consul: a key deleted or written by
 // another client). The engine calls Monitor once per claim: for a term
-// when it is granted (or resumed), for a lock on the first call of its
-// Done. Monitor returns at once; until done closes it watches e in the
+// at its leader's first look (a method of its leadership context, Term,
+// Proclaim), after a Held read that finds it still held, or when it is
+// resumed; for a lock on the first call of its Done. Monitor returns at once; until done closes it watches e in the
 // background and, when the store shows e no longer held, ends the claim
 // with s.LoseEntry(e.Key, e.Token).
 type Monitor interface {

@@ -225,8 +225,11 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			return nil, err
 		}
 		lctx = c
+		if p.e.monitor != nil {
+			lctx = &termContext{Context: c, cl: cl}
+		}
 		p.mu.Lock()
-		p.cur, p.lctx, p.leading = cl, c, nil
+		p.cur, p.lctx, p.leading = cl, lctx, nil
 		p.mu.Unlock()
 		if isClosed(p.stop) { // Stop ran meanwhile and did not see cl
 			p.withdraw(cl)
@@ -245,7 +248,6 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		return nil, err
 	}
 	p.leading = cl
-	cl.monitor()
 	return lctx, nil
 }
 
@@ -305,11 +307,16 @@ func (p *participation) Term() (topo.Fence, error) {
 		return nil, err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.leading == nil || p.leading.err() != nil {
+	cl := p.leading
+	p.mu.Unlock()
+	if cl == nil {
 		return nil, topo.NewError(topo.NotLeader, p.q.Path)
 	}
-	return p.leading, nil
+	cl.look()
+	if cl.err() != nil {
+		return nil, topo.NewError(topo.NotLeader, p.q.Path)
+	}
+	return cl, nil
 }
 
 // Proclaim implements topo.LeaderParticipation: one request guarded in the
@@ -334,6 +341,9 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 	p.mu.Lock()
 	cl := p.leading
 	p.mu.Unlock()
+	if cl != nil {
+		cl.look()
+	}
 	if cl == nil || cl.err() != nil {
 		return topo.NewError(topo.NotLeader, p.q.Path)
 	}

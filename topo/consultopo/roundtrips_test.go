@@ -51,6 +51,7 @@ func TestRoundTrips(t *testing.T) {
 
 	var v topo.Version
 	var lp topo.LeaderParticipation
+	var lctx context.Context
 	for _, op := range []struct {
 		name string
 		run  func() error
@@ -84,10 +85,11 @@ func TestRoundTrips(t *testing.T) {
 		{"Txn", func() (err error) { _, err = c.Txn(ctx, topo.CreateOp("d/t", []byte("x"))); return }},
 		{"NewLeaderParticipation + WaitForLeadership", func() (err error) {
 			if lp, err = c.NewLeaderParticipation("e", "id"); err == nil {
-				_, err = lp.WaitForLeadership()
+				lctx, err = lp.WaitForLeadership()
 			}
 			return
 		}},
+		{"First look at a term", func() error { return lctx.Err() }},
 		{"GetCurrentLeaderID", func() (err error) { _, err = lp.GetCurrentLeaderID(ctx); return }},
 		{"Stop", func() error { lp.Stop(); return nil }},
 		{"Watch", func() error {

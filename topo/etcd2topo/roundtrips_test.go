@@ -120,7 +120,9 @@ func TestRoundTrips(t *testing.T) {
 	// Elections.
 	p, err := c.NewLeaderParticipation("e", "me")
 	require.NoError(t, err)
-	count("WaitForLeadership", func() { _, err = p.WaitForLeadership(); require.NoError(t, err) })
+	var lctx context.Context
+	count("WaitForLeadership", func() { lctx, err = p.WaitForLeadership(); require.NoError(t, err) })
+	count("First look at a term", func() { require.NoError(t, lctx.Err()) })
 	count("Proclaim", func() { require.NoError(t, p.Proclaim(ctx, []byte("v"))) })
 	count("Leader", func() { _, err = p.Leader(ctx); require.NoError(t, err) })
 	count("GetCurrentLeaderID", func() { _, err = p.GetCurrentLeaderID(ctx); require.NoError(t, err) })
