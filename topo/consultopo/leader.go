@@ -95,7 +95,8 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 
 // SetValue implements claims.Driver (Proclaim): one transaction checking
 // the election key's token and writing the value key. A failed check ends
-// the term (Session.LoseEntry): ErrNotHeld, nothing written.
+// the term (Session.LoseEntry): ErrNotHeld, nothing written; so does a
+// session the agent no longer knows (an agent that restarted empty).
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, val []byte) error {
 	if len(val) > maxTxnValue {
 		return errLeaderValueSize(q.Path)
@@ -112,7 +113,8 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	switch {
 	case err != nil:
 		return err
-	case !ok && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0:
+	case !ok && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0,
+		!ok && classifyRollback(resp) == rollbackBadSession: // the agent no longer knows the session
 		v.LoseEntry(e.Key, e.Token)
 		return claims.ErrNotHeld
 	case !ok:
