@@ -123,6 +123,7 @@ func groups() []struct {
 			{"NeverMoreThanLimit", testSemaphoreNeverMore},
 			{"UnlockGivenUp", testSemaphoreUnlockGivenUp},
 			{"UnlockEndsFenceFirst", testSemaphoreUnlockEndsFenceFirst},
+			{"WaiterLosesQueue", testSemaphoreWaiterLosesQueue},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},
