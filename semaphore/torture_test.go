@@ -13,15 +13,21 @@ import (
 
 	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/consultopo"
+	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/zk2topo"
+	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // tortureStore is what the torture needs of a store.
 type tortureStore struct {
-	open   func(t *testing.T) topo.Conn
-	expire func(t *testing.T, c topo.Conn) // returns once c noticed
+	open func(t *testing.T) topo.Conn
+	// expire drops c's session and returns once c noticed; nil: the
+	// store has no such control here, and c is closed instead.
+	expire func(t *testing.T, c topo.Conn)
 }
 
 func tortureStores(t *testing.T) map[string]func(t *testing.T) tortureStore {
@@ -37,6 +43,24 @@ func tortureStores(t *testing.T) map[string]func(t *testing.T) tortureStore {
 				},
 				expire: func(t *testing.T, c topo.Conn) { c.(*memorytopo.Conn).ExpireSession() },
 			}
+		},
+		"zookeeper": func(t *testing.T) tortureStore {
+			addr := zktest.Start(t)
+			return tortureStore{open: func(t *testing.T) topo.Conn {
+				c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, "/sem")
+				require.NoError(t, err)
+				t.Cleanup(c.Close)
+				return c
+			}}
+		},
+		"consul": func(t *testing.T) tortureStore {
+			addr := consultest.Start(t)
+			return tortureStore{open: func(t *testing.T) topo.Conn {
+				c, err := consultopo.NewConn(consultopo.Options{Address: addr, MinSessionTTL: consultest.SessionTTLMin}, "sem")
+				require.NoError(t, err)
+				t.Cleanup(c.Close)
+				return c
+			}}
 		},
 		"etcd": func(t *testing.T) tortureStore {
 			addr := etcdtest.Start(t)
@@ -59,8 +83,9 @@ func tortureStores(t *testing.T) map[string]func(t *testing.T) tortureStore {
 
 // TestTorture: holders of a semaphore of capacity 2 acquire (some with a
 // context that ends at random), try to acquire, and leave every way:
-// Unlock, Unlock with an ended context, their session dropped, their
-// Conn closed. Whenever an Acquire returns, the holders that still
+// Unlock, Unlock with an ended context, their session dropped (memorytopo,
+// etcd; their Conn closed on ZooKeeper and Consul), their Conn closed.
+// Whenever an Acquire returns, the holders that still
 // believe they hold (Done open, Unlock not called) are at most 2, and the
 // record lists at most 2. At the end every slot is reusable: 2 fresh
 // contenders both get in.
@@ -151,6 +176,14 @@ func TestTorture(t *testing.T) {
 							conn.Close()
 							conn = st.open(t)
 						case 4:
+							if st.expire == nil {
+								mu.Lock()
+								delete(live, id)
+								mu.Unlock()
+								conn.Close()
+								conn = st.open(t)
+								continue
+							}
 							st.expire(t, conn)
 							select {
 							case <-ld.Done():
