@@ -52,7 +52,10 @@
 // transaction. Slots of crashed holders therefore free within their TTL
 // (the store's bound on the session) plus one probe interval. A slot is
 // never taken from a holder whose lock is held. A contender that crashes
-// while it waits leaves the gate's queue with its session.
+// while it waits leaves the gate's queue with its session; one whose
+// session ends while it holds the gate (its own lock may then be on a
+// new session) gives up with LockLost, so the contender that heads the
+// queue after it is the only one waiting for a slot.
 //
 // # Invariants
 //
@@ -216,7 +219,11 @@ func (s *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
 // slot is released or its lock lost; Unlock releases it; IfHeld(descriptor)
 // guards a transaction on the holder's lock. Other errors are the store's,
 // InvalidArgument when the semaphore's record has another limit, and
-// LockLost when the contender's own lock was lost while it waited.
+// LockLost when the contender's own lock, or its place at the head of the
+// queue (the lock of dir, on the session its Conn had when it got there),
+// was lost while it waited for a slot: a contender never waits on as the
+// head beside the one that heads the queue after it (one whose place went
+// just as a slot was free may still be admitted at once).
 func (s *Semaphore) Acquire(ctx context.Context) (topo.LockDescriptor, error) {
 	return s.acquire(ctx, false)
 }
@@ -342,7 +349,7 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 		if try {
 			return nil, &topo.Error{Code: topo.NodeExists, Path: s.dir, Err: fmt.Errorf("all %d slots of the semaphore are held", s.limit)}
 		}
-		if err := s.waitChange(ctx, v, lock); err != nil {
+		if err := s.waitChange(ctx, v, lock, gate); err != nil {
 			return nil, err
 		}
 	}
@@ -411,8 +418,9 @@ func releaseProbes(ctx context.Context, probes []topo.LockDescriptor) {
 
 // waitChange returns when the record's version differs from v or after
 // the probe interval; it returns ctx's error when ctx ends, and LockLost
-// when lock (the waiting contender's own) is lost.
-func (s *Semaphore) waitChange(ctx context.Context, v topo.Version, lock topo.LockDescriptor) error {
+// when lock (the waiting contender's own) or gate (its place at the head
+// of the queue; nil for TryAcquire, which does not queue) is lost.
+func (s *Semaphore) waitChange(ctx context.Context, v topo.Version, lock, gate topo.LockDescriptor) error {
 	wctx, cancel := context.WithTimeout(ctx, s.opts.ProbeInterval)
 	defer cancel()
 	cur, changes, err := s.conn.Watch(wctx, s.recordPath())
@@ -433,16 +441,34 @@ func (s *Semaphore) waitChange(ctx context.Context, v topo.Version, lock topo.Lo
 	if v == nil || cur.Version.String() != v.String() {
 		return nil
 	}
+	// The gate's Done is asked for only here, where the contender waits:
+	// an admission at once costs nothing more (etcd watches a lock's
+	// entry from the first call of its Done). The session that held the
+	// gate may have ended before the contender's own lock, which then
+	// went on a new session: the next contender heads the queue, and
+	// this one must not wait on as a second head.
+	var gateDone <-chan struct{} // nil: never
+	if gate != nil {
+		gateDone = gate.Done()
+	}
 	select {
 	case <-changes:
 	case <-wctx.Done():
 	case <-lock.Done():
 		return topo.NewError(topo.LockLost, s.dir)
+	case <-gateDone:
+		return errQueueLost(s.dir)
 	}
 	if ctx.Err() != nil {
 		return ctxErr(ctx, s.dir)
 	}
 	return nil
+}
+
+// errQueueLost is Acquire's LockLost when the contender lost its place
+// at the head of the queue (the lock of dir) while it waited for a slot.
+func errQueueLost(dir string) error {
+	return &topo.Error{Code: topo.LockLost, Path: dir, Err: errors.New("the contender's place at the head of the semaphore's queue was lost (its session ended) while it waited for a slot")}
 }
 
 func ctxErr(ctx context.Context, path string) error {

@@ -124,6 +124,7 @@ func groups() []struct {
 			{"NeverMoreThanLimit", testSemaphoreNeverMore},
 			{"UnlockGivenUp", testSemaphoreUnlockGivenUp},
 			{"UnlockEndsFenceFirst", testSemaphoreUnlockEndsFenceFirst},
+			{"WaiterLosesQueue", testSemaphoreWaiterLosesQueue},
 		}},
 		{"Close", []subtest{
 			{"LaterCallsClosed", testCloseCalls},

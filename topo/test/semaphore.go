@@ -302,3 +302,82 @@ func testSemaphoreUnlockEndsFenceFirst(s *store) {
 	require.NoError(t, err)
 	require.NoError(t, next.Unlock(ctx))
 }
+
+// gateHoldConn is a Conn whose Lock of the semaphore directory dir (the
+// queue every Acquire waits in) reports on entered once it returned a
+// lock, then waits until release is closed: the contender is next in
+// line, between its place in the queue and the lock of its own contender
+// directory.
+type gateHoldConn struct {
+	topo.Conn
+	dir     string
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (c *gateHoldConn) Lock(ctx context.Context, dirPath, contents string) (topo.LockDescriptor, error) {
+	ld, err := c.Conn.Lock(ctx, dirPath, contents)
+	if err == nil && dirPath == c.dir {
+		c.once.Do(func() {
+			close(c.entered)
+			<-c.release
+		})
+	}
+	return ld, err
+}
+
+// testSemaphoreWaiterLosesQueue: the store drops the session of the
+// contender next in line just after it got its place at the head of the
+// queue (the lock of the semaphore's directory), before it took the lock
+// of its own contender directory, which goes on a new session. It has
+// lost its place: its Acquire returns LockLost while the slot is still
+// held, rather than wait on as the head beside the contender that now
+// heads the queue (two heads, the one without a place possibly admitted
+// first). The contender behind it is admitted at the release.
+func testSemaphoreWaiterLosesQueue(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	c0, c1, c2 := s.conn(), s.conn(), s.conn()
+	held, err := newSemaphore(s, c0, "sem", 1).Acquire(ctx)
+	require.NoError(t, err)
+
+	gc := &gateHoldConn{Conn: c1, dir: "sem", entered: make(chan struct{}), release: make(chan struct{})}
+	first := make(chan error, 1)
+	var firstLD topo.LockDescriptor
+	go func() {
+		var err error
+		firstLD, err = newSemaphore(s, gc, "sem", 1).Acquire(ctx)
+		first <- err
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(gc.release)
+		}
+	}()
+	_, _ = recv(t, gc.entered, "the first waiter heading the queue")
+	s.opts.ExpireSession(t, c1)
+	released = true
+	close(gc.release)
+
+	second := make(chan error, 1)
+	var secondLD topo.LockDescriptor
+	go func() {
+		var err error
+		secondLD, err = newSemaphore(s, c2, "sem", 1).Acquire(ctx)
+		second <- err
+	}()
+	err, _ = recv(t, first, "the Acquire of the waiter whose session was dropped as it headed the queue, while the slot is held")
+	if err == nil {
+		_ = firstLD.Unlock(ctx)
+	}
+	requireCode(t, err, topo.LockLost, "the Acquire of the waiter whose session was dropped as it headed the queue")
+	requireNothing(t, second, "the second waiter's Acquire while the slot is held")
+	require.NoError(t, held.Unlock(ctx))
+	err, _ = recv(t, second, "the second waiter's Acquire after the release")
+	require.NoError(t, err)
+	hs, err := newSemaphore(s, c0, "sem", 1).Holders(ctx)
+	require.NoError(t, err)
+	require.Len(t, hs, 1)
+	require.NoError(t, secondLD.Unlock(ctx))
+}
