@@ -96,7 +96,9 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 // SetValue implements claims.Driver (Proclaim): one transaction checking
 // the election key's token and writing the value key. A failed check ends
 // the term (Session.LoseEntry): ErrNotHeld, nothing written; so does a
-// session the agent no longer knows (an agent that restarted empty).
+// session the agent no longer knows (an agent that restarted empty) or
+// that was invalidated (the lock delay on the value key, which only this
+// session locks).
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, val []byte) error {
 	if len(val) > maxTxnValue {
 		return errLeaderValueSize(q.Path)
@@ -114,7 +116,8 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 	case err != nil:
 		return err
 	case !ok && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0,
-		!ok && classifyRollback(resp) == rollbackBadSession: // the agent no longer knows the session
+		!ok && classifyRollback(resp) == rollbackBadSession, // the agent no longer knows the session
+		!ok && classifyRollback(resp) == rollbackLockDelay: // the value key is the session's own: it was invalidated
 		v.LoseEntry(e.Key, e.Token)
 		return claims.ErrNotHeld
 	case !ok:
