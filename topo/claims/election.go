@@ -179,12 +179,19 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 	p.mu.Lock()
 	cl, lctx, leading := p.cur, p.lctx, p.leading != nil && p.leading == p.cur
 	p.mu.Unlock()
-	if cl != nil && cl.err() == nil { // keep the candidacy we have
-		if setValue {
-			if err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), value); err != nil && err != ErrNotHeld {
-				return nil, p.e.d.MapError(ctx, err, p.q.Path)
-			}
+	if cl != nil && cl.err() == nil && setValue {
+		switch err := p.e.d.SetValue(ctx, p.q, cl.sess, cl.current(), value); {
+		case err == ErrNotHeld && leading:
+			// The store took the term away before its leader saw it: it
+			// ends lost here, and a new candidacy publishes value (never
+			// the ended term's context returned as if value were
+			// published).
+			cl.end(stateLost)
+		case err != nil && err != ErrNotHeld: // a waiting entry publishes at its grant
+			return nil, p.e.d.MapError(ctx, err, p.q.Path)
 		}
+	}
+	if cl != nil && cl.err() == nil { // keep the candidacy we have
 		if leading {
 			return lctx, nil
 		}

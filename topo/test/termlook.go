@@ -68,7 +68,8 @@ var termLooks = map[string]termLook{
 // leader, its session lost, Stop; with or without a successor granted
 // meanwhile) before its leader ever used its leadership context or term;
 // whatever the leader's first look (Done, Err, Cause, a derived context,
-// AfterFunc, Term and a guarded write, Proclaim), it sees the term ended:
+// AfterFunc, Term and a guarded write, Proclaim; Campaign with a new
+// value, which gets a new term publishing it), it sees the term ended:
 // the context ends, a guarded write by the term is refused and none is
 // applied, and a successor's context stays live and its guarded write
 // applies. For backends whose driver watches a term only once it is
@@ -121,5 +122,28 @@ func TermEndedBeforeFirstLook(t *testing.T, newConn func(t *testing.T) topo.Conn
 				})
 			}
 		}
+	}
+	// Campaign as the first look: a leader that campaigns again, with a
+	// new value, on a term the store took away gets a new term that
+	// publishes the value, never the ended term's context as a success.
+	for _, endName := range []string{"key deleted", "session lost"} {
+		n++
+		election := fmt.Sprintf("look%d", n)
+		t.Run(endName+"/Campaign", func(t *testing.T) {
+			ctx := t.Context()
+			c := newConn(t)
+			p := participate(t, c, election, "old")
+			lctx, err := p.Campaign(ctx, []byte("v1"))
+			require.NoError(t, err)
+			ends[endName](t, c, p, election)
+			lctx2, err := p.Campaign(ctx, []byte("v2"))
+			require.NoError(t, err)
+			require.Error(t, lctx.Err(), "the ended term's context after Campaign")
+			require.NoError(t, lctx2.Err(), "Campaign returned an ended context")
+			l, err := p.Leader(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "old", l.ID)
+			require.Equal(t, "v2", string(l.Value), "the value Campaign published")
+		})
 	}
 }
