@@ -24,8 +24,9 @@ func frozenSession(s *session) *session {
 }
 
 // frozenDriver is the driver of a Conn whose Create hands out one granted
-// entry on one session, and which watches nothing: an engine over it
-// issues a copy of a claim as a holder paused since its acquire sees it.
+// entry on one session, and which watches and reads nothing of it (Held
+// says held: a term's first look reads it): an engine over it issues a
+// copy of a claim as a holder paused since its acquire sees it.
 type frozenDriver struct {
 	driver
 	e claims.Entry
@@ -37,6 +38,10 @@ func (f frozenDriver) Create(context.Context, claims.Queue, string, claims.Creat
 }
 
 func (frozenDriver) Monitor(claims.Queue, *claims.Session, claims.Entry, <-chan struct{}) {}
+
+func (frozenDriver) Held(context.Context, claims.Queue, *claims.Session, claims.Entry) (bool, error) {
+	return true, nil
+}
 
 // frozenEngine returns an engine issuing copies of the claim behind f,
 // with the claim's guard.

@@ -123,6 +123,9 @@ func testCloseReleases(s *store) {
 	require.NoError(t, err)
 	lctx1, err := p1.WaitForLeadership()
 	require.NoError(t, err)
+	// A leader that watches its term (its first look, before the Close):
+	// the Close's loss of the session, not a look after it, must end it.
+	require.NoError(t, lctx1.Err(), "the leader's context")
 	p2 := participate(t, c2, "elec", "id2")
 	got := leadAsync(p2)
 	requireNothing(t, got, "p2's WaitForLeadership while p1 leads")
