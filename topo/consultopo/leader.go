@@ -117,7 +117,7 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 		return err
 	case !ok && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0,
 		!ok && classifyRollback(resp) == rollbackBadSession, // the agent no longer knows the session
-		!ok && classifyRollback(resp) == rollbackLockDelay: // the value key is the session's own: it was invalidated
+		!ok && classifyRollback(resp) == rollbackLockDelay:  // the value key is the session's own: it was invalidated
 		v.LoseEntry(e.Key, e.Token)
 		return claims.ErrNotHeld
 	case !ok:
