@@ -10,74 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/realstores"
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/consultopo/consultest"
-	"github.com/topokit/topokit/topo/etcd2topo"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
-	"github.com/topokit/topokit/topo/memorytopo"
-	"github.com/topokit/topokit/topo/zk2topo"
-	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
-
-// obsStore is what TestObserveTorture needs of a store.
-type obsStore struct {
-	open func(t *testing.T) topo.Conn
-	// lose ends c's claims behind its back (nil: the Conn is closed
-	// instead).
-	lose func(t *testing.T, c topo.Conn)
-}
-
-func obsStores() map[string]func(t *testing.T) obsStore {
-	return map[string]func(t *testing.T) obsStore{
-		"memory": func(t *testing.T) obsStore {
-			f := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 2 * time.Second})
-			return obsStore{
-				open: func(t *testing.T) topo.Conn {
-					c, err := f.NewConn("", "/obs")
-					require.NoError(t, err)
-					t.Cleanup(c.Close)
-					return c
-				},
-				lose: func(t *testing.T, c topo.Conn) { c.(*memorytopo.Conn).ExpireSession() },
-			}
-		},
-		"etcd": func(t *testing.T) obsStore {
-			addr := etcdtest.Start(t)
-			return obsStore{
-				open: func(t *testing.T) topo.Conn {
-					c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/obs")
-					require.NoError(t, err)
-					t.Cleanup(c.Close)
-					return c
-				},
-				lose: func(t *testing.T, c topo.Conn) {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					require.NoError(t, c.(*etcd2topo.Conn).RevokeLeases(ctx))
-				},
-			}
-		},
-		"zookeeper": func(t *testing.T) obsStore {
-			addr := zktest.Start(t)
-			return obsStore{open: func(t *testing.T) topo.Conn {
-				c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, "/obs")
-				require.NoError(t, err)
-				t.Cleanup(c.Close)
-				return c
-			}}
-		},
-		"consul": func(t *testing.T) obsStore {
-			addr := consultest.Start(t)
-			return obsStore{open: func(t *testing.T) topo.Conn {
-				c, err := consultopo.NewConn(consultopo.Options{Address: addr, MinSessionTTL: consultest.SessionTTLMin}, "obs")
-				require.NoError(t, err)
-				t.Cleanup(c.Close)
-				return c
-			}}
-		},
-	}
-}
 
 // TestObserveTorture: participants campaign with values, proclaim, and
 // end their terms every way (Resign, Stop, session lost, Conn closed)
@@ -86,7 +21,7 @@ func obsStores() map[string]func(t *testing.T) obsStore {
 // token), with a value that participant published in that term, and
 // along one Observe channel the tokens never go back.
 func TestObserveTorture(t *testing.T) {
-	for name, mk := range obsStores() {
+	for name, mk := range realstores.All("/obs") {
 		t.Run(name, func(t *testing.T) {
 			st := mk(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -104,7 +39,7 @@ func TestObserveTorture(t *testing.T) {
 			octx, ocancel := context.WithCancel(ctx)
 			var owg sync.WaitGroup
 			for idx := range observed {
-				oc := st.open(t)
+				oc := st.Open(t)
 				p, err := oc.NewLeaderParticipation("e", "observer")
 				require.NoError(t, err)
 				ch, err := p.Observe(octx)
@@ -135,7 +70,7 @@ func TestObserveTorture(t *testing.T) {
 				wg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(i), 3))
 					id := fmt.Sprintf("p%d", i)
-					conn := st.open(t)
+					conn := st.Open(t)
 					for r := range rounds {
 						p, err := conn.NewLeaderParticipation("e", id)
 						if err != nil {
@@ -174,8 +109,8 @@ func TestObserveTorture(t *testing.T) {
 						case 1:
 							p.Stop()
 						case 2:
-							if st.lose != nil {
-								st.lose(t, conn)
+							if st.Expire != nil {
+								st.Expire(t, conn)
 								<-lctx.Done()
 								p.Stop()
 								continue
@@ -183,7 +118,7 @@ func TestObserveTorture(t *testing.T) {
 							fallthrough
 						case 3:
 							conn.Close()
-							conn = st.open(t)
+							conn = st.Open(t)
 						}
 					}
 				})

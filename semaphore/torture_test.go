@@ -11,75 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/realstores"
 	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/consultopo/consultest"
-	"github.com/topokit/topokit/topo/etcd2topo"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
-	"github.com/topokit/topokit/topo/memorytopo"
-	"github.com/topokit/topokit/topo/zk2topo"
-	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
-
-// tortureStore is what the torture needs of a store.
-type tortureStore struct {
-	open func(t *testing.T) topo.Conn
-	// expire drops c's session and returns once c noticed; nil: the
-	// store has no such control here, and c is closed instead.
-	expire func(t *testing.T, c topo.Conn)
-}
-
-func tortureStores(t *testing.T) map[string]func(t *testing.T) tortureStore {
-	return map[string]func(t *testing.T) tortureStore{
-		"memory": func(t *testing.T) tortureStore {
-			f := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 2 * time.Second})
-			return tortureStore{
-				open: func(t *testing.T) topo.Conn {
-					c, err := f.NewConn("", "/sem")
-					require.NoError(t, err)
-					t.Cleanup(c.Close)
-					return c
-				},
-				expire: func(t *testing.T, c topo.Conn) { c.(*memorytopo.Conn).ExpireSession() },
-			}
-		},
-		"zookeeper": func(t *testing.T) tortureStore {
-			addr := zktest.Start(t)
-			return tortureStore{open: func(t *testing.T) topo.Conn {
-				c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, "/sem")
-				require.NoError(t, err)
-				t.Cleanup(c.Close)
-				return c
-			}}
-		},
-		"consul": func(t *testing.T) tortureStore {
-			addr := consultest.Start(t)
-			return tortureStore{open: func(t *testing.T) topo.Conn {
-				c, err := consultopo.NewConn(consultopo.Options{Address: addr, MinSessionTTL: consultest.SessionTTLMin}, "sem")
-				require.NoError(t, err)
-				t.Cleanup(c.Close)
-				return c
-			}}
-		},
-		"etcd": func(t *testing.T) tortureStore {
-			addr := etcdtest.Start(t)
-			return tortureStore{
-				open: func(t *testing.T) topo.Conn {
-					c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/sem")
-					require.NoError(t, err)
-					t.Cleanup(c.Close)
-					return c
-				},
-				expire: func(t *testing.T, c topo.Conn) {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					require.NoError(t, c.(*etcd2topo.Conn).RevokeLeases(ctx))
-				},
-			}
-		},
-	}
-}
 
 // TestTorture: holders of a semaphore of capacity 2 acquire (some with a
 // context that ends at random), try to acquire, and leave every way:
@@ -90,7 +25,7 @@ func tortureStores(t *testing.T) map[string]func(t *testing.T) tortureStore {
 // record lists at most 2. At the end every slot is reusable: 2 fresh
 // contenders both get in.
 func TestTorture(t *testing.T) {
-	for name, mk := range tortureStores(t) {
+	for name, mk := range realstores.All("/sem") {
 		t.Run(name, func(t *testing.T) {
 			st := mk(t)
 			ctx := testCtx(t, 3*time.Minute)
@@ -119,7 +54,7 @@ func TestTorture(t *testing.T) {
 			for w := range workers {
 				wg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(w), 7))
-					conn := st.open(t)
+					conn := st.Open(t)
 					for r := range rounds {
 						s, err := semaphore.New(conn, d, limit, semaphore.Options{ProbeInterval: 100 * time.Millisecond})
 						if err != nil {
@@ -174,17 +109,17 @@ func TestTorture(t *testing.T) {
 							_ = ld.Unlock(cctx)
 						case 3:
 							conn.Close()
-							conn = st.open(t)
+							conn = st.Open(t)
 						case 4:
-							if st.expire == nil {
+							if st.Expire == nil {
 								mu.Lock()
 								delete(live, id)
 								mu.Unlock()
 								conn.Close()
-								conn = st.open(t)
+								conn = st.Open(t)
 								continue
 							}
-							st.expire(t, conn)
+							st.Expire(t, conn)
 							select {
 							case <-ld.Done():
 							case <-ctx.Done():
@@ -206,7 +141,7 @@ func TestTorture(t *testing.T) {
 			// Every slot is reusable.
 			var lds []topo.LockDescriptor
 			for i := range limit {
-				s, err := semaphore.New(st.open(t), d, limit, semaphore.Options{ProbeInterval: 100 * time.Millisecond})
+				s, err := semaphore.New(st.Open(t), d, limit, semaphore.Options{ProbeInterval: 100 * time.Millisecond})
 				require.NoError(t, err)
 				actx, cancel := context.WithTimeout(ctx, time.Minute)
 				ld, err := s.Acquire(actx)
