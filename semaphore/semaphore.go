@@ -217,8 +217,11 @@ func (s *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
 // the others wait in the queue of dir's lock (see the package doc). The returned
 // descriptor's Token is the admission's fencing token; Done closes when the
 // slot is released or its lock lost; Unlock releases it; IfHeld(descriptor)
-// guards a transaction on the holder's lock. Other errors are the store's,
-// InvalidArgument when the semaphore's record has another limit, and
+// guards a transaction on the holder's lock. A read of the record that
+// fails with Unavailable while the caller waits is tried again after the
+// probe interval, as a lock's wait rides such a blip out. Other errors are
+// the store's, InvalidArgument when the semaphore's record has another
+// limit, and
 // LockLost when the contender's own lock, or its place at the head of the
 // queue (the lock of dir, on the session its Conn had when it got there),
 // was lost while it waited for a slot: a contender never waits on as the
@@ -303,6 +306,9 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 	for {
 		r, v, err := s.read(ctx)
 		if err != nil {
+			if err = s.rideOut(ctx, err, try, lock, gate); err == nil {
+				continue
+			}
 			return nil, err
 		}
 		holders := r.Holders
@@ -311,6 +317,9 @@ func (s *Semaphore) acquire(ctx context.Context, try bool) (ld topo.LockDescript
 		if len(holders) >= s.limit {
 			holders, infos, probes, err = s.prune(ctx, holders)
 			if err != nil {
+				if err = s.rideOut(ctx, err, try, lock, gate); err == nil {
+					continue
+				}
 				return nil, err
 			}
 		}
@@ -416,6 +425,35 @@ func releaseProbes(ctx context.Context, probes []topo.LockDescriptor) {
 	}
 }
 
+// rideOut decides whether Acquire's wait goes on after err, a read's
+// error: an Unavailable one (the store out of reach for a moment), while
+// the contender waits (not for TryAcquire), is ridden out as a lock's
+// wait rides such a blip out: rideOut waits the probe interval and
+// returns nil (read again). It returns err itself for any other error,
+// and ctx's error, or LockLost, when ctx ends or the contender's lock or
+// its place at the head of the queue is lost meanwhile.
+func (s *Semaphore) rideOut(ctx context.Context, err error, try bool, lock, gate topo.LockDescriptor) error {
+	if try || !topo.IsErrType(err, topo.Unavailable) || ctx.Err() != nil {
+		return err
+	}
+	var gateDone <-chan struct{}
+	if gate != nil {
+		gateDone = gate.Done()
+	}
+	t := time.NewTimer(s.opts.ProbeInterval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx, s.dir)
+	case <-lock.Done():
+		return topo.NewError(topo.LockLost, s.dir)
+	case <-gateDone:
+		return errQueueLost(s.dir)
+	}
+}
+
 // waitChange returns when the record's version differs from v or after
 // the probe interval; it returns ctx's error when ctx ends, and LockLost
 // when lock (the waiting contender's own) or gate (its place at the head
@@ -431,7 +469,7 @@ func (s *Semaphore) waitChange(ctx context.Context, v topo.Version, lock, gate t
 		if topo.IsErrType(err, topo.NoNode) || topo.IsErrType(err, topo.Timeout) || topo.IsErrType(err, topo.Interrupted) {
 			return nil
 		}
-		return err
+		return s.rideOut(ctx, err, false, lock, gate)
 	}
 	defer func() {
 		cancel()

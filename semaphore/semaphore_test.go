@@ -406,3 +406,61 @@ func testBadInput(t *testing.T, b backend) {
 		require.ErrorIs(t, err, topo.NoNode)
 	}
 }
+
+// TestAcquireRidesOutUnavailable: a waiting Acquire whose reads of the
+// record fail with Unavailable for a while (the store out of reach for a
+// moment) keeps its place and is admitted at the next release, as a
+// lock's wait rides such a blip out; it returned the error and gave up
+// its place.
+func TestAcquireRidesOutUnavailable(t *testing.T) {
+	f := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 2 * time.Second})
+	open := func() topo.Conn {
+		c, err := f.NewConn("", "/sem")
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	ctx := testCtx(t, time.Minute)
+	d := dir(t)
+	opts := semaphore.Options{ProbeInterval: 20 * time.Millisecond}
+	s1, err := semaphore.New(open(), d, 1, opts)
+	require.NoError(t, err)
+	held, err := s1.Acquire(ctx)
+	require.NoError(t, err)
+
+	const fails = 3
+	before := f.CallCount(memorytopo.OpGet)
+	f.AddFault(memorytopo.Fault{Op: memorytopo.OpGet, Path: d + "/holders", Times: fails})
+	s2, err := semaphore.New(open(), d, 1, opts)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		ld, err := s2.Acquire(ctx)
+		if err == nil {
+			defer func() { _ = ld.Unlock(context.Background()) }()
+		}
+		got <- err
+	}()
+	// The waiter's reads fail until the fault has run out; then the slot
+	// is released.
+	var early error
+	ended := false
+	require.Eventually(t, func() bool {
+		select {
+		case early = <-got:
+			ended = true
+			return true
+		default:
+		}
+		return f.CallCount(memorytopo.OpGet)-before > fails
+	}, 30*time.Second, time.Millisecond)
+	require.NoError(t, early, "the waiting Acquire after a read failed with Unavailable")
+	require.False(t, ended, "the waiter was admitted while the slot was held")
+	require.NoError(t, held.Unlock(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err, "the waiting Acquire after the blip, once the slot was released")
+	case <-ctx.Done():
+		t.Fatal("the waiter was never admitted")
+	}
+}
