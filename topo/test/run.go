@@ -169,6 +169,7 @@ func groups() []struct {
 			{"Linearizable", testLinearizable},
 			{"VersionedDelete", testConcurrentVersionedDelete},
 			{"LargeValueCompareAndSet", testLargeValueCAS},
+			{"DeleteFileWithChildren", testDeleteFileWithChildrenRaces},
 		}},
 		{"Faults", []subtest{
 			{"LinearizableReads", testLinearizableUnderFault},

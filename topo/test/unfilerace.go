@@ -1,0 +1,74 @@
+package test
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo"
+)
+
+// testDeleteFileWithChildrenRaces: deleting a file that has a file below
+// it (the file goes, the file below stays) while other Conns write it.
+// An unconditional Delete racing a few unconditional Updates of the file
+// deletes it: never BadVersion, which only a version can cause. Of two
+// Deletes at the version both read, one deletes and the other finds
+// NoNode: never BadVersion, as the file was at that version until it
+// went.
+func testDeleteFileWithChildrenRaces(s *store) {
+	t, ctx := s.t, ctxFor(s.t)
+	conns := s.conns(3)
+	belowV := mustCreate(t, ctx, conns[0], "dr/f/below", "below")
+	const rounds = 20
+	for r := range rounds {
+		_, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("r%d", r)), nil)
+		require.NoError(t, err)
+		// A few Updates, not a loop: a Delete a backend makes of a read
+		// and a write may give up (ResourceExhausted) to a writer that
+		// always lands between them.
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var werr error
+		wg.Go(func() {
+			<-start
+			for i := range 5 {
+				if _, werr = conns[1].Update(ctx, "dr/f", []byte(fmt.Sprintf("r%d-%d", r, i)), nil); werr != nil {
+					return
+				}
+			}
+		})
+		close(start)
+		err = conns[2].Delete(ctx, "dr/f", nil)
+		wg.Wait()
+		require.NoErrorf(t, err, "round %d: an unconditional Delete of a file with a file below it, racing unconditional Updates of the file", r)
+		require.NoErrorf(t, werr, "round %d: an unconditional Update racing a Delete", r)
+	}
+	for r := range rounds {
+		ver, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("v%d", r)), nil)
+		require.NoError(t, err)
+		start := make(chan struct{})
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() {
+				<-start
+				errs[i] = conns[1+i].Delete(ctx, "dr/f", ver)
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			if err == nil {
+				won++
+				continue
+			}
+			requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Delete %d at the version both read, of a file with a file below it, losing to the other", r, i))
+		}
+		require.Equalf(t, 1, won, "round %d: Deletes at the version both read that succeeded", r)
+		_, _, err = conns[0].Get(ctx, "dr/f")
+		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get after the Deletes", r))
+	}
+	requireFile(t, ctx, conns[0], "dr/f/below", "below", belowV)
+}
