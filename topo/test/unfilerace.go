@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -15,7 +16,8 @@ import (
 // deletes it: never BadVersion, which only a version can cause. Of two
 // Deletes at the version both read, one deletes and the other finds
 // NoNode: never BadVersion, as the file was at that version until it
-// went.
+// went. Every other round, the Delete (one of the two) is a Txn's
+// DeleteOp.
 func testDeleteFileWithChildrenRaces(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	conns := s.conns(3)
@@ -39,7 +41,7 @@ func testDeleteFileWithChildrenRaces(s *store) {
 			}
 		})
 		close(start)
-		err = conns[2].Delete(ctx, "dr/f", nil)
+		err = deleteVia(ctx, conns[2], r%2 == 1, "dr/f", nil)
 		wg.Wait()
 		require.NoErrorf(t, err, "round %d: an unconditional Delete of a file with a file below it, racing unconditional Updates of the file", r)
 		require.NoErrorf(t, werr, "round %d: an unconditional Update racing a Delete", r)
@@ -53,7 +55,7 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		for i := range errs {
 			wg.Go(func() {
 				<-start
-				errs[i] = conns[1+i].Delete(ctx, "dr/f", ver)
+				errs[i] = deleteVia(ctx, conns[1+i], i == r%2, "dr/f", ver)
 			})
 		}
 		close(start)
@@ -71,4 +73,13 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get after the Deletes", r))
 	}
 	requireFile(t, ctx, conns[0], "dr/f/below", "below", belowV)
+}
+
+// deleteVia deletes p with Delete, or with a Txn of one DeleteOp.
+func deleteVia(ctx context.Context, c topo.Conn, txn bool, p string, version topo.Version) error {
+	if txn {
+		_, err := c.Txn(ctx, topo.DeleteOp(p, version))
+		return err
+	}
+	return c.Delete(ctx, p, version)
 }

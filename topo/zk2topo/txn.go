@@ -870,13 +870,22 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		}
 		return false, nil
 	case roleUnfile:
-		if errors.Is(zerr, zk.ErrBadVersion) && op.Version != backendkit.AnyVersion {
-			return fail(topo.BadVersion)
-		}
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return fail(topo.NoNode)
 		}
-		return false, nil // written meanwhile: run reads it again
+		// Written, or emptied by another Delete, since the Stat: a file
+		// that went is NoNode, not BadVersion.
+		if done, err := restat(); done {
+			return done, err
+		}
+		s := &t.st[i]
+		switch {
+		case !s.exists || s.dirOnly():
+			return fail(topo.NoNode)
+		case op.Version != backendkit.AnyVersion && zkVersion(op.Version) != s.st.Version:
+			return fail(topo.BadVersion)
+		}
+		return false, nil
 	}
 	// roleMain
 	switch {
