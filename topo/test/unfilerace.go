@@ -16,13 +16,14 @@ import (
 // deletes it: never BadVersion, which only a version can cause. Of two
 // Deletes at the version both read, one deletes and the other finds
 // NoNode: never BadVersion, as the file was at that version until it
-// went. Every other round, the Delete (one of the two) is a Txn's
-// DeleteOp.
+// went. A compare-and-set Update at the version read, racing an
+// unconditional Delete, is applied before it or finds NoNode: never
+// BadVersion. Every other round, one of the calls is a Txn's op.
 func testDeleteFileWithChildrenRaces(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	conns := s.conns(3)
 	belowV := mustCreate(t, ctx, conns[0], "dr/f/below", "below")
-	const rounds = 20
+	const rounds = 30
 	for r := range rounds {
 		_, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("r%d", r)), nil)
 		require.NoError(t, err)
@@ -71,6 +72,40 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		require.Equalf(t, 1, won, "round %d: Deletes at the version both read that succeeded", r)
 		_, _, err = conns[0].Get(ctx, "dr/f")
 		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get after the Deletes", r))
+	}
+	for r := range rounds {
+		ver, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("u%d", r)), nil)
+		require.NoError(t, err)
+		start := make(chan struct{})
+		var casErr, delErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			for range r % 3 { // a round trip or two: the race's phase
+				if _, _, err := conns[1].Get(ctx, "dr/f/below"); err != nil {
+					casErr = err
+					return
+				}
+			}
+			contents := []byte(fmt.Sprintf("u%d-cas", r))
+			if r%2 == 1 {
+				_, casErr = conns[1].Txn(ctx, topo.UpdateOp("dr/f", contents, ver))
+			} else {
+				_, casErr = conns[1].Update(ctx, "dr/f", contents, ver)
+			}
+		})
+		wg.Go(func() {
+			<-start
+			delErr = conns[2].Delete(ctx, "dr/f", nil)
+		})
+		close(start)
+		wg.Wait()
+		require.NoErrorf(t, delErr, "round %d: an unconditional Delete of a file with a file below it, racing a compare-and-set", r)
+		if casErr != nil {
+			requireCode(t, casErr, topo.NoNode, fmt.Sprintf("round %d: a compare-and-set at the version read, losing to an unconditional Delete", r))
+		}
+		_, _, err = conns[0].Get(ctx, "dr/f")
+		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get after the Delete", r))
 	}
 	requireFile(t, ctx, conns[0], "dr/f/below", "below", belowV)
 }

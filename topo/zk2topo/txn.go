@@ -845,6 +845,25 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		}
 		return false, nil
 	}
+	// reread explains a request at the version read or at op's version
+	// that failed with BadVersion: the file was written, or emptied by
+	// another client's Delete, since its Stat. Read again: NoNode once
+	// it went (not BadVersion: suite subtest
+	// Concurrency/DeleteFileWithChildren), BadVersion at another version
+	// than op's, else another attempt.
+	reread := func() (bool, error) {
+		if done, err := restat(); done {
+			return done, err
+		}
+		s := &t.st[i]
+		switch {
+		case !s.exists || s.dirOnly():
+			return fail(topo.NoNode)
+		case op.Version != backendkit.AnyVersion && zkVersion(op.Version) != s.st.Version:
+			return fail(topo.BadVersion)
+		}
+		return false, nil
+	}
 	switch r.role {
 	case roleSentinel:
 		return fail(topo.NoNode)
@@ -873,19 +892,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return fail(topo.NoNode)
 		}
-		// Written, or emptied by another Delete, since the Stat: a file
-		// that went is NoNode, not BadVersion.
-		if done, err := restat(); done {
-			return done, err
-		}
-		s := &t.st[i]
-		switch {
-		case !s.exists || s.dirOnly():
-			return fail(topo.NoNode)
-		case op.Version != backendkit.AnyVersion && zkVersion(op.Version) != s.st.Version:
-			return fail(topo.BadVersion)
-		}
-		return false, nil
+		return reread()
 	}
 	// roleMain
 	switch {
@@ -893,7 +900,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		return fail(topo.LockLost)
 	case t.needsStat(i): // a check or set-data at a version
 		if errors.Is(zerr, zk.ErrBadVersion) {
-			return fail(topo.BadVersion)
+			return reread()
 		}
 		return fail(topo.NoNode)
 	case op.Kind == topo.TxnCreate:
