@@ -18,7 +18,11 @@ import (
 // NoNode: never BadVersion, as the file was at that version until it
 // went. A compare-and-set Update at the version read, racing an
 // unconditional Delete, is applied before it or finds NoNode: never
-// BadVersion. Every other round, one of the calls is a Txn's op.
+// BadVersion. Every other round, one of the calls is a Txn's op. A
+// Txn conditioned on IfPresent of the file and one deleting it
+// conditioned on the absence of what the first creates: exactly one
+// succeeds. IfPresent of a path that becomes a directory meanwhile (a
+// file created below it) fails.
 func testDeleteFileWithChildrenRaces(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	conns := s.conns(3)
@@ -106,6 +110,71 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		}
 		_, _, err = conns[0].Get(ctx, "dr/f")
 		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get after the Delete", r))
+	}
+	// Txn(IfPresent(f), CreateOp(x)) and Txn(IfAbsent(x), DeleteOp(f)):
+	// in either order one succeeds and the other's condition fails.
+	for r := range rounds {
+		_, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("p%d", r)), nil)
+		require.NoError(t, err)
+		x := fmt.Sprintf("dr/x%d", r)
+		start := make(chan struct{})
+		var createErr, deleteErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			for range r % 3 { // a round trip or two: the race's phase
+				if _, _, err := conns[1].Get(ctx, "dr/f/below"); err != nil {
+					createErr = err
+					return
+				}
+			}
+			_, createErr = conns[1].Txn(ctx, topo.IfPresent("dr/f"), topo.CreateOp(x, []byte("x")))
+		})
+		wg.Go(func() {
+			<-start
+			_, deleteErr = conns[2].Txn(ctx, topo.IfAbsent(x), topo.DeleteOp("dr/f", nil))
+		})
+		close(start)
+		wg.Wait()
+		switch {
+		case createErr == nil:
+			requireCode(t, deleteErr, topo.NodeExists, fmt.Sprintf("round %d: Txn(IfAbsent(x), DeleteOp(f)) after Txn(IfPresent(f), CreateOp(x)) created x", r))
+			requireFile(t, ctx, conns[0], "dr/f", fmt.Sprintf("p%d", r), nil)
+		case deleteErr == nil:
+			requireCode(t, createErr, topo.NoNode, fmt.Sprintf("round %d: Txn(IfPresent(f), CreateOp(x)) after Txn(IfAbsent(x), DeleteOp(f)) deleted f", r))
+			_, _, err := conns[0].Get(ctx, x)
+			requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get(x)", r))
+		default:
+			require.Failf(t, "both transactions failed", "round %d: %v; %v", r, createErr, deleteErr)
+		}
+	}
+	// IfPresent of a path that only ever becomes a directory (a file is
+	// created below it meanwhile) never holds.
+	for r := range rounds {
+		g, y := fmt.Sprintf("dr/g%d", r), fmt.Sprintf("dr/y%d", r)
+		start := make(chan struct{})
+		var txnErr, createErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			_, txnErr = conns[1].Txn(ctx, topo.IfPresent(g), topo.CreateOp(y, []byte("y")))
+		})
+		wg.Go(func() {
+			<-start
+			for range r % 3 { // a round trip or two: the race's phase
+				if _, _, err := conns[2].Get(ctx, "dr/f/below"); err != nil {
+					createErr = err
+					return
+				}
+			}
+			_, createErr = conns[2].Create(ctx, g+"/child", []byte("c"))
+		})
+		close(start)
+		wg.Wait()
+		require.NoErrorf(t, createErr, "round %d: Create below g", r)
+		requireCode(t, txnErr, topo.NoNode, fmt.Sprintf("round %d: Txn(IfPresent(g), CreateOp(y)), g only ever a directory", r))
+		_, _, err := conns[0].Get(ctx, y)
+		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get(y)", r))
 	}
 	requireFile(t, ctx, conns[0], "dr/f/below", "below", belowV)
 }

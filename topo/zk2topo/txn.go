@@ -59,8 +59,8 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     released or lost locally fails with LockLost: at once as the first
 //     op, otherwise as a check that cannot pass (on the current session
 //     when no claim is live), so that an earlier failing op is named.
-//   - IfVersion(p, v), IfPresent(p): a check at v (any version for
-//     IfPresent). UpdateOp(p, c, v): a set-data at v.
+//   - IfVersion(p, v), IfPresent(p): a check at v; for IfPresent, at the
+//     version read, or one that fails (-2) when p was read absent. UpdateOp(p, c, v): a set-data at v.
 //   - UpdateOp(p, c, nil): a set-data at any version, or a create (with
 //     missing parents) when the file is absent.
 //   - CreateOp(p, c): creates of the missing parents (one that another
@@ -270,6 +270,7 @@ const (
 	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
 	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
 	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see setChecked)
+	roleAbsent           // IfPresent's check that fails: the Stat showed the znode absent
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -338,10 +339,24 @@ func (t *txn) build() []mreq {
 			}
 			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: v}, i, roleMain})
 		case topo.TxnIfVersion, topo.TxnIfPresent:
+			v, role := zkVersion(op.Version), roleMain
+			switch {
+			case op.Kind != topo.TxnIfPresent:
+			case s.exists:
+				// At the version read: a file emptied into a directory
+				// since (a Delete of a file with files below it) fails
+				// the check, which any version would pass.
+				v = s.st.Version
+			default:
+				// Absent: a check that fails, NoNode while still absent;
+				// a znode that appeared (a file, or a directory of a file
+				// created below) is read again.
+				v, role = -2, roleAbsent
+			}
 			if s.dirOnly() {
 				kindFail(i, zp)
-			} else { // IfPresent's Version is AnyVersion: -1
-				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: zkVersion(op.Version)}, i, roleMain})
+			} else {
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: v}, i, role})
 			}
 		case topo.TxnIfAbsent:
 			switch {
@@ -867,6 +882,11 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	switch r.role {
 	case roleSentinel:
 		return fail(topo.NoNode)
+	case roleAbsent:
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return fail(topo.NoNode)
+		}
+		return restat() // it appeared: a file, or only a directory
 	case roleEntry:
 		if op.Kind == topo.TxnUpdate {
 			return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
