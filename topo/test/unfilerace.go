@@ -22,7 +22,8 @@ import (
 // Txn conditioned on IfPresent of the file and one deleting it
 // conditioned on the absence of what the first creates: exactly one
 // succeeds. IfPresent of a path that becomes a directory meanwhile (a
-// file created below it) fails.
+// file created below it) fails, as do IfVersion and a compare-and-set
+// UpdateOp at version 0 (a new directory's data version on ZooKeeper).
 func testDeleteFileWithChildrenRaces(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	conns := s.conns(3)
@@ -157,7 +158,14 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			<-start
-			_, txnErr = conns[1].Txn(ctx, topo.IfPresent(g), topo.CreateOp(y, []byte("y")))
+			cond := topo.IfPresent(g)
+			switch r % 3 {
+			case 1:
+				cond = topo.IfVersion(g, topo.NumericVersion(0))
+			case 2:
+				cond = topo.UpdateOp(g, []byte("g"), topo.NumericVersion(0))
+			}
+			_, txnErr = conns[1].Txn(ctx, cond, topo.CreateOp(y, []byte("y")))
 		})
 		wg.Go(func() {
 			<-start
@@ -172,9 +180,11 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		close(start)
 		wg.Wait()
 		require.NoErrorf(t, createErr, "round %d: Create below g", r)
-		requireCode(t, txnErr, topo.NoNode, fmt.Sprintf("round %d: Txn(IfPresent(g), CreateOp(y)), g only ever a directory", r))
+		requireCode(t, txnErr, topo.NoNode, fmt.Sprintf("round %d: Txn(IfPresent(g), IfVersion(g, 0) or UpdateOp(g, 0); CreateOp(y)), g only ever a directory", r))
 		_, _, err := conns[0].Get(ctx, y)
 		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get(y)", r))
+		_, _, err = conns[0].Get(ctx, g)
+		requireCode(t, err, topo.NoNode, fmt.Sprintf("round %d: Get(g)", r))
 	}
 	requireFile(t, ctx, conns[0], "dr/f/below", "below", belowV)
 }

@@ -59,8 +59,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     released or lost locally fails with LockLost: at once as the first
 //     op, otherwise as a check that cannot pass (on the current session
 //     when no claim is live), so that an earlier failing op is named.
-//   - IfVersion(p, v), IfPresent(p): a check at v; for IfPresent, at the
-//     version read, or one that fails (-2) when p was read absent. UpdateOp(p, c, v): a set-data at v.
+//   - IfVersion(p, v), IfPresent(p): a check at v (for IfPresent, at the
+//     version read); one that fails (-2) when p was read absent, as for a
+//     versioned UpdateOp. UpdateOp(p, c, v): a set-data at v.
 //   - UpdateOp(p, c, nil): a set-data at any version, or a create (with
 //     missing parents) when the file is absent.
 //   - CreateOp(p, c): creates of the missing parents (one that another
@@ -270,7 +271,7 @@ const (
 	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
 	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
 	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see setChecked)
-	roleAbsent           // IfPresent's check that fails: the Stat showed the znode absent
+	roleAbsent           // a check that fails: the Stat of IfVersion's, IfPresent's or a versioned UpdateOp's znode showed it absent
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -341,17 +342,16 @@ func (t *txn) build() []mreq {
 		case topo.TxnIfVersion, topo.TxnIfPresent:
 			v, role := zkVersion(op.Version), roleMain
 			switch {
-			case op.Kind != topo.TxnIfPresent:
-			case s.exists:
+			case !s.exists:
+				// Absent: a check that fails, NoNode while still absent;
+				// a znode that appeared (a file, or the directory of a
+				// file created below, at version 0) is read again.
+				v, role = -2, roleAbsent
+			case op.Kind == topo.TxnIfPresent:
 				// At the version read: a file emptied into a directory
 				// since (a Delete of a file with files below it) fails
 				// the check, which any version would pass.
 				v = s.st.Version
-			default:
-				// Absent: a check that fails, NoNode while still absent;
-				// a znode that appeared (a file, or a directory of a file
-				// created below) is read again.
-				v, role = -2, roleAbsent
 			}
 			if s.dirOnly() {
 				kindFail(i, zp)
@@ -388,6 +388,10 @@ func (t *txn) build() []mreq {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			case op.Version != backendkit.AnyVersion && s.dirOnly():
 				kindFail(i, zp)
+			case op.Version != backendkit.AnyVersion && !s.exists:
+				// As IfVersion's: a set-data at 0 would write onto a
+				// directory created meanwhile.
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleAbsent})
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists && made[zp]:
 				// Created already, as another write's parent.
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists:
