@@ -116,13 +116,19 @@ var churnModel = porcupine.Model{
 		if out.code == topo.ResourceExhausted { // refused, nothing written
 			return true, st
 		}
-		for i, step := range in.steps {
-			if code := churnFails(step, st); code != 0 {
-				return !out.ok && out.failed == i && out.code == code, st
-			}
-		}
 		if !out.ok {
-			return false, st
+			// The op named fails, with that code, in the state the call
+			// is linearized at. That it is the first failing op is not
+			// checked here (Txn/Failures, Txn/Atomicity do): zk2topo
+			// finds the first by leaving a failing op out of the next
+			// multis, and may name an op whose failure an earlier multi
+			// saw while a later one saw an op before it pass.
+			return out.failed >= 0 && out.failed < len(in.steps) && churnFails(in.steps[out.failed], st) == out.code, st
+		}
+		for _, step := range in.steps {
+			if churnFails(step, st) != 0 {
+				return false, st
+			}
 		}
 		next := st
 		for i, step := range in.steps {
