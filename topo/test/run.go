@@ -169,6 +169,8 @@ func groups() []struct {
 			{"Linearizable", testLinearizable},
 			{"VersionedDelete", testConcurrentVersionedDelete},
 			{"LargeValueCompareAndSet", testLargeValueCAS},
+			{"TreeChurn", testTreeChurn},
+			{"DeleteFileWithChildren", testDeleteFileWithChildrenRaces},
 		}},
 		{"Faults", []subtest{
 			{"LinearizableReads", testLinearizableUnderFault},

@@ -320,8 +320,10 @@ func (c *Conn) Update(ctx context.Context, filePath string, contents []byte, ver
 // the version read on the same session (two round trips). A
 // compare-and-set is NoNode when the znode is absent, only a directory or
 // an entry, BadVersion at another version; an unconditional one creates
-// an absent file and reads again when the znode changed before its write.
-// Empty contents on a znode with children are ErrEmptyFileWithChildren.
+// an absent file. Both read again when the znode changed before their
+// write (a compare-and-set whose file another client's Delete emptied
+// meanwhile is NoNode, not BadVersion). Empty contents on a znode with
+// children are ErrEmptyFileWithChildren.
 // The windows, between the two requests: for a compare-and-set, the file
 // deleted and re-created as a directory at the same version (0); for
 // empty contents, a file created below p, which leaves p empty with
@@ -367,7 +369,7 @@ func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, v
 		if err == nil {
 			return topo.NumericVersion(nst.Version), nil
 		}
-		if cas || !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
+		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
 			return nil, c.convert(err, p)
 		}
 		if attempt >= 10 {
@@ -378,8 +380,9 @@ func (c *Conn) readThenSet(ctx context.Context, p, zp string, contents []byte, v
 }
 
 // errEmptyUpdateContention is the cause of the ResourceExhausted error of
-// an Update of empty contents whose file other writers changed between
-// its read and its write at every attempt.
+// an Update of empty contents (or a compare-and-set, its file re-created
+// at its version each time) whose file other writers changed between its
+// read and its write at every attempt.
 var errEmptyUpdateContention = errors.New("zk2topo: concurrent writers changed the file between the read and the write of every attempt; nothing was written")
 
 // emptyWithChildren is the InvalidArgument error of a write of empty

@@ -59,8 +59,9 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     released or lost locally fails with LockLost: at once as the first
 //     op, otherwise as a check that cannot pass (on the current session
 //     when no claim is live), so that an earlier failing op is named.
-//   - IfVersion(p, v), IfPresent(p): a check at v (any version for
-//     IfPresent). UpdateOp(p, c, v): a set-data at v.
+//   - IfVersion(p, v), IfPresent(p): a check at v (for IfPresent, at the
+//     version read); one that fails (-2) when p was read absent, as for a
+//     versioned UpdateOp. UpdateOp(p, c, v): a set-data at v.
 //   - UpdateOp(p, c, nil): a set-data at any version, or a create (with
 //     missing parents) when the file is absent.
 //   - CreateOp(p, c): creates of the missing parents (one that another
@@ -270,6 +271,7 @@ const (
 	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
 	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
 	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see setChecked)
+	roleAbsent           // a check that fails: the Stat of IfVersion's, IfPresent's or a versioned UpdateOp's znode showed it absent
 )
 
 // mreq is one request of a multi and the op it belongs to.
@@ -338,10 +340,23 @@ func (t *txn) build() []mreq {
 			}
 			out = append(out, mreq{&zk.CheckVersionRequest{Path: cl.node, Version: v}, i, roleMain})
 		case topo.TxnIfVersion, topo.TxnIfPresent:
+			v, role := zkVersion(op.Version), roleMain
+			switch {
+			case !s.exists:
+				// Absent: a check that fails, NoNode while still absent;
+				// a znode that appeared (a file, or the directory of a
+				// file created below, at version 0) is read again.
+				v, role = -2, roleAbsent
+			case op.Kind == topo.TxnIfPresent:
+				// At the version read: a file emptied into a directory
+				// since (a Delete of a file with files below it) fails
+				// the check, which any version would pass.
+				v = s.st.Version
+			}
 			if s.dirOnly() {
 				kindFail(i, zp)
-			} else { // IfPresent's Version is AnyVersion: -1
-				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: zkVersion(op.Version)}, i, roleMain})
+			} else {
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: v}, i, role})
 			}
 		case topo.TxnIfAbsent:
 			switch {
@@ -373,6 +388,10 @@ func (t *txn) build() []mreq {
 				out = append(out, mreq{&zk.SetDataRequest{Path: zp, Data: op.Contents, Version: s.st.Version}, i, roleAt})
 			case op.Version != backendkit.AnyVersion && s.dirOnly():
 				kindFail(i, zp)
+			case op.Version != backendkit.AnyVersion && !s.exists:
+				// As IfVersion's: a set-data at 0 would write onto a
+				// directory created meanwhile.
+				out = append(out, mreq{&zk.CheckVersionRequest{Path: zp, Version: -2}, i, roleAbsent})
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists && made[zp]:
 				// Created already, as another write's parent.
 			case op.Version == backendkit.AnyVersion && s.statted && !s.exists:
@@ -845,9 +864,33 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		}
 		return false, nil
 	}
+	// reread explains a request at the version read or at op's version
+	// that failed with BadVersion: the file was written, or emptied by
+	// another client's Delete, since its Stat. Read again: NoNode once
+	// it went (not BadVersion: suite subtest
+	// Concurrency/DeleteFileWithChildren), BadVersion at another version
+	// than op's, else another attempt.
+	reread := func() (bool, error) {
+		if done, err := restat(); done {
+			return done, err
+		}
+		s := &t.st[i]
+		switch {
+		case !s.exists || s.dirOnly():
+			return fail(topo.NoNode)
+		case op.Version != backendkit.AnyVersion && zkVersion(op.Version) != s.st.Version:
+			return fail(topo.BadVersion)
+		}
+		return false, nil
+	}
 	switch r.role {
 	case roleSentinel:
 		return fail(topo.NoNode)
+	case roleAbsent:
+		if errors.Is(zerr, zk.ErrNoNode) {
+			return fail(topo.NoNode)
+		}
+		return restat() // it appeared: a file, or only a directory
 	case roleEntry:
 		if op.Kind == topo.TxnUpdate {
 			return true, backendkit.TxnOpError(op, backendkit.Wrap(topo.NodeExists, op.Path, errEntry))
@@ -870,13 +913,10 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		}
 		return false, nil
 	case roleUnfile:
-		if errors.Is(zerr, zk.ErrBadVersion) && op.Version != backendkit.AnyVersion {
-			return fail(topo.BadVersion)
-		}
 		if errors.Is(zerr, zk.ErrNoNode) {
 			return fail(topo.NoNode)
 		}
-		return false, nil // written meanwhile: run reads it again
+		return reread()
 	}
 	// roleMain
 	switch {
@@ -884,7 +924,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		return fail(topo.LockLost)
 	case t.needsStat(i): // a check or set-data at a version
 		if errors.Is(zerr, zk.ErrBadVersion) {
-			return fail(topo.BadVersion)
+			return reread()
 		}
 		return fail(topo.NoNode)
 	case op.Kind == topo.TxnCreate:
