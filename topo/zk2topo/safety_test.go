@@ -337,7 +337,7 @@ func TestDeleteOfFileWithChildrenKeepsConcurrentUpdate(t *testing.T) {
 		switch {
 		case op == opcodeDelete:
 			deleted.Store(true)
-		case op == opcodeExists && deleted.Load() && updated.CompareAndSwap(false, true):
+		case (op == opcodeExists || op == opcodeGetChildren2) && deleted.Load() && updated.CompareAndSwap(false, true):
 			_, err := raw.Set(root+"/f", []byte("meanwhile"), -1)
 			assert.NoError(t, err) // on the client's send goroutine
 		}
