@@ -370,7 +370,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	cfg.Transport.MaxIdleConnsPerHost = 64
 	dialer := &net.Dialer{Timeout: opts.DialTimeout, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}}
-	cfg.Transport.DialContext = trackedDial(dialer.DialContext)
+	cfg.Transport.DialContext = dialer.DialContext
 	// No gzip: compressing answers (claims' transactions) costs a nearby
 	// agent and client more CPU than it saves (a tenth of both's CPU per
 	// term, 300 candidates on one election).
@@ -460,9 +460,8 @@ func (e *noAnswerError) Error() string {
 }
 
 // boundedTransport bounds each request's wait for its response headers
-// (Options.RequestTimeout; timeout 0: no bound; Consul sends the body
-// with the headers) and aborts a request whose context ends without
-// closing a connection another request took meanwhile (requestGate).
+// (Options.RequestTimeout; timeout 0: no bound). Consul sends the body
+// with the headers.
 type boundedTransport struct {
 	base    http.RoundTripper
 	addr    string
@@ -471,57 +470,38 @@ type boundedTransport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Context().Err() != nil {
-		if req.Body != nil {
-			_ = req.Body.Close() // as a RoundTripper must, even on error
-		}
-		return nil, context.Cause(req.Context())
+	if t.timeout <= 0 {
+		return t.base.RoundTrip(req)
 	}
-	g, ctx := newRequestGate(req.Context())
-	stop := context.AfterFunc(req.Context(), func() { g.abort(context.Cause(req.Context()), false) })
 	bound := t.timeout + blockingWait(req.URL.RawQuery)
-	var timer *time.Timer
-	if t.timeout > 0 {
-		timer = time.AfterFunc(bound, func() { g.abort(errNoAnswer, true) })
-	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(bound, func() { cancel(errNoAnswer) })
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if timer != nil {
-		timer.Stop()
-	}
-	cause := g.roundTripped()
-	if cause != nil {
-		// Aborted (an answer just then may be cut off: dropped).
-		stop()
+	if !timer.Stop() && context.Cause(ctx) == errNoAnswer {
+		// The bound passed (an answer just then may be cut off: dropped).
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		g.cancel(nil)
-		if cause == errNoAnswer {
-			return nil, &noAnswerError{addr: t.addr, bound: bound}
-		}
-		return nil, cause
+		cancel(nil)
+		return nil, &noAnswerError{addr: t.addr, bound: bound}
 	}
 	if err != nil {
-		stop()
-		g.cancel(nil)
+		cancel(nil)
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() {
-		stop()
-		g.cancel(nil)
-	}}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
 }
 
 // cancelOnClose releases a request's context when its body is closed.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel func()
+	cancel context.CancelCauseFunc
 }
 
 func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel()
+	b.cancel(nil)
 	return err
 }
 
