@@ -35,37 +35,27 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		// A few Updates, not a loop: a Delete a backend makes of a read
 		// and a write may give up (ResourceExhausted) to a writer that
 		// always lands between them.
-		start := make(chan struct{})
-		var wg sync.WaitGroup
 		var werr error
-		wg.Go(func() {
-			<-start
+		together(func() {
 			for i := range 5 {
 				if _, werr = conns[1].Update(ctx, "dr/f", []byte(fmt.Sprintf("r%d-%d", r, i)), nil); werr != nil {
 					return
 				}
 			}
+		}, func() {
+			err = deleteVia(ctx, conns[2], r%2 == 1, "dr/f", nil)
 		})
-		close(start)
-		err = deleteVia(ctx, conns[2], r%2 == 1, "dr/f", nil)
-		wg.Wait()
 		require.NoErrorf(t, err, "round %d: an unconditional Delete of a file with a file below it, racing unconditional Updates of the file", r)
 		require.NoErrorf(t, werr, "round %d: an unconditional Update racing a Delete", r)
 	}
 	for r := range rounds {
 		ver, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("v%d", r)), nil)
 		require.NoError(t, err)
-		start := make(chan struct{})
 		var errs [2]error
-		var wg sync.WaitGroup
-		for i := range errs {
-			wg.Go(func() {
-				<-start
-				errs[i] = deleteVia(ctx, conns[1+i], i == r%2, "dr/f", ver)
-			})
+		del := func(i int) func() {
+			return func() { errs[i] = deleteVia(ctx, conns[1+i], i == r%2, "dr/f", ver) }
 		}
-		close(start)
-		wg.Wait()
+		together(del(0), del(1))
 		won := 0
 		for i, err := range errs {
 			if err == nil {
@@ -81,16 +71,10 @@ func testDeleteFileWithChildrenRaces(s *store) {
 	for r := range rounds {
 		ver, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("u%d", r)), nil)
 		require.NoError(t, err)
-		start := make(chan struct{})
 		var casErr, delErr error
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			<-start
-			for range r % 3 { // a round trip or two: the race's phase
-				if _, _, err := conns[1].Get(ctx, "dr/f/below"); err != nil {
-					casErr = err
-					return
-				}
+		together(func() {
+			if casErr = phase(ctx, conns[1], r); casErr != nil {
+				return
 			}
 			contents := []byte(fmt.Sprintf("u%d-cas", r))
 			if r%2 == 1 {
@@ -98,13 +82,9 @@ func testDeleteFileWithChildrenRaces(s *store) {
 			} else {
 				_, casErr = conns[1].Update(ctx, "dr/f", contents, ver)
 			}
-		})
-		wg.Go(func() {
-			<-start
+		}, func() {
 			delErr = conns[2].Delete(ctx, "dr/f", nil)
 		})
-		close(start)
-		wg.Wait()
 		require.NoErrorf(t, delErr, "round %d: an unconditional Delete of a file with a file below it, racing a compare-and-set", r)
 		if casErr != nil {
 			requireCode(t, casErr, topo.NoNode, fmt.Sprintf("round %d: a compare-and-set at the version read, losing to an unconditional Delete", r))
@@ -118,25 +98,15 @@ func testDeleteFileWithChildrenRaces(s *store) {
 		_, err := conns[0].Update(ctx, "dr/f", []byte(fmt.Sprintf("p%d", r)), nil)
 		require.NoError(t, err)
 		x := fmt.Sprintf("dr/x%d", r)
-		start := make(chan struct{})
 		var createErr, deleteErr error
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			<-start
-			for range r % 3 { // a round trip or two: the race's phase
-				if _, _, err := conns[1].Get(ctx, "dr/f/below"); err != nil {
-					createErr = err
-					return
-				}
+		together(func() {
+			if createErr = phase(ctx, conns[1], r); createErr != nil {
+				return
 			}
 			_, createErr = conns[1].Txn(ctx, topo.IfPresent("dr/f"), topo.CreateOp(x, []byte("x")))
-		})
-		wg.Go(func() {
-			<-start
+		}, func() {
 			_, deleteErr = conns[2].Txn(ctx, topo.IfAbsent(x), topo.DeleteOp("dr/f", nil))
 		})
-		close(start)
-		wg.Wait()
 		switch {
 		case createErr == nil:
 			requireCode(t, deleteErr, topo.NodeExists, fmt.Sprintf("round %d: Txn(IfAbsent(x), DeleteOp(f)) after Txn(IfPresent(f), CreateOp(x)) created x", r))
@@ -153,11 +123,8 @@ func testDeleteFileWithChildrenRaces(s *store) {
 	// created below it meanwhile) never holds.
 	for r := range rounds {
 		g, y := fmt.Sprintf("dr/g%d", r), fmt.Sprintf("dr/y%d", r)
-		start := make(chan struct{})
 		var txnErr, createErr error
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			<-start
+		together(func() {
 			cond := topo.IfPresent(g)
 			switch r % 3 {
 			case 1:
@@ -166,19 +133,12 @@ func testDeleteFileWithChildrenRaces(s *store) {
 				cond = topo.UpdateOp(g, []byte("g"), topo.NumericVersion(0))
 			}
 			_, txnErr = conns[1].Txn(ctx, cond, topo.CreateOp(y, []byte("y")))
-		})
-		wg.Go(func() {
-			<-start
-			for range r % 3 { // a round trip or two: the race's phase
-				if _, _, err := conns[2].Get(ctx, "dr/f/below"); err != nil {
-					createErr = err
-					return
-				}
+		}, func() {
+			if createErr = phase(ctx, conns[2], r); createErr != nil {
+				return
 			}
 			_, createErr = conns[2].Create(ctx, g+"/child", []byte("c"))
 		})
-		close(start)
-		wg.Wait()
 		require.NoErrorf(t, createErr, "round %d: Create below g", r)
 		requireCode(t, txnErr, topo.NoNode, fmt.Sprintf("round %d: Txn(IfPresent(g), IfVersion(g, 0) or UpdateOp(g, 0); CreateOp(y)), g only ever a directory", r))
 		_, _, err := conns[0].Get(ctx, y)
@@ -196,4 +156,31 @@ func deleteVia(ctx context.Context, c topo.Conn, txn bool, p string, version top
 		return err
 	}
 	return c.Delete(ctx, p, version)
+}
+
+// together runs fs at once, each on a goroutine of its own released at
+// the same moment, and returns when all have returned.
+func together(fs ...func()) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, f := range fs {
+		wg.Go(func() {
+			<-start
+			f()
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// phase makes r%3 reads through c (none, one or two round trips) before a
+// racing call, so that the rounds of a race try its orders at several
+// phases.
+func phase(ctx context.Context, c topo.Conn, r int) error {
+	for range r % 3 {
+		if _, _, err := c.Get(ctx, "dr/f/below"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
