@@ -112,8 +112,8 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 	defer cancel()
 	ok, resp, err = c.txn(rctx, ops)
 	switch {
-	case err != nil && isInvalidSession(err):
-		return false, nil, errInvalidSession
+	case errors.Is(err, errInvalidSession):
+		return false, nil, err
 	case err != nil:
 		c.resolve(r)
 		return false, nil, err
@@ -264,8 +264,6 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 		}
 		rb := classifyRollback(resp)
 		switch {
-		case rb == rollbackBadSession:
-			return claims.Entry{}, errInvalidSession
 		case rb == rollbackDenied || rb == rollbackUnknown:
 			return claims.Entry{}, rollbackError(q.Path, resp)
 		case !opts.Exclusive:
@@ -395,8 +393,6 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 				return lost(actx.Err())
 			}
 			wait = min(2*wait, maxRetryWait)
-		case rollbackBadSession:
-			return claims.Entry{}, claims.ErrNotHeld
 		default:
 			return claims.Entry{}, rollbackError(q.Path, resp)
 		}

@@ -285,14 +285,20 @@ func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) err
 	return err
 }
 
-// checkedTxn runs ops, whose first is a check: ErrNotHeld when it fails.
+// checkedTxn runs ops, a session's write whose first is a check of its
+// claim: ErrNotHeld when the check fails, and when the session is gone in
+// Consul: unknown to the agent (errInvalidSession), or invalidated (a
+// lock-delay: ops lock only keys the session alone locks).
 func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*api.TxnResponse, error) {
 	ok, resp, err := c.txn(ctx, ops)
-	if err != nil || ok {
+	switch {
+	case errors.Is(err, errInvalidSession):
+		return nil, claims.ErrNotHeld
+	case err != nil || ok:
 		return resp, err
 	}
 	switch classifyRollback(resp) {
-	case rollbackStale, rollbackMissing, rollbackNotHeld:
+	case rollbackStale, rollbackMissing, rollbackNotHeld, rollbackLockDelay:
 		return nil, claims.ErrNotHeld
 	}
 	return nil, rollbackError(path, resp)

@@ -75,16 +75,13 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 	}
 	switch {
 	case err != nil:
-		if isInvalidSession(err) {
-			return claims.Entry{}, errInvalidSession
+		if errors.Is(err, errInvalidSession) {
+			return claims.Entry{}, err
 		}
 		// The entry may have been written.
 		d.dropEntry(ekey, qsess)
 		return claims.Entry{}, err
 	case !ok:
-		if classifyRollback(resp) == rollbackBadSession {
-			return claims.Entry{}, errInvalidSession
-		}
 		return claims.Entry{}, rollbackError(q.Path, resp)
 	}
 	kv := result(resp, ekey)
