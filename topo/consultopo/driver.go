@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/claims"
 )
@@ -331,14 +330,8 @@ func holds(pair *api.KVPair, sessionID string, token int64) bool {
 	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
 }
 
-// MapError implements claims.Driver: a *topo.Error as it is, a session
-// Consul no longer knows Unavailable, anything else as convertError.
+// MapError implements claims.Driver: convertError (a session Consul no
+// longer knows is Unavailable, as any error it does not name).
 func (d driver) MapError(ctx context.Context, err error, path string) error {
-	if _, ok := errors.AsType[*topo.Error](err); ok {
-		return err
-	}
-	if errors.Is(err, errInvalidSession) {
-		return backendkit.Wrap(topo.Unavailable, path, err)
-	}
 	return d.c.convertError(ctx, err, path)
 }
