@@ -273,9 +273,6 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // List shows ahead of e; a list of e alone clears the key's contended
 // mark.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
-	if e.Granted {
-		return nil, true, nil
-	}
 	c := d.c
 	switch w := c.waiterOf(e.Key, false); {
 	case w.fresh && w.pred.Key != "":
