@@ -70,9 +70,6 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if q.Election && len(opts.Value) > maxTxnValue {
 		return claims.Entry{}, nil, errLeaderValueSize(q.Path)
 	}
-	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
-		return claims.Entry{}, nil, err
-	}
 	if opts.RequireFiles {
 		if err := c.requireFiles(ctx, q.Path); err != nil {
 			return claims.Entry{}, nil, err
