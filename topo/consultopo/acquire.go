@@ -399,11 +399,8 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	}
 }
 
-// result returns the last result for key (after a check's), or nil.
+// result returns the last result for key in an answer (after a check's), or nil.
 func result(resp *api.TxnResponse, key string) *api.KVPair {
-	if resp == nil {
-		return nil
-	}
 	for i := len(resp.Results) - 1; i >= 0; i-- {
 		if kv := resp.Results[i].KV; kv != nil && kv.Key == key {
 			return kv
