@@ -448,17 +448,6 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 // errNoAnswer is boundedTransport's cancellation cause.
 var errNoAnswer = errors.New("no answer")
 
-// noAnswerError is a request's error past its bound: it wraps no context
-// error, so it is Unavailable.
-type noAnswerError struct {
-	addr  string
-	bound time.Duration
-}
-
-func (e *noAnswerError) Error() string {
-	return fmt.Sprintf("consultopo: the Consul agent at %s sent no answer within %v", e.addr, e.bound)
-}
-
 // boundedTransport bounds each request's wait for its response headers
 // (Options.RequestTimeout; timeout 0: no bound). Consul sends the body
 // with the headers.
@@ -483,7 +472,8 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			_ = resp.Body.Close()
 		}
 		cancel(nil)
-		return nil, &noAnswerError{addr: t.addr, bound: bound}
+		// It wraps no context error: Unavailable.
+		return nil, fmt.Errorf("consultopo: the Consul agent at %s sent no answer within %v", t.addr, bound)
 	}
 	if err != nil {
 		cancel(nil)
