@@ -33,9 +33,6 @@ const (
 	lateWindow = time.Minute
 )
 
-// errInvalidSession: Consul no longer knows an acquire's session.
-var errInvalidSession = errors.New("consul session no longer exists")
-
 // ForeignKeyError is the cause of the NodeExists error of Lock, TryLock,
 // LockWithTTL, LockName and WaitForLeadership when their key (<dir>/Lock,
 // elections/<name>) holds another tool's value: no session and no lock
@@ -112,7 +109,7 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 	defer cancel()
 	ok, resp, err = c.txn(rctx, ops)
 	switch {
-	case errors.Is(err, errInvalidSession):
+	case errors.Is(err, errSessionGone):
 		return false, nil, err
 	case err != nil:
 		c.resolve(r)
@@ -332,7 +329,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	r := acquireReq{path: q.Path, key: key, contents: e.Contents, sess: sess, election: q.Election,
 		publish: e.Value != nil, value: e.Value, entry: e.Key, entrySession: e.Session}
 	lost := func(err error) (claims.Entry, error) {
-		if sess.lost() || errors.Is(err, errInvalidSession) {
+		if sess.lost() || errors.Is(err, errSessionGone) {
 			return claims.Entry{}, claims.ErrNotHeld
 		}
 		return claims.Entry{}, err

@@ -100,7 +100,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			switch {
 			case err == nil:
 				return e, sess.view, nil
-			case errors.Is(err, errInvalidSession) && attempt < 3:
+			case errors.Is(err, errSessionGone) && attempt < 3:
 				// A shared session that expired while idle: a new one.
 				c.forgetSession(sess, errSessionGone)
 				continue
@@ -117,7 +117,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 		}
 		e, err := d.enqueue(ctx, q, key, contents, opts.Value, qsess)
-		if errors.Is(err, errInvalidSession) && attempt < 3 {
+		if errors.Is(err, errSessionGone) && attempt < 3 {
 			c.forgetSession(qsess, errSessionGone)
 			if qsess != sess {
 				c.destroySession(context.Background(), sess)
@@ -283,12 +283,12 @@ func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) err
 
 // checkedTxn runs ops, a session's write whose first is a check of its
 // claim: ErrNotHeld when the check fails, and when the session is gone in
-// Consul: unknown to the agent (errInvalidSession), or invalidated (a
+// Consul: unknown to the agent (errSessionGone), or invalidated (a
 // lock-delay: ops lock only keys the session alone locks).
 func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*api.TxnResponse, error) {
 	ok, resp, err := c.txn(ctx, ops)
 	switch {
-	case errors.Is(err, errInvalidSession):
+	case errors.Is(err, errSessionGone):
 		return nil, claims.ErrNotHeld
 	case err != nil || ok:
 		return resp, err

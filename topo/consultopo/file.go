@@ -30,7 +30,7 @@ func value(pair *api.KVPair) []byte {
 
 // txn runs ops as one Consul transaction: ok=false with the response
 // when it was rolled back, an error when it could not be run;
-// errInvalidSession, for every session-bound write, when Consul refused a
+// errSessionGone, for every session-bound write, when Consul refused a
 // session it no longer knows (an operation's error: Consul 1.13 reports
 // the state store's errors per operation, with 409).
 func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse, error) {
@@ -44,7 +44,7 @@ func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse,
 		var failed api.TxnResponse
 		if jerr := json.Unmarshal([]byte(se.Body), &failed); jerr == nil {
 			if classifyRollback(&failed) == rollbackBadSession {
-				return false, nil, errInvalidSession
+				return false, nil, errSessionGone
 			}
 			return false, &failed, nil
 		}

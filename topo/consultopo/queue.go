@@ -75,7 +75,7 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 	}
 	switch {
 	case err != nil:
-		if errors.Is(err, errInvalidSession) {
+		if errors.Is(err, errSessionGone) {
 			return claims.Entry{}, err
 		}
 		// The entry may have been written.

@@ -14,7 +14,8 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Causes of a session's end (context.Cause of session.ctx).
+// Causes of a session's end (context.Cause of session.ctx); errSessionGone
+// is also txn's error for a session Consul refused as unknown.
 var (
 	errSessionExpiredLocally = errors.New("consul session not renewed within its TTL; given up before Consul can invalidate it")
 	errSessionGone           = errors.New("consul session no longer exists")
