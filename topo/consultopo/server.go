@@ -579,10 +579,7 @@ func (c *Conn) dirPrefix(dir string) string {
 
 // relPath returns key's path relative to the root, false when outside.
 func (c *Conn) relPath(key string) (string, bool) {
-	if c.root == "" {
-		return key, key != ""
-	}
-	p, ok := strings.CutPrefix(key, c.root+"/")
+	p, ok := strings.CutPrefix(key, c.dirPrefix(""))
 	return p, ok && p != ""
 }
 
