@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -281,7 +282,7 @@ type Conn struct {
 	contended keySet[string]
 
 	mu         sync.Mutex
-	closed     bool
+	closed     atomic.Bool                // written under mu
 	shared     *session                   // the long-lived session, nil until needed
 	sessions   map[*session]struct{}      // every live session, destroyed by Close
 	waiters    map[string]*waiter         // see waiter
@@ -528,11 +529,10 @@ func (c *Conn) Client() *api.Client { return c.client }
 func (c *Conn) Close() {
 	c.eng.Close()
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Swap(true) {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
 	sessions := c.sessions // no longer written: c.sessions is a new map
 	c.sessions = map[*session]struct{}{}
 	c.shared = nil
@@ -552,11 +552,7 @@ func (c *Conn) Close() {
 	c.transport.CloseIdleConnections()
 }
 
-func (c *Conn) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *Conn) isClosed() bool { return c.closed.Load() }
 
 // key returns the KV key of the canonical path p ("" is the root itself).
 func (c *Conn) key(p string) string {
@@ -610,7 +606,7 @@ func (c *Conn) writeOptions(ctx context.Context) *api.WriteOptions {
 func (c *Conn) spawn(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		go f()
 		return
 	}

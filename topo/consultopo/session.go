@@ -58,7 +58,7 @@ func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent t
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
 	s.mu.Unlock()
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Load() {
 		c.mu.Unlock()
 		s.markLost(errSessionClosed)
 		return nil, topo.NewError(topo.Closed, path)
