@@ -33,9 +33,6 @@ const (
 	lateWindow = time.Minute
 )
 
-// errInvalidSession: Consul no longer knows an acquire's session.
-var errInvalidSession = errors.New("consul session no longer exists")
-
 // ForeignKeyError is the cause of the NodeExists error of Lock, TryLock,
 // LockWithTTL, LockName and WaitForLeadership when their key (<dir>/Lock,
 // elections/<name>) holds another tool's value: no session and no lock
@@ -112,8 +109,8 @@ func (c *Conn) send(r acquireReq, cond *api.KVTxnOp) (ok bool, resp *api.TxnResp
 	defer cancel()
 	ok, resp, err = c.txn(rctx, ops)
 	switch {
-	case err != nil && isInvalidSession(err):
-		return false, nil, errInvalidSession
+	case errors.Is(err, errSessionGone):
+		return false, nil, err
 	case err != nil:
 		c.resolve(r)
 		return false, nil, err
@@ -264,8 +261,6 @@ func (d driver) take(ctx context.Context, q claims.Queue, key, contents string, 
 		}
 		rb := classifyRollback(resp)
 		switch {
-		case rb == rollbackBadSession:
-			return claims.Entry{}, errInvalidSession
 		case rb == rollbackDenied || rb == rollbackUnknown:
 			return claims.Entry{}, rollbackError(q.Path, resp)
 		case !opts.Exclusive:
@@ -334,7 +329,7 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 	r := acquireReq{path: q.Path, key: key, contents: e.Contents, sess: sess, election: q.Election,
 		publish: e.Value != nil, value: e.Value, entry: e.Key, entrySession: e.Session}
 	lost := func(err error) (claims.Entry, error) {
-		if sess.lost() || errors.Is(err, errInvalidSession) {
+		if sess.lost() || errors.Is(err, errSessionGone) {
 			return claims.Entry{}, claims.ErrNotHeld
 		}
 		return claims.Entry{}, err
@@ -395,19 +390,14 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 				return lost(actx.Err())
 			}
 			wait = min(2*wait, maxRetryWait)
-		case rollbackBadSession:
-			return claims.Entry{}, claims.ErrNotHeld
 		default:
 			return claims.Entry{}, rollbackError(q.Path, resp)
 		}
 	}
 }
 
-// result returns the last result for key (after a check's), or nil.
+// result returns the last result for key in an answer (after a check's), or nil.
 func result(resp *api.TxnResponse, key string) *api.KVPair {
-	if resp == nil {
-		return nil
-	}
 	for i := len(resp.Results) - 1; i >= 0; i-- {
 		if kv := resp.Results[i].KV; kv != nil && kv.Key == key {
 			return kv

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/claims"
 )
@@ -71,9 +70,6 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 	if q.Election && len(opts.Value) > maxTxnValue {
 		return claims.Entry{}, nil, errLeaderValueSize(q.Path)
 	}
-	if err := backendkit.Ready(ctx, q.Path, c.isClosed); err != nil {
-		return claims.Entry{}, nil, err
-	}
 	if opts.RequireFiles {
 		if err := c.requireFiles(ctx, q.Path); err != nil {
 			return claims.Entry{}, nil, err
@@ -104,7 +100,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			switch {
 			case err == nil:
 				return e, sess.view, nil
-			case errors.Is(err, errInvalidSession) && attempt < 3:
+			case errors.Is(err, errSessionGone) && attempt < 3:
 				// A shared session that expired while idle: a new one.
 				c.forgetSession(sess, errSessionGone)
 				continue
@@ -121,7 +117,7 @@ func (d driver) Create(ctx context.Context, q claims.Queue, contents string, opt
 			}
 		}
 		e, err := d.enqueue(ctx, q, key, contents, opts.Value, qsess)
-		if errors.Is(err, errInvalidSession) && attempt < 3 {
+		if errors.Is(err, errSessionGone) && attempt < 3 {
 			c.forgetSession(qsess, errSessionGone)
 			if qsess != sess {
 				c.destroySession(context.Background(), sess)
@@ -285,14 +281,20 @@ func (c *Conn) deleteEntry(ctx context.Context, path, key, sessionID string) err
 	return err
 }
 
-// checkedTxn runs ops, whose first is a check: ErrNotHeld when it fails.
+// checkedTxn runs ops, a session's write whose first is a check of its
+// claim: ErrNotHeld when the check fails, and when the session is gone in
+// Consul: unknown to the agent (errSessionGone), or invalidated (a
+// lock-delay: ops lock only keys the session alone locks).
 func (c *Conn) checkedTxn(ctx context.Context, path string, ops api.TxnOps) (*api.TxnResponse, error) {
 	ok, resp, err := c.txn(ctx, ops)
-	if err != nil || ok {
+	switch {
+	case errors.Is(err, errSessionGone):
+		return nil, claims.ErrNotHeld
+	case err != nil || ok:
 		return resp, err
 	}
 	switch classifyRollback(resp) {
-	case rollbackStale, rollbackMissing, rollbackNotHeld:
+	case rollbackStale, rollbackMissing, rollbackNotHeld, rollbackLockDelay:
 		return nil, claims.ErrNotHeld
 	}
 	return nil, rollbackError(path, resp)
@@ -325,14 +327,8 @@ func holds(pair *api.KVPair, sessionID string, token int64) bool {
 	return pair != nil && pair.Session == sessionID && int64(pair.ModifyIndex) == token
 }
 
-// MapError implements claims.Driver: a *topo.Error as it is, a session
-// Consul no longer knows Unavailable, anything else as convertError.
+// MapError implements claims.Driver: convertError (a session Consul no
+// longer knows is Unavailable, as any error it does not name).
 func (d driver) MapError(ctx context.Context, err error, path string) error {
-	if _, ok := errors.AsType[*topo.Error](err); ok {
-		return err
-	}
-	if errors.Is(err, errInvalidSession) {
-		return backendkit.Wrap(topo.Unavailable, path, err)
-	}
 	return d.c.convertError(ctx, err, path)
 }

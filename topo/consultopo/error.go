@@ -81,11 +81,6 @@ func isPermanent(err error) bool {
 	return isPermissionDenied(err) || topo.IsErrType(err, topo.PermissionDenied)
 }
 
-// isInvalidSession reports whether err refuses a session as gone.
-func isInvalidSession(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "invalid session") || strings.Contains(err.Error(), "Invalid session"))
-}
-
 // rollback is why Consul rolled a transaction back, read from its
 // per-operation errors (agent/consul/state/txn.go, the endpoint's ACL and
 // lock-delay checks).

@@ -29,7 +29,10 @@ func value(pair *api.KVPair) []byte {
 }
 
 // txn runs ops as one Consul transaction: ok=false with the response
-// when it was rolled back, an error when it could not be run.
+// when it was rolled back, an error when it could not be run;
+// errSessionGone, for every session-bound write, when Consul refused a
+// session it no longer knows (an operation's error: Consul 1.13 reports
+// the state store's errors per operation, with 409).
 func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse, error) {
 	var resp api.TxnResponse
 	_, err := c.client.Raw().Write("/v1/txn", ops, &resp, c.writeOptions(ctx))
@@ -40,6 +43,9 @@ func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse,
 	if errors.As(err, &se) && se.Code == http.StatusConflict {
 		var failed api.TxnResponse
 		if jerr := json.Unmarshal([]byte(se.Body), &failed); jerr == nil {
+			if classifyRollback(&failed) == rollbackBadSession {
+				return false, nil, errSessionGone
+			}
 			return false, &failed, nil
 		}
 	}

@@ -47,22 +47,19 @@ func (c *Conn) guardedWrite(op backendkit.TxnOp) bool {
 	return (op.Kind == topo.TxnUpdate || op.Kind == topo.TxnDelete) && guardedKey(c.key(op.Path))
 }
 
-// readGuarded reads the key of every guarded write of cops, by KV key.
+// readGuarded reads the key of every guarded write of cops (each writes
+// its own key: backendkit.CheckTxn), by KV key.
 func (c *Conn) readGuarded(ctx context.Context, cops []backendkit.TxnOp) (map[string]*api.KVPair, error) {
 	out := map[string]*api.KVPair{}
 	for _, op := range cops {
 		if !c.guardedWrite(op) {
 			continue
 		}
-		key := c.key(op.Path)
-		if _, ok := out[key]; ok {
-			continue
-		}
-		pair, _, err := c.kv.Get(key, c.consistentOptions(ctx))
+		pair, _, err := c.kv.Get(c.key(op.Path), c.consistentOptions(ctx))
 		if err != nil {
 			return nil, c.convertError(ctx, err, op.Path)
 		}
-		out[key] = pair
+		out[c.key(op.Path)] = pair
 	}
 	return out, nil
 }

@@ -93,12 +93,10 @@ func (d driver) Head(ctx context.Context, q claims.Queue, watch bool) (claims.En
 	return head, lead != nil, changed, nil
 }
 
-// SetValue implements claims.Driver (Proclaim): one transaction checking
-// the election key's token and writing the value key. A failed check ends
-// the term (Session.LoseEntry): ErrNotHeld, nothing written; so does a
-// session the agent no longer knows (an agent that restarted empty) or
-// that was invalidated (the lock delay on the value key, which only this
-// session locks).
+// SetValue implements claims.Driver (Proclaim): one transaction
+// (checkedTxn) checking the election key's token and writing the value
+// key, which only this session locks. ErrNotHeld, nothing written, ends
+// the term (Session.LoseEntry).
 func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry, val []byte) error {
 	if len(val) > maxTxnValue {
 		return errLeaderValueSize(q.Path)
@@ -108,20 +106,12 @@ func (d driver) SetValue(ctx context.Context, q claims.Queue, v *claims.Session,
 		return claims.ErrNotHeld
 	}
 	key, _ := splitGranted(e)
-	ok, resp, err := d.c.txn(ctx, api.TxnOps{
+	_, err := d.c.checkedTxn(ctx, q.Path, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCheckIndex, Key: key, Index: uint64(e.Token)}},
 		valueOp(valueKey(key, sess.id), val, true, sess),
 	})
-	switch {
-	case err != nil:
-		return err
-	case !ok && len(resp.Errors) > 0 && resp.Errors[0].OpIndex == 0,
-		!ok && classifyRollback(resp) == rollbackBadSession, // the agent no longer knows the session
-		!ok && classifyRollback(resp) == rollbackLockDelay:  // the value key is the session's own: it was invalidated
+	if err == claims.ErrNotHeld {
 		v.LoseEntry(e.Key, e.Token)
-		return claims.ErrNotHeld
-	case !ok:
-		return rollbackError(q.Path, resp)
 	}
-	return nil
+	return err
 }

@@ -75,16 +75,13 @@ func (d driver) enqueue(ctx context.Context, q claims.Queue, key, contents strin
 	}
 	switch {
 	case err != nil:
-		if isInvalidSession(err) {
-			return claims.Entry{}, errInvalidSession
+		if errors.Is(err, errSessionGone) {
+			return claims.Entry{}, err
 		}
 		// The entry may have been written.
 		d.dropEntry(ekey, qsess)
 		return claims.Entry{}, err
 	case !ok:
-		if classifyRollback(resp) == rollbackBadSession {
-			return claims.Entry{}, errInvalidSession
-		}
 		return claims.Entry{}, rollbackError(q.Path, resp)
 	}
 	kv := result(resp, ekey)
@@ -276,9 +273,6 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // List shows ahead of e; a list of e alone clears the key's contended
 // mark.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
-	if e.Granted {
-		return nil, true, nil
-	}
 	c := d.c
 	switch w := c.waiterOf(e.Key, false); {
 	case w.fresh && w.pred.Key != "":

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/topokit/topokit/topo"
@@ -97,11 +96,9 @@ func (c *Conn) adoptSession(ctx context.Context, path, id string, ttl time.Durat
 	sent := time.Now()
 	entry, _, err := c.client.Session().Renew(id, c.writeOptions(ctx))
 	switch {
-	case err != nil && strings.Contains(err.Error(), "404"):
-		return nil, claims.ErrNotHeld
 	case err != nil:
 		return nil, c.convertError(ctx, err, path)
-	case entry == nil:
+	case entry == nil: // Consul's 404
 		return nil, claims.ErrNotHeld
 	}
 	if d, err := time.ParseDuration(entry.TTL); err == nil && d >= time.Second {

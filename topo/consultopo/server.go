@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -281,7 +282,7 @@ type Conn struct {
 	contended keySet[string]
 
 	mu         sync.Mutex
-	closed     bool
+	closed     atomic.Bool                // written under mu
 	shared     *session                   // the long-lived session, nil until needed
 	sessions   map[*session]struct{}      // every live session, destroyed by Close
 	waiters    map[string]*waiter         // see waiter
@@ -448,17 +449,6 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 // errNoAnswer is boundedTransport's cancellation cause.
 var errNoAnswer = errors.New("no answer")
 
-// noAnswerError is a request's error past its bound: it wraps no context
-// error, so it is Unavailable.
-type noAnswerError struct {
-	addr  string
-	bound time.Duration
-}
-
-func (e *noAnswerError) Error() string {
-	return fmt.Sprintf("consultopo: the Consul agent at %s sent no answer within %v", e.addr, e.bound)
-}
-
 // boundedTransport bounds each request's wait for its response headers
 // (Options.RequestTimeout; timeout 0: no bound). Consul sends the body
 // with the headers.
@@ -483,7 +473,8 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			_ = resp.Body.Close()
 		}
 		cancel(nil)
-		return nil, &noAnswerError{addr: t.addr, bound: bound}
+		// It wraps no context error: Unavailable.
+		return nil, fmt.Errorf("consultopo: the Consul agent at %s sent no answer within %v", t.addr, bound)
 	}
 	if err != nil {
 		cancel(nil)
@@ -538,11 +529,10 @@ func (c *Conn) Client() *api.Client { return c.client }
 func (c *Conn) Close() {
 	c.eng.Close()
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Swap(true) {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
 	sessions := c.sessions // no longer written: c.sessions is a new map
 	c.sessions = map[*session]struct{}{}
 	c.shared = nil
@@ -562,11 +552,7 @@ func (c *Conn) Close() {
 	c.transport.CloseIdleConnections()
 }
 
-func (c *Conn) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *Conn) isClosed() bool { return c.closed.Load() }
 
 // key returns the KV key of the canonical path p ("" is the root itself).
 func (c *Conn) key(p string) string {
@@ -589,10 +575,7 @@ func (c *Conn) dirPrefix(dir string) string {
 
 // relPath returns key's path relative to the root, false when outside.
 func (c *Conn) relPath(key string) (string, bool) {
-	if c.root == "" {
-		return key, key != ""
-	}
-	p, ok := strings.CutPrefix(key, c.root+"/")
+	p, ok := strings.CutPrefix(key, c.dirPrefix(""))
 	return p, ok && p != ""
 }
 
@@ -623,7 +606,7 @@ func (c *Conn) writeOptions(ctx context.Context) *api.WriteOptions {
 func (c *Conn) spawn(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		go f()
 		return
 	}

@@ -14,7 +14,8 @@ import (
 	"github.com/topokit/topokit/topo/claims"
 )
 
-// Causes of a session's end (context.Cause of session.ctx).
+// Causes of a session's end (context.Cause of session.ctx); errSessionGone
+// is also txn's error for a session Consul refused as unknown.
 var (
 	errSessionExpiredLocally = errors.New("consul session not renewed within its TTL; given up before Consul can invalidate it")
 	errSessionGone           = errors.New("consul session no longer exists")
@@ -57,7 +58,7 @@ func (c *Conn) startSession(path, id string, ttl time.Duration, own bool, sent t
 	s.timer = time.AfterFunc(time.Until(s.deadline), s.expire)
 	s.mu.Unlock()
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Load() {
 		c.mu.Unlock()
 		s.markLost(errSessionClosed)
 		return nil, topo.NewError(topo.Closed, path)

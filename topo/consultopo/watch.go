@@ -346,7 +346,7 @@ func (kw *keyWatch) drop() {
 }
 
 // run polls the key from kw.index, handing every answer to the
-// subscribers, until ctx ends or a permanent error.
+// subscribers, until ctx ends or a permanent error (pollLoop's error).
 func (kw *keyWatch) run(ctx context.Context) {
 	defer kw.cancel()
 	var got *api.KVPair // the answer to the last query
@@ -357,9 +357,6 @@ func (kw *keyWatch) run(ctx context.Context) {
 		kw.publish(&keyAnswer{got: got, index: index})
 		return true
 	})
-	if err == nil {
-		err = ctx.Err()
-	}
 	kw.publish(&keyAnswer{err: err})
 }
 
