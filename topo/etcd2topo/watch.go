@@ -250,12 +250,14 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // the one before otherwise; a re-read's header revision on its last
 // difference.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
-	init, out, _, err := c.watchRecursive(ctx, prefix)
+	init, out, _, err := c.WatchRecursiveSyncRevision(ctx, prefix)
 	return init, out, err
 }
 
-// watchRecursive is WatchRecursive, also returning its watchSync.
-func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, *watchSync, error) {
+// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also
+// returns the revision the watch passed with its first n events, at least
+// its Get's (topo/cache's RevisionSyncWatcher). Same errors.
+func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, int64, error), error) {
 	p, err := backendkit.Begin(ctx, prefix, topo.CleanPrefix, c.isClosed)
 	if err != nil {
 		return nil, nil, nil, err
@@ -322,7 +324,7 @@ func (c *Conn) watchRecursive(ctx context.Context, prefix string) ([]*topo.Watch
 		// Both handlers go on: follow ends only with an error.
 		out <- &topo.WatchDataRecursive{Path: p, WatchData: topo.WatchData{Err: err}}
 	}()
-	return initial, out, ws, nil
+	return initial, out, ws.sync, nil
 }
 
 func (c *Conn) files(kvs []*mvccpb.KeyValue) []backendkit.FileState {

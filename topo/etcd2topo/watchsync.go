@@ -88,14 +88,3 @@ func (c *Conn) WatchRecursiveSync(ctx context.Context, prefix string) ([]*topo.W
 	}
 	return init, out, backendkit.SyncCount(sync), nil
 }
-
-// WatchRecursiveSyncRevision is WatchRecursiveSync whose sync also
-// returns the revision the watch passed with its first n events, at least
-// its Get's (topo/cache's RevisionSyncWatcher). Same errors.
-func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, func(context.Context) (uint64, int64, error), error) {
-	init, out, ws, err := c.watchRecursive(ctx, prefix)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return init, out, ws.sync, nil
-}

@@ -38,23 +38,8 @@ type watcher struct {
 	last, mark int64
 }
 
-// smallContents is the size up to which a Watch event's contents share
-// its allocation (watchEvent): one allocation per watcher, not two.
-const smallContents = 64
-
-type watchEvent struct {
-	topo.WatchData
-	small [smallContents]byte
-}
-
 func (fs *fileState) watchData(rev int64) *topo.WatchData {
-	if fs.contents == nil || len(fs.contents) > smallContents {
-		return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}
-	}
-	ev := &watchEvent{}
-	n := copy(ev.small[:], fs.contents)
-	ev.Contents, ev.Version, ev.Revision = ev.small[:n:n], fs.ver, rev
-	return &ev.WatchData
+	return &topo.WatchData{Contents: bytes.Clone(fs.contents), Version: fs.ver, Revision: rev}
 }
 
 // fileWatches is the Watches of one file, one slot each, holding what a
