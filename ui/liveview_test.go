@@ -98,7 +98,7 @@ func TestBrowserSaveDeletedFile(t *testing.T) {
 	require.NoError(t, conn.Delete(ctx, "d/x", nil))
 	p.wait("the delete told", toastSays("/d/x was deleted in the store"))
 	p.click("#save")
-	p.wait("the conflict", `!document.querySelector("#conflict").hidden`)
+	p.wait("the conflict", deletedConflictShown)
 	require.Contains(t, p.text("#conflict-msg"), "deleted", "the page said: %s", p.text("#error"))
 	require.False(t, p.hidden("#conflict-deleted"))
 	_, _, err := conn.Get(ctx, "d/x")
@@ -113,7 +113,7 @@ func TestBrowserSaveDeletedFile(t *testing.T) {
 	require.NoError(t, conn.Delete(ctx, "d/x", nil))
 	p.wait("the delete told", toastSays("/d/x was deleted in the store"))
 	p.click("#save")
-	p.wait("the conflict", `!document.querySelector("#conflict-deleted").hidden`)
+	p.wait("the conflict", deletedConflictShown)
 	_, err = conn.Create(ctx, "d/x", []byte("theirs"))
 	require.NoError(t, err)
 	p.click("#recreate")
@@ -127,12 +127,21 @@ func TestBrowserSaveDeletedFile(t *testing.T) {
 	require.NoError(t, conn.Delete(ctx, "d/y", nil))
 	p.wait("the delete told", toastSays("/d/y was deleted in the store"))
 	p.click("#save")
-	p.wait("the conflict", `!document.querySelector("#conflict-deleted").hidden`)
+	p.wait("the conflict", deletedConflictShown)
 	p.click("#discard")
 	p.wait("the editor closed", `document.querySelector("#editor-box").hidden`)
 	_, _, err = conn.Get(ctx, "d/y")
 	require.True(t, topo.IsErrType(err, topo.NoNode), "discard wrote y: %v", err)
 }
+
+// deletedConflictShown is the JavaScript condition "the conflict of a
+// save of a deleted file is shown": its Recreate button is visible. Not
+// #conflict-deleted's hidden alone: a conflict closed by the editor keeps
+// it unset inside the hidden #conflict, so that condition held before the
+// next save was answered, and a create by another writer could then
+// reach the store first (the save then says "changed", no Recreate, and
+// the click on it waited until the test's deadline).
+const deletedConflictShown = `document.querySelector("#recreate").offsetParent !== null`
 
 // retryJS keeps the page's retries of failed re-reads (timeouts that
 // call applyChanges after 1 s or more) from running: window.retries maps

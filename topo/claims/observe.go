@@ -106,6 +106,11 @@ func (p *participation) observe(ctx context.Context) (<-chan topo.Leader, error)
 				return
 			}
 			for {
+				// A change and the end may come together, and select
+				// picks either: after the end, nothing is read.
+				if ctx.Err() != nil || p.e.closed.Load() {
+					return
+				}
 				h, ok, changed, err = p.e.d.Head(ctx, p.q, true)
 				if err == nil {
 					break

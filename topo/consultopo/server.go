@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strings"
@@ -451,7 +452,8 @@ var errNoAnswer = errors.New("no answer")
 
 // boundedTransport bounds each request's wait for its response headers
 // (Options.RequestTimeout; timeout 0: no bound). Consul sends the body
-// with the headers.
+// with the headers. It also aborts a request whose context ends without
+// harm to a connection another request took meanwhile (requestGate).
 type boundedTransport struct {
 	base    http.RoundTripper
 	addr    string
@@ -460,39 +462,133 @@ type boundedTransport struct {
 
 // RoundTrip implements http.RoundTripper.
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.timeout <= 0 {
-		return t.base.RoundTrip(req)
-	}
+	parent := req.Context()
+	g, ctx := newRequestGate(parent)
+	stop := context.AfterFunc(parent, func() { g.abort(context.Cause(parent), false) })
 	bound := t.timeout + blockingWait(req.URL.RawQuery)
-	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(bound, func() { cancel(errNoAnswer) })
+	var timer *time.Timer
+	if t.timeout > 0 {
+		timer = time.AfterFunc(bound, func() { g.abort(errNoAnswer, true) })
+	}
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() && context.Cause(ctx) == errNoAnswer {
-		// The bound passed (an answer just then may be cut off: dropped).
+	if timer != nil {
+		timer.Stop()
+	}
+	release := func() { stop(); g.cancel(nil) }
+	if cause := g.roundTripped(); cause != nil {
+		// Aborted (an answer just then may be cut off: dropped).
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		cancel(nil)
-		// It wraps no context error: Unavailable.
-		return nil, fmt.Errorf("consultopo: the Consul agent at %s sent no answer within %v", t.addr, bound)
+		release()
+		if cause == errNoAnswer {
+			// It wraps no context error: Unavailable.
+			return nil, fmt.Errorf("consultopo: the Consul agent at %s sent no answer within %v", t.addr, bound)
+		}
+		return nil, cause
 	}
 	if err != nil {
-		cancel(nil)
+		release()
 		return nil, err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: release}
 	return resp, nil
+}
+
+// requestGate aborts one request. net/http puts a connection back in its
+// idle pool as soon as it has read an answer without a body (Consul's 404
+// to a GET of a missing key), before the request's RoundTrip has taken
+// that answer; a cancellation of the request's context in that gap
+// closes the connection, which another request may have taken meanwhile:
+// that one fails with the first one's cause (a semaphore's session create
+// failed with "consul session destroyed by its connection": a released
+// lock's Monitor query, answered 404 by the release, was cancelled by the
+// end of its session at that moment; TestAbortSparesReusedConnection).
+// So a request is sent with a context of its own, cancelled at once by an
+// abort that comes before the first byte of the answer was read (net/http
+// then closes the connection, still the request's), and by one that comes
+// after it only once RoundTrip has returned (Consul sends the body with
+// the headers, so that is at once), unless the abort is the request's
+// bound (force), which ends it at once in any case.
+type requestGate struct {
+	trace  httptrace.ClientTrace
+	cancel context.CancelCauseFunc // of the context the request is sent with
+
+	mu       sync.Mutex
+	answered bool  // the first byte of the answer was read
+	returned bool  // RoundTrip returned
+	cause    error // the abort's, once the context is cancelled
+	pending  error // an abort waiting for RoundTrip to return
+}
+
+// abortsDeferred counts the aborts that waited for RoundTrip (a test
+// reads it).
+var abortsDeferred atomic.Int64
+
+// newRequestGate returns a gate and the context to send a request of
+// parent with: parent's values (its trace hooks too), not its
+// cancellation.
+func newRequestGate(parent context.Context) (*requestGate, context.Context) {
+	g := &requestGate{}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	g.cancel = cancel
+	g.trace.GotFirstResponseByte = g.firstByte
+	return g, httptrace.WithClientTrace(ctx, &g.trace)
+}
+
+// firstByte is the GotFirstResponseByte hook: it runs in net/http's read
+// loop before the connection can go back to the pool.
+func (g *requestGate) firstByte() {
+	g.mu.Lock()
+	g.answered = true
+	g.mu.Unlock()
+}
+
+// abort ends the request with cause: at once before its answer, after
+// RoundTrip returned or when forced, else once RoundTrip returns.
+func (g *requestGate) abort(cause error, force bool) {
+	g.mu.Lock()
+	if g.cause != nil {
+		g.mu.Unlock()
+		return
+	}
+	if g.answered && !g.returned && !force {
+		if g.pending == nil {
+			g.pending = cause
+			abortsDeferred.Add(1)
+		}
+		g.mu.Unlock()
+		return
+	}
+	g.cause = cause
+	g.mu.Unlock()
+	g.cancel(cause)
+}
+
+// roundTripped records that RoundTrip returned and runs an abort that
+// waited for it. It returns the abort's cause when the request was
+// aborted before, or by that abort, else nil.
+func (g *requestGate) roundTripped() error {
+	g.mu.Lock()
+	g.returned = true
+	cause, pending := g.cause, g.pending
+	g.mu.Unlock()
+	if cause == nil && pending != nil {
+		g.abort(pending, true)
+		return pending
+	}
+	return cause
 }
 
 // cancelOnClose releases a request's context when its body is closed.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelCauseFunc
+	cancel func()
 }
 
 func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel(nil)
+	b.cancel()
 	return err
 }
 

@@ -469,9 +469,13 @@ func TestMetricsUnlockFailedThenLockEnds(t *testing.T) {
 	require.ErrorIs(t, l.Unlock(cancelled), topo.Interrupted)
 	raw.ExpireSession()
 	<-l.Done()
+	// The series exists only once the end is reported (by the
+	// middleware's goroutine that waits for Done): poll with find, which
+	// does not fail the test on a series not there yet.
 	require.Eventually(t, func() bool {
-		return histCount(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"}) == 1
-	}, 5*time.Second, time.Millisecond, "the end of a lock dropped after a failed Unlock is not reported")
+		v := find(t, reg, "topo_lock_hold_seconds", map[string]string{"end": "LockLost"})
+		return len(v) == 1 && v[0] == 1
+	}, 30*time.Second, time.Millisecond, "the end of a lock dropped after a failed Unlock is not reported")
 	require.Equal(t, 0.0, gauge(t, reg, "topo_locks_held", nil), "a dropped lock is still counted as held")
 }
 
