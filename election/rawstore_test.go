@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/election"
+	"github.com/topokit/topokit/internal/realstores"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
@@ -33,8 +34,8 @@ import (
 type rawBackend struct {
 	name string
 	open func(t *testing.T) topo.Conn
-	// addr is the real store's address and dial opens a Conn on the
-	// store at addr (a proxy in front of it); nil for memorytopo.
+	// addr and dial are the real store's realstores.Store Addr and Dial
+	// (a Conn on a proxy in front of addr); "" and nil for memorytopo.
 	addr string
 	dial func(t *testing.T, addr string) topo.Conn
 	// entries lists the keys (znodes) under the Conn root's elections/<res>
@@ -62,23 +63,17 @@ func rawBackends(t *testing.T) []rawBackend {
 	return out
 }
 
-// startRaw fills in b's functions, starting its server.
+// startRaw fills in b's functions, starting its server (realstores)
+// and the store's own client.
 func startRaw(t *testing.T, b *rawBackend) {
-	defer func() {
-		if b.dial != nil {
-			b.open = func(t *testing.T) topo.Conn { return b.dial(t, b.addr) }
-		}
-	}()
+	if b.name == "memory" {
+		return
+	}
+	st := realstores.All("/adv")[b.name](t)
+	addr := st.Addr
+	b.open, b.addr, b.dial = st.Open, st.Addr, st.Dial
 	switch b.name {
 	case "etcd":
-		addr := etcdtest.Start(t)
-		b.addr = addr
-		b.dial = func(t *testing.T, addr string) topo.Conn {
-			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/adv")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
 		raw, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = raw.Close() })
@@ -121,14 +116,6 @@ func startRaw(t *testing.T, b *rawBackend) {
 			t.Fatal("no waiting entry to kill")
 		}
 	case "zookeeper":
-		addr := zktest.Start(t)
-		b.addr = addr
-		b.dial = func(t *testing.T, addr string) topo.Conn {
-			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, "/adv")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
 		raw, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
 		require.NoError(t, err)
 		t.Cleanup(raw.Close)
@@ -152,14 +139,6 @@ func startRaw(t *testing.T, b *rawBackend) {
 			return out
 		}
 	case "consul":
-		addr := consultest.Start(t)
-		b.addr = addr
-		b.dial = func(t *testing.T, addr string) topo.Conn {
-			c, err := consultopo.NewConn(consultopo.Options{Address: addr, MinSessionTTL: consultest.SessionTTLMin}, "adv")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
 		raw, err := consulapi.NewClient(&consulapi.Config{Address: addr})
 		require.NoError(t, err)
 		b.entries = func(t *testing.T, res string) []string {
