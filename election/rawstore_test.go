@@ -17,12 +17,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/election"
+	"github.com/topokit/topokit/internal/realstores"
 	"github.com/topokit/topokit/topo"
 	"github.com/topokit/topokit/topo/consultopo"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 	"github.com/topokit/topokit/topo/etcd2topo"
 	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/memorytopo"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
@@ -32,6 +34,10 @@ import (
 type rawBackend struct {
 	name string
 	open func(t *testing.T) topo.Conn
+	// addr and dial are the real store's realstores.Store Addr and Dial
+	// (a Conn on a proxy in front of addr); "" and nil for memorytopo.
+	addr string
+	dial func(t *testing.T, addr string) topo.Conn
 	// entries lists the keys (znodes) under the Conn root's elections/<res>
 	// that live on a session or lease: the candidates' entries. nil for
 	// memorytopo (no raw client).
@@ -57,17 +63,17 @@ func rawBackends(t *testing.T) []rawBackend {
 	return out
 }
 
-// startRaw fills in b's functions, starting its server.
+// startRaw fills in b's functions, starting its server (realstores)
+// and the store's own client.
 func startRaw(t *testing.T, b *rawBackend) {
+	if b.name == "memory" {
+		return
+	}
+	st := realstores.All("/adv")[b.name](t)
+	addr := st.Addr
+	b.open, b.addr, b.dial = st.Open, st.Addr, st.Dial
 	switch b.name {
 	case "etcd":
-		addr := etcdtest.Start(t)
-		b.open = func(t *testing.T) topo.Conn {
-			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/adv")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
 		raw, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = raw.Close() })
@@ -110,13 +116,6 @@ func startRaw(t *testing.T, b *rawBackend) {
 			t.Fatal("no waiting entry to kill")
 		}
 	case "zookeeper":
-		addr := zktest.Start(t)
-		b.open = func(t *testing.T) topo.Conn {
-			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{addr}}, "/adv")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
 		raw, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
 		require.NoError(t, err)
 		t.Cleanup(raw.Close)
@@ -140,13 +139,6 @@ func startRaw(t *testing.T, b *rawBackend) {
 			return out
 		}
 	case "consul":
-		addr := consultest.Start(t)
-		b.open = func(t *testing.T) topo.Conn {
-			c, err := consultopo.NewConn(consultopo.Options{Address: addr, MinSessionTTL: consultest.SessionTTLMin}, "adv")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
 		raw, err := consulapi.NewClient(&consulapi.Config{Address: addr})
 		require.NoError(t, err)
 		b.entries = func(t *testing.T, res string) []string {
@@ -295,6 +287,36 @@ func TestRawStore(t *testing.T) {
 				default:
 				}
 				free()
+				require.ErrorIs(t, <-got, topo.Interrupted)
+				require.Len(t, b.entries(t, r), 1, "b's entry left after Await returned")
+			})
+
+			// The same, with Await's ctx ending while the request that
+			// creates its entry is in flight: the entry is in the store
+			// but its answer has not reached the client (a proxy delays
+			// every byte of b's Conn to widen that window). Stop found no
+			// candidacy yet and returned at once, and Await with it,
+			// while the entry stayed queued (etcd: removed later in the
+			// background; Consul: its Create went on and withdrew it after
+			// Stop had returned): the CI's "b's entry left after Await
+			// returned" under load.
+			t.Run("AwaitCancelledDuringCreate", func(t *testing.T) {
+				if b.dial == nil {
+					t.Skip("memorytopo: no raw client to read the store with (this check runs on the real stores)")
+				}
+				ctx, r := ctxT(t), res()
+				a := advElection(t, ctx, b.open(t), r, "a")
+				p, err := faultproxy.New(b.addr)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = p.Close() })
+				bb := advElection(t, ctx, b.dial(t, p.Addr()), r, "b")
+				require.NoError(t, a.Await(ctx))
+				p.SetDelay(200 * time.Millisecond)
+				bctx, bcancel := context.WithCancel(ctx)
+				got := make(chan error, 1)
+				go func() { got <- bb.Await(bctx) }()
+				require.Eventually(t, func() bool { return len(b.entries(t, r)) == 2 }, 20*time.Second, time.Millisecond)
+				bcancel()
 				require.ErrorIs(t, <-got, topo.Interrupted)
 				require.Len(t, b.entries(t, r), 1, "b's entry left after Await returned")
 			})

@@ -11,12 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/topokit/topokit/internal/realstores"
 	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/consultopo/consultest"
-	"github.com/topokit/topokit/topo/etcd2topo"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 )
 
 // rawSem opens Conns on a real store and reads and kills in it with the
@@ -36,8 +33,8 @@ type rawSem struct {
 func rawSems() map[string]func(t *testing.T) rawSem {
 	return map[string]func(t *testing.T) rawSem{
 		"etcd": func(t *testing.T) rawSem {
-			addr := etcdtest.Start(t)
-			raw, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second})
+			st := realstores.All("/sem")["etcd"](t)
+			raw, err := clientv3.New(clientv3.Config{Endpoints: []string{st.Addr}, DialTimeout: 5 * time.Second})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = raw.Close() })
 			leased := func(t *testing.T, prefix string) (keys []string, leases []clientv3.LeaseID) {
@@ -52,12 +49,7 @@ func rawSems() map[string]func(t *testing.T) rawSem {
 				return keys, leases
 			}
 			return rawSem{
-				open: func(t *testing.T) topo.Conn {
-					c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{addr}}, "/sem")
-					require.NoError(t, err)
-					t.Cleanup(c.Close)
-					return c
-				},
+				open: st.Open,
 				keys: func(t *testing.T, d string) []string {
 					k, _ := leased(t, "/sem/"+d+"/")
 					return k
@@ -80,8 +72,8 @@ func rawSems() map[string]func(t *testing.T) rawSem {
 			}
 		},
 		"consul": func(t *testing.T) rawSem {
-			addr := consultest.Start(t)
-			raw, err := consulapi.NewClient(&consulapi.Config{Address: addr})
+			st := realstores.All("/sem")["consul"](t)
+			raw, err := consulapi.NewClient(&consulapi.Config{Address: st.Addr})
 			require.NoError(t, err)
 			sessioned := func(t *testing.T, prefix string) (keys, sessions []string) {
 				pairs, _, err := raw.KV().List(prefix, nil)
@@ -95,12 +87,7 @@ func rawSems() map[string]func(t *testing.T) rawSem {
 				return keys, sessions
 			}
 			return rawSem{
-				open: func(t *testing.T) topo.Conn {
-					c, err := consultopo.NewConn(consultopo.Options{Address: addr, MinSessionTTL: consultest.SessionTTLMin}, "sem")
-					require.NoError(t, err)
-					t.Cleanup(c.Close)
-					return c
-				},
+				open: st.Open,
 				keys: func(t *testing.T, d string) []string {
 					k, _ := sessioned(t, "sem/"+d+"/")
 					return k

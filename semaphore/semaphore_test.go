@@ -12,16 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/topokit/topokit/internal/realstores"
 	"github.com/topokit/topokit/semaphore"
 	"github.com/topokit/topokit/topo"
-	"github.com/topokit/topokit/topo/consultopo"
-	"github.com/topokit/topokit/topo/consultopo/consultest"
-	"github.com/topokit/topokit/topo/etcd2topo"
-	"github.com/topokit/topokit/topo/etcd2topo/etcdtest"
 	"github.com/topokit/topokit/topo/memorytopo"
-	"github.com/topokit/topokit/topo/test/faultproxy"
-	"github.com/topokit/topokit/topo/zk2topo"
-	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
 // backend opens connections to one store, each with its own session.
@@ -39,80 +33,15 @@ type backend struct {
 }
 
 func backends() []backend {
+	all := realstores.All("/sem")
 	var out []backend
-
-	out = append(out, backend{name: "memory", ttl: 2 * time.Second, start: func(t *testing.T, b *backend) {
-		mf := memorytopo.NewFactoryWithOptions(memorytopo.Options{SessionTTL: 2 * time.Second})
-		b.open = func(t *testing.T) topo.Conn {
-			c, err := mf.NewConn("", "/sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
-		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
-			c, err := mf.NewConn("", "/sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c, c.Partition, c.Heal
-		}
-	}})
-
-	out = append(out, backend{name: "etcd", ttl: 2 * time.Second, start: func(t *testing.T, b *backend) {
-		etcdAddr := etcdtest.Start(t)
-		b.open = func(t *testing.T) topo.Conn {
-			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{etcdAddr}}, "/sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
-		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
-			p, err := faultproxy.New(etcdAddr)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = p.Close() })
-			c, err := etcd2topo.NewConn(etcd2topo.Options{Endpoints: []string{p.Addr()}, LockTTL: 2 * time.Second}, "/sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c, p.Blackhole, p.Heal
-		}
-	}})
-
-	out = append(out, backend{name: "zookeeper", ttl: 4 * time.Second, start: func(t *testing.T, b *backend) {
-		zkAddr := zktest.Start(t)
-		b.open = func(t *testing.T) topo.Conn {
-			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{zkAddr}}, "/sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
-		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
-			p, err := faultproxy.New(zkAddr)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = p.Close() })
-			c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{p.Addr()}, SessionTimeout: 4 * time.Second}, "/sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c, p.Blackhole, p.Heal
-		}
-	}})
-
-	out = append(out, backend{name: "consul", ttl: 4 * time.Second, start: func(t *testing.T, b *backend) {
-		consulAddr := consultest.Start(t)
-		b.open = func(t *testing.T) topo.Conn {
-			c, err := consultopo.NewConn(consultopo.Options{Address: consulAddr, MinSessionTTL: consultest.SessionTTLMin}, "sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c
-		}
-		b.openCut = func(t *testing.T) (topo.Conn, func(), func()) {
-			p, err := faultproxy.New(consulAddr)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = p.Close() })
-			c, err := consultopo.NewConn(consultopo.Options{Address: p.Addr(), SessionTTL: 4 * time.Second, MinSessionTTL: consultest.SessionTTLMin}, "sem")
-			require.NoError(t, err)
-			t.Cleanup(c.Close)
-			return c, p.Blackhole, p.Heal
-		}
-	}})
+	for _, name := range realstores.Names {
+		mk := all[name]
+		out = append(out, backend{name: name, start: func(t *testing.T, b *backend) {
+			s := mk(t)
+			b.open, b.openCut, b.ttl = s.Open, s.OpenCut, s.CutTTL
+		}})
+	}
 	return out
 }
 

@@ -75,6 +75,14 @@ type participation struct {
 	campaigning   bool
 	campaignFreed chan struct{}
 
+	// creating, while WaitForLeadership or Campaign creates an entry, is
+	// closed once that entry is registered as cur (and withdrawn, when
+	// Stop came meanwhile) or its creation failed; createCancel ends that
+	// creation. Stop waits for it: the entry of a request in flight may
+	// already be in the store.
+	creating     chan struct{}
+	createCancel context.CancelFunc
+
 	cur  *claim          // the current candidacy (waiting or leading), or nil
 	lctx context.Context // cur's leadership context
 	// leading is cur once WaitForLeadership or Campaign returned it: also
@@ -212,18 +220,31 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 				opts.Value = []byte{}
 			}
 		}
-		// WaitForLeadership's ctx never ends: Stop ends its Create, as it
-		// ends the wait after it (a store that stops answering must not
-		// hold a Stopped participant's call forever).
-		cctx := ctx
-		if ctx.Done() == nil {
-			cctx = stopContext(p.stop)
+		// Stop does not cancel the Create at once: it waits for its
+		// answer (creating), then withdraws the entry; only when the
+		// store has not answered within removeGrace does it end the
+		// Create (a store that stops answering must not hold a Stopped
+		// participant's call forever). A Create cancelled in flight may
+		// leave its entry for a while, which Stop must not return before.
+		cctx, ccancel := context.WithCancel(ctx)
+		created := make(chan struct{})
+		p.mu.Lock()
+		if isClosed(p.stop) { // Stop ran before: it will not wait for us
+			p.mu.Unlock()
+			ccancel()
+			cancel(nil)
+			return nil, topo.NewError(topo.Interrupted, p.q.Path)
 		}
+		p.creating, p.createCancel = created, ccancel
+		p.mu.Unlock()
 		var err error
 		cl, err = p.e.create(cctx, p.q, p.id, opts, cancel)
+		stopped := cctx.Err() != nil && ctx.Err() == nil
+		ccancel()
 		if err != nil {
+			p.created(created)
 			cancel(err)
-			if cctx != ctx && isClosed(p.stop) {
+			if isClosed(p.stop) && (stopped || ctx.Done() == nil) {
 				if cerr := p.e.closedErr(p.q.Path); cerr != nil {
 					return nil, cerr
 				}
@@ -238,10 +259,12 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 		p.mu.Lock()
 		p.cur, p.lctx, p.leading = cl, lctx, nil
 		p.mu.Unlock()
-		if isClosed(p.stop) { // Stop ran meanwhile and did not see cl
-			p.withdraw(cl)
+		if isClosed(p.stop) { // Stop ran meanwhile: withdraw before it returns
+			p.resign()
+			p.created(created)
 			return nil, topo.NewError(topo.Interrupted, p.q.Path)
 		}
+		p.created(created)
 	}
 	if err := p.e.await(ctx, cl, p.stop, nil); err != nil {
 		return nil, err
@@ -402,8 +425,33 @@ func (p *participation) resign() {
 func (p *participation) withdraw(cl *claim) { p.e.withdraw(cl) }
 
 // Stop implements topo.LeaderParticipation.Stop: Resign, after which
-// WaitForLeadership and Campaign return Interrupted. Idempotent.
+// WaitForLeadership and Campaign return Interrupted. An entry being
+// created meanwhile is withdrawn before Stop returns: Stop waits for its
+// Create's answer, for at most removeGrace (then it ends the Create: the
+// store is not answering). Idempotent.
 func (p *participation) Stop() {
 	p.stopOnce.Do(func() { close(p.stop) })
+	p.mu.Lock()
+	created, cancel := p.creating, p.createCancel
+	p.mu.Unlock()
+	if created != nil {
+		t := time.NewTimer(removeGrace)
+		select {
+		case <-created:
+		case <-t.C:
+			cancel()
+		}
+		t.Stop()
+	}
 	p.resign()
+}
+
+// created ends a creation begun in lead: Stop no longer waits for it.
+func (p *participation) created(ch chan struct{}) {
+	p.mu.Lock()
+	if p.creating == ch {
+		p.creating, p.createCancel = nil, nil
+	}
+	p.mu.Unlock()
+	close(ch)
 }
