@@ -659,7 +659,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		}
 	}
 	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
-	if err := t.stat(ctx, first...); err != nil {
+	if err := t.read(ctx, first, true, false); err != nil {
 		return nil, err
 	}
 	t.belowEmptied()
@@ -765,7 +765,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 				idx = append(idx, i)
 			}
 		}
-		if err := t.readAncestors(ctx, idx, true); err != nil {
+		if err := t.read(ctx, idx, true, true); err != nil {
 			return nil, err
 		}
 	}
@@ -858,8 +858,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 	}
 	restat := func() (bool, error) {
-		t.st[i].missing = nil
-		if err := t.stat(ctx, i); err != nil {
+		if err := t.read(ctx, []int{i}, true, false); err != nil {
 			return true, err
 		}
 		return false, nil
@@ -962,27 +961,6 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 }
 
-// stat reads the Stats of the paths of ops idx (see statAll).
-func (t *txn) stat(ctx context.Context, idx ...int) error {
-	zps := make([]string, len(idx))
-	for k, i := range idx {
-		zps[k] = t.c.zkPath(t.ops[i].Path)
-	}
-	kids := make([]bool, len(idx))
-	for k, i := range idx {
-		kids[k] = t.kindRead(i)
-	}
-	res, err := t.statAll(ctx, zps, idx, kids)
-	if err != nil {
-		return err
-	}
-	for k, r := range res {
-		i := idx[k]
-		t.st[i].statted, t.st[i].exists, t.st[i].st, t.st[i].child = true, r.exists, r.st, r.child
-	}
-	return nil
-}
-
 // kindRead reports whether op i's Stat is read with its children's names
 // (kindOn, the cost of an exists): a CreateOp or DeleteOp may write the
 // data of a znode read with children (roleDirToFile, roleUnfile), checked
@@ -1004,7 +982,7 @@ func (t *txn) statAll(ctx context.Context, zps []string, owner []int, kids []boo
 		wg.Go(func() { verr = t.verify(ctx) })
 	}
 	for k, zp := range zps {
-		if kids != nil && kids[k] {
+		if kids[k] {
 			wg.Go(func() { out[k] = t.c.kindOn(ctx, t.s, t.c.relPath(zp), zp) })
 			continue
 		}
@@ -1055,17 +1033,17 @@ func (t *txn) parents(ctx context.Context) (bool, error) {
 			idx = append(idx, i)
 		}
 	}
-	if err := t.readAncestors(ctx, idx, false); err != nil {
+	if err := t.read(ctx, idx, false, true); err != nil {
 		return true, err
 	}
 	t.parentsRead = true
 	return false, nil
 }
 
-// readAncestors reads, in one round trip, the Stats of the ancestors of
-// the paths of ops idx (with self, of the paths too), and records each
-// op's absent ancestors (missingChain) and, with self, its Stat.
-func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
+// read reads, in one round trip, the Stats of the paths of ops idx (with
+// self) and of their ancestors (with anc), and records each op's Stat
+// (with self) and absent ancestors (missingChain; none without anc).
+func (t *txn) read(ctx context.Context, idx []int, self, anc bool) error {
 	c := t.c
 	seen := map[string]int{} // znode path → index in zps
 	var zps []string
@@ -1073,9 +1051,12 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 	var kids []bool // read with the children's names (kindRead)
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
-		read := ancestorsOf(zp)
+		var read []string
 		if self {
-			read = append([]string{zp}, read...)
+			read = append(read, zp)
+		}
+		if anc {
+			read = append(read, ancestorsOf(zp)...)
 		}
 		for _, d := range read {
 			if _, ok := seen[d]; !ok {
@@ -1098,11 +1079,10 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 		if self {
 			r := stats[seen[zp]]
 			s.statted, s.exists, s.st, s.child = true, r.exists, r.st, r.child
-			if r.exists {
-				continue
-			}
 		}
-		s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
+		if anc && (!self || !s.exists) {
+			s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
+		}
 	}
 	return nil
 }
