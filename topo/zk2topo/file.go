@@ -603,30 +603,22 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 // when the parent keeps other entries or the multi failed on a
 // directory: Delete then deletes the file alone.
 func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, ver int32) (done bool, err error) {
-	var chain []string
-	for d := zkDir(zp); c.removable(d); d = zkDir(d) {
-		chain = append(chain, d)
-	}
 	// The parent first: usually it keeps other entries, and that is all.
-	stats := c.statsInOrder(ctx, s, p, chain[0])
-	reqs := []any{&zk.DeleteRequest{Path: zp, Version: ver}}
-	for i := range chain {
-		if i == 1 {
-			stats = append(stats, c.statsInOrder(ctx, s, p, chain[1:]...)...)
-		}
-		r := <-stats[i]
-		if r.err != nil {
-			return true, c.convert(r.err, p)
-		}
-		if !r.exists || r.st.NumChildren != 1 || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
-			break
-		}
-		reqs = append(reqs, &zk.DeleteRequest{Path: chain[i], Version: r.st.Version})
+	parent := zkDir(zp)
+	r := c.statOn(ctx, s, p, parent, false)
+	if r.err != nil {
+		return true, c.convert(r.err, p)
 	}
-	if len(reqs) == 1 {
+	if !onlyChild(r) {
 		return false, nil
 	}
-	above := zkDir(reqs[len(reqs)-1].(*zk.DeleteRequest).Path)
+	reqs, top, err := c.withEmptied(ctx, s, p, parent, []any{
+		&zk.DeleteRequest{Path: zp, Version: ver},
+		&zk.DeleteRequest{Path: parent, Version: r.st.Version}})
+	if err != nil {
+		return true, c.convert(err, p)
+	}
+	above := zkDir(top)
 	var res []zk.MultiResponse
 	multi := sendFirst(s, opMulti, zp, func() error {
 		return c.do(ctx, p, func() error {
