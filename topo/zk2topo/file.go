@@ -585,9 +585,12 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 		return c.unfile(ctx, p, ver)
 	case errors.Is(err, zk.ErrBadVersion):
 		// ZooKeeper checks the version before the children: NoNode when p
-		// is only a directory.
-		if _, err := c.fileStat(ctx, p); err != nil {
-			return err
+		// is absent or only a directory.
+		switch r := c.statOn(ctx, nil, p, c.zkPath(p), false); {
+		case r.err != nil:
+			return c.convert(r.err, p)
+		case !r.exists || !isFile(r.st):
+			return topo.NewError(topo.NoNode, p)
 		}
 		return topo.NewError(topo.BadVersion, p)
 	}
@@ -642,18 +645,6 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 		return true, c.deleteFailed(ctx, p, ver, res[0].Error)
 	}
 	return false, nil
-}
-
-// fileStat reads the Stat of p, NoNode unless it is a file.
-func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
-	r := c.statOn(ctx, nil, p, c.zkPath(p), false)
-	if r.err != nil {
-		return nil, c.convert(r.err, p)
-	}
-	if !r.exists || !isFile(r.st) {
-		return nil, topo.NewError(topo.NoNode, p)
-	}
-	return r.st, nil
 }
 
 // unfile turns a file with files below it into a directory by emptying
