@@ -536,14 +536,16 @@ func splitPrefix(prefix string) (dir, name string) {
 // (deleteEmptying). Otherwise the delete follows, with the parent read
 // behind it to remove it when another client's Delete emptied it
 // meanwhile (readBehind, best effort). A file under the root costs the
-// delete alone. A file with files below it becomes a directory (unfile).
+// delete alone. A file with files below it becomes a directory: a one-op
+// Txn empties its data (Txn's DeleteOp; its own delete fails first, one
+// request more than the emptying needs).
 // Where znodes may be entries (see Update), Delete is a one-op Txn: an
 // entry is NoNode, left alone. Errors: InvalidPath (including the
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion
 // (only with a version), PermissionDenied, ResourceExhausted
 // (ErrTxnContention; for a file with files below it, writers that
-// changed it between unfile's read and write ten times), Timeout/Interrupted,
-// Closed, Unavailable.
+// changed it between the Txn's read and write ten times),
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
@@ -582,7 +584,14 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error) error {
 	switch {
 	case errors.Is(err, zk.ErrNotEmpty):
-		return c.unfile(ctx, p, ver)
+		// A file with files below it becomes a directory: a one-op Txn
+		// empties its data (see Txn, DeleteOp).
+		var version topo.Version
+		if ver >= 0 {
+			version = topo.NumericVersion(ver)
+		}
+		_, err := c.Txn(ctx, topo.DeleteOp(p, version))
+		return opErr(err)
 	case errors.Is(err, zk.ErrBadVersion):
 		// ZooKeeper checks the version before the children: NoNode when p
 		// is absent or only a directory.
@@ -646,60 +655,6 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 	}
 	return false, nil
 }
-
-// unfile turns a file with files below it into a directory by emptying
-// its data, when at version ver (-1: any): a Stat read (kindOn), then
-// the set-data at the version read, checked to be that znode
-// (setChecked). A file deleted or written meanwhile is read again: NoNode
-// once it is no file, BadVersion when ver no longer matches.
-func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
-	zp := c.zkPath(p)
-	for attempt := 0; ; attempt++ {
-		r := c.kindOn(ctx, nil, p, zp)
-		if r.err != nil {
-			return c.convert(r.err, p)
-		}
-		if !r.exists || !isFile(r.st) {
-			return topo.NewError(topo.NoNode, p)
-		}
-		if ver != -1 && ver != r.st.Version {
-			return topo.NewError(topo.BadVersion, p)
-		}
-		if attempt >= 10 {
-			return backendkit.Wrap(topo.ResourceExhausted, p, errDeleteContention)
-		}
-		s, err := c.live(ctx, p)
-		if err != nil {
-			return err
-		}
-		// The files below may all go meanwhile (another Delete, at once):
-		// then the emptied znode, childless, would read as an empty file.
-		// So it is read behind the set and removed when empty, as Delete's
-		// parent (TestDeleteFileWithChildrenRacingLastChild).
-		op := int32(opSetData)
-		if r.child != "" {
-			op = opMulti // setChecked's, whose first path is zp
-		}
-		setRes := sendFirst(s, op, zp, func() error {
-			return c.do(ctx, p, func() error { _, err := setChecked(s.zk, zp, nil, r.st.Version, r.child); return err })
-		})
-		behind := c.readBehind(ctx, s, p, zp)
-		err = <-setRes
-		if err == nil {
-			c.removeIfEmpty(ctx, behind, false)
-			return nil
-		}
-		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-			return c.convert(err, p)
-		}
-		// Written, deleted or re-created since the read: read it again.
-	}
-}
-
-// errDeleteContention is the cause of the ResourceExhausted error of a
-// Delete of a file with files below it that other writers changed between
-// its read and its write at every attempt.
-var errDeleteContention = errors.New("zk2topo: concurrent writers changed the file between the read and the write of every attempt; nothing was deleted")
 
 // opErr is the op's own error of a one-op Txn's *topo.TxnError.
 func opErr(err error) error {

@@ -1107,9 +1107,10 @@ func (t *txn) lost() error {
 
 // unfiledPaths returns the znodes whose data the multi m empties
 // (roleUnfile). Their children may all go at the same moment (another
-// client's Delete), leaving an empty file nobody wrote; so, as in unfile,
-// each is read behind the multi and removed when empty
-// (TestTxnDeleteFileWithChildrenRacingLastChild).
+// client's Delete), leaving an empty file nobody wrote; so each is read
+// behind the multi and removed when empty
+// (TestTxnDeleteFileWithChildrenRacingLastChild,
+// TestDeleteFileWithChildrenRacingLastChild).
 func unfiledPaths(m []mreq) []string {
 	var out []string
 	for _, r := range m {
