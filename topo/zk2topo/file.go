@@ -31,10 +31,11 @@ func (c *Conn) internal(p string) bool {
 
 // Create creates filePath holding contents and returns version 0, in one
 // round trip when the parent exists. A znode that is only a directory
-// becomes the file (a read of its Stat and children, then a multi of the
-// set-data and a check of a child, setChecked: the znode read, not a file
-// created since), unless contents are empty (ErrEmptyFileWithChildren,
-// nothing written). Missing parents are
+// becomes the file, unless contents are empty (ErrEmptyFileWithChildren,
+// nothing written): a one-op Txn (its CreateOp over a directory: a multi
+// whose create fails, a read of the Stat and children, then a multi of
+// the set-data and a check of a child, roleSame: the znode read, not a
+// file created since). Missing parents are
 // created in one multi with the file, so no reader sees them without it
 // and a failed Create leaves none (k missing levels cost about 2+log2(k)
 // round trips). Errors: InvalidPath (including the reserved-name rule,
@@ -76,37 +77,14 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			missing = min(max(2*missing, 1), depth)
 		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing && attempt < 20:
 			missing -= at.op + 1 // that ancestor exists: create those below it
-		case errors.Is(err, zk.ErrNodeExists) && attempt < 20:
-			// A directory znode becomes the file; a file stays (NodeExists).
-			r := c.kindOn(ctx, nil, p, zp)
-			if r.err != nil {
-				return nil, c.convert(r.err, p)
+		case errors.Is(err, zk.ErrNodeExists):
+			// A directory znode becomes the file, a file stays
+			// (NodeExists): a one-op Txn, its CreateOp over a directory.
+			vs, err := c.Txn(ctx, topo.CreateOp(p, contents))
+			if err != nil {
+				return nil, opErr(err)
 			}
-			if !r.exists {
-				missing = 0
-				continue
-			}
-			if isFile(r.st) {
-				return nil, topo.NewError(topo.NodeExists, p)
-			}
-			if len(contents) == 0 {
-				return nil, emptyWithChildren(p) // it would stay a directory
-			}
-			// Checked to be the directory read (setChecked): one deleted
-			// since and re-created as a file at the same version is that
-			// file, which Create must not overwrite.
-			var nst *zk.Stat
-			err = c.write(ctx, p, func(z *zk.Conn) error {
-				var err error
-				nst, err = setChecked(z, zp, contents, r.st.Version, r.child)
-				return err
-			})
-			if err == nil {
-				return topo.NumericVersion(nst.Version), nil
-			}
-			if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-				return nil, c.convert(err, p)
-			}
+			return vs[0], nil
 		default:
 			return nil, c.convert(err, p)
 		}
@@ -115,7 +93,8 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 
 // kindOn reads zp's Stat and its children's names on session s (nil: as
 // a read, see answerOn) in one request, as an exists would, and keeps a
-// child's name for setChecked (anyChild). An absent znode is !exists.
+// child's name for a Txn's roleSame check (anyChild). An absent znode is
+// !exists.
 func (c *Conn) kindOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 	kids, err := c.childrenOn(ctx, s, p, zp, false)
 	switch {
@@ -127,7 +106,7 @@ func (c *Conn) kindOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 	return statRes{exists: true, st: kids.st, child: anyChild(kids.names)}
 }
 
-// anyChild returns the child setChecked checks: the least name but a
+// anyChild returns the child roleSame checks: the least name but a
 // "locks" znode (a container: the server deletes it once it is empty,
 // failing the check for nothing), else "locks"; "" when there is none.
 func anyChild(names []string) string {
@@ -138,36 +117,6 @@ func anyChild(names []string) string {
 		}
 	}
 	return child
-}
-
-// setChecked writes data to the znode zp at version ver and, in the same
-// multi when child is not "", checks that zp's child named child exists:
-// it existed when the Stat of version ver was read (kindOn), and ZooKeeper
-// deletes no znode that has children, so while it stays zp is the znode
-// read. The data version alone cannot tell: zp deleted and re-created
-// since (a file where a directory was, or the reverse) starts again at
-// version 0, and directories stay at theirs. A child gone since (zp
-// perhaps with it) is ErrBadVersion: read again. What it cannot tell: zp
-// and that child both deleted and re-created in between.
-func setChecked(z *zk.Conn, zp string, data []byte, ver int32, child string) (*zk.Stat, error) {
-	if child == "" {
-		return z.Set(zp, data, ver)
-	}
-	res, err := z.Multi(&zk.SetDataRequest{Path: zp, Data: data, Version: ver},
-		&zk.CheckVersionRequest{Path: zp + "/" + child, Version: -1})
-	switch {
-	case err == nil:
-		return res[0].Stat, nil
-	case len(res) != 2:
-		return nil, err // no per-op answer
-	case res[0].Error != nil:
-		return nil, res[0].Error
-	case errors.Is(res[1].Error, zk.ErrNoNode):
-		return nil, zk.ErrBadVersion
-	case res[1].Error != nil:
-		return nil, res[1].Error
-	}
-	return nil, err
 }
 
 // opFailed is the error of a multi whose op number op failed with err.

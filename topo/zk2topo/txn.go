@@ -68,7 +68,7 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     write creates as a file is created once, as that file), then of p;
 //     over a znode that is only a directory, a set-data at its version (as
 //     Create), and at the head of the multi a check that a child the
-//     read showed exists (roleSame, see setChecked).
+//     read showed exists (roleSame, see build).
 //   - DeleteOp(p, v): a delete (at v if given). A file with files below
 //     it, or that another CreateOp or UpdateOp writes below (keepsDir),
 //     is emptied by a set-data instead (as Delete; with a check of a
@@ -270,7 +270,7 @@ const (
 	roleEnd              // the last check of a multi with excluded ops: always fails
 	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
 	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
-	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see setChecked)
+	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see build)
 	roleAbsent           // a check that fails: the Stat of IfVersion's, IfPresent's or a versioned UpdateOp's znode showed it absent
 )
 
@@ -288,7 +288,15 @@ func (t *txn) build() []mreq {
 	var out []mreq
 	// pre holds the checks of roleSame, first in the multi: of the
 	// state before it, as conditions (a DeleteOp of the Txn may delete the
-	// child checked).
+	// child checked). A write at the version read of a znode read with
+	// children (roleDirToFile, roleUnfile) checks that a child it showed
+	// (anyChild) exists: ZooKeeper deletes no znode that has children, so
+	// while it stays the znode is the one read. The data version alone
+	// cannot tell: the znode deleted and re-created since (a file where a
+	// directory was, or the reverse) starts again at version 0, and
+	// directories stay at theirs. A child gone since (the znode perhaps
+	// with it) fails the multi: read again. What it cannot tell: the znode
+	// and that child both deleted and re-created in between.
 	var pre []mreq
 	same := func(i int, zp string) {
 		if child := t.st[i].child; child != "" {
