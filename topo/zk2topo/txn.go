@@ -622,11 +622,8 @@ func (t *txn) belowEmptied() {
 			if !t.createsFile(i) || t.st[i].missing != nil || !strings.HasPrefix(op.Path, del.Path+"/") {
 				continue
 			}
-			var missing []string
-			for p := path.Dir(op.Path); p != del.Path; p = path.Dir(p) {
-				missing = append([]string{c.zkPath(p)}, missing...)
-			}
-			t.st[i].missing = missing
+			below := c.zkPath(del.Path) + "/"
+			t.st[i].missing = missingChain(ancestorsOf(c.zkPath(op.Path)), func(d string) bool { return !strings.HasPrefix(d, below) })
 		}
 	}
 }
