@@ -137,11 +137,15 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 		}
 		return
 	}
-	reqs, top, ok := c.withEmptied(ctx, dir, reqs)
-	if !ok {
+	s, err := c.live(ctx, c.relPath(dir))
+	if err != nil {
 		return
 	}
-	err := c.write(ctx, c.relPath(dir), func(z *zk.Conn) error {
+	reqs, top, err := c.withEmptied(ctx, s, c.relPath(dir), dir, reqs)
+	if err != nil {
+		return
+	}
+	err = c.write(ctx, c.relPath(dir), func(z *zk.Conn) error {
 		_, err := z.Multi(reqs...)
 		return err
 	})
@@ -154,36 +158,35 @@ func (c *Conn) removeDir(ctx context.Context, dir string, d, l statRes, locksFir
 
 // withEmptied extends reqs, the deletes removing dir, with those of the
 // ancestors that removing dir empties, so that none is left empty (an
-// empty file) between two multis. It reads their Stats (one round trip)
-// and adds, nearest first, each holding one child and no data, at the
-// version read. top is the highest directory removed. ok is false when
-// the reads failed (the clean-up is then given up).
-func (c *Conn) withEmptied(ctx context.Context, dir string, reqs []any) (_ []any, top string, ok bool) {
+// empty file) between two multis. It reads their Stats on session s (one
+// round trip) and adds, nearest first, each holding one child and no
+// data, at the version read. top is the highest directory removed; the
+// error is a read's.
+func (c *Conn) withEmptied(ctx context.Context, s *zkSession, p, dir string, reqs []any) (_ []any, top string, err error) {
 	top = dir
 	var chain []string
 	for d := zkDir(dir); c.removable(d); d = zkDir(d) {
 		chain = append(chain, d)
 	}
-	if len(chain) == 0 {
-		return reqs, top, true
-	}
-	s, err := c.live(ctx, c.relPath(dir))
-	if err != nil {
-		return nil, "", false
-	}
-	stats := c.statsInOrder(ctx, s, c.relPath(dir), chain...)
+	stats := c.statsInOrder(ctx, s, p, chain...)
 	for i, d := range chain {
 		r := <-stats[i]
 		if r.err != nil {
-			return nil, "", false
+			return nil, "", r.err
 		}
-		if !r.exists || r.st.NumChildren != 1 || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
+		if !onlyChild(r) {
 			break
 		}
 		reqs = append(reqs, &zk.DeleteRequest{Path: d, Version: r.st.Version})
 		top = d
 	}
-	return reqs, top, true
+	return reqs, top, nil
+}
+
+// onlyChild reports whether the Stat read shows a directory holding one
+// child and no data (not an entry): one that its child's removal empties.
+func onlyChild(r statRes) bool {
+	return r.err == nil && r.exists && r.st.NumChildren == 1 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0
 }
 
 // removable reports whether the directory znode dir is below the root.
@@ -256,7 +259,7 @@ func (c *Conn) cleanupLevels(ctx context.Context, dirs []string, attempts int) {
 				}
 				dstats[k] = c.statOn(ctx, s, c.relPath(d), d, false)
 				// A directory with one child: is it an empty "locks" znode?
-				if r := dstats[k]; r.err == nil && r.exists && r.st.NumChildren == 1 && r.st.DataLength == 0 && r.st.EphemeralOwner == 0 {
+				if onlyChild(dstats[k]) {
 					rs := c.statsInOrder(ctx, s, c.relPath(d), d+"/"+locksDir, d)
 					ls[k], dstats[k] = <-rs[0], <-rs[1]
 				}

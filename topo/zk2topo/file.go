@@ -31,10 +31,11 @@ func (c *Conn) internal(p string) bool {
 
 // Create creates filePath holding contents and returns version 0, in one
 // round trip when the parent exists. A znode that is only a directory
-// becomes the file (a read of its Stat and children, then a multi of the
-// set-data and a check of a child, setChecked: the znode read, not a file
-// created since), unless contents are empty (ErrEmptyFileWithChildren,
-// nothing written). Missing parents are
+// becomes the file, unless contents are empty (ErrEmptyFileWithChildren,
+// nothing written): a one-op Txn (its CreateOp over a directory: a multi
+// whose create fails, a read of the Stat and children, then a multi of
+// the set-data and a check of a child, roleSame: the znode read, not a
+// file created since). Missing parents are
 // created in one multi with the file, so no reader sees them without it
 // and a failed Create leaves none (k missing levels cost about 2+log2(k)
 // round trips). Errors: InvalidPath (including the reserved-name rule,
@@ -76,37 +77,14 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 			missing = min(max(2*missing, 1), depth)
 		case errors.Is(err, zk.ErrNodeExists) && at != nil && at.op < missing && attempt < 20:
 			missing -= at.op + 1 // that ancestor exists: create those below it
-		case errors.Is(err, zk.ErrNodeExists) && attempt < 20:
-			// A directory znode becomes the file; a file stays (NodeExists).
-			r := c.kindOn(ctx, nil, p, zp)
-			if r.err != nil {
-				return nil, c.convert(r.err, p)
+		case errors.Is(err, zk.ErrNodeExists):
+			// A directory znode becomes the file, a file stays
+			// (NodeExists): a one-op Txn, its CreateOp over a directory.
+			vs, err := c.Txn(ctx, topo.CreateOp(p, contents))
+			if err != nil {
+				return nil, opErr(err)
 			}
-			if !r.exists {
-				missing = 0
-				continue
-			}
-			if isFile(r.st) {
-				return nil, topo.NewError(topo.NodeExists, p)
-			}
-			if len(contents) == 0 {
-				return nil, emptyWithChildren(p) // it would stay a directory
-			}
-			// Checked to be the directory read (setChecked): one deleted
-			// since and re-created as a file at the same version is that
-			// file, which Create must not overwrite.
-			var nst *zk.Stat
-			err = c.write(ctx, p, func(z *zk.Conn) error {
-				var err error
-				nst, err = setChecked(z, zp, contents, r.st.Version, r.child)
-				return err
-			})
-			if err == nil {
-				return topo.NumericVersion(nst.Version), nil
-			}
-			if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-				return nil, c.convert(err, p)
-			}
+			return vs[0], nil
 		default:
 			return nil, c.convert(err, p)
 		}
@@ -115,7 +93,8 @@ func (c *Conn) create(ctx context.Context, p string, contents []byte) (topo.Vers
 
 // kindOn reads zp's Stat and its children's names on session s (nil: as
 // a read, see answerOn) in one request, as an exists would, and keeps a
-// child's name for setChecked (anyChild). An absent znode is !exists.
+// child's name for a Txn's roleSame check (anyChild). An absent znode is
+// !exists.
 func (c *Conn) kindOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 	kids, err := c.childrenOn(ctx, s, p, zp, false)
 	switch {
@@ -127,7 +106,7 @@ func (c *Conn) kindOn(ctx context.Context, s *zkSession, p, zp string) statRes {
 	return statRes{exists: true, st: kids.st, child: anyChild(kids.names)}
 }
 
-// anyChild returns the child setChecked checks: the least name but a
+// anyChild returns the child roleSame checks: the least name but a
 // "locks" znode (a container: the server deletes it once it is empty,
 // failing the check for nothing), else "locks"; "" when there is none.
 func anyChild(names []string) string {
@@ -138,36 +117,6 @@ func anyChild(names []string) string {
 		}
 	}
 	return child
-}
-
-// setChecked writes data to the znode zp at version ver and, in the same
-// multi when child is not "", checks that zp's child named child exists:
-// it existed when the Stat of version ver was read (kindOn), and ZooKeeper
-// deletes no znode that has children, so while it stays zp is the znode
-// read. The data version alone cannot tell: zp deleted and re-created
-// since (a file where a directory was, or the reverse) starts again at
-// version 0, and directories stay at theirs. A child gone since (zp
-// perhaps with it) is ErrBadVersion: read again. What it cannot tell: zp
-// and that child both deleted and re-created in between.
-func setChecked(z *zk.Conn, zp string, data []byte, ver int32, child string) (*zk.Stat, error) {
-	if child == "" {
-		return z.Set(zp, data, ver)
-	}
-	res, err := z.Multi(&zk.SetDataRequest{Path: zp, Data: data, Version: ver},
-		&zk.CheckVersionRequest{Path: zp + "/" + child, Version: -1})
-	switch {
-	case err == nil:
-		return res[0].Stat, nil
-	case len(res) != 2:
-		return nil, err // no per-op answer
-	case res[0].Error != nil:
-		return nil, res[0].Error
-	case errors.Is(res[1].Error, zk.ErrNoNode):
-		return nil, zk.ErrBadVersion
-	case res[1].Error != nil:
-		return nil, res[1].Error
-	}
-	return nil, err
 }
 
 // opFailed is the error of a multi whose op number op failed with err.
@@ -536,14 +485,16 @@ func splitPrefix(prefix string) (dir, name string) {
 // (deleteEmptying). Otherwise the delete follows, with the parent read
 // behind it to remove it when another client's Delete emptied it
 // meanwhile (readBehind, best effort). A file under the root costs the
-// delete alone. A file with files below it becomes a directory (unfile).
+// delete alone. A file with files below it becomes a directory: a one-op
+// Txn empties its data (Txn's DeleteOp; its own delete fails first, one
+// request more than the emptying needs).
 // Where znodes may be entries (see Update), Delete is a one-op Txn: an
 // entry is NoNode, left alone. Errors: InvalidPath (including the
 // reserved-name rule), InvalidArgument (bad version), NoNode, BadVersion
 // (only with a version), PermissionDenied, ResourceExhausted
 // (ErrTxnContention; for a file with files below it, writers that
-// changed it between unfile's read and write ten times), Timeout/Interrupted,
-// Closed, Unavailable.
+// changed it between the Txn's read and write ten times),
+// Timeout/Interrupted, Closed, Unavailable.
 func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version) error {
 	p, n, err := backendkit.BeginVersioned(ctx, filePath, func(p string) (string, int64, error) { return backendkit.CheckDelete(p, version) }, c.closed.Load)
 	if err != nil {
@@ -582,12 +533,22 @@ func (c *Conn) Delete(ctx context.Context, filePath string, version topo.Version
 func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error) error {
 	switch {
 	case errors.Is(err, zk.ErrNotEmpty):
-		return c.unfile(ctx, p, ver)
+		// A file with files below it becomes a directory: a one-op Txn
+		// empties its data (see Txn, DeleteOp).
+		var version topo.Version
+		if ver >= 0 {
+			version = topo.NumericVersion(ver)
+		}
+		_, err := c.Txn(ctx, topo.DeleteOp(p, version))
+		return opErr(err)
 	case errors.Is(err, zk.ErrBadVersion):
 		// ZooKeeper checks the version before the children: NoNode when p
-		// is only a directory.
-		if _, err := c.fileStat(ctx, p); err != nil {
-			return err
+		// is absent or only a directory.
+		switch r := c.statOn(ctx, nil, p, c.zkPath(p), false); {
+		case r.err != nil:
+			return c.convert(r.err, p)
+		case !r.exists || !isFile(r.st):
+			return topo.NewError(topo.NoNode, p)
 		}
 		return topo.NewError(topo.BadVersion, p)
 	}
@@ -603,30 +564,22 @@ func (c *Conn) deleteFailed(ctx context.Context, p string, ver int32, err error)
 // when the parent keeps other entries or the multi failed on a
 // directory: Delete then deletes the file alone.
 func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, ver int32) (done bool, err error) {
-	var chain []string
-	for d := zkDir(zp); c.removable(d); d = zkDir(d) {
-		chain = append(chain, d)
-	}
 	// The parent first: usually it keeps other entries, and that is all.
-	stats := c.statsInOrder(ctx, s, p, chain[0])
-	reqs := []any{&zk.DeleteRequest{Path: zp, Version: ver}}
-	for i := range chain {
-		if i == 1 {
-			stats = append(stats, c.statsInOrder(ctx, s, p, chain[1:]...)...)
-		}
-		r := <-stats[i]
-		if r.err != nil {
-			return true, c.convert(r.err, p)
-		}
-		if !r.exists || r.st.NumChildren != 1 || r.st.DataLength > 0 || r.st.EphemeralOwner != 0 {
-			break
-		}
-		reqs = append(reqs, &zk.DeleteRequest{Path: chain[i], Version: r.st.Version})
+	parent := zkDir(zp)
+	r := c.statOn(ctx, s, p, parent, false)
+	if r.err != nil {
+		return true, c.convert(r.err, p)
 	}
-	if len(reqs) == 1 {
+	if !onlyChild(r) {
 		return false, nil
 	}
-	above := zkDir(reqs[len(reqs)-1].(*zk.DeleteRequest).Path)
+	reqs, top, err := c.withEmptied(ctx, s, p, parent, []any{
+		&zk.DeleteRequest{Path: zp, Version: ver},
+		&zk.DeleteRequest{Path: parent, Version: r.st.Version}})
+	if err != nil {
+		return true, c.convert(err, p)
+	}
+	above := zkDir(top)
 	var res []zk.MultiResponse
 	multi := sendFirst(s, opMulti, zp, func() error {
 		return c.do(ctx, p, func() error {
@@ -651,72 +604,6 @@ func (c *Conn) deleteEmptying(ctx context.Context, s *zkSession, p, zp string, v
 	}
 	return false, nil
 }
-
-// fileStat reads the Stat of p, NoNode unless it is a file.
-func (c *Conn) fileStat(ctx context.Context, p string) (*zk.Stat, error) {
-	r := c.statOn(ctx, nil, p, c.zkPath(p), false)
-	if r.err != nil {
-		return nil, c.convert(r.err, p)
-	}
-	if !r.exists || !isFile(r.st) {
-		return nil, topo.NewError(topo.NoNode, p)
-	}
-	return r.st, nil
-}
-
-// unfile turns a file with files below it into a directory by emptying
-// its data, when at version ver (-1: any): a Stat read (kindOn), then
-// the set-data at the version read, checked to be that znode
-// (setChecked). A file deleted or written meanwhile is read again: NoNode
-// once it is no file, BadVersion when ver no longer matches.
-func (c *Conn) unfile(ctx context.Context, p string, ver int32) error {
-	zp := c.zkPath(p)
-	for attempt := 0; ; attempt++ {
-		r := c.kindOn(ctx, nil, p, zp)
-		if r.err != nil {
-			return c.convert(r.err, p)
-		}
-		if !r.exists || !isFile(r.st) {
-			return topo.NewError(topo.NoNode, p)
-		}
-		if ver != -1 && ver != r.st.Version {
-			return topo.NewError(topo.BadVersion, p)
-		}
-		if attempt >= 10 {
-			return backendkit.Wrap(topo.ResourceExhausted, p, errDeleteContention)
-		}
-		s, err := c.live(ctx, p)
-		if err != nil {
-			return err
-		}
-		// The files below may all go meanwhile (another Delete, at once):
-		// then the emptied znode, childless, would read as an empty file.
-		// So it is read behind the set and removed when empty, as Delete's
-		// parent (TestDeleteFileWithChildrenRacingLastChild).
-		op := int32(opSetData)
-		if r.child != "" {
-			op = opMulti // setChecked's, whose first path is zp
-		}
-		setRes := sendFirst(s, op, zp, func() error {
-			return c.do(ctx, p, func() error { _, err := setChecked(s.zk, zp, nil, r.st.Version, r.child); return err })
-		})
-		behind := c.readBehind(ctx, s, p, zp)
-		err = <-setRes
-		if err == nil {
-			c.removeIfEmpty(ctx, behind, false)
-			return nil
-		}
-		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-			return c.convert(err, p)
-		}
-		// Written, deleted or re-created since the read: read it again.
-	}
-}
-
-// errDeleteContention is the cause of the ResourceExhausted error of a
-// Delete of a file with files below it that other writers changed between
-// its read and its write at every attempt.
-var errDeleteContention = errors.New("zk2topo: concurrent writers changed the file between the read and the write of every attempt; nothing was deleted")
 
 // opErr is the op's own error of a one-op Txn's *topo.TxnError.
 func opErr(err error) error {

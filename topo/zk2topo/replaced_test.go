@@ -44,7 +44,7 @@ func replaceAtWrite(t *testing.T, c *Conn, nth int32, replace func()) {
 // created a file there (version 0, the directory's) in between, the
 // write used to overwrite that file and report success: two Creates of
 // one file both succeeded, the first one's contents lost. The write
-// carries a check of a child the read showed (setChecked): NodeExists,
+// carries a check of a child the read showed (roleSame): NodeExists,
 // the other file kept.
 func TestCreateOverDirectoryReplacedByFile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -61,9 +61,9 @@ func createOverReplaced(ctx context.Context, t *testing.T, viaTxn bool) {
 	_, err := c.Create(ctx, "d/c", []byte("c"))
 	require.NoError(t, err)
 	zp := c.zkPath("d")
-	// A Txn's CreateOp fails its first multi (NodeExists), reads, and
-	// writes in its second.
-	replaceAtWrite(t, c, map[bool]int32{false: 1, true: 2}[viaTxn], func() {
+	// A Txn's CreateOp (Create's too, after its create) fails its first
+	// multi (NodeExists), reads, and writes in its second.
+	replaceAtWrite(t, c, 2, func() {
 		assert.NoError(t, raw.Delete(zp+"/c", -1))
 		assert.NoError(t, raw.Delete(zp, -1))
 		_, err := raw.Create(zp, []byte("other"), 0, zk.WorldACL(zk.PermAll))
@@ -108,9 +108,9 @@ func deleteOfReplaced(ctx context.Context, t *testing.T, k string) {
 	_, err = c.Create(ctx, "f/x", []byte("x"))
 	require.NoError(t, err)
 	zp := c.zkPath("f")
-	// A Txn's DeleteOp fails its first multi (NotEmpty), reads, and
-	// empties the file in its second.
-	replaceAtWrite(t, c, map[bool]int32{false: 1, true: 2}[k == "Txn DeleteOp"], func() {
+	// A Txn's DeleteOp (Delete's too, after its delete) fails its first
+	// multi (NotEmpty), reads, and empties the file in its second.
+	replaceAtWrite(t, c, 2, func() {
 		assert.NoError(t, raw.Delete(zp+"/x", -1))
 		assert.NoError(t, raw.Delete(zp, -1))
 		_, err := raw.Create(zp, nil, 0, zk.WorldACL(zk.PermAll))

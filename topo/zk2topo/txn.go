@@ -68,7 +68,7 @@ var errOwnZnodes = errors.New("zk2topo: ZooKeeper's own znodes cannot be written
 //     write creates as a file is created once, as that file), then of p;
 //     over a znode that is only a directory, a set-data at its version (as
 //     Create), and at the head of the multi a check that a child the
-//     read showed exists (roleSame, see setChecked).
+//     read showed exists (roleSame, see build).
 //   - DeleteOp(p, v): a delete (at v if given). A file with files below
 //     it, or that another CreateOp or UpdateOp writes below (keepsDir),
 //     is emptied by a set-data instead (as Delete; with a check of a
@@ -270,7 +270,7 @@ const (
 	roleEnd              // the last check of a multi with excluded ops: always fails
 	roleEntry            // a check that fails: the Stat showed a lock or election entry (see entryCheck)
 	roleAt               // a write without a version, made at the version its Stat showed (see entryCheck)
-	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see setChecked)
+	roleSame             // a check that a child the Stat read showed exists: the znode is the one read (see build)
 	roleAbsent           // a check that fails: the Stat of IfVersion's, IfPresent's or a versioned UpdateOp's znode showed it absent
 )
 
@@ -288,7 +288,15 @@ func (t *txn) build() []mreq {
 	var out []mreq
 	// pre holds the checks of roleSame, first in the multi: of the
 	// state before it, as conditions (a DeleteOp of the Txn may delete the
-	// child checked).
+	// child checked). A write at the version read of a znode read with
+	// children (roleDirToFile, roleUnfile) checks that a child it showed
+	// (anyChild) exists: ZooKeeper deletes no znode that has children, so
+	// while it stays the znode is the one read. The data version alone
+	// cannot tell: the znode deleted and re-created since (a file where a
+	// directory was, or the reverse) starts again at version 0, and
+	// directories stay at theirs. A child gone since (the znode perhaps
+	// with it) fails the multi: read again. What it cannot tell: the znode
+	// and that child both deleted and re-created in between.
 	var pre []mreq
 	same := func(i int, zp string) {
 		if child := t.st[i].child; child != "" {
@@ -614,11 +622,8 @@ func (t *txn) belowEmptied() {
 			if !t.createsFile(i) || t.st[i].missing != nil || !strings.HasPrefix(op.Path, del.Path+"/") {
 				continue
 			}
-			var missing []string
-			for p := path.Dir(op.Path); p != del.Path; p = path.Dir(p) {
-				missing = append([]string{c.zkPath(p)}, missing...)
-			}
-			t.st[i].missing = missing
+			below := c.zkPath(del.Path) + "/"
+			t.st[i].missing = missingChain(ancestorsOf(c.zkPath(op.Path)), func(d string) bool { return !strings.HasPrefix(d, below) })
 		}
 	}
 }
@@ -659,7 +664,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 		}
 	}
 	low, lowErr := -1, error(nil) // the lowest op known to fail, and its TxnError
-	if err := t.stat(ctx, first...); err != nil {
+	if err := t.read(ctx, first, true, false); err != nil {
 		return nil, err
 	}
 	t.belowEmptied()
@@ -765,7 +770,7 @@ func (t *txn) run(ctx context.Context, m []mreq) ([]topo.Version, error) {
 				idx = append(idx, i)
 			}
 		}
-		if err := t.readAncestors(ctx, idx, true); err != nil {
+		if err := t.read(ctx, idx, true, true); err != nil {
 			return nil, err
 		}
 	}
@@ -858,8 +863,7 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 		return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 	}
 	restat := func() (bool, error) {
-		t.st[i].missing = nil
-		if err := t.stat(ctx, i); err != nil {
+		if err := t.read(ctx, []int{i}, true, false); err != nil {
 			return true, err
 		}
 		return false, nil
@@ -962,27 +966,6 @@ func (t *txn) failed(ctx context.Context, r mreq, zerr error) (bool, error) {
 	return true, backendkit.TxnOpError(op, c.convert(zerr, op.Path))
 }
 
-// stat reads the Stats of the paths of ops idx (see statAll).
-func (t *txn) stat(ctx context.Context, idx ...int) error {
-	zps := make([]string, len(idx))
-	for k, i := range idx {
-		zps[k] = t.c.zkPath(t.ops[i].Path)
-	}
-	kids := make([]bool, len(idx))
-	for k, i := range idx {
-		kids[k] = t.kindRead(i)
-	}
-	res, err := t.statAll(ctx, zps, idx, kids)
-	if err != nil {
-		return err
-	}
-	for k, r := range res {
-		i := idx[k]
-		t.st[i].statted, t.st[i].exists, t.st[i].st, t.st[i].child = true, r.exists, r.st, r.child
-	}
-	return nil
-}
-
 // kindRead reports whether op i's Stat is read with its children's names
 // (kindOn, the cost of an exists): a CreateOp or DeleteOp may write the
 // data of a znode read with children (roleDirToFile, roleUnfile), checked
@@ -1004,7 +987,7 @@ func (t *txn) statAll(ctx context.Context, zps []string, owner []int, kids []boo
 		wg.Go(func() { verr = t.verify(ctx) })
 	}
 	for k, zp := range zps {
-		if kids != nil && kids[k] {
+		if kids[k] {
 			wg.Go(func() { out[k] = t.c.kindOn(ctx, t.s, t.c.relPath(zp), zp) })
 			continue
 		}
@@ -1055,17 +1038,17 @@ func (t *txn) parents(ctx context.Context) (bool, error) {
 			idx = append(idx, i)
 		}
 	}
-	if err := t.readAncestors(ctx, idx, false); err != nil {
+	if err := t.read(ctx, idx, false, true); err != nil {
 		return true, err
 	}
 	t.parentsRead = true
 	return false, nil
 }
 
-// readAncestors reads, in one round trip, the Stats of the ancestors of
-// the paths of ops idx (with self, of the paths too), and records each
-// op's absent ancestors (missingChain) and, with self, its Stat.
-func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
+// read reads, in one round trip, the Stats of the paths of ops idx (with
+// self) and of their ancestors (with anc), and records each op's Stat
+// (with self) and absent ancestors (missingChain; none without anc).
+func (t *txn) read(ctx context.Context, idx []int, self, anc bool) error {
 	c := t.c
 	seen := map[string]int{} // znode path → index in zps
 	var zps []string
@@ -1073,9 +1056,12 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 	var kids []bool // read with the children's names (kindRead)
 	for _, i := range idx {
 		zp := c.zkPath(t.ops[i].Path)
-		read := ancestorsOf(zp)
+		var read []string
 		if self {
-			read = append([]string{zp}, read...)
+			read = append(read, zp)
+		}
+		if anc {
+			read = append(read, ancestorsOf(zp)...)
 		}
 		for _, d := range read {
 			if _, ok := seen[d]; !ok {
@@ -1098,11 +1084,10 @@ func (t *txn) readAncestors(ctx context.Context, idx []int, self bool) error {
 		if self {
 			r := stats[seen[zp]]
 			s.statted, s.exists, s.st, s.child = true, r.exists, r.st, r.child
-			if r.exists {
-				continue
-			}
 		}
-		s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
+		if anc && (!self || !s.exists) {
+			s.missing = missingChain(ancestorsOf(zp), func(d string) bool { return stats[seen[d]].exists })
+		}
 	}
 	return nil
 }
@@ -1127,9 +1112,10 @@ func (t *txn) lost() error {
 
 // unfiledPaths returns the znodes whose data the multi m empties
 // (roleUnfile). Their children may all go at the same moment (another
-// client's Delete), leaving an empty file nobody wrote; so, as in unfile,
-// each is read behind the multi and removed when empty
-// (TestTxnDeleteFileWithChildrenRacingLastChild).
+// client's Delete), leaving an empty file nobody wrote; so each is read
+// behind the multi and removed when empty
+// (TestTxnDeleteFileWithChildrenRacingLastChild,
+// TestDeleteFileWithChildrenRacingLastChild).
 func unfiledPaths(m []mreq) []string {
 	var out []string
 	for _, r := range m {
