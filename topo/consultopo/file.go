@@ -30,9 +30,12 @@ func value(pair *api.KVPair) []byte {
 
 // txn runs ops as one Consul transaction: ok=false with the response
 // when it was rolled back, an error when it could not be run;
-// errSessionGone, for every session-bound write, when Consul refused a
-// session it no longer knows (an operation's error: Consul 1.13 reports
-// the state store's errors per operation, with 409).
+// errSessionGone when the first error Consul reports is its refusal of a
+// session it no longer knows (only a lock operation checks that the
+// session exists; an earlier failed condition hides the refusal, and the
+// caller then sees ok=false: its session's loss shows at its next
+// renewal). Consul 1.13 reports the state store's errors per operation,
+// with 409.
 func (c *Conn) txn(ctx context.Context, ops api.TxnOps) (bool, *api.TxnResponse, error) {
 	var resp api.TxnResponse
 	_, err := c.client.Raw().Write("/v1/txn", ops, &resp, c.writeOptions(ctx))
