@@ -60,6 +60,22 @@ func requireConsulSession(t *testing.T, id string) {
 // session), queues on a new session, waits for the holder and gets the
 // lock at its release.
 func TestEnqueueOnDestroyedSharedSession(t *testing.T) {
+	root, _, old, waiter := enqueueOnDestroyedShared(t, func(ctx context.Context, c *Conn) (topo.LockDescriptor, error) {
+		return c.Lock(ctx, "d", "waiter")
+	})
+	h := lockHolderSession(t, rawClient(t), root)
+	require.NotEqual(t, old.id, h)
+	requireConsulSession(t, h)
+	require.NoError(t, waiter.Check(t.Context()))
+	require.NoError(t, waiter.Unlock(t.Context()))
+}
+
+// enqueueOnDestroyedShared: c1 holds d; c2's long-lived session (made by
+// a Lock of e) is destroyed by another client while idle; lock (c2's
+// Lock of d) must queue on a session Consul knows, wait while the holder
+// holds, and get d at the holder's release. It returns the root, c2, the
+// destroyed session and the waiter's descriptor.
+func enqueueOnDestroyedShared(t *testing.T, lock func(context.Context, *Conn) (topo.LockDescriptor, error)) (string, *Conn, *session, topo.LockDescriptor) {
 	root := testRoot(t)
 	c1, c2 := newTestConn(t, root), newTestConn(t, root)
 	ctx := t.Context()
@@ -80,7 +96,7 @@ func TestEnqueueOnDestroyedSharedSession(t *testing.T) {
 	var waiter topo.LockDescriptor
 	go func() {
 		var err error
-		waiter, err = c2.Lock(ctx, "d", "waiter")
+		waiter, err = lock(ctx, c2)
 		got <- err
 	}()
 	// The waiter queues: an entry on a session Consul knows.
@@ -102,11 +118,7 @@ func TestEnqueueOnDestroyedSharedSession(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the waiter did not get the lock at the release")
 	}
-	h := lockHolderSession(t, rawClient(t), root)
-	require.NotEqual(t, old.id, h)
-	requireConsulSession(t, h)
-	require.NoError(t, waiter.Check(ctx))
-	require.NoError(t, waiter.Unlock(ctx))
+	return root, c2, old, waiter
 }
 
 // TestWaiterOwnSessionDestroyed: a LockWithTTL waiter (its entry on the
@@ -477,41 +489,9 @@ func TestProclaimAcrossAgentRestartEmpty(t *testing.T) {
 // holder's release; the Conn then keeps exactly those two sessions, both
 // known to Consul.
 func TestEnqueueWithTTLOnDestroyedSharedSession(t *testing.T) {
-	root := testRoot(t)
-	c1, c2 := newTestConn(t, root), newTestConn(t, root)
-	ctx := t.Context()
-	_, err := c1.Create(ctx, "d/f", []byte("x"))
-	require.NoError(t, err)
-	_, err = c1.Create(ctx, "e/f", []byte("x"))
-	require.NoError(t, err)
-	l, err := c2.Lock(ctx, "e", "warm")
-	require.NoError(t, err)
-	require.NoError(t, l.Unlock(ctx))
-	old := sharedOf(t, c2)
-	holder, err := c1.Lock(ctx, "d", "holder")
-	require.NoError(t, err)
-	destroySession(t, old)
-	require.True(t, old.alive(), "the Conn noticed the destroy before the Lock: nothing tested")
-
-	got := make(chan error, 1)
-	var waiter topo.LockDescriptor
-	go func() {
-		var err error
-		waiter, err = c2.LockWithTTL(ctx, "d", "waiter", 2*MinSessionTTL)
-		got <- err
-	}()
-	raw := rawClient(t)
-	require.Eventually(t, func() bool {
-		pairs, _, err := raw.KV().List(root+"/d/"+valuesDir+"/"+queueDir+"/", &api.QueryOptions{RequireConsistent: true})
-		return err == nil && len(pairs) == 1 && pairs[0].Session != old.id
-	}, waitFor, tick)
-	require.NoError(t, holder.Unlock(ctx))
-	select {
-	case err := <-got:
-		require.NoError(t, err)
-	case <-time.After(waitFor):
-		t.Fatal("the waiter did not get the lock at the release")
-	}
+	root, c2, old, waiter := enqueueOnDestroyedShared(t, func(ctx context.Context, c *Conn) (topo.LockDescriptor, error) {
+		return c.LockWithTTL(ctx, "d", "waiter", 2*MinSessionTTL)
+	})
 	h := lockHolderSession(t, rawClient(t), root)
 	ids := c2.sessionIDs()
 	require.Len(t, ids, 2)
@@ -520,6 +500,6 @@ func TestEnqueueWithTTLOnDestroyedSharedSession(t *testing.T) {
 		require.NotEqual(t, old.id, id)
 		requireConsulSession(t, id)
 	}
-	require.NoError(t, waiter.Check(ctx))
-	require.NoError(t, waiter.Unlock(ctx))
+	require.NoError(t, waiter.Check(t.Context()))
+	require.NoError(t, waiter.Unlock(t.Context()))
 }
