@@ -24,8 +24,13 @@ const (
 	requestTimeout = 10 * time.Second
 	// closeTimeout bounds Close's destroy of the sessions.
 	closeTimeout = 5 * time.Second
-	// maxRetryWait caps the backoff of an acquire refused by a lock-delay.
+	// maxRetryWait caps the backoff of an acquire refused by a lock-delay,
+	// and of a waiter's read sent again after a transient failure
+	// (transient).
 	maxRetryWait = 500 * time.Millisecond
+	// firstRetryWait is the first pause before a waiter's read that failed
+	// transiently is sent again.
+	firstRetryWait = 20 * time.Millisecond
 	// lateWindow is how long the key of an acquire or enqueue that got no
 	// answer is watched for it landing late (watchLate; no read settles
 	// it: docs/layout-consul.md). Consul 1.13 enqueues a write into Raft
@@ -314,8 +319,10 @@ func (d driver) release(q claims.Queue, key string, kv *api.KVPair, sess *sessio
 // key's state (condFor; at first "absent", unless Ahead saw it held) and
 // on e still queued takes the key and removes e, waking the next waiter
 // alone. While another session holds the key (the predecessor, or a
-// Vitess contender) it waits with consistent blocking queries; a
-// lock-delay is retried at most maxRetryWait apart; its queries take a
+// Vitess contender) it waits with consistent blocking queries, a read
+// that fails transiently (transient: the agent restarting) sent again
+// 20 ms to 500 ms apart while the session and ctx live; a lock-delay is
+// retried at most maxRetryWait apart; its queries take a
 // slot of the claims' bound, ahead of waiters (claimContext). ErrNotHeld when the
 // session ended or e left the queue; NodeExists with a ForeignKeyError.
 func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, e claims.Entry) (claims.Entry, error) {
@@ -348,7 +355,23 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 			} else {
 				meta.LastIndex, known = known.ModifyIndex, nil
 			}
-			for err == nil {
+			for pause := firstRetryWait; ; {
+				if err != nil {
+					// The agent restarting, say: while the session and
+					// ctx live, read again (not blocking: the index may
+					// have gone back) after a pause. Nothing is granted
+					// but by the transaction below.
+					if !transient(err) {
+						return lost(err)
+					}
+					if !backendkit.Sleep(actx, pause) {
+						return lost(actx.Err())
+					}
+					pause = min(2*pause, maxRetryWait)
+					cur, meta, err = c.kv.Get(key, c.consistentOptions(actx))
+					continue
+				}
+				pause = firstRetryWait
 				var held bool
 				if cond, held, err = r.condFor(cur); err != nil {
 					return claims.Entry{}, err
@@ -363,11 +386,18 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 					cur, meta, err = c.kv.Get(key, c.consistentOptions(actx))
 				}
 			}
-			if err != nil {
-				return lost(err)
-			}
 		}
 		ok, resp, err := c.send(r, cond)
+		if err != nil && !errors.Is(err, errSessionGone) && transient(err) {
+			// Unanswered (send resolves it: a key it took is freed, and
+			// an entry it removed makes the next attempt ErrNotHeld):
+			// read again after a pause.
+			if !backendkit.Sleep(actx, firstRetryWait) {
+				return lost(actx.Err())
+			}
+			cond = nil
+			continue
+		}
 		if err != nil {
 			return lost(err)
 		}
@@ -394,6 +424,22 @@ func (d driver) Acquire(ctx context.Context, q claims.Queue, v *claims.Session, 
 			return claims.Entry{}, rollbackError(q.Path, resp)
 		}
 	}
+}
+
+// transient reports whether a waiter's read that failed with err is sent
+// again (while its session and context live) rather than ending the wait:
+// the agent unreachable or answering with a server error (Unavailable),
+// or limiting the rate (ResourceExhausted). A context's end and a refusal
+// (PermissionDenied, InvalidArgument, ...) are not, nor is nil.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch codeOf(err) {
+	case topo.Unavailable, topo.ResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // result returns the last result for key in an answer (after a check's), or nil.

@@ -65,6 +65,12 @@
 //     with LockLost.
 //   - A create or enqueue is retried on a new session only when its session
 //     turned out invalid before the contender queued.
+//   - A queued waiter (Lock, Campaign, WaitForLeadership) rides out a
+//     transient failure (the agent restarting or unreachable, a server
+//     error): its reads of the queue, its blocking queries of the key and
+//     of the entry ahead, and an unanswered acquire transaction are sent
+//     again, 20 ms to 500 ms apart, while its session and context live.
+//     Only the acquire transaction grants.
 //   - A session is valid for its holder until its deadline, and declaring
 //     it lost ends every claim on it before anything reports it lost (see
 //     session).

@@ -271,8 +271,24 @@ func (d driver) List(ctx context.Context, q claims.Queue) ([]claims.Entry, error
 // before a handover is taken for an acquirer: its successor may overtake
 // once; exclusion never rests on the order). Otherwise it is the entries
 // List shows ahead of e; a list of e alone clears the key's contended
-// mark.
+// mark. A read that fails transiently (transient: the agent restarting)
+// is sent again, 20 ms to 500 ms apart, until ctx (the engine's, which
+// ends with the claim, so with its session) or the Conn ends.
 func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
+	ahead, in, err := d.ahead(ctx, q, e, most)
+	if !transient(err) {
+		return ahead, in, err
+	}
+	lctx, cancel := backendkit.Linked(ctx, d.c.ctx)
+	defer cancel()
+	for pause := firstRetryWait; transient(err) && backendkit.Sleep(lctx, pause); pause = min(2*pause, maxRetryWait) {
+		ahead, in, err = d.ahead(ctx, q, e, most)
+	}
+	return ahead, in, err
+}
+
+// ahead is one attempt of Ahead.
+func (d driver) ahead(ctx context.Context, q claims.Queue, e claims.Entry, most int) ([]claims.Entry, bool, error) {
 	c := d.c
 	switch w := c.waiterOf(e.Key, false); {
 	case w.fresh && w.pred.Key != "":
@@ -313,7 +329,9 @@ func (d driver) Ahead(ctx context.Context, q claims.Queue, e claims.Entry, most 
 // WaitGone implements claims.Driver: consistent blocking queries listing
 // e's key (so that the answer once it is gone carries the index that
 // removed it, for Ahead) until it is gone, or (nil) until the long-lived
-// session, on which the waiter's own entry lives, ends.
+// session, on which the waiter's own entry lives, ends. A query that fails
+// transiently (transient: the agent restarting) is sent again, 20 ms to
+// 500 ms apart, until ctx or that session ends.
 func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) error {
 	c := d.c
 	wctx, cancel := backendkit.Linked(claimContext(ctx, uint64(e.Token)), c.ctx)
@@ -324,8 +342,15 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 	}
 	// An entry is never rewritten: the first query blocks.
 	index := uint64(e.Token)
+	pause := firstRetryWait
 	for {
 		pairs, meta, err := c.kv.List(e.Key, c.blocking(c.consistentOptions(wctx), index))
+		if err != nil && transient(err) && backendkit.Sleep(wctx, pause) {
+			// The agent restarting, say: ask again, not blocking (the
+			// index may have gone back).
+			pause, index = min(2*pause, maxRetryWait), 0
+			continue
+		}
 		if err != nil {
 			if wctx.Err() != nil && ctx.Err() == nil && c.ctx.Err() == nil {
 				return nil // the shared session ended: look again
@@ -340,6 +365,6 @@ func (d driver) WaitGone(ctx context.Context, q claims.Queue, e claims.Entry) er
 			c.mu.Unlock()
 			return nil
 		}
-		index = nextIndex(index, meta.LastIndex)
+		pause, index = firstRetryWait, nextIndex(index, meta.LastIndex)
 	}
 }

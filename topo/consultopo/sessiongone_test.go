@@ -2,6 +2,9 @@ package consultopo
 
 import (
 	"context"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,11 +213,38 @@ func TestResumeAfterAgentForgot(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// blockedOn has c send its requests to a through a transport that closes
+// the channel returned once c sends a blocking query of the KV key key
+// (a waiter at the head of its queue, waiting for the key's holder).
+func blockedOn(t *testing.T, c *Conn, a *consultest.Agent, key string) <-chan struct{} {
+	t.Helper()
+	rt := &blockSignal{path: "/v1/kv/" + key, blocked: make(chan struct{})}
+	client, err := api.NewClient(&api.Config{Address: a.Addr(), HttpClient: &http.Client{Transport: rt}})
+	require.NoError(t, err)
+	c.client, c.kv = client, client.KV()
+	return rt.blocked
+}
+
+// blockSignal closes blocked at the first blocking query of path.
+type blockSignal struct {
+	path    string
+	once    sync.Once
+	blocked chan struct{}
+}
+
+func (b *blockSignal) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == b.path && blockingWait(req.URL.RawQuery) > 0 {
+		b.once.Do(func() { close(b.blocked) })
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
 // TestLockAcrossPersistentAgentRestart: a holder and a queued waiter
 // across a restart of a persistent agent (which keeps the sessions): the
-// waiter is not granted while the holder holds, the holder keeps the lock
-// (its Check passes once the agent answers), and the waiter gets it at the
-// release.
+// waiter's one Lock, restarted under while it waits for the key in a
+// blocking query, keeps waiting through it (no Unavailable), is not
+// granted while the holder holds, the holder keeps the lock (its Check
+// passes once the agent answers), and the waiter gets it at the release.
 func TestLockAcrossPersistentAgentRestart(t *testing.T) {
 	a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
 	opts := testOptions()
@@ -231,30 +261,24 @@ func TestLockAcrossPersistentAgentRestart(t *testing.T) {
 	require.NoError(t, err)
 	holder, err := c1.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
+	blocked := blockedOn(t, c2, a, root+"/d/Lock")
 	got := make(chan topo.LockDescriptor, 1)
 	failed := make(chan error, 1)
 	go func() {
-		for {
-			l, err := c2.Lock(ctx, "d", "waiter")
-			if err == nil {
-				got <- l
-				return
-			}
-			if ctx.Err() != nil || !topo.IsErrType(err, topo.Unavailable) {
-				failed <- err
-				return
-			}
-			// Unavailable while the agent restarts (a blocking query of
-			// the wait failed): Lock again, which must still wait for
-			// the holder.
-			time.Sleep(tick)
+		// One Lock: its session lives through the restart, so it keeps
+		// waiting (a blocking query that fails is sent again).
+		l, err := c2.Lock(ctx, "d", "waiter")
+		if err != nil {
+			failed <- err
+			return
 		}
+		got <- l
 	}()
-	raw := agentClient(t, a)
-	require.Eventually(t, func() bool {
-		pairs, _, err := raw.KV().List(root+"/d/"+valuesDir+"/"+queueDir+"/", &api.QueryOptions{RequireConsistent: true})
-		return err == nil && len(pairs) == 1
-	}, waitFor, tick)
+	select {
+	case <-blocked:
+	case err := <-failed:
+		t.Fatalf("the waiter's Lock failed: %v", err)
+	}
 
 	a.Restart(t)
 
@@ -281,8 +305,9 @@ func TestLockAcrossPersistentAgentRestart(t *testing.T) {
 // TestCampaignAcrossPersistentAgentRestart: a leader and a queued
 // candidate across a restart of a persistent agent (which keeps the
 // sessions): the term goes on (its context stays live, Proclaim writes),
-// the candidate does not lead meanwhile, and it leads once the leader
-// stops.
+// the candidate's one Campaign, restarted under while it waits for the
+// key in a blocking query, keeps waiting through it and does not lead
+// meanwhile, and it leads once the leader stops.
 func TestCampaignAcrossPersistentAgentRestart(t *testing.T) {
 	a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
 	opts := testOptions()
@@ -303,33 +328,29 @@ func TestCampaignAcrossPersistentAgentRestart(t *testing.T) {
 	defer p2.Stop()
 	lctx, err := p1.Campaign(ctx, []byte("v1"))
 	require.NoError(t, err)
+	key := root + "/" + electionsDir + "/e"
+	blocked := blockedOn(t, c2, a, key)
 	second := make(chan context.Context, 1)
 	failed := make(chan error, 1)
 	go func() {
-		for {
-			l, err := p2.Campaign(ctx, []byte("v2"))
-			if err == nil {
-				second <- l
-				return
-			}
-			if ctx.Err() != nil || !topo.IsErrType(err, topo.Unavailable) {
-				failed <- err
-				return
-			}
-			// Unavailable while the agent restarts (a blocking query of
-			// the wait failed): campaign again.
-			time.Sleep(tick)
+		// One Campaign: its session lives through the restart, so it
+		// keeps waiting.
+		l, err := p2.Campaign(ctx, []byte("v2"))
+		if err != nil {
+			failed <- err
+			return
 		}
+		second <- l
 	}()
-	raw := agentClient(t, a)
-	key := root + "/" + electionsDir + "/e"
-	require.Eventually(t, func() bool {
-		pairs, _, err := raw.KV().List(key+"/"+valuesDir+"/"+queueDir+"/", &api.QueryOptions{RequireConsistent: true})
-		return err == nil && len(pairs) == 1
-	}, waitFor, tick)
+	select {
+	case <-blocked:
+	case err := <-failed:
+		t.Fatalf("the candidate's Campaign failed: %v", err)
+	}
 
 	a.Restart(t)
 
+	raw := agentClient(t, a)
 	require.Eventually(t, func() bool { return p1.Proclaim(ctx, []byte("v1b")) == nil }, waitFor, tick)
 	require.NoError(t, lctx.Err(), "the term ended across a restart that kept the session")
 	p, _, err := raw.KV().Get(key, &api.QueryOptions{RequireConsistent: true})
@@ -502,4 +523,158 @@ func TestEnqueueWithTTLOnDestroyedSharedSession(t *testing.T) {
 	}
 	require.NoError(t, waiter.Check(t.Context()))
 	require.NoError(t, waiter.Unlock(t.Context()))
+}
+
+// holdRequest holds the first request match picks (from c's, once
+// installed by holdOn) until release closes, then sends it and closes done
+// once it has its answer or error.
+type holdRequest struct {
+	match            func(*http.Request) bool
+	once             sync.Once
+	held, release    chan struct{}
+	done             chan struct{}
+	mu               sync.Mutex
+	queueRead, taken bool
+}
+
+func (h *holdRequest) RoundTrip(req *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	hold := !h.taken && h.match(req)
+	h.taken = h.taken || hold
+	h.mu.Unlock()
+	if !hold {
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	close(h.held)
+	<-h.release
+	defer close(h.done)
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// holdOn has c send its requests to a through a holdRequest of match.
+func holdOn(t *testing.T, c *Conn, a *consultest.Agent, match func(h *holdRequest, req *http.Request) bool) *holdRequest {
+	t.Helper()
+	h := &holdRequest{held: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{})}
+	h.match = func(req *http.Request) bool { return match(h, req) }
+	client, err := api.NewClient(&api.Config{Address: a.Addr(), HttpClient: &http.Client{Transport: h}})
+	require.NoError(t, err)
+	c.client, c.kv = client, client.KV()
+	return h
+}
+
+// TestLockWaiterRidesOutAgentDown: a waiting Lock whose request at one
+// step of its wait fails (the persistent agent killed while the request is
+// held on its way, so that it meets a refused connection, then started
+// again, keeping the sessions) keeps waiting rather than fail Unavailable,
+// is not granted while the holder holds, and gets the lock at the release.
+// The steps: its read of the queue, its first acquire transaction, its
+// blocking query of the held key, and (second in the queue, behind another
+// Conn's waiter) its blocking query of its predecessor's entry.
+func TestLockWaiterRidesOutAgentDown(t *testing.T) {
+	a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
+	opts := testOptions()
+	opts.Address = a.Addr()
+	for _, tc := range []struct {
+		name  string
+		ahead bool // another waiter queues first
+		match func(root string) func(h *holdRequest, req *http.Request) bool
+	}{
+		{"QueueRead", false, func(root string) func(*holdRequest, *http.Request) bool {
+			return func(_ *holdRequest, req *http.Request) bool {
+				return req.Method == http.MethodGet && req.URL.Path == "/v1/kv/"+root+"/d/"+valuesDir+"/"+queueDir+"/"
+			}
+		}},
+		{"AcquireTxn", false, func(root string) func(*holdRequest, *http.Request) bool {
+			return func(h *holdRequest, req *http.Request) bool {
+				if req.Method == http.MethodGet && req.URL.Path == "/v1/kv/"+root+"/d/"+valuesDir+"/"+queueDir+"/" {
+					h.queueRead = true
+				}
+				return h.queueRead && req.Method == http.MethodPut && req.URL.Path == "/v1/txn"
+			}
+		}},
+		{"KeyWait", false, func(root string) func(*holdRequest, *http.Request) bool {
+			return func(_ *holdRequest, req *http.Request) bool {
+				return req.URL.Path == "/v1/kv/"+root+"/d/Lock" && blockingWait(req.URL.RawQuery) > 0
+			}
+		}},
+		{"PredecessorWait", true, func(root string) func(*holdRequest, *http.Request) bool {
+			return func(_ *holdRequest, req *http.Request) bool {
+				return strings.HasPrefix(req.URL.Path, "/v1/kv/"+root+"/d/"+valuesDir+"/"+queueDir+"/") && blockingWait(req.URL.RawQuery) > 0
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := testRoot(t)
+			conn := func() *Conn {
+				c, err := NewConn(opts, root)
+				require.NoError(t, err)
+				t.Cleanup(c.Close)
+				return c
+			}
+			c1, c2 := conn(), conn()
+			ctx := t.Context()
+			_, err := c1.Create(ctx, "d/f", []byte("x"))
+			require.NoError(t, err)
+			holder, err := c1.Lock(ctx, "d", "holder")
+			require.NoError(t, err)
+			type result struct {
+				l   topo.LockDescriptor
+				err error
+			}
+			lock := func(c *Conn, who string) <-chan result {
+				out := make(chan result, 1)
+				go func() {
+					l, err := c.Lock(ctx, "d", who)
+					out <- result{l, err}
+				}()
+				return out
+			}
+			var first <-chan result
+			raw := agentClient(t, a)
+			if tc.ahead {
+				first = lock(conn(), "first")
+				require.Eventually(t, func() bool {
+					pairs, _, err := raw.KV().List(root+"/d/"+valuesDir+"/"+queueDir+"/", &api.QueryOptions{RequireConsistent: true})
+					return err == nil && len(pairs) == 1
+				}, waitFor, tick)
+			}
+			h := holdOn(t, c2, a, tc.match(root))
+			waiter := lock(c2, "waiter")
+			select {
+			case <-h.held:
+			case r := <-waiter:
+				t.Fatalf("the waiter's Lock returned before the step: %v", r.err)
+			}
+
+			a.Kill()
+			close(h.release)
+			<-h.done // refused
+			require.NoError(t, a.Start())
+
+			require.Eventually(t, func() bool { return holder.Check(ctx) == nil }, waitFor, tick)
+			select {
+			case r := <-waiter:
+				t.Fatalf("the waiter's Lock returned while the holder holds: %v", r.err)
+			default:
+			}
+			require.NoError(t, holder.Unlock(ctx))
+			if first != nil {
+				select {
+				case r := <-first:
+					require.NoError(t, r.err)
+					require.NoError(t, r.l.Unlock(ctx))
+				case <-time.After(waitFor):
+					t.Fatal("the first waiter did not get the lock at the release")
+				}
+			}
+			select {
+			case r := <-waiter:
+				require.NoError(t, r.err)
+				require.NoError(t, r.l.Check(ctx))
+				require.NoError(t, r.l.Unlock(ctx))
+			case <-time.After(waitFor):
+				t.Fatal("the waiter did not get the lock at the release")
+			}
+		})
+	}
 }
