@@ -321,6 +321,49 @@ func TestRawStore(t *testing.T) {
 				require.Len(t, b.entries(t, r), 1, "b's entry left after Await returned")
 			})
 
+			// A Campaign whose own ctx ends, and a Resign that comes, while
+			// the request that creates the candidate's entry is in flight
+			// (a proxy delays every byte of b's Conn): Campaign returned
+			// Interrupted and Resign nil at once, with the entry still in
+			// the store (etcd: removed later in the background; ZooKeeper
+			// and Consul: the Create went on, and after Resign the
+			// candidacy with it), where it could lead a term its
+			// participant did not know of. Both return once it is gone.
+			for _, by := range []string{"ctx", "Resign"} {
+				t.Run("CampaignEndedDuringCreate/"+by, func(t *testing.T) {
+					if b.dial == nil {
+						t.Skip("memorytopo: no raw client to read the store with (this check runs on the real stores)")
+					}
+					ctx, r := ctxT(t), res()
+					a := advElection(t, ctx, b.open(t), r, "a")
+					p, err := faultproxy.New(b.addr)
+					require.NoError(t, err)
+					t.Cleanup(func() { _ = p.Close() })
+					lp, err := b.dial(t, p.Addr()).NewLeaderParticipation(r, "b")
+					require.NoError(t, err)
+					t.Cleanup(lp.Stop)
+					require.NoError(t, a.Await(ctx))
+					p.SetDelay(200 * time.Millisecond)
+					bctx, bcancel := context.WithCancel(ctx)
+					defer bcancel()
+					got := make(chan error, 1)
+					go func() {
+						_, err := lp.Campaign(bctx, []byte("b-value"))
+						got <- err
+					}()
+					require.Eventually(t, func() bool { return len(b.entries(t, r)) == 2 }, 20*time.Second, time.Millisecond)
+					if by == "ctx" {
+						bcancel()
+						require.ErrorIs(t, <-got, topo.Interrupted)
+						require.Len(t, b.entries(t, r), 1, "b's entry left after Campaign returned")
+						return
+					}
+					require.NoError(t, lp.Resign(ctx))
+					require.Len(t, b.entries(t, r), 1, "b's entry left after Resign returned")
+					require.ErrorIs(t, <-got, topo.Interrupted)
+				})
+			}
+
 			// Leader values seen by an observer (Observe, LeaderInfo)
 			// while the master proclaims in a loop and then hands over:
 			// every value is one its term's master proclaimed, a term's

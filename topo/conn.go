@@ -370,7 +370,9 @@ type LeaderParticipation interface {
 	// where it lives: never where Vitess reads the id), and blocks until
 	// this participant leads or ctx ends. It returns the leadership
 	// context, as WaitForLeadership does. When ctx ends first, the
-	// candidacy is withdrawn and Campaign returns Timeout or Interrupted.
+	// candidacy is withdrawn and Campaign returns Timeout or Interrupted,
+	// once its entry is gone from the store (a request creating it that is
+	// in flight is first let finish, for at most a few seconds).
 	// While already leading it publishes value as Proclaim does and
 	// returns the same context. After Resign it joins again; after Stop it
 	// returns Interrupted. InvalidArgument for an oversized value.
@@ -389,8 +391,11 @@ type LeaderParticipation interface {
 	// returns once its entry is gone. It works with an already-cancelled
 	// ctx: the removal is then attempted for a bounded grace (a few
 	// seconds) and Resign returns Interrupted or Timeout if it did not
-	// finish. Unlike Stop, the participant may Campaign again. It returns
-	// nil when there is nothing to resign.
+	// finish. A candidacy a concurrent WaitForLeadership or Campaign is
+	// still creating (its request in flight) is withdrawn too: Resign waits
+	// for that request (at most a few seconds), removes the entry, and the
+	// call returns Interrupted. Unlike Stop, the participant may Campaign
+	// again. It returns nil when there is nothing to resign.
 	Resign(ctx context.Context) error
 
 	// Leader returns the election's current leader with its published

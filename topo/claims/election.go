@@ -77,11 +77,14 @@ type participation struct {
 
 	// creating, while WaitForLeadership or Campaign creates an entry, is
 	// closed once that entry is registered as cur (and withdrawn, when
-	// Stop came meanwhile) or its creation failed; createCancel ends that
-	// creation. Stop waits for it: the entry of a request in flight may
-	// already be in the store.
-	creating     chan struct{}
-	createCancel context.CancelFunc
+	// Stop or Resign came meanwhile) or its creation failed; createCancel
+	// ends that creation. Stop and Resign wait for it: the entry of a
+	// request in flight may already be in the store. createWithdrawn is
+	// set by a Resign that came meanwhile: lead withdraws the entry
+	// instead of registering it.
+	creating        chan struct{}
+	createCancel    context.CancelFunc
+	createWithdrawn bool
 
 	cur  *claim          // the current candidacy (waiting or leading), or nil
 	lctx context.Context // cur's leadership context
@@ -144,6 +147,10 @@ func (p *participation) enterStoppable(ctx context.Context, c Call) error {
 // Campaign implements topo.LeaderParticipation: WaitForLeadership bounded
 // by ctx (the candidacy is withdrawn when ctx ends first: Timeout or
 // Interrupted), with value published with the candidacy from its creation.
+// When ctx ends while the request creating the entry is in flight, that
+// request is not cancelled at once (its entry may already be in the
+// store): Campaign waits for its answer, for at most removeGrace, and
+// withdraws the entry before it returns.
 // While already a candidate it publishes value (guarded on the entry) and
 // keeps the candidacy. InvalidArgument for an oversized value.
 func (p *participation) Campaign(ctx context.Context, value []byte) (context.Context, error) {
@@ -220,13 +227,24 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 				opts.Value = []byte{}
 			}
 		}
-		// Stop does not cancel the Create at once: it waits for its
-		// answer (creating), then withdraws the entry; only when the
-		// store has not answered within removeGrace does it end the
-		// Create (a store that stops answering must not hold a Stopped
-		// participant's call forever). A Create cancelled in flight may
-		// leave its entry for a while, which Stop must not return before.
-		cctx, ccancel := context.WithCancel(ctx)
+		// Neither Stop, Resign nor the end of Campaign's ctx cancels the
+		// Create at once: each waits for its answer (creating, or the
+		// grace below), then the entry is withdrawn; only when the store
+		// has not answered within removeGrace is the Create ended (a
+		// store that stops answering must not hold the call forever). A
+		// Create cancelled in flight may leave its entry for a while,
+		// which none of them must return before.
+		var cctx context.Context
+		var ccancel context.CancelFunc
+		if ctx.Done() == nil { // WaitForLeadership
+			cctx, ccancel = context.WithCancel(ctx)
+		} else {
+			cctx, ccancel = context.WithCancel(context.WithoutCancel(ctx))
+			// (A grace timer left running after the answer only cancels
+			// an ended context.)
+			stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(removeGrace, ccancel) })
+			defer stopGrace()
+		}
 		created := make(chan struct{})
 		p.mu.Lock()
 		if isClosed(p.stop) { // Stop ran before: it will not wait for us
@@ -250,6 +268,9 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 				}
 				return nil, topo.NewError(topo.Interrupted, p.q.Path)
 			}
+			if cctx.Err() != nil && ctx.Err() != nil { // ended after ctx's grace
+				return nil, backendkit.FromContext(ctx, p.q.Path)
+			}
 			return nil, err
 		}
 		lctx = c
@@ -257,8 +278,16 @@ func (p *participation) lead(ctx context.Context, value []byte, setValue bool) (
 			lctx = &termContext{Context: c, cl: cl}
 		}
 		p.mu.Lock()
-		p.cur, p.lctx, p.leading = cl, lctx, nil
+		withdrawn := p.createWithdrawn
+		if !withdrawn {
+			p.cur, p.lctx, p.leading = cl, lctx, nil
+		}
 		p.mu.Unlock()
+		if withdrawn { // Resign ran meanwhile: withdraw before it returns
+			p.withdraw(cl)
+			p.created(created)
+			return nil, topo.NewError(topo.Interrupted, p.q.Path)
+		}
 		if isClosed(p.stop) { // Stop ran meanwhile: withdraw before it returns
 			p.resign()
 			p.created(created)
@@ -390,8 +419,10 @@ func (p *participation) Proclaim(ctx context.Context, value []byte) error {
 // waiting WaitForLeadership or Campaign returns Interrupted. The removal
 // runs within a grace of a few seconds even when ctx has ended. It returns
 // nil when there is nothing to resign, also when the entry already went
-// with its session. It returns Closed once the engine is closed (the
-// Conn's Close withdrew the candidacy).
+// with its session. A candidacy whose entry is being created (its request
+// in flight) is withdrawn too: Resign waits for that request's answer, as
+// Stop does, and removes the entry before it returns. It returns Closed
+// once the engine is closed (the Conn's Close withdrew the candidacy).
 func (p *participation) Resign(ctx context.Context) error {
 	p.e.count(CallResign)
 	var err error
@@ -403,6 +434,7 @@ func (p *participation) Resign(ctx context.Context) error {
 		}
 		err = p.e.hooks.Enter(ctx, CallResign, p.q.Path)
 	}
+	p.waitCreated(true)
 	p.resign()
 	if err != nil {
 		return err
@@ -431,26 +463,39 @@ func (p *participation) withdraw(cl *claim) { p.e.withdraw(cl) }
 // store is not answering). Idempotent.
 func (p *participation) Stop() {
 	p.stopOnce.Do(func() { close(p.stop) })
-	p.mu.Lock()
-	created, cancel := p.creating, p.createCancel
-	p.mu.Unlock()
-	if created != nil {
-		t := time.NewTimer(removeGrace)
-		select {
-		case <-created:
-		case <-t.C:
-			cancel()
-		}
-		t.Stop()
-	}
+	p.waitCreated(false)
 	p.resign()
 }
 
-// created ends a creation begun in lead: Stop no longer waits for it.
+// waitCreated waits for the creation of an entry in flight (lead), if
+// any, to end, for at most removeGrace (then it ends the creation: the
+// store is not answering). withdraw (Resign) has lead withdraw the entry
+// instead of registering it; Stop needs not: lead sees p.stop.
+func (p *participation) waitCreated(withdraw bool) {
+	p.mu.Lock()
+	created, cancel := p.creating, p.createCancel
+	if created != nil && withdraw {
+		p.createWithdrawn = true
+	}
+	p.mu.Unlock()
+	if created == nil {
+		return
+	}
+	t := time.NewTimer(removeGrace)
+	select {
+	case <-created:
+	case <-t.C:
+		cancel()
+	}
+	t.Stop()
+}
+
+// created ends a creation begun in lead: Stop and Resign no longer wait
+// for it.
 func (p *participation) created(ch chan struct{}) {
 	p.mu.Lock()
 	if p.creating == ch {
-		p.creating, p.createCancel = nil, nil
+		p.creating, p.createCancel, p.createWithdrawn = nil, nil, false
 	}
 	p.mu.Unlock()
 	close(ch)
