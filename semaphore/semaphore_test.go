@@ -35,7 +35,7 @@ type backend struct {
 func backends() []backend {
 	all := realstores.All("/sem")
 	var out []backend
-	for _, name := range realstores.Names {
+	for _, name := range realstores.Names() {
 		mk := all[name]
 		out = append(out, backend{name: name, start: func(t *testing.T, b *backend) {
 			s := mk(t)

@@ -50,8 +50,8 @@ type Store struct {
 	CutTTL time.Duration
 }
 
-// Names lists All's stores in the order tests run them.
-var Names = []string{"memory", "etcd", "zookeeper", "consul"}
+// Names returns All's store names in the order tests run them.
+func Names() []string { return []string{"memory", "etcd", "zookeeper", "consul"} }
 
 // All returns, by store name (memory, etcd, zookeeper, consul), a
 // function that starts that store's server for t (memorytopo: a factory

@@ -183,11 +183,7 @@ func TestWaiterOwnSessionDestroyed(t *testing.T) {
 // knows the session) is LockLost; a new candidate then leads.
 func TestResumeAfterAgentForgot(t *testing.T) {
 	a := consultest.StartAgent(t)
-	opts := testOptions()
-	opts.Address = a.Addr()
-	c1, err := NewConn(opts, "forgot")
-	require.NoError(t, err)
-	t.Cleanup(c1.Close)
+	c1 := agentConn(t, a, "forgot")
 	ctx := t.Context()
 	lp, err := c1.NewLeaderParticipation("e", "me")
 	require.NoError(t, err)
@@ -199,9 +195,7 @@ func TestResumeAfterAgentForgot(t *testing.T) {
 
 	a.Restart(t)
 
-	c2, err := NewConn(opts, "forgot")
-	require.NoError(t, err)
-	t.Cleanup(c2.Close)
+	c2 := agentConn(t, a, "forgot")
 	_, err = c2.ResumeLeaderParticipation(ctx, "e", "me", info)
 	requireCode(t, err, topo.LockLost)
 	p2, err := c2.NewLeaderParticipation("e", "two")
@@ -247,17 +241,10 @@ func (b *blockSignal) RoundTrip(req *http.Request) (*http.Response, error) {
 // passes once the agent answers), and the waiter gets it at the release.
 func TestLockAcrossPersistentAgentRestart(t *testing.T) {
 	a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
-	opts := testOptions()
-	opts.Address = a.Addr()
 	root := testRoot(t)
-	c1, err := NewConn(opts, root)
-	require.NoError(t, err)
-	t.Cleanup(c1.Close)
-	c2, err := NewConn(opts, root)
-	require.NoError(t, err)
-	t.Cleanup(c2.Close)
+	c1, c2 := agentConn(t, a, root), agentConn(t, a, root)
 	ctx := t.Context()
-	_, err = c1.Create(ctx, "d/f", []byte("x"))
+	_, err := c1.Create(ctx, "d/f", []byte("x"))
 	require.NoError(t, err)
 	holder, err := c1.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
@@ -310,15 +297,8 @@ func TestLockAcrossPersistentAgentRestart(t *testing.T) {
 // meanwhile, and it leads once the leader stops.
 func TestCampaignAcrossPersistentAgentRestart(t *testing.T) {
 	a := consultest.StartAgentWithOptions(t, consultest.AgentOptions{Persistent: true})
-	opts := testOptions()
-	opts.Address = a.Addr()
 	root := testRoot(t)
-	c1, err := NewConn(opts, root)
-	require.NoError(t, err)
-	t.Cleanup(c1.Close)
-	c2, err := NewConn(opts, root)
-	require.NoError(t, err)
-	t.Cleanup(c2.Close)
+	c1, c2 := agentConn(t, a, root), agentConn(t, a, root)
 	ctx := t.Context()
 	p1, err := c1.NewLeaderParticipation("e", "one")
 	require.NoError(t, err)
@@ -386,16 +366,9 @@ func TestCampaignAcrossPersistentAgentRestart(t *testing.T) {
 // holder's Done closes.
 func TestLockAcrossAgentRestartEmpty(t *testing.T) {
 	a := consultest.StartAgent(t)
-	opts := testOptions()
-	opts.Address = a.Addr()
-	c1, err := NewConn(opts, "empty")
-	require.NoError(t, err)
-	t.Cleanup(c1.Close)
-	c2, err := NewConn(opts, "empty")
-	require.NoError(t, err)
-	t.Cleanup(c2.Close)
+	c1, c2 := agentConn(t, a, "empty"), agentConn(t, a, "empty")
 	ctx := t.Context()
-	_, err = c1.Create(ctx, "d/f", []byte("x"))
+	_, err := c1.Create(ctx, "d/f", []byte("x"))
 	require.NoError(t, err)
 	holder, err := c1.Lock(ctx, "d", "holder")
 	require.NoError(t, err)
@@ -460,14 +433,7 @@ func TestLockAcrossAgentRestartEmpty(t *testing.T) {
 // and writes nothing; the term's context ends; another candidate leads.
 func TestProclaimAcrossAgentRestartEmpty(t *testing.T) {
 	a := consultest.StartAgent(t)
-	opts := testOptions()
-	opts.Address = a.Addr()
-	c1, err := NewConn(opts, "empty")
-	require.NoError(t, err)
-	t.Cleanup(c1.Close)
-	c2, err := NewConn(opts, "empty")
-	require.NoError(t, err)
-	t.Cleanup(c2.Close)
+	c1, c2 := agentConn(t, a, "empty"), agentConn(t, a, "empty")
 	ctx := t.Context()
 	p1, err := c1.NewLeaderParticipation("e", "one")
 	require.NoError(t, err)
@@ -677,4 +643,15 @@ func TestLockWaiterRidesOutAgentDown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agentConn is a Conn with the tests' options on agent a, under root,
+// closed when the test ends.
+func agentConn(t *testing.T, a *consultest.Agent, root string) *Conn {
+	opts := testOptions()
+	opts.Address = a.Addr()
+	c, err := NewConn(opts, root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
 }
