@@ -28,7 +28,7 @@ func TestConsistentReadsOnLaggingFollowerZooKeeper(t *testing.T) {
 	follower := (leader + 1) % 3
 	root := newRoot()
 	open := func(i int) topo.Conn {
-		c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{e.Addr(i)}, SessionTimeout: 20 * time.Second}, root)
+		c, err := zk2topo.NewConn(zk2topo.Options{Servers: []string{e.Addr(i)}, SessionTimeout: 20 * time.Second, DialTimeout: time.Minute}, root)
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
 		return c

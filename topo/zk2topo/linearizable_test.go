@@ -58,8 +58,10 @@ func TestLinearizableReadsOnEveryMember(t *testing.T) {
 	leader := e.WaitLeader(time.Minute)
 	t.Logf("leader: node %d", leader)
 	root := freshRoot(t)
+	// DialTimeout: a member of a fresh ensemble can take longer than the
+	// default 5 s to grant its first session on a loaded machine.
 	open := func(i int) *Conn {
-		c, err := NewConn(Options{Servers: []string{e.Addr(i)}, SessionTimeout: 20 * time.Second, LinearizableReads: true}, root)
+		c, err := NewConn(Options{Servers: []string{e.Addr(i)}, SessionTimeout: 20 * time.Second, DialTimeout: time.Minute, LinearizableReads: true}, root)
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
 		return c

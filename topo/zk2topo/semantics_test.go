@@ -273,10 +273,10 @@ func TestLinearizableReadsOnFollower(t *testing.T) {
 	leader := e.WaitLeader(time.Minute)
 	follower := (leader + 1) % 3
 	root := freshRoot(t)
-	writer, err := NewConn(Options{Servers: []string{e.Addr(leader)}, SessionTimeout: 20 * time.Second}, root)
+	writer, err := NewConn(Options{Servers: []string{e.Addr(leader)}, SessionTimeout: 20 * time.Second, DialTimeout: time.Minute}, root)
 	require.NoError(t, err)
 	defer writer.Close()
-	reader, err := NewConn(Options{Servers: []string{e.Addr(follower)}, SessionTimeout: 20 * time.Second, LinearizableReads: true}, root)
+	reader, err := NewConn(Options{Servers: []string{e.Addr(follower)}, SessionTimeout: 20 * time.Second, DialTimeout: time.Minute, LinearizableReads: true}, root)
 	require.NoError(t, err)
 	defer reader.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
