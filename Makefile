@@ -5,7 +5,7 @@ PKGS     ?= ./...
 # detector. Budget: about 20 minutes on 2 cores.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all build test test-run test-packages test-side test-deps lint bench bench-vitess proto serve clean
+.PHONY: all build test test-run test-packages test-side test-interop test-deps lint bench bench-vitess proto serve clean
 
 all: build
 
@@ -23,53 +23,73 @@ serve: build
 test-deps:
 	./scripts/test-deps.sh
 
-# ZKPKG runs in the side lane (below), beside the other packages, to
-# balance the two lanes. The ZooKeeper client (go-zookeeper v1.0.4) races
-# on its last zxid when it reconnects a session that has watches
-# (upstream go-zookeeper/zk PR #35, unmerged); zk2topo orders the two
-# accesses (see topo/zk2topo/doc.go, "Sessions"), so the whole package,
-# partition subtests and mutants included, runs with the race detector.
-ZKPKG   := github.com/topokit/topokit/topo/zk2topo
+# SIDEPKGS run in the side lane (below), beside the other packages, to
+# balance the lanes: ZooKeeper's and Consul's packages are the two longest
+# (about 9 minutes each, mostly waiting on their servers). The ZooKeeper
+# client (go-zookeeper v1.0.4) races on its last zxid when it reconnects a
+# session that has watches (upstream go-zookeeper/zk PR #35, unmerged);
+# zk2topo orders the two accesses (see topo/zk2topo/doc.go, "Sessions"),
+# so the whole package, partition subtests and mutants included, runs with
+# the race detector.
+ZKPKG       := github.com/topokit/topokit/topo/zk2topo
+CONSULPKG   := github.com/topokit/topokit/topo/consultopo
+SIDEPKGS    := $(ZKPKG) $(CONSULPKG)
+# CLUSTERPKG runs in the interop lane, before the interop modules.
+CLUSTERPKG  := github.com/topokit/topokit/etcdcluster
+LANEPKGS    := $(SIDEPKGS) $(CLUSTERPKG)
 
 ## test: install what the tests need, then run every test (real servers)
 test: test-deps
 	@./scripts/with-failure-summary.sh $(MAKE) --no-print-directory test-run
 
 # test-run: every test, without installing anything (make test's body).
-# Two lanes run at once, each printing its output when it ends: the
-# packages' own go test (already two test binaries at a time), and beside
-# it the ZooKeeper package and the interop modules (etcd2topo's tests with
-# client and server v3.7 among them), which
-# would otherwise run one after another once the first lane was done.
-# TESTLANES=1 runs them one after the other instead.
-TESTLANES ?= 2
+# Three lanes run at once, each printing its output when it ends: the
+# packages' own go test (two test binaries at a time), the side lane
+# (zk2topo, then consultopo) and the interop lane (etcdcluster, then the
+# interop modules, etcd2topo's tests with client and server v3.7 among
+# them), so that about four test binaries run at any time. The tests
+# mostly wait on their servers (a package's test binary and servers use
+# about a quarter of a core), so four at a time fit on 2 cores; the lanes
+# take about as long as one another (about 15-17 minutes each on an idle
+# 2-core machine). TESTLANES=1 runs them one after the other instead.
+TESTLANES ?= 3
 test-run:
-	$(MAKE) --no-print-directory -j$(TESTLANES) -Otarget test-packages test-side
+	$(MAKE) --no-print-directory -j$(TESTLANES) -Otarget test-packages test-side test-interop
 
-# ETCDPKG's tests run twice: here with the main module's etcd client
-# against etcd server v3.6 (etcdtest's default), and in test-side from
-# interop/etcd37, whose go.mod requires client v3.7.3, against server
-# v3.7.3 (after that module's own tests, not beside them: test-side runs
-# one test binary at a time, so that the two lanes keep to the load they
-# had). Each client is thus checked whole against the server of its own
-# minor version; the mixed pairs, by hand:
+# ETCDPKG's tests run twice: in test-packages with the main module's etcd
+# client against etcd server v3.6 (etcdtest's default), and in
+# test-interop from interop/etcd37, whose go.mod requires client v3.7.3,
+# against server v3.7.3 (after that module's own tests, not beside them:
+# each side lane runs one test binary at a time, so that the lanes keep to
+# the load they had). Each client is thus checked whole against the server
+# of its own minor version; the mixed pairs, by hand:
 #   TOPOKIT_ETCDTEST_SERVER=v3.7.3 go test -race -count=1 ./topo/etcd2topo/...
 #   cd interop/etcd37 && go test -race -count=1 github.com/topokit/topokit/topo/etcd2topo
 ETCDPKG := github.com/topokit/topokit/topo/etcd2topo
 ETCDCLIENT = $(GO) list -m -f '{{.Path}} {{.Version}}' go.etcd.io/etcd/client/v3
+# lanepkgs lists the packages of PKGS among $(1).
+lanepkgs = $$($(GO) list $(PKGS) | grep -xF $(foreach p,$(1),-e '$(p)'))
 
-# test-packages: every package but zk2topo, with the race detector
+# test-packages: every package but LANEPKGS, with the race detector
 test-packages:
 	@echo "every package below with $$($(ETCDCLIENT)) (the main module's go.mod), etcd server v3.6"
-	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vx '$(ZKPKG)')
+	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vxF $(foreach p,$(LANEPKGS),-e '$(p)'))
 
-# test-side: zk2topo, the interop modules, then etcd2topo's tests again
-# from interop/etcd37, with etcd client v3.7.3 against server v3.7.3
+# test-side: zk2topo, then consultopo (one test binary at a time)
 test-side:
-	@if $(GO) list $(PKGS) | grep -qx '$(ZKPKG)'; then \
-		set -e; \
-		echo "$(GO) test $(TESTFLAGS) $(ZKPKG)"; \
-		$(GO) test $(TESTFLAGS) $(ZKPKG); \
+	@pkgs="$(call lanepkgs,$(SIDEPKGS))"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "$(GO) test -p 1 $(TESTFLAGS) $$pkgs"; \
+		$(GO) test -p 1 $(TESTFLAGS) $$pkgs; \
+	fi
+
+# test-interop: etcdcluster, the interop modules, then etcd2topo's tests
+# again from interop/etcd37, with etcd client v3.7.3 against server v3.7.3
+test-interop:
+	@pkgs="$(call lanepkgs,$(CLUSTERPKG))"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "$(GO) test $(TESTFLAGS) $$pkgs"; \
+		$(GO) test $(TESTFLAGS) $$pkgs; \
 	fi
 	cd interop/vitess && $(GO) test $(TESTFLAGS) ./...
 	@echo "interop/etcd37, and $(ETCDPKG) against etcd server v3.7.3 (etcdtest), with $$(cd interop/etcd37 && $(ETCDCLIENT)) (interop/etcd37's go.mod)"

@@ -43,9 +43,14 @@ func (p *participation) GetCurrentLeaderID(ctx context.Context) (string, error) 
 	return h.Contents, nil
 }
 
-// check is the prologue of a read of c (Engine.prologue).
+// check is the prologue of a read of c (Engine.prologue), then Closed
+// once the engine is closed: a closed Conn's store client may take seconds
+// to fail a request (etcd's retries it), and the answer is Closed anyway.
 func (p *participation) check(ctx context.Context, c Call) error {
-	return p.e.prologue(ctx, c, p.q.Path)
+	if err := p.e.prologue(ctx, c, p.q.Path); err != nil {
+		return err
+	}
+	return p.e.closedErr(p.q.Path)
 }
 
 func leaderOf(h Entry) topo.Leader {

@@ -453,7 +453,7 @@ func handoverConstant(t *testing.T, kind string, most float64) {
 func TestQueueWaiterMovesOn(t *testing.T) {
 	root := testRoot(t)
 	ctx := context.Background()
-	holder, quitter, lost, last := newTestConn(t, root), newTestConn(t, root), newTestConn(t, root), newTestConn(t, root)
+	holder, quitter, lost, last := newTestConn(t, root), newTestConn(t, root), newShortTTLConn(t, root), newTestConn(t, root)
 	_, err := holder.Create(ctx, "d/f", []byte("x"))
 	require.NoError(t, err)
 	l, err := holder.Lock(ctx, "d", "holder")

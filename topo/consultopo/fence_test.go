@@ -131,7 +131,7 @@ func requireFile(t *testing.T, c *Conn, filePath, contents string, v topo.Versio
 // The same for a leadership term.
 func TestGuardedWriteAfterSessionExpiry(t *testing.T) {
 	root := testRoot(t)
-	c1 := newTestConn(t, root)
+	c1 := newShortTTLConn(t, root)
 	c2 := newTestConn(t, root)
 	ctx := t.Context()
 	v, err := c1.Create(ctx, "d/f", []byte("0"))
@@ -307,7 +307,9 @@ func TestTokensIncrease(t *testing.T) {
 	cfg.Address = a.Addr()
 	raw, err := api.NewClient(cfg)
 	require.NoError(t, err)
-	opts := testOptions()
+	// Short sessions: a Conn notices a destroyed session at its next
+	// renewal, every half TTL.
+	opts := shortTTLOptions()
 	opts.Address = a.Addr()
 	conns := make([]*Conn, 3)
 	for i := range conns {
@@ -428,7 +430,7 @@ func TestRelockSameSessionNewToken(t *testing.T) {
 // (whether Done was called before or after) and on Close; not while held.
 func TestLockDone(t *testing.T) {
 	root := testRoot(t)
-	c := newTestConn(t, root)
+	c := newShortTTLConn(t, root)
 	ctx := t.Context()
 	kv := rawClient(t).KV()
 	_, err := c.Create(ctx, "d/f", []byte("0"))

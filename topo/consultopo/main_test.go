@@ -72,6 +72,17 @@ func newTestConn(t testing.TB, root string) *Conn {
 	return c
 }
 
+// newShortTTLConn is newTestConn with sessions of shortTTL, for a test
+// that destroys the Conn's sessions (expireSession): the Conn notices at
+// its next renewal, every half TTL (7.5 s with the default TTL).
+func newShortTTLConn(t testing.TB, root string) *Conn {
+	t.Helper()
+	c, err := NewConn(shortTTLOptions(), root)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
 // rawClient returns a plain consul api client on the shared agent.
 func rawClient(t testing.TB) *api.Client {
 	t.Helper()

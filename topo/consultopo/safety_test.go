@@ -349,7 +349,7 @@ func TestLargeValueVersions(t *testing.T) {
 // holder still holds.
 func TestLockWaiterSessionDestroyed(t *testing.T) {
 	root := testRoot(t)
-	holder, waiter := newTestConn(t, root), newTestConn(t, root)
+	holder, waiter := newTestConn(t, root), newShortTTLConn(t, root)
 	ctx := t.Context()
 	_, err := holder.Create(ctx, "d/f", []byte("x"))
 	require.NoError(t, err)

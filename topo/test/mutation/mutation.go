@@ -189,6 +189,11 @@ type Config struct {
 	// the baseline against those subtests): much faster, but a mutant
 	// that only another subtest catches on this backend then survives.
 	Targeted bool
+	// CaughtBy names, by mutant name, the subtest ("Group/Subtest") that
+	// catches a mutant on this backend in place of the mutant's own
+	// CaughtBy (a backend whose other behaviour hides the defect from the
+	// kit's target); Targeted runs it.
+	CaughtBy map[string]string
 }
 
 // Run runs the conformance suite (test.Run with newStore and opts) against
@@ -215,6 +220,12 @@ func Run(t *testing.T, newStore func(t *testing.T) (open func() topo.Conn), opts
 	}
 	for _, m := range all {
 		byName[m.Name] = m
+	}
+	for n, sub := range cfg.CaughtBy {
+		m, ok := byName[n]
+		require.Truef(t, ok && n != Baseline, "Config.CaughtBy: unknown mutant %q", n)
+		m.CaughtBy = sub
+		byName[n] = m
 	}
 	names := []string{Baseline}
 	if cfg.Mutants == nil {
