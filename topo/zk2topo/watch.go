@@ -188,7 +188,8 @@ type treeNode struct {
 
 type treeEvent struct {
 	zp   string
-	kind int // evData, evChildren, evBase
+	kind int       // evData, evChildren, evBase
+	node *treeNode // the life of zp the watch was set for (nil for evBase)
 	ev   zk.Event
 }
 
@@ -198,13 +199,14 @@ const (
 	evBase
 )
 
-// forward relays one client watch channel's event to the watch goroutine.
-func (w *treeWatch) forward(zp string, kind int, ch <-chan zk.Event) {
+// forward relays one client watch channel's event, of a watch set for
+// node (nil for the base), to the watch goroutine.
+func (w *treeWatch) forward(zp string, kind int, node *treeNode, ch <-chan zk.Event) {
 	go func() {
 		select {
 		case ev := <-ch:
 			select {
-			case w.events <- treeEvent{zp: zp, kind: kind, ev: ev}:
+			case w.events <- treeEvent{zp: zp, kind: kind, node: node, ev: ev}:
 			case <-w.done:
 			}
 		case <-w.done:
@@ -218,7 +220,7 @@ func (w *treeWatch) armBase() error {
 	for {
 		kids, err := c.childrenOn(w.ctx, nil, w.prefix, w.base, true)
 		if err == nil {
-			w.forward(w.base, evBase, kids.ch)
+			w.forward(w.base, evBase, nil, kids.ch)
 			for _, n := range kids.names {
 				if strings.HasPrefix(n, w.name) {
 					if err := w.scan(path.Join(w.base, n)); err != nil {
@@ -235,7 +237,7 @@ func (w *treeWatch) armBase() error {
 		if r.err != nil {
 			return c.convert(r.err, w.prefix)
 		}
-		w.forward(w.base, evBase, r.ch)
+		w.forward(w.base, evBase, nil, r.ch)
 		if !r.exists {
 			return nil
 		}
@@ -266,7 +268,7 @@ func (w *treeWatch) scan(zp string) error {
 	}
 	w.nodes[zp] = n
 	w.added = append(w.added, zp)
-	w.forward(zp, evData, r.ch)
+	w.forward(zp, evData, n, r.ch)
 	return w.scanChildren(zp)
 }
 
@@ -280,7 +282,7 @@ func (w *treeWatch) scanChildren(zp string) error {
 	if err != nil {
 		return c.convert(err, c.relPath(zp))
 	}
-	w.forward(zp, evChildren, kids.ch)
+	w.forward(zp, evChildren, w.nodes[zp], kids.ch)
 	for _, n := range kids.names {
 		if err := w.scan(path.Join(zp, n)); err != nil {
 			return err
@@ -364,7 +366,10 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 	switch {
 	case te.kind == evBase:
 		return w.scanNew(nil, w.armBase)
-	case !ok:
+	case !ok || n != te.node:
+		// A watch set for an earlier life of the znode: the scan of the
+		// current one set watches of its own (re-arming this one too
+		// would add a watch, and a goroutine, at every re-creation).
 		return nil, nil
 	case te.kind == evChildren:
 		return w.scanNew(nil, func() error { return w.scanChildren(te.zp) })
@@ -387,7 +392,7 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.forward(te.zp, evData, r.ch)
+	w.forward(te.zp, evData, n, r.ch)
 	var out []*topo.WatchDataRecursive
 	file := isFile(r.st)
 	switch {
