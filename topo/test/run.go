@@ -75,6 +75,7 @@ func groups() []struct {
 			{"TwoWatchers", testWatchTwoWatchers},
 			{"Revision", testWatchRevision},
 			{"VersionsIncrease", testWatchVersionsIncrease},
+			{"Churn", testWatchChurn},
 		}},
 		{"WatchRecursive", []subtest{
 			{"Events", testWatchRecursive},
@@ -86,6 +87,7 @@ func groups() []struct {
 			{"Revision", testWatchRecursiveRevision},
 			{"ExcludesLocksAndElections", testWatchRecursiveExcludesInternals},
 			{"BaseGoesAndComesBack", testWatchRecursiveBaseGoes},
+			{"Churn", testWatchRecursiveChurn},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},

@@ -130,7 +130,9 @@ func (c *Conn) getW(ctx context.Context, p, zp string) (getRes, error) {
 // and a child watch on every znode below the prefix's directory (an
 // exists watch on it while absent), each re-armed by the read after its
 // event: every create, change and delete is reported (rapid changes may
-// be coalesced). A delete sends NoNode for that file, the channel staying
+// be coalesced, but not a deletion: a file deleted and created again
+// between two reads, its Czxid new, is reported deleted, then with its
+// value). A delete sends NoNode for that file, the channel staying
 // open; ctx's end or Close sends Interrupted, session expiry Unavailable,
 // and closes it. Two reads per znode to start. Revision is 0: events come
 // through one goroutine per znode, unordered across files. Errors:
@@ -183,6 +185,7 @@ type treeNode struct {
 	file    bool
 	version int32
 	mzxid   int64  // read with version, which a re-created file may repeat
+	czxid   int64  // of the znode's creation: another one is another life
 	data    []byte // initial contents, until reported
 }
 
@@ -262,7 +265,7 @@ func (w *treeWatch) scan(zp string) error {
 	if r.st.EphemeralOwner != 0 {
 		return nil // a lock or election entry
 	}
-	n := &treeNode{file: isFile(r.st), version: r.st.Version, mzxid: r.st.Mzxid}
+	n := &treeNode{file: isFile(r.st), version: r.st.Version, mzxid: r.st.Mzxid, czxid: r.st.Czxid}
 	if n.file {
 		n.data = orEmpty(r.data)
 	}
@@ -396,12 +399,16 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 	var out []*topo.WatchDataRecursive
 	file := isFile(r.st)
 	switch {
+	case file && n.file && r.st.Czxid != n.czxid:
+		// Deleted and created again since the last read: the deletion
+		// is reported too, never coalesced away.
+		out = append(out, goneEvent(p), fileEvent(p, r.data, r.st.Version))
 	case file && (!n.file || r.st.Mzxid != n.mzxid):
 		out = append(out, fileEvent(p, r.data, r.st.Version))
 	case !file && n.file:
 		out = append(out, goneEvent(p))
 	}
-	n.file, n.version, n.mzxid = file, r.st.Version, r.st.Mzxid
+	n.file, n.version, n.mzxid, n.czxid = file, r.st.Version, r.st.Mzxid, r.st.Czxid
 	return out, nil
 }
 
