@@ -76,6 +76,7 @@ func groups() []struct {
 			{"Revision", testWatchRevision},
 			{"VersionsIncrease", testWatchVersionsIncrease},
 			{"Churn", testWatchChurn},
+			{"CancelPending", testWatchCancelPending},
 		}},
 		{"WatchRecursive", []subtest{
 			{"Events", testWatchRecursive},
