@@ -113,9 +113,12 @@ type Conn interface {
 	// starts with prefix (a plain string prefix, as in List), each with its
 	// own version, and a channel of per-file events: a change carries the new
 	// contents, a delete carries Err NoNode (the channel stays open). Files
-	// created under prefix are reported as changes. Cancelling ctx, or Close,
-	// sends Interrupted and closes the channel. No event is lost: every file
-	// that exists when the channel closes was reported with its last value.
+	// created under prefix are reported as changes. Rapid changes of a file
+	// may be coalesced, but never away from a deletion: a file deleted and
+	// created again is reported deleted, then with its new value.
+	// Cancelling ctx, or Close, sends Interrupted and closes the channel. No
+	// event is lost: every file that exists when the channel closes was
+	// reported with its last value.
 	WatchRecursive(ctx context.Context, prefix string) ([]*WatchDataRecursive, <-chan *WatchDataRecursive, error)
 
 	// Txn applies a transaction: ops, in order, are conditions (IfVersion,

@@ -7,12 +7,21 @@ import (
 )
 
 // FileState is one file as a read of a prefix shows it: its canonical
-// path, its contents and its version number (the store's revision of the
-// key: Consul's ModifyIndex, etcd's ModRevision).
+// path, its contents, its version number (the store's revision of the
+// key: Consul's ModifyIndex, etcd's ModRevision) and the revision that
+// created it (Consul's CreateIndex, etcd's CreateRevision), which tells
+// one life of the path from the next.
 type FileState struct {
 	Path     string
 	Contents []byte
 	Version  int64
+	Created  int64
+}
+
+// Seen is what a Snapshot holds of one file: the version last sent and the
+// creation revision of the life it belongs to.
+type Seen struct {
+	Version, Created int64
 }
 
 // Snapshot is what a recursive watch has reported of the files under its
@@ -27,23 +36,29 @@ type FileState struct {
 // files, and wants that deletion reported: a watch whose next read may
 // come only after the whole burst (an in-process store, where the writer
 // never waits) must add such deletions from a record of its own.
-type Snapshot map[string]int64
+type Snapshot map[string]Seen
 
 // Diff records files, a whole read of the prefix, as what the watcher
 // knows, and returns the events that bring the watcher from s to it: first
 // every file that is new or whose version changed, with its contents and
-// version, in the order of files; then every file s held that files lacks,
-// with Err NoNode, in path order. On an empty Snapshot it returns the
-// initial list of a WatchRecursive.
+// version, in the order of files, a file created again since s (another
+// Created) preceded by its deletion (Err NoNode: a deletion is never
+// coalesced away); then every file s held that files lacks, with Err
+// NoNode, in path order. On an empty Snapshot it returns the initial list
+// of a WatchRecursive.
 func (s Snapshot) Diff(files []FileState) []*topo.WatchDataRecursive {
 	var events []*topo.WatchDataRecursive
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
 		seen[f.Path] = true
-		if v, ok := s[f.Path]; ok && v == f.Version {
+		old, ok := s[f.Path]
+		if ok && old == (Seen{f.Version, f.Created}) {
 			continue
 		}
-		s[f.Path] = f.Version
+		if ok && old.Created != f.Created {
+			events = append(events, &topo.WatchDataRecursive{Path: f.Path, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, f.Path)}})
+		}
+		s[f.Path] = Seen{f.Version, f.Created}
 		events = append(events, &topo.WatchDataRecursive{Path: f.Path, WatchData: topo.WatchData{
 			Contents: f.Contents, Version: topo.NumericVersion(f.Version)}})
 	}

@@ -11,7 +11,8 @@ import (
 // TestSnapshotDiff: an empty snapshot reports every file (the initial
 // list); later reads report the new and changed files in read order, then
 // the vanished ones with NoNode in path order, and nothing for a file
-// whose version did not change.
+// whose version did not change; a file created again (another Created)
+// is reported deleted, then with its value.
 func TestSnapshotDiff(t *testing.T) {
 	type ev struct {
 		path    string
@@ -36,7 +37,11 @@ func TestSnapshotDiff(t *testing.T) {
 	require.Equal(t, []ev{}, got(s.Diff([]FileState{{Path: "a", Version: 1}, {Path: "b", Version: 2}, {Path: "c", Version: 3}})))
 	require.Equal(t, []ev{{path: "d", version: 5}, {path: "b", version: 4}, {path: "a", gone: true}, {path: "c", gone: true}},
 		got(s.Diff([]FileState{{Path: "d", Version: 5}, {Path: "b", Version: 4}})))
-	require.Equal(t, Snapshot{"b": 4, "d": 5}, s)
+	require.Equal(t, Snapshot{"b": {Version: 4}, "d": {Version: 5}}, s)
+	// b deleted and created again between two reads: its deletion first.
+	require.Equal(t, []ev{{path: "b", gone: true}, {path: "b", version: 7}, {path: "d", version: 8}},
+		got(s.Diff([]FileState{{Path: "b", Version: 7, Created: 6}, {Path: "d", Version: 8}})))
+	require.Equal(t, Snapshot{"b": {Version: 7, Created: 6}, "d": {Version: 8}}, s)
 }
 
 // TestStamp: events of known revisions carry their change's revision when

@@ -271,7 +271,7 @@ func (c *Conn) files(pairs api.KVPairs) (files []backendkit.FileState, reserved 
 			reserved = append(reserved, p)
 			continue
 		}
-		files = append(files, backendkit.FileState{Path: p, Contents: value(pair), Version: int64(pair.ModifyIndex)})
+		files = append(files, backendkit.FileState{Path: p, Contents: value(pair), Version: int64(pair.ModifyIndex), Created: int64(pair.CreateIndex)})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	sort.Strings(reserved)

@@ -151,7 +151,9 @@ func (c *Conn) Watch(ctx context.Context, filePath string) (*topo.WatchData, <-c
 // WatchRecursive implements topo.Conn.WatchRecursive with blocking
 // queries over the prefix, each answer compared with the previous one
 // (backendkit.Snapshot, and contentSums): new and changed files are sent
-// with their value, vanished ones with NoNode, in path order. Lock and
+// with their value, vanished ones with NoNode, in path order; a file
+// deleted and created again between two answers (a new CreateIndex) is
+// sent with NoNode, then its value. Lock and
 // election keys and other tools' files at reserved paths are left out; an
 // empty prefix is no error; a prefix with keys the token may not read is
 // PermissionDenied, at the start or when an answer leaves keys out (as for
@@ -226,8 +228,8 @@ func (cs *contentSums) check(known backendkit.Snapshot, files []backendkit.FileS
 	for _, f := range files {
 		seen[f.Path] = true
 		sum := maphash.Bytes(cs.seed, f.Contents)
-		if v, ok := known[f.Path]; ok && v == f.Version && cs.m[f.Path] != sum {
-			known[f.Path] = -1
+		if v, ok := known[f.Path]; ok && v.Version == f.Version && cs.m[f.Path] != sum {
+			known[f.Path] = backendkit.Seen{Version: -1, Created: v.Created}
 		}
 		cs.m[f.Path] = sum
 	}

@@ -270,7 +270,7 @@ func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([
 	ws := &watchSync{s: s, rev: s.rev, moved: make(chan struct{}), done: make(chan struct{})}
 	var sent uint64 // events sent, by the goroutine running s.next
 	s.onProgress = func(rev int64) { ws.advance(rev, sent) }
-	known := backendkit.Snapshot{} // file -> ModRevision last reported
+	known := backendkit.Snapshot{} // file -> ModRevision last reported, CreateRevision
 	initial := known.Diff(c.files(resp.Kvs))
 	for _, wd := range initial {
 		wd.Revision = resp.Header.Revision
@@ -312,7 +312,7 @@ func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([
 					add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{Err: topo.NewError(topo.NoNode, rel)}}, ev.Kv.ModRevision)
 					continue
 				}
-				known[rel] = ev.Kv.ModRevision
+				known[rel] = backendkit.Seen{Version: ev.Kv.ModRevision, Created: ev.Kv.CreateRevision}
 				add(&topo.WatchDataRecursive{Path: rel, WatchData: topo.WatchData{
 					Contents: ev.Kv.Value, Version: topo.NumericVersion(ev.Kv.ModRevision)}}, ev.Kv.ModRevision)
 			}
@@ -331,7 +331,7 @@ func (c *Conn) files(kvs []*mvccpb.KeyValue) []backendkit.FileState {
 	var out []backendkit.FileState
 	for _, kv := range kvs {
 		if rel := c.rel(kv.Key); !topo.IsReserved(rel) {
-			out = append(out, backendkit.FileState{Path: rel, Contents: kv.Value, Version: kv.ModRevision})
+			out = append(out, backendkit.FileState{Path: rel, Contents: kv.Value, Version: kv.ModRevision, Created: kv.CreateRevision})
 		}
 	}
 	return out

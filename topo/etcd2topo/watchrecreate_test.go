@@ -69,3 +69,56 @@ func TestWatchOfFileRecreatedAcrossCompaction(t *testing.T) {
 	require.Lenf(t, got, 1, "the Watch sent more than its end: %v", seen())
 	require.ErrorIs(t, got[0].Err, topo.NoNode, "the Watch of the deleted file")
 }
+
+// TestWatchRecursiveOfFileRecreatedAcrossCompaction: a file under a
+// WatchRecursive, deleted and re-created while the watching Conn is cut
+// off, the deletion compacted away before the watch resumes, is reported
+// deleted and then with its new value, as when the watch sees both
+// events: the re-read after the compaction tells the new file by its
+// CreateRevision, not only by its ModRevision (it once sent the new value
+// as a change of the old file).
+func TestWatchRecursiveOfFileRecreatedAcrossCompaction(t *testing.T) {
+	addr := etcdtest.Start(t)
+	root := newRoot()
+	ctx := context.Background()
+	c := openConn(t, addr, root)
+	_, err := c.Create(ctx, "r/f", []byte("first"))
+	require.NoError(t, err)
+	p, err := faultproxy.New(addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	w := openConn(t, p.Addr(), root)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, ch, err := w.WatchRecursive(wctx, "r/")
+	require.NoError(t, err)
+
+	p.Blackhole()
+	require.NoError(t, c.Delete(ctx, "r/f", nil))
+	v, err := c.Create(ctx, "r/f", []byte("second"))
+	require.NoError(t, err)
+	resp, err := rawClient(t, addr).Put(ctx, root+"/other", "x")
+	require.NoError(t, err)
+	_, err = rawClient(t, addr).Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	require.NoError(t, err)
+	p.Reset()
+	p.Heal()
+
+	var got []string
+	for len(got) < 2 {
+		select {
+		case wd := <-ch:
+			require.Equal(t, "r/f", wd.Path)
+			if wd.Err != nil {
+				require.ErrorIs(t, wd.Err, topo.NoNode)
+				got = append(got, "deleted")
+				continue
+			}
+			require.Equal(t, v.String(), wd.Version.String())
+			got = append(got, string(wd.Contents))
+		case <-time.After(40 * time.Second):
+			t.Fatalf("the WatchRecursive sent only %v", got)
+		}
+	}
+	require.Equal(t, []string{"deleted", "second"}, got)
+}

@@ -27,10 +27,14 @@ type watcher struct {
 	mu      sync.Mutex
 	pending map[string]*fileState // full path -> latest state (nil = deleted)
 	order   []string              // paths in pending, in first-pushed order
-	direct  chan *topo.WatchData  // a Watch's channel; nil for WatchRecursive
-	busy    bool                  // the goroutine holds a popped event
-	slot    int                   // a Watch's index in fileWatches.slots
-	popped  uint64                // events the goroutine has taken
+	// deleted holds the paths of pending states (never nil) pushed over a
+	// pending deletion: the deletion is sent first, never coalesced away
+	// (a WatchRecursive reports a re-created file deleted, then again).
+	deleted map[string]bool
+	direct  chan *topo.WatchData // a Watch's channel; nil for WatchRecursive
+	busy    bool                 // the goroutine holds a popped event
+	slot    int                  // a Watch's index in fileWatches.slots
+	popped  uint64               // events the goroutine has taken
 	// last is the revision of the last change pushed, mark the Revision
 	// of the last event taken: last once nothing older is pending. A
 	// direct send sets neither: a Watch has one file, so its goroutine
@@ -104,7 +108,7 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 	if err := read(rev); err != nil {
 		return nil, err
 	}
-	w := &watcher{c: c, full: full, recursive: recursive, direct: direct, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}, last: rev, mark: rev}
+	w := &watcher{c: c, full: full, recursive: recursive, direct: direct, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}, deleted: map[string]bool{}, last: rev, mark: rev}
 	if recursive {
 		s.recWatchers[w] = struct{}{}
 		return w, nil
@@ -142,8 +146,14 @@ func (w *watcher) push(p string, fs *fileState, rev int64) (sent bool) {
 		default:
 		}
 	}
-	if _, ok := w.pending[p]; !ok {
+	old, ok := w.pending[p]
+	switch {
+	case !ok:
 		w.order = append(w.order, p)
+	case old == nil && fs != nil:
+		w.deleted[p] = true
+	case fs == nil:
+		delete(w.deleted, p) // the pending state is a deletion again
 	}
 	w.pending[p] = fs
 	w.mu.Unlock()
@@ -166,6 +176,10 @@ func (w *watcher) pop() (p string, fs *fileState, rev int64, ok bool) {
 	w.busy = true
 	w.popped++
 	p = w.order[0]
+	if w.deleted[p] {
+		delete(w.deleted, p)
+		return p, nil, w.mark, true
+	}
 	w.order = w.order[1:]
 	fs = w.pending[p]
 	delete(w.pending, p)
@@ -332,7 +346,8 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 // WatchRecursive implements topo.Conn.WatchRecursive with one goroutine,
 // which exits once the final event is received. The initial list is
 // sorted by path, maybe empty; events of one file may be coalesced, the
-// last carrying its latest state. Revision is the store's for the initial
+// last carrying its latest state, but a deletion is not: a file deleted
+// and created again is reported deleted, then with its new state. Revision is the store's for the initial
 // list; for an event, that of the last change queued once no other is
 // queued, the one reached before otherwise.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
@@ -397,7 +412,7 @@ func (c *Conn) WatchRecursiveSyncRevision(ctx context.Context, prefix string) ([
 		defer s.mu.RUnlock()
 		wr.mu.Lock()
 		defer wr.mu.Unlock()
-		return wr.popped + uint64(len(wr.order)), s.rev.Load(), nil
+		return wr.popped + uint64(len(wr.order)+len(wr.deleted)), s.rev.Load(), nil
 	}
 	return cur, out, sync, nil
 }

@@ -75,6 +75,8 @@ func groups() []struct {
 			{"TwoWatchers", testWatchTwoWatchers},
 			{"Revision", testWatchRevision},
 			{"VersionsIncrease", testWatchVersionsIncrease},
+			{"Churn", testWatchChurn},
+			{"CancelPending", testWatchCancelPending},
 		}},
 		{"WatchRecursive", []subtest{
 			{"Events", testWatchRecursive},
@@ -86,6 +88,7 @@ func groups() []struct {
 			{"Revision", testWatchRecursiveRevision},
 			{"ExcludesLocksAndElections", testWatchRecursiveExcludesInternals},
 			{"BaseGoesAndComesBack", testWatchRecursiveBaseGoes},
+			{"Churn", testWatchRecursiveChurn},
 		}},
 		{"Election", []subtest{
 			{"InvalidArgument", testElectionInvalid},

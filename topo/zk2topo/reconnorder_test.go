@@ -227,8 +227,8 @@ func TestAnswerToRequestZeroHidden(t *testing.T) {
 // changed (the Mzxid is), and the file is another one (its Czxid): the
 // Watch ends with NoNode, as etcd's, Consul's and memorytopo's do (it
 // used to send the new file's contents as a change of the old). A
-// recursive watch sends the new contents (a delete and a create may be
-// coalesced there).
+// recursive watch sends the deletion, then the new contents (the Czxid
+// tells there too).
 func TestWatchOfFileRecreatedWhileDisconnected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -257,12 +257,18 @@ func TestWatchOfFileRecreatedWhileDisconnected(t *testing.T) {
 	case <-time.After(hangGuard):
 		t.Fatal("the Watch sent nothing after the file was deleted and created again")
 	}
+	deleted := false
 	for {
 		select {
 		case wd := <-tree:
 			require.NotNil(t, wd, "the recursive watch ended")
+			if wd.Path == "d/f" && topo.IsErrType(wd.Err, topo.NoNode) {
+				deleted = true
+				continue
+			}
 			require.NoError(t, wd.Err)
 			if wd.Path == "d/f" && string(wd.Contents) == "v1" {
+				require.True(t, deleted, "the recursive watch sent d/f's new contents without its deletion")
 				return
 			}
 		case <-time.After(hangGuard):

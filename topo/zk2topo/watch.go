@@ -130,7 +130,9 @@ func (c *Conn) getW(ctx context.Context, p, zp string) (getRes, error) {
 // and a child watch on every znode below the prefix's directory (an
 // exists watch on it while absent), each re-armed by the read after its
 // event: every create, change and delete is reported (rapid changes may
-// be coalesced). A delete sends NoNode for that file, the channel staying
+// be coalesced, but not a deletion: a file deleted and created again
+// between two reads, its Czxid new, is reported deleted, then with its
+// value). A delete sends NoNode for that file, the channel staying
 // open; ctx's end or Close sends Interrupted, session expiry Unavailable,
 // and closes it. Two reads per znode to start. Revision is 0: events come
 // through one goroutine per znode, unordered across files. Errors:
@@ -183,12 +185,14 @@ type treeNode struct {
 	file    bool
 	version int32
 	mzxid   int64  // read with version, which a re-created file may repeat
+	czxid   int64  // of the znode's creation: another one is another life
 	data    []byte // initial contents, until reported
 }
 
 type treeEvent struct {
 	zp   string
-	kind int // evData, evChildren, evBase
+	kind int       // evData, evChildren, evBase
+	node *treeNode // the life of zp the watch was set for (nil for evBase)
 	ev   zk.Event
 }
 
@@ -198,13 +202,14 @@ const (
 	evBase
 )
 
-// forward relays one client watch channel's event to the watch goroutine.
-func (w *treeWatch) forward(zp string, kind int, ch <-chan zk.Event) {
+// forward relays one client watch channel's event, of a watch set for
+// node (nil for the base), to the watch goroutine.
+func (w *treeWatch) forward(zp string, kind int, node *treeNode, ch <-chan zk.Event) {
 	go func() {
 		select {
 		case ev := <-ch:
 			select {
-			case w.events <- treeEvent{zp: zp, kind: kind, ev: ev}:
+			case w.events <- treeEvent{zp: zp, kind: kind, node: node, ev: ev}:
 			case <-w.done:
 			}
 		case <-w.done:
@@ -218,7 +223,7 @@ func (w *treeWatch) armBase() error {
 	for {
 		kids, err := c.childrenOn(w.ctx, nil, w.prefix, w.base, true)
 		if err == nil {
-			w.forward(w.base, evBase, kids.ch)
+			w.forward(w.base, evBase, nil, kids.ch)
 			for _, n := range kids.names {
 				if strings.HasPrefix(n, w.name) {
 					if err := w.scan(path.Join(w.base, n)); err != nil {
@@ -235,7 +240,7 @@ func (w *treeWatch) armBase() error {
 		if r.err != nil {
 			return c.convert(r.err, w.prefix)
 		}
-		w.forward(w.base, evBase, r.ch)
+		w.forward(w.base, evBase, nil, r.ch)
 		if !r.exists {
 			return nil
 		}
@@ -260,13 +265,13 @@ func (w *treeWatch) scan(zp string) error {
 	if r.st.EphemeralOwner != 0 {
 		return nil // a lock or election entry
 	}
-	n := &treeNode{file: isFile(r.st), version: r.st.Version, mzxid: r.st.Mzxid}
+	n := &treeNode{file: isFile(r.st), version: r.st.Version, mzxid: r.st.Mzxid, czxid: r.st.Czxid}
 	if n.file {
 		n.data = orEmpty(r.data)
 	}
 	w.nodes[zp] = n
 	w.added = append(w.added, zp)
-	w.forward(zp, evData, r.ch)
+	w.forward(zp, evData, n, r.ch)
 	return w.scanChildren(zp)
 }
 
@@ -280,7 +285,7 @@ func (w *treeWatch) scanChildren(zp string) error {
 	if err != nil {
 		return c.convert(err, c.relPath(zp))
 	}
-	w.forward(zp, evChildren, kids.ch)
+	w.forward(zp, evChildren, w.nodes[zp], kids.ch)
 	for _, n := range kids.names {
 		if err := w.scan(path.Join(zp, n)); err != nil {
 			return err
@@ -364,7 +369,10 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 	switch {
 	case te.kind == evBase:
 		return w.scanNew(nil, w.armBase)
-	case !ok:
+	case !ok || n != te.node:
+		// A watch set for an earlier life of the znode: the scan of the
+		// current one set watches of its own (re-arming this one too
+		// would add a watch, and a goroutine, at every re-creation).
 		return nil, nil
 	case te.kind == evChildren:
 		return w.scanNew(nil, func() error { return w.scanChildren(te.zp) })
@@ -387,16 +395,20 @@ func (w *treeWatch) handle(te treeEvent) ([]*topo.WatchDataRecursive, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.forward(te.zp, evData, r.ch)
+	w.forward(te.zp, evData, n, r.ch)
 	var out []*topo.WatchDataRecursive
 	file := isFile(r.st)
 	switch {
+	case file && n.file && r.st.Czxid != n.czxid:
+		// Deleted and created again since the last read: the deletion
+		// is reported too, never coalesced away.
+		out = append(out, goneEvent(p), fileEvent(p, r.data, r.st.Version))
 	case file && (!n.file || r.st.Mzxid != n.mzxid):
 		out = append(out, fileEvent(p, r.data, r.st.Version))
 	case !file && n.file:
 		out = append(out, goneEvent(p))
 	}
-	n.file, n.version, n.mzxid = file, r.st.Version, r.st.Mzxid
+	n.file, n.version, n.mzxid, n.czxid = file, r.st.Version, r.st.Mzxid, r.st.Czxid
 	return out, nil
 }
 
