@@ -30,6 +30,7 @@ type watcher struct {
 	// deleted holds the paths of pending states (never nil) pushed over a
 	// pending deletion: the deletion is sent first, never coalesced away
 	// (a WatchRecursive reports a re-created file deleted, then again).
+	// Made at its first use.
 	deleted map[string]bool
 	direct  chan *topo.WatchData // a Watch's channel; nil for WatchRecursive
 	busy    bool                 // the goroutine holds a popped event
@@ -108,7 +109,7 @@ func (c *Conn) register(p, full string, recursive bool, direct chan *topo.WatchD
 	if err := read(rev); err != nil {
 		return nil, err
 	}
-	w := &watcher{c: c, full: full, recursive: recursive, direct: direct, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}, deleted: map[string]bool{}, last: rev, mark: rev}
+	w := &watcher{c: c, full: full, recursive: recursive, direct: direct, notify: make(chan struct{}, 1), broken: make(chan struct{}), pending: map[string]*fileState{}, last: rev, mark: rev}
 	if recursive {
 		s.recWatchers[w] = struct{}{}
 		return w, nil
@@ -151,6 +152,9 @@ func (w *watcher) push(p string, fs *fileState, rev int64) (sent bool) {
 	case !ok:
 		w.order = append(w.order, p)
 	case old == nil && fs != nil:
+		if w.deleted == nil {
+			w.deleted = map[string]bool{}
+		}
 		w.deleted[p] = true
 	case fs == nil:
 		delete(w.deleted, p) // the pending state is a deletion again
@@ -347,9 +351,10 @@ func run[T any](ctx context.Context, w *watcher, out chan<- T, event func(full s
 // which exits once the final event is received. The initial list is
 // sorted by path, maybe empty; events of one file may be coalesced, the
 // last carrying its latest state, but a deletion is not: a file deleted
-// and created again is reported deleted, then with its new state. Revision is the store's for the initial
-// list; for an event, that of the last change queued once no other is
-// queued, the one reached before otherwise.
+// and created again is reported deleted, then with its new state.
+// Revision is the store's for the initial list; for an event, that of
+// the last change queued once no other is queued, the one reached before
+// otherwise.
 func (c *Conn) WatchRecursive(ctx context.Context, prefix string) ([]*topo.WatchDataRecursive, <-chan *topo.WatchDataRecursive, error) {
 	cur, out, _, err := c.WatchRecursiveSyncRevision(ctx, prefix)
 	return cur, out, err
