@@ -66,10 +66,7 @@ func testRoot(t testing.TB) string {
 // newTestConn opens a Conn under root, closed at the end of t.
 func newTestConn(t testing.TB, root string) *Conn {
 	t.Helper()
-	c, err := NewConn(testOptions(), root)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return newConnWith(t, testOptions(), root)
 }
 
 // newShortTTLConn is newTestConn with sessions of shortTTL, for a test
@@ -77,7 +74,13 @@ func newTestConn(t testing.TB, root string) *Conn {
 // its next renewal, every half TTL (7.5 s with the default TTL).
 func newShortTTLConn(t testing.TB, root string) *Conn {
 	t.Helper()
-	c, err := NewConn(shortTTLOptions(), root)
+	return newConnWith(t, shortTTLOptions(), root)
+}
+
+// newConnWith opens a Conn with opts under root, closed at the end of t.
+func newConnWith(t testing.TB, opts Options, root string) *Conn {
+	t.Helper()
+	c, err := NewConn(opts, root)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c

@@ -21,30 +21,12 @@ import (
 // file by its creation's zxid or index): the re-read after the compaction
 // finds another file, not a change of the watched one.
 func TestWatchOfFileRecreatedAcrossCompaction(t *testing.T) {
-	addr := etcdtest.Start(t)
-	root := newRoot()
-	ctx := context.Background()
-	c := openConn(t, addr, root)
-	_, err := c.Create(ctx, "f", []byte("first"))
-	require.NoError(t, err)
-	p, err := faultproxy.New(addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	w := openConn(t, p.Addr(), root)
-	_, ch, err := w.Watch(ctx, "f")
-	require.NoError(t, err)
-
-	p.Blackhole()
-	require.NoError(t, c.Delete(ctx, "f", nil))
-	_, err = c.Create(ctx, "f", []byte("second"))
-	require.NoError(t, err)
-	resp, err := rawClient(t, addr).Put(ctx, root+"/other", "x")
-	require.NoError(t, err)
-	_, err = rawClient(t, addr).Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
-	require.NoError(t, err)
-	// The watch's stream breaks; it resumes past the compacted revision.
-	p.Reset()
-	p.Heal()
+	var ch <-chan *topo.WatchData
+	recreateWhileCut(t, "f", func(w topo.Conn) {
+		var err error
+		_, ch, err = w.Watch(context.Background(), "f")
+		require.NoError(t, err)
+	})
 
 	var got []*topo.WatchData
 	seen := func() (out []string) {
@@ -78,31 +60,14 @@ func TestWatchOfFileRecreatedAcrossCompaction(t *testing.T) {
 // CreateRevision, not only by its ModRevision (it once sent the new value
 // as a change of the old file).
 func TestWatchRecursiveOfFileRecreatedAcrossCompaction(t *testing.T) {
-	addr := etcdtest.Start(t)
-	root := newRoot()
-	ctx := context.Background()
-	c := openConn(t, addr, root)
-	_, err := c.Create(ctx, "r/f", []byte("first"))
-	require.NoError(t, err)
-	p, err := faultproxy.New(addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	w := openConn(t, p.Addr(), root)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	_, ch, err := w.WatchRecursive(wctx, "r/")
-	require.NoError(t, err)
-
-	p.Blackhole()
-	require.NoError(t, c.Delete(ctx, "r/f", nil))
-	v, err := c.Create(ctx, "r/f", []byte("second"))
-	require.NoError(t, err)
-	resp, err := rawClient(t, addr).Put(ctx, root+"/other", "x")
-	require.NoError(t, err)
-	_, err = rawClient(t, addr).Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
-	require.NoError(t, err)
-	p.Reset()
-	p.Heal()
+	var ch <-chan *topo.WatchDataRecursive
+	v := recreateWhileCut(t, "r/f", func(w topo.Conn) {
+		wctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		var err error
+		_, ch, err = w.WatchRecursive(wctx, "r/")
+		require.NoError(t, err)
+	})
 
 	var got []string
 	for len(got) < 2 {
@@ -121,4 +86,34 @@ func TestWatchRecursiveOfFileRecreatedAcrossCompaction(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"deleted", "second"}, got)
+}
+
+// recreateWhileCut creates file at a fresh root of a fresh etcd, has watch
+// start a watch on a second Conn behind a proxy, then cuts that Conn off,
+// deletes file and creates it again ("second": its version is returned),
+// compacts the store past the deletion and heals the proxy.
+func recreateWhileCut(t *testing.T, file string, watch func(w topo.Conn)) topo.Version {
+	addr := etcdtest.Start(t)
+	root := newRoot()
+	ctx := context.Background()
+	c := openConn(t, addr, root)
+	_, err := c.Create(ctx, file, []byte("first"))
+	require.NoError(t, err)
+	p, err := faultproxy.New(addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	watch(openConn(t, p.Addr(), root))
+
+	p.Blackhole()
+	require.NoError(t, c.Delete(ctx, file, nil))
+	v, err := c.Create(ctx, file, []byte("second"))
+	require.NoError(t, err)
+	resp, err := rawClient(t, addr).Put(ctx, root+"/other", "x")
+	require.NoError(t, err)
+	_, err = rawClient(t, addr).Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	require.NoError(t, err)
+	// The watch's stream breaks; it resumes past the compacted revision.
+	p.Reset()
+	p.Heal()
+	return v
 }
