@@ -528,11 +528,16 @@ type permit struct {
 	released bool
 	done     chan struct{}
 	doneOnce sync.Once
+	// lockDone is lock.Done() (nil: never closes), which Done also reads
+	// itself: the goroutine that closes done when it closes may run later
+	// than a contender admitted to the freed slot.
+	lockDone <-chan struct{}
 }
 
 func newPermit(s *Semaphore, id string, token int64, lock topo.LockDescriptor) *permit {
 	p := &permit{s: s, id: id, token: token, lock: lock, done: make(chan struct{})}
 	if ld := lock.Done(); ld != nil {
+		p.lockDone = ld
 		go func() {
 			select {
 			case <-ld:
@@ -549,8 +554,16 @@ func (p *permit) closeDone() { p.doneOnce.Do(func() { close(p.done) }) }
 // Token returns the admission's fencing token.
 func (p *permit) Token() int64 { return p.token }
 
-// Done closes when the slot is released or its holder's lock is lost.
-func (p *permit) Done() <-chan struct{} { return p.done }
+// Done closes when the slot is released or its holder's lock is lost. A
+// call after the lock's own Done closed returns a closed channel.
+func (p *permit) Done() <-chan struct{} {
+	select {
+	case <-p.lockDone:
+		p.closeDone()
+	default:
+	}
+	return p.done
+}
 
 // Unwrap returns the holder's own lock, so that IfHeld(permit) guards a
 // transaction on it.
