@@ -17,9 +17,9 @@ import (
 // nothing while their files change many times, then cancels: each channel
 // sends Interrupted last and closes, and the goroutines the watches
 // started end: the count (but for clients' pools: idle HTTP connections
-// and zk2topo workers) comes back to what it was before the second of two
-// such rounds (the first one starts what a Conn keeps: etcd's watch
-// stream).
+// and zk2topo workers) comes back to within 2 of what it was after a
+// first such round (which starts what a Conn keeps: etcd's watch stream),
+// after three rounds more.
 func testWatchCancelPending(s *store) {
 	t, ctx := s.t, ctxFor(s.t)
 	c, w := s.conn(), s.conn()
@@ -70,15 +70,22 @@ func testWatchCancelPending(s *store) {
 	}
 	round(0)
 	before, _ := watchGoroutines()
-	round(1)
+	// Three rounds, and a slack of 2 goroutines: a store watch that lives
+	// beside the test (a Cache's, in topo/cache's suite) may hold a
+	// goroutine or two more at one moment than at another, while a leak of
+	// one goroutine per watch leaves 6 more.
+	const rounds, slack = 3, 2
+	for r := range rounds {
+		round(1 + r)
+	}
 	// A plain poll: the goroutines of the ended watches exit on their own.
 	deadline := time.Now().Add(longWait)
 	n, stacks := watchGoroutines()
-	for n > before && time.Now().Before(deadline) {
+	for n > before+slack && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 		n, stacks = watchGoroutines()
 	}
-	require.LessOrEqualf(t, n, before, "goroutines before the watches, after they ended:\n%s", stacks)
+	require.LessOrEqualf(t, n, before+slack, "goroutines before the watches (%d, with a slack of %d), after they ended:\n%s", before, slack, stacks)
 }
 
 // pooled are goroutines that clients keep in pools of their own, as many
