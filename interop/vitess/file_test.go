@@ -134,6 +134,16 @@ func TestWatchAcross(t *testing.T) {
 			}
 			require.NotNil(t, last)
 			assert.True(t, topo.IsErrType(last.Err, topo.NoNode), "topokit watch's last event after Vitess's Delete: %v", last.Err)
+			// Vitess's watch ends too. Reading its channel to its close
+			// also keeps the test from closing vc under a running watch:
+			// Vitess's consultopo Close clears the client its watch
+			// goroutine reads, unsynchronized (a data race under -race).
+			var vlast *vtopo.WatchData
+			for wd := range vch {
+				vlast = wd
+			}
+			require.NotNil(t, vlast)
+			assert.True(t, vtopo.IsErrType(vlast.Err, vtopo.NoNode), "Vitess watch's last event after its Delete: %v", vlast.Err)
 		})
 	}
 }
