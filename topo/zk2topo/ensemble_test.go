@@ -104,7 +104,9 @@ func TestEnsembleLeaderLoss(t *testing.T) {
 	t.Logf("updates: %d succeeded, %d failed during the failover", ok.Load(), failed.Load())
 
 	// The lock survived the leader change: still held, still exclusive.
-	require.Eventually(t, func() bool { return lock.Check(ctx) == nil }, time.Minute, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, lock.Check(ctx), "the holder's Check after the failover")
+	}, time.Minute, 10*time.Millisecond)
 	_, err = open().TryLock(ctx, "d", "other")
 	require.ErrorIs(t, err, topo.NodeExists)
 
