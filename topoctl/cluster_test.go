@@ -49,12 +49,7 @@ func TestServeCluster(t *testing.T) {
 	notN1 := startProcess(t, env, "serve", "--seeds", "http://"+addrs[0], "--name", "b2", "--data-dir", t.TempDir(),
 		"--listen-client-address", more[4], "--listen-peer-address", addrs[1])
 
-	status := func() clusterStatusJSON {
-		var st clusterStatusJSON
-		out := tg.ok(t, "-o", "json", "cluster", "status")
-		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
-		return st
-	}
+	status := func() clusterStatusJSON { return clusterStatus(t, tg) }
 	require.Eventually(t, func() bool { st := status(); return voters(st) == 1 && st.Quorum }, 2*time.Minute, 50*time.Millisecond,
 		"n1's stderr: %s", n1.errb.String())
 	st := status()

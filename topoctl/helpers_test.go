@@ -3,6 +3,7 @@ package topoctl
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,38 @@ func (tg target) ok(t *testing.T, args ...string) string {
 	r := tg.run(t, "", args...)
 	require.Equal(t, 0, r.code, "topoctl %v\nstdout: %s\nstderr: %s", args, r.stdout, r.stderr)
 	return r.stdout
+}
+
+// clusterStatus runs "cluster status -o json" (after args, such as
+// credentials) against tg and returns the status it printed. Without a
+// quorum of answering voters with a leader the command prints the status
+// all the same and exits 1: that is a status too (Quorum false), which a
+// poll for a formed cluster waits past; it comes and goes while a cluster
+// grows (a new voter's election) and under load (a member that does not
+// answer its status request within a second counts as not answering).
+// Under load the command can also time out before it has a status at
+// all ("context deadline exceeded", "request timed out"): then it runs
+// again, for up to a minute. Any other failure fails t.
+func clusterStatus(t *testing.T, tg target, args ...string) clusterStatusJSON {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := tg.run(t, "", append(append([]string{}, args...), "-o", "json", "cluster", "status")...)
+		var st clusterStatusJSON
+		if json.Unmarshal([]byte(r.stdout), &st) == nil {
+			if r.code != 0 {
+				require.Equal(t, 1, r.code, "topoctl cluster status\nstderr: %s", r.stderr)
+				require.False(t, st.Quorum, "topoctl cluster status failed with a quorum\nstderr: %s", r.stderr)
+				require.Contains(t, r.stderr, "no quorum", "topoctl cluster status")
+				t.Logf("cluster status without a quorum: %s", strings.TrimSpace(r.stderr))
+			}
+			return st
+		}
+		timedOut := strings.Contains(r.stderr, "context deadline exceeded") || strings.Contains(r.stderr, "request timed out")
+		require.True(t, timedOut && time.Now().Before(deadline), "topoctl cluster status: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		t.Logf("cluster status timed out; again: %s", strings.TrimSpace(r.stderr))
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // fails runs topoctl and requires exit code code and stderr containing

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,12 +265,7 @@ func TestServeTLSCluster(t *testing.T) {
 
 	admin := []string{"--etcd-ca-file", p.f("ca.pem"), "--etcd-cert-file", filepath.Join(certDir, "admin.pem"), "--etcd-key-file", filepath.Join(certDir, "admin-key.pem")}
 	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
-	status := func() clusterStatusJSON {
-		var st clusterStatusJSON
-		out := tg.ok(t, append(admin, "-o", "json", "cluster", "status")...)
-		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
-		return st
-	}
+	status := func() clusterStatusJSON { return clusterStatus(t, tg, admin...) }
 	seeds := "https://" + addrs[0]
 	n2 := start("n2", 1, append([]string{"--seeds", seeds}, nodeFlags(t, certDir, p.dir, "n2")...)...)
 	n3 := start("n3", 2, append([]string{"--seeds", seeds}, nodeFlags(t, certDir, p.dir, "n3")...)...)
@@ -433,12 +427,7 @@ func TestServeClusterAuth(t *testing.T) {
 	n1.waitLine(t, "cluster status")
 	root := []string{"--etcd-user", "root", "--etcd-password", "s3cret"}
 	tg := target{impl: "etcd2", addr: addrs[0], root: defaultRoot}
-	status := func() clusterStatusJSON {
-		var st clusterStatusJSON
-		out := tg.ok(t, append(root, "-o", "json", "cluster", "status")...)
-		require.NoError(t, json.Unmarshal([]byte(out), &st), out)
-		return st
-	}
+	status := func() clusterStatusJSON { return clusterStatus(t, tg, root...) }
 	wrong := start(append(slices.Clone(serveEnv), envRootPassword+"=wrong"), "n0", 2, "--seeds", "http://"+addrs[0])
 	<-wrong.done
 	assert.NotEqual(t, 0, wrong.cmd.ProcessState.ExitCode())

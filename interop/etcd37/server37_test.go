@@ -83,7 +83,7 @@ func TestConformanceServer37(t *testing.T) {
 		root = newRoot()
 		r := root
 		return func() topo.Conn {
-			c, err := etcd2topo.NewConn(options(srv.addr), r)
+			c, err := etcd2topo.NewConn(suiteOptions(srv.addr), r)
 			require.NoError(t, err)
 			return c
 		}

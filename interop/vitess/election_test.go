@@ -86,12 +86,26 @@ func newObservers(ctx context.Context, t *testing.T, vc vtopo.Conn, tc topo.Conn
 		require.NoError(t, err, "topokit Observe")
 		o.tkObserve = follow(leaders, func(l topo.Leader) string { return l.ID })
 	}
-	vids, err := o.vp.WaitForNewLeader(ctx)
+	// Vitess's WaitForNewLeader (etcd) reads its Conn's client in a
+	// goroutine after each event, and its Close clears that client
+	// unsynchronized: the cleanup below (registered after vc was opened,
+	// so it runs before vc's Close) ends the goroutine and waits for its
+	// channel to close first.
+	vctx, vcancel := context.WithCancel(ctx)
+	vids, err := o.vp.WaitForNewLeader(vctx)
 	if vtopo.IsErrType(err, vtopo.NoImplementation) {
+		vcancel()
 		t.Logf("Vitess has no WaitForNewLeader on this backend (%v)", err)
 	} else {
+		if err != nil {
+			vcancel()
+		}
 		require.NoError(t, err, "Vitess WaitForNewLeader")
 		o.vtNew = follow(vids, func(s string) string { return s })
+		t.Cleanup(func() {
+			vcancel()
+			o.vtNew.waitClosed(ctx, t, "Vitess WaitForNewLeader's channel after its context ended")
+		})
 	}
 	return o
 }

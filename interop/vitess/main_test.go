@@ -281,6 +281,25 @@ func follow[T any](ch <-chan T, id func(T) string) *seen {
 	return s
 }
 
+// waitClosed blocks until the channel closed, failing t if ctx ends
+// first.
+func (s *seen) waitClosed(ctx context.Context, t *testing.T, what string) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		closed, ch := s.closed, s.change
+		s.mu.Unlock()
+		if closed {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s never closed: %v", what, ctx.Err())
+		}
+	}
+}
+
 // waitFor blocks until the channel reported id, failing t if it closes or
 // ctx ends first.
 func (s *seen) waitFor(ctx context.Context, t *testing.T, what, id string) {

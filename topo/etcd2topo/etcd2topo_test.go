@@ -47,6 +47,15 @@ func testOptions(endpoints string) Options {
 	return Options{Endpoints: strings.Split(endpoints, ","), LockTTL: 3 * time.Second, defect: mutation.EngineDefect()}
 }
 
+// suiteLockTTL is the LockTTL of the Conns the conformance suite never
+// cuts off (its Options.Partition Conn keeps testOptions' 3 s, the
+// SessionBound): long enough that a keep-alive stall under CI load does
+// not make their shared leases lapse (with 3 s, renewals stalled about
+// 1.4 s lost a lease and failed a TryLock on it with LockLost, "requested
+// lease not found"), and unlike the TTLs the suite passes to LockWithTTL
+// (30 s, 1 min), so that those locks still get leases of their own.
+const suiteLockTTL = 20 * time.Second
+
 // openConn opens a Conn on endpoints at root and closes it at test end.
 func openConn(t testing.TB, endpoints, root string) *Conn {
 	t.Helper()
@@ -127,7 +136,9 @@ func wiring() (newStore func(t *testing.T) func() topo.Conn, opts test.Options) 
 			root = newRoot()
 			r := root
 			return func() topo.Conn {
-				c, err := NewConn(testOptions(serverAddr), r)
+				o := testOptions(serverAddr)
+				o.LockTTL = suiteLockTTL
+				c, err := NewConn(o, r)
 				require.NoError(t, err)
 				return c
 			}

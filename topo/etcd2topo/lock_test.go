@@ -14,31 +14,50 @@ import (
 	"github.com/topokit/topokit/topo"
 )
 
-// TestLockOutlivesCallerContext: a lock taken with a 1 s context and a 3 s
-// TTL is renewed by the Conn, not by the caller's context: well after both
-// the context and one TTL have passed, another client's TryLock still fails
-// and Check is nil. Unlock then revokes the lock's own lease.
+// TestLockOutlivesCallerContext: a lock taken with a 1 s context is renewed
+// by the Conn, not by the caller's context: once the Conn has had a
+// renewal of the lock's own lease acknowledged after the context ended,
+// and the moment etcd would have expired the lease unrenewed has passed,
+// another client's TryLock still fails and Check is nil. Unlock then
+// revokes the lock's own lease.
+//
+// The test waits for the renewal, not for a time: the lease's TTL (9 s)
+// only bounds how long the keep-alives may stall under load before the
+// Conn gives the lock up (TTL minus SafetyMargin minus the renewal
+// interval: about 4 s). With 3 s (1.4 s of slack) a loaded CI machine
+// lost the lease now and then. The other client uses the default
+// LockTTL for the same reason: its TryLock puts an entry on its own
+// shared lease, and a 3 s one given up mid-request failed the TryLock
+// with LockLost ("requested lease not found").
 func TestLockOutlivesCallerContext(t *testing.T) {
+	const lockTTL = 9 * time.Second
 	root := newRoot()
-	// The default LockTTL (30 s) differs from 3 s, so the lock gets a lease
-	// of its own.
-	c1, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
-	require.NoError(t, err)
-	t.Cleanup(c1.Close)
-	c2 := openConn(t, serverAddr, root)
+	// The default LockTTL (30 s) differs from lockTTL, so the lock gets a
+	// lease of its own.
+	open := func() *Conn {
+		c, err := NewConn(Options{Endpoints: []string{serverAddr}}, root)
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return c
+	}
+	c1, c2 := open(), open()
 	bg := context.Background()
-	_, err = c1.Create(bg, "d/f", []byte("x"))
+	_, err := c1.Create(bg, "d/f", []byte("x"))
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(bg, time.Second)
 	defer cancel()
-	ld, err := c1.LockWithTTL(ctx, "d", "holder", 3*time.Second)
+	ld, err := c1.LockWithTTL(ctx, "d", "holder", lockTTL)
 	require.NoError(t, err)
-	start := time.Now()
+	// etcd applied the grant before LockWithTTL returned: unrenewed, the
+	// lease would be gone by unrenewedBy.
+	unrenewedBy := time.Now().Add(lockTTL)
+	l := entryBehind(t, ld).lease
 	<-ctx.Done()
+	atCtxEnd := l.provenUntil()
 
-	// Poll until more than two TTLs have passed since the lock was taken;
-	// at every poll the lock must still be held.
+	// Poll until a renewal was acknowledged after the context ended and
+	// unrenewedBy has passed; at every poll the lock must still be held.
 	var tryErr, checkErr error
 	require.Eventually(t, func() bool {
 		_, tryErr = c2.TryLock(bg, "d", "other")
@@ -46,12 +65,12 @@ func TestLockOutlivesCallerContext(t *testing.T) {
 		if !topo.IsErrType(tryErr, topo.NodeExists) || checkErr != nil {
 			return true // stop polling: the lock was lost
 		}
-		return time.Since(start) > 7*time.Second
-	}, 30*time.Second, 200*time.Millisecond)
+		return l.provenUntil().After(atCtxEnd) && time.Now().After(unrenewedBy)
+	}, 60*time.Second, 200*time.Millisecond)
 	require.ErrorIs(t, tryErr, topo.NodeExists, "another client's TryLock while held")
 	require.NoError(t, checkErr, "Check while held")
 
-	id := entryBehind(t, ld).lease.id
+	id := l.id
 	require.NoError(t, ld.Unlock(bg))
 	ttl, err := rawClient(t, serverAddr).TimeToLive(bg, id)
 	require.NoError(t, err)
