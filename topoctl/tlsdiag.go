@@ -91,10 +91,12 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 
 // tlsDiagnosis probes the TLS handshake with ep (host:port), with cfg or,
 // when cfg is nil (a plaintext client), with any TLS, and says what is
-// wrong; "" when it finds nothing or cannot connect at all. certFile is
+// wrong; "" when it finds nothing, cannot connect at all or gets no
+// answer within 5 s (a loaded server is not misreported as a failed
+// handshake). certFile is
 // the client certificate's file ("" when none is given).
 func tlsDiagnosis(ep string, cfg *tls.Config, certFile string, f tlsFlagNames) string {
-	const bound = 2 * time.Second
+	const bound = 5 * time.Second
 	d := &net.Dialer{Timeout: bound}
 	if cfg == nil {
 		c, err := tls.DialWithDialer(d, "tcp", ep, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only detects whether the server speaks TLS
@@ -129,6 +131,10 @@ func tlsDiagnosis(ep string, cfg *tls.Config, certFile string, f tlsFlagNames) s
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return "" // nothing listens: the caller's error says so
+	}
+	var te net.Error
+	if errors.As(err, &te) && te.Timeout() {
+		return "" // no answer within the bound: nothing to say of TLS
 	}
 	// A server refuses an expired or not yet valid client certificate
 	// with an alert that does not say which (Go's says "expired" for
