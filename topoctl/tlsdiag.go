@@ -93,8 +93,8 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 // when cfg is nil (a plaintext client), with any TLS, and says what is
 // wrong; "" when it finds nothing, cannot connect at all or gets no
 // answer within 5 s (a loaded server is not misreported as a failed
-// handshake). certFile is
-// the client certificate's file ("" when none is given).
+// handshake). certFile is the client certificate's file ("" when none is
+// given).
 func tlsDiagnosis(ep string, cfg *tls.Config, certFile string, f tlsFlagNames) string {
 	const bound = 5 * time.Second
 	d := &net.Dialer{Timeout: bound}
