@@ -17,7 +17,8 @@ import (
 //   - Closed: the Conn (or Server, or Election) was closed.
 //
 // Every other code (Unavailable, Timeout, Interrupted, ResourceExhausted,
-// Compacted, LockLost, and the compare-and-set outcomes NodeExists,
+// Compacted, LockLost, ReadOnly, which ends when the mode is switched off
+// (middleware.ReadOnly.Set), and the compare-and-set outcomes NodeExists,
 // BadVersion, NoNode, which loops decide on themselves) and an error with no
 // code are not permanent. The code is found as CodeOf finds it: the first
 // *Error or ErrorCode in err's chain. Every retry loop of topokit outside the
