@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -72,24 +73,47 @@ func StartTLS(t testing.TB, files TLSFiles) *Server {
 // secureClientPort (TLS), or "" for a server started without TLS.
 func (s *Server) SecureAddr() string { return s.sAddr }
 
-// waitListening waits until something accepts TCP connections at addr
-// (the secure port opens after the plain one answers srvr).
-func waitListening(p *process, addr string, timeout time.Duration) error {
+// waitTLSAnswers waits until the server at addr answers a TLS handshake:
+// one that completes, or one it refuses with a TLS alert (a client without
+// a certificate, when certificates are required). A port that only accepts
+// TCP is not ready: the JVM sets up its TLS stack on the first handshake,
+// which on a loaded machine can take longer than a client's dial timeout.
+// The probe verifies nothing and sends no certificate.
+func waitTLSAnswers(p *process, addr string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		err := tlsAnswers(addr, deadline)
 		if err == nil {
-			return c.Close()
+			return nil
 		}
 		if p.exited() {
-			return fmt.Errorf("zktest: ZooKeeper exited before listening on %s: %s", addr, p.logTail())
+			return fmt.Errorf("zktest: ZooKeeper exited before answering TLS on %s: %s", addr, p.logTail())
 		}
 		if time.Now().After(deadline) {
-			return errors.Join(fmt.Errorf("zktest: ZooKeeper did not listen on %s within %v: %s", addr, timeout, p.logTail()), err)
+			return errors.Join(fmt.Errorf("zktest: ZooKeeper did not answer a TLS handshake on %s within %v: %s", addr, timeout, p.logTail()), err)
 		}
 		select {
 		case <-p.done:
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// tlsAnswers runs one handshake with addr, ending by deadline; nil when
+// the server completed it or refused it with an alert.
+func tlsAnswers(addr string, deadline time.Time) error {
+	c, err := net.DialTimeout("tcp", addr, time.Until(deadline))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(deadline)
+	err = tls.Client(c, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}).Handshake()
+	// crypto/tls reports an alert the server sent as a *net.OpError
+	// whose Op is "remote error".
+	var refused *net.OpError
+	if err == nil || errors.As(err, &refused) && refused.Op == "remote error" {
+		return nil
+	}
+	return err
 }

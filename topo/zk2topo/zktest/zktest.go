@@ -258,7 +258,7 @@ func launch(dir string, rmDir bool, secure *TLSFiles, extra string) (*Server, er
 			continue
 		}
 		if sAddr != "" {
-			if err := waitListening(p, sAddr, StartTimeout); err != nil {
+			if err := waitTLSAnswers(p, sAddr, StartTimeout); err != nil {
 				p.kill()
 				lastErr = err
 				continue
