@@ -230,7 +230,9 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 		if err != nil {
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, err)
 		}
-		opts.Dialer = tlsDialer(cfg, opts.Dialer)
+		// A TLS handshake gets what the library gives each read on a
+		// session's connection (two thirds of the session timeout).
+		opts.Dialer = tlsDialer(cfg, backendkit.OrDefault(opts.SessionTimeout, DefaultSessionTimeout)*2/3, opts.Dialer)
 	}
 	auth := opts.Auth
 	if auth == "" && opts.AuthFile != "" {

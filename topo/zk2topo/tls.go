@@ -37,11 +37,15 @@ func tlsConfig(opts Options) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// tlsDialer returns a dialer that connects with base and runs a TLS
-// handshake with cfg over the connection, the whole within timeout.
-func tlsDialer(cfg *tls.Config, base func(network, address string, timeout time.Duration) (net.Conn, error)) func(network, address string, timeout time.Duration) (net.Conn, error) {
+// tlsDialer returns a dialer that connects with base within the client
+// library's timeout (1 s), then runs a TLS handshake with cfg over the
+// connection, the whole within the larger of that timeout and handshake.
+// The library gives a plain connection's session handshake far longer
+// than 1 s to be answered; a TLS handshake is the first part of it and,
+// against a loaded or distant server, may take longer than a TCP connect.
+func tlsDialer(cfg *tls.Config, handshake time.Duration, base func(network, address string, timeout time.Duration) (net.Conn, error)) func(network, address string, timeout time.Duration) (net.Conn, error) {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		deadline := time.Now().Add(timeout)
+		deadline := time.Now().Add(max(timeout, handshake))
 		raw, err := base(network, address, timeout)
 		if err != nil {
 			return nil, err
@@ -56,9 +60,7 @@ func tlsDialer(cfg *tls.Config, base func(network, address string, timeout time.
 			c.ServerName = host
 		}
 		tc := tls.Client(raw, c)
-		if timeout > 0 {
-			_ = tc.SetDeadline(deadline)
-		}
+		_ = tc.SetDeadline(deadline)
 		if err := tc.Handshake(); err != nil {
 			_ = raw.Close()
 			return nil, fmt.Errorf("zk2topo: TLS handshake with %s: %w", address, err)

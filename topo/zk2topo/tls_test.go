@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/topokit/topokit/internal/testpki"
 	"github.com/topokit/topokit/proto/topodatapb"
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
@@ -223,4 +225,57 @@ func TestServerOverTLS(t *testing.T) {
 	got, _, err := fc.Get(ctx, "zone1/f")
 	require.NoError(t, err)
 	require.Equal(t, "cell over TLS", string(got))
+}
+
+// TestTLSOverASlowLink: a TLS handshake that takes longer than the client
+// library's 1 s connect timeout (here each packet delayed 700 ms: about
+// 1.4 s before the server's answer arrives) still gives a session, as a
+// plain connection's session handshake would. Before, every dial gave up
+// at 1 s and no session was ever made.
+func TestTLSOverASlowLink(t *testing.T) {
+	srv, ca := startTLSServer(t)
+	proxy, err := faultproxy.New(srv.SecureAddr())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxy.SetDelay(700 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	opts := tlsOptions(ca, "client")
+	opts.Servers = []string{proxy.Addr()}
+	opts.SessionTimeout = 10 * time.Second
+	c, err := NewConnContext(ctx, opts, freshRoot(t))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	proxy.SetDelay(0) // the session is what was at stake
+	v, err := c.Create(ctx, "slow/f", []byte("through a slow link"))
+	require.NoError(t, err)
+	got, gv, err := c.Get(ctx, "slow/f")
+	require.NoError(t, err)
+	require.Equal(t, "through a slow link", string(got))
+	require.Equal(t, v, gv)
+}
+
+// TestTLSMuteServer: a server that accepts TCP and never answers the
+// handshake fails NewConn with Unavailable once DialTimeout has passed,
+// although a handshake may now wait longer than that.
+func TestTLSMuteServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	ca := newTestCA(t, t.TempDir())
+	ca.issue(t, "client", false)
+	opts := tlsOptions(ca, "client")
+	opts.Servers = []string{ln.Addr().String()}
+	opts.DialTimeout = time.Second
+	_, err = NewConnContext(context.Background(), opts, "/mute")
+	requireUnavailableAt(t, err, ln.Addr().String())
 }
