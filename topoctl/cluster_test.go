@@ -155,6 +155,13 @@ func TestServeSymmetricStart(t *testing.T) {
 					"--bootstrap-expect", fmt.Sprint(size), "--name", name, "--data-dir", t.TempDir(),
 					"--listen-client-address", addrs[2*i], "--listen-peer-address", addrs[2*i+1])
 			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					for i, p := range procs {
+						t.Logf("%s (client %s, peer %s) stderr:\n%s", names[i], addrs[2*i], addrs[2*i+1], p.errb.String())
+					}
+				}
+			})
 			seen := map[string][]string{} // cluster ID -> addresses that answered with it
 			formed := func() bool {
 				done := true
