@@ -76,6 +76,10 @@ func tokenOf(q claims.Queue, kv *mvccpb.KeyValue) int64 {
 // errLeaseGone: the lease vanished before its keepalive noticed.
 var errLeaseGone = errors.New("etcd2topo: lease gone")
 
+// errLeaseGivenUp: this Conn gave the lease up (no renewal acknowledged
+// within its TTL) while a request on it was in flight; LockLost.
+var errLeaseGivenUp = errors.New("etcd2topo: this Conn gave its lease up: no renewal was acknowledged within the lease's TTL")
+
 // errKeyBusy: the lease's name in the queue is taken.
 var errKeyBusy = errors.New("etcd2topo: entry name in use")
 
@@ -194,7 +198,7 @@ func (d driver) put(ctx context.Context, q claims.Queue, contents string, opts c
 				d.removeUnknown(q, l, key)
 			}
 			if l.lost() && ctx.Err() == nil {
-				return claims.Entry{}, rpctypes.ErrLeaseNotFound
+				return claims.Entry{}, errLeaseGivenUp
 			}
 			return claims.Entry{}, err
 		}

@@ -55,7 +55,7 @@ func codeOf(err error) topo.ErrorCode {
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted):
 		return topo.Compacted
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+	case errors.Is(err, rpctypes.ErrLeaseNotFound), errors.Is(err, errLeaseGivenUp):
 		return topo.LockLost
 	case errors.Is(err, rpctypes.ErrTooManyRequests), errors.Is(err, rpctypes.ErrNoSpace):
 		return topo.ResourceExhausted
