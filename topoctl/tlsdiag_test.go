@@ -2,11 +2,12 @@ package topoctl
 
 import (
 	"crypto/tls"
-	"net"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // TestTLSDiagnosisSaysNothingOfAMuteServer: a server that accepts the
@@ -14,27 +15,11 @@ import (
 // the probe's bound) is not reported as a failed TLS handshake: the
 // diagnosis has nothing to say of TLS and leaves the caller's error alone.
 func TestTLSDiagnosisSaysNothingOfAMuteServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	px, err := faultproxy.New("127.0.0.1:1") // never dialed while blackholed
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	accepted := make(chan net.Conn, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c // held open, never read nor written
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		for c := range accepted {
-			_ = c.Close()
-		}
-	})
+	px.Blackhole()
+	t.Cleanup(func() { _ = px.Close() })
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	assert.Empty(t, tlsDiagnosis(ln.Addr().String(), cfg, "", clientTLSFlags), "a handshake that got no answer")
-	assert.Empty(t, tlsDiagnosis(ln.Addr().String(), nil, "", clientTLSFlags), "a plaintext client's probe that got no answer")
+	assert.Empty(t, tlsDiagnosis(px.Addr(), cfg, "", clientTLSFlags), "a handshake that got no answer")
+	assert.Empty(t, tlsDiagnosis(px.Addr(), nil, "", clientTLSFlags), "a plaintext client's probe that got no answer")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/x509"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -259,23 +258,23 @@ func TestTLSOverASlowLink(t *testing.T) {
 // handshake fails NewConn with Unavailable once DialTimeout has passed,
 // although a handshake may now wait longer than that.
 func TestTLSMuteServer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
+	mute := muteServer(t)
 	ca := newTestCA(t, t.TempDir())
 	ca.issue(t, "client", false)
 	opts := tlsOptions(ca, "client")
-	opts.Servers = []string{ln.Addr().String()}
+	opts.Servers = []string{mute}
 	opts.DialTimeout = time.Second
-	_, err = NewConnContext(context.Background(), opts, "/mute")
-	requireUnavailableAt(t, err, ln.Addr().String())
+	_, err := NewConnContext(context.Background(), opts, "/mute")
+	requireUnavailableAt(t, err, mute)
+}
+
+// muteServer returns the address of a server that accepts connections and
+// never answers: a blackholed faultproxy, closed when the test ends.
+func muteServer(t *testing.T) string {
+	t.Helper()
+	px, err := faultproxy.New("127.0.0.1:1") // never dialed while blackholed
+	require.NoError(t, err)
+	px.Blackhole()
+	t.Cleanup(func() { _ = px.Close() })
+	return px.Addr()
 }

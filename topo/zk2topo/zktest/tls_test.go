@@ -2,7 +2,6 @@ package zktest
 
 import (
 	"crypto/tls"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,26 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/internal/testpki"
+	"github.com/topokit/topokit/topo/test/faultproxy"
 )
 
 // A secure port that accepts TCP but has not answered a handshake is not
 // ready: CI once had a client's first handshake with a just-started
 // ZooKeeper time out, the port having been called ready on accept alone.
 func TestTLSReadinessNeedsAnAnswer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	px, err := faultproxy.New("127.0.0.1:1") // never dialed while blackholed
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() }) // held open, never answered
-		}
-	}()
-	err = waitTLSAnswers(&process{done: make(chan struct{})}, ln.Addr().String(), 300*time.Millisecond)
-	require.ErrorContains(t, err, "did not answer a TLS handshake on "+ln.Addr().String())
+	px.Blackhole()
+	t.Cleanup(func() { _ = px.Close() })
+	err = waitTLSAnswers(&process{done: make(chan struct{})}, px.Addr(), 300*time.Millisecond)
+	require.ErrorContains(t, err, "did not answer a TLS handshake on "+px.Addr())
 }
 
 // A server that completes the handshake, or refuses a client without a
