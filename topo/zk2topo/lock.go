@@ -58,7 +58,11 @@ func (c *Conn) enqueue(ctx context.Context, s *zkSession, dp, locksZp, contents 
 			}
 			if !d.exists || d.st.NumChildren == 0 {
 				isFile := false
-				if d.exists && dp != "" {
+				// An empty znode whose children were all deleted (its
+				// child version moved) is a directory being removed
+				// after its last file went, not an empty file: an empty
+				// file cannot have had children.
+				if d.exists && dp != "" && (d.st.DataLength > 0 || d.st.Cversion == 0) {
 					_, _, gerr := c.Get(ctx, dp)
 					isFile = gerr == nil
 				}
