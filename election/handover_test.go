@@ -17,7 +17,7 @@ import (
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
 
-// TestAdversarial tries, on every backend's real store (the store read
+// TestHandoverAndNames tries, on every backend's real store (the store read
 // back with its own client), to make an Election lie about who is master:
 // an observer naming a leader whose Resign or Close has returned (on the
 // leader's own Conn or another); Await racing Resign or Close on one
@@ -26,7 +26,7 @@ import (
 // and Close of a waiting candidate called at once from several goroutines;
 // and names and ids at and past the limits ("/svc" and "svc" are one
 // election).
-func TestAdversarial(t *testing.T) {
+func TestHandoverAndNames(t *testing.T) {
 	for _, b := range rawBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			startRaw(t, &b)
