@@ -327,8 +327,15 @@ prints the new version.`,
 			case len(args) == 2:
 				value = []byte(args[1])
 			case file != "":
-				if value, err = os.ReadFile(file); err != nil {
+				var size int64
+				if value, size, err = readBounded(file, topo.MaxValueSize); err != nil {
 					return usageError{fmt.Errorf("--file: %w", err)}
+				}
+				if len(value) > topo.MaxValueSize {
+					if size < 0 {
+						return backendkit.Wrap(topo.InvalidArgument, displayPath(p), fmt.Errorf("%s holds more than the %d bytes (%d KiB) a file may hold; nothing was written", file, topo.MaxValueSize, topo.MaxValueSize/1024))
+					}
+					return backendkit.Wrap(topo.InvalidArgument, displayPath(p), fmt.Errorf("value is %d bytes, more than the %d bytes (%d KiB) a file may hold", size, topo.MaxValueSize, topo.MaxValueSize/1024))
 				}
 			case in.terminal():
 				return usagef("no value given: pass it as an argument (put %s VALUE), with --file F, or on standard input with \"-\" (put %s -) or through a pipe", args[0], args[0])
@@ -656,4 +663,22 @@ func showValue(b []byte) string {
 		return string(b)
 	}
 	return strconv.Quote(string(b))
+}
+
+// readBounded reads the file at path, at most limit+1 bytes of it, so
+// that an endless file (/dev/zero, a FIFO fed forever) cannot take every
+// byte of memory: a result longer than limit means the file holds more.
+// size is the file's size when it is a regular file, else -1.
+func readBounded(path string, limit int) (b []byte, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, -1, err
+	}
+	defer f.Close()
+	size = -1
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	b, err = goio.ReadAll(goio.LimitReader(f, int64(limit)+1))
+	return b, size, err
 }
