@@ -389,7 +389,8 @@ func newRmCmd(stores *connector, out *printer) *cobra.Command {
 		Long: `Delete FILE; --if-version V deletes it only if its version is V
 (BadVersion otherwise). rm -R DIR deletes every file under DIR (and DIR
 itself if it is a file); it needs --force, and prints how many files it
-deleted to standard error (JSON on stdout with --output json). Deletes run
+deleted to standard error (JSON on stdout with --output json); DIR "/" is
+the whole root, and an empty DIR (an unset "$DIR") is a usage error. Deletes run
 --parallel requests at a time, --batch (32) deletes per transaction (a
 batch the store refuses, e.g. because a file is already gone, is deleted
 one file at a time); on Ctrl-C no new delete starts (exit 130). Lock and
@@ -404,6 +405,10 @@ named on stderr and rm -R exits 1.`,
 			if recursive {
 				if cmd.Flags().Changed("if-version") {
 					return usagef("--if-version applies to one file, not to rm -R")
+				}
+				if args[0] == "" {
+					// Most likely an unset variable ("$DIR"), not the root.
+					return usagef("rm -R got an empty DIR: to delete every file under the root, say so: rm -R --force /")
 				}
 				if !force {
 					return usagef("rm -R %s deletes every file under it: add --force to confirm", args[0])

@@ -142,6 +142,19 @@ func TestEndlessFileRefused(t *testing.T) {
 	tg.fails(t, ExitUsage, []string{"the transaction is larger than"}, "txn", "/dev/zero")
 }
 
+// rm -R of an empty DIR (an unset shell variable: rm -R --force "$DIR")
+// is a usage error that deletes nothing; it used to delete every file
+// under the root. "/" still means the root.
+func TestRmTreeEmptyDirRefused(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "keep/a", "1")
+	tg.fails(t, ExitUsage, []string{"empty DIR", "rm -R --force /"}, "rm", "-R", "--force", "")
+	assert.Equal(t, "1", tg.ok(t, "get", "keep/a"), "a refused rm -R deleted the file")
+	tg.ok(t, "rm", "-R", "--force", "/")
+	tg.fails(t, 1, []string{"NoNode"}, "get", "keep/a")
+}
+
 // --decode json of a file of no known type says that Vitess's records are
 // built in and --protoset adds types.
 func TestDecodeJSONNeedsProtoset(t *testing.T) {
