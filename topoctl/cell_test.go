@@ -45,11 +45,13 @@ func TestCellGetRm(t *testing.T) {
 }
 
 // cell rm of a cell whose store does not answer names that store as
-// IMPL:ADDR:ROOT, not as the path "/ADDR".
+// IMPL:ADDR:ROOT, not as the path "/ADDR", and does not blame the global
+// cell's store, which answered.
 func TestCellRmUnreachableNamed(t *testing.T) {
 	t.Parallel()
 	tg := target{impl: "etcd2", addr: etcdtest.Start(t), root: "/" + t.Name()}
 	tg.ok(t, "cell", "set", "zone9", "--server-address", "127.0.0.1:1", "--root", "/z9")
 	r := tg.fails(t, 1, []string{"cell zone9: cannot read its store", "etcd2:127.0.0.1:1:/z9: "}, "--timeout", "20s", "cell", "rm", "zone9")
 	assert.NotContains(t, r.stderr, "/127.0.0.1:1")
+	assert.NotContains(t, r.stderr, "(store "+tg.spec()+")")
 }

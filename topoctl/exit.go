@@ -121,12 +121,28 @@ func (p *printer) errorLine(err error) string {
 	}
 	msg = codeName(c) + ": " + msg
 	if c == topo.Unavailable || c == topo.Timeout {
-		// A store that could not be reached is named by the error itself.
-		if len(p.stores) > 0 && !strings.Contains(msg, "nothing accepts connections at") && !strings.Contains(msg, "cannot resolve the host name") && !strings.Contains(msg, "no answer within") {
+		// A store that could not be reached is named by the error itself
+		// (it may be another one than p.stores: a cell's, copy's other).
+		if len(p.stores) > 0 && !namesUnreachable(msg) {
 			msg += " (store " + strings.Join(p.stores, ", ") + ")"
 		}
 	}
 	return msg
+}
+
+// namesUnreachable reports whether msg is the error of a store that could
+// not be reached, which names its address: topoctl's dial guard's, or a
+// backend's when it found no server to open a connection with.
+func namesUnreachable(msg string) bool {
+	for _, s := range []string{
+		"nothing accepts connections at", "cannot resolve the host name", "no answer within",
+		"no etcd member answered at", "no ZooKeeper server at", "no Consul agent answered at",
+	} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // codeName returns the Go name of a topo error code, e.g. "NoNode".

@@ -327,8 +327,15 @@ prints the new version.`,
 			case len(args) == 2:
 				value = []byte(args[1])
 			case file != "":
-				if value, err = os.ReadFile(file); err != nil {
+				var size int64
+				if value, size, err = readBounded(file, topo.MaxValueSize); err != nil {
 					return usageError{fmt.Errorf("--file: %w", err)}
+				}
+				if len(value) > topo.MaxValueSize {
+					if size < 0 {
+						return backendkit.Wrap(topo.InvalidArgument, displayPath(p), fmt.Errorf("%s holds more than the %d bytes (%d KiB) a file may hold; nothing was written", file, topo.MaxValueSize, topo.MaxValueSize/1024))
+					}
+					return backendkit.Wrap(topo.InvalidArgument, displayPath(p), fmt.Errorf("value is %d bytes, more than the %d bytes (%d KiB) a file may hold", size, topo.MaxValueSize, topo.MaxValueSize/1024))
 				}
 			case in.terminal():
 				return usagef("no value given: pass it as an argument (put %s VALUE), with --file F, or on standard input with \"-\" (put %s -) or through a pipe", args[0], args[0])
@@ -382,7 +389,8 @@ func newRmCmd(stores *connector, out *printer) *cobra.Command {
 		Long: `Delete FILE; --if-version V deletes it only if its version is V
 (BadVersion otherwise). rm -R DIR deletes every file under DIR (and DIR
 itself if it is a file); it needs --force, and prints how many files it
-deleted to standard error (JSON on stdout with --output json). Deletes run
+deleted to standard error (JSON on stdout with --output json); DIR "/" is
+the whole root, and an empty DIR (an unset "$DIR") is a usage error. Deletes run
 --parallel requests at a time, --batch (32) deletes per transaction (a
 batch the store refuses, e.g. because a file is already gone, is deleted
 one file at a time); on Ctrl-C no new delete starts (exit 130). Lock and
@@ -397,6 +405,10 @@ named on stderr and rm -R exits 1.`,
 			if recursive {
 				if cmd.Flags().Changed("if-version") {
 					return usagef("--if-version applies to one file, not to rm -R")
+				}
+				if args[0] == "" {
+					// Most likely an unset variable ("$DIR"), not the root.
+					return usagef("rm -R got an empty DIR: to delete every file under the root, say so: rm -R --force /")
 				}
 				if !force {
 					return usagef("rm -R %s deletes every file under it: add --force to confirm", args[0])
@@ -656,4 +668,22 @@ func showValue(b []byte) string {
 		return string(b)
 	}
 	return strconv.Quote(string(b))
+}
+
+// readBounded reads the file at path, at most limit+1 bytes of it, so
+// that an endless file (/dev/zero, a FIFO fed forever) cannot take every
+// byte of memory: a result longer than limit means the file holds more.
+// size is the file's size when it is a regular file, else -1.
+func readBounded(path string, limit int) (b []byte, size int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, -1, err
+	}
+	defer f.Close()
+	size = -1
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	b, err = goio.ReadAll(goio.LimitReader(f, int64(limit)+1))
+	return b, size, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,6 +110,26 @@ func TestTLSCreate(t *testing.T) {
 	require.NoError(t, err, string(b))
 	_, err = os.Stat(filepath.Join(wd, "ca.pem"))
 	assert.NoError(t, err)
+}
+
+// A --days of 0 or less is a usage error that writes nothing: it used to
+// give the default lifetime (5 years for a CA, one for a certificate)
+// without a word.
+func TestTLSCreateRefusesBadDays(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, days := range []string{"0", "-1"} {
+		tlsToolFails(t, 2, "--days "+days+": want at least 1", "ca", "create", "--dir", dir, "--days", days)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a refused ca create wrote files")
+	tlsTool(t, "ca", "create", "--dir", dir)
+	for _, days := range []string{"0", "-5"} {
+		tlsToolFails(t, 2, "--days "+days+": want at least 1", "cert", "create", "--server", "n1", "--dir", dir, "--days", days)
+	}
+	_, err = os.Stat(filepath.Join(dir, "n1.pem"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "a refused cert create wrote n1.pem")
 }
 
 // pki is a CA made by "topoctl tls", and a second one the cluster does

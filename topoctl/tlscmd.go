@@ -65,6 +65,9 @@ says otherwise. Existing files are never overwritten.`,
   topoctl tls ca create --dir ./tls --key-type ed25519`,
 		Args: exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
+			if err := checkDays(days); err != nil {
+				return err
+			}
 			f, err := certs.CreateCA(dir, cn, certs.Options{Algorithm: alg, Days: days})
 			if err != nil {
 				return tlsError(err)
@@ -125,6 +128,9 @@ are never overwritten.`,
 			if given != 1 {
 				return usagef("give exactly one of --server NAME, --client NAME or --peer NAME")
 			}
+			if err := checkDays(days); err != nil {
+				return err
+			}
 			if strings.ContainsAny(name, `/\`) || name == "ca" || strings.HasPrefix(name, ".") {
 				return usagef("certificate name %q: want a plain file name other than \"ca\"", name)
 			}
@@ -160,6 +166,15 @@ are never overwritten.`,
 	fl.StringVar(&alg, "key-type", certs.ECDSAP256, "key algorithm: "+certs.ECDSAP256+" or "+certs.Ed25519)
 	fl.IntVar(&days, "days", certs.DefaultCertDays, "lifetime in days")
 	return cmd
+}
+
+// checkDays refuses a --days below 1 (certs.Options would take it for the
+// default lifetime).
+func checkDays(days int) error {
+	if days < 1 {
+		return usagef("--days %d: want at least 1", days)
+	}
+	return nil
 }
 
 // tlsError makes a refused input (an existing file, an unknown key type)

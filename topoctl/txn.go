@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	goio "io"
-	"os"
 	"strconv"
 	"strings"
 	"unicode"
@@ -89,7 +88,7 @@ Unavailable means the outcome is unknown: the store may have applied it.`,
 			var err error
 			switch {
 			case len(args) == 1 && args[0] != "-":
-				if text, err = os.ReadFile(args[0]); err != nil {
+				if text, _, err = readBounded(args[0], maxTxnInput); err != nil {
 					return usageError{err}
 				}
 			case len(args) == 0 && in.terminal():

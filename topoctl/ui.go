@@ -116,7 +116,7 @@ stores to the compare view. Runs until interrupted.`,
 	f.StringVar(&certFile, "tls-cert-file", "", "PEM certificate to serve the page over https")
 	f.StringVar(&keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
 	f.StringArrayVar(&compareWith, "compare-with", nil, "another store IMPL:ADDR:ROOT the compare view can diff against, read only (repeatable)")
-	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: $`+envProtoset+`, else the types built in)")
+	f.StringVar(&protoset, "protoset", "", "FileDescriptorSet whose messages decode records (default: $"+envProtoset+", else the types built in)")
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -94,6 +95,26 @@ func TestEveryCommandHasExamples(t *testing.T) {
 		if c.Name() != "help" {
 			assert.NotEmpty(t, strings.TrimSpace(c.Example), "%q has no examples", c.CommandPath())
 		}
+		for _, sc := range c.Commands() {
+			walk(sc)
+		}
+	}
+	walk(root)
+}
+
+// TestFlagUsagesHaveNoBackquotes: no flag's usage holds a backquote,
+// which pflag takes as the name of the flag's value in the help ("ui
+// --protoset" showed "--protoset +envProtoset+ ... (default:
+// $+envProtoset+, ...)" instead of "--protoset string ... (default:
+// $TOPOCTL_PROTOSET, ...)").
+func TestFlagUsagesHaveNoBackquotes(t *testing.T) {
+	t.Parallel()
+	root, _ := newRoot(streams{})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			assert.NotContains(t, f.Usage, "`", "%s --%s: %s", c.CommandPath(), f.Name, f.Usage)
+		})
 		for _, sc := range c.Commands() {
 			walk(sc)
 		}

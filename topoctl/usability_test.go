@@ -132,6 +132,29 @@ func TestPutStdin(t *testing.T) {
 	assert.Contains(t, r.stderr, "put a -")
 }
 
+// put --file and txn FILE read no more of a file than they can take, so an
+// endless one (/dev/zero) fails at once: put with InvalidArgument, txn
+// with a usage error. Both used to read it until memory ran out.
+func TestEndlessFileRefused(t *testing.T) {
+	t.Parallel()
+	tg := target{impl: "memory", addr: t.Name(), root: "/"}
+	tg.fails(t, 1, []string{"InvalidArgument", "/a: /dev/zero holds more than the 524288 bytes (512 KiB) a file may hold; nothing was written"}, "put", "a", "--file", "/dev/zero")
+	tg.fails(t, ExitUsage, []string{"the transaction is larger than"}, "txn", "/dev/zero")
+}
+
+// rm -R of an empty DIR (an unset shell variable: rm -R --force "$DIR")
+// is a usage error that deletes nothing; it used to delete every file
+// under the root. "/" still means the root.
+func TestRmTreeEmptyDirRefused(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "keep/a", "1")
+	tg.fails(t, ExitUsage, []string{"empty DIR", "rm -R --force /"}, "rm", "-R", "--force", "")
+	assert.Equal(t, "1", tg.ok(t, "get", "keep/a"), "a refused rm -R deleted the file")
+	tg.ok(t, "rm", "-R", "--force", "/")
+	tg.fails(t, 1, []string{"NoNode"}, "get", "keep/a")
+}
+
 // --decode json of a file of no known type says that Vitess's records are
 // built in and --protoset adds types.
 func TestDecodeJSONNeedsProtoset(t *testing.T) {
