@@ -1,6 +1,7 @@
 package topoctl
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -171,8 +172,10 @@ func configurable() map[string]bool {
 }
 
 // loadConfig reads --config (or $TOPOCTL_CONFIG): lines "flag-name = value"
-// (or "flag-name: value"), blank lines and "#" comments. An unknown name or
-// a malformed line is a usage error naming the file and line.
+// (or "flag-name: value"), blank lines and "#" comments, which start a
+// line or follow a space or tab outside double quotes ("/vt#1" is a
+// value, "/vt # the root" is /vt). An unknown name or a malformed line is a
+// usage error naming the file and line.
 func (o *settings) loadConfig(fs *pflag.FlagSet) error {
 	if !fs.Changed("config") {
 		o.configFile = o.getenv(envConfig)
@@ -202,7 +205,32 @@ func (o *settings) loadConfig(fs *pflag.FlagSet) error {
 		if !ok[k] {
 			return usagef("%s:%d: %q cannot be set in a config file (connection, --timeout and TLS/auth flags can)", o.configFile, i+1, k)
 		}
-		o.conf[k] = strings.Trim(v, `"`)
+		v, err := configValue(v)
+		if err != nil {
+			return usagef("%s:%d: %v", o.configFile, i+1, err)
+		}
+		o.conf[k] = v
 	}
 	return nil
+}
+
+// configValue is a config line's value (after its "=" or ":", trimmed)
+// without its comment: the text between double quotes when it starts
+// with one (a '#' inside is kept), else the text before a '#' that
+// follows a space or tab.
+func configValue(v string) (string, error) {
+	if rest, ok := strings.CutPrefix(v, `"`); ok {
+		val, after, closed := strings.Cut(rest, `"`)
+		after = strings.TrimSpace(after)
+		if !closed || (after != "" && !strings.HasPrefix(after, "#")) {
+			return "", errors.New(`want "flag-name = value" with one double-quoted value`)
+		}
+		return val, nil
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] == '#' && (v[i-1] == ' ' || v[i-1] == '\t') {
+			return strings.TrimSpace(v[:i]), nil
+		}
+	}
+	return v, nil
 }

@@ -125,6 +125,17 @@ func TestConfigFile(t *testing.T) {
 	assert.Equal(t, "v", noFlags.ok(t, "get", "f"))
 	assert.Equal(t, "v", target{noFlags: true}.ok(t, "--config", conf, "--topo-global-root", tg.root, "get", "f"))
 
+	// A trailing comment is not part of the value; a quoted '#' and one
+	// inside a word are.
+	require.NoError(t, os.WriteFile(conf, []byte("topo-implementation = memory # the store\ntopo-global-server-address: "+tg.addr+"\t# where\ntopo-global-root = \"/a #b\" # quoted\n"), 0o600))
+	cfg := target{noFlags: true}
+	cfg.ok(t, "--config", conf, "put", "g", "w")
+	assert.Equal(t, "w", cfg.ok(t, "--topo-implementation", "memory", "--topo-global-server-address", tg.addr, "--topo-global-root", "/a #b", "get", "g"))
+	require.NoError(t, os.WriteFile(conf, []byte("topo-implementation = memory # the store\ntopo-global-server-address = "+tg.addr+"\ntopo-global-root = "+tg.root+" # the test's root\n"), 0o600))
+	assert.Equal(t, "v", cfg.ok(t, "--config", conf, "get", "f"))
+	require.NoError(t, os.WriteFile(conf, []byte("topo-global-root = \"/a\" b\n"), 0o600))
+	noFlags.fails(t, 2, []string{conf + ":1", "double-quoted"}, "get", "f")
+
 	require.NoError(t, os.WriteFile(conf, []byte("output = json\n"), 0o600))
 	noFlags.fails(t, 2, []string{conf + ":1", "cannot be set in a config file"}, "get", "f")
 	require.NoError(t, os.WriteFile(conf, []byte("nonsense\n"), 0o600))

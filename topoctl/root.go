@@ -161,7 +161,7 @@ without a command end with 0 on Ctrl-C, their normal way to stop (a serve
 	stores.addFlags(pf)
 	pf.StringVarP(&out.format, "output", "o", "text", "output format of reading commands: text or json")
 	stores.sec.addFlags(pf)
-	pf.StringVar(&stores.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a comment); a flag or variable wins over it (env "+envConfig+")")
+	pf.StringVar(&stores.configFile, "config", "", "file of connection settings, one \"flag-name = value\" per line ('#' starts a line's comment, or a trailing one after a space); a flag or variable wins over it (env "+envConfig+")")
 	pf.StringVar(&logLevel, "log-level", "error", "log level of topoctl and the backends: debug, info, warn or error (logs go to stderr; debug logs one record per store call)")
 	pf.StringVar(&metricsAddr, "metrics-address", "", "serve Prometheus metrics of the store calls (topo_*) at http://HOST:PORT/metrics while a long-running command runs (serve, watch, lock, elect, leader --observe)")
 
