@@ -50,8 +50,9 @@ DIR/..., as -R means in ls, rm and every other command; "/" is
 everything); get --prefix PREFIX every file whose path starts with PREFIX,
 a plain string prefix ("/keyspaces/c" matches "/keyspaces/commerce/...",
 like "etcdctl get --prefix" or "consul kv get -recurse"). A lock's or an
-election's entries are not files and are left out (ls -R -l lists them,
-get ENTRY --decode shows one). Each file's
+election's entries are not files and are left out (on etcd and Consul
+ls -R -l lists them and get ENTRY --decode shows one; on ZooKeeper ls -R
+-l shows only an ephemeral "locks" directory). Each file's
 path is on one line, then its value on the next (quoted, with
 escapes, when it is not one line of printable text; on a terminal its
 first 200 bytes only, unless --full). --keys-only prints
@@ -545,7 +546,7 @@ func (o *treeRun) getPrefix(ctx context.Context, prefix string, subtree, keysOnl
 	case errors.As(err, &rf):
 		reserved = rf.Paths
 	case topo.IsErrType(err, topo.NoNode) && subtree:
-		o.out.eprintf("note: no file under %s in %s (a lock's or an election's entries are not files: ls -R -l lists them, get ENTRY reads one)\n", displayPath(strings.TrimSuffix(prefix, "/")), st.name)
+		o.out.eprintf("note: no file under %s in %s (a lock's or an election's entries are not files: ls -R -l lists them (on ZooKeeper only their \"locks\" directory), and on etcd and Consul get ENTRY reads one)\n", displayPath(strings.TrimSuffix(prefix, "/")), st.name)
 	case topo.IsErrType(err, topo.NoNode):
 		o.out.eprintf("note: no file under the prefix %s in %s\n", displayPath(prefix), st.name)
 	default:
