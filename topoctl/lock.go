@@ -111,6 +111,9 @@ shows it.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.timeout = stores.timeout
+			if grace < 0 {
+				return usagef("--grace %s: want 0 or more", grace)
+			}
 			dir, err := topo.CleanDirPath(args[0])
 			if err != nil {
 				return err

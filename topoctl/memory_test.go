@@ -1,6 +1,7 @@
 package topoctl
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -181,4 +182,30 @@ func TestMemoryStoreIsPerProcess(t *testing.T) {
 
 	// Other stores' notes do not mention it.
 	assert.Empty(t, memoryHint("etcd2:127.0.0.1:2379:/vitess/global"))
+}
+
+// A --parallel or --batch below 1 and a negative lock --grace are usage
+// errors that read and write nothing: they used to be taken as 1 and as
+// "kill at once" without a word.
+func TestBadCountsRefused(t *testing.T) {
+	t.Parallel()
+	src := memoryTarget(t)
+	dst := src.withRoot("/dst")
+	src.ok(t, "put", "ks/a", "v")
+	tmp := t.TempDir()
+	for _, c := range [][]string{
+		{"--parallel 0", "copy", "--parallel", "0", "--to", dst.spec()},
+		{"--batch -1", "copy", "--batch", "-1", "--to", dst.spec()},
+		{"--batch 0", "rm", "-R", "--force", "--batch", "0", "/ks"},
+		{"--parallel -2", "rm", "-R", "--force", "--parallel", "-2", "/ks"},
+		{"--parallel 0", "export", "--parallel", "0", "/", tmp + "/out"},
+		{"--grace -1s", "lock", "--grace", "-1s", "/ks", "--", "touch", tmp + "/ran"},
+	} {
+		src.fails(t, 2, []string{c[0] + ": want"}, c[1:]...)
+	}
+	assert.Equal(t, "v", src.ok(t, "get", "ks/a"), "a refused rm removed the file")
+	dst.fails(t, 1, []string{"NoNode"}, "get", "ks/a")
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a refused export or lock wrote or ran something")
 }

@@ -45,7 +45,9 @@ type treeRun struct {
 }
 
 // newTreeRun adds --parallel, --progress and (copy, import, rm) --batch
-// to a tree command, which runs through the treeRun returned.
+// to a tree command, which runs through the treeRun returned; a
+// --parallel or --batch below 1 is a usage error before anything is read
+// or written.
 func newTreeRun(cmd *cobra.Command, stores *connector, out *printer) *treeRun {
 	t := &treeRun{stores: stores, out: out}
 	cmd.Flags().IntVar(&t.parallel, "parallel", defaultParallel, "how many store requests to keep in flight")
@@ -53,6 +55,15 @@ func newTreeRun(cmd *cobra.Command, stores *connector, out *printer) *treeRun {
 		cmd.Flags().IntVar(&t.batch, "batch", defaultBatch, "how many writes (rm -R: deletes) to send in one transaction (1: one request per file)")
 	}
 	cmd.Flags().BoolVar(&t.progress, "progress", false, "draw a progress bar on stderr even when stdout is not a terminal")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if t.parallel < 1 {
+			return usagef("--parallel %d: want at least 1", t.parallel)
+		}
+		if cmd.Flags().Lookup("batch") != nil && t.batch < 1 {
+			return usagef("--batch %d: want at least 1", t.batch)
+		}
+		return nil
+	}
 	return t
 }
 
