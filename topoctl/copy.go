@@ -3,6 +3,7 @@ package topoctl
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +37,7 @@ election entries are not). Files that
 another tool wrote at reserved paths (a "locks" or "Lock" segment, or a
 first segment "elections") cannot be copied: each is named on stderr and
 copy exits 1 after copying the rest. A source with no files under PATH is
-an error (the root is empty or absent), and so, with --delete, is one that
+an error (PATH, or the root, is empty or absent), and so, with --delete, is one that
 holds only such reserved files (it would empty the destination).
 
 Everything is checked first, before anything is written: every path against
@@ -268,7 +269,11 @@ wire dumps. With --output json such a difference gets "from_decoded" and
 			}
 			af, bf := ta.Files, tb.Files
 			if len(af)+len(bf)+len(ta.Reserved)+len(tb.Reserved)+len(ta.Odd)+len(tb.Odd) == 0 {
-				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: both roots are empty or absent (check the roots and addresses)", displayPath(under), a.name, b.name))
+				what := "both roots are empty or absent (check the roots and addresses)"
+				if d := strings.Trim(under, "/"); d != "" {
+					what = fmt.Sprintf("%s is empty or absent in both (check the path, the roots and addresses)", displayPath(d))
+				}
+				return backendkit.Wrap(topo.NoNode, displayPath(under), fmt.Errorf("no files under %s in either %s or %s: %s", displayPath(under), a.name, b.name, what))
 			}
 			diffs := differences(af, bf)
 			if dec != nil {

@@ -117,7 +117,7 @@ DIR must be absent or empty unless --overwrite. A store may hold both a file
 writing anything (also when "a" is PATH itself). A PATH that is a lone file
 is written at DIR/<its name>. Files at reserved paths (written by another tool) are
 not exported: each is named on stderr and export exits 1 after writing the
-rest. A PATH with no files under it is an error (the root is empty or
+rest. A PATH with no files under it is an error (it, or the root, is empty or
 absent). Files are read in one List and written --parallel at a time.
 
 --decode (bare, or --decode json) writes each record decoded instead, as

@@ -209,3 +209,19 @@ func TestBadCountsRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "a refused export or lock wrote or ran something")
 }
+
+// copy and export of a PATH with no files under it name that PATH as what
+// is empty or absent, not the root, which holds files.
+func TestEmptyPathNamed(t *testing.T) {
+	t.Parallel()
+	src := memoryTarget(t)
+	src.ok(t, "put", "ks/a", "v")
+	for _, args := range [][]string{
+		{"copy", "--to", src.withRoot("/dst").spec(), "/nosuch"},
+		{"export", t.TempDir() + "/out", "/nosuch"},
+		{"diff", "--to", src.withRoot("/dst").spec(), "/nosuch"},
+	} {
+		r := src.fails(t, 1, []string{"NoNode", "/nosuch is empty or absent"}, args...)
+		assert.NotContains(t, r.stderr, "the root is empty", "%v", args)
+	}
+}

@@ -181,10 +181,14 @@ func subtreePrefix(arg string, raw bool) (string, error) {
 }
 
 // emptyTree is the error of copy, export and diff when there is nothing
-// under dir in store: the root is empty or absent, which is surely not
-// what the user meant.
+// under dir in store: the root is empty or absent (dir is the root), or
+// the PATH given is, which is surely not what the user meant.
 func emptyTree(dir, store string) error {
-	return backendkit.Wrap(topo.NoNode, displayPath(dir), fmt.Errorf("no files under %s in %s: the root is empty or absent (check the root and the address)%s", displayPath(dir), store, memoryHint(store)))
+	what := "the root is empty or absent (check the root and the address)"
+	if d := strings.Trim(dir, "/"); d != "" {
+		what = fmt.Sprintf("%s is empty or absent (check the path, the root and the address)", displayPath(d))
+	}
+	return backendkit.Wrap(topo.NoNode, displayPath(dir), fmt.Errorf("no files under %s in %s: %s%s", displayPath(dir), store, what, memoryHint(store)))
 }
 
 // memoryHint ends the note or error that a store's root is empty when the
