@@ -155,7 +155,13 @@ func TestHandoverAndNames(t *testing.T) {
 			// holds its entry.
 			t.Run("AwaitRacesResign", func(t *testing.T) {
 				ctx, r := ctxT(t), res()
-				hc := &waitConn{Conn: b.open(t), waiting: make(chan struct{}, 1)}
+				waiting := make(chan struct{}, 1)
+				hc := &hookConn{Conn: b.open(t), onWait: func() {
+					select {
+					case waiting <- struct{}{}:
+					default:
+					}
+				}}
 				a := advElection(t, ctx, hc, r, "a")
 				o := advElection(t, ctx, b.open(t), r, "o")
 				const rounds = 12
@@ -172,7 +178,7 @@ func TestHandoverAndNames(t *testing.T) {
 						// sees it lead.
 						switch round % 3 {
 						case 1:
-							<-hc.waiting
+							<-waiting
 						case 2:
 							wctx, wcancel := context.WithCancel(ctx)
 							ids, err := o.WatchLeader(wctx)
@@ -196,7 +202,7 @@ func TestHandoverAndNames(t *testing.T) {
 					}()
 					wg.Wait()
 					select {
-					case <-hc.waiting:
+					case <-waiting:
 					default:
 					}
 					require.NoError(t, rerr, "round %d", round)
@@ -438,34 +444,6 @@ func TestHandoverAndNames(t *testing.T) {
 			})
 		})
 	}
-}
-
-// waitConn is a Conn whose participations report when WaitForLeadership
-// is called.
-type waitConn struct {
-	topo.Conn
-	waiting chan struct{}
-}
-
-func (c *waitConn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	lp, err := c.Conn.NewLeaderParticipation(name, id)
-	if err != nil {
-		return nil, err
-	}
-	return &waitLP{LeaderParticipation: lp, c: c}, nil
-}
-
-type waitLP struct {
-	topo.LeaderParticipation
-	c *waitConn
-}
-
-func (p *waitLP) WaitForLeadership() (context.Context, error) {
-	select {
-	case p.c.waiting <- struct{}{}:
-	default:
-	}
-	return p.LeaderParticipation.WaitForLeadership()
 }
 
 // TestObserverAtPartition: the master is cut off from the store while a

@@ -269,9 +269,10 @@ func TestRawStore(t *testing.T) {
 				}
 				ctx, r := ctxT(t), res()
 				a := advElection(t, ctx, b.open(t), r, "a")
-				sc := &stopConn{Conn: b.open(t), stopping: make(chan struct{}, 1), release: make(chan struct{})}
+				stopping, release := make(chan struct{}, 1), make(chan struct{})
+				sc := &hookConn{Conn: b.open(t), onStop: func() { stopping <- struct{}{}; <-release }}
 				var once sync.Once
-				free := func() { once.Do(func() { close(sc.release) }) }
+				free := func() { once.Do(func() { close(release) }) }
 				t.Cleanup(free)
 				bb := advElection(t, ctx, sc, r, "b")
 				require.NoError(t, a.Await(ctx))
@@ -280,7 +281,7 @@ func TestRawStore(t *testing.T) {
 				go func() { got <- bb.Await(bctx) }()
 				require.Eventually(t, func() bool { return len(b.entries(t, r)) == 2 }, 20*time.Second, 10*time.Millisecond)
 				bcancel()
-				<-sc.stopping
+				<-stopping
 				select {
 				case err := <-got:
 					t.Fatalf("Await returned %v before its candidacy was withdrawn; store: %v", err, b.entries(t, r))
@@ -588,33 +589,6 @@ func TestRawStore(t *testing.T) {
 			})
 		})
 	}
-}
-
-// stopConn is a Conn whose participations report when Stop begins and
-// finish it only once released.
-type stopConn struct {
-	topo.Conn
-	stopping chan struct{}
-	release  chan struct{}
-}
-
-func (c *stopConn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	lp, err := c.Conn.NewLeaderParticipation(name, id)
-	if err != nil {
-		return nil, err
-	}
-	return &stopLP{LeaderParticipation: lp, c: c}, nil
-}
-
-type stopLP struct {
-	topo.LeaderParticipation
-	c *stopConn
-}
-
-func (p *stopLP) Stop() {
-	p.c.stopping <- struct{}{}
-	<-p.c.release
-	p.LeaderParticipation.Stop()
 }
 
 // TestServerRestart: the store restarts (keeping its data) under a master,

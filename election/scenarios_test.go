@@ -399,34 +399,19 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-// campaignConn is a Conn whose participations report on campaigning
-// when WaitForLeadership is called (the Election's candidacy exists then).
+// campaignConn is a Conn that reports each campaign on it: a send on
+// campaigning when WaitForLeadership is called (the Election's candidacy
+// exists then).
 type campaignConn struct {
-	topo.Conn
+	*hookConn
 	campaigning chan string
-}
-
-func (c *campaignConn) NewLeaderParticipation(name, id string) (topo.LeaderParticipation, error) {
-	lp, err := c.Conn.NewLeaderParticipation(name, id)
-	if err != nil {
-		return nil, err
-	}
-	return &campaignLP{LeaderParticipation: lp, c: c}, nil
-}
-
-type campaignLP struct {
-	topo.LeaderParticipation
-	c *campaignConn
-}
-
-func (p *campaignLP) WaitForLeadership() (context.Context, error) {
-	p.c.campaigning <- "campaign"
-	return p.LeaderParticipation.WaitForLeadership()
 }
 
 // watched wraps conn so that each campaign on it is reported.
 func watched(conn topo.Conn) *campaignConn {
-	return &campaignConn{Conn: conn, campaigning: make(chan string, 16)}
+	c := &campaignConn{campaigning: make(chan string, 16)}
+	c.hookConn = &hookConn{Conn: conn, onWait: func() { c.campaigning <- "campaign" }}
+	return c
 }
 
 // waitCampaign waits until a campaign on c has started.

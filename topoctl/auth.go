@@ -3,7 +3,6 @@ package topoctl
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -171,6 +170,11 @@ func configurable() map[string]bool {
 	return m
 }
 
+// maxConfigFile is the largest --config file (in bytes) loadConfig reads:
+// one of settings is a few hundred bytes; an endless one (/dev/zero, a
+// FIFO) must not take every byte of memory.
+const maxConfigFile = 1 << 20
+
 // loadConfig reads --config (or $TOPOCTL_CONFIG): lines "flag-name = value"
 // (or "flag-name: value"), blank lines and "#" comments, which start a
 // line or follow a space or tab outside double quotes ("/vt#1" is a
@@ -183,9 +187,12 @@ func (o *settings) loadConfig(fs *pflag.FlagSet) error {
 	if o.configFile == "" {
 		return nil
 	}
-	b, err := os.ReadFile(o.configFile)
+	b, _, err := readBounded(o.configFile, maxConfigFile)
 	if err != nil {
 		return usageError{fmt.Errorf("--config: %w", err)}
+	}
+	if len(b) > maxConfigFile {
+		return usagef("--config %s: larger than %d bytes: not a settings file", o.configFile, maxConfigFile)
 	}
 	ok := configurable()
 	o.conf = map[string]string{}

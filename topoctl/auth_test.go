@@ -3,6 +3,7 @@ package topoctl
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,13 @@ func TestConfigFile(t *testing.T) {
 	noFlags.fails(t, 2, []string{conf + ":1", "cannot be set in a config file"}, "get", "f")
 	require.NoError(t, os.WriteFile(conf, []byte("nonsense\n"), 0o600))
 	noFlags.fails(t, 2, []string{conf + ":1"}, "get", "f")
+
+	// A file far larger than any settings file (or an endless one) is
+	// refused after a bounded read, not read whole.
+	huge := "# " + strings.Repeat("x", maxConfigFile) + "\ntopo-implementation = memory\n"
+	require.NoError(t, os.WriteFile(conf, []byte(huge), 0o600))
+	noFlags.fails(t, 2, []string{"larger than", "not a settings file"}, "get", "f")
+	target{noFlags: true, env: map[string]string{envConfig: "/dev/zero"}}.fails(t, 2, []string{"not a settings file"}, "get", "f")
 }
 
 // Consul with ACLs (default deny): --consul-token, --consul-token-file,

@@ -119,6 +119,10 @@ func TestServeUsage(t *testing.T) {
 	t.Parallel()
 	tg := target{noFlags: true, env: map[string]string{envDataDir: t.TempDir()}}
 	tg.fails(t, 2, []string{"host:port"}, "serve", "--listen-client-address", "nope")
+	// A ready wait of zero or less ends before etcd can be ready: refused
+	// before anything starts (it used to start etcd and fail its wait).
+	tg.fails(t, 2, []string{"--ready-timeout must be positive"}, "serve", "--ready-timeout", "0")
+	tg.fails(t, 2, []string{"--ready-timeout must be positive"}, "serve", "--ready-timeout", "-1s")
 	// A port taken by someone else.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -54,7 +54,9 @@ election's entries are not files and are left out (on etcd and Consul
 ls -R -l lists them and get ENTRY --decode shows one; on ZooKeeper ls -R
 -l shows only an ephemeral "locks" directory). Each file's
 path is on one line, then its value on the next (quoted, with
-escapes, when it is not one line of printable text; on a terminal its
+escapes, when it is not one line of printable text or starts with a
+double quote, so a value line is quoted exactly when it starts with one;
+on a terminal its
 first 200 bytes only, unless --full). --keys-only prints
 the paths only (and implies -R without --prefix). With --output json it prints one array of {"path",
 "version","value" (base64)}. Files at reserved paths (written by another
@@ -593,7 +595,7 @@ func (o *treeRun) getPrefix(ctx context.Context, prefix string, subtree, keysOnl
 			case keysOnly:
 			case hexOut:
 				o.out.printf("%s\n", hex.EncodeToString(it.Value))
-			case !full && o.out.terminal() && !(printable(it.Value) && !strings.ContainsAny(string(it.Value), "\n\r")):
+			case !full && o.out.terminal() && !plainLine(it.Value):
 				o.out.printf("%s\n", cutQuoted(it.Value))
 			default:
 				o.out.printf("%s\n", showValue(it.Value))
@@ -626,7 +628,7 @@ func (o *treeRun) printDecoded(dec *recordDecoder, path string, version jsonVers
 		return nil
 	}
 	o.out.eprintf("note: %s not decoded: %s\n", path, escapeControl(err.Error()))
-	if !full && o.out.terminal() && !(printable(value) && !strings.ContainsAny(string(value), "\n\r")) {
+	if !full && o.out.terminal() && !plainLine(value) {
 		o.out.printf("%s\n", cutQuoted(value))
 	} else {
 		o.out.printf("%s\n", showValue(value))
@@ -662,13 +664,21 @@ func cutQuoted(b []byte) string {
 	return strconv.Quote(string(b[:terminalValueLimit])) + " ... (" + plural(len(b), "byte") + ")"
 }
 
-// showValue renders a value for a line of output: as is when it is one
-// line of printable UTF-8 text, quoted with escapes otherwise.
+// showValue renders a value for a line of output: as is when plainLine,
+// quoted with escapes otherwise.
 func showValue(b []byte) string {
-	if printable(b) && !strings.ContainsAny(string(b), "\n\r") {
+	if plainLine(b) {
 		return string(b)
 	}
 	return strconv.Quote(string(b))
+}
+
+// plainLine reports whether a value can be shown on its line as it is:
+// one line of printable UTF-8 text that does not start with a double
+// quote (which would read as a quoted value: a reader unquotes a line
+// exactly when it starts with one).
+func plainLine(b []byte) bool {
+	return printable(b) && !strings.ContainsAny(string(b), "\n\r") && !strings.HasPrefix(string(b), `"`)
 }
 
 // readBounded reads the file at path, at most limit+1 bytes of it, so

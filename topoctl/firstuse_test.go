@@ -163,3 +163,15 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	}
 	return dir
 }
+
+// help of a command that does not exist is a usage error (exit 2), as
+// the command itself is; help of one that exists prints it.
+func TestHelpOfUnknownTopic(t *testing.T) {
+	t.Parallel()
+	tg := target{noFlags: true}
+	tg.fails(t, 2, []string{`unknown help topic "bogus"`}, "help", "bogus")
+	tg.fails(t, 2, []string{`unknown help topic "cell bogus"`}, "help", "cell", "bogus")
+	assert.Contains(t, tg.ok(t, "help", "get"), "Print the value stored at FILE")
+	assert.Contains(t, tg.ok(t, "help", "cell", "ls"), "Usage:")
+	assert.Contains(t, tg.ok(t, "help"), "Available Commands:")
+}

@@ -225,3 +225,16 @@ func TestEmptyPathNamed(t *testing.T) {
 		assert.NotContains(t, r.stderr, "the root is empty", "%v", args)
 	}
 }
+
+// get -R quotes a value line exactly when it starts with a double quote:
+// a value that itself starts with one is quoted too, so that it cannot
+// read as the quoted form of another value (here: `"a\nb"`, six bytes,
+// against a, newline, b).
+func TestGetRecursiveQuotesLeadingQuote(t *testing.T) {
+	t.Parallel()
+	tg := memoryTarget(t)
+	tg.ok(t, "put", "/n", "a\nb")
+	tg.ok(t, "put", "/q", `"a\nb"`)
+	tg.ok(t, "put", "/p", `a"b`)
+	assert.Equal(t, "/n\n\"a\\nb\"\n/p\na\"b\n/q\n\"\\\"a\\\\nb\\\"\"\n", tg.ok(t, "get", "-R", "/"))
+}

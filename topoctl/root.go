@@ -192,6 +192,22 @@ without a command end with 0 on Ctrl-C, their normal way to stop (a serve
 		return completeName(c, stores, toComplete, cellNames, true)
 	})
 	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, cc := range root.Commands() {
+		if cc.Name() == "help" {
+			// cobra's help prints the root's usage for an unknown topic
+			// and succeeds; a typo in a script's "help" should fail as
+			// an unknown command does.
+			show := cc.Run
+			cc.RunE = func(c *cobra.Command, args []string) error {
+				if found, rest, err := root.Find(args); len(args) > 0 && (err != nil || found == root || len(rest) > 0) {
+					return usagef("unknown help topic %q", strings.Join(args, " "))
+				}
+				show(c, args)
+				return nil
+			}
+		}
+	}
 	for _, cc := range root.Commands() {
 		if cc.Name() == "completion" {
 			groupCmd(cc)

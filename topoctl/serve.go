@@ -185,6 +185,9 @@ it before it starts. See docs/security.md.`,
 					return usagef("listen address %q: want host:port", a)
 				}
 			}
+			if readyWait <= 0 {
+				return usagef("--ready-timeout must be positive (got %s)", readyWait)
+			}
 			if err := etcdcluster.CheckRaftTiming(tickMs, electionMs); err != nil {
 				return usagef("--heartbeat-interval %d, --election-timeout %d: %v", tickMs, electionMs, err)
 			}
@@ -305,7 +308,7 @@ it before it starts. See docs/security.md.`,
 	f.StringVar(&peerAddr, "listen-peer-address", defaultPeerAddress, "host:port to serve etcd peers on")
 	f.StringVar(&name, "name", "topoctl", "etcd member name")
 	f.BoolVar(&etcdLogs, "etcd-logs", false, "print etcd's own logs (JSON) to stderr")
-	f.DurationVar(&readyWait, "ready-timeout", time.Minute, "how long to wait for etcd to be ready")
+	f.DurationVar(&readyWait, "ready-timeout", time.Minute, "how long to wait for etcd to be ready (positive)")
 	f.UintVar(&tickMs, "heartbeat-interval", etcdcluster.LANTickMs, "raft heartbeat interval in milliseconds (etcd's flag; etcd's default is 100)")
 	f.UintVar(&electionMs, "election-timeout", etcdcluster.LANElectionMs, "raft election timeout in milliseconds, at least 5 (advised: 10) heartbeat intervals and above the peers' round-trip time (etcd's flag; etcd's default is 1000)")
 	cl.register(f)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/topokit/topokit/etcdcluster"
 	"github.com/topokit/topokit/internal/certs"
 	"github.com/topokit/topokit/internal/etcdembed"
+	"github.com/topokit/topokit/topo/backendkit"
 )
 
 // envRootPassword holds serve --auth's root password when
@@ -137,7 +137,7 @@ func (s *serveSecurity) check(in *input, out *printer, clientAddr, peerAddr stri
 	if s.auth {
 		switch {
 		case s.rootPasswordFile != "":
-			b, err := os.ReadFile(s.rootPasswordFile)
+			b, err := backendkit.ReadSecretFile(s.rootPasswordFile)
 			if err != nil {
 				return fmt.Errorf("--root-password-file: %w; nothing was started", err)
 			}

@@ -503,6 +503,11 @@ func (m *Manager) liveMembers(ctx context.Context) ([]string, error) {
 			live = append(live, id) // its owner holds it
 		case topo.IsErrType(err, topo.NoNode):
 			// Deregistered meanwhile.
+		case topo.IsErrType(err, topo.InvalidArgument):
+			// Not a member's directory (a file another tool wrote
+			// here, a name the store refuses): that entry's problem,
+			// not the store's, so skip it rather than end the term.
+			m.log.Warn("skipping an entry that is no member", "entry", id, "err", err)
 		case err != nil:
 			return nil, err
 		default:

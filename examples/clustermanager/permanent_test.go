@@ -72,3 +72,38 @@ func TestLeaderStopsOnPermissionDenied(t *testing.T) {
 		require.FailNow(t, "the leader kept retrying a refused reconciliation")
 	}
 }
+
+// TestLeaderSkipsAStrayMemberEntry: a file another tool wrote among the
+// members' directories (clustermanager/members/stray) is no member: the
+// leader's liveness probe of it fails InvalidArgument ("is a file"),
+// which is that entry's problem, not the store's. The leader skips it and
+// reconciles the live members, instead of ending its term and Run.
+func TestLeaderSkipsAStrayMemberEntry(t *testing.T) {
+	f := memorytopo.NewFactory()
+	conn, err := f.Create(topo.GlobalCell, "stray", "/global")
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, err = conn.Create(ctx, memberDir("stray"), []byte("not a member"))
+	require.NoError(t, err)
+
+	m, err := NewManager(ctx, conn, Config{ID: "m1", Addr: "127.0.0.1:1", Resync: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			require.FailNow(t, "Run ended", "%v", err)
+		default:
+		}
+		_, _, err := conn.Get(ctx, assignmentPath("m1"))
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond, "the leader never assigned m1")
+	_, _, err = conn.Get(ctx, memberDir("stray"))
+	require.NoError(t, err, "the stray file is left alone")
+	cancel()
+	<-done
+}

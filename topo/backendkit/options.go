@@ -1,6 +1,9 @@
 package backendkit
 
 import (
+	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 )
@@ -26,4 +29,32 @@ func SplitAddresses(serverAddress string) []string {
 		}
 	}
 	return out
+}
+
+// MaxSecretFileSize is the largest credentials file (in bytes)
+// ReadSecretFile reads: an ACL token, a "scheme:auth" or a password is
+// far smaller.
+const MaxSecretFileSize = 64 * 1024
+
+// ReadSecretFile returns the contents of the file at path, which holds a
+// credential (zk2topo's Options.AuthFile, consultopo's TokenFile). It
+// reads at most MaxSecretFileSize+1 bytes, so that a path naming an
+// endless file (/dev/zero, a FIFO fed forever) or a large one by mistake
+// fails at once instead of taking every byte of memory: a larger file is
+// an error saying so. The errors are plain (os.Open's, or the size's);
+// callers wrap them with their code. Safe for concurrent use.
+func ReadSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxSecretFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes: not a credentials file", path, MaxSecretFileSize)
+	}
+	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/consultopo/consultest"
 )
 
@@ -407,6 +409,10 @@ func TestOptions(t *testing.T) {
 	requireCode(t, err, topo.InvalidPath)
 	_, err = NewConn(Options{TokenFile: filepath.Join(t.TempDir(), "missing")}, "r")
 	requireCode(t, err, topo.InvalidArgument)
+	big := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(big, []byte(strings.Repeat("x", backendkit.MaxSecretFileSize+1)), 0o600))
+	_, err = NewConn(Options{TokenFile: big}, "r")
+	requireCode(t, err, topo.InvalidArgument) // not a token: read bounded, refused
 
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("secret-token\n"), 0o600))

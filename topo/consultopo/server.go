@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +74,9 @@ type Options struct {
 	Address string
 
 	// Token is the ACL token sent with every request; TokenFile names a
-	// file holding it (read once, by NewConn). Token wins over TokenFile;
+	// file holding it (read once, by NewConn, at most
+	// backendkit.MaxSecretFileSize bytes: a larger file is
+	// InvalidArgument). Token wins over TokenFile;
 	// with neither, CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE apply.
 	Token     string
 	TokenFile string
@@ -351,7 +352,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	case opts.Token != "":
 		cfg.Token = opts.Token
 	case opts.TokenFile != "":
-		b, err := os.ReadFile(opts.TokenFile)
+		b, err := backendkit.ReadSecretFile(opts.TokenFile)
 		if err != nil {
 			return nil, backendkit.Wrap(topo.InvalidArgument, opts.TokenFile, fmt.Errorf("reading the ACL token file: %w", err))
 		}

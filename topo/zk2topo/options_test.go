@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/topokit/topokit/topo"
+	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/test/faultproxy"
 	"github.com/topokit/topokit/topo/zk2topo/zktest"
 )
@@ -88,6 +90,10 @@ func TestDigestAuthAndACL(t *testing.T) {
 	require.ErrorIs(t, err, topo.InvalidArgument)
 	_, err = NewConn(Options{Servers: []string{testServer}, AuthFile: filepath.Join(t.TempDir(), "missing")}, root)
 	require.ErrorIs(t, err, topo.InvalidArgument)
+	big := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(big, []byte("digest:user:"+strings.Repeat("x", backendkit.MaxSecretFileSize)), 0o600))
+	_, err = NewConn(Options{Servers: []string{testServer}, AuthFile: big}, root)
+	require.ErrorIs(t, err, topo.InvalidArgument, "not a scheme:auth: read bounded, refused")
 }
 
 // TestContextHonoured: calls return Timeout or Interrupted when their

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path"
 	"strings"
 	"sync"
@@ -57,7 +56,8 @@ type Options struct {
 	Auth string
 
 	// AuthFile names a file holding a "scheme:auth" (white space trimmed),
-	// read by NewConn; Auth wins when both are set.
+	// read by NewConn (at most backendkit.MaxSecretFileSize bytes: a
+	// larger file is InvalidArgument); Auth wins when both are set.
 	AuthFile string
 
 	// ACL is given to every znode the Conn creates. Nil means world-open
@@ -236,7 +236,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	}
 	auth := opts.Auth
 	if auth == "" && opts.AuthFile != "" {
-		b, err := os.ReadFile(opts.AuthFile)
+		b, err := backendkit.ReadSecretFile(opts.AuthFile)
 		if err != nil {
 			return nil, backendkit.Wrap(topo.InvalidArgument, opts.AuthFile, err)
 		}
