@@ -602,11 +602,8 @@ func drain(ch <-chan *WatchData) {
 // that name wrote is removed again), InvalidArgument for a malformed cell
 // name, for GlobalCell or a nil ci, and the store's error otherwise.
 func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb.CellInfo) error {
-	if err := checkCellName(cell); err != nil {
+	if err := checkRecordCell(cell); err != nil {
 		return err
-	}
-	if cell == GlobalCell {
-		return &Error{Code: InvalidArgument, Path: cell, Err: errors.New("the global cell has no CellInfo")}
 	}
 	p := CellInfoPath(cell)
 	if ci == nil {
@@ -630,6 +627,18 @@ func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb
 		return err
 	}
 	return s.undoCellOnConflict(ctx, cell, v)
+}
+
+// checkRecordCell checks that cell may have a CellInfo record written: a
+// valid cell name other than GlobalCell.
+func checkRecordCell(cell string) error {
+	if err := checkCellName(cell); err != nil {
+		return err
+	}
+	if cell == GlobalCell {
+		return &Error{Code: InvalidArgument, Path: cell, Err: errors.New("the global cell has no CellInfo")}
+	}
+	return nil
 }
 
 // cellNameConflict returns the NodeExists conflict when a cells alias is
@@ -706,8 +715,13 @@ func (s *Server) getRecord(ctx context.Context, p string, m proto.Message) (Vers
 // PermissionDenied included, is returned at once without a retry. Once the
 // write changed the record's server address or root, the cell's cached
 // connection (if any) is closed before it returns, so that the next
-// ConnForCell dials the new record.
+// ConnForCell dials the new record. It returns InvalidArgument, without
+// calling update, for a malformed cell name and for GlobalCell (which has
+// no CellInfo, as in CreateCellInfo).
 func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update func(*topodatapb.CellInfo) error) error {
+	if err := checkRecordCell(cell); err != nil {
+		return err
+	}
 	p := CellInfoPath(cell)
 	b := newRetryBackoff(5*time.Millisecond, time.Second)
 	for attempt := 0; ; attempt++ {

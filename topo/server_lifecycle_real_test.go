@@ -106,3 +106,24 @@ func TestCellRecordLifecycleZooKeeper(t *testing.T) {
 func TestCellRecordLifecycleConsul(t *testing.T) {
 	testCellRecordLifecycle(t, consulGlobal("life/"))
 }
+
+// TestUpdateCellInfoFieldsRefusesGlobalEtcd: the global cell has no
+// CellInfo, so UpdateCellInfoFields refuses it as CreateCellInfo does
+// (InvalidArgument, update never called, nothing written): a record there
+// would be listed by GetCellInfoNames as a cell that ConnForCell never
+// dials (it returns the global connection).
+func TestUpdateCellInfoFieldsRefusesGlobalEtcd(t *testing.T) {
+	ctx := t.Context()
+	b := etcdGlobal("noglobal/")
+	ts := topo.NewServer(b.factory, b.open(t, b.start(t), b.root("global")))
+	t.Cleanup(ts.Close)
+	err := ts.UpdateCellInfoFields(ctx, topo.GlobalCell, func(ci *topodatapb.CellInfo) error {
+		t.Error("update called for the global cell")
+		ci.Root = "/elsewhere"
+		return nil
+	})
+	requireCodeT(t, err, topo.InvalidArgument)
+	names, err := ts.GetCellInfoNames(ctx)
+	require.NoError(t, err)
+	require.Empty(t, names, "GetCellInfoNames after UpdateCellInfoFields(global)")
+}
