@@ -184,6 +184,7 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 func (c *Cache) overLimit() {
 	c.log.Warn("topo cache over its byte limit, serving from the store", "bytes", c.bytes, "max", c.opts.MaxBytes)
 	c.files, c.bytes = nil, 0
+	c.dropPending()
 	c.err = &topo.Error{Code: topo.ResourceExhausted, Path: c.prefix, Err: ErrOverLimit}
 	c.health, c.since = OverLimit, time.Now()
 	if c.opts.Hooks.OnHealth != nil {

@@ -87,7 +87,10 @@ func (c *Cache) end(p string, t ticket, v topo.Version, ok, synced bool) {
 	if n, isNum := v.(topo.NumericVersion); ok && isNum {
 		pd.answered = max(pd.answered, int64(n))
 	}
-	if ok && !synced {
+	// Once the Cache no longer watches (closed, or over its limit) no
+	// event will deliver the write, and every read goes to the store.
+	watching := !c.closed && c.health != OverLimit
+	if ok && !synced && watching {
 		w := want{version: v, seq: c.writeSeq, start: t.start}
 		if v == nil {
 			w.after = t.after
@@ -103,6 +106,18 @@ func (c *Cache) end(p string, t ticket, v topo.Version, ok, synced bool) {
 		}
 	}
 	c.signal()
+}
+
+// dropPending forgets the writes waited for, when the Cache stops
+// watching (Close, OverLimit): reads go to the store from then on. Writes
+// still in flight keep their entries until they end. Call with c.mu held.
+func (c *Cache) dropPending() {
+	for p, pd := range c.pending {
+		pd.wants = nil
+		if pd.inflight == 0 {
+			delete(c.pending, p)
+		}
+	}
 }
 
 // settle applies an event of the store watch to p's pending writes; rev
