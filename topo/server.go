@@ -76,6 +76,10 @@ type Server struct {
 	mu     sync.Mutex
 	cells  map[string]*cellConn
 	closed bool
+	// epochs counts, per cell, the record changes made by this Server
+	// (UpdateCellInfoFields, DeleteCellInfo): a dial that began before one
+	// is not cached, since it may have read the record before the change.
+	epochs map[string]uint64
 }
 
 // cellConn is one cached cell connection.
@@ -239,6 +243,7 @@ func NewServer(factory Factory, global Conn, opts ...ServerOption) *Server {
 		ctx:     ctx,
 		cancel:  cancel,
 		cells:   map[string]*cellConn{},
+		epochs:  map[string]uint64{},
 	}
 }
 
@@ -265,7 +270,10 @@ func checkCellName(cell string) error {
 // ends, so that with a hung or partitioned global store a deadline returns
 // Timeout (a cancellation Interrupted) as soon as it passes. A dial
 // abandoned that way completes in the background and is then cached (or
-// closed if the cell was cached meanwhile). A ContextFactory's
+// closed if the cell was cached meanwhile). A dial that was in flight when
+// this Server's UpdateCellInfoFields or DeleteCellInfo changed the cell's
+// record is not cached either (it may have read the record from before):
+// the call reads the record again. A ContextFactory's
 // CreateContext is given ctx instead, so its dial ends with ctx and nothing
 // is cached. It returns NoNode when the cell
 // has no CellInfo, InvalidArgument for a malformed cell name or an
@@ -302,6 +310,7 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 			s.mu.Unlock()
 			return cc.conn, nil
 		}
+		epoch := s.epochs[cell]
 		s.mu.Unlock()
 
 		// The watch lives as long as the connection it will follow: cc's,
@@ -348,9 +357,17 @@ func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 			s.retire(cc)
 			continue
 		}
-		return s.dial(ctx, cell, ci, &cellWatch{life: life, endLife: endLife, changes: changes, stop: stopWatch})
+		conn, err := s.dial(ctx, cell, ci, &cellWatch{life: life, endLife: endLife, changes: changes, stop: stopWatch}, epoch)
+		if errors.Is(err, errRecordChanged) {
+			continue // this Server changed the record during the dial: read it again
+		}
+		return conn, err
 	}
 }
+
+// errRecordChanged is install's answer when this Server changed the cell's
+// record since the dial began.
+var errRecordChanged = errors.New("the cell's record was changed during the dial")
 
 // watchRecord opens a watch of cell's record that lives until life ends or
 // stop is called, with its setup bounded by ctx: if ctx ends before the
@@ -390,8 +407,9 @@ func (w *cellWatch) discard() {
 }
 
 // dial opens cell from ci, waiting for the factory until ctx ends, and
-// caches the result, to be followed through w.
-func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo, w *cellWatch) (Conn, error) {
+// caches the result, to be followed through w, unless this Server changed
+// the record since epoch (see install).
+func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo, w *cellWatch, epoch uint64) (Conn, error) {
 	type result struct {
 		conn Conn
 		err  error
@@ -411,7 +429,7 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo,
 			return
 		}
 		conn = Decorate(ConnInfo{Implementation: s.impl, Cell: cell, ServerAddress: ci.GetServerAddress(), Root: ci.GetRoot()}, conn, s.mws...)
-		conn, err = s.install(cell, ci, conn, w)
+		conn, err = s.install(cell, ci, conn, w, epoch)
 		done <- result{conn, err}
 	}()
 	select {
@@ -424,14 +442,23 @@ func (s *Server) dial(ctx context.Context, cell string, ci *topodatapb.CellInfo,
 
 // install caches conn, dialled from ci and to be followed through w, unless
 // the cell was cached meanwhile: then conn and w are closed and the cached
-// connection returned.
-func (s *Server) install(cell string, ci *topodatapb.CellInfo, conn Conn, w *cellWatch) (Conn, error) {
+// connection returned. When this Server changed or deleted the record
+// since epoch (UpdateCellInfoFields, DeleteCellInfo), ci may be the record
+// from before, which those promise no later ConnForCell returns: conn and
+// w are closed and errRecordChanged returned.
+func (s *Server) install(cell string, ci *topodatapb.CellInfo, conn Conn, w *cellWatch, epoch uint64) (Conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		w.discard()
 		conn.Close()
 		return nil, NewError(Closed, cell)
+	}
+	if s.epochs[cell] != epoch {
+		s.mu.Unlock()
+		w.discard()
+		conn.Close()
+		return nil, errRecordChanged
 	}
 	if other, ok := s.cells[cell]; ok {
 		// Another caller dialled first; keep theirs (its watch checks it
@@ -602,11 +629,8 @@ func drain(ch <-chan *WatchData) {
 // that name wrote is removed again), InvalidArgument for a malformed cell
 // name, for GlobalCell or a nil ci, and the store's error otherwise.
 func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb.CellInfo) error {
-	if err := checkCellName(cell); err != nil {
+	if err := checkRecordCell(cell); err != nil {
 		return err
-	}
-	if cell == GlobalCell {
-		return &Error{Code: InvalidArgument, Path: cell, Err: errors.New("the global cell has no CellInfo")}
 	}
 	p := CellInfoPath(cell)
 	if ci == nil {
@@ -630,6 +654,18 @@ func (s *Server) CreateCellInfo(ctx context.Context, cell string, ci *topodatapb
 		return err
 	}
 	return s.undoCellOnConflict(ctx, cell, v)
+}
+
+// checkRecordCell checks that cell may have a CellInfo record written: a
+// valid cell name other than GlobalCell.
+func checkRecordCell(cell string) error {
+	if err := checkCellName(cell); err != nil {
+		return err
+	}
+	if cell == GlobalCell {
+		return &Error{Code: InvalidArgument, Path: cell, Err: errors.New("the global cell has no CellInfo")}
+	}
+	return nil
 }
 
 // cellNameConflict returns the NodeExists conflict when a cells alias is
@@ -706,8 +742,13 @@ func (s *Server) getRecord(ctx context.Context, p string, m proto.Message) (Vers
 // PermissionDenied included, is returned at once without a retry. Once the
 // write changed the record's server address or root, the cell's cached
 // connection (if any) is closed before it returns, so that the next
-// ConnForCell dials the new record.
+// ConnForCell dials the new record. It returns InvalidArgument, without
+// calling update, for a malformed cell name and for GlobalCell (which has
+// no CellInfo, as in CreateCellInfo).
 func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update func(*topodatapb.CellInfo) error) error {
+	if err := checkRecordCell(cell); err != nil {
+		return err
+	}
 	p := CellInfoPath(cell)
 	b := newRetryBackoff(5*time.Millisecond, time.Second)
 	for attempt := 0; ; attempt++ {
@@ -755,6 +796,7 @@ func (s *Server) UpdateCellInfoFields(ctx context.Context, cell string, update f
 		}
 		if err == nil {
 			s.mu.Lock()
+			s.epochs[cell]++
 			cc := s.cells[cell]
 			s.mu.Unlock()
 			if cc != nil && !cc.matches(ci) {
@@ -776,6 +818,9 @@ func (s *Server) DeleteCellInfo(ctx context.Context, cell string) error {
 	if err := s.global.Delete(ctx, CellInfoPath(cell), nil); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	s.epochs[cell]++
+	s.mu.Unlock()
 	s.retireCell(cell)
 	return nil
 }

@@ -1,6 +1,7 @@
 package topo_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -105,4 +106,105 @@ func TestCellRecordLifecycleZooKeeper(t *testing.T) {
 
 func TestCellRecordLifecycleConsul(t *testing.T) {
 	testCellRecordLifecycle(t, consulGlobal("life/"))
+}
+
+// TestUpdateCellInfoFieldsRefusesGlobalEtcd: the global cell has no
+// CellInfo, so UpdateCellInfoFields refuses it as CreateCellInfo does
+// (InvalidArgument, update never called, nothing written): a record there
+// would be listed by GetCellInfoNames as a cell that ConnForCell never
+// dials (it returns the global connection).
+func TestUpdateCellInfoFieldsRefusesGlobalEtcd(t *testing.T) {
+	ctx := t.Context()
+	b := etcdGlobal("noglobal/")
+	ts := topo.NewServer(b.factory, b.open(t, b.start(t), b.root("global")))
+	t.Cleanup(ts.Close)
+	err := ts.UpdateCellInfoFields(ctx, topo.GlobalCell, func(ci *topodatapb.CellInfo) error {
+		t.Error("update called for the global cell")
+		ci.Root = "/elsewhere"
+		return nil
+	})
+	requireCodeT(t, err, topo.InvalidArgument)
+	names, err := ts.GetCellInfoNames(ctx)
+	require.NoError(t, err)
+	require.Empty(t, names, "GetCellInfoNames after UpdateCellInfoFields(global)")
+}
+
+// heldDialFactory holds each Create until release is closed, after
+// sending on entered.
+type heldDialFactory struct {
+	topo.Factory
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (f heldDialFactory) Create(cell, addr, root string) (topo.Conn, error) {
+	f.entered <- struct{}{}
+	<-f.release
+	return f.Factory.Create(cell, addr, root)
+}
+
+// heldWatchConn holds back the changes of its Watches while held is open.
+type heldWatchConn struct {
+	topo.Conn
+	held chan struct{} // closed to let the changes through
+}
+
+func (c heldWatchConn) Watch(ctx context.Context, p string) (*topo.WatchData, <-chan *topo.WatchData, error) {
+	cur, in, err := c.Conn.Watch(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(chan *topo.WatchData)
+	go func() {
+		defer close(out)
+		<-c.held
+		for wd := range in {
+			out <- wd
+		}
+	}()
+	return cur, out, nil
+}
+
+// TestUpdateCellInfoFieldsBeatsADialInFlightEtcd: a ConnForCell dials the
+// cell's record while UpdateCellInfoFields of this Server moves it; once
+// UpdateCellInfoFields returned, ConnForCell hands out connections to the
+// new place only, as it promises, not the dial of the old record that
+// completes afterwards (its watch's change event held back, so the Server
+// cannot learn it that way first).
+func TestUpdateCellInfoFieldsBeatsADialInFlightEtcd(t *testing.T) {
+	ctx := t.Context()
+	b := etcdGlobal("dialrace/")
+	addr := b.start(t)
+	f := heldDialFactory{Factory: b.factory, entered: make(chan struct{}, 4), release: make(chan struct{})}
+	global := heldWatchConn{Conn: b.open(t, addr, b.root("global")), held: make(chan struct{})}
+	ts := topo.NewServer(f, global)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(global.held) })
+	require.NoError(t, ts.CreateCellInfo(ctx, "zone1", &topodatapb.CellInfo{ServerAddress: addr, Root: b.root("old")}))
+	raw := b.open(t, addr, b.root("new"))
+	_, err := raw.Create(ctx, "where", []byte("new"))
+	require.NoError(t, err)
+
+	type result struct {
+		conn topo.Conn
+		err  error
+	}
+	first := make(chan result, 1)
+	go func() {
+		c, err := ts.ConnForCell(ctx, "zone1")
+		first <- result{c, err}
+	}()
+	<-f.entered // the dial of the old record is in flight
+	require.NoError(t, ts.UpdateCellInfoFields(ctx, "zone1", func(ci *topodatapb.CellInfo) error {
+		ci.Root = b.root("new")
+		return nil
+	}))
+	close(f.release)
+	r := <-first
+	require.NoError(t, r.err)
+	c, err := ts.ConnForCell(ctx, "zone1")
+	require.NoError(t, err)
+	got, _, err := c.Get(ctx, "where")
+	require.NoErrorf(t, err, "ConnForCell after UpdateCellInfoFields moved the cell returned a connection to the old root")
+	require.Equal(t, "new", string(got))
 }

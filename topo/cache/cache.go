@@ -120,6 +120,7 @@ func (c *Cache) Close() {
 		c.cancel()
 		c.mu.Lock()
 		c.closed = true
+		c.dropPending()
 		c.endWatchers(topo.NewError(topo.Interrupted, c.prefix))
 		c.mu.Unlock()
 		c.loops.Wait()

@@ -319,3 +319,41 @@ func TestStateErrNamesTheFailure(t *testing.T) {
 	require.Error(t, st.Err)
 	require.Falsef(t, topo.IsErrType(st.Err, topo.NoNode), "State().Err while %v: %v", st.Health, st.Err)
 }
+
+// TestNoPendingWritesWithoutWatch: a Cache that no longer watches (over
+// its limit, or closed with LeaveConnOpen) passes every call to the store,
+// and keeps nothing of the writes made through it: before, each write's
+// mark waited for a watch that would never deliver it, so a long-lived
+// Cache over its limit grew with every write. On etcd.
+func TestNoPendingWritesWithoutWatch(t *testing.T) {
+	ctx := testCtx(t)
+	open := etcdOpen(t, etcdtest.Start(t), newRoot())
+	raw := open()
+	defer raw.Close()
+	_, err := raw.Create(ctx, "big", make([]byte, 200))
+	require.NoError(t, err)
+	writes := func(c *cache.Cache) {
+		t.Helper()
+		v, err := c.Create(ctx, "f", []byte("0"))
+		require.NoError(t, err)
+		for i := range 20 {
+			v, err = c.Update(ctx, "f", []byte{byte('1' + i)}, v)
+			require.NoError(t, err)
+		}
+		_, err = c.Txn(ctx, topo.CreateOp("g", []byte("g")), topo.UpdateOp("f", []byte("txn"), v))
+		require.NoError(t, err)
+		require.NoError(t, c.Delete(ctx, "f", nil))
+		require.NoError(t, c.Delete(ctx, "g", nil))
+	}
+
+	over := wrap(t, open(), cache.Options{MaxBytes: 100})
+	defer over.Close()
+	require.Equal(t, cache.OverLimit, over.State().Health)
+	writes(over)
+	require.Zero(t, cache.PendingWrites(over), "writes waited for by a Cache over its limit")
+
+	closed := wrap(t, raw, cache.Options{LeaveConnOpen: true})
+	closed.Close()
+	writes(closed)
+	require.Zero(t, cache.PendingWrites(closed), "writes waited for by a closed Cache")
+}

@@ -99,7 +99,7 @@ func (c *Cache) apply(ev *topo.WatchDataRecursive) {
 		e = &entry{value: ev.Contents, version: ev.Version}
 	}
 	c.set(ev.Path, e)
-	c.settle(ev.Path, e, ev.Revision > 0)
+	c.settle(ev.Path, e, ev.Revision)
 	if c.opts.MaxBytes > 0 && c.bytes > c.opts.MaxBytes {
 		c.overLimit()
 		return
@@ -164,7 +164,7 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 		// The listing is a state of the store as an event is: it shows the
 		// writes that completed while the watch was asked for, whose own
 		// events the new watch will not send.
-		c.settle(p, c.files[p], listed > 0)
+		c.settle(p, c.files[p], listed)
 		if pd.inflight == 0 && len(pd.wants) == 0 {
 			delete(c.pending, p)
 		}
@@ -184,6 +184,7 @@ func (c *Cache) relist(init []*topo.WatchDataRecursive, seq uint64) {
 func (c *Cache) overLimit() {
 	c.log.Warn("topo cache over its byte limit, serving from the store", "bytes", c.bytes, "max", c.opts.MaxBytes)
 	c.files, c.bytes = nil, 0
+	c.dropPending()
 	c.err = &topo.Error{Code: topo.ResourceExhausted, Path: c.prefix, Err: ErrOverLimit}
 	c.health, c.since = OverLimit, time.Now()
 	if c.opts.Hooks.OnHealth != nil {

@@ -37,12 +37,12 @@ func (c *Cache) write(ctx context.Context, filePath string, del bool, fn func() 
 		return fn()
 	}
 	c.mu.Lock()
-	start := c.begin(p)
+	t := c.begin(p)
 	c.mu.Unlock()
 	v, err := fn()
 	synced := del && err == nil && c.syncDeletes(ctx, []string{p})
 	c.mu.Lock()
-	c.finish(p, start, del, v, err, synced)
+	c.finish(p, t, del, v, err, synced)
 	c.mu.Unlock()
 	c.noteStore(err)
 	return v, err
@@ -74,15 +74,15 @@ func (c *Cache) syncDeletes(ctx context.Context, paths []string) bool {
 	return passed
 }
 
-// finish records the answer of a write of p begun at start: a deletion
+// finish records the answer of a write of p begun with ticket t: a deletion
 // (del) or a write that returned v, failed when err is not nil. synced
 // says that memory is known to hold the write already (see syncDeletes).
 // Call with c.mu held.
-func (c *Cache) finish(p string, start uint64, del bool, v topo.Version, err error, synced bool) {
+func (c *Cache) finish(p string, t ticket, del bool, v topo.Version, err error, synced bool) {
 	if del {
 		v = nil
 	}
-	c.end(p, start, v, err == nil && (del || v != nil), synced)
+	c.end(p, t, v, err == nil && (del || v != nil), synced)
 }
 
 // Txn implements topo.Conn.Txn on the wrapped Conn. Until the watch
@@ -90,14 +90,14 @@ func (c *Cache) finish(p string, start uint64, del bool, v topo.Version, err err
 // store.
 func (c *Cache) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, error) {
 	var paths []string // per op: the canonical path of a write under the prefix, or ""
-	var start uint64
+	tickets := make([]ticket, len(ops))
 	c.mu.Lock()
-	for _, op := range ops {
+	for i, op := range ops {
 		p := ""
 		if !op.Kind.IsCondition() {
 			if q, err := topo.CleanFilePath(op.Path); err == nil && c.covers(q) {
 				p = q
-				start = c.begin(p)
+				tickets[i] = c.begin(p)
 			}
 		}
 		paths = append(paths, p)
@@ -120,7 +120,7 @@ func (c *Cache) Txn(ctx context.Context, ops ...topo.TxnOp) ([]topo.Version, err
 		if err == nil && i < len(vs) {
 			v = vs[i]
 		}
-		c.finish(p, start, ops[i].Kind == topo.TxnDelete, v, err, synced)
+		c.finish(p, tickets[i], ops[i].Kind == topo.TxnDelete, v, err, synced)
 	}
 	c.mu.Unlock()
 	c.noteStore(err)
