@@ -514,13 +514,28 @@ function currentAs(f, format) {
   return f.text != null ? f.text : "";
 }
 
+// textEditable reports whether the editor can hold f's value as text
+// unchanged: a textarea turns every carriage return into a line feed, so
+// a value holding one is edited as hex (or as JSON), never as text, where
+// a save would rewrite line ends the user did not touch.
+function textEditable(f) {
+  return f.text != null && !f.text.includes("\r");
+}
+
+// setBase makes f the value the editor edits on; the text format is not
+// offered for a text holding a carriage return (textEditable).
+function setBase(f) {
+  state.base = f;
+  $("#format option[value=text]").disabled = f.text != null && !textEditable(f);
+}
+
 function openEditor(fromFile) {
   const f = fromFile || state.file;
   state.filePane.takeOver();
   state.editSeq++;
   state.editing = true;
-  state.base = f;
-  const format = f.jsonEdit ? "json" : f.text != null ? "text" : "hex";
+  setBase(f);
+  const format = f.jsonEdit ? "json" : textEditable(f) ? "text" : "hex";
   $("#format").value = format;
   $("#editor").value = currentAs(f, format);
   $("#editor-box").hidden = false;
@@ -591,7 +606,7 @@ async function save(create) {
       if (!other) state.filePane.drawOpen(state.filePane.open(), r.path);
       drawFile(r, true);
       $("#show-meta").textContent = "version: " + r.version + " (written by this page)\nsize: " + r.size + " bytes";
-      state.base = r;
+      setBase(r);
       $("#conflict").hidden = true;
       $("#unsaved").textContent = "Saved version " + r.version + " (what you had when you pressed Save). What you typed since is not saved: Save writes it over version " + r.version + ".";
       $("#unsaved").hidden = !typed;
@@ -659,7 +674,7 @@ function discard() {
 function rebase() {
   const cur = state.conflict;
   const mine = $("#editor").value;
-  state.base = cur;
+  setBase(cur);
   $("#conflict").hidden = true;
   $("#editor").value = mine;
   review();
