@@ -729,7 +729,7 @@ async function deleteTree() {
     const other = c.skipped ? " " + c.skipped + (c.skipped === 1 ? " other file there cannot" : " other files there cannot") +
       " be deleted from the page (at reserved paths, written by another tool, or under keys that are no canonical path): " + stay(c.skipped) + "." : "";
     if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone." + other))) return;
-    const r = await api("POST", "/api/delete-tree", { path: p, count: c.files });
+    const r = await api("POST", "/api/delete-tree", { path: p, count: c.files, listing: c.listing });
     toast("deleted " + r.deleted + " files under " + p + (r.skipped ? "; " + stay(r.skipped) + " (not deletable from the page)" : ""));
     if (state.list.asked === asked) await openDir(parentOf(p));
   } catch (e) { showError(e.message); }
