@@ -195,8 +195,22 @@ function ask(text, withInput) {
 }
 
 // ---- line diff (longest common subsequence) ----
+// diffLines diffs the lines of a and b. The lines both begin and end with
+// are the same; only the lines between are diffed, and when they are too
+// many for the table (more than 4e6 pairs), all of them are told as
+// deleted and added: a large file with a small edit, or none, is diffed
+// exactly.
 function diffLines(a, b) {
   const x = a.split("\n"), y = b.split("\n");
+  let head = 0;
+  while (head < x.length && head < y.length && x[head] === y[head]) head++;
+  let tail = 0;
+  while (tail < x.length - head && tail < y.length - head && x[x.length - 1 - tail] === y[y.length - 1 - tail]) tail++;
+  const same = (l) => ["same", l];
+  return x.slice(0, head).map(same).concat(diffMiddle(x.slice(head, x.length - tail), y.slice(head, y.length - tail)), x.slice(x.length - tail).map(same));
+}
+
+function diffMiddle(x, y) {
   if (x.length * y.length > 4e6) {
     return x.map((l) => ["del", l]).concat(y.map((l) => ["add", l]));
   }
