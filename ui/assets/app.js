@@ -162,12 +162,17 @@ function hashPath(h) {
   try { return decodeURIComponent(h); } catch (_) { return h; }
 }
 
+// cleanDir is the canonical form of the directory path p; typedDir that
+// of a path typed in a form, without the spaces around it. Only typed
+// paths are trimmed: a name may begin or end with a space.
 function cleanDir(p) {
-  p = (p || "/").trim();
+  p = p || "/";
   if (!p.startsWith("/")) p = "/" + p;
   if (p.length > 1 && p.endsWith("/")) p = p.slice(0, -1);
   return p;
 }
+
+function typedDir(v) { return cleanDir(v.trim()); }
 
 function parentOf(p) {
   const i = p.lastIndexOf("/");
@@ -955,7 +960,7 @@ async function coordination(ev) {
   showError("");
   const seq = ++state.coordSeq;
   try {
-    const c = await api("GET", "/api/coordination?" + q({ path: cleanDir($("#coord-path").value) }));
+    const c = await api("GET", "/api/coordination?" + q({ path: typedDir($("#coord-path").value) }));
     if (seq !== state.coordSeq) return;
     const fill = (sel, rows) => { const b = $(sel + " tbody"); b.replaceChildren(); for (const r of rows) b.append(el("tr", {}, ...r.map((v) => el("td", {}, v)))); };
     // A waiter or a candidate: its description (or id), else its session
@@ -980,7 +985,7 @@ async function compare(ev) {
   const res = $("#compare-results");
   res.replaceChildren();
   try {
-    const c = await api("GET", "/api/compare?" + q({ a: cleanDir($("#compare-a").value), b: cleanDir($("#compare-b").value), store: $("#compare-store").value }));
+    const c = await api("GET", "/api/compare?" + q({ a: typedDir($("#compare-a").value), b: typedDir($("#compare-b").value), store: $("#compare-store").value }));
     if (seq !== state.compareSeq) return;
     // Files that cannot be compared (at reserved paths, or under keys
     // that are no canonical path) are named, as topoctl diff names them.
@@ -1032,7 +1037,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", () => switchView(b.dataset.view));
   for (const b of document.querySelectorAll(".subtab")) b.addEventListener("click", () => show(b.dataset.show));
   document.addEventListener("visibilitychange", visibilityChanged);
-  $("#pathbar").addEventListener("submit", (ev) => { ev.preventDefault(); openDir($("#path").value); });
+  $("#pathbar").addEventListener("submit", (ev) => { ev.preventDefault(); openDir(typedDir($("#path").value)); });
   $("#searchbar").addEventListener("submit", (ev) => { ev.preventDefault(); search($("#search").value); });
   $("#up").addEventListener("click", () => openDir(parentOf(state.dir)));
   $("#more").addEventListener("click", more);
