@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -274,13 +275,25 @@ func versionString(v topo.Version) string {
 }
 
 // count answers how many files a recursive delete of a directory would
-// remove: GET /api/count?path=DIR.
+// remove: GET /api/count?path=DIR. "listing" names which files they are
+// (listingOf), for the delete to remove only those.
 func (s *Server) count(w http.ResponseWriter, r *http.Request) {
 	p, l, ok := s.deletable(w, r, r.URL.Query().Get("path"))
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "files": len(l.Files), "skipped": len(l.Reserved) + len(l.Odd)})
+	writeJSON(w, http.StatusOK, map[string]any{"path": "/" + p, "files": len(l.Files), "skipped": len(l.Reserved) + len(l.Odd), "listing": listingOf(l.Files)})
+}
+
+// listingOf is a digest of the paths of files (hex SHA-256): equal for
+// two listings of the same files, whatever their values.
+func listingOf(files []topo.KVInfo) string {
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(f.Path))
+		h.Write([]byte{0}) // (no path holds NUL)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // deletable checks the directory dir that the page would delete (any but

@@ -222,11 +222,17 @@ type deleteTreeRequest struct {
 	// /api/count); the delete is refused when the subtree holds another
 	// number now.
 	Count int `json:"count"`
+	// Listing, when set, is the "listing" of the same answer: the delete
+	// is also refused when the subtree holds other files now, as many
+	// (one deleted and another created since), so that it removes only
+	// files the user confirmed.
+	Listing string `json:"listing,omitempty"`
 }
 
 // deleteTree deletes every file at or under a directory: POST
 // /api/delete-tree. It answers 409 with the current count, deleting
-// nothing, when the count differs from the one confirmed. The answer
+// nothing, when the count differs from the one confirmed, or the files
+// from the listing confirmed (when given). The answer
 // says how many files it deleted ("deleted") and how many it could not
 // ("skipped": at reserved paths, or under keys that are no canonical
 // path; GET /api/count tells them beforehand).
@@ -240,8 +246,8 @@ func (s *Server) deleteTree(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(l.Files) != req.Count {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "the subtree changed: it holds " + strconv.Itoa(len(l.Files)) + " files now, confirm again", "code": "Conflict", "files": len(l.Files)})
+	if len(l.Files) != req.Count || req.Listing != "" && req.Listing != listingOf(l.Files) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "the subtree changed since it was counted: it holds " + strconv.Itoa(len(l.Files)) + " files now, confirm again", "code": "Conflict", "files": len(l.Files)})
 		return
 	}
 	ctx, cancel := s.callCtx(r)

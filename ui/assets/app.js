@@ -162,12 +162,17 @@ function hashPath(h) {
   try { return decodeURIComponent(h); } catch (_) { return h; }
 }
 
+// cleanDir is the canonical form of the directory path p; typedDir that
+// of a path typed in a form, without the spaces around it. Only typed
+// paths are trimmed: a name may begin or end with a space.
 function cleanDir(p) {
-  p = (p || "/").trim();
+  p = p || "/";
   if (!p.startsWith("/")) p = "/" + p;
   if (p.length > 1 && p.endsWith("/")) p = p.slice(0, -1);
   return p;
 }
+
+function typedDir(v) { return cleanDir(v.trim()); }
 
 function parentOf(p) {
   const i = p.lastIndexOf("/");
@@ -195,8 +200,22 @@ function ask(text, withInput) {
 }
 
 // ---- line diff (longest common subsequence) ----
+// diffLines diffs the lines of a and b. The lines both begin and end with
+// are the same; only the lines between are diffed, and when they are too
+// many for the table (more than 4e6 pairs), all of them are told as
+// deleted and added: a large file with a small edit, or none, is diffed
+// exactly.
 function diffLines(a, b) {
   const x = a.split("\n"), y = b.split("\n");
+  let head = 0;
+  while (head < x.length && head < y.length && x[head] === y[head]) head++;
+  let tail = 0;
+  while (tail < x.length - head && tail < y.length - head && x[x.length - 1 - tail] === y[y.length - 1 - tail]) tail++;
+  const same = (l) => ["same", l];
+  return x.slice(0, head).map(same).concat(diffMiddle(x.slice(head, x.length - tail), y.slice(head, y.length - tail)), x.slice(x.length - tail).map(same));
+}
+
+function diffMiddle(x, y) {
   if (x.length * y.length > 4e6) {
     return x.map((l) => ["del", l]).concat(y.map((l) => ["add", l]));
   }
@@ -514,13 +533,28 @@ function currentAs(f, format) {
   return f.text != null ? f.text : "";
 }
 
+// textEditable reports whether the editor can hold f's value as text
+// unchanged: a textarea turns every carriage return into a line feed, so
+// a value holding one is edited as hex (or as JSON), never as text, where
+// a save would rewrite line ends the user did not touch.
+function textEditable(f) {
+  return f.text != null && !f.text.includes("\r");
+}
+
+// setBase makes f the value the editor edits on; the text format is not
+// offered for a text holding a carriage return (textEditable).
+function setBase(f) {
+  state.base = f;
+  $("#format option[value=text]").disabled = f.text != null && !textEditable(f);
+}
+
 function openEditor(fromFile) {
   const f = fromFile || state.file;
   state.filePane.takeOver();
   state.editSeq++;
   state.editing = true;
-  state.base = f;
-  const format = f.jsonEdit ? "json" : f.text != null ? "text" : "hex";
+  setBase(f);
+  const format = f.jsonEdit ? "json" : textEditable(f) ? "text" : "hex";
   $("#format").value = format;
   $("#editor").value = currentAs(f, format);
   $("#editor-box").hidden = false;
@@ -591,7 +625,7 @@ async function save(create) {
       if (!other) state.filePane.drawOpen(state.filePane.open(), r.path);
       drawFile(r, true);
       $("#show-meta").textContent = "version: " + r.version + " (written by this page)\nsize: " + r.size + " bytes";
-      state.base = r;
+      setBase(r);
       $("#conflict").hidden = true;
       $("#unsaved").textContent = "Saved version " + r.version + " (what you had when you pressed Save). What you typed since is not saved: Save writes it over version " + r.version + ".";
       $("#unsaved").hidden = !typed;
@@ -659,7 +693,7 @@ function discard() {
 function rebase() {
   const cur = state.conflict;
   const mine = $("#editor").value;
-  state.base = cur;
+  setBase(cur);
   $("#conflict").hidden = true;
   $("#editor").value = mine;
   review();
@@ -714,7 +748,7 @@ async function deleteTree() {
     const other = c.skipped ? " " + c.skipped + (c.skipped === 1 ? " other file there cannot" : " other files there cannot") +
       " be deleted from the page (at reserved paths, written by another tool, or under keys that are no canonical path): " + stay(c.skipped) + "." : "";
     if (!(await ask("Delete " + c.files + " files at or under " + p + "? This cannot be undone." + other))) return;
-    const r = await api("POST", "/api/delete-tree", { path: p, count: c.files });
+    const r = await api("POST", "/api/delete-tree", { path: p, count: c.files, listing: c.listing });
     toast("deleted " + r.deleted + " files under " + p + (r.skipped ? "; " + stay(r.skipped) + " (not deletable from the page)" : ""));
     if (state.list.asked === asked) await openDir(parentOf(p));
   } catch (e) { showError(e.message); }
@@ -926,7 +960,7 @@ async function coordination(ev) {
   showError("");
   const seq = ++state.coordSeq;
   try {
-    const c = await api("GET", "/api/coordination?" + q({ path: cleanDir($("#coord-path").value) }));
+    const c = await api("GET", "/api/coordination?" + q({ path: typedDir($("#coord-path").value) }));
     if (seq !== state.coordSeq) return;
     const fill = (sel, rows) => { const b = $(sel + " tbody"); b.replaceChildren(); for (const r of rows) b.append(el("tr", {}, ...r.map((v) => el("td", {}, v)))); };
     // A waiter or a candidate: its description (or id), else its session
@@ -951,7 +985,7 @@ async function compare(ev) {
   const res = $("#compare-results");
   res.replaceChildren();
   try {
-    const c = await api("GET", "/api/compare?" + q({ a: cleanDir($("#compare-a").value), b: cleanDir($("#compare-b").value), store: $("#compare-store").value }));
+    const c = await api("GET", "/api/compare?" + q({ a: typedDir($("#compare-a").value), b: typedDir($("#compare-b").value), store: $("#compare-store").value }));
     if (seq !== state.compareSeq) return;
     // Files that cannot be compared (at reserved paths, or under keys
     // that are no canonical path) are named, as topoctl diff names them.
@@ -1003,7 +1037,7 @@ document.addEventListener("DOMContentLoaded", async () => {
   for (const b of document.querySelectorAll(".tab")) b.addEventListener("click", () => switchView(b.dataset.view));
   for (const b of document.querySelectorAll(".subtab")) b.addEventListener("click", () => show(b.dataset.show));
   document.addEventListener("visibilitychange", visibilityChanged);
-  $("#pathbar").addEventListener("submit", (ev) => { ev.preventDefault(); openDir($("#path").value); });
+  $("#pathbar").addEventListener("submit", (ev) => { ev.preventDefault(); openDir(typedDir($("#path").value)); });
   $("#searchbar").addEventListener("submit", (ev) => { ev.preventDefault(); search($("#search").value); });
   $("#up").addEventListener("click", () => openDir(parentOf(state.dir)));
   $("#more").addEventListener("click", more);
