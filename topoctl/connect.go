@@ -145,6 +145,33 @@ func namedStore(err error, sp spec) error {
 	return err
 }
 
+// storeDialBound is the bundled backends' own bound of a connection's
+// dial (etcd2topo, zk2topo and consultopo's DefaultDialTimeout), and
+// tlsProbeBound the TLS diagnosis's (see tlsDiagnosis): those a long or
+// no --timeout leaves.
+const (
+	storeDialBound = 5 * time.Second
+	tlsProbeBound  = 5 * time.Second
+)
+
+// dialBounds splits --timeout (timeout) between a store connection's dial (the
+// backend's DialTimeout, see connect.Settings) and the TLS diagnosis of
+// its failure (see explainDial), so that the two together end within
+// --timeout: the dial gets half of it, at most storeDialBound, and the
+// diagnosis three eighths, at most tlsProbeBound. A refused TLS handshake
+// fails the etcd2 and zk2 dials only at their bound, so the diagnosis
+// needs its own share, and one large enough for a loaded server's
+// handshake. The last eighth is the margin of what precedes the dial: the
+// TCP probe, a cell's lookup, whose --timeout started first. With no
+// --timeout (0) the dial keeps the backend's default (dial 0) and the
+// diagnosis tlsProbeBound.
+func dialBounds(timeout time.Duration) (dial, diagnosis time.Duration) {
+	if timeout <= 0 {
+		return 0, tlsProbeBound
+	}
+	return min(timeout/2, storeDialBound), min(timeout*3/8, tlsProbeBound)
+}
+
 // dialTimeout bounds the TCP probe of a store's addresses (see
 // checkListening).
 const dialTimeout = time.Second
@@ -270,10 +297,14 @@ func (o *connector) parseSpec(flag, s string) (spec, error) {
 
 // openServer opens the global cell of sp's store with the security
 // settings, every connection of the Server decorated with the command
-// tree's middlewares (--metrics-address, --log-level debug).
+// tree's middlewares (--metrics-address, --log-level debug). Each
+// connection's dial, and the TLS diagnosis of its failure, are bounded by
+// --timeout (see dialBounds): the backend itself fails the open, with its
+// Unavailable error naming the address, which the diagnosis explains.
 func (o *connector) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
 	cs := o.sec.settings(o.explainEtcdDial)
 	cs.ClaimTTL = o.claimTTL
+	cs.DialTimeout, _ = dialBounds(o.timeout)
 	ts, err := cs.Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
 	if err != nil {
 		return nil, o.explainOtherDial(sp.impl, sp.addr, err)
