@@ -182,7 +182,8 @@ const serveHint = `no server address was given: is "topoctl serve" running?`
 
 // checkListening dials sp's addresses (etcd2, zk2 and consul) with a
 // short bound (dialTimeout, or --timeout if shorter) and fails at once
-// with Unavailable when none accepts a TCP connection, naming the cause of
+// with Unavailable (its cause a *topo.UnreachableError) when none
+// accepts a TCP connection, naming the cause of
 // each failure: "cannot resolve the host name" (DNS), "no answer within"
 // (the dial timed out) or "nothing accepts connections at" (refused), with
 // the dial errors: the backends' clients
@@ -200,9 +201,10 @@ func (o *connector) checkListening(ctx context.Context, sp spec) error {
 		timeout = o.timeout
 	}
 	d := net.Dialer{Timeout: timeout}
-	var refused, unresolved, silent []string
+	var refused, unresolved, silent, tried []string
 	for _, a := range strings.Split(sp.addr, ",") {
 		a = strings.TrimSpace(a)
+		tried = append(tried, a)
 		for _, p := range []string{"http://", "https://"} {
 			a = strings.TrimPrefix(a, p)
 		}
@@ -248,7 +250,7 @@ func (o *connector) checkListening(ctx context.Context, sp spec) error {
 	if sp.defaulted {
 		msg += " (" + serveHint + ")"
 	}
-	return &topo.Error{Code: topo.Unavailable, Err: errors.New(msg)}
+	return &topo.Error{Code: topo.Unavailable, Err: &topo.UnreachableError{Addrs: tried, Err: errors.New(msg)}}
 }
 
 // spec names a store: implementation, server address and root.
