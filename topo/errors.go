@@ -3,6 +3,7 @@ package topo
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrorCode classifies every error a Conn returns. An ErrorCode is itself an
@@ -186,3 +187,35 @@ func (e *LockHeldError) Error() string {
 	}
 	return msg
 }
+
+// UnreachableError is the cause of the Unavailable error of a connection
+// that could not be opened because no server of the store answered at
+// its addresses within the dial bound (the backend's DialTimeout), as the
+// bundled backends return it: etcd2topo's NewConn when no member
+// answered (with TLS: completed the handshake); zk2topo's NewConn when no
+// server gave a session, and its resumption of a session when no server
+// gave that one back; consultopo's NewConn when the agent did not answer
+// its first request. Such an error names the addresses in its message.
+// A store that answered and refused (credentials, an error status) is
+// not unreachable: its error has none; nor has consultopo's when the
+// agent's address refused the connection or the TLS handshake at once.
+// Find it with errors.As; CodeOf and errors.Is see through it to the
+// *Error around it and to what Err wraps.
+type UnreachableError struct {
+	// Addrs are the addresses tried, as given (host:port, or a URL).
+	Addrs []string
+	// Err describes the failure (its message is the UnreachableError's);
+	// it may wrap the store client's error.
+	Err error
+}
+
+// Error is Err's message, or, without Err, one naming Addrs.
+func (e *UnreachableError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return "no server answered at " + strings.Join(e.Addrs, ",")
+}
+
+// Unwrap returns Err.
+func (e *UnreachableError) Unwrap() error { return e.Err }

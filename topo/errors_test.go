@@ -121,3 +121,18 @@ func TestJoinedErrors(t *testing.T) {
 	assert.True(t, topo.IsErrType(err, topo.LockLost))
 	assert.Equal(t, topo.LockLost, topo.CodeOf(err))
 }
+
+// An UnreachableError says what its Err says, or names its addresses; the
+// codes and sentinels around and under it stay visible.
+func TestUnreachableError(t *testing.T) {
+	cause := errors.New("dial tcp: i/o timeout")
+	err := &topo.Error{Code: topo.Unavailable, Path: "a:1,b:2", Err: &topo.UnreachableError{Addrs: []string{"a:1", "b:2"}, Err: fmt.Errorf("no member answered at a:1,b:2: %w", cause)}}
+	assert.Equal(t, "unavailable: a:1,b:2: no member answered at a:1,b:2: dial tcp: i/o timeout", err.Error())
+	var ue *topo.UnreachableError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, []string{"a:1", "b:2"}, ue.Addrs)
+	assert.ErrorIs(t, err, cause)
+	assert.ErrorIs(t, err, topo.Unavailable)
+	assert.Equal(t, topo.Unavailable, topo.CodeOf(err))
+	assert.Equal(t, "no server answered at a:1,b:2", (&topo.UnreachableError{Addrs: []string{"a:1", "b:2"}}).Error())
+}

@@ -145,6 +145,33 @@ func namedStore(err error, sp spec) error {
 	return err
 }
 
+// storeDialBound is the bundled backends' own bound of a connection's
+// dial (etcd2topo, zk2topo and consultopo's DefaultDialTimeout), and
+// tlsProbeBound the TLS diagnosis's (see tlsDiagnosis): those a long or
+// no --timeout leaves.
+const (
+	storeDialBound = 5 * time.Second
+	tlsProbeBound  = 5 * time.Second
+)
+
+// dialBounds splits --timeout (timeout) between a store connection's dial (the
+// backend's DialTimeout, see connect.Settings) and the TLS diagnosis of
+// its failure (see explainDial), so that the two together end within
+// --timeout: the dial gets half of it, at most storeDialBound, and the
+// diagnosis three eighths, at most tlsProbeBound. A refused TLS handshake
+// fails the etcd2 and zk2 dials only at their bound, so the diagnosis
+// needs its own share, and one large enough for a loaded server's
+// handshake. The last eighth is the margin of what precedes the dial: the
+// TCP probe, a cell's lookup, whose --timeout started first. With no
+// --timeout (0) the dial keeps the backend's default (dial 0) and the
+// diagnosis tlsProbeBound.
+func dialBounds(timeout time.Duration) (dial, diagnosis time.Duration) {
+	if timeout <= 0 {
+		return 0, tlsProbeBound
+	}
+	return min(timeout/2, storeDialBound), min(timeout*3/8, tlsProbeBound)
+}
+
 // dialTimeout bounds the TCP probe of a store's addresses (see
 // checkListening).
 const dialTimeout = time.Second
@@ -155,7 +182,8 @@ const serveHint = `no server address was given: is "topoctl serve" running?`
 
 // checkListening dials sp's addresses (etcd2, zk2 and consul) with a
 // short bound (dialTimeout, or --timeout if shorter) and fails at once
-// with Unavailable when none accepts a TCP connection, naming the cause of
+// with Unavailable (its cause a *topo.UnreachableError) when none
+// accepts a TCP connection, naming the cause of
 // each failure: "cannot resolve the host name" (DNS), "no answer within"
 // (the dial timed out) or "nothing accepts connections at" (refused), with
 // the dial errors: the backends' clients
@@ -173,9 +201,10 @@ func (o *connector) checkListening(ctx context.Context, sp spec) error {
 		timeout = o.timeout
 	}
 	d := net.Dialer{Timeout: timeout}
-	var refused, unresolved, silent []string
+	var refused, unresolved, silent, tried []string
 	for _, a := range strings.Split(sp.addr, ",") {
 		a = strings.TrimSpace(a)
+		tried = append(tried, a)
 		for _, p := range []string{"http://", "https://"} {
 			a = strings.TrimPrefix(a, p)
 		}
@@ -221,7 +250,7 @@ func (o *connector) checkListening(ctx context.Context, sp spec) error {
 	if sp.defaulted {
 		msg += " (" + serveHint + ")"
 	}
-	return &topo.Error{Code: topo.Unavailable, Err: errors.New(msg)}
+	return &topo.Error{Code: topo.Unavailable, Err: &topo.UnreachableError{Addrs: tried, Err: errors.New(msg)}}
 }
 
 // spec names a store: implementation, server address and root.
@@ -270,10 +299,14 @@ func (o *connector) parseSpec(flag, s string) (spec, error) {
 
 // openServer opens the global cell of sp's store with the security
 // settings, every connection of the Server decorated with the command
-// tree's middlewares (--metrics-address, --log-level debug).
+// tree's middlewares (--metrics-address, --log-level debug). Each
+// connection's dial, and the TLS diagnosis of its failure, are bounded by
+// --timeout (see dialBounds): the backend itself fails the open, with its
+// Unavailable error naming the address, which the diagnosis explains.
 func (o *connector) openServer(ctx context.Context, sp spec) (*topo.Server, error) {
 	cs := o.sec.settings(o.explainEtcdDial)
 	cs.ClaimTTL = o.claimTTL
+	cs.DialTimeout, _ = dialBounds(o.timeout)
 	ts, err := cs.Open(ctx, sp.impl, sp.addr, sp.root, o.middlewares()...)
 	if err != nil {
 		return nil, o.explainOtherDial(sp.impl, sp.addr, err)

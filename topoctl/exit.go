@@ -123,26 +123,20 @@ func (p *printer) errorLine(err error) string {
 	if c == topo.Unavailable || c == topo.Timeout {
 		// A store that could not be reached is named by the error itself
 		// (it may be another one than p.stores: a cell's, copy's other).
-		if len(p.stores) > 0 && !namesUnreachable(msg) {
+		if len(p.stores) > 0 && !namesUnreachable(err) {
 			msg += " (store " + strings.Join(p.stores, ", ") + ")"
 		}
 	}
 	return msg
 }
 
-// namesUnreachable reports whether msg is the error of a store that could
-// not be reached, which names its address: topoctl's dial guard's, or a
-// backend's when it found no server to open a connection with.
-func namesUnreachable(msg string) bool {
-	for _, s := range []string{
-		"nothing accepts connections at", "cannot resolve the host name", "no answer within",
-		"no etcd member answered at", "no ZooKeeper server at", "no Consul agent answered at",
-	} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+// namesUnreachable reports whether err is the error of a store that could
+// not be reached, which names its address: topoctl's dial guard's
+// (checkListening), or a backend's when it found no server to open a
+// connection with. Both carry a *topo.UnreachableError.
+func namesUnreachable(err error) bool {
+	var ue *topo.UnreachableError
+	return errors.As(err, &ue)
 }
 
 // codeName returns the Go name of a topo error code, e.g. "NoNode".

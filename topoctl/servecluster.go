@@ -124,7 +124,7 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 		}
 		if len(cfg.Seeds) > 0 {
 			// Say why a seed refused this node's TLS, when it did.
-			err = explainDial(cfg.Seeds[0], transport.TLSInfo{CertFile: sec.cert, KeyFile: sec.key, TrustedCAFile: sec.ca}, serveTLSFlags, err)
+			err = explainDial(cfg.Seeds[0], transport.TLSInfo{CertFile: sec.cert, KeyFile: sec.key, TrustedCAFile: sec.ca}, serveTLSFlags, tlsProbeBound, err)
 		}
 		return err
 	}

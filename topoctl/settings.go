@@ -49,7 +49,8 @@ const (
 	// defaultRoot is the global cell's root: Vitess's usual global root,
 	// so that topoctl and Vitess can share one store.
 	defaultRoot = "/vitess/global"
-	// defaultTimeout bounds each store call and each lock wait.
+	// defaultTimeout bounds each store call and each lock wait (opening
+	// a store: see dialBounds).
 	defaultTimeout = 30 * time.Second
 )
 
@@ -99,7 +100,7 @@ func (s *settings) addFlags(pf *pflag.FlagSet) {
 	pf.StringVar(&s.cell, "cell", "",
 		"act on this cell, through its CellInfo in the global cell (env "+envCell+"; default: the global cell)")
 	pf.DurationVar(&s.timeout, "timeout", defaultTimeout,
-		"bound of each store call, and of lock's wait for a lock when given (env "+envTimeout+"; 0 means no bound; lock waits without bound by default)")
+		"bound of each store call, of opening a store (a store that does not answer within half of it, at most 5s, fails as Unavailable, and 3/8 of it, at most 5s, goes to diagnosing a failed TLS handshake), and of lock's wait for a lock when given (env "+envTimeout+"; 0 means no bound on calls, and opening keeps the backends' 5s; lock waits without bound by default)")
 }
 
 // resolve applies the environment and the --config file to the flags not

@@ -21,10 +21,12 @@ import (
 // handshake with the first member at addr failed when that is the cause
 // (gRPC reports only that no member answered): plaintext against TLS and
 // the other way round, a missing or refused client certificate, a server
-// certificate of another CA. Other errors are returned unchanged.
+// certificate of another CA. Other errors are returned unchanged. The
+// probe takes at most its share of --timeout (see dialBounds).
 func (o *connector) explainEtcdDial(addr string, err error) error {
 	s := o.sec
-	return explainDial(addr, transport.TLSInfo{CertFile: s.etcdCert, KeyFile: s.etcdKey, TrustedCAFile: s.etcdCA, ServerName: s.etcdServerName}, clientTLSFlags, err)
+	_, bound := dialBounds(o.timeout)
+	return explainDial(addr, transport.TLSInfo{CertFile: s.etcdCert, KeyFile: s.etcdKey, TrustedCAFile: s.etcdCA, ServerName: s.etcdServerName}, clientTLSFlags, bound, err)
 }
 
 // explainOtherDial is explainEtcdDial for zk2 and consul connections
@@ -34,14 +36,15 @@ func (o *connector) explainEtcdDial(addr string, err error) error {
 // unchanged.
 func (o *connector) explainOtherDial(impl, addr string, err error) error {
 	s := o.sec
+	_, bound := dialBounds(o.timeout)
 	switch impl {
 	case "zk2":
-		return explainDial(addr, transport.TLSInfo{CertFile: s.zkCert, KeyFile: s.zkKey, TrustedCAFile: s.zkCA, ServerName: s.zkServerName}, zkTLSFlags, err)
+		return explainDial(addr, transport.TLSInfo{CertFile: s.zkCert, KeyFile: s.zkKey, TrustedCAFile: s.zkCA, ServerName: s.zkServerName}, zkTLSFlags, bound, err)
 	case "consul":
 		if s.consulServerName != "" && s.consulCA == "" && s.consulCert == "" && s.consulKey == "" {
 			addr = "https://" + strings.TrimPrefix(addr, "https://")
 		}
-		return explainDial(addr, transport.TLSInfo{CertFile: s.consulCert, KeyFile: s.consulKey, TrustedCAFile: s.consulCA, ServerName: s.consulServerName}, consulTLSFlags, err)
+		return explainDial(addr, transport.TLSInfo{CertFile: s.consulCert, KeyFile: s.consulKey, TrustedCAFile: s.consulCA, ServerName: s.consulServerName}, consulTLSFlags, bound, err)
 	}
 	return err
 }
@@ -62,8 +65,9 @@ var (
 )
 
 // explainDial is explainEtcdDial with the client TLS settings info (TLS
-// is on when info names a file or addr an https URL).
-func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err error) error {
+// is on when info names a file or addr an https URL), its probe bounded
+// by bound (see tlsDiagnosis).
+func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, bound time.Duration, err error) error {
 	var te *topo.Error
 	if !errors.As(err, &te) || te.Code != topo.Unavailable {
 		return err
@@ -80,7 +84,7 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 		}
 		cfg = c
 	}
-	hint := tlsDiagnosis(ep, cfg, info.CertFile, flags)
+	hint := tlsDiagnosis(ep, cfg, info.CertFile, flags, bound)
 	if hint == "" {
 		return err
 	}
@@ -92,12 +96,16 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 // tlsDiagnosis probes the TLS handshake with ep (host:port), with cfg or,
 // when cfg is nil (a plaintext client), with any TLS, and says what is
 // wrong; "" when it finds nothing, cannot connect at all or gets no
-// answer within 5 s (a loaded server is not misreported as a failed
-// handshake). certFile is the client certificate's file ("" when none is
-// given).
-func tlsDiagnosis(ep string, cfg *tls.Config, certFile string, f tlsFlagNames) string {
-	const bound = 5 * time.Second
-	d := &net.Dialer{Timeout: bound}
+// answer within bound, which covers the whole probe (a loaded server is
+// not misreported as a failed handshake; no probe at all when bound is
+// not positive). certFile is the client certificate's file ("" when none
+// is given).
+func tlsDiagnosis(ep string, cfg *tls.Config, certFile string, f tlsFlagNames, bound time.Duration) string {
+	if bound <= 0 {
+		return ""
+	}
+	deadline := time.Now().Add(bound)
+	d := &net.Dialer{Deadline: deadline}
 	if cfg == nil {
 		c, err := tls.DialWithDialer(d, "tcp", ep, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only detects whether the server speaks TLS
 		if err == nil {
@@ -119,7 +127,11 @@ func tlsDiagnosis(ep string, cfg *tls.Config, certFile string, f tlsFlagNames) s
 	if err == nil {
 		// With TLS 1.3 a refused client certificate shows on the first
 		// read.
-		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		rd := time.Now().Add(500 * time.Millisecond)
+		if rd.After(deadline) {
+			rd = deadline
+		}
+		_ = c.SetReadDeadline(rd)
 		var b [1]byte
 		_, err = c.Read(b[:])
 		_ = c.Close()

@@ -20,6 +20,6 @@ func TestTLSDiagnosisSaysNothingOfAMuteServer(t *testing.T) {
 	px.Blackhole()
 	t.Cleanup(func() { _ = px.Close() })
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	assert.Empty(t, tlsDiagnosis(px.Addr(), cfg, "", clientTLSFlags), "a handshake that got no answer")
-	assert.Empty(t, tlsDiagnosis(px.Addr(), nil, "", clientTLSFlags), "a plaintext client's probe that got no answer")
+	assert.Empty(t, tlsDiagnosis(px.Addr(), cfg, "", clientTLSFlags, tlsProbeBound), "a handshake that got no answer")
+	assert.Empty(t, tlsDiagnosis(px.Addr(), nil, "", clientTLSFlags, tlsProbeBound), "a plaintext client's probe that got no answer")
 }

@@ -58,6 +58,18 @@ type Settings struct {
 	// backend's default (30 s, 30 s, 15 s). Other implementations ignore
 	// it. LockWithTTL and LockName keep their own TTLs.
 	ClaimTTL time.Duration
+	// DialTimeout, when positive, bounds how long opening a connection
+	// waits for the store to answer before it fails with the backend's
+	// Unavailable error naming the address: etcd2's DialTimeout (the wait
+	// for a member, with TLS the handshake and with a user the
+	// authentication; also the client's later reconnections), zk2's
+	// DialTimeout (the wait for the first session) and consul's
+	// DialTimeout (the first request; also each TCP connect and TLS
+	// handshake to the agent). Zero or negative keeps each backend's
+	// default (5 s). Other implementations ignore it. It bounds every
+	// connection the Factory opens: the global cell's and each cell's
+	// (ConnForCell).
+	DialTimeout time.Duration
 	// EtcdDialError, when set, is applied to the error of a failed etcd2
 	// connection with its address, to explain it (topoctl diagnoses TLS
 	// mismatches there). The result is returned instead.
@@ -71,7 +83,7 @@ func (s Settings) EtcdOptions(addr string) etcd2topo.Options {
 	opts := etcd2topo.Options{
 		TLSCAFile: e.CAFile, TLSCertFile: e.CertFile, TLSKeyFile: e.KeyFile, TLSServerName: e.ServerName,
 		Username: e.User, Password: e.Password, AutoSyncInterval: e.AutoSync,
-		LockTTL: s.ClaimTTL,
+		LockTTL: s.ClaimTTL, DialTimeout: s.DialTimeout,
 	}
 	for ep := range strings.SplitSeq(addr, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
@@ -101,13 +113,13 @@ func (s Settings) Factory(impl string) (topo.Factory, error) {
 		z := s.ZooKeeper
 		return zk2topo.Factory{Options: zk2topo.Options{Auth: z.Auth, AuthFile: z.AuthFile,
 			TLSCAFile: z.CAFile, TLSCertFile: z.CertFile, TLSKeyFile: z.KeyFile, TLSServerName: z.ServerName,
-			SessionTimeout: s.ClaimTTL}}, nil
+			SessionTimeout: s.ClaimTTL, DialTimeout: s.DialTimeout}}, nil
 	case consultopo.FactoryName:
 		c := s.Consul
 		return consultopo.NewFactory(consultopo.Options{
 			Token: c.Token, TokenFile: c.TokenFile,
 			CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, TLSServerName: c.ServerName,
-			SessionTTL: s.ClaimTTL,
+			SessionTTL: s.ClaimTTL, DialTimeout: s.DialTimeout,
 		}), nil
 	}
 	return topo.GetFactory(impl)

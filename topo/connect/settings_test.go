@@ -67,3 +67,16 @@ func TestClaimTTL(t *testing.T) {
 	assert.Equal(t, 7*time.Second, zf.Options.SessionTimeout)
 	assert.Zero(t, connect.Settings{}.EtcdOptions("127.0.0.1:2379").LockTTL, "zero keeps the backend's default")
 }
+
+// DialTimeout is each bundled backend's dial bound; zero keeps their
+// default.
+func TestDialTimeout(t *testing.T) {
+	s := connect.Settings{DialTimeout: 700 * time.Millisecond}
+	assert.Equal(t, 700*time.Millisecond, s.EtcdOptions("127.0.0.1:2379").DialTimeout)
+	f, err := s.Factory("zk2")
+	require.NoError(t, err)
+	zf, ok := f.(zk2topo.Factory)
+	require.True(t, ok, "%T", f)
+	assert.Equal(t, 700*time.Millisecond, zf.Options.DialTimeout)
+	assert.Zero(t, connect.Settings{}.EtcdOptions("127.0.0.1:2379").DialTimeout, "zero keeps the backend's default")
+}

@@ -119,7 +119,13 @@ func TestDialHungAgent(t *testing.T) {
 		t.Run(tc.name+"/NewConn", func(t *testing.T) {
 			opts := short
 			opts.Address = addr
-			requireCodeAt(t, returns(t, func() error { c, err := NewConn(opts, "r"); return closeConn(c, err) }), topo.Unavailable, addr)
+			err := returns(t, func() error { c, err := NewConn(opts, "r"); return closeConn(c, err) })
+			requireCodeAt(t, err, topo.Unavailable, addr)
+			if tc.name == "Hung" {
+				var ue *topo.UnreachableError
+				require.ErrorAs(t, err, &ue, "typed, not only worded: %v", err)
+				require.Equal(t, []string{addr}, ue.Addrs)
+			}
 		})
 		t.Run(tc.name+"/FactoryCreate", func(t *testing.T) {
 			err := returns(t, func() error { return closeConn(NewFactory(short).Create("zone1", addr, "r")) })

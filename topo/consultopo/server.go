@@ -329,8 +329,9 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // unknown read mode, an empty address, an unreadable token file or
 // unusable TLS settings; and, naming the address, Timeout or Interrupted
 // when ctx ends, PermissionDenied when Consul refuses the token, and
-// Unavailable when no answer comes within the bound (nothing listens, no
-// answer, a failed TLS handshake, plain HTTP to an HTTPS agent) or the
+// Unavailable when no answer comes within the bound (its cause a
+// *topo.UnreachableError), or when nothing listens, the TLS
+// handshake fails or plain HTTP reaches an HTTPS agent, or the
 // agent answers with an error.
 func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
@@ -443,7 +444,8 @@ func probe(ctx context.Context, client *api.Client, addr string, withToken bool,
 		return backendkit.Wrap(topo.PermissionDenied, addr, fmt.Errorf("consultopo: the Consul agent at %s refused the ACL token: %w", addr, err))
 	}
 	if pctx.Err() != nil {
-		return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no Consul agent answered at %s within %v (the dial timeout): %w", addr, dialTimeout, err))
+		return backendkit.Wrap(topo.Unavailable, addr, &topo.UnreachableError{Addrs: []string{addr},
+			Err: fmt.Errorf("consultopo: no Consul agent answered at %s within %v (the dial timeout): %w", addr, dialTimeout, err)})
 	}
 	return backendkit.Wrap(topo.Unavailable, addr, fmt.Errorf("consultopo: no usable Consul agent at %s: %w", addr, err))
 }

@@ -190,6 +190,9 @@ func TestDialHungAddress(t *testing.T) {
 	select {
 	case err := <-done:
 		requireUnavailableAt(t, err, px.Addr())
+		var ue *topo.UnreachableError
+		require.ErrorAs(t, err, &ue, "typed, not only worded: %v", err)
+		require.Equal(t, []string{px.Addr()}, ue.Addrs)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the dial of a hung address was not bounded by DialTimeout")
 	}

@@ -278,7 +278,7 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // authentication. It returns InvalidArgument for no endpoint or unreadable
 // TLS files, InvalidPath for a malformed root, Unavailable naming the
 // endpoints when no member answers in time (a dead address, a refused
-// handshake), Timeout or Interrupted when ctx ends first, and
+// handshake; its cause a *topo.UnreachableError), Timeout or Interrupted when ctx ends first, and
 // PermissionDenied for refused credentials. With several endpoints it asks
 // each for its status (at most 2 s; one that does not answer is not
 // checked): InvalidArgument wrapping ErrClusterMismatch, naming endpoints
@@ -338,11 +338,11 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 	})
 	if err != nil {
 		// With a username the client authenticates at once.
-		return nil, dialError(ctx, addr, opts.DialTimeout, err)
+		return nil, dialError(ctx, opts.Endpoints, opts.DialTimeout, err)
 	}
 	if err := waitConnected(dctx, cli.ActiveConnection()); err != nil {
 		_ = cli.Close()
-		return nil, dialError(ctx, addr, opts.DialTimeout, err)
+		return nil, dialError(ctx, opts.Endpoints, opts.DialTimeout, err)
 	}
 	// guard is pinned to the cluster here.
 	if m := guard.CheckEndpoints(ctx, cli, opts.Endpoints, clusterCheckTimeout); m != "" {
@@ -392,16 +392,18 @@ func waitConnected(ctx context.Context, cc *grpc.ClientConn) error {
 	}
 }
 
-// dialError classifies err, a failure to connect or authenticate at addr:
-// ctx's error, a member's refusal (PermissionDenied, ...), or Unavailable.
-func dialError(ctx context.Context, addr string, bound time.Duration, err error) error {
+// dialError classifies err, a failure to connect or authenticate at the
+// endpoints eps: ctx's error, a member's refusal (PermissionDenied, ...),
+// or Unavailable with a *topo.UnreachableError.
+func dialError(ctx context.Context, eps []string, bound time.Duration, err error) error {
+	addr := strings.Join(eps, ",")
 	if ctx.Err() != nil {
 		return backendkit.FromContext(ctx, addr)
 	}
 	switch code := codeOf(err); code {
 	case topo.Timeout, topo.Interrupted, topo.Unavailable:
-		return backendkit.Wrap(topo.Unavailable, addr,
-			fmt.Errorf("etcd2topo: no etcd member answered at %s within %v: %w", addr, bound, err))
+		return backendkit.Wrap(topo.Unavailable, addr, &topo.UnreachableError{Addrs: eps,
+			Err: fmt.Errorf("etcd2topo: no etcd member answered at %s within %v: %w", addr, bound, err)})
 	default:
 		return backendkit.Wrap(code, addr, fmt.Errorf("etcd2topo: connecting to %s: %w", addr, err))
 	}

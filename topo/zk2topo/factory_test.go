@@ -126,6 +126,9 @@ func TestDialHungAddress(t *testing.T) {
 		return err
 	})
 	requireUnavailableAt(t, err, px.Addr())
+	var ue *topo.UnreachableError
+	require.ErrorAs(t, err, &ue, "typed, not only worded: %v", err)
+	require.Equal(t, []string{px.Addr()}, ue.Addrs)
 	px.Heal()
 	opts.DialTimeout = 30 * time.Second
 	c, err := NewConn(opts, freshRoot(t))

@@ -207,7 +207,8 @@ func NewConn(opts Options, root string) (*Conn, error) {
 // opts.DialTimeout and until ctx ends. It returns InvalidArgument when opts
 // has no server, a malformed Auth, unreadable TLS files or AuthFile,
 // InvalidPath for a bad root, Unavailable naming the servers when none
-// gives a session in time (nothing listens, a refused TLS handshake), and
+// gives a session in time (nothing listens, a refused TLS handshake; its
+// cause a *topo.UnreachableError), and
 // Timeout or Interrupted when ctx ends first.
 func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, error) {
 	r, err := topo.CleanDirPath(root)
@@ -299,7 +300,7 @@ func (c *Conn) awaitSession(ctx context.Context, s *zkSession, p string, id int6
 			if last := c.lastDialErr.Load(); last != nil {
 				err = fmt.Errorf("%w (last dial: %w)", err, *last)
 			}
-			return backendkit.Wrap(topo.Unavailable, p, err)
+			return backendkit.Wrap(topo.Unavailable, p, &topo.UnreachableError{Addrs: c.opts.Servers, Err: err})
 		case <-time.After(tick):
 		}
 		tick = min(2*tick, 50*time.Millisecond)
