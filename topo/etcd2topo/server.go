@@ -103,6 +103,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/topokit/topokit/internal/clusterguard"
@@ -110,6 +111,26 @@ import (
 	"github.com/topokit/topokit/topo/backendkit"
 	"github.com/topokit/topokit/topo/claims"
 )
+
+// reconnectParams is how the gRPC connection of a Conn retries a member
+// that went away: gRPC's default backoff grows to 120 s, so a member back
+// after an outage of a minute was dialled again only some 25 s later,
+// every call failing Unavailable (or waiting out its deadline) meanwhile;
+// with the backoff capped at MaxReconnectDelay a Conn is back within
+// about that long of the member. An attempt still gets gRPC's default
+// 20 s to connect.
+func reconnectParams() grpc.ConnectParams {
+	return grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxReconnectDelay},
+		MinConnectTimeout: 20 * time.Second,
+	}
+}
+
+// MaxReconnectDelay is the longest a Conn waits (give or take a fifth)
+// between two attempts to dial again a member it lost: the cap of its
+// gRPC reconnection backoff, which starts at 250 ms and grows 1.6 times
+// per failed attempt. Options.DialOptions may set other ConnectParams.
+const MaxReconnectDelay = 2 * time.Second
 
 // FactoryName is the name the backend registers under.
 const FactoryName = "etcd2"
@@ -314,7 +335,7 @@ func NewConnContext(ctx context.Context, opts Options, root string) (*Conn, erro
 			return nil, backendkit.Wrap(topo.InvalidArgument, root, fmt.Errorf("etcd2topo: TLS settings: %w", err))
 		}
 	}
-	dialOptions := slices.Concat(opts.DialOptions, opts.dialOptions)
+	dialOptions := slices.Concat([]grpc.DialOption{grpc.WithConnectParams(reconnectParams())}, opts.DialOptions, opts.dialOptions)
 	if tlsCfg != nil && opts.TLSServerName != "" {
 		// grpc checks certificates against the authority, not ServerName.
 		dialOptions = append(dialOptions, grpc.WithAuthority(opts.TLSServerName))
