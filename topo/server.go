@@ -282,7 +282,9 @@ func checkCellName(cell string) error {
 // (PermissionDenied, Unavailable, ...), Timeout or Interrupted for ctx, and
 // Closed after Close. Safe for concurrent use; concurrent first calls may
 // dial more than once, but all of them return the one connection that is
-// cached.
+// cached. The connection is shared and owned by the Server: callers must
+// not Close it (every later caller would get the closed one); Server.Close
+// closes it.
 func (s *Server) ConnForCell(ctx context.Context, cell string) (Conn, error) {
 	if cell == GlobalCell {
 		s.mu.Lock()
