@@ -76,7 +76,7 @@ func newClusterStatusCmd(stores *connector, out *printer, prefix *string) *cobra
 			defer cancel()
 			st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts)
 			if err != nil {
-				return err
+				return stores.explainClusterDial(err)
 			}
 			// Without a quorum the status is printed all the same (read
 			// from the members that answer), then the command fails.
@@ -148,7 +148,7 @@ it tolerates no more failed members than the odd size below it.`,
 			ctx, cancel := stores.callCtx(cmd.Context())
 			defer cancel()
 			if err := etcdcluster.SetSizeForce(ctx, cc.cli, *prefix, n); err != nil {
-				return err
+				return stores.explainClusterDial(err)
 			}
 			if st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts); err == nil && st.Decider == "" && len(st.Volunteers) == 0 {
 				out.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds): nothing acts on this size\n")

@@ -158,6 +158,21 @@ func TestTLSEtcd(t *testing.T) {
 		{name: "server not trusted", args: []string{"--etcd-ca-file", pki.path("other-ca.pem"), "--etcd-cert-file", crt, "--etcd-key-file", key}, want: "is not signed by the CA of --etcd-ca-file"},
 		{name: "wrong server name", args: append(flags, "--etcd-server-name", "not-the-server.example"), want: "is not valid for that address"},
 	})
+	// The cluster commands take the same flags and say the same of a
+	// refused handshake (their client reports only a deadline passed).
+	for _, c := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"no TLS", "speaks TLS and this client plaintext: give --etcd-ca-file", nil},
+		{"no client certificate", "requires a client certificate: give --etcd-cert-file and --etcd-key-file", []string{"--etcd-ca-file", ca}},
+		{"server not trusted", "is not signed by the CA of --etcd-ca-file", []string{"--etcd-ca-file", pki.path("other-ca.pem"), "--etcd-cert-file", crt, "--etcd-key-file", key}},
+	} {
+		t.Run("cluster status refused/"+c.name, func(t *testing.T) {
+			tg := target{impl: "etcd2", addr: m.ClientAddr(), root: "/tls"}
+			tg.fails(t, ExitFailure, []string{c.want}, append(c.args, "--timeout", "3s", "cluster", "status")...)
+		})
+	}
 }
 
 // TestTLSZooKeeper: every --zk-* TLS flag, its variable and its --config

@@ -1,6 +1,7 @@
 package topoctl
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -68,6 +69,35 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 	if !errors.As(err, &te) || te.Code != topo.Unavailable {
 		return err
 	}
+	hint := dialHint(addr, info, flags)
+	if hint == "" {
+		return err
+	}
+	out := *te
+	out.Err = fmt.Errorf("%w; %s", te.Err, hint)
+	return &out
+}
+
+// explainClusterDial is explainEtcdDial for the cluster commands, whose
+// client reports a refused handshake only as a deadline that passed
+// (without a member's answer): such an error gets the same hint. Other
+// errors are returned unchanged.
+func (o *connector) explainClusterDial(err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	s := o.sec
+	hint := dialHint(o.addr, transport.TLSInfo{CertFile: s.etcdCert, KeyFile: s.etcdKey, TrustedCAFile: s.etcdCA, ServerName: s.etcdServerName}, clientTLSFlags)
+	if hint == "" {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, hint)
+}
+
+// dialHint is what tlsDiagnosis says of the first address of addr with
+// the client TLS settings info (TLS is on when info names a file or addr
+// an https URL); "" when it says nothing or info cannot be loaded.
+func dialHint(addr string, info transport.TLSInfo, flags tlsFlagNames) string {
 	ep, _, _ := strings.Cut(addr, ",")
 	ep = strings.TrimSpace(ep)
 	secure := strings.HasPrefix(ep, "https://") || info.CertFile != "" || info.KeyFile != "" || info.TrustedCAFile != ""
@@ -76,17 +106,11 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, err er
 	if secure {
 		c, cerr := info.ClientConfig()
 		if cerr != nil {
-			return err
+			return ""
 		}
 		cfg = c
 	}
-	hint := tlsDiagnosis(ep, cfg, info.CertFile, flags)
-	if hint == "" {
-		return err
-	}
-	out := *te
-	out.Err = fmt.Errorf("%w; %s", te.Err, hint)
-	return &out
+	return tlsDiagnosis(ep, cfg, info.CertFile, flags)
 }
 
 // tlsDiagnosis probes the TLS handshake with ep (host:port), with cfg or,
