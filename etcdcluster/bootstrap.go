@@ -195,7 +195,7 @@ func probeSeed(ctx context.Context, hc *http.Client, seed string) (seedState, *c
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			tlsRefused = isTLSError(err)
+			tlsRefused = isTLSError(err) || (errors.Is(err, io.EOF) && speaksTLS(ctx, seed))
 			return 0, nil
 		}
 		defer resp.Body.Close()
@@ -205,8 +205,9 @@ func probeSeed(ctx context.Context, hc *http.Client, seed string) (seedState, *c
 	code, b := get(bootstrapPath)
 	if code == 0 {
 		if tlsRefused {
-			// Something answers but the TLS handshake fails: let the
-			// client's connection say why, as it would to a member.
+			// Something answers but the TLS handshake fails (or TLS
+			// answers an http:// seed): let the client's connection say
+			// why, as it would to a member.
 			return seedMember, nil
 		}
 		return seedSilent, nil
@@ -223,6 +224,27 @@ func probeSeed(ctx context.Context, hc *http.Client, seed string) (seedState, *c
 		return seedMember, nil
 	}
 	return seedSilent, nil
+}
+
+// speaksTLS reports whether a TLS server answers at the host of the
+// http:// seed, which closed a plaintext request unanswered: a seed given
+// as http:// where the members serve clients over TLS.
+func speaksTLS(ctx context.Context, seed string) bool {
+	u, err := url.Parse(seed)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // only detects whether the server speaks TLS
+	c, err := d.DialContext(ctx, "tcp", u.Host)
+	if err == nil {
+		_ = c.Close()
+		return true
+	}
+	// A TLS 1.2 server refuses a client without a certificate with an
+	// alert.
+	return strings.Contains(err.Error(), "remote error")
 }
 
 // candidateServer serves a waiting node's candidateInfo on its client

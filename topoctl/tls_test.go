@@ -173,6 +173,17 @@ func TestTLSEtcd(t *testing.T) {
 			tg.fails(t, ExitFailure, []string{c.want}, append(c.args, "--timeout", "3s", "cluster", "status")...)
 		})
 	}
+	// A cluster node given an http:// seed where clients are served over
+	// TLS says so and exits, instead of waiting for a member there.
+	t.Run("serve --seeds http:// refused", func(t *testing.T) {
+		own, err := etcdembed.FreeAddrs(2)
+		require.NoError(t, err)
+		tg := target{impl: "etcd2", addr: m.ClientAddr(), root: "/tls"}
+		bg := tg.start(t, "serve", "--seeds", "http://"+m.ClientAddr(), "--name", "n", "--data-dir", t.TempDir(),
+			"--listen-client-address", own[0], "--listen-peer-address", own[1])
+		assert.Equal(t, ExitFailure, bg.wait(t), bg.stderr.String())
+		assert.Contains(t, bg.stderr.String(), "speaks TLS and this client plaintext: give --trusted-ca-file")
+	})
 }
 
 // TestTLSZooKeeper: every --zk-* TLS flag, its variable and its --config
