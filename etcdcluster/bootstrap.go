@@ -101,6 +101,7 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 	self := candidateInfo{Name: n.cfg.Name, PeerURL: n.cfg.AdvertisePeerURL, ClientURL: own, Expect: expect}
 	lastSaid := time.Now() // first said after waitSayEvery
 	lastSeenVote := time.Now()
+	var otherExpect []candidateInfo // said once each
 	for {
 		states, infos := n.probeSeeds(ctx, hc, others)
 		if slices.Contains(states, seedMember) {
@@ -112,6 +113,11 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 			for _, c := range infos {
 				if c.Expect == expect && !slices.ContainsFunc(cands, c.is) {
 					cands = append(cands, c)
+				}
+				if c.Expect != expect && !slices.ContainsFunc(otherExpect, func(o candidateInfo) bool { return o.is(c) && o.Expect == c.Expect }) {
+					otherExpect = append(otherExpect, c)
+					n.log.Warn("bootstrap: a node at the seeds waits with another --bootstrap-expect, so neither counts the other: give every node the same",
+						"candidate", c.Name, "clientURL", c.ClientURL, "itsExpect", c.Expect, "expect", expect)
 				}
 			}
 			if self.Vote != "" && !self.endorses(self) {

@@ -1,12 +1,16 @@
 package etcdcluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,18 +68,7 @@ func TestBootstrapEndorsementNamesOneNode(t *testing.T) {
 		"vote": "a", "votePeerURL": "http://127.0.0.1:1"}
 	b := map[string]any{"name": "b", "peerURL": "http://127.0.0.1:3", "clientURL": "http://127.0.0.1:4", "expect": 2,
 		"vote": "a", "votePeerURL": "http://127.0.0.1:1"}
-	var seeds []string
-	for _, c := range []map[string]any{twin, b} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != bootstrapPath {
-				http.NotFound(w, r)
-				return
-			}
-			_ = json.NewEncoder(w).Encode(c)
-		}))
-		t.Cleanup(srv.Close)
-		seeds = append(seeds, srv.URL)
-	}
+	seeds := []string{fakeCandidate(t, twin), fakeCandidate(t, b)}
 	cfg := localConfig(t, "a")
 	cfg.Seeds, cfg.BootstrapExpect = seeds, 2
 	ctx, cancel := context.WithCancel(context.Background())
@@ -109,6 +102,51 @@ func TestBootstrapEndorsementNamesOneNode(t *testing.T) {
 		case <-time.After(cfg.CheckInterval):
 		}
 	}
+	cancel()
+	require.ErrorIs(t, <-started, context.Canceled)
+}
+
+// fakeCandidate serves info at bootstrapPath, as a node waiting for a
+// cluster does, until the test ends; it returns its URL.
+func fakeCandidate(t *testing.T, info map[string]any) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != bootstrapPath {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(info)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestBootstrapExpectMismatchSaid: a node waiting with BootstrapExpect 2
+// whose seed answers as a node waiting with 3 says so at once: neither
+// counts the other, and both would otherwise wait forever, each saying
+// only which candidates it counts.
+func TestBootstrapExpectMismatchSaid(t *testing.T) {
+	other := map[string]any{"name": "b", "peerURL": "http://127.0.0.1:1", "clientURL": "http://127.0.0.1:2", "expect": 3}
+	cfg := localConfig(t, "a")
+	cfg.Seeds, cfg.BootstrapExpect = []string{fakeCandidate(t, other)}, 2
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan error, 1)
+	go func() {
+		n, err := Start(ctx, cfg)
+		if err == nil {
+			n.Close()
+		}
+		started <- err
+	}()
+	said := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "waits with another --bootstrap-expect") && strings.Contains(logs.String(), "itsExpect=3")
+	}
+	require.Eventually(t, said, bound, cfg.CheckInterval, "the node did not say that b expects 3")
 	cancel()
 	require.ErrorIs(t, <-started, context.Canceled)
 }
