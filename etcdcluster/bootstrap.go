@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -27,13 +28,25 @@ const waitSayEvery = 5 * time.Second
 
 // candidateInfo is what a node waiting for a cluster serves at
 // bootstrapPath: who it is, the Config.BootstrapExpect it was given, and
-// the candidate it endorses as the one to bootstrap ("" while none).
+// the candidate it endorses as the one to bootstrap, by name and peer URL
+// ("" while none). A candidate is its name and peer URL: two nodes given
+// one name by mistake are two candidates, and an endorsement of one is
+// not the other's.
 type candidateInfo struct {
-	Name      string `json:"name"`
-	PeerURL   string `json:"peerURL"`
-	ClientURL string `json:"clientURL"`
-	Expect    int    `json:"expect"`
-	Vote      string `json:"vote,omitempty"`
+	Name        string `json:"name"`
+	PeerURL     string `json:"peerURL"`
+	ClientURL   string `json:"clientURL"`
+	Expect      int    `json:"expect"`
+	Vote        string `json:"vote,omitempty"`
+	VotePeerURL string `json:"votePeerURL,omitempty"`
+}
+
+// is reports whether c and o are the same candidate.
+func (c candidateInfo) is(o candidateInfo) bool { return c.Name == o.Name && c.PeerURL == o.PeerURL }
+
+// endorses reports whether c endorses the candidate o.
+func (c candidateInfo) endorses(o candidateInfo) bool {
+	return c.Vote == o.Name && c.VotePeerURL == o.PeerURL
 }
 
 // seedState is what a probe of one seed found.
@@ -53,7 +66,8 @@ const (
 //
 // The choice: a waiting node that is not ClientOnly serves candidateInfo
 // on its client address. Once a node sees N candidates (itself included)
-// with the same N, it endorses the lowest name among them, and keeps that
+// with the same N, it endorses the lowest name among them (the lowest peer
+// URL among candidates of one name), and keeps that
 // endorsement while that candidate (or a member at its URL) answers; the
 // candidate endorsed by N candidates bootstraps a one-member cluster,
 // which the others then find at its URL and join as volunteers. Two
@@ -87,6 +101,7 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 	self := candidateInfo{Name: n.cfg.Name, PeerURL: n.cfg.AdvertisePeerURL, ClientURL: own, Expect: expect}
 	lastSaid := time.Now() // first said after waitSayEvery
 	lastSeenVote := time.Now()
+	var otherExpect []candidateInfo // said once each
 	for {
 		states, infos := n.probeSeeds(ctx, hc, others)
 		if slices.Contains(states, seedMember) {
@@ -96,28 +111,35 @@ func (n *Node) awaitCluster(ctx context.Context, seeds []string) (bool, error) {
 		if cs != nil {
 			cands = append(cands, self)
 			for _, c := range infos {
-				if c.Expect == expect && !slices.ContainsFunc(cands, func(o candidateInfo) bool { return o.Name == c.Name }) {
+				if c.Expect == expect && !slices.ContainsFunc(cands, c.is) {
 					cands = append(cands, c)
 				}
+				if c.Expect != expect && !slices.ContainsFunc(otherExpect, func(o candidateInfo) bool { return o.is(c) && o.Expect == c.Expect }) {
+					otherExpect = append(otherExpect, c)
+					n.log.Warn("bootstrap: a node at the seeds waits with another --bootstrap-expect, so neither counts the other: give every node the same",
+						"candidate", c.Name, "clientURL", c.ClientURL, "itsExpect", c.Expect, "expect", expect)
+				}
 			}
-			if self.Vote != "" && self.Vote != self.Name {
-				if slices.ContainsFunc(cands, func(c candidateInfo) bool { return c.Name == self.Vote }) {
+			if self.Vote != "" && !self.endorses(self) {
+				if slices.ContainsFunc(cands, self.endorses) {
 					lastSeenVote = time.Now()
 				} else if time.Since(lastSeenVote) > n.cfg.NomineeTimeout {
 					n.log.Warn("the endorsed bootstrap candidate stopped answering: endorsing again", "candidate", self.Vote)
-					self.Vote = ""
+					self.Vote, self.VotePeerURL = "", ""
 				}
 			}
 			if self.Vote == "" && len(cands) >= expect {
-				lowest := slices.MinFunc(cands, func(a, b candidateInfo) int { return strings.Compare(a.Name, b.Name) })
-				self.Vote, lastSeenVote = lowest.Name, time.Now()
-				n.log.Info("bootstrap: endorsing the candidate with the lowest name", "candidate", self.Vote, "candidates", len(cands), "expect", expect)
+				lowest := slices.MinFunc(cands, func(a, b candidateInfo) int {
+					return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.PeerURL, b.PeerURL))
+				})
+				self.Vote, self.VotePeerURL, lastSeenVote = lowest.Name, lowest.PeerURL, time.Now()
+				n.log.Info("bootstrap: endorsing the candidate with the lowest name", "candidate", self.Vote, "peerURL", self.VotePeerURL, "candidates", len(cands), "expect", expect)
 			}
 			cs.set(self)
-			if self.Vote == self.Name {
+			if self.endorses(self) {
 				votes := 1 // our own
 				for _, c := range cands[1:] {
-					if c.Vote == self.Name {
+					if c.endorses(self) {
 						votes++
 					}
 				}
@@ -179,7 +201,7 @@ func probeSeed(ctx context.Context, hc *http.Client, seed string) (seedState, *c
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			tlsRefused = isTLSError(err)
+			tlsRefused = isTLSError(err) || (errors.Is(err, io.EOF) && speaksTLS(ctx, seed))
 			return 0, nil
 		}
 		defer resp.Body.Close()
@@ -189,8 +211,9 @@ func probeSeed(ctx context.Context, hc *http.Client, seed string) (seedState, *c
 	code, b := get(bootstrapPath)
 	if code == 0 {
 		if tlsRefused {
-			// Something answers but the TLS handshake fails: let the
-			// client's connection say why, as it would to a member.
+			// Something answers but the TLS handshake fails (or TLS
+			// answers an http:// seed): let the client's connection say
+			// why, as it would to a member.
 			return seedMember, nil
 		}
 		return seedSilent, nil
@@ -207,6 +230,27 @@ func probeSeed(ctx context.Context, hc *http.Client, seed string) (seedState, *c
 		return seedMember, nil
 	}
 	return seedSilent, nil
+}
+
+// speaksTLS reports whether a TLS server answers at the host of the
+// http:// seed, which closed a plaintext request unanswered: a seed given
+// as http:// where the members serve clients over TLS.
+func speaksTLS(ctx context.Context, seed string) bool {
+	u, err := url.Parse(seed)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	d := &tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // only detects whether the server speaks TLS
+	c, err := d.DialContext(ctx, "tcp", u.Host)
+	if err == nil {
+		_ = c.Close()
+		return true
+	}
+	// A TLS 1.2 server refuses a client without a certificate with an
+	// alert.
+	return strings.Contains(err.Error(), "remote error")
 }
 
 // candidateServer serves a waiting node's candidateInfo on its client

@@ -179,7 +179,10 @@
 // credentials never becomes a learner. Config.EnableAuth makes the
 // bootstrapping node turn etcd auth on with the root user; nodes log in
 // with Config.Username and Password (root, since membership changes need
-// it). NewClientWith and StatusWith take a client's credentials.
+// it). NewClientWith and StatusWith take a client's credentials. Start
+// refuses (ErrInvalidConfig) a client or peer certificate that is not
+// valid for the host of the node's advertised client or peer URL, which
+// no node or client could verify there.
 //
 // # Keys
 //

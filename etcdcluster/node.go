@@ -98,6 +98,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.peerTLS, err = cfg.peerDialTLS(); err != nil {
 		return nil, fmt.Errorf("%w: peer TLS: %w", ErrInvalidConfig, err)
 	}
+	if !cfg.ClientOnly {
+		if err := checkCertHosts(cfg); err != nil {
+			return nil, err
+		}
+	}
 	eps := normalizeEndpoints(cfg.Seeds, n.eps.opts.secure())
 	if !cfg.ClientOnly {
 		switch {

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/internal/etcdembed"
@@ -145,4 +147,37 @@ func isEOFOrTimeout(err error) bool {
 		return true
 	}
 	return errors.Is(err, io.EOF)
+}
+
+// checkCertHosts refuses (ErrInvalidConfig) a client or peer certificate
+// that is not valid for the host of the node's advertised client or peer
+// URL: the other nodes and the clients verify it against that host, so
+// such a member could be reached by none of them.
+func checkCertHosts(cfg Config) error {
+	for _, c := range []struct {
+		info transport.TLSInfo
+		url  string
+		of   string
+	}{{cfg.ClientTLS, cfg.AdvertiseClientURL, "client"}, {cfg.PeerTLS, cfg.AdvertisePeerURL, "peer"}} {
+		if c.info.CertFile == "" {
+			continue
+		}
+		pair, err := tls.LoadX509KeyPair(c.info.CertFile, c.info.KeyFile)
+		if err != nil {
+			return fmt.Errorf("%w: %s TLS: %w", ErrInvalidConfig, c.of, err)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			return fmt.Errorf("%w: %s TLS: %s: %w", ErrInvalidConfig, c.of, c.info.CertFile, err)
+		}
+		u, err := url.Parse(c.url)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		if err := leaf.VerifyHostname(u.Hostname()); err != nil {
+			return fmt.Errorf("%w: the %s certificate %s is not valid for %s, the host of the %s URL %s, so no node or client could verify this member there (%w): issue one for that host",
+				ErrInvalidConfig, c.of, c.info.CertFile, u.Hostname(), c.of, c.url, err)
+		}
+	}
+	return nil
 }

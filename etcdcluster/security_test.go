@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,4 +63,47 @@ func TestPeerTLSCheck(t *testing.T) {
 	plain := &Node{}
 	require.NoError(t, plain.peerReachable(ctx, "http://127.0.0.1:1"))
 	require.ErrorIs(t, plain.peerReachable(ctx, "https://"+addrs[0]), errPeerUnreachable)
+}
+
+// A node whose certificate is not valid for its (advertised) URL's host
+// is refused before anything listens: no node or client that verifies
+// certificates could reach it there, yet a joining node with such a
+// client certificate would become a voter (its own client uses the
+// seeds) that counts in every quorum, and one with such a peer
+// certificate a learner the members cannot reach. The test certificates
+// hold 127.0.0.1 and localhost only; the nodes listen on 127.0.0.2.
+func TestCertificateNotForTheAdvertisedHost(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, caKey := testpki.Write(t, dir, "ca", nil, nil)
+	testpki.Write(t, dir, "n", ca, caKey)
+	f := func(n string) string { return filepath.Join(dir, n) }
+	info := transport.TLSInfo{CertFile: f("n.pem"), KeyFile: f("n-key.pem"), TrustedCAFile: f("ca.pem"), ClientCertAuth: true}
+	tlsConfig := func(name string) Config {
+		cfg := localConfig(t, name)
+		cfg.ClientURL = strings.Replace(cfg.ClientURL, "http://", "https://", 1)
+		cfg.PeerURL = strings.Replace(cfg.PeerURL, "http://", "https://", 1)
+		cfg.ClientTLS, cfg.PeerTLS = info, info
+		return cfg
+	}
+	a := startCfg(t, tlsConfig("a"))
+	for _, of := range []string{"client", "peer"} {
+		t.Run(of, func(t *testing.T) {
+			cfg := tlsConfig("b-" + of)
+			cfg.Seeds = []string{a.cfg.ClientURL}
+			if of == "client" {
+				cfg.ClientURL = strings.Replace(cfg.ClientURL, "127.0.0.1", "127.0.0.2", 1)
+			} else {
+				cfg.PeerURL = strings.Replace(cfg.PeerURL, "127.0.0.1", "127.0.0.2", 1)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), bound)
+			defer cancel()
+			n, err := Start(ctx, cfg)
+			if err == nil {
+				n.Close()
+			}
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			require.ErrorContains(t, err, "not valid for 127.0.0.2")
+		})
+	}
 }

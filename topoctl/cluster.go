@@ -2,12 +2,14 @@ package topoctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/topokit/topokit/etcdcluster"
@@ -56,7 +58,21 @@ func (o *connector) clusterClient(ctx context.Context) (*clusterConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clusterConn{cli: cli, opts: co}, nil
+	explain := func(err error) error {
+		// The client reports a refused handshake only as a deadline that
+		// passed (without a member's answer): such an error gets the
+		// TLS diagnosis's hint; other errors are returned unchanged.
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		_, bound := dialBounds(o.timeout)
+		hint := dialHint(o.addr, transport.TLSInfo{CertFile: o.sec.etcdCert, KeyFile: o.sec.etcdKey, TrustedCAFile: o.sec.etcdCA, ServerName: o.sec.etcdServerName}, clientTLSFlags, bound)
+		if hint == "" {
+			return err
+		}
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	return &clusterConn{cli: cli, opts: co, explain: explain}, nil
 }
 
 func newClusterStatusCmd(stores *connector, out *printer, prefix *string) *cobra.Command {
@@ -76,7 +92,7 @@ func newClusterStatusCmd(stores *connector, out *printer, prefix *string) *cobra
 			defer cancel()
 			st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts)
 			if err != nil {
-				return err
+				return cc.explain(err)
 			}
 			// Without a quorum the status is printed all the same (read
 			// from the members that answer), then the command fails.
@@ -148,7 +164,7 @@ it tolerates no more failed members than the odd size below it.`,
 			ctx, cancel := stores.callCtx(cmd.Context())
 			defer cancel()
 			if err := etcdcluster.SetSizeForce(ctx, cc.cli, *prefix, n); err != nil {
-				return err
+				return cc.explain(err)
 			}
 			if st, err := etcdcluster.StatusWith(ctx, cc.cli, *prefix, cc.opts); err == nil && st.Decider == "" && len(st.Volunteers) == 0 {
 				out.eprintf("note: no decider and no volunteers: this etcd is not a self-managing cluster (started without serve --cluster or --seeds): nothing acts on this size\n")
@@ -240,6 +256,9 @@ func dash(s string) string {
 type clusterConn struct {
 	cli  *clientv3.Client
 	opts etcdcluster.ClientOptions
+	// explain adds to an error of a cluster call why the TLS handshake
+	// with the first member failed, when that is the cause.
+	explain func(error) error
 }
 
 func (c *clusterConn) close() { _ = c.cli.Close() }

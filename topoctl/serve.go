@@ -168,8 +168,9 @@ Off the loopback serve refuses to listen without TLS and certificate
 authentication (client: --client-cert-auth or --auth; peer:
 --peer-client-cert-auth) unless --insecure is given; on 0.0.0.0 or :: it
 needs --advertise-client-url (and --advertise-peer-url in a cluster). Bad
-TLS files (missing, unreadable, a key that does not match, expired) stop
-it before it starts. See docs/security.md.`,
+TLS files (missing, unreadable, a key that does not match, expired; in a
+cluster, not valid for the node's advertised address) stop it before it
+starts. See docs/security.md.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

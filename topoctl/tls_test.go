@@ -158,6 +158,32 @@ func TestTLSEtcd(t *testing.T) {
 		{name: "server not trusted", args: []string{"--etcd-ca-file", pki.path("other-ca.pem"), "--etcd-cert-file", crt, "--etcd-key-file", key}, want: "is not signed by the CA of --etcd-ca-file"},
 		{name: "wrong server name", args: append(flags, "--etcd-server-name", "not-the-server.example"), want: "is not valid for that address"},
 	})
+	// The cluster commands take the same flags and say the same of a
+	// refused handshake (their client reports only a deadline passed).
+	for _, c := range []struct {
+		name, want string
+		args       []string
+	}{
+		{"no TLS", "speaks TLS and this client plaintext: give --etcd-ca-file", nil},
+		{"no client certificate", "requires a client certificate: give --etcd-cert-file and --etcd-key-file", []string{"--etcd-ca-file", ca}},
+		{"server not trusted", "is not signed by the CA of --etcd-ca-file", []string{"--etcd-ca-file", pki.path("other-ca.pem"), "--etcd-cert-file", crt, "--etcd-key-file", key}},
+	} {
+		t.Run("cluster status refused/"+c.name, func(t *testing.T) {
+			tg := target{impl: "etcd2", addr: m.ClientAddr(), root: "/tls"}
+			tg.fails(t, ExitFailure, []string{c.want}, append(c.args, "--timeout", "3s", "cluster", "status")...)
+		})
+	}
+	// A cluster node given an http:// seed where clients are served over
+	// TLS says so and exits, instead of waiting for a member there.
+	t.Run("serve --seeds http:// refused", func(t *testing.T) {
+		own, err := etcdembed.FreeAddrs(2)
+		require.NoError(t, err)
+		tg := target{impl: "etcd2", addr: m.ClientAddr(), root: "/tls"}
+		bg := tg.start(t, "serve", "--seeds", "http://"+m.ClientAddr(), "--name", "n", "--data-dir", t.TempDir(),
+			"--listen-client-address", own[0], "--listen-peer-address", own[1])
+		assert.Equal(t, ExitFailure, bg.wait(t), bg.stderr.String())
+		assert.Contains(t, bg.stderr.String(), "speaks TLS and this client plaintext: give --trusted-ca-file")
+	})
 }
 
 // TestTLSZooKeeper: every --zk-* TLS flag, its variable and its --config

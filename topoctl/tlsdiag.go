@@ -72,6 +72,20 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, bound 
 	if !errors.As(err, &te) || te.Code != topo.Unavailable {
 		return err
 	}
+	hint := dialHint(addr, info, flags, bound)
+	if hint == "" {
+		return err
+	}
+	out := *te
+	out.Err = fmt.Errorf("%w; %s", te.Err, hint)
+	return &out
+}
+
+// dialHint is what tlsDiagnosis says of the first address of addr with
+// the client TLS settings info (TLS is on when info names a file or addr
+// an https URL), its probe bounded by bound; "" when it says nothing or
+// info cannot be loaded.
+func dialHint(addr string, info transport.TLSInfo, flags tlsFlagNames, bound time.Duration) string {
 	ep, _, _ := strings.Cut(addr, ",")
 	ep = strings.TrimSpace(ep)
 	secure := strings.HasPrefix(ep, "https://") || info.CertFile != "" || info.KeyFile != "" || info.TrustedCAFile != ""
@@ -80,17 +94,11 @@ func explainDial(addr string, info transport.TLSInfo, flags tlsFlagNames, bound 
 	if secure {
 		c, cerr := info.ClientConfig()
 		if cerr != nil {
-			return err
+			return ""
 		}
 		cfg = c
 	}
-	hint := tlsDiagnosis(ep, cfg, info.CertFile, flags, bound)
-	if hint == "" {
-		return err
-	}
-	out := *te
-	out.Err = fmt.Errorf("%w; %s", te.Err, hint)
-	return &out
+	return tlsDiagnosis(ep, cfg, info.CertFile, flags, bound)
 }
 
 // tlsDiagnosis probes the TLS handshake with ep (host:port), with cfg or,
