@@ -149,27 +149,34 @@ func namedStore(err error, sp spec) error {
 // dial (etcd2topo, zk2topo and consultopo's DefaultDialTimeout), and
 // tlsProbeBound the TLS diagnosis's (see tlsDiagnosis): those a long or
 // no --timeout leaves.
+// minDialBound and minProbeBound are the least they get from a short
+// --timeout: a --timeout meant for a lock's wait (200ms) must not leave a
+// loaded or distant store too little time to be connected to at all.
 const (
 	storeDialBound = 5 * time.Second
 	tlsProbeBound  = 5 * time.Second
+	minDialBound   = 2 * time.Second
+	minProbeBound  = time.Second
 )
 
 // dialBounds splits --timeout (timeout) between a store connection's dial (the
 // backend's DialTimeout, see connect.Settings) and the TLS diagnosis of
-// its failure (see explainDial), so that the two together end within
-// --timeout: the dial gets half of it, at most storeDialBound, and the
-// diagnosis three eighths, at most tlsProbeBound. A refused TLS handshake
-// fails the etcd2 and zk2 dials only at their bound, so the diagnosis
-// needs its own share, and one large enough for a loaded server's
-// handshake. The last eighth is the margin of what precedes the dial: the
-// TCP probe, a cell's lookup, whose --timeout started first. With no
-// --timeout (0) the dial keeps the backend's default (dial 0) and the
-// diagnosis tlsProbeBound.
+// its failure (see explainDial), so that from a --timeout of 4s the two
+// together end within it: the dial gets half of it, at least minDialBound
+// and at most storeDialBound, and the diagnosis three eighths, at least
+// minProbeBound and at most tlsProbeBound (a shorter --timeout bounds the
+// calls more than the connection: a lock's 200ms wait cut the dial to
+// 100ms). A refused TLS handshake fails the etcd2 and zk2 dials only at
+// their bound, so the diagnosis needs its own share, and one large enough
+// for a loaded server's handshake. The last eighth is the margin of what
+// precedes the dial: the TCP probe, a cell's lookup, whose --timeout
+// started first. With no --timeout (0) the dial keeps the backend's
+// default (dial 0) and the diagnosis tlsProbeBound.
 func dialBounds(timeout time.Duration) (dial, diagnosis time.Duration) {
 	if timeout <= 0 {
 		return 0, tlsProbeBound
 	}
-	return min(timeout/2, storeDialBound), min(timeout*3/8, tlsProbeBound)
+	return min(max(timeout/2, minDialBound), storeDialBound), min(max(timeout*3/8, minProbeBound), tlsProbeBound)
 }
 
 // dialTimeout bounds the TCP probe of a store's addresses (see

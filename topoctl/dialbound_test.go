@@ -26,7 +26,7 @@ func blackholed(t *testing.T, addr string) string {
 
 // --timeout bounds opening a store that accepts connections and never
 // answers: the backend itself gives up at the dial bound --timeout sets
-// (half of 1s), with its Unavailable error naming the address and that
+// (half of 6s), with its Unavailable error naming the address and that
 // bound, where it waited its own 5s before.
 func TestOpenBoundedByTimeout(t *testing.T) {
 	t.Parallel()
@@ -43,8 +43,8 @@ func TestOpenBoundedByTimeout(t *testing.T) {
 			t.Parallel()
 			addr := blackholed(t, c.start(t))
 			tg := target{impl: c.impl, addr: addr, root: c.root}
-			r := tg.fails(t, ExitFailure, []string{"topoctl: Unavailable: ", c.says + addr}, "--timeout", "1s", "get", "x")
-			assert.Contains(t, r.stderr, "within 500ms", "the dial bound --timeout set ended the open")
+			r := tg.fails(t, ExitFailure, []string{"topoctl: Unavailable: ", c.says + addr}, "--timeout", "6s", "get", "x")
+			assert.Contains(t, r.stderr, "within 3s", "the dial bound --timeout set ended the open")
 			assert.NotContains(t, r.stderr, "within 5s")
 		})
 	}
@@ -64,18 +64,26 @@ func TestOpenCellBoundedByTimeout(t *testing.T) {
 }
 
 // The dial and the TLS diagnosis of its failure share --timeout: both
-// get some of it and together less, leaving a margin for what precedes
-// them.
+// get some of it and, from 4s, together less, leaving a margin for what
+// precedes them; a short --timeout (a lock's wait) leaves them their
+// least.
 func TestDialBounds(t *testing.T) {
-	for _, timeout := range []time.Duration{10 * time.Millisecond, time.Second, 5 * time.Second, 30 * time.Second, time.Hour} {
+	for _, timeout := range []time.Duration{10 * time.Millisecond, 200 * time.Millisecond, time.Second, 4 * time.Second, 5 * time.Second, 16 * time.Second, 30 * time.Second, time.Hour} {
 		dial, diag := dialBounds(timeout)
-		assert.Positive(t, dial, timeout)
-		assert.Positive(t, diag, timeout)
-		assert.Less(t, dial+diag, timeout)
+		assert.GreaterOrEqual(t, dial, minDialBound, timeout)
+		assert.GreaterOrEqual(t, diag, minProbeBound, timeout)
+		if timeout >= 4*time.Second {
+			assert.Less(t, dial+diag, timeout)
+		}
 		assert.LessOrEqual(t, dial, storeDialBound)
 		assert.LessOrEqual(t, diag, tlsProbeBound)
 	}
-	dial, diag := dialBounds(0)
+	dial, diag := dialBounds(200 * time.Millisecond)
+	assert.Equal(t, minDialBound, dial, "a lock's short wait does not cut the connection's dial")
+	assert.Equal(t, minProbeBound, diag)
+	dial, _ = dialBounds(6 * time.Second)
+	assert.Equal(t, 3*time.Second, dial)
+	dial, diag = dialBounds(0)
 	assert.Zero(t, dial, "no --timeout: the backends' own dial bound")
 	assert.Equal(t, tlsProbeBound, diag)
 }

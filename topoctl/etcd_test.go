@@ -123,6 +123,9 @@ func TestServeUsage(t *testing.T) {
 	// before anything starts (it used to start etcd and fail its wait).
 	tg.fails(t, 2, []string{"--ready-timeout must be positive"}, "serve", "--ready-timeout", "0")
 	tg.fails(t, 2, []string{"--ready-timeout must be positive"}, "serve", "--ready-timeout", "-1s")
+	// A node configuration etcdcluster refuses before anything starts is
+	// the flags' mistake too (it exited 1).
+	tg.fails(t, 2, []string{"invalid config", `Name "bad/name"`}, "serve", "--cluster", "--name", "bad/name")
 	// A port taken by someone else.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -122,6 +122,10 @@ func serveCluster(ctx context.Context, out *printer, c clusterFlags, sec *serveS
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return fmt.Errorf("%w (is another \"topoctl serve\" or etcd running? pick other ports with --listen-client-address/--listen-peer-address)", err)
 		}
+		if errors.Is(err, etcdcluster.ErrInvalidConfig) {
+			// Checked before anything starts: the flags' mistake.
+			return usageError{err}
+		}
 		if len(cfg.Seeds) > 0 {
 			// Say why a seed refused this node's TLS, when it did.
 			err = explainDial(cfg.Seeds[0], transport.TLSInfo{CertFile: sec.cert, KeyFile: sec.key, TrustedCAFile: sec.ca}, serveTLSFlags, tlsProbeBound, err)

@@ -100,7 +100,7 @@ func (s *settings) addFlags(pf *pflag.FlagSet) {
 	pf.StringVar(&s.cell, "cell", "",
 		"act on this cell, through its CellInfo in the global cell (env "+envCell+"; default: the global cell)")
 	pf.DurationVar(&s.timeout, "timeout", defaultTimeout,
-		"bound of each store call, of opening a store (a store that does not answer within half of it, at most 5s, fails as Unavailable, and 3/8 of it, at most 5s, goes to diagnosing a failed TLS handshake), and of lock's wait for a lock when given (env "+envTimeout+"; 0 means no bound on calls, and opening keeps the backends' 5s; lock waits without bound by default)")
+		"bound of each store call, of opening a store (a store that does not answer within half of it, at least 2s and at most 5s, fails as Unavailable, and 3/8 of it, at least 1s and at most 5s, goes to diagnosing a failed TLS handshake), and of lock's wait for a lock when given (env "+envTimeout+"; 0 means no bound on calls, and opening keeps the backends' 5s; lock waits without bound by default)")
 }
 
 // resolve applies the environment and the --config file to the flags not
