@@ -55,6 +55,10 @@ type claim struct {
 	// abort, while set, cancels the context of the driver request that
 	// bound made for the claim; guarded by sess.mu.
 	abort context.CancelFunc
+	// acquiring, while set, closes when the driver's Acquire step for the
+	// claim has returned and its granted entry is kept (see
+	// Engine.acquire, Engine.withdraw); guarded by sess.mu.
+	acquiring chan struct{}
 	// monitorOnce starts the driver's Monitor of the claim (see monitor).
 	monitorOnce sync.Once
 	// state is a claimState, with sharedBit while live and shared,

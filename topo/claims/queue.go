@@ -406,7 +406,25 @@ func (e *Engine) acquire(ctx context.Context, cl *claim) error {
 	if e.acquirer == nil {
 		return nil
 	}
-	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, cl.entry.Entry())
+	done := make(chan struct{})
+	cl.sess.mu.Lock()
+	if err := cl.errLocked(); err != nil {
+		// Withdrawn (Stop, Resign) or lost before its turn came: no
+		// Acquire, whose transaction, detached from ctx, would take the
+		// key after the withdrawal returned.
+		cl.sess.mu.Unlock()
+		return err
+	}
+	cl.acquiring = done
+	ent := cl.entry.Entry()
+	cl.sess.mu.Unlock()
+	defer func() {
+		cl.sess.mu.Lock()
+		cl.acquiring = nil
+		cl.sess.mu.Unlock()
+		close(done)
+	}()
+	got, err := e.acquirer.Acquire(ctx, cl.q, cl.sess, ent)
 	if err == ErrNotHeld {
 		cl.end(stateLost)
 		return errEntryGone
@@ -433,9 +451,26 @@ func indexOf(list []Entry, ent Entry) int {
 // withdraw ends cl (released, unless it ended already) and removes its
 // entry, within removeGrace even when the caller's context has ended (on
 // a GoneSignaler, whose requests never block, with no bound); a removal
-// that fails is retried in the background (removeLater).
+// that fails is retried in the background (removeLater). An Acquire step
+// in flight (Consul: its transaction, sent detached from the caller,
+// turns the queue entry into the key) is waited for first, for at most
+// removeGrace, so that the entry removed is the one it left: withdraw
+// (Stop, Resign) no longer returns while the key it took is still held
+// (an observer named the withdrawn candidate leader after its Await had
+// failed Interrupted).
 func (e *Engine) withdraw(cl *claim) {
 	cl.end(stateReleased)
+	cl.sess.mu.Lock()
+	acquiring := cl.acquiring
+	cl.sess.mu.Unlock()
+	if acquiring != nil {
+		t := time.NewTimer(removeGrace)
+		select {
+		case <-acquiring:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	var err error
 	if e.signaler != nil {
 		// A GoneSignaler's requests never block: no grace to bound.
