@@ -33,7 +33,12 @@ type harness struct {
 func newHarness(t *testing.T, writable bool, mod ...func(*ui.Options)) *harness {
 	t.Helper()
 	store := memtest.New(t, memtest.Options{})
-	conn := store.Server.GlobalCell()
+	return newHarnessOn(t, store.Server.GlobalCell(), writable, mod...)
+}
+
+// newHarnessOn is newHarness over conn (a real server's, say).
+func newHarnessOn(t *testing.T, conn topo.Conn, writable bool, mod ...func(*ui.Options)) *harness {
+	t.Helper()
 	opts := ui.Options{Conn: conn, Name: "memory", Writable: writable, Coalesce: 10 * time.Millisecond}
 	for _, m := range mod {
 		m(&opts)
@@ -461,14 +466,15 @@ func TestDeleteTreeConfirmsCount(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	assert.EqualValues(t, 2, decodeJSON(t, body)["files"])
 	// A stale count deletes nothing.
+	listing := h.listing("/d")
 	h.put("d/new", "3")
-	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":2}`)
+	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":2,"listing":"`+listing+`"}`)
 	require.Equal(t, http.StatusConflict, status, body)
 	assert.EqualValues(t, 3, decodeJSON(t, body)["files"])
 	kvs, err := h.conn.List(context.Background(), "d/")
 	require.NoError(t, err)
 	assert.Len(t, kvs, 3)
-	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":3}`)
+	status, body = h.write("POST", "/api/delete-tree", `{"path":"/d","count":3,"listing":"`+h.listing("/d")+`"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.EqualValues(t, 3, decodeJSON(t, body)["deleted"])
 	_, err = h.conn.List(context.Background(), "d/")
