@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -625,6 +627,42 @@ func TestCheckListen(t *testing.T) {
 		assert.NoError(t, ui.CheckListen(a, false, true), a)
 	}
 	assert.Error(t, ui.CheckListen("nope", false, false))
+}
+
+// TestCheckListenResolvesLocalhost: "localhost" is a loopback host only
+// when every address it resolves to is a loopback one. It was accepted
+// unresolved, so a localhost that /etc/hosts or DNS points at another
+// address served the page there, off the loopback, without TLS and
+// without --insecure.
+func TestCheckListenResolvesLocalhost(t *testing.T) {
+	resolving := func(ips ...string) func(context.Context, string) ([]net.IPAddr, error) {
+		return func(_ context.Context, host string) ([]net.IPAddr, error) {
+			if !strings.EqualFold(host, "localhost") {
+				return nil, errors.New("unexpected lookup of " + host)
+			}
+			if len(ips) == 0 {
+				return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+			}
+			var out []net.IPAddr
+			for _, ip := range ips {
+				out = append(out, net.IPAddr{IP: net.ParseIP(ip)})
+			}
+			return out, nil
+		}
+	}
+	for _, ips := range [][]string{{"127.0.0.1"}, {"127.0.0.1", "::1"}} {
+		assert.NoError(t, ui.CheckListenResolving("localhost:8080", false, false, resolving(ips...)), ips)
+		assert.NoError(t, ui.CheckListenResolving("LocalHost:8080", false, false, resolving(ips...)), ips)
+	}
+	for _, ips := range [][]string{{"10.0.0.1"}, {"127.0.0.1", "192.168.1.5"}, {"0.0.0.0"}, nil} {
+		err := ui.CheckListenResolving("localhost:8080", false, false, resolving(ips...))
+		assert.ErrorIs(t, err, ui.ErrInsecureListen, ips)
+		assert.ErrorContains(t, err, "localhost", ips)
+		assert.NoError(t, ui.CheckListenResolving("localhost:8080", true, false, resolving(ips...)), ips)
+		assert.NoError(t, ui.CheckListenResolving("localhost:8080", false, true, resolving(ips...)), ips)
+	}
+	// An IP is never looked up.
+	assert.NoError(t, ui.CheckListenResolving("127.0.0.1:1", false, false, resolving()))
 }
 
 func TestNewRefusesNoConn(t *testing.T) {
